@@ -1,0 +1,103 @@
+"""npuprof's start-up hook, put first on PYTHONPATH by `npuprof run`.
+
+It must cost next to nothing in processes that never use torch, so it imports nothing beyond what
+the interpreter has already loaded, and it never raises.
+"""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _chain_user_sitecustomize() -> None:
+    """Run the sitecustomize that our directory hides, if any, and leave it as `sitecustomize`."""
+    ours = sys.modules.pop("sitecustomize", None)
+    saved_path = sys.path[:]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    try:
+        import sitecustomize  # noqa: F401  (the user's, found further down the path)
+    except ImportError as exc:
+        if exc.name != "sitecustomize":
+            _report(f"the user's sitecustomize failed: {exc!r}")
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours
+    except Exception as exc:  # the user's hook failing must not be blamed on us, nor stop Python
+        _report(f"the user's sitecustomize raised {exc!r}")
+    finally:
+        sys.path[:] = saved_path
+
+
+def _report(message: str) -> None:
+    try:
+        sys.stderr.write(f"npuprof: {message}\n")
+    except Exception:
+        pass
+
+
+class _TriggerFinder:
+    """A meta-path finder that wakes the agent once a trigger module has executed."""
+
+    def __init__(self, triggers: "set[str]") -> None:
+        self.triggers = triggers
+        self.busy = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.triggers or self.busy:
+            return None
+        self.busy = True
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self.busy = False
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original_exec = loader.exec_module
+
+        def exec_module(module, _original=original_exec, _name=name):
+            _original(module)
+            _wake(_name, module)
+
+        try:
+            loader.exec_module = exec_module
+        except Exception:
+            return spec
+        return spec
+
+
+def _wake(module_name: str, module: object) -> None:
+    try:
+        try:
+            from npuprof.agent import entry
+        except ImportError:
+            sys.path.append(os.path.dirname(os.path.dirname(_HERE)))
+            from npuprof.agent import entry
+        entry.on_trigger(module_name, module)
+    except Exception as exc:
+        _report(f"agent failed to start, training goes on without profiling: {exc!r}")
+
+
+def _install() -> None:
+    triggers = os.environ.get("NPUPROF_TRIGGERS", "")
+    if not triggers or not os.environ.get("NPUPROF_CONFIG"):
+        return
+    names = {t for t in triggers.split(",") if t}
+    already = [n for n in names if n in sys.modules]
+    sys.meta_path.insert(0, _TriggerFinder(names))
+    for name in already:
+        _wake(name, sys.modules[name])
+
+
+try:
+    _chain_user_sitecustomize()
+    _install()
+except Exception as _exc:  # never break the interpreter's start
+    _report(f"bootstrap failed: {_exc!r}")

@@ -1,0 +1,50 @@
+"""The one small interface every profiler backend offers to the controller."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from npuprof.agent.schedule import Action
+from npuprof.config import ProfileConfig
+
+ScheduleFn = Callable[[int], Action]
+TraceReady = Callable[[Any], None]
+
+
+class Backend(Protocol):
+    name: str  # "torch_npu", "torch-cuda", "torch-cpu"
+    device: str  # the device of this process: "npu:0", "cuda:0", "cpu"
+    writes_own_layout: bool  # True when the backend creates the rank dir itself (torch_npu)
+
+    def ignored_flags(self, cfg: ProfileConfig) -> list[str]:
+        """Flags given by the user that mean nothing on this backend (reported once, never silent)."""
+        ...
+
+    def create_profiler(self, cfg: ProfileConfig, schedule: ScheduleFn, on_trace_ready: TraceReady) -> Any:
+        """A profiler object with start(), step(), stop() and torch's step/schedule semantics."""
+        ...
+
+    def align(self, prof: Any, step: int) -> None:
+        """Make a fresh profiler believe it is at ``step`` (so ProfilerStep#N carries the global step)."""
+        ...
+
+    def export_raw(self, prof: Any, rank_dir: Path | None, worker: str) -> tuple[Path, Path | None]:
+        """Write the raw capture; return (rank dir, raw trace file or None)."""
+        ...
+
+    def version_info(self) -> dict[str, str]: ...
+
+    def add_metadata(self, prof: Any, metadata: dict[str, Any]) -> bool:
+        """Hand metadata to the profiler if it writes profiler_metadata.json itself; False otherwise."""
+        ...
+
+
+def align_torch_style(prof: Any, step: int, to_native: Callable[[Action], Any]) -> None:
+    """torch.profiler.profile and torch_npu's profile both keep ``step_num`` and ``current_action``."""
+    prof.step_num = step
+    action = prof.schedule(step)
+    prof.current_action = action
+    if hasattr(prof, "_prev_schedule_action"):
+        prof._prev_schedule_action = action

@@ -1,0 +1,101 @@
+"""torch.profiler (Kineto) on CUDA GPUs and CPUs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from npuprof.agent.backends.base import ScheduleFn, TraceReady, align_torch_style
+from npuprof.agent.schedule import Action
+from npuprof.config import ProfileConfig
+from npuprof.results import layout
+
+# Flags that only torch_npu understands; on torch.profiler they are reported as ignored.
+_NPU_ONLY = {
+    "level": ("--level", "Level0"),
+    "aic_metrics": ("--aic-metrics", "AiCoreNone"),
+    "l2_cache": ("--l2-cache", False),
+    "op_attr": ("--op-attr", False),
+    "record_op_args": ("--record-op-args", False),
+    "export_type": ("--export-type", "text"),
+    "msprof_tx": ("--msprof-tx", False),
+    "data_simplification": ("--no-data-simplification", True),
+}
+
+
+class TorchBackend:
+    writes_own_layout = False
+
+    def __init__(self, use_cuda: bool) -> None:
+        import torch
+
+        self.use_cuda = use_cuda
+        self.name = "torch-cuda" if use_cuda else "torch-cpu"
+        self.device = f"cuda:{torch.cuda.current_device()}" if use_cuda else "cpu"
+
+    def ignored_flags(self, cfg: ProfileConfig) -> list[str]:
+        ignored = [flag for key, (flag, default) in _NPU_ONLY.items() if getattr(cfg, key) != default]
+        if not self.use_cuda and "npu" in cfg.activities and cfg.activities != ["npu"]:
+            pass  # cpu,npu on a CPU-only machine: the CPU is the device; nothing to report
+        if cfg.activities == ["npu"] and not self.use_cuda:
+            ignored.append("--activities npu (no accelerator here; the CPU is profiled)")
+        return ignored
+
+    def _activities(self, cfg: ProfileConfig) -> list[Any]:
+        from torch.profiler import ProfilerActivity
+
+        acts = []
+        if "cpu" in cfg.activities or not self.use_cuda:
+            acts.append(ProfilerActivity.CPU)
+        if "npu" in cfg.activities and self.use_cuda:
+            acts.append(ProfilerActivity.CUDA)
+        return acts
+
+    def create_profiler(self, cfg: ProfileConfig, schedule: ScheduleFn, on_trace_ready: TraceReady) -> Any:
+        import torch.profiler as tp
+
+        native = {
+            Action.NONE: tp.ProfilerAction.NONE,
+            Action.WARMUP: tp.ProfilerAction.WARMUP,
+            Action.RECORD: tp.ProfilerAction.RECORD,
+            Action.RECORD_AND_SAVE: tp.ProfilerAction.RECORD_AND_SAVE,
+        }
+        kwargs: dict[str, Any] = {}
+        if cfg.export_stacks:
+            from npuprof.agent.capture_exports import stacks_experimental_config
+
+            kwargs["experimental_config"] = stacks_experimental_config()
+        return tp.profile(
+            activities=self._activities(cfg),
+            schedule=lambda step: native[schedule(step)],
+            on_trace_ready=on_trace_ready,
+            record_shapes=cfg.record_shapes,
+            profile_memory=cfg.profile_memory,
+            with_stack=cfg.with_stack,
+            with_flops=cfg.with_flops,
+            with_modules=cfg.with_modules,
+            **kwargs,
+        )
+
+    def align(self, prof: Any, step: int) -> None:
+        align_torch_style(prof, step, lambda a: a)
+
+    def export_raw(self, prof: Any, rank_dir: Path | None, worker: str) -> tuple[Path, Path | None]:
+        assert rank_dir is not None, "the torch backend writes into a dir the controller made"
+        # Plain json: torch's gzip path compresses inside the training step (~10 MB/s);
+        # npuprof gzips in a background process instead.
+        trace = rank_dir / layout.trace_file_name(worker, time.time_ns(), gzip=False)
+        tmp = trace.with_name("." + trace.name + ".tmp")
+        prof.export_chrome_trace(str(tmp))
+        tmp.chmod(0o640)
+        tmp.replace(trace)
+        return rank_dir, trace
+
+    def version_info(self) -> dict[str, str]:
+        import torch
+
+        return {"torch_version": torch.__version__}
+
+    def add_metadata(self, prof: Any, metadata: dict[str, Any]) -> bool:
+        return False

@@ -1,0 +1,101 @@
+"""The agent's log: lines appended to the run's npuprof.log; problems reported once on stderr."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AgentLog:
+    def __init__(self, path: str | None, who: str) -> None:
+        self.path = path
+        self.who = who
+        self._reported: set[str] = set()
+        self._lock = threading.Lock()
+
+    def write(self, level: str, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        line = f"{stamp} [{level}] [{self.who} pid={os.getpid()}] {message}\n"
+        if self.path is None:
+            return
+        try:
+            with self._lock:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+                try:
+                    os.write(fd, line.encode("utf-8", "replace"))
+                finally:
+                    os.close(fd)
+        except OSError:
+            pass
+
+    def info(self, message: str) -> None:
+        self.write("INFO", message)
+
+    def warning(self, message: str) -> None:
+        self.write("WARNING", message)
+
+    def error(self, message: str) -> None:
+        self.write("ERROR", message)
+
+    def warn_once(self, key: str, message: str) -> None:
+        """Log a warning and show it once on stderr (per process)."""
+        self.warning(message)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        try:
+            sys.stderr.write(f"npuprof: {message}\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+
+_NULL = AgentLog(None, "agent")
+_current: AgentLog = _NULL
+
+
+def set_log(log: AgentLog) -> None:
+    global _current
+    _current = log
+
+
+def get_log() -> AgentLog:
+    return _current
+
+
+def never_raise(what: str, on_error: Callable[[], None] | None = None) -> Callable[[F], F]:
+    """Decorate code that runs inside the user's training: failures are logged, reported once,
+    and never reach the user's code. ``on_error`` may switch the failing part off."""
+
+    def decorate(func: F) -> F:
+        @wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except Exception as exc:
+                import traceback
+
+                log = get_log()
+                log.error(f"{what} failed: {exc!r}\n{traceback.format_exc()}")
+                log.warn_once(
+                    "failure:" + what,
+                    f"{what} failed ({exc!r}); profiling of this process may be incomplete, "
+                    f"training goes on; details in {log.path or 'the log'}",
+                )
+                if on_error is not None:
+                    try:
+                        on_error()
+                    except Exception:
+                        pass
+                return None
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,31 @@
+"""This process's rank: launcher variables first, torch.distributed once it is initialised."""
+
+from __future__ import annotations
+
+import os
+
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK")
+
+
+def rank_from_env(environ: dict[str, str] | None = None) -> int | None:
+    env = os.environ if environ is None else environ
+    for name in RANK_VARIABLES:
+        value = env.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def current_rank() -> int | None:
+    rank = rank_from_env()
+    if rank is not None:
+        return rank
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:
+        return None
+    return None

@@ -1,0 +1,73 @@
+"""Which profiler action each step gets. The controller asks a plan; today the plan is a
+torch-style schedule, and a dynamic config watcher can feed one in the same shape."""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+from npuprof.config import Schedule
+
+
+class Action(enum.Enum):
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+    @property
+    def recording(self) -> bool:
+        return self in (Action.RECORD, Action.RECORD_AND_SAVE)
+
+
+class CapturePlan(Protocol):
+    def action_at(self, step: int) -> Action: ...
+
+    def next_busy_step(self, after: int) -> int | None:
+        """The first step > ``after`` whose action is not NONE (None: never again)."""
+        ...
+
+
+class SchedulePlan:
+    """torch.profiler.schedule(wait, warmup, active, repeat, skip_first), exactly."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.s = schedule
+        self.cycle = schedule.wait + schedule.warmup + schedule.active
+
+    def action_at(self, step: int) -> Action:
+        s = self.s
+        if step < s.skip_first:
+            return Action.NONE
+        step -= s.skip_first
+        if s.repeat > 0 and step // self.cycle >= s.repeat:
+            return Action.NONE
+        mod = step % self.cycle
+        if mod < s.wait:
+            return Action.NONE
+        if mod < s.wait + s.warmup:
+            return Action.WARMUP
+        return Action.RECORD if mod < self.cycle - 1 else Action.RECORD_AND_SAVE
+
+    def next_busy_step(self, after: int) -> int | None:
+        s = self.s
+        start = max(after + 1, s.skip_first)
+        if s.repeat > 0 and start >= s.skip_first + self.cycle * s.repeat:
+            return None
+        for step in range(start, start + self.cycle + 1):
+            if self.action_at(step) is not Action.NONE:
+                return step
+        return None
+
+    def recorded_steps(self, total_steps: int) -> list[list[int]]:
+        """The captures (lists of steps) a run of ``total_steps`` steps yields; for reports and tests."""
+        captures: list[list[int]] = []
+        current: list[int] = []
+        for step in range(total_steps):
+            action = self.action_at(step)
+            if action.recording:
+                current.append(step)
+            if action is Action.RECORD_AND_SAVE:
+                captures.append(current)
+                current = []
+        return captures

@@ -1,0 +1,427 @@
+"""Fast, memory-bounded reading of Kineto (``torch.profiler``) Chrome traces.
+
+A Kineto trace is one JSON object whose ``traceEvents`` array holds millions of events. Decoding it whole
+costs several times the file size in memory, so this module streams it: the file (``.gz`` decompressed on
+the fly) is read in blocks, each block is cut at an event boundary and decoded with msgspec into typed
+:class:`Event` structs whose ``args`` stay undecoded (``msgspec.Raw``) until asked for.
+
+Public API (stable):
+
+* :func:`load_trace` -- ``load_trace(path, keep=None) -> Trace``: all events (or those ``keep`` accepts) and the
+  top-level keys (``Trace.meta``: ``distributedInfo``, ``deviceProperties``, ``baseTimeNanoseconds``, ...).
+* :func:`iter_chunks` -- the streaming form: ``TraceChunk`` objects (decoded events plus the exact bytes they
+  came from), then the metadata is available on the :class:`TraceReader`. Use it to process a trace of any
+  size in bounded memory.
+* :class:`Event` -- fields ``name, ph, cat, ts, dur, pid, tid, id, args``; ``Event.args_dict()`` decodes args.
+* :class:`TraceError` -- raised for a missing, truncated or corrupt trace (the message says which and where).
+
+``ts`` and ``dur`` are microseconds as in the file (floats).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+
+__all__ = ["Event", "Trace", "TraceChunk", "TraceError", "TraceReader", "iter_chunks", "load_trace"]
+
+DEFAULT_BLOCK = 16 << 20  # bytes of event text decoded at a time
+_EMPTY_RAW = msgspec.Raw(b"")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_HEAD_LIMIT = 64 << 20  # the traceEvents key must appear within this many bytes
+_WS = b" \t\r\n"
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event. Missing fields take the defaults below; unknown fields are skipped."""
+
+    name: str = ""
+    ph: str = ""
+    cat: str = ""
+    ts: float = 0.0
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+    id: int | str | None = None
+    args: msgspec.Raw = _EMPTY_RAW
+
+    def args_dict(self) -> dict[str, Any]:
+        """The event's ``args`` decoded (an empty dict when it has none)."""
+        if not self.args:
+            return {}
+        value = msgspec.json.decode(self.args)
+        return value if isinstance(value, dict) else {}
+
+
+class TraceError(Exception):
+    """The trace cannot be read: missing, truncated or corrupt. ``kind`` is one of those words."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class TraceChunk:
+    """Consecutive events and the exact bytes (``text``: ``{...},{...}``) they were decoded from."""
+
+    events: list[Event]
+    text: memoryview
+
+
+@dataclass
+class Trace:
+    """A loaded trace: ``events`` in file order and ``meta``, the top-level keys other than traceEvents."""
+
+    path: Path
+    events: list[Event]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int | None:
+        info = self.meta.get("distributedInfo")
+        rank = info.get("rank") if isinstance(info, dict) else None
+        return rank if isinstance(rank, int) else None
+
+
+_DECODER = msgspec.json.Decoder(list[Event])
+_ANY = msgspec.json.Decoder()
+
+
+def _open(path: Path) -> BinaryIO:
+    if not path.is_file():
+        raise TraceError("missing", f"no trace file at {path}")
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb", buffering=0)
+
+
+def _next_nonspace(buf: bytes | bytearray, start: int) -> int:
+    n = len(buf)
+    while start < n and buf[start] in _WS:
+        start += 1
+    return start
+
+
+def _prev_nonspace(buf: bytes | bytearray, end: int) -> int:
+    """Index of the last non-space byte before ``end`` (-1 when none)."""
+    end -= 1
+    while end >= 0 and buf[end] in _WS:
+        end -= 1
+    return end
+
+
+class TraceReader:
+    """Streams one trace file. Iterate it for :class:`TraceChunk` objects; ``meta`` is complete afterwards.
+
+    ``block`` is the amount of event text decoded per chunk: memory use is a few times that, whatever the
+    file size.
+    """
+
+    def __init__(self, path: str | Path, block: int = DEFAULT_BLOCK) -> None:
+        self.path = Path(path)
+        self.block = block
+        self.meta: dict[str, Any] = {}
+        self.bytes_read = 0
+        self.event_count = 0
+
+    def _read(self, handle: BinaryIO, size: int) -> bytes:
+        try:
+            data = handle.read(size)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise TraceError("truncated" if isinstance(exc, EOFError) else "corrupt",
+                             f"{self.path}: cannot read the trace at byte {self.bytes_read}: {exc}") from exc
+        self.bytes_read += len(data)
+        return data
+
+    def _head(self, handle: BinaryIO) -> bytearray:
+        """Read up to the opening bracket of traceEvents; parse the keys before it; return what follows."""
+        buf = bytearray()
+        while True:
+            data = self._read(handle, 1 << 20)
+            buf += data
+            match = _EVENTS_KEY.search(buf)
+            if match:
+                break
+            if not data or len(buf) > _HEAD_LIMIT:
+                kind = "corrupt" if buf.strip() else "truncated"
+                raise TraceError(kind, f"{self.path}: no traceEvents array found (not a Chrome trace?)")
+        head = bytes(buf[: match.start()]).strip()
+        if not head.startswith(b"{"):
+            raise TraceError("corrupt", f"{self.path}: the trace does not start with a JSON object")
+        head = head.rstrip(b",").rstrip()
+        if head != b"{":
+            self.meta.update(self._decode_object(head + b"}", "the keys before traceEvents"))
+        return buf[match.end():]
+
+    def _decode_object(self, text: bytes, what: str) -> dict[str, Any]:
+        try:
+            value = _ANY.decode(text)
+        except msgspec.DecodeError as exc:
+            raise TraceError("corrupt", f"{self.path}: cannot decode {what}: {exc}") from exc
+        if not isinstance(value, dict):
+            raise TraceError("corrupt", f"{self.path}: {what} is not a JSON object")
+        return value
+
+    def _decode(self, text: memoryview) -> tuple[list[Event], memoryview] | None:
+        """Decode ``{...},{...}``; return the events and the text (a view of the buffer the events'
+        ``args`` point into)."""
+        framed = bytearray(b"[")
+        framed += text
+        framed += b"]"
+        try:
+            events = _DECODER.decode(framed)
+        except msgspec.DecodeError:
+            return None
+        return events, memoryview(framed)[1:-1]
+
+    def _split(self, buf: bytearray, limit: int) -> tuple[int, list[Event], memoryview] | None:
+        """Find the last event boundary ``},{`` in ``buf`` that yields a decodable chunk; return
+        (index just after its ``}``, events). None when no boundary works."""
+        end = len(buf)
+        tries = 0
+        while tries < limit:
+            close = buf.rfind(b"}", 0, end)
+            if close < 0:
+                return None
+            comma = _next_nonspace(buf, close + 1)
+            if comma < len(buf) and buf[comma] == 0x2C:  # ","
+                brace = _next_nonspace(buf, comma + 1)
+                if brace < len(buf) and buf[brace] == 0x7B:  # "{"
+                    tries += 1
+                    decoded = self._decode(memoryview(buf)[: close + 1])
+                    if decoded is not None:
+                        return close + 1, *decoded
+            end = close
+        return None
+
+    def _finish(self, buf: bytearray) -> tuple[int, list[Event], memoryview]:
+        """At end of a stream: find the array's closing bracket (the rest must be the trailing keys)."""
+        end = len(buf)
+        for _ in range(64):
+            bracket = buf.rfind(b"]", 0, end)
+            if bracket < 0:
+                break
+            value = self._tail_value(bytes(buf[bracket + 1:]))
+            if value is not None:
+                self.meta.update(value)
+                last = _prev_nonspace(buf, bracket)
+                if last < 0:
+                    return 0, [], memoryview(b"")
+                decoded = self._decode(memoryview(buf)[: last + 1])
+                if decoded is None:
+                    raise TraceError("corrupt", f"{self.path}: undecodable events before byte "
+                                                f"{self.bytes_read} (corrupt trace)")
+                return last + 1, *decoded
+            end = bracket
+        raise TraceError("truncated", f"{self.path}: the trace ends without closing its traceEvents array "
+                                      f"after {self.bytes_read} bytes (truncated file?)")
+
+    def _tail(self, handle: BinaryIO, size: int) -> int:
+        """Plain files: parse the keys after traceEvents from the file's end; return the offset just past
+        the last event (before the closing bracket)."""
+        span = min(size, 1 << 20)
+        handle.seek(size - span)
+        buf = bytearray(handle.read(span))
+        end = len(buf)
+        for _ in range(64):
+            bracket = buf.rfind(b"]", 0, end)
+            if bracket < 0:
+                break
+            value = self._tail_value(bytes(buf[bracket + 1:]))
+            if value is not None:
+                self.meta.update(value)
+                return size - span + _prev_nonspace(buf, bracket) + 1
+            end = bracket
+        raise TraceError("truncated", f"{self.path}: the trace ends without closing its traceEvents array "
+                                      f"after {size} bytes (truncated file?)")
+
+    @staticmethod
+    def _tail_value(tail: bytes) -> dict[str, Any] | None:
+        tail = tail.strip()
+        if tail.startswith(b","):
+            tail = b"{" + tail[1:]
+        elif tail == b"}":
+            tail = b"{}"
+        else:
+            return None
+        try:
+            value = _ANY.decode(tail)
+        except msgspec.DecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def region(self) -> tuple[int, int]:
+        """Plain (uncompressed) files only: (first byte of the first event, end of the last event). Also
+        fills ``meta``."""
+        with _open(self.path) as handle:
+            if isinstance(handle, gzip.GzipFile):
+                raise TraceError("corrupt", f"{self.path}: region() needs an uncompressed trace")
+            rest = self._head(handle)
+            start = self.bytes_read - len(rest)
+            size = self.path.stat().st_size
+            end = self._tail(handle, size)
+        return start, max(start, end)
+
+    def __iter__(self) -> Iterator[TraceChunk]:
+        with _open(self.path) as handle:
+            if isinstance(handle, gzip.GzipFile):
+                yield from self._iter_stream(handle)
+                return
+        start, end = self.region()
+        yield from self.iter_range(start, end)
+
+    def iter_range(self, start: int, end: int) -> Iterator[TraceChunk]:
+        """Events of a plain file between two event boundaries (``start`` at a ``{``, ``end`` after a ``}``,
+        give or take spaces and a comma)."""
+        with open(self.path, "rb", buffering=0) as handle:
+            handle.seek(start)
+            self.bytes_read = start
+            buf = bytearray()
+            while True:
+                want = min(self.block + (1 << 16) - len(buf), end - self.bytes_read)
+                if want > 0:
+                    data = self._read(handle, want)
+                    if not data:
+                        raise TraceError("truncated", f"{self.path}: the file shrank while being read")
+                    buf += data
+                at_end = self.bytes_read >= end
+                if at_end:
+                    last = _prev_nonspace(buf, len(buf))
+                    if last >= 0 and buf[last] == 0x2C:
+                        last = _prev_nonspace(buf, last)
+                    if last < 0:
+                        return
+                    decoded = self._decode(memoryview(buf)[: last + 1])
+                    if decoded is None:
+                        raise TraceError("corrupt", f"{self.path}: undecodable events between bytes "
+                                                    f"{self.bytes_read - len(buf)} and {end} (corrupt trace)")
+                    self.event_count += len(decoded[0])
+                    yield TraceChunk(*decoded)
+                    return
+                found = self._split(buf, limit=8)
+                if found is None:
+                    if len(buf) > 16 * self.block + (256 << 20):
+                        raise TraceError("corrupt", f"{self.path}: no event boundary found near byte "
+                                                    f"{self.bytes_read} (corrupt trace)")
+                    more = self._read(handle, min(self.block, end - self.bytes_read))
+                    buf += more
+                    continue
+                cut, events, text = found
+                self.event_count += len(events)
+                yield TraceChunk(events, text)
+                rest = _next_nonspace(buf, cut)
+                if rest < len(buf) and buf[rest] == 0x2C:
+                    rest += 1
+                buf = buf[rest:]
+
+    def boundary_after(self, pos: int, end: int) -> int:
+        """The first event boundary (offset of a ``{`` that starts an event) at or after ``pos``, checked by
+        decoding what follows it; ``end`` when there is none before it."""
+        with open(self.path, "rb", buffering=0) as handle:
+            while pos < end:
+                handle.seek(pos)
+                window = handle.read(min(4 << 20, end - pos))
+                i = 0
+                while True:
+                    close = window.find(b"}", i)
+                    if close < 0:
+                        break
+                    comma = _next_nonspace(window, close + 1)
+                    if comma < len(window) and window[comma] == 0x2C:
+                        brace = _next_nonspace(window, comma + 1)
+                        if brace < len(window) and window[brace] == 0x7B and self._valid_from(window, brace):
+                            return pos + brace
+                    i = close + 1
+                pos += max(len(window) - (1 << 16), 1)
+        return end
+
+    def _valid_from(self, window: bytes, brace: int) -> bool:
+        """Does a run of whole events start at ``brace``? (decodes up to a later boundary)"""
+        probe = window.find(b"}", brace + 1)
+        tries = 0
+        while probe >= 0 and tries < 64:
+            comma = _next_nonspace(window, probe + 1)
+            if comma < len(window) and window[comma] == 0x2C:
+                tries += 1
+                if self._decode(memoryview(window)[brace: probe + 1]) is not None:
+                    return True
+            probe = window.find(b"}", probe + 1)
+        return False
+
+    def _iter_stream(self, handle: BinaryIO) -> Iterator[TraceChunk]:
+        buf = self._head(handle)
+        eof = False
+        while not eof:
+            want = self.block
+            while len(buf) < want:
+                data = self._read(handle, want - len(buf) + (1 << 16))
+                if not data:
+                    eof = True
+                    break
+                buf += data
+            if eof:
+                cut, events, text = self._finish(buf)
+            else:
+                found = self._split(buf, limit=8)
+                if found is None:  # an event larger than a block, or corrupt text: read more
+                    if len(buf) > 16 * self.block + (256 << 20):
+                        raise TraceError("corrupt", f"{self.path}: no event boundary found near byte "
+                                                    f"{self.bytes_read} (corrupt trace)")
+                    more = self._read(handle, self.block)
+                    if not more:
+                        cut, events, text = self._finish(buf)
+                        eof = True
+                    else:
+                        buf += more
+                        continue
+                else:
+                    cut, events, text = found
+            if events:
+                self.event_count += len(events)
+                yield TraceChunk(events, text)
+            if eof:
+                return
+            rest = _next_nonspace(buf, cut)
+            # drop the separating comma: the next chunk starts at "{"
+            if rest < len(buf) and buf[rest] == 0x2C:
+                rest += 1
+            buf = buf[rest:]
+
+
+def iter_chunks(path: str | Path, block: int = DEFAULT_BLOCK) -> tuple[TraceReader, Iterator[TraceChunk]]:
+    """``reader, chunks = iter_chunks(path)``; after consuming ``chunks``, ``reader.meta`` holds the keys."""
+    reader = TraceReader(path, block)
+    return reader, iter(reader)
+
+
+def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) -> Trace:
+    """Load a Kineto/Chrome trace (``.json`` or ``.json.gz``).
+
+    Returns ``Trace(events, meta)``; ``events`` are :class:`Event` structs in file order, ``meta`` the top-level
+    keys besides ``traceEvents``. With ``keep``, only events for which ``keep(event)`` is true are kept and their
+    ``args`` are copied out of the read buffer, so memory is proportional to what is kept (pass e.g.
+    ``lambda e: e.cat == "python_function"``). Without it every event is kept and memory is about twice the
+    uncompressed size. Raises :class:`TraceError` (``kind``: missing / truncated / corrupt).
+    """
+    reader = TraceReader(path)
+    events: list[Event] = []
+    for chunk in reader:
+        if keep is None:
+            events.extend(chunk.events)
+            continue
+        for event in chunk.events:
+            if keep(event):
+                if event.args:
+                    event.args = event.args.copy()
+                events.append(event)
+    return Trace(Path(path), events, reader.meta)

@@ -1,0 +1,97 @@
+"""`npuprof export-stacks`: folded stacks (and an SVG flame graph) from a capture's trace."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+METRICS = ("self_cpu_time_total", "self_npu_time_total", "self_cuda_time_total")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "export-stacks",
+        help=(
+            "Write folded stacks ('outer;...;inner <µs>', for flamegraph.pl / speedscope) rebuilt from a capture's "
+            "trace, and optionally an interactive SVG flame graph. Without -o and --svg the stacks go to stdout. "
+            "Exit 1 when the input lacks the data, 2 for a bad flag."
+        ),
+    )(export_stacks)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    print(f"npuprof export-stacks: {message}", file=sys.stderr)
+    return typer.Exit(code)
+
+
+def _check_output(path: Path, flag: str) -> Path:
+    from npuprof.results.paths import UnsafePathError, check_no_symlink
+
+    try:
+        target = check_no_symlink(path, flag)
+    except UnsafePathError as exc:
+        raise _fail(str(exc), 2) from None
+    if not target.parent.is_dir():
+        raise _fail(f"{flag} {path}: the directory {target.parent} does not exist", 2)
+    if target.is_dir():
+        raise _fail(f"{flag} {path} is a directory: give a file name", 2)
+    return target
+
+
+def export_stacks(
+    source: Path = typer.Argument(..., help="A rank directory (*_ascend_pt) or a trace file.", show_default=False),
+    metric: str = typer.Option(
+        "self_cpu_time_total", "--metric", "-m",
+        help="self_cpu_time_total (host self time), self_cuda_time_total or self_npu_time_total (device kernel "
+        "time, given to the stack that launched each kernel).",
+    ),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Folded stacks file ('-' = stdout)."),
+    svg: Path | None = typer.Option(None, "--svg", help="Also write an interactive SVG flame graph here."),
+    min_width: float = typer.Option(0.1, "--min-width", help="SVG: leave out frames narrower than this (px)."),
+) -> None:
+    if metric not in METRICS:
+        raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
+    if min_width < 0:
+        raise _fail("--min-width must be >= 0", 2)
+    to_stdout = output is None and svg is None or (output is not None and str(output) == "-")
+    out_path = None if to_stdout or output is None else _check_output(output, "-o")
+    svg_path = None if svg is None else _check_output(svg, "--svg")
+
+    from npuprof.reports import stacks as st
+    from npuprof.reports.inputs import InputError, find_trace
+    from npuprof.reports.trace_events import TraceReadError
+
+    try:
+        trace = find_trace(source)
+        folded = st.folded_from_trace(trace, metric)
+    except (InputError, TraceReadError, st.StacksError) as exc:
+        raise _fail(str(exc)) from None
+    if not folded.has_python_frames:
+        print(
+            "npuprof export-stacks: note: the trace has no Python stacks (python_function events), so the stacks "
+            "are operator nesting only; capture with --with-stack for Python frames",
+            file=sys.stderr,
+        )
+    text = folded.text()
+    if not text:
+        raise _fail(f"no {metric} time in {trace}")
+
+    from npuprof.results.atomic import write_text
+
+    if to_stdout:
+        sys.stdout.write(text)
+    elif out_path is not None:
+        write_text(out_path, text)
+    if svg_path is not None:
+        from npuprof.reports.flamegraph_svg import render_svg
+
+        kind = "host self time" if metric == st.HOST_METRIC else "device kernel time"
+        title = f"{trace.parent.name if trace.parent.name else trace.name}: {metric}"
+        write_text(svg_path, render_svg(folded.integer_values(), title=title, unit_label=kind,
+                                        min_width_px=min_width))
+    summary = f"{len(folded.integer_values())} stacks, {folded.total_us:,.0f} µs of {metric} from {trace}"
+    for path in (out_path, svg_path):
+        if path is not None:
+            print(f"wrote {path} ({summary})", file=sys.stderr)

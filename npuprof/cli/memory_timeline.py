@@ -1,0 +1,74 @@
+"""`npuprof memory-timeline`: memory over time by category, from a capture (html / json / json.gz / raw.json.gz)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "memory-timeline",
+        help=(
+            "Render a capture's memory timeline. From the run's kept categorised data (memory_timeline.raw.json.gz) "
+            "when present, else from the trace's [memory] events (allocated and reserved; category UNKNOWN). "
+            "The format follows -o's suffix: .html (plot; needs matplotlib: pip install 'npuprof[plot]'), .json, "
+            ".json.gz, .raw.json.gz. Exit 1 when the input lacks the data or matplotlib is missing, 2 for a bad flag."
+        ),
+    )(memory_timeline)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    print(f"npuprof memory-timeline: {message}", file=sys.stderr)
+    return typer.Exit(code)
+
+
+def memory_timeline(
+    source: Path = typer.Argument(
+        ..., help="A rank directory (*_ascend_pt), a trace file or a *.raw.json.gz.", show_default=False
+    ),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="memory.html | memory.json | memory.json.gz | memory.raw.json.gz",
+        show_default=False,
+    ),
+    device: str | None = typer.Option(
+        None, "--device", "-d", help="cpu, cuda:N or npu:N (default: the first accelerator in the data, else cpu)."
+    ),
+) -> None:
+    from npuprof.reports import memory_timeline as mt
+    from npuprof.results.paths import UnsafePathError, check_no_symlink
+
+    try:
+        fmt = mt.format_of(output)
+        target = check_no_symlink(output, "-o")
+    except (mt.MemoryTimelineError, UnsafePathError) as exc:
+        raise _fail(f"-o: {exc}", 2) from None
+    if not target.parent.is_dir():
+        raise _fail(f"-o {output}: the directory {target.parent} does not exist", 2)
+    if fmt == "html":
+        import importlib.util
+
+        try:
+            have_plot = importlib.util.find_spec("matplotlib") is not None
+        except (ImportError, ValueError):
+            have_plot = False
+        if not have_plot:
+            raise _fail(
+                f"the .html format needs matplotlib: install it with {mt.PLOT_INSTALL_HINT} "
+                "(or ask for .json, .json.gz or .raw.json.gz, which need nothing more)"
+            )
+
+    from npuprof.reports.inputs import InputError, single_rank_dir
+    from npuprof.reports.trace_events import TraceReadError
+
+    try:
+        data = mt.load(single_rank_dir(source), device)
+        mt.render(data, target)
+    except (InputError, TraceReadError, mt.MemoryTimelineError) as exc:
+        raise _fail(str(exc)) from None
+    if data.source == mt.SOURCE_TRACE:
+        print(f"npuprof memory-timeline: note: {mt.source_note(data)}", file=sys.stderr)
+    print(f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
+          f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else 'the trace'})", file=sys.stderr)

@@ -1,0 +1,408 @@
+"""ProfileConfig: the one description of what to profile, built from CLI flags, a
+``profiler_config.json`` (seed §4 format) or the environment payload handed to child processes.
+
+Every entry point builds one of these; nothing else parses flags or config files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ACTIVITIES = ("cpu", "npu")
+LEVELS = {"none": "Level_none", "0": "Level0", "1": "Level1", "2": "Level2"}
+AIC_METRICS = (
+    "AiCoreNone",
+    "PipeUtilization",
+    "ArithmeticUtilization",
+    "Memory",
+    "MemoryL0",
+    "ResourceConflictRatio",
+    "MemoryUB",
+    "L2Cache",
+)
+EXPORT_TYPES = ("text", "db")
+STACK_METRICS = ("self_cpu_time_total", "self_npu_time_total", "self_cuda_time_total")
+MEMORY_FORMATS = ("html", "json", "json.gz", "raw.json.gz")
+DEFAULT_OUTPUT = "npuprof_result"
+
+# torch_npu caps metadata at 4096 characters a value and 50 KiB in all (output-format.md §3).
+METADATA_VALUE_LIMIT = 4096
+METADATA_TOTAL_LIMIT = 50 * 1024
+
+
+class ConfigError(ValueError):
+    """A bad setting. ``source`` names the flag or config key, ``fix`` says what would be accepted."""
+
+    def __init__(self, source: str, problem: str, fix: str = "") -> None:
+        self.source = source
+        self.problem = problem
+        self.fix = fix
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        text = f"{self.source}: {self.problem}"
+        return f"{text}; {self.fix}" if self.fix else text
+
+
+@dataclass
+class Schedule:
+    """torch.profiler.schedule semantics exactly (seed §3)."""
+
+    skip_first: int = 5
+    wait: int = 0
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+
+    def validate(self) -> None:
+        for name in ("skip_first", "wait", "warmup", "repeat"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(flag, f"must be an integer >= 0, got {value!r}", f"e.g. {flag} 1")
+        if not isinstance(self.active, int) or self.active < 1:
+            raise ConfigError("--active", f"must be an integer >= 1, got {self.active!r}", "e.g. --active 3")
+
+    def first_steps_needed(self) -> int:
+        """Steps a run needs for every capture of a finite schedule to complete."""
+        return self.skip_first + (self.wait + self.warmup + self.active) * max(self.repeat, 1)
+
+
+@dataclass
+class ProfileConfig:
+    # what to collect (seed §2)
+    activities: list[str] = field(default_factory=lambda: list(ACTIVITIES))
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_modules: bool = False
+    with_flops: bool = False
+    # experimental_config (seed §2)
+    level: str = "Level0"
+    aic_metrics: str = "AiCoreNone"
+    l2_cache: bool = False
+    op_attr: bool = False
+    data_simplification: bool = True
+    record_op_args: bool = False
+    gc_detect_threshold: float | None = None
+    export_type: str = "text"
+    msprof_tx: bool = False
+    # when
+    schedule: Schedule = field(default_factory=Schedule)
+    step_on: str | None = None
+    ranks: list[int] | None = None  # None: every rank
+    # where and what afterwards
+    output: str = DEFAULT_OUTPUT
+    worker_name: str | None = None
+    analyse: bool = True
+    gzip: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
+    export_stacks: list[str] = field(default_factory=list)
+    memory_timeline: list[str] = field(default_factory=list)
+
+    # ---- validation -------------------------------------------------------------------------
+    def validate(self) -> ProfileConfig:
+        if not self.activities:
+            raise ConfigError("--activities", "is empty", "give cpu, npu or cpu,npu")
+        for activity in self.activities:
+            if activity not in ACTIVITIES:
+                raise ConfigError(
+                    "--activities", f"unknown activity {activity!r}", "use cpu, npu or cpu,npu"
+                )
+        if self.level not in LEVELS.values():
+            raise ConfigError("--level", f"unknown level {self.level!r}", "use none, 0, 1 or 2")
+        if self.aic_metrics not in AIC_METRICS:
+            raise ConfigError(
+                "--aic-metrics", f"unknown metric {self.aic_metrics!r}", "use one of " + ", ".join(AIC_METRICS)
+            )
+        if self.export_type not in EXPORT_TYPES:
+            raise ConfigError("--export-type", f"unknown type {self.export_type!r}", "use text or db")
+        if self.gc_detect_threshold is not None and self.gc_detect_threshold < 0:
+            raise ConfigError(
+                "--gc-detect-threshold", f"must be >= 0 ms, got {self.gc_detect_threshold}", "e.g. 10"
+            )
+        if self.op_attr and self.level == "Level_none":
+            raise ConfigError("--op-attr", "needs a profiler level other than none", "add --level 0")
+        self.schedule.validate()
+        if self.step_on is not None:
+            parse_step_on(self.step_on)
+        for metric in self.export_stacks:
+            if metric not in STACK_METRICS:
+                raise ConfigError(
+                    "--export-stacks", f"unknown metric {metric!r}", "use " + " or ".join(STACK_METRICS)
+                )
+        for fmt in self.memory_timeline:
+            if fmt not in MEMORY_FORMATS:
+                raise ConfigError(
+                    "--memory-timeline", f"unknown format {fmt!r}", "use " + ", ".join(MEMORY_FORMATS)
+                )
+        if self.export_stacks and not self.with_stack:
+            raise ConfigError("--export-stacks", "needs Python stacks in the trace", "add --with-stack")
+        if self.memory_timeline:
+            missing = [
+                flag
+                for flag, on in (("--record-shapes", self.record_shapes), ("--profile-memory", self.profile_memory))
+                if not on
+            ]
+            if not (self.with_stack or self.with_modules):
+                missing.append("--with-stack (or --with-modules)")
+            if missing:
+                raise ConfigError("--memory-timeline", "needs " + ", ".join(missing), "add " + " ".join(missing))
+        if self.worker_name is not None and not _is_safe_name(self.worker_name):
+            raise ConfigError(
+                "--worker-name",
+                f"{self.worker_name!r} may hold only letters, digits, '_', '-' and '.'",
+                "e.g. --worker-name node3",
+            )
+        _check_metadata(self.metadata)
+        return self
+
+    # ---- the environment payload --------------------------------------------------------------
+    def to_payload(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> ProfileConfig:
+        data = dict(payload)
+        data["schedule"] = Schedule(**data.get("schedule", {}))
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_env(self, run: dict[str, Any]) -> str:
+        """The one environment variable value: the config plus facts about the run."""
+        return json.dumps({"config": self.to_payload(), "run": run}, separators=(",", ":"))
+
+    # ---- views used by writers ----------------------------------------------------------------
+    def common_config(self) -> dict[str, Any]:
+        """profiler_info's ``config.common_config`` (output-format.md §2)."""
+        return {
+            "activities": [
+                "ProfilerActivity.CPU" if a == "cpu" else "ProfilerActivity.NPU" for a in self.activities
+            ],
+            "schedule": dataclasses.asdict(self.schedule),
+            "record_shapes": self.record_shapes,
+            "profile_memory": self.profile_memory,
+            "with_stack": self.with_stack,
+            "with_flops": self.with_flops,
+            "with_modules": self.with_modules,
+        }
+
+    def experimental_config(self) -> dict[str, Any]:
+        """profiler_info's ``config.experimental_config``, keyed as torch_npu writes it."""
+        return {
+            "_profiler_level": self.level,
+            "_aic_metrics": self.aic_metrics,
+            "_l2_cache": self.l2_cache,
+            "_op_attr": self.op_attr,
+            "_data_simplification": self.data_simplification,
+            "_record_op_args": self.record_op_args,
+            "_export_type": self.export_type,
+            "_msprof_tx": self.msprof_tx,
+            "_gc_detect_threshold": self.gc_detect_threshold,
+        }
+
+    def wants_rank(self, rank: int | None) -> bool:
+        if self.ranks is None:
+            return True
+        return (rank if rank is not None else 0) in self.ranks
+
+
+# ---- parsing helpers shared by the CLI and the config-file reader ---------------------------------
+def _is_safe_name(name: str) -> bool:
+    return bool(name) and all(c.isalnum() or c in "_-." for c in name)
+
+
+def parse_level(text: str, source: str = "--level") -> str:
+    key = str(text).strip()
+    if key in LEVELS:
+        return LEVELS[key]
+    if key in LEVELS.values():
+        return key
+    lowered = key.lower().replace("level_", "").replace("level", "")
+    if lowered in LEVELS:
+        return LEVELS[lowered]
+    raise ConfigError(source, f"unknown level {text!r}", "use none, 0, 1 or 2")
+
+
+def parse_activities(text: str, source: str = "--activities") -> list[str]:
+    names = [part.strip().lower() for part in str(text).split(",") if part.strip()]
+    aliases = {"cuda": "npu", "gpu": "npu", "device": "npu"}
+    result: list[str] = []
+    for name in names:
+        name = aliases.get(name, name)
+        if name not in ACTIVITIES:
+            raise ConfigError(source, f"unknown activity {name!r}", "use cpu, npu or cpu,npu")
+        if name not in result:
+            result.append(name)
+    if not result:
+        raise ConfigError(source, "is empty", "give cpu, npu or cpu,npu")
+    return result
+
+
+def parse_ranks(text: str, source: str = "--ranks") -> list[int] | None:
+    """``all`` -> None; ``0,3-5`` -> [0, 3, 4, 5]."""
+    text = str(text).strip()
+    if text.lower() == "all":
+        return None
+    ranks: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                low, high = (int(x) for x in part.split("-", 1))
+                if low > high or low < 0:
+                    raise ValueError
+                ranks.update(range(low, high + 1))
+            else:
+                value = int(part)
+                if value < 0:
+                    raise ValueError
+                ranks.add(value)
+        except ValueError:
+            raise ConfigError(source, f"bad rank list {text!r}", "use all, or e.g. 0,3-5") from None
+    if not ranks:
+        raise ConfigError(source, "is empty", "use all, or e.g. 0,3-5")
+    return sorted(ranks)
+
+
+def parse_metadata(items: list[str], source: str = "--metadata") -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(source, f"{item!r} is not KEY=VALUE", "e.g. --metadata dp=8")
+        result[key.strip()] = value
+    return result
+
+
+def parse_step_on(text: str, source: str = "--step-on") -> tuple[str, str]:
+    module, sep, qualname = text.partition(":")
+    parts = qualname.split(".") if qualname else []
+    if not sep or not module or not all(p.isidentifier() for p in parts) or not parts:
+        raise ConfigError(source, f"{text!r} is not MODULE:QUALNAME", "e.g. --step-on mypkg.infer:Engine.generate")
+    if not all(p.isidentifier() for p in module.split(".")):
+        raise ConfigError(source, f"{module!r} is not a module name", "e.g. --step-on mypkg.infer:generate")
+    return module, qualname
+
+
+def _check_metadata(metadata: dict[str, Any]) -> None:
+    total = 0
+    for key, value in metadata.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        if len(str(key)) > METADATA_VALUE_LIMIT or len(text) > METADATA_VALUE_LIMIT:
+            raise ConfigError("--metadata", f"entry {str(key)[:40]!r} is over 4096 characters", "shorten it")
+        total += len(str(key)) + len(text)
+    if total > METADATA_TOTAL_LIMIT:
+        raise ConfigError("--metadata", "is over 50 KiB in all", "keep metadata small")
+
+
+# ---- profiler_config.json (seed §4) ----------------------------------------------------------------
+def template_json() -> dict[str, Any]:
+    """The seed's default profiler_config.json."""
+    return {
+        "activities": ["CPU", "NPU"],
+        "prof_dir": "./",
+        "analyse": False,
+        "record_shapes": False,
+        "profile_memory": False,
+        "with_stack": False,
+        "with_flops": False,
+        "with_modules": False,
+        "active": 1,
+        "start_step": 0,
+        "is_rank": False,
+        "rank_list": [],
+        "experimental_config": {
+            "profiler_level": "Level0",
+            "aic_metrics": "AiCoreNone",
+            "l2_cache": False,
+            "op_attr": False,
+            "gc_detect_threshold": None,
+            "data_simplification": True,
+            "record_op_args": False,
+            "export_type": "text",
+            "msprof_tx": False,
+        },
+        "metadata": {},
+    }
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], key: str, path: str) -> Any:
+    if kind is int and isinstance(value, bool):
+        raise ConfigError(f"{path}: {key}", f"must be an integer, got {value!r}")
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ConfigError(f"{path}: {key}", f"must be {names}, got {json.dumps(value)}")
+    return value
+
+
+def config_from_json(data: Any, path: str, base: ProfileConfig | None = None) -> ProfileConfig:
+    """Apply a profiler_config.json document onto ``base`` (defaults when None)."""
+    cfg = base if base is not None else ProfileConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(path, "must hold a JSON object")
+    known = set(template_json())
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(path, f"unknown key(s) {', '.join(unknown)}", "see the seed's profiler_config.json")
+    if "activities" in data:
+        acts = _expect(data["activities"], list, "activities", path)
+        cfg.activities = parse_activities(",".join(str(a) for a in acts), f"{path}: activities")
+    if "prof_dir" in data:
+        cfg.output = _expect(data["prof_dir"], str, "prof_dir", path) or DEFAULT_OUTPUT
+    for key in ("analyse", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
+        if key in data:
+            setattr(cfg, key, _expect(data[key], bool, key, path))
+    start_step = _expect(data.get("start_step", 0), int, "start_step", path)
+    active = _expect(data.get("active", 1), int, "active", path)
+    if start_step < 0 or active < 1:
+        raise ConfigError(f"{path}: start_step/active", "start_step must be >= 0 and active >= 1")
+    if start_step > 0:
+        cfg.schedule = Schedule(skip_first=start_step, wait=0, warmup=0, active=active, repeat=1)
+    if _expect(data.get("is_rank", False), bool, "is_rank", path):
+        rank_list = _expect(data.get("rank_list", []), list, "rank_list", path)
+        for rank in rank_list:
+            _expect(rank, int, "rank_list", path)
+        cfg.ranks = sorted(set(rank_list))
+    exp = _expect(data.get("experimental_config", {}), dict, "experimental_config", path)
+    exp_known = set(template_json()["experimental_config"])
+    unknown = sorted(set(exp) - exp_known)
+    if unknown:
+        raise ConfigError(f"{path}: experimental_config", f"unknown key(s) {', '.join(unknown)}")
+    if "profiler_level" in exp:
+        cfg.level = parse_level(exp["profiler_level"], f"{path}: profiler_level")
+    if "aic_metrics" in exp:
+        cfg.aic_metrics = _expect(exp["aic_metrics"], str, "aic_metrics", path)
+    for key in ("l2_cache", "op_attr", "data_simplification", "record_op_args", "msprof_tx"):
+        if key in exp:
+            setattr(cfg, key, _expect(exp[key], bool, key, path))
+    if "gc_detect_threshold" in exp and exp["gc_detect_threshold"] is not None:
+        cfg.gc_detect_threshold = float(_expect(exp["gc_detect_threshold"], (int, float), "gc_detect_threshold", path))
+    if "export_type" in exp:
+        # The seed: an invalid export type falls back to text.
+        value = str(exp["export_type"]).lower()
+        cfg.export_type = value if value in EXPORT_TYPES else "text"
+    if "metadata" in data:
+        cfg.metadata = dict(_expect(data["metadata"], dict, "metadata", path))
+    return cfg
+
+
+def load_config_file(path: str | os.PathLike[str]) -> ProfileConfig:
+    """Read a profiler_config.json; any problem becomes a ConfigError naming the file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("--config", f"cannot read {str(file)!r}: {exc.strerror}", "give an existing file") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError("--config", f"{str(file)!r} is not valid JSON ({exc})", "fix the file") from None
+    return config_from_json(data, str(file))

@@ -1,0 +1,47 @@
+"""Resolving a report command's input (a rank directory or a trace file) to the trace to read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from npuprof.results import layout
+
+PARSED_TRACE = "trace_view.json"
+
+
+class InputError(ValueError):
+    """The input is not usable; the message is one line for the user."""
+
+
+def single_rank_dir(source: Path) -> Path:
+    """``source`` itself when it is a rank dir (or any dir holding a trace); one rank dir below it otherwise."""
+    if not source.exists():
+        raise InputError(f"{source} does not exist")
+    if not source.is_dir() or layout.is_rank_dir(source) or layout.find_raw_trace(source) is not None:
+        return source
+    found = layout.find_rank_dirs(source)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(str(p.relative_to(source)) for p in found[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        raise InputError(f"{source} holds {len(found)} rank directories ({names}{more}): give one of them")
+    return source
+
+
+def find_trace(source: Path) -> Path:
+    """The trace of a rank directory (the raw Kineto trace, else the parsed trace_view.json), or the file."""
+    source = single_rank_dir(source)
+    if source.is_file():
+        return source
+    trace = layout.find_raw_trace(source)
+    if trace is None:
+        parsed = source / layout.PARSED_DIR / PARSED_TRACE
+        if parsed.is_file():
+            return parsed
+        status = layout.capture_status(source)
+        why = f" (capture {status.status}: {status.detail})" if not status.complete and status.detail else ""
+        raise InputError(
+            f"{source} has no trace (*.pt.trace.json[.gz] or {layout.PARSED_DIR}/{PARSED_TRACE}){why}"
+        )
+    return trace

@@ -1,0 +1,400 @@
+"""Memory timeline: categorised memory over time, rendered as html / json / json.gz / raw.json.gz.
+
+Two sources, best first:
+1. the raw categorised data that the run kept (``memory_timeline.raw.json.gz``, written from torch's
+   ``export_memory_timeline``: ``(timestamp ns, action, numbytes, category)``) plus its ``memory_timeline.meta.json``;
+2. the trace's ``[memory]`` events (allocator records: ``Total Allocated`` / ``Total Reserved`` per device). They
+   carry no categories, so everything is UNKNOWN, and the plot says so.
+
+Output formats (chosen by the path's suffix, as torch's ``export_memory_timeline``):
+``.html`` (a PNG plot embedded; needs matplotlib), ``.json`` / ``.json.gz`` (``[timestamps µs, [sizes by
+category]]``, each sizes row ``[0, PARAMETER, OPTIMIZER_STATE, INPUT, TEMPORARY, ACTIVATION, GRADIENT,
+AUTOGRAD_DETAIL, UNKNOWN]`` in bytes, exactly torch's layout) and ``raw.json.gz``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from npuprof.results import layout
+from npuprof.results.atomic import write_bytes, write_text
+
+# torch.profiler._memory_profiler order (_CATEGORY_TO_INDEX); None there is UNKNOWN here.
+CATEGORIES = (
+    "PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION", "GRADIENT", "AUTOGRAD_DETAIL", "UNKNOWN",
+)
+UNKNOWN = CATEGORIES.index("UNKNOWN")
+COLORS = ("darkgreen", "goldenrod", "black", "mediumpurple", "red", "mediumblue", "royalblue", "grey")
+ACTIONS = {1: "PREEXISTING", 2: "CREATE", 3: "INCREMENT_VERSION", 4: "DESTROY"}
+PREEXISTING, CREATE, DESTROY = 1, 2, 4
+
+RAW_FILE = "memory_timeline.raw.json.gz"
+META_FILE = "memory_timeline.meta.json"
+FORMATS = ("html", "json", "json.gz", "raw.json.gz")
+PLOT_INSTALL_HINT = "pip install 'npuprof[plot]'"
+SOURCE_CATEGORISED = "categorised"
+SOURCE_TRACE = "trace"
+# torch's c10::DeviceType numbers as the trace's "Device Type" carries them
+_DEVICE_TYPES = {0: "cpu", 1: "cuda", 20: "npu"}
+CAPTURE_FLAGS = "--profile-memory --record-shapes --with-stack"
+
+RawEvent = tuple[int, int, int, int]
+
+
+class MemoryTimelineError(ValueError):
+    """The input cannot give the timeline asked for; the message is one line for the user."""
+
+
+class PlotUnavailableError(MemoryTimelineError):
+    """matplotlib is not installed (the optional ``plot`` extra)."""
+
+
+@dataclass
+class MemoryData:
+    device: str
+    source: str  # SOURCE_CATEGORISED | SOURCE_TRACE
+    raw: list[RawEvent]
+    max_allocated: int | None = None  # bytes, from the allocator records of the capture
+    max_reserved: int | None = None
+    # trace source only: the allocator's reserved bytes over time (µs, bytes)
+    reserved: tuple[list[int], list[int]] | None = None
+    devices: list[str] = field(default_factory=list)  # every device the data holds
+
+    def coalesce(self) -> tuple[list[int], list[list[int]]]:
+        return coalesce(self.raw)
+
+
+def format_of(path: Path) -> str:
+    name = path.name
+    for fmt in ("raw.json.gz", "json.gz", "json", "html"):
+        if name.endswith("." + fmt):
+            return fmt
+    raise MemoryTimelineError(
+        f"cannot tell the format of {path.name!r}: end the name in .html, .json, .json.gz or .raw.json.gz"
+    )
+
+
+def coalesce(raw: list[RawEvent]) -> tuple[list[int], list[list[int]]]:
+    """[times µs, sizes by category] from raw events, as torch's ``_coalesce_timeline`` computes it."""
+    times: list[int] = []
+    sizes: list[list[int]] = []
+    t_min = -1
+    for t_ns, _action, numbytes, category in raw:
+        t = int(t_ns / 1000) if t_ns != -1 else -1
+        if t_min == -1 or (0 < t < t_min):
+            t_min = t
+        if not times:
+            times.append(t)
+            sizes.append([0] * (len(CATEGORIES) + 1))
+        elif t != times[-1]:
+            times.append(t)
+            sizes.append(sizes[-1].copy())
+        index = category if 0 <= category < len(CATEGORIES) else UNKNOWN
+        sizes[-1][index + 1] += int(numbytes)
+    times = [t_min if t < 0 else t for t in times]
+    return times, sizes
+
+
+def device_name(device_type: int, device_id: int) -> str:
+    kind = _DEVICE_TYPES.get(device_type, f"device{device_type}")
+    return "cpu" if kind == "cpu" else f"{kind}:{max(device_id, 0)}"
+
+
+def normalise_device(device: str) -> str:
+    device = device.strip().lower()
+    if device in ("cuda", "npu"):
+        return device + ":0"
+    return device
+
+
+# ---------------------------------------------------------------- reading
+
+
+def from_trace(trace: Path, device: str | None = None) -> MemoryData:
+    """UNKNOWN-category data from the trace's ``[memory]`` events for ``device`` (default: the first
+    accelerator in the data, else cpu)."""
+    from npuprof.reports.trace_events import load_events
+
+    per_device: dict[str, list[tuple[float, int, int, int]]] = {}
+    for ev in load_events(trace):
+        if ev.name != "[memory]" or ev.ts is None:
+            continue
+        args = ev.decoded_args()
+        try:
+            name = device_name(int(args.get("Device Type", 0)), int(args.get("Device Id", -1)))
+            record = (
+                float(ev.ts), int(args["Total Allocated"]), int(args.get("Total Reserved", 0)),
+                int(args.get("Bytes", 0)),
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+        per_device.setdefault(name, []).append(record)
+    if not per_device:
+        raise MemoryTimelineError(
+            f"{trace.name} has no [memory] events: capture with {CAPTURE_FLAGS} "
+            "(and --memory-timeline raw.json.gz for categories)"
+        )
+    devices = _sorted_devices(per_device)
+    chosen = _choose_device(device, devices)
+    records = sorted(per_device[chosen], key=lambda r: r[0])
+    raw: list[RawEvent] = []
+    # what was allocated before the first record; placed at that record's time (not torch's -1, which
+    # would give the timeline two points at its start)
+    previous = records[0][1] - records[0][3]
+    if previous > 0:
+        raw.append((int(round(records[0][0] * 1000)), PREEXISTING, previous, UNKNOWN))
+    for ts, allocated, _, _ in records:
+        # deltas of the allocator's own running total, so the coalesced sum equals it exactly
+        delta = allocated - previous
+        if delta:
+            raw.append((int(round(ts * 1000)), CREATE if delta > 0 else DESTROY, delta, UNKNOWN))
+        previous = allocated
+    reserved_values = [r[2] for r in records]
+    return MemoryData(
+        device=chosen,
+        source=SOURCE_TRACE,
+        raw=raw,
+        max_allocated=max(r[1] for r in records),
+        max_reserved=max(reserved_values) if any(reserved_values) else None,
+        reserved=([int(r[0]) for r in records], reserved_values) if any(reserved_values) else None,
+        devices=devices,
+    )
+
+
+def _sorted_devices(devices: dict[str, object] | list[str]) -> list[str]:
+    return sorted(devices, key=lambda d: (d == "cpu", d))
+
+
+def _choose_device(device: str | None, available: list[str]) -> str:
+    if device is None:
+        return available[0]
+    wanted = normalise_device(device)
+    if wanted not in available:
+        raise MemoryTimelineError(
+            f"--device {device}: no memory data for it; the data holds: {', '.join(available)}"
+        )
+    return wanted
+
+
+def read_raw(path: Path) -> list[RawEvent]:
+    try:
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        events = json.loads(data)
+    except (OSError, EOFError, ValueError) as exc:
+        raise MemoryTimelineError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(events, list):
+        raise MemoryTimelineError(f"{path} is not a raw memory timeline (a JSON list of 4-tuples)")
+    try:
+        return [(int(t), int(a), int(n), int(c)) for t, a, n, c in events]
+    except (TypeError, ValueError) as exc:
+        raise MemoryTimelineError(f"{path} is not a raw memory timeline: {exc}") from exc
+
+
+def read_meta(path: Path) -> dict[str, object]:
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def from_raw(raw_path: Path, device: str | None = None) -> MemoryData:
+    meta = read_meta(raw_path.with_name(META_FILE)) if raw_path.name == RAW_FILE else {}
+    stored = str(meta.get("device") or "")
+    if device is not None and stored and normalise_device(device) != stored:
+        raise MemoryTimelineError(
+            f"--device {device}: no categorised memory data for it; the data holds: {stored}"
+        )
+    chosen = stored or (normalise_device(device) if device else "unknown device")
+
+    def _int(key: str) -> int | None:
+        value = meta.get(key)
+        return int(value) if isinstance(value, int) else None
+
+    return MemoryData(
+        device=chosen,
+        source=SOURCE_CATEGORISED,
+        raw=read_raw(raw_path),
+        max_allocated=_int("max_allocated_bytes"),
+        max_reserved=_int("max_reserved_bytes"),
+        devices=[chosen],
+    )
+
+
+def load(source: Path, device: str | None = None) -> MemoryData:
+    """From a rank directory (its kept raw data, else its trace), a ``*.raw.json.gz`` file, or a trace."""
+    if source.is_dir():
+        raw_path = source / RAW_FILE
+        if raw_path.is_file():
+            data = from_raw(raw_path, device)
+            if data.max_reserved is None or data.max_allocated is None:
+                _fill_peaks_from_trace(data, source)
+            return data
+        trace = layout.find_raw_trace(source)
+        if trace is None:
+            raise MemoryTimelineError(
+                f"{source} has neither {RAW_FILE} nor a raw trace (*.pt.trace.json[.gz]): capture with "
+                f"{CAPTURE_FLAGS} --memory-timeline raw.json.gz"
+            )
+        return from_trace(trace, device)
+    if not source.is_file():
+        raise MemoryTimelineError(f"{source} does not exist")
+    if source.name.endswith(".raw.json.gz") or source.name == RAW_FILE:
+        return from_raw(source, device)
+    return from_trace(source, device)
+
+
+def _fill_peaks_from_trace(data: MemoryData, rank_dir: Path) -> None:
+    trace = layout.find_raw_trace(rank_dir)
+    if trace is None:
+        return
+    try:
+        peaks = from_trace(trace, data.device if data.device != "unknown device" else None)
+    except (MemoryTimelineError, ValueError):
+        return
+    if data.max_allocated is None:
+        data.max_allocated = peaks.max_allocated
+    if data.max_reserved is None:
+        data.max_reserved = peaks.max_reserved
+
+
+# ---------------------------------------------------------------- writing
+
+
+def render(data: MemoryData, path: Path) -> Path:
+    """Write ``data`` to ``path`` in the format its suffix names (atomically)."""
+    fmt = format_of(path)
+    if fmt == "raw.json.gz":
+        write_bytes(path, gzip.compress(json.dumps(data.raw).encode(), mtime=0))
+    elif fmt == "json":
+        write_text(path, json.dumps(list(data.coalesce())))
+    elif fmt == "json.gz":
+        write_bytes(path, gzip.compress(json.dumps(list(data.coalesce())).encode(), mtime=0))
+    else:
+        write_text(path, html(data))
+    return path
+
+
+def write_meta(data: MemoryData, path: Path) -> None:
+    write_text(
+        path,
+        json.dumps(
+            {
+                "device": data.device,
+                "source": data.source,
+                "max_allocated_bytes": data.max_allocated,
+                "max_reserved_bytes": data.max_reserved,
+                "categories": list(CATEGORIES),
+                "actions": {str(k): v for k, v in ACTIONS.items()},
+                "raw_format": "[timestamp_ns (-1: before the capture), action, numbytes, category index]",
+            },
+            indent=4,
+        )
+        + "\n",
+    )
+
+
+def peak_lines(data: MemoryData) -> tuple[str, str]:
+    allocated = data.max_allocated
+    if allocated is None:
+        _, sizes = data.coalesce()
+        allocated = max((sum(row) for row in sizes), default=0)
+    line_allocated = f"Max memory allocated: {_gib(allocated)} GiB ({allocated:,} bytes)"
+    if data.max_reserved is not None:
+        line_reserved = f"Max memory reserved: {_gib(data.max_reserved)} GiB ({data.max_reserved:,} bytes)"
+    elif data.device == "cpu":
+        line_reserved = "Max memory reserved: n/a (the CPU allocator keeps no cache; reserved = allocated)"
+    else:
+        line_reserved = "Max memory reserved: n/a (no allocator records in the data)"
+    return line_allocated, line_reserved
+
+
+def _gib(value: int) -> str:
+    return f"{value / 1024**3:.2f}"
+
+
+def source_note(data: MemoryData) -> str:
+    if data.source == SOURCE_TRACE:
+        return (
+            "Categories UNKNOWN: rendered from the trace's [memory] events (allocator totals only). "
+            f"Capture with {CAPTURE_FLAGS} --memory-timeline raw.json.gz for categories."
+        )
+    return "Categories from torch's memory profiler (export_memory_timeline)."
+
+
+def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80) -> bytes:
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise PlotUnavailableError(
+            f"the .html memory timeline needs matplotlib; install it with: {PLOT_INSTALL_HINT} "
+            "(the .json, .json.gz and raw.json.gz formats work without it)"
+        ) from exc
+    matplotlib.use("Agg", force=True)
+    import io
+
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    del plt  # Figure() directly: no global pyplot state, safe inside a training process
+    times, sizes = data.coalesce()
+    if not times:
+        times, sizes = [0], [[0] * (len(CATEGORIES) + 1)]
+    t0 = min(times)
+    ms = [(t - t0) / 1e3 for t in times]
+    fig = Figure(figsize=figsize, dpi=dpi)
+    axes = fig.add_subplot()
+    cumulative = [[0.0] * len(times)]
+    for index in range(len(CATEGORIES)):
+        previous = cumulative[-1]
+        cumulative.append([previous[i] + sizes[i][index + 1] / 1024**3 for i in range(len(times))])
+    shown = range(len(CATEGORIES)) if data.source == SOURCE_CATEGORISED else [UNKNOWN]
+    for index in shown:
+        label = CATEGORIES[index]
+        if data.source == SOURCE_TRACE:
+            label = "UNKNOWN (allocated, from [memory] events)"
+        axes.fill_between(
+            ms, cumulative[index], cumulative[index + 1], color=COLORS[index], alpha=0.7, step="post",
+            label=label,
+        )
+    if data.reserved is not None:
+        r_times, r_values = data.reserved
+        axes.step(
+            [(t - t0) / 1e3 for t in r_times], [v / 1024**3 for v in r_values], where="post",
+            color="darkorange", linewidth=1.5, label="reserved",
+        )
+    axes.set_xlabel("Time (ms)")
+    axes.set_ylabel("Memory (GB)")
+    axes.set_ylim(bottom=0)
+    allocated_line, reserved_line = peak_lines(data)
+    axes.set_title(f"Memory timeline: {data.device}\n{allocated_line}\n{reserved_line}")
+    fig.legend(loc="upper right")
+    if data.source == SOURCE_TRACE:
+        axes.text(
+            0.01, 0.98, source_note(data).replace(" Capture", "\nCapture"), transform=axes.transAxes,
+            va="top", ha="left", fontsize=12, bbox={"facecolor": "lightyellow", "alpha": 0.9},
+        )
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def html(data: MemoryData) -> str:
+    from base64 import b64encode
+    from html import escape
+
+    encoded = b64encode(png(data)).decode("ascii")
+    allocated_line, reserved_line = peak_lines(data)
+    return f"""<html>
+<head><meta charset="utf-8" /><title>Memory Timeline: {escape(data.device)}</title></head>
+<body>
+  <p>{escape(allocated_line)}<br>{escape(reserved_line)}<br>{escape(source_note(data))}</p>
+  <img src='data:image/png;base64,{encoded}'>
+</body>
+</html>
+"""

@@ -1,0 +1,104 @@
+"""npuprof_run.json: npuprof's own record of a run, and the captures a run produced."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from npuprof.results import layout
+from npuprof.results.atomic import write_json
+
+
+def claim_record_path(output: Path) -> Path:
+    """npuprof_run.json, or npuprof_run.<stamp>.json when an earlier run's record is there
+    (nothing already in the output directory is overwritten)."""
+    candidates = [output / layout.RUN_RECORD]
+    stamp = layout.timestamp_ms()
+    candidates += [output / f"npuprof_run.{stamp}.{os.getpid()}{'' if i == 0 else f'.{i}'}.json" for i in range(100)]
+    for path in candidates:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return path
+    raise OSError(f"cannot create a run record in {output}")
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    write_json(path, record)
+
+
+@dataclass
+class CaptureSummary:
+    rank_dir: Path
+    status: str
+    rank: int | None
+    pid: int | None
+    steps: list[int]
+    size_bytes: int
+    detail: str
+    parsed: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rank_dir": str(self.rank_dir),
+            "status": self.status,
+            "rank": self.rank,
+            "pid": self.pid,
+            "steps": self.steps,
+            "size_bytes": self.size_bytes,
+            "detail": self.detail,
+            "parsed": self.parsed,
+        }
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
+    found: list[CaptureSummary] = []
+    if not output.is_dir():
+        return found
+    for rank_dir in layout.find_rank_dirs(output):
+        record_path = rank_dir / layout.CAPTURE_RECORD
+        try:
+            record = json.loads(record_path.read_text())
+        except (OSError, ValueError):
+            record = None
+        if record is not None and record.get("run_id") != run_id:
+            continue
+        if record is None:
+            # torch_npu writes its own dirs; count those created during this run by the rank dir name
+            continue
+        status = layout.capture_status(rank_dir)
+        found.append(
+            CaptureSummary(
+                rank_dir=rank_dir,
+                status=status.status,
+                rank=record.get("rank"),
+                pid=record.get("pid"),
+                steps=list(record.get("steps") or []),
+                size_bytes=_dir_size(rank_dir),
+                detail=status.detail or str(record.get("detail") or ""),
+                parsed=(rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE).exists(),
+            )
+        )
+    found.sort(key=lambda c: (c.rank if c.rank is not None else -1, c.steps[:1], str(c.rank_dir)))
+    return found
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -1,0 +1,46 @@
+"""A STAND-IN FOR TESTS ONLY -- not Huawei's torch_npu, and no NPU support of any kind.
+
+npuprof's tests put ``tests/fake_torch_npu`` first on ``PYTHONPATH`` so that ``import torch_npu`` finds
+this package. It mirrors the module paths, names and signatures of the real torch_npu profiler API
+(Ascend/pytorch: ``torch_npu/profiler/{__init__,profiler,profiler_interface,experimental_config,
+scheduler,_profiler_path_creator,_profiler_action_controller}.py``) and its step/schedule semantics, and
+records on the CPU with torch's Kineto profiler underneath. Its ``FRAMEWORK/`` and ``PROF_*`` directories
+hold placeholder data, not torch_npu's binary formats.
+
+Environment knobs (tests only):
+- ``FAKE_TORCH_NPU_LOG``: a JSON-lines file that receives every call and its arguments.
+- ``FAKE_TORCH_NPU_API``: which released signature of ``_ExperimentalConfig`` /
+  ``tensorboard_trace_handler`` to mimic: ``latest`` (default; with host_sys, mstx domains, sys_io),
+  ``6.0.0`` (the seed's: export_type .. gc_detect_threshold, no host_sys), ``5.0.0`` (CANN 7.0 era: level,
+  aic_metrics, l2_cache, data_simplification, record_op_args; no Level_none, no ExportType, no analyse_flag),
+  ``mstx`` (``msprof_tx`` renamed ``mstx``).
+- ``FAKE_TORCH_NPU_IMPORT_ERROR``: when set, ``import torch_npu`` raises ImportError with that text (as the
+  real wheel does without CANN: ``libhccl.so: cannot open shared object file``).
+- ``FAKE_TORCH_NPU_AVAILABLE=0``: ``torch.npu.is_available()`` returns False.
+"""
+
+from __future__ import annotations
+
+import os
+
+if os.environ.get("FAKE_TORCH_NPU_IMPORT_ERROR"):
+    raise ImportError(os.environ["FAKE_TORCH_NPU_IMPORT_ERROR"])
+
+import torch
+
+from . import _calls, npu
+
+__version__ = {"5.0.0": "2.1.0.post2", "6.0.0": "2.1.0.post10"}.get(
+    os.environ.get("FAKE_TORCH_NPU_API", "latest"), "2.6.0.post1"
+)
+IS_STANDIN = True
+
+# The real torch_npu registers its device module as torch.npu.
+if not hasattr(torch, "npu"):
+    torch._register_device_module("npu", npu)
+
+_calls.record("import torch_npu", version=__version__)
+
+from . import profiler  # noqa: E402  (the real package imports its profiler at import time too)
+
+__all__ = ["npu", "profiler"]

@@ -1,0 +1,90 @@
+"""Test helper: a tiny CPU training loop under torch.profiler that writes real rank directories as
+`npuprof run` lays them out, and calls the in-run exports at the end of each capture.
+
+Run as a script: python -m tests.stacks_support.capture OUT_DIR [--no-stack] [--no-verbose] [--no-memory]
+    [--stacks METRIC ...] [--memory-format FMT ...]
+Besides the rank-dir files it writes test references into each rank dir: ``ref_key_averages.json`` (torch's own
+self CPU time per operator) and ``ref_torch_memory.json`` (torch's own export_memory_timeline .json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from npuprof.agent.capture_exports import export_capture_extras, stacks_experimental_config
+from npuprof.results import layout
+from npuprof.results.atomic import make_dir, write_json
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--no-stack", action="store_true")
+    parser.add_argument("--no-verbose", action="store_true", help="start the profiler without the stacks config")
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--stacks", nargs="*", default=[])
+    parser.add_argument("--memory-format", nargs="*", default=[])
+    parser.add_argument("--gzip", action="store_true")
+    parser.add_argument("--steps", type=int, default=6)
+    opts = parser.parse_args()
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    worker = socket.gethostname()
+    log_lines: list[str] = []
+
+    def on_ready(prof: profile) -> None:
+        rank_dir = make_dir(opts.out / layout.rank_dir_name(worker, os.getpid(), layout.timestamp_ms()))
+        trace = rank_dir / layout.trace_file_name(worker, time.time_ns(), gzip=False)
+        prof.export_chrome_trace(str(trace))
+        if opts.gzip:
+            import gzip
+
+            Path(str(trace) + ".gz").write_bytes(gzip.compress(trace.read_bytes()))
+            trace.unlink()
+        config = {"record_shapes": not opts.no_memory, "profile_memory": not opts.no_memory,
+                  "with_stack": not opts.no_stack, "with_modules": False}
+        write_json(rank_dir / layout.info_file_name(0), {"config": {"common_config": config}, "rank_id": 0})
+        averages = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
+        write_json(rank_dir / "ref_key_averages.json", averages)
+        if not opts.no_memory:
+            prof.export_memory_timeline(str(rank_dir / "ref_torch_memory.json"), "cpu")
+        written = export_capture_extras(
+            prof, rank_dir, stacks_metrics=opts.stacks, memory_formats=opts.memory_format, device="cpu",
+            log=log_lines.append,
+        )
+        write_json(rank_dir / "ref_exports.json", {"written": [str(p) for p in written], "log": log_lines})
+
+    kwargs = {}
+    if not opts.no_verbose and not opts.no_stack:
+        kwargs["experimental_config"] = stacks_experimental_config("cpu")
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+        on_trace_ready=on_ready,
+        record_shapes=not opts.no_memory,
+        profile_memory=not opts.no_memory,
+        with_stack=not opts.no_stack,
+        **kwargs,
+    ) as prof:
+        for _ in range(opts.steps):
+            x = torch.randn(32, 64)
+            y = torch.randint(0, 10, (32,))
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            prof.step()
+
+
+if __name__ == "__main__":
+    main()
