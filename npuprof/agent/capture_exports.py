@@ -3,10 +3,10 @@
 
 Files (stable names, all written atomically):
 - ``stacks_<metric>.folded``: the profiler's own ``export_stacks(path, metric)`` (one line per event with a
-  stack: ``frame;frame;... <integer µs>``); if torch writes nothing, the stacks rebuilt from the exported trace
-  (npuprof.reports.stacks) instead, and the log says so.
+  stack: ``frame;frame;... <integer µs>``); if torch writes nothing, the stacks rebuilt from the exported
+  trace (npuprof.reports.stacks) instead, and the log says so.
 - ``memory_timeline.raw.json.gz``: always, when a memory timeline is asked for: torch's raw categorised data
-  ``(timestamp ns, action, numbytes, category)``; ``npuprof memory-timeline`` renders any format from it later.
+  ``(timestamp ns, action, numbytes, category)``; ``npuprof memory-timeline`` renders any format from it.
 - ``memory_timeline.meta.json``: the device and the capture's allocator peaks (for the plot's maxima).
 - ``memory_timeline.<fmt>`` for each other requested format (``html``, ``json``, ``json.gz``).
 
@@ -178,6 +178,9 @@ def _export_memory(
         prof.export_memory_timeline(str(scratch), device)
         raw = mt.read_raw(scratch)
     allocated, reserved = _allocator_peaks(prof, device)
+    _, sizes = mt.coalesce(raw)
+    # the CPU allocator counts from the start of profiling only, so the categorised peak can be the larger
+    allocated = max(allocated or 0, max((sum(row) for row in sizes), default=0))
     data = mt.MemoryData(device, mt.SOURCE_CATEGORISED, raw, allocated, reserved, devices=[device])
     if not raw:
         log(f"memory timeline: no memory events for {device} in this capture")

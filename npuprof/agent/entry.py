@@ -122,7 +122,9 @@ class Agent:
 
     def _at_exit(self) -> None:
         try:
-            self.controller.finish_early("training ended before the capture's last step")
+            self.controller.finish_early(
+                f"training ended before the capture's last step; step {self.controller.step} is partial"
+            )
         except Exception as exc:
             self.log.error(f"finalising at exit failed: {exc!r}")
 

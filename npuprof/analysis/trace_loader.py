@@ -21,6 +21,7 @@ Public API (stable):
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -105,6 +106,31 @@ def _open(path: Path) -> BinaryIO:
     return open(path, "rb", buffering=0)
 
 
+class _PreadFile:
+    """A read-only view of a descriptor with its own offset (``os.pread``), safe to share across forks."""
+
+    def __init__(self, fd: int, own: bool, keep: Any = None) -> None:
+        self._fd, self._own, self._keep, self._pos = fd, own, keep, 0
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, pos: int) -> None:
+        self._pos = pos
+
+    def read(self, size: int) -> bytes:
+        data = os.pread(self._fd, size, self._pos)
+        self._pos += len(data)
+        return data
+
+    def __enter__(self) -> _PreadFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._own and self._keep is not None:
+            self._keep.close()
+
+
 def _next_nonspace(buf: bytes | bytearray, start: int) -> int:
     n = len(buf)
     while start < n and buf[start] in _WS:
@@ -127,8 +153,10 @@ class TraceReader:
     file size.
     """
 
-    def __init__(self, path: str | Path, block: int = DEFAULT_BLOCK) -> None:
+    def __init__(self, path: str | Path, block: int = DEFAULT_BLOCK, fd: int | None = None) -> None:
+        """``fd``: read the (plain) trace from this open descriptor instead of opening ``path``."""
         self.path = Path(path)
+        self.fd = fd
         self.block = block
         self.meta: dict[str, Any] = {}
         self.bytes_read = 0
@@ -263,17 +291,25 @@ class TraceReader:
     def region(self) -> tuple[int, int]:
         """Plain (uncompressed) files only: (first byte of the first event, end of the last event). Also
         fills ``meta``."""
-        with _open(self.path) as handle:
+        with self._plain() as handle:
             if isinstance(handle, gzip.GzipFile):
                 raise TraceError("corrupt", f"{self.path}: region() needs an uncompressed trace")
             rest = self._head(handle)
             start = self.bytes_read - len(rest)
-            size = self.path.stat().st_size
+            size = os.fstat(handle.fileno()).st_size
             end = self._tail(handle, size)
         return start, max(start, end)
 
+    def _plain(self) -> Any:
+        if self.fd is not None:
+            return _PreadFile(self.fd, own=False)
+        handle = _open(self.path)
+        if isinstance(handle, gzip.GzipFile):
+            return handle
+        return _PreadFile(handle.fileno(), own=True, keep=handle)
+
     def __iter__(self) -> Iterator[TraceChunk]:
-        with _open(self.path) as handle:
+        with self._plain() as handle:
             if isinstance(handle, gzip.GzipFile):
                 yield from self._iter_stream(handle)
                 return
@@ -283,7 +319,7 @@ class TraceReader:
     def iter_range(self, start: int, end: int) -> Iterator[TraceChunk]:
         """Events of a plain file between two event boundaries (``start`` at a ``{``, ``end`` after a ``}``,
         give or take spaces and a comma)."""
-        with open(self.path, "rb", buffering=0) as handle:
+        with self._plain() as handle:
             handle.seek(start)
             self.bytes_read = start
             buf = bytearray()
@@ -327,7 +363,7 @@ class TraceReader:
     def boundary_after(self, pos: int, end: int) -> int:
         """The first event boundary (offset of a ``{`` that starts an event) at or after ``pos``, checked by
         decoding what follows it; ``end`` when there is none before it."""
-        with open(self.path, "rb", buffering=0) as handle:
+        with self._plain() as handle:
             while pos < end:
                 handle.seek(pos)
                 window = handle.read(min(4 << 20, end - pos))

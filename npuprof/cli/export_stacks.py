@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -14,9 +15,9 @@ def register(app: typer.Typer) -> None:
     app.command(
         "export-stacks",
         help=(
-            "Write folded stacks ('outer;...;inner <µs>', for flamegraph.pl / speedscope) rebuilt from a capture's "
-            "trace, and optionally an interactive SVG flame graph. Without -o and --svg the stacks go to stdout. "
-            "Exit 1 when the input lacks the data, 2 for a bad flag."
+            "Write folded stacks ('outer;...;inner <µs>', for flamegraph.pl / speedscope) rebuilt from "
+            "a capture's trace, and optionally an interactive SVG flame graph. Without -o and --svg the "
+            "stacks go to stdout. Exit 1 when the input lacks the data, 2 for a bad flag."
         ),
     )(export_stacks)
 
@@ -41,21 +42,32 @@ def _check_output(path: Path, flag: str) -> Path:
 
 
 def export_stacks(
-    source: Path = typer.Argument(..., help="A rank directory (*_ascend_pt) or a trace file.", show_default=False),
-    metric: str = typer.Option(
-        "self_cpu_time_total", "--metric", "-m",
-        help="self_cpu_time_total (host self time), self_cuda_time_total or self_npu_time_total (device kernel "
-        "time, given to the stack that launched each kernel).",
-    ),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Folded stacks file ('-' = stdout)."),
-    svg: Path | None = typer.Option(None, "--svg", help="Also write an interactive SVG flame graph here."),
-    min_width: float = typer.Option(0.1, "--min-width", help="SVG: leave out frames narrower than this (px)."),
+    source: Annotated[
+        Path, typer.Argument(help="A rank directory (*_ascend_pt) or a trace file.", show_default=False)
+    ],
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric", "-m",
+            help="self_cpu_time_total (host self time), self_cuda_time_total or self_npu_time_total "
+            "(device kernel time, given to the stack that launched each kernel).",
+        ),
+    ] = "self_cpu_time_total",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Folded stacks file ('-' = stdout).")
+    ] = None,
+    svg: Annotated[
+        Path | None, typer.Option("--svg", help="Also write an interactive SVG flame graph.")
+    ] = None,
+    min_width: Annotated[
+        float, typer.Option("--min-width", help="SVG: leave out frames narrower than this (px).")
+    ] = 0.1,
 ) -> None:
     if metric not in METRICS:
         raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
     if min_width < 0:
         raise _fail("--min-width must be >= 0", 2)
-    to_stdout = output is None and svg is None or (output is not None and str(output) == "-")
+    to_stdout = (output is None and svg is None) or (output is not None and str(output) == "-")
     out_path = None if to_stdout or output is None else _check_output(output, "-o")
     svg_path = None if svg is None else _check_output(svg, "--svg")
 
@@ -70,8 +82,8 @@ def export_stacks(
         raise _fail(str(exc)) from None
     if not folded.has_python_frames:
         print(
-            "npuprof export-stacks: note: the trace has no Python stacks (python_function events), so the stacks "
-            "are operator nesting only; capture with --with-stack for Python frames",
+            "npuprof export-stacks: note: the trace has no Python stacks (python_function events), so "
+            "the stacks are operator nesting only; capture with --with-stack for Python frames",
             file=sys.stderr,
         )
     text = folded.text()

@@ -1,9 +1,10 @@
-"""`npuprof memory-timeline`: memory over time by category, from a capture (html / json / json.gz / raw.json.gz)."""
+"""`npuprof memory-timeline`: a capture's memory over time by category (html, json, json.gz, raw.json.gz)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -12,10 +13,11 @@ def register(app: typer.Typer) -> None:
     app.command(
         "memory-timeline",
         help=(
-            "Render a capture's memory timeline. From the run's kept categorised data (memory_timeline.raw.json.gz) "
-            "when present, else from the trace's [memory] events (allocated and reserved; category UNKNOWN). "
-            "The format follows -o's suffix: .html (plot; needs matplotlib: pip install 'npuprof[plot]'), .json, "
-            ".json.gz, .raw.json.gz. Exit 1 when the input lacks the data or matplotlib is missing, 2 for a bad flag."
+            "Render a capture's memory timeline. From the run's kept categorised data "
+            "(memory_timeline.raw.json.gz) when present, else from the trace's [memory] events "
+            "(allocated and reserved; category UNKNOWN). The format follows -o's suffix: .html (plot; "
+            "needs matplotlib: pip install 'npuprof[plot]'), .json, .json.gz, .raw.json.gz. Exit 1 when "
+            "the input lacks the data or matplotlib is missing, 2 for a bad flag."
         ),
     )(memory_timeline)
 
@@ -26,16 +28,26 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def memory_timeline(
-    source: Path = typer.Argument(
-        ..., help="A rank directory (*_ascend_pt), a trace file or a *.raw.json.gz.", show_default=False
-    ),
-    output: Path = typer.Option(
-        ..., "--output", "-o", help="memory.html | memory.json | memory.json.gz | memory.raw.json.gz",
-        show_default=False,
-    ),
-    device: str | None = typer.Option(
-        None, "--device", "-d", help="cpu, cuda:N or npu:N (default: the first accelerator in the data, else cpu)."
-    ),
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="A rank directory (*_ascend_pt), a trace file or a *.raw.json.gz.", show_default=False
+        ),
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", help="memory.html | memory.json | memory.json.gz | memory.raw.json.gz",
+            show_default=False,
+        ),
+    ],
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device", "-d",
+            help="cpu, cuda:N or npu:N (default: the first accelerator in the data, else cpu).",
+        ),
+    ] = None,
 ) -> None:
     from npuprof.reports import memory_timeline as mt
     from npuprof.results.paths import UnsafePathError, check_no_symlink

@@ -2,8 +2,8 @@
 
 One ``<g class="frame">`` holding one ``<rect>`` per frame of the merged call tree (root ``all`` at the
 bottom). Hovering a frame shows its name, time and share of the total (as a tooltip and in the details line);
-clicking zooms to it, clicking ``all`` or "Reset zoom" zooms back. Frames narrower than ``min_width_px`` are left
-out, as flamegraph.pl does, and the graph says how many.
+clicking zooms to it, clicking ``all`` or "Reset zoom" zooms back. Frames narrower than ``min_width_px`` are
+left out, as flamegraph.pl does, and the graph says how many.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ CHAR_WIDTH = 6.7  # monospace at FONT_SIZE
 PAD_X = 10
 TOP = 48
 BOTTOM = 34
+_PYTHON_FRAME = re.compile(r"\(\d+\):|^<built-in|^nn\.Module:")
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
@@ -76,7 +77,7 @@ def visible_frames(root: Frame, min_width_px: float = 0.1, width: int = WIDTH) -
 def _colour(name: str) -> str:
     digest = hashlib.md5(name.encode("utf-8", "replace"), usedforsecurity=False).digest()
     a, b, c = digest[0] / 255, digest[1] / 255, digest[2] / 255
-    if ".py(" in name or name.startswith("<built-in") or name.startswith("nn.Module:"):
+    if _PYTHON_FRAME.search(name):
         # Python frames: greens
         return f"rgb({int(50 + 80 * a)},{int(160 + 60 * b)},{int(50 + 60 * c)})"
     if name.startswith(("ProfilerStep#", "Optimizer.", "all")):
@@ -136,7 +137,8 @@ def render_svg(
         "#reset { cursor: pointer; fill: #06c; }",
         "</style>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f8f8f0"/>',
-        f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" style="font-size:15px">{escape(_clean(title))}</text>',
+        f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" style="font-size:15px">'
+        f"{escape(_clean(title))}</text>",
         f'<text x="{width / 2:.1f}" y="36" text-anchor="middle">{escape(_clean(subtitle))}</text>',
         f'<text id="reset" x="{PAD_X}" y="18" class="hidden" onclick="npuprofReset()">Reset zoom</text>',
         f'<text id="details" x="{PAD_X}" y="{height - 12}"> </text>',
@@ -158,7 +160,8 @@ def render_svg(
             f'fill="{_colour(frame.name)}"/>'
             f'<text x="{x + 3:.2f}" y="{y + FRAME_HEIGHT - 4}">{escape(_label(name, w))}</text></g>'
         )
-    parts += ["</g>", "<script><![CDATA[", _SCRIPT.replace("__PAD__", str(PAD_X)), "]]></script>", "</svg>", ""]
+    script = _SCRIPT.replace("__PAD__", str(PAD_X))
+    parts += ["</g>", "<script><![CDATA[", script, "]]></script>", "</svg>", ""]
     return "\n".join(parts)
 
 
@@ -182,12 +185,15 @@ function npuprofInit(evt) {
   total = parseFloat(svg.getAttribute('data-total'));
   inner = parseFloat(svg.getAttribute('width')) - 2 * pad;
 }
-function fmt(v) { return v >= 1 ? Math.round(v).toLocaleString('en-US') + ' \u00b5s' : v.toFixed(3) + ' \u00b5s'; }
+function fmt(v) {
+  return v >= 1 ? Math.round(v).toLocaleString('en-US') + ' \u00b5s' : v.toFixed(3) + ' \u00b5s';
+}
 function npuprofShow(g) {
   if (!details) return;
   if (!g) { details.textContent = ' '; return; }
   var v = parseFloat(g.getAttribute('data-v'));
-  details.textContent = g.getAttribute('data-name') + ': ' + fmt(v) + ', ' + (100 * v / total).toFixed(2) + '%';
+  var share = (100 * v / total).toFixed(2);
+  details.textContent = g.getAttribute('data-name') + ': ' + fmt(v) + ', ' + share + '%';
 }
 function place(g, x, w) {
   var r = g.querySelector('rect'), t = g.querySelector('text');

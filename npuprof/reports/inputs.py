@@ -14,7 +14,7 @@ class InputError(ValueError):
 
 
 def single_rank_dir(source: Path) -> Path:
-    """``source`` itself when it is a rank dir (or any dir holding a trace); one rank dir below it otherwise."""
+    """``source`` itself when it is a rank dir (or a dir holding a trace); else the one rank dir below it."""
     if not source.exists():
         raise InputError(f"{source} does not exist")
     if not source.is_dir() or layout.is_rank_dir(source) or layout.find_raw_trace(source) is not None:

@@ -2,9 +2,10 @@
 
 Two sources, best first:
 1. the raw categorised data that the run kept (``memory_timeline.raw.json.gz``, written from torch's
-   ``export_memory_timeline``: ``(timestamp ns, action, numbytes, category)``) plus its ``memory_timeline.meta.json``;
-2. the trace's ``[memory]`` events (allocator records: ``Total Allocated`` / ``Total Reserved`` per device). They
-   carry no categories, so everything is UNKNOWN, and the plot says so.
+   ``export_memory_timeline``: ``(timestamp ns, action, numbytes, category)``) and
+   ``memory_timeline.meta.json``;
+2. the trace's ``[memory]`` events (allocator records: ``Total Allocated`` / ``Total Reserved`` per device).
+   They carry no categories, so everything is UNKNOWN, and the plot says so.
 
 Output formats (chosen by the path's suffix, as torch's ``export_memory_timeline``):
 ``.html`` (a PNG plot embedded; needs matplotlib), ``.json`` / ``.json.gz`` (``[timestamps µs, [sizes by
@@ -24,7 +25,8 @@ from npuprof.results.atomic import write_bytes, write_text
 
 # torch.profiler._memory_profiler order (_CATEGORY_TO_INDEX); None there is UNKNOWN here.
 CATEGORIES = (
-    "PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION", "GRADIENT", "AUTOGRAD_DETAIL", "UNKNOWN",
+    "PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION", "GRADIENT", "AUTOGRAD_DETAIL",
+    "UNKNOWN",
 )
 UNKNOWN = CATEGORIES.index("UNKNOWN")
 COLORS = ("darkgreen", "goldenrod", "black", "mediumpurple", "red", "mediumblue", "royalblue", "grey")
@@ -57,7 +59,7 @@ class MemoryData:
     device: str
     source: str  # SOURCE_CATEGORISED | SOURCE_TRACE
     raw: list[RawEvent]
-    max_allocated: int | None = None  # bytes, from the allocator records of the capture
+    max_allocated: int | None = None  # bytes: peak of the allocator records of the capture
     max_reserved: int | None = None
     # trace source only: the allocator's reserved bytes over time (µs, bytes)
     reserved: tuple[list[int], list[int]] | None = None
@@ -122,7 +124,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     for ev in load_events(trace):
         if ev.name != "[memory]" or ev.ts is None:
             continue
-        args = ev.decoded_args()
+        args = ev.args_dict()
         try:
             name = device_name(int(args.get("Device Type", 0)), int(args.get("Device Id", -1)))
             record = (
@@ -145,12 +147,12 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     # would give the timeline two points at its start)
     previous = records[0][1] - records[0][3]
     if previous > 0:
-        raw.append((int(round(records[0][0] * 1000)), PREEXISTING, previous, UNKNOWN))
+        raw.append((round(records[0][0] * 1000), PREEXISTING, previous, UNKNOWN))
     for ts, allocated, _, _ in records:
         # deltas of the allocator's own running total, so the coalesced sum equals it exactly
         delta = allocated - previous
         if delta:
-            raw.append((int(round(ts * 1000)), CREATE if delta > 0 else DESTROY, delta, UNKNOWN))
+            raw.append((round(ts * 1000), CREATE if delta > 0 else DESTROY, delta, UNKNOWN))
         previous = allocated
     reserved_values = [r[2] for r in records]
     return MemoryData(
@@ -300,10 +302,10 @@ def write_meta(data: MemoryData, path: Path) -> None:
 
 
 def peak_lines(data: MemoryData) -> tuple[str, str]:
-    allocated = data.max_allocated
-    if allocated is None:
-        _, sizes = data.coalesce()
-        allocated = max((sum(row) for row in sizes), default=0)
+    _, sizes = data.coalesce()
+    # the larger of the allocator's peak and the plotted peak: on CPU the allocator counts only from the
+    # start of profiling, on accelerators it also sees memory the profiler does not categorise
+    allocated = max(data.max_allocated or 0, max((sum(row) for row in sizes), default=0))
     line_allocated = f"Max memory allocated: {_gib(allocated)} GiB ({allocated:,} bytes)"
     if data.max_reserved is not None:
         line_reserved = f"Max memory reserved: {_gib(data.max_reserved)} GiB ({data.max_reserved:,} bytes)"

@@ -32,6 +32,8 @@ METRICS = (HOST_METRIC, *DEVICE_METRICS)
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_profiler_range"})
 # Of those, what counts as device time (annotations only overlay the kernels).
 DEVICE_WORK_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# Host calls that hand work to the device; kernels are shown under their caller, not under the call itself.
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver"})
 HOST_FLOW_CATS = frozenset({"ac2g", "async_npu", "HostToDevice"})
 # Processes of trace_view.json / device traces that are not host threads.
 _DEVICE_PROCESS_RE = re.compile(r"(?i)ascend hardware|^gpu\b|^npu\b|^device\b|^stream\b")
@@ -40,7 +42,7 @@ _IGNORED_CATS = frozenset({"Trace"})
 # Tie-break for events with the same start and duration: the caller first.
 _CAT_RANK = {"python_function": 0, "user_annotation": 1, "cpu_op": 2}
 _SANITISE = str.maketrans(" ;\t\n\r", "_____")
-UNLINKED_FRAME = "[device work not linked to a host call]"
+UNLINKED_FRAME = "[device_work_without_a_launching_call]"
 
 
 class StacksError(ValueError):
@@ -76,7 +78,7 @@ class FoldedStacks:
 
     def lines(self) -> list[str]:
         ints = self.integer_values()
-        return [f"{';'.join(path)} {ints[path]}" for path in sorted(ints)]
+        return [f"{';'.join(map(sanitise_frame, path))} {ints[path]}" for path in sorted(ints)]
 
     def text(self) -> str:
         lines = self.lines()
@@ -138,6 +140,10 @@ class _HostTree:
     spans: dict[tuple[object, object], list[tuple[float, float, int]]]
     node_of_event: dict[int, int]  # id(event) -> trie node
     has_python_frames: bool
+    runtime_nodes: set[int]  # trie nodes of runtime calls (cudaLaunchKernel, ...)
+
+    def launcher(self, node: int) -> int:
+        return self.trie.parent[node] if node in self.runtime_nodes and self.trie.parent[node] > 0 else node
 
 
 def _is_host_event(ev: TraceEvent, device_pids: set[object]) -> bool:
@@ -172,6 +178,7 @@ def _build_host_tree(events: list[TraceEvent], excluded_pids: set[object]) -> _H
     self_time: dict[int, float] = defaultdict(float)
     spans: dict[tuple[object, object], list[tuple[float, float, int]]] = {}
     node_of_event: dict[int, int] = {}
+    runtime_nodes: set[int] = set()
     has_python = False
     for thread, items in by_thread.items():
         items.sort(key=lambda oe: (oe[1].ts, -(oe[1].dur or 0.0), _CAT_RANK.get(oe[1].cat or "", 3), oe[0]))
@@ -191,11 +198,13 @@ def _build_host_tree(events: list[TraceEvent], excluded_pids: set[object]) -> _H
                 parent.child_time += end - ts
             stack.append(_Node(ts, end, node_id))
             node_of_event[id(ev)] = node_id
+            if ev.cat in RUNTIME_CATS:
+                runtime_nodes.add(node_id)
             thread_spans.append((ts, end, node_id))
         while stack:
             _close(stack.pop(), self_time)
         spans[thread] = thread_spans
-    return _HostTree(trie, self_time, spans, node_of_event, has_python)
+    return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes)
 
 
 def _close(node: _Node, self_time: dict[int, float]) -> None:
@@ -218,7 +227,9 @@ def _innermost_at(spans: list[tuple[float, float, int]], ts: float) -> int | Non
     return best
 
 
-def _device_links(events: list[TraceEvent], tree: _HostTree, device_events: list[TraceEvent]) -> dict[int, int]:
+def _device_links(
+    events: list[TraceEvent], tree: _HostTree, device_events: list[TraceEvent]
+) -> dict[int, int]:
     """id(device event) -> host trie node of the call that launched it."""
     links: dict[int, int] = {}
     by_corr: dict[object, int] = {}
@@ -229,7 +240,7 @@ def _device_links(events: list[TraceEvent], tree: _HostTree, device_events: list
             continue
         raw = bytes(ev.args)
         if b'"correlation"' in raw or b'"External id"' in raw:
-            args = ev.decoded_args()
+            args = ev.args_dict()
             if "correlation" in args and ev.cat not in ("cpu_op", "user_annotation", "python_function"):
                 by_corr[args["correlation"]] = node
             elif "External id" in args and ev.cat in ("cpu_op", "user_annotation"):
@@ -248,7 +259,7 @@ def _device_links(events: list[TraceEvent], tree: _HostTree, device_events: list
             flow_end[(ev.pid, ev.tid, round(float(ev.ts), 3))] = (ev.cat, ev.id)
 
     for ev in device_events:
-        args = ev.decoded_args()
+        args = ev.args_dict()
         node = by_corr.get(args.get("correlation")) if "correlation" in args else None
         if node is None and ev.ts is not None:
             key = flow_end.get((ev.pid, ev.tid, round(float(ev.ts), 3)))
@@ -278,7 +289,7 @@ def folded_from_events(events: list[TraceEvent], metric: str = HOST_METRIC) -> F
     result = FoldedStacks(metric, has_python_frames=tree.has_python_frames)
     if metric == HOST_METRIC:
         if not tree.self_time:
-            raise StacksError("the trace has no host operator events (is it a Kineto / torch profiler trace?)")
+            raise StacksError("the trace has no host operator events (is it a torch profiler trace?)")
         for node_id, value in tree.self_time.items():
             result.values[tree.trie.path(node_id)] = value
         return result
@@ -293,7 +304,7 @@ def folded_from_events(events: list[TraceEvent], metric: str = HOST_METRIC) -> F
     values: dict[tuple[str, ...], float] = defaultdict(float)
     for ev in device_events:
         node = links.get(id(ev))
-        prefix = tree.trie.path(node) if node is not None else (UNLINKED_FRAME,)
+        prefix = tree.trie.path(tree.launcher(node)) if node is not None else (UNLINKED_FRAME,)
         values[(*prefix, sanitise_frame(ev.name))] += max(float(ev.dur or 0.0), 0.0)
     result.values = dict(values)
     return result

@@ -1,5 +1,8 @@
-"""A small, fast Chrome/Kineto trace reader for the reports (export-stacks, memory-timeline).
+"""Trace reading for the reports (export-stacks, memory-timeline).
 
+``load_events`` uses the project's streaming loader (npuprof.analysis.trace_loader.load_trace) when it is
+there, keeping only the events the reports need; the small reader below is the fallback (and reads a bare
+JSON array too). Events of either kind have ``name ph cat ts dur pid tid id args`` and ``args_dict()``.
 ``args`` is kept undecoded (``msgspec.Raw``) and decoded only for the few events that need it: decoding every
 event's args costs 4x the time and twice the memory on big traces (measured-facts.md).
 """
@@ -25,7 +28,7 @@ class TraceEvent(msgspec.Struct, frozen=True):
     bp: str | None = None
     args: msgspec.Raw = msgspec.Raw(b"")
 
-    def decoded_args(self) -> dict[str, Any]:
+    def args_dict(self) -> dict[str, Any]:
         if not self.args:
             return {}
         try:
@@ -50,8 +53,35 @@ def read_trace_bytes(path: Path) -> bytes:
     return data
 
 
-def load_events(path: Path) -> list[TraceEvent]:
-    """The trace's events: from ``{"traceEvents": [...]}`` or a bare JSON array; gzip or plain."""
+def wanted(ev: Any) -> bool:
+    """The events the reports use: durations, flows, metadata and ``[memory]`` records."""
+    return ev.ph in ("X", "s", "f", "t", "M") or ev.name == "[memory]"
+
+
+def load_events(path: Path) -> list[Any]:
+    """The trace's events (those ``wanted``): from ``{"traceEvents": [...]}`` or a bare JSON array."""
+    try:
+        from npuprof.analysis.trace_loader import TraceError, load_trace
+    except ImportError:
+        return [ev for ev in _load_events(path) if wanted(ev)]
+    try:
+        return load_trace(path, keep=wanted).events
+    except TraceError as exc:
+        if _starts_with_array(path):
+            return [ev for ev in _load_events(path) if wanted(ev)]
+        raise TraceReadError(str(exc)) from exc
+    except OSError as exc:
+        raise TraceReadError(f"cannot read {path}: {exc}") from exc
+
+
+def _starts_with_array(path: Path) -> bool:
+    try:
+        return read_trace_bytes(path)[:4096].lstrip()[:1] == b"["
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+
+
+def _load_events(path: Path) -> list[TraceEvent]:
     try:
         data = read_trace_bytes(path)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -65,12 +95,12 @@ def load_events(path: Path) -> list[TraceEvent]:
         raise TraceReadError(f"{path} is not a Chrome trace (JSON with traceEvents): {exc}") from exc
 
 
-def process_names(events: list[TraceEvent]) -> dict[int | str | None, str]:
+def process_names(events: list[Any]) -> dict[int | str | None, str]:
     """pid -> the name from the ``process_name`` metadata events."""
     names: dict[int | str | None, str] = {}
     for ev in events:
         if ev.ph == "M" and ev.name == "process_name":
-            name = ev.decoded_args().get("name")
+            name = ev.args_dict().get("name")
             if isinstance(name, str):
                 names[ev.pid] = name
     return names

@@ -1,0 +1,77 @@
+"""Helpers of the export-stacks / memory-timeline tests: real captures shared between the test files."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CAPTURE_SCRIPT = Path(__file__).with_name("capture.py")
+# flamegraph.pl's parser for a folded line (stack, then the count)
+FLAMEGRAPH_LINE = re.compile(r"^(\S.*?)\s+(\d+(?:\.\d*)?)$")
+_cache: dict[str, Path] = {}
+_root: Path | None = None
+
+
+def env(extra_path: str | None = None) -> dict[str, str]:
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join([*([extra_path] if extra_path else []), str(REPO)])
+    return environ
+
+
+def capture(name: str, *args: str) -> Path:
+    """The rank dir of a real capture (run once per test session and shared); ``args`` go to capture.py."""
+    global _root
+    if name in _cache:
+        return _cache[name]
+    if _root is None:
+        _root = Path(tempfile.mkdtemp(prefix="npuprof_stacks_tests_"))
+        atexit.register(shutil.rmtree, _root, True)
+    out = _root / name
+    proc = subprocess.run(
+        [sys.executable, str(CAPTURE_SCRIPT), str(out), *args], cwd=REPO, env=env(),
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dirs = sorted(p for p in out.iterdir() if p.name.endswith("_ascend_pt"))
+    assert len(dirs) == 1, dirs
+    _cache[name] = dirs[0]
+    return dirs[0]
+
+
+def full_capture() -> Path:
+    """Stacks + shapes + memory on, profiler started with stacks_experimental_config(); every export asked."""
+    return capture("full", "--stacks", "self_cpu_time_total", "--memory-format", "html", "json", "json.gz",
+                   "raw.json.gz")
+
+
+def exports_record(rank_dir: Path) -> dict:
+    return json.loads((rank_dir / "ref_exports.json").read_text())
+
+
+def cli(*args: str, extra_path: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `npuprof <args>` (the two report commands) in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.stacks_support.cli_entry", *args], cwd=REPO, env=env(extra_path),
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def trace_of(rank_dir: Path) -> Path:
+    return next(p for p in rank_dir.iterdir() if ".pt.trace.json" in p.name)
+
+
+def load_trace_json(path: Path) -> list[dict]:
+    import gzip
+
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return json.loads(data)["traceEvents"]

@@ -3,14 +3,14 @@
 
 Run as a script: python -m tests.stacks_support.capture OUT_DIR [--no-stack] [--no-verbose] [--no-memory]
     [--stacks METRIC ...] [--memory-format FMT ...]
-Besides the rank-dir files it writes test references into each rank dir: ``ref_key_averages.json`` (torch's own
-self CPU time per operator) and ``ref_torch_memory.json`` (torch's own export_memory_timeline .json).
+Besides the rank-dir files it writes test references into each rank dir: ``ref_key_averages.json``
+(torch's own self CPU time per operator) and ``ref_torch_memory.json`` (torch's own
+export_memory_timeline .json).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import time
@@ -28,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     parser.add_argument("--no-stack", action="store_true")
-    parser.add_argument("--no-verbose", action="store_true", help="start the profiler without the stacks config")
+    parser.add_argument("--no-verbose", action="store_true", help="profile without the stacks config")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--stacks", nargs="*", default=[])
     parser.add_argument("--memory-format", nargs="*", default=[])

@@ -30,12 +30,13 @@ import torch
 
 from . import _calls, npu
 
-__version__ = {"5.0.0": "2.1.0.post2", "6.0.0": "2.1.0.post10"}.get(
-    os.environ.get("FAKE_TORCH_NPU_API", "latest"), "2.6.0.post1"
-)
+# Marked as a stand-in so that no report can mistake it for a real release.
+__version__ = "0.0.0+standin." + os.environ.get("FAKE_TORCH_NPU_API", "latest").replace("-", ".")
 IS_STANDIN = True
 
-# The real torch_npu registers its device module as torch.npu.
+# The real torch_npu renames the PrivateUse1 backend to "npu" and registers its device module as torch.npu.
+if torch._C._get_privateuse1_backend_name() != "npu":
+    torch.utils.rename_privateuse1_backend("npu")
 if not hasattr(torch, "npu"):
     torch._register_device_module("npu", npu)
 

@@ -33,3 +33,20 @@ def record(call: str, **args: Any) -> None:
     line = json.dumps({"call": call, "pid": os.getpid(), "args": jsonable(args)}, sort_keys=True)
     with open(path, "a", encoding="utf-8") as f:
         f.write(line + "\n")
+
+
+def logged(name: str):
+    """Record the exact positional and keyword arguments a caller passed; keeps the signature visible
+    to ``inspect.signature`` (through ``__wrapped__``)."""
+    import functools
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            shown = args[1:] if args and fn.__name__ == "__init__" else args
+            record(name, args=list(shown), kwargs=kwargs)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

@@ -41,7 +41,7 @@ def _lazy_init() -> None:
 _range_ids = itertools.count(1)
 
 
-class mstx:  # noqa: N801  (the real name)
+class mstx:
     @staticmethod
     def mark(message: str = "", stream: Any = None, domain: str = "default") -> None:
         _calls.record("torch_npu.npu.mstx.mark", message=message, domain=domain)

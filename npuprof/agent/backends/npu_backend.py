@@ -1,0 +1,362 @@
+"""torch_npu.profiler on Ascend NPUs: the seed's
+``profile(..., experimental_config=_ExperimentalConfig(...))`` built from npuprof's flags, writing torch_npu's
+own result layout.
+
+Facts about torch_npu this module relies on (Ascend/pytorch, ``torch_npu/profiler/``):
+- ``tensorboard_trace_handler(dir_name, worker_name, analyse_flag, async_mode)`` configures a process-wide
+  path singleton *when it is called*; each capture's ``init_trace`` (the step a warm-up or recording
+  begins) then creates ``{worker_name}_{UTC YYYYmmddHHMMSSmmm}_ascend_pt`` under ``dir_name``. The
+  returned function only parses. So the handler is made before the profiler starts, and run at the end.
+- ``finalize_trace`` writes ``profiler_info[_{rank}].json`` and ``profiler_metadata.json`` (then clears the
+  metadata) before ``on_trace_ready`` runs.
+- ``_ExperimentalConfig.__init__`` grew over releases (``msprof_tx``, ``op_attr``, ``gc_detect_threshold``,
+  ``export_type`` came after ``profiler_level, aic_metrics, l2_cache, data_simplification,
+  record_op_args``; recent docs call ``msprof_tx`` ``mstx``), so a keyword is passed only when the installed
+  signature has it, and a flag it cannot take is reported as ignored.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from npuprof.agent.backends.base import ScheduleFn, TraceReady, align_torch_style
+from npuprof.agent.schedule import Action
+from npuprof.config import ProfileConfig
+
+_unavailable_reason: str | None = None
+
+
+# ---- is this an NPU process? -----------------------------------------------------------------------
+def npu_available() -> bool:
+    """torch_npu imports and sees an NPU. On False, ``unavailable_reason()`` says why (for the log)."""
+    global _unavailable_reason
+    try:
+        import torch_npu
+    except (ImportError, OSError) as exc:  # e.g. "libhccl.so: cannot open shared object file" without CANN
+        _unavailable_reason = f"import torch_npu failed: {exc}"
+        return False
+    try:
+        available = bool(torch_npu.npu.is_available())
+    except Exception as exc:
+        _unavailable_reason = f"torch.npu.is_available() failed: {exc!r}"
+        return False
+    _unavailable_reason = None if available else "torch_npu imports but torch.npu.is_available() is False"
+    return available
+
+
+def unavailable_reason() -> str | None:
+    """Why the last ``npu_available()`` said False (None after a True)."""
+    return _unavailable_reason
+
+
+def torch_npu_own_mode_active(
+    environ: dict[str, str] | None = None, require_installed: bool = True
+) -> str | None:
+    """One line when torch_npu's own non-intrusive/dynamic profiling will be on in this process, else None.
+
+    torch_npu's ``_NonIntrusiveProfile.init()`` (run by ``import torch_npu.profiler``) patches the optimizer
+    step to drive its dynamic profiler when ``PROF_CONFIG_PATH`` is non-empty or
+    ``MSMONITOR_USE_DAEMON`` (older: ``KINETO_USE_DAEMON``) is 1; two profilers must never run together.
+    """
+    env = os.environ if environ is None else environ
+    config_path = env.get("PROF_CONFIG_PATH", "")
+    daemon_var = next((n for n in ("MSMONITOR_USE_DAEMON", "KINETO_USE_DAEMON") if env.get(n)), None)
+    daemon = False
+    if daemon_var is not None:
+        try:
+            daemon = int(env[daemon_var]) == 1
+        except ValueError:
+            daemon = False
+    if not config_path and not daemon:
+        return None
+    if require_installed:
+        import importlib.util
+
+        if importlib.util.find_spec("torch_npu") is None:
+            return None
+    if config_path:
+        return (
+            f"torch_npu's own dynamic profiling is on (PROF_CONFIG_PATH={config_path}); it steps its "
+            "profiler on every optimizer step, so npuprof does not profile this process"
+        )
+    return (
+        f"torch_npu's own profiling daemon mode is on ({daemon_var}=1); it steps its profiler on every "
+        "optimizer step, so npuprof does not profile this process"
+    )
+
+
+# ---- flags -> torch_npu keywords -------------------------------------------------------------------
+_DEFAULTS = ProfileConfig()
+_LEVEL_FLAG = {"Level_none": "none", "Level0": "0", "Level1": "1", "Level2": "2"}
+_BOOL_FLAGS = {
+    "l2_cache": "--l2-cache",
+    "op_attr": "--op-attr",
+    "record_op_args": "--record-op-args",
+    "msprof_tx": "--msprof-tx",
+    "record_shapes": "--record-shapes",
+    "profile_memory": "--profile-memory",
+    "with_stack": "--with-stack",
+    "with_modules": "--with-modules",
+    "with_flops": "--with-flops",
+}
+# cfg attribute -> _ExperimentalConfig keyword(s), first present wins
+_EXPERIMENTAL_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "export_type": ("export_type",),
+    "level": ("profiler_level",),
+    "msprof_tx": ("msprof_tx", "mstx"),
+    "aic_metrics": ("aic_metrics",),
+    "l2_cache": ("l2_cache",),
+    "op_attr": ("op_attr",),
+    "data_simplification": ("data_simplification",),
+    "record_op_args": ("record_op_args",),
+    "gc_detect_threshold": ("gc_detect_threshold",),
+}
+
+
+def flag_text(cfg: ProfileConfig, attr: str) -> str:
+    """How the user would have written ``cfg.<attr>`` on the command line."""
+    value = getattr(cfg, attr)
+    if attr == "level":
+        return f"--level {_LEVEL_FLAG.get(value, value)}"
+    if attr == "aic_metrics":
+        return f"--aic-metrics {value}"
+    if attr == "export_type":
+        return f"--export-type {value}"
+    if attr == "gc_detect_threshold":
+        return f"--gc-detect-threshold {value:g}"
+    if attr == "data_simplification":
+        return "--data-simplification" if value else "--no-data-simplification"
+    return _BOOL_FLAGS.get(attr, "--" + attr.replace("_", "-"))
+
+
+def _given(cfg: ProfileConfig, attr: str) -> bool:
+    return getattr(cfg, attr) != getattr(_DEFAULTS, attr)
+
+
+def _accepted_keywords(fn: Any) -> set[str]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def experimental_kwargs(cfg: ProfileConfig, tp: Any) -> tuple[dict[str, Any], list[str]]:
+    """Keyword arguments for ``tp._ExperimentalConfig`` (``tp`` = ``torch_npu.profiler``) and the flags the
+    installed torch_npu cannot take (only those the user changed from their defaults)."""
+    accepted = _accepted_keywords(tp._ExperimentalConfig)
+    kwargs: dict[str, Any] = {}
+    unsupported: list[str] = []
+    for attr, names in _EXPERIMENTAL_KEYWORDS.items():
+        keyword = next((n for n in names if n in accepted), None)
+        if keyword is None:
+            if _given(cfg, attr):
+                unsupported.append(
+                    f"{flag_text(cfg, attr)} (this torch_npu's _ExperimentalConfig has no {names[0]})"
+                )
+            continue
+        value, missing = _native_value(cfg, attr, tp)
+        if missing:
+            if _given(cfg, attr):
+                unsupported.append(f"{flag_text(cfg, attr)} (this torch_npu has no {missing})")
+            continue
+        kwargs[keyword] = value
+    return kwargs, unsupported
+
+
+def _native_value(cfg: ProfileConfig, attr: str, tp: Any) -> tuple[Any, str | None]:
+    """The torch_npu value for one setting, or (None, name of the missing enum member)."""
+    value = getattr(cfg, attr)
+    enum_of = {"level": ("ProfilerLevel", value), "aic_metrics": ("AiCMetrics", value)}
+    if attr == "export_type":
+        enum_of["export_type"] = ("ExportType", "Db" if value == "db" else "Text")
+    if attr in enum_of:
+        enum_name, member = enum_of[attr]
+        enum = getattr(tp, enum_name, None)
+        if enum is None or not hasattr(enum, member):
+            return None, f"{enum_name}.{member}"
+        return getattr(enum, member), None
+    if attr == "gc_detect_threshold" and value is not None:
+        return float(value), None
+    return value, None
+
+
+def default_worker(cfg: ProfileConfig) -> str:
+    """The worker name npuprof's agent uses when ``--worker-name`` is not given."""
+    return cfg.worker_name or socket.gethostname().split(".")[0] or "host"
+
+
+class _NpuSchedule:
+    """npuprof's plan as a torch_npu schedule. torch_npu writes ``schedule.__dict__`` into
+    profiler_info's ``common_config.schedule``; the slots keep the helpers out of it."""
+
+    __slots__ = ("__dict__", "_native", "_plan")
+
+    def __init__(self, cfg: ProfileConfig, plan: ScheduleFn, native_action: Any) -> None:
+        s = cfg.schedule
+        self.wait, self.active, self.warmup = s.wait, s.active, s.warmup
+        self.repeat, self.skip_first = s.repeat, s.skip_first
+        self._plan = plan
+        self._native = {action: getattr(native_action, action.name) for action in Action}
+
+    def __call__(self, step: int) -> Any:
+        return self._native[self._plan(step)]
+
+
+# ---- the backend -----------------------------------------------------------------------------------
+class NpuBackend:
+    name = "torch_npu"
+    writes_own_layout = True
+
+    def __init__(self) -> None:
+        import torch_npu
+        import torch_npu.profiler
+
+        self._torch_npu = torch_npu
+        self._tp = torch_npu.profiler
+        self.device = f"npu:{torch_npu.npu.current_device()}"
+        self._cfg: ProfileConfig | None = None
+        self._metadata: dict[str, Any] = {}
+
+    # ---- what this backend cannot do -----------------------------------------------------------
+    def ignored_flags(self, cfg: ProfileConfig) -> list[str]:
+        tp = self._tp
+        ignored: list[str] = []
+        if "npu" not in cfg.activities:
+            for attr in _EXPERIMENTAL_KEYWORDS:
+                if _given(cfg, attr):
+                    ignored.append(
+                        f"{flag_text(cfg, attr)} (torch_npu uses the experimental options only "
+                        "with the npu activity)"
+                    )
+        else:
+            ignored.extend(experimental_kwargs(cfg, tp)[1])
+            if cfg.aic_metrics != "AiCoreNone" and cfg.level in ("Level0", "Level_none"):
+                ignored.append(
+                    f"{flag_text(cfg, 'aic_metrics')} (needs --level 1 or 2; torch_npu resets it "
+                    "at level 0 and none)"
+                )
+            if cfg.op_attr and cfg.export_type != "db":
+                ignored.append("--op-attr (torch_npu records operator attributes only with --export-type db)")
+        if "cpu" not in cfg.activities:
+            for attr in ("record_shapes", "with_stack", "with_modules", "with_flops", "gc_detect_threshold"):
+                if _given(cfg, attr):
+                    ignored.append(f"{flag_text(cfg, attr)} (needs the cpu activity)")
+        if not cfg.analyse and "analyse_flag" not in _accepted_keywords(tp.tensorboard_trace_handler):
+            ignored.append("--no-analyse (this torch_npu's tensorboard_trace_handler always parses)")
+        if not cfg.gzip:
+            ignored.append("--no-gzip (torch_npu writes its own raw data; there is no Kineto trace to gzip)")
+        for metric in cfg.export_stacks:
+            if metric == "self_cuda_time_total":
+                ignored.append(
+                    "--export-stacks self_cuda_time_total (torch_npu offers self_cpu_time_total "
+                    "and self_npu_time_total)"
+                )
+        return list(dict.fromkeys(ignored))
+
+    # ---- the profiler --------------------------------------------------------------------------
+    def create_profiler(
+        self, cfg: ProfileConfig, schedule: ScheduleFn, on_trace_ready: TraceReady, worker: str | None = None
+    ) -> Any:
+        tp = self._tp
+        self._cfg = cfg
+        # Must precede the profiler's start: it tells torch_npu where init_trace creates the rank dir.
+        handler = self._trace_handler(cfg, worker or default_worker(cfg))
+        kwargs, _ = experimental_kwargs(cfg, tp)
+        activities = [getattr(tp.ProfilerActivity, a.upper()) for a in ("cpu", "npu") if a in cfg.activities]
+
+        def trace_ready(prof: Any) -> None:
+            try:
+                on_trace_ready(prof)
+            finally:
+                self._reapply_metadata(prof)
+
+        prof = tp.profile(
+            activities=activities,
+            schedule=_NpuSchedule(cfg, schedule, tp.ProfilerAction),
+            on_trace_ready=trace_ready,
+            record_shapes=cfg.record_shapes,
+            profile_memory=cfg.profile_memory,
+            with_stack=cfg.with_stack,
+            with_flops=cfg.with_flops,
+            with_modules=cfg.with_modules,
+            experimental_config=tp._ExperimentalConfig(**kwargs),
+        )
+        prof._npuprof_trace_handler = handler
+        if cfg.metadata:
+            self.add_metadata(prof, cfg.metadata)
+        return prof
+
+    def _trace_handler(self, cfg: ProfileConfig, worker: str) -> Callable[[Any], None]:
+        from npuprof.results.atomic import make_dir
+
+        output = os.path.abspath(cfg.output)
+        make_dir(output)
+        kwargs: dict[str, Any] = {"dir_name": output, "worker_name": f"{worker}_{os.getpid()}"}
+        if "analyse_flag" in _accepted_keywords(self._tp.tensorboard_trace_handler):
+            kwargs["analyse_flag"] = cfg.analyse
+        return self._tp.tensorboard_trace_handler(**kwargs)
+
+    def align(self, prof: Any, step: int) -> None:
+        align_torch_style(prof, step, lambda a: a)
+
+    @staticmethod
+    def current_rank_dir(prof: Any) -> Path | None:
+        """The ``*_ascend_pt`` dir of the capture in progress (or the last one); None before the first."""
+        path = getattr(getattr(prof, "prof_if", None), "prof_path", None) or getattr(prof, "prof_path", None)
+        return Path(path) if path else None
+
+    def export_raw(self, prof: Any, rank_dir: Path | None, worker: str) -> tuple[Path, Path | None]:
+        """Finish torch_npu's side of a capture (its parsing, when ``--analyse``); return its rank dir."""
+        handler = getattr(prof, "_npuprof_trace_handler", None)
+        if handler is None:  # a profiler made elsewhere: at least parse what it recorded
+            cfg = self._cfg or ProfileConfig()
+            handler = self._trace_handler(cfg, worker)
+        handler(prof)
+        found = self.current_rank_dir(prof)
+        if found is None or not found.is_dir():
+            raise RuntimeError(f"torch_npu reported no result directory for this capture ({found})")
+        return found, None
+
+    # ---- facts and metadata --------------------------------------------------------------------
+    def version_info(self) -> dict[str, str]:
+        import torch
+
+        return {
+            "torch_version": str(torch.__version__),
+            "torch_npu_version": str(self._torch_npu.__version__),
+        }
+
+    def add_metadata(self, prof: Any, metadata: dict[str, Any]) -> bool:
+        """Into torch_npu's profiler_metadata.json: strings by ``add_metadata``, anything else as JSON by
+        ``add_metadata_json``. torch_npu writes and clears them at each capture's end, so they are
+        handed over again after each capture for the next one of the same profiler."""
+        for key, value in metadata.items():
+            self._metadata[str(key)] = value
+        _hand_over(prof, metadata)
+        return True
+
+    def _reapply_metadata(self, prof: Any) -> None:
+        # After a capture torch_npu has written and cleared its metadata dict. Refill that same dict
+        # (what add_metadata/_json store into) directly: some releases refuse add_metadata between captures.
+        store = getattr(prof, "metadata", None)
+        if not self._metadata:
+            return
+        if isinstance(store, dict):
+            store.update(json.loads(json.dumps(self._metadata)))
+        else:
+            _hand_over(prof, self._metadata)
+
+
+def _hand_over(prof: Any, metadata: dict[str, Any]) -> None:
+    for key, value in metadata.items():
+        if isinstance(value, str):
+            prof.add_metadata(str(key), value)
+        else:
+            prof.add_metadata_json(str(key), json.dumps(value))

@@ -1,0 +1,201 @@
+"""communication.json and communication_matrix.json from the collectives in a trace (output-format.md §6).
+
+Sources: ``record_param_comms`` operators (NCCL/HCCL: collective name, message size, dtype, process group),
+their device kernels (matched by External id) for the time on the device, and on CPU the ``gloo:<op>``
+spans of gloo's worker threads (size from their input dims and dtype, group from ``distributedInfo``).
+Operators are named ``<collective>__<n>@<group>``, n counting per group and collective, so the same
+operator has the same name on every rank of a group. Wait/synchronisation times need all ranks and are
+reported as 0 here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from npuprof.analysis.extract import Extract, is_receive
+
+_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
+                "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1,
+                "byte": 1, "uint8": 1, "bool": 1, "complexfloat": 8, "complexdouble": 16}
+_P2P = ("send", "recv", "receive", "isend", "irecv")
+TRANSPORT = "SDMA"
+
+
+@dataclass
+class CommOp:
+    name: str  # collective, e.g. allreduce
+    group: str
+    ts: float
+    dur: float
+    size_bytes: float
+    ranks: list[int]
+
+    @property
+    def p2p(self) -> bool:
+        low = self.name.lower()
+        return any(low.startswith(p) or f"_{p}" in low for p in _P2P)
+
+
+def _dtype_size(dtype: Any) -> int:
+    text = str(dtype).lower().replace("torch.", "").replace("c10::", "")
+    return _DTYPE_BYTES.get(text, 4)
+
+
+def _nelems(dims: Any) -> int:
+    """Elements in the first tensor(-list) input of Input Dims."""
+    if not isinstance(dims, list) or not dims:
+        return 0
+    first = dims[0]
+    if isinstance(first, list) and first and isinstance(first[0], list):  # TensorList
+        return sum(math.prod(d) for d in first if isinstance(d, list))
+    return math.prod(first) if isinstance(first, list) else 0
+
+
+def _ranks_of(value: Any) -> list[int]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return [int(r) for r in value] if isinstance(value, list) else []
+
+
+def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
+    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    pgs = dist.get("pg_config") or []
+    default_pg = next((p for p in pgs if isinstance(p, dict) and p.get("pg_desc") == "default_pg"),
+                      pgs[0] if pgs and isinstance(pgs[0], dict) else {})
+    default_group = str(default_pg.get("pg_name", "default"))
+    default_ranks = [int(r) for r in default_pg.get("ranks", [])] or list(range(int(dist.get("world_size", 1))))
+    # device kernels by External id, for the time NCCL spent on the device
+    dev_by_ext: dict[int, tuple[float, float]] = {}
+    if len(x.dev_ts):
+        d_ext = np.frombuffer(x.dev_ext, dtype=np.int64).tolist()
+        d_ts = np.frombuffer(x.dev_ts, dtype=np.float64).tolist()
+        d_dur = np.frombuffer(x.dev_dur, dtype=np.float64).tolist()
+        for e, t, d in zip(d_ext, d_ts, d_dur):
+            if e >= 0:
+                dev_by_ext[e] = (t, d)
+    ops: list[CommOp] = []
+    for name, ts, dur, _thread, args in x.comm_spans:
+        if name == "record_param_comms":
+            coll = str(args.get("Collective name", "unknown"))
+            if coll in ("barrier", "wait"):
+                continue
+            nelems = args.get("In msg nelems") or args.get("Out msg nelems") or 0
+            size = float(nelems) * _dtype_size(args.get("dtype", "float"))
+            group = str(args.get("Process Group Name", default_group))
+            ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
+            dev = dev_by_ext.get(int(args.get("External id", -1)))
+            if dev is not None:
+                ts, dur = dev
+        else:  # gloo:all_reduce and friends
+            coll = name.split(":", 1)[1]
+            types = args.get("Input type") or ["float"]
+            size = float(_nelems(args.get("Input Dims"))) * _dtype_size(types[0] if types else "float")
+            group, ranks = default_group, default_ranks
+        ops.append(CommOp(coll, group, ts, dur, size, ranks))
+    ops.sort(key=lambda o: o.ts)
+    return ops
+
+
+def _step_key(windows: list, ts: float) -> str | None:
+    for num, lo, hi in windows:
+        if lo <= ts < hi:
+            return "step" if num is None else f"step{num}"
+    return None
+
+
+def _size_bucket(mb: float) -> str:
+    return f"{mb:.6f}".rstrip("0").rstrip(".") or "0"
+
+
+def _op_info(op: CommOp) -> dict[str, Any]:
+    ms = op.dur / 1000.0
+    mb = op.size_bytes / 1e6
+    return {
+        "Communication Time Info": {
+            "Start Timestamp(us)": round(op.ts, 3), "Elapse Time(ms)": round(ms, 6),
+            "Transit Time(ms)": round(ms, 6), "Wait Time(ms)": 0.0, "Synchronization Time(ms)": 0.0,
+            "Idle Time(ms)": 0.0, "Wait Time Ratio": 0.0, "Synchronization Time Ratio": 0.0},
+        "Communication Bandwidth Info": {
+            TRANSPORT: {"Transit Size(MB)": round(mb, 6), "Transit Time(ms)": round(ms, 6),
+                        "Bandwidth(GB/s)": round(mb / ms, 4) if ms > 0 else 0.0,
+                        "Large Packet Ratio": 0.0, "Size Distribution": {_size_bucket(mb): [1, round(ms, 6)]}}},
+    }
+
+
+def _total(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    elapse = sum(i["Communication Time Info"]["Elapse Time(ms)"] for i in infos)
+    size = sum(i["Communication Bandwidth Info"][TRANSPORT]["Transit Size(MB)"] for i in infos)
+    dist: dict[str, list[float]] = {}
+    for info in infos:
+        for k, (c, t) in info["Communication Bandwidth Info"][TRANSPORT]["Size Distribution"].items():
+            d = dist.setdefault(k, [0, 0.0])
+            d[0] += c
+            d[1] = round(d[1] + t, 6)
+    start = min((i["Communication Time Info"]["Start Timestamp(us)"] for i in infos), default=0.0)
+    return {
+        "Communication Time Info": {
+            "Start Timestamp(us)": start, "Elapse Time(ms)": round(elapse, 6), "Transit Time(ms)": round(elapse, 6),
+            "Wait Time(ms)": 0.0, "Synchronization Time(ms)": 0.0, "Idle Time(ms)": 0.0,
+            "Wait Time Ratio": 0.0, "Synchronization Time Ratio": 0.0},
+        "Communication Bandwidth Info": {
+            TRANSPORT: {"Transit Size(MB)": round(size, 6), "Transit Time(ms)": round(elapse, 6),
+                        "Bandwidth(GB/s)": round(size / elapse, 4) if elapse > 0 else 0.0,
+                        "Large Packet Ratio": 0.0, "Size Distribution": dist}},
+    }
+
+
+def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(communication.json, communication_matrix.json) contents."""
+    comm: dict[str, dict[str, dict[str, Any]]] = {}
+    matrix: dict[str, dict[str, dict[str, Any]]] = {}
+    seq: dict[tuple[str, str], int] = {}
+    per_kind: dict[tuple[str, str, str], list[tuple[str, CommOp]]] = {}
+    for op in ops:
+        step = _step_key(windows, op.ts) if windows else "step"
+        n = seq.get((op.group, op.name), 0)
+        seq[(op.group, op.name)] = n + 1
+        if step is None:
+            continue
+        kind = "p2p" if op.p2p else "collective"
+        key = f"{op.name}__{n}@{op.group}"
+        comm.setdefault(step, {"collective": {}, "p2p": {}})[kind][key] = _op_info(op)
+        per_kind.setdefault((step, kind, op.group), []).append((key, op))
+    for step_data in comm.values():
+        for kind in ("collective", "p2p"):
+            infos = list(step_data[kind].values())
+            step_data[kind]["Total Op Info"] = _total(infos)
+    # the matrix: this rank's self link for each operator type, with top/bottom/total aggregates
+    for (step, kind, group), items in per_kind.items():
+        by_type: dict[str, list[tuple[str, CommOp]]] = {}
+        for key, op in items:
+            by_type.setdefault(op.name, []).append((key, op))
+        target = matrix.setdefault(step.replace("step", "") or "step", {}).setdefault(kind, {})
+        for name, members in by_type.items():
+            local = members[0][1].ranks.index(rank) if rank is not None and rank in members[0][1].ranks else 0
+            link = f"{local}-{local}"
+            ordered = sorted(members, key=lambda m: -m[1].dur)
+            picks = {"top1": ordered[:1], "middle": ordered[len(ordered) // 2: len(ordered) // 2 + 1],
+                     "bottom1": ordered[-1:], "bottom2": ordered[-2:-1], "bottom3": ordered[-3:-2],
+                     "total": ordered}
+            for label, chosen in picks.items():
+                if not chosen:
+                    continue
+                ms = sum(m[1].dur for m in chosen) / 1000.0
+                mb = sum(m[1].size_bytes for m in chosen) / 1e6
+                target[f"{name}-{label}@{group}"] = {link: {
+                    "Transport Type": "LOCAL", "Transit Size(MB)": round(mb, 6), "Transit Time(ms)": round(ms, 6),
+                    "Bandwidth(GB/s)": round(mb / ms, 4) if ms > 0 else 0.0,
+                    "Op Name": chosen[0][0] if label != "total" else f"{name}-total@{group}"}}
+    return comm, matrix
+
+
+def receive_ops(ops: list[CommOp]) -> list[CommOp]:
+    return [o for o in ops if is_receive(o.name)]

@@ -1,0 +1,46 @@
+"""Interval arithmetic on numpy arrays of [start, end) spans (microseconds)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+Spans = tuple[np.ndarray, np.ndarray]
+EMPTY: Spans = (np.zeros(0), np.zeros(0))
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> Spans:
+    """Merge overlapping spans into disjoint sorted ones."""
+    if len(starts) == 0:
+        return EMPTY
+    order = np.argsort(starts, kind="stable")
+    s = np.asarray(starts, dtype=float)[order]
+    e = np.maximum.accumulate(np.asarray(ends, dtype=float)[order])
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > e[:-1]
+    idx = np.flatnonzero(new)
+    last = np.append(idx[1:] - 1, len(s) - 1)
+    return s[idx], e[last]
+
+
+def total(spans: Spans) -> float:
+    return float(np.sum(spans[1] - spans[0])) if len(spans[0]) else 0.0
+
+
+def clip(spans: Spans, lo: float, hi: float) -> Spans:
+    """The parts of disjoint sorted ``spans`` inside [lo, hi)."""
+    s, e = spans
+    if len(s) == 0:
+        return EMPTY
+    i = int(np.searchsorted(e, lo, side="right"))
+    j = int(np.searchsorted(s, hi, side="left"))
+    if j <= i:
+        return EMPTY
+    cs = np.maximum(s[i:j], lo)
+    ce = np.minimum(e[i:j], hi)
+    keep = ce > cs
+    return cs[keep], ce[keep]
+
+
+def merge(a: Spans, b: Spans) -> Spans:
+    return union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))

@@ -1,0 +1,114 @@
+"""memory_record.csv and operator_memory.csv from the ``[memory]`` instant events (output-format.md §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npuprof.analysis.extract import Extract
+from npuprof.analysis.tables import OpView
+
+MEMORY_RECORD_HEADER = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)",
+                        "Total Active(MB)", "Stream Ptr", "Device Type"]
+OPERATOR_MEMORY_HEADER = ["Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Active Release Time(us)",
+                          "Duration(us)", "Active Duration(us)", "Allocation Total Allocated(MB)",
+                          "Allocation Total Reserved(MB)", "Allocation Total Active(MB)",
+                          "Release Total Allocated(MB)", "Release Total Reserved(MB)", "Release Total Active(MB)",
+                          "Stream Ptr", "Device Type"]
+MB = 1024.0 * 1024.0
+_DEVICE_TYPES = {0: "CPU", 1: "CUDA", 9: "NPU", 20: "NPU"}
+
+
+def device_type_name(code: int, device_id: int = 0) -> str:
+    name = _DEVICE_TYPES.get(code, f"DEVICE{code}")
+    return name if name == "CPU" else f"{name}:{device_id}"
+
+
+def memory_columns(x: Extract) -> dict[str, np.ndarray]:
+    if not len(x.mem_ts):
+        return {}
+    cols = {k: np.frombuffer(getattr(x, f"mem_{k}"), dtype=dt) for k, dt in
+            (("ts", np.float64), ("alloc", np.float64), ("reserved", np.float64), ("bytes", np.float64),
+             ("addr", np.int64), ("devtype", np.int32), ("thread", np.int32))}
+    order = np.argsort(cols["ts"], kind="stable")
+    return {k: v[order] for k, v in cols.items()}
+
+
+def memory_record_lines(cols: dict[str, np.ndarray], device_id: int) -> list[str]:
+    """CSV lines (no header) of memory_record.csv, in time order."""
+    if not cols:
+        return []
+    dev = [device_type_name(int(c), device_id) for c in cols["devtype"].tolist()]
+    ts = cols["ts"].tolist()
+    alloc = np.round(cols["alloc"] / MB, 6).tolist()
+    res = np.round(cols["reserved"] / MB, 6).tolist()
+    return [f"PTA,{t:.3f},{a},{r},{a},,{d}" for t, a, r, d in zip(ts, alloc, res, dev)]
+
+
+def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Index of the innermost operator on the same thread open at each time (-1 when none)."""
+    out = np.full(len(ts), -1, dtype=np.int64)
+    if not len(ops.ts):
+        return out
+    key_ops = ops.thread.astype(np.float64) * 1e15 + (ops.ts - ops.ts.min())
+    key_mem = thread.astype(np.float64) * 1e15 + (ts - ops.ts.min())
+    # ops are sorted by (thread, ts) already
+    cand = np.searchsorted(key_ops, key_mem, side="right") - 1
+    end = ops.ts + ops.dur
+    parent = ops.parent
+    for i in np.flatnonzero(cand >= 0).tolist():
+        j = int(cand[i])
+        t = ts[i]
+        while j >= 0 and (ops.thread[j] != thread[i] or end[j] < t):
+            j = int(parent[j]) if ops.thread[j] == thread[i] else -1
+        out[i] = j
+    return out
+
+
+def operator_memory_rows(cols: dict[str, np.ndarray], ops: OpView, strings: list[str],
+                         device_id: int) -> tuple[list[list[Any]], dict[str, float]]:
+    """Rows of operator_memory.csv (each allocation paired with its release by address) and the peaks."""
+    if not cols:
+        return [], {}
+    ts, nbytes, addr = cols["ts"], cols["bytes"], cols["addr"]
+    allocs = np.flatnonzero(nbytes > 0)
+    order = np.lexsort((ts, addr))
+    pos_in = np.empty(len(ts), dtype=np.int64)
+    pos_in[order] = np.arange(len(ts))
+    nxt = pos_in[allocs] + 1
+    release = np.full(len(allocs), -1, dtype=np.int64)
+    ok = nxt < len(ts)
+    cand = order[np.minimum(nxt, len(ts) - 1)]
+    ok &= (addr[cand] == addr[allocs]) & (nbytes[cand] < 0)
+    release[ok] = cand[ok]
+    owner = _enclosing_op(ops, cols["thread"][allocs], ts[allocs])
+    rows: list[list[Any]] = []
+    alloc_mb, res_mb = cols["alloc"] / MB, cols["reserved"] / MB
+    for k, i in enumerate(allocs.tolist()):
+        o = int(owner[k])
+        name = strings[int(ops.name[o])] if o >= 0 else "[unknown]"
+        r = int(release[k])
+        dev = device_type_name(int(cols["devtype"][i]), device_id)
+        if r >= 0:
+            rel, dur = round(float(ts[r]), 3), round(float(ts[r] - ts[i]), 3)
+            after = [round(float(alloc_mb[r]), 6), round(float(res_mb[r]), 6), round(float(alloc_mb[r]), 6)]
+        else:
+            rel, dur, after = "", "", ["", "", ""]
+        a = round(float(alloc_mb[i]), 6)
+        rows.append([name, round(float(nbytes[i]) / 1024, 3), round(float(ts[i]), 3), rel, rel, dur, dur,
+                     a, round(float(res_mb[i]), 6), a, *after, "", dev])
+    peaks = {"peak_allocated_mb": round(float(alloc_mb.max()), 3), "peak_reserved_mb": round(float(res_mb.max()), 3)}
+    return rows, peaks
+
+
+def step_peaks(cols: dict[str, np.ndarray], windows: list) -> list[float | None]:
+    """Peak allocated MB within each step window."""
+    out: list[float | None] = []
+    if not cols:
+        return [None] * len(windows)
+    ts, alloc = cols["ts"], cols["alloc"] / MB
+    for _num, lo, hi in windows:
+        i, j = np.searchsorted(ts, lo), np.searchsorted(ts, hi)
+        out.append(round(float(alloc[i:j].max()), 3) if j > i else None)
+    return out

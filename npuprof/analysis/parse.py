@@ -1,0 +1,222 @@
+"""Parse one rank directory: write ``ASCEND_PROFILER_OUTPUT/`` from its raw trace (output-format.md §1, §4-8).
+
+``parse_rank_dir(rank_dir, force=False, workers=1) -> ParseOutcome`` never raises for bad data: the outcome
+says what went wrong. ``python -m npuprof.analysis.parse RANK_DIR [--force] [-j N]`` does the same from a
+shell (exit 0 when parsed or already parsed, 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from npuprof.results import layout
+from npuprof.results.atomic import atomic_writer, make_dir, write_json, write_text
+from npuprof.results.paths import UnsafePathError, check_no_symlink
+
+SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
+SUMMARY_VERSION = 1
+
+
+@dataclass
+class ParseOutcome:
+    """What happened to one rank dir. ``status``: parsed | cached | failed | incomplete | missing | corrupt |
+    truncated | needs_torch_npu. ``ok`` is true for parsed and cached."""
+
+    rank_dir: Path
+    status: str
+    reason: str = ""
+    rank: int | None = None
+    seconds: float = 0.0
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("parsed", "cached")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["rank_dir"] = str(self.rank_dir)
+        d["ok"] = self.ok
+        return d
+
+
+def _csv_line(values: list[Any]) -> str:
+    out = []
+    for v in values:
+        s = "" if v is None else str(v)
+        if any(c in s for c in ',"\n\r'):
+            s = '"' + s.replace('"', '""') + '"'
+        out.append(s)
+    return ",".join(out)
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[Any]] | None = None,
+              lines: list[str] | None = None) -> None:
+    with atomic_writer(path, "w") as handle:
+        handle.write(_csv_line(header) + "\n")
+        if rows:
+            for start in range(0, len(rows), 50_000):
+                handle.write("\n".join(_csv_line(r) for r in rows[start:start + 50_000]) + "\n")
+        if lines:
+            for start in range(0, len(lines), 200_000):
+                handle.write("\n".join(lines[start:start + 200_000]) + "\n")
+
+
+def _is_ascend_raw(rank_dir: Path) -> bool:
+    return (rank_dir / "FRAMEWORK").is_dir() or any(p.is_dir() for p in rank_dir.glob("PROF_*"))
+
+
+def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
+    try:
+        from torch_npu.profiler.profiler import analyse  # type: ignore[import-not-found]
+    except Exception as exc:  # ImportError, or the CANN libraries missing
+        outcome.status = "needs_torch_npu"
+        outcome.reason = (f"Ascend raw data (FRAMEWORK/, PROF_*) needs torch_npu's own parser, and "
+                          f"`import torch_npu.profiler` failed here ({type(exc).__name__}: {exc}); run "
+                          f"`npuprof analyse` where torch_npu and CANN are installed")
+        return outcome
+    analyse(str(rank_dir))
+    done = rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE
+    if (rank_dir / layout.PARSED_DIR).is_dir():
+        if not done.exists():
+            write_text(done, "")
+        outcome.status = "parsed"
+    else:
+        outcome.status = "failed"
+        outcome.reason = f"torch_npu's parser wrote no {layout.PARSED_DIR}/"
+    return outcome
+
+
+def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> ParseOutcome:
+    """Write ``rank_dir/ASCEND_PROFILER_OUTPUT/`` (all tables that apply, ``analyse.done`` last).
+
+    Skips a dir already parsed (``analyse.done`` present) unless ``force``. ``workers`` > 1 reads a big
+    trace in that many processes. Never raises for bad input: see ``ParseOutcome.status``/``reason``.
+    """
+    t0 = time.perf_counter()
+    rank_dir = Path(rank_dir)
+    outcome = ParseOutcome(rank_dir, "failed")
+    try:
+        if not rank_dir.is_dir():
+            outcome.status, outcome.reason = "missing", f"{rank_dir} is not a directory"
+            return outcome
+        outcome.rank = layout.rank_of(rank_dir)
+        out_dir = rank_dir / layout.PARSED_DIR
+        check_no_symlink(out_dir, "parsed output directory")
+        done = out_dir / layout.ANALYSE_DONE
+        if done.exists() and not force:
+            outcome.status = "cached"
+            return outcome
+        status = layout.capture_status(rank_dir)
+        if not status.complete:
+            outcome.status = "incomplete" if status.status != "unknown" else "missing"
+            outcome.reason = (f"interrupted capture: {status.detail}" if status.status != "unknown"
+                              else "no trace in this directory")
+            return outcome
+        if layout.find_raw_trace(rank_dir) is None and _is_ascend_raw(rank_dir):
+            return _parse_ascend(rank_dir, outcome)
+        raw = layout.find_raw_trace(rank_dir)
+        if raw is None:
+            outcome.status, outcome.reason = "missing", f"no *.pt.trace.json(.gz) in {rank_dir}"
+            return outcome
+        if done.exists():
+            done.unlink()
+        make_dir(out_dir)
+        outcome.files = write_outputs(raw, out_dir, outcome.rank, workers)
+        write_text(done, "")
+        outcome.files.append(layout.ANALYSE_DONE)
+        outcome.status = "parsed"
+    except UnsafePathError as exc:
+        outcome.status, outcome.reason = "failed", str(exc)
+    except Exception as exc:
+        from npuprof.analysis.trace_loader import TraceError
+
+        if isinstance(exc, TraceError):
+            outcome.status, outcome.reason = exc.kind, str(exc)
+        else:
+            outcome.status = "failed"
+            outcome.reason = f"{type(exc).__name__}: {exc}"
+            if os.environ.get("NPUPROF_DEBUG"):
+                traceback.print_exc()
+    finally:
+        outcome.seconds = round(time.perf_counter() - t0, 3)
+    return outcome
+
+
+def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) -> list[str]:
+    """Parse ``raw`` and write every table into ``out_dir``; return the file names written."""
+    from npuprof.analysis import communication, memory, tables, trace_view
+    from npuprof.analysis.scan import scan
+
+    written: list[str] = []
+    with atomic_writer(out_dir / "trace_view.json", "w+b") as tv:
+        trace_view.copy_raw(raw, tv)
+        extract, meta, events_end = scan(raw, fd=tv.fileno(), workers=workers)
+        if rank is None:
+            info = meta.get("distributedInfo")
+            rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
+        tabs = tables.build_tables(extract)
+        device_pids = set(extract.dev_pid)
+        trace_view.finish(tv, events_end, trace_view.extra_events(tabs, extract.process_names, device_pids))
+    written.append("trace_view.json")
+
+    write_csv(out_dir / "step_trace_time.csv", tables.STEP_HEADER, tabs.step_rows)
+    kernel_header = getattr(tabs, "kernel_header", tables.KERNEL_HEADER if extract.steps else tables.KERNEL_HEADER[1:])
+    write_csv(out_dir / "kernel_details.csv", kernel_header, tabs.kernel_rows)
+    write_csv(out_dir / "operator_details.csv", tables.OPERATOR_HEADER, tabs.operator_rows)
+    write_csv(out_dir / "op_statistic.csv", tables.OP_STAT_HEADER, tabs.op_stat_rows)
+    written += ["step_trace_time.csv", "kernel_details.csv", "operator_details.csv", "op_statistic.csv"]
+
+    ops = communication.collect(extract, meta)
+    comm_summary: dict[str, Any] = {"operators": len(ops)}
+    if ops:
+        comm, matrix = communication.build(ops, tabs.steps, rank)
+        write_json(out_dir / "communication.json", comm)
+        write_json(out_dir / "communication_matrix.json", matrix)
+        written += ["communication.json", "communication_matrix.json"]
+        comm_summary["time_us"] = round(sum(o.dur for o in ops), 3)
+        comm_summary["size_mb"] = round(sum(o.size_bytes for o in ops) / 1e6, 6)
+
+    mem_cols = memory.memory_columns(extract)
+    peaks: dict[str, Any] = {}
+    if mem_cols:
+        write_csv(out_dir / "memory_record.csv", memory.MEMORY_RECORD_HEADER,
+                  lines=memory.memory_record_lines(mem_cols, tabs.device_id))
+        rows, peaks = memory.operator_memory_rows(mem_cols, tabs.ops, extract.strings, tabs.device_id)
+        write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, rows)
+        written += ["memory_record.csv", "operator_memory.csv"]
+        for step, peak in zip(tabs.summary["steps"], memory.step_peaks(mem_cols, tabs.steps)):
+            step["memory_peak_mb"] = peak
+
+    summary = {"version": SUMMARY_VERSION, "rank": rank, "trace": raw.name, "events": extract.event_count,
+               **tabs.summary, "memory": peaks, "communication": comm_summary,
+               "world_size": (meta.get("distributedInfo") or {}).get("world_size")
+               if isinstance(meta.get("distributedInfo"), dict) else None}
+    write_json(out_dir / SUMMARY_FILE, summary, indent=None)
+    written.append(SUMMARY_FILE)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m npuprof.analysis.parse",
+                                     description="Parse one npuprof rank directory into ASCEND_PROFILER_OUTPUT/.")
+    parser.add_argument("rank_dir", type=Path)
+    parser.add_argument("--force", action="store_true", help="re-parse even when analyse.done exists")
+    parser.add_argument("-j", "--jobs", type=int, default=1, help="processes reading the trace (default 1)")
+    args = parser.parse_args(argv)
+    outcome = parse_rank_dir(args.rank_dir, force=args.force, workers=max(1, args.jobs))
+    msg = f"{outcome.rank_dir}: {outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
+    print(msg, file=sys.stdout if outcome.ok else sys.stderr)
+    return 0 if outcome.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Shared helpers: run npuprof as a user would, in a subprocess, and read what it wrote."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NPUPROF_", "PROF_CONFIG_PATH", "MSMONITOR"))}
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def npuprof(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120):
+    """`python -m npuprof ARGS` -> CompletedProcess (text)."""
+    return subprocess.run(
+        [sys.executable, "-m", "npuprof", *args],
+        cwd=cwd,
+        env=env if env is not None else clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def trainer(*args: str) -> list[str]:
+    return [sys.executable, str(SCRIPTS / "trainer.py"), *args]
+
+
+def rank_dirs(output: Path) -> list[Path]:
+    return sorted(p for p in output.iterdir() if p.is_dir() and p.name.endswith("_ascend_pt"))
+
+
+def load_trace(rank_dir: Path) -> dict:
+    traces = sorted(rank_dir.glob("*.pt.trace.json*"))
+    assert traces, f"no raw trace in {rank_dir}: {sorted(p.name for p in rank_dir.iterdir())}"
+    path = traces[0]
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def profiler_steps(rank_dir: Path) -> list[int]:
+    events = load_trace(rank_dir)["traceEvents"]
+    return sorted(
+        int(e["name"].split("#", 1)[1])
+        for e in events
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+
+
+def capture_record(rank_dir: Path) -> dict:
+    return json.loads((rank_dir / "npuprof_capture.json").read_text())
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    return tmp_path / "result"

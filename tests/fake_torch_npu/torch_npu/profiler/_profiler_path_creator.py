@@ -1,0 +1,91 @@
+"""Stand-in for ``torch_npu.profiler._profiler_path_creator`` (tests only).
+
+As in the real one, a process-wide singleton: ``tensorboard_trace_handler`` configures it when it is
+*called* (before profiling), and each capture's ``init_trace`` creates
+``{worker_name}_{UTC %Y%m%d%H%M%S%f[:-3]}_ascend_pt`` under the configured directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from datetime import datetime, timezone
+
+from .. import _calls
+from .analysis.prof_common_func._constant import Constant, print_warn_msg
+
+
+class _ProfPathCreator:
+    def __init__(self) -> None:
+        self._prof_path: str | None = None
+        self._worker_name: str | None = None
+        self._dir_path: str | None = None
+        self._export_only_mode = False
+        self._export_only_prof_dir = "export_only_prof_dir"
+        self.is_prof_inited = False
+
+    def init(
+        self, worker_name: str | None = None, dir_name: str | None = None, export_only_mode: bool = False
+    ) -> None:
+        _calls.record(
+            "ProfPathCreator.init",
+            worker_name=worker_name,
+            dir_name=dir_name,
+            export_only_mode=export_only_mode,
+        )
+        self._export_only_mode = export_only_mode
+        if worker_name is None or (
+            isinstance(worker_name, str)
+            and worker_name
+            and len(worker_name) < Constant.MAX_WORKER_NAME_LENGTH
+        ):
+            self._worker_name = worker_name
+        else:
+            print_warn_msg("Invalid parameter worker_name, reset it to default.")
+            self._worker_name = None
+        if dir_name is not None and not (isinstance(dir_name, str) and dir_name):
+            print_warn_msg("Invalid parameter dir_name, reset it to default.")
+            dir_name = None
+        if dir_name and os.path.islink(dir_name):
+            raise RuntimeError(f"Invalid path {dir_name}: a soft link is not allowed.")
+        self._dir_path = dir_name
+
+    def create_prof_dir(self) -> None:
+        if not self._dir_path:
+            dir_path = os.getenv(Constant.ASCEND_WORK_PATH)
+            self._export_only_mode = self._export_only_mode and dir_path is None
+            if dir_path:
+                dir_path = os.path.join(os.path.abspath(dir_path), Constant.PROFILING_WORK_PATH)
+            elif self._export_only_mode:
+                dir_path = os.path.join(os.getcwd(), self._export_only_prof_dir)
+            else:
+                dir_path = os.getcwd()
+        else:
+            dir_path = self._dir_path
+        worker_name = self._worker_name or f"{socket.gethostname()}_{os.getpid()}"
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S%f")[:-3]
+        self._prof_path = os.path.join(dir_path, f"{worker_name}_{stamp}_ascend_pt")
+        os.makedirs(self._prof_path, mode=0o750)
+        self.is_prof_inited = True
+
+    def get_prof_dir(self) -> str | None:
+        return self._prof_path
+
+    def delete_export_only_prof(self) -> None:
+        if self._export_only_mode:
+            self.delete_prof_dir()
+
+    def delete_prof_dir(self) -> None:
+        try:
+            if self._prof_path:
+                shutil.rmtree(self._prof_path)
+        except OSError:
+            print_warn_msg("Remove temporary profiling data saving path failed.")
+
+
+_INSTANCE = _ProfPathCreator()
+
+
+def ProfPathCreator() -> _ProfPathCreator:
+    return _INSTANCE

@@ -1,0 +1,233 @@
+"""Stand-in for ``torch_npu.profiler.profiler_interface`` (tests only).
+
+Same life cycle as the real ``_ProfInterface`` (init_trace creates the rank dir, finalize_trace writes
+profiler_info and profiler_metadata), but the recording is torch's Kineto profiler on the CPU and the raw
+``FRAMEWORK/`` / ``PROF_*`` data are placeholders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sqlite3
+import string
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from .. import _calls
+from .._C._profiler import ProfilerActivity, _supported_npu_activities
+from ._profiler_path_creator import ProfPathCreator
+from .analysis.prof_common_func._constant import Constant, collect_env_vars, print_warn_msg
+from .experimental_config import _ExperimentalConfig
+
+__all__ = ["supported_activities"]
+
+RAW_TRACE = "standin_kineto.pt.trace.json"  # inside FRAMEWORK/; the real one holds binary records
+
+
+def supported_activities() -> set:
+    return _supported_npu_activities()
+
+
+class _ProfInterface:
+    def __init__(
+        self,
+        activities: Iterable[ProfilerActivity] | None = None,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        with_modules: bool = False,
+        schedule: Callable[[int], Any] | None = None,
+        metadata: dict | None = None,
+        experimental_config: Any = None,
+    ) -> None:
+        self.prof_path = ""
+        self.activities = set(activities) if activities else supported_activities()
+        self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.with_stack = with_stack
+        self.with_flops = with_flops
+        self.with_modules = with_modules
+        self.experimental_config = (
+            experimental_config if experimental_config is not None else _ExperimentalConfig()
+        )
+        self.schedule = schedule
+        self.metadata = metadata
+        self.start_monotonic = 0
+        self._kineto: Any = None
+        self._check_params()
+
+    # ---- life cycle ----------------------------------------------------------------------------
+    def init_trace(self) -> None:
+        ProfPathCreator().create_prof_dir()
+        self.prof_path = ProfPathCreator().get_prof_dir()
+        os.makedirs(os.path.join(self.prof_path, Constant.FRAMEWORK_DIR), mode=0o750)
+        self._kineto = None
+        _calls.record("init_trace", prof_path=self.prof_path)
+
+    def _new_kineto(self) -> Any:
+        kineto = torch.profiler._KinetoProfile(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            record_shapes=self.record_shapes,
+            profile_memory=self.profile_memory,
+            with_stack=self.with_stack,
+            with_flops=self.with_flops,
+            with_modules=self.with_modules,
+        )
+        kineto.prepare_trace()
+        return kineto
+
+    def warmup_trace(self) -> None:
+        self._kineto = self._new_kineto()
+        _calls.record("warmup_trace", prof_path=self.prof_path)
+
+    def start_trace(self) -> None:
+        if self._kineto is None:
+            self._kineto = self._new_kineto()
+        self.start_monotonic = time.monotonic_ns()
+        self._kineto.start_trace()
+        if ProfilerActivity.CPU in self.activities and self.experimental_config.with_gc:
+            _calls.record("gc_detect.start", threshold=self.experimental_config.gc_detect_threshold)
+        _calls.record("start_trace", prof_path=self.prof_path)
+
+    def stop_trace(self) -> None:
+        if self._kineto is not None:
+            self._kineto.stop_trace()
+        _calls.record("stop_trace", prof_path=self.prof_path)
+
+    def finalize_trace(self) -> None:
+        framework = os.path.join(self.prof_path, Constant.FRAMEWORK_DIR)
+        if self._kineto is not None and self._kineto.profiler is not None and os.path.isdir(framework):
+            self._kineto.export_chrome_trace(os.path.join(framework, RAW_TRACE))
+        self._write_device_placeholder()
+        self._dump_profiler_info()
+        self._dump_metadata()
+        ProfPathCreator().is_prof_inited = False
+        _calls.record("finalize_trace", prof_path=self.prof_path)
+
+    def delete_prof_dir(self) -> None:
+        _calls.record("delete_prof_dir", prof_path=self.prof_path)
+        ProfPathCreator().delete_prof_dir()
+
+    # ---- parsing -------------------------------------------------------------------------------
+    def analyse(
+        self,
+        analysis_type: str = Constant.TENSORBOARD_TRACE_HANDLER,
+        output_path: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        _calls.record(
+            "analyse",
+            prof_path=self.prof_path,
+            analysis_type=analysis_type,
+            output_path=output_path,
+            kwargs=kwargs,
+        )
+        try:
+            if analysis_type == Constant.TENSORBOARD_TRACE_HANDLER:
+                analyse_dir(self.prof_path)
+            elif analysis_type == Constant.EXPORT_CHROME_TRACE:
+                shutil.copyfile(os.path.join(self.prof_path, Constant.FRAMEWORK_DIR, RAW_TRACE), output_path)
+            elif analysis_type == Constant.EXPORT_STACK:
+                self._kineto.export_stacks(output_path, Constant.METRIC_CPU_TIME)
+            elif analysis_type == Constant.EXPORT_MEMORY_TIMELINE:
+                self._kineto.export_memory_timeline(output_path, device="cpu")
+        except Exception as exc:
+            print_warn_msg(f"Profiling data parsing failed. ({exc!r})")
+
+    # ---- files ---------------------------------------------------------------------------------
+    def _write_device_placeholder(self) -> None:
+        stamp = time.strftime("%Y%m%d%H%M%S") + f"{int(time.time() * 1000) % 1000:03d}"
+        tag = "".join(random.choice(string.ascii_uppercase) for _ in range(16))
+        data = os.path.join(self.prof_path, f"PROF_000001_{stamp}_{tag}", "device_0", "data")
+        os.makedirs(data, mode=0o750)
+        with open(os.path.join(data, "standin.data"), "w") as f:
+            f.write("placeholder written by the torch_npu stand-in used in npuprof's tests\n")
+
+    def _dump_profiler_info(self) -> None:
+        def to_cfg(obj: Any) -> Any:
+            if not obj:
+                return None
+            return getattr(obj, "__dict__", {})
+
+        common_config = {
+            "activities": [str(a) for a in self.activities],
+            "schedule": to_cfg(self.schedule),
+            "record_shapes": self.record_shapes,
+            "profile_memory": self.profile_memory,
+            "with_stack": self.with_stack,
+            "with_flops": self.with_flops,
+            "with_modules": self.with_modules,
+        }
+        info: dict[str, Any] = {
+            "config": {
+                "common_config": common_config,
+                "experimental_config": to_cfg(self.experimental_config),
+            },
+            "start_info": {
+                "syscnt_enable": False,
+                "freq": 100,
+                "start_cnt": 0,
+                "start_monotonic": self.start_monotonic,
+            },
+            "end_info": {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()},
+        }
+        rank_id: Any = os.environ.get("RANK")
+        if rank_id is None and torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank_id = torch.distributed.get_rank()
+        name = "profiler_info.json" if rank_id is None else f"profiler_info_{rank_id}.json"
+        if rank_id is not None:
+            info["rank_id"] = rank_id
+        _write_json(os.path.join(self.prof_path, name), info)
+
+    def _dump_metadata(self) -> None:
+        if Constant.Text in self.experimental_config.export_type:
+            self.metadata.update(collect_env_vars())
+        if not self.metadata:
+            return
+        if not ProfPathCreator().is_prof_inited:
+            print_warn_msg("Profiler is not initialized. Skip this metadata.")
+            return
+        _write_json(os.path.join(self.prof_path, Constant.PROFILER_META_DATA), self.metadata)
+        self.metadata.clear()
+
+    def _check_params(self) -> None:
+        if ProfilerActivity.NPU not in self.activities:
+            print_warn_msg("Experimental config will not be uesd while ProfilerActivity.NPU is not set.")
+        if ProfilerActivity.CPU not in self.activities and self.experimental_config.with_gc:
+            print_warn_msg("GC detect will not take effect while ProfilerActivity.CPU is not set.")
+
+
+def analyse_dir(prof_path: str) -> None:
+    """The stand-in's 'parsing': ASCEND_PROFILER_OUTPUT/ from the placeholder raw data."""
+    info_files = sorted(p for p in os.listdir(prof_path) if p.startswith("profiler_info"))
+    info: dict[str, Any] = {}
+    if info_files:
+        with open(os.path.join(prof_path, info_files[0])) as f:
+            info = json.load(f)
+    exp = (info.get("config") or {}).get("experimental_config") or {}
+    export_types = exp.get("_export_type") or [Constant.Text]
+    out = os.path.join(prof_path, Constant.OUTPUT_DIR)
+    os.makedirs(out, mode=0o750, exist_ok=True)
+    raw = os.path.join(prof_path, Constant.FRAMEWORK_DIR, RAW_TRACE)
+    if Constant.Text in export_types and os.path.exists(raw):
+        shutil.copyfile(raw, os.path.join(out, "trace_view.json"))
+    if Constant.Db in export_types:
+        rank = info.get("rank_id")
+        name = "ascend_pytorch_profiler.db" if rank is None else f"ascend_pytorch_profiler_{rank}.db"
+        with sqlite3.connect(os.path.join(out, name)) as db:
+            db.execute("CREATE TABLE IF NOT EXISTS META_DATA (name TEXT, value TEXT)")
+    if exp.get("_data_simplification", True):
+        shutil.rmtree(os.path.join(prof_path, Constant.FRAMEWORK_DIR), ignore_errors=True)
+
+
+def _write_json(path: str, data: Any) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=4)

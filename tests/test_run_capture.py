@@ -1,0 +1,180 @@
+"""`npuprof run` end to end on the CPU: schedules, step detection, the files written."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import capture_record, clean_env, load_trace, npuprof, profiler_steps, rank_dirs, trainer
+
+SCHEDULE_9 = ["--skip-first", "1", "--wait", "1", "--warmup", "1", "--active", "2", "--repeat", "2"]
+
+
+def test_schedule_captures_exactly_the_scheduled_steps(out: Path) -> None:
+    result = npuprof("run", "-o", str(out), "--no-analyse", *SCHEDULE_9, "--", *trainer("--steps", "9"))
+    assert result.returncode == 0, result.stderr
+    dirs = rank_dirs(out)
+    assert [profiler_steps(d) for d in dirs] == [[3, 4], [7, 8]]
+    for d in dirs:
+        record = capture_record(d)
+        assert record["status"] == "complete"
+        assert record["trace"].endswith(".pt.trace.json.gz")  # gzipped in the background
+        assert (d / record["trace"]).exists()
+        info = json.loads((d / "profiler_info.json").read_text())
+        assert info["config"]["common_config"]["schedule"] == {
+            "skip_first": 1, "wait": 1, "warmup": 1, "active": 2, "repeat": 2,
+        }
+        assert "collectionTimeEnd" in info["end_info"]
+        assert info["torch_version"]
+        meta = json.loads((d / "profiler_metadata.json").read_text())
+        assert set(meta["ENV_VARIABLES"]) >= {"ASCEND_GLOBAL_LOG_LEVEL", "HCCL_RDMA_TC", "HCCL_RDMA_SL", "ACLNN_CACHE_LIMIT"}
+        assert oct(d.stat().st_mode & 0o777) == oct(0o750)
+        assert oct((d / "profiler_info.json").stat().st_mode & 0o777) == oct(0o640)
+    run = json.loads((out / "npuprof_run.json").read_text())
+    assert run["exit_code"] == 0
+    assert [c["steps"] for c in run["captures"]] == [[3, 4], [7, 8]]
+    assert "npuprof analyse" in result.stderr  # the closing report names the next command
+    assert not (out / ".npuprof_pending").exists()
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "extra"),
+    [("custom", []), ("two", []), ("lbfgs", []), ("scaler", []), ("adam", ["--with-stack"])],
+)
+def test_every_kind_of_optimizer_step_counts_once(out: Path, optimizer: str, extra: list[str]) -> None:
+    flags = ["--skip-first", "3", "--warmup", "1", "--active", "2", "--no-analyse", "--no-gzip", *extra]
+    result = npuprof("run", "-o", str(out), *flags, "--", *trainer("--steps", "8", "--optimizer", optimizer))
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    assert profiler_steps(d) == [4, 5]
+    names = {e.get("name") for e in load_trace(d)["traceEvents"]}
+    assert any(str(n).startswith("Optimizer.step#") for n in names)
+
+
+def test_step_on_counts_returns_of_a_named_function(out: Path, tmp_path: Path) -> None:
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "infer.py").write_text(
+        "import torch\n"
+        "class Engine:\n"
+        "    def __init__(self):\n"
+        "        self.model = torch.nn.Linear(8, 8)\n"
+        "    @torch.no_grad()\n"
+        "    def generate(self, n):\n"
+        "        x = torch.randn(2, 8)\n"
+        "        for _ in range(n):\n"
+        "            x = self.model(x)\n"
+        "        return x\n"
+    )
+    script = tmp_path / "serve.py"
+    script.write_text("from mypkg.infer import Engine\ne = Engine()\nfor _ in range(7):\n    e.generate(3)\n")
+    env = clean_env(PYTHONPATH=str(tmp_path))
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--step-on", "mypkg.infer:Engine.generate",
+        "--skip-first", "2", "--warmup", "1", "--active", "2", "--", sys.executable, str(script), env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    assert profiler_steps(d) == [3, 4]
+    events = load_trace(d)["traceEvents"]
+    assert sum(1 for e in events if e.get("name") == "aten::linear") == 6  # 2 steps x 3 layers
+
+
+def test_interrupted_training_keeps_the_recorded_steps(out: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--skip-first", "2", "--warmup", "0", "--active", "10",
+        "--", *trainer("--steps", "5"),
+    )
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete"
+    assert "training ended" in record["detail"] and "step 5 is partial" in record["detail"]
+    # Steps 2-4 completed; step 5 (the tail after the last optimizer step) is kept as the partial step.
+    assert profiler_steps(d) == [2, 3, 4, 5]
+    assert record["steps"] == [2, 3, 4, 5]
+
+
+def test_config_file_is_the_base_and_flags_override(out: Path, tmp_path: Path) -> None:
+    config = tmp_path / "profiler_config.json"
+    config.write_text(json.dumps({
+        "start_step": 3, "active": 2, "record_shapes": True, "prof_dir": str(tmp_path / "ignored"),
+        "experimental_config": {"profiler_level": "Level1", "export_type": "nonsense"},
+        "metadata": {"distributed_args": {"tp": 2}},
+    }))
+    result = npuprof(
+        "run", "--config", str(config), "-o", str(out), "--active", "1", "--no-analyse",
+        "--metadata", "team=perf", "--", *trainer("--steps", "6"),
+    )
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    assert profiler_steps(d) == [3]
+    info = json.loads((d / "profiler_info.json").read_text())
+    assert info["config"]["common_config"]["record_shapes"] is True
+    assert info["config"]["experimental_config"]["_profiler_level"] == "Level1"
+    assert info["config"]["experimental_config"]["_export_type"] == "text"  # invalid falls back to text
+    meta = json.loads((d / "profiler_metadata.json").read_text())
+    assert meta["team"] == "perf" and meta["distributed_args"] == {"tp": 2}
+    assert "ignored on the torch-cpu backend: --level" in result.stderr
+    assert not (tmp_path / "ignored").exists()
+
+
+def test_output_directory_contents_are_never_overwritten(out: Path) -> None:
+    flags = ["-o", str(out), "--no-analyse", "--skip-first", "1", "--warmup", "0", "--active", "1"]
+    first = npuprof("run", *flags, "--", *trainer("--steps", "3"))
+    assert first.returncode == 0, first.stderr
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    second = npuprof("run", *flags, "--", *trainer("--steps", "3"))
+    assert second.returncode == 0, second.stderr
+    for path, content in before.items():
+        if path.name != "npuprof.log":
+            assert path.read_bytes() == content, path
+    assert len(rank_dirs(out)) == 2
+    assert len(list(out.glob("npuprof_run*.json"))) == 2
+    assert (out / "npuprof.log").read_bytes().startswith(before[out / "npuprof.log"])
+
+
+def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "done"
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--warmup", "0", "--active", "6",
+        "--", *trainer("--steps", "8", "--own-profiler-at", "3", "--marker", str(marker)),
+    )
+    assert result.returncode == 0, result.stderr
+    assert marker.exists()
+    assert (tmp_path / "own_trace.json").exists()
+    assert "runs its own profiler" in result.stderr or "started its own profiler" in result.stderr
+    (d,) = rank_dirs(out)
+    assert capture_record(d)["detail"] == "the training script started its own profiler"
+    assert max(profiler_steps(d)) <= 3
+
+
+def test_unselected_rank_writes_nothing(out: Path) -> None:
+    env = clean_env(RANK="0")
+    result = npuprof("run", "-o", str(out), "--ranks", "1", "--", *trainer("--steps", "10"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert rank_dirs(out) == []
+    assert "no capture was written" in result.stderr
+    assert "rank 0 not selected" in (out / "npuprof.log").read_text()
+
+
+def test_files_and_dirs_modes(out: Path) -> None:
+    result = npuprof("run", "-o", str(out), "--skip-first", "1", "--active", "1", "--", *trainer("--steps", "4"))
+    assert result.returncode == 0, result.stderr
+    assert oct(out.stat().st_mode & 0o777) == oct(0o750)
+    for path in out.rglob("*"):
+        expected = 0o750 if path.is_dir() else 0o640
+        assert path.stat().st_mode & 0o777 == expected, (path, oct(path.stat().st_mode))
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and False, reason="")
+def test_log_records_agent_activity(out: Path) -> None:
+    result = npuprof("run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--active", "1", "--",
+                     *trainer("--steps", "4"))
+    assert result.returncode == 0
+    log = (out / "npuprof.log").read_text()
+    assert "agent ready" in log and "capture of steps 2-2 written" in log

@@ -1,0 +1,214 @@
+"""export-stacks: in-run export (real torch.profiler captures in subprocesses) and the offline command."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from stacks_support import (  # noqa: E402
+    FLAMEGRAPH_LINE, capture, cli, exports_record, full_capture, load_trace_json, trace_of,
+)
+from stacks_support import synthetic_cuda  # noqa: E402
+
+from npuprof.reports import flamegraph_svg as fg  # noqa: E402
+from npuprof.reports import stacks as st  # noqa: E402
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def _parse_lines(text: str) -> dict[tuple[str, ...], int]:
+    values: dict[tuple[str, ...], int] = defaultdict(int)
+    for line in text.splitlines():
+        match = FLAMEGRAPH_LINE.match(line)
+        assert match, f"flamegraph.pl would reject {line!r}"
+        assert " " not in match.group(1) and "\t" not in match.group(1), line
+        values[tuple(match.group(1).split(";"))] += int(match.group(2))
+    return dict(values)
+
+
+def _thread_busy_us(events: list[dict]) -> float:
+    """Per host thread, the length of the union of its duration events (independent of any call tree)."""
+    spans: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for ev in events:
+        if ev.get("ph") == "X" and ev.get("cat") in ("cpu_op", "python_function", "user_annotation"):
+            spans[(ev["pid"], ev["tid"])].append((ev["ts"], ev["ts"] + ev["dur"]))
+    total = 0.0
+    for items in spans.values():
+        items.sort()
+        start, end = items[0]
+        for s, e in items[1:]:
+            if s > end:
+                total += end - start
+                start, end = s, e
+            else:
+                end = max(end, e)
+        total += end - start
+    return total
+
+
+# ------------------------------------------------------------------ in the run
+
+
+def test_in_run_export_stacks_is_not_empty_with_the_experimental_config():
+    rank_dir = full_capture()
+    record = exports_record(rank_dir)
+    path = rank_dir / "stacks_self_cpu_time_total.folded"
+    assert str(path) in record["written"]
+    assert not [m for m in record["log"] if "stacks" in m], record["log"]
+    values = _parse_lines(path.read_text())
+    assert len(values) > 20
+    # torch's export: Python frames of the training loop, outermost first
+    assert any(any("capture.py(" in frame for frame in stack) for stack in values)
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
+
+
+def test_in_run_without_the_config_falls_back_to_the_trace_and_says_so():
+    rank_dir = capture("plain", "--no-verbose", "--no-memory", "--stacks", "self_cpu_time_total",
+                       "--memory-format", "json")
+    record = exports_record(rank_dir)
+    path = rank_dir / "stacks_self_cpu_time_total.folded"
+    assert str(path) in record["written"]
+    assert any("rebuilt from the trace" in m for m in record["log"]), record["log"]
+    values = _parse_lines(path.read_text())
+    assert any(stack[-1].startswith("aten::") for stack in values)
+    # memory timeline asked without its flags: skipped, the log names them
+    assert any("--profile-memory" in m and "--record-shapes" in m for m in record["log"]), record["log"]
+    assert not (rank_dir / "memory_timeline.raw.json.gz").exists()
+
+
+# ------------------------------------------------------------------ offline
+
+
+def test_offline_totals_match_the_trace_and_torch_self_times():
+    rank_dir = full_capture()
+    folded = st.folded_from_trace(trace_of(rank_dir), st.HOST_METRIC)
+    values = _parse_lines(folded.text())
+    total = sum(values.values())
+    busy = _thread_busy_us(load_trace_json(trace_of(rank_dir)))
+    assert abs(total - busy) <= 0.01 * busy, (total, busy)
+    # per operator, against torch's own key_averages() of the same capture
+    reference = json.loads((rank_dir / "ref_key_averages.json").read_text())
+    by_leaf: dict[str, int] = defaultdict(int)
+    for stack, value in values.items():
+        by_leaf[stack[-1]] += value
+    ops = [name for name in reference if name.startswith("aten::")]
+    assert len(ops) > 10
+    ours = sum(by_leaf[st.sanitise_frame(name)] for name in ops)
+    theirs = sum(reference[name] for name in ops)
+    assert abs(ours - theirs) <= 0.01 * theirs, (ours, theirs)
+    assert folded.has_python_frames
+
+
+def test_integer_rounding_keeps_the_total():
+    folded = st.FoldedStacks(st.HOST_METRIC, {("a",): 0.4, ("a", "b"): 0.4, ("a", "c"): 0.4, ("d",): 10.6})
+    ints = folded.integer_values()
+    assert sum(ints.values()) == round(11.8)
+    assert all(abs(ints.get(p, 0) - v) < 1 for p, v in folded.values.items())
+
+
+def test_frames_are_sanitised_as_torch_does():
+    assert st.sanitise_frame("a b;c\td\ne") == "a_b_c_d_e"
+    text = st.FoldedStacks(st.HOST_METRIC, {("x y", "p;q"): 3.0}).text()
+    assert text == "x_y;p_q 3\n"
+
+
+def test_cli_writes_folded_and_an_interactive_svg(tmp_path):
+    rank_dir = full_capture()
+    out, svg = tmp_path / "cpu.stacks", tmp_path / "flame.svg"
+    proc = cli("export-stacks", str(rank_dir), "-o", str(out), "--svg", str(svg))
+    assert proc.returncode == 0, proc.stderr
+    values = _parse_lines(out.read_text())
+    root = ET.parse(svg).getroot()  # valid XML
+    assert root.tag == SVG_NS + "svg"
+    groups = root.findall(f".//{SVG_NS}g[@class='frame']")
+    # one rect per frame: every node of the merged tree at least 0.1 px wide, plus the root
+    total = sum(values.values())
+    nodes: dict[tuple[str, ...], int] = defaultdict(int)
+    for stack, value in values.items():
+        for depth in range(1, len(stack) + 1):
+            nodes[stack[:depth]] += value
+    scale = (fg.WIDTH - 2 * fg.PAD_X) / total
+    # a node is drawn when it and all its ancestors are at least 0.1 px wide (ancestors are wider anyway)
+    expected = 1 + sum(1 for value in nodes.values() if value * scale >= 0.1)
+    assert len(groups) == expected
+    assert all(len(g.findall(f"{SVG_NS}rect")) == 1 for g in groups)
+    names = {g.get("data-name") for g in groups}
+    assert {"all"} | {frame for stack in values for frame in stack} >= names
+    titles = [g.find(f"{SVG_NS}title").text for g in groups]
+    assert all("µs" in t and "%" in t for t in titles)
+    assert "all (" in titles[0] and "100.00%" in titles[0]
+    assert all(g.get("onclick") == "npuprofZoom(this)" for g in groups)
+    script = root.find(f"{SVG_NS}script").text
+    assert "function npuprofZoom" in script and "function npuprofShow" in script
+    assert "http://" not in svg.read_text().replace("http://www.w3.org/2000/svg", "")
+
+
+def test_cli_writes_stdout_without_outputs():
+    proc = cli("export-stacks", str(trace_of(full_capture())))
+    assert proc.returncode == 0, proc.stderr
+    assert _parse_lines(proc.stdout)
+
+
+def test_svg_has_one_rect_per_frame_when_nothing_is_left_out():
+    stacks = {("a", "b"): 5.0, ("a", "c"): 1e-6, ("d",): 2.0, ("a", "b", "e&<x>"): 1.0}
+    text = fg.render_svg(stacks, min_width_px=0)
+    root = ET.fromstring(text)
+    groups = root.findall(f".//{SVG_NS}g[@class='frame']")
+    assert len(groups) == 6  # all, a, a;b, a;c, d, a;b;e&<x>
+    assert "e&<x>" in {g.get("data-name") for g in groups}
+
+
+def test_no_python_stacks_is_operator_nesting_with_a_note(tmp_path):
+    rank_dir = capture("nostack", "--no-stack", "--no-memory")
+    proc = cli("export-stacks", str(rank_dir), "-o", str(tmp_path / "s.folded"))
+    assert proc.returncode == 0, proc.stderr
+    assert "--with-stack" in proc.stderr
+    values = _parse_lines((tmp_path / "s.folded").read_text())
+    assert any(stack[0].startswith("ProfilerStep#") for stack in values)
+    assert any(len(stack) > 1 and stack[-1].startswith("aten::") for stack in values)
+
+
+@pytest.mark.parametrize(
+    ("with_correlation", "with_flows"), [(True, True), (True, False), (False, True), (False, False)]
+)
+def test_device_time_goes_to_the_launching_stack(tmp_path, with_correlation, with_flows):
+    trace = synthetic_cuda.write(tmp_path / "w.1.pt.trace.json.gz", with_correlation=with_correlation,
+                                 with_flows=with_flows)
+    out = tmp_path / "cuda.stacks"
+    proc = cli("export-stacks", str(trace), "--metric", "self_cuda_time_total", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    values = _parse_lines(out.read_text())
+    assert sum(values.values()) == round(synthetic_cuda.EXPECTED_DEVICE_TOTAL)
+    by_kernel = {stack[-1]: stack[:-1] for stack in values}
+    for name, _ts, _dur, _corr, op in synthetic_cuda.KERNELS:
+        # correlation, else the ac2g flow, else External id: all lead to the op, not the runtime call
+        assert by_kernel[st.sanitise_frame(name)] == ("train.py(10):_<module>", "ProfilerStep#1",
+                                                      "train.py(5):_step", op)
+    assert by_kernel[synthetic_cuda.UNLINKED[0]] == (st.UNLINKED_FRAME,)
+    # the host metric of the same trace counts host time only (the device process is left out)
+    host = st.folded_from_trace(trace, st.HOST_METRIC)
+    assert abs(host.total_us - 1000.0) < 1e-6
+    assert any(path[-1] == "cudaLaunchKernel" for path in host.values)
+
+
+def test_cli_bad_input(tmp_path):
+    rank_dir = full_capture()
+    bad = cli("export-stacks", str(rank_dir), "--metric", "self_gpu_time")
+    assert bad.returncode == 2 and "--metric" in bad.stderr and "self_cpu_time_total" in bad.stderr
+    device = cli("export-stacks", str(rank_dir), "--metric", "self_npu_time_total")
+    assert device.returncode == 1 and "no device kernels" in device.stderr
+    assert "--metric self_cpu_time_total" in device.stderr
+    empty = tmp_path / "host_1_20250101000000000_ascend_pt"
+    empty.mkdir()
+    missing = cli("export-stacks", str(empty))
+    assert missing.returncode == 1 and "has no trace" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    (tmp_path / "b_2_20250101000000000_ascend_pt").mkdir()
+    several = cli("export-stacks", str(tmp_path))
+    assert several.returncode == 1 and "2 rank directories" in several.stderr
