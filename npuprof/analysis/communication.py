@@ -10,6 +10,7 @@ reported as 0 here.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from dataclasses import dataclass
@@ -104,10 +105,11 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     return ops
 
 
-def _step_key(windows: list, ts: float) -> str | None:
-    for num, lo, hi in windows:
-        if lo <= ts < hi:
-            return "step" if num is None else f"step{num}"
+def _step_key(windows: list, starts: list[float], ts: float) -> str | None:
+    i = bisect.bisect_right(starts, ts) - 1
+    if i >= 0 and ts < windows[i][2]:
+        num = windows[i][0]
+        return "step" if num is None else f"step{num}"
     return None
 
 
@@ -158,8 +160,9 @@ def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str,
     matrix: dict[str, dict[str, dict[str, Any]]] = {}
     seq: dict[tuple[str, str], int] = {}
     per_kind: dict[tuple[str, str, str], list[tuple[str, CommOp]]] = {}
+    starts = [w[1] for w in windows]
     for op in ops:
-        step = _step_key(windows, op.ts) if windows else "step"
+        step = _step_key(windows, starts, op.ts) if windows else "step"
         n = seq.get((op.group, op.name), 0)
         seq[(op.group, op.name)] = n + 1
         if step is None:

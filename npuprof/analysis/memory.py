@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ MB = 1024.0 * 1024.0
 _DEVICE_TYPES = {0: "CPU", 1: "CUDA", 9: "NPU", 20: "NPU"}
 
 
+@functools.lru_cache(maxsize=64)
 def device_type_name(code: int, device_id: int = 0) -> str:
     name = _DEVICE_TYPES.get(code, f"DEVICE{code}")
     return name if name == "CPU" else f"{name}:{device_id}"

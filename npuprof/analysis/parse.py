@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.results import layout
-from npuprof.results.atomic import atomic_writer, make_dir, write_json, write_text
+from npuprof.results.atomic import atomic_writer, make_dir, write_bytes, write_text
 from npuprof.results.paths import UnsafePathError, check_no_symlink
 
 SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
@@ -46,26 +46,25 @@ class ParseOutcome:
         return d
 
 
-def _csv_line(values: list[Any]) -> str:
-    out = []
-    for v in values:
-        s = "" if v is None else str(v)
-        if any(c in s for c in ',"\n\r'):
-            s = '"' + s.replace('"', '""') + '"'
-        out.append(s)
-    return ",".join(out)
-
-
 def write_csv(path: Path, header: list[str], rows: list[list[Any]] | None = None,
               lines: list[str] | None = None) -> None:
+    import csv
+
     with atomic_writer(path, "w") as handle:
-        handle.write(_csv_line(header) + "\n")
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(header)
         if rows:
-            for start in range(0, len(rows), 50_000):
-                handle.write("\n".join(_csv_line(r) for r in rows[start:start + 50_000]) + "\n")
+            writer.writerows(rows)
         if lines:
             for start in range(0, len(lines), 200_000):
                 handle.write("\n".join(lines[start:start + 200_000]) + "\n")
+
+
+def write_json_fast(path: Path, obj: Any, indent: int = 4) -> None:
+    import msgspec
+
+    data = msgspec.json.encode(obj)
+    write_bytes(path, (msgspec.json.format(data, indent=indent) if indent else data) + b"\n")
 
 
 def _is_ascend_raw(rank_dir: Path) -> bool:
@@ -177,8 +176,8 @@ def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) 
     comm_summary: dict[str, Any] = {"operators": len(ops)}
     if ops:
         comm, matrix = communication.build(ops, tabs.steps, rank)
-        write_json(out_dir / "communication.json", comm)
-        write_json(out_dir / "communication_matrix.json", matrix)
+        write_json_fast(out_dir / "communication.json", comm)
+        write_json_fast(out_dir / "communication_matrix.json", matrix)
         written += ["communication.json", "communication_matrix.json"]
         comm_summary["time_us"] = round(sum(o.dur for o in ops), 3)
         comm_summary["size_mb"] = round(sum(o.size_bytes for o in ops) / 1e6, 6)
@@ -198,7 +197,7 @@ def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) 
                **tabs.summary, "memory": peaks, "communication": comm_summary,
                "world_size": (meta.get("distributedInfo") or {}).get("world_size")
                if isinstance(meta.get("distributedInfo"), dict) else None}
-    write_json(out_dir / SUMMARY_FILE, summary, indent=None)
+    write_json_fast(out_dir / SUMMARY_FILE, summary, indent=0)
     written.append(SUMMARY_FILE)
     return written
 

@@ -32,4 +32,4 @@ def _register() -> None:
 
 def main() -> None:
     _register()
-    app()
+    app(prog_name="npuprof")

@@ -1,0 +1,162 @@
+"""memory-timeline: in-run export (real torch.profiler captures in subprocesses) and the offline command."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from stacks_support import capture, cli, exports_record, full_capture, load_trace_json, trace_of  # noqa: E402
+
+from npuprof.agent.capture_exports import memory_timeline_missing_flags  # noqa: E402
+from npuprof.reports import memory_timeline as mt  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_of(html: str) -> bytes:
+    match = re.search(r"<img src='data:image/png;base64,([A-Za-z0-9+/=]+)'>", html)
+    assert match, html[:500]
+    return base64.b64decode(match.group(1))
+
+
+def _allocated_by_us(trace: Path) -> dict[int, int]:
+    """The trace's own running total: Total Allocated of the last [memory] event within each µs."""
+    records = sorted(
+        (ev["ts"], ev["args"]["Total Allocated"]) for ev in load_trace_json(trace) if ev.get("name") == "[memory]"
+    )
+    out: dict[int, int] = {}
+    for ts, total in records:
+        out[int(ts)] = total
+    return out
+
+
+# ------------------------------------------------------------------ in the run
+
+
+def test_in_run_writes_every_format_and_keeps_the_raw_data():
+    rank_dir = full_capture()
+    record = exports_record(rank_dir)
+    for name in ("raw.json.gz", "meta.json", "html", "json", "json.gz"):
+        assert str(rank_dir / f"memory_timeline.{name}") in record["written"], name
+    assert not [m for m in record["log"] if "memory" in m], record["log"]
+    # the json is exactly what torch's own export_memory_timeline writes for the same capture
+    ours = json.loads((rank_dir / "memory_timeline.json").read_text())
+    assert ours == json.loads((rank_dir / "ref_torch_memory.json").read_text())
+    assert json.loads(gzip.decompress((rank_dir / "memory_timeline.json.gz").read_bytes())) == ours
+    times, sizes = ours
+    assert len(times) == len(sizes) > 10 and all(len(row) == len(mt.CATEGORIES) + 1 for row in sizes)
+    # categories are real: parameters and optimizer state are there
+    assert max(row[1 + mt.CATEGORIES.index("PARAMETER")] for row in sizes) > 0
+    assert max(row[1 + mt.CATEGORIES.index("OPTIMIZER_STATE")] for row in sizes) > 0
+    # raw round-trips: coalescing the kept raw data gives the same json
+    raw = mt.read_raw(rank_dir / mt.RAW_FILE)
+    assert {action for _, action, _, _ in raw} <= set(mt.ACTIONS)
+    assert list(mt.coalesce(raw)) == ours
+    html = (rank_dir / "memory_timeline.html").read_text()
+    assert _png_of(html).startswith(PNG_MAGIC)
+    assert "Max memory allocated: " in html and "Max memory reserved: " in html and " GiB" in html
+    meta = json.loads((rank_dir / mt.META_FILE).read_text())
+    assert meta["device"] == "cpu" and meta["max_allocated_bytes"] == max(sum(row) for row in sizes)
+
+
+def test_missing_flags_are_named():
+    assert memory_timeline_missing_flags(True, True, True, False) == []
+    assert memory_timeline_missing_flags(False, True, True, False) == ["--record-shapes"]
+    assert memory_timeline_missing_flags(True, False, False, True) == ["--profile-memory", "--with-stack"]
+    assert memory_timeline_missing_flags(True, True, False, True, device="npu:0") == []
+
+
+# ------------------------------------------------------------------ offline
+
+
+def test_offline_from_kept_raw_data_matches_the_run(tmp_path):
+    rank_dir = full_capture()
+    for suffix in ("json", "json.gz", "raw.json.gz", "html"):
+        out = tmp_path / f"memory.{suffix}"
+        proc = cli("memory-timeline", str(rank_dir), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        if suffix == "html":
+            assert _png_of(out.read_text()).startswith(PNG_MAGIC)
+        else:
+            assert out.read_bytes() == (rank_dir / f"memory_timeline.{suffix}").read_bytes(), suffix
+
+
+def test_offline_from_memory_events_matches_the_trace_totals(tmp_path):
+    rank_dir = full_capture()
+    trace = trace_of(rank_dir)
+    out_json, out_raw, out_html = tmp_path / "m.json", tmp_path / "m.raw.json.gz", tmp_path / "m.html"
+    for out in (out_json, out_raw, out_html):
+        proc = cli("memory-timeline", str(trace), "-o", str(out), "--device", "cpu")
+        assert proc.returncode == 0, proc.stderr
+        assert "UNKNOWN" in proc.stderr  # says the categories are unknown
+    times, sizes = json.loads(out_json.read_text())
+    expected = _allocated_by_us(trace)
+    assert len(times) == len(expected) > 10
+    unknown = 1 + mt.CATEGORIES.index("UNKNOWN")
+    for t, row in zip(times, sizes, strict=True):
+        assert sum(row) == row[unknown] == expected[t], t
+    raw = json.loads(gzip.decompress(out_raw.read_bytes()))
+    assert all(category == mt.UNKNOWN for *_, category in raw)
+    assert list(mt.coalesce([tuple(r) for r in raw])) == [times, sizes]
+    html = out_html.read_text()
+    assert _png_of(html).startswith(PNG_MAGIC)
+    peak = max(expected.values())
+    assert f"Max memory allocated: {peak / 1024**3:.2f} GiB ({peak:,} bytes)" in html
+    assert "Max memory reserved: " in html and "Categories UNKNOWN" in html
+
+
+def test_bad_input_names_what_is_missing(tmp_path):
+    rank_dir = full_capture()
+    wrong = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json"), "--device", "cuda:0")
+    assert wrong.returncode == 1 and "cuda:0" in wrong.stderr and "holds: cpu" in wrong.stderr
+    wrong_trace = cli("memory-timeline", str(trace_of(rank_dir)), "-o", str(tmp_path / "m.json"), "-d", "npu:1")
+    assert wrong_trace.returncode == 1 and "holds: cpu" in wrong_trace.stderr
+    suffix = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.txt"))
+    assert suffix.returncode == 2 and ".html, .json, .json.gz or .raw.json.gz" in suffix.stderr
+    no_memory = capture("nostack", "--no-stack", "--no-memory")
+    proc = cli("memory-timeline", str(no_memory), "-o", str(tmp_path / "m.json"))
+    assert proc.returncode == 1
+    assert "--profile-memory --record-shapes --with-stack" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_without_matplotlib_html_says_how_to_install_and_json_still_works(tmp_path):
+    blocker = tmp_path / "block"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked by the test')\n")
+    rank_dir = full_capture()
+    html = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.html"), extra_path=str(blocker))
+    assert html.returncode == 1
+    assert "pip install 'npuprof[plot]'" in html.stderr
+    assert not (tmp_path / "m.html").exists()
+    ok = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json.gz"), extra_path=str(blocker))
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(gzip.decompress((tmp_path / "m.json.gz").read_bytes()))[0]
+
+
+def test_device_choice_and_listing_from_several_devices(tmp_path):
+    # a trace with allocator records of two devices (as a CUDA run has): default is the accelerator
+    events = []
+    for i, (dtype, did, total, reserved) in enumerate([(0, -1, 100, 0), (1, 0, 2048, 4096), (1, 0, 1024, 4096)]):
+        events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 10.0 + i,
+                       "args": {"Device Type": dtype, "Device Id": did, "Total Allocated": total,
+                                "Total Reserved": reserved, "Bytes": total if i < 2 else -1024}})
+    trace = tmp_path / "x.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    data = mt.load(trace)
+    assert data.device == "cuda:0" and data.devices == ["cuda:0", "cpu"]
+    assert data.max_allocated == 2048 and data.max_reserved == 4096
+    assert [sum(row) for row in data.coalesce()[1]] == [2048, 1024]
+    proc = cli("memory-timeline", str(trace), "-o", str(tmp_path / "m.json"), "--device", "npu:0")
+    assert proc.returncode == 1 and "holds: cuda:0, cpu" in proc.stderr
+    by_device = defaultdict(list)
+    for device in ("cpu", "cuda"):
+        by_device[device] = mt.load(trace, device).coalesce()
+    assert by_device["cpu"][1][-1][-1] == 100

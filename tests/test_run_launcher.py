@@ -1,0 +1,188 @@
+"""Launcher manners: exit codes, signals, injection reach, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, capture_record, clean_env, npuprof, profiler_steps, rank_dirs, trainer
+
+
+def test_exit_code_passes_through(out: Path) -> None:
+    result = npuprof("run", "-o", str(out), "--no-analyse", "--", *trainer("--steps", "2", "--exit-code", "3"))
+    assert result.returncode == 3
+    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 3
+
+
+def test_signal_death_gives_128_plus_n_and_finalises_the_capture(out: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--warmup", "0", "--active", "5",
+        "--", *trainer("--steps", "8", "--signal-self-at", "3"),
+    )
+    assert result.returncode == 128 + signal.SIGTERM
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["detail"] == "stopped by SIGTERM"
+    assert profiler_steps(d) == [1, 2, 3]
+
+
+def test_sigterm_to_npuprof_reaches_the_whole_job(out: Path, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import subprocess, sys, time, pathlib\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"pathlib.Path({str(started)!r}).write_text(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npuprof", "run", "-o", str(out), "--", sys.executable, str(script)],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not started.exists() or not started.read_text():
+        assert time.monotonic() < deadline, "job did not start"
+        time.sleep(0.05)
+    grandchild = int(started.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert _gone(grandchild)
+    assert json.loads((out / "npuprof_run.json").read_text())["signals_forwarded"] == [signal.SIGTERM]
+
+
+def _gone(pid: int, wait: float = 5.0) -> bool:
+    """True once ``pid`` no longer runs (exited, or a zombie nobody has reaped yet)."""
+    import psutil
+
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_script_that_never_imports_torch_runs_untouched(out: Path, tmp_path: Path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text("import sys\nprint('hello', sys.argv[1:])\nprint('torch' in sys.modules)\n")
+    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script), "a", "b")
+    assert result.returncode == 0
+    assert result.stdout == "hello ['a', 'b']\nFalse\n"
+    assert "agent" not in (out / "npuprof.log").read_text()
+
+
+def test_user_sitecustomize_still_runs(out: Path, tmp_path: Path) -> None:
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
+    script = tmp_path / "check.py"
+    script.write_text("import os, sys\nprint(os.environ.get('USER_SITE_RAN'))\nprint(sys.modules['sitecustomize'].__file__)\n")
+    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script), env=clean_env(PYTHONPATH=str(site)))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "yes"
+    assert lines[1] == str(site / "sitecustomize.py")
+
+
+def test_user_sitecustomize_and_profiling_together(out: Path, tmp_path: Path) -> None:
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
+    result = npuprof("run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--active", "1", "--",
+                     *trainer("--steps", "4"), env=clean_env(PYTHONPATH=str(site)))
+    assert result.returncode == 0, result.stderr
+    assert len(rank_dirs(out)) == 1
+
+
+def test_python_dash_S_and_non_python_commands_are_flagged(out: Path) -> None:
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-S", "-c", "pass")
+    assert result.returncode == 0
+    assert result.stderr.count("-S") >= 1 and "cannot reach" in result.stderr
+    result = npuprof("run", "-o", str(out), "--", "true")
+    assert result.returncode == 0
+    assert "does not look like a Python program" in result.stderr
+
+
+def test_symlinked_output_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    for target in (link, link / "sub"):
+        result = npuprof("run", "-o", str(target), "--", *trainer("--steps", "1"))
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "symbolic link" in lines[0] and "--output" in lines[0]
+    assert list(real.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--level", "3"], "--level"),
+        (["--aic-metrics", "Nope"], "--aic-metrics"),
+        (["--activities", "tpu"], "--activities"),
+        (["--ranks", "1-x"], "--ranks"),
+        (["--active", "0"], "--active"),
+        (["--skip-first", "-1"], "--skip-first"),
+        (["--export-type", "csv"], "--export-type"),
+        (["--step-on", "nocolon"], "--step-on"),
+        (["--metadata", "novalue"], "--metadata"),
+        (["--gc-detect-threshold", "-5"], "--gc-detect-threshold"),
+        (["--memory-timeline", "html"], "--memory-timeline"),
+        (["--export-stacks", "self_cpu_time_total"], "--export-stacks"),
+        (["--config", "/nonexistent/profiler_config.json"], "--config"),
+        (["--worker-name", "a/b"], "--worker-name"),
+    ],
+)
+def test_bad_flag_values_exit_2_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    result = npuprof("run", "-o", str(tmp_path / "r"), *args, "--", sys.executable, "-c", "pass")
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert needle in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_bad_config_file_content(tmp_path: Path) -> None:
+    config = tmp_path / "bad.json"
+    for text, needle in (
+        ("{not json", "not valid JSON"),
+        ('{"active": "three"}', "active"),
+        ('{"surprise": 1}', "surprise"),
+        ('{"activities": ["CPU", "TPU"]}', "activities"),
+    ):
+        config.write_text(text)
+        result = npuprof("run", "--config", str(config), "--", sys.executable, "-c", "pass")
+        assert result.returncode == 2
+        (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+        assert needle in line and str(config) in line
+
+
+def test_missing_command() -> None:
+    result = npuprof("run", "--active", "2")
+    assert result.returncode == 2
+    assert "COMMAND" in result.stderr
+
+
+def test_unknown_command_gives_127(out: Path) -> None:
+    result = npuprof("run", "-o", str(out), "--", "/nonexistent/bin/trainer")
+    assert result.returncode == 127
+    assert "command not found" in result.stderr
+
+
+def test_module_entry_and_console_script_agree() -> None:
+    result = subprocess.run([sys.executable, "-m", "npuprof", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0
+    for command in ("run", "analyse", "export-stacks", "memory-timeline"):
+        assert command in result.stdout
