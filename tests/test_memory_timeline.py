@@ -11,10 +11,10 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stacks_support import capture, cli, exports_record, full_capture, load_trace_json, trace_of  # noqa: E402
+from stacks_support import capture, cli, exports_record, full_capture, load_trace_json, trace_of
 
-from npuprof.agent.capture_exports import memory_timeline_missing_flags  # noqa: E402
-from npuprof.reports import memory_timeline as mt  # noqa: E402
+from npuprof.agent.capture_exports import memory_timeline_missing_flags
+from npuprof.reports import memory_timeline as mt
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -28,7 +28,9 @@ def _png_of(html: str) -> bytes:
 def _allocated_by_us(trace: Path) -> dict[int, int]:
     """The trace's own running total: Total Allocated of the last [memory] event within each µs."""
     records = sorted(
-        (ev["ts"], ev["args"]["Total Allocated"]) for ev in load_trace_json(trace) if ev.get("name") == "[memory]"
+        (ev["ts"], ev["args"]["Total Allocated"])
+        for ev in load_trace_json(trace)
+        if ev.get("name") == "[memory]"
     )
     out: dict[int, int] = {}
     for ts, total in records:
@@ -115,7 +117,8 @@ def test_bad_input_names_what_is_missing(tmp_path):
     rank_dir = full_capture()
     wrong = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json"), "--device", "cuda:0")
     assert wrong.returncode == 1 and "cuda:0" in wrong.stderr and "holds: cpu" in wrong.stderr
-    wrong_trace = cli("memory-timeline", str(trace_of(rank_dir)), "-o", str(tmp_path / "m.json"), "-d", "npu:1")
+    trace = str(trace_of(rank_dir))
+    wrong_trace = cli("memory-timeline", trace, "-o", str(tmp_path / "m.json"), "-d", "npu:1")
     assert wrong_trace.returncode == 1 and "holds: cpu" in wrong_trace.stderr
     suffix = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.txt"))
     assert suffix.returncode == 2 and ".html, .json, .json.gz or .raw.json.gz" in suffix.stderr
@@ -144,7 +147,8 @@ def test_without_matplotlib_html_says_how_to_install_and_json_still_works(tmp_pa
 def test_device_choice_and_listing_from_several_devices(tmp_path):
     # a trace with allocator records of two devices (as a CUDA run has): default is the accelerator
     events = []
-    for i, (dtype, did, total, reserved) in enumerate([(0, -1, 100, 0), (1, 0, 2048, 4096), (1, 0, 1024, 4096)]):
+    records = [(0, -1, 100, 0), (1, 0, 2048, 4096), (1, 0, 1024, 4096)]
+    for i, (dtype, did, total, reserved) in enumerate(records):
         events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 10.0 + i,
                        "args": {"Device Type": dtype, "Device Id": did, "Total Allocated": total,
                                 "Total Reserved": reserved, "Bytes": total if i < 2 else -1024}})

@@ -11,13 +11,19 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stacks_support import (  # noqa: E402
-    FLAMEGRAPH_LINE, capture, cli, exports_record, full_capture, load_trace_json, trace_of,
+from stacks_support import (
+    FLAMEGRAPH_LINE,
+    capture,
+    cli,
+    exports_record,
+    full_capture,
+    load_trace_json,
+    synthetic_cuda,
+    trace_of,
 )
-from stacks_support import synthetic_cuda  # noqa: E402
 
-from npuprof.reports import flamegraph_svg as fg  # noqa: E402
-from npuprof.reports import stacks as st  # noqa: E402
+from npuprof.reports import flamegraph_svg as fg
+from npuprof.reports import stacks as st
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 

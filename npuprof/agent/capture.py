@@ -123,19 +123,15 @@ class CaptureWriter:
     def _extras(self, prof: Any, rank_dir: Path) -> list[Path]:
         if not (self.cfg.export_stacks or self.cfg.memory_timeline):
             return []
-        metrics = list(self.cfg.export_stacks)
-        ignored = [m for m in metrics if not _metric_fits(m, self.backend.name)]
-        if ignored:
-            self.log.warn_once(
-                "stack-metric", f"--export-stacks {', '.join(ignored)} means nothing on {self.backend.name}; skipped"
-            )
+        # Metrics that mean nothing on this backend were reported by Backend.ignored_flags.
+        metrics = [m for m in self.cfg.export_stacks if metric_fits(m, self.backend.name)]
         try:
             from npuprof.agent.capture_exports import export_capture_extras
 
             return export_capture_extras(
                 prof,
                 rank_dir,
-                stacks_metrics=[m for m in metrics if m not in ignored],
+                stacks_metrics=metrics,
                 memory_formats=list(self.cfg.memory_timeline),
                 device=self.backend.device,
                 log=self.log.warning,
@@ -145,7 +141,7 @@ class CaptureWriter:
             return []
 
 
-def _metric_fits(metric: str, backend: str) -> bool:
+def metric_fits(metric: str, backend: str) -> bool:
     if metric == "self_cpu_time_total":
         return True
     if metric == "self_cuda_time_total":

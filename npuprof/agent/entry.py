@@ -48,11 +48,10 @@ def _start() -> Agent | None:
 
 
 def _torch_npu_own_mode() -> str | None:
-    if os.environ.get("PROF_CONFIG_PATH"):
-        return "torch_npu's own dynamic profiling is on (PROF_CONFIG_PATH is set)"
-    if os.environ.get("MSMONITOR_USE_DAEMON") == "1":
-        return "torch_npu's msmonitor daemon mode is on (MSMONITOR_USE_DAEMON=1)"
-    return None
+    """torch_npu registers its own optimizer-step hook in these modes; two drivers would double-step."""
+    from npuprof.agent.backends.npu_backend import torch_npu_own_mode_active
+
+    return torch_npu_own_mode_active()
 
 
 class Agent:

@@ -59,6 +59,7 @@ _OP_ARGS = msgspec.json.Decoder(OpArgs)
 _KERNEL_ARGS = msgspec.json.Decoder(KernelArgs)
 _MEM_ARGS = msgspec.json.Decoder(MemArgs)
 _ANY = msgspec.json.Decoder()
+_WS = b" \t\r\n"
 
 
 @dataclass
@@ -146,7 +147,7 @@ class Extract:
                     op_ts.append(ts)
                     op_dur.append(ev.dur)
                     op_name.append(intern(name))
-                    op_shapes.append(intern(bytes(args.dims).decode()) if args.dims else -1)
+                    op_shapes.append(intern(bytes(args.dims).translate(None, _WS).decode()) if args.dims else -1)
                     stack = args.stack
                     op_stack.append(intern(stack if isinstance(stack, str) else ";".join(stack)) if stack else -1)
                     op_ext.append(args.ext)

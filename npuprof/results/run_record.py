@@ -68,6 +68,13 @@ def _dir_size(path: Path) -> int:
     return total
 
 
+def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
+    parsed = rank_dir / layout.PARSED_DIR
+    if record.get("backend") == "torch_npu":  # torch_npu's own parser writes no analyse.done
+        return parsed.is_dir() and any(parsed.iterdir())
+    return (parsed / layout.ANALYSE_DONE).exists()
+
+
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     found: list[CaptureSummary] = []
     if not output.is_dir():
@@ -93,7 +100,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 steps=list(record.get("steps") or []),
                 size_bytes=_dir_size(rank_dir),
                 detail=status.detail or str(record.get("detail") or ""),
-                parsed=(rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE).exists(),
+                parsed=_parsed(rank_dir, record),
             )
         )
     found.sort(key=lambda c: (c.rank if c.rank is not None else -1, c.steps[:1], str(c.rank_dir)))

@@ -67,7 +67,12 @@ def mapping(output: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
                 "schedule_actions": [prof.schedule(i).name for i in range(12)],
             }
         )
-    return {"name": backend.name, "device": backend.device, "versions": backend.version_info(), "results": results}
+    return {
+        "name": backend.name,
+        "device": backend.device,
+        "versions": backend.version_info(),
+        "results": results,
+    }
 
 
 def capture(output: str, case: dict[str, Any], steps: int) -> dict[str, Any]:
@@ -118,11 +123,20 @@ def capture(output: str, case: dict[str, Any], steps: int) -> dict[str, Any]:
         boundary()
     if state["prof"] is not None:
         state["prof"].stop()
-    return {"exported": exported, "profilers": state["profilers"], "pid": os.getpid(), "device": backend.device}
+    return {
+        "exported": exported,
+        "profilers": state["profilers"],
+        "pid": os.getpid(),
+        "device": backend.device,
+    }
 
 
 def probe() -> dict[str, Any]:
-    from npuprof.agent.backends.npu_backend import npu_available, torch_npu_own_mode_active, unavailable_reason
+    from npuprof.agent.backends.npu_backend import (
+        npu_available,
+        torch_npu_own_mode_active,
+        unavailable_reason,
+    )
 
     available = npu_available()
     result: dict[str, Any] = {

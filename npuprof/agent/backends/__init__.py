@@ -11,11 +11,11 @@ def select_backend(log: AgentLog) -> Backend:
 
     if importlib.util.find_spec("torch_npu") is not None:
         try:
-            from npuprof.agent.backends.npu_backend import NpuBackend, npu_available
+            from npuprof.agent.backends.npu_backend import NpuBackend, npu_available, unavailable_reason
 
             if npu_available():
                 return NpuBackend()
-            log.info("torch_npu is installed but no NPU is usable here; using torch.profiler")
+            log.info(f"torch_npu is installed but not usable here ({unavailable_reason()}); using torch.profiler")
         except Exception as exc:  # a broken torch_npu must not stop CPU/CUDA profiling
             log.warning(f"torch_npu could not be used ({exc!r}); using torch.profiler")
     import torch

@@ -36,8 +36,9 @@ class TorchBackend:
 
     def ignored_flags(self, cfg: ProfileConfig) -> list[str]:
         ignored = [flag for key, (flag, default) in _NPU_ONLY.items() if getattr(cfg, key) != default]
-        if not self.use_cuda and "npu" in cfg.activities and cfg.activities != ["npu"]:
-            pass  # cpu,npu on a CPU-only machine: the CPU is the device; nothing to report
+        from npuprof.agent.capture import metric_fits
+
+        ignored += [f"--export-stacks {m}" for m in cfg.export_stacks if not metric_fits(m, self.name)]
         if cfg.activities == ["npu"] and not self.use_cuda:
             ignored.append("--activities npu (no accelerator here; the CPU is profiled)")
         return ignored

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import inspect
 import json
 import os
 from typing import Any
@@ -18,12 +19,12 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [jsonable(v) for v in value]
         return sorted(items, key=str) if isinstance(value, (set, frozenset)) else items
-    if callable(value):
+    if inspect.isroutine(value) or isinstance(value, type):
         return f"<callable {type(value).__name__}>"
     state = getattr(value, "__dict__", None)
     if isinstance(state, dict):
         return {"__class__": type(value).__name__, **{k: jsonable(v) for k, v in state.items()}}
-    return repr(value)
+    return f"<callable {type(value).__name__}>" if callable(value) else repr(value)
 
 
 def record(call: str, **args: Any) -> None:

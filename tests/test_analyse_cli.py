@@ -1,0 +1,148 @@
+"""`npuprof analyse` end to end on real CPU captures (1 process and 2 torchrun gloo ranks)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import clean_env, npuprof
+
+CAPTURE = Path(__file__).parent / "analyse_support" / "capture.py"
+
+
+def _run_capture(cmd: list[str], cwd: Path) -> None:
+    for _attempt in range(2):  # torchrun can die at exit (measured-facts.md); one retry
+        proc = subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=120)
+        if proc.returncode == 0:
+            return
+        for d in cwd.glob("out/*_ascend_pt"):
+            shutil.rmtree(d)
+    raise AssertionError(f"capture failed: {proc.stderr[-2000:]}")
+
+
+@pytest.fixture(scope="session")
+def two_ranks(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("torchrun")
+    (root / "out").mkdir()
+    _run_capture([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                  str(CAPTURE), str(root / "out"), "--gzip-rank", "1"], root)
+    assert len(list((root / "out").glob("*_ascend_pt"))) == 2
+    return root / "out"
+
+
+@pytest.fixture(scope="session")
+def one_rank(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("single")
+    (root / "out").mkdir()
+    _run_capture([sys.executable, str(CAPTURE), str(root / "out")], root)
+    return root / "out"
+
+
+REPORT_KEYS = {"version", "path", "steps_filter", "ranks", "problems", "cross_rank"}
+RANK_KEYS = {"rank", "rank_dir", "status", "device", "trace", "steps", "step_time_mean_us", "top_operators",
+             "top_kernels", "memory_peak_mb", "memory_peak_reserved_mb", "communication"}
+STEP_KEYS = {"step", "start_us", "duration_us", "computing_us", "communication_us", "comm_not_overlapped_us",
+             "overlapped_us", "free_us", "bubble_us", "preparing_us", "memory_peak_mb"}
+
+
+@pytest.mark.torchrun
+def test_two_ranks_json_schema(two_ranks: Path) -> None:
+    proc = npuprof("analyse", str(two_ranks), "--format", "json", "--top", "5", "-j", "2")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert set(report) == REPORT_KEYS and report["problems"] == []
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    for r in report["ranks"]:
+        assert set(r) == RANK_KEYS and r["device"] == "CPU"
+        assert [s["step"] for s in r["steps"]] == [3, 4]
+        for s in r["steps"]:
+            assert set(s) == STEP_KEYS
+            parts = s["computing_us"] + s["comm_not_overlapped_us"] + s["free_us"]
+            assert parts == pytest.approx(s["duration_us"], abs=0.01)
+            assert s["communication_us"] > 0  # the gloo all-reduces
+        assert 0 < len(r["top_operators"]) <= 5
+        selfs = [o["self_us"] for o in r["top_operators"]]
+        assert selfs == sorted(selfs, reverse=True)
+        assert r["memory_peak_mb"] > 0 and r["communication"]["operators"] >= 6
+    cross = report["cross_rank"]
+    assert [s["step"] for s in cross["steps"]] == [3, 4]
+    assert cross["slowest"]["rank"] in (0, 1) and isinstance(cross["slowest"]["outlier"], bool)
+    assert len(cross["start_skew"]) == 2
+    for rank_dir in two_ranks.glob("*_ascend_pt"):
+        out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+        for name in ("trace_view.json", "kernel_details.csv", "operator_details.csv", "op_statistic.csv",
+                     "step_trace_time.csv", "communication.json", "communication_matrix.json",
+                     "memory_record.csv", "operator_memory.csv", "analyse.done"):
+            assert (out / name).is_file(), name
+        comm = json.loads((out / "communication.json").read_text())
+        assert set(comm) == {"step3", "step4"}
+        assert all("Total Op Info" in comm[s]["collective"] for s in comm)
+        json.loads((out / "trace_view.json").read_text())["traceEvents"]
+
+
+@pytest.mark.torchrun
+def test_steps_filter_csv_and_table(two_ranks: Path) -> None:
+    proc = npuprof("analyse", str(two_ranks), "--format", "csv", "--steps", "4")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert [(r["rank"], r["step"]) for r in rows] == [("0", "4"), ("1", "4")]
+    table = npuprof("analyse", str(two_ranks), "--top", "3")
+    assert table.returncode == 0 and "slowest rank" in table.stdout and "top operators" in table.stdout
+
+
+def test_one_rank_bad_and_interrupted(one_rank: Path, tmp_path: Path) -> None:
+    root = tmp_path / "mixed"
+    shutil.copytree(one_rank, root / "good")
+    good = next((root / "good").glob("*_ascend_pt"))
+    bad = root / "bad" / "host_2_20250101000000000_ascend_pt"
+    bad.mkdir(parents=True)
+    raw = next(good.glob("*.pt.trace.json"))
+    (bad / raw.name).write_bytes(raw.read_bytes()[: raw.stat().st_size // 2])
+    (bad / "profiler_info_1.json").write_text("{}")
+    cut = write_rank_dir(root / "cut", cpu_trace(), rank=2)
+    (cut / "npuprof_capture.json").write_text(json.dumps({"status": "capturing"}))
+    proc = npuprof("analyse", str(root), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert len(report["ranks"]) == 1 and report["ranks"][0]["device"] == "CPU"
+    problems = {Path(p["rank_dir"]).name: p for p in report["problems"]}
+    assert problems[bad.name]["status"] == "truncated"
+    assert problems[cut.name]["status"] == "incomplete" and "interrupted" in problems[cut.name]["reason"]
+    assert bad.name in proc.stderr
+    again = npuprof("analyse", str(root / "good"), "--format", "json")
+    assert json.loads(again.stdout)["ranks"][0]["status"] == "cached"
+
+
+def test_bare_trace_and_nothing(one_rank: Path, tmp_path: Path) -> None:
+    raw = next(one_rank.glob("*/*.pt.trace.json"))
+    bare = tmp_path / "x.pt.trace.json"
+    shutil.copy(raw, bare)
+    proc = npuprof("analyse", str(bare), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ranks"][0]["steps"]
+    assert (tmp_path / "x.pt.trace.json.npuprof" / "step_trace_time.csv").is_file()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = npuprof("analyse", str(empty))
+    assert nothing.returncode == 1 and "nothing to analyse" in nothing.stderr
+    (tmp_path / "broken.pt.trace.json").write_text('{"traceEvents": [{"ph": "X"')
+    broken = npuprof("analyse", str(tmp_path / "broken.pt.trace.json"))
+    assert broken.returncode == 1 and "truncated" in broken.stderr
+    flag = npuprof("analyse", str(empty), "--steps", "4-3")
+    assert flag.returncode == 2 and "--steps" in flag.stderr
+
+
+def test_module_entry(tmp_path: Path) -> None:
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    cmd = [sys.executable, "-m", "npuprof.analysis.parse", str(rank_dir)]
+    ok = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and (rank_dir / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+    missing = subprocess.run([*cmd[:-1], str(tmp_path / "nope")], env=clean_env(), capture_output=True, text=True)
+    assert missing.returncode == 1 and "nope" in missing.stderr

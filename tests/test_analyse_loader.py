@@ -1,0 +1,92 @@
+"""The streaming trace loader: chunking at any block size, gz, compact JSON, truncation, corruption."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import cuda_trace
+
+from npuprof.analysis import scan as scan_mod
+from npuprof.analysis.synthetic import write_synthetic_trace
+from npuprof.analysis.trace_loader import TraceError, TraceReader, load_trace
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("synth") / "s.pt.trace.json"
+    write_synthetic_trace(path, 2)
+    return path
+
+
+def _key(e) -> tuple:
+    return (e["name"], e["ph"], e.get("cat", ""), e.get("ts", 0.0), e.get("dur", 0.0), e.get("pid"), e.get("tid"))
+
+
+@pytest.mark.parametrize("block", [300, 4096, 1 << 20])
+def test_chunks_match_json_load(synth: Path, block: int) -> None:
+    expected = json.loads(synth.read_text())
+    reader = TraceReader(synth, block=block)
+    events = [e for chunk in reader for e in chunk.events]
+    assert [(e.name, e.ph, e.cat, e.ts, e.dur, e.pid, e.tid) for e in events] == [
+        _key(e) for e in expected["traceEvents"]]
+    assert reader.meta["distributedInfo"] == expected["distributedInfo"]
+    assert reader.meta["traceName"] == expected["traceName"]
+    kernel = next(e for e in events if e.cat == "kernel")
+    assert kernel.args_dict()["grid"] in ([264, 1, 1], [2, 1, 1])
+
+
+def test_gz_and_compact(tmp_path: Path) -> None:
+    trace = cuda_trace()
+    path = tmp_path / "c.pt.trace.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump(trace, handle, separators=(",", ":"))
+    loaded = load_trace(path)
+    assert [e.name for e in loaded.events] == [e["name"] for e in trace["traceEvents"]]
+    assert loaded.rank == 0 and loaded.meta["traceName"] == "handmade"
+    only_kernels = load_trace(path, keep=lambda e: e.cat == "kernel")
+    assert len(only_kernels.events) == 5 and only_kernels.events[0].args_dict()["stream"] == 7
+
+
+def test_parallel_scan_equals_serial(synth: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    serial, meta, end = scan_mod.scan(synth, workers=1)
+    monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
+    parallel, meta2, end2 = scan_mod.scan(synth, workers=3)
+    assert (meta, end) == (meta2, end2)
+    assert parallel.event_count == serial.event_count
+    assert list(parallel.op_ts) == list(serial.op_ts)
+    assert [parallel.strings[i] for i in parallel.op_name] == [serial.strings[i] for i in serial.op_name]
+    assert list(parallel.dev_dur) == list(serial.dev_dur) and parallel.steps == serial.steps
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.999])
+@pytest.mark.parametrize("gz", [False, True])
+def test_truncated(synth: Path, tmp_path: Path, cut: float, gz: bool) -> None:
+    data = synth.read_bytes()
+    path = tmp_path / ("t.pt.trace.json" + (".gz" if gz else ""))
+    if gz:
+        path.write_bytes(gzip.compress(data)[: int(len(gzip.compress(data)) * cut)])
+    else:
+        path.write_bytes(data[: int(len(data) * cut)])
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert info.value.kind == "truncated"
+
+
+def test_corrupt(synth: Path, tmp_path: Path) -> None:
+    data = bytearray(synth.read_bytes())
+    mid = len(data) // 2
+    data[mid: mid + 40] = b"@" * 40
+    path = tmp_path / "c.pt.trace.json"
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert info.value.kind == "corrupt"
+    (tmp_path / "n.pt.trace.json").write_text("not json at all")
+    with pytest.raises(TraceError):
+        load_trace(tmp_path / "n.pt.trace.json")
+    with pytest.raises(TraceError) as info:
+        load_trace(tmp_path / "absent.pt.trace.json")
+    assert info.value.kind == "missing"

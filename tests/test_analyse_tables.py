@@ -1,0 +1,122 @@
+"""Hand-made traces with known answers: step breakdown, operators, kernels, collectives, memory."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import T0, cpu_trace, cuda_trace, write_rank_dir
+
+from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
+from npuprof.analysis.tables import STEP_HEADER
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module", params=["pretty", "compact-gz"])
+def cuda_dir(request, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cuda")
+    rank_dir = write_rank_dir(root, cuda_trace(), gz=request.param == "compact-gz",
+                              compact=request.param == "compact-gz")
+    outcome = parse_rank_dir(rank_dir)
+    assert outcome.status == "parsed", outcome.reason
+    return rank_dir / "ASCEND_PROFILER_OUTPUT"
+
+
+def test_step_trace_time_exact(cuda_dir: Path) -> None:
+    text = (cuda_dir / "step_trace_time.csv").read_text().splitlines()
+    assert text[0] == ",".join(STEP_HEADER)
+    rows = _rows(cuda_dir / "step_trace_time.csv")
+    got = [{k: float(v) for k, v in r.items()} for r in rows]
+    assert got[0] == {"Device_id": 0, "Step": 1, "Computing": 300, "Communication(Not Overlapped)": 200,
+                      "Overlapped": 50, "Communication": 250, "Free": 500, "Stage": 1000, "Bubble": 0,
+                      "Communication(Not Overlapped and Exclude Receive)": 200, "Preparing": 100}
+    assert got[1] == {"Device_id": 0, "Step": 2, "Computing": 100, "Communication(Not Overlapped)": 200,
+                      "Overlapped": 0, "Communication": 200, "Free": 700, "Stage": 800, "Bubble": 200,
+                      "Communication(Not Overlapped and Exclude Receive)": 0, "Preparing": 100}
+
+
+def test_operators_and_kernels(cuda_dir: Path) -> None:
+    ops = {r["Name"]: r for r in _rows(cuda_dir / "operator_details.csv")}
+    assert float(ops["aten::linear"]["Host Self Duration(us)"]) == 60
+    assert float(ops["aten::linear"]["Host Total Duration(us)"]) == 100
+    assert float(ops["aten::addmm"]["Host Self Duration(us)"]) == 40
+    assert float(ops["aten::addmm"]["Device Self Duration(us)"]) == 350
+    assert float(ops["aten::linear"]["Device Self Duration(us)"]) == 0
+    assert float(ops["aten::linear"]["Device Total Duration(us)"]) == 350
+    assert ops["aten::addmm"]["Input Shapes"] == "[[4],[8,4],[4,4]]"
+    kernels = _rows(cuda_dir / "kernel_details.csv")
+    assert [k["Name"] for k in kernels] == ["kernel_a", "kernel_b", "ncclDevKernel_AllReduce_Sum_f32", "kernel_c",
+                                            "ncclDevKernel_SendRecv"]
+    a = kernels[0]
+    assert (a["Step Id"], a["Type"], a["Accelerator Core"], a["Block Num"]) == ("1", "aten::addmm", "CUDA kernel", "8")
+    assert float(a["Start Time(us)"]) == T0 + 100 and float(a["Duration(us)"]) == 200
+    assert float(kernels[3]["Wait Time(us)"]) == 800  # stream 7 idle from 300 to 1100
+    assert kernels[2]["Accelerator Core"] == "NCCL"
+    stats = {(r["OP Type"], r["Core Type"]): r for r in _rows(cuda_dir / "op_statistic.csv")}
+    addmm = stats[("aten::addmm", "CUDA kernel")]
+    assert (addmm["Count"], float(addmm["Total Time(us)"]), float(addmm["Max Time(us)"])) == ("2", 350, 200)
+    assert abs(sum(float(r["Ratio(%)"]) for r in stats.values()) - 100) < 0.05
+
+
+def test_communication(cuda_dir: Path) -> None:
+    comm = json.loads((cuda_dir / "communication.json").read_text())
+    assert set(comm) == {"step1", "step2"}
+    op = comm["step1"]["collective"]["allreduce__0@0"]
+    assert op["Communication Time Info"]["Elapse Time(ms)"] == 0.25
+    assert op["Communication Time Info"]["Start Timestamp(us)"] == T0 + 350
+    assert op["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.004096
+    assert "Total Op Info" in comm["step1"]["collective"] and "Total Op Info" in comm["step1"]["p2p"]
+    recv = comm["step2"]["p2p"]["recv__0@1"]
+    assert recv["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.000512
+    matrix = json.loads((cuda_dir / "communication_matrix.json").read_text())
+    assert matrix["1"]["collective"]["allreduce-total@0"]["0-0"]["Transit Size(MB)"] == 0.004096
+
+
+def test_memory_and_trace_view(cuda_dir: Path) -> None:
+    record = _rows(cuda_dir / "memory_record.csv")
+    assert [float(r["Total Allocated(MB)"]) for r in record] == [round(8192 / 2**20, 6), round(4096 / 2**20, 6)]
+    assert record[0]["Device Type"] == "CUDA:0"
+    (row,) = _rows(cuda_dir / "operator_memory.csv")
+    assert (row["Name"], float(row["Size(KB)"]), float(row["Duration(us)"])) == ("aten::addmm", 4.0, 25.0)
+    view = json.loads((cuda_dir / "trace_view.json").read_text())
+    names = {(e.get("name"), (e.get("args") or {}).get("name")) for e in view["traceEvents"] if e["ph"] == "M"}
+    assert ("process_name", "Overlap Analysis") in names and ("process_name", "Ascend Hardware") in names
+    lanes = [e for e in view["traceEvents"] if e.get("cat") == "overlap_analysis"]
+    free = sum(e["dur"] for e in lanes if e["name"] == "Free")
+    assert free == pytest.approx(1200)
+    assert view["traceName"] == "handmade"
+    assert len(view["traceEvents"]) > len(cuda_trace()["traceEvents"])
+    summary = json.loads((cuda_dir / SUMMARY_FILE).read_text())
+    assert summary["memory"]["peak_allocated_mb"] == round(8192 / 2**20, 3)
+
+
+def test_cpu_only_overlap(tmp_path: Path) -> None:
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse_rank_dir(rank_dir).ok
+    (row,) = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
+    got = {k: float(v) for k, v in row.items()}
+    assert got["Step"] == 7
+    assert (got["Computing"], got["Communication"], got["Overlapped"], got["Communication(Not Overlapped)"],
+            got["Free"], got["Preparing"]) == (300, 300, 100, 200, 500, 100)
+    comm = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+    assert comm["step7"]["collective"]["all_reduce__0@default"]["Communication Bandwidth Info"]["SDMA"][
+        "Transit Size(MB)"] == 0.001024
+    kernels = (rank_dir / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").read_text().splitlines()
+    assert len(kernels) == 1  # header only: no device kernels on CPU
+
+
+def test_idempotent_and_force(tmp_path: Path) -> None:
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    done = rank_dir / "ASCEND_PROFILER_OUTPUT" / "analyse.done"
+    before = done.stat().st_mtime_ns
+    assert parse_rank_dir(rank_dir).status == "cached"
+    assert done.stat().st_mtime_ns == before
+    assert parse_rank_dir(rank_dir, force=True).status == "parsed"
+    assert oct(done.stat().st_mode & 0o777) == "0o640"

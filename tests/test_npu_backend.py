@@ -1,0 +1,494 @@
+"""NpuBackend against the torch_npu stand-in (tests/fake_torch_npu), each run in its own subprocess with the
+stand-in first on PYTHONPATH. The stand-in records every call it receives, so these tests check the exact
+keywords and values npuprof hands to torch_npu.profiler for each flag."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from npuprof.agent.backends.npu_backend import torch_npu_own_mode_active
+from npuprof.config import AIC_METRICS, LEVELS
+from npuprof.results import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = ROOT / "tests" / "fake_torch_npu"
+DRIVER = ROOT / "tests" / "npu_support" / "driver.py"
+
+# Values of torch_npu's enums (Ascend/pytorch torch_npu/profiler/analysis/prof_common_func/_constant.py).
+AIC_VALUES = {
+    "AiCoreNone": "ACL_AICORE_NONE",
+    "PipeUtilization": "ACL_AICORE_PIPE_UTILIZATION",
+    "ArithmeticUtilization": "ACL_AICORE_ARITHMETIC_UTILIZATION",
+    "Memory": "ACL_AICORE_MEMORY_BANDWIDTH",
+    "MemoryL0": "ACL_AICORE_L0B_AND_WIDTH",
+    "ResourceConflictRatio": "ACL_AICORE_RESOURCE_CONFLICT_RATIO",
+    "MemoryUB": "ACL_AICORE_MEMORY_UB",
+    "L2Cache": "ACL_AICORE_L2_CACHE",
+}
+SEED_KEYWORDS = {
+    "export_type",
+    "profiler_level",
+    "msprof_tx",
+    "aic_metrics",
+    "l2_cache",
+    "op_attr",
+    "data_simplification",
+    "record_op_args",
+    "gc_detect_threshold",
+}
+
+
+def run_driver(tmp: Path, *args: str, api: str = "latest", **env_extra: str) -> dict[str, Any]:
+    log = tmp / f"calls-{api}-{len(list(tmp.glob('calls-*')))}.jsonl"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FAKE_TORCH_NPU", "PROF_CONFIG", "MSMONITOR"))
+    }
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAKE_TORCH_NPU_LOG=str(log),
+        FAKE_TORCH_NPU_API=api,
+        OMP_NUM_THREADS="1",
+    )
+    env.update(env_extra)
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), *args], env=env, cwd=tmp, capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["stdout"] = proc.stdout
+    result["log"] = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return result
+
+
+def call(result: dict[str, Any], name: str) -> dict[str, Any]:
+    found = [c["args"] for c in result["calls"] if c["call"] == name]
+    assert len(found) == 1, (name, result["calls"])
+    return found[0]
+
+
+def exp_kwargs(result: dict[str, Any]) -> dict[str, Any]:
+    args = call(result, "_ExperimentalConfig")
+    assert args["args"] == []
+    return args["kwargs"]
+
+
+def profile_kwargs(result: dict[str, Any]) -> dict[str, Any]:
+    return call(result, "profile")["kwargs"]
+
+
+# ---- the mapping on the current API ---------------------------------------------------------------------
+CASES: dict[str, dict[str, Any]] = {"default": {}}
+CASES.update({f"level-{lv}": {"level": lv} for lv in LEVELS.values()})
+CASES.update({f"aic-{m}": {"level": "Level1", "aic_metrics": m} for m in AIC_METRICS})
+CASES.update(
+    {
+        "aic-at-level0": {"level": "Level0", "aic_metrics": "PipeUtilization"},
+        "export-db": {"export_type": "db"},
+        "l2": {"l2_cache": True},
+        "op-attr-db": {"op_attr": True, "export_type": "db"},
+        "op-attr-text": {"op_attr": True},
+        "no-simplification": {"data_simplification": False},
+        "op-args": {"record_op_args": True},
+        "gc-1.5": {"gc_detect_threshold": 1.5},
+        "gc-0": {"gc_detect_threshold": 0.0},
+        "msprof-tx": {"msprof_tx": True, "level": "Level_none", "export_type": "db"},
+        "cpu-only": {"activities": ["cpu"], "level": "Level1", "l2_cache": True},
+        "npu-only": {"activities": ["npu"], "record_shapes": True, "with_stack": True},
+        "collect-all": {
+            "record_shapes": True,
+            "profile_memory": True,
+            "with_stack": True,
+            "with_flops": True,
+            "with_modules": True,
+        },
+        "no-analyse": {
+            "analyse": False,
+            "gzip": False,
+            "with_stack": True,
+            "export_stacks": ["self_cuda_time_total"],
+        },
+        "schedule": {"schedule": {"skip_first": 1, "wait": 1, "warmup": 1, "active": 2, "repeat": 2}},
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def latest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("npu-latest")
+    result = run_driver(tmp, "mapping", str(tmp / "out"), json.dumps(list(CASES.values())))
+    result["by_case"] = dict(zip(CASES, result["results"], strict=True))
+    result["tmp"] = tmp
+    return result
+
+
+def test_backend_identity(latest: dict[str, Any]) -> None:
+    assert latest["name"] == "torch_npu"
+    assert latest["device"] == "npu:0"
+    assert latest["versions"]["torch_npu_version"] == "0.0.0+standin.latest"
+    assert latest["versions"]["torch_version"].startswith("2.")
+
+
+def test_default_flags_give_the_seed_call(latest: dict[str, Any]) -> None:
+    case = latest["by_case"]["default"]
+    assert exp_kwargs(case) == {
+        "export_type": "text",
+        "profiler_level": "Level0",
+        "msprof_tx": False,
+        "aic_metrics": "ACL_AICORE_NONE",
+        "l2_cache": False,
+        "op_attr": False,
+        "data_simplification": True,
+        "record_op_args": False,
+        "gc_detect_threshold": None,
+    }
+    kwargs = profile_kwargs(case)
+    assert kwargs["activities"] == ["ProfilerActivity.CPU", "ProfilerActivity.NPU"]
+    assert {
+        k: kwargs[k] for k in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+    } == {
+        "record_shapes": False,
+        "profile_memory": False,
+        "with_stack": False,
+        "with_flops": False,
+        "with_modules": False,
+    }
+    assert kwargs["schedule"] == {
+        "__class__": "_NpuSchedule", "wait": 0, "active": 3, "warmup": 1, "repeat": 1, "skip_first": 5
+    }  # fmt: skip
+    assert kwargs["on_trace_ready"] == "<callable function>"
+    assert kwargs["experimental_config"]["__class__"] == "_ExperimentalConfig"
+    assert "use_cuda" not in kwargs
+    assert case["ignored"] == []
+
+
+@pytest.mark.parametrize("level", list(LEVELS.values()))
+def test_each_level(latest: dict[str, Any], level: str) -> None:
+    case = latest["by_case"][f"level-{level}"]
+    assert exp_kwargs(case)["profiler_level"] == level
+    assert case["experimental"]["_profiler_level"] == level
+    # torch_npu turns AI Core metrics on by itself at level 1 and 2 (seed §2).
+    expected_aic = "ACL_AICORE_PIPE_UTILIZATION" if level in ("Level1", "Level2") else "ACL_AICORE_NONE"
+    assert case["experimental"]["_aic_metrics"] == expected_aic
+    assert case["ignored"] == []
+
+
+@pytest.mark.parametrize("metric", AIC_METRICS)
+def test_each_aic_metric(latest: dict[str, Any], metric: str) -> None:
+    case = latest["by_case"][f"aic-{metric}"]
+    assert exp_kwargs(case)["aic_metrics"] == AIC_VALUES[metric]
+    if metric != "AiCoreNone":
+        assert case["experimental"]["_aic_metrics"] == AIC_VALUES[metric]
+    assert case["ignored"] == []
+
+
+def test_aic_metric_at_level0_is_reported_as_ignored(latest: dict[str, Any]) -> None:
+    case = latest["by_case"]["aic-at-level0"]
+    assert exp_kwargs(case)["aic_metrics"] == "ACL_AICORE_PIPE_UTILIZATION"  # handed over as given ...
+    assert case["experimental"]["_aic_metrics"] == "ACL_AICORE_NONE"  # ... and dropped by torch_npu
+    assert any(i.startswith("--aic-metrics PipeUtilization (needs --level 1 or 2") for i in case["ignored"])
+
+
+@pytest.mark.parametrize(
+    ("name", "keyword", "value", "attribute", "stored"),
+    [
+        ("export-db", "export_type", "db", "_export_type", ["db"]),
+        ("l2", "l2_cache", True, "_l2_cache", True),
+        ("op-attr-db", "op_attr", True, "_op_attr", True),
+        ("no-simplification", "data_simplification", False, "_data_simplification", False),
+        ("op-args", "record_op_args", True, "record_op_args", True),
+        ("gc-1.5", "gc_detect_threshold", 1.5, "_gc_detect_threshold", 1.5),
+        ("gc-0", "gc_detect_threshold", 0.0, "_gc_detect_threshold", 0.0),
+        ("msprof-tx", "msprof_tx", True, "_msprof_tx", True),
+    ],
+)
+def test_each_experimental_flag(
+    latest: dict[str, Any], name: str, keyword: str, value: Any, attribute: str, stored: Any
+) -> None:
+    case = latest["by_case"][name]
+    kwargs = exp_kwargs(case)
+    assert set(kwargs) == SEED_KEYWORDS
+    assert kwargs[keyword] == value
+    assert case["experimental"][attribute] == stored
+    assert case["ignored"] == []
+
+
+def test_msprof_tx_with_level_none_and_db(latest: dict[str, Any]) -> None:
+    kwargs = exp_kwargs(latest["by_case"]["msprof-tx"])
+    assert (kwargs["profiler_level"], kwargs["export_type"], kwargs["msprof_tx"]) == (
+        "Level_none",
+        "db",
+        True,
+    )
+
+
+def test_op_attr_without_db_is_reported(latest: dict[str, Any]) -> None:
+    case = latest["by_case"]["op-attr-text"]
+    assert exp_kwargs(case)["op_attr"] is True
+    assert case["experimental"]["_op_attr"] is False  # torch_npu drops it for text export
+    assert any(
+        i.startswith("--op-attr (torch_npu records operator attributes only with --export-type db")
+        for i in case["ignored"]
+    )
+
+
+def test_activities(latest: dict[str, Any]) -> None:
+    cpu = latest["by_case"]["cpu-only"]
+    assert profile_kwargs(cpu)["activities"] == ["ProfilerActivity.CPU"]
+    assert sorted(cpu["ignored"]) == [
+        "--l2-cache (torch_npu uses the experimental options only with the npu activity)",
+        "--level 1 (torch_npu uses the experimental options only with the npu activity)",
+    ]
+    npu = latest["by_case"]["npu-only"]
+    assert profile_kwargs(npu)["activities"] == ["ProfilerActivity.NPU"]
+    assert sorted(npu["ignored"]) == [
+        "--record-shapes (needs the cpu activity)",
+        "--with-stack (needs the cpu activity)",
+    ]
+
+
+def test_collection_flags_pass_through(latest: dict[str, Any]) -> None:
+    case = latest["by_case"]["collect-all"]
+    kwargs = profile_kwargs(case)
+    for key in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
+        assert kwargs[key] is True, key
+    assert case["ignored"] == []
+
+
+def test_trace_handler_placement_and_analyse_flag(latest: dict[str, Any]) -> None:
+    out = str(latest["tmp"] / "out")
+    default = call(latest["by_case"]["default"], "tensorboard_trace_handler")
+    assert default["dir_name"] == out
+    assert re.fullmatch(r"w_\d+", default["worker_name"])
+    assert default["analyse_flag"] is True
+    no_analyse = latest["by_case"]["no-analyse"]
+    assert call(no_analyse, "tensorboard_trace_handler")["analyse_flag"] is False
+    assert sorted(no_analyse["ignored"]) == [
+        "--export-stacks self_cuda_time_total (torch_npu offers self_cpu_time_total and self_npu_time_total)",
+        "--no-gzip (torch_npu writes its own raw data; there is no Kineto trace to gzip)",
+    ]
+
+
+def test_schedule_is_the_plan_in_torch_npu_actions(latest: dict[str, Any]) -> None:
+    case = latest["by_case"]["schedule"]
+    # torch_npu writes schedule.__dict__ into profiler_info; it must hold exactly the five numbers
+    assert case["schedule_dict"] == {"wait": 1, "active": 2, "warmup": 1, "repeat": 2, "skip_first": 1}
+    assert case["schedule_actions"] == [
+        "NONE", "NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE",
+        "NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE",
+        "NONE", "NONE", "NONE",
+    ]  # fmt: skip
+
+
+# ---- older and newer torch_npu signatures ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def older(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("npu-old")
+    cases = [
+        {},
+        {
+            "level": "Level_none",
+            "export_type": "db",
+            "msprof_tx": True,
+            "gc_detect_threshold": 2.0,
+            "analyse": False,
+        },
+        {"level": "Level2", "aic_metrics": "MemoryUB", "l2_cache": True, "record_op_args": True},
+        {"op_attr": True, "export_type": "db"},
+    ]
+    return {
+        "5.0.0": run_driver(tmp, "mapping", str(tmp / "out"), json.dumps(cases), api="5.0.0"),
+        "6.0.0": run_driver(tmp, "mapping", str(tmp / "out"), json.dumps(cases), api="6.0.0"),
+        "mstx": run_driver(tmp, "mapping", str(tmp / "out"), json.dumps(cases), api="mstx"),
+    }
+
+
+def test_seed_era_signature_takes_every_flag(older: dict[str, Any]) -> None:
+    default, rich, level2, op_attr = older["6.0.0"]["results"]
+    assert set(exp_kwargs(default)) == SEED_KEYWORDS
+    assert exp_kwargs(rich)["gc_detect_threshold"] == 2.0
+    assert rich["ignored"] == []
+    assert exp_kwargs(level2)["aic_metrics"] == "ACL_AICORE_MEMORY_UB"
+    assert (exp_kwargs(op_attr)["op_attr"], op_attr["experimental"]["_op_attr"]) == (True, True)
+    assert op_attr["ignored"] == []
+
+
+def test_old_signature_passes_only_what_it_has_and_reports_the_rest(older: dict[str, Any]) -> None:
+    default, rich, level2, op_attr = older["5.0.0"]["results"]
+    # no AiCMetrics.AiCoreNone in that release: the default (none) is left to torch_npu
+    assert exp_kwargs(default) == {
+        "profiler_level": "Level0",
+        "l2_cache": False,
+        "data_simplification": True,
+        "record_op_args": False,
+    }
+    assert default["ignored"] == []
+    assert exp_kwargs(level2) == {
+        "profiler_level": "Level2",
+        "aic_metrics": "ACL_AICORE_MEMORY_UB",
+        "l2_cache": True,
+        "data_simplification": True,
+        "record_op_args": True,
+    }
+    assert level2["ignored"] == []
+    assert exp_kwargs(rich) == {"l2_cache": False, "data_simplification": True, "record_op_args": False}
+    assert sorted(rich["ignored"]) == [
+        "--export-type db (this torch_npu's _ExperimentalConfig has no export_type)",
+        "--gc-detect-threshold 2 (this torch_npu's _ExperimentalConfig has no gc_detect_threshold)",
+        "--level none (this torch_npu has no ProfilerLevel.Level_none)",
+        "--msprof-tx (this torch_npu's _ExperimentalConfig has no msprof_tx)",
+        "--no-analyse (this torch_npu's tensorboard_trace_handler always parses)",
+    ]
+    assert "analyse_flag" not in call(rich, "tensorboard_trace_handler")
+    assert sorted(op_attr["ignored"]) == [
+        "--export-type db (this torch_npu's _ExperimentalConfig has no export_type)",
+        "--op-attr (this torch_npu's _ExperimentalConfig has no op_attr)",
+    ]
+
+
+def test_renamed_mstx_keyword(older: dict[str, Any]) -> None:
+    default, rich, _, _ = older["mstx"]["results"]
+    assert "mstx" in exp_kwargs(default) and "msprof_tx" not in exp_kwargs(default)
+    assert exp_kwargs(rich)["mstx"] is True
+    assert rich["experimental"]["_msprof_tx"] is True
+    assert rich["ignored"] == []
+
+
+# ---- a capture, stepped as npuprof's controller steps it ----------------------------------------------
+def _trace_steps(path: Path) -> list[int]:
+    events = json.loads(path.read_text())["traceEvents"]
+    return sorted(
+        int(e["name"].split("#", 1)[1])
+        for e in events
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("npu-capture")
+    case = {
+        "schedule": {"skip_first": 1, "wait": 1, "warmup": 1, "active": 2, "repeat": 2},
+        "record_shapes": True,
+        "metadata": {"job": "unit-test", "distributed_args": {"tp": 2, "pp": 4, "dp": 8}},
+    }
+    result = run_driver(tmp, "capture", str(tmp / "out"), json.dumps(case), "9", RANK="3")
+    result["out"] = tmp / "out"
+    return result
+
+
+def test_capture_writes_torch_npu_rank_dirs(captured: dict[str, Any]) -> None:
+    out: Path = captured["out"]
+    dirs = layout.find_rank_dirs(out)
+    assert [Path(e["rank_dir"]) for e in captured["exported"]] == dirs
+    assert len(dirs) == 2 and captured["profilers"] == 2
+    assert all(e["trace"] is None for e in captured["exported"])
+    for rank_dir in dirs:
+        parsed = layout.parse_rank_dir_name(rank_dir.name)
+        assert parsed == {"worker": "w", "pid": str(captured["pid"]), "stamp": parsed["stamp"]}
+        assert layout.rank_of(rank_dir) == 3
+        info = json.loads((rank_dir / "profiler_info_3.json").read_text())
+        common = info["config"]["common_config"]
+        assert common["schedule"] == {"wait": 1, "active": 2, "warmup": 1, "repeat": 2, "skip_first": 1}
+        assert common["record_shapes"] is True
+        assert info["config"]["experimental_config"]["_profiler_level"] == "Level0"
+        metadata = json.loads((rank_dir / layout.METADATA_FILE).read_text())
+        assert metadata["job"] == "unit-test"
+        assert metadata["distributed_args"] == {"tp": 2, "pp": 4, "dp": 8}
+        assert "ENV_VARIABLES" in metadata
+        assert list(rank_dir.glob("PROF_*/device_0"))
+        assert layout.capture_status(rank_dir).complete
+
+
+def test_capture_holds_the_scheduled_steps(captured: dict[str, Any]) -> None:
+    dirs = layout.find_rank_dirs(captured["out"])
+    steps = [_trace_steps(d / layout.PARSED_DIR / "trace_view.json") for d in dirs]
+    assert steps == [[3, 4], [7, 8]]
+    # analysed with data simplification (the default): FRAMEWORK/ is gone
+    assert not any((d / "FRAMEWORK").exists() for d in dirs)
+    handled = [c["args"] for c in captured["log"] if c["call"] == "handler_fn"]
+    assert [h["analyse_flag"] for h in handled] == [True, True]
+    assert [e["at_step"] for e in captured["exported"]] == [5, 9]
+
+
+def test_metadata_reaches_every_capture_of_one_profiler(tmp_path: Path) -> None:
+    case = {
+        "schedule": {"skip_first": 1, "wait": 0, "warmup": 1, "active": 2, "repeat": 2},
+        "metadata": {"job": "again"},
+        "analyse": False,
+        "data_simplification": False,
+    }
+    result = run_driver(tmp_path, "capture", str(tmp_path / "out"), json.dumps(case), "8")
+    dirs = layout.find_rank_dirs(tmp_path / "out")
+    assert result["profilers"] == 1 and len(dirs) == 2
+    for rank_dir in dirs:
+        assert json.loads((rank_dir / layout.METADATA_FILE).read_text())["job"] == "again"
+        assert (rank_dir / "profiler_info.json").exists()  # no RANK: torch_npu's rank-less name
+        assert not (rank_dir / layout.PARSED_DIR).exists()  # --no-analyse: raw data only
+    steps = [_trace_steps(d / "FRAMEWORK" / "standin_kineto.pt.trace.json") for d in dirs]
+    assert steps == [[2, 3], [5, 6]]
+
+
+# ---- availability and torch_npu's own mode ---------------------------------------------------------------
+def test_npu_available_and_selected(tmp_path: Path) -> None:
+    result = run_driver(tmp_path, "probe")
+    assert result["available"] is True and result["reason"] is None
+    assert result["torch_npu_registered"] is True
+    assert result["selected"] == "torch_npu"
+    assert result["own_mode"] is None
+
+
+def test_import_failure_is_not_an_npu(tmp_path: Path) -> None:
+    message = "libhccl.so: cannot open shared object file: No such file or directory"
+    result = run_driver(tmp_path, "probe", FAKE_TORCH_NPU_IMPORT_ERROR=message)
+    assert result["available"] is False
+    assert result["reason"] == f"import torch_npu failed: {message}"
+
+
+def test_no_device_is_not_an_npu(tmp_path: Path) -> None:
+    result = run_driver(tmp_path, "probe", FAKE_TORCH_NPU_AVAILABLE="0")
+    assert result["available"] is False
+    assert "is_available() is False" in result["reason"]
+
+
+def test_own_mode_detected_where_torch_npu_is_installed(tmp_path: Path) -> None:
+    result = run_driver(tmp_path, "probe", PROF_CONFIG_PATH=str(tmp_path))
+    assert f"PROF_CONFIG_PATH={tmp_path}" in result["own_mode"]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({"PROF_CONFIG_PATH": ""}, None),
+        ({"PROF_CONFIG_PATH": "/data/prof_cfg"}, "PROF_CONFIG_PATH=/data/prof_cfg"),
+        ({"MSMONITOR_USE_DAEMON": "1"}, "MSMONITOR_USE_DAEMON=1"),
+        ({"MSMONITOR_USE_DAEMON": "0"}, None),
+        ({"MSMONITOR_USE_DAEMON": "yes"}, None),
+        ({"KINETO_USE_DAEMON": "1"}, "KINETO_USE_DAEMON=1"),
+    ],
+)
+def test_own_mode_environment(env: dict[str, str], expected: str | None) -> None:
+    found = torch_npu_own_mode_active(env, require_installed=False)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None and expected in found and "npuprof does not profile this process" in found
+
+
+def test_own_mode_needs_torch_npu_installed() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch_npu") is not None:
+        pytest.skip("a torch_npu is importable in the test process")
+    assert torch_npu_own_mode_active({"PROF_CONFIG_PATH": "/x"}) is None

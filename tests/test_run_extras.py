@@ -1,0 +1,79 @@
+"""`npuprof run` with in-run exports (stacks, memory timeline) and on the torch_npu stand-in."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from conftest import capture_record, clean_env, npuprof, rank_dirs, trainer
+
+FAKE_TORCH_NPU = Path(__file__).resolve().parent / "fake_torch_npu"
+
+
+def test_run_writes_stacks_and_memory_timeline_per_capture(out: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "2", "--warmup", "1", "--active", "2", "--no-analyse",
+        "--with-stack", "--record-shapes", "--profile-memory",
+        "--export-stacks", "self_cpu_time_total", "--memory-timeline", "json", "--memory-timeline", "html",
+        "--", *trainer("--steps", "6"),
+    )
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    stacks = (d / "stacks_self_cpu_time_total.folded").read_text().splitlines()
+    assert stacks, "export_stacks wrote an empty file"
+    for line in stacks:
+        frames, _, value = line.rpartition(" ")
+        assert frames and int(value) >= 0
+    assert any("trainer.py" in line for line in stacks)
+    raw = json.loads(gzip.decompress((d / "memory_timeline.raw.json.gz").read_bytes()))
+    assert raw and len(raw[0]) == 4
+    times, sizes = json.loads((d / "memory_timeline.json").read_text())
+    assert len(times) == len(sizes) > 0
+    html = (d / "memory_timeline.html").read_text()
+    assert "data:image/png;base64," in html and "Max memory allocated" in html
+    assert set(capture_record(d)["extras"]) >= {
+        "stacks_self_cpu_time_total.folded", "memory_timeline.json", "memory_timeline.html",
+        "memory_timeline.raw.json.gz",
+    }
+
+
+def test_cuda_metric_on_cpu_is_reported_as_ignored(out: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "1", "--active", "1", "--no-analyse", "--with-stack",
+        "--export-stacks", "self_cuda_time_total", "--", *trainer("--steps", "4"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("--export-stacks self_cuda_time_total") == 1
+    (d,) = rank_dirs(out)
+    assert not (d / "stacks_self_cuda_time_total.folded").exists()
+
+
+def test_run_on_the_torch_npu_stand_in(out: Path, tmp_path: Path) -> None:
+    """No NPU here: the stand-in mirrors torch_npu's API; this checks npuprof drives it end to end."""
+    calls = tmp_path / "calls.jsonl"
+    env = clean_env(
+        PYTHONPATH=str(FAKE_TORCH_NPU), TORCH_DEVICE_BACKEND_AUTOLOAD="0", FAKE_TORCH_NPU_LOG=str(calls), RANK="0"
+    )
+    script = tmp_path / "npu_train.py"
+    script.write_text(
+        "import torch, torch_npu, runpy, sys\n"
+        f"sys.argv = ['trainer.py', '--steps', '6']\n"
+        f"runpy.run_path({str(Path(__file__).parent / 'scripts' / 'trainer.py')!r}, run_name='__main__')\n"
+    )
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "2", "--warmup", "1", "--active", "2", "--level", "1",
+        "--aic-metrics", "PipeUtilization", "--no-analyse", "--", *trainer()[:1], str(script), env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    assert (d / "FRAMEWORK").is_dir()
+    assert (d / "profiler_info_0.json").exists()
+    record = capture_record(d)
+    assert record["backend"] == "torch_npu" and record["steps"] == [3, 4]
+    logged = [json.loads(line) for line in calls.read_text().splitlines()]
+    profiles = [c["args"]["kwargs"] for c in logged if c.get("call") == "profile"]
+    assert profiles, [c.get("call") for c in logged]
+    experimental = profiles[-1]["experimental_config"]
+    assert experimental["_profiler_level"] == "Level1"
+    assert experimental["_aic_metrics"] == "ACL_AICORE_PIPE_UTILIZATION"
