@@ -1,7 +1,7 @@
 """A small training job for trying npuprof: runs on the CPU in seconds, and under torchrun (gloo).
 
-    python examples/train.py --steps 20
-    torchrun --nproc-per-node 2 examples/train.py --steps 20
+python examples/train.py --steps 20
+torchrun --nproc-per-node 2 examples/train.py --steps 20
 """
 
 from __future__ import annotations

@@ -111,14 +111,14 @@ class ProfileConfig:
             raise ConfigError("--activities", "is empty", "give cpu, npu or cpu,npu")
         for activity in self.activities:
             if activity not in ACTIVITIES:
-                raise ConfigError(
-                    "--activities", f"unknown activity {activity!r}", "use cpu, npu or cpu,npu"
-                )
+                raise ConfigError("--activities", f"unknown activity {activity!r}", "use cpu, npu or cpu,npu")
         if self.level not in LEVELS.values():
             raise ConfigError("--level", f"unknown level {self.level!r}", "use none, 0, 1 or 2")
         if self.aic_metrics not in AIC_METRICS:
             raise ConfigError(
-                "--aic-metrics", f"unknown metric {self.aic_metrics!r}", "use one of " + ", ".join(AIC_METRICS)
+                "--aic-metrics",
+                f"unknown metric {self.aic_metrics!r}",
+                "use one of " + ", ".join(AIC_METRICS),
             )
         if self.export_type not in EXPORT_TYPES:
             raise ConfigError("--export-type", f"unknown type {self.export_type!r}", "use text or db")
@@ -146,13 +146,18 @@ class ProfileConfig:
         if self.memory_timeline:
             missing = [
                 flag
-                for flag, on in (("--record-shapes", self.record_shapes), ("--profile-memory", self.profile_memory))
+                for flag, on in (
+                    ("--record-shapes", self.record_shapes),
+                    ("--profile-memory", self.profile_memory),
+                )
                 if not on
             ]
             if not (self.with_stack or self.with_modules):
                 missing.append("--with-stack (or --with-modules)")
             if missing:
-                raise ConfigError("--memory-timeline", "needs " + ", ".join(missing), "add " + " ".join(missing))
+                raise ConfigError(
+                    "--memory-timeline", "needs " + ", ".join(missing), "add " + " ".join(missing)
+                )
         if self.worker_name is not None and not _is_safe_name(self.worker_name):
             raise ConfigError(
                 "--worker-name",
@@ -286,7 +291,9 @@ def parse_step_on(text: str, source: str = "--step-on") -> tuple[str, str]:
     module, sep, qualname = text.partition(":")
     parts = qualname.split(".") if qualname else []
     if not sep or not module or not all(p.isidentifier() for p in parts) or not parts:
-        raise ConfigError(source, f"{text!r} is not MODULE:QUALNAME", "e.g. --step-on mypkg.infer:Engine.generate")
+        raise ConfigError(
+            source, f"{text!r} is not MODULE:QUALNAME", "e.g. --step-on mypkg.infer:Engine.generate"
+        )
     if not all(p.isidentifier() for p in module.split(".")):
         raise ConfigError(source, f"{module!r} is not a module name", "e.g. --step-on mypkg.infer:generate")
     return module, qualname
@@ -384,7 +391,9 @@ def config_from_json(data: Any, path: str, base: ProfileConfig | None = None) ->
         if key in exp:
             setattr(cfg, key, _expect(exp[key], bool, key, path))
     if "gc_detect_threshold" in exp and exp["gc_detect_threshold"] is not None:
-        cfg.gc_detect_threshold = float(_expect(exp["gc_detect_threshold"], (int, float), "gc_detect_threshold", path))
+        cfg.gc_detect_threshold = float(
+            _expect(exp["gc_detect_threshold"], (int, float), "gc_detect_threshold", path)
+        )
     if "export_type" in exp:
         # The seed: an invalid export type falls back to text.
         value = str(exp["export_type"]).lower()
@@ -400,7 +409,9 @@ def load_config_file(path: str | os.PathLike[str]) -> ProfileConfig:
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError("--config", f"cannot read {str(file)!r}: {exc.strerror}", "give an existing file") from None
+        raise ConfigError(
+            "--config", f"cannot read {str(file)!r}: {exc.strerror}", "give an existing file"
+        ) from None
     try:
         data = json.loads(text)
     except ValueError as exc:

@@ -16,7 +16,9 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NPUPROF_", "PROF_CONFIG_PATH", "MSMONITOR"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("NPUPROF_", "PROF_CONFIG_PATH", "MSMONITOR"))
+    }
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)

@@ -25,12 +25,21 @@ def test_schedule_captures_exactly_the_scheduled_steps(out: Path) -> None:
         assert (d / record["trace"]).exists()
         info = json.loads((d / "profiler_info.json").read_text())
         assert info["config"]["common_config"]["schedule"] == {
-            "skip_first": 1, "wait": 1, "warmup": 1, "active": 2, "repeat": 2,
+            "skip_first": 1,
+            "wait": 1,
+            "warmup": 1,
+            "active": 2,
+            "repeat": 2,
         }
         assert "collectionTimeEnd" in info["end_info"]
         assert info["torch_version"]
         meta = json.loads((d / "profiler_metadata.json").read_text())
-        assert set(meta["ENV_VARIABLES"]) >= {"ASCEND_GLOBAL_LOG_LEVEL", "HCCL_RDMA_TC", "HCCL_RDMA_SL", "ACLNN_CACHE_LIMIT"}
+        assert set(meta["ENV_VARIABLES"]) >= {
+            "ASCEND_GLOBAL_LOG_LEVEL",
+            "HCCL_RDMA_TC",
+            "HCCL_RDMA_SL",
+            "ACLNN_CACHE_LIMIT",
+        }
         assert oct(d.stat().st_mode & 0o777) == oct(0o750)
         assert oct((d / "profiler_info.json").stat().st_mode & 0o777) == oct(0o640)
     run = json.loads((out / "npuprof_run.json").read_text())
@@ -74,8 +83,22 @@ def test_step_on_counts_returns_of_a_named_function(out: Path, tmp_path: Path) -
     script.write_text("from mypkg.infer import Engine\ne = Engine()\nfor _ in range(7):\n    e.generate(3)\n")
     env = clean_env(PYTHONPATH=str(tmp_path))
     result = npuprof(
-        "run", "-o", str(out), "--no-analyse", "--step-on", "mypkg.infer:Engine.generate",
-        "--skip-first", "2", "--warmup", "1", "--active", "2", "--", sys.executable, str(script), env=env,
+        "run",
+        "-o",
+        str(out),
+        "--no-analyse",
+        "--step-on",
+        "mypkg.infer:Engine.generate",
+        "--skip-first",
+        "2",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--",
+        sys.executable,
+        str(script),
+        env=env,
     )
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
@@ -86,8 +109,18 @@ def test_step_on_counts_returns_of_a_named_function(out: Path, tmp_path: Path) -
 
 def test_interrupted_training_keeps_the_recorded_steps(out: Path) -> None:
     result = npuprof(
-        "run", "-o", str(out), "--no-analyse", "--skip-first", "2", "--warmup", "0", "--active", "10",
-        "--", *trainer("--steps", "5"),
+        "run",
+        "-o",
+        str(out),
+        "--no-analyse",
+        "--skip-first",
+        "2",
+        "--warmup",
+        "0",
+        "--active",
+        "10",
+        "--",
+        *trainer("--steps", "5"),
     )
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
@@ -101,14 +134,31 @@ def test_interrupted_training_keeps_the_recorded_steps(out: Path) -> None:
 
 def test_config_file_is_the_base_and_flags_override(out: Path, tmp_path: Path) -> None:
     config = tmp_path / "profiler_config.json"
-    config.write_text(json.dumps({
-        "start_step": 3, "active": 2, "record_shapes": True, "prof_dir": str(tmp_path / "ignored"),
-        "experimental_config": {"profiler_level": "Level1", "export_type": "nonsense"},
-        "metadata": {"distributed_args": {"tp": 2}},
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "start_step": 3,
+                "active": 2,
+                "record_shapes": True,
+                "prof_dir": str(tmp_path / "ignored"),
+                "experimental_config": {"profiler_level": "Level1", "export_type": "nonsense"},
+                "metadata": {"distributed_args": {"tp": 2}},
+            }
+        )
+    )
     result = npuprof(
-        "run", "--config", str(config), "-o", str(out), "--active", "1", "--no-analyse",
-        "--metadata", "team=perf", "--", *trainer("--steps", "6"),
+        "run",
+        "--config",
+        str(config),
+        "-o",
+        str(out),
+        "--active",
+        "1",
+        "--no-analyse",
+        "--metadata",
+        "team=perf",
+        "--",
+        *trainer("--steps", "6"),
     )
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
@@ -141,8 +191,18 @@ def test_output_directory_contents_are_never_overwritten(out: Path) -> None:
 def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
     marker = tmp_path / "done"
     result = npuprof(
-        "run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--warmup", "0", "--active", "6",
-        "--", *trainer("--steps", "8", "--own-profiler-at", "3", "--marker", str(marker)),
+        "run",
+        "-o",
+        str(out),
+        "--no-analyse",
+        "--skip-first",
+        "1",
+        "--warmup",
+        "0",
+        "--active",
+        "6",
+        "--",
+        *trainer("--steps", "8", "--own-profiler-at", "3", "--marker", str(marker)),
     )
     assert result.returncode == 0, result.stderr
     assert marker.exists()
@@ -163,7 +223,9 @@ def test_unselected_rank_writes_nothing(out: Path) -> None:
 
 
 def test_files_and_dirs_modes(out: Path) -> None:
-    result = npuprof("run", "-o", str(out), "--skip-first", "1", "--active", "1", "--", *trainer("--steps", "4"))
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "1", "--active", "1", "--", *trainer("--steps", "4")
+    )
     assert result.returncode == 0, result.stderr
     assert oct(out.stat().st_mode & 0o777) == oct(0o750)
     for path in out.rglob("*"):
@@ -173,8 +235,18 @@ def test_files_and_dirs_modes(out: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() == 0 and False, reason="")
 def test_log_records_agent_activity(out: Path) -> None:
-    result = npuprof("run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--active", "1", "--",
-                     *trainer("--steps", "4"))
+    result = npuprof(
+        "run",
+        "-o",
+        str(out),
+        "--no-analyse",
+        "--skip-first",
+        "1",
+        "--active",
+        "1",
+        "--",
+        *trainer("--steps", "4"),
+    )
     assert result.returncode == 0
     log = (out / "npuprof.log").read_text()
     assert "agent ready" in log and "capture of steps 2-2 written" in log

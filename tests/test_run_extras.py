@@ -13,10 +13,27 @@ FAKE_TORCH_NPU = Path(__file__).resolve().parent / "fake_torch_npu"
 
 def test_run_writes_stacks_and_memory_timeline_per_capture(out: Path) -> None:
     result = npuprof(
-        "run", "-o", str(out), "--skip-first", "2", "--warmup", "1", "--active", "2", "--no-analyse",
-        "--with-stack", "--record-shapes", "--profile-memory",
-        "--export-stacks", "self_cpu_time_total", "--memory-timeline", "json", "--memory-timeline", "html",
-        "--", *trainer("--steps", "6"),
+        "run",
+        "-o",
+        str(out),
+        "--skip-first",
+        "2",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--no-analyse",
+        "--with-stack",
+        "--record-shapes",
+        "--profile-memory",
+        "--export-stacks",
+        "self_cpu_time_total",
+        "--memory-timeline",
+        "json",
+        "--memory-timeline",
+        "html",
+        "--",
+        *trainer("--steps", "6"),
     )
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
@@ -33,15 +50,28 @@ def test_run_writes_stacks_and_memory_timeline_per_capture(out: Path) -> None:
     html = (d / "memory_timeline.html").read_text()
     assert "data:image/png;base64," in html and "Max memory allocated" in html
     assert set(capture_record(d)["extras"]) >= {
-        "stacks_self_cpu_time_total.folded", "memory_timeline.json", "memory_timeline.html",
+        "stacks_self_cpu_time_total.folded",
+        "memory_timeline.json",
+        "memory_timeline.html",
         "memory_timeline.raw.json.gz",
     }
 
 
 def test_cuda_metric_on_cpu_is_reported_as_ignored(out: Path) -> None:
     result = npuprof(
-        "run", "-o", str(out), "--skip-first", "1", "--active", "1", "--no-analyse", "--with-stack",
-        "--export-stacks", "self_cuda_time_total", "--", *trainer("--steps", "4"),
+        "run",
+        "-o",
+        str(out),
+        "--skip-first",
+        "1",
+        "--active",
+        "1",
+        "--no-analyse",
+        "--with-stack",
+        "--export-stacks",
+        "self_cuda_time_total",
+        "--",
+        *trainer("--steps", "4"),
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("--export-stacks self_cuda_time_total") == 1
@@ -53,7 +83,10 @@ def test_run_on_the_torch_npu_stand_in(out: Path, tmp_path: Path) -> None:
     """No NPU here: the stand-in mirrors torch_npu's API; this checks npuprof drives it end to end."""
     calls = tmp_path / "calls.jsonl"
     env = clean_env(
-        PYTHONPATH=str(FAKE_TORCH_NPU), TORCH_DEVICE_BACKEND_AUTOLOAD="0", FAKE_TORCH_NPU_LOG=str(calls), RANK="0"
+        PYTHONPATH=str(FAKE_TORCH_NPU),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAKE_TORCH_NPU_LOG=str(calls),
+        RANK="0",
     )
     script = tmp_path / "npu_train.py"
     script.write_text(
@@ -62,8 +95,24 @@ def test_run_on_the_torch_npu_stand_in(out: Path, tmp_path: Path) -> None:
         f"runpy.run_path({str(Path(__file__).parent / 'scripts' / 'trainer.py')!r}, run_name='__main__')\n"
     )
     result = npuprof(
-        "run", "-o", str(out), "--skip-first", "2", "--warmup", "1", "--active", "2", "--level", "1",
-        "--aic-metrics", "PipeUtilization", "--no-analyse", "--", *trainer()[:1], str(script), env=env,
+        "run",
+        "-o",
+        str(out),
+        "--skip-first",
+        "2",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--level",
+        "1",
+        "--aic-metrics",
+        "PipeUtilization",
+        "--no-analyse",
+        "--",
+        *trainer()[:1],
+        str(script),
+        env=env,
     )
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,15 +14,27 @@ from conftest import ROOT, capture_record, clean_env, npuprof, profiler_steps, r
 
 
 def test_exit_code_passes_through(out: Path) -> None:
-    result = npuprof("run", "-o", str(out), "--no-analyse", "--", *trainer("--steps", "2", "--exit-code", "3"))
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--", *trainer("--steps", "2", "--exit-code", "3")
+    )
     assert result.returncode == 3
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 3
 
 
 def test_signal_death_gives_128_plus_n_and_finalises_the_capture(out: Path) -> None:
     result = npuprof(
-        "run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--warmup", "0", "--active", "5",
-        "--", *trainer("--steps", "8", "--signal-self-at", "3"),
+        "run",
+        "-o",
+        str(out),
+        "--no-analyse",
+        "--skip-first",
+        "1",
+        "--warmup",
+        "0",
+        "--active",
+        "5",
+        "--",
+        *trainer("--steps", "8", "--signal-self-at", "3"),
     )
     assert result.returncode == 128 + signal.SIGTERM
     (d,) = rank_dirs(out)
@@ -43,7 +54,10 @@ def test_sigterm_to_npuprof_reaches_the_whole_job(out: Path, tmp_path: Path) -> 
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "npuprof", "run", "-o", str(out), "--", sys.executable, str(script)],
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 30
     while not started.exists() or not started.read_text():
@@ -86,8 +100,13 @@ def test_user_sitecustomize_still_runs(out: Path, tmp_path: Path) -> None:
     site.mkdir()
     (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
     script = tmp_path / "check.py"
-    script.write_text("import os, sys\nprint(os.environ.get('USER_SITE_RAN'))\nprint(sys.modules['sitecustomize'].__file__)\n")
-    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script), env=clean_env(PYTHONPATH=str(site)))
+    script.write_text(
+        "import os, sys\nprint(os.environ.get('USER_SITE_RAN'))\n"
+        "print(sys.modules['sitecustomize'].__file__)\n"
+    )
+    result = npuprof(
+        "run", "-o", str(out), "--", sys.executable, str(script), env=clean_env(PYTHONPATH=str(site))
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "yes"
@@ -98,8 +117,19 @@ def test_user_sitecustomize_and_profiling_together(out: Path, tmp_path: Path) ->
     site = tmp_path / "usersite"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
-    result = npuprof("run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--active", "1", "--",
-                     *trainer("--steps", "4"), env=clean_env(PYTHONPATH=str(site)))
+    result = npuprof(
+        "run",
+        "-o",
+        str(out),
+        "--no-analyse",
+        "--skip-first",
+        "1",
+        "--active",
+        "1",
+        "--",
+        *trainer("--steps", "4"),
+        env=clean_env(PYTHONPATH=str(site)),
+    )
     assert result.returncode == 0, result.stderr
     assert len(rank_dirs(out)) == 1
 
@@ -182,7 +212,9 @@ def test_unknown_command_gives_127(out: Path) -> None:
 
 
 def test_module_entry_and_console_script_agree() -> None:
-    result = subprocess.run([sys.executable, "-m", "npuprof", "--help"], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "npuprof", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
     assert result.returncode == 0
     for command in ("run", "analyse", "export-stacks", "memory-timeline"):
         assert command in result.stdout

@@ -22,8 +22,25 @@ def _torchrun_ok(result) -> bool:
 
 
 def test_around_torchrun_ranks_1_only(out: Path) -> None:
-    args = ["run", "-o", str(out), "--ranks", "1", "--skip-first", "2", "--warmup", "1", "--active", "2",
-            "--no-analyse", "--", *TORCHRUN, EXAMPLE, "--steps", "8"]
+    args = [
+        "run",
+        "-o",
+        str(out),
+        "--ranks",
+        "1",
+        "--skip-first",
+        "2",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--no-analyse",
+        "--",
+        *TORCHRUN,
+        EXAMPLE,
+        "--steps",
+        "8",
+    ]
     result = npuprof(*args, timeout=180)
     if not _torchrun_ok(result):
         shutil.rmtree(out, ignore_errors=True)
@@ -44,9 +61,28 @@ def test_around_torchrun_ranks_1_only(out: Path) -> None:
 
 
 def test_inside_torchrun_each_worker_runs_npuprof(out: Path) -> None:
-    args = [*TORCHRUN, "--no-python", sys.executable, "-m", "npuprof", "run", "-o", str(out),
-            "--skip-first", "2", "--warmup", "0", "--active", "1", "--no-analyse", "--",
-            sys.executable, EXAMPLE, "--steps", "5"]
+    args = [
+        *TORCHRUN,
+        "--no-python",
+        sys.executable,
+        "-m",
+        "npuprof",
+        "run",
+        "-o",
+        str(out),
+        "--skip-first",
+        "2",
+        "--warmup",
+        "0",
+        "--active",
+        "1",
+        "--no-analyse",
+        "--",
+        sys.executable,
+        EXAMPLE,
+        "--steps",
+        "5",
+    ]
     import subprocess
 
     result = subprocess.run(args, env=clean_env(), capture_output=True, text=True, timeout=180)
@@ -57,6 +93,7 @@ def test_inside_torchrun_each_worker_runs_npuprof(out: Path) -> None:
     dirs = rank_dirs(out)
     assert sorted(capture_record(d)["rank"] for d in dirs) == [0, 1]
     assert {p.name for d in dirs for p in d.glob("profiler_info_*.json")} == {
-        "profiler_info_0.json", "profiler_info_1.json"
+        "profiler_info_0.json",
+        "profiler_info_1.json",
     }
     assert all(profiler_steps(d) == [2] for d in dirs)

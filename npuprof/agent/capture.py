@@ -75,7 +75,10 @@ class CaptureWriter:
             rank=rank,
         )
         self.captures += 1
-        self.log.info(f"capture of steps {steps[0]}-{steps[-1]} written to {rank_dir}" + (f" ({detail})" if detail else ""))
+        self.log.info(
+            f"capture of steps {steps[0]}-{steps[-1]} written to {rank_dir}"
+            + (f" ({detail})" if detail else "")
+        )
         analyse = self.cfg.analyse and not self.backend.writes_own_layout
         try:
             postprocess.spawn(self.output, rank_dir, trace, gzip_trace=self.cfg.gzip, analyse=analyse)

@@ -72,9 +72,7 @@ class Agent:
             log=log,
             rank_fn=current_rank,
         )
-        self.step_module, self.step_qualname = (
-            cfg.step_on.split(":", 1) if cfg.step_on else (None, None)
-        )
+        self.step_module, self.step_qualname = cfg.step_on.split(":", 1) if cfg.step_on else (None, None)
         self.hooked: set[str] = set()
         self._exit_hooks()
         log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()})")
@@ -89,7 +87,8 @@ class Agent:
             if not wrap_step_function(module, self.step_qualname or "", self.controller, self.log):
                 self.log.warn_once(
                     "step-on",
-                    f"--step-on {self.cfg.step_on}: {self.step_qualname} not found in {module_name}; no steps counted",
+                    f"--step-on {self.cfg.step_on}: {self.step_qualname} not found in {module_name}; "
+                    "no steps counted",
                 )
         elif module_name == "torch.optim.optimizer" and self.step_module is None:
             from npuprof.agent.steps import OptimizerSteps
@@ -166,7 +165,10 @@ class Agent:
         log = self.log
 
         def _prepare_trace(prof_self: Any, *args: Any, **kwargs: Any) -> Any:
-            ours = controller.prof is not None and getattr(controller.prof, "profiler", None) in (None, prof_self)
+            ours = controller.prof is not None and getattr(controller.prof, "profiler", None) in (
+                None,
+                prof_self,
+            )
             if controller.prof is not None and not ours:
                 log.warn_once(
                     "user-profiler",

@@ -54,9 +54,9 @@ def distributed_info() -> dict[str, Any]:
                 args[key] = int(os.environ[env_name])
         args.setdefault("tensor_model_parallel_size", 1)
         args.setdefault("pipeline_model_parallel_size", 1)
-        args["data_parallel_size"] = world // (
-            args["tensor_model_parallel_size"] * args["pipeline_model_parallel_size"]
-        ) or 1
+        args["data_parallel_size"] = (
+            world // (args["tensor_model_parallel_size"] * args["pipeline_model_parallel_size"]) or 1
+        )
         groups: dict[str, Any] = {}
         for group, name in list(c10d._world.pg_names.items()):
             try:

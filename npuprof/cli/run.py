@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 # Typer reads these annotations at start-up; Optional[] keeps "given or not" visible for --config merging.
-# ruff: noqa: UP007, UP045
+# ruff: noqa: UP045
 
 _SCHEDULE = "Schedule (torch.profiler.schedule semantics)"
 _WHAT = "What to collect"
@@ -34,37 +34,260 @@ of the first optimizer that steps; --step-on MODULE:QUALNAME counts returns of a
 
 def run_command(
     ctx: typer.Context,
-    command: Annotated[Optional[list[str]], typer.Argument(help="The command to profile, after --.", show_default=False)] = None,
-    activities: Annotated[Optional[str], typer.Option("--activities", help="cpu, npu or cpu,npu (npu = the accelerator: NPU or CUDA). [default: cpu,npu]", rich_help_panel=_WHAT)] = None,
-    record_shapes: Annotated[Optional[bool], typer.Option("--record-shapes/--no-record-shapes", help="Operator input shapes and dtypes. [default: off]", rich_help_panel=_WHAT, show_default=False)] = None,
-    profile_memory: Annotated[Optional[bool], typer.Option("--profile-memory/--no-profile-memory", help="Memory allocations per operator. [default: off]", rich_help_panel=_WHAT, show_default=False)] = None,
-    with_stack: Annotated[Optional[bool], typer.Option("--with-stack/--no-with-stack", help="Python call stacks of operators (adds overhead). [default: off]", rich_help_panel=_WHAT, show_default=False)] = None,
-    with_modules: Annotated[Optional[bool], typer.Option("--with-modules/--no-with-modules", help="nn.Module hierarchy of operators. [default: off]", rich_help_panel=_WHAT, show_default=False)] = None,
-    with_flops: Annotated[Optional[bool], typer.Option("--with-flops/--no-with-flops", help="Operator FLOPs. [default: off]", rich_help_panel=_WHAT, show_default=False)] = None,
-    level: Annotated[Optional[str], typer.Option("--level", help="Profiler level: none, 0, 1 or 2. [default: 0]", rich_help_panel=_ASCEND)] = None,
-    aic_metrics: Annotated[Optional[str], typer.Option("--aic-metrics", help="AiCoreNone, PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, ResourceConflictRatio, MemoryUB or L2Cache. [default: AiCoreNone]", rich_help_panel=_ASCEND)] = None,
-    l2_cache: Annotated[Optional[bool], typer.Option("--l2-cache/--no-l2-cache", help="Write l2_cache.csv. [default: off]", rich_help_panel=_ASCEND, show_default=False)] = None,
-    op_attr: Annotated[Optional[bool], typer.Option("--op-attr/--no-op-attr", help="aclnn operator attributes (db export). [default: off]", rich_help_panel=_ASCEND, show_default=False)] = None,
-    data_simplification: Annotated[Optional[bool], typer.Option("--data-simplification/--no-data-simplification", help="Delete intermediate raw data after parsing. [default: on]", rich_help_panel=_ASCEND, show_default=False)] = None,
-    record_op_args: Annotated[Optional[bool], typer.Option("--record-op-args/--no-record-op-args", help="Operator info for the AOE tuner. [default: off]", rich_help_panel=_ASCEND, show_default=False)] = None,
-    gc_detect_threshold: Annotated[Optional[float], typer.Option("--gc-detect-threshold", metavar="MS", help="Record Python GC pauses longer than MS (0 = all). [default: off]", rich_help_panel=_ASCEND)] = None,
-    export_type: Annotated[Optional[str], typer.Option("--export-type", help="text or db. [default: text]", rich_help_panel=_ASCEND)] = None,
-    msprof_tx: Annotated[Optional[bool], typer.Option("--msprof-tx/--no-msprof-tx", help="Custom marks and ranges (mstx). [default: off]", rich_help_panel=_ASCEND, show_default=False)] = None,
-    skip_first: Annotated[Optional[int], typer.Option("--skip-first", help="Steps skipped once at the start. [default: 5]", rich_help_panel=_SCHEDULE)] = None,
-    wait: Annotated[Optional[int], typer.Option("--wait", help="Idle steps at the start of each cycle. [default: 0]", rich_help_panel=_SCHEDULE)] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", help="Warm-up steps (profiler on, not kept) per cycle. [default: 1]", rich_help_panel=_SCHEDULE)] = None,
-    active: Annotated[Optional[int], typer.Option("--active", help="Recorded steps per cycle. [default: 3]", rich_help_panel=_SCHEDULE)] = None,
-    repeat: Annotated[Optional[int], typer.Option("--repeat", help="Cycles; 0 = until training ends. [default: 1]", rich_help_panel=_SCHEDULE)] = None,
-    step_on: Annotated[Optional[str], typer.Option("--step-on", metavar="MODULE:QUALNAME", help="Count a step at each return of this function instead of Optimizer.step, e.g. mypkg.infer:Engine.generate.", rich_help_panel=_SCHEDULE)] = None,
-    ranks: Annotated[Optional[str], typer.Option("--ranks", help="Ranks to profile: all, or e.g. 0,3-5. [default: all]", rich_help_panel=_SCHEDULE)] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Result directory. [default: ./npuprof_result]", rich_help_panel=_OUT)] = None,
-    worker_name: Annotated[Optional[str], typer.Option("--worker-name", help="Prefix of the rank dirs. [default: the hostname]", rich_help_panel=_OUT)] = None,
-    analyse: Annotated[Optional[bool], typer.Option("--analyse/--no-analyse", help="Parse each capture into ASCEND_PROFILER_OUTPUT/ in the background. [default: on]", rich_help_panel=_OUT, show_default=False)] = None,
-    gzip: Annotated[Optional[bool], typer.Option("--gzip/--no-gzip", help="Gzip the raw trace (in the background, never in the step). [default: on]", rich_help_panel=_OUT, show_default=False)] = None,
-    metadata: Annotated[Optional[list[str]], typer.Option("--metadata", metavar="KEY=VALUE", help="Written to profiler_metadata.json; repeatable.", rich_help_panel=_OUT)] = None,
-    export_stacks: Annotated[Optional[list[str]], typer.Option("--export-stacks", metavar="METRIC", help="At each capture, write flame-graph stacks for self_cpu_time_total / self_npu_time_total / self_cuda_time_total (needs --with-stack); repeatable.", rich_help_panel=_OUT)] = None,
-    memory_timeline: Annotated[Optional[list[str]], typer.Option("--memory-timeline", metavar="FORMAT", help="At each capture, export the memory timeline: html, json, json.gz or raw.json.gz (needs --profile-memory --record-shapes --with-stack); repeatable.", rich_help_panel=_OUT)] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", metavar="FILE", help="A profiler_config.json (Ascend dynamic-profiling format) used as the base; flags override it.", rich_help_panel=_OUT)] = None,
+    command: Annotated[
+        Optional[list[str]], typer.Argument(help="The command to profile, after --.", show_default=False)
+    ] = None,
+    activities: Annotated[
+        Optional[str],
+        typer.Option(
+            "--activities",
+            help="cpu, npu or cpu,npu (npu = the accelerator: NPU or CUDA). [default: cpu,npu]",
+            rich_help_panel=_WHAT,
+        ),
+    ] = None,
+    record_shapes: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--record-shapes/--no-record-shapes",
+            help="Operator input shapes and dtypes. [default: off]",
+            rich_help_panel=_WHAT,
+            show_default=False,
+        ),
+    ] = None,
+    profile_memory: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--profile-memory/--no-profile-memory",
+            help="Memory allocations per operator. [default: off]",
+            rich_help_panel=_WHAT,
+            show_default=False,
+        ),
+    ] = None,
+    with_stack: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--with-stack/--no-with-stack",
+            help="Python call stacks of operators (adds overhead). [default: off]",
+            rich_help_panel=_WHAT,
+            show_default=False,
+        ),
+    ] = None,
+    with_modules: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--with-modules/--no-with-modules",
+            help="nn.Module hierarchy of operators. [default: off]",
+            rich_help_panel=_WHAT,
+            show_default=False,
+        ),
+    ] = None,
+    with_flops: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--with-flops/--no-with-flops",
+            help="Operator FLOPs. [default: off]",
+            rich_help_panel=_WHAT,
+            show_default=False,
+        ),
+    ] = None,
+    level: Annotated[
+        Optional[str],
+        typer.Option(
+            "--level", help="Profiler level: none, 0, 1 or 2. [default: 0]", rich_help_panel=_ASCEND
+        ),
+    ] = None,
+    aic_metrics: Annotated[
+        Optional[str],
+        typer.Option(
+            "--aic-metrics",
+            help=(
+                "AiCoreNone, PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, "
+                "ResourceConflictRatio, MemoryUB or L2Cache. [default: AiCoreNone]"
+            ),
+            rich_help_panel=_ASCEND,
+        ),
+    ] = None,
+    l2_cache: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--l2-cache/--no-l2-cache",
+            help="Write l2_cache.csv. [default: off]",
+            rich_help_panel=_ASCEND,
+            show_default=False,
+        ),
+    ] = None,
+    op_attr: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--op-attr/--no-op-attr",
+            help="aclnn operator attributes (db export). [default: off]",
+            rich_help_panel=_ASCEND,
+            show_default=False,
+        ),
+    ] = None,
+    data_simplification: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--data-simplification/--no-data-simplification",
+            help="Delete intermediate raw data after parsing. [default: on]",
+            rich_help_panel=_ASCEND,
+            show_default=False,
+        ),
+    ] = None,
+    record_op_args: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--record-op-args/--no-record-op-args",
+            help="Operator info for the AOE tuner. [default: off]",
+            rich_help_panel=_ASCEND,
+            show_default=False,
+        ),
+    ] = None,
+    gc_detect_threshold: Annotated[
+        Optional[float],
+        typer.Option(
+            "--gc-detect-threshold",
+            metavar="MS",
+            help="Record Python GC pauses longer than MS (0 = all). [default: off]",
+            rich_help_panel=_ASCEND,
+        ),
+    ] = None,
+    export_type: Annotated[
+        Optional[str],
+        typer.Option("--export-type", help="text or db. [default: text]", rich_help_panel=_ASCEND),
+    ] = None,
+    msprof_tx: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--msprof-tx/--no-msprof-tx",
+            help="Custom marks and ranges (mstx). [default: off]",
+            rich_help_panel=_ASCEND,
+            show_default=False,
+        ),
+    ] = None,
+    skip_first: Annotated[
+        Optional[int],
+        typer.Option(
+            "--skip-first", help="Steps skipped once at the start. [default: 5]", rich_help_panel=_SCHEDULE
+        ),
+    ] = None,
+    wait: Annotated[
+        Optional[int],
+        typer.Option(
+            "--wait", help="Idle steps at the start of each cycle. [default: 0]", rich_help_panel=_SCHEDULE
+        ),
+    ] = None,
+    warmup: Annotated[
+        Optional[int],
+        typer.Option(
+            "--warmup",
+            help="Warm-up steps (profiler on, not kept) per cycle. [default: 1]",
+            rich_help_panel=_SCHEDULE,
+        ),
+    ] = None,
+    active: Annotated[
+        Optional[int],
+        typer.Option("--active", help="Recorded steps per cycle. [default: 3]", rich_help_panel=_SCHEDULE),
+    ] = None,
+    repeat: Annotated[
+        Optional[int],
+        typer.Option(
+            "--repeat", help="Cycles; 0 = until training ends. [default: 1]", rich_help_panel=_SCHEDULE
+        ),
+    ] = None,
+    step_on: Annotated[
+        Optional[str],
+        typer.Option(
+            "--step-on",
+            metavar="MODULE:QUALNAME",
+            help=(
+                "Count a step at each return of this function instead of Optimizer.step, "
+                "e.g. mypkg.infer:Engine.generate."
+            ),
+            rich_help_panel=_SCHEDULE,
+        ),
+    ] = None,
+    ranks: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ranks", help="Ranks to profile: all, or e.g. 0,3-5. [default: all]", rich_help_panel=_SCHEDULE
+        ),
+    ] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option(
+            "-o", "--output", help="Result directory. [default: ./npuprof_result]", rich_help_panel=_OUT
+        ),
+    ] = None,
+    worker_name: Annotated[
+        Optional[str],
+        typer.Option(
+            "--worker-name", help="Prefix of the rank dirs. [default: the hostname]", rich_help_panel=_OUT
+        ),
+    ] = None,
+    analyse: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--analyse/--no-analyse",
+            help="Parse each capture into ASCEND_PROFILER_OUTPUT/ in the background. [default: on]",
+            rich_help_panel=_OUT,
+            show_default=False,
+        ),
+    ] = None,
+    gzip: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--gzip/--no-gzip",
+            help="Gzip the raw trace (in the background, never in the step). [default: on]",
+            rich_help_panel=_OUT,
+            show_default=False,
+        ),
+    ] = None,
+    metadata: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--metadata",
+            metavar="KEY=VALUE",
+            help="Written to profiler_metadata.json; repeatable.",
+            rich_help_panel=_OUT,
+        ),
+    ] = None,
+    export_stacks: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--export-stacks",
+            metavar="METRIC",
+            help=(
+                "At each capture, write flame-graph stacks for self_cpu_time_total / self_npu_time_total "
+                "/ self_cuda_time_total (needs --with-stack); repeatable."
+            ),
+            rich_help_panel=_OUT,
+        ),
+    ] = None,
+    memory_timeline: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--memory-timeline",
+            metavar="FORMAT",
+            help=(
+                "At each capture, export the memory timeline: html, json, json.gz or raw.json.gz "
+                "(needs --profile-memory --record-shapes --with-stack); repeatable."
+            ),
+            rich_help_panel=_OUT,
+        ),
+    ] = None,
+    config: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help=(
+                "A profiler_config.json (Ascend dynamic-profiling format) used as the base; "
+                "flags override it."
+            ),
+            rich_help_panel=_OUT,
+        ),
+    ] = None,
 ) -> None:
     """Run COMMAND with profiling injected: no change to the training script."""
     from npuprof.config import ConfigError
@@ -87,9 +310,21 @@ def build_config(config_file: Path | None, flags: dict[str, object]):  # -> Prof
 
     cfg = c.load_config_file(config_file) if config_file is not None else c.ProfileConfig()
     simple = (
-        "record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops", "l2_cache", "op_attr",
-        "data_simplification", "record_op_args", "gc_detect_threshold", "msprof_tx", "step_on", "worker_name",
-        "analyse", "gzip",
+        "record_shapes",
+        "profile_memory",
+        "with_stack",
+        "with_modules",
+        "with_flops",
+        "l2_cache",
+        "op_attr",
+        "data_simplification",
+        "record_op_args",
+        "gc_detect_threshold",
+        "msprof_tx",
+        "step_on",
+        "worker_name",
+        "analyse",
+        "gzip",
     )
     for key in simple:
         if key in flags:

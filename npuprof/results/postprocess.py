@@ -59,7 +59,9 @@ def spawn(output: Path, rank_dir: Path, trace: Path | None, *, gzip_trace: bool,
 
 
 def _without_bootstrap(pythonpath: str) -> str:
-    return os.pathsep.join(p for p in pythonpath.split(os.pathsep) if p and not p.rstrip("/").endswith("_bootstrap"))
+    return os.pathsep.join(
+        p for p in pythonpath.split(os.pathsep) if p and not p.rstrip("/").endswith("_bootstrap")
+    )
 
 
 def pending_jobs(output: Path) -> list[Path]:
@@ -91,9 +93,10 @@ def wait_for_pending(output: Path) -> int:
 def gzip_file(plain: Path) -> Path:
     """``x.json`` -> ``x.json.gz`` atomically; the plain file is removed only once the gz is complete."""
     target = plain.with_name(plain.name + ".gz")
-    with open(plain, "rb") as src, atomic_writer(target, "wb") as raw:
-        with gzip.GzipFile(filename=plain.name, mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as gz:
-            shutil.copyfileobj(src, gz, 1 << 20)
+    with open(plain, "rb") as src, atomic_writer(target, "wb") as raw, gzip.GzipFile(
+        filename=plain.name, mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0
+    ) as gz:
+        shutil.copyfileobj(src, gz, 1 << 20)
     plain.unlink()
     return target
 

@@ -18,7 +18,9 @@ def claim_record_path(output: Path) -> Path:
     (nothing already in the output directory is overwritten)."""
     candidates = [output / layout.RUN_RECORD]
     stamp = layout.timestamp_ms()
-    candidates += [output / f"npuprof_run.{stamp}.{os.getpid()}{'' if i == 0 else f'.{i}'}.json" for i in range(100)]
+    candidates += [
+        output / f"npuprof_run.{stamp}.{os.getpid()}{'' if i == 0 else f'.{i}'}.json" for i in range(100)
+    ]
     for path in candidates:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)

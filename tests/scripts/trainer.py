@@ -30,7 +30,9 @@ class PlainSGD(torch.optim.Optimizer):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "custom", "two", "lbfgs", "scaler"])
+    parser.add_argument(
+        "--optimizer", default="sgd", choices=["sgd", "adam", "custom", "two", "lbfgs", "scaler"]
+    )
     parser.add_argument("--exit-code", type=int, default=0)
     parser.add_argument("--signal-self-at", type=int, default=-1, help="SIGTERM itself at this step")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds per step")
@@ -65,7 +67,7 @@ def main() -> None:
         x = torch.randn(8, 16)
         y = torch.randint(0, 4, (8,))
 
-        def closure():
+        def closure(x=x, y=y):
             opts[0].zero_grad()
             loss = nn.functional.cross_entropy(model(x), y)
             loss.backward()

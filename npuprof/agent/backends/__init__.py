@@ -15,7 +15,9 @@ def select_backend(log: AgentLog) -> Backend:
 
             if npu_available():
                 return NpuBackend()
-            log.info(f"torch_npu is installed but not usable here ({unavailable_reason()}); using torch.profiler")
+            log.info(
+                f"torch_npu is installed but not usable here ({unavailable_reason()}); using torch.profiler"
+            )
         except Exception as exc:  # a broken torch_npu must not stop CPU/CUDA profiling
             log.warning(f"torch_npu could not be used ({exc!r}); using torch.profiler")
     import torch
