@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, npuprof
 
+from npuprof.analysis.synthetic import write_synthetic_trace
+
 CAPTURE = Path(__file__).parent / "analyse_support" / "capture.py"
 pytestmark = [pytest.mark.interop, pytest.mark.torchrun]
 
@@ -78,10 +80,20 @@ def test_hta_loads_raw_traces(result: Path, tmp_path: Path) -> None:
     traces.mkdir()
     for raw in result.glob("*_ascend_pt/*.pt.trace.json*"):
         shutil.copy(raw, traces / raw.name)
+    # HTA's temporal breakdown needs GPU kernels: check it on synthetic CUDA-style traces of two ranks
+    cuda = tmp_path / "cuda"
+    cuda.mkdir()
+    for rank in (0, 1):
+        write_synthetic_trace(cuda / f"r{rank}.pt.trace.json", 1, rank=rank)
     script = ("import json, sys\nfrom hta.trace_analysis import TraceAnalysis\n"
               "a = TraceAnalysis(trace_dir=sys.argv[1])\n"
-              "df = a.get_temporal_breakdown(visualize=False)\n"
-              "print(json.dumps(sorted(int(r) for r in df['rank'].tolist())))\n")
-    proc = subprocess.run([python, "-c", script, str(traces)], capture_output=True, text=True, timeout=600)
+              "cpu_ranks = sorted(int(r) for r in a.t.get_ranks())\n"
+              "b = TraceAnalysis(trace_dir=sys.argv[2])\n"
+              "df = b.get_temporal_breakdown(visualize=False)\n"
+              "print(json.dumps([cpu_ranks, sorted(int(r) for r in df['rank'].tolist()), "
+              "float(df['compute_time(us)'].min())]))\n")
+    proc = subprocess.run([python, "-c", script, str(traces), str(cuda)], capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, 1]
+    cpu_ranks, cuda_ranks, compute = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert cpu_ranks == [0, 1] and cuda_ranks == [0, 1] and compute > 0

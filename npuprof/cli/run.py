@@ -41,7 +41,7 @@ def run_command(
         Optional[str],
         typer.Option(
             "--activities",
-            help="cpu, npu or cpu,npu (npu = the accelerator: NPU or CUDA). [default: cpu,npu]",
+            help="cpu, npu or cpu,npu (npu = the accelerator: NPU or CUDA). \\[default: cpu,npu]",
             rich_help_panel=_WHAT,
         ),
     ] = None,
@@ -49,7 +49,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--record-shapes/--no-record-shapes",
-            help="Operator input shapes and dtypes. [default: off]",
+            help="Operator input shapes and dtypes. \\[default: off]",
             rich_help_panel=_WHAT,
             show_default=False,
         ),
@@ -58,7 +58,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--profile-memory/--no-profile-memory",
-            help="Memory allocations per operator. [default: off]",
+            help="Memory allocations per operator. \\[default: off]",
             rich_help_panel=_WHAT,
             show_default=False,
         ),
@@ -67,7 +67,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--with-stack/--no-with-stack",
-            help="Python call stacks of operators (adds overhead). [default: off]",
+            help="Python call stacks of operators (adds overhead). \\[default: off]",
             rich_help_panel=_WHAT,
             show_default=False,
         ),
@@ -76,7 +76,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--with-modules/--no-with-modules",
-            help="nn.Module hierarchy of operators. [default: off]",
+            help="nn.Module hierarchy of operators. \\[default: off]",
             rich_help_panel=_WHAT,
             show_default=False,
         ),
@@ -85,7 +85,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--with-flops/--no-with-flops",
-            help="Operator FLOPs. [default: off]",
+            help="Operator FLOPs. \\[default: off]",
             rich_help_panel=_WHAT,
             show_default=False,
         ),
@@ -93,7 +93,7 @@ def run_command(
     level: Annotated[
         Optional[str],
         typer.Option(
-            "--level", help="Profiler level: none, 0, 1 or 2. [default: 0]", rich_help_panel=_ASCEND
+            "--level", help="Profiler level: none, 0, 1 or 2. \\[default: 0]", rich_help_panel=_ASCEND
         ),
     ] = None,
     aic_metrics: Annotated[
@@ -102,7 +102,7 @@ def run_command(
             "--aic-metrics",
             help=(
                 "AiCoreNone, PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, "
-                "ResourceConflictRatio, MemoryUB or L2Cache. [default: AiCoreNone]"
+                "ResourceConflictRatio, MemoryUB or L2Cache. \\[default: AiCoreNone]"
             ),
             rich_help_panel=_ASCEND,
         ),
@@ -111,7 +111,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--l2-cache/--no-l2-cache",
-            help="Write l2_cache.csv. [default: off]",
+            help="Write l2_cache.csv. \\[default: off]",
             rich_help_panel=_ASCEND,
             show_default=False,
         ),
@@ -120,7 +120,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--op-attr/--no-op-attr",
-            help="aclnn operator attributes (db export). [default: off]",
+            help="aclnn operator attributes (db export). \\[default: off]",
             rich_help_panel=_ASCEND,
             show_default=False,
         ),
@@ -129,7 +129,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--data-simplification/--no-data-simplification",
-            help="Delete intermediate raw data after parsing. [default: on]",
+            help="Delete intermediate raw data after parsing. \\[default: on]",
             rich_help_panel=_ASCEND,
             show_default=False,
         ),
@@ -138,7 +138,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--record-op-args/--no-record-op-args",
-            help="Operator info for the AOE tuner. [default: off]",
+            help="Operator info for the AOE tuner. \\[default: off]",
             rich_help_panel=_ASCEND,
             show_default=False,
         ),
@@ -148,19 +148,19 @@ def run_command(
         typer.Option(
             "--gc-detect-threshold",
             metavar="MS",
-            help="Record Python GC pauses longer than MS (0 = all). [default: off]",
+            help="Record Python GC pauses longer than MS (0 = all). \\[default: off]",
             rich_help_panel=_ASCEND,
         ),
     ] = None,
     export_type: Annotated[
         Optional[str],
-        typer.Option("--export-type", help="text or db. [default: text]", rich_help_panel=_ASCEND),
+        typer.Option("--export-type", help="text or db. \\[default: text]", rich_help_panel=_ASCEND),
     ] = None,
     msprof_tx: Annotated[
         Optional[bool],
         typer.Option(
             "--msprof-tx/--no-msprof-tx",
-            help="Custom marks and ranges (mstx). [default: off]",
+            help="Custom marks and ranges (mstx). \\[default: off]",
             rich_help_panel=_ASCEND,
             show_default=False,
         ),
@@ -168,31 +168,31 @@ def run_command(
     skip_first: Annotated[
         Optional[int],
         typer.Option(
-            "--skip-first", help="Steps skipped once at the start. [default: 5]", rich_help_panel=_SCHEDULE
+            "--skip-first", help="Steps skipped once at the start. \\[default: 5]", rich_help_panel=_SCHEDULE
         ),
     ] = None,
     wait: Annotated[
         Optional[int],
         typer.Option(
-            "--wait", help="Idle steps at the start of each cycle. [default: 0]", rich_help_panel=_SCHEDULE
+            "--wait", help="Idle steps at the start of each cycle. \\[default: 0]", rich_help_panel=_SCHEDULE
         ),
     ] = None,
     warmup: Annotated[
         Optional[int],
         typer.Option(
             "--warmup",
-            help="Warm-up steps (profiler on, not kept) per cycle. [default: 1]",
+            help="Warm-up steps (profiler on, not kept) per cycle. \\[default: 1]",
             rich_help_panel=_SCHEDULE,
         ),
     ] = None,
     active: Annotated[
         Optional[int],
-        typer.Option("--active", help="Recorded steps per cycle. [default: 3]", rich_help_panel=_SCHEDULE),
+        typer.Option("--active", help="Recorded steps per cycle. \\[default: 3]", rich_help_panel=_SCHEDULE),
     ] = None,
     repeat: Annotated[
         Optional[int],
         typer.Option(
-            "--repeat", help="Cycles; 0 = until training ends. [default: 1]", rich_help_panel=_SCHEDULE
+            "--repeat", help="Cycles; 0 = until training ends. \\[default: 1]", rich_help_panel=_SCHEDULE
         ),
     ] = None,
     step_on: Annotated[
@@ -210,26 +210,26 @@ def run_command(
     ranks: Annotated[
         Optional[str],
         typer.Option(
-            "--ranks", help="Ranks to profile: all, or e.g. 0,3-5. [default: all]", rich_help_panel=_SCHEDULE
+            "--ranks", help="Ranks to profile: all, or e.g. 0,3-5. \\[default: all]", rich_help_panel=_SCHEDULE
         ),
     ] = None,
     output: Annotated[
         Optional[Path],
         typer.Option(
-            "-o", "--output", help="Result directory. [default: ./npuprof_result]", rich_help_panel=_OUT
+            "-o", "--output", help="Result directory. \\[default: ./npuprof_result]", rich_help_panel=_OUT
         ),
     ] = None,
     worker_name: Annotated[
         Optional[str],
         typer.Option(
-            "--worker-name", help="Prefix of the rank dirs. [default: the hostname]", rich_help_panel=_OUT
+            "--worker-name", help="Prefix of the rank dirs. \\[default: the hostname]", rich_help_panel=_OUT
         ),
     ] = None,
     analyse: Annotated[
         Optional[bool],
         typer.Option(
             "--analyse/--no-analyse",
-            help="Parse each capture into ASCEND_PROFILER_OUTPUT/ in the background. [default: on]",
+            help="Parse each capture into ASCEND_PROFILER_OUTPUT/ in the background. \\[default: on]",
             rich_help_panel=_OUT,
             show_default=False,
         ),
@@ -238,7 +238,7 @@ def run_command(
         Optional[bool],
         typer.Option(
             "--gzip/--no-gzip",
-            help="Gzip the raw trace (in the background, never in the step). [default: on]",
+            help="Gzip the raw trace (in the background, never in the step). \\[default: on]",
             rich_help_panel=_OUT,
             show_default=False,
         ),

@@ -1,0 +1,1 @@
+complete --command npuprof --no-files --arguments "(env _NPUPROF_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) npuprof)" --condition "env _NPUPROF_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) npuprof"

@@ -1,0 +1,88 @@
+"""ProfileConfig and the schedule plan: unit checks (no subprocess needed for pure functions)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+import torch.profiler as tp
+
+from npuprof.agent.schedule import Action, SchedulePlan
+from npuprof.config import (
+    ConfigError,
+    ProfileConfig,
+    Schedule,
+    config_from_json,
+    parse_activities,
+    parse_level,
+    parse_ranks,
+    template_json,
+)
+
+NATIVE = {
+    tp.ProfilerAction.NONE: Action.NONE,
+    tp.ProfilerAction.WARMUP: Action.WARMUP,
+    tp.ProfilerAction.RECORD: Action.RECORD,
+    tp.ProfilerAction.RECORD_AND_SAVE: Action.RECORD_AND_SAVE,
+}
+
+
+@pytest.mark.parametrize(
+    ("skip_first", "wait", "warmup", "active", "repeat"),
+    list(itertools.product([0, 1, 3], [0, 2], [0, 1], [1, 3], [0, 1, 2])),
+)
+def test_schedule_plan_matches_torch(skip_first: int, wait: int, warmup: int, active: int, repeat: int) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch_fn = tp.schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active, repeat=repeat)
+    plan = SchedulePlan(Schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active, repeat=repeat))
+    actions = [plan.action_at(step) for step in range(40)]
+    assert actions == [NATIVE[torch_fn(step)] for step in range(40)]
+    for step in range(39):
+        upcoming = plan.next_busy_step(step)
+        expected = next((s for s in range(step + 1, 40) if actions[s] is not Action.NONE), None)
+        if expected is not None or repeat > 0:
+            assert upcoming == expected
+
+
+def test_seed_example_captures() -> None:
+    plan = SchedulePlan(Schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=2))
+    assert plan.recorded_steps(9) == [[3, 4], [7, 8]]
+
+
+def test_parsers() -> None:
+    assert parse_ranks("0,3-5") == [0, 3, 4, 5]
+    assert parse_ranks("all") is None
+    assert parse_level("none") == "Level_none" and parse_level("Level2") == "Level2"
+    assert parse_activities("CPU,cuda") == ["cpu", "npu"]
+    for bad in ("5-3", "x", ""):
+        with pytest.raises(ConfigError):
+            parse_ranks(bad)
+
+
+def test_payload_round_trip() -> None:
+    cfg = ProfileConfig(ranks=[1, 2], metadata={"a": "b"}, export_stacks=["self_cpu_time_total"], with_stack=True)
+    cfg.schedule.active = 7
+    payload = json.loads(cfg.to_env({"run_id": "x"}))
+    again = ProfileConfig.from_payload(payload["config"])
+    assert again == cfg
+
+
+def test_template_is_accepted_and_means_no_capture_override() -> None:
+    cfg = config_from_json(template_json(), "profiler_config.json")
+    assert cfg.validate().schedule == Schedule()  # start_step 0: the default schedule stays
+    cfg = config_from_json({**template_json(), "start_step": 10, "active": 2, "is_rank": True, "rank_list": [0]}, "f")
+    assert cfg.schedule == Schedule(skip_first=10, wait=0, warmup=0, active=2, repeat=1)
+    assert cfg.ranks == [0]
+
+
+def test_config_errors_name_the_key() -> None:
+    with pytest.raises(ConfigError, match="start_step"):
+        config_from_json({"start_step": -1}, "f.json")
+    with pytest.raises(ConfigError, match="rank_list"):
+        config_from_json({"is_rank": True, "rank_list": ["a"]}, "f.json")
+    with pytest.raises(ConfigError, match="with_stack"):
+        config_from_json({"with_stack": "yes"}, "f.json")
