@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -218,3 +219,24 @@ def test_module_entry_and_console_script_agree() -> None:
     assert result.returncode == 0
     for command in ("run", "analyse", "export-stacks", "memory-timeline"):
         assert command in result.stdout
+
+
+def test_kill_9_mid_capture_leaves_a_capture_marked_incomplete(out: Path) -> None:
+    from npuprof.results.layout import capture_status
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npuprof", "run", "-o", str(out), "--skip-first", "1", "--warmup", "0",
+         "--active", "50", "--", *trainer("--steps", "60", "--sleep", "0.1")],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (out.exists() and rank_dirs(out) and (rank_dirs(out)[0] / "npuprof_capture.json").exists()):
+        assert time.monotonic() < deadline and proc.poll() is None, "no capture started"
+        time.sleep(0.05)
+    (d,) = rank_dirs(out)
+    os.kill(capture_record(d)["pid"], signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGKILL
+    status = capture_status(d)
+    assert not status.complete and "before the capture was finalised" in status.detail
+    assert "capturing" in stderr or "incomplete" in stderr

@@ -87,8 +87,11 @@ class CaptureWriter:
         self.rank_dir = None
 
     def abandon(self, detail: str) -> None:
-        if self.rank_dir is not None and self.rank_dir.exists():
-            self._record(layout.STATUS_INCOMPLETE, steps=[self.first_step], detail=detail)
+        try:
+            if self.rank_dir is not None and self.rank_dir.exists():
+                self._record(layout.STATUS_INCOMPLETE, steps=[self.first_step], detail=detail)
+        except OSError as exc:  # a full disk: the record keeps saying "capturing", which reads as incomplete
+            self.log.error(f"could not mark {self.rank_dir} incomplete: {exc!r}")
         self.rank_dir = None
 
     # ---- files -----------------------------------------------------------------------------------
