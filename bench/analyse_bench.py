@@ -26,9 +26,13 @@ sys.path.insert(0, str(ROOT))
 
 from npuprof.analysis.synthetic import write_synthetic_trace  # noqa: E402
 
-JSON_LOAD = "import json, sys\nwith open(sys.argv[1]) as f:\n    d = json.load(f)\nprint(len(d['traceEvents']))\n"
-HTA_LOAD = ("import sys\nfrom hta.trace_analysis import TraceAnalysis\n"
-            "a = TraceAnalysis(trace_dir=sys.argv[1])\nprint(len(a.t.get_trace(0)))\n")
+JSON_LOAD = (
+    "import json, sys\nwith open(sys.argv[1]) as f:\n    d = json.load(f)\nprint(len(d['traceEvents']))\n"
+)
+HTA_LOAD = (
+    "import sys\nfrom hta.trace_analysis import TraceAnalysis\n"
+    "a = TraceAnalysis(trace_dir=sys.argv[1])\nprint(len(a.t.get_trace(0)))\n"
+)
 
 
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
@@ -53,7 +57,9 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, f
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=128, help="trace size (default 128)")
-    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="npuprof reader processes")
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=os.cpu_count() or 1, help="npuprof reader processes"
+    )
     parser.add_argument("--keep", type=Path, default=None, help="work in this dir and keep it")
     parser.add_argument("--no-json", action="store_true", help="skip json.load (slow at 1 GB: ~30 s, 5 GB)")
     args = parser.parse_args()
@@ -66,8 +72,10 @@ def main() -> int:
     t0 = time.perf_counter()
     counts = write_synthetic_trace(trace, args.size_mb)
     size_mb = trace.stat().st_size / 1e6
-    print(f"synthesised {size_mb:.0f} MB, {counts['events']:,} events ({counts['steps']} steps, "
-          f"{counts['kernels']:,} kernels, {counts['cpu_ops']:,} operators) in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"synthesised {size_mb:.0f} MB, {counts['events']:,} events ({counts['steps']} steps, "
+        f"{counts['kernels']:,} kernels, {counts['cpu_ops']:,} operators) in {time.perf_counter() - t0:.1f} s"
+    )
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     results: list[tuple[str, float, float, int]] = []
@@ -78,7 +86,9 @@ def main() -> int:
     if not args.no_json:
         results.append(("json.load", *measure([sys.executable, "-c", JSON_LOAD, str(trace)])))
     hta_python = os.environ.get("NPUPROF_HTA_PYTHON") or sys.executable
-    has_hta = subprocess.run([hta_python, "-c", "import hta.trace_analysis"], capture_output=True).returncode == 0
+    has_hta = (
+        subprocess.run([hta_python, "-c", "import hta.trace_analysis"], capture_output=True).returncode == 0
+    )
     if has_hta:
         hta_dir = work / "hta"
         hta_dir.mkdir(exist_ok=True)
@@ -91,8 +101,10 @@ def main() -> int:
     print(f"\n{'':32} {'wall s':>8} {'peak MB':>9} {'s/GB':>7} {'x time':>7} {'x mem':>7}")
     for name, wall, peak, rc in results:
         note = "" if rc == 0 else f"  (exit {rc})"
-        print(f"{name:32} {wall:8.2f} {peak:9.0f} {wall / size_mb * 1000:7.2f} {wall / base_t:7.2f} "
-              f"{peak / base_m:7.2f}{note}")
+        print(
+            f"{name:32} {wall:8.2f} {peak:9.0f} {wall / size_mb * 1000:7.2f} {wall / base_t:7.2f} "
+            f"{peak / base_m:7.2f}{note}"
+        )
     if not has_hta:
         print("(HolisticTraceAnalysis not installed: set NPUPROF_HTA_PYTHON, see .ci/interop.sh)")
     print(f"target for 1 GB: < 5 s and < 1024 MB; work dir: {work}")

@@ -31,8 +31,21 @@ def _run_capture(cmd: list[str], cwd: Path) -> None:
 def two_ranks(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("torchrun")
     (root / "out").mkdir()
-    _run_capture([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                  str(CAPTURE), str(root / "out"), "--gzip-rank", "1"], root)
+    _run_capture(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(CAPTURE),
+            str(root / "out"),
+            "--gzip-rank",
+            "1",
+        ],
+        root,
+    )
     assert len(list((root / "out").glob("*_ascend_pt"))) == 2
     return root / "out"
 
@@ -46,10 +59,33 @@ def one_rank(tmp_path_factory) -> Path:
 
 
 REPORT_KEYS = {"version", "path", "steps_filter", "ranks", "problems", "cross_rank"}
-RANK_KEYS = {"rank", "rank_dir", "status", "device", "trace", "steps", "step_time_mean_us", "top_operators",
-             "top_kernels", "memory_peak_mb", "memory_peak_reserved_mb", "communication"}
-STEP_KEYS = {"step", "start_us", "duration_us", "computing_us", "communication_us", "comm_not_overlapped_us",
-             "overlapped_us", "free_us", "bubble_us", "preparing_us", "memory_peak_mb"}
+RANK_KEYS = {
+    "rank",
+    "rank_dir",
+    "status",
+    "device",
+    "trace",
+    "steps",
+    "step_time_mean_us",
+    "top_operators",
+    "top_kernels",
+    "memory_peak_mb",
+    "memory_peak_reserved_mb",
+    "communication",
+}
+STEP_KEYS = {
+    "step",
+    "start_us",
+    "duration_us",
+    "computing_us",
+    "communication_us",
+    "comm_not_overlapped_us",
+    "overlapped_us",
+    "free_us",
+    "bubble_us",
+    "preparing_us",
+    "memory_peak_mb",
+}
 
 
 @pytest.mark.torchrun
@@ -77,9 +113,18 @@ def test_two_ranks_json_schema(two_ranks: Path) -> None:
     assert len(cross["start_skew"]) == 2
     for rank_dir in two_ranks.glob("*_ascend_pt"):
         out = rank_dir / "ASCEND_PROFILER_OUTPUT"
-        for name in ("trace_view.json", "kernel_details.csv", "operator_details.csv", "op_statistic.csv",
-                     "step_trace_time.csv", "communication.json", "communication_matrix.json",
-                     "memory_record.csv", "operator_memory.csv", "analyse.done"):
+        for name in (
+            "trace_view.json",
+            "kernel_details.csv",
+            "operator_details.csv",
+            "op_statistic.csv",
+            "step_trace_time.csv",
+            "communication.json",
+            "communication_matrix.json",
+            "memory_record.csv",
+            "operator_memory.csv",
+            "analyse.done",
+        ):
             assert (out / name).is_file(), name
         comm = json.loads((out / "communication.json").read_text())
         assert set(comm) == {"step3", "step4"}
@@ -144,5 +189,7 @@ def test_module_entry(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "npuprof.analysis.parse", str(rank_dir)]
     ok = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and (rank_dir / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
-    missing = subprocess.run([*cmd[:-1], str(tmp_path / "nope")], env=clean_env(), capture_output=True, text=True)
+    missing = subprocess.run(
+        [*cmd[:-1], str(tmp_path / "nope")], env=clean_env(), capture_output=True, text=True
+    )
     assert missing.returncode == 1 and "nope" in missing.stderr

@@ -39,9 +39,24 @@ def result(tmp_path_factory) -> Path:
     out = root / "out"
     for _attempt in range(2):
         out.mkdir(exist_ok=True)
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                               "2", str(CAPTURE), str(out), "--gzip-rank", "1"],
-                              env=clean_env(), capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc-per-node",
+                "2",
+                str(CAPTURE),
+                str(out),
+                "--gzip-rank",
+                "1",
+            ],
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if proc.returncode == 0:
             break
         shutil.rmtree(out)
@@ -51,31 +66,49 @@ def result(tmp_path_factory) -> Path:
     return out
 
 
+MSPROF_ABSENT = (
+    "msprof-analyze not installed (pip install msprof-analyze 'pandas<3', or set "
+    "NPUPROF_MSPROF_ANALYZE; .ci/interop.sh does both)"
+)
+HTA_ABSENT = (
+    "HolisticTraceAnalysis not importable (pip install HolisticTraceAnalysis 'pandas<3', or set "
+    "NPUPROF_HTA_PYTHON; .ci/interop.sh does both)"
+)
+
+
+# decided before the (slow) capture fixture runs
+@pytest.mark.skipif(_msprof() is None, reason=MSPROF_ABSENT)
 def test_msprof_analyze_cluster(result: Path, tmp_path: Path) -> None:
     exe = _msprof()
-    if exe is None:
-        pytest.skip("msprof-analyze not installed (pip install msprof-analyze 'pandas<3', or set "
-                    "NPUPROF_MSPROF_ANALYZE; .ci/interop.sh does both)")
+    assert exe is not None
     work = tmp_path / "cluster"
     shutil.copytree(result, work)
-    proc = subprocess.run([exe, "cluster", "-d", str(work), "-m", "all", "--force"], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    proc = subprocess.run(
+        [exe, "cluster", "-d", str(work), "-m", "all", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     table = work / "cluster_analysis_output" / "cluster_step_trace_time.csv"
     # msprof-analyze exits 0 even when it fails: judge by the output file
     assert table.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(table, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert sorted((int(r["Index"]), int(float(r["Step"]))) for r in rows if r["Type"] == "rank") == [
-        (0, 3), (0, 4), (1, 3), (1, 4)]
+        (0, 3),
+        (0, 4),
+        (1, 3),
+        (1, 4),
+    ]
     assert all(float(r["Computing"]) > 0 for r in rows)
     assert (work / "cluster_analysis_output" / "cluster_communication.json").is_file()
 
 
+@pytest.mark.skipif(_hta_python() is None, reason=HTA_ABSENT)
 def test_hta_loads_raw_traces(result: Path, tmp_path: Path) -> None:
     python = _hta_python()
-    if python is None:
-        pytest.skip("HolisticTraceAnalysis not importable (pip install HolisticTraceAnalysis 'pandas<3', or set "
-                    "NPUPROF_HTA_PYTHON; .ci/interop.sh does both)")
+    assert python is not None
     traces = tmp_path / "traces"
     traces.mkdir()
     for raw in result.glob("*_ascend_pt/*.pt.trace.json*"):
@@ -85,15 +118,18 @@ def test_hta_loads_raw_traces(result: Path, tmp_path: Path) -> None:
     cuda.mkdir()
     for rank in (0, 1):
         write_synthetic_trace(cuda / f"r{rank}.pt.trace.json", 1, rank=rank)
-    script = ("import json, sys\nfrom hta.trace_analysis import TraceAnalysis\n"
-              "a = TraceAnalysis(trace_dir=sys.argv[1])\n"
-              "cpu_ranks = sorted(int(r) for r in a.t.get_ranks())\n"
-              "b = TraceAnalysis(trace_dir=sys.argv[2])\n"
-              "df = b.get_temporal_breakdown(visualize=False)\n"
-              "print(json.dumps([cpu_ranks, sorted(int(r) for r in df['rank'].tolist()), "
-              "float(df['compute_time(us)'].min())]))\n")
-    proc = subprocess.run([python, "-c", script, str(traces), str(cuda)], capture_output=True, text=True,
-                          timeout=600)
+    script = (
+        "import json, sys\nfrom hta.trace_analysis import TraceAnalysis\n"
+        "a = TraceAnalysis(trace_dir=sys.argv[1])\n"
+        "cpu_ranks = sorted(int(r) for r in a.t.get_ranks())\n"
+        "b = TraceAnalysis(trace_dir=sys.argv[2])\n"
+        "df = b.get_temporal_breakdown(visualize=False)\n"
+        "print(json.dumps([cpu_ranks, sorted(int(r) for r in df['rank'].tolist()), "
+        "float(df['compute_time(us)'].min())]))\n"
+    )
+    proc = subprocess.run(
+        [python, "-c", script, str(traces), str(cuda)], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     cpu_ranks, cuda_ranks, compute = json.loads(proc.stdout.strip().splitlines()[-1])
     assert cpu_ranks == [0, 1] and cuda_ranks == [0, 1] and compute > 0

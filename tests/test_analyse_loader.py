@@ -22,7 +22,15 @@ def synth(tmp_path_factory) -> Path:
 
 
 def _key(e) -> tuple:
-    return (e["name"], e["ph"], e.get("cat", ""), e.get("ts", 0.0), e.get("dur", 0.0), e.get("pid"), e.get("tid"))
+    return (
+        e["name"],
+        e["ph"],
+        e.get("cat", ""),
+        e.get("ts", 0.0),
+        e.get("dur", 0.0),
+        e.get("pid"),
+        e.get("tid"),
+    )
 
 
 @pytest.mark.parametrize("block", [300, 4096, 1 << 20])
@@ -31,7 +39,8 @@ def test_chunks_match_json_load(synth: Path, block: int) -> None:
     reader = TraceReader(synth, block=block)
     events = [e for chunk in reader for e in chunk.events]
     assert [(e.name, e.ph, e.cat, e.ts, e.dur, e.pid, e.tid) for e in events] == [
-        _key(e) for e in expected["traceEvents"]]
+        _key(e) for e in expected["traceEvents"]
+    ]
     assert reader.meta["distributedInfo"] == expected["distributedInfo"]
     assert reader.meta["traceName"] == expected["traceName"]
     kernel = next(e for e in events if e.cat == "kernel")
@@ -78,7 +87,7 @@ def test_truncated(synth: Path, tmp_path: Path, cut: float, gz: bool) -> None:
 def test_corrupt(synth: Path, tmp_path: Path) -> None:
     data = bytearray(synth.read_bytes())
     mid = len(data) // 2
-    data[mid: mid + 40] = b"@" * 40
+    data[mid : mid + 40] = b"@" * 40
     path = tmp_path / "c.pt.trace.json"
     path.write_bytes(bytes(data))
     with pytest.raises(TraceError) as info:

@@ -21,8 +21,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
 @pytest.fixture(scope="module", params=["pretty", "compact-gz"])
 def cuda_dir(request, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cuda")
-    rank_dir = write_rank_dir(root, cuda_trace(), gz=request.param == "compact-gz",
-                              compact=request.param == "compact-gz")
+    rank_dir = write_rank_dir(
+        root, cuda_trace(), gz=request.param == "compact-gz", compact=request.param == "compact-gz"
+    )
     outcome = parse_rank_dir(rank_dir)
     assert outcome.status == "parsed", outcome.reason
     return rank_dir / "ASCEND_PROFILER_OUTPUT"
@@ -33,12 +34,32 @@ def test_step_trace_time_exact(cuda_dir: Path) -> None:
     assert text[0] == ",".join(STEP_HEADER)
     rows = _rows(cuda_dir / "step_trace_time.csv")
     got = [{k: float(v) for k, v in r.items()} for r in rows]
-    assert got[0] == {"Device_id": 0, "Step": 1, "Computing": 300, "Communication(Not Overlapped)": 200,
-                      "Overlapped": 50, "Communication": 250, "Free": 500, "Stage": 1000, "Bubble": 0,
-                      "Communication(Not Overlapped and Exclude Receive)": 200, "Preparing": 100}
-    assert got[1] == {"Device_id": 0, "Step": 2, "Computing": 100, "Communication(Not Overlapped)": 200,
-                      "Overlapped": 0, "Communication": 200, "Free": 700, "Stage": 800, "Bubble": 200,
-                      "Communication(Not Overlapped and Exclude Receive)": 0, "Preparing": 100}
+    assert got[0] == {
+        "Device_id": 0,
+        "Step": 1,
+        "Computing": 300,
+        "Communication(Not Overlapped)": 200,
+        "Overlapped": 50,
+        "Communication": 250,
+        "Free": 500,
+        "Stage": 1000,
+        "Bubble": 0,
+        "Communication(Not Overlapped and Exclude Receive)": 200,
+        "Preparing": 100,
+    }
+    assert got[1] == {
+        "Device_id": 0,
+        "Step": 2,
+        "Computing": 100,
+        "Communication(Not Overlapped)": 200,
+        "Overlapped": 0,
+        "Communication": 200,
+        "Free": 700,
+        "Stage": 800,
+        "Bubble": 200,
+        "Communication(Not Overlapped and Exclude Receive)": 0,
+        "Preparing": 100,
+    }
 
 
 def test_operators_and_kernels(cuda_dir: Path) -> None:
@@ -51,10 +72,20 @@ def test_operators_and_kernels(cuda_dir: Path) -> None:
     assert float(ops["aten::linear"]["Device Total Duration(us)"]) == 350
     assert ops["aten::addmm"]["Input Shapes"] == "[[4],[8,4],[4,4]]"
     kernels = _rows(cuda_dir / "kernel_details.csv")
-    assert [k["Name"] for k in kernels] == ["kernel_a", "kernel_b", "ncclDevKernel_AllReduce_Sum_f32", "kernel_c",
-                                            "ncclDevKernel_SendRecv"]
+    assert [k["Name"] for k in kernels] == [
+        "kernel_a",
+        "kernel_b",
+        "ncclDevKernel_AllReduce_Sum_f32",
+        "kernel_c",
+        "ncclDevKernel_SendRecv",
+    ]
     a = kernels[0]
-    assert (a["Step Id"], a["Type"], a["Accelerator Core"], a["Block Num"]) == ("1", "aten::addmm", "CUDA kernel", "8")
+    assert (a["Step Id"], a["Type"], a["Accelerator Core"], a["Block Num"]) == (
+        "1",
+        "aten::addmm",
+        "CUDA kernel",
+        "8",
+    )
     assert float(a["Start Time(us)"]) == T0 + 100 and float(a["Duration(us)"]) == 200
     assert float(kernels[3]["Wait Time(us)"]) == 800  # stream 7 idle from 300 to 1100
     assert kernels[2]["Accelerator Core"] == "NCCL"
@@ -80,12 +111,17 @@ def test_communication(cuda_dir: Path) -> None:
 
 def test_memory_and_trace_view(cuda_dir: Path) -> None:
     record = _rows(cuda_dir / "memory_record.csv")
-    assert [float(r["Total Allocated(MB)"]) for r in record] == [round(8192 / 2**20, 6), round(4096 / 2**20, 6)]
+    assert [float(r["Total Allocated(MB)"]) for r in record] == [
+        round(8192 / 2**20, 6),
+        round(4096 / 2**20, 6),
+    ]
     assert record[0]["Device Type"] == "CUDA:0"
     (row,) = _rows(cuda_dir / "operator_memory.csv")
     assert (row["Name"], float(row["Size(KB)"]), float(row["Duration(us)"])) == ("aten::addmm", 4.0, 25.0)
     view = json.loads((cuda_dir / "trace_view.json").read_text())
-    names = {(e.get("name"), (e.get("args") or {}).get("name")) for e in view["traceEvents"] if e["ph"] == "M"}
+    names = {
+        (e.get("name"), (e.get("args") or {}).get("name")) for e in view["traceEvents"] if e["ph"] == "M"
+    }
     assert ("process_name", "Overlap Analysis") in names and ("process_name", "Ascend Hardware") in names
     lanes = [e for e in view["traceEvents"] if e.get("cat") == "overlap_analysis"]
     free = sum(e["dur"] for e in lanes if e["name"] == "Free")
@@ -102,11 +138,21 @@ def test_cpu_only_overlap(tmp_path: Path) -> None:
     (row,) = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
     got = {k: float(v) for k, v in row.items()}
     assert got["Step"] == 7
-    assert (got["Computing"], got["Communication"], got["Overlapped"], got["Communication(Not Overlapped)"],
-            got["Free"], got["Preparing"]) == (300, 300, 100, 200, 500, 100)
+    assert (
+        got["Computing"],
+        got["Communication"],
+        got["Overlapped"],
+        got["Communication(Not Overlapped)"],
+        got["Free"],
+        got["Preparing"],
+    ) == (300, 300, 100, 200, 500, 100)
     comm = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
-    assert comm["step7"]["collective"]["all_reduce__0@default"]["Communication Bandwidth Info"]["SDMA"][
-        "Transit Size(MB)"] == 0.001024
+    assert (
+        comm["step7"]["collective"]["all_reduce__0@default"]["Communication Bandwidth Info"]["SDMA"][
+            "Transit Size(MB)"
+        ]
+        == 0.001024
+    )
     kernels = (rank_dir / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").read_text().splitlines()
     assert len(kernels) == 1  # header only: no device kernels on CPU
 

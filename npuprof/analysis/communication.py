@@ -20,9 +20,28 @@ import numpy as np
 
 from npuprof.analysis.extract import Extract, is_receive
 
-_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
-                "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1,
-                "byte": 1, "uint8": 1, "bool": 1, "complexfloat": 8, "complexdouble": 16}
+_DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "long": 8,
+    "int64": 8,
+    "int": 4,
+    "int32": 4,
+    "short": 2,
+    "int16": 2,
+    "char": 1,
+    "int8": 1,
+    "byte": 1,
+    "uint8": 1,
+    "bool": 1,
+    "complexfloat": 8,
+    "complexdouble": 16,
+}
 _P2P = ("send", "recv", "receive", "isend", "irecv")
 TRANSPORT = "SDMA"
 
@@ -69,17 +88,21 @@ def _ranks_of(value: Any) -> list[int]:
 def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     pgs = dist.get("pg_config") or []
-    default_pg = next((p for p in pgs if isinstance(p, dict) and p.get("pg_desc") == "default_pg"),
-                      pgs[0] if pgs and isinstance(pgs[0], dict) else {})
+    default_pg = next(
+        (p for p in pgs if isinstance(p, dict) and p.get("pg_desc") == "default_pg"),
+        pgs[0] if pgs and isinstance(pgs[0], dict) else {},
+    )
     default_group = str(default_pg.get("pg_name", "default"))
-    default_ranks = [int(r) for r in default_pg.get("ranks", [])] or list(range(int(dist.get("world_size", 1))))
+    default_ranks = [int(r) for r in default_pg.get("ranks", [])] or list(
+        range(int(dist.get("world_size", 1)))
+    )
     # device kernels by External id, for the time NCCL spent on the device
     dev_by_ext: dict[int, tuple[float, float]] = {}
     if len(x.dev_ts):
         d_ext = np.frombuffer(x.dev_ext, dtype=np.int64).tolist()
         d_ts = np.frombuffer(x.dev_ts, dtype=np.float64).tolist()
         d_dur = np.frombuffer(x.dev_dur, dtype=np.float64).tolist()
-        for e, t, d in zip(d_ext, d_ts, d_dur):
+        for e, t, d in zip(d_ext, d_ts, d_dur, strict=False):
             if e >= 0:
                 dev_by_ext[e] = (t, d)
     ops: list[CommOp] = []
@@ -122,13 +145,24 @@ def _op_info(op: CommOp) -> dict[str, Any]:
     mb = op.size_bytes / 1e6
     return {
         "Communication Time Info": {
-            "Start Timestamp(us)": round(op.ts, 3), "Elapse Time(ms)": round(ms, 6),
-            "Transit Time(ms)": round(ms, 6), "Wait Time(ms)": 0.0, "Synchronization Time(ms)": 0.0,
-            "Idle Time(ms)": 0.0, "Wait Time Ratio": 0.0, "Synchronization Time Ratio": 0.0},
+            "Start Timestamp(us)": round(op.ts, 3),
+            "Elapse Time(ms)": round(ms, 6),
+            "Transit Time(ms)": round(ms, 6),
+            "Wait Time(ms)": 0.0,
+            "Synchronization Time(ms)": 0.0,
+            "Idle Time(ms)": 0.0,
+            "Wait Time Ratio": 0.0,
+            "Synchronization Time Ratio": 0.0,
+        },
         "Communication Bandwidth Info": {
-            TRANSPORT: {"Transit Size(MB)": round(mb, 6), "Transit Time(ms)": round(ms, 6),
-                        "Bandwidth(GB/s)": round(mb / ms, 4) if ms > 0 else 0.0,
-                        "Large Packet Ratio": 0.0, "Size Distribution": {_size_bucket(mb): [1, round(ms, 6)]}}},
+            TRANSPORT: {
+                "Transit Size(MB)": round(mb, 6),
+                "Transit Time(ms)": round(ms, 6),
+                "Bandwidth(GB/s)": round(mb / ms, 4) if ms > 0 else 0.0,
+                "Large Packet Ratio": 0.0,
+                "Size Distribution": {_size_bucket(mb): [1, round(ms, 6)]},
+            }
+        },
     }
 
 
@@ -144,13 +178,24 @@ def _total(infos: list[dict[str, Any]]) -> dict[str, Any]:
     start = min((i["Communication Time Info"]["Start Timestamp(us)"] for i in infos), default=0.0)
     return {
         "Communication Time Info": {
-            "Start Timestamp(us)": start, "Elapse Time(ms)": round(elapse, 6), "Transit Time(ms)": round(elapse, 6),
-            "Wait Time(ms)": 0.0, "Synchronization Time(ms)": 0.0, "Idle Time(ms)": 0.0,
-            "Wait Time Ratio": 0.0, "Synchronization Time Ratio": 0.0},
+            "Start Timestamp(us)": start,
+            "Elapse Time(ms)": round(elapse, 6),
+            "Transit Time(ms)": round(elapse, 6),
+            "Wait Time(ms)": 0.0,
+            "Synchronization Time(ms)": 0.0,
+            "Idle Time(ms)": 0.0,
+            "Wait Time Ratio": 0.0,
+            "Synchronization Time Ratio": 0.0,
+        },
         "Communication Bandwidth Info": {
-            TRANSPORT: {"Transit Size(MB)": round(size, 6), "Transit Time(ms)": round(elapse, 6),
-                        "Bandwidth(GB/s)": round(size / elapse, 4) if elapse > 0 else 0.0,
-                        "Large Packet Ratio": 0.0, "Size Distribution": dist}},
+            TRANSPORT: {
+                "Transit Size(MB)": round(size, 6),
+                "Transit Time(ms)": round(elapse, 6),
+                "Bandwidth(GB/s)": round(size / elapse, 4) if elapse > 0 else 0.0,
+                "Large Packet Ratio": 0.0,
+                "Size Distribution": dist,
+            }
+        },
     }
 
 
@@ -185,18 +230,28 @@ def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str,
             local = members[0][1].ranks.index(rank) if rank is not None and rank in members[0][1].ranks else 0
             link = f"{local}-{local}"
             ordered = sorted(members, key=lambda m: -m[1].dur)
-            picks = {"top1": ordered[:1], "middle": ordered[len(ordered) // 2: len(ordered) // 2 + 1],
-                     "bottom1": ordered[-1:], "bottom2": ordered[-2:-1], "bottom3": ordered[-3:-2],
-                     "total": ordered}
+            picks = {
+                "top1": ordered[:1],
+                "middle": ordered[len(ordered) // 2 : len(ordered) // 2 + 1],
+                "bottom1": ordered[-1:],
+                "bottom2": ordered[-2:-1],
+                "bottom3": ordered[-3:-2],
+                "total": ordered,
+            }
             for label, chosen in picks.items():
                 if not chosen:
                     continue
                 ms = sum(m[1].dur for m in chosen) / 1000.0
                 mb = sum(m[1].size_bytes for m in chosen) / 1e6
-                target[f"{name}-{label}@{group}"] = {link: {
-                    "Transport Type": "LOCAL", "Transit Size(MB)": round(mb, 6), "Transit Time(ms)": round(ms, 6),
-                    "Bandwidth(GB/s)": round(mb / ms, 4) if ms > 0 else 0.0,
-                    "Op Name": chosen[0][0] if label != "total" else f"{name}-total@{group}"}}
+                target[f"{name}-{label}@{group}"] = {
+                    link: {
+                        "Transport Type": "LOCAL",
+                        "Transit Size(MB)": round(mb, 6),
+                        "Transit Time(ms)": round(ms, 6),
+                        "Bandwidth(GB/s)": round(mb / ms, 4) if ms > 0 else 0.0,
+                        "Op Name": chosen[0][0] if label != "total" else f"{name}-total@{group}",
+                    }
+                }
     return comm, matrix
 
 

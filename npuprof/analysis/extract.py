@@ -147,9 +147,13 @@ class Extract:
                     op_ts.append(ts)
                     op_dur.append(ev.dur)
                     op_name.append(intern(name))
-                    op_shapes.append(intern(bytes(args.dims).translate(None, _WS).decode()) if args.dims else -1)
+                    op_shapes.append(
+                        intern(bytes(args.dims).translate(None, _WS).decode()) if args.dims else -1
+                    )
                     stack = args.stack
-                    op_stack.append(intern(stack if isinstance(stack, str) else ";".join(stack)) if stack else -1)
+                    op_stack.append(
+                        intern(stack if isinstance(stack, str) else ";".join(stack)) if stack else -1
+                    )
                     op_ext.append(args.ext)
                     if name == "record_param_comms":
                         self.comm_spans.append((name, ts, ev.dur, thread(ev.pid, ev.tid), ev.args_dict()))
@@ -163,12 +167,11 @@ class Extract:
                             self.steps.append((int(match.group(1)), ts, ev.dur, thread(ev.pid, ev.tid)))
                     elif name.startswith(_COMM_ANNOTATION_PREFIXES):
                         self.comm_spans.append((name, ts, ev.dur, thread(ev.pid, ev.tid), ev.args_dict()))
-                elif cat == "cuda_runtime" or cat == "cuda_driver":
-                    if ev.args:
-                        corr = _KERNEL_ARGS.decode(ev.args).correlation
-                        if corr >= 0:
-                            self.launch_corr.append(corr)
-                            self.launch_ts.append(ts)
+                elif (cat == "cuda_runtime" or cat == "cuda_driver") and ev.args:
+                    corr = _KERNEL_ARGS.decode(ev.args).correlation
+                    if corr >= 0:
+                        self.launch_corr.append(corr)
+                        self.launch_ts.append(ts)
             elif ph == "i" or ph == "I":
                 if ev.name == "[memory]" and ev.args:
                     mem = _MEM_ARGS.decode(ev.args)
@@ -194,8 +197,12 @@ class Extract:
         self.dev_dur.append(ev.dur)
         self.dev_ext.append(args.ext)
         self.dev_corr.append(args.correlation)
-        self.dev_stream.append(args.stream if args.stream >= 0 else (ev.tid if isinstance(ev.tid, int) else -1))
-        self.dev_device.append(args.device if args.device >= 0 else (ev.pid if isinstance(ev.pid, int) else -1))
+        self.dev_stream.append(
+            args.stream if args.stream >= 0 else (ev.tid if isinstance(ev.tid, int) else -1)
+        )
+        self.dev_device.append(
+            args.device if args.device >= 0 else (ev.pid if isinstance(ev.pid, int) else -1)
+        )
         grid = args.grid or []
         blocks = 1
         for g in grid:
@@ -227,9 +234,24 @@ class Extract:
         self.comm_spans.extend((n, ts, d, tmap[t], a) for n, ts, d, t, a in other.comm_spans)
         self.dev_kind.extend(other.dev_kind)
         self.dev_name.extend(remap(other.dev_name))
-        for name in ("dev_ts", "dev_dur", "dev_ext", "dev_corr", "dev_stream", "dev_device", "dev_blocks",
-                     "dev_pid", "launch_corr", "launch_ts", "mem_ts", "mem_alloc", "mem_reserved", "mem_bytes",
-                     "mem_addr", "mem_devtype"):
+        for name in (
+            "dev_ts",
+            "dev_dur",
+            "dev_ext",
+            "dev_corr",
+            "dev_stream",
+            "dev_device",
+            "dev_blocks",
+            "dev_pid",
+            "launch_corr",
+            "launch_ts",
+            "mem_ts",
+            "mem_alloc",
+            "mem_reserved",
+            "mem_bytes",
+            "mem_addr",
+            "mem_devtype",
+        ):
             getattr(self, name).extend(getattr(other, name))
         self.mem_thread.extend(array("i", (tmap[t] for t in other.mem_thread)))
         self.first_ts = min(self.first_ts, other.first_ts)

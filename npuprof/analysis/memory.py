@@ -10,13 +10,32 @@ import numpy as np
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.tables import OpView
 
-MEMORY_RECORD_HEADER = ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)",
-                        "Total Active(MB)", "Stream Ptr", "Device Type"]
-OPERATOR_MEMORY_HEADER = ["Name", "Size(KB)", "Allocation Time(us)", "Release Time(us)", "Active Release Time(us)",
-                          "Duration(us)", "Active Duration(us)", "Allocation Total Allocated(MB)",
-                          "Allocation Total Reserved(MB)", "Allocation Total Active(MB)",
-                          "Release Total Allocated(MB)", "Release Total Reserved(MB)", "Release Total Active(MB)",
-                          "Stream Ptr", "Device Type"]
+MEMORY_RECORD_HEADER = [
+    "Component",
+    "Timestamp(us)",
+    "Total Allocated(MB)",
+    "Total Reserved(MB)",
+    "Total Active(MB)",
+    "Stream Ptr",
+    "Device Type",
+]
+OPERATOR_MEMORY_HEADER = [
+    "Name",
+    "Size(KB)",
+    "Allocation Time(us)",
+    "Release Time(us)",
+    "Active Release Time(us)",
+    "Duration(us)",
+    "Active Duration(us)",
+    "Allocation Total Allocated(MB)",
+    "Allocation Total Reserved(MB)",
+    "Allocation Total Active(MB)",
+    "Release Total Allocated(MB)",
+    "Release Total Reserved(MB)",
+    "Release Total Active(MB)",
+    "Stream Ptr",
+    "Device Type",
+]
 MB = 1024.0 * 1024.0
 _DEVICE_TYPES = {0: "CPU", 1: "CUDA", 9: "NPU", 20: "NPU"}
 
@@ -30,9 +49,18 @@ def device_type_name(code: int, device_id: int = 0) -> str:
 def memory_columns(x: Extract) -> dict[str, np.ndarray]:
     if not len(x.mem_ts):
         return {}
-    cols = {k: np.frombuffer(getattr(x, f"mem_{k}"), dtype=dt) for k, dt in
-            (("ts", np.float64), ("alloc", np.float64), ("reserved", np.float64), ("bytes", np.float64),
-             ("addr", np.int64), ("devtype", np.int32), ("thread", np.int32))}
+    cols = {
+        k: np.frombuffer(getattr(x, f"mem_{k}"), dtype=dt)
+        for k, dt in (
+            ("ts", np.float64),
+            ("alloc", np.float64),
+            ("reserved", np.float64),
+            ("bytes", np.float64),
+            ("addr", np.int64),
+            ("devtype", np.int32),
+            ("thread", np.int32),
+        )
+    }
     order = np.argsort(cols["ts"], kind="stable")
     return {k: v[order] for k, v in cols.items()}
 
@@ -45,7 +73,7 @@ def memory_record_lines(cols: dict[str, np.ndarray], device_id: int) -> list[str
     ts = cols["ts"].tolist()
     alloc = np.round(cols["alloc"] / MB, 6).tolist()
     res = np.round(cols["reserved"] / MB, 6).tolist()
-    return [f"PTA,{t:.3f},{a},{r},{a},,{d}" for t, a, r, d in zip(ts, alloc, res, dev)]
+    return [f"PTA,{t:.3f},{a},{r},{a},,{d}" for t, a, r, d in zip(ts, alloc, res, dev, strict=False)]
 
 
 def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -68,8 +96,9 @@ def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray
     return out
 
 
-def operator_memory_rows(cols: dict[str, np.ndarray], ops: OpView, strings: list[str],
-                         device_id: int) -> tuple[list[list[Any]], dict[str, float]]:
+def operator_memory_rows(
+    cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int
+) -> tuple[list[list[Any]], dict[str, float]]:
     """Rows of operator_memory.csv (each allocation paired with its release by address) and the peaks."""
     if not cols:
         return [], {}
@@ -87,20 +116,26 @@ def operator_memory_rows(cols: dict[str, np.ndarray], ops: OpView, strings: list
     owner = _enclosing_op(ops, cols["thread"][allocs], ts[allocs])
     rows: list[list[Any]] = []
     alloc_mb, res_mb = cols["alloc"] / MB, cols["reserved"] / MB
+    a6, r6 = np.round(alloc_mb, 6).tolist(), np.round(res_mb, 6).tolist()
+    ts3 = np.round(ts, 3).tolist()
+    kb = np.round(nbytes / 1024, 3).tolist()
+    devtype = cols["devtype"].tolist()
+    owner_l, release_l, names = owner.tolist(), release.tolist(), ops.name.tolist()
     for k, i in enumerate(allocs.tolist()):
-        o = int(owner[k])
-        name = strings[int(ops.name[o])] if o >= 0 else "[unknown]"
-        r = int(release[k])
-        dev = device_type_name(int(cols["devtype"][i]), device_id)
+        o = owner_l[k]
+        name = strings[names[o]] if o >= 0 else "[unknown]"
+        r = release_l[k]
+        dev = device_type_name(devtype[i], device_id)
         if r >= 0:
-            rel, dur = round(float(ts[r]), 3), round(float(ts[r] - ts[i]), 3)
-            after = [round(float(alloc_mb[r]), 6), round(float(res_mb[r]), 6), round(float(alloc_mb[r]), 6)]
+            rel, dur = ts3[r], round(ts3[r] - ts3[i], 3)
+            after = [a6[r], r6[r], a6[r]]
         else:
             rel, dur, after = "", "", ["", "", ""]
-        a = round(float(alloc_mb[i]), 6)
-        rows.append([name, round(float(nbytes[i]) / 1024, 3), round(float(ts[i]), 3), rel, rel, dur, dur,
-                     a, round(float(res_mb[i]), 6), a, *after, "", dev])
-    peaks = {"peak_allocated_mb": round(float(alloc_mb.max()), 3), "peak_reserved_mb": round(float(res_mb.max()), 3)}
+        rows.append([name, kb[i], ts3[i], rel, rel, dur, dur, a6[i], r6[i], a6[i], *after, "", dev])
+    peaks = {
+        "peak_allocated_mb": round(float(alloc_mb.max()), 3),
+        "peak_reserved_mb": round(float(res_mb.max()), 3),
+    }
     return rows, peaks
 
 

@@ -46,8 +46,9 @@ class ParseOutcome:
         return d
 
 
-def write_csv(path: Path, header: list[str], rows: list[list[Any]] | None = None,
-              lines: list[str] | None = None) -> None:
+def write_csv(
+    path: Path, header: list[str], rows: list[list[Any]] | None = None, lines: list[str] | None = None
+) -> None:
     import csv
 
     with atomic_writer(path, "w") as handle:
@@ -57,7 +58,7 @@ def write_csv(path: Path, header: list[str], rows: list[list[Any]] | None = None
             writer.writerows(rows)
         if lines:
             for start in range(0, len(lines), 200_000):
-                handle.write("\n".join(lines[start:start + 200_000]) + "\n")
+                handle.write("\n".join(lines[start : start + 200_000]) + "\n")
 
 
 def write_json_fast(path: Path, obj: Any, indent: int = 4) -> None:
@@ -76,9 +77,11 @@ def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
         from torch_npu.profiler.profiler import analyse  # type: ignore[import-not-found]
     except Exception as exc:  # ImportError, or the CANN libraries missing
         outcome.status = "needs_torch_npu"
-        outcome.reason = (f"Ascend raw data (FRAMEWORK/, PROF_*) needs torch_npu's own parser, and "
-                          f"`import torch_npu.profiler` failed here ({type(exc).__name__}: {exc}); run "
-                          f"`npuprof analyse` where torch_npu and CANN are installed")
+        outcome.reason = (
+            f"Ascend raw data (FRAMEWORK/, PROF_*) needs torch_npu's own parser, and "
+            f"`import torch_npu.profiler` failed here ({type(exc).__name__}: {exc}); run "
+            f"`npuprof analyse` where torch_npu and CANN are installed"
+        )
         return outcome
     analyse(str(rank_dir))
     done = rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE
@@ -115,8 +118,11 @@ def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> Par
         status = layout.capture_status(rank_dir)
         if not status.complete:
             outcome.status = "incomplete" if status.status != "unknown" else "missing"
-            outcome.reason = (f"interrupted capture: {status.detail}" if status.status != "unknown"
-                              else "no trace in this directory")
+            outcome.reason = (
+                f"interrupted capture: {status.detail}"
+                if status.status != "unknown"
+                else "no trace in this directory"
+            )
             return outcome
         if layout.find_raw_trace(rank_dir) is None and _is_ascend_raw(rank_dir):
             return _parse_ascend(rank_dir, outcome)
@@ -166,7 +172,9 @@ def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) 
     written.append("trace_view.json")
 
     write_csv(out_dir / "step_trace_time.csv", tables.STEP_HEADER, tabs.step_rows)
-    kernel_header = getattr(tabs, "kernel_header", tables.KERNEL_HEADER if extract.steps else tables.KERNEL_HEADER[1:])
+    kernel_header = getattr(
+        tabs, "kernel_header", tables.KERNEL_HEADER if extract.steps else tables.KERNEL_HEADER[1:]
+    )
     write_csv(out_dir / "kernel_details.csv", kernel_header, tabs.kernel_rows)
     write_csv(out_dir / "operator_details.csv", tables.OPERATOR_HEADER, tabs.operator_rows)
     write_csv(out_dir / "op_statistic.csv", tables.OP_STAT_HEADER, tabs.op_stat_rows)
@@ -185,18 +193,29 @@ def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) 
     mem_cols = memory.memory_columns(extract)
     peaks: dict[str, Any] = {}
     if mem_cols:
-        write_csv(out_dir / "memory_record.csv", memory.MEMORY_RECORD_HEADER,
-                  lines=memory.memory_record_lines(mem_cols, tabs.device_id))
+        write_csv(
+            out_dir / "memory_record.csv",
+            memory.MEMORY_RECORD_HEADER,
+            lines=memory.memory_record_lines(mem_cols, tabs.device_id),
+        )
         rows, peaks = memory.operator_memory_rows(mem_cols, tabs.ops, extract.strings, tabs.device_id)
         write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, rows)
         written += ["memory_record.csv", "operator_memory.csv"]
-        for step, peak in zip(tabs.summary["steps"], memory.step_peaks(mem_cols, tabs.steps)):
+        for step, peak in zip(tabs.summary["steps"], memory.step_peaks(mem_cols, tabs.steps), strict=False):
             step["memory_peak_mb"] = peak
 
-    summary = {"version": SUMMARY_VERSION, "rank": rank, "trace": raw.name, "events": extract.event_count,
-               **tabs.summary, "memory": peaks, "communication": comm_summary,
-               "world_size": (meta.get("distributedInfo") or {}).get("world_size")
-               if isinstance(meta.get("distributedInfo"), dict) else None}
+    summary = {
+        "version": SUMMARY_VERSION,
+        "rank": rank,
+        "trace": raw.name,
+        "events": extract.event_count,
+        **tabs.summary,
+        "memory": peaks,
+        "communication": comm_summary,
+        "world_size": (meta.get("distributedInfo") or {}).get("world_size")
+        if isinstance(meta.get("distributedInfo"), dict)
+        else None,
+    }
     write_json_fast(out_dir / SUMMARY_FILE, summary, indent=0)
     written.append(SUMMARY_FILE)
     return written
@@ -205,8 +224,10 @@ def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m npuprof.analysis.parse",
-                                     description="Parse one npuprof rank directory into ASCEND_PROFILER_OUTPUT/.")
+    parser = argparse.ArgumentParser(
+        prog="python -m npuprof.analysis.parse",
+        description="Parse one npuprof rank directory into ASCEND_PROFILER_OUTPUT/.",
+    )
     parser.add_argument("rank_dir", type=Path)
     parser.add_argument("--force", action="store_true", help="re-parse even when analyse.done exists")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="processes reading the trace (default 1)")

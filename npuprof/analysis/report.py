@@ -1,10 +1,13 @@
-"""The `npuprof analyse` report: parse what is unparsed (in parallel), then summarise per rank and across ranks.
+"""The `npuprof analyse` report: parse what is unparsed (in parallel), then summarise per rank and across
+ranks.
 
 :func:`build_report` returns a plain JSON-serialisable dict (schema version ``REPORT_VERSION``)::
 
-    {"version", "path", "steps_filter", "ranks": [RankReport...], "problems": [{"rank_dir", "status", "reason"}],
+    {"version", "path", "steps_filter", "ranks": [RankReport...],
+     "problems": [{"rank_dir", "status", "reason"}],
      "cross_rank": {"steps": [{"step", "ranks": {rank: duration_us}, "max_us", "min_us"}],
-                    "slowest": {...} | None, "start_skew": [{"step", "skew_us", "earliest_rank", "latest_rank"}]}}
+                    "slowest": {...} | None,
+                    "start_skew": [{"step", "skew_us", "earliest_rank", "latest_rank"}]}}
 
 RankReport: ``{"rank", "rank_dir", "status", "device", "steps": [step breakdown...], "step_time_mean_us",
 "top_operators": [{"name", "count", "self_us", "total_us", "device_us"}], "top_kernels": [{"name", "count",
@@ -63,8 +66,9 @@ def _parse_bare(trace: Path, force: bool, workers: int) -> tuple[ParseOutcome, P
     return outcome, out_dir
 
 
-def parse_all(rank_dirs: list[Path], jobs: int, force: bool,
-              on_done: Callable[[ParseOutcome], None] | None = None) -> list[ParseOutcome]:
+def parse_all(
+    rank_dirs: list[Path], jobs: int, force: bool, on_done: Callable[[ParseOutcome], None] | None = None
+) -> list[ParseOutcome]:
     """Parse rank dirs, ``jobs`` at a time (one process each); a single dir gets ``jobs`` reader processes."""
     if len(rank_dirs) == 1 or jobs <= 1:
         outcomes = []
@@ -114,8 +118,9 @@ def _aggregate(items: list[dict[str, Any]], steps: tuple[int, int] | None, key: 
     return sorted(merged.values(), key=lambda m: -m.get(key, 0.0))[:top]
 
 
-def rank_report(summary: dict[str, Any], rank_dir: Path, status: str, steps: tuple[int, int] | None,
-                top: int) -> dict[str, Any]:
+def rank_report(
+    summary: dict[str, Any], rank_dir: Path, status: str, steps: tuple[int, int] | None, top: int
+) -> dict[str, Any]:
     chosen = [s for s in summary.get("steps", []) if _in_steps(s.get("step"), steps)]
     durations = [s["duration_us"] for s in chosen]
     peaks = [s.get("memory_peak_mb") for s in chosen if s.get("memory_peak_mb") is not None]
@@ -152,9 +157,14 @@ def slowest_rank(means: dict[int, float]) -> dict[str, Any] | None:
     else:
         z = None
         outlier = excess > SMALL_GROUP_EXCESS
-    return {"rank": rank, "mean_step_us": round(worst, 3), "median_us": round(med, 3),
-            "slower_than_median_pct": round(excess * 100, 2), "modified_z": None if z is None else round(z, 2),
-            "outlier": bool(outlier)}
+    return {
+        "rank": rank,
+        "mean_step_us": round(worst, 3),
+        "median_us": round(med, 3),
+        "slower_than_median_pct": round(excess * 100, 2),
+        "modified_z": None if z is None else round(z, 2),
+        "outlier": bool(outlier),
+    }
 
 
 def cross_rank(ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -171,20 +181,38 @@ def cross_rank(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     for step in sorted(by_step, key=lambda s: (s is None, s if isinstance(s, int) else 0)):
         per = by_step[step]
         durs = {k: v["dur"] for k, v in per.items()}
-        steps_out.append({"step": step, "ranks": {str(k): v for k, v in sorted(durs.items())},
-                          "max_us": max(durs.values()), "min_us": min(durs.values())})
+        steps_out.append(
+            {
+                "step": step,
+                "ranks": {str(k): v for k, v in sorted(durs.items())},
+                "max_us": max(durs.values()),
+                "min_us": min(durs.values()),
+            }
+        )
         if len(per) > 1:
             starts = {k: v["start"] for k, v in per.items()}
             early = min(starts, key=starts.__getitem__)
             late = max(starts, key=starts.__getitem__)
-            skew.append({"step": step, "skew_us": round(starts[late] - starts[early], 3),
-                         "earliest_rank": early, "latest_rank": late})
+            skew.append(
+                {
+                    "step": step,
+                    "skew_us": round(starts[late] - starts[early], 3),
+                    "earliest_rank": early,
+                    "latest_rank": late,
+                }
+            )
     return {"steps": steps_out, "slowest": slowest_rank(means), "start_skew": skew}
 
 
-def build_report(path: Path, steps: tuple[int, int] | None = None, top: int = 10, jobs: int | None = None,
-                 force: bool = False, on_start: Callable[[int], None] | None = None,
-                 on_done: Callable[[ParseOutcome], None] | None = None) -> dict[str, Any]:
+def build_report(
+    path: Path,
+    steps: tuple[int, int] | None = None,
+    top: int = 10,
+    jobs: int | None = None,
+    force: bool = False,
+    on_start: Callable[[int], None] | None = None,
+    on_done: Callable[[ParseOutcome], None] | None = None,
+) -> dict[str, Any]:
     """Parse (as needed) and report on ``path``: a result dir, one rank dir, or a bare Kineto trace.
     Raises NothingToAnalyse when ``path`` holds nothing to analyse."""
     jobs = jobs or os.cpu_count() or 1
@@ -202,8 +230,9 @@ def build_report(path: Path, steps: tuple[int, int] | None = None, top: int = 10
     elif path.is_dir():
         rank_dirs = layout.find_rank_dirs(path)
         if not rank_dirs:
-            raise NothingToAnalyse(f"no *_ascend_pt rank directory under {path} (and it is not a "
-                                   f"*.pt.trace.json(.gz) file)")
+            raise NothingToAnalyse(
+                f"no *_ascend_pt rank directory under {path} (and it is not a *.pt.trace.json(.gz) file)"
+            )
         if on_start:
             on_start(len(rank_dirs))
         for outcome in parse_all(rank_dirs, jobs, force, on_done):
@@ -214,28 +243,64 @@ def build_report(path: Path, steps: tuple[int, int] | None = None, top: int = 10
     for outcome, out_dir in targets:
         summary = _load_summary(out_dir) if outcome.ok else None
         if summary is None:
-            reason = outcome.reason or (f"no {SUMMARY_FILE} (parsed by another tool?); re-run with --force"
-                                        if outcome.ok else "")
-            problems.append({"rank_dir": str(outcome.rank_dir), "status": outcome.status if not outcome.ok
-                             else "unreadable", "reason": reason})
+            reason = outcome.reason or (
+                f"no {SUMMARY_FILE} (parsed by another tool?); re-run with --force" if outcome.ok else ""
+            )
+            problems.append(
+                {
+                    "rank_dir": str(outcome.rank_dir),
+                    "status": outcome.status if not outcome.ok else "unreadable",
+                    "reason": reason,
+                }
+            )
             continue
         if summary.get("rank") is None and outcome.rank is not None:
             summary["rank"] = outcome.rank
         ranks.append(rank_report(summary, outcome.rank_dir, outcome.status, steps, top))
     ranks.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0, r["rank_dir"]))
-    return {"version": REPORT_VERSION, "path": str(path),
-            "steps_filter": list(steps) if steps else None, "ranks": ranks, "problems": problems,
-            "cross_rank": cross_rank(ranks)}
+    return {
+        "version": REPORT_VERSION,
+        "path": str(path),
+        "steps_filter": list(steps) if steps else None,
+        "ranks": ranks,
+        "problems": problems,
+        "cross_rank": cross_rank(ranks),
+    }
 
 
 def csv_rows(report: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """One row per rank and step (the --format csv output)."""
-    header = ["rank", "step", "duration_us", "computing_us", "communication_us", "comm_not_overlapped_us",
-              "overlapped_us", "free_us", "preparing_us", "bubble_us", "memory_peak_mb", "rank_dir"]
+    header = [
+        "rank",
+        "step",
+        "duration_us",
+        "computing_us",
+        "communication_us",
+        "comm_not_overlapped_us",
+        "overlapped_us",
+        "free_us",
+        "preparing_us",
+        "bubble_us",
+        "memory_peak_mb",
+        "rank_dir",
+    ]
     rows = []
     for r in report["ranks"]:
         for s in r["steps"]:
-            rows.append([r["rank"], s["step"], s["duration_us"], s["computing_us"], s["communication_us"],
-                         s["comm_not_overlapped_us"], s["overlapped_us"], s["free_us"], s["preparing_us"],
-                         s["bubble_us"], s.get("memory_peak_mb"), r["rank_dir"]])
+            rows.append(
+                [
+                    r["rank"],
+                    s["step"],
+                    s["duration_us"],
+                    s["computing_us"],
+                    s["communication_us"],
+                    s["comm_not_overlapped_us"],
+                    s["overlapped_us"],
+                    s["free_us"],
+                    s["preparing_us"],
+                    s["bubble_us"],
+                    s.get("memory_peak_mb"),
+                    r["rank_dir"],
+                ]
+            )
     return header, rows

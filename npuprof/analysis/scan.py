@@ -38,8 +38,9 @@ def scan(path: Path, fd: int | None = None, workers: int = 1) -> tuple[Extract, 
     cuts.append(end)
     ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=ctx) as pool:
-        parts = list(pool.map(_scan_range, [str(path)] * (len(cuts) - 1), [fd] * (len(cuts) - 1),
-                              cuts[:-1], cuts[1:]))
+        parts = list(
+            pool.map(_scan_range, [str(path)] * (len(cuts) - 1), [fd] * (len(cuts) - 1), cuts[:-1], cuts[1:])
+        )
     merged = parts[0]
     for part in parts[1:]:
         merged.merge(part)

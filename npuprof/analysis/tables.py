@@ -19,16 +19,57 @@ import numpy as np
 from npuprof.analysis import intervals
 from npuprof.analysis.extract import Extract, is_comm_name, is_receive
 
-STEP_HEADER = ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
-               "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
-KERNEL_HEADER = ["Step Id", "Device_id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)",
-                 "Wait Time(us)", "Block Num", "Input Shapes", "Input Data Types", "Input Formats",
-                 "Output Shapes", "Output Data Types", "Output Formats"]
-OPERATOR_HEADER = ["Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)",
-                   "Device Self Duration(us)", "Device Total Duration(us)",
-                   "Device Self Duration With AICore(us)", "Device Total Duration With AICore(us)"]
-OP_STAT_HEADER = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
-                  "Max Time(us)", "Ratio(%)"]
+STEP_HEADER = [
+    "Device_id",
+    "Step",
+    "Computing",
+    "Communication(Not Overlapped)",
+    "Overlapped",
+    "Communication",
+    "Free",
+    "Stage",
+    "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+    "Preparing",
+]
+KERNEL_HEADER = [
+    "Step Id",
+    "Device_id",
+    "Name",
+    "Type",
+    "Accelerator Core",
+    "Start Time(us)",
+    "Duration(us)",
+    "Wait Time(us)",
+    "Block Num",
+    "Input Shapes",
+    "Input Data Types",
+    "Input Formats",
+    "Output Shapes",
+    "Output Data Types",
+    "Output Formats",
+]
+OPERATOR_HEADER = [
+    "Name",
+    "Input Shapes",
+    "Call Stack",
+    "Host Self Duration(us)",
+    "Host Total Duration(us)",
+    "Device Self Duration(us)",
+    "Device Total Duration(us)",
+    "Device Self Duration With AICore(us)",
+    "Device Total Duration With AICore(us)",
+]
+OP_STAT_HEADER = [
+    "OP Type",
+    "Core Type",
+    "Count",
+    "Total Time(us)",
+    "Min Time(us)",
+    "Avg Time(us)",
+    "Max Time(us)",
+    "Ratio(%)",
+]
 TOP_PER_STEP = 100
 
 
@@ -170,8 +211,14 @@ def build_tables(x: Extract) -> RankTables:
     windows = _step_windows(x)
     step_threads = {t for _n, _ts, _d, t in x.steps}
     tables = RankTables(device=device, device_id=device_id, ops=ops, steps=windows)
-    comm_name_ids = np.array([is_comm_name(s) or s.startswith("c10d::") or s == "record_param_comms"
-                              for s in strings], dtype=bool) if strings else np.zeros(0, bool)
+    comm_name_ids = (
+        np.array(
+            [is_comm_name(s) or s.startswith("c10d::") or s == "record_param_comms" for s in strings],
+            dtype=bool,
+        )
+        if strings
+        else np.zeros(0, bool)
+    )
     recv_name_ids = np.array([is_receive(s) for s in strings], dtype=bool) if strings else np.zeros(0, bool)
 
     # device tasks
@@ -209,26 +256,56 @@ def build_tables(x: Extract) -> RankTables:
         free = (hi - lo) - b
         k = int(np.searchsorted(first_task, lo, side="left"))
         preparing = float(first_task[k] - lo) if k < len(first_task) and first_task[k] < hi else 0.0
-        row = [device_id, "" if num is None else num, r3(c), r3(not_overlapped), r3(overlapped), r3(m),
-               r3(free), r3((hi - lo) - bubble), r3(bubble), r3(max(not_overlapped - bubble, 0.0)), r3(preparing)]
+        row = [
+            device_id,
+            "" if num is None else num,
+            r3(c),
+            r3(not_overlapped),
+            r3(overlapped),
+            r3(m),
+            r3(free),
+            r3((hi - lo) - bubble),
+            r3(bubble),
+            r3(max(not_overlapped - bubble, 0.0)),
+            r3(preparing),
+        ]
         tables.step_rows.append(row)
-        step_summ.append({"step": num, "start_us": r3(lo), "duration_us": r3(hi - lo), "computing_us": r3(c),
-                          "communication_us": r3(m), "comm_not_overlapped_us": r3(not_overlapped),
-                          "overlapped_us": r3(overlapped), "free_us": r3(free), "bubble_us": r3(bubble),
-                          "preparing_us": r3(preparing)})
+        step_summ.append(
+            {
+                "step": num,
+                "start_us": r3(lo),
+                "duration_us": r3(hi - lo),
+                "computing_us": r3(c),
+                "communication_us": r3(m),
+                "comm_not_overlapped_us": r3(not_overlapped),
+                "overlapped_us": r3(overlapped),
+                "free_us": r3(free),
+                "bubble_us": r3(bubble),
+                "preparing_us": r3(preparing),
+            }
+        )
         # the Overlap Analysis lanes of trace_view.json
-        for label, spans in (("Computing", intervals.clip(compute, lo, hi)),
-                             ("Communication(Not Overlapped)", _subtract(intervals.clip(comm, lo, hi),
-                                                                           intervals.clip(compute, lo, hi))),
-                             ("Free", _subtract(([lo], [hi]), intervals.clip(busy, lo, hi)))):
-            tables.overlap_spans.extend((label, float(a), float(z)) for a, z in zip(*spans))
+        for label, spans in (
+            ("Computing", intervals.clip(compute, lo, hi)),
+            (
+                "Communication(Not Overlapped)",
+                _subtract(intervals.clip(comm, lo, hi), intervals.clip(compute, lo, hi)),
+            ),
+            ("Free", _subtract(([lo], [hi]), intervals.clip(busy, lo, hi))),
+        ):
+            tables.overlap_spans.extend((label, float(a), float(z)) for a, z in zip(*spans, strict=False))
     cs, ce = comm
-    tables.comm_spans = [("Communication", float(a), float(z)) for a, z in zip(cs, ce)]
+    tables.comm_spans = [("Communication", float(a), float(z)) for a, z in zip(cs, ce, strict=False)]
 
     _kernel_tables(x, tables, ops, windows, device_id)
     _operator_tables(x, tables, ops, windows, n_dev == 0)
-    tables.summary = {"device": device, "device_id": device_id, "steps": step_summ,
-                      "top_operators": _top_ops(x, ops, windows), "top_kernels": _top_kernels(x, windows)}
+    tables.summary = {
+        "device": device,
+        "device_id": device_id,
+        "steps": step_summ,
+        "top_operators": _top_ops(x, ops, windows),
+        "top_kernels": _top_kernels(x, windows),
+    }
     return tables
 
 
@@ -245,7 +322,7 @@ def _subtract(a: intervals.Spans, b: intervals.Spans) -> intervals.Spans:
     out_e: list[float] = []
     bs, be = list(b[0]), list(b[1])
     j = 0
-    for s, e in zip(a[0], a[1]):
+    for s, e in zip(a[0], a[1], strict=False):
         cur = s
         while j < len(bs) and be[j] <= cur:
             j += 1
@@ -304,18 +381,43 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
     wait[order[1:]] = gaps
     kinds = x.dev_kind
     core_of = {"kernel": "CUDA kernel", "memcpy": "memcpy", "memset": "memset"}
+    comm_name = {int(i): is_comm_name(strings[i]) for i in np.unique(d_name).tolist()}
     rows = tables.kernel_rows
     has_steps = bool(x.steps)
-    for i in np.argsort(d_ts, kind="stable").tolist():
-        name = strings[d_name[i]]
-        oi = int(op_of[i])
-        op_name = strings[ops.name[oi]] if oi >= 0 else kinds[i]
-        shapes = strings[ops.shapes[oi]] if oi >= 0 and ops.shapes[oi] >= 0 else ""
-        core = "NCCL" if is_comm_name(name) else core_of.get(kinds[i], kinds[i])
-        si = int(step_idx[i])
+    order_t = np.argsort(d_ts, kind="stable")
+    ts_r = np.round(d_ts, 3).tolist()
+    dur_r = np.round(d_dur, 3).tolist()
+    wait_r = np.round(wait, 3).tolist()
+    blocks = d_blocks.tolist()
+    names_l = d_name.tolist()
+    op_of_l = op_of.tolist()
+    step_l = step_idx.tolist()
+    op_name_l = ops.name.tolist()
+    op_shape_l = ops.shapes.tolist()
+    for i in order_t.tolist():
+        nid = names_l[i]
+        oi = op_of_l[i]
+        op_name = strings[op_name_l[oi]] if oi >= 0 else kinds[i]
+        shapes = strings[op_shape_l[oi]] if oi >= 0 and op_shape_l[oi] >= 0 else ""
+        core = "NCCL" if comm_name[nid] else core_of.get(kinds[i], kinds[i])
+        si = step_l[i]
         step = windows[si][0] if si >= 0 and windows[si][0] is not None else ""
-        row = [device_id, name, op_name, core, r3(d_ts[i]), r3(d_dur[i]), r3(wait[i]), int(d_blocks[i]),
-               shapes, "", "", "", "", ""]
+        row = [
+            device_id,
+            strings[nid],
+            op_name,
+            core,
+            ts_r[i],
+            dur_r[i],
+            wait_r[i],
+            blocks[i],
+            shapes,
+            "",
+            "",
+            "",
+            "",
+            "",
+        ]
         rows.append([step, *row] if has_steps else row)
     if not has_steps:
         tables.kernel_header = KERNEL_HEADER[1:]  # type: ignore[attr-defined]
@@ -339,8 +441,9 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
 def _stat_rows(tables: RankTables, groups: dict[tuple[str, str], list[float]]) -> None:
     grand = sum(g[1] for g in groups.values()) or 1.0
     for (op_type, core), (count, tot, mn, mx) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
-        tables.op_stat_rows.append([op_type, core, int(count), r3(tot), r3(mn), r3(tot / count), r3(mx),
-                                    round(tot / grand * 100, 2)])
+        tables.op_stat_rows.append(
+            [op_type, core, int(count), r3(tot), r3(mn), r3(tot / count), r3(mx), round(tot / grand * 100, 2)]
+        )
 
 
 def _operator_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, cpu_only: bool) -> None:
@@ -351,17 +454,29 @@ def _operator_tables(x: Extract, tables: RankTables, ops: OpView, windows: list,
     ns = len(strings) + 1
     key = (ops.name.astype(np.int64) * ns + (ops.shapes + 1)) * ns + (ops.stack + 1)
     uniq, inv = np.unique(key, return_inverse=True)
-    sums = [np.bincount(inv, weights=w, minlength=len(uniq))
-            for w in (ops.self_time, ops.dur, ops.dev_self, ops.dev_total)]
+    sums = [
+        np.bincount(inv, weights=w, minlength=len(uniq))
+        for w in (ops.self_time, ops.dur, ops.dev_self, ops.dev_total)
+    ]
     first = np.zeros(len(uniq), dtype=np.int64)
     first[inv[::-1]] = np.arange(n)[::-1]
     order = np.argsort(-sums[0], kind="stable")
     for u in order.tolist():
         i = first[u]
         sh, st = int(ops.shapes[i]), int(ops.stack[i])
-        tables.operator_rows.append([strings[ops.name[i]], strings[sh] if sh >= 0 else "",
-                                     strings[st] if st >= 0 else "", r3(sums[0][u]), r3(sums[1][u]),
-                                     r3(sums[2][u]), r3(sums[3][u]), 0, 0])
+        tables.operator_rows.append(
+            [
+                strings[ops.name[i]],
+                strings[sh] if sh >= 0 else "",
+                strings[st] if st >= 0 else "",
+                r3(sums[0][u]),
+                r3(sums[1][u]),
+                r3(sums[2][u]),
+                r3(sums[3][u]),
+                0,
+                0,
+            ]
+        )
     if cpu_only:  # the device is the CPU: op_statistic counts operators by their self time
         names, inv = np.unique(ops.name, return_inverse=True)
         cnt = np.bincount(inv)
@@ -370,14 +485,22 @@ def _operator_tables(x: Extract, tables: RankTables, ops: OpView, windows: list,
         mx = np.zeros(len(names))
         np.minimum.at(mn, inv, ops.self_time)
         np.maximum.at(mx, inv, ops.self_time)
-        groups = {(strings[nm], "CPU"): [int(c), float(t), float(a), float(b)]
-                  for nm, c, t, a, b in zip(names.tolist(), cnt, tot, mn, mx)}
+        groups = {
+            (strings[nm], "CPU"): [int(c), float(t), float(a), float(b)]
+            for nm, c, t, a, b in zip(names.tolist(), cnt, tot, mn, mx, strict=False)
+        }
         _stat_rows(tables, groups)
 
 
-def _grouped_top(step_idx: np.ndarray, names: np.ndarray, weights: list[np.ndarray], strings: list[str],
-                 windows: list, fields: list[str]) -> list[dict[str, Any]]:
-    """Per step (and name): count and the summed weights; the top TOP_PER_STEP per step by the first weight."""
+def _grouped_top(
+    step_idx: np.ndarray,
+    names: np.ndarray,
+    weights: list[np.ndarray],
+    strings: list[str],
+    windows: list,
+    fields: list[str],
+) -> list[dict[str, Any]]:
+    """Per step and name: count and summed weights; the TOP_PER_STEP first by the first weight, per step."""
     if len(names) == 0:
         return []
     ns = len(strings)
@@ -394,7 +517,7 @@ def _grouped_top(step_idx: np.ndarray, names: np.ndarray, weights: list[np.ndarr
         step = windows[s][0] if s >= 0 and windows else None
         for u in members[:TOP_PER_STEP]:
             item: dict[str, Any] = {"step": step, "name": strings[int(uniq[u] % ns)], "count": int(count[u])}
-            for f, arr in zip(fields, sums):
+            for f, arr in zip(fields, sums, strict=False):
                 item[f] = r3(arr[u])
             out.append(item)
     return out
@@ -402,8 +525,14 @@ def _grouped_top(step_idx: np.ndarray, names: np.ndarray, weights: list[np.ndarr
 
 def _top_ops(x: Extract, ops: OpView, windows: list) -> list[dict[str, Any]]:
     step_idx = _step_of(ops.ts, windows) if x.steps else np.zeros(len(ops.ts), np.int64)
-    return _grouped_top(step_idx, ops.name.astype(np.int64), [ops.self_time, ops.dur, ops.dev_total],
-                        x.strings, windows, ["self_us", "total_us", "device_us"])
+    return _grouped_top(
+        step_idx,
+        ops.name.astype(np.int64),
+        [ops.self_time, ops.dur, ops.dev_total],
+        x.strings,
+        windows,
+        ["self_us", "total_us", "device_us"],
+    )
 
 
 def _top_kernels(x: Extract, windows: list) -> list[dict[str, Any]]:
@@ -411,5 +540,11 @@ def _top_kernels(x: Extract, windows: list) -> list[dict[str, Any]]:
         return []
     d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
     step_idx = _step_of(d_ts, windows) if x.steps else np.zeros(len(d_ts), np.int64)
-    return _grouped_top(step_idx, np.frombuffer(x.dev_name, dtype=np.int32).astype(np.int64),
-                        [np.frombuffer(x.dev_dur, dtype=np.float64)], x.strings, windows, ["total_us"])
+    return _grouped_top(
+        step_idx,
+        np.frombuffer(x.dev_name, dtype=np.int32).astype(np.int64),
+        [np.frombuffer(x.dev_dur, dtype=np.float64)],
+        x.strings,
+        windows,
+        ["total_us"],
+    )

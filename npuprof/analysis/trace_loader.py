@@ -7,8 +7,9 @@ the fly) is read in blocks, each block is cut at an event boundary and decoded w
 
 Public API (stable):
 
-* :func:`load_trace` -- ``load_trace(path, keep=None) -> Trace``: all events (or those ``keep`` accepts) and the
-  top-level keys (``Trace.meta``: ``distributedInfo``, ``deviceProperties``, ``baseTimeNanoseconds``, ...).
+* :func:`load_trace` -- ``load_trace(path, keep=None) -> Trace``: all events (or those ``keep`` accepts)
+  and the top-level keys (``Trace.meta``: ``distributedInfo``, ``deviceProperties``,
+  ``baseTimeNanoseconds``, ...).
 * :func:`iter_chunks` -- the streaming form: ``TraceChunk`` objects (decoded events plus the exact bytes they
   came from), then the metadata is available on the :class:`TraceReader`. Use it to process a trace of any
   size in bounded memory.
@@ -166,8 +167,10 @@ class TraceReader:
         try:
             data = handle.read(size)
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
-            raise TraceError("truncated" if isinstance(exc, EOFError) else "corrupt",
-                             f"{self.path}: cannot read the trace at byte {self.bytes_read}: {exc}") from exc
+            raise TraceError(
+                "truncated" if isinstance(exc, EOFError) else "corrupt",
+                f"{self.path}: cannot read the trace at byte {self.bytes_read}: {exc}",
+            ) from exc
         self.bytes_read += len(data)
         return data
 
@@ -189,7 +192,7 @@ class TraceReader:
         head = head.rstrip(b",").rstrip()
         if head != b"{":
             self.meta.update(self._decode_object(head + b"}", "the keys before traceEvents"))
-        return buf[match.end():]
+        return buf[match.end() :]
 
     def _decode_object(self, text: bytes, what: str) -> dict[str, Any]:
         try:
@@ -239,7 +242,7 @@ class TraceReader:
             bracket = buf.rfind(b"]", 0, end)
             if bracket < 0:
                 break
-            value = self._tail_value(bytes(buf[bracket + 1:]))
+            value = self._tail_value(bytes(buf[bracket + 1 :]))
             if value is not None:
                 self.meta.update(value)
                 last = _prev_nonspace(buf, bracket)
@@ -247,12 +250,17 @@ class TraceReader:
                     return 0, [], memoryview(b"")
                 decoded = self._decode(memoryview(buf)[: last + 1])
                 if decoded is None:
-                    raise TraceError("corrupt", f"{self.path}: undecodable events before byte "
-                                                f"{self.bytes_read} (corrupt trace)")
+                    raise TraceError(
+                        "corrupt",
+                        f"{self.path}: undecodable events before byte {self.bytes_read} (corrupt trace)",
+                    )
                 return last + 1, *decoded
             end = bracket
-        raise TraceError("truncated", f"{self.path}: the trace ends without closing its traceEvents array "
-                                      f"after {self.bytes_read} bytes (truncated file?)")
+        raise TraceError(
+            "truncated",
+            f"{self.path}: the trace ends without closing its traceEvents array "
+            f"after {self.bytes_read} bytes (truncated file?)",
+        )
 
     def _tail(self, handle: BinaryIO, size: int) -> int:
         """Plain files: parse the keys after traceEvents from the file's end; return the offset just past
@@ -265,13 +273,16 @@ class TraceReader:
             bracket = buf.rfind(b"]", 0, end)
             if bracket < 0:
                 break
-            value = self._tail_value(bytes(buf[bracket + 1:]))
+            value = self._tail_value(bytes(buf[bracket + 1 :]))
             if value is not None:
                 self.meta.update(value)
                 return size - span + _prev_nonspace(buf, bracket) + 1
             end = bracket
-        raise TraceError("truncated", f"{self.path}: the trace ends without closing its traceEvents array "
-                                      f"after {size} bytes (truncated file?)")
+        raise TraceError(
+            "truncated",
+            f"{self.path}: the trace ends without closing its traceEvents array "
+            f"after {size} bytes (truncated file?)",
+        )
 
     @staticmethod
     def _tail_value(tail: bytes) -> dict[str, Any] | None:
@@ -339,16 +350,22 @@ class TraceReader:
                         return
                     decoded = self._decode(memoryview(buf)[: last + 1])
                     if decoded is None:
-                        raise TraceError("corrupt", f"{self.path}: undecodable events between bytes "
-                                                    f"{self.bytes_read - len(buf)} and {end} (corrupt trace)")
+                        raise TraceError(
+                            "corrupt",
+                            f"{self.path}: undecodable events between bytes "
+                            f"{self.bytes_read - len(buf)} and {end} (corrupt trace)",
+                        )
                     self.event_count += len(decoded[0])
                     yield TraceChunk(*decoded)
                     return
                 found = self._split(buf, limit=8)
                 if found is None:
                     if len(buf) > 16 * self.block + (256 << 20):
-                        raise TraceError("corrupt", f"{self.path}: no event boundary found near byte "
-                                                    f"{self.bytes_read} (corrupt trace)")
+                        raise TraceError(
+                            "corrupt",
+                            f"{self.path}: no event boundary found near byte "
+                            f"{self.bytes_read} (corrupt trace)",
+                        )
                     more = self._read(handle, min(self.block, end - self.bytes_read))
                     buf += more
                     continue
@@ -389,7 +406,7 @@ class TraceReader:
             comma = _next_nonspace(window, probe + 1)
             if comma < len(window) and window[comma] == 0x2C:
                 tries += 1
-                if self._decode(memoryview(window)[brace: probe + 1]) is not None:
+                if self._decode(memoryview(window)[brace : probe + 1]) is not None:
                     return True
             probe = window.find(b"}", probe + 1)
         return False
@@ -411,8 +428,11 @@ class TraceReader:
                 found = self._split(buf, limit=8)
                 if found is None:  # an event larger than a block, or corrupt text: read more
                     if len(buf) > 16 * self.block + (256 << 20):
-                        raise TraceError("corrupt", f"{self.path}: no event boundary found near byte "
-                                                    f"{self.bytes_read} (corrupt trace)")
+                        raise TraceError(
+                            "corrupt",
+                            f"{self.path}: no event boundary found near byte "
+                            f"{self.bytes_read} (corrupt trace)",
+                        )
                     more = self._read(handle, self.block)
                     if not more:
                         cut, events, text = self._finish(buf)
@@ -443,11 +463,11 @@ def iter_chunks(path: str | Path, block: int = DEFAULT_BLOCK) -> tuple[TraceRead
 def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) -> Trace:
     """Load a Kineto/Chrome trace (``.json`` or ``.json.gz``).
 
-    Returns ``Trace(events, meta)``; ``events`` are :class:`Event` structs in file order, ``meta`` the top-level
-    keys besides ``traceEvents``. With ``keep``, only events for which ``keep(event)`` is true are kept and their
-    ``args`` are copied out of the read buffer, so memory is proportional to what is kept (pass e.g.
-    ``lambda e: e.cat == "python_function"``). Without it every event is kept and memory is about twice the
-    uncompressed size. Raises :class:`TraceError` (``kind``: missing / truncated / corrupt).
+    Returns ``Trace(events, meta)``; ``events`` are :class:`Event` structs in file order, ``meta`` the
+    top-level keys besides ``traceEvents``. With ``keep``, only events for which ``keep(event)`` is true are
+    kept and their ``args`` are copied out of the read buffer, so memory is proportional to what is kept
+    (pass e.g. ``lambda e: e.cat == "python_function"``). Without it every event is kept and memory is
+    about twice the uncompressed size. Raises :class:`TraceError` (``kind``: missing / truncated / corrupt).
     """
     reader = TraceReader(path)
     events: list[Event] = []

@@ -54,12 +54,31 @@ def extra_events(tables: RankTables, process_names: dict[Any, str], device_pids:
     events += [_meta(OVERLAP_PID, label, tid) for label, tid in _LANES.items()]
     for label, start, end in tables.overlap_spans:
         if end > start:
-            events.append({"ph": "X", "cat": "overlap_analysis", "name": label, "pid": OVERLAP_PID,
-                           "tid": _LANES[label], "ts": round(start, 3), "dur": round(end - start, 3)})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "overlap_analysis",
+                    "name": label,
+                    "pid": OVERLAP_PID,
+                    "tid": _LANES[label],
+                    "ts": start,
+                    "dur": end - start,
+                }
+            )
     if tables.comm_spans:
         events += [_meta(COMM_PID, "Communication"), _meta(COMM_PID, "Communication", 0)]
-        events += [{"ph": "X", "cat": "communication", "name": name, "pid": COMM_PID, "tid": 0,
-                    "ts": round(start, 3), "dur": round(end - start, 3)} for name, start, end in tables.comm_spans]
+        events += [
+            {
+                "ph": "X",
+                "cat": "communication",
+                "name": name,
+                "pid": COMM_PID,
+                "tid": 0,
+                "ts": start,
+                "dur": end - start,
+            }
+            for name, start, end in tables.comm_spans
+        ]
     for pid in sorted(device_pids, key=str):
         if process_names.get(pid, "").startswith(("GPU", "Device")):
             events.append(_meta(pid, "Ascend Hardware"))

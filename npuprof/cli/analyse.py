@@ -7,6 +7,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -19,25 +20,38 @@ def parse_steps(value: str | None) -> tuple[int, int] | None:
         return None
     match = _STEPS_RE.match(value.strip())
     if not match:
-        raise typer.BadParameter(f"{value!r} is not a step or range; use e.g. --steps 3 or --steps 3-4",
-                                 param_hint="--steps")
+        raise typer.BadParameter(
+            f"{value!r} is not a step or range; use e.g. --steps 3 or --steps 3-4", param_hint="--steps"
+        )
     lo = int(match.group(1))
     hi = int(match.group(2)) if match.group(2) else lo
     if hi < lo:
-        raise typer.BadParameter(f"{value!r}: the range ends before it starts; use e.g. --steps 3-4",
-                                 param_hint="--steps")
+        raise typer.BadParameter(
+            f"{value!r}: the range ends before it starts; use e.g. --steps 3-4", param_hint="--steps"
+        )
     return lo, hi
 
 
 def analyse(
-    path: Path = typer.Argument(..., help="A result dir (every *_ascend_pt below it), one rank dir, or a bare "
-                                          "*.pt.trace.json(.gz) (its tables go to <trace>.npuprof/)."),
-    steps: str = typer.Option(None, "--steps", help="Only these steps in the report, e.g. 3 or 3-4."),
-    top: int = typer.Option(10, "--top", help="Operators and kernels listed per rank."),
-    fmt: str = typer.Option("table", "--format", help="table (rich, the default), json or csv (one row per "
-                                                      "rank and step)."),
-    jobs: int = typer.Option(None, "-j", "--jobs", help="Parallel parsing processes (default: the cores)."),
-    force: bool = typer.Option(False, "--force", help="Re-parse rank dirs that are already parsed."),
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A result dir (every *_ascend_pt below it), one rank dir, or a bare "
+            "*.pt.trace.json(.gz) (its tables go to <trace>.npuprof/).",
+        ),
+    ],
+    steps: Annotated[
+        str | None, typer.Option("--steps", help="Only these steps in the report, e.g. 3 or 3-4.")
+    ] = None,
+    top: Annotated[int, typer.Option("--top", help="Operators and kernels listed per rank.")] = 10,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="table (rich, the default), json or csv (one row per rank and step)."),
+    ] = "table",
+    jobs: Annotated[
+        int | None, typer.Option("-j", "--jobs", help="Parallel parsing processes (default: the cores).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Re-parse rank dirs already parsed.")] = False,
 ) -> None:
     """Parse what is unparsed into ASCEND_PROFILER_OUTPUT/, then report step time breakdown, top operators
     and kernels, memory peak and, across ranks, the slowest rank and step start skew."""
@@ -60,8 +74,14 @@ def analyse(
     if err.is_terminal and fmt == "table":
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        progress_ctx = Progress(TextColumn("parsing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                console=err, transient=True)
+        progress_ctx = Progress(
+            TextColumn("parsing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
 
     def on_start(n: int) -> None:
         nonlocal task
@@ -74,8 +94,15 @@ def analyse(
             progress_ctx.advance(task)
 
     try:
-        report = build_report(path, steps=step_range, top=top, jobs=jobs or os.cpu_count() or 1, force=force,
-                              on_start=on_start, on_done=on_done)
+        report = build_report(
+            path,
+            steps=step_range,
+            top=top,
+            jobs=jobs or os.cpu_count() or 1,
+            force=force,
+            on_start=on_start,
+            on_done=on_done,
+        )
     except NothingToAnalyse as exc:
         print(f"npuprof analyse: nothing to analyse: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
@@ -89,13 +116,19 @@ def analyse(
     else:
         terminal.render_table(report, Console())
     for p in report["problems"]:
-        print(f"npuprof analyse: not analysed: {p['rank_dir']}: {p['status']}"
-              + (f": {p['reason']}" if p["reason"] else ""), file=sys.stderr)
+        print(
+            f"npuprof analyse: not analysed: {p['rank_dir']}: {p['status']}"
+            + (f": {p['reason']}" if p["reason"] else ""),
+            file=sys.stderr,
+        )
     if not report["ranks"]:
         print("npuprof analyse: nothing could be analysed (see the reasons above)", file=sys.stderr)
         raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("analyse", help="Parse rank dirs into the Ascend tables and report step time, top operators "
-                                "and kernels, memory and cross-rank skew.")(analyse)
+    app.command(
+        "analyse",
+        help="Parse rank dirs into the Ascend tables and report step time, top operators "
+        "and kernels, memory and cross-rank skew.",
+    )(analyse)

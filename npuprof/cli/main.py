@@ -1,23 +1,47 @@
-"""The `npuprof` command: a thin typer app; each subcommand lives in its own module."""
+"""The `npuprof` command: a thin typer app; each subcommand lives in its own module.
+
+Importing this module is cheap: typer (and the command modules) load only when the app is needed.
+`npuprof run` with simple flags skips typer altogether (npuprof.cli.run_flags), so the launcher starts
+in tens of milliseconds.
+"""
 
 from __future__ import annotations
 
-import typer
+import sys
+from typing import TYPE_CHECKING, Any
 
-app = typer.Typer(
-    name="npuprof",
-    help="Profile PyTorch training (Ascend NPU, CUDA, CPU) without editing the training script.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
+if TYPE_CHECKING:
+    import typer
 
 COMMAND_MODULES = ("run", "analyse", "export_stacks", "memory_timeline")
+_app: list[typer.Typer] = []
 
 
-def _register() -> None:
+def get_app() -> typer.Typer:
+    """The typer app with every command registered (built once)."""
+    if not _app:
+        import typer
+
+        app = typer.Typer(
+            name="npuprof",
+            help="Profile PyTorch training (Ascend NPU, CUDA, CPU) without editing the training script.",
+            no_args_is_help=True,
+            add_completion=True,
+            pretty_exceptions_enable=False,
+            context_settings={"help_option_names": ["-h", "--help"]},
+        )
+        _register(app)
+        _app.append(app)
+    return _app[0]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return get_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _register(app: typer.Typer) -> None:
     import importlib
 
     for name in COMMAND_MODULES:
@@ -31,5 +55,10 @@ def _register() -> None:
 
 
 def main() -> None:
-    _register()
-    app(prog_name="npuprof")
+    if sys.argv[1:2] == ["run"]:
+        from npuprof.cli.run_flags import fast_run
+
+        code = fast_run(sys.argv[2:])
+        if code is not None:
+            sys.exit(code)
+    get_app()(prog_name="npuprof")

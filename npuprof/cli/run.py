@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from npuprof.cli.run_flags import build_config
+
 # Typer reads these annotations at start-up; Optional[] keeps "given or not" visible for --config merging.
 # ruff: noqa: UP045
 
@@ -302,64 +304,6 @@ def run_command(
     from npuprof.runner import execute
 
     raise typer.Exit(execute(cfg, list(command or [])))
-
-
-def build_config(config_file: Path | None, flags: dict[str, object]):  # -> ProfileConfig
-    """The base (defaults or --config FILE), then every flag the user gave, then validation."""
-    from npuprof import config as c
-
-    cfg = c.load_config_file(config_file) if config_file is not None else c.ProfileConfig()
-    simple = (
-        "record_shapes",
-        "profile_memory",
-        "with_stack",
-        "with_modules",
-        "with_flops",
-        "l2_cache",
-        "op_attr",
-        "data_simplification",
-        "record_op_args",
-        "gc_detect_threshold",
-        "msprof_tx",
-        "step_on",
-        "worker_name",
-        "analyse",
-        "gzip",
-    )
-    for key in simple:
-        if key in flags:
-            setattr(cfg, key, flags[key])
-    if "activities" in flags:
-        cfg.activities = c.parse_activities(str(flags["activities"]))
-    if "level" in flags:
-        cfg.level = c.parse_level(str(flags["level"]))
-    if "aic_metrics" in flags:
-        cfg.aic_metrics = _match_choice(str(flags["aic_metrics"]), c.AIC_METRICS, "--aic-metrics")
-    if "export_type" in flags:
-        cfg.export_type = str(flags["export_type"]).lower()
-    for key in ("skip_first", "wait", "warmup", "active", "repeat"):
-        if key in flags:
-            setattr(cfg.schedule, key, flags[key])
-    if "ranks" in flags:
-        cfg.ranks = c.parse_ranks(str(flags["ranks"]))
-    if "output" in flags:
-        cfg.output = str(flags["output"])
-    if "metadata" in flags:
-        cfg.metadata.update(c.parse_metadata(list(flags["metadata"])))  # type: ignore[arg-type]
-    if "export_stacks" in flags:
-        cfg.export_stacks = list(flags["export_stacks"])  # type: ignore[arg-type]
-    if "memory_timeline" in flags:
-        cfg.memory_timeline = [f.lstrip(".") for f in flags["memory_timeline"]]  # type: ignore[attr-defined]
-    return cfg.validate()
-
-
-def _match_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
-    from npuprof.config import ConfigError
-
-    for choice in choices:
-        if value.lower() == choice.lower():
-            return choice
-    raise ConfigError(flag, f"unknown value {value!r}", "use one of " + ", ".join(choices))
 
 
 def _fail(source: str, problem: str, fix: str) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 from pathlib import Path
 
 from npuprof.config import ProfileConfig
@@ -26,17 +28,17 @@ def _steps(steps: list[int]) -> str:
 def print_run_summary(
     output: Path, captures: list[CaptureSummary], exit_code: int, cfg: ProfileConfig, log_path: Path
 ) -> None:
+    if not captures:
+        need = cfg.schedule.first_steps_needed()
+        _note(
+            f"no capture was written (exit code {exit_code}). The schedule needs "
+            f"{need} steps; one step is one optimizer.step() (or --step-on). See {log_path}."
+        )
+        return
     from rich.console import Console
     from rich.table import Table
 
     console = Console(stderr=True, highlight=False)
-    if not captures:
-        need = cfg.schedule.first_steps_needed()
-        console.print(
-            f"[bold yellow]npuprof:[/] no capture was written (exit code {exit_code}). The schedule needs "
-            f"{need} steps; one step is one optimizer.step() (or --step-on). See {log_path}."
-        )
-        return
     table = Table(title=f"npuprof: {len(captures)} capture(s) in {output}", title_justify="left")
     for column in ("rank", "pid", "steps", "status", "size", "parsed", "directory"):
         table.add_column(column, overflow="fold")
@@ -54,3 +56,29 @@ def print_run_summary(
     console.print(table)
     target = shlex.quote(str(output))
     console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
+
+
+def _note(text: str) -> None:
+    """The one-paragraph note of a run without captures, as rich would print it (bold yellow
+    "npuprof:" on a colour terminal, wrapped to its width) without rich's ~40 ms import."""
+    stream = sys.stderr
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    width = 80
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        width = int(columns)
+    elif tty:
+        import shutil
+
+        width = shutil.get_terminal_size((80, 24)).columns
+    import textwrap
+
+    lines = textwrap.wrap("npuprof: " + text, width=max(width, 20), break_on_hyphens=False)
+    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    if color and lines:
+        lines[0] = "\x1b[1;33mnpuprof:\x1b[0m" + lines[0][len("npuprof:") :]
+    stream.write("\n".join(lines) + "\n")
+    stream.flush()

@@ -7,25 +7,24 @@ no post-processing outlives the run, and a killed one releases its lock by dying
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
-import gzip
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer
 
 GZIP_LEVEL = 6
-_children: list[subprocess.Popen[bytes]] = []
+_children: list[Any] = []  # subprocess.Popen of the jobs started here
 
 
 def spawn(output: Path, rank_dir: Path, trace: Path | None, *, gzip_trace: bool, analyse: bool) -> None:
     """Start the background job for ``rank_dir``; its lock is taken before it starts."""
+    import subprocess
+
     if not (gzip_trace and trace is not None and trace.suffix == ".json") and not analyse:
         return
     pending = output / layout.PENDING_DIR
@@ -92,6 +91,9 @@ def wait_for_pending(output: Path) -> int:
 
 def gzip_file(plain: Path) -> Path:
     """``x.json`` -> ``x.json.gz`` atomically; the plain file is removed only once the gz is complete."""
+    import gzip
+    import shutil
+
     target = plain.with_name(plain.name + ".gz")
     with open(plain, "rb") as src, atomic_writer(target, "wb") as raw, gzip.GzipFile(
         filename=plain.name, mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0
@@ -123,6 +125,8 @@ def _log(rank_dir: Path, message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="python -m npuprof.results.postprocess")
     parser.add_argument("rank_dir", type=Path)
     parser.add_argument("--gzip", type=Path, default=None)

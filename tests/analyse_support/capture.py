@@ -40,8 +40,9 @@ def main() -> None:
             os.unlink(trace)
 
     schedule = torch.profiler.schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=1)
-    with torch.profiler.profile(schedule=schedule, record_shapes=True, profile_memory=True, with_stack=True,
-                                on_trace_ready=on_ready) as prof:
+    with torch.profiler.profile(
+        schedule=schedule, record_shapes=True, profile_memory=True, with_stack=True, on_trace_ready=on_ready
+    ) as prof:
         for _ in range(6):
             loss = model(torch.randn(32, 64)).sum()
             loss.backward()
@@ -51,8 +52,11 @@ def main() -> None:
             opt.step()
             opt.zero_grad()
             prof.step()
-    info = {"config": {"common_config": {"record_shapes": True, "profile_memory": True, "with_stack": True}},
-            "torch_version": torch.__version__, "rank_id": rank}
+    info = {
+        "config": {"common_config": {"record_shapes": True, "profile_memory": True, "with_stack": True}},
+        "torch_version": torch.__version__,
+        "rank_id": rank,
+    }
     name = f"profiler_info_{rank}.json" if distributed else "profiler_info.json"
     with open(os.path.join(rank_dir, name), "w") as handle:
         json.dump(info, handle, indent=4)

@@ -12,13 +12,36 @@ T0 = 1_000_000.0  # all times below are offsets from T0 (µs)
 
 
 def x(name: str, cat: str, ts: float, dur: float, pid: Any = PID, tid: Any = PID, **args: Any) -> dict:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": T0 + ts, "dur": dur, "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": T0 + ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def mem(ts: float, nbytes: int, allocated: int, addr: int) -> dict:
-    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": PID, "tid": PID,
-            "ts": T0 + ts, "args": {"Total Reserved": 4 << 20, "Total Allocated": allocated, "Bytes": nbytes,
-                                    "Device Id": 0, "Device Type": 1, "Addr": addr}}
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "s": "t",
+        "name": "[memory]",
+        "pid": PID,
+        "tid": PID,
+        "ts": T0 + ts,
+        "args": {
+            "Total Reserved": 4 << 20,
+            "Total Allocated": allocated,
+            "Bytes": nbytes,
+            "Device Id": 0,
+            "Device Type": 1,
+            "Addr": addr,
+        },
+    }
 
 
 def cuda_trace(rank: int = 0) -> dict:
@@ -39,31 +62,117 @@ def cuda_trace(rank: int = 0) -> dict:
         x("ProfilerStep#2", "user_annotation", 1000, 1000),
         x("aten::linear", "cpu_op", 10, 100, **{"External id": 1, "Input Dims": [[8, 4], [4, 4]]}),
         x("aten::addmm", "cpu_op", 20, 40, **{"External id": 2, "Input Dims": [[4], [8, 4], [4, 4]]}),
-        x("record_param_comms", "cpu_op", 300, 10, **{
-            "External id": 3, "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
-            "dtype": "Float", "Process Group Name": "0", "Group size": 2, "Process Group Ranks": "[0, 1]"}),
-        x("record_param_comms", "cpu_op", 1250, 10, **{
-            "External id": 4, "Collective name": "recv", "In msg nelems": 256, "dtype": "BFloat16",
-            "Process Group Name": "1", "Group size": 2, "Process Group Ranks": "[0, 1]"}),
+        x(
+            "record_param_comms",
+            "cpu_op",
+            300,
+            10,
+            **{
+                "External id": 3,
+                "Collective name": "allreduce",
+                "In msg nelems": 1024,
+                "Out msg nelems": 1024,
+                "dtype": "Float",
+                "Process Group Name": "0",
+                "Group size": 2,
+                "Process Group Ranks": "[0, 1]",
+            },
+        ),
+        x(
+            "record_param_comms",
+            "cpu_op",
+            1250,
+            10,
+            **{
+                "External id": 4,
+                "Collective name": "recv",
+                "In msg nelems": 256,
+                "dtype": "BFloat16",
+                "Process Group Name": "1",
+                "Group size": 2,
+                "Process Group Ranks": "[0, 1]",
+            },
+        ),
         x("aten::mul", "cpu_op", 1050, 20, **{"External id": 5}),
         x("cudaLaunchKernel", "cuda_runtime", 30, 5, correlation=11, **{"External id": 2}),
         x("cudaLaunchKernel", "cuda_runtime", 40, 5, correlation=12, **{"External id": 2}),
-        x("kernel_a", "kernel", 100, 200, pid=0, tid=7, correlation=11, stream=7, device=0, grid=[4, 2, 1],
-          **{"External id": 2}),
-        x("kernel_b", "kernel", 250, 150, pid=0, tid=8, correlation=12, stream=8, device=0, grid=[2, 1, 1],
-          **{"External id": 2}),
-        x("ncclDevKernel_AllReduce_Sum_f32", "kernel", 350, 250, pid=0, tid=20, correlation=13, stream=20,
-          device=0, **{"External id": 3}),
-        x("kernel_c", "kernel", 1100, 100, pid=0, tid=7, correlation=14, stream=7, device=0, **{"External id": 5}),
-        x("ncclDevKernel_SendRecv", "kernel", 1300, 200, pid=0, tid=20, correlation=15, stream=20, device=0,
-          **{"External id": 4}),
+        x(
+            "kernel_a",
+            "kernel",
+            100,
+            200,
+            pid=0,
+            tid=7,
+            correlation=11,
+            stream=7,
+            device=0,
+            grid=[4, 2, 1],
+            **{"External id": 2},
+        ),
+        x(
+            "kernel_b",
+            "kernel",
+            250,
+            150,
+            pid=0,
+            tid=8,
+            correlation=12,
+            stream=8,
+            device=0,
+            grid=[2, 1, 1],
+            **{"External id": 2},
+        ),
+        x(
+            "ncclDevKernel_AllReduce_Sum_f32",
+            "kernel",
+            350,
+            250,
+            pid=0,
+            tid=20,
+            correlation=13,
+            stream=20,
+            device=0,
+            **{"External id": 3},
+        ),
+        x(
+            "kernel_c",
+            "kernel",
+            1100,
+            100,
+            pid=0,
+            tid=7,
+            correlation=14,
+            stream=7,
+            device=0,
+            **{"External id": 5},
+        ),
+        x(
+            "ncclDevKernel_SendRecv",
+            "kernel",
+            1300,
+            200,
+            pid=0,
+            tid=20,
+            correlation=15,
+            stream=20,
+            device=0,
+            **{"External id": 4},
+        ),
         mem(25, 4096, 8192, 0xA0),
         mem(50, -4096, 4096, 0xA0),
     ]
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "fake"}],
-            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2,
-                                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1]}]},
-            "traceEvents": ev, "traceName": "handmade"}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "fake"}],
+        "distributedInfo": {
+            "backend": "nccl",
+            "rank": rank,
+            "world_size": 2,
+            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [0, 1]}],
+        },
+        "traceEvents": ev,
+        "traceName": "handmade",
+    }
 
 
 def cpu_trace() -> dict:
@@ -75,15 +184,30 @@ def cpu_trace() -> dict:
         x("aten::mm", "cpu_op", 100, 200, **{"External id": 1}),
         x("aten::empty", "cpu_op", 120, 10, **{"External id": 2}),
         x("aten::add", "cpu_op", 500, 100, **{"External id": 3}),
-        x("gloo:all_reduce", "user_annotation", 250, 300, tid=101,
-          **{"Input Dims": [[256]], "Input type": ["float"]}),
+        x(
+            "gloo:all_reduce",
+            "user_annotation",
+            250,
+            300,
+            tid=101,
+            **{"Input Dims": [[256]], "Input type": ["float"]},
+        ),
     ]
-    return {"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
-            "traceEvents": ev}
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+        "traceEvents": ev,
+    }
 
 
-def write_rank_dir(root: Path, trace: dict, rank: int | None = 0, name: str = "host_1_20250101000000000",
-                   gz: bool = False, compact: bool = False) -> Path:
+def write_rank_dir(
+    root: Path,
+    trace: dict,
+    rank: int | None = 0,
+    name: str = "host_1_20250101000000000",
+    gz: bool = False,
+    compact: bool = False,
+) -> Path:
     rank_dir = root / f"{name}_ascend_pt"
     rank_dir.mkdir(parents=True)
     info = "profiler_info.json" if rank is None else f"profiler_info_{rank}.json"
