@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -52,6 +53,16 @@ def prepare_output(cfg: ProfileConfig) -> Path:
     return output
 
 
+def _forget_reported_warnings(output: Path, run_id: str) -> None:
+    import shutil
+
+    marks = output / layout.REPORTED_DIR
+    if marks.is_dir():
+        shutil.rmtree(marks / run_id, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            marks.rmdir()
+
+
 def execute(cfg: ProfileConfig, command: list[str]) -> int:
     try:
         output = prepare_output(cfg)
@@ -97,8 +108,11 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
 
         pending = postprocess.pending_jobs(output)
         if pending:
-            _note(f"waiting for {len(pending)} background post-processing job(s) (gzip / analyse) to finish...")
+            _note(
+                f"waiting for {len(pending)} background post-processing job(s) (gzip / analyse) to finish..."
+            )
         postprocess.wait_for_pending(output)
+    _forget_reported_warnings(output, run_id)
     captures = run_record.captures_of_run(output, run_id)
     record.update(
         end=run_record.now_iso(),

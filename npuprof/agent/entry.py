@@ -8,7 +8,7 @@ import socket
 import sys
 from typing import Any
 
-from npuprof.agent.log import AgentLog, get_log, set_log
+from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
 
 _state: dict[str, Any] = {}
 
@@ -35,7 +35,7 @@ def _start() -> Agent | None:
     payload = json.loads(os.environ[ENV_CONFIG])
     cfg = ProfileConfig.from_payload(payload["config"])
     run = payload.get("run", {})
-    log = AgentLog(run.get("log"), "agent")
+    log = AgentLog(run.get("log"), "agent", str(run.get("run_id", "")))
     set_log(log)
     own_mode = _torch_npu_own_mode()
     if own_mode:
@@ -77,6 +77,7 @@ class Agent:
         self._exit_hooks()
         log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()})")
 
+    @never_raise("installing the step hooks")
     def on_module(self, module_name: str, module: Any) -> None:
         if module_name in self.hooked:
             return
@@ -118,13 +119,11 @@ class Agent:
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._in_forked_child)
 
+    @never_raise("finalising the capture at exit")
     def _at_exit(self) -> None:
-        try:
-            self.controller.finish_early(
-                f"training ended before the capture's last step; step {self.controller.step} is partial"
-            )
-        except Exception as exc:
-            self.log.error(f"finalising at exit failed: {exc!r}")
+        self.controller.finish_early(
+            f"training ended before the capture's last step; step {self.controller.step} is partial"
+        )
 
     def _in_forked_child(self) -> None:
         # A forked child (DataLoader worker) must never touch the parent's profiler.

@@ -14,9 +14,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class AgentLog:
-    def __init__(self, path: str | None, who: str) -> None:
+    def __init__(self, path: str | None, who: str, run_id: str = "") -> None:
         self.path = path
         self.who = who
+        self.run_id = run_id
         self._reported: set[str] = set()
         self._lock = threading.Lock()
 
@@ -45,11 +46,14 @@ class AgentLog:
         self.write("ERROR", message)
 
     def warn_once(self, key: str, message: str) -> None:
-        """Log a warning and show it once on stderr (per process)."""
+        """Log a warning and show it once on stderr: once per process, and once per run when several
+        processes (torchrun workers) say the same thing."""
         self.warning(message)
         if key in self._reported:
             return
         self._reported.add(key)
+        if not self._first_in_run(message):
+            return
         try:
             sys.stderr.write(f"npuprof: {message}\n")
             sys.stderr.flush()
@@ -57,6 +61,25 @@ class AgentLog:
             pass
 
 
+    def _first_in_run(self, message: str) -> bool:
+        if self.path is None:
+            return True
+        import hashlib
+
+        marks = os.path.join(os.path.dirname(self.path), REPORTED_DIR, self.run_id or "run")
+        name = hashlib.sha1(message.encode("utf-8", "replace")).hexdigest()[:16]
+        try:
+            os.makedirs(marks, mode=0o750, exist_ok=True)
+            os.close(os.open(os.path.join(marks, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640))
+        except FileExistsError:
+            return False
+        except OSError:
+            return True
+        return True
+
+
+# Marks of the warnings already shown in this run; the launcher removes the folder at the end.
+REPORTED_DIR = ".npuprof_reported"  # = npuprof.results.layout.REPORTED_DIR (kept import-free here)
 _NULL = AgentLog(None, "agent")
 _current: AgentLog = _NULL
 
