@@ -74,11 +74,24 @@ def _note(text: str) -> None:
         import shutil
 
         width = shutil.get_terminal_size((80, 24)).columns
-    import textwrap
-
-    lines = textwrap.wrap("npuprof: " + text, width=max(width, 20), break_on_hyphens=False)
+    lines = _wrap("npuprof: " + text, max(width, 20))
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     if color and lines:
         lines[0] = "\x1b[1;33mnpuprof:\x1b[0m" + lines[0][len("npuprof:") :]
     stream.write("\n".join(lines) + "\n")
     stream.flush()
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Greedy word wrap (textwrap's import alone costs ~5 ms)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return lines
