@@ -70,3 +70,8 @@ def capture_record(rank_dir: Path) -> dict:
 @pytest.fixture
 def out(tmp_path: Path) -> Path:
     return tmp_path / "result"
+
+
+def sched(skip_first: int, warmup: int, active: int) -> list[str]:
+    """Schedule flags: skip ``skip_first`` steps, warm up, record ``active`` steps, once."""
+    return ["--skip-first", str(skip_first), "--warmup", str(warmup), "--active", str(active)]

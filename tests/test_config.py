@@ -32,13 +32,17 @@ NATIVE = {
     ("skip_first", "wait", "warmup", "active", "repeat"),
     list(itertools.product([0, 1, 3], [0, 2], [0, 1], [1, 3], [0, 1, 2])),
 )
-def test_schedule_plan_matches_torch(skip_first: int, wait: int, warmup: int, active: int, repeat: int) -> None:
+def test_schedule_plan_matches_torch(
+    skip_first: int, wait: int, warmup: int, active: int, repeat: int
+) -> None:
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch_fn = tp.schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active, repeat=repeat)
-    plan = SchedulePlan(Schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active, repeat=repeat))
+    plan = SchedulePlan(
+        Schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active, repeat=repeat)
+    )
     actions = [plan.action_at(step) for step in range(40)]
     assert actions == [NATIVE[torch_fn(step)] for step in range(40)]
     for step in range(39):
@@ -64,7 +68,9 @@ def test_parsers() -> None:
 
 
 def test_payload_round_trip() -> None:
-    cfg = ProfileConfig(ranks=[1, 2], metadata={"a": "b"}, export_stacks=["self_cpu_time_total"], with_stack=True)
+    cfg = ProfileConfig(
+        ranks=[1, 2], metadata={"a": "b"}, export_stacks=["self_cpu_time_total"], with_stack=True
+    )
     cfg.schedule.active = 7
     payload = json.loads(cfg.to_env({"run_id": "x"}))
     again = ProfileConfig.from_payload(payload["config"])
@@ -74,7 +80,9 @@ def test_payload_round_trip() -> None:
 def test_template_is_accepted_and_means_no_capture_override() -> None:
     cfg = config_from_json(template_json(), "profiler_config.json")
     assert cfg.validate().schedule == Schedule()  # start_step 0: the default schedule stays
-    cfg = config_from_json({**template_json(), "start_step": 10, "active": 2, "is_rank": True, "rank_list": [0]}, "f")
+    cfg = config_from_json(
+        {**template_json(), "start_step": 10, "active": 2, "is_rank": True, "rank_list": [0]}, "f"
+    )
     assert cfg.schedule == Schedule(skip_first=10, wait=0, warmup=0, active=2, repeat=1)
     assert cfg.ranks == [0]
 

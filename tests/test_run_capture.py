@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import capture_record, clean_env, load_trace, npuprof, profiler_steps, rank_dirs, trainer
+from conftest import capture_record, clean_env, load_trace, npuprof, profiler_steps, rank_dirs, sched, trainer
 
 SCHEDULE_9 = ["--skip-first", "1", "--wait", "1", "--warmup", "1", "--active", "2", "--repeat", "2"]
 
@@ -54,7 +54,7 @@ def test_schedule_captures_exactly_the_scheduled_steps(out: Path) -> None:
     [("custom", []), ("two", []), ("lbfgs", []), ("scaler", []), ("adam", ["--with-stack"])],
 )
 def test_every_kind_of_optimizer_step_counts_once(out: Path, optimizer: str, extra: list[str]) -> None:
-    flags = ["--skip-first", "3", "--warmup", "1", "--active", "2", "--no-analyse", "--no-gzip", *extra]
+    flags = [*sched(3, 1, 2), "--no-analyse", "--no-gzip", *extra]
     result = npuprof("run", "-o", str(out), *flags, "--", *trainer("--steps", "8", "--optimizer", optimizer))
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
@@ -89,12 +89,7 @@ def test_step_on_counts_returns_of_a_named_function(out: Path, tmp_path: Path) -
         "--no-analyse",
         "--step-on",
         "mypkg.infer:Engine.generate",
-        "--skip-first",
-        "2",
-        "--warmup",
-        "1",
-        "--active",
-        "2",
+        *sched(2, 1, 2),
         "--",
         sys.executable,
         str(script),
@@ -113,12 +108,7 @@ def test_interrupted_training_keeps_the_recorded_steps(out: Path) -> None:
         "-o",
         str(out),
         "--no-analyse",
-        "--skip-first",
-        "2",
-        "--warmup",
-        "0",
-        "--active",
-        "10",
+        *sched(2, 0, 10),
         "--",
         *trainer("--steps", "5"),
     )
@@ -195,12 +185,7 @@ def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
         "-o",
         str(out),
         "--no-analyse",
-        "--skip-first",
-        "1",
-        "--warmup",
-        "0",
-        "--active",
-        "6",
+        *sched(1, 0, 6),
         "--",
         *trainer("--steps", "8", "--own-profiler-at", "3", "--marker", str(marker)),
     )
@@ -223,9 +208,7 @@ def test_unselected_rank_writes_nothing(out: Path) -> None:
 
 
 def test_files_and_dirs_modes(out: Path) -> None:
-    result = npuprof(
-        "run", "-o", str(out), "--skip-first", "1", "--active", "1", "--", *trainer("--steps", "4")
-    )
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"))
     assert result.returncode == 0, result.stderr
     assert oct(out.stat().st_mode & 0o777) == oct(0o750)
     for path in out.rglob("*"):
@@ -240,10 +223,7 @@ def test_log_records_agent_activity(out: Path) -> None:
         "-o",
         str(out),
         "--no-analyse",
-        "--skip-first",
-        "1",
-        "--active",
-        "1",
+        *sched(1, 1, 1),
         "--",
         *trainer("--steps", "4"),
     )

@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from conftest import capture_record, clean_env, npuprof, rank_dirs, trainer
+from conftest import capture_record, clean_env, npuprof, rank_dirs, sched, trainer
 
 FAKE_TORCH_NPU = Path(__file__).resolve().parent / "fake_torch_npu"
 
@@ -16,12 +16,7 @@ def test_run_writes_stacks_and_memory_timeline_per_capture(out: Path) -> None:
         "run",
         "-o",
         str(out),
-        "--skip-first",
-        "2",
-        "--warmup",
-        "1",
-        "--active",
-        "2",
+        *sched(2, 1, 2),
         "--no-analyse",
         "--with-stack",
         "--record-shapes",
@@ -62,10 +57,7 @@ def test_cuda_metric_on_cpu_is_reported_as_ignored(out: Path) -> None:
         "run",
         "-o",
         str(out),
-        "--skip-first",
-        "1",
-        "--active",
-        "1",
+        *sched(1, 1, 1),
         "--no-analyse",
         "--with-stack",
         "--export-stacks",
@@ -98,12 +90,7 @@ def test_run_on_the_torch_npu_stand_in(out: Path, tmp_path: Path) -> None:
         "run",
         "-o",
         str(out),
-        "--skip-first",
-        "2",
-        "--warmup",
-        "1",
-        "--active",
-        "2",
+        *sched(2, 1, 2),
         "--level",
         "1",
         "--aic-metrics",

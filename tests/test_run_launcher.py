@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, capture_record, clean_env, npuprof, profiler_steps, rank_dirs, trainer
+from conftest import ROOT, capture_record, clean_env, npuprof, profiler_steps, rank_dirs, sched, trainer
 
 
 def test_exit_code_passes_through(out: Path) -> None:
@@ -28,12 +28,7 @@ def test_signal_death_gives_128_plus_n_and_finalises_the_capture(out: Path) -> N
         "-o",
         str(out),
         "--no-analyse",
-        "--skip-first",
-        "1",
-        "--warmup",
-        "0",
-        "--active",
-        "5",
+        *sched(1, 0, 5),
         "--",
         *trainer("--steps", "8", "--signal-self-at", "3"),
     )
@@ -123,10 +118,7 @@ def test_user_sitecustomize_and_profiling_together(out: Path, tmp_path: Path) ->
         "-o",
         str(out),
         "--no-analyse",
-        "--skip-first",
-        "1",
-        "--active",
-        "1",
+        *sched(1, 1, 1),
         "--",
         *trainer("--steps", "4"),
         env=clean_env(PYTHONPATH=str(site)),
@@ -225,9 +217,21 @@ def test_kill_9_mid_capture_leaves_a_capture_marked_incomplete(out: Path) -> Non
     from npuprof.results.layout import capture_status
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "npuprof", "run", "-o", str(out), "--skip-first", "1", "--warmup", "0",
-         "--active", "50", "--", *trainer("--steps", "60", "--sleep", "0.1")],
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "npuprof",
+            "run",
+            "-o",
+            str(out),
+            *sched(1, 0, 50),
+            "--",
+            *trainer("--steps", "60", "--sleep", "0.1"),
+        ],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while not (out.exists() and rank_dirs(out) and (rank_dirs(out)[0] / "npuprof_capture.json").exists()):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, capture_record, clean_env, npuprof, profiler_steps, rank_dirs
+from conftest import ROOT, capture_record, clean_env, npuprof, profiler_steps, rank_dirs, sched
 
 pytestmark = pytest.mark.torchrun
 EXAMPLE = str(ROOT / "examples" / "train.py")
@@ -28,12 +28,7 @@ def test_around_torchrun_ranks_1_only(out: Path) -> None:
         str(out),
         "--ranks",
         "1",
-        "--skip-first",
-        "2",
-        "--warmup",
-        "1",
-        "--active",
-        "2",
+        *sched(2, 1, 2),
         "--no-analyse",
         "--",
         *TORCHRUN,
@@ -70,12 +65,7 @@ def test_inside_torchrun_each_worker_runs_npuprof(out: Path) -> None:
         "run",
         "-o",
         str(out),
-        "--skip-first",
-        "2",
-        "--warmup",
-        "0",
-        "--active",
-        "1",
+        *sched(2, 0, 1),
         "--no-analyse",
         "--",
         sys.executable,
