@@ -230,3 +230,14 @@ def test_log_records_agent_activity(out: Path) -> None:
     assert result.returncode == 0
     log = (out / "npuprof.log").read_text()
     assert "agent ready" in log and "capture of steps 2-2 written" in log
+
+
+def test_dataloader_worker_processes_do_not_capture(out: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", *sched(2, 1, 2), "--",
+        *trainer("--steps", "7", "--loader-workers", "2"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    assert profiler_steps(d) == [3, 4]
+    assert "Traceback" not in result.stderr

@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds per step")
     parser.add_argument("--own-profiler-at", type=int, default=-1, help="start a torch profiler at this step")
     parser.add_argument("--marker", default="", help="file to touch when training ends")
+    parser.add_argument("--loader-workers", type=int, default=0, help="feed batches through a DataLoader")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -57,6 +58,12 @@ def main() -> None:
         opts = [torch.optim.SGD(model.parameters(), lr=0.01)]
     scaler = torch.amp.GradScaler("cpu", enabled=True) if args.optimizer == "scaler" else None
     own_profiler = None
+    batches = None
+    if args.loader_workers:
+        data = torch.utils.data.TensorDataset(
+            torch.randn(8 * args.steps, 16), torch.randint(0, 4, (8 * args.steps,))
+        )
+        batches = iter(torch.utils.data.DataLoader(data, batch_size=8, num_workers=args.loader_workers))
 
     for step in range(args.steps):
         if step == args.own_profiler_at:
@@ -64,8 +71,7 @@ def main() -> None:
             own_profiler.start()
         if step == args.signal_self_at:
             os.kill(os.getpid(), signal.SIGTERM)
-        x = torch.randn(8, 16)
-        y = torch.randint(0, 4, (8,))
+        x, y = next(batches) if batches is not None else (torch.randn(8, 16), torch.randint(0, 4, (8,)))
 
         def closure(x=x, y=y):
             opts[0].zero_grad()
