@@ -1,5 +1,8 @@
 """One capture's files: the rank dir, its capture record, profiler_info and metadata, extras,
-then the background post-processing. A capture that never finishes keeps status "capturing"."""
+then the background post-processing. A capture that never finishes keeps status "capturing".
+
+These run inside a training step, so the small files skip fsync (~5 ms each here): still atomic for
+readers; the background job rewrites the capture record, with fsync, once it has gzipped the trace."""
 
 from __future__ import annotations
 
@@ -64,7 +67,7 @@ class CaptureWriter:
         rank = self.rank_fn()
         if not self.backend.writes_own_layout:
             self._write_info(rank)
-            write_json(rank_dir / layout.METADATA_FILE, build_metadata(self.cfg.metadata))
+            write_json(rank_dir / layout.METADATA_FILE, build_metadata(self.cfg.metadata), fsync=False)
         written = self._extras(prof, rank_dir)
         self._record(
             layout.STATUS_COMPLETE,
@@ -109,7 +112,7 @@ class CaptureWriter:
             "updated_ns": time.time_ns(),
         }
         record.update(fields)
-        write_json(self.rank_dir / layout.CAPTURE_RECORD, record)
+        write_json(self.rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
 
     def _write_info(self, rank: int | None) -> None:
         assert self.rank_dir is not None
@@ -124,7 +127,7 @@ class CaptureWriter:
         info.update(self.backend.version_info())
         if rank is not None:
             info["rank_id"] = rank
-        write_json(self.rank_dir / layout.info_file_name(rank), info)
+        write_json(self.rank_dir / layout.info_file_name(rank), info, fsync=False)
 
     def _extras(self, prof: Any, rank_dir: Path) -> list[Path]:
         if not (self.cfg.export_stacks or self.cfg.memory_timeline):

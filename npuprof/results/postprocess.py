@@ -12,21 +12,22 @@ import fcntl
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer
 
 GZIP_LEVEL = 6
-_children: list[Any] = []  # subprocess.Popen of the jobs started here
+_children: list[int] = []  # pids of the jobs started here, until reaped
 
 
 def spawn(output: Path, rank_dir: Path, trace: Path | None, *, gzip_trace: bool, analyse: bool) -> None:
-    """Start the background job for ``rank_dir``; its lock is taken before it starts."""
-    import subprocess
+    """Start the background job for ``rank_dir``; its lock is taken before it starts.
 
+    This runs inside the training step where a capture ends, so it uses posix_spawn (vfork + exec,
+    ~0.1 ms) rather than subprocess.Popen (~0.7 ms of Python around the same fork)."""
     if not (gzip_trace and trace is not None and trace.suffix == ".json") and not analyse:
         return
+    _reap()
     pending = output / layout.PENDING_DIR
     pending.mkdir(mode=0o750, exist_ok=True)
     lock_path = pending / f"{os.getpid()}_{rank_dir.name}.lock"
@@ -40,21 +41,33 @@ def spawn(output: Path, rank_dir: Path, trace: Path | None, *, gzip_trace: bool,
             argv.append("--analyse")
         env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
         env["PYTHONPATH"] = _without_bootstrap(env.get("PYTHONPATH", ""))
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (env["PYTHONPATH"], package_root) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env["PYTHONPATH"], _PACKAGE_ROOT) if p)
         env.setdefault("OMP_NUM_THREADS", "1")
-        _children.append(
-            subprocess.Popen(
-                argv,
-                env=env,
-                pass_fds=(fd,),
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
-            )
+        os.set_inheritable(fd, True)  # the job's copy of the lock; ours is closed below
+        pid = os.posix_spawn(
+            sys.executable,
+            argv,
+            env,
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)],
+            setsid=True,
         )
+        _children.append(pid)
     finally:
         os.close(fd)
+
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _reap() -> None:
+    """Collect the jobs that have ended, so that a long training leaves no zombies behind."""
+    for pid in list(_children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _children.remove(pid)
 
 
 def _without_bootstrap(pythonpath: str) -> str:
@@ -95,9 +108,11 @@ def gzip_file(plain: Path) -> Path:
     import shutil
 
     target = plain.with_name(plain.name + ".gz")
-    with open(plain, "rb") as src, atomic_writer(target, "wb") as raw, gzip.GzipFile(
-        filename=plain.name, mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0
-    ) as gz:
+    with (
+        open(plain, "rb") as src,
+        atomic_writer(target, "wb") as raw,
+        gzip.GzipFile(filename=plain.name, mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as gz,
+    ):
         shutil.copyfileobj(src, gz, 1 << 20)
     plain.unlink()
     return target
@@ -133,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--analyse", action="store_true")
     parser.add_argument("--lock-fd", type=int, default=None)
     args = parser.parse_args(argv)
+    # Training has priority: on a busy machine this job waits for idle CPU rather than slowing the steps.
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(10)
     status = 0
     if args.analyse:
         try:

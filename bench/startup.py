@@ -1,0 +1,152 @@
+"""What npuprof adds to starting a program: the launcher, and the bootstrap in each child Python.
+
+    .venv/bin/python bench/startup.py            # ~1 minute
+    .venv/bin/python bench/startup.py --quick    # a few seconds: smoke test only
+
+Runs interleaved round by round (the order rotates), medians of the per-round differences:
+- ``python -c pass`` bare, and ``npuprof run -o DIR -- python -c pass`` with the console script a user runs;
+- the same launcher from a copy of the package with byte-code compiled (what ``pip install`` leaves; this
+  checkout is an editable install and the environment sets PYTHONDONTWRITEBYTECODE=1, so every start
+  compiles npuprof's sources);
+- the typer path (``npuprof run python -c pass``, no ``--``), for scale: the fast path skips typer;
+- ``python -c pass`` with the environment `npuprof run` gives its children (the bootstrap's sitecustomize
+  on PYTHONPATH, the configuration) against the same command without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    PYTHON,
+    ROOT,
+    bench_env,
+    interleaved,
+    median,
+    npuprof_launcher,
+    paired_diff,
+    print_table,
+    run,
+    verdict,
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes: checks the bench runs, nothing more"
+    )
+    parser.add_argument("--repeats", type=int, default=40)
+    args = parser.parse_args()
+    repeats = 3 if args.quick else args.repeats
+    env = bench_env()
+    with tempfile.TemporaryDirectory(prefix="npuprof_bench_") as tmp_name:
+        tmp = Path(tmp_name)
+        compiled = _compiled_copy(tmp)
+        env_compiled = bench_env(PYTHONPATH=str(compiled))
+        child_env = _child_env(tmp)
+        bare = [PYTHON, "-c", "pass"]
+        out = str(tmp / "out")
+        variants = {
+            "bare": lambda r: run(bare, env),
+            "npuprof": lambda r: run([*npuprof_launcher(), "run", "-o", out, "--", *bare], env),
+            "npuprof_pyc": lambda r: run(
+                [PYTHON, "-m", "npuprof", "run", "-o", out, "--", *bare], env_compiled
+            ),
+            "typer_path": lambda r: run([*npuprof_launcher(), "run", "-o", out, *bare], env),
+            "child_bare": lambda r: run(bare, env),
+            "child_boot": lambda r: run(bare, child_env),
+        }
+        samples = interleaved(variants, repeats)
+        boot_import_ms = _sitecustomize_import_ms(child_env, 3 if args.quick else 15)
+    ms = {name: [x * 1000 for x in values] for name, values in samples.items()}
+    added = paired_diff(ms["npuprof"], ms["bare"])
+    added_pyc = paired_diff(ms["npuprof_pyc"], ms["bare"])
+    boot = paired_diff(ms["child_boot"], ms["child_bare"])
+    rows = [
+        [
+            "launcher: npuprof run -- python -c pass",
+            f"python -c pass {median(ms['bare']):.1f} ms",
+            f"{median(ms['npuprof']):.1f} ms (+{added:.1f} ms)",
+            "<= +100 ms",
+            verdict(added, 100),
+        ],
+        [
+            "  same, npuprof byte-compiled (pip install)",
+            f"python -c pass {median(ms['bare']):.1f} ms",
+            f"{median(ms['npuprof_pyc']):.1f} ms (+{added_pyc:.1f} ms)",
+            "<= +100 ms",
+            verdict(added_pyc, 100),
+        ],
+        [
+            "  same through typer (no --), for scale",
+            f"python -c pass {median(ms['bare']):.1f} ms",
+            f"{median(ms['typer_path']):.1f} ms (+{paired_diff(ms['typer_path'], ms['bare']):.1f} ms)",
+            "-",
+            "-",
+        ],
+        [
+            "bootstrap in a child that never uses torch",
+            f"python -c pass {median(ms['child_bare']):.1f} ms",
+            f"{median(ms['child_boot']):.1f} ms (+{boot:.1f} ms; "
+            f"sitecustomize import {boot_import_ms:.2f} ms)",
+            "<= +3 ms",
+            verdict(boot, 3.0),
+        ],
+    ]
+    notes = [
+        f"{repeats} rounds of {len(variants)} interleaved runs; wall time of the whole command; "
+        "'+' = median of the per-round differences; sitecustomize import from python -X importtime"
+    ]
+    print_table(
+        "start-up cost (bench/startup.py)",
+        ["what", "baseline (same run)", "npuprof", "budget", "verdict"],
+        rows,
+        notes,
+    )
+    return 0
+
+
+def _compiled_copy(tmp: Path) -> Path:
+    """npuprof copied and byte-compiled, as an installed package is (the checkout stays untouched)."""
+    target = tmp / "compiled"
+    shutil.copytree(ROOT / "npuprof", target / "npuprof", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [PYTHON, "-m", "compileall", "-q", str(target / "npuprof")], check=True, stdout=subprocess.DEVNULL
+    )
+    return target
+
+
+def _child_env(tmp: Path) -> dict[str, str]:
+    """The environment `npuprof run` gives its child (built by the launcher's own code)."""
+    sys.path.insert(0, str(ROOT))
+    from npuprof.config import ProfileConfig
+    from npuprof.launch import child_environment
+
+    cfg = ProfileConfig(output=str(tmp / "out"))
+    run_info = {"run_id": "bench", "log": str(tmp / "npuprof.log"), "output": cfg.output}
+    return child_environment(cfg, run_info, bench_env())
+
+
+def _sitecustomize_import_ms(env: dict[str, str], repeats: int) -> float:
+    values = []
+    for _ in range(repeats):
+        result = subprocess.run(
+            [PYTHON, "-X", "importtime", "-c", "pass"], env=env, capture_output=True, text=True
+        )
+        for line in result.stderr.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[2].strip() == "sitecustomize":
+                values.append(int(parts[1]) / 1000)
+    return median(values)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
