@@ -1,8 +1,9 @@
-"""One capture's files: the rank dir, its capture record, profiler_info and metadata, extras,
-then the background post-processing. A capture that never finishes keeps status "capturing".
+"""One capture's files: the rank dir, its capture record, profiler_info and metadata, extras.
+A capture that never finishes keeps status "capturing".
 
-These run inside a training step, so the small files skip fsync (~5 ms each here): still atomic for
-readers; the background job rewrites the capture record, with fsync, once it has gzipped the trace."""
+Only the raw trace export (and any requested stacks / memory timeline, which need the live profiler)
+happens inside the training step; the small files, parsing and gzip are the post-processor's work
+(npuprof.results.postprocess), handed over as one job."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class CaptureWriter:
         self.first_step = 0
         self.start_info: dict[str, Any] = {}
         self.captures = 0
+        self.post = postprocess.Postprocessor(self.output)
 
     # ---- CaptureSink -----------------------------------------------------------------------------
     def begin(self, step: int) -> None:
@@ -57,19 +59,36 @@ class CaptureWriter:
         rank_dir = self.output / name
         rank_dir.mkdir(mode=0o750)
         self.rank_dir = rank_dir
-        self._record(layout.STATUS_CAPTURING, steps=[step])
+        write_json(
+            rank_dir / layout.CAPTURE_RECORD, self._record(layout.STATUS_CAPTURING, steps=[step]), fsync=False
+        )
+        self._start_postprocessor()
         self.log.info(f"capture started at step {step} into {rank_dir}")
+
+    def _start_postprocessor(self) -> None:
+        if self.post.running:
+            return
+        try:
+            self.post.start()
+        except OSError as exc:
+            self.log.warning(
+                f"no background post-processor ({exc!r}); the capture's files are written in the step"
+            )
 
     def finish(self, prof: Any, last_step: int, detail: str = "") -> None:
         steps = list(range(self.first_step, last_step + 1))
+        end_info = {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()}
+        if self.backend.writes_own_layout:
+            self._start_postprocessor()  # torch_npu made the dir; the capture record still goes in it
         rank_dir, trace = self.backend.export_raw(prof, self.rank_dir, self.worker)
         self.rank_dir = rank_dir
         rank = self.rank_fn()
+        files: dict[str, Any] = {}
         if not self.backend.writes_own_layout:
-            self._write_info(rank)
-            write_json(rank_dir / layout.METADATA_FILE, build_metadata(self.cfg.metadata), fsync=False)
+            files[layout.info_file_name(rank)] = self._info(rank, end_info)
+            files[layout.METADATA_FILE] = build_metadata(self.cfg.metadata)
         written = self._extras(prof, rank_dir)
-        self._record(
+        record = self._record(
             layout.STATUS_COMPLETE,
             steps=steps,
             trace=trace.name if trace else None,
@@ -77,30 +96,40 @@ class CaptureWriter:
             extras=[p.name for p in written],
             rank=rank,
         )
+        own = not self.backend.writes_own_layout
+        job = {
+            "rank_dir": str(rank_dir),
+            "trace": str(trace) if trace else None,
+            "files": files,
+            "record": record,
+            "analyse": self.cfg.analyse and own,
+            "gzip": self.cfg.gzip and own,
+        }
+        if not self.post.submit(job):
+            for name, content in files.items():
+                write_json(rank_dir / name, content, fsync=False)
+            write_json(rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
+            self.log.warning(
+                f"{rank_dir.name}: not parsed or gzipped (no post-processor); run npuprof analyse"
+            )
         self.captures += 1
         self.log.info(
             f"capture of steps {steps[0]}-{steps[-1]} written to {rank_dir}"
             + (f" ({detail})" if detail else "")
         )
-        analyse = self.cfg.analyse and not self.backend.writes_own_layout
-        try:
-            postprocess.spawn(self.output, rank_dir, trace, gzip_trace=self.cfg.gzip, analyse=analyse)
-        except OSError as exc:
-            self.log.warning(f"could not start background post-processing for {rank_dir}: {exc!r}")
         self.rank_dir = None
 
     def abandon(self, detail: str) -> None:
         try:
             if self.rank_dir is not None and self.rank_dir.exists():
-                self._record(layout.STATUS_INCOMPLETE, steps=[self.first_step], detail=detail)
+                record = self._record(layout.STATUS_INCOMPLETE, steps=[self.first_step], detail=detail)
+                write_json(self.rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
         except OSError as exc:  # a full disk: the record keeps saying "capturing", which reads as incomplete
             self.log.error(f"could not mark {self.rank_dir} incomplete: {exc!r}")
         self.rank_dir = None
 
     # ---- files -----------------------------------------------------------------------------------
-    def _record(self, status: str, **fields: Any) -> None:
-        if self.rank_dir is None:
-            return
+    def _record(self, status: str, **fields: Any) -> dict[str, Any]:
         record = {
             "status": status,
             "run_id": self.run.get("run_id"),
@@ -112,22 +141,21 @@ class CaptureWriter:
             "updated_ns": time.time_ns(),
         }
         record.update(fields)
-        write_json(self.rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
+        return record
 
-    def _write_info(self, rank: int | None) -> None:
-        assert self.rank_dir is not None
+    def _info(self, rank: int | None, end_info: dict[str, int]) -> dict[str, Any]:
         info: dict[str, Any] = {
             "config": {
                 "common_config": self.cfg.common_config(),
                 "experimental_config": self.cfg.experimental_config(),
             },
             "start_info": self.start_info,
-            "end_info": {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()},
+            "end_info": end_info,
         }
         info.update(self.backend.version_info())
         if rank is not None:
             info["rank_id"] = rank
-        write_json(self.rank_dir / layout.info_file_name(rank), info, fsync=False)
+        return info
 
     def _extras(self, prof: Any, rank_dir: Path) -> list[Path]:
         if not (self.cfg.export_stacks or self.cfg.memory_timeline):

@@ -130,6 +130,9 @@ class Agent:
         self.controller.enabled = False
         self.controller.prof = None
         self.controller.next_check = 1 << 62
+        sink = self.controller.sink
+        if sink is not None and hasattr(sink, "post"):
+            sink.post.forget()
 
     def _catch_sigterm(self) -> None:
         """Finalise a capture on SIGTERM, then die of it as before (only if the script set no handler)."""

@@ -212,7 +212,9 @@ def run_command(
     ranks: Annotated[
         Optional[str],
         typer.Option(
-            "--ranks", help="Ranks to profile: all, or e.g. 0,3-5. \\[default: all]", rich_help_panel=_SCHEDULE
+            "--ranks",
+            help="Ranks to profile: all, or e.g. 0,3-5. \\[default: all]",
+            rich_help_panel=_SCHEDULE,
         ),
     ] = None,
     output: Annotated[

@@ -10,8 +10,8 @@ from pathlib import Path
 
 RUN_RECORD = "npuprof_run.json"
 RUN_LOG = "npuprof.log"
-PENDING_DIR = ".npuprof_pending"
-REPORTED_DIR = ".npuprof_reported"  # warnings already shown on stderr in a run (one line per run)  # lock files of background post-processing still running
+PENDING_DIR = ".npuprof_pending"  # lock files of background post-processors still running
+REPORTED_DIR = ".npuprof_reported"  # warnings already shown on stderr in a run (one line per run)
 RANK_DIR_SUFFIX = "_ascend_pt"
 PARSED_DIR = "ASCEND_PROFILER_OUTPUT"
 ANALYSE_DONE = "analyse.done"

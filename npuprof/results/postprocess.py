@@ -1,8 +1,15 @@
-"""After a capture: gzip the raw trace and parse it, in a background process, never in the step.
+"""After a capture: write its small files, parse the trace and gzip it, in a background process,
+never in the training step.
 
-The training process starts one of these per capture and moves on. Each holds an exclusive lock on
-a file in ``<output>/.npuprof_pending/``; `npuprof run` waits until it can take every such lock, so
-no post-processing outlives the run, and a killed one releases its lock by dying.
+Each training process starts one post-processor at its first capture (``Postprocessor.start``), in
+the step where the capture begins. At the end of a capture the step only exports the raw trace and
+writes one line (a JSON job) into the post-processor's stdin pipe; the post-processor writes
+``profiler_info``, ``profiler_metadata.json`` and the capture record, then parses and gzips. It ends
+when the pipe closes, i.e. when the training process has ended.
+
+It holds an exclusive lock on a file in ``<output>/.npuprof_pending/``; `npuprof run` waits until it
+can take every such lock, so no post-processing outlives the run, and a killed one releases its lock
+by dying.
 """
 
 from __future__ import annotations
@@ -12,62 +19,81 @@ import fcntl
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer
 
 GZIP_LEVEL = 6
-_children: list[int] = []  # pids of the jobs started here, until reaped
-
-
-def spawn(output: Path, rank_dir: Path, trace: Path | None, *, gzip_trace: bool, analyse: bool) -> None:
-    """Start the background job for ``rank_dir``; its lock is taken before it starts.
-
-    This runs inside the training step where a capture ends, so it uses posix_spawn (vfork + exec,
-    ~0.1 ms) rather than subprocess.Popen (~0.7 ms of Python around the same fork)."""
-    if not (gzip_trace and trace is not None and trace.suffix == ".json") and not analyse:
-        return
-    _reap()
-    pending = output / layout.PENDING_DIR
-    pending.mkdir(mode=0o750, exist_ok=True)
-    lock_path = pending / f"{os.getpid()}_{rank_dir.name}.lock"
-    fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o640)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        argv = [sys.executable, "-m", "npuprof.results.postprocess", str(rank_dir), "--lock-fd", str(fd)]
-        if gzip_trace and trace is not None:
-            argv += ["--gzip", str(trace)]
-        if analyse:
-            argv.append("--analyse")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
-        env["PYTHONPATH"] = _without_bootstrap(env.get("PYTHONPATH", ""))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (env["PYTHONPATH"], _PACKAGE_ROOT) if p)
-        env.setdefault("OMP_NUM_THREADS", "1")
-        os.set_inheritable(fd, True)  # the job's copy of the lock; ours is closed below
-        pid = os.posix_spawn(
-            sys.executable,
-            argv,
-            env,
-            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)],
-            setsid=True,
-        )
-        _children.append(pid)
-    finally:
-        os.close(fd)
-
-
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def _reap() -> None:
-    """Collect the jobs that have ended, so that a long training leaves no zombies behind."""
-    for pid in list(_children):
+class Postprocessor:
+    """The training process's handle on its background post-processor."""
+
+    def __init__(self, output: Path) -> None:
+        self.output = output
+        self.pid: int | None = None
+        self._pipe: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._pipe is not None
+
+    def start(self) -> None:
+        """Start the post-processor (once). posix_spawn (vfork + exec) costs ~0.1 ms in a big process."""
+        if self._pipe is not None:
+            return
+        pending = self.output / layout.PENDING_DIR
+        pending.mkdir(mode=0o750, exist_ok=True)
+        lock_path = pending / f"{os.getpid()}.lock"
+        lock = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        read_end, write_end = os.pipe()
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            _children.remove(pid)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            argv = [sys.executable, "-m", "npuprof.results.postprocess", "--lock-fd", str(lock)]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
+            pythonpath = _without_bootstrap(env.get("PYTHONPATH", ""))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, _PACKAGE_ROOT) if p)
+            env.setdefault("OMP_NUM_THREADS", "1")
+            os.set_inheritable(lock, True)  # the post-processor's copy of the lock; ours is closed below
+            self.pid = os.posix_spawn(
+                sys.executable,
+                argv,
+                env,
+                file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0), (os.POSIX_SPAWN_CLOSE, write_end)],
+                setsid=True,
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+            os.close(lock)
+        self._pipe = write_end
+
+    def submit(self, job: dict[str, Any]) -> bool:
+        """Hand one job over (a few µs); False when the post-processor is not there to take it."""
+        if self._pipe is None:
+            return False
+        import json
+
+        data = (json.dumps(job, separators=(",", ":")) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self._pipe, data) :]
+        except OSError:
+            self.forget()
+            return False
+        return True
+
+    def forget(self) -> None:
+        """Close our end (in a forked child, only the child's copy): the post-processor then sees EOF
+        once every owner has closed it."""
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pipe)
+            self._pipe = None
 
 
 def _without_bootstrap(pythonpath: str) -> str:
@@ -139,35 +165,55 @@ def _log(rank_dir: Path, message: str) -> None:
         handle.write(f"[postprocess pid={os.getpid()}] {rank_dir.name}: {message}\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def run_job(job: dict[str, Any]) -> int:
+    """Write the capture's files, then parse and gzip. Returns 0, or 1 when a part failed."""
+    from npuprof.results.atomic import write_json
 
-    parser = argparse.ArgumentParser(prog="python -m npuprof.results.postprocess")
-    parser.add_argument("rank_dir", type=Path)
-    parser.add_argument("--gzip", type=Path, default=None)
-    parser.add_argument("--analyse", action="store_true")
-    parser.add_argument("--lock-fd", type=int, default=None)
-    args = parser.parse_args(argv)
-    # Training has priority: on a busy machine this job waits for idle CPU rather than slowing the steps.
-    with contextlib.suppress(OSError, AttributeError):
-        os.nice(10)
+    rank_dir = Path(job["rank_dir"])
     status = 0
-    if args.analyse:
+    try:
+        for name, content in job.get("files", {}).items():
+            write_json(rank_dir / name, content)
+        write_json(rank_dir / layout.CAPTURE_RECORD, job["record"])
+    except OSError as exc:
+        _log(rank_dir, f"could not write the capture's files: {exc!r}")
+        return 1
+    if job.get("analyse"):
         try:
             from npuprof.analysis.parse import parse_rank_dir
 
-            outcome = parse_rank_dir(args.rank_dir)
-            _log(args.rank_dir, f"analysed: {outcome}")
+            outcome = parse_rank_dir(rank_dir)
+            _log(rank_dir, f"analysed: {outcome}")
         except Exception as exc:
-            _log(args.rank_dir, f"analysis failed: {exc!r}")
+            _log(rank_dir, f"analysis failed: {exc!r}")
             status = 1
-    if args.gzip is not None and args.gzip.exists():
+    trace = Path(job["trace"]) if job.get("gzip") and job.get("trace") else None
+    if trace is not None and trace.suffix == ".json" and trace.exists():
         try:
-            packed = gzip_file(args.gzip)
-            _rename_in_record(args.rank_dir, args.gzip.name, packed.name)
+            packed = gzip_file(trace)
+            _rename_in_record(rank_dir, trace.name, packed.name)
         except OSError as exc:
-            _log(args.rank_dir, f"gzip failed, the plain trace is kept: {exc!r}")
+            _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}")
             status = 1
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The post-processor: one JSON job a line on stdin, until EOF."""
+    import json
+
+    # Training has priority: on a busy machine this waits for idle CPU rather than slowing the steps.
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(10)
+    status = 0
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        try:
+            job = json.loads(line)
+        except ValueError:
+            continue
+        status |= run_job(job)
     return status
 
 
