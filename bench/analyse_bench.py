@@ -5,7 +5,8 @@
     .venv/bin/python bench/analyse_bench.py --size-mb 256 --repeat 3 --no-json   # npuprof only, best of 3
 
 Synthesises a realistic Kineto-style CUDA trace (npuprof.analysis.synthetic), then runs each contender in its
-own subprocess and samples the RSS of its whole process tree (workers included) every 20 ms; prints one
+own subprocess and samples the memory of its whole process tree (workers included; the sum of their
+proportional set sizes, so pages a forked worker shares with its parent count once) every 20 ms; prints one
 table with wall time, CPU time (user + system, all processes), peak memory and the ratios to npuprof,
 and the load average (other work on the machine inflates wall times: compare CPU times too). HTA runs
 when importable here or through NPUPROF_HTA_PYTHON. Exits 0.
@@ -39,9 +40,22 @@ HTA_LOAD = (
 )
 
 
+def _memory(proc: psutil.Process) -> int:
+    """Proportional set size (a page shared by n processes counts 1/n to each: forked workers share the
+    parent's pages) from /proc/PID/smaps_rollup; the RSS where that is not available."""
+    try:
+        with open(f"/proc/{proc.pid}/smaps_rollup", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return proc.memory_info().rss
+
+
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int]:
-    """(wall seconds, peak RSS of the process tree in MB, CPU seconds of the tree (user + system), exit
-    code)."""
+    """(wall seconds, peak memory of the process tree in MB (sum of PSS), CPU seconds of the tree
+    (user + system), exit code)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -49,8 +63,8 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, f
     ps = psutil.Process(proc.pid)
     while proc.poll() is None:
         try:
-            rss = ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
-            peak = max(peak, rss)
+            tree = [ps, *ps.children(recursive=True)]
+            peak = max(peak, sum(_memory(p) for p in tree))
         except psutil.Error:
             pass
         time.sleep(0.02)

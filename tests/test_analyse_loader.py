@@ -99,3 +99,38 @@ def test_corrupt(synth: Path, tmp_path: Path) -> None:
     with pytest.raises(TraceError) as info:
         load_trace(tmp_path / "absent.pt.trace.json")
     assert info.value.kind == "missing"
+
+
+def test_typed_fast_path_equals_generic_walk(tmp_path: Path) -> None:
+    """Chunks decoded into per-category structs give the same columns as the generic event walk."""
+    from npuprof.analysis import communication
+    from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, Extract, _Typed
+
+    path = tmp_path / "t.pt.trace.json"
+    write_synthetic_trace(path, 3)
+    results = []
+    for decoder in (TYPED_DECODER, SCAN_DECODER):
+        reader = TraceReader(path, block=1 << 18, decoder=decoder, fallback=SCAN_DECODER)
+        extract, typed = Extract(), 0
+        for chunk in reader:
+            typed += isinstance(chunk.events[0], _Typed)
+            extract.add_chunk(chunk.events, chunk.text)
+        results.append((extract.finish(), typed))
+    (fast, typed), (slow, generic) = results
+    assert typed > 5 and generic == 0  # the first chunk (metadata events) takes the generic walk
+    assert fast.strings == slow.strings and fast.threads == slow.threads and fast.steps == slow.steps
+    assert fast.event_count == slow.event_count
+    # the fast path keeps only the args communication reads
+    assert communication.collect(fast, reader.meta) == communication.collect(slow, reader.meta)
+    for name in (
+        "op_ts",
+        "op_name",
+        "op_shapes",
+        "op_ext",
+        "dev_ts",
+        "dev_blocks",
+        "launch_corr",
+        "mem_addr",
+    ):
+        assert getattr(fast, name).tolist() == getattr(slow, name).tolist(), name
+    assert fast.dev_kind == slow.dev_kind and fast.dev_pid == slow.dev_pid

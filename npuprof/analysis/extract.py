@@ -1,19 +1,28 @@
-"""One pass over a trace's events: keep, in compact columns, only what the tables need.
+"""One pass over a trace's events: keep, in compact numpy columns, only what the tables need.
 
-:class:`Extract` is filled chunk by chunk (``add_chunk``) and several can be merged (``merge``), so a trace
-can be read in bounded memory and in parallel pieces.
+:class:`Extract` is filled chunk by chunk (``add_chunk``), closed with ``finish()`` (which turns the
+collected parts into the column arrays) and several can be merged (``merge``), so a trace can be read in
+bounded memory and in parallel pieces.
+
+Speed: a chunk is handled column-wise. Category and phase of every event are mapped to small codes with
+C-level ``map`` calls, numpy picks the events each table needs, and the ``args`` of the selected events are
+decoded in one msgspec call per kind (their raw texts joined into one JSON array). No Python code runs per
+event for the events no table uses (``python_function``, flows, ...), which are most of a real trace.
+Strings and threads get their ids in the order of their first appearance in the file, exactly as an
+event-by-event walk would number them (the tables break ties by these ids).
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
-from array import array
-from dataclasses import dataclass, field
-from typing import Any
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, Literal
 
 import msgspec
-
-from npuprof.analysis.trace_loader import Event
+import numpy as np
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
@@ -31,6 +40,25 @@ def is_receive(name: str) -> bool:
     return "recv" in low or "receive" in low
 
 
+_EMPTY_RAW = msgspec.Raw(b"")
+
+
+class ScanEvent(msgspec.Struct, gc=False):
+    """The fields of an event the tables read (others, ``id`` included, are skipped by the decoder)."""
+
+    name: str = ""
+    ph: str = ""
+    cat: str = ""
+    ts: float = 0.0
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+    args: msgspec.Raw = _EMPTY_RAW
+
+
+SCAN_DECODER = msgspec.json.Decoder(list[ScanEvent])
+
+
 class OpArgs(msgspec.Struct, gc=False):
     ext: int = msgspec.field(name="External id", default=-1)
     dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
@@ -46,6 +74,10 @@ class KernelArgs(msgspec.Struct, gc=False):
     nbytes: int = msgspec.field(name="bytes", default=0)
 
 
+class LaunchArgs(msgspec.Struct, gc=False):
+    correlation: int = -1
+
+
 class MemArgs(msgspec.Struct, gc=False):
     allocated: float = msgspec.field(name="Total Allocated", default=0)
     reserved: float = msgspec.field(name="Total Reserved", default=0)
@@ -55,59 +87,277 @@ class MemArgs(msgspec.Struct, gc=False):
     device_id: int = msgspec.field(name="Device Id", default=-1)
 
 
-_OP_ARGS = msgspec.json.Decoder(OpArgs)
-_KERNEL_ARGS = msgspec.json.Decoder(KernelArgs)
-_MEM_ARGS = msgspec.json.Decoder(MemArgs)
+_OP_ARGS = msgspec.json.Decoder(list[OpArgs])
+_KERNEL_ARGS = msgspec.json.Decoder(list[KernelArgs])
+_LAUNCH_ARGS = msgspec.json.Decoder(list[LaunchArgs])
+_MEM_ARGS = msgspec.json.Decoder(list[MemArgs])
 _ANY = msgspec.json.Decoder()
 _WS = b" \t\r\n"
+_NO_ARGS = b"{}"
 
 
-@dataclass
+class _Codes(dict):
+    """str -> small code; anything not listed maps to 0."""
+
+    def __missing__(self, key: str) -> int:
+        self[key] = 0
+        return 0
+
+
+_CPU_OP, _KERNEL, _MEMCPY, _MEMSET, _ANNOT, _GPU_ANNOT, _RUNTIME, _DRIVER = range(1, 9)
+_X, _INSTANT, _INSTANT2, _META = range(1, 5)
+_CAT_CODES = {
+    "cpu_op": _CPU_OP,
+    "kernel": _KERNEL,
+    "gpu_memcpy": _MEMCPY,
+    "gpu_memset": _MEMSET,
+    "user_annotation": _ANNOT,
+    "gpu_user_annotation": _GPU_ANNOT,
+    "cuda_runtime": _RUNTIME,
+    "cuda_driver": _DRIVER,
+}
+_PH_CODES = {"X": _X, "i": _INSTANT, "I": _INSTANT2, "M": _META}
+_KIND_OF = {_KERNEL: "kernel", _MEMCPY: "memcpy", _MEMSET: "memset"}
+
+_CAT, _PH, _TS, _DUR = attrgetter("cat"), attrgetter("ph"), attrgetter("ts"), attrgetter("dur")
+_NAME, _ARGS, _PID, _TID = attrgetter("name"), attrgetter("args"), attrgetter("pid"), attrgetter("tid")
+_PIDTID = attrgetter("pid", "tid")
+_EXT, _DIMS, _STACK = attrgetter("ext"), attrgetter("dims"), attrgetter("stack")
+
+# column name -> dtype; these become numpy arrays in finish()
+_COLUMNS = {
+    "op_thread": np.int32,
+    "op_ts": np.float64,
+    "op_dur": np.float64,
+    "op_name": np.int32,
+    "op_shapes": np.int32,
+    "op_stack": np.int32,
+    "op_ext": np.int64,
+    "dev_name": np.int32,
+    "dev_ts": np.float64,
+    "dev_dur": np.float64,
+    "dev_ext": np.int64,
+    "dev_corr": np.int64,
+    "dev_stream": np.int64,
+    "dev_device": np.int64,
+    "dev_blocks": np.int64,
+    "launch_corr": np.int64,
+    "launch_ts": np.float64,
+    "mem_ts": np.float64,
+    "mem_thread": np.int32,
+    "mem_alloc": np.float64,
+    "mem_reserved": np.float64,
+    "mem_bytes": np.float64,
+    "mem_addr": np.int64,
+    "mem_devtype": np.int32,
+}
+_STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name")
+
+
+def _joined(raws: list[Any]) -> bytes:
+    """The raw ``args`` texts as one JSON array (missing args as ``{}``)."""
+    return b"[" + b",".join([r if r else _NO_ARGS for r in raws]) + b"]"
+
+
+def _pick(seq: list[Any], idx: np.ndarray) -> list[Any]:
+    return list(map(seq.__getitem__, idx.tolist()))
+
+
+class _DimsText(dict):
+    """Raw ``Input Dims`` bytes -> the text the tables show (spaces removed); b"" -> None."""
+
+    def __missing__(self, key: bytes) -> str | None:
+        value = key.translate(None, _WS).decode() if key else None
+        self[key] = value
+        return value
+
+
+_CORR = attrgetter("correlation")
+_ARGS_CORR = attrgetter("args.correlation")
+
+
+class OpArgsTyped(OpArgs, gc=False):
+    """OpArgs plus what communication needs of a ``record_param_comms`` operator."""
+
+    coll: Any = msgspec.field(name="Collective name", default=None)
+    in_nelems: Any = msgspec.field(name="In msg nelems", default=None)
+    out_nelems: Any = msgspec.field(name="Out msg nelems", default=None)
+    dtype: Any = None
+    pg_name: Any = msgspec.field(name="Process Group Name", default=None)
+    pg_ranks: Any = msgspec.field(name="Process Group Ranks", default=None)
+
+
+_COMM_FIELDS = (
+    ("Collective name", "coll"),
+    ("In msg nelems", "in_nelems"),
+    ("Out msg nelems", "out_nelems"),
+    ("dtype", "dtype"),
+    ("Process Group Name", "pg_name"),
+    ("Process Group Ranks", "pg_ranks"),
+)
+
+
+def _comm_args(args: OpArgsTyped) -> dict[str, Any]:
+    out: dict[str, Any] = {"External id": args.ext} if args.ext != -1 else {}
+    for key, attr in _COMM_FIELDS:
+        value = getattr(args, attr)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+class _Typed(msgspec.Struct, tag_field="cat", kw_only=True, gc=False):
+    """Typed events, one struct per category (the ``cat`` tag): msgspec skips what a category does not
+    need (all of a ``python_function`` event but its times) and decodes ``args`` in the same pass. Each
+    category admits only the phases Kineto writes for it (complete events, flows, instants), so that a
+    chunk decoded this way never needs the phase-dependent rules of the generic walk."""
+
+    ts: float = 0.0
+    dur: float = 0.0
+
+
+class _TOp(_Typed, tag="cpu_op", gc=False):
+    ph: Literal["X"]
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: OpArgsTyped = msgspec.field(default_factory=OpArgsTyped)
+
+
+class _TKernel(_Typed, tag="kernel", gc=False):
+    ph: Literal["X"]
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: KernelArgs = msgspec.field(default_factory=KernelArgs)
+
+
+class _TMemcpy(_TKernel, tag="gpu_memcpy", gc=False):
+    pass
+
+
+class _TMemset(_TKernel, tag="gpu_memset", gc=False):
+    pass
+
+
+class _TAnnot(_Typed, tag="user_annotation", gc=False):
+    ph: Literal["X"]
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: msgspec.Raw = _EMPTY_RAW
+
+
+class _TGpuAnnot(_TAnnot, tag="gpu_user_annotation", gc=False):
+    pass
+
+
+class _TRuntime(_Typed, tag="cuda_runtime", gc=False):
+    ph: Literal["X"]
+    args: LaunchArgs = msgspec.field(default_factory=LaunchArgs)
+
+
+class _TDriver(_TRuntime, tag="cuda_driver", gc=False):
+    pass
+
+
+class _TInstant(_Typed, tag="cpu_instant_event", gc=False):
+    ph: Literal["i", "I"]
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: MemArgs | None = None
+
+
+class _TPython(_Typed, tag="python_function", gc=False):
+    ph: Literal["X"]
+
+
+class _TOverhead(_TPython, tag="overhead", gc=False):
+    pass
+
+
+class _TSync(_TPython, tag="cuda_sync", gc=False):
+    pass
+
+
+class _TRange(_TPython, tag="cuda_profiler_range", gc=False):
+    pass
+
+
+class _TTrace(_TPython, tag="Trace", gc=False):
+    pass
+
+
+class _TFlow(_Typed, tag="ac2g", gc=False):
+    ph: Literal["s", "f", "t"]
+
+
+class _TFwdBwd(_TFlow, tag="fwdbwd", gc=False):
+    pass
+
+
+_K_OP, _K_LAUNCH, _K_INST, _K_OTHER, _K_FLOW = _CPU_OP, 20, 21, 0, 22
+_KIND_CODES: dict[type, int] = {
+    _TOp: _K_OP,
+    _TKernel: _KERNEL,
+    _TMemcpy: _MEMCPY,
+    _TMemset: _MEMSET,
+    _TAnnot: _ANNOT,
+    _TGpuAnnot: _GPU_ANNOT,
+    _TRuntime: _K_LAUNCH,
+    _TDriver: _K_LAUNCH,
+    _TInstant: _K_INST,
+    _TPython: _K_OTHER,
+    _TOverhead: _K_OTHER,
+    _TSync: _K_OTHER,
+    _TRange: _K_OTHER,
+    _TTrace: _K_OTHER,
+    _TFlow: _K_FLOW,
+    _TFwdBwd: _K_FLOW,
+}
+# Decodes chunks whose events all have a known category; any other chunk fails validation and is decoded
+# with SCAN_DECODER instead (see TraceReader's ``fallback``).
+TYPED_DECODER = msgspec.json.Decoder(list[functools.reduce(operator.or_, _KIND_CODES)])  # type: ignore[misc]
+
+
+class _Selection:
+    """The events of one chunk each table uses (indices into the chunk, the events, their args)."""
+
+    def __init__(self, events: list[Any]) -> None:
+        empty = np.zeros(0, np.int64)
+        self.events = events
+        self.oi, self.ops, self.oargs = empty, [], []
+        self.di, self.devs, self.dev_cats, self.kargs = empty, [], empty, []
+        self.ai, self.ann_cats = empty, empty
+        self.ri, self.corr = empty, empty
+        self.mi, self.mems, self.margs = empty, [], []
+        self.meta = empty
+
+
 class Extract:
-    """Columns of the events the tables use. Strings are interned into ``strings`` (index = id)."""
+    """Columns of the events the tables use. Strings are interned into ``strings`` (index = id); threads
+    ``(pid, tid)`` into ``threads``. After ``finish()`` every column named in ``_COLUMNS`` is a numpy array
+    in file order; ``dev_kind`` and ``dev_pid`` are lists."""
 
-    strings: list[str] = field(default_factory=list)
-    string_ids: dict[str, int] = field(default_factory=dict)
-    threads: dict[tuple[Any, Any], int] = field(default_factory=dict)  # (pid, tid) -> thread id
-    thread_names: dict[int, str] = field(default_factory=dict)
-    process_names: dict[Any, str] = field(default_factory=dict)
-    # steps: number, ts, dur, thread
-    steps: list[tuple[int, float, float, int]] = field(default_factory=list)
-    # cpu operators (cat cpu_op), columns
-    op_thread: array = field(default_factory=lambda: array("i"))
-    op_ts: array = field(default_factory=lambda: array("d"))
-    op_dur: array = field(default_factory=lambda: array("d"))
-    op_name: array = field(default_factory=lambda: array("i"))
-    op_shapes: array = field(default_factory=lambda: array("i"))
-    op_stack: array = field(default_factory=lambda: array("i"))
-    op_ext: array = field(default_factory=lambda: array("q"))
-    # host-side communication spans (gloo:..., record_param_comms): name, ts, dur, thread, args dict
-    comm_spans: list[tuple[str, float, float, int, dict[str, Any]]] = field(default_factory=list)
-    # device tasks: kind, name id, ts, dur, pid, tid, args
-    dev_kind: list[str] = field(default_factory=list)
-    dev_name: array = field(default_factory=lambda: array("i"))
-    dev_ts: array = field(default_factory=lambda: array("d"))
-    dev_dur: array = field(default_factory=lambda: array("d"))
-    dev_ext: array = field(default_factory=lambda: array("q"))
-    dev_corr: array = field(default_factory=lambda: array("q"))
-    dev_stream: array = field(default_factory=lambda: array("q"))
-    dev_device: array = field(default_factory=lambda: array("q"))
-    dev_blocks: array = field(default_factory=lambda: array("q"))
-    dev_pid: list[Any] = field(default_factory=list)
-    # runtime launches: correlation -> launch ts
-    launch_corr: array = field(default_factory=lambda: array("q"))
-    launch_ts: array = field(default_factory=lambda: array("d"))
-    # memory instants
-    mem_ts: array = field(default_factory=lambda: array("d"))
-    mem_thread: array = field(default_factory=lambda: array("i"))
-    mem_alloc: array = field(default_factory=lambda: array("d"))
-    mem_reserved: array = field(default_factory=lambda: array("d"))
-    mem_bytes: array = field(default_factory=lambda: array("d"))
-    mem_addr: array = field(default_factory=lambda: array("q"))
-    mem_devtype: array = field(default_factory=lambda: array("i"))
-    first_ts: float = float("inf")
-    last_ts: float = float("-inf")
-    event_count: int = 0
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self.string_ids: dict[str, int] = {}
+        self.threads: dict[tuple[Any, Any], int] = {}
+        self.thread_names: dict[int, str] = {}
+        self.process_names: dict[Any, str] = {}
+        self.steps: list[tuple[int, float, float, int]] = []  # number, ts, dur, thread
+        # host-side communication spans (gloo:..., record_param_comms): name, ts, dur, thread, args dict
+        self.comm_spans: list[tuple[str, float, float, int, dict[str, Any]]] = []
+        self.dev_kind: list[str] = []
+        self.dev_pid: list[Any] = []
+        self.first_ts = float("inf")
+        self.last_ts = float("-inf")
+        self.event_count = 0
+        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in _COLUMNS}
+        self._dims = _DimsText()
+        for name, dtype in _COLUMNS.items():
+            setattr(self, name, np.zeros(0, dtype))
 
     def intern(self, text: str) -> int:
         sid = self.string_ids.get(text)
@@ -123,137 +373,290 @@ class Extract:
             found = self.threads[key] = len(self.threads)
         return found
 
-    def add_chunk(self, events: list[Event]) -> None:
-        self.event_count += len(events)
-        intern = self.intern
-        thread = self.thread
-        op_thread, op_ts, op_dur, op_name = self.op_thread, self.op_ts, self.op_dur, self.op_name
-        op_shapes, op_stack, op_ext = self.op_shapes, self.op_stack, self.op_ext
-        first, last = self.first_ts, self.last_ts
-        for ev in events:
-            cat = ev.cat
-            ph = ev.ph
-            if ph == "X":
-                ts = ev.ts
-                if ts < first:
-                    first = ts
-                end = ts + ev.dur
-                if end > last:
-                    last = end
-                if cat == "cpu_op":
-                    name = ev.name
-                    args = _OP_ARGS.decode(ev.args) if ev.args else OpArgs()
-                    op_thread.append(thread(ev.pid, ev.tid))
-                    op_ts.append(ts)
-                    op_dur.append(ev.dur)
-                    op_name.append(intern(name))
-                    op_shapes.append(
-                        intern(bytes(args.dims).translate(None, _WS).decode()) if args.dims else -1
-                    )
-                    stack = args.stack
-                    op_stack.append(
-                        intern(stack if isinstance(stack, str) else ";".join(stack)) if stack else -1
-                    )
-                    op_ext.append(args.ext)
-                    if name == "record_param_comms":
-                        self.comm_spans.append((name, ts, ev.dur, thread(ev.pid, ev.tid), ev.args_dict()))
-                elif cat in DEVICE_CATS:
-                    self._add_device(ev, DEVICE_CATS[cat])
-                elif cat == "user_annotation" or cat == "gpu_user_annotation":
-                    name = ev.name
-                    if name.startswith("ProfilerStep#"):
-                        match = STEP_RE.match(name)
-                        if match and cat == "user_annotation":
-                            self.steps.append((int(match.group(1)), ts, ev.dur, thread(ev.pid, ev.tid)))
-                    elif name.startswith(_COMM_ANNOTATION_PREFIXES):
-                        self.comm_spans.append((name, ts, ev.dur, thread(ev.pid, ev.tid), ev.args_dict()))
-                elif (cat == "cuda_runtime" or cat == "cuda_driver") and ev.args:
-                    corr = _KERNEL_ARGS.decode(ev.args).correlation
-                    if corr >= 0:
-                        self.launch_corr.append(corr)
-                        self.launch_ts.append(ts)
-            elif ph == "i" or ph == "I":
-                if ev.name == "[memory]" and ev.args:
-                    mem = _MEM_ARGS.decode(ev.args)
-                    self.mem_ts.append(ev.ts)
-                    self.mem_thread.append(thread(ev.pid, ev.tid))
-                    self.mem_alloc.append(mem.allocated)
-                    self.mem_reserved.append(mem.reserved)
-                    self.mem_bytes.append(mem.nbytes)
-                    self.mem_addr.append(mem.addr)
-                    self.mem_devtype.append(mem.device_type)
-            elif ph == "M" and ev.args:
-                if ev.name == "thread_name":
-                    self.thread_names[thread(ev.pid, ev.tid)] = str(ev.args_dict().get("name", ""))
-                elif ev.name == "process_name":
-                    self.process_names[ev.pid] = str(ev.args_dict().get("name", ""))
-        self.first_ts, self.last_ts = first, last
+    def finish(self) -> Extract:
+        """Turn the parts collected by ``add_chunk`` into the column arrays; returns self."""
+        for name, parts in self._parts.items():
+            if parts:
+                parts.insert(0, getattr(self, name))
+                setattr(self, name, np.concatenate(parts).astype(_COLUMNS[name], copy=False))
+                parts.clear()
+        return self
 
-    def _add_device(self, ev: Event, kind: str) -> None:
-        args = _KERNEL_ARGS.decode(ev.args) if ev.args else KernelArgs()
-        self.dev_kind.append(kind)
-        self.dev_name.append(self.intern(ev.name))
-        self.dev_ts.append(ev.ts)
-        self.dev_dur.append(ev.dur)
-        self.dev_ext.append(args.ext)
-        self.dev_corr.append(args.correlation)
-        self.dev_stream.append(
-            args.stream if args.stream >= 0 else (ev.tid if isinstance(ev.tid, int) else -1)
-        )
-        self.dev_device.append(
-            args.device if args.device >= 0 else (ev.pid if isinstance(ev.pid, int) else -1)
-        )
-        grid = args.grid or []
-        blocks = 1
-        for g in grid:
-            blocks *= g
-        self.dev_blocks.append(blocks if grid else 0)
-        self.dev_pid.append(ev.pid)
+    def __getstate__(self) -> dict[str, Any]:
+        self.finish()
+        state = dict(self.__dict__)
+        state["_dims"] = _DimsText()
+        return state
+
+    @staticmethod
+    def _first_ids(table: dict[Any, int], streams: list[tuple[np.ndarray, int, list[Any]]]) -> list[Any]:
+        """Keys of ``streams`` (positions, sub-order, values) not yet in ``table``, in order of first
+        appearance (position, then sub-order); None is never a key."""
+        found: dict[Any, tuple[int, int]] = {}
+        for pos, sub, values in streams:
+            new = [v for v in dict.fromkeys(values) if v is not None and v not in table]
+            if not new:
+                continue
+            first = dict(zip(reversed(values), range(len(values) - 1, -1, -1), strict=True))
+            for v in new:
+                key = (int(pos[first[v]]), sub)
+                if v not in found or key < found[v]:
+                    found[v] = key
+        return sorted(found, key=found.__getitem__)
+
+    def _intern_all(self, streams: list[tuple[np.ndarray, int, list[Any]]]) -> None:
+        for text in self._first_ids(self.string_ids, streams):
+            self.intern(text)
+
+    def _ids(self, values: list[Any]) -> np.ndarray:
+        return np.fromiter(map(self.string_ids.get, values, repeat(-1)), np.int32, len(values))
+
+    def add_chunk(self, events: list[Any], text: bytes | memoryview | None = None) -> None:
+        """Add consecutive events: :class:`ScanEvent` structs (or anything with the same attributes), or
+        the typed structs of :data:`TYPED_DECODER`; then ``text``, the ``{...},{...}`` they were decoded
+        from, is needed too, for the rare chunk only the generic walk handles (decoded again)."""
+        n = len(events)
+        if not n:
+            return
+        if isinstance(events[0], _Typed):
+            if self._add_typed(events):
+                return
+            if text is None:
+                raise ValueError("add_chunk needs the text of a chunk of typed events")
+            events = SCAN_DECODER.decode(b"[" + bytes(text) + b"]")
+        self.event_count += n
+        cat = np.fromiter(map(_CAT_CODES.get, map(_CAT, events), repeat(0)), np.int8, n)
+        ph = np.fromiter(map(_PH_CODES.get, map(_PH, events), repeat(0)), np.int8, n)
+        is_x = ph == _X
+        self._span(events, is_x)
+        sel = _Selection(events)
+        sel.oi = np.flatnonzero(is_x & (cat == _CPU_OP))
+        sel.ops = _pick(events, sel.oi)
+        if sel.ops:
+            sel.oargs = _OP_ARGS.decode(_joined(list(map(_ARGS, sel.ops))))
+        sel.di = np.flatnonzero(is_x & (cat >= _KERNEL) & (cat <= _MEMSET))
+        sel.devs = _pick(events, sel.di)
+        if sel.devs:
+            sel.dev_cats = cat[sel.di]
+            sel.kargs = _KERNEL_ARGS.decode(_joined(list(map(_ARGS, sel.devs))))
+        sel.ai = np.flatnonzero(is_x & ((cat == _ANNOT) | (cat == _GPU_ANNOT)))
+        sel.ann_cats = cat[sel.ai]
+        ri = np.flatnonzero(is_x & ((cat == _RUNTIME) | (cat == _DRIVER)))
+        if len(ri):
+            raws = list(map(_ARGS, _pick(events, ri)))
+            has = np.fromiter(map(len, raws), np.int64, len(raws)) > 0
+            if has.any():
+                sel.ri = ri[has]
+                launches = _LAUNCH_ARGS.decode(_joined([r for r in raws if r]))
+                sel.corr = np.fromiter(map(_CORR, launches), np.int64, len(sel.ri))
+        mi = np.flatnonzero((ph == _INSTANT) | (ph == _INSTANT2))
+        if len(mi):
+            inst = _pick(events, mi)
+            keep = [k for k, ev in enumerate(inst) if ev.name == "[memory]" and ev.args]
+            sel.mi = mi[keep]
+            sel.mems = [inst[k] for k in keep]
+            if sel.mems:
+                sel.margs = _MEM_ARGS.decode(_joined(list(map(_ARGS, sel.mems))))
+        sel.meta = np.flatnonzero(ph == _META)
+        self._fill(sel)
+
+    def _span(self, events: list[Any], is_x: np.ndarray) -> None:
+        """First start and last end of the complete events; only needed for a trace without steps, so
+        skipped once a step has been seen."""
+        if self.steps or not is_x.any():
+            return
+        n = len(events)
+        ts = np.fromiter(map(_TS, events), np.float64, n)[is_x]
+        end = ts + np.fromiter(map(_DUR, events), np.float64, n)[is_x]
+        self.first_ts = min(self.first_ts, float(ts.min()))
+        self.last_ts = max(self.last_ts, float(end.max()))
+
+    def _add_typed(self, events: list[Any]) -> bool:
+        """The fast path for a chunk decoded into typed structs (their phases are known by category);
+        returns True when it added the chunk."""
+        n = len(events)
+        kind = np.fromiter(map(_KIND_CODES.__getitem__, map(type, events)), np.int8, n)
+        self.event_count += n
+        is_x = (kind != _K_INST) & (kind != _K_FLOW)
+        self._span(events, is_x)
+        sel = _Selection(events)
+        sel.oi = np.flatnonzero(is_x & (kind == _K_OP))
+        sel.ops = _pick(events, sel.oi)
+        sel.oargs = list(map(_ARGS, sel.ops))
+        sel.di = np.flatnonzero(is_x & (kind >= _KERNEL) & (kind <= _MEMSET))
+        sel.devs = _pick(events, sel.di)
+        if sel.devs:
+            sel.dev_cats = kind[sel.di]
+            sel.kargs = list(map(_ARGS, sel.devs))
+        sel.ai = np.flatnonzero(is_x & ((kind == _ANNOT) | (kind == _GPU_ANNOT)))
+        sel.ann_cats = kind[sel.ai]
+        ri = np.flatnonzero(is_x & (kind == _K_LAUNCH))
+        if len(ri):
+            corr = np.fromiter(map(_ARGS_CORR, _pick(events, ri)), np.int64, len(ri))
+            sel.ri, sel.corr = ri, corr
+        mi = np.flatnonzero(kind == _K_INST)
+        if len(mi):
+            inst = _pick(events, mi)
+            keep = [k for k, ev in enumerate(inst) if ev.name == "[memory]" and ev.args is not None]
+            sel.mi = mi[keep]
+            sel.mems = [inst[k] for k in keep]
+            sel.margs = list(map(_ARGS, sel.mems))
+        self._fill(sel)
+        return True
+
+    def _fill(self, sel: _Selection) -> None:
+        """Give threads and strings their ids (in order of first appearance) and append the columns."""
+        events = sel.events
+        parts = self._parts
+        thread_streams: list[tuple[np.ndarray, int, list[Any]]] = []
+        comm: list[tuple[int, str, float, float, tuple[Any, Any], Any]] = []
+        steps: list[tuple[int, float, float, tuple[Any, Any]]] = []
+        ops, oi, oargs = sel.ops, sel.oi, sel.oargs
+        op_names = list(map(_NAME, ops))
+        op_keys = list(map(_PIDTID, ops))
+        thread_streams.append((oi, 0, op_keys))
+        shapes: list[Any] = []
+        stacks: list[Any] = []
+        if ops:
+            shapes = list(map(self._dims.__getitem__, map(bytes, map(_DIMS, oargs))))
+            stacks = list(map(_STACK, oargs))
+            if any(stacks):
+                stacks = [(s if isinstance(s, str) else ";".join(s)) if s else None for s in stacks]
+            else:
+                stacks = [None] * len(ops)
+            if "record_param_comms" in op_names:
+                for k, name in enumerate(op_names):
+                    if name == "record_param_comms":
+                        ev = ops[k]
+                        args = ev.args if isinstance(ev.args, msgspec.Raw) else _comm_args(oargs[k])
+                        comm.append((int(oi[k]), name, ev.ts, ev.dur, op_keys[k], args))
+        dev_names = list(map(_NAME, sel.devs))
+        # annotations: steps and host communication spans
+        for i, code in zip(sel.ai.tolist(), sel.ann_cats.tolist(), strict=True):
+            ev = events[i]
+            name = ev.name
+            if name.startswith("ProfilerStep#"):
+                match = STEP_RE.match(name)
+                if match and code == _ANNOT:
+                    thread_streams.append((np.array([i]), 0, [(ev.pid, ev.tid)]))
+                    steps.append((int(match.group(1)), ev.ts, ev.dur, (ev.pid, ev.tid)))
+            elif name.startswith(_COMM_ANNOTATION_PREFIXES):
+                comm.append((i, name, ev.ts, ev.dur, (ev.pid, ev.tid), ev.args))
+        mem_keys = list(map(_PIDTID, sel.mems))
+        thread_streams.append((sel.mi, 0, mem_keys))
+        # metadata: thread and process names
+        named: list[tuple[tuple[Any, Any], str]] = []
+        for i in sel.meta.tolist():
+            ev = events[i]
+            if not ev.args or ev.name not in ("thread_name", "process_name"):
+                continue
+            value = _ANY.decode(ev.args)
+            label = str(value.get("name", "")) if isinstance(value, dict) else ""
+            if ev.name == "thread_name":
+                thread_streams.append((np.array([i]), 0, [(ev.pid, ev.tid)]))
+                named.append(((ev.pid, ev.tid), label))
+            else:
+                self.process_names[ev.pid] = label
+        for i, _name, _ts, _dur, key, _args in comm:
+            thread_streams.append((np.array([i]), 0, [key]))
+
+        for key in self._first_ids(self.threads, thread_streams):
+            self.thread(*key)
+        threads = self.threads
+        self.steps.extend((num, t, d, threads[key]) for num, t, d, key in steps)
+        for key, label in named:
+            self.thread_names[threads[key]] = label
+        if ops or dev_names:
+            self._intern_all([(oi, 0, op_names), (oi, 1, shapes), (oi, 2, stacks), (sel.di, 0, dev_names)])
+        if ops:
+            k = len(ops)
+            parts["op_thread"].append(np.fromiter(map(threads.__getitem__, op_keys), np.int32, k))
+            parts["op_ts"].append(np.fromiter(map(_TS, ops), np.float64, k))
+            parts["op_dur"].append(np.fromiter(map(_DUR, ops), np.float64, k))
+            parts["op_name"].append(self._ids(op_names))
+            parts["op_shapes"].append(self._ids(shapes))
+            parts["op_stack"].append(self._ids(stacks))
+            parts["op_ext"].append(np.fromiter(map(_EXT, oargs), np.int64, k))
+        if sel.devs:
+            self._add_devices(sel.devs, dev_names, sel.dev_cats, sel.kargs)
+        comm.sort(key=lambda c: c[0])
+        for _i, name, t, d, key, raw in comm:
+            if isinstance(raw, dict):
+                args: Any = raw
+            else:
+                args = _ANY.decode(raw) if raw else {}
+            self.comm_spans.append((name, t, d, threads[key], args if isinstance(args, dict) else {}))
+        if len(sel.ri):
+            ok = sel.corr >= 0
+            parts["launch_corr"].append(sel.corr[ok])
+            parts["launch_ts"].append(
+                np.fromiter(map(_TS, _pick(events, sel.ri[ok])), np.float64, int(ok.sum()))
+            )
+        if sel.mems:
+            margs = sel.margs
+            k = len(sel.mems)
+            parts["mem_ts"].append(np.fromiter(map(_TS, sel.mems), np.float64, k))
+            parts["mem_thread"].append(np.fromiter(map(threads.__getitem__, mem_keys), np.int32, k))
+            for col, attr, dtype in (
+                ("mem_alloc", "allocated", np.float64),
+                ("mem_reserved", "reserved", np.float64),
+                ("mem_bytes", "nbytes", np.float64),
+                ("mem_addr", "addr", np.int64),
+                ("mem_devtype", "device_type", np.int32),
+            ):
+                parts[col].append(np.fromiter(map(attrgetter(attr), margs), dtype, k))
+
+    def _add_devices(self, devs: list[Any], names: list[str], cats: np.ndarray, kargs: list[Any]) -> None:
+        parts = self._parts
+        k = len(devs)
+        self.dev_kind.extend(map(_KIND_OF.__getitem__, cats.tolist()))
+        pids = list(map(_PID, devs))
+        self.dev_pid.extend(pids)
+        parts["dev_name"].append(self._ids(names))
+        parts["dev_ts"].append(np.fromiter(map(_TS, devs), np.float64, k))
+        parts["dev_dur"].append(np.fromiter(map(_DUR, devs), np.float64, k))
+        parts["dev_ext"].append(np.fromiter(map(_EXT, kargs), np.int64, k))
+        parts["dev_corr"].append(np.fromiter(map(_CORR, kargs), np.int64, k))
+        stream = np.fromiter(map(attrgetter("stream"), kargs), np.int64, k)
+        device = np.fromiter(map(attrgetter("device"), kargs), np.int64, k)
+        if (stream < 0).any():
+            tids = np.array([t if isinstance(t, int) else -1 for t in map(_TID, devs)], np.int64)
+            stream = np.where(stream >= 0, stream, tids)
+        if (device < 0).any():
+            pid_ints = np.array([p if isinstance(p, int) else -1 for p in pids], np.int64)
+            device = np.where(device >= 0, device, pid_ints)
+        parts["dev_stream"].append(stream)
+        parts["dev_device"].append(device)
+        blocks = np.zeros(k, np.int64)
+        for j, grid in enumerate(map(attrgetter("grid"), kargs)):
+            if grid:
+                b = 1
+                for g in grid:
+                    b *= g
+                blocks[j] = b
+        parts["dev_blocks"].append(blocks)
 
     def merge(self, other: Extract) -> None:
-        """Append ``other`` (a later part of the same trace) to this one."""
-        smap = array("i", (self.intern(s) for s in other.strings))
-
-        def remap(values: array) -> array:
-            return array("i", (smap[v] if v >= 0 else -1 for v in values))
-
-        tmap: dict[int, int] = {}
-        for key, tid in other.threads.items():
-            tmap[tid] = self.thread(*key)
+        """Append ``other`` (a later part of the same trace, finished) to this one (finished too)."""
+        self.finish()
+        other.finish()
+        smap = np.array([self.intern(s) for s in other.strings] + [-1], dtype=np.int32)
+        tmap = np.array([self.thread(*key) for key in other.threads] + [-1], dtype=np.int32)
         for tid, name in other.thread_names.items():
-            self.thread_names[tmap[tid]] = name
+            self.thread_names[int(tmap[tid])] = name
         self.process_names.update(other.process_names)
-        self.steps.extend((n, ts, dur, tmap[t]) for n, ts, dur, t in other.steps)
-        self.op_thread.extend(array("i", (tmap[t] for t in other.op_thread)))
-        self.op_ts.extend(other.op_ts)
-        self.op_dur.extend(other.op_dur)
-        self.op_name.extend(remap(other.op_name))
-        self.op_shapes.extend(remap(other.op_shapes))
-        self.op_stack.extend(remap(other.op_stack))
-        self.op_ext.extend(other.op_ext)
-        self.comm_spans.extend((n, ts, d, tmap[t], a) for n, ts, d, t, a in other.comm_spans)
+        self.steps.extend((n, ts, dur, int(tmap[t])) for n, ts, dur, t in other.steps)
+        self.comm_spans.extend((n, ts, d, int(tmap[t]), a) for n, ts, d, t, a in other.comm_spans)
         self.dev_kind.extend(other.dev_kind)
-        self.dev_name.extend(remap(other.dev_name))
-        for name in (
-            "dev_ts",
-            "dev_dur",
-            "dev_ext",
-            "dev_corr",
-            "dev_stream",
-            "dev_device",
-            "dev_blocks",
-            "dev_pid",
-            "launch_corr",
-            "launch_ts",
-            "mem_ts",
-            "mem_alloc",
-            "mem_reserved",
-            "mem_bytes",
-            "mem_addr",
-            "mem_devtype",
-        ):
-            getattr(self, name).extend(getattr(other, name))
-        self.mem_thread.extend(array("i", (tmap[t] for t in other.mem_thread)))
+        self.dev_pid.extend(other.dev_pid)
+        for name in _COLUMNS:
+            values = getattr(other, name)
+            if name in _STRING_COLUMNS:
+                values = smap[values]
+            elif name in ("op_thread", "mem_thread"):
+                values = tmap[values]
+            self._parts[name].append(values)
+        self.finish()
         self.first_ts = min(self.first_ts, other.first_ts)
         self.last_ts = max(self.last_ts, other.last_ts)
         self.event_count += other.event_count

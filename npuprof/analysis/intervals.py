@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 Spans = tuple[np.ndarray, np.ndarray]
@@ -44,3 +46,26 @@ def clip(spans: Spans, lo: float, hi: float) -> Spans:
 
 def merge(a: Spans, b: Spans) -> Spans:
     return union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def clip_many(spans: Spans, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``clip(spans, lo[k], hi[k])`` for every window k at once: (starts, ends, window of each piece), the
+    pieces of window 0 first, each window's in order."""
+    s, e = spans
+    if len(s) == 0 or len(lo) == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
+    first = np.searchsorted(e, lo, side="right")
+    count = np.maximum(np.searchsorted(s, hi, side="left") - first, 0)
+    owner = np.repeat(np.arange(len(lo)), count)
+    idx = first[owner] + np.arange(len(owner)) - np.repeat(np.cumsum(count) - count, count)
+    cs = np.maximum(s[idx], lo[owner])
+    ce = np.minimum(e[idx], hi[owner])
+    keep = ce > cs
+    return cs[keep], ce[keep], owner[keep]
+
+
+def totals(starts: np.ndarray, ends: np.ndarray, owner: np.ndarray, windows: int) -> list[float]:
+    """Per window, ``total()`` of its pieces (summed exactly as ``total`` sums them)."""
+    bounds = np.searchsorted(owner, np.arange(windows + 1)).tolist()
+    length = ends - starts
+    return [float(np.sum(length[a:z].copy())) if z > a else 0.0 for a, z in itertools.pairwise(bounds)]

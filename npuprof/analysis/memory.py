@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from itertools import repeat
 
 import numpy as np
 
 from npuprof.analysis.extract import Extract
-from npuprof.analysis.tables import OpView
+from npuprof.analysis.tables import LINES_BATCH, OpView, csv_cell, csv_cells, float_texts
 
 MEMORY_RECORD_HEADER = [
     "Component",
@@ -69,11 +69,11 @@ def memory_record_lines(cols: dict[str, np.ndarray], device_id: int) -> list[str
     """CSV lines (no header) of memory_record.csv, in time order."""
     if not cols:
         return []
-    dev = [device_type_name(int(c), device_id) for c in cols["devtype"].tolist()]
-    ts = cols["ts"].tolist()
-    alloc = np.round(cols["alloc"] / MB, 6).tolist()
-    res = np.round(cols["reserved"] / MB, 6).tolist()
-    return [f"PTA,{t:.3f},{a},{r},{a},,{d}" for t, a, r, d in zip(ts, alloc, res, dev, strict=False)]
+    dev = map(device_type_name, cols["devtype"].tolist(), repeat(device_id))
+    ts = map("PTA,{:.3f}".format, cols["ts"].tolist())
+    alloc = float_texts(np.round(cols["alloc"] / MB, 6))
+    res = float_texts(np.round(cols["reserved"] / MB, 6))
+    return list(map(",".join, zip(ts, alloc, res, alloc, repeat(""), dev)))
 
 
 def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -96,10 +96,11 @@ def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray
     return out
 
 
-def operator_memory_rows(
+def operator_memory_lines(
     cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int
-) -> tuple[list[list[Any]], dict[str, float]]:
-    """Rows of operator_memory.csv (each allocation paired with its release by address) and the peaks."""
+) -> tuple[list[str], dict[str, float]]:
+    """Lines (CSV, no header) of operator_memory.csv (each allocation paired with its release by address)
+    and the peaks."""
     if not cols:
         return [], {}
     ts, nbytes, addr = cols["ts"], cols["bytes"], cols["addr"]
@@ -114,29 +115,55 @@ def operator_memory_rows(
     ok &= (addr[cand] == addr[allocs]) & (nbytes[cand] < 0)
     release[ok] = cand[ok]
     owner = _enclosing_op(ops, cols["thread"][allocs], ts[allocs])
-    rows: list[list[Any]] = []
     alloc_mb, res_mb = cols["alloc"] / MB, cols["reserved"] / MB
-    a6, r6 = np.round(alloc_mb, 6).tolist(), np.round(res_mb, 6).tolist()
-    ts3 = np.round(ts, 3).tolist()
-    kb = np.round(nbytes / 1024, 3).tolist()
-    devtype = cols["devtype"].tolist()
-    owner_l, release_l, names = owner.tolist(), release.tolist(), ops.name.tolist()
-    for k, i in enumerate(allocs.tolist()):
-        o = owner_l[k]
-        name = strings[names[o]] if o >= 0 else "[unknown]"
-        r = release_l[k]
-        dev = device_type_name(devtype[i], device_id)
-        if r >= 0:
-            rel, dur = ts3[r], round(ts3[r] - ts3[i], 3)
-            after = [a6[r], r6[r], a6[r]]
-        else:
-            rel, dur, after = "", "", ["", "", ""]
-        rows.append([name, kb[i], ts3[i], rel, rel, dur, dur, a6[i], r6[i], a6[i], *after, "", dev])
+    a6, r6, ts3 = np.round(alloc_mb, 6), np.round(res_mb, 6), np.round(ts, 3)
+    kb = np.round(nbytes / 1024, 3)
+    name_ids = np.where(owner >= 0, ops.name[np.maximum(owner, 0)], -1) if len(ops.name) else owner
+    names = csv_cells(strings, {-1: csv_cell("[unknown]")})
+    lines: list[str] = []
+    for lo in range(0, len(allocs), LINES_BATCH):  # column-wise, one C-level join per row, in batches
+        part = slice(lo, lo + LINES_BATCH)
+        at, rel = allocs[part], release[part]
+        k = len(at)
+        ok = rel >= 0
+        rel = rel[ok]
+
+        def column(values: np.ndarray, where: np.ndarray | None = None, k: int = k) -> list[str]:
+            texts = float_texts(values)
+            if where is None:
+                return texts
+            out = np.full(k, "", dtype=object)
+            out[where] = texts
+            return out.tolist()
+
+        # np.round equals round(release - allocation, 3) here: both times are already rounded to 3 places
+        durs = column(np.round(ts3[rel] - ts3[at[ok]], 3), ok)
+        rel_at = column(ts3[rel], ok)
+        a_rel = column(a6[rel], ok)
+        a_alloc = column(a6[at])
+        columns = [
+            list(map(names.__getitem__, name_ids[part].tolist())),
+            column(kb[at]),
+            column(ts3[at]),
+            rel_at,
+            rel_at,
+            durs,
+            durs,
+            a_alloc,
+            column(r6[at]),
+            a_alloc,
+            a_rel,
+            column(r6[rel], ok),
+            a_rel,
+            [""] * k,
+            list(map(device_type_name, cols["devtype"][at].tolist(), repeat(device_id))),
+        ]
+        lines += map(",".join, zip(*columns, strict=True))
     peaks = {
         "peak_allocated_mb": round(float(alloc_mb.max()), 3),
         "peak_reserved_mb": round(float(res_mb.max()), 3),
     }
-    return rows, peaks
+    return lines, peaks
 
 
 def step_peaks(cols: dict[str, np.ndarray], windows: list) -> list[float | None]:

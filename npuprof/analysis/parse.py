@@ -7,10 +7,13 @@ shell (exit 0 when parsed or already parsed, 1 otherwise).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pickle
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,55 +157,169 @@ def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> Par
     return outcome
 
 
-def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) -> list[str]:
-    """Parse ``raw`` and write every table into ``out_dir``; return the file names written."""
-    from npuprof.analysis import communication, memory, tables, trace_view
-    from npuprof.analysis.scan import scan
+def _side_outputs(extract: Any, meta: dict[str, Any], out_dir: Path, rank: int | None) -> dict[str, Any]:
+    """communication.json, communication_matrix.json, memory_record.csv and operator_memory.csv; returns
+    the files written and what the summary needs."""
+    from npuprof.analysis import communication, memory, tables
 
-    written: list[str] = []
-    with atomic_writer(out_dir / "trace_view.json", "w+b") as tv:
-        trace_view.copy_raw(raw, tv)
-        extract, meta, events_end = scan(raw, fd=tv.fileno(), workers=workers)
-        if rank is None:
-            info = meta.get("distributedInfo")
-            rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
-        tabs = tables.build_tables(extract)
-        device_pids = set(extract.dev_pid)
-        trace_view.finish(tv, events_end, trace_view.extra_events(tabs, extract.process_names, device_pids))
-    written.append("trace_view.json")
-
-    write_csv(out_dir / "step_trace_time.csv", tables.STEP_HEADER, tabs.step_rows)
-    kernel_header = getattr(
-        tabs, "kernel_header", tables.KERNEL_HEADER if extract.steps else tables.KERNEL_HEADER[1:]
-    )
-    write_csv(out_dir / "kernel_details.csv", kernel_header, tabs.kernel_rows)
-    write_csv(out_dir / "operator_details.csv", tables.OPERATOR_HEADER, tabs.operator_rows)
-    write_csv(out_dir / "op_statistic.csv", tables.OP_STAT_HEADER, tabs.op_stat_rows)
-    written += ["step_trace_time.csv", "kernel_details.csv", "operator_details.csv", "op_statistic.csv"]
-
+    windows = tables.step_windows(extract)
+    device_id = tables.device_id_of(extract)
+    files: list[str] = []
     ops = communication.collect(extract, meta)
     comm_summary: dict[str, Any] = {"operators": len(ops)}
     if ops:
-        comm, matrix = communication.build(ops, tabs.steps, rank)
+        comm, matrix = communication.build(ops, windows, rank)
         write_json_fast(out_dir / "communication.json", comm)
         write_json_fast(out_dir / "communication_matrix.json", matrix)
-        written += ["communication.json", "communication_matrix.json"]
+        files += ["communication.json", "communication_matrix.json"]
         comm_summary["time_us"] = round(sum(o.dur for o in ops), 3)
         comm_summary["size_mb"] = round(sum(o.size_bytes for o in ops) / 1e6, 6)
-
     mem_cols = memory.memory_columns(extract)
     peaks: dict[str, Any] = {}
+    step_peaks: list[float | None] = []
     if mem_cols:
         write_csv(
             out_dir / "memory_record.csv",
             memory.MEMORY_RECORD_HEADER,
-            lines=memory.memory_record_lines(mem_cols, tabs.device_id),
+            lines=memory.memory_record_lines(mem_cols, device_id),
         )
-        rows, peaks = memory.operator_memory_rows(mem_cols, tabs.ops, extract.strings, tabs.device_id)
-        write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, rows)
-        written += ["memory_record.csv", "operator_memory.csv"]
-        for step, peak in zip(tabs.summary["steps"], memory.step_peaks(mem_cols, tabs.steps), strict=False):
-            step["memory_peak_mb"] = peak
+        lines, peaks = memory.operator_memory_lines(
+            mem_cols, tables.nest(extract), extract.strings, device_id
+        )
+        write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, lines=lines)
+        files += ["memory_record.csv", "operator_memory.csv"]
+        step_peaks = memory.step_peaks(mem_cols, windows)
+    return {"files": files, "communication": comm_summary, "peaks": peaks, "step_peaks": step_peaks}
+
+
+class _Side:
+    """Run ``job`` in a forked child (when ``fork`` and the platform allow) or else inline, now;
+    ``result()`` returns its value or raises what it raised (as RuntimeError when it ran in the child)."""
+
+    def __init__(self, fork: bool, job: Callable[[], Any]) -> None:
+        self.pid = 0
+        if not (fork and hasattr(os, "fork")):
+            self.value = job()
+            return
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: run, send the pickled outcome, leave without any cleanup of the parent's
+            code = 0
+            try:
+                os.close(read_fd)
+                try:
+                    payload = pickle.dumps((True, job()))
+                except BaseException as exc:
+                    payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}"))
+                with os.fdopen(write_fd, "wb") as pipe:
+                    pipe.write(payload)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self.pid, self.read_fd = pid, read_fd
+
+    def close(self) -> None:
+        """Wait for the child, ignoring its outcome (the caller is failing anyway)."""
+        with contextlib.suppress(Exception):
+            self.result()
+
+    def result(self) -> Any:
+        if not self.pid:
+            return self.value
+        with os.fdopen(self.read_fd, "rb") as pipe:
+            payload = pipe.read()
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        if not payload:
+            raise RuntimeError(f"the table-writing process failed (wait status {status})")
+        ok, value = pickle.loads(payload)
+        if not ok:
+            raise RuntimeError(value)
+        self.value = value
+        return value
+
+
+class _Phases:
+    """With NPUPROF_TIMING=1 in the environment: the wall and CPU seconds of each phase, on stderr."""
+
+    def __init__(self) -> None:
+        self.on = bool(os.environ.get("NPUPROF_TIMING"))
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def __call__(self, label: str) -> None:
+        if self.on:
+            wall, cpu = time.perf_counter(), time.process_time()
+            print(
+                f"npuprof timing: {label:<22} {wall - self.wall:7.3f} s wall {cpu - self.cpu:7.3f} s cpu",
+                file=sys.stderr,
+            )
+            self.wall, self.cpu = wall, cpu
+
+
+def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) -> list[str]:
+    """Parse ``raw`` and write every table into ``out_dir``; return the file names written."""
+    from npuprof.analysis import tables, trace_view
+    from npuprof.analysis.scan import scan
+
+    phase = _Phases()
+    written: list[str] = []
+    # trace_view.json is a copy of the (decompressed) trace plus appended lanes. A plain trace is copied
+    # in the kernel while it is being read; a .gz one is decompressed into place and read from there.
+    with atomic_writer(out_dir / "trace_view.json", "wb", fsync=False) as tv, contextlib.ExitStack() as stack:
+        if trace_view.is_gzip(raw):
+            trace_view.decompress(raw, tv)
+            source = stack.enter_context(trace_view.readable(tv, raw))
+            extract, meta, events_end = scan(raw, fd=source, workers=workers)
+        else:
+            source = stack.enter_context(open(raw, "rb")).fileno()
+            size = os.fstat(source).st_size
+            tv.flush()
+            extract, meta, events_end = scan(
+                raw,
+                fd=source,
+                workers=workers,
+                during=lambda: trace_view.copy_plain(source, tv.fileno(), size),
+            )
+        phase("scan + copy")
+        if rank is None:
+            info = meta.get("distributedInfo")
+            rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
+        # communication and memory tables in a second process (forked: it shares the columns) when allowed
+        side = _Side(workers > 1, lambda: _side_outputs(extract, meta, out_dir, rank))
+        try:
+            tabs = tables.build_tables(extract)
+            phase("tables")
+            device_pids = set(extract.dev_pid)
+            extra = trace_view.extra_events(tabs, extract.process_names, device_pids)
+            trace_view.finish(tv, source, events_end, extra)
+        except BaseException:
+            side.close()
+            raise
+    written.append("trace_view.json")
+    phase("trace_view")
+
+    try:
+        write_csv(out_dir / "step_trace_time.csv", tables.STEP_HEADER, tabs.step_rows)
+        kernel_header = getattr(
+            tabs, "kernel_header", tables.KERNEL_HEADER if extract.steps else tables.KERNEL_HEADER[1:]
+        )
+        write_csv(out_dir / "kernel_details.csv", kernel_header, lines=tabs.kernel_lines)
+        write_csv(out_dir / "operator_details.csv", tables.OPERATOR_HEADER, tabs.operator_rows)
+        write_csv(out_dir / "op_statistic.csv", tables.OP_STAT_HEADER, tabs.op_stat_rows)
+    except BaseException:
+        side.close()
+        raise
+    written += ["step_trace_time.csv", "kernel_details.csv", "operator_details.csv", "op_statistic.csv"]
+    phase("csv")
+    side_result = side.result()
+    phase("wait for side tables")
+    written += side_result["files"]
+    for step, peak in zip(tabs.summary["steps"], side_result["step_peaks"], strict=False):
+        step["memory_peak_mb"] = peak
+    peaks = side_result["peaks"]
+    comm_summary = side_result["communication"]
 
     summary = {
         "version": SUMMARY_VERSION,
@@ -218,6 +335,7 @@ def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) 
     }
     write_json_fast(out_dir / SUMMARY_FILE, summary, indent=0)
     written.append(SUMMARY_FILE)
+    phase("summary")
     return written
 
 

@@ -11,6 +11,8 @@ Conventions (documented in docs/analyse.md):
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +73,41 @@ OP_STAT_HEADER = [
     "Ratio(%)",
 ]
 TOP_PER_STEP = 100
+LINES_BATCH = 1 << 16  # CSV rows formatted at a time
+OVERLAP_LANES = ("Computing", "Communication(Not Overlapped)", "Free")
+
+
+def csv_cell(text: str) -> str:
+    """``text`` as the csv module writes it in a row (quoted when it holds a comma, quote or newline)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([text, ""])
+    return buf.getvalue()[:-2]
+
+
+def csv_cells(strings: list[str], preset: dict[int, str]) -> dict[int, str]:
+    """string id -> CSV cell, computed on first use; ``preset`` gives the cells of other (negative) ids."""
+
+    class _Cells(dict):
+        def __missing__(self, sid: int) -> str:
+            value = self[sid] = csv_cell(strings[sid])
+            return value
+
+    cells = _Cells()
+    cells.update(preset)
+    return cells
+
+
+def float_texts(values: np.ndarray) -> list[str]:
+    """``repr`` of each value (as the csv module writes floats); columns with few distinct values (sizes,
+    memory totals, durations) format each distinct value once."""
+    n = len(values)
+    if n < 64:
+        return list(map(repr, values.tolist()))
+    uniq, inverse = np.unique(values, return_inverse=True)
+    if len(uniq) > n // 4 or bool((np.signbit(values) & (values == 0)).any()):  # mostly distinct, or -0.0
+        return list(map(repr, values.tolist()))
+    texts = list(map(repr, uniq.tolist()))
+    return list(map(texts.__getitem__, inverse.tolist()))
 
 
 def r3(x: float) -> float:
@@ -99,17 +136,23 @@ class RankTables:
     device: str  # "CPU" or "CUDA"
     device_id: int
     step_rows: list[list[Any]] = field(default_factory=list)
-    kernel_rows: list[list[Any]] = field(default_factory=list)
+    kernel_lines: list[str] = field(default_factory=list)  # kernel_details.csv rows, CSV-formatted
     operator_rows: list[list[Any]] = field(default_factory=list)
     op_stat_rows: list[list[Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
-    overlap_spans: list[tuple[str, float, float]] = field(default_factory=list)  # for trace_view
-    comm_spans: list[tuple[str, float, float]] = field(default_factory=list)
+    # for trace_view: the Overlap Analysis lanes (lane index into OVERLAP_LANES, start, end) in step order,
+    # then the communication spans (start, end)
+    overlap_spans: tuple[np.ndarray, np.ndarray, np.ndarray] = (
+        np.zeros(0, np.int8),
+        np.zeros(0),
+        np.zeros(0),
+    )
+    comm_spans: intervals.Spans = intervals.EMPTY
     steps: list[tuple[int | None, float, float]] = field(default_factory=list)
     ops: OpView | None = None
 
 
-def _nest(x: Extract) -> OpView:
+def nest(x: Extract) -> OpView:
     """Per thread, sort operators by (start, -duration) and walk a stack: self time, parent, device totals."""
     n = len(x.op_ts)
     thread = np.frombuffer(x.op_thread, dtype=np.int32) if n else np.zeros(0, np.int32)
@@ -178,7 +221,16 @@ def _nest(x: Extract) -> OpView:
     return OpView(thread, ts, dur, name, shapes, stack, ext, self_time, parent, dev_self, dev_total)
 
 
-def _step_windows(x: Extract) -> list[tuple[int | None, float, float]]:
+def device_id_of(x: Extract) -> int:
+    """The device the kernels ran on (the first non-negative device id; 0 when none)."""
+    dev_device = np.asarray(x.dev_device, dtype=np.int64)
+    valid = dev_device[dev_device >= 0]
+    return int(valid[0]) if len(valid) else 0
+
+
+def step_windows(x: Extract) -> list[tuple[int | None, float, float]]:
+    """(step number, start, end) of each ``ProfilerStep``, by start; one window over the whole trace when
+    it has no steps."""
     if x.steps:
         seen: dict[int, tuple[int, float, float]] = {}
         for num, ts, dur, _t in x.steps:
@@ -202,13 +254,12 @@ def _step_of(starts: np.ndarray, windows: list[tuple[int | None, float, float]])
 
 
 def build_tables(x: Extract) -> RankTables:
-    ops = _nest(x)
+    ops = nest(x)
     strings = x.strings
     n_dev = len(x.dev_ts)
     device = "CUDA" if n_dev else "CPU"
-    dev_device = np.frombuffer(x.dev_device, dtype=np.int64) if n_dev else np.zeros(0, np.int64)
-    device_id = int(dev_device[dev_device >= 0][0]) if n_dev and (dev_device >= 0).any() else 0
-    windows = _step_windows(x)
+    device_id = device_id_of(x)
+    windows = step_windows(x)
     step_threads = {t for _n, _ts, _d, t in x.steps}
     tables = RankTables(device=device, device_id=device_id, ops=ops, steps=windows)
     comm_name_ids = (
@@ -246,16 +297,20 @@ def build_tables(x: Extract) -> RankTables:
     busy = intervals.merge(compute, comm)
 
     step_summ = []
-    for num, lo, hi in windows:
-        c = intervals.total(intervals.clip(compute, lo, hi))
-        m = intervals.total(intervals.clip(comm, lo, hi))
-        b = intervals.total(intervals.clip(busy, lo, hi))
-        bubble = intervals.total(intervals.clip(recv, lo, hi))
+    lo_w = np.array([w[1] for w in windows], dtype=float)
+    hi_w = np.array([w[2] for w in windows], dtype=float)
+    if len(windows) > 1 and not (lo_w[1:] >= hi_w[:-1]).all():
+        sums, lanes = _per_step(windows, compute, comm, busy, recv)  # overlapping steps (unusual)
+    else:
+        sums, lanes = _all_steps(lo_w, hi_w, compute, comm, busy, recv)
+    tables.overlap_spans = lanes
+    ks = np.searchsorted(first_task, lo_w, side="left")
+    task_k = first_task[np.minimum(ks, len(first_task) - 1)] if len(first_task) else lo_w
+    prep_w = np.where((ks < len(first_task)) & (task_k < hi_w), task_k - lo_w, 0.0).tolist()
+    for (num, lo, hi), (c, m, b, bubble), preparing in zip(windows, sums, prep_w, strict=True):
         not_overlapped = b - c
         overlapped = m - not_overlapped
         free = (hi - lo) - b
-        k = int(np.searchsorted(first_task, lo, side="left"))
-        preparing = float(first_task[k] - lo) if k < len(first_task) and first_task[k] < hi else 0.0
         row = [
             device_id,
             "" if num is None else num,
@@ -284,18 +339,7 @@ def build_tables(x: Extract) -> RankTables:
                 "preparing_us": r3(preparing),
             }
         )
-        # the Overlap Analysis lanes of trace_view.json
-        for label, spans in (
-            ("Computing", intervals.clip(compute, lo, hi)),
-            (
-                "Communication(Not Overlapped)",
-                _subtract(intervals.clip(comm, lo, hi), intervals.clip(compute, lo, hi)),
-            ),
-            ("Free", _subtract(([lo], [hi]), intervals.clip(busy, lo, hi))),
-        ):
-            tables.overlap_spans.extend((label, float(a), float(z)) for a, z in zip(*spans, strict=False))
-    cs, ce = comm
-    tables.comm_spans = [("Communication", float(a), float(z)) for a, z in zip(cs, ce, strict=False)]
+    tables.comm_spans = comm
 
     _kernel_tables(x, tables, ops, windows, device_id)
     _operator_tables(x, tables, ops, windows, n_dev == 0)
@@ -316,27 +360,90 @@ def _busiest_thread(ops: OpView) -> np.ndarray:
     return ops.thread == int(np.argmax(busy))
 
 
-def _subtract(a: intervals.Spans, b: intervals.Spans) -> intervals.Spans:
-    """Disjoint sorted ``a`` minus disjoint sorted ``b``."""
-    out_s: list[float] = []
-    out_e: list[float] = []
-    bs, be = list(b[0]), list(b[1])
-    j = 0
-    for s, e in zip(a[0], a[1], strict=False):
-        cur = s
-        while j < len(bs) and be[j] <= cur:
-            j += 1
-        k = j
-        while k < len(bs) and bs[k] < e:
-            if bs[k] > cur:
-                out_s.append(cur)
-                out_e.append(bs[k])
-            cur = max(cur, be[k])
-            k += 1
-        if cur < e:
-            out_s.append(cur)
-            out_e.append(e)
-    return np.array(out_s), np.array(out_e)
+Lanes = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _all_steps(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    compute: intervals.Spans,
+    comm: intervals.Spans,
+    busy: intervals.Spans,
+    recv: intervals.Spans,
+) -> tuple[list[tuple[float, float, float, float]], Lanes]:
+    """Disjoint steps, all at once: per step (computing, communication, busy, bubble) totals, and the
+    Overlap Analysis lanes (lane, start, end), ordered by step, then lane, then time."""
+    n = len(lo)
+    comp = intervals.clip_many(compute, lo, hi)
+    com = intervals.clip_many(comm, lo, hi)
+    bus = intervals.clip_many(busy, lo, hi)
+    columns = [intervals.totals(*pieces, n) for pieces in (comp, com, bus, intervals.clip_many(recv, lo, hi))]
+    # pieces of different (disjoint) steps never meet, so one subtraction serves every step
+    cno_s, cno_e, cno_k = _subtract(com[:2], comp[:2], with_index=True)
+    free_s, free_e, free_k = _subtract((lo, hi), bus[:2], with_index=True)
+    owner = np.concatenate([comp[2], com[2][cno_k], free_k])
+    lane = np.concatenate(
+        [np.full(len(comp[0]), 0, np.int8), np.full(len(cno_s), 1, np.int8), np.full(len(free_s), 2, np.int8)]
+    )
+    order = np.argsort(owner * 3 + lane, kind="stable")
+    starts = np.concatenate([comp[0], cno_s, free_s])[order]
+    ends = np.concatenate([comp[1], cno_e, free_e])[order]
+    return list(zip(*columns, strict=True)), (lane[order], starts, ends)
+
+
+def _per_step(
+    windows: list,
+    compute: intervals.Spans,
+    comm: intervals.Spans,
+    busy: intervals.Spans,
+    recv: intervals.Spans,
+) -> tuple[list[tuple[float, float, float, float]], Lanes]:
+    """As :func:`_all_steps`, one step at a time (for steps that overlap)."""
+    sums = []
+    lane_code: list[np.ndarray] = [np.zeros(0, np.int8)]
+    lane_s: list[np.ndarray] = [np.zeros(0)]
+    lane_e: list[np.ndarray] = [np.zeros(0)]
+    for _num, lo, hi in windows:
+        comp_in = intervals.clip(compute, lo, hi)
+        comm_in = intervals.clip(comm, lo, hi)
+        busy_in = intervals.clip(busy, lo, hi)
+        sums.append(
+            (
+                intervals.total(comp_in),
+                intervals.total(comm_in),
+                intervals.total(busy_in),
+                intervals.total(intervals.clip(recv, lo, hi)),
+            )
+        )
+        for lane, spans in enumerate(
+            (comp_in, _subtract(comm_in, comp_in), _subtract((np.array([lo]), np.array([hi])), busy_in))
+        ):
+            lane_code.append(np.full(len(spans[0]), lane, np.int8))
+            lane_s.append(spans[0])
+            lane_e.append(spans[1])
+    return sums, (np.concatenate(lane_code), np.concatenate(lane_s), np.concatenate(lane_e))
+
+
+def _subtract(a: intervals.Spans, b: intervals.Spans, with_index: bool = False) -> Any:
+    """Disjoint sorted ``a`` minus disjoint sorted, non-overlapping, non-empty ``b``: for each span of
+    ``a``, the gaps around the spans of ``b`` that reach into it (empty pieces dropped). With
+    ``with_index``, also the index of the ``a`` span each piece comes from."""
+    a_s, a_e = np.asarray(a[0], dtype=float), np.asarray(a[1], dtype=float)
+    b_s, b_e = b
+    if len(b_s) == 0 or len(a_s) == 0:
+        keep = a_e > a_s if with_index else slice(None)
+        return (a_s[keep], a_e[keep], np.flatnonzero(keep)) if with_index else (a_s, a_e)
+    first = np.searchsorted(b_e, a_s, side="right")  # first b ending after the a span starts
+    count = np.searchsorted(b_s, a_e, side="left") - first  # b spans starting before it ends
+    pieces = count + 1
+    owner = np.repeat(np.arange(len(a_s)), pieces)
+    pos = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    k = first[owner] + pos  # the b span ending each piece (when pos < count)
+    last_b = len(b_s) - 1
+    starts = np.where(pos == 0, a_s[owner], b_e[np.clip(k - 1, 0, last_b)])
+    ends = np.where(pos == count[owner], a_e[owner], b_s[np.clip(k, 0, last_b)])
+    keep = starts < ends
+    return (starts[keep], ends[keep], owner[keep]) if with_index else (starts[keep], ends[keep])
 
 
 def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, device_id: int) -> None:
@@ -379,62 +486,76 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
     same = d_stream[order][1:] == d_stream[order][:-1]
     gaps = np.where(same, np.maximum(d_ts[order][1:] - np.maximum.accumulate(prev_end), 0.0), 0.0)
     wait[order[1:]] = gaps
+    # kernel_details.csv lines, built column-wise (one C-level join per row) in start-time order
     kinds = x.dev_kind
+    kind_codes = {k: i for i, k in enumerate(dict.fromkeys(kinds))}
+    kind_l = list(kind_codes)
+    kind_of = np.fromiter(map(kind_codes.__getitem__, kinds), np.int64, n)
     core_of = {"kernel": "CUDA kernel", "memcpy": "memcpy", "memset": "memset"}
-    comm_name = {int(i): is_comm_name(strings[i]) for i in np.unique(d_name).tolist()}
-    rows = tables.kernel_rows
+    core_names = [core_of.get(k, k) for k in kind_l] + ["NCCL"]
+    comm_name = np.zeros(len(strings), bool)
+    uniq_names = np.unique(d_name)
+    comm_name[uniq_names] = [is_comm_name(strings[i]) for i in uniq_names.tolist()]
     has_steps = bool(x.steps)
     order_t = np.argsort(d_ts, kind="stable")
-    ts_r = np.round(d_ts, 3).tolist()
-    dur_r = np.round(d_dur, 3).tolist()
-    wait_r = np.round(wait, 3).tolist()
-    blocks = d_blocks.tolist()
-    names_l = d_name.tolist()
-    op_of_l = op_of.tolist()
-    step_l = step_idx.tolist()
-    op_name_l = ops.name.tolist()
-    op_shape_l = ops.shapes.tolist()
-    for i in order_t.tolist():
-        nid = names_l[i]
-        oi = op_of_l[i]
-        op_name = strings[op_name_l[oi]] if oi >= 0 else kinds[i]
-        shapes = strings[op_shape_l[oi]] if oi >= 0 and op_shape_l[oi] >= 0 else ""
-        core = "NCCL" if comm_name[nid] else core_of.get(kinds[i], kinds[i])
-        si = step_l[i]
-        step = windows[si][0] if si >= 0 and windows[si][0] is not None else ""
-        row = [
-            device_id,
-            strings[nid],
-            op_name,
-            core,
-            ts_r[i],
-            dur_r[i],
-            wait_r[i],
-            blocks[i],
-            shapes,
-            "",
-            "",
-            "",
-            "",
-            "",
-        ]
-        rows.append([step, *row] if has_steps else row)
+    nid = d_name[order_t]
+    oi = op_of[order_t]
+    launched = oi >= 0
+    op_name_id = np.where(launched, ops.name[np.maximum(oi, 0)] if len(ops.name) else -1, -1)
+    op_shape_id = np.where(launched, ops.shapes[np.maximum(oi, 0)] if len(ops.shapes) else -1, -1)
+    kind_t = kind_of[order_t]
+    core_t = np.where(comm_name[nid], len(kind_l), kind_t)
+    # op type: the launching operator's name (a string id) or else the task kind (-1 - kind code)
+    type_t = np.where(launched, op_name_id, -1 - kind_t)
+    cell = csv_cells(strings, {-1: ""})
+    type_cell = csv_cells(strings, {-1 - k: csv_cell(kind) for k, kind in enumerate(kind_l)})
+    dur_t = np.round(d_dur, 3)[order_t]
+    core_cells = [csv_cell(c) for c in core_names]
+    ts_t = np.round(d_ts, 3)[order_t]
+    wait_t = np.round(wait, 3)[order_t]
+    blocks_t = d_blocks[order_t]
+    step_cells = [("" if w[0] is None else str(w[0])) for w in windows] + [""]
+    step_t = step_idx[order_t]
     if not has_steps:
         tables.kernel_header = KERNEL_HEADER[1:]  # type: ignore[attr-defined]
-    # op_statistic: by the task's type (launching operator) and core
+    lines: list[str] = []
+    for lo in range(0, n, LINES_BATCH):  # in batches: the columns of text are several times the lines
+        part = slice(lo, lo + LINES_BATCH)
+        columns = [
+            [str(device_id)] * len(nid[part]),
+            list(map(cell.__getitem__, nid[part].tolist())),
+            list(map(type_cell.__getitem__, type_t[part].tolist())),
+            list(map(core_cells.__getitem__, core_t[part].tolist())),
+            list(map(repr, ts_t[part].tolist())),
+            float_texts(dur_t[part]),
+            float_texts(wait_t[part]),
+            list(map(str, blocks_t[part].tolist())),
+            [c + ",,,,," for c in map(cell.__getitem__, op_shape_id[part].tolist())],
+        ]
+        if has_steps:
+            columns.insert(0, list(map(step_cells.__getitem__, step_t[part].tolist())))
+        lines += map(",".join, zip(*columns, strict=True))
+    tables.kernel_lines = lines
+    # op_statistic: by the task's type (launching operator) and core, groups in order of first appearance
+    key = (type_t + len(kind_l) + 1) * (len(core_names) + 1) + core_t
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    count = np.bincount(inv, minlength=len(uniq))
+    total = np.bincount(inv, weights=dur_t, minlength=len(uniq))
+    low = np.full(len(uniq), np.inf)
+    high = np.full(len(uniq), -np.inf)
+    np.minimum.at(low, inv, dur_t)
+    np.maximum.at(high, inv, dur_t)
     groups: dict[tuple[str, str], list[float]] = {}
-    for row in rows:
-        off = 1 if has_steps else 0
-        key = (row[off + 2], row[off + 3])
-        dur = row[off + 5]
-        g = groups.get(key)
-        if g is None:
-            groups[key] = [1, dur, dur, dur]
-        else:
-            g[0] += 1
-            g[1] += dur
-            g[2] = min(g[2], dur)
-            g[3] = max(g[3], dur)
+    for u in np.argsort(first, kind="stable").tolist():
+        i = int(first[u])
+        t = int(type_t[i])
+        op_type = strings[t] if t >= 0 else kind_l[-1 - t]
+        groups[(op_type, core_names[int(core_t[i])])] = [
+            int(count[u]),
+            float(total[u]),
+            float(low[u]),
+            float(high[u]),
+        ]
     _stat_rows(tables, groups)
 
 

@@ -154,9 +154,20 @@ class TraceReader:
     file size.
     """
 
-    def __init__(self, path: str | Path, block: int = DEFAULT_BLOCK, fd: int | None = None) -> None:
-        """``fd``: read the (plain) trace from this open descriptor instead of opening ``path``."""
+    def __init__(
+        self,
+        path: str | Path,
+        block: int = DEFAULT_BLOCK,
+        fd: int | None = None,
+        decoder: msgspec.json.Decoder | None = None,
+        fallback: msgspec.json.Decoder | None = None,
+    ) -> None:
+        """``fd``: read the (plain) trace from this open descriptor instead of opening ``path``.
+        ``decoder``: a msgspec decoder of a list of event structs (default: ``list[Event]``);
+        ``fallback``: the decoder for chunks that are valid JSON but that ``decoder`` rejects."""
         self.path = Path(path)
+        self.decoder = decoder or _DECODER
+        self.fallback = fallback
         self.fd = fd
         self.block = block
         self.meta: dict[str, Any] = {}
@@ -210,7 +221,14 @@ class TraceReader:
         framed += text
         framed += b"]"
         try:
-            events = _DECODER.decode(framed)
+            events = self.decoder.decode(framed)
+        except msgspec.ValidationError:
+            if self.fallback is None:
+                return None
+            try:
+                events = self.fallback.decode(framed)
+            except msgspec.DecodeError:
+                return None
         except msgspec.DecodeError:
             return None
         return events, memoryview(framed)[1:-1]

@@ -7,40 +7,64 @@ metadata naming each device process ``Ascend Hardware`` (kernels keep their own 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
+from itertools import repeat
 from pathlib import Path
 from typing import IO, Any
 
 import msgspec
 
-from npuprof.analysis.tables import RankTables
+from npuprof.analysis.tables import OVERLAP_LANES, RankTables
 
 OVERLAP_PID = 2_000_000_001
 COMM_PID = 2_000_000_002
-_LANES = {"Computing": 0, "Communication(Not Overlapped)": 1, "Free": 2}
+_LANES = {label: tid for tid, label in enumerate(OVERLAP_LANES)}
+_LANE_LABELS = OVERLAP_LANES
 
 
-def copy_raw(raw: Path, out: IO[bytes]) -> None:
-    """Copy the raw trace (decompressing a .gz) into ``out``; the copy is what the scan then reads."""
+def is_gzip(raw: Path) -> bool:
     with open(raw, "rb") as probe:
-        gz = probe.read(2) == b"\x1f\x8b"
-    if gz:
-        with gzip.open(raw, "rb") as src:
-            shutil.copyfileobj(src, out, 8 << 20)
-        out.flush()
-        return
+        return probe.read(2) == b"\x1f\x8b"
+
+
+def copy_plain(src_fd: int, out_fd: int, size: int) -> None:
+    """Copy ``size`` bytes from ``src_fd`` (from its start) to ``out_fd``, in the kernel (GIL released)."""
+    offset = 0
+    while offset < size:
+        sent = os.sendfile(out_fd, src_fd, offset, min(size - offset, 1 << 30))
+        if sent == 0:
+            raise OSError(f"the trace shrank while being copied ({offset} of {size} bytes)")
+        offset += sent
+
+
+def decompress(raw: Path, out: IO[bytes]) -> None:
+    """Write the decompressed ``raw`` (.gz) into ``out``."""
+    with gzip.open(raw, "rb") as src:
+        shutil.copyfileobj(src, out, 8 << 20)
     out.flush()
-    size = raw.stat().st_size
-    with open(raw, "rb") as src:
-        offset = 0
-        while offset < size:
-            sent = os.sendfile(out.fileno(), src.fileno(), offset, min(size - offset, 1 << 30))
-            if sent == 0:
-                break
-            offset += sent
-    out.seek(0, os.SEEK_END)
+
+
+@contextlib.contextmanager
+def readable(out: IO[bytes], raw: Path) -> Iterator[int]:
+    """A read-only descriptor with the content written to ``out`` so far (``out`` may be write-only): the
+    same file reopened through /proc, or else a private temporary copy of the decompressed ``raw``."""
+    out.flush()
+    try:
+        fd = os.open(f"/proc/self/fd/{out.fileno()}", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        with tempfile.TemporaryFile(dir=Path(out.name).parent if isinstance(out.name, str) else None) as tmp:
+            decompress(raw, tmp)  # type: ignore[arg-type]
+            yield tmp.fileno()
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _meta(pid: int, name: str, tid: int | None = None) -> dict[str, Any]:
@@ -49,57 +73,70 @@ def _meta(pid: int, name: str, tid: int | None = None) -> dict[str, Any]:
     return {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
 
 
-def extra_events(tables: RankTables, process_names: dict[Any, str], device_pids: set[Any]) -> list[dict]:
-    events: list[dict[str, Any]] = [_meta(OVERLAP_PID, "Overlap Analysis")]
-    events += [_meta(OVERLAP_PID, label, tid) for label, tid in _LANES.items()]
-    for label, start, end in tables.overlap_spans:
-        if end > start:
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "overlap_analysis",
-                    "name": label,
-                    "pid": OVERLAP_PID,
-                    "tid": _LANES[label],
-                    "ts": start,
-                    "dur": end - start,
-                }
-            )
-    if tables.comm_spans:
-        events += [_meta(COMM_PID, "Communication"), _meta(COMM_PID, "Communication", 0)]
-        events += [
-            {
-                "ph": "X",
-                "cat": "communication",
-                "name": name,
-                "pid": COMM_PID,
-                "tid": 0,
-                "ts": start,
-                "dur": end - start,
-            }
-            for name, start, end in tables.comm_spans
-        ]
+_ENC = msgspec.json.Encoder()
+_SEP = b",\n  "
+_BATCH = 200_000
+
+
+def _floats(values: list[float]) -> list[bytes]:
+    """Each value as msgspec writes it (one encoder call for the lot)."""
+    return _ENC.encode(values)[1:-1].split(b",") if values else []
+
+
+def _encode_spans(cat: str, names: list[str], pid: int, tids: list[int], starts: Any, ends: Any) -> bytes:
+    """``,\n  {event}`` for each span: exactly what encoding ``{"ph": "X", "cat", "name", "pid", "tid",
+    "ts", "dur"}`` one event at a time gives, assembled from pieces encoded in bulk."""
+    heads: dict[tuple[str, int], bytes] = {}
+    for name, tid in set(zip(names, tids, strict=True)):
+        text = _ENC.encode({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": 0.0})
+        heads[(name, tid)] = _SEP + text[: text.rindex(b"0.0")]
+    out = bytearray()
+    for lo in range(0, len(names), _BATCH):
+        s = starts[lo : lo + _BATCH]
+        ts = _floats(s.tolist())
+        durs = _floats((ends[lo : lo + _BATCH] - s).tolist())
+        head = list(map(heads.__getitem__, zip(names[lo : lo + _BATCH], tids[lo : lo + _BATCH], strict=True)))
+        out += b"".join(map(b"".join, zip(head, ts, repeat(b',"dur":'), durs, repeat(b"}"), strict=False)))
+    return bytes(out)
+
+
+def extra_events(tables: RankTables, process_names: dict[Any, str], device_pids: set[Any]) -> bytes:
+    """The appended events as text: each as ``,\n  {...}``, to follow the last raw event."""
+    head: list[dict[str, Any]] = [_meta(OVERLAP_PID, "Overlap Analysis")]
+    head += [_meta(OVERLAP_PID, label, tid) for label, tid in _LANES.items()]
+    out = bytearray()
+    for ev in head:
+        out += _SEP + _ENC.encode(ev)
+    lane, starts, ends = tables.overlap_spans
+    keep = ends > starts
+    lane, starts, ends = lane[keep], starts[keep], ends[keep]
+    labels = [_LANE_LABELS[c] for c in range(len(_LANE_LABELS))]
+    out += _encode_spans(
+        "overlap_analysis",
+        list(map(labels.__getitem__, lane.tolist())),
+        OVERLAP_PID,
+        lane.tolist(),
+        starts,
+        ends,
+    )
+    cs, ce = tables.comm_spans
+    if len(cs):
+        for ev in (_meta(COMM_PID, "Communication"), _meta(COMM_PID, "Communication", 0)):
+            out += _SEP + _ENC.encode(ev)
+        out += _encode_spans("communication", ["Communication"] * len(cs), COMM_PID, [0] * len(cs), cs, ce)
     for pid in sorted(device_pids, key=str):
         if process_names.get(pid, "").startswith(("GPU", "Device")):
-            events.append(_meta(pid, "Ascend Hardware"))
-    return events
+            out += _SEP + _ENC.encode(_meta(pid, "Ascend Hardware"))
+    return bytes(out)
 
 
-def finish(out: IO[bytes], events_end: int, events: list[dict[str, Any]]) -> None:
-    """Insert ``events`` after the last raw event (offset ``events_end``) and restore the original tail."""
+def finish(out: IO[bytes], source_fd: int, events_end: int, events: bytes) -> None:
+    """``out`` holds a copy of the trace read from ``source_fd``: insert ``events`` (from
+    :func:`extra_events`) after its last event (offset ``events_end``), followed by the original tail."""
     out.flush()
-    fd = out.fileno()
-    size = os.fstat(fd).st_size
-    tail = os.pread(fd, size - events_end, events_end)
+    size = os.fstat(source_fd).st_size
+    tail = os.pread(source_fd, size - events_end, events_end)
     out.seek(events_end)
     out.truncate()
-    enc = msgspec.json.Encoder()
-    buf = bytearray()
-    for ev in events:
-        buf += b",\n  "
-        buf += enc.encode(ev)
-        if len(buf) > 4 << 20:
-            out.write(buf)
-            buf.clear()
-    out.write(buf)
+    out.write(events)
     out.write(tail)
