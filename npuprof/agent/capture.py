@@ -29,6 +29,7 @@ class CaptureWriter:
         log: AgentLog,
         rank_fn: Any,
         worker: str,
+        post: postprocess.Postprocessor | None = None,
     ) -> None:
         self.cfg = cfg
         self.run = run
@@ -41,7 +42,7 @@ class CaptureWriter:
         self.first_step = 0
         self.start_info: dict[str, Any] = {}
         self.captures = 0
-        self.post = postprocess.Postprocessor(self.output)
+        self.post = post if post is not None else postprocess.Postprocessor(self.output)
 
     # ---- CaptureSink -----------------------------------------------------------------------------
     def begin(self, step: int) -> None:

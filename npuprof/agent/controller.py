@@ -35,6 +35,7 @@ class CaptureController:
         sink_factory: Any,
         log: AgentLog,
         rank_fn: Any,
+        on_arm: Any = None,
     ) -> None:
         self.cfg = cfg
         self.plan = plan
@@ -42,6 +43,7 @@ class CaptureController:
         self._sink_factory = sink_factory
         self.log = log
         self._rank_fn = rank_fn
+        self._on_arm = on_arm
         self.step = 0
         self.next_check = 0
         self.enabled = True
@@ -58,6 +60,8 @@ class CaptureController:
         if self.armed:
             return
         self.armed = True
+        if self._on_arm is not None:
+            self._on_arm()
         self._sync()
 
     def on_boundary(self) -> None:

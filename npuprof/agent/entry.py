@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
@@ -71,7 +72,11 @@ class Agent:
             sink_factory=self._make_sink,
             log=log,
             rank_fn=current_rank,
+            on_arm=self._prepare,
         )
+        from npuprof.results.postprocess import Postprocessor
+
+        self.post = Postprocessor(Path(cfg.output))
         self.step_module, self.step_qualname = cfg.step_on.split(":", 1) if cfg.step_on else (None, None)
         self.hooked: set[str] = set()
         self._exit_hooks()
@@ -109,7 +114,20 @@ class Agent:
         from npuprof.agent.capture import CaptureWriter
         from npuprof.agent.ranks import current_rank
 
-        return CaptureWriter(self.cfg, self.run, backend, self.log, current_rank, self.worker)
+        return CaptureWriter(self.cfg, self.run, backend, self.log, current_rank, self.worker, self.post)
+
+    @never_raise("starting the background post-processor")
+    def _prepare(self) -> None:
+        """Start the post-processor when training starts, so that its interpreter start-up does not
+        compete with the first recorded steps; only in a process that may record."""
+        from npuprof.agent.ranks import current_rank
+
+        rank = current_rank()
+        if rank is not None and not self.cfg.wants_rank(rank):
+            return
+        if self.controller.plan.next_busy_step(-1) is None:
+            return
+        self.post.start()
 
     # ---- the edges of the process ----------------------------------------------------------------
     def _exit_hooks(self) -> None:
@@ -130,9 +148,7 @@ class Agent:
         self.controller.enabled = False
         self.controller.prof = None
         self.controller.next_check = 1 << 62
-        sink = self.controller.sink
-        if sink is not None and hasattr(sink, "post"):
-            sink.post.forget()
+        self.post.forget()
 
     def _catch_sigterm(self) -> None:
         """Finalise a capture on SIGTERM, then die of it as before (only if the script set no handler)."""
