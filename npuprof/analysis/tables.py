@@ -1,6 +1,6 @@
 """From an :class:`Extract` to the Ascend tables (output-format.md §4-5) and npuprof's per-rank summary.
 
-Conventions (documented in docs/analyse.md):
+Conventions (documented in README.md, "Analysing: npuprof analyse"):
 * Steps are the host ``ProfilerStep#N`` spans; device time is attributed by clipping to those windows.
 * With device tasks (CUDA kernels, memcpy, memset): Computing = union of non-communication tasks,
   Communication = union of communication kernels (nccl/hccl/rccl in the name).

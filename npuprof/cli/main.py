@@ -45,13 +45,7 @@ def _register(app: typer.Typer) -> None:
     import importlib
 
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"npuprof.cli.{name}")
-        except ModuleNotFoundError as exc:  # TODO(lead): remove once every command module exists
-            if exc.name != f"npuprof.cli.{name}":
-                raise
-            continue
-        module.register(app)
+        importlib.import_module(f"npuprof.cli.{name}").register(app)
 
 
 def main() -> None:

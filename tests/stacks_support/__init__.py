@@ -57,9 +57,9 @@ def exports_record(rank_dir: Path) -> dict:
 
 
 def cli(*args: str, extra_path: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `npuprof <args>` (the two report commands) in a subprocess."""
+    """Run `npuprof <args>` in a subprocess, as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "tests.stacks_support.cli_entry", *args], cwd=REPO, env=env(extra_path),
+        [sys.executable, "-m", "npuprof", *args], cwd=REPO, env=env(extra_path),
         capture_output=True, text=True, timeout=300,
     )
 
