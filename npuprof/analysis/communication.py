@@ -140,12 +140,12 @@ def _size_bucket(mb: float) -> str:
     return f"{mb:.6f}".rstrip("0").rstrip(".") or "0"
 
 
-def _op_info(op: CommOp) -> dict[str, Any]:
-    ms = op.dur / 1000.0
-    mb = op.size_bytes / 1e6
+def _info(start_us: float, ms: float, mb: float, distribution: dict[str, list[float]]) -> dict[str, Any]:
+    """One "Communication Time Info" + "Communication Bandwidth Info" record. Wait and synchronisation
+    need every rank's timing, so they are 0 here."""
     return {
         "Communication Time Info": {
-            "Start Timestamp(us)": round(op.ts, 3),
+            "Start Timestamp(us)": start_us,
             "Elapse Time(ms)": round(ms, 6),
             "Transit Time(ms)": round(ms, 6),
             "Wait Time(ms)": 0.0,
@@ -160,10 +160,16 @@ def _op_info(op: CommOp) -> dict[str, Any]:
                 "Transit Time(ms)": round(ms, 6),
                 "Bandwidth(GB/s)": round(mb / ms, 4) if ms > 0 else 0.0,
                 "Large Packet Ratio": 0.0,
-                "Size Distribution": {_size_bucket(mb): [1, round(ms, 6)]},
+                "Size Distribution": distribution,
             }
         },
     }
+
+
+def _op_info(op: CommOp) -> dict[str, Any]:
+    ms = op.dur / 1000.0
+    mb = op.size_bytes / 1e6
+    return _info(round(op.ts, 3), ms, mb, {_size_bucket(mb): [1, round(ms, 6)]})
 
 
 def _total(infos: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,27 +182,7 @@ def _total(infos: list[dict[str, Any]]) -> dict[str, Any]:
             d[0] += c
             d[1] = round(d[1] + t, 6)
     start = min((i["Communication Time Info"]["Start Timestamp(us)"] for i in infos), default=0.0)
-    return {
-        "Communication Time Info": {
-            "Start Timestamp(us)": start,
-            "Elapse Time(ms)": round(elapse, 6),
-            "Transit Time(ms)": round(elapse, 6),
-            "Wait Time(ms)": 0.0,
-            "Synchronization Time(ms)": 0.0,
-            "Idle Time(ms)": 0.0,
-            "Wait Time Ratio": 0.0,
-            "Synchronization Time Ratio": 0.0,
-        },
-        "Communication Bandwidth Info": {
-            TRANSPORT: {
-                "Transit Size(MB)": round(size, 6),
-                "Transit Time(ms)": round(elapse, 6),
-                "Bandwidth(GB/s)": round(size / elapse, 4) if elapse > 0 else 0.0,
-                "Large Packet Ratio": 0.0,
-                "Size Distribution": dist,
-            }
-        },
-    }
+    return _info(start, elapse, size, dist)
 
 
 def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -140,24 +140,7 @@ def build_config(config_file: Path | None, flags: dict[str, object]):  # -> Prof
     from npuprof import config as c
 
     cfg = c.load_config_file(config_file) if config_file is not None else c.ProfileConfig()
-    simple = (
-        "record_shapes",
-        "profile_memory",
-        "with_stack",
-        "with_modules",
-        "with_flops",
-        "l2_cache",
-        "op_attr",
-        "data_simplification",
-        "record_op_args",
-        "gc_detect_threshold",
-        "msprof_tx",
-        "step_on",
-        "worker_name",
-        "analyse",
-        "gzip",
-    )
-    for key in simple:
+    for key in (*BOOL_FLAGS, "gc_detect_threshold", "step_on", "worker_name"):
         if key in flags:
             setattr(cfg, key, flags[key])
     if "activities" in flags:
