@@ -244,3 +244,19 @@ def test_kill_9_mid_capture_leaves_a_capture_marked_incomplete(out: Path) -> Non
     status = capture_status(d)
     assert not status.complete and "before the capture was finalised" in status.detail
     assert "capturing" in stderr or "incomplete" in stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--levle", "2", "--", "python", "-c", "pass"], "--levle"),
+        (["analyse", "--format", "xml", "."], "--format"),
+        (["export-stacks", "--metric", "nope", "."], "--metric"),
+        (["bogus"], "bogus"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    result = npuprof(*args)
+    assert result.returncode == 2
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    assert needle in line

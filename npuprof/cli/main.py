@@ -55,7 +55,27 @@ def main() -> None:
         code = fast_run(sys.argv[2:])
         if code is not None:
             _leave(code)
-    get_app()(prog_name="npuprof")
+    _leave(_run_typer())
+
+
+def _run_typer() -> int:
+    """Run the typer app; a usage error (unknown option, bad value) becomes one line and exit 2."""
+    import typer
+
+    # click's UsageError (typer vendors click in recent releases, so reach it through a public class)
+    usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    try:
+        result = get_app()(prog_name="npuprof", standalone_mode=False)
+    except usage_error as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "npuprof"
+        message = " ".join(exc.format_message().split()).rstrip(".")
+        if message:  # (no_args_is_help shows the help, then raises with no message)
+            sys.stderr.write(f"{where}: error: {message}; see {where} --help\n")
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("npuprof: aborted\n")
+        return 130
+    return result if isinstance(result, int) else 0
 
 
 def _leave(code: int) -> None:

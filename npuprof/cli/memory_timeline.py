@@ -14,9 +14,9 @@ def register(app: typer.Typer) -> None:
         "memory-timeline",
         help=(
             "Render a capture's memory timeline. From the run's kept categorised data "
-            "(memory_timeline.raw.json.gz) when present, else from the trace's [memory] events "
+            "(memory_timeline.raw.json.gz) when present, else from the trace's \\[memory] events "
             "(allocated and reserved; category UNKNOWN). The format follows -o's suffix: .html (plot; "
-            "needs matplotlib: pip install 'npuprof[plot]'), .json, .json.gz, .raw.json.gz. Exit 1 when "
+            "needs matplotlib: pip install 'npuprof\\[plot]'), .json, .json.gz, .raw.json.gz. Exit 1 when "
             "the input lacks the data or matplotlib is missing, 2 for a bad flag."
         ),
     )(memory_timeline)
