@@ -1,8 +1,9 @@
 """Trace reading for the reports (export-stacks, memory-timeline).
 
-``load_events`` uses the project's streaming loader (npuprof.analysis.trace_loader.load_trace) when it is
-there, keeping only the events the reports need; the small reader below is the fallback (and reads a bare
-JSON array too). Events of either kind have ``name ph cat ts dur pid tid id args`` and ``args_dict()``.
+``load_events`` uses the project's streaming loader (npuprof.analysis.trace_loader.load_trace), keeping
+only the events the reports need; the small reader below reads the other Chrome trace form, a bare JSON
+array, which that loader does not take. Events of either kind have ``name ph cat ts dur pid tid id args``
+and ``args_dict()``.
 ``args`` is kept undecoded (``msgspec.Raw``) and decoded only for the few events that need it: decoding every
 event's args costs 4x the time and twice the memory on big traces (measured-facts.md).
 """
@@ -60,10 +61,8 @@ def wanted(ev: Any) -> bool:
 
 def load_events(path: Path) -> list[Any]:
     """The trace's events (those ``wanted``): from ``{"traceEvents": [...]}`` or a bare JSON array."""
-    try:
-        from npuprof.analysis.trace_loader import TraceError, load_trace
-    except ImportError:
-        return [ev for ev in _load_events(path) if wanted(ev)]
+    from npuprof.analysis.trace_loader import TraceError, load_trace
+
     try:
         return load_trace(path, keep=wanted).events
     except TraceError as exc:
