@@ -52,7 +52,7 @@ def test_run_writes_stacks_and_memory_timeline_per_capture(out: Path) -> None:
     }
 
 
-def test_cuda_metric_on_cpu_is_reported_as_ignored(out: Path) -> None:
+def test_flags_meaningless_on_cpu_are_reported_once_as_ignored(out: Path) -> None:
     result = npuprof(
         "run",
         "-o",
@@ -62,11 +62,15 @@ def test_cuda_metric_on_cpu_is_reported_as_ignored(out: Path) -> None:
         "--with-stack",
         "--export-stacks",
         "self_cuda_time_total",
+        "--gc-detect-threshold",
+        "5",
         "--",
         *trainer("--steps", "4"),
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("--export-stacks self_cuda_time_total") == 1
+    (line,) = [x for x in result.stderr.splitlines() if "ignored on the torch-cpu backend" in x]
+    assert "--gc-detect-threshold" in line
     (d,) = rank_dirs(out)
     assert not (d / "stacks_self_cuda_time_total.folded").exists()
 

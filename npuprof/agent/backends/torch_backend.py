@@ -21,6 +21,8 @@ _NPU_ONLY = {
     "export_type": ("--export-type", "text"),
     "msprof_tx": ("--msprof-tx", False),
     "data_simplification": ("--no-data-simplification", True),
+    # GC detection on torch.profiler comes with the GC work (a `GC` layer); until then it is reported.
+    "gc_detect_threshold": ("--gc-detect-threshold", None),
 }
 
 
