@@ -162,6 +162,7 @@ def _side_outputs(extract: Any, meta: dict[str, Any], out_dir: Path, rank: int |
     the files written and what the summary needs."""
     from npuprof.analysis import communication, memory, tables
 
+    wall, cpu = time.perf_counter(), time.process_time()
     windows = tables.step_windows(extract)
     device_id = tables.device_id_of(extract)
     files: list[str] = []
@@ -189,7 +190,13 @@ def _side_outputs(extract: Any, meta: dict[str, Any], out_dir: Path, rank: int |
         write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, lines=lines)
         files += ["memory_record.csv", "operator_memory.csv"]
         step_peaks = memory.step_peaks(mem_cols, windows)
-    return {"files": files, "communication": comm_summary, "peaks": peaks, "step_peaks": step_peaks}
+    return {
+        "files": files,
+        "communication": comm_summary,
+        "peaks": peaks,
+        "step_peaks": step_peaks,
+        "seconds": (time.perf_counter() - wall, time.process_time() - cpu),
+    }
 
 
 class _Side:
@@ -251,37 +258,102 @@ class _Phases:
     def __call__(self, label: str) -> None:
         if self.on:
             wall, cpu = time.perf_counter(), time.process_time()
-            print(
-                f"npuprof timing: {label:<22} {wall - self.wall:7.3f} s wall {cpu - self.cpu:7.3f} s cpu",
-                file=sys.stderr,
-            )
+            self.report(label, wall - self.wall, cpu - self.cpu)
             self.wall, self.cpu = wall, cpu
+
+    def report(self, label: str, wall: float, cpu: float) -> None:
+        if self.on:
+            print(f"npuprof timing: {label:<22} {wall:7.3f} s wall {cpu:7.3f} s cpu", file=sys.stderr)
+
+
+class _Copy:
+    """Copy ``size`` bytes of ``src_fd`` (from its start) to ``out_fd`` in a thread, in the kernel (the GIL
+    is released): it overlaps the imports and the reading of the trace. ``join()`` re-raises its error."""
+
+    def __init__(self, src_fd: int, out_fd: int, size: int) -> None:
+        import threading
+
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(
+            target=self._run, args=(src_fd, out_fd, size), name="npuprof-copy", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, src_fd: int, out_fd: int, size: int) -> None:
+        try:
+            offset = 0
+            while offset < size:
+                sent = os.sendfile(out_fd, src_fd, offset, min(size - offset, 1 << 30))
+                if sent == 0:
+                    raise OSError(f"the trace shrank while being copied ({offset} of {size} bytes)")
+                offset += sent
+        except BaseException as exc:  # re-raised by join(), in the caller's thread
+            self.error = exc
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+class _Superseded:
+    """Moves the ``path`` about to be replaced (a re-parse) out of the way under a hidden name, so that the
+    rename of the new file does not replace it: ext4 flushes a file renamed over another one, and frees the
+    old one's pages and blocks, in the rename (~0.5 s for 1 GB). ``finish()``, once everything else is
+    written (a concurrent delete would slow their fsyncs down), deletes the old file, or puts it back when
+    the new one was never written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.name = path, str(path.parent / f".{path.name}.{os.urandom(6).hex()}.old")
+        self.moved = False
+        if path.is_file() and not path.is_symlink():
+            with contextlib.suppress(OSError):
+                os.rename(path, self.name)
+                self.moved = True
+
+    def finish(self) -> None:
+        if self.moved:
+            with contextlib.suppress(OSError):
+                if os.path.lexists(self.path):
+                    os.unlink(self.name)
+                else:
+                    os.rename(self.name, self.path)
 
 
 def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) -> list[str]:
     """Parse ``raw`` and write every table into ``out_dir``; return the file names written."""
-    from npuprof.analysis import tables, trace_view
-    from npuprof.analysis.scan import scan
+    superseded = _Superseded(out_dir / "trace_view.json")
+    try:
+        return _write_outputs(raw, out_dir, rank, workers)
+    finally:
+        superseded.finish()
 
+
+def _write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int) -> list[str]:
     phase = _Phases()
     written: list[str] = []
     # trace_view.json is a copy of the (decompressed) trace plus appended lanes. A plain trace is copied
-    # in the kernel while it is being read; a .gz one is decompressed into place and read from there.
+    # in the kernel from the start (while the modules below are imported and the trace is read); a .gz one
+    # is decompressed into place and read from there.
     with atomic_writer(out_dir / "trace_view.json", "wb", fsync=False) as tv, contextlib.ExitStack() as stack:
-        if trace_view.is_gzip(raw):
-            trace_view.decompress(raw, tv)
-            source = stack.enter_context(trace_view.readable(tv, raw))
-            extract, meta, events_end = scan(raw, fd=source, workers=workers)
-        else:
+        with open(raw, "rb") as probe:
+            gz = probe.read(2) == b"\x1f\x8b"
+        copy = None
+        if not gz:
             source = stack.enter_context(open(raw, "rb")).fileno()
-            size = os.fstat(source).st_size
             tv.flush()
-            extract, meta, events_end = scan(
-                raw,
-                fd=source,
-                workers=workers,
-                during=lambda: trace_view.copy_plain(source, tv.fileno(), size),
-            )
+            copy = _Copy(source, tv.fileno(), os.fstat(source).st_size)
+        try:
+            from npuprof.analysis import tables, trace_view
+            from npuprof.analysis.scan import scan
+
+            if copy is None:
+                trace_view.decompress(raw, tv)
+                source = stack.enter_context(trace_view.readable(tv, raw))
+            extract, meta, events_end = scan(raw, fd=source, workers=workers)
+        finally:
+            if copy is not None:
+                copy.join()
         phase("scan + copy")
         if rank is None:
             info = meta.get("distributedInfo")
@@ -315,6 +387,7 @@ def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) 
     phase("csv")
     side_result = side.result()
     phase("wait for side tables")
+    phase.report("(side tables)", *side_result["seconds"])
     written += side_result["files"]
     for step, peak in zip(tabs.summary["steps"], side_result["step_peaks"], strict=False):
         step["memory_peak_mb"] = peak

@@ -14,7 +14,7 @@ from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, Extract
 from npuprof.analysis.trace_loader import TraceReader
 
 MIN_PER_WORKER = 32 << 20  # below this, a worker costs more than it saves
-BLOCK = 2 << 20  # bytes decoded at a time: the events of a block stay in the CPU caches while handled
+BLOCK = 512 << 10  # bytes decoded at a time: the events of a block stay in the CPU caches (L2) while handled
 
 
 def _scan_range(path: str, fd: int | None, start: int, end: int) -> Extract:
@@ -29,46 +29,47 @@ def scan(
     path: Path, fd: int | None = None, workers: int = 1, during: Callable[[], None] | None = None
 ) -> tuple[Extract, dict[str, Any], int]:
     """(extract, top-level keys, offset just past the last event) of the plain trace at ``path`` (or the open
-    descriptor ``fd``). ``during``, when given, runs while the trace is being read (in a thread when the
-    reading happens in this process): meant for I/O that releases the GIL, such as copying the file.
-    Raises TraceError."""
+    descriptor ``fd``). With ``workers`` > 1, forked workers read the later byte ranges while this process
+    reads the first. ``during``, when given, runs in a thread while the trace is being read: meant for I/O
+    that releases the GIL, such as copying the file. Raises TraceError."""
     reader = TraceReader(path, fd=fd)
     start, end = reader.region()
     size = end - start
     workers = max(1, min(workers, size // MIN_PER_WORKER))
-    if workers == 1:
-        if during is None:
-            return _scan_range(str(path), fd, start, end), reader.meta, end
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                during()
-            except BaseException as exc:  # re-raised below, in the caller's thread
-                errors.append(exc)
-
-        helper = threading.Thread(target=run, name="npuprof-scan-during", daemon=True)
-        helper.start()
-        try:
-            extract = _scan_range(str(path), fd, start, end)
-        finally:
-            helper.join()
-        if errors:
-            raise errors[0]
-        return extract, reader.meta, end
     cuts = [start]
     for k in range(1, workers):
         cut = reader.boundary_after(start + size * k // workers, end)
         if cut > cuts[-1]:
             cuts.append(cut)
     cuts.append(end)
-    ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=ctx) as pool:
-        futures = [pool.submit(_scan_range, str(path), fd, a, z) for a, z in itertools.pairwise(cuts)]
-        if during is not None:
-            during()
-        parts = [f.result() for f in futures]
-    merged = parts[0]
-    for part in parts[1:]:
-        merged.merge(part)
+    ranges = list(itertools.pairwise(cuts))
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            during()  # type: ignore[misc]
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            errors.append(exc)
+
+    helper = threading.Thread(target=run, name="npuprof-scan-during", daemon=True) if during else None
+    pool = None
+    try:
+        if len(ranges) > 1:  # forked workers read the later ranges while this process reads the first
+            pool = ProcessPoolExecutor(
+                max_workers=len(ranges) - 1, mp_context=multiprocessing.get_context("fork")
+            )
+            futures = [pool.submit(_scan_range, str(path), fd, a, z) for a, z in ranges[1:]]
+        if helper is not None:
+            helper.start()
+        merged = _scan_range(str(path), fd, *ranges[0])
+        if pool is not None:
+            for future in futures:
+                merged.merge(future.result())
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+        if helper is not None and helper.is_alive():
+            helper.join()
+    if errors:
+        raise errors[0]
     return merged, reader.meta, end
