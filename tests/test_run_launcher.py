@@ -260,3 +260,33 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], needle: str) -> N
     assert result.returncode == 2
     (line,) = [x for x in result.stderr.splitlines() if x.strip()]
     assert needle in line
+
+
+def test_a_leaked_child_holding_the_post_processor_pipe_does_not_hang_npuprof(
+    out: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "leaky.py"
+    script.write_text(
+        "import subprocess, runpy, sys\n"
+        f"sys.argv = ['trainer.py', '--steps', '4']\n"
+        "try:\n"
+        f"    runpy.run_path({str(Path(__file__).parent / 'scripts' / 'trainer.py')!r},\n"
+        "                   run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "from npuprof.agent import entry\n"
+        "fd = entry._state['agent'].post._pipe\n"
+        "leak = subprocess.Popen(['sleep', '60'], pass_fds=(fd,), start_new_session=True,\n"
+        "                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"open({str(tmp_path / 'leak.pid')!r}, 'w').write(str(leak.pid))\n"
+    )
+    started = time.monotonic()
+    result = npuprof("run", "-o", str(out), *sched(1, 0, 1), "--", sys.executable, str(script))
+    elapsed = time.monotonic() - started
+    leak_pid = int((tmp_path / "leak.pid").read_text())
+    os.kill(leak_pid, signal.SIGKILL)
+    assert result.returncode == 0, result.stderr
+    assert elapsed < 40, f"npuprof waited {elapsed:.0f} s for a pipe a leaked child held"
+    (d,) = rank_dirs(out)
+    assert capture_record(d)["status"] == "complete"
+    assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,10 @@ class Postprocessor:
         read_end, write_end = os.pipe()
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            argv = [sys.executable, "-m", "npuprof.results.postprocess", "--lock-fd", str(lock)]
+            argv = [
+                sys.executable, "-m", "npuprof.results.postprocess",
+                "--lock-fd", str(lock), "--parent", str(os.getpid()),
+            ]  # fmt: skip
             env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
             pythonpath = _without_bootstrap(env.get("PYTHONPATH", ""))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, _PACKAGE_ROOT) if p)
@@ -198,17 +202,39 @@ def run_job(job: dict[str, Any]) -> int:
     return status
 
 
+def read_jobs(fd: int, parent: int | None, poll_s: float = 1.0) -> Iterator[bytes]:
+    """The lines written into ``fd`` until EOF, or until ``parent`` has died (a process it forked
+    without Python's fork hooks may still hold the pipe open: that must not keep npuprof waiting)."""
+    import select
+
+    buffer = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], poll_s)
+        if not ready:
+            if parent is not None and os.getppid() != parent:
+                return
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            if buffer.strip():
+                yield buffer
+            return
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        yield from (line for line in lines if line.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The post-processor: one JSON job a line on stdin, until EOF."""
+    """The post-processor: one JSON job a line on stdin, until EOF or the training process's end."""
     import json
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    parent = int(args[args.index("--parent") + 1]) if "--parent" in args else None
     # Training has priority: on a busy machine this waits for idle CPU rather than slowing the steps.
     with contextlib.suppress(OSError, AttributeError):
         os.nice(10)
     status = 0
-    for line in sys.stdin.buffer:
-        if not line.strip():
-            continue
+    for line in read_jobs(sys.stdin.fileno(), parent):
         try:
             job = json.loads(line)
         except ValueError:
