@@ -109,9 +109,13 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         pending = postprocess.pending_jobs(output)
         if pending:
             _note(
-                f"waiting for {len(pending)} background post-processing job(s) (gzip / analyse) to finish..."
+                f"waiting for {len(pending)} background post-processing job(s) (gzip / analyse) to finish "
+                "(Ctrl-C stops waiting; they go on)..."
             )
-        postprocess.wait_for_pending(output)
+        try:
+            postprocess.wait_for_pending(output)
+        except KeyboardInterrupt:
+            _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
     _forget_reported_warnings(output, run_id)
     captures = run_record.captures_of_run(output, run_id)
     record.update(
