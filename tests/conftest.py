@@ -75,3 +75,17 @@ def out(tmp_path: Path) -> Path:
 def sched(skip_first: int, warmup: int, active: int) -> list[str]:
     """Schedule flags: skip ``skip_first`` steps, warm up, record ``active`` steps, once."""
     return ["--skip-first", str(skip_first), "--warmup", str(warmup), "--active", str(active)]
+
+
+def run_trainer(out: Path, *flags: str, train: tuple[str, ...] = (), analyse: bool = False, **kwargs):
+    """`npuprof run -o OUT [--no-analyse] FLAGS -- python tests/scripts/trainer.py TRAIN...`."""
+    return npuprof(
+        "run",
+        "-o",
+        str(out),
+        *([] if analyse else ["--no-analyse"]),
+        *flags,
+        "--",
+        *trainer(*train),
+        **kwargs,
+    )

@@ -8,7 +8,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import capture_record, clean_env, load_trace, npuprof, profiler_steps, rank_dirs, sched, trainer
+from conftest import (
+    capture_record,
+    clean_env,
+    load_trace,
+    npuprof,
+    profiler_steps,
+    rank_dirs,
+    run_trainer,
+    sched,
+    trainer,
+)
 
 SCHEDULE_9 = ["--skip-first", "1", "--wait", "1", "--warmup", "1", "--active", "2", "--repeat", "2"]
 
@@ -103,15 +113,7 @@ def test_step_on_counts_returns_of_a_named_function(out: Path, tmp_path: Path) -
 
 
 def test_interrupted_training_keeps_the_recorded_steps(out: Path) -> None:
-    result = npuprof(
-        "run",
-        "-o",
-        str(out),
-        "--no-analyse",
-        *sched(2, 0, 10),
-        "--",
-        *trainer("--steps", "5"),
-    )
+    result = run_trainer(out, *sched(2, 0, 10), train=("--steps", "5"))
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
     record = capture_record(d)
@@ -180,14 +182,8 @@ def test_output_directory_contents_are_never_overwritten(out: Path) -> None:
 
 def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
     marker = tmp_path / "done"
-    result = npuprof(
-        "run",
-        "-o",
-        str(out),
-        "--no-analyse",
-        *sched(1, 0, 6),
-        "--",
-        *trainer("--steps", "8", "--own-profiler-at", "3", "--marker", str(marker)),
+    result = run_trainer(
+        out, *sched(1, 0, 6), train=("--steps", "8", "--own-profiler-at", "3", "--marker", str(marker))
     )
     assert result.returncode == 0, result.stderr
     assert marker.exists()
@@ -218,25 +214,14 @@ def test_files_and_dirs_modes(out: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() == 0 and False, reason="")
 def test_log_records_agent_activity(out: Path) -> None:
-    result = npuprof(
-        "run",
-        "-o",
-        str(out),
-        "--no-analyse",
-        *sched(1, 1, 1),
-        "--",
-        *trainer("--steps", "4"),
-    )
+    result = run_trainer(out, *sched(1, 1, 1), train=("--steps", "4"))
     assert result.returncode == 0
     log = (out / "npuprof.log").read_text()
     assert "agent ready" in log and "capture of steps 2-2 written" in log
 
 
 def test_dataloader_worker_processes_do_not_capture(out: Path) -> None:
-    result = npuprof(
-        "run", "-o", str(out), "--no-analyse", *sched(2, 1, 2), "--",
-        *trainer("--steps", "7", "--loader-workers", "2"),
-    )  # fmt: skip
+    result = run_trainer(out, *sched(2, 1, 2), train=("--steps", "7", "--loader-workers", "2"))
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
     assert profiler_steps(d) == [3, 4]

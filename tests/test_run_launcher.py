@@ -11,7 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, capture_record, clean_env, npuprof, profiler_steps, rank_dirs, sched, trainer
+from conftest import (
+    ROOT,
+    capture_record,
+    clean_env,
+    npuprof,
+    profiler_steps,
+    rank_dirs,
+    run_trainer,
+    sched,
+    trainer,
+)
 
 
 def test_exit_code_passes_through(out: Path) -> None:
@@ -23,15 +33,7 @@ def test_exit_code_passes_through(out: Path) -> None:
 
 
 def test_signal_death_gives_128_plus_n_and_finalises_the_capture(out: Path) -> None:
-    result = npuprof(
-        "run",
-        "-o",
-        str(out),
-        "--no-analyse",
-        *sched(1, 0, 5),
-        "--",
-        *trainer("--steps", "8", "--signal-self-at", "3"),
-    )
+    result = run_trainer(out, *sched(1, 0, 5), train=("--steps", "8", "--signal-self-at", "3"))
     assert result.returncode == 128 + signal.SIGTERM
     (d,) = rank_dirs(out)
     record = capture_record(d)
