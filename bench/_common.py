@@ -234,3 +234,15 @@ if __name__ == "__main__":
     sys.exit(
         "usage: python bench/_common.py worker --out FILE [--model 1ms|10ms] [--steps N] [--hand S,W,U,A,R]"
     )
+
+
+def schedule_flags(skip_first: int, wait: int, warmup: int, active: int, repeat: int) -> list[str]:
+    """`npuprof run` schedule flags."""
+    values = {
+        "--skip-first": skip_first,
+        "--wait": wait,
+        "--warmup": warmup,
+        "--active": active,
+        "--repeat": repeat,
+    }
+    return [item for flag, value in values.items() for item in (flag, str(value))]

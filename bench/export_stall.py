@@ -27,6 +27,7 @@ from _common import (
     plan_actions,
     print_table,
     run,
+    schedule_flags,
     verdict,
     worker_cmd,
 )
@@ -65,16 +66,7 @@ def main() -> int:
                     flags = [
                         "-o",
                         str(tmp / f"npuprof_{round_no}"),
-                        "--skip-first",
-                        str(schedule[0]),
-                        "--wait",
-                        str(schedule[1]),
-                        "--warmup",
-                        str(schedule[2]),
-                        "--active",
-                        str(active),
-                        "--repeat",
-                        str(schedule[4]),
+                        *schedule_flags(schedule[0], schedule[1], schedule[2], active, schedule[4]),
                     ]
                     cmd = npuprof_run(flags, worker_cmd(out, model, steps))
                 else:

@@ -31,6 +31,7 @@ from _common import (
     plan_actions,
     print_table,
     run,
+    schedule_flags,
     verdict,
     worker_cmd,
 )
@@ -137,16 +138,7 @@ def _model_rounds(
 ) -> dict[str, list[dict]]:
     results: dict[str, list[dict]] = {"bare": [], "idle": [], "capture": [], "hand": []}
     capture_flags = [
-        "--skip-first",
-        str(SCHEDULE[0]),
-        "--wait",
-        str(SCHEDULE[1]),
-        "--warmup",
-        str(SCHEDULE[2]),
-        "--active",
-        str(SCHEDULE[3]),
-        "--repeat",
-        str(SCHEDULE[4]),
+        *schedule_flags(*SCHEDULE),
         "--no-gzip",
         "--no-analyse",
     ]

@@ -7,14 +7,12 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from npuprof import ENV_CONFIG
 from npuprof.config import ProfileConfig
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 OPTIMIZER_TRIGGER = "torch.optim.optimizer"
 FORWARDED_SIGNALS = (
     signal.SIGINT,
@@ -25,14 +23,6 @@ FORWARDED_SIGNALS = (
     signal.SIGUSR2,
 )
 _PYTHON_LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "colossalai", "mpirun", "srun", "msrun")
-
-
-@dataclass
-class LaunchPlan:
-    command: list[str]
-    env: dict[str, str]
-    run_id: str
-    warnings: list[str] = field(default_factory=list)
 
 
 def triggers(cfg: ProfileConfig) -> list[str]:
@@ -48,8 +38,6 @@ def child_environment(cfg: ProfileConfig, run: dict[str, object], base: dict[str
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env[ENV_CONFIG] = cfg.to_env(run)
     env["NPUPROF_TRIGGERS"] = ",".join(triggers(cfg))
-    # The bootstrap imports npuprof from here if the child's Python lacks it.
-    env["NPUPROF_PACKAGE_ROOT"] = str(PACKAGE_ROOT)
     return env
 
 

@@ -135,7 +135,7 @@ class CaptureWriter:
             "status": status,
             "run_id": self.run.get("run_id"),
             "pid": os.getpid(),
-            "rank": self.rank_fn(),
+            "rank": fields.pop("rank") if "rank" in fields else self.rank_fn(),
             "worker": self.worker,
             "backend": self.backend.name,
             "device": self.backend.device,

@@ -52,7 +52,8 @@ class CaptureController:
         self.sink: CaptureSink | None = None
         self.prof: Any = None
         self.action = Action.NONE
-        self.user_profiler_active = False
+        self._stopping = False
+        self._stop_detail = ""
 
     # ---- called from the step hooks ----------------------------------------------------------
     def arm(self) -> None:
@@ -127,7 +128,7 @@ class CaptureController:
         if not self.cfg.wants_rank(rank):
             self.log.info(f"rank {rank} not selected (--ranks); no capture at step {step}")
             return False
-        if self.user_profiler_active or _profiler_already_enabled():
+        if _profiler_already_enabled():
             self.log.warn_once(
                 "user-profiler",
                 f"the training script runs its own profiler; npuprof steps aside (no capture at step {step})",
@@ -163,9 +164,6 @@ class CaptureController:
         detail = self._stop_detail if self._stopping else ""
         if self.sink is not None:
             self.sink.finish(prof, last, detail)
-
-    _stopping = False
-    _stop_detail = ""
 
     def _close_quietly(self) -> None:
         prof, self.prof = self.prof, None

@@ -50,7 +50,7 @@ def _start() -> Agent | None:
 
 def _torch_npu_own_mode() -> str | None:
     """torch_npu registers its own optimizer-step hook in these modes; two drivers would double-step."""
-    from npuprof.agent.backends.npu_backend import torch_npu_own_mode_active
+    from npuprof.agent.own_mode import torch_npu_own_mode_active
 
     return torch_npu_own_mode_active()
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from npuprof.analysis.extract import Extract, is_receive
+from npuprof.analysis.extract import Extract
 
 _DTYPE_BYTES = {
     "float": 4,
@@ -239,7 +239,3 @@ def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str,
                     }
                 }
     return comm, matrix
-
-
-def receive_ops(ops: list[CommOp]) -> list[CommOp]:
-    return [o for o in ops if is_receive(o.name)]

@@ -24,6 +24,8 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
+from npuprof.analysis.trace_loader import EMPTY_RAW, ScanEvent
+
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 COMM_KERNEL_MARKS = ("nccl", "hccl", "rccl")
@@ -38,22 +40,6 @@ def is_comm_name(name: str) -> bool:
 def is_receive(name: str) -> bool:
     low = name.lower()
     return "recv" in low or "receive" in low
-
-
-_EMPTY_RAW = msgspec.Raw(b"")
-
-
-class ScanEvent(msgspec.Struct, gc=False):
-    """The fields of an event the tables read (others, ``id`` included, are skipped by the decoder)."""
-
-    name: str = ""
-    ph: str = ""
-    cat: str = ""
-    ts: float = 0.0
-    dur: float = 0.0
-    pid: int | str = 0
-    tid: int | str = 0
-    args: msgspec.Raw = _EMPTY_RAW
 
 
 SCAN_DECODER = msgspec.json.Decoder(list[ScanEvent])
@@ -94,14 +80,6 @@ _MEM_ARGS = msgspec.json.Decoder(list[MemArgs])
 _ANY = msgspec.json.Decoder()
 _WS = b" \t\r\n"
 _NO_ARGS = b"{}"
-
-
-class _Codes(dict):
-    """str -> small code; anything not listed maps to 0."""
-
-    def __missing__(self, key: str) -> int:
-        self[key] = 0
-        return 0
 
 
 _CPU_OP, _KERNEL, _MEMCPY, _MEMSET, _ANNOT, _GPU_ANNOT, _RUNTIME, _DRIVER = range(1, 9)
@@ -245,7 +223,7 @@ class _TAnnot(_Typed, tag="user_annotation", gc=False):
     name: str = ""
     pid: int | str = 0
     tid: int | str = 0
-    args: msgspec.Raw = _EMPTY_RAW
+    args: msgspec.Raw = EMPTY_RAW
 
 
 class _TGpuAnnot(_TAnnot, tag="gpu_user_annotation", gc=False):

@@ -35,14 +35,14 @@ import msgspec
 __all__ = ["Event", "Trace", "TraceChunk", "TraceError", "TraceReader", "iter_chunks", "load_trace"]
 
 DEFAULT_BLOCK = 16 << 20  # bytes of event text decoded at a time
-_EMPTY_RAW = msgspec.Raw(b"")
+EMPTY_RAW = msgspec.Raw(b"")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _HEAD_LIMIT = 64 << 20  # the traceEvents key must appear within this many bytes
 _WS = b" \t\r\n"
 
 
-class Event(msgspec.Struct, gc=False):
-    """One trace event. Missing fields take the defaults below; unknown fields are skipped."""
+class ScanEvent(msgspec.Struct, gc=False):
+    """The fields of an event the tables read (others, ``id`` included, are skipped by the decoder)."""
 
     name: str = ""
     ph: str = ""
@@ -51,8 +51,13 @@ class Event(msgspec.Struct, gc=False):
     dur: float = 0.0
     pid: int | str = 0
     tid: int | str = 0
+    args: msgspec.Raw = EMPTY_RAW
+
+
+class Event(ScanEvent, gc=False):
+    """One trace event. Missing fields take the defaults below; unknown fields are skipped."""
+
     id: int | str | None = None
-    args: msgspec.Raw = _EMPTY_RAW
 
     def args_dict(self) -> dict[str, Any]:
         """The event's ``args`` decoded (an empty dict when it has none)."""

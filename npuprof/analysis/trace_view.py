@@ -27,21 +27,6 @@ _LANES = {label: tid for tid, label in enumerate(OVERLAP_LANES)}
 _LANE_LABELS = OVERLAP_LANES
 
 
-def is_gzip(raw: Path) -> bool:
-    with open(raw, "rb") as probe:
-        return probe.read(2) == b"\x1f\x8b"
-
-
-def copy_plain(src_fd: int, out_fd: int, size: int) -> None:
-    """Copy ``size`` bytes from ``src_fd`` (from its start) to ``out_fd``, in the kernel (GIL released)."""
-    offset = 0
-    while offset < size:
-        sent = os.sendfile(out_fd, src_fd, offset, min(size - offset, 1 << 30))
-        if sent == 0:
-            raise OSError(f"the trace shrank while being copied ({offset} of {size} bytes)")
-        offset += sent
-
-
 def decompress(raw: Path, out: IO[bytes]) -> None:
     """Write the decompressed ``raw`` (.gz) into ``out``."""
     with gzip.open(raw, "rb") as src:

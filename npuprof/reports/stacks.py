@@ -85,19 +85,6 @@ class FoldedStacks:
         return "\n".join(lines) + ("\n" if lines else "")
 
 
-def parse_folded(text: str) -> dict[tuple[str, ...], int]:
-    """Read folded lines (``a;b;c 12``) back; repeated paths add up. Raises ValueError on a bad line."""
-    out: dict[tuple[str, ...], int] = defaultdict(int)
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        stack, sep, count = line.rpartition(" ")
-        if not sep or not stack or not count.isdigit():
-            raise ValueError(f"line {number} is not 'frame;frame <integer>': {line[:120]!r}")
-        out[tuple(stack.split(";"))] += int(count)
-    return dict(out)
-
-
 @dataclass
 class _Node:
     ts: float

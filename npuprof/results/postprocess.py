@@ -148,21 +148,6 @@ def gzip_file(plain: Path) -> Path:
     return target
 
 
-def _rename_in_record(rank_dir: Path, old: str, new: str) -> None:
-    import json
-
-    from npuprof.results.atomic import write_json
-
-    record_path = rank_dir / layout.CAPTURE_RECORD
-    try:
-        record = json.loads(record_path.read_text())
-    except (OSError, ValueError):
-        return
-    if record.get("trace") == old:
-        record["trace"] = new
-        write_json(record_path, record)
-
-
 def _log(rank_dir: Path, message: str) -> None:
     log_path = rank_dir.parent / layout.RUN_LOG
     with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as handle:
@@ -195,7 +180,8 @@ def run_job(job: dict[str, Any]) -> int:
     if trace is not None and trace.suffix == ".json" and trace.exists():
         try:
             packed = gzip_file(trace)
-            _rename_in_record(rank_dir, trace.name, packed.name)
+            # This process owns the record: rewrite it from the job, not by reading it back.
+            write_json(rank_dir / layout.CAPTURE_RECORD, {**job["record"], "trace": packed.name})
         except OSError as exc:
             _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}")
             status = 1

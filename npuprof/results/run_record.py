@@ -10,17 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.results import layout
-from npuprof.results.atomic import write_json
 
 
 def claim_record_path(output: Path) -> Path:
     """npuprof_run.json, or npuprof_run.<stamp>.json when an earlier run's record is there
     (nothing already in the output directory is overwritten)."""
-    candidates = [output / layout.RUN_RECORD]
-    stamp = layout.timestamp_ms()
-    candidates += [
-        output / f"npuprof_run.{stamp}.{os.getpid()}{'' if i == 0 else f'.{i}'}.json" for i in range(100)
-    ]
+    stamp = f"{layout.timestamp_ms()}.{os.getpid()}"
+    candidates = (
+        output / layout.RUN_RECORD,
+        *(output / f"npuprof_run.{stamp}{f'.{i}' if i else ''}.json" for i in range(100)),
+    )
     for path in candidates:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
@@ -29,10 +28,6 @@ def claim_record_path(output: Path) -> Path:
         os.close(fd)
         return path
     raise OSError(f"cannot create a run record in {output}")
-
-
-def write_record(path: Path, record: dict[str, Any]) -> None:
-    write_json(path, record)
 
 
 @dataclass

@@ -41,7 +41,7 @@ class Backend(Protocol):
         ...
 
 
-def align_torch_style(prof: Any, step: int, to_native: Callable[[Action], Any]) -> None:
+def align_torch_style(prof: Any, step: int) -> None:
     """torch.profiler.profile and torch_npu's profile both keep ``step_num`` and ``current_action``."""
     prof.step_num = step
     action = prof.schedule(step)

@@ -82,7 +82,7 @@ class TorchBackend:
         )
 
     def align(self, prof: Any, step: int) -> None:
-        align_torch_style(prof, step, lambda a: a)
+        align_torch_style(prof, step)
 
     def export_raw(self, prof: Any, rank_dir: Path | None, worker: str) -> tuple[Path, Path | None]:
         assert rank_dir is not None, "the torch backend writes into a dir the controller made"
