@@ -149,9 +149,22 @@ def test_device_choice_and_listing_from_several_devices(tmp_path):
     events = []
     records = [(0, -1, 100, 0), (1, 0, 2048, 4096), (1, 0, 1024, 4096)]
     for i, (dtype, did, total, reserved) in enumerate(records):
-        events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 10.0 + i,
-                       "args": {"Device Type": dtype, "Device Id": did, "Total Allocated": total,
-                                "Total Reserved": reserved, "Bytes": total if i < 2 else -1024}})
+        events.append(
+            {
+                "ph": "i",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": 10.0 + i,
+                "args": {
+                    "Device Type": dtype,
+                    "Device Id": did,
+                    "Total Allocated": total,
+                    "Total Reserved": reserved,
+                    "Bytes": total if i < 2 else -1024,
+                },
+            }
+        )
     trace = tmp_path / "x.pt.trace.json"
     trace.write_text(json.dumps({"traceEvents": events}))
     data = mt.load(trace)

@@ -75,8 +75,9 @@ def test_in_run_export_stacks_is_not_empty_with_the_experimental_config():
 
 
 def test_in_run_without_the_config_falls_back_to_the_trace_and_says_so():
-    rank_dir = capture("plain", "--no-verbose", "--no-memory", "--stacks", "self_cpu_time_total",
-                       "--memory-format", "json")
+    rank_dir = capture(
+        "plain", "--no-verbose", "--no-memory", "--stacks", "self_cpu_time_total", "--memory-format", "json"
+    )
     record = exports_record(rank_dir)
     path = rank_dir / "stacks_self_cpu_time_total.folded"
     assert str(path) in record["written"]
@@ -184,8 +185,9 @@ def test_no_python_stacks_is_operator_nesting_with_a_note(tmp_path):
     ("with_correlation", "with_flows"), [(True, True), (True, False), (False, True), (False, False)]
 )
 def test_device_time_goes_to_the_launching_stack(tmp_path, with_correlation, with_flows):
-    trace = synthetic_cuda.write(tmp_path / "w.1.pt.trace.json.gz", with_correlation=with_correlation,
-                                 with_flows=with_flows)
+    trace = synthetic_cuda.write(
+        tmp_path / "w.1.pt.trace.json.gz", with_correlation=with_correlation, with_flows=with_flows
+    )
     out = tmp_path / "cuda.stacks"
     proc = cli("export-stacks", str(trace), "--metric", "self_cuda_time_total", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
@@ -194,8 +196,12 @@ def test_device_time_goes_to_the_launching_stack(tmp_path, with_correlation, wit
     by_kernel = {stack[-1]: stack[:-1] for stack in values}
     for name, _ts, _dur, _corr, op in synthetic_cuda.KERNELS:
         # correlation, else the ac2g flow, else External id: all lead to the op, not the runtime call
-        assert by_kernel[st.sanitise_frame(name)] == ("train.py(10):_<module>", "ProfilerStep#1",
-                                                      "train.py(5):_step", op)
+        assert by_kernel[st.sanitise_frame(name)] == (
+            "train.py(10):_<module>",
+            "ProfilerStep#1",
+            "train.py(5):_step",
+            op,
+        )
     assert by_kernel[synthetic_cuda.UNLINKED[0]] == (st.UNLINKED_FRAME,)
     # the host metric of the same trace counts host time only (the device process is left out)
     host = st.folded_from_trace(trace, st.HOST_METRIC)

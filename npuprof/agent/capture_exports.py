@@ -133,8 +133,10 @@ def _export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[str], 
         if not content:
             log(f"export-stacks {metric}: torch's export_stacks gave nothing ({why}); no stacks written")
             return None
-        log(f"export-stacks {metric}: torch's export_stacks gave nothing ({why}); wrote the stacks rebuilt "
-            "from the trace instead")
+        log(
+            f"export-stacks {metric}: torch's export_stacks gave nothing ({why}); wrote the stacks rebuilt "
+            "from the trace instead"
+        )
     write_bytes(target, content)
     return target
 

@@ -60,7 +60,6 @@ class AgentLog:
         except Exception:
             pass
 
-
     def _first_in_run(self, message: str) -> bool:
         if self.path is None:
             return True

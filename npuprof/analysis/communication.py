@@ -10,7 +10,6 @@ reported as 0 here.
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from npuprof.analysis.extract import Extract
+from npuprof.analysis.rounding import rounded
 
 _DTYPE_BYTES = {
     "float": 4,
@@ -85,6 +85,34 @@ def _ranks_of(value: Any) -> list[int]:
     return [int(r) for r in value] if isinstance(value, list) else []
 
 
+def _external_id(args: dict[str, Any]) -> int:
+    value = args.get("External id", -1)
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1
+
+
+def _device_tasks(x: Extract) -> dict[int, tuple[float, float]]:
+    """(start, duration) of the last device task with each External id that a ``record_param_comms``
+    operator carries: the time NCCL/HCCL spent on the device."""
+    wanted = {
+        _external_id(args) for name, _ts, _dur, _thread, args in x.comm_spans if name == "record_param_comms"
+    }
+    wanted = {ext for ext in wanted if ext >= 0}
+    if not wanted or not len(x.dev_ts):
+        return {}
+    d_ext = np.frombuffer(x.dev_ext, dtype=np.int64)
+    order = np.argsort(d_ext, kind="stable")  # equal ids keep file order: the last one is the last
+    ids = np.array(sorted(wanted), dtype=np.int64)
+    last = np.searchsorted(d_ext[order], ids, side="right") - 1
+    found = (last >= 0) & (d_ext[order][np.maximum(last, 0)] == ids)
+    task = order[last[found]]
+    d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)[task].tolist()
+    d_dur = np.frombuffer(x.dev_dur, dtype=np.float64)[task].tolist()
+    return dict(zip(ids[found].tolist(), zip(d_ts, d_dur, strict=True), strict=True))
+
+
 def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     pgs = dist.get("pg_config") or []
@@ -96,16 +124,9 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     default_ranks = [int(r) for r in default_pg.get("ranks", [])] or list(
         range(int(dist.get("world_size", 1)))
     )
-    # device kernels by External id, for the time NCCL spent on the device
-    dev_by_ext: dict[int, tuple[float, float]] = {}
-    if len(x.dev_ts):
-        d_ext = np.frombuffer(x.dev_ext, dtype=np.int64).tolist()
-        d_ts = np.frombuffer(x.dev_ts, dtype=np.float64).tolist()
-        d_dur = np.frombuffer(x.dev_dur, dtype=np.float64).tolist()
-        for e, t, d in zip(d_ext, d_ts, d_dur, strict=False):
-            if e >= 0:
-                dev_by_ext[e] = (t, d)
+    dev_by_ext = _device_tasks(x)
     ops: list[CommOp] = []
+    ranks_of: dict[Any, list[int]] = {}
     for name, ts, dur, _thread, args in x.comm_spans:
         if name == "record_param_comms":
             coll = str(args.get("Collective name", "unknown"))
@@ -114,8 +135,12 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             nelems = args.get("In msg nelems") or args.get("Out msg nelems") or 0
             size = float(nelems) * _dtype_size(args.get("dtype", "float"))
             group = str(args.get("Process Group Name", default_group))
-            ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
-            dev = dev_by_ext.get(int(args.get("External id", -1)))
+            listed = args.get("Process Group Ranks")
+            key = listed if isinstance(listed, str) else repr(listed)
+            if key not in ranks_of:
+                ranks_of[key] = _ranks_of(listed)
+            ranks = ranks_of[key] or default_ranks
+            dev = dev_by_ext.get(_external_id(args))
             if dev is not None:
                 ts, dur = dev
         else:  # gloo:all_reduce and friends
@@ -128,26 +153,26 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     return ops
 
 
-def _step_key(windows: list, starts: list[float], ts: float) -> str | None:
-    i = bisect.bisect_right(starts, ts) - 1
-    if i >= 0 and ts < windows[i][2]:
-        num = windows[i][0]
-        return "step" if num is None else f"step{num}"
-    return None
-
-
 def _size_bucket(mb: float) -> str:
     return f"{mb:.6f}".rstrip("0").rstrip(".") or "0"
 
 
 def _info(start_us: float, ms: float, mb: float, distribution: dict[str, list[float]]) -> dict[str, Any]:
-    """One "Communication Time Info" + "Communication Bandwidth Info" record. Wait and synchronisation
-    need every rank's timing, so they are 0 here."""
+    """One "Communication Time Info" + "Communication Bandwidth Info" record."""
+    bandwidth = round(mb / ms, 4) if ms > 0 else 0.0
+    return _record(start_us, round(ms, 6), round(mb, 6), bandwidth, distribution)
+
+
+def _record(
+    start_us: float, ms: float, mb: float, bandwidth: float, distribution: dict[str, list[float]]
+) -> dict[str, Any]:
+    """The record of :func:`_info` from its rounded figures. Wait and synchronisation need every rank's
+    timing, so they are 0 here."""
     return {
         "Communication Time Info": {
             "Start Timestamp(us)": start_us,
-            "Elapse Time(ms)": round(ms, 6),
-            "Transit Time(ms)": round(ms, 6),
+            "Elapse Time(ms)": ms,
+            "Transit Time(ms)": ms,
             "Wait Time(ms)": 0.0,
             "Synchronization Time(ms)": 0.0,
             "Idle Time(ms)": 0.0,
@@ -156,9 +181,9 @@ def _info(start_us: float, ms: float, mb: float, distribution: dict[str, list[fl
         },
         "Communication Bandwidth Info": {
             TRANSPORT: {
-                "Transit Size(MB)": round(mb, 6),
-                "Transit Time(ms)": round(ms, 6),
-                "Bandwidth(GB/s)": round(mb / ms, 4) if ms > 0 else 0.0,
+                "Transit Size(MB)": mb,
+                "Transit Time(ms)": ms,
+                "Bandwidth(GB/s)": bandwidth,
                 "Large Packet Ratio": 0.0,
                 "Size Distribution": distribution,
             }
@@ -166,10 +191,24 @@ def _info(start_us: float, ms: float, mb: float, distribution: dict[str, list[fl
     }
 
 
-def _op_info(op: CommOp) -> dict[str, Any]:
-    ms = op.dur / 1000.0
-    mb = op.size_bytes / 1e6
-    return _info(round(op.ts, 3), ms, mb, {_size_bucket(mb): [1, round(ms, 6)]})
+def _op_records(ops: list[CommOp]) -> list[dict[str, Any]]:
+    """``_info(round(op.ts, 3), ms, mb, {bucket: [1, round(ms, 6)]})`` of each operator, its figures
+    rounded for all operators at once."""
+    ms = np.array([op.dur for op in ops], dtype=float) / 1000.0
+    mb = np.array([op.size_bytes for op in ops], dtype=float) / 1e6
+    timed = ms > 0
+    quotient = np.divide(mb, ms, out=np.zeros(len(ops)), where=timed)
+    bandwidth = [b if t else 0.0 for b, t in zip(rounded(quotient, 4), timed.tolist(), strict=True)]
+    ms6, mb6 = rounded(ms, 6), rounded(mb, 6)
+    starts = rounded(np.array([op.ts for op in ops], dtype=float), 3)
+    buckets: dict[float, str] = {}
+    for value in mb.tolist():
+        if value not in buckets:
+            buckets[value] = _size_bucket(value)
+    return [
+        _record(start, t, size, bw, {buckets[raw]: [1, t]})
+        for start, t, size, bw, raw in zip(starts, ms6, mb6, bandwidth, mb.tolist(), strict=True)
+    ]
 
 
 def _total(infos: list[dict[str, Any]]) -> dict[str, Any]:
@@ -185,22 +224,41 @@ def _total(infos: list[dict[str, Any]]) -> dict[str, Any]:
     return _info(start, elapse, size, dist)
 
 
+def _step_keys(ops: list[CommOp], windows: list) -> list[str | None]:
+    """The communication.json step key of each operator ("step<N>", or "step" for a trace without
+    steps); None for one outside every step."""
+    if not windows:
+        return ["step"] * len(ops)
+    starts = np.array([w[1] for w in windows], dtype=float)
+    ends = np.array([w[2] for w in windows], dtype=float)
+    ts = np.array([op.ts for op in ops], dtype=float)
+    idx = np.searchsorted(starts, ts, side="right") - 1
+    inside = (idx >= 0) & (ts < ends[np.maximum(idx, 0)])
+    labels = ["step" if w[0] is None else f"step{w[0]}" for w in windows]
+    return [labels[i] if ok else None for i, ok in zip(idx.tolist(), inside.tolist(), strict=True)]
+
+
 def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(communication.json, communication_matrix.json) contents."""
     comm: dict[str, dict[str, dict[str, Any]]] = {}
     matrix: dict[str, dict[str, dict[str, Any]]] = {}
     seq: dict[tuple[str, str], int] = {}
     per_kind: dict[tuple[str, str, str], list[tuple[str, CommOp]]] = {}
-    starts = [w[1] for w in windows]
-    for op in ops:
-        step = _step_key(windows, starts, op.ts) if windows else "step"
+    kind_of: dict[str, str] = {}
+    records = _op_records(ops)
+    for op, step, record in zip(ops, _step_keys(ops, windows), records, strict=True):
         n = seq.get((op.group, op.name), 0)
         seq[(op.group, op.name)] = n + 1
         if step is None:
             continue
-        kind = "p2p" if op.p2p else "collective"
+        kind = kind_of.get(op.name)
+        if kind is None:
+            kind = kind_of[op.name] = "p2p" if op.p2p else "collective"
         key = f"{op.name}__{n}@{op.group}"
-        comm.setdefault(step, {"collective": {}, "p2p": {}})[kind][key] = _op_info(op)
+        step_data = comm.get(step)
+        if step_data is None:
+            step_data = comm[step] = {"collective": {}, "p2p": {}}
+        step_data[kind][key] = record
         per_kind.setdefault((step, kind, op.group), []).append((key, op))
     for step_data in comm.values():
         for kind in ("collective", "p2p"):

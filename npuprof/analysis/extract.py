@@ -15,6 +15,7 @@ event-by-event walk would number them (the tables break ties by these ids).
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import re
 from itertools import repeat
@@ -101,6 +102,7 @@ _CAT, _PH, _TS, _DUR = attrgetter("cat"), attrgetter("ph"), attrgetter("ts"), at
 _NAME, _ARGS, _PID, _TID = attrgetter("name"), attrgetter("args"), attrgetter("pid"), attrgetter("tid")
 _PIDTID = attrgetter("pid", "tid")
 _EXT, _DIMS, _STACK = attrgetter("ext"), attrgetter("dims"), attrgetter("stack")
+_GRID = attrgetter("grid")
 
 # column name -> dtype; these become numpy arrays in finish()
 _COLUMNS = {
@@ -139,6 +141,23 @@ def _joined(raws: list[Any]) -> bytes:
 
 def _pick(seq: list[Any], idx: np.ndarray) -> list[Any]:
     return list(map(seq.__getitem__, idx.tolist()))
+
+
+def _positions(values: list[Any], wanted: Any) -> list[int]:
+    """Indices of ``wanted`` in ``values`` (list.index: no Python code per element)."""
+    found: list[int] = []
+    at = -1
+    while True:
+        try:
+            at = values.index(wanted, at + 1)
+        except ValueError:
+            return found
+        found.append(at)
+
+
+def _blocks(grid: list[int] | None) -> int:
+    """Thread blocks of a kernel launch: the product of its grid (0 when it has none)."""
+    return math.prod(grid) if grid else 0
 
 
 class _DimsText(dict):
@@ -502,12 +521,10 @@ class Extract:
                 stacks = [(s if isinstance(s, str) else ";".join(s)) if s else None for s in stacks]
             else:
                 stacks = [None] * len(ops)
-            if "record_param_comms" in op_names:
-                for k, name in enumerate(op_names):
-                    if name == "record_param_comms":
-                        ev = ops[k]
-                        args = ev.args if isinstance(ev.args, msgspec.Raw) else _comm_args(oargs[k])
-                        comm.append((int(oi[k]), name, ev.ts, ev.dur, op_keys[k], args))
+            for k in _positions(op_names, "record_param_comms"):
+                ev = ops[k]
+                args = ev.args if isinstance(ev.args, msgspec.Raw) else _comm_args(oargs[k])
+                comm.append((int(oi[k]), ev.name, ev.ts, ev.dur, op_keys[k], args))
         dev_names = list(map(_NAME, sel.devs))
         # annotations: steps and host communication spans
         for i, code in zip(sel.ai.tolist(), sel.ann_cats.tolist(), strict=True):
@@ -605,14 +622,7 @@ class Extract:
             device = np.where(device >= 0, device, pid_ints)
         parts["dev_stream"].append(stream)
         parts["dev_device"].append(device)
-        blocks = np.zeros(k, np.int64)
-        for j, grid in enumerate(map(attrgetter("grid"), kargs)):
-            if grid:
-                b = 1
-                for g in grid:
-                    b *= g
-                blocks[j] = b
-        parts["dev_blocks"].append(blocks)
+        parts["dev_blocks"].append(np.fromiter(map(_blocks, map(_GRID, kargs)), np.int64, k))
 
     def merge(self, other: Extract) -> None:
         """Append ``other`` (a later part of the same trace, finished) to this one (finished too)."""

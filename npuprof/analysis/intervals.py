@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 Spans = tuple[np.ndarray, np.ndarray]
@@ -26,7 +24,8 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Spans:
 
 
 def total(spans: Spans) -> float:
-    return float(np.sum(spans[1] - spans[0])) if len(spans[0]) else 0.0
+    """Summed lengths (added as :func:`totals` adds them)."""
+    return float(np.add.reduceat(spans[1] - spans[0], [0])[0]) if len(spans[0]) else 0.0
 
 
 def clip(spans: Spans, lo: float, hi: float) -> Spans:
@@ -65,7 +64,10 @@ def clip_many(spans: Spans, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray,
 
 
 def totals(starts: np.ndarray, ends: np.ndarray, owner: np.ndarray, windows: int) -> list[float]:
-    """Per window, ``total()`` of its pieces (summed exactly as ``total`` sums them)."""
-    bounds = np.searchsorted(owner, np.arange(windows + 1)).tolist()
-    length = ends - starts
-    return [float(np.sum(length[a:z].copy())) if z > a else 0.0 for a, z in itertools.pairwise(bounds)]
+    """Per window, ``total()`` of its pieces (``owner``: the window of each piece, ascending)."""
+    out = np.zeros(windows)
+    if len(owner):
+        first = np.searchsorted(owner, np.arange(windows))
+        nonempty = np.flatnonzero(np.diff(np.append(first, len(owner))) > 0)
+        out[nonempty] = np.add.reduceat(ends - starts, first[nonempty])
+    return out.tolist()

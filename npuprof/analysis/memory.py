@@ -78,21 +78,23 @@ def memory_record_lines(cols: dict[str, np.ndarray], device_id: int) -> list[str
 
 def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """Index of the innermost operator on the same thread open at each time (-1 when none)."""
-    out = np.full(len(ts), -1, dtype=np.int64)
     if not len(ops.ts):
-        return out
+        return np.full(len(ts), -1, dtype=np.int64)
     key_ops = ops.thread.astype(np.float64) * 1e15 + (ops.ts - ops.ts.min())
     key_mem = thread.astype(np.float64) * 1e15 + (ts - ops.ts.min())
     # ops are sorted by (thread, ts) already
-    cand = np.searchsorted(key_ops, key_mem, side="right") - 1
+    out = np.searchsorted(key_ops, key_mem, side="right") - 1
     end = ops.ts + ops.dur
-    parent = ops.parent
-    for i in np.flatnonzero(cand >= 0).tolist():
-        j = int(cand[i])
-        t = ts[i]
-        while j >= 0 and (ops.thread[j] != thread[i] or end[j] < t):
-            j = int(parent[j]) if ops.thread[j] == thread[i] else -1
-        out[i] = j
+    # climb from the last operator started before each time to the first one still open at it, all
+    # times at once: each round moves the unresolved ones to their operator's parent
+    pending = np.flatnonzero(out >= 0)
+    while len(pending):
+        j = out[pending]
+        same_thread = ops.thread[j] == thread[pending]
+        closed = ~same_thread | (end[j] < ts[pending])
+        pending, j, same_thread = pending[closed], j[closed], same_thread[closed]
+        out[pending] = np.where(same_thread, ops.parent[j], -1)
+        pending = pending[out[pending] >= 0]
     return out
 
 

@@ -157,9 +157,12 @@ def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> Par
     return outcome
 
 
-def _side_outputs(extract: Any, meta: dict[str, Any], out_dir: Path, rank: int | None) -> dict[str, Any]:
+def _side_outputs(
+    extract: Any, meta: dict[str, Any], out_dir: Path, rank: int | None, nested: Callable[[], Any]
+) -> dict[str, Any]:
     """communication.json, communication_matrix.json, memory_record.csv and operator_memory.csv; returns
-    the files written and what the summary needs."""
+    the files written and what the summary needs. ``nested()`` gives ``tables.nest(extract)``, asked for
+    last (the main process computes it meanwhile)."""
     from npuprof.analysis import communication, memory, tables
 
     wall, cpu = time.perf_counter(), time.process_time()
@@ -184,9 +187,7 @@ def _side_outputs(extract: Any, meta: dict[str, Any], out_dir: Path, rank: int |
             memory.MEMORY_RECORD_HEADER,
             lines=memory.memory_record_lines(mem_cols, device_id),
         )
-        lines, peaks = memory.operator_memory_lines(
-            mem_cols, tables.nest(extract), extract.strings, device_id
-        )
+        lines, peaks = memory.operator_memory_lines(mem_cols, nested(), extract.strings, device_id)
         write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, lines=lines)
         files += ["memory_record.csv", "operator_memory.csv"]
         step_peaks = memory.step_peaks(mem_cols, windows)
@@ -200,20 +201,23 @@ def _side_outputs(extract: Any, meta: dict[str, Any], out_dir: Path, rank: int |
 
 
 class _Side:
-    """Run ``job`` in a forked child (when ``fork`` and the platform allow) or else inline, now;
-    ``result()`` returns its value or raises what it raised (as RuntimeError when it ran in the child)."""
+    """Run ``job`` in a forked child, started now, when ``fork`` and the platform allow; else inline, when
+    ``result()`` is first asked for. ``result()`` returns its value or raises what it raised (as
+    RuntimeError when it ran in the child). ``after_fork(child)`` runs in both processes after the fork."""
 
-    def __init__(self, fork: bool, job: Callable[[], Any]) -> None:
+    def __init__(self, fork: bool, job: Callable[[], Any], after_fork: Callable[[bool], None]) -> None:
         self.pid = 0
+        self.job: Callable[[], Any] | None = job
         if not (fork and hasattr(os, "fork")):
-            self.value = job()
             return
+        self.job = None
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: run, send the pickled outcome, leave without any cleanup of the parent's
             code = 0
             try:
                 os.close(read_fd)
+                after_fork(True)
                 try:
                     payload = pickle.dumps((True, job()))
                 except BaseException as exc:
@@ -225,14 +229,19 @@ class _Side:
             finally:
                 os._exit(code)
         os.close(write_fd)
+        after_fork(False)
         self.pid, self.read_fd = pid, read_fd
 
     def close(self) -> None:
-        """Wait for the child, ignoring its outcome (the caller is failing anyway)."""
-        with contextlib.suppress(Exception):
-            self.result()
+        """Wait for a forked child, ignoring its outcome; an inline job is not run (the caller is failing)."""
+        self.job = None
+        if self.pid:
+            with contextlib.suppress(Exception):
+                self.result()
 
     def result(self) -> Any:
+        if self.job is not None:
+            self.value, self.job = self.job(), None
         if not self.pid:
             return self.value
         with os.fdopen(self.read_fd, "rb") as pipe:
@@ -246,6 +255,74 @@ class _Side:
             raise RuntimeError(value)
         self.value = value
         return value
+
+
+class _SharedNest:
+    """``tables.nest(extract)``, computed once by the main process and handed to the forked side process
+    through shared memory: ``publish(ops)`` in the one, ``get()`` (waits) in the other. Without a fork,
+    ``get()`` returns what was published."""
+
+    def __init__(self, ops_count: int, fork: bool) -> None:
+        import mmap
+
+        self.ops: Any = None
+        self.forked = fork and hasattr(os, "fork")
+        if self.forked:
+            # each OpView column holds ops_count items of at most 8 bytes
+            self.memory = mmap.mmap(-1, max(1, 8 * ops_count * len(_opview_fields())))
+            self.read_fd, self.write_fd = os.pipe()
+
+    def after_fork(self, child: bool) -> None:
+        if self.forked:
+            os.close(self.write_fd if child else self.read_fd)
+
+    def publish(self, ops: Any) -> None:
+        self.ops = ops
+        if not self.forked:
+            return
+        import numpy as np
+
+        places: list[tuple[str, str, int, int]] = []
+        offset = 0
+        for name in _opview_fields():
+            column = getattr(ops, name)
+            np.frombuffer(self.memory, column.dtype, len(column), offset)[:] = column
+            places.append((name, column.dtype.str, len(column), offset))
+            offset += column.nbytes
+        os.write(self.write_fd, pickle.dumps(places))
+        self.close()
+
+    def close(self) -> None:
+        """Main process: no more to send (the side process sees end of file if it still waits)."""
+        if self.forked and self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def get(self) -> Any:
+        if self.ops is not None or not self.forked:
+            return self.ops
+        import numpy as np
+
+        from npuprof.analysis.tables import OpView
+
+        with os.fdopen(self.read_fd, "rb") as pipe:
+            message = pipe.read()
+        if not message:
+            raise RuntimeError("the main process ended before nesting the operators")
+        columns = {
+            name: np.frombuffer(self.memory, dtype=np.dtype(dtype), count=count, offset=offset)
+            for name, dtype, count, offset in pickle.loads(message)
+        }
+        self.ops = OpView(**columns)
+        return self.ops
+
+
+def _opview_fields() -> list[str]:
+    import dataclasses
+
+    from npuprof.analysis.tables import OpView
+
+    return [f.name for f in dataclasses.fields(OpView)]
 
 
 class _Phases:
@@ -358,15 +435,22 @@ def _write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int) -> 
         if rank is None:
             info = meta.get("distributedInfo")
             rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
-        # communication and memory tables in a second process (forked: it shares the columns) when allowed
-        side = _Side(workers > 1, lambda: _side_outputs(extract, meta, out_dir, rank))
+        # communication and memory tables in a second process (forked: it shares the columns) when allowed;
+        # the operators' nesting, which both need, is computed here and handed over
+        fork = workers > 1
+        nested = _SharedNest(len(extract.op_ts), fork)
+        side = _Side(fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get), nested.after_fork)
         try:
-            tabs = tables.build_tables(extract)
+            ops = tables.nest(extract)
+            nested.publish(ops)
+            phase("nest")
+            tabs = tables.build_tables(extract, ops)
             phase("tables")
             device_pids = set(extract.dev_pid)
             extra = trace_view.extra_events(tabs, extract.process_names, device_pids)
             trace_view.finish(tv, source, events_end, extra)
         except BaseException:
+            nested.close()
             side.close()
             raise
     written.append("trace_view.json")

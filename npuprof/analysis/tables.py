@@ -16,10 +16,12 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from npuprof.analysis import intervals
+from npuprof.analysis import intervals, nesting
 from npuprof.analysis.extract import Extract, is_comm_name, is_receive
+from npuprof.analysis.rounding import rounded
 
 STEP_HEADER = [
     "Device_id",
@@ -97,17 +99,32 @@ def csv_cells(strings: list[str], preset: dict[int, str]) -> dict[int, str]:
     return cells
 
 
+_FLOAT_ENCODER = msgspec.json.Encoder()
+
+
 def float_texts(values: np.ndarray) -> list[str]:
-    """``repr`` of each value (as the csv module writes floats); columns with few distinct values (sizes,
-    memory totals, durations) format each distinct value once."""
+    """``repr`` of each value, as the csv module writes floats; a column with few distinct values (sizes,
+    memory totals, durations) formats each distinct value once."""
+    values = np.asarray(values, dtype=np.float64)
     n = len(values)
-    if n < 64:
-        return list(map(repr, values.tolist()))
-    uniq, inverse = np.unique(values, return_inverse=True)
-    if len(uniq) > n // 4 or bool((np.signbit(values) & (values == 0)).any()):  # mostly distinct, or -0.0
-        return list(map(repr, values.tolist()))
-    texts = list(map(repr, uniq.tolist()))
-    return list(map(texts.__getitem__, inverse.tolist()))
+    if n >= 64:
+        uniq, inverse = np.unique(values, return_inverse=True)
+        if len(uniq) <= n // 4 and not bool((np.signbit(values) & (values == 0)).any()):  # no -0.0
+            texts = _reprs(uniq)
+            return list(map(texts.__getitem__, inverse.tolist()))
+    return _reprs(values)
+
+
+def _reprs(values: np.ndarray) -> list[str]:
+    """``repr`` of each value. msgspec writes the same shortest digits ~4x faster, and the same text for 0
+    and for magnitudes in [1e-4, 1e16); other values (exponent notation, inf, nan) go through ``repr``."""
+    if len(values) == 0:
+        return []
+    texts = _FLOAT_ENCODER.encode(values.tolist())[1:-1].decode().split(",")
+    size = np.abs(values)
+    for i in np.flatnonzero(~((size == 0) | ((size >= 1e-4) & (size < 1e16)))).tolist():
+        texts[i] = repr(float(values[i]))
+    return texts
 
 
 def r3(x: float) -> float:
@@ -153,18 +170,18 @@ class RankTables:
 
 
 def nest(x: Extract) -> OpView:
-    """Per thread, sort operators by (start, -duration) and walk a stack: self time, parent, device totals."""
+    """Per thread, sort operators by (start, -duration) and nest them (see :mod:`nesting`): self time,
+    parent, device totals."""
     n = len(x.op_ts)
     thread = np.frombuffer(x.op_thread, dtype=np.int32) if n else np.zeros(0, np.int32)
     ts = np.frombuffer(x.op_ts, dtype=np.float64) if n else np.zeros(0)
     dur = np.frombuffer(x.op_dur, dtype=np.float64) if n else np.zeros(0)
-    order = np.lexsort((-dur, ts, thread))
+    order = _op_order(thread, ts, dur)
     thread, ts, dur = thread[order], ts[order], dur[order]
     name = np.frombuffer(x.op_name, dtype=np.int32)[order] if n else np.zeros(0, np.int32)
     shapes = np.frombuffer(x.op_shapes, dtype=np.int32)[order] if n else np.zeros(0, np.int32)
     stack = np.frombuffer(x.op_stack, dtype=np.int32)[order] if n else np.zeros(0, np.int32)
     ext = np.frombuffer(x.op_ext, dtype=np.int64)[order] if n else np.zeros(0, np.int64)
-    end = ts + dur
     # device time launched by each op (kernels carry the launching op's External id)
     dev_self = np.zeros(n)
     if n and len(x.dev_ts):
@@ -178,47 +195,18 @@ def nest(x: Extract) -> OpView:
         hit = np.zeros(len(dext), dtype=bool)
         hit[pos_ok] = ext_sorted[pos[pos_ok]] == dext[pos_ok]
         np.add.at(dev_self, ext_sorted_idx[pos[hit]], ddur[hit])
-    child_sum = np.zeros(n)
-    dev_total = dev_self.copy()
-    parent = np.full(n, -1, dtype=np.int64)
-    stack_idx: list[int] = []
-    cur_thread = -1
-    end_l = end.tolist()
-    ts_l = ts.tolist()
-    th_l = thread.tolist()
-    dur_l = dur.tolist()
-    par = [-1] * n
-    csum = [0.0] * n
-    dtot = dev_total.tolist()
-    has_dev = bool(len(x.dev_ts))
-    for i in range(n):
-        t = th_l[i]
-        if t != cur_thread:
-            while stack_idx:
-                j = stack_idx.pop()
-                if stack_idx and has_dev:
-                    dtot[stack_idx[-1]] += dtot[j]
-            cur_thread = t
-        start = ts_l[i]
-        while stack_idx and end_l[stack_idx[-1]] <= start:
-            j = stack_idx.pop()
-            if stack_idx and has_dev:
-                dtot[stack_idx[-1]] += dtot[j]
-        if stack_idx:
-            p = stack_idx[-1]
-            par[i] = p
-            csum[p] += dur_l[i]
-        stack_idx.append(i)
-    while stack_idx:
-        j = stack_idx.pop()
-        if stack_idx and has_dev:
-            dtot[stack_idx[-1]] += dtot[j]
-    if n:
-        parent = np.array(par, dtype=np.int64)
-        child_sum = np.array(csum)
-        dev_total = np.array(dtot)
+    parent, child_sum, dev_total = nesting.walk(thread, ts, dur, dev_self)
     self_time = np.maximum(dur - child_sum, 0.0)
     return OpView(thread, ts, dur, name, shapes, stack, ext, self_time, parent, dev_self, dev_total)
+
+
+def _op_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-dur, ts, thread))``. A trace lists each thread's operators in that order already,
+    as a rule: then a stable sort by thread alone (~100x faster) gives the same order."""
+    order = np.argsort(thread, kind="stable")
+    th, t, d = thread[order], ts[order], dur[order]
+    in_order = (th[1:] != th[:-1]) | (t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (d[1:] <= d[:-1]))
+    return order if in_order.all() else np.lexsort((-dur, ts, thread))
 
 
 def device_id_of(x: Extract) -> int:
@@ -253,8 +241,10 @@ def _step_of(starts: np.ndarray, windows: list[tuple[int | None, float, float]])
     return np.where(ok, idx, -1)
 
 
-def build_tables(x: Extract) -> RankTables:
-    ops = nest(x)
+def build_tables(x: Extract, ops: OpView | None = None) -> RankTables:
+    """Every table of one rank; ``ops`` is ``nest(x)`` when the caller has it already."""
+    if ops is None:
+        ops = nest(x)
     strings = x.strings
     n_dev = len(x.dev_ts)
     device = "CUDA" if n_dev else "CPU"
@@ -526,7 +516,7 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
             list(map(cell.__getitem__, nid[part].tolist())),
             list(map(type_cell.__getitem__, type_t[part].tolist())),
             list(map(core_cells.__getitem__, core_t[part].tolist())),
-            list(map(repr, ts_t[part].tolist())),
+            float_texts(ts_t[part]),
             float_texts(dur_t[part]),
             float_texts(wait_t[part]),
             list(map(str, blocks_t[part].tolist())),
@@ -629,19 +619,18 @@ def _grouped_top(
     uniq, inv = np.unique(key, return_inverse=True)
     count = np.bincount(inv, minlength=len(uniq))
     sums = [np.bincount(inv, weights=w, minlength=len(uniq)) for w in weights]
-    out: list[dict[str, Any]] = []
-    per_step: dict[int, list[int]] = {}
-    for u, k in enumerate(uniq.tolist()):
-        per_step.setdefault(k // ns - 1, []).append(u)
-    for s, members in per_step.items():
-        members.sort(key=lambda u: -sums[0][u])
-        step = windows[s][0] if s >= 0 and windows else None
-        for u in members[:TOP_PER_STEP]:
-            item: dict[str, Any] = {"step": step, "name": strings[int(uniq[u] % ns)], "count": int(count[u])}
-            for f, arr in zip(fields, sums, strict=False):
-                item[f] = r3(arr[u])
-            out.append(item)
-    return out
+    # per step (ascending), the names by the first weight, largest first (ties: by name id)
+    step_of = uniq // ns - 1
+    order = np.lexsort((-sums[0], step_of))
+    in_step = step_of[order]
+    rank = np.arange(len(order)) - np.searchsorted(in_step, in_step, side="left")
+    keep = order[rank < TOP_PER_STEP]
+    labels = [w[0] for w in windows] + [None]  # index -1: outside every step
+    steps = [labels[s] if windows else None for s in step_of[keep].tolist()]
+    names_kept = list(map(strings.__getitem__, (uniq[keep] % ns).tolist()))
+    keys = ("step", "name", "count", *fields)
+    columns = [steps, names_kept, count[keep].tolist(), *(rounded(w[keep], 3) for w in sums)]
+    return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def _top_ops(x: Extract, ops: OpView, windows: list) -> list[dict[str, Any]]:

@@ -13,18 +13,17 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from itertools import repeat
 from pathlib import Path
 from typing import IO, Any
 
 import msgspec
+import numpy as np
 
 from npuprof.analysis.tables import OVERLAP_LANES, RankTables
 
 OVERLAP_PID = 2_000_000_001
 COMM_PID = 2_000_000_002
 _LANES = {label: tid for tid, label in enumerate(OVERLAP_LANES)}
-_LANE_LABELS = OVERLAP_LANES
 
 
 def decompress(raw: Path, out: IO[bytes]) -> None:
@@ -63,59 +62,48 @@ _SEP = b",\n  "
 _BATCH = 200_000
 
 
-def _floats(values: list[float]) -> list[bytes]:
-    """Each value as msgspec writes it (one encoder call for the lot)."""
-    return _ENC.encode(values)[1:-1].split(b",") if values else []
-
-
-def _encode_spans(cat: str, names: list[str], pid: int, tids: list[int], starts: Any, ends: Any) -> bytes:
-    """``,\n  {event}`` for each span: exactly what encoding ``{"ph": "X", "cat", "name", "pid", "tid",
-    "ts", "dur"}`` one event at a time gives, assembled from pieces encoded in bulk."""
-    heads: dict[tuple[str, int], bytes] = {}
-    for name, tid in set(zip(names, tids, strict=True)):
+def _encode_spans(
+    cat: str, labels: list[str], pid: int, lanes: np.ndarray, starts: Any, ends: Any
+) -> list[bytes]:
+    """``,\n  {event}`` for each span, in pieces: exactly what encoding ``{"ph": "X", "cat", "name", "pid",
+    "tid", "ts", "dur"}`` one event at a time gives (``name`` = ``labels[lane]``, ``tid`` = lane),
+    assembled in bulk: one %-template per lane, the times formatted by one encoder call per batch."""
+    heads = []
+    for tid, name in enumerate(labels):
         text = _ENC.encode({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": 0.0})
-        heads[(name, tid)] = _SEP + text[: text.rindex(b"0.0")]
-    out = bytearray()
-    for lo in range(0, len(names), _BATCH):
+        heads.append(_SEP + text[: text.rindex(b"0.0")].replace(b"%", b"%%") + b'%s,"dur":%s}')
+    out: list[bytes] = []
+    codes = lanes.tolist()
+    for lo in range(0, len(codes), _BATCH):
         s = starts[lo : lo + _BATCH]
-        ts = _floats(s.tolist())
-        durs = _floats((ends[lo : lo + _BATCH] - s).tolist())
-        head = list(map(heads.__getitem__, zip(names[lo : lo + _BATCH], tids[lo : lo + _BATCH], strict=True)))
-        out += b"".join(map(b"".join, zip(head, ts, repeat(b',"dur":'), durs, repeat(b"}"), strict=False)))
-    return bytes(out)
+        times = np.empty(2 * len(s))
+        times[0::2], times[1::2] = s, ends[lo : lo + _BATCH] - s
+        template = b"".join(map(heads.__getitem__, codes[lo : lo + _BATCH]))
+        out.append(template % tuple(_ENC.encode(times.tolist())[1:-1].split(b",")))
+    return out
 
 
-def extra_events(tables: RankTables, process_names: dict[Any, str], device_pids: set[Any]) -> bytes:
-    """The appended events as text: each as ``,\n  {...}``, to follow the last raw event."""
+def extra_events(tables: RankTables, process_names: dict[Any, str], device_pids: set[Any]) -> list[bytes]:
+    """The appended events as text, in pieces: each event as ``,\n  {...}``, to follow the last raw event."""
     head: list[dict[str, Any]] = [_meta(OVERLAP_PID, "Overlap Analysis")]
     head += [_meta(OVERLAP_PID, label, tid) for label, tid in _LANES.items()]
-    out = bytearray()
-    for ev in head:
-        out += _SEP + _ENC.encode(ev)
+    out = [_SEP + _ENC.encode(ev) for ev in head]
     lane, starts, ends = tables.overlap_spans
     keep = ends > starts
-    lane, starts, ends = lane[keep], starts[keep], ends[keep]
-    labels = [_LANE_LABELS[c] for c in range(len(_LANE_LABELS))]
-    out += _encode_spans(
-        "overlap_analysis",
-        list(map(labels.__getitem__, lane.tolist())),
-        OVERLAP_PID,
-        lane.tolist(),
-        starts,
-        ends,
-    )
+    lanes = list(OVERLAP_LANES)
+    out += _encode_spans("overlap_analysis", lanes, OVERLAP_PID, lane[keep], starts[keep], ends[keep])
     cs, ce = tables.comm_spans
     if len(cs):
         for ev in (_meta(COMM_PID, "Communication"), _meta(COMM_PID, "Communication", 0)):
-            out += _SEP + _ENC.encode(ev)
-        out += _encode_spans("communication", ["Communication"] * len(cs), COMM_PID, [0] * len(cs), cs, ce)
+            out.append(_SEP + _ENC.encode(ev))
+        out += _encode_spans("communication", ["Communication"], COMM_PID, np.zeros(len(cs), np.int8), cs, ce)
     for pid in sorted(device_pids, key=str):
         if process_names.get(pid, "").startswith(("GPU", "Device")):
-            out += _SEP + _ENC.encode(_meta(pid, "Ascend Hardware"))
-    return bytes(out)
+            out.append(_SEP + _ENC.encode(_meta(pid, "Ascend Hardware")))
+    return out
 
 
-def finish(out: IO[bytes], source_fd: int, events_end: int, events: bytes) -> None:
+def finish(out: IO[bytes], source_fd: int, events_end: int, events: list[bytes]) -> None:
     """``out`` holds a copy of the trace read from ``source_fd``: insert ``events`` (from
     :func:`extra_events`) after its last event (offset ``events_end``), followed by the original tail."""
     out.flush()
@@ -123,5 +111,6 @@ def finish(out: IO[bytes], source_fd: int, events_end: int, events: bytes) -> No
     tail = os.pread(source_fd, size - events_end, events_end)
     out.seek(events_end)
     out.truncate()
-    out.write(events)
+    for piece in events:
+        out.write(piece)
     out.write(tail)

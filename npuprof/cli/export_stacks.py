@@ -48,7 +48,8 @@ def export_stacks(
     metric: Annotated[
         str,
         typer.Option(
-            "--metric", "-m",
+            "--metric",
+            "-m",
             help="self_cpu_time_total (host self time), self_cuda_time_total or self_npu_time_total "
             "(device kernel time, given to the stack that launched each kernel).",
         ),
@@ -101,8 +102,10 @@ def export_stacks(
 
         kind = "host self time" if metric == st.HOST_METRIC else "device kernel time"
         title = f"{trace.parent.name if trace.parent.name else trace.name}: {metric}"
-        write_text(svg_path, render_svg(folded.integer_values(), title=title, unit_label=kind,
-                                        min_width_px=min_width))
+        write_text(
+            svg_path,
+            render_svg(folded.integer_values(), title=title, unit_label=kind, min_width_px=min_width),
+        )
     summary = f"{len(folded.integer_values())} stacks, {folded.total_us:,.0f} µs of {metric} from {trace}"
     for path in (out_path, svg_path):
         if path is not None:

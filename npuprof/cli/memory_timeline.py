@@ -37,14 +37,17 @@ def memory_timeline(
     output: Annotated[
         Path,
         typer.Option(
-            "--output", "-o", help="memory.html | memory.json | memory.json.gz | memory.raw.json.gz",
+            "--output",
+            "-o",
+            help="memory.html | memory.json | memory.json.gz | memory.raw.json.gz",
             show_default=False,
         ),
     ],
     device: Annotated[
         str | None,
         typer.Option(
-            "--device", "-d",
+            "--device",
+            "-d",
             help="cpu, cuda:N or npu:N (default: the first accelerator in the data, else cpu).",
         ),
     ] = None,
@@ -82,5 +85,8 @@ def memory_timeline(
         raise _fail(str(exc)) from None
     if data.source == mt.SOURCE_TRACE:
         print(f"npuprof memory-timeline: note: {mt.source_note(data)}", file=sys.stderr)
-    print(f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
-          f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else 'the trace'})", file=sys.stderr)
+    print(
+        f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
+        f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else 'the trace'})",
+        file=sys.stderr,
+    )

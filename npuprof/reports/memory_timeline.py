@@ -25,7 +25,13 @@ from npuprof.results.atomic import write_bytes, write_text
 
 # torch.profiler._memory_profiler order (_CATEGORY_TO_INDEX); None there is UNKNOWN here.
 CATEGORIES = (
-    "PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIVATION", "GRADIENT", "AUTOGRAD_DETAIL",
+    "PARAMETER",
+    "OPTIMIZER_STATE",
+    "INPUT",
+    "TEMPORARY",
+    "ACTIVATION",
+    "GRADIENT",
+    "AUTOGRAD_DETAIL",
     "UNKNOWN",
 )
 UNKNOWN = CATEGORIES.index("UNKNOWN")
@@ -128,7 +134,9 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         try:
             name = device_name(int(args.get("Device Type", 0)), int(args.get("Device Id", -1)))
             record = (
-                float(ev.ts), int(args["Total Allocated"]), int(args.get("Total Reserved", 0)),
+                float(ev.ts),
+                int(args["Total Allocated"]),
+                int(args.get("Total Reserved", 0)),
                 int(args.get("Bytes", 0)),
             )
         except (KeyError, TypeError, ValueError):
@@ -361,14 +369,23 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
         if data.source == SOURCE_TRACE:
             label = "UNKNOWN (allocated, from [memory] events)"
         axes.fill_between(
-            ms, cumulative[index], cumulative[index + 1], color=COLORS[index], alpha=0.7, step="post",
+            ms,
+            cumulative[index],
+            cumulative[index + 1],
+            color=COLORS[index],
+            alpha=0.7,
+            step="post",
             label=label,
         )
     if data.reserved is not None:
         r_times, r_values = data.reserved
         axes.step(
-            [(t - t0) / 1e3 for t in r_times], [v / 1024**3 for v in r_values], where="post",
-            color="darkorange", linewidth=1.5, label="reserved",
+            [(t - t0) / 1e3 for t in r_times],
+            [v / 1024**3 for v in r_values],
+            where="post",
+            color="darkorange",
+            linewidth=1.5,
+            label="reserved",
         )
     axes.set_xlabel("Time (ms)")
     axes.set_ylabel("Memory (GB)")
@@ -378,8 +395,14 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
     fig.legend(loc="upper right")
     if data.source == SOURCE_TRACE:
         axes.text(
-            0.01, 0.98, source_note(data).replace(" Capture", "\nCapture"), transform=axes.transAxes,
-            va="top", ha="left", fontsize=12, bbox={"facecolor": "lightyellow", "alpha": 0.9},
+            0.01,
+            0.98,
+            source_note(data).replace(" Capture", "\nCapture"),
+            transform=axes.transAxes,
+            va="top",
+            ha="left",
+            fontsize=12,
+            bbox={"facecolor": "lightyellow", "alpha": 0.9},
         )
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")

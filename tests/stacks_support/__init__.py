@@ -36,8 +36,12 @@ def capture(name: str, *args: str) -> Path:
         atexit.register(shutil.rmtree, _root, True)
     out = _root / name
     proc = subprocess.run(
-        [sys.executable, str(CAPTURE_SCRIPT), str(out), *args], cwd=REPO, env=env(),
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, str(CAPTURE_SCRIPT), str(out), *args],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     dirs = sorted(p for p in out.iterdir() if p.name.endswith("_ascend_pt"))
@@ -48,8 +52,9 @@ def capture(name: str, *args: str) -> Path:
 
 def full_capture() -> Path:
     """Stacks + shapes + memory on, profiler started with stacks_experimental_config(); every export asked."""
-    return capture("full", "--stacks", "self_cpu_time_total", "--memory-format", "html", "json", "json.gz",
-                   "raw.json.gz")
+    return capture(
+        "full", "--stacks", "self_cpu_time_total", "--memory-format", "html", "json", "json.gz", "raw.json.gz"
+    )
 
 
 def exports_record(rank_dir: Path) -> dict:
@@ -59,8 +64,12 @@ def exports_record(rank_dir: Path) -> dict:
 def cli(*args: str, extra_path: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run `npuprof <args>` in a subprocess, as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "npuprof", *args], cwd=REPO, env=env(extra_path),
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "npuprof", *args],
+        cwd=REPO,
+        env=env(extra_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

@@ -51,15 +51,23 @@ def main() -> None:
 
             Path(str(trace) + ".gz").write_bytes(gzip.compress(trace.read_bytes()))
             trace.unlink()
-        config = {"record_shapes": not opts.no_memory, "profile_memory": not opts.no_memory,
-                  "with_stack": not opts.no_stack, "with_modules": False}
+        config = {
+            "record_shapes": not opts.no_memory,
+            "profile_memory": not opts.no_memory,
+            "with_stack": not opts.no_stack,
+            "with_modules": False,
+        }
         write_json(rank_dir / layout.info_file_name(0), {"config": {"common_config": config}, "rank_id": 0})
         averages = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
         write_json(rank_dir / "ref_key_averages.json", averages)
         if not opts.no_memory:
             prof.export_memory_timeline(str(rank_dir / "ref_torch_memory.json"), "cpu")
         written = export_capture_extras(
-            prof, rank_dir, stacks_metrics=opts.stacks, memory_formats=opts.memory_format, device="cpu",
+            prof,
+            rank_dir,
+            stacks_metrics=opts.stacks,
+            memory_formats=opts.memory_format,
+            device="cpu",
             log=log_lines.append,
         )
         write_json(rank_dir / "ref_exports.json", {"written": [str(p) for p in written], "log": log_lines})

@@ -21,8 +21,16 @@ EXPECTED_DEVICE_TOTAL = sum(k[2] for k in KERNELS) + UNLINKED[2]
 
 def events(with_correlation: bool = True, with_flows: bool = True) -> list[dict]:
     def x(cat, name, ts, dur, pid=PID, tid=TID, **args):
-        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-                "args": args}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "args": args,
+        }
 
     evs: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python"}},
@@ -46,10 +54,29 @@ def events(with_correlation: bool = True, with_flows: bool = True) -> list[dict]
             kargs["correlation"] = corr
         evs.append(x(cat, name, ts, dur, pid=GPU, tid=STREAM, **kargs))
         if with_flows:
-            evs.append({"ph": "s", "id": corr, "pid": PID, "tid": TID, "ts": launch[op], "cat": "ac2g",
-                        "name": "ac2g"})
-            evs.append({"ph": "f", "id": corr, "pid": GPU, "tid": STREAM, "ts": ts, "cat": "ac2g",
-                        "name": "ac2g", "bp": "e"})
+            evs.append(
+                {
+                    "ph": "s",
+                    "id": corr,
+                    "pid": PID,
+                    "tid": TID,
+                    "ts": launch[op],
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                }
+            )
+            evs.append(
+                {
+                    "ph": "f",
+                    "id": corr,
+                    "pid": GPU,
+                    "tid": STREAM,
+                    "ts": ts,
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "bp": "e",
+                }
+            )
     evs.append(x("kernel", UNLINKED[0], UNLINKED[1], UNLINKED[2], pid=GPU, tid=STREAM, device=GPU))
     return evs
 
