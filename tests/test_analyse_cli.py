@@ -193,3 +193,46 @@ def test_module_entry(tmp_path: Path) -> None:
         [*cmd[:-1], str(tmp_path / "nope")], env=clean_env(), capture_output=True, text=True
     )
     assert missing.returncode == 1 and "nope" in missing.stderr
+
+
+def test_many_steps_table_shows_the_slowest(tmp_path: Path) -> None:
+    from npuprof.analysis.synthetic import write_synthetic_trace
+
+    trace = tmp_path / "long.pt.trace.json"
+    made = write_synthetic_trace(trace, 12)
+    assert made["steps"] > 30  # more than a terminal table lists
+    every = npuprof("analyse", str(trace), "--format", "json")
+    assert every.returncode == 0, every.stderr
+    steps = json.loads(every.stdout)["ranks"][0]["steps"]
+    assert len(steps) == made["steps"]
+    slowest = sorted(steps, key=lambda s: -s["duration_us"])[:10]
+    table = npuprof("analyse", str(trace), "--top", "2", env={**clean_env(), "COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    rows = [line.split("│") for line in table.stdout.splitlines() if line.count("│") == 10]
+    shown = [int(cells[1]) for cells in rows if cells[1].strip().isdigit()]
+    assert shown == sorted(s["step"] for s in slowest)  # the steps table, only the 10 slowest, in order
+    assert f"the 10 of {len(steps)} steps with the largest step time" in " ".join(table.stdout.split())
+    mean_ms = sum(s["duration_us"] for s in steps) / len(steps) / 1000
+    assert [cells[2].strip() for cells in rows if cells[1].strip() == "all"] == [f"{mean_ms:.3f}"]
+
+
+def test_many_steps_across_ranks_shows_the_widest_spread(tmp_path: Path) -> None:
+    from npuprof.analysis.synthetic import write_synthetic_trace
+
+    for rank in (0, 1):
+        rank_dir = tmp_path / "result" / f"host_{100 + rank}_20250101000000000_ascend_pt"
+        rank_dir.mkdir(parents=True)
+        (rank_dir / f"profiler_info_{rank}.json").write_text("{}")
+        write_synthetic_trace(rank_dir / f"host_{100 + rank}.pt.trace.json", 12, rank=rank, world=2)
+    every = npuprof("analyse", str(tmp_path / "result"), "--format", "json")
+    assert every.returncode == 0, every.stderr
+    cross = json.loads(every.stdout)["cross_rank"]["steps"]
+    assert len(cross) > 30
+    widest = sorted(cross, key=lambda s: -(s["max_us"] - s["min_us"]))[:10]
+    table = npuprof("analyse", str(tmp_path / "result"), "--top", "1", env={**clean_env(), "COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    across = table.stdout.split("step time across ranks")[1]
+    shown = [int(line.split("│")[1]) for line in across.splitlines() if line.count("│") == 5]
+    assert shown == sorted(s["step"] for s in widest)
+    caption = " ".join(across.split())  # the caption wraps at the table's width
+    assert f"the 10 of {len(cross)} steps with the largest spread across ranks" in caption

@@ -8,6 +8,7 @@ shell (exit 0 when parsed or already parsed, 1 otherwise).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pickle
 import sys
@@ -343,6 +344,11 @@ class _Phases:
             print(f"npuprof timing: {label:<22} {wall:7.3f} s wall {cpu:7.3f} s cpu", file=sys.stderr)
 
 
+# copy_file_range cannot copy between these two files (another filesystem on old kernels, a file system
+# or kernel without it): sendfile does the copy instead
+_NO_COPY_RANGE = {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF}
+
+
 class _Copy:
     """Copy ``size`` bytes of ``src_fd`` (from its start) to ``out_fd`` in a thread, in the kernel (the GIL
     is released): it overlaps the imports and the reading of the trace. ``join()`` re-raises its error."""
@@ -359,8 +365,20 @@ class _Copy:
     def _run(self, src_fd: int, out_fd: int, size: int) -> None:
         try:
             offset = 0
+            ranged = hasattr(os, "copy_file_range")
             while offset < size:
-                sent = os.sendfile(out_fd, src_fd, offset, min(size - offset, 1 << 30))
+                count = min(size - offset, 1 << 30)
+                if ranged:
+                    try:  # shares the blocks (a reflink) where the filesystem can: XFS, btrfs
+                        sent = os.copy_file_range(src_fd, out_fd, count, offset, offset)
+                    except OSError as exc:
+                        if exc.errno not in _NO_COPY_RANGE:
+                            raise
+                        ranged = False
+                        continue
+                else:
+                    os.lseek(out_fd, offset, os.SEEK_SET)
+                    sent = os.sendfile(out_fd, src_fd, offset, count)
                 if sent == 0:
                     raise OSError(f"the trace shrank while being copied ({offset} of {size} bytes)")
                 offset += sent

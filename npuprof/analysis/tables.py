@@ -127,6 +127,18 @@ def _reprs(values: np.ndarray) -> list[str]:
     return texts
 
 
+class _Memo(dict):  # type: ignore[type-arg]
+    """A dict that fills itself: ``memo[key]`` computes ``make(key)`` the first time."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.make(key)
+        return value
+
+
 def r3(x: float) -> float:
     return round(float(x), 3)
 
@@ -499,31 +511,38 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
     type_t = np.where(launched, op_name_id, -1 - kind_t)
     cell = csv_cells(strings, {-1: ""})
     type_cell = csv_cells(strings, {-1 - k: csv_cell(kind) for k, kind in enumerate(kind_l)})
-    dur_t = np.round(d_dur, 3)[order_t]
     core_cells = [csv_cell(c) for c in core_names]
+    # cells that go together are formatted together: (step,) device; type,core; the launching
+    # operator's shapes plus the five empty columns after them
+    device_cell = str(device_id)
+    step_cells = [f"{'' if w[0] is None else w[0]},{device_cell}" for w in windows] + [f",{device_cell}"]
+    n_core = len(core_names)
+    type_core = (type_t + len(kind_l) + 1) * n_core + core_t
+    type_core_cell = _Memo(
+        lambda code: f"{type_cell[code // n_core - len(kind_l) - 1]},{core_cells[code % n_core]}"
+    )
+    shape_cell = _Memo(lambda sid: cell[sid] + ",,,,,")
+    dur_t = np.round(d_dur, 3)[order_t]
     ts_t = np.round(d_ts, 3)[order_t]
     wait_t = np.round(wait, 3)[order_t]
     blocks_t = d_blocks[order_t]
-    step_cells = [("" if w[0] is None else str(w[0])) for w in windows] + [""]
     step_t = step_idx[order_t]
     if not has_steps:
         tables.kernel_header = KERNEL_HEADER[1:]  # type: ignore[attr-defined]
     lines: list[str] = []
     for lo in range(0, n, LINES_BATCH):  # in batches: the columns of text are several times the lines
         part = slice(lo, lo + LINES_BATCH)
+        k = len(nid[part])
         columns = [
-            [str(device_id)] * len(nid[part]),
+            list(map(step_cells.__getitem__, step_t[part].tolist())) if has_steps else [device_cell] * k,
             list(map(cell.__getitem__, nid[part].tolist())),
-            list(map(type_cell.__getitem__, type_t[part].tolist())),
-            list(map(core_cells.__getitem__, core_t[part].tolist())),
+            list(map(type_core_cell.__getitem__, type_core[part].tolist())),
             float_texts(ts_t[part]),
             float_texts(dur_t[part]),
             float_texts(wait_t[part]),
-            list(map(str, blocks_t[part].tolist())),
-            [c + ",,,,," for c in map(cell.__getitem__, op_shape_id[part].tolist())],
+            _FLOAT_ENCODER.encode(blocks_t[part].tolist())[1:-1].decode().split(","),
+            list(map(shape_cell.__getitem__, op_shape_id[part].tolist())),
         ]
-        if has_steps:
-            columns.insert(0, list(map(step_cells.__getitem__, step_t[part].tolist())))
         lines += map(",".join, zip(*columns, strict=True))
     tables.kernel_lines = lines
     # op_statistic: by the task's type (launching operator) and core, groups in order of first appearance

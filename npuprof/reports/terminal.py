@@ -10,6 +10,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+MAX_STEP_ROWS = 30  # a step table longer than this shows only
+SHOWN_WHEN_MANY = 10  # the steps that matter most, plus a row over all of them
+WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
+CAPTION_TAIL = {"duration_us": ", then all steps (mean ms)", "spread_us": ""}
+_PARTS = (
+    "duration_us",
+    "computing_us",
+    "communication_us",
+    "comm_not_overlapped_us",
+    "overlapped_us",
+    "free_us",
+    "preparing_us",
+)
+
 
 def _ms(us: float | None) -> str:
     return "-" if us is None else f"{us / 1000:.3f}"
@@ -19,25 +33,56 @@ def _pct(part: float, whole: float) -> str:
     return f"{part / whole * 100:.1f}%" if whole else "-"
 
 
+def _shown(rows: list[dict[str, Any]], weight: str) -> tuple[list[dict[str, Any]], str | None]:
+    """All rows when they are few; else the SHOWN_WHEN_MANY with the largest ``weight``, in their order,
+    and a caption saying so (a table of thousands of steps takes seconds to draw and nobody reads it)."""
+    if len(rows) <= MAX_STEP_ROWS:
+        return rows, None
+    keep = set(sorted(range(len(rows)), key=lambda i: -rows[i][weight])[:SHOWN_WHEN_MANY])
+    caption = (
+        f"the {SHOWN_WHEN_MANY} of {len(rows)} steps with the largest {WEIGHT_WORDS[weight]}"
+        f"{CAPTION_TAIL[weight]}; --steps A-B picks steps, --format csv lists every one"
+    )
+    return [row for i, row in enumerate(rows) if i in keep], caption
+
+
+def _step_row(label: str, s: dict[str, Any], d: float) -> list[str]:
+    return [
+        label,
+        _ms(d),
+        _pct(s["computing_us"], d),
+        _pct(s["communication_us"], d),
+        _pct(s["comm_not_overlapped_us"], d),
+        _pct(s["overlapped_us"], d),
+        _pct(s["free_us"], d),
+        _ms(s["preparing_us"]),
+        "-" if s.get("memory_peak_mb") is None else f"{s['memory_peak_mb']:.1f}",
+    ]
+
+
+def _all_steps_row(steps: list[dict[str, Any]]) -> list[str]:
+    """Every step at once: the mean step time, each part's share of the summed time, the mean
+    preparation and the highest memory peak."""
+    total = {k: sum(s[k] for s in steps) for k in _PARTS}
+    peaks = [s["memory_peak_mb"] for s in steps if s.get("memory_peak_mb") is not None]
+    row = _step_row("all", {**total, "memory_peak_mb": max(peaks, default=None)}, total["duration_us"])
+    row[1] = _ms(total["duration_us"] / len(steps))
+    row[7] = _ms(total["preparing_us"] / len(steps))
+    return row
+
+
 def render_table(report: dict[str, Any], console: Console) -> None:
     for r in report["ranks"]:
         title = f"rank {r['rank'] if r['rank'] is not None else '?'}  ({r['device']}, {r['rank_dir']})"
-        steps = Table(title=title, title_justify="left")
+        shown, caption = _shown(r["steps"], "duration_us")
+        steps = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
         for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MB"):
             steps.add_column(col, justify="right")
-        for s in r["steps"]:
-            d = s["duration_us"]
-            steps.add_row(
-                str(s["step"] if s["step"] is not None else "-"),
-                _ms(d),
-                _pct(s["computing_us"], d),
-                _pct(s["communication_us"], d),
-                _pct(s["comm_not_overlapped_us"], d),
-                _pct(s["overlapped_us"], d),
-                _pct(s["free_us"], d),
-                _ms(s["preparing_us"]),
-                "-" if s.get("memory_peak_mb") is None else f"{s['memory_peak_mb']:.1f}",
-            )
+        for s in shown:
+            steps.add_row(*_step_row(str(s["step"] if s["step"] is not None else "-"), s, s["duration_us"]))
+        if caption:
+            steps.add_section()
+            steps.add_row(*_all_steps_row(r["steps"]))
         console.print(steps)
         if r["top_operators"]:
             ops = Table(title="top operators by self time", title_justify="left")
@@ -67,12 +112,16 @@ def render_table(report: dict[str, Any], console: Console) -> None:
     cross = report["cross_rank"]
     if len(report["ranks"]) > 1 and cross["steps"]:
         ranks = sorted({k for s in cross["steps"] for k in s["ranks"]}, key=int)
-        table = Table(title="step time across ranks (ms)", title_justify="left")
+        spread = [{**s, "spread_us": s["max_us"] - s["min_us"]} for s in cross["steps"]]
+        shown, caption = _shown(spread, "spread_us")
+        table = Table(
+            title="step time across ranks (ms)", title_justify="left", caption=caption, caption_justify="left"
+        )
         table.add_column("step", justify="right")
         for k in ranks:
             table.add_column(f"rank {k}", justify="right")
         table.add_column("max-min", justify="right")
-        for s in cross["steps"]:
+        for s in shown:
             table.add_row(
                 str(s["step"]), *[_ms(s["ranks"].get(k)) for k in ranks], _ms(s["max_us"] - s["min_us"])
             )
