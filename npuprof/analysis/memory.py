@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from itertools import repeat
 
 import numpy as np
 
@@ -69,11 +68,14 @@ def memory_record_lines(cols: dict[str, np.ndarray], device_id: int) -> list[str
     """CSV lines (no header) of memory_record.csv, in time order."""
     if not cols:
         return []
-    dev = map(device_type_name, cols["devtype"].tolist(), repeat(device_id))
+    # the empty Stream Ptr column and the device type as one cell
+    codes = cols["devtype"]
+    tail = {c: f",{device_type_name(c, device_id)}" for c in np.unique(codes).tolist()}
     ts = map("PTA,{:.3f}".format, cols["ts"].tolist())
     alloc = float_texts(np.round(cols["alloc"] / MB, 6))
     res = float_texts(np.round(cols["reserved"] / MB, 6))
-    return list(map(",".join, zip(ts, alloc, res, alloc, repeat(""), dev)))
+    devices = map(tail.__getitem__, codes.tolist())
+    return list(map(",".join, zip(ts, alloc, res, alloc, devices, strict=True)))
 
 
 def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -122,6 +124,7 @@ def operator_memory_lines(
     kb = np.round(nbytes / 1024, 3)
     name_ids = np.where(owner >= 0, ops.name[np.maximum(owner, 0)], -1) if len(ops.name) else owner
     names = csv_cells(strings, {-1: csv_cell("[unknown]")})
+    tail = {c: f",{device_type_name(c, device_id)}" for c in np.unique(cols["devtype"]).tolist()}
     lines: list[str] = []
     for lo in range(0, len(allocs), LINES_BATCH):  # column-wise, one C-level join per row, in batches
         part = slice(lo, lo + LINES_BATCH)
@@ -157,8 +160,7 @@ def operator_memory_lines(
             a_rel,
             column(r6[rel], ok),
             a_rel,
-            [""] * k,
-            list(map(device_type_name, cols["devtype"][at].tolist(), repeat(device_id))),
+            list(map(tail.__getitem__, cols["devtype"][at].tolist())),  # Stream Ptr (empty), Device Type
         ]
         lines += map(",".join, zip(*columns, strict=True))
     peaks = {

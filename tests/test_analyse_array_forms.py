@@ -1,5 +1,5 @@
-"""Operator nesting in array form gives exactly what the stack walk gives (or steps aside); Python's
-round on arrays gives exactly Python's results."""
+"""The array forms of the analysis give exactly what their one-value-at-a-time definitions give: operator
+nesting (the stack walk), Python's round and repr."""
 
 from __future__ import annotations
 
@@ -107,3 +107,24 @@ def test_rounded_equals_python_round(ndigits: int) -> None:
     )
     want = [repr(round(v, ndigits)) for v in values.tolist()]
     assert [repr(v) for v in rounded(values, ndigits)] == want
+
+
+def _awkward_floats(rng: np.random.Generator) -> np.ndarray:
+    return np.concatenate(
+        [
+            np.round(rng.random(20_000) * 1e7, 3),  # times in µs
+            np.round(rng.random(20_000), 6),
+            rng.random(5_000) * 1e-3,  # below 1e-4: exponent notation
+            10 ** rng.uniform(-20, 20, 5_000),
+            -(10 ** rng.uniform(-8, 17, 5_000)),
+            [0.0, -0.0, np.nan, np.inf, -np.inf, 1e16, 9999999999999998.0, 1e-4, 0.0005, -0.0001, 999.9995],
+        ]
+    )
+
+
+def test_float_texts_equal_repr() -> None:
+    rng = np.random.default_rng(11)
+    values = _awkward_floats(rng)
+    assert tables.float_texts(values) == [repr(v) for v in values.tolist()]
+    repeated = np.repeat(values[:100], 50)  # few distinct values: each formatted once
+    assert tables.float_texts(repeated) == [repr(v) for v in repeated.tolist()]
