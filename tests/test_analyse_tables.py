@@ -166,3 +166,29 @@ def test_idempotent_and_force(tmp_path: Path) -> None:
     assert done.stat().st_mtime_ns == before
     assert parse_rank_dir(rank_dir, force=True).status == "parsed"
     assert oct(done.stat().st_mode & 0o777) == "0o640"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reparse_replaces_or_keeps_trace_view(tmp_path: Path, workers: int) -> None:
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    assert parse_rank_dir(rank_dir, workers=workers).status == "parsed"
+    first = (out / "trace_view.json").read_bytes()
+    # a successful re-parse replaces it and leaves no old copy behind
+    assert parse_rank_dir(rank_dir, force=True, workers=workers).status == "parsed"
+    assert (out / "trace_view.json").read_bytes() == first
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+    # a failed one (the raw trace is now truncated) keeps the previous trace_view.json as it was
+    raw = next(rank_dir.glob("*.pt.trace.json*"))
+    text = raw.read_bytes()
+    if text[:2] == b"\x1f\x8b":
+        import gzip
+
+        text = gzip.decompress(text)
+        raw.unlink()
+        raw = raw.with_suffix("")
+    raw.write_bytes(text[: len(text) // 2])
+    failed = parse_rank_dir(rank_dir, force=True, workers=workers)
+    assert failed.status == "truncated", failed
+    assert (out / "trace_view.json").read_bytes() == first
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
