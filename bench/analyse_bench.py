@@ -6,7 +6,7 @@
 
 Synthesises a realistic Kineto-style CUDA trace (npuprof.analysis.synthetic), then runs each contender in its
 own subprocess and samples the memory of its whole process tree (workers included; the sum of their
-proportional set sizes, so pages a forked worker shares with its parent count once) every 50 ms; prints one
+proportional set sizes, so pages a forked worker shares with its parent count once) every 250 ms; prints one
 table with wall time, CPU time (user + system, all processes), peak memory and the ratios to npuprof,
 and the load average (other work on the machine inflates wall times: compare CPU times too). HTA runs
 when importable here or through NPUPROF_HTA_PYTHON. Exits 0.
@@ -91,7 +91,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, f
             peak = max(peak, _tree_memory(ps))
         except psutil.Error:
             pass
-        time.sleep(0.05)
+        time.sleep(0.25)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
