@@ -134,3 +134,17 @@ def test_typed_fast_path_equals_generic_walk(tmp_path: Path) -> None:
     ):
         assert getattr(fast, name).tolist() == getattr(slow, name).tolist(), name
     assert fast.dev_kind == slow.dev_kind and fast.dev_pid == slow.dev_pid
+
+
+def test_corrupt_range_of_a_forked_reader(synth: Path, tmp_path: Path, monkeypatch) -> None:
+    """Corruption that only a forked worker reads reaches the caller as the same TraceError kind."""
+    data = bytearray(synth.read_bytes())
+    at = len(data) * 3 // 4  # in the last of three ranges
+    data[at : at + 40] = b"@" * 40
+    path = tmp_path / "late.pt.trace.json"
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
+    with pytest.raises(TraceError) as info:
+        scan_mod.scan(path, workers=3)
+    assert info.value.kind == "corrupt"
+    assert "late.pt.trace.json" in str(info.value)

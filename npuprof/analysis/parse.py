@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from npuprof.analysis.forked import Forked
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer, make_dir, write_bytes, write_text
 from npuprof.results.paths import UnsafePathError, check_no_symlink
@@ -199,63 +200,6 @@ def _side_outputs(
         "step_peaks": step_peaks,
         "seconds": (time.perf_counter() - wall, time.process_time() - cpu),
     }
-
-
-class _Side:
-    """Run ``job`` in a forked child, started now, when ``fork`` and the platform allow; else inline, when
-    ``result()`` is first asked for. ``result()`` returns its value or raises what it raised (as
-    RuntimeError when it ran in the child). ``after_fork(child)`` runs in both processes after the fork."""
-
-    def __init__(self, fork: bool, job: Callable[[], Any], after_fork: Callable[[bool], None]) -> None:
-        self.pid = 0
-        self.job: Callable[[], Any] | None = job
-        if not (fork and hasattr(os, "fork")):
-            return
-        self.job = None
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: run, send the pickled outcome, leave without any cleanup of the parent's
-            code = 0
-            try:
-                os.close(read_fd)
-                after_fork(True)
-                try:
-                    payload = pickle.dumps((True, job()))
-                except BaseException as exc:
-                    payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}"))
-                with os.fdopen(write_fd, "wb") as pipe:
-                    pipe.write(payload)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(write_fd)
-        after_fork(False)
-        self.pid, self.read_fd = pid, read_fd
-
-    def close(self) -> None:
-        """Wait for a forked child, ignoring its outcome; an inline job is not run (the caller is failing)."""
-        self.job = None
-        if self.pid:
-            with contextlib.suppress(Exception):
-                self.result()
-
-    def result(self) -> Any:
-        if self.job is not None:
-            self.value, self.job = self.job(), None
-        if not self.pid:
-            return self.value
-        with os.fdopen(self.read_fd, "rb") as pipe:
-            payload = pipe.read()
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = 0
-        if not payload:
-            raise RuntimeError(f"the table-writing process failed (wait status {status})")
-        ok, value = pickle.loads(payload)
-        if not ok:
-            raise RuntimeError(value)
-        self.value = value
-        return value
 
 
 class _SharedNest:
@@ -476,7 +420,9 @@ def _write_outputs(
         # the operators' nesting, which both need, is computed here and handed over
         fork = workers > 1
         nested = _SharedNest(len(extract.op_ts), fork)
-        side = _Side(fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get), nested.after_fork)
+        side = Forked(
+            fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get), nested.after_fork
+        )
         try:
             ops = tables.nest(extract)
             nested.publish(ops)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
-import multiprocessing
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, Extract
+from npuprof.analysis.forked import Forked
 from npuprof.analysis.trace_loader import TraceReader
 
 MIN_PER_WORKER = 32 << 20  # below this, a worker costs more than it saves
@@ -52,22 +52,20 @@ def scan(
             errors.append(exc)
 
     helper = threading.Thread(target=run, name="npuprof-scan-during", daemon=True) if during else None
-    pool = None
+    # forked workers read the later ranges while this process reads the first; their results are read
+    # once this one is done (see npuprof.analysis.forked)
+    workers_ = [Forked(True, functools.partial(_scan_range, str(path), fd, a, z)) for a, z in ranges[1:]]
     try:
-        if len(ranges) > 1:  # forked workers read the later ranges while this process reads the first
-            pool = ProcessPoolExecutor(
-                max_workers=len(ranges) - 1, mp_context=multiprocessing.get_context("fork")
-            )
-            futures = [pool.submit(_scan_range, str(path), fd, a, z) for a, z in ranges[1:]]
         if helper is not None:
             helper.start()
         merged = _scan_range(str(path), fd, *ranges[0])
-        if pool is not None:
-            for future in futures:
-                merged.merge(future.result())
+        for worker in workers_:
+            merged.merge(worker.result())
+    except BaseException:
+        for worker in workers_:
+            worker.close()
+        raise
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
         if helper is not None and helper.is_alive():
             helper.join()
     if errors:

@@ -74,6 +74,9 @@ class TraceError(Exception):
         super().__init__(message)
         self.kind = kind
 
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:  # pickled back from a forked reader
+        return (TraceError, (self.kind, str(self)))
+
 
 @dataclass
 class TraceChunk:
