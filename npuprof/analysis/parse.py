@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import pickle
 import sys
 import time
 import traceback
@@ -19,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from npuprof.analysis.forked import Forked
+from npuprof.analysis.forked import Forked, SharedColumns
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer, make_dir, write_bytes, write_text
 from npuprof.results.paths import UnsafePathError, check_no_symlink
@@ -202,74 +201,6 @@ def _side_outputs(
     }
 
 
-class _SharedNest:
-    """``tables.nest(extract)``, computed once by the main process and handed to the forked side process
-    through shared memory: ``publish(ops)`` in the one, ``get()`` (waits) in the other. Without a fork,
-    ``get()`` returns what was published."""
-
-    def __init__(self, ops_count: int, fork: bool) -> None:
-        import mmap
-
-        self.ops: Any = None
-        self.forked = fork and hasattr(os, "fork")
-        if self.forked:
-            # each OpView column holds ops_count items of at most 8 bytes
-            self.memory = mmap.mmap(-1, max(1, 8 * ops_count * len(_opview_fields())))
-            self.read_fd, self.write_fd = os.pipe()
-
-    def after_fork(self, child: bool) -> None:
-        if self.forked:
-            os.close(self.write_fd if child else self.read_fd)
-
-    def publish(self, ops: Any) -> None:
-        self.ops = ops
-        if not self.forked:
-            return
-        import numpy as np
-
-        places: list[tuple[str, str, int, int]] = []
-        offset = 0
-        for name in _opview_fields():
-            column = getattr(ops, name)
-            np.frombuffer(self.memory, column.dtype, len(column), offset)[:] = column
-            places.append((name, column.dtype.str, len(column), offset))
-            offset += column.nbytes
-        os.write(self.write_fd, pickle.dumps(places))
-        self.close()
-
-    def close(self) -> None:
-        """Main process: no more to send (the side process sees end of file if it still waits)."""
-        if self.forked and self.write_fd >= 0:
-            os.close(self.write_fd)
-            self.write_fd = -1
-
-    def get(self) -> Any:
-        if self.ops is not None or not self.forked:
-            return self.ops
-        import numpy as np
-
-        from npuprof.analysis.tables import OpView
-
-        with os.fdopen(self.read_fd, "rb") as pipe:
-            message = pipe.read()
-        if not message:
-            raise RuntimeError("the main process ended before nesting the operators")
-        columns = {
-            name: np.frombuffer(self.memory, dtype=np.dtype(dtype), count=count, offset=offset)
-            for name, dtype, count, offset in pickle.loads(message)
-        }
-        self.ops = OpView(**columns)
-        return self.ops
-
-
-def _opview_fields() -> list[str]:
-    import dataclasses
-
-    from npuprof.analysis.tables import OpView
-
-    return [f.name for f in dataclasses.fields(OpView)]
-
-
 class _Phases:
     """With NPUPROF_TIMING=1 in the environment: the wall and CPU seconds of each phase, on stderr."""
 
@@ -419,7 +350,7 @@ def _write_outputs(
         # communication and memory tables in a second process (forked: it shares the columns) when allowed;
         # the operators' nesting, which both need, is computed here and handed over
         fork = workers > 1
-        nested = _SharedNest(len(extract.op_ts), fork)
+        nested = SharedColumns(tables.OpView, len(extract.op_ts), fork)
         side = Forked(
             fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get), nested.after_fork
         )

@@ -1,0 +1,65 @@
+"""npuprof.analysis.forked: results and errors come back from forked children; columns go to them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from npuprof.analysis.forked import Forked, SharedColumns
+from npuprof.analysis.trace_loader import TraceError
+
+
+@dataclass
+class Pair:
+    ids: np.ndarray
+    times: np.ndarray
+
+
+class Unpicklable(Exception):
+    def __init__(self, a: int, b: int) -> None:  # pickling passes only the message: unpickling fails
+        super().__init__(f"{a}/{b}")
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_result_and_errors(fork: bool) -> None:
+    parent = os.getpid()
+    assert Forked(fork, lambda: (os.getpid() != parent, np.arange(3))).result()[0] is fork
+    with pytest.raises(TraceError) as info:
+        Forked(fork, lambda: (_ for _ in ()).throw(TraceError("corrupt", "bad bytes"))).result()
+    assert info.value.kind == "corrupt"
+
+    def unpicklable() -> None:
+        raise Unpicklable(1, 2)
+
+    with pytest.raises(RuntimeError if fork else Unpicklable, match="1/2"):
+        Forked(fork, unpicklable).result()
+
+
+def test_inline_job_runs_only_when_asked() -> None:
+    ran: list[int] = []
+    job = Forked(False, lambda: ran.append(1))
+    assert ran == []
+    job.close()  # the caller is failing: the job is dropped
+    assert ran == []
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_shared_columns_reach_the_child(fork: bool) -> None:
+    shared = SharedColumns(Pair, 1000, fork)
+    child = Forked(
+        fork, lambda: float(shared.get().times.sum()) + int(shared.get().ids[-1]), shared.after_fork
+    )
+    value = Pair(np.arange(1000, dtype=np.int32), np.linspace(0.0, 1.0, 1000))
+    shared.publish(value)  # after the fork, as the nesting is
+    assert child.result() == pytest.approx(float(value.times.sum()) + 999)
+
+
+def test_child_sees_a_parent_that_gave_up() -> None:
+    shared = SharedColumns(Pair, 10, True)
+    child = Forked(True, lambda: shared.get(), shared.after_fork)
+    shared.close()  # the parent failed before publishing
+    with pytest.raises(RuntimeError, match="before handing over its Pair"):
+        child.result()
