@@ -148,3 +148,48 @@ def test_corrupt_range_of_a_forked_reader(synth: Path, tmp_path: Path, monkeypat
         scan_mod.scan(path, workers=3)
     assert info.value.kind == "corrupt"
     assert "late.pt.trace.json" in str(info.value)
+
+
+def test_reading_behind_a_decompression_equals_the_plain_scan(tmp_path: Path, monkeypatch) -> None:
+    """A .gz trace is read behind its decompression (a forked process), then the rest is split: the
+    columns are the same as a plain scan's."""
+    from npuprof.analysis import trace_view
+
+    plain = tmp_path / "p.pt.trace.json"
+    write_synthetic_trace(plain, 3)
+    packed = tmp_path / "p.pt.trace.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes(), compresslevel=1))
+    want, want_meta, want_end = scan_mod.scan(plain)
+    monkeypatch.setattr(scan_mod, "FOLLOW_STEP", 256 << 10)  # many steps behind the writer
+    monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)  # and a split of what is left
+    out_path = tmp_path / "out.json"
+    with open(out_path, "wb") as out, trace_view.readable(out, packed) as fd:
+        growth = trace_view.Decompression(packed, out)
+        got, meta, end = scan_mod.scan_behind(packed, fd, growth, workers=2)
+        growth.cancel()
+    assert out_path.read_bytes() == plain.read_bytes()
+    assert (end, meta) == (want_end, want_meta)
+    assert got.strings == want.strings and got.threads == want.threads and got.steps == want.steps
+    for name in ("op_ts", "op_name", "op_thread", "dev_ts", "dev_name", "mem_ts", "launch_corr"):
+        assert getattr(got, name).tolist() == getattr(want, name).tolist(), name
+
+
+@pytest.mark.parametrize(("damage", "kind"), [("cut", "truncated"), ("garble", "corrupt")])
+def test_damaged_gz_through_parse(tmp_path: Path, damage: str, kind: str) -> None:
+    from npuprof.analysis.parse import parse_rank_dir
+
+    rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
+    rank_dir.mkdir()
+    (rank_dir / "profiler_info_0.json").write_text("{}")
+    plain = tmp_path / "p.json"
+    write_synthetic_trace(plain, 2)
+    data = bytearray(gzip.compress(plain.read_bytes()))
+    if damage == "cut":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 2 : len(data) // 2 + 64] = b"\xff" * 64
+    (rank_dir / "host_1.pt.trace.json.gz").write_bytes(bytes(data))
+    for workers in (1, 2):
+        outcome = parse_rank_dir(rank_dir, force=True, workers=workers)
+        assert outcome.status == kind, (workers, outcome)
+        assert not (rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").exists()

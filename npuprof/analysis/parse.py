@@ -334,12 +334,21 @@ def _write_outputs(
             copy = _Copy(source, tv.fileno(), os.fstat(source).st_size)
         try:
             from npuprof.analysis import tables, trace_view
-            from npuprof.analysis.scan import scan
+            from npuprof.analysis.scan import scan, scan_behind
 
-            if copy is None:
+            if copy is not None:
+                extract, meta, events_end = scan(raw, fd=source, workers=workers)
+            elif workers > 1:  # read behind the decompression (a thread), then split what is left
+                source = stack.enter_context(trace_view.readable(tv, raw))
+                growth = trace_view.Decompression(raw, tv)
+                try:
+                    extract, meta, events_end = scan_behind(raw, source, growth, workers)
+                finally:
+                    growth.cancel()
+            else:
                 trace_view.decompress(raw, tv)
                 source = stack.enter_context(trace_view.readable(tv, raw))
-            extract, meta, events_end = scan(raw, fd=source, workers=workers)
+                extract, meta, events_end = scan(raw, fd=source, workers=workers)
         finally:
             if copy is not None:
                 copy.join()

@@ -11,18 +11,56 @@ from typing import Any
 
 from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, Extract
 from npuprof.analysis.forked import Forked
-from npuprof.analysis.trace_loader import TraceReader
+from npuprof.analysis.trace_loader import TraceError, TraceReader
 
 MIN_PER_WORKER = 32 << 20  # below this, a worker costs more than it saves
 BLOCK = 512 << 10  # bytes decoded at a time: the events of a block stay in the CPU caches (L2) while handled
+FOLLOW_STEP = 16 << 20  # reading behind a writer: wait for this much more before reading on
 
 
 def _scan_range(path: str, fd: int | None, start: int, end: int) -> Extract:
-    reader = TraceReader(path, block=BLOCK, fd=fd, decoder=TYPED_DECODER, fallback=SCAN_DECODER)
     extract = Extract()
+    _scan_into(extract, path, fd, start, end)
+    return extract.finish()
+
+
+def _scan_into(extract: Extract, path: str, fd: int | None, start: int, end: int) -> None:
+    reader = TraceReader(path, block=BLOCK, fd=fd, decoder=TYPED_DECODER, fallback=SCAN_DECODER)
     for chunk in reader.iter_range(start, end):
         extract.add_chunk(chunk.events, chunk.text)
-    return extract.finish()
+
+
+def scan_behind(path: Path, fd: int, growth: Any, workers: int = 1) -> tuple[Extract, dict[str, Any], int]:
+    """:func:`scan` of a plain trace that is still being written to ``fd`` (a .gz trace decompressed by
+    ``growth``, a :class:`npuprof.analysis.trace_view.Decompression`): this process reads behind the
+    writer, a few MB at a time; once it is done, the rest is split between this process and ``workers``
+    - 1 forked readers. Raises TraceError, or what the writer raised."""
+    reader = TraceReader(path, fd=fd)
+    want = 4 << 20
+    while True:  # the keys before traceEvents, once enough of the file is there
+        size = growth.wait_for(want)
+        try:
+            start = reader.events_start()
+            break
+        except TraceError:
+            if growth.done:
+                raise
+            want = size * 2
+    extract = Extract()
+    pos = target = start
+    while True:
+        target += FOLLOW_STEP
+        frontier = growth.wait_for(target)
+        if growth.done:
+            break
+        cut = reader.boundary_after(max(pos, frontier - (4 << 20)), frontier)
+        if pos < cut < frontier:  # else (an event of over 4 MB) wait for more
+            _scan_into(extract, str(path), fd, pos, cut)
+            pos, target = cut, max(cut, frontier - FOLLOW_STEP)
+    growth.join()
+    end = max(pos, reader.events_end())
+    merged, meta, _ = _scan_ranges(path, fd, reader, pos, end, workers, extract)
+    return merged, meta, end
 
 
 def scan(
@@ -34,6 +72,21 @@ def scan(
     that releases the GIL, such as copying the file. Raises TraceError."""
     reader = TraceReader(path, fd=fd)
     start, end = reader.region()
+    return _scan_ranges(path, fd, reader, start, end, workers, Extract(), during)
+
+
+def _scan_ranges(
+    path: Path,
+    fd: int | None,
+    reader: TraceReader,
+    start: int,
+    end: int,
+    workers: int,
+    extract: Extract,
+    during: Callable[[], None] | None = None,
+) -> tuple[Extract, dict[str, Any], int]:
+    """Add the events in [start, end) to ``extract`` (which holds those before), split between this
+    process and forked readers; see :func:`scan`."""
     size = end - start
     workers = max(1, min(workers, size // MIN_PER_WORKER))
     cuts = [start]
@@ -58,7 +111,8 @@ def scan(
     try:
         if helper is not None:
             helper.start()
-        merged = _scan_range(str(path), fd, *ranges[0])
+        _scan_into(extract, str(path), fd, *ranges[0])
+        merged = extract.finish()
         for worker in workers_:
             merged.merge(worker.result())
     except BaseException:

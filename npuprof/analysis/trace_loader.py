@@ -328,14 +328,23 @@ class TraceReader:
     def region(self) -> tuple[int, int]:
         """Plain (uncompressed) files only: (first byte of the first event, end of the last event). Also
         fills ``meta``."""
+        start = self.events_start()
+        return start, max(start, self.events_end())
+
+    def events_start(self) -> int:
+        """Plain files only: the first byte of the first event; fills ``meta`` with the keys before it."""
         with self._plain() as handle:
             if isinstance(handle, gzip.GzipFile):
                 raise TraceError("corrupt", f"{self.path}: region() needs an uncompressed trace")
             rest = self._head(handle)
-            start = self.bytes_read - len(rest)
-            size = os.fstat(handle.fileno()).st_size
-            end = self._tail(handle, size)
-        return start, max(start, end)
+            return self.bytes_read - len(rest)
+
+    def events_end(self) -> int:
+        """Plain files only: the end of the last event; fills ``meta`` with the keys after it."""
+        with self._plain() as handle:
+            if isinstance(handle, gzip.GzipFile):
+                raise TraceError("corrupt", f"{self.path}: region() needs an uncompressed trace")
+            return self._tail(handle, os.fstat(handle.fileno()).st_size)
 
     def _plain(self) -> Any:
         if self.fd is not None:
