@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+ANALYSE_CAPTURE = Path(__file__).resolve().parent / "analyse_support" / "capture.py"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -89,3 +90,28 @@ def run_trainer(out: Path, *flags: str, train: tuple[str, ...] = (), analyse: bo
         *trainer(*train),
         **kwargs,
     )
+
+
+def run_capture(cmd: list[str], cwd: Path) -> None:
+    """Run a capture command into ``cwd/out``; torchrun can die at exit (measured-facts.md): one retry."""
+    import shutil
+
+    for _attempt in range(2):
+        proc = subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=120)
+        if proc.returncode == 0:
+            return
+        for d in cwd.glob("out/*_ascend_pt"):
+            shutil.rmtree(d)
+    raise AssertionError(f"capture failed: {proc.stderr[-2000:]}")
+
+
+@pytest.fixture(scope="session")
+def torchrun_capture(tmp_path_factory) -> Path:
+    """One 2-rank torchrun (gloo) capture of analyse_support/capture.py, rank 1's trace gzipped, made once
+    for the whole session: copy it before changing it (parsing writes into it)."""
+    root = tmp_path_factory.mktemp("torchrun")
+    (root / "out").mkdir()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    run_capture([*cmd, str(ANALYSE_CAPTURE), str(root / "out"), "--gzip-rank", "1"], root)
+    assert len(list((root / "out").glob("*_ascend_pt"))) == 2
+    return root / "out"

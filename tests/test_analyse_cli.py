@@ -12,49 +12,21 @@ from pathlib import Path
 
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import clean_env, npuprof
-
-CAPTURE = Path(__file__).parent / "analyse_support" / "capture.py"
-
-
-def _run_capture(cmd: list[str], cwd: Path) -> None:
-    for _attempt in range(2):  # torchrun can die at exit (measured-facts.md); one retry
-        proc = subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=120)
-        if proc.returncode == 0:
-            return
-        for d in cwd.glob("out/*_ascend_pt"):
-            shutil.rmtree(d)
-    raise AssertionError(f"capture failed: {proc.stderr[-2000:]}")
+from conftest import ANALYSE_CAPTURE, clean_env, npuprof, run_capture
 
 
 @pytest.fixture(scope="session")
-def two_ranks(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("torchrun")
-    (root / "out").mkdir()
-    _run_capture(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            "2",
-            str(CAPTURE),
-            str(root / "out"),
-            "--gzip-rank",
-            "1",
-        ],
-        root,
-    )
-    assert len(list((root / "out").glob("*_ascend_pt"))) == 2
-    return root / "out"
+def two_ranks(torchrun_capture: Path, tmp_path_factory) -> Path:
+    copy = tmp_path_factory.mktemp("two_ranks") / "out"
+    shutil.copytree(torchrun_capture, copy)
+    return copy
 
 
 @pytest.fixture(scope="session")
 def one_rank(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("single")
     (root / "out").mkdir()
-    _run_capture([sys.executable, str(CAPTURE), str(root / "out")], root)
+    run_capture([sys.executable, str(ANALYSE_CAPTURE), str(root / "out")], root)
     return root / "out"
 
 

@@ -14,11 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, npuprof
+from conftest import npuprof
 
 from npuprof.analysis.synthetic import write_synthetic_trace
 
-CAPTURE = Path(__file__).parent / "analyse_support" / "capture.py"
 pytestmark = [pytest.mark.interop, pytest.mark.torchrun]
 
 
@@ -34,33 +33,9 @@ def _hta_python() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("interop")
-    out = root / "out"
-    for _attempt in range(2):
-        out.mkdir(exist_ok=True)
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nproc-per-node",
-                "2",
-                str(CAPTURE),
-                str(out),
-                "--gzip-rank",
-                "1",
-            ],
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if proc.returncode == 0:
-            break
-        shutil.rmtree(out)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+def result(torchrun_capture: Path, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("interop") / "out"
+    shutil.copytree(torchrun_capture, out)
     parsed = npuprof("analyse", str(out), "--format", "json")
     assert parsed.returncode == 0, parsed.stderr
     return out

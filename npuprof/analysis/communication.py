@@ -10,6 +10,7 @@ reported as 0 here.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import numpy as np
 
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
+from npuprof.analysis.tables import step_of
 
 _DTYPE_BYTES = {
     "float": 4,
@@ -78,11 +80,18 @@ def _nelems(dims: Any) -> int:
 
 def _ranks_of(value: Any) -> list[int]:
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return []
+        return list(_ranks_in_text(value))
     return [int(r) for r in value] if isinstance(value, list) else []
+
+
+@functools.lru_cache(maxsize=256)
+def _ranks_in_text(text: str) -> tuple[int, ...]:
+    """The ranks of a group written as JSON text (every operator of a group repeats the same text)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ()
+    return tuple(int(r) for r in value) if isinstance(value, list) else ()
 
 
 def _external_id(args: dict[str, Any]) -> int:
@@ -126,7 +135,6 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     )
     dev_by_ext = _device_tasks(x)
     ops: list[CommOp] = []
-    ranks_of: dict[Any, list[int]] = {}
     for name, ts, dur, _thread, args in x.comm_spans:
         if name == "record_param_comms":
             coll = str(args.get("Collective name", "unknown"))
@@ -135,11 +143,7 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             nelems = args.get("In msg nelems") or args.get("Out msg nelems") or 0
             size = float(nelems) * _dtype_size(args.get("dtype", "float"))
             group = str(args.get("Process Group Name", default_group))
-            listed = args.get("Process Group Ranks")
-            key = listed if isinstance(listed, str) else repr(listed)
-            if key not in ranks_of:
-                ranks_of[key] = _ranks_of(listed)
-            ranks = ranks_of[key] or default_ranks
+            ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
             dev = dev_by_ext.get(_external_id(args))
             if dev is not None:
                 ts, dur = dev
@@ -229,13 +233,9 @@ def _step_keys(ops: list[CommOp], windows: list) -> list[str | None]:
     steps); None for one outside every step."""
     if not windows:
         return ["step"] * len(ops)
-    starts = np.array([w[1] for w in windows], dtype=float)
-    ends = np.array([w[2] for w in windows], dtype=float)
-    ts = np.array([op.ts for op in ops], dtype=float)
-    idx = np.searchsorted(starts, ts, side="right") - 1
-    inside = (idx >= 0) & (ts < ends[np.maximum(idx, 0)])
-    labels = ["step" if w[0] is None else f"step{w[0]}" for w in windows]
-    return [labels[i] if ok else None for i, ok in zip(idx.tolist(), inside.tolist(), strict=True)]
+    labels = ["step" if w[0] is None else f"step{w[0]}" for w in windows] + [None]  # -1: outside
+    inside = step_of(np.array([op.ts for op in ops], dtype=float), windows)
+    return [labels[i] for i in inside.tolist()]
 
 
 def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -244,21 +244,15 @@ def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str,
     matrix: dict[str, dict[str, dict[str, Any]]] = {}
     seq: dict[tuple[str, str], int] = {}
     per_kind: dict[tuple[str, str, str], list[tuple[str, CommOp]]] = {}
-    kind_of: dict[str, str] = {}
     records = _op_records(ops)
     for op, step, record in zip(ops, _step_keys(ops, windows), records, strict=True):
         n = seq.get((op.group, op.name), 0)
         seq[(op.group, op.name)] = n + 1
         if step is None:
             continue
-        kind = kind_of.get(op.name)
-        if kind is None:
-            kind = kind_of[op.name] = "p2p" if op.p2p else "collective"
+        kind = "p2p" if op.p2p else "collective"
         key = f"{op.name}__{n}@{op.group}"
-        step_data = comm.get(step)
-        if step_data is None:
-            step_data = comm[step] = {"collective": {}, "p2p": {}}
-        step_data[kind][key] = record
+        comm.setdefault(step, {"collective": {}, "p2p": {}})[kind][key] = record
         per_kind.setdefault((step, kind, op.group), []).append((key, op))
     for step_data in comm.values():
         for kind in ("collective", "p2p"):

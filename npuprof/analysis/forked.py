@@ -14,6 +14,7 @@ import dataclasses
 import mmap
 import os
 import pickle
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +55,22 @@ class Forked:
         if after_fork is not None:
             after_fork(False)
         self.pid, self.read_fd = pid, read_fd
+
+    def finished(self) -> bool:
+        """Can ``result()`` answer without waiting? (The child has sent its outcome or died; an inline
+        job always can.)"""
+        if not self.pid:
+            return True
+        import select
+
+        return bool(select.select([self.read_fd], [], [], 0)[0])
+
+    def cancel(self) -> None:
+        """Kill a forked child and wait for it; an inline job is not run."""
+        if self.pid:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+        self.close()
 
     def close(self) -> None:
         """Wait for a forked child, ignoring its outcome; an inline job is not run (the caller is failing)."""

@@ -45,6 +45,11 @@ def device_type_name(code: int, device_id: int = 0) -> str:
     return name if name == "CPU" else f"{name}:{device_id}"
 
 
+def _device_cells(codes: np.ndarray, device_id: int) -> dict[int, str]:
+    """Device type code -> the last two cells of a row: the empty Stream Ptr and the Device Type."""
+    return {c: f",{device_type_name(c, device_id)}" for c in np.unique(codes).tolist()}
+
+
 def memory_columns(x: Extract) -> dict[str, np.ndarray]:
     if not len(x.mem_ts):
         return {}
@@ -68,9 +73,8 @@ def memory_record_lines(cols: dict[str, np.ndarray], device_id: int) -> list[str
     """CSV lines (no header) of memory_record.csv, in time order."""
     if not cols:
         return []
-    # the empty Stream Ptr column and the device type as one cell
     codes = cols["devtype"]
-    tail = {c: f",{device_type_name(c, device_id)}" for c in np.unique(codes).tolist()}
+    tail = _device_cells(codes, device_id)
     ts = map("PTA,{:.3f}".format, cols["ts"].tolist())
     alloc = float_texts(np.round(cols["alloc"] / MB, 6))
     res = float_texts(np.round(cols["reserved"] / MB, 6))
@@ -124,7 +128,7 @@ def operator_memory_lines(
     kb = np.round(nbytes / 1024, 3)
     name_ids = np.where(owner >= 0, ops.name[np.maximum(owner, 0)], -1) if len(ops.name) else owner
     names = csv_cells(strings, {-1: csv_cell("[unknown]")})
-    tail = {c: f",{device_type_name(c, device_id)}" for c in np.unique(cols["devtype"]).tolist()}
+    tail = _device_cells(cols["devtype"], device_id)
     lines: list[str] = []
     for lo in range(0, len(allocs), LINES_BATCH):  # column-wise, one C-level join per row, in batches
         part = slice(lo, lo + LINES_BATCH)
@@ -160,7 +164,7 @@ def operator_memory_lines(
             a_rel,
             column(r6[rel], ok),
             a_rel,
-            list(map(tail.__getitem__, cols["devtype"][at].tolist())),  # Stream Ptr (empty), Device Type
+            list(map(tail.__getitem__, cols["devtype"][at].tolist())),
         ]
         lines += map(",".join, zip(*columns, strict=True))
     peaks = {

@@ -338,7 +338,7 @@ def _write_outputs(
 
             if copy is not None:
                 extract, meta, events_end = scan(raw, fd=source, workers=workers)
-            elif workers > 1:  # read behind the decompression (a thread), then split what is left
+            elif workers > 1:  # read behind the decompression (a forked process), then split the rest
                 source = stack.enter_context(trace_view.readable(tv, raw))
                 growth = trace_view.Decompression(raw, tv)
                 try:

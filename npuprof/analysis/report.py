@@ -268,39 +268,25 @@ def build_report(
     }
 
 
+# a step's times in the summary and the report, in the order the CSV lists them
+STEP_TIME_FIELDS = (
+    "duration_us",
+    "computing_us",
+    "communication_us",
+    "comm_not_overlapped_us",
+    "overlapped_us",
+    "free_us",
+    "preparing_us",
+    "bubble_us",
+)
+
+
 def csv_rows(report: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """One row per rank and step (the --format csv output)."""
-    header = [
-        "rank",
-        "step",
-        "duration_us",
-        "computing_us",
-        "communication_us",
-        "comm_not_overlapped_us",
-        "overlapped_us",
-        "free_us",
-        "preparing_us",
-        "bubble_us",
-        "memory_peak_mb",
-        "rank_dir",
+    header = ["rank", "step", *STEP_TIME_FIELDS, "memory_peak_mb", "rank_dir"]
+    rows = [
+        [r["rank"], s["step"], *(s[k] for k in STEP_TIME_FIELDS), s.get("memory_peak_mb"), r["rank_dir"]]
+        for r in report["ranks"]
+        for s in r["steps"]
     ]
-    rows = []
-    for r in report["ranks"]:
-        for s in r["steps"]:
-            rows.append(
-                [
-                    r["rank"],
-                    s["step"],
-                    s["duration_us"],
-                    s["computing_us"],
-                    s["communication_us"],
-                    s["comm_not_overlapped_us"],
-                    s["overlapped_us"],
-                    s["free_us"],
-                    s["preparing_us"],
-                    s["bubble_us"],
-                    s.get("memory_peak_mb"),
-                    r["rank_dir"],
-                ]
-            )
     return header, rows

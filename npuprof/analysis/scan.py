@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,16 +61,13 @@ def scan_behind(path: Path, fd: int, growth: Any, workers: int = 1) -> tuple[Ext
     return merged, meta, end
 
 
-def scan(
-    path: Path, fd: int | None = None, workers: int = 1, during: Callable[[], None] | None = None
-) -> tuple[Extract, dict[str, Any], int]:
+def scan(path: Path, fd: int | None = None, workers: int = 1) -> tuple[Extract, dict[str, Any], int]:
     """(extract, top-level keys, offset just past the last event) of the plain trace at ``path`` (or the open
     descriptor ``fd``). With ``workers`` > 1, forked workers read the later byte ranges while this process
-    reads the first. ``during``, when given, runs in a thread while the trace is being read: meant for I/O
-    that releases the GIL, such as copying the file. Raises TraceError."""
+    reads the first. Raises TraceError."""
     reader = TraceReader(path, fd=fd)
     start, end = reader.region()
-    return _scan_ranges(path, fd, reader, start, end, workers, Extract(), during)
+    return _scan_ranges(path, fd, reader, start, end, workers, Extract())
 
 
 def _scan_ranges(
@@ -83,7 +78,6 @@ def _scan_ranges(
     end: int,
     workers: int,
     extract: Extract,
-    during: Callable[[], None] | None = None,
 ) -> tuple[Extract, dict[str, Any], int]:
     """Add the events in [start, end) to ``extract`` (which holds those before), split between this
     process and forked readers; see :func:`scan`."""
@@ -96,21 +90,10 @@ def _scan_ranges(
             cuts.append(cut)
     cuts.append(end)
     ranges = list(itertools.pairwise(cuts))
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            during()  # type: ignore[misc]
-        except BaseException as exc:  # re-raised below, in the caller's thread
-            errors.append(exc)
-
-    helper = threading.Thread(target=run, name="npuprof-scan-during", daemon=True) if during else None
     # forked workers read the later ranges while this process reads the first; their results are read
     # once this one is done (see npuprof.analysis.forked)
     workers_ = [Forked(True, functools.partial(_scan_range, str(path), fd, a, z)) for a, z in ranges[1:]]
     try:
-        if helper is not None:
-            helper.start()
         _scan_into(extract, str(path), fd, *ranges[0])
         merged = extract.finish()
         for worker in workers_:
@@ -119,9 +102,4 @@ def _scan_ranges(
         for worker in workers_:
             worker.close()
         raise
-    finally:
-        if helper is not None and helper.is_alive():
-            helper.join()
-    if errors:
-        raise errors[0]
     return merged, reader.meta, end

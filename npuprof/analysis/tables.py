@@ -86,15 +86,21 @@ def csv_cell(text: str) -> str:
     return buf.getvalue()[:-2]
 
 
+class _Memo(dict):  # type: ignore[type-arg]
+    """A dict that fills itself: ``memo[key]`` computes ``make(key)`` the first time."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.make(key)
+        return value
+
+
 def csv_cells(strings: list[str], preset: dict[int, str]) -> dict[int, str]:
     """string id -> CSV cell, computed on first use; ``preset`` gives the cells of other (negative) ids."""
-
-    class _Cells(dict):
-        def __missing__(self, sid: int) -> str:
-            value = self[sid] = csv_cell(strings[sid])
-            return value
-
-    cells = _Cells()
+    cells = _Memo(lambda sid: csv_cell(strings[sid]))
     cells.update(preset)
     return cells
 
@@ -125,18 +131,6 @@ def _reprs(values: np.ndarray) -> list[str]:
     for i in np.flatnonzero(~((size == 0) | ((size >= 1e-4) & (size < 1e16)))).tolist():
         texts[i] = repr(float(values[i]))
     return texts
-
-
-class _Memo(dict):  # type: ignore[type-arg]
-    """A dict that fills itself: ``memo[key]`` computes ``make(key)`` the first time."""
-
-    def __init__(self, make: Any) -> None:
-        super().__init__()
-        self.make = make
-
-    def __missing__(self, key: Any) -> Any:
-        value = self[key] = self.make(key)
-        return value
 
 
 def r3(x: float) -> float:
@@ -241,7 +235,7 @@ def step_windows(x: Extract) -> list[tuple[int | None, float, float]]:
     return [(None, x.first_ts, x.last_ts)]
 
 
-def _step_of(starts: np.ndarray, windows: list[tuple[int | None, float, float]]) -> np.ndarray:
+def step_of(starts: np.ndarray, windows: list[tuple[int | None, float, float]]) -> np.ndarray:
     """Index of the window holding each time (-1 when none)."""
     if not windows or len(starts) == 0:
         return np.full(len(starts), -1, dtype=np.int64)
@@ -470,7 +464,7 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
         pos = np.clip(np.searchsorted(lc, d_corr), 0, len(lc) - 1)
         hit = lc[pos] == d_corr
         when[hit] = lt[pos[hit]]
-    step_idx = _step_of(when, windows)
+    step_idx = step_of(when, windows)
     # the launching operator's name and shapes, by External id
     op_of = np.full(n, -1, dtype=np.int64)
     if len(ops.ext):
@@ -639,13 +633,13 @@ def _grouped_top(
     count = np.bincount(inv, minlength=len(uniq))
     sums = [np.bincount(inv, weights=w, minlength=len(uniq)) for w in weights]
     # per step (ascending), the names by the first weight, largest first (ties: by name id)
-    step_of = uniq // ns - 1
-    order = np.lexsort((-sums[0], step_of))
-    in_step = step_of[order]
+    group_step = uniq // ns - 1
+    order = np.lexsort((-sums[0], group_step))
+    in_step = group_step[order]
     rank = np.arange(len(order)) - np.searchsorted(in_step, in_step, side="left")
     keep = order[rank < TOP_PER_STEP]
     labels = [w[0] for w in windows] + [None]  # index -1: outside every step
-    steps = [labels[s] if windows else None for s in step_of[keep].tolist()]
+    steps = [labels[s] if windows else None for s in group_step[keep].tolist()]
     names_kept = list(map(strings.__getitem__, (uniq[keep] % ns).tolist()))
     keys = ("step", "name", "count", *fields)
     columns = [steps, names_kept, count[keep].tolist(), *(rounded(w[keep], 3) for w in sums)]
@@ -653,7 +647,7 @@ def _grouped_top(
 
 
 def _top_ops(x: Extract, ops: OpView, windows: list) -> list[dict[str, Any]]:
-    step_idx = _step_of(ops.ts, windows) if x.steps else np.zeros(len(ops.ts), np.int64)
+    step_idx = step_of(ops.ts, windows) if x.steps else np.zeros(len(ops.ts), np.int64)
     return _grouped_top(
         step_idx,
         ops.name.astype(np.int64),
@@ -668,7 +662,7 @@ def _top_kernels(x: Extract, windows: list) -> list[dict[str, Any]]:
     if not len(x.dev_ts):
         return []
     d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
-    step_idx = _step_of(d_ts, windows) if x.steps else np.zeros(len(d_ts), np.int64)
+    step_idx = step_of(d_ts, windows) if x.steps else np.zeros(len(d_ts), np.int64)
     return _grouped_top(
         step_idx,
         np.frombuffer(x.dev_name, dtype=np.int32).astype(np.int64),

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import shutil
-import signal
 import tempfile
 import time
 import zlib
@@ -22,6 +20,7 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
+from npuprof.analysis.forked import Forked
 from npuprof.analysis.tables import OVERLAP_LANES, RankTables
 from npuprof.analysis.trace_loader import TraceError
 
@@ -31,90 +30,50 @@ _LANES = {label: tid for tid, label in enumerate(OVERLAP_LANES)}
 
 
 def decompress(raw: Path, out: IO[bytes]) -> None:
-    """Write the decompressed ``raw`` (.gz) into ``out``. Raises TraceError for a damaged file."""
+    """Write the decompressed ``raw`` (.gz) into ``out``, flushed as it goes (so it can be read behind).
+    Raises TraceError for a damaged file."""
     try:
         with gzip.open(raw, "rb") as src:
-            shutil.copyfileobj(src, out, 8 << 20)
+            while data := src.read(8 << 20):
+                out.write(data)
+                out.flush()
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         kind = "truncated" if isinstance(exc, EOFError) else "corrupt"
         raise TraceError(kind, f"{raw}: cannot decompress the trace: {type(exc).__name__}: {exc}") from exc
-    out.flush()
 
 
 class Decompression:
-    """Decompresses ``raw`` (.gz) into ``out`` in a forked process (a thread would fight the reader for the
-    GIL), so the trace can be read behind it: ``wait_for(n)`` returns the size written once it is ``n``
-    bytes or all of it (``done``); ``join()`` waits for the end and raises its error; ``cancel()`` stops
-    it. Where fork is unavailable, all is decompressed at once, here."""
+    """:func:`decompress` in a forked process (a thread would fight the reader for the GIL), so the trace
+    can be read behind it: ``wait_for(n)`` returns the size written once it is ``n`` bytes or all of it
+    (then ``done``); ``join()`` waits for the end and raises its error; ``cancel()`` stops it. Where fork
+    is unavailable, all is decompressed at once, here."""
 
     def __init__(self, raw: Path, out: IO[bytes]) -> None:
-        self.raw, self.out, self.pid, self.done = raw, out, 0, False
-        self.kind, self.error = "", ""
         out.flush()
-        if not hasattr(os, "fork"):
-            decompress(raw, out)
-            self.done = True
-            return
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: decompress, report a failure on the pipe, leave without cleanup
-            code = 0
-            try:
-                os.close(read_fd)
-                with gzip.open(raw, "rb") as src:
-                    while data := src.read(8 << 20):
-                        view = memoryview(data)
-                        while view:
-                            view = view[os.write(out.fileno(), view) :]
-            except BaseException as exc:
-                code = 1
-                kind = "truncated" if isinstance(exc, EOFError) else "corrupt"
-                with contextlib.suppress(BaseException):
-                    os.write(write_fd, f"{kind}\n{type(exc).__name__}: {exc}".encode()[:4000])
-            finally:
-                os._exit(code)
-        os.close(write_fd)
-        self.pid, self.read_fd = pid, read_fd
-
-    def _size(self) -> int:
-        return os.fstat(self.out.fileno()).st_size
-
-    def _check(self, block: bool) -> None:
-        if self.done:
-            return
-        pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-        if pid == 0:
-            return
-        self.done = True
-        with os.fdopen(self.read_fd, "rb") as pipe:
-            self.kind, _, self.error = pipe.read().decode(errors="replace").partition("\n")
-        if status and not self.error:
-            self.kind, self.error = "corrupt", f"the decompressing process ended with wait status {status}"
+        self.out, self.done = out, False
+        self.job = Forked(True, lambda: decompress(raw, out))
+        if not self.job.pid:
+            self.join()
 
     def wait_for(self, size: int) -> int:
         while True:
-            self._check(block=False)
-            now = self._size()
-            if self.done:
-                self._raise()
-                return now
+            if self.job.finished():
+                self.join()
+                return os.fstat(self.out.fileno()).st_size
+            now = os.fstat(self.out.fileno()).st_size
             if now >= size:
                 return now
             time.sleep(0.002)
 
     def join(self) -> None:
-        self._check(block=True)
-        self._raise()
-
-    def _raise(self) -> None:
-        if self.error:
-            raise TraceError(self.kind, f"{self.raw}: cannot decompress the trace: {self.error}")
+        if not self.done:
+            try:
+                self.job.result()
+            finally:
+                self.done = True
 
     def cancel(self) -> None:
-        if not self.done:
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGKILL)
-            self._check(block=True)
+        self.job.cancel()
 
 
 @contextlib.contextmanager

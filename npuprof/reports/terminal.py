@@ -10,19 +10,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from npuprof.analysis.report import STEP_TIME_FIELDS
+
 MAX_STEP_ROWS = 30  # a step table longer than this shows only
 SHOWN_WHEN_MANY = 10  # the steps that matter most, plus a row over all of them
 WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
 CAPTION_TAIL = {"duration_us": ", then all steps (mean ms)", "spread_us": ""}
-_PARTS = (
-    "duration_us",
-    "computing_us",
-    "communication_us",
-    "comm_not_overlapped_us",
-    "overlapped_us",
-    "free_us",
-    "preparing_us",
-)
 
 
 def _ms(us: float | None) -> str:
@@ -63,7 +56,7 @@ def _step_row(label: str, s: dict[str, Any], d: float) -> list[str]:
 def _all_steps_row(steps: list[dict[str, Any]]) -> list[str]:
     """Every step at once: the mean step time, each part's share of the summed time, the mean
     preparation and the highest memory peak."""
-    total = {k: sum(s[k] for s in steps) for k in _PARTS}
+    total = {k: sum(s[k] for s in steps) for k in STEP_TIME_FIELDS}
     peaks = [s["memory_peak_mb"] for s in steps if s.get("memory_peak_mb") is not None]
     row = _step_row("all", {**total, "memory_peak_mb": max(peaks, default=None)}, total["duration_us"])
     row[1] = _ms(total["duration_us"] / len(steps))
