@@ -37,3 +37,46 @@ def test_never_raise_logs_reports_and_returns_none(tmp_path: Path, capsys: pytes
     assert switched_off == [True, True]
     assert capsys.readouterr().err.count("the step hook failed") == 1
     assert "RuntimeError: boom" in (tmp_path / "npuprof.log").read_text()
+
+
+def test_the_log_rotates_into_one_backup(tmp_path: Path) -> None:
+    from npuprof.results import logfile
+
+    path = tmp_path / "npuprof.log"
+    line = "x" * 1000
+    lines = logfile.ROTATE_BYTES // 1000 * 3  # three logs' worth
+    for i in range(lines):
+        assert logfile.log(path, "INFO", "test", f"{i} {line}")
+    backup = tmp_path / "npuprof.log.1"
+    assert path.stat().st_size <= logfile.ROTATE_BYTES + 2000
+    assert backup.stat().st_size <= logfile.ROTATE_BYTES + 2000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["npuprof.log", "npuprof.log.1"]
+    last = path.read_text().splitlines()[-1]
+    assert f"{lines - 1} {line}" in last and "[INFO] [test pid=" in last
+
+
+def test_the_log_never_follows_a_link_nor_blocks_on_a_fifo(tmp_path: Path) -> None:
+    import os
+
+    from npuprof.results import logfile
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (tmp_path / "linked.log").symlink_to(victim)
+    os.mkfifo(tmp_path / "fifo.log")
+    assert not logfile.log(tmp_path / "linked.log", "INFO", "test", "hello")
+    assert not logfile.log(tmp_path / "fifo.log", "INFO", "test", "hello")  # returns at once, no reader
+    assert victim.read_text() == "keep\n"
+    AgentLog(str(tmp_path / "linked.log"), "agent").warning("hello")
+    assert victim.read_text() == "keep\n"
+
+
+def test_warning_marks_are_not_written_through_a_planted_link(tmp_path: Path, capsys) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".npuprof_reported").symlink_to(elsewhere)
+    AgentLog(str(out / "npuprof.log"), "agent", "run1").warn_once("k", "disk nearly full")
+    assert "disk nearly full" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []

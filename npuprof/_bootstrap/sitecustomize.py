@@ -11,21 +11,27 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _chain_user_sitecustomize() -> None:
-    """Run the sitecustomize that our directory hides, if any, and leave it as `sitecustomize`."""
+    """Run the sitecustomize that our directory hides, if any, and leave it as `sitecustomize`.
+
+    Our directory leaves sys.path for good first: it holds nothing but this module, which is already
+    imported, and whatever the user's hook does to sys.path (append, insert, remove, rebind) must stand
+    exactly as it would without npuprof. Child processes still find us through PYTHONPATH.
+    """
     ours = sys.modules.pop("sitecustomize", None)
-    saved_path = sys.path[:]
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    sys.path[:] = [p for p in sys.path if not _is_our_dir(p)]
     try:
         import sitecustomize  # noqa: F401  (the user's, found further down the path)
     except ImportError as exc:
         if exc.name != "sitecustomize":
             _report(f"the user's sitecustomize failed: {exc!r}")
-        if ours is not None:
-            sys.modules["sitecustomize"] = ours
     except Exception as exc:  # the user's hook failing must not be blamed on us, nor stop Python
         _report(f"the user's sitecustomize raised {exc!r}")
-    finally:
-        sys.path[:] = saved_path
+    if "sitecustomize" not in sys.modules and ours is not None:
+        sys.modules["sitecustomize"] = ours
+
+
+def _is_our_dir(entry: object) -> bool:
+    return isinstance(entry, str) and os.path.abspath(entry or ".") == _HERE
 
 
 def _report(message: str) -> None:
@@ -78,11 +84,25 @@ def _wake(module_name: str, module: object) -> None:
         try:
             from npuprof.agent import entry
         except ImportError:
-            sys.path.append(os.path.dirname(os.path.dirname(_HERE)))
-            from npuprof.agent import entry
+            entry = _import_entry_from_here()
         entry.on_trigger(module_name, module)
     except Exception as exc:
         _report(f"agent failed to start, training goes on without profiling: {exc!r}")
+
+
+def _import_entry_from_here():  # -> npuprof.agent.entry
+    """The agent from the npuprof this file belongs to (the job's Python does not have npuprof installed),
+    leaving sys.path as it was: once imported, npuprof finds its own modules through its __path__."""
+    root = os.path.dirname(os.path.dirname(_HERE))
+    sys.path.append(root)
+    try:
+        from npuprof.agent import entry
+    finally:
+        for index in range(len(sys.path) - 1, -1, -1):  # ours is the last one, the user's may come before
+            if sys.path[index] == root:
+                del sys.path[index]
+                break
+    return entry
 
 
 def _install() -> None:

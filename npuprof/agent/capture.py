@@ -42,10 +42,13 @@ class CaptureWriter:
         self.first_step = 0
         self.start_info: dict[str, Any] = {}
         self.captures = 0
-        self.post = post if post is not None else postprocess.Postprocessor(self.output)
+        self.post = post if post is not None else postprocess.Postprocessor(self.output, run.get("run_id"))
+        self._skip_reported = False
 
     # ---- CaptureSink -----------------------------------------------------------------------------
-    def begin(self, step: int) -> None:
+    def begin(self, step: int, cfg: ProfileConfig | None = None) -> None:
+        if cfg is not None:
+            self.cfg = cfg  # this capture's configuration (a plan may change it between captures)
         self.first_step = step
         self.start_info = {
             "collectionTimeBegin": time.time_ns(),
@@ -76,12 +79,25 @@ class CaptureWriter:
                 f"no background post-processor ({exc!r}); the capture's files are written in the step"
             )
 
-    def finish(self, prof: Any, last_step: int, detail: str = "") -> None:
+    def finish(
+        self, prof: Any, last_step: int, detail: str = "", status: str = layout.STATUS_COMPLETE
+    ) -> None:
+        from npuprof.agent.signals import sigint_held_back
+
+        with sigint_held_back():  # a Ctrl-C now must not lose a trace that is all but written
+            self._finish(prof, last_step, detail, status)
+
+    def _finish(self, prof: Any, last_step: int, detail: str, status: str) -> None:
         steps = list(range(self.first_step, last_step + 1))
         end_info = {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()}
         if self.backend.writes_own_layout:
             self._start_postprocessor()  # torch_npu made the dir; the capture record still goes in it
-        rank_dir, trace = self.backend.export_raw(prof, self.rank_dir, self.worker)
+        try:
+            rank_dir, trace = self.backend.export_raw(prof, self.rank_dir, self.worker)
+        except Exception as exc:
+            self.log.warn_once("export", f"the trace of steps {steps[0]}-{steps[-1]} was not written: {exc}")
+            self.abandon(f"trace export failed: {exc}")
+            return
         self.rank_dir = rank_dir
         rank = self.rank_fn()
         files: dict[str, Any] = {}
@@ -90,7 +106,7 @@ class CaptureWriter:
             files[layout.METADATA_FILE] = build_metadata(self.cfg.metadata)
         written = self._extras(prof, rank_dir)
         record = self._record(
-            layout.STATUS_COMPLETE,
+            status,
             steps=steps,
             trace=trace.name if trace else None,
             detail=detail,
@@ -107,12 +123,7 @@ class CaptureWriter:
             "gzip": self.cfg.gzip and own,
         }
         if not self.post.submit(job):
-            for name, content in files.items():
-                write_json(rank_dir / name, content, fsync=False)
-            write_json(rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
-            self.log.warning(
-                f"{rank_dir.name}: not parsed or gzipped (no post-processor); run npuprof analyse"
-            )
+            write_job_files(job, self.log)
         self.captures += 1
         self.log.info(
             f"capture of steps {steps[0]}-{steps[-1]} written to {rank_dir}"
@@ -120,12 +131,27 @@ class CaptureWriter:
         )
         self.rank_dir = None
 
+    def skipped(self, step: int, detail: str) -> None:
+        """A capture that could not run (no disk space): leave one small rank dir saying so, the first
+        time only, so that `npuprof analyse` names it."""
+        if self._skip_reported or self.backend.writes_own_layout:
+            return
+        self._skip_reported = True
+        try:
+            name = layout.rank_dir_name(self.worker, os.getpid(), layout.timestamp_ms())
+            rank_dir = self.output / name
+            rank_dir.mkdir(mode=0o750)
+            record = self._record(layout.STATUS_INCOMPLETE, steps=[step], detail=detail)
+            write_json(rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
+        except OSError as exc:
+            self.log.error(f"could not record the skipped capture: {exc!r}")
+
     def abandon(self, detail: str) -> None:
         try:
             if self.rank_dir is not None and self.rank_dir.exists():
                 record = self._record(layout.STATUS_INCOMPLETE, steps=[self.first_step], detail=detail)
-                write_json(self.rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
-        except OSError as exc:  # a full disk: the record keeps saying "capturing", which reads as incomplete
+                _write_record_even_on_a_full_disk(self.rank_dir / layout.CAPTURE_RECORD, record)
+        except OSError as exc:  # the record keeps saying "capturing", which reads as incomplete
             self.log.error(f"could not mark {self.rank_dir} incomplete: {exc!r}")
         self.rank_dir = None
 
@@ -177,6 +203,37 @@ class CaptureWriter:
         except Exception as exc:
             self.log.warning(f"stack / memory export failed: {exc!r}")
             return []
+
+
+def _write_record_even_on_a_full_disk(path: Path, record: dict[str, Any]) -> None:
+    """Atomically when there is room; else over the old record in place, in the block it already has
+    (a record cut short reads as unreadable, i.e. incomplete: never as complete)."""
+    import errno
+    import json
+
+    try:
+        write_json(path, record, fsync=False)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.write(fd, json.dumps(record, ensure_ascii=False).encode())
+        finally:
+            os.close(fd)
+
+
+def write_job_files(job: dict[str, Any], log: AgentLog) -> None:
+    """Without a post-processor: the capture's small files and record, written here, unparsed."""
+    rank_dir = Path(job["rank_dir"])
+    try:
+        for name, content in job["files"].items():
+            write_json(rank_dir / name, content, fsync=False)
+        write_json(rank_dir / layout.CAPTURE_RECORD, job["record"], fsync=False)
+    except OSError as exc:
+        log.error(f"{rank_dir.name}: could not write the capture's files: {exc!r}")
+        return
+    log.warning(f"{rank_dir.name}: not parsed or gzipped (no post-processor); run npuprof analyse")
 
 
 def metric_fits(metric: str, backend: str) -> bool:

@@ -4,7 +4,6 @@ module of --step-on). Builds the controller once per process and installs the st
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,12 +27,10 @@ def on_trigger(module_name: str, module: Any) -> None:
 
 
 def _start() -> Agent | None:
-    import json
-
     from npuprof import ENV_CONFIG
-    from npuprof.config import ProfileConfig
+    from npuprof.config import ProfileConfig, decode_env_payload
 
-    payload = json.loads(os.environ[ENV_CONFIG])
+    payload = decode_env_payload(os.environ[ENV_CONFIG])
     cfg = ProfileConfig.from_payload(payload["config"])
     run = payload.get("run", {})
     log = AgentLog(run.get("log"), "agent", str(run.get("run_id", "")))
@@ -58,13 +55,18 @@ def _torch_npu_own_mode() -> str | None:
 class Agent:
     def __init__(self, cfg: Any, run: dict[str, Any], log: AgentLog) -> None:
         from npuprof.agent.controller import CaptureController
-        from npuprof.agent.ranks import current_rank
+        from npuprof.agent.ranks import current_rank, worker_name
         from npuprof.agent.schedule import SchedulePlan
 
         self.cfg = cfg
         self.run = run
         self.log = log
-        self.worker = cfg.worker_name or socket.gethostname().split(".")[0] or "host"
+        from npuprof.agent.disk_guard import DiskGuard
+        from npuprof.agent.signals import SigtermGuard
+
+        self.worker = worker_name(cfg.worker_name)
+        self.disk = DiskGuard(cfg.output, getattr(cfg, "min_free_space", "auto"), log)
+        self.sigterm = SigtermGuard(self._on_sigterm, log)
         self.controller = CaptureController(
             cfg,
             SchedulePlan(cfg.schedule),
@@ -73,10 +75,13 @@ class Agent:
             log=log,
             rank_fn=current_rank,
             on_arm=self._prepare,
+            space=self.disk,
+            on_profiling=self._on_profiling,
         )
         from npuprof.results.postprocess import Postprocessor
 
-        self.post = Postprocessor(Path(cfg.output))
+        self.post = Postprocessor(Path(cfg.output), run.get("run_id"))
+        self.optimizer_steps: Any = None
         self.step_module, self.step_qualname = cfg.step_on.split(":", 1) if cfg.step_on else (None, None)
         self.hooked: set[str] = set()
         self._exit_hooks()
@@ -99,7 +104,8 @@ class Agent:
         elif module_name == "torch.optim.optimizer" and self.step_module is None:
             from npuprof.agent.steps import OptimizerSteps
 
-            OptimizerSteps(self.controller, self.log).install()
+            self.optimizer_steps = OptimizerSteps(self.controller, self.log)
+            self.optimizer_steps.install()
             self._guard_user_profiler()
 
     def _make_backend(self) -> Any:
@@ -107,8 +113,14 @@ class Agent:
 
         backend = select_backend(self.log)
         self._guard_user_profiler()
-        self._catch_sigterm()
         return backend
+
+    def _on_profiling(self, active: bool) -> None:
+        """A profiler of ours starts or stops: SIGTERM then finalises the capture, or acts as before."""
+        if active:
+            self.sigterm.install()
+        else:
+            self.sigterm.uninstall()
 
     def _make_sink(self, backend: Any) -> Any:
         from npuprof.agent.capture import CaptureWriter
@@ -127,6 +139,7 @@ class Agent:
             return
         if self.controller.plan.next_busy_step(-1) is None:
             return
+        self.disk.start()
         self.post.start()
 
     # ---- the edges of the process ----------------------------------------------------------------
@@ -142,32 +155,48 @@ class Agent:
         self.controller.finish_early(
             f"training ended before the capture's last step; step {self.controller.step} is partial"
         )
+        self._hand_over_the_rest()
+
+    def _on_sigterm(self) -> None:
+        """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""
+        self.controller.finish_early("stopped by SIGTERM")
+        self._hand_over_the_rest()
+
+    def _hand_over_the_rest(self) -> None:
+        """Jobs the post-processor could not take in time are written here, unparsed."""
+        left = self.post.drain()
+        if left:
+            from npuprof.agent.capture import write_job_files
+
+            for job in left:
+                write_job_files(job, self.log)
 
     def _in_forked_child(self) -> None:
-        # A forked child (DataLoader worker) must never touch the parent's profiler.
-        self.controller.enabled = False
-        self.controller.prof = None
-        self.controller.next_check = 1 << 62
-        self.post.forget()
+        """A forked child counts its own steps and, if it trains, records its own captures (a
+        multiprocessing worker started with fork); the parent's profiler, post-processor, threads and
+        signal handler are not its own. A DataLoader worker never steps an optimizer: it stays idle."""
+        try:
+            self.controller.reset_after_fork()
+            if self.optimizer_steps is not None:
+                self.optimizer_steps.primary = None
+            self.post.forget()
+            from npuprof.results.postprocess import Postprocessor
 
-    def _catch_sigterm(self) -> None:
-        """Finalise a capture on SIGTERM, then die of it as before (only if the script set no handler)."""
-        import signal
-        import threading
+            self.post = Postprocessor(Path(self.cfg.output), self.run.get("run_id"))
+            self.disk.forget_after_fork()
+            self.sigterm.forget_after_fork()
+            self._finalise_at_multiprocessing_exit()
+        except Exception as exc:
+            self.controller.enabled = False
+            self.controller.next_check = 1 << 62
+            self.log.error(f"agent reset after fork failed; profiling is off in pid {os.getpid()}: {exc!r}")
 
-        if threading.current_thread() is not threading.main_thread():
-            return
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return
-
-        def on_sigterm(signum: int, frame: Any) -> None:
-            signal.signal(signum, signal.SIG_DFL)
-            try:
-                self.controller.finish_early("stopped by SIGTERM")
-            finally:
-                os.kill(os.getpid(), signum)
-
-        signal.signal(signal.SIGTERM, on_sigterm)
+    def _finalise_at_multiprocessing_exit(self) -> None:
+        """multiprocessing ends a forked worker with os._exit, which skips atexit: its own exit hook
+        (util.Finalize) still runs."""
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:
+            mp_util.Finalize(None, self._at_exit, exitpriority=10)
 
     def _guard_user_profiler(self) -> None:
         """When the script starts its own torch profiler while ours records, ours steps aside."""

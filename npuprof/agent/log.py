@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
+
+from npuprof.results import logfile
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -19,22 +19,10 @@ class AgentLog:
         self.who = who
         self.run_id = run_id
         self._reported: set[str] = set()
-        self._lock = threading.Lock()
 
     def write(self, level: str, message: str) -> None:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        line = f"{stamp} [{level}] [{self.who} pid={os.getpid()}] {message}\n"
-        if self.path is None:
-            return
-        try:
-            with self._lock:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
-                try:
-                    os.write(fd, line.encode("utf-8", "replace"))
-                finally:
-                    os.close(fd)
-        except OSError:
-            pass
+        if self.path is not None:
+            logfile.log(self.path, level, self.who, message)
 
     def info(self, message: str) -> None:
         self.write("INFO", message)
@@ -65,16 +53,36 @@ class AgentLog:
             return True
         import hashlib
 
-        marks = os.path.join(os.path.dirname(self.path), REPORTED_DIR, self.run_id or "run")
         name = hashlib.sha1(message.encode("utf-8", "replace")).hexdigest()[:16]
         try:
-            os.makedirs(marks, mode=0o750, exist_ok=True)
-            os.close(os.open(os.path.join(marks, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640))
+            marks = _open_subdir(_open_subdir(None, os.path.dirname(self.path) or "."), REPORTED_DIR)
+            marks = _open_subdir(marks, self.run_id or "run")
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                os.close(os.open(name, flags, 0o640, dir_fd=marks))
+            finally:
+                os.close(marks)
         except FileExistsError:
             return False
         except OSError:
             return True
         return True
+
+
+def _open_subdir(parent: int | None, name: str) -> int:
+    """Open (creating it if needed) the directory ``name`` under the open directory ``parent``,
+    never through a symlink; ``parent`` is closed."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        if parent is not None:
+            try:
+                os.mkdir(name, 0o750, dir_fd=parent)
+            except FileExistsError:
+                pass
+        return os.open(name, flags, dir_fd=parent) if parent is not None else os.open(name, flags)
+    finally:
+        if parent is not None:
+            os.close(parent)
 
 
 # Marks of the warnings already shown in this run; the launcher removes the folder at the end.

@@ -1,4 +1,5 @@
-"""This process's rank: launcher variables first, torch.distributed once it is initialised."""
+"""Who this process is: its rank (launcher variables first, torch.distributed once it is initialised)
+and its worker name (the prefix of its rank dirs)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,8 @@ def current_rank() -> int | None:
     except Exception:
         return None
     return None
+
+
+def worker_name(configured: str | None) -> str:
+    """``--worker-name``, else the short host name (as socket.gethostname() gives it, without the import)."""
+    return configured or os.uname().nodename.split(".")[0] or "host"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 from typing import Protocol
 
-from npuprof.config import Schedule
+from npuprof.config import ProfileConfig, Schedule
 
 
 class Action(enum.Enum):
@@ -25,6 +25,14 @@ class CapturePlan(Protocol):
 
     def next_busy_step(self, after: int) -> int | None:
         """The first step > ``after`` whose action is not NONE (None: never again)."""
+        ...
+
+    def next_window_start(self, after: int) -> int | None:
+        """The first step > ``after`` where a new capture window (warm-up or recording) begins."""
+        ...
+
+    def config_at(self, step: int) -> ProfileConfig | None:
+        """The configuration of a capture whose window begins at ``step`` (None: the run's own)."""
         ...
 
 
@@ -58,6 +66,19 @@ class SchedulePlan:
             if self.action_at(step) is not Action.NONE:
                 return step
         return None
+
+    def next_window_start(self, after: int) -> int | None:
+        # Window k begins at skip_first + k * cycle + wait; with repeat 0 and wait 0 every step is busy,
+        # so this is computed, never searched for.
+        s = self.s
+        first = max(after + 1, s.skip_first + s.wait)
+        k = -(-(first - s.skip_first - s.wait) // self.cycle)
+        if s.repeat > 0 and k >= s.repeat:
+            return None
+        return s.skip_first + k * self.cycle + s.wait
+
+    def config_at(self, step: int) -> ProfileConfig | None:
+        return None  # a schedule records every window with the run's configuration
 
     def recorded_steps(self, total_steps: int) -> list[list[int]]:
         """The captures (lists of steps) a run of ``total_steps`` steps yields; for reports and tests."""

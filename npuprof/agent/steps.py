@@ -11,13 +11,19 @@ from npuprof.agent.log import AgentLog
 
 
 class OptimizerSteps:
-    """Counts iterations of the first optimizer that steps (so GANs don't count double)."""
+    """Counts iterations of the first optimizer that steps (so GANs don't count double).
+
+    The boundary is taken once ``optimizer.step()`` has returned, outside torch's ``Optimizer.step#``
+    range: stepping the profiler from inside the post-hook (within that range) crashed libtorch in
+    some runs with ``--warmup 0`` (docs/architecture.md, "Step boundaries"). The post-hook only marks
+    the boundary; a thin wrapper around the class's ``step`` takes it on return."""
 
     def __init__(self, controller: CaptureController, log: AgentLog) -> None:
         self.controller = controller
         self.log = log
         self.primary: int | None = None
         self.in_scaler = 0
+        self.pending = False
 
     def install(self) -> None:
         import torch.optim.optimizer as optimizer_module
@@ -30,10 +36,31 @@ class OptimizerSteps:
         @functools.wraps(original_init)
         def init(self: Any, *args: Any, **kwargs: Any) -> None:
             original_init(self, *args, **kwargs)
+            try:
+                steps._wrap_class_step(type(self))
+            except Exception as exc:
+                steps.log.warning(f"{type(self).__name__}.step not wrapped: {exc!r}")
             if not steps.controller.armed:
                 steps._arm()
 
         base.__init__ = init  # type: ignore[method-assign]
+
+    def _wrap_class_step(self, cls: type) -> None:
+        step = cls.step  # type: ignore[attr-defined]
+        if getattr(step, "__npuprof_step__", False):
+            return
+        steps = self
+
+        @functools.wraps(step)  # keeps torch's "hooked" mark, so torch does not wrap it again
+        def stepped(*args: Any, **kwargs: Any) -> Any:
+            result = step(*args, **kwargs)
+            if steps.pending:
+                steps.pending = False
+                steps.controller.on_boundary()
+            return result
+
+        stepped.__npuprof_step__ = True  # type: ignore[attr-defined]
+        cls.step = stepped  # type: ignore[attr-defined]
 
     def _arm(self) -> None:
         try:
@@ -42,15 +69,19 @@ class OptimizerSteps:
             self.log.warning(f"GradScaler.step not hooked: {exc!r}")
         self.controller.arm()
 
-    def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.in_scaler:
-            return
+    def _counts(self, optimizer: Any) -> bool:
         key = id(optimizer)
         if self.primary is None:
             self.primary = key
-        elif key != self.primary:
+        return key == self.primary
+
+    def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.in_scaler or not self._counts(optimizer):
             return
-        self.controller.on_boundary()
+        if getattr(type(optimizer).step, "__npuprof_step__", False):
+            self.pending = True  # taken when step() returns
+        else:
+            self.controller.on_boundary()  # a step this module could not wrap: count it here
 
     def _wrap_grad_scaler(self) -> None:
         from torch.amp.grad_scaler import GradScaler
@@ -68,7 +99,8 @@ class OptimizerSteps:
             finally:
                 steps.in_scaler -= 1
             # Counted even when the scaler skipped optimizer.step (inf/nan gradients): it is still a step.
-            steps._post_hook(optimizer, args, kwargs)
+            if steps._counts(optimizer):
+                steps.controller.on_boundary()
             return result
 
         step.__npuprof__ = True  # type: ignore[attr-defined]

@@ -66,7 +66,19 @@ def write_json(path: str | os.PathLike[str], obj: Any, indent: int | None = 4, *
 
 
 def make_dir(path: str | os.PathLike[str]) -> Path:
-    """Create ``path`` (and parents) with mode 0o750; an existing directory is kept as is."""
+    """Create ``path`` and its missing parents, each with mode 0o750 less the umask (a stricter umask is
+    respected, nothing is looser); an existing directory is kept as is. (``Path.mkdir(parents=True)``
+    would create the parents with the umask alone, often 0o755.)"""
     target = Path(path)
-    target.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    missing: list[Path] = []
+    current = target
+    while not current.is_dir() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
     return target

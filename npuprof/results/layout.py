@@ -95,8 +95,10 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
         return CaptureStatus(STATUS_COMPLETE if has_data else "unknown", "no npuprof capture record")
     try:
         data = json.loads(record.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return CaptureStatus(STATUS_INCOMPLETE, f"unreadable {CAPTURE_RECORD}: {exc}")
+    if not isinstance(data, dict):
+        return CaptureStatus(STATUS_INCOMPLETE, f"unreadable {CAPTURE_RECORD}: not a JSON object")
     status = str(data.get("status", "unknown"))
     detail = str(data.get("detail", ""))
     if status == STATUS_CAPTURING:

@@ -1,13 +1,14 @@
-"""Path safety: output paths must not be, or pass through, a symbolic link."""
+"""Path safety: output paths must not be, or pass through, a symbolic link an attacker could plant."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 
 class UnsafePathError(ValueError):
-    """Raised for an output path that is, or passes through, a symbolic link."""
+    """Raised for an output path that is, or passes through, a symbolic link we must not follow."""
 
 
 def first_symlink(path: str | os.PathLike[str]) -> Path | None:
@@ -32,3 +33,66 @@ def check_no_symlink(path: str | os.PathLike[str], what: str = "output path") ->
             f"(-> {os.readlink(link)!r}); give a real directory instead"
         )
     return Path(os.path.abspath(path))
+
+
+_MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
+
+
+def resolve_output_path(path: str | os.PathLike[str], what: str = "--output") -> Path:
+    """``path`` resolved once, component by component as the kernel walks it; raises UnsafePathError for
+    the two symlinks an attacker could plant: the final component (we would write into whatever it
+    names), and a link in a sticky world-writable directory (/tmp) that the kernel's
+    ``fs.protected_symlinks`` would refuse to follow (see ``_followable``). Other symlinked components
+    (a home or scratch directory that is a link) are followed. Components that do not exist yet are
+    appended as given, to be created by the caller."""
+    text = os.fspath(path)
+    pending = [p for p in os.path.join(os.getcwd(), text).split("/") if p]
+    current = "/"
+    followed = 0
+    while pending:
+        part = pending.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            info = os.lstat(candidate)
+        except FileNotFoundError:
+            return Path(os.path.normpath(os.path.join(candidate, *pending)))
+        except OSError as exc:
+            raise UnsafePathError(f"{what} {text!r}: cannot look up {candidate!r}: {exc.strerror}") from None
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        if not pending:
+            raise UnsafePathError(
+                f"{what} {text!r} is a symbolic link (-> {os.readlink(candidate)!r}); "
+                "give the real directory instead"
+            )
+        if not _followable(info, current):
+            raise UnsafePathError(
+                f"{what} {text!r} passes through the symbolic link {candidate!r}, owned by uid "
+                f"{info.st_uid} in the shared sticky directory {current!r}: not followed (as the "
+                "kernel's fs.protected_symlinks); give a path that avoids it"
+            )
+        followed += 1
+        if followed > _MAX_LINKS:
+            raise UnsafePathError(f"{what} {text!r}: too many levels of symbolic links")
+        target = os.readlink(candidate)
+        if target.startswith("/"):
+            current = "/"
+        pending[:0] = [p for p in target.split("/") if p]
+    return Path(current)
+
+
+def _followable(link: os.stat_result, directory: str) -> bool:
+    """The kernel's fs.protected_symlinks rule: a symlink in a sticky world-writable directory is followed
+    only when we own the link or the directory's owner does."""
+    try:
+        parent = os.stat(directory)
+    except OSError:
+        return False
+    shared = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == (stat.S_ISVTX | stat.S_IWOTH)
+    return not shared or link.st_uid in (os.geteuid(), parent.st_uid)

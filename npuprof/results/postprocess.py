@@ -1,15 +1,21 @@
 """After a capture: write its small files, parse the trace and gzip it, in a background process,
-never in the training step.
+never in the training step (docs/architecture.md, "Process model").
 
-Each training process starts one post-processor at its first capture (``Postprocessor.start``), in
-the step where the capture begins. At the end of a capture the step only exports the raw trace and
-writes one line (a JSON job) into the post-processor's stdin pipe; the post-processor writes
-``profiler_info``, ``profiler_metadata.json`` and the capture record, then parses and gzips. It ends
-when the pipe closes, i.e. when the training process has ended.
+Each training process starts one post-processor when training starts (``Postprocessor.start``). At the
+end of a capture the step only exports the raw trace and queues one job (a dict); a hand-over thread
+writes it as one JSON line into the post-processor's stdin pipe, so a slow or stopped post-processor
+never blocks a training step. The post-processor writes ``profiler_info``, ``profiler_metadata.json``
+and the capture record, then parses and gzips. It ends when the pipe closes (the training process has
+ended) or when its parent has died.
 
-It holds an exclusive lock on a file in ``<output>/.npuprof_pending/``; `npuprof run` waits until it
-can take every such lock, so no post-processing outlives the run, and a killed one releases its lock
-by dying.
+It holds an exclusive lock on ``<output>/.npuprof_pending/<run_id>.<host>.<pid>.<random>.lock``: the
+name is unique across hosts and PID namespaces sharing the directory, the training process takes the
+lock without waiting on a file nobody else can hold, and `npuprof run` waits only for its own run's
+locks. A killed post-processor releases its lock by dying. Nothing under the pending directory is
+followed if it is a symlink, nor opened if it is not a regular file.
+
+The post-processor inherits none of the training process's descriptors (gloo's sockets would keep a
+dead rank's peers waiting) and writes nothing to its stdout/stderr (a ``| tee`` would wait for it).
 """
 
 from __future__ import annotations
@@ -17,25 +23,32 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from npuprof.results import layout
+from npuprof.results import layout, logfile
 from npuprof.results.atomic import atomic_writer
 
 GZIP_LEVEL = 6
+HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Postprocessor:
     """The training process's handle on its background post-processor."""
 
-    def __init__(self, output: Path) -> None:
+    def __init__(self, output: Path, run_id: str | None = None) -> None:
         self.output = output
+        self.run_id = run_id or "run"
         self.pid: int | None = None
         self._pipe: int | None = None
+        self._handover: _Handover | None = None
 
     @property
     def running(self) -> bool:
@@ -45,27 +58,19 @@ class Postprocessor:
         """Start the post-processor (once). posix_spawn (vfork + exec) costs ~0.1 ms in a big process."""
         if self._pipe is not None:
             return
-        pending = self.output / layout.PENDING_DIR
-        pending.mkdir(mode=0o750, exist_ok=True)
-        lock_path = pending / f"{os.getpid()}.lock"
-        lock = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        lock = _create_lock(self.output, self.run_id)
         read_end, write_end = os.pipe()
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
             argv = [
                 sys.executable, "-m", "npuprof.results.postprocess",
                 "--lock-fd", str(lock), "--parent", str(os.getpid()),
             ]  # fmt: skip
-            env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
-            pythonpath = _without_bootstrap(env.get("PYTHONPATH", ""))
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, _PACKAGE_ROOT) if p)
-            env.setdefault("OMP_NUM_THREADS", "1")
             os.set_inheritable(lock, True)  # the post-processor's copy of the lock; ours is closed below
             self.pid = os.posix_spawn(
                 sys.executable,
                 argv,
-                env,
-                file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0), (os.POSIX_SPAWN_CLOSE, write_end)],
+                _child_env(),
+                file_actions=_spawn_file_actions(read_end, write_end, lock),
                 setsid=True,
             )
         except BaseException:
@@ -75,61 +80,204 @@ class Postprocessor:
             os.close(read_end)
             os.close(lock)
         self._pipe = write_end
+        self._handover = _Handover(write_end)
 
     def submit(self, job: dict[str, Any]) -> bool:
-        """Hand one job over (a few µs); False when the post-processor is not there to take it."""
-        if self._pipe is None:
+        """Queue one job (never blocks); False when no post-processor is there to take it."""
+        if self._pipe is None or self._handover is None or self._handover.broken:
             return False
-        import json
-
-        data = (json.dumps(job, separators=(",", ":")) + "\n").encode()
-        try:
-            while data:
-                data = data[os.write(self._pipe, data) :]
-        except OSError:
-            self.forget()
-            return False
+        self._handover.put(job)
         return True
+
+    def drain(self, timeout_s: float = HANDOVER_DRAIN_S) -> list[dict[str, Any]]:
+        """At exit: wait (bounded) until every queued job reached the pipe; the jobs that did not."""
+        if self._handover is None:
+            return []
+        return self._handover.drain(timeout_s)
 
     def forget(self) -> None:
         """Close our end (in a forked child, only the child's copy): the post-processor then sees EOF
-        once every owner has closed it."""
+        once every owner has closed it. The hand-over thread does not exist in a forked child."""
+        self._handover = None
         if self._pipe is not None:
             with contextlib.suppress(OSError):
                 os.close(self._pipe)
             self._pipe = None
 
 
+class _Handover:
+    """Writes queued jobs into the pipe from a daemon thread; the training step only appends to a queue."""
+
+    def __init__(self, fd: int) -> None:
+        import queue
+
+        self.fd = fd
+        self.queue: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self.submitted = 0  # only the training thread counts up ...
+        self.sent = 0  # ... and only the hand-over thread counts here
+        self.broken = False
+        self.current: dict[str, Any] | None = None
+        self.thread: threading.Thread | None = None
+
+    def put(self, job: dict[str, Any]) -> None:
+        self.submitted += 1
+        self.queue.put(job)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="npuprof-handover", daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        import json
+
+        while True:
+            job = self.queue.get()
+            self.current = job
+            data = (json.dumps(job, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+            try:
+                while data:
+                    data = data[os.write(self.fd, data) :]
+            except OSError:
+                self.broken = True  # the post-processor is gone: drain() hands the rest back
+                return
+            self.current = None
+            self.sent += 1
+
+    def drain(self, timeout_s: float) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        while self.sent < self.submitted and not self.broken and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.sent >= self.submitted:
+            return []
+        left: list[dict[str, Any]] = [] if self.current is None else [self.current]
+        while not self.queue.empty():
+            left.append(self.queue.get_nowait())
+        self.submitted = self.sent  # these are the caller's now
+        return left
+
+
+def _create_lock(output: Path, run_id: str) -> int:
+    """A new lock file in the pending dir, held (LOCK_EX) on return. Never follows a link planted
+    there, never waits: the name is ours alone."""
+    pending = output / layout.PENDING_DIR
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(pending, 0o750)
+    dir_fd = os.open(pending, _DIR_FLAGS)
+    try:
+        name = f"{run_id}.{os.uname().nodename}.{os.getpid()}.{os.urandom(4).hex()}.lock"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        lock = os.open(name, flags, 0o640, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock)
+        raise
+    return lock
+
+
+def _child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
+    pythonpath = _without_bootstrap(env.get("PYTHONPATH", ""))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, _PACKAGE_ROOT) if p)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _spawn_file_actions(read_end: int, write_end: int, lock: int) -> list[tuple[Any, ...]]:
+    """stdin: the job pipe; stdout/stderr: /dev/null; every other inherited descriptor closed (glibc
+    ignores a close of a descriptor that is already closed)."""
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_DUP2, read_end, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    keep = {0, 1, 2, lock}
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd not in keep]
+    if read_end not in keep:
+        actions.append((os.POSIX_SPAWN_CLOSE, read_end))
+    return actions
+
+
+def _open_fds() -> list[int]:
+    try:
+        return sorted(int(name) for name in os.listdir("/proc/self/fd"))
+    except (OSError, ValueError):
+        return []  # the post-processor closes what it inherited itself (close_inherited_fds)
+
+
+def close_inherited_fds(keep: set[int]) -> None:
+    """In the post-processor: close whatever descriptor it may still have inherited."""
+    high = 3
+    for fd in sorted(keep | {2}):
+        if fd >= high:
+            os.closerange(high, fd)
+            high = fd + 1
+    os.closerange(high, 1 << 16)
+
+
 def _without_bootstrap(pythonpath: str) -> str:
-    return os.pathsep.join(
-        p for p in pythonpath.split(os.pathsep) if p and not p.rstrip("/").endswith("_bootstrap")
-    )
+    """PYTHONPATH less npuprof's bootstrap directory (the post-processor needs no agent); every other
+    entry, empty ones (the current directory) included, stays."""
+    ours = os.path.join(_PACKAGE_ROOT, "npuprof", "_bootstrap")
+    return os.pathsep.join(p for p in pythonpath.split(os.pathsep) if os.path.normpath(p or ".") != ours)
 
 
-def pending_jobs(output: Path) -> list[Path]:
-    pending = output / layout.PENDING_DIR
-    return sorted(pending.glob("*.lock")) if pending.is_dir() else []
+def pending_jobs(output: Path, run_id: str | None = None) -> list[str]:
+    """The lock files of background jobs (of ``run_id``, or of any run) under ``output``."""
+    try:
+        dir_fd = os.open(output / layout.PENDING_DIR, _DIR_FLAGS)
+    except OSError:
+        return []
+    try:
+        return sorted(n for n in os.listdir(dir_fd) if _is_lock_name(n, run_id))
+    finally:
+        os.close(dir_fd)
 
 
-def wait_for_pending(output: Path) -> int:
-    """Block until every background job under ``output`` has ended; returns how many there were."""
+def _is_lock_name(name: str, run_id: str | None) -> bool:
+    return name.endswith(".lock") and (run_id is None or name.startswith(f"{run_id}."))
+
+
+def wait_for_pending(output: Path, run_id: str | None = None, poll_s: float = 0.1) -> int:
+    """Wait until every background job of ``run_id`` under ``output`` has ended; how many there were.
+    Only regular files are opened, without following links and without blocking on a FIFO."""
+    try:
+        dir_fd = os.open(output / layout.PENDING_DIR, _DIR_FLAGS)
+    except OSError:
+        return 0
     count = 0
-    for lock_path in pending_jobs(output):
-        try:
-            fd = os.open(lock_path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            count += 1
-        finally:
-            os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            lock_path.unlink()
-    pending = output / layout.PENDING_DIR
-    with contextlib.suppress(OSError):
-        pending.rmdir()
+    try:
+        for name in sorted(n for n in os.listdir(dir_fd) if _is_lock_name(n, run_id)):
+            if _wait_for_lock(dir_fd, name, poll_s):
+                count += 1
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=dir_fd)
+        remaining = os.listdir(dir_fd)
+    finally:
+        os.close(dir_fd)
+    if not remaining:
+        with contextlib.suppress(OSError):
+            os.rmdir(output / layout.PENDING_DIR)
     return count
+
+
+def _wait_for_lock(dir_fd: int, name: str, poll_s: float) -> bool:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        while True:  # polled, so that Ctrl-C stops the wait at once
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                time.sleep(poll_s)
+    finally:
+        os.close(fd)
 
 
 def gzip_file(plain: Path) -> Path:
@@ -148,10 +296,8 @@ def gzip_file(plain: Path) -> Path:
     return target
 
 
-def _log(rank_dir: Path, message: str) -> None:
-    log_path = rank_dir.parent / layout.RUN_LOG
-    with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as handle:
-        handle.write(f"[postprocess pid={os.getpid()}] {rank_dir.name}: {message}\n")
+def _log(rank_dir: Path, message: str, level: str = "INFO") -> None:
+    logfile.log(rank_dir.parent / layout.RUN_LOG, level, "postprocess", f"{rank_dir.name}: {message}")
 
 
 def run_job(job: dict[str, Any]) -> int:
@@ -165,7 +311,7 @@ def run_job(job: dict[str, Any]) -> int:
             write_json(rank_dir / name, content)
         write_json(rank_dir / layout.CAPTURE_RECORD, job["record"])
     except OSError as exc:
-        _log(rank_dir, f"could not write the capture's files: {exc!r}")
+        _log(rank_dir, f"could not write the capture's files: {exc!r}", "ERROR")
         return 1
     if job.get("analyse"):
         try:
@@ -174,7 +320,7 @@ def run_job(job: dict[str, Any]) -> int:
             outcome = parse_rank_dir(rank_dir)
             _log(rank_dir, f"analysed: {outcome}")
         except Exception as exc:
-            _log(rank_dir, f"analysis failed: {exc!r}")
+            _log(rank_dir, f"analysis failed: {exc!r}", "ERROR")
             status = 1
     trace = Path(job["trace"]) if job.get("gzip") and job.get("trace") else None
     if trace is not None and trace.suffix == ".json" and trace.exists():
@@ -183,7 +329,7 @@ def run_job(job: dict[str, Any]) -> int:
             # This process owns the record: rewrite it from the job, not by reading it back.
             write_json(rank_dir / layout.CAPTURE_RECORD, {**job["record"], "trace": packed.name})
         except OSError as exc:
-            _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}")
+            _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}", "WARNING")
             status = 1
     return status
 
@@ -216,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     parent = int(args[args.index("--parent") + 1]) if "--parent" in args else None
+    if "--lock-fd" in args:
+        close_inherited_fds({int(args[args.index("--lock-fd") + 1])})
     # Training has priority: on a busy machine this waits for idle CPU rather than slowing the steps.
     with contextlib.suppress(OSError, AttributeError):
         os.nice(10)
@@ -225,7 +373,19 @@ def main(argv: list[str] | None = None) -> int:
             job = json.loads(line)
         except ValueError:
             continue
-        status |= run_job(job)
+        if not isinstance(job, dict):
+            continue
+        try:
+            status |= run_job(job)
+        except Exception:  # stderr is /dev/null: what went wrong goes to npuprof.log
+            import traceback
+
+            _log(
+                Path(str(job.get("rank_dir", "?"))),
+                f"post-processing failed: {traceback.format_exc()}",
+                "ERROR",
+            )
+            status |= 1
     return status
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,7 +153,9 @@ def _native_value(cfg: ProfileConfig, attr: str, tp: Any) -> tuple[Any, str | No
 
 def default_worker(cfg: ProfileConfig) -> str:
     """The worker name npuprof's agent uses when ``--worker-name`` is not given."""
-    return cfg.worker_name or socket.gethostname().split(".")[0] or "host"
+    from npuprof.agent.ranks import worker_name
+
+    return worker_name(cfg.worker_name)
 
 
 class _NpuSchedule:

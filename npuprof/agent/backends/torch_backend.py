@@ -90,9 +90,21 @@ class TorchBackend:
         # npuprof gzips in a background process instead.
         trace = rank_dir / layout.trace_file_name(worker, time.time_ns(), gzip=False)
         tmp = trace.with_name("." + trace.name + ".tmp")
-        prof.export_chrome_trace(str(tmp))
-        tmp.chmod(0o640)
-        tmp.replace(trace)
+        # Kineto writes "<path>.tmp" and renames it; on a full disk it logs and returns, leaving a
+        # partial "<path>.tmp" and no "<path>" (docs/formats.md, "Raw traces").
+        kineto_tmp = tmp.with_name(tmp.name + ".tmp")
+        try:
+            prof.export_chrome_trace(str(tmp))
+            if not tmp.exists():
+                raise OSError(f"torch wrote no trace into {rank_dir} (is the disk full?)")
+            if not _ends_like_json(tmp):
+                raise OSError(f"the trace torch wrote into {rank_dir} is truncated (is the disk full?)")
+            tmp.chmod(0o640)
+            tmp.replace(trace)
+        except BaseException:
+            for leftover in (tmp, kineto_tmp):
+                leftover.unlink(missing_ok=True)
+            raise
         return rank_dir, trace
 
     def version_info(self) -> dict[str, str]:
@@ -102,3 +114,10 @@ class TorchBackend:
 
     def add_metadata(self, prof: Any, metadata: dict[str, Any]) -> bool:
         return False
+
+
+def _ends_like_json(path: Path) -> bool:
+    """A complete Chrome trace ends with "}" (whitespace aside); a truncated one does not."""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, path.stat().st_size - 64))
+        return handle.read().rstrip().endswith(b"}")

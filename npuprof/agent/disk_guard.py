@@ -1,0 +1,68 @@
+"""Free space at the output directory, watched from a background thread (docs/architecture.md, "Safety").
+
+The training step only reads ``ok``: ``statvfs`` on a network filesystem can block, so it never runs
+on the step path. Below ``--min-free-space`` a capture is skipped, or stopped and marked incomplete.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+CHECK_INTERVAL_S = 2.0
+
+
+class DiskGuard:
+    def __init__(self, path: str, spec: str, log: Any, interval_s: float = CHECK_INTERVAL_S) -> None:
+        self.path = path
+        self.spec = spec
+        self.log = log
+        self.interval_s = interval_s
+        self.ok = True  # until measured: the launcher checked before the job started
+        self.free = 0
+        self.needed = 0
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None or self.spec in ("0", ""):
+            return
+        self.check()
+        self._thread = threading.Thread(target=self._watch, name="npuprof-disk", daemon=True)
+        self._thread.start()
+
+    def forget_after_fork(self) -> None:
+        self._thread = None  # threads do not survive fork; start() makes a new one when needed
+        self.ok = True
+
+    def check(self) -> None:
+        try:
+            from npuprof.config import required_free_bytes
+
+            st = os.statvfs(self.path)
+            self.free = st.f_bavail * st.f_frsize
+            self.needed = required_free_bytes(self.spec, st.f_blocks * st.f_frsize)
+        except Exception as exc:  # an unreadable filesystem: let the writes themselves fail and say so
+            self.log.warning(f"free space at {self.path} not known: {exc!r}")
+            self.ok = True
+            return
+        was_ok, self.ok = self.ok, self.free >= self.needed
+        if was_ok and not self.ok:
+            self.log.warning(self.describe())
+
+    def describe(self) -> str:
+        return f"only {_size(self.free)} free at {self.path}, below --min-free-space ({_size(self.needed)})"
+
+    def _watch(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(self.interval_s):
+            self.check()
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
+        value /= 1024
+    return f"{n} B"

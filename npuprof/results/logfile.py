@@ -1,0 +1,60 @@
+"""npuprof.log: the one writer every part of npuprof appends through (launcher, agents, post-processors).
+
+Safety (docs/architecture.md, "Safety"): the log is opened with ``O_NOFOLLOW | O_NONBLOCK`` and written
+only when it is a regular file, so a symlink or a FIFO planted under that name is never followed and
+never blocks. It rotates at ``ROTATE_BYTES`` into one ``.1`` backup, as torch_npu's own logs do (with a
+larger size). Writing never raises: a full disk loses log lines, never the job.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+ROTATE_BYTES = 1 << 20  # 1 MiB, then one ".1" backup: at most ~2 MiB of log per output dir
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def format_line(level: str, who: str, message: str) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return f"{stamp} [{level}] [{who} pid={os.getpid()}] {message}\n"
+
+
+def append_line(path: str | os.PathLike[str], line: str) -> bool:
+    """Append ``line`` to the log at ``path``; False when it could not be written (never raises)."""
+    try:
+        fd = os.open(path, _FLAGS, 0o640)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        if info.st_size >= ROTATE_BYTES:
+            _rotate(os.fspath(path), info)
+        os.write(fd, line.encode("utf-8", "replace"))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def log(path: str | os.PathLike[str] | None, level: str, who: str, message: str) -> bool:
+    if path is None:
+        return False
+    return append_line(path, format_line(level, who, message))
+
+
+def _rotate(path: str, opened: os.stat_result) -> None:
+    """Move the full log to ``<path>.1`` (replacing the old backup) when it is still the file we opened;
+    our line then goes to the end of the backup, the next writer starts a new log."""
+    try:
+        current = os.lstat(path)
+        backup = path + ".1"
+        if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
+            return  # another process rotated it first
+        os.rename(path, backup)  # replaces whatever is at backup (a planted link included), never follows it
+    except OSError:
+        pass

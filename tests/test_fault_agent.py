@@ -1,0 +1,457 @@
+"""Issue 9: the training job never hangs, deadlocks or dies of npuprof's agent and post-processor.
+
+Each test reproduces one fault found by trying to break `npuprof run` (it failed before the fix), in real
+subprocesses running real CPU training.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPTS, capture_record, clean_env, npuprof, rank_dirs, sched, trainer
+
+DIST = str(SCRIPTS / "dist_trainer.py")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+
+def _popen_npuprof(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "npuprof", *args],
+        env=env if env is not None else clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(predicate, proc: subprocess.Popen[str], what: str, limit_s: float = 90) -> None:
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            raise AssertionError(f"npuprof ended ({proc.returncode}) before {what}: {err[-2000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+# ---- fault 1: --repeat 0 never returned ------------------------------------------------------------
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],  # training ends inside a capture: the atexit hook spun forever
+        ["--ranks", "1"],  # an unselected rank hung inside opt.step() at step 5
+        ["--own-profiler"],  # the user's own profiler: the "steps aside" path reached the same loop
+    ],
+    ids=["ends-inside-capture", "unselected-rank", "user-profiler"],
+)
+def test_repeat_0_returns(out: Path, tmp_path: Path, extra: list[str]) -> None:
+    own = extra == ["--own-profiler"]
+    flags = [] if own else extra
+    script = trainer(
+        "--steps", "14", *(["--own-profiler-at", "6", "--marker", str(tmp_path / "m")] if own else [])
+    )
+    result = npuprof(
+        "run", "-o", str(out), "--repeat", "0", "--skip-first", "2", *flags, "--no-analyse", "--", *script,
+        env=clean_env(RANK="0"), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    dirs = rank_dirs(out) if out.exists() else []
+    if extra == ["--ranks", "1"]:
+        assert dirs == []
+    else:
+        statuses = [capture_record(d)["status"] for d in dirs]
+        assert statuses and all(s == "complete" for s in statuses), statuses
+
+
+def test_repeat_0_unselected_rank_under_torchrun_does_not_deadlock(out: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(out), "--ranks", "0", "--repeat", "0", *sched(1, 1, 2), "--no-analyse",
+        "--", *TORCHRUN, DIST, "--steps", "10", timeout=150,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    ranks = {capture_record(d)["rank"] for d in rank_dirs(out)}
+    assert ranks == {0}
+
+
+# ---- fault 2: a rank blocked in C++ no longer died of SIGTERM ------------------------------------
+def test_sigterm_kills_a_rank_blocked_in_a_collective_mid_capture(out: Path, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    proc = _popen_npuprof(
+        "run", "-o", str(out), *sched(1, 1, 50), "--no-analyse", "--",
+        *TORCHRUN, DIST, "--steps", "60", "--hang-rank", "1", "--at", "4", "--marks", str(marks),
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: (marks / "rank0.blocked").exists(), proc, "rank 0 blocks in all_reduce")
+        time.sleep(1.0)  # rank 0 is now inside gloo's all_reduce, its peer never comes
+        rank0 = int((marks / "rank0.pid").read_text())
+        os.kill(rank0, signal.SIGTERM)
+        sent = time.monotonic()
+        while _alive(rank0) and time.monotonic() - sent < 20:
+            time.sleep(0.05)
+        died_after = time.monotonic() - sent
+        assert not _alive(rank0), "rank 0 still alive 20 s after SIGTERM"
+        assert died_after < 10, f"rank 0 took {died_after:.1f} s to die of SIGTERM"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# ---- fault 3: the post-processor inherited the training process's sockets -------------------------
+def test_post_processor_inherits_no_descriptor_and_writes_no_output(out: Path, tmp_path: Path) -> None:
+    report = tmp_path / "fds.json"
+    script = tmp_path / "inherit.py"
+    script.write_text(
+        "import json, os, socket, torch\n"
+        "listener = socket.socket(); listener.bind(('127.0.0.1', 0)); listener.listen()\n"
+        "os.set_inheritable(listener.fileno(), True)  # as gloo's sockets: no close-on-exec\n"
+        "r, w = os.pipe(); os.set_inheritable(w, True)\n"
+        "model = torch.nn.Linear(4, 4); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "from npuprof.agent import entry\n"
+        "post = entry._state['agent'].post\n"
+        "fds = f'/proc/{post.pid}/fd'\n"
+        "links = {fd: os.readlink(f'{fds}/{fd}') for fd in map(int, os.listdir(fds))}\n"
+        f"json.dump({{'links': links, 'socket': os.readlink(f'/proc/self/fd/{{listener.fileno()}}'),\n"
+        f"           'pipe': os.readlink(f'/proc/self/fd/{{w}}')}}, open({str(report)!r}, 'w'))\n"
+    )
+    time.sleep(0)  # the post-processor closes inherited fds at spawn: no delay needed before reading
+    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(report.read_text())
+    links = {int(k): v for k, v in data["links"].items()}
+    assert data["socket"] not in links.values()
+    assert data["pipe"] not in links.values()
+    assert links[1] == links[2] == "/dev/null"
+    assert links[0].startswith("pipe:")
+
+
+# ---- fault 4: a pid-named lock taken with a blocking flock ---------------------------------------
+def test_same_pid_in_another_namespace_does_not_block_training(out: Path, tmp_path: Path) -> None:
+    """Another container's process with our pid holds '<pid>.lock' in the shared pending dir."""
+    script = tmp_path / "samepid.py"
+    holder = tmp_path / "holder.py"
+    holder.write_text(
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o640)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "open(sys.argv[2], 'w').write('held')\n"
+        "time.sleep(60)\n"
+    )
+    held = tmp_path / "held"
+    script.write_text(
+        "import os, subprocess, sys, time\n"
+        f"pending = os.path.join({str(out)!r}, '.npuprof_pending'); os.makedirs(pending, exist_ok=True)\n"
+        "same_pid = os.path.join(pending, f'{os.getpid()}.lock')\n"
+        f"holder = subprocess.Popen([sys.executable, {str(holder)!r}, same_pid, {str(held)!r}])\n"
+        f"while not os.path.exists({str(held)!r}): time.sleep(0.01)\n"
+        "import torch\n"
+        "start = time.monotonic()\n"
+        "model = torch.nn.Linear(4, 4); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        f"open({str(tmp_path / 'took')!r}, 'w').write(str(time.monotonic() - start))\n"
+        "holder.kill()\n"
+    )
+    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert float((tmp_path / "took").read_text()) < 20  # the other holder keeps its lock for 60 s
+
+
+def test_launcher_does_not_wait_for_another_runs_post_processor(out: Path, tmp_path: Path) -> None:
+    pending = out / ".npuprof_pending"
+    pending.mkdir(parents=True)
+    lock = os.open(pending / "0123456789ab.otherhost.77.abcd.lock", os.O_WRONLY | os.O_CREAT, 0o640)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # another run's post-processor, still busy
+    try:
+        started = time.monotonic()
+        result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"), timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert time.monotonic() - started < 40
+        assert (pending / "0123456789ab.otherhost.77.abcd.lock").exists(), "another run's lock was removed"
+    finally:
+        os.close(lock)
+
+
+# ---- fault 5: a blocking pipe write in the training step -----------------------------------------
+def test_a_stopped_post_processor_never_blocks_a_step(out: Path, tmp_path: Path) -> None:
+    timings = tmp_path / "steps.json"
+    script = tmp_path / "stopped.py"
+    script.write_text(
+        "import json, os, signal, threading, time, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "from npuprof.agent import entry\n"
+        "post = entry._state['agent'].post.pid\n"
+        "os.kill(post, signal.SIGSTOP)\n"
+        "threading.Timer(12, os.kill, (post, signal.SIGCONT)).start()\n"
+        "durations = []\n"
+        "for _ in range(14):\n"
+        "    model(torch.randn(4, 8)).sum().backward()\n"
+        "    t = time.monotonic(); opt.step(); durations.append(time.monotonic() - t)\n"
+        f"json.dump(durations, open({str(timings)!r}, 'w'))\n"
+    )
+    metadata = [f"--metadata=k{i}={'x' * 4000}" for i in range(12)]  # 48 KB a capture, 2 captures
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "1", "--warmup", "1", "--active", "1", "--repeat", "3",
+        *metadata, "--no-analyse", "--", sys.executable, str(script), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    durations = json.loads(timings.read_text())
+    assert max(durations) < 6.0, f"a step took {max(durations):.1f} s behind a stopped post-processor"
+    records = [capture_record(d) for d in rank_dirs(out)]
+    assert len(records) == 3 and all(r["status"] == "complete" for r in records)
+
+
+# ---- fault 9 (agent side): links planted in the output dir are never followed ---------------------
+def test_planted_links_and_fifos_in_the_output_dir_are_not_followed(out: Path, tmp_path: Path) -> None:
+    victim_dir = tmp_path / "victim"
+    victim_dir.mkdir()
+    victim_log = victim_dir / "important.txt"
+    victim_log.write_text("keep me\n")
+    victim_lock = victim_dir / "someone.lock"
+    victim_lock.write_text("")
+    out.mkdir()
+    (out / "npuprof.log").symlink_to(victim_log)
+    (out / ".npuprof_pending").symlink_to(victim_dir)
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert victim_log.read_text() == "keep me\n"
+    assert victim_lock.exists()
+    assert (out / "npuprof.log").is_symlink()
+
+
+def test_a_fifo_named_like_a_lock_does_not_hang_the_launcher(out: Path) -> None:
+    pending = out / ".npuprof_pending"
+    pending.mkdir(parents=True)
+    os.mkfifo(pending / "x.lock")
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"), timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+# ---- fault 10: training in a fork-started multiprocessing worker was not profiled -----------------
+def test_training_in_a_forked_multiprocessing_worker_is_profiled(out: Path, tmp_path: Path) -> None:
+    script = tmp_path / "forked.py"
+    script.write_text(
+        "import multiprocessing as mp, os, torch\n"
+        "def train(steps):\n"
+        "    model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for _ in range(steps):\n"
+        "        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "if __name__ == '__main__':\n"
+        "    worker = mp.get_context('fork').Process(target=train, args=(8,))\n"
+        "    worker.start(); worker.join()\n"
+        f"    open({str(tmp_path / 'pid')!r}, 'w').write(str(worker.pid))\n"
+        "    raise SystemExit(worker.exitcode)\n"
+    )
+    result = npuprof("run", "-o", str(out), *sched(2, 1, 2), "--", sys.executable, str(script), timeout=90)
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["pid"] == int((tmp_path / "pid").read_text())
+    assert record["status"] == "complete" and record["steps"] == [3, 4]
+    assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+
+
+def test_dataloader_workers_forked_mid_capture_stay_idle(out: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(out), *sched(0, 1, 6), "--", *trainer("--steps", "8", "--loader-workers", "2"),
+        timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)  # one capture, the training process's; the workers recorded nothing
+    assert capture_record(d)["status"] == "complete"
+
+
+# ---- fault 16: the profiler was stepped inside torch's Optimizer.step range -----------------------
+def test_profiler_steps_outside_the_optimizer_step_range(out: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "2", "--warmup", "0", "--active", "3", "--repeat", "2",
+        "--no-analyse", "--no-gzip", "--", *trainer("--steps", "8"), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    checked = 0
+    for d in rank_dirs(out):
+        (trace,) = d.glob("*.pt.trace.json")
+        events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X"]
+        opt_spans = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["name"].startswith("Optimizer.step#")]
+        for step in (e for e in events if e["name"].startswith("ProfilerStep#")):
+            assert not any(lo < step["ts"] < hi for lo, hi in opt_spans), step["name"]
+            checked += 1
+    assert checked >= 6
+
+
+# ---- must-have 3: crashes ---------------------------------------------------------------------------
+def test_script_raising_mid_capture_keeps_the_capture_and_its_traceback(out: Path, tmp_path: Path) -> None:
+    script = tmp_path / "raises.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(20):\n"
+        "    if step == 4:\n"
+        "        raise RuntimeError('boom at step 4')\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+    )
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 10), "--", sys.executable, str(script), timeout=60)
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "RuntimeError: boom at step 4" in result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"] == [2, 3, 4]
+    assert "partial" in record["detail"]
+
+
+def test_kill_9_of_one_torchrun_rank_mid_capture(out: Path, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    result = npuprof(
+        "run", "-o", str(out), *sched(1, 1, 20), "--", *TORCHRUN, DIST, "--steps", "30", "--sleep", "0.05",
+        "--kill-rank", "1", "--at", "5", "--marks", str(marks), timeout=150,
+    )  # fmt: skip
+    assert result.returncode != 0  # torchrun reports the failed rank
+    by_rank = {capture_record(d)["rank"]: d for d in rank_dirs(out)}
+    assert set(by_rank) == {0, 1}
+    assert capture_record(by_rank[1])["status"] == "capturing"
+    assert capture_record(by_rank[0])["status"] == "complete"  # finalised by torchrun's SIGTERM
+    analysed = npuprof("analyse", str(out), "--format", "json", timeout=120)
+    assert by_rank[1].name in analysed.stderr and "interrupted" in analysed.stderr
+    report = json.loads(analysed.stdout)
+    assert analysed.returncode == 0, analysed.stderr
+    assert [r["rank"] for r in report["ranks"]] == [0]
+
+
+# ---- must-have 2 and faults 14, 15: full disks -------------------------------------------------------
+@pytest.fixture
+def tmpfs(tmp_path: Path):
+    """A small real tmpfs; the test is skipped where mounting is not permitted."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+
+    def make(size: str) -> Path:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                              capture_output=True, text=True)  # fmt: skip
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        return mount
+
+    yield make
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
+    out = tmpfs("8m") / "result"
+    result = npuprof(
+        "run", "-o", str(out), "--min-free-space", "16MiB", *sched(1, 1, 2), "--",
+        *trainer("--steps", "6"), timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "skipped" in line and "free" in line]
+    assert len(warnings) >= 1
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "incomplete" and "--min-free-space" in record["detail"]
+    analysed = npuprof("analyse", str(out), timeout=60)
+    assert d.name in analysed.stderr and "interrupted" in analysed.stderr
+
+
+def test_capture_stopped_when_the_disk_fills_during_it(tmpfs, tmp_path: Path) -> None:
+    mount = tmpfs("64m")
+    out = mount / "result"
+    script = tmp_path / "filler.py"
+    script.write_text(
+        "import os, time, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(60):\n"
+        "    if step == 6:\n"
+        f"        with open({str(mount / 'filler')!r}, 'wb') as f: f.write(b'x' * (40 << 20))\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step(); time.sleep(0.1)\n"
+    )
+    result = npuprof(
+        "run", "-o", str(out), "--min-free-space", "32MiB", *sched(1, 1, 50), "--no-analyse",
+        "--", sys.executable, str(script), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "incomplete", record
+    assert "stopped at step" in record["detail"] and "--min-free-space" in record["detail"]
+    assert 6 < record["steps"][-1] < 51
+    assert list(d.glob("*.pt.trace.json*")), "the steps recorded before the stop are kept"
+
+
+def test_disk_full_during_export_leaves_no_partial_trace(tmpfs) -> None:
+    out = tmpfs("600k") / "result"
+    result = npuprof(
+        "run", "-o", str(out), "--min-free-space", "0", "--record-shapes", "--with-stack", *sched(1, 1, 4),
+        "--", *trainer("--steps", "8"), timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "was not written" in result.stderr
+    (d,) = rank_dirs(out)
+    assert capture_record(d)["status"] == "incomplete"
+    assert "export failed" in capture_record(d)["detail"]
+    leftovers = [p.name for p in d.iterdir() if ".tmp" in p.name or ".pt.trace." in p.name]
+    assert not leftovers
+
+
+def test_sigint_during_an_export_is_delivered_after_it(tmp_path: Path) -> None:
+    script = (
+        "import os, signal, time\n"
+        "from npuprof.agent.signals import sigint_held_back\n"
+        "order = []\n"
+        "try:\n"
+        "    with sigint_held_back():\n"
+        "        os.kill(os.getpid(), signal.SIGINT); time.sleep(0.2); order.append('export done')\n"
+        "except KeyboardInterrupt:\n"
+        "    order.append('interrupt')\n"
+        "print(order)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "['export done', 'interrupt']", done.stderr
+
+
+def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
+    out: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "stall.py"
+    script.write_text(
+        "import os, signal, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(4):\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "from npuprof.agent import entry\n"
+        "post = entry._state['agent'].post.pid\n"
+        "os.kill(post, signal.SIGSTOP)  # the launcher would wait for it forever\n"
+        f"open({str(tmp_path / 'post.pid')!r}, 'w').write(f'{{post}} {{os.getpid()}}')\n"
+    )
+    proc = _popen_npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script))
+    post = tmp_path / "post.pid"
+    try:
+        _wait_for(lambda: post.exists() and not _alive(int(post.read_text().split()[1])), proc, "job end", 90)
+        time.sleep(0.5)  # the launcher is now waiting for the stopped post-processor
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if post.exists():
+            os.kill(int(post.read_text().split()[0]), signal.SIGKILL)
+    assert proc.returncode == -signal.SIGTERM
+    assert "stopped waiting" in err
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["exit_code"] == 0 and record["end"] is not None
