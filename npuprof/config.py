@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,32 @@ STACK_METRICS = ("self_cpu_time_total", "self_npu_time_total", "self_cuda_time_t
 MEMORY_FORMATS = ("html", "json", "json.gz", "raw.json.gz")
 DEFAULT_OUTPUT = "npuprof_result"
 
+# Ranks are 0..MAX_RANK: a wider --ranks range would take the memory of its every number.
+MAX_RANK = (1 << 20) - 1
+# A profiler_config.json is a few hundred bytes (metadata at most 50 KiB): a larger --config is not one.
+CONFIG_FILE_LIMIT = 1 << 20
+_SHOWN_LIMIT = 80  # characters of a bad value quoted in an error
+
 # torch_npu caps metadata at 4096 characters a value and 50 KiB in all (output-format.md §3).
 METADATA_VALUE_LIMIT = 4096
 METADATA_TOTAL_LIMIT = 50 * 1024
+
+# --min-free-space: "auto" is 5 GiB or 5 % of the filesystem, whichever is smaller.
+MIN_FREE_SPACE_AUTO = "auto"
+_AUTO_FREE_BYTES = 5 * 1024**3
+_AUTO_FREE_PERCENT = 5
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(%|b|[kmgt](?:i?b)?)?")
+_UNIT_BYTES = {"": 1, "b": 1}
+_MAX_FREE_BYTES = 1 << 60  # 1 EiB
+for _power, _letter in enumerate("kmgt", start=1):
+    # As coreutils: K, KiB = 1024; KB = 1000.
+    _UNIT_BYTES[_letter] = _UNIT_BYTES[_letter + "ib"] = 1024**_power
+    _UNIT_BYTES[_letter + "b"] = 1000**_power
+
+# NPUPROF_CONFIG larger than this goes through a file (Linux refuses one environment string over 128 KiB,
+# MAX_ARG_STRLEN, and every process of the job copies the environment at each exec).
+ENV_PAYLOAD_INLINE_LIMIT = 64 * 1024
+ENV_PAYLOAD_FILE_PREFIX = "@"
 
 
 class ConfigError(ValueError):
@@ -104,6 +129,7 @@ class ProfileConfig:
     metadata: dict[str, Any] = field(default_factory=dict)
     export_stacks: list[str] = field(default_factory=list)
     memory_timeline: list[str] = field(default_factory=list)
+    min_free_space: str = MIN_FREE_SPACE_AUTO  # see required_free_bytes
 
     # ---- validation -------------------------------------------------------------------------
     def validate(self) -> ProfileConfig:
@@ -122,7 +148,9 @@ class ProfileConfig:
             )
         if self.export_type not in EXPORT_TYPES:
             raise ConfigError("--export-type", f"unknown type {self.export_type!r}", "use text or db")
-        if self.gc_detect_threshold is not None and self.gc_detect_threshold < 0:
+        if self.gc_detect_threshold is not None and not (
+            math.isfinite(self.gc_detect_threshold) and self.gc_detect_threshold >= 0
+        ):
             raise ConfigError(
                 "--gc-detect-threshold", f"must be >= 0 ms, got {self.gc_detect_threshold}", "e.g. 10"
             )
@@ -165,6 +193,7 @@ class ProfileConfig:
                 "e.g. --worker-name node3",
             )
         _check_metadata(self.metadata)
+        parse_min_free_space(self.min_free_space)
         return self
 
     # ---- the environment payload --------------------------------------------------------------
@@ -180,7 +209,13 @@ class ProfileConfig:
 
     def to_env(self, run: dict[str, Any]) -> str:
         """The one environment variable value: the config plus facts about the run."""
-        return json.dumps({"config": self.to_payload(), "run": run}, separators=(",", ":"))
+        document = {"config": self.to_payload(), "run": run}
+        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)  # escaping makes it ~6x larger
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates (e.g. undecodable argv bytes): keep them escaped
+            text = json.dumps(document, separators=(",", ":"))
+        return text
 
     # ---- views used by writers ----------------------------------------------------------------
     def common_config(self) -> dict[str, Any]:
@@ -264,17 +299,29 @@ def parse_ranks(text: str, source: str = "--ranks") -> list[int] | None:
                 low, high = (int(x) for x in part.split("-", 1))
                 if low > high or low < 0:
                     raise ValueError
-                ranks.update(range(low, high + 1))
             else:
-                value = int(part)
-                if value < 0:
-                    raise ValueError
-                ranks.add(value)
+                low = high = int(part)
         except ValueError:
-            raise ConfigError(source, f"bad rank list {text!r}", "use all, or e.g. 0,3-5") from None
+            raise ConfigError(source, f"bad rank list {_shown(text)}", "use all, or e.g. 0,3-5") from None
+        _check_rank(high, source)
+        ranks.update(range(max(low, 0), high + 1))
     if not ranks:
         raise ConfigError(source, "is empty", "use all, or e.g. 0,3-5")
     return sorted(ranks)
+
+
+def _check_rank(rank: int, source: str) -> None:
+    if not 0 <= rank <= MAX_RANK:
+        raise ConfigError(source, f"rank {_shown(rank)} is not in 0-{MAX_RANK}", "use all, or e.g. 0,3-5")
+
+
+def _shown(value: Any) -> str:
+    """``value`` for an error message: JSON, cut short (a config value can be a whole document)."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _SHOWN_LIMIT else text[: _SHOWN_LIMIT - 3] + "..."
 
 
 def parse_metadata(items: list[str], source: str = "--metadata") -> dict[str, str]:
@@ -297,6 +344,54 @@ def parse_step_on(text: str, source: str = "--step-on") -> tuple[str, str]:
     if not all(p.isidentifier() for p in module.split(".")):
         raise ConfigError(source, f"{module!r} is not a module name", "e.g. --step-on mypkg.infer:generate")
     return module, qualname
+
+
+def parse_min_free_space(value: Any, source: str = "--min-free-space") -> str:
+    """A --min-free-space value (``auto``, ``0``, ``500MiB``, ``2G``, ``10GB``, ``3%``), checked, as text."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ConfigError(source, f"must be a size, got {json.dumps(value)}", _MIN_FREE_SPACE_FIX)
+    _free_bytes(str(value), 0, source)
+    return str(value)
+
+
+_MIN_FREE_SPACE_FIX = "use e.g. 500MiB, 2G, 10GB, 3%, auto (5GiB or 5%, whichever is smaller) or 0 (off)"
+
+
+def required_free_bytes(spec: str, total_bytes: int) -> int:
+    """The free space, in bytes, that --min-free-space ``spec`` requires on a filesystem of ``total_bytes``
+    (0: no requirement). Raises ConfigError for a bad ``spec``."""
+    return _free_bytes(spec, total_bytes, "--min-free-space")
+
+
+def _free_bytes(spec: str, total_bytes: int, source: str) -> int:
+    text = spec.strip().lower()
+    if text == MIN_FREE_SPACE_AUTO:
+        return min(_AUTO_FREE_BYTES, total_bytes * _AUTO_FREE_PERCENT // 100)
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise ConfigError(source, f"{spec!r} is not a size", _MIN_FREE_SPACE_FIX)
+    number, unit = float(match[1]), match[2] or ""
+    if unit != "%":
+        size = number * _UNIT_BYTES[unit]
+        if not math.isfinite(size) or size > _MAX_FREE_BYTES:
+            raise ConfigError(source, f"{spec[:40]!r} is larger than any disk", _MIN_FREE_SPACE_FIX)
+        return int(size)
+    if number > 100:
+        raise ConfigError(source, f"{spec!r} is over 100%", _MIN_FREE_SPACE_FIX)
+    return int(total_bytes * number / 100)
+
+
+def decode_env_payload(value: str) -> dict[str, Any]:
+    """NPUPROF_CONFIG as the launcher wrote it: the JSON document itself, or ``@/abs/path`` of a file
+    holding it (for a payload too large for one environment string)."""
+    if value.startswith(ENV_PAYLOAD_FILE_PREFIX):
+        fd = os.open(value[len(ENV_PAYLOAD_FILE_PREFIX) :], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            value = handle.read().decode("utf-8")
+    payload = json.loads(value)
+    if not isinstance(payload, dict):
+        raise ValueError(f"{value[:40]!r}...: the npuprof payload must be a JSON object")
+    return payload
 
 
 def _check_metadata(metadata: dict[str, Any]) -> None:
@@ -342,12 +437,35 @@ def template_json() -> dict[str, Any]:
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], key: str, path: str) -> Any:
-    if kind is int and isinstance(value, bool):
-        raise ConfigError(f"{path}: {key}", f"must be an integer, got {value!r}")
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise ConfigError(f"{path}: {key}", f"must be {names}, got {json.dumps(value)}")
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds:  # JSON true is no number, though Python's bool is
+        raise ConfigError(f"{path}: {key}", f"must be {_kind_names(kinds)}, got {_shown(value)}")
+    if not isinstance(value, kinds):
+        raise ConfigError(f"{path}: {key}", f"must be {_kind_names(kinds)}, got {_shown(value)}")
     return value
+
+
+def _kind_names(kinds: tuple[type, ...]) -> str:
+    words = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    words |= {list: "a list", dict: "an object"}
+    return " or ".join(words.get(k, k.__name__) for k in kinds)
+
+
+def _key_names(keys: list[str]) -> str:
+    """Keys for a one-line message: as written when plain, else quoted (a newline must not end the line)."""
+    return ", ".join(k if k.isprintable() and len(k) <= _SHOWN_LIMIT else _shown(k) for k in keys)
+
+
+def _expect_path(value: Any, key: str, path: str) -> str:
+    """A string that names a file: no NUL, and encodable for the filesystem."""
+    text = _expect(value, str, key, path)
+    try:
+        if "\0" in text:
+            raise ValueError
+        os.fsencode(text)
+    except (ValueError, UnicodeError):
+        raise ConfigError(f"{path}: {key}", f"{_shown(text)} is not a usable path") from None
+    return text
 
 
 def config_from_json(data: Any, path: str, base: ProfileConfig | None = None) -> ProfileConfig:
@@ -355,15 +473,17 @@ def config_from_json(data: Any, path: str, base: ProfileConfig | None = None) ->
     cfg = base if base is not None else ProfileConfig()
     if not isinstance(data, dict):
         raise ConfigError(path, "must hold a JSON object")
-    known = set(template_json())
+    known = {*template_json(), "min_free_space"}  # min_free_space: npuprof's own key
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ConfigError(path, f"unknown key(s) {', '.join(unknown)}", "see the seed's profiler_config.json")
+        raise ConfigError(
+            path, f"unknown key(s) {_key_names(unknown)}", "see the seed's profiler_config.json"
+        )
     if "activities" in data:
         acts = _expect(data["activities"], list, "activities", path)
         cfg.activities = parse_activities(",".join(str(a) for a in acts), f"{path}: activities")
     if "prof_dir" in data:
-        cfg.output = _expect(data["prof_dir"], str, "prof_dir", path) or DEFAULT_OUTPUT
+        cfg.output = _expect_path(data["prof_dir"], "prof_dir", path) or DEFAULT_OUTPUT
     for key in ("analyse", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
         if key in data:
             setattr(cfg, key, _expect(data[key], bool, key, path))
@@ -376,13 +496,13 @@ def config_from_json(data: Any, path: str, base: ProfileConfig | None = None) ->
     if _expect(data.get("is_rank", False), bool, "is_rank", path):
         rank_list = _expect(data.get("rank_list", []), list, "rank_list", path)
         for rank in rank_list:
-            _expect(rank, int, "rank_list", path)
+            _check_rank(_expect(rank, int, "rank_list", path), f"{path}: rank_list")
         cfg.ranks = sorted(set(rank_list))
     exp = _expect(data.get("experimental_config", {}), dict, "experimental_config", path)
     exp_known = set(template_json()["experimental_config"])
     unknown = sorted(set(exp) - exp_known)
     if unknown:
-        raise ConfigError(f"{path}: experimental_config", f"unknown key(s) {', '.join(unknown)}")
+        raise ConfigError(f"{path}: experimental_config", f"unknown key(s) {_key_names(unknown)}")
     if "profiler_level" in exp:
         cfg.level = parse_level(exp["profiler_level"], f"{path}: profiler_level")
     if "aic_metrics" in exp:
@@ -391,15 +511,21 @@ def config_from_json(data: Any, path: str, base: ProfileConfig | None = None) ->
         if key in exp:
             setattr(cfg, key, _expect(exp[key], bool, key, path))
     if "gc_detect_threshold" in exp and exp["gc_detect_threshold"] is not None:
-        cfg.gc_detect_threshold = float(
-            _expect(exp["gc_detect_threshold"], (int, float), "gc_detect_threshold", path)
-        )
+        threshold = _expect(exp["gc_detect_threshold"], (int, float), "gc_detect_threshold", path)
+        try:
+            cfg.gc_detect_threshold = float(threshold)
+        except OverflowError:
+            raise ConfigError(
+                f"{path}: gc_detect_threshold", f"{_shown(threshold)} is out of range"
+            ) from None
     if "export_type" in exp:
         # The seed: an invalid export type falls back to text.
         value = str(exp["export_type"]).lower()
         cfg.export_type = value if value in EXPORT_TYPES else "text"
     if "metadata" in data:
         cfg.metadata = dict(_expect(data["metadata"], dict, "metadata", path))
+    if "min_free_space" in data:
+        cfg.min_free_space = parse_min_free_space(data["min_free_space"], f"{path}: min_free_space")
     return cfg
 
 
@@ -407,13 +533,27 @@ def load_config_file(path: str | os.PathLike[str]) -> ProfileConfig:
     """Read a profiler_config.json; any problem becomes a ConfigError naming the file."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        with open(file, "rb") as handle:
+            raw = handle.read(CONFIG_FILE_LIMIT + 1)
     except OSError as exc:
         raise ConfigError(
-            "--config", f"cannot read {str(file)!r}: {exc.strerror}", "give an existing file"
+            "--config", f"cannot read {str(file)!r}: {exc.strerror or exc}", "give an existing file"
         ) from None
+    if len(raw) > CONFIG_FILE_LIMIT:
+        raise ConfigError(
+            "--config", f"{str(file)!r} is over 1 MiB: not a profiler_config.json", "fix the file"
+        )
     try:
-        data = json.loads(text)
-    except ValueError as exc:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise ConfigError(
+            "--config", f"{str(file)!r} nests too deeply to be a config", "fix the file"
+        ) from None
+    except ValueError as exc:  # UnicodeDecodeError included
         raise ConfigError("--config", f"{str(file)!r} is not valid JSON ({exc})", "fix the file") from None
     return config_from_json(data, str(file))
+
+
+def _no_constant(name: str) -> Any:
+    """json.loads reads NaN and Infinity, which are not JSON (and no setting takes them)."""
+    raise ValueError(f"{name} is not JSON")

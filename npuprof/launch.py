@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from npuprof import ENV_CONFIG
-from npuprof.config import ProfileConfig
+from npuprof.config import ENV_PAYLOAD_FILE_PREFIX, ENV_PAYLOAD_INLINE_LIMIT, ProfileConfig
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 OPTIMIZER_TRIGGER = "torch.optim.optimizer"
@@ -22,6 +23,15 @@ FORWARDED_SIGNALS = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
+# Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).
+TERMINATING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# Stops made by a shell's job control (Ctrl-Z, a background job touching the terminal): the launcher mirrors
+# them. Not SIGSTOP: debuggers and samplers (ptrace) stop the job with it and continue only the job.
+JOB_CONTROL_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+# Python ignores these; ignored signals survive exec, so the job gets them back at their defaults.
+_RESET_IN_CHILD = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTTOU)
+# Linux refuses one environment string over 128 KiB (MAX_ARG_STRLEN), "NAME=" and the NUL included.
+_ENV_STRING_MAX = 128 * 1024 - len(ENV_CONFIG) - 2
 _PYTHON_LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "colossalai", "mpirun", "srun", "msrun")
 
 
@@ -31,32 +41,130 @@ def triggers(cfg: ProfileConfig) -> list[str]:
     return [OPTIMIZER_TRIGGER]
 
 
-def child_environment(cfg: ProfileConfig, run: dict[str, object], base: dict[str, str]) -> dict[str, str]:
+def child_environment(
+    cfg: ProfileConfig, run: dict[str, object], base: dict[str, str], config_value: str | None = None
+) -> dict[str, str]:
+    """The job's environment: ``base``, the bootstrap first on PYTHONPATH, and the configuration
+    (``config_value``, from config_payload, else the configuration inline)."""
     env = dict(base)
-    existing = env.get("PYTHONPATH", "")
-    parts = [str(BOOTSTRAP_DIR)] + [p for p in existing.split(os.pathsep) if p and p != str(BOOTSTRAP_DIR)]
-    env["PYTHONPATH"] = os.pathsep.join(parts)
-    env[ENV_CONFIG] = cfg.to_env(run)
+    env["PYTHONPATH"] = with_bootstrap(env.get("PYTHONPATH"))
+    env[ENV_CONFIG] = config_value if config_value is not None else cfg.to_env(run)
     env["NPUPROF_TRIGGERS"] = ",".join(triggers(cfg))
     return env
 
 
+def with_bootstrap(pythonpath: str | None) -> str:
+    """The bootstrap dir, then the user's PYTHONPATH exactly as given (less a bootstrap entry of an outer
+    npuprof): an empty entry, as ``export PYTHONPATH=$PYTHONPATH:/x`` leaves, is the current directory."""
+    ours = str(BOOTSTRAP_DIR)
+    if not pythonpath:
+        return ours
+    return os.pathsep.join([ours, *(p for p in pythonpath.split(os.pathsep) if p != ours)])
+
+
+@dataclasses.dataclass
+class ConfigPayload:
+    """What NPUPROF_CONFIG holds: the configuration itself, or ``@path`` of ``file`` when it is large."""
+
+    value: str
+    file: Path | None = None
+    problem: str | None = None  # one line for the user when the payload had to be cut down
+
+    def remove_file(self) -> None:
+        if self.file is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.file)
+
+
+def config_payload(cfg: ProfileConfig, run: dict[str, object], output: Path) -> ConfigPayload:
+    """The configuration for the job's environment. Over 64 KiB (metadata within the documented limits
+    can reach ~200 KiB of UTF-8) it goes to ``<output>/.npuprof_payload.<run_id>.json``; the launch never
+    fails for its size: without that file, the metadata is left out when it does not fit inline."""
+    text = cfg.to_env(run)
+    size = len(text.encode("utf-8"))
+    if size <= ENV_PAYLOAD_INLINE_LIMIT:
+        return ConfigPayload(text)
+    path = output / f".npuprof_payload.{run['run_id']}.json"
+    try:
+        _write_new_file(path, text.encode("utf-8"))
+        return ConfigPayload(ENV_PAYLOAD_FILE_PREFIX + str(path), path)
+    except OSError as exc:
+        reason = f"cannot write {str(path)!r}: {exc.strerror or exc}"
+    if size <= _ENV_STRING_MAX:
+        return ConfigPayload(text)
+    slim = dataclasses.replace(cfg, metadata={})
+    return ConfigPayload(slim.to_env(run), problem=f"--metadata is left out of the captures ({reason})")
+
+
+def _write_new_file(path: Path, data: bytes) -> None:
+    """Create ``path`` (0o640; never an existing file or a link planted there) holding ``data``, or
+    raise OSError leaving nothing behind."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o640)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(fd)
+
+
+# Python's options that take a value (attached, "-Wignore", or the next argument) and those that end
+# Python's own options; the letters that keep the injection out.
+_PYTHON_VALUE_OPTIONS = frozenset("WXcm")
+_PYTHON_LAST_OPTIONS = frozenset("cm")
+_PYTHON_LONG_VALUE_OPTIONS = ("--check-hash-based-pycs",)
+_NO_INJECTION = {
+    "E": "ignores PYTHONPATH (-E)",
+    "I": "runs isolated (-I), ignoring PYTHONPATH",
+    "S": "does not import site (-S), so no sitecustomize",
+}
+
+
+def python_flags(args: list[str]) -> list[str]:
+    """The single-letter flags among Python's options in ``args`` (the arguments after the interpreter),
+    parsed as CPython does: ``-uE`` is -u and -E; -W, -X, -c, -m take a value; -c, -m, ``-``, ``--`` and
+    the script end the options."""
+    letters: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg in ("-", "--") or not arg.startswith("-"):
+            break
+        if arg.startswith("--"):
+            if arg in _PYTHON_LONG_VALUE_OPTIONS:
+                i += 1
+            continue
+        for position, letter in enumerate(arg[1:], start=1):
+            letters.append(letter)
+            if letter in _PYTHON_VALUE_OPTIONS:
+                if position == len(arg) - 1:
+                    i += 1  # the value is the next argument
+                break
+        if letters and letters[-1] in _PYTHON_LAST_OPTIONS:
+            break
+    return letters
+
+
 def injection_warnings(command: list[str]) -> list[str]:
-    """Say when the injection may not reach the job (python -S/-I, or not Python at all)."""
+    """Say when the injection may not reach the job (python -E/-I/-S, or not Python at all)."""
     if not command:
         return []
     exe = command[0]
     name = os.path.basename(exe)
     if name.startswith("python") or name.startswith("pypy"):
-        for arg in command[1:]:
-            if not arg.startswith("-") or arg in ("-m", "-c"):
-                break
-            letters = arg[1:] if not arg.startswith("--") else ""
-            if "S" in letters or "I" in letters:
-                return [
-                    f"{name} {arg}: Python will not import sitecustomize (-S/-I), so npuprof cannot reach "
-                    "this process; drop the flag to profile it"
-                ]
+        flags = python_flags(command[1:])
+        reasons = [reason for letter, reason in _NO_INJECTION.items() if letter in flags]
+        if reasons:
+            return [
+                f"{name} {' '.join(command[1:3])}...: Python {'; '.join(reasons)}, so npuprof cannot reach "
+                "this process; drop the flag to profile it"
+            ]
         return []
     if name in _PYTHON_LAUNCHERS:
         return []
@@ -89,20 +197,77 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+@dataclasses.dataclass
+class JobEnd:
+    returncode: int  # as subprocess gives it: -N when killed by signal N
+    forwarded: list[int]  # the signals the launcher received and passed on, in order
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_of(self.returncode)
+
+    def death_signal(self) -> int | None:
+        """The signal the launcher must die of once its records are written, or None to exit normally.
+
+        Shells "wait and cooperate": at Ctrl-C a loop around a job goes on only when the job caught SIGINT
+        and exited; when the job died of SIGINT, the shell stops too. An exit code of 130 reads as caught,
+        so a job that died of SIGINT, or of any signal after the launcher got SIGINT, SIGTERM, SIGHUP or
+        SIGQUIT, makes the launcher die of that signal: its parent sees what it would see without npuprof."""
+        if self.returncode >= 0:
+            return None
+        job_signal = -self.returncode
+        if job_signal == signal.SIGINT:
+            return job_signal
+        received = [sig for sig in self.forwarded if sig in TERMINATING_SIGNALS]
+        if job_signal in received:
+            return job_signal
+        return received[0] if received else None
+
+
+def die_of(signum: int) -> None:
+    """End the launcher by ``signum`` at its default action (the parent sees WIFSIGNALED); returns only if
+    the signal did not kill it."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if signum == signal.SIGQUIT:  # its default action dumps core: not of the launcher
+        import resource
+
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    os.kill(os.getpid(), signum)
+
+
+def _kill_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
 @contextlib.contextmanager
 def _forward_signals(pgid_holder: list[int]) -> Iterator[list[int]]:
+    """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
+    kills the group (SIGKILL). A signal ignored when npuprof started stays ignored, in the job too (nohup)."""
     received: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
         received.append(signum)
-        if pgid_holder:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid_holder[0], signum)
+        if not pgid_holder:
+            return  # not started yet: run_child passes it on once it is
+        if signum == signal.SIGINT and received.count(signal.SIGINT) >= 2:
+            _kill_group(pgid_holder[0], signal.SIGKILL)
+            if received.count(signal.SIGINT) == 2:
+                sys.stderr.write("npuprof: second SIGINT (Ctrl-C): killed the job's processes (SIGKILL)\n")
+                sys.stderr.flush()
+            return
+        _kill_group(pgid_holder[0], signum)
 
     previous = {}
     for sig in FORWARDED_SIGNALS:
         with contextlib.suppress(OSError, ValueError):
-            previous[sig] = signal.signal(sig, forward)
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, forward)
     try:
         yield received
     finally:
@@ -111,46 +276,79 @@ def _forward_signals(pgid_holder: list[int]) -> Iterator[list[int]]:
                 signal.signal(sig, handler)
 
 
-@contextlib.contextmanager
-def _terminal_foreground() -> Iterator[Callable[[int], None]]:
-    """Give the terminal to the child's process group (as a shell does) and take it back after,
-    so Ctrl-C and interactive debuggers behave as without npuprof."""
-    try:
-        fd = sys.stdin.fileno()
-        ours = os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
-    except (OSError, ValueError, AttributeError):
-        ours = False
-    if not ours:
-        yield lambda pgid: None
-        return
-    old_ttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+class _Terminal:
+    """The controlling terminal on stdin, if any. Like a shell, the launcher gives it to the job's process
+    group while it is in the foreground, so Ctrl-C, Ctrl-Z and interactive debuggers reach the job as
+    without npuprof, and takes it back when the job stops or ends."""
 
-    def hand_over(pgid: int) -> None:
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        try:
+            fd = sys.stdin.fileno()
+            if os.isatty(fd):
+                self.fd = fd
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def _owner(self) -> int | None:
+        if self.fd is None:
+            return None
+        try:
+            return os.tcgetpgrp(self.fd)
+        except OSError:
+            return None
+
+    def _set_owner(self, pgid: int) -> None:
         with contextlib.suppress(OSError):
-            os.tcsetpgrp(fd, pgid)
+            os.tcsetpgrp(self.fd, pgid)  # type: ignore[arg-type]
 
-    try:
-        yield hand_over
-    finally:
-        with contextlib.suppress(OSError):
-            os.tcsetpgrp(fd, os.getpgrp())
-        signal.signal(signal.SIGTTOU, old_ttou)
+    def give_to(self, job: int) -> None:
+        """Hand the terminal to the job, when it is ours to give (not when we run in the background)."""
+        if self._owner() == os.getpgrp():
+            self._set_owner(job)
+
+    def take_back(self, job: int) -> None:
+        """Take the terminal back from the job; never from a shell that holds it (after ``bg``)."""
+        if self._owner() == job:
+            self._set_owner(os.getpgrp())
+
+    def held_by(self, job: int) -> bool:
+        return self._owner() == job
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[_Terminal]:
+        if self.fd is None:
+            yield self
+            return
+        # tcsetpgrp from a background group raises SIGTTOU, which would stop the launcher.
+        old_ttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGTTOU, old_ttou)
 
 
-def run_child(command: list[str], env: dict[str, str]) -> tuple[int, list[int]]:
-    """Run ``command`` in its own process group; returns (exit code, signals forwarded)."""
+def run_child(command: list[str], env: dict[str, str]) -> JobEnd:
+    """Run ``command`` in its own process group and wait for it, passing signals and job control on."""
     pgid: list[int] = []
-    with _terminal_foreground() as hand_over, _forward_signals(pgid) as received:
+    with _Terminal().session() as terminal, _forward_signals(pgid) as received:
         try:
             pid = _spawn(command, env)
         except FileNotFoundError:
             raise LaunchError(f"command not found: {command[0]!r}") from None
         except PermissionError:
             raise LaunchError(f"command not executable: {command[0]!r}") from None
+        except OSError as exc:
+            raise LaunchError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
         pgid.append(pid)
-        hand_over(pid)
-        returncode = _wait(pid)
-    return exit_code_of(returncode), received
+        terminal.give_to(pid)
+        for signum in dict.fromkeys(received):  # those that came while it was being started
+            _kill_group(pid, signum)
+        try:
+            returncode = _wait(pid, terminal)
+        finally:
+            terminal.take_back(pid)
+    return JobEnd(returncode, list(received))
 
 
 def _spawn(command: list[str], env: dict[str, str]) -> int:
@@ -159,10 +357,9 @@ def _spawn(command: list[str], env: dict[str, str]) -> int:
     posix_spawn (vfork + exec) rather than subprocess: importing subprocess alone costs ~8 ms of the
     launcher's start. Like a shell, and unlike subprocess's default, it leaves inheritable descriptors
     (a make jobserver, a pipe the caller set up) to the child; npuprof's own are close-on-exec."""
-    if os.sep in command[0]:
-        return os.posix_spawn(command[0], command, env, setpgroup=0)
-    # Search the child's PATH, as subprocess does (posix_spawnp would search the launcher's).
-    return os.posix_spawn(_which(command[0], env.get("PATH", os.defpath)), command, env, setpgroup=0)
+    path = command[0] if os.sep in command[0] else _which(command[0], env.get("PATH", os.defpath))
+    # Search the child's PATH (above), as subprocess does (posix_spawnp would search the launcher's).
+    return os.posix_spawn(path, command, env, setpgroup=0, setsigdef=_RESET_IN_CHILD)
 
 
 def _which(name: str, path: str) -> str:
@@ -180,18 +377,37 @@ def _which(name: str, path: str) -> str:
     raise FileNotFoundError(name)
 
 
-def _wait(pid: int) -> int:
+def _wait(pid: int, terminal: _Terminal) -> int:
     """The child's return code as subprocess gives it (-N when killed by signal N)."""
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
+            _, status = os.waitpid(pid, os.WUNTRACED)
         except KeyboardInterrupt:  # pragma: no cover - our handler replaces SIGINT's default
             continue
         except ChildProcessError:  # pragma: no cover - reaped elsewhere
             return 0
-        if os.WIFSTOPPED(status):  # pragma: no cover - waitpid without WUNTRACED
+        if os.WIFSTOPPED(status):
+            _on_job_stopped(pid, os.WSTOPSIG(status), terminal)
             continue
         return os.waitstatus_to_exitcode(status)
+
+
+def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
+    """Mirror a job-control stop of the job, as its shell would see it without npuprof: take the terminal
+    back and stop the launcher (the shell then reports the job stopped and takes its terminal); once
+    continued (``fg``, ``bg``, SIGCONT), give the job the terminal again if it is ours, and continue it."""
+    if stop_signal not in JOB_CONTROL_STOPS:
+        return
+    if stop_signal != signal.SIGTSTP and terminal.held_by(pgid):
+        # It touched the terminal in the instant before we handed it over: it may use it now.
+        _kill_group(pgid, signal.SIGCONT)
+        return
+    terminal.take_back(pgid)
+    # SIGTSTP, not SIGSTOP: an outer npuprof mirrors it in turn, the shell shows "Stopped" as for the job,
+    # and the kernel discards it in an orphaned process group, where nobody could continue us.
+    os.kill(os.getpid(), signal.SIGTSTP)
+    terminal.give_to(pgid)
+    _kill_group(pgid, signal.SIGCONT)
 
 
 class LaunchError(RuntimeError):

@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import signal
+import stat
 import sys
 import time
 from pathlib import Path
 
 from npuprof import __version__
-from npuprof.config import ProfileConfig
-from npuprof.launch import LaunchError, child_environment, injection_warnings, new_run_id, run_child
-from npuprof.results import layout, run_record
-from npuprof.results.atomic import make_dir, write_json
-from npuprof.results.paths import UnsafePathError, check_no_symlink
+from npuprof.config import ProfileConfig, required_free_bytes
+from npuprof.launch import (
+    JobEnd,
+    LaunchError,
+    child_environment,
+    config_payload,
+    die_of,
+    injection_warnings,
+    new_run_id,
+    run_child,
+)
+from npuprof.results import layout, logfile, run_record
+from npuprof.results.atomic import make_dir
+from npuprof.results.paths import UnsafePathError, resolve_output_path
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _error(message: str, code: int = 2) -> int:
@@ -26,25 +40,39 @@ def _note(message: str) -> None:
     sys.stderr.flush()
 
 
-def _append_log(log_path: Path, message: str) -> None:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    try:
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
-        try:
-            os.write(fd, f"{stamp} [INFO] [launcher pid={os.getpid()}] {message}\n".encode())
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+class _RunLog:
+    """The launcher's lines in npuprof.log (the shared writer: no symlink, no FIFO, rotation). Lines it
+    cannot write are reported once on stderr; the job goes on."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lost = False
+
+    def write(self, message: str, level: str = "INFO") -> None:
+        if logfile.log(self.path, level, "launcher", message):
+            return
+        if not self._lost:
+            self._lost = True
+            why = _why_unwritable(self.path)
+            _note(f"cannot write to the log {str(self.path)!r} ({why}); the job goes on")
+        with contextlib.suppress(OSError):
+            if (info := os.lstat(self.path)).st_size == 0 and stat.S_ISREG(info.st_mode):
+                os.unlink(self.path)  # created by the failed write: leave no empty log
 
 
-def _write_record(path: Path, record: dict[str, object]) -> None:
-    # No fsync (~5 ms each on the start path): the rename keeps it atomic for readers.
-    write_json(path, record, fsync=False)
+def _why_unwritable(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return "it is not a regular file"
+    with contextlib.suppress(OSError):
+        if os.statvfs(path.parent).f_bavail == 0:
+            return os.strerror(errno.ENOSPC)
+    return "not writable"
 
 
 def prepare_output(cfg: ProfileConfig) -> Path:
-    output = check_no_symlink(cfg.output, "--output")
+    """The output directory, resolved once (see resolve_output_path) and created 0o750."""
+    output = resolve_output_path(cfg.output, "--output")
     if output.exists() and not output.is_dir():
         raise UnsafePathError(f"--output {cfg.output!r} exists and is not a directory; give a directory")
     make_dir(output)
@@ -53,9 +81,33 @@ def prepare_output(cfg: ProfileConfig) -> Path:
     return output
 
 
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _free_space_warning(output: Path, spec: str) -> str | None:
+    """A warning when the filesystem of ``output`` has less free space than --min-free-space asks."""
+    try:
+        fs = os.statvfs(output)
+    except OSError:
+        return None
+    free, total = fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
+    need = required_free_bytes(spec, total)
+    if not need or free >= need:
+        return None
+    return (
+        f"only {_size(free)} free on the filesystem of --output {str(output)!r}, below --min-free-space "
+        f"{spec} ({_size(need)}): captures will be skipped; the job runs"
+    )
+
+
 def _forget_reported_warnings(output: Path, run_id: str) -> None:
     marks = output / layout.REPORTED_DIR
-    if marks.is_dir():
+    if marks.is_dir() and not marks.is_symlink():
         import shutil  # only here: ~2 ms of start-up
 
         shutil.rmtree(marks / run_id, ignore_errors=True)
@@ -63,74 +115,134 @@ def _forget_reported_warnings(output: Path, run_id: str) -> None:
             marks.rmdir()
 
 
+class _StopWaiting(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_waiting(signum: int, frame: object) -> None:
+    raise _StopWaiting(signum)
+
+
+def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int | None:
+    """Wait for this run's post-processors. Ctrl-C, SIGTERM or SIGHUP stop the wait (the work goes on in
+    the background); returns the SIGTERM/SIGHUP that stopped it, for the launcher to die of once its
+    record is written."""
+    if not (output / layout.PENDING_DIR).is_dir():
+        return None
+    from npuprof.results import postprocess
+
+    pending = postprocess.pending_jobs(output, run_id)
+    if pending:
+        _note(
+            f"waiting for {len(pending)} background post-processing job(s) (gzip / analyse) to finish "
+            "(Ctrl-C stops waiting; they go on)..."
+        )
+    previous = {sig: signal.signal(sig, _stop_waiting) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        postprocess.wait_for_pending(output, run_id)
+    except (KeyboardInterrupt, _StopWaiting) as stop:
+        _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
+        return stop.signum if isinstance(stop, _StopWaiting) else None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return None
+
+
+def _finish(end: JobEnd) -> int:
+    """The launcher's exit code; it dies of the job's signal instead when shells expect so."""
+    signum = end.death_signal()
+    if signum is not None:
+        die_of(signum)
+    return end.exit_code
+
+
+def _run_unprofiled(command: list[str], output: str, exc: OSError) -> int:
+    """No room for even the output directory: the job runs all the same, without npuprof."""
+    _note(f"cannot create --output {output!r}: {exc.strerror}; the job runs without profiling")
+    try:
+        end = run_child(command, dict(os.environ))
+    except LaunchError as launch_error:
+        return _error(str(launch_error), 127)
+    return _finish(end)
+
+
 def execute(cfg: ProfileConfig, command: list[str]) -> int:
     try:
         output = prepare_output(cfg)
-    except (UnsafePathError, OSError) as exc:
+    except UnsafePathError as exc:
         return _error(str(exc))
-    cfg.output = str(output)
-    log_path = output / layout.RUN_LOG
-    run_id = new_run_id()
-    try:
-        record_path = run_record.claim_record_path(output)
     except OSError as exc:
-        return _error(f"cannot write to --output {str(output)!r}: {exc}")
-    record = {
-        "npuprof_version": __version__,
-        "run_id": run_id,
-        "command": command,
-        "cwd": os.getcwd(),
-        "host": os.uname().nodename,  # = socket.gethostname(), without importing socket
-        "launcher_pid": os.getpid(),
-        "config": cfg.to_payload(),
-        "start": run_record.now_iso(),
-        "end": None,
-        "exit_code": None,
-        "captures": [],
-    }
-    _write_record(record_path, record)
-    _append_log(log_path, f"run {run_id} starts: {' '.join(command)}")
-    for warning in injection_warnings(command):
-        _note(warning)
-        _append_log(log_path, "WARNING " + warning)
+        if exc.errno in _NO_SPACE:
+            return _run_unprofiled(command, cfg.output, exc)
+        return _error(
+            f"cannot create --output {cfg.output!r}: {exc.strerror or exc}; give a writable directory"
+        )
+    cfg.output = str(output)
+    disk_warning = _free_space_warning(output, cfg.min_free_space)
+    if disk_warning:
+        _note(disk_warning)
+    log_path = output / layout.RUN_LOG
+    log = _RunLog(log_path)
+    run_id = new_run_id()
+    record = run_record.RunRecord(
+        output,
+        {
+            "npuprof_version": __version__,
+            "run_id": run_id,
+            "command": command,
+            "cwd": os.getcwd(),
+            "host": os.uname().nodename,  # = socket.gethostname(), without importing socket
+            "launcher_pid": os.getpid(),
+            "config": cfg.to_payload(),
+            "start": run_record.now_iso(),
+            "end": None,
+            "exit_code": None,
+            "captures": [],
+        },
+    )
+    problem = record.write()
+    if problem:
+        _note(f"cannot write the run record in {str(output)!r}: {problem}; the job runs without it")
+    log.write(f"run {run_id} starts: {' '.join(command)}")
+    if disk_warning:
+        log.write(disk_warning, "WARNING")
     run = {"run_id": run_id, "log": str(log_path), "output": str(output)}
-    env = child_environment(cfg, run, dict(os.environ))
+    payload = config_payload(cfg, run, output)
+    for warning in (*injection_warnings(command), payload.problem):
+        if warning:
+            _note(warning)
+            log.write(warning, "WARNING")
+    env = child_environment(cfg, run, dict(os.environ), payload.value)
     started = time.monotonic()
     try:
-        code, forwarded = run_child(command, env)
+        end = run_child(command, env)
     except LaunchError as exc:
-        record.update(end=run_record.now_iso(), exit_code=127, error=str(exc))
-        _write_record(record_path, record)
+        payload.remove_file()
+        record.content.update(end=run_record.now_iso(), exit_code=127, error=str(exc))
+        record.write()
         return _error(str(exc), 127)
     elapsed = time.monotonic() - started
-    if (output / layout.PENDING_DIR).is_dir():
-        from npuprof.results import postprocess
-
-        pending = postprocess.pending_jobs(output)
-        if pending:
-            _note(
-                f"waiting for {len(pending)} background post-processing job(s) (gzip / analyse) to finish "
-                "(Ctrl-C stops waiting; they go on)..."
-            )
-        try:
-            postprocess.wait_for_pending(output)
-        except KeyboardInterrupt:
-            _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
+    stopped_by = _wait_for_post_processing(output, log_path, run_id)
+    payload.remove_file()
     _forget_reported_warnings(output, run_id)
     captures = run_record.captures_of_run(output, run_id)
-    record.update(
+    record.content.update(
         end=run_record.now_iso(),
-        exit_code=code,
+        exit_code=end.exit_code,
         wall_seconds=round(elapsed, 3),
-        signals_forwarded=forwarded,
+        signals_forwarded=end.forwarded,
         captures=[c.as_dict() for c in captures],
     )
-    try:
-        _write_record(record_path, record)
-    except OSError as exc:
-        _note(f"could not update {record_path}: {exc}")
-    _append_log(log_path, f"run {run_id} ends: exit code {code}, {len(captures)} capture(s)")
+    late_problem = record.write()
+    if late_problem and not problem:
+        _note(f"could not update {str(record.path or output)!r}: {late_problem}")
+    log.write(f"run {run_id} ends: exit code {end.exit_code}, {len(captures)} capture(s)")
     from npuprof.reports.run_summary import print_run_summary
 
-    print_run_summary(output, captures, code, cfg, log_path)
-    return code
+    print_run_summary(output, captures, end.exit_code, cfg, log_path)
+    if stopped_by is not None and end.death_signal() is None:
+        die_of(stopped_by)
+    return _finish(end)

@@ -50,6 +50,23 @@ def test_schedule_plan_matches_torch(
         expected = next((s for s in range(step + 1, 40) if actions[s] is not Action.NONE), None)
         if expected is not None or repeat > 0:
             assert upcoming == expected
+    # a window begins where torch's action leaves NONE or RECORD_AND_SAVE for a busy one
+    starts = [
+        s
+        for s in range(40)
+        if actions[s] is not Action.NONE
+        and (s == 0 or actions[s - 1] in (Action.NONE, Action.RECORD_AND_SAVE))
+    ]
+    for step in range(-1, 30):
+        expected = next((s for s in starts if s > step), None)
+        if expected is not None or repeat > 0:
+            assert plan.next_window_start(step) == expected, step
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_gc_threshold_must_be_a_finite_number_of_ms(value: float) -> None:
+    with pytest.raises(ConfigError, match="--gc-detect-threshold"):
+        ProfileConfig(gc_detect_threshold=value).validate()
 
 
 def test_seed_example_captures() -> None:

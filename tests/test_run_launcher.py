@@ -64,7 +64,7 @@ def test_sigterm_to_npuprof_reaches_the_whole_job(out: Path, tmp_path: Path) -> 
     grandchild = int(started.read_text())
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert proc.returncode == -signal.SIGTERM, stderr  # npuprof dies of the signal it got, as the job did
     assert _gone(grandchild)
     assert json.loads((out / "npuprof_run.json").read_text())["signals_forwarded"] == [signal.SIGTERM]
 
@@ -114,7 +114,10 @@ def test_user_sitecustomize_still_runs(out: Path, tmp_path: Path) -> None:
 def test_user_sitecustomize_and_profiling_together(out: Path, tmp_path: Path) -> None:
     site = tmp_path / "usersite"
     site.mkdir()
-    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
+    marker = tmp_path / "user_site_pids"
+    (site / "sitecustomize.py").write_text(
+        f"import os\nwith open({str(marker)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
+    )
     result = npuprof(
         "run",
         "-o",
@@ -126,7 +129,10 @@ def test_user_sitecustomize_and_profiling_together(out: Path, tmp_path: Path) ->
         env=clean_env(PYTHONPATH=str(site)),
     )
     assert result.returncode == 0, result.stderr
-    assert len(rank_dirs(out)) == 1
+    (d,) = rank_dirs(out)
+    assert profiler_steps(d) == [2]
+    # the rank dir is {worker}_{pid}_..._ascend_pt: the profiled process itself ran the user's hook
+    assert d.name.split("_")[-4] in marker.read_text().split()
 
 
 def test_python_dash_S_and_non_python_commands_are_flagged(out: Path) -> None:
@@ -138,17 +144,38 @@ def test_python_dash_S_and_non_python_commands_are_flagged(out: Path) -> None:
     assert "does not look like a Python program" in result.stderr
 
 
-def test_symlinked_output_is_refused(tmp_path: Path) -> None:
+def test_symlinked_output_is_refused_only_where_it_can_be_abused(tmp_path: Path) -> None:
+    def refused(target: Path) -> bool:
+        result = npuprof("run", "-o", str(target), "--", sys.executable, "-c", "pass")
+        lines = result.stderr.strip().splitlines()
+        if result.returncode != 2:
+            return False
+        assert len(lines) == 1 and "symbolic link" in lines[0] and "--output" in lines[0], lines
+        return True
+
     real = tmp_path / "real"
     real.mkdir()
     link = tmp_path / "link"
     link.symlink_to(real)
-    for target in (link, link / "sub"):
-        result = npuprof("run", "-o", str(target), "--", *trainer("--steps", "1"))
-        assert result.returncode == 2
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and "symbolic link" in lines[0] and "--output" in lines[0]
+    assert refused(link)  # the last component: we would write wherever it points
     assert list(real.iterdir()) == []
+    assert not refused(link / "sub")  # a symlinked parent (home, scratch) is fine, and resolved once
+    record = json.loads((real / "sub" / "npuprof_run.json").read_text())
+    assert record["config"]["output"] == str(real / "sub")
+    if os.geteuid() != 0:
+        return  # planting another user's link needs root
+    # A link in a sticky world-writable directory (/tmp) is followed only as fs.protected_symlinks does:
+    # when we own it, or the directory's owner does.
+    for dir_owner, link_owner, safe in ((0, 65534, False), (0, 0, True), (65534, 65534, True)):
+        shared = tmp_path / f"shared_{dir_owner}_{link_owner}"
+        shared.mkdir()
+        os.chmod(shared, 0o1777)
+        os.chown(shared, dir_owner, dir_owner)
+        planted = shared / "planted"
+        planted.symlink_to(real)
+        os.lchown(planted, link_owner, link_owner)
+        assert refused(planted / f"out_{link_owner}") is not safe, (dir_owner, link_owner)
+        assert (real / f"out_{link_owner}").exists() is safe
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,15 @@ def _check_output(path: Path, flag: str) -> Path:
     return target
 
 
+def _write(path: Path, text: str) -> None:
+    from npuprof.results.atomic import write_text
+
+    try:
+        write_text(path, text)
+    except OSError as exc:
+        raise _fail(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def export_stacks(
     source: Annotated[
         Path, typer.Argument(help="A rank directory (*_ascend_pt) or a trace file.", show_default=False)
@@ -81,6 +90,8 @@ def export_stacks(
         folded = st.folded_from_trace(trace, metric)
     except (InputError, TraceReadError, st.StacksError) as exc:
         raise _fail(str(exc)) from None
+    except OSError as exc:  # listing a directory it may not read
+        raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
     if not folded.has_python_frames:
         print(
             "npuprof export-stacks: note: the trace has no Python stacks (python_function events), so "
@@ -91,18 +102,16 @@ def export_stacks(
     if not text:
         raise _fail(f"no {metric} time in {trace}")
 
-    from npuprof.results.atomic import write_text
-
     if to_stdout:
         sys.stdout.write(text)
     elif out_path is not None:
-        write_text(out_path, text)
+        _write(out_path, text)
     if svg_path is not None:
         from npuprof.reports.flamegraph_svg import render_svg
 
         kind = "host self time" if metric == st.HOST_METRIC else "device kernel time"
         title = f"{trace.parent.name if trace.parent.name else trace.name}: {metric}"
-        write_text(
+        _write(
             svg_path,
             render_svg(folded.integer_values(), title=title, unit_label=kind, min_width_px=min_width),
         )

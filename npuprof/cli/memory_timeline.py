@@ -80,9 +80,16 @@ def memory_timeline(
 
     try:
         data = mt.load(single_rank_dir(source), device)
-        mt.render(data, target)
     except (InputError, TraceReadError, mt.MemoryTimelineError) as exc:
         raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
+    try:
+        mt.render(data, target)
+    except mt.MemoryTimelineError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"cannot write {target}: {exc.strerror or exc}") from None
     if data.source == mt.SOURCE_TRACE:
         print(f"npuprof memory-timeline: note: {mt.source_note(data)}", file=sys.stderr)
     print(

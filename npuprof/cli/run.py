@@ -280,6 +280,18 @@ def run_command(
             rich_help_panel=_OUT,
         ),
     ] = None,
+    min_free_space: Annotated[
+        Optional[str],
+        typer.Option(
+            "--min-free-space",
+            metavar="SIZE",
+            help=(
+                "Skip captures when the output's filesystem has less free space, e.g. 500MiB, 2G, 10GB, 3%; "
+                "0 = never skip. \\[default: 5GiB or 5%, whichever is smaller]"
+            ),
+            rich_help_panel=_OUT,
+        ),
+    ] = None,
     config: Annotated[
         Optional[Path],
         typer.Option(

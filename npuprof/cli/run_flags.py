@@ -33,6 +33,7 @@ OPTIONS: dict[str, tuple[str, object]] = {
     "--metadata": ("metadata", "list"),
     "--export-stacks": ("export_stacks", "list"),
     "--memory-timeline": ("memory_timeline", "list"),
+    "--min-free-space": ("min_free_space", "str"),
     "--config": ("config", "path"),
 }
 BOOL_FLAGS = (
@@ -164,6 +165,8 @@ def build_config(config_file: Path | None, flags: dict[str, object]):  # -> Prof
         cfg.export_stacks = list(flags["export_stacks"])  # type: ignore[call-overload]
     if "memory_timeline" in flags:
         cfg.memory_timeline = [f.lstrip(".") for f in flags["memory_timeline"]]  # type: ignore[attr-defined]
+    if "min_free_space" in flags:
+        cfg.min_free_space = str(flags["min_free_space"])
     return cfg.validate()
 
 

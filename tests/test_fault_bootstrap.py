@@ -1,0 +1,113 @@
+"""Fault #6 (issue 9): what the user's own sitecustomize does to sys.path must survive npuprof's bootstrap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, clean_env, npuprof
+
+BOOTSTRAP = ROOT / "npuprof" / "_bootstrap"
+
+
+def _user_site(tmp_path: Path, body: str) -> Path:
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(body)
+    return site
+
+
+def _run_python(out: Path, code: str, pythonpath: str):
+    return npuprof(
+        "run", "-o", str(out), "--", sys.executable, "-c", code, env=clean_env(PYTHONPATH=pythonpath)
+    )
+
+
+def test_path_appended_by_user_sitecustomize_survives(out: Path, tmp_path: Path) -> None:
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "mymod.py").write_text("VALUE = 42\n")
+    site = _user_site(tmp_path, f"import sys\nsys.path.append({str(extra)!r})\n")
+    result = _run_python(out, "import mymod; print(mymod.VALUE)", str(site))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "42\n"
+    assert "Traceback" not in result.stderr
+
+
+def test_path_inserted_first_by_user_sitecustomize_stays_first(out: Path, tmp_path: Path) -> None:
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    site = _user_site(tmp_path, f"import sys\nsys.path.insert(0, {str(extra)!r})\n")
+    result = _run_python(out, "import json, sys; print(json.dumps(sys.path))", str(site))
+    assert result.returncode == 0, result.stderr
+    path = json.loads(result.stdout)
+    # `-c` puts "" first once site has run; the user's entry comes right after it.
+    assert path[:2] == ["", str(extra)]
+
+
+def test_path_removed_by_user_sitecustomize_stays_removed(out: Path, tmp_path: Path) -> None:
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    (doomed / "shadowing.py").write_text("VALUE = 'must not be importable'\n")
+    site = _user_site(tmp_path, f"import sys\nsys.path.remove({str(doomed)!r})\n")
+    code = (
+        "import importlib.util, json, sys\n"
+        "print(json.dumps(sys.path))\n"
+        "print(importlib.util.find_spec('shadowing') is None)\n"
+    )
+    result = _run_python(out, code, os.pathsep.join([str(site), str(doomed)]))
+    assert result.returncode == 0, result.stderr
+    path_line, missing = result.stdout.splitlines()
+    assert str(doomed) not in json.loads(path_line)
+    assert missing == "True"
+
+
+def test_sys_path_matches_a_run_without_npuprof(out: Path, tmp_path: Path) -> None:
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    site = _user_site(tmp_path, f"import sys\nsys.path.append({str(extra)!r})\nsys.path.pop(0)\n")
+    code = "import json, sys; print(json.dumps(sys.path))"
+    env = clean_env(PYTHONPATH=os.pathsep.join([str(site), str(tmp_path)]))
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    profiled = npuprof("run", "-o", str(out), "--", sys.executable, "-c", code, env=env)
+    assert profiled.returncode == 0, profiled.stderr
+    assert json.loads(profiled.stdout) == json.loads(plain.stdout)
+    assert str(BOOTSTRAP) not in json.loads(profiled.stdout)
+
+
+def test_failing_user_sitecustomize_is_reported_and_the_job_runs(out: Path, tmp_path: Path) -> None:
+    site = _user_site(tmp_path, "raise RuntimeError('user hook broke')\n")
+    result = _run_python(out, "print('ran')", str(site))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ran\n"
+    assert "user hook broke" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_agent_imported_from_the_bootstrap_leaves_sys_path_alone(tmp_path: Path) -> None:
+    """Where the job's Python lacks npuprof, the agent comes from the bootstrap's own tree, and sys.path
+    keeps no trace of it (python -S: no site-packages, so no installed npuprof)."""
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('boot', {str(BOOTSTRAP / 'sitecustomize.py')!r})\n"
+        "boot = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(boot)\n"
+        "assert importlib.util.find_spec('npuprof') is None\n"
+        "before = list(sys.path)\n"
+        "entry = boot._import_entry_from_here()\n"
+        "import npuprof.config\n"
+        "print(entry.__name__, sys.path == before)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=tmp_path,  # not the repository, where npuprof would be importable
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "npuprof.agent.entry True\n"

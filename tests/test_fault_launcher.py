@@ -1,0 +1,544 @@
+"""Issue 9, the launcher's part: the job must never die of, or hang because of, npuprof.
+
+Real subprocesses throughout: `npuprof run` around real CPU training, real shells, a real pty, a real
+full filesystem (a tiny tmpfs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPTS, clean_env, npuprof, rank_dirs, sched
+
+from npuprof.config import (
+    METADATA_TOTAL_LIMIT,
+    METADATA_VALUE_LIMIT,
+    ConfigError,
+    ProfileConfig,
+    decode_env_payload,
+    required_free_bytes,
+)
+from npuprof.launch import BOOTSTRAP_DIR, config_payload, injection_warnings, with_bootstrap
+
+NPUPROF = [sys.executable, "-m", "npuprof"]
+
+
+def _wait_for(condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _state(pid: int) -> str:
+    """The process state letter of /proc/PID/stat (R, S, T, Z, ...)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2]
+
+
+def _gone(pid: int, wait: float = 10.0) -> bool:
+    """True once ``pid`` no longer runs (exited, or a zombie nobody has reaped yet)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            if _state(pid) == "Z":
+                return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _parent(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[1])
+
+
+def _kill_quietly(pid: int | None, group: bool = False) -> None:
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+
+
+def _job_script(tmp_path: Path, body: str) -> Path:
+    """A job that writes its pid to ``started`` first, then runs ``body``."""
+    script = tmp_path / "job.py"
+    started = tmp_path / "started"
+    script.write_text(
+        "import os, pathlib, signal, sys, time\n"
+        f"pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
+        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n" + body
+    )
+    return script
+
+
+# ---- #7 empty PYTHONPATH entries --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (None, ""),
+        ("", ""),
+        (":/x", "::/x"),
+        ("/x:", ":/x:"),
+        ("/x::/y", ":/x::/y"),
+        (f"{BOOTSTRAP_DIR}::/x", "::/x"),  # an outer npuprof's bootstrap is not doubled
+    ],
+)
+def test_pythonpath_is_kept_exactly_behind_the_bootstrap(given: str | None, expected: str) -> None:
+    assert with_bootstrap(given) == str(BOOTSTRAP_DIR) + expected
+
+
+def test_an_empty_pythonpath_entry_still_means_the_current_directory(out: Path, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "helper_in_cwd.py").write_text("VALUE = 'found in cwd'\n")
+    script = tmp_path / "elsewhere.py"  # sys.path[0] is the script's dir, not the cwd
+    script.write_text(
+        "import os, helper_in_cwd\nprint(os.environ['PYTHONPATH'])\nprint(helper_in_cwd.VALUE)\n"
+    )
+    result = npuprof(
+        "run",
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        str(script),
+        cwd=workdir,
+        env=clean_env(PYTHONPATH=":/nowhere"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"{BOOTSTRAP_DIR}::/nowhere", "found in cwd"]
+
+
+# ---- #8a Ctrl-C in a shell loop: wait and cooperative exit ---------------------------------------
+def test_a_job_killed_by_sigint_kills_npuprof_by_sigint_after_its_record(out: Path) -> None:
+    kill_self = "import os, signal; os.kill(os.getpid(), signal.SIGINT); import time; time.sleep(5)"
+    proc = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), "--", sys.executable, "-c", kill_self],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == -signal.SIGINT, proc.stderr  # WIFSIGNALED, as the job itself
+    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 128 + signal.SIGINT
+
+
+def test_ctrl_c_stops_a_shell_loop_around_npuprof(out: Path, tmp_path: Path) -> None:
+    script = _job_script(tmp_path, "time.sleep(3)\n")
+    run = shlex.join([*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script)])
+    loop = f'for i in 1 2; do {run}; echo "after-$i"; done'
+    shell = subprocess.Popen(
+        ["bash", "-c", loop], env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for((tmp_path / "started").exists, "the job to start")
+        os.killpg(shell.pid, signal.SIGINT)  # what Ctrl-C does: the shell's foreground group (npuprof too)
+        stdout, stderr = shell.communicate(timeout=30)
+    finally:
+        _kill_quietly(shell.pid, group=True)
+    assert "after-" not in stdout, f"the loop went on after Ctrl-C: {stdout!r} {stderr[-2000:]}"
+    assert shell.returncode == -signal.SIGINT
+
+
+def test_sighup_to_npuprof_ends_the_job_and_npuprof_dies_of_it(out: Path, tmp_path: Path) -> None:
+    script = _job_script(tmp_path, "time.sleep(30)\n")
+    proc = subprocess.Popen(
+        [*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script)],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for((tmp_path / "started").exists, "the job to start")
+        proc.send_signal(signal.SIGHUP)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        _kill_quietly(proc.pid, group=True)
+    assert proc.returncode == -signal.SIGHUP, stderr
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["exit_code"] == 128 + signal.SIGHUP and record["signals_forwarded"] == [signal.SIGHUP]
+
+
+# ---- must-have: SIGINT once forwards, twice kills ------------------------------------------------
+def test_a_second_sigint_kills_the_jobs_process_group(out: Path, tmp_path: Path) -> None:
+    script = _job_script(
+        tmp_path,
+        "import subprocess\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"pathlib.Path({str(tmp_path / 'grandchild')!r}).write_text(str(child.pid))\n"
+        "time.sleep(60)\n",
+    )
+    proc = subprocess.Popen(
+        [*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script)],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    job = None
+    try:
+        _wait_for((tmp_path / "grandchild").exists, "the job's child to start")
+        job = int((tmp_path / "started").read_text())
+        grandchild = int((tmp_path / "grandchild").read_text())
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None and _state(job) != "Z", "one SIGINT must only be forwarded"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        _kill_quietly(proc.pid, group=True)
+        _kill_quietly(job, group=True)
+    said = [line for line in stderr.splitlines() if "SIGKILL" in line]
+    assert len(said) == 1 and said[0].startswith("npuprof:"), stderr
+    assert proc.returncode == -signal.SIGINT
+    assert _gone(grandchild)
+
+
+# ---- #8b Ctrl-Z --------------------------------------------------------------------------------
+def _stoppable_training(tmp_path: Path) -> Path:
+    """A job that waits for the file ``go`` (so it can be stopped while waiting), then trains 4 steps."""
+    go = tmp_path / "go"
+    return _job_script(
+        tmp_path,
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.02)\n"
+        "import runpy\n"
+        f"sys.argv = ['trainer.py', '--steps', '4']\n"
+        f"runpy.run_path({str(SCRIPTS / 'trainer.py')!r}, run_name='__main__')\n",
+    )
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_stopped_job_stops_npuprof_and_sigcont_resumes_both(
+    out: Path, tmp_path: Path, nested: bool
+) -> None:
+    script = _stoppable_training(tmp_path)
+    inner = [
+        *NPUPROF,
+        "run",
+        "-o",
+        str(out),
+        "--no-analyse",
+        *sched(1, 0, 1),
+        "--",
+        sys.executable,
+        str(script),
+    ]
+    command = [*NPUPROF, "run", "-o", str(tmp_path / "outer"), "--", *inner] if nested else inner
+    # Its own process group in pytest's session, as a shell runs a job (a group outside any session is
+    # orphaned: the kernel does not stop it at SIGTSTP).
+    proc = subprocess.Popen(
+        command, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0
+    )
+    job = None
+    try:
+        _wait_for((tmp_path / "started").exists, "the job to start")
+        job = int((tmp_path / "started").read_text())
+        os.killpg(job, signal.SIGTSTP)  # what Ctrl-Z does to the job's group, which owns the terminal
+        _wait_for(lambda: _state(proc.pid) == "T", "npuprof to stop with its job", timeout=10)
+        assert _state(job) == "T" and _state(_parent(job)) == "T"
+        (tmp_path / "go").touch()
+        os.killpg(proc.pid, signal.SIGCONT)  # what `fg` does to npuprof's group
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        _kill_quietly(proc.pid, group=True)
+        _kill_quietly(job, group=True)
+    assert proc.returncode == 0, stderr
+    assert len(rank_dirs(out)) == 1
+
+
+def _read_until(fd: int, needle: bytes, seen: bytearray, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, (
+            f"timed out waiting for {needle!r} on the terminal; it shows: {bytes(seen[-1500:])!r}"
+        )
+        ready, _, _ = select.select([fd], [], [], min(left, 0.2))
+        if ready:
+            try:
+                seen.extend(os.read(fd, 65536))
+            except OSError:  # EIO: the terminal's other side is gone
+                break
+
+
+@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash for an interactive shell")
+def test_ctrl_z_in_an_interactive_shell_gives_the_terminal_back_and_fg_resumes(
+    out: Path, tmp_path: Path
+) -> None:
+    import pty
+
+    script = _stoppable_training(tmp_path)
+    command = shlex.join(
+        [*NPUPROF, "run", "-o", str(out), "--no-analyse", *sched(1, 0, 1), "--", sys.executable, str(script)]
+    )
+    env = clean_env(PS1="prompt> ", TERM="dumb")
+    pid, master = pty.fork()
+    if pid == 0:  # the child: a session leader with the pty as its controlling terminal
+        os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], env)
+    seen = bytearray()
+    job = launcher = None
+    try:
+        _read_until(master, b"prompt> ", seen)
+        os.write(master, command.encode() + b"\n")
+        _wait_for((tmp_path / "started").exists, "the job to start")
+        job = int((tmp_path / "started").read_text())
+        launcher = _parent(job)
+        os.write(master, b"\x1a")  # Ctrl-Z
+        _read_until(master, b"Stopped", seen)
+        assert _state(launcher) == "T" and _state(job) == "T"
+        os.write(master, b"echo shell-has-the-terminal-$((40 + 2))\n")
+        _read_until(master, b"shell-has-the-terminal-42", seen)
+        (tmp_path / "go").touch()
+        os.write(master, b"fg; echo exit-code-$?\n")
+        _read_until(master, b"exit-code-0", seen, timeout=60)
+        os.write(master, b"exit\n")
+    finally:
+        _kill_quietly(job, group=True)
+        _kill_quietly(launcher)
+        _kill_quietly(pid)
+        os.waitpid(pid, 0)
+        os.close(master)
+    assert len(rank_dirs(out)) == 1
+
+
+# ---- #11 a full disk at the start ------------------------------------------------------------------
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, filled up."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        with contextlib.suppress(OSError), open(mount / "filler", "wb") as handle:
+            for _ in range(64):
+                handle.write(b"\0" * 4096)
+                handle.flush()
+        assert os.statvfs(mount).f_bavail == 0
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("existing_output", [False, True])
+def test_a_full_disk_at_the_start_still_runs_the_job(
+    full_disk: Path, tmp_path: Path, existing_output: bool
+) -> None:
+    out = full_disk / "result"
+    if existing_output:
+        out.mkdir()
+    marker = tmp_path / "job-ran"
+    result = npuprof(
+        "run", "-o", str(out), "--", sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x')"
+    )
+    assert result.returncode == 0, result.stderr
+    assert marker.exists(), "the job did not run"
+    assert "Traceback" not in result.stderr
+    records = list(out.glob("npuprof_run*.json")) + list(out.glob(".npuprof_run*"))
+    assert records == [], f"a record was left: {[(p.name, p.stat().st_size) for p in records]}"
+    assert [p.name for p in out.iterdir() if p.is_file() and p.stat().st_size == 0] == []
+    lines = result.stderr.splitlines()
+    (record_line,) = [line for line in lines if "run record" in line]
+    assert record_line.startswith("npuprof:") and "No space left" in record_line
+    (space_line,) = [line for line in lines if "--min-free-space" in line]
+    assert space_line.startswith("npuprof:") and "captures will be skipped" in space_line
+
+
+# ---- #12 metadata at the documented limits ------------------------------------------------------
+def _metadata_at_the_limits() -> dict[str, str]:
+    """Values of 4096 characters, 50 KiB in all; 3- and 4-byte UTF-8 characters (JSON escapes them
+    into 6 and 12 bytes)."""
+    alphabet = "汉字测试データ😀🚀"
+    entries = {}
+    for i in range(12):
+        key = f"k{i:02d}"
+        entries[key] = "".join(alphabet[(i + j) % len(alphabet)] for j in range(METADATA_VALUE_LIMIT))
+    assert sum(len(k) + len(v) for k, v in entries.items()) <= METADATA_TOTAL_LIMIT
+    return entries
+
+
+def test_metadata_at_the_limits_with_non_ascii_values_reaches_the_capture(out: Path, tmp_path: Path) -> None:
+    metadata = _metadata_at_the_limits()
+    check = tmp_path / "check_payload.py"
+    check.write_text(
+        "import os, runpy, stat, sys\n"
+        "value = os.environ['NPUPROF_CONFIG']\n"
+        "mode = oct(stat.S_IMODE(os.stat(value[1:]).st_mode)) if value.startswith('@') else '-'\n"
+        "print('file' if value.startswith('@') else 'inline', mode)\n"
+        "sys.argv = ['trainer.py', '--steps', '3']\n"
+        f"runpy.run_path({str(SCRIPTS / 'trainer.py')!r}, run_name='__main__')\n"
+    )
+    flags = [arg for key, value in metadata.items() for arg in ("--metadata", f"{key}={value}")]
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--no-gzip", *sched(1, 0, 1), *flags, "--",
+        sys.executable, str(check),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[:2] == ["file", "0o640"]
+    (d,) = rank_dirs(out)
+    written = json.loads((d / "profiler_metadata.json").read_text(encoding="utf-8"))
+    assert {key: written.get(key) for key in metadata} == metadata
+    assert list(out.glob(".npuprof_payload*")) == [], "the payload file outlived the run"
+
+
+def test_env_payload_round_trips_inline_and_through_a_file(tmp_path: Path) -> None:
+    run = {"run_id": "abc123", "log": "x", "output": str(tmp_path)}
+    small = config_payload(ProfileConfig(metadata={"team": "性能"}), run, tmp_path)
+    assert small.file is None and "性能" in small.value  # not \\u-escaped
+    assert decode_env_payload(small.value)["config"]["metadata"] == {"team": "性能"}
+    cfg = ProfileConfig(metadata=_metadata_at_the_limits())
+    large = config_payload(cfg, run, tmp_path)
+    assert large.file == tmp_path / ".npuprof_payload.abc123.json"
+    assert large.value == "@" + str(large.file)
+    assert decode_env_payload(large.value)["config"]["metadata"] == cfg.metadata
+    large.remove_file()
+    assert not large.file.exists()
+
+
+def test_a_payload_file_that_cannot_be_written_never_fails_the_launch(tmp_path: Path) -> None:
+    cfg = ProfileConfig(metadata=_metadata_at_the_limits())
+    run = {"run_id": "r", "log": "x", "output": "y"}
+    payload = config_payload(cfg, run, tmp_path / "missing-dir")
+    assert payload.file is None and payload.problem and "--metadata" in payload.problem
+    assert len(payload.value.encode()) < 128 * 1024
+    assert decode_env_payload(payload.value)["config"]["metadata"] == {}
+
+
+# ---- #13 injection warnings ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        (["-E", "-c", "pass"], "-E"),
+        (["-uE", "train.py"], "-E"),
+        (["-I", "train.py"], "-I"),
+        (["-S", "train.py"], "-S"),
+        (["-bsS", "train.py"], "-S"),
+        (["-W", "error", "-E", "train.py"], "-E"),
+        (["--check-hash-based-pycs", "always", "-E", "train.py"], "-E"),
+        (["-Wignore::SyntaxWarning", "train.py"], None),
+        (["-W", "ignore::SyntaxWarning", "train.py"], None),
+        (["-Werror::ImportWarning", "train.py"], None),
+        (["-XIS", "train.py"], None),
+        (["-X", "importtime", "-P", "train.py"], None),  # -P (safe path) does not stop the injection
+        (["--check-hash-based-pycs", "ESI", "train.py"], None),
+        (["-c", "import sys", "-S"], None),
+        (["-m", "pkg", "-E"], None),
+        (["train.py", "-S"], None),
+        (["-", "-S"], None),
+        (["--help"], None),
+    ],
+)
+def test_python_options_are_parsed_as_python_does(args: list[str], warned: str | None) -> None:
+    warnings = injection_warnings(["python3", *args])
+    if warned is None:
+        assert warnings == []
+    else:
+        (line,) = warnings
+        assert f"({warned}" in line and "cannot reach" in line
+
+
+def test_python_dash_E_is_flagged_and_a_warning_filter_is_not(out: Path) -> None:
+    result = npuprof(
+        "run",
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        "-E",
+        "-c",
+        "import sys; print('sitecustomize' in sys.modules)",
+    )
+    assert result.returncode == 0
+    assert result.stdout.strip() == "False"  # nothing was injected
+    assert "(-E)" in result.stderr and "cannot reach" in result.stderr
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-Wignore::SyntaxWarning", "-c", "pass")
+    assert result.returncode == 0
+    assert "cannot reach" not in result.stderr
+
+
+# ---- must-have 4: directory modes -------------------------------------------------------------------
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o750), (0o000, 0o750), (0o077, 0o700)])
+def test_output_directories_are_0o750_or_stricter(tmp_path: Path, umask: int, mode: int) -> None:
+    out = tmp_path / "a" / "b" / "result"
+    result = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), "--", sys.executable, "-c", "pass"],
+        env=clean_env(), capture_output=True, text=True, timeout=60, preexec_fn=lambda: os.umask(umask),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for directory in (tmp_path / "a", tmp_path / "a" / "b", out):
+        assert oct(directory.stat().st_mode & 0o777) == oct(mode), directory
+    assert (out / "npuprof_run.json").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_planted_log_symlink_is_never_followed(out: Path, tmp_path: Path) -> None:
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (out / "npuprof.log").symlink_to(victim)
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", "pass")
+    assert result.returncode == 0, result.stderr
+    assert victim.read_text() == "precious\n"
+    (line,) = [x for x in result.stderr.splitlines() if "npuprof.log" in x and "not a regular file" in x]
+    assert line.startswith("npuprof:")
+
+
+# ---- must-have 2: the disk guard flag ----------------------------------------------------------------
+def test_required_free_bytes() -> None:
+    gib = 1024**3
+    assert required_free_bytes("auto", 1000 * gib) == 5 * gib  # 5 GiB < 5 %
+    assert required_free_bytes("auto", 10 * gib) == gib // 2  # 5 % < 5 GiB
+    assert required_free_bytes("0", 10 * gib) == 0
+    assert required_free_bytes("500MiB", 1) == 500 * 1024**2
+    assert required_free_bytes("2G", 1) == 2 * gib
+    assert required_free_bytes("10GB", 1) == 10 * 1000**3
+    assert required_free_bytes("3%", 100 * gib) == 3 * gib
+    for bad in ("", "lots", "-1", "5XB", "101%", "1e9"):
+        with pytest.raises(ConfigError, match="--min-free-space"):
+            required_free_bytes(bad, gib)
+
+
+def test_too_little_free_space_warns_once_and_the_job_runs(out: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    job = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    result = npuprof("run", "-o", str(out), "--min-free-space", "100%", "--", *job)
+    assert result.returncode == 0 and marker.exists()
+    (line,) = [x for x in result.stderr.splitlines() if "--min-free-space" in x]
+    assert line.startswith("npuprof:") and "captures will be skipped" in line
+    result = npuprof("run", "-o", str(out), "--min-free-space", "0", "--", *job)
+    assert result.returncode == 0 and "--min-free-space" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["lots", "5XB", "101%", "-1"])
+def test_a_bad_min_free_space_exits_2_with_one_line(tmp_path: Path, value: str) -> None:
+    result = npuprof(
+        "run", "-o", str(tmp_path / "r"), "--min-free-space", value, "--", sys.executable, "-c", "pass"
+    )
+    assert result.returncode == 2
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    assert "--min-free-space" in line and "e.g." in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_min_free_space_from_the_config_file(out: Path, tmp_path: Path) -> None:
+    config = tmp_path / "profiler_config.json"
+    config.write_text(json.dumps({"min_free_space": "100%"}))
+    result = npuprof("run", "--config", str(config), "-o", str(out), "--", sys.executable, "-c", "pass")
+    assert result.returncode == 0 and "captures will be skipped" in result.stderr
+    config.write_text(json.dumps({"min_free_space": "lots"}))
+    result = npuprof("run", "--config", str(config), "-o", str(out), "--", sys.executable, "-c", "pass")
+    assert result.returncode == 2
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    assert str(config) in line and "min_free_space" in line
