@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,9 @@ _DTYPE_BYTES = {
 }
 _P2P = ("send", "recv", "receive", "isend", "irecv")
 TRANSPORT = "SDMA"
+# the trace's args and distributedInfo are whatever the file says: a value of another type or out of range
+# counts as absent
+_BAD_NUMBER = (TypeError, ValueError, OverflowError)
 
 
 @dataclass
@@ -55,7 +59,7 @@ class CommOp:
     ts: float
     dur: float
     size_bytes: float
-    ranks: list[int]
+    ranks: Sequence[int]
 
     @property
     def p2p(self) -> bool:
@@ -69,19 +73,38 @@ def _dtype_size(dtype: Any) -> int:
 
 
 def _nelems(dims: Any) -> int:
-    """Elements in the first tensor(-list) input of Input Dims."""
+    """Elements in the first tensor(-list) input of Input Dims (0 when they are not lists of numbers)."""
     if not isinstance(dims, list) or not dims:
         return 0
     first = dims[0]
     if isinstance(first, list) and first and isinstance(first[0], list):  # TensorList
-        return sum(math.prod(d) for d in first if isinstance(d, list))
-    return math.prod(first) if isinstance(first, list) else 0
+        return sum(_prod(d) for d in first if isinstance(d, list))
+    return _prod(first) if isinstance(first, list) else 0
+
+
+def _prod(shape: list[Any]) -> int:
+    return math.prod(shape) if all(isinstance(n, int | float) for n in shape) else 0
+
+
+def _as_float(value: Any) -> float:
+    try:
+        number = float(value)
+    except _BAD_NUMBER:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def _ranks_of(value: Any) -> list[int]:
     if isinstance(value, str):
         return list(_ranks_in_text(value))
-    return [int(r) for r in value] if isinstance(value, list) else []
+    return _int_list(value) if isinstance(value, list) else []
+
+
+def _int_list(values: list[Any]) -> list[int]:
+    try:
+        return [int(r) for r in values]
+    except _BAD_NUMBER:
+        return []
 
 
 @functools.lru_cache(maxsize=256)
@@ -91,7 +114,7 @@ def _ranks_in_text(text: str) -> tuple[int, ...]:
         value = json.loads(text)
     except ValueError:
         return ()
-    return tuple(int(r) for r in value) if isinstance(value, list) else ()
+    return tuple(_int_list(value)) if isinstance(value, list) else ()
 
 
 def _external_id(args: dict[str, Any]) -> int:
@@ -122,17 +145,25 @@ def _device_tasks(x: Extract) -> dict[int, tuple[float, float]]:
     return dict(zip(ids[found].tolist(), zip(d_ts, d_dur, strict=True), strict=True))
 
 
+def _world(dist: dict[str, Any]) -> Sequence[int]:
+    """Ranks 0 .. world_size - 1 (a range: a huge world_size costs nothing), or rank 0 alone."""
+    try:
+        return range(int(dist.get("world_size", 1)))
+    except _BAD_NUMBER:
+        return range(1)
+
+
 def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     pgs = dist.get("pg_config") or []
+    if not isinstance(pgs, list):
+        pgs = []
     default_pg = next(
         (p for p in pgs if isinstance(p, dict) and p.get("pg_desc") == "default_pg"),
         pgs[0] if pgs and isinstance(pgs[0], dict) else {},
     )
     default_group = str(default_pg.get("pg_name", "default"))
-    default_ranks = [int(r) for r in default_pg.get("ranks", [])] or list(
-        range(int(dist.get("world_size", 1)))
-    )
+    default_ranks: Sequence[int] = _ranks_of(default_pg.get("ranks", [])) or _world(dist)
     dev_by_ext = _device_tasks(x)
     ops: list[CommOp] = []
     for name, ts, dur, _thread, args in x.comm_spans:
@@ -141,7 +172,7 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             if coll in ("barrier", "wait"):
                 continue
             nelems = args.get("In msg nelems") or args.get("Out msg nelems") or 0
-            size = float(nelems) * _dtype_size(args.get("dtype", "float"))
+            size = _as_float(nelems) * _dtype_size(args.get("dtype", "float"))
             group = str(args.get("Process Group Name", default_group))
             ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
             dev = dev_by_ext.get(_external_id(args))
@@ -150,7 +181,8 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
         else:  # gloo:all_reduce and friends
             coll = name.split(":", 1)[1]
             types = args.get("Input type") or ["float"]
-            size = float(_nelems(args.get("Input Dims"))) * _dtype_size(types[0] if types else "float")
+            dtype = types[0] if isinstance(types, list | str) else "float"
+            size = _as_float(_nelems(args.get("Input Dims"))) * _dtype_size(dtype)
             group, ranks = default_group, default_ranks
         ops.append(CommOp(coll, group, ts, dur, size, ranks))
     ops.sort(key=lambda o: o.ts)

@@ -25,12 +25,17 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
-from npuprof.analysis.trace_loader import EMPTY_RAW, ScanEvent
+from npuprof.analysis.trace_loader import EMPTY_RAW, ScanEvent, Time
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 COMM_KERNEL_MARKS = ("nccl", "hccl", "rccl")
 _COMM_ANNOTATION_PREFIXES = ("gloo:", "nccl:", "hccl:", "mpi:", "ucc:")
+
+
+class EventError(ValueError):
+    """An event the tables cannot read: its ``args`` are not of the types the profiler writes, or hold a
+    number out of range. The message names the event."""
 
 
 def is_comm_name(name: str) -> bool:
@@ -160,6 +165,27 @@ def _blocks(grid: list[int] | None) -> int:
     return math.prod(grid) if grid else 0
 
 
+def _first_bad_event(events: list[Any], error: Exception) -> str:
+    """The first of ``events`` that an Extract cannot read on its own, described, with why."""
+    for event in events:
+        try:
+            Extract()._add_chunk([event], None)
+        except (msgspec.DecodeError, OverflowError) as exc:
+            return f"cannot read the event {_describe(event)}: {_args_problem(exc)}"
+    return f"cannot read the events: {_args_problem(error)}"
+
+
+def _describe(event: Any) -> str:
+    cat = getattr(event, "cat", None) or type(event).__struct_config__.tag
+    return f"{getattr(event, 'name', '')!r} (cat {cat!r}, ts {getattr(event, 'ts', None)!r})"
+
+
+def _args_problem(exc: Exception) -> str:
+    if isinstance(exc, OverflowError):
+        return "a number in its args is out of range"
+    return str(exc).replace("`$[0]", "`args")
+
+
 class _DimsText(dict):
     """Raw ``Input Dims`` bytes -> the text the tables show (spaces removed); b"" -> None."""
 
@@ -209,8 +235,8 @@ class _Typed(msgspec.Struct, tag_field="cat", kw_only=True, gc=False):
     category admits only the phases Kineto writes for it (complete events, flows, instants), so that a
     chunk decoded this way never needs the phase-dependent rules of the generic walk."""
 
-    ts: float = 0.0
-    dur: float = 0.0
+    ts: Time = 0.0
+    dur: Time = 0.0
 
 
 class _TOp(_Typed, tag="cpu_op", gc=False):
@@ -411,7 +437,14 @@ class Extract:
     def add_chunk(self, events: list[Any], text: bytes | memoryview | None = None) -> None:
         """Add consecutive events: :class:`ScanEvent` structs (or anything with the same attributes), or
         the typed structs of :data:`TYPED_DECODER`; then ``text``, the ``{...},{...}`` they were decoded
-        from, is needed too, for the rare chunk only the generic walk handles (decoded again)."""
+        from, is needed too, for the rare chunk only the generic walk handles (decoded again).
+        Raises EventError for an event it cannot read (this Extract is then unusable)."""
+        try:
+            self._add_chunk(events, text)
+        except (msgspec.DecodeError, OverflowError) as exc:
+            raise EventError(_first_bad_event(events, exc)) from None
+
+    def _add_chunk(self, events: list[Any], text: bytes | memoryview | None) -> None:
         n = len(events)
         if not n:
             return

@@ -90,6 +90,7 @@ class Forked:
         self.pid = 0
         if not payload:
             raise RuntimeError(f"a forked analysis process failed (wait status {status})")
+        # only ever what our own forked child pickled, through a pipe made before the fork: never trace bytes
         ok, value = pickle.loads(payload)
         if not ok:
             raise value if isinstance(value, BaseException) else RuntimeError(value)
@@ -139,7 +140,8 @@ class SharedColumns:
             np.frombuffer(self.memory, column.dtype, len(column), offset)[:] = column
             places.append((name, column.dtype.str, len(column), offset))
             offset += column.nbytes
-        os.write(self.write_fd, pickle.dumps(places))
+        with contextlib.suppress(BrokenPipeError):  # the child ended without needing them
+            os.write(self.write_fd, pickle.dumps(places))
         self.close()
 
     def close(self) -> None:

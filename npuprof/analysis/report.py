@@ -17,6 +17,7 @@ RankReport: ``{"rank", "rank_dir", "status", "device", "steps": [step breakdown.
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import statistics
@@ -25,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from npuprof.analysis.parse import SUMMARY_FILE, ParseOutcome, parse_rank_dir, write_outputs
+from npuprof.analysis.parse import SUMMARY_FILE, SUMMARY_VERSION, ParseOutcome, parse_rank_dir, write_outputs
 from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
 
@@ -79,9 +80,21 @@ def parse_all(
                 on_done(outcome)
         return outcomes
     results: dict[Path, ParseOutcome] = {}
+    todo: list[Path] = []
+    for d in rank_dirs:
+        if not force and (d / layout.PARSED_DIR / layout.ANALYSE_DONE).exists():
+            # already parsed: parse_rank_dir answers "cached" at once; no process is forked for it
+            # (a report on 1,000 parsed ranks: ~0.3 s of pool round trips)
+            results[d] = outcome = parse_rank_dir(d, force, 1)
+            if on_done:
+                on_done(outcome)
+        else:
+            todo.append(d)
+    if not todo:
+        return [results[d] for d in rank_dirs]
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(rank_dirs)), mp_context=ctx) as pool:
-        futures = {pool.submit(parse_rank_dir, d, force, 1): d for d in rank_dirs}
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+        futures = {pool.submit(parse_rank_dir, d, force, 1): d for d in todo}
         for fut in as_completed(futures):
             d = futures[fut]
             try:
@@ -95,10 +108,54 @@ def parse_all(
 
 
 def _load_summary(parsed_dir: Path) -> dict[str, Any] | None:
+    """The rank's summary, or None when it is missing or not one this version wrote (damaged, edited, or
+    written by another version: re-parsing with --force rewrites it)."""
     try:
-        return json.loads((parsed_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
+        summary = json.loads((parsed_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError, RecursionError):
         return None
+    return summary if _is_summary(summary) else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_step_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_summary(summary: Any) -> bool:
+    """Does ``summary`` have every field, of the type, that the report reads?"""
+    if not isinstance(summary, dict) or summary.get("version") != SUMMARY_VERSION:
+        return False
+    steps, memory = summary.get("steps", []), summary.get("memory") or {}
+    if not (_is_step_number(summary.get("rank")) and isinstance(steps, list) and isinstance(memory, dict)):
+        return False
+    if not all(
+        isinstance(s, dict)
+        and _is_step_number(s.get("step"))
+        and all(_is_number(s.get(k)) for k in ("start_us", *STEP_TIME_FIELDS))
+        and (s.get("memory_peak_mb") is None or _is_number(s["memory_peak_mb"]))
+        for s in steps
+    ):
+        return False
+    for key in ("top_operators", "top_kernels"):
+        items = summary.get(key, [])
+        if not isinstance(items, list) or not all(_is_top_item(item) for item in items):
+            return False
+    peaks = (memory.get("peak_allocated_mb"), memory.get("peak_reserved_mb"))
+    return all(p is None or _is_number(p) for p in peaks)
+
+
+def _is_top_item(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("name"), str)
+        and isinstance(item.get("count"), int)
+        and _is_step_number(item.get("step"))
+        and all(_is_number(v) for k, v in item.items() if k.endswith("_us"))
+    )
 
 
 def _in_steps(step: Any, steps: tuple[int, int] | None) -> bool:
@@ -244,7 +301,9 @@ def build_report(
         summary = _load_summary(out_dir) if outcome.ok else None
         if summary is None:
             reason = outcome.reason or (
-                f"no {SUMMARY_FILE} (parsed by another tool?); re-run with --force" if outcome.ok else ""
+                f"no readable {SUMMARY_FILE} (parsed by another tool or version?); re-run with --force"
+                if outcome.ok
+                else ""
             )
             problems.append(
                 {

@@ -7,7 +7,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, Extract
+from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, EventError, Extract
 from npuprof.analysis.forked import Forked
 from npuprof.analysis.trace_loader import TraceError, TraceReader
 
@@ -24,8 +24,11 @@ def _scan_range(path: str, fd: int | None, start: int, end: int) -> Extract:
 
 def _scan_into(extract: Extract, path: str, fd: int | None, start: int, end: int) -> None:
     reader = TraceReader(path, block=BLOCK, fd=fd, decoder=TYPED_DECODER, fallback=SCAN_DECODER)
-    for chunk in reader.iter_range(start, end):
-        extract.add_chunk(chunk.events, chunk.text)
+    try:
+        for chunk in reader.iter_range(start, end):
+            extract.add_chunk(chunk.events, chunk.text)
+    except EventError as exc:
+        raise TraceError("corrupt", f"{path}: {exc} (corrupt trace)") from None
 
 
 def scan_behind(path: Path, fd: int, growth: Any, workers: int = 1) -> tuple[Extract, dict[str, Any], int]:

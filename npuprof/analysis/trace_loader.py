@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
 import msgspec
 
@@ -39,6 +39,19 @@ EMPTY_RAW = msgspec.Raw(b"")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _HEAD_LIMIT = 64 << 20  # the traceEvents key must appear within this many bytes
 _WS = b" \t\r\n"
+# msgspec's syntax errors end in "(byte N)"; "trailing characters" is also how the end of the events array
+# shows, so it does not count as a bad byte
+_MALFORMED_AT = re.compile(r"JSON is malformed: (?!trailing).*\(byte (\d+)\)$")
+_AT_BYTE = re.compile(r"\(byte (\d+)\)$")
+_WINDOW = 4 << 20  # bytes read at a time when looking for an event boundary
+_LOOKAHEAD = 1 << 16  # bytes after a "{" that must read as events for it to start one
+_SNIPPET = 160  # characters of a bad event quoted in an error
+
+
+# A time (µs) beyond ~31,700 years is no time a profiler wrote; bounding it keeps every sum and product of
+# the tables finite (1e308 + 1e308 would be inf, which JSON cannot hold).
+TIME_LIMIT = 1e18
+Time = Annotated[float, msgspec.Meta(ge=-TIME_LIMIT, le=TIME_LIMIT)]
 
 
 class ScanEvent(msgspec.Struct, gc=False):
@@ -47,8 +60,8 @@ class ScanEvent(msgspec.Struct, gc=False):
     name: str = ""
     ph: str = ""
     cat: str = ""
-    ts: float = 0.0
-    dur: float = 0.0
+    ts: Time = 0.0
+    dur: Time = 0.0
     pid: int | str = 0
     tid: int | str = 0
     args: msgspec.Raw = EMPTY_RAW
@@ -60,10 +73,14 @@ class Event(ScanEvent, gc=False):
     id: int | str | None = None
 
     def args_dict(self) -> dict[str, Any]:
-        """The event's ``args`` decoded (an empty dict when it has none)."""
+        """The event's ``args`` decoded (an empty dict when it has none, or when they are not valid JSON:
+        ``args`` are only checked for their nesting while the trace is read)."""
         if not self.args:
             return {}
-        value = msgspec.json.decode(self.args)
+        try:
+            value = msgspec.json.decode(self.args)
+        except (msgspec.DecodeError, RecursionError):
+            return {}
         return value if isinstance(value, dict) else {}
 
 
@@ -103,6 +120,7 @@ class Trace:
 
 _DECODER = msgspec.json.Decoder(list[Event])
 _ANY = msgspec.json.Decoder()
+_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _open(path: Path) -> BinaryIO:
@@ -181,6 +199,8 @@ class TraceReader:
         self.meta: dict[str, Any] = {}
         self.bytes_read = 0
         self.event_count = 0
+        # where the last text that failed to decode stops being JSON (offset into that text), when known
+        self.malformed_at: int | None = None
 
     def _read(self, handle: BinaryIO, size: int) -> bytes:
         try:
@@ -198,8 +218,15 @@ class TraceReader:
         buf = bytearray()
         while True:
             data = self._read(handle, 1 << 20)
+            searched = max(0, len(buf) - 4096)
             buf += data
-            match = _EVENTS_KEY.search(buf)
+            first = _next_nonspace(buf, 0)
+            if first < len(buf) and buf[first] != 0x7B:  # "{"
+                what = "a bare JSON array of events" if buf[first] == 0x5B else "not a JSON object"
+                raise TraceError(
+                    "corrupt", f"{self.path}: {what}, not a Chrome trace object with traceEvents"
+                )
+            match = _EVENTS_KEY.search(buf, searched)
             if match:
                 break
             if not data or len(buf) > _HEAD_LIMIT:
@@ -216,39 +243,72 @@ class TraceReader:
     def _decode_object(self, text: bytes, what: str) -> dict[str, Any]:
         try:
             value = _ANY.decode(text)
-        except msgspec.DecodeError as exc:
-            raise TraceError("corrupt", f"{self.path}: cannot decode {what}: {exc}") from exc
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise TraceError("corrupt", f"{self.path}: cannot decode {what}: {exc}") from None
         if not isinstance(value, dict):
             raise TraceError("corrupt", f"{self.path}: {what} is not a JSON object")
         return value
 
     def _decode(self, text: memoryview) -> tuple[list[Event], memoryview] | None:
-        """Decode ``{...},{...}``; return the events and the text (a view of the buffer the events'
-        ``args`` point into)."""
+        """Decode ``{...},{...}`` (text that starts at an event); return the events and the text (a view of
+        the buffer the events' ``args`` point into), or None when the text is not JSON (then
+        ``malformed_at`` says where it stops being JSON, when it does). JSON that is not events, or nests
+        too deeply to read, is a corrupt trace: TraceError."""
         framed = bytearray(b"[")
         framed += text
         framed += b"]"
         try:
-            events = self.decoder.decode(framed)
-        except msgspec.ValidationError:
-            if self.fallback is None:
-                return None
             try:
-                events = self.fallback.decode(framed)
+                events = self.decoder.decode(framed)
+            except msgspec.ValidationError:
+                if self.fallback is None:
+                    return self._undecodable(framed)
+                try:
+                    events = self.fallback.decode(framed)
+                except msgspec.DecodeError:
+                    return self._undecodable(framed)
             except msgspec.DecodeError:
-                return None
-        except msgspec.DecodeError:
-            return None
+                return self._undecodable(framed)
+        except RecursionError:  # wherever such a trace is cut, it cannot be read
+            raise TraceError(
+                "corrupt", f"{self.path}: JSON nested too deeply to read (corrupt trace)"
+            ) from None
         return events, memoryview(framed)[1:-1]
 
+    def _undecodable(self, framed: bytearray) -> None:
+        """Why ``[text]`` did not decode: JSON that stops at a byte (``malformed_at``; a text cut inside an
+        event stops at its end), or an event of the wrong shape (TraceError)."""
+        self.malformed_at = None
+        try:
+            raws = _RAW_EVENTS.decode(framed)
+        except msgspec.DecodeError as exc:
+            found = _MALFORMED_AT.search(str(exc))
+            if found:
+                self.malformed_at = int(found.group(1)) - 1  # "[" was added in front
+            return None
+        decoder = self.fallback or self.decoder
+        for raw in raws:
+            try:
+                decoder.decode(b"[" + bytes(raw) + b"]")
+            except msgspec.DecodeError as exc:
+                raise TraceError("corrupt", f"{self.path}: {_bad_event(bytes(raw), exc)}") from None
+        return None
+
     def _split(self, buf: bytearray, limit: int) -> tuple[int, list[Event], memoryview] | None:
-        """Find the last event boundary ``},{`` in ``buf`` that yields a decodable chunk; return
-        (index just after its ``}``, events). None when no boundary works."""
+        """Find the last event boundary ``},{`` in ``buf`` (which starts at an event) that yields a
+        decodable chunk; return (index just after its ``}``, events). None when no boundary works yet;
+        TraceError when none ever will (the first event is not JSON, or not an event)."""
         end = len(buf)
         tries = 0
+        bad: int | None = None  # a byte where the text stops being JSON: no boundary after it can work
         while tries < limit:
             close = buf.rfind(b"}", 0, end)
             if close < 0:
+                if bad is not None:
+                    where = self.bytes_read - len(buf) + bad
+                    raise TraceError(
+                        "corrupt", f"{self.path}: malformed JSON at byte {where} (corrupt trace)"
+                    )
                 return None
             comma = _next_nonspace(buf, close + 1)
             if comma < len(buf) and buf[comma] == 0x2C:  # ","
@@ -258,6 +318,10 @@ class TraceReader:
                     decoded = self._decode(memoryview(buf)[: close + 1])
                     if decoded is not None:
                         return close + 1, *decoded
+                    if self.malformed_at is not None and self.malformed_at < close:
+                        bad = self.malformed_at
+                        end = bad
+                        continue
             end = close
         return None
 
@@ -278,7 +342,8 @@ class TraceReader:
                 if decoded is None:
                     raise TraceError(
                         "corrupt",
-                        f"{self.path}: undecodable events before byte {self.bytes_read} (corrupt trace)",
+                        f"{self.path}: undecodable events before byte {self.bytes_read}"
+                        f"{self._malformed_where(len(buf))} (corrupt trace)",
                     )
                 return last + 1, *decoded
             end = bracket
@@ -310,6 +375,13 @@ class TraceReader:
             f"after {size} bytes (truncated file?)",
         )
 
+    def _malformed_where(self, buffered: int) -> str:
+        """``: malformed JSON at byte N`` for the last failed decode of text that began ``buffered`` bytes
+        before ``bytes_read``, when it stopped being JSON at a known byte."""
+        if self.malformed_at is None:
+            return ""
+        return f": malformed JSON at byte {self.bytes_read - buffered + self.malformed_at}"
+
     @staticmethod
     def _tail_value(tail: bytes) -> dict[str, Any] | None:
         tail = tail.strip()
@@ -321,7 +393,7 @@ class TraceReader:
             return None
         try:
             value = _ANY.decode(tail)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return None
         return value if isinstance(value, dict) else None
 
@@ -388,7 +460,8 @@ class TraceReader:
                         raise TraceError(
                             "corrupt",
                             f"{self.path}: undecodable events between bytes "
-                            f"{self.bytes_read - len(buf)} and {end} (corrupt trace)",
+                            f"{self.bytes_read - len(buf)} and {end}"
+                            f"{self._malformed_where(len(buf))} (corrupt trace)",
                         )
                     self.event_count += len(decoded[0])
                     yield TraceChunk(*decoded)
@@ -418,7 +491,11 @@ class TraceReader:
         with self._plain() as handle:
             while pos < end:
                 handle.seek(pos)
-                window = handle.read(min(4 << 20, end - pos))
+                window = handle.read(min(_WINDOW, end - pos))
+                if not window:
+                    break
+                # a "{" is checked on the _LOOKAHEAD bytes after it (all there are at the end)
+                last = len(window) if pos + len(window) >= end else len(window) - _LOOKAHEAD
                 i = 0
                 while True:
                     close = window.find(b"}", i)
@@ -427,24 +504,13 @@ class TraceReader:
                     comma = _next_nonspace(window, close + 1)
                     if comma < len(window) and window[comma] == 0x2C:
                         brace = _next_nonspace(window, comma + 1)
-                        if brace < len(window) and window[brace] == 0x7B and self._valid_from(window, brace):
+                        if brace >= last:
+                            break
+                        if window[brace] == 0x7B and _starts_events(window, brace):
                             return pos + brace
                     i = close + 1
-                pos += max(len(window) - (1 << 16), 1)
+                pos += max(len(window) - _LOOKAHEAD, 1)
         return end
-
-    def _valid_from(self, window: bytes, brace: int) -> bool:
-        """Does a run of whole events start at ``brace``? (decodes up to a later boundary)"""
-        probe = window.find(b"}", brace + 1)
-        tries = 0
-        while probe >= 0 and tries < 64:
-            comma = _next_nonspace(window, probe + 1)
-            if comma < len(window) and window[comma] == 0x2C:
-                tries += 1
-                if self._decode(memoryview(window)[brace : probe + 1]) is not None:
-                    return True
-            probe = window.find(b"}", probe + 1)
-        return False
 
     def _iter_stream(self, handle: BinaryIO) -> Iterator[TraceChunk]:
         buf = self._head(handle)
@@ -487,6 +553,32 @@ class TraceReader:
             if rest < len(buf) and buf[rest] == 0x2C:
                 rest += 1
             buf = buf[rest:]
+
+
+def _starts_events(window: bytes, brace: int) -> bool:
+    """Does an event start at ``brace``? What follows it, up to the window's last "}", must read as whole
+    events, or as their beginning (the window may end inside an event). A "{" inside an event (an object in
+    a list in its args, a "},{" in a string) fails: the text soon closes what it never opened."""
+    framed = b"[" + window[brace : window.rfind(b"}") + 1] + b"]"
+    try:
+        _RAW_EVENTS.decode(framed)
+    except msgspec.DecodeError as exc:
+        message = str(exc)
+        if "trailing characters" in message:  # a "]" in the text closed the events' array
+            return False
+        found = _AT_BYTE.search(message)
+        return found is None or int(found.group(1)) >= len(framed) - 1  # not JSON only where it was cut
+    except RecursionError:
+        return False
+    return True
+
+
+def _bad_event(raw: bytes, exc: msgspec.DecodeError) -> str:
+    """One line: what is wrong with the event ``raw`` (msgspec's words, its path made relative to the
+    event), and its start."""
+    problem = str(exc).replace("`$[0]", "`event")
+    text = " ".join(raw[:_SNIPPET].decode("utf-8", "replace").split())  # one line, however it was indented
+    return f"an event of the wrong shape ({problem}): {text}{'...' if len(raw) > _SNIPPET else ''}"
 
 
 def iter_chunks(path: str | Path, block: int = DEFAULT_BLOCK) -> tuple[TraceReader, Iterator[TraceChunk]]:

@@ -34,6 +34,8 @@ def find_trace(source: Path) -> Path:
     source = single_rank_dir(source)
     if source.is_file():
         return source
+    if not source.is_dir():
+        raise InputError(f"{source} is neither a rank directory nor a trace file")
     trace = layout.find_raw_trace(source)
     if trace is None:
         parsed = source / layout.PARSED_DIR / PARSED_TRACE

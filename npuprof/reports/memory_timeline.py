@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +52,7 @@ _DEVICE_TYPES = {0: "cpu", 1: "cuda", 20: "npu"}
 CAPTURE_FLAGS = "--profile-memory --record-shapes --with-stack"
 
 RawEvent = tuple[int, int, int, int]
+_INT64 = 1 << 63  # torch writes each number of a raw event as an int64
 
 
 class MemoryTimelineError(ValueError):
@@ -139,7 +142,9 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
                 int(args.get("Total Reserved", 0)),
                 int(args.get("Bytes", 0)),
             )
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
+            continue
+        if not math.isfinite(record[0] * 1000):  # a time no timeline can place (ns must fit a float)
             continue
         per_device.setdefault(name, []).append(record)
     if not per_device:
@@ -195,20 +200,23 @@ def read_raw(path: Path) -> list[RawEvent]:
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)
         events = json.loads(data)
-    except (OSError, EOFError, ValueError) as exc:
-        raise MemoryTimelineError(f"cannot read {path}: {exc}") from exc
+    except (OSError, EOFError, ValueError, zlib.error, RecursionError) as exc:
+        raise MemoryTimelineError(f"cannot read {path}: {exc}") from None
     if not isinstance(events, list):
         raise MemoryTimelineError(f"{path} is not a raw memory timeline (a JSON list of 4-tuples)")
     try:
-        return [(int(t), int(a), int(n), int(c)) for t, a, n, c in events]
-    except (TypeError, ValueError) as exc:
-        raise MemoryTimelineError(f"{path} is not a raw memory timeline: {exc}") from exc
+        raw = [(int(t), int(a), int(n), int(c)) for t, a, n, c in events]
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise MemoryTimelineError(f"{path} is not a raw memory timeline: {exc}") from None
+    if any(not -_INT64 <= value < _INT64 for event in raw for value in event):
+        raise MemoryTimelineError(f"{path} is not a raw memory timeline: a number is out of range")
+    return raw
 
 
 def read_meta(path: Path) -> dict[str, object]:
     try:
         meta = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return meta if isinstance(meta, dict) else {}
 
@@ -253,7 +261,8 @@ def load(source: Path, device: str | None = None) -> MemoryData:
             )
         return from_trace(trace, device)
     if not source.is_file():
-        raise MemoryTimelineError(f"{source} does not exist")
+        what = "is neither a rank directory nor a file" if source.exists() else "does not exist"
+        raise MemoryTimelineError(f"{source} {what}")
     if source.name.endswith(".raw.json.gz") or source.name == RAW_FILE:
         return from_raw(source, device)
     return from_trace(source, device)

@@ -228,10 +228,11 @@ def _device_links(
         raw = bytes(ev.args)
         if b'"correlation"' in raw or b'"External id"' in raw:
             args = ev.args_dict()
-            if "correlation" in args and ev.cat not in ("cpu_op", "user_annotation", "python_function"):
-                by_corr[args["correlation"]] = node
-            elif "External id" in args and ev.cat in ("cpu_op", "user_annotation"):
-                by_external.setdefault(args["External id"], node)
+            correlation, external = _link_id(args, "correlation"), _link_id(args, "External id")
+            if correlation is not None and ev.cat not in ("cpu_op", "user_annotation", "python_function"):
+                by_corr[correlation] = node
+            elif external is not None and ev.cat in ("cpu_op", "user_annotation"):
+                by_external.setdefault(external, node)
 
     flow_start: dict[object, int] = {}
     flow_end: dict[tuple[object, object, float], object] = {}
@@ -247,15 +248,22 @@ def _device_links(
 
     for ev in device_events:
         args = ev.args_dict()
-        node = by_corr.get(args.get("correlation")) if "correlation" in args else None
+        correlation, external = _link_id(args, "correlation"), _link_id(args, "External id")
+        node = by_corr.get(correlation) if correlation is not None else None
         if node is None and ev.ts is not None:
             key = flow_end.get((ev.pid, ev.tid, round(float(ev.ts), 3)))
             node = flow_start.get(key) if key is not None else None
-        if node is None and "External id" in args:
-            node = by_external.get(args["External id"])
+        if node is None and external is not None:
+            node = by_external.get(external)
         if node is not None:
             links[id(ev)] = node
     return links
+
+
+def _link_id(args: dict[str, object], key: str) -> int | float | str | None:
+    """``args[key]`` when it can link events (a number or a string; anything else links nothing)."""
+    value = args.get(key)
+    return value if isinstance(value, int | float | str) else None
 
 
 def _device_work(events: list[TraceEvent], device_pids: set[object]) -> list[TraceEvent]:

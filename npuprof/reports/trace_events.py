@@ -11,6 +11,7 @@ event's args costs 4x the time and twice the memory on big traces (measured-fact
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ class TraceEvent(msgspec.Struct, frozen=True):
             return {}
         try:
             value = msgspec.json.decode(self.args)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return {}
         return value if isinstance(value, dict) else {}
 
@@ -45,6 +46,10 @@ class _TraceFile(msgspec.Struct):
 
 class TraceReadError(ValueError):
     """The file is not a readable Chrome trace."""
+
+
+# what reading a (possibly gzipped) file raises for a missing, unreadable, truncated or corrupt one
+_READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 def read_trace_bytes(path: Path) -> bytes:
@@ -75,23 +80,30 @@ def load_events(path: Path) -> list[Any]:
 
 def _starts_with_array(path: Path) -> bool:
     try:
-        return read_trace_bytes(path)[:4096].lstrip()[:1] == b"["
-    except (OSError, EOFError, gzip.BadGzipFile):
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as unzipped:
+                head = unzipped.read(4096)
+    except _READ_ERRORS:
         return False
+    return head.lstrip()[:1] == b"["
 
 
 def _load_events(path: Path) -> list[TraceEvent]:
     try:
         data = read_trace_bytes(path)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise TraceReadError(f"cannot read {path}: {exc}") from exc
+    except _READ_ERRORS as exc:
+        raise TraceReadError(f"cannot read {path}: {exc}") from None
     stripped = data.lstrip()
     try:
         if stripped[:1] == b"[":
             return msgspec.json.decode(data, type=list[TraceEvent])
         return msgspec.json.decode(data, type=_TraceFile).traceEvents
     except msgspec.DecodeError as exc:
-        raise TraceReadError(f"{path} is not a Chrome trace (JSON with traceEvents): {exc}") from exc
+        raise TraceReadError(f"{path} is not a Chrome trace (JSON with traceEvents): {exc}") from None
+    except RecursionError:
+        raise TraceReadError(f"{path}: JSON nested too deeply to read (corrupt trace)") from None
 
 
 def process_names(events: list[Any]) -> dict[int | str | None, str]:
