@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,17 @@ ROWS = {
     "startup.py": ["launcher: npuprof run -- python -c pass", "bootstrap in a child that never uses torch"],
     "overhead.py": ["npuprof's step hook", "step outside captures", "step inside a capture", "RSS added"],
     "export_stall.py": ["step where a capture ends", "torch's gzip handler"],
+    "scale.py": [
+        "npuprof analyse, unparsed (parse + report), 4 ranks",
+        "npuprof analyse, unparsed (parse + report), 8 ranks",
+        "npuprof analyse, parsed (report only), 4 ranks",
+        "npuprof analyse, parsed (report only), 8 ranks",
+        "2 post-processors at once",
+        "one post-processor's peak against its trace",
+    ],
 }
+# beyond --quick (scale.py: two small result dirs, 4 and 8 ranks)
+EXTRA_ARGS = {"scale.py": ["--ranks", "4,8"]}
 
 
 def _bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -29,7 +40,7 @@ def quick_outputs() -> dict[str, tuple[int, str, str]]:
     """Every bench in --quick mode, all at once (they are mostly waiting for torch to import)."""
     procs = {
         script: subprocess.Popen(
-            [sys.executable, str(BENCH / script), "--quick"],
+            [sys.executable, str(BENCH / script), "--quick", *EXTRA_ARGS.get(script, [])],
             cwd=ROOT,
             env=clean_env(),
             stdout=subprocess.PIPE,
@@ -62,6 +73,47 @@ def test_bench_prints_its_table(script: str, quick_outputs: dict[str, tuple[int,
 def test_run_all_lists_every_bench() -> None:
     result = _bench("-c", "import sys; sys.path.insert(0, 'bench'); import run_all; print(run_all.BENCHES)")
     assert result.returncode == 0, result.stderr
-    for script in ("startup.py", "overhead.py", "export_stall.py"):
+    for script in ("startup.py", "overhead.py", "export_stall.py", "scale.py"):
         assert script in result.stdout
         assert (BENCH / script).exists()
+
+
+def test_scale_compares_each_size_with_the_one_before(quick_outputs: dict[str, tuple[int, str, str]]) -> None:
+    """bench/scale.py --ranks 4,8 --quick: the smallest size is the baseline; the next one is given as
+    ratios of time and memory to it, with the budget (linear time, bounded memory)."""
+    code, stdout, stderr = quick_outputs["scale.py"]
+    assert code == 0, stderr[-3000:]
+    lines = stdout.splitlines()
+    for label in ("unparsed (parse + report)", "parsed (report only)"):
+        (first,) = [line for line in lines if f"{label}, 4 ranks" in line]
+        (second,) = [line for line in lines if f"{label}, 8 ranks" in line]
+        assert "(the baseline)" in first and "ms/rank" in first and " MB" in first, first
+        cells = [cell.strip() for cell in second.split(" | ")]
+        assert cells[1].startswith("4 ranks: "), second
+        assert re.search(r"x\d+\.\d+ time for x2 ranks .* x\d+\.\d+ memory", cells[3]), second
+        assert re.fullmatch(r"time <= x2\.20, memory \+\d+ MB \(a reader\) since 4 ranks", cells[4]), second
+    (post,) = [line for line in lines if "2 post-processors at once" in line]
+    assert "1 alone: " in post and re.search(r"x\d+\.\d+ memory", post), post
+    assert any(line.strip().startswith("1 round(s)") for line in lines), stdout
+
+
+def test_streamed_json_report_is_render_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """`npuprof analyse --format json` writes the report as it is encoded (bench/scale.py: the joined text
+    of a 1,000-rank report took 30 MB): the bytes must stay those of terminal.render_json."""
+    sys.path.insert(0, str(ROOT))
+    from npuprof.cli.analyse import write_json
+    from npuprof.reports.terminal import render_json
+
+    report = {
+        "version": 1,
+        "path": "r\u00e9sultat/",
+        "steps_filter": None,
+        "ranks": [
+            {"rank": r, "steps": [{"step": s, "duration_us": 1.5 * s} for s in range(3)]} for r in range(50)
+        ],
+        "problems": [],
+        "cross_rank": {"steps": [], "slowest": None, "start_skew": [{"skew_us": float("inf")}]},
+    }
+    for chunk_count in (1, 7, 8192):
+        write_json(report, chunk_count=chunk_count)
+        assert capsys.readouterr().out == render_json(report) + "\n"
