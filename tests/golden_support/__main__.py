@@ -1,0 +1,3 @@
+from golden_support import main
+
+main()
