@@ -21,7 +21,7 @@ import numpy as np
 
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
-from npuprof.analysis.tables import step_of
+from npuprof.analysis.step_breakdown import StepWindows
 
 _DTYPE_BYTES = {
     "float": 4,
@@ -260,17 +260,17 @@ def _total(infos: list[dict[str, Any]]) -> dict[str, Any]:
     return _info(start, elapse, size, dist)
 
 
-def _step_keys(ops: list[CommOp], windows: list) -> list[str | None]:
+def _step_keys(ops: list[CommOp], windows: StepWindows) -> list[str | None]:
     """The communication.json step key of each operator ("step<N>", or "step" for a trace without
     steps); None for one outside every step."""
-    if not windows:
+    if not len(windows):
         return ["step"] * len(ops)
-    labels = ["step" if w[0] is None else f"step{w[0]}" for w in windows] + [None]  # -1: outside
-    inside = step_of(np.array([op.ts for op in ops], dtype=float), windows)
+    labels = ["step" if n is None else f"step{n}" for n in windows.numbers] + [None]  # -1: outside
+    inside = windows.index_of(np.array([op.ts for op in ops], dtype=float))
     return [labels[i] for i in inside.tolist()]
 
 
-def build(ops: list[CommOp], windows: list, rank: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def build(ops: list[CommOp], windows: StepWindows, rank: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(communication.json, communication_matrix.json) contents."""
     comm: dict[str, dict[str, dict[str, Any]]] = {}
     matrix: dict[str, dict[str, dict[str, Any]]] = {}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import re
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Literal
@@ -25,27 +24,13 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
+from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.trace_loader import EMPTY_RAW, ScanEvent, Time
-
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-COMM_KERNEL_MARKS = ("nccl", "hccl", "rccl")
-_COMM_ANNOTATION_PREFIXES = ("gloo:", "nccl:", "hccl:", "mpi:", "ucc:")
 
 
 class EventError(ValueError):
     """An event the tables cannot read: its ``args`` are not of the types the profiler writes, or hold a
     number out of range. The message names the event."""
-
-
-def is_comm_name(name: str) -> bool:
-    low = name.lower()
-    return any(mark in low for mark in COMM_KERNEL_MARKS) or low.startswith(_COMM_ANNOTATION_PREFIXES)
-
-
-def is_receive(name: str) -> bool:
-    low = name.lower()
-    return "recv" in low or "receive" in low
 
 
 SCAN_DECODER = msgspec.json.Decoder(list[ScanEvent])
@@ -91,17 +76,22 @@ _NO_ARGS = b"{}"
 _CPU_OP, _KERNEL, _MEMCPY, _MEMSET, _ANNOT, _GPU_ANNOT, _RUNTIME, _DRIVER = range(1, 9)
 _X, _INSTANT, _INSTANT2, _META = range(1, 5)
 _CAT_CODES = {
-    "cpu_op": _CPU_OP,
-    "kernel": _KERNEL,
-    "gpu_memcpy": _MEMCPY,
-    "gpu_memset": _MEMSET,
-    "user_annotation": _ANNOT,
-    "gpu_user_annotation": _GPU_ANNOT,
-    "cuda_runtime": _RUNTIME,
-    "cuda_driver": _DRIVER,
+    vocab.CPU_OP: _CPU_OP,
+    vocab.KERNEL: _KERNEL,
+    vocab.MEMCPY: _MEMCPY,
+    vocab.MEMSET: _MEMSET,
+    vocab.USER_ANNOTATION: _ANNOT,
+    vocab.GPU_USER_ANNOTATION: _GPU_ANNOT,
+    vocab.RUNTIME: _RUNTIME,
+    vocab.DRIVER: _DRIVER,
 }
+_CAT_CODES.update({old: _CAT_CODES[new] for old, new in vocab.OLD_NAMES.items()})
 _PH_CODES = {"X": _X, "i": _INSTANT, "I": _INSTANT2, "M": _META}
-_KIND_OF = {_KERNEL: "kernel", _MEMCPY: "memcpy", _MEMSET: "memset"}
+_KIND_OF = {
+    _KERNEL: vocab.TASK_KIND[vocab.KERNEL],
+    _MEMCPY: vocab.TASK_KIND[vocab.MEMCPY],
+    _MEMSET: vocab.TASK_KIND[vocab.MEMSET],
+}
 
 _CAT, _PH, _TS, _DUR = attrgetter("cat"), attrgetter("ph"), attrgetter("ts"), attrgetter("dur")
 _NAME, _ARGS, _PID, _TID = attrgetter("name"), attrgetter("args"), attrgetter("pid"), attrgetter("tid")
@@ -239,7 +229,7 @@ class _Typed(msgspec.Struct, tag_field="cat", kw_only=True, gc=False):
     dur: Time = 0.0
 
 
-class _TOp(_Typed, tag="cpu_op", gc=False):
+class _TOp(_Typed, tag=vocab.CPU_OP, gc=False):
     ph: Literal["X"]
     name: str = ""
     pid: int | str = 0
@@ -247,7 +237,7 @@ class _TOp(_Typed, tag="cpu_op", gc=False):
     args: OpArgsTyped = msgspec.field(default_factory=OpArgsTyped)
 
 
-class _TKernel(_Typed, tag="kernel", gc=False):
+class _TKernel(_Typed, tag=vocab.KERNEL, gc=False):
     ph: Literal["X"]
     name: str = ""
     pid: int | str = 0
@@ -255,15 +245,15 @@ class _TKernel(_Typed, tag="kernel", gc=False):
     args: KernelArgs = msgspec.field(default_factory=KernelArgs)
 
 
-class _TMemcpy(_TKernel, tag="gpu_memcpy", gc=False):
+class _TMemcpy(_TKernel, tag=vocab.MEMCPY, gc=False):
     pass
 
 
-class _TMemset(_TKernel, tag="gpu_memset", gc=False):
+class _TMemset(_TKernel, tag=vocab.MEMSET, gc=False):
     pass
 
 
-class _TAnnot(_Typed, tag="user_annotation", gc=False):
+class _TAnnot(_Typed, tag=vocab.USER_ANNOTATION, gc=False):
     ph: Literal["X"]
     name: str = ""
     pid: int | str = 0
@@ -271,20 +261,20 @@ class _TAnnot(_Typed, tag="user_annotation", gc=False):
     args: msgspec.Raw = EMPTY_RAW
 
 
-class _TGpuAnnot(_TAnnot, tag="gpu_user_annotation", gc=False):
+class _TGpuAnnot(_TAnnot, tag=vocab.GPU_USER_ANNOTATION, gc=False):
     pass
 
 
-class _TRuntime(_Typed, tag="cuda_runtime", gc=False):
+class _TRuntime(_Typed, tag=vocab.RUNTIME, gc=False):
     ph: Literal["X"]
     args: LaunchArgs = msgspec.field(default_factory=LaunchArgs)
 
 
-class _TDriver(_TRuntime, tag="cuda_driver", gc=False):
+class _TDriver(_TRuntime, tag=vocab.DRIVER, gc=False):
     pass
 
 
-class _TInstant(_Typed, tag="cpu_instant_event", gc=False):
+class _TInstant(_Typed, tag=vocab.CPU_INSTANT, gc=False):
     ph: Literal["i", "I"]
     name: str = ""
     pid: int | str = 0
@@ -292,31 +282,31 @@ class _TInstant(_Typed, tag="cpu_instant_event", gc=False):
     args: MemArgs | None = None
 
 
-class _TPython(_Typed, tag="python_function", gc=False):
+class _TPython(_Typed, tag=vocab.PYTHON_FUNCTION, gc=False):
     ph: Literal["X"]
 
 
-class _TOverhead(_TPython, tag="overhead", gc=False):
+class _TOverhead(_TPython, tag=vocab.OVERHEAD, gc=False):
     pass
 
 
-class _TSync(_TPython, tag="cuda_sync", gc=False):
+class _TSync(_TPython, tag=vocab.CUDA_SYNC, gc=False):
     pass
 
 
-class _TRange(_TPython, tag="cuda_profiler_range", gc=False):
+class _TRange(_TPython, tag=vocab.PROFILER_RANGE, gc=False):
     pass
 
 
-class _TTrace(_TPython, tag="Trace", gc=False):
+class _TTrace(_TPython, tag=vocab.TRACE, gc=False):
     pass
 
 
-class _TFlow(_Typed, tag="ac2g", gc=False):
+class _TFlow(_Typed, tag=vocab.FLOW_LAUNCH, gc=False):
     ph: Literal["s", "f", "t"]
 
 
-class _TFwdBwd(_TFlow, tag="fwdbwd", gc=False):
+class _TFwdBwd(_TFlow, tag=vocab.FLOW_FWDBWD, gc=False):
     pass
 
 
@@ -482,7 +472,7 @@ class Extract:
         mi = np.flatnonzero((ph == _INSTANT) | (ph == _INSTANT2))
         if len(mi):
             inst = _pick(events, mi)
-            keep = [k for k, ev in enumerate(inst) if ev.name == "[memory]" and ev.args]
+            keep = [k for k, ev in enumerate(inst) if ev.name == vocab.MEMORY_EVENT and ev.args]
             sel.mi = mi[keep]
             sel.mems = [inst[k] for k in keep]
             if sel.mems:
@@ -527,7 +517,7 @@ class Extract:
         mi = np.flatnonzero(kind == _K_INST)
         if len(mi):
             inst = _pick(events, mi)
-            keep = [k for k, ev in enumerate(inst) if ev.name == "[memory]" and ev.args is not None]
+            keep = [k for k, ev in enumerate(inst) if ev.name == vocab.MEMORY_EVENT and ev.args is not None]
             sel.mi = mi[keep]
             sel.mems = [inst[k] for k in keep]
             sel.margs = list(map(_ARGS, sel.mems))
@@ -554,7 +544,7 @@ class Extract:
                 stacks = [(s if isinstance(s, str) else ";".join(s)) if s else None for s in stacks]
             else:
                 stacks = [None] * len(ops)
-            for k in _positions(op_names, "record_param_comms"):
+            for k in _positions(op_names, vocab.COMM_RECORD):
                 ev = ops[k]
                 args = ev.args if isinstance(ev.args, msgspec.Raw) else _comm_args(oargs[k])
                 comm.append((int(oi[k]), ev.name, ev.ts, ev.dur, op_keys[k], args))
@@ -563,12 +553,12 @@ class Extract:
         for i, code in zip(sel.ai.tolist(), sel.ann_cats.tolist(), strict=True):
             ev = events[i]
             name = ev.name
-            if name.startswith("ProfilerStep#"):
-                match = STEP_RE.match(name)
+            if name.startswith(vocab.STEP_PREFIX):
+                match = vocab.STEP_RE.match(name)
                 if match and code == _ANNOT:
                     thread_streams.append((np.array([i]), 0, [(ev.pid, ev.tid)]))
                     steps.append((int(match.group(1)), ev.ts, ev.dur, (ev.pid, ev.tid)))
-            elif name.startswith(_COMM_ANNOTATION_PREFIXES):
+            elif name.startswith(vocab.COMM_ANNOTATION_PREFIXES):
                 comm.append((i, name, ev.ts, ev.dur, (ev.pid, ev.tid), ev.args))
         mem_keys = list(map(_PIDTID, sel.mems))
         thread_streams.append((sel.mi, 0, mem_keys))

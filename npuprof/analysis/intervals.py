@@ -71,3 +71,46 @@ def totals(starts: np.ndarray, ends: np.ndarray, owner: np.ndarray, windows: int
         nonempty = np.flatnonzero(np.diff(np.append(first, len(owner))) > 0)
         out[nonempty] = np.add.reduceat(ends - starts, first[nonempty])
     return out.tolist()
+
+
+def subtract(a: Spans, b: Spans) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint sorted ``a`` minus disjoint sorted ``b``: for each span of ``a``, the gaps around the spans
+    of ``b`` that reach into it (empty pieces dropped): (starts, ends, index of the ``a`` span of each)."""
+    a_s, a_e = np.asarray(a[0], dtype=float), np.asarray(a[1], dtype=float)
+    b_s, b_e = b
+    if len(b_s) == 0 or len(a_s) == 0:
+        keep = a_e > a_s
+        return a_s[keep], a_e[keep], np.flatnonzero(keep)
+    first = np.searchsorted(b_e, a_s, side="right")  # first b ending after the a span starts
+    count = np.searchsorted(b_s, a_e, side="left") - first  # b spans starting before it ends
+    pieces = count + 1
+    owner = np.repeat(np.arange(len(a_s)), pieces)
+    pos = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    k = first[owner] + pos  # the b span ending each piece (when pos < count)
+    last_b = len(b_s) - 1
+    starts = np.where(pos == 0, a_s[owner], b_e[np.clip(k - 1, 0, last_b)])
+    ends = np.where(pos == count[owner], a_e[owner], b_s[np.clip(k, 0, last_b)])
+    keep = starts < ends
+    return starts[keep], ends[keep], owner[keep]
+
+
+Pieces = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def subtract_per_window(a: Pieces, b: Pieces, windows: int, disjoint: bool) -> Pieces:
+    """Per window, its pieces of ``a`` minus its pieces of ``b`` (pieces as :func:`clip_many` gives them:
+    start, end, window, by window then time): (starts, ends, window of each piece). Pieces of disjoint
+    windows never meet, so one subtraction serves them all; overlapping windows go one at a time."""
+    if disjoint:
+        starts, ends, index = subtract(a[:2], b[:2])
+        return starts, ends, a[2][index]
+    out: list[Pieces] = [(np.zeros(0), np.zeros(0), np.zeros(0, np.int64))]
+    for k in range(windows):
+        in_a, in_b = a[2] == k, b[2] == k
+        starts, ends, _index = subtract((a[0][in_a], a[1][in_a]), (b[0][in_b], b[1][in_b]))
+        out.append((starts, ends, np.full(len(starts), k, np.int64)))
+    return (
+        np.concatenate([p[0] for p in out]),
+        np.concatenate([p[1] for p in out]),
+        np.concatenate([p[2] for p in out]),
+    )

@@ -7,6 +7,7 @@ import functools
 import numpy as np
 
 from npuprof.analysis.extract import Extract
+from npuprof.analysis.step_breakdown import StepWindows
 from npuprof.analysis.tables import LINES_BATCH, OpView, csv_cell, csv_cells, float_texts
 
 MEMORY_RECORD_HEADER = [
@@ -174,13 +175,13 @@ def operator_memory_lines(
     return lines, peaks
 
 
-def step_peaks(cols: dict[str, np.ndarray], windows: list) -> list[float | None]:
+def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[float | None]:
     """Peak allocated MB within each step window."""
     out: list[float | None] = []
     if not cols:
         return [None] * len(windows)
     ts, alloc = cols["ts"], cols["alloc"] / MB
-    for _num, lo, hi in windows:
+    for lo, hi in zip(windows.start.tolist(), windows.end.tolist(), strict=True):
         i, j = np.searchsorted(ts, lo), np.searchsorted(ts, hi)
         out.append(round(float(alloc[i:j].max()), 3) if j > i else None)
     return out

@@ -333,7 +333,7 @@ def _write_outputs(
             tv.flush()
             copy = _Copy(source, tv.fileno(), os.fstat(source).st_size)
         try:
-            from npuprof.analysis import tables, trace_view
+            from npuprof.analysis import step_breakdown, tables, trace_view
             from npuprof.analysis.scan import scan, scan_behind
 
             if copy is not None:
@@ -380,11 +380,8 @@ def _write_outputs(
     phase("trace_view")
 
     try:
-        write_csv(out_dir / "step_trace_time.csv", tables.STEP_HEADER, tabs.step_rows)
-        kernel_header = getattr(
-            tabs, "kernel_header", tables.KERNEL_HEADER if extract.steps else tables.KERNEL_HEADER[1:]
-        )
-        write_csv(out_dir / "kernel_details.csv", kernel_header, lines=tabs.kernel_lines)
+        write_csv(out_dir / "step_trace_time.csv", step_breakdown.STEP_HEADER, tabs.step_rows)
+        write_csv(out_dir / "kernel_details.csv", tabs.kernel_header, lines=tabs.kernel_lines)
         write_csv(out_dir / "operator_details.csv", tables.OPERATOR_HEADER, tabs.operator_rows)
         write_csv(out_dir / "op_statistic.csv", tables.OP_STAT_HEADER, tabs.op_stat_rows)
     except BaseException:

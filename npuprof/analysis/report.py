@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.analysis.parse import SUMMARY_FILE, SUMMARY_VERSION, ParseOutcome, parse_rank_dir, write_outputs
+from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
 from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
 
@@ -325,19 +326,6 @@ def build_report(
         "problems": problems,
         "cross_rank": cross_rank(ranks),
     }
-
-
-# a step's times in the summary and the report, in the order the CSV lists them
-STEP_TIME_FIELDS = (
-    "duration_us",
-    "computing_us",
-    "communication_us",
-    "comm_not_overlapped_us",
-    "overlapped_us",
-    "free_us",
-    "preparing_us",
-    "bubble_us",
-)
 
 
 def csv_rows(report: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:

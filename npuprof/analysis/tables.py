@@ -20,22 +20,11 @@ import msgspec
 import numpy as np
 
 from npuprof.analysis import intervals, nesting
-from npuprof.analysis.extract import Extract, is_comm_name, is_receive
+from npuprof.analysis import vocabulary as vocab
+from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
+from npuprof.analysis.step_breakdown import StepBreakdown, StepWindows, Work, breakdown
 
-STEP_HEADER = [
-    "Device_id",
-    "Step",
-    "Computing",
-    "Communication(Not Overlapped)",
-    "Overlapped",
-    "Communication",
-    "Free",
-    "Stage",
-    "Bubble",
-    "Communication(Not Overlapped and Exclude Receive)",
-    "Preparing",
-]
 KERNEL_HEADER = [
     "Step Id",
     "Device_id",
@@ -76,7 +65,6 @@ OP_STAT_HEADER = [
 ]
 TOP_PER_STEP = 100
 LINES_BATCH = 1 << 16  # CSV rows formatted at a time
-OVERLAP_LANES = ("Computing", "Communication(Not Overlapped)", "Free")
 
 
 def csv_cell(text: str) -> str:
@@ -158,21 +146,18 @@ class OpView:
 class RankTables:
     device: str  # "CPU" or "CUDA"
     device_id: int
-    step_rows: list[list[Any]] = field(default_factory=list)
+    breakdown: StepBreakdown
+    kernel_header: list[str] = field(default_factory=list)
     kernel_lines: list[str] = field(default_factory=list)  # kernel_details.csv rows, CSV-formatted
     operator_rows: list[list[Any]] = field(default_factory=list)
     op_stat_rows: list[list[Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
-    # for trace_view: the Overlap Analysis lanes (lane index into OVERLAP_LANES, start, end) in step order,
-    # then the communication spans (start, end)
-    overlap_spans: tuple[np.ndarray, np.ndarray, np.ndarray] = (
-        np.zeros(0, np.int8),
-        np.zeros(0),
-        np.zeros(0),
-    )
-    comm_spans: intervals.Spans = intervals.EMPTY
-    steps: list[tuple[int | None, float, float]] = field(default_factory=list)
     ops: OpView | None = None
+
+    @property
+    def step_rows(self) -> list[list[Any]]:
+        """The rows of step_trace_time.csv."""
+        return self.breakdown.ascend_rows(self.device_id)
 
 
 def nest(x: Extract) -> OpView:
@@ -222,131 +207,80 @@ def device_id_of(x: Extract) -> int:
     return int(valid[0]) if len(valid) else 0
 
 
-def step_windows(x: Extract) -> list[tuple[int | None, float, float]]:
-    """(step number, start, end) of each ``ProfilerStep``, by start; one window over the whole trace when
-    it has no steps."""
+def step_windows(x: Extract) -> StepWindows:
+    """The ``ProfilerStep`` windows, by start (the first span of a number repeated); one window over the
+    whole trace when it has no steps."""
     if x.steps:
-        seen: dict[int, tuple[int, float, float]] = {}
+        seen: dict[int, tuple[int | None, float, float]] = {}
         for num, ts, dur, _t in x.steps:
             seen.setdefault(num, (num, ts, ts + dur))
-        return sorted(seen.values(), key=lambda s: s[1])
+        return StepWindows.of(sorted(seen.values(), key=lambda s: s[1]))
     if x.first_ts == float("inf"):
-        return []
-    return [(None, x.first_ts, x.last_ts)]
-
-
-def step_of(starts: np.ndarray, windows: list[tuple[int | None, float, float]]) -> np.ndarray:
-    """Index of the window holding each time (-1 when none)."""
-    if not windows or len(starts) == 0:
-        return np.full(len(starts), -1, dtype=np.int64)
-    w_start = np.array([w[1] for w in windows])
-    w_end = np.array([w[2] for w in windows])
-    idx = np.searchsorted(w_start, starts, side="right") - 1
-    ok = idx >= 0
-    ok[ok] = starts[ok] < w_end[idx[ok]]
-    return np.where(ok, idx, -1)
+        return StepWindows.of([])
+    return StepWindows.of([(None, x.first_ts, x.last_ts)])
 
 
 def build_tables(x: Extract, ops: OpView | None = None) -> RankTables:
     """Every table of one rank; ``ops`` is ``nest(x)`` when the caller has it already."""
     if ops is None:
         ops = nest(x)
-    strings = x.strings
     n_dev = len(x.dev_ts)
-    device = "CUDA" if n_dev else "CPU"
-    device_id = device_id_of(x)
     windows = step_windows(x)
-    step_threads = {t for _n, _ts, _d, t in x.steps}
-    tables = RankTables(device=device, device_id=device_id, ops=ops, steps=windows)
-    comm_name_ids = (
-        np.array(
-            [is_comm_name(s) or s.startswith("c10d::") or s == "record_param_comms" for s in strings],
-            dtype=bool,
-        )
-        if strings
-        else np.zeros(0, bool)
+    tables = RankTables(
+        device="CUDA" if n_dev else "CPU",
+        device_id=device_id_of(x),
+        breakdown=breakdown(windows, device_work(x, ops) if n_dev else host_work(x, ops)),
+        ops=ops,
     )
-    recv_name_ids = np.array([is_receive(s) for s in strings], dtype=bool) if strings else np.zeros(0, bool)
-
-    # device tasks
-    if n_dev:
-        d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
-        d_end = d_ts + np.frombuffer(x.dev_dur, dtype=np.float64)
-        d_name = np.frombuffer(x.dev_name, dtype=np.int32)
-        d_comm = comm_name_ids[d_name]
-        compute = intervals.union(d_ts[~d_comm], d_end[~d_comm])
-        comm_s, comm_e = d_ts[d_comm], d_end[d_comm]
-        recv_mask = recv_name_ids[d_name] & d_comm
-        recv = intervals.union(d_ts[recv_mask], d_end[recv_mask])
-        first_task = np.sort(d_ts)
-    else:
-        on_step_thread = np.isin(ops.thread, list(step_threads)) if step_threads else _busiest_thread(ops)
-        op_comm = comm_name_ids[ops.name] if len(ops.name) else np.zeros(0, bool)
-        keep = on_step_thread & ~op_comm
-        compute = intervals.union(ops.ts[keep], ops.ts[keep] + ops.dur[keep])
-        comm_s = np.array([c[1] for c in x.comm_spans])
-        comm_e = np.array([c[1] + c[2] for c in x.comm_spans])
-        rmask = np.array([is_receive(c[0]) for c in x.comm_spans], dtype=bool)
-        recv = intervals.union(comm_s[rmask], comm_e[rmask]) if len(rmask) else intervals.EMPTY
-        first_task = np.sort(ops.ts[keep])
-    comm = intervals.union(comm_s, comm_e)
-    busy = intervals.merge(compute, comm)
-
-    step_summ = []
-    lo_w = np.array([w[1] for w in windows], dtype=float)
-    hi_w = np.array([w[2] for w in windows], dtype=float)
-    if len(windows) > 1 and not (lo_w[1:] >= hi_w[:-1]).all():
-        sums, lanes = _per_step(windows, compute, comm, busy, recv)  # overlapping steps (unusual)
-    else:
-        sums, lanes = _all_steps(lo_w, hi_w, compute, comm, busy, recv)
-    tables.overlap_spans = lanes
-    ks = np.searchsorted(first_task, lo_w, side="left")
-    task_k = first_task[np.minimum(ks, len(first_task) - 1)] if len(first_task) else lo_w
-    prep_w = np.where((ks < len(first_task)) & (task_k < hi_w), task_k - lo_w, 0.0).tolist()
-    for (num, lo, hi), (c, m, b, bubble), preparing in zip(windows, sums, prep_w, strict=True):
-        not_overlapped = b - c
-        overlapped = m - not_overlapped
-        free = (hi - lo) - b
-        row = [
-            device_id,
-            "" if num is None else num,
-            r3(c),
-            r3(not_overlapped),
-            r3(overlapped),
-            r3(m),
-            r3(free),
-            r3((hi - lo) - bubble),
-            r3(bubble),
-            r3(max(not_overlapped - bubble, 0.0)),
-            r3(preparing),
-        ]
-        tables.step_rows.append(row)
-        step_summ.append(
-            {
-                "step": num,
-                "start_us": r3(lo),
-                "duration_us": r3(hi - lo),
-                "computing_us": r3(c),
-                "communication_us": r3(m),
-                "comm_not_overlapped_us": r3(not_overlapped),
-                "overlapped_us": r3(overlapped),
-                "free_us": r3(free),
-                "bubble_us": r3(bubble),
-                "preparing_us": r3(preparing),
-            }
-        )
-    tables.comm_spans = comm
-
-    _kernel_tables(x, tables, ops, windows, device_id)
+    tables.kernel_header = KERNEL_HEADER if x.steps else KERNEL_HEADER[1:]
+    _kernel_tables(x, tables, ops, windows, tables.device_id)
     _operator_tables(x, tables, ops, windows, n_dev == 0)
     tables.summary = {
-        "device": device,
-        "device_id": device_id,
-        "steps": step_summ,
+        "device": tables.device,
+        "device_id": tables.device_id,
+        "steps": tables.breakdown.summary_steps(),
         "top_operators": _top_ops(x, ops, windows),
         "top_kernels": _top_kernels(x, windows),
     }
     return tables
+
+
+def _name_flags(strings: list[str], rule: Any) -> np.ndarray:
+    """``rule(name)`` for every string id."""
+    return np.array([rule(s) for s in strings], dtype=bool) if strings else np.zeros(0, bool)
+
+
+def device_work(x: Extract, ops: OpView) -> Work:
+    """With device tasks: computing is the union of the tasks other than communication kernels."""
+    d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
+    d_end = d_ts + np.frombuffer(x.dev_dur, dtype=np.float64)
+    d_name = np.frombuffer(x.dev_name, dtype=np.int32)
+    d_comm = _name_flags(x.strings, vocab.is_comm_name)[d_name]
+    recv = _name_flags(x.strings, vocab.is_receive)[d_name] & d_comm
+    return Work(
+        computing=intervals.union(d_ts[~d_comm], d_end[~d_comm]),
+        communication=intervals.union(d_ts[d_comm], d_end[d_comm]),
+        receive=intervals.union(d_ts[recv], d_end[recv]),
+        task_starts=np.sort(d_ts),
+    )
+
+
+def host_work(x: Extract, ops: OpView) -> Work:
+    """CPU only, the device is the host: computing is the union of the step thread's operators other than
+    communication calls; communication the union of the collectives' spans."""
+    step_threads = {t for _n, _ts, _d, t in x.steps}
+    on_step_thread = np.isin(ops.thread, list(step_threads)) if step_threads else _busiest_thread(ops)
+    op_comm = _name_flags(x.strings, vocab.is_comm_operator)[ops.name] if len(ops.name) else np.zeros(0, bool)
+    keep = on_step_thread & ~op_comm
+    comm_s = np.array([c[1] for c in x.comm_spans])
+    comm_e = np.array([c[1] + c[2] for c in x.comm_spans])
+    recv = np.array([vocab.is_receive(c[0]) for c in x.comm_spans], dtype=bool)
+    return Work(
+        computing=intervals.union(ops.ts[keep], ops.ts[keep] + ops.dur[keep]),
+        communication=intervals.union(comm_s, comm_e),
+        receive=intervals.union(comm_s[recv], comm_e[recv]) if len(recv) else intervals.EMPTY,
+        task_starts=np.sort(ops.ts[keep]),
+    )
 
 
 def _busiest_thread(ops: OpView) -> np.ndarray:
@@ -356,93 +290,7 @@ def _busiest_thread(ops: OpView) -> np.ndarray:
     return ops.thread == int(np.argmax(busy))
 
 
-Lanes = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def _all_steps(
-    lo: np.ndarray,
-    hi: np.ndarray,
-    compute: intervals.Spans,
-    comm: intervals.Spans,
-    busy: intervals.Spans,
-    recv: intervals.Spans,
-) -> tuple[list[tuple[float, float, float, float]], Lanes]:
-    """Disjoint steps, all at once: per step (computing, communication, busy, bubble) totals, and the
-    Overlap Analysis lanes (lane, start, end), ordered by step, then lane, then time."""
-    n = len(lo)
-    comp = intervals.clip_many(compute, lo, hi)
-    com = intervals.clip_many(comm, lo, hi)
-    bus = intervals.clip_many(busy, lo, hi)
-    columns = [intervals.totals(*pieces, n) for pieces in (comp, com, bus, intervals.clip_many(recv, lo, hi))]
-    # pieces of different (disjoint) steps never meet, so one subtraction serves every step
-    cno_s, cno_e, cno_k = _subtract(com[:2], comp[:2], with_index=True)
-    free_s, free_e, free_k = _subtract((lo, hi), bus[:2], with_index=True)
-    owner = np.concatenate([comp[2], com[2][cno_k], free_k])
-    lane = np.concatenate(
-        [np.full(len(comp[0]), 0, np.int8), np.full(len(cno_s), 1, np.int8), np.full(len(free_s), 2, np.int8)]
-    )
-    order = np.argsort(owner * 3 + lane, kind="stable")
-    starts = np.concatenate([comp[0], cno_s, free_s])[order]
-    ends = np.concatenate([comp[1], cno_e, free_e])[order]
-    return list(zip(*columns, strict=True)), (lane[order], starts, ends)
-
-
-def _per_step(
-    windows: list,
-    compute: intervals.Spans,
-    comm: intervals.Spans,
-    busy: intervals.Spans,
-    recv: intervals.Spans,
-) -> tuple[list[tuple[float, float, float, float]], Lanes]:
-    """As :func:`_all_steps`, one step at a time (for steps that overlap)."""
-    sums = []
-    lane_code: list[np.ndarray] = [np.zeros(0, np.int8)]
-    lane_s: list[np.ndarray] = [np.zeros(0)]
-    lane_e: list[np.ndarray] = [np.zeros(0)]
-    for _num, lo, hi in windows:
-        comp_in = intervals.clip(compute, lo, hi)
-        comm_in = intervals.clip(comm, lo, hi)
-        busy_in = intervals.clip(busy, lo, hi)
-        sums.append(
-            (
-                intervals.total(comp_in),
-                intervals.total(comm_in),
-                intervals.total(busy_in),
-                intervals.total(intervals.clip(recv, lo, hi)),
-            )
-        )
-        for lane, spans in enumerate(
-            (comp_in, _subtract(comm_in, comp_in), _subtract((np.array([lo]), np.array([hi])), busy_in))
-        ):
-            lane_code.append(np.full(len(spans[0]), lane, np.int8))
-            lane_s.append(spans[0])
-            lane_e.append(spans[1])
-    return sums, (np.concatenate(lane_code), np.concatenate(lane_s), np.concatenate(lane_e))
-
-
-def _subtract(a: intervals.Spans, b: intervals.Spans, with_index: bool = False) -> Any:
-    """Disjoint sorted ``a`` minus disjoint sorted, non-overlapping, non-empty ``b``: for each span of
-    ``a``, the gaps around the spans of ``b`` that reach into it (empty pieces dropped). With
-    ``with_index``, also the index of the ``a`` span each piece comes from."""
-    a_s, a_e = np.asarray(a[0], dtype=float), np.asarray(a[1], dtype=float)
-    b_s, b_e = b
-    if len(b_s) == 0 or len(a_s) == 0:
-        keep = a_e > a_s if with_index else slice(None)
-        return (a_s[keep], a_e[keep], np.flatnonzero(keep)) if with_index else (a_s, a_e)
-    first = np.searchsorted(b_e, a_s, side="right")  # first b ending after the a span starts
-    count = np.searchsorted(b_s, a_e, side="left") - first  # b spans starting before it ends
-    pieces = count + 1
-    owner = np.repeat(np.arange(len(a_s)), pieces)
-    pos = np.arange(int(pieces.sum())) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    k = first[owner] + pos  # the b span ending each piece (when pos < count)
-    last_b = len(b_s) - 1
-    starts = np.where(pos == 0, a_s[owner], b_e[np.clip(k - 1, 0, last_b)])
-    ends = np.where(pos == count[owner], a_e[owner], b_s[np.clip(k, 0, last_b)])
-    keep = starts < ends
-    return (starts[keep], ends[keep], owner[keep]) if with_index else (starts[keep], ends[keep])
-
-
-def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, device_id: int) -> None:
+def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: StepWindows, device_id: int) -> None:
     n = len(x.dev_ts)
     if not n:
         return
@@ -464,7 +312,7 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
         pos = np.clip(np.searchsorted(lc, d_corr), 0, len(lc) - 1)
         hit = lc[pos] == d_corr
         when[hit] = lt[pos[hit]]
-    step_idx = step_of(when, windows)
+    step_idx = windows.index_of(when)
     # the launching operator's name and shapes, by External id
     op_of = np.full(n, -1, dtype=np.int64)
     if len(ops.ext):
@@ -487,11 +335,10 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
     kind_codes = {k: i for i, k in enumerate(dict.fromkeys(kinds))}
     kind_l = list(kind_codes)
     kind_of = np.fromiter(map(kind_codes.__getitem__, kinds), np.int64, n)
-    core_of = {"kernel": "CUDA kernel", "memcpy": "memcpy", "memset": "memset"}
-    core_names = [core_of.get(k, k) for k in kind_l] + ["NCCL"]
+    core_names = [vocab.TASK_CORE.get(k, k) for k in kind_l] + [vocab.COMM_CORE]
     comm_name = np.zeros(len(strings), bool)
     uniq_names = np.unique(d_name)
-    comm_name[uniq_names] = [is_comm_name(strings[i]) for i in uniq_names.tolist()]
+    comm_name[uniq_names] = [vocab.is_comm_name(strings[i]) for i in uniq_names.tolist()]
     has_steps = bool(x.steps)
     order_t = np.argsort(d_ts, kind="stable")
     nid = d_name[order_t]
@@ -509,7 +356,7 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
     # cells that go together are formatted together: (step,) device; type,core; the launching
     # operator's shapes plus the five empty columns after them
     device_cell = str(device_id)
-    step_cells = [f"{'' if w[0] is None else w[0]},{device_cell}" for w in windows] + [f",{device_cell}"]
+    step_cells = [f"{'' if n is None else n},{device_cell}" for n in windows.labels()]
     n_core = len(core_names)
     type_core = (type_t + len(kind_l) + 1) * n_core + core_t
     type_core_cell = _Memo(
@@ -521,8 +368,6 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, d
     wait_t = np.round(wait, 3)[order_t]
     blocks_t = d_blocks[order_t]
     step_t = step_idx[order_t]
-    if not has_steps:
-        tables.kernel_header = KERNEL_HEADER[1:]  # type: ignore[attr-defined]
     lines: list[str] = []
     for lo in range(0, n, LINES_BATCH):  # in batches: the columns of text are several times the lines
         part = slice(lo, lo + LINES_BATCH)
@@ -570,7 +415,9 @@ def _stat_rows(tables: RankTables, groups: dict[tuple[str, str], list[float]]) -
         )
 
 
-def _operator_tables(x: Extract, tables: RankTables, ops: OpView, windows: list, cpu_only: bool) -> None:
+def _operator_tables(
+    x: Extract, tables: RankTables, ops: OpView, windows: StepWindows, cpu_only: bool
+) -> None:
     n = len(ops.ts)
     if not n:
         return
@@ -621,7 +468,7 @@ def _grouped_top(
     names: np.ndarray,
     weights: list[np.ndarray],
     strings: list[str],
-    windows: list,
+    windows: StepWindows,
     fields: list[str],
 ) -> list[dict[str, Any]]:
     """Per step and name: count and summed weights; the TOP_PER_STEP first by the first weight, per step."""
@@ -638,16 +485,16 @@ def _grouped_top(
     in_step = group_step[order]
     rank = np.arange(len(order)) - np.searchsorted(in_step, in_step, side="left")
     keep = order[rank < TOP_PER_STEP]
-    labels = [w[0] for w in windows] + [None]  # index -1: outside every step
-    steps = [labels[s] if windows else None for s in group_step[keep].tolist()]
+    labels = windows.labels()  # index -1: outside every step
+    steps = [labels[s] if len(windows) else None for s in group_step[keep].tolist()]
     names_kept = list(map(strings.__getitem__, (uniq[keep] % ns).tolist()))
     keys = ("step", "name", "count", *fields)
     columns = [steps, names_kept, count[keep].tolist(), *(rounded(w[keep], 3) for w in sums)]
     return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
-def _top_ops(x: Extract, ops: OpView, windows: list) -> list[dict[str, Any]]:
-    step_idx = step_of(ops.ts, windows) if x.steps else np.zeros(len(ops.ts), np.int64)
+def _top_ops(x: Extract, ops: OpView, windows: StepWindows) -> list[dict[str, Any]]:
+    step_idx = windows.index_of(ops.ts) if x.steps else np.zeros(len(ops.ts), np.int64)
     return _grouped_top(
         step_idx,
         ops.name.astype(np.int64),
@@ -658,11 +505,11 @@ def _top_ops(x: Extract, ops: OpView, windows: list) -> list[dict[str, Any]]:
     )
 
 
-def _top_kernels(x: Extract, windows: list) -> list[dict[str, Any]]:
+def _top_kernels(x: Extract, windows: StepWindows) -> list[dict[str, Any]]:
     if not len(x.dev_ts):
         return []
     d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
-    step_idx = step_of(d_ts, windows) if x.steps else np.zeros(len(d_ts), np.int64)
+    step_idx = windows.index_of(d_ts) if x.steps else np.zeros(len(d_ts), np.int64)
     return _grouped_top(
         step_idx,
         np.frombuffer(x.dev_name, dtype=np.int32).astype(np.int64),

@@ -21,7 +21,8 @@ import msgspec
 import numpy as np
 
 from npuprof.analysis.forked import Forked
-from npuprof.analysis.tables import OVERLAP_LANES, RankTables
+from npuprof.analysis.step_breakdown import OVERLAP_LANES
+from npuprof.analysis.tables import RankTables
 from npuprof.analysis.trace_loader import TraceError
 
 OVERLAP_PID = 2_000_000_001
@@ -131,11 +132,12 @@ def extra_events(tables: RankTables, process_names: dict[Any, str], device_pids:
     head: list[dict[str, Any]] = [_meta(OVERLAP_PID, "Overlap Analysis")]
     head += [_meta(OVERLAP_PID, label, tid) for label, tid in _LANES.items()]
     out = [_SEP + _ENC.encode(ev) for ev in head]
-    lane, starts, ends = tables.overlap_spans
+    lanes_of_steps = tables.breakdown.lanes
+    lane, starts, ends = lanes_of_steps.lane, lanes_of_steps.start, lanes_of_steps.end
     keep = ends > starts
     lanes = list(OVERLAP_LANES)
     out += _encode_spans("overlap_analysis", lanes, OVERLAP_PID, lane[keep], starts[keep], ends[keep])
-    cs, ce = tables.comm_spans
+    cs, ce = tables.breakdown.communication_spans
     if len(cs):
         for ev in (_meta(COMM_PID, "Communication"), _meta(COMM_PID, "Communication", 0)):
             out.append(_SEP + _ENC.encode(ev))

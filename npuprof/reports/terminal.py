@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from npuprof.analysis.report import STEP_TIME_FIELDS
+from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
 
 MAX_STEP_ROWS = 30  # a step table longer than this shows only
 SHOWN_WHEN_MANY = 10  # the steps that matter most, plus a row over all of them

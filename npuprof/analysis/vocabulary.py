@@ -1,0 +1,77 @@
+"""The trace vocabulary: what the categories and names of trace events mean, across torch releases and
+torch_npu, in one place for every reader (the tables, export-stacks, memory-timeline). The forms are listed
+in docs/formats.md ("Traces npuprof reads").
+"""
+
+from __future__ import annotations
+
+import re
+
+# Kineto's categories as torch 2.x writes them
+CPU_OP = "cpu_op"
+USER_ANNOTATION = "user_annotation"
+GPU_USER_ANNOTATION = "gpu_user_annotation"
+KERNEL = "kernel"
+MEMCPY = "gpu_memcpy"
+MEMSET = "gpu_memset"
+RUNTIME = "cuda_runtime"
+DRIVER = "cuda_driver"
+PYTHON_FUNCTION = "python_function"
+CPU_INSTANT = "cpu_instant_event"
+OVERHEAD = "overhead"
+CUDA_SYNC = "cuda_sync"
+PROFILER_RANGE = "cuda_profiler_range"
+TRACE = "Trace"
+FLOW_LAUNCH = "ac2g"
+FLOW_FWDBWD = "fwdbwd"
+
+# torch 1.8-1.10 wrote other names for the same categories
+OLD_NAMES = {
+    "Operator": CPU_OP,
+    "Kernel": KERNEL,
+    "Memcpy": MEMCPY,
+    "Memset": MEMSET,
+    "Runtime": RUNTIME,
+}
+
+
+def canonical(cat: str) -> str:
+    """The torch 2.x name of a category (old names mapped; others unchanged)."""
+    return OLD_NAMES.get(cat, cat)
+
+
+DEVICE_WORK_CATS = frozenset({KERNEL, MEMCPY, MEMSET})
+DEVICE_CATS = DEVICE_WORK_CATS | {GPU_USER_ANNOTATION, PROFILER_RANGE}
+RUNTIME_CATS = frozenset({RUNTIME, DRIVER})
+HOST_FLOW_CATS = frozenset({FLOW_LAUNCH, FLOW_FWDBWD, "async_npu", "async_task_queue", "HostToDevice"})
+# the task kind of each device category, as kernel_details.csv names it
+TASK_KIND = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
+TASK_CORE = {"kernel": "CUDA kernel", "memcpy": "memcpy", "memset": "memset"}
+COMM_CORE = "NCCL"
+
+MEMORY_EVENT = "[memory]"
+STEP_PREFIX = "ProfilerStep#"
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+COMM_KERNEL_MARKS = ("nccl", "hccl", "rccl")
+COMM_ANNOTATION_PREFIXES = ("gloo:", "nccl:", "hccl:", "mpi:", "ucc:")
+COMM_RECORD = "record_param_comms"
+C10D_PREFIX = "c10d::"
+
+
+def is_comm_name(name: str) -> bool:
+    """A communication kernel (nccl/hccl/rccl in its name) or a host collective span (``gloo:...``)."""
+    low = name.lower()
+    return any(mark in low for mark in COMM_KERNEL_MARKS) or low.startswith(COMM_ANNOTATION_PREFIXES)
+
+
+def is_comm_operator(name: str) -> bool:
+    """An operator that is a communication call rather than computing (on the CPU, where the device is the
+    host): a communication name, a ``c10d::`` call or ``record_param_comms``."""
+    return is_comm_name(name) or name.startswith(C10D_PREFIX) or name == COMM_RECORD
+
+
+def is_receive(name: str) -> bool:
+    """A receive (its time in a step is the pipeline's bubble)."""
+    low = name.lower()
+    return "recv" in low or "receive" in low
