@@ -1,4 +1,5 @@
-"""memory_record.csv and operator_memory.csv from the ``[memory]`` instant events (output-format.md §5)."""
+"""memory_record.csv and operator_memory.csv from the ``[memory]`` instant events (docs/formats.md,
+"The Ascend tables")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parse one rank directory: write ``ASCEND_PROFILER_OUTPUT/`` from its raw trace (output-format.md §1, §4-8).
+"""Parse one rank directory: write ``ASCEND_PROFILER_OUTPUT/`` from its raw trace (docs/formats.md).
 
 ``parse_rank_dir(rank_dir, force=False, workers=1) -> ParseOutcome`` never raises for bad data: the outcome
 says what went wrong. ``python -m npuprof.analysis.parse RANK_DIR [--force] [-j N]`` does the same from a

@@ -1,12 +1,5 @@
-"""From an :class:`Extract` to the Ascend tables (output-format.md §4-5) and npuprof's per-rank summary.
-
-Conventions (documented in README.md, "Analysing: npuprof analyse"):
-* Steps are the host ``ProfilerStep#N`` spans; device time is attributed by clipping to those windows.
-* With device tasks (CUDA kernels, memcpy, memset): Computing = union of non-communication tasks,
-  Communication = union of communication kernels (nccl/hccl/rccl in the name).
-* CPU only: the device is the CPU. Computing = union of the operators on the step thread(s) other than
-  communication calls; Communication = union of the collectives' spans (``gloo:*`` worker-thread spans,
-  ``record_param_comms``, ``c10d::*`` calls).
+"""From an :class:`Extract` to the Ascend tables and npuprof's per-rank summary (docs/formats.md,
+"The Ascend tables"); the step breakdown is :mod:`npuprof.analysis.step_breakdown`.
 """
 
 from __future__ import annotations

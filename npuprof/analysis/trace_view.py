@@ -1,4 +1,5 @@
-"""trace_view.json: the raw Kineto trace copied as it is, plus the Ascend lanes (output-format.md §7).
+"""trace_view.json: the raw Kineto trace copied as it is, plus the Ascend lanes (docs/formats.md,
+"trace_view.json").
 
 Appended events: an ``Overlap Analysis`` process with ``Computing``, ``Communication(Not Overlapped)`` and
 ``Free`` spans per step, a ``Communication`` process with the communication spans, and ``process_name``
