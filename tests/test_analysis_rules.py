@@ -1,0 +1,122 @@
+"""The rules of the analysis that a small slip would break unseen, each on a case whose answer is worked
+out here by hand: the slowest-rank rule (few ranks and many), the Preparing boundary, and what counts as
+communication on a CPU-only run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import write_rank_dir, x
+
+from npuprof.analysis.report import slowest_rank
+
+
+def analyse_json(path: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "npuprof", "analyse", str(path), "-j", "1", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def cpu_step_trace(rank: int, step_us: float, world: int) -> dict:
+    """One step of ``step_us`` on a CPU rank, with one operator inside."""
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world},
+        "traceEvents": [
+            x("ProfilerStep#3", "user_annotation", 0, step_us),
+            x("aten::mm", "cpu_op", 10, 50, **{"External id": 1}),
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("means", "outlier"),
+    [
+        # two ranks: the median is their mean; 1050 is 2.44% above 1025 (<= 10%): normal spread
+        ({0: 1000.0, 1: 1050.0}, False),
+        # 1300 is 13.0% above 1150: an outlier
+        ({0: 1000.0, 1: 1300.0}, True),
+        # five ranks, median 1005, deviations 5 5 15 0 7 -> MAD 5; z = 0.6745 * 7 / 5 = 0.94 <= 3.5
+        ({0: 1000.0, 1: 1010.0, 2: 990.0, 3: 1005.0, 4: 1012.0}, False),
+        # the same with 2000: deviations 5 5 15 0 995 -> MAD 5; z = 0.6745 * 995 / 5 = 134.2 > 3.5
+        ({0: 1000.0, 1: 1010.0, 2: 990.0, 3: 1005.0, 4: 2000.0}, True),
+    ],
+)
+def test_slowest_rank_rule(means: dict[int, float], outlier: bool) -> None:
+    found = slowest_rank(means)
+    assert found is not None
+    assert found["rank"] == max(means, key=means.__getitem__)
+    assert found["outlier"] is outlier
+
+
+def test_slowest_rank_z_score_value() -> None:
+    found = slowest_rank({0: 1000.0, 1: 1010.0, 2: 990.0, 3: 1005.0, 4: 2000.0})
+    assert found is not None
+    assert found["modified_z"] == round(0.6745 * 995 / 5, 2)
+    assert found["median_us"] == 1005.0
+
+
+@pytest.mark.parametrize(
+    ("durations", "outlier"),
+    [
+        # median 1010, deviations 10 10 30 1990 -> MAD 20; z = 0.6745 * 1990 / 20 = 67.1
+        ([1000.0, 1020.0, 980.0, 3000.0], True),
+        # median 1010, deviations 10 10 30 30 -> MAD 20; z = 0.6745 * 30 / 20 = 1.01
+        ([1000.0, 1020.0, 980.0, 1040.0], False),
+    ],
+)
+def test_four_ranks_end_to_end(tmp_path: Path, durations: list[float], outlier: bool) -> None:
+    for rank, dur in enumerate(durations):
+        trace = cpu_step_trace(rank, dur, len(durations))
+        write_rank_dir(tmp_path, trace, rank=rank, name=f"host_{rank}_20250101000000000")
+    slowest = analyse_json(tmp_path)["cross_rank"]["slowest"]
+    assert slowest["rank"] == 3
+    assert slowest["outlier"] is outlier
+
+
+def test_preparing_is_zero_when_the_first_task_starts_with_the_step(tmp_path: Path) -> None:
+    # step [0, 1000); kernels at 0 (exactly the step's start) and at 300
+    trace = {
+        "schemaVersion": 1,
+        "traceEvents": [
+            x("ProfilerStep#1", "user_annotation", 0, 1000),
+            x("kernel_a", "kernel", 0, 100, pid=0, tid=7, stream=7, device=0),
+            x("kernel_b", "kernel", 300, 100, pid=0, tid=7, stream=7, device=0),
+        ],
+    }
+    write_rank_dir(tmp_path, trace)
+    (step,) = analyse_json(tmp_path)["ranks"][0]["steps"]
+    assert step["preparing_us"] == 0.0
+    assert step["computing_us"] == 200.0
+
+
+def test_cpu_only_collective_call_is_communication_not_computing(tmp_path: Path) -> None:
+    # step [0, 1000) on the main thread: aten::mm [100, 300), c10d::allreduce_ [400, 600) waiting for
+    # gloo's worker thread, whose all_reduce runs [410, 600). Computing = the mm alone, 200; communication
+    # = 190, none of it under computing; free = 1000 - 390 = 610.
+    trace = {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+        "traceEvents": [
+            x("ProfilerStep#1", "user_annotation", 0, 1000),
+            x("aten::mm", "cpu_op", 100, 200, **{"External id": 1}),
+            x("c10d::allreduce_", "cpu_op", 400, 200, **{"External id": 2}),
+            x("gloo:all_reduce", "user_annotation", 410, 190, tid=101),
+        ],
+    }
+    write_rank_dir(tmp_path, trace)
+    (step,) = analyse_json(tmp_path)["ranks"][0]["steps"]
+    assert step["computing_us"] == 200.0
+    assert step["communication_us"] == 190.0
+    assert step["comm_not_overlapped_us"] == 190.0
+    assert step["free_us"] == 610.0
