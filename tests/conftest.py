@@ -92,14 +92,21 @@ def run_trainer(out: Path, *flags: str, train: tuple[str, ...] = (), analyse: bo
     )
 
 
+# gloo's known teardown abort: a torchrun worker can die at interpreter exit after destroy_process_group()
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
 def run_capture(cmd: list[str], cwd: Path) -> None:
-    """Run a capture command into ``cwd/out``; torchrun can die at exit (measured-facts.md): one retry."""
+    """Run a capture command into ``cwd/out``. One retry, and only for gloo's known teardown abort: any
+    other failure (one npuprof could cause) fails at once."""
     import shutil
 
     for _attempt in range(2):
         proc = subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=120)
         if proc.returncode == 0:
             return
+        if TEARDOWN_ABORT not in proc.stderr:
+            break
         for d in cwd.glob("out/*_ascend_pt"):
             shutil.rmtree(d)
     raise AssertionError(f"capture failed: {proc.stderr[-2000:]}")

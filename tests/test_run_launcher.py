@@ -234,12 +234,18 @@ def test_unknown_command_gives_127(out: Path) -> None:
 
 
 def test_module_entry_and_console_script_agree() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "npuprof", "--help"], capture_output=True, text=True, cwd=ROOT
-    )
-    assert result.returncode == 0
-    for command in ("run", "analyse", "export-stacks", "memory-timeline"):
-        assert command in result.stdout
+    console = Path(sys.executable).with_name("npuprof")
+    assert console.is_file(), "the npuprof console script is not installed beside this Python"
+    outputs = []
+    for cmd in ([sys.executable, "-m", "npuprof", "--help"], [str(console), "--help"]):
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "100"}
+        )
+        assert result.returncode == 0, result.stderr
+        for command in ("run", "analyse", "export-stacks", "memory-timeline"):
+            assert command in result.stdout
+        outputs.append(result.stdout.replace("python -m npuprof", "npuprof"))
+    assert outputs[0] == outputs[1]
 
 
 def test_kill_9_mid_capture_leaves_a_capture_marked_incomplete(out: Path) -> None:
