@@ -1,4 +1,6 @@
-"""The benches run end to end and print their tables (tiny --quick sizes: no figure is checked here)."""
+"""The benches run end to end and print their tables (tiny --quick sizes). No figure is judged here (speed
+is judged by running the benches), but every verdict must follow from the figures printed beside it: a
+bench that printed "met" for a missed budget would fail here."""
 
 from __future__ import annotations
 
@@ -68,6 +70,37 @@ def test_bench_prints_its_table(script: str, quick_outputs: dict[str, tuple[int,
         assert matching, f"no row {row!r} in:\n{stdout}"
         # every row of the table ends with a verdict (met / MISSED) or '-' where no budget applies
         assert all(line.rstrip().endswith(("met", "MISSED", "-")) for line in matching), matching
+    for line in lines:
+        if line.rstrip().endswith(("met", "MISSED")):
+            assert verdict_follows_from_figures(line), line
+
+
+NUMBER = r"(-?\d+(?:\.\d+)?)"
+
+
+def verdict_follows_from_figures(line: str) -> bool:
+    """Re-judge a table row from its printed figures: the budget cell says ``<= xR`` (a ratio: the first
+    ``xV`` of the row's figures), ``memory <= xR`` (the ``xV memory`` figure), ``<= +N unit`` (an addition: the ``+V unit`` figure), ``<= N unit``
+    (a figure in that unit), or scale's ``time <= xR, memory +N MB``."""
+    cells = [cell.strip() for cell in line.split(" | ")]
+    budget, said = cells[-2], cells[-1]
+    figures = " ".join(cells[2:-2])
+    ok: bool
+    if m := re.fullmatch(rf"time <= x{NUMBER}, memory \+{NUMBER} MB .*", budget):
+        time_ratio = float(re.search(rf"x{NUMBER} time", figures).group(1))
+        added = re.search(r"\(([+-]?\d+(?:\.\d+)?) MB since", figures)
+        ok = time_ratio <= float(m.group(1)) and (added is None or float(added.group(1)) <= float(m.group(2)))
+    elif m := re.fullmatch(rf"memory <= x{NUMBER}", budget):
+        ok = float(re.search(rf"x{NUMBER} memory", figures).group(1)) <= float(m.group(1))
+    elif m := re.fullmatch(rf"<= x{NUMBER}", budget):
+        ok = float(re.search(rf"x{NUMBER}", figures).group(1)) <= float(m.group(1))
+    elif m := re.fullmatch(rf"<= \+{NUMBER} (\S+)", budget):
+        ok = float(re.search(rf"\+{NUMBER} {re.escape(m.group(2))}", figures).group(1)) <= float(m.group(1))
+    elif m := re.fullmatch(rf"<= {NUMBER} (\S+)", budget):
+        ok = float(re.search(rf"\+?{NUMBER} {re.escape(m.group(2))}", figures).group(1)) <= float(m.group(1))
+    else:
+        raise AssertionError(f"a budget this test cannot read: {budget!r}")
+    return said == ("met" if ok else "MISSED")
 
 
 def test_run_all_lists_every_bench() -> None:
