@@ -79,9 +79,10 @@ NUMBER = r"(-?\d+(?:\.\d+)?)"
 
 
 def verdict_follows_from_figures(line: str) -> bool:
-    """Re-judge a table row from its printed figures: the budget cell says ``<= xR`` (a ratio: the first
-    ``xV`` of the row's figures), ``memory <= xR`` (the ``xV memory`` figure), ``<= +N unit`` (an addition: the ``+V unit`` figure), ``<= N unit``
-    (a figure in that unit), or scale's ``time <= xR, memory +N MB``."""
+    """Re-judge a table row from its printed figures. The budget cell says ``<= xR`` (a ratio: the first
+    ``xV`` of the row's figures), ``memory <= xR`` (the ``xV memory`` figure), ``<= +N unit`` (an
+    addition: the ``+V unit`` figure), ``<= N unit`` (a figure in that unit), or scale's
+    ``time <= xR, memory +N MB``."""
     cells = [cell.strip() for cell in line.split(" | ")]
     budget, said = cells[-2], cells[-1]
     figures = " ".join(cells[2:-2])
