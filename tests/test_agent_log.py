@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from npuprof.agent.log import AgentLog, never_raise, set_log
+from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
 
 
 def test_a_warning_is_shown_once_per_run_across_processes(
@@ -24,9 +24,19 @@ def test_a_warning_is_shown_once_per_run_across_processes(
     assert capsys.readouterr().err.count("flag X ignored") == 1
 
 
-def test_never_raise_logs_reports_and_returns_none(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.fixture
+def process_log():
+    """set_log() changes a process-wide log: put the previous one back afterwards."""
+    previous = get_log()
+    yield set_log
+    set_log(previous)
+
+
+def test_never_raise_logs_reports_and_returns_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture, process_log
+) -> None:
     log = AgentLog(str(tmp_path / "npuprof.log"), "agent", "r")
-    set_log(log)
+    process_log(log)
     switched_off = []
 
     @never_raise("the step hook", on_error=lambda: switched_off.append(True))
