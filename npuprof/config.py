@@ -1,5 +1,6 @@
 """ProfileConfig: the one description of what to profile, built from CLI flags, a
-``profiler_config.json`` (seed §4 format) or the environment payload handed to child processes.
+``profiler_config.json`` (torch_npu's dynamic-profiling file, docs/formats.md) or the environment payload
+handed to child processes.
 
 Every entry point builds one of these; nothing else parses flags or config files.
 """
@@ -38,7 +39,8 @@ MAX_RANK = (1 << 20) - 1
 CONFIG_FILE_LIMIT = 1 << 20
 _SHOWN_LIMIT = 80  # characters of a bad value quoted in an error
 
-# torch_npu caps metadata at 4096 characters a value and 50 KiB in all (output-format.md §3).
+# torch_npu caps metadata at 4096 characters a value and 50 KiB in all
+# (docs/formats.md, "profiler_metadata.json").
 METADATA_VALUE_LIMIT = 4096
 METADATA_TOTAL_LIMIT = 50 * 1024
 
@@ -76,7 +78,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class Schedule:
-    """torch.profiler.schedule semantics exactly (seed §3)."""
+    """torch.profiler.schedule semantics exactly: skip ``skip_first`` steps once, then cycle wait, warmup,
+    active ``repeat`` times (0: until training ends)."""
 
     skip_first: int = 5
     wait: int = 0
@@ -100,14 +103,14 @@ class Schedule:
 
 @dataclass
 class ProfileConfig:
-    # what to collect (seed §2)
+    # what to collect (torch.profiler.profile's keywords)
     activities: list[str] = field(default_factory=lambda: list(ACTIVITIES))
     record_shapes: bool = False
     profile_memory: bool = False
     with_stack: bool = False
     with_modules: bool = False
     with_flops: bool = False
-    # experimental_config (seed §2)
+    # torch_npu's _ExperimentalConfig
     level: str = "Level0"
     aic_metrics: str = "AiCoreNone"
     l2_cache: bool = False
@@ -219,32 +222,25 @@ class ProfileConfig:
 
     # ---- views used by writers ----------------------------------------------------------------
     def common_config(self) -> dict[str, Any]:
-        """profiler_info's ``config.common_config`` (output-format.md §2)."""
-        return {
+        """profiler_info's ``config.common_config`` (docs/formats.md, "profiler_info")."""
+        from npuprof.options import RUN_OPTIONS
+
+        view: dict[str, Any] = {
             "activities": [
                 "ProfilerActivity.CPU" if a == "cpu" else "ProfilerActivity.NPU" for a in self.activities
             ],
             "schedule": dataclasses.asdict(self.schedule),
-            "record_shapes": self.record_shapes,
-            "profile_memory": self.profile_memory,
-            "with_stack": self.with_stack,
-            "with_flops": self.with_flops,
-            "with_modules": self.with_modules,
         }
+        for option in RUN_OPTIONS:
+            if option.profiler_keyword and option.key != "activities":
+                view[option.profiler_keyword] = getattr(self, option.key)
+        return view
 
     def experimental_config(self) -> dict[str, Any]:
         """profiler_info's ``config.experimental_config``, keyed as torch_npu writes it."""
-        return {
-            "_profiler_level": self.level,
-            "_aic_metrics": self.aic_metrics,
-            "_l2_cache": self.l2_cache,
-            "_op_attr": self.op_attr,
-            "_data_simplification": self.data_simplification,
-            "_record_op_args": self.record_op_args,
-            "_export_type": self.export_type,
-            "_msprof_tx": self.msprof_tx,
-            "_gc_detect_threshold": self.gc_detect_threshold,
-        }
+        from npuprof.options import TORCH_NPU_OPTIONS
+
+        return {"_" + o.npu_keywords[0]: getattr(self, o.key) for o in TORCH_NPU_OPTIONS}
 
     def wants_rank(self, rank: int | None) -> bool:
         if self.ranks is None:
@@ -405,9 +401,9 @@ def _check_metadata(metadata: dict[str, Any]) -> None:
         raise ConfigError("--metadata", "is over 50 KiB in all", "keep metadata small")
 
 
-# ---- profiler_config.json (seed §4) ----------------------------------------------------------------
+# ---- profiler_config.json (docs/formats.md) ----------------------------------------------------------------
 def template_json() -> dict[str, Any]:
-    """The seed's default profiler_config.json."""
+    """torch_npu's default profiler_config.json (the template its dynamic_profile.init writes)."""
     return {
         "activities": ["CPU", "NPU"],
         "prof_dir": "./",
@@ -468,69 +464,173 @@ def _expect_path(value: Any, key: str, path: str) -> str:
     return text
 
 
-def config_from_json(data: Any, path: str, base: ProfileConfig | None = None) -> ProfileConfig:
-    """Apply a profiler_config.json document onto ``base`` (defaults when None)."""
+# Keys of torch_npu's profiler_config.json that npuprof reads together (the schedule, the ranks) rather
+# than through one option each; and those it accepts but has no use for (warned once, not refused).
+_SCHEDULE_KEYS = ("start_step", "warmup", "active")
+_RANK_KEYS = ("is_rank", "rank_list")
+_UNUSED_KEYS = {"async_mode": "npuprof always parses in the background", "is_valid": "torch_npu's own flag"}
+_UNUSED_EXPERIMENTAL_KEYS = {
+    "mstx_domain_include": "no mstx domains yet",
+    "mstx_domain_exclude": "no mstx domains yet",
+    "host_sys": "no host system sampling",
+    "sys_io": "no host system sampling",
+    "sys_interconnection": "no host system sampling",
+}
+_EXPERIMENTAL = "experimental_config"
+_CONFIG_KEYS_FIX = 'see docs/formats.md, "profiler_config.json"'
+
+
+def _file_options() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Options read from the top level and from experimental_config, by their config-file key."""
+    from npuprof.options import RUN_OPTIONS
+
+    top: dict[str, Any] = {}
+    nested: dict[str, Any] = {}
+    for option in RUN_OPTIONS:
+        if option.config_key:
+            section, _, key = option.config_key.partition(".")
+            (nested if key else top)[key or section] = option
+    return top, nested
+
+
+def config_from_json(
+    data: Any, path: str, base: ProfileConfig | None = None, warn: Any = None
+) -> ProfileConfig:
+    """Apply a profiler_config.json document (torch_npu's dynamic-profiling format, any release) onto
+    ``base`` (defaults when None). ``warn(line)`` hears of keys accepted but not used."""
     cfg = base if base is not None else ProfileConfig()
     if not isinstance(data, dict):
         raise ConfigError(path, "must hold a JSON object")
-    known = {*template_json(), "min_free_space"}  # min_free_space: npuprof's own key
-    unknown = sorted(set(data) - known)
+    top, nested = _file_options()
+    unknown = sorted(set(data) - {*top, *_SCHEDULE_KEYS, *_RANK_KEYS, *_UNUSED_KEYS, _EXPERIMENTAL})
+    if unknown:
+        raise ConfigError(path, f"unknown key(s) {_key_names(unknown)}", _CONFIG_KEYS_FIX)
+    exp = _expect(data.get(_EXPERIMENTAL) or {}, dict, _EXPERIMENTAL, path)
+    if "mstx" in exp and "msprof_tx" not in exp:  # the newer releases' name of msprof_tx
+        exp = {**exp, "msprof_tx": exp["mstx"]}
+    exp = {k: v for k, v in exp.items() if k != "mstx"}
+    unknown = sorted(set(exp) - {*nested, *_UNUSED_EXPERIMENTAL_KEYS})
     if unknown:
         raise ConfigError(
-            path, f"unknown key(s) {_key_names(unknown)}", "see the seed's profiler_config.json"
+            f"{path}: {_EXPERIMENTAL}", f"unknown key(s) {_key_names(unknown)}", _CONFIG_KEYS_FIX
         )
-    if "activities" in data:
-        acts = _expect(data["activities"], list, "activities", path)
-        cfg.activities = parse_activities(",".join(str(a) for a in acts), f"{path}: activities")
-    if "prof_dir" in data:
-        cfg.output = _expect_path(data["prof_dir"], "prof_dir", path) or DEFAULT_OUTPUT
-    for key in ("analyse", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
-        if key in data:
-            setattr(cfg, key, _expect(data[key], bool, key, path))
+    for table, values in ((top, data), (nested, exp)):
+        for key, option in table.items():
+            if key in values:
+                _set_from_file(cfg, option, values[key], key, path)
+    _apply_file_schedule(cfg, data, path)
+    _apply_file_ranks(cfg, data, path)
+    if warn is not None:
+        for table, values, prefix in (
+            (_UNUSED_KEYS, data, ""),
+            (_UNUSED_EXPERIMENTAL_KEYS, exp, _EXPERIMENTAL + "."),
+        ):
+            for key, why in table.items():
+                if key in values:
+                    warn(f"{path}: {prefix}{key} is not used by npuprof ({why}); ignored")
+    return cfg
+
+
+def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: str) -> None:
+    """One config-file value, checked as torch_npu's reader would take it."""
+    source = f"{path}: {key}"
+    if option.kind == "bool":
+        setattr(cfg, option.key, _expect(value, bool, key, path))
+    elif option.key == "activities":
+        acts = _expect(value, list, key, path)
+        cfg.activities = parse_activities(",".join(str(a) for a in acts), source)
+    elif option.key == "output":
+        cfg.output = _expect_path(value, key, path) or DEFAULT_OUTPUT
+    elif option.key == "level":
+        cfg.level = parse_level(value, source)
+    elif option.key == "aic_metrics":
+        cfg.aic_metrics = _expect(value, str, key, path)
+    elif option.key == "gc_detect_threshold":
+        if value is not None:
+            threshold = _expect(value, (int, float), key, path)
+            try:
+                cfg.gc_detect_threshold = float(threshold)
+            except OverflowError:
+                raise ConfigError(source, f"{_shown(threshold)} is out of range") from None
+    elif option.key == "export_type":
+        cfg.export_type = _file_export_type(value)
+    elif option.key == "metadata":
+        cfg.metadata = dict(_expect(value, dict, key, path))
+    elif option.key == "min_free_space":
+        cfg.min_free_space = parse_min_free_space(value, source)
+    else:  # a new option with a config key must say here how its value is read
+        raise AssertionError(f"no config-file reader for {option.key}")
+
+
+def _file_export_type(value: Any) -> str:
+    """torch_npu takes "text" or "db", newer releases a list of them; anything else falls back to text,
+    as torch_npu does. npuprof writes one form: db when only db is asked for."""
+    values = value if isinstance(value, list) else [value]
+    names = {str(v).lower() for v in values}
+    return "db" if names == {"db"} else "text"
+
+
+def _apply_file_schedule(cfg: ProfileConfig, data: dict[str, Any], path: str) -> None:
+    """``start_step: N`` (0: no capture of its own), ``warmup: W``, ``active: M``: warm up from step N for W
+    steps, then record M."""
     start_step = _expect(data.get("start_step", 0), int, "start_step", path)
     active = _expect(data.get("active", 1), int, "active", path)
-    if start_step < 0 or active < 1:
-        raise ConfigError(f"{path}: start_step/active", "start_step must be >= 0 and active >= 1")
+    warmup = _expect(data.get("warmup", 0), int, "warmup", path)
+    if start_step < 0 or active < 1 or warmup < 0:
+        raise ConfigError(
+            f"{path}: start_step/warmup/active", "start_step and warmup must be >= 0 and active >= 1"
+        )
     if start_step > 0:
-        cfg.schedule = Schedule(skip_first=start_step, wait=0, warmup=0, active=active, repeat=1)
+        cfg.schedule = Schedule(skip_first=start_step, wait=0, warmup=warmup, active=active, repeat=1)
+
+
+def _apply_file_ranks(cfg: ProfileConfig, data: dict[str, Any], path: str) -> None:
     if _expect(data.get("is_rank", False), bool, "is_rank", path):
         rank_list = _expect(data.get("rank_list", []), list, "rank_list", path)
         for rank in rank_list:
             _check_rank(_expect(rank, int, "rank_list", path), f"{path}: rank_list")
         cfg.ranks = sorted(set(rank_list))
-    exp = _expect(data.get("experimental_config", {}), dict, "experimental_config", path)
-    exp_known = set(template_json()["experimental_config"])
-    unknown = sorted(set(exp) - exp_known)
-    if unknown:
-        raise ConfigError(f"{path}: experimental_config", f"unknown key(s) {_key_names(unknown)}")
-    if "profiler_level" in exp:
-        cfg.level = parse_level(exp["profiler_level"], f"{path}: profiler_level")
-    if "aic_metrics" in exp:
-        cfg.aic_metrics = _expect(exp["aic_metrics"], str, "aic_metrics", path)
-    for key in ("l2_cache", "op_attr", "data_simplification", "record_op_args", "msprof_tx"):
-        if key in exp:
-            setattr(cfg, key, _expect(exp[key], bool, key, path))
-    if "gc_detect_threshold" in exp and exp["gc_detect_threshold"] is not None:
-        threshold = _expect(exp["gc_detect_threshold"], (int, float), "gc_detect_threshold", path)
-        try:
-            cfg.gc_detect_threshold = float(threshold)
-        except OverflowError:
-            raise ConfigError(
-                f"{path}: gc_detect_threshold", f"{_shown(threshold)} is out of range"
-            ) from None
-    if "export_type" in exp:
-        # The seed: an invalid export type falls back to text.
-        value = str(exp["export_type"]).lower()
-        cfg.export_type = value if value in EXPORT_TYPES else "text"
-    if "metadata" in data:
-        cfg.metadata = dict(_expect(data["metadata"], dict, "metadata", path))
-    if "min_free_space" in data:
-        cfg.min_free_space = parse_min_free_space(data["min_free_space"], f"{path}: min_free_space")
-    return cfg
 
 
-def load_config_file(path: str | os.PathLike[str]) -> ProfileConfig:
-    """Read a profiler_config.json; any problem becomes a ConfigError naming the file."""
+def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
+    """One command-line option's value (as the flag parsers give it) onto ``cfg``."""
+    key = option.key
+    if option.in_schedule:
+        setattr(cfg.schedule, key, value)
+    elif key == "activities":
+        cfg.activities = parse_activities(str(value))
+    elif key == "level":
+        cfg.level = parse_level(str(value))
+    elif key == "aic_metrics":
+        cfg.aic_metrics = _match_choice(str(value), AIC_METRICS, option.flag)
+    elif key == "export_type":
+        cfg.export_type = str(value).lower()
+    elif key == "ranks":
+        cfg.ranks = parse_ranks(str(value))
+    elif key == "output":
+        cfg.output = str(value)
+    elif key == "metadata":
+        cfg.metadata.update(parse_metadata(list(value)))
+    elif key == "export_stacks":
+        cfg.export_stacks = list(value)
+    elif key == "memory_timeline":
+        cfg.memory_timeline = [str(f).lstrip(".") for f in value]
+    elif key == "min_free_space":
+        cfg.min_free_space = str(value)
+    else:
+        setattr(cfg, key, value)
+
+
+def _match_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
+    for choice in choices:
+        if value.lower() == choice.lower():
+            return choice
+    raise ConfigError(flag, f"unknown value {value!r}", "use one of " + ", ".join(choices))
+
+
+def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileConfig:
+    """Read a profiler_config.json; any problem becomes a ConfigError naming the file. Keys accepted but
+    not used are reported through ``warn(line)`` (default: one line each on stderr)."""
     file = Path(path)
     try:
         with open(file, "rb") as handle:
@@ -551,7 +651,16 @@ def load_config_file(path: str | os.PathLike[str]) -> ProfileConfig:
         ) from None
     except ValueError as exc:  # UnicodeDecodeError included
         raise ConfigError("--config", f"{str(file)!r} is not valid JSON ({exc})", "fix the file") from None
-    return config_from_json(data, str(file))
+    return config_from_json(data, str(file), warn=warn or _warn_on_stderr)
+
+
+def _warn_on_stderr(line: str) -> None:
+    import sys
+
+    try:
+        sys.stderr.write(f"npuprof run: warning: {line}\n")
+    except (OSError, ValueError):
+        pass
 
 
 def _no_constant(name: str) -> Any:

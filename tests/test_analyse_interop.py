@@ -1,4 +1,4 @@
-"""Interop (output-format.md §8): msprof-analyze `cluster -m all` reads npuprof's result tree; HTA loads the
+"""Interop (docs/formats.md): msprof-analyze `cluster -m all` reads npuprof's result tree; HTA loads the
 raw traces. Skipped with the reason when the tool is absent; point NPUPROF_MSPROF_ANALYZE at the
 msprof-analyze executable and NPUPROF_HTA_PYTHON at a Python that has HolisticTraceAnalysis (.ci/interop.sh
 builds such a side environment)."""

@@ -177,7 +177,7 @@ def test_each_level(latest: dict[str, Any], level: str) -> None:
     case = latest["by_case"][f"level-{level}"]
     assert exp_kwargs(case)["profiler_level"] == level
     assert case["experimental"]["_profiler_level"] == level
-    # torch_npu turns AI Core metrics on by itself at level 1 and 2 (seed §2).
+    # torch_npu turns AI Core metrics on by itself at level 1 and 2 (torch_npu's documented behaviour).
     expected_aic = "ACL_AICORE_PIPE_UTILIZATION" if level in ("Level1", "Level2") else "ACL_AICORE_NONE"
     assert case["experimental"]["_aic_metrics"] == expected_aic
     assert case["ignored"] == []

@@ -16,7 +16,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 
 def _torchrun_ok(result) -> bool:
-    # measured-facts.md: a worker can abort at interpreter exit after destroy_process_group;
+    # Measured here: a worker can abort at interpreter exit after destroy_process_group;
     # the example exits with os._exit(0) to avoid it, and a failure here is retried once.
     return result.returncode == 0
 

@@ -1,4 +1,4 @@
-"""profiler_metadata.json content (output-format.md §3): user metadata, the environment
+"""profiler_metadata.json content (docs/formats.md, "profiler_metadata.json"): user metadata, the environment
 variables Ascend's tools expect, and torch.distributed's layout when it is initialised."""
 
 from __future__ import annotations

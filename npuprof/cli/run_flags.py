@@ -13,47 +13,18 @@ import re
 import sys
 from pathlib import Path
 
-# kind of each option: "str", "int", "float", "path", "list" (repeatable) or a bool flag (True / False)
-OPTIONS: dict[str, tuple[str, object]] = {
-    "--activities": ("activities", "str"),
-    "--level": ("level", "str"),
-    "--aic-metrics": ("aic_metrics", "str"),
-    "--gc-detect-threshold": ("gc_detect_threshold", "float"),
-    "--export-type": ("export_type", "str"),
-    "--skip-first": ("skip_first", "int"),
-    "--wait": ("wait", "int"),
-    "--warmup": ("warmup", "int"),
-    "--active": ("active", "int"),
-    "--repeat": ("repeat", "int"),
-    "--step-on": ("step_on", "str"),
-    "--ranks": ("ranks", "str"),
-    "-o": ("output", "path"),
-    "--output": ("output", "path"),
-    "--worker-name": ("worker_name", "str"),
-    "--metadata": ("metadata", "list"),
-    "--export-stacks": ("export_stacks", "list"),
-    "--memory-timeline": ("memory_timeline", "list"),
-    "--min-free-space": ("min_free_space", "str"),
-    "--config": ("config", "path"),
-}
-BOOL_FLAGS = (
-    "record_shapes",
-    "profile_memory",
-    "with_stack",
-    "with_modules",
-    "with_flops",
-    "l2_cache",
-    "op_attr",
-    "data_simplification",
-    "record_op_args",
-    "msprof_tx",
-    "analyse",
-    "gzip",
-)
-for _name in BOOL_FLAGS:
-    _flag = "--" + _name.replace("_", "-")
-    OPTIONS[_flag] = (_name, True)
-    OPTIONS["--no-" + _flag[2:]] = (_name, False)
+from npuprof.options import RUN_OPTIONS
+
+# flag -> (option key, kind): "str", "int", "float", "path", "list" (repeatable) or a bool flag's value
+OPTIONS: dict[str, tuple[str, object]] = {}
+for _option in RUN_OPTIONS:
+    for _flag in _option.flags:
+        if _option.kind == "bool":
+            OPTIONS[_flag] = (_option.key, True)
+            OPTIONS["--no-" + _flag[2:]] = (_option.key, False)
+        else:
+            OPTIONS[_flag] = (_option.key, _option.kind)
+BOOL_FLAGS = tuple(o.key for o in RUN_OPTIONS if o.kind == "bool")
 
 _INT = re.compile(r"[0-9]+")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]*)?")
@@ -141,39 +112,7 @@ def build_config(config_file: Path | None, flags: dict[str, object]):  # -> Prof
     from npuprof import config as c
 
     cfg = c.load_config_file(config_file) if config_file is not None else c.ProfileConfig()
-    for key in (*BOOL_FLAGS, "gc_detect_threshold", "step_on", "worker_name"):
-        if key in flags:
-            setattr(cfg, key, flags[key])
-    if "activities" in flags:
-        cfg.activities = c.parse_activities(str(flags["activities"]))
-    if "level" in flags:
-        cfg.level = c.parse_level(str(flags["level"]))
-    if "aic_metrics" in flags:
-        cfg.aic_metrics = match_choice(str(flags["aic_metrics"]), c.AIC_METRICS, "--aic-metrics")
-    if "export_type" in flags:
-        cfg.export_type = str(flags["export_type"]).lower()
-    for key in ("skip_first", "wait", "warmup", "active", "repeat"):
-        if key in flags:
-            setattr(cfg.schedule, key, flags[key])
-    if "ranks" in flags:
-        cfg.ranks = c.parse_ranks(str(flags["ranks"]))
-    if "output" in flags:
-        cfg.output = str(flags["output"])
-    if "metadata" in flags:
-        cfg.metadata.update(c.parse_metadata(list(flags["metadata"])))  # type: ignore[call-overload]
-    if "export_stacks" in flags:
-        cfg.export_stacks = list(flags["export_stacks"])  # type: ignore[call-overload]
-    if "memory_timeline" in flags:
-        cfg.memory_timeline = [f.lstrip(".") for f in flags["memory_timeline"]]  # type: ignore[attr-defined]
-    if "min_free_space" in flags:
-        cfg.min_free_space = str(flags["min_free_space"])
+    for option in RUN_OPTIONS:
+        if option.key in flags and option.key != "config":
+            c.set_option(cfg, option, flags[option.key])
     return cfg.validate()
-
-
-def match_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
-    from npuprof.config import ConfigError
-
-    for choice in choices:
-        if value.lower() == choice.lower():
-            return choice
-    raise ConfigError(flag, f"unknown value {value!r}", "use one of " + ", ".join(choices))

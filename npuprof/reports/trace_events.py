@@ -5,7 +5,7 @@ only the events the reports need; the small reader below reads the other Chrome 
 array, which that loader does not take. Events of either kind have ``name ph cat ts dur pid tid id args``
 and ``args_dict()``.
 ``args`` is kept undecoded (``msgspec.Raw``) and decoded only for the few events that need it: decoding every
-event's args costs 4x the time and twice the memory on big traces (measured-facts.md).
+event's args costs 4x the time and twice the memory on big traces (bench/README.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""torch_npu.profiler on Ascend NPUs: the seed's
+"""torch_npu.profiler on Ascend NPUs: the Ascend PyTorch Profiler's
 ``profile(..., experimental_config=_ExperimentalConfig(...))`` built from npuprof's flags, writing torch_npu's
 own result layout.
 
@@ -24,10 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from npuprof import options
 from npuprof.agent.backends.base import ScheduleFn, TraceReady, align_torch_style
 from npuprof.agent.own_mode import torch_npu_own_mode_active as torch_npu_own_mode_active
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
+from npuprof.options import TORCH_NPU_OPTIONS
 
 _unavailable_reason: str | None = None
 
@@ -57,46 +59,13 @@ def unavailable_reason() -> str | None:
 
 # ---- flags -> torch_npu keywords -------------------------------------------------------------------
 _DEFAULTS = ProfileConfig()
-_LEVEL_FLAG = {"Level_none": "none", "Level0": "0", "Level1": "1", "Level2": "2"}
-_BOOL_FLAGS = {
-    "l2_cache": "--l2-cache",
-    "op_attr": "--op-attr",
-    "record_op_args": "--record-op-args",
-    "msprof_tx": "--msprof-tx",
-    "record_shapes": "--record-shapes",
-    "profile_memory": "--profile-memory",
-    "with_stack": "--with-stack",
-    "with_modules": "--with-modules",
-    "with_flops": "--with-flops",
-}
 # cfg attribute -> _ExperimentalConfig keyword(s), first present wins
-_EXPERIMENTAL_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "export_type": ("export_type",),
-    "level": ("profiler_level",),
-    "msprof_tx": ("msprof_tx", "mstx"),
-    "aic_metrics": ("aic_metrics",),
-    "l2_cache": ("l2_cache",),
-    "op_attr": ("op_attr",),
-    "data_simplification": ("data_simplification",),
-    "record_op_args": ("record_op_args",),
-    "gc_detect_threshold": ("gc_detect_threshold",),
-}
+_EXPERIMENTAL_KEYWORDS: dict[str, tuple[str, ...]] = {o.key: o.npu_keywords for o in TORCH_NPU_OPTIONS}
 
 
 def flag_text(cfg: ProfileConfig, attr: str) -> str:
     """How the user would have written ``cfg.<attr>`` on the command line."""
-    value = getattr(cfg, attr)
-    if attr == "level":
-        return f"--level {_LEVEL_FLAG.get(value, value)}"
-    if attr == "aic_metrics":
-        return f"--aic-metrics {value}"
-    if attr == "export_type":
-        return f"--export-type {value}"
-    if attr == "gc_detect_threshold":
-        return f"--gc-detect-threshold {value:g}"
-    if attr == "data_simplification":
-        return "--data-simplification" if value else "--no-data-simplification"
-    return _BOOL_FLAGS.get(attr, "--" + attr.replace("_", "-"))
+    return options.flag_text(options.BY_KEY[attr], getattr(cfg, attr))
 
 
 def _given(cfg: ProfileConfig, attr: str) -> bool:

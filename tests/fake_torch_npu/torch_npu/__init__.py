@@ -11,8 +11,9 @@ Environment knobs (tests only):
 - ``FAKE_TORCH_NPU_LOG``: a JSON-lines file that receives every call and its arguments.
 - ``FAKE_TORCH_NPU_API``: which released signature of ``_ExperimentalConfig`` /
   ``tensorboard_trace_handler`` to mimic: ``latest`` (default; with host_sys, mstx domains, sys_io),
-  ``6.0.0`` (the seed's: export_type .. gc_detect_threshold, no host_sys), ``5.0.0`` (CANN 7.0 era: level,
-  aic_metrics, l2_cache, data_simplification, record_op_args; no Level_none, no ExportType, no analyse_flag),
+  ``6.0.0`` (the documented one: export_type .. gc_detect_threshold, no host_sys), ``5.0.0`` (CANN 7.0
+  era: level, aic_metrics, l2_cache, data_simplification, record_op_args; no Level_none, no ExportType,
+  no analyse_flag),
   ``mstx`` (``msprof_tx`` renamed ``mstx``).
 - ``FAKE_TORCH_NPU_IMPORT_ERROR``: when set, ``import torch_npu`` raises ImportError with that text (as the
   real wheel does without CANN: ``libhccl.so: cannot open shared object file``).

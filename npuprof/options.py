@@ -1,0 +1,361 @@
+"""Every option of `npuprof run`, declared once (docs/architecture.md, "Options").
+
+The fast flag parser (cli/run_flags.py), the typer command (cli/run.py), the ``profiler_config.json``
+reader and profiler_info's config (config.py), the "ignored on this backend" reports (agent/backends/)
+and the flag table of the README are all made from this list; tests/test_options.py checks the README
+and the defaults of ProfileConfig against it. Adding a flag is one entry here plus its behaviour.
+
+This module imports nothing: the launcher's fast path reads it at every start.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# Which backends act on an option; the others report it once as ignored when it differs from its default.
+EVERY_BACKEND = "every"
+TORCH_NPU_ONLY = "torch_npu"
+
+# Panels of `npuprof run --help`.
+WHAT = "What to collect"
+ASCEND = "Ascend options (torch_npu _ExperimentalConfig; reported as ignored elsewhere)"
+SCHEDULE = "Schedule (torch.profiler.schedule semantics)"
+OUTPUT = "Output"
+
+
+class Option(NamedTuple):
+    key: str  # the ProfileConfig field (ProfileConfig.schedule's for the schedule panel)
+    flags: tuple[str, ...]  # the long form first; a bool option also takes --no-<long form>
+    kind: str  # "bool", "int", "float", "str", "path" or "list" (repeatable)
+    default: str  # as --help and the README show it
+    help: str  # one line for --help
+    panel: str
+    doc: str = ""  # the README's "meaning" column: what each backend does with it
+    metavar: str | None = None
+    config_key: str | None = None  # in profiler_config.json; "experimental_config.x" for a nested key
+    profiler_keyword: str | None = None  # torch.profiler.profile's / torch_npu's keyword of the same meaning
+    npu_keywords: tuple[str, ...] = ()  # torch_npu _ExperimentalConfig keywords, first accepted one wins
+    backends: str = EVERY_BACKEND
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+    @property
+    def in_schedule(self) -> bool:
+        return self.panel == SCHEDULE and self.kind == "int"
+
+
+def _bool(key: str, default: str, help: str, panel: str, doc: str, **extra: object) -> Option:
+    return Option(key, ("--" + key.replace("_", "-"),), "bool", default, help, panel, doc, **extra)  # type: ignore[arg-type]
+
+
+def _collect(key: str, help: str) -> Option:
+    return _bool(
+        key,
+        "off",
+        help,
+        WHAT,
+        "the torch.profiler / torch_npu keyword of the same name, on every backend",
+        config_key=key,
+        profiler_keyword=key,
+    )
+
+
+def _experimental(key: str, help: str, doc: str = "", npu_keywords: tuple[str, ...] = ()) -> Option:
+    return _bool(
+        key,
+        "off",
+        help,
+        ASCEND,
+        doc or f"torch_npu `_ExperimentalConfig({key}=...)`; reported as ignored elsewhere",
+        config_key="experimental_config." + key,
+        npu_keywords=npu_keywords or (key,),
+        backends=TORCH_NPU_ONLY,
+    )
+
+
+def _schedule(key: str, default: int, help: str, doc: str) -> Option:
+    return Option(key, ("--" + key.replace("_", "-"),), "int", str(default), help, SCHEDULE, doc, metavar="N")
+
+
+RUN_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "activities",
+        ("--activities",),
+        "str",
+        "cpu,npu",
+        "cpu, npu or cpu,npu (npu = the accelerator: NPU or CUDA).",
+        WHAT,
+        "`npu` is the accelerator (NPU or CUDA). CPU backend: the CPU is always profiled.",
+        metavar="cpu,npu",
+        config_key="activities",
+        profiler_keyword="activities",
+    ),
+    _collect("record_shapes", "Operator input shapes and dtypes."),
+    _collect("profile_memory", "Memory allocations per operator."),
+    _collect("with_stack", "Python call stacks of operators (adds overhead)."),
+    _collect("with_flops", "Operator FLOPs."),
+    _collect("with_modules", "nn.Module hierarchy of operators."),
+    Option(
+        "level",
+        ("--level",),
+        "str",
+        "0",
+        "Profiler level: none, 0, 1 or 2.",
+        ASCEND,
+        "torch_npu `ProfilerLevel.Level_none/Level0/1/2`; reported as ignored elsewhere",
+        metavar="none|0|1|2",
+        config_key="experimental_config.profiler_level",
+        npu_keywords=("profiler_level",),
+        backends=TORCH_NPU_ONLY,
+    ),
+    Option(
+        "aic_metrics",
+        ("--aic-metrics",),
+        "str",
+        "AiCoreNone",
+        "AiCoreNone, PipeUtilization, ArithmeticUtilization, Memory, MemoryL0, ResourceConflictRatio, "
+        "MemoryUB or L2Cache (any case).",
+        ASCEND,
+        "one of the 8 names, in any case; torch_npu `AiCMetrics.NAME`; reported as ignored elsewhere",
+        metavar="NAME",
+        config_key="experimental_config.aic_metrics",
+        npu_keywords=("aic_metrics",),
+        backends=TORCH_NPU_ONLY,
+    ),
+    _experimental("l2_cache", "Write l2_cache.csv."),
+    _experimental(
+        "op_attr",
+        "aclnn operator attributes (db export).",
+        "torch_npu `_ExperimentalConfig(op_attr=...)`; reported as ignored elsewhere; refused with "
+        "`--level none`",
+    ),
+    _bool(
+        "data_simplification",
+        "on",
+        "Delete intermediate raw data after parsing.",
+        ASCEND,
+        "torch_npu `_ExperimentalConfig(data_simplification=...)` (deletes `FRAMEWORK/` after parsing); "
+        "reported as ignored elsewhere",
+        config_key="experimental_config.data_simplification",
+        npu_keywords=("data_simplification",),
+        backends=TORCH_NPU_ONLY,
+    ),
+    _experimental("record_op_args", "Operator info for the AOE tuner."),
+    Option(
+        "export_type",
+        ("--export-type",),
+        "str",
+        "text",
+        "text or db.",
+        ASCEND,
+        "torch_npu `ExportType`; reported as ignored elsewhere",
+        metavar="text|db",
+        config_key="experimental_config.export_type",
+        npu_keywords=("export_type",),
+        backends=TORCH_NPU_ONLY,
+    ),
+    _experimental(
+        "msprof_tx",
+        "Custom marks and ranges (mstx).",
+        "torch_npu `_ExperimentalConfig(msprof_tx=...)` (`mstx` in newer releases); reported as ignored "
+        "elsewhere",
+        npu_keywords=("msprof_tx", "mstx"),
+    ),
+    Option(
+        "gc_detect_threshold",
+        ("--gc-detect-threshold",),
+        "float",
+        "off",
+        "Record Python GC pauses longer than MS (0 = all).",
+        ASCEND,
+        "torch_npu `gc_detect_threshold` (0 = all GCs); reported as ignored on torch.profiler until GC "
+        "detection lands there",
+        metavar="MS",
+        config_key="experimental_config.gc_detect_threshold",
+        npu_keywords=("gc_detect_threshold",),
+        backends=TORCH_NPU_ONLY,
+    ),
+    _schedule(
+        "skip_first",
+        5,
+        "Steps skipped once at the start.",
+        "exact `torch.profiler.schedule` semantics, as the four below; the defaults record steps 6-8",
+    ),
+    _schedule("wait", 0, "Idle steps at the start of each cycle.", "idle steps at the start of each cycle"),
+    _schedule(
+        "warmup",
+        1,
+        "Warm-up steps (profiler on, not kept) per cycle.",
+        "profiler on, not kept, at the start of each cycle's recording",
+    ),
+    _schedule(
+        "active",
+        3,
+        "Recorded steps per cycle.",
+        "recorded steps per cycle; a capture still running when training ends is kept (the step in flight "
+        "marked partial)",
+    ),
+    _schedule("repeat", 1, "Cycles; 0 = until training ends.", "cycles; `0` repeats until training ends"),
+    Option(
+        "step_on",
+        ("--step-on",),
+        "str",
+        "Optimizer.step",
+        "Count a step at each return of this function instead of Optimizer.step, e.g. "
+        "mypkg.infer:Engine.generate.",
+        SCHEDULE,
+        "count steps at returns of this function (e.g. `mypkg.infer:Engine.generate`); `__main__` functions "
+        "are not reachable, move them to a module",
+        metavar="MODULE:QUALNAME",
+    ),
+    Option(
+        "ranks",
+        ("--ranks",),
+        "str",
+        "all",
+        "Ranks to profile: all, or e.g. 0,3-5.",
+        SCHEDULE,
+        "ranks that record (config file: `is_rank` + `rank_list`)",
+        metavar="all|0,3-5",
+    ),
+    Option(
+        "output",
+        ("--output", "-o"),
+        "path",
+        "./npuprof_result",
+        "Result directory.",
+        OUTPUT,
+        "resolved once and used as its real path; created 0o750 (files 0o640; a stricter umask is kept). "
+        "Refused if its last component is a symlink, or if it passes through a symlink in a sticky "
+        "world-writable directory (`/tmp`) whose owner is neither you nor the directory's owner (the "
+        "kernel's `fs.protected_symlinks` rule); a symlinked home or scratch directory is fine. Nothing in "
+        "it is overwritten (a second run's record is `npuprof_run.<time>.<pid>.json`, the log is appended)",
+        metavar="DIR",
+        config_key="prof_dir",
+    ),
+    Option(
+        "worker_name",
+        ("--worker-name",),
+        "str",
+        "the hostname",
+        "Prefix of the rank dirs.",
+        OUTPUT,
+        "prefix of the rank dirs",
+        metavar="NAME",
+    ),
+    _bool(
+        "analyse",
+        "on",
+        "Parse each capture into ASCEND_PROFILER_OUTPUT/ in the background.",
+        OUTPUT,
+        "parse each capture in a background process (CPU/CUDA); torch_npu's `analyse_flag` on NPU",
+        config_key="analyse",
+    ),
+    _bool(
+        "gzip",
+        "on",
+        "Gzip the raw trace (in the background, never in the step).",
+        OUTPUT,
+        "gzip the raw Kineto trace in the background (torch's own gzip runs inside the step at ~10 MB/s)",
+    ),
+    Option(
+        "metadata",
+        ("--metadata",),
+        "list",
+        "-",
+        "Written to profiler_metadata.json; repeatable.",
+        OUTPUT,
+        "repeatable; into `profiler_metadata.json` (torch_npu: `add_metadata`); at most 4096 characters a "
+        "value, 50 KiB in all",
+        metavar="KEY=VALUE",
+        config_key="metadata",
+    ),
+    Option(
+        "export_stacks",
+        ("--export-stacks",),
+        "list",
+        "-",
+        "At each capture, write flame-graph stacks for self_cpu_time_total / self_npu_time_total / "
+        "self_cuda_time_total (needs --with-stack); repeatable.",
+        OUTPUT,
+        "write `stacks_<METRIC>.folded` at each capture (needs `--with-stack`)",
+        metavar="METRIC",
+    ),
+    Option(
+        "memory_timeline",
+        ("--memory-timeline",),
+        "list",
+        "-",
+        "At each capture, export the memory timeline: html, json, json.gz or raw.json.gz (needs "
+        "--profile-memory --record-shapes --with-stack); repeatable.",
+        OUTPUT,
+        "`html`, `json`, `json.gz`, `raw.json.gz` at each capture (needs `--profile-memory --record-shapes "
+        "--with-stack`)",
+        metavar="FORMAT",
+    ),
+    Option(
+        "min_free_space",
+        ("--min-free-space",),
+        "str",
+        "5GiB or 5%, whichever is smaller",
+        "Skip captures when the output's filesystem has less free space, e.g. 500MiB, 2G, 10GB, 3%; "
+        "0 = never skip.",
+        OUTPUT,
+        "below this much free space on the output's filesystem, captures are skipped (warned once; the job "
+        "runs). `500MiB`, `2G` (K/M/G/T and KiB… are powers of 1024), `10GB` (KB/MB/GB: powers of 1000), "
+        "`3%` of the filesystem, `0` = never skip",
+        metavar="SIZE",
+        config_key="min_free_space",
+    ),
+    Option(
+        "config",
+        ("--config",),
+        "path",
+        "-",
+        "A profiler_config.json (Ascend dynamic-profiling format) used as the base; flags override it.",
+        OUTPUT,
+        "the base configuration (above); flags given on the command line override it",
+        metavar="FILE",
+    ),
+)
+
+BY_KEY: dict[str, Option] = {option.key: option for option in RUN_OPTIONS}
+TORCH_NPU_OPTIONS: tuple[Option, ...] = tuple(o for o in RUN_OPTIONS if o.backends == TORCH_NPU_ONLY)
+
+
+def flag_text(option: Option, value: object) -> str:
+    """How a user would have written ``value`` of ``option`` on the command line."""
+    if option.kind == "bool":
+        return option.flag if value else "--no-" + option.flag[2:]
+    if option.key == "level":
+        shown = {"Level_none": "none", "Level0": "0", "Level1": "1", "Level2": "2"}
+        return f"{option.flag} {shown.get(str(value), value)}"
+    if option.kind == "float" and isinstance(value, float):
+        return f"{option.flag} {value:g}"
+    return f"{option.flag} {value}"
+
+
+def markdown_table() -> str:
+    """The README's flag table (tests/test_options.py keeps the README equal to it)."""
+    lines = [
+        "| flag | default | meaning, and what each backend does with it | `profiler_config.json` key |",
+        "|---|---|---|---|",
+    ]
+    for option in RUN_OPTIONS:
+        flag = "/".join(option.flags)
+        if option.kind == "bool":
+            flag = f"{option.flag}/--no-{option.flag[2:]}"
+        elif option.metavar:
+            flag = f"{flag} {option.metavar}"
+        key = f"`{option.config_key}`" if option.config_key else "-"
+        if option.in_schedule or option.key == "ranks":
+            key = "see above"
+        flag = flag.replace("|", "\\|")
+        lines.append(f"| `{flag}` | {option.default} | {option.doc} | {key} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m npuprof.options: the README table
+    print(markdown_table(), end="")
