@@ -10,8 +10,6 @@ This module imports nothing: the launcher's fast path reads it at every start.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 # Which backends act on an option; the others report it once as ignored when it differs from its default.
 EVERY_BACKEND = "every"
 TORCH_NPU_ONLY = "torch_npu"
@@ -23,19 +21,56 @@ SCHEDULE = "Schedule (torch.profiler.schedule semantics)"
 OUTPUT = "Output"
 
 
-class Option(NamedTuple):
-    key: str  # the ProfileConfig field (ProfileConfig.schedule's for the schedule panel)
-    flags: tuple[str, ...]  # the long form first; a bool option also takes --no-<long form>
-    kind: str  # "bool", "int", "float", "str", "path" or "list" (repeatable)
-    default: str  # as --help and the README show it
-    help: str  # one line for --help
-    panel: str
-    doc: str = ""  # the README's "meaning" column: what each backend does with it
-    metavar: str | None = None
-    config_key: str | None = None  # in profiler_config.json; "experimental_config.x" for a nested key
-    profiler_keyword: str | None = None  # torch.profiler.profile's / torch_npu's keyword of the same meaning
-    npu_keywords: tuple[str, ...] = ()  # torch_npu _ExperimentalConfig keywords, first accepted one wins
-    backends: str = EVERY_BACKEND
+class Option:
+    """One option. (A plain class: ``typing.NamedTuple`` or dataclasses would cost the launcher's start
+    path ~5 ms of imports.)"""
+
+    __slots__ = (
+        "backends",
+        "config_key",
+        "default",
+        "doc",
+        "flags",
+        "help",
+        "key",
+        "kind",
+        "metavar",
+        "npu_keywords",
+        "panel",
+        "profiler_keyword",
+    )
+
+    def __init__(
+        self,
+        key: str,
+        flags: tuple[str, ...],
+        kind: str,
+        default: str,
+        help: str,
+        panel: str,
+        doc: str = "",
+        *,
+        metavar: str | None = None,
+        config_key: str | None = None,
+        profiler_keyword: str | None = None,
+        npu_keywords: tuple[str, ...] = (),
+        backends: str = EVERY_BACKEND,
+    ) -> None:
+        self.key = key  # the ProfileConfig field (ProfileConfig.schedule's for the schedule panel)
+        self.flags = flags  # the long form first; a bool option also takes --no-<long form>
+        self.kind = kind  # "bool", "int", "float", "str", "path" or "list" (repeatable)
+        self.default = default  # as --help and the README show it
+        self.help = help  # one line for --help
+        self.panel = panel
+        self.doc = doc  # the README's "meaning" column: what each backend does with it
+        self.metavar = metavar
+        self.config_key = config_key  # in profiler_config.json; "experimental_config.x" for a nested key
+        self.profiler_keyword = profiler_keyword  # torch.profiler.profile's / torch_npu's keyword
+        self.npu_keywords = npu_keywords  # torch_npu _ExperimentalConfig keywords, first accepted one wins
+        self.backends = backends
+
+    def __repr__(self) -> str:
+        return f"Option({self.key!r})"
 
     @property
     def flag(self) -> str:
