@@ -24,7 +24,6 @@ from npuprof.results.atomic import atomic_writer, make_dir, write_bytes, write_t
 from npuprof.results.paths import UnsafePathError, check_no_symlink
 
 SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
-SUMMARY_VERSION = 1
 
 
 @dataclass
@@ -333,7 +332,9 @@ def _write_outputs(
             tv.flush()
             copy = _Copy(source, tv.fileno(), os.fstat(source).st_size)
         try:
-            from npuprof.analysis import step_breakdown, tables, trace_view
+            import msgspec
+
+            from npuprof.analysis import step_breakdown, summary_schema, tables, trace_view
             from npuprof.analysis.scan import scan, scan_behind
 
             if copy is not None:
@@ -399,18 +400,21 @@ def _write_outputs(
     peaks = side_result["peaks"]
     comm_summary = side_result["communication"]
 
-    summary = {
-        "version": SUMMARY_VERSION,
-        "rank": rank,
-        "trace": raw.name,
-        "events": extract.event_count,
-        **tabs.summary,
-        "memory": peaks,
-        "communication": comm_summary,
-        "world_size": (meta.get("distributedInfo") or {}).get("world_size")
-        if isinstance(meta.get("distributedInfo"), dict)
-        else None,
-    }
+    world = meta.get("distributedInfo")
+    summary = summary_schema.as_plain(
+        msgspec.convert(
+            {
+                "rank": rank,
+                "trace": raw.name,
+                "events": extract.event_count,
+                **tabs.summary,
+                "memory": peaks,
+                "communication": comm_summary,
+                "world_size": world.get("world_size") if isinstance(world, dict) else None,
+            },
+            summary_schema.Summary,
+        )
+    )
     write_json_fast(out_dir / SUMMARY_FILE, summary, indent=0)
     written.append(SUMMARY_FILE)
     phase("summary")

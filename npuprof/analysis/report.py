@@ -16,8 +16,6 @@ RankReport: ``{"rank", "rank_dir", "status", "device", "steps": [step breakdown.
 
 from __future__ import annotations
 
-import json
-import math
 import multiprocessing
 import os
 import statistics
@@ -26,8 +24,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from npuprof.analysis.parse import SUMMARY_FILE, SUMMARY_VERSION, ParseOutcome, parse_rank_dir, write_outputs
+from npuprof.analysis.parse import SUMMARY_FILE, ParseOutcome, parse_rank_dir, write_outputs
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
+from npuprof.analysis.summary_schema import SummaryError, as_plain, read_summary
 from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
 
@@ -108,55 +107,18 @@ def parse_all(
     return [results[d] for d in rank_dirs]
 
 
-def _load_summary(parsed_dir: Path) -> dict[str, Any] | None:
-    """The rank's summary, or None when it is missing or not one this version wrote (damaged, edited, or
-    written by another version: re-parsing with --force rewrites it)."""
+def _load_summary(parsed_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """The rank's summary as plain values, or (None, why it cannot be used: missing, damaged, or written by
+    another version; re-parsing with --force rewrites it)."""
     try:
-        summary = json.loads((parsed_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError, RecursionError):
-        return None
-    return summary if _is_summary(summary) else None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_step_number(value: Any) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _is_summary(summary: Any) -> bool:
-    """Does ``summary`` have every field, of the type, that the report reads?"""
-    if not isinstance(summary, dict) or summary.get("version") != SUMMARY_VERSION:
-        return False
-    steps, memory = summary.get("steps", []), summary.get("memory") or {}
-    if not (_is_step_number(summary.get("rank")) and isinstance(steps, list) and isinstance(memory, dict)):
-        return False
-    if not all(
-        isinstance(s, dict)
-        and _is_step_number(s.get("step"))
-        and all(_is_number(s.get(k)) for k in ("start_us", *STEP_TIME_FIELDS))
-        and (s.get("memory_peak_mb") is None or _is_number(s["memory_peak_mb"]))
-        for s in steps
-    ):
-        return False
-    for key in ("top_operators", "top_kernels"):
-        items = summary.get(key, [])
-        if not isinstance(items, list) or not all(_is_top_item(item) for item in items):
-            return False
-    peaks = (memory.get("peak_allocated_mb"), memory.get("peak_reserved_mb"))
-    return all(p is None or _is_number(p) for p in peaks)
-
-
-def _is_top_item(item: Any) -> bool:
-    return (
-        isinstance(item, dict)
-        and isinstance(item.get("name"), str)
-        and isinstance(item.get("count"), int)
-        and _is_step_number(item.get("step"))
-        and all(_is_number(v) for k, v in item.items() if k.endswith("_us"))
-    )
+        data = (parsed_dir / SUMMARY_FILE).read_bytes()
+    except OSError as exc:
+        why = f"no readable {SUMMARY_FILE} ({exc.strerror or exc}; parsed by another tool?)"
+        return None, why + "; re-run with --force"
+    try:
+        return as_plain(read_summary(data)), ""
+    except SummaryError as exc:
+        return None, f"{SUMMARY_FILE}: {exc}"
 
 
 def _in_steps(step: Any, steps: tuple[int, int] | None) -> bool:
@@ -299,13 +261,9 @@ def build_report(
         raise NothingToAnalyse(f"{path} is neither a result directory nor a *.pt.trace.json(.gz) file")
     ranks, problems = [], []
     for outcome, out_dir in targets:
-        summary = _load_summary(out_dir) if outcome.ok else None
+        summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
         if summary is None:
-            reason = outcome.reason or (
-                f"no readable {SUMMARY_FILE} (parsed by another tool or version?); re-run with --force"
-                if outcome.ok
-                else ""
-            )
+            reason = outcome.reason or why
             problems.append(
                 {
                     "rank_dir": str(outcome.rank_dir),

@@ -1,0 +1,103 @@
+"""The typed, versioned hand-over from parsing to reporting: ``npuprof_summary.json``, one per rank dir
+(docs/formats.md, "npuprof_summary.json").
+
+The parser writes a :class:`Summary`; the report reads it back with :func:`read_summary`, which checks every
+field it uses (types, finite numbers) and names the version when the file was written by an older or newer
+npuprof, instead of failing somewhere later with a KeyError.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from npuprof.analysis.step_breakdown import SUMMARY_ORDER
+
+SUMMARY_VERSION = 1
+
+# A finite float: JSON has no NaN/Infinity, and Python's json writes them; ±1.7e308 bounds keep inf out.
+Finite = Annotated[float, msgspec.Meta(ge=-1.7e308, le=1.7e308)]
+
+SummaryStep = msgspec.defstruct(
+    "SummaryStep",
+    [
+        ("step", int | None),
+        *((name, Finite) for name in SUMMARY_ORDER),  # start_us, then the step's times
+        # absent when the memory table had no row for the step, null when it had no peak
+        ("memory_peak_mb", Finite | None | msgspec.UnsetType, msgspec.UNSET),
+    ],
+    kw_only=True,
+)
+
+
+class TopOperator(msgspec.Struct, kw_only=True):
+    step: int | None
+    name: str
+    count: int
+    self_us: Finite
+    total_us: Finite
+    device_us: Finite
+
+
+class TopKernel(msgspec.Struct, kw_only=True):
+    step: int | None
+    name: str
+    count: int
+    total_us: Finite
+
+
+class Summary(msgspec.Struct, kw_only=True):
+    """Field order is the file's key order."""
+
+    version: int = SUMMARY_VERSION
+    rank: int | None
+    trace: str
+    events: int
+    device: str
+    device_id: int | None
+    steps: list[SummaryStep]  # type: ignore[valid-type]
+    top_operators: list[TopOperator]
+    top_kernels: list[TopKernel]
+    memory: dict[str, int | Finite | None]  # peak_allocated_mb, peak_reserved_mb; {} without memory data
+    communication: dict[str, int | Finite]  # operators, time_us, size_mb
+    world_size: int | None
+
+
+class _Versioned(msgspec.Struct):
+    version: Any = None
+
+
+class SummaryError(ValueError):
+    """The summary cannot be used; the message says why and what to do."""
+
+
+_VERSION_DECODER = msgspec.json.Decoder(_Versioned)
+_SUMMARY_DECODER = msgspec.json.Decoder(Summary)
+
+
+def read_summary(data: bytes) -> Summary:
+    """``npuprof_summary.json``'s bytes as a Summary, or SummaryError naming the problem."""
+    try:
+        version = _VERSION_DECODER.decode(data).version
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise SummaryError(f"not a summary ({exc}); re-run with --force") from None
+    if version != SUMMARY_VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and version > SUMMARY_VERSION:
+            raise SummaryError(
+                f"written by a newer npuprof (summary version {version}, this one reads {SUMMARY_VERSION}); "
+                "upgrade npuprof, or re-run with --force"
+            )
+        raise SummaryError(
+            f"written by an older npuprof (summary version {version!r}, this one reads {SUMMARY_VERSION}); "
+            "re-run with --force"
+        )
+    try:
+        return _SUMMARY_DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise SummaryError(f"damaged ({exc}); re-run with --force") from None
+
+
+def as_plain(summary: Summary) -> dict[str, Any]:
+    """The summary as plain JSON values, keys in the file's order."""
+    return msgspec.to_builtins(summary)

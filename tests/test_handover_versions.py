@@ -1,0 +1,94 @@
+"""Typed, versioned hand-overs: a reader meeting another version of a file says which and what to do,
+instead of failing later (or reading it wrongly)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import cuda_trace, write_rank_dir
+
+from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
+
+
+@pytest.fixture
+def parsed(tmp_path: Path) -> Path:
+    rank_dir = write_rank_dir(tmp_path / "result", cuda_trace())
+    assert parse_rank_dir(rank_dir).ok
+    return rank_dir
+
+
+def _analyse(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "npuprof", "analyse", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _rewrite_summary(rank_dir: Path, change) -> None:
+    path = rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY_FILE
+    summary = json.loads(path.read_text())
+    change(summary)
+    path.write_text(json.dumps(summary))
+
+
+def test_the_summary_written_is_read_back_whole(parsed: Path) -> None:
+    result = _analyse(parsed.parent)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    written = json.loads((parsed / "ASCEND_PROFILER_OUTPUT" / SUMMARY_FILE).read_text())
+    assert written["version"] == 1 and report["problems"] == []
+    assert [s["duration_us"] for s in report["ranks"][0]["steps"]] == [
+        s["duration_us"] for s in written["steps"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        (2, "written by a newer npuprof (summary version 2, this one reads 1); upgrade npuprof"),
+        (0, "written by an older npuprof (summary version 0, this one reads 1); re-run with --force"),
+        (None, "written by an older npuprof (summary version None"),
+        ("1", "written by an older npuprof (summary version '1'"),
+    ],
+)
+def test_a_summary_of_another_version_is_named_with_what_to_do(parsed: Path, version, expected: str) -> None:
+    _rewrite_summary(parsed, lambda s: s.update(version=version))
+    result = _analyse(parsed.parent)
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert [p["status"] for p in report["problems"]] == ["unreadable"]
+    assert expected in report["problems"][0]["reason"], report["problems"][0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("change", "names"),
+    [
+        (lambda s: s["steps"][0].update(duration_us="slow"), "duration_us"),
+        (lambda s: s["steps"][0].pop("free_us"), "free_us"),
+        (lambda s: s["top_kernels"][0].update(count=True), "count"),
+        (lambda s: s.update(rank=1.5), "rank"),
+    ],
+)
+def test_a_damaged_field_is_named(parsed: Path, change, names: str) -> None:
+    _rewrite_summary(parsed, change)
+    report = json.loads(_analyse(parsed.parent).stdout)
+    reason = report["problems"][0]["reason"]
+    assert "damaged" in reason and names in reason and "--force" in reason, reason
+
+
+def test_force_rewrites_a_summary_of_another_version(parsed: Path) -> None:
+    _rewrite_summary(parsed, lambda s: s.update(version=0))
+    result = subprocess.run(
+        [sys.executable, "-m", "npuprof", "analyse", str(parsed.parent), "--format", "json", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["problems"] == []
