@@ -40,10 +40,18 @@ def canonical(cat: str) -> str:
     return OLD_NAMES.get(cat, cat)
 
 
+# what counts as device time; the other device categories (annotations, ranges) only overlay it
 DEVICE_WORK_CATS = frozenset({KERNEL, MEMCPY, MEMSET})
 DEVICE_CATS = DEVICE_WORK_CATS | {GPU_USER_ANNOTATION, PROFILER_RANGE}
-RUNTIME_CATS = frozenset({RUNTIME, DRIVER})
+# host calls that hand work to the device (PrivateUse1: out-of-tree backends that go through Kineto)
+RUNTIME_CATS = frozenset({RUNTIME, DRIVER, "privateuse1_runtime", "privateuse1_driver"})
 HOST_FLOW_CATS = frozenset({FLOW_LAUNCH, FLOW_FWDBWD, "async_npu", "async_task_queue", "HostToDevice"})
+# the flows from a host call to the device work it launched (Kineto's ac2g; torch_npu's async_npu)
+LAUNCH_FLOW_CATS = frozenset({FLOW_LAUNCH, "async_npu", "HostToDevice"})
+# processes of torch_npu's trace_view.json and of device traces that are device work, and those that are
+# neither host threads nor device work (overlays npuprof or torch_npu computed)
+DEVICE_PROCESS_RE = re.compile(r"(?i)ascend hardware|^gpu\b|^npu\b|^device\b|^stream\b")
+NOT_HOST_PROCESS_RE = re.compile(r"(?i)overlap analysis|^hccl\b|^communication\b|^spans?$|^traces?$")
 # the task kind of each device category, as kernel_details.csv names it
 TASK_KIND = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 TASK_CORE = {"kernel": "CUDA kernel", "memcpy": "memcpy", "memset": "memset"}
@@ -57,6 +65,16 @@ COMM_KERNEL_MARKS = ("nccl", "hccl", "rccl")
 COMM_ANNOTATION_PREFIXES = ("gloo:", "nccl:", "hccl:", "mpi:", "ucc:")
 COMM_RECORD = "record_param_comms"
 C10D_PREFIX = "c10d::"
+
+
+# A Python frame of npuprof's own code in a --with-stack trace ("/site-packages/npuprof/agent/steps.py(57):
+# stepped"): the step wrapper in the training thread, and npuprof's own threads (hand-over, disk guard,
+# SIGTERM watcher). Stacks leave them out: they are not the user's program.
+_NPUPROF_FRAME_RE = re.compile(r"[/\\]npuprof[/\\](?:agent|results|_bootstrap)[/\\][^/\\]*\.py\(")
+
+
+def is_npuprof_frame(name: str) -> bool:
+    return _NPUPROF_FRAME_RE.search(name) is not None
 
 
 def is_comm_name(name: str) -> bool:

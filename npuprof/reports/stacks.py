@@ -16,31 +16,21 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npuprof.analysis import vocabulary as vocab
 from npuprof.reports.trace_events import TraceEvent, load_events, process_names
 
 HOST_METRIC = "self_cpu_time_total"
 DEVICE_METRICS = ("self_cuda_time_total", "self_npu_time_total")
 METRICS = (HOST_METRIC, *DEVICE_METRICS)
 
-# Device activity in Kineto traces (CUDA, and PrivateUse1 backends that go through Kineto).
-DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_profiler_range"})
-# Of those, what counts as device time (annotations only overlay the kernels).
-DEVICE_WORK_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-# Host calls that hand work to the device; kernels are shown under their caller, not under the call itself.
-RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver"})
-HOST_FLOW_CATS = frozenset({"ac2g", "async_npu", "HostToDevice"})
-# Processes of trace_view.json / device traces that are not host threads.
-_DEVICE_PROCESS_RE = re.compile(r"(?i)ascend hardware|^gpu\b|^npu\b|^device\b|^stream\b")
-_NOT_HOST_PROCESS_RE = re.compile(r"(?i)overlap analysis|^hccl\b|^communication\b|^spans?$|^traces?$")
-_IGNORED_CATS = frozenset({"Trace"})
+_IGNORED_CATS = frozenset({vocab.TRACE})
 # Tie-break for events with the same start and duration: the caller first.
-_CAT_RANK = {"python_function": 0, "user_annotation": 1, "cpu_op": 2}
+_CAT_RANK = {vocab.PYTHON_FUNCTION: 0, vocab.USER_ANNOTATION: 1, vocab.CPU_OP: 2}
 _SANITISE = str.maketrans(" ;\t\n\r", "_____")
 UNLINKED_FRAME = "[device_work_without_a_launching_call]"
 
@@ -133,15 +123,26 @@ class _HostTree:
         return self.trie.parent[node] if node in self.runtime_nodes and self.trie.parent[node] > 0 else node
 
 
+def _cat(ev: TraceEvent) -> str:
+    """The event's category in torch 2.x's names (torch 1.8-1.10 wrote ``Kernel``, ``Operator``, ...)."""
+    return vocab.canonical(ev.cat or "")
+
+
 def _is_host_event(ev: TraceEvent, device_pids: set[object]) -> bool:
     return (
         ev.ph == "X"
         and ev.ts is not None
         and ev.dur is not None
-        and ev.cat not in _IGNORED_CATS
-        and ev.cat not in DEVICE_CATS
+        and _cat(ev) not in _IGNORED_CATS
+        and _cat(ev) not in vocab.DEVICE_CATS
         and ev.pid not in device_pids
     )
+
+
+def _is_npuprof_thread(items: list[tuple[int, TraceEvent]]) -> bool:
+    """One of npuprof's own threads: only Python frames, some of them npuprof's code."""
+    python_only = all(_cat(ev) == vocab.PYTHON_FUNCTION for _, ev in items)
+    return python_only and any(vocab.is_npuprof_frame(ev.name) for _, ev in items)
 
 
 def _device_pids(events: list[TraceEvent]) -> tuple[set[object], set[object]]:
@@ -149,9 +150,9 @@ def _device_pids(events: list[TraceEvent]) -> tuple[set[object], set[object]]:
     device: set[object] = set()
     other: set[object] = set()
     for pid, name in process_names(events).items():
-        if _DEVICE_PROCESS_RE.search(name):
+        if vocab.DEVICE_PROCESS_RE.search(name):
             device.add(pid)
-        elif _NOT_HOST_PROCESS_RE.search(name):
+        elif vocab.NOT_HOST_PROCESS_RE.search(name):
             other.add(pid)
     return device, other
 
@@ -168,7 +169,9 @@ def _build_host_tree(events: list[TraceEvent], excluded_pids: set[object]) -> _H
     runtime_nodes: set[int] = set()
     has_python = False
     for thread, items in by_thread.items():
-        items.sort(key=lambda oe: (oe[1].ts, -(oe[1].dur or 0.0), _CAT_RANK.get(oe[1].cat or "", 3), oe[0]))
+        if _is_npuprof_thread(items):
+            continue
+        items.sort(key=lambda oe: (oe[1].ts, -(oe[1].dur or 0.0), _CAT_RANK.get(_cat(oe[1]), 3), oe[0]))
         stack: list[_Node] = []
         thread_spans: list[tuple[float, float, int]] = []
         for _, ev in items:
@@ -179,13 +182,17 @@ def _build_host_tree(events: list[TraceEvent], excluded_pids: set[object]) -> _H
             parent = stack[-1] if stack else None
             if parent is not None and end > parent.end:
                 end = parent.end  # a child that overruns its parent (clock rounding): clip it
-            has_python = has_python or ev.cat == "python_function"
-            node_id = trie.child(parent.node_id if parent else 0, sanitise_frame(ev.name))
+            cat = _cat(ev)
+            has_python = has_python or cat == vocab.PYTHON_FUNCTION
+            if parent is not None and cat == vocab.PYTHON_FUNCTION and vocab.is_npuprof_frame(ev.name):
+                node_id = parent.node_id  # npuprof's step wrapper: its time and children go to its caller
+            else:
+                node_id = trie.child(parent.node_id if parent else 0, sanitise_frame(ev.name))
             if parent is not None:
                 parent.child_time += end - ts
             stack.append(_Node(ts, end, node_id))
             node_of_event[id(ev)] = node_id
-            if ev.cat in RUNTIME_CATS:
+            if cat in vocab.RUNTIME_CATS:
                 runtime_nodes.add(node_id)
             thread_spans.append((ts, end, node_id))
         while stack:
@@ -229,15 +236,20 @@ def _device_links(
         if b'"correlation"' in raw or b'"External id"' in raw:
             args = ev.args_dict()
             correlation, external = _link_id(args, "correlation"), _link_id(args, "External id")
-            if correlation is not None and ev.cat not in ("cpu_op", "user_annotation", "python_function"):
+            cat = _cat(ev)
+            if correlation is not None and cat not in (
+                vocab.CPU_OP,
+                vocab.USER_ANNOTATION,
+                vocab.PYTHON_FUNCTION,
+            ):
                 by_corr[correlation] = node
-            elif external is not None and ev.cat in ("cpu_op", "user_annotation"):
+            elif external is not None and cat in (vocab.CPU_OP, vocab.USER_ANNOTATION):
                 by_external.setdefault(external, node)
 
     flow_start: dict[object, int] = {}
     flow_end: dict[tuple[object, object, float], object] = {}
     for ev in events:
-        if ev.cat not in HOST_FLOW_CATS or ev.id is None or ev.ts is None:
+        if ev.cat not in vocab.LAUNCH_FLOW_CATS or ev.id is None or ev.ts is None:
             continue
         if ev.ph == "s":
             node = _innermost_at(tree.spans.get((ev.pid, ev.tid), []), float(ev.ts))
@@ -271,7 +283,8 @@ def _device_work(events: list[TraceEvent], device_pids: set[object]) -> list[Tra
     for ev in events:
         if ev.ph != "X" or ev.dur is None or ev.ts is None:
             continue
-        if ev.cat in DEVICE_WORK_CATS or (ev.pid in device_pids and ev.cat not in DEVICE_CATS):
+        cat = _cat(ev)
+        if cat in vocab.DEVICE_WORK_CATS or (ev.pid in device_pids and cat not in vocab.DEVICE_CATS):
             out.append(ev)
     return out
 

@@ -1,0 +1,81 @@
+"""export-stacks reads through the one trace vocabulary: torch 1.8-1.10's category names give the same
+stacks as torch 2.x's, and npuprof's own frames and threads never show in the user's flame graph."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from stacks_support import synthetic_cuda
+
+from npuprof.reports import stacks as st
+
+# torch 1.8-1.10's names for the categories torch 2.x writes (docs/formats.md, "Traces npuprof reads")
+OLD = {"cpu_op": "Operator", "kernel": "Kernel", "cuda_runtime": "Runtime", "gpu_memcpy": "Memcpy"}
+
+
+def _old_release(events: list[dict]) -> list[dict]:
+    out = []
+    for ev in events:
+        ev = dict(ev)
+        if ev.get("cat") in OLD:
+            ev["cat"] = OLD[ev["cat"]]
+        if ev.get("pid") == synthetic_cuda.GPU and "tid" in ev:
+            ev["tid"] = f"stream {synthetic_cuda.STREAM}"  # old releases name GPU threads by string
+        out.append(ev)
+    return out
+
+
+def _write(path: Path, events: list[dict]) -> Path:
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_an_old_release_trace_gives_the_device_stacks_of_the_new_names(tmp_path: Path) -> None:
+    new_events = synthetic_cuda.events()
+    old_events = _old_release(new_events)
+    assert any(ev.get("cat") == "Kernel" for ev in old_events) and not any(
+        ev.get("cat") in OLD for ev in old_events
+    )
+    new = st.folded_from_trace(_write(tmp_path / "new.json", new_events), "self_cuda_time_total")
+    old = st.folded_from_trace(_write(tmp_path / "old.json", old_events), "self_cuda_time_total")
+    # independently: every kernel and memcpy of the trace, by duration
+    device_total = sum(ev["dur"] for ev in old_events if ev.get("cat") in ("Kernel", "Memcpy"))
+    assert old.total_us == device_total == new.total_us
+    assert old.values == new.values
+    gemm = [path for path in old.values if path[-1] == "sm80_gemm_kernel<float>"]
+    assert gemm and gemm[0][-2] == "aten::mm"  # under the operator that launched it, not the runtime call
+    host_old = st.folded_from_trace(tmp_path / "old.json", "self_cpu_time_total")
+    host_new = st.folded_from_trace(tmp_path / "new.json", "self_cpu_time_total")
+    assert host_old.values == host_new.values
+
+
+def _x(cat: str, name: str, ts: float, dur: float, tid: int) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+
+AGENT = "/venv/lib/python3.11/site-packages/npuprof/agent"
+
+
+def test_npuprofs_own_frames_and_threads_stay_out_of_the_stacks(tmp_path: Path) -> None:
+    events = [
+        # the training thread: the user's step goes through npuprof's wrapper around Optimizer.step
+        _x("python_function", "train.py(20): <module>", 0, 100, tid=1),
+        _x("python_function", f"{AGENT}/steps.py(57): stepped", 10, 50, tid=1),
+        _x("python_function", "torch/optim/sgd.py(80): step", 12, 40, tid=1),
+        _x("cpu_op", "aten::add_", 20, 10, tid=1),
+        # npuprof's hand-over thread: Python frames only, npuprof's among them
+        _x("python_function", "threading.py(1002): _bootstrap", 0, 500, tid=2),
+        _x("python_function", f"{AGENT}/capture.py(300): _hand_over", 5, 400, tid=2),
+        # a user's thread with Python frames only stays
+        _x("python_function", "loader.py(9): prefetch", 0, 30, tid=3),
+    ]
+    folded = st.folded_from_trace(_write(tmp_path / "t.json", events), "self_cpu_time_total")
+    frames = {frame for path in folded.values for frame in path}
+    assert not any("npuprof" in frame for frame in frames), frames
+    assert ("train.py(20):_<module>", "torch/optim/sgd.py(80):_step", "aten::add_") in folded.values
+    # the wrapper's own time (50 - 40 us) goes to its caller; busy time of threads 1 and 3 only
+    assert folded.values[("train.py(20):_<module>",)] == 100 - 40
+    assert folded.total_us == 100 + 30
