@@ -1,0 +1,314 @@
+"""What one step is, checked against the trace by a method that does not use npuprof's counter: each
+iteration of these scripts marks its forward pass with its own ``record_function`` range, so every
+``ProfilerStep#N`` range must hold exactly one of them, consecutive ones. Also the user's own signal handling
+under npuprof: a script with its own SIGTERM handler, and Ctrl-C while the schedule waits.
+
+The scripts are written in another style than tests/scripts/trainer.py (functions, a Trainer class, no
+argparse), as users write them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import capture_record, clean_env, load_trace, rank_dirs
+
+ITERATION = "iteration_forward_"  # the scripts' own marks: iteration_forward_<i>
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def _npuprof_run(
+    out: Path, script: Path, *flags: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "npuprof",
+            "run",
+            "-o",
+            str(out),
+            "--no-analyse",
+            *flags,
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _iterations_per_step(rank_dir: Path) -> dict[int, list[int]]:
+    """ProfilerStep#N -> the iterations whose forward mark lies inside it (by time, on the host)."""
+    events = [e for e in load_trace(rank_dir)["traceEvents"] if e.get("ph") == "X"]
+    steps = [
+        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e["name"].startswith("ProfilerStep#")
+    ]
+    marks = [(int(e["name"][len(ITERATION) :]), e["ts"]) for e in events if e["name"].startswith(ITERATION)]
+    return {n: sorted(i for i, ts in marks if start <= ts < end) for n, start, end in steps}
+
+
+def _optimizer_steps_per_step(rank_dir: Path) -> dict[int, list[str]]:
+    """ProfilerStep#N -> the Optimizer.step# ranges inside it (torch's own ranges, not npuprof's count)."""
+    events = [e for e in load_trace(rank_dir)["traceEvents"] if e.get("ph") == "X"]
+    steps = [
+        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e["name"].startswith("ProfilerStep#")
+    ]
+    ranges = [(e["name"], e["ts"]) for e in events if e["name"].startswith("Optimizer.step#")]
+    return {n: sorted(name for name, ts in ranges if start <= ts < end) for n, start, end in steps}
+
+
+GAN = """
+import torch
+from torch import nn
+from torch.profiler import record_function
+
+def make():
+    torch.manual_seed(0)
+    gen, disc = nn.Linear(8, 8), nn.Linear(8, 1)
+    return gen, disc, torch.optim.Adam(gen.parameters()), torch.optim.SGD(disc.parameters(), lr=0.1)
+
+def train(iterations=9):
+    gen, disc, opt_g, opt_d = make()
+    for i in range(iterations):
+        with record_function(f"iteration_forward_{i}"):
+            fake = gen(torch.randn(4, 8))
+        opt_d.zero_grad()
+        disc(fake.detach()).mean().backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        (-disc(fake).mean()).backward()
+        opt_g.step()
+
+if __name__ == "__main__":
+    train()
+"""
+
+
+def test_two_optimizers_count_one_step_per_iteration(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _npuprof_run(out, _script(tmp_path, GAN), "--skip-first", "2", "--warmup", "1", "--active", "3")
+    assert result.returncode == 0, result.stderr
+    [rank_dir] = rank_dirs(out)
+    per_step = _iterations_per_step(rank_dir)
+    # skip 2, warm up 1 (step 2), record steps 3-5; ProfilerStep#N is iteration N (counting from 0): one
+    # iteration per step, not one optimizer step
+    assert per_step == {3: [3], 4: [4], 5: [5]}, per_step
+    # and each step holds both optimizers' Optimizer.step# ranges (torch's own ranges)
+    for n, names in _optimizer_steps_per_step(rank_dir).items():
+        assert len(names) == 2 and {name.split("#")[1].split(".")[0] for name in names} == {"Adam", "SGD"}, (
+            n,
+            names,
+        )
+
+
+SCALER = """
+import torch
+from torch import nn
+from torch.profiler import record_function
+
+INF_AT = {4, 5}  # iterations whose gradients overflow: GradScaler skips optimizer.step()
+
+class Trainer:
+    def __init__(self):
+        torch.manual_seed(0)
+        self.model = nn.Linear(8, 2)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.scaler = torch.amp.GradScaler("cpu")
+        self.skipped = 0
+
+    def iteration(self, i):
+        with record_function(f"iteration_forward_{i}"):
+            loss = self.model(torch.randn(4, 8)).pow(2).mean()
+        if i in INF_AT:
+            loss = loss * float("inf")
+        self.opt.zero_grad()
+        self.scaler.scale(loss).backward()
+        before = self.scaler.get_scale()
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        self.skipped += self.scaler.get_scale() < before
+
+t = Trainer()
+for i in range(10):
+    t.iteration(i)
+assert t.skipped == len(INF_AT), t.skipped
+"""
+
+
+def test_a_step_gradscaler_skips_for_inf_still_counts(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _npuprof_run(
+        out, _script(tmp_path, SCALER), "--skip-first", "2", "--warmup", "1", "--active", "5"
+    )
+    assert result.returncode == 0, result.stderr
+    [rank_dir] = rank_dirs(out)
+    per_step = _iterations_per_step(rank_dir)
+    # iterations 4 and 5 skipped the optimizer; each still ends its step
+    assert per_step == {3: [3], 4: [4], 5: [5], 6: [6], 7: [7]}, per_step
+    optimizer_ranges = _optimizer_steps_per_step(rank_dir)
+    assert [len(optimizer_ranges[n]) for n in sorted(optimizer_ranges)] == [1, 0, 0, 1, 1]
+
+
+def _own_sigterm_script(tmp_path: Path, install_early: bool) -> Path:
+    """A loop that stops at the end of the step in which SIGTERM arrived, writes a marker and exits 3. Its
+    handler is installed before torch is imported (npuprof's agent then installs its own on top) or after
+    the optimizer exists (the script's replaces npuprof's)."""
+    install = "signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))"
+    return _script(
+        tmp_path,
+        f"""
+        import signal, sys, time
+        stop = []
+        {install if install_early else ""}
+        import torch
+        from torch import nn
+
+        model = nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        {"" if install_early else install}
+        i = 0
+        while not stop:
+            opt.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+            i += 1
+            if i == 4:
+                print("capturing", flush=True)
+            time.sleep(0.02)
+        with open(sys.argv[1], "w") as f:
+            f.write(f"stopped gracefully after {{i}} steps\\n")
+        sys.exit(3)
+        """,
+    )
+
+
+def _start(out: Path, script: Path, marker: Path, *flags: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "npuprof",
+            "run",
+            "-o",
+            str(out),
+            "--no-analyse",
+            *flags,
+            "--",
+            sys.executable,
+            str(script),
+            str(marker),
+        ],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if needle in line:
+            return
+        if not line and proc.poll() is not None:
+            raise AssertionError(f"job ended before {needle!r}: {proc.stderr.read() if proc.stderr else ''}")
+    raise AssertionError(f"no {needle!r} within {timeout} s")
+
+
+@pytest.mark.parametrize("install_early", [False, True], ids=["after-torch", "before-torch"])
+def test_a_script_with_its_own_sigterm_handler_stops_its_own_way(tmp_path: Path, install_early: bool) -> None:
+    """SIGTERM to npuprof reaches the job; the script's handler decides (here: finish the step, exit 3);
+    npuprof keeps what was recorded and passes the exit code through."""
+    out, marker = tmp_path / "out", tmp_path / "marker"
+    proc = _start(
+        out,
+        _own_sigterm_script(tmp_path, install_early),
+        marker,
+        "--skip-first",
+        "2",
+        "--warmup",
+        "1",
+        "--active",
+        "1000",
+    )
+    try:
+        _wait_for_line(proc, "capturing")
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 3, stderr
+    assert marker.read_text().startswith("stopped gracefully"), stderr
+    assert "Traceback" not in stderr
+    [rank_dir] = rank_dirs(out)
+    record = capture_record(rank_dir)
+    assert record["steps"] and record["steps"][0] == 3, record  # skip 2, warm up 1: step 3 is recorded first
+    load_trace(rank_dir)  # the steps recorded until the stop are there
+
+
+CTRL_C = """
+import sys, time
+import torch
+from torch import nn
+
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+try:
+    for i in range(100000):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        if i == 3:
+            print("waiting", flush=True)
+        time.sleep(0.02)
+except KeyboardInterrupt:
+    with open(sys.argv[1], "w") as f:
+        f.write(f"interrupted at {i}\\n")
+    raise
+"""
+
+
+def test_ctrl_c_while_the_schedule_waits(tmp_path: Path) -> None:
+    """Ctrl-C in the wait phase: the script's KeyboardInterrupt runs, the launcher dies of SIGINT as the job
+    did (so a shell loop stops), and nothing that looks like a capture is left."""
+    out, marker = tmp_path / "out", tmp_path / "marker"
+    proc = _start(out, _script(tmp_path, CTRL_C), marker, "--skip-first", "1", "--wait", "100000")
+    try:
+        _wait_for_line(proc, "waiting")
+        os.kill(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, stderr)
+    assert marker.read_text().startswith("interrupted at"), stderr
+    assert "npuprof" not in "".join(line for line in stderr.splitlines() if "Traceback" in line)
+    assert rank_dirs(out) == []
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record.get("captures", []) == [], record
