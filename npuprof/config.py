@@ -59,6 +59,8 @@ for _power, _letter in enumerate("kmgt", start=1):
 # NPUPROF_CONFIG larger than this goes through a file (Linux refuses one environment string over 128 KiB,
 # MAX_ARG_STRLEN, and every process of the job copies the environment at each exec).
 ENV_PAYLOAD_INLINE_LIMIT = 64 * 1024
+# The form of NPUPROF_CONFIG (npuprof/payload.py reads it); raise it when a reader could misread the new form.
+PAYLOAD_VERSION = 1
 ENV_PAYLOAD_FILE_PREFIX = "@"
 
 
@@ -212,7 +214,7 @@ class ProfileConfig:
 
     def to_env(self, run: dict[str, Any]) -> str:
         """The one environment variable value: the config plus facts about the run."""
-        document = {"config": self.to_payload(), "run": run}
+        document = {"version": PAYLOAD_VERSION, "config": self.to_payload(), "run": run}
         text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)  # escaping makes it ~6x larger
         try:
             text.encode("utf-8")

@@ -92,3 +92,50 @@ def test_force_rewrites_a_summary_of_another_version(parsed: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["problems"] == []
+
+
+# ---- NPUPROF_CONFIG: launcher -> every process of the job ------------------------------------------------
+def test_the_payload_reads_back_the_config_the_launcher_wrote() -> None:
+    from npuprof.config import ProfileConfig
+    from npuprof.payload import read_payload
+
+    cfg = ProfileConfig(metadata={"dp": [1, 2]}, ranks=[0, 3], gc_detect_threshold=1.5, step_on="m:f")
+    cfg.schedule.repeat = 0
+    config, run = read_payload(
+        cfg.validate().to_env({"run_id": "r1", "log": "/o/npuprof.log", "output": "/o"})
+    )
+    assert config == cfg
+    assert (run.run_id, run.log, run.output) == ("r1", "/o/npuprof.log", "/o")
+
+
+def test_a_payload_without_a_version_is_an_older_launchers_and_still_read() -> None:
+    from npuprof.config import ProfileConfig
+    from npuprof.payload import read_payload
+
+    document = json.loads(ProfileConfig().to_env({"run_id": "r"}))
+    del document["version"]
+    config, run = read_payload(json.dumps(document))
+    assert config == ProfileConfig() and run.run_id == "r"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda d: d.update(version=2), "version 2, this npuprof reads 1"),
+        (
+            lambda d: d["config"].update(record_shapes="yes"),
+            "damaged (Expected `bool`, got `str` - at `$.record_shapes`)",
+        ),
+        (lambda d: d["config"]["schedule"].update(active=[3]), "at `$.schedule.active`"),
+        (lambda d: d["run"].update(run_id=7), "at `$.run_id`"),
+    ],
+)
+def test_a_payload_of_another_version_or_damaged_is_named(change, expected: str) -> None:
+    from npuprof.config import ProfileConfig
+    from npuprof.payload import PayloadError, read_payload
+
+    document = json.loads(ProfileConfig().to_env({"run_id": "r"}))
+    change(document)
+    with pytest.raises(PayloadError) as caught:
+        read_payload(json.dumps(document))
+    assert expected in str(caught.value), caught.value

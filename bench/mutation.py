@@ -1,0 +1,211 @@
+"""Mutation score of the core logic, measured with mutmut: how many small deliberate breaks the tests catch.
+
+    .venv/bin/python bench/mutation.py                  # every module group (~15-25 minutes on 2 cores)
+    .venv/bin/python bench/mutation.py schedule config  # some groups
+    .venv/bin/python bench/mutation.py --list           # the groups, their modules and tests
+
+Each group mutates one module (mutmut 3: operators, comparisons, constants, arguments, return values) in a
+copy of the tree under a temporary directory and runs the tests named for it against every mutant. The copy
+is put first on PYTHONPATH, so the tests' subprocesses (`python -m npuprof ...`) run the mutant too. Some
+mutants cannot change behaviour (equivalent mutants: ``a // b >= n`` and ``a / b >= n`` for integers, a
+loop bound that is never reached); the survivors are printed for reading, and the known equivalent ones
+are listed in bench/README.md ("Mutation score"). Prints one table: module, mutants, killed, survived,
+timed out, kill rate. Not a CI job: it runs the chosen tests once per mutant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTMUT = Path(sys.executable).with_name("mutmut")
+
+# group -> (module to mutate, functions to count (None: all), tests that should catch its breaks)
+GROUPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
+    "schedule": ("npuprof/agent/schedule.py", None, ("tests/test_controller.py", "tests/test_config.py")),
+    "steps": (
+        "npuprof/agent/steps.py",
+        None,
+        ("tests/test_step_counting.py", "tests/test_fault_agent_steps.py", "tests/test_controller.py"),
+    ),
+    "controller": (
+        "npuprof/agent/controller.py",
+        None,
+        ("tests/test_controller.py", "tests/test_fault_agent.py", "tests/test_fault_agent_steps.py"),
+    ),
+    "step_breakdown": (
+        "npuprof/analysis/step_breakdown.py",
+        None,
+        ("tests/test_step_breakdown.py", "tests/test_analysis_rules.py", "tests/test_analyse_tables.py"),
+    ),
+    "intervals": (
+        "npuprof/analysis/intervals.py",
+        None,
+        ("tests/test_step_breakdown.py", "tests/test_analysis_rules.py", "tests/test_analyse_tables.py"),
+    ),
+    "slow_rank_rule": (
+        "npuprof/analysis/report.py",
+        ("cross_rank", "slowest", "_outlier", "_slow", "_skew", "start_skew", "_median", "_z"),
+        ("tests/test_analysis_rules.py", "tests/test_analyse_tables.py"),
+    ),
+    "config": (
+        "npuprof/config.py",
+        None,
+        (
+            "tests/test_config.py",
+            "tests/test_options.py",
+            "tests/test_run_fastpath.py",
+            "tests/test_run_contracts.py",
+        ),
+    ),
+}
+_STATUS = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
+
+# mutmut runs for each mutant only the tests that called the mutated function in its in-process "stats" run;
+# most of npuprof runs in subprocesses (the launcher, the agent in the training process), which that run
+# cannot see. This conftest addition, written only into the temporary copy, says every selected test covers
+# every mutated function, so each mutant meets all of its group's tests.
+_COVER_ALL = """
+
+@pytest.fixture(autouse=True)
+def _mutation_bench_covers_everything():
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        import json as _json
+        from pathlib import Path as _Path
+
+        from mutmut.stats import record_trampoline_hit
+
+        for meta in (_Path.cwd() / "mutants").rglob("*.py.meta"):
+            for key in _json.loads(meta.read_text())["exit_code_by_key"]:
+                record_trampoline_hit(key.partition("__mutmut_")[0])
+    yield
+"""
+
+
+def _copy_tree(dest: Path, module: str, tests: tuple[str, ...]) -> None:
+    shutil.copytree(ROOT / "npuprof", dest / "npuprof", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    conftest = dest / "tests" / "conftest.py"
+    conftest.write_text(conftest.read_text() + _COVER_ALL)
+    (dest / "mutants").mkdir()  # on PYTHONPATH before mutmut fills it: an absent path would be cached as such
+    test_args = ", ".join(f'"{t}"' for t in tests)
+    (dest / "pyproject.toml").write_text(
+        "[tool.mutmut]\n"
+        'source_paths = ["npuprof/"]\n'
+        f'only_mutate = ["{module}"]\n'
+        f"pytest_add_cli_args_test_selection = [{test_args}]\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
+        "timeout_multiplier = 4.0\n"
+        "[tool.pytest.ini_options]\n"
+        'testpaths = ["tests"]\n'
+        'markers = ["torchrun: slow", "interop: external tool"]\n'
+    )
+
+
+def _results(cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    listing = subprocess.run(
+        [str(MUTMUT), "results", "--all", "true"], cwd=cwd, env=env, capture_output=True, text=True
+    ).stdout
+    found = {}
+    for line in listing.splitlines():
+        match = _STATUS.match(line)
+        if match:
+            found[match[1]] = match[2].strip()
+    return found
+
+
+def _show(cwd: Path, env: dict[str, str], name: str) -> str:
+    text = subprocess.run(
+        [str(MUTMUT), "show", name], cwd=cwd, env=env, capture_output=True, text=True
+    ).stdout
+    return "\n".join(
+        line
+        for line in text.splitlines()
+        if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))
+    )
+
+
+def run_group(name: str, keep: bool) -> dict[str, object]:
+    module, functions, tests = GROUPS[name]
+    work = Path(tempfile.mkdtemp(prefix=f"npuprof-mutation-{name}-"))
+    try:
+        _copy_tree(work, module, tests)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
+        env["PYTHONPATH"] = str(work / "mutants")  # the tests' subprocesses run the mutant too
+        env["OMP_NUM_THREADS"] = "1"
+        started = time.monotonic()
+        run = subprocess.run(
+            [str(MUTMUT), "run", "--max-children", "2"], cwd=work, env=env, capture_output=True, text=True
+        )
+        seconds = time.monotonic() - started
+        if run.returncode != 0:
+            print(f"{name}: mutmut run failed ({run.returncode}):\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+        statuses = _results(work, env)
+        if functions is not None:
+            statuses = {m: s for m, s in statuses.items() if any(f in m.split("ǁ")[-1] for f in functions)}
+        survivors = [m for m, s in statuses.items() if s == "survived"]
+        killed = sum(1 for s in statuses.values() if s == "killed")
+        timeouts = sum(1 for s in statuses.values() if s == "timeout")
+        other = len(statuses) - killed - timeouts - len(survivors)
+        for mutant in survivors:
+            print(f"survived {mutant}:\n{_show(work, env, mutant)}\n", flush=True)
+        return {
+            "group": name,
+            "module": module,
+            "mutants": len(statuses),
+            "killed": killed,
+            "timeout": timeouts,
+            "survived": len(survivors),
+            "other": other,
+            "seconds": seconds,
+        }
+    finally:
+        if keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("groups", nargs="*", help="groups to run (default: all)")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the mutated copies")
+    args = parser.parse_args()
+    if args.list:
+        for name, (module, functions, tests) in GROUPS.items():
+            print(f"{name}: {module} {functions or ''} <- {' '.join(tests)}")
+        return 0
+    if not MUTMUT.exists():
+        print(f"mutation: {MUTMUT} not found; pip install mutmut (a test dependency)", file=sys.stderr)
+        return 1
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        print(f"mutation: unknown group(s) {unknown}; see --list", file=sys.stderr)
+        return 2
+    rows = [run_group(name, args.keep) for name in (args.groups or GROUPS)]
+    print("\nmutation score (bench/mutation.py; killed = a test failed or timed out)")
+    columns = ("group", "module", "mutants", "killed", "timeout", "survived", "other", "kill rate", "time")
+    widths = (14, 35, 7, 6, 7, 8, 5, 9, 6)
+    print(" " + " | ".join(f"{c:<{w}}" for c, w in zip(columns, widths, strict=True)))
+    for r in rows:
+        caught = int(r["killed"]) + int(r["timeout"])
+        total = caught + int(r["survived"])
+        rate = f"{100 * caught / total:.0f}%" if total else "-"
+        print(
+            f" {r['group']:<14} | {r['module']:<35} | {r['mutants']:>7} | {r['killed']:>6} | "
+            f"{r['timeout']:>7} | {r['survived']:>8} | {r['other']:>5} | {rate:>9} | {r['seconds']:.0f} s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

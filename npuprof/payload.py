@@ -1,0 +1,49 @@
+"""The typed, versioned hand-over from the launcher to every process of the job: ``NPUPROF_CONFIG``
+(docs/architecture.md, "Hand-overs").
+
+The launcher writes ``{"version", "config", "run"}`` (``ProfileConfig.to_env``); the agent reads it with
+:func:`read_payload`, which checks every field's type and names a version it cannot read (a job that runs
+another npuprof installation than the launcher, e.g. inside a container) instead of failing later with a
+KeyError. Imported only in the training processes (msgspec stays off the launcher's start path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from npuprof.config import PAYLOAD_VERSION, ProfileConfig, decode_env_payload
+
+
+class RunFacts(msgspec.Struct, kw_only=True):
+    """What the launcher knows of the run, for the agents' records and log."""
+
+    run_id: str = ""
+    log: str | None = None  # npuprof.log's path
+    output: str | None = None  # the result directory
+
+
+class PayloadError(ValueError):
+    """The payload cannot be used; the message says why and what to do."""
+
+
+def read_payload(value: str) -> tuple[ProfileConfig, RunFacts]:
+    """``NPUPROF_CONFIG``'s value as (config, run facts), or PayloadError naming the problem."""
+    try:
+        document: Any = decode_env_payload(value)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise PayloadError(f"NPUPROF_CONFIG cannot be read ({exc})") from None
+    # A payload without a version comes from a launcher older than versions; its form is version 1's.
+    version = document.get("version", PAYLOAD_VERSION)
+    if version != PAYLOAD_VERSION:
+        raise PayloadError(
+            f"NPUPROF_CONFIG is version {version!r}, this npuprof reads {PAYLOAD_VERSION}: the job runs "
+            "another npuprof than the launcher; install the same version in both"
+        )
+    try:
+        config = msgspec.convert(document.get("config", {}), ProfileConfig)
+        run = msgspec.convert(document.get("run") or {}, RunFacts)
+    except msgspec.ValidationError as exc:
+        raise PayloadError(f"NPUPROF_CONFIG is damaged ({exc})") from None
+    return config, run
