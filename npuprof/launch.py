@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from npuprof import ENV_CONFIG
 from npuprof.config import ENV_PAYLOAD_FILE_PREFIX, ENV_PAYLOAD_INLINE_LIMIT, ProfileConfig
@@ -69,6 +70,7 @@ class ConfigPayload:
     value: str
     file: Path | None = None
     problem: str | None = None  # one line for the user when the payload had to be cut down
+    notes: list[str] = dataclasses.field(default_factory=list)  # more lines for the user
 
     def remove_file(self) -> None:
         if self.file is not None:
@@ -79,8 +81,19 @@ class ConfigPayload:
 def config_payload(cfg: ProfileConfig, run: dict[str, object], output: Path) -> ConfigPayload:
     """The configuration for the job's environment. Over 64 KiB (metadata within the documented limits
     can reach ~200 KiB of UTF-8) it goes to ``<output>/.npuprof_payload.<run_id>.json``; the launch never
-    fails for its size: without that file, the metadata is left out when it does not fit inline."""
-    text = cfg.to_env(run)
+    fails for its size: without that file, the metadata is left out when it does not fit inline.
+    Metadata holding bytes that are not UTF-8 goes to the captures with those bytes as ``\\xNN`` (their
+    profiler_metadata.json is text for other tools); the run record keeps them exactly."""
+    metadata, notes = text_metadata(cfg.metadata)
+    if notes:
+        cfg = dataclasses.replace(cfg, metadata=metadata)
+    payload = _config_payload(cfg, run, output)
+    payload.notes = notes
+    return payload
+
+
+def _config_payload(cfg: ProfileConfig, run: dict[str, object], output: Path) -> ConfigPayload:
+    text = json_text(cfg.to_env(run))
     size = len(text.encode("utf-8"))
     if size <= ENV_PAYLOAD_INLINE_LIMIT:
         return ConfigPayload(text)
@@ -93,7 +106,50 @@ def config_payload(cfg: ProfileConfig, run: dict[str, object], output: Path) -> 
     if size <= _ENV_STRING_MAX:
         return ConfigPayload(text)
     slim = dataclasses.replace(cfg, metadata={})
-    return ConfigPayload(slim.to_env(run), problem=f"--metadata is left out of the captures ({reason})")
+    problem = f"--metadata is left out of the captures ({reason})"
+    return ConfigPayload(json_text(slim.to_env(run)), problem=problem)
+
+
+def text_metadata(metadata: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``metadata`` with every string made valid UTF-8 text (undecodable bytes, read with surrogateescape,
+    become ``\\xNN``), and one line for the user per entry changed."""
+    notes: list[str] = []
+    result: dict[str, Any] = {}
+    for key, value in metadata.items():
+        text_key, text_value = _as_text(key), _as_text(value)
+        if text_key != key or text_value != value:
+            notes.append(
+                f"--metadata {text_key}: not valid UTF-8; the captures get its bytes written as \\xNN "
+                "(npuprof_run.json keeps them exactly)"
+            )
+        result[text_key] = text_value
+    return result, notes
+
+
+def _as_text(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate that no byte gave (an escape in a config file)
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_as_text(k): _as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_text(v) for v in value]
+    return value
+
+
+def json_text(text: str) -> str:
+    """JSON text that UTF-8 can encode: lone surrogates (undecodable bytes of argv, paths, --metadata,
+    read with surrogateescape) become ``\\udcXX`` escapes, which decode back to the same text."""
+    from npuprof.results.run_record import escape_surrogates
+
+    return escape_surrogates(text)
 
 
 def _write_new_file(path: Path, data: bytes) -> None:

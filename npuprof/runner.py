@@ -128,19 +128,24 @@ def _stop_waiting(signum: int, frame: object) -> None:
 def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int | None:
     """Wait for this run's post-processors. Ctrl-C, SIGTERM or SIGHUP stop the wait (the work goes on in
     the background); returns the SIGTERM/SIGHUP that stopped it, for the launcher to die of once its
-    record is written."""
+    record is written. Says it waits only when a post-processor still works after a moment: one that
+    had nothing to do (no capture) ends as soon as the job has."""
     if not (output / layout.PENDING_DIR).is_dir():
         return None
     from npuprof.results import postprocess
 
-    pending = postprocess.pending_jobs(output, run_id)
-    if pending:
-        _note(
-            f"waiting for {len(pending)} background post-processing job(s) (gzip / analyse) to finish "
-            "(Ctrl-C stops waiting; they go on)..."
-        )
     previous = {sig: signal.signal(sig, _stop_waiting) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
+        deadline = time.monotonic() + _QUIET_WAIT_S
+        busy = _busy_post_processors(output, run_id)
+        while busy and time.monotonic() < deadline:
+            time.sleep(0.02)
+            busy = _busy_post_processors(output, run_id)
+        if busy:
+            _note(
+                f"waiting for {busy} background post-processing job(s) (gzip / analyse) to finish "
+                "(Ctrl-C stops waiting; they go on)..."
+            )
         postprocess.wait_for_pending(output, run_id)
     except (KeyboardInterrupt, _StopWaiting) as stop:
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
@@ -149,6 +154,45 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int 
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return None
+
+
+_QUIET_WAIT_S = 0.5  # how long post-processors may take to end before the launcher says it waits
+
+
+def _busy_post_processors(output: Path, run_id: str) -> int:
+    """How many of this run's post-processors still hold their lock (are still working). A lock file
+    whose lock is free belongs to one that has ended; only regular files are opened, never a link, never
+    blocking on a FIFO."""
+    import fcntl
+
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        dir_fd = os.open(output / layout.PENDING_DIR, os.O_RDONLY | os.O_DIRECTORY | flags)
+    except OSError:
+        return 0
+    busy = 0
+    try:
+        for name in os.listdir(dir_fd):
+            if not (name.startswith(f"{run_id}.") and name.endswith(".lock")):
+                continue
+            try:
+                fd = os.open(name, flags, dir_fd=dir_fd)
+            except OSError:
+                continue
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    busy += 1
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dir_fd)
+    return busy
 
 
 def _finish(end: JobEnd) -> int:
@@ -211,7 +255,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         log.write(disk_warning, "WARNING")
     run = {"run_id": run_id, "log": str(log_path), "output": str(output)}
     payload = config_payload(cfg, run, output)
-    for warning in (*injection_warnings(command), payload.problem):
+    reach_warnings = injection_warnings(command)
+    for warning in (*reach_warnings, payload.problem, *payload.notes):
         if warning:
             _note(warning)
             log.write(warning, "WARNING")
@@ -229,6 +274,9 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     payload.remove_file()
     _forget_reported_warnings(output, run_id)
     captures = run_record.captures_of_run(output, run_id)
+    for skipped in layout.take_skipped():
+        _note(f"skipped {skipped}")
+        log.write(f"skipped {skipped}", "WARNING")
     record.content.update(
         end=run_record.now_iso(),
         exit_code=end.exit_code,
@@ -242,7 +290,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     log.write(f"run {run_id} ends: exit code {end.exit_code}, {len(captures)} capture(s)")
     from npuprof.reports.run_summary import print_run_summary
 
-    print_run_summary(output, captures, end.exit_code, cfg, log_path)
+    print_run_summary(output, captures, end.exit_code, cfg, log_path, run_id, bool(reach_warnings))
     if stopped_by is not None and end.death_signal() is None:
         die_of(stopped_by)
     return _finish(end)

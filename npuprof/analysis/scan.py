@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,37 @@ def scan(path: Path, fd: int | None = None, workers: int = 1) -> tuple[Extract, 
     """(extract, top-level keys, offset just past the last event) of the plain trace at ``path`` (or the open
     descriptor ``fd``). With ``workers`` > 1, forked workers read the later byte ranges while this process
     reads the first. Raises TraceError."""
+    if fd is None:
+        opened = _open_plain(path)
+        if opened is not None:
+            try:
+                return scan(path, opened, workers)
+            finally:
+                os.close(opened)
     reader = TraceReader(path, fd=fd)
     start, end = reader.region()
     return _scan_ranges(path, fd, reader, start, end, workers, Extract())
+
+
+def _open_plain(path: Path) -> int | None:
+    """A descriptor on the trace at ``path`` when it is a plain (not gzipped) regular file, opened without
+    following a final symbolic link and without blocking on a FIFO; None for a gzipped one (the reader
+    decompresses it from its path). Raises TraceError for anything else."""
+    from npuprof.results.layout import open_regular
+
+    try:
+        fd = open_regular(path)
+    except OSError as exc:
+        raise TraceError("missing", f"{path}: {exc.strerror or exc}") from None
+    try:
+        gzipped = os.pread(fd, 2, 0) == b"\x1f\x8b"
+    except OSError as exc:
+        os.close(fd)
+        raise TraceError("missing", f"{path}: {exc.strerror or exc}") from None
+    if gzipped:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _scan_ranges(

@@ -3,8 +3,11 @@ npuprof.analysis."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import signal
+import statistics
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -93,6 +96,10 @@ def analyse(
         if progress_ctx is not None and task is not None:
             progress_ctx.advance(task)
 
+    from npuprof.results import layout
+
+    if path.is_dir():
+        _check_tree(path)  # names what the readers will pass over: links, FIFOs, records too large
     try:
         report = build_report(
             path,
@@ -104,6 +111,7 @@ def analyse(
             on_done=on_done,
         )
     except NothingToAnalyse as exc:
+        _warn_skipped(layout.take_skipped())
         print(f"npuprof analyse: nothing to analyse: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
     except OSError as exc:  # a directory it may not list (each rank's own trouble is in its outcome)
@@ -112,21 +120,110 @@ def analyse(
     finally:
         if progress_ctx is not None:
             progress_ctx.stop()
+    _mark_in_progress(report)
+    _mark_partial_steps(report)
+    _warn_skipped(layout.take_skipped())
     if fmt == "json":
         write_json(report)
     elif fmt == "csv":
         sys.stdout.write(terminal.render_csv(report))
     else:
         terminal.render_table(report, Console())
+    sys.stdout.flush()
     for p in report["problems"]:
         print(
             f"npuprof analyse: not analysed: {p['rank_dir']}: {p['status']}"
             + (f": {p['reason']}" if p["reason"] else ""),
             file=sys.stderr,
         )
+    _check_stdout()
     if not report["ranks"]:
         print("npuprof analyse: nothing could be analysed (see the reasons above)", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _check_tree(path: Path) -> None:
+    """Walk the rank dirs as the report will, and look at the files it reads, so that whatever is passed
+    over (noted in npuprof.results.layout) is named here: parsing may run in other processes."""
+    from npuprof.results import layout
+
+    try:
+        rank_dirs = layout.find_rank_dirs(path)
+    except OSError:
+        return  # build_report says why
+    for rank_dir in rank_dirs:
+        try:
+            layout.find_raw_trace(rank_dir)
+        except OSError:
+            continue
+        layout.read_capture_record(rank_dir)
+
+
+def _warn_skipped(lines: list[str]) -> None:
+    for line in lines:
+        print(f"npuprof analyse: warning: skipped {line}", file=sys.stderr)
+
+
+def _mark_in_progress(report: dict[str, Any]) -> None:
+    """A capture still recording, in a run whose launcher is alive on this host, is "in progress", not
+    an interrupted capture (its process has not ended)."""
+    from npuprof.results import layout
+
+    for problem in report["problems"]:
+        if problem.get("status") != "incomplete":
+            continue
+        rank_dir = Path(problem["rank_dir"])
+        record = layout.read_capture_record(rank_dir)
+        if not record or record.get("status") != layout.STATUS_CAPTURING:
+            continue
+        status = layout.capture_status(rank_dir)
+        if status.in_progress:
+            problem["status"] = "in progress"
+            problem["reason"] = f"{status.detail}; analyse it once the run has ended"
+
+
+def _mark_partial_steps(report: dict[str, Any]) -> None:
+    """Flag the step a capture ended inside of (training ended, SIGTERM: the capture record's last step
+    when it was finished early) as ``"partial": true``, with the reason in ``partial_reason``; it is left
+    out of the rank's mean step time and of the comparison across ranks."""
+    from npuprof.analysis.report import cross_rank
+    from npuprof.results import layout
+
+    changed = False
+    for rank in report["ranks"]:
+        record = layout.read_capture_record(Path(rank["rank_dir"]))
+        step = layout.partial_step(record)
+        if step is None:
+            continue
+        partial = [s for s in rank["steps"] if s.get("step") == step]
+        if not partial:
+            continue
+        for s in partial:
+            s["partial"] = True
+        rank["partial_step"] = step
+        rank["partial_reason"] = str((record or {}).get("detail") or "the capture ended during this step")
+        whole = [s["duration_us"] for s in rank["steps"] if not s.get("partial")]
+        if whole:
+            rank["step_time_mean_us"] = round(statistics.fmean(whole), 3)
+        changed = True
+    if changed:
+        ranks = [{**r, "steps": [s for s in r["steps"] if not s.get("partial")]} for r in report["ranks"]]
+        report["cross_rank"] = cross_rank(ranks)
+
+
+def _check_stdout() -> None:
+    """The report must not be lost without a word: stdout that could not be written (a full disk, a
+    closed descriptor) is an error (exit 1); a reader that stopped reading (``| head``) ends the command
+    as SIGPIPE would (exit 141), quietly."""
+    from npuprof.cli.main import stream_error
+
+    error = stream_error("stdout")
+    if error is None:
+        return
+    if error.errno == errno.EPIPE:
+        raise typer.Exit(128 + signal.SIGPIPE)
+    print(f"npuprof analyse: cannot write the report to stdout: {error.strerror or error}", file=sys.stderr)
+    raise typer.Exit(1)
 
 
 def write_json(report: dict[str, Any], chunk_count: int = 8192) -> None:

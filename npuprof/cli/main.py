@@ -7,6 +7,8 @@ in tens of milliseconds.
 
 from __future__ import annotations
 
+import errno
+import io
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +50,72 @@ def _register(app: typer.Typer) -> None:
         importlib.import_module(f"npuprof.cli.{name}").register(app)
 
 
+class GuardedStream:
+    """What npuprof's own commands write to (``sys.stdout``, ``sys.stderr``): the stream itself, except that a
+    write or flush that fails (a closed descriptor, a reader gone: EPIPE, a full disk) is dropped and
+    remembered in ``error``, never raised. The launcher's terminal lines can never stop it from reaping
+    the job or change the job's exit code; ``npuprof analyse`` asks ``error`` whether its report got out."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream  # None when the descriptor was closed when Python started
+        self.error: OSError | None = None
+
+    def write(self, text: str) -> int:
+        if self.error is None:
+            try:
+                if self.stream is None:
+                    raise OSError(errno.EBADF, "closed")
+                return self.stream.write(text)
+            except (OSError, ValueError) as exc:
+                self._failed(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.error is None and self.stream is not None:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError) as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: OSError | ValueError) -> None:
+        self.error = exc if isinstance(exc, OSError) else OSError(errno.EBADF, str(exc))
+
+    def isatty(self) -> bool:
+        try:
+            return self.stream is not None and self.error is None and bool(self.stream.isatty())
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        if self.stream is None:
+            raise io.UnsupportedOperation("closed")
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        if self.stream is None:
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
+
+def guard_streams() -> None:
+    """Make sys.stdout and sys.stderr GuardedStreams (once): every terminal write of the launcher and of
+    the report commands goes through them, rich's and typer's included."""
+    for name in ("stdout", "stderr"):
+        if not isinstance(getattr(sys, name), GuardedStream):
+            setattr(sys, name, GuardedStream(getattr(sys, name)))
+
+
+def stream_error(name: str) -> OSError | None:
+    """The first write error of ``sys.<name>`` (a GuardedStream), or None."""
+    stream = getattr(sys, name, None)
+    return stream.error if isinstance(stream, GuardedStream) else None
+
+
 def main() -> None:
+    guard_streams()
     if sys.argv[1:2] == ["run"]:
         from npuprof.cli.run_flags import fast_run
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -26,14 +27,18 @@ def _steps(steps: list[int]) -> str:
 
 
 def print_run_summary(
-    output: Path, captures: list[CaptureSummary], exit_code: int, cfg: ProfileConfig, log_path: Path
+    output: Path,
+    captures: list[CaptureSummary],
+    exit_code: int,
+    cfg: ProfileConfig,
+    log_path: Path,
+    run_id: str | None = None,
+    reach_warned: bool = False,
 ) -> None:
     if not captures:
-        need = cfg.schedule.first_steps_needed()
-        _note(
-            f"no capture was written (exit code {exit_code}). The schedule needs "
-            f"{need} steps; one step is one optimizer.step() (or --step-on). See {log_path}."
-        )
+        lines = run_log_lines(log_path, run_id) if run_id else []
+        why = why_no_capture(cfg, exit_code, lines, reach_warned)
+        _note(f"no capture was written (exit code {exit_code}): {why}. See {log_path}.")
         return
     from rich.console import Console
     from rich.table import Table
@@ -54,8 +59,122 @@ def print_run_summary(
             c.rank_dir.name,
         )
     console.print(table)
-    target = shlex.quote(str(output))
+    target = shell_quote(str(output))
     console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
+
+
+LOG_READ_LIMIT = 4 << 20  # npuprof.log rotates at 1 MiB: a larger file is not ours to read
+_AGENT_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)\] (?P<message>.*)$")
+_READY = re.compile(r"^agent ready in .* \(rank (?P<rank>\S+)\)$")
+_NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
+
+
+def run_log_lines(log_path: Path, run_id: str) -> list[str]:
+    """The lines of npuprof.log (and its rotated ``.1``) from this run's start line on; read without
+    following a link or blocking on a FIFO, at most LOG_READ_LIMIT bytes a file."""
+    from npuprof.results.layout import read_small
+
+    lines: list[str] = []
+    for path in (log_path.with_name(log_path.name + ".1"), log_path):
+        try:
+            lines += read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace").splitlines()
+        except OSError:
+            continue
+    start = f"run {run_id} starts:"
+    for index in range(len(lines) - 1, -1, -1):
+        if start in lines[index]:
+            return lines[index + 1 :]
+    return lines
+
+
+def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_warned: bool = False) -> str:
+    """The real reason a run wrote no capture, from what its agents logged (``lines``): npuprof never
+    reached the job, the trigger module was never imported, --step-on named nothing, no rank was
+    selected, the script ran its own profiler, the job failed, or too few steps."""
+    ready_ranks: list[str] = []
+    unselected: list[str] = []
+    messages: list[str] = []
+    errors: list[str] = []
+    for line in lines:
+        match = _AGENT_LINE.search(line)
+        if match is None:
+            continue
+        message = match["message"]
+        messages.append(message)
+        if match["level"] == "ERROR":
+            errors.append(message)
+        if ready := _READY.match(message):
+            ready_ranks.append(ready["rank"])
+        elif selected := _NOT_SELECTED.match(message):
+            unselected.append(selected["rank"])
+    failed = f"the job failed (exit code {exit_code}) and " if exit_code else ""
+    schedule = cfg.schedule
+    first = schedule.skip_first + schedule.wait + schedule.warmup
+    need = schedule.first_steps_needed()
+    if not ready_ranks:
+        if reach_warned:
+            return f"{failed}npuprof's hook did not reach the job's Python (see the warning above)"
+        if cfg.step_on:
+            module = cfg.step_on.split(":", 1)[0]
+            return (
+                f"{failed}no process of the job imported {module}, the module of --step-on {cfg.step_on}, "
+                "so no step was counted"
+            )
+        return (
+            f"{failed}no process of the job imported torch.optim (one step is one optimizer.step()), so no "
+            "step was counted"
+        )
+    if errors:
+        return f"{failed}npuprof's agent failed in the job ({_short(errors[0])})"
+    for message in messages:
+        if message.startswith("--step-on") and "not found" in message:
+            return f"{failed}{_short(message)}"
+    if unselected:
+        wanted = {str(rank) for rank in cfg.ranks or []}
+        if not any(rank in wanted for rank in ready_ranks):
+            seen = ", ".join(sorted(set(unselected), key=lambda r: (len(r), r)))
+            return f"{failed}no process of the job has a rank selected by --ranks (ranks seen: {seen})"
+    for message in messages:
+        if "its own profiler" in message or "steps aside" in message:
+            return f"{failed}{_short(message)}"
+    what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
+    if exit_code:
+        return (
+            f"the job failed (exit code {exit_code}) before the schedule's first capture, which records "
+            f"from step {first} ({what})"
+        )
+    return (
+        f"the job ended before the schedule's first capture, which records from step {first}; the "
+        f"schedule needs {need} steps ({what})"
+    )
+
+
+def _short(message: str, limit: int = 200) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else message
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def shell_quote(text: str) -> str:
+    """``text`` quoted for a POSIX shell; a path with bytes that are not UTF-8 (surrogateescape) or not
+    printable as bash's ``$'...'`` with ``\\xNN`` escapes, so that it can be pasted back exactly."""
+    if text.isprintable():
+        try:
+            text.encode("utf-8")
+            return shlex.quote(text)
+        except UnicodeEncodeError:
+            pass
+    try:
+        data = os.fsencode(text)
+    except UnicodeEncodeError:  # a surrogate that no byte gave
+        data = text.encode("utf-8", "backslashreplace")
+    out = []
+    for byte in data:
+        char = chr(byte)
+        if 0x20 <= byte < 0x7F and char not in "\\'":
+            out.append(char)
+        else:
+            out.append(f"\\x{byte:02x}")
+    return "$'" + "".join(out) + "'"
 
 
 def _note(text: str) -> None:

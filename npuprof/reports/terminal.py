@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
@@ -72,11 +73,19 @@ def render_table(report: dict[str, Any], console: Console) -> None:
         for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MB"):
             steps.add_column(col, justify="right")
         for s in shown:
-            steps.add_row(*_step_row(str(s["step"] if s["step"] is not None else "-"), s, s["duration_us"]))
+            label = str(s["step"] if s["step"] is not None else "-")
+            steps.add_row(*_step_row(label + (" (partial)" if s.get("partial") else ""), s, s["duration_us"]))
         if caption:
             steps.add_section()
             steps.add_row(*_all_steps_row(r["steps"]))
         console.print(steps)
+        if r.get("partial_step") is not None:
+            reason = escape(str(r.get("partial_reason") or "the capture ended during it"))
+            console.print(
+                f"[yellow]step {r['partial_step']} is partial[/yellow] ({reason}): left out of the mean "
+                "step time and of the comparison across ranks",
+                highlight=False,
+            )
         if r["top_operators"]:
             ops = Table(title="top operators by self time", title_justify="left")
             for col, just in (
@@ -142,6 +151,10 @@ def render_csv(report: dict[str, Any]) -> str:
     from npuprof.analysis.report import csv_rows
 
     header, rows = csv_rows(report)
+    partial = [s.get("partial", False) for r in report["ranks"] for s in r["steps"]]
+    if any(partial):  # a column only then: the layout of a report without partial steps stays as it was
+        header = [*header, "partial"]
+        rows = [[*row, flag] for row, flag in zip(rows, partial, strict=True)]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)

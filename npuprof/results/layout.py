@@ -1,12 +1,24 @@
-"""Names and places in the result tree (output-format.md §1). The one place that knows them."""
+"""Names and places in the result tree (docs/formats.md, "The result tree"). The one place that knows them.
+
+Reading it is safe against what may be planted there (docs/architecture.md, "Safety"): files are opened
+``O_NOFOLLOW | O_NONBLOCK`` and read only when the descriptor is a regular file (a FIFO never blocks a
+reader, a symlink never leads out of the tree), small records are read up to a size cap, the walk for rank
+dirs never enters a symlinked directory and stops at ``MAX_WALK_DEPTH``. Whatever is passed over is noted
+(``note_skipped``) for the command to name in one warning line each (``take_skipped``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import re
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 RUN_RECORD = "npuprof_run.json"
 RUN_LOG = "npuprof.log"
@@ -23,8 +35,16 @@ STATUS_CAPTURING = "capturing"
 STATUS_COMPLETE = "complete"
 STATUS_INCOMPLETE = "incomplete"
 
+# A capture record is ~500 bytes; a run record holds the configuration (metadata: at most 50 KiB of text,
+# ~6x that JSON-escaped) and one line per capture.
+RECORD_LIMIT = 1 << 20
+RUN_RECORD_LIMIT = 16 << 20
+MAX_WALK_DEPTH = 12  # directory levels searched below the given path for rank dirs
+
 _RANK_DIR_RE = re.compile(r"^(?P<worker>.+)_(?P<pid>\d+)_(?P<stamp>\d{17})_ascend_pt$")
 _INFO_RE = re.compile(r"^profiler_info(?:_(?P<rank>\d+))?\.json$")
+_RUN_RECORD_RE = re.compile(r"^npuprof_run(?:\.[0-9.]+)?\.json$")
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def timestamp_ms(now: float | None = None) -> str:
@@ -45,25 +65,190 @@ def trace_file_name(worker: str, time_ns: int, gzip: bool) -> str:
     return f"{worker}.{time_ns}.pt.trace.json" + (".gz" if gzip else "")
 
 
+# ---- what was passed over -------------------------------------------------------------------------
+_skipped: dict[str, str] = {}
+
+
+def note_skipped(path: str | os.PathLike[str], why: str) -> None:
+    """Remember an entry a reader passed over (a symlink, a FIFO, a record too large), once per path."""
+    _skipped.setdefault(os.fspath(path), why)
+
+
+def take_skipped() -> list[str]:
+    """``"<path>: <why>"`` for each entry passed over since the last call, in the order met."""
+    lines = [f"{path}: {why}" for path, why in _skipped.items()]
+    _skipped.clear()
+    return lines
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def _not_regular(path: str | os.PathLike[str], mode: int) -> str:
+    why = f"{_kind(mode)}, not a regular file: not read"
+    if stat.S_ISLNK(mode):
+        why = "a symbolic link: not followed"
+    note_skipped(path, why)
+    return why
+
+
+# ---- safe reading ---------------------------------------------------------------------------------
+class UnsafeFileError(OSError):
+    """A result file that is not read: a symbolic link, a FIFO or another non-regular file, or one over
+    its size cap. The message says which, in a few words."""
+
+
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor on ``path`` if it is a regular file, opened without following a final
+    symbolic link and without blocking (a FIFO); raises UnsafeFileError (noted) or OSError."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symbolic link (O_NOFOLLOW), a socket
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                raise exc from None
+            if not stat.S_ISREG(mode):
+                raise UnsafeFileError(exc.errno, _not_regular(path, mode)) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnsafeFileError(0, _not_regular(path, mode))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_small(path: str | os.PathLike[str], limit: int = RECORD_LIMIT) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` (UnsafeFileError beyond: a record that
+    large is not one npuprof wrote)."""
+    fd = open_regular(path)
+    try:
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        why = f"over {limit >> 10} KiB, too large for an npuprof record: not read"
+        note_skipped(path, why)
+        raise UnsafeFileError(0, why)
+    return data
+
+
+def read_json_record(path: str | os.PathLike[str], limit: int = RECORD_LIMIT) -> Any:
+    """A small JSON record, read as ``read_small`` does; raises OSError or ValueError (RecursionError
+    included) with a short message."""
+    data = read_small(path, limit)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _is_real_dir(path: Path) -> bool:
+    """A directory, not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+# ---- rank dirs ------------------------------------------------------------------------------------
 def is_rank_dir(path: Path) -> bool:
     return path.is_dir() and path.name.endswith(RANK_DIR_SUFFIX)
 
 
 def find_rank_dirs(root: Path) -> list[Path]:
-    """``root`` itself when it is a rank dir, else the rank dirs below it (any depth), sorted."""
+    """``root`` itself when it is a rank dir, else the rank dirs below it, sorted: at most MAX_WALK_DEPTH
+    levels down, never through a symbolic link (noted), never into a rank dir. ``root`` is followed as
+    given (the user named it)."""
     if is_rank_dir(root):
         return [root]
-    return sorted(p for p in root.rglob(f"*{RANK_DIR_SUFFIX}") if p.is_dir())
+    found: list[Path] = []
+    _walk(root, 1, found)
+    return sorted(found)
+
+
+def _walk(directory: Path, depth: int, found: list[Path]) -> None:
+    try:
+        with os.scandir(directory) as entries:
+            listed = sorted(entries, key=lambda e: e.name)
+    except OSError:
+        if depth == 1:
+            raise
+        return
+    for entry in listed:
+        try:
+            if entry.is_symlink():
+                if entry.name.endswith(RANK_DIR_SUFFIX) or entry.is_dir():
+                    note_skipped(entry.path, "a symbolic link to a directory: not followed")
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        path = Path(entry.path)
+        if entry.name.endswith(RANK_DIR_SUFFIX):
+            found.append(path)
+        elif depth >= MAX_WALK_DEPTH:
+            note_skipped(path, f"deeper than {MAX_WALK_DEPTH} levels below the given path: not searched")
+        else:
+            _walk(path, depth + 1, found)
+
+
+def _regular_entries(directory: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``directory`` that are regular files (not links to one); the others of a name npuprof
+    reads (traces, records) are noted."""
+    regular = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    regular.append(entry)
+                elif _is_result_file_name(entry.name):
+                    _not_regular(entry.path, entry.stat(follow_symlinks=False).st_mode)
+            except OSError:
+                continue
+    return regular
+
+
+def _is_result_file_name(name: str) -> bool:
+    return (
+        name.endswith(KINETO_SUFFIXES)
+        or name in (CAPTURE_RECORD, METADATA_FILE)
+        or _INFO_RE.match(name) is not None
+    )
 
 
 def find_raw_trace(rank_dir: Path) -> Path | None:
-    """The raw Kineto trace of a rank dir: the finished ``.gz`` if present, else the plain json."""
+    """The raw Kineto trace of a rank dir: the finished ``.gz`` if present, else the plain json. Only a
+    regular file counts: a symbolic link or a FIFO of that name is passed over (noted)."""
+    entries = _regular_entries(rank_dir)
     for suffix in KINETO_SUFFIXES:
-        found = sorted(
-            p for p in rank_dir.iterdir() if p.name.endswith(suffix) and not p.name.startswith(".")
-        )
+        found = sorted(e.name for e in entries if e.name.endswith(suffix) and not e.name.startswith("."))
         if found:
-            return found[-1]
+            return rank_dir / found[-1]
     return None
 
 
@@ -78,34 +263,160 @@ def rank_of(rank_dir: Path) -> int | None:
 
 @dataclass(frozen=True)
 class CaptureStatus:
-    status: str  # complete | incomplete | capturing | unknown
+    status: str  # complete | incomplete | capturing (still recording: its run is alive) | unknown
     detail: str = ""
 
     @property
     def complete(self) -> bool:
         return self.status == STATUS_COMPLETE
 
+    @property
+    def in_progress(self) -> bool:
+        return self.status == STATUS_CAPTURING
+
+
+def read_capture_record(rank_dir: Path) -> dict[str, Any] | None:
+    """The capture record of ``rank_dir`` as a dict, or None when it is missing or cannot be read."""
+    try:
+        data = read_json_record(rank_dir / CAPTURE_RECORD)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
 
 def capture_status(rank_dir: Path) -> CaptureStatus:
     """Whether the capture in ``rank_dir`` finished. Dirs not written by npuprof count as complete
-    when they hold a trace (e.g. torch_npu's own output)."""
+    when they hold a trace (e.g. torch_npu's own output). A record still "capturing" is in progress
+    (status ``capturing``) while the launcher of its run still runs on this host, else incomplete."""
     record = rank_dir / CAPTURE_RECORD
-    if not record.exists():
+    if not os.path.lexists(record):
         has_data = find_raw_trace(rank_dir) is not None or any(rank_dir.glob("PROF_*"))
         return CaptureStatus(STATUS_COMPLETE if has_data else "unknown", "no npuprof capture record")
     try:
-        data = json.loads(record.read_text())
-    except (OSError, ValueError, RecursionError) as exc:
+        data = read_json_record(record)
+    except UnsafeFileError as exc:
+        return CaptureStatus(STATUS_INCOMPLETE, f"{CAPTURE_RECORD} is {exc.strerror}")
+    except (OSError, ValueError) as exc:
         return CaptureStatus(STATUS_INCOMPLETE, f"unreadable {CAPTURE_RECORD}: {exc}")
     if not isinstance(data, dict):
         return CaptureStatus(STATUS_INCOMPLETE, f"unreadable {CAPTURE_RECORD}: not a JSON object")
     status = str(data.get("status", "unknown"))
     detail = str(data.get("detail", ""))
     if status == STATUS_CAPTURING:
+        alive = live_launcher(rank_dir.parent, data.get("run_id"))
+        if alive:
+            return CaptureStatus(STATUS_CAPTURING, f"in progress: its run is still going ({alive})")
         return CaptureStatus(
             STATUS_INCOMPLETE, detail or "the process ended before the capture was finalised"
         )
     return CaptureStatus(status, detail)
+
+
+def partial_step(record: dict[str, Any] | None) -> int | None:
+    """The step a finished capture ended inside of: the last of its steps, when the capture was finished
+    early (training ended, SIGTERM, the script's own profiler: the record says why in ``detail``)."""
+    if not record or record.get("status") != STATUS_COMPLETE or not record.get("detail"):
+        return None
+    steps = record.get("steps")
+    if not isinstance(steps, list) or not steps:
+        return None
+    last = steps[-1]
+    return last if isinstance(last, int) and not isinstance(last, bool) else None
+
+
+# ---- runs still going -----------------------------------------------------------------------------
+def run_records(output: Path) -> list[Path]:
+    """The run records (npuprof_run.json, npuprof_run.<stamp>.json) directly in ``output``."""
+    try:
+        with os.scandir(output) as entries:
+            return sorted(Path(e.path) for e in entries if _RUN_RECORD_RE.match(e.name))
+    except OSError:
+        return []
+
+
+_LIVE_CACHE_S = 2.0
+_live_cache: dict[tuple[str, str], tuple[float, str | None]] = {}
+
+
+def live_launcher(output: Path, run_id: Any) -> str | None:
+    """``"npuprof pid N on HOST"`` when the run ``run_id`` recorded in ``output`` has not ended and its
+    launcher is alive on this host (the record's host is this one, the pid runs and started no later
+    than the run), else None. A launcher asking about its own run is not "alive" here. Answers are
+    kept for a moment: a thousand ranks of one run read its records once."""
+    if not isinstance(run_id, str) or not run_id:
+        return None
+    key = (os.fspath(output), run_id)
+    now = time.monotonic()
+    cached = _live_cache.get(key)
+    if cached is not None and now - cached[0] < _LIVE_CACHE_S:
+        return cached[1]
+    answer = _live_launcher(output, run_id)
+    _live_cache[key] = (now, answer)
+    return answer
+
+
+def _live_launcher(output: Path, run_id: str) -> str | None:
+    for path in run_records(output):
+        try:
+            record = read_json_record(path, RUN_RECORD_LIMIT)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or record.get("run_id") != run_id:
+            continue
+        pid, host = record.get("launcher_pid"), record.get("host")
+        if record.get("end") is not None or not isinstance(pid, int) or isinstance(pid, bool):
+            return None
+        if host != os.uname().nodename or pid == os.getpid() or pid <= 0:
+            return None
+        if _alive_since(pid, record.get("start")):
+            return f"npuprof pid {pid} on {host}"
+        return None
+    return None
+
+
+def _alive_since(pid: int, start: Any) -> bool:
+    """``pid`` runs (not a zombie) and, where /proc tells, is an npuprof that started no later than
+    ``start`` (the record's ISO time, to the second): a pid reused by a later process does not count."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: the signal check is all there is
+    fields = text[text.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return False
+    with contextlib.suppress(OSError):  # another program under a pid that collides (a container's)
+        if b"npuprof" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return False
+    started = _process_start(int(fields[19]))
+    recorded = _iso_seconds(start)
+    return started is None or recorded is None or started <= recorded + 2
+
+
+def _process_start(ticks: int) -> float | None:
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/stat", encoding="ascii", errors="replace") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+def _iso_seconds(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return None
 
 
 def parse_rank_dir_name(name: str) -> dict[str, str] | None:

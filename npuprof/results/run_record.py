@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +24,32 @@ def claim_record_path(output: Path) -> Path:
     )
     for path in candidates:
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
         except FileExistsError:
             continue
         os.close(fd)
         return path
     raise OSError(f"cannot create a run record in {output}")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def record_bytes(content: Any) -> bytes:
+    """``content`` as UTF-8 JSON (indent 4). Text that came from undecodable bytes (argv, the cwd, a path,
+    --metadata, read by Python with surrogateescape) holds lone surrogates, which UTF-8 cannot encode:
+    those alone are written as ``\\udcXX`` escapes, so the record stays valid JSON and
+    ``os.fsencode(json.loads(...))`` gives the original bytes back."""
+    return escape_surrogates(json.dumps(content, indent=4, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON ``text`` with each lone surrogate written as its ``\\uXXXX`` escape (the same JSON value)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 class RunRecord:
@@ -44,12 +65,13 @@ class RunRecord:
 
     def write(self) -> str | None:
         """Write the record; None, or why it could not be written."""
-        from npuprof.results.atomic import write_json
+        from npuprof.results.atomic import write_bytes
 
         try:
+            data = record_bytes(self.content)
             if self.path is None:
                 self.path = claim_record_path(self.output)
-            write_json(self.path, self.content, fsync=False)
+            write_bytes(self.path, data, fsync=False)
         except OSError as exc:
             self._release_empty_claim()
             return exc.strerror or str(exc)
@@ -111,16 +133,15 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     found: list[CaptureSummary] = []
     if not output.is_dir():
         return found
-    for rank_dir in layout.find_rank_dirs(output):
-        record_path = rank_dir / layout.CAPTURE_RECORD
-        try:
-            record = json.loads(record_path.read_text())
-        except (OSError, ValueError):
-            record = None
-        if record is not None and record.get("run_id") != run_id:
-            continue
-        if record is None:
-            # torch_npu writes its own dirs; count those created during this run by the rank dir name
+    try:
+        rank_dirs = layout.find_rank_dirs(output)
+    except OSError:
+        return found
+    for rank_dir in rank_dirs:
+        # read without following a link or blocking on a FIFO; a record too large is no record
+        record = layout.read_capture_record(rank_dir)
+        if record is None or record.get("run_id") != run_id:
+            # torch_npu writes its own dirs (no record); another run's are not this run's
             continue
         status = layout.capture_status(rank_dir)
         found.append(

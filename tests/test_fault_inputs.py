@@ -1,0 +1,417 @@
+"""Hostile inputs to `npuprof run` and `npuprof analyse`: bytes that are not UTF-8, files planted in the
+result tree (FIFOs, symlinks), a closed or broken terminal, a run still in flight, and the messages at the
+end of a run.
+
+Real subprocesses throughout: `npuprof run` around real jobs (CPU torch training where it matters), `npuprof
+analyse` on real result trees, real FIFOs, real pipes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import clean_env, npuprof, rank_dirs, run_trainer, sched, trainer
+
+NPUPROF = [sys.executable, "-m", "npuprof"]
+XFF = os.fsdecode(b"\xff")  # what Python makes of the byte 0xff in argv, paths and the environment
+
+
+def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _one_line_each(stderr: str, needle: str) -> list[str]:
+    return [line for line in stderr.splitlines() if needle in line]
+
+
+def _strict_json(path: Path) -> dict:
+    """The file as JSON, read as strict UTF-8 (a record must be valid JSON text for any tool)."""
+    return json.loads(path.read_bytes().decode("utf-8"))
+
+
+# ---- 1. bytes that are not UTF-8 ---------------------------------------------------------------------
+_SHOW_BYTES = (
+    "import os, sys\n"
+    "print(repr([os.fsencode(a) for a in sys.argv[1:]]))\n"
+    "print(repr(os.fsencode(os.getcwd())))\n"
+    "print(repr(os.environb.get(b'NPUPROF_TEST_BYTES')))\n"
+)
+
+
+@pytest.mark.parametrize("where", ["argv", "cwd", "output", "metadata", "environment"])
+def test_bytes_that_are_not_utf8_reach_the_job_exactly_and_the_record_stays_json(
+    tmp_path: Path, where: str
+) -> None:
+    script = tmp_path / "show.py"
+    script.write_text(_SHOW_BYTES)
+    cwd = tmp_path / ("work" + (XFF if where == "cwd" else ""))
+    cwd.mkdir()
+    out = tmp_path / ("result" + (XFF if where == "output" else ""))
+    flags = ["--metadata", f"team=a{XFF}b"] if where == "metadata" else []
+    args = [f"x{XFF}\udcfey"] if where == "argv" else ["plain"]
+    env = clean_env(NPUPROF_TEST_BYTES=f"v{XFF}" if where == "environment" else "v")
+    proc = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), *flags, "--", sys.executable, str(script), *args],
+        cwd=cwd, env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    stderr = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    lines = proc.stdout.decode().splitlines()
+    assert lines == [
+        repr([os.fsencode(a) for a in args]),
+        repr(os.fsencode(str(cwd))),
+        repr(b"v\xff" if where == "environment" else b"v"),
+    ]
+    record = _strict_json(out / "npuprof_run.json")  # valid UTF-8 JSON, the bytes kept as \udcXX escapes
+    assert [os.fsencode(a) for a in record["command"][2:]] == [os.fsencode(a) for a in args]
+    assert os.fsencode(record["cwd"]) == os.fsencode(str(cwd))
+    assert os.fsencode(record["config"]["output"]) == os.fsencode(str(out))
+    assert record["exit_code"] == 0
+    if where == "metadata":
+        assert record["config"]["metadata"] == {"team": f"a{XFF}b"}
+        (line,) = _one_line_each(stderr, "--metadata team")
+        assert line.startswith("npuprof:") and "not valid UTF-8" in line
+
+
+def test_metadata_that_is_not_utf8_still_gives_a_complete_capture(out: Path) -> None:
+    proc = npuprof(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 0, 1), "--metadata", f"team=a{XFF}b", "--",
+        *trainer("--steps", "3"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    (d,) = rank_dirs(out)
+    assert _strict_json(d / "npuprof_capture.json")["status"] == "complete"
+    assert _strict_json(d / "profiler_metadata.json")["team"] == "a\\xffb"
+    assert _strict_json(out / "npuprof_run.json")["config"]["metadata"] == {"team": f"a{XFF}b"}
+
+
+# ---- 2. FIFOs and symlinks planted in the result tree ------------------------------------------------
+def _planted_tree(root: Path, outside: Path) -> dict[str, Path]:
+    """A result dir with one good rank dir and the traps: FIFOs as a capture record, a trace and the run
+    record; a symlinked trace and a symlinked rank dir leading outside the tree."""
+    out = root / "result"
+    write_rank_dir(out, cpu_trace(), rank=0, name="good_1_20250101000000000")
+    fifo_record = out / "fiforecord_2_20250101000000000_ascend_pt"
+    fifo_record.mkdir()
+    os.mkfifo(fifo_record / "npuprof_capture.json")
+    fifo_trace = out / "fifotrace_3_20250101000000000_ascend_pt"
+    fifo_trace.mkdir()
+    os.mkfifo(fifo_trace / "host.1.pt.trace.json")
+    linked_trace = out / "linktrace_4_20250101000000000_ascend_pt"
+    linked_trace.mkdir()
+    outside.mkdir()
+    secret = write_rank_dir(outside, cpu_trace(), rank=5, name="secret_5_20250101000000000")
+    (linked_trace / "host.1.pt.trace.json").symlink_to(next(secret.glob("*.pt.trace.json")))
+    (out / "linkdir_6_20250101000000000_ascend_pt").symlink_to(secret)
+    os.mkfifo(out / "npuprof_run.json")
+    capturing = out / "capturing_7_20250101000000000_ascend_pt"  # read as "in progress" needs the run record
+    capturing.mkdir()
+    (capturing / "npuprof_capture.json").write_text(json.dumps({"status": "capturing", "run_id": "r1"}))
+    return {
+        "record": fifo_record / "npuprof_capture.json",
+        "trace": fifo_trace / "host.1.pt.trace.json",
+        "linked_trace": linked_trace / "host.1.pt.trace.json",
+        "linked_dir": out / "linkdir_6_20250101000000000_ascend_pt",
+        "run_record": out / "npuprof_run.json",
+        "secret": secret,
+    }
+
+
+def test_planted_fifos_and_symlinks_never_hang_or_lead_analyse_out_of_the_tree(tmp_path: Path) -> None:
+    traps = _planted_tree(tmp_path, tmp_path / "outside")
+    try:
+        proc = npuprof("analyse", str(tmp_path / "result"), "--format", "json", timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("npuprof analyse hung on a planted FIFO")
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [Path(r["rank_dir"]).name for r in report["ranks"]] == ["good_1_20250101000000000_ascend_pt"]
+    for name in ("record", "trace", "linked_trace", "linked_dir", "run_record"):
+        (line,) = _one_line_each(proc.stderr, f"skipped {traps[name]}:")
+        assert line.startswith("npuprof analyse: warning:"), line
+    assert "not followed" in _one_line_each(proc.stderr, str(traps["linked_dir"]))[0]
+    assert "FIFO" in _one_line_each(proc.stderr, str(traps["record"]))[0]
+    assert not (traps["secret"] / "ASCEND_PROFILER_OUTPUT").exists(), "analyse wrote outside the tree"
+
+
+def test_a_planted_fifo_never_hangs_the_launchers_summary(out: Path, tmp_path: Path) -> None:
+    plant = tmp_path / "plant.py"  # the job plants them in the output dir while it runs
+    plant.write_text(
+        "import os, sys\n"
+        "out = sys.argv[1]\n"
+        "d = os.path.join(out, 'evil_9_20250101000000000_ascend_pt')\n"
+        "os.mkdir(d)\n"
+        "os.mkfifo(os.path.join(d, 'npuprof_capture.json'))\n"
+        "os.symlink('/etc/passwd', os.path.join(d, 'x.pt.trace.json'))\n"
+        "os.symlink('/etc', os.path.join(out, 'link_ascend_pt'))\n"
+    )
+    try:
+        proc = npuprof("run", "-o", str(out), "--", sys.executable, str(plant), str(out), timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("npuprof run hung on a FIFO planted as a capture record")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    fifo = out / "evil_9_20250101000000000_ascend_pt" / "npuprof_capture.json"
+    (line,) = _one_line_each(proc.stderr, f"skipped {fifo}:")
+    assert line.startswith("npuprof:") and "FIFO" in line
+    (line,) = _one_line_each(proc.stderr, f"skipped {out / 'link_ascend_pt'}:")
+    assert "not followed" in line
+    assert _strict_json(out / "npuprof_run.json")["exit_code"] == 0
+
+
+def test_a_record_too_large_is_not_read(tmp_path: Path) -> None:
+    out = tmp_path / "result"
+    d = write_rank_dir(out, cpu_trace(), rank=0, name="big_1_20250101000000000")
+    (d / "npuprof_capture.json").write_text(json.dumps({"status": "complete", "pad": "x" * (2 << 20)}))
+    proc = npuprof("analyse", str(out), "--format", "json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    (line,) = _one_line_each(proc.stderr, f"skipped {d / 'npuprof_capture.json'}:")
+    assert "too large" in line
+    (line,) = _one_line_each(proc.stderr, "not analysed:")
+    assert "incomplete" in line
+
+
+# ---- 3. a closed or broken terminal --------------------------------------------------------------------
+def _exit_3_job(tmp_path: Path, body: str = "") -> list[str]:
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, pathlib, signal, sys, time\n"
+        f"pathlib.Path({str(tmp_path / 'started')!r}).write_text(str(os.getpid()))\n"
+        f"{body}"
+        "print('job output', flush=True)\n"
+        "sys.exit(3)\n"
+    )
+    return [sys.executable, str(script)]
+
+
+def test_a_closed_stderr_keeps_the_jobs_exit_code(out: Path, tmp_path: Path) -> None:
+    job = _exit_3_job(tmp_path)
+    proc = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), "--", *job],
+        env=clean_env(), stdout=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(2),
+    )  # fmt: skip
+    assert proc.returncode == 3
+    assert proc.stdout == "job output\n"
+    assert _strict_json(out / "npuprof_run.json")["exit_code"] == 3
+
+
+def test_a_full_stderr_keeps_the_jobs_exit_code(out: Path, tmp_path: Path) -> None:
+    job = _exit_3_job(tmp_path)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [*NPUPROF, "run", "-o", str(out), "--", *job],
+            env=clean_env(), stdout=subprocess.PIPE, stderr=full, text=True, timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 3
+    assert _strict_json(out / "npuprof_run.json")["exit_code"] == 3
+
+
+def test_a_broken_stderr_pipe_keeps_the_jobs_exit_code(out: Path, tmp_path: Path) -> None:
+    job = _exit_3_job(tmp_path, "time.sleep(0.5)\n")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader (a `| head` that has exited) is gone before npuprof writes a word
+    try:
+        proc = subprocess.run(
+            [*NPUPROF, "run", "-o", str(out), "--", *job],
+            env=clean_env(), stdout=subprocess.PIPE, stderr=write_end, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 3
+    assert proc.stdout == "job output\n"
+    assert _strict_json(out / "npuprof_run.json")["exit_code"] == 3
+
+
+def test_a_broken_stderr_pipe_never_stops_npuprof_reaping_a_killed_job(out: Path, tmp_path: Path) -> None:
+    job = _exit_3_job(tmp_path, "signal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    proc = subprocess.Popen(
+        [*NPUPROF, "run", "-o", str(out), "--", *job],
+        env=clean_env(), stdout=subprocess.DEVNULL, stderr=write_end, start_new_session=True,
+    )  # fmt: skip
+    os.close(write_end)
+    try:
+        _wait_for((tmp_path / "started").exists, "the job to start")
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)  # the second one kills the job and says so on the broken stderr
+        proc.wait(timeout=60)
+    finally:
+        _kill_group(proc.pid)
+    assert proc.returncode == -signal.SIGINT
+    assert _strict_json(out / "npuprof_run.json")["exit_code"] == 128 + signal.SIGKILL
+
+
+def test_analyse_into_a_closed_pipe_or_a_full_disk(tmp_path: Path) -> None:
+    out = tmp_path / "result"
+    for rank in range(3):
+        write_rank_dir(out, cpu_trace(), rank=rank, name=f"h_{rank}_20250101000000000")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [*NPUPROF, "analyse", str(out), "--format", "json"],
+            env=clean_env(), stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
+    assert proc.returncode == 128 + signal.SIGPIPE, proc.stderr  # as a tool killed by SIGPIPE
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [*NPUPROF, "analyse", str(out)],
+            env=clean_env(), stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 1
+    (line,) = _one_line_each(proc.stderr, "cannot write the report")
+    assert line.startswith("npuprof analyse:") and "No space left" in line
+
+
+# ---- 4. a run still in flight ----------------------------------------------------------------------------
+_SLOW_TRAINING = (
+    "import pathlib, sys, time, torch\n"
+    "go, started = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])\n"
+    "model = torch.nn.Linear(4, 4)\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "for step in range(2000):\n"
+    "    opt.zero_grad(); model(torch.randn(2, 4)).sum().backward(); opt.step()\n"
+    "    if step == 3:\n"
+    "        started.write_text('x')\n"
+    "    if go.exists():\n"
+    "        break\n"
+    "    time.sleep(0.02)\n"
+)
+
+
+def test_analyse_of_a_run_in_progress_says_in_progress(out: Path, tmp_path: Path) -> None:
+    script = tmp_path / "slow.py"
+    script.write_text(_SLOW_TRAINING)
+    go, started = tmp_path / "go", tmp_path / "started"
+    proc = subprocess.Popen(
+        [*NPUPROF, "run", "-o", str(out), "--no-analyse", *sched(1, 0, 1000), "--",
+         sys.executable, str(script), str(go), str(started)],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(started.exists, "the capture to start", timeout=120)
+        (d,) = rank_dirs(out)
+        assert json.loads((d / "npuprof_capture.json").read_text())["status"] == "capturing"
+        table = npuprof("analyse", str(out))
+        report = npuprof("analyse", str(out), "--format", "json")
+        go.touch()
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        _kill_group(proc.pid)
+    assert proc.returncode == 0, stderr
+    (line,) = _one_line_each(table.stderr, "not analysed:")
+    assert f"{d}: in progress" in line and f"npuprof pid {proc.pid}" in line, line
+    assert "interrupted" not in table.stderr and "process ended" not in table.stderr
+    (problem,) = json.loads(report.stdout)["problems"]
+    assert problem["status"] == "in progress"
+    finished = npuprof("analyse", str(out), "--format", "json")  # once the run has ended: analysed
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(finished.stdout)["problems"] == []
+
+
+def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path) -> None:
+    out = tmp_path / "result"
+    d = out / "h_1_20250101000000000_ascend_pt"
+    d.mkdir(parents=True)
+    (d / "npuprof_capture.json").write_text(json.dumps({"status": "capturing", "run_id": "r1", "pid": 1}))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    record = {"run_id": "r1", "host": os.uname().nodename, "launcher_pid": int(dead.stdout), "end": None}
+    (out / "npuprof_run.json").write_text(json.dumps(record))
+    proc = npuprof("analyse", str(out))
+    (line,) = _one_line_each(proc.stderr, "not analysed:")
+    assert "incomplete" in line and "in progress" not in line
+
+
+# ---- 5. "waiting for post-processing" only when there is some ------------------------------------------
+def test_no_waiting_message_when_nothing_was_captured(out: Path) -> None:
+    proc = run_trainer(out, "--skip-first", "1000000000", train=("--steps", "3"))
+    assert proc.returncode == 0, proc.stderr
+    assert "waiting for" not in proc.stderr
+    assert rank_dirs(out) == []
+
+
+# ---- 6. why no capture was written ---------------------------------------------------------------------
+def test_no_capture_because_no_rank_was_selected(out: Path) -> None:
+    proc = run_trainer(out, "--ranks", "1", *sched(1, 0, 1), train=("--steps", "3"), env=clean_env(RANK="0"))
+    assert proc.returncode == 0, proc.stderr
+    assert len(_one_line_each(proc.stderr, "no capture was written")) == 1
+    text = " ".join(proc.stderr.split())
+    assert "--ranks" in text and "ranks seen: 0" in text, proc.stderr
+    assert "needs" not in text
+
+
+def test_no_capture_because_the_step_on_module_was_never_imported(out: Path) -> None:
+    step_on = ("--step-on", "never_imported_mod:step")
+    proc = npuprof("run", "-o", str(out), *step_on, "--", *trainer("--steps", "3"))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "never_imported_mod" in text and "no process of the job imported" in text, proc.stderr
+    assert "needs" not in text
+
+
+def test_no_capture_because_the_job_died_before_its_first_step(out: Path) -> None:
+    job = (
+        "import torch\n"
+        "opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)\n"
+        "raise SystemExit(5)\n"
+    )
+    proc = npuprof("run", "-o", str(out), "--", sys.executable, "-c", job)
+    assert proc.returncode == 5
+    text = " ".join(proc.stderr.split())
+    assert "the job failed (exit code 5)" in text, proc.stderr
+    assert "needs" not in text
+
+
+def test_no_capture_because_the_job_ran_too_few_steps_still_names_the_schedule(out: Path) -> None:
+    proc = run_trainer(out, *sched(10, 1, 2), train=("--steps", "3"))
+    assert proc.returncode == 0
+    text = " ".join(proc.stderr.split())
+    assert "records from step 11" in text and "needs 13 steps" in text, proc.stderr
+
+
+# ---- 7. the partial last step ----------------------------------------------------------------------------
+def test_analyse_flags_the_step_a_capture_ended_inside_of(out: Path) -> None:
+    proc = run_trainer(out, *sched(1, 0, 10), train=("--steps", "4"))
+    assert proc.returncode == 0, proc.stderr
+    (d,) = rank_dirs(out)
+    assert json.loads((d / "npuprof_capture.json").read_text())["steps"] == [1, 2, 3, 4]
+    report = npuprof("analyse", str(out), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    (rank,) = json.loads(report.stdout)["ranks"]
+    assert [(s["step"], s.get("partial", False)) for s in rank["steps"]] == [
+        (1, False), (2, False), (3, False), (4, True),
+    ]  # fmt: skip
+    assert rank["partial_step"] == 4 and "training ended" in rank["partial_reason"]
+    whole = [s["duration_us"] for s in rank["steps"][:3]]
+    assert rank["step_time_mean_us"] == pytest.approx(sum(whole) / 3, abs=0.01)
+    table = npuprof("analyse", str(out), env=clean_env(COLUMNS="200"))
+    assert "4 (partial)" in table.stdout and "step 4 is partial" in table.stdout
+    csv_out = npuprof("analyse", str(out), "--format", "csv")
+    header, *rows = csv_out.stdout.splitlines()
+    assert header.endswith(",partial") and rows[-1].endswith(",True") and rows[0].endswith(",False")
