@@ -12,6 +12,26 @@ FILE_MODE = 0o640
 DIR_MODE = 0o750
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux shows it (os.umask can only be read by
+    setting it, which races with other threads creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    previous = os.umask(0o077)
+    os.umask(previous)
+    return previous
+
+
+def file_mode() -> int:
+    """0o640 less the umask: a stricter umask stays stricter, nothing is looser."""
+    return FILE_MODE & ~current_umask()
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str], mode: str = "wb", *, fsync: bool = True) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; rename it over ``path`` only if the block succeeds.
@@ -23,7 +43,7 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb", *, fsync: bool
     target = Path(path)
     fd, tmp_name = _create_temp(target)
     try:
-        os.fchmod(fd, FILE_MODE)
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, mode) as handle:
             yield handle
             handle.flush()
