@@ -75,14 +75,34 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True
 
 
 def write_text(path: str | os.PathLike[str], text: str, *, fsync: bool = True) -> None:
-    write_bytes(path, text.encode("utf-8"), fsync=fsync)
+    """UTF-8 text. Lone surrogates (bytes that were not UTF-8, read with surrogateescape, e.g. from a path)
+    go back to their original bytes; none can make the write fail."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogateescape" if _escaped_bytes_only(text) else "backslashreplace")
+    write_bytes(path, data, fsync=fsync)
+
+
+def _escaped_bytes_only(text: str) -> bool:
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def write_json(path: str | os.PathLike[str], obj: Any, indent: int | None = 4, *, fsync: bool = True) -> None:
-    """JSON with a stable layout (indent 4 as torch_npu writes its info files)."""
+    """JSON with a stable layout (indent 4 as torch_npu writes its info files). Lone surrogates are written
+    as their ``\\uXXXX`` escapes: the same JSON value, in valid UTF-8."""
     import json
 
-    write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync=fsync)
+    text = json.dumps(obj, indent=indent, ensure_ascii=False)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = json.dumps(obj, indent=indent, ensure_ascii=True).encode("ascii")
+    write_bytes(path, data + b"\n", fsync=fsync)
 
 
 def make_dir(path: str | os.PathLike[str]) -> Path:
