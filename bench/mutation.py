@@ -44,12 +44,22 @@ GROUPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
     "step_breakdown": (
         "npuprof/analysis/step_breakdown.py",
         None,
-        ("tests/test_step_breakdown.py", "tests/test_analysis_rules.py", "tests/test_analyse_tables.py"),
+        (
+            "tests/test_step_breakdown.py",
+            "tests/test_analysis_rules.py",
+            "tests/test_analyse_tables.py",
+            "tests/test_golden_outputs.py",
+        ),
     ),
     "intervals": (
         "npuprof/analysis/intervals.py",
         None,
-        ("tests/test_step_breakdown.py", "tests/test_analysis_rules.py", "tests/test_analyse_tables.py"),
+        (
+            "tests/test_step_breakdown.py",
+            "tests/test_analysis_rules.py",
+            "tests/test_analyse_tables.py",
+            "tests/test_golden_outputs.py",
+        ),
     ),
     "slow_rank_rule": (
         "npuprof/analysis/report.py",
