@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import typer
 
-COMMAND_MODULES = ("run", "analyse", "export_stacks", "memory_timeline")
+COMMAND_MODULES = ("run", "analyse", "export_stacks", "memory_timeline", "info")
 _app: list[typer.Typer] = []
 
 
@@ -32,9 +32,31 @@ def get_app() -> typer.Typer:
             pretty_exceptions_enable=False,
             context_settings={"help_option_names": ["-h", "--help"]},
         )
+        app.callback()(_root_callback())
         _register(app)
         _app.append(app)
     return _app[0]
+
+
+def _root_callback() -> Any:
+    """The app's own options (``--version``), ahead of any command."""
+    import typer
+
+    def show_version(value: bool) -> None:
+        if value:
+            from npuprof import __version__
+
+            sys.stdout.write(f"npuprof {__version__}\n")
+            raise typer.Exit(0)
+
+    def root(
+        version: bool = typer.Option(
+            False, "--version", is_eager=True, callback=show_version, help="Show npuprof's version and exit."
+        ),
+    ) -> None:
+        """Profile PyTorch training (Ascend NPU, CUDA, CPU) without editing the training script."""
+
+    return root
 
 
 def __getattr__(name: str) -> Any:
@@ -116,6 +138,11 @@ def stream_error(name: str) -> OSError | None:
 
 def main() -> None:
     guard_streams()
+    if sys.argv[1:] == ["--version"]:
+        from npuprof import __version__
+
+        sys.stdout.write(f"npuprof {__version__}\n")
+        _leave(0)
     if sys.argv[1:2] == ["run"]:
         from npuprof.cli.run_flags import fast_run
 

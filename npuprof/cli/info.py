@@ -1,0 +1,47 @@
+"""`npuprof info`: the backend npuprof would use here and why, versions, what the profiler supports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+FORMATS = ("table", "json")
+
+
+def info(
+    output_format: Annotated[
+        str, typer.Option("--format", help="table (default) or json.", show_default=False)
+    ] = "table",
+) -> None:
+    """Show the backend npuprof would use in this environment (and why), the versions of npuprof, Python,
+    torch, torch_npu and CANN, and what the profiler here supports."""
+    if output_format not in FORMATS:
+        sys.stderr.write(f"npuprof info: error: --format: unknown {output_format!r}; use table or json\n")
+        raise typer.Exit(2)
+    from npuprof.machine_info import gather
+
+    facts = gather()
+    if output_format == "json":
+        sys.stdout.write(json.dumps(facts, indent=2) + "\n")
+        return
+    sys.stdout.write(render(facts))
+
+
+def render(facts: dict) -> str:
+    backend = facts["backend"]
+    lines = [f"backend     {backend['name'] or 'none'}: {backend['why']}"]
+    lines += [f"            (not {item})" for item in backend.get("passed_over", [])]
+    for key in ("npuprof", "python", "torch", "torch_npu", "cann", "matplotlib"):
+        value = facts.get(key)
+        lines.append(f"{key:<11} {value if value is not None else 'not installed'}")
+    for key, value in facts.get("supported", {}).items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        lines.append(f"{key}(): {shown}")
+    return "\n".join(lines) + "\n"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("info")(info)
