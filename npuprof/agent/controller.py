@@ -5,18 +5,32 @@ with the next step at which anything changes. A plan (a schedule today, a config
 says which action each step gets and with which configuration; a backend turns that into a running
 profiler; a sink owns the result files. A plan that changes its mind calls ``replan`` (from any thread)
 and the controller asks it again at the next step boundary.
+
+Threads: torch's profiler belongs to the thread that starts it (its callbacks are thread-local); stepping
+or stopping it from another thread, or leaving it running when that thread ends, crashes libtorch. So one
+thread drives the controller: the first that takes a step boundary (or that opens a profiler when armed).
+Boundaries from other threads are ignored, never waited on. When the driving thread ends (a training
+thread, a pool worker), a capture in flight is finalised in that thread as it ends, and the next thread
+to take a boundary drives from then on.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from _thread import get_ident
 from typing import Any, Protocol
 
+from npuprof.agent import user_profiler
 from npuprof.agent.backends.base import Backend
 from npuprof.agent.log import AgentLog
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.config import ProfileConfig
 
 NEVER = 1 << 62
+# How long a thread that is not the recording one waits for it to finish a capture (see finish_early).
+EXIT_WAIT_S = 5.0
+OTHER_THREAD_WAIT_S = 2.0
 
 
 class CaptureSink(Protocol):
@@ -64,6 +78,16 @@ class CaptureController:
         self._stop_detail = ""
         self._stop_status = "complete"
         self._replanned = False
+        self._discarding = False  # a capture that could not begin: its trace, if any, is dropped
+        # Threads (see the module's docstring): the driving thread's id, the thread the profiler in flight
+        # belongs to, and a lock taken without waiting, so that no two threads are ever inside at once.
+        self.driver: int | None = None
+        self._prof_thread: int | None = None
+        self._lock = threading.RLock()  # re-entrant: a signal handler may finish a capture mid-decision
+        self._thread_guards = threading.local()
+        self._guard: object | None = None  # the token of the driving thread's guard
+        self._finish_requested: tuple[str, str] | None = None
+        self._foreign_reported = False
 
     # ---- called from the step hooks ----------------------------------------------------------
     def arm(self) -> None:
@@ -73,12 +97,93 @@ class CaptureController:
         self.armed = True
         if self._on_arm is not None:
             self._on_arm()
-        self._sync()
+        self._decide()
 
     def on_boundary(self) -> None:
+        if get_ident() != self.driver and not self._claim():
+            return
         self.step += 1
         if self.step >= self.next_check:
+            self._decide()
+
+    def on_boundary_of(self, thread: int) -> None:
+        """``on_boundary`` for a caller that knows its thread's id already (one call less per step)."""
+        if thread != self.driver and not self._claim():
+            return
+        self.step += 1
+        if self.step >= self.next_check:
+            self._decide()
+
+    def _decide(self) -> None:
+        """``_sync`` under the lock; when another thread holds it, this boundary takes no decision (the
+        next one will), it never waits."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            requested, self._finish_requested = self._finish_requested, None
+            if requested is not None and self.prof is not None:
+                self.finish_early(*requested)  # asked by another thread; the next window is set
+                return
             self._sync()
+        finally:
+            self._lock.release()
+
+    def _claim(self) -> bool:
+        """A boundary from a thread that does not drive: it becomes the driver when there is none (the
+        first boundary, or the driver has ended); otherwise it is ignored."""
+        if self.driver is not None:
+            self.foreign_boundary()
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self.driver is not None:
+                return False
+            self._claim_for(get_ident())
+            return True
+        finally:
+            self._lock.release()
+
+    def foreign_boundary(self) -> None:
+        """A step on a thread that does not drive: ignored (said once in the log)."""
+        if self._foreign_reported:
+            return
+        self._foreign_reported = True
+        name = threading.current_thread().name
+        if self.step == 0 and self.prof is not None:  # opened when armed, on a thread that never steps
+            self.log.warn_once(
+                "foreign-thread",
+                f"npuprof's profiler started on the thread that created the optimizer, but steps are taken "
+                f"on thread {name}: no steps are counted (a schedule that starts later, --skip-first 1, "
+                "avoids this)",
+            )
+            return
+        self.log.info(
+            f"step boundaries from thread {name} are ignored: another thread drives the profiler "
+            '(one thread only: docs/architecture.md, "Step boundaries")'
+        )
+
+    def _claim_for(self, ident: int) -> None:
+        self.driver = ident
+        if threading.current_thread() is not threading.main_thread():
+            # Told when this thread ends (its thread-local values are released in it, as it ends).
+            self._guard = token = object()  # the guard itself is the thread's alone: it must die with it
+            self._thread_guards.guard = _DriverGuard(self, token)
+            self.log.info(f"steps are counted on thread {threading.current_thread().name}")
+
+    def driver_ended(self, token: object) -> None:
+        """Runs in the driving thread as it ends: finish the capture it owns, let another thread drive."""
+        if token is not self._guard:
+            return
+        self._guard = None
+        ident = get_ident()
+        try:
+            if self.prof is not None and self._prof_thread == ident:
+                self.finish_early(
+                    f"the training thread ended before the capture's last step; step {self.step} is partial"
+                )
+        finally:
+            self.driver = None
 
     def replan(self) -> None:
         """The plan changed (a config watcher's thread, say): look again at the next step boundary.
@@ -121,7 +226,8 @@ class CaptureController:
             if refusal is not None:
                 self._skip(step, refusal)
                 return
-            self._open(step, wanted)
+            if not self._open(step, wanted):
+                return  # the window was skipped
         else:
             if self.space is not None and not self.space.ok:
                 self.finish_early(f"stopped at step {step}: {self.space.describe()}", status="incomplete")
@@ -129,7 +235,8 @@ class CaptureController:
             previous = self.action
             self.prof.step()  # torch runs the transitions, on_trace_ready included
             self.action = wanted
-            self._note_capture_start(previous, wanted, step)
+            if not self._note_capture_start(previous, wanted, step):
+                return
             if wanted is Action.NONE:
                 self._close_quietly()
                 self._schedule_next(step)
@@ -156,11 +263,8 @@ class CaptureController:
         if not self.cfg.wants_rank(rank):
             self.log.info(f"rank {rank} not selected (--ranks); no capture at step {step}")
             return rank is not None  # an unknown rank may become known once the process group exists
-        if _profiler_already_enabled():
-            self.log.warn_once(
-                "user-profiler",
-                f"the training script runs its own profiler; npuprof steps aside (no capture at step {step})",
-            )
+        if user_profiler.running() or _profiler_already_enabled():
+            user_profiler.report(self.log, step)
             return False
         if self.space is not None and not self.space.ok:
             message = f"capture at step {step} skipped: {self.space.describe()}"
@@ -184,25 +288,63 @@ class CaptureController:
             text = ", ".join(ignored)
             self.log.warn_once(f"ignored-flags:{text}", f"ignored on the {self.backend.name} backend: {text}")
 
-    def _open(self, step: int, wanted: Action) -> None:
+    def _open(self, step: int, wanted: Action) -> bool:
         self._ensure_sink()
         assert self.backend is not None
         self._report_ignored_flags()
+        if self.driver is None:  # armed on this thread, before any boundary: the profiler is this thread's
+            self._claim_for(get_ident())
         self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
+        self._prof_thread = get_ident()
+        user_profiler.mark_ours(self.prof)
         self.backend.align(self.prof, step)
         self.action = wanted
-        self._note_capture_start(Action.NONE, wanted, step)
+        if not self._note_capture_start(Action.NONE, wanted, step, started=False):
+            return False
         self.prof.start()
         self._tell_profiling(True)
         self.log.info(f"profiler started at step {step} ({wanted.name}) on {self.backend.name}")
+        return True
 
-    def _note_capture_start(self, previous: Action, now: Action, step: int) -> None:
-        if now.recording and previous is not Action.RECORD:
-            assert self.sink is not None
+    def _note_capture_start(self, previous: Action, now: Action, step: int, started: bool = True) -> bool:
+        """Begin the capture's files when recording begins. An OSError there (a full disk, no permission)
+        skips this window, with one warning, and the next window tries again: False."""
+        if not (now.recording and previous is not Action.RECORD):
+            return True
+        assert self.sink is not None
+        try:
             self.sink.begin(step, self.cfg)
+            return True
+        except OSError as exc:
+            message = f"capture at step {step} skipped: {exc}"
+            self.log.warn_once("capture-begin", f"{message}; training goes on, the next window is tried")
+            self._discard_profiler(started)
+            try:
+                self.sink.abandon(message)  # a directory half made says "incomplete", when it can
+            except Exception as again:
+                self.log.error(f"could not mark the skipped capture: {again!r}")
+            self._skip(step, forever=False)
+            return False
+
+    def _discard_profiler(self, started: bool) -> None:
+        """Stop the profiler of a capture that could not begin; whatever it recorded is dropped."""
+        prof, self.prof = self.prof, None
+        self.action = Action.NONE
+        if prof is None or not started:
+            return
+        self._discarding = True
+        try:
+            prof.stop()
+        except Exception as exc:
+            self.log.warning(f"profiler stop failed: {exc!r}")
+        finally:
+            self._discarding = False
+        self._tell_profiling(False)
 
     def _on_trace_ready(self, prof: Any) -> None:
         # Called by the profiler inside step() or stop(); the capture ended at the previous step.
+        if self._discarding:
+            return
         last = self.step if self._stopping else self.step - 1
         detail = self._stop_detail if self._stopping else ""
         status = self._stop_status if self._stopping else "complete"
@@ -242,9 +384,39 @@ class CaptureController:
     def finish_early(self, reason: str, status: str = "complete") -> None:
         """Training ends (or a signal came, the user's profiler starts, the disk fills) while ours
         records: keep what was recorded, marked with ``reason`` (and ``status``); drop a warm-up. The
-        next window is asked again (never a search: see ``_skip``)."""
+        next window is asked again (never a search: see ``_skip``).
+
+        Only the thread the profiler belongs to may stop it: from any other thread this asks that thread
+        to finish at its next step boundary (or as it ends), and waits for it a little (never on a step
+        boundary: this comes from the exit, or from the script starting its own profiler)."""
         if self.prof is None:
             return
+        if self._prof_thread not in (None, get_ident()) or not self._lock.acquire(blocking=False):
+            self._ask_the_recording_thread(reason, status, wait=self._prof_thread != get_ident())
+            return
+        try:
+            self._finish_early(reason, status)
+        finally:
+            self._lock.release()
+
+    def _ask_the_recording_thread(self, reason: str, status: str, wait: bool) -> None:
+        # At exit (the main thread has ended; a daemon thread still trains) no capture opens again: one
+        # left recording in a thread that outlives the interpreter's exit crashes libtorch.
+        exiting = not threading.main_thread().is_alive()
+        if exiting:
+            self.enabled = False
+        self._finish_requested = (reason, status)
+        self.next_check = 0
+        self.log.info(f"capture to finish at the next step of the thread that records it: {reason}")
+        if not wait:
+            return
+        deadline = time.monotonic() + (EXIT_WAIT_S if exiting else OTHER_THREAD_WAIT_S)
+        while self.prof is not None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if self.prof is not None:
+            self.log.warning(f"the thread recording the capture did not finish it in time ({reason})")
+
+    def _finish_early(self, reason: str, status: str) -> None:
         self._stopping = True
         self._stop_detail = reason
         self._stop_status = status
@@ -277,6 +449,31 @@ class CaptureController:
         self.next_check = 0
         self.armed = False
         self._stopping = False
+        self._discarding = False
+        # The only thread of the child is the one that forked; the parent's lock may have been held.
+        self.driver = None
+        self._prof_thread = None
+        self._guard = None
+        self._lock = threading.RLock()
+        self._thread_guards = threading.local()
+        self._finish_requested = None
+        self._foreign_reported = False
+
+
+class _DriverGuard:
+    """Kept in a thread-local of the driving thread: released in that thread as it ends."""
+
+    __slots__ = ("controller", "token")
+
+    def __init__(self, controller: CaptureController, token: object) -> None:
+        self.controller = controller
+        self.token = token
+
+    def __del__(self) -> None:
+        try:
+            self.controller.driver_ended(self.token)
+        except Exception:  # never from a finaliser: the capture stays "capturing" (read as interrupted)
+            pass
 
 
 def _profiler_already_enabled() -> bool:

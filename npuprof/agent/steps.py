@@ -4,26 +4,55 @@ or the return of a user-named function with --step-on MODULE:QUALNAME."""
 from __future__ import annotations
 
 import functools
+import os
+import weakref
+from _thread import get_ident
 from typing import Any
 
 from npuprof.agent.controller import CaptureController
 from npuprof.agent.log import AgentLog
 
+SWITCH_AFTER = 3  # steps of another optimizer, the primary not stepping meanwhile, that make it primary
+
 
 class OptimizerSteps:
-    """Counts iterations of the first optimizer that steps (so GANs don't count double).
+    """Counts iterations of one optimizer, the *primary* (so GANs don't count double).
+
+    The primary is the first optimizer that steps, held by a weak reference (an id() can be reused). When
+    it is gone, the next optimizer that steps becomes primary; when another optimizer steps
+    ``SWITCH_AFTER`` times while the primary does not step once (a learning-rate finder's optimizer given
+    up, an optimizer re-created after some epochs, a new pair of them), that one becomes primary. Both
+    are logged. Optimizers that alternate with the primary (a GAN's) never switch.
+
+    Only the thread that drives the controller counts (``CaptureController.driver``); steps taken on other
+    threads are passed over here as they are there.
 
     The boundary is taken once ``optimizer.step()`` has returned, outside torch's ``Optimizer.step#``
     range: stepping the profiler from inside the post-hook (within that range) crashed libtorch in
     some runs with ``--warmup 0`` (docs/architecture.md, "Step boundaries"). The post-hook only marks
-    the boundary; a thin wrapper around the class's ``step`` takes it on return."""
+    the boundary; a thin wrapper around the class's ``step`` takes it on return, from the outermost
+    wrapped ``step`` only: a subclass's ``step`` that calls ``super().step()`` counts once."""
 
     def __init__(self, controller: CaptureController, log: AgentLog) -> None:
         self.controller = controller
         self.log = log
-        self.primary: int | None = None
+        self._primary: Any = None  # a weak reference (or, for an object without one, a holder)
+        # Steps of each other optimizer since the primary last stepped (weakly), and the most of them.
+        self._others: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._in_a_row = 0
         self.in_scaler = 0
-        self.pending = False
+        self.pending = 0  # the thread id whose primary step is to be counted when its step() returns
+        self._inside: set[int] = set()  # threads inside a wrapped step() (nesting)
+
+    @property
+    def primary(self) -> Any:
+        return None if self._primary is None else self._primary()
+
+    @primary.setter
+    def primary(self, optimizer: Any) -> None:
+        self._primary = None if optimizer is None else _weak(optimizer)
+        self._others.clear()
+        self._in_a_row = 0
 
     def install(self) -> None:
         import torch.optim.optimizer as optimizer_module
@@ -44,19 +73,37 @@ class OptimizerSteps:
                 steps._arm()
 
         base.__init__ = init  # type: ignore[method-assign]
+        _follow_user_profilers(self.controller, self.log)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget_threads)
+
+    def _forget_threads(self) -> None:
+        """A forked child has one thread; what other threads were doing in the parent is not its own."""
+        self._inside.clear()
+        self.pending = 0
+        self.in_scaler = 0
 
     def _wrap_class_step(self, cls: type) -> None:
         step = cls.step  # type: ignore[attr-defined]
         if getattr(step, "__npuprof_step__", False):
             return
         steps = self
+        inside = self._inside
+        controller = self.controller
 
         @functools.wraps(step)  # keeps torch's "hooked" mark, so torch does not wrap it again
         def stepped(*args: Any, **kwargs: Any) -> Any:
-            result = step(*args, **kwargs)
-            if steps.pending:
-                steps.pending = False
-                steps.controller.on_boundary()
+            me = get_ident()
+            if me in inside:  # a step() inside a step(): the outermost one counts
+                return step(*args, **kwargs)
+            inside.add(me)
+            try:
+                result = step(*args, **kwargs)
+            finally:
+                inside.discard(me)
+            if steps.pending == me:
+                steps.pending = 0
+                controller.on_boundary_of(me)
             return result
 
         stepped.__npuprof_step__ = True  # type: ignore[attr-defined]
@@ -67,19 +114,66 @@ class OptimizerSteps:
             self._wrap_grad_scaler()
         except Exception as exc:
             self.log.warning(f"GradScaler.step not hooked: {exc!r}")
+        _follow_user_profilers(self.controller, self.log)
         self.controller.arm()
 
-    def _counts(self, optimizer: Any) -> bool:
-        key = id(optimizer)
-        if self.primary is None:
-            self.primary = key
-        return key == self.primary
+    def _counts(self, optimizer: Any, me: int) -> bool:
+        """Whether this step of ``optimizer`` on thread ``me`` is a step boundary (see the class). The
+        fast path (the primary, on the driving thread) is a few comparisons."""
+        driver = self.controller.driver
+        if driver is not None and driver != me:
+            self.controller.foreign_boundary()
+            return False
+        primary = self._primary
+        if primary is not None and optimizer is primary():
+            if self._in_a_row:
+                self._primary_stepped()
+            return True
+        return self._another(optimizer)
+
+    def _primary_stepped(self) -> None:
+        self._others.clear()
+        self._in_a_row = 0
+
+    def _another(self, optimizer: Any) -> bool:
+        """A step of an optimizer that is not the primary: it may become the primary."""
+        primary = self._primary() if self._primary is not None else None
+        if primary is None:
+            why = "the first optimizer to step" if self._primary is None else "the previous one is gone"
+            self._switch(optimizer, why)
+            return True
+        try:
+            count = self._others.get(optimizer, 0) + 1
+            self._others[optimizer] = count
+        except TypeError:  # no weak reference to it: it only becomes primary once the primary is gone
+            return False
+        self._in_a_row = max(self._in_a_row, count)
+        if count < SWITCH_AFTER:
+            return False
+        self._switch(optimizer, f"it stepped {count} times, {type(primary).__name__} not once meanwhile")
+        return True
+
+    def _switch(self, optimizer: Any, why: str) -> None:
+        first = self._primary is None
+        self.primary = optimizer
+        name = type(optimizer).__name__
+        if first:
+            self.log.info(f"steps are counted on the optimizer {name} ({why})")
+        else:
+            self.log.info(f"the optimizer {name} now counts steps ({why})")
 
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.in_scaler or not self._counts(optimizer):
+        if self.in_scaler:
+            return
+        me = get_ident()
+        primary = self._primary
+        if primary is not None and optimizer is primary() and self.controller.driver in (me, None):
+            if self._in_a_row:  # the fast path, inline: the primary, on the driving thread
+                self._primary_stepped()
+        elif not self._counts(optimizer, me):
             return
         if getattr(type(optimizer).step, "__npuprof_step__", False):
-            self.pending = True  # taken when step() returns
+            self.pending = me  # taken when the outermost step() returns
         else:
             self.controller.on_boundary()  # a step this module could not wrap: count it here
 
@@ -93,18 +187,38 @@ class OptimizerSteps:
 
         @functools.wraps(original)
         def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            me = get_ident()
+            driver = steps.controller.driver
+            if driver is not None and driver != me:
+                return original(scaler, optimizer, *args, **kwargs)  # another thread drives
             steps.in_scaler += 1
             try:
                 result = original(scaler, optimizer, *args, **kwargs)
             finally:
                 steps.in_scaler -= 1
             # Counted even when the scaler skipped optimizer.step (inf/nan gradients): it is still a step.
-            if steps._counts(optimizer):
+            if steps._counts(optimizer, me):
                 steps.controller.on_boundary()
             return result
 
         step.__npuprof__ = True  # type: ignore[attr-defined]
         GradScaler.step = step  # type: ignore[method-assign]
+
+
+def _weak(obj: Any) -> Any:
+    try:
+        return weakref.ref(obj)
+    except TypeError:  # no weak references (__slots__ without __weakref__): held, as it would be anyway
+        return lambda: obj
+
+
+def _follow_user_profilers(controller: CaptureController, log: AgentLog) -> None:
+    try:
+        from npuprof.agent import user_profiler
+
+        user_profiler.install(controller, log)
+    except Exception as exc:
+        log.warning(f"the script's own profilers are not followed: {exc!r}")
 
 
 def wrap_step_function(module: Any, qualname: str, controller: CaptureController, log: AgentLog) -> bool:
@@ -128,6 +242,7 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     @functools.wraps(func)
     def stepped(*args: Any, **kwargs: Any) -> Any:
         if not controller.armed:
+            _follow_user_profilers(controller, log)
             controller.arm()
         try:
             return func(*args, **kwargs)

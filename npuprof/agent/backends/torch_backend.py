@@ -9,21 +9,13 @@ from typing import Any
 from npuprof.agent.backends.base import ScheduleFn, TraceReady, align_torch_style
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
-from npuprof.results import layout
+from npuprof.options import TORCH_NPU_OPTIONS, flag_text
+from npuprof.results import atomic, layout
 
-# Flags that only torch_npu understands; on torch.profiler they are reported as ignored.
-_NPU_ONLY = {
-    "level": ("--level", "Level0"),
-    "aic_metrics": ("--aic-metrics", "AiCoreNone"),
-    "l2_cache": ("--l2-cache", False),
-    "op_attr": ("--op-attr", False),
-    "record_op_args": ("--record-op-args", False),
-    "export_type": ("--export-type", "text"),
-    "msprof_tx": ("--msprof-tx", False),
-    "data_simplification": ("--no-data-simplification", True),
-    # GC detection on torch.profiler comes with the GC work (a `GC` layer); until then it is reported.
-    "gc_detect_threshold": ("--gc-detect-threshold", None),
-}
+# Options only torch_npu acts on (npuprof/options.py): on torch.profiler each one given is reported as
+# ignored.
+# (GC detection on torch.profiler comes with the GC work, a `GC` layer; until then it is reported too.)
+_DEFAULTS = ProfileConfig()
 
 
 class TorchBackend:
@@ -37,7 +29,11 @@ class TorchBackend:
         self.device = f"cuda:{torch.cuda.current_device()}" if use_cuda else "cpu"
 
     def ignored_flags(self, cfg: ProfileConfig) -> list[str]:
-        ignored = [flag for key, (flag, default) in _NPU_ONLY.items() if getattr(cfg, key) != default]
+        ignored = [
+            flag_text(option, getattr(cfg, option.key))
+            for option in TORCH_NPU_OPTIONS
+            if getattr(cfg, option.key) != getattr(_DEFAULTS, option.key)
+        ]
         from npuprof.agent.capture import metric_fits
 
         ignored += [f"--export-stacks {m}" for m in cfg.export_stacks if not metric_fits(m, self.name)]
@@ -99,7 +95,7 @@ class TorchBackend:
                 raise OSError(f"torch wrote no trace into {rank_dir} (is the disk full?)")
             if not _ends_like_json(tmp):
                 raise OSError(f"the trace torch wrote into {rank_dir} is truncated (is the disk full?)")
-            tmp.chmod(0o640)
+            tmp.chmod(atomic.file_mode())
             tmp.replace(trace)
         except BaseException:
             for leftover in (tmp, kineto_tmp):

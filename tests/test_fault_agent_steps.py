@@ -1,0 +1,331 @@
+"""Step boundaries the training script takes in unusual ways never break, hang or slow the job.
+
+Each test reproduces one fault found by trying to break `npuprof run` (it failed before the fix), in real
+subprocesses running real CPU training: boundaries from several threads, a replaced optimizer, a nested
+optimizer step, the script's own profiler started while npuprof waits, an OSError when a capture begins.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import capture_record, load_trace, npuprof, profiler_steps, rank_dirs, sched
+
+NO_ANALYSE = ["--no-analyse", "--no-gzip"]
+
+# Shared by the scripts below: a tiny model and one training iteration.
+PRELUDE = """\
+import os, sys, threading
+import torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+def make(cls=None, **kwargs):
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    cls = cls or torch.optim.SGD
+    return model, cls(model.parameters(), **(kwargs or {"lr": 0.01}))
+
+def iteration(model, opt):
+    opt.zero_grad()
+    model(torch.randn(8, 16)).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+def _script(tmp_path: Path, name: str, body: str) -> list[str]:
+    path = tmp_path / f"{name}.py"
+    path.write_text(PRELUDE + body)
+    return [sys.executable, str(path)]
+
+
+def _run(out: Path, flags: list[str], cmd: list[str], timeout: float = 120):
+    return npuprof("run", "-o", str(out), *NO_ANALYSE, *flags, "--", *cmd, timeout=timeout)
+
+
+def _log(out: Path) -> str:
+    path = out / "npuprof.log"
+    return path.read_text() if path.exists() else ""
+
+
+def _assert_healthy(result, out: Path) -> None:
+    """Exit code 0, the script ran to its end, and npuprof reported no internal error."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "TRAINING DONE" in result.stdout, result.stderr[-3000:]
+    for text in (result.stderr, _log(out)):
+        assert "internal error" not in text, text[-3000:]
+        assert "capture control failed" not in text, text[-3000:]
+        assert "Traceback" not in text, text[-3000:]
+
+
+def _events(rank_dir: Path) -> list[dict]:
+    return [e for e in load_trace(rank_dir)["traceEvents"] if e.get("ph") == "X"]
+
+
+# ---- fault 1: step boundaries from several threads ---------------------------------------------------
+THREADS = {
+    # two threads, each with its own optimizer loop
+    "two-loops": """
+def loop(n):
+    model, opt = make()
+    for _ in range(n):
+        iteration(model, opt)
+threads = [threading.Thread(target=loop, args=(40,)) for _ in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+""",
+    # a thread pool stepping one shared optimizer (the user serialises the steps)
+    "pool-shared": """
+from concurrent.futures import ThreadPoolExecutor
+model, opt = make()
+lock = threading.Lock()
+def one(_):
+    with lock:
+        iteration(model, opt)
+with ThreadPoolExecutor(4) as pool:
+    list(pool.map(one, range(80)))
+""",
+    # a thread pool whose tasks train short-lived models of their own
+    "pool-own": """
+from concurrent.futures import ThreadPoolExecutor
+def task(_):
+    model, opt = make()
+    for _ in range(3):
+        iteration(model, opt)
+with ThreadPoolExecutor(4) as pool:
+    list(pool.map(task, range(30)))
+""",
+    # the main thread and a background thread both train, the main thread first
+    "main-and-thread": """
+def loop(n):
+    model, opt = make()
+    for _ in range(n):
+        iteration(model, opt)
+t = threading.Thread(target=loop, args=(40,))
+model, opt = make()
+iteration(model, opt)
+t.start()
+for _ in range(40):
+    iteration(model, opt)
+t.join()
+""",
+    # a daemon thread still training when the interpreter exits, in the middle of a capture
+    "daemon-at-exit": """
+import time
+trained = threading.Event()
+def loop():
+    model, opt = make()
+    for n in range(1_000_000):
+        iteration(model, opt)
+        if n == 12:
+            trained.set()
+        time.sleep(0.002)
+threading.Thread(target=loop, daemon=True).start()
+assert trained.wait(90)
+time.sleep(0.3)
+""",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(THREADS))
+def test_steps_from_several_threads_do_not_crash(out: Path, tmp_path: Path, mode: str) -> None:
+    cmd = _script(tmp_path, mode, THREADS[mode] + "print('TRAINING DONE')\n")
+    result = _run(out, ["--skip-first", "2", "--warmup", "1", "--active", "3", "--repeat", "0"], cmd)
+    _assert_healthy(result, out)
+    dirs = rank_dirs(out)
+    assert dirs, result.stderr[-2000:]
+    for d in dirs:
+        record = capture_record(d)
+        assert record["status"] == "complete", record
+        steps = profiler_steps(d)
+        assert steps == list(range(steps[0], steps[0] + len(steps))), steps  # one thread's steps, in order
+
+
+# ---- fault 2: the primary optimizer is replaced -----------------------------------------------------
+REPLACED = {
+    # a learning-rate finder's optimizer, kept alive (in a list) but never stepped again
+    "old-kept": """
+model, finder = make()
+kept = [finder]
+for _ in range(4):
+    iteration(model, finder)
+opt = torch.optim.Adam(model.parameters())
+for _ in range(14):
+    iteration(model, opt)
+""",
+    # a GAN's pair of optimizers re-created: the new pair alternates, the old pair is kept, never stepped
+    "new-pair": """
+gen, g_opt = make()
+disc, d_opt = make(torch.optim.Adam)
+kept = [g_opt, d_opt]
+for _ in range(4):
+    iteration(disc, d_opt)
+    iteration(gen, g_opt)
+gen, g_opt2 = make()
+disc, d_opt2 = make(torch.optim.Adam)
+for _ in range(14):
+    iteration(disc, d_opt2)
+    iteration(gen, g_opt2)
+""",
+    # the optimizer re-created after some epochs; the old one is gone (its id() is not reused here)
+    "old-dropped": """
+model, opt = make()
+for _ in range(4):
+    iteration(model, opt)
+del opt
+filler = torch.optim.SGD.__new__(torch.optim.SGD)  # takes the freed slot, so no id() is reused
+opt = torch.optim.Adam(model.parameters())
+for _ in range(14):
+    iteration(model, opt)
+""",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(REPLACED))
+def test_a_replaced_optimizer_is_counted(out: Path, tmp_path: Path, mode: str) -> None:
+    cmd = _script(tmp_path, mode, REPLACED[mode] + "print('TRAINING DONE')\n")
+    result = _run(out, sched(8, 1, 2), cmd)
+    _assert_healthy(result, out)
+    (d,) = rank_dirs(out)
+    assert capture_record(d)["status"] == "complete"
+    steps = profiler_steps(d)
+    assert len(steps) == 2
+    if mode == "old-dropped":
+        assert steps == [9, 10]  # the new optimizer counts from its first step
+    assert _log(out).count("now counts steps") == 1, _log(out)
+
+
+def test_two_optimizers_stepping_alternately_count_once_per_iteration(out: Path, tmp_path: Path) -> None:
+    body = """
+gen, g_opt = make()
+disc, d_opt = make(torch.optim.Adam)
+for _ in range(10):
+    iteration(disc, d_opt)  # the first to step: it counts
+    iteration(gen, g_opt)
+print('TRAINING DONE')
+"""
+    result = _run(out, sched(3, 1, 2), _script(tmp_path, "gan", body))
+    _assert_healthy(result, out)
+    (d,) = rank_dirs(out)
+    assert profiler_steps(d) == [4, 5]
+    steps = [e for e in _events(d) if e["name"].startswith("Optimizer.step#Adam")]
+    assert len(steps) == 2  # one discriminator step per recorded step
+    assert "now counts steps" not in _log(out)
+
+
+# ---- fault 3: a subclass's step() calls super().step() ----------------------------------------------
+NESTED = """
+class MySGD(torch.optim.SGD):
+    def step(self, closure=None):
+        return super().step(closure)
+
+other_model, other = make()  # an SGD instance too: SGD.step is wrapped as well as MySGD.step
+model, opt = make(MySGD, lr=0.01)
+for _ in range(12):
+    iteration(model, opt)
+print('TRAINING DONE')
+"""
+
+
+def test_a_nested_optimizer_step_counts_once_outside_the_outer_step(out: Path, tmp_path: Path) -> None:
+    result = _run(out, sched(3, 0, 3), _script(tmp_path, "nested", NESTED))
+    _assert_healthy(result, out)
+    (d,) = rank_dirs(out)
+    assert profiler_steps(d) == [3, 4, 5]
+    events = _events(d)
+    # torch names the inner SGD.step after the instance's class too: the outer ones contain the inner ones
+    nested = [e for e in events if e["name"].startswith("Optimizer.step#MySGD")]
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in nested]
+    outer = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
+    assert len(outer) == 3, spans  # three iterations recorded, not one and a half
+    for step in (e for e in events if e["name"].startswith("ProfilerStep#")):
+        assert not any(lo < step["ts"] < hi for lo, hi in outer), step["name"]
+
+
+# ---- fault 4: the script's own profiler starts while npuprof waits ----------------------------------
+USER_PROFILER = {
+    "context": """
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    for _ in range(10):
+        iteration(model, opt)
+""",
+    "scheduled": """
+schedule = torch.profiler.schedule(wait=3, warmup=1, active=2)
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as prof:
+    for _ in range(10):
+        iteration(model, opt)
+        prof.step()
+""",
+    "start-stop": """
+prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+prof.start()
+for _ in range(10):
+    iteration(model, opt)
+prof.stop()
+""",
+    "autograd": """
+with torch.autograd.profiler.profile() as prof:
+    for _ in range(10):
+        iteration(model, opt)
+""",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(USER_PROFILER))
+def test_the_scripts_own_profiler_started_while_npuprof_waits(out: Path, tmp_path: Path, mode: str) -> None:
+    own = tmp_path / "own_trace.json"
+    body = (
+        "model, opt = make()\n"
+        "for _ in range(2):\n"
+        "    iteration(model, opt)\n"
+        + USER_PROFILER[mode]
+        + f"prof.export_chrome_trace({str(own)!r})\n"
+        + "for _ in range(10):\n"
+        + "    iteration(model, opt)\n"
+        + "print('TRAINING DONE')\n"
+    )
+    # Windows begin at steps 3, 9 and 15 (warm-up), each recording two steps; the script's profiler runs
+    # over steps 2-11: the first two windows are skipped, the third is recorded.
+    flags = ["--skip-first", "0", "--wait", "3", "--warmup", "1", "--active", "2", "--repeat", "3"]
+    result = _run(out, flags, _script(tmp_path, mode, body))
+    _assert_healthy(result, out)
+    assert json.loads(own.read_text())["traceEvents"], "the script's own trace"
+    assert result.stderr.count("its own profiler") == 1, result.stderr
+    (d,) = rank_dirs(out)  # npuprof resumed once the script's profiler had stopped
+    assert capture_record(d)["status"] == "complete"
+    assert profiler_steps(d) == [16, 17]
+
+
+# ---- fault 5: an OSError when a capture begins ------------------------------------------------------
+FAILING_MKDIR = """
+import errno
+real_mkdir = os.mkdir
+failures = []
+def mkdir(path, *args, **kwargs):  # the disk is full when the first capture's directory is made
+    if str(path).endswith('_ascend_pt') and not failures:
+        failures.append(str(path))
+        raise OSError(errno.ENOSPC, 'No space left on device', str(path))
+    return real_mkdir(path, *args, **kwargs)
+os.mkdir = mkdir
+model, opt = make()
+for _ in range(12):
+    iteration(model, opt)
+assert failures, 'no capture directory was attempted'
+print('TRAINING DONE')
+"""
+
+
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_an_oserror_when_a_capture_begins_skips_that_window(out: Path, tmp_path: Path, warmup: int) -> None:
+    # a cycle of 5 steps after the first: recording steps 4-5 (fails to begin), then 9-10
+    flags = ["--skip-first", "1", "--wait", str(3 - warmup), "--warmup", str(warmup), "--active", "2"]
+    result = _run(out, [*flags, "--repeat", "2"], _script(tmp_path, "enospc", FAILING_MKDIR))
+    _assert_healthy(result, out)
+    warnings = [line for line in result.stderr.splitlines() if "skipped" in line]
+    assert len(warnings) == 1, result.stderr
+    assert "capture at step 4 skipped" in warnings[0] and "No space left on device" in warnings[0]
+    (d,) = rank_dirs(out)  # the next window was recorded
+    assert capture_record(d)["status"] == "complete"
+    assert profiler_steps(d) == [9, 10]
