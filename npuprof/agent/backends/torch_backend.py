@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +93,8 @@ class TorchBackend:
         # partial "<path>.tmp" and no "<path>" (docs/formats.md, "Raw traces").
         kineto_tmp = tmp.with_name(tmp.name + ".tmp")
         try:
-            prof.export_chrome_trace(str(tmp))
+            with _path_torch_can_take(tmp) as path:
+                prof.export_chrome_trace(path)
             if not tmp.exists():
                 raise OSError(f"torch wrote no trace into {rank_dir} (is the disk full?)")
             if not _ends_like_json(tmp):
@@ -117,3 +121,21 @@ def _ends_like_json(path: Path) -> bool:
     with open(path, "rb") as handle:
         handle.seek(max(0, path.stat().st_size - 64))
         return handle.read().rstrip().endswith(b"}")
+
+
+@contextlib.contextmanager
+def _path_torch_can_take(path: Path) -> Iterator[str]:
+    """``path`` as a str torch can hand to Kineto: torch encodes it as UTF-8, so a directory name holding
+    bytes that are not UTF-8 (surrogates here) cannot pass; it then goes through ``/proc/self/fd/<fd of the
+    directory>/<name>`` (the file names npuprof makes are ASCII)."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            yield f"/proc/self/fd/{fd}/{path.name}"
+        finally:
+            os.close(fd)
+        return
+    yield text
