@@ -2,8 +2,10 @@
 A capture that never finishes keeps status "capturing".
 
 Only the raw trace export (and any requested stacks / memory timeline, which need the live profiler)
-happens inside the training step; the small files, parsing and gzip are the post-processor's work
-(npuprof.results.postprocess), handed over as one job."""
+and the capture's small files happen inside the training step: once the trace is written, the capture's
+record says "complete" at once, so that a process ending right after (os._exit, SIGKILL) leaves a
+complete capture. Parsing and gzip are the post-processor's work (npuprof.results.postprocess), handed
+over as one job; what it could not do, `npuprof analyse` does later."""
 
 from __future__ import annotations
 
@@ -82,9 +84,10 @@ class CaptureWriter:
     def finish(
         self, prof: Any, last_step: int, detail: str = "", status: str = layout.STATUS_COMPLETE
     ) -> None:
-        from npuprof.agent.signals import sigint_held_back
+        from npuprof.agent.signals import export_hold, sigint_held_back
 
-        with sigint_held_back():  # a Ctrl-C now must not lose a trace that is all but written
+        # A Ctrl-C or a SIGTERM now must not lose a trace that is all but written: both wait for the end.
+        with sigint_held_back(), export_hold():
             self._finish(prof, last_step, detail, status)
 
     def _finish(self, prof: Any, last_step: int, detail: str, status: str) -> None:
@@ -98,6 +101,9 @@ class CaptureWriter:
             self.log.warn_once("export", f"the trace of steps {steps[0]}-{steps[-1]} was not written: {exc}")
             self.abandon(f"trace export failed: {exc}")
             return
+        from npuprof.agent.signals import note_exported
+
+        note_exported()
         self.rank_dir = rank_dir
         rank = self.rank_fn()
         files: dict[str, Any] = {}
@@ -122,6 +128,7 @@ class CaptureWriter:
             "analyse": self.cfg.analyse and own,
             "gzip": self.cfg.gzip and own,
         }
+        self._write_now(job)
         if not self.post.submit(job):
             write_job_files(job, self.log)
         self.captures += 1
@@ -130,6 +137,21 @@ class CaptureWriter:
             + (f" ({detail})" if detail else "")
         )
         self.rank_dir = None
+
+    def _write_now(self, job: dict[str, Any]) -> None:
+        """The capture's small files and its record, written before the job is handed over: from here on
+        the capture reads as complete, whatever happens to this process. The post-processor then only
+        parses, gzips and rewrites the record; a failure here (a full disk) is left for it to retry."""
+        rank_dir = Path(job["rank_dir"])
+        try:
+            for name, content in job["files"].items():
+                write_json(rank_dir / name, content, fsync=False)
+            write_json(rank_dir / layout.CAPTURE_RECORD, job["record"], fsync=False)
+        except OSError as exc:
+            self.log.warning(f"{rank_dir.name}: the capture's files are left to the post-processor: {exc!r}")
+            return
+        job["files"] = {}
+        job["written"] = True
 
     def skipped(self, step: int, detail: str) -> None:
         """A capture that could not run (no disk space): leave one small rank dir saying so, the first
@@ -224,8 +246,12 @@ def _write_record_even_on_a_full_disk(path: Path, record: dict[str, Any]) -> Non
 
 
 def write_job_files(job: dict[str, Any], log: AgentLog) -> None:
-    """Without a post-processor: the capture's small files and record, written here, unparsed."""
+    """Without a post-processor: the capture's small files and record, written here (unless they already
+    were), unparsed."""
     rank_dir = Path(job["rank_dir"])
+    if job.get("written"):
+        log.warning(f"{rank_dir.name}: not parsed or gzipped (no post-processor); run npuprof analyse")
+        return
     try:
         for name, content in job["files"].items():
             write_json(rank_dir / name, content, fsync=False)

@@ -3,7 +3,9 @@ module of --step-on). Builds the controller once per process and installs the st
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,8 @@ class Agent:
 
         self.worker = worker_name(cfg.worker_name)
         self.disk = DiskGuard(cfg.output, getattr(cfg, "min_free_space", "auto"), log)
-        self.sigterm = SigtermGuard(self._on_sigterm, log)
+        self.sigterm = SigtermGuard(self._on_sigterm, log, on_term_after_export=self._hand_over_the_rest)
+        self._native_exit: _NativeExit | None = None  # set once a profiler of ours has run here
         self.controller = CaptureController(
             cfg,
             SchedulePlan(cfg.schedule),
@@ -84,8 +87,10 @@ class Agent:
         self.optimizer_steps: Any = None
         self.step_module, self.step_qualname = cfg.step_on.split(":", 1) if cfg.step_on else (None, None)
         self.hooked: set[str] = set()
+        self._mp_after_fork = False  # multiprocessing's after-fork hook registered (in a forked child)
         self._exit_hooks()
         log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()})")
+        self._follow_the_launcher()
 
     @never_raise("installing the step hooks")
     def on_module(self, module_name: str, module: Any) -> None:
@@ -113,12 +118,43 @@ class Agent:
 
         backend = select_backend(self.log)
         self._guard_user_profiler()
+        self._hold_sigterm_in_profilers(backend)
         return backend
+
+    def _hold_sigterm_in_profilers(self, backend: Any) -> None:
+        """SIGTERM waits (at most HANDLER_LIMIT_S) while our profiler collects and exports a trace: in the
+        step() that ends a capture and in a stop() while it records, which take seconds for a big trace
+        (npuprof.agent.signals). Other calls are left alone."""
+        from npuprof.agent.schedule import Action
+
+        create = backend.create_profiler
+        guard = self.sigterm
+        controller = self.controller
+        saves = {
+            "step": lambda: controller.action is Action.RECORD_AND_SAVE,
+            "stop": lambda: controller.action.recording,
+        }
+
+        def create_profiler(*args: Any, **kwargs: Any) -> Any:
+            prof = create(*args, **kwargs)
+            for name, when in saves.items():
+                method = getattr(prof, name, None)
+                if method is None:
+                    continue
+                try:
+                    setattr(prof, name, _held(method, guard, when))
+                except (AttributeError, TypeError):
+                    pass  # the profiler cannot be wrapped: the export in on_trace_ready is still held
+            return prof
+
+        backend.create_profiler = create_profiler
 
     def _on_profiling(self, active: bool) -> None:
         """A profiler of ours starts or stops: SIGTERM then finalises the capture, or acts as before."""
         if active:
             self.sigterm.install()
+            if self._native_exit is None:
+                self._native_exit = _NativeExit.prepare()
         else:
             self.sigterm.uninstall()
 
@@ -174,8 +210,16 @@ class Agent:
     def _in_forked_child(self) -> None:
         """A forked child counts its own steps and, if it trains, records its own captures (a
         multiprocessing worker started with fork); the parent's profiler, post-processor, threads and
-        signal handler are not its own. A DataLoader worker never steps an optimizer: it stays idle."""
+        signal handler are not its own. A DataLoader worker never steps an optimizer: it stays idle.
+
+        A child forked while a profiler of ours runs inherits that profiler, enabled in libtorch: it never
+        stops or exports it, records nothing itself (torch allows one profiler) and says nothing; the
+        parent's capture goes on. Once torch's profiler has run in a process, a child of it that ends by
+        exit() would hang in Kineto's exit-time destructor: it ends by _exit once Python has finished."""
         try:
+            inherited = self.controller.prof is not None
+            if self._native_exit is not None:
+                self._native_exit.arm_in_child()
             self.controller.reset_after_fork()
             if self.optimizer_steps is not None:
                 self.optimizer_steps.primary = None
@@ -185,18 +229,61 @@ class Agent:
             self.post = Postprocessor(Path(self.cfg.output), self.run.get("run_id"))
             self.disk.forget_after_fork()
             self.sigterm.forget_after_fork()
+            if inherited:
+                self._drop_in_child()
+                return
             self._finalise_at_multiprocessing_exit()
         except Exception as exc:
-            self.controller.enabled = False
-            self.controller.next_check = 1 << 62
+            self._drop_in_child()
             self.log.error(f"agent reset after fork failed; profiling is off in pid {os.getpid()}: {exc!r}")
+
+    def _drop_in_child(self) -> None:
+        from npuprof.agent.controller import NEVER
+
+        self.controller.enabled = False
+        self.controller.next_check = NEVER
+        self.log.info(f"pid {os.getpid()}, forked while a capture ran, records nothing")
 
     def _finalise_at_multiprocessing_exit(self) -> None:
         """multiprocessing ends a forked worker with os._exit, which skips atexit: its own exit hook
-        (util.Finalize) still runs."""
+        (util.Finalize) still runs. Its bootstrap clears the finalizers registered before it (this fork
+        hook's too), then runs its after-fork hooks: the finalizer is registered again from one of those.
+        Without it the worker ended with its last capture still in the hand-over queue."""
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is None:
+            return
+        mp_util.Finalize(None, self._at_exit, exitpriority=10)
+        if not self._mp_after_fork:
+            self._mp_after_fork = True  # once: the children of this child inherit the registration
+            mp_util.register_after_fork(self, Agent._finalise_in_multiprocessing_child)
+
+    @staticmethod
+    def _finalise_in_multiprocessing_child(agent: Agent) -> None:
         mp_util = sys.modules.get("multiprocessing.util")
         if mp_util is not None:
-            mp_util.Finalize(None, self._at_exit, exitpriority=10)
+            mp_util.Finalize(None, agent._at_exit, exitpriority=10)
+
+    # ---- the launcher's death -----------------------------------------------------------------
+    @never_raise("following the launcher")
+    def _follow_the_launcher(self) -> None:
+        """The job's own process (the launcher's direct child: python, torchrun) gets SIGTERM when
+        `npuprof run` dies, even of SIGKILL, which it cannot forward: PR_SET_PDEATHSIG. Its children are
+        its own to end (torchrun ends its workers). Set here, when the agent starts: a launcher already
+        dead by then is treated as if the signal had come."""
+        if not sys.platform.startswith("linux"):
+            return
+        launcher = _launcher_pid(self.run)
+        if launcher is None or launcher == os.getpid():
+            return
+        if os.getppid() == launcher:
+            if not _set_parent_death_signal(signal.SIGTERM):
+                return
+            if os.getppid() == launcher:
+                return  # set while the launcher lives: the kernel sends SIGTERM when it dies
+        elif _process_runs(launcher) or not _leads_the_jobs_group():
+            return  # not the launcher's direct child
+        self.log.warning(f"npuprof run (pid {launcher}) has died: the job ends with SIGTERM")
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def _guard_user_profiler(self) -> None:
         """When the script starts its own torch profiler while ours records, ours steps aside."""
@@ -226,3 +313,129 @@ class Agent:
             return original(prof_self, *args, **kwargs)
 
         cls._prepare_trace = _prepare_trace
+
+
+def _held(method: Any, guard: Any, when: Any) -> Any:
+    def held(*args: Any, **kwargs: Any) -> Any:
+        if not when():
+            return method(*args, **kwargs)
+        with guard.export_hold():
+            return method(*args, **kwargs)
+
+    return held
+
+
+class _NativeExit:
+    """A forked child of a process where torch's profiler has run ends by ``_exit`` once Python is done.
+
+    libkineto's exit-time destructor (``ConfigLoader``) destroys a condition variable that the parent's
+    config thread waits on; that thread does not exist in the child, so ``exit()`` waits for ever (a plain
+    ``os.fork()`` child ending normally, with or without npuprof, once a profiler ran). multiprocessing's
+    children end by ``os._exit`` already. glibc's ``on_exit`` handlers get the exit status: the last one
+    registered runs first and closes (flushes) C's stdio, the next calls ``_exit(status)``. The functions
+    are looked up in the parent: nothing is loaded in the child."""
+
+    def __init__(self, on_exit: Any, exit_address: int, flush_address: int) -> None:
+        self._on_exit = on_exit
+        self._exit = exit_address
+        self._flush = flush_address
+
+    @classmethod
+    def prepare(cls) -> _NativeExit | None:
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            on_exit = libc.on_exit
+            on_exit.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+            on_exit.restype = ctypes.c_int
+            exit_address = ctypes.cast(libc._exit, ctypes.c_void_p).value
+            flush_address = ctypes.cast(libc.fcloseall, ctypes.c_void_p).value
+        except (AttributeError, OSError):  # not glibc: children may hang at exit as without npuprof
+            return None
+        if not exit_address or not flush_address:
+            return None
+        return cls(on_exit, exit_address, flush_address)
+
+    def arm_in_child(self) -> None:
+        self._on_exit(self._exit, None)
+        self._on_exit(self._flush, None)
+
+
+ENV_LAUNCHER_PID = "NPUPROF_LAUNCHER_PID"
+PR_SET_PDEATHSIG = 1
+
+
+def _launcher_pid(run: dict[str, Any]) -> int | None:
+    """The pid of the `npuprof run` that started this job: from the payload, the environment, or (only in
+    a process that leads a process group, as the launcher's direct child does) the run record."""
+    for value in (run.get("launcher_pid"), os.environ.get(ENV_LAUNCHER_PID)):
+        if value:
+            with contextlib.suppress(TypeError, ValueError):
+                return int(value)
+    if os.getpgrp() != os.getpid():
+        return None
+    return _launcher_pid_from_record(run)
+
+
+def _launcher_pid_from_record(run: dict[str, Any]) -> int | None:
+    """``launcher_pid`` of this run's npuprof_run*.json (the newest few records only; links, FIFOs and
+    other runs' records are passed over)."""
+    import json
+
+    output, run_id = run.get("output"), run.get("run_id")
+    if not output or not run_id:
+        return None
+    candidates: list[tuple[float, str]] = []
+    try:
+        with os.scandir(output) as entries:
+            for entry in entries:
+                if entry.name.startswith("npuprof_run") and entry.name.endswith(".json"):
+                    with contextlib.suppress(OSError):
+                        if entry.is_file(follow_symlinks=False):
+                            candidates.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
+    except OSError:
+        return None
+    for _, name in sorted(candidates, reverse=True)[:8]:
+        try:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            with os.fdopen(os.open(os.path.join(output, name), flags), "rb") as handle:
+                record = json.loads(handle.read(8 << 20))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("run_id") == run_id:
+            pid = record.get("launcher_pid")
+            return pid if isinstance(pid, int) and pid > 0 else None
+    return None
+
+
+def _set_parent_death_signal(signum: int) -> bool:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ulong = ctypes.c_ulong
+    return libc.prctl(PR_SET_PDEATHSIG, ulong(int(signum)), ulong(0), ulong(0), ulong(0)) == 0
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether ``pid`` exists and has not ended (a zombie nobody reaped yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+        return text[text.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+    except (OSError, ValueError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
+
+
+def _leads_the_jobs_group() -> bool:
+    """The launcher starts the job as the leader of a new process group in its own session: a process that
+    leads its group without leading a session (torchrun's workers start sessions of their own)."""
+    return os.getpgrp() == os.getpid() and os.getsid(0) != os.getpid()

@@ -7,8 +7,18 @@ thread, woken through ``signal.set_wakeup_fd``, gives the handler ``HANDLER_GRAC
 has not, the C-level disposition is put back to the default and the signal raised again: the process
 dies as without npuprof (the capture stays marked "capturing", read as interrupted).
 
+A trace export (the profiler's stop or step that collects and writes the trace: seconds for a big one)
+holds SIGTERM back, at most ``HANDLER_LIMIT_S``: the watcher waits for it rather than killing the process
+after ``HANDLER_GRACE_S``, and the handler only notes the signal. Once the block ends the signal is
+delivered: the trace just written is handed over and the process dies of SIGTERM as it would have.
 SIGINT during a trace export is held back until the export is done, so that a Ctrl-C never turns a
 finished trace into a lost one; the KeyboardInterrupt then comes as usual.
+
+The handler stays npuprof's only while it is SIGTERM's installed handler and the guard is installed. Called
+any other way (the script re-installed it after the capture, or a handler of the script's keeps it as
+"the previous handler" and chains to it), it does what the handler it replaced would: SIG_DFL's action
+when it is still SIGTERM's handler, nothing when chained to (SIG_DFL cannot be called), SIG_IGN nothing,
+a Python handler is called.
 """
 
 from __future__ import annotations
@@ -17,23 +27,41 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before the watcher acts
-HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture
+HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
+
+_current: SigtermGuard | None = None  # the guard installed now, if any (export_hold finds it here)
 
 
 class SigtermGuard:
-    """Installs the finalising SIGTERM handler while a capture runs, and removes it after."""
+    """Installs the finalising SIGTERM handler while a capture runs, and removes it after.
 
-    def __init__(self, on_term: Callable[[], None], log: Any) -> None:
+    ``on_term`` finalises the capture in flight; ``on_term_after_export`` (default: nothing) runs instead
+    when the SIGTERM was held during an export that wrote a trace: only the hand-over is left to do."""
+
+    def __init__(
+        self, on_term: Callable[[], None], log: Any, on_term_after_export: Callable[[], None] | None = None
+    ) -> None:
         self._on_term = on_term
+        self._on_term_after_export = on_term_after_export
         self._log = log
         self._read_fd: int | None = None
         self._write_fd: int | None = None
         self._handler_started = threading.Event()
         self._installed = False
+        self._previous: Any = signal.SIG_DFL  # SIGTERM's handler before ours
+        # An export in progress (export_hold): until when SIGTERM may wait, whether one came, whether a
+        # trace was written meanwhile.
+        self._exporting = False
+        self._export_done = threading.Event()
+        self._export_done.set()
+        self._export_deadline = 0.0
+        self._held = False
+        self._exported = False
 
     def install(self) -> bool:
         """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
@@ -41,18 +69,24 @@ class SigtermGuard:
             return True
         if threading.current_thread() is not threading.main_thread():
             return False
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous == self._handle:  # put back by the script after an earlier capture: ours again
+            previous = self._previous
+        if previous is not signal.SIG_DFL:
             return False  # the script handles SIGTERM itself: it decides
         if self._write_fd is None:
             self._read_fd, self._write_fd = os.pipe()
             os.set_blocking(self._write_fd, False)
             threading.Thread(target=self._watch, name="npuprof-sigterm", daemon=True).start()
-        previous = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
-        if previous != -1:  # asyncio or the script owns the wakeup fd: leave SIGTERM alone
-            signal.set_wakeup_fd(previous)
+        wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        if wakeup != -1:  # asyncio or the script owns the wakeup fd: leave SIGTERM alone
+            signal.set_wakeup_fd(wakeup)
             return False
+        self._previous = previous
         signal.signal(signal.SIGTERM, self._handle)
         self._installed = True
+        global _current
+        _current = self
         return True
 
     def uninstall(self) -> None:
@@ -65,6 +99,12 @@ class SigtermGuard:
             if previous not in (self._write_fd, -1):
                 signal.set_wakeup_fd(previous)  # set by someone after ours: theirs stays
         self._installed = False
+        self._forget_current()
+
+    def _forget_current(self) -> None:
+        global _current
+        if _current is self:
+            _current = None
 
     def forget_after_fork(self) -> None:
         """A forked child (a DataLoader worker) gets SIGTERM's default back and no wakeup fd of ours."""
@@ -74,19 +114,96 @@ class SigtermGuard:
                     signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.set_wakeup_fd(-1)
         self._installed = False
+        self._forget_current()
+        self._exporting = self._held = False
+        self._export_done = threading.Event()  # the parent's may be waited on by a thread not here
+        self._export_done.set()
+        self._handler_started = threading.Event()
         for fd in (self._read_fd, self._write_fd):
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._read_fd = self._write_fd = None
 
+    def _owns_sigterm(self) -> bool:
+        return self._installed and signal.getsignal(signal.SIGTERM) == self._handle
+
     def _handle(self, signum: int, frame: Any) -> None:
+        if not self._owns_sigterm():
+            self._act_as_previous(signum, frame)
+            return
+        if self._exporting:
+            self._held = True  # delivered when the export ends (export_hold)
+            return
         self._handler_started.set()
         signal.signal(signum, signal.SIG_DFL)
         try:
             self._on_term()
         finally:
             os.kill(os.getpid(), signum)
+
+    def _act_as_previous(self, signum: int, frame: Any) -> None:
+        """Not npuprof's to handle (uninstalled, or chained to by the script's handler): what the handler
+        ours replaced would have done."""
+        previous = self._previous
+        if callable(previous):
+            previous(signum, frame)
+            return
+        if previous == signal.SIG_IGN:
+            return
+        if signal.getsignal(signum) != self._handle:
+            return  # chained to: the caller would have found SIG_DFL, which cannot be called
+        # Installed again after our capture (the script put back the handler it had found): SIG_DFL's action.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        else:
+            _die_of(signum)
+
+    # ---- a trace export ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def export_hold(self, limit_s: float = HANDLER_LIMIT_S) -> Iterator[None]:
+        """Hold SIGTERM back during the block (a profiler stop or step that may write a trace), at most
+        ``limit_s``; then deliver it. Nested blocks are part of the outer one."""
+        if self._exporting or not self._owns_sigterm():
+            yield
+            return
+        self._held = self._exported = False
+        self._export_deadline = time.monotonic() + limit_s
+        self._export_done.clear()
+        self._exporting = True
+        try:
+            yield
+        finally:
+            self._exporting = False
+            self._export_done.set()
+            if self._held:
+                self._held = False
+                self._deliver_held()
+
+    def note_exported(self) -> None:
+        """A trace was written during the hold: a SIGTERM held now has nothing left to finalise."""
+        if self._exporting:
+            self._exported = True
+
+    def _deliver_held(self) -> None:
+        if not self._exported:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs as for any SIGTERM in a capture
+            return
+        self._handler_started.set()
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            if self._on_term_after_export is not None:
+                self._on_term_after_export()
+        except Exception as exc:
+            self._log.error(f"handing the capture over on SIGTERM failed: {exc!r}")
+        finally:
+            if main:
+                os.kill(os.getpid(), signal.SIGTERM)
+            else:
+                _die_of(signal.SIGTERM)
 
     def _watch(self) -> None:
         read_fd = self._read_fd
@@ -98,10 +215,19 @@ class SigtermGuard:
                 return
             if not data:
                 return
-            if signal.SIGTERM in data and signal.getsignal(signal.SIGTERM) == self._handle:
+            if signal.SIGTERM in data and self._owns_sigterm():
                 self._give_handler_time()
 
     def _give_handler_time(self) -> None:
+        # During a trace export the main thread delivers the signal when done, within the limit.
+        exporting = not self._export_done.is_set()
+        if exporting and not self._export_done.wait(max(0.0, self._export_deadline - time.monotonic())):
+            self._log.error(
+                f"SIGTERM during a trace export that took over {HANDLER_LIMIT_S:.0f} s: dying now; "
+                "the capture in flight is lost"
+            )
+            _die_of(signal.SIGTERM)
+            return
         if self._handler_started.wait(HANDLER_GRACE_S):
             threading.Event().wait(HANDLER_LIMIT_S)  # the handler kills the process before this ends
             self._log.error(f"finalising the capture on SIGTERM took over {HANDLER_LIMIT_S:.0f} s; dying now")
@@ -123,6 +249,25 @@ def _die_of(signum: int) -> None:
     libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
     libc.signal(int(signum), 0)  # SIG_DFL
     os.kill(os.getpid(), signum)
+
+
+@contextlib.contextmanager
+def export_hold() -> Iterator[None]:
+    """SIGTERM held back during the block (see SigtermGuard.export_hold) when npuprof's guard handles it
+    now; otherwise nothing changes."""
+    guard = _current
+    if guard is None:
+        yield
+        return
+    with guard.export_hold():
+        yield
+
+
+def note_exported() -> None:
+    """Say that the block held by ``export_hold`` has written a trace."""
+    guard = _current
+    if guard is not None:
+        guard.note_exported()
 
 
 @contextlib.contextmanager

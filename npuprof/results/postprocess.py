@@ -80,10 +80,11 @@ class Postprocessor:
             os.close(read_end)
             os.close(lock)
         self._pipe = write_end
-        self._handover = _Handover(write_end)
+        self._handover = _Handover(write_end, self.pid)
 
     def submit(self, job: dict[str, Any]) -> bool:
-        """Queue one job (never blocks); False when no post-processor is there to take it."""
+        """Queue one job (never blocks); False when no post-processor is there to take it (one that has
+        died is found out by the hand-over thread, which then keeps the jobs as files itself)."""
         if self._pipe is None or self._handover is None or self._handover.broken:
             return False
         self._handover.put(job)
@@ -106,15 +107,21 @@ class Postprocessor:
 
 
 class _Handover:
-    """Writes queued jobs into the pipe from a daemon thread; the training step only appends to a queue."""
+    """Writes queued jobs into the pipe from a daemon thread; the training step only appends to a queue.
 
-    def __init__(self, fd: int) -> None:
+    SIGPIPE is blocked in this thread: a post-processor that has died (killed, out of memory) makes the
+    write fail with EPIPE, never kills the training process (whose script may have put SIGPIPE back to its
+    default action). From then on the thread keeps the jobs itself: their files are written, unparsed, for
+    a later ``npuprof analyse`` (said once)."""
+
+    def __init__(self, fd: int, pid: int | None = None) -> None:
         import queue
 
         self.fd = fd
+        self.pid = pid
         self.queue: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self.submitted = 0  # only the training thread counts up ...
-        self.sent = 0  # ... and only the hand-over thread counts here
+        self.sent = 0  # ... and only the hand-over thread counts here (piped, or kept as files)
         self.broken = False
         self.current: dict[str, Any] | None = None
         self.thread: threading.Thread | None = None
@@ -127,24 +134,47 @@ class _Handover:
             self.thread.start()
 
     def _run(self) -> None:
-        import json
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            import signal
 
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
         while True:
             job = self.queue.get()
             self.current = job
-            data = (json.dumps(job, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
             try:
-                while data:
-                    data = data[os.write(self.fd, data) :]
-            except OSError:
-                self.broken = True  # the post-processor is gone: drain() hands the rest back
-                return
+                if self.broken or not self._write(job):
+                    _keep_unparsed(job)
+            except Exception as exc:  # never a traceback from this thread
+                _agent_log().error(f"handing a capture over failed: {exc!r}")
             self.current = None
             self.sent += 1
 
+    def _write(self, job: dict[str, Any]) -> bool:
+        """Write one job into the pipe; False when the post-processor cannot take it."""
+        import json
+
+        try:
+            data = (json.dumps(job, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+        except (TypeError, ValueError) as exc:
+            _agent_log().error(f"a capture's job could not be encoded: {exc!r}")
+            return False
+        try:
+            while data:
+                data = data[os.write(self.fd, data) :]
+        except OSError as exc:
+            self.broken = True
+            who = f" (pid {self.pid})" if self.pid else ""
+            _agent_log().warn_once(
+                "post-processor-gone",
+                f"the background post-processor{who} has ended ({exc.strerror or exc}); captures are kept "
+                "unparsed: run npuprof analyse on the output directory; training goes on",
+            )
+            return False
+        return True
+
     def drain(self, timeout_s: float) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout_s
-        while self.sent < self.submitted and not self.broken and time.monotonic() < deadline:
+        while self.sent < self.submitted and time.monotonic() < deadline:
             time.sleep(0.01)
         if self.sent >= self.submitted:
             return []
@@ -153,6 +183,19 @@ class _Handover:
             left.append(self.queue.get_nowait())
         self.submitted = self.sent  # these are the caller's now
         return left
+
+
+def _agent_log() -> Any:
+    from npuprof.agent.log import get_log
+
+    return get_log()
+
+
+def _keep_unparsed(job: dict[str, Any]) -> None:
+    """A job no post-processor takes: its files stay (written now if they were not), for npuprof analyse."""
+    from npuprof.agent.capture import write_job_files
+
+    write_job_files(job, _agent_log())
 
 
 def _create_lock(output: Path, run_id: str) -> int:

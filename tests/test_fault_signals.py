@@ -1,0 +1,383 @@
+"""Signals, forks and process deaths around a capture: the job's own behaviour never changes.
+
+Each test reproduces one fault found by trying to break `npuprof run` (it failed before the fix), in real
+subprocesses running real CPU training: the exit code and the signal the job dies of are checked, and
+the files npuprof leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import capture_record, clean_env, npuprof, rank_dirs, sched
+
+NPUPROF = [sys.executable, "-m", "npuprof"]
+STEP = (
+    "import torch\n"
+    "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "def step():\n"
+    "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+)
+
+
+# ---- helpers -----------------------------------------------------------------------------------------
+def _state(pid: int) -> str | None:
+    """The state letter of /proc/PID/stat, or None when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2]
+
+
+def _running(pid: int) -> bool:
+    return _state(pid) not in (None, "Z")
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _session_members(sid: int) -> list[int]:
+    """The processes of session ``sid`` (the launcher's: it and the job, not the post-processors)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                text = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(text[text.rindex(")") + 2 :].split()[3]) == sid:
+                members.append(int(entry.name))
+    return members
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _launched(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """`npuprof ARGS` in a session of its own; whatever of it still runs at the end is killed (a hung job
+    must not outlive the test)."""
+    proc = subprocess.Popen(
+        [*NPUPROF, *args],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        for pid in _session_members(proc.pid):
+            _kill(pid)
+        with contextlib.suppress(Exception):
+            proc.kill()
+        with contextlib.suppress(Exception):
+            proc.communicate(timeout=30)
+
+
+def _run(*args: str, timeout: float = 120) -> tuple[int, str, str]:
+    """`npuprof ARGS` to its end: (exit status as subprocess gives it, stdout, stderr); a hang fails."""
+    with _launched(*args) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"npuprof {' '.join(args[:6])}... still ran after {timeout:.0f} s (a hung job)")
+        return proc.returncode, out, err
+
+
+def _wait_for(predicate, what: str, limit_s: float = 90) -> None:
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _npuprof_lines(stderr: str) -> list[str]:
+    """npuprof's lines on stderr, less the launcher's own (its summary, its wait)."""
+    return [
+        line
+        for line in stderr.splitlines()
+        if line.startswith("npuprof:") and not any(s in line for s in ("waiting for", "capture(s) in"))
+    ]
+
+
+def _log(out: Path) -> str:
+    path = out / "npuprof.log"
+    return path.read_text() if path.exists() else ""
+
+
+def _script(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+# ---- fault 1: a fork while npuprof's profiler runs -------------------------------------------------
+@pytest.mark.parametrize("how", ["os.fork", "mp-fork", "os.fork-after-capture"])
+def test_a_fork_during_a_capture_leaves_the_child_alone_and_the_parent_capture_complete(
+    out: Path, tmp_path: Path, how: str
+) -> None:
+    """The child inherits a running profiler: it must neither touch it nor record, say nothing, and exit
+    with its own code. Once torch's profiler has run, a child ending by exit() hung in Kineto's exit-time
+    destructor (before, during or after a capture alike)."""
+    fork_at = 9 if how.endswith("after-capture") else 4  # steps 2-7 are recorded
+    code_file = tmp_path / "child.code"
+    script = _script(
+        tmp_path,
+        "forks.py",
+        STEP + "import multiprocessing as mp, os, sys\n"
+        "def child():\n"
+        "    for _ in range(6):\n"
+        "        step()\n"
+        "    sys.exit(7)\n"
+        "if __name__ == '__main__':\n"
+        "    for i in range(12):\n"
+        f"        if i == {fork_at}:\n"
+        f"            if {how.startswith('os.fork')!r}:\n"
+        "                pid = os.fork()\n"
+        "                if pid == 0:\n"
+        "                    child()\n"
+        "                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "            else:\n"
+        "                worker = mp.get_context('fork').Process(target=child)\n"
+        "                worker.start(); worker.join(); code = worker.exitcode\n"
+        f"            open({str(code_file)!r}, 'w').write(str(code))\n"
+        "        step()\n",
+    )
+    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 6), "--", sys.executable, str(script), timeout=90)
+    assert rc == 0, err
+    assert code_file.read_text() == "7", "the child's exit code changed"
+    assert "Traceback" not in err and _npuprof_lines(err) == [], err
+    records = sorted((capture_record(d) for d in rank_dirs(out)), key=lambda r: r["pid"])
+    parent = records[0]  # forked later, the child has the larger pid
+    assert parent["status"] == "complete" and parent["steps"] == [2, 3, 4, 5, 6, 7], parent
+    if how.endswith("after-capture"):  # forked between captures: a child that trains records its own
+        assert [(r["status"], r["steps"]) for r in records[1:]] == [("complete", [2, 3, 4, 5, 6])], records
+    else:
+        assert len(records) == 1, records  # the child recorded nothing
+    assert "ERROR" not in _log(out)
+
+
+# ---- fault 2: SIGPIPE from a dead post-processor ------------------------------------------------------
+def test_a_killed_post_processor_never_kills_the_job_with_sigpipe(out: Path, tmp_path: Path) -> None:
+    done = tmp_path / "done"
+    script = _script(
+        tmp_path,
+        "sigpipe.py",
+        STEP + "import os, signal, time\n"
+        "signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as command-line tools do\n"
+        "from npuprof.agent import entry\n"
+        "post = entry._state['agent'].post.pid\n"
+        "os.kill(post, signal.SIGKILL); os.waitpid(post, 0)\n"
+        "for _ in range(10):\n"
+        "    step()\n"
+        f"open({str(done)!r}, 'w').write('trained')\n",
+    )
+    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 2), "--", sys.executable, str(script), timeout=90)
+    assert rc == 0, f"the job died ({rc}): {err[-2000:]}"
+    assert done.exists() and "Traceback" not in err, err
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"] == [2, 3], record
+    assert (d / "profiler_info.json").exists() or list(d.glob("profiler_info*.json"))
+    assert _log(out).count("post-processor") >= 1
+    analysed = npuprof("analyse", str(out), timeout=120)  # parses what the post-processor could not
+    assert analysed.returncode == 0, analysed.stderr
+    assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+
+
+# ---- fault 3: the launcher killed with SIGKILL ----------------------------------------------------------
+def test_kill_9_of_the_launcher_ends_the_job_but_not_its_children(out: Path, tmp_path: Path) -> None:
+    ready, child_ready, pids = tmp_path / "ready", tmp_path / "child.ready", tmp_path / "pids"
+    child = (
+        "import time, torch\n"
+        "m = torch.nn.Linear(2, 2); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        f"open({str(child_ready)!r}, 'w').write('ready'); time.sleep(120)\n"
+    )
+    script = _script(
+        tmp_path,
+        "orphan.py",
+        "import os, subprocess, sys, time\n"
+        f"grandchild = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{grandchild.pid}}')\n"
+        + STEP
+        + "for i in range(3000):\n"
+        "    step(); time.sleep(0.02)\n"
+        "    if i == 4:\n"
+        f"        open({str(ready)!r}, 'w').write('ready')\n",
+    )
+    with _launched("run", "-o", str(out), *sched(1, 1, 2000), "--", sys.executable, str(script)) as launcher:
+        _wait_for(lambda: ready.exists() and child_ready.exists(), "training and its child")
+        job, grandchild = map(int, pids.read_text().split())
+        try:
+            launcher.kill()  # SIGKILL: no forwarding, no clean-up
+            launcher.wait(timeout=30)
+            assert _gone_within(job, 20), "the job still trains 20 s after its launcher was killed"
+            assert _running(grandchild), "the job's own child was killed (only the job is npuprof's to end)"
+        finally:
+            _kill(grandchild)
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and "SIGTERM" in record.get("detail", ""), record
+
+
+def test_a_launcher_dead_before_the_agent_starts_still_ends_the_job(out: Path, tmp_path: Path) -> None:
+    go, pid_file, finished = tmp_path / "go", tmp_path / "pid", tmp_path / "finished"
+    script = _script(
+        tmp_path,
+        "late.py",
+        "import os, time\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    time.sleep(0.02)\n" + STEP + "for _ in range(1500):\n"
+        "    step(); time.sleep(0.02)\n"
+        f"open({str(finished)!r}, 'w').write('trained on')\n",
+    )
+    with _launched("run", "-o", str(out), "--", sys.executable, str(script)) as launcher:
+        _wait_for(pid_file.exists, "the job's start")
+        job = int(pid_file.read_text())
+        launcher.kill()
+        launcher.wait(timeout=30)
+        go.write_text("go")
+        assert _gone_within(job, 45), "the job still runs after its launcher died"
+    assert not finished.exists()
+
+
+# ---- fault 4: SIGTERM while the trace is exported -------------------------------------------------------
+def test_sigterm_during_the_trace_export_keeps_the_capture_and_the_job_still_dies_of_it(
+    out: Path, tmp_path: Path
+) -> None:
+    after = tmp_path / "after"
+    script = _script(
+        tmp_path,
+        "term_export.py",
+        "import os, signal, time, torch, torch.profiler\n"
+        "export = torch.profiler.profile.export_chrome_trace\n"
+        "def export_with_a_sigterm(prof, path):  # SIGTERM arrives as the export starts\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return export(prof, path)\n"
+        "torch.profiler.profile.export_chrome_trace = export_with_a_sigterm\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "x = torch.randn(2, 2)\n"
+        "for i in range(6):\n"
+        "    for _ in range(12000 if i == 2 else 1):  # a big trace: its export takes over a second\n"
+        "        x = x + 1\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        f"open({str(after)!r}, 'w').write('went on')\n",
+    )
+    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 2), "--", sys.executable, str(script), timeout=150)
+    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
+    assert not after.exists(), "the job went on training after SIGTERM"
+    assert "Traceback" not in err, err
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"] == [2, 3], record
+    assert list(d.glob("*.pt.trace.json*")), "the exported trace was lost"
+
+
+# ---- fault 5: npuprof's SIGTERM handler, called after its capture -----------------------------------
+@pytest.mark.parametrize("when", ["after-capture", "during-capture"])
+def test_a_handler_chained_to_npuprofs_stops_gracefully(out: Path, tmp_path: Path, when: str) -> None:
+    """The script installs its handler while npuprof's is SIGTERM's, keeps it as the previous one and
+    calls it, as chaining handlers do: without npuprof it would have got SIG_DFL and called nothing."""
+    term_at = 10 if when == "after-capture" else 3  # steps 2-4 are recorded
+    script = _script(
+        tmp_path,
+        "graceful.py",
+        STEP + "import os, signal\n"
+        "stop = False\n"
+        "def graceful(signum, frame):\n"
+        "    global stop\n"
+        "    stop = True\n"
+        "    if callable(previous):\n"
+        "        previous(signum, frame)\n"
+        "for i in range(40):\n"
+        "    if i == 3:\n"
+        "        previous = signal.signal(signal.SIGTERM, graceful)\n"
+        f"    if i == {term_at}:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    if stop:\n"
+        "        break\n"
+        "    step()\n"
+        "print(f'stopped gracefully at {i}')\n",
+    )
+    rc, stdout, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script))
+    assert rc == 0, f"exit status {rc}: {err[-2000:]}"
+    assert f"stopped gracefully at {term_at}" in stdout
+    (d,) = rank_dirs(out)
+    assert capture_record(d)["status"] == "complete"
+
+
+def test_npuprofs_handler_reinstalled_after_its_capture_acts_as_sig_dfl(out: Path, tmp_path: Path) -> None:
+    """The script puts back the handler it found (npuprof's) after the capture: a SIGTERM then kills the
+    job, as SIG_DFL (what it would have found without npuprof) would."""
+    script = _script(
+        tmp_path,
+        "restore.py",
+        STEP + "import os, signal\n"
+        "for i in range(40):\n"
+        "    if i == 3:\n"
+        "        previous = signal.signal(signal.SIGTERM, lambda *a: None)\n"
+        "    if i == 8:\n"
+        "        signal.signal(signal.SIGTERM, previous)\n"
+        "    if i == 10:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    step()\n"
+        "print('survived')\n",
+    )
+    rc, stdout, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script))
+    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
+    assert "survived" not in stdout
+
+
+# ---- fault 6: os._exit right after the last step --------------------------------------------------------
+def test_os_exit_right_after_the_last_step_leaves_a_complete_record(out: Path, tmp_path: Path) -> None:
+    """The hand-over to the post-processor is asynchronous: an os._exit right after the step that exported
+    the trace must still leave the capture recorded complete. A busy post-processor (stopped here, so that
+    the pipe is full after the first capture's job) makes the loss certain rather than likely."""
+    script = _script(
+        tmp_path,
+        "fast_exit.py",
+        STEP + "import os, signal, subprocess\n"
+        "from npuprof.agent import entry\n"
+        "post = entry._state['agent'].post.pid\n"
+        "os.kill(post, signal.SIGSTOP)  # busy: it reads nothing for a while\n"
+        "for _ in range(7):  # the second capture's trace is exported in the 7th step\n"
+        "    step()\n"
+        "subprocess.Popen(['sh', '-c', f'sleep 3; kill -CONT {post}'], start_new_session=True)\n"
+        "os._exit(0)  # skip the slow teardown, as launchers do\n",
+    )
+    metadata = [f"--metadata=k{i}={'x' * 4000}" for i in range(12)]  # a 48 KB job a capture
+    rc, _, err = _run(
+        "run", "-o", str(out), *sched(1, 1, 2), "--repeat", "2", *metadata, "--",
+        sys.executable, str(script),
+    )  # fmt: skip
+    assert rc == 0, err
+    records = [capture_record(d) for d in rank_dirs(out)]
+    assert [r["status"] for r in records] == ["complete", "complete"], records
+    assert [r["steps"] for r in records] == [[2, 3], [5, 6]]
+    for d in rank_dirs(out):
+        assert list(d.glob("profiler_info*.json")), sorted(p.name for p in d.iterdir())
+    analysed = npuprof("analyse", str(out), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    assert "interrupted" not in analysed.stderr
+    assert len(json.loads(analysed.stdout)["ranks"]) >= 1
