@@ -22,6 +22,7 @@ class RunFacts(msgspec.Struct, kw_only=True):
     run_id: str = ""
     log: str | None = None  # npuprof.log's path
     output: str | None = None  # the result directory
+    launcher_pid: int | None = None  # `npuprof run`'s pid: the job's own process dies with it
 
 
 class PayloadError(ValueError):

@@ -253,7 +253,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     log.write(f"run {run_id} starts: {' '.join(command)}")
     if disk_warning:
         log.write(disk_warning, "WARNING")
-    run = {"run_id": run_id, "log": str(log_path), "output": str(output)}
+    run = {"run_id": run_id, "log": str(log_path), "output": str(output), "launcher_pid": os.getpid()}
     payload = config_payload(cfg, run, output)
     reach_warnings = injection_warnings(command)
     for warning in (*reach_warnings, payload.problem, *payload.notes):

@@ -4,6 +4,7 @@ instead of failing later (or reading it wrongly)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,29 @@ def test_a_payload_of_another_version_or_damaged_is_named(change, expected: str)
     with pytest.raises(PayloadError) as caught:
         read_payload(json.dumps(document))
     assert expected in str(caught.value), caught.value
+
+
+def test_a_job_given_a_payload_it_cannot_read_trains_on_and_says_why_once(tmp_path: Path) -> None:
+    """A job whose npuprof differs from the launcher's (a container with another install): one line on
+    stderr, no traceback, the job's exit code unchanged."""
+    from conftest import ROOT, clean_env
+
+    from npuprof.config import ProfileConfig
+
+    document = json.loads(ProfileConfig(output=str(tmp_path / "out")).to_env({"run_id": "r"}))
+    document["version"] = 2
+    env = clean_env(
+        NPUPROF_CONFIG=json.dumps(document),
+        NPUPROF_TRIGGERS="torch.optim",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "npuprof" / "_bootstrap"), str(ROOT)]),
+    )
+    script = "import torch; m = torch.nn.Linear(2, 2); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+    script += "for _ in range(3):\n    o.zero_grad(); m(torch.ones(1, 2)).sum().backward(); o.step()\n"
+    script += "raise SystemExit(7)\n"
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 7
+    lines = [line for line in result.stderr.splitlines() if "npuprof" in line]
+    assert len(lines) == 1 and "NPUPROF_CONFIG is version 2, this npuprof reads 1" in lines[0], result.stderr
+    assert "Traceback" not in result.stderr

@@ -29,13 +29,18 @@ def on_trigger(module_name: str, module: Any) -> None:
 
 
 def _start() -> Agent | None:
-    from npuprof import ENV_CONFIG
-    from npuprof.config import ProfileConfig, decode_env_payload
+    import msgspec
 
-    payload = decode_env_payload(os.environ[ENV_CONFIG])
-    cfg = ProfileConfig.from_payload(payload["config"])
-    run = payload.get("run", {})
-    log = AgentLog(run.get("log"), "agent", str(run.get("run_id", "")))
+    from npuprof import ENV_CONFIG
+    from npuprof.payload import PayloadError, read_payload
+
+    try:
+        cfg, facts = read_payload(os.environ[ENV_CONFIG])
+    except PayloadError as exc:
+        get_log().warn_once("payload", f"profiling is off in this process: {exc}; training goes on")
+        return None
+    run = msgspec.structs.asdict(facts)
+    log = AgentLog(facts.log, "agent", facts.run_id)
     set_log(log)
     own_mode = _torch_npu_own_mode()
     if own_mode:
