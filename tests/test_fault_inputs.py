@@ -415,3 +415,14 @@ def test_analyse_flags_the_step_a_capture_ended_inside_of(out: Path) -> None:
     csv_out = npuprof("analyse", str(out), "--format", "csv")
     header, *rows = csv_out.stdout.splitlines()
     assert header.endswith(",partial") and rows[-1].endswith(",True") and rows[0].endswith(",False")
+
+
+def test_an_output_dir_whose_name_is_not_utf8_gets_complete_analysable_captures(tmp_path: Path) -> None:
+    out = tmp_path / f"result{XFF}"
+    proc = npuprof("run", "-o", str(out), *sched(1, 0, 2), "--", *trainer("--steps", "4"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (d,) = rank_dirs(out)
+    assert _strict_json(d / "npuprof_capture.json")["status"] == "complete"
+    assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+    steps = (d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").read_text().splitlines()
+    assert [row.split(",")[1] for row in steps[1:]] == ["1", "2"]  # skip 1, no warm-up, record 2

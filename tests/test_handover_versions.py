@@ -166,3 +166,51 @@ def test_a_job_given_a_payload_it_cannot_read_trains_on_and_says_why_once(tmp_pa
     lines = [line for line in result.stderr.splitlines() if "npuprof" in line]
     assert len(lines) == 1 and "NPUPROF_CONFIG is version 2, this npuprof reads 1" in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+# ---- the capture record and the capture job ------------------------------------------------------------
+def _record_dir(tmp_path: Path, record: object) -> Path:
+    rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
+    rank_dir.mkdir(parents=True)
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    return rank_dir
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        ({"status": "complete", "version": 2}, "version 2, this npuprof reads 1: written by a newer npuprof"),
+        ({"status": "done"}, "damaged (Invalid enum value 'done' - at `$.status`)"),
+        ({"status": "complete", "steps": ["3"]}, "at `$.steps[0]`"),
+        (["complete"], "not a JSON object"),
+    ],
+)
+def test_a_capture_record_of_another_version_or_damaged_reads_as_incomplete_and_says_why(
+    tmp_path: Path, record: object, expected: str
+) -> None:
+    from npuprof.results.layout import capture_status
+
+    status = capture_status(_record_dir(tmp_path, record))
+    assert status.status == "incomplete" and expected in status.detail, status
+
+
+def test_a_record_without_a_version_is_read_as_version_1(tmp_path: Path) -> None:
+    from npuprof.results.layout import capture_status
+
+    status = capture_status(_record_dir(tmp_path, {"status": "complete", "steps": [3, 4], "detail": "x"}))
+    assert (status.status, status.detail) == ("complete", "x")
+
+
+def test_a_capture_job_survives_the_pipe_with_bytes_that_are_not_utf8() -> None:
+    from npuprof.results import handover
+
+    job = handover.job_from(
+        {"rank_dir": os.fsdecode(b"/r/\xff"), "record": {"status": "complete", "steps": [1]}, "gzip": True}
+    )
+    line = handover.job_line(job)
+    line.decode("utf-8")
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    again = handover.job_from_line(line)
+    assert again == job and os.fsencode(again.rank_dir) == b"/r/\xff"
+    with pytest.raises(handover.HandoverError, match="version 9"):
+        handover.job_from_line(line.replace(b'"version":1}\n', b'"version":9}\n'))

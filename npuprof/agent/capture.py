@@ -18,7 +18,7 @@ from npuprof.agent.backends.base import Backend
 from npuprof.agent.log import AgentLog
 from npuprof.agent.metadata import build_metadata
 from npuprof.config import ProfileConfig
-from npuprof.results import layout, postprocess
+from npuprof.results import handover, layout, postprocess
 from npuprof.results.atomic import make_dir, write_json
 
 
@@ -179,18 +179,19 @@ class CaptureWriter:
 
     # ---- files -----------------------------------------------------------------------------------
     def _record(self, status: str, **fields: Any) -> dict[str, Any]:
-        record = {
-            "status": status,
-            "run_id": self.run.get("run_id"),
-            "pid": os.getpid(),
-            "rank": fields.pop("rank") if "rank" in fields else self.rank_fn(),
-            "worker": self.worker,
-            "backend": self.backend.name,
-            "device": self.backend.device,
-            "updated_ns": time.time_ns(),
-        }
-        record.update(fields)
-        return record
+        """The capture record (results/handover.py's CaptureRecord) as the JSON value written."""
+        record = handover.CaptureRecord(
+            status=status,  # type: ignore[arg-type]
+            run_id=self.run.get("run_id"),
+            pid=os.getpid(),
+            rank=fields.pop("rank") if "rank" in fields else self.rank_fn(),
+            worker=self.worker,
+            backend=self.backend.name,
+            device=self.backend.device,
+            updated_ns=time.time_ns(),
+            **fields,
+        )
+        return handover.record_plain(record)
 
     def _info(self, rank: int | None, end_info: dict[str, int]) -> dict[str, Any]:
         info: dict[str, Any] = {

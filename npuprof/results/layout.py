@@ -298,12 +298,15 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
         return CaptureStatus(STATUS_INCOMPLETE, f"{CAPTURE_RECORD} is {exc.strerror}")
     except (OSError, ValueError) as exc:
         return CaptureStatus(STATUS_INCOMPLETE, f"unreadable {CAPTURE_RECORD}: {exc}")
-    if not isinstance(data, dict):
-        return CaptureStatus(STATUS_INCOMPLETE, f"unreadable {CAPTURE_RECORD}: not a JSON object")
-    status = str(data.get("status", "unknown"))
-    detail = str(data.get("detail", ""))
+    from npuprof.results.handover import HandoverError, record_from
+
+    try:
+        record = record_from(data)
+    except HandoverError as exc:
+        return CaptureStatus(STATUS_INCOMPLETE, f"unreadable {CAPTURE_RECORD}: {exc}")
+    status, detail = record.status, record.detail
     if status == STATUS_CAPTURING:
-        alive = live_launcher(rank_dir.parent, data.get("run_id"))
+        alive = live_launcher(rank_dir.parent, record.run_id)
         if alive:
             return CaptureStatus(STATUS_CAPTURING, f"in progress: its run is still going ({alive})")
         return CaptureStatus(

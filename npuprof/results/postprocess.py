@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import stat
 import sys
@@ -29,10 +30,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npuprof.results import layout, logfile
 from npuprof.results.atomic import atomic_writer
+
+if TYPE_CHECKING:
+    from npuprof.results.handover import CaptureJob
 
 GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
@@ -151,10 +155,10 @@ class _Handover:
 
     def _write(self, job: dict[str, Any]) -> bool:
         """Write one job into the pipe; False when the post-processor cannot take it."""
-        import json
+        from npuprof.results import handover
 
         try:
-            data = (json.dumps(job, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+            data = handover.job_line(handover.job_from(job))
         except (TypeError, ValueError) as exc:
             _agent_log().error(f"a capture's job could not be encoded: {exc!r}")
             return False
@@ -343,20 +347,22 @@ def _log(rank_dir: Path, message: str, level: str = "INFO") -> None:
     logfile.log(rank_dir.parent / layout.RUN_LOG, level, "postprocess", f"{rank_dir.name}: {message}")
 
 
-def run_job(job: dict[str, Any]) -> int:
+def run_job(job: CaptureJob) -> int:
     """Write the capture's files, then parse and gzip. Returns 0, or 1 when a part failed."""
     from npuprof.results.atomic import write_json
+    from npuprof.results.handover import record_plain
 
-    rank_dir = Path(job["rank_dir"])
+    rank_dir = Path(job.rank_dir)
     status = 0
+    record = record_plain(job.record)
     try:
-        for name, content in job.get("files", {}).items():
+        for name, content in job.files.items():
             write_json(rank_dir / name, content)
-        write_json(rank_dir / layout.CAPTURE_RECORD, job["record"])
+        write_json(rank_dir / layout.CAPTURE_RECORD, record)
     except OSError as exc:
         _log(rank_dir, f"could not write the capture's files: {exc!r}", "ERROR")
         return 1
-    if job.get("analyse"):
+    if job.analyse:
         try:
             from npuprof.analysis.parse import parse_rank_dir
 
@@ -365,16 +371,26 @@ def run_job(job: dict[str, Any]) -> int:
         except Exception as exc:
             _log(rank_dir, f"analysis failed: {exc!r}", "ERROR")
             status = 1
-    trace = Path(job["trace"]) if job.get("gzip") and job.get("trace") else None
+    trace = Path(job.trace) if job.gzip and job.trace else None
     if trace is not None and trace.suffix == ".json" and trace.exists():
         try:
             packed = gzip_file(trace)
             # This process owns the record: rewrite it from the job, not by reading it back.
-            write_json(rank_dir / layout.CAPTURE_RECORD, {**job["record"], "trace": packed.name})
+            write_json(rank_dir / layout.CAPTURE_RECORD, {**record, "trace": packed.name})
         except OSError as exc:
             _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}", "WARNING")
             status = 1
     return status
+
+
+def _log_unusable(line: bytes, why: str) -> None:
+    """A job line this post-processor cannot use: said in the log of the rank dir it names, if any."""
+    try:
+        rank_dir = json.loads(line).get("rank_dir")
+    except (ValueError, AttributeError, RecursionError):
+        return
+    if isinstance(rank_dir, str):
+        _log(Path(rank_dir), f"not post-processed: {why}; run npuprof analyse", "ERROR")
 
 
 def read_jobs(fd: int, parent: int | None, poll_s: float = 1.0) -> Iterator[bytes]:
@@ -401,8 +417,6 @@ def read_jobs(fd: int, parent: int | None, poll_s: float = 1.0) -> Iterator[byte
 
 def main(argv: list[str] | None = None) -> int:
     """The post-processor: one JSON job a line on stdin, until EOF or the training process's end."""
-    import json
-
     args = list(sys.argv[1:] if argv is None else argv)
     parent = int(args[args.index("--parent") + 1]) if "--parent" in args else None
     if "--lock-fd" in args:
@@ -411,23 +425,21 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError, AttributeError):
         os.nice(10)
     status = 0
+    from npuprof.results.handover import HandoverError, job_from_line
+
     for line in read_jobs(sys.stdin.fileno(), parent):
         try:
-            job = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(job, dict):
+            job = job_from_line(line)
+        except HandoverError as exc:
+            _log_unusable(line, str(exc))
+            status |= 1
             continue
         try:
             status |= run_job(job)
         except Exception:  # stderr is /dev/null: what went wrong goes to npuprof.log
             import traceback
 
-            _log(
-                Path(str(job.get("rank_dir", "?"))),
-                f"post-processing failed: {traceback.format_exc()}",
-                "ERROR",
-            )
+            _log(Path(job.rank_dir), f"post-processing failed: {traceback.format_exc()}", "ERROR")
             status |= 1
     return status
 

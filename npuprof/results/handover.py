@@ -1,0 +1,113 @@
+"""The typed, versioned hand-overs of a capture (docs/formats.md, "The capture record"):
+
+- :class:`CaptureRecord`, ``npuprof_capture.json``: written by the agent (``capturing``, then ``complete``
+  or ``incomplete``), rewritten by the post-processor, read by ``npuprof analyse`` and the launcher;
+- :class:`CaptureJob`, one line a capture on the post-processor's stdin.
+
+Readers check every field's type and name a version they cannot read instead of failing later. The wire form
+is JSON text written by the standard library (``ensure_ascii`` when a path holds bytes that are not UTF-8:
+lone surrogates, which msgspec cannot encode or decode), turned into the types with ``msgspec.convert``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import msgspec
+
+RECORD_VERSION = 1
+JOB_VERSION = 1
+
+Status = Literal["capturing", "complete", "incomplete"]
+
+
+class CaptureRecord(msgspec.Struct, kw_only=True):
+    """Field order is the file's key order. A record without ``version`` was written before versions:
+    its form is version 1's."""
+
+    status: Status
+    run_id: str | None = None
+    pid: int | None = None
+    rank: int | None = None
+    worker: str | None = None
+    backend: str | None = None
+    device: str | None = None
+    updated_ns: int | None = None
+    steps: list[int] = []
+    trace: str | None = None  # the raw trace's file name
+    detail: str = ""  # why the capture ended early or is incomplete, in words
+    extras: list[str] = []  # stacks / memory-timeline files written with it
+    version: int = RECORD_VERSION
+
+
+class CaptureJob(msgspec.Struct, kw_only=True):
+    """What the post-processor does with one capture: write ``files`` and the record (unless ``written``),
+    parse (``analyse``), gzip the raw trace (``gzip``)."""
+
+    rank_dir: str
+    trace: str | None = None  # the raw trace's path
+    files: dict[str, Any] = {}  # file name -> JSON content (profiler_info, profiler_metadata)
+    record: CaptureRecord
+    analyse: bool = False
+    gzip: bool = False
+    written: bool = False
+    version: int = JOB_VERSION
+
+
+class HandoverError(ValueError):
+    """A record or job that cannot be used; the message says why."""
+
+
+def record_from(value: Any) -> CaptureRecord:
+    """A decoded ``npuprof_capture.json`` as a CaptureRecord, or HandoverError naming the problem."""
+    return _convert(value, CaptureRecord, "capture record", RECORD_VERSION)
+
+
+def job_from(value: dict[str, Any]) -> CaptureJob:
+    """The agent's job (a dict) as a CaptureJob, checked before it is sent."""
+    return _convert(value, CaptureJob, "capture job", JOB_VERSION)
+
+
+def job_from_line(line: bytes) -> CaptureJob:
+    """One line of the post-processor's stdin as a CaptureJob, or HandoverError."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise HandoverError(f"a capture job is not JSON ({exc})") from None
+    return _convert(value, CaptureJob, "capture job", JOB_VERSION)
+
+
+def job_line(job: CaptureJob) -> bytes:
+    """The wire form of ``job``: one line of UTF-8 JSON."""
+    return json_bytes(msgspec.to_builtins(job), separators=(",", ":"), indent=None) + b"\n"
+
+
+def record_plain(record: CaptureRecord) -> dict[str, Any]:
+    return msgspec.to_builtins(record)
+
+
+def json_bytes(value: Any, *, indent: int | None = 4, separators: tuple[str, str] | None = None) -> bytes:
+    """JSON as UTF-8: readable text, or every non-ASCII character escaped when lone surrogates (bytes that
+    were not UTF-8) would not encode; the same JSON value either way."""
+    text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, indent=indent, separators=separators).encode("ascii")
+
+
+def _convert(value: Any, kind: Any, what: str, readable: int) -> Any:
+    if not isinstance(value, dict):
+        raise HandoverError(f"the {what} is not a JSON object")
+    version = value.get("version", readable)
+    if version != readable:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > readable
+        raise HandoverError(
+            f"the {what} is version {version!r}, this npuprof reads {readable}"
+            + (": written by a newer npuprof; upgrade npuprof" if newer else "")
+        )
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        raise HandoverError(f"the {what} is damaged ({exc})") from None
