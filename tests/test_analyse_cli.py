@@ -165,7 +165,7 @@ def test_two_ranks_json_schema(two_ranks: Path) -> None:
         comm = json.loads((out / "communication.json").read_text())
         assert set(comm) == {"step3", "step4"}
         assert all("Total Op Info" in comm[s]["collective"] for s in comm)
-        json.loads((out / "trace_view.json").read_text())["traceEvents"]
+        assert isinstance(json.loads((out / "trace_view.json").read_text()), list)  # torch_npu's bare array
 
 
 @pytest.mark.torchrun

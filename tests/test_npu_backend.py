@@ -4,6 +4,7 @@ keywords and values npuprof hands to torch_npu.profiler for each flag."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -366,12 +367,24 @@ def test_renamed_mstx_keyword(older: dict[str, Any]) -> None:
 
 # ---- a capture, stepped as npuprof's controller steps it ----------------------------------------------
 def _trace_steps(path: Path) -> list[int]:
-    events = json.loads(path.read_text())["traceEvents"]
+    """The steps of a trace_view.json in torch_npu's form: a bare array, the steps ``cpu_op``s."""
+    events = json.loads(path.read_text())
+    assert isinstance(events, list)
     return sorted(
         int(e["name"].split("#", 1)[1])
         for e in events
-        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+        if e.get("ph") == "X"
+        and e.get("cat") == "cpu_op"
+        and str(e.get("name", "")).startswith("ProfilerStep#")
     )
+
+
+def _raw_steps(rank_dir: Path) -> list[int]:
+    """The steps among the framework records of FRAMEWORK/torch.op_range (the stand-in's JSON lines)."""
+    records = [
+        json.loads(line) for line in (rank_dir / "FRAMEWORK" / "torch.op_range").read_text().splitlines()
+    ]
+    return sorted(int(r["name"].split("#", 1)[1]) for r in records if r["name"].startswith("ProfilerStep#"))
 
 
 @pytest.fixture(scope="module")
@@ -421,6 +434,56 @@ def test_capture_holds_the_scheduled_steps(captured: dict[str, Any]) -> None:
     assert [e["at_step"] for e in captured["exported"]] == [5, 9]
 
 
+REAL = ROOT / "tests" / "npu_support" / "ascend_real"  # real torch_npu files (see SOURCE.md there)
+
+
+def _header(path: Path) -> list[str]:
+    with open(path, newline="") as handle:
+        return next(csv.reader(handle))
+
+
+def _meta_values(events: list[dict[str, Any]], kind: str, key: str) -> dict[Any, Any]:
+    return {e["pid"]: e["args"][key] for e in events if e.get("ph") == "M" and e["name"] == kind}
+
+
+def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> None:
+    """The stand-in's parsed output has the forms of the real files: trace_view.json a bare array with
+    string epoch times and torch_npu's processes (labels, sort indexes, Overlap Analysis lanes), flows from
+    operators to device tasks; kernel_details.csv the header of the 2023 release; the rank dir torch_npu's
+    PROF_* layout, simplified."""
+    real = json.loads((REAL / "trace_view.json").read_text())
+    for rank_dir in layout.find_rank_dirs(captured["out"]):
+        out = rank_dir / layout.PARSED_DIR
+        view = json.loads((out / "trace_view.json").read_text())
+        assert isinstance(view, list)
+        timed = [e for e in view if "ts" in e]
+        assert timed and all(re.fullmatch(r"\d{16}\.\d{3}", e["ts"]) for e in timed)
+        names = _meta_values(view, "process_name", "name")
+        assert sorted(names.values()) == sorted(_meta_values(real, "process_name", "name").values())
+        for values in (("process_labels", "labels"), ("process_sort_index", "sort_index")):
+            ours = {names[pid]: v for pid, v in _meta_values(view, *values).items()}
+            theirs_names = _meta_values(real, "process_name", "name")
+            theirs = {theirs_names[pid]: v for pid, v in _meta_values(real, *values).items()}
+            assert ours == theirs, values
+        (overlap,) = [pid for pid, name in names.items() if name == "Overlap Analysis"]
+        lanes = {
+            e["tid"]: e["args"]["name"]
+            for e in view
+            if e.get("name") == "thread_name" and e["pid"] == overlap
+        }
+        assert lanes == {0: "Computing", 1: "Communication", 2: "Communication(Not Overlapped)", 3: "Free"}
+        device = [e for e in view if e.get("ph") == "X" and names.get(e["pid"]) == "Ascend Hardware"]
+        assert device and all("cat" not in e and "Task Type" in e["args"] for e in device)
+        flows = {(e["cat"], e["ph"]) for e in view if e.get("ph") in ("s", "f")}
+        assert flows == {("async_npu", "s"), ("async_npu", "f"), ("HostToDevice", "s"), ("HostToDevice", "f")}
+        real_header = _header(REAL / "kernel_details_2023.csv")
+        assert _header(out / "kernel_details.csv") == real_header[: real_header.index("Context ID") + 1]
+        # simplified as torch_npu simplifies: no FRAMEWORK/, CANN's data kept, its own outputs removed
+        (cann,) = rank_dir.glob("PROF_*")
+        assert (cann / "device_0" / "data").is_dir() and (cann / "host" / "data").is_dir()
+        assert not (cann / "mindstudio_profiler_output").exists()
+
+
 def test_metadata_reaches_every_capture_of_one_profiler(tmp_path: Path) -> None:
     case = {
         "schedule": {"skip_first": 1, "wait": 0, "warmup": 1, "active": 2, "repeat": 2},
@@ -435,8 +498,9 @@ def test_metadata_reaches_every_capture_of_one_profiler(tmp_path: Path) -> None:
         assert json.loads((rank_dir / layout.METADATA_FILE).read_text())["job"] == "again"
         assert (rank_dir / "profiler_info.json").exists()  # no RANK: torch_npu's rank-less name
         assert not (rank_dir / layout.PARSED_DIR).exists()  # --no-analyse: raw data only
-    steps = [_trace_steps(d / "FRAMEWORK" / "standin_kineto.pt.trace.json") for d in dirs]
+    steps = [_raw_steps(d) for d in dirs]
     assert steps == [[2, 3], [5, 6]]
+    assert all(len(list(d.glob("PROF_*/device_0/data/*"))) == 1 for d in dirs)
 
 
 # ---- availability and torch_npu's own mode ---------------------------------------------------------------

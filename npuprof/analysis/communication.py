@@ -228,7 +228,7 @@ def _record(
     }
 
 
-def _op_records(ops: list[CommOp]) -> list[dict[str, Any]]:
+def _op_records(ops: list[CommOp], base_us: float = 0.0) -> list[dict[str, Any]]:
     """``_info(round(op.ts, 3), ms, mb, {bucket: [1, round(ms, 6)]})`` of each operator, its figures
     rounded for all operators at once."""
     ms = np.array([op.dur for op in ops], dtype=float) / 1000.0
@@ -237,7 +237,7 @@ def _op_records(ops: list[CommOp]) -> list[dict[str, Any]]:
     quotient = np.divide(mb, ms, out=np.zeros(len(ops)), where=timed)
     bandwidth = [b if t else 0.0 for b, t in zip(rounded(quotient, 4), timed.tolist(), strict=True)]
     ms6, mb6 = rounded(ms, 6), rounded(mb, 6)
-    starts = rounded(np.array([op.ts for op in ops], dtype=float), 3)
+    starts = rounded(np.array([op.ts for op in ops], dtype=float) + base_us, 3)
     buckets: dict[float, str] = {}
     for value in mb.tolist():
         if value not in buckets:
@@ -271,13 +271,16 @@ def _step_keys(ops: list[CommOp], windows: StepWindows) -> list[str | None]:
     return [labels[i] for i in inside.tolist()]
 
 
-def build(ops: list[CommOp], windows: StepWindows, rank: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(communication.json, communication_matrix.json) contents."""
+def build(
+    ops: list[CommOp], windows: StepWindows, rank: int | None, base_ns: int = 0
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(communication.json, communication_matrix.json) contents; start times in epoch µs when the trace
+    has a time base (``base_ns``), as trace_view.json's."""
     comm: dict[str, dict[str, dict[str, Any]]] = {}
     matrix: dict[str, dict[str, dict[str, Any]]] = {}
     seq: dict[tuple[str, str], int] = {}
     per_kind: dict[tuple[str, str, str], list[tuple[str, CommOp]]] = {}
-    records = _op_records(ops)
+    records = _op_records(ops, base_ns / 1000.0)
     for op, step, record in zip(ops, _step_keys(ops, windows), records, strict=True):
         n = seq.get((op.group, op.name), 0)
         seq[(op.group, op.name)] = n + 1

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.step_breakdown import StepWindows
-from npuprof.analysis.tables import LINES_BATCH, OpView, csv_cell, csv_cells, float_texts
+from npuprof.analysis.tables import LINES_BATCH, OpView, csv_cell, csv_cells, epoch_texts, float_texts
 
 MEMORY_RECORD_HEADER = [
     "Component",
@@ -71,13 +72,17 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
     return {k: v[order] for k, v in cols.items()}
 
 
-def memory_record_lines(cols: dict[str, np.ndarray], device_id: int) -> list[str]:
-    """CSV lines (no header) of memory_record.csv, in time order."""
+def memory_record_lines(cols: dict[str, np.ndarray], device_id: int, base_ns: int = 0) -> list[str]:
+    """CSV lines (no header) of memory_record.csv, in time order; times in epoch µs when the trace has a
+    time base (``base_ns``)."""
     if not cols:
         return []
     codes = cols["devtype"]
     tail = _device_cells(codes, device_id)
-    ts = map("PTA,{:.3f}".format, cols["ts"].tolist())
+    if base_ns:
+        ts: Any = ["PTA," + t for t in epoch_texts(cols["ts"], base_ns)]
+    else:
+        ts = map("PTA,{:.3f}".format, cols["ts"].tolist())
     alloc = float_texts(np.round(cols["alloc"] / MB, 6))
     res = float_texts(np.round(cols["reserved"] / MB, 6))
     devices = map(tail.__getitem__, codes.tolist())
@@ -107,10 +112,10 @@ def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray
 
 
 def operator_memory_lines(
-    cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int
+    cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int, base_ns: int = 0
 ) -> tuple[list[str], dict[str, float]]:
     """Lines (CSV, no header) of operator_memory.csv (each allocation paired with its release by address)
-    and the peaks."""
+    and the peaks; times in epoch µs when the trace has a time base (``base_ns``)."""
     if not cols:
         return [], {}
     ts, nbytes, addr = cols["ts"], cols["bytes"], cols["addr"]
@@ -139,8 +144,10 @@ def operator_memory_lines(
         ok = rel >= 0
         rel = rel[ok]
 
-        def column(values: np.ndarray, where: np.ndarray | None = None, k: int = k) -> list[str]:
-            texts = float_texts(values)
+        def column(
+            values: np.ndarray, where: np.ndarray | None = None, k: int = k, epoch: bool = False
+        ) -> list[str]:
+            texts = epoch_texts(values, base_ns) if epoch and base_ns else float_texts(values)
             if where is None:
                 return texts
             out = np.full(k, "", dtype=object)
@@ -149,13 +156,13 @@ def operator_memory_lines(
 
         # np.round equals round(release - allocation, 3) here: both times are already rounded to 3 places
         durs = column(np.round(ts3[rel] - ts3[at[ok]], 3), ok)
-        rel_at = column(ts3[rel], ok)
+        rel_at = column(ts3[rel], ok, epoch=True)
         a_rel = column(a6[rel], ok)
         a_alloc = column(a6[at])
         columns = [
             list(map(names.__getitem__, name_ids[part].tolist())),
             column(kb[at]),
-            column(ts3[at]),
+            column(ts3[at], epoch=True),
             rel_at,
             rel_at,
             durs,

@@ -8,7 +8,6 @@ shell (exit 0 when parsed or already parsed, 1 otherwise).
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sys
 import time
@@ -158,7 +157,12 @@ def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> Par
 
 
 def _side_outputs(
-    extract: Any, meta: dict[str, Any], out_dir: Path, rank: int | None, nested: Callable[[], Any]
+    extract: Any,
+    meta: dict[str, Any],
+    out_dir: Path,
+    rank: int | None,
+    nested: Callable[[], Any],
+    comm_ops: list[Any] | None = None,
 ) -> dict[str, Any]:
     """communication.json, communication_matrix.json, memory_record.csv and operator_memory.csv; returns
     the files written and what the summary needs. ``nested()`` gives ``tables.nest(extract)``, asked for
@@ -168,11 +172,12 @@ def _side_outputs(
     wall, cpu = time.perf_counter(), time.process_time()
     windows = tables.step_windows(extract)
     device_id = tables.device_id_of(extract)
+    base_ns = tables.base_ns_of(meta)
     files: list[str] = []
-    ops = communication.collect(extract, meta)
+    ops = communication.collect(extract, meta) if comm_ops is None else comm_ops
     comm_summary: dict[str, Any] = {"operators": len(ops)}
     if ops:
-        comm, matrix = communication.build(ops, windows, rank)
+        comm, matrix = communication.build(ops, windows, rank, base_ns)
         write_json_fast(out_dir / "communication.json", comm)
         write_json_fast(out_dir / "communication_matrix.json", matrix)
         files += ["communication.json", "communication_matrix.json"]
@@ -185,9 +190,9 @@ def _side_outputs(
         write_csv(
             out_dir / "memory_record.csv",
             memory.MEMORY_RECORD_HEADER,
-            lines=memory.memory_record_lines(mem_cols, device_id),
+            lines=memory.memory_record_lines(mem_cols, device_id, base_ns),
         )
-        lines, peaks = memory.operator_memory_lines(mem_cols, nested(), extract.strings, device_id)
+        lines, peaks = memory.operator_memory_lines(mem_cols, nested(), extract.strings, device_id, base_ns)
         write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, lines=lines)
         files += ["memory_record.csv", "operator_memory.csv"]
         step_peaks = memory.step_peaks(mem_cols, windows)
@@ -216,53 +221,6 @@ class _Phases:
     def report(self, label: str, wall: float, cpu: float) -> None:
         if self.on:
             print(f"npuprof timing: {label:<22} {wall:7.3f} s wall {cpu:7.3f} s cpu", file=sys.stderr)
-
-
-# copy_file_range cannot copy between these two files (another filesystem on old kernels, a file system
-# or kernel without it): sendfile does the copy instead
-_NO_COPY_RANGE = {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF}
-
-
-class _Copy:
-    """Copy ``size`` bytes of ``src_fd`` (from its start) to ``out_fd`` in a thread, in the kernel (the GIL
-    is released): it overlaps the imports and the reading of the trace. ``join()`` re-raises its error."""
-
-    def __init__(self, src_fd: int, out_fd: int, size: int) -> None:
-        import threading
-
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(
-            target=self._run, args=(src_fd, out_fd, size), name="npuprof-copy", daemon=True
-        )
-        self.thread.start()
-
-    def _run(self, src_fd: int, out_fd: int, size: int) -> None:
-        try:
-            offset = 0
-            ranged = hasattr(os, "copy_file_range")
-            while offset < size:
-                count = min(size - offset, 1 << 30)
-                if ranged:
-                    try:  # shares the blocks (a reflink) where the filesystem can: XFS, btrfs
-                        sent = os.copy_file_range(src_fd, out_fd, count, offset, offset)
-                    except OSError as exc:
-                        if exc.errno not in _NO_COPY_RANGE:
-                            raise
-                        ranged = False
-                        continue
-                else:
-                    os.lseek(out_fd, offset, os.SEEK_SET)
-                    sent = os.sendfile(out_fd, src_fd, offset, count)
-                if sent == 0:
-                    raise OSError(f"the trace shrank while being copied ({offset} of {size} bytes)")
-                offset += sent
-        except BaseException as exc:  # re-raised by join(), in the caller's thread
-            self.error = exc
-
-    def join(self) -> None:
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
 
 
 class _Superseded:
@@ -320,60 +278,72 @@ def _write_outputs(
 ) -> list[str]:
     phase = _Phases()
     written: list[str] = []
-    # trace_view.json is a copy of the (decompressed) trace plus appended lanes. A plain trace is copied
-    # in the kernel from the start (while the modules below are imported and the trace is read); a .gz one
-    # is decompressed into place and read from there.
+    # trace_view.json is written from the (plain) raw trace, event by event, in torch_npu's form: read from
+    # the raw file itself, or for a .gz one from a private decompressed copy (read behind its decompression
+    # with -j > 1). With -j > 1 a forked process writes the events while this one builds the tables.
     with atomic_writer(out_dir / "trace_view.json", "wb", fsync=False) as tv, contextlib.ExitStack() as stack:
         with open(raw, "rb") as probe:
             gz = probe.read(2) == b"\x1f\x8b"
-        copy = None
+        import msgspec
+
+        from npuprof.analysis import communication, step_breakdown, summary_schema, tables, trace_view
+        from npuprof.analysis.scan import scan, scan_behind
+
         if not gz:
             source = stack.enter_context(open(raw, "rb")).fileno()
-            tv.flush()
-            copy = _Copy(source, tv.fileno(), os.fstat(source).st_size)
-        try:
-            import msgspec
+            extract, meta, events_end = scan(raw, fd=source, workers=workers)
+        else:
+            import tempfile
 
-            from npuprof.analysis import step_breakdown, summary_schema, tables, trace_view
-            from npuprof.analysis.scan import scan, scan_behind
-
-            if copy is not None:
-                extract, meta, events_end = scan(raw, fd=source, workers=workers)
-            elif workers > 1:  # read behind the decompression (a forked process), then split the rest
-                source = stack.enter_context(trace_view.readable(tv, raw))
-                growth = trace_view.Decompression(raw, tv)
+            plain = stack.enter_context(tempfile.TemporaryFile(dir=out_dir))
+            source = plain.fileno()
+            if workers > 1:  # read behind the decompression (a forked process), then split the rest
+                growth = trace_view.Decompression(raw, plain)
                 try:
                     extract, meta, events_end = scan_behind(raw, source, growth, workers)
                 finally:
                     growth.cancel()
             else:
-                trace_view.decompress(raw, tv)
-                source = stack.enter_context(trace_view.readable(tv, raw))
+                trace_view.decompress(raw, plain)
                 extract, meta, events_end = scan(raw, fd=source, workers=workers)
-        finally:
-            if copy is not None:
-                copy.join()
-        phase("scan + copy")
+        phase("scan")
         if rank is None:
             info = meta.get("distributedInfo")
             rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
+        base_ns = tables.base_ns_of(meta)
+        events_start = trace_view.events_start(raw, source)
+        stacks = None
+        if meta.get("with_stack"):  # torch >= 2 writes the stacks as python_function spans
+            frames = trace_view.read_python_frames(raw, source, events_start, events_end)
+            stacks = trace_view.stacks_by_start(extract, tables.call_stacks(extract, frames))
+            phase("call stacks")
+        fork = workers > 1
+        tv.flush()
+        body = Forked(
+            fork,
+            lambda: trace_view.write_body(
+                tv.fileno(), raw, source, events_start, events_end, base_ns, stacks
+            ),
+        )
         # communication and memory tables in a second process (forked: it shares the columns) when allowed;
         # the operators' nesting, which both need, is computed here and handed over
-        fork = workers > 1
+        comm_ops = communication.collect(extract, meta)
         nested = SharedColumns(tables.OpView, len(extract.op_ts), fork)
         side = Forked(
-            fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get), nested.after_fork
+            fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get, comm_ops), nested.after_fork
         )
         try:
             ops = tables.nest(extract)
             nested.publish(ops)
             phase("nest")
-            tabs = tables.build_tables(extract, ops)
+            tabs = tables.build_tables(extract, ops, base_ns)
             phase("tables")
-            device_pids = set(extract.dev_pid)
-            extra = trace_view.extra_events(tabs, extract.process_names, device_pids)
-            trace_view.finish(tv, source, events_end, extra)
+            written_body = body.result()
+            phase("trace_view events")
+            tail = trace_view.tail_events(tabs, extract, written_body, comm_ops, base_ns)
+            trace_view.write_tail(tv.fileno(), tail, not written_body.threads)
         except BaseException:
+            body.close()
             nested.close()
             side.close()
             raise
@@ -401,6 +371,9 @@ def _write_outputs(
     comm_summary = side_result["communication"]
 
     world = meta.get("distributedInfo")
+    world_size = world.get("world_size") if isinstance(world, dict) else None
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or not 0 < world_size < 1 << 31:
+        world_size = None  # the trace says anything: only a count of ranks is one
     summary = summary_schema.as_plain(
         msgspec.convert(
             {
@@ -410,7 +383,7 @@ def _write_outputs(
                 **tabs.summary,
                 "memory": peaks,
                 "communication": comm_summary,
-                "world_size": world.get("world_size") if isinstance(world, dict) else None,
+                "world_size": world_size,
             },
             summary_schema.Summary,
         )

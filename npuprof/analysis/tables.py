@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,23 +19,32 @@ from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
 from npuprof.analysis.step_breakdown import StepBreakdown, StepWindows, Work, breakdown
 
+# kernel_details.csv as torch_npu writes it (its 2023 and 2025 releases; docs/formats.md): the AI Core
+# metrics columns that follow Context ID there depend on aic_metrics and are left out
 KERNEL_HEADER = [
     "Step Id",
-    "Device_id",
+    "Model ID",
+    "Task ID",
+    "Stream ID",
     "Name",
     "Type",
     "Accelerator Core",
     "Start Time(us)",
     "Duration(us)",
     "Wait Time(us)",
-    "Block Num",
+    "Block Dim",
+    "Mix Block Dim",
     "Input Shapes",
     "Input Data Types",
     "Input Formats",
     "Output Shapes",
     "Output Data Types",
     "Output Formats",
+    "Context ID",
 ]
+NA = "N/A"  # torch_npu's cell for a value it does not have
+EAGER_MODEL = "4294967295"  # torch_npu's Model ID of a task outside any graph (eager mode)
+CPU_CORE = "CPU"
 OPERATOR_HEADER = [
     "Name",
     "Input Shapes",
@@ -118,6 +128,115 @@ def r3(x: float) -> float:
     return round(float(x), 3)
 
 
+# ---- times as torch_npu writes them: epoch microseconds, as text with nanosecond decimals ------------------
+_NUM_WIDTH = 32  # characters of a time's text that the array parse reads (longer ones go through Decimal)
+_POS = np.arange(_NUM_WIDTH)
+
+
+def base_ns_of(meta: dict[str, Any]) -> int:
+    """Kineto's ``baseTimeNanoseconds`` (its ``ts`` values are microseconds after it; 0 when absent, as in
+    traces that write epoch times themselves)."""
+    base = meta.get("baseTimeNanoseconds")
+    return base if isinstance(base, int) and not isinstance(base, bool) and 0 < base < 1 << 62 else 0
+
+
+def ns_of_texts(texts: list[bytes]) -> np.ndarray:
+    """Nanoseconds (int64) of times in µs written as JSON numbers (``b"5298017518195.893"``, or quoted):
+    exact for the digits given (a 4th decimal rounds half up); parsed as arrays, the rare exponent form or
+    over-long text through Decimal."""
+    n = len(texts)
+    if not n:
+        return np.zeros(0, np.int64)
+    arr = np.array(texts, dtype=f"S{_NUM_WIDTH + 1}")
+    m = arr.view(np.uint8).reshape(n, _NUM_WIDTH + 1)
+    if (m[:, 0] == 34).any():  # quoted: torch_npu's own string times
+        arr = np.array([t.strip(b'" ') for t in texts], dtype=f"S{_NUM_WIDTH + 1}")
+        m = arr.view(np.uint8).reshape(n, _NUM_WIDTH + 1)
+    length = (m != 0).sum(axis=1)
+    m = m[:, :_NUM_WIDTH]
+    neg = m[:, 0] == 45  # "-"
+    is_dot = m == 46
+    has_dot = is_dot.any(axis=1)
+    dot = np.where(has_dot, is_dot.argmax(axis=1), length)[:, None]
+    digits = m.astype(np.int64) - 48
+    is_digit = (digits >= 0) & (digits <= 9)
+    # the power of ten of each digit in nanoseconds
+    power = np.where(dot > _POS, dot - _POS + 2, 3 - (_POS - dot))
+    used = is_digit & (power >= 0)
+    ns = (np.where(used, digits, 0) * np.where(used, 10 ** np.clip(power, 0, 18), 0)).sum(axis=1)
+    fourth = np.where(is_digit & (power == -1), digits, 0).sum(axis=1)
+    ns = np.where(neg, -(ns + (fourth >= 5)), ns + (fourth >= 5))
+    other = ~(is_digit | is_dot | (m == 0)) & ~((_POS == 0) & neg[:, None])
+    bad = np.flatnonzero(other.any(axis=1) | (length > _NUM_WIDTH) | (dot[:, 0] - neg > 16))
+    if len(bad):
+        from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+        for i in bad.tolist():
+            try:
+                value = Decimal(texts[i].strip(b'" ').decode()) * 1000
+                ns[i] = int(value.to_integral_value(ROUND_HALF_UP)) if value.is_finite() else 0
+            except (InvalidOperation, UnicodeDecodeError, OverflowError, ValueError):
+                ns[i] = 0
+    return ns
+
+
+_EXACT_US = float(1 << 43)  # below this many µs a float resolves nanoseconds (its half ulp < 0.5 ns)
+
+
+def ns_of(values: np.ndarray) -> np.ndarray:
+    """Nanoseconds (int64) of times in µs, rounded to the nearest: for a time read from a trace, the
+    nanoseconds its text gave (a float resolves them below 2**43 µs; larger ones are read back from their
+    shortest text)."""
+    values = np.asarray(values, dtype=np.float64)
+    whole = np.floor(values)
+    with np.errstate(invalid="ignore"):
+        ns = whole.astype(np.int64) * 1000 + np.round((values - whole) * 1000).astype(np.int64)
+    far = np.flatnonzero(~(np.abs(values) < _EXACT_US))
+    if len(far):
+        ns[far] = ns_of_texts([t.encode() for t in _reprs(values[far])])
+    return ns
+
+
+def us_texts(ns: np.ndarray) -> list[str]:
+    """Nanoseconds as µs text with three decimals (``1704161511420306.491``), as torch_npu writes times."""
+    ns = np.asarray(ns, dtype=np.int64)
+    if not len(ns):
+        return []
+    q, r = np.divmod(np.abs(ns), 1000)
+    texts = (("%d.%03d\n" * len(ns)) % tuple(np.column_stack((q, r)).ravel().tolist()))[:-1].split("\n")
+    for i in np.flatnonzero(ns < 0).tolist():
+        texts[i] = "-" + texts[i]
+    return texts
+
+
+def epoch_texts(values: np.ndarray, base_ns: int) -> list[str]:
+    """Trace times (µs after ``base_ns``) as epoch µs text with nanosecond decimals."""
+    return us_texts(ns_of(values) + base_ns)
+
+
+def ascend_shapes(dims: str) -> str:
+    """Kineto's ``Input Dims`` text (``[[4],[8,4],[]]``) in kernel_details' form: one tensor's dims joined
+    by ``,``, tensors by ``;``, in quotes (``"4;8,4;"``); ``N/A`` for none."""
+    import json
+
+    try:
+        value = json.loads(dims)
+    except ValueError:
+        return dims or "N/A"
+    if not isinstance(value, list) or not value:
+        return "N/A"
+
+    def one(item: Any) -> str:
+        if isinstance(item, list):
+            if item and all(isinstance(d, list) for d in item):  # a TensorList
+                return "|".join(one(d) for d in item)
+            return ",".join(str(d) for d in item)
+        return str(item)
+
+    cells = [one(v) for v in value]
+    return '"' + ";".join(cells) + '"' if any(cells) else "N/A"
+
+
 @dataclass
 class OpView:
     """The operators as numpy columns, with the results of the nesting walk."""
@@ -193,6 +312,139 @@ def _op_order(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray
     return order if in_order.all() else np.lexsort((-dur, ts, thread))
 
 
+STACK_SEP = ";\r\n"  # how torch_npu joins an operator's Python frames (innermost first)
+_SOURCE_FRAME = re.compile(r"\(\d+\): ")  # "file.py(12): function": a frame of the Python source
+
+
+@dataclass
+class PythonFrames:
+    """The ``python_function`` spans of a trace: thread ``(pid, tid)``, start and duration (µs), name, and
+    Kineto's ``Python id`` and ``Python parent id`` (-1 where absent)."""
+
+    keys: list[tuple[Any, Any]]
+    ts: np.ndarray
+    dur: np.ndarray
+    names: list[str]
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    parent_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+def call_stacks(x: Extract, frames: PythonFrames) -> list[str | None]:
+    """The Python stack of each operator (in file order) that carries none of its own, rebuilt from the
+    ``python_function`` spans (torch >= 2 records stacks so): the source frames open on the operator's
+    thread when it starts, innermost first, joined by ``;\\r\\n`` (torch_npu's form); npuprof's own frames
+    left out. Fills ``x.op_stack`` for those operators (operator_details.csv's Call Stack) and returns the
+    stacks it added (None for the others)."""
+    n = len(x.op_ts)
+    out: list[str | None] = [None] * n
+    if not n or not len(frames.ts):
+        return out
+    ids = {key: k for k, key in enumerate(dict.fromkeys(frames.keys))}
+    f_thread = np.fromiter(map(ids.__getitem__, frames.keys), np.int64, len(frames.keys))
+    by_thread = np.array([ids.get(k, -1) for k in x.threads], dtype=np.int64)
+    o_thread = by_thread[np.frombuffer(x.op_thread, dtype=np.int32)]
+    o_ts = np.frombuffer(x.op_ts, dtype=np.float64)
+    order = np.lexsort((-frames.dur, frames.ts, f_thread))
+    thread, ts, dur = f_thread[order], frames.ts[order], frames.dur[order]
+    parent = _frame_parents(frames, order)
+    if parent is None:  # no ids: by the nesting of the spans in time
+        parent, _, _ = nesting.walk(thread.astype(np.int32), ts, dur, np.zeros(len(ts)))
+    end = ts + dur
+    # the innermost frame open at the operator's start: the last one of its thread that started before it,
+    # or the nearest of that frame's ancestors still open
+    cand = np.full(n, -1, dtype=np.int64)
+    for t in np.unique(o_thread[o_thread >= 0]).tolist():
+        lo, hi = np.searchsorted(thread, [t, t + 1])
+        sel = np.flatnonzero(o_thread == t)
+        pos = np.searchsorted(ts[lo:hi], o_ts[sel], side="right") - 1
+        cand[sel] = np.where(pos >= 0, pos + lo, -1)
+    while True:
+        climb = np.flatnonzero(cand >= 0)
+        climb = climb[end[cand[climb]] <= o_ts[climb]]
+        if not len(climb):
+            break
+        cand[climb] = parent[cand[climb]]
+    names = list(map(frames.names.__getitem__, order.tolist()))
+    # the stack of each frame as an id: (its name, the stack above it) numbered once, texts built once each
+    stack_of = _frame_stacks(names, parent.tolist())
+    texts = stack_of.texts
+    own = np.frombuffer(x.op_stack, dtype=np.int32) if len(x.op_stack) else np.full(n, -1, np.int32)
+    sid = np.where(cand >= 0, stack_of.ids[np.maximum(cand, 0)], 0)
+    sid[own >= 0] = 0
+    stack_ids = own.copy()
+    uniq, inverse = np.unique(sid, return_inverse=True)
+    interned = np.array([x.intern(texts[u]) if u else -1 for u in uniq.tolist()], dtype=np.int32)
+    new = interned[inverse]
+    stack_ids[new >= 0] = new[new >= 0]
+    for k in np.flatnonzero(sid).tolist():
+        out[k] = texts[sid[k]]
+    x.op_stack = stack_ids
+    return out
+
+
+@dataclass
+class _Stacks:
+    ids: np.ndarray  # per frame: the id of its stack (0: no source frame)
+    texts: list[str]  # per id: the stack's text, innermost frame first
+
+
+def _frame_stacks(names: list[str], parent: list[int]) -> _Stacks:
+    """Number the distinct stacks of the frames (a frame's stack: its name, when a source frame of the
+    user's program, over its parent's stack)."""
+    shown = {nm: bool(_SOURCE_FRAME.search(nm)) and not vocab.is_npuprof_frame(nm) for nm in set(names)}
+    n = len(names)
+    ids = [-1] * n
+    table: dict[tuple[str, int], int] = {}
+    texts = [""]
+
+    def resolve(i: int) -> int:
+        chain = []
+        while i >= 0 and ids[i] < 0:
+            chain.append(i)
+            i = parent[i]
+        above = ids[i] if i >= 0 else 0
+        for v in reversed(chain):
+            name = names[v]
+            if shown[name]:
+                key = (name, above)
+                found = table.get(key)
+                if found is None:
+                    found = table[key] = len(texts)
+                    texts.append(name + (STACK_SEP + texts[above] if above else ""))
+                above = found
+            ids[v] = above
+        return above
+
+    for i in range(n):
+        up = parent[i]
+        above = 0 if up < 0 else ids[up] if ids[up] >= 0 else resolve(up)
+        name = names[i]
+        if shown[name]:
+            key = (name, above)
+            found = table.get(key)
+            if found is None:
+                found = table[key] = len(texts)
+                texts.append(name + (STACK_SEP + texts[above] if above else ""))
+            above = found
+        ids[i] = above
+    return _Stacks(np.array(ids, dtype=np.int64) if n else np.zeros(0, np.int64), texts)
+
+
+def _frame_parents(frames: PythonFrames, order: np.ndarray) -> np.ndarray | None:
+    """The parent of each frame (in ``order``) by Kineto's Python ids (-1: a root, or a parent that is not
+    in the trace); None when the frames have no ids."""
+    ids, parents = frames.ids, frames.parent_ids
+    if len(ids) != len(order) or not len(ids) or (ids < 0).any():
+        return None
+    ids, parents = ids[order], parents[order]
+    by_id = np.argsort(ids, kind="stable")
+    pos = np.clip(np.searchsorted(ids[by_id], parents), 0, len(ids) - 1)
+    found = (ids[by_id][pos] == parents) & (parents >= 0)
+    parent = np.where(found, by_id[pos], -1)
+    parent[parent == np.arange(len(parent))] = -1  # a frame that names itself as its parent
+    return parent.astype(np.int64)
+
+
 def device_id_of(x: Extract) -> int:
     """The device the kernels ran on (the first non-negative device id; 0 when none)."""
     dev_device = np.asarray(x.dev_device, dtype=np.int64)
@@ -213,8 +465,9 @@ def step_windows(x: Extract) -> StepWindows:
     return StepWindows.of([(None, x.first_ts, x.last_ts)])
 
 
-def build_tables(x: Extract, ops: OpView | None = None) -> RankTables:
-    """Every table of one rank; ``ops`` is ``nest(x)`` when the caller has it already."""
+def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> RankTables:
+    """Every table of one rank; ``ops`` is ``nest(x)`` when the caller has it already; ``base_ns``: the
+    trace's time base (kernel_details' start times are epoch µs)."""
     if ops is None:
         ops = nest(x)
     n_dev = len(x.dev_ts)
@@ -226,7 +479,10 @@ def build_tables(x: Extract, ops: OpView | None = None) -> RankTables:
         ops=ops,
     )
     tables.kernel_header = KERNEL_HEADER if x.steps else KERNEL_HEADER[1:]
-    _kernel_tables(x, tables, ops, windows, tables.device_id)
+    if n_dev:
+        _kernel_tables(x, tables, ops, windows, base_ns)
+    else:
+        _cpu_task_lines(x, tables, ops, windows, base_ns)
     _operator_tables(x, tables, ops, windows, n_dev == 0)
     tables.summary = {
         "device": tables.device,
@@ -283,7 +539,7 @@ def _busiest_thread(ops: OpView) -> np.ndarray:
     return ops.thread == int(np.argmax(busy))
 
 
-def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: StepWindows, device_id: int) -> None:
+def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: StepWindows, base_ns: int) -> None:
     n = len(x.dev_ts)
     if not n:
         return
@@ -344,38 +600,35 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: StepWin
     # op type: the launching operator's name (a string id) or else the task kind (-1 - kind code)
     type_t = np.where(launched, op_name_id, -1 - kind_t)
     cell = csv_cells(strings, {-1: ""})
+    shape_cells = shape_cells_of(strings)
     type_cell = csv_cells(strings, {-1 - k: csv_cell(kind) for k, kind in enumerate(kind_l)})
     core_cells = [csv_cell(c) for c in core_names]
-    # cells that go together are formatted together: (step,) device; type,core; the launching
-    # operator's shapes plus the five empty columns after them
-    device_cell = str(device_id)
-    step_cells = [f"{'' if n is None else n},{device_cell}" for n in windows.labels()]
+    # cells that go together are formatted together: type,core; the mix block dim, the launching
+    # operator's shapes and the columns torch_npu fills from CANN (not known here)
     n_core = len(core_names)
     type_core = (type_t + len(kind_l) + 1) * n_core + core_t
     type_core_cell = _Memo(
         lambda code: f"{type_cell[code // n_core - len(kind_l) - 1]},{core_cells[code % n_core]}"
     )
-    shape_cell = _Memo(lambda sid: cell[sid] + ",,,,,")
+    tail_cell = _Memo(lambda sid: f"0,{shape_cells[sid]}{_NA_TAIL}")
     dur_t = np.round(d_dur, 3)[order_t]
-    ts_t = np.round(d_ts, 3)[order_t]
     wait_t = np.round(wait, 3)[order_t]
-    blocks_t = d_blocks[order_t]
-    step_t = step_idx[order_t]
-    lines: list[str] = []
-    for lo in range(0, n, LINES_BATCH):  # in batches: the columns of text are several times the lines
-        part = slice(lo, lo + LINES_BATCH)
-        k = len(nid[part])
-        columns = [
-            list(map(step_cells.__getitem__, step_t[part].tolist())) if has_steps else [device_cell] * k,
-            list(map(cell.__getitem__, nid[part].tolist())),
-            list(map(type_core_cell.__getitem__, type_core[part].tolist())),
-            float_texts(ts_t[part]),
-            float_texts(dur_t[part]),
-            float_texts(wait_t[part]),
-            _FLOAT_ENCODER.encode(blocks_t[part].tolist())[1:-1].decode().split(","),
-            list(map(shape_cell.__getitem__, op_shape_id[part].tolist())),
-        ]
-        lines += map(",".join, zip(*columns, strict=True))
+    lines = _task_lines(
+        windows.labels() if has_steps else None,
+        step_idx[order_t],
+        [
+            lambda part: [EAGER_MODEL] * len(nid[part]),
+            lambda part: _int_cells(d_corr[order_t][part]),
+            lambda part: _int_cells(d_stream[order_t][part]),
+            lambda part: list(map(cell.__getitem__, nid[part].tolist())),
+            lambda part: list(map(type_core_cell.__getitem__, type_core[part].tolist())),
+            lambda part: epoch_texts(d_ts[order_t][part], base_ns),
+            lambda part: float_texts(dur_t[part]),
+            lambda part: float_texts(wait_t[part]),
+            lambda part: _int_cells(d_blocks[order_t][part]),
+            lambda part: list(map(tail_cell.__getitem__, op_shape_id[part].tolist())),
+        ],
+    )
     tables.kernel_lines = lines
     # op_statistic: by the task's type (launching operator) and core, groups in order of first appearance
     key = (type_t + len(kind_l) + 1) * (len(core_names) + 1) + core_t
@@ -398,6 +651,101 @@ def _kernel_tables(x: Extract, tables: RankTables, ops: OpView, windows: StepWin
             float(high[u]),
         ]
     _stat_rows(tables, groups)
+
+
+_NA_TAIL = f",{NA}" * 6  # Input Data Types .. Context ID
+
+
+def _int_cells(values: np.ndarray) -> list[str]:
+    """Integers as cells; a negative one (unknown) as N/A."""
+    if not len(values):
+        return []
+    texts = _FLOAT_ENCODER.encode(values.tolist())[1:-1].decode().split(",")
+    for i in np.flatnonzero(values < 0).tolist():
+        texts[i] = NA
+    return texts
+
+
+def shape_cells_of(strings: list[str]) -> dict[int, str]:
+    """Input Dims string id -> kernel_details' Input Shapes cell (-1: N/A), computed on first use."""
+    cells = _Memo(lambda sid: csv_cell(ascend_shapes(strings[sid])))
+    cells[-1] = NA
+    return cells
+
+
+def _task_lines(labels: list[int | None] | None, step_idx: np.ndarray, columns: list[Any]) -> list[str]:
+    """kernel_details.csv lines: the Step Id (``labels[step_idx]``, left out when ``labels`` is None)
+    then each of ``columns`` (``column(part)`` gives the cells of the rows in the slice ``part``), built
+    column-wise in batches (one C-level join per row)."""
+    lines: list[str] = []
+    n = len(step_idx)
+    step_cells = [] if labels is None else ["" if s is None else str(s) for s in labels]
+    for lo in range(0, n, LINES_BATCH):  # in batches: the columns of text are several times the lines
+        part = slice(lo, min(lo + LINES_BATCH, n))
+        cells = [column(part) for column in columns]
+        if labels is not None:
+            cells.insert(0, list(map(step_cells.__getitem__, step_idx[part].tolist())))
+        lines += map(",".join, zip(*cells, strict=True))
+    return lines
+
+
+def _cpu_task_lines(x: Extract, tables: RankTables, ops: OpView, windows: StepWindows, base_ns: int) -> None:
+    """kernel_details.csv when the device is the CPU: its tasks are the operators of the step thread(s)
+    that call no other operator (Accelerator Core ``CPU``) and the collectives of the communication
+    backends' threads (``gloo:all_reduce``, core ``GLOO``), each thread a stream."""
+    strings = x.strings
+    n = len(ops.ts)
+    step_threads = {t for _n, _ts, _d, t in x.steps}
+    on_step = np.isin(ops.thread, list(step_threads)) if step_threads else _busiest_thread(ops)
+    has_child = np.zeros(n, bool)
+    if n:
+        has_child[ops.parent[ops.parent >= 0]] = True
+    comm_op = _name_flags(strings, vocab.is_comm_operator)[ops.name] if n else np.zeros(0, bool)
+    leaf = np.flatnonzero(on_step & ~has_child & ~comm_op)
+    spans = [c for c in x.comm_spans if c[0].startswith(vocab.COMM_ANNOTATION_PREFIXES)]
+    span_names = [x.intern(c[0]) for c in spans]  # ids of new strings come after every existing one
+    ts = np.concatenate([ops.ts[leaf], np.array([c[1] for c in spans], dtype=np.float64)])
+    dur = np.concatenate([ops.dur[leaf], np.array([c[2] for c in spans], dtype=np.float64)])
+    thread = np.concatenate([ops.thread[leaf], np.array([c[3] for c in spans], dtype=np.int64)])
+    name = np.concatenate([ops.name[leaf].astype(np.int64), np.array(span_names, dtype=np.int64)])
+    shapes = np.concatenate([ops.shapes[leaf].astype(np.int64), np.full(len(spans), -1, np.int64)])
+    backends = [c[0].split(":", 1)[0].upper() for c in spans]
+    cores = [CPU_CORE, *sorted(set(backends))]
+    core = np.concatenate(
+        [np.zeros(len(leaf), np.int64), np.array(list(map(cores.index, backends)), np.int64)]
+    )
+    if not len(ts):
+        return
+    order = np.lexsort((-dur, ts))
+    ts, dur, thread, name = ts[order], dur[order], thread[order], name[order]
+    shapes, core = shapes[order], core[order]
+    # wait time: the gap since the previous task of the same thread ended
+    by_thread = np.lexsort((ts, thread))
+    wait = np.zeros(len(ts))
+    ends = (ts + dur)[by_thread]
+    same = thread[by_thread][1:] == thread[by_thread][:-1]
+    gaps = np.maximum(ts[by_thread][1:] - np.maximum.accumulate(ends)[:-1], 0.0)
+    wait[by_thread[1:]] = np.where(same, gaps, 0.0)
+    stream_cell = [csv_cell(str(tid)) for _pid, tid in x.threads]
+    cell = csv_cells(strings, {})
+    shape_cells = shape_cells_of(strings)
+    core_cells = [csv_cell(c) for c in cores]
+    dur3, wait3 = np.round(dur, 3), np.round(wait, 3)
+    tables.kernel_lines = _task_lines(
+        windows.labels() if x.steps else None,
+        windows.index_of(ts) if x.steps else np.zeros(len(ts), np.int64),
+        [
+            lambda part: [f"{NA},{NA}"] * len(ts[part]),
+            lambda part: list(map(stream_cell.__getitem__, thread[part].tolist())),
+            lambda part: [f"{cell[i]},{cell[i]}" for i in name[part].tolist()],
+            lambda part: list(map(core_cells.__getitem__, core[part].tolist())),
+            lambda part: epoch_texts(ts[part], base_ns),
+            lambda part: float_texts(dur3[part]),
+            lambda part: float_texts(wait3[part]),
+            lambda part: ["0"] * len(ts[part]),
+            lambda part: [f"{NA},{shape_cells[s]}{_NA_TAIL}" for s in shapes[part].tolist()],
+        ],
+    )
 
 
 def _stat_rows(tables: RankTables, groups: dict[tuple[str, str], list[float]]) -> None:

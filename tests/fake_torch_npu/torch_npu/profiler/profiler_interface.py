@@ -1,18 +1,17 @@
 """Stand-in for ``torch_npu.profiler.profiler_interface`` (tests only).
 
 Same life cycle as the real ``_ProfInterface`` (init_trace creates the rank dir, finalize_trace writes
-profiler_info and profiler_metadata), but the recording is torch's Kineto profiler on the CPU and the raw
-``FRAMEWORK/`` / ``PROF_*`` data are placeholders.
+profiler_info and profiler_metadata). The recording is torch's Kineto profiler on the CPU; at the end of a
+capture it becomes the raw ``FRAMEWORK/`` and ``PROF_*/`` data of torch_npu's layout, and parsing writes
+ASCEND_PROFILER_OUTPUT/ in torch_npu's forms (see ``analysis/_standin_data.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import sqlite3
-import string
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -22,12 +21,11 @@ import torch
 from .. import _calls
 from .._C._profiler import ProfilerActivity, _supported_npu_activities
 from ._profiler_path_creator import ProfPathCreator
+from .analysis import _standin_data
 from .analysis.prof_common_func._constant import Constant, collect_env_vars, print_warn_msg
 from .experimental_config import _ExperimentalConfig
 
 __all__ = ["supported_activities"]
-
-RAW_TRACE = "standin_kineto.pt.trace.json"  # inside FRAMEWORK/; the real one holds binary records
 
 
 def supported_activities() -> set:
@@ -103,9 +101,14 @@ class _ProfInterface:
 
     def finalize_trace(self) -> None:
         framework = os.path.join(self.prof_path, Constant.FRAMEWORK_DIR)
+        recording: dict = {}
         if self._kineto is not None and self._kineto.profiler is not None and os.path.isdir(framework):
-            self._kineto.export_chrome_trace(os.path.join(framework, RAW_TRACE))
-        self._write_device_placeholder()
+            scratch = os.path.join(framework, ".standin_recording.json")
+            self._kineto.export_chrome_trace(scratch)
+            with open(scratch, encoding="utf-8") as f:
+                recording = json.load(f)
+            os.unlink(scratch)
+        _standin_data.record_raw(self.prof_path, recording)
         self._dump_profiler_info()
         self._dump_metadata()
         ProfPathCreator().is_prof_inited = False
@@ -132,8 +135,9 @@ class _ProfInterface:
         try:
             if analysis_type == Constant.TENSORBOARD_TRACE_HANDLER:
                 analyse_dir(self.prof_path)
-            elif analysis_type == Constant.EXPORT_CHROME_TRACE:
-                shutil.copyfile(os.path.join(self.prof_path, Constant.FRAMEWORK_DIR, RAW_TRACE), output_path)
+            elif analysis_type == Constant.EXPORT_CHROME_TRACE:  # torch_npu writes its trace_view form there
+                with open(output_path, "w", encoding="utf-8") as f:
+                    json.dump(_standin_data.trace_view(self.prof_path), f)
             elif analysis_type == Constant.EXPORT_STACK:
                 self._kineto.export_stacks(output_path, Constant.METRIC_CPU_TIME)
             elif analysis_type == Constant.EXPORT_MEMORY_TIMELINE:
@@ -142,14 +146,6 @@ class _ProfInterface:
             print_warn_msg(f"Profiling data parsing failed. ({exc!r})")
 
     # ---- files ---------------------------------------------------------------------------------
-    def _write_device_placeholder(self) -> None:
-        stamp = time.strftime("%Y%m%d%H%M%S") + f"{int(time.time() * 1000) % 1000:03d}"
-        tag = "".join(random.choice(string.ascii_uppercase) for _ in range(16))
-        data = os.path.join(self.prof_path, f"PROF_000001_{stamp}_{tag}", "device_0", "data")
-        os.makedirs(data, mode=0o750)
-        with open(os.path.join(data, "standin.data"), "w") as f:
-            f.write("placeholder written by the torch_npu stand-in used in npuprof's tests\n")
-
     def _dump_profiler_info(self) -> None:
         def to_cfg(obj: Any) -> Any:
             if not obj:
@@ -205,7 +201,8 @@ class _ProfInterface:
 
 
 def analyse_dir(prof_path: str) -> None:
-    """The stand-in's 'parsing': ASCEND_PROFILER_OUTPUT/ from the placeholder raw data."""
+    """The stand-in's parsing, as torch_npu's: ASCEND_PROFILER_OUTPUT/ from the raw data, then (with
+    data_simplification, the default) the raw data it no longer needs removed."""
     info_files = sorted(p for p in os.listdir(prof_path) if p.startswith("profiler_info"))
     info: dict[str, Any] = {}
     if info_files:
@@ -215,16 +212,19 @@ def analyse_dir(prof_path: str) -> None:
     export_types = exp.get("_export_type") or [Constant.Text]
     out = os.path.join(prof_path, Constant.OUTPUT_DIR)
     os.makedirs(out, mode=0o750, exist_ok=True)
-    raw = os.path.join(prof_path, Constant.FRAMEWORK_DIR, RAW_TRACE)
-    if Constant.Text in export_types and os.path.exists(raw):
-        shutil.copyfile(raw, os.path.join(out, "trace_view.json"))
+    if Constant.Text in export_types and os.path.isdir(os.path.join(prof_path, Constant.FRAMEWORK_DIR)):
+        _standin_data.parse(prof_path, out)
     if Constant.Db in export_types:
         rank = info.get("rank_id")
         name = "ascend_pytorch_profiler.db" if rank is None else f"ascend_pytorch_profiler_{rank}.db"
         with sqlite3.connect(os.path.join(out, name)) as db:
             db.execute("CREATE TABLE IF NOT EXISTS META_DATA (name TEXT, value TEXT)")
-    if exp.get("_data_simplification", True):
+    if exp.get("_data_simplification", True):  # as torch_npu releases of 2024 simplify
         shutil.rmtree(os.path.join(prof_path, Constant.FRAMEWORK_DIR), ignore_errors=True)
+        cann = _standin_data.prof_dir(prof_path)
+        for sub in ("mindstudio_profiler_output", "mindstudio_profiler_log"):
+            if cann:
+                shutil.rmtree(os.path.join(cann, sub), ignore_errors=True)
 
 
 def _write_json(path: str, data: Any) -> None:

@@ -1,0 +1,560 @@
+"""Stand-in only: the raw data of a capture and its parsing, in the forms the real torch_npu writes.
+
+The stand-in records on the CPU with torch's Kineto profiler. At the end of a capture (``record_raw``) that
+recording becomes the raw layout torch_npu leaves in a rank directory:
+
+    FRAMEWORK/torch.op_range          the framework operators (and record_function ranges such as
+                                      ProfilerStep#N), one JSON record a line (torch_npu: binary TLV records)
+    FRAMEWORK/torch.memory_usage      the allocator samples, when profile_memory
+    PROF_000001_<stamp>_<TAG>/        CANN's data: host/data/api_event.data.slice_0 (the AscendCL calls
+                                      that launched device tasks), device_0/data/hwts.data.0.slice_0 (the
+                                      device tasks: one per innermost ``aten::`` operator, on stream 2)
+
+and ``parse`` turns it into ASCEND_PROFILER_OUTPUT/ as torch_npu's parser does: trace_view.json (a bare JSON
+array; ``ts`` a string of epoch microseconds with nanosecond decimals; the processes Python, CANN, Ascend
+Hardware and Overlap Analysis with their labels and sort indexes; ``cpu_op`` operators, ProfilerStep#N
+among them; ``async_npu`` and ``HostToDevice`` flows), kernel_details.csv (the header of the 2023 release),
+operator_details.csv, op_statistic.csv and step_trace_time.csv. Nothing here uses npuprof.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import re
+import string
+import time
+from typing import Any
+
+OP_RANGE = "torch.op_range"
+MEMORY_USAGE = "torch.memory_usage"
+API_EVENTS = os.path.join("host", "data", "api_event.data.slice_0")
+DEVICE_TASKS = os.path.join("device_0", "data", "hwts.data.0.slice_0")
+STREAM = 2
+EAGER_MODEL = 4294967295
+DEVICE_PID = 800  # torch_npu's "Ascend Hardware" pid in Ascend's public sample
+
+KERNEL_HEADER = [
+    "Step Id",
+    "Model ID",
+    "Task ID",
+    "Stream ID",
+    "Name",
+    "Type",
+    "Accelerator Core",
+    "Start Time(us)",
+    "Duration(us)",
+    "Wait Time(us)",
+    "Block Dim",
+    "Mix Block Dim",
+    "Input Shapes",
+    "Input Data Types",
+    "Input Formats",
+    "Output Shapes",
+    "Output Data Types",
+    "Output Formats",
+    "Context ID",
+]
+OPERATOR_HEADER = [
+    "Name",
+    "Input Shapes",
+    "Call Stack",
+    "Host Self Duration(us)",
+    "Host Total Duration(us)",
+    "Device Self Duration(us)",
+    "Device Total Duration(us)",
+    "Device Self Duration With AICore(us)",
+    "Device Total Duration With AICore(us)",
+]
+STEP_HEADER = [
+    "Device_id",
+    "Step",
+    "Computing",
+    "Communication(Not Overlapped)",
+    "Overlapped",
+    "Communication",
+    "Free",
+    "Stage",
+    "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+    "Preparing",
+]
+OP_STAT_HEADER = [
+    "OP Type",
+    "Core Type",
+    "Count",
+    "Total Time(us)",
+    "Min Time(us)",
+    "Avg Time(us)",
+    "Max Time(us)",
+    "Ratio(%)",
+]
+_CUBE = re.compile(r"mm|matmul|linear|conv|bmm", re.I)
+
+
+def us(ns: int) -> str:
+    """Nanoseconds as torch_npu's time text: microseconds with three decimals."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def _jsonl(path: str, records: list[dict[str, Any]]) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+
+
+def _read_jsonl(path: str) -> list[dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def prof_dir(prof_path: str) -> str | None:
+    found = sorted(d for d in os.listdir(prof_path) if d.startswith("PROF_"))
+    return os.path.join(prof_path, found[-1]) if found else None
+
+
+# ---- recording -------------------------------------------------------------------------------------------
+def record_raw(prof_path: str, kineto: dict[str, Any]) -> None:
+    """Write the FRAMEWORK/ and PROF_*/ data of a capture from the Kineto recording (a Chrome trace dict)."""
+    base = int(kineto.get("baseTimeNanoseconds") or 0)
+
+    def ns(ts: float) -> int:
+        return base + round(float(ts) * 1000)
+
+    events = kineto.get("traceEvents", [])
+    frames = [e for e in events if e.get("cat") == "python_function" and e.get("ph") == "X"]
+    ops = []
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in ("cpu_op", "user_annotation"):
+            continue
+        args = e.get("args") or {}
+        start, end = ns(e["ts"]), ns(e["ts"] + e.get("dur", 0))
+        ops.append(
+            {
+                "name": e.get("name", ""),
+                "start_ns": start,
+                "end_ns": end,
+                "pid": e.get("pid"),
+                "tid": e.get("tid"),
+                "seq": args.get("Sequence number", -1),
+                "fwd_tid": args.get("Fwd thread id", 0),
+                "input_shapes": args.get("Input Dims"),
+                "input_dtypes": args.get("Input type"),
+                "call_stack": _stack_at(frames, e),
+            }
+        )
+    ops.sort(key=lambda o: (o["start_ns"], -o["end_ns"]))
+    framework = os.path.join(prof_path, "FRAMEWORK")
+    os.makedirs(framework, mode=0o750, exist_ok=True)
+    _jsonl(os.path.join(framework, OP_RANGE), ops)
+    memory = [
+        {
+            "time_ns": ns(e["ts"]),
+            "ptr": (e.get("args") or {}).get("Addr", 0),
+            "alloc_size": (e.get("args") or {}).get("Bytes", 0),
+            "total_allocated": (e.get("args") or {}).get("Total Allocated", 0),
+            "total_reserved": (e.get("args") or {}).get("Total Reserved", 0),
+            "pid": e.get("pid"),
+            "tid": e.get("tid"),
+        }
+        for e in events
+        if e.get("name") == "[memory]"
+    ]
+    if memory:
+        _jsonl(os.path.join(framework, MEMORY_USAGE), memory)
+    stamp = time.strftime("%Y%m%d%H%M%S") + f"{int(time.time() * 1000) % 1000:03d}"
+    tag = "".join(random.choice(string.ascii_uppercase) for _ in range(16))
+    cann = os.path.join(prof_path, f"PROF_000001_{stamp}_{tag}")
+    apis, tasks = _device_work(ops)
+    _jsonl(os.path.join(cann, API_EVENTS), apis)
+    _jsonl(os.path.join(cann, DEVICE_TASKS), tasks)
+    os.makedirs(os.path.join(cann, "mindstudio_profiler_output"), mode=0o750, exist_ok=True)
+    os.makedirs(os.path.join(cann, "mindstudio_profiler_log"), mode=0o750, exist_ok=True)
+
+
+def _stack_at(frames: list[dict[str, Any]], op: dict[str, Any]) -> str:
+    """The Python stack open at the operator's start on its thread (innermost first, ``;``-joined, as
+    torch records it), from the python_function spans and their parent ids."""
+    if not frames:
+        return ""
+    by_id = {(f.get("args") or {}).get("Python id"): f for f in frames}
+    inner = None
+    for f in frames:
+        open_then = f.get("tid") == op.get("tid") and f["ts"] <= op["ts"] < f["ts"] + f.get("dur", 0)
+        if open_then and (inner is None or f["ts"] >= inner["ts"]):
+            inner = f
+    names = []
+    seen = set()
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        if re.search(r"\(\d+\): ", inner.get("name", "")):
+            names.append(inner["name"])
+        inner = by_id.get((inner.get("args") or {}).get("Python parent id"))
+    return ";".join(names)
+
+
+def _device_work(ops: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The AscendCL launches and device tasks of the innermost ``aten::`` operators (one each)."""
+    # ops are sorted by (start, -end): on its thread, the next operator is inside this one when it starts
+    # before this one ends
+    next_on_thread: dict[int, int] = {}
+    last: dict[Any, int] = {}
+    for k, op in enumerate(ops):
+        if op["tid"] in last:
+            next_on_thread[last[op["tid"]]] = k
+        last[op["tid"]] = k
+    leaves = [
+        (k, op)
+        for k, op in enumerate(ops)
+        if op["name"].startswith("aten::")
+        and not (k in next_on_thread and ops[next_on_thread[k]]["start_ns"] < op["end_ns"])
+    ]
+    apis, tasks = [], []
+    free_at = 0
+    for task_id, (k, op) in enumerate(leaves, 1):
+        span = max(op["end_ns"] - op["start_ns"], 1000)
+        kind = "".join(p.capitalize() for p in op["name"][6:].strip("_").split("_")) or "Op"
+        launch = op["start_ns"] + span // 10
+        apis.append(
+            {
+                "name": f"aclnn{kind}",
+                "start_ns": launch,
+                "end_ns": launch + span // 5,
+                "tid": op["tid"],
+                "pid": op["pid"],
+                "connection_id": task_id,
+            }
+        )
+        start = max(launch + span // 5, free_at + 50)
+        dur = max(span // 2, 500)
+        free_at = start + dur
+        tasks.append(
+            {
+                "task_id": task_id,
+                "stream_id": STREAM,
+                "name": f"aclnn{kind}_{kind}AiCore_{kind}",
+                "type": kind,
+                "core": "AI_CORE" if _CUBE.search(op["name"]) else "AI_VECTOR_CORE",
+                "start_ns": start,
+                "dur_ns": dur,
+                "block_dim": 8 if _CUBE.search(op["name"]) else 48,
+                "op_index": k,
+                "connection_id": task_id,
+            }
+        )
+    return apis, tasks
+
+
+# ---- parsing ---------------------------------------------------------------------------------------------
+def _steps(ops: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+    steps = []
+    for op in ops:
+        m = re.fullmatch(r"ProfilerStep#(\d+)", op["name"])
+        if m:
+            steps.append((int(m.group(1)), op["start_ns"], op["end_ns"]))
+    return sorted(steps, key=lambda s: s[1])
+
+
+def _step_of(steps: list[tuple[int, int, int]], t: int) -> int | None:
+    found = None
+    for number, start, end in steps:
+        if start <= t < end:
+            found = number
+    return found
+
+
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _shapes(dims: Any) -> str:
+    if not isinstance(dims, list) or not any(dims):
+        return "N/A"
+    return '"' + ";".join(",".join(str(d) for d in t) if isinstance(t, list) else str(t) for t in dims) + '"'
+
+
+def trace_view(prof_path: str) -> list[dict[str, Any]]:
+    """The events of torch_npu's trace_view.json for a rank dir's raw data."""
+    ops = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_RANGE))
+    cann = prof_dir(prof_path)
+    apis = _read_jsonl(os.path.join(cann, API_EVENTS)) if cann else []
+    tasks = _read_jsonl(os.path.join(cann, DEVICE_TASKS)) if cann else []
+    if not ops:
+        return []
+    host = ops[0]["pid"]
+    cann_pid, overlap_pid = host * 100 + 2, host * 10000 + 1100
+    events: list[dict[str, Any]] = []
+
+    def meta(kind: str, pid: int, tid: int, key: str, value: Any) -> None:
+        events.append({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {key: value}})
+
+    def process(pid: int, name: str, label: str, sort: int) -> None:
+        meta("process_name", pid, 0, "name", name)
+        meta("process_labels", pid, 0, "labels", label)
+        meta("process_sort_index", pid, 0, "sort_index", sort)
+
+    for op in ops:
+        args: dict[str, Any] = {"Sequence number": op["seq"], "Fwd thread id": op["fwd_tid"]}
+        if op.get("input_shapes") is not None:
+            args["Input Dims"] = op["input_shapes"]
+        if op.get("call_stack"):
+            args["Call stack"] = op["call_stack"].replace(";", ";\r\n")
+        events.append(
+            {
+                "ph": "X",
+                "name": op["name"],
+                "pid": op["pid"],
+                "tid": op["tid"],
+                "ts": us(op["start_ns"]),
+                "dur": (op["end_ns"] - op["start_ns"]) / 1000,
+                "cat": "cpu_op",
+                "args": args,
+            }
+        )
+    process(host, "Python", "CPU", 0)
+    for tid in dict.fromkeys(op["tid"] for op in ops):
+        meta("thread_name", host, tid, "name", f"Thread {tid}")
+        meta("thread_sort_index", host, tid, "sort_index", tid)
+    if tasks:
+        process(DEVICE_PID, "Ascend Hardware", "NPU", 8)
+        meta("thread_name", DEVICE_PID, STREAM, "name", f"Stream {STREAM}")
+        meta("thread_sort_index", DEVICE_PID, STREAM, "sort_index", STREAM)
+        process(cann_pid, "CANN", "CPU", 2)
+        for tid in dict.fromkeys(a["tid"] for a in apis):
+            meta("thread_name", cann_pid, tid, "name", f"Thread {tid}")
+            meta("thread_sort_index", cann_pid, tid, "sort_index", tid)
+    for api, task in zip(apis, tasks, strict=True):
+        events.append(
+            {
+                "name": f"AscendCL@{api['name']}",
+                "pid": cann_pid,
+                "tid": api["tid"],
+                "ts": us(api["start_ns"]),
+                "dur": (api["end_ns"] - api["start_ns"]) / 1000,
+                "args": {
+                    "Thread Id": api["tid"],
+                    "Mode": "ACL_OP",
+                    "level": "acl",
+                    "id": api["name"],
+                    "item_id": "0",
+                    "connection_id": api["connection_id"],
+                },
+                "ph": "X",
+            }
+        )
+        events.append(
+            {
+                "name": task["name"],
+                "pid": DEVICE_PID,
+                "tid": STREAM,
+                "ts": us(task["start_ns"]),
+                "dur": task["dur_ns"] / 1000,
+                "args": {
+                    "Model Id": EAGER_MODEL,
+                    "Task Type": task["core"],
+                    "Stream Id": STREAM,
+                    "Task Id": task["task_id"],
+                    "Batch Id": 0,
+                    "Subtask Id": 4294967295,
+                    "connection_id": task["connection_id"],
+                },
+                "ph": "X",
+            }
+        )
+        flow = str(task["task_id"])
+        events.append(
+            {
+                "name": f"HostToDevice{flow}",
+                "ph": "s",
+                "cat": "HostToDevice",
+                "id": flow,
+                "pid": cann_pid,
+                "tid": api["tid"],
+                "ts": us(api["start_ns"]),
+            }
+        )
+        events.append(
+            {
+                "name": f"HostToDevice{flow}",
+                "ph": "f",
+                "id": flow,
+                "ts": us(task["start_ns"]),
+                "cat": "HostToDevice",
+                "pid": DEVICE_PID,
+                "tid": STREAM,
+                "bp": "e",
+            }
+        )
+        op = ops[task["op_index"]]
+        events.append(
+            {
+                "ph": "s",
+                "bp": "e",
+                "name": "torch_to_npu",
+                "id": task["start_ns"],
+                "pid": op["pid"],
+                "tid": op["tid"],
+                "ts": us(op["start_ns"]),
+                "cat": "async_npu",
+            }
+        )
+        events.append(
+            {
+                "ph": "f",
+                "bp": "e",
+                "name": "torch_to_npu",
+                "id": task["start_ns"],
+                "pid": DEVICE_PID,
+                "tid": STREAM,
+                "ts": us(task["start_ns"]),
+                "cat": "async_npu",
+            }
+        )
+    # Overlap Analysis: computing is the device tasks; no communication in a stand-in capture
+    process(overlap_pid, "Overlap Analysis", "NPU", 11)
+    for tid, name in enumerate(("Computing", "Communication", "Communication(Not Overlapped)", "Free")):
+        meta("thread_name", overlap_pid, tid, "name", name)
+    busy = _union([(t["start_ns"], t["start_ns"] + t["dur_ns"]) for t in tasks])
+    for a, b in busy:
+        events.append(
+            {"name": "Computing", "pid": overlap_pid, "tid": 0, "ts": us(a), "dur": (b - a) / 1000, "ph": "X"}
+        )
+    for _n, lo, hi in _steps(ops):
+        cursor = lo
+        for a, b in [*busy, (hi, hi)]:
+            a, b = max(a, lo), min(b, hi)
+            if a > cursor:
+                events.append(
+                    {
+                        "name": "Free",
+                        "pid": overlap_pid,
+                        "tid": 3,
+                        "ts": us(cursor),
+                        "dur": (a - cursor) / 1000,
+                        "ph": "X",
+                    }
+                )
+            cursor = max(cursor, b)
+    return events
+
+
+def parse(prof_path: str, output: str) -> None:
+    """ASCEND_PROFILER_OUTPUT/ (text export) from a rank dir's raw data."""
+    os.makedirs(output, mode=0o750, exist_ok=True)
+    with open(os.path.join(output, "trace_view.json"), "w", encoding="utf-8") as f:
+        json.dump(trace_view(prof_path), f)
+    ops = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_RANGE))
+    cann = prof_dir(prof_path)
+    tasks = _read_jsonl(os.path.join(cann, DEVICE_TASKS)) if cann else []
+    steps = _steps(ops)
+    kernel_rows, stats = [], {}
+    previous_end = None
+    for task in tasks:
+        op = ops[task["op_index"]]
+        start, dur = task["start_ns"], task["dur_ns"]
+        wait = 0 if previous_end is None else max(start - previous_end, 0)
+        previous_end = start + dur
+        step = _step_of(steps, op["start_ns"])
+        row = [
+            EAGER_MODEL,
+            task["task_id"],
+            STREAM,
+            task["name"],
+            task["type"],
+            task["core"],
+            us(start),
+            dur / 1000,
+            wait / 1000,
+            task["block_dim"],
+            0,
+            _shapes(op.get("input_shapes")),
+            "FLOAT" if _shapes(op.get("input_shapes")) != "N/A" else "N/A",
+            "FORMAT_ND",
+            "N/A",
+            "N/A",
+            "N/A",
+            "N/A",
+        ]
+        kernel_rows.append(([step if step is not None else ""] if steps else []) + row)
+        s = stats.setdefault((task["type"], task["core"]), [])
+        s.append(dur / 1000)
+    header = KERNEL_HEADER if steps else KERNEL_HEADER[1:]
+    _csv(os.path.join(output, "kernel_details.csv"), header, kernel_rows)
+    device_of: dict[int, float] = {}
+    for task in tasks:
+        device_of[task["op_index"]] = device_of.get(task["op_index"], 0.0) + task["dur_ns"] / 1000
+    grouped: dict[tuple[str, str, str], list[float]] = {}
+    for k, op in enumerate(ops):
+        if op["name"].startswith("ProfilerStep#"):
+            continue
+        stack = (op.get("call_stack") or "").replace(";", ";\r\n")
+        key = (op["name"], _shapes(op.get("input_shapes")), stack)
+        total = (op["end_ns"] - op["start_ns"]) / 1000
+        g = grouped.setdefault(key, [0.0, 0.0, 0.0])
+        g[0] += total
+        g[1] += total
+        g[2] += device_of.get(k, 0.0)
+    _csv(
+        os.path.join(output, "operator_details.csv"),
+        OPERATOR_HEADER,
+        [
+            [
+                name,
+                shapes,
+                stack,
+                round(h, 3),
+                round(t, 3),
+                round(d, 3),
+                round(d, 3),
+                round(d, 3),
+                round(d, 3),
+            ]
+            for (name, shapes, stack), (h, t, d) in grouped.items()
+        ],
+    )
+    grand = sum(sum(v) for v in stats.values()) or 1.0
+    _csv(
+        os.path.join(output, "op_statistic.csv"),
+        OP_STAT_HEADER,
+        [
+            [
+                t,
+                c,
+                len(v),
+                round(sum(v), 3),
+                round(min(v), 3),
+                round(sum(v) / len(v), 3),
+                round(max(v), 3),
+                round(sum(v) / grand * 100, 2),
+            ]
+            for (t, c), v in stats.items()
+        ],
+    )
+    busy = _union([(t["start_ns"], t["start_ns"] + t["dur_ns"]) for t in tasks])
+    step_rows = []
+    for number, lo, hi in steps:
+        computing = sum(max(0, min(b, hi) - max(a, lo)) for a, b in busy) / 1000
+        first = min((t["start_ns"] for t in tasks if lo <= t["start_ns"] < hi), default=lo)
+        span = (hi - lo) / 1000
+        step_rows.append(
+            [0, number, computing, 0, 0, 0, round(span - computing, 3), span, 0, 0, (first - lo) / 1000]
+        )
+    _csv(os.path.join(output, "step_trace_time.csv"), STEP_HEADER, step_rows)
+
+
+def _csv(path: str, header: list[str], rows: list[list[Any]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
