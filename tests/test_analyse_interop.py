@@ -1,4 +1,4 @@
-"""Interop (docs/formats.md, output-format.md §8) on a 2-rank gloo capture analysed by npuprof: what Ascend's
+"""Interop (docs/formats.md) on a 2-rank gloo capture analysed by npuprof: what Ascend's
 msprof-analyze makes of it, mode by mode (`cluster -m all`, `advisor all`, `advisor computation`, `compare`),
 and HolisticTraceAnalysis on the raw traces. Every tool is judged by the files it writes (msprof-analyze
 exits 0 when it fails), and by what its own readers find in npuprof's files.

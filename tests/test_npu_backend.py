@@ -434,7 +434,7 @@ def test_capture_holds_the_scheduled_steps(captured: dict[str, Any]) -> None:
     assert [e["at_step"] for e in captured["exported"]] == [5, 9]
 
 
-REAL = ROOT / "tests" / "npu_support" / "ascend_real"  # real torch_npu files (see SOURCE.md there)
+REAL = ROOT / "tests" / "fixtures" / "ascend-real"  # real torch_npu files (see SOURCE.md there)
 
 
 def _header(path: Path) -> list[str]:

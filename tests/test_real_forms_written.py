@@ -1,6 +1,6 @@
-"""What npuprof writes into ASCEND_PROFILER_OUTPUT/ is what torch_npu writes (output-format.md §5, §7),
-checked against hand-made traces whose answers are known and against real torch_npu files (tests/npu_support/
-ascend_real, from Ascend's public test data): trace_view.json a bare array with string epoch times,
+"""What npuprof writes into ASCEND_PROFILER_OUTPUT/ is what torch_npu writes (docs/formats.md), checked
+against hand-made traces whose answers are known and against real torch_npu files (tests/fixtures/ascend-real,
+from Ascend's public test data): trace_view.json a bare array with string epoch times,
 torch_npu's processes, threads, sort indexes and four Overlap Analysis lanes, a communication process that
 msprof-analyze compare reads, operator -> device task flows, Call stacks rebuilt from the python_function
 spans; kernel_details.csv with the real header and ids; operator_details.csv's Call Stack filled."""
@@ -20,7 +20,7 @@ from analyse_support.handmade import PID, T0, cpu_trace, cuda_trace, write_rank_
 
 from npuprof.analysis.parse import parse_rank_dir
 
-REAL = Path(__file__).resolve().parent / "npu_support" / "ascend_real"
+REAL = Path(__file__).resolve().parent / "fixtures" / "ascend-real"
 # Kineto's time base as torch 2.x writes it (whole seconds), and one with nanoseconds (the general case)
 BASES = [1_790_857_026_000_000_000, 1_700_000_000_123_456_789]
 
