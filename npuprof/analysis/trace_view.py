@@ -1,4 +1,4 @@
-"""trace_view.json as torch_npu writes it (docs/formats.md, "What the parser writes into ASCEND_PROFILER_OUTPUT/"): a bare
+"""trace_view.json as torch_npu writes it (docs/formats.md, "What the parser writes"): a bare
 JSON array of events, read by msprof-analyze (advisor, compare) with ``ijson.items(f, "item")`` and by
 MindStudio Insight.
 
