@@ -10,11 +10,22 @@ decoded in one msgspec call per kind (their raw texts joined into one JSON array
 event for the events no table uses (``python_function``, flows, ...), which are most of a real trace.
 Strings and threads get their ids in the order of their first appearance in the file, exactly as an
 event-by-event walk would number them (the tables break ties by these ids).
+
+Forms: every category name of the trace vocabulary (torch 2.x, torch 1.8-1.10's ``Operator``/``Kernel``/...
+with ``external id``, torch_npu's ``trace_view.json``). A step is a ``user_annotation`` named
+``ProfilerStep#N``, or an operator of that name (torch_npu, torch 1.8-1.10), which is then no operator.
+Complete events of no category the tables know (torch_npu's device tasks carry none) wait in ``pending``
+until their process's name is known (``process_name`` metadata may come anywhere in a trace, or in another
+worker's byte range): those of a device process (vocabulary.DEVICE_PROCESS_RE: ``Ascend Hardware``,
+``GPU 0``, ...) become device tasks, kind = their ``args["Task Type"]`` (Ascend), else their category;
+the others are left out. Device events of a category the vocabulary does not know are counted and named
+in one warning (:meth:`Extract.warnings`), never left out silently.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 from itertools import repeat
@@ -25,7 +36,7 @@ import msgspec
 import numpy as np
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.trace_loader import EMPTY_RAW, ScanEvent, Time
+from npuprof.analysis.trace_loader import EMPTY_RAW, ScanEvent, Time, TimeOrText
 
 
 class EventError(ValueError):
@@ -40,6 +51,7 @@ class OpArgs(msgspec.Struct, gc=False):
     ext: int = msgspec.field(name="External id", default=-1)
     dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     stack: list[str] | str | None = msgspec.field(name="Call stack", default=None)
+    dims_old: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw(b""))  # torch 1.8-1.10
 
 
 class KernelArgs(msgspec.Struct, gc=False):
@@ -49,6 +61,14 @@ class KernelArgs(msgspec.Struct, gc=False):
     device: int = -1
     grid: list[int] | None = None
     nbytes: int = msgspec.field(name="bytes", default=0)
+    ext_old: int = msgspec.field(name="external id", default=-1)  # torch 1.8-1.10's spelling
+
+
+class TaskArgs(KernelArgs, gc=False):
+    """A device task of no known category (torch_npu's Ascend Hardware tasks)."""
+
+    stream_id: int = msgspec.field(name="Stream Id", default=-1)
+    task_type: str = msgspec.field(name="Task Type", default="")
 
 
 class LaunchArgs(msgspec.Struct, gc=False):
@@ -68,12 +88,13 @@ _OP_ARGS = msgspec.json.Decoder(list[OpArgs])
 _KERNEL_ARGS = msgspec.json.Decoder(list[KernelArgs])
 _LAUNCH_ARGS = msgspec.json.Decoder(list[LaunchArgs])
 _MEM_ARGS = msgspec.json.Decoder(list[MemArgs])
+_TASK_ARGS = msgspec.json.Decoder(list[TaskArgs])
 _ANY = msgspec.json.Decoder()
 _WS = b" \t\r\n"
 _NO_ARGS = b"{}"
 
 
-_CPU_OP, _KERNEL, _MEMCPY, _MEMSET, _ANNOT, _GPU_ANNOT, _RUNTIME, _DRIVER = range(1, 9)
+_CPU_OP, _KERNEL, _MEMCPY, _MEMSET, _ANNOT, _GPU_ANNOT, _RUNTIME, _DRIVER, _UNCOUNTED = range(1, 10)
 _X, _INSTANT, _INSTANT2, _META = range(1, 5)
 _CAT_CODES = {
     vocab.CPU_OP: _CPU_OP,
@@ -86,6 +107,9 @@ _CAT_CODES = {
     vocab.DRIVER: _DRIVER,
 }
 _CAT_CODES.update({old: _CAT_CODES[new] for old, new in vocab.OLD_NAMES.items()})
+_CAT_CODES.update({cat: _UNCOUNTED for cat in vocab.UNCOUNTED_CATS})
+# pending (see the module's doc): the class of a process, by its name
+_P_UNKNOWN, _P_DEVICE, _P_OTHER = 0, 1, 2
 _PH_CODES = {"X": _X, "i": _INSTANT, "I": _INSTANT2, "M": _META}
 _KIND_OF = {
     _KERNEL: vocab.TASK_KIND[vocab.KERNEL],
@@ -98,6 +122,8 @@ _NAME, _ARGS, _PID, _TID = attrgetter("name"), attrgetter("args"), attrgetter("p
 _PIDTID = attrgetter("pid", "tid")
 _EXT, _DIMS, _STACK = attrgetter("ext"), attrgetter("dims"), attrgetter("stack")
 _GRID = attrgetter("grid")
+_TASK_TYPE = attrgetter("task_type")
+_DIMS_OLD = attrgetter("dims_old")
 
 # column name -> dtype; these become numpy arrays in finish()
 _COLUMNS = {
@@ -126,7 +152,21 @@ _COLUMNS = {
     "mem_addr": np.int64,
     "mem_devtype": np.int32,
 }
-_STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name")
+# X events of no known category, until their process is known (see the module's doc)
+_PENDING = {
+    "p_name": np.int32,
+    "p_cat": np.int32,
+    "p_kind": np.int32,
+    "p_ts": np.float64,
+    "p_dur": np.float64,
+    "p_thread": np.int32,
+    "p_ext": np.int64,
+    "p_corr": np.int64,
+    "p_stream": np.int64,
+    "p_device": np.int64,
+    "p_blocks": np.int64,
+}
+_STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name", "p_name", "p_cat", "p_kind")
 
 
 def _joined(raws: list[Any]) -> bytes:
@@ -148,6 +188,46 @@ def _positions(values: list[Any], wanted: Any) -> list[int]:
         except ValueError:
             return found
         found.append(at)
+
+
+def _step_positions(names: list[str]) -> list[int]:
+    """Indices of the names that are ``ProfilerStep#N`` (found in the joined text: no Python code per
+    name)."""
+    joined = "\n".join(names)
+    found: list[int] = []
+    at = joined.find(vocab.STEP_PREFIX)
+    while at >= 0:
+        if at == 0 or joined[at - 1] == "\n":
+            k = joined.count("\n", 0, at)
+            if vocab.STEP_RE.match(names[k]):
+                found.append(k)
+        at = joined.find(vocab.STEP_PREFIX, at + 1)
+    return found
+
+
+def _external_ids(kargs: list[Any]) -> np.ndarray:
+    """The tasks' ``External id`` (torch 1.8-1.10: ``external id``); -1 when none."""
+    ext = np.fromiter(map(_EXT, kargs), np.int64, len(kargs))
+    if (ext < 0).any():
+        old = np.fromiter(map(attrgetter("ext_old"), kargs), np.int64, len(kargs))
+        ext = np.where(ext >= 0, ext, old)
+    return ext
+
+
+def _task_args(raws: list[Any]) -> list[TaskArgs]:
+    """The args of events of no known category, as TaskArgs; args of other shapes (these events belong to
+    no table until their process says so) give the defaults instead of an error."""
+    try:
+        return _TASK_ARGS.decode(_joined(raws))
+    except (msgspec.DecodeError, OverflowError):
+        pass
+    out = []
+    for raw in raws:
+        try:
+            out.append(_TASK_ARGS.decode(_joined([raw]))[0])
+        except (msgspec.DecodeError, OverflowError):
+            out.append(TaskArgs())
+    return out
 
 
 def _blocks(grid: list[int] | None) -> int:
@@ -225,7 +305,7 @@ class _Typed(msgspec.Struct, tag_field="cat", kw_only=True, gc=False):
     category admits only the phases Kineto writes for it (complete events, flows, instants), so that a
     chunk decoded this way never needs the phase-dependent rules of the generic walk."""
 
-    ts: Time = 0.0
+    ts: TimeOrText = 0.0
     dur: Time = 0.0
 
 
@@ -345,6 +425,7 @@ class _Selection:
         self.ai, self.ann_cats = empty, empty
         self.ri, self.corr = empty, empty
         self.mi, self.mems, self.margs = empty, [], []
+        self.pi, self.pend, self.pargs = empty, [], []
         self.meta = empty
 
 
@@ -367,9 +448,12 @@ class Extract:
         self.first_ts = float("inf")
         self.last_ts = float("-inf")
         self.event_count = 0
-        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in _COLUMNS}
+        # device events of a category the vocabulary does not know: (process name, category) -> count
+        self.unknown_device_work: dict[tuple[str, str], int] = {}
+        self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE or _P_OTHER, once its name is known
+        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in (*_COLUMNS, *_PENDING)}
         self._dims = _DimsText()
-        for name, dtype in _COLUMNS.items():
+        for name, dtype in (*_COLUMNS.items(), *_PENDING.items()):
             setattr(self, name, np.zeros(0, dtype))
 
     def intern(self, text: str) -> int:
@@ -387,13 +471,56 @@ class Extract:
         return found
 
     def finish(self) -> Extract:
-        """Turn the parts collected by ``add_chunk`` into the column arrays; returns self."""
+        """Turn the parts collected by ``add_chunk`` into the column arrays, and the pending events of
+        processes now known into device tasks (or leave them out); returns self."""
+        self._concatenate()
+        if len(self.p_ts):
+            self._resolve_pending()
+            self._concatenate()
+        return self
+
+    def _concatenate(self) -> None:
         for name, parts in self._parts.items():
             if parts:
                 parts.insert(0, getattr(self, name))
-                setattr(self, name, np.concatenate(parts).astype(_COLUMNS[name], copy=False))
+                dtype = _COLUMNS.get(name) or _PENDING[name]
+                setattr(self, name, np.concatenate(parts).astype(dtype, copy=False))
                 parts.clear()
-        return self
+
+    def warnings(self) -> list[str]:
+        """What the tables could not fully understand, one line each (at most one today: device events of
+        categories the vocabulary does not know, counted as device tasks)."""
+        if not self.unknown_device_work:
+            return []
+        return [vocab.unknown_device_work_note(self.unknown_device_work, "counted as device tasks")]
+
+    def _resolve_pending(self) -> None:
+        """Pending events of a process whose name is known: device tasks when it is a device process, else
+        left out. The others stay pending (their process may be named in a later part of the trace)."""
+        keys = list(self.threads)
+        classes = [self._pid_class.get(pid, _P_UNKNOWN) for pid, _tid in keys]
+        cls = np.array(classes, np.int8)[self.p_thread]
+        device = np.flatnonzero(cls == _P_DEVICE)
+        if len(device):
+            strings = self.strings
+            pids = [keys[t][0] for t in self.p_thread[device].tolist()]
+            cats = [strings[c] for c in self.p_cat[device].tolist()]
+            kinds = [strings[k] if k >= 0 else "" for k in self.p_kind[device].tolist()]
+            self.dev_kind.extend(
+                kind or cat or vocab.DEVICE_TASK_KIND for kind, cat in zip(kinds, cats, strict=True)
+            )
+            self.dev_pid.extend(pids)
+            unknown = self.unknown_device_work
+            for pid, cat in zip(pids, cats, strict=True):
+                if not vocab.is_device_task_category(cat):
+                    key = (self.process_names.get(pid, str(pid)), cat)
+                    unknown[key] = unknown.get(key, 0) + 1
+            parts = self._parts
+            for column in ("name", "ts", "dur", "ext", "corr", "stream", "device", "blocks"):
+                parts[f"dev_{column}"].append(getattr(self, f"p_{column}")[device])
+        keep = cls == _P_UNKNOWN
+        for name in _PENDING:
+            setattr(self, name, getattr(self, name)[keep])
 
     def __getstate__(self) -> dict[str, Any]:
         self.finish()
@@ -461,6 +588,21 @@ class Extract:
             sel.kargs = _KERNEL_ARGS.decode(_joined(list(map(_ARGS, sel.devs))))
         sel.ai = np.flatnonzero(is_x & ((cat == _ANNOT) | (cat == _GPU_ANNOT)))
         sel.ann_cats = cat[sel.ai]
+        sel.meta = np.flatnonzero(ph == _META)
+        if len(sel.meta):
+            self._note_processes(events, sel.meta)
+        pi = np.flatnonzero(is_x & (cat == 0))
+        if len(pi):
+            pend = _pick(events, pi)
+            # events of a process already known to be no device (torch_npu's CANN, overlays) leave now
+            cls = np.fromiter(map(self._pid_class.get, map(_PID, pend), repeat(_P_UNKNOWN)), np.int8, len(pi))
+            keep = cls != _P_OTHER
+            if not keep.all():
+                pi = pi[keep]
+                pend = list(itertools.compress(pend, keep.tolist()))
+            sel.pi, sel.pend = pi, pend
+            if pend:
+                sel.pargs = _task_args(list(map(_ARGS, pend)))
         ri = np.flatnonzero(is_x & ((cat == _RUNTIME) | (cat == _DRIVER)))
         if len(ri):
             raws = list(map(_ARGS, _pick(events, ri)))
@@ -477,8 +619,19 @@ class Extract:
             sel.mems = [inst[k] for k in keep]
             if sel.mems:
                 sel.margs = _MEM_ARGS.decode(_joined(list(map(_ARGS, sel.mems))))
-        sel.meta = np.flatnonzero(ph == _META)
         self._fill(sel)
+
+    def _note_processes(self, events: list[Any], meta: np.ndarray) -> None:
+        """The process names of a chunk's metadata events (before its other events are sorted out)."""
+        for i in meta.tolist():
+            ev = events[i]
+            if ev.name == "process_name" and ev.args:
+                value = _ANY.decode(ev.args)
+                self._set_process(ev.pid, str(value.get("name", "")) if isinstance(value, dict) else "")
+
+    def _set_process(self, pid: Any, name: str) -> None:
+        self.process_names[pid] = name
+        self._pid_class[pid] = _P_DEVICE if vocab.DEVICE_PROCESS_RE.search(name) else _P_OTHER
 
     def _span(self, events: list[Any], is_x: np.ndarray) -> None:
         """First start and last end of the complete events; only needed for a trace without steps, so
@@ -517,10 +670,14 @@ class Extract:
         mi = np.flatnonzero(kind == _K_INST)
         if len(mi):
             inst = _pick(events, mi)
-            keep = [k for k, ev in enumerate(inst) if ev.name == vocab.MEMORY_EVENT and ev.args is not None]
-            sel.mi = mi[keep]
-            sel.mems = [inst[k] for k in keep]
-            sel.margs = list(map(_ARGS, sel.mems))
+            margs = list(map(_ARGS, inst))
+            if list(map(_NAME, inst)).count(vocab.MEMORY_EVENT) == len(inst) and None not in margs:
+                sel.mi, sel.mems, sel.margs = mi, inst, margs  # all allocator records (the rule)
+            else:
+                keep = [k for k, e in enumerate(inst) if e.name == vocab.MEMORY_EVENT and e.args is not None]
+                sel.mi = mi[keep]
+                sel.mems = [inst[k] for k in keep]
+                sel.margs = list(map(_ARGS, sel.mems))
         self._fill(sel)
         return True
 
@@ -533,12 +690,30 @@ class Extract:
         steps: list[tuple[int, float, float, tuple[Any, Any]]] = []
         ops, oi, oargs = sel.ops, sel.oi, sel.oargs
         op_names = list(map(_NAME, ops))
+        at = _step_positions(op_names) if ops else []
+        if at:  # torch_npu's and torch 1.8-1.10's steps are operators (and then no operators)
+            for k in at:
+                ev = ops[k]
+                thread_streams.append((oi[k : k + 1], 0, [(ev.pid, ev.tid)]))
+                steps.append((int(ev.name[len(vocab.STEP_PREFIX) :]), ev.ts, ev.dur, (ev.pid, ev.tid)))
+            keep = [True] * len(ops)
+            for k in at:
+                keep[k] = False
+            oi = oi[np.array(keep, dtype=bool)]
+            ops = list(itertools.compress(ops, keep))
+            oargs = list(itertools.compress(oargs, keep))
+            op_names = list(itertools.compress(op_names, keep))
         op_keys = list(map(_PIDTID, ops))
         thread_streams.append((oi, 0, op_keys))
         shapes: list[Any] = []
         stacks: list[Any] = []
         if ops:
-            shapes = list(map(self._dims.__getitem__, map(bytes, map(_DIMS, oargs))))
+            dims = list(map(bytes, map(_DIMS, oargs)))
+            if not all(dims):
+                old = list(map(bytes, map(_DIMS_OLD, oargs)))
+                if any(old):
+                    dims = [d or o for d, o in zip(dims, old, strict=True)]
+            shapes = list(map(self._dims.__getitem__, dims))
             stacks = list(map(_STACK, oargs))
             if any(stacks):
                 stacks = [(s if isinstance(s, str) else ";".join(s)) if s else None for s in stacks]
@@ -562,19 +737,20 @@ class Extract:
                 comm.append((i, name, ev.ts, ev.dur, (ev.pid, ev.tid), ev.args))
         mem_keys = list(map(_PIDTID, sel.mems))
         thread_streams.append((sel.mi, 0, mem_keys))
+        pend = sel.pend
+        p_keys = list(map(_PIDTID, pend))
+        if pend:
+            thread_streams.append((sel.pi, 0, p_keys))
         # metadata: thread and process names
         named: list[tuple[tuple[Any, Any], str]] = []
-        for i in sel.meta.tolist():
+        for i in sel.meta.tolist():  # (process names: _note_processes)
             ev = events[i]
-            if not ev.args or ev.name not in ("thread_name", "process_name"):
+            if not ev.args or ev.name != "thread_name":
                 continue
             value = _ANY.decode(ev.args)
             label = str(value.get("name", "")) if isinstance(value, dict) else ""
-            if ev.name == "thread_name":
-                thread_streams.append((np.array([i]), 0, [(ev.pid, ev.tid)]))
-                named.append(((ev.pid, ev.tid), label))
-            else:
-                self.process_names[ev.pid] = label
+            thread_streams.append((np.array([i]), 0, [(ev.pid, ev.tid)]))
+            named.append(((ev.pid, ev.tid), label))
         for i, _name, _ts, _dur, key, _args in comm:
             thread_streams.append((np.array([i]), 0, [key]))
 
@@ -584,8 +760,16 @@ class Extract:
         self.steps.extend((num, t, d, threads[key]) for num, t, d, key in steps)
         for key, label in named:
             self.thread_names[threads[key]] = label
-        if ops or dev_names:
-            self._intern_all([(oi, 0, op_names), (oi, 1, shapes), (oi, 2, stacks), (sel.di, 0, dev_names)])
+        streams = [(oi, 0, op_names), (oi, 1, shapes), (oi, 2, stacks), (sel.di, 0, dev_names)]
+        if pend:
+            p_names = list(map(_NAME, pend))
+            p_cats = list(map(_CAT, pend))
+            p_kinds = list(map(_TASK_TYPE, sel.pargs))
+            streams += [(sel.pi, 3, p_names), (sel.pi, 4, p_cats), (sel.pi, 5, p_kinds)]
+        if ops or dev_names or pend:
+            self._intern_all(streams)
+        if pend:
+            self._add_pending(pend, p_names, p_cats, p_kinds, p_keys, sel.pargs)
         if ops:
             k = len(ops)
             parts["op_thread"].append(np.fromiter(map(threads.__getitem__, op_keys), np.int32, k))
@@ -624,6 +808,34 @@ class Extract:
             ):
                 parts[col].append(np.fromiter(map(attrgetter(attr), margs), dtype, k))
 
+    def _add_pending(
+        self,
+        pend: list[Any],
+        names: list[str],
+        cats: list[str],
+        kinds: list[str],
+        keys: list[tuple[Any, Any]],
+        pargs: list[Any],
+    ) -> None:
+        parts = self._parts
+        k = len(pend)
+        parts["p_name"].append(self._ids(names))
+        parts["p_cat"].append(self._ids(cats))
+        parts["p_kind"].append(self._ids(kinds))
+        parts["p_ts"].append(np.fromiter(map(_TS, pend), np.float64, k))
+        parts["p_dur"].append(np.fromiter(map(_DUR, pend), np.float64, k))
+        parts["p_thread"].append(np.fromiter(map(self.threads.__getitem__, keys), np.int32, k))
+        parts["p_ext"].append(_external_ids(pargs))
+        parts["p_corr"].append(np.fromiter(map(_CORR, pargs), np.int64, k))
+        stream = np.fromiter(map(attrgetter("stream_id"), pargs), np.int64, k)
+        if (stream < 0).any():
+            kineto = np.fromiter(map(attrgetter("stream"), pargs), np.int64, k)
+            tids = np.array([t if isinstance(t, int) else -1 for t in map(_TID, pend)], np.int64)
+            stream = np.where(stream >= 0, stream, np.where(kineto >= 0, kineto, tids))
+        parts["p_stream"].append(stream)
+        parts["p_device"].append(np.fromiter(map(attrgetter("device"), pargs), np.int64, k))
+        parts["p_blocks"].append(np.fromiter(map(_blocks, map(_GRID, pargs)), np.int64, k))
+
     def _add_devices(self, devs: list[Any], names: list[str], cats: np.ndarray, kargs: list[Any]) -> None:
         parts = self._parts
         k = len(devs)
@@ -633,7 +845,7 @@ class Extract:
         parts["dev_name"].append(self._ids(names))
         parts["dev_ts"].append(np.fromiter(map(_TS, devs), np.float64, k))
         parts["dev_dur"].append(np.fromiter(map(_DUR, devs), np.float64, k))
-        parts["dev_ext"].append(np.fromiter(map(_EXT, kargs), np.int64, k))
+        parts["dev_ext"].append(_external_ids(kargs))
         parts["dev_corr"].append(np.fromiter(map(_CORR, kargs), np.int64, k))
         stream = np.fromiter(map(attrgetter("stream"), kargs), np.int64, k)
         device = np.fromiter(map(attrgetter("device"), kargs), np.int64, k)
@@ -655,16 +867,19 @@ class Extract:
         tmap = np.array([self.thread(*key) for key in other.threads] + [-1], dtype=np.int32)
         for tid, name in other.thread_names.items():
             self.thread_names[int(tmap[tid])] = name
-        self.process_names.update(other.process_names)
+        for pid, name in other.process_names.items():
+            self._set_process(pid, name)
         self.steps.extend((n, ts, dur, int(tmap[t])) for n, ts, dur, t in other.steps)
         self.comm_spans.extend((n, ts, d, int(tmap[t]), a) for n, ts, d, t, a in other.comm_spans)
         self.dev_kind.extend(other.dev_kind)
         self.dev_pid.extend(other.dev_pid)
-        for name in _COLUMNS:
+        for key, count in other.unknown_device_work.items():
+            self.unknown_device_work[key] = self.unknown_device_work.get(key, 0) + count
+        for name in (*_COLUMNS, *_PENDING):
             values = getattr(other, name)
             if name in _STRING_COLUMNS:
                 values = smap[values]
-            elif name in ("op_thread", "mem_thread"):
+            elif name in ("op_thread", "mem_thread", "p_thread"):
                 values = tmap[values]
             self._parts[name].append(values)
         self.finish()

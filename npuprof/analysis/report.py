@@ -41,7 +41,16 @@ class NothingToAnalyse(Exception):
 
 
 def is_bare_trace(path: Path) -> bool:
-    return path.is_file() and path.name.endswith(layout.KINETO_SUFFIXES)
+    """A trace file to analyse on its own: named as Kineto names its traces (whatever it holds: a damaged
+    one is reported as such), or any file whose content is a Chrome trace of either form
+    (trace_loader.sniff_trace: ``trace.json``, ``chrome_trace_14.json``, torch_npu's ``trace_view.json``)."""
+    if not path.is_file():
+        return False
+    if path.name.endswith(layout.KINETO_SUFFIXES):
+        return True
+    from npuprof.analysis.trace_loader import sniff_trace
+
+    return sniff_trace(path) is not None
 
 
 def _parse_bare(trace: Path, force: bool, workers: int) -> tuple[ParseOutcome, Path]:
@@ -145,7 +154,7 @@ def rank_report(
     durations = [s["duration_us"] for s in chosen]
     peaks = [s.get("memory_peak_mb") for s in chosen if s.get("memory_peak_mb") is not None]
     memory = summary.get("memory") or {}
-    return {
+    out = {
         "rank": summary.get("rank"),
         "rank_dir": str(rank_dir),
         "status": status,
@@ -159,6 +168,11 @@ def rank_report(
         "memory_peak_reserved_mb": memory.get("peak_reserved_mb"),
         "communication": summary.get("communication", {}),
     }
+    # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
+    warnings = summary.get("warnings")
+    if isinstance(warnings, list) and warnings:
+        out["warnings"] = [str(w) for w in warnings]
+    return out
 
 
 def slowest_rank(means: dict[int, float]) -> dict[str, Any] | None:
@@ -250,15 +264,16 @@ def build_report(
     elif path.is_dir():
         rank_dirs = layout.find_rank_dirs(path)
         if not rank_dirs:
-            raise NothingToAnalyse(
-                f"no *_ascend_pt rank directory under {path} (and it is not a *.pt.trace.json(.gz) file)"
-            )
+            raise NothingToAnalyse(f"no *_ascend_pt rank directory under {path} (and it is not a trace file)")
         if on_start:
             on_start(len(rank_dirs))
         for outcome in parse_all(rank_dirs, jobs, force, on_done):
             targets.append((outcome, outcome.rank_dir / layout.PARSED_DIR))
     else:
-        raise NothingToAnalyse(f"{path} is neither a result directory nor a *.pt.trace.json(.gz) file")
+        raise NothingToAnalyse(
+            f"{path} is neither a result directory nor a trace file (a Chrome trace: a JSON object with "
+            "traceEvents, or a JSON array of events; gzipped or not)"
+        )
     ranks, problems = [], []
     for outcome, out_dir in targets:
         summary, why = _load_summary(out_dir) if outcome.ok else (None, "")

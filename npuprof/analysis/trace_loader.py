@@ -1,22 +1,40 @@
-"""Fast, memory-bounded reading of Kineto (``torch.profiler``) Chrome traces.
+"""Fast, memory-bounded reading of Chrome traces: Kineto's (``torch.profiler``) and torch_npu's.
 
-A Kineto trace is one JSON object whose ``traceEvents`` array holds millions of events. Decoding it whole
+Two forms, told apart by their content (never by the file's name; :func:`sniff_trace`): a JSON object whose
+``traceEvents`` array holds the events (Kineto, ``export_chrome_trace``), and a bare JSON array of events
+(torch_npu's ``trace_view.json``). Either may be gzipped. A trace holds millions of events; decoding it whole
 costs several times the file size in memory, so this module streams it: the file (``.gz`` decompressed on
 the fly) is read in blocks, each block is cut at an event boundary and decoded with msgspec into typed
 :class:`Event` structs whose ``args`` stay undecoded (``msgspec.Raw``) until asked for.
+
+Times: ``ts`` is a number of µs, or a string (torch_npu: epoch µs with nanosecond decimals,
+``"1704161511420306.491"``, 19 digits, more than a float holds). A trace with string times is read relative
+to an integer base ``B`` µs: the integer part of its first string ``ts`` (in the first ``BASE_WINDOW`` bytes
+of events) rounded down to a multiple of ``TS_BASE_STEP`` (10^12 µs, ~11.6 days, so the ranks of one job
+share it). Each string ``ts`` becomes the float ``ts - B``, computed on the decimal text (the base's leading
+digits dropped, never rounded through a float), so its nanoseconds are kept: offsets stay below ~2 * 10^12
+µs, where a float resolves 0.25 ns and the shortest ``repr`` of an offset gives back the text's decimals.
+``B`` is in ``TraceReader.ts_base`` / ``Trace.ts_base`` and, when not 0, in
+``meta["baseTimeNanoseconds"]`` (``B * 1000``) unless the trace has that key itself: the same meaning as
+Kineto's key (``ts`` are µs after it), so every reader that adds Kineto's base to its times gets the file's
+epoch times back. Numeric ``ts`` are read as they are (a trace mixing the two is taken to hold numbers
+already relative to ``B``). The conversion is done on the decoded events (``ts`` is decoded as a float or
+a string; strings are turned into floats a chunk at a time, in two msgspec calls), so it only works for
+decoders whose events have a settable ``ts``; other decoders get the text as they asked for it.
 
 Public API (stable):
 
 * :func:`load_trace` -- ``load_trace(path, keep=None) -> Trace``: all events (or those ``keep`` accepts)
   and the top-level keys (``Trace.meta``: ``distributedInfo``, ``deviceProperties``,
-  ``baseTimeNanoseconds``, ...).
+  ``baseTimeNanoseconds``, ...; none for a bare array).
+* :func:`sniff_trace` -- ``sniff_trace(path) -> "kineto" | "array" | None`` from the first KBs.
 * :func:`iter_chunks` -- the streaming form: ``TraceChunk`` objects (decoded events plus the exact bytes they
   came from), then the metadata is available on the :class:`TraceReader`. Use it to process a trace of any
   size in bounded memory.
 * :class:`Event` -- fields ``name, ph, cat, ts, dur, pid, tid, id, args``; ``Event.args_dict()`` decodes args.
 * :class:`TraceError` -- raised for a missing, truncated or corrupt trace (the message says which and where).
 
-``ts`` and ``dur`` are microseconds as in the file (floats).
+``ts`` and ``dur`` are microseconds (floats): as in the file, or relative to ``ts_base`` (above).
 """
 
 from __future__ import annotations
@@ -24,15 +42,30 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
 import msgspec
 
-__all__ = ["Event", "Trace", "TraceChunk", "TraceError", "TraceReader", "iter_chunks", "load_trace"]
+__all__ = [
+    "FORM_ARRAY",
+    "FORM_KINETO",
+    "Event",
+    "Trace",
+    "TraceChunk",
+    "TraceError",
+    "TraceReader",
+    "iter_chunks",
+    "load_trace",
+    "sniff_trace",
+]
 
 DEFAULT_BLOCK = 16 << 20  # bytes of event text decoded at a time
 EMPTY_RAW = msgspec.Raw(b"")
@@ -47,11 +80,36 @@ _WINDOW = 4 << 20  # bytes read at a time when looking for an event boundary
 _LOOKAHEAD = 1 << 16  # bytes after a "{" that must read as events for it to start one
 _SNIPPET = 160  # characters of a bad event quoted in an error
 
+FORM_KINETO = "kineto"  # {"traceEvents": [...], ...}
+FORM_ARRAY = "array"  # [{...}, ...] (torch_npu's trace_view.json)
+_BOM = b"\xef\xbb\xbf"
+SNIFF_BYTES = 64 << 10  # what sniff_trace reads first
+# keys Kineto writes before traceEvents: a JSON object starting with one of them may hold traceEvents after
+# a large header (many devices, process groups), so sniff_trace reads on for it
+_KINETO_HEAD_KEYS = re.compile(
+    rb'^\{\s*"(?:traceEvents|schemaVersion|deviceProperties|distributedInfo|record_shapes|profile_memory|'
+    rb"with_stack|with_flops|with_modules|displayTimeUnit|baseTimeNanoseconds|traceName|trace_id|"
+    rb'cuda_runtime_version|cuda_driver_version|cupti_version|hip_runtime_version|roctracer_version)"'
+)
+_PH_KEY = re.compile(rb'"ph"\s*:')
+
+# string times (see the module's doc)
+TS_BASE_STEP = 10**12
+BASE_TIME_KEY = "baseTimeNanoseconds"  # Kineto's: its ts are µs after this; set for string times too
+BASE_WINDOW = 64 << 10  # the base comes from the first string ts in this many bytes of events
+_FIRST_STRING_TS = re.compile(rb'"ts"\s*:\s*"\s*(-?\d+)')
+_LEADING_ZEROS = re.compile(rb"(^|,)0+(?=\d)")
+_FLOATS = msgspec.json.Decoder(list[float])
+_STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the fallback is tried first
+_RETRY_EVERY = 32  # ... and the decoder again every this many chunks (a later part of the trace may fit)
+
 
 # A time (µs) beyond ~31,700 years is no time a profiler wrote; bounding it keeps every sum and product of
 # the tables finite (1e308 + 1e308 would be inf, which JSON cannot hold).
 TIME_LIMIT = 1e18
 Time = Annotated[float, msgspec.Meta(ge=-TIME_LIMIT, le=TIME_LIMIT)]
+# a ts as decoded: a number, or torch_npu's string (turned into a number by TraceReader before use)
+TimeOrText = Time | str
 
 
 class ScanEvent(msgspec.Struct, gc=False):
@@ -60,7 +118,7 @@ class ScanEvent(msgspec.Struct, gc=False):
     name: str = ""
     ph: str = ""
     cat: str = ""
-    ts: Time = 0.0
+    ts: TimeOrText = 0.0
     dur: Time = 0.0
     pid: int | str = 0
     tid: int | str = 0
@@ -105,11 +163,14 @@ class TraceChunk:
 
 @dataclass
 class Trace:
-    """A loaded trace: ``events`` in file order and ``meta``, the top-level keys other than traceEvents."""
+    """A loaded trace: ``events`` in file order, ``meta`` (the top-level keys other than traceEvents), its
+    ``form`` (FORM_KINETO or FORM_ARRAY) and ``ts_base``."""
 
     path: Path
     events: list[Event]
     meta: dict[str, Any] = field(default_factory=dict)
+    form: str = FORM_KINETO
+    ts_base: int = 0  # µs to add to every ts for the absolute time (string times; see the module's doc)
 
     @property
     def rank(self) -> int | None:
@@ -119,6 +180,7 @@ class Trace:
 
 
 _DECODER = msgspec.json.Decoder(list[Event])
+_TS = attrgetter("ts")
 _ANY = msgspec.json.Decoder()
 _RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 
@@ -199,6 +261,14 @@ class TraceReader:
         self.meta: dict[str, Any] = {}
         self.bytes_read = 0
         self.event_count = 0
+        self.form: str | None = None  # FORM_KINETO or FORM_ARRAY, once the head is read
+        # µs subtracted from string times (see the module's doc); None until the first events are seen
+        self.ts_base: int | None = None
+        self._lead = ""  # the base's leading digits, as text
+        # chunks in a row that ``decoder`` did not fit (``fallback`` decoded them): after _STICKY_FALLBACK
+        # of them (torch_npu's trace, whose device tasks have no category), ``fallback`` goes first
+        self._misses = 0
+        self._texts_kept = False  # the decoder's events keep ts as they were written: nothing to convert
         # where the last text that failed to decode stops being JSON (offset into that text), when known
         self.malformed_at: int | None = None
 
@@ -214,17 +284,22 @@ class TraceReader:
         return data
 
     def _head(self, handle: BinaryIO) -> bytearray:
-        """Read up to the opening bracket of traceEvents; parse the keys before it; return what follows."""
+        """Read up to the opening bracket of the events (traceEvents' array, or the bare array itself);
+        parse the keys before it; return what follows."""
         buf = bytearray()
         while True:
             data = self._read(handle, 1 << 20)
             searched = max(0, len(buf) - 4096)
             buf += data
-            first = _next_nonspace(buf, 0)
+            first = _next_nonspace(buf, len(_BOM) if buf.startswith(_BOM) else 0)
+            if first < len(buf) and buf[first] == 0x5B:  # "[": torch_npu's bare array of events
+                self.form = FORM_ARRAY
+                return buf[first + 1 :]
             if first < len(buf) and buf[first] != 0x7B:  # "{"
-                what = "a bare JSON array of events" if buf[first] == 0x5B else "not a JSON object"
                 raise TraceError(
-                    "corrupt", f"{self.path}: {what}, not a Chrome trace object with traceEvents"
+                    "corrupt",
+                    f"{self.path}: not a JSON object or array, not a Chrome trace (an object with "
+                    "traceEvents, or an array of events)",
                 )
             match = _EVENTS_KEY.search(buf, searched)
             if match:
@@ -232,7 +307,8 @@ class TraceReader:
             if not data or len(buf) > _HEAD_LIMIT:
                 kind = "corrupt" if buf.strip() else "truncated"
                 raise TraceError(kind, f"{self.path}: no traceEvents array found (not a Chrome trace?)")
-        head = bytes(buf[: match.start()]).strip()
+        self.form = FORM_KINETO
+        head = bytes(buf[: match.start()]).removeprefix(_BOM).strip()
         if not head.startswith(b"{"):
             raise TraceError("corrupt", f"{self.path}: the trace does not start with a JSON object")
         head = head.rstrip(b",").rstrip()
@@ -259,10 +335,14 @@ class TraceReader:
         framed += b"]"
         try:
             try:
+                if self._misses >= _STICKY_FALLBACK and self._misses % _RETRY_EVERY:
+                    raise msgspec.ValidationError  # the decoder rarely fits here: the fallback (retried)
                 events = self.decoder.decode(framed)
+                self._misses = 0
             except msgspec.ValidationError:
                 if self.fallback is None:
                     return self._undecodable(framed)
+                self._misses += 1
                 try:
                     events = self.fallback.decode(framed)
                 except msgspec.DecodeError:
@@ -273,7 +353,117 @@ class TraceReader:
             raise TraceError(
                 "corrupt", f"{self.path}: JSON nested too deeply to read (corrupt trace)"
             ) from None
+        if not self._texts_kept:
+            try:
+                sum(map(_TS, events))  # C speed; a string time (or a ts that is no number) stops it
+            except (TypeError, AttributeError):
+                self._string_times(events)
         return events, memoryview(framed)[1:-1]
+
+    def _string_times(self, events: list[Any]) -> None:
+        """Replace each string ``ts`` of ``events`` by its number (relative to ``ts_base``)."""
+        try:
+            values = list(map(_TS, events))
+        except AttributeError:  # this decoder's events have no ts
+            self._texts_kept = True
+            return
+        kinds = set(map(type, values))
+        if str not in kinds:  # this decoder keeps ts as written (msgspec.Raw, ...): leave them
+            self._texts_kept = True
+            return
+        at: list[int] | None = None  # every event, when all ts are strings (the rule in torch_npu's trace)
+        texts = values
+        if len(kinds) > 1:
+            at = [i for i, v in enumerate(values) if type(v) is str]
+            texts = [values[i] for i in at]
+        numbers = self._numbers(texts)
+        if numbers is None:
+            where = range(len(texts)) if at is None else at
+            numbers = [self._number(text, events[i]) for i, text in zip(where, texts, strict=True)]
+        try:
+            if at is None:
+                list(map(setattr, events, repeat("ts"), numbers))
+            else:
+                for i, number in zip(at, numbers, strict=True):
+                    events[i].ts = number
+        except (AttributeError, TypeError):  # frozen structs: the decoder's own business
+            self._texts_kept = True
+
+    def _numbers(self, texts: list[str]) -> list[float] | None:
+        """``texts`` as offsets from ``ts_base``, in two msgspec decodes: the whole values (checking the
+        syntax, rounded) and the values without the base's leading digits (exact); None when a text is not
+        a plain decimal within [B, B + TS_BASE_STEP) (then each goes through Decimal)."""
+        joined = ",".join(texts)
+        base = self.ts_base or 0
+        if base and self._fixed_width(texts, joined):  # drop the base's digits at each text's start
+            cut = ("," + joined).replace("," + self._lead, ",")[1:]
+            return self._offsets(cut.encode(), len(texts))
+        try:
+            whole = _FLOATS.decode(b"[" + joined.encode() + b"]")
+        except (msgspec.DecodeError, UnicodeEncodeError):
+            return None
+        if len(whole) != len(texts):  # a text held a comma
+            return None
+        if not base:
+            return whole
+        # within [B, B + step) a plain decimal is the base's digits and 12 more: dropping the former is
+        # exact; an exponent, or a text the rounding of "whole" let in, fails one of the range checks
+        if "e" in joined or "E" in joined or min(whole) < base or max(whole) >= base + TS_BASE_STEP:
+            return None
+        if not self._lead:
+            self._lead = str(base // TS_BASE_STEP)
+        cut = ("," + joined).replace("," + self._lead, ",")[1:].encode()
+        return self._offsets(cut, len(texts))
+
+    def _fixed_width(self, texts: list[str], joined: str) -> bool:
+        """Are all texts of torch_npu's one layout, checked on the joined text by C-level slicing: the same
+        length, the base's digits then 12 more, a "." and decimals (the decimals' syntax is msgspec's)?"""
+        if not self._lead:
+            self._lead = str(self.ts_base // TS_BASE_STEP)
+        width, dot = len(texts[0]), len(self._lead) + 12
+        n = len(texts)
+        return (
+            width > dot + 1
+            and len(joined) == n * (width + 1) - 1
+            and joined[width :: width + 1] == "," * (n - 1)
+            and joined[dot :: width + 1] == "." * n
+            and ("," + joined).count("," + self._lead) == n
+            and "e" not in joined
+            and "E" not in joined
+            and "-" not in joined
+            and "+" not in joined
+        )
+
+    def _offsets(self, cut: bytes, n: int) -> list[float] | None:
+        """The numbers of ``cut`` (texts without the base's digits, joined by ","), each in [0, step)."""
+        if b",0" in cut or cut.startswith(b"0"):
+            cut = _LEADING_ZEROS.sub(rb"\1", cut)
+        try:
+            offsets = _FLOATS.decode(b"[" + cut + b"]")
+        except msgspec.DecodeError:
+            return None
+        if len(offsets) != n or min(offsets) < 0 or max(offsets) >= TS_BASE_STEP:
+            return None
+        return offsets
+
+    def _number(self, text: str, event: Any) -> float:
+        value = _decimal(text.encode("utf-8", "replace"))
+        if value is None:
+            raise TraceError(
+                "corrupt",
+                f"{self.path}: an event of the wrong shape (its ts {text[:40]!r} is no time): "
+                f"{getattr(event, 'name', '')!r}",
+            )
+        return float(value - (self.ts_base or 0))
+
+    def _set_base(self, window: bytes | bytearray) -> None:
+        """The base of string times, from the first string ts in ``window`` (the first BASE_WINDOW bytes
+        of events); 0 when there is none, or when it is below TS_BASE_STEP."""
+        found = _FIRST_STRING_TS.search(window)
+        first = int(found.group(1)) if found else 0
+        self.ts_base = first // TS_BASE_STEP * TS_BASE_STEP if first >= TS_BASE_STEP else 0
+        if self.ts_base:
+            self.meta.setdefault(BASE_TIME_KEY, self.ts_base * 1000)
 
     def _undecodable(self, framed: bytearray) -> None:
         """Why ``[text]`` did not decode: JSON that stops at a byte (``malformed_at``; a text cut inside an
@@ -382,9 +572,12 @@ class TraceReader:
             return ""
         return f": malformed JSON at byte {self.bytes_read - buffered + self.malformed_at}"
 
-    @staticmethod
-    def _tail_value(tail: bytes) -> dict[str, Any] | None:
+    def _tail_value(self, tail: bytes) -> dict[str, Any] | None:
+        """The keys after the events' array, given what follows a "]" to the end of the file; None when
+        that "]" is not the array's end. A bare array ends the file."""
         tail = tail.strip()
+        if self.form == FORM_ARRAY:
+            return {} if not tail else None
         if tail.startswith(b","):
             tail = b"{" + tail[1:]
         elif tail == b"}":
@@ -409,10 +602,17 @@ class TraceReader:
             if isinstance(handle, gzip.GzipFile):
                 raise TraceError("corrupt", f"{self.path}: region() needs an uncompressed trace")
             rest = self._head(handle)
-            return self.bytes_read - len(rest)
+            start = self.bytes_read - len(rest)
+            if len(rest) < BASE_WINDOW:
+                handle.seek(start)
+                rest = bytearray(handle.read(BASE_WINDOW))
+            self._set_base(rest[:BASE_WINDOW])
+            return start
 
     def events_end(self) -> int:
         """Plain files only: the end of the last event; fills ``meta`` with the keys after it."""
+        if self.form is None:
+            self.events_start()
         with self._plain() as handle:
             if isinstance(handle, gzip.GzipFile):
                 raise TraceError("corrupt", f"{self.path}: region() needs an uncompressed trace")
@@ -437,6 +637,8 @@ class TraceReader:
     def iter_range(self, start: int, end: int) -> Iterator[TraceChunk]:
         """Events of a plain file between two event boundaries (``start`` at a ``{``, ``end`` after a ``}``,
         give or take spaces and a comma)."""
+        if self.ts_base is None:
+            self.events_start()  # the base of string times is the same for every range of the file
         with self._plain() as handle:
             handle.seek(start)
             self.bytes_read = start
@@ -515,6 +717,12 @@ class TraceReader:
     def _iter_stream(self, handle: BinaryIO) -> Iterator[TraceChunk]:
         buf = self._head(handle)
         eof = False
+        more = True
+        while len(buf) < BASE_WINDOW and more:  # the first events: the base of string times
+            data = self._read(handle, BASE_WINDOW)
+            more = bool(data)
+            buf += data
+        self._set_base(buf[:BASE_WINDOW])
         while not eof:
             want = self.block
             while len(buf) < want:
@@ -573,12 +781,56 @@ def _starts_events(window: bytes, brace: int) -> bool:
     return True
 
 
+def _decimal(text: bytes) -> Decimal | None:
+    """The finite number a string time holds (within TIME_LIMIT), or None."""
+    text = text.strip()
+    if not text or len(text) > 64:
+        return None
+    try:
+        value = Decimal(text.decode("ascii"))
+    except (InvalidOperation, UnicodeDecodeError, ValueError):
+        return None
+    if not value.is_finite() or abs(value) > TIME_LIMIT:
+        return None
+    return value
+
+
 def _bad_event(raw: bytes, exc: msgspec.DecodeError) -> str:
     """One line: what is wrong with the event ``raw`` (msgspec's words, its path made relative to the
     event), and its start."""
     problem = str(exc).replace("`$[0]", "`event")
     text = " ".join(raw[:_SNIPPET].decode("utf-8", "replace").split())  # one line, however it was indented
     return f"an event of the wrong shape ({problem}): {text}{'...' if len(raw) > _SNIPPET else ''}"
+
+
+def sniff_trace(path: str | Path) -> str | None:
+    """The form of the trace at ``path`` from its content (gzipped or not), whatever its name:
+    FORM_KINETO (a JSON object with ``traceEvents``), FORM_ARRAY (a bare JSON array of events, torch_npu's
+    trace_view.json), or None (not a trace, or unreadable). Reads the first SNIFF_BYTES (more only for an
+    object that starts with Kineto's header keys, until traceEvents shows)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open; a directory is no trace
+            return None
+        with open(path, "rb") as probe:
+            gz = probe.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gz else open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+            text = head.removeprefix(_BOM).lstrip(_WS)
+            if text[:1] == b"[":
+                rest = text[1:].lstrip(_WS)
+                return FORM_ARRAY if rest[:1] == b"{" and _PH_KEY.search(rest) else None
+            if text[:1] != b"{" or not _KINETO_HEAD_KEYS.match(text):
+                return None
+            tail = b""
+            while True:
+                if _EVENTS_KEY.search(tail + head):
+                    return FORM_KINETO
+                if len(head) < SNIFF_BYTES or handle.tell() > _HEAD_LIMIT:
+                    return None
+                tail = head[-4096:]
+                head = handle.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
+        return None
 
 
 def iter_chunks(path: str | Path, block: int = DEFAULT_BLOCK) -> tuple[TraceReader, Iterator[TraceChunk]]:
@@ -588,7 +840,7 @@ def iter_chunks(path: str | Path, block: int = DEFAULT_BLOCK) -> tuple[TraceRead
 
 
 def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) -> Trace:
-    """Load a Kineto/Chrome trace (``.json`` or ``.json.gz``).
+    """Load a Chrome trace of either form (:func:`sniff_trace`), gzipped or not, whatever its name.
 
     Returns ``Trace(events, meta)``; ``events`` are :class:`Event` structs in file order, ``meta`` the
     top-level keys besides ``traceEvents``. With ``keep``, only events for which ``keep(event)`` is true are
@@ -607,4 +859,4 @@ def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) ->
                 if event.args:
                     event.args = event.args.copy()
                 events.append(event)
-    return Trace(Path(path), events, reader.meta)
+    return Trace(Path(path), events, reader.meta, reader.form or FORM_KINETO, reader.ts_base or 0)

@@ -24,6 +24,14 @@ PROFILER_RANGE = "cuda_profiler_range"
 TRACE = "Trace"
 FLOW_LAUNCH = "ac2g"
 FLOW_FWDBWD = "fwdbwd"
+# torch_npu's: the host's task queue (its own category for the X events of both ends) and its flows
+ENQUEUE = "enqueue"
+DEQUEUE = "dequeue"
+FLOW_ASYNC_NPU = "async_npu"  # operator -> the device task it launched
+FLOW_HOST_TO_DEVICE = "HostToDevice"  # CANN runtime call -> device task
+FLOW_TASK_QUEUE = "async_task_queue"  # enqueue -> dequeue
+# torch_npu's device tasks (the events of its "Ascend Hardware" process) carry no category at all
+NO_CATEGORY = ""
 
 # torch 1.8-1.10 wrote other names for the same categories
 OLD_NAMES = {
@@ -45,13 +53,48 @@ DEVICE_WORK_CATS = frozenset({KERNEL, MEMCPY, MEMSET})
 DEVICE_CATS = DEVICE_WORK_CATS | {GPU_USER_ANNOTATION, PROFILER_RANGE}
 # host calls that hand work to the device (PrivateUse1: out-of-tree backends that go through Kineto)
 RUNTIME_CATS = frozenset({RUNTIME, DRIVER, "privateuse1_runtime", "privateuse1_driver"})
-HOST_FLOW_CATS = frozenset({FLOW_LAUNCH, FLOW_FWDBWD, "async_npu", "async_task_queue", "HostToDevice"})
-# the flows from a host call to the device work it launched (Kineto's ac2g; torch_npu's async_npu)
-LAUNCH_FLOW_CATS = frozenset({FLOW_LAUNCH, "async_npu", "HostToDevice"})
+HOST_FLOW_CATS = frozenset({FLOW_LAUNCH, FLOW_FWDBWD, FLOW_ASYNC_NPU, FLOW_TASK_QUEUE, FLOW_HOST_TO_DEVICE})
+# the flows from a host call to the device work it launched, best first when several end at one task
+# (Kineto's ac2g; torch_npu's async_npu from the operator, HostToDevice from the CANN runtime call)
+LAUNCH_FLOW_RANK = {FLOW_LAUNCH: 0, FLOW_ASYNC_NPU: 1, FLOW_HOST_TO_DEVICE: 2}
+LAUNCH_FLOW_CATS = frozenset(LAUNCH_FLOW_RANK)
+# known categories whose complete (X) events no table counts as operators, device tasks or steps: host work
+# (Python frames, torch_npu's task queue, ...) and device overlays (cuda_profiler_range)
+UNCOUNTED_CATS = frozenset(
+    {PYTHON_FUNCTION, OVERHEAD, CUDA_SYNC, TRACE, CPU_INSTANT, ENQUEUE, DEQUEUE, PROFILER_RANGE}
+    | HOST_FLOW_CATS
+)
 # processes of torch_npu's trace_view.json and of device traces that are device work, and those that are
 # neither host threads nor device work (overlays npuprof or torch_npu computed)
 DEVICE_PROCESS_RE = re.compile(r"(?i)ascend hardware|^gpu\b|^npu\b|^device\b|^stream\b")
 NOT_HOST_PROCESS_RE = re.compile(r"(?i)overlap analysis|^hccl\b|^communication\b|^spans?$|^traces?$")
+# torch_npu's CANN process: the runtime calls (AscendCL@...) of the host's own threads (same thread ids)
+RUNTIME_PROCESS_RE = re.compile(r"(?i)^cann\b")
+# the kind of a torch_npu device task: its args["Task Type"] (AI_CORE, AI_CPU, HCCL, ...), else this
+DEVICE_TASK_KIND = "task"
+COMM_TASK_TYPES = frozenset({"HCCL", "COMMUNICATION"})
+
+
+def is_device_task_category(cat: str) -> bool:
+    """A category device work is known to carry (in a device process): Kineto's tasks, or none at all
+    (torch_npu's Ascend Hardware tasks). Old names are taken too."""
+    return cat == NO_CATEGORY or canonical(cat) in DEVICE_WORK_CATS
+
+
+def unknown_device_work_note(counts: dict[tuple[str, str], int], treatment: str) -> str:
+    """The one line that names device work of categories the vocabulary does not know: ``counts`` by
+    (process name, category)."""
+    total = sum(counts.values())
+    parts = [
+        f"{n} of category {cat!r} in process {process!r}" for (process, cat), n in sorted(counts.items())
+    ]
+    shown = "; ".join(parts[:5]) + (f"; and {len(parts) - 5} more" if len(parts) > 5 else "")
+    return (
+        f"{total} device event(s) of a category npuprof does not know ({shown}): {treatment}; "
+        "check the breakdown against the trace"
+    )
+
+
 # the task kind of each device category, as kernel_details.csv names it
 TASK_KIND = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 TASK_CORE = {"kernel": "CUDA kernel", "memcpy": "memcpy", "memset": "memset"}
@@ -62,6 +105,7 @@ STEP_PREFIX = "ProfilerStep#"
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 COMM_KERNEL_MARKS = ("nccl", "hccl", "rccl")
+COMM_TASK_PREFIXES = ("hcom_",)  # torch_npu's HCCL operators as device tasks: hcom_allReduce__123_0
 COMM_ANNOTATION_PREFIXES = ("gloo:", "nccl:", "hccl:", "mpi:", "ucc:")
 COMM_RECORD = "record_param_comms"
 C10D_PREFIX = "c10d::"
@@ -80,7 +124,11 @@ def is_npuprof_frame(name: str) -> bool:
 def is_comm_name(name: str) -> bool:
     """A communication kernel (nccl/hccl/rccl in its name) or a host collective span (``gloo:...``)."""
     low = name.lower()
-    return any(mark in low for mark in COMM_KERNEL_MARKS) or low.startswith(COMM_ANNOTATION_PREFIXES)
+    return (
+        any(mark in low for mark in COMM_KERNEL_MARKS)
+        or low.startswith(COMM_ANNOTATION_PREFIXES)
+        or low.startswith(COMM_TASK_PREFIXES)
+    )
 
 
 def is_comm_operator(name: str) -> bool:

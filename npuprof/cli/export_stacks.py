@@ -92,6 +92,8 @@ def export_stacks(
         raise _fail(str(exc)) from None
     except OSError as exc:  # listing a directory it may not read
         raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
+    for note in folded.notes:
+        print(f"npuprof export-stacks: warning: {note}", file=sys.stderr)
     if not folded.has_python_frames:
         print(
             "npuprof export-stacks: note: the trace has no Python stacks (python_function events), so "

@@ -4,8 +4,10 @@ Two sources, best first:
 1. the raw categorised data that the run kept (``memory_timeline.raw.json.gz``, written from torch's
    ``export_memory_timeline``: ``(timestamp ns, action, numbytes, category)``) and
    ``memory_timeline.meta.json``;
-2. the trace's ``[memory]`` events (allocator records: ``Total Allocated`` / ``Total Reserved`` per device).
-   They carry no categories, so everything is UNKNOWN, and the plot says so.
+2. the trace's ``[memory]`` events (allocator records: ``Total Allocated`` / ``Total Reserved`` per device),
+   from a trace of any form trace_loader reads (Kineto's, torch_npu's ``trace_view.json``: ``Device Type``
+   20 is the NPU). They carry no categories, so everything is UNKNOWN, and the plot says so. Times are the
+   file's own (string epoch times keep their nanoseconds: ``Trace.ts_base`` is added back in integers).
 
 Output formats (chosen by the path's suffix, as torch's ``export_memory_timeline``):
 ``.html`` (a PNG plot embedded; needs matplotlib), ``.json`` / ``.json.gz`` (``[timestamps µs, [sizes by
@@ -94,7 +96,7 @@ def coalesce(raw: list[RawEvent]) -> tuple[list[int], list[list[int]]]:
     sizes: list[list[int]] = []
     t_min = -1
     for t_ns, _action, numbytes, category in raw:
-        t = int(t_ns / 1000) if t_ns != -1 else -1
+        t = int(t_ns / 1000) if t_ns != -1 else -1  # torch's own rounding, to give its json exactly
         if t_min == -1 or (0 < t < t_min):
             t_min = t
         if not times:
@@ -127,11 +129,14 @@ def normalise_device(device: str) -> str:
 def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     """UNKNOWN-category data from the trace's ``[memory]`` events for ``device`` (default: the first
     accelerator in the data, else cpu)."""
-    from npuprof.reports.trace_events import load_events
+    from npuprof.analysis import vocabulary as vocab
+    from npuprof.reports.trace_events import load
 
+    loaded = load(trace)
+    base_ns = loaded.ts_base * 1000
     per_device: dict[str, list[tuple[float, int, int, int]]] = {}
-    for ev in load_events(trace):
-        if ev.name != "[memory]" or ev.ts is None:
+    for ev in loaded.events:
+        if ev.name != vocab.MEMORY_EVENT:
             continue
         args = ev.args_dict()
         try:
@@ -160,21 +165,22 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     # would give the timeline two points at its start)
     previous = records[0][1] - records[0][3]
     if previous > 0:
-        raw.append((round(records[0][0] * 1000), PREEXISTING, previous, UNKNOWN))
+        raw.append((base_ns + round(records[0][0] * 1000), PREEXISTING, previous, UNKNOWN))
     for ts, allocated, _, _ in records:
         # deltas of the allocator's own running total, so the coalesced sum equals it exactly
         delta = allocated - previous
         if delta:
-            raw.append((round(ts * 1000), CREATE if delta > 0 else DESTROY, delta, UNKNOWN))
+            raw.append((base_ns + round(ts * 1000), CREATE if delta > 0 else DESTROY, delta, UNKNOWN))
         previous = allocated
     reserved_values = [r[2] for r in records]
+    reserved_times = [loaded.ts_base + int(r[0]) for r in records]
     return MemoryData(
         device=chosen,
         source=SOURCE_TRACE,
         raw=raw,
         max_allocated=max(r[1] for r in records),
         max_reserved=max(reserved_values) if any(reserved_values) else None,
-        reserved=([int(r[0]) for r in records], reserved_values) if any(reserved_values) else None,
+        reserved=(reserved_times, reserved_values) if any(reserved_values) else None,
         devices=devices,
     )
 
@@ -254,6 +260,11 @@ def load(source: Path, device: str | None = None) -> MemoryData:
                 _fill_peaks_from_trace(data, source)
             return data
         trace = layout.find_raw_trace(source)
+        if trace is None:  # a rank dir torch_npu parsed: its trace_view.json has the [memory] events too
+            from npuprof.reports.inputs import PARSED_TRACE
+
+            parsed = source / layout.PARSED_DIR / PARSED_TRACE
+            trace = parsed if parsed.is_file() else None
         if trace is None:
             raise MemoryTimelineError(
                 f"{source} has neither {RAW_FILE} nor a raw trace (*.pt.trace.json[.gz]): capture with "

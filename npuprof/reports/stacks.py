@@ -1,12 +1,21 @@
 """Folded stacks (``outer;...;inner <integer µs>``) rebuilt offline from a Kineto / Chrome trace.
 
+Any trace form trace_loader reads: Kineto's (every torch release's category names, through the one trace
+vocabulary) and torch_npu's ``trace_view.json``.
+
 Host metric (``self_cpu_time_total``): each thread's call tree is rebuilt from the nesting of its duration
 events (Python frames, operators, annotations, runtime calls); every event's self time (its duration minus
-its children's) goes to its path. The line totals therefore add up to each thread's busy time.
+its children's) goes to its path. The line totals therefore add up to each thread's busy time. Python frames
+come from ``python_function`` events, else (torch_npu, older torch) from the operators' ``args["Call
+stack"]`` (innermost frame first, as torch writes it). torch_npu's ``CANN`` process (``AscendCL@...`` calls,
+on the host's own threads) is the runtime layer of the host thread with the same id: its calls nest under
+that thread's operators, as Kineto's ``cuda_runtime`` calls do.
 
-Device metrics (``self_cuda_time_total``, ``self_npu_time_total``): each device kernel / memcpy / memset is
-linked to the host call that launched it (``args.correlation``, else an ``ac2g``/``async_npu`` flow, else
-``External id``) and its duration goes to ``<launching stack>;<kernel name>``.
+Device metrics (``self_cuda_time_total``, ``self_npu_time_total``): each device task (kernel / memcpy /
+memset; torch_npu: the events of the ``Ascend Hardware`` process) is linked to the host call that launched it
+(``args.correlation``, else a launch flow - ``ac2g``, then ``async_npu``, then ``HostToDevice`` - else
+``External id``) and its duration goes to ``<launching stack>;<task name>``. Device work of a category the
+vocabulary does not know is counted too, and named in one note (``FoldedStacks.notes``).
 
 Frames are sanitised as torch's ``export_stacks`` does (space, ``;``, tab and newline become ``_``), so the
 lines are accepted by FlameGraph's ``flamegraph.pl`` and by speedscope.
@@ -50,6 +59,7 @@ class FoldedStacks:
     metric: str
     values: dict[tuple[str, ...], float] = field(default_factory=dict)
     has_python_frames: bool = False
+    notes: list[str] = field(default_factory=list)  # what the reader could not fully understand
 
     @property
     def total_us(self) -> float:
@@ -81,6 +91,7 @@ class _Node:
     end: float
     node_id: int
     child_time: float = 0.0
+    framed: bool = False  # its path holds Python frames from a "Call stack"
 
 
 class _PathTrie:
@@ -117,7 +128,12 @@ class _HostTree:
     spans: dict[tuple[object, object], list[tuple[float, float, int]]]
     node_of_event: dict[int, int]  # id(event) -> trie node
     has_python_frames: bool
-    runtime_nodes: set[int]  # trie nodes of runtime calls (cudaLaunchKernel, ...)
+    runtime_nodes: set[int]  # trie nodes of runtime calls (cudaLaunchKernel, AscendCL@..., ...)
+    aliases: dict[tuple[object, object], tuple] = field(default_factory=dict)  # runtime thread -> host's
+
+    def spans_of(self, pid: object, tid: object) -> list[tuple[float, float, int]]:
+        key = (pid, tid)
+        return self.spans.get(self.aliases.get(key, key), [])
 
     def launcher(self, node: int) -> int:
         return self.trie.parent[node] if node in self.runtime_nodes and self.trie.parent[node] > 0 else node
@@ -145,23 +161,74 @@ def _is_npuprof_thread(items: list[tuple[int, TraceEvent]]) -> bool:
     return python_only and any(vocab.is_npuprof_frame(ev.name) for _, ev in items)
 
 
-def _device_pids(events: list[TraceEvent]) -> tuple[set[object], set[object]]:
-    """(device processes, processes that are neither host nor device work, e.g. analysis overlays)."""
-    device: set[object] = set()
-    other: set[object] = set()
-    for pid, name in process_names(events).items():
+@dataclass
+class _Processes:
+    device: set[object]  # device work (GPU, Ascend Hardware)
+    other: set[object]  # neither host nor device work (overlays npuprof or torch_npu computed)
+    runtime: set[object]  # host runtime layers on the host's own threads (torch_npu's CANN)
+    names: dict[object, str]
+
+
+def _processes(events: list[TraceEvent]) -> _Processes:
+    kinds = _Processes(set(), set(), set(), process_names(events))
+    for pid, name in kinds.names.items():
         if vocab.DEVICE_PROCESS_RE.search(name):
-            device.add(pid)
+            kinds.device.add(pid)
         elif vocab.NOT_HOST_PROCESS_RE.search(name):
-            other.add(pid)
-    return device, other
+            kinds.other.add(pid)
+        elif vocab.RUNTIME_PROCESS_RE.search(name):
+            kinds.runtime.add(pid)
+    return kinds
 
 
-def _build_host_tree(events: list[TraceEvent], excluded_pids: set[object]) -> _HostTree:
+def _thread_aliases(events: list[TraceEvent], kinds: _Processes) -> dict[tuple[object, object], tuple]:
+    """(runtime-layer pid, tid) -> (host pid, tid): the one host process with a thread of that id."""
+    if not kinds.runtime:
+        return {}
+    excluded = kinds.device | kinds.other | kinds.runtime
+    host_pids: dict[object, set[object]] = defaultdict(set)
+    runtime_keys: set[tuple[object, object]] = set()
+    for ev in events:
+        if ev.ph != "X":
+            continue
+        if ev.pid in kinds.runtime:
+            runtime_keys.add((ev.pid, ev.tid))
+        elif ev.pid not in excluded:
+            host_pids[ev.tid].add(ev.pid)
+    aliases = {}
+    for pid, tid in runtime_keys:
+        owners = host_pids.get(tid, set())
+        if len(owners) == 1:
+            aliases[(pid, tid)] = (next(iter(owners)), tid)
+    return aliases
+
+
+def _call_stack(ev: TraceEvent) -> list[str]:
+    """The Python frames of ``args["Call stack"]``, outermost first (torch writes the innermost first,
+    separated by ";"), npuprof's own left out."""
+    if not ev.args or b'"Call stack"' not in bytes(ev.args):
+        return []
+    value = ev.args_dict().get("Call stack")
+    if isinstance(value, str):
+        frames = value.split(";")
+    elif isinstance(value, list):
+        frames = [f for f in value if isinstance(f, str)]
+    else:
+        return []
+    frames = [f.strip() for f in frames]
+    return [sanitise_frame(f) for f in reversed(frames) if f and not vocab.is_npuprof_frame(f)]
+
+
+def _build_host_tree(
+    events: list[TraceEvent], excluded_pids: set[object], kinds: _Processes | None = None
+) -> _HostTree:
+    kinds = kinds or _Processes(set(), set(), set(), {})
+    aliases = _thread_aliases(events, kinds)
     by_thread: dict[tuple[object, object], list[tuple[int, TraceEvent]]] = defaultdict(list)
     for order, ev in enumerate(events):
         if _is_host_event(ev, excluded_pids):
-            by_thread[(ev.pid, ev.tid)].append((order, ev))
+            key = (ev.pid, ev.tid)
+            by_thread[aliases.get(key, key)].append((order, ev))
     trie = _PathTrie()
     self_time: dict[int, float] = defaultdict(float)
     spans: dict[tuple[object, object], list[tuple[float, float, int]]] = {}
@@ -171,6 +238,8 @@ def _build_host_tree(events: list[TraceEvent], excluded_pids: set[object]) -> _H
     for thread, items in by_thread.items():
         if _is_npuprof_thread(items):
             continue
+        # Python frames from the operators' "Call stack" only where there are no python_function events
+        use_call_stacks = not any(_cat(ev) == vocab.PYTHON_FUNCTION for _, ev in items)
         items.sort(key=lambda oe: (oe[1].ts, -(oe[1].dur or 0.0), _CAT_RANK.get(_cat(oe[1]), 3), oe[0]))
         stack: list[_Node] = []
         thread_spans: list[tuple[float, float, int]] = []
@@ -184,21 +253,28 @@ def _build_host_tree(events: list[TraceEvent], excluded_pids: set[object]) -> _H
                 end = parent.end  # a child that overruns its parent (clock rounding): clip it
             cat = _cat(ev)
             has_python = has_python or cat == vocab.PYTHON_FUNCTION
+            framed = parent is not None and parent.framed
             if parent is not None and cat == vocab.PYTHON_FUNCTION and vocab.is_npuprof_frame(ev.name):
                 node_id = parent.node_id  # npuprof's step wrapper: its time and children go to its caller
             else:
-                node_id = trie.child(parent.node_id if parent else 0, sanitise_frame(ev.name))
+                node_id = parent.node_id if parent else 0
+                frames = _call_stack(ev) if use_call_stacks and not framed else []
+                for frame in frames:
+                    node_id = trie.child(node_id, frame)
+                if frames:
+                    framed = has_python = True
+                node_id = trie.child(node_id, sanitise_frame(ev.name))
             if parent is not None:
                 parent.child_time += end - ts
-            stack.append(_Node(ts, end, node_id))
+            stack.append(_Node(ts, end, node_id, framed=framed))
             node_of_event[id(ev)] = node_id
-            if cat in vocab.RUNTIME_CATS:
+            if cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime:
                 runtime_nodes.add(node_id)
             thread_spans.append((ts, end, node_id))
         while stack:
             _close(stack.pop(), self_time)
         spans[thread] = thread_spans
-    return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes)
+    return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
 
 
 def _close(node: _Node, self_time: dict[int, float]) -> None:
@@ -247,24 +323,29 @@ def _device_links(
                 by_external.setdefault(external, node)
 
     flow_start: dict[object, int] = {}
-    flow_end: dict[tuple[object, object, float], object] = {}
+    # (device pid, tid, ts) -> the launch flows ending there, by rank (Kineto's ac2g, then torch_npu's
+    # async_npu from the operator, then HostToDevice from the CANN runtime call)
+    flow_end: dict[tuple[object, object, float], list[tuple[int, object]]] = defaultdict(list)
     for ev in events:
-        if ev.cat not in vocab.LAUNCH_FLOW_CATS or ev.id is None or ev.ts is None:
+        rank = vocab.LAUNCH_FLOW_RANK.get(ev.cat)
+        if rank is None or ev.id is None or ev.ts is None:
             continue
         if ev.ph == "s":
-            node = _innermost_at(tree.spans.get((ev.pid, ev.tid), []), float(ev.ts))
+            node = _innermost_at(tree.spans_of(ev.pid, ev.tid), float(ev.ts))
             if node is not None:
                 flow_start[(ev.cat, ev.id)] = node
         elif ev.ph in ("f", "t"):
-            flow_end[(ev.pid, ev.tid, round(float(ev.ts), 3))] = (ev.cat, ev.id)
+            flow_end[(ev.pid, ev.tid, round(float(ev.ts), 3))].append((rank, (ev.cat, ev.id)))
 
     for ev in device_events:
         args = ev.args_dict()
         correlation, external = _link_id(args, "correlation"), _link_id(args, "External id")
         node = by_corr.get(correlation) if correlation is not None else None
         if node is None and ev.ts is not None:
-            key = flow_end.get((ev.pid, ev.tid, round(float(ev.ts), 3)))
-            node = flow_start.get(key) if key is not None else None
+            for _rank, key in sorted(flow_end.get((ev.pid, ev.tid, round(float(ev.ts), 3)), ())):
+                node = flow_start.get(key)
+                if node is not None:
+                    break
         if node is None and external is not None:
             node = by_external.get(external)
         if node is not None:
@@ -278,22 +359,31 @@ def _link_id(args: dict[str, object], key: str) -> int | float | str | None:
     return value if isinstance(value, int | float | str) else None
 
 
-def _device_work(events: list[TraceEvent], device_pids: set[object]) -> list[TraceEvent]:
+def _device_work(
+    events: list[TraceEvent], kinds: _Processes
+) -> tuple[list[TraceEvent], dict[tuple[str, str], int]]:
+    """The device tasks, and the count of those of a category the vocabulary does not know, by (process
+    name, category)."""
     out = []
+    unknown: dict[tuple[str, str], int] = defaultdict(int)
     for ev in events:
         if ev.ph != "X" or ev.dur is None or ev.ts is None:
             continue
         cat = _cat(ev)
-        if cat in vocab.DEVICE_WORK_CATS or (ev.pid in device_pids and cat not in vocab.DEVICE_CATS):
+        if cat in vocab.DEVICE_WORK_CATS:
             out.append(ev)
-    return out
+        elif ev.pid in kinds.device and cat not in vocab.DEVICE_CATS:
+            out.append(ev)
+            if not vocab.is_device_task_category(cat):
+                unknown[(kinds.names.get(ev.pid, str(ev.pid)), cat)] += 1
+    return out, dict(unknown)
 
 
 def folded_from_events(events: list[TraceEvent], metric: str = HOST_METRIC) -> FoldedStacks:
     if metric not in METRICS:
         raise StacksError(f"unknown metric {metric!r}; use one of: {', '.join(METRICS)}")
-    device_pids, other_pids = _device_pids(events)
-    tree = _build_host_tree(events, device_pids | other_pids)
+    kinds = _processes(events)
+    tree = _build_host_tree(events, kinds.device | kinds.other, kinds)
     result = FoldedStacks(metric, has_python_frames=tree.has_python_frames)
     if metric == HOST_METRIC:
         if not tree.self_time:
@@ -302,7 +392,9 @@ def folded_from_events(events: list[TraceEvent], metric: str = HOST_METRIC) -> F
             result.values[tree.trie.path(node_id)] = value
         return result
 
-    device_events = _device_work(events, device_pids)
+    device_events, unknown = _device_work(events, kinds)
+    if unknown:
+        result.notes.append(vocab.unknown_device_work_note(unknown, "counted as device time"))
     if not device_events:
         raise StacksError(
             f"the trace has no device kernels, so {metric} is empty (a CPU-only capture?); "

@@ -1,0 +1,487 @@
+"""The readers (analyse, export-stacks, memory-timeline) take every real form of a trace: torch_npu's
+trace_view.json (a bare JSON array, string epoch times with nanosecond decimals; the real file of
+tests/fixtures/ascend-real, see its SOURCE.md), Kineto's object form, gzipped or not, under any name,
+and torch 1.8-1.10's category names. Every expected value is computed here from the input file (json and
+Decimal), never read back from npuprof's code."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from collections import defaultdict
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import npuprof
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "ascend-real" / "trace_view.json"
+
+
+# ---- independent helpers (json + Decimal only) -----------------------------------------------------------
+def _raw() -> list[dict[str, Any]]:
+    return json.loads(FIXTURE.read_text())
+
+
+def _process_names(events: list[dict[str, Any]]) -> dict[Any, str]:
+    return {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+
+
+def _pid_of(events: list[dict[str, Any]], name: str) -> Any:
+    (pid,) = [pid for pid, n in _process_names(events).items() if n == name]
+    return pid
+
+
+def _union(spans: list[tuple[Decimal, Decimal]]) -> Decimal:
+    total, end = Decimal(0), None
+    start = None
+    for s, e in sorted(spans):
+        if end is None or s > end:
+            if end is not None:
+                total += end - start
+            start, end = s, e
+        else:
+            end = max(end, e)
+    return total + (end - start if end is not None else 0)
+
+
+def _span(e: dict[str, Any]) -> tuple[Decimal, Decimal]:
+    ts = Decimal(str(e["ts"]))
+    return ts, ts + Decimal(str(e["dur"]))
+
+
+def _folded(text: str) -> dict[tuple[str, ...], int]:
+    out = {}
+    for line in text.splitlines():
+        path, value = line.rsplit(" ", 1)
+        out[tuple(path.split(";"))] = int(value)
+    return out
+
+
+def _x(
+    name: str, ts: Any, dur: float, pid: Any = 1, tid: Any = 1, cat: str | None = None, **args: Any
+) -> dict:
+    event = {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+    if cat is not None:
+        event["cat"] = cat
+    return event
+
+
+def _meta(pid: Any, name: str) -> dict:
+    return {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
+
+
+def _write(path: Path, doc: Any, gz: bool = False) -> Path:
+    data = json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+# ---- 1. one reader for every form, times kept to the nanosecond -----------------------------------------
+def test_the_real_trace_view_is_read_with_every_event_and_its_nanoseconds() -> None:
+    from npuprof.analysis.trace_loader import FORM_ARRAY, load_trace
+
+    raw = _raw()
+    trace = load_trace(FIXTURE)
+    assert trace.form == FORM_ARRAY
+    assert len(trace.events) == len(raw) == 3670
+    for event, source in zip(trace.events, raw, strict=True):
+        assert (event.name, event.ph, event.pid, event.tid) == (
+            source["name"],
+            source["ph"],
+            source["pid"],
+            source["tid"],
+        )
+        if "ts" in source:
+            # the shortest text of the offset, plus the base, is the file's own text: no digit lost
+            assert Decimal(repr(event.ts)) + trace.ts_base == Decimal(source["ts"]), source
+    # the base is Kineto's key for "ts are µs after this": the file's epoch times come back
+    assert trace.meta["baseTimeNanoseconds"] == trace.ts_base * 1000
+
+
+def _variants(tmp_path: Path) -> dict[str, tuple[Path, int | None]]:
+    """The same events in every form: array / object, string / number times, plain / gzipped, and names
+    that say nothing (trace.json, chrome_trace_14.json, a .gz without .json); with the ns to add to number
+    times (None: string times, whose base the reader chose)."""
+    raw = _raw()
+    base = Decimal(min(Decimal(e["ts"]) for e in raw if "ts" in e)).to_integral_value()
+    numeric = []
+    for e in raw:
+        e = dict(e)
+        if "ts" in e:
+            e["ts"] = float(Decimal(e["ts"]) - base)
+        numeric.append(e)
+    base_ns = int(base) * 1000
+    return {
+        "array-string": (_write(tmp_path / "trace.json", raw), None),
+        "array-string-gz": (_write(tmp_path / "chrome_trace_14.json", raw, gz=True), None),
+        "object-string": (_write(tmp_path / "any_name", {"traceEvents": raw}), None),
+        "object-number-gz": (
+            _write(tmp_path / "x.gz", {"baseTimeNanoseconds": base_ns, "traceEvents": numeric}, gz=True),
+            base_ns,
+        ),
+        "array-number": (_write(tmp_path / "numbers.json", numeric), base_ns),
+    }
+
+
+def test_every_form_gives_the_same_events_at_the_same_times(tmp_path: Path) -> None:
+    from npuprof.analysis.trace_loader import TraceReader, load_trace
+
+    expected = [
+        (e["name"], e["ph"], e["pid"], e["tid"], int(Decimal(e["ts"]) * 1000) if "ts" in e else None)
+        for e in _raw()
+    ]
+    for form, (path, number_base_ns) in _variants(tmp_path).items():
+        trace = load_trace(path)
+        base_ns = trace.ts_base * 1000 if number_base_ns is None else number_base_ns
+        if form.startswith("object"):
+            assert trace.meta["baseTimeNanoseconds"] == base_ns, form
+        got = [
+            (e.name, e.ph, e.pid, e.tid, round(Decimal(repr(e.ts)) * 1000) + base_ns if e.ph != "M" else None)
+            for e in trace.events
+        ]
+        assert got == expected, form
+        if not path.read_bytes().startswith(b"\x1f\x8b"):  # plain files: read in byte ranges, small blocks
+            reader = TraceReader(path, block=4096)
+            start, end = reader.region()
+            cut = reader.boundary_after(start + (end - start) // 3, end)
+            parts = [
+                e for a, z in ((start, cut), (cut, end)) for c in reader.iter_range(a, z) for e in c.events
+            ]
+            assert [(e.name, e.ts) for e in parts] == [(e.name, e.ts) for e in trace.events], form
+
+
+def test_string_times_of_any_shape_keep_their_digits(tmp_path: Path) -> None:
+    """Times across the base's 10^12 boundary, with zeros after the base's digits, without decimals, as a
+    plain small number; a string that is no time makes the trace corrupt, in words."""
+    from npuprof.analysis.trace_loader import TraceError, load_trace
+
+    texts = [
+        "1704161511420306.491",
+        "1704000000000001.5",  # zeros after the base's leading digits
+        "1704999999999999.999",
+        "1705000000000000.001",  # the next 10^12 µs: another "bucket", the same base
+        "1704161511420306",
+        "1704161511420306.123456",  # beyond the nanosecond: rounded to it
+    ]
+    events = [_x(f"e{k}", t, 1.0, cat="cpu_op") for k, t in enumerate(texts)]
+    trace = load_trace(_write(tmp_path / "t.json", events))
+    for event, text in zip(trace.events, texts, strict=True):  # to the nanosecond
+        assert round((Decimal(repr(event.ts)) + trace.ts_base) * 1000) == round(Decimal(text) * 1000), text
+    # torch_npu's one layout (the fast path), with a time of the next 10^12 µs among them
+    same_width = [
+        "1704161511420306.491",
+        "1704000000000000.000",
+        "1705000000000000.001",
+        "1704999999999999.999",
+    ]
+    events = [_x(f"w{k}", t, 1.0, cat="cpu_op") for k, t in enumerate(same_width)]
+    trace = load_trace(_write(tmp_path / "w.json", events))
+    assert [Decimal(repr(e.ts)) + trace.ts_base for e in trace.events] == [Decimal(t) for t in same_width]
+    small = load_trace(_write(tmp_path / "s.json", {"traceEvents": [_x("a", "12.5", 1.0, cat="cpu_op")]}))
+    assert small.events[0].ts == 12.5 and small.ts_base == 0
+    with pytest.raises(TraceError) as bad:
+        load_trace(_write(tmp_path / "b.json", [*events, _x("bad", "soon", 1.0, cat="cpu_op")]))
+    assert bad.value.kind == "corrupt" and "'soon'" in str(bad.value)
+
+
+def test_sniff_trace_tells_the_form_by_content(tmp_path: Path) -> None:
+    from npuprof.analysis.trace_loader import sniff_trace
+
+    big_header = {"schemaVersion": 1, "distributedInfo": {"pg_config": ["x" * 100] * 2000}, "traceEvents": []}
+    cases = {
+        FIXTURE: "array",
+        _write(tmp_path / "a.bin", _raw(), gz=True): "array",
+        _write(tmp_path / "trace.json", {"traceEvents": [_x("a", 1, 1)]}): "kineto",
+        _write(tmp_path / "k.json.gz", {"schemaVersion": 1, "traceEvents": []}, gz=True): "kineto",
+        _write(tmp_path / "big.json", big_header): "kineto",  # traceEvents beyond the first KBs
+        _write(tmp_path / "memory.raw.json", [[1, 2, 3, 4]]): None,
+        _write(tmp_path / "profiler_info.json", {"config": {"common_config": {}}}): None,
+        _write(tmp_path / "empty.json", []): None,
+    }
+    (tmp_path / "garbage.json").write_bytes(b"\x00\x01 not json")
+    cases[tmp_path / "garbage.json"] = None
+    cases[tmp_path / "missing.json"] = None
+    os.mkfifo(tmp_path / "fifo.json")  # never opened: it would block
+    cases[tmp_path / "fifo.json"] = None
+    cases[tmp_path] = None
+    for path, form in cases.items():
+        assert sniff_trace(path) == form, path
+
+
+def test_the_reports_read_through_the_one_loader() -> None:
+    from npuprof.analysis.trace_loader import Event
+    from npuprof.reports import trace_events
+
+    raw = _raw()
+    events = trace_events.load_events(FIXTURE)
+    wanted = [e for e in raw if e["ph"] in ("X", "s", "f", "t", "M") or e["name"] == "[memory]"]
+    assert len(events) == len(wanted) and all(type(e) is Event for e in events)
+    assert not hasattr(trace_events, "read_trace_bytes")  # no second reader of its own
+
+
+# ---- 2. any name: the CLI readers ------------------------------------------------------------------------
+def test_the_cli_readers_take_a_trace_of_any_name(tmp_path: Path) -> None:
+    from npuprof.analysis.report import is_bare_trace
+
+    raw = _raw()
+    names = ("trace.json", "chrome_trace_14.json")
+    for name in names:
+        path = _write(tmp_path / name, raw)
+        assert is_bare_trace(path)
+        stacks = npuprof("export-stacks", str(path), "-m", "self_npu_time_total")
+        assert stacks.returncode == 0, stacks.stderr
+        assert sum(_folded(stacks.stdout).values()) > 0
+    assert not is_bare_trace(_write(tmp_path / "profiler_info_0.json", {"config": {}}))
+    assert not is_bare_trace(tmp_path)
+
+
+# ---- 3. torch 1.8-1.10 ---------------------------------------------------------------------------------
+def _old_release_trace() -> list[dict[str, Any]]:
+    """torch 1.8-1.10's Kineto output (docs/formats.md; output-format.md §7): Operator / Runtime / Kernel /
+    Memcpy / Memset / Trace, string thread ids, "external id" on the device side, the step an Operator."""
+    host, gpu = 13721, 0
+    return [
+        _meta(host, "python"),
+        _meta(gpu, "GPU 0"),
+        _x("ProfilerStep#1", 50, 400, host, "123", "Operator", **{"External id": 1}),
+        _x(
+            "aten::mm", 100, 70, host, "123", "Operator", **{"Input dims": [[2, 2], [2, 2]], "External id": 4}
+        ),
+        _x("cudaLaunchKernel", 110, 20, host, "123", "Runtime", correlation=334, **{"external id": 4}),
+        _x("gemm", 200, 100, gpu, "stream 7", "Kernel", stream=7, correlation=334, **{"external id": 4}),
+        _x(
+            "Memcpy HtoD", 305, 10, gpu, "stream 7", "Memcpy", stream=7, correlation=335, **{"external id": 4}
+        ),
+        _x("Memset (Device)", 320, 5, gpu, "stream 7", "Memset", stream=7, correlation=336),
+        _x("kernel_after_the_step", 600, 50, gpu, "stream 7", "Kernel", stream=7),
+        _x("PyTorch Profiler (0)", 0, 700, "Traces", "PyTorch Profiler", "Trace"),
+    ]
+
+
+def _analyse_json(path: Path) -> dict[str, Any]:
+    done = npuprof("analyse", str(path), "-j", "1", "--format", "json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_an_old_release_trace_counts_its_device_work_in_its_step(tmp_path: Path) -> None:
+    events = _old_release_trace()
+    report = _analyse_json(_write(tmp_path / "chrome_trace_14.json", {"traceEvents": events}))
+    (rank,) = report["ranks"]
+    (step_op,) = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    lo, hi = Decimal(step_op["ts"]), Decimal(step_op["ts"] + step_op["dur"])
+    device = [
+        (max(s, lo), min(e, hi))
+        for s, e in (_span(ev) for ev in events if ev.get("cat") in ("Kernel", "Memcpy", "Memset"))
+        if s < hi and e > lo
+    ]
+    (step,) = rank["steps"]
+    assert step["step"] == 1 and step["duration_us"] == float(hi - lo)
+    assert step["computing_us"] == float(_union(device)) > 0
+    assert step["free_us"] == float(hi - lo - _union(device))
+    assert "ProfilerStep#1" not in [op["name"] for op in rank["top_operators"]]  # a step, not an operator
+    # the kernel is given to the operator that launched it ("external id", torch 1.8-1.10's spelling)
+    out = tmp_path / "chrome_trace_14.json.npuprof" / "kernel_details.csv"
+    rows = {row["Name"]: row for row in csv.DictReader(out.open())}
+    assert rows["gemm"]["Type"] == "aten::mm"
+
+
+def test_device_work_of_an_unknown_category_is_counted_and_named_once(tmp_path: Path) -> None:
+    from npuprof.analysis.scan import scan
+    from npuprof.analysis.tables import build_tables
+
+    events = [
+        _meta(7, "python3"),
+        _meta(0, "GPU 0"),
+        _x("ProfilerStep#3", 0, 1000, 7, 7, "user_annotation"),
+        _x("aten::mm", 10, 100, 7, 7, "cpu_op"),
+        _x("future_kernel_a", 200, 300, 0, 7, "cuda_kernel_v9"),
+        _x("future_kernel_b", 400, 200, 0, 7, "cuda_kernel_v9"),
+        _x("future_copy", 700, 50, 0, 8, "gpu_memcpy_v2"),
+    ]
+    path = _write(tmp_path / "future.pt.trace.json", {"traceEvents": events})
+    extract, _meta_keys, _end = scan(path)
+    unknown = [e for e in events if e.get("cat") in ("cuda_kernel_v9", "gpu_memcpy_v2")]
+    (step,) = build_tables(extract).summary["steps"]
+    assert step["computing_us"] == float(_union([_span(e) for e in unknown]))  # not 100 % Free
+    (warning,) = extract.warnings()
+    assert "cuda_kernel_v9" in warning and "gpu_memcpy_v2" in warning and "'GPU 0'" in warning
+    assert f"{len(unknown)} device event" in warning
+    done = npuprof("export-stacks", str(path), "-m", "self_cuda_time_total")
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "warning:" in line]
+    assert len(warnings) == 1 and "cuda_kernel_v9" in warnings[0], done.stderr
+    assert sum(_folded(done.stdout).values()) == sum(e["dur"] for e in unknown)
+
+
+# ---- 4. torch_npu's trace_view.json: stacks, memory, analyse ---------------------------------------------
+def test_device_stacks_of_the_real_trace_follow_the_async_npu_flows(tmp_path: Path) -> None:
+    raw = _raw()
+    assert set(_process_names(raw).values()) == {"Python", "CANN", "Ascend Hardware", "Overlap Analysis"}
+    hardware = _pid_of(raw, "Ascend Hardware")
+    tasks = [e for e in raw if e["pid"] == hardware and e["ph"] == "X"]
+    assert len(tasks) == 276
+    done = npuprof("export-stacks", str(FIXTURE), "-m", "self_npu_time_total")
+    assert done.returncode == 0, done.stderr
+    folded = _folded(done.stdout)
+    total = sum(Decimal(str(t["dur"])) for t in tasks)
+    assert sum(folded.values()) == round(total)  # all the device time, given once
+    # independently: each task's async_npu flow starts inside a cpu_op; the innermost one launched it
+    python = _pid_of(raw, "Python")
+    ops = defaultdict(list)
+    for e in raw:
+        if e["pid"] == python and e["ph"] == "X" and e.get("cat") == "cpu_op":
+            ops[e["tid"]].append(e)
+    starts = {e["id"]: e for e in raw if e.get("cat") == "async_npu" and e["ph"] == "s"}
+    ends = {(e["tid"], e["ts"]): e["id"] for e in raw if e.get("cat") == "async_npu" and e["ph"] == "f"}
+    expected: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for task in tasks:
+        flow = ends.get((task["tid"], task["ts"]))
+        if flow is None:
+            continue
+        start = starts[flow]
+        at = Decimal(start["ts"])
+        around = [op for op in ops[start["tid"]] if _span(op)[0] <= at <= _span(op)[1]]
+        launcher = min(around, key=lambda op: _span(op)[1] - _span(op)[0])
+        expected[(launcher["name"], task["name"])] += Decimal(str(task["dur"]))
+    assert sum(expected.values()) > total * Decimal("0.9")  # most tasks have a flow
+    got: dict[tuple[str, str], int] = defaultdict(int)
+    for path, value in folded.items():
+        got[path[-2:]] += value
+    for key, value in expected.items():
+        assert abs(got[key] - value) <= 1, key  # whole µs per line
+
+
+def test_host_stacks_of_the_real_trace_hold_each_threads_busy_time_once(tmp_path: Path) -> None:
+    """CANN's AscendCL calls run on the Python threads of the same id: they nest under those threads'
+    operators instead of being counted a second time; device tasks and the Overlap Analysis lanes are no
+    host time."""
+    raw = _raw()
+    names = _process_names(raw)
+    python, cann = _pid_of(raw, "Python"), _pid_of(raw, "CANN")
+    busy: dict[Any, list[tuple[Decimal, Decimal]]] = defaultdict(list)
+    for e in raw:
+        if e["ph"] == "X" and e["pid"] in (python, cann):
+            busy[e["tid"]].append(_span(e))
+    expected = sum(_union(spans) for spans in busy.values())
+    done = npuprof("export-stacks", str(FIXTURE))
+    assert done.returncode == 0, done.stderr
+    folded = _folded(done.stdout)
+    assert abs(sum(folded.values()) - expected) <= 1
+    frames = {frame for path in folded for frame in path}
+    lanes = {e["name"] for e in raw if names.get(e["pid"]) == "Overlap Analysis" and e["ph"] == "X"}
+    assert not frames & lanes
+    assert any(path[0].startswith("ProfilerStep#") and "AscendCL@" in path[-1] for path in folded)
+
+
+def test_host_stacks_take_python_frames_from_the_call_stack(tmp_path: Path) -> None:
+    """torch_npu writes no python_function events: with --with-stack its operators carry args["Call
+    stack"], innermost frame first (as torch writes it)."""
+    stack = "model.py(40): forward;torch/nn/modules/module.py(1773): _call_impl;train.py(61): train_step"
+    events = [
+        _meta(5, "Python"),
+        _x("ProfilerStep#2", "1704161511420000.000", 1000.0, 5, 5, "cpu_op"),
+        _x("aten::linear", "1704161511420100.250", 300.0, 5, 5, "cpu_op", **{"Call stack": stack}),
+        _x("aten::addmm", "1704161511420150.250", 100.0, 5, 5, "cpu_op", **{"Call stack": stack}),
+    ]
+    done = npuprof("export-stacks", str(_write(tmp_path / "trace_view.json", events)))
+    assert done.returncode == 0, done.stderr
+    frames = [f.replace(" ", "_") for f in reversed(stack.split(";"))]
+    folded = _folded(done.stdout)
+    assert folded == {
+        ("ProfilerStep#2",): 1000 - 300,
+        ("ProfilerStep#2", *frames, "aten::linear"): 300 - 100,
+        ("ProfilerStep#2", *frames, "aten::linear", "aten::addmm"): 100,
+    }
+    assert "no Python stacks" not in done.stderr
+
+
+def test_memory_timeline_of_a_torch_npu_trace_keeps_its_epoch_times(tmp_path: Path) -> None:
+    def memory(ts: str, allocated: int, reserved: int, size: int) -> dict:
+        args = {"Total Allocated": allocated, "Total Reserved": reserved, "Bytes": size}
+        return {
+            "ph": "i",
+            "name": "[memory]",
+            "pid": 5,
+            "tid": 5,
+            "ts": ts,
+            "s": "t",
+            "args": args | {"Device Type": 20, "Device Id": 0},
+        }
+
+    records = [
+        memory("1704161511420306.491", 4096, 1 << 20, 4096),
+        memory("1704161511420310.999", 12288, 1 << 20, 8192),
+        memory("1704161511421000.001", 4096, 2 << 20, -8192),
+    ]
+    events = [_meta(5, "Python"), _x("aten::empty", "1704161511420300.000", 20.0, 5, 5, "cpu_op"), *records]
+    trace = _write(tmp_path / "trace.json", events)
+    out = tmp_path / "memory.json"
+    done = npuprof("memory-timeline", str(trace), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    times, sizes = json.loads(out.read_text())
+    # torch's layout (its _coalesce_timeline: int(ns / 1000)) and the allocator's running total per time
+    assert times == [int(int(Decimal(r["ts"]) * 1000) / 1000) for r in records]
+    assert [sum(row) for row in sizes] == [r["args"]["Total Allocated"] for r in records]
+    assert "npu:0" in done.stderr
+    raw_out = tmp_path / "memory.raw.json.gz"
+    assert npuprof("memory-timeline", str(trace), "-o", str(raw_out)).returncode == 0
+    raw = json.loads(gzip.decompress(raw_out.read_bytes()))
+    assert raw[0][0] == int(Decimal(records[0]["ts"]) * 1000)  # nanoseconds, exact
+    # the real file has no [memory] event: one line that says so
+    none = npuprof("memory-timeline", str(FIXTURE), "-o", str(tmp_path / "none.json"))
+    assert none.returncode == 1 and len(none.stderr.splitlines()) == 1 and "[memory]" in none.stderr
+
+
+def test_analyse_reads_the_real_trace_view(tmp_path: Path) -> None:
+    raw = _raw()
+    path = _write(tmp_path / "trace_view.json", raw)
+    report = _analyse_json(path)
+    (rank,) = report["ranks"]
+    (step_op,) = [e for e in raw if e["name"].startswith("ProfilerStep#")]
+    lo, hi = _span(step_op)
+    hardware = _pid_of(raw, "Ascend Hardware")
+    tasks = [_span(e) for e in raw if e["pid"] == hardware and e["ph"] == "X"]
+    inside = [(max(s, lo), min(e, hi)) for s, e in tasks if s < hi and e > lo]
+    (step,) = rank["steps"]
+    assert step["step"] == int(step_op["name"].split("#")[1])
+    assert step["duration_us"] == float(hi - lo)
+    # times are floats after the trace's base (µs of an 11.6-day window): sums of hundreds of them are
+    # exact to the nanosecond, give or take one in the last place of the report's 3 decimals
+    assert abs(Decimal(str(step["computing_us"])) - _union(inside)) <= Decimal("0.002")
+    assert step["computing_us"] > 0
+    assert abs(Decimal(str(step["free_us"])) - (hi - lo - _union(inside))) <= Decimal("0.002")
+    # the first task's start, from the step's start
+    assert step["preparing_us"] == float(min(s for s, _ in tasks) - lo)
+    kernels = {k["name"]: k["count"] for k in rank["top_kernels"]}
+    names = [e["name"] for e in raw if e["pid"] == hardware and e["ph"] == "X"]
+    top = max(
+        set(names),
+        key=lambda n: sum(Decimal(str(e["dur"])) for e in raw if e["name"] == n and e["pid"] == hardware),
+    )
+    assert kernels[top] == names.count(top)
+
+
+# ---- 5. the bench has the two new cases ------------------------------------------------------------------
+def test_the_analyse_bench_runs_the_mix_and_the_string_time_cases() -> None:
+    import subprocess
+    import sys
+
+    from conftest import ROOT, clean_env
+
+    done = subprocess.run(
+        [sys.executable, "bench/analyse_bench.py", "--quick", "--size-mb", "2", "--cases", "mix,string-ts"],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith(("mix ", "string-ts "))]
+    assert [row[0] for row in rows] == ["mix", "string-ts"], done.stdout
+    assert "(exit" not in done.stdout, done.stdout  # npuprof read both traces
