@@ -587,8 +587,10 @@ def test_cli_readers_on_bad_traces_answer_in_their_own_words(tmp_path: Path) -> 
         trace = tmp_path / f"{name}.pt.trace.json"
         trace.write_text(body)
         analysed = _cli("analyse", str(trace))
-        assert analysed.returncode == (0 if name == "valid" else 1), analysed.stderr
-        if name != "valid":
+        # a string ts is torch_npu's form of a time: read, not refused
+        readable = name in ("valid", "ts_string")
+        assert analysed.returncode == (0 if readable else 1), analysed.stderr
+        if not readable:
             assert f"not analysed: {trace}: " in analysed.stderr.splitlines()[0], analysed.stderr
         if name in ("ts_string", "args_list"):
             continue  # the reports reject these the way they reject "deep": two subprocesses saved

@@ -485,3 +485,17 @@ def test_the_analyse_bench_runs_the_mix_and_the_string_time_cases() -> None:
     rows = [line.split() for line in done.stdout.splitlines() if line.startswith(("mix ", "string-ts "))]
     assert [row[0] for row in rows] == ["mix", "string-ts"], done.stdout
     assert "(exit" not in done.stdout, done.stdout  # npuprof read both traces
+
+
+def test_a_rank_dir_holding_a_trace_under_another_name_is_analysed(tmp_path: Path) -> None:
+    """`prof.export_chrome_trace("trace.json")` into a rank dir: found by its content, analysed."""
+    rank_dir = tmp_path / "result" / "node_7_20250101000000000_ascend_pt"
+    rank_dir.mkdir(parents=True)
+    step = _x("ProfilerStep#3", 100, 1000, cat="user_annotation")
+    op = _x("aten::mm", 200, 300, cat="cpu_op")
+    (rank_dir / "trace.json").write_text(json.dumps({"traceEvents": [step, op]}))
+    (rank_dir / "notes.json").write_text(json.dumps({"not": "a trace"}))
+    report = _analyse_json(tmp_path / "result")
+    assert report["problems"] == []
+    [rank] = report["ranks"]
+    assert [s["step"] for s in rank["steps"]] == [3] and rank["steps"][0]["duration_us"] == 1000

@@ -249,6 +249,23 @@ def find_raw_trace(rank_dir: Path) -> Path | None:
         found = sorted(e.name for e in entries if e.name.endswith(suffix) and not e.name.startswith("."))
         if found:
             return rank_dir / found[-1]
+    # A trace under another name (``prof.export_chrome_trace("trace.json")``): decided by its content.
+    others = sorted(
+        (
+            e.name
+            for e in entries
+            if e.name.endswith((".json", ".gz"))
+            and not e.name.startswith(".")
+            and not _is_result_file_name(e.name)
+        ),
+        reverse=True,
+    )
+    if others:
+        from npuprof.analysis.trace_loader import sniff_trace
+
+        for name in others:
+            if sniff_trace(rank_dir / name):
+                return rank_dir / name
     return None
 
 
