@@ -191,6 +191,8 @@ class ProfileConfig:
                 raise ConfigError(
                     "--memory-timeline", "needs " + ", ".join(missing), "add " + " ".join(missing)
                 )
+        if not self.output.strip():
+            raise ConfigError("--output", "is empty", "give a directory, e.g. -o npuprof_result")
         if self.worker_name is not None and not _is_safe_name(self.worker_name):
             raise ConfigError(
                 "--worker-name",
@@ -633,10 +635,11 @@ def _match_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
 def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileConfig:
     """Read a profiler_config.json; any problem becomes a ConfigError naming the file. Keys accepted but
     not used are reported through ``warn(line)`` (default: one line each on stderr)."""
+    if not os.fspath(path):
+        raise ConfigError("--config", "is empty", "give a profiler_config.json")
     file = Path(path)
     try:
-        with open(file, "rb") as handle:
-            raw = handle.read(CONFIG_FILE_LIMIT + 1)
+        raw = _read_regular_file(file, CONFIG_FILE_LIMIT + 1)
     except OSError as exc:
         raise ConfigError(
             "--config", f"cannot read {str(file)!r}: {exc.strerror or exc}", "give an existing file"
@@ -654,6 +657,27 @@ def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileC
     except ValueError as exc:  # UnicodeDecodeError included
         raise ConfigError("--config", f"{str(file)!r} is not valid JSON ({exc})", "fix the file") from None
     return config_from_json(data, str(file), warn=warn or _warn_on_stderr)
+
+
+def _read_regular_file(file: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``file``, which must be a regular file: a FIFO (which would block the
+    launcher for ever), a device or a directory is refused."""
+    import stat
+
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _warn_on_stderr(line: str) -> None:

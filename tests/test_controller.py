@@ -193,3 +193,52 @@ def test_low_disk_skips_a_window_and_stops_one_in_flight() -> None:
     controller.replan()
     _run(controller, 20)
     assert sink.events[-1] == ("skipped", 20)
+
+
+class Tick(Exception):
+    """The script's own exception, raised by its signal handler."""
+
+
+def test_the_scripts_signal_handler_exception_reaches_the_script_and_profiling_goes_on() -> None:
+    """A signal handler of the script (or torch's DataLoader SIGCHLD check) that raises while npuprof's code
+    runs: the exception is the script's, not an npuprof failure (found by an adversary with SIGALRM)."""
+    import signal
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Tick
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        plan = WindowPlan(2, 2)
+        controller, backend, sink = _controller(plan)
+        original = backend.create_profiler
+
+        def create_and_get_signalled(*args: Any) -> Prof:
+            signal.raise_signal(signal.SIGUSR1)  # delivered here, inside npuprof's step
+            return original(*args)
+
+        backend.create_profiler = create_and_get_signalled  # type: ignore[method-assign]
+        seen = 0
+        for _ in range(8):
+            try:
+                controller.on_boundary()
+            except Tick:
+                seen += 1
+                backend.create_profiler = original  # type: ignore[method-assign]
+        assert seen == 1
+        assert controller.enabled  # not taken for an internal error
+        assert ("begin", 2, False) in sink.events or ("begin", 3, False) in sink.events
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_real_failure_of_npuprofs_own_code_still_stops_profiling_quietly() -> None:
+    plan = WindowPlan(2, 2)
+    controller, backend, _sink = _controller(plan)
+
+    def broken(*args: Any) -> Prof:
+        raise RuntimeError("profiler cannot start")
+
+    backend.create_profiler = broken  # type: ignore[method-assign]
+    _run(controller, 6)  # never raises into the script
+    assert not controller.enabled

@@ -426,3 +426,61 @@ def test_an_output_dir_whose_name_is_not_utf8_gets_complete_analysable_captures(
     assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
     steps = (d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").read_text().splitlines()
     assert [row.split(",")[1] for row in steps[1:]] == ["1", "2"]  # skip 1, no warm-up, record 2
+
+
+# ---- found by the adversary round ---------------------------------------------------------------------
+def test_a_fifo_or_device_as_config_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "profiler_config.json"
+    os.mkfifo(fifo)
+    for config in (str(fifo), "/dev/zero", str(tmp_path)):
+        result = npuprof("run", "--config", config, "--", sys.executable, "-c", "pass", timeout=30)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.count("\n") == 1 and "not a regular file" in result.stderr
+
+
+def test_empty_paths_are_refused_not_taken_for_the_current_directory(tmp_path: Path) -> None:
+    for args in (["run", "-o", "", "--", sys.executable, "-c", "pass"], ["run", "--config", "", "--", "x"]):
+        result = npuprof(*args, cwd=tmp_path)
+        assert result.returncode == 2 and "is empty" in result.stderr, result.stderr
+    analysed = npuprof("analyse", "", cwd=tmp_path)
+    assert analysed.returncode == 2 and "is empty" in analysed.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written into the current directory
+
+
+def test_a_capture_job_carrying_torchs_version_object_reaches_the_post_processor() -> None:
+    """torch.__version__ is a TorchVersion (a str subclass): a job holding one is still sent."""
+    import torch
+
+    from npuprof.results import handover
+
+    job = handover.job_from(
+        {"rank_dir": "/r", "record": {"status": "complete"}, "files": {"i.json": {"v": torch.__version__}}}
+    )
+    assert json.loads(handover.job_line(job))["files"]["i.json"]["v"] == str(torch.__version__)
+
+
+def test_the_summary_says_the_output_went_read_only_rather_than_blaming_the_schedule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An output filesystem that went read-only during the run (the adversary remounted it): the summary
+    says so, instead of blaming the schedule and pointing at a log that could not be written."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    try:
+        (mount / "out").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        print_run_summary(mount / "out", [], 0, ProfileConfig(), mount / "out" / "npuprof.log", run_id="r")
+        line = " ".join(capsys.readouterr().err.split())  # (wrapped to the terminal's width)
+        assert "no capture was written" in line and "read-only filesystem" in line, line
+        assert "schedule" not in line and "See " not in line
+    finally:
+        subprocess.run(["umount", "-l", str(mount)])
+    print_run_summary(
+        tmp_path / "gone", [], 0, ProfileConfig(), tmp_path / "gone" / "npuprof.log", run_id="r"
+    )
+    assert "cannot be reached" in " ".join(capsys.readouterr().err.split())

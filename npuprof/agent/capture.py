@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.agent.backends.base import Backend
-from npuprof.agent.log import AgentLog
+from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.metadata import build_metadata
 from npuprof.config import ProfileConfig
 from npuprof.results import handover, layout, postprocess
@@ -98,6 +98,9 @@ class CaptureWriter:
         try:
             rank_dir, trace = self.backend.export_raw(prof, self.rank_dir, self.worker)
         except Exception as exc:
+            if raised_by_a_signal_handler(exc):
+                self.abandon(f"trace export interrupted by the script's signal handler: {exc!r}")
+                raise
             self.log.warn_once("export", f"the trace of steps {steps[0]}-{steps[-1]} was not written: {exc}")
             self.abandon(f"trace export failed: {exc}")
             return

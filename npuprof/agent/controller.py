@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from npuprof.agent import user_profiler
 from npuprof.agent.backends.base import Backend
-from npuprof.agent.log import AgentLog
+from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.config import ProfileConfig
 
@@ -202,6 +202,8 @@ class CaptureController:
             if self._replanned:
                 self.next_check = 0
         except Exception as exc:
+            if raised_by_a_signal_handler(exc):
+                raise  # the script's own exception (its signal handler ran inside our code): it is theirs
             import traceback
 
             self.log.error(f"capture control failed at step {self.step}: {exc!r}\n{traceback.format_exc()}")

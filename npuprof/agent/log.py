@@ -100,6 +100,29 @@ def get_log() -> AgentLog:
     return _current
 
 
+def raised_by_a_signal_handler(exc: BaseException) -> bool:
+    """Was ``exc`` raised by one of the process's Python signal handlers (the script's, or torch's
+    DataLoader SIGCHLD check) that happened to run while npuprof's code ran? Such an exception is the
+    script's: it must reach the script exactly as it would without npuprof, not be taken for our failure."""
+    import signal
+
+    handlers = set()
+    for signum in signal.valid_signals():
+        try:
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+        if code is not None:
+            handlers.add(code)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in handlers:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def never_raise(what: str, on_error: Callable[[], None] | None = None) -> Callable[[F], F]:
     """Decorate code that runs inside the user's training: failures are logged, reported once,
     and never reach the user's code. ``on_error`` may switch the failing part off."""
@@ -110,6 +133,8 @@ def never_raise(what: str, on_error: Callable[[], None] | None = None) -> Callab
             try:
                 return func(*args, **kwargs)
             except Exception as exc:
+                if raised_by_a_signal_handler(exc):
+                    raise
                 import traceback
 
                 log = get_log()

@@ -37,10 +37,11 @@ def parse_steps(value: str | None) -> tuple[int, int] | None:
 
 def analyse(
     path: Annotated[
-        Path,
+        str,
         typer.Argument(
-            help="A result dir (every *_ascend_pt below it), one rank dir, or a bare "
-            "*.pt.trace.json(.gz) (its tables go to <trace>.npuprof/).",
+            help="A result dir (every *_ascend_pt below it), one rank dir, or a trace file of any name "
+            "(its tables go to <trace>.npuprof/).",
+            show_default=False,
         ),
     ],
     steps: Annotated[
@@ -58,6 +59,9 @@ def analyse(
 ) -> None:
     """Parse what is unparsed into ASCEND_PROFILER_OUTPUT/, then report step time breakdown, top operators
     and kernels, memory peak and, across ranks, the slowest rank and step start skew."""
+    if not path:  # (a Path would have made it ".", the current directory)
+        raise typer.BadParameter("is empty; give a result dir, a rank dir or a trace", param_hint="PATH")
+    target = Path(path)
     step_range = parse_steps(steps)
     if fmt not in FORMATS:
         raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}", param_hint="--format")
@@ -98,11 +102,11 @@ def analyse(
 
     from npuprof.results import layout
 
-    if path.is_dir():
-        _check_tree(path)  # names what the readers will pass over: links, FIFOs, records too large
+    if target.is_dir():
+        _check_tree(target)  # names what the readers will pass over: links, FIFOs, records too large
     try:
         report = build_report(
-            path,
+            target,
             steps=step_range,
             top=top,
             jobs=jobs or os.cpu_count() or 1,
@@ -115,7 +119,7 @@ def analyse(
         print(f"npuprof analyse: nothing to analyse: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
     except OSError as exc:  # a directory it may not list (each rank's own trouble is in its outcome)
-        print(f"npuprof analyse: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"npuprof analyse: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)
         raise typer.Exit(1) from None
     finally:
         if progress_ctx is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import sys
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -54,7 +53,7 @@ _PYTHON_TYPES: dict[str, Any] = {
     "int": int,
     "float": float,
     "str": str,
-    "path": Path,
+    "path": str,  # not Path: Path("") would turn an empty -o into "." (the current directory)
     "list": list[str],
 }
 

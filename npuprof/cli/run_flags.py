@@ -31,7 +31,7 @@ _FLOAT = re.compile(r"[0-9]+(\.[0-9]*)?")
 COMPLETE_VAR = "_NPUPROF_COMPLETE"
 
 
-def parse_fast(argv: list[str]) -> tuple[dict[str, object], Path | None, list[str]] | None:
+def parse_fast(argv: list[str]) -> tuple[dict[str, object], str | None, list[str]] | None:
     """``argv`` after ``run`` -> (flags as typer would give them, --config, command), or None when
     typer must decide (anything unusual: it then parses and reports exactly as before)."""
     try:
@@ -77,7 +77,7 @@ def parse_fast(argv: list[str]) -> tuple[dict[str, object], Path | None, list[st
                 return None
             flags[key] = float(value)
         elif kind == "path":
-            flags[key] = Path(value)
+            flags[key] = value  # as typer gives it (a str: see cli/run.py)
         elif kind == "list":
             flags.setdefault(key, [])
             flags[key].append(value)  # type: ignore[attr-defined]
@@ -107,7 +107,7 @@ def fast_run(argv: list[str]) -> int | None:
     return execute(cfg, command)
 
 
-def build_config(config_file: Path | None, flags: dict[str, object]):  # -> ProfileConfig
+def build_config(config_file: str | Path | None, flags: dict[str, object]):  # -> ProfileConfig
     """The base (defaults or --config FILE), then every flag the user gave, then validation."""
     from npuprof import config as c
 

@@ -36,6 +36,11 @@ def print_run_summary(
     reach_warned: bool = False,
 ) -> None:
     if not captures:
+        unwritable = _unwritable(output)
+        if unwritable:
+            # npuprof.log could not hold the reason either: say what is known, and no pointer to it
+            _note(f"no capture was written (exit code {exit_code}): the output directory {unwritable}.")
+            return
         lines = run_log_lines(log_path, run_id) if run_id else []
         why = why_no_capture(cfg, exit_code, lines, reach_warned)
         _note(f"no capture was written (exit code {exit_code}): {why}. See {log_path}.")
@@ -85,6 +90,17 @@ def run_log_lines(log_path: Path, run_id: str) -> list[str]:
         if start in lines[index]:
             return lines[index + 1 :]
     return lines
+
+
+def _unwritable(output: Path) -> str:
+    """Why nothing can be written into ``output`` now (its filesystem went read-only, it was removed), or
+    "" when it can be."""
+    try:
+        if os.statvfs(output).f_flag & os.ST_RDONLY:
+            return f"{output} is on a read-only filesystem (it became read-only during the run?)"
+    except OSError as exc:
+        return f"{output} cannot be reached ({exc.strerror or exc})"
+    return ""
 
 
 def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_warned: bool = False) -> str:

@@ -80,7 +80,16 @@ def job_from_line(line: bytes) -> CaptureJob:
 
 def job_line(job: CaptureJob) -> bytes:
     """The wire form of ``job``: one line of UTF-8 JSON."""
-    return json_bytes(msgspec.to_builtins(job), separators=(",", ":"), indent=None) + b"\n"
+    plain = msgspec.to_builtins(job, enc_hook=_plain_value)
+    return json_bytes(plain, separators=(",", ":"), indent=None) + b"\n"
+
+
+def _plain_value(value: Any) -> Any:
+    """Subclasses of str, int, float (``torch.__version__`` is a TorchVersion) as their plain values."""
+    for kind in (str, int, float):
+        if isinstance(value, kind):
+            return kind(value)
+    raise TypeError(f"a capture job cannot carry a {type(value).__name__}")
 
 
 def record_plain(record: CaptureRecord) -> dict[str, Any]:

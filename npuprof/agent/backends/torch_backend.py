@@ -110,7 +110,7 @@ class TorchBackend:
     def version_info(self) -> dict[str, str]:
         import torch
 
-        return {"torch_version": torch.__version__}
+        return {"torch_version": str(torch.__version__)}  # a TorchVersion, which JSON writers may refuse
 
     def add_metadata(self, prof: Any, metadata: dict[str, Any]) -> bool:
         return False
