@@ -122,7 +122,9 @@ def test_fast_table_matches_the_typer_command() -> None:
         (inner,) = [a for a in typing.get_args(hints[param.name]) if a is not type(None)]
         for opt in param.opts:
             expected[opt] = (param.name, kinds[inner])
-    assert expected == run_flags.OPTIONS
+    # a path is taken as a str by both (Path("") would be "."): the fast table names it "path"
+    fast = {flag: (key, "str" if kind == "path" else kind) for flag, (key, kind) in run_flags.OPTIONS.items()}
+    assert expected == fast
 
 
 def test_importing_the_cli_loads_neither_typer_nor_rich() -> None:
