@@ -54,28 +54,27 @@ def _npuprof_run(
     )
 
 
-def _iterations_per_step(rank_dir: Path) -> dict[int, list[int]]:
-    """ProfilerStep#N -> the iterations whose forward mark lies inside it (by time, on the host)."""
+def _inside_each_step(rank_dir: Path, prefix: str) -> dict[int, list[str]]:
+    """ProfilerStep#N -> the names of the ranges starting with ``prefix`` that start inside it (by time)."""
     events = [e for e in load_trace(rank_dir)["traceEvents"] if e.get("ph") == "X"]
     steps = [
         (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
         for e in events
         if e["name"].startswith("ProfilerStep#")
     ]
-    marks = [(int(e["name"][len(ITERATION) :]), e["ts"]) for e in events if e["name"].startswith(ITERATION)]
-    return {n: sorted(i for i, ts in marks if start <= ts < end) for n, start, end in steps}
+    ranges = [(e["name"], e["ts"]) for e in events if e["name"].startswith(prefix)]
+    return {n: sorted(name for name, ts in ranges if start <= ts < end) for n, start, end in steps}
+
+
+def _iterations_per_step(rank_dir: Path) -> dict[int, list[int]]:
+    """ProfilerStep#N -> the iterations whose forward mark lies inside it (the scripts' own marks)."""
+    marks = _inside_each_step(rank_dir, ITERATION)
+    return {n: sorted(int(name[len(ITERATION) :]) for name in names) for n, names in marks.items()}
 
 
 def _optimizer_steps_per_step(rank_dir: Path) -> dict[int, list[str]]:
     """ProfilerStep#N -> the Optimizer.step# ranges inside it (torch's own ranges, not npuprof's count)."""
-    events = [e for e in load_trace(rank_dir)["traceEvents"] if e.get("ph") == "X"]
-    steps = [
-        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
-        for e in events
-        if e["name"].startswith("ProfilerStep#")
-    ]
-    ranges = [(e["name"], e["ts"]) for e in events if e["name"].startswith("Optimizer.step#")]
-    return {n: sorted(name for name, ts in ranges if start <= ts < end) for n, start, end in steps}
+    return _inside_each_step(rank_dir, "Optimizer.step#")
 
 
 GAN = """
