@@ -73,7 +73,6 @@ GROUPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
             "tests/test_config.py",
             "tests/test_options.py",
             "tests/test_run_fastpath.py",
-            "tests/test_run_contracts.py",
         ),
     ),
 }
