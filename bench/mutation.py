@@ -86,22 +86,33 @@ _COVER_ALL = """
 
 @pytest.fixture(autouse=True)
 def _mutation_bench_covers_everything():
-    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
-        import json as _json
-        from pathlib import Path as _Path
+    if os.environ.get("MUTANT_UNDER_TEST") != "stats":
+        yield
+        return
+    import json as _json
+    from pathlib import Path as _Path
 
-        from mutmut.stats import record_trampoline_hit
+    from mutmut.stats import record_trampoline_hit
 
-        for meta in (_Path.cwd() / "mutants").rglob("*.py.meta"):
-            for key in _json.loads(meta.read_text())["exit_code_by_key"]:
-                record_trampoline_hit(key.partition("__mutmut_")[0])
-    yield
+    for meta in (_Path.cwd() / "mutants").rglob("*.py.meta"):
+        for key in _json.loads(meta.read_text())["exit_code_by_key"]:
+            record_trampoline_hit(key.partition("__mutmut_")[0])
+    # the tests' subprocesses run the original code while the stats are taken (their trampolines would
+    # try to record hits in a process that has no mutmut state)
+    os.environ.pop("MUTANT_UNDER_TEST")
+    try:
+        yield
+    finally:
+        os.environ["MUTANT_UNDER_TEST"] = "stats"
 """
 
 
 def _copy_tree(dest: Path, module: str, tests: tuple[str, ...]) -> None:
     shutil.copytree(ROOT / "npuprof", dest / "npuprof", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    for extra in ("docs", "bench", "examples"):
+        shutil.copytree(ROOT / extra, dest / extra, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "README.md", dest / "README.md")
     conftest = dest / "tests" / "conftest.py"
     conftest.write_text(conftest.read_text() + _COVER_ALL)
     (dest / "mutants").mkdir()  # on PYTHONPATH before mutmut fills it: an absent path would be cached as such
@@ -111,6 +122,7 @@ def _copy_tree(dest: Path, module: str, tests: tuple[str, ...]) -> None:
         'source_paths = ["npuprof/"]\n'
         f'only_mutate = ["{module}"]\n'
         f"pytest_add_cli_args_test_selection = [{test_args}]\n"
+        'also_copy = ["README.md", "docs", "bench", "examples"]\n'
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
         "timeout_multiplier = 4.0\n"
         "[tool.pytest.ini_options]\n"

@@ -120,3 +120,41 @@ def test_cpu_only_collective_call_is_communication_not_computing(tmp_path: Path)
     assert step["communication_us"] == 190.0
     assert step["comm_not_overlapped_us"] == 190.0
     assert step["free_us"] == 610.0
+
+
+def test_slowest_rank_every_field_by_hand() -> None:
+    """The slowest rank is the one with the largest mean (not the largest rank id); every field as
+    computed here by hand, to the digits the report rounds to."""
+    found = slowest_rank({3: 1000.12345, 7: 1400.56789, 9: 1200.0})
+    # three ranks: median 1200.0; deviations 199.87655, 200.56789, 0 -> MAD 199.87655
+    mad = 199.87655
+    z = 0.6745 * (1400.56789 - 1200.0) / mad  # 0.6768... <= 3.5
+    assert found == {
+        "rank": 7,
+        "mean_step_us": 1400.568,
+        "median_us": 1200.0,
+        "slower_than_median_pct": round((1400.56789 - 1200.0) / 1200.0 * 100, 2),  # 16.71
+        "modified_z": round(z, 2),
+        "outlier": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("means", "z", "outlier"),
+    [
+        # exactly three ranks take the z-score: median 101, deviations 1 0 98 -> MAD 1; z = 0.6745 * 98
+        ({0: 100.0, 1: 101.0, 2: 199.0}, round(0.6745 * 98, 2), True),
+        # three ranks of which two equal: MAD 0, no z-score; the small-group rule: 150 is 50% above 100
+        ({0: 100.0, 1: 100.0, 2: 150.0}, None, True),
+        # two ranks: 110 against their median 105 is 4.76% above: not an outlier
+        ({0: 100.0, 1: 110.0}, None, False),
+        # MAD 0 again, 1100 is exactly 10% above the median 1000: "more than 10%" is not met
+        ({0: 1000.0, 1: 1000.0, 2: 1100.0}, None, False),
+        # a median of 0 (idle ranks): no ratio to it, nothing is an outlier
+        ({0: 0.0, 1: 0.0, 2: 0.0, 3: 5.0}, None, False),
+    ],
+)
+def test_slowest_rank_at_its_edges(means: dict[int, float], z: float | None, outlier: bool) -> None:
+    found = slowest_rank(means)
+    assert found is not None
+    assert (found["modified_z"], found["outlier"]) == (z, outlier), found
