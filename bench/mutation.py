@@ -212,7 +212,15 @@ def main() -> int:
     if unknown:
         print(f"mutation: unknown group(s) {unknown}; see --list", file=sys.stderr)
         return 2
-    rows = [run_group(name, args.keep) for name in (args.groups or GROUPS)]
+    rows = []
+    for name in args.groups or GROUPS:
+        rows.append(run_group(name, args.keep))
+        row = rows[-1]
+        print(
+            f"{name}: {row['killed']} killed, {row['timeout']} timed out, {row['survived']} survived, "
+            f"{row['other']} other of {row['mutants']} ({row['seconds']:.0f} s)",
+            flush=True,
+        )
     print("\nmutation score (bench/mutation.py; killed = a test failed or timed out)")
     columns = ("group", "module", "mutants", "killed", "timeout", "survived", "other", "kill rate", "time")
     widths = (14, 35, 7, 6, 7, 8, 5, 9, 6)
