@@ -316,6 +316,12 @@ def test_device_work_of_an_unknown_category_is_counted_and_named_once(tmp_path: 
     warnings = [line for line in done.stderr.splitlines() if "warning:" in line]
     assert len(warnings) == 1 and "cuda_kernel_v9" in warnings[0], done.stderr
     assert sum(_folded(done.stdout).values()) == sum(e["dur"] for e in unknown)
+    analysed = npuprof("analyse", str(path), "-j", "1", "--format", "json", timeout=300)
+    assert analysed.returncode == 0, analysed.stderr
+    (rank,) = json.loads(analysed.stdout)["ranks"]
+    assert rank["warnings"] == [warning]  # in the report, and once on stderr
+    said = [line for line in analysed.stderr.splitlines() if "warning:" in line]
+    assert len(said) == 1 and "cuda_kernel_v9" in said[0], analysed.stderr
 
 
 # ---- 4. torch_npu's trace_view.json: stacks, memory, analyse ---------------------------------------------

@@ -384,6 +384,7 @@ def _write_outputs(
                 "memory": peaks,
                 "communication": comm_summary,
                 "world_size": world_size,
+                **({"warnings": notes} if (notes := extract.warnings()) else {}),
             },
             summary_schema.Summary,
         )

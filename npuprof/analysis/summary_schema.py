@@ -62,6 +62,8 @@ class Summary(msgspec.Struct, kw_only=True):
     memory: dict[str, int | Finite | None]  # peak_allocated_mb, peak_reserved_mb; {} without memory data
     communication: dict[str, int | Finite]  # operators, time_us, size_mb
     world_size: int | None
+    # what the parser could not fully understand, one line each (absent when nothing)
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class _Versioned(msgspec.Struct):

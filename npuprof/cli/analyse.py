@@ -134,6 +134,9 @@ def analyse(
     else:
         terminal.render_table(report, Console())
     sys.stdout.flush()
+    for r in report["ranks"]:
+        for note in r.get("warnings", []):
+            print(f"npuprof analyse: warning: {r['rank_dir']}: {note}", file=sys.stderr)
     for p in report["problems"]:
         print(
             f"npuprof analyse: not analysed: {p['rank_dir']}: {p['status']}"
