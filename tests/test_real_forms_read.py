@@ -448,6 +448,7 @@ def test_analyse_reads_the_real_trace_view(tmp_path: Path) -> None:
     path = _write(tmp_path / "trace_view.json", raw)
     report = _analyse_json(path)
     (rank,) = report["ranks"]
+    assert rank["device"] == "NPU"  # its device process is "Ascend Hardware", not a GPU
     (step_op,) = [e for e in raw if e["name"].startswith("ProfilerStep#")]
     lo, hi = _span(step_op)
     hardware = _pid_of(raw, "Ascend Hardware")

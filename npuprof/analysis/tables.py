@@ -473,7 +473,7 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     n_dev = len(x.dev_ts)
     windows = step_windows(x)
     tables = RankTables(
-        device="CUDA" if n_dev else "CPU",
+        device=_device_kind(x) if n_dev else "CPU",
         device_id=device_id_of(x),
         breakdown=breakdown(windows, device_work(x, ops) if n_dev else host_work(x, ops)),
         ops=ops,
@@ -492,6 +492,12 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
         "top_kernels": _top_kernels(x, windows),
     }
     return tables
+
+
+def _device_kind(x: Extract) -> str:
+    """NPU for torch_npu's traces (an ``Ascend Hardware`` / NPU device process), else CUDA."""
+    names = getattr(x, "process_names", {}).values()
+    return "NPU" if any(vocab.NPU_PROCESS_RE.search(name) for name in names) else "CUDA"
 
 
 def _name_flags(strings: list[str], rule: Any) -> np.ndarray:

@@ -67,6 +67,7 @@ UNCOUNTED_CATS = frozenset(
 # processes of torch_npu's trace_view.json and of device traces that are device work, and those that are
 # neither host threads nor device work (overlays npuprof or torch_npu computed)
 DEVICE_PROCESS_RE = re.compile(r"(?i)ascend hardware|^gpu\b|^npu\b|^device\b|^stream\b")
+NPU_PROCESS_RE = re.compile(r"(?i)ascend hardware|^npu\b")
 NOT_HOST_PROCESS_RE = re.compile(r"(?i)overlap analysis|^hccl\b|^communication\b|^spans?$|^traces?$")
 # torch_npu's CANN process: the runtime calls (AscendCL@...) of the host's own threads (same thread ids)
 RUNTIME_PROCESS_RE = re.compile(r"(?i)^cann\b")
