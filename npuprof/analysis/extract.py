@@ -178,7 +178,7 @@ def _pick(seq: list[Any], idx: np.ndarray) -> list[Any]:
     return list(map(seq.__getitem__, idx.tolist()))
 
 
-def _positions(values: list[Any], wanted: Any) -> list[int]:
+def positions(values: list[Any], wanted: Any) -> list[int]:
     """Indices of ``wanted`` in ``values`` (list.index: no Python code per element)."""
     found: list[int] = []
     at = -1
@@ -719,7 +719,7 @@ class Extract:
                 stacks = [(s if isinstance(s, str) else ";".join(s)) if s else None for s in stacks]
             else:
                 stacks = [None] * len(ops)
-            for k in _positions(op_names, vocab.COMM_RECORD):
+            for k in positions(op_names, vocab.COMM_RECORD):
                 ev = ops[k]
                 args = ev.args if isinstance(ev.args, msgspec.Raw) else _comm_args(oargs[k])
                 comm.append((int(oi[k]), ev.name, ev.ts, ev.dur, op_keys[k], args))

@@ -38,7 +38,7 @@ import numpy as np
 
 from npuprof.analysis import intervals
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.extract import Extract
+from npuprof.analysis.extract import Extract, positions
 from npuprof.analysis.forked import Forked
 from npuprof.analysis.step_breakdown import OVERLAP_LANES
 from npuprof.analysis.tables import PythonFrames, RankTables, ns_of, ns_of_texts, us_texts
@@ -190,21 +190,9 @@ def events_start(path: Path, fd: int) -> int:
     return TraceReader(path, fd=fd).events_start()
 
 
-def _positions(values: list[Any], wanted: Any) -> list[int]:
-    """Indices of ``wanted`` in ``values`` (list.index: no Python code per element)."""
-    found: list[int] = []
-    at = -1
-    while True:
-        try:
-            at = values.index(wanted, at + 1)
-        except ValueError:
-            return found
-        found.append(at)
-
-
 def _of_cats(cats: list[Any], wanted: frozenset[str]) -> list[int]:
     """Indices of the categories in ``wanted``, in order."""
-    return sorted(i for c in wanted for i in _positions(cats, c))
+    return sorted(i for c in wanted for i in positions(cats, c))
 
 
 def ts_texts(raw: list[bytes], base_ns: int) -> list[str]:
@@ -275,12 +263,12 @@ def write_body(
                     _add_call_stack(event, text)
         body.operators += len(ops)
         body.task_tids += [events[i].tid for i in _of_cats(cats, _TASK_CATS) if events[i].ph == "X"]
-        for i in _positions(cats, vocab.USER_ANNOTATION):
+        for i in positions(cats, vocab.USER_ANNOTATION):
             name = events[i].name
             if events[i].ph == "X" and isinstance(name, str) and name.startswith(vocab.STEP_PREFIX):
                 events[i].cat = vocab.CPU_OP  # torch_npu's steps are operators
         phs = list(map(_PH, events))
-        dropped = set(_positions(phs, "M"))
+        dropped = set(positions(phs, "M"))
         pids = list(map(_PID, events))
         if str in set(map(type, pids)):
             dropped.update(i for i, pid in enumerate(pids) if isinstance(pid, str))
@@ -378,9 +366,9 @@ def read_python_frames(path: Path, fd: int, start: int, end: int) -> PythonFrame
     for chunk in reader.iter_range(start, end) if end > start else ():
         events = chunk.events
         if events and isinstance(events[0], _Skipped):  # typed: the python_function events are _PyFrame
-            where = _positions(list(map(type, events)), _PyFrame)
+            where = positions(list(map(type, events)), _PyFrame)
         else:
-            where = _positions(list(map(_CAT, events)), vocab.PYTHON_FUNCTION)
+            where = positions(list(map(_CAT, events)), vocab.PYTHON_FUNCTION)
         picked = list(map(events.__getitem__, where))
         if "X" in (phs := set(map(_PH, picked))) and len(phs) > 1:
             picked = [e for e in picked if e.ph == "X"]
