@@ -5,7 +5,6 @@ torch.profiler). Everything is asked, nothing assumed; a probe that fails says s
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import sys
@@ -47,34 +46,17 @@ def gather() -> dict[str, Any]:
 
 
 def _backend(torch: Any) -> dict[str, Any]:
-    """Which backend the agent would pick here (agent/backends/__init__.py's rule) and why."""
-    passed_over: list[str] = []
-    if importlib.util.find_spec("torch_npu") is not None:
-        from npuprof.agent.backends.npu_backend import npu_available, unavailable_reason
+    """Which backend the agent would pick here, and why (agent/backends: backend_choice, the one rule)."""
+    from npuprof.agent.backends import backend_choice
 
-        try:
-            if npu_available():
-                return {"name": "torch_npu", "why": "torch_npu imports and sees an NPU", "passed_over": []}
-            passed_over.append(f"torch_npu: {unavailable_reason()}")
-        except Exception as exc:  # a broken torch_npu install
-            passed_over.append(f"torch_npu: {exc!r}")
-    try:
-        cuda = bool(torch.cuda.is_available())
-        cuda_why = "torch.cuda.is_available() is False" if not cuda else ""
-    except Exception as exc:
-        cuda, cuda_why = False, f"torch.cuda.is_available() failed: {exc!r}"
-    if cuda:
-        name = torch.cuda.get_device_name(0)
-        return {"name": "torch-cuda", "why": f"CUDA is available ({name})", "passed_over": passed_over}
-    built = getattr(torch.version, "cuda", None)
-    passed_over.append(
-        f"CUDA: {cuda_why}" + (f" (torch built with CUDA {built})" if built else " (a CPU build)")
-    )
-    return {
-        "name": "torch-cpu",
-        "why": "no usable accelerator: the CPU is profiled",
-        "passed_over": passed_over,
-    }
+    name, passed_over = backend_choice()
+    if name == "torch_npu":
+        why = "torch_npu imports and sees an NPU"
+    elif name == "torch-cuda":
+        why = f"CUDA is available ({torch.cuda.get_device_name(0)})"
+    else:
+        why = "no usable accelerator: the CPU is profiled"
+    return {"name": name, "why": why, "passed_over": passed_over}
 
 
 def _supported(backend: str | None, torch: Any) -> dict[str, Any]:

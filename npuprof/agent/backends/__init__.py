@@ -2,26 +2,47 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from npuprof.agent.backends.base import Backend
 from npuprof.agent.log import AgentLog
 
 
-def select_backend(log: AgentLog) -> Backend:
-    import importlib.util
-
+def backend_choice() -> tuple[str, list[str]]:
+    """The backend this process gets ("torch_npu", "torch-cuda" or "torch-cpu") and, for each one passed
+    over, why (the one rule: the agent and `npuprof info` both ask here)."""
+    passed_over: list[str] = []
     if importlib.util.find_spec("torch_npu") is not None:
         try:
-            from npuprof.agent.backends.npu_backend import NpuBackend, npu_available, unavailable_reason
+            from npuprof.agent.backends.npu_backend import npu_available, unavailable_reason
 
             if npu_available():
-                return NpuBackend()
-            log.info(
-                f"torch_npu is installed but not usable here ({unavailable_reason()}); using torch.profiler"
-            )
+                return "torch_npu", passed_over
+            passed_over.append(f"torch_npu: {unavailable_reason()}")
         except Exception as exc:  # a broken torch_npu must not stop CPU/CUDA profiling
-            log.warning(f"torch_npu could not be used ({exc!r}); using torch.profiler")
+            passed_over.append(f"torch_npu: could not be used ({exc!r})")
     import torch
 
+    try:
+        if torch.cuda.is_available():
+            return "torch-cuda", passed_over
+        why = "torch.cuda.is_available() is False"
+    except Exception as exc:
+        why = f"torch.cuda.is_available() failed: {exc!r}"
+    built = getattr(torch.version, "cuda", None)
+    passed_over.append(f"CUDA: {why}" + (f" (torch built with CUDA {built})" if built else " (a CPU build)"))
+    return "torch-cpu", passed_over
+
+
+def select_backend(log: AgentLog) -> Backend:
+    name, passed_over = backend_choice()
+    for reason in passed_over:
+        if reason.startswith("torch_npu:"):
+            log.info(f"{reason}; using torch.profiler")
+    if name == "torch_npu":
+        from npuprof.agent.backends.npu_backend import NpuBackend
+
+        return NpuBackend()
     from npuprof.agent.backends.torch_backend import TorchBackend
 
-    return TorchBackend(use_cuda=torch.cuda.is_available())
+    return TorchBackend(use_cuda=name == "torch-cuda")
