@@ -286,7 +286,14 @@ def _write_outputs(
             gz = probe.read(2) == b"\x1f\x8b"
         import msgspec
 
-        from npuprof.analysis import communication, step_breakdown, summary_schema, tables, trace_view
+        from npuprof.analysis import (
+            call_stacks,
+            communication,
+            step_breakdown,
+            summary_schema,
+            tables,
+            trace_view,
+        )
         from npuprof.analysis.scan import scan, scan_behind
 
         if not gz:
@@ -315,7 +322,7 @@ def _write_outputs(
         stacks = None
         if meta.get("with_stack"):  # torch >= 2 writes the stacks as python_function spans
             frames = trace_view.read_python_frames(raw, source, events_start, events_end)
-            stacks = trace_view.stacks_by_start(extract, tables.call_stacks(extract, frames))
+            stacks = trace_view.stacks_by_start(extract, call_stacks.call_stacks(extract, frames))
             phase("call stacks")
         fork = workers > 1
         tv.flush()

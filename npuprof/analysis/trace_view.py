@@ -38,10 +38,11 @@ import numpy as np
 
 from npuprof.analysis import intervals
 from npuprof.analysis import vocabulary as vocab
+from npuprof.analysis.call_stacks import PythonFrames
 from npuprof.analysis.extract import Extract, positions
 from npuprof.analysis.forked import Forked
 from npuprof.analysis.step_breakdown import OVERLAP_LANES
-from npuprof.analysis.tables import PythonFrames, RankTables, ns_of, ns_of_texts, us_texts
+from npuprof.analysis.tables import RankTables, ns_of, ns_of_texts, us_texts
 from npuprof.analysis.trace_loader import TraceError, TraceReader
 
 OVERLAP_PID = 2_000_000_001
@@ -228,7 +229,7 @@ Stacks = dict[tuple[Any, Any, float], str]  # (pid, tid, ts as the trace wrote i
 
 
 def stacks_by_start(x: Extract, stacks: list[str | None]) -> Stacks:
-    """The rebuilt stacks (one per operator, in file order; see tables.call_stacks) by the operator's
+    """The rebuilt stacks (one per operator, in file order; see call_stacks.call_stacks) by the operator's
     thread and start: a stack depends on nothing else, so the events need no counting to find theirs."""
     keys = list(x.threads)
     thread = np.frombuffer(x.op_thread, dtype=np.int32).tolist() if len(x.op_thread) else []
