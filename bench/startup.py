@@ -37,6 +37,10 @@ from _common import (
     verdict,
 )
 
+REFERENCE_BARE_MS = 25.0  # `python -c pass` on the machine the budgets were set on (bench/README.md)
+LAUNCHER_BUDGET_MS = 100.0
+BOOT_BUDGET_MS = 3.0
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -67,6 +71,12 @@ def main() -> int:
         samples = interleaved(variants, repeats)
         boot_import_ms = _sitecustomize_import_ms(child_env, 3 if args.quick else 15)
     ms = {name: [x * 1000 for x in values] for name, values in samples.items()}
+    # The budgets were set in milliseconds on a machine where `python -c pass` takes REFERENCE_BARE_MS; this
+    # VM runs at 1x to 0.5x of that speed from one hour to the next, so they are judged scaled by the speed
+    # measured in the same run (the bare start-up), i.e. as ratios to `python -c pass`.
+    scale = median(ms["bare"]) / REFERENCE_BARE_MS
+    launcher_budget = LAUNCHER_BUDGET_MS * scale
+    boot_budget = BOOT_BUDGET_MS * median(ms["child_bare"]) / REFERENCE_BARE_MS
     added = paired_diff(ms["npuprof"], ms["bare"])
     added_pyc = paired_diff(ms["npuprof_pyc"], ms["bare"])
     boot = paired_diff(ms["child_boot"], ms["child_bare"])
@@ -75,15 +85,15 @@ def main() -> int:
             "launcher: npuprof run -- python -c pass",
             f"python -c pass {median(ms['bare']):.1f} ms",
             f"{median(ms['npuprof']):.1f} ms (+{added:.1f} ms)",
-            "<= +100 ms",
-            verdict(added, 100),
+            f"<= +{launcher_budget:.0f} ms (+{LAUNCHER_BUDGET_MS:.0f} x {scale:.2f})",
+            verdict(added, launcher_budget),
         ],
         [
             "  same, npuprof byte-compiled (pip install)",
             f"python -c pass {median(ms['bare']):.1f} ms",
             f"{median(ms['npuprof_pyc']):.1f} ms (+{added_pyc:.1f} ms)",
-            "<= +100 ms",
-            verdict(added_pyc, 100),
+            f"<= +{launcher_budget:.0f} ms",
+            verdict(added_pyc, launcher_budget),
         ],
         [
             "  same through typer (no --), for scale",
@@ -97,13 +107,15 @@ def main() -> int:
             f"python -c pass {median(ms['child_bare']):.1f} ms",
             f"{median(ms['child_boot']):.1f} ms (+{boot:.1f} ms; "
             f"sitecustomize import {boot_import_ms:.2f} ms)",
-            "<= +3 ms",
-            verdict(boot, 3.0),
+            f"<= +{boot_budget:.1f} ms (+{BOOT_BUDGET_MS:.0f} x speed)",
+            verdict(boot, boot_budget),
         ],
     ]
     notes = [
         f"{repeats} rounds of {len(variants)} interleaved runs; wall time of the whole command; "
-        "'+' = median of the per-round differences; sitecustomize import from python -X importtime"
+        "'+' = median of the per-round differences; sitecustomize import from python -X importtime",
+        f"budgets: +{LAUNCHER_BUDGET_MS:.0f} ms and +{BOOT_BUDGET_MS:.0f} ms where python -c pass takes "
+        f"{REFERENCE_BARE_MS:.0f} ms, scaled by this run's python -c pass (x{scale:.2f}: this machine now)",
     ]
     print_table(
         "start-up cost (bench/startup.py)",

@@ -257,6 +257,7 @@ class NpuBackend:
         found = self.current_rank_dir(prof)
         if found is None or not found.is_dir():
             raise RuntimeError(f"torch_npu reported no result directory for this capture ({found})")
+        _mark_parsed(found)
         return found, None
 
     # ---- facts and metadata --------------------------------------------------------------------
@@ -295,3 +296,15 @@ def _hand_over(prof: Any, metadata: dict[str, Any]) -> None:
             prof.add_metadata(str(key), value)
         else:
             prof.add_metadata_json(str(key), json.dumps(value))
+
+
+def _mark_parsed(rank_dir: Path) -> None:
+    """After torch_npu's own parse (synchronous: npuprof never passes ``async_mode``), mark its output done,
+    as npuprof's parser does, so that ``npuprof analyse`` reads its tables instead of parsing again."""
+    from npuprof.analysis.ascend_output import KERNEL_FILE, STEP_FILE
+    from npuprof.results import layout
+    from npuprof.results.atomic import write_text
+
+    out = rank_dir / layout.PARSED_DIR
+    if (out / STEP_FILE).is_file() or (out / KERNEL_FILE).is_file():
+        write_text(out / layout.ANALYSE_DONE, "")

@@ -1,0 +1,313 @@
+"""A rank dir torch_npu parsed itself: the report's summary read from its tables, nothing re-parsed.
+
+torch_npu writes ``ASCEND_PROFILER_OUTPUT/`` (docs/formats.md, "The Ascend tables") without npuprof's
+``npuprof_summary.json``. :func:`summary_of` builds that summary from the tables instead:
+
+- steps from ``step_trace_time.csv``: a step's duration is Computing + Communication(Not Overlapped) + Free
+  (the three parts a step is cut into), its start the first device task of the step
+  (``kernel_details.csv``'s ``Start Time(us)``, epoch µs) less Preparing; where a step ran no task, the
+  ``ProfilerStep#N`` span of ``trace_view.json``;
+- top kernels per step from ``kernel_details.csv`` (both real headers: the columns are found by name);
+- top operators from ``operator_details.csv`` (no step column, so they count for the whole capture; torch_npu
+  groups calls by name, shapes and stack there, so a count is a number of such groups);
+- communication from ``communication.json``, memory peaks from ``memory_record.csv``.
+Files that are absent leave their part empty, and the summary's warnings say which.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from npuprof.analysis.summary_schema import Summary, SummaryStep, TopKernel, TopOperator
+from npuprof.results import layout
+
+STEP_FILE = "step_trace_time.csv"
+KERNEL_FILE = "kernel_details.csv"
+OPERATOR_FILE = "operator_details.csv"
+COMMUNICATION_FILE = "communication.json"
+MEMORY_FILE = "memory_record.csv"
+TRACE_VIEW_FILE = "trace_view.json"
+TOP_PER_STEP = 100
+SDMA_PARTS = ("HCCS", "PCIE", "SIO")  # the links torch_npu's SDMA total is made of
+# torch_npu's memory_record.csv components: PTA is PyTorch's caching allocator (what torch.npu reports);
+# GE, APP and the others are CANN's own pools
+ALLOCATOR_COMPONENT = "PTA"
+
+
+class AscendTableError(ValueError):
+    """A table torch_npu wrote cannot be read; the message names the file and the problem."""
+
+
+def parsed_by_torch_npu(rank_dir: Path) -> bool:
+    """torch_npu parsed this rank dir (its step or kernel table is there) and npuprof did not (no summary of
+    npuprof's own, no Kineto trace it would parse)."""
+    from npuprof.analysis.parse import SUMMARY_FILE
+
+    out = rank_dir / layout.PARSED_DIR
+    if not (out / STEP_FILE).is_file() and not (out / KERNEL_FILE).is_file():
+        return False
+    return not (out / SUMMARY_FILE).exists() and layout.find_raw_trace(rank_dir) is None
+
+
+def summary_of(rank_dir: Path) -> Summary:
+    """The summary of a rank dir torch_npu parsed; AscendTableError when its step table is unreadable."""
+    out = rank_dir / layout.PARSED_DIR
+    warnings: list[str] = [
+        "parsed by torch_npu: read from its tables in ASCEND_PROFILER_OUTPUT/, not re-parsed"
+    ]
+    kernels = list(_kernels(out / KERNEL_FILE)) if (out / KERNEL_FILE).is_file() else []
+    if not kernels:
+        warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
+    steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
+    memory_rows = _memory(out / MEMORY_FILE) if (out / MEMORY_FILE).is_file() else []
+    return Summary(
+        rank=layout.rank_of(rank_dir),
+        trace=str(out),
+        events=len(kernels),
+        device="NPU",
+        device_id=device_id,
+        steps=[_with_memory(s, memory_rows) for s in steps],
+        top_operators=_top_operators(out / OPERATOR_FILE),
+        top_kernels=_top_kernels(kernels),
+        memory=_memory_peaks(memory_rows),
+        communication=_communication(out / COMMUNICATION_FILE, warnings),
+        world_size=_world_size(rank_dir),
+        warnings=warnings,
+    )
+
+
+def _rows(path: Path) -> Iterator[dict[str, str]]:
+    try:
+        with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
+            yield from csv.DictReader(handle)
+    except (OSError, csv.Error) as exc:
+        raise AscendTableError(f"{path.name}: {exc}") from None
+
+
+def _number(text: str | None) -> float | None:
+    """A cell as a finite float; None for torch_npu's ``N/A``, an empty cell or a damaged one."""
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _step_id(text: str | None) -> int | None:
+    value = _number(text)
+    return int(value) if value is not None and value == int(value) else None
+
+
+def _kernels(path: Path) -> Iterator[tuple[int | None, str, float, float]]:
+    """(step, name, start epoch µs, duration µs) of each device task."""
+    for row in _rows(path):
+        start, duration = _number(row.get("Start Time(us)")), _number(row.get("Duration(us)"))
+        if start is None or duration is None:
+            continue
+        yield _step_id(row.get("Step Id")), row.get("Name") or "", start, duration
+
+
+def _steps(
+    path: Path, kernels: list[tuple[int | None, str, float, float]], trace_view: Path, warnings: list[str]
+) -> tuple[list[dict[str, Any]], int | None]:
+    if not path.is_file():
+        raise AscendTableError(f"no {STEP_FILE} in {path.parent}: torch_npu's parse did not finish")
+    first_task: dict[int | None, float] = {}
+    for step, _name, start, _dur in kernels:
+        if start < first_task.get(step, math.inf):
+            first_task[step] = start
+    rows, device_id, missing = [], None, set()
+    for row in _rows(path):
+        if device_id is None:
+            device_id = _step_id(row.get("Device_id"))
+        values = {}
+        for key, column in (
+            ("computing_us", "Computing"),
+            ("comm_not_overlapped_us", "Communication(Not Overlapped)"),
+            ("overlapped_us", "Overlapped"),
+            ("communication_us", "Communication"),
+            ("free_us", "Free"),
+            ("bubble_us", "Bubble"),
+            ("preparing_us", "Preparing"),
+        ):
+            value = _number(row.get(column))
+            if value is None:
+                missing.add(column)
+            values[key] = value or 0.0
+        rows.append((_step_id(row.get("Step")), values))
+    if not rows:
+        raise AscendTableError(f"{STEP_FILE} has no rows")
+    if missing:
+        warnings.append(f"{STEP_FILE} has no value for {', '.join(sorted(missing))} (counted as 0)")
+    host_starts = None
+    if any(step not in first_task for step, _ in rows):
+        host_starts = _profiler_steps(trace_view)
+    steps = []
+    for step, values in rows:
+        if step in first_task:
+            start = first_task[step] - values["preparing_us"]
+        elif host_starts and step in host_starts:
+            start = host_starts[step]
+        else:
+            start = math.nan
+        duration = values["computing_us"] + values["comm_not_overlapped_us"] + values["free_us"]
+        steps.append({"step": step, "start_us": start, "duration_us": round(duration, 3), **values})
+    unknown = [s["step"] for s in steps if math.isnan(s["start_us"])]
+    if unknown:
+        warnings.append(
+            f"no start time for steps {unknown} (no task in {KERNEL_FILE}, no ProfilerStep in "
+            f"{TRACE_VIEW_FILE}): their start skew across ranks is not known"
+        )
+        for s in steps:
+            if math.isnan(s["start_us"]):
+                s["start_us"] = 0.0
+    for s in steps:
+        s["start_us"] = round(s["start_us"], 3)
+    return steps, device_id
+
+
+def _profiler_steps(trace_view: Path) -> dict[int, float]:
+    """The start (epoch µs) of each ``ProfilerStep#N`` span of torch_npu's trace_view.json."""
+    if not trace_view.is_file():
+        return {}
+    from npuprof.analysis.trace_loader import TraceError, load_trace
+
+    try:
+        trace = load_trace(trace_view, keep=lambda e: e.ph == "X" and e.name.startswith("ProfilerStep#"))
+    except TraceError:
+        return {}
+    starts: dict[int, float] = {}
+    for event in trace.events:
+        number = _step_id(event.name.partition("#")[2])
+        if number is not None and isinstance(event.ts, float):
+            starts.setdefault(number, event.ts + trace.ts_base)
+    return starts
+
+
+def _top_kernels(kernels: list[tuple[int | None, str, float, float]]) -> list[TopKernel]:
+    groups: dict[tuple[int | None, str], list[float]] = {}
+    for step, name, _start, duration in kernels:
+        acc = groups.setdefault((step, name), [0, 0.0])
+        acc[0] += 1
+        acc[1] += duration
+    by_step: dict[int | None, list[TopKernel]] = {}
+    for (step, name), (count, total) in groups.items():
+        by_step.setdefault(step, []).append(TopKernel(step=step, name=name, count=int(count), total_us=total))
+    out = []
+    for step in sorted(by_step, key=lambda s: (s is None, s or 0)):
+        chosen = sorted(by_step[step], key=lambda k: (-k.total_us, k.name))[:TOP_PER_STEP]
+        out.extend(
+            TopKernel(step=k.step, name=k.name, count=k.count, total_us=round(k.total_us, 3)) for k in chosen
+        )
+    return out
+
+
+def _top_operators(path: Path) -> list[TopOperator]:
+    if not path.is_file():
+        return []
+    groups: dict[str, list[float]] = {}
+    for row in _rows(path):
+        acc = groups.setdefault(row.get("Name") or "", [0, 0.0, 0.0, 0.0])
+        acc[0] += 1
+        acc[1] += _number(row.get("Host Self Duration(us)")) or 0.0
+        acc[2] += _number(row.get("Host Total Duration(us)")) or 0.0
+        acc[3] += _number(row.get("Device Total Duration(us)")) or 0.0
+    chosen = sorted(groups.items(), key=lambda kv: (-kv[1][1], kv[0]))[:TOP_PER_STEP]
+    return [
+        TopOperator(
+            step=None,
+            name=name,
+            count=int(count),
+            self_us=round(self_us, 3),
+            total_us=round(total_us, 3),
+            device_us=round(device_us, 3),
+        )
+        for name, (count, self_us, total_us, device_us) in chosen
+    ]
+
+
+def _memory(path: Path) -> list[tuple[float, float, float | None]]:
+    """(time epoch µs, allocated MB, reserved MB) of the allocator's records (every component's when the
+    file has no PTA rows)."""
+    rows = []
+    for row in _rows(path):
+        t, allocated = _number(row.get("Timestamp(us)")), _number(row.get("Total Allocated(MB)"))
+        if t is not None and allocated is not None:
+            rows.append((row.get("Component") or "", t, allocated, _number(row.get("Total Reserved(MB)"))))
+    ours = [r for r in rows if r[0] == ALLOCATOR_COMPONENT] or rows
+    return [(t, a, r) for _c, t, a, r in ours]
+
+
+def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, int | float | None]:
+    if not rows:
+        return {}
+    reserved = [r for _t, _a, r in rows if r is not None]
+    return {
+        "peak_allocated_mb": round(max(a for _t, a, _r in rows), 3),
+        "peak_reserved_mb": round(max(reserved), 3) if reserved else None,
+    }
+
+
+def _with_memory(step: dict[str, Any], rows: list[tuple[float, float, float | None]]) -> Any:
+    fields = {key: step[key] for key in ("step", "start_us", "duration_us")}
+    fields.update((k, v) for k, v in step.items() if k not in fields)
+    if rows:
+        lo, hi = step["start_us"], step["start_us"] + step["duration_us"]
+        inside = [a for t, a, _r in rows if lo <= t < hi]
+        fields["memory_peak_mb"] = round(max(inside), 3) if inside else None
+    return SummaryStep(**fields)
+
+
+def _communication(path: Path, warnings: list[str]) -> dict[str, int | float]:
+    """Operators, time and size of communication.json's collective and point-to-point operations."""
+    if not path.is_file():
+        return {"operators": 0}
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:
+        warnings.append(f"{COMMUNICATION_FILE} unreadable ({exc}): no communication totals")
+        return {"operators": 0}
+    count, time_ms, size_mb = 0, 0.0, 0.0
+    for step in data.values() if isinstance(data, dict) else ():
+        for kind in ("collective", "p2p"):
+            ops = step.get(kind) if isinstance(step, dict) else None
+            for name, op in ops.items() if isinstance(ops, dict) else ():
+                if name == "Total Op Info" or not isinstance(op, dict):
+                    continue
+                count += 1
+                time_info = op.get("Communication Time Info") or {}
+                time_ms += _number(str(time_info.get("Elapse Time(ms)", ""))) or 0.0
+                size_mb += _transit_mb(op.get("Communication Bandwidth Info"))
+    if not count:
+        return {"operators": 0}
+    return {"operators": count, "time_us": round(time_ms * 1000, 3), "size_mb": round(size_mb, 6)}
+
+
+def _transit_mb(bandwidth: Any) -> float:
+    """The MB an operation moved: every transport's, where SDMA (when present) already sums HCCS and PCIE."""
+    if not isinstance(bandwidth, dict):
+        return 0.0
+    skip = SDMA_PARTS if "SDMA" in bandwidth else ()
+    return sum(
+        _number(str(info.get("Transit Size(MB)", ""))) or 0.0
+        for name, info in bandwidth.items()
+        if isinstance(info, dict) and name not in skip
+    )
+
+
+def _world_size(rank_dir: Path) -> int | None:
+    """``distributed_args.world_size`` of profiler_metadata.json, when torch_npu recorded it."""
+    try:
+        data = json.loads((rank_dir / "profiler_metadata.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    args = data.get("distributed_args") if isinstance(data, dict) else None
+    size = args.get("world_size") if isinstance(args, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None

@@ -1,0 +1,283 @@
+"""`npuprof analyse` on rank dirs torch_npu parsed itself: the report comes from its tables (real
+kernel_details.csv files of two releases, tests/fixtures/ascend-real, see SOURCE.md there), nothing is
+re-parsed, and torch_npu is not needed. Expected values are computed here from the files, by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import clean_env, npuprof
+
+REAL = Path(__file__).resolve().parent / "fixtures" / "ascend-real"
+STEP_HEADER = [
+    "Device_id",
+    "Step",
+    "Computing",
+    "Communication(Not Overlapped)",
+    "Overlapped",
+    "Communication",
+    "Free",
+    "Stage",
+    "Bubble",
+    "Communication(Not Overlapped and Exclude Receive)",
+    "Preparing",
+]
+
+
+def _kernels(name: str) -> list[dict[str, str]]:
+    with open(REAL / name, newline="", encoding="utf-8-sig") as f:
+        return list(csv.DictReader(f))
+
+
+def _rank_dir(root: Path, rank: int, kernels: str, steps: list[list[object]], stamp: int = 123) -> Path:
+    """A rank dir as torch_npu leaves it after parsing (data simplified: no FRAMEWORK/ left)."""
+    d = root / f"node{rank}_{4000 + rank}_20240101120000{stamp:03d}_ascend_pt"
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (d / f"profiler_info_{rank}.json").write_text(json.dumps({"config": {}, "rank_id": rank}))
+    shutil.copyfile(REAL / kernels, out / "kernel_details.csv")
+    with open(out / "step_trace_time.csv", "w", newline="") as f:
+        csv.writer(f).writerows([STEP_HEADER, *steps])
+    return d
+
+
+def _step(step: int, computing: float, not_overlapped: float, free: float, preparing: float) -> list[object]:
+    overlapped, bubble = 10.0, 0.0
+    stage = computing + not_overlapped + free - bubble
+    comm = not_overlapped + overlapped
+    return [
+        0,
+        step,
+        computing,
+        not_overlapped,
+        overlapped,
+        comm,
+        free,
+        stage,
+        bubble,
+        not_overlapped,
+        preparing,
+    ]
+
+
+def _report(path: Path, *extra: str) -> dict:
+    result = npuprof("analyse", str(path), "--format", "json", *extra, env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """Two ranks of the 2023 release's kernels (step 1), the second 300 µs later to start and slower."""
+    root = tmp_path_factory.mktemp("torch_npu_cluster")
+    _rank_dir(root, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    _rank_dir(root, 1, "kernel_details_2023.csv", [_step(1, 5200.0, 300.0, 1400.0, -287.5)])
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    report = _report(root)
+    after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert after == before, "torch_npu's files were changed or others were added: nothing may be re-parsed"
+    return root, report
+
+
+def test_steps_come_from_step_trace_time(cluster: tuple[Path, dict]) -> None:
+    _root, report = cluster
+    assert not report["problems"]
+    r0, r1 = report["ranks"]
+    assert (r0["rank"], r1["rank"], r0["device"]) == (0, 1, "NPU")
+    (s0,) = r0["steps"]
+    assert s0["step"] == 1
+    assert s0["duration_us"] == pytest.approx(5000.0 + 100.0 + 400.0)
+    assert (s0["computing_us"], s0["comm_not_overlapped_us"], s0["overlapped_us"]) == (5000.0, 100.0, 10.0)
+    assert (s0["communication_us"], s0["free_us"], s0["preparing_us"]) == (110.0, 400.0, 12.5)
+    first_task = min(float(k["Start Time(us)"]) for k in _kernels("kernel_details_2023.csv"))
+    assert s0["start_us"] == pytest.approx(first_task - 12.5, abs=1e-3)
+    assert any("parsed by torch_npu" in w for w in r0["warnings"])
+
+
+def test_top_kernels_are_summed_by_name(cluster: tuple[Path, dict]) -> None:
+    _root, report = cluster
+    totals: dict[str, list[float]] = {}
+    for k in _kernels("kernel_details_2023.csv"):
+        totals.setdefault(k["Name"], []).append(float(k["Duration(us)"]))
+    expected = sorted(totals.items(), key=lambda kv: -sum(kv[1]))[:5]
+    got = report["ranks"][0]["top_kernels"][:5]
+    assert [k["name"] for k in got] == [name for name, _ in expected]
+    for k, (_name, durations) in zip(got, expected, strict=True):
+        assert k["count"] == len(durations)
+        assert k["total_us"] == pytest.approx(sum(durations), abs=1e-3)
+
+
+def test_cross_rank_table_slowest_rank_and_start_skew(cluster: tuple[Path, dict]) -> None:
+    _root, report = cluster
+    cross = report["cross_rank"]
+    (step,) = cross["steps"]
+    assert step["ranks"] == {"0": 5500.0, "1": 6900.0}
+    assert cross["slowest"]["rank"] == 1
+    assert cross["slowest"]["outlier"] is True  # 2 ranks: > 10% above the median (6900 vs 6200)
+    (skew,) = cross["start_skew"]
+    # same first task, preparing 12.5 vs -287.5: rank 1's step started 300 µs later
+    assert (skew["earliest_rank"], skew["latest_rank"]) == (0, 1)
+    assert skew["skew_us"] == pytest.approx(300.0, abs=1e-3)
+
+
+def test_csv_format_lists_each_rank_and_step(cluster: tuple[Path, dict]) -> None:
+    root, _report = cluster
+    result = npuprof("analyse", str(root), "--format", "csv", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(result.stdout.splitlines()))
+    assert [(r["rank"], r["step"]) for r in rows] == [("0", "1"), ("1", "1")]
+    assert [float(r["duration_us"]) for r in rows] == [5500.0, 6900.0]
+
+
+def test_2025_release_with_a_step_only_the_trace_view_knows(tmp_path: Path) -> None:
+    """The 2025 header (OP State, HF32 Eligible; a tab inside the quoted start times); step 20 ran no task,
+    its start comes from trace_view.json's ProfilerStep#20 (string epoch ts, torch_npu's bare array)."""
+    d = _rank_dir(
+        tmp_path, 3, "kernel_details_2025.csv", [_step(19, 800.0, 0.0, 50.0, 4.0), _step(20, 1.0, 0, 9, 0)]
+    )
+    (d / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_text(
+        json.dumps(
+            [
+                {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "Python"}},
+                {
+                    "ph": "X",
+                    "name": "ProfilerStep#20",
+                    "pid": 7,
+                    "tid": 1,
+                    "ts": "1736413971600000.250",
+                    "dur": 9,
+                },
+            ]
+        )
+    )
+    report = _report(tmp_path)
+    s19, s20 = report["ranks"][0]["steps"]
+    kernels = _kernels("kernel_details_2025.csv")
+    first = min(float(k["Start Time(us)"].strip()) for k in kernels)
+    assert s19["start_us"] == pytest.approx(first - 4.0, abs=1e-3)
+    assert s20["start_us"] == pytest.approx(1736413971600000.25, abs=1e-3)
+    top = report["ranks"][0]["top_kernels"][0]
+    by_name: dict[str, float] = {}
+    for k in kernels:
+        by_name[k["Name"]] = by_name.get(k["Name"], 0.0) + float(k["Duration(us)"])
+    name, total = max(by_name.items(), key=lambda kv: kv[1])
+    assert (top["name"], top["total_us"]) == (name, pytest.approx(total, abs=1e-3))
+
+
+def test_communication_and_memory_tables(tmp_path: Path) -> None:
+    """communication.json in torch_npu's per-rank form (SDMA already sums HCCS and PCIE) and
+    memory_record.csv with the allocator's (PTA) rows beside CANN's (GE)."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+
+    def op(elapse_ms: float, hccs: float, pcie: float, rdma: float) -> dict:
+        link = {
+            "Transit Time(ms)": 0.1,
+            "Bandwidth(GB/s)": 1.0,
+            "Large Packet Ratio": 0,
+            "Size Distribution": {},
+        }
+        return {
+            "Communication Time Info": {"Start Timestamp(us)": 1.0, "Elapse Time(ms)": elapse_ms},
+            "Communication Bandwidth Info": {
+                "RDMA": {**link, "Transit Size(MB)": rdma},
+                "HCCS": {**link, "Transit Size(MB)": hccs},
+                "PCIE": {**link, "Transit Size(MB)": pcie},
+                "SDMA": {**link, "Transit Size(MB)": hccs + pcie},
+            },
+        }
+
+    comm = {
+        "step1": {
+            "collective": {
+                "hcom_allReduce__1_0@123": op(0.25, 2.0, 1.0, 0.5),
+                "Total Op Info": op(0.25, 2.0, 1.0, 0.5),
+            },
+            "p2p": {"hcom_send__1_1@124": op(0.5, 4.0, 0.0, 0.0)},
+        }
+    }
+    (out / "communication.json").write_text(json.dumps(comm))
+    first = min(float(k["Start Time(us)"]) for k in _kernels("kernel_details_2023.csv"))
+    t = first - 12.5  # the step's start
+    with open(out / "memory_record.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            ["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Total Active(MB)"]
+        )
+        w.writerows(
+            [
+                ["PTA", t + 1, 100.0, 128.0, 100.0],
+                ["GE", t + 2, 900.0, 900.0, 900.0],
+                ["PTA", t + 3, 250.5, 256.0, 250.5],
+                ["PTA", t + 6000, 999.0, 1024.0, 999.0],  # after the step
+            ]
+        )
+    rank = _report(tmp_path)["ranks"][0]
+    assert rank["communication"]["operators"] == 2  # "Total Op Info" is an aggregate, not an operation
+    assert rank["communication"]["time_us"] == pytest.approx(750.0)
+    assert rank["communication"]["size_mb"] == pytest.approx(3.5 + 4.0)
+    assert rank["steps"][0]["memory_peak_mb"] == 250.5
+    assert rank["memory_peak_reserved_mb"] == 1024.0
+
+
+def test_a_damaged_step_table_is_named_and_the_other_ranks_go_on(tmp_path: Path) -> None:
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    bad = _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [], stamp=456)
+    (bad / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_text("")
+    report = _report(tmp_path)
+    assert [r["rank"] for r in report["ranks"]] == [0]
+    (problem,) = report["problems"]
+    assert problem["rank_dir"].endswith(bad.name) and "step_trace_time.csv" in problem["reason"]
+
+
+def test_npuprof_run_through_torch_npu_marks_its_parse_done(tmp_path: Path) -> None:
+    """A run through the torch_npu stand-in (it parses in the run, as torch_npu does): the dir is marked
+    done, and `npuprof analyse` without torch_npu reads its tables instead of asking for torch_npu."""
+    standin = Path(__file__).resolve().parent / "fake_torch_npu"
+    script = tmp_path / "npu_train.py"
+    script.write_text(
+        "import torch, torch_npu\n"
+        "m = torch.nn.Linear(8, 8)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(8):\n"
+        "    opt.zero_grad()\n"
+        "    m(torch.randn(4, 8)).sum().backward()\n"
+        "    opt.step()\n"
+    )
+    out = tmp_path / "out"
+    env = clean_env(PYTHONPATH=str(standin), TORCH_DEVICE_BACKEND_AUTOLOAD="0", RANK="0")
+    result = npuprof(
+        "run",
+        "-o",
+        str(out),
+        "--skip-first",
+        "2",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--",
+        sys.executable,
+        str(script),
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    (rank_dir,) = out.glob("*_ascend_pt")
+    assert (rank_dir / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+    report = _report(out)
+    assert not report["problems"], report["problems"]
+    (rank,) = report["ranks"]
+    assert rank["device"] == "NPU"
+    with open(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [s["step"] for s in rank["steps"]] == [int(r["Step"]) for r in rows] == [3, 4]
+    for s, r in zip(rank["steps"], rows, strict=True):
+        parts = float(r["Computing"]) + float(r["Communication(Not Overlapped)"]) + float(r["Free"])
+        assert math.isclose(s["duration_us"], parts, abs_tol=1e-3)
