@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from analyse_support.handmade import write_rank_dir, x
 
@@ -55,15 +56,15 @@ def cpu_step_trace(rank: int, step_us: float, world: int) -> dict:
 def test_slowest_rank_rule(means: dict[int, float], outlier: bool) -> None:
     found = slowest_rank(means)
     assert found is not None
-    assert found["rank"] == max(means, key=means.__getitem__)
-    assert found["outlier"] is outlier
+    assert found.rank == max(means, key=means.__getitem__)
+    assert found.outlier is outlier
 
 
 def test_slowest_rank_z_score_value() -> None:
     found = slowest_rank({0: 1000.0, 1: 1010.0, 2: 990.0, 3: 1005.0, 4: 2000.0})
     assert found is not None
-    assert found["modified_z"] == round(0.6745 * 995 / 5, 2)
-    assert found["median_us"] == 1005.0
+    assert found.modified_z == round(0.6745 * 995 / 5, 2)
+    assert found.median_us == 1005.0
 
 
 @pytest.mark.parametrize(
@@ -129,7 +130,7 @@ def test_slowest_rank_every_field_by_hand() -> None:
     # three ranks: median 1200.0; deviations 199.87655, 200.56789, 0 -> MAD 199.87655
     mad = 199.87655
     z = 0.6745 * (1400.56789 - 1200.0) / mad  # 0.6768... <= 3.5
-    assert found == {
+    assert msgspec.to_builtins(found) == {
         "rank": 7,
         "mean_step_us": 1400.568,
         "median_us": 1200.0,
@@ -157,4 +158,4 @@ def test_slowest_rank_every_field_by_hand() -> None:
 def test_slowest_rank_at_its_edges(means: dict[int, float], z: float | None, outlier: bool) -> None:
     found = slowest_rank(means)
     assert found is not None
-    assert (found["modified_z"], found["outlier"]) == (z, outlier), found
+    assert (found.modified_z, found.outlier) == (z, outlier), found

@@ -522,10 +522,10 @@ def test_analyse_report_names_each_bad_trace(trace: tuple[bytes, bool]) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         report = build_report(_write_trace(Path(tmp), *trace), jobs=1)
-        for problem in report["problems"]:
+        for problem in report.problems:
             # "failed" is what an unexpected exception becomes: a reader bug, not a bad trace
-            assert problem["status"] in ("corrupt", "truncated", "missing"), problem
-            assert _one_line(problem["reason"]), problem
+            assert problem.status in ("corrupt", "truncated", "missing"), problem
+            assert _one_line(problem.reason), problem
         terminal.render_json(report)
         terminal.render_csv(report)
         terminal.render_table(report, Console(file=io.StringIO(), width=120))
@@ -664,9 +664,9 @@ def test_analyse_reads_back_a_damaged_summary_as_unreadable(
             _mutated(json.dumps(summary).encode(), cut, [])
         )
         report = build_report(copy, jobs=1)
-        assert [p["status"] for p in report["problems"]] in ([], ["unreadable"])
+        assert [p.status for p in report.problems] in ([], ["unreadable"])
         if not changes and cut is None:
-            assert report["ranks"] and report["ranks"][0]["status"] == "cached"
+            assert report.ranks and report.ranks[0].status == "cached"
         terminal.render_json(report)
         terminal.render_csv(report)
         terminal.render_table(report, Console(file=io.StringIO(), width=120))

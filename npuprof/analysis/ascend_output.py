@@ -1,6 +1,6 @@
 """A rank dir torch_npu parsed itself: the report's summary read from its tables, nothing re-parsed.
 
-torch_npu writes ``ASCEND_PROFILER_OUTPUT/`` (docs/formats.md, "The Ascend tables") without npuprof's
+torch_npu writes ``ASCEND_PROFILER_OUTPUT/`` (docs/formats.md, "What the parser writes") without npuprof's
 ``npuprof_summary.json``. :func:`summary_of` builds that summary from the tables instead:
 
 - steps from ``step_trace_time.csv``: a step's duration is Computing + Communication(Not Overlapped) + Free

@@ -1,5 +1,5 @@
 """communication.json and communication_matrix.json from the collectives in a trace (docs/formats.md,
-"The Ascend tables").
+"What the parser writes").
 
 Sources: ``record_param_comms`` operators (NCCL/HCCL: collective name, message size, dtype, process group),
 their device kernels (matched by External id) for the time on the device, and on CPU the ``gloo:<op>``

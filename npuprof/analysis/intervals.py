@@ -114,3 +114,21 @@ def subtract_per_window(a: Pieces, b: Pieces, windows: int, disjoint: bool) -> P
         np.concatenate([p[1] for p in out]),
         np.concatenate([p[2] for p in out]),
     )
+
+
+def waits(starts: np.ndarray, ends: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    """For each task, the idle time on its lane (a stream, a thread) before it started: its start less the
+    latest end of the lane's earlier tasks (0 for a lane's first task, or when it started before that end)."""
+    n = len(starts)
+    out = np.zeros(n)
+    if n < 2:
+        return out
+    order = np.lexsort((starts, lanes))
+    lane, begin, end = lanes[order], starts[order], ends[order]
+    latest = np.empty(n)
+    cuts = np.flatnonzero(lane[1:] != lane[:-1]) + 1
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):  # a lane at a time: few lanes
+        latest[lo:hi] = np.maximum.accumulate(end[lo:hi])
+    same = lane[1:] == lane[:-1]
+    out[order[1:]] = np.where(same, np.maximum(begin[1:] - latest[:-1], 0.0), 0.0)
+    return out

@@ -1,5 +1,5 @@
 """memory_record.csv and operator_memory.csv from the ``[memory]`` instant events (docs/formats.md,
-"The Ascend tables")."""
+"What the parser writes")."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
 """The `npuprof analyse` report: parse what is unparsed (in parallel), then summarise per rank and across
 ranks.
 
-:func:`build_report` returns a plain JSON-serialisable dict (schema version ``REPORT_VERSION``)::
-
-    {"version", "path", "steps_filter", "ranks": [RankReport...],
-     "problems": [{"rank_dir", "status", "reason"}],
-     "cross_rank": {"steps": [{"step", "ranks": {rank: duration_us}, "max_us", "min_us"}],
-                    "slowest": {...} | None,
-                    "start_skew": [{"step", "skew_us", "earliest_rank", "latest_rank"}]}}
-
-RankReport: ``{"rank", "rank_dir", "status", "device", "steps": [step breakdown...], "step_time_mean_us",
-"top_operators": [{"name", "count", "self_us", "total_us", "device_us"}], "top_kernels": [{"name", "count",
-"total_us"}], "memory_peak_mb"}``.
+:func:`build_report` returns a :class:`~npuprof.analysis.report_schema.Report` (typed, versioned:
+``REPORT_VERSION``; docs/formats.md, "The report"): per rank the steps and their breakdown, the mean step
+time, the top operators and kernels, memory and communication; the rank dirs not analysed and why; across
+ranks each step's durations, the slowest rank and the step start skew.
 """
 
 from __future__ import annotations
@@ -19,18 +12,32 @@ from __future__ import annotations
 import multiprocessing
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from npuprof.analysis.parse import SUMMARY_FILE, ParseOutcome, parse_rank_dir, write_outputs
+from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here too, as before
+    REPORT_VERSION,  # noqa: F401
+    CrossRank,
+    CrossStep,
+    Problem,
+    RankReport,
+    Report,
+    ReportKernel,
+    ReportOperator,
+    ReportStep,
+    Slowest,
+    StartSkew,
+)
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
-from npuprof.analysis.summary_schema import SummaryError, as_plain, read_summary
+from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
 from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
 
-REPORT_VERSION = 1
 BARE_SUFFIX = ".npuprof"  # a bare trace's tables go to <trace>.npuprof/
 OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) above which a rank is an outlier
 SMALL_GROUP_EXCESS = 0.10  # with fewer than 3 ranks: slower than the median by more than this
@@ -116,16 +123,23 @@ def parse_all(
     return [results[d] for d in rank_dirs]
 
 
-def _load_summary(parsed_dir: Path) -> tuple[dict[str, Any] | None, str]:
-    """The rank's summary as plain values, or (None, why it cannot be used: missing, damaged, or written by
-    another version; re-parsing with --force rewrites it)."""
+def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
+    """The rank's summary, or (None, why it cannot be used: missing, damaged, or written by another
+    version; re-parsing with --force rewrites it)."""
+    from npuprof.analysis import ascend_output
+
+    if not (parsed_dir / SUMMARY_FILE).exists() and ascend_output.parsed_by_torch_npu(parsed_dir.parent):
+        try:
+            return ascend_output.summary_of(parsed_dir.parent), ""
+        except ascend_output.AscendTableError as exc:
+            return None, f"torch_npu's tables: {exc}"
     try:
         data = (parsed_dir / SUMMARY_FILE).read_bytes()
     except OSError as exc:
         why = f"no readable {SUMMARY_FILE} ({exc.strerror or exc}; parsed by another tool?)"
         return None, why + "; re-run with --force"
     try:
-        return as_plain(read_summary(data)), ""
+        return read_summary(data), ""
     except SummaryError as exc:
         return None, f"{SUMMARY_FILE}: {exc}"
 
@@ -134,48 +148,55 @@ def _in_steps(step: Any, steps: tuple[int, int] | None) -> bool:
     return steps is None or (isinstance(step, int) and steps[0] <= step <= steps[1])
 
 
-def _aggregate(items: list[dict[str, Any]], steps: tuple[int, int] | None, key: str, top: int) -> list[dict]:
-    merged: dict[str, dict[str, Any]] = {}
+def _aggregate(
+    items: Sequence[TopOperator] | Sequence[TopKernel], steps: tuple[int, int] | None, times: tuple[str, ...]
+) -> list[tuple[str, int, list[float]]]:
+    """Per name over the steps chosen, in order of first appearance: the calls and each of ``times``
+    summed (rounded to the ns at each addition), largest first by the first of ``times``."""
+    counts: dict[str, int] = {}
+    sums: dict[str, list[float]] = {}
     for item in items:
-        if not _in_steps(item.get("step"), steps):
+        if not _in_steps(item.step, steps):
             continue
-        m = merged.setdefault(item["name"], {"name": item["name"], "count": 0})
-        for k, v in item.items():
-            if k.endswith("_us"):
-                m[k] = round(m.get(k, 0.0) + v, 3)
-        m["count"] += item["count"]
-    return sorted(merged.values(), key=lambda m: -m.get(key, 0.0))[:top]
+        acc = sums.setdefault(item.name, [0.0] * len(times))
+        for k, name in enumerate(times):
+            acc[k] = round(acc[k] + getattr(item, name), 3)
+        counts[item.name] = counts.get(item.name, 0) + item.count
+    return [(name, counts[name], sums[name]) for name in sorted(sums, key=lambda name: -sums[name][0])]
 
 
 def rank_report(
-    summary: dict[str, Any], rank_dir: Path, status: str, steps: tuple[int, int] | None, top: int
-) -> dict[str, Any]:
-    chosen = [s for s in summary.get("steps", []) if _in_steps(s.get("step"), steps)]
-    durations = [s["duration_us"] for s in chosen]
-    peaks = [s.get("memory_peak_mb") for s in chosen if s.get("memory_peak_mb") is not None]
-    memory = summary.get("memory") or {}
-    out = {
-        "rank": summary.get("rank"),
-        "rank_dir": str(rank_dir),
-        "status": status,
-        "device": summary.get("device"),
-        "trace": summary.get("trace"),
-        "steps": chosen,
-        "step_time_mean_us": round(statistics.fmean(durations), 3) if durations else None,
-        "top_operators": _aggregate(summary.get("top_operators", []), steps, "self_us", top),
-        "top_kernels": _aggregate(summary.get("top_kernels", []), steps, "total_us", top),
-        "memory_peak_mb": max(peaks) if peaks else memory.get("peak_allocated_mb"),
-        "memory_peak_reserved_mb": memory.get("peak_reserved_mb"),
-        "communication": summary.get("communication", {}),
-    }
-    # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
-    warnings = summary.get("warnings")
-    if isinstance(warnings, list) and warnings:
-        out["warnings"] = [str(w) for w in warnings]
-    return out
+    summary: Summary, rank_dir: Path, status: str, steps: tuple[int, int] | None, top: int
+) -> RankReport:
+    """One rank's part of the report, from its summary: the steps chosen and the ``top`` operators and
+    kernels over them."""
+    chosen = [ReportStep(**msgspec.structs.asdict(s)) for s in summary.steps if _in_steps(s.step, steps)]
+    durations = [s.duration_us for s in chosen]
+    peaks = [p for s in chosen if (p := s.memory_peak_mb) is not None and p is not msgspec.UNSET]
+    operators = _aggregate(summary.top_operators, steps, ("self_us", "total_us", "device_us"))
+    kernels = _aggregate(summary.top_kernels, steps, ("total_us",))
+    return RankReport(
+        rank=summary.rank,
+        rank_dir=str(rank_dir),
+        status=status,
+        device=summary.device,
+        trace=summary.trace,
+        steps=chosen,
+        step_time_mean_us=round(statistics.fmean(durations), 3) if durations else None,
+        top_operators=[
+            ReportOperator(name=name, count=count, self_us=s, total_us=t, device_us=d)
+            for name, count, (s, t, d) in operators[:top]
+        ],
+        top_kernels=[ReportKernel(name=name, count=count, total_us=t) for name, count, (t,) in kernels[:top]],
+        memory_peak_mb=max(peaks) if peaks else summary.memory.get("peak_allocated_mb"),
+        memory_peak_reserved_mb=summary.memory.get("peak_reserved_mb"),
+        communication=summary.communication,
+        # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
+        warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,
+    )
 
 
-def slowest_rank(means: dict[int, float]) -> dict[str, Any] | None:
+def slowest_rank(means: dict[int, float]) -> Slowest | None:
     """The slowest rank by mean step time, and whether it is an outlier (modified z-score over the ranks'
     median absolute deviation; with fewer than 3 ranks, > 10% above the median)."""
     if len(means) < 2:
@@ -191,51 +212,69 @@ def slowest_rank(means: dict[int, float]) -> dict[str, Any] | None:
     else:
         z = None
         outlier = excess > SMALL_GROUP_EXCESS
-    return {
-        "rank": rank,
-        "mean_step_us": round(worst, 3),
-        "median_us": round(med, 3),
-        "slower_than_median_pct": round(excess * 100, 2),
-        "modified_z": None if z is None else round(z, 2),
-        "outlier": bool(outlier),
-    }
+    return Slowest(
+        rank=rank,
+        mean_step_us=round(worst, 3),
+        median_us=round(med, 3),
+        slower_than_median_pct=round(excess * 100, 2),
+        modified_z=None if z is None else round(z, 2),
+        outlier=bool(outlier),
+    )
 
 
-def cross_rank(ranks: list[dict[str, Any]]) -> dict[str, Any]:
-    by_step: dict[Any, dict[int, dict[str, float]]] = {}
+def cross_rank(ranks: list[RankReport]) -> CrossRank:
+    """The steps across ranks (a partial step is left out), the slowest rank and each step's start skew."""
+    by_step: dict[Any, dict[int, tuple[float, float]]] = {}
     means: dict[int, float] = {}
     for r in ranks:
-        if r["rank"] is None:
+        if r.rank is None:
             continue
-        if r["step_time_mean_us"] is not None:
-            means[r["rank"]] = r["step_time_mean_us"]
-        for s in r["steps"]:
-            by_step.setdefault(s["step"], {})[r["rank"]] = {"dur": s["duration_us"], "start": s["start_us"]}
+        if r.step_time_mean_us is not None:
+            means[r.rank] = r.step_time_mean_us
+        for s in r.steps:
+            if s.partial is not True:
+                by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, s.start_us)
     steps_out, skew = [], []
     for step in sorted(by_step, key=lambda s: (s is None, s if isinstance(s, int) else 0)):
         per = by_step[step]
-        durs = {k: v["dur"] for k, v in per.items()}
+        durs = {k: v[0] for k, v in per.items()}
         steps_out.append(
-            {
-                "step": step,
-                "ranks": {str(k): v for k, v in sorted(durs.items())},
-                "max_us": max(durs.values()),
-                "min_us": min(durs.values()),
-            }
+            CrossStep(
+                step=step,
+                ranks={str(k): v for k, v in sorted(durs.items())},
+                max_us=max(durs.values()),
+                min_us=min(durs.values()),
+            )
         )
         if len(per) > 1:
-            starts = {k: v["start"] for k, v in per.items()}
+            starts = {k: v[1] for k, v in per.items()}
             early = min(starts, key=starts.__getitem__)
             late = max(starts, key=starts.__getitem__)
             skew.append(
-                {
-                    "step": step,
-                    "skew_us": round(starts[late] - starts[early], 3),
-                    "earliest_rank": early,
-                    "latest_rank": late,
-                }
+                StartSkew(
+                    step=step,
+                    skew_us=round(starts[late] - starts[early], 3),
+                    earliest_rank=early,
+                    latest_rank=late,
+                )
             )
-    return {"steps": steps_out, "slowest": slowest_rank(means), "start_skew": skew}
+    return CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew)
+
+
+def mark_partial(rank: RankReport, step: int, reason: str) -> bool:
+    """Flag ``step`` of ``rank`` as partial (the capture ended inside it), with why: it leaves the rank's
+    mean step time (and :func:`cross_rank`). False when the rank has no such step."""
+    partial = [s for s in rank.steps if s.step == step]
+    if not partial:
+        return False
+    for s in partial:
+        s.partial = True
+    rank.partial_step = step
+    rank.partial_reason = reason
+    whole = [s.duration_us for s in rank.steps if s.partial is not True]
+    if whole:
+        rank.step_time_mean_us = round(statistics.fmean(whole), 3)
+    return True
 
 
 def build_report(
@@ -246,7 +285,7 @@ def build_report(
     force: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[ParseOutcome], None] | None = None,
-) -> dict[str, Any]:
+) -> Report:
     """Parse (as needed) and report on ``path``: a result dir, one rank dir, or a bare Kineto trace.
     Raises NothingToAnalyse when ``path`` holds nothing to analyse."""
     jobs = jobs or os.cpu_count() or 1
@@ -274,39 +313,41 @@ def build_report(
             f"{path} is neither a result directory nor a trace file (a Chrome trace: a JSON object with "
             "traceEvents, or a JSON array of events; gzipped or not)"
         )
-    ranks, problems = [], []
+    ranks: list[RankReport] = []
+    problems: list[Problem] = []
     for outcome, out_dir in targets:
         summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
         if summary is None:
-            reason = outcome.reason or why
+            status = outcome.status if not outcome.ok else "unreadable"
             problems.append(
-                {
-                    "rank_dir": str(outcome.rank_dir),
-                    "status": outcome.status if not outcome.ok else "unreadable",
-                    "reason": reason,
-                }
+                Problem(rank_dir=str(outcome.rank_dir), status=status, reason=outcome.reason or why)
             )
             continue
-        if summary.get("rank") is None and outcome.rank is not None:
-            summary["rank"] = outcome.rank
+        if summary.rank is None and outcome.rank is not None:
+            summary.rank = outcome.rank
         ranks.append(rank_report(summary, outcome.rank_dir, outcome.status, steps, top))
-    ranks.sort(key=lambda r: (r["rank"] is None, r["rank"] or 0, r["rank_dir"]))
-    return {
-        "version": REPORT_VERSION,
-        "path": str(path),
-        "steps_filter": list(steps) if steps else None,
-        "ranks": ranks,
-        "problems": problems,
-        "cross_rank": cross_rank(ranks),
-    }
+    ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, r.rank_dir))
+    return Report(
+        path=str(path),
+        steps_filter=list(steps) if steps else None,
+        ranks=ranks,
+        problems=problems,
+        cross_rank=cross_rank(ranks),
+    )
 
 
-def csv_rows(report: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+def csv_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
     """One row per rank and step (the --format csv output)."""
     header = ["rank", "step", *STEP_TIME_FIELDS, "memory_peak_mb", "rank_dir"]
     rows = [
-        [r["rank"], s["step"], *(s[k] for k in STEP_TIME_FIELDS), s.get("memory_peak_mb"), r["rank_dir"]]
-        for r in report["ranks"]
-        for s in r["steps"]
+        [
+            r.rank,
+            s.step,
+            *(getattr(s, k) for k in STEP_TIME_FIELDS),
+            None if s.memory_peak_mb is msgspec.UNSET else s.memory_peak_mb,
+            r.rank_dir,
+        ]
+        for r in report.ranks
+        for s in r.steps
     ]
     return header, rows

@@ -7,12 +7,14 @@ import errno
 import os
 import re
 import signal
-import statistics
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from npuprof.analysis.report_schema import Report
 
 _STEPS_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 FORMATS = ("table", "json", "csv")
@@ -134,17 +136,17 @@ def analyse(
     else:
         terminal.render_table(report, Console())
     sys.stdout.flush()
-    for r in report["ranks"]:
-        for note in r.get("warnings", []):
-            print(f"npuprof analyse: warning: {r['rank_dir']}: {note}", file=sys.stderr)
-    for p in report["problems"]:
+    for r in report.ranks:
+        for note in r.warnings or []:
+            print(f"npuprof analyse: warning: {r.rank_dir}: {note}", file=sys.stderr)
+    for p in report.problems:
         print(
-            f"npuprof analyse: not analysed: {p['rank_dir']}: {p['status']}"
-            + (f": {p['reason']}" if p["reason"] else ""),
+            f"npuprof analyse: not analysed: {p.rank_dir}: {p.status}"
+            + (f": {p.reason}" if p.reason else ""),
             file=sys.stderr,
         )
     _check_stdout()
-    if not report["ranks"]:
+    if not report.ranks:
         print("npuprof analyse: nothing could be analysed (see the reasons above)", file=sys.stderr)
         raise typer.Exit(1)
 
@@ -171,51 +173,40 @@ def _warn_skipped(lines: list[str]) -> None:
         print(f"npuprof analyse: warning: skipped {line}", file=sys.stderr)
 
 
-def _mark_in_progress(report: dict[str, Any]) -> None:
+def _mark_in_progress(report: Report) -> None:
     """A capture still recording, in a run whose launcher is alive on this host, is "in progress", not
     an interrupted capture (its process has not ended)."""
     from npuprof.results import layout
 
-    for problem in report["problems"]:
-        if problem.get("status") != "incomplete":
+    for problem in report.problems:
+        if problem.status != "incomplete":
             continue
-        rank_dir = Path(problem["rank_dir"])
+        rank_dir = Path(problem.rank_dir)
         record = layout.read_capture_record(rank_dir)
         if not record or record.get("status") != layout.STATUS_CAPTURING:
             continue
         status = layout.capture_status(rank_dir)
         if status.in_progress:
-            problem["status"] = "in progress"
-            problem["reason"] = f"{status.detail}; analyse it once the run has ended"
+            problem.status = "in progress"
+            problem.reason = f"{status.detail}; analyse it once the run has ended"
 
 
-def _mark_partial_steps(report: dict[str, Any]) -> None:
+def _mark_partial_steps(report: Report) -> None:
     """Flag the step a capture ended inside of (training ended, SIGTERM: the capture record's last step
     when it was finished early) as ``"partial": true``, with the reason in ``partial_reason``; it is left
     out of the rank's mean step time and of the comparison across ranks."""
-    from npuprof.analysis.report import cross_rank
+    from npuprof.analysis.report import cross_rank, mark_partial
     from npuprof.results import layout
 
     changed = False
-    for rank in report["ranks"]:
-        record = layout.read_capture_record(Path(rank["rank_dir"]))
+    for rank in report.ranks:
+        record = layout.read_capture_record(Path(rank.rank_dir))
         step = layout.partial_step(record)
-        if step is None:
-            continue
-        partial = [s for s in rank["steps"] if s.get("step") == step]
-        if not partial:
-            continue
-        for s in partial:
-            s["partial"] = True
-        rank["partial_step"] = step
-        rank["partial_reason"] = str((record or {}).get("detail") or "the capture ended during this step")
-        whole = [s["duration_us"] for s in rank["steps"] if not s.get("partial")]
-        if whole:
-            rank["step_time_mean_us"] = round(statistics.fmean(whole), 3)
-        changed = True
+        if step is not None:
+            reason = str((record or {}).get("detail") or "the capture ended during this step")
+            changed = mark_partial(rank, step, reason) or changed
     if changed:
-        ranks = [{**r, "steps": [s for s in r["steps"] if not s.get("partial")]} for r in report["ranks"]]
-        report["cross_rank"] = cross_rank(ranks)
+        report.cross_rank = cross_rank(report.ranks)
 
 
 def _check_stdout() -> None:
@@ -233,14 +224,16 @@ def _check_stdout() -> None:
     raise typer.Exit(1)
 
 
-def write_json(report: dict[str, Any], chunk_count: int = 8192) -> None:
+def write_json(report: Report | dict[str, Any], chunk_count: int = 8192) -> None:
     """``terminal.render_json(report)`` and a newline, the same bytes, written to stdout as they are
     encoded: joined whole, the text of a many-rank report takes ~2.5 times the report's own memory
     (bench/scale.py: +8 MB at 256 ranks, +31 MB at 1024)."""
     import json
 
+    from npuprof.analysis.report_schema import json_value
+
     chunks: list[str] = []
-    for chunk in json.JSONEncoder(indent=2).iterencode(report):
+    for chunk in json.JSONEncoder(indent=2, default=json_value).iterencode(report):
         chunks.append(chunk)
         if len(chunks) >= chunk_count:
             sys.stdout.write("".join(chunks))

@@ -1,0 +1,160 @@
+"""The typed, versioned `npuprof analyse` report (``--format json``; docs/formats.md, "The report").
+
+:func:`npuprof.analysis.report.build_report` makes a :class:`Report`; the terminal, the CSV and the JSON
+output read it. Field order is the JSON's key order; a field left UNSET is left out of the JSON. A tool
+reading the JSON back uses :func:`read_report`, which names the version when the report was written by
+an older or newer npuprof, and the field when one is damaged, instead of failing later with a KeyError.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from npuprof.analysis.summary_schema import Finite, SummaryStep
+
+REPORT_VERSION = 1
+
+
+class ReportStep(SummaryStep, kw_only=True):  # type: ignore[misc,valid-type]
+    """A step of the summary (its number and times), and whether the capture ended inside it (then
+    ``partial`` is true; it is absent otherwise)."""
+
+    partial: bool | UnsetType = UNSET
+
+
+class ReportOperator(msgspec.Struct, kw_only=True):
+    """An operator over the steps reported: calls and summed times."""
+
+    name: str
+    count: int
+    self_us: Finite
+    total_us: Finite
+    device_us: Finite
+
+
+class ReportKernel(msgspec.Struct, kw_only=True):
+    """A device kernel over the steps reported: calls and summed time."""
+
+    name: str
+    count: int
+    total_us: Finite
+
+
+class RankReport(msgspec.Struct, kw_only=True):
+    rank: int | None
+    rank_dir: str
+    status: str  # parsed | cached
+    device: str
+    trace: str
+    steps: list[ReportStep]
+    step_time_mean_us: Finite | None  # over the whole steps reported (a partial step is left out)
+    top_operators: list[ReportOperator]
+    top_kernels: list[ReportKernel]
+    memory_peak_mb: Finite | None
+    memory_peak_reserved_mb: Finite | None
+    communication: dict[str, int | Finite]  # operators, time_us, size_mb
+    # what the parser could not fully understand, one line each (absent when nothing)
+    warnings: list[str] | UnsetType = UNSET
+    # the step the capture ended inside of, and why (absent when none)
+    partial_step: int | UnsetType = UNSET
+    partial_reason: str | UnsetType = UNSET
+
+
+class Problem(msgspec.Struct, kw_only=True):
+    """A rank dir that was not analysed, and why."""
+
+    rank_dir: str
+    status: str  # corrupt | truncated | missing | incomplete | in progress | needs_torch_npu | ...
+    reason: str
+
+
+class CrossStep(msgspec.Struct, kw_only=True):
+    """One step across the ranks: each rank's duration (keyed by the rank's number as text)."""
+
+    step: int | None
+    ranks: dict[str, Finite]
+    max_us: Finite
+    min_us: Finite
+
+
+class Slowest(msgspec.Struct, kw_only=True):
+    """The slowest rank by mean step time, and whether it is an outlier."""
+
+    rank: int
+    mean_step_us: Finite
+    median_us: Finite
+    slower_than_median_pct: Finite
+    modified_z: Finite | None  # None with fewer than 3 ranks, or no spread
+    outlier: bool
+
+
+class StartSkew(msgspec.Struct, kw_only=True):
+    """How far apart the ranks started one step."""
+
+    step: int | None
+    skew_us: Finite
+    earliest_rank: int
+    latest_rank: int
+
+
+class CrossRank(msgspec.Struct, kw_only=True):
+    steps: list[CrossStep]
+    slowest: Slowest | None
+    start_skew: list[StartSkew]
+
+
+class Report(msgspec.Struct, kw_only=True):
+    version: int = REPORT_VERSION
+    path: str
+    steps_filter: list[int] | None  # --steps A-B as [A, B]
+    ranks: list[RankReport]
+    problems: list[Problem]
+    cross_rank: CrossRank
+
+
+class ReportError(ValueError):
+    """The report cannot be read; the message says why."""
+
+
+class _Versioned(msgspec.Struct):
+    version: Any = None
+
+
+_VERSION_DECODER = msgspec.json.Decoder(_Versioned)
+_REPORT_DECODER = msgspec.json.Decoder(Report)
+
+
+def read_report(data: bytes | str) -> Report:
+    """The JSON of ``npuprof analyse --format json`` as a Report, or ReportError naming the problem."""
+    try:
+        version = _VERSION_DECODER.decode(data).version
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise ReportError(f"not an npuprof report ({exc})") from None
+    if version != REPORT_VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and version > REPORT_VERSION:
+            raise ReportError(
+                f"written by a newer npuprof (report version {version}, this one reads {REPORT_VERSION}); "
+                "upgrade npuprof"
+            )
+        raise ReportError(
+            f"written by an older npuprof (report version {version!r}, this one reads {REPORT_VERSION}); "
+            "run `npuprof analyse --format json` again"
+        )
+    try:
+        return _REPORT_DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise ReportError(f"damaged ({exc})") from None
+
+
+def json_value(obj: Any) -> Any:
+    """``default`` for the json module: a report's structs as plain values. The report itself is taken
+    apart one level only, so that its ranks become plain values one at a time as they are written (a
+    many-rank report would otherwise be copied whole)."""
+    if isinstance(obj, Report):
+        return {name: getattr(obj, name) for name in obj.__struct_fields__}
+    if isinstance(obj, msgspec.Struct):
+        return msgspec.to_builtins(obj)
+    raise TypeError(f"{type(obj).__name__} is not part of a report")

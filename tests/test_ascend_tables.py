@@ -1,0 +1,218 @@
+"""kernel_details, operator_details and op_statistic as typed columns (npuprof.analysis.ascend_tables):
+the values a database writer reads (epoch ns, unrounded µs, string ids), worked out here by hand from
+hand-made traces, and the CSV text `npuprof analyse` writes from them."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from analyse_support.handmade import T0, cpu_trace, cuda_trace, write_rank_dir, x
+from conftest import npuprof
+
+from npuprof.analysis import tables
+from npuprof.analysis.ascend_tables import (
+    KERNEL_HEADER,
+    OP_STAT_HEADER,
+    OPERATOR_HEADER,
+    KernelTable,
+    OperatorTable,
+    OpStatTable,
+)
+from npuprof.analysis.cells import ascend_shapes
+from npuprof.analysis.scan import scan
+
+BASE_NS = 1_700_000_000_000_000_000  # the trace's baseTimeNanoseconds: start times are epoch ns
+
+
+def _with_kernel_d(trace: dict) -> dict:
+    """The CUDA trace plus a kernel no operator launched, at a time with sub-µs digits, on its own stream."""
+    trace["traceEvents"].append(
+        x("kernel_d", "kernel", 1600.567, 12.3456, pid=0, tid=9, correlation=16, stream=9, device=0)
+    )
+    trace["baseTimeNanoseconds"] = BASE_NS
+    return trace
+
+
+def _parsed(root: Path, trace: dict, name: str) -> tuple[tables.RankTables, Path]:
+    """The tables built here from the trace, and the ASCEND_PROFILER_OUTPUT/ `npuprof analyse` wrote."""
+    rank_dir = write_rank_dir(root, trace, name=name)
+    done = npuprof("analyse", str(rank_dir), "-j", "1", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    extract, meta, _end = scan(next(rank_dir.glob("*.pt.trace.json")))
+    return tables.build_tables(extract, None, tables.base_ns_of(meta)), rank_dir / "ASCEND_PROFILER_OUTPUT"
+
+
+@pytest.fixture(scope="module")
+def cuda(tmp_path_factory: pytest.TempPathFactory) -> tuple[tables.RankTables, Path]:
+    return _parsed(tmp_path_factory.mktemp("cuda"), _with_kernel_d(cuda_trace()), "host_1_20250101000000000")
+
+
+@pytest.fixture(scope="module")
+def cpu(tmp_path_factory: pytest.TempPathFactory) -> tuple[tables.RankTables, Path]:
+    trace = cpu_trace()
+    trace["baseTimeNanoseconds"] = BASE_NS
+    return _parsed(tmp_path_factory.mktemp("cpu"), trace, "host_1_20250101000000000")
+
+
+def _texts(table: KernelTable | OperatorTable | OpStatTable, ids: np.ndarray) -> list:
+    return [table.strings[i] if i >= 0 else None for i in ids.tolist()]
+
+
+def _epoch_ns(offset_us: float) -> int:
+    return BASE_NS + round((T0 + offset_us) * 1000)
+
+
+def test_kernel_columns_by_hand(cuda: tuple[tables.RankTables, Path]) -> None:
+    k = cuda[0].kernels
+    # by start: kernel_a, kernel_b, the all-reduce (step 1), kernel_c, the receive, kernel_d (step 2)
+    assert _texts(k, k.name) == [
+        "kernel_a",
+        "kernel_b",
+        "ncclDevKernel_AllReduce_Sum_f32",
+        "kernel_c",
+        "ncclDevKernel_SendRecv",
+        "kernel_d",
+    ]
+    assert k.step_numbers == (1, 2)
+    assert [k.step_numbers[i] for i in k.step.tolist()] == [1, 1, 1, 2, 2, 2]
+    assert k.task_id.tolist() == [11, 12, 13, 14, 15, 16]  # the correlation ids
+    assert k.stream.tolist() == [7, 8, 20, 7, 20, 9] and k.stream_names is None
+    assert k.model_id.tolist() == [4294967295] * 6  # eager mode
+    # the launching operator's name (by External id), else the task's kind
+    assert _texts(k, k.type) == [
+        "aten::addmm",
+        "aten::addmm",
+        "record_param_comms",
+        "aten::mul",
+        "record_param_comms",
+        "kernel",
+    ]
+    assert _texts(k, k.core) == ["CUDA kernel", "CUDA kernel", "NCCL", "CUDA kernel", "NCCL", "CUDA kernel"]
+    # epoch nanoseconds, exact: kernel_d's 1600.567 µs keeps its 567 ns
+    assert k.start_ns.tolist() == [_epoch_ns(t) for t in (100, 250, 350, 1100, 1300, 1600.567)]
+    assert k.start_ns.dtype == np.int64
+    assert k.duration_us.tolist() == [200.0, 150.0, 250.0, 100.0, 200.0, 12.3456]  # unrounded
+    assert k.block_dim.tolist() == [8, 2, 0, 0, 0, 0]  # grid [4, 2, 1] and [2, 1, 1]
+    assert k.mix_block_dim.tolist() == [0] * 6
+    # addmm's Input Dims (both of its kernels); the others launched by operators without shapes
+    assert [ascend_shapes(s) if s else None for s in _texts(k, k.input_shapes)] == [
+        '"4;8,4;4,4"',
+        '"4;8,4;4,4"',
+        None,
+        None,
+        None,
+        None,
+    ]
+    # kernel_c waits on stream 7 from 300 (kernel_a's end) to 1100; first tasks of a stream wait 0
+    assert k.wait_us.tolist()[:4] == [0.0, 0.0, 0.0, 800.0] and k.wait_us[5] == 0.0
+
+
+def test_wait_time_is_per_stream(cuda: tuple[tables.RankTables, Path]) -> None:
+    k = cuda[0].kernels
+    assert k.wait_us[4] == 1300.0 - 600.0  # the receive, after the all-reduce [350, 600) on stream 20
+
+
+def test_kernel_details_csv_is_the_columns_formatted(cuda: tuple[tables.RankTables, Path]) -> None:
+    k, out = cuda[0].kernels, cuda[1]
+    lines = (out / "kernel_details.csv").read_text().splitlines()
+    assert lines[0] == ",".join(KERNEL_HEADER) == ",".join(k.header)
+    assert lines[1:] == k.csv_lines()
+    cells = lines[6].split(",")  # kernel_d: the kind as its type, µs with ns decimals, 3-decimal duration
+    assert cells[:12] == [
+        "2",
+        "4294967295",
+        "16",
+        "9",
+        "kernel_d",
+        "kernel",
+        "CUDA kernel",
+        f"{(BASE_NS // 1000) + 1_001_600}.567",
+        "12.346",
+        "0.0",
+        "0",
+        "0",
+    ]
+
+
+def test_without_steps_the_table_has_no_step_column(tmp_path: Path) -> None:
+    trace = _with_kernel_d(cuda_trace())
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if not e["name"].startswith("ProfilerStep#")]
+    path = tmp_path / "nosteps.json"
+    path.write_text(json.dumps(trace))
+    extract, meta, _end = scan(path)
+    k = tables.build_tables(extract, None, tables.base_ns_of(meta)).kernels
+    assert k.step_numbers is None and k.header == KERNEL_HEADER[1:]
+    rows = list(csv.reader(k.csv_lines()))
+    assert [len(row) for row in rows] == [len(KERNEL_HEADER) - 1] * 6
+    assert rows[0][:4] == ["4294967295", "11", "7", "kernel_a"]
+
+
+def test_operator_columns_by_hand(cuda: tuple[tables.RankTables, Path]) -> None:
+    ops, out = cuda[0].operators, cuda[1]
+    rows = {
+        (name, shapes): times
+        for name, shapes, times in zip(
+            _texts(ops, ops.name),
+            _texts(ops, ops.input_shapes),
+            zip(ops.host_self_us, ops.host_total_us, ops.device_self_us, ops.device_total_us, strict=True),
+            strict=True,
+        )
+    }
+    # linear [10, 110) holds addmm [20, 60); addmm launched kernel_a and kernel_b (350 µs); the two
+    # record_param_comms launched the all-reduce (250) and the receive (200); mul launched kernel_c (100)
+    assert rows == {
+        ("aten::linear", "[[8,4],[4,4]]"): (60.0, 100.0, 0.0, 350.0),
+        ("aten::addmm", "[[4],[8,4],[4,4]]"): (40.0, 40.0, 350.0, 350.0),
+        ("record_param_comms", None): (20.0, 20.0, 450.0, 450.0),
+        ("aten::mul", None): (20.0, 20.0, 100.0, 100.0),
+    }
+    assert list(ops.host_self_us) == sorted(ops.host_self_us, reverse=True)
+    assert _texts(ops, ops.call_stack) == [None] * 4
+    lines = (out / "operator_details.csv").read_text().splitlines()
+    assert lines == [",".join(OPERATOR_HEADER), *ops.csv_lines()]
+
+
+def test_op_statistic_columns_by_hand(cuda: tuple[tables.RankTables, Path]) -> None:
+    stats, out = cuda[0].op_stats, cuda[1]
+    totals = {"record_param_comms": 450.0, "aten::addmm": 350.0, "aten::mul": 100.0, "kernel": 12.346}
+    assert _texts(stats, stats.op_type) == list(totals)  # by total time, largest first
+    assert _texts(stats, stats.core) == ["NCCL", "CUDA kernel", "CUDA kernel", "CUDA kernel"]
+    assert stats.count.tolist() == [2, 2, 1, 1]
+    assert stats.total_us.tolist() == pytest.approx(list(totals.values()), abs=1e-9)
+    assert stats.min_us.tolist() == pytest.approx([200.0, 150.0, 100.0, 12.346], abs=1e-9)
+    assert stats.max_us.tolist() == pytest.approx([250.0, 200.0, 100.0, 12.346], abs=1e-9)
+    assert stats.avg_us.tolist() == pytest.approx([225.0, 175.0, 100.0, 12.346], abs=1e-9)
+    grand = sum(totals.values())
+    assert stats.ratio_pct.tolist() == pytest.approx([t / grand * 100 for t in totals.values()], rel=1e-12)
+    lines = (out / "op_statistic.csv").read_text().splitlines()
+    assert lines == [",".join(OP_STAT_HEADER), *stats.csv_lines()]
+    assert lines[1] == f"record_param_comms,NCCL,2,450.0,200.0,225.0,250.0,{round(450 / grand * 100, 2)}"
+
+
+def test_cpu_capture_columns_by_hand(cpu: tuple[tables.RankTables, Path]) -> None:
+    tabs, out = cpu
+    k = tabs.kernels
+    # the step thread's innermost operators (aten::empty inside aten::mm, aten::add) and the gloo span
+    assert _texts(k, k.name) == _texts(k, k.type) == ["aten::empty", "gloo:all_reduce", "aten::add"]
+    assert _texts(k, k.core) == ["CPU", "GLOO", "CPU"]
+    assert k.stream_names is not None
+    assert [k.stream_names[s] for s in k.stream.tolist()] == ["100", "101", "100"]  # the threads' ids
+    assert k.start_ns.tolist() == [_epoch_ns(t) for t in (120, 250, 500)]
+    assert k.duration_us.tolist() == [10.0, 300.0, 100.0]
+    assert k.wait_us.tolist() == [0.0, 0.0, 500.0 - 130.0]  # aten::add after aten::empty ended
+    assert k.model_id.tolist() == k.task_id.tolist() == k.mix_block_dim.tolist() == [-1] * 3  # N/A
+    assert k.block_dim.tolist() == [0] * 3
+    assert k.step_numbers == (7,) and k.step.tolist() == [0, 0, 0]
+    lines = (out / "kernel_details.csv").read_text().splitlines()
+    assert lines == [",".join(k.header), *k.csv_lines()]
+    assert lines[2].split(",")[:7] == ["7", "N/A", "N/A", "101", "gloo:all_reduce", "gloo:all_reduce", "GLOO"]
+    # op_statistic counts the operators by self time: mm 200 - 10 (empty), add 100, empty 10
+    stats = tabs.op_stats
+    assert _texts(stats, stats.op_type) == ["aten::mm", "aten::add", "aten::empty"]
+    assert stats.total_us.tolist() == [190.0, 100.0, 10.0]
+    assert _texts(stats, stats.core) == ["CPU"] * 3
+    assert (out / "op_statistic.csv").read_text().splitlines()[1:] == stats.csv_lines()
