@@ -94,7 +94,7 @@ _WS = b" \t\r\n"
 _NO_ARGS = b"{}"
 
 
-_CPU_OP, _KERNEL, _MEMCPY, _MEMSET, _ANNOT, _GPU_ANNOT, _RUNTIME, _DRIVER, _UNCOUNTED = range(1, 10)
+_CPU_OP, _KERNEL, _MEMCPY, _MEMSET, _ANNOT, _GPU_ANNOT, _RUNTIME, _DRIVER, _UNCOUNTED, _PYFUNC = range(1, 11)
 _X, _INSTANT, _INSTANT2, _META = range(1, 5)
 _CAT_CODES = {
     vocab.CPU_OP: _CPU_OP,
@@ -108,6 +108,7 @@ _CAT_CODES = {
 }
 _CAT_CODES.update({old: _CAT_CODES[new] for old, new in vocab.OLD_NAMES.items()})
 _CAT_CODES.update({cat: _UNCOUNTED for cat in vocab.UNCOUNTED_CATS})
+_CAT_CODES[vocab.PYTHON_FUNCTION] = _PYFUNC  # counted by no table either, but kept for the call stacks
 # pending (see the module's doc): the class of a process, by its name
 _P_UNKNOWN, _P_DEVICE, _P_OTHER = 0, 1, 2
 _PH_CODES = {"X": _X, "i": _INSTANT, "I": _INSTANT2, "M": _META}
@@ -166,6 +167,17 @@ _PENDING = {
     "p_device": np.int64,
     "p_blocks": np.int64,
 }
+# the complete python_function events (frames), for call_stacks.PythonFrames; their threads and names are
+# numbered apart (``frame_threads``, ``frame_names``) so that the tables' ids stay as they are without them
+_FRAMES = {
+    "f_thread": np.int32,
+    "f_ts": np.float64,
+    "f_dur": np.float64,
+    "f_name": np.int32,
+    "f_id": np.int64,
+    "f_parent": np.int64,
+}
+_DTYPES = {**_COLUMNS, **_PENDING, **_FRAMES}
 _STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name", "p_name", "p_cat", "p_kind")
 
 
@@ -233,6 +245,39 @@ def _task_args(raws: list[Any]) -> list[TaskArgs]:
 def _blocks(grid: list[int] | None) -> int:
     """Thread blocks of a kernel launch: the product of its grid (0 when it has none)."""
     return math.prod(grid) if grid else 0
+
+
+_FRAME_ID, _FRAME_PARENT = attrgetter("id"), attrgetter("parent")
+
+
+def _frame_ids(raws: list[Any]) -> list[Any]:
+    """The FrameIds of python_function events from their raw args; None for args that are no object."""
+    try:
+        return _FRAME_IDS.decode(_joined(raws))
+    except msgspec.DecodeError:
+        pass
+    out = []
+    for raw in raws:
+        try:
+            out.append(_FRAME_IDS.decode(_joined([raw]))[0])
+        except msgspec.DecodeError:
+            out.append(None)
+    return out
+
+
+def id_column(values: list[Any]) -> np.ndarray:
+    """Python ids as int64, -1 for a missing one (None, or not a non-negative integer below 2**53)."""
+    if set(map(type, values)) <= {int, type(None)}:
+        column = np.array(values, dtype=np.float64)  # None -> nan
+        ok = np.isfinite(column) & (column >= 0) & (column < 2.0**53)
+        return np.where(ok, np.nan_to_num(column), -1).astype(np.int64)
+    return np.array([_int_or(v) for v in values], dtype=np.int64)
+
+
+def _int_or(value: Any, default: int = -1) -> int:
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62 else default
+    )
 
 
 def _first_bad_event(events: list[Any], error: Exception) -> str:
@@ -362,23 +407,40 @@ class _TInstant(_Typed, tag=vocab.CPU_INSTANT, gc=False):
     args: MemArgs | None = None
 
 
+class FrameIds(msgspec.Struct, gc=False):
+    """Kineto's ids of a ``python_function`` frame (any JSON value; see :func:`id_column`)."""
+
+    id: Any = msgspec.field(name="Python id", default=None)
+    parent: Any = msgspec.field(name="Python parent id", default=None)
+
+
+_FRAME_IDS = msgspec.json.Decoder(list[FrameIds | None])
+_NO_IDS = FrameIds()
+
+
 class _TPython(_Typed, tag=vocab.PYTHON_FUNCTION, gc=False):
+    """A Python frame: what the call stacks need (call_stacks.PythonFrames)."""
+
+    ph: Literal["X"]
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    args: FrameIds | None = None
+
+
+class _THost(_Typed, tag=vocab.OVERHEAD, gc=False):
     ph: Literal["X"]
 
 
-class _TOverhead(_TPython, tag=vocab.OVERHEAD, gc=False):
+class _TSync(_THost, tag=vocab.CUDA_SYNC, gc=False):
     pass
 
 
-class _TSync(_TPython, tag=vocab.CUDA_SYNC, gc=False):
+class _TRange(_THost, tag=vocab.PROFILER_RANGE, gc=False):
     pass
 
 
-class _TRange(_TPython, tag=vocab.PROFILER_RANGE, gc=False):
-    pass
-
-
-class _TTrace(_TPython, tag=vocab.TRACE, gc=False):
+class _TTrace(_THost, tag=vocab.TRACE, gc=False):
     pass
 
 
@@ -390,7 +452,7 @@ class _TFwdBwd(_TFlow, tag=vocab.FLOW_FWDBWD, gc=False):
     pass
 
 
-_K_OP, _K_LAUNCH, _K_INST, _K_OTHER, _K_FLOW = _CPU_OP, 20, 21, 0, 22
+_K_OP, _K_LAUNCH, _K_INST, _K_OTHER, _K_FLOW, _K_PY = _CPU_OP, 20, 21, 0, 22, 23
 _KIND_CODES: dict[type, int] = {
     _TOp: _K_OP,
     _TKernel: _KERNEL,
@@ -401,8 +463,8 @@ _KIND_CODES: dict[type, int] = {
     _TRuntime: _K_LAUNCH,
     _TDriver: _K_LAUNCH,
     _TInstant: _K_INST,
-    _TPython: _K_OTHER,
-    _TOverhead: _K_OTHER,
+    _TPython: _K_PY,
+    _THost: _K_OTHER,
     _TSync: _K_OTHER,
     _TRange: _K_OTHER,
     _TTrace: _K_OTHER,
@@ -432,7 +494,8 @@ class _Selection:
 class Extract:
     """Columns of the events the tables use. Strings are interned into ``strings`` (index = id); threads
     ``(pid, tid)`` into ``threads``. After ``finish()`` every column named in ``_COLUMNS`` is a numpy array
-    in file order; ``dev_kind`` and ``dev_pid`` are lists."""
+    in file order; ``dev_kind`` and ``dev_pid`` are lists, ``dev_tid`` too (the tids of the tasks known by
+    their category, in file order: all of them unless a process's name made others device tasks)."""
 
     def __init__(self) -> None:
         self.strings: list[str] = []
@@ -445,15 +508,22 @@ class Extract:
         self.comm_spans: list[tuple[str, float, float, int, dict[str, Any]]] = []
         self.dev_kind: list[str] = []
         self.dev_pid: list[Any] = []
+        self.dev_tid: list[Any] = []
         self.first_ts = float("inf")
         self.last_ts = float("-inf")
         self.event_count = 0
         # device events of a category the vocabulary does not know: (process name, category) -> count
         self.unknown_device_work: dict[tuple[str, str], int] = {}
         self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE or _P_OTHER, once its name is known
-        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in (*_COLUMNS, *_PENDING)}
+        self.frame_threads: dict[tuple[Any, Any], int] = {}
+        self.frame_names: list[str] = []
+        self._frame_name_ids: dict[str, int] = {}
+        # how reading the trace serially from its first event cuts it into chunks, as far as the scan's
+        # first range tells (TraceReader.cuts): (where a chunk starts, bytes read when it was cut)
+        self.cuts: list[tuple[int, int]] = []
+        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in _DTYPES}
         self._dims = _DimsText()
-        for name, dtype in (*_COLUMNS.items(), *_PENDING.items()):
+        for name, dtype in _DTYPES.items():
             setattr(self, name, np.zeros(0, dtype))
 
     def intern(self, text: str) -> int:
@@ -483,7 +553,7 @@ class Extract:
         for name, parts in self._parts.items():
             if parts:
                 parts.insert(0, getattr(self, name))
-                dtype = _COLUMNS.get(name) or _PENDING[name]
+                dtype = _DTYPES[name]
                 setattr(self, name, np.concatenate(parts).astype(dtype, copy=False))
                 parts.clear()
 
@@ -619,6 +689,10 @@ class Extract:
             sel.mems = [inst[k] for k in keep]
             if sel.mems:
                 sel.margs = _MEM_ARGS.decode(_joined(list(map(_ARGS, sel.mems))))
+        fi = np.flatnonzero(is_x & (cat == _PYFUNC))
+        if len(fi):
+            frames = _pick(events, fi)
+            self._add_frames(frames, _frame_ids(list(map(_ARGS, frames))))
         self._fill(sel)
 
     def _note_processes(self, events: list[Any], meta: np.ndarray) -> None:
@@ -678,8 +752,40 @@ class Extract:
                 sel.mi = mi[keep]
                 sel.mems = [inst[k] for k in keep]
                 sel.margs = list(map(_ARGS, sel.mems))
+        fi = np.flatnonzero(kind == _K_PY)
+        if len(fi):
+            frames = _pick(events, fi)
+            self._add_frames(frames, list(map(_ARGS, frames)))
         self._fill(sel)
         return True
+
+    def _add_frames(self, frames: list[Any], args: list[Any]) -> None:
+        """Append complete python_function events (``args``: their FrameIds, or None)."""
+        k = len(frames)
+        parts = self._parts
+        threads = self.frame_threads
+        pids, tids = list(map(_PID, frames)), list(map(_TID, frames))
+        if len(set(pids)) == 1 and len(set(tids)) == 1:  # the rule: a chunk of one thread's frames
+            key = (pids[0], tids[0])
+            parts["f_thread"].append(np.full(k, threads.setdefault(key, len(threads)), np.int32))
+        else:
+            keys = list(zip(pids, tids, strict=True))
+            for key in dict.fromkeys(keys):
+                threads.setdefault(key, len(threads))
+            parts["f_thread"].append(np.fromiter(map(threads.__getitem__, keys), np.int32, k))
+        names = list(map(_NAME, frames))
+        name_ids = self._frame_name_ids
+        for name in dict.fromkeys(names):
+            if name not in name_ids:
+                name_ids[name] = len(self.frame_names)
+                self.frame_names.append(name)
+        parts["f_name"].append(np.fromiter(map(name_ids.__getitem__, names), np.int32, k))
+        parts["f_ts"].append(np.fromiter(map(_TS, frames), np.float64, k))
+        parts["f_dur"].append(np.fromiter(map(_DUR, frames), np.float64, k))
+        if None in args:
+            args = [a if a is not None else _NO_IDS for a in args]
+        parts["f_id"].append(id_column(list(map(_FRAME_ID, args))))
+        parts["f_parent"].append(id_column(list(map(_FRAME_PARENT, args))))
 
     def _fill(self, sel: _Selection) -> None:
         """Give threads and strings their ids (in order of first appearance) and append the columns."""
@@ -842,6 +948,7 @@ class Extract:
         self.dev_kind.extend(map(_KIND_OF.__getitem__, cats.tolist()))
         pids = list(map(_PID, devs))
         self.dev_pid.extend(pids)
+        self.dev_tid.extend(map(_TID, devs))
         parts["dev_name"].append(self._ids(names))
         parts["dev_ts"].append(np.fromiter(map(_TS, devs), np.float64, k))
         parts["dev_dur"].append(np.fromiter(map(_DUR, devs), np.float64, k))
@@ -873,14 +980,27 @@ class Extract:
         self.comm_spans.extend((n, ts, d, int(tmap[t]), a) for n, ts, d, t, a in other.comm_spans)
         self.dev_kind.extend(other.dev_kind)
         self.dev_pid.extend(other.dev_pid)
+        self.dev_tid.extend(other.dev_tid)
         for key, count in other.unknown_device_work.items():
             self.unknown_device_work[key] = self.unknown_device_work.get(key, 0) + count
-        for name in (*_COLUMNS, *_PENDING):
+        fmap = np.array(
+            [self.frame_threads.setdefault(k, len(self.frame_threads)) for k in other.frame_threads]
+        )
+        for name in other.frame_names:
+            if name not in self._frame_name_ids:
+                self._frame_name_ids[name] = len(self.frame_names)
+                self.frame_names.append(name)
+        nmap = np.array([self._frame_name_ids[name] for name in other.frame_names])
+        for name in _DTYPES:
             values = getattr(other, name)
             if name in _STRING_COLUMNS:
                 values = smap[values]
             elif name in ("op_thread", "mem_thread", "p_thread"):
                 values = tmap[values]
+            elif name == "f_thread" and len(values):
+                values = fmap[values]
+            elif name == "f_name" and len(values):
+                values = nmap[values]
             self._parts[name].append(values)
         self.finish()
         self.first_ts = min(self.first_ts, other.first_ts)

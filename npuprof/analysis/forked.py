@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import mmap
 import os
 import pickle
@@ -34,7 +35,12 @@ class Forked:
             return
         self.job = None
         read_fd, write_fd = os.pipe()
+        # the parent's objects out of the collector's reach: a collection in the child would write to each
+        # (its gc header) and so copy every page of the parent's heap into the child
+        gc.freeze()
         pid = os.fork()
+        if pid:
+            gc.unfreeze()
         if pid == 0:  # the child: run, send the pickled outcome, leave without any cleanup of the parent's
             code = 0
             try:

@@ -117,6 +117,11 @@ def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> Par
         if done.exists() and not force:
             outcome.status = "cached"
             return outcome
+        from npuprof.analysis import ascend_output
+
+        if ascend_output.parsed_by_torch_npu(rank_dir):  # its tables are read as they are, never re-parsed
+            outcome.status = "cached"
+            return outcome
         status = layout.capture_status(rank_dir)
         if not status.complete:
             outcome.status = "incomplete" if status.status != "unknown" else "missing"
@@ -292,6 +297,7 @@ def _write_outputs(
             step_breakdown,
             summary_schema,
             tables,
+            trace_body,
             trace_view,
         )
         from npuprof.analysis.scan import scan, scan_behind
@@ -319,49 +325,67 @@ def _write_outputs(
             rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
         base_ns = tables.base_ns_of(meta)
         events_start = trace_view.events_start(raw, source)
-        stacks = None
-        if meta.get("with_stack"):  # torch >= 2 writes the stacks as python_function spans
-            frames = trace_view.read_python_frames(raw, source, events_start, events_end)
-            stacks = trace_view.stacks_by_start(extract, call_stacks.call_stacks(extract, frames))
-            phase("call stacks")
         fork = workers > 1
-        tv.flush()
-        body = Forked(
-            fork,
-            lambda: trace_view.write_body(
-                tv.fileno(), raw, source, events_start, events_end, base_ns, stacks
-            ),
-        )
         # communication and memory tables in a second process (forked: it shares the columns) when allowed;
-        # the operators' nesting, which both need, is computed here and handed over
+        # the operators' nesting, which both need, is computed here (after the call stacks) and handed over
         comm_ops = communication.collect(extract, meta)
         nested = SharedColumns(tables.OpView, len(extract.op_ts), fork)
         side = Forked(
             fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get, comm_ops), nested.after_fork
         )
+        body: trace_body.SplitBody | None = None
+        spooled: trace_view.Spooled | None = None
         try:
+            stacks = None
+            if meta.get("with_stack"):  # torch >= 2 writes the stacks as python_function spans (scanned)
+                added = call_stacks.call_stacks(extract, call_stacks.frames_of(extract))
+                stacks = trace_body.Stacks(extract, added)
+                phase("call stacks")
+            tv.flush()
+            # the events, rewritten, by one forked process, or by two (each half) where the trace allows
+            body = trace_body.SplitBody(
+                fork,
+                tv.fileno(),
+                out_dir,
+                raw,
+                source,
+                (events_start, events_end),
+                trace_body.split_point(extract.cuts, events_start, events_end),
+                base_ns,
+                stacks,
+                trace_body.overlap_pids(extract),
+            )
             ops = tables.nest(extract)
             nested.publish(ops)
             phase("nest")
             tabs = tables.build_tables(extract, ops, base_ns)
             phase("tables")
+            spooled = trace_view.Spooled(trace_view.overlays(tabs, extract, comm_ops, base_ns), out_dir)
+            phase("trace_view overlays")
             written_body = body.result()
             phase("trace_view events")
-            tail = trace_view.tail_events(tabs, extract, written_body, comm_ops, base_ns)
-            trace_view.write_tail(tv.fileno(), tail, not written_body.threads)
+            head = trace_view.metadata(extract, written_body)
+            trace_view.write_tail(tv.fileno(), head, not written_body.wrote, spooled)
         except BaseException:
-            body.close()
+            if body is not None:
+                body.close()
             nested.close()
             side.close()
             raise
+        finally:
+            if spooled is not None:
+                spooled.close()
     written.append("trace_view.json")
     phase("trace_view")
 
     try:
         write_csv(out_dir / "step_trace_time.csv", step_breakdown.STEP_HEADER, tabs.step_rows)
-        write_csv(out_dir / "kernel_details.csv", tabs.kernel_header, lines=tabs.kernel_lines)
-        write_csv(out_dir / "operator_details.csv", tables.OPERATOR_HEADER, tabs.operator_rows)
-        write_csv(out_dir / "op_statistic.csv", tables.OP_STAT_HEADER, tabs.op_stat_rows)
+        for name, table in (
+            ("kernel_details.csv", tabs.kernels),
+            ("operator_details.csv", tabs.operators),
+            ("op_statistic.csv", tabs.op_stats),
+        ):  # typed columns, formatted here (analysis/ascend_tables.py)
+            write_csv(out_dir / name, table.header, lines=table.csv_lines())
     except BaseException:
         side.close()
         raise

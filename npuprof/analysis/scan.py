@@ -23,8 +23,14 @@ def _scan_range(path: str, fd: int | None, start: int, end: int) -> Extract:
     return extract.finish()
 
 
-def _scan_into(extract: Extract, path: str, fd: int | None, start: int, end: int) -> None:
+def _scan_into(
+    extract: Extract, path: str, fd: int | None, start: int, end: int, record: bool = False
+) -> None:
+    """Add the events of [start, end) to ``extract``; ``record``: keep the reader's cuts in
+    ``extract.cuts`` (``start`` is the first event: they are where a serial read cuts)."""
     reader = TraceReader(path, block=BLOCK, fd=fd, decoder=TYPED_DECODER, fallback=SCAN_DECODER)
+    if record:
+        reader.cuts = extract.cuts
     try:
         for chunk in reader.iter_range(start, end):
             extract.add_chunk(chunk.events, chunk.text)
@@ -57,7 +63,7 @@ def scan_behind(path: Path, fd: int, growth: Any, workers: int = 1) -> tuple[Ext
             break
         cut = reader.boundary_after(max(pos, frontier - (4 << 20)), frontier)
         if pos < cut < frontier:  # else (an event of over 4 MB) wait for more
-            _scan_into(extract, str(path), fd, pos, cut)
+            _scan_into(extract, str(path), fd, pos, cut, record=pos == start)
             pos, target = cut, max(cut, frontier - FOLLOW_STEP)
     growth.join()
     end = max(pos, reader.events_end())
@@ -78,7 +84,7 @@ def scan(path: Path, fd: int | None = None, workers: int = 1) -> tuple[Extract, 
                 os.close(opened)
     reader = TraceReader(path, fd=fd)
     start, end = reader.region()
-    return _scan_ranges(path, fd, reader, start, end, workers, Extract())
+    return _scan_ranges(path, fd, reader, start, end, workers, Extract(), record=True)
 
 
 def _open_plain(path: Path) -> int | None:
@@ -110,9 +116,11 @@ def _scan_ranges(
     end: int,
     workers: int,
     extract: Extract,
+    record: bool = False,
 ) -> tuple[Extract, dict[str, Any], int]:
     """Add the events in [start, end) to ``extract`` (which holds those before), split between this
-    process and forked readers; see :func:`scan`."""
+    process and forked readers; see :func:`scan`. ``record``: as for :func:`_scan_into`, for the first
+    range."""
     size = end - start
     workers = max(1, min(workers, size // MIN_PER_WORKER))
     cuts = [start]
@@ -126,7 +134,7 @@ def _scan_ranges(
     # once this one is done (see npuprof.analysis.forked)
     workers_ = [Forked(True, functools.partial(_scan_range, str(path), fd, a, z)) for a, z in ranges[1:]]
     try:
-        _scan_into(extract, str(path), fd, *ranges[0])
+        _scan_into(extract, str(path), fd, *ranges[0], record=record)
         merged = extract.finish()
         for worker in workers_:
             merged.merge(worker.result())

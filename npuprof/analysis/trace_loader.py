@@ -271,6 +271,8 @@ class TraceReader:
         self._texts_kept = False  # the decoder's events keep ts as they were written: nothing to convert
         # where the last text that failed to decode stops being JSON (offset into that text), when known
         self.malformed_at: int | None = None
+        # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
+        self.cuts: list[tuple[int, int]] | None = None
 
     def _read(self, handle: BinaryIO, size: int) -> bytes:
         try:
@@ -685,6 +687,8 @@ class TraceReader:
                 rest = _next_nonspace(buf, cut)
                 if rest < len(buf) and buf[rest] == 0x2C:
                     rest += 1
+                if self.cuts is not None:
+                    self.cuts.append((self.bytes_read - len(buf) + rest, self.bytes_read))
                 buf = buf[rest:]
 
     def boundary_after(self, pos: int, end: int) -> int:
