@@ -1,0 +1,92 @@
+"""The files of dynamic capture (`npuprof run --dynamic DIR`, docs/architecture.md, "Dynamic capture"):
+``DIR/profiler_config.json`` and ``DIR/log/``. Shared by the launcher (which makes them), the agent's
+watcher (which reads them) and `npuprof trigger` / `npuprof status`; imports nothing heavy.
+
+There is no shared memory and no lock file: a job killed with SIGKILL leaves only the config file and the
+logs, and the next job with the same DIR works at once (torch_npu's /dev/shm leftover breaks it for up to
+an hour).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+CONFIG_NAME = "profiler_config.json"
+LOG_DIR = "log"
+DIR_MODE = 0o750
+
+
+def template_bytes() -> bytes:
+    """torch_npu's template, as its dynamic_profile writes it (start_step 0: no capture until edited)."""
+    from npuprof.config import template_json
+
+    return (json.dumps(template_json(), indent=4) + "\n").encode()
+
+
+def digest(raw: bytes) -> str:
+    """A short fingerprint of a config file's content: a change of content, not of mtime, is a request."""
+    import hashlib
+
+    return hashlib.sha256(raw).hexdigest()[:20]
+
+
+def prepare(path: str) -> tuple[Path, str, bool]:
+    """Make ``path`` ready for the watchers, at `npuprof run`'s start: the directory (0o750) and ``log/``,
+    and the template profiler_config.json when there is none (an existing one is never overwritten).
+    Returns (the directory resolved once, the file's digest now, whether the template was written).
+    Raises ValueError (a symlink, a file or directory someone else could write) or OSError."""
+    from npuprof.config import read_config_bytes
+    from npuprof.file_trust import check_directory
+    from npuprof.results.paths import resolve_output_path
+
+    directory = resolve_output_path(path, "--dynamic")
+    _make_dir(directory)
+    check_directory(str(directory), "--dynamic")
+    logs = directory / LOG_DIR
+    _make_dir(logs)
+    check_directory(str(logs), "--dynamic's log directory")
+    created = _create_template(directory / CONFIG_NAME)
+    raw = read_config_bytes(directory / CONFIG_NAME, "--dynamic's profiler_config.json")
+    return directory, digest(raw), created
+
+
+def _make_dir(path: Path) -> None:
+    try:
+        path.mkdir(mode=DIR_MODE, parents=True)
+    except FileExistsError:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise ValueError(f"{str(path)!r} is a symbolic link; give the real directory") from None
+
+
+def _create_template(path: Path) -> bool:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o640)
+    except FileExistsError:
+        return False
+    try:
+        data = template_bytes()
+        while data:
+            data = data[os.write(fd, data) :]
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    return True
+
+
+def write_request(directory: Path, data: bytes) -> Path:
+    """Replace ``directory``'s profiler_config.json with ``data`` atomically (a temporary file beside it,
+    then a rename): a watcher reads the old content or the new, never a half-written file."""
+    from npuprof.file_trust import check_directory
+    from npuprof.results.atomic import atomic_writer
+
+    check_directory(str(directory), "the dynamic directory")
+    target = directory / CONFIG_NAME
+    with atomic_writer(target) as handle:
+        handle.write(data)
+    return target

@@ -1,0 +1,107 @@
+"""The logs of dynamic capture, as torch_npu keeps them (docs/architecture.md, "Dynamic capture"):
+
+- ``DIR/log/dp_{host}_{pid}_rank_{rank}.log``: every action of one process (INFO, WARNING, ERROR);
+- ``DIR/log/monitor_dp_{host}_{pid}_rank_{rank}.log``: each change of the config file (loaded or rejected)
+  and the end of the process.
+
+Each rotates at 200 KB into one ``.1`` backup (the oldest lines are dropped). Written only from the
+watcher thread (and at exit), never from a training step; a line that cannot be written is lost, the job
+goes on. `npuprof status` reads them back with :func:`parse_line`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROTATE_BYTES = 200 * 1024
+ACTION_PREFIX = "dp_"
+MONITOR_PREFIX = "monitor_dp_"
+UNKNOWN_RANK = -1  # torch_npu's name for a process without a rank
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LINE = re.compile(
+    r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[(?P<level>[A-Z]+)\] \[(?P<pid>\d+)\] "
+    r"(?P<who>[^:]+): (?:\[step (?P<step>-?\d+)\] )?(?P<message>.*)$"
+)
+FILE_NAME = re.compile(
+    r"^(?P<monitor>monitor_)?dp_(?P<host>.+)_(?P<pid>\d+)_rank_(?P<rank>-?\d+)\.log(?P<backup>\.1)?$"
+)
+
+
+def append(path: str, line: str, limit: int = ROTATE_BYTES) -> bool:
+    """Append ``line`` to the log at ``path`` (never through a link, never blocking on a FIFO); first move
+    a log that this line would take past ``limit`` to ``path.1``. False when nothing was written."""
+    data = line.encode("utf-8", "replace")
+    try:
+        fd = os.open(path, _FLAGS, 0o640)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        if info.st_size and info.st_size + len(data) > limit:
+            os.close(fd)
+            fd = -1
+            os.replace(path, path + ".1")  # replaces the old backup (or a link planted there), never follows
+            fd = os.open(path, _FLAGS, 0o640)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+        os.write(fd, data)
+        return True
+    except OSError:
+        return False
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def format_line(
+    level: str, message: str, who: str = "npuprof.dynamic", step: int | None = None, when: float | None = None
+) -> str:
+    now = time.time() if when is None else when
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now * 1000) % 1000:03d}"
+    where = f"[step {step}] " if step is not None else ""
+    return f"{stamp} [{level}] [{os.getpid()}] {who}: {where}{' '.join(message.splitlines())}\n"
+
+
+def parse_line(line: str) -> dict[str, str] | None:
+    """A log line's fields (time, level, pid, who, step or None, message), or None for another line."""
+    match = _LINE.match(line.rstrip("\n"))
+    return match.groupdict() if match else None
+
+
+class DynamicLogs:
+    """The two logs of one process. Their names carry the rank, known once the process has one."""
+
+    def __init__(self, directory: Path, rank_fn: Callable[[], int | None]) -> None:
+        self.directory = directory / "log"
+        self.host = os.uname().nodename.split(".")[0] or "host"
+        self._rank_fn = rank_fn
+        self._rank: int | None = None
+        self.lost = 0  # lines that could not be written
+
+    def rank(self) -> int:
+        if self._rank is None:
+            try:
+                self._rank = self._rank_fn()
+            except Exception:
+                self._rank = None
+        return UNKNOWN_RANK if self._rank is None else self._rank
+
+    def path(self, prefix: str) -> str:
+        return str(self.directory / f"{prefix}{self.host}_{os.getpid()}_rank_{self.rank()}.log")
+
+    def action(self, level: str, message: str, step: int | None = None, when: float | None = None) -> None:
+        self._write(ACTION_PREFIX, format_line(level, message, step=step, when=when))
+
+    def monitor(self, level: str, message: str) -> None:
+        self._write(MONITOR_PREFIX, format_line(level, message, who="npuprof.dynamic.monitor"))
+
+    def _write(self, prefix: str, line: str) -> None:
+        if not append(self.path(prefix), line):
+            self.lost += 1

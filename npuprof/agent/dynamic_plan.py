@@ -1,0 +1,414 @@
+"""Dynamic capture: a capture plan fed by a watcher of ``DIR/profiler_config.json`` (docs/architecture.md,
+"Dynamic capture").
+
+Two threads, and what each may do:
+
+- the **watcher** (one daemon thread per training process, started when training starts) reads the file
+  every poll interval (2 s, then the measured time of step 10 to 11, at least 1 s; or --poll-interval),
+  parses a changed content into a :class:`Request`, puts it in an inbox and calls the controller's
+  ``replan()`` (which only lowers ``next_check``). It writes both logs; no training step ever does.
+- the **training thread** takes the inbox only when the controller decides (the steps around a capture,
+  or the one right after a replan): a step outside captures costs what it costs without --dynamic, one
+  increment and one comparison. There it turns the last request into a window of steps; a request that
+  arrives while a capture runs waits for its end (the last one wins).
+
+deque appends and pops are atomic: no lock is taken on either side.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest
+from npuprof.agent.dynamic_log import DynamicLogs
+from npuprof.agent.dynamic_request import NEXT_STEP, NO_CAPTURE, Request, parse_request
+from npuprof.agent.schedule import Action
+from npuprof.config import ConfigError, ProfileConfig, parse_config_bytes
+
+FIRST_POLL_S = 2.0  # torch_npu's first interval
+MIN_POLL_S = 1.0  # the floor of the measured interval
+MEASURED_STEPS = (10, 11)  # the interval between these two step boundaries becomes the poll interval
+HEARTBEAT_S = 60.0  # "at step N" in the action log, at most this often (npuprof status reads it)
+MONITOR_LOADED = "Dynamic profiler process load json success"
+MONITOR_FAILED = "Dynamic profiler process load json failed"
+MONITOR_DONE = "Dynamic profiler process done"
+
+
+@dataclasses.dataclass
+class Window:
+    """The steps of one capture: warm-up from ``first``, recording from ``record`` to ``last``."""
+
+    first: int
+    record: int
+    last: int
+    cfg: ProfileConfig
+    request: Request
+
+    def action(self, step: int) -> Action:
+        if step < self.first or step > self.last:
+            return Action.NONE
+        if step < self.record:
+            return Action.WARMUP
+        return Action.RECORD if step < self.last else Action.RECORD_AND_SAVE
+
+    def busy(self, step: int) -> bool:
+        """Whether a capture of this window may hold a profiler at ``step`` (it is closed one step after
+        its last, so a new window may begin no earlier than ``last + 2``)."""
+        return self.first <= step <= self.last + 1
+
+
+class DynamicPlan:
+    """The CapturePlan of `npuprof run --dynamic DIR` (npuprof.agent.schedule.CapturePlan)."""
+
+    def __init__(self, cfg: ProfileConfig, run: dict[str, Any], log: Any, watch: bool = True) -> None:
+        """``watch=False``: no watcher thread (a caller drives ``poll_once`` itself, as tests do)."""
+        from npuprof.agent.ranks import current_rank
+
+        self.base = cfg
+        self.directory = Path(cfg.dynamic or ".")
+        self.file = self.directory / CONFIG_NAME
+        self.fixed_interval = cfg.poll_interval
+        self.baseline: str | None = run.get("dynamic_baseline")
+        self.agent_log = log
+        self.controller: Any = None
+        self._rank_fn: Any = current_rank
+        self.logs = DynamicLogs(self.directory, self._rank)
+        # between the threads (see the module's docstring)
+        self._inbox: deque[Request] = deque()
+        self._events: deque[tuple[float, str, str, int | None]] = deque()
+        # the training thread's own
+        self._window: Window | None = None
+        self._pending: Request | None = None
+        self._step10: float | None = None
+        self.measured_interval: float | None = None
+        # the watcher's own
+        self._seen: str | None = None  # digest of the last content acted on (or reported)
+        self._unsettled: str | None = None  # digest of unparsable content seen once: maybe half-written
+        self._problem: str | None = None
+        self._last_beat = 0.0
+        self._beat_step = -1
+        self._pid: int | None = None
+        self._watch_thread = watch
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        if watch:  # registered before the agent's own exit hook: runs after it, so its last capture is logged
+            atexit.register(self._at_exit)
+
+    # ---- seams the controller uses ---------------------------------------------------------------------
+    def bind(self, controller: Any) -> None:
+        self.controller = controller
+        self._rank_fn = getattr(controller, "_rank_fn", None) or self._rank_fn
+
+    def training_started(self) -> None:
+        """Training starts (the controller is armed): start this process's watcher, once per process."""
+        if self._pid == os.getpid():
+            return
+        if self._pid is not None:  # a forked child that trains: nothing of the parent's is its own
+            self._forget_parent()
+        self._pid = os.getpid()
+        if not self._watch_thread:
+            return
+        self._thread = threading.Thread(target=self._watch, name="npuprof-dynamic", daemon=True)
+        self._thread.start()
+
+    def refresh(self, step: int) -> None:
+        """Called by the training thread at each decision, before it asks for ``step``'s action."""
+        self._measure(step)
+        self._take_inbox(step)
+        self._promote(step)
+
+    def hear(self, kind: str, step: int, detail: str = "") -> None:
+        """What the controller did (from the training thread): logged by the watcher."""
+        messages = {
+            "began": ("INFO", f"capture started at step {step} into {detail}"),
+            "ended": ("INFO", f"capture of steps {detail}"),
+            "skipped": ("WARNING", f"capture at step {step} skipped: {detail}"),
+        }
+        level, message = messages.get(kind, ("INFO", f"{kind} at step {step}: {detail}"))
+        self._event(level, message, step)
+
+    # ---- CapturePlan -------------------------------------------------------------------------------------
+    def action_at(self, step: int) -> Action:
+        window = self._window  # pure: torch's profiler calls this from inside its step()
+        return window.action(step) if window is not None else Action.NONE
+
+    def next_busy_step(self, after: int) -> int | None:
+        self._promote(after + 1)
+        looks: list[int] = []
+        window = self._window
+        if window is not None:
+            if window.first > after:
+                looks.append(window.first)
+            elif after <= window.last:
+                looks.append(after + 1)
+        if self._pending is not None:
+            looks.append(max(after + 1, window.last + 2 if window is not None else after + 1))
+        if self.fixed_interval is None and self.measured_interval is None:
+            looks += [s for s in MEASURED_STEPS if s > after]
+        return min(looks) if looks else None
+
+    def next_window_start(self, after: int) -> int | None:
+        self._promote(after + 1)
+        window = self._window
+        if window is not None and window.first > after:
+            return window.first
+        if self._pending is not None:
+            return max(after + 1, window.last + 2 if window is not None else after + 1)
+        return None
+
+    def config_at(self, step: int) -> ProfileConfig | None:
+        window = self._window
+        return window.cfg if window is not None and window.first <= step <= window.last else None
+
+    # ---- the training thread's side ------------------------------------------------------------------------
+    def _measure(self, step: int) -> None:
+        if self.fixed_interval is not None or self.measured_interval is not None:
+            return
+        if step == MEASURED_STEPS[0]:
+            self._step10 = time.monotonic()
+        elif step == MEASURED_STEPS[1] and self._step10 is not None:
+            took = time.monotonic() - self._step10
+            self.measured_interval = max(MIN_POLL_S, took)
+            self._event(
+                "INFO",
+                f"poll interval now {self.measured_interval:.3f} s (step 10 to 11 took {took:.3f} s; at "
+                f"least {MIN_POLL_S:g} s)",
+                step,
+            )
+
+    def _take_inbox(self, step: int) -> None:
+        newest: Request | None = None
+        while self._inbox:
+            newest = self._inbox.popleft()
+        if newest is None:
+            return
+        window = self._window
+        if self._pending is not None:
+            self._event(
+                "INFO", f"the waiting request is replaced by a later change ({newest.describe()})", step
+            )
+        if window is not None and window.busy(step):
+            newest.queued = True
+            self._event(
+                "INFO",
+                f"a capture runs (steps {window.record}-{window.last}): the new request waits for its end "
+                f"({newest.describe()})",
+                step,
+            )
+        self._pending = newest
+
+    def _promote(self, step: int) -> None:
+        """Turn the waiting request into the window, once no capture may hold a profiler at ``step``."""
+        request = self._pending
+        window = self._window
+        if request is None or (window is not None and window.busy(step)):
+            return
+        self._pending = None
+        self._window = None
+        if request.start_step == NO_CAPTURE:
+            if window is not None and window.first > step:
+                self._event(
+                    "INFO", f"the capture planned from step {window.first} is cancelled (start_step 0)", step
+                )
+            return
+        rank = self._rank_fn()
+        if not request.cfg.wants_rank(rank):
+            self._event("INFO", f"rank {rank} is not selected ({request.describe()}): no capture here", step)
+            return
+        first = step if request.start_step == NEXT_STEP else request.start_step
+        if first < step:
+            if not request.queued:
+                self._event(
+                    "WARNING",
+                    f"start_step {first} has passed (the job is at step {step}): not effective",
+                    step,
+                )
+                return
+            self._event(
+                "INFO", f"start_step {first} passed while the capture before ran: starts at {step}", step
+            )
+            first = step
+        first = max(first, 1)  # step 0 runs before the watcher can have seen anything (as torch_npu)
+        record = first + request.warmup
+        last = record + request.active - 1
+        self._window = Window(first, record, last, request.with_window(first), request)
+        self._event("INFO", f"capture planned: steps {record}-{last} ({request.describe()})", step)
+
+    def _event(self, level: str, message: str, step: int | None) -> None:
+        self._events.append((time.time(), level, message, step))
+
+    def _rank(self) -> int | None:
+        return self._rank_fn()
+
+    def _forget_parent(self) -> None:
+        self._inbox.clear()
+        self._events.clear()
+        self._window = None
+        self._pending = None
+        self._step10 = None
+        self._stop = threading.Event()
+        self.logs = DynamicLogs(self.directory, self._rank)
+
+    # ---- the watcher thread ------------------------------------------------------------------------------
+    def _watch(self) -> None:
+        try:
+            self.first_look()
+            began = time.monotonic()
+            # A fixed cadence: the poll's own work (reading, logging) does not stretch the interval.
+            while not self._stop.wait(max(0.0, began + self.interval() - time.monotonic())):
+                began = time.monotonic()
+                self.poll_once()
+        except Exception as exc:  # never reaches training: this process just stops watching
+            import traceback
+
+            self.agent_log.error(f"the dynamic-capture watcher failed: {exc!r}\n{traceback.format_exc()}")
+            self.logs.action(
+                "ERROR", f"the watcher failed ({exc!r}): no more dynamic captures in this process"
+            )
+
+    def interval(self) -> float:
+        if self.fixed_interval is not None:
+            return self.fixed_interval
+        return self.measured_interval if self.measured_interval is not None else FIRST_POLL_S
+
+    def _step(self) -> int | None:
+        controller = self.controller
+        return controller.step if controller is not None else None
+
+    def first_look(self) -> None:
+        """The watcher's first read: the content the launcher saw is no request; a change since is."""
+        logs = self.directory / LOG_DIR
+        try:
+            logs.mkdir(mode=0o750, exist_ok=True)
+        except OSError:
+            pass
+        self.logs.action(
+            "INFO",
+            f"watching {self.file} every {self.interval():g} s"
+            + (" (then the time of step 10 to 11, at least 1 s)" if self.fixed_interval is None else "")
+            + f"; host {self.logs.host}, pid {os.getpid()}, rank {self.logs.rank()}",
+            self._step(),
+        )
+        if self.logs.lost:
+            self.agent_log.warning(f"cannot write the dynamic-capture logs in {logs}; captures still work")
+        raw = self._read()
+        if raw is None:
+            return
+        current = digest(raw)
+        if self.baseline is None or current == self.baseline:
+            self._seen = current
+            self.logs.action(
+                "INFO",
+                "the file as the job started is not a request: edit it, or run npuprof trigger, to capture",
+                self._step(),
+            )
+            return
+        self._handle(raw, current)  # changed between the launch and now: a request
+
+    def poll_once(self) -> None:
+        """One look at the file (the watcher thread; tests call it directly). The file first: a request
+        reaches the training thread before anything is logged."""
+        raw = self._read()
+        if raw is not None:
+            current = digest(raw)
+            if current != self._seen:
+                self._handle(raw, current)
+        self._heartbeat()
+        self._flush_events()
+
+    def _read(self) -> bytes | None:
+        from npuprof.config import read_config_bytes
+        from npuprof.file_trust import check_directory
+
+        try:
+            check_directory(str(self.directory), "the dynamic directory")
+            raw = read_config_bytes(self.file, CONFIG_NAME)
+        except FileNotFoundError:
+            self._report("WARNING", f"{self.file} is missing; waiting for it")
+            return None
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self._report("ERROR", f"{self.file} is not read: {reason}")
+            return None
+        self._problem = None
+        return raw
+
+    def _report(self, level: str, problem: str) -> None:
+        """A problem reading the file: logged once until it changes or goes away."""
+        if problem == self._problem:
+            return
+        self._problem = problem
+        self.logs.action(level, problem, self._step())
+        self.logs.monitor(level, f"{MONITOR_FAILED}: {problem}")
+
+    def _handle(self, raw: bytes, current: str) -> None:
+        try:
+            parse_config_bytes(raw, CONFIG_NAME, CONFIG_NAME)
+        except ConfigError:
+            if current != self._unsettled:  # an editor may be half-way through writing: look once more
+                self._unsettled = current
+                return
+        self._unsettled = None
+        self._seen = current
+        step = self._step()
+        heard: list[tuple[str, str]] = []  # logged once the request is on its way
+
+        def say(level: str, message: str) -> None:
+            heard.append((level, message))
+
+        request = parse_request(raw, current, self.base, say)
+        passed = request is not None and 0 < request.start_step <= (step if step is not None else -1)
+        if request is not None and not passed:
+            self._inbox.append(request)
+            controller = self.controller
+            if controller is not None:
+                controller.replan()
+        for level, message in heard:
+            self.logs.action(level, message, step)
+        if request is None:
+            problems = [message for level, message in heard if level == "ERROR"]
+            self.logs.monitor("ERROR", f"{MONITOR_FAILED}: {problems[0] if problems else 'not a request'}")
+            return
+        self.logs.monitor("INFO", f"{MONITOR_LOADED}: {request.describe()}")
+        self.logs.action("INFO", f"loaded: {request.describe()}", step)
+        if passed:
+            self.logs.action(
+                "WARNING",
+                f"start_step {request.start_step} has passed (the job is at step {step}): not effective",
+                step,
+            )
+            return
+        space = getattr(self.controller, "space", None)
+        if request.start_step != NO_CAPTURE and space is not None:
+            space.start()  # free space is watched once captures may come (npuprof.agent.disk_guard)
+
+    def _heartbeat(self) -> None:
+        step = self._step()
+        now = time.monotonic()
+        if step is None or step == self._beat_step or now - self._last_beat < HEARTBEAT_S:
+            return
+        self._last_beat, self._beat_step = now, step
+        self.logs.action("INFO", f"at step {step}", step)
+
+    def _flush_events(self) -> None:
+        while self._events:
+            when, level, message, step = self._events.popleft()
+            self.logs.action(level, message, step, when=when)
+
+    def _at_exit(self) -> None:
+        if self._pid != os.getpid():
+            return  # never watched in this process (a forked DataLoader worker, say)
+        try:
+            self._stop.set()
+            self._flush_events()
+            self.logs.action("INFO", "the process ends", self._step())
+            self.logs.monitor("INFO", MONITOR_DONE)
+        except Exception:
+            pass

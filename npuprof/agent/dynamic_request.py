@@ -1,0 +1,144 @@
+"""One change of the watched profiler_config.json, read as a capture request (docs/architecture.md,
+"Dynamic capture"). The file means what torch_npu's dynamic_profile says (docs/formats.md,
+"profiler_config.json"); bad content never stops training:
+
+- unparsable JSON: one ERROR with the parser's message, the change is ignored;
+- a field with a bad value: one WARNING naming the field and the value, the field keeps its default;
+- an unknown key: a WARNING (with "did you mean" for a misspelt known key), ignored.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+from npuprof.config import ConfigError, ProfileConfig, Schedule, config_from_json, parse_config_bytes
+
+NO_CAPTURE = 0  # start_step 0: no capture (torch_npu's default)
+NEXT_STEP = -1  # start_step -1: the step after the change is seen (what `npuprof trigger` writes by default)
+FILE_LABEL = "profiler_config.json"
+
+Say = Callable[[str, str], None]  # (level, message)
+
+
+@dataclasses.dataclass
+class Request:
+    start_step: int  # NO_CAPTURE, NEXT_STEP, or an absolute step number
+    warmup: int
+    active: int
+    cfg: ProfileConfig
+    digest: str
+    trigger_id: str | None = None
+    queued: bool = False  # arrived while a capture was in flight: runs after it
+
+    def describe(self) -> str:
+        if self.start_step == NO_CAPTURE:
+            return "start_step 0: no capture"
+        start = "the next step" if self.start_step == NEXT_STEP else f"step {self.start_step}"
+        warm = f", after {self.warmup} warm-up step(s)" if self.warmup else ""
+        ranks = "every rank" if self.cfg.ranks is None else f"ranks {_ranks(self.cfg.ranks)}"
+        label = f" (trigger {self.trigger_id})" if self.trigger_id else ""
+        return f"capture {self.active} step(s) from {start}{warm} on {ranks} into {self.cfg.output}{label}"
+
+    def with_window(self, first: int) -> ProfileConfig:
+        """This request's configuration for a capture whose window begins at ``first``; its schedule is
+        the one torch_npu would record in profiler_info."""
+        cfg = copy.deepcopy(self.cfg)
+        cfg.schedule = Schedule(skip_first=first, wait=0, warmup=self.warmup, active=self.active, repeat=1)
+        return cfg
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ",".join(str(r) for r in ranks) if ranks else "none (empty rank_list)"
+
+
+def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Request | None:
+    """The request in ``raw`` (the file's bytes) on top of ``base`` (the run's configuration), or None when
+    nothing in it can be acted on (said through ``say``)."""
+    try:
+        data = parse_config_bytes(raw, FILE_LABEL, FILE_LABEL)
+    except ConfigError as exc:
+        say("ERROR", f"{exc.problem}; this content is ignored")
+        return None
+    if not isinstance(data, dict):
+        say("ERROR", f"{FILE_LABEL} must hold a JSON object, not {type(data).__name__}; ignored")
+        return None
+    cfg = copy.deepcopy(base)
+    cfg.schedule = Schedule(off=True)
+
+    def warn(line: str) -> None:
+        say("WARNING", line)
+
+    def on_bad(exc: ConfigError) -> None:
+        unknown = exc.problem.startswith("unknown key")
+        say("WARNING", exc.one_line() + ("; ignored" if unknown else "; its default is used"))
+
+    try:
+        config_from_json(data, FILE_LABEL, base=cfg, warn=warn, on_bad=on_bad, schedule=False)
+    except ConfigError as exc:  # not an object: checked above; kept for any other whole-file problem
+        say("ERROR", f"{exc.one_line()}; ignored")
+        return None
+    if "min_free_space" in data and cfg.min_free_space != base.min_free_space:
+        warn(f"{FILE_LABEL}: min_free_space is the run's (npuprof run --min-free-space); ignored here")
+        cfg.min_free_space = base.min_free_space
+    cfg.output = _output(cfg.output, base.output, say)
+    _reconcile(cfg, warn)
+    try:
+        cfg.validate()
+    except ConfigError as exc:
+        say("ERROR", f"{exc.one_line()}; this content is not acted on")
+        return None
+    start = _int_field(data, "start_step", NO_CAPTURE, NEXT_STEP, say)
+    warmup = _int_field(data, "warmup", 0, 0, say)
+    active = _int_field(data, "active", 1, 1, say)
+    trigger = data.get("trigger_id")
+    label = trigger if isinstance(trigger, str) and trigger.isprintable() and len(trigger) <= 80 else None
+    return Request(start, warmup, active, cfg, digest, label)
+
+
+def _int_field(data: dict[str, Any], key: str, default: int, minimum: int, say: Say) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        shown = repr(value) if not isinstance(value, str) else f'"{value[:40]}"'
+        say(
+            "WARNING",
+            f"{FILE_LABEL}: {key}: must be an integer >= {minimum}, got {shown}; its default ({default}) is "
+            "used",
+        )
+        return default
+    return value
+
+
+def _output(prof_dir: str, run_output: str, say: Say) -> str:
+    """``prof_dir`` relative to the run's output directory (the template's "./" is that directory itself),
+    resolved as `npuprof run -o` resolves its own; the run's output when it is not safe."""
+    from npuprof.results.paths import UnsafePathError, resolve_output_path
+
+    if prof_dir == run_output:
+        return run_output
+    try:
+        return str(resolve_output_path(os.path.join(run_output, prof_dir), f"{FILE_LABEL}: prof_dir"))
+    except UnsafePathError as exc:
+        say("WARNING", f"{exc}; the run's output directory {run_output} is used")
+        return run_output
+
+
+def _reconcile(cfg: ProfileConfig, warn: Callable[[str], None]) -> None:
+    """Settings the file makes meaningless, dropped with a warning rather than refusing the request."""
+    if cfg.op_attr and cfg.level == "Level_none":
+        warn(f"{FILE_LABEL}: op_attr has no effect with profiler_level Level_none (as in torch_npu); off")
+        cfg.op_attr = False
+    if cfg.export_stacks and not cfg.with_stack:
+        warn(f"{FILE_LABEL}: with_stack is false, so --export-stacks writes nothing for this capture")
+        cfg.export_stacks = []
+    if cfg.memory_timeline and not (
+        cfg.record_shapes and cfg.profile_memory and (cfg.with_stack or cfg.with_modules)
+    ):
+        warn(
+            f"{FILE_LABEL}: --memory-timeline needs record_shapes, profile_memory and with_stack (or "
+            "with_modules) true; no memory timeline for this capture"
+        )
+        cfg.memory_timeline = []

@@ -1,0 +1,249 @@
+"""`npuprof status DIR`: what each process of a `npuprof run --dynamic DIR` job did, from DIR/log/
+(docs/architecture.md, "Dynamic capture"): per rank the last step seen, the captures made and where they
+went, the errors, and whether the process still runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+FORMATS = ("table", "json")
+LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
+_ENDED = re.compile(
+    r"^capture of steps (?P<first>\d+)-(?P<last>\d+) (?P<status>\S+) in (?P<where>.+?)(?: \(.*\))?$"
+)
+_STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
+_PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
+
+EPILOG = """
+Examples:
+
+  npuprof status cfg                  # one line per process: rank, state, last step, captures, errors
+
+  npuprof status cfg --format json    # everything, for scripts
+
+A process whose log has no end line and whose pid is gone on this host is shown as "gone" (killed).
+"""
+
+
+def status_command(
+    directory: Annotated[
+        str, typer.Argument(help="The directory given to npuprof run --dynamic.", metavar="DIR")
+    ],
+    output_format: Annotated[
+        str, typer.Option("--format", help="table (default) or json.", show_default=False)
+    ] = "table",
+) -> None:
+    """Show what each process of a `npuprof run --dynamic DIR` job did, from DIR/log/."""
+    if output_format not in FORMATS:
+        _fail(f"--format: unknown {output_format!r}; use table or json")
+    root = Path(directory)
+    logs = root / "log"
+    if not logs.is_dir():
+        _fail(f"{directory}: no log/ directory; is it the directory of npuprof run --dynamic?")
+    report = {
+        "directory": str(root.resolve()),
+        "config": _config_summary(root),
+        "processes": _processes(logs),
+    }
+    if output_format == "json":
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        return
+    sys.stdout.write(render(report))
+
+
+def _fail(line: str) -> None:
+    sys.stderr.write(f"npuprof status: error: {line}\n")
+    raise typer.Exit(2)
+
+
+def _read(path: Path) -> list[str]:
+    from npuprof.results.layout import read_small
+
+    try:
+        return read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+
+
+def _config_summary(root: Path) -> dict[str, Any]:
+    from npuprof.agent.dynamic_files import CONFIG_NAME
+
+    lines = _read(root / CONFIG_NAME)
+    summary: dict[str, Any] = {"file": str(root / CONFIG_NAME)}
+    try:
+        data = json.loads("\n".join(lines))
+    except ValueError as exc:
+        summary["problem"] = f"not valid JSON ({exc})" if lines else "missing or empty"
+        return summary
+    if isinstance(data, dict):
+        for key in ("start_step", "active", "warmup", "is_rank", "rank_list", "trigger_id"):
+            if key in data:
+                summary[key] = data[key]
+    return summary
+
+
+def _processes(logs: Path) -> list[dict[str, Any]]:
+    from npuprof.agent.dynamic_log import FILE_NAME
+
+    files: dict[tuple[str, int, int], dict[str, list[Path]]] = {}
+    for entry in sorted(logs.iterdir()):
+        match = FILE_NAME.match(entry.name)
+        if match is None or entry.is_symlink():
+            continue
+        key = (match["host"], int(match["pid"]), int(match["rank"]))
+        kind = "monitor" if match["monitor"] else "action"
+        # the backup first: its lines are the older ones
+        files.setdefault(key, {"action": [], "monitor": []})[kind].insert(0 if match["backup"] else 1, entry)
+    processes = [_process(key, paths) for key, paths in files.items()]
+    return sorted(processes, key=lambda p: (p["rank"] < 0, p["rank"], p["host"], p["pid"]))
+
+
+def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[str, Any]:
+    from npuprof.agent.dynamic_log import UNKNOWN_RANK, parse_line
+
+    host, pid, rank = key
+    info: dict[str, Any] = {
+        "host": host,
+        "pid": pid,
+        "rank": rank,
+        "state": "running",
+        "last_step": None,
+        "last_seen": None,
+        "captures": [],
+        "capturing": None,
+        "planned": None,
+        "errors": [],
+        "warnings": 0,
+        "loads": 0,
+        "rejected": 0,
+    }
+    for path in paths["action"]:
+        for line in _read(path):
+            fields = parse_line(line)
+            if fields is None:
+                continue
+            _take(info, fields)
+    for path in paths["monitor"]:
+        for line in _read(path):
+            fields = parse_line(line)
+            if fields is None:
+                continue
+            if "load json success" in fields["message"]:
+                info["loads"] += 1
+            elif "load json failed" in fields["message"]:
+                info["rejected"] += 1
+    if info["state"] == "running" and host == _host() and not _alive(pid):
+        info["state"] = "gone (no end line: killed?)"
+    if rank == UNKNOWN_RANK:
+        info["rank"] = -1
+    return info
+
+
+def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
+    message = fields["message"]
+    if fields["step"] is not None:
+        info["last_step"] = int(fields["step"])
+    info["last_seen"] = fields["time"]
+    if fields["level"] == "ERROR":
+        info["errors"].append(f"{fields['time']} {message}")
+    elif fields["level"] == "WARNING":
+        info["warnings"] += 1
+    if (ended := _ENDED.match(message)) is not None:
+        info["captures"].append(
+            {
+                "steps": f"{ended['first']}-{ended['last']}",
+                "status": ended["status"],
+                "directory": ended["where"],
+            }
+        )
+        info["capturing"] = None
+    elif (started := _STARTED.match(message)) is not None:
+        info["capturing"] = {"from_step": int(started["step"]), "directory": started["where"]}
+    elif (planned := _PLANNED.match(message)) is not None:
+        info["planned"] = planned["steps"]
+    elif message == "the process ends":
+        info["state"] = "ended"
+
+
+def _host() -> str:
+    return os.uname().nodename.split(".")[0] or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def render(report: dict[str, Any]) -> str:
+    config = report["config"]
+    lines = [f"{config['file']}: " + _config_line(config)]
+    processes = report["processes"]
+    if not processes:
+        lines.append("no process has logged yet (the watcher starts when training starts)")
+        return "\n".join(lines) + "\n"
+    rows = [["rank", "host", "pid", "state", "last step", "captures", "errors", "last capture / now"]]
+    for p in processes:
+        now = p["capturing"]
+        last = p["captures"][-1] if p["captures"] else None
+        planned = p["planned"]
+        if now is not None:
+            doing = f"capturing from step {now['from_step']} into {now['directory']}"
+        elif planned and (last is None or _first(planned) > _first(last["steps"])):
+            doing = f"planned: steps {planned}"
+        elif last is not None:
+            doing = f"steps {last['steps']} {last['status']} in {last['directory']}"
+        else:
+            doing = "-"
+        step = "-" if p["last_step"] is None else f"{p['last_step']} ({(p['last_seen'] or '')[11:19]})"
+        rows.append(
+            [
+                "-" if p["rank"] < 0 else str(p["rank"]),
+                p["host"],
+                str(p["pid"]),
+                p["state"],
+                step,
+                str(len(p["captures"])),
+                str(len(p["errors"])),
+                doing,
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+    for p in processes:
+        if p["errors"]:
+            who = f"rank {p['rank']}" if p["rank"] >= 0 else f"pid {p['pid']}"
+            lines.append(f"{who}: last error: {p['errors'][-1]}")
+    return "\n".join(lines) + "\n"
+
+
+def _first(steps: str) -> int:
+    return int(steps.split("-", 1)[0])
+
+
+def _config_line(config: dict[str, Any]) -> str:
+    if "problem" in config:
+        return config["problem"]
+    start = config.get("start_step", 0)
+    if start == 0:
+        return "start_step 0 (no capture asked)"
+    when = "the next step" if start == -1 else f"step {start}"
+    ranks = "every rank" if not config.get("is_rank") else f"ranks {config.get('rank_list')}"
+    label = f", trigger {config['trigger_id']}" if "trigger_id" in config else ""
+    return f"{config.get('active', 1)} step(s) from {when} on {ranks}{label}"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status", epilog=EPILOG, no_args_is_help=True)(status_command)

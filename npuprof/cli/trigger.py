@@ -1,0 +1,196 @@
+"""`npuprof trigger DIR [flags]`: ask a job running under `npuprof run --dynamic DIR` for a capture, by
+writing DIR/profiler_config.json atomically (docs/architecture.md, "Dynamic capture")."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from npuprof.cli.run import _typer_parameter
+from npuprof.options import RUN_OPTIONS, Option
+
+# ruff: noqa: UP045  (typer reads Optional[] at start-up)
+
+# the options a trigger sets: those with a profiler_config.json key (min_free_space is the run's), and ranks
+TRIGGER_OPTIONS = tuple(
+    o for o in RUN_OPTIONS if (o.config_key and o.key != "min_free_space") or o.key == "ranks"
+)
+NEXT_STEP = -1  # = npuprof.agent.dynamic_request.NEXT_STEP (kept import-free here)
+
+EPILOG = """
+Examples:
+
+  npuprof trigger cfg                                   # record 1 step, from the next step, on every rank
+
+  npuprof trigger cfg --active 2 --ranks 0,7            # 2 steps from the next step, on ranks 0 and 7
+
+  npuprof trigger cfg --start-step 5000 --level 1 --with-stack    # steps 5000.. (a step already passed:
+                                                                  # not effective, said in the logs)
+
+  npuprof trigger cfg --cancel                          # start_step 0: a capture not yet begun is dropped
+
+Each process of the job reads DIR/profiler_config.json every poll interval (2 s, then the time of one
+step, at least 1 s), and starts the capture at the next step boundary. A trigger during a capture runs
+after it. npuprof status DIR says what each rank did. Flags not given take npuprof run's defaults.
+"""
+
+
+def trigger_command(**params: Any) -> None:
+    """Ask a job running under `npuprof run --dynamic DIR` to capture: writes DIR/profiler_config.json."""
+    from npuprof import config as c
+
+    directory = Path(params.pop("directory"))
+    start_step, active, warmup = params.pop("start_step"), params.pop("active"), params.pop("warmup")
+    cancel = params.pop("cancel")
+    flags = {k: v for k, v in params.items() if v is not None}
+    if start_step is not None and start_step < 1:
+        _fail("--start-step", f"must be >= 1, got {start_step}", "omit it for the next step")
+    if active < 1:
+        _fail("--active", f"must be >= 1, got {active}", "e.g. --active 2")
+    if warmup < 0:
+        _fail("--warmup", f"must be >= 0, got {warmup}", "e.g. --warmup 1")
+    cfg = c.ProfileConfig()
+    try:
+        for option in TRIGGER_OPTIONS:
+            if option.key in flags:
+                c.set_option(cfg, option, flags[option.key])
+        cfg.validate()
+    except c.ConfigError as exc:
+        _fail_line(exc.one_line())
+    if cfg.ranks is not None and "analyse" not in flags:
+        cfg.analyse = False  # is_rank turns torch_npu's automatic parsing off; say it in the file too
+    prof_dir = os.path.abspath(cfg.output) if "output" in flags else None
+    document = c.json_from_config(cfg, prof_dir)
+    document["start_step"] = 0 if cancel else (start_step if start_step is not None else NEXT_STEP)
+    document["active"] = active
+    document["warmup"] = warmup
+    document[c.TRIGGER_ID_KEY] = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
+    target = _write(directory, (json.dumps(document, indent=4) + "\n").encode())
+    sys.stdout.write(f"npuprof trigger: wrote {target}: {_describe(document, cfg)}\n")
+    if cfg.ranks is not None:
+        sys.stdout.write(
+            "  (--ranks is torch_npu's is_rank: these captures are not parsed in the job; run npuprof "
+            "analyse on them)\n"
+        )
+    sys.stdout.write(f"  each process picks it up within its poll interval; see npuprof status {directory}\n")
+
+
+def _describe(document: dict[str, Any], cfg: Any) -> str:
+    if document["start_step"] == 0:
+        return "start_step 0: no capture (one planned and not begun is dropped)"
+    start = "the next step" if document["start_step"] == NEXT_STEP else f"step {document['start_step']}"
+    ranks = "every rank" if cfg.ranks is None else "ranks " + ",".join(map(str, cfg.ranks))
+    warm = f" after {document['warmup']} warm-up step(s)" if document["warmup"] else ""
+    return (
+        f"capture {document['active']} step(s) from {start}{warm} on {ranks} (trigger "
+        f"{document['trigger_id']})"
+    )
+
+
+def _write(directory: Path, data: bytes) -> Path:
+    from npuprof.agent.dynamic_files import CONFIG_NAME, write_request
+
+    if not (directory / CONFIG_NAME).exists():
+        _fail_line(
+            f"{directory}: no {CONFIG_NAME} there; start the job with npuprof run --dynamic {directory} "
+            "first (a file written before the job starts is not a request)"
+        )
+    try:
+        return write_request(directory, data)
+    except ValueError as exc:  # not trusted
+        _fail_line(str(exc))
+    except OSError as exc:
+        _fail_line(f"cannot write {directory / CONFIG_NAME}: {exc.strerror or exc}")
+    raise AssertionError("unreachable")
+
+
+def _fail(source: str, problem: str, fix: str) -> None:
+    _fail_line(f"{source}: {problem}; {fix}")
+
+
+def _fail_line(line: str) -> None:
+    sys.stderr.write(f"npuprof trigger: error: {line}\n")
+    raise typer.Exit(2)
+
+
+def _parameter(option: Option) -> inspect.Parameter:
+    """run's parameter for ``option``; -o says where this capture goes, by default the run's output."""
+    if option.key != "output":
+        return _typer_parameter(option)
+    info = typer.Option(
+        *option.flags,
+        metavar=option.metavar,
+        help="Where the capture goes (prof_dir) \\[default: the run's --output].",
+        rich_help_panel=option.panel,
+        show_default=False,
+    )
+    return inspect.Parameter(
+        option.key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[str], info]
+    )
+
+
+def _signature() -> inspect.Signature:
+    keyword = inspect.Parameter.KEYWORD_ONLY
+
+    def option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+        return inspect.Parameter(name, keyword, default=default, annotation=annotation)
+
+    directory = Annotated[
+        str,
+        typer.Argument(
+            help="The directory given to npuprof run --dynamic.", metavar="DIR", show_default=False
+        ),
+    ]
+    parameters = [
+        option("directory", directory, inspect.Parameter.empty),
+        option(
+            "start_step",
+            Annotated[
+                Optional[int],
+                typer.Option(
+                    "--start-step",
+                    metavar="N",
+                    help="First step (absolute, as ProfilerStep#N) \\[default: the next step].",
+                    show_default=False,
+                ),
+            ],
+            None,
+        ),
+        option(
+            "active",
+            Annotated[int, typer.Option("--active", metavar="N", help="Steps to record.")],
+            1,
+        ),
+        option(
+            "warmup",
+            Annotated[int, typer.Option("--warmup", metavar="N", help="Warm-up steps before them.")],
+            0,
+        ),
+        option(
+            "cancel",
+            Annotated[
+                bool, typer.Option("--cancel", help="Write start_step 0: drop a capture not yet begun.")
+            ],
+            False,
+        ),
+        *(_parameter(o) for o in TRIGGER_OPTIONS),
+    ]
+    return inspect.Signature(parameters, return_annotation=None)
+
+
+trigger_command.__signature__ = _signature()  # type: ignore[attr-defined]
+trigger_command.__annotations__ = {
+    p.name: p.annotation
+    for p in trigger_command.__signature__.parameters.values()  # type: ignore[attr-defined]
+} | {"return": None}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("trigger", epilog=EPILOG, no_args_is_help=True)(trigger_command)

@@ -1,0 +1,282 @@
+"""Dynamic capture, in-process (no torch): the rotating logs, a request read from profiler_config.json, the
+plan driven through the real CaptureController with a recording backend, the file's meaning in --config,
+and who may write a config file. The real-process tests are in test_dynamic_run.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_controller import Backend, Sink
+
+from npuprof import config as c
+from npuprof.agent.controller import NEVER, CaptureController
+from npuprof.agent.dynamic_files import CONFIG_NAME, prepare
+from npuprof.agent.dynamic_log import append
+from npuprof.agent.dynamic_plan import DynamicPlan
+from npuprof.agent.dynamic_request import parse_request
+from npuprof.agent.log import AgentLog
+from npuprof.agent.schedule import SchedulePlan
+from npuprof.cli import run_flags
+from npuprof.file_trust import UntrustedPathError, check_directory
+
+LIMIT = 200 * 1024  # the seed's rotation size for both logs
+
+
+def test_a_log_rotates_at_200_kb_into_one_backup(tmp_path: Path) -> None:
+    path = str(tmp_path / "dp_host_1_rank_0.log")
+    lines = [f"line {i:06d} " + "x" * 90 + "\n" for i in range(5000)]  # 5000 x 103 bytes = 503 KB
+    for line in lines:
+        assert append(path, line)
+    main, backup = Path(path).read_text(), Path(path + ".1").read_text()
+    assert len(main.encode()) <= LIMIT and len(backup.encode()) <= LIMIT
+    assert main.endswith(lines[-1])  # the newest line is in the log itself
+    assert len(backup.encode()) + len(lines[0]) > LIMIT  # rotated only when the next line did not fit
+    kept = backup.splitlines(keepends=True) + main.splitlines(keepends=True)
+    assert kept == lines[-len(kept) :]  # in order, nothing lost between the two files
+    assert len(kept) < len(lines)  # the oldest lines were dropped
+    assert sorted(os.listdir(tmp_path)) == ["dp_host_1_rank_0.log", "dp_host_1_rank_0.log.1"]
+
+
+def test_a_log_never_follows_a_link(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    (tmp_path / "dp.log").symlink_to(target)
+    assert not append(str(tmp_path / "dp.log"), "x\n")
+    assert target.read_text() == ""
+
+
+def _request(document: object, base: c.ProfileConfig | None = None) -> tuple[object, list[tuple[str, str]]]:
+    heard: list[tuple[str, str]] = []
+    raw = document if isinstance(document, bytes) else json.dumps(document).encode()
+    base = base or c.ProfileConfig(output="/run/out", dynamic="/cfg")
+    request = parse_request(raw, "d", base, lambda level, message: heard.append((level, message)))
+    return request, heard
+
+
+def test_broken_json_is_one_error_with_the_parsers_message() -> None:
+    request, heard = _request(b'{"start_step": 5,')
+    assert request is None
+    assert [level for level, _ in heard] == ["ERROR"]
+    assert "not valid JSON" in heard[0][1] and "Expecting" in heard[0][1]  # json's own words
+
+
+def test_bad_values_fall_back_to_defaults_with_a_warning_naming_field_and_value() -> None:
+    request, heard = _request(
+        {
+            "start_step": "soon",
+            "active": 0,
+            "record_shapes": "yes",
+            "with_stak": True,
+            "sys_newfeature": 1,
+            "experimental_config": {"profiler_level": "Level9"},
+        }
+    )
+    assert request is not None
+    assert (request.start_step, request.active) == (0, 1)  # torch_npu's defaults
+    assert request.cfg.record_shapes is False and request.cfg.level == "Level0"
+    text = "\n".join(message for _, message in heard)
+    assert all(level == "WARNING" for level, _ in heard), heard
+    for field, value in (("start_step", '"soon"'), ("active", "0"), ("record_shapes", '"yes"')):
+        assert any(field in m and value in m for _, m in heard), (field, text)
+    assert "Level9" in text
+    assert "with_stak (did you mean with_stack?)" in text
+    newer = [m for _, m in heard if "sys_newfeature" in m]
+    assert len(newer) == 1 and "not known to npuprof" in newer[0]
+
+
+def test_is_rank_selects_ranks_and_turns_parsing_off_and_prof_dir_is_under_the_run_output() -> None:
+    request, heard = _request(
+        {"start_step": 7, "active": 2, "is_rank": True, "rank_list": [1], "analyse": True}
+    )
+    assert request is not None and request.cfg.ranks == [1] and request.cfg.analyse is False
+    assert any("is_rank" in m for _, m in heard)
+    request, _ = _request({"prof_dir": "./"})
+    assert request is not None and request.cfg.output == "/run/out"
+    request, _ = _request({"prof_dir": "sub/dir"})
+    assert request is not None and request.cfg.output == "/run/out/sub/dir"
+
+
+# ---- the plan, driven by the real controller ------------------------------------------------------------
+
+
+class Job:
+    """A controller with a DynamicPlan (no watcher thread: the test polls), a recording backend and sink."""
+
+    def __init__(self, tmp: Path, rank: int | None = 0, poll: float | None = 0.1) -> None:
+        self.dir = tmp / "cfg"
+        directory, baseline, _ = prepare(str(self.dir))
+        self.dir = directory
+        self.cfg = c.ProfileConfig(output=str(tmp / "out"), dynamic=str(directory), poll_interval=poll)
+        self.cfg.schedule = c.Schedule(off=True)
+        self.plan = DynamicPlan(self.cfg, {"dynamic_baseline": baseline}, AgentLog(None, "test"), watch=False)
+        self.backend, self.sink = Backend(), Sink()
+        self.controller = CaptureController(
+            self.cfg,
+            self.plan,
+            backend_factory=lambda: self.backend,
+            sink_factory=lambda b: self.sink,
+            log=AgentLog(None, "test"),
+            rank_fn=lambda: rank,
+        )
+        self.controller.arm()
+        self.plan.first_look()
+
+    def write(self, **fields: object) -> None:
+        document = {**c.template_json(), **fields}
+        path = self.dir / CONFIG_NAME
+        tmp = path.with_name(".tmp")
+        tmp.write_text(json.dumps(document))
+        os.replace(tmp, path)
+        self.plan.poll_once()
+
+    def steps(self, n: int) -> None:
+        for _ in range(n):
+            self.controller.on_boundary()
+
+    def captures(self) -> list[tuple[int, int]]:
+        """(first, last) step of each capture the sink saw end."""
+        begins = [e[1] for e in self.sink.events if e[0] == "begin"]
+        ends = [e[1] for e in self.sink.events if e[0] == "finish"]
+        return list(zip(begins, ends, strict=False))
+
+    def log(self, poll: bool = True) -> str:
+        """The action log; after one more poll by default (the watcher writes what the steps did then)."""
+        if poll:
+            self.plan.poll_once()
+        return "".join(p.read_text() for p in sorted((self.dir / "log").glob("dp_*.log")))
+
+
+def test_a_change_captures_from_the_next_step_and_outside_captures_nothing_is_asked(tmp_path: Path) -> None:
+    job = Job(tmp_path)
+    job.steps(5)
+    assert job.controller.next_check == NEVER  # idle: one increment and one comparison per step
+    job.write(start_step=-1, active=2, record_shapes=True)
+    assert job.controller.next_check == 0  # the watcher only lowered next_check
+    job.steps(4)
+    assert job.captures() == [(6, 7)]
+    assert job.backend.configs[-1].record_shapes is True
+    assert job.backend.configs[-1].schedule == c.Schedule(skip_first=6, wait=0, warmup=0, active=2, repeat=1)
+    assert job.controller.next_check == NEVER
+    text = job.log()
+    assert "capture started at step 6" in text and "capture of steps 6-7 complete" in text
+
+
+def test_an_edit_during_a_capture_runs_after_it_and_the_last_edit_wins(tmp_path: Path) -> None:
+    job = Job(tmp_path)
+    job.steps(3)
+    job.write(start_step=-1, active=4)
+    job.steps(1)  # the capture begins at step 4
+    job.write(start_step=-1, active=1, with_stack=True)  # queued ...
+    job.write(start_step=-1, active=2, with_flops=True)  # ... and replaced: the last one runs
+    job.steps(10)
+    assert job.captures() == [(4, 7), (9, 10)]  # a new capture begins two steps after the last one's end
+    assert job.backend.configs[-1].with_flops and not job.backend.configs[-1].with_stack
+    assert "waits for its end" in job.log()
+
+
+def test_an_absolute_start_step_and_one_already_passed(tmp_path: Path) -> None:
+    job = Job(tmp_path)
+    job.steps(20)
+    job.write(start_step=10, active=1)
+    assert "start_step 10 has passed (the job is at step 20): not effective" in job.log()
+    job.write(start_step=30, active=2, trigger_id="x1")
+    job.steps(15)
+    assert job.captures() == [(30, 31)]
+
+
+def test_an_unselected_rank_does_nothing_and_start_step_0_cancels_a_planned_capture(tmp_path: Path) -> None:
+    job = Job(tmp_path, rank=0)
+    job.steps(2)
+    job.write(start_step=-1, active=1, is_rank=True, rank_list=[1])
+    job.steps(5)
+    assert job.captures() == [] and job.backend.configs == []
+    assert "rank 0 is not selected" in job.log()
+    job.write(start_step=20, active=1)
+    job.steps(3)
+    job.write(start_step=0)
+    job.steps(30)
+    assert job.captures() == []
+    assert "cancelled (start_step 0)" in job.log()
+
+
+def test_the_poll_interval_is_2_s_then_step_10_to_11_at_least_1_s(tmp_path: Path) -> None:
+    job = Job(tmp_path, poll=None)
+    assert job.plan.interval() == 2.0
+    job.steps(12)
+    assert job.plan.interval() == 1.0  # these steps take microseconds: the floor
+    assert job.controller.next_check == NEVER  # measured: the plan never asks again
+    fixed = Job(tmp_path / "fixed", poll=0.5)
+    fixed.steps(12)
+    assert fixed.plan.interval() == 0.5
+
+
+def test_half_written_content_is_never_acted_on_and_broken_content_is_reported_once(tmp_path: Path) -> None:
+    job = Job(tmp_path)
+    job.steps(2)
+    (job.dir / CONFIG_NAME).write_text('{"start_step": -1, "act')  # an editor half-way through
+    job.plan.poll_once()
+    assert job.log(poll=False).count("not valid JSON") == 0  # maybe half-written: looked at once more
+    job.plan.poll_once()
+    job.plan.poll_once()
+    assert job.log(poll=False).count("not valid JSON") == 1  # unchanged: it is broken, said once
+    job.steps(5)
+    assert job.captures() == []
+
+
+# ---- the file's meaning in --config, and trust -----------------------------------------------------------
+
+
+def test_config_files_start_step_0_means_no_capture_and_newer_keys_are_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "profiler_config.json"
+    path.write_text(json.dumps({**c.template_json(), "async_mode": False, "newer_thing": 3}))
+    heard: list[str] = []
+    cfg = c.load_config_file(path, warn=heard.append).validate()
+    assert SchedulePlan(cfg.schedule).next_busy_step(-1) is None  # the seed's template captures nothing
+    assert any("newer_thing" in line and "not known" in line for line in heard)
+    cfg = run_flags.build_config(path, {"active": 2}, environ={})
+    assert SchedulePlan(cfg.schedule).next_busy_step(-1) == 5  # a schedule flag: warm-up at 5, then 6-7
+    path.write_text(json.dumps({"start_stpe": 4}))
+    with pytest.raises(c.ConfigError, match=r"start_stpe \(did you mean start_step\?\)"):
+        c.load_config_file(path, warn=heard.append)
+
+
+def test_config_files_and_directories_others_could_write_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "profiler_config.json"
+    path.write_text("{}")
+    path.chmod(0o664)
+    with pytest.raises(c.ConfigError, match="writable by others"):
+        c.load_config_file(path)
+    path.chmod(0o644)
+    assert c.load_config_file(path) == c.ProfileConfig()
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    with pytest.raises(c.ConfigError, match="symbolic link"):
+        c.load_config_file(link)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(UntrustedPathError, match="writable by others"):
+        check_directory(str(shared), "--dynamic")
+    with pytest.raises(ValueError, match="writable by others"):
+        prepare(str(shared))
+
+
+def test_dynamic_excludes_the_schedule_flags_and_prof_config_path_stands_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(c.ConfigError, match=r"--dynamic: excludes --active, --ranks"):
+        run_flags.build_config(None, {"dynamic": "d", "active": 3, "ranks": "0"}, environ={})
+    with pytest.raises(c.ConfigError, match=r"excludes --config"):
+        run_flags.build_config(tmp_path / "x.json", {"dynamic": "d"}, environ={})
+    cfg = run_flags.build_config(None, {}, environ={"PROF_CONFIG_PATH": "cfgdir"})
+    assert cfg.dynamic == "cfgdir" and cfg.schedule.off
+    assert "PROF_CONFIG_PATH=cfgdir is taken as --dynamic cfgdir" in capsys.readouterr().err
+    with pytest.raises(
+        c.ConfigError, match=r"PROF_CONFIG_PATH \(taken as --dynamic\).*unset PROF_CONFIG_PATH"
+    ):
+        run_flags.build_config(None, {"skip_first": 2}, environ={"PROF_CONFIG_PATH": "cfgdir"})
+    with pytest.raises(c.ConfigError, match="--poll-interval"):
+        run_flags.build_config(None, {"poll_interval": 0.01, "dynamic": "d"}, environ={})
