@@ -1,11 +1,19 @@
 """profiler_metadata.json content (docs/formats.md, "profiler_metadata.json"): user metadata, the environment
-variables Ascend's tools expect, and torch.distributed's layout when it is initialised."""
+variables Ascend's tools expect, and torch.distributed's layout when it is initialised.
+
+torch_npu's limits hold: 4096 characters a value (a non-string value counts as its JSON text) and 50 KiB
+for the user's entries in all. A value over the limit is cut (a non-string one becomes its JSON text, cut)
+and user entries past 50 KiB are left out, each with a warning naming the key."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
+
+from npuprof.config import METADATA_TOTAL_LIMIT, METADATA_VALUE_LIMIT
 
 ENV_VARIABLES = (
     "ASCEND_GLOBAL_LOG_LEVEL",
@@ -73,10 +81,54 @@ def distributed_info() -> dict[str, Any]:
         return {}
 
 
-def build_metadata(user: dict[str, Any]) -> dict[str, Any]:
+def build_metadata(user: dict[str, Any], warn: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+    """The file's content. ``warn(key, line)`` hears of every value cut or entry left out."""
+    told = warn or (lambda key, line: None)
     data: dict[str, Any] = {}
-    data["ENV_VARIABLES"] = env_variables()
-    data.update(distributed_info())
+    env = env_variables()
+    for name, value in env.items():
+        env[name] = _cut(value, f"environment variable {name}", told)
+    data["ENV_VARIABLES"] = env
+    data.update(distributed_info())  # npuprof's own view, written whole as torch_npu writes its own
+    total = 0
     for key, value in user.items():
-        data[str(key)] = value
+        key = str(key)
+        if len(key) > METADATA_VALUE_LIMIT:
+            told(
+                "metadata-key",
+                f"profiler_metadata.json: a key of {len(key)} characters left out (limit 4096)",
+            )
+            continue
+        value = _cut(value, f"metadata {key!r}", told)
+        size = len(key) + len(value if isinstance(value, str) else _json_text(value))
+        if total + size > METADATA_TOTAL_LIMIT:
+            told(
+                f"metadata-total:{key}",
+                f"profiler_metadata.json: metadata {key!r} left out: the entries reach 50 KiB in all "
+                "(torch_npu's limit)",
+            )
+            continue
+        total += size
+        data[key] = value
     return data
+
+
+def _cut(value: Any, what: str, told: Callable[[str, str], None]) -> Any:
+    """``value`` if its text fits in 4096 characters; else its text cut there (a JSON text for a
+    non-string value), with a warning."""
+    text = value if isinstance(value, str) else _json_text(value)
+    if len(text) <= METADATA_VALUE_LIMIT:
+        return value
+    told(
+        f"metadata-cut:{what}",
+        f"profiler_metadata.json: {what} cut from {len(text)} to {METADATA_VALUE_LIMIT} characters "
+        "(torch_npu's limit)",
+    )
+    return text[:METADATA_VALUE_LIMIT]
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)

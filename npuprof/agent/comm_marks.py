@@ -1,0 +1,187 @@
+"""``--msprof-tx``: a range around every torch.distributed collective and point-to-point call, named
+``comm:{op},{group},{dtype},{count}`` as torch_npu names its own (docs/formats.md, "Marks, communication
+ranges and GC"), with no change to the training script.
+
+The functions of ``torch.distributed`` (and of ``distributed_c10d``, where the others call them) are
+replaced by thin wrappers when the agent wakes, or at the first capture that wants them. Outside a capture
+a wrapper costs one check; the name is built only while a capture records. On NPU, torch_npu's HCCL process
+groups mark their own collectives: npuprof marks the other groups' calls (gloo on the host).
+
+``count`` is the element count of the op's data tensor (summed over a list): the tensor itself for in-place
+ops and point-to-point, the input of gathers and all-to-all, the output of reduce-scatters (as HCCL counts
+them); ``barrier`` has none (``na,0``). A call made with ``async_op=True`` is timed until it returns; a
+call made inside another one's range (``send`` calls ``isend``) gets no range of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import threading
+from typing import Any
+
+from npuprof import marks
+
+PREFIX = "comm:"
+DEFAULT_GROUP = "default_pg"
+NO_TENSOR = ("na", 0)
+
+# op -> the parameter holding its data (None: no data); a list parameter's counts are summed
+OPS: dict[str, str | None] = {
+    "all_reduce": "tensor",
+    "broadcast": "tensor",
+    "reduce": "tensor",
+    "send": "tensor",
+    "recv": "tensor",
+    "isend": "tensor",
+    "irecv": "tensor",
+    "all_gather": "tensor",
+    "all_gather_into_tensor": "input_tensor",
+    "reduce_scatter": "output",
+    "reduce_scatter_tensor": "output",
+    "all_to_all_single": "input",
+    "all_to_all": "input_tensor_list",
+    "gather": "tensor",
+    "scatter": "tensor",
+    "all_reduce_coalesced": "tensors",
+    "all_gather_coalesced": "input_tensor_list",
+    "barrier": None,
+    "batch_isend_irecv": "p2p_op_list",
+}
+WRAPPED = "__npuprof_comm__"
+
+_state: dict[str, Any] = {"enabled": False}
+_inside = threading.local()  # a call inside another one's range (send calls isend) gets no range of its own
+_dtype_names: dict[Any, str] = {}
+
+
+def set_enabled(enabled: bool) -> None:
+    """The capture that begins wants communication ranges (its ``msprof_tx``) or not."""
+    _state["enabled"] = bool(enabled)
+
+
+def install_at_wake(cfg: Any, log: Any) -> None:
+    """When the agent wakes: wrap now if any capture may want the ranges (``--msprof-tx``, or a dynamic
+    configuration that may turn it on), so that ``from torch.distributed import all_reduce`` in the script,
+    which comes after ``import torch`` woke the agent, gets the wrapper. Never raises."""
+    try:
+        if cfg.msprof_tx or getattr(cfg, "dynamic", None):
+            install(log)
+    except Exception as exc:
+        log.warning(f"communication ranges not installed: {exc!r}")
+
+
+def install(log: Any) -> bool:
+    """Wrap the torch.distributed functions once; False when torch.distributed is not there yet."""
+    dist = sys.modules.get("torch.distributed")
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    if dist is None or c10d is None or not dist.is_available():
+        return False
+    done = 0
+    for op, data in OPS.items():
+        original = getattr(c10d, op, None)
+        if original is None or getattr(original, WRAPPED, False):
+            continue
+        wrapped = _wrap(op, data, original, c10d)
+        setattr(c10d, op, wrapped)
+        if getattr(dist, op, None) is original:
+            setattr(dist, op, wrapped)
+        done += 1
+    if done:
+        log.info(f"communication ranges on {done} torch.distributed functions (--msprof-tx)")
+    return True
+
+
+def _wrap(op: str, data: str | None, original: Any, c10d: Any) -> Any:
+    try:
+        params = list(inspect.signature(original).parameters)
+    except (TypeError, ValueError):
+        params = []
+    data_at = params.index(data) if data in params else -1
+    group_at = params.index("group") if "group" in params else -1
+    is_compiling = _is_compiling_function()
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        gate = marks._gate
+        if gate is not None and not gate._is_profiler_enabled:  # the fast path: no profiler runs
+            return original(*args, **kwargs)
+        if not _state["enabled"] or not marks.recording() or is_compiling():
+            return original(*args, **kwargs)
+        if getattr(_inside, "op", None) is not None:
+            return original(*args, **kwargs)
+        name = _range_name(op, data, data_at, group_at, args, kwargs, c10d)
+        if name is None:
+            return original(*args, **kwargs)
+        range_id = marks.unlisted_range_start(name)
+        _inside.op = op
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _inside.op = None
+            marks.range_end(range_id)
+
+    setattr(wrapper, WRAPPED, True)
+    return wrapper
+
+
+def _range_name(
+    op: str,
+    data: str | None,
+    data_at: int,
+    group_at: int,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    c10d: Any,
+) -> str | None:
+    """``comm:{op},{group},{dtype},{count}``; None when this call is not for npuprof to mark."""
+    try:
+        value = _argument(data, data_at, args, kwargs) if data is not None else None
+        group = _argument("group", group_at, args, kwargs) if group_at >= 0 else None
+        if op == "batch_isend_irecv":
+            ops = list(value or ())
+            group = getattr(ops[0], "group", None) if ops else None
+            value = [getattr(p2p, "tensor", None) for p2p in ops]
+        impl = marks._impl
+        if impl is None or not impl.marks_group(group):
+            return None
+        dtype, count = _dtype_and_count(value) if data is not None else NO_TENSOR
+        return f"{PREFIX}{op},{_group_name(group, c10d)},{dtype},{count}"
+    except Exception:
+        return None
+
+
+def _argument(name: str | None, index: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if 0 <= index < len(args):
+        return args[index]
+    return kwargs.get(name) if name else None
+
+
+def _dtype_and_count(value: Any) -> tuple[str, int]:
+    tensors = value if isinstance(value, (list, tuple)) else [value]
+    tensors = [t for t in tensors if hasattr(t, "numel")]
+    if not tensors:
+        return NO_TENSOR
+    dtype = tensors[0].dtype
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = str(dtype).removeprefix("torch.")
+    return name, sum(int(t.numel()) for t in tensors)
+
+
+def _group_name(group: Any, c10d: Any) -> str:
+    world = c10d._world
+    if group is None or group is getattr(world, "default_pg", None):
+        return DEFAULT_GROUP
+    name = world.pg_names.get(group) if hasattr(world, "pg_names") else None
+    return str(name if name is not None else getattr(group, "group_name", "unknown"))
+
+
+def _is_compiling_function() -> Any:
+    """``torch.compiler.is_compiling`` where torch has it: a traced call goes to torch.distributed as is
+    (dynamo maps the original functions to its own collectives)."""
+    torch = sys.modules.get("torch")
+    compiler = getattr(torch, "compiler", None)
+    found = getattr(compiler, "is_compiling", None)
+    return found if callable(found) else (lambda: False)

@@ -1,0 +1,110 @@
+"""``--gc-detect-threshold MS`` on torch.profiler backends: the Python GC pauses of a capture at or above
+the threshold (0 = all), written at the capture's end into its rank dir as ``npuprof_gc.json``
+(docs/formats.md, "npuprof_gc.json"), which the parser turns into the ``GC`` layer of trace_view.json.
+
+torch_npu detects GC itself (``gc_detect_threshold`` is handed to it). Here a ``gc.callbacks`` entry
+notes each collection's start and end with ``time.perf_counter_ns`` (one call and, at the end, one compare
+and one append: it runs inside every collection), only while a capture records; the times become epoch
+nanoseconds when the capture ends, so that they line up with the trace (Kineto's
+``baseTimeNanoseconds`` + ``ts``)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from typing import Any
+
+FILE_NAME = "npuprof_gc.json"
+VERSION = 1
+# at most this many pauses a capture (a threshold of 0 on a job that allocates many small objects sees
+# thousands of generation-0 collections a second); the rest are counted
+EVENTS_LIMIT = 50_000
+
+_watches: list[GcWatch] = []  # the one running in this process, if any (forked children drop it)
+
+
+class GcWatch:
+    def __init__(self, threshold_ms: float, limit: int = EVENTS_LIMIT) -> None:
+        self.threshold_ms = float(threshold_ms)
+        self._threshold_ns = int(self.threshold_ms * 1_000_000)
+        self._limit = limit
+        self._events: list[tuple[int, int, int, int, int]] = []
+        self._started_ns = 0  # the collection in progress, 0 when none
+        self.dropped = 0
+        self._offset_ns = 0  # epoch ns - perf_counter ns
+
+    def start(self) -> None:
+        for other in list(_watches):
+            other.stop()
+        self._offset_ns = _epoch_offset_ns()
+        gc.callbacks.append(self._callback)
+        _watches.append(self)
+
+    def stop(self) -> dict[str, Any]:
+        """Stop watching; the capture's pauses as ``npuprof_gc.json`` holds them."""
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+        if self in _watches:
+            _watches.remove(self)
+        end_offset = _epoch_offset_ns()
+        # perf_counter and the wall clock drift apart by microseconds over a capture: use the mean offset
+        offset = (self._offset_ns + end_offset) // 2 if self._offset_ns else end_offset
+        events = [
+            {
+                "start_ns": start + offset,
+                "end_ns": end + offset,
+                "generation": generation,
+                "collected": collected,
+                "uncollectable": uncollectable,
+            }
+            for start, end, generation, collected, uncollectable in self._events
+        ]
+        self._events = []
+        return {
+            "version": VERSION,
+            "pid": os.getpid(),
+            "threshold_ms": self.threshold_ms,
+            "clock": "epoch_ns",
+            "events": events,
+            "dropped": self.dropped,
+        }
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started_ns = time.perf_counter_ns()
+            return
+        end = time.perf_counter_ns()
+        start, self._started_ns = self._started_ns, 0
+        if start and end - start >= self._threshold_ns:
+            if len(self._events) < self._limit:
+                self._events.append(
+                    (start, end, info["generation"], info["collected"], info["uncollectable"])
+                )
+            else:
+                self.dropped += 1
+
+
+def _epoch_offset_ns() -> int:
+    """time.time_ns() - time.perf_counter_ns(), from the closest of a few paired readings."""
+    best: tuple[int, int] | None = None
+    for _ in range(3):
+        before = time.perf_counter_ns()
+        wall = time.time_ns()
+        after = time.perf_counter_ns()
+        if best is None or after - before < best[0]:
+            best = (after - before, wall - (before + after) // 2)
+    assert best is not None
+    return best[1]
+
+
+def _forget_in_child() -> None:
+    """A forked child (a DataLoader worker) does not record the parent's capture."""
+    for watch in list(_watches):
+        if watch._callback in gc.callbacks:
+            gc.callbacks.remove(watch._callback)
+    _watches.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

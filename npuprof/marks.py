@@ -1,0 +1,381 @@
+"""User marks and ranges: ``npuprof.mark``, ``range_start`` / ``range_end`` and ``npuprof.range``.
+
+They land where the profiler of the process records them (README, "Marks, communication ranges and GC"):
+
+- NPU (torch_npu imported and an NPU present): torch_npu's ``torch_npu.npu.mstx`` (``mark``,
+  ``range_start``, ``range_end``; the stream when one is given). torch_npu records them when its profiler
+  runs with ``msprof_tx`` (``--msprof-tx``).
+- CUDA: an NVTX mark or range (``torch.cuda.nvtx``, for Nsight) once CUDA is initialised, plus a
+  ``record_function`` span while a torch profiler runs.
+- CPU: a ``record_function`` span while a torch profiler runs (npuprof's capture, or the script's own).
+
+Outside a capture a call costs a few hundred nanoseconds (bench/marks.py) and nothing here ever raises:
+a script using them runs unchanged under plain ``python``. Importing this module imports nothing heavy;
+torch is looked up in ``sys.modules`` at the first call (no profiler can run before torch is imported).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["mark", "range", "range_end", "range_start"]
+
+# Names of the marks and ranges recorded while a torch profiler ran (name -> "mark" or "range"), handed to
+# npuprof's capture at its end (npuprof_marks.json, docs/formats.md); bounded, the rest is counted.
+NAMES_LIMIT = 10_000
+_names: dict[str, str] = {}
+_names_over = 0
+_capturing = False  # an npuprof capture records in this process (set by npuprof's agent)
+_impl: Any = None  # the implementation, chosen at the first call once torch is imported
+# The fast path: an object whose ``_is_profiler_enabled`` is False while nothing would be recorded
+# (torch.autograd.profiler on a CPU build of torch); None where every call must go to the implementation.
+_gate: Any = None
+
+
+def mark(message: str, stream: Any = None) -> None:
+    """An instant mark named ``message`` (on NPU on ``stream`` too, when given)."""
+    gate = _gate
+    if gate is not None and not gate._is_profiler_enabled:
+        return
+    impl = _impl or _resolve()
+    if impl is not None:
+        impl.mark(message, stream)
+
+
+def range_start(message: str, stream: Any = None) -> int:
+    """Open a range named ``message``; returns its id for ``range_end`` (0 when nothing was recorded)."""
+    gate = _gate
+    if gate is not None and not gate._is_profiler_enabled:
+        return 0
+    impl = _impl or _resolve()
+    if impl is None:
+        return 0
+    return impl.range_start(message, stream)
+
+
+def range_end(range_id: int) -> None:
+    """Close the range ``range_start`` opened (an id of 0 or an unknown id is ignored)."""
+    if range_id:
+        impl = _impl
+        if impl is not None:
+            impl.range_end(range_id)
+
+
+class range:  # the public name: npuprof.range, a context manager and a decorator
+    """``with npuprof.range("name"):`` or ``@npuprof.range("name")``: a range around the block or call."""
+
+    __slots__ = ("_id", "_more", "name", "stream")
+
+    def __init__(self, name: str, stream: Any = None) -> None:
+        self.name = name
+        self.stream = stream
+        self._id = -1  # the range this object opened; -1: not entered
+        self._more: list[int] | None = None  # the same object entered again, nested
+
+    def __enter__(self) -> range:
+        gate = _gate
+        if gate is not None and not gate._is_profiler_enabled:
+            range_id = 0
+        else:
+            range_id = range_start(self.name, self.stream)
+        if self._id < 0:
+            self._id = range_id
+        else:
+            if self._more is None:
+                self._more = []
+            self._more.append(range_id)
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
+        if self._more:
+            range_id = self._more.pop()
+        else:
+            range_id, self._id = self._id, -1
+        if range_id > 0:
+            range_end(range_id)
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        name, stream = self.name, self.stream
+
+        @functools.wraps(func)
+        def ranged(*args: Any, **kwargs: Any) -> Any:
+            range_id = range_start(name, stream)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                range_end(range_id)
+
+        return ranged
+
+
+# ---- npuprof's agent ---------------------------------------------------------------------------------
+def use_backend(name: str) -> None:
+    """The agent's backend decides where marks go from now on ("torch_npu", "torch-cuda", "torch-cpu")."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        if name == "torch_npu":
+            if not isinstance(_impl, _NpuMarks):
+                import torch_npu
+
+                _use(_NpuMarks(torch_npu.npu.mstx))
+        elif not isinstance(_impl, _TorchMarks) or _impl.nvtx != (name == "torch-cuda"):
+            _use(_TorchMarks(torch, nvtx=name == "torch-cuda"))  # (ranges open in the one replaced stay so)
+    except Exception:
+        _use(_impl or _Off())
+
+
+def _use(impl: Any) -> Any:
+    global _impl, _gate
+    _impl = impl
+    _gate = getattr(impl, "gate", None)
+    return impl
+
+
+def unlisted_range_start(name: str) -> int:
+    """A range npuprof opens itself (``comm:...``): recorded as the user's are, not listed with them."""
+    impl = _impl or _resolve()
+    return impl.range_start(name, None, "") if impl is not None else 0
+
+
+def capture_began() -> None:
+    global _capturing, _names_over
+    _names.clear()
+    _names_over = 0
+    _capturing = True
+
+
+def capture_ended() -> dict[str, Any]:
+    """The names recorded since ``capture_began`` (npuprof_marks.json's content), and the capture is over."""
+    global _capturing
+    _capturing = False
+    names = dict(_names)
+    _names.clear()
+    return {"names": names, "names_not_listed": _names_over}
+
+
+def recording() -> bool:
+    """Whether a range opened now lands in a capture (the communication ranges ask before naming one)."""
+    gate = _gate
+    if gate is not None and not gate._is_profiler_enabled:
+        return False
+    impl = _impl or _resolve()
+    return impl is not None and impl.recording()
+
+
+def _after_fork_in_child() -> None:
+    global _capturing
+    _capturing = False  # the parent's capture is not the child's
+    _names.clear()
+
+
+def _note(name: str, kind: str) -> None:
+    global _names_over
+    if name in _names:
+        return
+    if len(_names) < NAMES_LIMIT:
+        _names[name] = kind
+    else:
+        _names_over += 1
+
+
+# ---- implementations ---------------------------------------------------------------------------------
+def _resolve() -> Any:
+    """Pick the implementation once torch is imported; None before (nothing can record yet)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "autograd"):  # absent, or still importing
+        return None
+    try:
+        impl: Any = None
+        torch_npu = sys.modules.get("torch_npu")
+        if torch_npu is not None and torch_npu.npu.is_available():
+            impl = _NpuMarks(torch_npu.npu.mstx)
+        if impl is None:
+            impl = _TorchMarks(torch, nvtx=bool(getattr(torch.version, "cuda", None)))
+    except Exception:
+        impl = _Off()
+    return _use(impl)
+
+
+class _Off:
+    """Nothing can be recorded (an implementation failed to set up): every call is a no-op."""
+
+    def mark(self, message: str, stream: Any) -> None:
+        return None
+
+    def range_start(self, message: str, stream: Any, kind: str = "range") -> int:
+        return 0
+
+    def range_end(self, range_id: int) -> None:
+        return None
+
+    def recording(self) -> bool:
+        return False
+
+    def marks_group(self, group: Any) -> bool:
+        return False
+
+
+class _TorchMarks:
+    """torch.profiler: a ``record_function`` span while a profiler runs; on CUDA an NVTX mark or range."""
+
+    def __init__(self, torch: Any, nvtx: bool) -> None:
+        state = torch.autograd.profiler
+        if not hasattr(state, "_is_profiler_enabled"):  # torch >= 2.1 keeps a Python flag for fast checks
+            state = _AskTorch(torch._C._autograd._profiler_enabled)
+        self._state = state
+        # NVTX goes to Nsight whether or not a torch profiler runs: no fast path on CUDA builds
+        self.gate = None if nvtx else state
+        # torch's own record_function (its span, and what else it does on this release: CUPTI's monitor)
+        self._span = torch.autograd.profiler.record_function
+        self.nvtx = nvtx
+        self._cuda = torch.cuda if nvtx else None
+        self._nvtx: Any = None  # torch.cuda.nvtx once CUDA is initialised
+        self._open: dict[int, tuple[Any, int | None]] = {}
+        self._ids = itertools.count(1)
+
+    def recording(self) -> bool:
+        return bool(self._state._is_profiler_enabled)
+
+    def _nvtx_now(self) -> Any:
+        if self._nvtx is None and self._cuda is not None:
+            try:
+                if self._cuda.is_initialized():
+                    self._nvtx = self._cuda.nvtx
+            except Exception:
+                self._cuda = None
+        return self._nvtx
+
+    def _nvtx_call(self, name: str, *args: Any) -> Any:
+        """``torch.cuda.nvtx.<name>(*args)``, or None where NVTX is not there (it is then left alone)."""
+        nvtx = self._nvtx if self._cuda is None else self._nvtx_now()
+        if nvtx is None:
+            return None
+        try:
+            return getattr(nvtx, name)(*args)
+        except Exception:
+            self._cuda = self._nvtx = None
+            return None
+
+    def mark(self, message: str, stream: Any) -> None:
+        try:
+            name = str(message)
+            if self._cuda is not None:
+                self._nvtx_call("mark", name)
+            if not self._state._is_profiler_enabled:
+                return
+            span = self._span(name)
+            span.__enter__()
+            span.__exit__(None, None, None)
+            _note(name, "mark")
+        except Exception:
+            return
+
+    def range_start(self, message: str, stream: Any, kind: str = "range") -> int:
+        try:
+            name = str(message)
+            nvtx_id = self._nvtx_call("range_start", name) if self._cuda is not None else None
+            span = None
+            if self._state._is_profiler_enabled:
+                span = self._span(name)
+                span.__enter__()
+                if kind:
+                    _note(name, kind)
+            if span is None and nvtx_id is None:
+                return 0
+            range_id = next(self._ids)
+            self._open[range_id] = (span, nvtx_id)
+            return range_id
+        except Exception:
+            return 0
+
+    def range_end(self, range_id: int) -> None:
+        opened = self._open.pop(range_id, None)
+        if opened is None:
+            return
+        span, nvtx_id = opened
+        try:
+            if span is not None:
+                span.__exit__(None, None, None)
+        except Exception:
+            pass
+        if nvtx_id is not None:
+            self._nvtx_call("range_end", nvtx_id)
+
+    def marks_group(self, group: Any) -> bool:
+        return True
+
+
+class _AskTorch:
+    """torch.autograd.profiler's flag on a torch that has none (before 2.1): asked of libtorch."""
+
+    def __init__(self, enabled: Any) -> None:
+        self._enabled = enabled
+
+    @property
+    def _is_profiler_enabled(self) -> bool:
+        return bool(self._enabled())
+
+
+class _NpuMarks:
+    """torch_npu's mstx: it records while its profiler runs with ``msprof_tx`` (its own check)."""
+
+    def __init__(self, mstx: Any) -> None:
+        self._mstx = mstx
+        self._hccl: dict[int, bool] = {}
+
+    def mark(self, message: str, stream: Any) -> None:
+        try:
+            if stream is None:
+                self._mstx.mark(str(message))
+            else:
+                self._mstx.mark(str(message), stream)
+        except Exception:
+            return
+
+    def range_start(self, message: str, stream: Any, kind: str = "range") -> int:
+        try:
+            if stream is None:
+                range_id = self._mstx.range_start(str(message))
+            else:
+                range_id = self._mstx.range_start(str(message), stream)
+        except Exception:
+            return 0
+        return range_id if isinstance(range_id, int) and range_id > 0 else 0
+
+    def range_end(self, range_id: int) -> None:
+        try:
+            self._mstx.range_end(range_id)
+        except Exception:
+            return
+
+    def recording(self) -> bool:
+        return _capturing
+
+    def marks_group(self, group: Any) -> bool:
+        """torch_npu's HCCL process groups mark their own collectives (``comm:`` in the communication
+        domain) when mstx is on: npuprof marks only the others (gloo on the host)."""
+        key = id(group)
+        known = self._hccl.get(key)
+        if known is None:
+            try:
+                import torch.distributed as dist
+
+                known = str(dist.get_backend(group)).lower() == "hccl"
+            except Exception:
+                known = False
+            self._hccl[key] = known
+        return not known
+
+
+try:
+    import os as _os
+
+    _os.register_at_fork(after_in_child=_after_fork_in_child)
+except (AttributeError, ImportError):  # not POSIX
+    pass

@@ -1,0 +1,383 @@
+"""npuprof's marks API, --msprof-tx's communication ranges, --gc-detect-threshold on torch.profiler and
+profiler_metadata.json (issue 13, the capture side): a 2-rank gloo job under torchrun, a one-process job
+with a high GC threshold, plain python without npuprof, and the torch_npu stand-in with --level none."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, SCRIPTS, TEARDOWN_ABORT, clean_env, npuprof, rank_dirs
+
+SCRIPT = SCRIPTS / "marks_trainer.py"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+SCHEDULE = ["--skip-first", "1", "--warmup", "1", "--active", "3"]  # iterations 2, 3, 4 of 6 recorded
+RECORDED = 3
+GC_STEP = 3  # marks_trainer.py collects its garbage cycles in this iteration, inside "forced_gc"
+CYCLES = 200  # the garbage cycles it makes there (marks_trainer.CYCLES)
+# marks_trainer.py's model: Linear(16, 8), ReLU, Linear(8, 4): a gradient each of weight and bias
+GRADIENT_SIZES = [16 * 8, 8, 8 * 4, 4]
+LONG_ENV = "a" * 5000  # HCCL_ALGO, over torch_npu's 4096 characters a value
+USER_RANGES = {"dataloader", "forward", "backward"}
+
+
+def _run_until_no_teardown_abort(
+    args: list[str], env: dict[str, str], out: Path
+) -> subprocess.CompletedProcess:
+    import shutil
+
+    for _attempt in range(2):
+        result = npuprof(*args, env=env, timeout=240)
+        if result.returncode == 0 or TEARDOWN_ABORT not in result.stderr:
+            return result
+        shutil.rmtree(out, ignore_errors=True)  # gloo's known teardown abort: once more
+    return result
+
+
+def _trace(rank_dir: Path) -> dict[str, Any]:
+    (path,) = rank_dir.glob("*.pt.trace.json*")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def _spans(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+
+
+def _epoch_interval(trace: dict[str, Any], span: dict[str, Any]) -> tuple[int, int]:
+    """A span's [start, end] in epoch ns: Kineto's baseTimeNanoseconds + ts (µs)."""
+    start = trace["baseTimeNanoseconds"] + round(span["ts"] * 1000)
+    return start, start + round(span["dur"] * 1000)
+
+
+@pytest.fixture(scope="module")
+def distributed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("marks")
+    out = root / "out"
+    env = clean_env(HCCL_ALGO=LONG_ENV, HCCL_RDMA_TC="4")
+    args = [
+        "run", "-o", str(out), "--no-analyse", *SCHEDULE, "--msprof-tx", "--gc-detect-threshold", "0",
+        "--metadata", "team=perf", "--metadata-json", 'layout={"dp": 2, "tp": [1]}', "--",
+        *TORCHRUN, str(SCRIPT), "--steps", "6", "--gc-step", str(GC_STEP),
+    ]  # fmt: skip
+    result = _run_until_no_teardown_abort(args, env, out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    dirs = rank_dirs(out)
+    assert len(dirs) == 2, [d.name for d in dirs]
+    by_rank = {json.loads((d / "npuprof_capture.json").read_text())["rank"]: d for d in dirs}
+    assert sorted(by_rank) == [0, 1]
+    return {"result": result, "dirs": by_rank, "traces": {r: _trace(d) for r, d in by_rank.items()}}
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("rank", [0, 1])
+def test_each_collective_and_p2p_call_gets_its_comm_range(distributed: dict[str, Any], rank: int) -> None:
+    spans = _spans(distributed["traces"][rank])
+    found = Counter(s["name"] for s in spans if s["name"].startswith("comm:"))
+    expected: Counter[str] = Counter()
+    for _ in range(RECORDED):
+        for size in GRADIENT_SIZES:
+            expected[f"comm:all_reduce,default_pg,float32,{size}"] += 1
+        expected["comm:broadcast,default_pg,int64,5"] += 1
+        expected["comm:send,default_pg,float64,7" if rank == 0 else "comm:recv,default_pg,float64,7"] += 1
+    assert found == expected  # and no second range of the isend / irecv that send / recv make
+    # each range holds the gloo collective it names (the range is around the call)
+    gloo = [
+        e for e in distributed["traces"][rank]["traceEvents"] if str(e.get("name", "")).startswith("gloo:")
+    ]
+    ranges = [s for s in spans if s["name"].startswith("comm:all_reduce")]
+    assert gloo and all(
+        any(r["ts"] <= g["ts"] and g["ts"] <= r["ts"] + r["dur"] for r in ranges)
+        for g in gloo
+        if "all_reduce" in g["name"]
+    )
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("rank", [0, 1])
+def test_user_marks_and_ranges_are_spans_and_listed(distributed: dict[str, Any], rank: int) -> None:
+    names = Counter(s["name"] for s in _spans(distributed["traces"][rank]))
+    for name in [*USER_RANGES, "step begin"]:
+        assert names[name] == RECORDED, (name, names)
+    assert names["forced_gc"] == 1
+    assert names["train start"] == 0  # marked before the capture
+    listed = json.loads((distributed["dirs"][rank] / "npuprof_marks.json").read_text())
+    expected = {name: "range" for name in [*USER_RANGES, "forced_gc"]} | {"step begin": "mark"}
+    assert listed == {"version": 1, "names": expected, "names_not_listed": 0}
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_forced_collection_is_in_the_gc_file_where_the_trace_has_it(
+    distributed: dict[str, Any], rank: int
+) -> None:
+    rank_dir, trace = distributed["dirs"][rank], distributed["traces"][rank]
+    record = json.loads((rank_dir / "npuprof_gc.json").read_text())
+    assert record["version"] == 1 and record["threshold_ms"] == 0 and record["clock"] == "epoch_ns"
+    assert record["dropped"] == 0
+    (forced,) = [s for s in _spans(trace) if s["name"] == "forced_gc"]
+    start, end = _epoch_interval(trace, forced)
+    inside = [e for e in record["events"] if start <= e["start_ns"] <= e["end_ns"] <= end]
+    assert any(e["generation"] == 2 for e in inside), (start, end, record["events"])
+    assert sum(e["collected"] for e in inside) >= CYCLES  # every cycle made there is collected there
+    info = json.loads(next(rank_dir.glob("profiler_info_*.json")).read_text())
+    began, ended = info["start_info"]["collectionTimeBegin"], info["end_info"]["collectionTimeEnd"]
+    assert all(began <= e["start_ns"] <= e["end_ns"] <= ended for e in record["events"])  # captures only
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("rank", [0, 1])
+def test_metadata_has_the_users_entries_env_and_the_process_groups(
+    distributed: dict[str, Any], rank: int
+) -> None:
+    meta = json.loads((distributed["dirs"][rank] / "profiler_metadata.json").read_text())
+    assert meta["team"] == "perf"
+    assert meta["layout"] == {"dp": 2, "tp": [1]}  # --metadata-json: the JSON value itself
+    env = meta["ENV_VARIABLES"]
+    assert env["HCCL_ALGO"] == LONG_ENV[:4096] and env["HCCL_RDMA_TC"] == "4"
+    assert env["ASCEND_GLOBAL_LOG_LEVEL"] == "" and env["ACLNN_CACHE_LIMIT"] == ""
+    args = meta["distributed_args"]
+    assert (args["rank"], args["world_size"], args["data_parallel_size"]) == (rank, 2, 2)
+    groups = list(meta["parallel_group_info"].values())
+    assert {"group_name": "default_group", "group_rank": rank, "global_ranks": [0, 1]} in groups
+
+
+@pytest.mark.torchrun
+def test_a_value_cut_is_warned_once_a_process(distributed: dict[str, Any]) -> None:
+    stderr = distributed["result"].stderr
+    lines = [line for line in stderr.splitlines() if "HCCL_ALGO cut from 5000 to 4096" in line]
+    assert 1 <= len(lines) <= 2, stderr[-3000:]  # one a training process (2), or once a run
+    assert "ignored on the torch-cpu backend" not in stderr  # --msprof-tx and the GC threshold act here
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One process, no --msprof-tx, a GC threshold no pause reaches."""
+    out = tmp_path_factory.mktemp("marks-single") / "out"
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", *SCHEDULE, "--gc-detect-threshold", "100000", "--",
+        sys.executable, str(SCRIPT), "--steps", "6", "--gc-step", str(GC_STEP),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (rank_dir,) = rank_dirs(out)
+    return {"result": result, "dir": rank_dir, "trace": _trace(rank_dir)}
+
+
+def test_a_high_threshold_keeps_no_pause(single: dict[str, Any]) -> None:
+    record = json.loads((single["dir"] / "npuprof_gc.json").read_text())
+    assert record["threshold_ms"] == 100000 and record["events"] == [] and record["dropped"] == 0
+    names = Counter(s["name"] for s in _spans(single["trace"]))
+    assert names["forced_gc"] == 1  # the collection ran inside the capture
+    assert "ignored" not in single["result"].stderr
+
+
+def test_marks_are_recorded_without_msprof_tx_on_torch_profiler(single: dict[str, Any]) -> None:
+    names = Counter(s["name"] for s in _spans(single["trace"]))
+    assert all(names[name] == RECORDED for name in USER_RANGES)
+
+
+PLAIN = """
+import sys
+import npuprof
+npuprof.mark("before torch")
+with npuprof.range("no torch yet"):
+    pass
+assert "torch" not in sys.modules, "npuprof imported torch"
+import json, torch
+from torch.profiler import profile
+with profile() as prof:
+    npuprof.mark(123)
+    with npuprof.range("mine"):
+        torch.ones(2) + 1
+npuprof.range_end(npuprof.range_start("after"))
+npuprof.range_end(987654)
+prof.export_chrome_trace(sys.argv[1])
+print("plain ok")
+import runpy
+sys.argv = [sys.argv[2], "--steps", "2", "--gc-step", "1"]
+runpy.run_path(sys.argv[0], run_name="__main__")  # the trainer as it runs without npuprof
+"""
+
+
+def test_marks_work_under_plain_python_and_in_the_scripts_own_profiler(tmp_path: Path) -> None:
+    env = clean_env(PYTHONPATH=str(ROOT))  # no npuprof run: no NPUPROF_* settings, no hook
+    trace = tmp_path / "own.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", PLAIN, str(trace), str(SCRIPT)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "plain ok" in proc.stdout and "marks trainer done" in proc.stdout, proc.stdout
+    names = {
+        e["name"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "user_annotation"
+    }
+    assert {"mine", "123"} <= names and "after" not in names
+
+
+# ---- NPU: torch_npu's mstx (the stand-in records each call) -------------------------------------
+STANDIN = ROOT / "tests" / "fake_torch_npu"
+NPU_SCRIPT = ROOT / "tests" / "npu_support" / "marks_npu.py"
+NPU_GRADIENT_SIZES = [8 * 8, 8, 8 * 1, 1]  # marks_npu.py: Linear(8, 8), ReLU, Linear(8, 1)
+
+
+def test_on_npu_marks_and_comm_ranges_go_to_mstx_with_level_none(tmp_path: Path) -> None:
+    log = tmp_path / "calls.jsonl"
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("FAKE_TORCH_NPU", "PYTHONPATH"))}
+    env.update(PYTHONPATH=str(STANDIN), TORCH_DEVICE_BACKEND_AUTOLOAD="0", FAKE_TORCH_NPU_LOG=str(log))
+    out = tmp_path / "out"
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "1", "--warmup", "1", "--active", "2", "--msprof-tx",
+        "--level", "none", "--gc-detect-threshold", "1", "--", sys.executable, str(NPU_SCRIPT), "6",
+        cwd=tmp_path, env=env, timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0 and "trained 6 steps" in result.stdout, result.stderr[-3000:]
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    (config,) = [c["args"]["kwargs"] for c in calls if c["call"] == "_ExperimentalConfig"]
+    assert (config["profiler_level"], config["msprof_tx"], config["gc_detect_threshold"]) == (
+        "Level_none",
+        True,
+        1.0,
+    )
+    marks = [c["args"] for c in calls if c["call"] == "torch_npu.npu.mstx.mark"]
+    assert [m["message"] for m in marks] == ["npu step"] * 6 and all(m["stream"] is None for m in marks)
+    starts = [c["args"] for c in calls if c["call"] == "torch_npu.npu.mstx.range_start"]
+    ends = [c["args"]["range_id"] for c in calls if c["call"] == "torch_npu.npu.mstx.range_end"]
+    user = [s for s in starts if s["message"] == "npu forward"]
+    assert len(user) == 6 and all(s["stream"] == repr("stream-0") for s in user)  # the stream handed through
+    comm = Counter(s["message"] for s in starts if s["message"].startswith("comm:"))
+    # the gloo group's calls of the 2 recorded iterations (an HCCL group would mark its own)
+    assert comm == Counter(f"comm:all_reduce,default_pg,float32,{n}" for n in NPU_GRADIENT_SIZES * 2)
+    assert sorted(ends) == sorted(s["range_id"] for s in starts)
+    (rank_dir,) = [d for d in out.iterdir() if d.name.endswith("_ascend_pt")]
+    assert not list(rank_dir.glob("npuprof_gc.json")) and not list(rank_dir.glob("npuprof_marks.json"))
+
+
+# ---- units ------------------------------------------------------------------------------------------
+def test_torch_profiler_no_longer_reports_msprof_tx_and_gc_as_ignored() -> None:
+    from npuprof.agent.backends.torch_backend import TorchBackend
+    from npuprof.cli.run_flags import build_config
+
+    cfg = build_config(None, {"msprof_tx": True, "gc_detect_threshold": 2.5, "level": "1"})
+    backend = TorchBackend.__new__(TorchBackend)
+    backend.use_cuda, backend.name = False, "torch-cpu"
+    ignored = backend.ignored_flags(cfg)
+    assert ignored == ["--level 1"]
+
+
+def test_on_cuda_marks_also_go_to_nvtx_and_a_broken_nvtx_is_left_alone(tmp_path: Path) -> None:
+    """No GPU here: torch.cuda is replaced by a recorder (the record_function side is real)."""
+    from torch.profiler import profile
+
+    from npuprof import marks
+
+    heard: list[tuple[str, object]] = []
+
+    class Nvtx:
+        def mark(self, message: str) -> None:
+            heard.append(("mark", message))
+
+        def range_start(self, message: str) -> int:
+            heard.append(("range_start", message))
+            return 41 + len(heard)
+
+        def range_end(self, nvtx_id: int) -> None:
+            heard.append(("range_end", nvtx_id))
+
+    class Cuda:
+        def __init__(self, nvtx: object) -> None:
+            self.nvtx = nvtx
+
+        def is_initialized(self) -> bool:
+            return True
+
+    class Broken:
+        def mark(self, message: str) -> None:
+            raise RuntimeError("NVTX functions not installed")
+
+    saved = marks._impl
+    try:
+        marks.use_backend("torch-cuda")
+        marks._impl._cuda = Cuda(Nvtx())
+        marks.mark("outside")  # NVTX for Nsight even without a torch profiler
+        with marks.range("block"):
+            pass
+        with profile() as prof:
+            marks.mark("inside")
+        trace = tmp_path / "t.json"
+        prof.export_chrome_trace(str(trace))
+        assert heard == [("mark", "outside"), ("range_start", "block"), ("range_end", 43), ("mark", "inside")]
+        spans = {
+            e["name"]
+            for e in json.loads(trace.read_text())["traceEvents"]
+            if e.get("cat") == "user_annotation"
+        }
+        assert "inside" in spans and "outside" not in spans
+        marks._impl._cuda, marks._impl._nvtx = Cuda(Broken()), None
+        with profile() as prof:
+            marks.mark("after a broken nvtx")
+        prof.export_chrome_trace(str(trace))
+        spans = {
+            e["name"]
+            for e in json.loads(trace.read_text())["traceEvents"]
+            if e.get("cat") == "user_annotation"
+        }
+        assert "after a broken nvtx" in spans and marks._impl._cuda is None
+    finally:
+        marks._use(saved)
+
+
+def test_metadata_limits_cut_values_and_leave_out_what_passes_50_kib() -> None:
+    from npuprof.agent.metadata import build_metadata
+
+    heard: list[tuple[str, str]] = []
+    user: dict[str, Any] = {f"k{i:02d}": "v" * 4000 for i in range(12)}  # 12 x 4003 = 48,036 characters
+    user["long"] = "x" * 5000  # cut to 4096: 48,036 + 4 + 4096 = 52,136 > 51,200: left out
+    user["list"] = list(range(2000))  # JSON text of 10,890 characters: cut to a string of 4096
+    user["small"] = 7
+    written = build_metadata(user, lambda key, line: heard.append((key, line)))
+    assert all(written[f"k{i:02d}"] == "v" * 4000 for i in range(12))
+    assert "long" not in written and "list" not in written
+    assert written["small"] == 7  # 48,036 + 6 = 48,042: fits
+    text = json.dumps(list(range(2000)))
+    assert len(text) > 4096
+    lines = [line for _, line in heard]
+    assert any("'long' cut from 5000 to 4096" in line for line in lines)
+    assert any(f"'list' cut from {len(text)} to 4096" in line for line in lines)
+    assert sum("left out" in line and "50 KiB" in line for line in lines) == 2
+    small = build_metadata({"list": list(range(2000))[:10], "dp": "8"})
+    assert small["list"] == list(range(10)) and small["dp"] == "8"
+    cut = build_metadata({"list": list(range(2000))})
+    assert cut["list"] == text[:4096]  # a cut non-string value is its JSON text, cut
+
+
+def test_metadata_json_flag_refuses_what_is_not_json(tmp_path: Path) -> None:
+    result = npuprof(
+        "run", "-o", str(tmp_path / "o"), "--metadata-json", "dp=[1,", "--", sys.executable, "-c", "pass"
+    )
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("npuprof run: error: --metadata-json: dp:") and "is not JSON" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_bench_marks_quick_prints_verdicts_that_follow_from_its_figures() -> None:
+    from test_bench_smoke import verdict_follows_from_figures
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "marks.py"), "--quick"],
+        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.rstrip().endswith(("met", "MISSED"))]
+    assert len(rows) == 4, proc.stdout
+    assert all(verdict_follows_from_figures(line) for line in rows), proc.stdout
