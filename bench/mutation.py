@@ -3,6 +3,8 @@
     .venv/bin/python bench/mutation.py                  # every module group (~15-25 minutes on 2 cores)
     .venv/bin/python bench/mutation.py schedule config  # some groups
     .venv/bin/python bench/mutation.py --list           # the groups, their modules and tests
+    .venv/bin/python bench/mutation.py --at HEAD --overlay tests/test_x.py intervals
+                                      # the committed tree plus a new test (others' work in progress aside)
 
 Each group mutates one module (mutmut 3: operators, comparisons, constants, arguments, return values) in a
 copy of the tree under a temporary directory and runs the tests named for it against every mutant. The copy
@@ -16,13 +18,16 @@ timed out, kill rate. Not a CI job: it runs the chosen tests once per mutant.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +50,8 @@ GROUPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
         "npuprof/analysis/step_breakdown.py",
         None,
         (
+            "tests/test_step_breakdown_edges.py",
+            "tests/test_intervals.py",
             "tests/test_step_breakdown.py",
             "tests/test_analysis_rules.py",
             "tests/test_analyse_tables.py",
@@ -55,6 +62,8 @@ GROUPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
         "npuprof/analysis/intervals.py",
         None,
         (
+            "tests/test_intervals.py",
+            "tests/test_step_breakdown_edges.py",
             "tests/test_step_breakdown.py",
             "tests/test_analysis_rules.py",
             "tests/test_analyse_tables.py",
@@ -107,12 +116,40 @@ def _mutation_bench_covers_everything():
 """
 
 
-def _copy_tree(dest: Path, module: str, tests: tuple[str, ...]) -> None:
-    shutil.copytree(ROOT / "npuprof", dest / "npuprof", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    for extra in ("docs", "bench", "examples"):
-        shutil.copytree(ROOT / extra, dest / extra, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(ROOT / "README.md", dest / "README.md")
+TREE = ("npuprof", "tests", "docs", "bench", "examples", "README.md")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the copy comes from: the working tree (``at`` None), or the tree committed at ``at`` with the
+    working tree's ``overlay`` paths on top (new tests, while unrelated work in progress breaks the tree)."""
+
+    at: str | None = None
+    overlay: tuple[str, ...] = ()
+
+
+def _copy_path(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    else:
+        shutil.copy2(src, dest)
+
+
+def _copy_tree(dest: Path, module: str, tests: tuple[str, ...], source: Source) -> None:
+    if source.at is None:
+        for name in TREE:
+            _copy_path(ROOT / name, dest / name)
+    else:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", source.at, *TREE],
+            capture_output=True,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(dest, filter="data")
+        for path in source.overlay:
+            _copy_path(ROOT / path, dest / path)
     conftest = dest / "tests" / "conftest.py"
     conftest.write_text(conftest.read_text() + _COVER_ALL)
     (dest / "mutants").mkdir()  # on PYTHONPATH before mutmut fills it: an absent path would be cached as such
@@ -154,11 +191,11 @@ def _show(cwd: Path, env: dict[str, str], name: str) -> str:
     )
 
 
-def run_group(name: str, keep: bool) -> dict[str, object]:
+def run_group(name: str, keep: bool, source: Source) -> dict[str, object]:
     module, functions, tests = GROUPS[name]
     work = Path(tempfile.mkdtemp(prefix=f"npuprof-mutation-{name}-"))
     try:
-        _copy_tree(work, module, tests)
+        _copy_tree(work, module, tests, source)
         env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
         env["PYTHONPATH"] = str(work / "mutants")  # the tests' subprocesses run the mutant too
         env["OMP_NUM_THREADS"] = "1"
@@ -200,6 +237,16 @@ def main() -> int:
     parser.add_argument("groups", nargs="*", help="groups to run (default: all)")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the mutated copies")
+    parser.add_argument(
+        "--at", metavar="REV", help="copy the tree as committed at REV (git archive), not the working tree"
+    )
+    parser.add_argument(
+        "--overlay",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="with --at: this working-tree file or directory on top (repeatable; e.g. a new test file)",
+    )
     args = parser.parse_args()
     if args.list:
         for name, (module, functions, tests) in GROUPS.items():
@@ -214,7 +261,7 @@ def main() -> int:
         return 2
     rows = []
     for name in args.groups or GROUPS:
-        rows.append(run_group(name, args.keep))
+        rows.append(run_group(name, args.keep, Source(args.at, tuple(args.overlay))))
         row = rows[-1]
         print(
             f"{name}: {row['killed']} killed, {row['timeout']} timed out, {row['survived']} survived, "

@@ -1,6 +1,8 @@
 """NpuBackend against the torch_npu stand-in (tests/fake_torch_npu), each run in its own subprocess with the
 stand-in first on PYTHONPATH. The stand-in records every call it receives, so these tests check the exact
-keywords and values npuprof hands to torch_npu.profiler for each flag."""
+keywords and values npuprof hands to torch_npu.profiler for each flag (npu_support/driver.py makes the
+profilers), and, for captures, every start, step and stop npuprof's own agent and CaptureController give
+it in a real `npuprof run` (npu_support/train.py), torch_npu's own profiling mode included."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import capture_record, clean_env, npuprof
 
 from npuprof.agent.backends.npu_backend import torch_npu_own_mode_active
 from npuprof.config import AIC_METRICS, LEVELS
@@ -365,7 +368,56 @@ def test_renamed_mstx_keyword(older: dict[str, Any]) -> None:
     assert rich["ignored"] == []
 
 
-# ---- a capture, stepped as npuprof's controller steps it ----------------------------------------------
+# ---- captures, driven by npuprof's own agent and controller (`npuprof run`) -----------------------------
+TRAIN = ROOT / "tests" / "npu_support" / "train.py"
+
+
+def run_npuprof(
+    tmp: Path, flags: list[str], steps: int, exit_code: int = 0, **env_extra: str
+) -> dict[str, Any]:
+    """`npuprof run -o TMP/out --worker-name w FLAGS -- python train.py STEPS EXIT_CODE` with the stand-in
+    first on PYTHONPATH: the launcher, the injected agent, its CaptureController and step hooks are
+    npuprof's own; the stand-in records what torch_npu receives."""
+    log = tmp / "calls.jsonl"
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("FAKE_TORCH_NPU", "KINETO_USE_DAEMON"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),  # this tree's npuprof (a mutation copy's too)
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAKE_TORCH_NPU_LOG=str(log),
+        **env_extra,
+    )
+    out = tmp / "out"
+    command = [sys.executable, str(TRAIN), str(steps), str(exit_code)]
+    proc = npuprof(
+        "run", "-o", str(out), "--worker-name", "w", *flags, "--", *command, cwd=tmp, env=env, timeout=240
+    )
+    pid = re.search(r"^pid (\d+)$", proc.stdout, re.MULTILINE)
+    assert pid is not None and f"trained {steps} steps" in proc.stdout, (
+        proc.stdout[-2000:] + proc.stderr[-3000:]
+    )
+    return {
+        "proc": proc,
+        "out": out,
+        "pid": int(pid[1]),
+        "log": [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else [],
+    }
+
+
+def lifecycle(calls: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What torch_npu's profiler was asked, in order: its handler made, a profile made, started, stepped,
+    stopped (with its step number and the action it was then in), the handler run at each capture's end."""
+    kept: list[tuple[Any, ...]] = []
+    for c in calls:
+        name, args = c["call"], c["args"]
+        if name in ("tensorboard_trace_handler", "profile", "handler_fn"):
+            kept.append((name,))
+        elif name in ("profile.start", "profile.step", "profile.stop"):
+            kept.append(
+                (name.split(".")[1], args["step_num"], args["action"].removeprefix("ProfilerAction."))
+            )
+    return kept
+
+
 def _trace_steps(path: Path) -> list[int]:
     """The steps of a trace_view.json in torch_npu's form: a bare array, the steps ``cpu_op``s."""
     events = json.loads(path.read_text())
@@ -390,22 +442,48 @@ def _raw_steps(rank_dir: Path) -> list[int]:
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("npu-capture")
-    case = {
-        "schedule": {"skip_first": 1, "wait": 1, "warmup": 1, "active": 2, "repeat": 2},
-        "record_shapes": True,
-        "metadata": {"job": "unit-test", "distributed_args": {"tp": 2, "pp": 4, "dp": 8}},
-    }
-    result = run_driver(tmp, "capture", str(tmp / "out"), json.dumps(case), "9", RANK="3")
-    result["out"] = tmp / "out"
+    config = tmp / "profiler_config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "record_shapes": True,
+                "metadata": {"job": "unit-test", "distributed_args": {"tp": 2, "pp": 4, "dp": 8}},
+            }
+        )
+    )
+    flags = ["--config", str(config), "--skip-first", "1", "--wait", "1", "--warmup", "1", "--active", "2"]
+    result = run_npuprof(tmp, [*flags, "--repeat", "2"], 9, RANK="3")
+    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
     return result
+
+
+def test_capture_steps_torch_npu_as_the_schedule_says(captured: dict[str, Any]) -> None:
+    """skip 1, wait 1, warm up 1, record 2, twice, over 9 steps (by hand): a profiler opens at step 2
+    (warm-up), records 3-4, is stepped into 5 (NONE: the trace is handed over) and stopped; again from 6."""
+    expected = []
+    for first in (2, 6):
+        expected += [
+            ("tensorboard_trace_handler",),  # before start: it tells torch_npu where the capture goes
+            ("profile",),
+            ("start", first, "WARMUP"),
+            ("step", first + 1, "RECORD"),
+            ("step", first + 2, "RECORD_AND_SAVE"),
+            ("step", first + 3, "NONE"),
+            ("handler_fn",),
+            ("stop", first + 3, "NONE"),
+        ]
+    assert lifecycle(captured["log"]) == expected
+    for kwargs in [c["args"]["kwargs"] for c in captured["log"] if c["call"] == "profile"]:
+        assert kwargs["record_shapes"] is True  # from --config
+        assert kwargs["schedule"]["skip_first"] == 1 and kwargs["schedule"]["repeat"] == 2
 
 
 def test_capture_writes_torch_npu_rank_dirs(captured: dict[str, Any]) -> None:
     out: Path = captured["out"]
     dirs = layout.find_rank_dirs(out)
-    assert [Path(e["rank_dir"]) for e in captured["exported"]] == dirs
-    assert len(dirs) == 2 and captured["profilers"] == 2
-    assert all(e["trace"] is None for e in captured["exported"])
+    handled = [c["args"] for c in captured["log"] if c["call"] == "handler_fn"]
+    assert [Path(h["prof_path"]) for h in handled] == dirs and len(dirs) == 2
+    assert [h["analyse_flag"] for h in handled] == [True, True]
     for rank_dir in dirs:
         parsed = layout.parse_rank_dir_name(rank_dir.name)
         assert parsed == {"worker": "w", "pid": str(captured["pid"]), "stamp": parsed["stamp"]}
@@ -427,11 +505,14 @@ def test_capture_holds_the_scheduled_steps(captured: dict[str, Any]) -> None:
     dirs = layout.find_rank_dirs(captured["out"])
     steps = [_trace_steps(d / layout.PARSED_DIR / "trace_view.json") for d in dirs]
     assert steps == [[3, 4], [7, 8]]
+    # npuprof's own record of each capture (the controller's view) agrees with torch_npu's trace
+    records = [capture_record(d) for d in dirs]
+    assert [(r["steps"], r["backend"], r["rank"], r["trace"]) for r in records] == [
+        ([3, 4], "torch_npu", 3, None),
+        ([7, 8], "torch_npu", 3, None),
+    ]
     # analysed with data simplification (the default): FRAMEWORK/ is gone
     assert not any((d / "FRAMEWORK").exists() for d in dirs)
-    handled = [c["args"] for c in captured["log"] if c["call"] == "handler_fn"]
-    assert [h["analyse_flag"] for h in handled] == [True, True]
-    assert [e["at_step"] for e in captured["exported"]] == [5, 9]
 
 
 REAL = ROOT / "tests" / "fixtures" / "ascend-real"  # real torch_npu files (see SOURCE.md there)
@@ -484,22 +565,46 @@ def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> N
         assert not (cann / "mindstudio_profiler_output").exists()
 
 
-def test_metadata_reaches_every_capture_of_one_profiler(tmp_path: Path) -> None:
-    case = {
-        "schedule": {"skip_first": 1, "wait": 0, "warmup": 1, "active": 2, "repeat": 2},
-        "metadata": {"job": "again"},
-        "analyse": False,
-        "data_simplification": False,
-    }
-    result = run_driver(tmp_path, "capture", str(tmp_path / "out"), json.dumps(case), "8")
+def test_one_profiler_for_every_capture_and_the_last_one_kept_at_exit(tmp_path: Path) -> None:
+    """skip 1, no wait, warm up 1, record 2, until training ends (--repeat 0), over 9 steps (by hand): one
+    profiler warms up at 1, records 2-3 and 5-6 (warming up at 4 and 7 in between) and is recording 8-9
+    when training ends: the exit stops it and keeps 8-9, step 9 marked partial. Metadata reaches all three."""
+    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2", "--repeat", "0"]
+    flags += ["--metadata", "job=again", "--no-analyse", "--no-data-simplification"]
+    result = run_npuprof(tmp_path, flags, 9)
+    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
+    assert lifecycle(result["log"]) == [
+        ("tensorboard_trace_handler",),
+        ("profile",),
+        ("start", 1, "WARMUP"),
+        ("step", 2, "RECORD"),
+        ("step", 3, "RECORD_AND_SAVE"),
+        ("step", 4, "WARMUP"),
+        ("handler_fn",),
+        ("step", 5, "RECORD"),
+        ("step", 6, "RECORD_AND_SAVE"),
+        ("step", 7, "WARMUP"),
+        ("handler_fn",),
+        ("step", 8, "RECORD"),
+        ("step", 9, "RECORD_AND_SAVE"),
+        ("stop", 9, "RECORD_AND_SAVE"),
+        ("handler_fn",),
+    ]
     dirs = layout.find_rank_dirs(tmp_path / "out")
-    assert result["profilers"] == 1 and len(dirs) == 2
+    assert len(dirs) == 3
     for rank_dir in dirs:
         assert json.loads((rank_dir / layout.METADATA_FILE).read_text())["job"] == "again"
         assert (rank_dir / "profiler_info.json").exists()  # no RANK: torch_npu's rank-less name
         assert not (rank_dir / layout.PARSED_DIR).exists()  # --no-analyse: raw data only
-    steps = [_raw_steps(d) for d in dirs]
-    assert steps == [[2, 3], [5, 6]]
+    assert [_raw_steps(d) for d in dirs] == [[2, 3], [5, 6], [8, 9]]
+    records = [capture_record(d) for d in dirs]
+    assert [(r["status"], r["steps"]) for r in records] == [
+        ("complete", [2, 3]),
+        ("complete", [5, 6]),
+        ("complete", [8, 9]),
+    ]
+    assert [r["detail"] for r in records[:2]] == ["", ""]
+    assert "step 9 is partial" in records[2]["detail"]
     assert all(len(list(d.glob("PROF_*/device_0/data/*"))) == 1 for d in dirs)
 
 
@@ -525,21 +630,53 @@ def test_no_device_is_not_an_npu(tmp_path: Path) -> None:
     assert "is_available() is False" in result["reason"]
 
 
-def test_own_mode_detected_where_torch_npu_is_installed(tmp_path: Path) -> None:
-    result = run_driver(tmp_path, "probe", PROF_CONFIG_PATH=str(tmp_path))
-    assert f"PROF_CONFIG_PATH={tmp_path}" in result["own_mode"]
+@pytest.fixture(scope="module")
+def own_mode_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """torch_npu's own daemon mode on (MSMONITOR_USE_DAEMON=1) under `npuprof run`, a job that trains 7
+    steps and exits with 3."""
+    tmp = tmp_path_factory.mktemp("npu-own-mode")
+    result = run_npuprof(
+        tmp, ["--skip-first", "1", "--warmup", "1", "--active", "2"], 7, 3, MSMONITOR_USE_DAEMON="1"
+    )
+    result["record"] = json.loads((result["out"] / "npuprof_run.json").read_text())
+    return result
+
+
+def test_torch_npu_own_mode_end_to_end(own_mode_run: dict[str, Any]) -> None:
+    """npuprof steps aside in that process: no profiler of npuprof's, torch_npu's own driver stepped once per
+    optimizer step as without npuprof, the reason in the log and on the terminal, the exit code the job's."""
+    result = own_mode_run
+    assert result["proc"].returncode == 3
+    assert (result["record"]["exit_code"], result["record"]["captures"]) == (3, [])
+    assert layout.find_rank_dirs(result["out"]) == []
+    calls = [c["call"] for c in result["log"]]
+    assert "profile" not in calls and "tensorboard_trace_handler" not in calls
+    assert [c["args"] for c in result["log"] if c["call"] == "dynamic_profile.init"] == [{"path": ""}]
+    own_steps = [c["args"]["cur_step"] for c in result["log"] if c["call"] == "dynamic_profile.step"]
+    assert own_steps == list(range(1, 8))  # the script trained 7 steps
+    reason = "torch_npu's own profiling daemon mode is on (MSMONITOR_USE_DAEMON=1)"
+    log = (result["out"] / "npuprof.log").read_text().splitlines()
+    (line,) = [x for x in log if reason in x]
+    assert "[WARNING]" in line and f"pid={result['pid']}]" in line and "steps aside" in line
+    assert result["proc"].stderr.count("npuprof: " + reason) == 1  # warned once (the summary repeats it)
+
+
+def test_torch_npu_own_mode_is_the_reason_given_for_no_capture(own_mode_run: dict[str, Any]) -> None:
+    summary = " ".join(own_mode_run["proc"].stderr.split())
+    assert "no capture was written" in summary
+    assert "imported torch.optim" not in summary  # the job did import it: npuprof stepped aside
+    assert summary.count("MSMONITOR_USE_DAEMON=1") == 2  # the warning, and the summary's reason
 
 
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
         ({}, None),
-        ({"PROF_CONFIG_PATH": ""}, None),
-        ({"PROF_CONFIG_PATH": "/data/prof_cfg"}, "PROF_CONFIG_PATH=/data/prof_cfg"),
         ({"MSMONITOR_USE_DAEMON": "1"}, "MSMONITOR_USE_DAEMON=1"),
         ({"MSMONITOR_USE_DAEMON": "0"}, None),
         ({"MSMONITOR_USE_DAEMON": "yes"}, None),
         ({"KINETO_USE_DAEMON": "1"}, "KINETO_USE_DAEMON=1"),
+        ({"MSMONITOR_USE_DAEMON": "0", "KINETO_USE_DAEMON": "1"}, None),  # torch_npu reads MSMONITOR first
     ],
 )
 def test_own_mode_environment(env: dict[str, str], expected: str | None) -> None:
@@ -555,4 +692,4 @@ def test_own_mode_needs_torch_npu_installed() -> None:
 
     if importlib.util.find_spec("torch_npu") is not None:
         pytest.skip("a torch_npu is importable in the test process")
-    assert torch_npu_own_mode_active({"PROF_CONFIG_PATH": "/x"}) is None
+    assert torch_npu_own_mode_active({"MSMONITOR_USE_DAEMON": "1"}) is None

@@ -18,6 +18,10 @@ Environment knobs (tests only):
 - ``FAKE_TORCH_NPU_IMPORT_ERROR``: when set, ``import torch_npu`` raises ImportError with that text (as the
   real wheel does without CANN: ``libhccl.so: cannot open shared object file``).
 - ``FAKE_TORCH_NPU_AVAILABLE=0``: ``torch.npu.is_available()`` returns False.
+
+torch_npu's own variables act as in the real package: ``MSMONITOR_USE_DAEMON=1`` (``KINETO_USE_DAEMON=1``)
+or ``PROF_CONFIG_PATH`` start its no-code-change profiling when ``torch_npu.profiler`` is imported
+(``profiler/_non_intrusive_profile.py``); each of its steps is recorded as ``dynamic_profile.step``.
 """
 
 from __future__ import annotations
