@@ -7,7 +7,8 @@ A small CPU MLP (steps of ~1 ms and ~10 ms) runs N steps in four ways, interleav
 bare; under `npuprof run` with no capture near (the agent counts steps, nothing else); under `npuprof run`
 capturing a repeating schedule; and the same schedule written by hand with torch.profiler. Each run times
 every step; the table compares medians (per round, then the median of the rounds). The hook's own cost is
-measured in one process under npuprof, in paired blocks with npuprof's optimizer hook present / removed.
+measured in one process under npuprof, in paired blocks with npuprof's optimizer hook present / removed;
+so is the cost of ``--step-on __main__:step`` (the script's own function, wrapped / bare).
 """
 
 from __future__ import annotations
@@ -64,6 +65,28 @@ for b in range(2 * blocks):
 om._global_optimizer_post_hooks.update(ours)
 print(json.dumps({"on": on, "off": off}))
 """
+# --step-on __main__:step: blocks of calls of the script's own step through npuprof's wrapper (bound at the
+# def, so that `step` is the wrapper) / of the bare function it wraps, in the same process, in CPU time
+MAIN_STEP_BENCH = r"""
+import json, sys, time
+def step():
+    return None
+bare = getattr(step, "__wrapped__", None)
+assert bare is not None and bare is not step, "npuprof did not wrap __main__:step"
+blocks, per_block = int(sys.argv[1]), int(sys.argv[2])
+step()  # step 0 arms npuprof, which starts its post-processor: let that start before the blocks
+time.sleep(1.0)
+on, off = [], []
+clock = time.thread_time_ns  # this thread's CPU time: steadier than the wall clock on a shared machine
+for b in range(2 * blocks):
+    hooked = b % 2 == (b // 2) % 2  # ABBA order
+    call = step if hooked else bare
+    start = clock()
+    for _ in range(per_block):
+        call()
+    (on if hooked else off).append((clock() - start) / per_block)
+print(json.dumps({"on": on, "off": off}))
+"""
 
 
 def main() -> int:
@@ -92,6 +115,19 @@ def main() -> int:
                 f"+{hook_ns / 1000:.2f} µs",
                 "<= 2 µs",
                 verdict(hook_ns / 1000, 2.0),
+            ]
+        )
+        main_on, main_off = _main_step_cost(
+            tmp, env, blocks=4 if args.quick else 40, per_block=2000 if args.quick else 20000
+        )
+        main_added, main_ratio = paired_diff(main_on, main_off), paired_ratio(main_on, main_off)
+        rows.append(
+            [
+                "per step outside captures: --step-on __main__:step",
+                f"the bare function, same process: {median(main_off):.0f} ns CPU a call",
+                f"+{main_added / 1000:.2f} µs a call (x{main_ratio:.1f} an empty function)",
+                "<= 2 µs",
+                verdict(main_added / 1000, 2.0),
             ]
         )
         actions = plan_actions(*SCHEDULE, steps=steps)
@@ -131,6 +167,21 @@ def _hook_cost(tmp: Path, env: dict[str, str], blocks: int, per_block: int) -> f
         raise RuntimeError(f"hook bench failed:\n{result.stderr[-3000:]}")
     data = json.loads(result.stdout.strip().splitlines()[-1])
     return paired_diff(data["on"], data["off"])
+
+
+def _main_step_cost(tmp: Path, env: dict[str, str], blocks: int, per_block: int) -> tuple[list, list]:
+    """ns per call of a function of the script itself, with npuprof's --step-on wrapper and without."""
+    import subprocess
+
+    script = tmp / "main_step_bench.py"
+    script.write_text(MAIN_STEP_BENCH)
+    flags = ["-o", str(tmp / "main_step_out"), "--step-on", "__main__:step", *IDLE_FLAGS]
+    cmd = npuprof_run(flags, [PYTHON, str(script), str(blocks), str(per_block)])
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise RuntimeError(f"--step-on __main__ bench failed:\n{result.stderr[-3000:]}")
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    return data["on"], data["off"]
 
 
 def _model_rounds(

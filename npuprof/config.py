@@ -56,6 +56,10 @@ for _power, _letter in enumerate("kmgt", start=1):
     _UNIT_BYTES[_letter] = _UNIT_BYTES[_letter + "ib"] = 1024**_power
     _UNIT_BYTES[_letter + "b"] = 1000**_power
 
+# --poll-interval's range, in seconds
+POLL_MIN_S = 0.1
+POLL_MAX_S = 3600.0
+
 # NPUPROF_CONFIG larger than this goes through a file (Linux refuses one environment string over 128 KiB,
 # MAX_ARG_STRLEN, and every process of the job copies the environment at each exec).
 ENV_PAYLOAD_INLINE_LIMIT = 64 * 1024
@@ -88,6 +92,7 @@ class Schedule:
     warmup: int = 1
     active: int = 3
     repeat: int = 1
+    off: bool = False  # no capture at all (a config file's start_step 0; --dynamic's run schedule)
 
     def validate(self) -> None:
         for name in ("skip_first", "wait", "warmup", "repeat"):
@@ -135,6 +140,14 @@ class ProfileConfig:
     export_stacks: list[str] = field(default_factory=list)
     memory_timeline: list[str] = field(default_factory=list)
     min_free_space: str = MIN_FREE_SPACE_AUTO  # see required_free_bytes
+    # dynamic capture: the directory of the watched profiler_config.json, and the poll interval (None: auto)
+    dynamic: str | None = None
+    poll_interval: float | None = None
+    # one time window instead of the schedule (agent/window_plan.py): seconds after the agent wakes, and
+    # its length (None: until the process ends); both None: the schedule decides
+    delay: float | None = None
+    duration: float | None = None
+    export_chrome_trace: str | None = None  # also a plain Chrome trace of each capture here (absolute)
 
     # ---- validation -------------------------------------------------------------------------
     def validate(self) -> ProfileConfig:
@@ -201,7 +214,52 @@ class ProfileConfig:
             )
         _check_metadata(self.metadata)
         parse_min_free_space(self.min_free_space)
+        self._validate_dynamic()
+        self._validate_window()
         return self
+
+    @property
+    def timed(self) -> bool:
+        """One time window (--delay/--duration) instead of the schedule."""
+        return self.delay is not None or self.duration is not None
+
+    def _validate_window(self) -> None:
+        for flag, value, least in (("--delay", self.delay, 0.0), ("--duration", self.duration, None)):
+            if value is None:
+                continue
+            if not (isinstance(value, int | float) and math.isfinite(value)) or (
+                value < least if least is not None else value <= 0
+            ):
+                bound = ">= 0" if least is not None else "> 0"
+                raise ConfigError(
+                    flag, f"must be a number of seconds {bound}, got {value!r}", f"e.g. {flag} 5"
+                )
+        if self.timed and self.dynamic is not None:
+            raise ConfigError("--delay/--duration", "exclude --dynamic", "use one of them")
+        if self.export_chrome_trace is not None and (
+            not self.export_chrome_trace.strip() or "\0" in self.export_chrome_trace
+        ):
+            raise ConfigError(
+                "--export-chrome-trace",
+                f"{_shown(self.export_chrome_trace)} is not a file name",
+                "e.g. trace.json",
+            )
+
+    def _validate_dynamic(self) -> None:
+        if self.dynamic is not None and (not self.dynamic.strip() or "\0" in self.dynamic):
+            raise ConfigError(
+                "--dynamic", f"{_shown(self.dynamic)} is not a directory name", "e.g. --dynamic cfg"
+            )
+        if self.poll_interval is None:
+            return
+        if self.dynamic is None:
+            raise ConfigError("--poll-interval", "has a meaning only with --dynamic", "add --dynamic DIR")
+        if not (math.isfinite(self.poll_interval) and POLL_MIN_S <= self.poll_interval <= POLL_MAX_S):
+            raise ConfigError(
+                "--poll-interval",
+                f"must be {POLL_MIN_S:g} to {POLL_MAX_S:g} seconds, got {self.poll_interval:g}",
+                "e.g. --poll-interval 2",
+            )
 
     # ---- the environment payload --------------------------------------------------------------
     def to_payload(self) -> dict[str, Any]:
@@ -233,7 +291,7 @@ class ProfileConfig:
             "activities": [
                 "ProfilerActivity.CPU" if a == "cpu" else "ProfilerActivity.NPU" for a in self.activities
             ],
-            "schedule": dataclasses.asdict(self.schedule),
+            "schedule": {k: v for k, v in dataclasses.asdict(self.schedule).items() if k != "off"},
         }
         for option in RUN_OPTIONS:
             if option.profiler_keyword and option.key != "activities":
@@ -329,8 +387,21 @@ def parse_metadata(items: list[str], source: str = "--metadata") -> dict[str, st
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(source, f"{item!r} is not KEY=VALUE", "e.g. --metadata dp=8")
+            raise ConfigError(source, f"{item!r} is not KEY=VALUE", f"e.g. {source} dp=8")
         result[key.strip()] = value
+    return result
+
+
+def parse_metadata_json(items: list[str], source: str = "--metadata-json") -> dict[str, Any]:
+    """--metadata-json KEY=JSON: the value parsed as JSON (torch_npu's add_metadata_json)."""
+    result: dict[str, Any] = {}
+    for key, text in parse_metadata(items, source).items():
+        try:
+            result[key] = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(
+                source, f"{key}: {_shown(text)} is not JSON ({exc})", "e.g. --metadata-json 'dp=[1, 2]'"
+            ) from None
     return result
 
 
@@ -480,8 +551,13 @@ _UNUSED_EXPERIMENTAL_KEYS = {
     "sys_io": "no host system sampling",
     "sys_interconnection": "no host system sampling",
 }
+# npuprof's own keys: `npuprof trigger` labels each file it writes, so that the same request twice is two
+# changes of the file (dynamic capture acts on changes of content).
+TRIGGER_ID_KEY = "trigger_id"
 _EXPERIMENTAL = "experimental_config"
 _CONFIG_KEYS_FIX = 'see docs/formats.md, "profiler_config.json"'
+# How close an unknown key must be to a known one to be taken for a misspelling of it (difflib's ratio).
+_MISSPELT_RATIO = 0.8
 
 
 def _file_options() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -498,32 +574,41 @@ def _file_options() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def config_from_json(
-    data: Any, path: str, base: ProfileConfig | None = None, warn: Any = None
+    data: Any,
+    path: str,
+    base: ProfileConfig | None = None,
+    warn: Any = None,
+    on_bad: Any = None,
+    schedule: bool = True,
 ) -> ProfileConfig:
     """Apply a profiler_config.json document (torch_npu's dynamic-profiling format, any release) onto
-    ``base`` (defaults when None). ``warn(line)`` hears of keys accepted but not used."""
+    ``base`` (defaults when None). ``warn(line)`` hears of keys accepted but not used.
+
+    ``on_bad(error)``, when given, hears of each bad value or misspelt key (a ConfigError) and the field
+    keeps its value in ``base``: dynamic capture never refuses a whole file for one field. Without it the
+    first one is raised. ``schedule=False`` leaves start_step / warmup / active to the caller."""
     cfg = base if base is not None else ProfileConfig()
     if not isinstance(data, dict):
         raise ConfigError(path, "must hold a JSON object")
     top, nested = _file_options()
-    unknown = sorted(set(data) - {*top, *_SCHEDULE_KEYS, *_RANK_KEYS, *_UNUSED_KEYS, _EXPERIMENTAL})
-    if unknown:
-        raise ConfigError(path, f"unknown key(s) {_key_names(unknown)}", _CONFIG_KEYS_FIX)
-    exp = _expect(data.get(_EXPERIMENTAL) or {}, dict, _EXPERIMENTAL, path)
+    known = {*top, *_SCHEDULE_KEYS, *_RANK_KEYS, *_UNUSED_KEYS, _EXPERIMENTAL, TRIGGER_ID_KEY}
+    _unknown_keys(sorted(set(data) - known), known, path, warn, on_bad)
+    exp: Any = {}
+    _guarded(on_bad, lambda: exp.update(_expect(data.get(_EXPERIMENTAL) or {}, dict, _EXPERIMENTAL, path)))
     if "mstx" in exp and "msprof_tx" not in exp:  # the newer releases' name of msprof_tx
-        exp = {**exp, "msprof_tx": exp["mstx"]}
-    exp = {k: v for k, v in exp.items() if k != "mstx"}
-    unknown = sorted(set(exp) - {*nested, *_UNUSED_EXPERIMENTAL_KEYS})
-    if unknown:
-        raise ConfigError(
-            f"{path}: {_EXPERIMENTAL}", f"unknown key(s) {_key_names(unknown)}", _CONFIG_KEYS_FIX
-        )
+        exp["msprof_tx"] = exp["mstx"]
+    exp.pop("mstx", None)
+    known_exp = {*nested, *_UNUSED_EXPERIMENTAL_KEYS}
+    _unknown_keys(
+        sorted(set(exp) - known_exp), known_exp | {"mstx"}, f"{path}: {_EXPERIMENTAL}", warn, on_bad
+    )
     for table, values in ((top, data), (nested, exp)):
         for key, option in table.items():
             if key in values:
-                _set_from_file(cfg, option, values[key], key, path)
-    _apply_file_schedule(cfg, data, path)
-    _apply_file_ranks(cfg, data, path)
+                _guarded(on_bad, lambda o=option, k=key, v=values: _set_from_file(cfg, o, v[k], k, path))
+    if schedule:
+        _apply_file_schedule(cfg, data, path)
+    _guarded(on_bad, lambda: _apply_file_ranks(cfg, data, path, warn))
     if warn is not None:
         for table, values, prefix in (
             (_UNUSED_KEYS, data, ""),
@@ -533,6 +618,45 @@ def config_from_json(
                 if key in values:
                     warn(f"{path}: {prefix}{key} is not used by npuprof ({why}); ignored")
     return cfg
+
+
+def _guarded(on_bad: Any, apply: Any) -> None:
+    """``apply()``; a ConfigError goes to ``on_bad`` when there is one, else up."""
+    try:
+        apply()
+    except ConfigError as exc:
+        if on_bad is None:
+            raise
+        on_bad(exc)
+
+
+def _unknown_keys(unknown: list[str], known: set[str], where: str, warn: Any, on_bad: Any) -> None:
+    """A key close to a known one is a misspelling: refused (through ``on_bad`` when lenient) with "did you
+    mean". Any other is taken for a key of a torch_npu release npuprof does not know: one warning names
+    them all, and they are ignored."""
+    if not unknown:
+        return
+    import difflib  # only when a file has a key npuprof does not know
+
+    lowered = {k.lower(): k for k in known}
+    misspelt: list[str] = []
+    newer: list[str] = []
+    for key in unknown:
+        close = difflib.get_close_matches(key.lower(), lowered, n=1, cutoff=_MISSPELT_RATIO)
+        if close:
+            misspelt.append(f"{_key_names([key])} (did you mean {lowered[close[0]]}?)")
+        else:
+            newer.append(key)
+    if newer and warn is not None:
+        warn(
+            f"{where}: {_key_names(newer)}: not known to npuprof (keys of a newer torch_npu release?); "
+            "ignored"
+        )
+    if misspelt:
+        error = ConfigError(where, "unknown key(s) " + ", ".join(misspelt), _CONFIG_KEYS_FIX)
+        if on_bad is None:
+            raise error
+        on_bad(error)
 
 
 def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: str) -> None:
@@ -575,8 +699,8 @@ def _file_export_type(value: Any) -> str:
 
 
 def _apply_file_schedule(cfg: ProfileConfig, data: dict[str, Any], path: str) -> None:
-    """``start_step: N`` (0: no capture of its own), ``warmup: W``, ``active: M``: warm up from step N for W
-    steps, then record M."""
+    """``start_step: N`` (0: no capture from the file, as in torch_npu), ``warmup: W``, ``active: M``: warm up
+    from step N for W steps, then record M. Without start_step the base's schedule stands."""
     start_step = _expect(data.get("start_step", 0), int, "start_step", path)
     active = _expect(data.get("active", 1), int, "active", path)
     warmup = _expect(data.get("warmup", 0), int, "warmup", path)
@@ -586,14 +710,53 @@ def _apply_file_schedule(cfg: ProfileConfig, data: dict[str, Any], path: str) ->
         )
     if start_step > 0:
         cfg.schedule = Schedule(skip_first=start_step, wait=0, warmup=warmup, active=active, repeat=1)
+    elif "start_step" in data:
+        cfg.schedule = Schedule(off=True)
 
 
-def _apply_file_ranks(cfg: ProfileConfig, data: dict[str, Any], path: str) -> None:
-    if _expect(data.get("is_rank", False), bool, "is_rank", path):
-        rank_list = _expect(data.get("rank_list", []), list, "rank_list", path)
-        for rank in rank_list:
-            _check_rank(_expect(rank, int, "rank_list", path), f"{path}: rank_list")
-        cfg.ranks = sorted(set(rank_list))
+def _apply_file_ranks(cfg: ProfileConfig, data: dict[str, Any], path: str, warn: Any = None) -> None:
+    """``is_rank`` + ``rank_list``: only those ranks record (an empty list: none). As in torch_npu, is_rank
+    turns automatic parsing off (the captures are parsed later, by npuprof analyse)."""
+    if not _expect(data.get("is_rank", False), bool, "is_rank", path):
+        return
+    rank_list = _expect(data.get("rank_list", []), list, "rank_list", path)
+    for rank in rank_list:
+        _check_rank(_expect(rank, int, "rank_list", path), f"{path}: rank_list")
+    cfg.ranks = sorted(set(rank_list))
+    if cfg.analyse:
+        cfg.analyse = False
+        if warn is not None:
+            warn(
+                f"{path}: is_rank is true: captures are not parsed automatically (as in torch_npu); run "
+                "npuprof analyse on them"
+            )
+
+
+def json_from_config(cfg: ProfileConfig, prof_dir: str | None = None) -> dict[str, Any]:
+    """``cfg`` as a profiler_config.json document (what `npuprof trigger` writes; config_from_json reads it
+    back to the same values). ``prof_dir`` None: the template's "./" (for --dynamic, the run's output)."""
+    from npuprof.options import RUN_OPTIONS
+
+    document: dict[str, Any] = {}
+    experimental: dict[str, Any] = {}
+    for option in RUN_OPTIONS:
+        if not option.config_key or option.key in ("min_free_space", "output"):
+            continue
+        value = getattr(cfg, option.key)
+        if option.key == "activities":
+            value = [a.upper() for a in value]
+        elif option.key == "metadata":
+            value = dict(value)
+        section, _, key = option.config_key.partition(".")
+        if key:
+            experimental[key] = value
+        else:
+            document[section] = value
+    document["prof_dir"] = prof_dir if prof_dir is not None else "./"
+    document["is_rank"] = cfg.ranks is not None
+    document["rank_list"] = list(cfg.ranks or [])
+    document[_EXPERIMENTAL] = experimental
+    return document
 
 
 def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
@@ -601,6 +764,7 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
     key = option.key
     if option.in_schedule:
         setattr(cfg.schedule, key, value)
+        cfg.schedule.off = False  # a schedule flag asks for captures, whatever a config file said
     elif key == "activities":
         cfg.activities = parse_activities(str(value))
     elif key == "level":
@@ -615,12 +779,16 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
         cfg.output = str(value)
     elif key == "metadata":
         cfg.metadata.update(parse_metadata(list(value)))
+    elif key == "metadata_json":
+        cfg.metadata.update(parse_metadata_json(list(value)))
     elif key == "export_stacks":
         cfg.export_stacks = list(value)
     elif key == "memory_timeline":
         cfg.memory_timeline = [str(f).lstrip(".") for f in value]
     elif key == "min_free_space":
         cfg.min_free_space = str(value)
+    elif key == "export_chrome_trace":
+        cfg.export_chrome_trace = os.path.abspath(str(value)) if str(value).strip() else str(value)
     else:
         setattr(cfg, key, value)
 
@@ -634,41 +802,57 @@ def _match_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
 
 def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileConfig:
     """Read a profiler_config.json; any problem becomes a ConfigError naming the file. Keys accepted but
-    not used are reported through ``warn(line)`` (default: one line each on stderr)."""
+    not used are reported through ``warn(line)`` (default: one line each on stderr). A symbolic link, a file
+    someone else could write, or one owned by another user is refused (npuprof/file_trust.py)."""
     if not os.fspath(path):
         raise ConfigError("--config", "is empty", "give a profiler_config.json")
     file = Path(path)
     try:
-        raw = _read_regular_file(file, CONFIG_FILE_LIMIT + 1)
+        raw = read_config_bytes(file, "--config")
     except OSError as exc:
         raise ConfigError(
-            "--config", f"cannot read {str(file)!r}: {exc.strerror or exc}", "give an existing file"
+            "--config", f"cannot read {str(file)!r}: {_why(exc)}", "give an existing file"
         ) from None
-    if len(raw) > CONFIG_FILE_LIMIT:
-        raise ConfigError(
-            "--config", f"{str(file)!r} is over 1 MiB: not a profiler_config.json", "fix the file"
-        )
-    try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-    except RecursionError:
-        raise ConfigError(
-            "--config", f"{str(file)!r} nests too deeply to be a config", "fix the file"
-        ) from None
-    except ValueError as exc:  # UnicodeDecodeError included
-        raise ConfigError("--config", f"{str(file)!r} is not valid JSON ({exc})", "fix the file") from None
+    except ValueError as exc:  # not trusted
+        raise ConfigError("--config", str(exc)) from None
+    data = parse_config_bytes(raw, str(file), "--config")
     return config_from_json(data, str(file), warn=warn or _warn_on_stderr)
 
 
-def _read_regular_file(file: Path, limit: int) -> bytes:
-    """At most ``limit`` bytes of ``file``, which must be a regular file: a FIFO (which would block the
-    launcher for ever), a device or a directory is refused."""
+def _why(exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "it is a symbolic link (links are not followed)"
+    return str(exc.strerror or exc)
+
+
+def parse_config_bytes(raw: bytes, name: str, source: str) -> Any:
+    """The JSON document of a profiler_config.json's bytes, or a ConfigError with the parser's message."""
+    if len(raw) > CONFIG_FILE_LIMIT:
+        raise ConfigError(source, f"{name!r} is over 1 MiB: not a profiler_config.json", "fix the file")
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise ConfigError(source, f"{name!r} nests too deeply to be a config", "fix the file") from None
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise ConfigError(source, f"{name!r} is not valid JSON ({exc})", "fix the file") from None
+
+
+def read_config_bytes(file: str | os.PathLike[str], what: str) -> bytes:
+    """At most CONFIG_FILE_LIMIT + 1 bytes of ``file``, which must be a regular file (a FIFO would block
+    for ever) and no symbolic link (OSError), trusted as npuprof/file_trust.py says (its
+    UntrustedPathError, a ValueError, otherwise)."""
     import stat
 
-    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    from npuprof.file_trust import check_file
+
+    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, "not a regular file")
-        chunks, left = [], limit
+        check_file(fd, os.fspath(file), what)
+        chunks, left = [], CONFIG_FILE_LIMIT + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 16))
             if not chunk:

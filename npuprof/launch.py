@@ -13,6 +13,7 @@ from typing import Any
 
 from npuprof import ENV_CONFIG
 from npuprof.config import ENV_PAYLOAD_FILE_PREFIX, ENV_PAYLOAD_INLINE_LIMIT, ProfileConfig
+from npuprof.options import ENV_DYNAMIC
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 OPTIMIZER_TRIGGER = "torch.optim.optimizer"
@@ -38,7 +39,9 @@ _PYTHON_LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "colossalai", "mpiru
 
 def triggers(cfg: ProfileConfig) -> list[str]:
     if cfg.step_on:
-        return [cfg.step_on.split(":", 1)[0]]
+        module = cfg.step_on.split(":", 1)[0]
+        # __main__ is never imported: the bootstrap watches for the name instead (docs/architecture.md)
+        return [cfg.step_on if module == "__main__" else module]
     return [OPTIMIZER_TRIGGER]
 
 
@@ -46,8 +49,10 @@ def child_environment(
     cfg: ProfileConfig, run: dict[str, object], base: dict[str, str], config_value: str | None = None
 ) -> dict[str, str]:
     """The job's environment: ``base``, the bootstrap first on PYTHONPATH, and the configuration
-    (``config_value``, from config_payload, else the configuration inline)."""
+    (``config_value``, from config_payload, else the configuration inline). PROF_CONFIG_PATH is left out:
+    it was taken as --dynamic, and torch_npu's own dynamic mode must not run beside npuprof's."""
     env = dict(base)
+    env.pop(ENV_DYNAMIC, None)
     env["PYTHONPATH"] = with_bootstrap(env.get("PYTHONPATH"))
     env[ENV_CONFIG] = config_value if config_value is not None else cfg.to_env(run)
     env["NPUPROF_TRIGGERS"] = ",".join(triggers(cfg))

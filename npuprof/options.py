@@ -19,6 +19,9 @@ WHAT = "What to collect"
 ASCEND = "Ascend options (torch_npu _ExperimentalConfig; reported as ignored elsewhere)"
 SCHEDULE = "Schedule (torch.profiler.schedule semantics)"
 OUTPUT = "Output"
+DYNAMIC = "Dynamic capture (start captures in the running job)"
+# torch_npu's own dynamic-profiling variable: `npuprof run` takes it as --dynamic and keeps it from the job
+ENV_DYNAMIC = "PROF_CONFIG_PATH"
 
 
 class Option:
@@ -191,11 +194,15 @@ RUN_OPTIONS: tuple[Option, ...] = (
         npu_keywords=("export_type",),
         backends=TORCH_NPU_ONLY,
     ),
-    _experimental(
+    _bool(
         "msprof_tx",
-        "Custom marks and ranges (mstx).",
-        "torch_npu `_ExperimentalConfig(msprof_tx=...)` (`mstx` in newer releases); reported as ignored "
-        "elsewhere",
+        "off",
+        "Custom marks (npuprof.mark/range) and a comm: range around every torch.distributed call.",
+        WHAT,
+        "torch_npu `_ExperimentalConfig(msprof_tx=...)` (`mstx` in newer releases); on every backend a "
+        "`comm:{op},{group},{dtype},{count}` range around each torch.distributed collective and "
+        "point-to-point call. See [Marks](#marks-communication-ranges-and-gc)",
+        config_key="experimental_config.msprof_tx",
         npu_keywords=("msprof_tx", "mstx"),
     ),
     Option(
@@ -203,14 +210,13 @@ RUN_OPTIONS: tuple[Option, ...] = (
         ("--gc-detect-threshold",),
         "float",
         "off",
-        "Record Python GC pauses longer than MS (0 = all).",
-        ASCEND,
-        "torch_npu `gc_detect_threshold` (0 = all GCs); reported as ignored on torch.profiler until GC "
-        "detection lands there",
+        "Record Python GC pauses of at least MS (0 = all).",
+        WHAT,
+        "torch_npu `gc_detect_threshold` (0 = all GCs); on torch.profiler npuprof records the pauses into "
+        "`npuprof_gc.json` of each capture",
         metavar="MS",
         config_key="experimental_config.gc_detect_threshold",
         npu_keywords=("gc_detect_threshold",),
-        backends=TORCH_NPU_ONLY,
     ),
     _schedule(
         "skip_first",
@@ -234,15 +240,40 @@ RUN_OPTIONS: tuple[Option, ...] = (
     ),
     _schedule("repeat", 1, "Cycles; 0 = until training ends.", "cycles; `0` repeats until training ends"),
     Option(
+        "delay",
+        ("--delay",),
+        "float",
+        "off",
+        "Record one time window instead of the schedule, starting SECONDS after npuprof wakes in the "
+        "process (at import torch), with --duration; also for jobs without steps.",
+        SCHEDULE,
+        "one capture of a time window, as `nsys profile --delay`: it starts SECONDS after npuprof's agent "
+        "wakes in each process (the script's `import torch`), whether or not the job has steps; excludes "
+        "the four schedule flags above and `--dynamic`. See [Time windows](#time-windows---delay---duration)",
+        metavar="SECONDS",
+    ),
+    Option(
+        "duration",
+        ("--duration",),
+        "float",
+        "off",
+        "Length of the --delay window in seconds (default: until the process ends).",
+        SCHEDULE,
+        "the window's length (`--delay` alone: until the process ends; `--duration` alone: from the agent's "
+        "wake); with steps it ends at the first step boundary after SECONDS",
+        metavar="SECONDS",
+    ),
+    Option(
         "step_on",
         ("--step-on",),
         "str",
         "Optimizer.step",
         "Count a step at each return of this function instead of Optimizer.step, e.g. "
-        "mypkg.infer:Engine.generate.",
+        "mypkg.infer:Engine.generate, or __main__:train_step for one the script defines.",
         SCHEDULE,
-        "count steps at returns of this function (e.g. `mypkg.infer:Engine.generate`); `__main__` functions "
-        "are not reachable, move them to a module",
+        "count steps at returns of this function (e.g. `mypkg.infer:Engine.generate`); `__main__:train_step` "
+        "or `__main__:Trainer.step` for one the script itself defines, before or after importing torch (see "
+        "[the step function](#the-step-function---step-on))",
         metavar="MODULE:QUALNAME",
     ),
     Option(
@@ -308,6 +339,17 @@ RUN_OPTIONS: tuple[Option, ...] = (
         config_key="metadata",
     ),
     Option(
+        "metadata_json",
+        ("--metadata-json",),
+        "list",
+        "-",
+        "Like --metadata, the value read as JSON (a number, list or object); repeatable.",
+        OUTPUT,
+        "repeatable; the value is JSON, written as such (torch_npu: `add_metadata_json`), e.g. "
+        "`--metadata-json 'distributed_args={\"tensor_model_parallel_size\": 2}'`",
+        metavar="KEY=JSON",
+    ),
+    Option(
         "export_stacks",
         ("--export-stacks",),
         "list",
@@ -345,6 +387,19 @@ RUN_OPTIONS: tuple[Option, ...] = (
         config_key="min_free_space",
     ),
     Option(
+        "export_chrome_trace",
+        ("--export-chrome-trace",),
+        "path",
+        "off",
+        "Also write each capture's plain Chrome trace to PATH (rank, pid and first step put in the name "
+        "when there are several processes or captures).",
+        OUTPUT,
+        "a plain Chrome trace of each capture at PATH besides the result layout (a hard link of the raw "
+        "trace, else a copy made off the step); with several processes or captures `trace.json` becomes "
+        "`trace_rank1_pid123_step6.json`. See [Chrome traces](#chrome-traces---export-chrome-trace)",
+        metavar="PATH",
+    ),
+    Option(
         "config",
         ("--config",),
         "path",
@@ -354,10 +409,39 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "the base configuration (above); flags given on the command line override it",
         metavar="FILE",
     ),
+    Option(
+        "dynamic",
+        ("--dynamic",),
+        "path",
+        "off",
+        "Watch DIR/profiler_config.json (made from torch_npu's template if absent): edit it, or run "
+        "npuprof trigger DIR, to capture while the job runs. Excludes the schedule flags and --config.",
+        DYNAMIC,
+        "captures start when `DIR/profiler_config.json` changes (`npuprof trigger DIR` writes it); the "
+        "file's keys set each capture, these flags the rest; excludes the schedule flags, `--ranks` and "
+        "`--config`. "
+        "`PROF_CONFIG_PATH` in npuprof's environment is taken as this flag and kept from the job's. See "
+        "[Dynamic capture](#dynamic-capture-npuprof-trigger-npuprof-status)",
+        metavar="DIR",
+    ),
+    Option(
+        "poll_interval",
+        ("--poll-interval",),
+        "float",
+        "auto",
+        "Seconds between two looks at DIR/profiler_config.json (0.1 to 3600); auto: 2, then the time "
+        "between steps 10 and 11, at least 1.",
+        DYNAMIC,
+        "how often each process reads the file; `auto`: every 2 s, then every step-10-to-11 interval (at "
+        "least 1 s), as torch_npu",
+        metavar="SECONDS",
+    ),
 )
 
 BY_KEY: dict[str, Option] = {option.key: option for option in RUN_OPTIONS}
-TORCH_NPU_OPTIONS: tuple[Option, ...] = tuple(o for o in RUN_OPTIONS if o.backends == TORCH_NPU_ONLY)
+# Handed to torch_npu's _ExperimentalConfig; those only torch_npu acts on are reported as ignored elsewhere.
+TORCH_NPU_OPTIONS: tuple[Option, ...] = tuple(o for o in RUN_OPTIONS if o.npu_keywords)
+TORCH_NPU_ONLY_OPTIONS: tuple[Option, ...] = tuple(o for o in RUN_OPTIONS if o.backends == TORCH_NPU_ONLY)
 
 
 def flag_text(option: Option, value: object) -> str:

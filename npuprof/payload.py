@@ -23,6 +23,8 @@ class RunFacts(msgspec.Struct, kw_only=True):
     log: str | None = None  # npuprof.log's path
     output: str | None = None  # the result directory
     launcher_pid: int | None = None  # `npuprof run`'s pid: the job's own process dies with it
+    # --dynamic: the digest of profiler_config.json when the job started (content there before is no request)
+    dynamic_baseline: str | None = None
 
 
 class PayloadError(ValueError):

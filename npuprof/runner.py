@@ -213,7 +213,37 @@ def _run_unprofiled(command: list[str], output: str, exc: OSError) -> int:
     return _finish(end)
 
 
+def _prepare_dynamic(cfg: ProfileConfig) -> tuple[str, str]:
+    """--dynamic DIR made ready (npuprof.agent.dynamic_files.prepare): the baseline digest of its
+    profiler_config.json, and the line that tells the user what to do. Raises ValueError or OSError."""
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, prepare
+
+    directory, baseline, created = prepare(cfg.dynamic or "")
+    cfg.dynamic = str(directory)
+    made = "written from torch_npu's template" if created else "kept as it is"
+    target = shell_word(str(directory))
+    return baseline, (
+        f"dynamic capture: {directory / CONFIG_NAME} ({made}) is watched; edit it, or run "
+        f"`npuprof trigger {target} --active 2`, to capture; `npuprof status {target}` says what each rank "
+        f"did (logs in {directory / LOG_DIR})"
+    )
+
+
+def shell_word(text: str) -> str:
+    import shlex  # only with --dynamic
+
+    return shlex.quote(text)
+
+
 def execute(cfg: ProfileConfig, command: list[str]) -> int:
+    dynamic: tuple[str, str] | None = None
+    if cfg.dynamic is not None:
+        try:
+            dynamic = _prepare_dynamic(cfg)
+        except ValueError as exc:  # a symlink, or a file or directory someone else could write
+            return _error(str(exc))
+        except OSError as exc:
+            return _error(f"--dynamic {cfg.dynamic!r}: {exc.strerror or exc}; give a directory you can write")
     try:
         output = prepare_output(cfg)
     except UnsafePathError as exc:
@@ -253,10 +283,21 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     log.write(f"run {run_id} starts: {' '.join(command)}")
     if disk_warning:
         log.write(disk_warning, "WARNING")
-    run = {"run_id": run_id, "log": str(log_path), "output": str(output), "launcher_pid": os.getpid()}
+    run: dict[str, object] = {
+        "run_id": run_id,
+        "log": str(log_path),
+        "output": str(output),
+        "launcher_pid": os.getpid(),
+    }
+    if dynamic is not None:
+        run["dynamic_baseline"] = dynamic[0]
+        _note(dynamic[1])
+        log.write(dynamic[1])
     payload = config_payload(cfg, run, output)
     reach_warnings = injection_warnings(command)
-    for warning in (*reach_warnings, payload.problem, *payload.notes):
+    from npuprof.results.extras import preflight_notes  # requested outputs that cannot be produced
+
+    for warning in (*reach_warnings, payload.problem, *payload.notes, *preflight_notes(cfg, command)):
         if warning:
             _note(warning)
             log.write(warning, "WARNING")

@@ -18,6 +18,7 @@ ROWS = {
     "startup.py": ["launcher: npuprof run -- python -c pass", "bootstrap in a child that never uses torch"],
     "overhead.py": ["npuprof's step hook", "step outside captures", "step inside a capture", "RSS added"],
     "export_stall.py": ["step where a capture ends", "torch's gzip handler"],
+    "dynamic_latency.py": ["step outside captures, watcher running", "trigger to capture start"],
     "scale.py": [
         "npuprof analyse, unparsed (parse + report), 4 ranks",
         "npuprof analyse, unparsed (parse + report), 8 ranks",
@@ -95,7 +96,7 @@ def verdict_follows_from_figures(line: str) -> bool:
         ok = float(re.search(rf"x{NUMBER} memory", figures).group(1)) <= float(m.group(1))
     elif m := re.fullmatch(rf"<= x{NUMBER}", budget):
         ok = float(re.search(rf"x{NUMBER}", figures).group(1)) <= float(m.group(1))
-    elif m := re.fullmatch(rf"<= \+{NUMBER} (\S+)", budget):
+    elif m := re.fullmatch(rf"<= \+{NUMBER} (\S+)(?: \(.*\))?", budget):  # "(+100 x 1.89)": a scaled budget
         ok = float(re.search(rf"\+{NUMBER} {re.escape(m.group(2))}", figures).group(1)) <= float(m.group(1))
     elif m := re.fullmatch(rf"<= {NUMBER} (\S+)", budget):
         ok = float(re.search(rf"\+?{NUMBER} {re.escape(m.group(2))}", figures).group(1)) <= float(m.group(1))

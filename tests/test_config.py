@@ -94,9 +94,9 @@ def test_payload_round_trip() -> None:
     assert again == cfg
 
 
-def test_template_is_accepted_and_means_no_capture_override() -> None:
+def test_template_is_accepted_and_its_start_step_0_means_no_capture() -> None:
     cfg = config_from_json(template_json(), "profiler_config.json")
-    assert cfg.validate().schedule == Schedule()  # start_step 0: the default schedule stays
+    assert cfg.validate().schedule.off  # start_step 0: no capture from the file, as in torch_npu
     cfg = config_from_json(
         {**template_json(), "start_step": 10, "active": 2, "is_rank": True, "rank_list": [0]}, "f"
     )

@@ -39,6 +39,7 @@ def _shown_default(option_key: str, value: object) -> str:
         "ranks": "all",
         "worker_name": "the hostname",
         "min_free_space": "5GiB or 5%, whichever is smaller",
+        "poll_interval": "auto",
     }
     if option_key in special:
         return special[option_key]
@@ -55,7 +56,7 @@ def test_every_option_is_a_config_field_with_the_default_it_shows() -> None:
     defaults = dataclasses.asdict(c.ProfileConfig())
     schedule = dataclasses.asdict(c.Schedule())
     for option in RUN_OPTIONS:
-        if option.key == "config":
+        if option.key in ("config", "metadata_json"):  # metadata_json adds to ProfileConfig.metadata
             continue
         source = schedule if option.in_schedule else defaults
         assert option.key in source, f"{option.key} is not a ProfileConfig field"
@@ -129,7 +130,8 @@ def test_every_key_of_torch_npus_config_file_is_read(tmp_path: Path) -> None:
     path = tmp_path / "profiler_config.json"
     path.write_text(json.dumps(document))
     cfg = c.load_config_file(path).validate()
-    assert cfg.activities == ["cpu"] and cfg.output == "elsewhere" and cfg.analyse
+    assert cfg.activities == ["cpu"] and cfg.output == "elsewhere"
+    assert not cfg.analyse  # "analyse": true, but is_rank turns automatic parsing off (as torch_npu)
     assert cfg.record_shapes and cfg.profile_memory and cfg.with_stack and cfg.with_flops and cfg.with_modules
     assert dataclasses.asdict(cfg.schedule) == {
         "skip_first": 4,
@@ -137,6 +139,7 @@ def test_every_key_of_torch_npus_config_file_is_read(tmp_path: Path) -> None:
         "warmup": 2,
         "active": 3,
         "repeat": 1,
+        "off": False,
     }
     assert cfg.ranks == [0, 1] and cfg.metadata == {"dp": 8}
     assert (cfg.level, cfg.aic_metrics, cfg.export_type) == ("Level1", "PipeUtilization", "db")

@@ -61,31 +61,31 @@ def _thread_busy_us(events: list[dict]) -> float:
 # ------------------------------------------------------------------ in the run
 
 
-def test_in_run_export_stacks_is_not_empty_with_the_experimental_config():
+def test_in_run_stacks_are_rebuilt_from_the_trace():
     rank_dir = full_capture()
     record = exports_record(rank_dir)
     path = rank_dir / "stacks_self_cpu_time_total.folded"
     assert str(path) in record["written"]
-    assert not [m for m in record["log"] if "stacks" in m], record["log"]
+    assert not [m for m in record["log"] if "stacks" in m and "wrote" not in m], record["log"]
     values = _parse_lines(path.read_text())
     assert len(values) > 20
-    # torch's export: Python frames of the training loop, outermost first
+    # Python frames of the training loop, outermost first
     assert any(any("capture.py(" in frame for frame in stack) for stack in values)
+    assert values == _parse_lines(st.folded_from_trace(trace_of(rank_dir), st.HOST_METRIC).text())
     assert oct(path.stat().st_mode & 0o777) == oct(0o640)
 
 
-def test_in_run_without_the_config_falls_back_to_the_trace_and_says_so():
-    rank_dir = capture(
-        "plain", "--no-verbose", "--no-memory", "--stacks", "self_cpu_time_total", "--memory-format", "json"
-    )
+def test_in_run_memory_timeline_without_its_flags_names_them():
+    rank_dir = capture("plain", "--no-memory", "--stacks", "self_cpu_time_total", "--memory-format", "json")
     record = exports_record(rank_dir)
     path = rank_dir / "stacks_self_cpu_time_total.folded"
     assert str(path) in record["written"]
-    assert any("rebuilt from the trace" in m for m in record["log"]), record["log"]
     values = _parse_lines(path.read_text())
     assert any(stack[-1].startswith("aten::") for stack in values)
-    # memory timeline asked without its flags: skipped, the log names them
-    assert any("--profile-memory" in m and "--record-shapes" in m for m in record["log"]), record["log"]
+    # memory timeline asked without its flags: not produced, the log names them
+    assert any("not produced" in m and "--profile-memory --record-shapes" in m for m in record["log"]), (
+        record["log"]
+    )
     assert not (rank_dir / "memory_timeline.raw.json.gz").exists()
 
 

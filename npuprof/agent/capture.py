@@ -1,25 +1,30 @@
 """One capture's files: the rank dir, its capture record, profiler_info and metadata, extras.
 A capture that never finishes keeps status "capturing".
 
-Only the raw trace export (and any requested stacks / memory timeline, which need the live profiler)
-and the capture's small files happen inside the training step: once the trace is written, the capture's
-record says "complete" at once, so that a process ending right after (os._exit, SIGKILL) leaves a
-complete capture. Parsing and gzip are the post-processor's work (npuprof.results.postprocess), handed
-over as one job; what it could not do, `npuprof analyse` does later."""
+Only the raw trace export (and, for a memory timeline, a copy of what it needs from the live profiler:
+npuprof.agent.capture_exports) and the capture's small files happen inside the training step: once the
+trace is written, the capture's record says "complete" at once, so that a process ending right after
+(os._exit, SIGKILL) leaves a complete capture. Parsing, stacks, memory timelines and gzip are the
+post-processor's work (npuprof.results.postprocess), handed over as one job; what it could not do,
+`npuprof analyse` / `export-stacks` / `memory-timeline` do later."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npuprof.agent.backends.base import Backend
+from npuprof.agent.capture_annotations import CaptureAnnotations
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.metadata import build_metadata
 from npuprof.config import ProfileConfig
 from npuprof.results import handover, layout, postprocess
 from npuprof.results.atomic import make_dir, write_json
+
+if TYPE_CHECKING:
+    from npuprof.agent.capture_exports import CaptureExports
 
 
 class CaptureWriter:
@@ -46,17 +51,20 @@ class CaptureWriter:
         self.captures = 0
         self.post = post if post is not None else postprocess.Postprocessor(self.output, run.get("run_id"))
         self._skip_reported = False
+        self.annotations = CaptureAnnotations(backend, log)  # marks, communication ranges, GC pauses
 
     # ---- CaptureSink -----------------------------------------------------------------------------
     def begin(self, step: int, cfg: ProfileConfig | None = None) -> None:
         if cfg is not None:
             self.cfg = cfg  # this capture's configuration (a plan may change it between captures)
+            self.output = Path(cfg.output)  # --dynamic: each request's prof_dir
         self.first_step = step
         self.start_info = {
             "collectionTimeBegin": time.time_ns(),
             "MonotonicTimeBegin": time.monotonic_ns(),
             "syscntEnable": False,
         }
+        self.annotations.begin(self.cfg)
         if self.backend.writes_own_layout:
             self.rank_dir = None
             return
@@ -92,6 +100,7 @@ class CaptureWriter:
 
     def _finish(self, prof: Any, last_step: int, detail: str, status: str) -> None:
         steps = list(range(self.first_step, last_step + 1))
+        side_files = self.annotations.end()
         end_info = {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()}
         if self.backend.writes_own_layout:
             self._start_postprocessor()  # torch_npu made the dir; the capture record still goes in it
@@ -109,17 +118,20 @@ class CaptureWriter:
         note_exported()
         self.rank_dir = rank_dir
         rank = self.rank_fn()
+        if self.cfg.export_chrome_trace:
+            self._export_chrome_trace(rank_dir, trace, rank, steps[0])
         files: dict[str, Any] = {}
         if not self.backend.writes_own_layout:
             files[layout.info_file_name(rank)] = self._info(rank, end_info)
-            files[layout.METADATA_FILE] = build_metadata(self.cfg.metadata)
-        written = self._extras(prof, rank_dir)
+            files[layout.METADATA_FILE] = build_metadata(self.cfg.metadata, self.log.warn_once)
+            files.update(side_files)
+        exports = self._extras(prof, rank_dir)
         record = self._record(
             status,
             steps=steps,
             trace=trace.name if trace else None,
             detail=detail,
-            extras=[p.name for p in written],
+            extras=[p.name for p in exports.written] if exports else [],
             rank=rank,
         )
         own = not self.backend.writes_own_layout
@@ -130,6 +142,7 @@ class CaptureWriter:
             "record": record,
             "analyse": self.cfg.analyse and own,
             "gzip": self.cfg.gzip and own,
+            "exports": exports.job if exports else None,
         }
         self._write_now(job)
         if not self.post.submit(job):
@@ -138,8 +151,23 @@ class CaptureWriter:
         self.log.info(
             f"capture of steps {steps[0]}-{steps[-1]} written to {rank_dir}"
             + (f" ({detail})" if detail else "")
+            + (f"; {exports.step_note}" if exports and exports.step_note else "")
         )
         self.rank_dir = None
+
+    def _export_chrome_trace(self, rank_dir: Path, trace: Path | None, rank: int | None, first: int) -> None:
+        """--export-chrome-trace (npuprof.agent.chrome_trace); torch_npu's parsed trace_view.json when it
+        wrote no raw trace of its own."""
+        from npuprof.agent.chrome_trace import export_chrome_trace
+
+        source = trace or rank_dir / layout.PARSED_DIR / "trace_view.json"
+        if not source.is_file():
+            self.log.warn_once(
+                "chrome-trace",
+                f"--export-chrome-trace: no Chrome trace in {rank_dir} (torch_npu without --analyse?)",
+            )
+            return
+        export_chrome_trace(self.cfg, source, rank, first, self.log)
 
     def _write_now(self, job: dict[str, Any]) -> None:
         """The capture's small files and its record, written before the job is handed over: from here on
@@ -172,6 +200,7 @@ class CaptureWriter:
             self.log.error(f"could not record the skipped capture: {exc!r}")
 
     def abandon(self, detail: str) -> None:
+        self.annotations.end()
         try:
             if self.rank_dir is not None and self.rank_dir.exists():
                 record = self._record(layout.STATUS_INCOMPLETE, steps=[self.first_step], detail=detail)
@@ -210,14 +239,14 @@ class CaptureWriter:
             info["rank_id"] = rank
         return info
 
-    def _extras(self, prof: Any, rank_dir: Path) -> list[Path]:
+    def _extras(self, prof: Any, rank_dir: Path) -> CaptureExports | None:
         if not (self.cfg.export_stacks or self.cfg.memory_timeline):
-            return []
+            return None  # and nothing imported for them in the step
+        from npuprof.agent.capture_exports import export_capture_extras
+
         # Metrics that mean nothing on this backend were reported by Backend.ignored_flags.
         metrics = [m for m in self.cfg.export_stacks if metric_fits(m, self.backend.name)]
         try:
-            from npuprof.agent.capture_exports import export_capture_extras
-
             return export_capture_extras(
                 prof,
                 rank_dir,
@@ -228,7 +257,7 @@ class CaptureWriter:
             )
         except Exception as exc:
             self.log.warning(f"stack / memory export failed: {exc!r}")
-            return []
+            return None
 
 
 def _write_record_even_on_a_full_disk(path: Path, record: dict[str, Any]) -> None:
@@ -253,6 +282,11 @@ def write_job_files(job: dict[str, Any], log: AgentLog) -> None:
     """Without a post-processor: the capture's small files and record, written here (unless they already
     were), unparsed."""
     rank_dir = Path(job["rank_dir"])
+    if job.get("exports"):
+        from npuprof.results.extras import unfinished_exports
+
+        for line in unfinished_exports(rank_dir, job["exports"]):
+            log.warning(f"{rank_dir.name}: {line}")
     if job.get("written"):
         log.warning(f"{rank_dir.name}: not parsed or gzipped (no post-processor); run npuprof analyse")
         return

@@ -1,27 +1,34 @@
-"""Exports made inside the training process at the end of each capture (``on_trace_ready``): torch's
-``export_stacks`` and ``export_memory_timeline``, written into the rank directory.
+"""The step's part of the stacks and memory timeline of a capture (``--export-stacks``,
+``--memory-timeline``): as little as possible, the rest goes to the post-processor
+(npuprof.results.extras; docs/architecture.md, "The flow of a trace").
 
-Files (stable names, all written atomically):
-- ``stacks_<metric>.folded``: the profiler's own ``export_stacks(path, metric)`` (one line per event with a
-  stack: ``frame;frame;... <integer µs>``); if torch writes nothing, the stacks rebuilt from the exported
-  trace (npuprof.reports.stacks) instead, and the log says so.
-- ``memory_timeline.raw.json.gz``: always, when a memory timeline is asked for: torch's raw categorised data
-  ``(timestamp ns, action, numbytes, category)``; ``npuprof memory-timeline`` renders any format from it.
-- ``memory_timeline.meta.json``: the device and the capture's allocator peaks (for the plot's maxima).
-- ``memory_timeline.<fmt>`` for each other requested format (``html``, ``json``, ``json.gz``).
+On torch.profiler (CPU, CUDA):
+- stacks: nothing in the step. The post-processor rebuilds ``stacks_<metric>.folded`` from the raw trace
+  (npuprof.reports.stacks), as torch's ``export_stacks`` would give them (within 1% in total).
+- memory timeline: the step only takes the live profiler's event tree (its roots); the capture's
+  hand-over thread copies what torch's memory profiler reads out of it into
+  ``memory_timeline.snapshot.msgpack`` (npuprof.agent.memory_snapshot: one pass in slices, no analysis)
+  before handing the job over; the post-processor categorises it with torch's own code and writes
+  ``memory_timeline.raw.json.gz``, ``memory_timeline.meta.json`` and the requested formats.
 
-Nothing here raises: every failure goes to ``log`` and the capture goes on.
+On torch_npu the exports are torch_npu's own (``export_stacks``, ``export_memory_timeline``), made in the
+step as before: they read the raw data torch_npu wrote, through the live profiler object.
+
+Nothing here raises: every failure goes to ``log`` and the capture goes on. What could not be produced is
+logged as a "not produced" line (npuprof.results.extras.not_produced_line), which `npuprof run` shows at
+the end of the run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from npuprof.agent import memory_snapshot
 
 STACKS_FILE = "stacks_{metric}.folded"
 MEMORY_FILE = "memory_timeline.{fmt}"
@@ -33,18 +40,6 @@ def stacks_file_name(metric: str) -> str:
 
 def memory_file_name(fmt: str) -> str:
     return MEMORY_FILE.format(fmt=fmt)
-
-
-def stacks_experimental_config(device: str = "cpu") -> Any | None:
-    """The ``experimental_config`` to create the profiler with when stacks are exported.
-
-    torch (Kineto) keeps the Python stacks that ``export_stacks`` needs only with ``verbose=True``; without it
-    the export is empty. torch_npu's profiler has its own config and export, so this returns None there."""
-    if device.startswith("npu"):
-        return None
-    import torch
-
-    return torch._C._profiler._ExperimentalConfig(verbose=True)
 
 
 def memory_timeline_missing_flags(
@@ -65,6 +60,16 @@ def memory_timeline_missing_flags(
     return missing
 
 
+@dataclass
+class CaptureExports:
+    """What the step did for the exports: files written now, and the post-processor's part (the
+    ``exports`` of its job, npuprof.results.handover.ExportsJob), or None."""
+
+    written: list[Path] = field(default_factory=list)
+    job: dict[str, Any] | None = None
+    step_note: str = ""  # for the capture's log line: what the step spent on them
+
+
 def export_capture_extras(
     prof: Any,
     rank_dir: Path,
@@ -73,14 +78,84 @@ def export_capture_extras(
     memory_formats: list[str],
     device: str,
     log: Callable[[str], None],
-) -> list[Path]:
-    """Write the requested stacks and memory timeline files of the capture that just ended into
-    ``rank_dir``; return the paths written. Never raises."""
-    written: list[Path] = []
+) -> CaptureExports:
+    """The step's part of the requested stacks and memory timeline of the capture that just ended.
+    Never raises."""
     rank_dir = Path(rank_dir)
+    if device.startswith("npu"):
+        written = _torch_npu_exports(prof, rank_dir, stacks_metrics, memory_formats, device, log)
+        return CaptureExports(written=written)
+    from npuprof.config import MEMORY_FORMATS  # imports on this path stay few: it is the step's
+
+    result = CaptureExports()
+    job: dict[str, Any] = {"stacks": list(dict.fromkeys(stacks_metrics))}
+    formats = [f for f in dict.fromkeys(memory_formats) if f in MEMORY_FORMATS]
+    unknown = [f for f in memory_formats if f not in MEMORY_FORMATS]
+    if unknown:
+        known = ", ".join(MEMORY_FORMATS)
+        log(f"memory timeline: unknown format(s) {', '.join(unknown)} ignored; use {known}")
+    if formats:
+        snapshot = _memory_snapshot(prof, rank_dir, device, log)
+        if snapshot is not None:
+            path, task = snapshot
+            result.written.append(path)
+            result.step_note = "memory snapshot: copied in the background"
+            job.update(memory_formats=formats, memory_device=device, memory_snapshot=path.name)
+            job[memory_snapshot.TASK_KEY] = task
+    if job["stacks"] or job.get("memory_snapshot"):
+        result.job = job
+    return result
+
+
+def _memory_snapshot(
+    prof: Any, rank_dir: Path, device: str, log: Callable[[str], None]
+) -> tuple[Path, memory_snapshot.SnapshotTask] | None:
+    """The snapshot's path and its task (the step only takes the tree's roots), or None when the capture
+    cannot give a memory timeline (said in the log)."""
+    missing = memory_timeline_missing_flags(
+        bool(getattr(prof, "record_shapes", False)),
+        bool(getattr(prof, "profile_memory", False)),
+        bool(getattr(prof, "with_stack", False)),
+        bool(getattr(prof, "with_modules", False)),
+        device=device,
+    )
+    if missing:
+        flags = " ".join(missing)
+        why = f"torch's memory profiler needs {flags}" + (
+            " (--with-modules stands in for --with-stack on Ascend NPUs only)"
+            if "--with-stack" in missing and getattr(prof, "with_modules", False)
+            else ""
+        )
+        from npuprof.results.extras import not_produced_line
+
+        log(not_produced_line(rank_dir, "memory_timeline.*", why, f"add {flags}"))
+        return None
+    path = rank_dir / memory_snapshot.SNAPSHOT_FILE
+    try:
+        task = memory_snapshot.SnapshotTask(prof, path, log)
+    except Exception as exc:
+        from npuprof.results.extras import not_produced_line
+
+        log(not_produced_line(rank_dir, "memory_timeline.*", f"the profiler's event tree: {exc!r}"))
+        return None
+    return path, task
+
+
+# ---------------------------------------------------------------- torch_npu: its own exports, in the step
+
+
+def _torch_npu_exports(
+    prof: Any,
+    rank_dir: Path,
+    stacks_metrics: list[str],
+    memory_formats: list[str],
+    device: str,
+    log: Callable[[str], None],
+) -> list[Path]:
+    written: list[Path] = []
     for metric in stacks_metrics:
         try:
-            path = _export_stacks(prof, rank_dir, metric, log)
+            path = _npu_export_stacks(prof, rank_dir, metric, log)
         except Exception as exc:
             log(f"export-stacks {metric}: failed: {type(exc).__name__}: {exc}")
         else:
@@ -88,7 +163,7 @@ def export_capture_extras(
                 written.append(path)
     if memory_formats:
         try:
-            written.extend(_export_memory(prof, rank_dir, memory_formats, device, log))
+            written.extend(_npu_export_memory(prof, rank_dir, memory_formats, device, log))
         except Exception as exc:
             log(f"memory timeline: failed: {type(exc).__name__}: {exc}")
     return written
@@ -97,6 +172,9 @@ def export_capture_extras(
 @contextlib.contextmanager
 def _scratch(rank_dir: Path):
     """A hidden scratch dir beside the outputs (same file system), removed afterwards."""
+    import shutil
+    import tempfile
+
     tmp = Path(tempfile.mkdtemp(prefix=".npuprof_export_", dir=rank_dir))
     try:
         yield tmp
@@ -104,58 +182,27 @@ def _scratch(rank_dir: Path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _torch_export_stacks(prof: Any, path: Path, metric: str) -> None:
-    try:
-        prof.export_stacks(str(path), metric)
-    except ValueError:
-        if metric != "self_npu_time_total":
-            raise
-        # upstream torch names the PrivateUse1 (NPU) device metric this way
-        prof.export_stacks(str(path), "self_privateuse1_time_total")
-
-
-def _export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[str], None]) -> Path | None:
+def _npu_export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[str], None]) -> Path | None:
     from npuprof.results.atomic import write_bytes
 
-    target = rank_dir / stacks_file_name(metric)
     content = b""
-    problem = ""
     with _scratch(rank_dir) as tmp:
         scratch = tmp / "stacks.txt"
         try:
-            _torch_export_stacks(prof, scratch, metric)
-            content = scratch.read_bytes() if scratch.exists() else b""
-        except Exception as exc:
-            problem = f"{type(exc).__name__}: {exc}"
+            prof.export_stacks(str(scratch), metric)
+        except ValueError:
+            # upstream torch names the PrivateUse1 (NPU) device metric this way
+            prof.export_stacks(str(scratch), "self_privateuse1_time_total")
+        content = scratch.read_bytes() if scratch.exists() else b""
     if not content.strip():
-        why = problem or "it wrote an empty file (profiler started without stacks_experimental_config()?)"
-        content = _stacks_from_trace(rank_dir, metric, log)
-        if not content:
-            log(f"export-stacks {metric}: torch's export_stacks gave nothing ({why}); no stacks written")
-            return None
-        log(
-            f"export-stacks {metric}: torch's export_stacks gave nothing ({why}); wrote the stacks rebuilt "
-            "from the trace instead"
-        )
+        log(f"export-stacks {metric}: torch_npu's export_stacks gave nothing; see npuprof export-stacks")
+        return None
+    target = rank_dir / stacks_file_name(metric)
     write_bytes(target, content)
     return target
 
 
-def _stacks_from_trace(rank_dir: Path, metric: str, log: Callable[[str], None]) -> bytes:
-    from npuprof.reports.stacks import StacksError, folded_from_trace
-    from npuprof.results.layout import find_raw_trace
-
-    trace = find_raw_trace(rank_dir)
-    if trace is None:
-        return b""
-    try:
-        return folded_from_trace(trace, metric).text().encode()
-    except (StacksError, ValueError) as exc:
-        log(f"export-stacks {metric}: from the trace: {exc}")
-        return b""
-
-
-def _export_memory(
+def _npu_export_memory(
     prof: Any, rank_dir: Path, formats: list[str], device: str, log: Callable[[str], None]
 ) -> list[Path]:
     from npuprof.reports import memory_timeline as mt
@@ -170,22 +217,14 @@ def _export_memory(
     if missing:
         log(f"memory timeline skipped: it needs {' '.join(missing)}")
         return []
-    unknown = [f for f in formats if f not in mt.FORMATS]
-    if unknown:
-        log(f"memory timeline: unknown format(s) {', '.join(unknown)} ignored; use {', '.join(mt.FORMATS)}")
-    device = mt.normalise_device(device)
     with _scratch(rank_dir) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch marks export_memory_timeline deprecated
         scratch = tmp / "memory.raw.json.gz"
         prof.export_memory_timeline(str(scratch), device)
         raw = mt.read_raw(scratch)
-    allocated, reserved = _allocator_peaks(prof, device)
     _, sizes = mt.coalesce(raw)
-    # the CPU allocator counts from the start of profiling only, so the categorised peak can be the larger
-    allocated = max(allocated or 0, max((sum(row) for row in sizes), default=0))
-    data = mt.MemoryData(device, mt.SOURCE_CATEGORISED, raw, allocated, reserved, devices=[device])
-    if not raw:
-        log(f"memory timeline: no memory events for {device} in this capture")
+    allocated = max((sum(row) for row in sizes), default=0)
+    data = mt.MemoryData(device, mt.SOURCE_CATEGORISED, raw, allocated, None, devices=[device])
     written = [mt.render(data, rank_dir / mt.RAW_FILE)]
     mt.write_meta(data, rank_dir / mt.META_FILE)
     written.append(rank_dir / mt.META_FILE)
@@ -197,34 +236,3 @@ def _export_memory(
         except mt.PlotUnavailableError as exc:
             log(f"memory timeline: {exc}")
     return written
-
-
-def _allocator_peaks(prof: Any, device: str) -> tuple[int | None, int | None]:
-    """Peak total allocated / reserved bytes on ``device`` in this capture, from the allocator records of the
-    profiler's event tree (the same numbers the trace's [memory] events carry)."""
-    try:
-        import torch
-        from torch._C._profiler import _EventType
-
-        wanted = torch.device(device)
-        roots = prof.profiler.kineto_results.experimental_event_tree()
-    except Exception:
-        return None, None
-    allocated: int | None = None
-    reserved: int | None = None
-    stack = list(roots)
-    while stack:
-        event = stack.pop()
-        stack.extend(event.children)
-        if event.tag != _EventType.Allocation:
-            continue
-        fields = event.extra_fields
-        if fields.device.type != wanted.type or (
-            wanted.type != "cpu" and (wanted.index or 0) != (fields.device.index or 0)
-        ):
-            continue
-        allocated = max(allocated or 0, int(fields.total_allocated))
-        reserved = max(reserved or 0, int(fields.total_reserved))
-    if device == "cpu" and not reserved:
-        reserved = None  # the CPU allocator reports no reserved memory
-    return allocated, reserved

@@ -1,10 +1,11 @@
 """The agent's heart: at each step boundary, decide whether to capture (docs/architecture.md).
 
 Step counting is the only cost outside captures: ``on_boundary`` increments a counter and compares it
-with the next step at which anything changes. A plan (a schedule today, a config watcher tomorrow)
-says which action each step gets and with which configuration; a backend turns that into a running
+with the next step at which anything changes. A plan (a schedule, or the watcher of --dynamic's config
+file) says which action each step gets and with which configuration; a backend turns that into a running
 profiler; a sink owns the result files. A plan that changes its mind calls ``replan`` (from any thread)
-and the controller asks it again at the next step boundary.
+and the controller asks it again at the next step boundary; a plan may also hear what the controller did
+(``hear``) and look at its news before each decision (``refresh``), both on the training thread.
 
 Threads: torch's profiler belongs to the thread that starts it (its callbacks are thread-local); stepping
 or stopping it from another thread, or leaving it running when that thread ends, crashes libtorch. So one
@@ -77,6 +78,8 @@ class CaptureController:
         self._stopping = False
         self._stop_detail = ""
         self._stop_status = "complete"
+        self._stop_last = 0  # the last step of a capture being stopped
+        self._no_steps = False  # armed by a timed plan's tick: no ProfilerStep spans (one window)
         self._replanned = False
         self._discarding = False  # a capture that could not begin: its trace, if any, is dropped
         # Threads (see the module's docstring): the driving thread's id, the thread the profiler in flight
@@ -88,6 +91,10 @@ class CaptureController:
         self._guard: object | None = None  # the token of the driving thread's guard
         self._finish_requested: tuple[str, str] | None = None
         self._foreign_reported = False
+        self._capture_first = 0  # the first recorded step of the capture in flight
+        bind = getattr(plan, "bind", None)
+        if bind is not None:
+            bind(self)
 
     # ---- called from the step hooks ----------------------------------------------------------
     def arm(self) -> None:
@@ -97,6 +104,9 @@ class CaptureController:
         self.armed = True
         if self._on_arm is not None:
             self._on_arm()
+        training_started = getattr(self.plan, "training_started", None)
+        if training_started is not None:
+            training_started()
         self._decide()
 
     def on_boundary(self) -> None:
@@ -185,6 +195,33 @@ class CaptureController:
         finally:
             self.driver = None
 
+    def tick(self) -> None:
+        """A timed plan's nudge (agent/window_plan.py), run by the main thread's signal handler between
+        two bytecodes: open the window it now wants, or close it, in a job that takes no step boundary
+        to do so. Only when the main thread drives (or nobody does yet) and is not inside a decision."""
+        if self.driver not in (None, get_ident()) or self._lock._is_owned():  # type: ignore[attr-defined]
+            return
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            refresh = getattr(self.plan, "refresh", None)
+            if refresh is not None:
+                refresh(self.step)
+            wanted = self.plan.action_at(self.step)
+            if self.prof is not None:
+                if wanted is Action.NONE:
+                    self._finish_early("", last=self.step)  # the step in flight, if any, is partial
+                return
+            if wanted is Action.NONE or not self.enabled:
+                return
+            if not self.armed:
+                self._no_steps = True  # no step hook armed us: a window of a job without steps
+                self.arm()
+                return
+            self._decide()
+        finally:
+            self._lock.release()
+
     def replan(self) -> None:
         """The plan changed (a config watcher's thread, say): look again at the next step boundary.
         The flag is set before ``next_check`` so that a decision being taken right now cannot hide it."""
@@ -218,6 +255,9 @@ class CaptureController:
 
     def _advance(self) -> None:
         step = self.step
+        refresh = getattr(self.plan, "refresh", None)
+        if refresh is not None:
+            refresh(step)
         wanted = self.plan.action_at(step)
         if self.prof is None:
             if wanted is Action.NONE:
@@ -226,6 +266,7 @@ class CaptureController:
             self.cfg = self.plan.config_at(step) or self.base_cfg
             refusal = self._refusal(step)
             if refusal is not None:
+                self._tell_plan("skipped", step, "this window may not record here (see npuprof.log)")
                 self._skip(step, refusal)
                 return
             if not self._open(step, wanted):
@@ -233,6 +274,9 @@ class CaptureController:
         else:
             if self.space is not None and not self.space.ok:
                 self.finish_early(f"stopped at step {step}: {self.space.describe()}", status="incomplete")
+                return
+            if wanted is Action.NONE and getattr(self.plan, "timed", False):
+                self._finish_early("", last=step - 1)  # a time window ends at this boundary
                 return
             previous = self.action
             self.prof.step()  # torch runs the transitions, on_trace_ready included
@@ -298,12 +342,17 @@ class CaptureController:
             self._claim_for(get_ident())
         self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
         self._prof_thread = get_ident()
+        if self._no_steps and hasattr(self.prof, "record_steps"):
+            self.prof.record_steps = False  # torch's own switch: a window without steps is not a step
         user_profiler.mark_ours(self.prof)
         self.backend.align(self.prof, step)
         self.action = wanted
         if not self._note_capture_start(Action.NONE, wanted, step, started=False):
             return False
         self.prof.start()
+        recording = getattr(self.plan, "recording_started", None)
+        if recording is not None:
+            recording()  # a time window counts its duration from here (the first start takes seconds)
         self._tell_profiling(True)
         self.log.info(f"profiler started at step {step} ({wanted.name}) on {self.backend.name}")
         return True
@@ -316,9 +365,12 @@ class CaptureController:
         assert self.sink is not None
         try:
             self.sink.begin(step, self.cfg)
+            self._capture_first = step
+            self._tell_plan("began", step, str(getattr(self.sink, "rank_dir", None) or self.cfg.output))
             return True
         except OSError as exc:
             message = f"capture at step {step} skipped: {exc}"
+            self._tell_plan("skipped", step, str(exc))
             self.log.warn_once("capture-begin", f"{message}; training goes on, the next window is tried")
             self._discard_profiler(started)
             try:
@@ -347,11 +399,24 @@ class CaptureController:
         # Called by the profiler inside step() or stop(); the capture ended at the previous step.
         if self._discarding:
             return
-        last = self.step if self._stopping else self.step - 1
+        last = self._stop_last if self._stopping else self.step - 1
         detail = self._stop_detail if self._stopping else ""
         status = self._stop_status if self._stopping else "complete"
         if self.sink is not None:
+            first = self._capture_first
+            where = getattr(self.sink, "rank_dir", None) or self.cfg.output
             self.sink.finish(prof, last, detail, status)
+            self._tell_plan(
+                "ended", last, f"{first}-{last} {status} in {where}" + (f" ({detail})" if detail else "")
+            )
+
+    def _tell_plan(self, kind: str, step: int, detail: str) -> None:
+        hear = getattr(self.plan, "hear", None)
+        if hear is not None:
+            try:
+                hear(kind, step, detail)
+            except Exception as exc:
+                self.log.warning(f"the plan could not hear of {kind} at step {step}: {exc!r}")
 
     def _tell_profiling(self, active: bool) -> None:
         if self._on_profiling is not None:
@@ -418,16 +483,22 @@ class CaptureController:
         if self.prof is not None:
             self.log.warning(f"the thread recording the capture did not finish it in time ({reason})")
 
-    def _finish_early(self, reason: str, status: str) -> None:
+    def _finish_early(self, reason: str, status: str = "complete", last: int | None = None) -> None:
+        """Stop the profiler now; ``last``: the capture's last step (default: the one in flight). An
+        empty ``reason``: the capture ended where its plan said (a time window)."""
         self._stopping = True
         self._stop_detail = reason
         self._stop_status = status
+        self._stop_last = self.step if last is None else last
         try:
             recording = self.action.recording
             self.prof.stop()  # when recording, torch runs stop_trace + on_trace_ready
             if not recording and self.sink is not None:
                 self.sink.abandon(reason)
-            self.log.info(f"capture finished early at step {self.step}: {reason}")
+            if reason:
+                self.log.info(f"capture finished early at step {self.step}: {reason}")
+            else:
+                self.log.info(f"time window ended at step {self.step}")
         except Exception as exc:
             self.log.error(f"could not finalise the capture ({reason}): {exc!r}")
             if self.sink is not None:

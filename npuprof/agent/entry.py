@@ -1,5 +1,6 @@
 """Started by the bootstrap when a trigger module has been imported (torch.optim.optimizer, or the
-module of --step-on). Builds the controller once per process and installs the step hooks."""
+module of --step-on), or when the script binds the name of --step-on __main__:QUALNAME. Builds the
+controller once per process and installs the step hooks."""
 
 from __future__ import annotations
 
@@ -26,6 +27,44 @@ def on_trigger(module_name: str, module: Any) -> None:
         log = get_log()
         log.error(f"agent start failed: {exc!r}\n{traceback.format_exc()}")
         log.warn_once("start", f"profiling is off in this process ({exc!r}); training goes on")
+
+
+def on_main_target_missing(module: Any, step_on: str) -> None:
+    """Called by the bootstrap at exit when ``--step-on __main__:QUALNAME``'s first name was never bound in
+    this process's ``__main__``: logged with the closest names defined there, for the launcher's report. A
+    script that never ran (``python nope.py``: nothing but ``__dunder__`` names) or died of an exception
+    (``sys.last_value``, set before exit handlers run) may not have reached its ``def``: its own error is
+    the news, not this."""
+    try:
+        if all(key.startswith("__") for key in vars(module)) or getattr(sys, "last_value", None) is not None:
+            return
+        log = get_log() if _state.get("agent") else _report_log()
+        if log is None:
+            return
+        from npuprof.agent.steps import missing_target_message
+
+        log.warning(missing_target_message(module, step_on.partition(":")[2], step_on))
+    except Exception as exc:
+        _report_failure(f"--step-on {step_on} not reported: {exc!r}")
+
+
+def _report_log() -> AgentLog | None:
+    """The run's log, for a process where the agent never started."""
+    from npuprof import ENV_CONFIG
+    from npuprof.payload import PayloadError, read_payload
+
+    try:
+        _cfg, facts = read_payload(os.environ[ENV_CONFIG])
+    except (KeyError, PayloadError):
+        return None
+    return AgentLog(facts.log, "agent", facts.run_id)
+
+
+def _report_failure(message: str) -> None:
+    try:
+        sys.stderr.write(f"npuprof: {message}\n")
+    except Exception:
+        pass
 
 
 def _start() -> Agent | None:
@@ -63,7 +102,7 @@ class Agent:
     def __init__(self, cfg: Any, run: dict[str, Any], log: AgentLog) -> None:
         from npuprof.agent.controller import CaptureController
         from npuprof.agent.ranks import current_rank, worker_name
-        from npuprof.agent.schedule import SchedulePlan
+        from npuprof.agent.schedule import plan_for
 
         self.cfg = cfg
         self.run = run
@@ -77,7 +116,7 @@ class Agent:
         self._native_exit: _NativeExit | None = None  # set once a profiler of ours has run here
         self.controller = CaptureController(
             cfg,
-            SchedulePlan(cfg.schedule),
+            plan_for(cfg, run, log),
             backend_factory=self._make_backend,
             sink_factory=self._make_sink,
             log=log,
@@ -94,6 +133,9 @@ class Agent:
         self.hooked: set[str] = set()
         self._mp_after_fork = False  # multiprocessing's after-fork hook registered (in a forked child)
         self._exit_hooks()
+        from npuprof.agent.comm_marks import install_at_wake
+
+        install_at_wake(cfg, log)  # --msprof-tx: communication ranges (never raises)
         log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()})")
         self._follow_the_launcher()
 
@@ -103,14 +145,12 @@ class Agent:
             return
         self.hooked.add(module_name)
         if module_name == self.step_module:
-            from npuprof.agent.steps import wrap_step_function
+            from npuprof.agent.steps import missing_target_message, wrap_step_function
 
-            if not wrap_step_function(module, self.step_qualname or "", self.controller, self.log):
-                self.log.warn_once(
-                    "step-on",
-                    f"--step-on {self.cfg.step_on}: {self.step_qualname} not found in {module_name}; "
-                    "no steps counted",
-                )
+            qualname = self.step_qualname or ""
+            if not wrap_step_function(module, qualname, self.controller, self.log):
+                message = missing_target_message(module, qualname, self.cfg.step_on)
+                self.log.warn_once("step-on", message)
         elif module_name == "torch.optim.optimizer" and self.step_module is None:
             from npuprof.agent.steps import OptimizerSteps
 

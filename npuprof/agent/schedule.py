@@ -1,10 +1,10 @@
-"""Which profiler action each step gets. The controller asks a plan; today the plan is a
-torch-style schedule, and a dynamic config watcher can feed one in the same shape."""
+"""Which profiler action each step gets. The controller asks a plan: a torch-style schedule (the flags, or
+a --config file), or, with --dynamic, a watcher of profiler_config.json (npuprof.agent.dynamic_plan)."""
 
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from typing import Any, Protocol
 
 from npuprof.config import ProfileConfig, Schedule
 
@@ -35,6 +35,24 @@ class CapturePlan(Protocol):
         """The configuration of a capture whose window begins at ``step`` (None: the run's own)."""
         ...
 
+    # A plan may also have (the controller looks them up): ``bind(controller)`` once,
+    # ``training_started()`` when training starts, ``refresh(step)`` before each decision, and
+    # ``hear(kind, step, detail)`` of what the controller did (began, ended, skipped).
+
+
+def plan_for(cfg: ProfileConfig, run: dict[str, Any], log: Any) -> CapturePlan:
+    """The run's plan: the watcher of --dynamic DIR, one time window (--delay/--duration), else the
+    schedule."""
+    if cfg.timed:
+        from npuprof.agent.window_plan import WindowPlan
+
+        return WindowPlan(cfg, log)
+    if cfg.dynamic:
+        from npuprof.agent.dynamic_plan import DynamicPlan
+
+        return DynamicPlan(cfg, run, log)
+    return SchedulePlan(cfg.schedule)
+
 
 class SchedulePlan:
     """torch.profiler.schedule(wait, warmup, active, repeat, skip_first), exactly."""
@@ -45,7 +63,7 @@ class SchedulePlan:
 
     def action_at(self, step: int) -> Action:
         s = self.s
-        if step < s.skip_first:
+        if s.off or step < s.skip_first:
             return Action.NONE
         step -= s.skip_first
         if s.repeat > 0 and step // self.cycle >= s.repeat:
@@ -59,6 +77,8 @@ class SchedulePlan:
 
     def next_busy_step(self, after: int) -> int | None:
         s = self.s
+        if s.off:
+            return None
         start = max(after + 1, s.skip_first)
         if s.repeat > 0 and start >= s.skip_first + self.cycle * s.repeat:
             return None
@@ -71,6 +91,8 @@ class SchedulePlan:
         # Window k begins at skip_first + k * cycle + wait; with repeat 0 and wait 0 every step is busy,
         # so this is computed, never searched for.
         s = self.s
+        if s.off:
+            return None
         first = max(after + 1, s.skip_first + s.wait)
         k = -(-(first - s.skip_first - s.wait) // self.cycle)
         if s.repeat > 0 and k >= s.repeat:

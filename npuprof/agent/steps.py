@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import weakref
 from _thread import get_ident
 from typing import Any
@@ -252,3 +253,49 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     setattr(owner, attr, kind(stepped) if kind is not None else stepped)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
+
+
+SIMILAR_CUTOFF = 0.75  # difflib's ratio: "train_stp" ~ "train_step" (0.95), not ~ "Trainer.step" (0.67)
+
+
+def missing_target_message(module: Any, qualname: str, step_on: str) -> str:
+    """The one line logged when ``--step-on`` names nothing: where it looked, and the closest names that
+    are defined there (the launcher's end-of-run report shows it)."""
+    name = getattr(module, "__name__", "?")
+    where = name
+    path = getattr(module, "__file__", None) or (sys.argv[0] if name == "__main__" and sys.argv else None)
+    if name == "__main__" and isinstance(path, str) and path:  # python deletes __file__ once the script ends
+        where = f"__main__ ({os.path.basename(path)})"
+    similar = similar_names(module, qualname)
+    hint = f"; similar names there: {', '.join(similar)}" if similar else ""
+    return f"--step-on {step_on}: {qualname} not found in {where}; no steps counted{hint}"
+
+
+def similar_names(module: Any, qualname: str, limit: int = 3) -> list[str]:
+    """The functions and methods defined in ``module`` closest to ``qualname`` (difflib), best first, then
+    those with the same last name (``step`` -> ``Trainer.step``)."""
+    from difflib import get_close_matches
+
+    names = [name for name in defined_functions(module) if name != qualname]
+    close = get_close_matches(qualname, names, n=limit, cutoff=SIMILAR_CUTOFF)
+    last = qualname.rsplit(".", 1)[-1]
+    same_last = [name for name in names if name.rsplit(".", 1)[-1] == last and name not in close]
+    return (close + same_last)[:limit]
+
+
+def defined_functions(module: Any) -> list[str]:
+    """Qualified names of the functions and classes' methods that ``module`` itself defines (imported ones
+    are passed over)."""
+    own = getattr(module, "__name__", None)
+    names: list[str] = []
+    for key, value in list(vars(module).items()):
+        if getattr(value, "__module__", None) != own or key.startswith("__"):
+            continue
+        if isinstance(value, type):
+            for attr, member in list(vars(value).items()):
+                func = member.__func__ if isinstance(member, staticmethod | classmethod) else member
+                if callable(func) and not attr.startswith("__"):
+                    names.append(f"{key}.{attr}")
+        elif callable(value):
+            names.append(key)
+    return names

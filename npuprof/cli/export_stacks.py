@@ -72,6 +72,13 @@ def export_stacks(
     min_width: Annotated[
         float, typer.Option("--min-width", help="SVG: leave out frames narrower than this (px).")
     ] = 0.1,
+    keep_idle_threads: Annotated[
+        bool,
+        typer.Option(
+            "--keep-idle-threads",
+            help="Keep threads that ran no torch work and only waited (left out by default).",
+        ),
+    ] = False,
 ) -> None:
     if metric not in METRICS:
         raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
@@ -87,7 +94,7 @@ def export_stacks(
 
     try:
         trace = find_trace(source)
-        folded = st.folded_from_trace(trace, metric)
+        folded = st.folded_from_trace(trace, metric, keep_idle_threads)
     except (InputError, TraceReadError, st.StacksError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:  # listing a directory it may not read

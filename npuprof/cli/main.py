@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import typer
 
-COMMAND_MODULES = ("run", "analyse", "export_stacks", "memory_timeline", "info")
+COMMAND_MODULES = ("run", "trigger", "status", "analyse", "export_stacks", "memory_timeline", "info")
 _app: list[typer.Typer] = []
 
 
@@ -144,6 +144,11 @@ def main() -> None:
         sys.stdout.write(f"npuprof {__version__}\n")
         _leave(0)
     if sys.argv[1:2] == ["run"]:
+        from npuprof.cli.run_help import asks_for_help, print_help
+
+        if asks_for_help(sys.argv[2:]):  # laid out for 80 columns, never cutting a flag (cli/run_help.py)
+            print_help()
+            _leave(0)
         from npuprof.cli.run_flags import fast_run
 
         code = fast_run(sys.argv[2:])

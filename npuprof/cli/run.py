@@ -9,25 +9,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from npuprof.cli.run_flags import build_config
-from npuprof.options import RUN_OPTIONS, Option
 
 # Typer reads these annotations at start-up; Optional[] keeps "given or not" visible for --config merging.
 # ruff: noqa: UP045
-
-EPILOG = """
-Examples:
-
-  npuprof run -- python examples/train.py
-
-  npuprof run --ranks 1 --skip-first 5 --warmup 1 --active 3 -- torchrun --nproc-per-node 2 examples/train.py
-
-  npuprof run --level 1 --aic-metrics PipeUtilization --record-shapes --with-stack -- python -m mypkg.train
-
-  npuprof run --config profiler_config.json --active 5 -- python train.py
-
-Default schedule: skip 5 steps, warm up 1, record 3, once (steps 6-8). One step is one Optimizer.step()
-of the first optimizer that steps; --step-on MODULE:QUALNAME counts returns of any other function.
-"""
+from npuprof.cli.run_help import EPILOG
+from npuprof.options import RUN_OPTIONS, Option
 
 
 def run_command(ctx: typer.Context, **params: Any) -> None:

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from npuprof.options import RUN_OPTIONS
+from npuprof.options import ENV_DYNAMIC, RUN_OPTIONS
 
 # flag -> (option key, kind): "str", "int", "float", "path", "list" (repeatable) or a bool flag's value
 OPTIONS: dict[str, tuple[str, object]] = {}
@@ -107,12 +107,87 @@ def fast_run(argv: list[str]) -> int | None:
     return execute(cfg, command)
 
 
-def build_config(config_file: str | Path | None, flags: dict[str, object]):  # -> ProfileConfig
-    """The base (defaults or --config FILE), then every flag the user gave, then validation."""
+# what --dynamic excludes: the config file says when and where to capture
+_STATIC_KEYS = (*(o.key for o in RUN_OPTIONS if o.in_schedule), "ranks")
+
+
+def build_config(
+    config_file: str | Path | None, flags: dict[str, object], environ: dict[str, str] | None = None
+):
+    """The base (defaults or --config FILE), then every flag the user gave, then validation. ``environ``'s
+    PROF_CONFIG_PATH (default: the process's) stands for --dynamic when that flag is not given."""
     from npuprof import config as c
 
+    source = _dynamic_source(flags, os.environ if environ is None else environ)
+    if source is not None:
+        flags = {**flags, "dynamic": source[1]}
+        static = [o.flag for o in RUN_OPTIONS if o.key in _STATIC_KEYS and o.key in flags]
+        static += ["--config"] if config_file is not None else []
+        if static:
+            fix = "drop them" + (f", or unset {ENV_DYNAMIC}" if source[0] != "--dynamic" else "")
+            raise c.ConfigError(
+                source[0],
+                f"excludes {', '.join(static)} (the file's start_step, active, is_rank and rank_list say "
+                "when and where to capture)",
+                fix,
+            )
+    _check_window(flags)
     cfg = c.load_config_file(config_file) if config_file is not None else c.ProfileConfig()
     for option in RUN_OPTIONS:
         if option.key in flags and option.key != "config":
             c.set_option(cfg, option, flags[option.key])
-    return cfg.validate()
+    if cfg.dynamic is not None:
+        cfg.schedule = c.Schedule(off=True)  # only the watched file starts captures
+    cfg.validate()
+    _check_trace_dir(cfg.export_chrome_trace)
+    return cfg
+
+
+def _check_window(flags: dict[str, object]) -> None:
+    """--delay/--duration record one time window: the schedule flags would say otherwise."""
+    from npuprof import config as c
+
+    window = [o.flag for o in RUN_OPTIONS if o.key in ("delay", "duration") and o.key in flags]
+    static = [o.flag for o in RUN_OPTIONS if o.in_schedule and o.key in flags]
+    if window and static:
+        raise c.ConfigError(
+            "/".join(window), f"excludes {', '.join(static)} (one time window is recorded)", "drop them"
+        )
+
+
+def _check_trace_dir(path: str | None) -> None:
+    from npuprof import config as c
+
+    if path is not None and not Path(path).parent.is_dir():
+        raise c.ConfigError(
+            "--export-chrome-trace",
+            f"{Path(path).parent} is not a directory",
+            "make it, or give another path",
+        )
+
+
+def _dynamic_source(flags: dict[str, object], environ: dict[str, str]) -> tuple[str, str] | None:
+    """(where --dynamic comes from, its value), or None. Says in one line what becomes of PROF_CONFIG_PATH
+    (the launcher keeps it from the job: torch_npu's own dynamic mode must not run beside npuprof's)."""
+    from_env = environ.get(ENV_DYNAMIC, "")
+    given = flags.get("dynamic")
+    if given is not None:
+        if from_env:
+            _note(
+                f"{ENV_DYNAMIC} is removed from the job's environment (--dynamic {given} is watched instead)"
+            )
+        return "--dynamic", str(given)
+    if not from_env:
+        return None
+    _note(
+        f"{ENV_DYNAMIC}={from_env} is taken as --dynamic {from_env}, and removed from the job's environment "
+        "so that torch_npu's own dynamic profiling does not run beside npuprof's"
+    )
+    return f"{ENV_DYNAMIC} (taken as --dynamic)", from_env
+
+
+def _note(line: str) -> None:
+    try:
+        sys.stderr.write(f"npuprof: {line}\n")
+    except (OSError, ValueError):
+        pass

@@ -1,10 +1,11 @@
 """Memory timeline: categorised memory over time, rendered as html / json / json.gz / raw.json.gz.
 
-Two sources, best first:
-1. the raw categorised data that the run kept (``memory_timeline.raw.json.gz``, written from torch's
-   ``export_memory_timeline``: ``(timestamp ns, action, numbytes, category)``) and
-   ``memory_timeline.meta.json``;
-2. the trace's ``[memory]`` events (allocator records: ``Total Allocated`` / ``Total Reserved`` per device),
+Three sources, best first:
+1. the raw categorised data that the run kept (``memory_timeline.raw.json.gz``: ``(timestamp ns, action,
+   numbytes, category)`` as torch's ``export_memory_timeline`` writes it) and ``memory_timeline.meta.json``;
+2. the memory snapshot the training step wrote (``memory_timeline.snapshot.msgpack``), when no
+   post-processor turned it into the raw data: categorised now (npuprof.reports.memory_categories);
+3. the trace's ``[memory]`` events (allocator records: ``Total Allocated`` / ``Total Reserved`` per device),
    from a trace of any form trace_loader reads (Kineto's, torch_npu's ``trace_view.json``: ``Device Type``
    20 is the NPU). They carry no categories, so everything is UNKNOWN, and the plot says so. Times are the
    file's own (string epoch times keep their nanoseconds: ``Trace.ts_base`` is added back in integers).
@@ -45,6 +46,7 @@ PREEXISTING, CREATE, DESTROY = 1, 2, 4
 
 RAW_FILE = "memory_timeline.raw.json.gz"
 META_FILE = "memory_timeline.meta.json"
+SNAPSHOT_FILE = "memory_timeline.snapshot.msgpack"  # = npuprof.agent.memory_snapshot.SNAPSHOT_FILE
 FORMATS = ("html", "json", "json.gz", "raw.json.gz")
 PLOT_INSTALL_HINT = "pip install 'npuprof[plot]'"
 SOURCE_CATEGORISED = "categorised"
@@ -259,6 +261,11 @@ def load(source: Path, device: str | None = None) -> MemoryData:
             if data.max_reserved is None or data.max_allocated is None:
                 _fill_peaks_from_trace(data, source)
             return data
+        snapshot = source / SNAPSHOT_FILE
+        if snapshot.is_file():
+            from npuprof.reports.memory_categories import from_snapshot
+
+            return from_snapshot(snapshot, device)
         trace = layout.find_raw_trace(source)
         if trace is None:  # a rank dir torch_npu parsed: its trace_view.json has the [memory] events too
             from npuprof.reports.inputs import PARSED_TRACE
@@ -276,6 +283,10 @@ def load(source: Path, device: str | None = None) -> MemoryData:
         raise MemoryTimelineError(f"{source} {what}")
     if source.name.endswith(".raw.json.gz") or source.name == RAW_FILE:
         return from_raw(source, device)
+    if source.name.endswith(".snapshot.msgpack"):
+        from npuprof.reports.memory_categories import from_snapshot
+
+        return from_snapshot(source, device)
     return from_trace(source, device)
 
 
@@ -329,14 +340,34 @@ def write_meta(data: MemoryData, path: Path) -> None:
     )
 
 
-def peak_lines(data: MemoryData) -> tuple[str, str]:
+UNITS = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
+
+
+def peak_allocated(data: MemoryData) -> int:
+    """The larger of the allocator's peak and the plotted peak: on CPU the allocator counts only from the
+    start of profiling, on accelerators it also sees memory the profiler does not categorise."""
     _, sizes = data.coalesce()
-    # the larger of the allocator's peak and the plotted peak: on CPU the allocator counts only from the
-    # start of profiling, on accelerators it also sees memory the profiler does not categorise
-    allocated = max(data.max_allocated or 0, max((sum(row) for row in sizes), default=0))
-    line_allocated = f"Max memory allocated: {_gib(allocated)} GiB ({allocated:,} bytes)"
-    if data.max_reserved is not None:
-        line_reserved = f"Max memory reserved: {_gib(data.max_reserved)} GiB ({data.max_reserved:,} bytes)"
+    return max(data.max_allocated or 0, max((sum(row) for row in sizes), default=0))
+
+
+def shown_reserved(data: MemoryData) -> int | None:
+    """Reserved bytes to show: none on CPU, whose allocator keeps no cache (reserved is allocated)."""
+    return None if data.device == "cpu" else data.max_reserved
+
+
+def unit_of(data: MemoryData) -> tuple[str, int]:
+    """The unit the plot and its peaks are given in: the largest in which the peak is at least 1."""
+    peak = max(peak_allocated(data), shown_reserved(data) or 0)
+    return next(((name, size) for name, size in UNITS if peak >= size), UNITS[-1])
+
+
+def peak_lines(data: MemoryData) -> tuple[str, str]:
+    unit, size = unit_of(data)
+    allocated = peak_allocated(data)
+    line_allocated = f"Max memory allocated: {allocated / size:.2f} {unit} ({allocated:,} bytes)"
+    reserved = shown_reserved(data)
+    if reserved is not None:
+        line_reserved = f"Max memory reserved: {reserved / size:.2f} {unit} ({reserved:,} bytes)"
     elif data.device == "cpu":
         line_reserved = "Max memory reserved: n/a (the CPU allocator keeps no cache; reserved = allocated)"
     else:
@@ -344,15 +375,17 @@ def peak_lines(data: MemoryData) -> tuple[str, str]:
     return line_allocated, line_reserved
 
 
-def _gib(value: int) -> str:
-    return f"{value / 1024**3:.2f}"
-
-
 def source_note(data: MemoryData) -> str:
     if data.source == SOURCE_TRACE:
+        before = (
+            "Memory allocated before the capture started is missing: the CPU allocator's totals count from "
+            "the start of profiling."
+            if data.device == "cpu"
+            else "Memory allocated before the capture started is in the allocator's totals, with no category."
+        )
         return (
             "Categories UNKNOWN: rendered from the trace's [memory] events (allocator totals only). "
-            f"Capture with {CAPTURE_FLAGS} --memory-timeline raw.json.gz for categories."
+            f"{before} Capture with {CAPTURE_FLAGS} --memory-timeline raw.json.gz for categories."
         )
     return "Categories from torch's memory profiler (export_memory_timeline)."
 
@@ -377,12 +410,13 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
         times, sizes = [0], [[0] * (len(CATEGORIES) + 1)]
     t0 = min(times)
     ms = [(t - t0) / 1e3 for t in times]
+    unit, unit_size = unit_of(data)
     fig = Figure(figsize=figsize, dpi=dpi)
     axes = fig.add_subplot()
     cumulative = [[0.0] * len(times)]
     for index in range(len(CATEGORIES)):
         previous = cumulative[-1]
-        cumulative.append([previous[i] + sizes[i][index + 1] / 1024**3 for i in range(len(times))])
+        cumulative.append([previous[i] + sizes[i][index + 1] / unit_size for i in range(len(times))])
     shown = range(len(CATEGORIES)) if data.source == SOURCE_CATEGORISED else [UNKNOWN]
     for index in shown:
         label = CATEGORIES[index]
@@ -397,18 +431,18 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
             step="post",
             label=label,
         )
-    if data.reserved is not None:
+    if data.reserved is not None and data.device != "cpu":
         r_times, r_values = data.reserved
         axes.step(
             [(t - t0) / 1e3 for t in r_times],
-            [v / 1024**3 for v in r_values],
+            [v / unit_size for v in r_values],
             where="post",
             color="darkorange",
             linewidth=1.5,
             label="reserved",
         )
     axes.set_xlabel("Time (ms)")
-    axes.set_ylabel("Memory (GB)")
+    axes.set_ylabel(f"Memory ({unit})")
     axes.set_ylim(bottom=0)
     allocated_line, reserved_line = peak_lines(data)
     axes.set_title(f"Memory timeline: {data.device}\n{allocated_line}\n{reserved_line}")
@@ -417,7 +451,7 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
         axes.text(
             0.01,
             0.98,
-            source_note(data).replace(" Capture", "\nCapture"),
+            source_note(data).replace(". ", ".\n"),
             transform=axes.transAxes,
             va="top",
             ha="left",

@@ -9,7 +9,11 @@ import sys
 from pathlib import Path
 
 from npuprof.config import ProfileConfig
+from npuprof.reports.text import shorten_middle
 from npuprof.results.run_record import CaptureSummary
+
+STATUS_WIDTH = 24  # a longer status (with its detail) wraps within its column
+MIN_DIRECTORY_WIDTH = 24
 
 
 def _size(n: int) -> str:
@@ -49,23 +53,40 @@ def print_run_summary(
     from rich.table import Table
 
     console = Console(stderr=True, highlight=False)
-    table = Table(title=f"npuprof: {len(captures)} capture(s) in {output}", title_justify="left")
-    for column in ("rank", "pid", "steps", "status", "size", "parsed", "directory"):
-        table.add_column(column, overflow="fold")
+    # No box and the pid left out (it is in the directory's name), so that a row fits 80 columns; a
+    # directory name is never split over lines, only shortened in its middle when the terminal is narrow.
+    table = Table(
+        title=f"npuprof: {len(captures)} capture(s) in {output}",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+        header_style="bold",
+    )
+    short_columns = ("rank", "steps", "status", "size", "parsed")
+    for column in short_columns:
+        table.add_column(column, overflow="fold", max_width=STATUS_WIDTH if column == "status" else None)
+    table.add_column("directory", no_wrap=True)
+    rows = []
     for c in captures:
         status = c.status if not c.detail else f"{c.status} ({c.detail})"
-        table.add_row(
-            "-" if c.rank is None else str(c.rank),
-            str(c.pid or "-"),
-            _steps(c.steps),
-            status,
-            _size(c.size_bytes),
-            "yes" if c.parsed else "no",
-            c.rank_dir.name,
-        )
+        rank = "-" if c.rank is None else str(c.rank)
+        rows.append([rank, _steps(c.steps), status, _size(c.size_bytes), "yes" if c.parsed else "no"])
+    widths = [
+        max(len(name), *(min(len(r[k]), STATUS_WIDTH) for r in rows)) for k, name in enumerate(short_columns)
+    ]
+    room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
+    for row, c in zip(rows, captures, strict=True):
+        table.add_row(*row, shorten_middle(c.rank_dir.name, room))
     console.print(table)
     target = shell_quote(str(output))
     console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
+    if run_id:  # requested outputs that could not be produced, with their fix (npuprof/results/extras.py)
+        from rich.markup import escape
+
+        from npuprof.results.extras import not_produced_notes
+
+        for note in not_produced_notes(run_log_lines(log_path, run_id)):
+            console.print(f"[bold yellow]npuprof:[/] {escape(note)}")
 
 
 LOG_READ_LIMIT = 4 << 20  # npuprof.log rotates at 1 MiB: a larger file is not ours to read
@@ -127,32 +148,40 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
     schedule = cfg.schedule
     first = schedule.skip_first + schedule.wait + schedule.warmup
     need = schedule.first_steps_needed()
+    # A --step-on target missing in some process (torchrun's own, say) matters only if none found it.
+    if not any(message.startswith(STEPS_COUNTED_AT) for message in messages):
+        for message in messages:
+            if message.startswith("--step-on") and "not found" in message:
+                return f"{failed}{_short(message)}"
+    # npuprof stepped aside (torch_npu's own profiling mode, before any agent was ready; or the script's
+    # own profiler): that is the reason, whatever else the log says
+    for message in messages:
+        if "its own profiler" in message or "steps aside" in message:
+            return f"{failed}{_short(message)}"
     if not ready_ranks:
         if reach_warned:
             return f"{failed}npuprof's hook did not reach the job's Python (see the warning above)"
-        if cfg.step_on:
-            module = cfg.step_on.split(":", 1)[0]
+        woke = _what_wakes_the_agent(cfg)
+        if exit_code:
             return (
-                f"{failed}no process of the job imported {module}, the module of --step-on {cfg.step_on}, "
-                "so no step was counted"
+                f"the job failed (exit code {exit_code}) before any of its processes {woke}; its own error "
+                "output says why"
             )
-        return (
-            f"{failed}no process of the job imported torch.optim (one step is one optimizer.step()), so no "
-            "step was counted"
-        )
+        return f"no process of the job {woke}, so no step was counted"
     if errors:
         return f"{failed}npuprof's agent failed in the job ({_short(errors[0])})"
-    for message in messages:
-        if message.startswith("--step-on") and "not found" in message:
-            return f"{failed}{_short(message)}"
     if unselected:
         wanted = {str(rank) for rank in cfg.ranks or []}
         if not any(rank in wanted for rank in ready_ranks):
             seen = ", ".join(sorted(set(unselected), key=lambda r: (len(r), r)))
             return f"{failed}no process of the job has a rank selected by --ranks (ranks seen: {seen})"
-    for message in messages:
-        if "its own profiler" in message or "steps aside" in message:
-            return f"{failed}{_short(message)}"
+    if cfg.dynamic:
+        where = cfg.dynamic
+        return f"{failed}no capture was asked in {where}/profiler_config.json (see npuprof status {where})"
+    if cfg.timed:
+        return f"{failed}the job ended before the --delay window began (the clock starts at `import torch`)"
+    if cfg.schedule.off:
+        return f"{failed}the config file's start_step is 0, which asks for no capture (as in torch_npu)"
     what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
     if exit_code:
         return (
@@ -163,6 +192,20 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
         f"the job ended before the schedule's first capture, which records from step {first}; the "
         f"schedule needs {need} steps ({what})"
     )
+
+
+STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
+
+
+def _what_wakes_the_agent(cfg: ProfileConfig) -> str:
+    """What a process of the job does that starts npuprof's agent in it, as "no process of the job ..."
+    ends."""
+    if not cfg.step_on:
+        return "imported torch.optim (one step is one optimizer.step())"
+    module, _, qualname = cfg.step_on.partition(":")
+    if module == "__main__":
+        return f"defined {qualname.split('.')[0]} in its __main__ (--step-on {cfg.step_on})"
+    return f"imported {module}, the module of --step-on {cfg.step_on}"
 
 
 def _short(message: str, limit: int = 200) -> str:

@@ -18,13 +18,19 @@ memset; torch_npu: the events of the ``Ascend Hardware`` process) is linked to t
 vocabulary does not know is counted too, and named in one note (``FoldedStacks.notes``).
 
 Frames are sanitised as torch's ``export_stacks`` does (space, ``;``, tab and newline become ``_``), so the
-lines are accepted by FlameGraph's ``flamegraph.pl`` and by speedscope.
+lines are accepted by FlameGraph's ``flamegraph.pl`` and by speedscope; memory addresses (``<object at
+0x7f3a...>``) become ``0x...`` so that equal frames merge.
+
+Host threads that ran no torch work and only waited (a DataLoader's feeder thread blocked on a queue: only
+Python frames, most of their time in a waiting call) are left out, and named in a note; ``keep_idle=True``
+keeps them.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -41,6 +47,13 @@ _IGNORED_CATS = frozenset({vocab.TRACE})
 # Tie-break for events with the same start and duration: the caller first.
 _CAT_RANK = {vocab.PYTHON_FUNCTION: 0, vocab.USER_ANNOTATION: 1, vocab.CPU_OP: 2}
 _SANITISE = str.maketrans(" ;\t\n\r", "_____")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
+# A frame whose function is one of these waits (Python's threading, queue, selectors, socket, time).
+_WAITING = re.compile(
+    r"\): (wait|acquire|get|sleep|select|poll|join|_wait_for_tstate_lock|recv|recv_into|accept|"
+    r"_recv|_recv_bytes|_poll|epoll|readinto|read)$"
+)
+IDLE_SHARE = 0.8  # a Python-only thread with at least this share of its time in waits is idle
 UNLINKED_FRAME = "[device_work_without_a_launching_call]"
 
 
@@ -49,7 +62,7 @@ class StacksError(ValueError):
 
 
 def sanitise_frame(name: str) -> str:
-    return name.translate(_SANITISE) or "_"
+    return _ADDRESS.sub("0x...", name).translate(_SANITISE) or "_"
 
 
 @dataclass
@@ -161,6 +174,29 @@ def _is_npuprof_thread(items: list[tuple[int, TraceEvent]]) -> bool:
     return python_only and any(vocab.is_npuprof_frame(ev.name) for _, ev in items)
 
 
+def _caller_first(span: tuple[float, float, str]) -> tuple[float, float]:
+    return span[0], -span[1]
+
+
+def _is_idle_thread(items: list[tuple[int, TraceEvent]]) -> bool:
+    """A thread that ran no torch work (only Python frames) and spent most of its time waiting: the
+    innermost frames' time, by whether their function waits."""
+    if not items or any(_cat(ev) != vocab.PYTHON_FUNCTION for _, ev in items):
+        return False
+    # by start, a caller before the callee that starts with it
+    spans = sorted(
+        ((float(ev.ts or 0.0), float(ev.dur or 0.0), ev.name) for _, ev in items), key=_caller_first
+    )
+    waiting = total = 0.0
+    for k, (ts, dur, name) in enumerate(spans):
+        end = ts + dur
+        inner = any(t < end for t, _d, _n in spans[k + 1 : k + 2])  # the next frame starts inside: not a leaf
+        if not inner:
+            total += dur
+            waiting += dur if _WAITING.search(name) else 0.0
+    return total > 0 and waiting >= IDLE_SHARE * total
+
+
 @dataclass
 class _Processes:
     device: set[object]  # device work (GPU, Ascend Hardware)
@@ -220,9 +256,15 @@ def _call_stack(ev: TraceEvent) -> list[str]:
 
 
 def _build_host_tree(
-    events: list[TraceEvent], excluded_pids: set[object], kinds: _Processes | None = None
+    events: list[TraceEvent],
+    excluded_pids: set[object],
+    kinds: _Processes | None = None,
+    keep_idle: bool = True,
+    idle: list[tuple[object, object]] | None = None,
 ) -> _HostTree:
+    """``idle`` receives the threads left out as idle (when ``keep_idle`` is False)."""
     kinds = kinds or _Processes(set(), set(), set(), {})
+    idle = [] if idle is None else idle
     aliases = _thread_aliases(events, kinds)
     by_thread: dict[tuple[object, object], list[tuple[int, TraceEvent]]] = defaultdict(list)
     for order, ev in enumerate(events):
@@ -237,6 +279,9 @@ def _build_host_tree(
     has_python = False
     for thread, items in by_thread.items():
         if _is_npuprof_thread(items):
+            continue
+        if not keep_idle and _is_idle_thread(items):
+            idle.append(thread)
             continue
         # Python frames from the operators' "Call stack" only where there are no python_function events
         use_call_stacks = not any(_cat(ev) == vocab.PYTHON_FUNCTION for _, ev in items)
@@ -379,12 +424,21 @@ def _device_work(
     return out, dict(unknown)
 
 
-def folded_from_events(events: list[TraceEvent], metric: str = HOST_METRIC) -> FoldedStacks:
+def folded_from_events(
+    events: list[TraceEvent], metric: str = HOST_METRIC, keep_idle: bool = False
+) -> FoldedStacks:
+    """The folded stacks of a trace's events; threads that only waited are left out unless ``keep_idle``."""
     if metric not in METRICS:
         raise StacksError(f"unknown metric {metric!r}; use one of: {', '.join(METRICS)}")
     kinds = _processes(events)
-    tree = _build_host_tree(events, kinds.device | kinds.other, kinds)
+    idle: list[tuple[object, object]] = []
+    tree = _build_host_tree(events, kinds.device | kinds.other, kinds, keep_idle, idle)
     result = FoldedStacks(metric, has_python_frames=tree.has_python_frames)
+    if idle and metric == HOST_METRIC:
+        result.notes.append(
+            f"left out {len(idle)} thread(s) that ran no torch work and only waited (tid "
+            f"{', '.join(str(t) for _p, t in idle)}); --keep-idle-threads keeps them"
+        )
     if metric == HOST_METRIC:
         if not tree.self_time:
             raise StacksError("the trace has no host operator events (is it a torch profiler trace?)")
@@ -410,8 +464,8 @@ def folded_from_events(events: list[TraceEvent], metric: str = HOST_METRIC) -> F
     return result
 
 
-def folded_from_trace(trace: Path, metric: str = HOST_METRIC) -> FoldedStacks:
-    return folded_from_events(load_events(trace), metric)
+def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = False) -> FoldedStacks:
+    return folded_from_events(load_events(trace), metric, keep_idle)
 
 
 def merge(stacks: Iterable[FoldedStacks]) -> FoldedStacks:

@@ -1,18 +1,24 @@
-"""Render an `npuprof analyse` report (see npuprof.analysis.report) as rich tables, JSON or CSV."""
+"""Render an `npuprof analyse` report (npuprof.analysis.report_schema.Report) as rich tables, JSON or CSV."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
+import msgspec
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from npuprof.analysis.report_schema import Report, ReportStep, json_value
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
+from npuprof.reports.text import shorten_middle
 
+T = TypeVar("T")
+MIN_NAME_WIDTH = 16
 MAX_STEP_ROWS = 30  # a step table longer than this shows only
 SHOWN_WHEN_MANY = 10  # the steps that matter most, plus a row over all of them
 WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
@@ -27,12 +33,12 @@ def _pct(part: float, whole: float) -> str:
     return f"{part / whole * 100:.1f}%" if whole else "-"
 
 
-def _shown(rows: list[dict[str, Any]], weight: str) -> tuple[list[dict[str, Any]], str | None]:
-    """All rows when they are few; else the SHOWN_WHEN_MANY with the largest ``weight``, in their order,
+def _shown(rows: list[T], weights: Sequence[float], weight: str) -> tuple[list[T], str | None]:
+    """All rows when they are few; else the SHOWN_WHEN_MANY with the largest ``weights``, in their order,
     and a caption saying so (a table of thousands of steps takes seconds to draw and nobody reads it)."""
     if len(rows) <= MAX_STEP_ROWS:
         return rows, None
-    keep = set(sorted(range(len(rows)), key=lambda i: -rows[i][weight])[:SHOWN_WHEN_MANY])
+    keep = set(sorted(range(len(rows)), key=lambda i: -weights[i])[:SHOWN_WHEN_MANY])
     caption = (
         f"the {SHOWN_WHEN_MANY} of {len(rows)} steps with the largest {WEIGHT_WORDS[weight]}"
         f"{CAPTION_TAIL[weight]}; --steps A-B picks steps, --format csv lists every one"
@@ -40,53 +46,66 @@ def _shown(rows: list[dict[str, Any]], weight: str) -> tuple[list[dict[str, Any]
     return [row for i, row in enumerate(rows) if i in keep], caption
 
 
-def _step_row(label: str, s: dict[str, Any], d: float) -> list[str]:
+def _peak(s: ReportStep) -> float | None:
+    return None if s.memory_peak_mb is msgspec.UNSET else s.memory_peak_mb
+
+
+def _step_row(label: str, times: dict[str, float], peak: float | None) -> list[str]:
+    d = times["duration_us"]
     return [
         label,
         _ms(d),
-        _pct(s["computing_us"], d),
-        _pct(s["communication_us"], d),
-        _pct(s["comm_not_overlapped_us"], d),
-        _pct(s["overlapped_us"], d),
-        _pct(s["free_us"], d),
-        _ms(s["preparing_us"]),
-        "-" if s.get("memory_peak_mb") is None else f"{s['memory_peak_mb']:.1f}",
+        _pct(times["computing_us"], d),
+        _pct(times["communication_us"], d),
+        _pct(times["comm_not_overlapped_us"], d),
+        _pct(times["overlapped_us"], d),
+        _pct(times["free_us"], d),
+        _ms(times["preparing_us"]),
+        "-" if peak is None else f"{peak:.1f}",
     ]
 
 
-def _all_steps_row(steps: list[dict[str, Any]]) -> list[str]:
+def _times(s: ReportStep) -> dict[str, float]:
+    return {k: getattr(s, k) for k in STEP_TIME_FIELDS}
+
+
+def _all_steps_row(steps: list[ReportStep]) -> list[str]:
     """Every step at once: the mean step time, each part's share of the summed time, the mean
     preparation and the highest memory peak."""
-    total = {k: sum(s[k] for s in steps) for k in STEP_TIME_FIELDS}
-    peaks = [s["memory_peak_mb"] for s in steps if s.get("memory_peak_mb") is not None]
-    row = _step_row("all", {**total, "memory_peak_mb": max(peaks, default=None)}, total["duration_us"])
+    total = {k: sum(getattr(s, k) for s in steps) for k in STEP_TIME_FIELDS}
+    peaks = [p for s in steps if (p := _peak(s)) is not None]
+    row = _step_row("all", total, max(peaks, default=None))
     row[1] = _ms(total["duration_us"] / len(steps))
     row[7] = _ms(total["preparing_us"] / len(steps))
     return row
 
 
-def render_table(report: dict[str, Any], console: Console) -> None:
-    for r in report["ranks"]:
-        title = f"rank {r['rank'] if r['rank'] is not None else '?'}  ({r['device']}, {r['rank_dir']})"
-        shown, caption = _shown(r["steps"], "duration_us")
+def render_table(report: Report, console: Console) -> None:
+    for r in report.ranks:
+        title = f"rank {r.rank if r.rank is not None else '?'}  ({r.device}, {r.rank_dir})"
+        shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
         steps = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
         for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MB"):
             steps.add_column(col, justify="right")
         for s in shown:
-            label = str(s["step"] if s["step"] is not None else "-")
-            steps.add_row(*_step_row(label + (" (partial)" if s.get("partial") else ""), s, s["duration_us"]))
+            label = str(s.step if s.step is not None else "-")
+            steps.add_row(
+                *_step_row(label + (" (partial)" if s.partial is True else ""), _times(s), _peak(s))
+            )
         if caption:
             steps.add_section()
-            steps.add_row(*_all_steps_row(r["steps"]))
+            steps.add_row(*_all_steps_row(r.steps))
         console.print(steps)
-        if r.get("partial_step") is not None:
-            reason = escape(str(r.get("partial_reason") or "the capture ended during it"))
+        if len(r.steps) == 1 and r.steps[0].step is None:  # a --delay window of a job without steps
+            console.print("[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]")
+        if r.partial_step is not msgspec.UNSET:
+            reason = escape(str(r.partial_reason or "the capture ended during it"))
             console.print(
-                f"[yellow]step {r['partial_step']} is partial[/yellow] ({reason}): left out of the mean "
+                f"[yellow]step {r.partial_step} is partial[/yellow] ({reason}): left out of the mean "
                 "step time and of the comparison across ranks",
                 highlight=False,
             )
-        if r["top_operators"]:
+        if r.top_operators:
             ops = Table(title="top operators by self time", title_justify="left")
             for col, just in (
                 ("operator", "left"),
@@ -96,26 +115,44 @@ def render_table(report: dict[str, Any], console: Console) -> None:
                 ("device ms", "right"),
             ):
                 ops.add_column(col, justify=just)
-            for o in r["top_operators"]:
-                ops.add_row(
-                    o["name"], str(o["count"]), _ms(o["self_us"]), _ms(o["total_us"]), _ms(o.get("device_us"))
-                )
+            cells = [
+                [str(o.count), _ms(o.self_us), _ms(o.total_us), _ms(o.device_us)] for o in r.top_operators
+            ]
+            names = [o.name for o in r.top_operators]
+            room = _name_room(console, names, cells, ("calls", "self ms", "total ms", "device ms"))
+            for name, row in zip(names, cells, strict=True):
+                ops.add_row(shorten_middle(name, room), *row)
             console.print(ops)
-        if r["top_kernels"]:
+        if r.top_kernels:
             ks = Table(title="top kernels by device time", title_justify="left")
             for col, just in (("kernel", "left"), ("calls", "right"), ("total ms", "right")):
                 ks.add_column(col, justify=just)
-            for k in r["top_kernels"]:
-                ks.add_row(k["name"][:100], str(k["count"]), _ms(k["total_us"]))
+            cells = [[str(k.count), _ms(k.total_us)] for k in r.top_kernels]
+            names = [k.name for k in r.top_kernels]
+            room = _name_room(console, names, cells, ("calls", "total ms"))
+            for name, row in zip(names, cells, strict=True):
+                ks.add_row(shorten_middle(name, room), *row)
             console.print(ks)
-        elif r["device"] == "CPU":
+        elif r.device == "CPU":
             console.print("[dim]no device kernels: CPU-only trace (the CPU is the device)[/dim]")
         console.print()
-    cross = report["cross_rank"]
-    if len(report["ranks"]) > 1 and cross["steps"]:
-        ranks = sorted({k for s in cross["steps"] for k in s["ranks"]}, key=int)
-        spread = [{**s, "spread_us": s["max_us"] - s["min_us"]} for s in cross["steps"]]
-        shown, caption = _shown(spread, "spread_us")
+    _render_cross_rank(report, console)
+
+
+def _name_room(console: Console, names: list[str], figures: list[list[str]], headers: Sequence[str]) -> int:
+    """The width left for the name column beside columns of figures (rows of cells, their headers) and
+    the table's borders, so that a name is shortened in its middle instead of wrapping over lines."""
+    used = sum(max(len(h), *(len(row[k]) for row in figures)) for k, h in enumerate(headers))
+    used += 3 * (len(headers) + 1) + 1  # "│ " and " │" around every column
+    return max(min(max(map(len, names)), console.width - used), MIN_NAME_WIDTH)
+
+
+def _render_cross_rank(report: Report, console: Console) -> None:
+    cross = report.cross_rank
+    if len(report.ranks) > 1 and cross.steps:
+        ranks = sorted({k for s in cross.steps for k in s.ranks}, key=int)
+        spread = [s.max_us - s.min_us for s in cross.steps]
+        shown, caption = _shown(cross.steps, spread, "spread_us")
         table = Table(
             title="step time across ranks (ms)", title_justify="left", caption=caption, caption_justify="left"
         )
@@ -124,34 +161,33 @@ def render_table(report: dict[str, Any], console: Console) -> None:
             table.add_column(f"rank {k}", justify="right")
         table.add_column("max-min", justify="right")
         for s in shown:
-            table.add_row(
-                str(s["step"]), *[_ms(s["ranks"].get(k)) for k in ranks], _ms(s["max_us"] - s["min_us"])
-            )
+            table.add_row(str(s.step), *[_ms(s.ranks.get(k)) for k in ranks], _ms(s.max_us - s.min_us))
         console.print(table)
-        slow = cross["slowest"]
+        slow = cross.slowest
         if slow:
-            verdict = "[bold red]an outlier[/bold red]" if slow["outlier"] else "within the normal spread"
+            verdict = "[bold red]an outlier[/bold red]" if slow.outlier else "within the normal spread"
             console.print(
-                f"slowest rank: {slow['rank']} (mean step {_ms(slow['mean_step_us'])} ms, "
-                f"{slow['slower_than_median_pct']:+.1f}% vs the median): {verdict}"
+                f"slowest rank: {slow.rank} (mean step {_ms(slow.mean_step_us)} ms, "
+                f"{slow.slower_than_median_pct:+.1f}% vs the median): {verdict}"
             )
-        if cross["start_skew"]:
-            worst = max(cross["start_skew"], key=lambda s: s["skew_us"])
+        if cross.start_skew:
+            worst = max(cross.start_skew, key=lambda s: s.skew_us)
             console.print(
-                f"step start skew: up to {_ms(worst['skew_us'])} ms (step {worst['step']}: rank "
-                f"{worst['latest_rank']} started after rank {worst['earliest_rank']})"
+                f"step start skew: up to {_ms(worst.skew_us)} ms (step {worst.step}: rank "
+                f"{worst.latest_rank} started after rank {worst.earliest_rank})"
             )
 
 
-def render_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2)
+def render_json(report: Report | dict[str, Any]) -> str:
+    """The report as JSON (indent 2); a plain dict of the same shape gives the same text."""
+    return json.dumps(report, indent=2, default=json_value)
 
 
-def render_csv(report: dict[str, Any]) -> str:
+def render_csv(report: Report) -> str:
     from npuprof.analysis.report import csv_rows
 
     header, rows = csv_rows(report)
-    partial = [s.get("partial", False) for r in report["ranks"] for s in r["steps"]]
+    partial = [s.partial is True for r in report.ranks for s in r.steps]
     if any(partial):  # a column only then: the layout of a report without partial steps stays as it was
         header = [*header, "partial"]
         rows = [[*row, flag] for row, flag in zip(rows, partial, strict=True)]

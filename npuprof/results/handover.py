@@ -41,9 +41,20 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     version: int = RECORD_VERSION
 
 
+class ExportsJob(msgspec.Struct, kw_only=True):
+    """The requested stacks and memory timeline, finished by the post-processor
+    (npuprof/results/extras.py)."""
+
+    stacks: list[str] = []  # metrics, rebuilt from the raw trace
+    memory_formats: list[str] = []  # rendered from the memory snapshot the step wrote
+    memory_device: str = "cpu"
+    memory_snapshot: str | None = None  # its file name in the rank dir
+
+
 class CaptureJob(msgspec.Struct, kw_only=True):
     """What the post-processor does with one capture: write ``files`` and the record (unless ``written``),
-    parse (``analyse``), gzip the raw trace (``gzip``)."""
+    parse (``analyse``), write the requested stacks / memory timeline (``exports``), gzip the raw trace
+    (``gzip``)."""
 
     rank_dir: str
     trace: str | None = None  # the raw trace's path
@@ -52,6 +63,7 @@ class CaptureJob(msgspec.Struct, kw_only=True):
     analyse: bool = False
     gzip: bool = False
     written: bool = False
+    exports: ExportsJob | None = None
     version: int = JOB_VERSION
 
 

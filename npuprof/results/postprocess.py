@@ -129,6 +129,8 @@ class _Handover:
         self.broken = False
         self.current: dict[str, Any] | None = None
         self.thread: threading.Thread | None = None
+        self.task: Any = None  # the memory snapshot being copied (npuprof.agent.memory_snapshot)
+        self.hurry = False  # training has ended: snapshots are copied without pauses
 
     def put(self, job: dict[str, Any]) -> None:
         self.submitted += 1
@@ -146,12 +148,27 @@ class _Handover:
             job = self.queue.get()
             self.current = job
             try:
+                self._copy_snapshot(job)
                 if self.broken or not self._write(job):
                     _keep_unparsed(job)
             except Exception as exc:  # never a traceback from this thread
                 _agent_log().error(f"handing a capture over failed: {exc!r}")
             self.current = None
             self.sent += 1
+
+    def _copy_snapshot(self, job: dict[str, Any]) -> None:
+        """A job asking for a memory timeline carries the copy of the profiler's tree still to make:
+        made here, off the training step, before the post-processor is told (it reads the file)."""
+        if not job.get("exports"):
+            return
+        from npuprof.agent.memory_snapshot import pop_task
+
+        task = pop_task(job)
+        if task is None:
+            return
+        self.task = task
+        task.run(pause=not self.hurry)
+        self.task = None
 
     def _write(self, job: dict[str, Any]) -> bool:
         """Write one job into the pipe; False when the post-processor cannot take it."""
@@ -177,6 +194,10 @@ class _Handover:
         return True
 
     def drain(self, timeout_s: float) -> list[dict[str, Any]]:
+        self.hurry = True
+        task = self.task
+        if task is not None:
+            task.hurry()
         deadline = time.monotonic() + timeout_s
         while self.sent < self.submitted and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -371,16 +392,45 @@ def run_job(job: CaptureJob) -> int:
         except Exception as exc:
             _log(rank_dir, f"analysis failed: {exc!r}", "ERROR")
             status = 1
+    if job.exports is not None:
+        status |= _finish_exports(rank_dir, job, record)
     trace = Path(job.trace) if job.gzip and job.trace else None
     if trace is not None and trace.suffix == ".json" and trace.exists():
         try:
             packed = gzip_file(trace)
-            # This process owns the record: rewrite it from the job, not by reading it back.
-            write_json(rank_dir / layout.CAPTURE_RECORD, {**record, "trace": packed.name})
+            record = {**record, "trace": packed.name}
         except OSError as exc:
             _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}", "WARNING")
             status = 1
+    if record != record_plain(job.record):
+        # This process owns the record: rewritten from the job, not by reading it back.
+        try:
+            write_json(rank_dir / layout.CAPTURE_RECORD, record)
+        except OSError as exc:
+            _log(rank_dir, f"could not rewrite the capture record: {exc!r}", "ERROR")
+            status = 1
     return status
+
+
+def _finish_exports(rank_dir: Path, job: CaptureJob, record: dict[str, Any]) -> int:
+    """The stacks and memory timeline of the capture (npuprof.results.extras), named in the record's
+    ``extras`` (in place); 1 when something failed unexpectedly."""
+    from npuprof.results.extras import finish_exports
+
+    assert job.exports is not None
+
+    def say(message: str, level: str) -> None:
+        _log(rank_dir, message, level)
+
+    try:
+        written = finish_exports(rank_dir, Path(job.trace) if job.trace else None, job.exports, say)
+    except Exception as exc:
+        _log(rank_dir, f"stacks / memory timeline failed: {exc!r}", "ERROR")
+        return 1
+    snapshot = job.exports.memory_snapshot
+    kept = [name for name in record.get("extras", []) if name != snapshot or (rank_dir / name).exists()]
+    record["extras"] = list(dict.fromkeys(kept + written))
+    return 0
 
 
 def _log_unusable(line: bytes, why: str) -> None:

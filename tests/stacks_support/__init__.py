@@ -51,9 +51,17 @@ def capture(name: str, *args: str) -> Path:
 
 
 def full_capture() -> Path:
-    """Stacks + shapes + memory on, profiler started with stacks_experimental_config(); every export asked."""
+    """Stacks + shapes + memory on; every export asked; torch's own export_stacks beside them."""
     return capture(
-        "full", "--stacks", "self_cpu_time_total", "--memory-format", "html", "json", "json.gz", "raw.json.gz"
+        "full",
+        "--torch-stacks",
+        "--stacks",
+        "self_cpu_time_total",
+        "--memory-format",
+        "html",
+        "json",
+        "json.gz",
+        "raw.json.gz",
     )
 
 

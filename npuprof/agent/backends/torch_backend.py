@@ -12,12 +12,11 @@ from typing import Any
 from npuprof.agent.backends.base import ScheduleFn, TraceReady, align_torch_style
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
-from npuprof.options import TORCH_NPU_OPTIONS, flag_text
+from npuprof.options import TORCH_NPU_ONLY_OPTIONS, flag_text
 from npuprof.results import atomic, layout
 
 # Options only torch_npu acts on (npuprof/options.py): on torch.profiler each one given is reported as
-# ignored.
-# (GC detection on torch.profiler comes with the GC work, a `GC` layer; until then it is reported too.)
+# ignored. --msprof-tx and --gc-detect-threshold act here too (agent/capture_annotations.py).
 _DEFAULTS = ProfileConfig()
 
 
@@ -34,7 +33,7 @@ class TorchBackend:
     def ignored_flags(self, cfg: ProfileConfig) -> list[str]:
         ignored = [
             flag_text(option, getattr(cfg, option.key))
-            for option in TORCH_NPU_OPTIONS
+            for option in TORCH_NPU_ONLY_OPTIONS
             if getattr(cfg, option.key) != getattr(_DEFAULTS, option.key)
         ]
         from npuprof.agent.capture import metric_fits
@@ -63,11 +62,8 @@ class TorchBackend:
             Action.RECORD: tp.ProfilerAction.RECORD,
             Action.RECORD_AND_SAVE: tp.ProfilerAction.RECORD_AND_SAVE,
         }
-        kwargs: dict[str, Any] = {}
-        if cfg.export_stacks:
-            from npuprof.agent.capture_exports import stacks_experimental_config
-
-            kwargs["experimental_config"] = stacks_experimental_config()
+        # --export-stacks needs no experimental_config(verbose=True): the stacks are rebuilt from the
+        # trace's python_function events in the background (npuprof/results/extras.py).
         return tp.profile(
             activities=self._activities(cfg),
             schedule=lambda step: native[schedule(step)],
@@ -77,7 +73,6 @@ class TorchBackend:
             with_stack=cfg.with_stack,
             with_flops=cfg.with_flops,
             with_modules=cfg.with_modules,
-            **kwargs,
         )
 
     def align(self, prof: Any, step: int) -> None:

@@ -1,0 +1,236 @@
+"""What a memory timeline needs from the live profiler, copied out of the training process.
+
+torch's memory profiler (``export_memory_timeline``) categorises memory from the profiler's event tree,
+which exists only in the training process; done there, it took seconds of the step that ends a capture.
+The trace does not hold what it needs (tensor and storage identities), so that much is copied out of the
+tree, and nothing else; the post-processor replays torch's own categorisation on the copy
+(npuprof.reports.memory_categories), so the files come out as torch writes them.
+
+The step itself only takes the tree's roots (``experimental_event_tree()``: references that keep the tree
+alive after the profiler moves on, ~20 µs). The copy is made by a :class:`SnapshotTask` run by the
+capture's hand-over thread before it hands the job to the post-processor (npuprof.results.postprocess), in
+slices of ``SLICE_EVENTS`` events with a pause between them, so that the training thread waits at most one
+slice for the GIL. At exit (or without a hand-over thread) it runs at once, without pauses.
+
+The copy (``memory_timeline.snapshot.msgpack``; docs/formats.md) holds, in the tree's depth-first order:
+
+- operators: ``[0, parent, start ns, name, backward?, inputs, tensor mask, list mask]``; a tensor input is
+  an index into ``tensors``, a tensor list a list of them; the masks' bits say which inputs those are;
+- allocations: ``[1, parent, start ns, id, ptr, allocation id, bytes, device, total allocated, reserved]``;
+- Python calls of an ``nn.Module`` or an optimizer: ``[2, parent, start ns, module params, optimizer
+  params]``, each parameter as tensor indexes (``[p, grad]``, ``[p, grad, [state...]]``);
+
+and ``tensors``: ``[id, storage ptr, allocation id, device, layout, sizes, strides, dtype]``. Other events
+(plain Python calls) are left out; their children hang from the nearest kept ancestor (``parent`` is an
+index into the events, -1 for none), which is all torch's analysis looks at. A copy that failed is written
+as ``{"format", "version", "error"}``, so that whoever waits for the file learns why.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+SNAPSHOT_FILE = "memory_timeline.snapshot.msgpack"
+FORMAT = "npuprof-memory-snapshot"
+VERSION = 1
+OP, ALLOCATION, PYCALL = 0, 1, 2
+SLICE_EVENTS = 200  # ~0.3-1 ms of copying: the longest the training thread waits for the GIL
+PAUSE_S = 0.0005  # between slices: the training thread takes the GIL
+TASK_KEY = "_snapshot_task"  # in a job's "exports": the task, for the hand-over thread (never sent)
+
+
+def pop_task(job: dict[str, Any]) -> SnapshotTask | None:
+    """The snapshot task a job carries, taken out of it (it cannot travel in the job's JSON line)."""
+    exports = job.get("exports")
+    return exports.pop(TASK_KEY, None) if isinstance(exports, dict) else None
+
+
+class SnapshotTask:
+    """The copy of one capture's event tree into ``path``; run once, by whoever comes first."""
+
+    def __init__(self, prof: Any, path: Path, log: Callable[[str], None]) -> None:
+        """``log`` takes the problems; the copy's figures go to the agent's log as information."""
+        self.roots = prof.profiler.kineto_results.experimental_event_tree()
+        self.path = path
+        self.log = log
+        self.events: list[tuple[Any, ...]] = []
+        self.tensors: list[tuple[Any, ...]] = []
+        self.cpu_s = 0.0
+        self._lock = threading.Lock()
+        self._done = False
+        self._hurry = threading.Event()
+
+    def hurry(self) -> None:
+        """No more pauses: training has ended (or waits for this)."""
+        self._hurry.set()
+
+    def run(self, pause: bool = True) -> None:
+        """Make the copy and write it (never raises). With ``pause``, slice by slice; a second caller
+        (training has ended) makes the first one hurry and waits for it."""
+        if not pause:
+            self._hurry.set()
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            try:
+                self._copy()
+                data = self.encode()
+            except Exception as exc:
+                self.log(f"{self.path.parent.name}: memory snapshot failed: {exc!r}")
+                data = _failure(exc)
+            finally:
+                self.roots = []  # the tree can go now
+            try:
+                from npuprof.results.atomic import write_bytes
+
+                write_bytes(self.path, data, fsync=False)
+            except OSError as exc:
+                self.log(f"{self.path.parent.name}: memory snapshot not written: {exc!r}")
+
+    def _copy(self) -> None:
+        started = time.thread_time()
+        for _ in _walk(self.roots, self.events, self.tensors):
+            if not self._hurry.is_set():
+                self.cpu_s += time.thread_time() - started
+                time.sleep(PAUSE_S)
+                started = time.thread_time()
+        self.cpu_s += time.thread_time() - started
+        from npuprof.agent.log import get_log
+
+        get_log().info(
+            f"{self.path.parent.name}: memory snapshot: {len(self.events)} events, {len(self.tensors)} "
+            f"tensors, {self.cpu_s * 1e3:.1f} ms of CPU in thread {threading.current_thread().name}"
+        )
+
+    def encode(self) -> bytes:
+        import msgspec
+        import torch
+
+        return msgspec.msgpack.encode(
+            {
+                "format": FORMAT,
+                "version": VERSION,
+                "torch": str(torch.__version__),
+                "events": self.events,
+                "tensors": self.tensors,
+            },
+            enc_hook=_encode_hook(),
+        )
+
+
+def _failure(exc: BaseException) -> bytes:
+    import msgspec
+
+    return msgspec.msgpack.encode({"format": FORMAT, "version": VERSION, "error": repr(exc)})
+
+
+def _walk(roots: list[Any], events: list[tuple[Any, ...]], tensors: list[tuple[Any, ...]]) -> Iterator[None]:
+    """Copy the tree into ``events`` and ``tensors``, yielding every ``SLICE_EVENTS`` events."""
+    from torch._C._profiler import (
+        RecordScope,
+        _ExtraFields_Allocation,
+        _ExtraFields_PyCall,
+        _ExtraFields_TorchOp,
+        _TensorMetadata,
+    )
+
+    # Types and ints are compared, never the tree's enums: a pybind enum's == costs ~1.5 µs.
+    op_fields, alloc_fields, py_fields = _ExtraFields_TorchOp, _ExtraFields_Allocation, _ExtraFields_PyCall
+    metadata = _TensorMetadata
+    backward = int(RecordScope.BACKWARD_FUNCTION)
+    add_event, add_tensor = events.append, tensors.append
+
+    def tensor(t: Any) -> int | None:
+        if t is None:
+            return None
+        row = (t.id, t.storage_data_ptr, t.allocation_id, t.device, t.layout, t.sizes, t.strides, t.dtype)
+        add_tensor(row)
+        return len(tensors) - 1
+
+    stack: list[tuple[Any, int]] = [(root, -1) for root in reversed(roots)]
+    pop, push = stack.pop, stack.append
+    count = 0
+    while stack:
+        count += 1
+        if count % SLICE_EVENTS == 0:
+            yield
+        event, parent = pop()
+        fields = event.extra_fields
+        kind = type(fields)
+        index = len(events)
+        if kind is op_fields:
+            inputs: list[Any] = []
+            tensor_mask = list_mask = 0
+            for position, value in enumerate(fields.inputs):
+                if type(value) is metadata:
+                    tensor_mask |= 1 << position
+                    inputs.append(tensor(value))
+                elif type(value) is list and value and all(type(i) is metadata or i is None for i in value):
+                    list_mask |= 1 << position
+                    inputs.append([tensor(item) for item in value])
+                else:
+                    inputs.append(value)
+            scope = int(fields.scope) == backward
+            add_event((OP, parent, event.start_time_ns, event.name, scope, inputs, tensor_mask, list_mask))
+        elif kind is alloc_fields:
+            add_event(
+                (
+                    ALLOCATION,
+                    parent,
+                    event.start_time_ns,
+                    fields.id,
+                    fields.ptr,
+                    fields.allocation_id,
+                    fields.alloc_size,
+                    fields.device,
+                    fields.total_allocated,
+                    fields.total_reserved,
+                )
+            )
+        elif kind is py_fields and (fields.module is not None or fields.optimizer is not None):
+            module, optimizer = fields.module, fields.optimizer
+            module_params = (
+                None if module is None else [[tensor(p), tensor(g)] for _, p, g in module.parameters]
+            )
+            optimizer_params = (
+                None
+                if optimizer is None
+                else [
+                    [tensor(p), tensor(g), [tensor(t) for _, t in state]]
+                    for p, g, state in optimizer.parameters
+                ]
+            )
+            add_event((PYCALL, parent, event.start_time_ns, module_params, optimizer_params))
+        else:
+            index = parent  # left out: its children hang from its parent
+        children = event.children
+        if children:
+            for child in reversed(children):
+                push((child, index))
+
+
+def _encode_hook() -> Any:
+    """Devices, dtypes and layouts as their names (each name made once); any other input value as
+    ``{"opaque": type name}`` (torch's analysis tells such values apart by type only), complex numbers as
+    ``{"complex": [re, im]}``."""
+    import torch
+
+    known = (torch.device, torch.dtype, torch.layout)
+    names: dict[Any, str] = {}
+
+    def hook(value: Any) -> Any:
+        if isinstance(value, known):
+            name = names.get(value)
+            if name is None:
+                name = names[value] = str(value)
+            return name
+        if isinstance(value, complex):
+            return {"complex": [value.real, value.imag]}
+        return {"opaque": type(value).__name__}
+
+    return hook

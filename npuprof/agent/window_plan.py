@@ -1,0 +1,196 @@
+"""--delay/--duration: one capture of a time window, as ``nsys profile --delay/--duration``
+(docs/architecture.md, "Time windows").
+
+The clock starts when the plan is made: when npuprof's agent wakes in the process (the script's
+``import torch``, which imports ``torch.optim``). A daemon timer thread wakes at the window's start and end
+and calls the controller's ``replan()``, so that the next step boundary decides. A job without steps
+never takes one, and torch's profiler must be started and stopped on the thread it belongs to: the
+timer then sends a real-time signal to the main thread, whose Python handler runs there between
+bytecodes (``CaptureController.tick``). The handler is installed only where the signal has its default
+action, and the timer sends it only while the handler is still ours.
+
+``action_at`` answers from a state that only the training thread changes (``refresh``, called before
+each decision): torch's profiler asks it again inside ``step()``, and both answers must agree.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from npuprof.agent.schedule import Action
+from npuprof.config import ProfileConfig
+
+# A real-time signal the main thread handles; chosen away from SIGRTMIN, which some libraries take.
+KICK_SIGNAL = signal.SIGRTMIN + 6 if hasattr(signal, "SIGRTMIN") else None
+KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back: ask again until then
+KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
+
+WAITING, OPEN, DONE = "waiting", "open", "done"
+
+
+class WindowPlan:
+    timed = True  # the controller stops the window itself: torch's schedule cannot say "stop now"
+
+    def __init__(self, cfg: ProfileConfig, log: Any) -> None:
+        self.log = log
+        self.woke = time.monotonic()
+        self.start_at = self.woke + (cfg.delay or 0.0)
+        self.end_at = None if cfg.duration is None else self.start_at + cfg.duration
+        self.duration = cfg.duration
+        self.state = WAITING
+        self.began_step: int | None = None
+        self.began_at: float | None = None
+        self.controller: Any = None
+        self._kicks = False
+
+    # ---- CapturePlan -------------------------------------------------------------------------------
+    def action_at(self, step: int) -> Action:
+        return Action.RECORD if self.state == OPEN else Action.NONE
+
+    def next_busy_step(self, after: int) -> int | None:
+        # The window's step is not known in advance: the timer's replan() makes a boundary decide. -1
+        # asks whether anything will ever record (the post-processor is started then).
+        if self.state == DONE:
+            return None
+        return 0 if after < 0 else None
+
+    def next_window_start(self, after: int) -> int | None:
+        return None  # one window
+
+    def config_at(self, step: int) -> ProfileConfig | None:
+        return None
+
+    def refresh(self, step: int) -> None:
+        """On the training thread, before each decision: the clock says whether the window is open."""
+        now = time.monotonic()
+        if self.state == WAITING and now >= self.start_at:
+            if _starts_workers():  # known only once `python -m torch.distributed.run` runs its __main__
+                self.state = DONE  # torchrun's own process imports torch too: its workers record, not it
+                self.log.info("--delay/--duration: no window in the process that starts the workers")
+                return
+            self.state = OPEN
+            if self.duration is not None:  # a window opened late (no boundary came sooner) keeps its length
+                self.end_at = now + self.duration
+        if self.state == OPEN and self.end_at is not None and now >= self.end_at:
+            self.state = DONE
+
+    def recording_started(self) -> None:
+        """The profiler records now: the duration counts from here, not from the request to start (the
+        first profiler start of a process takes a second or more)."""
+        self.began_at = time.monotonic()
+        if self.duration is not None:
+            self.end_at = self.began_at + self.duration
+
+    def hear(self, kind: str, step: int, detail: str) -> None:
+        if kind == "began":
+            self.began_step = step
+        elif kind in ("ended", "skipped"):
+            self.state = DONE
+
+    # ---- the timer ---------------------------------------------------------------------------------
+    def bind(self, controller: Any) -> None:
+        self.controller = controller
+        self._kicks = self._install_handler()
+        if not self._kicks:
+            self.log.info("--delay/--duration: the window opens and closes at step boundaries only")
+        threading.Thread(target=self._timer, name="npuprof-window", daemon=True).start()
+
+    def _install_handler(self) -> bool:
+        if KICK_SIGNAL is None or threading.current_thread() is not threading.main_thread():
+            return False
+        try:
+            if signal.getsignal(KICK_SIGNAL) != signal.SIG_DFL:
+                return False  # someone uses this signal: leave it to them
+            signal.signal(KICK_SIGNAL, self._on_kick)
+            signal.siginterrupt(KICK_SIGNAL, False)  # C calls in the job restart rather than fail with EINTR
+            return True
+        except (OSError, ValueError) as exc:
+            self.log.info(f"--delay/--duration: no timer signal ({exc!r})")
+            return False
+
+    def _on_kick(self, signum: int, frame: Any) -> None:
+        try:
+            if _unsafe_moment(frame):
+                return  # kicked again a moment later
+            self.controller.tick()
+        except Exception as exc:  # never into the job
+            self.log.error(f"--delay/--duration: the timed window failed: {exc!r}")
+
+    def _timer(self) -> None:
+        try:
+            self._sleep_until(self.start_at)
+            self.controller.replan()
+            if self.controller.armed:  # steps are taken: the window opens at the next one, if it comes
+                self._wait_for(lambda: self.began_at is not None or self.state == DONE, self._step_grace)
+            self._kick_until(lambda: self.began_at is not None or self.state == DONE)
+            self._wait_for(lambda: self.began_at is not None or self.state == DONE, KICK_FOR_S)
+            if self.end_at is None or self.state == DONE:
+                return
+            self._sleep_until(self.end_at)
+            self.controller.replan()
+            if self.controller.step != self.began_step:
+                # Steps were taken in the window: it ends at the next boundary, unless none comes in time.
+                self._wait_for(lambda: self.state == DONE, self._step_grace)
+            self._kick_until(lambda: self.state == DONE and self.controller.prof is None)
+        except Exception as exc:
+            self.log.error(f"--delay/--duration: the window's timer failed: {exc!r}")
+
+    @property
+    def _step_grace(self) -> float:
+        """How long a boundary may take to come before the timer opens or closes the window itself."""
+        return self.duration if self.duration is not None else 1.0
+
+    @staticmethod
+    def _sleep_until(moment: float) -> None:
+        while (left := moment - time.monotonic()) > 0:
+            time.sleep(left)
+
+    @staticmethod
+    def _wait_for(done: Any, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _kick_until(self, done: Any) -> None:
+        if not self._kicks:
+            return
+        deadline = time.monotonic() + KICK_FOR_S
+        main = threading.main_thread()
+        while not done() and time.monotonic() < deadline and main.is_alive():
+            if signal.getsignal(KICK_SIGNAL) != self._on_kick:  # type: ignore[arg-type]
+                return  # the script took the signal over: boundaries decide
+            assert main.ident is not None and KICK_SIGNAL is not None
+            signal.pthread_kill(main.ident, KICK_SIGNAL)
+            self._wait_for(done, KICK_EVERY_S)
+
+
+# Frames in which a profiler must not start or stop: an import in progress (the agent wakes inside
+# `import torch`; torch imports lazily during the first steps: starting the profiler there is a circular
+# import), and the code of torch's profilers themselves.
+_UNSAFE_FILES = ("<frozen importlib", "importlib/", "torch/profiler/", "torch/autograd/profiler")
+
+
+def _unsafe_moment(frame: Any) -> bool:
+    """Whether the main thread was interrupted somewhere a profiler must not start or stop."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if any(part in filename for part in _UNSAFE_FILES):
+            return True
+        frame = frame.f_back
+    return False
+
+
+WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _starts_workers() -> bool:
+    """Whether this process is torchrun (or torch.distributed.launch), not one of its workers."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(spec, "name", None) in WORKER_STARTERS:
+        return True
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "torchrun"

@@ -1,0 +1,90 @@
+"""`npuprof run --help`, written from the option registry to fit the terminal (80 columns and up).
+
+typer's rich panels cut long flag names (`--gc-detect-thresho…`) and give a column to every `--no-*` form
+at 80 columns, so `run`'s help is laid out here instead, as `git` and `nsys` lay theirs out: the flags on
+one line, the help wrapped and indented under them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from npuprof.options import RUN_OPTIONS, Option
+
+USAGE = "Usage: npuprof run [OPTIONS] -- COMMAND [ARGS]..."
+SUMMARY = "Run COMMAND with profiling injected: no change to the training script."
+INDENT = 8
+MIN_WIDTH = 60
+MAX_WIDTH = 100
+
+EPILOG = """
+Examples:
+
+  npuprof run -- python examples/train.py
+
+  npuprof run --ranks 1 --skip-first 5 --warmup 1 --active 3 -- torchrun --nproc-per-node 2 examples/train.py
+
+  npuprof run --level 1 --aic-metrics PipeUtilization --record-shapes --with-stack -- python -m mypkg.train
+
+  npuprof run --config profiler_config.json --active 5 -- python train.py
+
+  npuprof run --dynamic cfg -- torchrun --nproc-per-node 8 train.py    (then: npuprof trigger cfg --active 2)
+
+Default schedule: skip 5 steps, warm up 1, record 3, once (steps 6-8). One step is one Optimizer.step()
+of the first optimizer that steps; --step-on MODULE:QUALNAME counts returns of any other function.
+"""
+
+
+def flag_text(option: Option) -> str:
+    """The flags of an option as typed: ``--record-shapes / --no-record-shapes``, ``--level none|0|1|2``."""
+    names = list(option.flags)
+    if option.kind == "bool":
+        return " / ".join([*names, f"--no-{option.flag[2:]}"])
+    metavar = option.metavar or option.kind.upper()
+    return f"{', '.join(names)} {metavar}"
+
+
+def render(width: int | None = None, epilog: str = "") -> str:
+    """The whole help text, lines no longer than ``width`` (the terminal's, within 60..100)."""
+    import shutil  # here, not at the top: `npuprof run`'s start path imports this module
+    import textwrap
+
+    if width is None:
+        width = shutil.get_terminal_size((80, 24)).columns
+        if os.environ.get("COLUMNS", "").isdigit():
+            width = int(os.environ["COLUMNS"])
+    width = max(MIN_WIDTH, min(width, MAX_WIDTH))
+    wrap = textwrap.TextWrapper(width=width, initial_indent=" " * INDENT, subsequent_indent=" " * INDENT)
+    out = [USAGE, "", SUMMARY, ""]
+    panels: dict[str, list[Option]] = {}
+    for option in RUN_OPTIONS:
+        panels.setdefault(option.panel, []).append(option)
+    for panel, options in panels.items():
+        out.extend(textwrap.wrap(panel + ":", width=width))
+        for option in options:
+            out.extend(
+                textwrap.wrap(flag_text(option), width=width, initial_indent="  ", subsequent_indent="    ")
+            )
+            default = "" if option.default in ("", "-") else f" [default: {option.default}]"
+            out.extend(wrap.wrap(option.help + default))
+        out.append("")
+    out.append("Other:")
+    out.append("  -h, --help")
+    out.extend(wrap.wrap("Show this message and exit."))
+    if epilog:
+        out.append("")
+        for line in epilog.strip("\n").splitlines():
+            out.extend(textwrap.wrap(line, width=width, subsequent_indent="    ") or [""])
+    return "\n".join(out) + "\n"
+
+
+def asks_for_help(argv: list[str]) -> bool:
+    """``npuprof run ... --help``: -h/--help among run's own arguments (before ``--``, or first)."""
+    if "--" in argv:
+        return any(a in ("-h", "--help") for a in argv[: argv.index("--")])
+    return bool(argv) and argv[0] in ("-h", "--help")
+
+
+def print_help() -> None:
+    sys.stdout.write(render(epilog=EPILOG))

@@ -1,0 +1,249 @@
+"""The stacks and memory timeline of a capture, finished by the post-processor away from the training step
+(docs/architecture.md, "The flow of a trace"), and what the user is told about requested outputs that
+could not be produced.
+
+- :func:`finish_exports` (post-processor): ``stacks_<metric>.folded`` rebuilt from the raw trace;
+  ``memory_timeline.raw.json.gz`` / ``.meta.json`` and the requested formats from the memory snapshot the
+  step wrote (npuprof.agent.memory_snapshot), which is then removed. Files are written atomically.
+- "not produced" lines: whoever cannot produce a requested output logs one (:func:`not_produced`), with the
+  fix; `npuprof run` shows them at the end of the run (:func:`not_produced_notes`).
+- :func:`preflight_notes`: what the launcher can tell before the job starts (same interpreter).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from npuprof.results.handover import ExportsJob
+
+NOT_PRODUCED = "not produced: "
+PLOT_FIX = "pip install 'npuprof[plot]'"
+_NOT_PRODUCED_RE = re.compile(r"\] (?P<dir>[^\s]+_ascend_pt): not produced: (?P<what>[^:]+): (?P<why>.*)$")
+
+Say = Callable[[str, str], None]  # (message, level) into npuprof.log
+
+
+def not_produced(what: str, why: str, fix: str = "") -> str:
+    """The log message of a requested output that could not be produced (one line)."""
+    return f"{NOT_PRODUCED}{what}: {why}" + (f"; fix: {fix}" if fix else "")
+
+
+def not_produced_line(rank_dir: Path, what: str, why: str, fix: str = "") -> str:
+    """:func:`not_produced` for a log whose lines do not name the rank dir (the agent's)."""
+    return f"{Path(rank_dir).name}: {not_produced(what, why, fix)}"
+
+
+def not_produced_notes(lines: Sequence[str]) -> list[str]:
+    """One terminal line per distinct "not produced" message in ``lines`` (npuprof.log of the run), with how
+    many captures it concerns."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    for line in lines:
+        match = _NOT_PRODUCED_RE.search(line)
+        if match:
+            seen.setdefault((match["what"], match["why"]), set()).add(match["dir"])
+    notes = []
+    for (what, why), dirs in seen.items():
+        where = next(iter(dirs)) if len(dirs) == 1 else f"{len(dirs)} captures"
+        notes.append(f"{what} not produced ({where}): {why}")
+    return notes
+
+
+def _quoted(path: Path) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+# ---------------------------------------------------------------- the post-processor's part
+
+
+def finish_exports(rank_dir: Path, trace: Path | None, job: ExportsJob, say: Say) -> list[str]:
+    """Write the requested stacks and memory timeline files of one capture; the names written. What cannot
+    be written is logged as "not produced", with its fix."""
+    written: list[str] = []
+    if job.stacks:
+        written += _stacks(rank_dir, trace, job.stacks, say)
+    if job.memory_snapshot:
+        written += _memory(rank_dir, job, say)
+    return written
+
+
+def _stacks(rank_dir: Path, trace: Path | None, metrics: list[str], say: Say) -> list[str]:
+    import time
+
+    from npuprof.agent.capture_exports import stacks_file_name
+    from npuprof.reports.stacks import StacksError, folded_from_events
+    from npuprof.reports.trace_events import load_events
+    from npuprof.results.atomic import write_text
+    from npuprof.results.layout import find_raw_trace
+
+    if trace is None or not trace.is_file():
+        trace = find_raw_trace(rank_dir)
+    if trace is None:
+        for metric in metrics:
+            say(not_produced(stacks_file_name(metric), "the capture has no raw trace"), "WARNING")
+        return []
+    started = time.perf_counter()
+    try:
+        events = load_events(trace)
+    except (OSError, ValueError) as exc:
+        for metric in metrics:
+            say(not_produced(stacks_file_name(metric), f"the trace cannot be read ({exc})"), "WARNING")
+        return []
+    written = []
+    for metric in metrics:
+        name = stacks_file_name(metric)
+        fix = f"npuprof export-stacks {_quoted(rank_dir)} --metric {metric} -o {name}"
+        try:
+            folded = folded_from_events(events, metric)
+            text = folded.text()
+        except (StacksError, ValueError) as exc:
+            say(not_produced(name, str(exc), fix), "WARNING")
+            continue
+        for note in folded.notes:
+            say(f"{name}: {note}", "WARNING")
+        if not text:
+            say(not_produced(name, "the trace holds no time for this metric"), "WARNING")
+            continue
+        try:
+            write_text(rank_dir / name, text)
+        except OSError as exc:
+            say(not_produced(name, f"it could not be written ({exc.strerror or exc})", fix), "WARNING")
+            continue
+        written.append(name)
+        say(f"wrote {name} ({len(text.splitlines())} stacks, {time.perf_counter() - started:.2f} s)", "INFO")
+    return written
+
+
+def _memory(rank_dir: Path, job: ExportsJob, say: Say) -> list[str]:
+    import time
+
+    from npuprof.agent.capture_exports import memory_file_name
+    from npuprof.reports import memory_timeline as mt
+    from npuprof.reports.memory_categories import from_snapshot
+
+    assert job.memory_snapshot is not None
+    snapshot = rank_dir / job.memory_snapshot
+    started = time.perf_counter()
+    try:
+        data = from_snapshot(snapshot, job.memory_device, strict=False)
+    except mt.MemoryTimelineError as exc:
+        fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o memory.html (from the trace, no categories)"
+        say(not_produced("memory_timeline.*", str(exc), fix), "WARNING")
+        return []
+    _, sizes = data.coalesce()
+    # the CPU allocator counts from the start of profiling only, so the categorised peak can be the larger
+    data.max_allocated = max(data.max_allocated or 0, max((sum(row) for row in sizes), default=0))
+    if not data.raw:
+        say(f"memory timeline: no memory events for {data.device} in this capture", "WARNING")
+    try:
+        mt.render(data, rank_dir / mt.RAW_FILE)
+        mt.write_meta(data, rank_dir / mt.META_FILE)
+    except OSError as exc:  # the snapshot stays: npuprof memory-timeline can finish it
+        fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o memory.html"
+        say(not_produced("memory_timeline.*", f"not writable ({exc.strerror or exc})", fix), "WARNING")
+        return []
+    written = [mt.RAW_FILE, mt.META_FILE]
+    snapshot.unlink(missing_ok=True)  # its content is in the raw file now
+    for fmt in job.memory_formats:
+        if fmt == "raw.json.gz" or fmt not in mt.FORMATS:
+            continue
+        name = memory_file_name(fmt)
+        fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o {name}"
+        try:
+            mt.render(data, rank_dir / name)
+        except mt.PlotUnavailableError:
+            why = "the plot needs matplotlib, which is not installed"
+            say(not_produced(name, why, f"{PLOT_FIX}, then {fix}"), "WARNING")
+            continue
+        except OSError as exc:
+            say(not_produced(name, f"it could not be written ({exc.strerror or exc})", fix), "WARNING")
+            continue
+        written.append(name)
+    say(f"wrote the memory timeline ({', '.join(written)}; {time.perf_counter() - started:.2f} s)", "INFO")
+    return written
+
+
+def unfinished_exports(rank_dir: Path, job: dict[str, Any] | None) -> list[str]:
+    """For a capture whose exports no post-processor will finish: its memory snapshot written now (at
+    once, waiting for a copy in progress), so that `npuprof memory-timeline` can finish it; the "not
+    produced" messages."""
+    if not job:
+        return []
+    from npuprof.agent.memory_snapshot import TASK_KEY
+
+    task = job.pop(TASK_KEY, None)
+    if task is not None:
+        task.run(pause=False)
+    from npuprof.agent.capture_exports import stacks_file_name
+
+    why = "no background post-processor took the capture"
+    where = _quoted(rank_dir)
+    lines = [
+        not_produced(stacks_file_name(metric), why, f"npuprof export-stacks {where} --metric {metric}")
+        for metric in job.get("stacks") or []
+    ]
+    if job.get("memory_snapshot"):
+        fix = f"npuprof memory-timeline {where} -o memory.html"
+        lines.append(not_produced("memory_timeline.*", why, fix))
+    return lines
+
+
+# ---------------------------------------------------------------- before the job starts
+
+
+def preflight_notes(cfg: Any, command: Sequence[str]) -> list[str]:
+    """Requested outputs that the launcher can already tell will not be produced, when the job runs this
+    Python: one line each, with the fix. Costs a few stat calls; imports nothing."""
+    formats = list(getattr(cfg, "memory_timeline", []) or [])
+    if not formats or not runs_this_python(command):
+        return []
+    import importlib.util
+
+    notes = []
+    if "html" in formats and importlib.util.find_spec("matplotlib") is None:
+        notes.append(
+            "--memory-timeline html: matplotlib is not installed for this Python, so memory_timeline.html "
+            f"will not be written; fix: {PLOT_FIX} (json, json.gz and raw.json.gz need nothing more)"
+        )
+    if (
+        getattr(cfg, "with_modules", False)
+        and not getattr(cfg, "with_stack", False)
+        and importlib.util.find_spec("torch_npu") is None
+    ):
+        notes.append(
+            "--memory-timeline: on CPU and CUDA torch's memory profiler needs --with-stack (--with-modules "
+            "stands in for it only on Ascend NPUs), so no memory timeline will be written; "
+            "fix: add --with-stack"
+        )
+    return notes
+
+
+def runs_this_python(command: Sequence[str]) -> bool:
+    """Does ``command`` run this interpreter (``python ...``, or a script such as torchrun whose ``#!``
+    line names it)?"""
+    if not command:
+        return False
+    import shutil
+
+    program = command[0] if os.sep in command[0] else shutil.which(command[0])
+    if not program:
+        return False
+    here = os.path.realpath(sys.executable)
+    if os.path.realpath(program) == here:
+        return True
+    try:
+        with open(program, "rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return False
+    interpreter = first[2:].strip().split(b" ")[0]
+    return os.path.realpath(os.fsdecode(interpreter)) == here

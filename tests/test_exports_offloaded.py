@@ -1,0 +1,253 @@
+"""--export-stacks and --memory-timeline are finished by the post-processor, not in the training step
+(issue 12): real `npuprof run -- python trainer.py` runs, files checked against the trace itself, and the
+requested outputs that could not be produced named at the end of the run."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from conftest import ROOT, capture_record, clean_env, npuprof, rank_dirs, sched, trainer
+from stacks_support import full_capture
+
+CAPTURE_FLAGS = ["--with-stack", "--record-shapes", "--profile-memory"]
+LOG_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[(?P<who>\w+) pid=(?P<pid>\d+)\] (?P<message>.*)$")
+
+
+def _blocked_matplotlib(root: Path) -> Path:
+    blocker = root / "block"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked by the test')\n")
+    return blocker
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """One capture of steps 3-4 (Adam: parameters, gradients and optimizer state) with both exports; the
+    html plot asked for while matplotlib cannot be imported."""
+    root = tmp_path_factory.mktemp("offloaded")
+    out = root / "result"
+    env = clean_env(PYTHONPATH=str(_blocked_matplotlib(root)))
+    result = npuprof(
+        "run", "-o", str(out), *sched(2, 1, 2), "--no-analyse", *CAPTURE_FLAGS,
+        "--export-stacks", "self_cpu_time_total",
+        "--memory-timeline", "json", "--memory-timeline", "html",
+        "--", *trainer("--steps", "6", "--optimizer", "adam"),
+        env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (rank_dir,) = rank_dirs(out)
+    return SimpleNamespace(out=out, rank_dir=rank_dir, stderr=result.stderr, record=capture_record(rank_dir))
+
+
+def _trace_events(rank_dir: Path) -> list[dict]:
+    (trace,) = rank_dir.glob("*.pt.trace.json*")
+    opener = gzip.open if trace.name.endswith(".gz") else open
+    with opener(trace, "rt") as handle:
+        return json.load(handle)["traceEvents"]
+
+
+def _log(run: SimpleNamespace) -> list[re.Match[str]]:
+    lines = (run.out / "npuprof.log").read_text().splitlines()
+    return [m for m in map(LOG_LINE.search, lines) if m]
+
+
+def test_the_files_are_there_and_the_snapshot_is_gone(run: SimpleNamespace) -> None:
+    names = {p.name for p in run.rank_dir.iterdir()}
+    expected = {
+        "stacks_self_cpu_time_total.folded",
+        "memory_timeline.raw.json.gz",
+        "memory_timeline.meta.json",
+        "memory_timeline.json",
+    }
+    assert expected <= names, names
+    assert "memory_timeline.snapshot.msgpack" not in names  # categorised, then removed
+    assert "memory_timeline.html" not in names  # matplotlib blocked
+    assert set(run.record["extras"]) == expected
+    assert run.record["trace"].endswith(".pt.trace.json.gz")
+
+
+def test_the_step_hands_the_work_over(run: SimpleNamespace) -> None:
+    """The step ends the capture; the copy of the profiler's tree is made by the hand-over thread, the
+    files are written by the post-processor (another process)."""
+    records = _log(run)
+    training_pid = str(run.record["pid"])
+    (capture_line,) = [
+        m for m in records if m["who"] == "agent" and m["message"].startswith("capture of steps 3-4 written")
+    ]
+    assert capture_line["pid"] == training_pid
+    assert capture_line["message"].endswith("memory snapshot: copied in the background")
+    (copied,) = [m for m in records if ": memory snapshot: " in m["message"]]
+    assert copied["pid"] == training_pid
+    found = re.search(r"(\d+) events, (\d+) tensors, [\d.]+ ms of CPU in thread (\S+)$", copied["message"])
+    assert found and int(found[1]) > 50 and int(found[2]) > 50, copied["message"]
+    assert found[3] == "npuprof-handover"
+    wrote = [m for m in records if m["message"].split(": ", 1)[-1].startswith("wrote ")]
+    assert {m["who"] for m in wrote} == {"postprocess"}
+    assert training_pid not in {m["pid"] for m in wrote}
+    text = " ".join(m["message"] for m in wrote)
+    assert "stacks_self_cpu_time_total.folded" in text and "memory_timeline.json" in text
+
+
+def _busy_us_per_thread(events: list[dict]) -> float:
+    """The trace's own host time: per thread, the union of its operator, annotation and Python spans;
+    npuprof's own threads (Python frames only, some in npuprof's files) left out, as the stacks leave
+    them."""
+    spans: dict[tuple, list[dict]] = defaultdict(list)
+    for ev in events:
+        if ev.get("ph") == "X" and ev.get("cat") in ("cpu_op", "python_function", "user_annotation"):
+            spans[(ev["pid"], ev["tid"])].append(ev)
+    total = 0.0
+    for thread in spans.values():
+        python_only = all(ev["cat"] == "python_function" for ev in thread)
+        if python_only and any("/npuprof/" in ev["name"] for ev in thread):
+            continue
+        items = sorted((ev["ts"], ev["ts"] + ev["dur"]) for ev in thread)
+        start, end = items[0]
+        for s, e in items[1:]:
+            if s > end:
+                total += end - start
+                start, end = s, e
+            else:
+                end = max(end, e)
+        total += end - start
+    return total
+
+
+def test_stacks_add_up_to_the_traced_time(run: SimpleNamespace) -> None:
+    values: dict[str, int] = {}
+    for line in (run.rank_dir / "stacks_self_cpu_time_total.folded").read_text().splitlines():
+        stack, _, value = line.rpartition(" ")
+        values[stack] = int(value)
+    busy = _busy_us_per_thread(_trace_events(run.rank_dir))
+    total = sum(values.values())
+    assert abs(total - busy) <= 0.01 * busy, (total, busy)
+    assert any("trainer.py" in stack and stack.split(";")[-1].startswith("aten::") for stack in values)
+
+
+def test_memory_timeline_matches_the_allocator_records(run: SimpleNamespace) -> None:
+    raw = json.loads(gzip.decompress((run.rank_dir / "memory_timeline.raw.json.gz").read_bytes()))
+    created = sorted(n for t, action, n, _ in raw if action == 2 and t != -1)  # CREATE inside the capture
+    events = _trace_events(run.rank_dir)
+    allocations = sorted(
+        e["args"]["Bytes"] for e in events if e.get("name") == "[memory]" and e["args"]["Bytes"] > 0
+    )
+    assert created == allocations
+    times, sizes = json.loads((run.rank_dir / "memory_timeline.json").read_text())
+    assert len(times) == len(sizes) > 10
+    # [0, PARAMETER, OPTIMIZER_STATE, INPUT, TEMPORARY, ACTIVATION, GRADIENT, AUTOGRAD_DETAIL, UNKNOWN]
+    peak = [max(row[i] for row in sizes) for i in range(9)]
+    # trainer.py: model = Linear(16, 32), Linear(32, 4), trained by Adam; `second` = Linear(4, 4), in the
+    # loss but not in the optimizer; all float32
+    optimized = 4 * (16 * 32 + 32 + 32 * 4 + 4)
+    every = optimized + 4 * (4 * 4 + 4)
+    assert sizes[0][1] == every, sizes[0]  # the parameters, there before the capture
+    assert peak[6] == every, peak  # a gradient for each
+    assert peak[2] == 2 * optimized + 4 * 4, peak  # Adam: exp_avg, exp_avg_sq, a float32 step each
+    meta = json.loads((run.rank_dir / "memory_timeline.meta.json").read_text())
+    assert meta["device"] == "cpu" and meta["source"] == "categorised"
+    assert meta["max_allocated_bytes"] == max(sum(row) for row in sizes)
+
+
+def test_an_output_not_produced_is_named_at_the_end_with_its_fix(run: SimpleNamespace) -> None:
+    tail = run.stderr[run.stderr.index("next: ") :]
+    assert len([x for x in tail.splitlines() if "memory_timeline.html not produced" in x]) == 1, tail
+    assert "matplotlib" in tail and "pip install 'npuprof[plot]'" in tail, tail
+
+
+def test_with_modules_without_with_stack_is_named_at_the_end(tmp_path: Path) -> None:
+    out = tmp_path / "result"
+    result = npuprof(
+        "run", "-o", str(out), *sched(1, 1, 1), "--no-analyse",
+        "--with-modules", "--record-shapes", "--profile-memory", "--memory-timeline", "json",
+        "--", *trainer("--steps", "4"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (rank_dir,) = rank_dirs(out)
+    assert not list(rank_dir.glob("memory_timeline.*"))
+    tail = result.stderr[result.stderr.index("next: ") :]
+    assert "memory_timeline.* not produced" in tail and "fix: add --with-stack" in tail, tail
+
+
+def test_the_launcher_can_tell_before_the_job_starts(tmp_path: Path) -> None:
+    """Without site-packages (python -S) neither matplotlib nor torch_npu can be found: both problems are
+    known before the job runs when the job runs this Python; another program says nothing."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from types import SimpleNamespace as N\n"
+        "from npuprof.results.extras import preflight_notes\n"
+        "cfg = N(memory_timeline=['html'], with_modules=True, with_stack=False)\n"
+        "for note in preflight_notes(cfg, [sys.executable, 'train.py']): print(note)\n"
+        "print('other:', preflight_notes(cfg, ['/bin/sh', 'train.sh']))\n"
+        "print('fine:', preflight_notes(N(memory_timeline=['json'], with_modules=False, with_stack=True),"
+        " [sys.executable]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert (
+        lines[0].startswith("--memory-timeline html: matplotlib is not installed")
+        and "npuprof[plot]" in lines[0]
+    )
+    assert "needs --with-stack" in lines[1] and lines[1].endswith("fix: add --with-stack")
+    assert lines[2:] == ["other: []", "fine: []"]
+
+
+def test_not_produced_notes_count_captures() -> None:
+    from npuprof.results.extras import not_produced, not_produced_notes
+
+    message = not_produced("memory_timeline.html", "needs matplotlib", "pip install x")
+    lines = [
+        f"2026-01-01 00:00:00 [WARNING] [postprocess pid=7] h_{pid}_20260101000000000_ascend_pt: {message}"
+        for pid in (1, 2, 2)
+    ]
+    lines.append("2026-01-01 00:00:00 [INFO] [postprocess pid=7] h_1_20260101000000000_ascend_pt: wrote x")
+    assert not_produced_notes(lines) == [
+        "memory_timeline.html not produced (2 captures): needs matplotlib; fix: pip install x"
+    ]
+    (one,) = not_produced_notes(lines[:1])  # one capture: named
+    assert one.startswith("memory_timeline.html not produced (h_1_20260101000000000_ascend_pt): ")
+
+
+def _folded_total(path: Path) -> int:
+    return sum(int(line.rpartition(" ")[2]) for line in path.read_text().splitlines() if line.strip())
+
+
+def test_rebuilt_stacks_total_is_within_1_percent_of_torchs_export_stacks() -> None:
+    """The claim the move rests on: the stacks the post-processor rebuilds from the trace add up to what
+    torch's own export_stacks gives for the same capture (its profiler started with verbose=True)."""
+    rank_dir = full_capture()
+    theirs = _folded_total(rank_dir / "ref_torch_stacks.txt")
+    ours = _folded_total(rank_dir / "stacks_self_cpu_time_total.folded")
+    assert theirs > 1_000, theirs  # µs: a real capture, not an empty export
+    # 1%, plus a fixed few hundred µs measured between the two on short captures (4 ms ones differ by
+    # 300-330 µs, 40 ms ones by 70): torch's export leaves out some of the step boundary's own time
+    assert abs(ours - theirs) <= 0.01 * theirs + 500, (ours, theirs)
+
+
+def test_plot_units_follow_the_peak_and_cpu_has_no_reserved() -> None:
+    from npuprof.reports import memory_timeline as mt
+
+    mib3 = 3 * 1024**2
+    cpu = mt.MemoryData("cpu", mt.SOURCE_TRACE, [(0, 2, mib3, 7)], max_allocated=mib3, max_reserved=5 * mib3)
+    assert mt.peak_lines(cpu) == (
+        "Max memory allocated: 3.00 MiB (3,145,728 bytes)",
+        "Max memory reserved: n/a (the CPU allocator keeps no cache; reserved = allocated)",
+    )
+    gib2 = 2 * 1024**3
+    gpu = mt.MemoryData(
+        "cuda:0", mt.SOURCE_TRACE, [(0, 2, gib2, 7)], max_allocated=gib2, max_reserved=gib2 + gib2 // 2
+    )
+    assert mt.peak_lines(gpu) == (
+        "Max memory allocated: 2.00 GiB (2,147,483,648 bytes)",
+        "Max memory reserved: 3.00 GiB (3,221,225,472 bytes)",
+    )
+    small = mt.MemoryData("cpu", mt.SOURCE_CATEGORISED, [(0, 2, 512, 0)], max_allocated=512)
+    assert mt.peak_lines(small)[0] == "Max memory allocated: 0.50 KiB (512 bytes)"

@@ -1,0 +1,257 @@
+"""`--step-on __main__:QUALNAME`: steps counted at the returns of a function or method the script itself
+defines, before or after importing torch, under `python script.py`, `python -m pkg.mod` and torchrun, called
+through references saved before the loop; a name the script never defines is reported with the closest ones.
+
+Each run's schedule differs; the expected `ProfilerStep#N` are computed here from its flags, and each
+recorded step must hold exactly the script's call number N (its `call#N` range): the first call is step 0,
+so a missed or doubled return would shift them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPTS, TEARDOWN_ABORT, clean_env, load_trace, npuprof, rank_dirs, sched
+
+from npuprof.agent.steps import missing_target_message, similar_names
+
+BEFORE = SCRIPTS / "step_before_torch.py"  # defines train_step and Trainer before `import torch`
+AFTER = SCRIPTS / "step_after_torch.py"  # the same, after `import torch`
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+
+def _expected(skip_first: int, warmup: int, active: int) -> list[int]:
+    first = skip_first + warmup  # steps 0..skip_first-1 skipped, then warm-up, then recorded
+    return list(range(first, first + active))
+
+
+def _run(
+    out: Path, target: str, schedule: tuple[int, int, int], command: list[str], **kwargs
+) -> subprocess.CompletedProcess[str]:
+    flags = ["--no-analyse", "--no-gzip", "--step-on", f"__main__:{target}", *sched(*schedule)]
+    return npuprof("run", "-o", str(out), *flags, "--", *command, timeout=240, **kwargs)
+
+
+def _package(tmp: Path, script: Path) -> Path:
+    """tmp/pkg/<script> as a module of a tiny package, for `python -m pkg.<name>`."""
+    pkg = tmp / "pkg"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    shutil.copy(script, pkg / script.name)
+    return tmp
+
+
+def _spans(events: list[dict], prefix: str) -> dict[str, tuple[float, float]]:
+    return {
+        e["name"]: (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in events
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith(prefix)
+    }
+
+
+def _calls_in_steps(rank_dir: Path) -> dict[int, list[int]]:
+    """For each recorded ProfilerStep#N: the script's call numbers whose `call#k` range lies inside it."""
+    events = load_trace(rank_dir)["traceEvents"]
+    calls = _spans(events, "call#")
+    found: dict[int, list[int]] = {}
+    for name, (start, end) in _spans(events, "ProfilerStep#").items():
+        inside = [int(c.split("#")[1]) for c, (s, e) in calls.items() if start <= s and e <= end]
+        found[int(name.split("#")[1])] = sorted(inside)
+    return found
+
+
+def _assert_steps_are_calls(rank_dir: Path, expected: list[int]) -> None:
+    assert _calls_in_steps(rank_dir) == {step: [step] for step in expected}
+
+
+# ---- python script.py ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def before_function(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("before_function") / "out"
+    proc = _run(out, "train_step", (2, 1, 2), [sys.executable, str(BEFORE), "6"])
+    return proc, out
+
+
+def test_a_function_defined_before_torch_counts_through_a_saved_reference(before_function) -> None:
+    proc, out = before_function
+    assert proc.returncode == 0, proc.stderr
+    (d,) = rank_dirs(out)
+    _assert_steps_are_calls(d, _expected(2, 1, 2))
+    log = (out / "npuprof.log").read_text()
+    assert log.count("steps counted at each return of __main__:train_step") == 1
+    assert "not found" not in proc.stderr + log
+
+
+@pytest.fixture(scope="module")
+def after_method(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("after_method") / "out"
+    proc = _run(out, "Trainer.step", (1, 0, 3), [sys.executable, str(AFTER), "5"])
+    return proc, out
+
+
+def test_a_method_defined_after_torch_counts_through_a_saved_bound_method(after_method) -> None:
+    proc, out = after_method
+    assert proc.returncode == 0, proc.stderr
+    (d,) = rank_dirs(out)
+    _assert_steps_are_calls(d, _expected(1, 0, 3))
+    assert "steps counted at each return of __main__:Trainer.step" in (out / "npuprof.log").read_text()
+
+
+# ---- python -m pkg.mod -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("script", "target", "schedule"),
+    [(BEFORE, "Trainer.step", (3, 1, 1)), (AFTER, "train_step", (0, 1, 2))],
+    ids=["before-torch-method", "after-torch-function"],
+)
+def test_python_dash_m(tmp_path: Path, script: Path, target: str, schedule: tuple[int, int, int]) -> None:
+    root = _package(tmp_path, script)
+    command = [sys.executable, "-m", f"pkg.{script.stem}", str(sum(schedule) + 1)]
+    proc = _run(tmp_path / "out", target, schedule, command, cwd=root, env=clean_env(PYTHONPATH=str(root)))
+    assert proc.returncode == 0, proc.stderr
+    (d,) = rank_dirs(tmp_path / "out")
+    _assert_steps_are_calls(d, _expected(*schedule))
+
+
+# ---- torchrun, 2 ranks (gloo) ----------------------------------------------------------------------
+@pytest.mark.torchrun
+@pytest.mark.parametrize("script", [BEFORE, AFTER], ids=["before-torch", "after-torch"])
+def test_torchrun_workers_count_their_steps(tmp_path: Path, script: Path) -> None:
+    schedule = (2, 0, 2)
+    out = tmp_path / "out"
+    command = [*TORCHRUN, str(script), "5"]
+    for _attempt in range(2):  # one retry, only for gloo's known teardown abort (conftest.run_capture)
+        proc = _run(out, "train_step", schedule, command)
+        if proc.returncode == 0 or TEARDOWN_ABORT not in proc.stderr:
+            break
+        shutil.rmtree(out, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr
+    dirs = rank_dirs(out)
+    assert sorted((d / f"profiler_info_{r}.json").exists() for d in dirs for r in (0, 1)) == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    for d in dirs:
+        _assert_steps_are_calls(d, _expected(*schedule))
+    log = (out / "npuprof.log").read_text()
+    assert log.count("steps counted at each return of __main__:train_step") == 2
+    # torchrun's own process has no train_step: said in the log, not on the terminal (the workers found it)
+    assert "not found" not in proc.stderr
+
+
+# ---- a name the script never defines ---------------------------------------------------------------
+def test_a_missing_target_is_reported_with_the_closest_names(tmp_path: Path) -> None:
+    script = tmp_path / "serve.py"  # no torch needed to define nothing
+    script.write_text("def train_step():\n    pass\n\n\nclass Trainer:\n    def step(self):\n        pass\n")
+    proc = _run(tmp_path / "out", "train_stpe", (0, 0, 1), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    assert rank_dirs(tmp_path / "out") == []
+    text = " ".join(proc.stderr.split())
+    assert "no capture was written" in text
+    assert "train_stpe not found in __main__ (serve.py)" in text, proc.stderr
+    assert "similar names there: train_step" in text, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "code"),
+    [(None, 2), ("def helper():\n    pass\n\n\nraise SystemError('boom')\ndef train_step():\n    pass\n", 1)],
+    ids=["no-such-script", "raised-before-the-def"],
+)
+def test_a_job_that_failed_first_gets_a_hint_about_its_failure(
+    tmp_path: Path, script: str | None, code: int
+) -> None:
+    path = tmp_path / "train.py"
+    if script is not None:
+        path.write_text(script)
+    proc = _run(tmp_path / "out", "train_step", (0, 0, 1), [sys.executable, str(path)])
+    assert proc.returncode == code
+    text = " ".join(proc.stderr.split())
+    assert f"the job failed (exit code {code}) before any of its processes defined train_step" in text, text
+    assert "its own error output says why" in text and "not found" not in text
+
+
+# ---- the names suggested ---------------------------------------------------------------------------
+def test_similar_names_come_from_the_module_itself() -> None:
+    module = types.ModuleType("script")
+    exec(
+        "import os\nfrom os.path import join\n"
+        "def train_step(): pass\ndef evaluate(): pass\n"
+        "class Trainer:\n    def step(self): pass\n    @staticmethod\n    def stop(): pass\n"
+        "    size = 3\n",
+        vars(module),
+    )
+    assert similar_names(module, "train_stp") == ["train_step"]
+    assert sorted(similar_names(module, "Trainer.setp")) == ["Trainer.step", "Trainer.stop"]  # a tie
+    assert similar_names(module, "join") == []  # imported, not defined there
+    assert similar_names(module, "zzz") == []
+    message = missing_target_message(module, "step", "script:step")
+    assert message.startswith("--step-on script:step: step not found in script; no steps counted")
+    assert message.endswith("similar names there: Trainer.step")  # the same last name
+
+
+# ---- the bootstrap's watch on every Python this machine has ----------------------------------------
+FAKE_ENTRY = """
+import sys
+def on_trigger(name, module):
+    original = module.train_step
+    def counted(*args):
+        module.COUNT.append(original(*args))
+    module.train_step = counted
+    print("woken", name, file=sys.stderr)
+def on_main_target_missing(module, step_on):
+    print("missing", step_on, file=sys.stderr)
+"""
+JOB = """
+COUNT = []
+def train_step(i):
+    return i
+saved = train_step
+for i in range(3):
+    saved(i)
+print(COUNT)
+"""
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.11", "3.12", "3.13"])
+def test_the_bootstrap_wakes_the_agent_at_the_def_on_each_python(tmp_path: Path, version: str) -> None:
+    """The bootstrap alone, with an agent stand-in that wraps train_step when woken: the wrapper is in
+    place before the statement after the `def`, so a reference saved there counts; a name never defined
+    is handed to the agent at exit."""
+    python = _python(version)
+    fake = tmp_path / "fake" / "npuprof" / "agent"
+    fake.mkdir(parents=True)
+    (fake.parent / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "entry.py").write_text(FAKE_ENTRY)
+    (tmp_path / "job.py").write_text(JOB)
+    bootstrap = Path(__file__).resolve().parent.parent / "npuprof" / "_bootstrap"
+    env = clean_env(
+        PYTHONPATH=f"{bootstrap}{os.pathsep}{tmp_path / 'fake'}",
+        NPUPROF_CONFIG="{}",
+        NPUPROF_TRIGGERS="__main__:train_step",
+    )
+    run = {"env": env, "cwd": tmp_path, "capture_output": True, "text": True, "timeout": 60}
+    job = subprocess.run([python, "job.py"], **run)
+    assert (job.returncode, job.stdout.strip()) == (0, "[0, 1, 2]"), job.stderr
+    assert job.stderr.splitlines() == ["woken __main__"]
+    idle = subprocess.run([python, "-c", "x = 1"], **run)
+    assert (idle.returncode, idle.stderr.splitlines()) == (0, ["missing __main__:train_step"])
+
+
+def _python(version: str) -> str:
+    """pyenv's Python ``version`` (this machine has 3.10 to 3.13), else one on PATH, else skip."""
+    pyenv = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
+    if pyenv:
+        return str(pyenv[-1])
+    if sys.version_info[:2] == tuple(int(part) for part in version.split(".")):
+        return sys.executable
+    on_path = shutil.which(f"python{version}")
+    if on_path is None:
+        pytest.skip(f"no Python {version} on this machine")
+    return on_path

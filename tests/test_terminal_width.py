@@ -1,0 +1,109 @@
+"""`npuprof run --help` fits 80 columns and never cuts a flag name (a new user's first screen)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import clean_env, npuprof, rank_dirs, sched, trainer
+
+from npuprof.options import RUN_OPTIONS
+
+
+def test_run_help_fits_80_columns_with_every_flag_whole() -> None:
+    result = npuprof("run", "--help", env=clean_env(COLUMNS="80"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    too_long = [line for line in lines if len(line) > 80]
+    assert not too_long, too_long
+    assert "…" not in result.stdout
+    words = set(result.stdout.replace(",", " ").replace("/", " ").split())
+    for option in RUN_OPTIONS:
+        for flag in option.flags:
+            assert flag in words, f"{flag} missing or cut in run --help"
+        if option.kind == "bool":
+            assert f"--no-{option.flag[2:]}" in words
+    assert "Examples:" in result.stdout
+    # -h is the same help
+    short = npuprof("run", "-h", env=clean_env(COLUMNS="80"))
+    assert short.returncode == 0 and short.stdout == result.stdout
+
+
+def _trace_with_long_names(path: Path, name: str) -> None:
+    """A Kineto trace (object form) with one step holding one operator and one kernel of that name."""
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 50,
+            "args": {"External id": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name + "_kernel",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20,
+            "dur": 30,
+            "args": {"External id": 7, "device": 0, "stream": 7},
+        },
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def test_analyse_shortens_long_names_in_the_middle_at_80_columns(tmp_path: Path) -> None:
+    name = "autograd::engine::evaluate_function: " + "Very" * 20 + "LongBackward0"
+    trace = tmp_path / "w.1.pt.trace.json"
+    _trace_with_long_names(trace, name)
+    result = npuprof("analyse", str(trace), env=clean_env(COLUMNS="80"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    operator_rows = [line for line in lines if "autograd::" in line and "_kernel" not in line]
+    kernel_rows = [line for line in lines if "_kernel" in line]
+    # one row each (never wrapped), start and end of the name kept, the middle cut
+    assert len(operator_rows) == 1 and "LongBackward0" in operator_rows[0] and "…" in operator_rows[0]
+    assert len(kernel_rows) == 1 and "autograd::" in kernel_rows[0]
+
+
+def test_run_summary_keeps_each_directory_on_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    worker = "a-rather-long-hostname.cluster.example.com"
+    result = npuprof(
+        "run",
+        "-o",
+        str(out),
+        "--worker-name",
+        worker,
+        *sched(1, 1, 1),
+        "--no-analyse",
+        "--",
+        *trainer("--steps", "4"),
+        env=clean_env(COLUMNS="80"),
+    )
+    assert result.returncode == 0, result.stderr
+    (rank_dir,) = rank_dirs(out)
+    table = result.stderr[result.stderr.index("capture(s) in") :].splitlines()
+    rows = [line for line in table if line.startswith("-") or line[:1].isdigit()]
+    assert len(rows) == 1, table
+    assert all(len(line) <= 80 for line in table[:3]), table[:3]
+    shown = rows[0].split()[-1]
+    assert shown == rank_dir.name or (
+        "…" in shown
+        and rank_dir.name.startswith(shown.split("…")[0])
+        and rank_dir.name.endswith(shown.split("…")[1])
+    )

@@ -1,0 +1,159 @@
+"""--delay/--duration (one time window, with or without steps) and --export-chrome-trace, on real
+`npuprof run` subprocesses. Each run is shared by the assertions about it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPTS, capture_record, clean_env, load_trace, npuprof, rank_dirs
+
+JOB = str(SCRIPTS / "timed_job.py")
+DELAY_S, DURATION_S = 1.0, 1.0
+JOB_S = 5.0  # long enough for the delay, the first profiler start (seconds on a busy machine) and the window
+STEP_SLEEP_S = 0.15  # timed_job.py --steps sleeps this long in each step
+
+
+def _run(root: Path, *flags: str, steps: bool = False) -> dict:
+    root.mkdir(parents=True, exist_ok=True)
+    times = root / "times.json"
+    out = root / "out"
+    job = [sys.executable, JOB, str(times), str(JOB_S), *(["--steps"] if steps else [])]
+    result = npuprof("run", "-o", str(out), *flags, "--", *job, timeout=180)
+    assert result.returncode == 0, result.stderr
+    return {"out": out, "times": json.loads(times.read_text()), "root": root}
+
+
+def _spans(trace: dict) -> tuple[list[dict], float, float]:
+    """The complete events, and the profiler's own span as (start in epoch seconds, length in seconds)."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    (span,) = [e for e in events if str(e["name"]).startswith("PyTorch Profiler")]
+    start = (span["ts"] * 1000 + trace["baseTimeNanoseconds"]) / 1e9
+    return events, start, span["dur"] / 1e6
+
+
+@pytest.fixture(scope="module")
+def no_steps(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("window_no_steps")
+    flags = ["--delay", str(DELAY_S), "--duration", str(DURATION_S), "--export-chrome-trace", "trace.json"]
+    root.mkdir(exist_ok=True)
+    result = npuprof(
+        "run",
+        "-o",
+        str(root / "out"),
+        *flags,
+        "--",
+        sys.executable,
+        JOB,
+        str(root / "times.json"),
+        str(JOB_S),
+        cwd=root,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    return {"out": root / "out", "times": json.loads((root / "times.json").read_text()), "root": root}
+
+
+@pytest.fixture(scope="module")
+def with_steps(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("window_steps")
+    return _run(root, "--delay", str(DELAY_S), "--duration", str(DURATION_S), steps=True)
+
+
+def test_a_job_without_steps_gets_one_window_of_the_asked_length(no_steps: dict) -> None:
+    (d,) = rank_dirs(no_steps["out"])
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"] == [0] and not record["detail"]
+    events, start, length = _spans(load_trace(d))
+    assert not [e for e in events if str(e["name"]).startswith("ProfilerStep#")]
+    assert DURATION_S * 0.9 <= length <= DURATION_S + 0.6
+    times = no_steps["times"]
+    # The clock starts while `import torch` runs; the window opens once it has finished, after the delay
+    # (plus the first profiler start, which takes seconds on a busy machine).
+    assert start >= times["before_import"] + DELAY_S - 0.05
+    assert start >= times["after_import"] - 0.05
+    assert start <= times["after_import"] + DELAY_S + 4.0
+    mms = [e for e in events if e["name"] == "aten::mm"]
+    assert 4 <= len(mms) <= 12  # one each 0.1 s of the window
+
+
+def test_analyse_shows_the_window_as_one_step_and_says_so(no_steps: dict) -> None:
+    result = npuprof("analyse", str(no_steps["out"]), env=clean_env(COLUMNS="100"))
+    assert result.returncode == 0, result.stderr
+    assert "no steps in this trace" in result.stdout
+    report = npuprof("analyse", str(no_steps["out"]), "--format", "json")
+    (rank,) = json.loads(report.stdout)["ranks"]
+    assert [s["step"] for s in rank["steps"]] == [None]
+
+
+def test_the_chrome_trace_is_written_where_asked(no_steps: dict) -> None:
+    exported = no_steps["root"] / "trace.json"  # relative to where npuprof run started
+    (d,) = rank_dirs(no_steps["out"])
+    (raw,) = d.glob("*.pt.trace.json*")
+    opener = gzip.open if raw.name.endswith(".gz") else open
+    with opener(raw, "rt") as handle:
+        kept = json.load(handle)
+    assert json.loads(exported.read_text()) == kept
+    assert [p.name for p in no_steps["root"].iterdir() if p.name.startswith("trace")] == ["trace.json"]
+
+
+def test_with_steps_the_window_is_whole_steps(with_steps: dict) -> None:
+    (d,) = rank_dirs(with_steps["out"])
+    record = capture_record(d)
+    assert record["status"] == "complete" and not record["detail"]
+    events, _start, length = _spans(load_trace(d))
+    spans = sorted((e for e in events if str(e["name"]).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    numbers = [int(e["name"].split("#")[1]) for e in spans]
+    assert numbers == record["steps"] and len(numbers) >= 3
+    # It ended at a step boundary: the last step is whole (the first may have begun before the window).
+    assert all(e["dur"] / 1e6 >= STEP_SLEEP_S for e in spans[1:])
+    assert DURATION_S <= length <= DURATION_S + 3 * STEP_SLEEP_S + 0.5
+    log = (with_steps["out"] / "npuprof.log").read_text()
+    assert f"time window ended at step {numbers[-1] + 1}" in log
+
+
+@pytest.mark.parametrize(
+    "flags, flag",
+    [
+        (["--delay", "-1"], "--delay"),
+        (["--duration", "0"], "--duration"),
+        (["--delay", "1", "--warmup", "2"], "--warmup"),
+        (["--duration", "1", "--dynamic", "dyn"], "--dynamic"),
+        (["--delay", "1", "--export-chrome-trace", "/nonexistent/dir/t.json"], "--export-chrome-trace"),
+    ],
+)
+def test_bad_values_exit_2_with_one_line(tmp_path: Path, flags: list[str], flag: str) -> None:
+    result = npuprof(
+        "run", "-o", str(tmp_path / "out"), *flags, "--", sys.executable, "-c", "pass", cwd=tmp_path
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.torchrun
+def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Path) -> None:
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    job = [JOB, str(tmp_path / "times.json"), "3"]
+    flags = ["--delay", "0.5", "--duration", "0.5", "--export-chrome-trace", str(tmp_path / "trace.json")]
+    command = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", *flags]
+    result = subprocess.run(
+        [*command, "--", *torchrun, *job],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    records = [capture_record(d) for d in rank_dirs(tmp_path / "out")]
+    expected = sorted(f"trace_rank{r['rank']}_pid{r['pid']}_step0.json" for r in records)
+    assert len(expected) == 2 and {r["rank"] for r in records} == {0, 1}
+    written = sorted(p.name for p in tmp_path.glob("trace*.json"))
+    assert written == expected
+    for name in written:
+        assert json.loads((tmp_path / name).read_text())["traceEvents"]
