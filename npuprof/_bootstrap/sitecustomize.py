@@ -94,52 +94,14 @@ def _entry():  # -> npuprof.agent.entry
     return entry
 
 
-class _Unbound:
-    """Holds the place of NAME in ``__main__``'s namespace for ``--step-on __main__:NAME[.attr]``, which no
-    import can announce. The script's ``def``/``class`` binding NAME frees it, and its ``__del__`` wakes
-    the agent there, before the script's next statement can save a reference (docs/architecture.md,
-    "Step boundaries"). Until then, calling it fails as the undefined name would."""
-
-    __slots__ = ("module", "name")
-
-    def __init__(self, module, name):
-        self.module = module
-        self.name = name
-
-    def __call__(self, *args, **kwargs):
-        raise NameError(f"name {self.name!r} is not defined")
-
-    def __repr__(self):
-        return f"<npuprof: {self.name} not defined yet>"
-
-    def __del__(self):
-        try:
-            if self.name in self.module.__dict__ and not sys.is_finalizing():
-                _wake("__main__", self.module)
-        except Exception as exc:
-            _report(f"--step-on __main__: {exc!r}")
-
-
 def _watch_main(target: str) -> None:
-    """``target`` is ``__main__:QUALNAME``; at exit, a name never bound is reported by the agent's code."""
-    import atexit
+    """``--step-on __main__:NAME``: npuprof/_bootstrap/_npuprof_main_target.py, loaded by its path."""
+    from importlib.util import module_from_spec, spec_from_file_location
 
-    module = sys.modules.get("__main__")
-    name = target.partition(":")[2].partition(".")[0]
-    if module is None or not name or name in module.__dict__:
-        return
-    module.__dict__[name] = _Unbound(module, name)
-    atexit.register(_main_at_exit, module, name, target)
-
-
-def _main_at_exit(module, name: str, target: str) -> None:
-    try:
-        if isinstance(module.__dict__.get(name), _Unbound):
-            del module.__dict__[name]
-            if sys.modules.get("__main__") is module:  # not a spawned child's replaced __main__
-                _entry().on_main_target_missing(module, target)
-    except Exception as exc:
-        _report(f"--step-on {target}: {exc!r}")
+    spec = spec_from_file_location("_npuprof_main_target", os.path.join(_HERE, "_npuprof_main_target.py"))
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.watch(target, _wake, _report, _entry)
 
 
 def _import_entry_from_here():  # -> npuprof.agent.entry

@@ -1,0 +1,57 @@
+"""``--step-on __main__:NAME``: a placeholder for NAME in ``__main__`` (docs/architecture.md, "Step
+boundaries"). Kept out of sitecustomize.py, which every Python process of the job compiles and runs at start:
+this file is loaded, by its path, only by processes given a ``__main__`` target."""
+
+import sys
+
+_wake = _report = _entry = None  # set by watch(): sitecustomize's functions
+
+
+class _Unbound:
+    """Holds the place of NAME in ``__main__``'s namespace for ``--step-on __main__:NAME[.attr]``, which no
+    import can announce. The script's ``def``/``class`` binding NAME frees it, and its ``__del__`` wakes
+    the agent there, before the script's next statement can save a reference. Until then, calling it fails
+    as the undefined name would."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module, name):
+        self.module = module
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise NameError(f"name {self.name!r} is not defined")
+
+    def __repr__(self):
+        return f"<npuprof: {self.name} not defined yet>"
+
+    def __del__(self):
+        try:
+            if self.name in self.module.__dict__ and not sys.is_finalizing():
+                _wake("__main__", self.module)
+        except Exception as exc:
+            _report(f"--step-on __main__: {exc!r}")
+
+
+def watch(target, wake, report, entry):
+    """``target`` is ``__main__:QUALNAME``; at exit, a name never bound is reported by the agent's code."""
+    global _wake, _report, _entry
+    _wake, _report, _entry = wake, report, entry
+    import atexit
+
+    module = sys.modules.get("__main__")
+    name = target.partition(":")[2].partition(".")[0]
+    if module is None or not name or name in module.__dict__:
+        return
+    module.__dict__[name] = _Unbound(module, name)
+    atexit.register(_main_at_exit, module, name, target)
+
+
+def _main_at_exit(module, name, target):
+    try:
+        if isinstance(module.__dict__.get(name), _Unbound):
+            del module.__dict__[name]
+            if sys.modules.get("__main__") is module:  # not a spawned child's replaced __main__
+                _entry().on_main_target_missing(module, target)
+    except Exception as exc:
+        _report(f"--step-on {target}: {exc!r}")
