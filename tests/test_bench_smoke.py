@@ -16,8 +16,6 @@ BENCH = ROOT / "bench"
 
 ROWS = {
     "startup.py": ["launcher: npuprof run -- python -c pass", "bootstrap in a child that never uses torch"],
-    "overhead.py": ["npuprof's step hook", "step outside captures", "step inside a capture", "RSS added"],
-    "export_stall.py": ["step where a capture ends", "torch's gzip handler"],
     "dynamic_latency.py": ["step outside captures, watcher running", "trigger to capture start"],
     "scale.py": [
         "npuprof analyse, unparsed (parse + report), 4 ranks",
@@ -28,6 +26,8 @@ ROWS = {
         "one post-processor's peak against its trace",
     ],
 }
+# overhead.py and export_stall.py are left out here: their --quick runs start five training processes
+# each (~30 s of CPU apiece), which the suite's 10-minute budget cannot carry; run them with run_all.py.
 # beyond --quick (scale.py: two small result dirs, 4 and 8 ranks)
 EXTRA_ARGS = {"scale.py": ["--ranks", "4,8"]}
 
