@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -90,6 +91,15 @@ def run(cmd: Sequence[str], env: dict[str, str] | None = None, timeout: float = 
             f"{' '.join(cmd)} exited {result.returncode}:\n{result.stderr.decode(errors='replace')[-3000:]}"
         )
     return wall
+
+
+def run_with_cpu(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """``run``, and the CPU time (user + system) the command and the children it waited for used, in
+    seconds: unlike the wall time, it does not count the moments other processes held the cores."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = run(cmd, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 # ---- pairing and statistics --------------------------------------------------------------------------

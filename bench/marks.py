@@ -10,7 +10,8 @@ so the figure is the wrapper's alone), interleaved round by round with blocks of
 the baseline of the same run (a bare ``with`` block for ``npuprof.range``, the unwrapped function for the
 wrapper), timed by the thread's CPU time. Budget (issue 13): <= 1 µs added a call outside a capture
 (a pair, a ``with`` block, counts as one). Inside a torch.profiler capture they are timed for scale
-against torch's own ``record_function``.
+against torch's own ``record_function``; what ``--msprof-tx`` adds to a recorded training step (the budget
+inside captures) is bench/marks_capture.py's.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def main() -> int:
         return None
 
     comm_marks.set_enabled(True)  # as under --msprof-tx: the wrapper asks whether a capture records
-    wrapped = comm_marks._wrap("all_reduce", "tensor", noop_collective, sys.modules["torch.distributed"])
+    c10d = sys.modules["torch.distributed.distributed_c10d"]  # where the wrapper looks up the group
+    wrapped = comm_marks._wrap("all_reduce", "tensor", noop_collective, c10d)
     tensor = torch.zeros(4)
 
     def empties(n: int) -> None:
@@ -147,6 +149,7 @@ def main() -> int:
     from torch.profiler import ProfilerActivity, profile
 
     inside = max(calls // 20, 200)
+    comm_marks.start_collecting()  # as an npuprof capture on torch.profiler: comm: ranges kept in memory
     with profile(activities=[ProfilerActivity.CPU]):
         for label, body, baseline, base_name in (
             ("npuprof.mark inside a capture (for scale)", marks, torch_blocks, "a record_function block"),
@@ -165,6 +168,7 @@ def main() -> int:
         ):
             ours, base = per_call_ns(body, inside, rounds, baseline)
             rows.append(_row(label, ours, base, base_name, "-"))
+    comm_marks.stop_collecting()
     print_table(
         f"npuprof marks (torch {torch.__version__}, {calls} calls x {rounds} rounds, medians)",
         ["what", "baseline (same run)", "npuprof", "added", "budget", "verdict"],

@@ -1,18 +1,22 @@
 """Mutation score of the core logic, measured with mutmut: how many small deliberate breaks the tests catch.
 
-    .venv/bin/python bench/mutation.py                  # every module group (~15-25 minutes on 2 cores)
+    .venv/bin/python bench/mutation.py                  # every module group (~35 minutes, 1 worker, 2 cores)
     .venv/bin/python bench/mutation.py schedule config  # some groups
+    .venv/bin/python bench/mutation.py --workers 2 steps  # mutmut's children (default 1: a shared machine)
     .venv/bin/python bench/mutation.py --list           # the groups, their modules and tests
     .venv/bin/python bench/mutation.py --at HEAD --overlay tests/test_x.py intervals
                                       # the committed tree plus a new test (others' work in progress aside)
 
 Each group mutates one module (mutmut 3: operators, comparisons, constants, arguments, return values) in a
 copy of the tree under a temporary directory and runs the tests named for it against every mutant. The copy
-is put first on PYTHONPATH, so the tests' subprocesses (`python -m npuprof ...`) run the mutant too. Some
-mutants cannot change behaviour (equivalent mutants: ``a // b >= n`` and ``a / b >= n`` for integers, a
-loop bound that is never reached); the survivors are printed for reading, and the known equivalent ones
-are listed in bench/README.md ("Mutation score"). Prints one table: module, mutants, killed, survived,
-timed out, kill rate. Not a CI job: it runs the chosen tests once per mutant.
+is put first on PYTHONPATH, so the tests' subprocesses (`python -m npuprof ...`) run the mutant too. A group
+that names functions (config: its validation; the report's slow-rank rule) runs and counts only the mutants
+of those (mutmut's mutant-name patterns). The agent's and config's groups use in-process tests
+(tests/test_*_units.py, tests/test_controller.py, tests/test_config.py): their `npuprof run` tests take ~5 s
+a mutant, hours a module. Some mutants cannot change behaviour (equivalent mutants: ``a // b >= n`` and
+``a / b >= n`` for integers, a loop bound that is never reached); the survivors are printed for reading,
+and the known equivalent ones are listed in bench/README.md ("Mutation score"). Prints one table: module,
+mutants, killed, survived, timed out, kill rate. Not a CI job: it runs the chosen tests once per mutant.
 """
 
 from __future__ import annotations
@@ -36,15 +40,11 @@ MUTMUT = Path(sys.executable).with_name("mutmut")
 # group -> (module to mutate, functions to count (None: all), tests that should catch its breaks)
 GROUPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
     "schedule": ("npuprof/agent/schedule.py", None, ("tests/test_controller.py", "tests/test_config.py")),
-    "steps": (
-        "npuprof/agent/steps.py",
-        None,
-        ("tests/test_step_counting.py", "tests/test_fault_agent_steps.py", "tests/test_controller.py"),
-    ),
+    "steps": ("npuprof/agent/steps.py", None, ("tests/test_steps_units.py", "tests/test_step_kinds.py")),
     "controller": (
         "npuprof/agent/controller.py",
         None,
-        ("tests/test_controller.py", "tests/test_fault_agent.py", "tests/test_fault_agent_steps.py"),
+        ("tests/test_controller_units.py", "tests/test_controller.py"),
     ),
     "step_breakdown": (
         "npuprof/analysis/step_breakdown.py",
@@ -75,14 +75,34 @@ GROUPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
         ("cross_rank", "slowest", "_outlier", "_slow", "_skew", "start_skew", "_median", "_z"),
         ("tests/test_analysis_rules.py", "tests/test_analyse_tables.py"),
     ),
+    # config.py's validation: the checks of every value, the flag parsers, the rank filter and the
+    # environment payload (its config-file reader and writer, set_option and the file I/O are not counted)
     "config": (
         "npuprof/config.py",
-        None,
         (
-            "tests/test_config.py",
-            "tests/test_options.py",
-            "tests/test_run_fastpath.py",
+            "validate",  # Schedule.validate, ProfileConfig.validate, _validate_window, _validate_dynamic
+            "first_steps_needed",
+            "__init__",  # ConfigError's, the only one mutmut mutates there
+            "one_line",
+            "to_payload",
+            "from_payload",
+            "to_env",
+            "decode_env_payload",
+            "wants_rank",
+            "_is_safe_name",
+            "parse_level",
+            "parse_activities",
+            "parse_ranks",
+            "_check_rank",
+            "_shown",
+            "parse_metadata",  # and parse_metadata_json
+            "parse_step_on",
+            "parse_min_free_space",
+            "free_bytes",  # required_free_bytes, _free_bytes
+            "_check_metadata",
+            "_match_choice",
         ),
+        ("tests/test_config_units.py", "tests/test_config.py"),
     ),
 }
 _STATUS = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
@@ -191,7 +211,13 @@ def _show(cwd: Path, env: dict[str, str], name: str) -> str:
     )
 
 
-def run_group(name: str, keep: bool, source: Source) -> dict[str, object]:
+def _counted(mutant: str, functions: tuple[str, ...] | None) -> bool:
+    """Whether a mutant (``npuprof.config.x_parse_ranks__mutmut_3``, ``...xǁScheduleǁvalidate__mutmut_1``)
+    belongs to the functions a group counts: one of them is part of its function's name."""
+    return functions is None or any(f in mutant.split("ǁ")[-1] for f in functions)
+
+
+def run_group(name: str, keep: bool, source: Source, workers: int = 1) -> dict[str, object]:
     module, functions, tests = GROUPS[name]
     work = Path(tempfile.mkdtemp(prefix=f"npuprof-mutation-{name}-"))
     try:
@@ -200,15 +226,20 @@ def run_group(name: str, keep: bool, source: Source) -> dict[str, object]:
         env["PYTHONPATH"] = str(work / "mutants")  # the tests' subprocesses run the mutant too
         env["OMP_NUM_THREADS"] = "1"
         started = time.monotonic()
+        # mutmut runs only the mutants these patterns name (every one of the counted ones, as _counted says)
+        patterns = [] if functions is None else [f"*{f}*" for f in functions]
         run = subprocess.run(
-            [str(MUTMUT), "run", "--max-children", "2"], cwd=work, env=env, capture_output=True, text=True
+            [str(MUTMUT), "run", "--max-children", str(workers), *patterns],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
         )
         seconds = time.monotonic() - started
         if run.returncode != 0:
             print(f"{name}: mutmut run failed ({run.returncode}):\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
         statuses = _results(work, env)
-        if functions is not None:
-            statuses = {m: s for m, s in statuses.items() if any(f in m.split("ǁ")[-1] for f in functions)}
+        statuses = {m: s for m, s in statuses.items() if _counted(m, functions)}
         survivors = [m for m, s in statuses.items() if s == "survived"]
         killed = sum(1 for s in statuses.values() if s == "killed")
         timeouts = sum(1 for s in statuses.values() if s == "timeout")
@@ -238,6 +269,13 @@ def main() -> int:
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the mutated copies")
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="mutants tested at once (mutmut's children; default 1)",
+    )
+    parser.add_argument(
         "--at", metavar="REV", help="copy the tree as committed at REV (git archive), not the working tree"
     )
     parser.add_argument(
@@ -261,7 +299,7 @@ def main() -> int:
         return 2
     rows = []
     for name in args.groups or GROUPS:
-        rows.append(run_group(name, args.keep, Source(args.at, tuple(args.overlay))))
+        rows.append(run_group(name, args.keep, Source(args.at, tuple(args.overlay)), max(args.workers, 1)))
         row = rows[-1]
         print(
             f"{name}: {row['killed']} killed, {row['timeout']} timed out, {row['survived']} survived, "

@@ -1,6 +1,6 @@
 """What npuprof costs a training loop: per step outside captures, inside captures, and in memory.
 
-    .venv/bin/python bench/overhead.py            # ~2 minutes on 2 cores
+    .venv/bin/python bench/overhead.py            # ~3 minutes on 2 quiet cores (8 at load 4)
     .venv/bin/python bench/overhead.py --quick    # a few seconds: smoke test only, figures meaningless
 
 A small CPU MLP (steps of ~1 ms and ~10 ms) runs N steps in four ways, interleaved round by round:
@@ -8,7 +8,10 @@ bare; under `npuprof run` with no capture near (the agent counts steps, nothing 
 capturing a repeating schedule; and the same schedule written by hand with torch.profiler. Each run times
 every step; the table compares medians (per round, then the median of the rounds). The hook's own cost is
 measured in one process under npuprof, in paired blocks with npuprof's optimizer hook present / removed;
-so is the cost of ``--step-on __main__:step`` (the script's own function, wrapped / bare).
+so is the cost of ``--step-on __main__:step`` (the script's own function, wrapped / bare). A recorded step's
+work is measured the same way, inside one long capture: npuprof's boundary (the optimizer's hook, or the
+``--step-on __main__:step`` wrapper) against the hooks removed and ``prof.step()`` written by hand, on the
+same ``torch.profiler.profile`` (npuprof's, as the capture's state must be the same for both).
 """
 
 from __future__ import annotations
@@ -75,6 +78,9 @@ def step():
     return None
 bare = getattr(step, "__wrapped__", None)
 assert bare is not None and bare is not step, "npuprof did not wrap __main__:step"
+# nothing traces the interpreter once the name is bound (a trace or profile function would slow every call of
+# the job, wrapped or not, and this pairing would not show it)
+assert sys.gettrace() is None and sys.getprofile() is None, "a trace or profile function is on"
 blocks, per_block = int(sys.argv[1]), int(sys.argv[2])
 step()  # step 0 arms npuprof, which starts its post-processor: let that start before the blocks
 time.sleep(1.0)
@@ -89,6 +95,80 @@ for b in range(2 * blocks):
     (on if hooked else off).append((clock() - start) / per_block)
 print(json.dumps({"on": on, "off": off}))
 """
+
+# A recorded step's npuprof work: blocks of steps inside one capture, taken by npuprof's boundary (A) / with
+# npuprof's hooks out of the way and torch's own `profile.step` called by hand on the profiler npuprof opened
+# (B: `type(prof).step`, without the SIGTERM guard npuprof puts around it), ABBA order, thread CPU time.
+# SETUP, STEP_A, STEP_B, SWAP_OUT and SWAP_IN are filled in per path (RECORDED_PATHS).
+RECORDED_BENCH = r"""
+import json, sys, time
+from npuprof.agent import entry
+from npuprof.agent.schedule import Action
+SETUP
+blocks, per_block = int(sys.argv[1]), int(sys.argv[2])
+STEP_A()  # step 0 arms npuprof, which opens its profiler (warm-up) and starts its post-processor
+STEP_A()  # step 1: recording from here
+controller = entry._state["agent"].controller  # npuprof's internals: the profiler it opened
+prof = controller.prof
+assert prof is not None and controller.action is Action.RECORD, controller.action
+hand_step = type(prof).step
+time.sleep(1.5)  # let the post-processor start before the blocks
+on, off = [], []
+clock = time.thread_time_ns
+for b in range(2 * blocks):
+    hooked = b % 2 == (b // 2) % 2  # ABBA order
+    if hooked:
+        start = clock()
+        for _ in range(per_block):
+            STEP_A()
+        on.append((clock() - start) / per_block)
+    else:
+        SWAP_OUT
+        start = clock()
+        for _ in range(per_block):
+            STEP_B()
+            hand_step(prof)
+        off.append((clock() - start) / per_block)
+        SWAP_IN
+assert controller.prof is prof and controller.action is Action.RECORD, "the capture changed under the bench"
+print(json.dumps({"on": on, "off": off}))
+"""
+RECORDED_PATHS = {
+    # the optimizer path: npuprof's post hook and its wrapper of SGD.step, removed for B
+    "optimizer": {
+        "SETUP": (
+            "import torch\n"
+            "import torch.optim.optimizer as om\n"
+            "p = torch.nn.Parameter(torch.zeros(1))\n"
+            "p.grad = torch.zeros(1)\n"
+            "opt = torch.optim.SGD([p], lr=0.0)\n"
+            "wrapped = torch.optim.SGD.step\n"
+            "hooks = dict(om._global_optimizer_post_hooks)\n"
+            "assert len(hooks) == 1 and wrapped.__npuprof_step__, 'npuprof did not hook the optimizer'\n"
+        ),
+        "STEP_A()": "opt.step()",
+        "STEP_B()": "opt.step()",
+        "SWAP_OUT": "om._global_optimizer_post_hooks.clear(); torch.optim.SGD.step = wrapped.__wrapped__",
+        "SWAP_IN": "om._global_optimizer_post_hooks.update(hooks); torch.optim.SGD.step = wrapped",
+        "flags": [],
+    },
+    # --step-on __main__:step: the wrapper npuprof bound at the def (A), the function it wraps (B)
+    "__main__": {
+        "SETUP": (
+            "def step():\n"
+            "    return None\n"
+            "bare = getattr(step, '__wrapped__', None)\n"
+            "assert bare is not None and bare is not step, 'npuprof did not wrap __main__:step'\n"
+        ),
+        "STEP_A()": "step()",
+        "STEP_B()": "bare()",
+        "SWAP_OUT": "pass",
+        "SWAP_IN": "pass",
+        "flags": ["--step-on", "__main__:step"],
+    },
+}
+# one capture from step 1 to the end (warm-up at step 0), never ending within the blocks
+RECORDED_SCHEDULE = (0, 0, 1, 10**8, 1)
 
 
 def main() -> int:
@@ -132,10 +212,19 @@ def main() -> int:
                 verdict(main_added / 1000, 2.0),
             ]
         )
+        recorded = {
+            path: _recorded_cost(
+                tmp, env, path, blocks=4 if args.quick else 30, per_block=50 if args.quick else 300
+            )
+            for path in RECORDED_PATHS
+        }
         actions = plan_actions(*SCHEDULE, steps=steps)
+        model_steps: dict[str, float] = {}
         for model in models:
             samples = _model_rounds(tmp, env, model, steps, repeats)
             rows += _model_rows(model, samples, actions, steps)
+            model_steps[model] = median([_median_of(r, _warm(steps)) for r in samples["bare"]])
+        rows += [_recorded_row(path, *recorded[path], model_steps) for path in RECORDED_PATHS]
     notes.append(
         f"{steps} steps a run, {repeats} round(s) of 4 interleaved runs; OMP_NUM_THREADS=1; "
         "step = the training thread's CPU time (time.thread_time_ns: steady on a shared machine); "
@@ -186,6 +275,52 @@ def _main_step_cost(tmp: Path, env: dict[str, str], blocks: int, per_block: int)
     return data["on"], data["off"]
 
 
+def _recorded_cost(
+    tmp: Path, env: dict[str, str], path: str, blocks: int, per_block: int
+) -> tuple[list[float], list[float]]:
+    """ns of CPU per recorded step: npuprof's boundary / the hooks removed and ``prof.step()`` by hand."""
+    import subprocess
+
+    spec = RECORDED_PATHS[path]
+    code = RECORDED_BENCH
+    for key in ("SETUP", "STEP_A()", "STEP_B()", "SWAP_OUT", "SWAP_IN"):
+        code = code.replace(key, spec[key])
+    script = tmp / f"recorded_{path.strip('_')}.py"
+    script.write_text(code)
+    flags = [
+        "-o",
+        str(tmp / f"recorded_{path.strip('_')}_out"),
+        *spec["flags"],
+        *schedule_flags(*RECORDED_SCHEDULE),
+        "--no-gzip",
+        "--no-analyse",
+    ]
+    cmd = npuprof_run(flags, [PYTHON, str(script), str(blocks), str(per_block)])
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise RuntimeError(f"recorded-step bench ({path}) failed:\n{result.stderr[-3000:]}")
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    return data["on"], data["off"]
+
+
+def _recorded_row(
+    path: str, on: list[float], off: list[float], model_steps: dict[str, float]
+) -> list[object]:
+    """The recorded step's added cost, and what it makes of a step of each model (its bare median)."""
+    added_ms = paired_diff(on, off) / 1e6
+    ratios = {model: (step + added_ms) / step for model, step in model_steps.items()}
+    worst = max(ratios.values())
+    on_models = ", ".join(f"x{ratio:.4f} on the {model} model" for model, ratio in ratios.items())
+    what = "optimizer step" if path == "optimizer" else "--step-on __main__:step"
+    return [
+        f"a recorded step, {what}: npuprof's boundary",
+        f"hooks removed + prof.step() by hand, same capture: {median(off) / 1e6:.3f} ms CPU",
+        f"{median(on) / 1e6:.3f} ms ({added_ms * 1000:+.1f} µs: {on_models})",
+        "<= x1.02",
+        verdict(worst, 1.02),
+    ]
+
+
 def _model_rounds(
     tmp: Path, env: dict[str, str], model: str, steps: int, repeats: int
 ) -> dict[str, list[dict]]:
@@ -223,6 +358,10 @@ def _model_rounds(
     return results
 
 
+def _warm(steps: int) -> list[int]:
+    return list(range(min(20, steps // 4), steps))
+
+
 def _median_of(run: dict, steps: list[int]) -> float:
     return median([run["cpu_ns"][s] for s in steps]) / 1e6  # ms of the training thread's CPU time
 
@@ -230,7 +369,7 @@ def _median_of(run: dict, steps: list[int]) -> float:
 def _model_rows(
     model: str, samples: dict[str, list[dict]], actions: list[str], steps: int
 ) -> list[list[object]]:
-    warm = list(range(min(20, steps // 4), steps))
+    warm = _warm(steps)
     # recorded steps, without the one where a capture ends (export: see export_stall.py) and the next one
     inside = [
         s for s in range(steps) if actions[s] == "RECORD" and (s == 0 or actions[s - 1] != "RECORD_AND_SAVE")

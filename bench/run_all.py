@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["startup.py", "overhead.py", "export_stall.py", "dynamic_latency.py", "marks.py", "scale.py"]
+BENCHES = [
+    "startup.py",
+    "overhead.py",
+    "export_stall.py",
+    "dynamic_latency.py",
+    "marks.py",
+    "marks_capture.py",
+    "scale.py",
+]
 ANALYSE_BENCH = "analyse_bench.py"
 ANALYSE_SIZE_MB = "256"  # modest: the 1 GB figure takes minutes (bench/analyse_bench.py --size-mb 1024)
 

@@ -17,6 +17,7 @@ torch is looked up in ``sys.modules`` at the first call (no profiler can run bef
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import sys
 from collections.abc import Callable
@@ -100,6 +101,17 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         name, stream = self.name, self.stream
+        if inspect.iscoroutinefunction(func):  # the range covers the awaited call, and it stays awaitable
+
+            @functools.wraps(func)
+            async def ranged_async(*args: Any, **kwargs: Any) -> Any:
+                range_id = range_start(name, stream)
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    range_end(range_id)
+
+            return ranged_async
 
         @functools.wraps(func)
         def ranged(*args: Any, **kwargs: Any) -> Any:

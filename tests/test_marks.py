@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -25,6 +26,8 @@ CYCLES = 200  # the garbage cycles it makes there (marks_trainer.CYCLES)
 GRADIENT_SIZES = [16 * 8, 8, 8 * 4, 4]
 LONG_ENV = "a" * 5000  # HCCL_ALGO, over torch_npu's 4096 characters a value
 USER_RANGES = {"dataloader", "forward", "backward"}
+
+CLOCK_SLACK_NS = 200_000  # how far Python's clock and Kineto's may disagree over a capture
 
 
 def _run_until_no_teardown_abort(
@@ -79,8 +82,13 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.mark.torchrun
 @pytest.mark.parametrize("rank", [0, 1])
 def test_each_collective_and_p2p_call_gets_its_comm_range(distributed: dict[str, Any], rank: int) -> None:
-    spans = _spans(distributed["traces"][rank])
-    found = Counter(s["name"] for s in spans if s["name"].startswith("comm:"))
+    trace = distributed["traces"][rank]
+    # on torch.profiler the ranges are kept out of the trace (no record_function span: too slow a call)
+    assert not [s for s in _spans(trace) if s["name"].startswith("comm:")]
+    record = json.loads((distributed["dirs"][rank] / "npuprof_comm_ranges.json").read_text())
+    assert (record["version"], record["clock"], record["dropped"]) == (1, "epoch_ns", 0)
+    ranges = record["ranges"]
+    found = Counter(r["name"] for r in ranges)
     expected: Counter[str] = Counter()
     for _ in range(RECORDED):
         for size in GRADIENT_SIZES:
@@ -88,16 +96,26 @@ def test_each_collective_and_p2p_call_gets_its_comm_range(distributed: dict[str,
         expected["comm:broadcast,default_pg,int64,5"] += 1
         expected["comm:send,default_pg,float64,7" if rank == 0 else "comm:recv,default_pg,float64,7"] += 1
     assert found == expected  # and no second range of the isend / irecv that send / recv make
-    # each range holds the gloo collective it names (the range is around the call)
-    gloo = [
-        e for e in distributed["traces"][rank]["traceEvents"] if str(e.get("name", "")).startswith("gloo:")
+    # the process and thread are the trace's: the training thread's ops are on that thread there
+    steps = [s for s in _spans(trace) if s["name"].startswith("ProfilerStep#")]
+    assert {record["pid"]} == {s["pid"] for s in steps} and {r["tid"] for r in ranges} == {
+        s["tid"] for s in steps
+    }
+    # each range holds the gloo collective it names (the range is around the call), on the trace's clock
+    # (two clocks: Python's and Kineto's; placed to within CLOCK_SLACK_NS, docs/formats.md)
+    gloo = [_epoch_interval(trace, e) for e in trace["traceEvents"] if e.get("name") == "gloo:all_reduce"]
+    held = [
+        (r["start_ns"] - CLOCK_SLACK_NS, r["end_ns"] + CLOCK_SLACK_NS)
+        for r in ranges
+        if r["name"].startswith("comm:all_reduce")
     ]
-    ranges = [s for s in spans if s["name"].startswith("comm:all_reduce")]
-    assert gloo and all(
-        any(r["ts"] <= g["ts"] and g["ts"] <= r["ts"] + r["dur"] for r in ranges)
-        for g in gloo
-        if "all_reduce" in g["name"]
+    assert len(gloo) == len(held) and all(any(a <= s <= e <= b for a, b in held) for s, e in gloo)
+    # and lies in the recorded steps
+    began, ended = (
+        min(_epoch_interval(trace, s)[0] for s in steps),
+        max(_epoch_interval(trace, s)[1] for s in steps),
     )
+    assert all(began <= a < b <= ended for a, b in held)
 
 
 @pytest.mark.torchrun
@@ -263,6 +281,65 @@ def test_on_npu_marks_and_comm_ranges_go_to_mstx_with_level_none(tmp_path: Path)
 
 
 # ---- units ------------------------------------------------------------------------------------------
+def test_in_a_capture_a_comm_range_is_kept_in_memory_not_as_a_span(tmp_path: Path) -> None:
+    """The --msprof-tx wrapper in process, under a real torch profiler: with npuprof's capture collecting,
+    each call is a range of the collector (bounded, the rest counted), on the trace's clock and thread, and
+    no span; under a profiler of the script's own (no collector) a record_function span as before."""
+    import threading
+    import time
+
+    import torch
+    from torch.profiler import profile
+
+    from npuprof import marks
+    from npuprof.agent import comm_marks
+
+    def collective(tensor: object, group: object = None) -> None:
+        time.sleep(0.002)  # a call of 2 ms: its range must cover it
+
+    c10d = sys.modules["torch.distributed.distributed_c10d"]
+    wrapped = comm_marks._wrap("all_reduce", "tensor", collective, c10d)
+    saved_impl, saved_enabled = marks._impl, comm_marks._state["enabled"]
+    marks.use_backend("torch-cpu")
+    comm_marks.set_enabled(True)
+    try:
+        comm_marks.start_collecting()
+        comm_marks._collector._limit = 2  # type: ignore[union-attr]
+        wall = []
+        with profile() as prof:
+            for n in (3, 5, 7):
+                before = time.time_ns()
+                wrapped(torch.zeros(n, dtype=torch.float16))
+                wall.append((before, time.time_ns()))
+        record = comm_marks.stop_collecting()
+        assert record is not None and comm_marks.stop_collecting() is None
+        names = [r["name"] for r in record["ranges"]]
+        assert names == ["comm:all_reduce,default_pg,float16,3", "comm:all_reduce,default_pg,float16,5"]
+        assert record["dropped"] == 1 and record["pid"] == os.getpid() and record["clock"] == "epoch_ns"
+        for r, (before, after) in zip(record["ranges"], wall, strict=False):
+            assert r["tid"] == threading.get_native_id()
+            assert r["end_ns"] - r["start_ns"] >= 2_000_000  # the sleep inside
+            # perf_counter turned into epoch ns: inside the wall clock's readings around the call (1 ms of
+            # slack: the offset between the two clocks is measured, not exact)
+            assert before - 1_000_000 <= r["start_ns"] and r["end_ns"] <= after + 1_000_000
+        trace = tmp_path / "t.json"
+        prof.export_chrome_trace(str(trace))
+        assert not [e for e in json.loads(trace.read_text())["traceEvents"] if "comm:" in str(e.get("name"))]
+        with profile() as prof:  # the script's own profiler: npuprof collects nothing
+            wrapped(torch.zeros(9))
+        prof.export_chrome_trace(str(trace))
+        spans = [
+            e["name"]
+            for e in json.loads(trace.read_text())["traceEvents"]
+            if e.get("cat") == "user_annotation"
+        ]
+        assert spans == ["comm:all_reduce,default_pg,float32,9"]
+    finally:
+        comm_marks.stop_collecting()
+        comm_marks.set_enabled(saved_enabled)
+        marks._use(saved_impl)
+
+
 def test_torch_profiler_no_longer_reports_msprof_tx_and_gc_as_ignored() -> None:
     from npuprof.agent.backends.torch_backend import TorchBackend
     from npuprof.cli.run_flags import build_config

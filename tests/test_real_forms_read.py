@@ -506,3 +506,38 @@ def test_a_rank_dir_holding_a_trace_under_another_name_is_analysed(tmp_path: Pat
     assert report["problems"] == []
     [rank] = report["ranks"]
     assert [s["step"] for s in rank["steps"]] == [3] and rank["steps"][0]["duration_us"] == 1000
+
+
+def test_operators_of_the_real_trace_get_the_device_time_their_flows_launched(tmp_path: Path) -> None:
+    """torch_npu's trace_view.json has no External ids: each device task is tied to its operator by an
+    async_npu flow only. Expected, independently: a task's flow starts at the start of the innermost
+    cpu_op on that thread; an operator's device time is that of the tasks launched by it or by the
+    operators inside it, summed over its calls in the step."""
+    raw = _raw()
+    python, hardware = _pid_of(raw, "Python"), _pid_of(raw, "Ascend Hardware")
+    ops = [e for e in raw if e["pid"] == python and e["ph"] == "X" and e.get("cat") == "cpu_op"]
+    (step,) = [op for op in ops if op["name"].startswith("ProfilerStep#")]
+    lo, hi = _span(step)
+    tasks = {(e["tid"], e["ts"]): e for e in raw if e["pid"] == hardware and e["ph"] == "X"}
+    launched: list[tuple[Any, Decimal, Decimal]] = []  # (thread, launcher's start, task's duration)
+    for flow in (e for e in raw if e.get("cat") == "async_npu" and e["ph"] == "s"):
+        finish = next(
+            e for e in raw if e.get("cat") == "async_npu" and e["ph"] == "f" and e["id"] == flow["id"]
+        )
+        task = tasks[(finish["tid"], finish["ts"])]
+        launched.append((flow["tid"], Decimal(flow["ts"]), Decimal(str(task["dur"]))))
+    expected: dict[str, Decimal] = defaultdict(Decimal)
+    for op in ops:
+        start, end = _span(op)
+        if op is step or not lo <= start < hi:
+            continue
+        expected[op["name"]] += sum(
+            (dur for tid, at, dur in launched if tid == op["tid"] and start <= at <= end), Decimal(0)
+        )
+    copy = tmp_path / "trace_view.json"
+    copy.write_bytes(FIXTURE.read_bytes())
+    (rank,) = _analyse_json(copy)["ranks"]
+    got = {op["name"]: op["device_us"] for op in rank["top_operators"]}
+    assert sum(1 for name in got if expected[name] > 0) >= 5  # most of the top operators launched work
+    for name, device_us in got.items():
+        assert device_us == pytest.approx(float(expected[name]), abs=0.002), name

@@ -101,6 +101,23 @@ def test_the_chrome_trace_is_written_where_asked(no_steps: dict) -> None:
     assert [p.name for p in no_steps["root"].iterdir() if p.name.startswith("trace")] == ["trace.json"]
 
 
+def test_the_window_opens_on_time_while_the_main_thread_waits_in_a_join(tmp_path: Path) -> None:
+    """A main thread blocked in Thread.join gets the window's signal on time (the join is interrupted and
+    resumed, as Python does for any signal), not when the join returns."""
+    join_s = 7.0
+    out, times_file = tmp_path / "out", tmp_path / "times.json"
+    job = [sys.executable, JOB, str(times_file), "0.5", "--join-first", str(join_s)]
+    result = npuprof("run", "-o", str(out), "--delay", "0.5", "--duration", "1", "--", *job, timeout=180)
+    assert result.returncode == 0, result.stderr
+    times = json.loads(times_file.read_text())
+    assert times["join_ended"] - times["after_import"] >= join_s - 0.1  # the join was not cut short
+    (d,) = rank_dirs(out)
+    _events, start, length = _spans(load_trace(d))
+    # the first profiler start takes seconds on a busy machine; a window opened after the join starts later
+    assert start <= times["join_ended"] - 1.5
+    assert length <= 1.6
+
+
 def test_with_steps_the_window_is_whole_steps(with_steps: dict) -> None:
     (d,) = rank_dirs(with_steps["out"])
     record = capture_record(d)

@@ -118,8 +118,11 @@ class CaptureWriter:
         note_exported()
         self.rank_dir = rank_dir
         rank = self.rank_fn()
-        if self.cfg.export_chrome_trace:
+        chrome_copy = (
             self._export_chrome_trace(rank_dir, trace, rank, steps[0])
+            if self.cfg.export_chrome_trace
+            else None
+        )
         files: dict[str, Any] = {}
         if not self.backend.writes_own_layout:
             files[layout.info_file_name(rank)] = self._info(rank, end_info)
@@ -143,10 +146,15 @@ class CaptureWriter:
             "analyse": self.cfg.analyse and own,
             "gzip": self.cfg.gzip and own,
             "exports": exports.job if exports else None,
+            "chrome_trace": chrome_copy,
         }
         self._write_now(job)
         if not self.post.submit(job):
             write_job_files(job, self.log)
+            if chrome_copy is not None:
+                from npuprof.agent.chrome_trace import copy_in_background
+
+                copy_in_background(Path(chrome_copy[0]), Path(chrome_copy[1]), self.log)
         self.captures += 1
         self.log.info(
             f"capture of steps {steps[0]}-{steps[-1]} written to {rank_dir}"
@@ -155,9 +163,12 @@ class CaptureWriter:
         )
         self.rank_dir = None
 
-    def _export_chrome_trace(self, rank_dir: Path, trace: Path | None, rank: int | None, first: int) -> None:
-        """--export-chrome-trace (npuprof.agent.chrome_trace); torch_npu's parsed trace_view.json when it
-        wrote no raw trace of its own."""
+    def _export_chrome_trace(
+        self, rank_dir: Path, trace: Path | None, rank: int | None, first: int
+    ) -> tuple[str, str] | None:
+        """--export-chrome-trace (npuprof.agent.chrome_trace): a link made now, or the (source, target) of
+        a copy left to the post-processor; torch_npu's parsed trace_view.json when it wrote no raw trace
+        of its own."""
         from npuprof.agent.chrome_trace import export_chrome_trace
 
         source = trace or rank_dir / layout.PARSED_DIR / "trace_view.json"
@@ -166,8 +177,10 @@ class CaptureWriter:
                 "chrome-trace",
                 f"--export-chrome-trace: no Chrome trace in {rank_dir} (torch_npu without --analyse?)",
             )
-            return
-        export_chrome_trace(self.cfg, source, rank, first, self.log)
+            return None
+        # a link is a file of its own only once the post-processor has gzipped the raw trace
+        may_link = trace is not None and self.cfg.gzip and not self.backend.writes_own_layout
+        return export_chrome_trace(self.cfg, source, rank, first, self.log, may_link)
 
     def _write_now(self, job: dict[str, Any]) -> None:
         """The capture's small files and its record, written before the job is handed over: from here on

@@ -1,14 +1,17 @@
 """--export-chrome-trace PATH: a plain Chrome trace of each capture where the user asked, besides the
 result layout (docs/architecture.md, "Time windows").
 
-On the step this is a hard link of the raw trace the capture has just exported (the post-processor
-gzips that file later into a new one: the link keeps the plain JSON). Where a link cannot be made
-(another filesystem), the trace is opened on the step and copied from that descriptor by a daemon thread,
-so that the post-processor removing the raw trace meanwhile changes nothing.
+On the step this is a hard link of the raw trace the capture has just exported, when the post-processor
+gzips that file later into a new one (the link then keeps the plain JSON, a file of its own). Otherwise
+(another filesystem, ``--no-gzip``: a link would share the result tree's file, so an edit of one would
+change both, or torch_npu's trace_view.json) the post-processor copies it before it parses and gzips
+(:func:`copy_trace`, outliving the training process, so that an exit right after the capture loses nothing);
+without a post-processor a daemon thread of the training process copies it, joined at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import threading
@@ -44,32 +47,60 @@ def trace_path(base: str, several: bool, rank: int | None, pid: int, first_step:
 
 
 def export_chrome_trace(
-    cfg: ProfileConfig, source: Path, rank: int | None, first_step: int, log: Any
-) -> None:
-    """Put ``source`` (a plain JSON trace) at the path --export-chrome-trace names; never raises."""
+    cfg: ProfileConfig, source: Path, rank: int | None, first_step: int, log: Any, may_link: bool
+) -> tuple[str, str] | None:
+    """Put ``source`` (a plain JSON trace) at the path --export-chrome-trace names, by a hard link when
+    ``may_link``; else (or when no link can be made) returns (source, target) for the post-processor to
+    copy (:func:`copy_trace`). Never raises."""
     assert cfg.export_chrome_trace is not None
     target = trace_path(cfg.export_chrome_trace, several_traces(cfg), rank, os.getpid(), first_step)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    if may_link:
+        tmp = _tmp_of(target)
+        try:
+            tmp.unlink(missing_ok=True)
+            os.link(source, tmp)
+            os.replace(tmp, target)
+            log.info(f"--export-chrome-trace: {target}")
+            return None
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return str(source), str(target)
+
+
+def copy_trace(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target`` through a temporary file renamed at the end (no partial file ever has
+    the target's name, and none is left behind); raises OSError."""
+    tmp = _tmp_of(target)
     try:
-        tmp.unlink(missing_ok=True)
-        os.link(source, tmp)
+        with open(source, "rb") as handle, open(tmp, "wb") as out:
+            shutil.copyfileobj(handle, out, 1 << 20)
+        os.chmod(tmp, file_mode())
         os.replace(tmp, target)
-        log.info(f"--export-chrome-trace: {target}")
-        return
-    except OSError as exc:
+    except BaseException:
         tmp.unlink(missing_ok=True)
-        reason = exc
+        raise
+
+
+def copy_in_background(source: Path, target: Path, log: Any) -> None:
+    """Without a post-processor: the copy on a daemon thread of this process, waited for at exit (the
+    process's normal end would otherwise cut it short)."""
     try:
         handle = open(source, "rb")  # noqa: SIM115 - the copying thread closes it
     except OSError as exc:
-        log.warn_once("chrome-trace", f"--export-chrome-trace: {target} not written: {exc} (link: {reason})")
+        log.warn_once("chrome-trace", f"--export-chrome-trace: {target} not written: {exc}")
         return
-    threading.Thread(
-        target=_copy, args=(handle, tmp, target, log), name="npuprof-chrome-trace", daemon=True
-    ).start()
+    thread = threading.Thread(
+        target=_copy_from, args=(handle, target, log), name="npuprof-chrome-trace", daemon=True
+    )
+    thread.start()
+    atexit.register(thread.join, EXIT_WAIT_S)
 
 
-def _copy(handle: Any, tmp: Path, target: Path, log: Any) -> None:
+EXIT_WAIT_S = 120.0  # the most the end of the process waits for a copy in progress
+
+
+def _copy_from(handle: Any, target: Path, log: Any) -> None:
+    tmp = _tmp_of(target)
     try:
         with handle, open(tmp, "wb") as out:
             shutil.copyfileobj(handle, out, 1 << 20)
@@ -79,3 +110,7 @@ def _copy(handle: Any, tmp: Path, target: Path, log: Any) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         log.warn_once("chrome-trace", f"--export-chrome-trace: {target} not written: {exc}")
+
+
+def _tmp_of(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp")

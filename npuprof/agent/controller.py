@@ -132,7 +132,8 @@ class CaptureController:
         try:
             requested, self._finish_requested = self._finish_requested, None
             if requested is not None and self.prof is not None:
-                self.finish_early(*requested)  # asked by another thread; the next window is set
+                # asked by another thread; at this boundary the step before is the trace's last
+                self.finish_early(*requested, last=self.step - 1)
                 return
             self._sync()
         finally:
@@ -273,7 +274,10 @@ class CaptureController:
                 return  # the window was skipped
         else:
             if self.space is not None and not self.space.ok:
-                self.finish_early(f"stopped at step {step}: {self.space.describe()}", status="incomplete")
+                reason = f"stopped at step {step}: {self.space.describe()}"
+                self.finish_early(
+                    reason, status="incomplete", last=step - 1
+                )  # step has not begun in the trace
                 return
             if wanted is Action.NONE and getattr(self.plan, "timed", False):
                 self._finish_early("", last=step - 1)  # a time window ends at this boundary
@@ -448,7 +452,7 @@ class CaptureController:
             self.sink.abandon(detail)
 
     # ---- ending early --------------------------------------------------------------------------
-    def finish_early(self, reason: str, status: str = "complete") -> None:
+    def finish_early(self, reason: str, status: str = "complete", last: int | None = None) -> None:
         """Training ends (or a signal came, the user's profiler starts, the disk fills) while ours
         records: keep what was recorded, marked with ``reason`` (and ``status``); drop a warm-up. The
         next window is asked again (never a search: see ``_skip``).
@@ -462,7 +466,7 @@ class CaptureController:
             self._ask_the_recording_thread(reason, status, wait=self._prof_thread != get_ident())
             return
         try:
-            self._finish_early(reason, status)
+            self._finish_early(reason, status, last)
         finally:
             self._lock.release()
 

@@ -4,10 +4,12 @@ or the return of a user-named function with --step-on MODULE:QUALNAME."""
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import weakref
 from _thread import get_ident
+from collections.abc import Callable
 from typing import Any
 
 from npuprof.agent.controller import CaptureController
@@ -239,20 +241,66 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     func = raw.__func__ if kind is not None else raw
     if not callable(func):
         return False
+    refusal = _not_a_step_function(func)
+    if refusal:
+        log.warn_once("step-on-kind", f"--step-on {module.__name__}:{qualname}: {refusal}; no steps counted")
+        return True  # found: the end of the run does not report it missing
 
-    @functools.wraps(func)
-    def stepped(*args: Any, **kwargs: Any) -> Any:
+    def arm() -> None:
         if not controller.armed:
             _follow_user_profilers(controller, log)
             controller.arm()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            controller.on_boundary()
 
+    if inspect.iscoroutinefunction(func):  # the boundary comes when the awaited call returns
+
+        @functools.wraps(func)
+        async def stepped_async(*args: Any, **kwargs: Any) -> Any:
+            arm()
+            try:
+                return await func(*args, **kwargs)
+            finally:
+                controller.on_boundary()
+
+        stepped: Callable[..., Any] = stepped_async
+    elif inspect.isgeneratorfunction(func):  # ... when the generator is exhausted
+
+        @functools.wraps(func)
+        def stepped_generator(*args: Any, **kwargs: Any) -> Any:
+            arm()
+            try:
+                return (yield from func(*args, **kwargs))
+            finally:
+                controller.on_boundary()
+
+        stepped = stepped_generator
+    else:
+
+        @functools.wraps(func)
+        def stepped_call(*args: Any, **kwargs: Any) -> Any:
+            arm()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                controller.on_boundary()
+
+        stepped = stepped_call
     setattr(owner, attr, kind(stepped) if kind is not None else stepped)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
+
+
+def _not_a_step_function(func: Any) -> str:
+    """Why ``func`` cannot be replaced by a wrapping function without changing the script ("" when it
+    can): a class (subclassed, ``isinstance``), an object called (an ``nn.Module``: its attributes), an
+    async generator."""
+    if isinstance(func, type):
+        return "names a class, not a function: name the method that makes one step (e.g. Class.train_step)"
+    if inspect.isasyncgenfunction(func):
+        return "names an async generator function, which npuprof cannot count steps on"
+    if not (inspect.isroutine(func) or isinstance(func, functools.partial)):
+        kind = type(func).__name__
+        return f"names a {kind} object, not a function: name the function or method that makes one step"
+    return ""
 
 
 SIMILAR_CUTOFF = 0.75  # difflib's ratio: "train_stp" ~ "train_step" (0.95), not ~ "Trainer.step" (0.67)

@@ -25,8 +25,13 @@ from typing import Any
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
 
-# A real-time signal the main thread handles; chosen away from SIGRTMIN, which some libraries take.
+# A real-time signal the main thread handles; chosen away from SIGRTMIN, which some libraries take. Its
+# handler lets interrupted system calls restart (a C extension that does not retry on EINTR would fail),
+# so a main thread blocked in a wait would run it only when the wait ends; when the main thread is seen
+# waiting in one of the standard library's waits (whose system calls Python retries itself, PEP 475),
+# the second signal, whose handler interrupts the wait, is sent instead.
 KICK_SIGNAL = signal.SIGRTMIN + 6 if hasattr(signal, "SIGRTMIN") else None
+KICK_INTERRUPTING = signal.SIGRTMIN + 7 if hasattr(signal, "SIGRTMIN") else None
 KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back: ask again until then
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
 
@@ -108,6 +113,8 @@ class WindowPlan:
                 return False  # someone uses this signal: leave it to them
             signal.signal(KICK_SIGNAL, self._on_kick)
             signal.siginterrupt(KICK_SIGNAL, False)  # C calls in the job restart rather than fail with EINTR
+            if KICK_INTERRUPTING is not None and signal.getsignal(KICK_INTERRUPTING) == signal.SIG_DFL:
+                signal.signal(KICK_INTERRUPTING, self._on_kick)  # interrupts: sent only into Python's waits
             return True
         except (OSError, ValueError) as exc:
             self.log.info(f"--delay/--duration: no timer signal ({exc!r})")
@@ -165,8 +172,17 @@ class WindowPlan:
             if signal.getsignal(KICK_SIGNAL) != self._on_kick:  # type: ignore[arg-type]
                 return  # the script took the signal over: boundaries decide
             assert main.ident is not None and KICK_SIGNAL is not None
-            signal.pthread_kill(main.ident, KICK_SIGNAL)
+            signal.pthread_kill(main.ident, self._kick_signal_for(main.ident))
             self._wait_for(done, KICK_EVERY_S)
+
+    def _kick_signal_for(self, main_ident: int) -> int:
+        """KICK_INTERRUPTING when the main thread waits in the standard library and that signal is still
+        ours; else KICK_SIGNAL."""
+        assert KICK_SIGNAL is not None
+        if KICK_INTERRUPTING is None or signal.getsignal(KICK_INTERRUPTING) != self._on_kick:  # type: ignore[arg-type]
+            return KICK_SIGNAL
+        frame = sys._current_frames().get(main_ident)
+        return KICK_INTERRUPTING if in_python_wait(frame) else KICK_SIGNAL
 
 
 # Frames in which a profiler must not start or stop: an import in progress (the agent wakes inside
@@ -183,6 +199,31 @@ def _unsafe_moment(frame: Any) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+# The standard library's functions that block in a system call Python itself retries after a signal
+# (PEP 475): lock and condition waits, child processes, selectors, pipes and sockets.
+_STDLIB_DIR = os.path.dirname(threading.__file__)
+PYTHON_WAITS = {
+    "threading.py": {"wait", "join", "_wait_for_tstate_lock", "acquire"},
+    "subprocess.py": {"wait", "_wait", "_try_wait", "communicate", "_communicate"},
+    "selectors.py": {"select"},
+    "connection.py": {"_recv", "_recv_bytes", "recv_bytes", "recv", "_poll", "poll", "wait"},
+    "popen_fork.py": {"poll", "wait"},
+    "queue.py": {"get", "put"},
+    "socket.py": {"accept", "readinto"},
+}
+
+
+def in_python_wait(frame: Any) -> bool:
+    """Whether ``frame`` (a thread's innermost) is one of the standard library's waits."""
+    if frame is None:
+        return False
+    code = frame.f_code
+    directory, name = os.path.split(code.co_filename)
+    if not directory.startswith(_STDLIB_DIR) or "site-packages" in directory:
+        return False
+    return code.co_name in PYTHON_WAITS.get(name, ())
 
 
 WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch")

@@ -59,8 +59,9 @@ class CommOp:
     group: str
     ts: float
     dur: float
-    size_bytes: float
+    size_bytes: float  # 0 when unknown (size_known False): communication.json's readers want a number
     ranks: Sequence[int]
+    size_known: bool = True
 
     @property
     def p2p(self) -> bool:
@@ -183,11 +184,30 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             coll = name.split(":", 1)[1]
             types = args.get("Input type") or ["float"]
             dtype = types[0] if isinstance(types, list | str) else "float"
-            size = _as_float(_nelems(args.get("Input Dims"))) * _dtype_size(dtype)
+            dims = args.get("Input Dims")  # recorded only with --record-shapes
+            size = _as_float(_nelems(dims)) * _dtype_size(dtype)
             group, ranks = default_group, default_ranks
+            if dims is None:
+                ops.append(CommOp(coll, group, ts, dur, 0.0, ranks, size_known=False))
+                continue
         ops.append(CommOp(coll, group, ts, dur, size, ranks))
     ops.sort(key=lambda o: o.ts)
     return ops
+
+
+def summary(ops: list[CommOp]) -> dict[str, Any]:
+    """The summary's communication figures: operators, time, and the size when every operator's is known
+    (gloo records sizes only with --record-shapes); otherwise how many sizes are unknown, never 0 MB."""
+    result: dict[str, Any] = {"operators": len(ops)}
+    if not ops:
+        return result
+    result["time_us"] = round(sum(o.dur for o in ops), 3)
+    unknown = sum(1 for o in ops if not o.size_known)
+    if unknown:
+        result["size_unknown_operators"] = unknown
+    else:
+        result["size_mb"] = round(sum(o.size_bytes for o in ops) / 1e6, 6)
+    return result
 
 
 def _size_bucket(mb: float) -> str:

@@ -95,6 +95,7 @@ _NO_ARGS = b"{}"
 
 
 _CPU_OP, _KERNEL, _MEMCPY, _MEMSET, _ANNOT, _GPU_ANNOT, _RUNTIME, _DRIVER, _UNCOUNTED, _PYFUNC = range(1, 11)
+_NPU_FLOW = 11
 _X, _INSTANT, _INSTANT2, _META = range(1, 5)
 _CAT_CODES = {
     vocab.CPU_OP: _CPU_OP,
@@ -109,6 +110,7 @@ _CAT_CODES = {
 _CAT_CODES.update({old: _CAT_CODES[new] for old, new in vocab.OLD_NAMES.items()})
 _CAT_CODES.update({cat: _UNCOUNTED for cat in vocab.UNCOUNTED_CATS})
 _CAT_CODES[vocab.PYTHON_FUNCTION] = _PYFUNC  # counted by no table either, but kept for the call stacks
+_CAT_CODES[vocab.FLOW_ASYNC_NPU] = _NPU_FLOW  # torch_npu's operator -> device task links (launch_flows.py)
 # pending (see the module's doc): the class of a process, by its name
 _P_UNKNOWN, _P_DEVICE, _P_OTHER = 0, 1, 2
 _PH_CODES = {"X": _X, "i": _INSTANT, "I": _INSTANT2, "M": _META}
@@ -177,8 +179,20 @@ _FRAMES = {
     "f_id": np.int64,
     "f_parent": np.int64,
 }
-_DTYPES = {**_COLUMNS, **_PENDING, **_FRAMES}
+# the ends of torch_npu's async_npu flows (launch_flows.py): flow id, start (1) or finish (0), where, when
+_FLOWS = {
+    "fl_id": np.int64,
+    "fl_start": np.int8,
+    "fl_pid": np.int64,
+    "fl_tid": np.int64,
+    "fl_ts": np.float64,
+}
+_DTYPES = {**_COLUMNS, **_PENDING, **_FRAMES, **_FLOWS}
 _STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name", "p_name", "p_cat", "p_kind")
+
+
+def _is_int64(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 63
 
 
 def _joined(raws: list[Any]) -> bytes:
@@ -693,7 +707,31 @@ class Extract:
         if len(fi):
             frames = _pick(events, fi)
             self._add_frames(frames, _frame_ids(list(map(_ARGS, frames))))
+        li = np.flatnonzero(cat == _NPU_FLOW)
+        if len(li):
+            self._add_launch_flows(_pick(events, li))
         self._fill(sel)
+
+    def _add_launch_flows(self, flows: list[Any]) -> None:
+        """The start and finish events of ``async_npu`` flows with an integer id and integer pid/tid."""
+        keep = [
+            ev
+            for ev in flows
+            if ev.ph in ("s", "f")
+            and _is_int64(ev.id)
+            and isinstance(ev.pid, int)
+            and isinstance(ev.tid, int)
+            and _is_int64(ev.pid)
+            and _is_int64(ev.tid)
+        ]
+        if not keep:
+            return
+        n, parts = len(keep), self._parts
+        parts["fl_id"].append(np.fromiter((ev.id for ev in keep), np.int64, n))
+        parts["fl_start"].append(np.fromiter((ev.ph == "s" for ev in keep), np.int8, n))
+        parts["fl_pid"].append(np.fromiter(map(_PID, keep), np.int64, n))
+        parts["fl_tid"].append(np.fromiter(map(_TID, keep), np.int64, n))
+        parts["fl_ts"].append(np.fromiter(map(_TS, keep), np.float64, n))
 
     def _note_processes(self, events: list[Any], meta: np.ndarray) -> None:
         """The process names of a chunk's metadata events (before its other events are sorted out)."""

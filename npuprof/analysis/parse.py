@@ -180,14 +180,12 @@ def _side_outputs(
     base_ns = tables.base_ns_of(meta)
     files: list[str] = []
     ops = communication.collect(extract, meta) if comm_ops is None else comm_ops
-    comm_summary: dict[str, Any] = {"operators": len(ops)}
+    comm_summary = communication.summary(ops)
     if ops:
         comm, matrix = communication.build(ops, windows, rank, base_ns)
         write_json_fast(out_dir / "communication.json", comm)
         write_json_fast(out_dir / "communication_matrix.json", matrix)
         files += ["communication.json", "communication_matrix.json"]
-        comm_summary["time_us"] = round(sum(o.dur for o in ops), 3)
-        comm_summary["size_mb"] = round(sum(o.size_bytes for o in ops) / 1e6, 6)
     mem_cols = memory.memory_columns(extract)
     peaks: dict[str, Any] = {}
     step_peaks: list[float | None] = []
@@ -292,6 +290,7 @@ def _write_outputs(
         import msgspec
 
         from npuprof.analysis import (
+            annotations,
             call_stacks,
             communication,
             step_breakdown,
@@ -324,6 +323,8 @@ def _write_outputs(
             info = meta.get("distributedInfo")
             rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
         base_ns = tables.base_ns_of(meta)
+        # the user's marks and ranges, --msprof-tx's comm: ranges and GC pauses (nothing when none)
+        rank_notes = annotations.RankAnnotations(raw.parent)
         events_start = trace_view.events_start(raw, source)
         fork = workers > 1
         # communication and memory tables in a second process (forked: it shares the columns) when allowed;
@@ -360,7 +361,11 @@ def _write_outputs(
             phase("nest")
             tabs = tables.build_tables(extract, ops, base_ns)
             phase("tables")
-            spooled = trace_view.Spooled(trace_view.overlays(tabs, extract, comm_ops, base_ns), out_dir)
+            rank_notes.read_spans(raw, source)
+            layers = rank_notes.trace_events(extract.process_names, tables.device_id_of(extract), base_ns)
+            spooled = trace_view.Spooled(
+                trace_view.overlays(tabs, extract, comm_ops, base_ns, layers), out_dir
+            )
             phase("trace_view overlays")
             written_body = body.result()
             phase("trace_view events")
@@ -420,6 +425,7 @@ def _write_outputs(
             summary_schema.Summary,
         )
     )
+    written += rank_notes.write(out_dir, tables.step_windows(extract), base_ns)
     write_json_fast(out_dir / SUMMARY_FILE, summary, indent=0)
     written.append(SUMMARY_FILE)
     phase("summary")

@@ -19,16 +19,26 @@ from typing import Any
 
 import msgspec
 
+from npuprof.analysis.annotation_schema import (
+    ANNOTATIONS_FILE,
+    Annotations,
+    AnnotationsError,
+    StepRange,
+    read_annotations,
+)
 from npuprof.analysis.parse import SUMMARY_FILE, ParseOutcome, parse_rank_dir, write_outputs
 from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here too, as before
     REPORT_VERSION,  # noqa: F401
+    CrossRange,
     CrossRank,
     CrossStep,
     Problem,
     RankReport,
     Report,
+    ReportGc,
     ReportKernel,
     ReportOperator,
+    ReportRange,
     ReportStep,
     Slowest,
     StartSkew,
@@ -144,6 +154,20 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
         return None, f"{SUMMARY_FILE}: {exc}"
 
 
+def _load_annotations(parsed_dir: Path) -> tuple[Annotations | None, str]:
+    """The rank's marks, ranges and GC pauses (None without them), or (None, why they cannot be used)."""
+    try:
+        data = (parsed_dir / ANNOTATIONS_FILE).read_bytes()
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"{ANNOTATIONS_FILE}: {exc.strerror or exc}; re-run with --force"
+    try:
+        return read_annotations(data), ""
+    except AnnotationsError as exc:
+        return None, f"{ANNOTATIONS_FILE}: {exc}"
+
+
 def _in_steps(step: Any, steps: tuple[int, int] | None) -> bool:
     return steps is None or (isinstance(step, int) and steps[0] <= step <= steps[1])
 
@@ -165,17 +189,89 @@ def _aggregate(
     return [(name, counts[name], sums[name]) for name in sorted(sums, key=lambda name: -sums[name][0])]
 
 
+def range_totals(items: Sequence[StepRange], steps: tuple[int, int] | None) -> list[ReportRange]:
+    """Per range name over the steps chosen: the calls, the time (rounded to the ns at each addition),
+    its mean and the longest; largest total first (ties in order of first appearance)."""
+    acc: dict[str, list[Any]] = {}
+    for item in items:
+        if not _in_steps(item.step, steps):
+            continue
+        entry = acc.setdefault(item.name, [item.kind, 0, 0.0, 0.0])
+        entry[1] += item.count
+        entry[2] = round(entry[2] + item.total_us, 3)
+        entry[3] = max(entry[3], item.max_us)
+    return [
+        ReportRange(
+            name=name, kind=kind, count=count, total_us=total, mean_us=round(total / count, 3), max_us=longest
+        )
+        for name, (kind, count, total, longest) in sorted(acc.items(), key=lambda kv: -kv[1][2])
+        if count
+    ]
+
+
+def cross_ranges(per_rank: Sequence[tuple[int | None, list[ReportRange]]], top: int) -> list[CrossRange]:
+    """Per range name over the ranks (each rank's totals over the steps chosen): on how many ranks,
+    calls, time, mean, the longest and its rank; ``top`` of them, largest total first."""
+    acc: dict[str, list[Any]] = {}
+    for rank, ranges in per_rank:
+        for r in ranges:
+            entry = acc.setdefault(r.name, [r.kind, 0, 0, 0.0, -1.0, None])
+            entry[1] += 1
+            entry[2] += r.count
+            entry[3] = round(entry[3] + r.total_us, 3)
+            if r.max_us > entry[4]:
+                entry[4], entry[5] = r.max_us, rank
+    ordered = sorted(acc.items(), key=lambda kv: -kv[1][3])[:top]
+    return [
+        CrossRange(
+            name=name,
+            kind=kind,
+            ranks=ranks,
+            count=count,
+            total_us=total,
+            mean_us=round(total / count, 3),
+            max_us=longest,
+            max_rank=where,
+        )
+        for name, (kind, ranks, count, total, longest, where) in ordered
+    ]
+
+
+def _add_gc(chosen: list[ReportStep], annotations: Annotations) -> ReportGc | None:
+    """Each chosen step's GC time (0 where no pause fell), and the rank's GC over them."""
+    gc = annotations.gc
+    if gc is msgspec.UNSET:
+        return None
+    by_step = {g.step: g for g in gc.steps}
+    total = 0.0
+    for s in chosen:
+        g = by_step.get(s.step)
+        s.gc_us, s.gc_pauses = (g.gc_us, g.pauses) if g is not None else (0.0, 0)
+        total = round(total + s.gc_us, 3)
+    return ReportGc(
+        threshold_ms=gc.threshold_ms,
+        pauses=sum(int(s.gc_pauses) for s in chosen),
+        gc_us=total,
+        dropped=gc.dropped,
+    )
+
+
 def rank_report(
-    summary: Summary, rank_dir: Path, status: str, steps: tuple[int, int] | None, top: int
+    summary: Summary,
+    rank_dir: Path,
+    status: str,
+    steps: tuple[int, int] | None,
+    top: int,
+    annotations: Annotations | None = None,
 ) -> RankReport:
     """One rank's part of the report, from its summary: the steps chosen and the ``top`` operators and
-    kernels over them."""
+    kernels over them; with ``annotations``, the ``top`` ranges and each step's GC time."""
     chosen = [ReportStep(**msgspec.structs.asdict(s)) for s in summary.steps if _in_steps(s.step, steps)]
     durations = [s.duration_us for s in chosen]
     peaks = [p for s in chosen if (p := s.memory_peak_mb) is not None and p is not msgspec.UNSET]
     operators = _aggregate(summary.top_operators, steps, ("self_us", "total_us", "device_us"))
     kernels = _aggregate(summary.top_kernels, steps, ("total_us",))
-    return RankReport(
+    report = RankReport(
         rank=summary.rank,
         rank_dir=str(rank_dir),
         status=status,
@@ -194,6 +290,15 @@ def rank_report(
         # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
         warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,
     )
+    if annotations is not None:
+        if annotations.ranges is not msgspec.UNSET:
+            report.ranges = range_totals(annotations.ranges, steps)[:top]
+        gc = _add_gc(chosen, annotations)
+        if gc is not None:
+            report.gc = gc
+        if annotations.warnings:
+            report.warnings = [*(report.warnings or []), *annotations.warnings]
+    return report
 
 
 def slowest_rank(means: dict[int, float]) -> Slowest | None:
@@ -222,8 +327,11 @@ def slowest_rank(means: dict[int, float]) -> Slowest | None:
     )
 
 
-def cross_rank(ranks: list[RankReport]) -> CrossRank:
-    """The steps across ranks (a partial step is left out), the slowest rank and each step's start skew."""
+def cross_rank(
+    ranks: list[RankReport], ranges: list[CrossRange] | msgspec.UnsetType = msgspec.UNSET
+) -> CrossRank:
+    """The steps across ranks (a partial step is left out), the slowest rank and each step's start skew;
+    ``ranges``: the ranges across ranks (:func:`cross_ranges`), when some rank has them."""
     by_step: dict[Any, dict[int, tuple[float, float]]] = {}
     means: dict[int, float] = {}
     for r in ranks:
@@ -258,7 +366,7 @@ def cross_rank(ranks: list[RankReport]) -> CrossRank:
                     latest_rank=late,
                 )
             )
-    return CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew)
+    return CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew, ranges=ranges)
 
 
 def mark_partial(rank: RankReport, step: int, reason: str) -> bool:
@@ -315,6 +423,7 @@ def build_report(
         )
     ranks: list[RankReport] = []
     problems: list[Problem] = []
+    all_ranges: list[tuple[int | None, list[ReportRange]]] = []  # each rank's, before the --top cut
     for outcome, out_dir in targets:
         summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
         if summary is None:
@@ -325,19 +434,26 @@ def build_report(
             continue
         if summary.rank is None and outcome.rank is not None:
             summary.rank = outcome.rank
-        ranks.append(rank_report(summary, outcome.rank_dir, outcome.status, steps, top))
+        annotations, trouble = _load_annotations(out_dir)
+        rank = rank_report(summary, outcome.rank_dir, outcome.status, steps, top, annotations)
+        if trouble:
+            rank.warnings = [*(rank.warnings or []), trouble]
+        if annotations is not None and annotations.ranges is not msgspec.UNSET:
+            all_ranges.append((rank.rank, range_totals(annotations.ranges, steps)))
+        ranks.append(rank)
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, r.rank_dir))
     return Report(
         path=str(path),
         steps_filter=list(steps) if steps else None,
         ranks=ranks,
         problems=problems,
-        cross_rank=cross_rank(ranks),
+        cross_rank=cross_rank(ranks, cross_ranges(all_ranges, top) if all_ranges else msgspec.UNSET),
     )
 
 
 def csv_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
-    """One row per rank and step (the --format csv output)."""
+    """One row per rank and step (the --format csv output); ``gc_us`` and ``gc_pauses`` columns when
+    some rank detected GC (a report without GC keeps its layout)."""
     header = ["rank", "step", *STEP_TIME_FIELDS, "memory_peak_mb", "rank_dir"]
     rows = [
         [
@@ -350,4 +466,29 @@ def csv_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
         for r in report.ranks
         for s in r.steps
     ]
+    if any(r.gc is not msgspec.UNSET for r in report.ranks):
+        header += ["gc_us", "gc_pauses"]
+        steps = [s for r in report.ranks for s in r.steps]
+        for row, s in zip(rows, steps, strict=True):
+            row += [None, None] if s.gc_us is msgspec.UNSET else [s.gc_us, s.gc_pauses]
     return header, rows
+
+
+RANGE_CSV_HEADER = ["rank", "name", "kind", "count", "total_us", "mean_us", "max_us", "max_rank"]
+
+
+def csv_range_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
+    """The ranges (``--format csv --csv-table ranges``): one row per rank and name (the rank's ``--top``),
+    then one per name across the ranks (rank ``all``, with the rank of the longest)."""
+    rows: list[list[Any]] = [
+        [r.rank, g.name, g.kind, g.count, g.total_us, g.mean_us, g.max_us, r.rank]
+        for r in report.ranks
+        if r.ranges is not msgspec.UNSET
+        for g in r.ranges
+    ]
+    if report.cross_rank.ranges is not msgspec.UNSET:
+        rows += [
+            ["all", c.name, c.kind, c.count, c.total_us, c.mean_us, c.max_us, c.max_rank]
+            for c in report.cross_rank.ranges
+        ]
+    return RANGE_CSV_HEADER, rows

@@ -19,9 +19,12 @@ REPORT_VERSION = 1
 
 
 class ReportStep(SummaryStep, kw_only=True):  # type: ignore[misc,valid-type]
-    """A step of the summary (its number and times), and whether the capture ended inside it (then
-    ``partial`` is true; it is absent otherwise)."""
+    """A step of the summary (its number and times), its GC time when the capture detected GC
+    (``gc_us``: the pauses' time inside the step; ``gc_pauses``: the pauses overlapping it; both absent
+    otherwise), and whether the capture ended inside it (then ``partial`` is true; absent otherwise)."""
 
+    gc_us: Finite | UnsetType = UNSET
+    gc_pauses: int | UnsetType = UNSET
     partial: bool | UnsetType = UNSET
 
 
@@ -43,6 +46,27 @@ class ReportKernel(msgspec.Struct, kw_only=True):
     total_us: Finite
 
 
+class ReportRange(msgspec.Struct, kw_only=True):
+    """The user's ranges (``npuprof.range``, ``range_start``/``range_end``) or ``--msprof-tx``'s ``comm:``
+    ranges of one name over the steps reported (a range counts in the step it starts in)."""
+
+    name: str
+    kind: str  # range | comm
+    count: int
+    total_us: Finite
+    mean_us: Finite
+    max_us: Finite
+
+
+class ReportGc(msgspec.Struct, kw_only=True):
+    """The GC pauses of the steps reported (``--gc-detect-threshold``)."""
+
+    threshold_ms: Finite
+    pauses: int  # summed over the steps (a pause across a step boundary counts in both)
+    gc_us: Finite  # the pauses' time inside the steps
+    dropped: int  # pauses the capture counted but did not keep (past its limit)
+
+
 class RankReport(msgspec.Struct, kw_only=True):
     rank: int | None
     rank_dir: str
@@ -56,6 +80,9 @@ class RankReport(msgspec.Struct, kw_only=True):
     memory_peak_mb: Finite | None
     memory_peak_reserved_mb: Finite | None
     communication: dict[str, int | Finite]  # operators, time_us, size_mb
+    # the slowest ranges by total time, --top of them (absent: no marks and no --msprof-tx in the capture)
+    ranges: list[ReportRange] | UnsetType = UNSET
+    gc: ReportGc | UnsetType = UNSET  # absent: no GC detection in the capture
     # what the parser could not fully understand, one line each (absent when nothing)
     warnings: list[str] | UnsetType = UNSET
     # the step the capture ended inside of, and why (absent when none)
@@ -100,10 +127,26 @@ class StartSkew(msgspec.Struct, kw_only=True):
     latest_rank: int
 
 
+class CrossRange(msgspec.Struct, kw_only=True):
+    """The ranges of one name over every rank: on how many ranks, their calls and time, and the rank of
+    the longest one."""
+
+    name: str
+    kind: str  # range | comm
+    ranks: int
+    count: int
+    total_us: Finite
+    mean_us: Finite
+    max_us: Finite
+    max_rank: int | None
+
+
 class CrossRank(msgspec.Struct, kw_only=True):
     steps: list[CrossStep]
     slowest: Slowest | None
     start_skew: list[StartSkew]
+    # the slowest ranges by total time over the ranks, --top of them (absent when no rank has ranges)
+    ranges: list[CrossRange] | UnsetType = UNSET
 
 
 class Report(msgspec.Struct, kw_only=True):

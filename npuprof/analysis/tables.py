@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from npuprof.analysis import intervals, nesting
+from npuprof.analysis import intervals, launch_flows, nesting
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.ascend_tables import EAGER_MODEL, KernelTable, OperatorTable, OpStatTable
 
@@ -79,6 +79,7 @@ class RankTables:
 def nest(x: Extract) -> OpView:
     """Per thread, sort operators by (start, -duration) and nest them (see :mod:`nesting`): self time,
     parent, device totals."""
+    launch_flows.link(x)  # torch_npu's form: operators and tasks joined by flows, not External ids
     n = len(x.op_ts)
     thread = np.frombuffer(x.op_thread, dtype=np.int32) if n else np.zeros(0, np.int32)
     ts = np.frombuffer(x.op_ts, dtype=np.float64) if n else np.zeros(0)

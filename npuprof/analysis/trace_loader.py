@@ -113,7 +113,8 @@ TimeOrText = Time | str
 
 
 class ScanEvent(msgspec.Struct, gc=False):
-    """The fields of an event the tables read (others, ``id`` included, are skipped by the decoder)."""
+    """The fields of an event the tables read (others are skipped by the decoder); ``id`` pairs the two
+    ends of a flow (torch_npu's ``async_npu`` launches, read by the tables)."""
 
     name: str = ""
     ph: str = ""
@@ -123,6 +124,7 @@ class ScanEvent(msgspec.Struct, gc=False):
     pid: int | str = 0
     tid: int | str = 0
     args: msgspec.Raw = EMPTY_RAW
+    id: Any = None  # any JSON value: only an integer pairs flow ends
 
 
 class Event(ScanEvent, gc=False):

@@ -8,8 +8,10 @@ Hardware`` with their labels and sort indexes, ``Thread <tid>`` / ``Stream <n>``
 Analysis`` process with its four lanes (``Computing``, ``Communication``, ``Communication(Not
 Overlapped)``, ``Free``), a ``Communication`` process whose ``Group <g> Communication`` threads hold the
 collectives as HCCL names them (``hcom_allReduce__<g>_<n>``: msprof-analyze compare takes the op from the
-name's second ``_`` part) and the ``async_npu`` flows from each operator to the device tasks it launched.
-It also reads a .gz trace behind its decompression (:class:`Decompression`).
+name's second ``_`` part) and the ``async_npu`` flows from each operator to the device tasks it launched;
+last, when the capture had them, the user's marks and ranges and ``--msprof-tx``'s ``comm:`` ranges as
+CANN's ``MsprofTx`` layer and the GC pauses as torch_npu's ``Python GC`` layer (analysis/marks_ranges.py,
+analysis/gc_layer.py). It also reads a .gz trace behind its decompression (:class:`Decompression`).
 """
 
 from __future__ import annotations
@@ -244,9 +246,12 @@ def metadata(x: Extract, body: Body) -> list[bytes]:
     return out
 
 
-def overlays(tables: RankTables, x: Extract, comm_ops: list[Any], base_ns: int) -> Iterator[bytes]:
+def overlays(
+    tables: RankTables, x: Extract, comm_ops: list[Any], base_ns: int, layers: Iterable[bytes] = ()
+) -> Iterator[bytes]:
     """The Overlap Analysis process and its lanes, the Communication process and the async_npu flows:
-    what needs the tables, not the rewritten events (encoded, a few MB at a time)."""
+    what needs the tables, not the rewritten events (encoded, a few MB at a time); then ``layers``, the
+    capture's MsprofTx and GC layers (analysis/annotations.py), when it has any."""
     out = _process(OVERLAP_PID, "Overlap Analysis", "NPU", OVERLAP_SORT)
     for tid, label in enumerate(LANES):
         out += _thread(OVERLAP_PID, tid, label, None)
@@ -271,6 +276,7 @@ def overlays(tables: RankTables, x: Extract, comm_ops: list[Any], base_ns: int) 
     yield from out
     yield from _communication(comm_ops, base_ns)
     yield from _flows(x, base_ns)
+    yield from layers
 
 
 def _communication(comm_ops: list[Any], base_ns: int) -> list[bytes]:
@@ -298,9 +304,10 @@ def _communication(comm_ops: list[Any], base_ns: int) -> list[bytes]:
 
 def _flows(x: Extract, base_ns: int) -> Iterator[bytes]:
     """``async_npu`` flows (torch_npu's ``torch_to_npu``) from each operator to the device tasks it
-    launched (matched by Kineto's External id); none when some device tasks have no category."""
+    launched (matched by Kineto's External id); none when some device tasks have no category, or when the
+    trace has such flows already (torch_npu's form: its events are kept, flows included)."""
     n = len(x.dev_ts)
-    if not n or not len(x.op_ts) or len(x.dev_tid) != n:
+    if not n or not len(x.op_ts) or len(x.dev_tid) != n or len(x.fl_id):
         return
     o_ext = np.frombuffer(x.op_ext, dtype=np.int64)
     d_ext = np.frombuffer(x.dev_ext, dtype=np.int64)

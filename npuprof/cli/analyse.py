@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 _STEPS_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 FORMATS = ("table", "json", "csv")
+CSV_TABLES = ("steps", "ranges")
 
 
 def parse_steps(value: str | None) -> tuple[int, int] | None:
@@ -54,6 +55,14 @@ def analyse(
         str,
         typer.Option("--format", help="table (rich, the default), json or csv (one row per rank and step)."),
     ] = "table",
+    csv_table: Annotated[
+        str,
+        typer.Option(
+            "--csv-table",
+            help="With --format csv: steps (the default) or ranges (the marks' and --msprof-tx's ranges "
+            "per rank and name, then across ranks).",
+        ),
+    ] = "steps",
     jobs: Annotated[
         int | None, typer.Option("-j", "--jobs", help="Parallel parsing processes (default: the cores).")
     ] = None,
@@ -67,6 +76,10 @@ def analyse(
     step_range = parse_steps(steps)
     if fmt not in FORMATS:
         raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}", param_hint="--format")
+    if csv_table not in CSV_TABLES:
+        raise typer.BadParameter(
+            f"{csv_table!r} is not one of {', '.join(CSV_TABLES)}", param_hint="--csv-table"
+        )
     if top < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--top")
     if jobs is not None and jobs < 1:
@@ -132,7 +145,7 @@ def analyse(
     if fmt == "json":
         write_json(report)
     elif fmt == "csv":
-        sys.stdout.write(terminal.render_csv(report))
+        sys.stdout.write(terminal.render_csv(report, csv_table))
     else:
         terminal.render_table(report, Console())
     sys.stdout.flush()
@@ -205,8 +218,8 @@ def _mark_partial_steps(report: Report) -> None:
         if step is not None:
             reason = str((record or {}).get("detail") or "the capture ended during this step")
             changed = mark_partial(rank, step, reason) or changed
-    if changed:
-        report.cross_rank = cross_rank(report.ranks)
+    if changed:  # the ranges across ranks do not depend on whole steps: kept as they are
+        report.cross_rank = cross_rank(report.ranks, report.cross_rank.ranges)
 
 
 def _check_stdout() -> None:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from npuprof.analysis.report_schema import Report, ReportStep, json_value
+from npuprof.analysis.report_schema import RankReport, Report, ReportStep, json_value
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
 from npuprof.reports.text import shorten_middle
 
@@ -135,8 +135,81 @@ def render_table(report: Report, console: Console) -> None:
             console.print(ks)
         elif r.device == "CPU":
             console.print("[dim]no device kernels: CPU-only trace (the CPU is the device)[/dim]")
+        _render_ranges(r, console)
+        _render_gc(r, console)
         console.print()
     _render_cross_rank(report, console)
+    _render_cross_ranges(report, console)
+
+
+RANGE_COLUMNS = ("calls", "total ms", "mean ms", "max ms")
+
+
+def _render_ranges(r: RankReport, console: Console) -> None:
+    """The rank's slowest ranges (the user's and --msprof-tx's comm: ones), when the capture had any."""
+    if r.ranges is msgspec.UNSET:
+        return
+    if not r.ranges:
+        console.print("[dim]no ranges in these steps (marks and --msprof-tx ranges were looked for)[/dim]")
+        return
+    table = Table(title="slowest ranges by total time", title_justify="left")
+    for col, just in (("range", "left"), ("kind", "left"), *((c, "right") for c in RANGE_COLUMNS)):
+        table.add_column(col, justify=just)
+    cells = [[str(g.count), _ms(g.total_us), _ms(g.mean_us), _ms(g.max_us)] for g in r.ranges]
+    names = [g.name for g in r.ranges]
+    room = _name_room(
+        console,
+        names,
+        [[g.kind, *row] for g, row in zip(r.ranges, cells, strict=True)],
+        ("kind", *RANGE_COLUMNS),
+    )
+    for g, name, row in zip(r.ranges, names, cells, strict=True):
+        table.add_row(escape(shorten_middle(name, room)), g.kind, *row)
+    console.print(table)
+
+
+def _render_gc(r: RankReport, console: Console) -> None:
+    """One line: the GC pauses of the steps shown, their share of the step time, and the step with the
+    most GC."""
+    gc = r.gc
+    if gc is msgspec.UNSET:
+        return
+    dropped = f"; {gc.dropped} more pauses were not kept (raise the threshold)" if gc.dropped else ""
+    if not gc.pauses:
+        console.print(
+            f"GC: no pause at or above {gc.threshold_ms:g} ms in these steps{dropped}", highlight=False
+        )
+        return
+    whole = sum(s.duration_us for s in r.steps)
+    worst = max(r.steps, key=lambda s: s.gc_us if s.gc_us is not msgspec.UNSET else -1.0)
+    worst_gc = worst.gc_us if worst.gc_us is not msgspec.UNSET else 0.0
+    console.print(
+        f"GC: {gc.pauses} pause{'s' if gc.pauses != 1 else ''} (threshold {gc.threshold_ms:g} ms), "
+        f"{_ms(gc.gc_us)} ms, {_pct(gc.gc_us, whole)} of the step time; most in step "
+        f"{worst.step if worst.step is not None else '-'}: {_ms(worst_gc)} ms "
+        f"({_pct(worst_gc, worst.duration_us)} of it){dropped}",
+        highlight=False,
+    )
+
+
+def _render_cross_ranges(report: Report, console: Console) -> None:
+    """The slowest ranges over every rank, when there are several ranks and some has ranges."""
+    ranges = report.cross_rank.ranges
+    if len(report.ranks) < 2 or ranges is msgspec.UNSET or not ranges:
+        return
+    table = Table(title="slowest ranges across ranks", title_justify="left")
+    headers = ("ranks", *RANGE_COLUMNS, "max on rank")
+    for col, just in (("range", "left"), *((c, "right") for c in headers)):
+        table.add_column(col, justify=just)
+    cells = [
+        [str(c.ranks), str(c.count), _ms(c.total_us), _ms(c.mean_us), _ms(c.max_us), str(c.max_rank)]
+        for c in ranges
+    ]
+    names = [c.name for c in ranges]
+    room = _name_room(console, names, cells, headers)
+    for name, row in zip(names, cells, strict=True):
+        table.add_row(escape(shorten_middle(name, room)), *row)
+    console.print(table)
 
 
 def _name_room(console: Console, names: list[str], figures: list[list[str]], headers: Sequence[str]) -> int:
@@ -183,14 +256,18 @@ def render_json(report: Report | dict[str, Any]) -> str:
     return json.dumps(report, indent=2, default=json_value)
 
 
-def render_csv(report: Report) -> str:
-    from npuprof.analysis.report import csv_rows
+def render_csv(report: Report, table: str = "steps") -> str:
+    """``table``: ``steps`` (one row per rank and step) or ``ranges`` (report.csv_range_rows)."""
+    from npuprof.analysis.report import csv_range_rows, csv_rows
 
-    header, rows = csv_rows(report)
-    partial = [s.partial is True for r in report.ranks for s in r.steps]
-    if any(partial):  # a column only then: the layout of a report without partial steps stays as it was
-        header = [*header, "partial"]
-        rows = [[*row, flag] for row, flag in zip(rows, partial, strict=True)]
+    if table == "ranges":
+        header, rows = csv_range_rows(report)
+    else:
+        header, rows = csv_rows(report)
+        partial = [s.partial is True for r in report.ranks for s in r.steps]
+        if any(partial):  # a column only then: the layout of a report without partial steps stays as it was
+            header = [*header, "partial"]
+            rows = [[*row, flag] for row, flag in zip(rows, partial, strict=True)]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)

@@ -53,8 +53,8 @@ class ExportsJob(msgspec.Struct, kw_only=True):
 
 class CaptureJob(msgspec.Struct, kw_only=True):
     """What the post-processor does with one capture: write ``files`` and the record (unless ``written``),
-    parse (``analyse``), write the requested stacks / memory timeline (``exports``), gzip the raw trace
-    (``gzip``)."""
+    copy the trace for --export-chrome-trace (``chrome_trace``), parse (``analyse``), write the requested
+    stacks / memory timeline (``exports``), gzip the raw trace (``gzip``)."""
 
     rank_dir: str
     trace: str | None = None  # the raw trace's path
@@ -64,6 +64,7 @@ class CaptureJob(msgspec.Struct, kw_only=True):
     gzip: bool = False
     written: bool = False
     exports: ExportsJob | None = None
+    chrome_trace: tuple[str, str] | None = None  # --export-chrome-trace: (source, target) to copy
     version: int = JOB_VERSION
 
 

@@ -125,7 +125,8 @@ class _Handover:
         self.pid = pid
         self.queue: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self.submitted = 0  # only the training thread counts up ...
-        self.sent = 0  # ... and only the hand-over thread counts here (piped, or kept as files)
+        self.sent = 0  # ... and only the hand-over thread counts here (piped, or kept as files) ...
+        self.sent_at_once = 0  # ... and the training thread here (written into the pipe by put())
         self.broken = False
         self.current: dict[str, Any] | None = None
         self.thread: threading.Thread | None = None
@@ -134,6 +135,9 @@ class _Handover:
 
     def put(self, job: dict[str, Any]) -> None:
         self.submitted += 1
+        if self._write_at_once(job):
+            self.sent_at_once += 1
+            return
         self.queue.put(job)
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="npuprof-handover", daemon=True)
@@ -170,6 +174,36 @@ class _Handover:
         task.run(pause=not self.hurry)
         self.task = None
 
+    def _write_at_once(self, job: dict[str, Any]) -> bool:
+        """Write a small job straight into the pipe when that cannot block: nothing queued before it, no
+        memory snapshot to copy, at most PIPE_BUF bytes (written whole) and that much room in the pipe.
+        A process that ends right after its capture (``os._exit``) then loses nothing; else False."""
+        if self.broken or job.get("exports") or self.sent + self.sent_at_once != self.submitted - 1:
+            return False
+        import select
+        import signal
+
+        from npuprof.results import handover
+
+        try:
+            data = handover.job_line(handover.job_from(job))
+            if len(data) > select.PIPE_BUF or not select.select([], [self.fd], [], 0)[1]:
+                return False
+        except (TypeError, ValueError, OSError):
+            return False  # the hand-over thread says why
+        # A dead post-processor raises SIGPIPE in this thread: held back, then taken, never delivered.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+        try:
+            os.write(self.fd, data)
+            return True
+        except OSError:
+            return False  # the hand-over thread finds the pipe broken and says so
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                if signal.SIGPIPE in signal.sigpending():
+                    signal.sigtimedwait({signal.SIGPIPE}, 0)
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
     def _write(self, job: dict[str, Any]) -> bool:
         """Write one job into the pipe; False when the post-processor cannot take it."""
         from npuprof.results import handover
@@ -199,14 +233,14 @@ class _Handover:
         if task is not None:
             task.hurry()
         deadline = time.monotonic() + timeout_s
-        while self.sent < self.submitted and time.monotonic() < deadline:
+        while self.sent + self.sent_at_once < self.submitted and time.monotonic() < deadline:
             time.sleep(0.01)
-        if self.sent >= self.submitted:
+        if self.sent + self.sent_at_once >= self.submitted:
             return []
         left: list[dict[str, Any]] = [] if self.current is None else [self.current]
         while not self.queue.empty():
             left.append(self.queue.get_nowait())
-        self.submitted = self.sent  # these are the caller's now
+        self.submitted = self.sent + self.sent_at_once  # these are the caller's now
         return left
 
 
@@ -383,12 +417,19 @@ def run_job(job: CaptureJob) -> int:
     except OSError as exc:
         _log(rank_dir, f"could not write the capture's files: {exc!r}", "ERROR")
         return 1
+    if job.chrome_trace is not None:
+        status |= _copy_chrome_trace(rank_dir, *job.chrome_trace)
     if job.analyse:
         try:
             from npuprof.analysis.parse import parse_rank_dir
 
             outcome = parse_rank_dir(rank_dir)
-            _log(rank_dir, f"analysed: {outcome}")
+            if outcome.ok:
+                _log(rank_dir, f"analysed in {outcome.seconds:.1f} s: {', '.join(outcome.files)}")
+            else:
+                why = f"{outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
+                _log(rank_dir, f"not analysed ({why}); run npuprof analyse on it later", "WARNING")
+                status = 1
         except Exception as exc:
             _log(rank_dir, f"analysis failed: {exc!r}", "ERROR")
             status = 1
@@ -410,6 +451,26 @@ def run_job(job: CaptureJob) -> int:
             _log(rank_dir, f"could not rewrite the capture record: {exc!r}", "ERROR")
             status = 1
     return status
+
+
+def _copy_chrome_trace(rank_dir: Path, source: str, target: str) -> int:
+    """--export-chrome-trace's copy (npuprof.agent.chrome_trace); 1 when it failed, which is logged as
+    "not produced" (shown at the end of the run)."""
+    from npuprof.agent.chrome_trace import copy_trace
+    from npuprof.results.extras import not_produced
+
+    try:
+        copy_trace(Path(source), Path(target))
+    except OSError as exc:
+        why = f"{target}: {exc.strerror or exc}"
+        _log(
+            rank_dir,
+            not_produced("--export-chrome-trace", why, "choose a writable path with space"),
+            "WARNING",
+        )
+        return 1
+    _log(rank_dir, f"--export-chrome-trace: {target} (copied)")
+    return 0
 
 
 def _finish_exports(rank_dir: Path, job: CaptureJob, record: dict[str, Any]) -> int:

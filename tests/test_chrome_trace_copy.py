@@ -1,0 +1,44 @@
+"""--export-chrome-trace when a hard link is not the answer (--no-gzip: it would share the result tree's
+file; another filesystem: it cannot be made): the post-processor copies the trace, so that a job ending
+right after its capture (here with os._exit, which runs no exit handler) still gets the whole file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from conftest import npuprof, rank_dirs
+
+JOB = """
+import os, torch
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(4):
+    model(torch.randn(8, 16)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+os._exit(0)
+"""
+
+
+def test_no_gzip_gets_a_copy_of_its_own_even_after_an_abrupt_exit(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    target = tmp_path / "exported" / "trace.json"
+    target.parent.mkdir()
+    flags = ["--skip-first", "1", "--warmup", "0", "--active", "2", "--no-gzip", "--no-analyse"]
+    result = npuprof(
+        "run", "-o", str(tmp_path / "out"), *flags, "--export-chrome-trace", str(target),
+        "--", sys.executable, str(script), timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(tmp_path / "out")
+    (raw,) = d.glob("*.pt.trace.json")
+    log = (tmp_path / "out" / "npuprof.log").read_text()
+    assert target.is_file(), log
+    assert target.read_bytes() == raw.read_bytes()
+    assert target.stat().st_ino != raw.stat().st_ino and raw.stat().st_nlink == 1  # not one file
+    steps = [e["name"] for e in json.loads(target.read_text())["traceEvents"] if "ProfilerStep#" in e["name"]]
+    assert steps == ["ProfilerStep#1", "ProfilerStep#2"]
+    assert [p.name for p in target.parent.iterdir()] == ["trace.json"]  # no temporary file left

@@ -1,0 +1,40 @@
+"""Communication sizes: known from the trace (gloo's Input Dims with --record-shapes, NCCL's message
+size) or unknown (gloo without --record-shapes), and then never reported as 0 MB (issue 12)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from analyse_support.handmade import cpu_trace, write_rank_dir
+
+from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
+
+
+def _parse(root: Path, trace: dict) -> tuple[dict, dict]:
+    rank_dir = write_rank_dir(root, trace)
+    assert parse_rank_dir(rank_dir).ok
+    summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY_FILE).read_text())
+    comm = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+    return summary["communication"], comm["step7"]["collective"]["all_reduce__0@default"]
+
+
+def test_size_known_from_input_dims(tmp_path: Path) -> None:
+    summary, record = _parse(tmp_path, cpu_trace())
+    # 256 float32 elements = 1024 bytes, in a gloo all_reduce of 300 µs
+    assert summary == {"operators": 1, "time_us": 300.0, "size_mb": 0.001024}
+    sdma = record["Communication Bandwidth Info"]["SDMA"]
+    assert sdma["Transit Size(MB)"] == 0.001024
+    assert sdma["Bandwidth(GB/s)"] == round(0.001024 / 0.3, 4)
+
+
+def test_size_unknown_without_shapes_is_not_zero_mb(tmp_path: Path) -> None:
+    trace = cpu_trace()
+    for event in trace["traceEvents"]:
+        if event["name"] == "gloo:all_reduce":
+            event["args"] = {}  # what torch writes without record_shapes
+    summary, record = _parse(tmp_path, trace)
+    assert summary == {"operators": 1, "time_us": 300.0, "size_unknown_operators": 1}
+    # communication.json keeps a number: msprof-analyze sums these fields
+    assert record["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.0
+    assert record["Communication Time Info"]["Elapse Time(ms)"] == 0.3

@@ -1,0 +1,1134 @@
+"""agent/controller.py in-process: the CaptureController's decision at each step boundary.
+
+The profiler is torch's own ``torch.profiler.profile`` with its three trace calls (prepare, start, stop)
+recorded instead of run, so the transitions and ``on_trace_ready`` calls are torch's; the plan is
+``torch.profiler.schedule`` itself (its searches brute force), so the expected captures come from torch's
+answer for each step, never from npuprof's own schedule. The sink, the log and the backend record what
+they are told; the tests state the exact sequence expected (docs/architecture.md): which steps each
+capture holds, when the controller looks at the plan at all, windows skipped (ranks, the script's own
+profiler, disk space, a failing begin) and the next one tried, failures of the backend caught, captures
+ended early (from the recording thread or another one), the thread that drives, timed windows (tick)
+and the state after a fork.
+
+These are the fast tests of bench/mutation.py's "controller" group (no subprocess).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import warnings
+from typing import Any
+
+import pytest
+import torch.autograd.profiler as autograd_profiler
+import torch.profiler as tp
+
+from npuprof.agent import controller as controller_module
+from npuprof.agent import user_profiler
+from npuprof.agent.backends.base import align_torch_style
+from npuprof.agent.controller import NEVER, CaptureController
+from npuprof.agent.schedule import Action
+from npuprof.config import ProfileConfig
+
+OURS = {
+    tp.ProfilerAction.NONE: Action.NONE,
+    tp.ProfilerAction.WARMUP: Action.WARMUP,
+    tp.ProfilerAction.RECORD: Action.RECORD,
+    tp.ProfilerAction.RECORD_AND_SAVE: Action.RECORD_AND_SAVE,
+}
+TORCH = {ours: native for native, ours in OURS.items()}
+RANK_DIR = "/out/host_1_20240101_ascend_pt"
+HORIZON = 200
+
+
+class TorchPlan:
+    """A plan that is torch.profiler.schedule: its searches by brute force over torch's answers."""
+
+    def __init__(self, **schedule: int) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.fn = tp.schedule(**schedule)
+        self.refreshed: list[int] = []
+        self.heard: list[tuple[str, int, str]] = []
+
+    def action_at(self, step: int) -> Action:
+        return OURS[self.fn(step)]
+
+    def next_busy_step(self, after: int) -> int | None:
+        return next(
+            (s for s in range(after + 1, after + HORIZON) if self.action_at(s) is not Action.NONE), None
+        )
+
+    def next_window_start(self, after: int) -> int | None:
+        return next((s for s in range(after + 1, after + HORIZON) if self.window_starts_at(s)), None)
+
+    def window_starts_at(self, step: int) -> bool:
+        before = self.action_at(step - 1) if step > 0 else Action.NONE
+        return self.action_at(step) is not Action.NONE and before in (Action.NONE, Action.RECORD_AND_SAVE)
+
+    def config_at(self, step: int) -> ProfileConfig | None:
+        return None
+
+    def refresh(self, step: int) -> None:
+        self.refreshed.append(step)
+
+    def hear(self, kind: str, step: int, detail: str) -> None:
+        self.heard.append((kind, step, detail))
+
+
+class RecordingProfile(tp.profile):
+    """torch's profile, its trace calls recorded (by the step number torch is at) instead of run."""
+
+    def __init__(self, trace: list[tuple[str, int]], **kwargs: Any) -> None:
+        super().__init__(activities=[tp.ProfilerActivity.CPU], **kwargs)
+        self.trace = trace
+        self.fail_step = self.fail_stop = False
+
+    def prepare_trace(self) -> None:
+        self.trace.append(("prepare", self.step_num))
+
+    def start_trace(self) -> None:
+        self.trace.append(("start", self.step_num))
+
+    def stop_trace(self) -> None:
+        self.trace.append(("stop", self.step_num))
+
+    def step(self) -> None:
+        if self.fail_step:
+            raise RuntimeError("step failed")
+        super().step()
+
+    def stop(self) -> None:
+        if self.fail_stop:
+            raise RuntimeError("stop failed")
+        super().stop()
+
+
+class Backend:
+    name = "fake"
+    device = "cpu"
+    writes_own_layout = False
+
+    def __init__(self) -> None:
+        self.ignored: list[str] = []
+        self.flag_cfgs: list[ProfileConfig] = []
+        self.created: list[tuple[ProfileConfig, RecordingProfile]] = []
+        self.aligned: list[int] = []
+        self.trace: list[tuple[str, int]] = []
+        self.fail_create = False
+
+    def ignored_flags(self, cfg: ProfileConfig) -> list[str]:
+        self.flag_cfgs.append(cfg)
+        return list(self.ignored)
+
+    def create_profiler(self, cfg: ProfileConfig, schedule: Any, on_trace_ready: Any) -> RecordingProfile:
+        if self.fail_create:
+            raise RuntimeError("profiler cannot start")
+        prof = RecordingProfile(
+            self.trace, schedule=lambda step: TORCH[schedule(step)], on_trace_ready=on_trace_ready
+        )
+        self.created.append((cfg, prof))
+        return prof
+
+    def align(self, prof: RecordingProfile, step: int) -> None:
+        self.aligned.append(step)
+        align_torch_style(prof, step)
+
+
+class Sink:
+    rank_dir = RANK_DIR
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.begin_error: OSError | None = None
+        self.abandon_error: OSError | None = None
+
+    def begin(self, step: int, cfg: ProfileConfig) -> None:
+        if self.begin_error is not None:
+            raise self.begin_error
+        self.events.append(("begin", step))
+
+    def finish(self, prof: Any, last_step: int, detail: str = "", status: str = "complete") -> None:
+        self.events.append(("finish", last_step, detail, status, prof.step_num))
+
+    def abandon(self, detail: str) -> None:
+        if self.abandon_error is not None:
+            raise self.abandon_error
+        self.events.append(("abandon", detail))
+
+    def skipped(self, step: int, detail: str) -> None:
+        self.events.append(("skipped", step, detail))
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, ...]] = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(("info", message))
+
+    def warning(self, message: str) -> None:
+        self.lines.append(("warning", message))
+
+    def error(self, message: str) -> None:
+        self.lines.append(("error", message))
+
+    def warn_once(self, key: str, message: str) -> None:
+        self.lines.append(("warn_once", key, message))
+
+
+class Rig:
+    """A controller with recording parts; ``run(n)`` takes n step boundaries on this thread."""
+
+    def __init__(
+        self,
+        plan: Any,
+        cfg: ProfileConfig | None = None,
+        rank: int | None = 0,
+        space: Any = None,
+        arm: bool = True,
+        on_profiling: Any = None,
+    ) -> None:
+        self.plan = plan
+        self.cfg = cfg or ProfileConfig()
+        self.rank = rank
+        self.backend, self.sink, self.log = Backend(), Sink(), Log()
+        self.made: list[str] = []
+        self.profiling: list[bool] = []
+        self.armed = 0
+
+        def backend_factory() -> Backend:
+            self.made.append("backend")
+            return self.backend
+
+        def sink_factory(backend: Backend) -> Sink:
+            assert backend is self.backend
+            self.made.append("sink")
+            return self.sink
+
+        def on_arm() -> None:
+            self.armed += 1
+
+        self.c = CaptureController(
+            self.cfg,
+            plan,
+            backend_factory=backend_factory,
+            sink_factory=sink_factory,
+            log=self.log,  # type: ignore[arg-type]
+            rank_fn=lambda: self.rank,
+            on_arm=on_arm,
+            space=space,
+            on_profiling=on_profiling or self.profiling.append,
+        )
+        if arm:
+            self.c.arm()
+
+    def run(self, boundaries: int) -> None:
+        for _ in range(boundaries):
+            self.c.on_boundary()
+
+
+def began(step: int) -> tuple[str, int, str]:
+    return ("began", step, RANK_DIR)
+
+
+def ended(first: int, last: int, status: str = "complete", detail: str = "") -> tuple[str, int, str]:
+    return ("ended", last, f"{first}-{last} {status} in {RANK_DIR}" + (f" ({detail})" if detail else ""))
+
+
+# ---- the schedule, step by step, against torch's ---------------------------------------------------
+def _expected(plan: TorchPlan, k: int) -> dict[str, Any]:
+    """What a run of ``k`` boundaries (steps 0..k-1 done, step k in flight), then the end of training,
+    must give, from torch's actions alone: a capture is a run of recording steps closed by
+    RECORD_AND_SAVE; it is saved at the boundary after that step; one still open at the end is saved
+    up to the step in flight; a warm-up in flight is dropped."""
+    actions = [plan.action_at(s) for s in range(k + 1)]
+    captures: list[list[int]] = []
+    current: list[int] = []
+    for step, action in enumerate(actions):
+        if action.recording:
+            current.append(step)
+        if action is Action.RECORD_AND_SAVE:
+            captures.append(current)
+            current = []
+    sink: list[tuple[Any, ...]] = []
+    heard: list[tuple[str, int, str]] = []
+    trace: list[tuple[str, int]] = []
+    if current:
+        captures.append(current)
+    for capture in captures:
+        sink += [("begin", capture[0])]
+        heard += [began(capture[0])]
+        if capture[-1] < k:  # its boundary came
+            sink += [("finish", capture[-1], "", "complete", capture[-1] + 1)]
+            heard += [ended(capture[0], capture[-1])]
+            trace += [("start", capture[0]), ("stop", capture[-1] + 1)]
+        else:  # in flight when training ends: kept up to the step in flight
+            sink += [("finish", k, "training ended", "complete", k)]
+            heard += [ended(capture[0], k, detail="training ended")]
+            trace += [("start", capture[0]), ("stop", k)]
+    if actions[k] is Action.WARMUP:
+        sink += [("abandon", "training ended")]
+        trace += [("start", k), ("stop", k)]  # torch's exit from a warm-up
+    busy = [a is not Action.NONE for a in actions]
+    opened = [s for s in range(k + 1) if busy[s] and (s == 0 or not busy[s - 1])]
+    decisions = [0] + [s for s in range(1, k + 1) if busy[s] or busy[s - 1]]
+    return {"sink": sink, "heard": heard, "trace": trace, "opened": opened, "decisions": decisions}
+
+
+SCHEDULES = list(itertools.product([0, 2], [0, 1], [0, 1], [1, 2], [0, 1, 2]))
+
+
+@pytest.mark.parametrize(("skip_first", "wait", "warmup", "active", "repeat"), SCHEDULES)
+def test_captures_follow_torchs_schedule(
+    skip_first: int, wait: int, warmup: int, active: int, repeat: int
+) -> None:
+    for k in range(13):
+        plan = TorchPlan(skip_first=skip_first, wait=wait, warmup=warmup, active=active, repeat=repeat)
+        rig = Rig(plan)
+        rig.run(k)
+        decisions = list(plan.refreshed)
+        rig.c.finish_early("training ended")
+        want = _expected(plan, k)
+        where = f"k={k}"
+        assert rig.sink.events == want["sink"], where
+        assert plan.heard == want["heard"], where
+        assert [t for t in rig.backend.trace if t[0] != "prepare"] == want["trace"], where
+        assert rig.backend.aligned == want["opened"], where
+        assert decisions == want["decisions"], where  # the plan is looked at only around its windows
+        assert rig.profiling == [True, False] * len(want["opened"]), where
+        assert rig.c.step == k and rig.c.prof is None
+        if want["opened"]:
+            assert rig.made == ["backend", "sink"]  # made once, at the first window
+            assert all(cfg is rig.cfg for cfg, _ in rig.backend.created)
+
+
+def test_nothing_busy_ever_means_no_check_again() -> None:
+    plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=1, repeat=1)
+    rig = Rig(plan)
+    assert rig.c.next_check == 2
+    rig.run(3)
+    assert rig.c.next_check == NEVER
+    rig.run(50)
+    assert plan.refreshed == [0, 2, 3]
+    assert rig.sink.events == [("begin", 2), ("finish", 2, "", "complete", 3)]
+
+
+def test_our_profiler_is_told_apart_from_the_scripts(monkeypatch: pytest.MonkeyPatch) -> None:
+    marked: list[Any] = []
+    monkeypatch.setattr(user_profiler, "mark_ours", marked.append)
+    rig = Rig(TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=2))
+    rig.run(5)
+    assert marked == [prof for _, prof in rig.backend.created] and len(marked) == 2
+
+
+def test_arming_once_and_the_plans_hooks() -> None:
+    calls: list[Any] = []
+
+    class Plan(TorchPlan):
+        def bind(self, controller: CaptureController) -> None:
+            calls.append(("bind", controller))
+
+        def training_started(self) -> None:
+            calls.append("training_started")
+
+        def recording_started(self) -> None:
+            calls.append(("recording_started", len(rig.backend.trace)))
+
+    plan = Plan(skip_first=1, wait=0, warmup=0, active=1, repeat=1)
+    rig = Rig(plan, arm=False)
+    assert calls == [("bind", rig.c)] and not rig.c.armed
+    rig.c.arm()
+    rig.c.arm()
+    assert rig.armed == 1 and rig.c.armed and plan.refreshed == [0]
+    rig.run(1)
+    # recording_started after torch's profiler started (prepare and start of the trace done)
+    assert calls == [("bind", rig.c), "training_started", ("recording_started", 2)]
+
+
+def test_a_capture_gets_the_configuration_of_its_window() -> None:
+    special = ProfileConfig(record_shapes=True)
+    seen: list[int] = []
+
+    class Plan(TorchPlan):
+        def config_at(self, step: int) -> ProfileConfig | None:
+            seen.append(step)
+            return special if step == 1 else None
+
+    plan = Plan(skip_first=1, wait=1, warmup=0, active=1, repeat=2)
+    rig = Rig(plan)
+    rig.run(5)
+    assert seen == [2, 4]
+    plan2 = Plan(skip_first=1, wait=0, warmup=0, active=1, repeat=1)
+    rig2 = Rig(plan2)
+    rig2.run(2)
+    assert [cfg for cfg, _ in rig.backend.created] == [rig.cfg, rig.cfg] == rig.backend.flag_cfgs
+    assert [cfg for cfg, _ in rig2.backend.created] == [special] == rig2.backend.flag_cfgs
+    assert rig2.c.cfg is special
+
+
+def test_on_boundary_of_a_thread() -> None:
+    from _thread import get_ident
+
+    plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=1, repeat=1)
+    rig = Rig(plan)
+    steps = []
+    for thread in (get_ident(), get_ident(), get_ident(), get_ident() + 1, get_ident()):
+        rig.c.on_boundary_of(thread)  # the first: this thread drives; another thread's: passed over
+        steps.append(rig.c.step)
+    assert steps == [1, 2, 3, 3, 4]
+    assert rig.sink.events == [("begin", 2), ("finish", 2, "", "complete", 3)]
+
+
+def test_two_threads_claiming_at_once_only_one_drives() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=1, repeat=1)
+    rig = Rig(plan)
+    lock = rig.c._lock
+
+    class ClaimedMeanwhile:
+        """The controller's lock, got just after another thread claimed the driving."""
+
+        def acquire(self, blocking: bool = True) -> bool:
+            got = lock.acquire(blocking)
+            if got and rig.c.driver is None:
+                rig.c.driver = -7
+            return got
+
+        def release(self) -> None:
+            lock.release()
+
+    rig.c._lock = ClaimedMeanwhile()  # type: ignore[assignment]
+    rig.run(1)
+    assert rig.c.step == 0 and rig.c.driver == -7 and rig.sink.events == []
+
+
+# ---- windows that may not record --------------------------------------------------------------------
+def test_an_unselected_rank_never_records() -> None:
+    plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=1, repeat=0)
+    rig = Rig(plan, cfg=ProfileConfig(ranks=[1]), rank=0)
+    rig.run(20)
+    assert rig.sink.events == [] and rig.made == [] and rig.c.next_check == NEVER
+    assert plan.refreshed == [0, 2]
+    assert plan.heard == [("skipped", 2, "this window may not record here (see npuprof.log)")]
+    assert rig.log.lines == [("info", "rank 0 not selected (--ranks); no capture at step 2")]
+
+
+def test_an_unknown_rank_is_asked_again_at_each_window() -> None:
+    plan = TorchPlan(skip_first=1, wait=2, warmup=0, active=1, repeat=0)  # windows at 3, 6, 9, ...
+    rig = Rig(plan, cfg=ProfileConfig(ranks=[1]), rank=None)
+    rig.run(6)
+    rig.rank = 1  # the process group exists now
+    rig.run(4)
+    assert plan.refreshed == [0, 3, 6, 9, 10]
+    assert rig.sink.events == [("begin", 9), ("finish", 9, "", "complete", 10)]
+    assert rig.log.lines[:2] == [
+        ("info", "rank None not selected (--ranks); no capture at step 3"),
+        ("info", "rank None not selected (--ranks); no capture at step 6"),
+    ]
+
+
+def test_while_the_scripts_profiler_runs_no_window_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+    running = [True]
+    monkeypatch.setattr(user_profiler, "running", lambda: running[0])
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)  # windows at 2, 4, 6
+    rig = Rig(plan)
+    rig.run(3)
+    running[0] = False
+    rig.run(1)
+    assert rig.sink.events == [("begin", 4)]
+    assert plan.heard == [("skipped", 2, "this window may not record here (see npuprof.log)"), began(4)]
+    assert rig.log.lines == [
+        ("warn_once", "user-profiler", user_profiler.WARNING),
+        ("info", "no capture at step 2: the training script's own profiler runs"),
+        ("info", "profiler started at step 4 (RECORD_AND_SAVE) on fake"),
+    ]
+    assert plan.refreshed == [0, 2, 4]
+
+
+def test_a_profiler_torch_says_is_enabled_blocks_a_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(autograd_profiler, "_is_profiler_enabled", True)
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)
+    rig = Rig(plan)
+    rig.run(3)
+    monkeypatch.setattr(autograd_profiler, "_is_profiler_enabled", False)
+    rig.run(1)
+    assert rig.sink.events == [("begin", 4)]
+    monkeypatch.delitem(sys.modules, "torch.autograd.profiler")  # not loaded: nothing can be enabled
+    rig.run(2)
+    assert rig.sink.events[-1] == ("begin", 6)
+
+
+def test_low_disk_skips_windows_and_ends_one_in_flight() -> None:
+    class Space:
+        ok = False
+
+        def describe(self) -> str:
+            return "only 1 MiB free"
+
+    space = Space()
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=2, repeat=0)  # windows 2-3, 5-6, 8-9
+    rig = Rig(plan, space=space)
+    rig.run(3)
+    space.ok = True
+    rig.run(3)  # 5 recorded; 6 in flight
+    space.ok = False
+    rig.run(1)
+    space.ok = True
+    rig.run(3)
+    assert rig.sink.events == [
+        ("skipped", 2, "capture at step 2 skipped: only 1 MiB free"),
+        ("begin", 5),
+        # stopped at the boundary where step 7 begins: the trace's last step, torch's too, is 6
+        ("finish", 6, "stopped at step 7: only 1 MiB free", "incomplete", 6),
+        ("begin", 8),
+        ("finish", 9, "", "complete", 10),
+    ]
+    assert rig.log.lines[0] == (
+        "warn_once",
+        "disk-space",
+        "capture at step 2 skipped: only 1 MiB free; training goes on",
+    )
+    assert ("info", "capture finished early at step 7: stopped at step 7: only 1 MiB free") in rig.log.lines
+    assert plan.heard[0] == ("skipped", 2, "this window may not record here (see npuprof.log)")
+    assert plan.heard[2] == ended(5, 6, "incomplete", "stopped at step 7: only 1 MiB free")
+    assert plan.refreshed == [0, 2, 5, 6, 7, 8, 9, 10]
+
+
+def test_a_capture_that_cannot_begin_is_skipped_and_the_next_window_tried() -> None:
+    plan = TorchPlan(skip_first=1, wait=1, warmup=1, active=1, repeat=0)  # windows: warm 2, record 3; 5, 6
+    rig = Rig(plan)
+    rig.sink.begin_error = OSError(28, "No space left on device")
+    rig.run(4)
+    rig.sink.begin_error = None
+    rig.run(3)
+    message = "capture at step 3 skipped: [Errno 28] No space left on device"
+    assert rig.sink.events == [("abandon", message), ("begin", 6), ("finish", 6, "", "complete", 7)]
+    assert plan.heard[0] == ("skipped", 3, "[Errno 28] No space left on device")
+    assert rig.log.lines[1] == (
+        "warn_once",
+        "capture-begin",
+        message + "; training goes on, the next window is tried",
+    )
+    # the profiler that warmed up was stopped (torch: a warm-up's exit) and nothing of it reported
+    assert rig.backend.trace[:3] == [("prepare", 2), ("start", 3), ("stop", 3)]
+    assert rig.profiling == [True, False, True, False]
+    assert plan.refreshed == [0, 2, 3, 5, 6, 7]
+
+
+def test_a_capture_that_cannot_begin_when_its_profiler_opens() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=1, repeat=0)  # every step from 1 records
+    rig = Rig(plan)
+    rig.sink.begin_error = OSError("read-only file system")
+    rig.sink.abandon_error = OSError("still read-only")
+    rig.run(2)
+    assert rig.sink.events == [] and rig.backend.trace == [] and rig.profiling == []
+    assert rig.log.lines[-1] == ("error", "could not mark the skipped capture: OSError('still read-only')")
+    rig.sink.begin_error = rig.sink.abandon_error = None
+    rig.run(1)
+    assert rig.sink.events == [("begin", 3)]
+    assert rig.backend.aligned == [1, 2, 3]
+
+
+def test_a_capture_that_cannot_begin_waits_for_the_next_window() -> None:
+    plan = TorchPlan(skip_first=1, wait=2, warmup=0, active=1, repeat=0)  # windows at 3, 6, 9
+    rig = Rig(plan)
+    rig.sink.begin_error = OSError("disk full")
+    rig.run(4)
+    assert plan.refreshed == [0, 3] and rig.c.prof is None
+    rig.sink.begin_error = None
+    rig.run(3)
+    assert plan.refreshed == [0, 3, 6, 7]
+    assert rig.sink.events == [
+        ("abandon", "capture at step 3 skipped: disk full"),
+        ("begin", 6),
+        ("finish", 6, "", "complete", 7),
+    ]
+
+
+def test_a_failing_begin_between_two_captures_of_one_profiler() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=2, repeat=3)  # 1-2, 3-4, 5-6, back to back
+    rig = Rig(plan)
+    rig.run(2)
+    rig.sink.begin_error = OSError("disk full")
+    rig.backend.created[0][1].fail_stop = True  # and the profiler dropped cannot stop either
+    rig.run(1)
+    assert rig.log.lines[-1] == ("warning", "profiler stop failed: RuntimeError('stop failed')")
+    rig.sink.begin_error = None
+    rig.run(4)
+    assert rig.sink.events == [
+        ("begin", 1),
+        ("finish", 2, "", "complete", 3),
+        ("abandon", "capture at step 3 skipped: disk full"),
+        ("begin", 5),
+        ("finish", 6, "", "complete", 7),
+    ]
+    assert rig.backend.aligned == [1, 5]
+    assert rig.profiling == [True, False, True, False]
+
+
+# ---- failures of the parts --------------------------------------------------------------------------
+def test_a_backend_that_cannot_create_its_profiler_stops_profiling_quietly() -> None:
+    plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=1, repeat=0)
+    rig = Rig(plan)
+    rig.backend.fail_create = True
+    rig.run(5)
+    assert not rig.c.enabled and rig.c.next_check == NEVER
+    assert plan.refreshed == [0, 2]
+    assert rig.sink.events == [("abandon", "internal error at step 2: RuntimeError('profiler cannot start')")]
+    kind, text = rig.log.lines[0]
+    assert kind == "error"
+    assert text.startswith(
+        "capture control failed at step 2: RuntimeError('profiler cannot start')\nTraceback"
+    )
+    assert rig.log.lines[1] == (
+        "warn_once",
+        "controller",
+        "profiling stopped after an internal error at step 2 (RuntimeError('profiler cannot start')); "
+        "training goes on; details in npuprof.log",
+    )
+    rig.c.replan()  # a disabled controller stays off
+    rig.run(1)
+    assert plan.refreshed == [0, 2] and rig.c.next_check == NEVER
+
+
+def test_a_profiler_that_fails_mid_capture_is_dropped() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=3, repeat=1)
+    rig = Rig(plan)
+    rig.run(2)
+    prof = rig.backend.created[0][1]
+    prof.fail_step = True
+    rig.run(1)
+    # stopped all the same: torch hands over what it recorded (steps 1-2), then the capture is abandoned
+    assert rig.sink.events == [
+        ("begin", 1),
+        ("finish", 2, "", "complete", 2),
+        ("abandon", "internal error at step 3: RuntimeError('step failed')"),
+    ]
+    assert rig.backend.trace[-1] == ("stop", 2)
+    assert rig.profiling == [True, False] and rig.c.prof is None and not rig.c.enabled
+
+
+def test_a_profiler_that_fails_mid_capture_and_at_stop() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=3, repeat=1)
+    rig = Rig(plan)
+    rig.run(2)
+    prof = rig.backend.created[0][1]
+    prof.fail_step = prof.fail_stop = True
+    rig.run(1)
+    assert rig.sink.events == [
+        ("begin", 1),
+        ("abandon", "internal error at step 3: RuntimeError('step failed')"),
+    ]
+    assert rig.profiling == [True, False] and rig.c.prof is None
+
+
+def test_a_profiler_that_fails_to_stop_at_the_end_of_its_window() -> None:
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=2)  # windows at 2 and 4
+    rig = Rig(plan)
+    rig.run(2)
+    rig.backend.created[0][1].fail_stop = True
+    rig.run(3)
+    assert rig.sink.events == [
+        ("begin", 2),
+        ("finish", 2, "", "complete", 3),
+        ("begin", 4),
+        ("finish", 4, "", "complete", 5),
+    ]
+    assert ("warning", "profiler stop failed: RuntimeError('stop failed')") in rig.log.lines
+    assert rig.profiling == [True, False, True, False] and rig.c.enabled
+
+
+def test_a_plan_that_cannot_hear_and_a_profiling_hook_that_fails() -> None:
+    class Deaf(TorchPlan):
+        def hear(self, kind: str, step: int, detail: str) -> None:
+            raise RuntimeError("deaf")
+
+    def failing(active: bool) -> None:
+        raise RuntimeError("hook")
+
+    plan = Deaf(skip_first=1, wait=0, warmup=0, active=1, repeat=1)
+    rig = Rig(plan, on_profiling=failing)
+    rig.run(2)
+    assert rig.sink.events == [("begin", 1), ("finish", 1, "", "complete", 2)]
+    assert [line for line in rig.log.lines if line[0] == "warning"] == [
+        ("warning", "the plan could not hear of began at step 1: RuntimeError('deaf')"),
+        ("warning", "profiling start hook failed: RuntimeError('hook')"),
+        ("warning", "the plan could not hear of ended at step 1: RuntimeError('deaf')"),
+        ("warning", "profiling stop hook failed: RuntimeError('hook')"),
+    ]
+
+
+def test_flags_the_backend_ignores_are_reported() -> None:
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=2)
+    rig = Rig(plan)
+    rig.backend.ignored = ["--level", "--aic-metrics"]
+    rig.run(5)
+    reports = [line for line in rig.log.lines if line[0] == "warn_once"]
+    assert (
+        reports
+        == [
+            (
+                "warn_once",
+                "ignored-flags:--level, --aic-metrics",
+                "ignored on the fake backend: --level, --aic-metrics",
+            )
+        ]
+        * 2
+    )
+    quiet = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=1, repeat=1))
+    quiet.run(2)
+    assert quiet.log.lines == [
+        ("info", "profiler started at step 1 (RECORD_AND_SAVE) on fake"),
+    ]
+
+
+# ---- ending a capture early ---------------------------------------------------------------------------
+def test_finish_early_keeps_what_was_recorded_and_the_next_window_still_records() -> None:
+    plan = TorchPlan(skip_first=1, wait=1, warmup=1, active=2, repeat=2)  # warm 2, rec 3-4; warm 6, rec 7-8
+    rig = Rig(plan)
+    rig.c.finish_early("nothing to finish")  # no capture: nothing happens
+    rig.run(4)
+    rig.c.finish_early("the script's profiler", status="incomplete")
+    rig.run(5)
+    assert rig.sink.events == [
+        ("begin", 3),
+        ("finish", 4, "the script's profiler", "incomplete", 4),
+        ("begin", 7),
+        ("finish", 8, "", "complete", 9),
+    ]
+    assert ("info", "capture finished early at step 4: the script's profiler") in rig.log.lines
+    assert plan.heard[1] == ended(3, 4, "incomplete", "the script's profiler")
+    assert plan.refreshed == [0, 2, 3, 4, 6, 7, 8, 9]
+
+
+def test_finish_early_in_a_warmup_drops_it() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=2, active=1, repeat=1)
+    rig = Rig(plan)
+    rig.run(2)
+    rig.c.finish_early("exit")
+    assert rig.sink.events == [("abandon", "exit")] and rig.c.prof is None
+    assert rig.profiling == [True, False]
+
+
+def test_a_profiler_that_fails_to_stop_when_finished_early() -> None:
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=2)  # windows at 2 and 4
+    rig = Rig(plan)
+    rig.run(2)
+    rig.backend.created[0][1].fail_stop = True
+    rig.c.finish_early("exit")
+    assert rig.sink.events == [
+        ("begin", 2),
+        ("abandon", "exit; finalising failed: RuntimeError('stop failed')"),
+    ]
+    assert ("error", "could not finalise the capture (exit): RuntimeError('stop failed')") in rig.log.lines
+    assert rig.c.prof is None and rig.c.action is Action.NONE and rig.profiling == [True, False]
+    rig.run(3)  # the next window ends as its schedule says, not as the failed one did
+    assert rig.sink.events[2:] == [("begin", 4), ("finish", 4, "", "complete", 5)]
+
+
+def test_finish_early_from_another_thread_is_done_by_the_recording_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    asked = threading.Event()
+    original_info = rig.log.info
+
+    def info(message: str) -> None:
+        original_info(message)
+        if message.startswith("capture to finish"):
+            asked.set()
+
+    rig.log.info = info  # type: ignore[method-assign]
+    rig.run(2)  # this thread drives; steps 1-2 recorded, 2 in flight
+    other = threading.Thread(target=rig.c.finish_early, args=("the script's profiler", "incomplete"))
+    other.start()
+    assert asked.wait(10)
+    assert rig.sink.events == [("begin", 1)]  # not finished by the other thread
+    rig.run(1)
+    other.join(10)
+    assert not other.is_alive()
+    assert rig.sink.events == [("begin", 1), ("finish", 2, "the script's profiler", "incomplete", 2)]
+    assert (
+        "info",
+        "capture to finish at the next step of the thread that records it: the script's profiler",
+    ) in rig.log.lines
+    assert not any(line[0] == "warning" for line in rig.log.lines)
+
+
+def _hold_lock(controller: CaptureController) -> tuple[threading.Thread, threading.Event]:
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with controller._lock:
+            held.set()
+            release.wait(3)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    return holder, release
+
+
+def test_finish_early_while_the_lock_is_busy_is_left_to_the_next_step() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    rig.run(2)
+    holder, release = _hold_lock(rig.c)
+    rig.c.finish_early("exit")  # never waits for the lock
+    assert rig.sink.events == [("begin", 1)]
+    release.set()
+    holder.join(10)
+    rig.run(1)
+    assert rig.sink.events == [("begin", 1), ("finish", 2, "exit", "complete", 2)]
+
+
+def test_finish_early_at_exit_waits_its_own_time_and_opens_nothing_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The main thread has ended (interpreter exit) while a daemon thread trains."""
+    monkeypatch.setattr(controller_module, "EXIT_WAIT_S", 0.05)
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=2, repeat=0)  # windows 2-3, 5-6, ...
+    rig = Rig(plan)
+    rig.run(3)
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ended.join()
+
+    class AtExit:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(threading, name)
+
+        def main_thread(self) -> threading.Thread:
+            return ended
+
+    monkeypatch.setattr(controller_module, "threading", AtExit())
+    took: list[float] = []
+
+    def finish() -> None:
+        import time
+
+        start = time.monotonic()
+        rig.c.finish_early("exit")
+        took.append(time.monotonic() - start)
+
+    other = threading.Thread(target=finish)
+    other.start()
+    other.join(10)
+    assert took and took[0] < 1.0  # EXIT_WAIT_S, not OTHER_THREAD_WAIT_S (2 s)
+    assert not rig.c.enabled
+    rig.run(5)
+    assert rig.sink.events == [("begin", 2), ("finish", 3, "exit", "complete", 3)]  # and nothing after
+
+
+def test_finish_early_from_another_thread_gives_up_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.05)
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    rig.run(2)
+    other = threading.Thread(target=rig.c.finish_early, args=("late",))
+    other.start()
+    other.join(10)
+    assert rig.log.lines[-1] == (
+        "warning",
+        "the thread recording the capture did not finish it in time (late)",
+    )
+    assert rig.c.enabled and rig.c.next_check == 0
+    rig.run(1)
+    assert rig.sink.events == [("begin", 1), ("finish", 2, "late", "complete", 2)]
+    assert rig.c.next_check == NEVER
+
+
+def test_a_request_to_finish_that_comes_after_the_capture_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.01)
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)  # windows at 2, 4, 6
+    rig = Rig(plan)
+    rig.run(2)
+    other = threading.Thread(target=rig.c.finish_early, args=("stale",))
+    other.start()
+    other.join(10)
+    rig.c.finish_early("mine")  # this thread ends the capture first
+    rig.run(3)  # the stale request does not take the decision of step 4
+    assert rig.sink.events == [
+        ("begin", 2),
+        ("finish", 2, "mine", "complete", 2),
+        ("begin", 4),
+        ("finish", 4, "", "complete", 5),
+    ]
+
+
+# ---- threads --------------------------------------------------------------------------------------------
+def _thread(fn: Any, name: str = "trainer") -> None:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name=name)
+    thread.start()
+    thread.join(10)
+    assert not errors, errors
+
+
+def test_the_first_thread_to_step_drives_and_its_end_finishes_the_capture() -> None:
+    plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=4, repeat=1)
+    rig = Rig(plan)
+    _thread(lambda: rig.run(3), "trainer")  # steps 2, 3 recorded ... and the thread ends in step 3
+    assert rig.c.driver is None
+    assert rig.sink.events == [
+        ("begin", 2),
+        (
+            "finish",
+            3,
+            "the training thread ended before the capture's last step; step 3 is partial",
+            "complete",
+            3,
+        ),
+    ]
+    assert ("info", "steps are counted on thread trainer") in rig.log.lines
+    rig.run(2)  # this thread drives now
+    assert rig.c.step == 5 and rig.c.driver is not None
+
+
+def test_boundaries_of_other_threads_are_ignored_and_said_once() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=1, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    _thread(lambda: rig.run(3), "helper")
+    assert rig.c.step == 1
+    ignored = [line for line in rig.log.lines if "ignored" in line[-1]]
+    assert ignored == [
+        (
+            "info",
+            "step boundaries from thread helper are ignored: another thread drives the profiler "
+            '(one thread only: docs/architecture.md, "Step boundaries")',
+        )
+    ]
+    rig.run(1)
+    assert rig.sink.events == [("begin", 1), ("finish", 1, "", "complete", 2)]
+
+
+def test_a_profiler_opened_at_arm_on_a_thread_that_never_steps() -> None:
+    plan = TorchPlan(skip_first=0, wait=0, warmup=0, active=3, repeat=1)  # records from step 0
+    rig = Rig(plan)  # armed here: this thread opened the profiler and drives
+    assert rig.sink.events == [("begin", 0)]
+    _thread(lambda: rig.run(2), "loop")
+    message = (
+        "npuprof's profiler started on the thread that created the optimizer, but steps are taken on "
+        "thread loop: no steps are counted (a schedule that starts later, --skip-first 1, avoids this)"
+    )
+    assert [line for line in rig.log.lines if line[0] != "info"] == [("warn_once", "foreign-thread", message)]
+    assert rig.c.step == 0
+
+
+def test_a_decision_never_waits_for_the_lock() -> None:
+    plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with rig.c._lock:
+            held.set()
+            release.wait(3)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    rig.run(1)  # step 2: the decision is skipped, not waited for
+    release.set()
+    holder.join(10)
+    rig.run(2)
+    assert rig.sink.events == [("begin", 3), ("finish", 3, "", "complete", 4)]
+
+
+def test_a_boundary_while_another_thread_claims() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=1, repeat=1)
+    rig = Rig(plan, arm=True)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with rig.c._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    rig.run(1)  # no driver yet, the lock is busy: this boundary is not taken
+    release.set()
+    holder.join(10)
+    assert rig.c.step == 0 and rig.c.driver is None
+    rig.run(1)
+    assert rig.c.step == 1 and rig.sink.events == [("begin", 1)]
+
+
+# ---- timed windows (tick) ---------------------------------------------------------------------------------
+class Bare:
+    """A time window: RECORD while open; the controller closes it. Only the plan's required methods."""
+
+    timed = True
+
+    def __init__(self) -> None:
+        self.open = False
+        self.asked: list[Any] = []
+
+    def action_at(self, step: int) -> Action:
+        self.asked.append(step)
+        return Action.RECORD if self.open else Action.NONE
+
+    def next_busy_step(self, after: int) -> int | None:
+        return None
+
+    def next_window_start(self, after: int) -> int | None:
+        return None
+
+    def config_at(self, step: int) -> ProfileConfig | None:
+        return None
+
+
+class Timed(Bare):
+    """With the optional hooks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refreshed: list[int] = []
+        self.started = 0
+
+    def refresh(self, step: int) -> None:
+        self.refreshed.append(step)
+
+    def recording_started(self) -> None:
+        self.started += 1
+
+
+def test_tick_opens_a_window_without_steps_and_closes_it() -> None:
+    plan = Timed()
+    rig = Rig(plan, arm=False)
+    rig.c.tick()  # nothing wanted yet
+    assert not rig.c.armed and plan.refreshed == [0]
+    plan.open = True
+    rig.c.tick()
+    assert rig.c.armed and rig.armed == 1
+    prof = rig.backend.created[0][1]
+    assert prof.record_steps is False  # no ProfilerStep spans: a job without steps
+    rig.c.tick()  # still open: nothing
+    assert rig.sink.events == [("begin", 0)] and rig.c.prof is prof
+    plan.open = False
+    rig.c.tick()
+    assert rig.sink.events == [("begin", 0), ("finish", 0, "", "complete", 0)]
+    assert rig.log.lines[-1] == ("info", "time window ended at step 0")
+    assert rig.c.prof is None and rig.profiling == [True, False] and plan.started == 1
+    assert rig.c.next_check == NEVER
+
+
+def test_tick_in_a_job_with_steps() -> None:
+    plan = Timed()
+    rig = Rig(plan)
+    rig.run(3)
+    plan.open = True
+    rig.c.tick()  # armed already: the window opens at the step in flight, with its step spans
+    assert rig.sink.events == [("begin", 3)] and rig.backend.created[0][1].record_steps is True
+    assert set(plan.asked) == {0, 3}  # asked about the step in flight (and step 0 when armed)
+    rig.run(2)
+    plan.open = False
+    rig.c.replan()
+    rig.run(1)  # a time window ends at a boundary: its last step is the one before
+    assert rig.sink.events == [("begin", 3), ("finish", 5, "", "complete", 5)]
+    assert rig.log.lines[-1] == ("info", "time window ended at step 6")
+
+
+def test_tick_with_a_plan_of_only_the_required_methods() -> None:
+    plan = Bare()
+    rig = Rig(plan, arm=False)
+    plan.open = True
+    rig.c.tick()
+    plan.open = False
+    rig.c.tick()
+    assert rig.sink.events == [("begin", 0), ("finish", 0, "", "complete", 0)]
+
+
+def test_tick_never_waits_for_the_lock() -> None:
+    rig = Rig(Timed())
+    rig.run(1)
+    rig.plan.open = True
+    holder, release = _hold_lock(rig.c)
+    rig.c.tick()
+    assert rig.backend.created == []
+    release.set()
+    holder.join(10)
+
+
+def test_tick_is_for_the_driving_thread_only_and_never_inside_a_decision() -> None:
+    rig = Rig(Timed())
+    rig.run(1)  # this thread drives
+    rig.plan.open = True
+    _thread(rig.c.tick)
+    assert rig.backend.created == []
+    with rig.c._lock:
+        rig.c.tick()  # inside a decision (a signal handler during one): nothing
+    assert rig.backend.created == []
+    rig.c.enabled = False
+    rig.c.tick()
+    assert rig.backend.created == []
+    rig.c.enabled = True
+    rig.c.tick()
+    assert len(rig.backend.created) == 1 and rig.sink.events == [("begin", 1)]
+
+
+# ---- after a fork ------------------------------------------------------------------------------------------
+def test_after_a_fork_nothing_of_the_parents_threads_or_files_is_kept() -> None:
+    class Space:
+        ok = True
+
+        def describe(self) -> str:
+            return "full"
+
+    space = Space()
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)  # windows at 2, 4, 6, ...
+    rig = Rig(plan, space=space)
+    rig.run(2)
+    _thread(lambda: rig.run(1), "helper")  # ignored, and said
+    rig.c.reset_after_fork()
+    space.ok = False
+    rig.c.arm()
+    _thread(lambda: rig.run(2), "child")  # the child's steps, on a thread: it drives until it ends
+    assert rig.made == ["backend", "sink", "backend", "sink"]
+    assert rig.sink.events == [("begin", 2), ("skipped", 2, "capture at step 2 skipped: full")]
+    rig.run(1)  # this thread drives now
+    _thread(lambda: rig.run(1), "helper")
+    ignored = [line for line in rig.log.lines if line[-1].startswith("step boundaries from thread helper")]
+    assert len(ignored) == 2  # said again in the child
+
+
+def test_after_a_fork_the_child_counts_its_own_steps() -> None:
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=3, repeat=1)
+    rig = Rig(plan)
+    rig.run(2)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with rig.c._lock:  # the parent's lock held by one of its threads when it forked
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    rig.c._finish_requested = ("parent's", "complete")
+    rig.c.reset_after_fork()
+    assert (rig.c.step, rig.c.next_check, rig.c.armed, rig.c.prof, rig.c.driver) == (0, 0, False, None, None)
+    rig.c.arm()
+    rig.run(4)
+    release.set()
+    holder.join(10)
+    assert rig.made == ["backend", "sink", "backend", "sink"]  # its own files
+    assert rig.backend.aligned == [1, 1]
+    assert rig.sink.events == [("begin", 1), ("begin", 1), ("finish", 3, "", "complete", 4)]
+    assert rig.profiling == [True, True, False]  # the parent's profiler is not the child's to stop

@@ -1,0 +1,494 @@
+"""Issue 13, the parser side: the user's marks and ranges and --msprof-tx's comm: ranges as the MsprofTx
+layer of trace_view.json, --gc-detect-threshold's pauses as its GC layer, and `npuprof analyse`'s ranges
+table and per-step GC time. Hand-made traces (every expected value worked out by hand below), and one real
+`npuprof run --msprof-tx --gc-detect-threshold 0` of a gloo job."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import SCRIPTS, load_trace, npuprof, rank_dirs
+
+PID = 4242
+BASE_NS = 1_700_000_000_000_000_000  # Kineto's baseTimeNanoseconds: a ts of T µs is at BASE_NS + T * 1000
+COMM = "comm:all_reduce,default_pg,float32,1048576"
+# CANN's pid of the MsprofTx layer: (pid << 10) | (6 << 5) | 31 = 4242 * 1024 + 192 + 31
+MSPROFTX_PID = 4_344_031
+# torch_npu's pid of the GC layer: (pid << 10) | (1 << 5) | device 0 = 4242 * 1024 + 32
+GC_PID = 4_343_840
+
+
+def _x(name: str, cat: str, ts: float, dur: float, tid: int = PID) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+
+COMM_AT = (1500.0, 2500.0)  # µs of the trace
+
+
+def marked_trace(
+    rank: int = 0, comm_durs: tuple[float, float] = (400.0, 1000.0), comm_in_trace: bool = True
+) -> dict[str, Any]:
+    """Steps 1 [1000, 2000) and 2 [2000, 4000) µs. Marks: "tick" (a mark) at 1010. Ranges: "load" at 1100
+    (200.125 µs) and at 2100 on another thread (300.375 µs); the comm: range at 1500 and 2500 (as spans, as
+    captures made before npuprof_comm_ranges.json have them, or not there). Not theirs: the user's own
+    record_function "mine", gloo's span, the steps, the operators."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python"}},
+        _x("ProfilerStep#1", "user_annotation", 1000, 1000),
+        _x("aten::mm", "cpu_op", 1050, 100),
+        _x("tick", "user_annotation", 1010, 5),
+        _x("load", "user_annotation", 1100, 200.125),
+        _x(COMM, "user_annotation", 1500, comm_durs[0]),
+        _x("gloo:all_reduce", "user_annotation", 1550, 300, tid=PID + 2),
+        _x("ProfilerStep#2", "user_annotation", 2000, 2000),
+        _x("aten::add", "cpu_op", 2050, 100),
+        _x("load", "user_annotation", 2100, 300.375, tid=PID + 1),
+        _x("mine", "user_annotation", 2200, 50),
+        _x(COMM, "user_annotation", 2500, comm_durs[1]),
+    ]
+    if not comm_in_trace:
+        events = [e for e in events if e["name"] != COMM]
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2},
+        "baseTimeNanoseconds": BASE_NS,
+        "traceEvents": events,
+    }
+
+
+def _ns(us: float) -> int:
+    return BASE_NS + round(us * 1000)
+
+
+# pauses at [1200, 1250) in step 1, [1990, 2030) across the boundary (10 µs in step 1, 30 in step 2),
+# [4100, 4105.5) after the last step
+GC_RECORD = {
+    "version": 1,
+    "pid": PID,
+    "threshold_ms": 0.5,
+    "clock": "epoch_ns",
+    "events": [
+        {"start_ns": _ns(1200), "end_ns": _ns(1250), "generation": 0, "collected": 10, "uncollectable": 0},
+        {"start_ns": _ns(1990), "end_ns": _ns(2030), "generation": 2, "collected": 300, "uncollectable": 1},
+        {"start_ns": _ns(4100), "end_ns": _ns(4105.5), "generation": 1, "collected": 5, "uncollectable": 0},
+    ],
+    "dropped": 0,
+}
+
+
+def comm_record(durs: tuple[float, float] = (400.0, 1000.0)) -> dict[str, Any]:
+    """npuprof_comm_ranges.json holding marked_trace's two comm: ranges (epoch ns, on the trace's clock)."""
+    ranges = [
+        {"name": COMM, "tid": PID, "start_ns": _ns(at), "end_ns": _ns(at) + round(dur * 1000)}
+        for at, dur in zip(COMM_AT, durs, strict=True)
+    ]
+    return {"version": 1, "pid": PID, "clock": "epoch_ns", "ranges": ranges, "dropped": 0}
+
+
+def marked_rank_dir(
+    root: Path,
+    rank: int = 0,
+    gz: bool = False,
+    msprof_tx: bool = True,
+    comm_file: bool = False,
+    comm_durs: tuple[float, float] = (400.0, 1000.0),
+) -> Path:
+    """``comm_file``: the comm: ranges in npuprof_comm_ranges.json (as npuprof writes them now), not in the
+    trace (as captures made before it have them)."""
+    trace = marked_trace(rank, comm_durs, comm_in_trace=not comm_file)
+    rank_dir = write_rank_dir(root, trace, rank=rank, name=f"host_{rank}_2025", gz=gz)
+    if comm_file:
+        (rank_dir / "npuprof_comm_ranges.json").write_text(json.dumps(comm_record(comm_durs)))
+    info = {"config": {"experimental_config": {"_msprof_tx": msprof_tx, "_gc_detect_threshold": 0.5}}}
+    (rank_dir / f"profiler_info_{rank}.json").write_text(json.dumps(info))
+    marks = {"version": 1, "names": {"tick": "mark", "load": "range"}, "names_not_listed": 0}
+    (rank_dir / "npuprof_marks.json").write_text(json.dumps(marks))
+    (rank_dir / "npuprof_gc.json").write_text(json.dumps(GC_RECORD))
+    return rank_dir
+
+
+def _trace_view(rank_dir: Path) -> list[dict[str, Any]]:
+    return json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+
+
+def _tx(name: str, tid: int, ts: str, dur: float, kind: str) -> dict[str, Any]:
+    event_type, domain = {"mark": ("marker", "default"), "range": ("start/end", "default")}.get(
+        kind, ("start/end", "communication")
+    )
+    return {
+        "name": name,
+        "pid": MSPROFTX_PID,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "ph": "X",
+        "args": {"event_type": event_type, "domain": domain},
+    }
+
+
+def _meta(name: str, pid: int, tid: int, key: str, value: Any) -> dict[str, Any]:
+    return {"name": name, "pid": pid, "tid": tid, "ph": "M", "args": {key: value}}
+
+
+@pytest.mark.parametrize(("gz", "jobs", "comm_file"), [(False, 1, True), (True, 2, True), (False, 1, False)])
+def test_trace_view_has_the_msprof_tx_and_gc_layers_in_torch_npus_form(
+    tmp_path: Path, gz: bool, jobs: int, comm_file: bool
+) -> None:
+    from npuprof.analysis.report import build_report
+
+    rank_dir = marked_rank_dir(tmp_path, gz=gz, comm_file=comm_file)
+    report = build_report(rank_dir, jobs=jobs)
+    assert not report.problems, report.problems
+    events = _trace_view(rank_dir)
+    layer = [e for e in events if e.get("pid") == MSPROFTX_PID]
+    assert layer == [
+        _tx("tick", PID, "1700000000001010.000", 0.0, "mark"),
+        _tx("load", PID, "1700000000001100.000", 200.125, "range"),
+        _tx(COMM, PID, "1700000000001500.000", 400.0, "comm"),
+        _tx("load", PID + 1, "1700000000002100.000", 300.375, "range"),
+        _tx(COMM, PID, "1700000000002500.000", 1000.0, "comm"),
+        _meta("process_name", MSPROFTX_PID, 0, "name", "python"),
+        _meta("process_labels", MSPROFTX_PID, 0, "labels", "CPU"),
+        _meta("process_sort_index", MSPROFTX_PID, 0, "sort_index", 6),
+        _meta("thread_name", MSPROFTX_PID, PID, "name", f"Thread {PID}"),
+        _meta("thread_sort_index", MSPROFTX_PID, PID, "sort_index", PID),
+        _meta("thread_name", MSPROFTX_PID, PID + 1, "name", f"Thread {PID + 1}"),
+        _meta("thread_sort_index", MSPROFTX_PID, PID + 1, "sort_index", PID + 1),
+    ]
+    gc_layer = [e for e in events if e.get("pid") == GC_PID]
+    pauses = [
+        ("1700000000001200.000", 50.0, 0, 10, 0),
+        ("1700000000001990.000", 40.0, 2, 300, 1),
+        ("1700000000004100.000", 5.5, 1, 5, 0),
+    ]
+    assert gc_layer == [
+        {
+            "ph": "X",
+            "name": "GC",
+            "pid": GC_PID,
+            "tid": PID,
+            "ts": ts,
+            "dur": dur,
+            "cat": "GC",
+            "args": {"generation": gen, "collected": collected, "uncollectable": lost},
+        }
+        for ts, dur, gen, collected, lost in pauses
+    ] + [
+        {"ph": "M", "name": "process_name", "pid": GC_PID, "tid": 0, "args": {"name": "Python GC"}},
+        {"ph": "M", "name": "process_labels", "pid": GC_PID, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_sort_index", "pid": GC_PID, "tid": 0, "args": {"sort_index": 1}},
+        {"ph": "M", "name": "thread_name", "pid": GC_PID, "tid": PID, "args": {"name": "Python GC"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": GC_PID, "tid": PID, "args": {"sort_index": PID}},
+    ]
+    # the spans stay where they were too, in the Python process (as any record_function)
+    assert sum(e.get("name") == "load" and e.get("pid") == PID for e in events) == 2
+
+
+def test_the_report_lists_ranges_per_name_and_gc_per_step(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.analysis.report_schema import read_report
+    from npuprof.reports import terminal
+
+    rank_dir = marked_rank_dir(tmp_path, comm_file=True)
+    report = build_report(rank_dir, jobs=1)
+    data = json.loads(terminal.render_json(report))
+    (rank,) = data["ranks"]
+    assert rank["ranges"] == [  # largest total first; the mark "tick" and the user's "mine" are not ranges
+        {"name": COMM, "kind": "comm", "count": 2, "total_us": 1400.0, "mean_us": 700.0, "max_us": 1000.0},
+        {
+            "name": "load",
+            "kind": "range",
+            "count": 2,
+            "total_us": 500.5,
+            "mean_us": 250.25,
+            "max_us": 300.375,
+        },
+    ]
+    assert [(s["step"], s["gc_us"], s["gc_pauses"]) for s in rank["steps"]] == [(1, 60.0, 2), (2, 30.0, 1)]
+    assert rank["gc"] == {"threshold_ms": 0.5, "pauses": 3, "gc_us": 90.0, "dropped": 0}
+    assert data["cross_rank"]["ranges"][0] == {
+        "name": COMM, "kind": "comm", "ranks": 1, "count": 2, "total_us": 1400.0, "mean_us": 700.0,
+        "max_us": 1000.0, "max_rank": 0,
+    }  # fmt: skip
+    assert terminal.render_json(read_report(terminal.render_json(report))) == terminal.render_json(report)
+
+    only_2 = json.loads(terminal.render_json(build_report(rank_dir, steps=(2, 2), jobs=1)))["ranks"][0]
+    assert [(g["name"], g["count"], g["total_us"]) for g in only_2["ranges"]] == [
+        (COMM, 1, 1000.0),
+        ("load", 1, 300.375),
+    ]
+    assert only_2["gc"] == {"threshold_ms": 0.5, "pauses": 1, "gc_us": 30.0, "dropped": 0}
+
+    rows = list(csv.reader(io.StringIO(terminal.render_csv(report))))
+    assert rows[0][-2:] == ["gc_us", "gc_pauses"] and [r[-2:] for r in rows[1:]] == [
+        ["60.0", "2"],
+        ["30.0", "1"],
+    ]
+    ranges = list(csv.reader(io.StringIO(terminal.render_csv(report, "ranges"))))
+    assert ranges[0] == ["rank", "name", "kind", "count", "total_us", "mean_us", "max_us", "max_rank"]
+    assert ranges[1:] == [
+        ["0", COMM, "comm", "2", "1400.0", "700.0", "1000.0", "0"],
+        ["0", "load", "range", "2", "500.5", "250.25", "300.375", "0"],
+        ["all", COMM, "comm", "2", "1400.0", "700.0", "1000.0", "0"],
+        ["all", "load", "range", "2", "500.5", "250.25", "300.375", "0"],
+    ]
+    out = io.StringIO()
+    terminal.render_table(report, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "slowest ranges by total time" in text
+    # 90 µs of GC in 3000 µs of steps; step 1: 60 of its 1000 µs
+    gc_line = "GC: 3 pauses (threshold 0.5 ms), 0.090 ms, 3.0% of the step time; most in step 1: 0.060 ms"
+    assert gc_line + " (6.0% of it)" in text
+    out = io.StringIO()  # steps without any: said so
+    terminal.render_table(build_report(rank_dir, steps=(5, 9), jobs=1), Console(file=out, width=200))
+    assert "no ranges in these steps" in out.getvalue()
+    assert "GC: no pause at or above 0.5 ms in these steps" in out.getvalue()
+
+
+def test_ranges_across_ranks_sum_the_ranks_and_name_the_longest(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    marked_rank_dir(tmp_path, rank=0, comm_file=True)
+    marked_rank_dir(tmp_path, rank=1, comm_durs=(2000.0, 100.0))  # an older capture: comm: spans
+    report = build_report(tmp_path, jobs=1)
+    cross = json.loads(terminal.render_json(report))["cross_rank"]["ranges"]
+    assert cross == [  # comm: 400 + 1000 + 2000 + 100; load: twice 500.5, its longest first seen on rank 0
+        {"name": COMM, "kind": "comm", "ranks": 2, "count": 4, "total_us": 3500.0, "mean_us": 875.0,
+         "max_us": 2000.0, "max_rank": 1},
+        {"name": "load", "kind": "range", "ranks": 2, "count": 4, "total_us": 1001.0, "mean_us": 250.25,
+         "max_us": 300.375, "max_rank": 0},
+    ]  # fmt: skip
+    top1 = build_report(tmp_path, jobs=1, top=1)
+    assert [c.name for c in top1.cross_rank.ranges] == [COMM]
+    assert all([g.name for g in r.ranges] == [COMM] for r in top1.ranks)
+    out = io.StringIO()
+    terminal.render_table(report, Console(file=out, width=200))
+    assert "slowest ranges across ranks" in out.getvalue()
+    # marking a partial step recomputes the comparison across ranks: the ranges stay
+    from npuprof.cli.analyse import _mark_partial_steps
+
+    for r in report.ranks:
+        (Path(r.rank_dir) / "npuprof_capture.json").write_text(
+            json.dumps({"status": "complete", "steps": [1, 2], "detail": "training ended", "version": 1})
+        )
+    _mark_partial_steps(report)
+    assert report.ranks[0].partial_step == 2 and [s.step for s in report.cross_rank.steps] == [1]
+    assert json.loads(terminal.render_json(report))["cross_rank"]["ranges"] == cross
+
+
+def test_a_capture_without_marks_or_gc_keeps_its_outputs_as_they_were(tmp_path: Path) -> None:
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    report = build_report(rank_dir, jobs=1)
+    parsed = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    assert not (parsed / "npuprof_annotations.json").exists()
+    assert not any(
+        e.get("cat") == "GC" or e.get("args", {}).get("sort_index") == 6 for e in _trace_view(rank_dir)
+    )
+    data = json.loads(terminal.render_json(report))
+    assert "ranges" not in data["cross_rank"] and not {"ranges", "gc"} & set(data["ranks"][0])
+    assert not {"gc_us", "gc_pauses"} & set(data["ranks"][0]["steps"][0])
+    header = next(csv.reader(io.StringIO(terminal.render_csv(report))))
+    assert header[-2:] == ["memory_peak_mb", "rank_dir"]
+
+
+def test_msprof_tx_off_leaves_comm_names_alone_and_damaged_side_files_become_warnings(tmp_path: Path) -> None:
+    from npuprof.analysis.annotation_schema import AnnotationsError, read_annotations
+    from npuprof.analysis.report import build_report
+
+    rank_dir = marked_rank_dir(tmp_path, msprof_tx=False)
+    (rank_dir / "npuprof_gc.json").write_text('{"version": 1, "pid": 4242}')
+    report = build_report(rank_dir, jobs=1)
+    (rank,) = report.ranks
+    assert [g.name for g in rank.ranges] == ["load"]  # comm: spans are not ranges without --msprof-tx
+    assert rank.gc is msgspec_unset() and rank.steps[0].gc_us is msgspec_unset()
+    (warning,) = rank.warnings
+    assert warning.startswith("npuprof_gc.json unreadable (") and warning.endswith(
+        "the GC layer is not shown"
+    )
+    assert not [e for e in _trace_view(rank_dir) if e.get("cat") == "GC"]
+
+    annotations = rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_annotations.json"
+    annotations.write_text(json.dumps({"version": 2, "ranges": []}))
+    with pytest.raises(AnnotationsError, match=r"newer npuprof \(version 2, this one reads 1\); upgrade"):
+        read_annotations(annotations.read_bytes())
+    (again,) = build_report(rank_dir, jobs=1).ranks
+    assert again.ranges is msgspec_unset()
+    newer = (
+        "written by a newer npuprof (version 2, this one reads 1); upgrade npuprof, or re-run with --force"
+    )
+    assert again.warnings == [f"npuprof_annotations.json: {newer}"]
+
+
+def test_comm_ranges_come_from_their_side_file_alone_and_then_the_trace_is_not_read(tmp_path: Path) -> None:
+    from npuprof.analysis import marks_ranges
+    from npuprof.analysis.report import build_report
+    from npuprof.analysis.trace_loader import TraceError
+
+    rank_dir = marked_rank_dir(tmp_path)  # the trace has comm: spans, but the side file is the capture's
+    bad = comm_record()
+    bad["ranges"][1]["end_ns"] = bad["ranges"][1]["start_ns"] - 1
+    (rank_dir / "npuprof_comm_ranges.json").write_text(json.dumps(bad))
+    (rank,) = build_report(rank_dir, jobs=1).ranks
+    assert [g.name for g in rank.ranges] == ["load"]
+    start = BASE_NS + 2_500_000
+    assert rank.warnings == [
+        f"npuprof_comm_ranges.json: a span ends before it starts ({start} > {start - 1}): "
+        "the communication ranges are not shown"
+    ]
+    # no marks, the comm: ranges in their file: the trace is not read (a file that is no trace is no error)
+    garbage = tmp_path / "not-a-trace.json"
+    garbage.write_bytes(b"\x00 no trace")
+    record = msgspec_convert(comm_record(), marks_ranges.CommRecord)
+    with open(garbage, "rb") as handle:
+        spans = marks_ranges.read_spans(garbage, handle.fileno(), marks_ranges.Wanted({}, False, record))
+        assert len(spans) == 0
+        with pytest.raises(TraceError):
+            marks_ranges.read_spans(garbage, handle.fileno(), marks_ranges.Wanted({"load": "range"}, False))
+
+
+def msgspec_convert(value: Any, kind: Any) -> Any:
+    import msgspec
+
+    return msgspec.convert(value, kind)
+
+
+def msgspec_unset() -> Any:
+    import msgspec
+
+    return msgspec.UNSET
+
+
+@pytest.mark.parametrize("indent", [1, None])
+def test_reading_only_the_events_that_name_user_annotation_finds_every_span(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indent: int | None
+) -> None:
+    """Small blocks over a trace of many other events, laid out as Kineto writes it and compact: the spans
+    found are those a plain json.load finds, even where cutting an event out is unsure (a name holding
+    ``},{``, args holding a list of objects: then the whole block is decoded)."""
+    from npuprof.analysis import marks_ranges
+
+    events: list[dict[str, Any]] = []
+    for i in range(3000):
+        args = {"Python id": i, "Python parent id": i - 1, "Python thread": 0}
+        events.append({**_x(f"frame {i}", "python_function", 10 * i, 5), "args": args})
+        if i % 97 == 0:
+            events.append(_x("load" if i % 2 else COMM, "user_annotation", 10 * i + 1, 3))
+        if i % 89 == 0:
+            events.append(_x("load", "gpu_user_annotation", 10 * i + 2, 3))  # the device's copy: not a range
+    events[1000]["args"] = {"list": [{"a": "user_annotation"}, {"b": 1}]}  # a python_function's args
+    odd = {**_x("load", "user_annotation", 5001, 3), "args": {"nested": [{"x": 1}, {"y": 2}]}}
+    events[1500:1500] = [odd, _x("a},{b", "user_annotation", 5002, 3)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"baseTimeNanoseconds": BASE_NS, "traceEvents": events}, indent=indent))
+    monkeypatch.setattr(marks_ranges, "BLOCK", 4096)
+    expected = [
+        (e["name"], e["ts"])
+        for e in json.loads(path.read_text())["traceEvents"]
+        if e["cat"] == "user_annotation"
+    ]
+    names = {"load": "range", "a},{b": "mark"}
+    with open(path, "rb") as handle:
+        both = marks_ranges.read_spans(path, handle.fileno(), marks_ranges.Wanted(names, True))
+        ranges_only = marks_ranges.read_spans(path, handle.fileno(), marks_ranges.Wanted(names, False))
+    assert list(zip(both.name, both.ts, strict=True)) == expected and len(expected) == 33
+    assert list(zip(ranges_only.name, ranges_only.ts, strict=True)) == [
+        (n, t) for n, t in expected if n != COMM
+    ]
+    assert set(both.kind) == {"range", "comm", "mark"} and set(both.dur_ns) == {3000}
+
+
+# ---- one real run ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("marks-analysis") / "out"
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "1", "--warmup", "1", "--active", "3", "--msprof-tx",
+        "--gc-detect-threshold", "0", "--", sys.executable, str(SCRIPTS / "marks_gc_job.py"),
+        "--steps", "5", "--gc-step", "3",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (rank_dir,) = rank_dirs(out)
+    return rank_dir
+
+
+def test_a_real_capture_shows_its_ranges_and_gc_in_trace_view_and_in_the_report(real_run: Path) -> None:
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    events = _trace_view(real_run)
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    layer = [e for e in events if e.get("ph") == "X" and processes.get(e["pid"]) != "Python" and "args" in e
+             and e["args"].get("event_type")]  # fmt: skip
+    names = [e["name"] for e in layer]
+    # steps 2, 3 and 4 recorded: each a mark, a forward range and one all_reduce of the 32 x 16 weight
+    assert names.count("step begin") == 3 and names.count("forward") == 3
+    assert names.count("comm:all_reduce,default_pg,float32,512") == 3
+    assert {processes[e["pid"]] for e in layer} == {"python"}
+    _check_comm_ranges_against_the_raw_trace(real_run, [e for e in layer if e["name"].startswith("comm:")])
+    gc_events = [e for e in events if e.get("cat") == "GC"]
+    assert gc_events and {processes[e["pid"]] for e in gc_events} == {"Python GC"}
+    # gc.collect() (generation 2) in step 3; the 300 cycles made there are collected by it or before it
+    assert any(e["args"]["generation"] == 2 for e in gc_events)
+    assert sum(e["args"]["collected"] for e in gc_events) >= 300
+
+    data = json.loads(terminal.render_json(build_report(real_run.parent, jobs=1)))
+    (rank,) = data["ranks"]
+    by_name = {g["name"]: g for g in rank["ranges"]}
+    assert (
+        by_name["forward"]["count"] == 3 and by_name["comm:all_reduce,default_pg,float32,512"]["count"] == 3
+    )
+    assert by_name["forward"]["kind"] == "range" and by_name["forward"]["max_us"] > 0
+    gc_step = [s for s in rank["steps"] if s["step"] == 3]
+    assert gc_step and gc_step[0]["gc_us"] > 0 and gc_step[0]["gc_pauses"] >= 1
+    assert rank["gc"]["threshold_ms"] == 0 and rank["gc"]["gc_us"] >= gc_step[0]["gc_us"]
+
+
+def _check_comm_ranges_against_the_raw_trace(rank_dir: Path, comm: list[dict[str, Any]]) -> None:
+    """The comm: ranges of trace_view.json (recorded outside the trace, npuprof_comm_ranges.json), set
+    against the raw trace's spans: each in one recorded step, each around the gloo collective it names."""
+    from decimal import Decimal
+
+    trace = load_trace(rank_dir)
+    base = trace["baseTimeNanoseconds"]
+
+    def interval(e: dict[str, Any]) -> tuple[int, int]:
+        start = base + round(e["ts"] * 1000)
+        return start, start + round(e["dur"] * 1000)
+
+    assert not [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("comm:")]
+    steps = {
+        int(e["name"].removeprefix("ProfilerStep#")): interval(e)
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    }
+    gloo = [interval(e) for e in trace["traceEvents"] if e.get("name") == "gloo:all_reduce"]
+    assert sorted(steps) == [2, 3, 4] and len(gloo) == 3
+    ranges = []
+    for e in comm:
+        start = int(Decimal(e["ts"]) * 1000)  # epoch µs, 3 decimals
+        ranges.append((start, start + round(e["dur"] * 1000)))
+        assert e["args"] == {"event_type": "start/end", "domain": "communication"} and e["dur"] > 0
+    in_step = sorted(n for a, b in ranges for n, (s, t) in steps.items() if s <= a < b <= t)
+    assert in_step == [2, 3, 4]  # one a step, inside it
+    # each gloo span in one range, on the trace's clock to within 0.2 ms (Python's clock and Kineto's)
+    slack = 200_000
+    assert all(sum(a - slack <= s <= t <= b + slack for a, b in ranges) == 1 for s, t in gloo)
+    # the report counts each in the step it lies in
+    notes = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_annotations.json").read_text())
+    per_step = [(r["step"], r["count"]) for r in notes["ranges"] if r["kind"] == "comm"]
+    assert per_step == [(2, 1), (3, 1), (4, 1)]

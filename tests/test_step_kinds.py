@@ -1,0 +1,146 @@
+"""--step-on on functions of every kind (in-process, with a controller that records what it is told):
+an ``async def`` stays a coroutine function and its boundary comes when the awaited call returns, a
+generator's when it is exhausted; a class or an object called (an nn.Module) is refused with one line
+and left as it is, since a function in its place would break ``isinstance``, subclassing, attributes."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import types
+from typing import Any
+
+import pytest
+
+from npuprof.agent.steps import wrap_step_function
+
+
+class Recorder:
+    """The controller's part that a wrapped step function calls; ``armed`` so that nothing is installed."""
+
+    armed = True
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def on_boundary(self) -> None:
+        self.events.append("boundary")
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        self.lines.append(message)
+
+    def warn_once(self, key: str, message: str) -> None:
+        self.lines.append(f"[{key}] {message}")
+
+
+def _module(**names: Any) -> types.ModuleType:
+    module = types.ModuleType("job")
+    for name, value in names.items():
+        setattr(module, name, value)
+    return module
+
+
+def test_an_async_step_stays_a_coroutine_function_and_ends_after_its_body() -> None:
+    events: list[str] = []
+
+    async def train_step(x: int) -> int:
+        events.append("body starts")
+        await asyncio.sleep(0)
+        events.append("body ends")
+        return x * 2
+
+    module = _module(train_step=train_step)
+    assert wrap_step_function(module, "train_step", Recorder(events), Log())  # type: ignore[arg-type]
+    assert inspect.iscoroutinefunction(module.train_step)
+
+    async def loop() -> list[int]:
+        # dispatch as asyncio frameworks do: await only what says it is a coroutine function
+        fn = module.train_step
+        return [await fn(i) if inspect.iscoroutinefunction(fn) else fn(i) for i in range(2)]
+
+    assert asyncio.run(loop()) == [0, 2]
+    assert events == ["body starts", "body ends", "boundary"] * 2
+
+
+def test_a_generator_step_ends_when_it_is_exhausted() -> None:
+    events: list[str] = []
+
+    def train_step(n: int):
+        for i in range(n):
+            events.append(f"item {i}")
+            yield i
+        return "done"
+
+    module = _module(train_step=train_step)
+    assert wrap_step_function(module, "train_step", Recorder(events), Log())  # type: ignore[arg-type]
+    assert inspect.isgeneratorfunction(module.train_step)
+    assert list(module.train_step(2)) == [0, 1]
+    assert events == ["item 0", "item 1", "boundary"]
+
+
+def test_a_plain_function_keeps_its_result_and_its_name() -> None:
+    events: list[str] = []
+
+    def train_step(x: int) -> int:
+        events.append("body")
+        return x + 1
+
+    module = _module(train_step=train_step)
+    assert wrap_step_function(module, "train_step", Recorder(events), Log())  # type: ignore[arg-type]
+    assert module.train_step(1) == 2 and module.train_step.__name__ == "train_step"
+    assert events == ["body", "boundary"]
+
+
+class Net:
+    def forward(self) -> int:
+        return 1
+
+
+class Callable_:
+    def __call__(self) -> int:
+        return 1
+
+
+async def _batches():  # an async generator function
+    yield 1
+
+
+CLASS = "names a class, not a function: name the method that makes one step (e.g. Class.train_step)"
+OBJECT = "names a Callable_ object, not a function: name the function or method that makes one step"
+ASYNC_GENERATOR = "names an async generator function, which npuprof cannot count steps on"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [("Net", Net, CLASS), ("model", Callable_(), OBJECT), ("batches", _batches, ASYNC_GENERATOR)],
+)
+def test_a_class_an_object_or_an_async_generator_is_refused_and_left_as_it_is(
+    name: str, value: Any, said: str
+) -> None:
+    events: list[str] = []
+    log = Log()
+    module = _module(**{name: value})
+    assert wrap_step_function(module, name, Recorder(events), log)  # type: ignore[arg-type]
+    assert getattr(module, name) is value
+    assert log.lines == [f"[step-on-kind] --step-on job:{name}: {said}; no steps counted"]
+    assert events == []
+
+
+def test_the_range_decorator_keeps_an_async_function_awaitable() -> None:
+    import npuprof
+
+    @npuprof.range("fetch")
+    async def fetch(x: int) -> int:
+        await asyncio.sleep(0)
+        return x + 1
+
+    assert inspect.iscoroutinefunction(fetch) and fetch.__name__ == "fetch"
+    assert asyncio.run(fetch(1)) == 2

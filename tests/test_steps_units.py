@@ -1,0 +1,712 @@
+"""agent/steps.py in-process: which optimizer steps are step boundaries, and when they are taken.
+
+The real torch optimizers and GradScaler run here; the controller is a recorder, so each test states the
+exact sequence of events it expects (by hand, from docs/architecture.md, "Step boundaries"): one boundary
+per iteration of the *primary* optimizer, taken once its ``step()`` has returned, GradScaler's step
+counted once even when it skips for inf/nan, the primary switching after 3 steps of another one, steps on
+a thread that does not drive passed over, and ``--step-on`` wrappers. torch's global state (the step
+post-hooks, ``Optimizer.__init__``, ``GradScaler.step``) is restored after each test, and each test
+defines its own optimizer classes, so nothing leaks into other tests.
+
+These are the fast tests of bench/mutation.py's "steps" group (no subprocess).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+import types
+from _thread import get_ident
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import torch
+import torch.optim.optimizer as optimizer_module
+from torch.amp.grad_scaler import GradScaler
+
+from npuprof.agent import steps as steps_module
+from npuprof.agent import user_profiler
+from npuprof.agent.steps import (
+    OptimizerSteps,
+    defined_functions,
+    missing_target_message,
+    similar_names,
+    wrap_step_function,
+)
+
+ME = "boundary"
+
+
+class Controller:
+    """The controller's side of the step hooks, recorded into ``events``."""
+
+    def __init__(self, events: list[Any], arm_sticks: bool = True) -> None:
+        self.events = events
+        self.driver: int | None = None
+        self.armed = False
+        self.arm_sticks = arm_sticks
+
+    def arm(self) -> None:
+        self.armed = self.arm_sticks
+        self.events.append("arm")
+
+    def on_boundary(self) -> None:
+        self.events.append((ME, get_ident()))
+
+    def on_boundary_of(self, thread: int) -> None:
+        self.events.append((ME, thread))
+
+    def foreign_boundary(self) -> None:
+        self.events.append("foreign")
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(("info", message))
+
+    def warning(self, message: str) -> None:
+        self.lines.append(("warning", message))
+
+
+@dataclass
+class World:
+    steps: OptimizerSteps
+    controller: Controller
+    log: Log
+    events: list[Any]
+    followed: list[tuple[Any, Any]] = field(default_factory=list)
+    forks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _isolate_torch(monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[Any, Any]], list[dict[str, Any]]]:
+    monkeypatch.setattr(optimizer_module, "_global_optimizer_post_hooks", OrderedDict())
+    monkeypatch.setattr(optimizer_module.Optimizer, "__init__", optimizer_module.Optimizer.__init__)
+    monkeypatch.setattr(GradScaler, "step", GradScaler.step)
+    followed: list[tuple[Any, Any]] = []
+    forks: list[dict[str, Any]] = []
+
+    def follow(controller: Any, log: Any) -> bool:
+        followed.append((controller, log))
+        return True
+
+    monkeypatch.setattr(user_profiler, "install", follow)
+    monkeypatch.setattr(os, "register_at_fork", lambda **kwargs: forks.append(kwargs))
+    return followed, forks
+
+
+def _world(monkeypatch: pytest.MonkeyPatch, arm_sticks: bool = True) -> World:
+    followed, forks = _isolate_torch(monkeypatch)
+    events: list[Any] = []
+    controller, log = Controller(events, arm_sticks), Log()
+    steps = OptimizerSteps(controller, log)  # type: ignore[arg-type]
+    steps.install()
+    return World(steps, controller, log, events, followed, forks)
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> World:
+    return _world(monkeypatch)
+
+
+def sgd(name: str) -> type[torch.optim.SGD]:
+    """A fresh SGD subclass (its ``step`` is wrapped on it alone)."""
+    return type(name, (torch.optim.SGD,), {})
+
+
+def make(cls: type, events: list[Any] | None = None, label: str = "") -> tuple[torch.nn.Parameter, Any]:
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = cls([w], lr=0.5)
+    if events is not None:
+        opt.register_step_post_hook(lambda *a: events.append(label))  # runs before the global hooks
+    return w, opt
+
+
+def iterate(w: torch.nn.Parameter, opt: Any) -> None:
+    opt.zero_grad()
+    (w * 2).sum().backward()
+    opt.step()
+
+
+def boundary() -> tuple[str, int]:
+    return (ME, get_ident())
+
+
+# ---- installing and arming ------------------------------------------------------------------------
+def test_install_hooks_torch_and_the_first_optimizer_arms(monkeypatch: pytest.MonkeyPatch) -> None:
+    original_init = optimizer_module.Optimizer.__init__
+    world = _world(monkeypatch)
+    assert len(optimizer_module._global_optimizer_post_hooks) == 1
+    assert world.forks == [{"after_in_child": world.steps._forget_threads}]
+    assert world.followed == [(world.controller, world.log)]
+    assert not getattr(GradScaler.step, "__npuprof__", False)  # GradScaler waits for the first optimizer
+    init = optimizer_module.Optimizer.__init__
+    assert init is not original_init and init.__wrapped__ is original_init
+
+    opt_class = sgd("First")
+    make(opt_class)
+    assert world.events == ["arm"]
+    assert world.followed == [(world.controller, world.log)] * 2  # again, now that torch.profiler exists
+    assert GradScaler.step.__npuprof__ is True and GradScaler.step.__name__ == "step"
+    assert opt_class.step.__npuprof_step__ is True and opt_class.step.__name__ == "step"
+    make(opt_class)
+    make(sgd("Second"))
+    assert world.events == ["arm"]  # armed once
+
+
+def test_each_new_optimizer_arms_until_the_controller_is_armed(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = _world(monkeypatch, arm_sticks=False)
+    opt_class = sgd("Again")
+    w, opt = make(opt_class)
+    make(opt_class)
+    assert world.events == ["arm", "arm"]
+    scaler = GradScaler("cpu")
+    opt.zero_grad()
+    scaler.scale((w * 2).sum()).backward()
+    scaler.step(opt)  # GradScaler wrapped once, though armed twice: one boundary
+    assert world.events == ["arm", "arm", boundary()]
+
+
+def test_user_profilers_not_followed_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    _isolate_torch(monkeypatch)
+
+    def broken(controller: Any, log: Any) -> bool:
+        raise RuntimeError("no torch.profiler")
+
+    monkeypatch.setattr(user_profiler, "install", broken)
+    log = Log()
+    OptimizerSteps(Controller([]), log).install()  # type: ignore[arg-type]
+    assert log.lines == [
+        ("warning", "the script's own profilers are not followed: RuntimeError('no torch.profiler')")
+    ]
+
+
+def test_a_gradscaler_that_cannot_be_hooked_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.amp.grad_scaler as grad_scaler_module
+
+    world = _world(monkeypatch)
+    monkeypatch.setattr(grad_scaler_module, "GradScaler", None)
+    make(sgd("NoScaler"))
+    assert world.log.lines == [
+        (
+            "warning",
+            "GradScaler.step not hooked: AttributeError(\"'NoneType' object has no attribute 'step'\")",
+        )
+    ]
+    assert world.events == ["arm"]  # armed all the same
+
+
+def test_the_fork_hook_forgets_the_parents_threads(world: World) -> None:
+    steps = world.steps
+    steps.pending, steps.in_scaler = 12345, 2
+    steps._inside.add(12345)
+    world.forks[0]["after_in_child"]()
+    assert (steps.pending, steps.in_scaler, steps._inside) == (0, 0, set())
+
+
+# ---- one optimizer --------------------------------------------------------------------------------
+def test_one_boundary_per_step_taken_after_step_returns(world: World) -> None:
+    w, opt = make(sgd("Plain"))
+    # a global post-hook registered after npuprof's runs after it, still inside torch's Optimizer.step#
+    # range: the boundary comes after it, once step() has returned
+    optimizer_module.register_optimizer_step_post_hook(lambda *a: world.events.append("later hook"))
+    for _ in range(3):
+        iterate(w, opt)
+    assert world.events == ["arm"] + ["later hook", boundary()] * 3
+    assert torch.equal(w.detach(), torch.tensor([-2.0, -2.0]))  # 1 - 3 * 0.5 * 2: the steps really ran
+    assert world.log.lines == [
+        ("info", "steps are counted on the optimizer Plain (the first optimizer to step)")
+    ]
+    assert world.steps.pending == 0
+
+
+def test_a_second_instance_of_the_same_class_is_not_wrapped_twice(world: World) -> None:
+    opt_class = sgd("Twice")
+    make(opt_class)
+    wrapped = opt_class.step
+    w, opt = make(opt_class)
+    assert opt_class.step is wrapped
+    iterate(w, opt)
+    assert world.events == ["arm", boundary()]
+
+
+def test_a_step_calling_super_step_counts_once_at_the_outermost_return(world: World) -> None:
+    base = sgd("Base")
+    events = world.events
+
+    class Outer(base):  # type: ignore[misc, valid-type]
+        def step(self, closure: Any = None) -> Any:
+            events.append("outer begins")
+            result = super().step(closure)
+            events.append("outer ends")
+            return result
+
+    make(base)  # Base.step is wrapped too
+    w, opt = make(Outer)
+    iterate(w, opt)
+    iterate(w, opt)
+    assert events == ["arm"] + ["outer begins", "outer ends", boundary()] * 2
+
+
+def test_a_step_that_raises_takes_no_boundary_and_the_next_one_counts(world: World) -> None:
+    events = world.events
+
+    class Failing(torch.optim.SGD):
+        fail = True
+
+        def step(self, closure: Any = None) -> Any:
+            if Failing.fail:
+                raise RuntimeError("bad step")
+            return super().step(closure)
+
+    w, opt = make(Failing)
+    with pytest.raises(RuntimeError, match="bad step"):
+        iterate(w, opt)
+    Failing.fail = False
+    iterate(w, opt)
+    assert events == ["arm", boundary()]
+
+
+def test_a_class_whose_step_cannot_be_wrapped_counts_in_the_hook(world: World) -> None:
+    class Locked(type):
+        def __setattr__(cls, name: str, value: Any) -> None:
+            if name == "step":
+                raise AttributeError("step is read-only")
+            super().__setattr__(name, value)
+
+    def raw_step(self: Any, closure: Any = None) -> None:
+        with torch.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p -= group["lr"] * p.grad
+
+    hooked = torch.optim.Optimizer.profile_hook_step(raw_step)
+    hooked.hooked = True  # type: ignore[attr-defined]  # torch's mark: torch leaves it as it is
+    frozen = Locked("Frozen", (torch.optim.Optimizer,), {"step": hooked})
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = frozen([w], {"lr": 0.5})
+    assert world.log.lines == [("warning", "Frozen.step not wrapped: AttributeError('step is read-only')")]
+    iterate(w, opt)
+    iterate(w, opt)
+    assert world.events == ["arm", boundary(), boundary()]
+    assert torch.equal(w.detach(), torch.tensor([-1.0, -1.0]))
+
+
+# ---- several optimizers ---------------------------------------------------------------------------
+def test_two_optimizers_alternating_count_once_per_iteration(world: World) -> None:
+    events = world.events
+    gw, gen = make(sgd("Gen"), events, "G")
+    dw, disc = make(sgd("Disc"), events, "D")
+    for _ in range(4):
+        iterate(gw, gen)
+        iterate(dw, disc)
+    assert events == ["arm"] + ["G", boundary(), "D"] * 4
+    assert world.log.lines == [
+        ("info", "steps are counted on the optimizer Gen (the first optimizer to step)")
+    ]
+
+
+def test_another_optimizer_stepping_3_times_alone_becomes_primary(world: World) -> None:
+    events = world.events
+    aw, a = make(sgd("OptA"), events, "A")
+    bw, b = make(sgd("OptB"), events, "B")
+    for opt_w, opt in ((aw, a), (bw, b), (bw, b), (aw, a), (bw, b), (bw, b), (bw, b), (aw, a), (bw, b)):
+        iterate(opt_w, opt)
+    # A primary; B twice (A steps: B's count starts again); B three times: B is primary from its 3rd
+    b = boundary()
+    assert events == ["arm", "A", b, "B", "B", "A", b, "B", "B", "B", b, "A", "B", b]
+    assert [line for _, line in world.log.lines] == [
+        "steps are counted on the optimizer OptA (the first optimizer to step)",
+        "the optimizer OptB now counts steps (it stepped 3 times, OptA not once meanwhile)",
+    ]
+
+
+def test_two_other_optimizers_each_need_3_steps_of_their_own(world: World) -> None:
+    events = world.events
+    aw, a = make(sgd("PA"), events, "A")
+    bw, b = make(sgd("PB"), events, "B")
+    cw, c = make(sgd("PC"), events, "C")
+    for opt_w, opt in ((aw, a), (bw, b), (cw, c), (bw, b), (cw, c), (cw, c), (aw, a)):
+        iterate(opt_w, opt)
+    assert events == ["arm", "A", boundary(), "B", "C", "B", "C", "C", boundary(), "A"]
+    assert world.log.lines[-1] == (
+        "info",
+        "the optimizer PC now counts steps (it stepped 3 times, PA not once meanwhile)",
+    )
+
+
+def test_the_primary_gone_the_next_optimizer_to_step_counts_at_once(world: World) -> None:
+    events = world.events
+    aw, a = make(sgd("Gone"), events, "A")
+    iterate(aw, a)
+    del a, aw
+    gc.collect()
+    bw, b = make(sgd("Next"), events, "B")
+    iterate(bw, b)
+    iterate(bw, b)
+    assert events == ["arm", "A", boundary(), "B", boundary(), "B", boundary()]
+    assert world.log.lines[-1] == ("info", "the optimizer Next now counts steps (the previous one is gone)")
+
+
+def test_objects_without_weak_references(world: World) -> None:
+    """A step object that takes no weak reference: held as the primary; as another one it never switches."""
+
+    class Slotted:
+        __slots__ = ()
+
+        def step(self) -> None:
+            pass
+
+    first, other = Slotted(), Slotted()
+    hook = world.steps._post_hook  # torch's global post-hook signature: (optimizer, args, kwargs)
+    hook(first, (), {})
+    for _ in range(4):
+        hook(other, (), {})
+    hook(first, (), {})
+    assert world.events == [boundary(), boundary()]
+    assert world.log.lines == [
+        ("info", "steps are counted on the optimizer Slotted (the first optimizer to step)")
+    ]
+
+
+# ---- threads --------------------------------------------------------------------------------------
+def _on_thread(fn: Any) -> int:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    return thread.ident or 0
+
+
+def test_steps_on_a_thread_that_does_not_drive_are_passed_over(world: World) -> None:
+    events = world.events
+    aw, a = make(sgd("Driven"), events, "A")
+    bw, b = make(sgd("Other"), events, "B")
+    iterate(aw, a)
+    world.controller.driver = get_ident()
+    _on_thread(lambda: iterate(aw, a))  # the primary, on another thread
+    for _ in range(3):
+        _on_thread(lambda: iterate(bw, b))  # would be a switch on the driving thread
+    iterate(aw, a)
+    for _ in range(3):
+        iterate(bw, b)  # on the driving thread: B's steps count from here, and B takes over at its 3rd
+    iterate(aw, a)
+    b_ = boundary()
+    assert events == ["arm", "A", b_, "A", "foreign"] + ["B", "foreign"] * 3 + [
+        "A",
+        b_,
+        "B",
+        "B",
+        "B",
+        b_,
+        "A",
+    ]
+
+
+def test_the_thread_that_steps_is_the_one_told(world: World) -> None:
+    w, opt = make(sgd("Threaded"))
+    ident = _on_thread(lambda: iterate(w, opt))  # no driver yet: any thread may step
+    assert world.events == ["arm", (ME, ident)]
+
+
+# ---- GradScaler -----------------------------------------------------------------------------------
+def _scaled_step(scaler: GradScaler, w: torch.nn.Parameter, opt: Any, grad: float | None = None) -> None:
+    opt.zero_grad()
+    scaler.scale((w * 2).sum()).backward()
+    if grad is not None:
+        w.grad.fill_(grad)
+    scaler.step(opt)
+    scaler.update()
+
+
+def test_gradscaler_step_counts_once(world: World) -> None:
+    events = world.events
+    w, opt = make(sgd("Scaled"), events, "S")
+    scaler = GradScaler("cpu", init_scale=4.0)
+    _scaled_step(scaler, w, opt)
+    assert events == ["arm", "S", boundary()]
+    assert torch.equal(w.detach(), torch.tensor([0.0, 0.0]))  # 1 - 0.5 * 2: unscaled and stepped
+
+
+def test_gradscaler_skipping_for_inf_still_counts(world: World) -> None:
+    events = world.events
+    w, opt = make(sgd("Skipped"), events, "S")
+    scaler = GradScaler("cpu", init_scale=4.0)
+    _scaled_step(scaler, w, opt, grad=float("inf"))
+    _scaled_step(scaler, w, opt, grad=float("nan"))
+    assert events == ["arm", boundary(), boundary()]  # optimizer.step never ran ("S" absent) ...
+    assert torch.equal(w.detach(), torch.tensor([1.0, 1.0]))  # ... and the weights did not move
+    assert scaler.get_scale() == 1.0  # halved twice: torch saw both skips
+
+
+def test_gradscaler_on_a_thread_that_does_not_drive(world: World) -> None:
+    events = world.events
+    w, opt = make(sgd("ScaledElsewhere"), events, "S")
+    scaler = GradScaler("cpu", init_scale=4.0)
+    _scaled_step(scaler, w, opt)
+    world.controller.driver = get_ident()
+    _on_thread(lambda: _scaled_step(scaler, w, opt))
+    _on_thread(lambda: _scaled_step(scaler, w, opt, grad=float("inf")))
+    assert events == ["arm", "S", boundary(), "S", "foreign"]
+    assert torch.equal(w.detach(), torch.tensor([-1.0, -1.0]))  # the foreign thread's step still ran
+    assert world.steps.in_scaler == 0
+
+
+def test_a_failing_gradscaler_step_leaves_counting_as_it_was(world: World) -> None:
+    w, opt = make(sgd("AfterFailure"))
+    scaler = GradScaler("cpu")
+    with pytest.raises(Exception):  # noqa: B017 - whatever torch raises for a non-optimizer
+        scaler.step(object())
+    iterate(w, opt)
+    assert world.events == ["arm", boundary()]
+
+
+# ---- --step-on MODULE:QUALNAME --------------------------------------------------------------------
+def _module(events: list[Any]) -> types.ModuleType:
+    module = types.ModuleType("jobmod")
+
+    def train_step(x: int) -> int:
+        events.append(("train_step", x))
+        if x < 0:
+            raise ValueError("negative")
+        return 2 * x
+
+    class Trainer:
+        limit = 3  # not a function
+
+        def __init__(self) -> None:  # a dunder: never a candidate
+            self.calls = 0
+
+        def step(self, x: int) -> tuple[Any, int]:
+            events.append(("Trainer.step", x))
+            return self, x
+
+        @staticmethod
+        def fixed(x: int) -> int:
+            events.append(("Trainer.fixed", x))
+            return x
+
+        @classmethod
+        def made(cls, x: int) -> tuple[type, int]:
+            events.append(("Trainer.made", x))
+            return cls, x
+
+        class Inner:
+            def go(self) -> str:
+                events.append("Inner.go")
+                return "went"
+
+    class Sub(Trainer):
+        pass
+
+    for obj in (train_step, Trainer, Sub):
+        obj.__module__ = "jobmod"
+    module.train_step = train_step  # type: ignore[attr-defined]
+    module.Trainer = Trainer  # type: ignore[attr-defined]
+    module.Sub = Sub  # type: ignore[attr-defined]
+    module.value = 3  # type: ignore[attr-defined]
+    module.nothing = None  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture
+def step_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[types.ModuleType, Controller, Log, list[Any], list[Any]]:
+    followed: list[Any] = []
+    monkeypatch.setattr(user_profiler, "install", lambda c, log: followed.append(c) or True)
+    events: list[Any] = []
+    return _module(events), Controller(events), Log(), events, followed
+
+
+def test_step_on_a_function_arms_at_the_first_call_and_counts_each_return(step_on: Any) -> None:
+    module, controller, log, events, followed = step_on
+    original = module.train_step
+    assert wrap_step_function(module, "train_step", controller, log) is True
+    assert log.lines == [("info", "steps counted at each return of jobmod:train_step")]
+    assert module.train_step.__name__ == "train_step" and module.train_step.__wrapped__ is original
+    assert events == [] and followed == []
+    assert module.train_step(3) == 6
+    assert module.train_step(4) == 8
+    with pytest.raises(ValueError, match="negative"):
+        module.train_step(-1)
+    assert events == [
+        "arm",
+        ("train_step", 3),
+        boundary(),
+        ("train_step", 4),
+        boundary(),
+        ("train_step", -1),
+        boundary(),
+    ]
+    assert followed == [controller]  # the script's profilers followed once, when armed
+
+
+def test_step_on_methods_keep_their_kind(step_on: Any) -> None:
+    module, controller, log, events, _ = step_on
+    trainer_class = module.Trainer
+    for qualname in ("Trainer.step", "Trainer.fixed", "Trainer.made", "Trainer.Inner.go"):
+        assert wrap_step_function(module, qualname, controller, log) is True
+    trainer = trainer_class()
+    assert trainer.step(1) == (trainer, 1)
+    assert trainer.fixed(2) == 2 and trainer_class.fixed(3) == 3
+    assert trainer.made(4) == (trainer_class, 4) and module.Sub.made(5) == (module.Sub, 5)
+    assert trainer_class.Inner().go() == "went"
+    assert events == [
+        "arm",
+        ("Trainer.step", 1),
+        boundary(),
+        ("Trainer.fixed", 2),
+        boundary(),
+        ("Trainer.fixed", 3),
+        boundary(),
+        ("Trainer.made", 4),
+        boundary(),
+        ("Trainer.made", 5),
+        boundary(),
+        "Inner.go",
+        boundary(),
+    ]
+    assert isinstance(trainer_class.__dict__["fixed"], staticmethod)
+    assert isinstance(trainer_class.__dict__["made"], classmethod)
+
+
+def test_step_on_an_inherited_method_wraps_the_subclass_only(step_on: Any) -> None:
+    module, controller, log, events, _ = step_on
+    assert wrap_step_function(module, "Sub.step", controller, log) is True
+    module.Trainer().step(1)
+    module.Sub().step(2)
+    assert events == [("Trainer.step", 1), "arm", ("Trainer.step", 2), boundary()]
+
+
+@pytest.mark.parametrize(
+    "qualname", ["missing", "Missing.step", "Trainer.missing", "Trainer.Missing.go", "value", "nothing"]
+)
+def test_step_on_a_name_that_is_no_function_is_not_found(step_on: Any, qualname: str) -> None:
+    module, controller, log, events, _ = step_on
+    before = dict(vars(module))
+    assert wrap_step_function(module, qualname, controller, log) is False
+    assert dict(vars(module)) == before and log.lines == [] and events == []
+
+
+def test_step_on_an_attribute_of_an_object_without_dict(step_on: Any) -> None:
+    module, controller, log, events, _ = step_on
+
+    class Holder:
+        __slots__ = ("run",)  # no __dict__: the attribute is read and set as such
+
+    holder = Holder()
+    holder.run = lambda: events.append("ran")
+    module.holder = holder
+    assert wrap_step_function(module, "holder.run", controller, log) is True
+    holder.run()
+    assert events == ["arm", "ran", boundary()]
+
+
+# ---- --step-on that names nothing -----------------------------------------------------------------
+def _names_module(name: str = "jobmod", file: str | None = "/somewhere/jobmod.py") -> types.ModuleType:
+    module = _module([])
+    module.__name__ = name
+    if file is not None:
+        module.__file__ = file
+
+    def evaluate() -> None:
+        pass
+
+    evaluate.__module__ = "jobmod"
+    module.evaluate = evaluate  # type: ignore[attr-defined]
+    module.imported = os.path.join  # defined elsewhere: not a candidate
+    module.__private__ = evaluate  # type: ignore[attr-defined]
+    return module
+
+
+def test_defined_functions_are_the_modules_own_functions_and_methods() -> None:
+    module = _names_module()
+    assert sorted(defined_functions(module)) == sorted(
+        [
+            "train_step",
+            "evaluate",
+            "Trainer.step",
+            "Trainer.fixed",
+            "Trainer.made",
+            "Trainer.Inner",
+            # Sub's own namespace has no method
+        ]
+    )
+
+
+def test_similar_names_closest_first_then_same_last_name() -> None:
+    module = _names_module()
+    assert similar_names(module, "train_stp") == ["train_step"]  # ratio 0.95; Trainer.step 0.67
+    assert similar_names(module, "step") == ["Trainer.step"]  # no close one; same last name
+    assert similar_names(module, "train_step") == []  # itself is not "similar"
+    assert similar_names(module, "Trainer.stepp") == ["Trainer.step"]  # close, not listed twice
+    assert similar_names(module, "Other.Inner.step") == ["Trainer.step"]  # 0.64; the last name is "step"
+
+
+def test_similar_names_at_most_limit() -> None:
+    module = types.ModuleType("many")
+    for name in ("step_aa", "step_ab", "step_ac", "step_ad"):
+        fn = types.FunctionType((lambda: None).__code__, {}, name)
+        fn.__module__ = "many"
+        setattr(module, name, fn)
+    # "step_ax" against each: 12/14 = 0.857 alike, so difflib orders ties by name, last first
+    assert similar_names(module, "step_ax") == ["step_ad", "step_ac", "step_ab"]
+    assert similar_names(module, "step_ax", limit=2) == ["step_ad", "step_ac"]
+    assert similar_names(module, "step_ax", limit=4) == ["step_ad", "step_ac", "step_ab", "step_aa"]
+
+
+def test_missing_target_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = _names_module()
+    assert missing_target_message(module, "train_stp", "jobmod:train_stp") == (
+        "--step-on jobmod:train_stp: train_stp not found in jobmod; no steps counted; "
+        "similar names there: train_step"
+    )
+    assert missing_target_message(module, "zzz", "jobmod:zzz") == (
+        "--step-on jobmod:zzz: zzz not found in jobmod; no steps counted"
+    )
+    main = _names_module("__main__", "/work/scripts/train.py")
+    assert missing_target_message(main, "zzz", "__main__:zzz") == (
+        "--step-on __main__:zzz: zzz not found in __main__ (train.py); no steps counted"
+    )
+    monkeypatch.setattr(sys, "argv", ["/elsewhere/run.py"])
+    gone = _names_module("__main__", None)  # python deletes __file__ once the script ends
+    assert missing_target_message(gone, "zzz", "__main__:zzz") == (
+        "--step-on __main__:zzz: zzz not found in __main__ (run.py); no steps counted"
+    )
+    other = _names_module("other", None)
+    assert missing_target_message(other, "zzz", "other:zzz") == (
+        "--step-on other:zzz: zzz not found in other; no steps counted"
+    )
+    monkeypatch.setattr(sys, "argv", [])
+    assert missing_target_message(gone, "zzz", "__main__:zzz") == (
+        "--step-on __main__:zzz: zzz not found in __main__; no steps counted"
+    )
+    assert steps_module.SIMILAR_CUTOFF == 0.75
+    nameless = types.SimpleNamespace(step_a=lambda: None)  # no __name__: said as "?"
+    assert (
+        missing_target_message(nameless, "zzz", "x:zzz")
+        == "--step-on x:zzz: zzz not found in ?; no steps counted"
+    )
+    two = types.ModuleType("two")
+    for cls_name in ("A", "B"):
+        cls = type(cls_name, (), {"step": lambda self: None, "__module__": "two"})
+        setattr(two, cls_name, cls)
+    # "step" against "A.step" and "B.step": 8/10 = 0.8 each, ties ordered by name, last first
+    assert missing_target_message(two, "step", "two:step") == (
+        "--step-on two:step: step not found in two; no steps counted; similar names there: B.step, A.step"
+    )
