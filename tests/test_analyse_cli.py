@@ -176,6 +176,10 @@ def test_steps_filter_csv_and_table(two_ranks: Path) -> None:
     assert [(r["rank"], r["step"]) for r in rows] == [("0", "4"), ("1", "4")]
     table = npuprof("analyse", str(two_ranks), "--top", "3")
     assert table.returncode == 0 and "slowest rank" in table.stdout and "top operators" in table.stdout
+    assert "note:" not in proc.stderr
+    none = npuprof("analyse", str(two_ranks), "--format", "csv", "--steps", "99")  # no rank has it: said
+    assert none.returncode == 0 and len(list(csv.DictReader(io.StringIO(none.stdout)))) == 0
+    assert none.stderr.count("no step of --steps 99 in this capture") == 2, none.stderr
 
 
 def test_one_rank_bad_and_interrupted(one_rank: Path, tmp_path: Path) -> None:

@@ -152,6 +152,12 @@ def analyse(
     for r in report.ranks:
         for note in r.warnings or []:
             print(f"npuprof analyse: warning: {r.rank_dir}: {note}", file=sys.stderr)
+        if step_range is not None and not r.steps:
+            asked = steps if steps is not None else ""
+            print(
+                f"npuprof analyse: note: {r.rank_dir}: no step of --steps {asked} in this capture",
+                file=sys.stderr,
+            )
     for p in report.problems:
         print(
             f"npuprof analyse: not analysed: {p.rank_dir}: {p.status}"
