@@ -295,6 +295,8 @@ def test_in_a_capture_a_comm_range_is_kept_in_memory_not_as_a_span(tmp_path: Pat
     from npuprof.agent import comm_marks
 
     def collective(tensor: object, group: object = None) -> None:
+        if not hasattr(tensor, "numel"):
+            raise TypeError("not a tensor")  # as torch.distributed refuses a list
         time.sleep(0.002)  # a call of 2 ms: its range must cover it
 
     c10d = sys.modules["torch.distributed.distributed_c10d"]
@@ -307,6 +309,8 @@ def test_in_a_capture_a_comm_range_is_kept_in_memory_not_as_a_span(tmp_path: Pat
         comm_marks._collector._limit = 2  # type: ignore[union-attr]
         wall = []
         with profile() as prof:
+            with pytest.raises(TypeError):
+                wrapped([1, 2, 3])  # a call that raised made no communication: no range
             for n in (3, 5, 7):
                 before = time.time_ns()
                 wrapped(torch.zeros(n, dtype=torch.float16))

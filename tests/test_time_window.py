@@ -141,6 +141,7 @@ def test_with_steps_the_window_is_whole_steps(with_steps: dict) -> None:
         (["--delay", "1", "--warmup", "2"], "--warmup"),
         (["--duration", "1", "--dynamic", "dyn"], "--dynamic"),
         (["--delay", "1", "--export-chrome-trace", "/nonexistent/dir/t.json"], "--export-chrome-trace"),
+        (["--export-chrome-trace", "t.json.gz"], "--export-chrome-trace"),  # plain JSON under a .gz name
     ],
 )
 def test_bad_values_exit_2_with_one_line(tmp_path: Path, flags: list[str], flag: str) -> None:

@@ -193,11 +193,12 @@ def _wrap(op: str, data: str | None, original: Any, c10d: Any) -> Any:
             busy.add(tid)
             start = perf_counter_ns()
             try:
-                return original(*args, **kwargs)
+                result = original(*args, **kwargs)
             finally:
                 end = perf_counter_ns()
                 busy.discard(tid)
-                collector.add(call, tid, start, end)
+            collector.add(call, tid, start, end)  # a call that raised made no communication: no range
+            return result
         if not _state["enabled"] or not marks.recording() or is_compiling():
             return original(*args, **kwargs)
         if getattr(_inside, "op", None) is not None:

@@ -158,6 +158,12 @@ def _check_window(flags: dict[str, object]) -> None:
 def _check_trace_dir(path: str | None) -> None:
     from npuprof import config as c
 
+    if path is not None and path.endswith(".gz"):
+        raise c.ConfigError(
+            "--export-chrome-trace",
+            f"{path} names a gzip file, and the trace written there is plain JSON",
+            "give a .json path (the result tree keeps the trace gzipped)",
+        )
     if path is not None and not Path(path).parent.is_dir():
         raise c.ConfigError(
             "--export-chrome-trace",
