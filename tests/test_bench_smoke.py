@@ -16,7 +16,6 @@ BENCH = ROOT / "bench"
 
 ROWS = {
     "startup.py": ["launcher: npuprof run -- python -c pass", "bootstrap in a child that never uses torch"],
-    "dynamic_latency.py": ["step outside captures, watcher running", "trigger to capture start"],
     "scale.py": [
         "npuprof analyse, unparsed (parse + report), 4 ranks",
         "npuprof analyse, unparsed (parse + report), 8 ranks",
@@ -26,8 +25,9 @@ ROWS = {
         "one post-processor's peak against its trace",
     ],
 }
-# overhead.py and export_stall.py are left out here: their --quick runs start five training processes
-# each (~30 s of CPU apiece), which the suite's 10-minute budget cannot carry; run them with run_all.py.
+# overhead.py, export_stall.py and dynamic_latency.py are left out here: their --quick runs start several
+# training processes each (~15-30 s of CPU apiece), which the suite's 10-minute budget cannot carry; run
+# them with run_all.py (bench/marks.py's --quick is run by tests/test_marks.py).
 # beyond --quick (scale.py: two small result dirs, 4 and 8 ranks)
 EXTRA_ARGS = {"scale.py": ["--ranks", "4,8"]}
 

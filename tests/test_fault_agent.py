@@ -200,7 +200,7 @@ def test_a_stopped_post_processor_never_blocks_a_step(out: Path, tmp_path: Path)
         "from npuprof.agent import entry\n"
         "post = entry._state['agent'].post.pid\n"
         "os.kill(post, signal.SIGSTOP)\n"
-        "threading.Timer(12, os.kill, (post, signal.SIGCONT)).start()\n"
+        "threading.Timer(7, os.kill, (post, signal.SIGCONT)).start()\n"
         "durations = []\n"
         "for _ in range(14):\n"
         "    model(torch.randn(4, 8)).sum().backward()\n"
@@ -214,7 +214,7 @@ def test_a_stopped_post_processor_never_blocks_a_step(out: Path, tmp_path: Path)
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     durations = json.loads(timings.read_text())
-    assert max(durations) < 6.0, f"a step took {max(durations):.1f} s behind a stopped post-processor"
+    assert max(durations) < 4.0, f"a step took {max(durations):.1f} s behind a stopped post-processor"
     records = [capture_record(d) for d in rank_dirs(out)]
     assert len(records) == 3 and all(r["status"] == "complete" for r in records)
 

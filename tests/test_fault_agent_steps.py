@@ -202,24 +202,6 @@ def test_a_replaced_optimizer_is_counted(out: Path, tmp_path: Path, mode: str) -
     assert _log(out).count("now counts steps") == 1, _log(out)
 
 
-def test_two_optimizers_stepping_alternately_count_once_per_iteration(out: Path, tmp_path: Path) -> None:
-    body = """
-gen, g_opt = make()
-disc, d_opt = make(torch.optim.Adam)
-for _ in range(10):
-    iteration(disc, d_opt)  # the first to step: it counts
-    iteration(gen, g_opt)
-print('TRAINING DONE')
-"""
-    result = _run(out, sched(3, 1, 2), _script(tmp_path, "gan", body))
-    _assert_healthy(result, out)
-    (d,) = rank_dirs(out)
-    assert profiler_steps(d) == [4, 5]
-    steps = [e for e in _events(d) if e["name"].startswith("Optimizer.step#Adam")]
-    assert len(steps) == 2  # one discriminator step per recorded step
-    assert "now counts steps" not in _log(out)
-
-
 # ---- fault 3: a subclass's step() calls super().step() ----------------------------------------------
 NESTED = """
 class MySGD(torch.optim.SGD):

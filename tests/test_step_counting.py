@@ -113,6 +113,7 @@ def test_two_optimizers_count_one_step_per_iteration(tmp_path: Path) -> None:
     # skip 2, warm up 1 (step 2), record steps 3-5; ProfilerStep#N is iteration N (counting from 0): one
     # iteration per step, not one optimizer step
     assert per_step == {3: [3], 4: [4], 5: [5]}, per_step
+    assert "now counts steps" not in (out / "npuprof.log").read_text()  # the first to step keeps counting
     # and each step holds both optimizers' Optimizer.step# ranges (torch's own ranges)
     for n, names in _optimizer_steps_per_step(rank_dir).items():
         assert len(names) == 2 and {name.split("#")[1].split(".")[0] for name in names} == {"Adam", "SGD"}, (
