@@ -13,6 +13,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """npuprof byte-compiled, as `pip install` leaves it: the tests start hundreds of Python processes that
+    import it, and from source (an editable install used under PYTHONDONTWRITEBYTECODE=1) each would
+    compile it again (~1 minute of the suite on 2 cores). py_compile writes atomically: the xdist workers
+    doing it at once is harmless."""
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "npuprof"), quiet=1)
 ANALYSE_CAPTURE = Path(__file__).resolve().parent / "analyse_support" / "capture.py"
 
 
