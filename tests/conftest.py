@@ -23,6 +23,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     import compileall
 
     compileall.compile_dir(str(ROOT / "npuprof"), quiet=1)
+
+
 ANALYSE_CAPTURE = Path(__file__).resolve().parent / "analyse_support" / "capture.py"
 
 
