@@ -107,18 +107,23 @@ def export_capture_extras(
     return result
 
 
-def _memory_snapshot(
-    prof: Any, rank_dir: Path, device: str, log: Callable[[str], None]
-) -> tuple[Path, memory_snapshot.SnapshotTask] | None:
-    """The snapshot's path and its task (the step only takes the tree's roots), or None when the capture
-    cannot give a memory timeline (said in the log)."""
-    missing = memory_timeline_missing_flags(
+def _missing_flags(prof: Any, device: str) -> list[str]:
+    """The flags the profiler ``prof`` lacks for a memory timeline on ``device``."""
+    return memory_timeline_missing_flags(
         bool(getattr(prof, "record_shapes", False)),
         bool(getattr(prof, "profile_memory", False)),
         bool(getattr(prof, "with_stack", False)),
         bool(getattr(prof, "with_modules", False)),
         device=device,
     )
+
+
+def _memory_snapshot(
+    prof: Any, rank_dir: Path, device: str, log: Callable[[str], None]
+) -> tuple[Path, memory_snapshot.SnapshotTask] | None:
+    """The snapshot's path and its task (the step only takes the tree's roots), or None when the capture
+    cannot give a memory timeline (said in the log)."""
+    missing = _missing_flags(prof, device)
     if missing:
         flags = " ".join(missing)
         why = f"torch's memory profiler needs {flags}" + (
@@ -207,13 +212,7 @@ def _npu_export_memory(
 ) -> list[Path]:
     from npuprof.reports import memory_timeline as mt
 
-    missing = memory_timeline_missing_flags(
-        bool(getattr(prof, "record_shapes", False)),
-        bool(getattr(prof, "profile_memory", False)),
-        bool(getattr(prof, "with_stack", False)),
-        bool(getattr(prof, "with_modules", False)),
-        device=device,
-    )
+    missing = _missing_flags(prof, device)
     if missing:
         log(f"memory timeline skipped: it needs {' '.join(missing)}")
         return []

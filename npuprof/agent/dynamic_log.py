@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from npuprof.results.logfile import open_regular
 
 ROTATE_BYTES = 200 * 1024
 ACTION_PREFIX = "dp_"
 MONITOR_PREFIX = "monitor_dp_"
 UNKNOWN_RANK = -1  # torch_npu's name for a process without a rank
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _LINE = re.compile(
     r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[(?P<level>[A-Z]+)\] \[(?P<pid>\d+)\] "
     r"(?P<who>[^:]+): (?:\[step (?P<step>-?\d+)\] )?(?P<message>.*)$"
@@ -36,21 +36,19 @@ def append(path: str, line: str, limit: int = ROTATE_BYTES) -> bool:
     """Append ``line`` to the log at ``path`` (never through a link, never blocking on a FIFO); first move
     a log that this line would take past ``limit`` to ``path.1``. False when nothing was written."""
     data = line.encode("utf-8", "replace")
-    try:
-        fd = os.open(path, _FLAGS, 0o640)
-    except OSError:
+    opened = open_regular(path)
+    if opened is None:
         return False
+    fd, info = opened
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return False
         if info.st_size and info.st_size + len(data) > limit:
             os.close(fd)
             fd = -1
             os.replace(path, path + ".1")  # replaces the old backup (or a link planted there), never follows
-            fd = os.open(path, _FLAGS, 0o640)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            opened = open_regular(path)
+            if opened is None:
                 return False
+            fd = opened[0]
         os.write(fd, data)
         return True
     except OSError:

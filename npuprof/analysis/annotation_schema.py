@@ -8,12 +8,13 @@ the version or the damaged field instead of failing later.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from npuprof.analysis.summary_schema import Finite
+from npuprof.analysis.versioned import Words, decode_versioned
 
 ANNOTATIONS_FILE = "npuprof_annotations.json"
 ANNOTATIONS_VERSION = 1
@@ -58,31 +59,19 @@ class AnnotationsError(ValueError):
     """The file cannot be used; the message says why and what to do."""
 
 
-class _Versioned(msgspec.Struct):
-    version: Any = None
-
-
-_VERSION_DECODER = msgspec.json.Decoder(_Versioned)
 _DECODER = msgspec.json.Decoder(Annotations)
+_WORDS = Words(
+    not_ours="not npuprof's",
+    label="version",
+    newer_fix="upgrade npuprof, or re-run with --force",
+    older_fix="re-run with --force",
+    suffix="; re-run with --force",
+)
 
 
 def read_annotations(data: bytes) -> Annotations:
     """``npuprof_annotations.json``'s bytes as Annotations, or AnnotationsError naming the problem."""
-    try:
-        version = _VERSION_DECODER.decode(data).version
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise AnnotationsError(f"not npuprof's ({exc}); re-run with --force") from None
-    if version != ANNOTATIONS_VERSION:
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > ANNOTATIONS_VERSION
-        raise AnnotationsError(
-            f"written by {'a newer' if newer else 'an older'} npuprof (version {version!r}, this one reads "
-            f"{ANNOTATIONS_VERSION}); "
-            + ("upgrade npuprof, or re-run with --force" if newer else "re-run with --force")
-        )
-    try:
-        return _DECODER.decode(data)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise AnnotationsError(f"damaged ({exc}); re-run with --force") from None
+    return decode_versioned(data, _DECODER, ANNOTATIONS_VERSION, AnnotationsError, _WORDS)
 
 
 def encode(annotations: Annotations) -> bytes:

@@ -14,6 +14,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from npuprof.analysis.summary_schema import Finite, SummaryStep
+from npuprof.analysis.versioned import Words, decode_versioned
 
 REPORT_VERSION = 1
 
@@ -162,34 +163,18 @@ class ReportError(ValueError):
     """The report cannot be read; the message says why."""
 
 
-class _Versioned(msgspec.Struct):
-    version: Any = None
-
-
-_VERSION_DECODER = msgspec.json.Decoder(_Versioned)
 _REPORT_DECODER = msgspec.json.Decoder(Report)
+_WORDS = Words(
+    not_ours="not an npuprof report",
+    label="report version",
+    newer_fix="upgrade npuprof",
+    older_fix="run `npuprof analyse --format json` again",
+)
 
 
 def read_report(data: bytes | str) -> Report:
     """The JSON of ``npuprof analyse --format json`` as a Report, or ReportError naming the problem."""
-    try:
-        version = _VERSION_DECODER.decode(data).version
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise ReportError(f"not an npuprof report ({exc})") from None
-    if version != REPORT_VERSION:
-        if isinstance(version, int) and not isinstance(version, bool) and version > REPORT_VERSION:
-            raise ReportError(
-                f"written by a newer npuprof (report version {version}, this one reads {REPORT_VERSION}); "
-                "upgrade npuprof"
-            )
-        raise ReportError(
-            f"written by an older npuprof (report version {version!r}, this one reads {REPORT_VERSION}); "
-            "run `npuprof analyse --format json` again"
-        )
-    try:
-        return _REPORT_DECODER.decode(data)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise ReportError(f"damaged ({exc})") from None
+    return decode_versioned(data, _REPORT_DECODER, REPORT_VERSION, ReportError, _WORDS)
 
 
 def json_value(obj: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import msgspec
 
 from npuprof.analysis.step_breakdown import SUMMARY_ORDER
+from npuprof.analysis.versioned import Words, decode_versioned
 
 SUMMARY_VERSION = 1
 
@@ -66,38 +67,23 @@ class Summary(msgspec.Struct, kw_only=True):
     warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
-class _Versioned(msgspec.Struct):
-    version: Any = None
-
-
 class SummaryError(ValueError):
     """The summary cannot be used; the message says why and what to do."""
 
 
-_VERSION_DECODER = msgspec.json.Decoder(_Versioned)
 _SUMMARY_DECODER = msgspec.json.Decoder(Summary)
+_WORDS = Words(
+    not_ours="not a summary",
+    label="summary version",
+    newer_fix="upgrade npuprof, or re-run with --force",
+    older_fix="re-run with --force",
+    suffix="; re-run with --force",
+)
 
 
 def read_summary(data: bytes) -> Summary:
     """``npuprof_summary.json``'s bytes as a Summary, or SummaryError naming the problem."""
-    try:
-        version = _VERSION_DECODER.decode(data).version
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise SummaryError(f"not a summary ({exc}); re-run with --force") from None
-    if version != SUMMARY_VERSION:
-        if isinstance(version, int) and not isinstance(version, bool) and version > SUMMARY_VERSION:
-            raise SummaryError(
-                f"written by a newer npuprof (summary version {version}, this one reads {SUMMARY_VERSION}); "
-                "upgrade npuprof, or re-run with --force"
-            )
-        raise SummaryError(
-            f"written by an older npuprof (summary version {version!r}, this one reads {SUMMARY_VERSION}); "
-            "re-run with --force"
-        )
-    try:
-        return _SUMMARY_DECODER.decode(data)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise SummaryError(f"damaged ({exc}); re-run with --force") from None
+    return decode_versioned(data, _SUMMARY_DECODER, SUMMARY_VERSION, SummaryError, _WORDS)
 
 
 def as_plain(summary: Summary) -> dict[str, Any]:

@@ -21,16 +21,31 @@ def format_line(level: str, who: str, message: str) -> str:
     return f"{stamp} [{level}] [{who} pid={os.getpid()}] {message}\n"
 
 
-def append_line(path: str | os.PathLike[str], line: str) -> bool:
-    """Append ``line`` to the log at ``path``; False when it could not be written (never raises)."""
+def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result] | None:
+    """The log at ``path`` opened for appending (created when absent) and its status, or None when it cannot
+    be opened or is not a regular file: a planted link is never followed, a FIFO never blocks."""
     try:
         fd = os.open(path, _FLAGS, 0o640)
     except OSError:
-        return False
+        return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return False
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None
+    return fd, info
+
+
+def append_line(path: str | os.PathLike[str], line: str) -> bool:
+    """Append ``line`` to the log at ``path``; False when it could not be written (never raises)."""
+    opened = open_regular(path)
+    if opened is None:
+        return False
+    fd, info = opened
+    try:
         if info.st_size >= ROTATE_BYTES:
             _rotate(os.fspath(path), info)
         os.write(fd, line.encode("utf-8", "replace"))

@@ -1,0 +1,49 @@
+"""The versioned JSON files npuprof hands over (the summary, the annotations, the report): decoded into
+their Structs, or one error naming a newer / older version or the damaged field (docs/formats.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+
+class _Versioned(msgspec.Struct):
+    version: Any = None
+
+
+_VERSION_DECODER = msgspec.json.Decoder(_Versioned)
+
+
+@dataclass(frozen=True)
+class Words:
+    """How one file's errors read: ``not_ours`` (not this file at all), the version's ``label``, the fixes
+    for a newer and an older version, and ``suffix`` after the not-ours and damaged messages."""
+
+    not_ours: str
+    label: str
+    newer_fix: str
+    older_fix: str
+    suffix: str = ""
+
+
+def decode_versioned(
+    data: bytes | str, decoder: msgspec.json.Decoder, current: int, error: type[ValueError], words: Words
+) -> Any:
+    """``data`` decoded by ``decoder`` when its ``version`` is ``current``; else ``error``."""
+    try:
+        version = _VERSION_DECODER.decode(data).version
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise error(f"{words.not_ours} ({exc}){words.suffix}") from None
+    if version != current:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > current
+        shown = version if newer else repr(version)
+        raise error(
+            f"written by {'a newer' if newer else 'an older'} npuprof ({words.label} {shown}, this one reads "
+            f"{current}); {words.newer_fix if newer else words.older_fix}"
+        )
+    try:
+        return decoder.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise error(f"damaged ({exc}){words.suffix}") from None
