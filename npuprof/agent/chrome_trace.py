@@ -70,20 +70,14 @@ def export_chrome_trace(
 def copy_trace(source: Path, target: Path) -> None:
     """Copy ``source`` to ``target`` through a temporary file renamed at the end (no partial file ever has
     the target's name, and none is left behind); raises OSError."""
-    tmp = _tmp_of(target)
-    try:
-        with open(source, "rb") as handle, open(tmp, "wb") as out:
-            shutil.copyfileobj(handle, out, 1 << 20)
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with open(source, "rb") as handle:
+        _copy_handle(handle, target)
 
 
 def copy_in_background(source: Path, target: Path, log: Any) -> None:
     """Without a post-processor: the copy on a daemon thread of this process, waited for at exit (the
-    process's normal end would otherwise cut it short)."""
+    process's normal end would otherwise cut it short). The source is opened now: the post-processor's
+    gzip may remove it meanwhile."""
     try:
         handle = open(source, "rb")  # noqa: SIM115 - the copying thread closes it
     except OSError as exc:
@@ -100,16 +94,24 @@ EXIT_WAIT_S = 120.0  # the most the end of the process waits for a copy in progr
 
 
 def _copy_from(handle: Any, target: Path, log: Any) -> None:
+    try:
+        with handle:
+            _copy_handle(handle, target)
+        log.info(f"--export-chrome-trace: {target} (copied)")
+    except OSError as exc:
+        log.warn_once("chrome-trace", f"--export-chrome-trace: {target} not written: {exc}")
+
+
+def _copy_handle(handle: Any, target: Path) -> None:
     tmp = _tmp_of(target)
     try:
-        with handle, open(tmp, "wb") as out:
+        with open(tmp, "wb") as out:
             shutil.copyfileobj(handle, out, 1 << 20)
         os.chmod(tmp, file_mode())
         os.replace(tmp, target)
-        log.info(f"--export-chrome-trace: {target} (copied)")
-    except OSError as exc:
+    except BaseException:
         tmp.unlink(missing_ok=True)
-        log.warn_once("chrome-trace", f"--export-chrome-trace: {target} not written: {exc}")
+        raise
 
 
 def _tmp_of(target: Path) -> Path:

@@ -247,15 +247,15 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
         return True  # found: the end of the run does not report it missing
 
     def arm() -> None:
-        if not controller.armed:
-            _follow_user_profilers(controller, log)
-            controller.arm()
+        _follow_user_profilers(controller, log)
+        controller.arm()
 
     if inspect.iscoroutinefunction(func):  # the boundary comes when the awaited call returns
 
         @functools.wraps(func)
         async def stepped_async(*args: Any, **kwargs: Any) -> Any:
-            arm()
+            if not controller.armed:  # checked here: a call less on every step
+                arm()
             try:
                 return await func(*args, **kwargs)
             finally:
@@ -266,7 +266,8 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
 
         @functools.wraps(func)
         def stepped_generator(*args: Any, **kwargs: Any) -> Any:
-            arm()
+            if not controller.armed:  # checked here: a call less on every step
+                arm()
             try:
                 return (yield from func(*args, **kwargs))
             finally:
@@ -277,7 +278,8 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
 
         @functools.wraps(func)
         def stepped_call(*args: Any, **kwargs: Any) -> Any:
-            arm()
+            if not controller.armed:  # checked here: a call less on every step
+                arm()
             try:
                 return func(*args, **kwargs)
             finally:
