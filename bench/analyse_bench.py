@@ -394,7 +394,36 @@ def run_case(case: str, args: argparse.Namespace, work: Path) -> list[tuple[str,
     if case == "kineto":
         results += _others(args, work / case, trace)
     _table(results, size_mb)
+    _db_cost(rank_dir, env)
     return results
+
+
+def _db_cost(rank_dir: Path, env: dict[str, str]) -> None:
+    """The db export's time in one parse with it (``--db``, NPUPROF_TIMING=1's phases; ``-j 1``: one phase
+    after the other, none sharing the CPU with another; with ``-j`` > 1 the db is written by a forked
+    process beside trace_view.json's events), against the text tables' (every phase after the scan): the
+    budget is the db at most as long."""
+    cmd = [sys.executable, "-m", "npuprof.analysis.parse", "--force", "--db", "-j", "1", str(rank_dir)]
+    proc = subprocess.run(cmd, env={**env, "NPUPROF_TIMING": "1"}, capture_output=True, text=True)
+    phases: dict[str, float] = {}
+    for line in proc.stderr.splitlines():
+        if line.startswith("npuprof timing:"):
+            label, wall = line[len("npuprof timing:") :].rsplit(" s wall", 1)[0].rsplit(None, 1)
+            phases[label.strip()] = phases.get(label.strip(), 0.0) + float(wall)
+    db = phases.pop("wait for the db", None)  # -j 1: the db is written there
+    phases.pop("(db)", None)
+    phases.pop("scan", None)
+    phases.pop("(side tables)", None)  # inside "wait for side tables"
+    text = sum(phases.values())
+    if proc.returncode != 0 or db is None:
+        print(f"db export: not measured (exit {proc.returncode}) {proc.stderr[-300:]}")
+        return
+    verdict = "met" if db <= text else "MISSED"
+    ratio = db / text if text > 0 else float("inf")
+    print(
+        f"db export (--export-type db): {db:.2f} s wall; the text tables {text:.2f} s: "
+        f"x{ratio:.2f} ({verdict})"
+    )
 
 
 def _others(args: argparse.Namespace, work: Path, trace: Path) -> list[tuple[str, float, float, float, int]]:

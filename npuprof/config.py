@@ -28,7 +28,9 @@ AIC_METRICS = (
     "MemoryUB",
     "L2Cache",
 )
-EXPORT_TYPES = ("text", "db")
+# --export-type's values, normalised: npuprof's text tables, torch_npu's SQLite db files, or both.
+EXPORT_TYPES = ("text", "db", "text,db")
+_EXPORT_TYPES_FIX = "use text, db or text,db"
 STACK_METRICS = ("self_cpu_time_total", "self_npu_time_total", "self_cuda_time_total")
 MEMORY_FORMATS = ("html", "json", "json.gz", "raw.json.gz")
 DEFAULT_OUTPUT = "npuprof_result"
@@ -165,7 +167,7 @@ class ProfileConfig:
                 "use one of " + ", ".join(AIC_METRICS),
             )
         if self.export_type not in EXPORT_TYPES:
-            raise ConfigError("--export-type", f"unknown type {self.export_type!r}", "use text or db")
+            raise ConfigError("--export-type", f"unknown type {self.export_type!r}", _EXPORT_TYPES_FIX)
         if self.gc_detect_threshold is not None and not (
             math.isfinite(self.gc_detect_threshold) and self.gc_detect_threshold >= 0
         ):
@@ -217,6 +219,11 @@ class ProfileConfig:
         self._validate_dynamic()
         self._validate_window()
         return self
+
+    @property
+    def export_db(self) -> bool:
+        """--export-type db or text,db: the SQLite files (ascend_pytorch_profiler_{rank}.db, analysis.db)."""
+        return self.export_type in ("db", "text,db")
 
     @property
     def timed(self) -> bool:
@@ -302,7 +309,11 @@ class ProfileConfig:
         """profiler_info's ``config.experimental_config``, keyed as torch_npu writes it."""
         from npuprof.options import TORCH_NPU_OPTIONS
 
-        return {"_" + o.npu_keywords[0]: getattr(self, o.key) for o in TORCH_NPU_OPTIONS}
+        view = {"_" + o.npu_keywords[0]: getattr(self, o.key) for o in TORCH_NPU_OPTIONS}
+        # Both types as torch_npu's list: msprof-analyze releases that read the type from profiler_info
+        # take a list holding db as db, and a string only as itself.
+        view["_export_type"] = export_type_value(self.export_type)
+        return view
 
     def wants_rank(self, rank: int | None) -> bool:
         if self.ranks is None:
@@ -325,6 +336,22 @@ def parse_level(text: str, source: str = "--level") -> str:
     if lowered in LEVELS:
         return LEVELS[lowered]
     raise ConfigError(source, f"unknown level {text!r}", "use none, 0, 1 or 2")
+
+
+def parse_export_type(value: Any, source: str = "--export-type") -> str:
+    """``text``, ``db``, ``text,db`` (``db,text``, any case, spaces around the comma; a JSON list of the
+    names from a config file, as torch_npu takes it) as one of EXPORT_TYPES."""
+    parts = value if isinstance(value, list) else str(value).split(",")
+    names = {str(part).strip().lower() for part in parts}
+    if not names or not names <= {"text", "db"}:
+        shown = repr(value) if isinstance(value, str) and len(value) <= _SHOWN_LIMIT else _shown(value)
+        raise ConfigError(source, f"unknown type {shown}", _EXPORT_TYPES_FIX)
+    return ",".join(t for t in ("text", "db") if t in names)
+
+
+def export_type_value(export_type: str) -> str | list[str]:
+    """An export type as torch_npu's config takes it: one name, or the list of both."""
+    return export_type.split(",") if "," in export_type else export_type
 
 
 def parse_activities(text: str, source: str = "--activities") -> list[str]:
@@ -681,7 +708,7 @@ def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: 
             except OverflowError:
                 raise ConfigError(source, f"{_shown(threshold)} is out of range") from None
     elif option.key == "export_type":
-        cfg.export_type = _file_export_type(value)
+        cfg.export_type = _file_export_type(value, source)
     elif option.key == "metadata":
         cfg.metadata = dict(_expect(value, dict, key, path))
     elif option.key == "min_free_space":
@@ -690,12 +717,15 @@ def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: 
         raise AssertionError(f"no config-file reader for {option.key}")
 
 
-def _file_export_type(value: Any) -> str:
+def _file_export_type(value: Any, source: str) -> str:
     """torch_npu takes "text" or "db", newer releases a list of them; anything else falls back to text,
-    as torch_npu does. npuprof writes one form: db when only db is asked for."""
-    values = value if isinstance(value, list) else [value]
-    names = {str(v).lower() for v in values}
-    return "db" if names == {"db"} else "text"
+    as torch_npu does (docs/formats.md, "profiler_config.json"). npuprof also reads "text,db"."""
+    if not isinstance(value, (str, list)):
+        return "text"
+    try:
+        return parse_export_type(value, source)
+    except ConfigError:
+        return "text"
 
 
 def _apply_file_schedule(cfg: ProfileConfig, data: dict[str, Any], path: str) -> None:
@@ -745,6 +775,8 @@ def json_from_config(cfg: ProfileConfig, prof_dir: str | None = None) -> dict[st
         value = getattr(cfg, option.key)
         if option.key == "activities":
             value = [a.upper() for a in value]
+        elif option.key == "export_type":
+            value = export_type_value(value)  # torch_npu reads "text,db" as one unknown name
         elif option.key == "metadata":
             value = dict(value)
         section, _, key = option.config_key.partition(".")
@@ -772,7 +804,7 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
     elif key == "aic_metrics":
         cfg.aic_metrics = _match_choice(str(value), AIC_METRICS, option.flag)
     elif key == "export_type":
-        cfg.export_type = str(value).lower()
+        cfg.export_type = parse_export_type(value, option.flag)
     elif key == "ranks":
         cfg.ranks = parse_ranks(str(value))
     elif key == "output":

@@ -77,7 +77,8 @@ def _supported(backend: str | None, torch: Any) -> dict[str, Any]:
         "supported_activities": activities,
         "supported_profiler_level": f"not on torch.profiler (--level {'/'.join(LEVELS)} is ignored)",
         "supported_ai_core_metrics": f"not on torch.profiler ({len(AIC_METRICS)} names, reported as ignored)",
-        "supported_export_type": f"{EXPORT_TYPES[0]} (db: see the README)",
+        "supported_export_type": f"{', '.join(EXPORT_TYPES[:-1])} or {EXPORT_TYPES[-1]} (npuprof's parser "
+        "writes the db files besides its text tables)",
     }
 
 

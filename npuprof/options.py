@@ -88,13 +88,13 @@ def _bool(key: str, default: str, help: str, panel: str, doc: str, **extra: obje
     return Option(key, ("--" + key.replace("_", "-"),), "bool", default, help, panel, doc, **extra)  # type: ignore[arg-type]
 
 
-def _collect(key: str, help: str) -> Option:
+def _collect(key: str, help: str, doc: str = "") -> Option:
     return _bool(
         key,
         "off",
         help,
         WHAT,
-        "the torch.profiler / torch_npu keyword of the same name, on every backend",
+        doc or "the torch.profiler / torch_npu keyword of the same name, on every backend",
         config_key=key,
         profiler_keyword=key,
     )
@@ -134,7 +134,13 @@ RUN_OPTIONS: tuple[Option, ...] = (
     _collect("profile_memory", "Memory allocations per operator."),
     _collect("with_stack", "Python call stacks of operators (adds overhead)."),
     _collect("with_flops", "Operator FLOPs."),
-    _collect("with_modules", "nn.Module hierarchy of operators."),
+    _collect(
+        "with_modules",
+        "nn.Module hierarchy of operators (torch.profiler: TorchScript only; eager modules come with "
+        "--with-stack).",
+        "the keyword of the same name, on every backend; torch.profiler's covers TorchScript only: eager "
+        "modules (`nn.Module: X` frames) come from its Python tracer, `--with-stack`",
+    ),
     Option(
         "level",
         ("--level",),
@@ -181,19 +187,6 @@ RUN_OPTIONS: tuple[Option, ...] = (
         backends=TORCH_NPU_ONLY,
     ),
     _experimental("record_op_args", "Operator info for the AOE tuner."),
-    Option(
-        "export_type",
-        ("--export-type",),
-        "str",
-        "text",
-        "text or db.",
-        ASCEND,
-        "torch_npu `ExportType`; reported as ignored elsewhere",
-        metavar="text|db",
-        config_key="experimental_config.export_type",
-        npu_keywords=("export_type",),
-        backends=TORCH_NPU_ONLY,
-    ),
     _bool(
         "msprof_tx",
         "off",
@@ -318,6 +311,23 @@ RUN_OPTIONS: tuple[Option, ...] = (
         OUTPUT,
         "parse each capture in a background process (CPU/CUDA); torch_npu's `analyse_flag` on NPU",
         config_key="analyse",
+    ),
+    Option(
+        "export_type",
+        ("--export-type",),
+        "str",
+        "text",
+        "text, db or text,db: db adds per-rank SQLite files (ascend_pytorch_profiler_{rank}.db and "
+        "analysis.db) that msprof-analyze's db recipes read.",
+        OUTPUT,
+        "CPU and CUDA: npuprof's parser always writes its text tables (`trace_view.json` etc., which its "
+        "reports and trace viewers read); `db` and `text,db` add the SQLite files "
+        "`ascend_pytorch_profiler_{rank}.db` and `analysis.db` in `ASCEND_PROFILER_OUTPUT/`, which "
+        "msprof-analyze's db recipes read (with `--no-analyse`: `npuprof analyse --export-type db` later). "
+        "torch_npu: `ExportType.Text`, `ExportType.Db` or the list of both, written by torch_npu itself",
+        metavar="text|db|text,db",
+        config_key="experimental_config.export_type",
+        npu_keywords=("export_type",),
     ),
     _bool(
         "gzip",

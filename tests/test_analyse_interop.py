@@ -23,6 +23,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from analyse_support.recipes import msprof_analyze as _msprof
+from analyse_support.recipes import python_of as _python_of
 from conftest import npuprof
 
 from npuprof.analysis.synthetic import write_synthetic_trace
@@ -32,22 +34,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.torchrun]
 
 class InteropToolMissing(pytest.PytestWarning):
     """An interop tool is not installed here: its checks are skipped (set up by .ci/interop.sh)."""
-
-
-def _msprof() -> str | None:
-    exe = os.environ.get("NPUPROF_MSPROF_ANALYZE") or shutil.which("msprof-analyze")
-    return exe if exe and os.access(exe, os.X_OK) else None
-
-
-def _python_of(exe: str | None) -> str | None:
-    """The Python that runs the msprof-analyze script (its own readers are imported from there)."""
-    if exe is None:
-        return None
-    beside = Path(exe).with_name("python")
-    if beside.exists():
-        return str(beside)
-    first = Path(exe).read_text(errors="replace").splitlines()[0]
-    return first[2:].strip() if first.startswith("#!") else None
 
 
 def _hta_python() -> str | None:

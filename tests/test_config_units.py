@@ -106,7 +106,7 @@ def test_steps_a_finite_schedule_needs(schedule: Schedule, steps: int) -> None:
             "--aic-metrics: unknown metric 'pipe'; use one of AiCoreNone, PipeUtilization, "
             "ArithmeticUtilization, Memory, MemoryL0, ResourceConflictRatio, MemoryUB, L2Cache",
         ),
-        ({"export_type": "csv"}, "--export-type: unknown type 'csv'; use text or db"),
+        ({"export_type": "csv"}, "--export-type: unknown type 'csv'; use text, db or text,db"),
         ({"gc_detect_threshold": -0.5}, "--gc-detect-threshold: must be >= 0 ms, got -0.5; e.g. 10"),
         ({"gc_detect_threshold": math.nan}, "--gc-detect-threshold: must be >= 0 ms, got nan; e.g. 10"),
         ({"gc_detect_threshold": math.inf}, "--gc-detect-threshold: must be >= 0 ms, got inf; e.g. 10"),

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def distributed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env = clean_env(HCCL_ALGO=LONG_ENV, HCCL_RDMA_TC="4")
     args = [
         "run", "-o", str(out), "--no-analyse", *SCHEDULE, "--msprof-tx", "--gc-detect-threshold", "0",
-        "--metadata", "team=perf", "--metadata-json", 'layout={"dp": 2, "tp": [1]}', "--",
+        "--with-stack", "--metadata", "team=perf", "--metadata-json", 'layout={"dp": 2, "tp": [1]}', "--",
         *TORCHRUN, str(SCRIPT), "--steps", "6", "--gc-step", str(GC_STEP),
     ]  # fmt: skip
     result = _run_until_no_teardown_abort(args, env, out)
@@ -173,6 +174,101 @@ def test_a_value_cut_is_warned_once_a_process(distributed: dict[str, Any]) -> No
     lines = [line for line in stderr.splitlines() if "HCCL_ALGO cut from 5000 to 4096" in line]
     assert 1 <= len(lines) <= 2, stderr[-3000:]  # one a training process (2), or once a run
     assert "ignored on the torch-cpu backend" not in stderr  # --msprof-tx and the GC threshold act here
+
+
+# ---- the db export of this run (issue 14): its tables against the raw traces, then msprof-analyze ---------
+DB_RECIPES = (
+    "hccl_sum", "compute_op_sum", "communication_group_map", "communication_time_sum",
+    "communication_matrix_sum", "pp_chart", "mstx_sum", "module_statistic", "all",
+)  # fmt: skip
+
+
+@pytest.mark.torchrun
+@pytest.mark.interop
+def test_the_db_export_feeds_msprof_analyzes_recipes(distributed: dict[str, Any], tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    from analyse_support.recipes import msprof_analyze, python_of, rows, run_recipes
+
+    out = tmp_path / "out"
+    shutil.copytree(distributed["dirs"][0].parent, out)
+    from npuprof.analysis.report import build_report  # what `npuprof analyse --export-type db` runs
+
+    report = build_report(out, jobs=2, export_db=True)
+    assert len(report.ranks) == 2
+    counts: dict[int, dict[str, int]] = {}
+    modules: set[str] = set()
+    for rank, rank_dir in distributed["dirs"].items():
+        events = distributed["traces"][rank]["traceEvents"]
+        frames = [e["name"] for e in events if e.get("cat") == "python_function" and e.get("ph") == "X"]
+        module_frames = [n.removeprefix("nn.Module: ") for n in frames if n.startswith("nn.Module: ")]
+        modules |= set(module_frames)
+        db = out / rank_dir.name / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
+        con = sqlite3.connect(db)
+        s = dict(con.execute("SELECT id, value FROM STRING_IDS"))
+        # every operator at its epoch ns, each number of the trace converted exactly (Decimal)
+        (path,) = rank_dir.glob("*.pt.trace.json*")
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as handle:
+            exact = json.load(handle, parse_float=Decimal)
+        base = exact["baseTimeNanoseconds"]
+        expected = sorted(
+            (base + int(e["ts"] * 1000), base + int(e["ts"] * 1000) + int(e["dur"] * 1000))
+            for e in exact["traceEvents"]
+            if e.get("cat") == "cpu_op" and e.get("ph") == "X"
+        )
+        assert sorted(con.execute("SELECT startNs, endNs FROM PYTORCH_API")) == expected
+        gloo = [e for e in _spans(distributed["traces"][rank]) if e["name"].startswith("gloo:")]
+        comm = con.execute("SELECT count(*) FROM COMMUNICATION_OP").fetchone()[0]
+        assert comm == len(gloo) > 0
+        mstx = Counter(
+            (s[m], s[d], t) for m, d, t in con.execute("SELECT message, domainId, eventType FROM MSTX_EVENTS")
+        )
+        assert mstx[("forward", "default", 2)] == mstx[("backward", "default", 2)] == RECORDED
+        assert mstx[("step begin", "default", 3)] == RECORDED  # a mark: torch_npu's marker_ex
+        # modules: the nn.Module frames of the Python tracer (--with-stack; torch's with_modules alone
+        # covers TorchScript only)
+        assert sum(n for (_m, d, _t), n in mstx.items() if d == "Module") == len(module_frames) > 0
+        assert sum(n for (_m, d, _t), n in mstx.items() if d == "communication") > 0  # --msprof-tx
+        compute = con.execute("SELECT count(*) FROM COMPUTE_TASK_INFO").fetchone()[0]
+        counts[rank] = {"comm": comm, "compute": compute}
+
+    msprof = msprof_analyze()
+    if msprof is None:
+        pytest.skip("msprof-analyze not installed (.ci/interop.sh): its recipes are SKIPPED")
+    python = python_of(msprof)
+    assert python is not None
+    log = run_recipes(python, out, *DB_RECIPES)
+    cluster = out / "cluster_analysis_output" / "cluster_analysis.db"
+    hccl = Counter()
+    for r in rows(cluster, "HcclPerRankStats"):
+        hccl[r["Rank"]] += r["Count"]
+    assert hccl == {rank: c["comm"] for rank, c in counts.items()}, log[-3000:]
+    compute = Counter()
+    for r in rows(cluster, "ComputeOpPerRankStatsByOpType"):
+        compute[r["Rank"]] += r["Count"]
+    assert compute == {rank: c["compute"] for rank, c in counts.items()}
+    assert "(0,1)" in {r["rank_set"] for r in rows(cluster, "CommunicationGroupMapping")}
+    totals = {
+        r["rank_id"]
+        for r in rows(cluster, "ClusterCommunicationTime")
+        if r["hccl_op_name"] == "Total Op Info"
+    }
+    assert totals == {0, 1}
+    assert rows(cluster, "ClusterCommunicationMatrix")
+    for rank, rank_dir in distributed["dirs"].items():  # pp_chart writes into each rank's db
+        db = out / rank_dir.name / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
+        phases = Counter(r["name"] for r in rows(db, "StepTaskInfo"))
+        assert phases == {"FP": RECORDED, "BP": RECORDED}, log[-3000:]
+    stats = {(r["Name"], r["StepId"]): r["Count"] for r in rows(cluster, "MSTXAllCannStats")}
+    assert {step for (name, step) in stats if name == "forward"} == {2, 3, 4}
+    assert all(n == 2 for (name, _step), n in stats.items() if name in ("forward", "backward"))
+    module_rows = rows(cluster, "ModuleStatistic")
+    assert {r["rankID"] for r in module_rows} == {0, 1}
+    assert {r["module"].removeprefix("[Backward]") for r in module_rows} <= modules
+    step_rows = [r for r in rows(cluster, "ClusterStepTraceTime") if r["type"] == "rank"]
+    assert len(step_rows) == 2 * RECORDED and len(rows(cluster, "RankDeviceMap")) == 2
 
 
 @pytest.fixture(scope="module")

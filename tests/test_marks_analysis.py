@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -418,7 +419,8 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("marks-analysis") / "out"
     result = npuprof(
         "run", "-o", str(out), "--skip-first", "1", "--warmup", "1", "--active", "3", "--msprof-tx",
-        "--gc-detect-threshold", "0", "--", sys.executable, str(SCRIPTS / "marks_gc_job.py"),
+        "--gc-detect-threshold", "0", "--export-type", "text,db", "--",
+        sys.executable, str(SCRIPTS / "marks_gc_job.py"),
         "--steps", "5", "--gc-step", "3",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -492,3 +494,20 @@ def _check_comm_ranges_against_the_raw_trace(rank_dir: Path, comm: list[dict[str
     notes = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_annotations.json").read_text())
     per_step = [(r["step"], r["count"]) for r in notes["ranges"] if r["kind"] == "comm"]
     assert per_step == [(2, 1), (3, 1), (4, 1)]
+
+
+def test_the_post_processor_writes_the_db_with_the_marks_and_gc(real_run: Path) -> None:
+    """--export-type text,db: the db export beside the text tables, written by the run's post-processor."""
+    import sqlite3
+
+    out = real_run / "ASCEND_PROFILER_OUTPUT"
+    assert (out / "trace_view.json").is_file() and (out / "analysis.db").is_file()
+    con = sqlite3.connect(out / "ascend_pytorch_profiler_0.db")
+    s = dict(con.execute("SELECT id, value FROM STRING_IDS"))
+    marks = Counter((s[m], t) for m, t in con.execute("SELECT message, eventType FROM MSTX_EVENTS"))
+    assert marks[("forward", 2)] == marks[("step begin", 3)] == 3
+    assert marks[("comm:all_reduce,default_pg,float32,512", 2)] == 3
+    record = json.loads((real_run / "npuprof_gc.json").read_text())
+    pauses = sorted((e["start_ns"], e["end_ns"]) for e in record["events"])
+    assert sorted(con.execute("SELECT startNs, endNs FROM GC_RECORD")) == pauses and pauses
+    assert [r[0] for r in con.execute("SELECT id FROM STEP_TIME ORDER BY id")] == [2, 3, 4]

@@ -144,6 +144,7 @@ class CaptureWriter:
             "files": files,
             "record": record,
             "analyse": self.cfg.analyse and own,
+            "export_db": self.cfg.export_db and own,
             "gzip": self.cfg.gzip and own,
             "exports": exports.job if exports else None,
             "chrome_trace": chrome_copy,

@@ -78,6 +78,10 @@ class RankAnnotations:
         write_bytes(out_dir / ANNOTATIONS_FILE, encode(msgspec.convert(fields, Annotations)))
         return [ANNOTATIONS_FILE]
 
+    def all_spans(self, base_ns: int) -> marks_ranges.Spans | None:
+        """The marks and ranges of the trace and the ``comm:`` ranges, by start (None: neither)."""
+        return self._all_spans(base_ns)
+
     def _all_spans(self, base_ns: int) -> marks_ranges.Spans | None:
         """The spans read from the trace and the ``comm:`` ranges of ``npuprof_comm_ranges.json`` (those
         are there even when the trace could not be read); None when there are neither."""

@@ -101,6 +101,8 @@ class KernelTable:
     block_dim: np.ndarray
     mix_block_dim: np.ndarray
     input_shapes: np.ndarray  # string id of Kineto's Input Dims text; -1 for none
+    # the operator (index into the OpView) that launched each task, -1 for none: for the db export
+    launcher: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.start_ns)

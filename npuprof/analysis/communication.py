@@ -62,6 +62,12 @@ class CommOp:
     size_bytes: float  # 0 when unknown (size_known False): communication.json's readers want a number
     ranks: Sequence[int]
     size_known: bool = True
+    # for the db export (db_export.py): the element type and count, the host call (its start, duration
+    # and thread index) and the device task's correlation id when the time is the device's (-1: none)
+    dtype: str = ""
+    count: float = 0.0
+    host: tuple[float, float, int] | None = None
+    corr: int = -1
 
     @property
     def p2p(self) -> bool:
@@ -127,9 +133,9 @@ def _external_id(args: dict[str, Any]) -> int:
         return -1
 
 
-def _device_tasks(x: Extract) -> dict[int, tuple[float, float]]:
-    """(start, duration) of the last device task with each External id that a ``record_param_comms``
-    operator carries: the time NCCL/HCCL spent on the device."""
+def _device_tasks(x: Extract) -> dict[int, tuple[float, float, int]]:
+    """(start, duration, correlation id) of the last device task with each External id that a
+    ``record_param_comms`` operator carries: the time NCCL/HCCL spent on the device."""
     wanted = {
         _external_id(args) for name, _ts, _dur, _thread, args in x.comm_spans if name == "record_param_comms"
     }
@@ -144,7 +150,8 @@ def _device_tasks(x: Extract) -> dict[int, tuple[float, float]]:
     task = order[last[found]]
     d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)[task].tolist()
     d_dur = np.frombuffer(x.dev_dur, dtype=np.float64)[task].tolist()
-    return dict(zip(ids[found].tolist(), zip(d_ts, d_dur, strict=True), strict=True))
+    d_corr = np.frombuffer(x.dev_corr, dtype=np.int64)[task].tolist()
+    return dict(zip(ids[found].tolist(), zip(d_ts, d_dur, d_corr, strict=True), strict=True))
 
 
 def _world(dist: dict[str, Any]) -> Sequence[int]:
@@ -168,29 +175,32 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     default_ranks: Sequence[int] = _ranks_of(default_pg.get("ranks", [])) or _world(dist)
     dev_by_ext = _device_tasks(x)
     ops: list[CommOp] = []
-    for name, ts, dur, _thread, args in x.comm_spans:
+    for name, ts, dur, thread, args in x.comm_spans:
+        host, corr = (ts, dur, thread), -1
         if name == "record_param_comms":
             coll = str(args.get("Collective name", "unknown"))
             if coll in ("barrier", "wait"):
                 continue
-            nelems = args.get("In msg nelems") or args.get("Out msg nelems") or 0
-            size = _as_float(nelems) * _dtype_size(args.get("dtype", "float"))
+            count = _as_float(args.get("In msg nelems") or args.get("Out msg nelems") or 0)
+            dtype = str(args.get("dtype", "float"))
+            size = count * _dtype_size(dtype)
             group = str(args.get("Process Group Name", default_group))
             ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
             dev = dev_by_ext.get(_external_id(args))
             if dev is not None:
-                ts, dur = dev
+                ts, dur, corr = dev
         else:  # gloo:all_reduce and friends
             coll = name.split(":", 1)[1]
             types = args.get("Input type") or ["float"]
-            dtype = types[0] if isinstance(types, list | str) else "float"
+            dtype = str(types[0] if isinstance(types, list | str) else "float")
             dims = args.get("Input Dims")  # recorded only with --record-shapes
-            size = _as_float(_nelems(dims)) * _dtype_size(dtype)
+            count = _as_float(_nelems(dims))
+            size = count * _dtype_size(dtype)
             group, ranks = default_group, default_ranks
             if dims is None:
-                ops.append(CommOp(coll, group, ts, dur, 0.0, ranks, size_known=False))
+                ops.append(CommOp(coll, group, ts, dur, 0.0, ranks, False, dtype, 0.0, host))
                 continue
-        ops.append(CommOp(coll, group, ts, dur, size, ranks))
+        ops.append(CommOp(coll, group, ts, dur, size, ranks, True, dtype, count, host, corr))
     ops.sort(key=lambda o: o.ts)
     return ops
 
@@ -291,6 +301,22 @@ def _step_keys(ops: list[CommOp], windows: StepWindows) -> list[str | None]:
     return [labels[i] for i in inside.tolist()]
 
 
+def matrix_picks(members: list[tuple[str, CommOp]]) -> dict[str, list[tuple[str, CommOp]]]:
+    """The operators of one type, step and group that torch_npu's communication matrix samples, by
+    duration: ``top1``, ``middle``, ``bottom1``..``bottom3`` (those there are) and ``total`` (all)."""
+    ordered = sorted(members, key=lambda m: -m[1].dur)
+    half = len(ordered) // 2
+    picks = {
+        "top1": ordered[:1],
+        "middle": ordered[half : half + 1],
+        "bottom1": ordered[-1:],
+        "bottom2": ordered[-2:-1],
+        "bottom3": ordered[-3:-2],
+        "total": ordered,
+    }
+    return {label: chosen for label, chosen in picks.items() if chosen}
+
+
 def build(
     ops: list[CommOp], windows: StepWindows, rank: int | None, base_ns: int = 0
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -323,18 +349,7 @@ def build(
         for name, members in by_type.items():
             local = members[0][1].ranks.index(rank) if rank is not None and rank in members[0][1].ranks else 0
             link = f"{local}-{local}"
-            ordered = sorted(members, key=lambda m: -m[1].dur)
-            picks = {
-                "top1": ordered[:1],
-                "middle": ordered[len(ordered) // 2 : len(ordered) // 2 + 1],
-                "bottom1": ordered[-1:],
-                "bottom2": ordered[-2:-1],
-                "bottom3": ordered[-3:-2],
-                "total": ordered,
-            }
-            for label, chosen in picks.items():
-                if not chosen:
-                    continue
+            for label, chosen in matrix_picks(members).items():
                 ms = sum(m[1].dur for m in chosen) / 1000.0
                 mb = sum(m[1].size_bytes for m in chosen) / 1e6
                 target[f"{name}-{label}@{group}"] = {

@@ -147,6 +147,7 @@ _COLUMNS = {
     "dev_blocks": np.int64,
     "launch_corr": np.int64,
     "launch_ts": np.float64,
+    "launch_dur": np.float64,
     "mem_ts": np.float64,
     "mem_thread": np.int32,
     "mem_alloc": np.float64,
@@ -935,9 +936,9 @@ class Extract:
         if len(sel.ri):
             ok = sel.corr >= 0
             parts["launch_corr"].append(sel.corr[ok])
-            parts["launch_ts"].append(
-                np.fromiter(map(_TS, _pick(events, sel.ri[ok])), np.float64, int(ok.sum()))
-            )
+            launches = _pick(events, sel.ri[ok])
+            parts["launch_ts"].append(np.fromiter(map(_TS, launches), np.float64, len(launches)))
+            parts["launch_dur"].append(np.fromiter(map(_DUR, launches), np.float64, len(launches)))
         if sel.mems:
             margs = sel.margs
             k = len(sel.mems)

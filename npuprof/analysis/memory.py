@@ -111,13 +111,10 @@ def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray
     return out
 
 
-def operator_memory_lines(
-    cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int, base_ns: int = 0
-) -> tuple[list[str], dict[str, float]]:
-    """Lines (CSV, no header) of operator_memory.csv (each allocation paired with its release by address)
-    and the peaks; times in epoch µs when the trace has a time base (``base_ns``)."""
-    if not cols:
-        return [], {}
+def pair_allocations(cols: dict[str, np.ndarray], ops: OpView) -> tuple[np.ndarray, ...]:
+    """(allocations, their releases, their operators): the indices of the allocation events, of the
+    release of the same address that follows each (-1: none), and of the innermost operator open on the
+    allocating thread (-1: none)."""
     ts, nbytes, addr = cols["ts"], cols["bytes"], cols["addr"]
     allocs = np.flatnonzero(nbytes > 0)
     order = np.lexsort((ts, addr))
@@ -130,6 +127,18 @@ def operator_memory_lines(
     ok &= (addr[cand] == addr[allocs]) & (nbytes[cand] < 0)
     release[ok] = cand[ok]
     owner = _enclosing_op(ops, cols["thread"][allocs], ts[allocs])
+    return allocs, release, owner
+
+
+def operator_memory_lines(
+    cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int, base_ns: int = 0
+) -> tuple[list[str], dict[str, float]]:
+    """Lines (CSV, no header) of operator_memory.csv (each allocation paired with its release by address)
+    and the peaks; times in epoch µs when the trace has a time base (``base_ns``)."""
+    if not cols:
+        return [], {}
+    ts, nbytes = cols["ts"], cols["bytes"]
+    allocs, release, owner = pair_allocations(cols, ops)
     alloc_mb, res_mb = cols["alloc"] / MB, cols["reserved"] / MB
     a6, r6, ts3 = np.round(alloc_mb, 6), np.round(res_mb, 6), np.round(ts, 3)
     kb = np.round(nbytes / 1024, 3)

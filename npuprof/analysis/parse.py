@@ -8,6 +8,8 @@ shell (exit 0 when parsed or already parsed, 1 otherwise).
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import os
 import sys
 import time
@@ -70,6 +72,20 @@ def write_json_fast(path: Path, obj: Any, indent: int = 4) -> None:
     write_bytes(path, (msgspec.json.format(data, indent=indent) if indent else data) + b"\n")
 
 
+def _capture_asked_for_db(rank_dir: Path) -> bool:
+    """Whether the capture was made with ``--export-type db`` (its profiler_info's ``_export_type``), so that
+    a later parse (``--no-analyse``, then ``npuprof analyse``) writes the db without being told again."""
+    for info in rank_dir.glob("profiler_info*.json"):
+        try:
+            config = json.loads(info.read_text(encoding="utf-8")).get("config", {})
+            kind = config.get("experimental_config", {}).get("_export_type")
+        except (OSError, ValueError, AttributeError):
+            continue
+        kinds = kind if isinstance(kind, list) else [kind]
+        return any(isinstance(k, str) and k.lower() == "db" for k in kinds)
+    return False
+
+
 def _is_ascend_raw(rank_dir: Path) -> bool:
     return (rank_dir / "FRAMEWORK").is_dir() or any(p.is_dir() for p in rank_dir.glob("PROF_*"))
 
@@ -97,10 +113,14 @@ def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
     return outcome
 
 
-def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> ParseOutcome:
-    """Write ``rank_dir/ASCEND_PROFILER_OUTPUT/`` (all tables that apply, ``analyse.done`` last).
+def parse_rank_dir(
+    rank_dir: Path, force: bool = False, workers: int = 1, export_db: bool = False
+) -> ParseOutcome:
+    """Write ``rank_dir/ASCEND_PROFILER_OUTPUT/`` (all tables that apply, ``analyse.done`` last); with
+    ``export_db`` also the SQLite files of torch_npu's db export (npuprof/analysis/db_export.py).
 
-    Skips a dir already parsed (``analyse.done`` present) unless ``force``. ``workers`` > 1 reads a big
+    Skips a dir already parsed (``analyse.done`` present) unless ``force``, or ``export_db`` asks for a db
+    it lacks. ``workers`` > 1 reads a big
     trace in that many processes. Never raises for bad input: see ``ParseOutcome.status``/``reason``.
     """
     t0 = time.perf_counter()
@@ -114,7 +134,9 @@ def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> Par
         out_dir = rank_dir / layout.PARSED_DIR
         check_no_symlink(out_dir, "parsed output directory")
         done = out_dir / layout.ANALYSE_DONE
-        if done.exists() and not force:
+        has_db = layout.has_profiler_db(rank_dir)
+        export_db = export_db or _capture_asked_for_db(rank_dir)
+        if done.exists() and not force and (has_db or not export_db):
             outcome.status = "cached"
             return outcome
         from npuprof.analysis import ascend_output
@@ -140,7 +162,8 @@ def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1) -> Par
         if done.exists():
             done.unlink()
         make_dir(out_dir)
-        outcome.files = write_outputs(raw, out_dir, outcome.rank, workers)
+        # a db already there is rewritten with the tables: it never describes an older parse
+        outcome.files = write_outputs(raw, out_dir, outcome.rank, workers, export_db or has_db)
         write_text(done, "")
         outcome.files.append(layout.ANALYSE_DONE)
         outcome.status = "parsed"
@@ -208,6 +231,31 @@ def _side_outputs(
     }
 
 
+def _db_outputs(out_dir: Path, sources: Any) -> dict[str, Any]:
+    """The db export (npuprof/analysis/db_export.py): the files written, the seconds it took, and why it
+    failed (``error``). A failed export never fails the parse (the text tables stand), and leaves no db of
+    an earlier parse behind: the rank has no db, which the report says and `npuprof analyse` fills in."""
+    from npuprof.analysis import db_export
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    result: dict[str, Any] = {"files": []}
+    try:
+        result["files"] = db_export.write_databases(out_dir, sources)
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        for name in (layout.profiler_db_name(sources.rank), layout.ANALYSIS_DB):
+            with contextlib.suppress(OSError):
+                (out_dir / name).unlink()
+    result["seconds"] = (time.perf_counter() - wall, time.process_time() - cpu)
+    return result
+
+
+def _db_warning(error: str | None) -> list[str]:
+    if error is None:
+        return []
+    return [f"the db export (--export-type db) failed, the text tables are complete: {error}"]
+
+
 class _Phases:
     """With NPUPROF_TIMING=1 in the environment: the wall and CPU seconds of each phase, on stderr."""
 
@@ -267,17 +315,20 @@ class _Superseded:
                     os.rename(self.name, self.path)
 
 
-def write_outputs(raw: Path, out_dir: Path, rank: int | None, workers: int = 1) -> list[str]:
-    """Parse ``raw`` and write every table into ``out_dir``; return the file names written."""
+def write_outputs(
+    raw: Path, out_dir: Path, rank: int | None, workers: int = 1, export_db: bool = False
+) -> list[str]:
+    """Parse ``raw`` and write every table into ``out_dir`` (with ``export_db`` the db files too);
+    return the file names written."""
     superseded = _Superseded(out_dir / "trace_view.json")
     try:
-        return _write_outputs(raw, out_dir, rank, workers, superseded)
+        return _write_outputs(raw, out_dir, rank, workers, superseded, export_db)
     finally:
         superseded.finish()
 
 
 def _write_outputs(
-    raw: Path, out_dir: Path, rank: int | None, workers: int, superseded: _Superseded
+    raw: Path, out_dir: Path, rank: int | None, workers: int, superseded: _Superseded, export_db: bool
 ) -> list[str]:
     phase = _Phases()
     written: list[str] = []
@@ -335,6 +386,7 @@ def _write_outputs(
             fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get, comm_ops), nested.after_fork
         )
         body: trace_body.SplitBody | None = None
+        db_job: Forked | None = None
         spooled: trace_view.Spooled | None = None
         try:
             stacks = None
@@ -363,6 +415,14 @@ def _write_outputs(
             phase("tables")
             rank_notes.read_spans(raw, source)
             layers = rank_notes.trace_events(extract.process_names, tables.device_id_of(extract), base_ns)
+            if export_db:  # the db export: forked (it overlaps writing trace_view.json), or inline below
+                from npuprof.analysis import db_export
+
+                sources = db_export.DbSources(
+                    extract, ops, tabs, tables.step_windows(extract), comm_ops, rank, base_ns, meta,
+                    raw.parent, rank_notes.all_spans(base_ns), rank_notes.gc,
+                )  # fmt: skip
+                db_job = Forked(fork, functools.partial(_db_outputs, out_dir, sources))
             spooled = trace_view.Spooled(
                 trace_view.overlays(tabs, extract, comm_ops, base_ns, layers), out_dir
             )
@@ -376,6 +436,8 @@ def _write_outputs(
                 body.close()
             nested.close()
             side.close()
+            if db_job is not None:
+                db_job.cancel()
             raise
         finally:
             if spooled is not None:
@@ -393,6 +455,8 @@ def _write_outputs(
             write_csv(out_dir / name, table.header, lines=table.csv_lines())
     except BaseException:
         side.close()
+        if db_job is not None:
+            db_job.cancel()
         raise
     written += ["step_trace_time.csv", "kernel_details.csv", "operator_details.csv", "op_statistic.csv"]
     phase("csv")
@@ -405,6 +469,16 @@ def _write_outputs(
         step["memory_peak_mb"] = peak
     peaks = side_result["peaks"]
     comm_summary = side_result["communication"]
+    db_note = None
+    if db_job is not None:
+        try:
+            db_result = db_job.result()
+        except Exception as exc:  # the child died: the text tables stand without it
+            db_result = {"files": [], "seconds": (0.0, 0.0), "error": f"{type(exc).__name__}: {exc}"}
+        phase("wait for the db")
+        phase.report("(db)", *db_result["seconds"])
+        written += db_result["files"]
+        db_note = db_result.get("error")
 
     world = meta.get("distributedInfo")
     world_size = world.get("world_size") if isinstance(world, dict) else None
@@ -420,7 +494,7 @@ def _write_outputs(
                 "memory": peaks,
                 "communication": comm_summary,
                 "world_size": world_size,
-                **({"warnings": notes} if (notes := extract.warnings()) else {}),
+                **({"warnings": notes} if (notes := extract.warnings() + _db_warning(db_note)) else {}),
             },
             summary_schema.Summary,
         )
@@ -442,8 +516,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("rank_dir", type=Path)
     parser.add_argument("--force", action="store_true", help="re-parse even when analyse.done exists")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="processes reading the trace (default 1)")
+    parser.add_argument("--db", action="store_true", help="also write the db export (--export-type db)")
     args = parser.parse_args(argv)
-    outcome = parse_rank_dir(args.rank_dir, force=args.force, workers=max(1, args.jobs))
+    outcome = parse_rank_dir(args.rank_dir, force=args.force, workers=max(1, args.jobs), export_db=args.db)
     msg = f"{outcome.rank_dir}: {outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
     print(msg, file=sys.stdout if outcome.ok else sys.stderr)
     return 0 if outcome.ok else 1

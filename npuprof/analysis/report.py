@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -70,11 +70,12 @@ def is_bare_trace(path: Path) -> bool:
     return sniff_trace(path) is not None
 
 
-def _parse_bare(trace: Path, force: bool, workers: int) -> tuple[ParseOutcome, Path]:
+def _parse_bare(trace: Path, force: bool, workers: int, export_db: bool = False) -> tuple[ParseOutcome, Path]:
     out_dir = trace.parent / (trace.name + BARE_SUFFIX)
     outcome = ParseOutcome(trace, "failed")
     done = out_dir / layout.ANALYSE_DONE
-    if done.exists() and not force:
+    has_db = out_dir.is_dir() and any(layout.PROFILER_DB_RE.match(p.name) for p in out_dir.iterdir())
+    if done.exists() and not force and (has_db or not export_db):
         outcome.status = "cached"
         return outcome, out_dir
     try:
@@ -83,7 +84,7 @@ def _parse_bare(trace: Path, force: bool, workers: int) -> tuple[ParseOutcome, P
         if done.exists():
             done.unlink()
         make_dir(out_dir)
-        outcome.files = write_outputs(trace, out_dir, None, workers)
+        outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
         write_text(done, "")
         outcome.status = "parsed"
     except TraceError as exc:
@@ -94,13 +95,19 @@ def _parse_bare(trace: Path, force: bool, workers: int) -> tuple[ParseOutcome, P
 
 
 def parse_all(
-    rank_dirs: list[Path], jobs: int, force: bool, on_done: Callable[[ParseOutcome], None] | None = None
+    rank_dirs: list[Path],
+    jobs: int,
+    force: bool,
+    on_done: Callable[[ParseOutcome], None] | None = None,
+    db_dirs: Set[Path] = frozenset(),
 ) -> list[ParseOutcome]:
-    """Parse rank dirs, ``jobs`` at a time (one process each); a single dir gets ``jobs`` reader processes."""
+    """Parse rank dirs, ``jobs`` at a time (one process each); a single dir gets ``jobs`` reader processes.
+    Those in ``db_dirs`` also get the SQLite files of --export-type db (:func:`plan_db`)."""
     if len(rank_dirs) == 1 or jobs <= 1:
         outcomes = []
         for d in rank_dirs:
-            outcome = parse_rank_dir(d, force=force, workers=jobs if len(rank_dirs) == 1 else 1)
+            workers = jobs if len(rank_dirs) == 1 else 1
+            outcome = parse_rank_dir(d, force=force, workers=workers, export_db=d in db_dirs)
             outcomes.append(outcome)
             if on_done:
                 on_done(outcome)
@@ -108,10 +115,14 @@ def parse_all(
     results: dict[Path, ParseOutcome] = {}
     todo: list[Path] = []
     for d in rank_dirs:
-        if not force and (d / layout.PARSED_DIR / layout.ANALYSE_DONE).exists():
+        if (
+            not force
+            and (d / layout.PARSED_DIR / layout.ANALYSE_DONE).exists()
+            and (d not in db_dirs or layout.has_profiler_db(d))
+        ):
             # already parsed: parse_rank_dir answers "cached" at once; no process is forked for it
             # (a report on 1,000 parsed ranks: ~0.3 s of pool round trips)
-            results[d] = outcome = parse_rank_dir(d, force, 1)
+            results[d] = outcome = parse_rank_dir(d, force, 1, export_db=d in db_dirs)
             if on_done:
                 on_done(outcome)
         else:
@@ -120,7 +131,7 @@ def parse_all(
         return [results[d] for d in rank_dirs]
     ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-        futures = {pool.submit(parse_rank_dir, d, force, 1): d for d in todo}
+        futures = {pool.submit(parse_rank_dir, d, force, 1, d in db_dirs): d for d in todo}
         for fut in as_completed(futures):
             d = futures[fut]
             try:
@@ -131,6 +142,44 @@ def parse_all(
             if on_done:
                 on_done(outcome)
     return [results[d] for d in rank_dirs]
+
+
+def plan_db(rank_dirs: list[Path], export_db: bool) -> tuple[frozenset[Path], list[str]]:
+    """The rank dirs to parse with the SQLite files (``export_db``: all of them), and what to tell the user.
+
+    msprof-analyze takes a whole run as db data as soon as one rank dir holds a profiler db, and then
+    silently leaves out the rank dirs without one (its cluster data preprocessor). So when some rank dirs
+    already have a db, those npuprof parses get one too. Rank dirs torch_npu parsed are never written into:
+    when they lack a db, the user hears that msprof-analyze will leave them out."""
+    from npuprof.analysis.ascend_output import parsed_by_torch_npu
+
+    have = {d for d in rank_dirs if layout.has_profiler_db(d)}
+    if not export_db and (not have or len(have) == len(rank_dirs)):
+        return frozenset(), []
+    without = [d for d in rank_dirs if d not in have]
+    theirs = {d for d in without if parsed_by_torch_npu(d)}
+    notes: list[str] = []
+    if export_db:
+        wanted = frozenset(rank_dirs)  # parse_rank_dir leaves those torch_npu parsed as they are
+    else:
+        wanted = frozenset(d for d in without if d not in theirs)
+        if wanted:
+            notes.append(
+                f"{len(wanted)} of {len(rank_dirs)} rank dirs had no profiler db: writing one for each "
+                "parsed, so that msprof-analyze reads the whole run (it drops the ranks without one)"
+            )
+    if theirs:
+        some_db = bool(have) or len(theirs) < len(without)
+        notes.append(
+            f"{len(theirs)} of {len(rank_dirs)} rank dirs were parsed by torch_npu without a db (npuprof "
+            "does not write into them): "
+            + (
+                "msprof-analyze will use only the ranks with a db"
+                if some_db
+                else "torch_npu writes one when the capture runs with --export-type db"
+            )
+        )
+    return wanted, notes
 
 
 def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
@@ -393,8 +442,12 @@ def build_report(
     force: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[ParseOutcome], None] | None = None,
+    export_db: bool = False,
+    on_note: Callable[[str], None] | None = None,
 ) -> Report:
     """Parse (as needed) and report on ``path``: a result dir, one rank dir, or a bare Kineto trace.
+    ``export_db``: also the SQLite files of --export-type db; some rank dirs of a run may
+    get them without it (:func:`plan_db`), which ``on_note(line)`` hears of, before parsing starts.
     Raises NothingToAnalyse when ``path`` holds nothing to analyse."""
     jobs = jobs or os.cpu_count() or 1
     path = Path(path)
@@ -404,7 +457,7 @@ def build_report(
     if is_bare_trace(path):
         if on_start:
             on_start(1)
-        outcome, out_dir = _parse_bare(path, force, jobs)
+        outcome, out_dir = _parse_bare(path, force, jobs, export_db)
         if on_done:
             on_done(outcome)
         targets.append((outcome, out_dir))
@@ -412,9 +465,13 @@ def build_report(
         rank_dirs = layout.find_rank_dirs(path)
         if not rank_dirs:
             raise NothingToAnalyse(f"no *_ascend_pt rank directory under {path} (and it is not a trace file)")
+        db_dirs, notes = plan_db(rank_dirs, export_db)
+        for note in notes:
+            if on_note:
+                on_note(note)
         if on_start:
             on_start(len(rank_dirs))
-        for outcome in parse_all(rank_dirs, jobs, force, on_done):
+        for outcome in parse_all(rank_dirs, jobs, force, on_done, db_dirs):
             targets.append((outcome, outcome.rank_dir / layout.PARSED_DIR))
     else:
         raise NothingToAnalyse(

@@ -280,6 +280,7 @@ def _device_kernels(
         block_dim=np.frombuffer(x.dev_blocks, dtype=np.int64)[by_start],
         mix_block_dim=np.zeros(n, np.int64),
         input_shapes=shapes.astype(np.int64),
+        launcher=launcher,
     )
     # op_statistic: groups in order of first appearance, of the durations as kernel_details rounds them
     span = len(x.strings) + 1
@@ -326,6 +327,7 @@ def _cpu_kernels(
     thread = np.concatenate([ops.thread[leaf], np.array([c[3] for c in spans], dtype=np.int64)])
     name = np.concatenate([ops.name[leaf].astype(np.int64), np.array(span_names, dtype=np.int64)])
     shapes = np.concatenate([ops.shapes[leaf].astype(np.int64), np.full(len(spans), -1, np.int64)])
+    launcher = np.concatenate([leaf.astype(np.int64), np.full(len(spans), -1, np.int64)])
     backends = [c[0].split(":", 1)[0].upper() for c in spans]
     cores = [CPU_CORE, *sorted(set(backends))]
     core_ids = np.array([x.intern(c) for c in cores], np.int64)
@@ -334,7 +336,7 @@ def _cpu_kernels(
     ]
     order = np.lexsort((-dur, ts))
     ts, dur, thread, name = ts[order], dur[order], thread[order], name[order]
-    shapes, core = shapes[order], core[order]
+    shapes, core, launcher = shapes[order], core[order], launcher[order]
     wait = intervals.waits(ts, ts + dur, thread)  # since the thread's earlier tasks ended
     unknown = np.full(len(ts), -1, np.int64)
     return KernelTable(
@@ -354,6 +356,7 @@ def _cpu_kernels(
         block_dim=np.zeros(len(ts), np.int64),
         mix_block_dim=unknown,
         input_shapes=shapes,
+        launcher=launcher,
     )
 
 

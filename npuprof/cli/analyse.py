@@ -67,6 +67,15 @@ def analyse(
         int | None, typer.Option("-j", "--jobs", help="Parallel parsing processes (default: the cores).")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-parse rank dirs already parsed.")] = False,
+    export_type: Annotated[
+        str,
+        typer.Option(
+            "--export-type",
+            metavar="text|db|text,db",
+            help="db or text,db: also write each rank dir's SQLite files (ascend_pytorch_profiler_{rank}.db, "
+            "analysis.db) that msprof-analyze's db recipes read, re-parsing a dir that lacks them.",
+        ),
+    ] = "text",
 ) -> None:
     """Parse what is unparsed into ASCEND_PROFILER_OUTPUT/, then report step time breakdown, top operators
     and kernels, memory peak and, across ranks, the slowest rank and step start skew."""
@@ -84,6 +93,7 @@ def analyse(
         raise typer.BadParameter("must be at least 1", param_hint="--top")
     if jobs is not None and jobs < 1:
         raise typer.BadParameter("must be at least 1 (or leave it out for one per core)", param_hint="-j")
+    export_db = _export_db(export_type)
 
     from rich.console import Console
 
@@ -128,6 +138,8 @@ def analyse(
             force=force,
             on_start=on_start,
             on_done=on_done,
+            export_db=export_db,
+            on_note=_note,
         )
     except NothingToAnalyse as exc:
         _warn_skipped(layout.take_skipped())
@@ -168,6 +180,20 @@ def analyse(
     if not report.ranks:
         print("npuprof analyse: nothing could be analysed (see the reasons above)", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _export_db(export_type: str) -> bool:
+    """--export-type as `npuprof run` reads it (npuprof.config.parse_export_type): whether db is in it."""
+    from npuprof.config import ConfigError, parse_export_type
+
+    try:
+        return "db" in parse_export_type(export_type).split(",")
+    except ConfigError as exc:
+        raise typer.BadParameter(f"{exc.problem}; {exc.fix}", param_hint="--export-type") from None
+
+
+def _note(line: str) -> None:
+    print(f"npuprof analyse: note: {line}", file=sys.stderr)
 
 
 def _check_tree(path: Path) -> None:

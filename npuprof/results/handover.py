@@ -53,14 +53,16 @@ class ExportsJob(msgspec.Struct, kw_only=True):
 
 class CaptureJob(msgspec.Struct, kw_only=True):
     """What the post-processor does with one capture: write ``files`` and the record (unless ``written``),
-    copy the trace for --export-chrome-trace (``chrome_trace``), parse (``analyse``), write the requested
-    stacks / memory timeline (``exports``), gzip the raw trace (``gzip``)."""
+    copy the trace for --export-chrome-trace (``chrome_trace``), parse (``analyse``; with ``export_db`` also
+    the SQLite files of --export-type db), write the requested stacks / memory timeline (``exports``), gzip
+    the raw trace (``gzip``). A field added with a default keeps JOB_VERSION: a job without it still reads."""
 
     rank_dir: str
     trace: str | None = None  # the raw trace's path
     files: dict[str, Any] = {}  # file name -> JSON content (profiler_info, profiler_metadata)
     record: CaptureRecord
     analyse: bool = False
+    export_db: bool = False
     gzip: bool = False
     written: bool = False
     exports: ExportsJob | None = None

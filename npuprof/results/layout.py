@@ -44,6 +44,9 @@ MAX_WALK_DEPTH = 12  # directory levels searched below the given path for rank d
 _RANK_DIR_RE = re.compile(r"^(?P<worker>.+)_(?P<pid>\d+)_(?P<stamp>\d{17})_ascend_pt$")
 _INFO_RE = re.compile(r"^profiler_info(?:_(?P<rank>\d+))?\.json$")
 _RUN_RECORD_RE = re.compile(r"^npuprof_run(?:\.[0-9.]+)?\.json$")
+# torch_npu's db export, in PARSED_DIR: the name msprof-analyze looks for to take a rank dir as db data
+PROFILER_DB_RE = re.compile(r"^ascend_pytorch_profiler(?:_\d+)?\.db$")
+ANALYSIS_DB = "analysis.db"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -63,6 +66,30 @@ def info_file_name(rank: int | None) -> str:
 
 def trace_file_name(worker: str, time_ns: int, gzip: bool) -> str:
     return f"{worker}.{time_ns}.pt.trace.json" + (".gz" if gzip else "")
+
+
+def profiler_db_name(rank: int | None) -> str:
+    """torch_npu's per-rank db: ``ascend_pytorch_profiler_{rank}.db``, without a rank
+    ``ascend_pytorch_profiler.db``."""
+    return "ascend_pytorch_profiler.db" if rank is None else f"ascend_pytorch_profiler_{rank}.db"
+
+
+def has_profiler_db(rank_dir: Path) -> bool:
+    """A regular file named as torch_npu's per-rank db (PROFILER_DB_RE) in ``rank_dir/PARSED_DIR``: what
+    msprof-analyze looks for. A symbolic link, of that name or as PARSED_DIR, does not count."""
+    parsed = rank_dir / PARSED_DIR
+    if not _is_real_dir(parsed):
+        return False
+    try:
+        with os.scandir(parsed) as entries:
+            for entry in entries:
+                if PROFILER_DB_RE.match(entry.name) is None:
+                    continue
+                if entry.is_file(follow_symlinks=False):
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 # ---- what was passed over -------------------------------------------------------------------------

@@ -423,7 +423,7 @@ def run_job(job: CaptureJob) -> int:
         try:
             from npuprof.analysis.parse import parse_rank_dir
 
-            outcome = parse_rank_dir(rank_dir)
+            outcome = parse_rank_dir(rank_dir, export_db=job.export_db)
             if outcome.ok:
                 _log(rank_dir, f"analysed in {outcome.seconds:.1f} s: {', '.join(outcome.files)}")
             else:

@@ -94,6 +94,11 @@ def experimental_kwargs(cfg: ProfileConfig, tp: Any) -> tuple[dict[str, Any], li
                     f"{flag_text(cfg, attr)} (this torch_npu's _ExperimentalConfig has no {names[0]})"
                 )
             continue
+        if attr == "export_type" and "," in cfg.export_type and not _takes_export_list(tp):
+            unsupported.append(
+                f"{flag_text(cfg, attr)} (this torch_npu takes one export type, not a list: give text or db)"
+            )
+            continue
         value, missing = _native_value(cfg, attr, tp)
         if missing:
             if _given(cfg, attr):
@@ -106,9 +111,15 @@ def experimental_kwargs(cfg: ProfileConfig, tp: Any) -> tuple[dict[str, Any], li
 def _native_value(cfg: ProfileConfig, attr: str, tp: Any) -> tuple[Any, str | None]:
     """The torch_npu value for one setting, or (None, name of the missing enum member)."""
     value = getattr(cfg, attr)
+    if attr == "export_type":  # "text", "db" or "text,db": one member, or the list newer releases take
+        members = [{"text": "Text", "db": "Db"}[t] for t in value.split(",")]
+        enum = getattr(tp, "ExportType", None)
+        for member in members:
+            if enum is None or not hasattr(enum, member):
+                return None, f"ExportType.{member}"
+        native = [getattr(enum, member) for member in members]
+        return (native if len(native) > 1 else native[0]), None
     enum_of = {"level": ("ProfilerLevel", value), "aic_metrics": ("AiCMetrics", value)}
-    if attr == "export_type":
-        enum_of["export_type"] = ("ExportType", "Db" if value == "db" else "Text")
     if attr in enum_of:
         enum_name, member = enum_of[attr]
         enum = getattr(tp, enum_name, None)
@@ -118,6 +129,17 @@ def _native_value(cfg: ProfileConfig, attr: str, tp: Any) -> tuple[Any, str | No
     if attr == "gc_detect_threshold" and value is not None:
         return float(value), None
     return value, None
+
+
+def _takes_export_list(tp: Any) -> bool:
+    """Whether ``_ExperimentalConfig(export_type=...)`` takes a list: releases before the list was added
+    declare ``export_type: str`` and reset anything but one name to text (Ascend/pytorch,
+    ``experimental_config.py``). A signature that cannot be read is taken for a current one."""
+    try:
+        parameter = inspect.signature(tp._ExperimentalConfig).parameters.get("export_type")
+    except (TypeError, ValueError):
+        return True
+    return parameter is None or parameter.annotation not in (str, "str")
 
 
 def default_worker(cfg: ProfileConfig) -> str:
@@ -177,7 +199,7 @@ class NpuBackend:
                     f"{flag_text(cfg, 'aic_metrics')} (needs --level 1 or 2; torch_npu resets it "
                     "at level 0 and none)"
                 )
-            if cfg.op_attr and cfg.export_type != "db":
+            if cfg.op_attr and not cfg.export_db:
                 ignored.append("--op-attr (torch_npu records operator attributes only with --export-type db)")
         if "cpu" not in cfg.activities:
             for attr in ("record_shapes", "with_stack", "with_modules", "with_flops", "gc_detect_threshold"):

@@ -1,0 +1,364 @@
+"""The db export (issue 14) on hand-made CUDA and CPU traces whose tables are known by hand
+(analyse_support/handmade.py), and msprof-analyze's db recipes on a 4-rank CUDA cluster of them: each
+recipe judged by the tables it writes (it exits 0 when it fails)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from analyse_support import handmade
+from analyse_support.handmade import T0, x
+from analyse_support.recipes import msprof_analyze, python_of, rows, run_recipes
+
+from npuprof.analysis.parse import parse_rank_dir
+
+OUT = "ASCEND_PROFILER_OUTPUT"
+MSPROF = msprof_analyze()
+
+
+def _hash(text: str) -> int:
+    """msprof's group-name hash, written out from its definition (two 32-bit polynomial hashes)."""
+    a = b = 0
+    for c in text:
+        a, b = (a * 29 + ord(c)) % 2**32, (b * 131 + ord(c)) % 2**32
+    return a * 2**32 + b
+
+
+def _ns(us: float) -> int:
+    return round((T0 + us) * 1000)
+
+
+def _cuda_trace(rank: int = 0, world: int = 2, allreduce_us: float = 250) -> dict[str, Any]:
+    trace = handmade.cuda_trace(rank)
+    ranks = list(range(world))
+    trace["distributedInfo"].update(world_size=world, pg_config=[
+        {"pg_name": "0", "pg_desc": "default_pg", "ranks": ranks}
+    ])  # fmt: skip
+    for ev in trace["traceEvents"]:
+        if ev.get("name") == "record_param_comms" and ev["args"]["Process Group Name"] == "0":
+            ev["args"]["Process Group Ranks"] = json.dumps(ranks)
+        if ev.get("name") == "ncclDevKernel_AllReduce_Sum_f32":
+            ev["dur"] = allreduce_us
+    # a memcpy in step 2, launched by aten::mul (External id 5)
+    trace["traceEvents"].append(
+        x("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 1600, 50, pid=0, tid=7, correlation=16, stream=7,
+          device=0, **{"External id": 5})
+    )  # fmt: skip
+    return trace
+
+
+def _db(rank_dir: Path, rank: int = 0) -> sqlite3.Connection:
+    return sqlite3.connect(rank_dir / OUT / f"ascend_pytorch_profiler_{rank}.db")
+
+
+def _strings(con: sqlite3.Connection) -> dict[int, str]:
+    return dict(con.execute("SELECT id, value FROM STRING_IDS"))
+
+
+@pytest.fixture(scope="module")
+def cuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rank_dir = handmade.write_rank_dir(tmp_path_factory.mktemp("cuda"), _cuda_trace())
+    outcome = parse_rank_dir(rank_dir, export_db=True)
+    assert outcome.status == "parsed", outcome.reason
+    assert {"ascend_pytorch_profiler_0.db", "analysis.db"} <= set(outcome.files)
+    return rank_dir
+
+
+def test_tasks_and_kernels_are_the_device_tasks(cuda_dir: Path) -> None:
+    con = _db(cuda_dir)
+    s = _strings(con)
+    tasks = con.execute(
+        "SELECT startNs, endNs, connectionId, globalTaskId, taskType, streamId FROM TASK ORDER BY startNs"
+    ).fetchall()
+    assert [(a, b, c, s[t], st) for a, b, c, _g, t, st in tasks] == [
+        (_ns(100), _ns(300), 11, "CUDA kernel", 7),
+        (_ns(250), _ns(400), 12, "CUDA kernel", 8),
+        (_ns(350), _ns(600), 13, "NCCL", 20),
+        (_ns(1100), _ns(1200), 14, "CUDA kernel", 7),
+        (_ns(1300), _ns(1500), 15, "NCCL", 20),
+        (_ns(1600), _ns(1650), 16, "MEMCPY_ASYNC", 7),
+    ]
+    assert len({g for _a, _b, _c, g, _t, _s in tasks}) == 6
+    # compute tasks only (not NCCL, not the memcpy), with their operator and shapes in torch_npu's form
+    info = con.execute(
+        "SELECT c.name, c.opType, c.inputShapes, c.blockNum, t.connectionId FROM COMPUTE_TASK_INFO c "
+        "JOIN TASK t ON t.globalTaskId = c.globalTaskId ORDER BY t.startNs"
+    ).fetchall()
+    assert [(s[n], s[o], s[sh], b, c) for n, o, sh, b, c in info] == [
+        ("kernel_a", "aten::addmm", "4;\r\n8,4;\r\n4,4", 8, 11),
+        ("kernel_b", "aten::addmm", "4;\r\n8,4;\r\n4,4", 2, 12),
+        ("kernel_c", "aten::mul", "N/A", 0, 14),
+    ]
+
+
+def test_operators_are_linked_to_the_tasks_they_launched(cuda_dir: Path) -> None:
+    con = _db(cuda_dir)
+    s = _strings(con)
+    api = con.execute("SELECT name, startNs, endNs, connectionId, type FROM PYTORCH_API").fetchall()
+    by_name: dict[str, list[tuple[Any, ...]]] = {}
+    for name, *rest in api:
+        by_name.setdefault(s[name], []).append(tuple(rest))
+    assert sorted(by_name) == ["aten::addmm", "aten::linear", "aten::mul", "record_param_comms"]
+    assert by_name["aten::linear"] == [(_ns(10), _ns(110), None, 50001)]
+    links: dict[int, set[int]] = {}
+    for group, link in con.execute("SELECT id, connectionId FROM CONNECTION_IDS"):
+        links.setdefault(group, set()).add(link)
+    (addmm,) = by_name["aten::addmm"]
+    (mul,) = by_name["aten::mul"]
+    assert links[addmm[2]] == {11, 12} and links[mul[2]] == {14, 16}
+    comm = sorted(links[r[2]] for r in by_name["record_param_comms"])
+    assert comm == [{13}, {15}]
+
+
+def test_collectives_are_communication_ops_in_hccls_naming(cuda_dir: Path) -> None:
+    con = _db(cuda_dir)
+    s = _strings(con)
+    ops = con.execute(
+        "SELECT opName, startNs, endNs, connectionId, groupName, dataType, count, opType, rankSize "
+        "FROM COMMUNICATION_OP ORDER BY startNs"
+    ).fetchall()
+    dtypes = dict(con.execute("SELECT id, name FROM ENUM_HCCL_DATA_TYPE"))
+    got = [(s[n], a, b, c, s[g], dtypes[d], k, s[t], r) for n, a, b, c, g, d, k, t, r in ops]
+    assert got == [
+        (f"hcom_allReduce__{str(_hash('0'))[-3:]}_0_1", _ns(350), _ns(600), 13, "0", "FP32", 1024,
+         "hcom_allReduce_", 2),
+        (f"hcom_receive__{str(_hash('1'))[-3:]}_0_1", _ns(1300), _ns(1500), 15, "1", "BFP16", 256,
+         "hcom_receive_", 2),
+    ]  # fmt: skip
+    # the host call of each, one CANN_API row per connection id (slow_rank joins on it), and the runtime
+    # launches of the kernels (node level, on the launching operator's thread)
+    api = con.execute(
+        "SELECT connectionId, startNs, endNs, type, globalTid FROM CANN_API ORDER BY startNs"
+    ).fetchall()
+    main = 100 * 2**32 + 100
+    assert api == [
+        (11, _ns(30), _ns(35), 10000, main),
+        (12, _ns(40), _ns(45), 10000, main),
+        (13, _ns(300), _ns(310), 5500, main),
+        (15, _ns(1250), _ns(1260), 5500, main),
+    ]
+    groups = json.loads(dict(con.execute("SELECT name, value FROM META_DATA"))["parallel_group_info"])
+    assert groups["0"] == {"group_name": "default_pg", "group_rank": 0, "global_ranks": [0, 1]}
+    assert con.execute("SELECT * FROM RANK_DEVICE_MAP").fetchall() == [(0, 0)]
+
+
+def test_steps_memory_and_the_analysis_db(cuda_dir: Path) -> None:
+    con = _db(cuda_dir)
+    assert con.execute("SELECT * FROM STEP_TIME ORDER BY id").fetchall() == [
+        (1, _ns(0), _ns(1000)),
+        (2, _ns(1000), _ns(2000)),
+    ]
+    s = _strings(con)
+    memory = con.execute("SELECT component, timestamp, totalAllocated FROM MEMORY_RECORD").fetchall()
+    assert [(s[c], t, a) for c, t, a in memory] == [
+        ("PTA", _ns(25), 8192),
+        ("PTA", _ns(50), 4096),
+    ]  # fmt: skip
+    (op,) = con.execute("SELECT name, size, allocationTime, releaseTime, duration FROM OP_MEMORY").fetchall()
+    assert (s[op[0]], *op[1:]) == ("aten::addmm", 4096, _ns(25), _ns(50), 25000)
+
+    analysis = cuda_dir / OUT / "analysis.db"
+    steps = {r["step"]: r for r in rows(analysis, "StepTraceTime")}
+    assert sorted(steps) == ["1", "2"]
+    one, two = steps["1"], steps["2"]
+    assert (one["computing"], one["communication_not_overlapped"], one["overlapped"]) == (300, 200, 50)
+    assert (one["communication"], one["free"], one["preparing"]) == (250, 500, 100)
+    # step 2: kernel_c and the memcpy compute 150 µs
+    assert (two["computing"], two["bubble"], two["stage"], two["free"]) == (150, 200, 800, 650)
+    times = rows(analysis, "CommAnalyzerTime")
+    assert [(t["step"], t["type"], t["group_name"], t["elapse_time"]) for t in times] == [
+        ("step1", "collective", str(_hash("0")), 0.25),
+        ("step2", "p2p", str(_hash("1")), 0.2),
+    ]
+    matrix = {r["hccl_op_name"] for r in rows(analysis, "CommAnalyzerMatrix") if r["step"] == "step1"}
+    assert matrix == {"allreduce-top1", "allreduce-middle", "allreduce-bottom1", "allreduce-total"}
+
+
+def test_a_cpu_capture_has_its_operators_as_tasks_and_gloo_as_communication(tmp_path: Path) -> None:
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    con = _db(rank_dir)
+    s = _strings(con)
+    tasks = con.execute("SELECT startNs, endNs, taskType, connectionId FROM TASK ORDER BY startNs").fetchall()
+    # the step thread's innermost operators (aten::empty inside aten::mm, and aten::add) and the gloo span
+    assert [(a, b, s[t]) for a, b, t, _c in tasks] == [
+        (_ns(120), _ns(130), "CPU"),
+        (_ns(250), _ns(550), "GLOO"),
+        (_ns(500), _ns(600), "CPU"),
+    ]
+    # each operator task launched by itself (its CANN_API row, as free_analysis joins them)
+    launches = con.execute("SELECT startNs, endNs, connectionId FROM CANN_API WHERE type = 10000").fetchall()
+    assert sorted(launches) == sorted((a, b, c) for a, b, t, c in tasks if s[t] == "CPU")
+    compute = con.execute("SELECT name FROM COMPUTE_TASK_INFO").fetchall()
+    assert sorted(s[n] for (n,) in compute) == ["aten::add", "aten::empty"]
+    (op,) = con.execute(
+        "SELECT startNs, endNs, connectionId, dataType, count FROM COMMUNICATION_OP"
+    ).fetchall()
+    assert op == (_ns(250), _ns(550), tasks[1][3], 4, 256)  # the gloo task shares its connection id
+
+
+def test_a_parse_without_the_flag_keeps_an_existing_db_current(tmp_path: Path) -> None:
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    db = rank_dir / OUT / "ascend_pytorch_profiler_0.db"
+    first = db.stat().st_mtime_ns
+    assert parse_rank_dir(rank_dir).status == "cached"
+    assert parse_rank_dir(rank_dir, force=True).status == "parsed"  # rewritten, never left stale
+    assert db.stat().st_mtime_ns != first
+    assert not list((rank_dir / OUT).glob(".*tmp"))
+    same = (rank_dir / OUT / "trace_view.json").stat().st_mode  # the result tree's file mode (0640)
+    assert db.stat().st_mode == (rank_dir / OUT / "analysis.db").stat().st_mode == same
+
+
+def test_a_parsed_dir_without_a_db_gets_one_when_asked(tmp_path: Path) -> None:
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    assert not list((rank_dir / OUT).glob("*.db"))
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    assert (rank_dir / OUT / "ascend_pytorch_profiler_0.db").is_file()
+
+
+# ---- msprof-analyze's recipes on a 4-rank CUDA cluster -------------------------------------------------
+CUDA_RECIPES = (
+    "hccl_sum", "compute_op_sum", "communication_group_map", "communication_time_sum",
+    "communication_matrix_sum", "slow_rank", "cluster_time_summary", "free_analysis", "cann_api_sum",
+    "pp_chart", "mstx_sum", "module_statistic", "all",
+)  # fmt: skip
+
+
+def _with_marks_and_modules(rank_dir: Path) -> None:
+    """Ranges "forward" [5, 120) (aten::linear and aten::addmm: kernel_a and kernel_b, device [100, 400))
+    and "backward" [1040, 1100) (aten::mul: kernel_c and the memcpy, device [1100, 1650)), as
+    ``npuprof.range`` records them, and the module frame ``nn.Module: Linear_0`` [8, 115) of the Python
+    tracer."""
+    path = next(rank_dir.glob("*.pt.trace.json"))
+    trace = json.loads(path.read_text())
+    trace["traceEvents"] += [
+        x("forward", "user_annotation", 5, 115),
+        x("backward", "user_annotation", 1040, 60),
+        x("nn.Module: Linear_0", "python_function", 8, 107, **{"Python id": 1, "Python parent id": 0}),
+    ]
+    path.write_text(json.dumps(trace))
+    marks = {"version": 1, "names": {"forward": "range", "backward": "range"}, "names_not_listed": 0}
+    (rank_dir / "npuprof_marks.json").write_text(json.dumps(marks))
+
+
+@pytest.mark.interop
+@pytest.mark.skipif(MSPROF is None, reason="msprof-analyze not installed (.ci/interop.sh): SKIPPED")
+def test_msprof_analyze_recipes_on_a_cuda_cluster(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster"
+    for rank in range(4):
+        # rank 3's all-reduce is much shorter: it waited least, msprof-analyze's "slow rank"
+        trace = _cuda_trace(rank, world=4, allreduce_us=50 if rank == 3 else 250 + rank)
+        rank_dir = handmade.write_rank_dir(cluster, trace, rank, name=f"host_{rank}_2025010100000000{rank}")
+        _with_marks_and_modules(rank_dir)
+        assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    python = python_of(MSPROF)
+    assert python is not None
+    log = run_recipes(python, cluster, *CUDA_RECIPES)
+    out = cluster / "cluster_analysis_output" / "cluster_analysis.db"
+
+    per_rank = rows(out, "HcclPerRankStats")
+    assert sorted((r["Rank"], r["OpType"], r["Count"]) for r in per_rank) == [
+        (rank, op, 1) for rank in range(4) for op in ("hcom_allReduce_", "hcom_receive_")
+    ], log[-3000:]
+    by_type = rows(out, "ComputeOpPerRankStatsByOpType")
+    assert sorted((r["Rank"], r["OpType"], r["Count"]) for r in by_type) == [
+        (rank, op, n) for rank in range(4) for op, n in (("aten::addmm", 2), ("aten::mul", 1))
+    ]
+    groups = {r["group_name"]: r for r in rows(out, "CommunicationGroupMapping")}
+    assert groups[str(_hash("0"))]["rank_set"] == "(0,1,2,3)"
+    totals = [r for r in rows(out, "ClusterCommunicationTime") if r["hccl_op_name"] == "Total Op Info"]
+    assert {(r["rank_id"], r["step"]) for r in totals} >= {(rank, "step1") for rank in range(4)}
+    assert rows(out, "ClusterCommunicationMatrix")
+    assert [(r["rankId"], r["slowAffectCount"]) for r in rows(out, "SlowRank")] == [(3, 1)]
+    summary = rows(out, "ClusterTimeSummary")
+    assert sorted((r["rank"], r["step"]) for r in summary) == [(r, s) for r in range(4) for s in (1, 2)]
+    assert rows(out, "FreeAnalysis")
+    step_rows = [r for r in rows(out, "ClusterStepTraceTime") if r["type"] == "rank"]
+    assert sorted((int(r["index"]), int(float(r["step"])), r["computing"]) for r in step_rows) == [
+        (rank, step, 300 if step == 1 else 150) for rank in range(4) for step in (1, 2)
+    ]
+    assert len(rows(out, "RankDeviceMap")) == 4
+    assert {r["name"] for r in rows(out, "CannApiSum")} == {"c10d:allreduce", "c10d:recv", "launch"}
+    # pp_chart: each rank's ranges at the device times of what they launched
+    for rank_dir in sorted(cluster.glob("*_ascend_pt")):
+        rank = int(rank_dir.name.split("_")[1])
+        phases = rows(rank_dir / OUT / f"ascend_pytorch_profiler_{rank}.db", "StepTaskInfo")
+        assert sorted((r["name"], r["startNs"], r["endNs"]) for r in phases) == [
+            ("BP", _ns(1100), _ns(1650)),
+            ("FP", _ns(100), _ns(400)),
+        ], log[-3000:]
+    device = {(r["Name"], r["StepId"]): r for r in rows(out, "MSTXAllDeviceStats")}
+    assert (device["forward", 1]["Count"], device["forward", 1]["MeanNs"]) == (4, 300_000)
+    assert (device["backward", 2]["Count"], device["backward", 2]["MeanNs"]) == (4, 550_000)
+    modules = {(r["module"], r["opName"], r["rankID"]) for r in rows(out, "ModuleStatistic")}
+    assert {(m, op) for m, op, _rank in modules} == {("Linear_0", "aten::addmm")}
+    assert {rank for _m, _op, rank in modules} == {0, 1, 2, 3}
+    shutil.rmtree(cluster)
+
+
+@pytest.mark.parametrize("recorded", ["db", ["text", "db"]])
+def test_a_capture_made_with_the_db_type_gets_its_db_at_any_later_parse(
+    tmp_path: Path, recorded: Any
+) -> None:
+    """`npuprof run --export-type db --no-analyse`, then `npuprof analyse` without the flag: the capture's
+    profiler_info says what was asked."""
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    info = {"config": {"experimental_config": {"_export_type": recorded}}}
+    (rank_dir / "profiler_info_0.json").write_text(json.dumps(info))
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    assert (rank_dir / OUT / "ascend_pytorch_profiler_0.db").is_file()
+
+
+def test_a_bare_trace_gets_its_db_beside_its_tables(tmp_path: Path) -> None:
+    from npuprof.analysis.report import build_report
+
+    trace = tmp_path / "trace.json"  # prof.export_chrome_trace("trace.json")
+    trace.write_text(json.dumps(_cuda_trace()))
+    build_report(trace, jobs=1, export_db=True)
+    con = sqlite3.connect(tmp_path / "trace.json.npuprof" / "ascend_pytorch_profiler_0.db")
+    assert con.execute("SELECT count(*) FROM TASK").fetchone() == (6,)
+    build_report(trace, jobs=1)  # parsed: nothing rewritten, the db stays
+    assert (tmp_path / "trace.json.npuprof" / "analysis.db").is_file()
+
+
+def test_a_failed_db_export_leaves_the_text_tables_complete_and_no_db(tmp_path: Path) -> None:
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    out = rank_dir / OUT
+    # the db's place taken by a directory: the export fails at its rename, after writing both files
+    (out / "ascend_pytorch_profiler_0.db").unlink()
+    (out / "ascend_pytorch_profiler_0.db").mkdir()
+    outcome = parse_rank_dir(rank_dir, force=True, export_db=True)
+    assert outcome.status == "parsed" and (out / "analyse.done").is_file()
+    summary = json.loads((out / "npuprof_summary.json").read_text())
+    (warning,) = [w for w in summary["warnings"] if "db export" in w]
+    assert "the text tables are complete" in warning and "IsADirectoryError" in warning
+    # no db of the earlier parse left to look current, no temporary file
+    assert not (out / "analysis.db").exists()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def test_the_temporary_files_of_a_killed_writer_are_removed_by_the_next(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    out = rank_dir / OUT
+    out.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    stale = out / f".analysis.db.{dead.stdout.strip()}.tmp"  # its writer was kill -9'ed
+    live = out / f".ascend_pytorch_profiler_0.db.{os.getppid()}.tmp"  # a concurrent parse's: kept
+    stale.write_bytes(b"partial")
+    live.write_bytes(b"partial")
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    assert not stale.exists() and live.exists()
