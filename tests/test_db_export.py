@@ -362,3 +362,20 @@ def test_the_temporary_files_of_a_killed_writer_are_removed_by_the_next(tmp_path
     live.write_bytes(b"partial")
     assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
     assert not stale.exists() and live.exists()
+
+
+def test_a_run_whose_db_failed_says_so_at_its_end(tmp_path: Path) -> None:
+    """The post-processor (`npuprof run --export-type db`): a rank left without a db is named in the run's
+    log as not produced (the run's end lists those lines), since msprof-analyze would drop it silently."""
+    from npuprof.results import handover, postprocess
+    from npuprof.results.extras import not_produced_notes
+
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    (rank_dir / OUT / "ascend_pytorch_profiler_0.db").mkdir(parents=True)  # the db cannot take its place
+    job = handover.CaptureJob(
+        rank_dir=str(rank_dir), record=handover.CaptureRecord(status="complete"), analyse=True, export_db=True
+    )
+    assert postprocess.run_job(job) == 1
+    assert (rank_dir / OUT / "analyse.done").is_file()  # the text tables are complete
+    (note,) = not_produced_notes((tmp_path / "npuprof.log").read_text().splitlines())
+    assert note.startswith("the db export not produced") and "fix: npuprof analyse --export-type db" in note

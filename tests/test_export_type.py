@@ -162,6 +162,9 @@ def test_the_post_processor_hands_export_db_to_the_parser(
 
     def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1, export_db: bool = False):
         asked.append((rank_dir, export_db))
+        if export_db:  # as the parser does (a db missing after the parse is a failure: test_db_export.py)
+            (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir()
+            (rank_dir / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db").write_bytes(b"")
         return ParseOutcome(rank_dir, "parsed")
 
     monkeypatch.setattr(parse, "parse_rank_dir", parse_rank_dir)

@@ -402,6 +402,22 @@ def _log(rank_dir: Path, message: str, level: str = "INFO") -> None:
     logfile.log(rank_dir.parent / layout.RUN_LOG, level, "postprocess", f"{rank_dir.name}: {message}")
 
 
+def _db_missing(rank_dir: Path) -> int:
+    """--export-type db asked for a db this rank did not get (its summary says why): said at the run's end,
+    since msprof-analyze would leave the rank out of the run without a word."""
+    from npuprof.results.extras import not_produced
+
+    why = (
+        "writing it failed (the rank's `npuprof analyse` report says why): msprof-analyze leaves the rank out"
+    )
+    _log(
+        rank_dir,
+        not_produced("the db export", why, "npuprof analyse --export-type db on the result"),
+        "WARNING",
+    )
+    return 1
+
+
 def run_job(job: CaptureJob) -> int:
     """Write the capture's files, then parse and gzip. Returns 0, or 1 when a part failed."""
     from npuprof.results.atomic import write_json
@@ -426,6 +442,8 @@ def run_job(job: CaptureJob) -> int:
             outcome = parse_rank_dir(rank_dir, export_db=job.export_db)
             if outcome.ok:
                 _log(rank_dir, f"analysed in {outcome.seconds:.1f} s: {', '.join(outcome.files)}")
+                if job.export_db and not layout.has_profiler_db(rank_dir):
+                    status |= _db_missing(rank_dir)
             else:
                 why = f"{outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
                 _log(rank_dir, f"not analysed ({why}); run npuprof analyse on it later", "WARNING")
