@@ -379,3 +379,28 @@ def test_a_run_whose_db_failed_says_so_at_its_end(tmp_path: Path) -> None:
     assert (rank_dir / OUT / "analyse.done").is_file()  # the text tables are complete
     (note,) = not_produced_notes((tmp_path / "npuprof.log").read_text().splitlines())
     assert note.startswith("the db export not produced") and "fix: npuprof analyse --export-type db" in note
+
+
+def test_a_db_writer_that_dies_leaves_no_db_and_the_next_parse_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-j 2: the db is written by a forked process; one killed mid-write (kill -9, the OOM killer) must not
+    leave the previous parse's db looking current, nor its temporary files."""
+    from npuprof.analysis import db_export
+
+    rank_dir = handmade.write_rank_dir(tmp_path, _cuda_trace())
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    out = rank_dir / OUT
+
+    def dies(out_dir: Path, _src: Any) -> list[str]:
+        (out_dir / f".analysis.db.{os.getpid()}.tmp").write_bytes(b"partial")
+        os._exit(9)
+
+    monkeypatch.setattr(db_export, "write_databases", dies)
+    assert parse_rank_dir(rank_dir, force=True, workers=2, export_db=True).status == "parsed"
+    assert not list(out.glob("*.db")) and not list(out.glob(".*tmp"))
+    summary = json.loads((out / "npuprof_summary.json").read_text())
+    assert any("db export" in w and "failed" in w for w in summary["warnings"])
+    monkeypatch.undo()
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"  # not "cached": no db
+    assert (out / "ascend_pytorch_profiler_0.db").is_file() and (out / "analysis.db").is_file()

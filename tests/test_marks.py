@@ -179,7 +179,7 @@ def test_a_value_cut_is_warned_once_a_process(distributed: dict[str, Any]) -> No
 # ---- the db export of this run (issue 14): its tables against the raw traces, then msprof-analyze ---------
 DB_RECIPES = (
     "hccl_sum", "compute_op_sum", "communication_group_map", "communication_time_sum",
-    "communication_matrix_sum", "pp_chart", "mstx_sum", "module_statistic", "all",
+    "communication_matrix_sum", "pp_chart", "mstx_sum", "module_statistic", "free_analysis", "all",
 )  # fmt: skip
 
 
@@ -218,7 +218,7 @@ def test_the_db_export_feeds_msprof_analyzes_recipes(distributed: dict[str, Any]
             for e in exact["traceEvents"]
             if e.get("cat") == "cpu_op" and e.get("ph") == "X"
         )
-        assert sorted(con.execute("SELECT startNs, endNs FROM PYTORCH_API")) == expected
+        assert sorted(con.execute("SELECT startNs, endNs FROM PYTORCH_API WHERE type = 50001")) == expected
         gloo = [e for e in _spans(distributed["traces"][rank]) if e["name"].startswith("gloo:")]
         comm = con.execute("SELECT count(*) FROM COMMUNICATION_OP").fetchone()[0]
         assert comm == len(gloo) > 0
@@ -267,6 +267,12 @@ def test_the_db_export_feeds_msprof_analyzes_recipes(distributed: dict[str, Any]
     module_rows = rows(cluster, "ModuleStatistic")
     assert {r["rankID"] for r in module_rows} == {0, 1}
     assert {r["module"].removeprefix("[Backward]") for r in module_rows} <= modules
+    # free_analysis joins each task to its framework call and its launch: every gap's idle times are
+    # within the capture (not counted from 0 for a task without them)
+    free = rows(cluster, "FreeAnalysis")
+    assert free and all(
+        abs(r[k] or 0) < 1e7 for r in free for k in ("pytorchIdleTime(us)", "cannIdleTime(us)")
+    ), [(r["pytorchIdleTime(us)"], r["cannIdleTime(us)"], r["reason"]) for r in free]
     step_rows = [r for r in rows(cluster, "ClusterStepTraceTime") if r["type"] == "rank"]
     assert len(step_rows) == 2 * RECORDED and len(rows(cluster, "RankDeviceMap")) == 2
 

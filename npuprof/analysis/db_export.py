@@ -277,6 +277,41 @@ class _Tables:
         self.task_links = self._task_links()
         self.conn_of_op = self._op_groups(src.tables.kernels.launcher)
         self.comm_links = self._comm_links()
+        self.next_group = int(self.conn_of_op.max()) + 1 if len(self.conn_of_op) else 0
+        self.extra_links = self._collective_task_links()
+        # the ranges' host side, made with MSTX_EVENTS (mstx()): PYTORCH_API, CONNECTION_IDS and CANN_API rows
+        self.range_rows: dict[str, list[tuple[Any, ...]]] = {
+            "PYTORCH_API": [],
+            "CONNECTION_IDS": [],
+            "CANN_API": [],
+        }
+
+    def _group(self) -> int:
+        self.next_group += 1
+        return self.next_group - 1
+
+    def _collective_task_links(self) -> list[tuple[int, int]]:
+        """CONNECTION_IDS rows of a CPU capture's collective spans (gloo's worker threads): each to the
+        communication operator (``c10d::allreduce_``...) that issued it, the last one to start before it."""
+        k, ops, x = self.src.tables.kernels, self.src.ops, self.src.extract
+        if k.launcher is None or k.stream_names is None or not len(k) or not len(ops.ts):
+            return []
+        spans = np.flatnonzero(k.launcher < 0)
+        names = np.unique(ops.name)
+        comm_names = names[[vocab.is_comm_operator(x.strings[i]) for i in names.tolist()]]
+        issuers = np.flatnonzero(np.isin(ops.name, comm_names))
+        if not len(spans) or not len(issuers):
+            return []
+        starts = ns_of(ops.ts[issuers]) + self.src.base_ns
+        order = np.argsort(starts, kind="stable")
+        issuers, starts = issuers[order], starts[order]
+        at = np.searchsorted(starts, k.start_ns[spans], side="right") - 1
+        links = []
+        for task, op in zip(spans[at >= 0].tolist(), issuers[at[at >= 0]].tolist(), strict=True):
+            if self.conn_of_op[op] < 0:
+                self.conn_of_op[op] = self._group()
+            links.append((int(self.conn_of_op[op]), int(self.task_links[task])))
+        return links
 
     def _link(self) -> int:
         self.next_link += 1
@@ -351,6 +386,7 @@ class _Tables:
         mstx, mstx_tasks = self.mstx()
         yield "MSTX_EVENTS", mstx
         yield "TASK", mstx_tasks
+        yield from self.range_rows.items()
         yield "GC_RECORD", self.gc_record()
         records, op_memory = self.memory()
         yield "MEMORY_RECORD", records
@@ -492,7 +528,8 @@ class _Tables:
         launched = np.flatnonzero(k.launcher >= 0)
         groups = self.conn_of_op[k.launcher[launched]]
         order = np.lexsort((launched, groups))
-        return zip(groups[order].tolist(), self.task_links[launched[order]].tolist(), strict=True)
+        rows = list(zip(groups[order].tolist(), self.task_links[launched[order]].tolist(), strict=True))
+        return sorted(rows + self.extra_links, key=lambda row: row[0])
 
     def tasks(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         k, x = self.src.tables.kernels, self.src.extract
@@ -646,9 +683,23 @@ class _Tables:
                              schema.UNSET, -1, schema.UNSET, schema.UNSET)
                         )  # fmt: skip
                         next_task += 1
+                        self._range_host_side(start, end, gtid, self.s(name), link)
                 rows.append((start, end, event, schema.UNSET, 0, self.s(name), gtid, gtid, domain, link))
         rows += self._module_ranges()
         return rows, tasks
+
+    def _range_host_side(self, start: int, end: int, gtid: int, name: int, link: int) -> None:
+        """A range with a device task: its host call as torch_npu's and CANN's tables have an mstx range's
+        (a PYTORCH_API row of type ``mstx`` linked to the task, and the runtime call that started it), so
+        that readers joining a task to its framework call and its launch (free_analysis) find both."""
+        group = self._group()
+        self.range_rows["PYTORCH_API"].append(
+            (start, end, gtid, group, name, None, None, None, None, None, schema.API_MSTX)
+        )
+        self.range_rows["CONNECTION_IDS"].append((group, link))
+        self.range_rows["CANN_API"].append(
+            (start, start, schema.API_RUNTIME, gtid, link, self.s("mstxRangeStart"))
+        )
 
     def _range_device_spans(self, spans: Spans) -> list[tuple[int, int] | None] | None:
         """Per range, (first start, last end) of the device tasks launched by operators that start

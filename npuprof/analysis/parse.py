@@ -243,11 +243,20 @@ def _db_outputs(out_dir: Path, sources: Any) -> dict[str, Any]:
         result["files"] = db_export.write_databases(out_dir, sources)
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
-        for name in (layout.profiler_db_name(sources.rank), layout.ANALYSIS_DB):
-            with contextlib.suppress(OSError):
-                (out_dir / name).unlink()
+        _drop_db(out_dir, sources.rank)
     result["seconds"] = (time.perf_counter() - wall, time.process_time() - cpu)
     return result
+
+
+def _drop_db(out_dir: Path, rank: int | None) -> None:
+    """After a failed export: no db of an earlier parse left to look current, no temporary file of the
+    writer (a forked one that died is gone by now)."""
+    from npuprof.analysis.db_export import remove_stale_temps
+
+    for name in (layout.profiler_db_name(rank), layout.ANALYSIS_DB):
+        with contextlib.suppress(OSError):
+            (out_dir / name).unlink()
+    remove_stale_temps(out_dir)
 
 
 def _db_warning(error: str | None) -> list[str]:
@@ -473,8 +482,9 @@ def _write_outputs(
     if db_job is not None:
         try:
             db_result = db_job.result()
-        except Exception as exc:  # the child died: the text tables stand without it
+        except (Exception, SystemExit) as exc:  # the child died: the text tables stand without it
             db_result = {"files": [], "seconds": (0.0, 0.0), "error": f"{type(exc).__name__}: {exc}"}
+            _drop_db(out_dir, rank)
         phase("wait for the db")
         phase.report("(db)", *db_result["seconds"])
         written += db_result["files"]
