@@ -346,21 +346,23 @@ def test_a_failed_db_export_leaves_the_text_tables_complete_and_no_db(tmp_path: 
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
 
 
-def test_the_temporary_files_of_a_killed_writer_are_removed_by_the_next(tmp_path: Path) -> None:
+def test_the_temporary_files_of_a_killed_db_writer_are_removed(tmp_path: Path) -> None:
+    """A db writer's temporary file names its process; one whose process is gone is removed by the next
+    export even where the directory's other leftovers cannot be (another parse holds it)."""
     import subprocess
     import sys
 
-    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
-    out = rank_dir / OUT
-    out.mkdir()
+    from npuprof.analysis.db_export import remove_stale_temps
+
+    out = tmp_path
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     stale = out / f".analysis.db.{dead.stdout.strip()}.tmp"  # its writer was kill -9'ed
-    live = out / f".ascend_pytorch_profiler_0.db.{os.getppid()}.tmp"  # a concurrent parse's: kept
+    live = out / f".ascend_pytorch_profiler_0.db.{os.getppid()}.tmp"  # a running writer's: kept
     stale.write_bytes(b"partial")
     live.write_bytes(b"partial")
-    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    remove_stale_temps(out)
     assert not stale.exists() and live.exists()
 
 
@@ -404,3 +406,26 @@ def test_a_db_writer_that_dies_leaves_no_db_and_the_next_parse_writes_it(
     monkeypatch.undo()
     assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"  # not "cached": no db
     assert (out / "ascend_pytorch_profiler_0.db").is_file() and (out / "analysis.db").is_file()
+
+
+def test_a_killed_parses_leftovers_are_removed_unless_a_parse_is_running_there(tmp_path: Path) -> None:
+    """A parse killed mid-way leaves its temporary files and the trace_view.json it moved aside; the next
+    parse removes them, unless another parse holds the directory (its files are live)."""
+    import fcntl
+
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    out = rank_dir / OUT
+    out.mkdir()
+    left = [out / ".trace_view.json.0a1b2c.old", out / ".kernel_details.csv.3d4e5f.tmp"]
+    for path in left:
+        path.write_bytes(b"left by kill -9")
+    held = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another parse is writing here
+        assert parse_rank_dir(rank_dir).status == "parsed"
+        assert all(path.exists() for path in left)
+    finally:
+        os.close(held)
+    assert parse_rank_dir(rank_dir, force=True).status == "parsed"
+    assert not any(path.exists() for path in left)
+    assert (out / "trace_view.json").is_file()

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,46 @@ def write_json_fast(path: Path, obj: Any, indent: int = 4) -> None:
 
     data = msgspec.json.encode(obj)
     write_bytes(path, (msgspec.json.format(data, indent=indent) if indent else data) + b"\n")
+
+
+@contextlib.contextmanager
+def _alone_in(out_dir: Path) -> Iterator[bool]:
+    """Hold an exclusive, non-blocking ``flock`` on the directory ``out_dir`` itself (no lock file) while
+    parsing: True when this parse got it, so no other parse writes there now (the lock dies with its
+    holder, kill -9 included). Parsing goes on either way; the lock only tells whether the temporary files
+    there are a dead parse's."""
+    import fcntl
+
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_DIRECTORY", 0)
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        fd = os.open(out_dir, flags)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+        else:
+            yield True
+    finally:
+        os.close(fd)
+
+
+def _remove_leftovers(out_dir: Path) -> None:
+    """Delete what a parse killed mid-way left behind (its temporary files: ``.<name>.<...>.tmp``, and a
+    ``trace_view.json`` it had moved aside: ``.trace_view.json.<...>.old``); only plain files."""
+    for entry in os.scandir(out_dir):
+        name = entry.name
+        if name.startswith(".") and name.endswith((".tmp", ".old")) and entry.is_file(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
 
 
 def _capture_asked_for_db(rank_dir: Path) -> bool:
@@ -162,8 +202,11 @@ def parse_rank_dir(
         if done.exists():
             done.unlink()
         make_dir(out_dir)
-        # a db already there is rewritten with the tables: it never describes an older parse
-        outcome.files = write_outputs(raw, out_dir, outcome.rank, workers, export_db or has_db)
+        with _alone_in(out_dir) as alone:
+            if alone:
+                _remove_leftovers(out_dir)
+            # a db already there is rewritten with the tables: it never describes an older parse
+            outcome.files = write_outputs(raw, out_dir, outcome.rank, workers, export_db or has_db)
         write_text(done, "")
         outcome.files.append(layout.ANALYSE_DONE)
         outcome.status = "parsed"
