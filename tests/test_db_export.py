@@ -286,7 +286,12 @@ def test_msprof_analyze_recipes_on_a_cuda_cluster(tmp_path: Path) -> None:
         (rank, step, 300 if step == 1 else 150) for rank in range(4) for step in (1, 2)
     ]
     assert len(rows(out, "RankDeviceMap")) == 4
-    assert {r["name"] for r in rows(out, "CannApiSum")} == {"c10d:allreduce", "c10d:recv", "launch"}
+    assert {r["name"] for r in rows(out, "CannApiSum")} == {
+        "c10d:allreduce",
+        "c10d:recv",
+        "launch",
+        "mstxRangeStart",
+    }
     # pp_chart: each rank's ranges at the device times of what they launched
     for rank_dir in sorted(cluster.glob("*_ascend_pt")):
         rank = int(rank_dir.name.split("_")[1])
