@@ -434,3 +434,23 @@ def test_a_killed_parses_leftovers_are_removed_unless_a_parse_is_running_there(t
     assert parse_rank_dir(rank_dir, force=True).status == "parsed"
     assert not any(path.exists() for path in left)
     assert (out / "trace_view.json").is_file()
+
+
+@pytest.mark.parametrize("marked_done", [False, True])
+def test_a_rank_dir_torch_npu_parsed_into_its_db_only_is_named_as_such(
+    tmp_path: Path, marked_done: bool
+) -> None:
+    """torch_npu with export_type=Db leaves its raw data and the db, no text tables: not "needs torch_npu"
+    nor "unreadable", but what it is and what to do."""
+    rank_dir = tmp_path / "h_1_20250101000000000_ascend_pt"
+    for sub in ("FRAMEWORK", "PROF_000001_x", OUT):
+        (rank_dir / sub).mkdir(parents=True)
+    (rank_dir / "profiler_info_0.json").write_text('{"config": {}}')
+    sqlite3.connect(rank_dir / OUT / "ascend_pytorch_profiler_0.db").execute(
+        "CREATE TABLE STEP_TIME (id INTEGER)"
+    )
+    if marked_done:  # npuprof ran torch_npu's parser in the run and marked the dir
+        (rank_dir / OUT / "analyse.done").write_text("")
+    outcome = parse_rank_dir(rank_dir)
+    assert (outcome.status, outcome.ok) == ("db_only", False)
+    assert "--export-type text,db" in outcome.reason and "msprof-analyze" in outcome.reason

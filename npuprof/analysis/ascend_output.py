@@ -54,6 +54,17 @@ def parsed_by_torch_npu(rank_dir: Path) -> bool:
     return not (out / SUMMARY_FILE).exists() and layout.find_raw_trace(rank_dir) is None
 
 
+def db_only_by_torch_npu(rank_dir: Path) -> bool:
+    """torch_npu parsed this rank dir into its db only (``export_type=Db``): a profiler db, none of its
+    text tables, nothing of npuprof's (no summary, no Kineto trace it would parse)."""
+    from npuprof.analysis.parse import SUMMARY_FILE
+
+    out = rank_dir / layout.PARSED_DIR
+    if not layout.has_profiler_db(rank_dir) or (out / STEP_FILE).exists() or (out / KERNEL_FILE).exists():
+        return False
+    return not (out / SUMMARY_FILE).exists() and layout.find_raw_trace(rank_dir) is None
+
+
 def summary_of(rank_dir: Path) -> Summary:
     """The summary of a rank dir torch_npu parsed; AscendTableError when its step table is unreadable."""
     out = rank_dir / layout.PARSED_DIR

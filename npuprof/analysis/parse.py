@@ -30,7 +30,7 @@ SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analy
 @dataclass
 class ParseOutcome:
     """What happened to one rank dir. ``status``: parsed | cached | failed | incomplete | missing | corrupt |
-    truncated | needs_torch_npu. ``ok`` is true for parsed and cached."""
+    truncated | needs_torch_npu | db_only. ``ok`` is true for parsed and cached."""
 
     rank_dir: Path
     status: str
@@ -176,11 +176,19 @@ def parse_rank_dir(
         done = out_dir / layout.ANALYSE_DONE
         has_db = layout.has_profiler_db(rank_dir)
         export_db = export_db or _capture_asked_for_db(rank_dir)
+        from npuprof.analysis import ascend_output
+
+        if ascend_output.db_only_by_torch_npu(rank_dir):
+            outcome.status = "db_only"
+            outcome.reason = (
+                "torch_npu parsed it into its db only (export_type db: ASCEND_PROFILER_OUTPUT/"
+                "ascend_pytorch_profiler_*.db); npuprof's report reads torch_npu's text tables: capture with "
+                "--export-type text,db for both; msprof-analyze's db recipes read this db as it is"
+            )
+            return outcome
         if done.exists() and not force and (has_db or not export_db):
             outcome.status = "cached"
             return outcome
-        from npuprof.analysis import ascend_output
-
         if ascend_output.parsed_by_torch_npu(rank_dir):  # its tables are read as they are, never re-parsed
             outcome.status = "cached"
             return outcome
