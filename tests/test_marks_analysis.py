@@ -424,6 +424,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--steps", "5", "--gc-step", "3",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    (out.parent / "stderr.txt").write_text(result.stderr)
     (rank_dir,) = rank_dirs(out)
     return rank_dir
 
@@ -511,3 +512,5 @@ def test_the_post_processor_writes_the_db_with_the_marks_and_gc(real_run: Path) 
     pauses = sorted((e["start_ns"], e["end_ns"]) for e in record["events"])
     assert sorted(con.execute("SELECT startNs, endNs FROM GC_RECORD")) == pauses and pauses
     assert [r[0] for r in con.execute("SELECT id FROM STEP_TIME ORDER BY id")] == [2, 3, 4]
+    stderr = (real_run.parent.parent / "stderr.txt").read_text()
+    assert "msprof-analyze cluster -d" in stderr[stderr.index("next: ") :]  # the run's end points there
