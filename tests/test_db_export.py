@@ -454,3 +454,32 @@ def test_a_rank_dir_torch_npu_parsed_into_its_db_only_is_named_as_such(
     outcome = parse_rank_dir(rank_dir)
     assert (outcome.status, outcome.ok) == ("db_only", False)
     assert "--export-type text,db" in outcome.reason and "msprof-analyze" in outcome.reason
+
+
+def test_torch_npus_own_trace_view_gets_a_db_of_its_operators_and_tasks(tmp_path: Path) -> None:
+    """The real trace_view.json of a torch_npu run (tests/fixtures/ascend-real, SOURCE.md there), analysed as
+    a trace with --export-type db: its operators, its Ascend Hardware tasks linked to them by its async_npu
+    flows, its step; counted here from the JSON itself."""
+    from npuprof.analysis.report import build_report
+
+    real = Path(__file__).resolve().parent / "fixtures" / "ascend-real" / "trace_view.json"
+    trace = tmp_path / "trace_view.json"
+    shutil.copyfile(real, trace)
+    build_report(trace, jobs=1, export_db=True)
+    events = json.loads(real.read_text())
+    processes = {
+        e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"
+    }
+    x_events = [e for e in events if e.get("ph") == "X"]
+    ops = [e for e in x_events if e.get("cat") == "cpu_op" and not e["name"].startswith("ProfilerStep#")]
+    tasks = [e for e in x_events if processes.get(e["pid"]) == "Ascend Hardware"]
+    flows = {e["id"] for e in events if e.get("cat") == "async_npu" and e["ph"] == "f"}
+    (db,) = (tmp_path / "trace_view.json.npuprof").glob("ascend_pytorch_profiler*.db")
+    con = sqlite3.connect(db)
+    s = _strings(con)
+    assert con.execute("SELECT count(*) FROM PYTORCH_API WHERE type = 50001").fetchone() == (len(ops),)
+    names = sorted(s[n] for (n,) in con.execute("SELECT t.name FROM COMPUTE_TASK_INFO t"))
+    assert names == sorted(e["name"] for e in tasks)
+    linked = con.execute("SELECT count(DISTINCT connectionId) FROM CONNECTION_IDS").fetchone()[0]
+    assert linked == len(flows)  # each flow ends at one task: that task is linked to its operator
+    assert [r[0] for r in con.execute("SELECT id FROM STEP_TIME")] == [1]
