@@ -275,6 +275,15 @@ def test_the_db_export_feeds_msprof_analyzes_recipes(distributed: dict[str, Any]
     ), [(r["pytorchIdleTime(us)"], r["cannIdleTime(us)"], r["reason"]) for r in free]
     step_rows = [r for r in rows(cluster, "ClusterStepTraceTime") if r["type"] == "rank"]
     assert len(step_rows) == 2 * RECORDED and len(rows(cluster, "RankDeviceMap")) == 2
+    # the advisor, which reads a rank dir with a db in its db mode
+    rank0 = out / distributed["dirs"][0].name
+    advice = subprocess.run(
+        [msprof, "advisor", "computation", "-d", str(rank0), "-o", str(tmp_path / "advice"), "-l", "en"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert "Do analysis error" not in advice.stdout + advice.stderr, (advice.stdout + advice.stderr)[-3000:]
+    assert list((tmp_path / "advice").glob("mstt_advisor_*.html"))
 
 
 @pytest.fixture(scope="module")
