@@ -45,11 +45,12 @@ def _cuda_trace(rank: int = 0, world: int = 2, allreduce_us: float = 250) -> dic
             ev["args"]["Process Group Ranks"] = json.dumps(ranks)
         if ev.get("name") == "ncclDevKernel_AllReduce_Sum_f32":
             ev["dur"] = allreduce_us
-    # a memcpy in step 2, launched by aten::mul (External id 5)
-    trace["traceEvents"].append(
+    # a memcpy in step 2, launched by aten::mul (External id 5), its runtime call on another thread (300)
+    trace["traceEvents"] += [
         x("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 1600, 50, pid=0, tid=7, correlation=16, stream=7,
-          device=0, **{"External id": 5})
-    )  # fmt: skip
+          device=0, **{"External id": 5}),
+        x("cudaMemcpyAsync", "cuda_runtime", 1590, 5, tid=300, correlation=16, **{"External id": 5}),
+    ]  # fmt: skip
     return trace
 
 
@@ -142,6 +143,7 @@ def test_collectives_are_communication_ops_in_hccls_naming(cuda_dir: Path) -> No
         (12, _ns(40), _ns(45), 10000, main),
         (13, _ns(300), _ns(310), 5500, main),
         (15, _ns(1250), _ns(1260), 5500, main),
+        (16, _ns(1590), _ns(1595), 10000, 100 * 2**32 + 300),  # the runtime call's own thread
     ]
     groups = json.loads(dict(con.execute("SELECT name, value FROM META_DATA"))["parallel_group_info"])
     assert groups["0"] == {"group_name": "default_pg", "group_rank": 0, "global_ranks": [0, 1]}

@@ -606,6 +606,11 @@ class _Tables:
         tids = np.where(
             launcher >= 0, self.gtid[ops.thread[np.maximum(launcher, 0)]] if len(ops.ts) else 0, 0
         )
+        if k.stream_names is None:  # the runtime call's own thread, where the trace numbers it
+            pid = np.frombuffer(x.launch_pid, dtype=np.int64)[at]
+            tid = np.frombuffer(x.launch_tid, dtype=np.int64)[at]
+            known = (pid >= 0) & (tid >= 0)
+            tids = np.where(known, ((pid & 0x7FFFFFFF) << 32) | (tid & 0xFFFFFFFF), tids)
         name = self.s("launch")
         out = []
         for a, b, tid, link in zip(

@@ -148,6 +148,8 @@ _COLUMNS = {
     "launch_corr": np.int64,
     "launch_ts": np.float64,
     "launch_dur": np.float64,
+    "launch_pid": np.int64,  # -1 where the trace's id is not a number
+    "launch_tid": np.int64,
     "mem_ts": np.float64,
     "mem_thread": np.int32,
     "mem_alloc": np.float64,
@@ -289,6 +291,11 @@ def id_column(values: list[Any]) -> np.ndarray:
     return np.array([_int_or(v) for v in values], dtype=np.int64)
 
 
+def _id_or_none(value: Any) -> int:
+    """A process or thread id as int64, -1 for one that is not a number in range ("stream 7")."""
+    return value if type(value) is int and 0 <= value < 1 << 62 else -1
+
+
 def _int_or(value: Any, default: int = -1) -> int:
     return (
         value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62 else default
@@ -407,6 +414,8 @@ class _TGpuAnnot(_TAnnot, tag=vocab.GPU_USER_ANNOTATION, gc=False):
 
 class _TRuntime(_Typed, tag=vocab.RUNTIME, gc=False):
     ph: Literal["X"]
+    pid: int | str = 0
+    tid: int | str = 0
     args: LaunchArgs = msgspec.field(default_factory=LaunchArgs)
 
 
@@ -939,6 +948,12 @@ class Extract:
             launches = _pick(events, sel.ri[ok])
             parts["launch_ts"].append(np.fromiter(map(_TS, launches), np.float64, len(launches)))
             parts["launch_dur"].append(np.fromiter(map(_DUR, launches), np.float64, len(launches)))
+            parts["launch_pid"].append(
+                np.fromiter(map(_id_or_none, map(_PID, launches)), np.int64, len(launches))
+            )
+            parts["launch_tid"].append(
+                np.fromiter(map(_id_or_none, map(_TID, launches)), np.int64, len(launches))
+            )
         if sel.mems:
             margs = sel.margs
             k = len(sel.mems)
