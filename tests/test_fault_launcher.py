@@ -178,7 +178,9 @@ def test_a_second_sigint_kills_the_jobs_process_group(out: Path, tmp_path: Path)
         "import subprocess\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        f"pathlib.Path({str(tmp_path / 'grandchild')!r}).write_text(str(child.pid))\n"
+        # written whole, then named: the test reads it as soon as the name is there
+        f"pathlib.Path({str(tmp_path / 'grandchild.tmp')!r}).write_text(str(child.pid))\n"
+        f"os.replace({str(tmp_path / 'grandchild.tmp')!r}, {str(tmp_path / 'grandchild')!r})\n"
         "time.sleep(60)\n",
     )
     proc = subprocess.Popen(
