@@ -6,11 +6,14 @@ How a Kineto trace maps onto the tables: operators are ``PYTORCH_API`` rows; the
 ``kernel_details.csv`` (device kernels, memcpy and memset; on a CPU capture the step thread's innermost
 operators and the collectives' spans, as that table has them) are ``TASK`` rows, the computing ones also
 ``COMPUTE_TASK_INFO`` rows; each operator is linked to the tasks it launched through ``CONNECTION_IDS``
-(a task's connection id: its correlation id, or a number of ours on the CPU). Collectives are
-``COMMUNICATION_OP`` rows named in HCCL's form (``hcom_allReduce__846_0_1``: the same name on every rank
-of the group), each with the host call that issued it as a ``CANN_API`` row. Marks and ranges, module
-spans (``nn.Module: X`` frames, domain ``Module``) are ``MSTX_EVENTS``; GC pauses ``GC_RECORD``. Each file
-is written under a temporary name and renamed: a partial db never looks complete.
+(a task's connection id: its correlation id, or a number of ours on the CPU), and has its launch as a
+``CANN_API`` row (the runtime call; on the CPU the operator). Collectives are ``COMMUNICATION_OP`` rows
+named in HCCL's form (``hcom_allReduce__846_0_1``: the same name on every rank of the group), each with
+the host call that issued it as a ``CANN_API`` row. Marks and ranges, module spans (``nn.Module: X``
+frames, domain ``Module``) are ``MSTX_EVENTS``, a range with a device task also a ``PYTORCH_API`` row of
+type ``mstx``; GC pauses ``GC_RECORD``. So every task has a framework call and a launch, as msprof-analyze's
+readers expect. Both files are written under temporary names and renamed together: a partial db never
+looks complete.
 """
 
 from __future__ import annotations
