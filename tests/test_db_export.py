@@ -485,3 +485,17 @@ def test_torch_npus_own_trace_view_gets_a_db_of_its_operators_and_tasks(tmp_path
     linked = con.execute("SELECT count(DISTINCT connectionId) FROM CONNECTION_IDS").fetchone()[0]
     assert linked == len(flows)  # each flow ends at one task: that task is linked to its operator
     assert [r[0] for r in con.execute("SELECT id FROM STEP_TIME")] == [1]
+
+
+def test_analyse_says_when_a_rank_of_the_run_is_left_without_a_db(tmp_path: Path) -> None:
+    """One rank's export fails (its db's place taken): the run is mixed, which msprof-analyze hides."""
+    from npuprof.analysis.report import build_report
+
+    good = handmade.write_rank_dir(tmp_path, handmade.cpu_trace(), 0, name="h_1_20250101000000000")
+    bad = handmade.write_rank_dir(tmp_path, handmade.cpu_trace(), 1, name="h_2_20250101000000000")
+    (bad / OUT / "ascend_pytorch_profiler_1.db").mkdir(parents=True)
+    notes: list[str] = []
+    build_report(tmp_path, jobs=1, export_db=True, on_note=notes.append)
+    assert (good / OUT / "ascend_pytorch_profiler_0.db").is_file()
+    (gap,) = [n for n in notes if "no profiler db" in n]
+    assert gap.startswith("1 of 2 rank dirs") and bad.name in gap and good.name not in gap

@@ -406,6 +406,9 @@ def recording_parse(rank_dir: Path, force: bool = False, workers: int = 1, expor
     line per call, appended to a file so that calls in pool processes are heard too."""
     with open(Path(rank_dir).parent / ASKED_LOG, "a") as f:
         f.write(json.dumps([Path(rank_dir).name, export_db]) + "\n")
+    out = Path(rank_dir) / "ASCEND_PROFILER_OUTPUT"
+    if export_db and out.is_dir() and not list(out.glob("*.csv")):  # the db, as the parser writes it
+        (out / f"ascend_pytorch_profiler_{Path(rank_dir).name.split('_')[1]}.db").write_bytes(b"")
     return ParseOutcome(Path(rank_dir), "failed", "recorded only")
 
 

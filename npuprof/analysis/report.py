@@ -74,7 +74,7 @@ def _parse_bare(trace: Path, force: bool, workers: int, export_db: bool = False)
     out_dir = trace.parent / (trace.name + BARE_SUFFIX)
     outcome = ParseOutcome(trace, "failed")
     done = out_dir / layout.ANALYSE_DONE
-    has_db = out_dir.is_dir() and any(layout.PROFILER_DB_RE.match(p.name) for p in out_dir.iterdir())
+    has_db = layout.holds_profiler_db(out_dir)
     if done.exists() and not force and (has_db or not export_db):
         outcome.status = "cached"
         return outcome, out_dir
@@ -180,6 +180,23 @@ def plan_db(rank_dirs: list[Path], export_db: bool) -> tuple[frozenset[Path], li
             )
         )
     return wanted, notes
+
+
+def _db_gaps(rank_dirs: list[Path]) -> list[str]:
+    """After parsing: when some rank dirs of the run have a db and others still not (the export failed, a
+    rank left no trace), the one line that says msprof-analyze will leave those out without a word."""
+    from npuprof.analysis.ascend_output import parsed_by_torch_npu
+
+    have = [d for d in rank_dirs if layout.has_profiler_db(d)]
+    # those torch_npu parsed were named before parsing (plan_db)
+    without = [d.name for d in rank_dirs if d not in have and not parsed_by_torch_npu(d)]
+    if not have or not without:
+        return []
+    shown = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
+    return [
+        f"{len(without)} of {len(rank_dirs)} rank dirs have no profiler db ({shown}): msprof-analyze's db "
+        "recipes will leave them out of the run without a word (each one's report says why)"
+    ]
 
 
 def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
@@ -473,6 +490,9 @@ def build_report(
             on_start(len(rank_dirs))
         for outcome in parse_all(rank_dirs, jobs, force, on_done, db_dirs):
             targets.append((outcome, outcome.rank_dir / layout.PARSED_DIR))
+        if on_note:
+            for note in _db_gaps(rank_dirs):
+                on_note(note)
     else:
         raise NothingToAnalyse(
             f"{path} is neither a result directory nor a trace file (a Chrome trace: a JSON object with "
