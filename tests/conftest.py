@@ -134,3 +134,22 @@ def torchrun_capture(tmp_path_factory) -> Path:
     run_capture([*cmd, str(ANALYSE_CAPTURE), str(root / "out"), "--gzip-rank", "1"], root)
     assert len(list((root / "out").glob("*_ascend_pt"))) == 2
     return root / "out"
+
+
+def run_on_thread(fn, name: str | None = None, timeout: float | None = None) -> int:
+    """Run ``fn`` on a new thread and wait for it; re-raise (as an assertion) what it raised; its ident."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name=name)
+    thread.start()
+    thread.join(timeout)
+    assert not errors, errors
+    return thread.ident or 0

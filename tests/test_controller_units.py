@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import torch.autograd.profiler as autograd_profiler
 import torch.profiler as tp
+from conftest import run_on_thread
 
 from npuprof.agent import controller as controller_module
 from npuprof.agent import user_profiler
@@ -861,18 +862,7 @@ def test_a_request_to_finish_that_comes_after_the_capture_ended(monkeypatch: pyt
 
 # ---- threads --------------------------------------------------------------------------------------------
 def _thread(fn: Any, name: str = "trainer") -> None:
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            fn()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, name=name)
-    thread.start()
-    thread.join(10)
-    assert not errors, errors
+    run_on_thread(fn, name, timeout=10)
 
 
 def test_the_first_thread_to_step_drives_and_its_end_finishes_the_capture() -> None:

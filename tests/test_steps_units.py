@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import threading
 import types
 from _thread import get_ident
 from collections import OrderedDict
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 import torch
 import torch.optim.optimizer as optimizer_module
+from conftest import run_on_thread
 from torch.amp.grad_scaler import GradScaler
 
 from npuprof.agent import steps as steps_module
@@ -377,19 +377,7 @@ def test_objects_without_weak_references(world: World) -> None:
 
 # ---- threads --------------------------------------------------------------------------------------
 def _on_thread(fn: Any) -> int:
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            fn()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    assert not errors, errors
-    return thread.ident or 0
+    return run_on_thread(fn)
 
 
 def test_steps_on_a_thread_that_does_not_drive_are_passed_over(world: World) -> None:

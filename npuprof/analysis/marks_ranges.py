@@ -27,7 +27,7 @@ from npuprof.analysis.cells import ns_of
 from npuprof.analysis.side_records import read_epoch_spans
 from npuprof.analysis.step_breakdown import StepWindows
 from npuprof.analysis.trace_body import epoch_texts
-from npuprof.analysis.trace_loader import Time, TimeOrText, TraceReader
+from npuprof.analysis.trace_loader import EventHead, TraceReader
 from npuprof.analysis.vocabulary import USER_ANNOTATION
 
 MARKS_FILE = "npuprof_marks.json"  # written by the capture (agent/capture_annotations.py)
@@ -126,16 +126,8 @@ def _msprof_tx(info: Path) -> bool:
         return False
 
 
-class _Annotation(msgspec.Struct, gc=False):
+class _Annotation(EventHead, gc=False):
     """The fields of an event read here (``args`` and the rest are skipped)."""
-
-    name: str = ""
-    ph: str = ""
-    cat: str = ""
-    ts: TimeOrText = 0.0
-    dur: Time = 0.0
-    pid: int | str = 0
-    tid: int | str = 0
 
 
 _SPACE = b" \t\r\n"

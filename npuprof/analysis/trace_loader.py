@@ -112,9 +112,8 @@ Time = Annotated[float, msgspec.Meta(ge=-TIME_LIMIT, le=TIME_LIMIT)]
 TimeOrText = Time | str
 
 
-class ScanEvent(msgspec.Struct, gc=False):
-    """The fields of an event the tables read (others are skipped by the decoder); ``id`` pairs the two
-    ends of a flow (torch_npu's ``async_npu`` launches, read by the tables)."""
+class EventHead(msgspec.Struct, gc=False):
+    """What every reader of events needs of one (the decoder skips the rest)."""
 
     name: str = ""
     ph: str = ""
@@ -123,6 +122,12 @@ class ScanEvent(msgspec.Struct, gc=False):
     dur: Time = 0.0
     pid: int | str = 0
     tid: int | str = 0
+
+
+class ScanEvent(EventHead, gc=False):
+    """The fields of an event the tables read; ``id`` pairs the two ends of a flow (torch_npu's
+    ``async_npu`` launches, read by the tables)."""
+
     args: msgspec.Raw = EMPTY_RAW
     id: Any = None  # any JSON value: only an integer pairs flow ends
 

@@ -77,7 +77,11 @@ def profiler_db_name(rank: int | None) -> str:
 def has_profiler_db(rank_dir: Path) -> bool:
     """A regular file named as torch_npu's per-rank db (PROFILER_DB_RE) in ``rank_dir/PARSED_DIR``: what
     msprof-analyze looks for. A symbolic link, of that name or as PARSED_DIR, does not count."""
-    parsed = rank_dir / PARSED_DIR
+    return holds_profiler_db(rank_dir / PARSED_DIR)
+
+
+def holds_profiler_db(parsed: Path) -> bool:
+    """:func:`has_profiler_db` for the directory the tables are in (a bare trace's ``<trace>.npuprof/``)."""
     if not _is_real_dir(parsed):
         return False
     try:
