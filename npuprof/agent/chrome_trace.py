@@ -94,6 +94,9 @@ EXIT_WAIT_S = 120.0  # the most the end of the process waits for a copy in progr
 
 
 def _copy_from(handle: Any, target: Path, log: Any) -> None:
+    from npuprof.agent.untraced import leave_trace
+
+    leave_trace()
     try:
         with handle:
             _copy_handle(handle, target)

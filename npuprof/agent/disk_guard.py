@@ -54,8 +54,11 @@ class DiskGuard:
         return f"only {_size(self.free)} free at {self.path}, below --min-free-space ({_size(self.needed)})"
 
     def _watch(self) -> None:
+        from npuprof.agent.untraced import leave_trace
+
         stop = threading.Event()
         while not stop.wait(self.interval_s):
+            leave_trace()
             self.check()
 
 

@@ -258,12 +258,16 @@ class DynamicPlan:
 
     # ---- the watcher thread ------------------------------------------------------------------------------
     def _watch(self) -> None:
+        from npuprof.agent.untraced import leave_trace
+
         try:
+            leave_trace()
             self.first_look()
             began = time.monotonic()
             # A fixed cadence: the poll's own work (reading, logging) does not stretch the interval.
             while not self._stop.wait(max(0.0, began + self.interval() - time.monotonic())):
                 began = time.monotonic()
+                leave_trace()
                 self.poll_once()
         except Exception as exc:  # never reaches training: this process just stops watching
             import traceback

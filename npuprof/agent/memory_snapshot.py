@@ -28,6 +28,8 @@ as ``{"format", "version", "error"}``, so that whoever waits for the file learns
 
 from __future__ import annotations
 
+import functools
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -93,6 +95,9 @@ class SnapshotTask:
                 self.log(f"{self.path.parent.name}: memory snapshot not written: {exc!r}")
 
     def _copy(self) -> None:
+        from npuprof.agent.untraced import leave_trace
+
+        leave_trace()
         started = time.thread_time()
         for _ in _walk(self.roots, self.events, self.tensors):
             if not self._hurry.is_set():
@@ -154,9 +159,12 @@ def _walk(roots: list[Any], events: list[tuple[Any, ...]], tensors: list[tuple[A
 
     stack: list[tuple[Any, int]] = [(root, -1) for root in reversed(roots)]
     pop, push = stack.pop, stack.append
+    traced, untrace = sys.getprofile, functools.partial(sys.setprofile, None)
     count = 0
     while stack:
         count += 1
+        if traced() is not None:  # a capture started: its Python tracer must not see this copy
+            untrace()
         if count % SLICE_EVENTS == 0:
             yield
         event, parent = pop()

@@ -129,8 +129,11 @@ class WindowPlan:
             self.log.error(f"--delay/--duration: the timed window failed: {exc!r}")
 
     def _timer(self) -> None:
+        from npuprof.agent.untraced import leave_trace
+
         try:
             self._sleep_until(self.start_at)
+            leave_trace()
             self.controller.replan()
             if self.controller.armed:  # steps are taken: the window opens at the next one, if it comes
                 self._wait_for(lambda: self.began_at is not None or self.state == DONE, self._step_grace)
@@ -139,6 +142,7 @@ class WindowPlan:
             if self.end_at is None or self.state == DONE:
                 return
             self._sleep_until(self.end_at)
+            leave_trace()  # the window's own capture hooked this thread too
             self.controller.replan()
             if self.controller.step != self.began_step:
                 # Steps were taken in the window: it ends at the next boundary, unless none comes in time.

@@ -148,8 +148,11 @@ class _Handover:
             import signal
 
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+        from npuprof.agent.untraced import leave_trace
+
         while True:
             job = self.queue.get()
+            leave_trace()
             self.current = job
             try:
                 self._copy_snapshot(job)

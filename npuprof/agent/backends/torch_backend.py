@@ -62,6 +62,7 @@ class TorchBackend:
             Action.RECORD: tp.ProfilerAction.RECORD,
             Action.RECORD_AND_SAVE: tp.ProfilerAction.RECORD_AND_SAVE,
         }
+        _quiet_cycle_warning(tp)
         # --export-stacks needs no experimental_config(verbose=True): the stacks are rebuilt from the
         # trace's python_function events in the background (npuprof/results/extras.py).
         return tp.profile(
@@ -134,3 +135,18 @@ def _path_torch_can_take(path: Path) -> Iterator[str]:
             os.close(fd)
         return
     yield text
+
+
+# torch warns once per process when a scheduled profiler starts its second cycle; each of npuprof's cycles
+# is a capture of its own, exported at its end, so the warning only puzzled users on the job's stderr.
+CYCLE_WARNING = (
+    "Warning: Profiler clears events at the end of each cycle. Only events from the current cycle will be "
+    "reported. To keep events across cycles, set acc_events=True."
+)
+
+
+def _quiet_cycle_warning(tp: Any) -> None:
+    """Mark torch's cycle warning as shown (torch.profiler.profiler's once-only set), where it has one."""
+    shown = getattr(getattr(tp, "profiler", None), "_WARNINGS_SHOWN", None)
+    if isinstance(shown, set):
+        shown.add(CYCLE_WARNING)
