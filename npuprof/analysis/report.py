@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from npuprof.analysis import runs
 from npuprof.analysis.annotation_schema import (
     ANNOTATIONS_FILE,
     Annotations,
@@ -279,10 +280,12 @@ def cross_ranges(per_rank: Sequence[tuple[int | None, list[ReportRange]]], top: 
     """Per range name over the ranks (each rank's totals over the steps chosen): on how many ranks,
     calls, time, mean, the longest and its rank; ``top`` of them, largest total first."""
     acc: dict[str, list[Any]] = {}
+    on_ranks: dict[str, set[int | None]] = {}  # two captures of one rank count it once
     for rank, ranges in per_rank:
         for r in ranges:
             entry = acc.setdefault(r.name, [r.kind, 0, 0, 0.0, -1.0, None])
-            entry[1] += 1
+            on_ranks.setdefault(r.name, set()).add(rank)
+            entry[1] = len(on_ranks[r.name])
             entry[2] += r.count
             entry[3] = round(entry[3] + r.total_us, 3)
             if r.max_us > entry[4]:
@@ -461,11 +464,14 @@ def build_report(
     on_done: Callable[[ParseOutcome], None] | None = None,
     export_db: bool = False,
     on_note: Callable[[str], None] | None = None,
+    run: str | None = None,
 ) -> Report:
     """Parse (as needed) and report on ``path``: a result dir, one rank dir, or a bare Kineto trace.
     ``export_db``: also the SQLite files of --export-type db; some rank dirs of a run may
     get them without it (:func:`plan_db`), which ``on_note(line)`` hears of, before parsing starts.
-    Raises NothingToAnalyse when ``path`` holds nothing to analyse."""
+    A directory holding the captures of several runs is reported on one run (npuprof.analysis.runs): the
+    latest, or ``run`` (an id, a prefix of one, or ``all``). Raises NothingToAnalyse when ``path`` holds
+    nothing to analyse, RunChoiceError when ``run`` names no run of it."""
     jobs = jobs or os.cpu_count() or 1
     path = Path(path)
     if not path.exists():
@@ -482,6 +488,7 @@ def build_report(
         rank_dirs = layout.find_rank_dirs(path)
         if not rank_dirs:
             raise NothingToAnalyse(f"no *_ascend_pt rank directory under {path} (and it is not a trace file)")
+        rank_dirs = _one_run(path, rank_dirs, run, on_note)
         db_dirs, notes = plan_db(rank_dirs, export_db)
         for note in notes:
             if on_note:
@@ -526,6 +533,31 @@ def build_report(
         problems=problems,
         cross_rank=cross_rank(ranks, cross_ranges(all_ranges, top) if all_ranges else msgspec.UNSET),
     )
+
+
+def _one_run(
+    path: Path, rank_dirs: list[Path], wanted: str | None, on_note: Callable[[str], None] | None
+) -> list[Path]:
+    """The rank dirs of the run(s) the report covers (:func:`runs.choose`); when ``path`` holds several
+    runs, ``on_note`` hears which were left out and how to pick another."""
+    found = runs.runs_of(rank_dirs)
+    chosen = runs.choose(found, wanted)
+    if len(found) > 1 and on_note is not None:
+        if len(chosen) > 1:
+            head = (
+                f"{path} holds the captures of {len(found)} runs; --run all: they are reported together "
+                "(the same step or rank of two runs side by side)"
+            )
+        else:
+            which = "the latest" if wanted is None else "the one asked for"
+            head = (
+                f"{path} holds the captures of {len(found)} runs; this report covers {which}, "
+                f"{runs.describe(chosen[0])}; --run ID for another, --run all for all together:"
+            )
+        shown = [f"  {runs.describe(r)}" for r in reversed(found[-10:])]
+        more = [f"  and {len(found) - 10} older"] if len(found) > 10 else []
+        on_note("\n".join([head, *shown, *more]) if len(chosen) == 1 else head)
+    return sorted(d for r in chosen for d in r.rank_dirs)
 
 
 def csv_rows(report: Report) -> tuple[list[str], list[list[Any]]]:

@@ -76,6 +76,15 @@ def analyse(
             "analysis.db) that msprof-analyze's db recipes read, re-parsing a dir that lacks them.",
         ),
     ] = "text",
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            metavar="ID|all",
+            help="When the directory holds the captures of several runs (each is reported alone; the latest "
+            "by default): the run id (or its start) to report on, or all to pool them.",
+        ),
+    ] = None,
 ) -> None:
     """Parse what is unparsed into ASCEND_PROFILER_OUTPUT/, then report step time breakdown, top operators
     and kernels, memory peak and, across ranks, the slowest rank and step start skew."""
@@ -98,6 +107,7 @@ def analyse(
     from rich.console import Console
 
     from npuprof.analysis.report import NothingToAnalyse, build_report
+    from npuprof.analysis.runs import RunChoiceError
     from npuprof.reports import terminal
 
     err = Console(stderr=True)
@@ -140,7 +150,11 @@ def analyse(
             on_done=on_done,
             export_db=export_db,
             on_note=_note,
+            run=run,
         )
+    except RunChoiceError as exc:
+        print(f"npuprof analyse: --run: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
     except NothingToAnalyse as exc:
         _warn_skipped(layout.take_skipped())
         print(f"npuprof analyse: nothing to analyse: {exc}", file=sys.stderr)

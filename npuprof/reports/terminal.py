@@ -82,7 +82,7 @@ def _all_steps_row(steps: list[ReportStep]) -> list[str]:
 
 def render_table(report: Report, console: Console) -> None:
     for r in report.ranks:
-        title = f"rank {r.rank if r.rank is not None else '?'}  ({r.device}, {r.rank_dir})"
+        title = f"rank {r.rank if r.rank is not None else '-'}  ({r.device}, {r.rank_dir})"
         shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
         steps = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
         for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MB"):
@@ -202,7 +202,14 @@ def _render_cross_ranges(report: Report, console: Console) -> None:
     for col, just in (("range", "left"), *((c, "right") for c in headers)):
         table.add_column(col, justify=just)
     cells = [
-        [str(c.ranks), str(c.count), _ms(c.total_us), _ms(c.mean_us), _ms(c.max_us), str(c.max_rank)]
+        [
+            str(c.ranks),
+            str(c.count),
+            _ms(c.total_us),
+            _ms(c.mean_us),
+            _ms(c.max_us),
+            "-" if c.max_rank is None else str(c.max_rank),
+        ]
         for c in ranges
     ]
     names = [c.name for c in ranges]

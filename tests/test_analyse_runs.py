@@ -1,0 +1,100 @@
+"""One report covers one run (npuprof/analysis/runs.py): a directory holding the captures of several runs is
+reported on the latest (or --run ID, or --run all), and nothing is written into the runs left out; the
+parts of one job (the nodes of a multi-node job, npuprof started inside torchrun) stay one run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import npuprof
+
+from npuprof.analysis.report import cross_ranges
+from npuprof.analysis.report_schema import ReportRange
+
+
+def _capture(root: Path, rank: int | None, run_id: str, step_us: int, written_ns: int) -> Path:
+    """A finished capture of step 7 lasting ``step_us``, recorded by run ``run_id``."""
+    trace = cpu_trace()
+    (step,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
+    step["dur"] = step_us
+    if rank is None:
+        del trace["distributedInfo"]
+    else:
+        trace["distributedInfo"]["rank"] = rank
+    name = f"host_{run_id}_{rank}_2025010100000000{rank or 0}"
+    rank_dir = write_rank_dir(root, trace, rank=rank, name=name)
+    record = {"status": "complete", "run_id": run_id, "rank": rank, "steps": [7], "updated_ns": written_ns}
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    return rank_dir
+
+
+def _report(*args: str) -> tuple[dict, str]:
+    proc = npuprof("analyse", *args, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), proc.stderr
+
+
+def _steps(report: dict) -> dict[int | None, float]:
+    return {r["rank"]: r["steps"][0]["duration_us"] for r in report["ranks"]}
+
+
+def test_two_runs_in_one_directory_are_reported_apart(tmp_path: Path) -> None:
+    out = tmp_path / "npuprof_result"  # the default -o of every run started here
+    old = [_capture(out, rank, "aaaa11112222", 2000, 10**18 + rank) for rank in (0, 1)]
+    new = [_capture(out, rank, "bbbb33334444", 1500, 2 * 10**18 + rank) for rank in (0, 1)]
+
+    latest, said = _report(str(out), "--export-type", "db")
+    assert _steps(latest) == {0: 1500.0, 1: 1500.0}  # not rank 0's step 7 of one run beside another's
+    assert sorted(r["rank_dir"] for r in latest["ranks"]) == sorted(map(str, new))
+    assert [s["step"] for s in latest["cross_rank"]["steps"]] == [7]
+    assert "holds the captures of 2 runs" in said and "aaaa11112222: 2 rank dirs" in said, said
+    assert all((d / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db").parent.exists() for d in new)
+    for rank_dir in old:  # the run left out is not written into (no tables, no db)
+        assert not (rank_dir / "ASCEND_PROFILER_OUTPUT").exists()
+
+    older, _ = _report(str(out), "--run", "aaaa")  # a prefix, as git takes
+    assert _steps(older) == {0: 2000.0, 1: 2000.0}
+    pooled, said = _report(str(out), "--run", "all")
+    assert len(pooled["ranks"]) == 4 and "--run all" in said
+
+    wrong = npuprof("analyse", str(out), "--run", "cccc")
+    assert wrong.returncode == 2, wrong.stderr
+    assert wrong.stderr.strip().splitlines() == [
+        "npuprof analyse: --run: no run 'cccc' here (runs: aaaa11112222, bbbb33334444); or --run all"
+    ]
+
+
+def test_the_parts_of_one_job_stay_one_run(tmp_path: Path) -> None:
+    """Two nodes' results copied side by side (a launcher, so a run id, per node; ranks 0-1 and 2-3), and
+    npuprof started inside torchrun (a run id per worker, one directory); a single-process run beside
+    them is a run of its own."""
+    job = tmp_path / "job"
+    for rank in (0, 1):
+        _capture(job / "node0", rank, "node0run0000", 1000, 10**18)
+    for rank in (2, 3):
+        _capture(job / "node1", rank, "node1run0000", 1200, 10**18 + 5)
+    report, said = _report(str(job))
+    assert _steps(report) == {0: 1000.0, 1: 1000.0, 2: 1200.0, 3: 1200.0}
+    assert report["cross_rank"]["steps"][0]["ranks"] == {"0": 1000.0, "1": 1000.0, "2": 1200.0, "3": 1200.0}
+    assert "runs" not in said, said
+
+    inside = tmp_path / "inside"
+    for rank in (0, 1):
+        _capture(inside, rank, f"worker{rank}0000", 1000 + rank, 10**18 + rank)
+    _capture(inside, None, "single000000", 3000, 2 * 10**18)
+    latest, said = _report(str(inside))
+    assert _steps(latest) == {None: 3000.0} and "holds the captures of 2 runs" in said
+    both, _ = _report(str(inside), "--run", "worker0")
+    assert _steps(both) == {0: 1000.0, 1: 1001.0}
+
+
+def test_a_range_over_two_captures_of_one_process_is_on_one_rank() -> None:
+    def totals(t: float) -> list[ReportRange]:
+        return [ReportRange(name="fwd", kind="range", count=2, total_us=t, mean_us=t / 2, max_us=t)]
+
+    (one,) = cross_ranges([(None, totals(10.0)), (None, totals(30.0))], top=5)
+    assert (one.ranks, one.count, one.total_us, one.max_rank) == (1, 4, 40.0, None)
+    (two,) = cross_ranges([(0, totals(10.0)), (1, totals(30.0)), (0, totals(5.0))], top=5)
+    assert (two.ranks, two.count, two.max_rank) == (2, 6, 1)
