@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,32 @@ def test_dynamic_excludes_the_schedule_flags_and_prof_config_path_stands_for_it(
         run_flags.build_config(None, {"skip_first": 2}, environ={"PROF_CONFIG_PATH": "cfgdir"})
     with pytest.raises(c.ConfigError, match="--poll-interval"):
         run_flags.build_config(None, {"poll_interval": 0.01, "dynamic": "d"}, environ={})
+
+
+def test_a_request_the_job_never_read_is_named_at_the_end(tmp_path: Path) -> None:
+    """`npuprof trigger` a moment before the job ended: the run's end says the request went unread (with
+    its time and trigger id), not "no capture was asked"."""
+    from npuprof.reports.run_summary import unread_request, why_no_capture
+
+    (tmp_path / "log").mkdir()
+    log = tmp_path / "log" / "dp_vm_1_rank_-1.log"
+    log.write_text(
+        "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 60 s\n"
+        "2026-12-02 07:25:51,440 [INFO] [1] npuprof.dynamic: [step 100] the process ends\n"
+    )
+    request = {"start_step": -1, "active": 2, "trigger_id": "20261202-072544-fb9acb"}
+    config = tmp_path / CONFIG_NAME
+    config.write_text(json.dumps(request))
+    cfg = c.ProfileConfig(dynamic=str(tmp_path))
+    why = why_no_capture(cfg, 0, ["[INFO] [agent pid=1] agent ready in x.py (rank None)"])
+    assert "a capture was asked in" in why and "(trigger 20261202-072544-fb9acb)" in why, why
+    assert "before any of its processes read the file" in why
+
+    read_at = config.stat().st_mtime + 2
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(read_at))
+    with log.open("a") as handle:
+        handle.write(f"{stamp},000 [INFO] [1] npuprof.dynamic: [step 50] loaded: 2 step(s) from step 51\n")
+    assert unread_request(tmp_path) == ""  # read: another reason applies
+    config.write_text(json.dumps({**request, "start_step": 0}))
+    os.utime(config, (read_at + 60, read_at + 60))
+    assert unread_request(tmp_path) == ""  # start_step 0 asks for nothing

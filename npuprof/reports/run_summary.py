@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from npuprof.config import ProfileConfig
@@ -179,6 +180,9 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
             return f"{failed}no process of the job has a rank selected by --ranks (ranks seen: {seen})"
     if cfg.dynamic:
         where = cfg.dynamic
+        unread = unread_request(Path(where))
+        if unread:
+            return f"{failed}{unread} (see npuprof status {where})"
         return f"{failed}no capture was asked in {where}/profiler_config.json (see npuprof status {where})"
     if cfg.timed:
         return f"{failed}the job ended before the --delay window began (the clock starts at `import torch`)"
@@ -275,3 +279,43 @@ def _wrap(text: str, width: int) -> list[str]:
     if line:
         lines.append(line)
     return lines
+
+
+_DYNAMIC_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*\] loaded: ")
+
+
+def unread_request(directory: Path) -> str:
+    """When ``directory/profiler_config.json`` asks for a capture (a start_step other than 0) and was
+    last changed after every process's last read of a request (their ``loaded:`` lines under ``log/``;
+    npuprof/agent/dynamic_log.py): that the job ended before reading it, in words; else "". A trigger sent
+    a moment before the job ended is otherwise reported as never asked."""
+    import json
+
+    from npuprof.results.layout import read_small
+
+    path = directory / "profiler_config.json"
+    try:
+        changed = os.stat(path).st_mtime
+        data = json.loads(read_small(path, 1 << 20))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
+        return ""
+    last_read = 0.0
+    for log in sorted((directory / "log").glob("dp_*.log*")):
+        try:
+            text = read_small(log, LOG_READ_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if found := _DYNAMIC_LOG_TIME.match(line):
+                stamp = time.mktime(time.strptime(found[1], "%Y-%m-%d %H:%M:%S")) + int(found[2]) / 1000
+                last_read = max(last_read, stamp)
+    if last_read >= changed - 1.0:  # the log's clock has ms; the file's may be ahead by a tick
+        return ""
+    trigger = data.get("trigger_id")
+    which = f" (trigger {trigger})" if isinstance(trigger, str) and trigger else ""
+    return (
+        f"a capture was asked in {path} at {time.strftime('%H:%M:%S', time.localtime(changed))}{which}, but "
+        "the job ended before any of its processes read the file (it is read at each poll: --poll-interval)"
+    )
