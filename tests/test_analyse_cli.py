@@ -193,7 +193,8 @@ def test_one_rank_bad_and_interrupted(one_rank: Path, tmp_path: Path) -> None:
     (bad / "profiler_info_1.json").write_text("{}")
     cut = write_rank_dir(root / "cut", cpu_trace(), rank=2)
     (cut / "npuprof_capture.json").write_text(json.dumps({"status": "capturing"}))
-    proc = npuprof("analyse", str(root), "--format", "json")
+    # three unrelated sources (a single-process run, foreign rank dirs): --run all reports them together
+    proc = npuprof("analyse", str(root), "--format", "json", "--run", "all")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert len(report["ranks"]) == 1 and report["ranks"][0]["device"] == "CPU"

@@ -27,6 +27,20 @@ def test_run_help_fits_80_columns_with_every_flag_whole() -> None:
     # -h is the same help
     short = npuprof("run", "-h", env=clean_env(COLUMNS="80"))
     assert short.returncode == 0 and short.stdout == result.stdout
+    # the epilog's paragraphs are wrapped whole (was: a line break after "Optimizer.step()"), flags unbroken
+    tail = result.stdout[result.stdout.index("Default schedule:") :]
+    assert all(len(line) > 60 for line in tail.splitlines()[:-1]), tail
+    assert "--with-stack" in words
+
+
+def test_run_without_a_command_says_so_in_one_line() -> None:
+    for flags in ((), ("--with-stack",)):
+        result = npuprof("run", *flags, env=clean_env(COLUMNS="80"))
+        assert result.returncode == 2 and result.stdout == "", result
+        assert result.stderr.splitlines() == [
+            "npuprof run: error: COMMAND: missing; put the command after --, e.g. npuprof run -- python "
+            "train.py (npuprof run --help: the flags)"
+        ]
 
 
 def _trace_with_long_names(path: Path, name: str) -> None:

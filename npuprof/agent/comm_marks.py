@@ -141,13 +141,15 @@ def install_at_wake(cfg: Any, log: Any) -> None:
     configuration that may turn it on), so that ``from torch.distributed import all_reduce`` in the script,
     which comes after ``import torch`` woke the agent, gets the wrapper. Never raises."""
     try:
-        if cfg.msprof_tx or getattr(cfg, "dynamic", None):
+        if cfg.msprof_tx:
             install(log)
+        elif getattr(cfg, "dynamic", None):
+            install(log, "ready for a dynamic request with msprof_tx; they record nothing until then")
     except Exception as exc:
         log.warning(f"communication ranges not installed: {exc!r}")
 
 
-def install(log: Any) -> bool:
+def install(log: Any, why: str = "--msprof-tx") -> bool:
     """Wrap the torch.distributed functions once; False when torch.distributed is not there yet."""
     dist = sys.modules.get("torch.distributed")
     c10d = sys.modules.get("torch.distributed.distributed_c10d")
@@ -164,7 +166,7 @@ def install(log: Any) -> bool:
             setattr(dist, op, wrapped)
         done += 1
     if done:
-        log.info(f"communication ranges on {done} torch.distributed functions (--msprof-tx)")
+        log.info(f"communication ranges on {done} torch.distributed functions ({why})")
     return True
 
 

@@ -22,7 +22,11 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
 
     command = params.pop("command", None)
     if not command:
-        _fail("COMMAND", "missing", "put the command after --, e.g. npuprof run -- python train.py")
+        _fail(
+            "COMMAND",
+            "missing",
+            "put the command after --, e.g. npuprof run -- python train.py (npuprof run --help: the flags)",
+        )
     config = params.pop("config", None)
     flags = {k: v for k, v in params.items() if v is not None}
     try:
@@ -95,5 +99,4 @@ def register(app: typer.Typer) -> None:
         "run",
         epilog=EPILOG,
         context_settings={"allow_interspersed_args": False, "ignore_unknown_options": False},
-        no_args_is_help=True,
     )(run_command)

@@ -31,9 +31,8 @@ Examples:
 
   npuprof run --dynamic cfg -- torchrun --nproc-per-node 8 train.py    (then: npuprof trigger cfg --active 2)
 
-Default schedule: skip 5 steps, warm up 1, record 3, once (steps 6-8). One step is one Optimizer.step()
-of the first optimizer that steps; --step-on MODULE:QUALNAME counts returns of any other function.
-"""
+Default schedule: skip 5 steps, warm up 1, record 3, once (steps 6-8). One step is one Optimizer.step() of the first optimizer that steps; --step-on MODULE:QUALNAME counts returns of any other function.
+"""  # noqa: E501 (one paragraph a line: render() wraps it to the terminal)
 
 
 def flag_text(option: Option) -> str:
@@ -74,8 +73,9 @@ def render(width: int | None = None, epilog: str = "") -> str:
     out.extend(wrap.wrap("Show this message and exit."))
     if epilog:
         out.append("")
-        for line in epilog.strip("\n").splitlines():
-            out.extend(textwrap.wrap(line, width=width, subsequent_indent="    ") or [""])
+        for line in epilog.strip("\n").splitlines():  # a paragraph a line
+            indent = "    " if line.startswith("  ") else ""
+            out.extend(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""])
     return "\n".join(out) + "\n"
 
 

@@ -82,7 +82,8 @@ def print_run_summary(
     target = shell_quote(str(output))
     console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
     if cfg.export_db:  # the db export is for msprof-analyze's recipes (README)
-        console.print(f"      [bold]msprof-analyze cluster -d {target} -m hccl_sum[/]   (or any db recipe)")
+        recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"
+        console.print(f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe)")
     if run_id:  # requested outputs that could not be produced, with their fix (npuprof/results/extras.py)
         from rich.markup import escape
 

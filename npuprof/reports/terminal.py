@@ -85,7 +85,7 @@ def render_table(report: Report, console: Console) -> None:
         title = f"rank {r.rank if r.rank is not None else '-'}  ({r.device}, {r.rank_dir})"
         shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
         steps = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
-        for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MB"):
+        for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MiB"):
             steps.add_column(col, justify="right")
         for s in shown:
             label = str(s.step if s.step is not None else "-")
