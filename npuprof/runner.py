@@ -126,15 +126,15 @@ def _stop_waiting(signum: int, frame: object) -> None:
 
 
 def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int | None:
-    """Wait for this run's post-processors. Ctrl-C, SIGTERM or SIGHUP stop the wait (the work goes on in
-    the background); returns the SIGTERM/SIGHUP that stopped it, for the launcher to die of once its
-    record is written. Says it waits only when a post-processor still works after a moment: one that
-    had nothing to do (no capture) ends as soon as the job has."""
+    """Wait for this run's post-processors. Ctrl-C and the signals of ``_STOP_WAITING`` stop the wait (the
+    work goes on in the background); returns the SIGTERM/SIGHUP/SIGQUIT that stopped it, for the launcher
+    to die of once its record is written. Says it waits only when a post-processor still works after a
+    moment: one that had nothing to do (no capture) ends as soon as the job has."""
     if not (output / layout.PENDING_DIR).is_dir():
         return None
     from npuprof.results import postprocess
 
-    previous = {sig: signal.signal(sig, _stop_waiting) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, _stop_waiting) for sig in _STOP_WAITING}
     try:
         deadline = time.monotonic() + _QUIET_WAIT_S
         busy = _busy_post_processors(output, run_id)
@@ -149,13 +149,19 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int 
         postprocess.wait_for_pending(output, run_id)
     except (KeyboardInterrupt, _StopWaiting) as stop:
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
-        return stop.signum if isinstance(stop, _StopWaiting) else None
+        signum = stop.signum if isinstance(stop, _StopWaiting) else None
+        return signum if signum in _DEATHS else None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return None
 
 
+# Signals that stop the wait: the launcher then writes its record and dies of SIGTERM, SIGHUP or SIGQUIT
+# (as the job would have); SIGUSR1/2, a batch system's warning before it stops or kills the job (SGE's
+# -notify, Slurm's --signal), only end the wait: the job has ended, its exit code stands.
+_STOP_WAITING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+_DEATHS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _QUIET_WAIT_S = 0.5  # how long post-processors may take to end before the launcher says it waits
 
 

@@ -381,3 +381,71 @@ def test_os_exit_right_after_the_last_step_leaves_a_complete_record(out: Path, t
     assert analysed.returncode == 0, analysed.stderr
     assert "interrupted" not in analysed.stderr
     assert len(json.loads(analysed.stdout)["ranks"]) >= 1
+
+
+def test_a_ctrl_c_while_torch_collects_the_events_is_delivered_after_the_capture(
+    out: Path, tmp_path: Path
+) -> None:
+    """A Ctrl-C landing while the profiler stops (torch collecting the events, before the export) used to
+    lose the capture, and, caught by the script (trainers go on after one), left npuprof believing the
+    script ran its own profiler: no capture after it. The signal now waits for the stop, then reaches the
+    script as ever. Made certain here: the profiler's stop sends it to the process itself."""
+    script = _script(
+        tmp_path,
+        "ctrl_c.py",
+        STEP + "import os, signal, torch.autograd.profiler as ap\n"
+        "stop, sent = ap.profile.__exit__, []\n"
+        "def interrupted_stop(self, *exc):\n"
+        "    if not sent:\n"
+        "        sent.append(os.kill(os.getpid(), signal.SIGINT))  # handled at the next bytecode\n"
+        "    return stop(self, *exc)\n"
+        "ap.profile.__exit__ = interrupted_stop\n"
+        "for s in range(9):\n"
+        "    try:\n"
+        "        step()\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('caught Ctrl-C at step', s, flush=True)\n",
+    )
+    rc, stdout, err = _run(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 2), "--wait", "1", "--repeat", "2", "--",
+        sys.executable, str(script),
+    )  # fmt: skip
+    assert rc == 0, err
+    assert stdout.count("caught Ctrl-C") == 1, stdout  # the script still gets its Ctrl-C, once
+    records = [capture_record(d) for d in rank_dirs(out)]
+    assert [(r["status"], r["steps"]) for r in records] == [("complete", [3, 4]), ("complete", [7, 8])], err
+    assert "own profiler" not in err, err
+
+
+def test_sigusr1_while_npuprof_waits_for_post_processing_ends_the_wait_with_the_jobs_code(
+    out: Path, tmp_path: Path
+) -> None:
+    """A batch system's warning (SGE's -notify, Slurm's --signal) while the job is over and npuprof waits:
+    it used to kill npuprof at once (exit 138), leaving no run record and the job's exit code lost."""
+    pids = tmp_path / "pids"
+    script = _script(
+        tmp_path,
+        "stall.py",
+        STEP + "import os, signal, sys\n"
+        "for _ in range(4):\n"
+        "    step()\n"
+        "from npuprof.agent import entry\n"
+        "post = entry._state['agent'].post.pid\n"
+        "os.kill(post, signal.SIGSTOP)  # the launcher would wait for it for ever\n"
+        f"open({str(pids)!r}, 'w').write(f'{{post}} {{os.getpid()}}')\n"
+        "sys.exit(3)\n",
+    )
+    with _launched("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script)) as proc:
+        try:
+            job_over = lambda: pids.exists() and not _running(int(pids.read_text().split()[1]))  # noqa: E731
+            _wait_for(job_over, "the job's end")
+            time.sleep(0.8)  # past the quiet half second: npuprof now waits for the stopped post-processor
+            proc.send_signal(signal.SIGUSR1)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if pids.exists():
+                _kill(int(pids.read_text().split()[0]))
+    assert proc.returncode == 3, err
+    assert "stopped waiting" in err
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["exit_code"] == 3 and record["end"] is not None

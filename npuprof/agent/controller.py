@@ -26,6 +26,7 @@ from npuprof.agent import user_profiler
 from npuprof.agent.backends.base import Backend
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.schedule import Action, CapturePlan
+from npuprof.agent.signals import sigint_held_back
 from npuprof.config import ProfileConfig
 
 NEVER = 1 << 62
@@ -283,7 +284,8 @@ class CaptureController:
                 self._finish_early("", last=step - 1)  # a time window ends at this boundary
                 return
             previous = self.action
-            self.prof.step()  # torch runs the transitions, on_trace_ready included
+            with sigint_held_back():  # a Ctrl-C while torch collects the events would lose them all
+                self.prof.step()  # torch runs the transitions, on_trace_ready included
             self.action = wanted
             if not self._note_capture_start(previous, wanted, step):
                 return
@@ -392,7 +394,8 @@ class CaptureController:
             return
         self._discarding = True
         try:
-            prof.stop()
+            with sigint_held_back():
+                prof.stop()
         except Exception as exc:
             self.log.warning(f"profiler stop failed: {exc!r}")
         finally:
@@ -433,7 +436,8 @@ class CaptureController:
         prof, self.prof = self.prof, None
         if prof is not None:
             try:
-                prof.stop()
+                with sigint_held_back():
+                    prof.stop()
             except Exception as exc:
                 self.log.warning(f"profiler stop failed: {exc!r}")
             self._tell_profiling(False)
@@ -444,7 +448,8 @@ class CaptureController:
         self.action = Action.NONE
         if prof is not None:
             try:
-                prof.stop()
+                with sigint_held_back():
+                    prof.stop()
             except Exception:
                 pass
             self._tell_profiling(False)
@@ -496,7 +501,8 @@ class CaptureController:
         self._stop_last = self.step if last is None else last
         try:
             recording = self.action.recording
-            self.prof.stop()  # when recording, torch runs stop_trace + on_trace_ready
+            with sigint_held_back():  # the events torch collects now are the capture's
+                self.prof.stop()  # when recording, torch runs stop_trace + on_trace_ready
             if not recording and self.sink is not None:
                 self.sink.abandon(reason)
             if reason:
