@@ -145,6 +145,7 @@ class Stacks:
         order = order[last]
         self.thread, self.ts, self.text = thread[order], ts[order], added[ops[order]]
         self.bounds = np.searchsorted(self.thread, np.arange(len(self.thread_of) + 1))
+        self._prefix: dict[int, bytes] = {}  # a stack's '{"Call stack":"..."' by its text, made once
 
     def __bool__(self) -> bool:
         return bool(len(self.text))
@@ -171,8 +172,14 @@ class Stacks:
             pos = np.minimum(np.searchsorted(self.ts[lo:hi], starts[mine]) + lo, hi - 1)
             hit = self.ts[pos] == starts[mine]
             found[mine[hit]] = self.text[pos[hit]]
-        for k in np.flatnonzero(found >= 0).tolist():
-            _add_call_stack(events[k], self.texts[found[k]])
+        hits = np.flatnonzero(found >= 0).tolist()
+        if hits:
+            prefix = self._prefix
+            for k, text in zip(hits, found[hits].tolist(), strict=True):
+                head = prefix.get(text)
+                if head is None:
+                    head = prefix[text] = b'{"Call stack":' + _ENC.encode(self.texts[text])
+                _add_encoded_stack(events[k], head)
 
     def get(self, event: Any) -> str | None:
         """The stack of one operator event, or None."""
@@ -313,12 +320,16 @@ def _step_to_operator(event: Any) -> None:
 
 
 def _add_call_stack(event: Any, text: str) -> None:
+    _add_encoded_stack(event, b'{"Call stack":' + _ENC.encode(text))
+
+
+def _add_encoded_stack(event: Any, head: bytes) -> None:
+    """Put ``head`` (``{"Call stack":"..."``) first in the event's args."""
     raw = bytes(event.args).strip() if isinstance(event.args, msgspec.Raw) else b"{}"
-    if not raw.startswith(b"{") or b'"Call stack"' in raw:  # args of another kind, or its own stack
+    if raw[:1] != b"{" or b'"Call stack"' in raw:  # args of another kind, or its own stack
         return
     inner = raw[1:].lstrip()
-    sep = b"" if inner.startswith(b"}") else b","
-    event.args = msgspec.Raw(b'{"Call stack":' + _ENC.encode(text) + sep + inner)
+    event.args = msgspec.Raw(head + (inner if inner[:1] == b"}" else b"," + inner))
 
 
 # ---- times ----------------------------------------------------------------------------------------------
