@@ -178,6 +178,8 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
         wanted = {str(rank) for rank in cfg.ranks or []}
         if not any(rank in wanted for rank in ready_ranks):
             seen = ", ".join(sorted(set(unselected), key=lambda r: (len(r), r)))
+            if set(unselected) == {"None"}:
+                return f"{failed}--ranks picks ranks, but the job is not distributed (no process has a rank)"
             return f"{failed}no process of the job has a rank selected by --ranks (ranks seen: {seen})"
     if cfg.dynamic:
         where = cfg.dynamic
@@ -190,6 +192,12 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
     if cfg.schedule.off:
         return f"{failed}the config file's start_step is 0, which asks for no capture (as in torch_npu)"
     what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
+    if not cfg.step_on and not any(m.startswith(OPTIMIZER_COUNTED) for m in messages):
+        return (
+            f"{failed}no step was counted: no optimizer's step() ran in the job ({what}); count the returns "
+            "of your own step function with --step-on MODULE:QUALNAME, or capture by time with --delay "
+            "and --duration"
+        )
     if exit_code:
         return (
             f"the job failed (exit code {exit_code}) before the schedule's first capture, which records "
@@ -201,6 +209,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
     )
 
 
+OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
 
 

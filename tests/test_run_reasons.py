@@ -1,0 +1,27 @@
+"""The reason `npuprof run` gives for a run without captures, from its agents' log lines
+(npuprof/reports/run_summary.py, why_no_capture); the real runs behind each reason are in
+tests/test_fault_inputs.py."""
+
+from __future__ import annotations
+
+from npuprof.config import ProfileConfig
+from npuprof.reports.run_summary import why_no_capture
+
+AGENT = "2026-12-02 07:00:00 [INFO] [agent pid=7] "
+READY = AGENT + "agent ready in /w/train.py (rank None)"
+COUNTED = AGENT + "steps are counted on the optimizer SGD (the first optimizer to step)"
+
+
+def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() -> None:
+    why = why_no_capture(ProfileConfig(), 0, [READY])
+    assert why.startswith("no step was counted: no optimizer's step() ran in the job"), why
+    assert "--step-on MODULE:QUALNAME" in why and "--delay" in why
+    # an optimizer stepped, too few times: the schedule is named instead
+    assert "the schedule needs 9 steps" in why_no_capture(ProfileConfig(), 0, [READY, COUNTED])
+
+
+def test_ranks_asked_of_a_job_that_has_none() -> None:
+    cfg = ProfileConfig(ranks=[1])
+    unselected = AGENT + "rank None not selected (--ranks); no capture at step 6"
+    why = why_no_capture(cfg, 0, [READY, COUNTED, unselected])
+    assert why == "--ranks picks ranks, but the job is not distributed (no process has a rank)", why
