@@ -28,6 +28,7 @@ import functools
 import itertools
 import math
 import operator
+from collections import Counter
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Literal
@@ -582,11 +583,28 @@ class Extract:
                 parts.clear()
 
     def warnings(self) -> list[str]:
-        """What the tables could not fully understand, one line each (at most one today: device events of
-        categories the vocabulary does not know, counted as device tasks)."""
-        if not self.unknown_device_work:
-            return []
-        return [vocab.unknown_device_work_note(self.unknown_device_work, "counted as device tasks")]
+        """What the tables could not fully understand or had to pass over, one line each: device events
+        of categories the vocabulary does not know (counted as device tasks), step numbers that repeat
+        (the first span of each is the step), negative durations (no profiler writes them)."""
+        notes = []
+        if self.unknown_device_work:
+            notes.append(vocab.unknown_device_work_note(self.unknown_device_work, "counted as device tasks"))
+        counts = Counter(num for num, *_ in self.steps)
+        repeated = sorted(n for n, k in counts.items() if k > 1)
+        if repeated:
+            more = " ..." if len(repeated) > 5 else ""
+            shown = ", ".join(f"ProfilerStep#{n}" for n in repeated[:5]) + more
+            notes.append(
+                f"{len(repeated)} step number(s) appear more than once ({shown}): the first span of each is "
+                "the step; the others are left out of the step table"
+            )
+        negative = int((self.op_dur < 0).sum()) + int((self.dev_dur < 0).sum())
+        if negative:
+            notes.append(
+                f"{negative} operator or device event(s) with a negative duration: the trace is damaged or "
+                "was edited; times that include them are wrong"
+            )
+        return notes
 
     def _resolve_pending(self) -> None:
         """Pending events of a process whose name is known: device tasks when it is a device process, else

@@ -74,6 +74,11 @@ _HEAD_LIMIT = 64 << 20  # the traceEvents key must appear within this many bytes
 _WS = b" \t\r\n"
 # msgspec's syntax errors end in "(byte N)"; "trailing characters" is also how the end of the events array
 # shows, so it does not count as a bad byte
+# non-JSON numbers Python's json.dump writes for float nan and inf (a trace edited by a script); torch never
+_NOT_JSON = {
+    b"NaN": " (NaN: not a JSON number, as Python's json.dump writes a float nan)",
+    b"Inf": " (Infinity: not a JSON number, as Python's json.dump writes a float inf)",
+}
 _MALFORMED_AT = re.compile(r"JSON is malformed: (?!trailing).*\(byte (\d+)\)$")
 _AT_BYTE = re.compile(r"\(byte (\d+)\)$")
 _WINDOW = 4 << 20  # bytes read at a time when looking for an event boundary
@@ -278,6 +283,7 @@ class TraceReader:
         self._texts_kept = False  # the decoder's events keep ts as they were written: nothing to convert
         # where the last text that failed to decode stops being JSON (offset into that text), when known
         self.malformed_at: int | None = None
+        self.malformed_what = ""  # what stands there, when it is a known non-JSON number
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
 
@@ -484,6 +490,8 @@ class TraceReader:
             found = _MALFORMED_AT.search(str(exc))
             if found:
                 self.malformed_at = int(found.group(1)) - 1  # "[" was added in front
+                at = self.malformed_at + 1
+                self.malformed_what = _NOT_JSON.get(bytes(framed[at : at + 9]).lstrip(b"-")[:3], "")
             return None
         decoder = self.fallback or self.decoder
         for raw in raws:
@@ -579,7 +587,8 @@ class TraceReader:
         before ``bytes_read``, when it stopped being JSON at a known byte."""
         if self.malformed_at is None:
             return ""
-        return f": malformed JSON at byte {self.bytes_read - buffered + self.malformed_at}"
+        at = self.bytes_read - buffered + self.malformed_at
+        return f": malformed JSON at byte {at}{self.malformed_what}"
 
     def _tail_value(self, tail: bytes) -> dict[str, Any] | None:
         """The keys after the events' array, given what follows a "]" to the end of the file; None when
