@@ -5,6 +5,7 @@ parts of one job (the nodes of a multi-node job, npuprof started inside torchrun
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from analyse_support.handmade import cpu_trace, write_rank_dir
@@ -14,8 +15,9 @@ from npuprof.analysis.report import cross_ranges
 from npuprof.analysis.report_schema import ReportRange
 
 
-def _capture(root: Path, rank: int | None, run_id: str, step_us: int, written_ns: int) -> Path:
-    """A finished capture of step 7 lasting ``step_us``, recorded by run ``run_id``."""
+def _capture(root: Path, rank: int | None, run_id: str, step_us: int, began: float) -> Path:
+    """A finished capture of step 7 lasting ``step_us``, recorded by run ``run_id`` from ``began`` (epoch
+    s) for a second: its directory named by that time, as npuprof and torch_npu name them."""
     trace = cpu_trace()
     (step,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
     step["dur"] = step_us
@@ -23,11 +25,20 @@ def _capture(root: Path, rank: int | None, run_id: str, step_us: int, written_ns
         del trace["distributedInfo"]
     else:
         trace["distributedInfo"]["rank"] = rank
-    name = f"host_{run_id}_{rank}_2025010100000000{rank or 0}"
-    rank_dir = write_rank_dir(root, trace, rank=rank, name=name)
-    record = {"status": "complete", "run_id": run_id, "rank": rank, "steps": [7], "updated_ns": written_ns}
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(began)) + "000"
+    rank_dir = write_rank_dir(root, trace, rank=rank, name=f"host_{rank}{run_id[:4]}_{stamp}")
+    record = {
+        "status": "complete",
+        "run_id": run_id,
+        "rank": rank,
+        "steps": [7],
+        "updated_ns": int((began + 1) * 1e9),
+    }
     (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
     return rank_dir
+
+
+T0 = time.time() - 86_400  # a day ago
 
 
 def _report(*args: str) -> tuple[dict, str]:
@@ -42,8 +53,8 @@ def _steps(report: dict) -> dict[int | None, float]:
 
 def test_two_runs_in_one_directory_are_reported_apart(tmp_path: Path) -> None:
     out = tmp_path / "npuprof_result"  # the default -o of every run started here
-    old = [_capture(out, rank, "aaaa11112222", 2000, 10**18 + rank) for rank in (0, 1)]
-    new = [_capture(out, rank, "bbbb33334444", 1500, 2 * 10**18 + rank) for rank in (0, 1)]
+    old = [_capture(out, rank, "aaaa11112222", 2000, T0) for rank in (0, 1)]
+    new = [_capture(out, rank, "bbbb33334444", 1500, T0 + 3600) for rank in (0, 1)]
 
     latest, said = _report(str(out), "--export-type", "db")
     assert _steps(latest) == {0: 1500.0, 1: 1500.0}  # not rank 0's step 7 of one run beside another's
@@ -72,9 +83,9 @@ def test_the_parts_of_one_job_stay_one_run(tmp_path: Path) -> None:
     them is a run of its own."""
     job = tmp_path / "job"
     for rank in (0, 1):
-        _capture(job / "node0", rank, "node0run0000", 1000, 10**18)
+        _capture(job / "node0", rank, "node0run0000", 1000, T0)
     for rank in (2, 3):
-        _capture(job / "node1", rank, "node1run0000", 1200, 10**18 + 5)
+        _capture(job / "node1", rank, "node1run0000", 1200, T0 + 0.4)  # clocks a little apart
     report, said = _report(str(job))
     assert _steps(report) == {0: 1000.0, 1: 1000.0, 2: 1200.0, 3: 1200.0}
     assert report["cross_rank"]["steps"][0]["ranks"] == {"0": 1000.0, "1": 1000.0, "2": 1200.0, "3": 1200.0}
@@ -82,12 +93,33 @@ def test_the_parts_of_one_job_stay_one_run(tmp_path: Path) -> None:
 
     inside = tmp_path / "inside"
     for rank in (0, 1):
-        _capture(inside, rank, f"worker{rank}0000", 1000 + rank, 10**18 + rank)
-    _capture(inside, None, "single000000", 3000, 2 * 10**18)
+        _capture(inside, rank, f"worker{rank}0000", 1000 + rank, T0)
+    _capture(inside, None, "single000000", 3000, T0 + 60)
     latest, said = _report(str(inside))
     assert _steps(latest) == {None: 3000.0} and "holds the captures of 2 runs" in said
     both, _ = _report(str(inside), "--run", "worker0")
     assert _steps(both) == {0: 1000.0, 1: 1001.0}
+
+
+def test_jobs_one_after_the_other_are_not_pooled_even_when_their_ranks_are_apart(tmp_path: Path) -> None:
+    """In one -o: job A inside torchrun (a run id per worker), job B with --ranks 0 (rank 0 only), job C
+    as A; then two jobs around torchrun, one with --ranks 0, the next with --ranks 1. Ranks that do not
+    overlap are not enough: B's rank 0 and C's rank 1 are not a run."""
+    out = tmp_path / "tin"
+    for job, began in (("A", T0), ("B", T0 + 30), ("C", T0 + 60)):
+        for rank in (0,) if job == "B" else (0, 1):
+            _capture(out, rank, f"{job}{rank}{job * 10}", 1000 + 10 * rank, began)
+    latest, said = _report(str(out))
+    assert sorted(_steps(latest)) == [0, 1] and "holds the captures of 3 runs" in said, said
+    assert "B0BBBBBBBBBB: 1 rank dir" in said, said
+    only_b, _ = _report(str(out), "--run", "B0")
+    assert list(_steps(only_b)) == [0]
+
+    split = tmp_path / "tr"
+    _capture(split, 0, "first0000000", 1000, T0)
+    _capture(split, 1, "second000000", 1500, T0 + 30)
+    report, said = _report(str(split))
+    assert _steps(report) == {1: 1500.0} and "holds the captures of 2 runs" in said, said
 
 
 def test_a_range_over_two_captures_of_one_process_is_on_one_rank() -> None:
@@ -98,3 +130,10 @@ def test_a_range_over_two_captures_of_one_process_is_on_one_rank() -> None:
     assert (one.ranks, one.count, one.total_us, one.max_rank) == (1, 4, 40.0, None)
     (two,) = cross_ranges([(0, totals(10.0)), (1, totals(30.0)), (0, totals(5.0))], top=5)
     assert (two.ranks, two.count, two.max_rank) == (2, 6, 1)
+
+
+def test_run_on_a_trace_file_is_a_usage_error(tmp_path: Path) -> None:
+    rank_dir = _capture(tmp_path, 0, "aaaa11112222", 1000, T0)
+    trace = next(rank_dir.glob("*.pt.trace.json"))
+    wrong = npuprof("analyse", str(trace), "--run", "aaaa")
+    assert wrong.returncode == 2 and "--run picks a run of a directory" in wrong.stderr, wrong.stderr

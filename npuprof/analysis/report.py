@@ -478,6 +478,9 @@ def build_report(
         raise NothingToAnalyse(f"{path} does not exist")
     targets: list[tuple[ParseOutcome, Path]] = []
     if is_bare_trace(path):
+        if run is not None:
+            why = "--run picks a run of a directory"
+            raise runs.RunChoiceError(f"{path} is a trace file (one capture): {why}")
         if on_start:
             on_start(1)
         outcome, out_dir = _parse_bare(path, force, jobs, export_db)

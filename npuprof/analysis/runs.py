@@ -7,15 +7,19 @@ pooled (rank 0's step 6 of one run beside rank 1's step 6 of another), and what 
 (the db of ``--export-type db``) must not reach runs nobody asked about.
 
 A part is the rank dirs of one directory with one npuprof run id (its capture records'; rank dirs without
-one, torch_npu's own or traces from elsewhere, make the part of their directory). Parts whose ranks do not
-overlap are one run: the nodes of a multi-node job each have their launcher and run id, and their rank dirs
-copied side by side (``node0/``, ``node1/``) hold ranks 0-7 and 8-15. Parts that share a rank are
-different runs, and so is each part with a process of no rank (a single-process job).
+one, torch_npu's own or traces from elsewhere, make the part of their directory). Parts that recorded at
+the same time and whose ranks do not overlap are one run: npuprof started inside torchrun (a launcher, so a
+run id, per worker) and the nodes of a multi-node job (their rank dirs copied side by side, ``node0/``
+holding ranks 0-7, ``node1/`` ranks 8-15). A capture's time is from its directory's name (the time it
+began, as torch_npu names them too) to its record's last update. Parts that share a rank, or recorded at
+different times (two jobs one after the other, each with ``--ranks`` of its own), are different runs, and
+so is each part with a process of no rank (a single-process job).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +27,8 @@ from pathlib import Path
 from npuprof.results import layout
 
 ALL = "all"  # --run all: every run together (the report before runs were told apart)
+SLACK_S = 2.0  # two parts recorded "at the same time" when their times overlap within this (clock skew)
+_STAMP = re.compile(r"_(\d{14})(\d{3})" + re.escape(layout.RANK_DIR_SUFFIX) + "$")
 
 
 @dataclass
@@ -34,6 +40,8 @@ class Run:
     rank_dirs: list[Path] = field(default_factory=list)
     ranks: set[int | None] = field(default_factory=set)
     latest_ns: int = 0  # when its newest capture was last written
+    began: float = float("inf")  # when its first capture began, epoch seconds
+    ended: float = float("-inf")  # when its last capture was last written
 
     def label(self) -> str:
         return "+".join(self.run_ids) if self.run_ids else "(no run id)"
@@ -44,6 +52,18 @@ class Run:
         self.rank_dirs += part.rank_dirs
         self.ranks |= part.ranks
         self.latest_ns = max(self.latest_ns, part.latest_ns)
+        self.began, self.ended = min(self.began, part.began), max(self.ended, part.ended)
+
+    def may_take(self, part: Run) -> bool:
+        """Whether ``part`` can be of this run: ranks apart, recorded at the same time, each process with a
+        rank."""
+        return (
+            None not in part.ranks
+            and None not in self.ranks
+            and not self.ranks & part.ranks
+            and part.began <= self.ended + SLACK_S
+            and self.began <= part.ended + SLACK_S
+        )
 
 
 class RunChoiceError(ValueError):
@@ -60,7 +80,11 @@ def runs_of(rank_dirs: list[Path]) -> list[Run]:
         part = parts.setdefault((run_id, rank_dir.parent), Run([run_id] if run_id else [], [rank_dir.parent]))
         part.rank_dirs.append(rank_dir)
         part.ranks.add(_rank(rank_dir, record.get("rank")))
-        part.latest_ns = max(part.latest_ns, _written_ns(rank_dir, record.get("updated_ns")))
+        written = _written_ns(rank_dir, record.get("updated_ns"))
+        part.latest_ns = max(part.latest_ns, written)
+        began = _began(rank_dir, written / 1e9)
+        part.began = min(part.began, began, written / 1e9)
+        part.ended = max(part.ended, began, written / 1e9)
     # first the parts of one directory (npuprof started inside torchrun: a launcher and run id per
     # worker), then across directories (the nodes of a multi-node job, copied side by side)
     by_place: dict[Path, list[Run]] = {}
@@ -73,14 +97,24 @@ def runs_of(rank_dirs: list[Path]) -> list[Run]:
 
 
 def _place(runs: list[Run], part: Run) -> None:
-    """Add ``part`` to the first of ``runs`` it can belong to (no rank in common), else as a run of its own.
-    A process without a rank is a job of its own: a part of a multi-process job always has ranks."""
-    joins = None not in part.ranks
-    home = next((r for r in runs if joins and None not in r.ranks and not r.ranks & part.ranks), None)
+    """Add ``part`` to the first of ``runs`` it can belong to (:meth:`Run.may_take`), else as a run of its
+    own."""
+    home = next((r for r in runs if r.may_take(part)), None)
     if home is None:
         runs.append(part)
     else:
         home.absorb(part)
+
+
+def _began(rank_dir: Path, default: float) -> float:
+    """When the capture began, from its directory's name (``..._20261202073144342_ascend_pt``, local time)."""
+    found = _STAMP.search(rank_dir.name)
+    if found is None:
+        return default
+    try:
+        return time.mktime(time.strptime(found[1], "%Y%m%d%H%M%S")) + int(found[2]) / 1000
+    except (ValueError, OverflowError):
+        return default
 
 
 def _rank(rank_dir: Path, recorded: object) -> int | None:
@@ -112,10 +146,11 @@ def choose(runs: list[Run], wanted: str | None) -> list[Run]:
     matching = exact or [r for r in runs if any(i.startswith(wanted) for i in r.run_ids)]
     if len(matching) == 1:
         return matching
-    known = ", ".join(r.label() for r in runs if r.run_ids) or "none has an npuprof run id"
-    if exact:  # one run id in several runs: a run's rank dirs copied elsewhere
+    known = ", ".join(dict.fromkeys(r.label() for r in runs if r.run_ids)) or "none has an npuprof run id"
+    if len({r.label() for r in matching}) == 1:  # one run in several places: a run's rank dirs copied
         places = ", ".join(str(p) for r in matching for p in r.places)
-        raise RunChoiceError(f"run {wanted!r} is in {len(matching)} places ({places}): analyse one")
+        label = matching[0].label()
+        raise RunChoiceError(f"run {label} is in {len(matching)} places ({places}): analyse one of them")
     if matching:
         raise RunChoiceError(f"{wanted!r} starts the ids of {len(matching)} runs ({known}); give more of it")
     raise RunChoiceError(f"no run {wanted!r} here (runs: {known}); or --run all")
