@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import capture_record, clean_env, npuprof, rank_dirs, sched
+from conftest import capture_record, clean_env, load_trace, npuprof, rank_dirs, sched
 
 NPUPROF = [sys.executable, "-m", "npuprof"]
 STEP = (
@@ -406,14 +406,22 @@ def test_a_ctrl_c_while_torch_collects_the_events_is_delivered_after_the_capture
         "    except KeyboardInterrupt:\n"
         "        print('caught Ctrl-C at step', s, flush=True)\n",
     )
+    # back to back: the boundary that ends capture 1 begins capture 2, whose record is made after the stop
     rc, stdout, err = _run(
-        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 2), "--wait", "1", "--repeat", "2", "--",
+        "run", "-o", str(out), "--no-analyse", *sched(1, 0, 2), "--wait", "0", "--repeat", "3", "--",
         sys.executable, str(script),
     )  # fmt: skip
     assert rc == 0, err
     assert stdout.count("caught Ctrl-C") == 1, stdout  # the script still gets its Ctrl-C, once
-    records = [capture_record(d) for d in rank_dirs(out)]
-    assert [(r["status"], r["steps"]) for r in records] == [("complete", [3, 4]), ("complete", [7, 8])], err
+    records = {d: capture_record(d) for d in rank_dirs(out)}
+    assert [(r["status"], r["steps"]) for r in records.values()] == [
+        ("complete", [1, 2]), ("complete", [3, 4]), ("complete", [5, 6])
+    ], err  # fmt: skip
+    for rank_dir, record in records.items():  # each record names the steps its trace holds
+        names = {
+            e["name"] for e in load_trace(rank_dir)["traceEvents"] if e.get("name", "").startswith("Prof")
+        }
+        assert names == {f"ProfilerStep#{n}" for n in record["steps"]}, (rank_dir.name, names)
     assert "own profiler" not in err, err
 
 
@@ -449,3 +457,33 @@ def test_sigusr1_while_npuprof_waits_for_post_processing_ends_the_wait_with_the_
     assert "stopped waiting" in err
     record = json.loads((out / "npuprof_run.json").read_text())
     assert record["exit_code"] == 3 and record["end"] is not None
+
+
+def test_a_ctrl_c_during_the_finalise_at_exit_keeps_the_capture_and_its_memory_timeline(
+    out: Path, tmp_path: Path
+) -> None:
+    """The job ends inside a capture; npuprof finalises it at exit, and a Ctrl-C lands as the profiler
+    stops. It used to escape the finalise (a traceback of npuprof's frames on the job's stderr) and skip
+    the hand-over of the memory snapshot: no memory timeline, and no word of it."""
+    script = _script(
+        tmp_path,
+        "ctrl_c_at_exit.py",
+        STEP + "import os, signal, torch.profiler as tp\n"
+        "stop = tp.profile.stop\n"
+        "def interrupted_stop(self, *args):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return stop(self, *args)\n"
+        "tp.profile.stop = interrupted_stop\n"
+        "for s in range(4):\n"
+        "    step()\n",
+    )
+    rc, _, err = _run(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 5), "--with-stack", "--record-shapes",
+        "--profile-memory", "--memory-timeline", "json", "--", sys.executable, str(script),
+    )  # fmt: skip
+    assert rc == 0, err  # as Python: a KeyboardInterrupt in an exit callback changes no exit code
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    (rank_dir,) = rank_dirs(out)
+    record = capture_record(rank_dir)
+    assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
+    assert (rank_dir / "memory_timeline.json").is_file(), sorted(p.name for p in rank_dir.iterdir())

@@ -32,8 +32,9 @@ def test_a_repeated_step_number_is_named_and_the_first_span_kept(tmp_path: Path)
 def test_a_negative_duration_is_named(tmp_path: Path) -> None:
     trace = cpu_trace()
     trace["traceEvents"].append(x("aten::relu", "cpu_op", 700, -50, **{"External id": 9}))
+    trace["traceEvents"].append(x("ProfilerStep#8", "user_annotation", 1000, -100))
     (note,) = _summary(write_rank_dir(tmp_path, trace))["warnings"]
-    assert note.startswith("1 operator or device event(s) with a negative duration"), note
+    assert note.startswith("2 step, operator or device event(s) with a negative duration"), note
 
 
 def test_nan_written_by_pythons_json_is_named_where_it_stands(tmp_path: Path) -> None:

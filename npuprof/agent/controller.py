@@ -283,16 +283,23 @@ class CaptureController:
             if wanted is Action.NONE and getattr(self.plan, "timed", False):
                 self._finish_early("", last=step - 1)  # a time window ends at this boundary
                 return
-            previous = self.action
-            with sigint_held_back():  # a Ctrl-C while torch collects the events would lose them all
-                self.prof.step()  # torch runs the transitions, on_trace_ready included
-            self.action = wanted
-            if not self._note_capture_start(previous, wanted, step):
-                return
-            if wanted is Action.NONE:
-                self._close_quietly()
-                self._schedule_next(step)
-                return
+            # A Ctrl-C while torch collects the events would lose them all: it reaches the script once
+            # this boundary is done, the controller's own state included.
+            with sigint_held_back():
+                self._step_profiler(step, wanted)
+            return
+        self.next_check = step + 1
+
+    def _step_profiler(self, step: int, wanted: Action) -> None:
+        previous = self.action
+        self.prof.step()  # torch runs the transitions, on_trace_ready included
+        self.action = wanted
+        if not self._note_capture_start(previous, wanted, step):
+            return
+        if wanted is Action.NONE:
+            self._close_quietly()
+            self._schedule_next(step)
+            return
         self.next_check = step + 1
 
     def _schedule_next(self, step: int) -> None:
@@ -494,15 +501,19 @@ class CaptureController:
 
     def _finish_early(self, reason: str, status: str = "complete", last: int | None = None) -> None:
         """Stop the profiler now; ``last``: the capture's last step (default: the one in flight). An
-        empty ``reason``: the capture ended where its plan said (a time window)."""
+        empty ``reason``: the capture ended where its plan said (a time window). A Ctrl-C meanwhile waits
+        for the end (the events torch collects now are the capture's)."""
+        with sigint_held_back():
+            self._stop_now(reason, status, last)
+
+    def _stop_now(self, reason: str, status: str, last: int | None) -> None:
         self._stopping = True
         self._stop_detail = reason
         self._stop_status = status
         self._stop_last = self.step if last is None else last
         try:
             recording = self.action.recording
-            with sigint_held_back():  # the events torch collects now are the capture's
-                self.prof.stop()  # when recording, torch runs stop_trace + on_trace_ready
+            self.prof.stop()  # when recording, torch runs stop_trace + on_trace_ready
             if not recording and self.sink is not None:
                 self.sink.abandon(reason)
             if reason:

@@ -233,10 +233,15 @@ class Agent:
 
     @never_raise("finalising the capture at exit")
     def _at_exit(self) -> None:
-        self.controller.finish_early(
-            f"training ended before the capture's last step; step {self.controller.step} is partial"
-        )
-        self._hand_over_the_rest()
+        # A Ctrl-C now (the job is ending: a KeyboardInterrupt would only interrupt this finalise, as
+        # Python ignores it in an exit callback) waits for the capture and its hand-over, and is dropped.
+        from npuprof.agent.signals import sigint_held_back
+
+        with sigint_held_back(deliver=False):
+            self.controller.finish_early(
+                f"training ended before the capture's last step; step {self.controller.step} is partial"
+            )
+            self._hand_over_the_rest()
 
     def _on_sigterm(self) -> None:
         """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""

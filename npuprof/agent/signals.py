@@ -271,8 +271,9 @@ def note_exported() -> None:
 
 
 @contextlib.contextmanager
-def sigint_held_back() -> Iterator[None]:
-    """Hold SIGINT back for the duration of the block (main thread only), then deliver it."""
+def sigint_held_back(deliver: bool = True) -> Iterator[None]:
+    """Hold SIGINT back for the duration of the block (main thread only), then deliver it (or, without
+    ``deliver``, drop it: the process is ending anyway)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -294,5 +295,5 @@ def sigint_held_back() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if received:
+        if received and deliver:
             previous(signal.SIGINT, received[-1])

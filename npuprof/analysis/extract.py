@@ -599,10 +599,11 @@ class Extract:
                 "the step; the others are left out of the step table"
             )
         negative = int((self.op_dur < 0).sum()) + int((self.dev_dur < 0).sum())
+        negative += sum(1 for _num, _ts, dur, _t in self.steps if dur < 0)
         if negative:
             notes.append(
-                f"{negative} operator or device event(s) with a negative duration: the trace is damaged or "
-                "was edited; times that include them are wrong"
+                f"{negative} step, operator or device event(s) with a negative duration: the trace is "
+                "damaged or was edited; times that include them are wrong"
             )
         return notes
 
