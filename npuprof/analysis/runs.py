@@ -7,7 +7,8 @@ pooled (rank 0's step 6 of one run beside rank 1's step 6 of another), and what 
 (the db of ``--export-type db``) must not reach runs nobody asked about.
 
 A part is the rank dirs of one directory with one npuprof run id (its capture records'; rank dirs without
-one, torch_npu's own or traces from elsewhere, make the part of their directory). Parts that recorded at
+one, torch_npu's own, traces from elsewhere or a capture whose record cannot be read, go with the latest
+run of their directory, or make a part of their own). Parts that recorded at
 the same time and whose ranks do not overlap are one run: npuprof started inside torchrun (a launcher, so a
 run id, per worker) and the nodes of a multi-node job (their rank dirs copied side by side, ``node0/``
 holding ranks 0-7, ``node1/`` ranks 8-15). A capture's time is from its directory's name (the time it
@@ -89,7 +90,15 @@ def runs_of(rank_dirs: list[Path]) -> list[Run]:
     # worker), then across directories (the nodes of a multi-node job, copied side by side)
     by_place: dict[Path, list[Run]] = {}
     for part in sorted(parts.values(), key=lambda p: p.latest_ns):
-        _place(by_place.setdefault(part.places[0], []), part)
+        if part.run_ids:
+            _place(by_place.setdefault(part.places[0], []), part)
+    for (run_id, place), part in parts.items():
+        if run_id is None:  # no record says otherwise: with the latest run of its directory, if any
+            home = by_place.setdefault(place, [])
+            if home:
+                home[-1].absorb(part)
+            else:
+                home.append(part)
     runs: list[Run] = []
     for part in sorted((r for place in by_place.values() for r in place), key=lambda r: r.latest_ns):
         _place(runs, part)
