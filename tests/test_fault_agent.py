@@ -200,12 +200,14 @@ def test_a_stopped_post_processor_never_blocks_a_step(out: Path, tmp_path: Path)
         "from npuprof.agent import entry\n"
         "post = entry._state['agent'].post.pid\n"
         "os.kill(post, signal.SIGSTOP)\n"
-        "threading.Timer(7, os.kill, (post, signal.SIGCONT)).start()\n"
+        # resumed once the steps are done; a step blocked behind it is freed after 7 s (and fails the test)
+        "resume = threading.Timer(7, os.kill, (post, signal.SIGCONT)); resume.start()\n"
         "durations = []\n"
         "for _ in range(14):\n"
         "    model(torch.randn(4, 8)).sum().backward()\n"
         "    t = time.monotonic(); opt.step(); durations.append(time.monotonic() - t)\n"
         f"json.dump(durations, open({str(timings)!r}, 'w'))\n"
+        "resume.cancel(); os.kill(post, signal.SIGCONT)\n"
     )
     metadata = [f"--metadata=k{i}={'x' * 4000}" for i in range(12)]  # 48 KB a capture, 2 captures
     result = npuprof(
@@ -375,12 +377,25 @@ def test_capture_stopped_when_the_disk_fills_during_it(tmpfs, tmp_path: Path) ->
     out = mount / "result"
     script = tmp_path / "filler.py"
     script.write_text(
-        "import os, time, torch\n"
+        "import glob, json, os, time, torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "def stopped():\n"
+        f"    for record in glob.glob({str(out / '*_ascend_pt' / 'npuprof_capture.json')!r}):\n"
+        "        try:\n"
+        "            return json.load(open(record)).get('status') == 'incomplete'\n"
+        "        except (OSError, ValueError):\n"
+        "            pass\n"
+        "    return False\n"
+        "after_stop = 0\n"
         "for step in range(60):\n"
         "    if step == 6:\n"
         f"        with open({str(mount / 'filler')!r}, 'wb') as f: f.write(b'x' * (40 << 20))\n"
         "    model(torch.randn(4, 8)).sum().backward(); opt.step(); time.sleep(0.1)\n"
+        # training goes on a few steps after the capture was stopped, then ends (no need to run all 60)
+        "    if after_stop or (step > 6 and stopped()):\n"
+        "        after_stop += 1\n"
+        "        if after_stop > 3:\n"
+        "            break\n"
     )
     result = npuprof(
         "run", "-o", str(out), "--min-free-space", "32MiB", *sched(1, 1, 50), "--no-analyse",

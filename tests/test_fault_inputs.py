@@ -91,11 +91,19 @@ def test_bytes_that_are_not_utf8_reach_the_job_exactly_and_the_record_stays_json
         assert line.startswith("npuprof:") and "not valid UTF-8" in line
 
 
-def test_metadata_that_is_not_utf8_still_gives_a_complete_capture(out: Path) -> None:
+@pytest.fixture(scope="module")
+def not_utf8_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`npuprof run` (skip 1, no warm-up, record 2) around 4 steps, with a --metadata value and the output
+    directory's name not UTF-8: (the output directory, the result), read by the two tests below."""
+    out = tmp_path_factory.mktemp("not-utf8") / f"result{XFF}"
     proc = npuprof(
-        "run", "-o", str(out), "--no-analyse", *sched(1, 0, 1), "--metadata", f"team=a{XFF}b", "--",
-        *trainer("--steps", "3"),
-    )  # fmt: skip
+        "run", "-o", str(out), *sched(1, 0, 2), "--metadata", f"team=a{XFF}b", "--", *trainer("--steps", "4")
+    )
+    return out, proc
+
+
+def test_metadata_that_is_not_utf8_still_gives_a_complete_capture(not_utf8_run) -> None:
+    out, proc = not_utf8_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     (d,) = rank_dirs(out)
@@ -349,8 +357,18 @@ def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path)
 
 
 # ---- 5. "waiting for post-processing" only when there is some ------------------------------------------
-def test_no_waiting_message_when_nothing_was_captured(out: Path) -> None:
-    proc = run_trainer(out, "--skip-first", "1000000000", train=("--steps", "3"))
+@pytest.fixture(scope="module")
+def too_few_steps_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A schedule that records from step 11 around a job of 3 steps, so nothing is captured: (the output
+    directory, the result), read by the two tests of it."""
+    out = tmp_path_factory.mktemp("too-few-steps") / "result"
+    return out, run_trainer(out, *sched(10, 1, 2), train=("--steps", "3"))
+
+
+def test_no_waiting_message_when_nothing_was_captured(too_few_steps_run) -> None:
+    out, proc = too_few_steps_run
     assert proc.returncode == 0, proc.stderr
     assert "waiting for" not in proc.stderr
     assert rank_dirs(out) == []
@@ -388,8 +406,8 @@ def test_no_capture_because_the_job_died_before_its_first_step(out: Path) -> Non
     assert "needs" not in text
 
 
-def test_no_capture_because_the_job_ran_too_few_steps_still_names_the_schedule(out: Path) -> None:
-    proc = run_trainer(out, *sched(10, 1, 2), train=("--steps", "3"))
+def test_no_capture_because_the_job_ran_too_few_steps_still_names_the_schedule(too_few_steps_run) -> None:
+    _, proc = too_few_steps_run  # (the run test_no_waiting_message_when_nothing_was_captured reads)
     assert proc.returncode == 0
     text = " ".join(proc.stderr.split())
     assert "records from step 11" in text and "needs 13 steps" in text, proc.stderr
@@ -417,9 +435,8 @@ def test_analyse_flags_the_step_a_capture_ended_inside_of(out: Path) -> None:
     assert header.endswith(",partial") and rows[-1].endswith(",True") and rows[0].endswith(",False")
 
 
-def test_an_output_dir_whose_name_is_not_utf8_gets_complete_analysable_captures(tmp_path: Path) -> None:
-    out = tmp_path / f"result{XFF}"
-    proc = npuprof("run", "-o", str(out), *sched(1, 0, 2), "--", *trainer("--steps", "4"))
+def test_an_output_dir_whose_name_is_not_utf8_gets_complete_analysable_captures(not_utf8_run) -> None:
+    out, proc = not_utf8_run  # (its --metadata value is not UTF-8 either)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (d,) = rank_dirs(out)
     assert _strict_json(d / "npuprof_capture.json")["status"] == "complete"

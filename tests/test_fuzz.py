@@ -13,6 +13,7 @@ The runs are bounded and derandomized (the same examples on every run), so CI is
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import io
 import json
@@ -226,12 +227,19 @@ def _no_execution() -> Iterator[list[ProfileConfig]]:
         yield seen
 
 
+@functools.cache
+def _typer_run_command() -> Any:
+    """typer's `run` command, built once, as one `npuprof` process builds it (building it is most of the
+    cost of an example)."""
+    return typer.main.get_command(get_app()).commands["run"]
+
+
 @FUZZ
 @given(argv=ARGVS)
 def test_run_flags_typer_path_gives_a_config_or_a_usage_error(argv: list[str]) -> None:
     """And where the fast path takes the flags, both paths agree (same config, or both refuse)."""
     full = [*argv, "--", "python", "-c", "pass"]
-    command = typer.main.get_command(get_app()).commands["run"]
+    command = _typer_run_command()
     stderr = io.StringIO()
     with (
         _no_execution() as seen,

@@ -50,8 +50,14 @@ SEED_KEYWORDS = {
 }
 
 
-def run_driver(tmp: Path, *args: str, api: str = "latest", **env_extra: str) -> dict[str, Any]:
+def _driver_env(tmp: Path, api: str, **env_extra: str) -> tuple[dict[str, str], Path]:
+    """The variables of one driver run (on top of the base environment), and its call log."""
     log = tmp / f"calls-{api}-{len(list(tmp.glob('calls-*')))}.jsonl"
+    log.touch()  # (its name taken: the next run's log is another file)
+    return {"FAKE_TORCH_NPU_LOG": str(log), "FAKE_TORCH_NPU_API": api, **env_extra}, log
+
+
+def _driver(tmp: Path, args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -60,8 +66,6 @@ def run_driver(tmp: Path, *args: str, api: str = "latest", **env_extra: str) -> 
     env.update(
         PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
         TORCH_DEVICE_BACKEND_AUTOLOAD="0",
-        FAKE_TORCH_NPU_LOG=str(log),
-        FAKE_TORCH_NPU_API=api,
         OMP_NUM_THREADS="1",
     )
     env.update(env_extra)
@@ -69,10 +73,33 @@ def run_driver(tmp: Path, *args: str, api: str = "latest", **env_extra: str) -> 
         [sys.executable, str(DRIVER), *args], env=env, cwd=tmp, capture_output=True, text=True, timeout=180
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["stdout"] = proc.stdout
+    return proc
+
+
+def _with_log(result: dict[str, Any], stdout: str, log: Path) -> dict[str, Any]:
+    result["stdout"] = stdout
     result["log"] = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return result
+
+
+def run_driver(tmp: Path, *args: str, api: str = "latest", **env_extra: str) -> dict[str, Any]:
+    env, log = _driver_env(tmp, api, **env_extra)
+    proc = _driver(tmp, list(args), env)
+    return _with_log(json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout, log)
+
+
+def run_drivers(tmp: Path, runs: list[tuple[list[str], str, dict[str, str]]]) -> list[dict[str, Any]]:
+    """Several driver runs (ARGS, API, VARIABLES) in one driver process: `driver.py each` forks a child for
+    each, once torch is imported, with that run's variables set; as run_driver gives them, in order."""
+    specs, logs = [], []
+    for args, api, env_extra in runs:
+        env, log = _driver_env(tmp, api, **env_extra)
+        specs.append({"args": args, "env": env})
+        logs.append(log)
+    proc = _driver(tmp, ["each", json.dumps(specs)], {})
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(results) == len(runs)
+    return [_with_log(result, proc.stdout, log) for result, log in zip(results, logs, strict=True)]
 
 
 def call(result: dict[str, Any], name: str) -> dict[str, Any]:
@@ -128,11 +155,22 @@ CASES.update(
 
 
 @pytest.fixture(scope="module")
-def latest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("npu-latest")
-    result = run_driver(tmp, "mapping", str(tmp / "out"), json.dumps(list(CASES.values())))
+def mappings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The mapping of CASES on the current API, and of OLDER_CASES on each older signature: one driver
+    process (a child for each API)."""
+    tmp = tmp_path_factory.mktemp("npu-mapping")
+    out = str(tmp / "out")
+    apis = ["latest", "5.0.0", "6.0.0", "mstx"]
+    cases = {api: CASES.values() if api == "latest" else OLDER_CASES for api in apis}
+    results = run_drivers(tmp, [(["mapping", out, json.dumps(list(cases[api]))], api, {}) for api in apis])
+    return {"tmp": tmp, **dict(zip(apis, results, strict=True))}
+
+
+@pytest.fixture(scope="module")
+def latest(mappings: dict[str, Any]) -> dict[str, Any]:
+    result = mappings["latest"]
     result["by_case"] = dict(zip(CASES, result["results"], strict=True))
-    result["tmp"] = tmp
+    result["tmp"] = mappings["tmp"]
     return result
 
 
@@ -295,26 +333,23 @@ def test_schedule_is_the_plan_in_torch_npu_actions(latest: dict[str, Any]) -> No
 
 
 # ---- older and newer torch_npu signatures ---------------------------------------------------------------
+OLDER_CASES: list[dict[str, Any]] = [
+    {},
+    {
+        "level": "Level_none",
+        "export_type": "db",
+        "msprof_tx": True,
+        "gc_detect_threshold": 2.0,
+        "analyse": False,
+    },
+    {"level": "Level2", "aic_metrics": "MemoryUB", "l2_cache": True, "record_op_args": True},
+    {"op_attr": True, "export_type": "db"},
+]
+
+
 @pytest.fixture(scope="module")
-def older(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("npu-old")
-    cases = [
-        {},
-        {
-            "level": "Level_none",
-            "export_type": "db",
-            "msprof_tx": True,
-            "gc_detect_threshold": 2.0,
-            "analyse": False,
-        },
-        {"level": "Level2", "aic_metrics": "MemoryUB", "l2_cache": True, "record_op_args": True},
-        {"op_attr": True, "export_type": "db"},
-    ]
-    return {
-        "5.0.0": run_driver(tmp, "mapping", str(tmp / "out"), json.dumps(cases), api="5.0.0"),
-        "6.0.0": run_driver(tmp, "mapping", str(tmp / "out"), json.dumps(cases), api="6.0.0"),
-        "mstx": run_driver(tmp, "mapping", str(tmp / "out"), json.dumps(cases), api="mstx"),
-    }
+def older(mappings: dict[str, Any]) -> dict[str, Any]:
+    return {api: mappings[api] for api in ("5.0.0", "6.0.0", "mstx")}
 
 
 def test_seed_era_signature_takes_every_flag(older: dict[str, Any]) -> None:
@@ -609,8 +644,17 @@ def test_one_profiler_for_every_capture_and_the_last_one_kept_at_exit(tmp_path: 
 
 
 # ---- availability and torch_npu's own mode ---------------------------------------------------------------
-def test_npu_available_and_selected(tmp_path: Path) -> None:
-    result = run_driver(tmp_path, "probe")
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """probe with the stand-in as installed, and with no device: one driver process (a child for each)."""
+    tmp = tmp_path_factory.mktemp("npu-probe")
+    runs = {"installed": {}, "no-device": {"FAKE_TORCH_NPU_AVAILABLE": "0"}}
+    results = run_drivers(tmp, [(["probe"], "latest", env) for env in runs.values()])
+    return dict(zip(runs, results, strict=True))
+
+
+def test_npu_available_and_selected(probes: dict[str, dict[str, Any]]) -> None:
+    result = probes["installed"]
     assert result["available"] is True and result["reason"] is None
     assert result["torch_npu_registered"] is True
     assert result["selected"] == "torch_npu"
@@ -624,8 +668,8 @@ def test_import_failure_is_not_an_npu(tmp_path: Path) -> None:
     assert result["reason"] == f"import torch_npu failed: {message}"
 
 
-def test_no_device_is_not_an_npu(tmp_path: Path) -> None:
-    result = run_driver(tmp_path, "probe", FAKE_TORCH_NPU_AVAILABLE="0")
+def test_no_device_is_not_an_npu(probes: dict[str, dict[str, Any]]) -> None:
+    result = probes["no-device"]
     assert result["available"] is False
     assert "is_available() is False" in result["reason"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -203,14 +204,30 @@ def test_unselected_rank_writes_nothing(out: Path) -> None:
     assert "rank 0 not selected" in (out / "npuprof.log").read_text()
 
 
+@pytest.fixture(scope="module")
+def run_with_umask(tmp_path_factory: pytest.TempPathFactory):
+    """`npuprof run -o OUT` (skip 1, warm up 1, record 1) around 4 steps under a umask: (OUT, the result),
+    one run for each umask, shared by the tests that read it."""
+    runs: dict[int, tuple[Path, subprocess.CompletedProcess[str]]] = {}
+
+    def run(umask: int) -> tuple[Path, subprocess.CompletedProcess[str]]:
+        if umask not in runs:
+            out = tmp_path_factory.mktemp(f"umask-{umask:03o}") / "result"
+            previous = os.umask(umask)
+            try:
+                result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"))
+            finally:
+                os.umask(previous)
+            runs[umask] = (out, result)
+        return runs[umask]
+
+    return run
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o077])
-def test_files_and_dirs_modes(out: Path, umask: int) -> None:
+def test_files_and_dirs_modes(run_with_umask, umask: int) -> None:
     """Directories at most 0o750, files at most 0o640, whatever the umask (a stricter one stays stricter)."""
-    previous = os.umask(umask)
-    try:
-        result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"))
-    finally:
-        os.umask(previous)
+    out, result = run_with_umask(umask)
     assert result.returncode == 0, result.stderr
     paths = [out, *out.rglob("*")]
     assert any(p.is_file() for p in paths) and any(p.name.endswith("_ascend_pt") for p in paths)
@@ -222,8 +239,8 @@ def test_files_and_dirs_modes(out: Path, umask: int) -> None:
             assert mode == allowed, (path, oct(mode))  # exactly what the README promises
 
 
-def test_log_records_agent_activity(out: Path) -> None:
-    result = run_trainer(out, *sched(1, 1, 1), train=("--steps", "4"))
+def test_log_records_agent_activity(run_with_umask) -> None:
+    out, result = run_with_umask(0o022)  # the run test_files_and_dirs_modes[18] reads too
     assert result.returncode == 0
     log = (out / "npuprof.log").read_text()
     assert "agent ready" in log and "capture of steps 2-2 written" in log

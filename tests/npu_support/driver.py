@@ -4,6 +4,9 @@ runs under `npuprof run`, so that npuprof's own agent and controller drive the b
 
     driver.py mapping OUTPUT_DIR CASES_JSON   each case: ProfileConfig fields; create a profiler, no capture
     driver.py probe                            npu_available(), the reason, own-mode detection
+    driver.py each RUNS_JSON                   several of those, each with its own environment
+                                               (``{"args": [...], "env": {...}}``), in children forked once
+                                               torch is imported; prints the list of their documents
 """
 
 from __future__ import annotations
@@ -99,8 +102,50 @@ def probe() -> dict[str, Any]:
     return result
 
 
+def run(args: list[str]) -> dict[str, Any]:
+    return mapping(args[1], json.loads(args[2])) if args[0] == "mapping" else probe()
+
+
+def each(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each run in a child forked from this process, its environment set before the child imports
+    torch_npu (the stand-in reads its knobs at import) or npuprof: what a process of its own would do,
+    without importing torch once a run."""
+    import torch  # noqa: F401  (the only thing the children share)
+
+    results = []
+    for spec in runs:
+        read_end, write_end = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(read_end)
+                os.environ.update(spec["env"])
+                with os.fdopen(write_end, "w", encoding="utf-8") as sink:
+                    sink.write(json.dumps(run(spec["args"])))
+                code = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        os.close(write_end)
+        with os.fdopen(read_end, encoding="utf-8") as source:
+            text = source.read()
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise SystemExit(f"driver run {spec} failed (wait status {status})")
+        results.append(json.loads(text))
+    return results
+
+
 def main() -> None:
-    result = mapping(sys.argv[2], json.loads(sys.argv[3])) if sys.argv[1] == "mapping" else probe()
+    result = each(json.loads(sys.argv[2])) if sys.argv[1] == "each" else run(sys.argv[1:])
     print(json.dumps(result))
 
 

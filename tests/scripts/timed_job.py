@@ -1,20 +1,55 @@
 """A job for --delay/--duration: torch ops for SECONDS after `import torch`, with no step at all, or
 (--steps) one SGD step every ~0.15 s. Writes the wall-clock time before and after `import torch` to OUT.
-With --join-first S the main thread first waits S seconds in Thread.join (and OUT says when it ended)."""
+With --join-first S the main thread first waits S seconds in Thread.join (and OUT says when it ended).
+With --until-captured DIR the job ends as soon as its own capture under DIR is complete (its record says
+so), SECONDS being then the most it runs; the --join-first thread then ends 1.6 s after that, S being the
+most it waits (and OUT says when it ended)."""
 
+import glob
 import json
+import os
 import sys
 import threading
 import time
 
 out, seconds = sys.argv[1], float(sys.argv[2])
+until = sys.argv[sys.argv.index("--until-captured") + 1] if "--until-captured" in sys.argv else None
+
+
+def captured() -> bool:
+    """This process's capture under ``until`` is complete."""
+    if until is None:
+        return False
+    for path in glob.glob(os.path.join(until, "*_ascend_pt", "npuprof_capture.json")):
+        try:
+            with open(path) as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if record.get("pid") == os.getpid() and record.get("status") == "complete":
+            return True
+    return False
+
+
 before = time.time()
 import torch  # noqa: E402  (the agent wakes in this import: the time around it is the test's reference)
 
 after = time.time()
 times = {"before_import": before, "after_import": after}
 if "--join-first" in sys.argv:
-    waiter = threading.Thread(target=time.sleep, args=(float(sys.argv[sys.argv.index("--join-first") + 1]),))
+    limit = float(sys.argv[sys.argv.index("--join-first") + 1])
+
+    def wait() -> None:
+        if until is None:
+            time.sleep(limit)
+        else:
+            deadline = time.monotonic() + limit
+            while time.monotonic() < deadline and not captured():
+                time.sleep(0.05)
+            time.sleep(max(0.0, min(1.6, deadline - time.monotonic())))
+        times["waiter_ended"] = time.time()
+
+    waiter = threading.Thread(target=wait)
     waiter.start()
     waiter.join()
     times["join_ended"] = time.time()
@@ -34,3 +69,5 @@ while time.monotonic() < end:
         opt.zero_grad()
     else:
         time.sleep(0.1)
+    if captured():
+        break
