@@ -14,8 +14,9 @@ from conftest import SCRIPTS, capture_record, clean_env, load_trace, npuprof, ra
 
 JOB = str(SCRIPTS / "timed_job.py")
 DELAY_S, DURATION_S = 1.0, 1.0
-JOB_S = 5.0  # long enough for the delay, the first profiler start (seconds on a busy machine) and the window
-# (the most a job runs: it ends as soon as its capture is complete, timed_job.py --until-captured)
+# The most a job runs: long enough for the delay, the first profiler start (seconds on a busy machine) and
+# the window; it ends once its capture is complete (timed_job.py --until-captured): a margin costs nothing.
+JOB_S = 15.0
 STEP_SLEEP_S = 0.15  # timed_job.py --steps sleeps this long in each step
 
 
