@@ -20,7 +20,6 @@ so is each part with a process of no rank (a single-process job).
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,6 @@ from npuprof.results import layout
 
 ALL = "all"  # --run all: every run together (the report before runs were told apart)
 SLACK_S = 2.0  # two parts recorded "at the same time" when their times overlap within this (clock skew)
-_STAMP = re.compile(r"_(\d{14})(\d{3})" + re.escape(layout.RANK_DIR_SUFFIX) + "$")
 
 
 @dataclass
@@ -117,11 +115,12 @@ def _place(runs: list[Run], part: Run) -> None:
 
 def _began(rank_dir: Path, default: float) -> float:
     """When the capture began, from its directory's name (``..._20261202073144342_ascend_pt``, local time)."""
-    found = _STAMP.search(rank_dir.name)
-    if found is None:
+    fields = layout.parse_rank_dir_name(rank_dir.name)
+    if fields is None:
         return default
+    stamp = fields["stamp"]
     try:
-        return time.mktime(time.strptime(found[1], "%Y%m%d%H%M%S")) + int(found[2]) / 1000
+        return time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S")) + int(stamp[14:]) / 1000
     except (ValueError, OverflowError):
         return default
 

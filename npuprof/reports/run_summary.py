@@ -291,9 +291,6 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
-_DYNAMIC_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .*\] loaded: ")
-
-
 def unread_request(directory: Path) -> str:
     """When ``directory/profiler_config.json`` asks for a capture (a start_step other than 0) and was
     last changed after every process's last read of a request (their ``loaded:`` lines under ``log/``;
@@ -301,9 +298,11 @@ def unread_request(directory: Path) -> str:
     a moment before the job ended is otherwise reported as never asked."""
     import json
 
+    from npuprof.agent.dynamic_files import CONFIG_NAME
+    from npuprof.agent.dynamic_log import parse_line
     from npuprof.results.layout import read_small
 
-    path = directory / "profiler_config.json"
+    path = directory / CONFIG_NAME
     try:
         changed = os.stat(path).st_mtime
         data = json.loads(read_small(path, 1 << 20))
@@ -318,8 +317,10 @@ def unread_request(directory: Path) -> str:
         except OSError:
             continue
         for line in text.splitlines():
-            if found := _DYNAMIC_LOG_TIME.match(line):
-                stamp = time.mktime(time.strptime(found[1], "%Y-%m-%d %H:%M:%S")) + int(found[2]) / 1000
+            fields = parse_line(line)
+            if fields is not None and fields["message"].startswith("loaded: "):
+                day, ms = fields["time"].split(",")
+                stamp = time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
                 last_read = max(last_read, stamp)
     if last_read >= changed - 1.0:  # the log's clock has ms; the file's may be ahead by a tick
         return ""
