@@ -24,6 +24,7 @@ in one warning (:meth:`Extract.warnings`), never left out silently.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -124,6 +125,8 @@ _KIND_OF = {
 _CAT, _PH, _TS, _DUR = attrgetter("cat"), attrgetter("ph"), attrgetter("ts"), attrgetter("dur")
 _NAME, _ARGS, _PID, _TID = attrgetter("name"), attrgetter("args"), attrgetter("pid"), attrgetter("tid")
 _PIDTID = attrgetter("pid", "tid")
+_ID = attrgetter("id")
+_FLOW_ENDS = {"s": 1, "f": 2}  # the two ends of a flow the launch links read
 _EXT, _DIMS, _STACK = attrgetter("ext"), attrgetter("dims"), attrgetter("stack")
 _GRID = attrgetter("grid")
 _TASK_TYPE = attrgetter("task_type")
@@ -743,24 +746,27 @@ class Extract:
 
     def _add_launch_flows(self, flows: list[Any]) -> None:
         """The start and finish events of ``async_npu`` flows with an integer id and integer pid/tid."""
-        keep = [
-            ev
-            for ev in flows
-            if ev.ph in ("s", "f")
-            and _is_int64(ev.id)
-            and isinstance(ev.pid, int)
-            and isinstance(ev.tid, int)
-            and _is_int64(ev.pid)
-            and _is_int64(ev.tid)
-        ]
-        if not keep:
+        n = len(flows)
+        values = [list(map(_ID, flows)), list(map(_PID, flows)), list(map(_TID, flows))]
+        ends = np.fromiter(map(_FLOW_ENDS.get, map(_PH, flows), repeat(0)), np.int8, n)
+        keep = ends > 0
+        columns = None
+        if set().union(*(map(type, v) for v in values)) == {int}:  # the rule: plain ints (never a bool)
+            with contextlib.suppress(OverflowError):  # ... that an int64 holds
+                columns = [np.fromiter(v, np.int64, n)[keep] for v in values]
+        if columns is None:  # each event checked on its own
+            for v in values:
+                keep &= np.fromiter(map(_is_int64, v), bool, n)
+            columns = [np.array(list(itertools.compress(v, keep.tolist())), np.int64) for v in values]
+        if not keep.any():
             return
-        n, parts = len(keep), self._parts
-        parts["fl_id"].append(np.fromiter((ev.id for ev in keep), np.int64, n))
-        parts["fl_start"].append(np.fromiter((ev.ph == "s" for ev in keep), np.int8, n))
-        parts["fl_pid"].append(np.fromiter(map(_PID, keep), np.int64, n))
-        parts["fl_tid"].append(np.fromiter(map(_TID, keep), np.int64, n))
-        parts["fl_ts"].append(np.fromiter(map(_TS, keep), np.float64, n))
+        parts = self._parts
+        parts["fl_id"].append(columns[0])
+        parts["fl_start"].append((ends[keep] == 1).astype(np.int8))
+        parts["fl_pid"].append(columns[1])
+        parts["fl_tid"].append(columns[2])
+        kept = list(itertools.compress(flows, keep.tolist()))
+        parts["fl_ts"].append(np.fromiter(map(_TS, kept), np.float64, len(kept)))
 
     def _note_processes(self, events: list[Any], meta: np.ndarray) -> None:
         """The process names of a chunk's metadata events (before its other events are sorted out)."""

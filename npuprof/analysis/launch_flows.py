@@ -10,6 +10,8 @@ tables count the task's time as the operator's device time exactly as for Kineto
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -29,26 +31,15 @@ def link(x: Extract) -> int:
     (s_pid, s_tid, s_ts), (f_pid, f_tid, f_ts) = pairs
     op_at = _operator_index(x)
     task_at, task_at_any_stream = _task_index(x)
-    ops: list[int] = []
-    tasks: list[int] = []
-    for key_s, pid, tid, ts in zip(
-        zip(s_pid.tolist(), s_tid.tolist(), s_ts.tolist(), strict=True),
-        f_pid.tolist(),
-        f_tid.tolist(),
-        f_ts.tolist(),
-        strict=True,
-    ):
-        op = op_at.get(key_s)
-        task = task_at.get((pid, tid, ts), task_at_any_stream.get((pid, ts)))
-        if op is not None and task is not None:
-            ops.append(op)
-            tasks.append(task)
-    if not ops:
+    op = _lookup(op_at, s_pid, s_tid, s_ts)
+    exact = _lookup(task_at, f_pid, f_tid, f_ts)
+    task = np.where(exact >= 0, exact, _lookup(task_at_any_stream, f_pid, f_ts))
+    both = (op >= 0) & (task >= 0)
+    if not both.any():
         return 0
     op_ext = np.array(x.op_ext, dtype=np.int64)  # a writable copy
     dev_ext = np.array(x.dev_ext, dtype=np.int64)
-    op_idx = np.array(ops, dtype=np.int64)
-    task_idx = np.array(tasks, dtype=np.int64)
+    op_idx, task_idx = op[both], task[both]
     free = dev_ext[task_idx] < 0  # a task with an id of its own keeps it
     op_idx, task_idx = op_idx[free], task_idx[free]
     fresh = op_ext[op_idx] < 0
@@ -57,6 +48,13 @@ def link(x: Extract) -> int:
     dev_ext[task_idx] = op_ext[op_idx]
     x.op_ext, x.dev_ext = op_ext, dev_ext
     return len(task_idx)
+
+
+def _lookup(table: dict[Any, int], *columns: np.ndarray) -> np.ndarray:
+    """``table[(a, b, ...)]`` for each row of the columns, -1 where missing: dict lookups by a C-level
+    ``map`` (Python's equality of the keys, as a loop would have it, without the loop)."""
+    keys = zip(*(c.tolist() for c in columns), strict=True)
+    return np.fromiter(map(table.get, keys, repeat(-1)), np.int64, len(columns[0]))
 
 
 def _flow_pairs(x: Extract) -> tuple[tuple[Any, Any, Any], tuple[Any, Any, Any]] | None:
@@ -78,22 +76,22 @@ def _flow_pairs(x: Extract) -> tuple[tuple[Any, Any, Any], tuple[Any, Any, Any]]
 
 def _operator_index(x: Extract) -> dict[tuple[Any, Any, float], int]:
     """(pid, tid, start) -> operator; of operators starting together, the innermost (shortest): the one
-    that launched."""
+    that launched (of equally short ones, the last)."""
     keys = list(x.threads)
-    thread = np.asarray(x.op_thread).tolist()
-    by_length = np.argsort(-np.asarray(x.op_dur, dtype=np.float64), kind="stable").tolist()
-    ts = np.asarray(x.op_ts, dtype=np.float64).tolist()
-    return {(*keys[thread[i]], ts[i]): i for i in by_length}
+    by_length = np.argsort(-np.asarray(x.op_dur, dtype=np.float64), kind="stable")
+    thread = np.asarray(x.op_thread)[by_length].tolist()
+    pids = list(map(itemgetter(0), map(keys.__getitem__, thread)))
+    tids = list(map(itemgetter(1), map(keys.__getitem__, thread)))
+    ts = np.asarray(x.op_ts, dtype=np.float64)[by_length].tolist()
+    # a later (shorter) one replaces an earlier one of the same key
+    return dict(zip(zip(pids, tids, ts, strict=True), by_length.tolist(), strict=True))
 
 
 def _task_index(x: Extract) -> tuple[dict[tuple[Any, Any, float], int], dict[tuple[Any, float], int]]:
     """(pid, stream, start) -> device task, and (pid, start) -> the first task starting then."""
-    pids = x.dev_pid
-    streams = np.asarray(x.dev_stream, dtype=np.int64).tolist()
-    ts = np.asarray(x.dev_ts, dtype=np.float64).tolist()
-    exact: dict[tuple[Any, Any, float], int] = {}
-    anywhere: dict[tuple[Any, float], int] = {}
-    for i, (pid, stream, start) in enumerate(zip(pids, streams, ts, strict=True)):
-        exact.setdefault((pid, stream, start), i)
-        anywhere.setdefault((pid, start), i)
-    return exact, anywhere
+    pids = list(x.dev_pid)[::-1]  # built backwards: the first task of a key is written last and stays
+    streams = np.asarray(x.dev_stream, dtype=np.int64)[::-1].tolist()
+    ts = np.asarray(x.dev_ts, dtype=np.float64)[::-1].tolist()
+    order = range(len(ts) - 1, -1, -1)
+    exact = dict(zip(zip(pids, streams, ts, strict=True), order, strict=True))
+    return exact, dict(zip(zip(pids, ts, strict=True), order, strict=True))

@@ -169,11 +169,10 @@ def _spans(
     base_ns: int,
 ) -> list[bytes]:
     """X events ``{"name", "pid", "tid", "ts", "dur", "ph"}``: ``name_json[which[k]]`` on thread
-    ``tid_of[which[k]]`` over [starts[k], ends[k]) (trace µs), formatted in bulk (one piece)."""
+    ``tid_of[which[k]]`` over [starts[k], ends[k]) (trace µs), formatted in bulk, ``FLOW_BATCH`` rows a
+    piece (the text of a million rows at once would be several hundred MB)."""
     if not len(starts):
         return []
-    lo, hi = ns_of(starts) + base_ns, ns_of(ends) + base_ns
-    dur = _ENC.encode(np.round((hi - lo) / 1000.0, 3).tolist())[1:-1].decode().split(",")
     pid_json = _ENC.encode(pid).decode()
     templates = [
         ('{"name":' + nm.decode() + ',"pid":' + pid_json + ',"tid":' + _ENC.encode(t).decode()).replace(
@@ -182,9 +181,15 @@ def _spans(
         + ',"ts":"%s","dur":%s,"ph":"X"}'
         for nm, t in zip(name_json, tid_of, strict=True)
     ]
-    values: list[Any] = [None] * (2 * len(dur))
-    values[0::2], values[1::2] = epoch_texts(lo), dur
-    return [_bulk(templates, which.tolist(), values)]
+    pieces = []
+    for lo in range(0, len(starts), FLOW_BATCH):
+        hi = min(lo + FLOW_BATCH, len(starts))
+        first, last = ns_of(starts[lo:hi]) + base_ns, ns_of(ends[lo:hi]) + base_ns
+        dur = _ENC.encode(np.round((last - first) / 1000.0, 3).tolist())[1:-1].decode().split(",")
+        values: list[Any] = [None] * (2 * len(dur))
+        values[0::2], values[1::2] = epoch_texts(first), dur
+        pieces.append(_bulk(templates, which[lo:hi].tolist(), values))
+    return pieces
 
 
 def hcom_name(collective: str) -> str:
