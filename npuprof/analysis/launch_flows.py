@@ -29,8 +29,8 @@ def link(x: Extract) -> int:
     if pairs is None or not len(x.op_ts) or not len(x.dev_ts):
         return 0
     (s_pid, s_tid, s_ts), (f_pid, f_tid, f_ts) = pairs
-    op_at = _operator_index(x)
-    task_at, task_at_any_stream = _task_index(x)
+    op_at = _operator_index(x, s_ts)
+    task_at, task_at_any_stream = _task_index(x, f_ts)
     op = _lookup(op_at, s_pid, s_tid, s_ts)
     exact = _lookup(task_at, f_pid, f_tid, f_ts)
     task = np.where(exact >= 0, exact, _lookup(task_at_any_stream, f_pid, f_ts))
@@ -74,24 +74,29 @@ def _flow_pairs(x: Extract) -> tuple[tuple[Any, Any, Any], tuple[Any, Any, Any]]
     return (pid[s_rows], tid[s_rows], ts[s_rows]), (pid[f_rows], tid[f_rows], ts[f_rows])
 
 
-def _operator_index(x: Extract) -> dict[tuple[Any, Any, float], int]:
-    """(pid, tid, start) -> operator; of operators starting together, the innermost (shortest): the one
-    that launched (of equally short ones, the last)."""
+def _operator_index(x: Extract, starts: np.ndarray) -> dict[tuple[Any, Any, float], int]:
+    """(pid, tid, start) -> operator, of the operators starting at one of ``starts``; of operators
+    starting together, the innermost (shortest): the one that launched (of equally short ones, the last)."""
     keys = list(x.threads)
+    op_ts = np.asarray(x.op_ts, dtype=np.float64)
     by_length = np.argsort(-np.asarray(x.op_dur, dtype=np.float64), kind="stable")
+    by_length = by_length[np.isin(op_ts[by_length], starts)]
     thread = np.asarray(x.op_thread)[by_length].tolist()
     pids = list(map(itemgetter(0), map(keys.__getitem__, thread)))
     tids = list(map(itemgetter(1), map(keys.__getitem__, thread)))
-    ts = np.asarray(x.op_ts, dtype=np.float64)[by_length].tolist()
     # a later (shorter) one replaces an earlier one of the same key
-    return dict(zip(zip(pids, tids, ts, strict=True), by_length.tolist(), strict=True))
+    return dict(zip(zip(pids, tids, op_ts[by_length].tolist(), strict=True), by_length.tolist(), strict=True))
 
 
-def _task_index(x: Extract) -> tuple[dict[tuple[Any, Any, float], int], dict[tuple[Any, float], int]]:
-    """(pid, stream, start) -> device task, and (pid, start) -> the first task starting then."""
-    pids = list(x.dev_pid)[::-1]  # built backwards: the first task of a key is written last and stays
-    streams = np.asarray(x.dev_stream, dtype=np.int64)[::-1].tolist()
-    ts = np.asarray(x.dev_ts, dtype=np.float64)[::-1].tolist()
-    order = range(len(ts) - 1, -1, -1)
-    exact = dict(zip(zip(pids, streams, ts, strict=True), order, strict=True))
-    return exact, dict(zip(zip(pids, ts, strict=True), order, strict=True))
+def _task_index(
+    x: Extract, starts: np.ndarray
+) -> tuple[dict[tuple[Any, Any, float], int], dict[tuple[Any, float], int]]:
+    """(pid, stream, start) -> device task, and (pid, start) -> the first task starting then, of the
+    tasks starting at one of ``starts``."""
+    dev_ts = np.asarray(x.dev_ts, dtype=np.float64)
+    order = np.flatnonzero(np.isin(dev_ts, starts))[::-1]  # backwards: the first of a key is written last
+    pids = list(map(list(x.dev_pid).__getitem__, order.tolist()))
+    streams = np.asarray(x.dev_stream, dtype=np.int64)[order].tolist()
+    ts = dev_ts[order].tolist()
+    exact = dict(zip(zip(pids, streams, ts, strict=True), order.tolist(), strict=True))
+    return exact, dict(zip(zip(pids, ts, strict=True), order.tolist(), strict=True))
