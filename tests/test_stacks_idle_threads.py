@@ -67,3 +67,51 @@ def test_frames_differing_only_by_address_merge(tmp_path: Path) -> None:
     assert folded[merged] == 500 and f"{merged};aten::mm" in lambda_paths
     assert folded[f"{merged};aten::mm"] == 100
     assert not any("0x7f3a" in k for k in folded)
+
+
+def test_threads_blocked_in_c_functions_are_left_out(tmp_path: Path) -> None:
+    """As torch's Python tracer records a blocked thread: its innermost frames are C functions named by
+    their repr (a DataLoader's queue feeder in a lock's acquire, a sleeper in time.sleep). A thread busy
+    in C functions that do not wait (dict.get, str.join) stays."""
+    lock = "<built-in method acquire of _thread.lock object at 0x7f0c2a1b3c40>"
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 1000,
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 800},
+        # the feeder: 900 of its 1000 µs in a lock's acquire, 100 µs pickling
+        _py("threading.py(1012): run", 2, 0, 1000),
+        _py("multiprocessing/queues.py(231): _feed", 2, 0, 1000),
+        _py("threading.py(327): wait", 2, 0, 900),
+        _py(lock, 2, 0, 900),
+        _py("<built-in method dumps of type object at 0x7f0c2a000000>", 2, 900, 100),
+        # the sleeper
+        _py("idle.py(8): sleeper", 3, 0, 1000),
+        _py("<built-in function sleep>", 3, 10, 980),
+        # a busy Python thread: its C calls do not wait
+        _py("work.py(3): crunch", 4, 0, 1000),
+        _py("<built-in method get of dict object at 0x7f0c2a111111>", 4, 0, 500),
+        _py("<built-in method join of str object at 0x7f0c2a222222>", 4, 500, 500),
+    ]
+    trace = tmp_path / "c.1.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    folded, err = _folded(str(trace))
+    assert not any("_feed" in k or "sleeper" in k for k in folded)
+    assert "left out 2 thread(s)" in err
+    assert sum(v for k, v in folded.items() if "crunch" in k) == 1000
+    assert sum(folded.values()) == 1000 + 1000  # the step's and the busy thread's
+    kept, _ = _folded(str(trace), "--keep-idle-threads")
+    assert (
+        sum(
+            v
+            for k, v in kept.items()
+            if k.endswith("<built-in_method_acquire_of__thread.lock_object_at_0x...>")
+        )
+        == 900
+    )

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from npuprof.agent.steps import wrap_step_function
+from npuprof.config import ProfileConfig
+from npuprof.reports.run_summary import why_no_capture
 
 
 class Recorder:
@@ -132,6 +134,11 @@ def test_a_class_an_object_or_an_async_generator_is_refused_and_left_as_it_is(
     assert getattr(module, name) is value
     assert log.lines == [f"[step-on-kind] --step-on job:{name}: {said}; no steps counted"]
     assert events == []
+    # the launcher's end-of-run reason repeats the refusal (not "the job ended before the first capture")
+    logged = log.lines[0].removeprefix("[step-on-kind] ")
+    agent = "2026-12-02 07:00:00 [{}] [agent pid=7] {}"
+    lines = [agent.format("INFO", "agent ready in /w/job.py (rank None)"), agent.format("WARNING", logged)]
+    assert why_no_capture(ProfileConfig(step_on=f"job:{name}"), 0, lines) == logged
 
 
 def test_the_range_decorator_keeps_an_async_function_awaitable() -> None:

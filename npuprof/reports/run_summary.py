@@ -152,10 +152,11 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
     schedule = cfg.schedule
     first = schedule.skip_first + schedule.wait + schedule.warmup
     need = schedule.first_steps_needed()
-    # A --step-on target missing in some process (torchrun's own, say) matters only if none found it.
+    # A --step-on target missing (or refused: a class, a module object) in some process (torchrun's own,
+    # say) matters only if no process counted steps on it.
     if not any(message.startswith(STEPS_COUNTED_AT) for message in messages):
         for message in messages:
-            if message.startswith("--step-on") and "not found" in message:
+            if message.startswith("--step-on") and ("not found" in message or STEP_ON_REFUSED in message):
                 return f"{failed}{_short(message)}"
     # npuprof stepped aside (torch_npu's own profiling mode, before any agent was ready; or the script's
     # own profiler): that is the reason, whatever else the log says
@@ -211,6 +212,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
 
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
+STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
 
 
 def _what_wakes_the_agent(cfg: ProfileConfig) -> str:

@@ -48,10 +48,16 @@ _IGNORED_CATS = frozenset({vocab.TRACE})
 _CAT_RANK = {vocab.PYTHON_FUNCTION: 0, vocab.USER_ANNOTATION: 1, vocab.CPU_OP: 2}
 _SANITISE = str.maketrans(" ;\t\n\r", "_____")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}")
-# A frame whose function is one of these waits (Python's threading, queue, selectors, socket, time).
+# A frame whose function is one of these waits (Python's threading, queue, selectors, socket, time): a
+# Python frame (``threading.py(331): wait``), or a C function as torch's Python tracer names it, by its repr
+# (``<built-in method acquire of _thread.lock object at 0x7f...>``, ``<built-in function sleep>``), which is
+# where a blocked thread's time actually is. A C ``get`` or ``join`` waits only on a SimpleQueue.
 _WAITING = re.compile(
     r"\): (wait|acquire|get|sleep|select|poll|join|_wait_for_tstate_lock|recv|recv_into|accept|"
     r"_recv|_recv_bytes|_poll|epoll|readinto|read)$"
+    r"|^<built-in (method|function) (acquire|acquire_lock|sleep|select|poll|wait|waitpid|wait3|wait4|"
+    r"sigwait|sigtimedwait|sigwaitinfo|recv|recv_into|recvfrom|accept|read|readinto|readv|"
+    r"get(?= of _queue\.SimpleQueue))\b"
 )
 IDLE_SHARE = 0.8  # a Python-only thread with at least this share of its time in waits is idle
 UNLINKED_FRAME = "[device_work_without_a_launching_call]"
