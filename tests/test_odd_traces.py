@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analyse_support.handmade import cpu_trace, write_rank_dir, x
+from analyse_support.handmade import cpu_trace, cuda_trace, mem, write_rank_dir, x
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 
@@ -46,3 +46,26 @@ def test_nan_written_by_pythons_json_is_named_where_it_stands(tmp_path: Path) ->
     assert outcome.status == "corrupt", outcome
     byte = text.encode().index(b"NaN")
     assert f"malformed JSON at byte {byte} (NaN: not a JSON number" in outcome.reason, (byte, outcome.reason)
+
+
+def test_memory_peaks_are_the_devices_not_a_host_allocation(tmp_path: Path) -> None:
+    """A CUDA trace with the host's allocator's events too: the peaks (per step and of the capture) are the
+    GPU's; a 2 GiB host allocation inside a step changes none of them."""
+    trace = cuda_trace()
+
+    def on(device_type: int, ts: float, nbytes: int, allocated: int, reserved: int) -> dict:
+        event = mem(ts, nbytes, allocated, 0x1000 + int(ts))
+        event["args"].update({"Device Type": device_type, "Total Reserved": reserved})
+        return event
+
+    trace["traceEvents"] += [
+        on(1, 100, 100 << 20, 100 << 20, 128 << 20),  # step 1: the GPU at 100 MiB
+        on(1, 1100, 100 << 20, 200 << 20, 256 << 20),  # step 2: 200 MiB
+        on(0, 1200, 2 << 30, 2 << 30, 2 << 30),  # a 2 GiB host allocation in step 2
+        on(0, 1300, -(2 << 30), 0, 2 << 30),
+    ]
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    peaks = {s["step"]: s["memory_peak_mb"] for s in summary["steps"]}
+    assert peaks == {1: 100.0, 2: 200.0}, peaks
+    assert summary["memory"]["peak_allocated_mb"] == 200.0
+    assert summary["memory"]["peak_reserved_mb"] == 256.0

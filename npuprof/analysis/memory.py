@@ -72,6 +72,17 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
     return {k: v[order] for k, v in cols.items()}
 
 
+def peak_rows(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """The events whose totals the peaks describe: the accelerator's (the device type with the most
+    events other than the CPU, 0) when the trace has any, else all (a CPU job). Each allocator reports its
+    own totals, so a host allocation's total is never compared with the device's."""
+    codes = cols["devtype"]
+    devices, counts = np.unique(codes[codes != 0], return_counts=True)
+    if not len(devices):
+        return np.ones(len(codes), bool)
+    return codes == devices[np.argmax(counts)]
+
+
 def memory_record_lines(cols: dict[str, np.ndarray], device_id: int, base_ns: int = 0) -> list[str]:
     """CSV lines (no header) of memory_record.csv, in time order; times in epoch µs when the trace has a
     time base (``base_ns``)."""
@@ -185,19 +196,21 @@ def operator_memory_lines(
             list(map(tail.__getitem__, cols["devtype"][at].tolist())),
         ]
         lines += map(",".join, zip(*columns, strict=True))
+    mine = peak_rows(cols)
     peaks = {
-        "peak_allocated_mb": round(float(alloc_mb.max()), 3),
-        "peak_reserved_mb": round(float(res_mb.max()), 3),
+        "peak_allocated_mb": round(float(alloc_mb[mine].max()), 3),
+        "peak_reserved_mb": round(float(res_mb[mine].max()), 3),
     }
     return lines, peaks
 
 
 def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[float | None]:
-    """Peak allocated MB within each step window."""
+    """Peak allocated MB within each step window (of the device :func:`peak_rows` picks)."""
     out: list[float | None] = []
     if not cols:
         return [None] * len(windows)
-    ts, alloc = cols["ts"], cols["alloc"] / MB
+    mine = peak_rows(cols)
+    ts, alloc = cols["ts"][mine], cols["alloc"][mine] / MB
     for lo, hi in zip(windows.start.tolist(), windows.end.tolist(), strict=True):
         i, j = np.searchsorted(ts, lo), np.searchsorted(ts, hi)
         out.append(round(float(alloc[i:j].max()), 3) if j > i else None)
