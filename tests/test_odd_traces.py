@@ -3,10 +3,12 @@ over, or refused with where and why; never silently different numbers."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 from analyse_support.handmade import cpu_trace, cuda_trace, mem, write_rank_dir, x
+from conftest import clean_env, npuprof
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 
@@ -69,3 +71,23 @@ def test_memory_peaks_are_the_devices_not_a_host_allocation(tmp_path: Path) -> N
     assert peaks == {1: 100.0, 2: 200.0}, peaks
     assert summary["memory"]["peak_allocated_mb"] == 200.0
     assert summary["memory"]["peak_reserved_mb"] == 256.0
+
+
+def test_the_report_names_the_raw_trace_as_it_is_now_and_no_peak_for_no_step(tmp_path: Path) -> None:
+    """The post-processor gzips the raw trace after the parse that named it: the report names the .gz;
+    --steps that picks no step of the capture gives no memory peak (not the whole capture's)."""
+    trace = cuda_trace()
+    trace["traceEvents"].append(mem(1100, 1 << 20, 3 << 20, 0x9000))
+    rank_dir = write_rank_dir(tmp_path, trace)
+    _summary(rank_dir)
+    (raw,) = rank_dir.glob("*.pt.trace.json")
+    with open(raw, "rb") as src, gzip.open(f"{raw}.gz", "wb") as dst:
+        dst.write(src.read())
+    raw.unlink()
+    report = json.loads(npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env()).stdout)
+    (rank,) = report["ranks"]
+    assert rank["trace"] == f"{raw.name}.gz"
+    assert rank["memory_peak_mb"] == 3.0
+    chosen = npuprof("analyse", str(rank_dir), "--format", "json", "--steps", "99", env=clean_env())
+    (rank,) = json.loads(chosen.stdout)["ranks"]
+    assert rank["steps"] == [] and rank["memory_peak_mb"] is None

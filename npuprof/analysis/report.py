@@ -325,6 +325,13 @@ def _add_gc(chosen: list[ReportStep], annotations: Annotations) -> ReportGc | No
     )
 
 
+def _trace_name(rank_dir: Path, name: str) -> str:
+    """The raw trace's name as it is now: the post-processor gzips it after the parse that named it."""
+    if name and not (rank_dir / name).exists() and (rank_dir / f"{name}.gz").exists():
+        return f"{name}.gz"
+    return name
+
+
 def rank_report(
     summary: Summary,
     rank_dir: Path,
@@ -345,7 +352,7 @@ def rank_report(
         rank_dir=str(rank_dir),
         status=status,
         device=summary.device,
-        trace=summary.trace,
+        trace=_trace_name(rank_dir, summary.trace),
         steps=chosen,
         step_time_mean_us=round(statistics.fmean(durations), 3) if durations else None,
         top_operators=[
@@ -353,7 +360,8 @@ def rank_report(
             for name, count, (s, t, d) in operators[:top]
         ],
         top_kernels=[ReportKernel(name=name, count=count, total_us=t) for name, count, (t,) in kernels[:top]],
-        memory_peak_mb=max(peaks) if peaks else summary.memory.get("peak_allocated_mb"),
+        # the capture's peak when no step has one of its own, unless --steps chose steps
+        memory_peak_mb=max(peaks) if peaks else None if steps else summary.memory.get("peak_allocated_mb"),
         memory_peak_reserved_mb=summary.memory.get("peak_reserved_mb"),
         communication=summary.communication,
         # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
