@@ -91,3 +91,19 @@ def test_the_report_names_the_raw_trace_as_it_is_now_and_no_peak_for_no_step(tmp
     chosen = npuprof("analyse", str(rank_dir), "--format", "json", "--steps", "99", env=clean_env())
     (rank,) = json.loads(chosen.stdout)["ranks"]
     assert rank["steps"] == [] and rank["memory_peak_mb"] is None
+
+
+def test_two_captures_of_one_rank_with_the_same_steps_are_named(tmp_path: Path) -> None:
+    """Two rank dirs of rank 0 with no npuprof record (torch_npu's, copied side by side) and the same step
+    numbers: the report says they were pooled instead of dropping one capture's steps without a word."""
+    first = write_rank_dir(tmp_path, cpu_trace(), name="a_1_20240101000000000")
+    slow = cpu_trace()
+    for event in slow["traceEvents"]:
+        if event.get("name", "").startswith("ProfilerStep#"):
+            event["dur"] *= 3
+    second = write_rank_dir(tmp_path, slow, name="b_1_20240301000000000")
+    result = npuprof("analyse", str(tmp_path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert {r["rank_dir"] for r in json.loads(result.stdout)["ranks"]} == {str(first), str(second)}
+    note = f"rank 0 has step 7 in 2 captures ({first}, {second}): they may be different runs"
+    assert note in result.stderr, result.stderr

@@ -446,6 +446,29 @@ def cross_rank(
     return CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew, ranges=ranges)
 
 
+def repeated_steps(ranks: list[RankReport]) -> list[str]:
+    """One line per rank with a step number in more than one of its captures (two runs' rank dirs under
+    one directory, none with an npuprof run id to tell them apart): the table across ranks keeps the
+    last capture's, so the user is told which ones were pooled."""
+    seen: dict[tuple[int, Any], list[str]] = {}
+    for r in ranks:
+        if r.rank is None:
+            continue
+        for s in r.steps:
+            if s.partial is not True:
+                dirs = seen.setdefault((r.rank, s.step), [])
+                if r.rank_dir not in dirs:
+                    dirs.append(r.rank_dir)
+    lines: dict[int, str] = {}
+    for (rank, step), dirs in seen.items():
+        if len(dirs) > 1 and rank not in lines:
+            lines[rank] = (
+                f"rank {rank} has step {step} in {len(dirs)} captures ({', '.join(dirs)}): they may be "
+                f"different runs; the steps across ranks take the last one's; analyse one at a time"
+            )
+    return list(lines.values())
+
+
 def mark_partial(rank: RankReport, step: int, reason: str) -> bool:
     """Flag ``step`` of ``rank`` as partial (the capture ended inside it), with why: it leaves the rank's
     mean step time (and :func:`cross_rank`). False when the rank has no such step."""

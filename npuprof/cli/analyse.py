@@ -106,7 +106,7 @@ def analyse(
 
     from rich.console import Console
 
-    from npuprof.analysis.report import NothingToAnalyse, build_report
+    from npuprof.analysis.report import NothingToAnalyse, build_report, repeated_steps
     from npuprof.analysis.runs import RunChoiceError
     from npuprof.reports import terminal
 
@@ -184,6 +184,8 @@ def analyse(
                 f"npuprof analyse: note: {r.rank_dir}: no step of --steps {asked} in this capture",
                 file=sys.stderr,
             )
+    for line in repeated_steps(report.ranks):
+        _note(line)
     for p in report.problems:
         print(
             f"npuprof analyse: not analysed: {p.rank_dir}: {p.status}"
