@@ -107,3 +107,28 @@ def test_two_captures_of_one_rank_with_the_same_steps_are_named(tmp_path: Path) 
     assert {r["rank_dir"] for r in json.loads(result.stdout)["ranks"]} == {str(first), str(second)}
     note = f"rank 0 has step 7 in 2 captures ({first}, {second}): they may be different runs"
     assert note in result.stderr, result.stderr
+
+
+def test_a_trace_whose_directory_cannot_take_the_tables_is_analysed_into_the_cache(tmp_path: Path) -> None:
+    """analyse only reads a trace: where its tables cannot go beside it (here a file holds the name they
+    would take; a read-only mount is the usual case), they go to the user's cache, and the note says so."""
+    trace_dir = tmp_path / "shared"
+    trace_dir.mkdir()
+    trace = trace_dir / "trace.json"
+    trace.write_text(json.dumps(cpu_trace()))
+    (trace_dir / "trace.json.npuprof").write_text("in the way")
+    env = {**clean_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = npuprof("analyse", str(trace), "--format", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    (cached,) = (tmp_path / "cache" / "npuprof" / "traces").iterdir()
+    assert cached.name.startswith("trace.json-")
+    assert f"cannot write the tables beside the trace ({trace_dir / 'trace.json.npuprof'}: " in result.stderr
+    assert f"they go to {cached}" in result.stderr
+    assert (cached / "npuprof_summary.json").is_file()
+    steps = sorted(
+        int(e["name"][13:]) for e in cpu_trace()["traceEvents"] if e["name"].startswith("ProfilerStep#")
+    )
+    assert [s["step"] for s in json.loads(result.stdout)["ranks"][0]["steps"]] == steps
+    again = npuprof("analyse", str(trace), "--format", "json", env=env)  # the cache is read back
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == result.stdout.replace('"status": "parsed"', '"status": "cached"')

@@ -71,8 +71,40 @@ def is_bare_trace(path: Path) -> bool:
     return sniff_trace(path) is not None
 
 
-def _parse_bare(trace: Path, force: bool, workers: int, export_db: bool = False) -> tuple[ParseOutcome, Path]:
+def bare_cache_dir(trace: Path) -> Path:
+    """Where a bare trace's tables go when its own directory cannot take them (read-only): the user's
+    cache, one directory per trace file and version (path, size, modification time)."""
+    import hashlib
+
+    info = trace.stat()
+    key = f"{trace.resolve()}\0{info.st_size}\0{info.st_mtime_ns}".encode("utf-8", "surrogateescape")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "npuprof" / "traces"
+    return cache / f"{trace.name[:64]}-{hashlib.sha1(key).hexdigest()[:16]}"
+
+
+def _unwritable(path: Path) -> str:
+    """Why a directory cannot be made at ``path`` (or take files there), or "" when it can."""
+    try:
+        make_dir(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "" if os.access(path, os.W_OK | os.X_OK) else "not writable"
+
+
+def _parse_bare(
+    trace: Path,
+    force: bool,
+    workers: int,
+    export_db: bool = False,
+    on_note: Callable[[str], None] | None = None,
+) -> tuple[ParseOutcome, Path]:
     out_dir = trace.parent / (trace.name + BARE_SUFFIX)
+    why = "" if (out_dir / layout.ANALYSE_DONE).exists() else _unwritable(out_dir)
+    if why:
+        cached = bare_cache_dir(trace)
+        if on_note:
+            on_note(f"cannot write the tables beside the trace ({out_dir}: {why}): they go to {cached}")
+        out_dir = cached
     outcome = ParseOutcome(trace, "failed")
     done = out_dir / layout.ANALYSE_DONE
     has_db = layout.holds_profiler_db(out_dir)
@@ -514,7 +546,7 @@ def build_report(
             raise runs.RunChoiceError(f"{path} is a trace file (one capture): {why}")
         if on_start:
             on_start(1)
-        outcome, out_dir = _parse_bare(path, force, jobs, export_db)
+        outcome, out_dir = _parse_bare(path, force, jobs, export_db, on_note)
         if on_done:
             on_done(outcome)
         targets.append((outcome, out_dir))
