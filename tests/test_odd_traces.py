@@ -12,6 +12,8 @@ from conftest import clean_env, npuprof
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 
+REAL = Path(__file__).resolve().parent / "fixtures" / "ascend-real"  # see its SOURCE.md
+
 
 def _summary(rank_dir: Path) -> dict:
     outcome = parse_rank_dir(rank_dir, workers=1)
@@ -132,3 +134,23 @@ def test_a_trace_whose_directory_cannot_take_the_tables_is_analysed_into_the_cac
     again = npuprof("analyse", str(trace), "--format", "json", env=env)  # the cache is read back
     assert again.returncode == 0, again.stderr
     assert again.stdout == result.stdout.replace('"status": "parsed"', '"status": "cached"')
+
+
+def test_a_rank_dir_with_only_trace_view_json_says_to_analyse_that_file(tmp_path: Path) -> None:
+    """torch_npu's trace_view.json kept without its raw data or tables: the rank dir's reason names the
+    file to analyse instead (a parse there would write over it), and that file is analysed."""
+    rank_dir = tmp_path / "h_1_20240101000000000_ascend_pt"
+    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (rank_dir / "profiler_info_0.json").write_text('{"config": {}}')
+    view = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    view.write_bytes((REAL / "trace_view.json").read_bytes())
+    refused = npuprof("analyse", str(rank_dir), env=clean_env())
+    assert refused.returncode == 1
+    assert (
+        f"only ASCEND_PROFILER_OUTPUT/trace_view.json: analyse that file itself (npuprof analyse {view})"
+        in (refused.stderr)
+    ), refused.stderr
+    assert view.read_bytes() == (REAL / "trace_view.json").read_bytes()
+    read = npuprof("analyse", str(view), "--format", "json", env=clean_env())
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["ranks"][0]["steps"]

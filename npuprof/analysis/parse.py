@@ -126,6 +126,18 @@ def _capture_asked_for_db(rank_dir: Path) -> bool:
     return False
 
 
+def _no_trace_reason(out_dir: Path) -> str:
+    """Why a rank dir gives no report: no trace; or only a trace_view.json, which is read as a trace file
+    of its own (parsing it here would write over it)."""
+    view = out_dir / "trace_view.json"
+    if view.is_file():
+        return (
+            f"no raw trace and no tables torch_npu wrote, only {layout.PARSED_DIR}/trace_view.json: analyse "
+            f"that file itself (npuprof analyse {view})"
+        )
+    return "no trace in this directory"
+
+
 def _is_ascend_raw(rank_dir: Path) -> bool:
     return (rank_dir / "FRAMEWORK").is_dir() or any(p.is_dir() for p in rank_dir.glob("PROF_*"))
 
@@ -198,7 +210,7 @@ def parse_rank_dir(
             outcome.reason = (
                 f"interrupted capture: {status.detail}"
                 if status.status != "unknown"
-                else "no trace in this directory"
+                else _no_trace_reason(out_dir)
             )
             return outcome
         if layout.find_raw_trace(rank_dir) is None and _is_ascend_raw(rank_dir):
