@@ -34,8 +34,25 @@ def get_app() -> typer.Typer:
         )
         app.callback()(_root_callback())
         _register(app)
+        _no_type_for_flags()
         _app.append(app)
     return _app[0]
+
+
+def _no_type_for_flags() -> None:
+    """Help shows no type for an option that takes no value: typer 0.2x shows ``--force <bool>``, which
+    reads as if it took one (``--force true`` is then refused)."""
+    from typer import core
+
+    shown = getattr(core.TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "npuprof_flags", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich.npuprof_flags = True  # type: ignore[attr-defined]
+    core.TyperOption.display_type_rich = display_type_rich
 
 
 def _root_callback() -> Any:

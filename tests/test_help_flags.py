@@ -1,0 +1,22 @@
+"""Help never shows a type for an option that takes no value (``--force <bool>`` read as if it took one,
+and ``--force true`` is refused)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import clean_env, npuprof
+
+COMMANDS = ["analyse", "export-stacks", "memory-timeline", "trigger", "status", "info", "run"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_flags_show_no_value_type(command: str) -> None:
+    result = npuprof(command, "--help", env={**clean_env(), "COLUMNS": "100"})
+    assert result.returncode == 0, result.stderr
+    assert "--help" in result.stdout
+    assert "<bool>" not in result.stdout, result.stdout
+
+
+def test_an_option_with_a_value_keeps_its_type() -> None:
+    result = npuprof("analyse", "--help", env={**clean_env(), "COLUMNS": "100"})
+    assert "--steps" in result.stdout and "<str>" in result.stdout
