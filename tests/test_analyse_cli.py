@@ -180,6 +180,15 @@ def test_steps_filter_csv_and_table(two_ranks: Path) -> None:
     none = npuprof("analyse", str(two_ranks), "--format", "csv", "--steps", "99")  # no rank has it: said
     assert none.returncode == 0 and len(list(csv.DictReader(io.StringIO(none.stdout)))) == 0
     assert none.stderr.count("no step of --steps 99 in this capture") == 2, none.stderr
+    # --csv-table picks a table of the csv format: alone it is a usage error, not ignored
+    ranges = npuprof("analyse", str(two_ranks), "--format", "csv", "--csv-table", "ranges")
+    assert ranges.returncode == 0 and ranges.stdout.splitlines()[0].startswith("rank,"), ranges.stdout[:200]
+    alone = npuprof("analyse", str(two_ranks), "--csv-table", "ranges")
+    assert alone.returncode == 2 and alone.stdout == ""
+    assert alone.stderr.splitlines() == [
+        "npuprof analyse: error: Invalid value for --csv-table: picks a table of --format csv: add --format "
+        "csv (not table); see npuprof analyse --help"
+    ]
 
 
 def test_one_rank_bad_and_interrupted(one_rank: Path, tmp_path: Path) -> None:

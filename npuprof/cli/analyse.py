@@ -56,13 +56,15 @@ def analyse(
         typer.Option("--format", help="table (rich, the default), json or csv (one row per rank and step)."),
     ] = "table",
     csv_table: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--csv-table",
+            metavar="steps|ranges",
             help="With --format csv: steps (the default) or ranges (the marks' and --msprof-tx's ranges "
             "per rank and name, then across ranks).",
+            show_default=False,
         ),
-    ] = "steps",
+    ] = None,
     jobs: Annotated[
         int | None, typer.Option("-j", "--jobs", help="Parallel parsing processes (default: the cores).")
     ] = None,
@@ -94,9 +96,13 @@ def analyse(
     step_range = parse_steps(steps)
     if fmt not in FORMATS:
         raise typer.BadParameter(f"{fmt!r} is not one of {', '.join(FORMATS)}", param_hint="--format")
-    if csv_table not in CSV_TABLES:
+    if csv_table is not None and csv_table not in CSV_TABLES:
         raise typer.BadParameter(
             f"{csv_table!r} is not one of {', '.join(CSV_TABLES)}", param_hint="--csv-table"
+        )
+    if csv_table is not None and fmt != "csv":
+        raise typer.BadParameter(
+            f"picks a table of --format csv: add --format csv (not {fmt})", param_hint="--csv-table"
         )
     if top < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--top")
@@ -171,7 +177,7 @@ def analyse(
     if fmt == "json":
         write_json(report)
     elif fmt == "csv":
-        sys.stdout.write(terminal.render_csv(report, csv_table))
+        sys.stdout.write(terminal.render_csv(report, csv_table or "steps"))
     else:
         terminal.render_table(report, Console())
     sys.stdout.flush()
