@@ -154,3 +154,27 @@ def test_a_rank_dir_with_only_trace_view_json_says_to_analyse_that_file(tmp_path
     read = npuprof("analyse", str(view), "--format", "json", env=clean_env())
     assert read.returncode == 0, read.stderr
     assert json.loads(read.stdout)["ranks"][0]["steps"]
+
+
+def test_files_that_are_no_trace_say_what_they_hold(tmp_path: Path) -> None:
+    whole = gzip.compress(json.dumps(cpu_trace()).encode())
+    files = {
+        "empty.json": (b"", "it is empty (0 bytes)"),
+        "blank.json": (b" \n\t\n", "it holds only white space"),
+        "events.json": (b"[ ]", "it is an empty JSON array: a trace with no events"),
+        "cut.json.gz": (whole[: len(whole) // 2], "it is gzipped but cannot be decompressed ("),
+    }
+    for name, (data, said) in files.items():
+        (tmp_path / name).write_bytes(data)
+        result = npuprof("analyse", str(tmp_path / name), env=clean_env())
+        assert result.returncode == 1
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"npuprof analyse: nothing to analyse: {tmp_path / name} is neither"), line
+        assert said in line, line
+
+
+def test_a_trace_without_events_is_said_to_have_none(tmp_path: Path) -> None:
+    (tmp_path / "none.json").write_text('{"traceEvents": []}')
+    result = npuprof("analyse", str(tmp_path / "none.json"), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert "the trace holds no events: nothing was recorded" in result.stderr, result.stderr

@@ -590,6 +590,8 @@ class Extract:
         of categories the vocabulary does not know (counted as device tasks), step numbers that repeat
         (the first span of each is the step), negative durations (no profiler writes them)."""
         notes = []
+        if not self.event_count:
+            notes.append("the trace holds no events: nothing was recorded (an empty capture, or one emptied)")
         if self.unknown_device_work:
             notes.append(vocab.unknown_device_work_note(self.unknown_device_work, "counted as device tasks"))
         counts = Counter(num for num, *_ in self.steps)

@@ -567,9 +567,12 @@ def build_report(
             for note in _db_gaps(rank_dirs):
                 on_note(note)
     else:
+        from npuprof.analysis.trace_loader import why_not_a_trace
+
+        why = why_not_a_trace(path) if path.is_file() else ""
         raise NothingToAnalyse(
             f"{path} is neither a result directory nor a trace file (a Chrome trace: a JSON object with "
-            "traceEvents, or a JSON array of events; gzipped or not)"
+            "traceEvents, or a JSON array of events; gzipped or not)" + (f": {why}" if why else "")
         )
     ranks: list[RankReport] = []
     problems: list[Problem] = []

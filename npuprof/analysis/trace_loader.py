@@ -853,6 +853,30 @@ def sniff_trace(path: str | Path) -> str | None:
         return None
 
 
+def why_not_a_trace(path: str | Path) -> str:
+    """What a file that :func:`sniff_trace` does not take holds instead, in a few words for the user."""
+    try:
+        if os.stat(path).st_size == 0:
+            return "it is empty (0 bytes)"
+        with open(path, "rb") as probe:
+            gz = probe.read(2) == b"\x1f\x8b"
+        if gz:
+            with gzip.open(path, "rb") as handle:
+                while handle.read(1 << 20):
+                    pass
+        with gzip.open(path, "rb") if gz else open(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES).removeprefix(_BOM).lstrip(_WS)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        return f"it is gzipped but cannot be decompressed ({exc}): truncated or damaged"
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    if not head:
+        return "it holds only white space"
+    if head[:1] == b"[" and head[1:].lstrip(_WS)[:1] == b"]":
+        return "it is an empty JSON array: a trace with no events"
+    return ""
+
+
 def iter_chunks(path: str | Path, block: int = DEFAULT_BLOCK) -> tuple[TraceReader, Iterator[TraceChunk]]:
     """``reader, chunks = iter_chunks(path)``; after consuming ``chunks``, ``reader.meta`` holds the keys."""
     reader = TraceReader(path, block)
