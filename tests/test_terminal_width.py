@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import clean_env, npuprof, rank_dirs, sched, trainer
 
 from npuprof.options import RUN_OPTIONS
@@ -121,3 +122,31 @@ def test_run_summary_keeps_each_directory_on_one_line(tmp_path: Path) -> None:
         and rank_dir.name.startswith(shown.split("…")[0])
         and rank_dir.name.endswith(shown.split("…")[1])
     )
+
+
+def test_run_summary_folds_a_long_status_before_it_shortens_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partial capture's status carries its detail; at 80 columns the status folds onto more lines so
+    that the directory's name (which the user copies) stays whole."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "80")
+    name = "vm_8952_20261202121245485_ascend_pt"
+    capture = CaptureSummary(
+        rank_dir=tmp_path / name,
+        status="partial",
+        rank=None,
+        pid=8952,
+        steps=[6, 7, 8],
+        size_bytes=3 << 20,
+        detail="the job exited with 1 during step 7; steps 6 and 7 recorded",
+        parsed=True,
+    )
+    print_run_summary(tmp_path, [capture], 1, ProfileConfig(), tmp_path / "npuprof.log")
+    err = capsys.readouterr().err
+    assert name in err, err
+    assert all(len(line) <= 80 for line in err.splitlines()), err
+    assert "recorded" in err  # the detail is all there, folded

@@ -14,6 +14,7 @@ from npuprof.reports.text import shorten_middle
 from npuprof.results.run_record import CaptureSummary
 
 STATUS_WIDTH = 24  # a longer status (with its detail) wraps within its column
+MIN_STATUS_WIDTH = 10  # the status column's narrowest, before names are shortened
 MIN_DIRECTORY_WIDTH = 24
 
 
@@ -64,16 +65,21 @@ def print_run_summary(
         header_style="bold",
     )
     short_columns = ("rank", "steps", "status", "size", "parsed")
-    for column in short_columns:
-        table.add_column(column, overflow="fold", max_width=STATUS_WIDTH if column == "status" else None)
-    table.add_column("directory", no_wrap=True)
     rows = []
     for c in captures:
         status = c.status if not c.detail else f"{c.status} ({c.detail})"
         rank = "-" if c.rank is None else str(c.rank)
         rows.append([rank, _steps(c.steps), status, _size(c.size_bytes), "yes" if c.parsed else "no"])
+    # the status folds onto more lines (down to MIN_STATUS_WIDTH) before a directory's name is shortened
+    longest = max(len(c.rank_dir.name) for c in captures)
+    others = sum(max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns) if k != 2)
+    spare = console.width - others - 2 * len(short_columns) - longest
+    status_width = max(MIN_STATUS_WIDTH, min(STATUS_WIDTH, spare))
+    for column in short_columns:
+        table.add_column(column, overflow="fold", max_width=status_width if column == "status" else None)
+    table.add_column("directory", no_wrap=True)
     widths = [
-        max(len(name), *(min(len(r[k]), STATUS_WIDTH) for r in rows)) for k, name in enumerate(short_columns)
+        max(len(name), *(min(len(r[k]), status_width) for r in rows)) for k, name in enumerate(short_columns)
     ]
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
     for row, c in zip(rows, captures, strict=True):
