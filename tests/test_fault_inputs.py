@@ -200,10 +200,12 @@ def test_a_record_too_large_is_not_read(tmp_path: Path) -> None:
 
 
 # ---- 3. a closed or broken terminal --------------------------------------------------------------------
-def _exit_3_job(tmp_path: Path, body: str = "") -> list[str]:
+def _exit_3_job(tmp_path: Path, body: str = "", before: str = "") -> list[str]:
+    """A job that says it started (``before`` runs first), runs ``body``, prints and exits 3."""
     script = tmp_path / "job.py"
     script.write_text(
         "import os, pathlib, signal, sys, time\n"
+        f"{before}"
         f"pathlib.Path({str(tmp_path / 'started')!r}).write_text(str(os.getpid()))\n"
         f"{body}"
         "print('job output', flush=True)\n"
@@ -251,7 +253,8 @@ def test_a_broken_stderr_pipe_keeps_the_jobs_exit_code(out: Path, tmp_path: Path
 
 
 def test_a_broken_stderr_pipe_never_stops_npuprof_reaping_a_killed_job(out: Path, tmp_path: Path) -> None:
-    job = _exit_3_job(tmp_path, "signal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)\n")
+    # SIGINT ignored before the job says it started: the first Ctrl-C cannot come in between
+    job = _exit_3_job(tmp_path, "time.sleep(60)\n", before="signal.signal(signal.SIGINT, signal.SIG_IGN)\n")
     read_end, write_end = os.pipe()
     os.close(read_end)
     proc = subprocess.Popen(
