@@ -124,11 +124,11 @@ def test_run_summary_keeps_each_directory_on_one_line(tmp_path: Path) -> None:
     )
 
 
-def test_run_summary_folds_a_long_status_before_it_shortens_a_directory(
+def test_run_summary_gives_a_status_detail_under_the_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A partial capture's status carries its detail; at 80 columns the status folds onto more lines so
-    that the directory's name (which the user copies) stays whole."""
+    """A capture's status detail goes under the table, naming the directory: at 80 columns the row stays
+    one line and the directory's name (which the user copies) stays whole."""
     from npuprof.config import ProfileConfig
     from npuprof.reports.run_summary import print_run_summary
     from npuprof.results.run_record import CaptureSummary
@@ -147,6 +147,9 @@ def test_run_summary_folds_a_long_status_before_it_shortens_a_directory(
     )
     print_run_summary(tmp_path, [capture], 1, ProfileConfig(), tmp_path / "npuprof.log")
     err = capsys.readouterr().err
-    assert name in err, err
-    assert all(len(line) <= 80 for line in err.splitlines()), err
-    assert "recorded" in err  # the detail is all there, folded
+    lines = err.splitlines()
+    (row,) = [line for line in lines if line.startswith("-")]
+    assert row.split() == ["-", "6-8", "partial*", "3.0", "MiB", "yes", name], row
+    assert all(len(line) <= 80 for line in lines), err
+    said = " ".join(err[err.index(f"* {name}: ") :].split())
+    assert said.startswith(f"* {name}: the job exited with 1 during step 7; steps 6 and 7 recorded"), said

@@ -200,8 +200,31 @@ class Agent:
             self.sigterm.install()
             if self._native_exit is None:
                 self._native_exit = _NativeExit.prepare()
+            self._finalise_at_os_exit()
         else:
             self.sigterm.uninstall()
+
+    def _finalise_at_os_exit(self) -> None:
+        """``os._exit`` skips atexit, where a capture open at the end (``--delay`` without ``--duration``,
+        a schedule cut short) is finalised: a script that leaves by ``os._exit`` (torchrun workers after
+        destroy_process_group, examples/train.py) would lose it. Called from this process's main thread,
+        it finalises first, then exits as asked; from another thread or a forked child it is os._exit."""
+        real = os._exit
+        if getattr(real, "npuprof_finalises", False):
+            return
+        import threading
+
+        pid, at_exit = os.getpid(), self._at_exit
+
+        def _exit(status: int, /) -> Any:
+            if os.getpid() == pid and threading.current_thread() is threading.main_thread():
+                with contextlib.suppress(BaseException):
+                    at_exit()
+            real(status)
+
+        _exit.npuprof_finalises = True  # type: ignore[attr-defined]
+        _exit.__wrapped__ = real  # type: ignore[attr-defined]
+        os._exit = _exit
 
     def _make_sink(self, backend: Any) -> Any:
         from npuprof.agent.capture import CaptureWriter

@@ -13,8 +13,6 @@ from npuprof.config import ProfileConfig
 from npuprof.reports.text import shorten_middle
 from npuprof.results.run_record import CaptureSummary
 
-STATUS_WIDTH = 24  # a longer status (with its detail) wraps within its column
-MIN_STATUS_WIDTH = 10  # the status column's narrowest, before names are shortened
 MIN_DIRECTORY_WIDTH = 24
 
 
@@ -52,6 +50,7 @@ def print_run_summary(
         _note(f"no capture was written (exit code {exit_code}): {why}. See {log_path}.")
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(stderr=True, highlight=False)
@@ -65,34 +64,28 @@ def print_run_summary(
         header_style="bold",
     )
     short_columns = ("rank", "steps", "status", "size", "parsed")
+    for column in short_columns:
+        table.add_column(column, overflow="fold")
+    table.add_column("directory", no_wrap=True)
     rows = []
     for c in captures:
-        status = c.status if not c.detail else f"{c.status} ({c.detail})"
         rank = "-" if c.rank is None else str(c.rank)
+        status = f"{c.status}*" if c.detail else c.status  # the detail under the table
         rows.append([rank, _steps(c.steps), status, _size(c.size_bytes), "yes" if c.parsed else "no"])
-    # the status folds onto more lines (down to MIN_STATUS_WIDTH) before a directory's name is shortened
-    longest = max(len(c.rank_dir.name) for c in captures)
-    others = sum(max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns) if k != 2)
-    spare = console.width - others - 2 * len(short_columns) - longest
-    status_width = max(MIN_STATUS_WIDTH, min(STATUS_WIDTH, spare))
-    for column in short_columns:
-        table.add_column(column, overflow="fold", max_width=status_width if column == "status" else None)
-    table.add_column("directory", no_wrap=True)
-    widths = [
-        max(len(name), *(min(len(r[k]), status_width) for r in rows)) for k, name in enumerate(short_columns)
-    ]
+    widths = [max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns)]
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
     for row, c in zip(rows, captures, strict=True):
         table.add_row(*row, shorten_middle(c.rank_dir.name, room))
     console.print(table)
+    for c in captures:
+        if c.detail:
+            console.print(f"* {escape(c.rank_dir.name)}: {escape(c.detail)}", overflow="fold")
     target = shell_quote(str(output))
     console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
     if cfg.export_db:  # the db export is for msprof-analyze's recipes (README)
         recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"
         console.print(f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe)")
     if run_id:  # requested outputs that could not be produced, with their fix (npuprof/results/extras.py)
-        from rich.markup import escape
-
         from npuprof.results.extras import not_produced_notes
 
         for note in not_produced_notes(run_log_lines(log_path, run_id)):

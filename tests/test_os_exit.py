@@ -1,0 +1,43 @@
+"""A capture open when the script leaves by os._exit (which skips atexit) is finalised first: --delay
+without --duration records until the process ends, however it ends (a real run)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from conftest import capture_record, clean_env, npuprof, rank_dirs
+
+JOB = """
+import os, time, torch
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+end = time.monotonic() + 1.2
+steps = 0
+while time.monotonic() < end:
+    loss = model(torch.randn(8, 16)).sum()
+    opt.zero_grad(); loss.backward(); opt.step()
+    time.sleep(0.02)
+    steps += 1
+print(steps, flush=True)
+os._exit(7)
+"""
+
+
+def test_a_window_open_at_os_exit_is_finalised_and_the_exit_code_kept(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    out = tmp_path / "out"
+    job = [sys.executable, str(script)]
+    result = npuprof("run", "-o", str(out), "--delay", "0.3", "--", *job, env=clean_env())
+    assert result.returncode == 7, result.stderr
+    steps = int(result.stdout.split()[-1])
+    (rank_dir,) = rank_dirs(out)
+    record = capture_record(rank_dir)
+    assert record["status"] == "complete", record
+    assert record["steps"][-1] == steps  # recorded up to the last step, which os._exit left partial
+    assert f"step {steps} is partial" in record["detail"], record
+    report = npuprof("analyse", str(out), "--format", "json", env=clean_env())
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["ranks"][0]["steps"]
