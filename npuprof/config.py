@@ -208,10 +208,17 @@ class ProfileConfig:
                 )
         if not self.output.strip():
             raise ConfigError("--output", "is empty", "give a directory, e.g. -o npuprof_result")
+        if not self.output.isprintable():  # a newline or a tab: torch's own trace writer fails on it
+            raise ConfigError(
+                "--output",
+                f"{_shown(self.output)} holds a control character",
+                "give a directory name without one",
+            )
         if self.worker_name is not None and not _is_safe_name(self.worker_name):
             raise ConfigError(
                 "--worker-name",
-                f"{self.worker_name!r} may hold only letters, digits, '_', '-' and '.'",
+                f"{_shown(self.worker_name)} may hold only letters, digits, '_', '-' and '.', not start with "
+                f"'.' (a hidden file) and take at most {WORKER_NAME_LIMIT} bytes (it starts file names)",
                 "e.g. --worker-name node3",
             )
         _check_metadata(self.metadata)
@@ -322,8 +329,16 @@ class ProfileConfig:
 
 
 # ---- parsing helpers shared by the CLI and the config-file reader ---------------------------------
+WORKER_NAME_LIMIT = 128  # bytes: rank dirs and traces add ~40 to it, a file name holds 255
+
+
 def _is_safe_name(name: str) -> bool:
-    return bool(name) and all(c.isalnum() or c in "_-." for c in name)
+    return (
+        bool(name)
+        and all(c.isalnum() or c in "_-." for c in name)
+        and not name.startswith(".")
+        and len(name.encode("utf-8", "surrogateescape")) <= WORKER_NAME_LIMIT
+    )
 
 
 def parse_level(text: str, source: str = "--level") -> str:

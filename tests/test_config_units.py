@@ -39,6 +39,11 @@ from npuprof.config import (
 SIZE_FIX = "use e.g. 500MiB, 2G, 10GB, 3%, auto (5GiB or 5%, whichever is smaller) or 0 (off)"
 MEMORY_NEEDS = "--record-shapes, --profile-memory, --with-stack (or --with-modules)"
 
+WORKER_RULE = (
+    "may hold only letters, digits, '_', '-' and '.', not start with '.' (a hidden file) and take at most "
+    "128 bytes (it starts file names)"
+)
+
 
 def error_of(call: Any, *args: Any, **kwargs: Any) -> str:
     with pytest.raises(ConfigError) as caught:
@@ -150,13 +155,17 @@ def test_steps_a_finite_schedule_needs(schedule: Schedule, steps: int) -> None:
         ),
         ({"output": ""}, "--output: is empty; give a directory, e.g. -o npuprof_result"),
         ({"output": "  "}, "--output: is empty; give a directory, e.g. -o npuprof_result"),
+        ({"worker_name": "a/b"}, f'--worker-name: "a/b" {WORKER_RULE}; e.g. --worker-name node3'),
+        ({"worker_name": ""}, f'--worker-name: "" {WORKER_RULE}; e.g. --worker-name node3'),
+        ({"worker_name": ".node3"}, f'--worker-name: ".node3" {WORKER_RULE}; e.g. --worker-name node3'),
+        ({"worker_name": ".."}, f'--worker-name: ".." {WORKER_RULE}; e.g. --worker-name node3'),
         (
-            {"worker_name": "a/b"},
-            "--worker-name: 'a/b' may hold only letters, digits, '_', '-' and '.'; e.g. --worker-name node3",
+            {"worker_name": "w" * 129},
+            f'--worker-name: "{"w" * 76}... {WORKER_RULE}; e.g. --worker-name node3',
         ),
         (
-            {"worker_name": ""},
-            "--worker-name: '' may hold only letters, digits, '_', '-' and '.'; e.g. --worker-name node3",
+            {"output": "a\nb"},
+            '--output: "a\\nb" holds a control character; give a directory name without one',
         ),
         ({"min_free_space": "lots"}, f"--min-free-space: 'lots' is not a size; {SIZE_FIX}"),
         ({"dynamic": ""}, '--dynamic: "" is not a directory name; e.g. --dynamic cfg'),
