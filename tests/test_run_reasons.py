@@ -4,6 +4,10 @@ tests/test_fault_inputs.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from npuprof.config import ProfileConfig
 from npuprof.reports.run_summary import why_no_capture
 
@@ -25,3 +29,26 @@ def test_ranks_asked_of_a_job_that_has_none() -> None:
     unselected = AGENT + "rank None not selected (--ranks); no capture at step 6"
     why = why_no_capture(cfg, 0, [READY, COUNTED, unselected])
     assert why == "--ranks picks ranks, but the job is not distributed (no process has a rank)", why
+
+
+def test_a_capture_that_could_not_begin_is_the_reason() -> None:
+    """The agent logs why a capture was skipped (a file name too long, a directory replaced by a file):
+    that is the reason, not "the job ended before the first capture"."""
+    skipped = (
+        AGENT.replace("[INFO]", "[WARNING]")
+        + "capture at step 6 skipped: [Errno 36] File name too long: '/out/www...'; training goes on, the "
+        "next window is tried"
+    )
+    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, skipped])
+    assert why == "capture at step 6 skipped: [Errno 36] File name too long: '/out/www...'", why
+
+
+def test_an_output_replaced_by_a_file_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from npuprof.reports.run_summary import print_run_summary
+
+    output = tmp_path / "gone"
+    output.write_text("x")
+    print_run_summary(output, [], 0, ProfileConfig(), output / "npuprof.log")
+    err = " ".join(capsys.readouterr().err.split())
+    said = f"no capture was written (exit code 0): the output directory {output} is no longer a directory"
+    assert said in err, err

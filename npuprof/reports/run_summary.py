@@ -124,6 +124,8 @@ def _unwritable(output: Path) -> str:
             return f"{output} is on a read-only filesystem (it became read-only during the run?)"
     except OSError as exc:
         return f"{output} cannot be reached ({exc.strerror or exc})"
+    if not output.is_dir():
+        return f"{output} is no longer a directory (it was replaced during the run?)"
     return ""
 
 
@@ -157,6 +159,10 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
         for message in messages:
             if message.startswith("--step-on") and ("not found" in message or STEP_ON_REFUSED in message):
                 return f"{failed}{_short(message)}"
+    # a capture that could not begin (its directory or files could not be made) says why itself
+    for message in messages:
+        if message.startswith(CAPTURE_SKIPPED) and " skipped: " in message:
+            return f"{failed}{_short(message.split('; training goes on')[0])}"
     # npuprof stepped aside (torch_npu's own profiling mode, before any agent was ready; or the script's
     # own profiler): that is the reason, whatever else the log says
     for message in messages:
@@ -210,6 +216,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
 
 
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
+CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged by npuprof.agent.controller
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
 
