@@ -78,6 +78,10 @@ class WindowPlan:
                 self.state = DONE  # torchrun's own process imports torch too: its workers record, not it
                 self.log.info("--delay/--duration: no window in the process that starts the workers")
                 return
+            if in_dataloader_worker():  # it imports torch too, and only loads data for the training
+                self.state = DONE
+                self.log.info("--delay/--duration: no window in a DataLoader worker")
+                return
             self.state = OPEN
             if self.duration is not None:  # a window opened late (no boundary came sooner) keeps its length
                 self.end_at = now + self.duration
@@ -231,6 +235,23 @@ def in_python_wait(frame: Any) -> bool:
 
 
 WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch")
+
+
+_WORKER_LOOP = os.path.join("torch", "utils", "data", "_utils", "worker.py")
+
+
+def in_dataloader_worker() -> bool:
+    """Whether this process is a DataLoader worker: torch's worker loop has set its worker info, or runs
+    in the main thread (about to set it)."""
+    worker = sys.modules.get("torch.utils.data._utils.worker")
+    if worker is not None and getattr(worker, "_worker_info", None) is not None:
+        return True
+    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_WORKER_LOOP):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _starts_workers() -> bool:
