@@ -5,11 +5,12 @@ parts of one job (the nodes of a multi-node job, npuprof started inside torchrun
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import npuprof
+from conftest import clean_env, npuprof
 
 from npuprof.analysis.report import cross_ranges
 from npuprof.analysis.report_schema import ReportRange
@@ -137,3 +138,25 @@ def test_run_on_a_trace_file_is_a_usage_error(tmp_path: Path) -> None:
     trace = next(rank_dir.glob("*.pt.trace.json"))
     wrong = npuprof("analyse", str(trace), "--run", "aaaa")
     assert wrong.returncode == 2 and "--run picks a run of a directory" in wrong.stderr, wrong.stderr
+
+
+def test_a_later_run_that_wrote_no_capture_is_named(tmp_path: Path) -> None:
+    """The default report is of the latest run with captures; a run recorded after it that wrote none
+    (too few steps, a crash) is named, so the older table is not taken for the newer run's."""
+    write_rank_dir(tmp_path, cpu_trace())
+    later = tmp_path / "npuprof_run.20261202121940858.11001.json"
+    later.write_text(
+        json.dumps(
+            {"run_id": "3cac53e7a1fa", "start": "2026-12-02T12:19:40+0000", "exit_code": 1, "captures": []}
+        )
+    )
+    earlier = tmp_path / "npuprof_run.json"
+    earlier.write_text(json.dumps({"run_id": "0123456789ab", "captures": []}))
+    os.utime(earlier, ns=(1, 1))  # recorded long before the capture: not a later run
+    result = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if "wrote no capture" in line]
+    assert notes == [
+        "npuprof analyse: note: a later run here, 3cac53e7a1fa (started 2026-12-02T12:19:40+0000, exit code "
+        f"1), wrote no capture (see {later.name} and npuprof.log); this report is of an earlier run"
+    ], result.stderr

@@ -9,6 +9,7 @@ ranks each step's durations, the slowest rank and the step start skew.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import statistics
@@ -604,6 +605,30 @@ def build_report(
     )
 
 
+def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
+    """A note for each run recorded in ``path`` (its ``npuprof_run*.json``) after the run reported that
+    wrote no capture: the default report is of the latest run that has captures, which is then not the
+    latest run."""
+    notes = []
+    for record_path in sorted(path.glob("npuprof_run*.json")):
+        try:
+            record = json.loads(layout.read_small(record_path, 1 << 20))
+            written = record_path.stat().st_mtime_ns
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or record.get("captures") or written <= reported.latest_ns:
+            continue
+        run_id = record.get("run_id")
+        if not isinstance(run_id, str) or run_id in reported.run_ids:
+            continue
+        ended = f", exit code {record['exit_code']}" if isinstance(record.get("exit_code"), int) else ""
+        notes.append(
+            f"a later run here, {run_id} (started {record.get('start', '?')}{ended}), wrote no capture "
+            f"(see {record_path.name} and npuprof.log); this report is of an earlier run"
+        )
+    return notes
+
+
 def _one_run(
     path: Path, rank_dirs: list[Path], wanted: str | None, on_note: Callable[[str], None] | None
 ) -> list[Path]:
@@ -611,6 +636,9 @@ def _one_run(
     runs, ``on_note`` hears which were left out and how to pick another."""
     found = runs.runs_of(rank_dirs)
     chosen = runs.choose(found, wanted)
+    if wanted is None and on_note is not None and chosen:
+        for line in _later_runs_without_captures(path, chosen[0]):
+            on_note(line)
     if len(found) > 1 and on_note is not None:
         if len(chosen) > 1:
             head = (
