@@ -299,9 +299,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
         ("--worker-name",),
         "str",
         "the hostname",
-        "Prefix of the rank dirs.",
+        "Prefix of the rank dirs (letters, digits, _ - .; no leading '.'; at most 128 bytes).",
         OUTPUT,
-        "prefix of the rank dirs",
+        "prefix of the rank dirs (letters, digits, `_ - .`; not a leading `.`; at most 128 bytes)",
         metavar="NAME",
     ),
     _bool(
