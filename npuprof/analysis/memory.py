@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -83,21 +84,22 @@ def peak_rows(cols: dict[str, np.ndarray]) -> np.ndarray:
     return codes == devices[np.argmax(counts)]
 
 
-def memory_record_lines(cols: dict[str, np.ndarray], device_id: int, base_ns: int = 0) -> list[str]:
+def memory_record_lines(cols: dict[str, np.ndarray], device_id: int, base_ns: int = 0) -> Iterator[str]:
     """CSV lines (no header) of memory_record.csv, in time order; times in epoch µs when the trace has a
-    time base (``base_ns``)."""
+    time base (``base_ns``). Made ``LINES_BATCH`` at a time, as they are written."""
     if not cols:
-        return []
-    codes = cols["devtype"]
-    tail = _device_cells(codes, device_id)
-    if base_ns:
-        ts: Any = ["PTA," + t for t in epoch_texts(cols["ts"], base_ns)]
-    else:
-        ts = map("PTA,{:.3f}".format, cols["ts"].tolist())
-    alloc = float_texts(np.round(cols["alloc"] / MB, 6))
-    res = float_texts(np.round(cols["reserved"] / MB, 6))
-    devices = map(tail.__getitem__, codes.tolist())
-    return list(map(",".join, zip(ts, alloc, res, alloc, devices, strict=True)))
+        return
+    tail = _device_cells(cols["devtype"], device_id)
+    for lo in range(0, len(cols["ts"]), LINES_BATCH):
+        part = slice(lo, lo + LINES_BATCH)
+        if base_ns:
+            ts: Any = ["PTA," + t for t in epoch_texts(cols["ts"][part], base_ns)]
+        else:
+            ts = map("PTA,{:.3f}".format, cols["ts"][part].tolist())
+        alloc = float_texts(np.round(cols["alloc"][part] / MB, 6))
+        res = float_texts(np.round(cols["reserved"][part] / MB, 6))
+        devices = map(tail.__getitem__, cols["devtype"][part].tolist())
+        yield from map(",".join, zip(ts, alloc, res, alloc, devices, strict=True))
 
 
 def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -143,11 +145,24 @@ def pair_allocations(cols: dict[str, np.ndarray], ops: OpView) -> tuple[np.ndarr
 
 def operator_memory_lines(
     cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int, base_ns: int = 0
-) -> tuple[list[str], dict[str, float]]:
-    """Lines (CSV, no header) of operator_memory.csv (each allocation paired with its release by address)
-    and the peaks; times in epoch µs when the trace has a time base (``base_ns``)."""
+) -> tuple[Iterator[str], dict[str, float]]:
+    """Lines (CSV, no header) of operator_memory.csv (each allocation paired with its release by address),
+    made ``LINES_BATCH`` at a time as they are written, and the peaks; times in epoch µs when the trace
+    has a time base (``base_ns``)."""
     if not cols:
-        return [], {}
+        return iter(()), {}
+    alloc_mb, res_mb = cols["alloc"] / MB, cols["reserved"] / MB
+    mine = peak_rows(cols)
+    peaks = {
+        "peak_allocated_mb": round(float(alloc_mb[mine].max()), 3),
+        "peak_reserved_mb": round(float(res_mb[mine].max()), 3),
+    }
+    return _operator_memory_lines(cols, ops, strings, device_id, base_ns), peaks
+
+
+def _operator_memory_lines(
+    cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int, base_ns: int
+) -> Iterator[str]:
     ts, nbytes = cols["ts"], cols["bytes"]
     allocs, release, owner = pair_allocations(cols, ops)
     alloc_mb, res_mb = cols["alloc"] / MB, cols["reserved"] / MB
@@ -156,7 +171,6 @@ def operator_memory_lines(
     name_ids = np.where(owner >= 0, ops.name[np.maximum(owner, 0)], -1) if len(ops.name) else owner
     names = csv_cells(strings, {-1: csv_cell("[unknown]")})
     tail = _device_cells(cols["devtype"], device_id)
-    lines: list[str] = []
     for lo in range(0, len(allocs), LINES_BATCH):  # column-wise, one C-level join per row, in batches
         part = slice(lo, lo + LINES_BATCH)
         at, rel = allocs[part], release[part]
@@ -195,13 +209,7 @@ def operator_memory_lines(
             a_rel,
             list(map(tail.__getitem__, cols["devtype"][at].tolist())),
         ]
-        lines += map(",".join, zip(*columns, strict=True))
-    mine = peak_rows(cols)
-    peaks = {
-        "peak_allocated_mb": round(float(alloc_mb[mine].max()), 3),
-        "peak_reserved_mb": round(float(res_mb[mine].max()), 3),
-    }
-    return lines, peaks
+        yield from map(",".join, zip(*columns, strict=True))
 
 
 def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[float | None]:

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,18 +51,22 @@ class ParseOutcome:
 
 
 def write_csv(
-    path: Path, header: list[str], rows: list[list[Any]] | None = None, lines: list[str] | None = None
+    path: Path, header: list[str], rows: list[list[Any]] | None = None, lines: Iterable[str] | None = None
 ) -> None:
+    """``path`` (atomically): the header, then ``rows`` (cells) or ``lines`` (CSV text without line ends,
+    any iterable: a generator keeps a few batches of a large table in memory, not all of it)."""
     import csv
+    import itertools
 
     with atomic_writer(path, "w") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(header)
         if rows:
             writer.writerows(rows)
-        if lines:
-            for start in range(0, len(lines), 200_000):
-                handle.write("\n".join(lines[start : start + 200_000]) + "\n")
+        if lines is not None:
+            lines = iter(lines)
+            while batch := list(itertools.islice(lines, 200_000)):
+                handle.write("\n".join(batch) + "\n")
 
 
 def write_json_fast(path: Path, obj: Any, indent: int = 4) -> None:
