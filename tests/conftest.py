@@ -85,6 +85,15 @@ def out(tmp_path: Path) -> Path:
     return tmp_path / "result"
 
 
+def run_script(tmp_path: Path, source: str, *flags: str):
+    """``npuprof run -o tmp_path/out FLAGS -- python job.py`` for a job written from ``source``; gives the
+    completed process and the output directory."""
+    script = tmp_path / "job.py"
+    script.write_text(source)
+    out = tmp_path / "out"
+    return npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), env=clean_env()), out
+
+
 def sched(skip_first: int, warmup: int, active: int) -> list[str]:
     """Schedule flags: skip ``skip_first`` steps, warm up, record ``active`` steps, once."""
     return ["--skip-first", str(skip_first), "--warmup", str(warmup), "--active", str(active)]

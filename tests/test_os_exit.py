@@ -4,10 +4,9 @@ without --duration records until the process ends, however it ends (a real run).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from conftest import capture_record, clean_env, npuprof, rank_dirs
+from conftest import capture_record, clean_env, npuprof, rank_dirs, run_script
 
 JOB = """
 import os, time, torch
@@ -26,11 +25,7 @@ os._exit(7)
 
 
 def test_a_window_open_at_os_exit_is_finalised_and_the_exit_code_kept(tmp_path: Path) -> None:
-    script = tmp_path / "job.py"
-    script.write_text(JOB)
-    out = tmp_path / "out"
-    job = [sys.executable, str(script)]
-    result = npuprof("run", "-o", str(out), "--delay", "0.3", "--", *job, env=clean_env())
+    result, out = run_script(tmp_path, JOB, "--delay", "0.3")
     assert result.returncode == 7, result.stderr
     steps = int(result.stdout.split()[-1])
     (rank_dir,) = rank_dirs(out)

@@ -13,6 +13,11 @@ def _py(name: str, tid: int, ts: float, dur: float) -> dict:
     return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
 
 
+def _step_with_an_operator() -> list[dict]:
+    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0}
+    return [{**step, "dur": 1000}, {**step, "cat": "cpu_op", "name": "aten::mm", "ts": 100, "dur": 800}]
+
+
 def _trace(path: Path) -> Path:
     events = [
         # the training thread: a step with an operator under Python frames
@@ -75,16 +80,7 @@ def test_threads_blocked_in_c_functions_are_left_out(tmp_path: Path) -> None:
     in C functions that do not wait (dict.get, str.join) stays."""
     lock = "<built-in method acquire of _thread.lock object at 0x7f0c2a1b3c40>"
     events = [
-        {
-            "ph": "X",
-            "cat": "user_annotation",
-            "name": "ProfilerStep#1",
-            "pid": 1,
-            "tid": 1,
-            "ts": 0,
-            "dur": 1000,
-        },
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 800},
+        *_step_with_an_operator(),
         # the feeder: 900 of its 1000 µs in a lock's acquire, 100 µs pickling
         _py("threading.py(1012): run", 2, 0, 1000),
         _py("multiprocessing/queues.py(231): _feed", 2, 0, 1000),

@@ -3,10 +3,9 @@ wakes npuprof's agent too) records nothing and ends as it would without npuprof 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from conftest import capture_record, clean_env, npuprof, rank_dirs
+from conftest import capture_record, rank_dirs, run_script
 
 JOB = """
 import os, time, torch
@@ -29,12 +28,7 @@ if __name__ == "__main__":
 
 
 def test_a_time_window_records_the_training_process_not_its_dataloader_worker(tmp_path: Path) -> None:
-    script = tmp_path / "job.py"
-    script.write_text(JOB)
-    out = tmp_path / "out"
-    job = [sys.executable, str(script)]
-    window = ["--delay", "1.5", "--duration", "0.5"]
-    result = npuprof("run", "-o", str(out), *window, "--", *job, env=clean_env())
+    result, out = run_script(tmp_path, JOB, "--delay", "1.5", "--duration", "0.5")
     assert result.returncode == 0, result.stderr
     assert "Exception ignored" not in result.stderr, result.stderr
     pid = result.stdout.split()[0]
