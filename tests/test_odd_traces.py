@@ -178,3 +178,18 @@ def test_a_trace_without_events_is_said_to_have_none(tmp_path: Path) -> None:
     result = npuprof("analyse", str(tmp_path / "none.json"), env=clean_env())
     assert result.returncode == 0, result.stderr
     assert "the trace holds no events: nothing was recorded" in result.stderr, result.stderr
+
+
+def test_events_of_unknown_category_in_an_unnamed_process_are_named(tmp_path: Path) -> None:
+    """Device work of a category the tables do not know in a process with no process_name cannot be told
+    from anything else: it is left out, said in a warning, never silently."""
+    trace = cpu_trace()
+    trace["traceEvents"] += [
+        x("mykernel", "gpu_op", 200, 300, pid=7, tid="stream 7", **{"External id": 1}),
+        x("mykernel", "gpu_op", 600, 100, pid=7, tid="stream 7", **{"External id": 2}),
+    ]
+    (note,) = _summary(write_rank_dir(tmp_path, trace))["warnings"]
+    assert note.startswith(
+        "2 complete event(s) of categories the tables do not know (gpu_op x2) in process(es) 7 with no "
+        "process_name: left out"
+    ), note

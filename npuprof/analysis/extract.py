@@ -594,6 +594,16 @@ class Extract:
             notes.append("the trace holds no events: nothing was recorded (an empty capture, or one emptied)")
         if self.unknown_device_work:
             notes.append(vocab.unknown_device_work_note(self.unknown_device_work, "counted as device tasks"))
+        if len(self.p_ts):  # still pending at the end: their process was never named
+            keys = list(self.threads)
+            pids = sorted({str(keys[t][0]) for t in self.p_thread.tolist()})
+            cats = Counter(self.strings[c] if c >= 0 else "" for c in self.p_cat.tolist())
+            shown = ", ".join(f"{cat or '(none)'} x{n}" for cat, n in cats.most_common(5))
+            notes.append(
+                f"{len(self.p_ts)} complete event(s) of categories the tables do not know ({shown}) in "
+                f"process(es) {', '.join(pids[:5])} with no process_name: left out; device work there "
+                'would be counted once its process is named (e.g. "GPU 0", "Ascend Hardware")'
+            )
         counts = Counter(num for num, *_ in self.steps)
         repeated = sorted(n for n, k in counts.items() if k > 1)
         if repeated:
