@@ -208,7 +208,9 @@ class ProfileConfig:
                 )
         if not self.output.strip():
             raise ConfigError("--output", "is empty", "give a directory, e.g. -o npuprof_result")
-        if not self.output.isprintable():  # a newline or a tab: torch's own trace writer fails on it
+        # a newline or a tab: torch's trace writer fails on them (bytes that are not UTF-8, kept as
+        # surrogates, are fine)
+        if any(c < " " or c == "\x7f" for c in self.output):
             raise ConfigError(
                 "--output",
                 f"{_shown(self.output)} holds a control character",

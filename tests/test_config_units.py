@@ -596,3 +596,12 @@ def test_decode_env_payload_inline_or_from_a_file(tmp_path: Path) -> None:
     os.symlink(path, link)
     with pytest.raises(OSError):  # never through a symbolic link
         decode_env_payload(f"@{link}")
+
+
+def test_an_output_name_of_bytes_that_are_not_utf8_is_no_control_character() -> None:
+    """-o refuses C0 control characters (and DEL), not the surrogates that stand for bytes that are not
+    UTF-8 (those paths work: tests/test_fault_inputs.py)."""
+    assert ProfileConfig(output="/tmp/result\udcff").validate().output == "/tmp/result\udcff"
+    for bad in ("a\tb", "a\x7fb", "a\rb"):
+        with pytest.raises(ConfigError, match="holds a control character"):
+            ProfileConfig(output=bad).validate()
