@@ -153,3 +153,24 @@ def test_run_summary_gives_a_status_detail_under_the_table(
     assert all(len(line) <= 80 for line in lines), err
     said = " ".join(err[err.index(f"* {name}: ") :].split())
     assert said.startswith(f"* {name}: the job exited with 1 during step 7; steps 6 and 7 recorded"), said
+
+
+def test_run_summary_says_when_complete_captures_were_not_parsed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post-processor killed (or failed) before it parsed: the summary says where to look and what to
+    run, instead of a bare "parsed no"; with --no-analyse nothing is said (nothing was asked)."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    capture = CaptureSummary(
+        tmp_path / "vm_1_20261202121245485_ascend_pt", "complete", None, 1, [6], 1, "", False
+    )
+    log = tmp_path / "npuprof.log"
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log)
+    said = f"1 complete capture(s) not parsed in the run (see {log}): npuprof analyse parses them"
+    assert said in capsys.readouterr().err
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(analyse=False), log)
+    assert "not parsed" not in capsys.readouterr().err

@@ -80,6 +80,12 @@ def print_run_summary(
     for c in captures:
         if c.detail:
             console.print(f"* {escape(c.rank_dir.name)}: {escape(c.detail)}", overflow="fold")
+    unparsed = sum(1 for c in captures if c.status == "complete" and not c.parsed)
+    if cfg.analyse and unparsed:  # the post-processor ended (killed?) or failed before it parsed them
+        console.print(
+            f"{unparsed} complete capture(s) not parsed in the run (see {escape(str(log_path))}): npuprof "
+            "analyse parses them"
+        )
     target = shell_quote(str(output))
     console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
     if cfg.export_db:  # the db export is for msprof-analyze's recipes (README)
