@@ -197,11 +197,16 @@ class CaptureController:
         finally:
             self.driver = None
 
+    def inside_a_decision(self) -> bool:
+        """Whether this thread is inside one of this controller's decisions (a step boundary, the profiler's
+        step or export): a signal handler that runs here must not stop the profiler itself."""
+        return bool(self._lock._is_owned())  # type: ignore[attr-defined]
+
     def tick(self) -> None:
         """A timed plan's nudge (agent/window_plan.py), run by the main thread's signal handler between
         two bytecodes: open the window it now wants, or close it, in a job that takes no step boundary
         to do so. Only when the main thread drives (or nobody does yet) and is not inside a decision."""
-        if self.driver not in (None, get_ident()) or self._lock._is_owned():  # type: ignore[attr-defined]
+        if self.driver not in (None, get_ident()) or self.inside_a_decision():
             return
         if not self._lock.acquire(blocking=False):
             return

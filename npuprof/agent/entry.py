@@ -208,16 +208,27 @@ class Agent:
         """``os._exit`` skips atexit, where a capture open at the end (``--delay`` without ``--duration``,
         a schedule cut short) is finalised: a script that leaves by ``os._exit`` (torchrun workers after
         destroy_process_group, examples/train.py) would lose it. Called from this process's main thread,
-        it finalises first, then exits as asked; from another thread or a forked child it is os._exit."""
+        it finalises first, then exits as asked. It exits at once, as os._exit does, from another thread,
+        in a forked child, when called again during that finalise, and when it interrupted (a signal
+        handler) a step boundary, torch's profiler code or an import: stopping the profiler there would
+        crash the process (the capture is then reported interrupted)."""
         real = os._exit
         if getattr(real, "npuprof_finalises", False):
             return
         import threading
 
-        pid, at_exit = os.getpid(), self._at_exit
+        pid, at_exit, controller = os.getpid(), self._at_exit, self.controller
+        finalising: list[bool] = []
 
         def _exit(status: int, /) -> Any:
-            if os.getpid() == pid and threading.current_thread() is threading.main_thread():
+            if (
+                not finalising
+                and os.getpid() == pid
+                and threading.current_thread() is threading.main_thread()
+                and not controller.inside_a_decision()
+                and not _inside_unsafe_code(sys._getframe(1))
+            ):
+                finalising.append(True)
                 with contextlib.suppress(BaseException):
                     at_exit()
             real(status)
@@ -396,6 +407,28 @@ def _held(method: Any, guard: Any, when: Any) -> Any:
             return method(*args, **kwargs)
 
     return held
+
+
+# Code a signal handler may interrupt where the profiler must not be stopped (os._exit's finalise): an
+# import in progress, torch's profilers, npuprof's own capture code.
+_UNSAFE_AT_EXIT = (
+    "<frozen importlib",
+    "importlib/",
+    "torch/profiler/",
+    "torch/autograd/profiler",
+    os.path.join("npuprof", "agent", "capture"),
+    os.path.join("npuprof", "agent", "backends"),
+    os.path.join("npuprof", "agent", "controller.py"),
+)
+
+
+def _inside_unsafe_code(frame: Any) -> bool:
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if any(part in filename for part in _UNSAFE_AT_EXIT):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _NativeExit:

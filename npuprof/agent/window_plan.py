@@ -78,6 +78,8 @@ class WindowPlan:
                 self.state = DONE  # torchrun's own process imports torch too: its workers record, not it
                 self.log.info("--delay/--duration: no window in the process that starts the workers")
                 return
+            if spawned_child_starting():  # what it is (a DataLoader worker?) is known once it runs
+                return
             if in_dataloader_worker():  # it imports torch too, and only loads data for the training
                 self.state = DONE
                 self.log.info("--delay/--duration: no window in a DataLoader worker")
@@ -240,18 +242,39 @@ WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch")
 _WORKER_LOOP = os.path.join("torch", "utils", "data", "_utils", "worker.py")
 
 
+_SPAWN_MAIN = (os.path.join("multiprocessing", "spawn.py"), "_main")
+_BOOTSTRAP = (os.path.join("multiprocessing", "process.py"), "_bootstrap")
+
+
+def _main_thread_code() -> list[tuple[str, str]]:
+    """(file, function) of the main thread's frames, innermost first."""
+    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    found = []
+    while frame is not None:
+        found.append((frame.f_code.co_filename, frame.f_code.co_name))
+        frame = frame.f_back
+    return found
+
+
 def in_dataloader_worker() -> bool:
     """Whether this process is a DataLoader worker: torch's worker loop has set its worker info, or runs
     in the main thread (about to set it)."""
     worker = sys.modules.get("torch.utils.data._utils.worker")
     if worker is not None and getattr(worker, "_worker_info", None) is not None:
         return True
-    frame = sys._current_frames().get(threading.main_thread().ident or -1)
-    while frame is not None:
-        if frame.f_code.co_filename.endswith(_WORKER_LOOP):
-            return True
-        frame = frame.f_back
-    return False
+    return any(filename.endswith(_WORKER_LOOP) for filename, _name in _main_thread_code())
+
+
+def spawned_child_starting() -> bool:
+    """Whether this is a spawned multiprocessing child still unpickling what it will run (its process
+    object, with a DataLoader's dataset: seconds for a large one): it imported torch already, but whether
+    it is a DataLoader worker or a training process (torch.multiprocessing.spawn) shows only once it runs."""
+    code = _main_thread_code()
+
+    def seen(where: tuple[str, str]) -> bool:
+        return any(filename.endswith(where[0]) and name == where[1] for filename, name in code)
+
+    return seen(_SPAWN_MAIN) and not seen(_BOOTSTRAP)
 
 
 def _starts_workers() -> bool:

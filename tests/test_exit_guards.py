@@ -1,0 +1,111 @@
+"""When os._exit finalises a capture, and when it must not (npuprof/agent/entry.py), and when a spawned
+child is still starting (npuprof/agent/window_plan.py): the decisions, on frames made to look like the
+code they stand for (a signal handler interrupting it), without exiting the test process."""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from npuprof.agent import window_plan
+from npuprof.agent.entry import Agent
+
+
+def _in_file(filename: str, name: str, body: str, **names: Any) -> Any:
+    """A function ``name`` whose code says it is in ``filename``, running ``body`` with ``names``."""
+    namespace = dict(names)
+    exec(compile(f"def {name}():\n    {body}\n", filename, "exec"), namespace)
+    return namespace[name]
+
+
+class _Controller:
+    def __init__(self) -> None:
+        self.deciding = False
+
+    def inside_a_decision(self) -> bool:
+        return self.deciding
+
+
+@pytest.fixture
+def wrapped(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    exits: list[int] = []
+    finalised: list[str] = []
+    monkeypatch.setattr(os, "_exit", exits.append)  # the "real" os._exit: records, returns
+    agent = SimpleNamespace(controller=_Controller(), _at_exit=lambda: finalised.append("finalised"))
+    Agent._finalise_at_os_exit(agent)  # type: ignore[arg-type]
+    assert getattr(os._exit, "npuprof_finalises", False)
+    return SimpleNamespace(agent=agent, exits=exits, finalised=finalised)
+
+
+def test_the_main_thread_finalises_once_then_exits(wrapped: SimpleNamespace) -> None:
+    os._exit(3)
+    assert wrapped.finalised == ["finalised"] and wrapped.exits == [3]
+    os._exit(4)  # a second call (a handler during the first's finalise, say) exits at once
+    assert wrapped.finalised == ["finalised"] and wrapped.exits == [3, 4]
+
+
+def test_a_call_during_the_finalise_exits_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signal handler calling os._exit while the first call finalises (the export running) exits at
+    once: finalising again there, inside torch's export, crashed the process."""
+    exits: list[int] = []
+    finalised: list[str] = []
+    monkeypatch.setattr(os, "_exit", exits.append)
+
+    def finalise() -> None:
+        finalised.append("outer")
+        os._exit(7)  # the handler's call, during the export
+        finalised.append("outer goes on")
+
+    Agent._finalise_at_os_exit(SimpleNamespace(controller=_Controller(), _at_exit=finalise))  # type: ignore[arg-type]
+    os._exit(3)
+    assert finalised == ["outer", "outer goes on"] and exits == [7, 3]
+
+
+def test_inside_a_decision_or_torchs_profiler_it_exits_without_finalising(wrapped: SimpleNamespace) -> None:
+    wrapped.agent.controller.deciding = True
+    os._exit(5)
+    wrapped.agent.controller.deciding = False
+    for where in (
+        "/x/torch/profiler/profiler.py",
+        "/x/npuprof/agent/capture.py",
+        "<frozen importlib._bootstrap>",
+    ):
+        _in_file(where, "interrupted", "exit(6)", exit=os._exit)()
+    assert wrapped.finalised == [] and wrapped.exits == [5, 6, 6, 6]
+
+
+def test_another_thread_exits_without_finalising(wrapped: SimpleNamespace) -> None:
+    worker = threading.Thread(target=os._exit, args=(8,))
+    worker.start()
+    worker.join()
+    assert wrapped.finalised == [] and wrapped.exits == [8]
+
+
+def test_a_spawned_child_is_starting_until_it_runs_its_process() -> None:
+    spawn, process = (
+        os.path.join("multiprocessing", "spawn.py"),
+        os.path.join("multiprocessing", "process.py"),
+    )
+    asked: list[bool] = []
+    ask = _in_file(
+        "/x/job.py",
+        "ask",
+        "asked.append(starting())",
+        asked=asked,
+        starting=window_plan.spawned_child_starting,
+    )
+    unpickling = _in_file(f"/py/{spawn}", "_main", "ask()", ask=ask)
+    running = _in_file(
+        f"/py/{spawn}",
+        "_main",
+        "bootstrap()",
+        bootstrap=_in_file(f"/py/{process}", "_bootstrap", "ask()", ask=ask),
+    )
+    unpickling()
+    running()
+    ask()
+    assert asked == [True, False, False]
