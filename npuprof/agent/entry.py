@@ -217,6 +217,8 @@ class Agent:
             return
         import threading
 
+        from npuprof.agent.frames import runs_code_of
+
         pid, at_exit, controller = os.getpid(), self._at_exit, self.controller
         finalising: list[bool] = []
 
@@ -226,7 +228,7 @@ class Agent:
                 and os.getpid() == pid
                 and threading.current_thread() is threading.main_thread()
                 and not controller.inside_a_decision()
-                and not _inside_unsafe_code(sys._getframe(1))
+                and not runs_code_of(sys._getframe(1), _UNSAFE_AT_EXIT)
             ):
                 finalising.append(True)
                 with contextlib.suppress(BaseException):
@@ -420,15 +422,6 @@ _UNSAFE_AT_EXIT = (
     os.path.join("npuprof", "agent", "backends"),
     os.path.join("npuprof", "agent", "controller.py"),
 )
-
-
-def _inside_unsafe_code(frame: Any) -> bool:
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if any(part in filename for part in _UNSAFE_AT_EXIT):
-            return True
-        frame = frame.f_back
-    return False
 
 
 class _NativeExit:

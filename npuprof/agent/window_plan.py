@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any
 
+from npuprof.agent.frames import runs_code_of
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
 
@@ -203,12 +204,7 @@ _UNSAFE_FILES = ("<frozen importlib", "importlib/", "torch/profiler/", "torch/au
 
 def _unsafe_moment(frame: Any) -> bool:
     """Whether the main thread was interrupted somewhere a profiler must not start or stop."""
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if any(part in filename for part in _UNSAFE_FILES):
-            return True
-        frame = frame.f_back
-    return False
+    return runs_code_of(frame, _UNSAFE_FILES)
 
 
 # The standard library's functions that block in a system call Python itself retries after a signal
