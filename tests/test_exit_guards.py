@@ -96,7 +96,7 @@ def test_a_spawned_child_is_starting_until_it_runs_its_process() -> None:
         "ask",
         "asked.append(starting())",
         asked=asked,
-        starting=window_plan.spawned_child_starting,
+        starting=lambda: window_plan.spawned_child_starting(window_plan._main_thread_code()),
     )
     unpickling = _in_file(f"/py/{spawn}", "_main", "ask()", ask=ask)
     running = _in_file(

@@ -217,7 +217,7 @@ class Agent:
             return
         import threading
 
-        from npuprof.agent.frames import runs_code_of
+        from npuprof.agent.frames import CAPTURE_CODE, PROFILER_UNSAFE, runs_code_of
 
         pid, at_exit, controller = os.getpid(), self._at_exit, self.controller
         finalising: list[bool] = []
@@ -228,7 +228,7 @@ class Agent:
                 and os.getpid() == pid
                 and threading.current_thread() is threading.main_thread()
                 and not controller.inside_a_decision()
-                and not runs_code_of(sys._getframe(1), _UNSAFE_AT_EXIT)
+                and not runs_code_of(sys._getframe(1), PROFILER_UNSAFE + CAPTURE_CODE)
             ):
                 finalising.append(True)
                 with contextlib.suppress(BaseException):
@@ -409,19 +409,6 @@ def _held(method: Any, guard: Any, when: Any) -> Any:
             return method(*args, **kwargs)
 
     return held
-
-
-# Code a signal handler may interrupt where the profiler must not be stopped (os._exit's finalise): an
-# import in progress, torch's profilers, npuprof's own capture code.
-_UNSAFE_AT_EXIT = (
-    "<frozen importlib",
-    "importlib/",
-    "torch/profiler/",
-    "torch/autograd/profiler",
-    os.path.join("npuprof", "agent", "capture"),
-    os.path.join("npuprof", "agent", "backends"),
-    os.path.join("npuprof", "agent", "controller.py"),
-)
 
 
 class _NativeExit:

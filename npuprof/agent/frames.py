@@ -3,7 +3,17 @@ interrupted before it starts or stops a profiler)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+# Code in which a profiler must not start or stop: an import in progress (the agent wakes inside
+# `import torch`; torch imports lazily during the first steps: starting the profiler there is a circular
+# import), and the code of torch's profilers themselves.
+PROFILER_UNSAFE = ("<frozen importlib", "importlib/", "torch/profiler/", "torch/autograd/profiler")
+# ... and, for a stop that a signal handler would make, npuprof's own capture code it may have interrupted
+CAPTURE_CODE = tuple(
+    os.path.join("npuprof", "agent", part) for part in ("capture", "backends", "controller.py")
+)
 
 
 def runs_code_of(frame: Any, parts: tuple[str, ...]) -> bool:

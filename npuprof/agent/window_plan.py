@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from npuprof.agent.frames import runs_code_of
+from npuprof.agent.frames import PROFILER_UNSAFE, runs_code_of
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
 
@@ -79,9 +79,10 @@ class WindowPlan:
                 self.state = DONE  # torchrun's own process imports torch too: its workers record, not it
                 self.log.info("--delay/--duration: no window in the process that starts the workers")
                 return
-            if spawned_child_starting():  # what it is (a DataLoader worker?) is known once it runs
+            code = _main_thread_code()
+            if spawned_child_starting(code):  # what it is (a DataLoader worker?) is known once it runs
                 return
-            if in_dataloader_worker():  # it imports torch too, and only loads data for the training
+            if in_dataloader_worker(code):  # it imports torch too, and only loads data for the training
                 self.state = DONE
                 self.log.info("--delay/--duration: no window in a DataLoader worker")
                 return
@@ -196,15 +197,9 @@ class WindowPlan:
         return KICK_INTERRUPTING if in_python_wait(frame) else KICK_SIGNAL
 
 
-# Frames in which a profiler must not start or stop: an import in progress (the agent wakes inside
-# `import torch`; torch imports lazily during the first steps: starting the profiler there is a circular
-# import), and the code of torch's profilers themselves.
-_UNSAFE_FILES = ("<frozen importlib", "importlib/", "torch/profiler/", "torch/autograd/profiler")
-
-
 def _unsafe_moment(frame: Any) -> bool:
     """Whether the main thread was interrupted somewhere a profiler must not start or stop."""
-    return runs_code_of(frame, _UNSAFE_FILES)
+    return runs_code_of(frame, PROFILER_UNSAFE)
 
 
 # The standard library's functions that block in a system call Python itself retries after a signal
@@ -252,20 +247,20 @@ def _main_thread_code() -> list[tuple[str, str]]:
     return found
 
 
-def in_dataloader_worker() -> bool:
+def in_dataloader_worker(code: list[tuple[str, str]]) -> bool:
     """Whether this process is a DataLoader worker: torch's worker loop has set its worker info, or runs
-    in the main thread (about to set it)."""
+    in the main thread (``code``: :func:`_main_thread_code`; about to set it)."""
     worker = sys.modules.get("torch.utils.data._utils.worker")
     if worker is not None and getattr(worker, "_worker_info", None) is not None:
         return True
-    return any(filename.endswith(_WORKER_LOOP) for filename, _name in _main_thread_code())
+    return any(filename.endswith(_WORKER_LOOP) for filename, _name in code)
 
 
-def spawned_child_starting() -> bool:
+def spawned_child_starting(code: list[tuple[str, str]]) -> bool:
     """Whether this is a spawned multiprocessing child still unpickling what it will run (its process
     object, with a DataLoader's dataset: seconds for a large one): it imported torch already, but whether
-    it is a DataLoader worker or a training process (torch.multiprocessing.spawn) shows only once it runs."""
-    code = _main_thread_code()
+    it is a DataLoader worker or a training process (torch.multiprocessing.spawn) shows only once it runs.
+    ``code``: :func:`_main_thread_code`."""
 
     def seen(where: tuple[str, str]) -> bool:
         return any(filename.endswith(where[0]) and name == where[1] for filename, name in code)

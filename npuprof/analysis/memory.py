@@ -157,15 +157,20 @@ def operator_memory_lines(
         "peak_allocated_mb": round(float(alloc_mb[mine].max()), 3),
         "peak_reserved_mb": round(float(res_mb[mine].max()), 3),
     }
-    return _operator_memory_lines(cols, ops, strings, device_id, base_ns), peaks
+    return _operator_memory_lines(cols, alloc_mb, res_mb, ops, strings, device_id, base_ns), peaks
 
 
 def _operator_memory_lines(
-    cols: dict[str, np.ndarray], ops: OpView, strings: list[str], device_id: int, base_ns: int
+    cols: dict[str, np.ndarray],
+    alloc_mb: np.ndarray,
+    res_mb: np.ndarray,
+    ops: OpView,
+    strings: list[str],
+    device_id: int,
+    base_ns: int,
 ) -> Iterator[str]:
     ts, nbytes = cols["ts"], cols["bytes"]
     allocs, release, owner = pair_allocations(cols, ops)
-    alloc_mb, res_mb = cols["alloc"] / MB, cols["reserved"] / MB
     a6, r6, ts3 = np.round(alloc_mb, 6), np.round(res_mb, 6), np.round(ts, 3)
     kb = np.round(nbytes / 1024, 3)
     name_ids = np.where(owner >= 0, ops.name[np.maximum(owner, 0)], -1) if len(ops.name) else owner

@@ -9,7 +9,6 @@ ranks each step's durations, the slowest rank and the step start skew.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import statistics
@@ -610,9 +609,9 @@ def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
     wrote no capture: the default report is of the latest run that has captures, which is then not the
     latest run."""
     notes = []
-    for record_path in sorted(path.glob("npuprof_run*.json")):
+    for record_path in layout.run_records(path):
         try:
-            record = json.loads(layout.read_small(record_path, 1 << 20))
+            record = layout.read_json_record(record_path, layout.RUN_RECORD_LIMIT)
             written = record_path.stat().st_mtime_ns
         except (OSError, ValueError):
             continue

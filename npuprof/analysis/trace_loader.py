@@ -860,12 +860,10 @@ def why_not_a_trace(path: str | Path) -> str:
             return "it is empty (0 bytes)"
         with open(path, "rb") as probe:
             gz = probe.read(2) == b"\x1f\x8b"
-        if gz:
-            with gzip.open(path, "rb") as handle:
-                while handle.read(1 << 20):
-                    pass
         with gzip.open(path, "rb") if gz else open(path, "rb") as handle:
             head = handle.read(SNIFF_BYTES).removeprefix(_BOM).lstrip(_WS)
+            while gz and handle.read(1 << 20):  # a gzip is read to its end: a cut one says so there
+                pass
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         return f"it is gzipped but cannot be decompressed ({exc}): truncated or damaged"
     except OSError as exc:
