@@ -193,3 +193,26 @@ def test_events_of_unknown_category_in_an_unnamed_process_are_named(tmp_path: Pa
         "2 complete event(s) of categories the tables do not know (gpu_op x2) in process(es) 7 with no "
         "process_name: left out"
     ), note
+
+
+def test_torch_npus_tables_without_step_times_point_at_their_trace(tmp_path: Path) -> None:
+    """A rank dir torch_npu began to parse (kernel_details.csv, trace_view.json) but left without
+    step_trace_time.csv: the reason names the trace to analyse on its own."""
+    rank_dir = tmp_path / "node1_1234_20240101000000000_ascend_pt"
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (out / "kernel_details.csv").write_bytes((REAL / "kernel_details_2023.csv").read_bytes())
+    (out / "trace_view.json").write_bytes((REAL / "trace_view.json").read_bytes())
+    result = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert result.returncode == 1
+    view = out / "trace_view.json"
+    said = f"torch_npu's parse did not finish; its trace can be analysed on its own: npuprof analyse {view}"
+    assert said in " ".join(result.stderr.split()), result.stderr
+
+
+def test_a_top_above_what_the_parse_keeps_is_said(tmp_path: Path) -> None:
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    result = npuprof("analyse", str(rank_dir), "--top", "150", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert "--top 150: the parse keeps each step's top 100 operators and kernels" in result.stderr
+    assert "--top" not in npuprof("analyse", str(rank_dir), "--top", "100", env=clean_env()).stderr

@@ -129,7 +129,12 @@ def _steps(
     path: Path, kernels: list[tuple[int | None, str, float, float]], trace_view: Path, warnings: list[str]
 ) -> tuple[list[dict[str, Any]], int | None]:
     if not path.is_file():
-        raise AscendTableError(f"no {STEP_FILE} in {path.parent}: torch_npu's parse did not finish")
+        hint = (
+            f"; its trace can be analysed on its own: npuprof analyse {trace_view}"
+            if trace_view.is_file()
+            else ""
+        )
+        raise AscendTableError(f"no {STEP_FILE} in {path.parent}: torch_npu's parse did not finish{hint}")
     first_task: dict[int | None, float] = {}
     for step, _name, start, _dur in kernels:
         if start < first_task.get(step, math.inf):

@@ -114,6 +114,7 @@ def analyse(
 
     from npuprof.analysis.report import NothingToAnalyse, build_report, repeated_steps
     from npuprof.analysis.runs import RunChoiceError
+    from npuprof.analysis.tables import TOP_PER_STEP
     from npuprof.reports import terminal
 
     err = Console(stderr=True)
@@ -192,6 +193,11 @@ def analyse(
             )
     for line in repeated_steps(report.ranks):
         _note(line)
+    if top > TOP_PER_STEP:
+        _note(
+            f"--top {top}: the parse keeps each step's top {TOP_PER_STEP} operators and kernels, so at most "
+            f"those are shown (the CSVs of ASCEND_PROFILER_OUTPUT hold all)"
+        )
     for p in report.problems:
         print(
             f"npuprof analyse: not analysed: {p.rank_dir}: {p.status}"
