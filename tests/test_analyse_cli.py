@@ -46,14 +46,18 @@ def _length_inside(spans: list[tuple[float, float]], lo: float, hi: float) -> fl
     return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in spans)
 
 
+def _raw_trace(rank_dir: Path) -> dict:
+    (raw,) = rank_dir.glob("*.pt.trace.json*")
+    opener = gzip.open if raw.name.endswith(".gz") else open
+    with opener(raw, "rt") as handle:
+        return json.load(handle)
+
+
 def breakdown_from_raw_trace(rank_dir: Path) -> dict[int, dict[str, float]]:
     """The CPU step breakdown worked out from the raw trace with plain json and Python loops (not
     npuprof's reader): computing = the step thread's operators other than collective calls, communication
     = the gloo worker threads' spans, exposed = communication outside computing."""
-    (raw,) = rank_dir.glob("*.pt.trace.json*")
-    opener = gzip.open if raw.name.endswith(".gz") else open
-    with opener(raw, "rt") as handle:
-        events = json.load(handle)["traceEvents"]
+    events = _raw_trace(rank_dir)["traceEvents"]
     steps = {
         int(e["name"].split("#")[1]): e
         for e in events
@@ -106,6 +110,7 @@ RANK_KEYS = {
     "memory_peak_mb",
     "memory_peak_reserved_mb",
     "communication",
+    "time_base_ns",  # Kineto's baseTimeNanoseconds: the steps' start_us count from it
 }
 STEP_KEYS = {
     "step",
@@ -132,6 +137,7 @@ def test_two_ranks_json_schema(two_ranks: Path) -> None:
     for r in report["ranks"]:
         assert set(r) == RANK_KEYS and r["device"] == "CPU"
         assert [s["step"] for s in r["steps"]] == [3, 4]
+        assert r["time_base_ns"] == _raw_trace(Path(r["rank_dir"]))["baseTimeNanoseconds"]
         expected = breakdown_from_raw_trace(Path(r["rank_dir"]))
         for s in r["steps"]:
             assert set(s) == STEP_KEYS

@@ -281,3 +281,36 @@ def test_npuprof_run_through_torch_npu_marks_its_parse_done(tmp_path: Path) -> N
     for s, r in zip(rank["steps"], rows, strict=True):
         parts = float(r["Computing"]) + float(r["Communication(Not Overlapped)"]) + float(r["Free"])
         assert math.isclose(s["duration_us"], parts, abs_tol=1e-3)
+
+
+@pytest.mark.parametrize("form", ["string-ts", "kineto"])
+def test_start_skew_across_a_torch_npu_rank_and_one_npuprof_parses(tmp_path: Path, form: str) -> None:
+    """Rank 0 torch_npu parsed (its step starts are epoch µs); rank 1 a raw trace npuprof parses, whose
+    times count from a base of its own (torch_npu's string epoch times, or Kineto's baseTimeNanoseconds):
+    rank 1's step starts 250 µs after rank 0's in epoch time, and the skew says so."""
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    first_task = min(float(k["Start Time(us)"]) for k in _kernels("kernel_details_2023.csv"))
+    start0 = first_task - 12.5
+    start1_ns = round(start0 * 1000) + 250_000
+    d = tmp_path / "node1_4001_20240101120000123_ascend_pt"
+    d.mkdir()
+    (d / "profiler_info_1.json").write_text(json.dumps({"config": {}, "rank_id": 1}))
+    step = {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 9, "tid": 9, "dur": 6000.0}
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 9, "tid": 9, "dur": 100.0}
+    if form == "string-ts":
+        us, ns = divmod(start1_ns, 1000)
+        step["ts"] = f"{us}.{ns:03d}"
+        op["ts"] = f"{us + 10}.{ns:03d}"
+        body: object = [step, op]
+    else:
+        base_ns = 1_690_000_000_000_000_000  # a Kineto base: whole milliseconds before the capture
+        step["ts"] = (start1_ns - base_ns) / 1000
+        op["ts"] = step["ts"] + 10
+        body = {"baseTimeNanoseconds": base_ns, "traceEvents": [step, op]}
+    (d / "node1.pt.trace.json").write_text(json.dumps(body))
+    report = _report(tmp_path)
+    assert not report["problems"]
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    (skew,) = report["cross_rank"]["start_skew"]
+    assert (skew["step"], skew["earliest_rank"], skew["latest_rank"]) == (1, 0, 1)
+    assert skew["skew_us"] == pytest.approx(250.0, abs=0.01)

@@ -572,6 +572,7 @@ def _write_outputs(
                 "communication": comm_summary,
                 "world_size": world_size,
                 **({"warnings": notes} if (notes := extract.warnings() + _db_warning(db_note)) else {}),
+                **({"time_base_ns": base_ns} if base_ns else {}),
             },
             summary_schema.Summary,
         )

@@ -398,6 +398,7 @@ def rank_report(
         communication=summary.communication,
         # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
         warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,
+        time_base_ns=summary.time_base_ns,
     )
     if annotations is not None:
         if annotations.ranges is not msgspec.UNSET:
@@ -443,14 +444,19 @@ def cross_rank(
     ``ranges``: the ranges across ranks (:func:`cross_ranges`), when some rank has them."""
     by_step: dict[Any, dict[int, tuple[float, float]]] = {}
     means: dict[int, float] = {}
+    # ranks count their starts from different epoch times (each trace's base): starts are compared after
+    # the earliest base, the difference of two bases taken in integers first
+    bases = {id(r): 0 if r.time_base_ns is msgspec.UNSET else r.time_base_ns for r in ranks}
+    first_base = min(bases.values(), default=0)
     for r in ranks:
         if r.rank is None:
             continue
         if r.step_time_mean_us is not None:
             means[r.rank] = r.step_time_mean_us
+        shift_us = (bases[id(r)] - first_base) / 1000
         for s in r.steps:
             if s.partial is not True:
-                by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, s.start_us)
+                by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, s.start_us + shift_us)
     steps_out, skew = [], []
     for step in sorted(by_step, key=lambda s: (s is None, s if isinstance(s, int) else 0)):
         per = by_step[step]

@@ -89,6 +89,8 @@ class RankReport(msgspec.Struct, kw_only=True):
     # the step the capture ended inside of, and why (absent when none)
     partial_step: int | UnsetType = UNSET
     partial_reason: str | UnsetType = UNSET
+    # the epoch time (ns) the steps' start_us count from; absent when they are epoch µs themselves
+    time_base_ns: int | UnsetType = UNSET
 
 
 class Problem(msgspec.Struct, kw_only=True):

@@ -65,6 +65,9 @@ class Summary(msgspec.Struct, kw_only=True):
     world_size: int | None
     # what the parser could not fully understand, one line each (absent when nothing)
     warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
+    # the epoch time (ns) the steps' start_us count from (Kineto's baseTimeNanoseconds, or the base of a
+    # trace with string times); absent when start_us is epoch µs already (a torch_npu-parsed dir)
+    time_base_ns: Annotated[int, msgspec.Meta(ge=0, lt=1 << 62)] | msgspec.UnsetType = msgspec.UNSET
 
 
 class SummaryError(ValueError):
