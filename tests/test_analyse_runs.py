@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -160,3 +161,31 @@ def test_a_later_run_that_wrote_no_capture_is_named(tmp_path: Path) -> None:
         "npuprof analyse: note: a later run here, 3cac53e7a1fa (started 2026-12-02T12:19:40+0000, exit code "
         f"1), wrote no capture (see {later.name} and npuprof.log); this report is of an earlier run"
     ], result.stderr
+
+
+def test_a_run_whose_npuprof_was_killed_is_said_to_have_no_known_exit_code(tmp_path: Path) -> None:
+    """kill -9 of npuprof leaves its run record without an end: the report of that run says the job's exit
+    code is not known; once the record has its end, the note is gone."""
+    out = tmp_path / "npuprof_result"
+    _capture(out, 0, "dead11112222", 2000, T0)
+    finished = subprocess.Popen(["true"])  # noqa: S603, S607
+    finished.wait()
+    record = {
+        "run_id": "dead11112222",
+        "host": os.uname().nodename,
+        "launcher_pid": finished.pid,
+        "start": "2026-12-01T10:00:00+0000",
+        "end": None,
+        "exit_code": None,
+        "captures": [],
+    }
+    (out / "npuprof_run.json").write_text(json.dumps(record))
+    _report_json, said = _report(str(out))
+    notes = [line for line in said.splitlines() if "no end" in line]
+    assert notes == [
+        "npuprof analyse: note: run dead11112222's npuprof ended without recording how the job ended "
+        "(npuprof_run.json has no end: it was killed, or its machine went down): the job's exit code is not "
+        "known"
+    ], said
+    (out / "npuprof_run.json").write_text(json.dumps({**record, "end": "2026-12-01T10:01:00+0000", "exit_code": 0}))
+    assert "no end" not in _report(str(out))[1]

@@ -634,6 +634,26 @@ def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
     return notes
 
 
+def _runs_without_an_end(path: Path, run_ids: list[str]) -> list[str]:
+    """A note for each of ``run_ids`` whose record in ``path`` has no end while its npuprof is gone (it
+    was killed, e.g. by kill -9, or its machine went down): its exit code is not known."""
+    notes = []
+    for record_path in layout.run_records(path):
+        try:
+            record = layout.read_json_record(record_path, layout.RUN_RECORD_LIMIT)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or "end" not in record or record["end"] is not None:
+            continue
+        run_id = record.get("run_id")
+        if run_id in run_ids and layout.live_launcher(path, run_id) is None:
+            notes.append(
+                f"run {run_id}'s npuprof ended without recording how the job ended ({record_path.name} has "
+                "no end: it was killed, or its machine went down): the job's exit code is not known"
+            )
+    return notes
+
+
 def _one_run(
     path: Path, rank_dirs: list[Path], wanted: str | None, on_note: Callable[[str], None] | None
 ) -> list[Path]:
@@ -643,6 +663,9 @@ def _one_run(
     chosen = runs.choose(found, wanted)
     if wanted is None and on_note is not None and chosen:
         for line in _later_runs_without_captures(path, chosen[0]):
+            on_note(line)
+    if on_note is not None:
+        for line in _runs_without_an_end(path, [i for r in chosen for i in r.run_ids]):
             on_note(line)
     if len(found) > 1 and on_note is not None:
         if len(chosen) > 1:
