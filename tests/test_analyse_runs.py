@@ -168,7 +168,7 @@ def test_a_run_whose_npuprof_was_killed_is_said_to_have_no_known_exit_code(tmp_p
     code is not known; once the record has its end, the note is gone."""
     out = tmp_path / "npuprof_result"
     _capture(out, 0, "dead11112222", 2000, T0)
-    finished = subprocess.Popen(["true"])  # noqa: S603, S607
+    finished = subprocess.Popen(["true"])
     finished.wait()
     record = {
         "run_id": "dead11112222",
@@ -187,5 +187,7 @@ def test_a_run_whose_npuprof_was_killed_is_said_to_have_no_known_exit_code(tmp_p
         "(npuprof_run.json has no end: it was killed, or its machine went down): the job's exit code is not "
         "known"
     ], said
-    (out / "npuprof_run.json").write_text(json.dumps({**record, "end": "2026-12-01T10:01:00+0000", "exit_code": 0}))
+    (out / "npuprof_run.json").write_text(
+        json.dumps({**record, "end": "2026-12-01T10:01:00+0000", "exit_code": 0})
+    )
     assert "no end" not in _report(str(out))[1]
