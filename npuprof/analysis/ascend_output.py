@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from npuprof.analysis.summary_schema import Summary, SummaryStep, TopKernel, TopOperator
+from npuprof.analysis.summary_schema import TOP_PER_STEP, Summary, SummaryStep, TopKernel, TopOperator
 from npuprof.results import layout
 
 STEP_FILE = "step_trace_time.csv"
@@ -32,7 +32,6 @@ OPERATOR_FILE = "operator_details.csv"
 COMMUNICATION_FILE = "communication.json"
 MEMORY_FILE = "memory_record.csv"
 TRACE_VIEW_FILE = "trace_view.json"
-TOP_PER_STEP = 100
 SDMA_PARTS = ("HCCS", "PCIE", "SIO")  # the links torch_npu's SDMA total is made of
 # torch_npu's memory_record.csv components: PTA is PyTorch's caching allocator (what torch.npu reports);
 # GE, APP and the others are CANN's own pools

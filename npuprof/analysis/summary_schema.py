@@ -16,6 +16,7 @@ from npuprof.analysis.step_breakdown import SUMMARY_ORDER
 from npuprof.analysis.versioned import Words, decode_versioned
 
 SUMMARY_VERSION = 1
+TOP_PER_STEP = 100  # the operators and kernels a summary keeps per step (the report's --top can show no more)
 
 # A finite float: JSON has no NaN/Infinity, and Python's json writes them; ±1.7e308 bounds keep inf out.
 Finite = Annotated[float, msgspec.Meta(ge=-1.7e308, le=1.7e308)]

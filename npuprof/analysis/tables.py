@@ -28,9 +28,9 @@ from npuprof.analysis.cells import (  # noqa: F401
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
 from npuprof.analysis.step_breakdown import StepBreakdown, StepWindows, Work, breakdown
+from npuprof.analysis.summary_schema import TOP_PER_STEP
 
 CPU_CORE = "CPU"
-TOP_PER_STEP = 100
 
 
 def base_ns_of(meta: dict[str, Any]) -> int:

@@ -114,7 +114,7 @@ def analyse(
 
     from npuprof.analysis.report import NothingToAnalyse, build_report, repeated_steps
     from npuprof.analysis.runs import RunChoiceError
-    from npuprof.analysis.tables import TOP_PER_STEP
+    from npuprof.analysis.summary_schema import TOP_PER_STEP
     from npuprof.reports import terminal
 
     err = Console(stderr=True)
