@@ -146,7 +146,14 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int 
                 f"waiting for {busy} background post-processing job(s) (gzip / analyse) to finish "
                 "(Ctrl-C stops waiting; they go on)..."
             )
-        postprocess.wait_for_pending(output, run_id)
+        postprocess.wait_for_pending(
+            output,
+            run_id,
+            on_stopped=lambda pid: _note(
+                f"post-processor pid {pid} is stopped (SIGSTOP or Ctrl-Z) and is waited for: `kill -CONT "
+                f"{pid}` lets it finish; Ctrl-C stops waiting"
+            ),
+        )
     except (KeyboardInterrupt, _StopWaiting) as stop:
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
         signum = stop.signum if isinstance(stop, _StopWaiting) else None

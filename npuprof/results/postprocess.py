@@ -11,8 +11,9 @@ ended) or when its parent has died.
 It holds an exclusive lock on ``<output>/.npuprof_pending/<run_id>.<host>.<pid>.<random>.lock``: the
 name is unique across hosts and PID namespaces sharing the directory, the training process takes the
 lock without waiting on a file nobody else can hold, and `npuprof run` waits only for its own run's
-locks. A killed post-processor releases its lock by dying. Nothing under the pending directory is
-followed if it is a symlink, nor opened if it is not a regular file.
+locks. The post-processor's pid is written into the lock file, so that a wait for one that was stopped
+(SIGSTOP, Ctrl-Z) can name it. A killed post-processor releases its lock by dying. Nothing under the
+pending directory is followed if it is a symlink, nor opened if it is not a regular file.
 
 The post-processor inherits none of the training process's descriptors (gloo's sockets would keep a
 dead rank's peers waiting) and writes nothing to its stdout/stderr (a ``| tee`` would wait for it).
@@ -28,7 +29,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,8 @@ class Postprocessor:
                 file_actions=_spawn_file_actions(read_end, write_end, lock),
                 setsid=True,
             )
+            with contextlib.suppress(OSError):  # who holds the lock: `npuprof run` names it if it is stopped
+                os.write(lock, f"{self.pid}\n".encode())
         except BaseException:
             os.close(write_end)
             raise
@@ -344,9 +347,16 @@ def _is_lock_name(name: str, run_id: str | None) -> bool:
     return name.endswith(".lock") and (run_id is None or name.startswith(f"{run_id}."))
 
 
-def wait_for_pending(output: Path, run_id: str | None = None, poll_s: float = 0.1) -> int:
+def wait_for_pending(
+    output: Path,
+    run_id: str | None = None,
+    poll_s: float = 0.1,
+    on_stopped: Callable[[int], None] | None = None,
+) -> int:
     """Wait until every background job of ``run_id`` under ``output`` has ended; how many there were.
-    Only regular files are opened, without following links and without blocking on a FIFO."""
+    Only regular files are opened, without following links and without blocking on a FIFO.
+    ``on_stopped(pid)`` hears, once each, of a post-processor on this host found stopped (SIGSTOP, Ctrl-Z):
+    it would be waited for until it is continued."""
     try:
         dir_fd = os.open(output / layout.PENDING_DIR, _DIR_FLAGS)
     except OSError:
@@ -354,7 +364,7 @@ def wait_for_pending(output: Path, run_id: str | None = None, poll_s: float = 0.
     count = 0
     try:
         for name in sorted(n for n in os.listdir(dir_fd) if _is_lock_name(n, run_id)):
-            if _wait_for_lock(dir_fd, name, poll_s):
+            if _wait_for_lock(dir_fd, name, poll_s, on_stopped):
                 count += 1
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=dir_fd)
@@ -367,11 +377,16 @@ def wait_for_pending(output: Path, run_id: str | None = None, poll_s: float = 0.
     return count
 
 
-def _wait_for_lock(dir_fd: int, name: str, poll_s: float) -> bool:
+_STOPPED_CHECK_S = 2.0  # how often a wait looks whether the post-processor it waits for is stopped
+
+
+def _wait_for_lock(dir_fd: int, name: str, poll_s: float, on_stopped: Callable[[int], None] | None) -> bool:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return False
+    pid = None
+    next_check = time.monotonic() + _STOPPED_CHECK_S
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
@@ -381,6 +396,12 @@ def _wait_for_lock(dir_fd: int, name: str, poll_s: float) -> bool:
                 return True
             except BlockingIOError:
                 time.sleep(poll_s)
+            if on_stopped is not None and time.monotonic() >= next_check:
+                next_check = time.monotonic() + _STOPPED_CHECK_S
+                pid = pid or _holder_of_lock(dir_fd, name)
+                if pid is not None and _is_stopped_post_processor(pid):
+                    on_stopped(pid)
+                    on_stopped = None  # said once
     finally:
         os.close(fd)
 
@@ -547,6 +568,40 @@ def read_jobs(fd: int, parent: int | None, poll_s: float = 1.0) -> Iterator[byte
         yield from (line for line in lines if line.strip())
 
 
+
+def _holder_of_lock(dir_fd: int, name: str) -> int | None:
+    """The pid of the post-processor holding lock ``name`` (it writes its pid into the file when it
+    starts), when the lock's host is this one; None when that is not known."""
+    parts = name.rsplit(".", 3)
+    if len(parts) != 4 or not parts[0].endswith("." + os.uname().nodename):
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, 32)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return int(text) if text.strip().isdigit() else None
+
+
+def _is_stopped_post_processor(pid: int) -> bool:
+    """``pid`` is a post-processor stopped by a signal or a tracer (state T or t in /proc; False where
+    that is not known)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_text = handle.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = handle.read()
+    except OSError:
+        return False
+    state = stat_text[stat_text.rfind(b")") + 2 : stat_text.rfind(b")") + 3]
+    return state in (b"T", b"t") and b"npuprof.results.postprocess" in cmdline
+
+
 def main(argv: list[str] | None = None) -> int:
     """The post-processor: one JSON job a line on stdin, until EOF or the training process's end."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -578,3 +633,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
