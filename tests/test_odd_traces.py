@@ -216,3 +216,25 @@ def test_a_top_above_what_the_parse_keeps_is_said(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "--top 150: the parse keeps each step's top 100 operators and kernels" in result.stderr
     assert "--top" not in npuprof("analyse", str(rank_dir), "--top", "100", env=clean_env()).stderr
+
+
+def test_a_bare_trace_written_again_is_parsed_again(tmp_path: Path) -> None:
+    """A script that writes trace.json again (a second profiling run): the tables beside it were made from
+    the old one; the report is of the new one, and says it parsed it again."""
+    trace = tmp_path / "trace.json"
+    first = cpu_trace()
+    trace.write_text(json.dumps(first))
+    report = json.loads(npuprof("analyse", str(trace), "--format", "json", env=clean_env()).stdout)
+    assert [(s["step"], s["duration_us"]) for s in report["ranks"][0]["steps"]] == [(7, 1000.0)]
+    second = cpu_trace()
+    second["traceEvents"][0] = x("ProfilerStep#9", "user_annotation", 0, 2500)
+    trace.write_text(json.dumps(second))
+    again = npuprof("analyse", str(trace), "--format", "json", env=clean_env())
+    assert again.returncode == 0, again.stderr
+    rank = json.loads(again.stdout)["ranks"][0]
+    assert rank["status"] == "parsed"
+    assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == [(9, 2500.0)]
+    assert f"{trace} changed since its tables" in again.stderr
+    unchanged = npuprof("analyse", str(trace), "--format", "json", env=clean_env())
+    assert json.loads(unchanged.stdout)["ranks"][0]["status"] == "cached"
+    assert "changed" not in unchanged.stderr

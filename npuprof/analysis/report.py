@@ -82,6 +82,24 @@ def bare_cache_dir(trace: Path) -> Path:
     return cache / f"{trace.name[:64]}-{hashlib.sha1(key).hexdigest()[:16]}"
 
 
+def _identity(trace: Path) -> str:
+    """What tells one version of a trace file from another: its size and modification time."""
+    info = trace.stat()
+    return f"{info.st_size} {info.st_mtime_ns}\n"
+
+
+def _made_from(done: Path, trace: Path) -> bool:
+    """The tables ``done`` marks were made from ``trace`` as it is now: the identity written in ``done``
+    is the trace's (an older npuprof wrote it empty: then the trace must be older than ``done``)."""
+    try:
+        written = done.read_text(errors="replace")
+        if written:
+            return written == _identity(trace)
+        return trace.stat().st_mtime_ns <= done.stat().st_mtime_ns
+    except OSError:
+        return False
+
+
 def _unwritable(path: Path) -> str:
     """Why a directory cannot be made at ``path`` (or take files there), or "" when it can."""
     try:
@@ -99,7 +117,8 @@ def _parse_bare(
     on_note: Callable[[str], None] | None = None,
 ) -> tuple[ParseOutcome, Path]:
     out_dir = trace.parent / (trace.name + BARE_SUFFIX)
-    why = "" if (out_dir / layout.ANALYSE_DONE).exists() else _unwritable(out_dir)
+    beside = out_dir / layout.ANALYSE_DONE
+    why = "" if beside.exists() and _made_from(beside, trace) else _unwritable(out_dir)
     if why:
         cached = bare_cache_dir(trace)
         if on_note:
@@ -109,16 +128,20 @@ def _parse_bare(
     done = out_dir / layout.ANALYSE_DONE
     has_db = layout.holds_profiler_db(out_dir)
     if done.exists() and not force and (has_db or not export_db):
-        outcome.status = "cached"
-        return outcome, out_dir
+        if _made_from(done, trace):
+            outcome.status = "cached"
+            return outcome, out_dir
+        if on_note:
+            on_note(f"{trace} changed since its tables in {out_dir} were made: parsing it again")
     try:
         from npuprof.analysis.trace_loader import TraceError
 
         if done.exists():
             done.unlink()
         make_dir(out_dir)
+        identity = _identity(trace)
         outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
-        write_text(done, "")
+        write_text(done, identity)
         outcome.status = "parsed"
     except TraceError as exc:
         outcome.status, outcome.reason = exc.kind, str(exc)

@@ -568,7 +568,6 @@ def read_jobs(fd: int, parent: int | None, poll_s: float = 1.0) -> Iterator[byte
         yield from (line for line in lines if line.strip())
 
 
-
 def _holder_of_lock(dir_fd: int, name: str) -> int | None:
     """The pid of the post-processor holding lock ``name`` (it writes its pid into the file when it
     starts), when the lock's host is this one; None when that is not known."""
@@ -633,4 +632,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
