@@ -314,3 +314,30 @@ def test_start_skew_across_a_torch_npu_rank_and_one_npuprof_parses(tmp_path: Pat
     (skew,) = report["cross_rank"]["start_skew"]
     assert (skew["step"], skew["earliest_rank"], skew["latest_rank"]) == (1, 0, 1)
     assert skew["skew_us"] == pytest.approx(250.0, abs=0.01)
+
+
+def test_a_rank_with_two_captures_is_pooled_in_the_slowest_rank_test(tmp_path: Path) -> None:
+    """torch_npu's repeat=2 leaves two rank dirs per rank: rank 0's mean step is over both captures'
+    steps (it was the last dir's alone)."""
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 1000.0, 0.0, 0.0, 0.0)], stamp=100)
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(5, 3000.0, 0.0, 0.0, 0.0)], stamp=200)
+    _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [_step(1, 2500.0, 0.0, 0.0, 0.0)], stamp=100)
+    _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [_step(5, 2500.0, 0.0, 0.0, 0.0)], stamp=200)
+    report = _report(tmp_path)
+    slowest = report["cross_rank"]["slowest"]
+    # rank 0: (1000 + 3000) / 2 = 2000; rank 1: 2500
+    assert (slowest["rank"], slowest["mean_step_us"], slowest["median_us"]) == (1, 2500.0, 2250.0)
+    steps = {s["step"]: s["ranks"] for s in report["cross_rank"]["steps"]}
+    assert steps == {1: {"0": 1000.0, "1": 2500.0}, 5: {"0": 3000.0, "1": 2500.0}}
+
+
+def test_captures_of_one_rank_on_two_kinds_of_device_are_named(tmp_path: Path) -> None:
+    from analyse_support.handmade import cpu_trace, write_rank_dir
+
+    npu = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 1000.0, 0.0, 0.0, 0.0)])
+    cpu = write_rank_dir(tmp_path, cpu_trace(), rank=0, name="cpuhost_77_20240101130000000")
+    result = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if "kinds of device" in line]
+    assert len(notes) == 1, result.stderr
+    assert f"NPU: {npu}" in notes[0] and f"CPU: {cpu}" in notes[0], notes

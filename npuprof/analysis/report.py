@@ -471,15 +471,18 @@ def cross_rank(
     # the earliest base, the difference of two bases taken in integers first
     bases = {id(r): 0 if r.time_base_ns is msgspec.UNSET else r.time_base_ns for r in ranks}
     first_base = min(bases.values(), default=0)
+    # a rank's mean is over the whole steps of all its captures (torch_npu's repeat=N: a dir per capture)
+    whole: dict[int, list[float]] = {}
     for r in ranks:
         if r.rank is None:
             continue
-        if r.step_time_mean_us is not None:
-            means[r.rank] = r.step_time_mean_us
         shift_us = (bases[id(r)] - first_base) / 1000
         for s in r.steps:
             if s.partial is not True:
+                whole.setdefault(r.rank, []).append(s.duration_us)
                 by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, s.start_us + shift_us)
+    for rank, durations in whole.items():
+        means[rank] = round(statistics.fmean(durations), 3)
     steps_out, skew = [], []
     for step in sorted(by_step, key=lambda s: (s is None, s if isinstance(s, int) else 0)):
         per = by_step[step]
@@ -508,9 +511,9 @@ def cross_rank(
 
 
 def repeated_steps(ranks: list[RankReport]) -> list[str]:
-    """One line per rank with a step number in more than one of its captures (two runs' rank dirs under
-    one directory, none with an npuprof run id to tell them apart): the table across ranks keeps the
-    last capture's, so the user is told which ones were pooled."""
+    """One line per rank whose captures look like different jobs: a step number in more than one capture
+    (two runs' rank dirs under one directory, none with an npuprof run id to tell them apart: the table
+    across ranks keeps the last capture's), or captures on different kinds of device."""
     seen: dict[tuple[int, Any], list[str]] = {}
     for r in ranks:
         if r.rank is None:
@@ -526,6 +529,18 @@ def repeated_steps(ranks: list[RankReport]) -> list[str]:
             lines[rank] = (
                 f"rank {rank} has step {step} in {len(dirs)} captures ({', '.join(dirs)}): they may be "
                 f"different runs; the steps across ranks take the last one's; analyse one at a time"
+            )
+    devices: dict[int, dict[str, list[str]]] = {}
+    for r in ranks:
+        if r.rank is not None:
+            devices.setdefault(r.rank, {}).setdefault(r.device, []).append(r.rank_dir)
+    for rank, by_device in devices.items():
+        if len(by_device) > 1:
+            kinds = "; ".join(f"{device}: {', '.join(dirs)}" for device, dirs in by_device.items())
+            lines.setdefault(
+                rank,
+                f"rank {rank} has captures on {len(by_device)} kinds of device ({kinds}): they are different "
+                "jobs; the steps across ranks pool them; analyse one at a time",
             )
     return list(lines.values())
 
