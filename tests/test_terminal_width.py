@@ -174,3 +174,20 @@ def test_run_summary_says_when_complete_captures_were_not_parsed(
     assert said in capsys.readouterr().err
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(analyse=False), log)
     assert "not parsed" not in capsys.readouterr().err
+
+
+def test_analyse_never_cuts_a_figure_at_80_columns(tmp_path: Path) -> None:
+    """A 123,456.789 ms step numbered 1234567 (an output piped to a file: 80 columns): every figure of
+    the steps table is whole (rich cut them to "12345…"), and the table still fits 80 columns."""
+    trace = tmp_path / "w.1.pt.trace.json"
+    _trace_with_long_names(trace, "aten::mm")
+    events = json.loads(trace.read_text())
+    events["traceEvents"][0].update(name="ProfilerStep#1234567", dur=123_456_789)
+    trace.write_text(json.dumps(events))
+    result = npuprof("analyse", str(trace), env=clean_env(COLUMNS="80"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    (row,) = [line for line in lines if line.split()[:1] == ["1234567"]]
+    assert "123456.789" in row.split(), row
+    assert "…" not in result.stdout
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]

@@ -25,6 +25,29 @@ WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
 CAPTION_TAIL = {"duration_us": ", then all steps (mean ms)", "spread_us": ""}
 
 
+def _print_whole(console: Console, table: Table) -> None:
+    """Print ``table`` with every figure whole: rich would cut cells to fit the terminal (or 80 columns
+    when the output is a file), "1754.646" shown as "1754.6…". A table too wide loses its rules first;
+    one still too wide is printed at the width it needs (the terminal then wraps its lines)."""
+    from rich.measure import Measurement
+
+    def needed() -> int:
+        return Measurement.get(console, console.options.update(width=1 << 16), table).maximum
+
+    if needed() > console.width:
+        table.box, table.pad_edge, table.header_style = None, False, "bold"
+    width = needed()
+    if width <= console.width:
+        console.print(table)
+        return
+    saved = console.width
+    console.width = width  # print(width=) takes no more than the console's own
+    try:
+        console.print(table)
+    finally:
+        console.width = saved
+
+
 def _ms(us: float | None) -> str:
     return "-" if us is None else f"{us / 1000:.3f}"
 
@@ -95,7 +118,7 @@ def render_table(report: Report, console: Console) -> None:
         if caption:
             steps.add_section()
             steps.add_row(*_all_steps_row(r.steps))
-        console.print(steps)
+        _print_whole(console, steps)
         if len(r.steps) == 1 and r.steps[0].step is None:  # a --delay window of a job without steps
             console.print("[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]")
         if r.partial_step is not msgspec.UNSET:
@@ -122,7 +145,7 @@ def render_table(report: Report, console: Console) -> None:
             room = _name_room(console, names, cells, ("calls", "self ms", "total ms", "device ms"))
             for name, row in zip(names, cells, strict=True):
                 ops.add_row(shorten_middle(name, room), *row)
-            console.print(ops)
+            _print_whole(console, ops)
         if r.top_kernels:
             ks = Table(title="top kernels by device time", title_justify="left")
             for col, just in (("kernel", "left"), ("calls", "right"), ("total ms", "right")):
@@ -132,7 +155,7 @@ def render_table(report: Report, console: Console) -> None:
             room = _name_room(console, names, cells, ("calls", "total ms"))
             for name, row in zip(names, cells, strict=True):
                 ks.add_row(shorten_middle(name, room), *row)
-            console.print(ks)
+            _print_whole(console, ks)
         elif r.device == "CPU":
             console.print("[dim]no device kernels: CPU-only trace (the CPU is the device)[/dim]")
         _render_ranges(r, console)
@@ -165,7 +188,7 @@ def _render_ranges(r: RankReport, console: Console) -> None:
     )
     for g, name, row in zip(r.ranges, names, cells, strict=True):
         table.add_row(escape(shorten_middle(name, room)), g.kind, *row)
-    console.print(table)
+    _print_whole(console, table)
 
 
 def _render_gc(r: RankReport, console: Console) -> None:
@@ -216,7 +239,7 @@ def _render_cross_ranges(report: Report, console: Console) -> None:
     room = _name_room(console, names, cells, headers)
     for name, row in zip(names, cells, strict=True):
         table.add_row(escape(shorten_middle(name, room)), *row)
-    console.print(table)
+    _print_whole(console, table)
 
 
 def _name_room(console: Console, names: list[str], figures: list[list[str]], headers: Sequence[str]) -> int:
@@ -242,7 +265,7 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         table.add_column("max-min", justify="right")
         for s in shown:
             table.add_row(str(s.step), *[_ms(s.ranks.get(k)) for k in ranks], _ms(s.max_us - s.min_us))
-        console.print(table)
+        _print_whole(console, table)
         slow = cross.slowest
         if slow:
             verdict = "[bold red]an outlier[/bold red]" if slow.outlier else "within the normal spread"
@@ -252,6 +275,9 @@ def _render_cross_rank(report: Report, console: Console) -> None:
             )
         if cross.start_skew:
             worst = max(cross.start_skew, key=lambda s: s.skew_us)
+            if worst.skew_us <= 0:
+                console.print("step start skew: none (each step started at the same time on every rank)")
+                return
             console.print(
                 f"step start skew: up to {_ms(worst.skew_us)} ms (step {worst.step}: rank "
                 f"{worst.latest_rank} started after rank {worst.earliest_rank})"
