@@ -238,3 +238,16 @@ def test_a_bare_trace_written_again_is_parsed_again(tmp_path: Path) -> None:
     unchanged = npuprof("analyse", str(trace), "--format", "json", env=clean_env())
     assert json.loads(unchanged.stdout)["ranks"][0]["status"] == "cached"
     assert "changed" not in unchanged.stderr
+
+
+def test_an_operator_name_with_a_newline_moves_no_step(tmp_path: Path) -> None:
+    """Names are searched joined by newlines: one holding a newline (a trace another tool wrote; torch
+    strips them) shifted every later index: no step found, or an IndexError."""
+    trace = cpu_trace()  # its steps as operators, as torch_npu and torch 1.8-1.10 write them
+    trace["traceEvents"][0] = x("ProfilerStep#7", "cpu_op", 0, 1000)
+    trace["traceEvents"][0:0] = [x("load\nbatch", "cpu_op", -300, 200)]
+    trace["traceEvents"].append(x("my\nop", "cpu_op", 700, 50, **{"External id": 9}))
+    trace["traceEvents"].append(x("ProfilerStep#8", "cpu_op", 1000, 400))
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    assert [(s["step"], s["duration_us"]) for s in summary["steps"]] == [(7, 1000.0), (8, 400.0)]
+    assert "my\nop" in {o["name"] for o in summary["top_operators"]}

@@ -225,13 +225,17 @@ def positions(values: list[Any], wanted: Any) -> list[int]:
 
 def _step_positions(names: list[str]) -> list[int]:
     """Indices of the names that are ``ProfilerStep#N`` (found in the joined text: no Python code per
-    name)."""
+    name; one at a time when a name holds the newline that joins them)."""
     joined = "\n".join(names)
+    if joined.count("\n") != len(names) - 1:
+        return [k for k, name in enumerate(names) if vocab.STEP_RE.match(name)]
     found: list[int] = []
+    k = counted = 0
     at = joined.find(vocab.STEP_PREFIX)
     while at >= 0:
         if at == 0 or joined[at - 1] == "\n":
-            k = joined.count("\n", 0, at)
+            k += joined.count("\n", counted, at)
+            counted = at
             if vocab.STEP_RE.match(names[k]):
                 found.append(k)
         at = joined.find(vocab.STEP_PREFIX, at + 1)
