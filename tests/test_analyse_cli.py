@@ -124,6 +124,7 @@ STEP_KEYS = {
     "bubble_us",
     "preparing_us",
     "memory_peak_mb",
+    "memory_peak_reserved_mb",
 }
 
 

@@ -251,3 +251,32 @@ def test_an_operator_name_with_a_newline_moves_no_step(tmp_path: Path) -> None:
     summary = _summary(write_rank_dir(tmp_path, trace))
     assert [(s["step"], s["duration_us"]) for s in summary["steps"]] == [(7, 1000.0), (8, 400.0)]
     assert "my\nop" in {o["name"] for o in summary["top_operators"]}
+
+
+def test_the_memory_peaks_allocated_and_reserved_cover_the_same_steps(tmp_path: Path) -> None:
+    """--steps chose the allocated peak's steps, while the reserved peak stayed the whole capture's (events
+    after the last step included): the pair described two different spans of time."""
+
+    def sample(ts: float, allocated_mib: int, reserved_mib: int) -> dict:
+        event = mem(ts, 1 << 20, allocated_mib << 20, 0x1000 + int(ts))
+        event["args"]["Total Reserved"] = reserved_mib << 20
+        return event
+
+    trace = cpu_trace()
+    trace["traceEvents"] += [
+        x("ProfilerStep#8", "user_annotation", 1000, 400),
+        sample(200, 10, 20),  # step 7
+        sample(1100, 30, 40),  # step 8
+        sample(2000, 50, 90),  # after the steps
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace)
+
+    def peaks(*flags: str) -> tuple:
+        result = npuprof("analyse", str(rank_dir), "--format", "json", *flags, env=clean_env())
+        assert result.returncode == 0, result.stderr
+        rank = json.loads(result.stdout)["ranks"][0]
+        steps = [(s["step"], s["memory_peak_mb"], s["memory_peak_reserved_mb"]) for s in rank["steps"]]
+        return steps, rank["memory_peak_mb"], rank["memory_peak_reserved_mb"]
+
+    assert peaks() == ([(7, 10.0, 20.0), (8, 30.0, 40.0)], 30.0, 40.0)
+    assert peaks("--steps", "7") == ([(7, 10.0, 20.0)], 10.0, 20.0)

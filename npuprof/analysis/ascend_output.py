@@ -275,8 +275,10 @@ def _with_memory(step: dict[str, Any], rows: list[tuple[float, float, float | No
     fields.update((k, v) for k, v in step.items() if k not in fields)
     if rows:
         lo, hi = step["start_us"], step["start_us"] + step["duration_us"]
-        inside = [a for t, a, _r in rows if lo <= t < hi]
-        fields["memory_peak_mb"] = round(max(inside), 3) if inside else None
+        inside = [(a, r) for t, a, r in rows if lo <= t < hi]
+        fields["memory_peak_mb"] = round(max(a for a, _r in inside), 3) if inside else None
+        reserved = [r for _a, r in inside if r is not None]
+        fields["memory_peak_reserved_mb"] = round(max(reserved), 3) if reserved else None
     return SummaryStep(**fields)
 
 

@@ -217,14 +217,18 @@ def _operator_memory_lines(
         yield from map(",".join, zip(*columns, strict=True))
 
 
-def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[float | None]:
-    """Peak allocated MB within each step window (of the device :func:`peak_rows` picks)."""
-    out: list[float | None] = []
+def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[float, float] | None]:
+    """Peak allocated and reserved MB within each step window (of the device :func:`peak_rows` picks);
+    None for a step without memory events."""
+    out: list[tuple[float, float] | None] = []
     if not cols:
         return [None] * len(windows)
     mine = peak_rows(cols)
-    ts, alloc = cols["ts"][mine], cols["alloc"][mine] / MB
+    ts, alloc, reserved = cols["ts"][mine], cols["alloc"][mine] / MB, cols["reserved"][mine] / MB
     for lo, hi in zip(windows.start.tolist(), windows.end.tolist(), strict=True):
         i, j = np.searchsorted(ts, lo), np.searchsorted(ts, hi)
-        out.append(round(float(alloc[i:j].max()), 3) if j > i else None)
+        if j > i:
+            out.append((round(float(alloc[i:j].max()), 3), round(float(reserved[i:j].max()), 3)))
+        else:
+            out.append(None)
     return out

@@ -278,7 +278,7 @@ def _side_outputs(
         files += ["communication.json", "communication_matrix.json"]
     mem_cols = memory.memory_columns(extract)
     peaks: dict[str, Any] = {}
-    step_peaks: list[float | None] = []
+    step_peaks: list[tuple[float, float] | None] = []
     if mem_cols:
         write_csv(
             out_dir / "memory_record.csv",
@@ -542,7 +542,7 @@ def _write_outputs(
     phase.report("(side tables)", *side_result["seconds"])
     written += side_result["files"]
     for step, peak in zip(tabs.summary["steps"], side_result["step_peaks"], strict=False):
-        step["memory_peak_mb"] = peak
+        step["memory_peak_mb"], step["memory_peak_reserved_mb"] = peak or (None, None)
     peaks = side_result["peaks"]
     comm_summary = side_result["communication"]
     db_note = None

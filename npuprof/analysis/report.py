@@ -400,6 +400,7 @@ def rank_report(
     chosen = [ReportStep(**msgspec.structs.asdict(s)) for s in summary.steps if _in_steps(s.step, steps)]
     durations = [s.duration_us for s in chosen]
     peaks = [p for s in chosen if (p := s.memory_peak_mb) is not None and p is not msgspec.UNSET]
+    reserved = [p for s in chosen if (p := s.memory_peak_reserved_mb) is not None and p is not msgspec.UNSET]
     operators = _aggregate(summary.top_operators, steps, ("self_us", "total_us", "device_us"))
     kernels = _aggregate(summary.top_kernels, steps, ("total_us",))
     report = RankReport(
@@ -415,9 +416,14 @@ def rank_report(
             for name, count, (s, t, d) in operators[:top]
         ],
         top_kernels=[ReportKernel(name=name, count=count, total_us=t) for name, count, (t,) in kernels[:top]],
-        # the capture's peak when no step has one of its own, unless --steps chose steps
+        # over the steps reported; the capture's peak when no step has one of its own, unless --steps
+        # chose steps (a summary of an older npuprof has no step's reserved peak)
         memory_peak_mb=max(peaks) if peaks else None if steps else summary.memory.get("peak_allocated_mb"),
-        memory_peak_reserved_mb=summary.memory.get("peak_reserved_mb"),
+        memory_peak_reserved_mb=max(reserved)
+        if reserved
+        else None
+        if steps
+        else summary.memory.get("peak_reserved_mb"),
         communication=summary.communication,
         # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
         warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,

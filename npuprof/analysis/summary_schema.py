@@ -28,6 +28,7 @@ SummaryStep = msgspec.defstruct(
         *((name, Finite) for name in SUMMARY_ORDER),  # start_us, then the step's times
         # absent when the memory table had no row for the step, null when it had no peak
         ("memory_peak_mb", Finite | None | msgspec.UnsetType, msgspec.UNSET),
+        ("memory_peak_reserved_mb", Finite | None | msgspec.UnsetType, msgspec.UNSET),  # as memory_peak_mb
     ],
     kw_only=True,
 )
