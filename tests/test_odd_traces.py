@@ -280,3 +280,33 @@ def test_the_memory_peaks_allocated_and_reserved_cover_the_same_steps(tmp_path: 
 
     assert peaks() == ([(7, 10.0, 20.0), (8, 30.0, 40.0)], 30.0, 40.0)
     assert peaks("--steps", "7") == ([(7, 10.0, 20.0)], 10.0, 20.0)
+
+
+def test_a_directory_of_trace_files_is_analysed_file_by_file(tmp_path: Path) -> None:
+    """torch's tensorboard_trace_handler leaves one trace file per rank in a directory (no rank dirs):
+    each file is a rank of the report (was "no *_ascend_pt rank directory")."""
+    tb = tmp_path / "tb"
+    tb.mkdir()
+    for rank, step_us in ((0, 1000), (1, 1500)):
+        trace = cpu_trace()
+        trace["distributedInfo"]["rank"] = rank
+        trace["traceEvents"][0]["dur"] = step_us
+        (tb / f"host_{100 + rank}.1700000000{rank}.pt.trace.json").write_text(json.dumps(trace))
+    (tb / "notes.txt").write_text("not a trace")
+    result = npuprof("analyse", str(tb), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [(r["rank"], r["steps"][0]["duration_us"]) for r in report["ranks"]] == [(0, 1000.0), (1, 1500.0)]
+    assert report["cross_rank"]["slowest"]["rank"] == 1
+    assert "its 2 trace file(s) are analysed" in result.stderr
+    assert npuprof("analyse", str(tb), "--run", "all", env=clean_env()).returncode == 2
+
+
+def test_an_empty_trace_file_says_it_is_empty(tmp_path: Path) -> None:
+    (tmp_path / "w.1.pt.trace.json").write_bytes(b"")
+    (tmp_path / "w.2.pt.trace.json").write_bytes(b" \n")
+    for name, what in (("w.1.pt.trace.json", "it is empty (0 bytes)"), ("w.2.pt.trace.json", "white space")):
+        result = npuprof("analyse", str(tmp_path / name), env=clean_env())
+        assert result.returncode == 1 and what in result.stderr, result.stderr
+        stacks = npuprof("export-stacks", str(tmp_path / name), env=clean_env())
+        assert stacks.returncode == 1 and what in stacks.stderr, stacks.stderr

@@ -71,6 +71,16 @@ def is_bare_trace(path: Path) -> bool:
     return sniff_trace(path) is not None
 
 
+def _trace_files_in(directory: Path) -> list[Path]:
+    """The files directly in ``directory`` named as Kineto names its traces (``*.pt.trace.json[.gz]``)."""
+    try:
+        with os.scandir(directory) as entries:
+            names = [e.name for e in entries if e.name.endswith(layout.KINETO_SUFFIXES) and e.is_file()]
+    except OSError:
+        return []
+    return [directory / name for name in sorted(names)]
+
+
 def bare_cache_dir(trace: Path) -> Path:
     """Where a bare trace's tables go when its own directory cannot take them (read-only): the user's
     cache, one directory per trace file and version (path, size, modification time)."""
@@ -600,6 +610,21 @@ def build_report(
         if on_done:
             on_done(outcome)
         targets.append((outcome, out_dir))
+    elif path.is_dir() and not layout.find_rank_dirs(path) and (traces := _trace_files_in(path)):
+        # torch's tensorboard_trace_handler layout: one trace file per rank and capture, side by side
+        if run is not None:
+            raise runs.RunChoiceError(f"{path} holds trace files, not rank dirs of runs: --run picks a run")
+        if on_note:
+            on_note(
+                f"no *_ascend_pt rank directory under {path}: its {len(traces)} trace file(s) are analysed"
+            )
+        if on_start:
+            on_start(len(traces))
+        for trace in traces:
+            outcome, out_dir = _parse_bare(trace, force, jobs, export_db, on_note)
+            if on_done:
+                on_done(outcome)
+            targets.append((outcome, out_dir))
     elif path.is_dir():
         rank_dirs = layout.find_rank_dirs(path)
         if not rank_dirs:

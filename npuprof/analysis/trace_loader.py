@@ -319,6 +319,11 @@ class TraceReader:
             match = _EVENTS_KEY.search(buf, searched)
             if match:
                 break
+            if not data and not buf.removeprefix(_BOM).strip():
+                what = "is empty (0 bytes)" if not buf else "holds only white space"
+                raise TraceError(
+                    "truncated", f"{self.path}: it {what}: no events (a trace whose writing failed?)"
+                )
             if not data or len(buf) > _HEAD_LIMIT:
                 kind = "corrupt" if buf.strip() else "truncated"
                 raise TraceError(kind, f"{self.path}: no traceEvents array found (not a Chrome trace?)")
