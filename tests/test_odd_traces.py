@@ -310,3 +310,22 @@ def test_an_empty_trace_file_says_it_is_empty(tmp_path: Path) -> None:
         assert result.returncode == 1 and what in result.stderr, result.stderr
         stacks = npuprof("export-stacks", str(tmp_path / name), env=clean_env())
         assert stacks.returncode == 1 and what in stacks.stderr, stacks.stderr
+
+
+def test_a_second_trace_in_a_rank_dir_and_a_rank_the_trace_contradicts_are_named(tmp_path: Path) -> None:
+    """A rank dir holds one capture's trace: a second one put beside it is named as not read; the rank of
+    profiler_info_{rank}.json (msprof-analyze's source) wins over the trace's, and the clash is said."""
+    rank_dir = write_rank_dir(tmp_path, cpu_trace(), rank=3)  # the trace says rank 0
+    other = cpu_trace()
+    other["traceEvents"][0]["dur"] = 5000
+    (rank_dir / "host.0.pt.trace.json").write_text(json.dumps(other))
+    result = npuprof("analyse", str(tmp_path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert (rank["rank"], rank["steps"][0]["duration_us"]) == (3, 1000.0)  # host.1 is read, as before
+    assert "host.0.pt.trace.json: a second trace in the rank dir: only host.1.pt.trace.json is read" in (
+        result.stderr
+    )
+    assert rank["warnings"] == [
+        "the trace says rank 0 (distributedInfo), profiler_info_3.json rank 3: reported as rank 3"
+    ]

@@ -446,9 +446,16 @@ def _write_outputs(
                 trace_view.decompress(raw, plain)
                 extract, meta, events_end = scan(raw, fd=source, workers=workers)
         phase("scan")
+        info = meta.get("distributedInfo")
+        traced = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
+        rank_note = []
         if rank is None:
-            info = meta.get("distributedInfo")
-            rank = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
+            rank = traced
+        elif traced is not None and traced != rank:  # as msprof-analyze does, the file name wins
+            rank_note.append(
+                f"the trace says rank {traced} (distributedInfo), profiler_info_{rank}.json rank {rank}: "
+                f"reported as rank {rank}"
+            )
         base_ns = tables.base_ns_of(meta)
         # the user's marks and ranges, --msprof-tx's comm: ranges and GC pauses (nothing when none)
         rank_notes = annotations.RankAnnotations(raw.parent)
@@ -571,7 +578,11 @@ def _write_outputs(
                 "memory": peaks,
                 "communication": comm_summary,
                 "world_size": world_size,
-                **({"warnings": notes} if (notes := extract.warnings() + _db_warning(db_note)) else {}),
+                **(
+                    {"warnings": notes}
+                    if (notes := rank_note + extract.warnings() + _db_warning(db_note))
+                    else {}
+                ),
                 **({"time_base_ns": base_ns} if base_ns else {}),
             },
             summary_schema.Summary,

@@ -272,6 +272,16 @@ def _is_result_file_name(name: str) -> bool:
     )
 
 
+def _note_other_traces(rank_dir: Path, entries: list[os.DirEntry[str]], chosen: str) -> None:
+    """Name the other Kineto traces of a rank dir, which are not read (one capture, one trace: a second
+    was put there by hand). A trace and its ``.gz`` are one (the post-processor gzips it)."""
+    base = chosen.removesuffix(".gz")
+    for entry in entries:
+        name = entry.name
+        if name.endswith(KINETO_SUFFIXES) and not name.startswith(".") and name.removesuffix(".gz") != base:
+            note_skipped(rank_dir / name, f"a second trace in the rank dir: only {chosen} is read")
+
+
 def find_raw_trace(rank_dir: Path) -> Path | None:
     """The raw Kineto trace of a rank dir: the finished ``.gz`` if present, else the plain json. Only a
     regular file counts: a symbolic link or a FIFO of that name is passed over (noted)."""
@@ -279,6 +289,7 @@ def find_raw_trace(rank_dir: Path) -> Path | None:
     for suffix in KINETO_SUFFIXES:
         found = sorted(e.name for e in entries if e.name.endswith(suffix) and not e.name.startswith("."))
         if found:
+            _note_other_traces(rank_dir, entries, found[-1])
             return rank_dir / found[-1]
     # A trace under another name (``prof.export_chrome_trace("trace.json")``): decided by its content.
     others = sorted(
