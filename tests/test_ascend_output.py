@@ -342,3 +342,17 @@ def test_captures_of_one_rank_on_two_kinds_of_device_are_named(tmp_path: Path) -
     notes = [line for line in result.stderr.splitlines() if "kinds of device" in line]
     assert len(notes) == 1, result.stderr
     assert f"NPU: {npu}" in notes[0] and f"CPU: {cpu}" in notes[0], notes
+
+
+def test_ranks_that_share_no_step_are_said_to_be_compared_over_different_steps(tmp_path: Path) -> None:
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 1000.0, 0.0, 0.0, 0.0)])
+    _rank_dir(tmp_path, 1, "kernel_details_2025.csv", [_step(19, 1200.0, 0.0, 0.0, 0.0)])
+    result = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert (
+        "note: no step was captured on every rank (rank 0: 1; rank 1: 19): the slowest rank is found from "
+        "means over different steps"
+    ) in result.stderr
+    _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [_step(1, 1100.0, 0.0, 0.0, 0.0)], stamp=456)
+    again = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert again.returncode == 0 and "no step was captured on every rank" not in again.stderr

@@ -529,7 +529,8 @@ def cross_rank(
 def repeated_steps(ranks: list[RankReport]) -> list[str]:
     """One line per rank whose captures look like different jobs: a step number in more than one capture
     (two runs' rank dirs under one directory, none with an npuprof run id to tell them apart: the table
-    across ranks keeps the last capture's), or captures on different kinds of device."""
+    across ranks keeps the last capture's), or captures on different kinds of device; and one line when no
+    step was captured on every rank (the slowest rank then compares means over different steps)."""
     seen: dict[tuple[int, Any], list[str]] = {}
     for r in ranks:
         if r.rank is None:
@@ -558,7 +559,24 @@ def repeated_steps(ranks: list[RankReport]) -> list[str]:
                 f"rank {rank} has captures on {len(by_device)} kinds of device ({kinds}): they are different "
                 "jobs; the steps across ranks pool them; analyse one at a time",
             )
-    return list(lines.values())
+    notes = list(lines.values())
+    steps_of: dict[int, set[Any]] = {}
+    for r in ranks:
+        if r.rank is not None:
+            steps_of.setdefault(r.rank, set()).update(s.step for s in r.steps if s.partial is not True)
+    if len(steps_of) > 1 and all(steps_of.values()) and not set.intersection(*steps_of.values()):
+        shown = "; ".join(f"rank {k}: {_step_list(v)}" for k, v in sorted(steps_of.items())[:4])
+        notes.append(
+            f"no step was captured on every rank ({shown}{'; ...' if len(steps_of) > 4 else ''}): the "
+            "slowest rank is found from means over different steps"
+        )
+    return notes
+
+
+def _step_list(steps: set[Any]) -> str:
+    numbers = sorted(s for s in steps if isinstance(s, int))
+    shown = ", ".join(map(str, numbers[:3])) + (" ..." if len(numbers) > 3 else "")
+    return shown or "-"
 
 
 def mark_partial(rank: RankReport, step: int, reason: str) -> bool:
