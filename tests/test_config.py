@@ -63,6 +63,17 @@ def test_schedule_plan_matches_torch(
             assert plan.next_window_start(step) == expected, step
 
 
+def test_the_next_busy_step_is_computed_not_searched_for() -> None:
+    """It is asked at every step boundary outside a capture: with --wait 10^12 a search stalled training
+    (one iteration per step of the wait)."""
+    plan = SchedulePlan(Schedule(skip_first=5, wait=10**12, warmup=2, active=3, repeat=0))
+    assert plan.next_busy_step(0) == 5 + 10**12
+    assert plan.next_busy_step(5 + 10**12 + 3) == 5 + 10**12 + 4  # inside the window: the next step
+    assert plan.next_busy_step(5 + 10**12 + 4) == 5 + 2 * 10**12 + 5  # after it: the next cycle's
+    once = SchedulePlan(Schedule(skip_first=0, wait=10**12, warmup=0, active=1, repeat=1))
+    assert (once.next_busy_step(0), once.next_busy_step(10**12)) == (10**12, None)
+
+
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
 def test_gc_threshold_must_be_a_finite_number_of_ms(value: float) -> None:
     with pytest.raises(ConfigError, match="--gc-detect-threshold"):

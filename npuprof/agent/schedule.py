@@ -82,10 +82,11 @@ class SchedulePlan:
         start = max(after + 1, s.skip_first)
         if s.repeat > 0 and start >= s.skip_first + self.cycle * s.repeat:
             return None
-        for step in range(start, start + self.cycle + 1):
-            if self.action_at(step) is not Action.NONE:
-                return step
-        return None
+        # computed, never searched for: a --wait of 10^8 steps must not cost 10^8 iterations at a step
+        if self.cycle <= s.wait:
+            return None  # no warm-up or active step in a cycle
+        k, mod = divmod(start - s.skip_first, self.cycle)
+        return start if mod >= s.wait else s.skip_first + k * self.cycle + s.wait
 
     def next_window_start(self, after: int) -> int | None:
         # Window k begins at skip_first + k * cycle + wait; with repeat 0 and wait 0 every step is busy,
