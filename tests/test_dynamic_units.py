@@ -203,6 +203,31 @@ def test_an_unselected_rank_does_nothing_and_start_step_0_cancels_a_planned_capt
     assert "cancelled (start_step 0)" in job.log()
 
 
+def test_a_cancel_ends_the_capture_in_flight_and_saves_what_it_recorded(tmp_path: Path) -> None:
+    """--active 1000000 asked by mistake held every step's events until the job's end: a cancel now ends
+    it with the step it arrives at; a request that is no cancel still waits for the capture's end."""
+    job = Job(tmp_path)
+    job.steps(2)
+    job.write(start_step=-1, active=1_000_000)
+    job.steps(5)  # recording steps 3-6
+    job.write(start_step=-1, active=2)  # waits for the end of the capture in flight
+    job.steps(2)
+    assert job.captures() == []
+    job.write(start_step=0)
+    job.steps(3)
+    ((first, last),) = job.captures()
+    assert first == 3 and 7 <= last <= 10, job.captures()
+    log = job.log()
+    assert "the capture in flight ends with step" in log and "cancelled" in log
+    job.steps(10)
+    assert len(job.captures()) == 1  # the request that waited was replaced by the cancel
+    job.write(start_step=-1, active=1_000, warmup=3)
+    job.steps(2)  # in its warm-up
+    job.write(start_step=0)
+    job.steps(3)
+    assert len(job.captures()) == 2 and job.captures()[1][1] - job.captures()[1][0] <= 2, job.captures()
+
+
 def test_the_poll_interval_is_2_s_then_step_10_to_11_at_least_1_s(tmp_path: Path) -> None:
     job = Job(tmp_path, poll=None)
     assert job.plan.interval() == 2.0

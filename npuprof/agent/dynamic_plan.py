@@ -10,7 +10,8 @@ Two threads, and what each may do:
 - the **training thread** takes the inbox only when the controller decides (the steps around a capture,
   or the one right after a replan): a step outside captures costs what it costs without --dynamic, one
   increment and one comparison. There it turns the last request into a window of steps; a request that
-  arrives while a capture runs waits for its end (the last one wins).
+  arrives while a capture runs waits for its end (the last one wins), except a cancel (start_step 0),
+  which ends the capture in flight with the step it arrives at (what was recorded is saved).
 
 deque appends and pops are atomic: no lock is taken on either side.
 """
@@ -194,6 +195,22 @@ class DynamicPlan:
             self._event(
                 "INFO", f"the waiting request is replaced by a later change ({newest.describe()})", step
             )
+        if (
+            window is not None
+            and window.busy(step)
+            and newest.start_step == NO_CAPTURE
+            and step <= window.last
+        ):
+            # a cancel ends the capture in flight with this step (what it recorded is saved): a capture of
+            # --active 100000 asked by mistake would otherwise hold every step's events until its end
+            window.record, window.last = min(window.record, step), step
+            self._pending = None
+            self._event(
+                "INFO",
+                f"the capture in flight ends with step {step}, cancelled ({newest.describe()})",
+                step,
+            )
+            return
         if window is not None and window.busy(step):
             newest.queued = True
             self._event(

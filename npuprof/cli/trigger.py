@@ -34,12 +34,17 @@ Examples:
   npuprof trigger cfg --start-step 5000 --level 1 --with-stack    # steps 5000.. (a step already passed:
                                                                   # not effective, said in the logs)
 
-  npuprof trigger cfg --cancel                          # start_step 0: a capture not yet begun is dropped
+  npuprof trigger cfg --cancel                          # start_step 0: drop a planned capture, end
+                                                        # one in flight at the next step
 
 Each process of the job reads DIR/profiler_config.json every poll interval (2 s, then the time of one
 step, at least 1 s), and starts the capture at the next step boundary. A trigger during a capture runs
-after it. npuprof status DIR says what each rank did. Flags not given take npuprof run's defaults.
+after it; --cancel ends it. npuprof status DIR says what each rank did. Flags not given take npuprof
+run's defaults.
 """
+
+
+LONG_CAPTURE_STEPS = 1000  # more steps than this in one capture gets a word on memory
 
 
 def trigger_command(**params: Any) -> None:
@@ -80,11 +85,20 @@ def trigger_command(**params: Any) -> None:
             "analyse on them)\n"
         )
     sys.stdout.write(f"  each process picks it up within its poll interval; see npuprof status {directory}\n")
+    if not cancel and active + warmup > LONG_CAPTURE_STEPS:
+        sys.stderr.write(
+            f"npuprof trigger: note: --active {active}: a capture holds every step's events in memory until "
+            f"it ends (often megabytes a step); npuprof trigger {directory} --cancel ends it at the next "
+            "step\n"
+        )
 
 
 def _describe(document: dict[str, Any], cfg: Any) -> str:
     if document["start_step"] == 0:
-        return "start_step 0: no capture (one planned and not begun is dropped)"
+        return (
+            "start_step 0: no capture (one planned is dropped; one recording ends at the next step, what it "
+            "recorded is saved)"
+        )
     start = "the next step" if document["start_step"] == NEXT_STEP else f"step {document['start_step']}"
     ranks = "every rank" if cfg.ranks is None else "ranks " + ",".join(map(str, cfg.ranks))
     warm = f" after {document['warmup']} warm-up step(s)" if document["warmup"] else ""
@@ -176,7 +190,11 @@ def _signature() -> inspect.Signature:
         option(
             "cancel",
             Annotated[
-                bool, typer.Option("--cancel", help="Write start_step 0: drop a capture not yet begun.")
+                bool,
+                typer.Option(
+                    "--cancel",
+                    help="Write start_step 0: drop a planned capture; end one in flight at the next step.",
+                ),
             ],
             False,
         ),
