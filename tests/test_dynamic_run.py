@@ -287,10 +287,21 @@ def test_after_kill_9_a_new_job_with_the_same_directory_captures(tmp_path: Path)
     )
     assert npuprof("trigger", str(cfg), "--active", "2").returncode == 0
     second.wait_for("the second job's capture", lambda: "complete in" in logs(cfg))
+    # a capture into a prof_dir outside -o: the run's summary, record and report still know of it
+    elsewhere = tmp_path / "elsewhere"
+    assert npuprof("trigger", str(cfg), "--active", "1", "-o", str(elsewhere)).returncode == 0
+    second.wait_for("the capture elsewhere", lambda: logs(cfg).count("complete in") == 2)
     assert second.finish(stop) == 0, "".join(second.err)[-3000:]
     (d,) = rank_dirs(out2)
     steps = capture_record(d)["steps"]
     assert len(steps) == 2 and profiler_steps(d) == steps
+    (e,) = rank_dirs(elsewhere)
+    record = json.loads((out2 / "npuprof_run.json").read_text())
+    assert sorted(c["rank_dir"] for c in record["captures"]) == sorted([str(d), str(e)])
+    said = " ".join("".join(second.err).split())  # the summary wraps long paths at 80 columns
+    assert "2 capture(s)" in said and e.name in said and "(1 of the captures, outside" in said, said
+    report = npuprof("analyse", str(out2), "--format", "json")
+    assert report.returncode == 0 and f"also captured into {elsewhere}" in report.stderr, report.stderr
 
 
 # ---- the launcher and the two commands (no training) ---------------------------------------------------

@@ -51,6 +51,7 @@ class CaptureWriter:
         self.captures = 0
         self.post = post if post is not None else postprocess.Postprocessor(self.output, run.get("run_id"))
         self._skip_reported = False
+        self._roots_noted: set[Path] = set()
         self.annotations = CaptureAnnotations(backend, log)  # marks, communication ranges, GC pauses
 
     # ---- CaptureSink -----------------------------------------------------------------------------
@@ -65,6 +66,7 @@ class CaptureWriter:
             "syscntEnable": False,
         }
         self.annotations.begin(self.cfg)
+        self._note_root()
         if self.backend.writes_own_layout:
             self.rank_dir = None
             return
@@ -78,6 +80,21 @@ class CaptureWriter:
         )
         self._start_postprocessor()
         self.log.info(f"capture started at step {step} into {rank_dir}")
+
+    def _note_root(self) -> None:
+        """A capture into a directory besides the run's -o (--dynamic's prof_dir) is noted in -o, once per
+        directory, so that the run's summary and report find it."""
+        run_output, run_id = self.run.get("output"), self.run.get("run_id")
+        if not run_output or not isinstance(run_id, str) or self.output in self._roots_noted:
+            return
+        self._roots_noted.add(self.output)
+        root = Path(os.path.abspath(self.output))
+        if root == Path(os.path.abspath(run_output)):
+            return
+        try:
+            layout.note_capture_root(Path(run_output), run_id, root)
+        except OSError as exc:
+            self.log.warning(f"cannot note in {run_output} the captures made into {root}: {exc!r}")
 
     def _start_postprocessor(self) -> None:
         if self.post.running:

@@ -752,8 +752,12 @@ def _one_run(
         for line in _later_runs_without_captures(path, chosen[0]):
             on_note(line)
     if on_note is not None:
-        for line in _runs_without_an_end(path, [i for r in chosen for i in r.run_ids]):
+        run_ids = [i for r in chosen for i in r.run_ids]
+        for line in _runs_without_an_end(path, run_ids):
             on_note(line)
+        for run_id in run_ids:
+            for root in layout.capture_roots(path, run_id):
+                on_note(f"run {run_id} also captured into {root} (a --dynamic prof_dir): analyse it there")
     if len(found) > 1 and on_note is not None:
         if len(chosen) > 1:
             head = (

@@ -75,11 +75,11 @@ def print_run_summary(
     widths = [max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns)]
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
     for row, c in zip(rows, captures, strict=True):
-        table.add_row(*row, shorten_middle(c.rank_dir.name, room))
+        table.add_row(*row, shorten_middle(_shown_dir(c.rank_dir, output), room))
     console.print(table)
     for c in captures:
         if c.detail:
-            console.print(f"* {escape(c.rank_dir.name)}: {escape(c.detail)}", overflow="fold")
+            console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
     unparsed = sum(1 for c in captures if c.status == "complete" and not c.parsed)
     if cfg.analyse and unparsed:  # the post-processor ended (killed?) or failed before it parsed them
         console.print(
@@ -88,6 +88,13 @@ def print_run_summary(
         )
     target = shell_quote(str(output))
     console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
+    elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
+    for root in elsewhere:  # --dynamic's prof_dir outside -o
+        count = sum(1 for c in captures if c.rank_dir.parent == root)
+        console.print(
+            f"      [bold]npuprof analyse {escape(shell_quote(str(root)))}[/]   ({count} of the captures, "
+            f"outside {escape(target)})"
+        )
     if cfg.export_db:  # the db export is for msprof-analyze's recipes (README)
         recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"
         console.print(f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe)")
@@ -96,6 +103,12 @@ def print_run_summary(
 
         for note in not_produced_notes(run_log_lines(log_path, run_id)):
             console.print(f"[bold yellow]npuprof:[/] {escape(note)}")
+
+
+def _shown_dir(rank_dir: Path, output: Path) -> str:
+    """A capture's directory as the summary names it: under ``output`` relative to it (the name, mostly);
+    elsewhere (--dynamic's prof_dir) its name, the directory it is in said under the table."""
+    return str(rank_dir.relative_to(output)) if rank_dir.is_relative_to(output) else rank_dir.name
 
 
 LOG_READ_LIMIT = 4 << 20  # npuprof.log rotates at 1 MiB: a larger file is not ours to read

@@ -24,6 +24,7 @@ RUN_RECORD = "npuprof_run.json"
 RUN_LOG = "npuprof.log"
 PENDING_DIR = ".npuprof_pending"  # lock files of background post-processors still running
 REPORTED_DIR = ".npuprof_reported"  # warnings already shown on stderr in a run (one line per run)
+ELSEWHERE_DIR = ".npuprof_elsewhere"  # per run and process: the directories it captured into besides -o
 RANK_DIR_SUFFIX = "_ascend_pt"
 PARSED_DIR = "ASCEND_PROFILER_OUTPUT"
 ANALYSE_DONE = "analyse.done"
@@ -384,6 +385,42 @@ def partial_step(record: dict[str, Any] | None) -> int | None:
         return None
     last = steps[-1]
     return last if isinstance(last, int) and not isinstance(last, bool) else None
+
+
+# ---- captures a run wrote outside its -o (--dynamic's prof_dir) -------------------------------------------
+def note_capture_root(output: Path, run_id: str, root: Path) -> None:
+    """Remember in ``output`` that run ``run_id`` captured into ``root`` (a --dynamic request's prof_dir
+    outside ``output``), so that the run's summary, record and report find those captures too. One file
+    per process, a line per directory, appended (never followed if it is a link)."""
+    folder = output / ELSEWHERE_DIR
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder, 0o750)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(folder / f"{run_id}.{os.uname().nodename}.{os.getpid()}", flags, 0o640)
+    try:
+        os.write(fd, (os.fspath(root) + "\n").encode("utf-8", "surrogateescape"))
+    finally:
+        os.close(fd)
+
+
+def capture_roots(output: Path, run_id: str) -> list[Path]:
+    """The directories besides ``output`` that run ``run_id`` captured into (:func:`note_capture_root`)."""
+    folder = output / ELSEWHERE_DIR
+    roots: list[Path] = []
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.startswith(f"{run_id}."))
+    except OSError:
+        return roots
+    for name in names:
+        try:
+            text = read_small(folder / name, RUN_RECORD_LIMIT).decode("utf-8", "surrogateescape")
+        except (OSError, ValueError):
+            continue
+        for line in text.splitlines():
+            root = Path(line)
+            if line and root.is_absolute() and root not in roots:
+                roots.append(root)
+    return roots
 
 
 # ---- runs still going -----------------------------------------------------------------------------

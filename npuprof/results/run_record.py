@@ -130,13 +130,17 @@ def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
 
 
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
+    """The captures of run ``run_id``: in ``output``, and in the directories besides it that the run
+    captured into (--dynamic's prof_dir, noted in ``output``)."""
     found: list[CaptureSummary] = []
     if not output.is_dir():
         return found
-    try:
-        rank_dirs = layout.find_rank_dirs(output)
-    except OSError:
-        return found
+    rank_dirs: list[Path] = []
+    for root in [output, *layout.capture_roots(output, run_id)]:
+        try:
+            rank_dirs += [d for d in layout.find_rank_dirs(root) if d not in rank_dirs]
+        except OSError:
+            continue
     for rank_dir in rank_dirs:
         # read without following a link or blocking on a FIFO; a record too large is no record
         record = layout.read_capture_record(rank_dir)

@@ -1,0 +1,74 @@
+"""`npuprof run` waits for its post-processors after the job; one that was stopped (SIGSTOP, Ctrl-Z) would
+be waited for until it is continued, and the wait says so, with the pid and what to do."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from npuprof.results import layout, postprocess
+
+# a lock held as a post-processor holds it: its pid written inside; "npuprof.results.postprocess" in its
+# command line (an argument here), as in a post-processor's
+HOLD_LOCK = (
+    "import fcntl, os, sys, time\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640)\n"
+    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "os.write(fd, f'{os.getpid()}\\n'.encode())\n"
+    "print('locked', flush=True)\n"
+    "time.sleep(0.5)\n"
+)
+
+
+def test_a_stopped_post_processor_is_named_once_and_the_wait_ends_when_it_goes_on(tmp_path: Path) -> None:
+    pending = tmp_path / layout.PENDING_DIR
+    pending.mkdir()
+    told: list[int] = []
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(pending / "lock"), "npuprof.results.postprocess"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        name = f"abcdef123456.{os.uname().nodename}.{holder.pid}.0a0b0c0d.lock"
+        os.rename(pending / "lock", pending / name)
+        os.kill(holder.pid, signal.SIGSTOP)
+
+        def on_stopped(pid: int) -> None:
+            told.append(pid)
+            os.kill(pid, signal.SIGCONT)  # what the note says to do
+
+        assert postprocess.wait_for_pending(tmp_path, "abcdef123456", poll_s=0.05, on_stopped=on_stopped) == 1
+    finally:
+        os.kill(holder.pid, signal.SIGCONT)
+        holder.kill()
+        holder.wait()
+    assert told == [holder.pid]
+
+
+def test_a_running_post_processor_is_not_called_stopped(tmp_path: Path) -> None:
+    pending = tmp_path / layout.PENDING_DIR
+    pending.mkdir()
+    script = HOLD_LOCK.replace("time.sleep(0.5)", "time.sleep(2.5)")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(pending / "lock"), "npuprof.results.postprocess"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        os.rename(
+            pending / "lock", pending / f"abcdef123456.{os.uname().nodename}.{holder.pid}.01020304.lock"
+        )
+        told: list[int] = []
+        assert (
+            postprocess.wait_for_pending(tmp_path, "abcdef123456", poll_s=0.05, on_stopped=told.append) == 1
+        )
+        assert told == []
+    finally:
+        holder.kill()
+        holder.wait()
