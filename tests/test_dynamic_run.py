@@ -304,6 +304,27 @@ def test_after_kill_9_a_new_job_with_the_same_directory_captures(tmp_path: Path)
     assert report.returncode == 0 and f"also captured into {elsewhere}" in report.stderr, report.stderr
 
 
+def test_a_job_ending_by_os_exit_during_a_capture_is_ended_in_status(tmp_path: Path) -> None:
+    """os._exit skips atexit, where the watcher writes its last lines: status said "gone (no end line:
+    killed?)" and "capturing" for a process that ended normally with its capture complete."""
+    cfg, stop, out = tmp_path / "cfg", tmp_path / "stop", tmp_path / "out"
+    job = LiveJob(
+        ["run", "-o", str(out), "--no-gzip", "--dynamic", str(cfg), "--poll-interval", str(POLL_S), "--",
+         sys.executable, SCRIPT, "--stop", str(stop), "--sleep", "0.03", "--os-exit", "5"],
+        tmp_path,
+    )  # fmt: skip
+    job.wait_for("the watcher", lambda: "is not a request" in logs(cfg))
+    assert npuprof("trigger", str(cfg), "--active", "100000").returncode == 0
+    job.wait_for("a capture in flight", lambda: "capture started" in logs(cfg))
+    assert job.finish(stop) == 5, "".join(job.err)[-3000:]
+    (d,) = rank_dirs(out)
+    assert capture_record(d)["status"] == "complete"
+    status = json.loads(npuprof("status", str(cfg), "--format", "json").stdout)
+    (process,) = status["processes"]
+    assert process["state"].startswith("ended"), process
+    assert len(process["captures"]) == 1 and process["capturing"] is None, process
+
+
 # ---- the launcher and the two commands (no training) ---------------------------------------------------
 def test_the_launcher_makes_the_template_once_and_keeps_prof_config_path_from_the_job(tmp_path: Path) -> None:
     show = [sys.executable, "-c", "import os; print('job sees', os.environ.get('PROF_CONFIG_PATH'))"]

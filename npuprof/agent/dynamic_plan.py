@@ -99,6 +99,7 @@ class DynamicPlan:
         self._watch_thread = watch
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._ended = False
         if watch:  # registered before the agent's own exit hook: runs after it, so its last capture is logged
             atexit.register(self._at_exit)
 
@@ -265,6 +266,7 @@ class DynamicPlan:
         return self._rank_fn()
 
     def _forget_parent(self) -> None:
+        self._ended = False
         self._inbox.clear()
         self._events.clear()
         self._window = None
@@ -423,9 +425,15 @@ class DynamicPlan:
             when, level, message, step = self._events.popleft()
             self.logs.action(level, message, step, when=when)
 
+    def at_exit(self) -> None:
+        """The process ends (atexit, or os._exit through the agent): the events not yet written, then
+        "the process ends"; once."""
+        self._at_exit()
+
     def _at_exit(self) -> None:
-        if self._pid != os.getpid():
-            return  # never watched in this process (a forked DataLoader worker, say)
+        if self._pid != os.getpid() or self._ended:
+            return  # never watched in this process (a forked DataLoader worker, say), or said already
+        self._ended = True
         try:
             self._stop.set()
             self._flush_events()

@@ -211,7 +211,8 @@ class Agent:
         it finalises first, then exits as asked. It exits at once, as os._exit does, from another thread,
         in a forked child, when called again during that finalise, and when it interrupted (a signal
         handler) a step boundary, torch's profiler code or an import: stopping the profiler there would
-        crash the process (the capture is then reported interrupted)."""
+        crash the process (the capture is then reported interrupted). With --dynamic the plan's logs get
+        their last lines too (the capture's end, "the process ends"), which ``npuprof status`` reads."""
         real = os._exit
         if getattr(real, "npuprof_finalises", False):
             return
@@ -233,6 +234,10 @@ class Agent:
                 finalising.append(True)
                 with contextlib.suppress(BaseException):
                     at_exit()
+                plan_exit = getattr(controller.plan, "at_exit", None)  # --dynamic: its logs' last lines
+                if plan_exit is not None:
+                    with contextlib.suppress(BaseException):
+                        plan_exit()
             real(status)
 
         _exit.npuprof_finalises = True  # type: ignore[attr-defined]
@@ -251,6 +256,8 @@ class Agent:
         compete with the first recorded steps; only in a process that may record."""
         from npuprof.agent.ranks import current_rank
 
+        if hasattr(self.controller.plan, "at_exit"):  # --dynamic: its logs' last lines (npuprof status)
+            self._finalise_at_os_exit()
         rank = current_rank()
         if rank is not None and not self.cfg.wants_rank(rank):
             return

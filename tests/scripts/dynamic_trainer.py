@@ -21,6 +21,9 @@ def main() -> None:
     parser.add_argument("--stop", type=Path, required=True)
     parser.add_argument("--sleep", type=float, default=0.02, help="seconds per step")
     parser.add_argument("--max-steps", type=int, default=3000)
+    parser.add_argument(
+        "--os-exit", type=int, default=None, help="end by os._exit(CODE), as torchrun scripts do"
+    )
     args = parser.parse_args()
     distributed = "RANK" in os.environ
     if distributed:
@@ -49,6 +52,8 @@ def main() -> None:
         elif args.stop.exists():
             break
         time.sleep(args.sleep)
+    if args.os_exit is not None:
+        os._exit(args.os_exit)  # no exit hook runs: npuprof must say its last words by itself
     if distributed:
         import atexit
 
