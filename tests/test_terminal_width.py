@@ -191,3 +191,25 @@ def test_analyse_never_cuts_a_figure_at_80_columns(tmp_path: Path) -> None:
     assert "123456.789" in row.split(), row
     assert "…" not in result.stdout
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+
+
+def test_the_all_steps_row_leaves_the_partial_step_out_as_the_mean_does() -> None:
+    """The note under the table says a partial step is left out of the mean: so is the "all" row (it
+    showed the mean over every step, the partial one's 3 ms included)."""
+    from npuprof.analysis.report_schema import ReportStep
+    from npuprof.reports.terminal import _all_steps_row
+
+    def step(number: int, duration_us: float, partial: bool = False) -> ReportStep:
+        times = dict.fromkeys(
+            ("computing_us", "communication_us", "comm_not_overlapped_us", "overlapped_us", "bubble_us"), 0.0
+        )
+        extra = {"partial": True} if partial else {}
+        return ReportStep(
+            step=number, start_us=0.0, duration_us=duration_us, free_us=duration_us, preparing_us=0.0,
+            **times, **extra,
+        )  # fmt: skip
+
+    steps = [step(n, 50_000.0 + 1_000.0 * (n % 3)) for n in range(11, 44)] + [step(44, 3_200.0, True)]
+    whole = [s.duration_us for s in steps[:-1]]
+    row = _all_steps_row(steps)
+    assert row[0] == "all" and row[1] == f"{sum(whole) / len(whole) / 1000:.3f}"

@@ -22,7 +22,7 @@ MIN_NAME_WIDTH = 16
 MAX_STEP_ROWS = 30  # a step table longer than this shows only
 SHOWN_WHEN_MANY = 10  # the steps that matter most, plus a row over all of them
 WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
-CAPTION_TAIL = {"duration_us": ", then all steps (mean ms)", "spread_us": ""}
+CAPTION_TAIL = {"duration_us": ", then all whole steps (mean ms)", "spread_us": ""}
 
 
 def _print_whole(console: Console, table: Table) -> None:
@@ -93,8 +93,9 @@ def _times(s: ReportStep) -> dict[str, float]:
 
 
 def _all_steps_row(steps: list[ReportStep]) -> list[str]:
-    """Every step at once: the mean step time, each part's share of the summed time, the mean
-    preparation and the highest memory peak."""
+    """Every whole step at once (a partial step is left out, as from the mean step time): the mean step
+    time, each part's share of the summed time, the mean preparation and the highest memory peak."""
+    steps = [s for s in steps if s.partial is not True] or steps
     total = {k: sum(getattr(s, k) for s in steps) for k in STEP_TIME_FIELDS}
     peaks = [p for s in steps if (p := _peak(s)) is not None]
     row = _step_row("all", total, max(peaks, default=None))
