@@ -836,10 +836,25 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
         cfg.memory_timeline = [str(f).lstrip(".") for f in value]
     elif key == "min_free_space":
         cfg.min_free_space = str(value)
+    elif key == "poll_interval":
+        cfg.poll_interval = parse_poll_interval(str(value), option.flag)
     elif key == "export_chrome_trace":
         cfg.export_chrome_trace = os.path.abspath(str(value)) if str(value).strip() else str(value)
     else:
         setattr(cfg, key, value)
+
+
+def parse_poll_interval(value: str, flag: str = "--poll-interval") -> float | None:
+    """Seconds (their range checked by ``ProfileConfig.validate``), or ``auto`` (None: 2 s, then the time
+    of step 10 to 11)."""
+    text = value.strip()
+    if text.lower() == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        fix = f"e.g. {flag} 2"
+        raise ConfigError(flag, f"must be a number of seconds or auto, got {value!r}", fix) from None
 
 
 def _match_choice(value: str, choices: tuple[str, ...], flag: str) -> str:

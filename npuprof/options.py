@@ -437,7 +437,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(
         "poll_interval",
         ("--poll-interval",),
-        "float",
+        "str",  # seconds, or "auto" (config.parse_poll_interval)
         "auto",
         "Seconds between two looks at DIR/profiler_config.json (0.1 to 3600); auto: 2, then the time "
         "between steps 10 and 11, at least 1.",

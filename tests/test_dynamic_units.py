@@ -306,6 +306,15 @@ def test_dynamic_excludes_the_schedule_flags_and_prof_config_path_stands_for_it(
         run_flags.build_config(None, {"skip_first": 2}, environ={"PROF_CONFIG_PATH": "cfgdir"})
     with pytest.raises(c.ConfigError, match="--poll-interval"):
         run_flags.build_config(None, {"poll_interval": 0.01, "dynamic": "d"}, environ={})
+    # the help's default, "auto", is a value the flag takes
+    auto = run_flags.build_config(None, {"poll_interval": "auto", "dynamic": "d"}, environ={})
+    assert auto.poll_interval is None
+    half = run_flags.build_config(None, {"poll_interval": "0.5", "dynamic": "d"}, environ={})
+    assert half.poll_interval == 0.5
+    with pytest.raises(
+        c.ConfigError, match=r"--poll-interval: must be a number of seconds or auto, got 'soon'"
+    ):
+        run_flags.build_config(None, {"poll_interval": "soon", "dynamic": "d"}, environ={})
 
 
 def test_a_request_the_job_never_read_is_named_at_the_end(tmp_path: Path) -> None:
