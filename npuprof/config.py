@@ -864,6 +864,18 @@ def _match_choice(value: str, choices: tuple[str, ...], flag: str) -> str:
     raise ConfigError(flag, f"unknown value {value!r}", "use one of " + ", ".join(choices))
 
 
+def in_file_terms(exc: ConfigError, label: str) -> ConfigError:
+    """``exc`` (which names a flag) as a problem of the config file ``label``, naming the file's key for
+    that flag: the user wrote no flag. ``exc`` itself when the flag has no key in the file."""
+    from npuprof.options import RUN_OPTIONS
+
+    for option in RUN_OPTIONS:
+        if exc.source in option.flags and option.config_key:
+            fix = exc.fix if exc.fix and "--" not in exc.fix else f"fix {option.config_key} in the file"
+            return ConfigError(f"{label}: {option.config_key}", exc.problem, fix)
+    return exc
+
+
 def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileConfig:
     """Read a profiler_config.json; any problem becomes a ConfigError naming the file. Keys accepted but
     not used are reported through ``warn(line)`` (default: one line each on stderr). A symbolic link, a file

@@ -605,3 +605,31 @@ def test_an_output_name_of_bytes_that_are_not_utf8_is_no_control_character() -> 
     for bad in ("a\tb", "a\x7fb", "a\rb"):
         with pytest.raises(ConfigError, match="holds a control character"):
             ProfileConfig(output=bad).validate()
+
+
+def test_a_bad_value_in_a_config_file_is_named_by_its_key_in_the_file(tmp_path: Path) -> None:
+    """The user wrote no --aic-metrics: the error names the file and its key, and keeps a fix that
+    names no flag."""
+    from npuprof.cli import run_flags
+
+    cases = {
+        "aic.json": (
+            {"experimental_config": {"aic_metrics": "Foo"}},
+            "aic.json: experimental_config.aic_metrics: unknown metric 'Foo'; use one of AiCoreNone",
+        ),
+        "gc.json": (
+            {"experimental_config": {"gc_detect_threshold": -3}},
+            "gc.json: experimental_config.gc_detect_threshold: must be >= 0 ms, got -3.0; e.g. 10",
+        ),
+        "meta.json": (
+            {"metadata": {"k": "x" * 5000}},
+            "meta.json: metadata: entry 'k' is over 4096 characters",
+        ),
+    }
+    for name, (document, line) in cases.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(document))
+        path.chmod(0o644)
+        with pytest.raises(ConfigError) as caught:
+            run_flags.build_config(path, {}, environ={})
+        assert caught.value.one_line().startswith(f"{path}: {line.split(': ', 1)[1]}"), caught.value

@@ -15,7 +15,14 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from npuprof.config import ConfigError, ProfileConfig, Schedule, config_from_json, parse_config_bytes
+from npuprof.config import (
+    ConfigError,
+    ProfileConfig,
+    Schedule,
+    config_from_json,
+    in_file_terms,
+    parse_config_bytes,
+)
 
 NO_CAPTURE = 0  # start_step 0: no capture (torch_npu's default)
 NEXT_STEP = -1  # start_step -1: the step after the change is seen (what `npuprof trigger` writes by default)
@@ -88,8 +95,8 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
     _reconcile(cfg, warn)
     try:
         cfg.validate()
-    except ConfigError as exc:
-        say("ERROR", f"{exc.one_line()}; this content is not acted on")
+    except ConfigError as exc:  # the run's flags were valid: the file's values are not
+        say("ERROR", f"{in_file_terms(exc, FILE_LABEL).one_line()}; this content is not acted on")
         return None
     start = _int_field(data, "start_step", NO_CAPTURE, NEXT_STEP, say)
     warmup = _int_field(data, "warmup", 0, 0, say)

@@ -133,6 +133,11 @@ def build_config(
             )
     _check_window(flags)
     cfg = c.load_config_file(config_file) if config_file is not None else c.ProfileConfig()
+    if config_file is not None:
+        try:
+            cfg.validate()  # the file's own values, named as the file names them
+        except c.ConfigError as exc:
+            raise c.in_file_terms(exc, str(config_file)) from None
     for option in RUN_OPTIONS:
         if option.key in flags and option.key != "config":
             c.set_option(cfg, option, flags[option.key])
