@@ -512,7 +512,14 @@ def decode_env_payload(value: str) -> dict[str, Any]:
 def _check_metadata(metadata: dict[str, Any]) -> None:
     total = 0
     for key, value in metadata.items():
-        text = value if isinstance(value, str) else json.dumps(value)
+        try:
+            text = value if isinstance(value, str) else json.dumps(value, allow_nan=False)
+        except ValueError:  # 1e400 reads as infinity: the records would stop being JSON
+            raise ConfigError(
+                "--metadata",
+                f"entry {str(key)[:40]!r} holds a number out of JSON's range (infinity or NaN)",
+                "give a finite number, or a string",
+            ) from None
         if len(str(key)) > METADATA_VALUE_LIMIT or len(text) > METADATA_VALUE_LIMIT:
             raise ConfigError("--metadata", f"entry {str(key)[:40]!r} is over 4096 characters", "shorten it")
         total += len(str(key)) + len(text)

@@ -621,6 +621,10 @@ def test_a_bad_value_in_a_config_file_is_named_by_its_key_in_the_file(tmp_path: 
             {"experimental_config": {"gc_detect_threshold": -3}},
             "gc.json: experimental_config.gc_detect_threshold: must be >= 0 ms, got -3.0; e.g. 10",
         ),
+        "inf.json": (
+            {"metadata": {"k": "PLACEHOLDER"}},
+            "inf.json: metadata: entry 'k' holds a number out of JSON's range (infinity or NaN)",
+        ),
         "meta.json": (
             {"metadata": {"k": "x" * 5000}},
             "meta.json: metadata: entry 'k' is over 4096 characters",
@@ -628,7 +632,7 @@ def test_a_bad_value_in_a_config_file_is_named_by_its_key_in_the_file(tmp_path: 
     }
     for name, (document, line) in cases.items():
         path = tmp_path / name
-        path.write_text(json.dumps(document))
+        path.write_text(json.dumps(document).replace('"PLACEHOLDER"', "1e400"))
         path.chmod(0o644)
         with pytest.raises(ConfigError) as caught:
             run_flags.build_config(path, {}, environ={})
