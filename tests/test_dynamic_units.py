@@ -344,3 +344,26 @@ def test_a_request_the_job_never_read_is_named_at_the_end(tmp_path: Path) -> Non
     config.write_text(json.dumps({**request, "start_step": 0}))
     os.utime(config, (read_at + 60, read_at + 60))
     assert unread_request(tmp_path) == ""  # start_step 0 asks for nothing
+
+
+def test_a_capture_planned_beyond_the_jobs_end_is_named_at_the_end(tmp_path: Path) -> None:
+    """`npuprof trigger --start-step 100000` on a 100-step job: the end said "no capture was asked"."""
+    from npuprof.reports.run_summary import why_no_capture
+
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "dp_vm_1_rank_-1.log").write_text(
+        "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+        "2026-12-02 07:25:44,001 [INFO] [1] npuprof.dynamic: [step 40] loaded: capture 3 step(s) from step "
+        "100000 on every rank into out\n"
+        "2026-12-02 07:25:44,002 [INFO] [1] npuprof.dynamic: [step 41] capture planned: steps 100000-100002 "
+        "(capture 3 step(s) from step 100000 on every rank into out)\n"
+        "2026-12-02 07:25:51,440 [INFO] [1] npuprof.dynamic: [step 100] the process ends\n"
+    )
+    config = tmp_path / CONFIG_NAME
+    config.write_text(json.dumps({"start_step": 100000, "active": 3}))
+    os.utime(config, (time.time() - 10**8, time.time() - 10**8))  # read by the job (the log is later)
+    cfg = c.ProfileConfig(dynamic=str(tmp_path))
+    why = why_no_capture(cfg, 0, ["[INFO] [agent pid=1] agent ready in x.py (rank None)"])
+    assert why.startswith(
+        "a capture of steps 100000-100002 was planned, but the job ended at step 100, before its first step"
+    ), why

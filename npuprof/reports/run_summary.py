@@ -208,7 +208,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
             return f"{failed}no process of the job has a rank selected by --ranks (ranks seen: {seen})"
     if cfg.dynamic:
         where = cfg.dynamic
-        unread = unread_request(Path(where))
+        unread = unread_request(Path(where)) or planned_not_reached(Path(where))
         if unread:
             return f"{failed}{unread} (see npuprof status {where})"
         return f"{failed}no capture was asked in {where}/profiler_config.json (see npuprof status {where})"
@@ -357,3 +357,33 @@ def unread_request(directory: Path) -> str:
         f"a capture was asked in {path} at {time.strftime('%H:%M:%S', time.localtime(changed))}{which}, but "
         "the job ended before any of its processes read the file (it is read at each poll: --poll-interval)"
     )
+
+
+def planned_not_reached(directory: Path) -> str:
+    """When a process's last word in ``directory/log`` is a capture planned (``capture planned: steps
+    X-Y``) that never started: that the job ended before its first step, in words; else ""."""
+    from npuprof.agent.dynamic_log import parse_line
+    from npuprof.results.layout import read_small
+
+    found = ""
+    for log in sorted((directory / "log").glob("dp_*.log")):
+        try:
+            text = read_small(log, LOG_READ_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            continue
+        planned, last_step = "", None
+        for line in text.splitlines():
+            fields = parse_line(line)
+            if fields is None:
+                continue
+            if fields["step"] is not None:
+                last_step = fields["step"]
+            message = fields["message"]
+            if message.startswith("capture planned: steps "):
+                planned = message.removeprefix("capture planned: steps ").split(" ", 1)[0]
+            elif message.startswith(("capture started", "capture of steps")):
+                planned = ""
+        if planned:
+            at = f" at step {last_step}" if last_step is not None else ""
+            found = f"a capture of steps {planned} was planned, but the job ended{at}, before its first step"
+    return found
