@@ -367,3 +367,31 @@ def test_a_capture_planned_beyond_the_jobs_end_is_named_at_the_end(tmp_path: Pat
     assert why.startswith(
         "a capture of steps 100000-100002 was planned, but the job ended at step 100, before its first step"
     ), why
+
+
+def test_a_process_started_after_a_request_does_not_act_on_it(tmp_path: Path) -> None:
+    """A trigger the running processes acted on was taken again by each process started later in the
+    run (an evaluation subprocess, a restarted worker): one trigger, three captures."""
+    job = Job(tmp_path)
+    job.steps(2)
+    job.write(start_step=-1, active=2)
+    job.steps(5)
+    assert job.captures() == [(3, 4)]
+    # a process of the same run starting now: the file changed an hour before it began
+    old = time.time() - 3600
+    os.utime(job.dir / CONFIG_NAME, (old, old))
+    late = DynamicPlan(job.cfg, {"dynamic_baseline": job.plan.baseline}, AgentLog(None, "test"), watch=False)
+    late._pid = os.getpid()
+    late.first_look()
+    assert not late._inbox, "the old request was taken as new"
+    assert "changed before this process began" in job.log(poll=False)
+    # a change made while it runs is a request for it
+    (job.dir / CONFIG_NAME).write_text(json.dumps({**c.template_json(), "start_step": -1, "active": 1}))
+    late.poll_once()
+    assert len(late._inbox) == 1
+    # the same old content, for a process that began before it was written: a request
+    os.utime(job.dir / CONFIG_NAME, (time.time(), time.time()))
+    early = DynamicPlan(job.cfg, {"dynamic_baseline": job.plan.baseline}, AgentLog(None, "test"), watch=False)
+    early._pid = os.getpid()
+    early.first_look()
+    assert len(early._inbox) == 1

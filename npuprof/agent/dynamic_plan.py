@@ -37,6 +37,7 @@ FIRST_POLL_S = 2.0  # torch_npu's first interval
 MIN_POLL_S = 1.0  # the floor of the measured interval
 MEASURED_STEPS = (10, 11)  # the interval between these two step boundaries becomes the poll interval
 HEARTBEAT_S = 60.0  # "at step N" in the action log, at most this often (npuprof status reads it)
+CLOCK_SLACK_S = 5.0  # a file server's clock may be behind this host's: a change this close is the process's
 MONITOR_LOADED = "Dynamic profiler process load json success"
 MONITOR_FAILED = "Dynamic profiler process load json failed"
 MONITOR_DONE = "Dynamic profiler process done"
@@ -63,6 +64,19 @@ class Window:
         """Whether a capture of this window may hold a profiler at ``step`` (it is closed one step after
         its last, so a new window may begin no earlier than ``last + 2``)."""
         return self.first <= step <= self.last + 1
+
+
+def process_start_time() -> float | None:
+    """When this process began (epoch s, to the clock tick), from /proc; None where that is not known."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            stat = handle.read()
+        ticks = int(stat[stat.rfind(b")") + 2 :].split()[19])  # field 22, starttime: ticks after boot
+        with open("/proc/stat", "rb") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 class DynamicPlan:
@@ -306,7 +320,9 @@ class DynamicPlan:
         return controller.step if controller is not None else None
 
     def first_look(self) -> None:
-        """The watcher's first read: the content the launcher saw is no request; a change since is."""
+        """The watcher's first read: the content the launcher saw is no request; a change since is, unless
+        it was made before this process began (a process started later in the run, an evaluation
+        subprocess or a restarted worker, would capture again a request the others acted on long ago)."""
         logs = self.directory / LOG_DIR
         try:
             logs.mkdir(mode=0o750, exist_ok=True)
@@ -333,7 +349,24 @@ class DynamicPlan:
                 self._step(),
             )
             return
+        if self._changed_before_this_process():
+            self._seen = current
+            self.logs.action(
+                "INFO",
+                "the file was changed before this process began: not a request for it; edit it, or run "
+                "npuprof trigger, to capture",
+                self._step(),
+            )
+            return
         self._handle(raw, current)  # changed between the launch and now: a request
+
+    def _changed_before_this_process(self) -> bool:
+        try:
+            changed = os.stat(self.file).st_mtime
+        except OSError:
+            return False
+        began = process_start_time()
+        return began is not None and changed < began - CLOCK_SLACK_S
 
     def poll_once(self) -> None:
         """One look at the file (the watcher thread; tests call it directly). The file first: a request
