@@ -399,3 +399,23 @@ def test_the_seeds_template_as_config_captures_nothing(tmp_path: Path) -> None:
     assert rank_dirs(tmp_path / "out") == []  # before: steps 6-8 were captured
     said = " ".join(result.stderr.split())  # (the summary is wrapped to the terminal's width)
     assert "start_step is 0, which asks for no capture" in said and "async_mode is not used" in said
+
+
+def test_trigger_says_when_no_process_watches_the_directory(tmp_path: Path) -> None:
+    from npuprof.agent.dynamic_files import prepare
+
+    directory, _, _ = prepare(str(tmp_path / "cfg"))
+    log = directory / "log"
+    log.mkdir(exist_ok=True)
+    host = os.uname().nodename
+    (log / f"dp_{host}_{os.getpid()}_rank_0.log").write_text(
+        "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+        "2026-12-02 07:25:51,440 [INFO] [1] npuprof.dynamic: [step 100] the process ends\n"
+    )
+    ended = npuprof("trigger", str(directory), "--active", "2")
+    assert ended.returncode == 0 and "no process watches" in ended.stderr, ended.stderr
+    (log / f"dp_{host}_{os.getpid()}_rank_1.log").write_text(  # this process: alive, no end line
+        "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+    )
+    running = npuprof("trigger", str(directory), "--active", "2")
+    assert running.returncode == 0 and "no process watches" not in running.stderr, running.stderr

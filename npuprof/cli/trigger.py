@@ -85,11 +85,30 @@ def trigger_command(**params: Any) -> None:
             "analyse on them)\n"
         )
     sys.stdout.write(f"  each process picks it up within its poll interval; see npuprof status {directory}\n")
+    _note_if_nobody_watches(directory)
     if not cancel and active + warmup > LONG_CAPTURE_STEPS:
         sys.stderr.write(
             f"npuprof trigger: note: --active {active}: a capture holds every step's events in memory until "
             f"it ends (often megabytes a step); npuprof trigger {directory} --cancel ends it at the next "
             "step\n"
+        )
+
+
+def _note_if_nobody_watches(directory: Path) -> None:
+    """Every process the logs know of has ended (or died): nobody will read the request, and a job started
+    later on DIR takes the file as it finds it, as no request."""
+    from npuprof.agent.dynamic_files import LOG_DIR
+    from npuprof.cli.status import _processes
+
+    try:
+        processes = _processes(directory / LOG_DIR)
+    except OSError:
+        return
+    if processes and all(p["state"] != "running" for p in processes):
+        sys.stderr.write(
+            f"npuprof trigger: note: no process watches {directory} now (every process its logs know of "
+            "has ended): this request is read by no one, and a job started later on it takes the file as "
+            "no request\n"
         )
 
 
