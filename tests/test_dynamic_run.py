@@ -419,3 +419,8 @@ def test_trigger_says_when_no_process_watches_the_directory(tmp_path: Path) -> N
     )
     running = npuprof("trigger", str(directory), "--active", "2")
     assert running.returncode == 0 and "no process watches" not in running.stderr, running.stderr
+    # the file deleted while the job runs (its watchers wait for it): trigger writes it again
+    (directory / CONFIG).unlink()
+    again = npuprof("trigger", str(directory), "--active", "3")
+    assert again.returncode == 0, again.stderr
+    assert json.loads((directory / CONFIG).read_text())["active"] == 3

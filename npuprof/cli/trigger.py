@@ -128,9 +128,10 @@ def _describe(document: dict[str, Any], cfg: Any) -> str:
 
 
 def _write(directory: Path, data: bytes) -> Path:
-    from npuprof.agent.dynamic_files import CONFIG_NAME, write_request
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, write_request
 
-    if not (directory / CONFIG_NAME).exists():
+    # a job's watchers leave log/ (the file itself may have been deleted while the job runs: they wait for it)
+    if not (directory / CONFIG_NAME).exists() and not (directory / LOG_DIR).is_dir():
         _fail_line(
             f"{directory}: no {CONFIG_NAME} there; start the job with npuprof run --dynamic {directory} "
             "first (a file written before the job starts is not a request)"
