@@ -123,9 +123,10 @@ RUN_OPTIONS: tuple[Option, ...] = (
         ("--activities",),
         "str",
         "cpu,npu",
-        "cpu, npu or cpu,npu (npu = the accelerator: NPU or CUDA).",
+        "cpu, npu or cpu,npu (npu = the accelerator: NPU or CUDA; cuda, gpu, device mean npu).",
         WHAT,
-        "`npu` is the accelerator (NPU or CUDA). CPU backend: the CPU is always profiled.",
+        "`npu` is the accelerator (NPU or CUDA; `cuda`, `gpu` and `device` are taken as `npu`). CPU "
+        "backend: the CPU is always profiled.",
         metavar="cpu,npu",
         config_key="activities",
         profiler_keyword="activities",
