@@ -123,7 +123,8 @@ def render_table(report: Report, console: Console) -> None:
         if len(r.steps) == 1 and r.steps[0].step is None:  # a --delay window of a job without steps
             console.print("[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]")
         if r.partial_step is not msgspec.UNSET:
-            reason = escape(str(r.partial_reason or "the capture ended during it"))
+            said = f"; step {r.partial_step} is partial"  # the record's reason may say it already
+            reason = escape(str(r.partial_reason or "the capture ended during it").removesuffix(said))
             console.print(
                 f"[yellow]step {r.partial_step} is partial[/yellow] ({reason}): left out of the mean "
                 "step time and of the comparison across ranks",
