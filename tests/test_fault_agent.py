@@ -369,7 +369,8 @@ def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
     record = capture_record(d)
     assert record["status"] == "incomplete" and "--min-free-space" in record["detail"]
     analysed = npuprof("analyse", str(out), timeout=60)
-    assert d.name in analysed.stderr and "interrupted" in analysed.stderr
+    assert d.name in analysed.stderr and "skipped" in analysed.stderr  # never begun: not "interrupted"
+    assert "interrupted" not in analysed.stderr
 
 
 def test_capture_stopped_when_the_disk_fills_during_it(tmpfs, tmp_path: Path) -> None:

@@ -212,7 +212,7 @@ def parse_rank_dir(
         if not status.complete:
             outcome.status = "incomplete" if status.status != "unknown" else "missing"
             outcome.reason = (
-                f"interrupted capture: {status.detail}"
+                (status.detail if " skipped: " in status.detail else f"interrupted capture: {status.detail}")
                 if status.status != "unknown"
                 else _no_trace_reason(out_dir)
             )
