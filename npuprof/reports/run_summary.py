@@ -74,9 +74,13 @@ def print_run_summary(
         rows.append([rank, _steps(c.steps), status, _size(c.size_bytes), "yes" if c.parsed else "no"])
     widths = [max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns)]
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
+    if not console.is_terminal:  # a log or a pipe: the names whole, to be copied
+        room = 1 << 16
     for row, c in zip(rows, captures, strict=True):
         table.add_row(*row, shorten_middle(_shown_dir(c.rank_dir, output), room))
-    console.print(table)
+    from npuprof.reports.terminal import print_whole
+
+    print_whole(console, table)
     for c in captures:
         if c.detail:
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")

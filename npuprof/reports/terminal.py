@@ -25,7 +25,7 @@ WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
 CAPTION_TAIL = {"duration_us": ", then all whole steps (mean ms)", "spread_us": ""}
 
 
-def _print_whole(console: Console, table: Table) -> None:
+def print_whole(console: Console, table: Table) -> None:
     """Print ``table`` with every figure whole: rich would cut cells to fit the terminal (or 80 columns
     when the output is a file), "1754.646" shown as "1754.6…". A table too wide loses its rules first;
     one still too wide is printed at the width it needs (the terminal then wraps its lines)."""
@@ -119,7 +119,7 @@ def render_table(report: Report, console: Console) -> None:
         if caption:
             steps.add_section()
             steps.add_row(*_all_steps_row(r.steps))
-        _print_whole(console, steps)
+        print_whole(console, steps)
         if len(r.steps) == 1 and r.steps[0].step is None:  # a --delay window of a job without steps
             console.print("[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]")
         if r.partial_step is not msgspec.UNSET:
@@ -147,7 +147,7 @@ def render_table(report: Report, console: Console) -> None:
             room = _name_room(console, names, cells, ("calls", "self ms", "total ms", "device ms"))
             for name, row in zip(names, cells, strict=True):
                 ops.add_row(shorten_middle(name, room), *row)
-            _print_whole(console, ops)
+            print_whole(console, ops)
         if r.top_kernels:
             ks = Table(title="top kernels by device time", title_justify="left")
             for col, just in (("kernel", "left"), ("calls", "right"), ("total ms", "right")):
@@ -157,7 +157,7 @@ def render_table(report: Report, console: Console) -> None:
             room = _name_room(console, names, cells, ("calls", "total ms"))
             for name, row in zip(names, cells, strict=True):
                 ks.add_row(shorten_middle(name, room), *row)
-            _print_whole(console, ks)
+            print_whole(console, ks)
         elif r.device == "CPU":
             console.print("[dim]no device kernels: CPU-only trace (the CPU is the device)[/dim]")
         _render_ranges(r, console)
@@ -190,7 +190,7 @@ def _render_ranges(r: RankReport, console: Console) -> None:
     )
     for g, name, row in zip(r.ranges, names, cells, strict=True):
         table.add_row(escape(shorten_middle(name, room)), g.kind, *row)
-    _print_whole(console, table)
+    print_whole(console, table)
 
 
 def _render_gc(r: RankReport, console: Console) -> None:
@@ -241,7 +241,7 @@ def _render_cross_ranges(report: Report, console: Console) -> None:
     room = _name_room(console, names, cells, headers)
     for name, row in zip(names, cells, strict=True):
         table.add_row(escape(shorten_middle(name, room)), *row)
-    _print_whole(console, table)
+    print_whole(console, table)
 
 
 def _name_room(console: Console, names: list[str], figures: list[list[str]], headers: Sequence[str]) -> int:
@@ -267,7 +267,7 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         table.add_column("max-min", justify="right")
         for s in shown:
             table.add_row(str(s.step), *[_ms(s.ranks.get(k)) for k in ranks], _ms(s.max_us - s.min_us))
-        _print_whole(console, table)
+        print_whole(console, table)
         slow = cross.slowest
         if slow:
             verdict = "[bold red]an outlier[/bold red]" if slow.outlier else "within the normal spread"
