@@ -426,7 +426,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "path",
         "off",
         "Watch DIR/profiler_config.json (made from torch_npu's template if absent): edit it, or run "
-        "npuprof trigger DIR, to capture while the job runs. Excludes the schedule flags and --config.",
+        "npuprof trigger DIR, to capture while the job runs. Excludes the schedule flags, --ranks and "
+        "--config.",
         DYNAMIC,
         "captures start when `DIR/profiler_config.json` changes (`npuprof trigger DIR` writes it); the "
         "file's keys set each capture, these flags the rest; excludes the schedule flags, `--ranks` and "
