@@ -363,6 +363,13 @@ def test_untrusted_or_linked_directories_are_refused(tmp_path: Path) -> None:
     result = npuprof("trigger", str(tmp_path / "real"))
     assert result.returncode == 0  # the trigger replaces the file with its own (0o640 at most)
     assert (tmp_path / "real" / CONFIG).stat().st_mode & 0o022 == 0
+    linked = tmp_path / "linked"
+    linked.mkdir(mode=0o750)
+    (linked / CONFIG).symlink_to(tmp_path / "real" / CONFIG)
+    result = npuprof("run", "--dynamic", str(linked), "--", sys.executable, "-c", "pass")
+    assert (
+        result.returncode == 2 and "is a symbolic link (never followed); put the file itself" in result.stderr
+    )
 
 
 def test_trigger_validates_like_run_and_both_commands_show_examples(tmp_path: Path) -> None:

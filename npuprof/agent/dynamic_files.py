@@ -49,6 +49,10 @@ def prepare(path: str) -> tuple[Path, str, bool]:
     _make_dir(logs)
     check_directory(str(logs), "--dynamic's log directory")
     created = _create_template(directory / CONFIG_NAME)
+    if stat.S_ISLNK(os.lstat(directory / CONFIG_NAME).st_mode):
+        raise ValueError(
+            f"{str(directory / CONFIG_NAME)!r} is a symbolic link (never followed); put the file itself there"
+        )
     raw = read_config_bytes(directory / CONFIG_NAME, "--dynamic's profiler_config.json")
     return directory, digest(raw), created
 
