@@ -637,3 +637,21 @@ def test_a_bad_value_in_a_config_file_is_named_by_its_key_in_the_file(tmp_path: 
         with pytest.raises(ConfigError) as caught:
             run_flags.build_config(path, {}, environ={})
         assert caught.value.one_line().startswith(f"{path}: {line.split(': ', 1)[1]}"), caught.value
+
+
+def test_a_time_window_excludes_a_config_files_start_step(tmp_path: Path) -> None:
+    """--delay with a file asking for steps 4-5: one of the two was dropped silently (the window won)."""
+    from npuprof.cli import run_flags
+
+    def file(name: str, document: dict[str, Any]) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps(document))
+        path.chmod(0o644)
+        return path
+
+    with pytest.raises(ConfigError, match=r"--delay: exclude .*s4.json's start_step"):
+        run_flags.build_config(file("s4.json", {"start_step": 4, "active": 2}), {"delay": 1.0}, environ={})
+    # a file of collection keys only, or the template's start_step 0, goes with a window
+    for name, document in (("c.json", {"record_shapes": True}), ("t.json", {"start_step": 0})):
+        cfg = run_flags.build_config(file(name, document), {"delay": 1.0}, environ={})
+        assert cfg.delay == 1.0

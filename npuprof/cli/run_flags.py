@@ -138,6 +138,14 @@ def build_config(
             cfg.validate()  # the file's own values, named as the file names them
         except c.ConfigError as exc:
             raise c.in_file_terms(exc, str(config_file)) from None
+        window = [o.flag for o in RUN_OPTIONS if o.key in ("delay", "duration") and o.key in flags]
+        if window and not cfg.schedule.off and cfg.schedule != c.Schedule():  # the file set start_step
+            raise c.ConfigError(
+                "/".join(window),
+                f"exclude {config_file}'s start_step (it asks for captures by step; one time window is "
+                "recorded)",
+                "set start_step 0 in the file, or drop the time window",
+            )
     for option in RUN_OPTIONS:
         if option.key in flags and option.key != "config":
             c.set_option(cfg, option, flags[option.key])
