@@ -395,3 +395,11 @@ def test_a_process_started_after_a_request_does_not_act_on_it(tmp_path: Path) ->
     early._pid = os.getpid()
     early.first_look()
     assert len(early._inbox) == 1
+
+
+def test_status_says_the_warm_up_of_the_request() -> None:
+    from npuprof.cli.status import _config_line
+
+    line = _config_line({"start_step": -1, "active": 3, "warmup": 2, "is_rank": True, "rank_list": [0]})
+    assert line == "3 step(s) from the next step after 2 warm-up step(s) on ranks [0]"
+    assert _config_line({"start_step": 7, "active": 1, "warmup": 0}) == "1 step(s) from step 7 on every rank"

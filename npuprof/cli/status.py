@@ -242,7 +242,9 @@ def _config_line(config: dict[str, Any]) -> str:
     when = "the next step" if start == -1 else f"step {start}"
     ranks = "every rank" if not config.get("is_rank") else f"ranks {config.get('rank_list')}"
     label = f", trigger {config['trigger_id']}" if "trigger_id" in config else ""
-    return f"{config.get('active', 1)} step(s) from {when} on {ranks}{label}"
+    warmup = config.get("warmup", 0)
+    warm = f" after {warmup} warm-up step(s)" if isinstance(warmup, int) and warmup > 0 else ""
+    return f"{config.get('active', 1)} step(s) from {when}{warm} on {ranks}{label}"
 
 
 def register(app: typer.Typer) -> None:
