@@ -403,3 +403,23 @@ def test_status_says_the_warm_up_of_the_request() -> None:
     line = _config_line({"start_step": -1, "active": 3, "warmup": 2, "is_rank": True, "rank_list": [0]})
     assert line == "3 step(s) from the next step after 2 warm-up step(s) on ranks [0]"
     assert _config_line({"start_step": 7, "active": 1, "warmup": 0}) == "1 step(s) from step 7 on every rank"
+
+
+def test_the_logs_are_written_again_when_log_was_removed_while_the_job_runs(tmp_path: Path) -> None:
+    """The dynamic directory removed and made again while the job runs: log/ was never made again, and
+    status said "no log/ directory" of a job still capturing."""
+    import shutil
+
+    from npuprof.agent.dynamic_log import DynamicLogs
+
+    directory = tmp_path / "cfg"
+    (directory / "log").mkdir(parents=True)
+    logs = DynamicLogs(directory, lambda: 0)
+    logs.action("INFO", "first", 1)
+    shutil.rmtree(directory)
+    directory.mkdir()
+    logs.action("INFO", "second", 2)
+    assert logs.lost == 0
+    (written,) = (directory / "log").glob("dp_*.log")
+    assert "second" in written.read_text()
+    assert (directory / "log").stat().st_mode & 0o777 == 0o750

@@ -101,5 +101,16 @@ class DynamicLogs:
         self._write(MONITOR_PREFIX, format_line(level, message, who="npuprof.dynamic.monitor"))
 
     def _write(self, prefix: str, line: str) -> None:
-        if not append(self.path(prefix), line):
-            self.lost += 1
+        if append(self.path(prefix), line):
+            return
+        # the directory was removed and made again while the job runs: log/ is made again (0o750), once
+        # per line at most, never through a link (mkdir does not follow one)
+        if self.directory.parent.is_dir() and not os.path.lexists(self.directory):
+            try:
+                os.mkdir(self.directory, 0o750)
+            except OSError:
+                pass
+            else:
+                if append(self.path(prefix), line):
+                    return
+        self.lost += 1
