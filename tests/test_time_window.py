@@ -198,3 +198,24 @@ def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Pat
     assert written == expected
     for name in written:
         assert json.loads((tmp_path / name).read_text())["traceEvents"]
+
+
+def test_delay_alone_in_a_job_without_steps_records_to_the_end_and_calls_nothing_partial(
+    tmp_path: Path,
+) -> None:
+    """--delay alone records until the process ends, as asked: the capture was reported as cut short
+    ("training ended before the capture's last step; step 0 is partial")."""
+    script = tmp_path / "no_steps.py"
+    script.write_text(
+        "import time, torch\n"
+        "a, t = torch.randn(64, 64), time.time()\n"
+        "while time.time() - t < 2.5:\n"
+        "    a = (a @ a) / 64\n"
+    )
+    out = tmp_path / "out"
+    result = npuprof("run", "-o", str(out), "--delay", "0.5", "--", sys.executable, str(script), timeout=120)
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and not record["detail"], record
+    assert "partial" not in result.stderr and "complete*" not in result.stderr, result.stderr

@@ -281,9 +281,14 @@ class Agent:
         from npuprof.agent.signals import sigint_held_back
 
         with sigint_held_back(deliver=False):
-            self.controller.finish_early(
-                f"training ended before the capture's last step; step {self.controller.step} is partial"
-            )
+            controller = self.controller
+            if getattr(controller, "_no_steps", False):  # a time window in a job without steps
+                timed_end = getattr(controller.plan, "end_at", None) is not None
+                # --delay alone records until the process ends: that is its end, not a cut
+                reason = "the process ended before the time window's end" if timed_end else ""
+            else:
+                reason = f"training ended before the capture's last step; step {controller.step} is partial"
+            controller.finish_early(reason)
             self._hand_over_the_rest()
 
     def _on_sigterm(self) -> None:
