@@ -109,3 +109,22 @@ def test_a_spawned_child_is_starting_until_it_runs_its_process() -> None:
     running()
     ask()
     assert asked == [True, False, False]
+
+
+def test_the_plans_last_words_run_and_a_failing_one_still_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--dynamic's plan writes its logs' last lines at os._exit too (npuprof status read a job that ended
+    by os._exit as killed); whatever it raises, the process exits with the code asked for."""
+    exits: list[int] = []
+    said: list[str] = []
+    monkeypatch.setattr(os, "_exit", exits.append)
+
+    def broken() -> None:
+        said.append("plan")
+        raise RuntimeError("disk gone")
+
+    controller = _Controller()
+    controller.plan = SimpleNamespace(at_exit=broken)  # type: ignore[attr-defined]
+    agent = SimpleNamespace(controller=controller, _at_exit=lambda: said.append("capture"))
+    Agent._finalise_at_os_exit(agent)  # type: ignore[arg-type]
+    os._exit(9)
+    assert said == ["capture", "plan"] and exits == [9]

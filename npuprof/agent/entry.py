@@ -234,9 +234,9 @@ class Agent:
                 finalising.append(True)
                 with contextlib.suppress(BaseException):
                     at_exit()
-                plan_exit = getattr(controller.plan, "at_exit", None)  # --dynamic: its logs' last lines
-                if plan_exit is not None:
-                    with contextlib.suppress(BaseException):
+                with contextlib.suppress(BaseException):  # --dynamic: its logs' last lines
+                    plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
+                    if plan_exit is not None:
                         plan_exit()
             real(status)
 
