@@ -222,10 +222,11 @@ def test_a_cancel_ends_the_capture_in_flight_and_saves_what_it_recorded(tmp_path
     job.steps(10)
     assert len(job.captures()) == 1  # the request that waited was replaced by the cancel
     job.write(start_step=-1, active=1_000, warmup=3)
-    job.steps(2)  # in its warm-up
+    job.steps(2)  # in its warm-up: nothing recorded yet, so nothing is saved
     job.write(start_step=0)
-    job.steps(3)
-    assert len(job.captures()) == 2 and job.captures()[1][1] - job.captures()[1][0] <= 2, job.captures()
+    job.steps(10)
+    assert len(job.captures()) == 1, job.captures()
+    assert "cancelled during its warm-up" in job.log()
 
 
 def test_the_poll_interval_is_2_s_then_step_10_to_11_at_least_1_s(tmp_path: Path) -> None:
@@ -423,3 +424,23 @@ def test_the_logs_are_written_again_when_log_was_removed_while_the_job_runs(tmp_
     (written,) = (directory / "log").glob("dp_*.log")
     assert "second" in written.read_text()
     assert (directory / "log").stat().st_mode & 0o777 == 0o750
+
+
+def test_a_cancelled_planned_capture_is_said_so_at_the_end_and_in_status(tmp_path: Path) -> None:
+    from npuprof.cli.status import _processes
+    from npuprof.reports.run_summary import why_no_capture
+
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / f"dp_vm_{os.getpid()}_rank_-1.log").write_text(
+        "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+        "2026-12-02 07:25:44,002 [INFO] [1] npuprof.dynamic: [step 3] capture planned: steps 35-36 (x)\n"
+        "2026-12-02 07:25:45,002 [INFO] [1] npuprof.dynamic: [step 20] the capture planned from step 35 is "
+        "cancelled (start_step 0)\n"
+        "2026-12-02 07:25:51,440 [INFO] [1] npuprof.dynamic: [step 45] the process ends\n"
+    )
+    (tmp_path / CONFIG_NAME).write_text(json.dumps({"start_step": 0}))
+    cfg = c.ProfileConfig(dynamic=str(tmp_path))
+    why = why_no_capture(cfg, 0, ["[INFO] [agent pid=1] agent ready in x.py (rank None)"])
+    assert why.startswith("the capture planned from step 35 is cancelled (start_step 0)"), why
+    (process,) = _processes(tmp_path / "log")
+    assert process["planned"] is None and process["state"] == "ended"

@@ -210,6 +210,19 @@ class DynamicPlan:
             self._event(
                 "INFO", f"the waiting request is replaced by a later change ({newest.describe()})", step
             )
+        if window is not None and newest.start_step == NO_CAPTURE and window.first <= step < window.record:
+            # a cancel during the warm-up: nothing was recorded, nothing is saved
+            self._window = None
+            self._pending = None
+            self._event(
+                "INFO", f"the capture planned from step {window.record} is cancelled during its warm-up", step
+            )
+            controller = self.controller
+            if controller is not None and getattr(controller, "prof", None) is not None:
+                controller.finish_early(
+                    "cancelled during its warm-up (start_step 0): nothing was recorded", status="incomplete"
+                )
+            return
         if (
             window is not None
             and window.busy(step)

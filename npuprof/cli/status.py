@@ -20,6 +20,7 @@ _ENDED = re.compile(
 )
 _STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
 _PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
+_CANCELLED = re.compile(r"^the capture planned from step \d+ is cancelled")
 
 EPILOG = """
 Examples:
@@ -168,6 +169,8 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["capturing"] = {"from_step": int(started["step"]), "directory": started["where"]}
     elif (planned := _PLANNED.match(message)) is not None:
         info["planned"] = planned["steps"]
+    elif _CANCELLED.match(message):
+        info["planned"] = None
     elif message == "the process ends":
         info["state"] = "ended"
 

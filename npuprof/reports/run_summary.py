@@ -364,8 +364,9 @@ def unread_request(directory: Path) -> str:
 
 
 def planned_not_reached(directory: Path) -> str:
-    """When a process's last word in ``directory/log`` is a capture planned (``capture planned: steps
-    X-Y``) that never started: that the job ended before its first step, in words; else ""."""
+    """What became of the last capture a process's log in ``directory/log`` planned, when none began: the
+    job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); in words, else
+    ""."""
     from npuprof.agent.dynamic_log import parse_line
     from npuprof.results.layout import read_small
 
@@ -375,19 +376,23 @@ def planned_not_reached(directory: Path) -> str:
             text = read_small(log, LOG_READ_LIMIT).decode("utf-8", "replace")
         except OSError:
             continue
-        planned, last_step = "", None
+        planned, cancelled, last_step = "", "", None
         for line in text.splitlines():
             fields = parse_line(line)
             if fields is None:
                 continue
             if fields["step"] is not None:
-                last_step = fields["step"]
+                last_step = int(fields["step"])
             message = fields["message"]
             if message.startswith("capture planned: steps "):
-                planned = message.removeprefix("capture planned: steps ").split(" ", 1)[0]
+                planned, cancelled = message.removeprefix("capture planned: steps ").split(" ", 1)[0], ""
             elif message.startswith(("capture started", "capture of steps")):
-                planned = ""
-        if planned:
+                planned = cancelled = ""
+            elif message.startswith("the capture planned from step") and " is cancelled" in message:
+                planned, cancelled = "", message
+        if planned and (last_step is None or int(planned.split("-")[0]) > last_step):
             at = f" at step {last_step}" if last_step is not None else ""
             found = f"a capture of steps {planned} was planned, but the job ended{at}, before its first step"
+        elif cancelled:
+            found = f"{cancelled} (npuprof trigger --cancel)"
     return found
