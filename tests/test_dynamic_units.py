@@ -444,3 +444,22 @@ def test_a_cancelled_planned_capture_is_said_so_at_the_end_and_in_status(tmp_pat
     assert why.startswith("the capture planned from step 35 is cancelled (start_step 0)"), why
     (process,) = _processes(tmp_path / "log")
     assert process["planned"] is None and process["state"] == "ended"
+
+
+def test_a_prof_dir_inside_a_capture_directory_is_not_taken(tmp_path: Path) -> None:
+    """A capture written inside another capture's *_ascend_pt dir is found by no reader (the run's
+    summary, its record, analyse): the request falls back to the run's output, trigger refuses it."""
+    base = c.ProfileConfig(output=str(tmp_path / "out"), dynamic="/cfg")
+    request, heard = _request({"prof_dir": "host_1_20260101000000000_ascend_pt/sub"}, base)
+    assert request is not None and request.cfg.output == str(tmp_path / "out")
+    assert any("inside a capture's directory" in m for _, m in heard), heard
+    import typer
+
+    from npuprof.cli.trigger import trigger_command
+
+    with pytest.raises(typer.Exit) as exit_code:
+        trigger_command(
+            directory=str(tmp_path), start_step=None, active=1, warmup=0, cancel=False,
+            output=str(tmp_path / "out" / "host_1_20260101000000000_ascend_pt"),
+        )  # fmt: skip
+    assert exit_code.value.exit_code == 2

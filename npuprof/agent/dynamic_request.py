@@ -23,6 +23,7 @@ from npuprof.config import (
     in_file_terms,
     parse_config_bytes,
 )
+from npuprof.results.layout import RANK_DIR_SUFFIX
 
 NO_CAPTURE = 0  # start_step 0: no capture (torch_npu's default)
 NEXT_STEP = -1  # start_step -1: the step after the change is seen (what `npuprof trigger` writes by default)
@@ -127,10 +128,18 @@ def _output(prof_dir: str, run_output: str, say: Say) -> str:
     if prof_dir == run_output:
         return run_output
     try:
-        return str(resolve_output_path(os.path.join(run_output, prof_dir), f"{FILE_LABEL}: prof_dir"))
+        resolved = resolve_output_path(os.path.join(run_output, prof_dir), f"{FILE_LABEL}: prof_dir")
     except UnsafePathError as exc:
         say("WARNING", f"{exc}; the run's output directory {run_output} is used")
         return run_output
+    if any(part.endswith(RANK_DIR_SUFFIX) for part in resolved.parts):
+        say(
+            "WARNING",
+            f"{FILE_LABEL}: prof_dir {str(resolved)!r} is inside a capture's directory (*{RANK_DIR_SUFFIX}), "
+            f"where no reader looks; the run's output directory {run_output} is used",
+        )
+        return run_output
+    return str(resolved)
 
 
 def _reconcile(cfg: ProfileConfig, warn: Callable[[str], None]) -> None:

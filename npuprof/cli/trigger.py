@@ -72,6 +72,10 @@ def trigger_command(**params: Any) -> None:
     if cfg.ranks is not None and "analyse" not in flags:
         cfg.analyse = False  # is_rank turns torch_npu's automatic parsing off; say it in the file too
     prof_dir = os.path.abspath(cfg.output) if "output" in flags else None
+    if prof_dir is not None and any(part.endswith("_ascend_pt") for part in Path(prof_dir).parts):
+        _fail(
+            "-o", f"{prof_dir!r} is inside a capture's directory (*_ascend_pt)", "give a directory of its own"
+        )
     document = c.json_from_config(cfg, prof_dir)
     document["start_step"] = 0 if cancel else (start_step if start_step is not None else NEXT_STEP)
     document["active"] = active
