@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -302,6 +303,11 @@ def test_after_kill_9_a_new_job_with_the_same_directory_captures(tmp_path: Path)
     assert "2 capture(s)" in said and e.name in said and "(1 of the captures, outside" in said, said
     report = npuprof("analyse", str(out2), "--format", "json")
     assert report.returncode == 0 and f"also captured into {elsewhere}" in report.stderr, report.stderr
+    # with no capture of its own in -o, analyse of -o says where they went
+    for d in rank_dirs(out2):
+        shutil.rmtree(d)
+    nothing = npuprof("analyse", str(out2))
+    assert nothing.returncode == 1 and f"its run captured into {elsewhere}" in nothing.stderr, nothing.stderr
 
 
 def test_a_job_ending_by_os_exit_during_a_capture_is_ended_in_status(tmp_path: Path) -> None:

@@ -71,6 +71,20 @@ def is_bare_trace(path: Path) -> bool:
     return sniff_trace(path) is not None
 
 
+def _roots_of_the_runs_in(path: Path) -> list[Path]:
+    """The directories outside ``path`` that the runs recorded in it captured into (--dynamic prof_dir)."""
+    roots: list[Path] = []
+    for record_path in layout.run_records(path):
+        try:
+            record = layout.read_json_record(record_path, layout.RUN_RECORD_LIMIT)
+        except (OSError, ValueError):
+            continue
+        run_id = record.get("run_id") if isinstance(record, dict) else None
+        if isinstance(run_id, str):
+            roots += [r for r in layout.capture_roots(path, run_id) if r not in roots]
+    return roots
+
+
 def _trace_files_in(directory: Path) -> list[Path]:
     """The files directly in ``directory`` named as Kineto names its traces (``*.pt.trace.json[.gz]``)."""
     try:
@@ -646,6 +660,12 @@ def build_report(
     elif path.is_dir():
         rank_dirs = layout.find_rank_dirs(path)
         if not rank_dirs:
+            elsewhere = _roots_of_the_runs_in(path)
+            if elsewhere:
+                raise NothingToAnalyse(
+                    f"no *_ascend_pt rank directory under {path}; its run captured into "
+                    f"{', '.join(map(str, elsewhere))} (a --dynamic prof_dir): analyse that instead"
+                )
             raise NothingToAnalyse(f"no *_ascend_pt rank directory under {path} (and it is not a trace file)")
         rank_dirs = _one_run(path, rank_dirs, run, on_note)
         db_dirs, notes = plan_db(rank_dirs, export_db)

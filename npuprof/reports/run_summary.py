@@ -91,8 +91,11 @@ def print_run_summary(
             "analyse parses them"
         )
     target = shell_quote(str(output))
-    console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
+    if any(c.rank_dir.is_relative_to(output) for c in captures):
+        console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
+    else:  # every capture went to a --dynamic prof_dir outside -o
+        console.print(f"next: (exit code of the job: {exit_code}; no capture in {target})")
     for root in elsewhere:  # --dynamic's prof_dir outside -o
         count = sum(1 for c in captures if c.rank_dir.parent == root)
         console.print(
