@@ -79,10 +79,13 @@ def test_inside_a_decision_or_torchs_profiler_it_exits_without_finalising(wrappe
 
 
 def test_another_thread_exits_without_finalising(wrapped: SimpleNamespace) -> None:
+    said: list[str] = []
+    wrapped.agent.controller.plan = SimpleNamespace(at_exit=lambda: said.append("plan"))
     worker = threading.Thread(target=os._exit, args=(8,))
     worker.start()
     worker.join()
     assert wrapped.finalised == [] and wrapped.exits == [8]
+    assert said == ["plan"]  # --dynamic's last log lines are file appends: written from any thread
 
 
 def test_a_spawned_child_is_starting_until_it_runs_its_process() -> None:

@@ -224,17 +224,17 @@ class Agent:
         finalising: list[bool] = []
 
         def _exit(status: int, /) -> Any:
-            if (
-                not finalising
-                and os.getpid() == pid
-                and threading.current_thread() is threading.main_thread()
-                and not controller.inside_a_decision()
-                and not runs_code_of(sys._getframe(1), PROFILER_UNSAFE + CAPTURE_CODE)
-            ):
+            if not finalising and os.getpid() == pid:
                 finalising.append(True)
+                if (
+                    threading.current_thread() is threading.main_thread()
+                    and not controller.inside_a_decision()
+                    and not runs_code_of(sys._getframe(1), PROFILER_UNSAFE + CAPTURE_CODE)
+                ):
+                    with contextlib.suppress(BaseException):
+                        at_exit()
+                # --dynamic: its logs' last lines (file appends only: safe from any thread, anywhere)
                 with contextlib.suppress(BaseException):
-                    at_exit()
-                with contextlib.suppress(BaseException):  # --dynamic: its logs' last lines
                     plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
                     if plan_exit is not None:
                         plan_exit()
