@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 from analyse_support.handmade import cpu_trace, cuda_trace, mem, write_rank_dir, x
@@ -234,10 +235,21 @@ def test_a_bare_trace_written_again_is_parsed_again(tmp_path: Path) -> None:
     rank = json.loads(again.stdout)["ranks"][0]
     assert rank["status"] == "parsed"
     assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == [(9, 2500.0)]
-    assert f"{trace} changed since its tables" in again.stderr
+    assert f"{trace} was written (or touched) since its tables" in again.stderr
     unchanged = npuprof("analyse", str(trace), "--format", "json", env=clean_env())
     assert json.loads(unchanged.stdout)["ranks"][0]["status"] == "cached"
-    assert "changed" not in unchanged.stderr
+    assert "since its tables" not in unchanged.stderr
+    # another trace put in its place with the same size and mtime (cp -p, rsync -a): parsed again
+    stamp = trace.stat()
+    replacement = tmp_path / "other.json"
+    replacement.write_text(json.dumps(first))  # the first trace: a different size, set to look alike
+    text = replacement.read_text()
+    replacement.write_text(text + " " * (stamp.st_size - len(text)))
+    os.utime(replacement, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    os.replace(replacement, trace)
+    assert trace.stat().st_size == stamp.st_size and trace.stat().st_mtime_ns == stamp.st_mtime_ns
+    swapped = json.loads(npuprof("analyse", str(trace), "--format", "json", env=clean_env()).stdout)
+    assert [s["step"] for s in swapped["ranks"][0]["steps"]] == [7]
 
 
 def test_an_operator_name_with_a_newline_moves_no_step(tmp_path: Path) -> None:

@@ -107,9 +107,10 @@ def bare_cache_dir(trace: Path) -> Path:
 
 
 def _identity(trace: Path) -> str:
-    """What tells one version of a trace file from another: its size and modification time."""
+    """What tells one version of a trace file from another: its size, modification time, inode and
+    change time (``cp -p`` or ``rsync -a`` of another trace keeps size and mtime the same: not those)."""
     info = trace.stat()
-    return f"{info.st_size} {info.st_mtime_ns}\n"
+    return f"{info.st_size} {info.st_mtime_ns} {info.st_ino} {info.st_ctime_ns}\n"
 
 
 def _made_from(done: Path, trace: Path) -> bool:
@@ -156,7 +157,7 @@ def _parse_bare(
             outcome.status = "cached"
             return outcome, out_dir
         if on_note:
-            on_note(f"{trace} changed since its tables in {out_dir} were made: parsing it again")
+            on_note(f"{trace} was written (or touched) since its tables in {out_dir} were made: parsing it again")
     try:
         from npuprof.analysis.trace_loader import TraceError
 
