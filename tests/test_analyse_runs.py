@@ -191,3 +191,19 @@ def test_a_run_whose_npuprof_was_killed_is_said_to_have_no_known_exit_code(tmp_p
         json.dumps({**record, "end": "2026-12-01T10:01:00+0000", "exit_code": 0})
     )
     assert "no end" not in _report(str(out))[1]
+
+
+def test_a_link_planted_as_the_elsewhere_notes_is_not_followed(tmp_path: Path) -> None:
+    from npuprof.results import layout
+
+    out, planted = tmp_path / "out", tmp_path / "planted"
+    out.mkdir()
+    planted.mkdir()
+    (out / layout.ELSEWHERE_DIR).symlink_to(planted)
+    try:
+        layout.note_capture_root(out, "abcdef123456", tmp_path / "other")
+    except OSError:
+        pass
+    assert list(planted.iterdir()) == []
+    (planted / "abcdef123456.h.1").write_text(f"{tmp_path / 'other'}\n")
+    assert layout.capture_roots(out, "abcdef123456") == []

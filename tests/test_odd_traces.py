@@ -341,3 +341,16 @@ def test_a_second_trace_in_a_rank_dir_and_a_rank_the_trace_contradicts_are_named
     assert rank["warnings"] == [
         "the trace says rank 0 (distributedInfo), profiler_info_3.json rank 3: reported as rank 3"
     ]
+
+
+def test_tables_are_never_written_through_a_link_beside_a_bare_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(cpu_trace()))
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "trace.json.npuprof").symlink_to(target)
+    cache = tmp_path / "cache"
+    result = npuprof("analyse", str(trace), "--format", "json", env=clean_env(XDG_CACHE_HOME=str(cache)))
+    assert result.returncode == 0, result.stderr
+    assert list(target.iterdir()) == []
+    assert "a symbolic link (not followed)" in result.stderr and str(cache) in result.stderr

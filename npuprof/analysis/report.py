@@ -143,7 +143,10 @@ def _parse_bare(
 ) -> tuple[ParseOutcome, Path]:
     out_dir = trace.parent / (trace.name + BARE_SUFFIX)
     beside = out_dir / layout.ANALYSE_DONE
-    why = "" if beside.exists() and _made_from(beside, trace) else _unwritable(out_dir)
+    if out_dir.is_symlink():  # tables are never written through a link planted beside the trace
+        why = "a symbolic link (not followed)"
+    else:
+        why = "" if beside.exists() and _made_from(beside, trace) else _unwritable(out_dir)
     if why:
         cached = bare_cache_dir(trace)
         if on_note:
@@ -157,7 +160,7 @@ def _parse_bare(
             outcome.status = "cached"
             return outcome, out_dir
         if on_note:
-            on_note(f"{trace} was written (or touched) since its tables in {out_dir} were made: parsing it again")
+            on_note(f"{trace} was written (or touched) since its tables in {out_dir} were made: parsed again")
     try:
         from npuprof.analysis.trace_loader import TraceError
 

@@ -395,18 +395,24 @@ def note_capture_root(output: Path, run_id: str, root: Path) -> None:
     folder = output / ELSEWHERE_DIR
     with contextlib.suppress(FileExistsError):
         os.mkdir(folder, 0o750)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(folder / f"{run_id}.{os.uname().nodename}.{os.getpid()}", flags, 0o640)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)  # a link: ELOOP
     try:
-        os.write(fd, (os.fspath(root) + "\n").encode("utf-8", "surrogateescape"))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(f"{run_id}.{os.uname().nodename}.{os.getpid()}", flags, 0o640, dir_fd=dir_fd)
+        try:
+            os.write(fd, (os.fspath(root) + "\n").encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(dir_fd)
 
 
 def capture_roots(output: Path, run_id: str) -> list[Path]:
     """The directories besides ``output`` that run ``run_id`` captured into (:func:`note_capture_root`)."""
     folder = output / ELSEWHERE_DIR
     roots: list[Path] = []
+    if not _is_real_dir(folder):  # never through a link planted there
+        return roots
     try:
         names = sorted(n for n in os.listdir(folder) if n.startswith(f"{run_id}."))
     except OSError:
