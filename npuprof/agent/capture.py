@@ -89,8 +89,8 @@ class CaptureWriter:
             return
         self._roots_noted.add(self.output)
         root = Path(os.path.abspath(self.output))
-        if root == Path(os.path.abspath(run_output)):
-            return
+        if root.is_relative_to(os.path.abspath(run_output)):
+            return  # under -o: found there
         try:
             layout.note_capture_root(Path(run_output), run_id, root)
         except OSError as exc:

@@ -781,7 +781,8 @@ def _one_run(
             on_note(line)
         for run_id in run_ids:
             for root in layout.capture_roots(path, run_id):
-                on_note(f"run {run_id} also captured into {root} (a --dynamic prof_dir): analyse it there")
+                there = "analyse it there" if root.is_dir() else "it is gone"
+                on_note(f"run {run_id} also captured into {root} (a --dynamic prof_dir): {there}")
     if len(found) > 1 and on_note is not None:
         if len(chosen) > 1:
             head = (

@@ -56,8 +56,10 @@ def print_run_summary(
     console = Console(stderr=True, highlight=False)
     # No box and the pid left out (it is in the directory's name), so that a row fits 80 columns; a
     # directory name is never split over lines, only shortened in its middle when the terminal is narrow.
+    outside = sum(1 for c in captures if not c.rank_dir.is_relative_to(output))
+    where = f"in {output}" + (f" ({outside} of them elsewhere, below)" if outside else "")
     table = Table(
-        title=f"npuprof: {len(captures)} capture(s) in {output}",
+        title=f"npuprof: {len(captures)} capture(s) {where}",
         title_justify="left",
         box=None,
         pad_edge=False,
