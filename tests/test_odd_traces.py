@@ -305,12 +305,14 @@ def test_a_directory_of_trace_files_is_analysed_file_by_file(tmp_path: Path) -> 
         trace["traceEvents"][0]["dur"] = step_us
         (tb / f"host_{100 + rank}.1700000000{rank}.pt.trace.json").write_text(json.dumps(trace))
     (tb / "notes.txt").write_text("not a trace")
+    os.mkfifo(tb / "stuck.pt.trace.json")  # never opened: reading it would block
     result = npuprof("analyse", str(tb), "--format", "json", env=clean_env())
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert [(r["rank"], r["steps"][0]["duration_us"]) for r in report["ranks"]] == [(0, 1000.0), (1, 1500.0)]
     assert report["cross_rank"]["slowest"]["rank"] == 1
     assert "its 2 trace file(s) are analysed" in result.stderr
+    assert "skipped" in result.stderr and "stuck.pt.trace.json: not a regular file" in result.stderr
     assert npuprof("analyse", str(tb), "--run", "all", env=clean_env()).returncode == 2
 
 

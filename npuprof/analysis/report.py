@@ -87,9 +87,16 @@ def _roots_of_the_runs_in(path: Path) -> list[Path]:
 
 def _trace_files_in(directory: Path) -> list[Path]:
     """The files directly in ``directory`` named as Kineto names its traces (``*.pt.trace.json[.gz]``)."""
+    names = []
     try:
         with os.scandir(directory) as entries:
-            names = [e.name for e in entries if e.name.endswith(layout.KINETO_SUFFIXES) and e.is_file()]
+            for entry in entries:
+                if not entry.name.endswith(layout.KINETO_SUFFIXES):
+                    continue
+                if entry.is_file():
+                    names.append(entry.name)
+                else:
+                    layout.note_skipped(entry.path, "not a regular file (a FIFO, a directory)")
     except OSError:
         return []
     return [directory / name for name in sorted(names)]
