@@ -324,6 +324,7 @@ def test_an_empty_trace_file_says_it_is_empty(tmp_path: Path) -> None:
         assert result.returncode == 1 and what in result.stderr, result.stderr
         stacks = npuprof("export-stacks", str(tmp_path / name), env=clean_env())
         assert stacks.returncode == 1 and what in stacks.stderr, stacks.stderr
+        assert not (tmp_path / (name + ".npuprof")).exists()  # no empty table directory left behind
 
 
 def test_a_second_trace_in_a_rank_dir_and_a_rank_the_trace_contradicts_are_named(tmp_path: Path) -> None:

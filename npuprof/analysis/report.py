@@ -9,6 +9,7 @@ ranks each step's durations, the slowest rank and the step start skew.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -182,6 +183,9 @@ def _parse_bare(
         outcome.status, outcome.reason = exc.kind, str(exc)
     except Exception as exc:
         outcome.status, outcome.reason = "failed", f"{type(exc).__name__}: {exc}"
+    if outcome.status != "parsed":
+        with contextlib.suppress(OSError):
+            out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty
     return outcome, out_dir
 
 
