@@ -409,6 +409,13 @@ def test_capture_stopped_when_the_disk_fills_during_it(tmpfs, tmp_path: Path) ->
     assert "stopped at step" in record["detail"] and "--min-free-space" in record["detail"]
     assert 6 < record["steps"][-1] < 51
     assert list(d.glob("*.pt.trace.json*")), "the steps recorded before the stop are kept"
+    # and they can be read: analyse reports them (it refused the capture as interrupted, for ever)
+    (mount / "filler").unlink()
+    report = npuprof("analyse", str(out), "--format", "json", timeout=60)
+    assert report.returncode == 0, report.stderr
+    (rank,) = json.loads(report.stdout)["ranks"]
+    assert [s["step"] for s in rank["steps"]] == record["steps"]
+    assert any("stopped before its planned end" in w for w in rank["warnings"]), rank
 
 
 def test_disk_full_during_export_leaves_no_partial_trace(tmpfs) -> None:

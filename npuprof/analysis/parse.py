@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,7 +209,19 @@ def parse_rank_dir(
             outcome.status = "cached"
             return outcome
         status = layout.capture_status(rank_dir)
-        if not status.complete:
+        notes: list[str] = []
+        if (
+            status.status == layout.STATUS_INCOMPLETE
+            and (layout.read_capture_record(rank_dir) or {}).get("status") == layout.STATUS_INCOMPLETE
+            and " skipped: " not in status.detail
+            and layout.find_raw_trace(rank_dir) is not None
+        ):
+            # stopped before its end by npuprof (--min-free-space) with its trace written whole (a trace
+            # is renamed into place once written): what it holds is read, the stop said with it
+            notes.append(
+                f"the capture was stopped before its planned end ({status.detail}); its trace is read"
+            )
+        elif not status.complete:
             outcome.status = "incomplete" if status.status != "unknown" else "missing"
             outcome.reason = (
                 (status.detail if " skipped: " in status.detail else f"interrupted capture: {status.detail}")
@@ -230,7 +242,7 @@ def parse_rank_dir(
             if alone:
                 _remove_leftovers(out_dir)
             # a db already there is rewritten with the tables: it never describes an older parse
-            outcome.files = write_outputs(raw, out_dir, outcome.rank, workers, export_db or has_db)
+            outcome.files = write_outputs(raw, out_dir, outcome.rank, workers, export_db or has_db, notes)
         write_text(done, "")
         outcome.files.append(layout.ANALYSE_DONE)
         outcome.status = "parsed"
@@ -392,19 +404,30 @@ class _Superseded:
 
 
 def write_outputs(
-    raw: Path, out_dir: Path, rank: int | None, workers: int = 1, export_db: bool = False
+    raw: Path,
+    out_dir: Path,
+    rank: int | None,
+    workers: int = 1,
+    export_db: bool = False,
+    notes: Sequence[str] = (),
 ) -> list[str]:
     """Parse ``raw`` and write every table into ``out_dir`` (with ``export_db`` the db files too);
     return the file names written."""
     superseded = _Superseded(out_dir / "trace_view.json")
     try:
-        return _write_outputs(raw, out_dir, rank, workers, superseded, export_db)
+        return _write_outputs(raw, out_dir, rank, workers, superseded, export_db, notes)
     finally:
         superseded.finish()
 
 
 def _write_outputs(
-    raw: Path, out_dir: Path, rank: int | None, workers: int, superseded: _Superseded, export_db: bool
+    raw: Path,
+    out_dir: Path,
+    rank: int | None,
+    workers: int,
+    superseded: _Superseded,
+    export_db: bool,
+    notes: Sequence[str] = (),
 ) -> list[str]:
     phase = _Phases()
     written: list[str] = []
@@ -448,7 +471,7 @@ def _write_outputs(
         phase("scan")
         info = meta.get("distributedInfo")
         traced = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
-        rank_note = []
+        rank_note = list(notes)  # what the caller knows of the capture, then the rank's own
         if rank is None:
             rank = traced
         elif traced is not None and traced != rank:  # as msprof-analyze does, the file name wins
