@@ -357,3 +357,27 @@ def test_tables_are_never_written_through_a_link_beside_a_bare_trace(tmp_path: P
     assert result.returncode == 0, result.stderr
     assert list(target.iterdir()) == []
     assert "a symbolic link (not followed)" in result.stderr and str(cache) in result.stderr
+
+
+def test_a_trace_gzipped_under_a_parse_is_read_from_its_gz(tmp_path: Path, monkeypatch) -> None:
+    """`npuprof analyse` while the run's post-processor gzips the same capture: the plain trace vanished
+    under the parse (FileNotFoundError, the capture reported "failed"); the .gz is read instead."""
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    real = parse.write_outputs
+    calls: list[str] = []
+
+    def gzipped_meanwhile(raw: Path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(raw.name)
+        if raw.suffix == ".json":
+            with open(raw, "rb") as plain, gzip.open(str(raw) + ".gz", "wb") as packed:
+                packed.write(plain.read())
+            raw.unlink()
+            raise FileNotFoundError(2, "No such file or directory", str(raw))
+        return real(raw, *args, **kwargs)
+
+    monkeypatch.setattr(parse, "write_outputs", gzipped_meanwhile)
+    outcome = parse_rank_dir(rank_dir, workers=1)
+    assert outcome.status == "parsed", outcome
+    assert calls == ["host.1.pt.trace.json", "host.1.pt.trace.json.gz"]

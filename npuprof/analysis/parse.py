@@ -221,6 +221,12 @@ def parse_rank_dir(
             notes.append(
                 f"the capture was stopped before its planned end ({status.detail}); its trace is read"
             )
+        elif status.status == layout.STATUS_CAPTURING:  # its run is alive: it may well be recording
+            outcome.status = "in progress"
+            outcome.reason = (
+                f"{status.detail.removeprefix('in progress: ')}; analyse it once the run has ended"
+            )
+            return outcome
         elif not status.complete:
             outcome.status = "incomplete" if status.status != "unknown" else "missing"
             outcome.reason = (
@@ -242,8 +248,17 @@ def parse_rank_dir(
             if alone:
                 _remove_leftovers(out_dir)
             # a db already there is rewritten with the tables: it never describes an older parse
-            outcome.files = write_outputs(raw, out_dir, outcome.rank, workers, export_db or has_db, notes)
-        write_text(done, "")
+            try:
+                outcome.files = write_outputs(raw, out_dir, outcome.rank, workers, export_db or has_db, notes)
+            except FileNotFoundError:  # the run's post-processor gzipped the trace meanwhile: read the .gz
+                gzipped = layout.find_raw_trace(rank_dir)
+                if gzipped is None or gzipped == raw:
+                    raise
+                outcome.files = write_outputs(
+                    gzipped, out_dir, outcome.rank, workers, export_db or has_db, notes
+                )
+            # under the lock: a parse that gets it next takes no temporary file of ours for a dead one's
+            write_text(done, "")
         outcome.files.append(layout.ANALYSE_DONE)
         outcome.status = "parsed"
     except UnsafePathError as exc:

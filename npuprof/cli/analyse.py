@@ -261,7 +261,9 @@ def _mark_in_progress(report: Report) -> None:
         status = layout.capture_status(rank_dir)
         if status.in_progress:
             problem.status = "in progress"
-            problem.reason = f"{status.detail}; analyse it once the run has ended"
+            problem.reason = (
+                f"{status.detail.removeprefix('in progress: ')}; analyse it once the run has ended"
+            )
 
 
 def _mark_partial_steps(report: Report) -> None:
