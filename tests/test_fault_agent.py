@@ -478,3 +478,33 @@ def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
     assert "stopped waiting" in err
     record = json.loads((out / "npuprof_run.json").read_text())
     assert record["exit_code"] == 0 and record["end"] is not None
+
+
+def test_a_post_processor_killed_mid_run_is_replaced_for_the_next_captures(out: Path, tmp_path: Path) -> None:
+    """A job of days with periodic captures: one kill -9 of the post-processor (an OOM kill, say) left
+    every later capture unparsed and its raw trace plain. A new one takes the next captures."""
+    script = tmp_path / "periodic.py"
+    script.write_text(
+        "import glob, os, signal, time, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "killed = False\n"
+        "for step in range(40):\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "    if not killed and step == 6:\n"
+        "        from npuprof.agent import entry\n"
+        "        os.kill(entry._state['agent'].post.pid, signal.SIGKILL)\n"
+        "        killed = True\n"
+        "    time.sleep(0.05)\n"
+    )
+    result = npuprof(
+        "run", "-o", str(out), "--repeat", "0", "--wait", "4", "--warmup", "1", "--active", "2",
+        "--skip-first", "0", "--", sys.executable, str(script), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    dirs = rank_dirs(out)
+    assert len(dirs) >= 5, dirs
+    parsed = [d for d in dirs if (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()]
+    # at most the capture in the pipe when it died is left unparsed, and none after it
+    assert len(parsed) >= len(dirs) - 1, (len(parsed), len(dirs))
+    assert (dirs[-1] / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+    assert list(dirs[-1].glob("*.pt.trace.json.gz"))

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
+RESTARTS = 3  # post-processors started again after one died, per training process
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -54,6 +55,7 @@ class Postprocessor:
         self.pid: int | None = None
         self._pipe: int | None = None
         self._handover: _Handover | None = None
+        self._restarts = 0
 
     @property
     def running(self) -> bool:
@@ -91,11 +93,35 @@ class Postprocessor:
 
     def submit(self, job: dict[str, Any]) -> bool:
         """Queue one job (never blocks); False when no post-processor is there to take it (one that has
-        died is found out by the hand-over thread, which then keeps the jobs as files itself)."""
+        died is found out by the hand-over thread, which then keeps the jobs as files itself). A dead one
+        is replaced, RESTARTS times at most in a process: a job of days would otherwise leave every later
+        capture unparsed and ungzipped after one kill (one that dies of each trace stops being replaced)."""
+        if self._handover is not None and not self._handover.broken and self._has_exited():
+            self._handover.broken = True  # found before a job is lost to its closed pipe
+        if self._handover is not None and self._handover.broken and self._restarts < RESTARTS:
+            self._restarts += 1
+            dead = self.pid
+            self.forget()  # the old hand-over thread keeps what it still holds as files
+            try:
+                self.start()
+            except OSError as exc:
+                _agent_log().warning(f"no new post-processor ({exc!r}); captures are kept unparsed")
+                return False
+            _agent_log().info(f"post-processor pid {dead} had ended: pid {self.pid} takes the next captures")
         if self._pipe is None or self._handover is None or self._handover.broken:
             return False
         self._handover.put(job)
         return True
+
+    def _has_exited(self) -> bool:
+        """Our post-processor has ended (reaped here; a pid that is not our child is not known)."""
+        if not self.pid:
+            return False
+        try:
+            done, _status = os.waitpid(self.pid, os.WNOHANG)
+        except OSError:  # not our child (a forked training process inherited the parent's)
+            return False
+        return done == self.pid
 
     def drain(self, timeout_s: float = HANDOVER_DRAIN_S) -> list[dict[str, Any]]:
         """At exit: wait (bounded) until every queued job reached the pipe; the jobs that did not."""
