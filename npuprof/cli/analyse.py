@@ -182,15 +182,17 @@ def analyse(
     else:
         terminal.render_table(report, Console())
     sys.stdout.flush()
+    without: list[str] = []
     for r in report.ranks:
         for note in r.warnings or []:
             print(f"npuprof analyse: warning: {r.rank_dir}: {note}", file=sys.stderr)
         if step_range is not None and not r.steps:
-            asked = steps if steps is not None else ""
-            print(
-                f"npuprof analyse: note: {r.rank_dir}: no step of --steps {asked} in this capture",
-                file=sys.stderr,
-            )
+            without.append(r.rank_dir)
+    if without:  # one line, whatever the number of captures (a job of days has thousands)
+        asked = steps if steps is not None else ""
+        shown = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
+        which = "this capture" if len(without) == 1 else f"{len(without)} of the {len(report.ranks)} captures"
+        print(f"npuprof analyse: note: no step of --steps {asked} in {which}: {shown}", file=sys.stderr)
     for line in repeated_steps(report.ranks):
         _note(line)
     if top > TOP_PER_STEP:
