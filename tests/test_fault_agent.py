@@ -6,6 +6,7 @@ subprocesses running real CPU training.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -508,3 +509,22 @@ def test_a_post_processor_killed_mid_run_is_replaced_for_the_next_captures(out: 
     assert len(parsed) >= len(dirs) - 1, (len(parsed), len(dirs))
     assert (dirs[-1] / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
     assert list(dirs[-1].glob("*.pt.trace.json.gz"))
+
+
+def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(tmpfs) -> None:
+    """Each window on a disk too full for its record left an empty *_ascend_pt directory (and a log line
+    blaming a missing file)."""
+    mount = tmpfs("400k")
+    out = mount / "result"
+    out.mkdir()
+    # every byte of it taken
+    with open(mount / "filler", "wb", buffering=0) as handle, contextlib.suppress(OSError):
+        while True:
+            handle.write(b"x" * 4096)
+    result = npuprof(
+        "run", "-o", str(out), "--min-free-space", "0", "--repeat", "0", "--wait", "1", "--warmup", "0",
+        "--active", "1", "--skip-first", "0", "--no-analyse", "--", *trainer("--steps", "8"), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    empty = [d for d in out.glob("*_ascend_pt") if not any(d.iterdir())]
+    assert empty == [], empty

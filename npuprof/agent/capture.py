@@ -10,6 +10,7 @@ post-processor's work (npuprof.results.postprocess), handed over as one job; wha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -74,10 +75,17 @@ class CaptureWriter:
         make_dir(self.output)
         rank_dir = self.output / name
         rank_dir.mkdir(mode=0o750)
+        try:
+            write_json(
+                rank_dir / layout.CAPTURE_RECORD,
+                self._record(layout.STATUS_CAPTURING, steps=[step]),
+                fsync=False,
+            )
+        except OSError:  # a full disk: no empty directory left behind for each window it skips
+            with contextlib.suppress(OSError):
+                rank_dir.rmdir()
+            raise
         self.rank_dir = rank_dir
-        write_json(
-            rank_dir / layout.CAPTURE_RECORD, self._record(layout.STATUS_CAPTURING, steps=[step]), fsync=False
-        )
         self._start_postprocessor()
         self.log.info(f"capture started at step {step} into {rank_dir}")
 
