@@ -23,26 +23,35 @@ HOLD_LOCK = (
 )
 
 
-def test_a_stopped_post_processor_is_named_once_and_the_wait_ends_when_it_goes_on(tmp_path: Path) -> None:
+RUN_ID = "abcdef123456"
+
+
+def _holding_the_lock(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
+    """A process holding a post-processor's lock of run RUN_ID in ``tmp_path`` for ``seconds``."""
     pending = tmp_path / layout.PENDING_DIR
     pending.mkdir()
-    told: list[int] = []
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(pending / "lock"), "npuprof.results.postprocess"],
+        [sys.executable, "-c", HOLD_LOCK.replace("0.5", str(seconds)), str(pending / "lock"),
+         "npuprof.results.postprocess"],
         stdout=subprocess.PIPE,
         text=True,
-    )
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    os.rename(pending / "lock", pending / f"{RUN_ID}.{os.uname().nodename}.{holder.pid}.0a0b0c0d.lock")
+    return holder
+
+
+def test_a_stopped_post_processor_is_named_once_and_the_wait_ends_when_it_goes_on(tmp_path: Path) -> None:
+    told: list[int] = []
+    holder = _holding_the_lock(tmp_path, 0.5)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
-        name = f"abcdef123456.{os.uname().nodename}.{holder.pid}.0a0b0c0d.lock"
-        os.rename(pending / "lock", pending / name)
         os.kill(holder.pid, signal.SIGSTOP)
 
         def on_stopped(pid: int) -> None:
             told.append(pid)
             os.kill(pid, signal.SIGCONT)  # what the note says to do
 
-        assert postprocess.wait_for_pending(tmp_path, "abcdef123456", poll_s=0.05, on_stopped=on_stopped) == 1
+        assert postprocess.wait_for_pending(tmp_path, RUN_ID, poll_s=0.05, on_stopped=on_stopped) == 1
     finally:
         os.kill(holder.pid, signal.SIGCONT)
         holder.kill()
@@ -51,23 +60,10 @@ def test_a_stopped_post_processor_is_named_once_and_the_wait_ends_when_it_goes_o
 
 
 def test_a_running_post_processor_is_not_called_stopped(tmp_path: Path) -> None:
-    pending = tmp_path / layout.PENDING_DIR
-    pending.mkdir()
-    script = HOLD_LOCK.replace("time.sleep(0.5)", "time.sleep(2.5)")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", script, str(pending / "lock"), "npuprof.results.postprocess"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = _holding_the_lock(tmp_path, 2.5)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
-        os.rename(
-            pending / "lock", pending / f"abcdef123456.{os.uname().nodename}.{holder.pid}.01020304.lock"
-        )
         told: list[int] = []
-        assert (
-            postprocess.wait_for_pending(tmp_path, "abcdef123456", poll_s=0.05, on_stopped=told.append) == 1
-        )
+        assert postprocess.wait_for_pending(tmp_path, RUN_ID, poll_s=0.05, on_stopped=told.append) == 1
         assert told == []
     finally:
         holder.kill()
