@@ -227,6 +227,14 @@ def test_a_cancel_ends_the_capture_in_flight_and_saves_what_it_recorded(tmp_path
     job.steps(10)
     assert len(job.captures()) == 1, job.captures()
     assert "cancelled during its warm-up" in job.log()
+    # read at the boundary into the first recorded step (which has not begun): nothing saved either
+    job.write(start_step=-1, active=5, warmup=3)
+    first = job.controller.step + 1
+    while job.controller.step < first + 2:  # the warm-up's steps, up to the one before recording
+        job.steps(1)
+    job.write(start_step=0)
+    job.steps(10)
+    assert len(job.captures()) == 1, job.captures()
 
 
 def test_the_poll_interval_is_2_s_then_step_10_to_11_at_least_1_s(tmp_path: Path) -> None:

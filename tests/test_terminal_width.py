@@ -169,6 +169,13 @@ def test_run_summary_says_when_complete_captures_were_not_parsed(
     assert said in capsys.readouterr().err
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(analyse=False), log)
     assert "not parsed" not in capsys.readouterr().err
+    # the files the post-processor would have made: said too, with the commands that make them
+    asked = ProfileConfig(export_stacks=["self_cpu_time_total"], memory_timeline=["html"], with_stack=True)
+    print_run_summary(tmp_path, [capture], 0, asked, log)
+    assert (
+        "their --export-stacks and --memory-timeline files were not made either (npuprof export-stacks DIR, "
+        "npuprof memory-timeline DIR make them)"
+    ) in " ".join(capsys.readouterr().err.split())
 
 
 def test_analyse_never_cuts_a_figure_at_80_columns(tmp_path: Path) -> None:

@@ -210,8 +210,9 @@ class DynamicPlan:
             self._event(
                 "INFO", f"the waiting request is replaced by a later change ({newest.describe()})", step
             )
-        if window is not None and newest.start_step == NO_CAPTURE and window.first <= step < window.record:
-            # a cancel during the warm-up: nothing was recorded, nothing is saved
+        if window is not None and newest.start_step == NO_CAPTURE and window.first <= step <= window.record:
+            # a cancel during the warm-up (or read at the boundary into the first recorded step, which
+            # has not begun): nothing was recorded, nothing is saved
             self._window = None
             self._pending = None
             self._event(

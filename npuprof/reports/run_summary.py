@@ -88,9 +88,22 @@ def print_run_summary(
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
     unparsed = sum(1 for c in captures if c.status == "complete" and not c.parsed)
     if cfg.analyse and unparsed:  # the post-processor ended (killed?) or failed before it parsed them
+        asked = [
+            name
+            for name, wanted in (
+                ("export-stacks", cfg.export_stacks),
+                ("memory-timeline", cfg.memory_timeline),
+            )
+            if wanted
+        ]
+        made = (
+            f"; their --{' and --'.join(asked)} files were not made either (npuprof "
+            + " DIR, npuprof ".join(asked)
+            + " DIR make them)"
+        )
         console.print(
             f"{unparsed} complete capture(s) not parsed in the run (see {escape(str(log_path))}): npuprof "
-            "analyse parses them"
+            "analyse parses them" + (made if asked else "")
         )
     target = shell_quote(str(output))
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})

@@ -253,8 +253,8 @@ class _Handover:
             who = f" (pid {self.pid})" if self.pid else ""
             _agent_log().warn_once(
                 "post-processor-gone",
-                f"the background post-processor{who} has ended ({exc.strerror or exc}); captures are kept "
-                "unparsed: run npuprof analyse on the output directory; training goes on",
+                f"the background post-processor{who} has ended ({exc.strerror or exc}); the capture handed "
+                "to it is kept unparsed (npuprof analyse parses it); training goes on",
             )
             return False
         return True
