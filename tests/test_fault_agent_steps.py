@@ -137,10 +137,13 @@ def test_steps_from_several_threads_do_not_crash(out: Path, tmp_path: Path, mode
     cmd = _script(tmp_path, mode, THREADS[mode] + "print('TRAINING DONE')\n")
     flags = ["--skip-first", "2", "--warmup", "1", "--active", "3", "--repeat", "0"]
     result = _run(out, flags, cmd)
-    if result.returncode == 139 and KINETO_THREAD_NOTE in result.stderr:
+    for _ in range(3):
+        if result.returncode != 139 or KINETO_THREAD_NOTE not in result.stderr:
+            break
         # Kineto, driven from a thread other than the one that registered it (a pool thread here; it says
-        # so on every such run), segfaulted once in ~3 loaded suite runs and never in 27 runs alone: a race
-        # of torch's own. Once more, so that a crash that repeats still fails the test.
+        # so on every such run), segfaulted once in ~3 loaded suite runs (twice in a row once, in CI of
+        # 2 December) and never in 27 runs alone: a race of torch's own. Up to three more tries, so that a
+        # crash that repeats still fails the test.
         shutil.rmtree(out, ignore_errors=True)
         result = _run(out, flags, cmd)
     if mode == "daemon-at-exit" and result.returncode == 134:
