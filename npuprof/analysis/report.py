@@ -75,12 +75,8 @@ def is_bare_trace(path: Path) -> bool:
 def _roots_of_the_runs_in(path: Path) -> list[Path]:
     """The directories outside ``path`` that the runs recorded in it captured into (--dynamic prof_dir)."""
     roots: list[Path] = []
-    for record_path in layout.run_records(path):
-        try:
-            record = layout.read_json_record(record_path, layout.RUN_RECORD_LIMIT)
-        except (OSError, ValueError):
-            continue
-        run_id = record.get("run_id") if isinstance(record, dict) else None
+    for _record_path, record in layout.read_run_records(path):
+        run_id = record.get("run_id")
         if isinstance(run_id, str):
             roots += [r for r in layout.capture_roots(path, run_id) if r not in roots]
     return roots
@@ -737,13 +733,12 @@ def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
     wrote no capture: the default report is of the latest run that has captures, which is then not the
     latest run."""
     notes = []
-    for record_path in layout.run_records(path):
+    for record_path, record in layout.read_run_records(path):
         try:
-            record = layout.read_json_record(record_path, layout.RUN_RECORD_LIMIT)
             written = record_path.stat().st_mtime_ns
-        except (OSError, ValueError):
+        except OSError:
             continue
-        if not isinstance(record, dict) or record.get("captures") or written <= reported.latest_ns:
+        if record.get("captures") or written <= reported.latest_ns:
             continue
         run_id = record.get("run_id")
         if not isinstance(run_id, str) or run_id in reported.run_ids:
@@ -760,12 +755,8 @@ def _runs_without_an_end(path: Path, run_ids: list[str]) -> list[str]:
     """A note for each of ``run_ids`` whose record in ``path`` has no end while its npuprof is gone (it
     was killed, e.g. by kill -9, or its machine went down): its exit code is not known."""
     notes = []
-    for record_path in layout.run_records(path):
-        try:
-            record = layout.read_json_record(record_path, layout.RUN_RECORD_LIMIT)
-        except (OSError, ValueError):
-            continue
-        if not isinstance(record, dict) or "end" not in record or record["end"] is not None:
+    for record_path, record in layout.read_run_records(path):
+        if "end" not in record or record["end"] is not None:
             continue
         run_id = record.get("run_id")
         if run_id in run_ids and layout.live_launcher(path, run_id) is None:

@@ -50,6 +50,7 @@ LONG_CAPTURE_STEPS = 1000  # more steps than this in one capture gets a word on 
 def trigger_command(**params: Any) -> None:
     """Ask a job running under `npuprof run --dynamic DIR` to capture: writes DIR/profiler_config.json."""
     from npuprof import config as c
+    from npuprof.results.layout import RANK_DIR_SUFFIX
 
     directory = Path(params.pop("directory"))
     start_step, active, warmup = params.pop("start_step"), params.pop("active"), params.pop("warmup")
@@ -72,7 +73,7 @@ def trigger_command(**params: Any) -> None:
     if cfg.ranks is not None and "analyse" not in flags:
         cfg.analyse = False  # is_rank turns torch_npu's automatic parsing off; say it in the file too
     prof_dir = os.path.abspath(cfg.output) if "output" in flags else None
-    if prof_dir is not None and any(part.endswith("_ascend_pt") for part in Path(prof_dir).parts):
+    if prof_dir is not None and any(part.endswith(RANK_DIR_SUFFIX) for part in Path(prof_dir).parts):
         _fail(
             "-o", f"{prof_dir!r} is inside a capture's directory (*_ascend_pt)", "give a directory of its own"
         )

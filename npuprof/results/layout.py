@@ -16,6 +16,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -439,6 +440,18 @@ def run_records(output: Path) -> list[Path]:
         return []
 
 
+def read_run_records(output: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Each readable run record in ``output`` (:func:`run_records`) with its JSON object; the others passed
+    over."""
+    for path in run_records(output):
+        try:
+            record = read_json_record(path, RUN_RECORD_LIMIT)
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict):
+            yield path, record
+
+
 _LIVE_CACHE_S = 2.0
 _live_cache: dict[tuple[str, str], tuple[float, str | None]] = {}
 
@@ -461,12 +474,8 @@ def live_launcher(output: Path, run_id: Any) -> str | None:
 
 
 def _live_launcher(output: Path, run_id: str) -> str | None:
-    for path in run_records(output):
-        try:
-            record = read_json_record(path, RUN_RECORD_LIMIT)
-        except (OSError, ValueError):
-            continue
-        if not isinstance(record, dict) or record.get("run_id") != run_id:
+    for _path, record in read_run_records(output):
+        if record.get("run_id") != run_id:
             continue
         pid, host = record.get("launcher_pid"), record.get("host")
         if record.get("end") is not None or not isinstance(pid, int) or isinstance(pid, bool):
