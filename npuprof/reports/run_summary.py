@@ -8,6 +8,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from npuprof.config import ProfileConfig
 from npuprof.reports.text import shorten_middle
@@ -348,7 +349,6 @@ def unread_request(directory: Path) -> str:
     import json
 
     from npuprof.agent.dynamic_files import CONFIG_NAME
-    from npuprof.agent.dynamic_log import parse_line
     from npuprof.results.layout import read_small
 
     path = directory / CONFIG_NAME
@@ -361,13 +361,8 @@ def unread_request(directory: Path) -> str:
         return ""
     last_read = 0.0
     for log in sorted((directory / "log").glob("dp_*.log*")):
-        try:
-            text = read_small(log, LOG_READ_LIMIT).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            fields = parse_line(line)
-            if fields is not None and fields["message"].startswith("loaded: "):
+        for fields in _dynamic_log_fields(log):
+            if fields["message"].startswith("loaded: "):
                 day, ms = fields["time"].split(",")
                 stamp = time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
                 last_read = max(last_read, stamp)
@@ -385,20 +380,11 @@ def planned_not_reached(directory: Path) -> str:
     """What became of the last capture a process's log in ``directory/log`` planned, when none began: the
     job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); in words, else
     ""."""
-    from npuprof.agent.dynamic_log import parse_line
-    from npuprof.results.layout import read_small
 
     found = ""
     for log in sorted((directory / "log").glob("dp_*.log")):
-        try:
-            text = read_small(log, LOG_READ_LIMIT).decode("utf-8", "replace")
-        except OSError:
-            continue
         planned, cancelled, last_step = "", "", None
-        for line in text.splitlines():
-            fields = parse_line(line)
-            if fields is None:
-                continue
+        for fields in _dynamic_log_fields(log):
             if fields["step"] is not None:
                 last_step = int(fields["step"])
             message = fields["message"]
@@ -414,3 +400,16 @@ def planned_not_reached(directory: Path) -> str:
         elif cancelled:
             found = f"{cancelled} (npuprof trigger --cancel)"
     return found
+
+
+def _dynamic_log_fields(log: Path) -> list[dict[str, Any]]:
+    """The parsed lines of one of --dynamic's action logs (npuprof/agent/dynamic_log.py), read without
+    following a link, at most LOG_READ_LIMIT bytes; [] when it cannot be read."""
+    from npuprof.agent.dynamic_log import parse_line
+    from npuprof.results.layout import read_small
+
+    try:
+        text = read_small(log, LOG_READ_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [fields for line in text.splitlines() if (fields := parse_line(line)) is not None]
