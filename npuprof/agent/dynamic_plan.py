@@ -66,19 +66,6 @@ class Window:
         return self.first <= step <= self.last + 1
 
 
-def process_start_time() -> float | None:
-    """When this process began (epoch s, to the clock tick), from /proc; None where that is not known."""
-    try:
-        with open("/proc/self/stat", "rb") as handle:
-            stat = handle.read()
-        ticks = int(stat[stat.rfind(b")") + 2 :].split()[19])  # field 22, starttime: ticks after boot
-        with open("/proc/stat", "rb") as handle:
-            boot = next(int(line.split()[1]) for line in handle if line.startswith(b"btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-
-
 class DynamicPlan:
     """The CapturePlan of `npuprof run --dynamic DIR` (npuprof.agent.schedule.CapturePlan)."""
 
@@ -379,6 +366,8 @@ class DynamicPlan:
             changed = os.stat(self.file).st_mtime
         except OSError:
             return False
+        from npuprof.results.layout import process_start_time
+
         began = process_start_time()
         return began is not None and changed < began - CLOCK_SLACK_S
 

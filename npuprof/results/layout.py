@@ -514,6 +514,16 @@ def _alive_since(pid: int, start: Any) -> bool:
     return started is None or recorded is None or started <= recorded + 2
 
 
+def process_start_time(pid: int | str = "self") -> float | None:
+    """When process ``pid`` began (epoch s, to the clock tick), from /proc; None where that is not known."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(text[text.rindex(")") + 2 :].split()[19])  # field 22, starttime: ticks after boot
+    except (OSError, ValueError, IndexError):
+        return None
+    return _process_start(ticks)
+
+
 def _process_start(ticks: int) -> float | None:
     with contextlib.suppress(OSError, ValueError, StopIteration):
         with open("/proc/stat", encoding="ascii", errors="replace") as handle:
