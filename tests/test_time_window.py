@@ -73,10 +73,7 @@ def no_steps(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def with_steps(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("window_steps")
-    # a delay the job's first step comes well within, even on a loaded machine: a window that opens before
-    # the first step opens as one of a job without steps (a race in which the record's steps and the
-    # trace's step names then disagree by one: known, not fixed)
-    return _run(root, "--delay", str(3 * DELAY_S), "--duration", str(DURATION_S), steps=True)
+    return _run(root, "--delay", str(DELAY_S), "--duration", str(DURATION_S), steps=True)
 
 
 def test_a_job_without_steps_gets_one_window_of_the_asked_length(no_steps: dict) -> None:
@@ -157,6 +154,29 @@ def test_with_steps_the_window_is_whole_steps(with_steps: dict) -> None:
     assert DURATION_S <= length <= DURATION_S + 3 * STEP_SLEEP_S + 0.5
     log = (with_steps["out"] / "npuprof.log").read_text()
     assert f"time window ended at step {numbers[-1] + 1}" in log
+
+
+def test_a_window_opened_before_the_first_step_counts_the_steps_that_come(tmp_path: Path) -> None:
+    """The window opens while the job still sets up (no optimizer yet): the capture starts as one of a job
+    without steps; when steps come, the trace names them and the record lists the same steps."""
+    out = tmp_path / "out"
+    job = [sys.executable, JOB, str(tmp_path / "times.json"), str(JOB_S), "--until-captured", str(out)]
+    result = npuprof(
+        "run", "-o", str(out), "--delay", "0.3", "--duration", "2.5", "--",
+        *job, "--steps", "--steps-after", "1.5", timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    events, _start, _length = _spans(load_trace(d))
+    names = [str(e["name"]) for e in events]
+    numbers = sorted(int(name.split("#")[1]) for name in names if name.startswith("ProfilerStep#"))
+    assert record["status"] == "complete"
+    assert numbers == record["steps"] and numbers[0] == 1 and len(numbers) >= 2
+    assert "steps began during the time window" in (out / "npuprof.log").read_text()
+    report = json.loads(npuprof("analyse", str(out), "--format", "json").stdout)
+    (rank,) = report["ranks"]
+    assert [s["step"] for s in rank["steps"]] == numbers
 
 
 @pytest.mark.parametrize(

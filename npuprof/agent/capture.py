@@ -114,6 +114,10 @@ class CaptureWriter:
                 f"no background post-processor ({exc!r}); the capture's files are written in the step"
             )
 
+    def steps_begin_at(self, step: int) -> None:
+        """The capture began before the job's first step (a time window): its steps start at ``step``."""
+        self.first_step = step
+
     def finish(
         self, prof: Any, last_step: int, detail: str = "", status: str = layout.STATUS_COMPLETE
     ) -> None:

@@ -44,6 +44,8 @@ class CaptureSink(Protocol):
 
     def skipped(self, step: int, detail: str) -> None: ...
 
+    def steps_begin_at(self, step: int) -> None: ...
+
 
 class CaptureController:
     def __init__(
@@ -288,12 +290,27 @@ class CaptureController:
             if wanted is Action.NONE and getattr(self.plan, "timed", False):
                 self._finish_early("", last=step - 1)  # a time window ends at this boundary
                 return
+            if self._no_steps:
+                self._steps_came(step)
             # A Ctrl-C while torch collects the events would lose them all: it reaches the script once
             # this boundary is done, the controller's own state included.
             with sigint_held_back():
                 self._step_profiler(step, wanted)
             return
         self.next_check = step + 1
+
+    def _steps_came(self, step: int) -> None:
+        """A time window opened before the job's first step boundary (as one of a job without steps) and
+        steps now come: from this boundary on the trace has its ProfilerStep spans, and the capture's
+        steps start here, so that the record's steps are the trace's (docs/architecture.md, time windows)."""
+        self._no_steps = False
+        if getattr(self.prof, "record_steps", True) is not False:
+            return  # this profiler numbers its steps from its start: nothing to switch
+        self.prof.record_steps = True  # torch opens ProfilerStep#{step} in the step() that follows
+        self._capture_first = step
+        if self.sink is not None:
+            self.sink.steps_begin_at(step)
+        self.log.info(f"steps began during the time window: its steps are counted from step {step}")
 
     def _step_profiler(self, step: int, wanted: Action) -> None:
         previous = self.action

@@ -1,5 +1,6 @@
 """A job for --delay/--duration: torch ops for SECONDS after `import torch`, with no step at all, or
 (--steps) one SGD step every ~0.15 s. Writes the wall-clock time before and after `import torch` to OUT.
+With --steps-after S (and --steps) the steps begin after S seconds of torch ops without a step.
 With --join-first S the main thread first waits S seconds in Thread.join (and OUT says when it ended).
 With --until-captured DIR the job ends as soon as its own capture under DIR is complete (its record says
 so), SECONDS being then the most it runs; the --join-first thread then ends 1.6 s after that, S being the
@@ -56,6 +57,11 @@ if "--join-first" in sys.argv:
 with open(out, "w") as handle:
     json.dump(times, handle)
 a = torch.randn(64, 64)
+if "--steps-after" in sys.argv:  # torch ops without a step for S seconds, then steps
+    setup_end = time.monotonic() + float(sys.argv[sys.argv.index("--steps-after") + 1])
+    while time.monotonic() < setup_end:
+        torch.mm(a, a)
+        time.sleep(0.02)
 if "--steps" in sys.argv:
     model = torch.nn.Linear(16, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
