@@ -431,6 +431,7 @@ def test_disk_full_during_export_leaves_no_partial_trace(tmpfs) -> None:
     (d,) = rank_dirs(out)
     assert capture_record(d)["status"] == "incomplete"
     assert "export failed" in capture_record(d)["detail"]
+    assert capture_record(d)["steps"] == [2, 3, 4, 5]  # skip 1, warm up 1: the 4 steps it was to hold
     leftovers = [p.name for p in d.iterdir() if ".tmp" in p.name or ".pt.trace." in p.name]
     assert not leftovers
 

@@ -140,7 +140,7 @@ class CaptureWriter:
                 self.abandon(f"trace export interrupted by the script's signal handler: {exc!r}")
                 raise
             self.log.warn_once("export", f"the trace of steps {steps[0]}-{steps[-1]} was not written: {exc}")
-            self.abandon(f"trace export failed: {exc}")
+            self.abandon(f"trace export failed: {exc}", steps)
             return
         from npuprof.agent.signals import note_exported
 
@@ -242,11 +242,13 @@ class CaptureWriter:
         except OSError as exc:
             self.log.error(f"could not record the skipped capture: {exc!r}")
 
-    def abandon(self, detail: str) -> None:
+    def abandon(self, detail: str, steps: list[int] | None = None) -> None:
+        """Mark the capture in flight incomplete; ``steps``: those it was to hold, when known."""
         self.annotations.end()
         try:
             if self.rank_dir is not None and self.rank_dir.exists():
-                record = self._record(layout.STATUS_INCOMPLETE, steps=[self.first_step], detail=detail)
+                steps = steps or [self.first_step]
+                record = self._record(layout.STATUS_INCOMPLETE, steps=steps, detail=detail)
                 _write_record_even_on_a_full_disk(self.rank_dir / layout.CAPTURE_RECORD, record)
         except OSError as exc:  # the record keeps saying "capturing", which reads as incomplete
             self.log.error(f"could not mark {self.rank_dir} incomplete: {exc!r}")
