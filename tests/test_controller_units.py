@@ -162,6 +162,9 @@ class Sink:
     def skipped(self, step: int, detail: str) -> None:
         self.events.append(("skipped", step, detail))
 
+    def steps_begin_at(self, step: int) -> None:
+        self.events.append(("steps", step))
+
 
 class Log:
     def __init__(self) -> None:
@@ -1015,6 +1018,23 @@ def test_tick_opens_a_window_without_steps_and_closes_it() -> None:
     assert rig.log.lines[-1] == ("info", "time window ended at step 0")
     assert rig.c.prof is None and rig.profiling == [True, False] and plan.started == 1
     assert rig.c.next_check == NEVER
+
+
+def test_steps_that_come_inside_a_window_opened_without_them_are_counted_from_their_first() -> None:
+    plan = Timed()
+    rig = Rig(plan, arm=False)
+    plan.open = True
+    rig.c.tick()  # the job has no step yet: a window of a job without steps
+    prof = rig.backend.created[0][1]
+    assert prof.record_steps is False
+    rig.run(2)  # steps come: torch names them from the first boundary on
+    assert prof.record_steps is True and prof.step_num == 2
+    assert rig.sink.events == [("begin", 0), ("steps", 1)]
+    plan.open = False
+    rig.c.replan()
+    rig.run(1)
+    assert rig.sink.events == [("begin", 0), ("steps", 1), ("finish", 2, "", "complete", 2)]
+    assert ("info", "steps began during the time window: its steps are counted from step 1") in rig.log.lines
 
 
 def test_tick_in_a_job_with_steps() -> None:
