@@ -512,6 +512,42 @@ def test_a_post_processor_killed_mid_run_is_replaced_for_the_next_captures(out: 
     assert list(dirs[-1].glob("*.pt.trace.json.gz"))
 
 
+def test_a_post_processor_the_script_reaped_is_replaced_before_the_next_capture(
+    out: Path, tmp_path: Path
+) -> None:
+    """A script that reaps every child (a SIGCHLD handler calling waitpid(-1)) reaped our killed
+    post-processor before we could: the capture handed over next went into its closed pipe, unparsed."""
+    script = tmp_path / "reaping.py"
+    script.write_text(
+        "import os, signal, time, torch\n"
+        "def reap(*_):\n"
+        "    try:\n"
+        "        while os.waitpid(-1, os.WNOHANG)[0]:\n"
+        "            pass\n"
+        "    except ChildProcessError:\n"
+        "        pass\n"
+        "signal.signal(signal.SIGCHLD, reap)\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(20):\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "    if step == 5:  # inside the first capture (steps 5-6), before its hand-over\n"
+        "        from npuprof.agent import entry\n"
+        "        os.kill(entry._state['agent'].post.pid, signal.SIGKILL)\n"
+        "        time.sleep(0.5)\n"
+        "    time.sleep(0.05)\n"
+    )
+    result = npuprof(
+        "run", "-o", str(out), "--repeat", "0", "--wait", "4", "--warmup", "1", "--active", "2",
+        "--skip-first", "0", "--", sys.executable, str(script), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    dirs = rank_dirs(out)
+    assert len(dirs) >= 2, dirs
+    unparsed = [d.name for d in dirs if not (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()]
+    assert not unparsed, (unparsed, (out / "npuprof.log").read_text())
+    assert "takes the next captures" in (out / "npuprof.log").read_text()
+
+
 def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(tmpfs) -> None:
     """Each window on a disk too full for its record left an empty *_ascend_pt directory (and a log line
     blaming a missing file)."""

@@ -114,12 +114,22 @@ class Postprocessor:
         return True
 
     def _has_exited(self) -> bool:
-        """Our post-processor has ended (reaped here; a pid that is not our child is not known)."""
+        """Our post-processor has ended: reaped here, or reaped by the script (its SIGCHLD handler, or
+        SIGCHLD ignored) and its pid gone. A pid taken again since is not known to be ours' end: the
+        hand-over finds that one when its pipe breaks."""
         if not self.pid:
             return False
         try:
             done, _status = os.waitpid(self.pid, os.WNOHANG)
-        except OSError:  # not our child (a forked training process inherited the parent's)
+        except ChildProcessError:  # someone else reaped it
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return True
+            except OSError:
+                return False
+            return False
+        except OSError:
             return False
         return done == self.pid
 
