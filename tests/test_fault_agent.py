@@ -546,6 +546,8 @@ def test_a_post_processor_the_script_reaped_is_replaced_before_the_next_capture(
     unparsed = [d.name for d in dirs if not (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()]
     assert not unparsed, (unparsed, (out / "npuprof.log").read_text())
     assert "takes the next captures" in (out / "npuprof.log").read_text()
+    said = " ".join(result.stderr.split())  # the run summary, whatever its width
+    assert "a background post-processor was found dead 1 time(s)" in said, result.stderr
 
 
 def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(tmpfs) -> None:

@@ -123,9 +123,18 @@ def print_run_summary(
         console.print(f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe)")
     if run_id:  # requested outputs that could not be produced, with their fix (npuprof/results/extras.py)
         from npuprof.results.extras import not_produced_notes
+        from npuprof.results.postprocess import RESTARTS, deaths_in
 
-        for note in not_produced_notes(run_log_lines(log_path, run_id)):
+        lines = run_log_lines(log_path, run_id)
+        for note in not_produced_notes(lines):
             console.print(f"[bold yellow]npuprof:[/] {escape(note)}")
+        dead = deaths_in(lines)
+        if dead:  # killed, out of memory: each was replaced, RESTARTS times at most a training process
+            console.print(
+                f"[bold yellow]npuprof:[/] a background post-processor was found dead {len(dead)} time(s) "
+                f"(killed? out of memory?): replaced, {RESTARTS} times at most a process; see "
+                f"{escape(str(log_path))}"
+            )
 
 
 def _shown_dir(rank_dir: Path, output: Path) -> str:

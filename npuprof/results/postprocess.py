@@ -25,11 +25,12 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
 RESTARTS = 3  # post-processors started again after one died, per training process
+# the agent's log lines that say a post-processor was found dead (read back by the run summary)
+_DEATH_RE = re.compile(r"post-processor(?: pid (?P<a>\d+) had ended| \(pid (?P<b>\d+)\) has ended)")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -297,6 +300,12 @@ def _keep_unparsed(job: dict[str, Any]) -> None:
     from npuprof.agent.capture import write_job_files
 
     write_job_files(job, _agent_log())
+
+
+def deaths_in(lines: Iterable[str]) -> set[str]:
+    """The pids of the post-processors that npuprof.log's ``lines`` say were found dead."""
+    found = (_DEATH_RE.search(line) for line in lines)
+    return {m["a"] or m["b"] for m in found if m is not None}
 
 
 def _create_lock(output: Path, run_id: str) -> int:
