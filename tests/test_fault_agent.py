@@ -482,20 +482,20 @@ def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
     assert record["exit_code"] == 0 and record["end"] is not None
 
 
-def test_a_post_processor_killed_mid_run_is_replaced_for_the_next_captures(out: Path, tmp_path: Path) -> None:
-    """A job of days with periodic captures: one kill -9 of the post-processor (an OOM kill, say) left
-    every later capture unparsed and its raw trace plain. A new one takes the next captures."""
+def _periodic_captures(out: Path, tmp_path: Path, kill_at: int, steps: int, prelude: str = ""):
+    """`npuprof run` (a capture of steps 5-6, then every 7 steps) of a script that runs ``prelude``, then
+    kills its post-processor (kill -9) after step ``kill_at``; its exit code must be 0."""
     script = tmp_path / "periodic.py"
     script.write_text(
-        "import glob, os, signal, time, torch\n"
+        "import os, signal, time, torch\n"
+        f"{prelude}"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "killed = False\n"
-        "for step in range(40):\n"
+        f"for step in range({steps}):\n"
         "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "    if not killed and step == 6:\n"
+        f"    if step == {kill_at}:\n"
         "        from npuprof.agent import entry\n"
         "        os.kill(entry._state['agent'].post.pid, signal.SIGKILL)\n"
-        "        killed = True\n"
+        "        time.sleep(0.5)  # dead before the next hand-over\n"
         "    time.sleep(0.05)\n"
     )
     result = npuprof(
@@ -503,13 +503,35 @@ def test_a_post_processor_killed_mid_run_is_replaced_for_the_next_captures(out: 
         "--skip-first", "0", "--", sys.executable, str(script), timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    return result
+
+
+def _unparsed(out: Path) -> list[str]:
+    return [d.name for d in rank_dirs(out) if not (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()]
+
+
+def test_a_post_processor_killed_mid_run_is_replaced_for_the_next_captures(out: Path, tmp_path: Path) -> None:
+    """A job of days with periodic captures: one kill -9 of the post-processor (an OOM kill, say) left
+    every later capture unparsed and its raw trace plain. A new one takes the next captures."""
+    result = _periodic_captures(out, tmp_path, kill_at=6, steps=40)
     dirs = rank_dirs(out)
     assert len(dirs) >= 5, dirs
-    parsed = [d for d in dirs if (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()]
     # at most the capture in the pipe when it died is left unparsed, and none after it
-    assert len(parsed) >= len(dirs) - 1, (len(parsed), len(dirs))
+    assert len(_unparsed(out)) <= 1, _unparsed(out)
     assert (dirs[-1] / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
     assert list(dirs[-1].glob("*.pt.trace.json.gz"))
+    said = " ".join(result.stderr.split())  # the run summary, whatever its width
+    assert "a background post-processor was found dead 1 time(s)" in said, result.stderr
+
+
+REAP_EVERY_CHILD = """def reap(*_):
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+signal.signal(signal.SIGCHLD, reap)
+"""
 
 
 def test_a_post_processor_the_script_reaped_is_replaced_before_the_next_capture(
@@ -517,37 +539,10 @@ def test_a_post_processor_the_script_reaped_is_replaced_before_the_next_capture(
 ) -> None:
     """A script that reaps every child (a SIGCHLD handler calling waitpid(-1)) reaped our killed
     post-processor before we could: the capture handed over next went into its closed pipe, unparsed."""
-    script = tmp_path / "reaping.py"
-    script.write_text(
-        "import os, signal, time, torch\n"
-        "def reap(*_):\n"
-        "    try:\n"
-        "        while os.waitpid(-1, os.WNOHANG)[0]:\n"
-        "            pass\n"
-        "    except ChildProcessError:\n"
-        "        pass\n"
-        "signal.signal(signal.SIGCHLD, reap)\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for step in range(20):\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "    if step == 5:  # inside the first capture (steps 5-6), before its hand-over\n"
-        "        from npuprof.agent import entry\n"
-        "        os.kill(entry._state['agent'].post.pid, signal.SIGKILL)\n"
-        "        time.sleep(0.5)\n"
-        "    time.sleep(0.05)\n"
-    )
-    result = npuprof(
-        "run", "-o", str(out), "--repeat", "0", "--wait", "4", "--warmup", "1", "--active", "2",
-        "--skip-first", "0", "--", sys.executable, str(script), timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    dirs = rank_dirs(out)
-    assert len(dirs) >= 2, dirs
-    unparsed = [d.name for d in dirs if not (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()]
-    assert not unparsed, (unparsed, (out / "npuprof.log").read_text())
+    _periodic_captures(out, tmp_path, kill_at=5, steps=20, prelude=REAP_EVERY_CHILD)  # inside steps 5-6
+    assert len(rank_dirs(out)) >= 2
+    assert not _unparsed(out), (out / "npuprof.log").read_text()
     assert "takes the next captures" in (out / "npuprof.log").read_text()
-    said = " ".join(result.stderr.split())  # the run summary, whatever its width
-    assert "a background post-processor was found dead 1 time(s)" in said, result.stderr
 
 
 def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(tmpfs) -> None:
