@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,14 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
         raise TypeError("boom")
     assert json.loads(path.read_text()) == {"old": True}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["record.json"]
+
+
+def test_a_fifo_named_as_the_file_is_not_replaced(tmp_path: Path) -> None:
+    """The rename would replace a device or FIFO given as an output (as root, -o /dev/null replaced the
+    system's /dev/null): refused, the node left as it was, no temporary file left."""
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        atomic.write_json(fifo, {"a": 1})
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -505,3 +506,34 @@ def test_the_summary_says_the_output_went_read_only_rather_than_blaming_the_sche
         tmp_path / "gone", [], 0, ProfileConfig(), tmp_path / "gone" / "npuprof.log", run_id="r"
     )
     assert "cannot be reached" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--export-chrome-trace", "{fifo}", "--", sys.executable, "-c", "print(1)"],
+        ["export-stacks", "{src}", "-o", "{fifo}"],
+        ["export-stacks", "{src}", "--svg", "{fifo}"],
+        ["memory-timeline", "{src}", "-o", "{fifo}"],
+    ],
+)
+def test_a_fifo_given_as_an_output_file_is_refused_and_left_alone(tmp_path: Path, command: list[str]) -> None:
+    """A device or FIFO named as an output file was replaced by the file (as root, -o /dev/null replaced
+    the system's /dev/null): one line, exit 2, the node as it was, nothing run or written."""
+    fifo = tmp_path / "node.json"
+    os.mkfifo(fifo)
+    args = [a.format(fifo=fifo, src=tmp_path / "none") for a in command]
+    result = npuprof(*args, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "is a FIFO (writing the file would replace it)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node.json"]
+
+
+@pytest.mark.parametrize("command", [["analyse"], ["status"], ["trigger"], ["export-stacks"]])
+def test_a_path_too_long_to_look_up_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    result = npuprof(*command, str(tmp_path / ("x" * 300)), timeout=60)
+    assert result.returncode in (1, 2), result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "File name too long" in result.stderr

@@ -28,16 +28,16 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _check_output(path: Path, flag: str) -> Path:
-    from npuprof.results.paths import UnsafePathError, check_no_symlink
+    from npuprof.results.paths import UnsafePathError, check_no_symlink, output_file_problem
 
     try:
         target = check_no_symlink(path, flag)
     except UnsafePathError as exc:
         raise _fail(str(exc), 2) from None
-    if not target.parent.is_dir():
-        raise _fail(f"{flag} {path}: the directory {target.parent} does not exist", 2)
-    if target.is_dir():
-        raise _fail(f"{flag} {path} is a directory: give a file name", 2)
+    problem = output_file_problem(target)
+    if problem is not None:
+        hint = ": give a file name" + (" (-o - writes the stacks to stdout)" if flag == "-o" else "")
+        raise _fail(f"{flag} {path}: {problem}{hint}", 2)
     return target
 
 

@@ -191,6 +191,11 @@ def _run_typer() -> int:
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("npuprof: aborted\n")
         return 130
+    except OSError as exc:  # a path the command could not look at (no permission, a name too long, ...)
+        where = f"npuprof {sys.argv[1]}" if len(sys.argv) > 1 else "npuprof"
+        what = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"{where}: error: {what}{exc.strerror or exc}\n")
+        return 1
     return result if isinstance(result, int) else 0
 
 

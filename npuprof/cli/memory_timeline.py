@@ -53,15 +53,16 @@ def memory_timeline(
     ] = None,
 ) -> None:
     from npuprof.reports import memory_timeline as mt
-    from npuprof.results.paths import UnsafePathError, check_no_symlink
+    from npuprof.results.paths import UnsafePathError, check_no_symlink, output_file_problem
 
     try:
         fmt = mt.format_of(output)
         target = check_no_symlink(output, "-o")
     except (mt.MemoryTimelineError, UnsafePathError) as exc:
         raise _fail(f"-o: {exc}", 2) from None
-    if not target.parent.is_dir():
-        raise _fail(f"-o {output}: the directory {target.parent} does not exist", 2)
+    problem = output_file_problem(target)
+    if problem is not None:
+        raise _fail(f"-o {output}: {problem}: give a file name", 2)
     if fmt == "html":
         import importlib.util
 

@@ -177,12 +177,13 @@ def _check_trace_dir(path: str | None) -> None:
             f"{path} names a gzip file, and the trace written there is plain JSON",
             "give a .json path (the result tree keeps the trace gzipped)",
         )
-    if path is not None and not Path(path).parent.is_dir():
-        raise c.ConfigError(
-            "--export-chrome-trace",
-            f"{Path(path).parent} is not a directory",
-            "make it, or give another path",
-        )
+    if path is None:
+        return
+    from npuprof.results.paths import output_file_problem
+
+    problem = output_file_problem(path)
+    if problem is not None:
+        raise c.ConfigError("--export-chrome-trace", problem, "give a file path in an existing directory")
 
 
 def _dynamic_source(flags: dict[str, object], environ: dict[str, str]) -> tuple[str, str] | None:

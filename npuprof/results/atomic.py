@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +42,7 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb", *, fsync: bool
     a power loss may; for small files written inside a training step or on the launcher's start path.
     """
     target = Path(path)
+    _refuse_to_replace_a_special_file(target)
     fd, tmp_name = _create_temp(target)
     try:
         os.fchmod(fd, file_mode())
@@ -54,6 +56,19 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb", *, fsync: bool
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
+
+
+def _refuse_to_replace_a_special_file(target: Path) -> None:
+    """The rename would replace a device, a FIFO or a socket named as the file (``-o /dev/null`` as root
+    would replace the system's): an OSError instead."""
+    import stat
+
+    try:
+        info = os.lstat(target)
+    except OSError:
+        return  # none there (or it cannot be looked up: the write fails on its own then)
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        raise OSError(errno.EEXIST, "not a regular file; npuprof does not replace it", str(target))
 
 
 def _create_temp(target: Path) -> tuple[int, str]:

@@ -12,15 +12,60 @@ class UnsafePathError(ValueError):
 
 
 def first_symlink(path: str | os.PathLike[str]) -> Path | None:
-    """The first component of ``path`` (made absolute, not resolved) that is a symlink, if any."""
+    """The first component of ``path`` (made absolute, not resolved) that is a symlink, if any; raises
+    UnsafePathError when a component cannot be looked up (no permission, a name too long)."""
     absolute = Path(os.path.abspath(path))
     current = Path(absolute.anchor)
     for part in absolute.parts[1:]:
         current = current / part
-        if current.is_symlink():
-            return current
-        if not current.exists():
+        try:
+            info = os.lstat(current)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as exc:
+            raise UnsafePathError(f"{str(path)!r}: cannot look up {str(current)!r}: {exc.strerror}") from None
+        if stat.S_ISLNK(info.st_mode):
+            return current
+    return None
+
+
+_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_a_plain_file(info: os.stat_result) -> str | None:
+    """What a file that is not a regular one (nor a directory or a link) is, in words; None otherwise."""
+    return next((kind for test, kind in _KINDS if test(info.st_mode)), None)
+
+
+def output_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot take an output file that npuprof writes whole (to a temporary name, then
+    renamed over it): its directory is missing or not one, it is a directory, a device, a FIFO or a
+    socket (which the rename would replace), or it cannot be looked up. None when it can."""
+    target = Path(os.path.abspath(path))
+    try:
+        parent = os.stat(target.parent)
+    except FileNotFoundError:
+        return f"the directory {target.parent} does not exist"
+    except OSError as exc:
+        return f"cannot look up {target.parent}: {exc.strerror}"
+    if not stat.S_ISDIR(parent.st_mode):
+        return f"{target.parent} is not a directory"
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot look up {target}: {exc.strerror}"
+    if stat.S_ISDIR(info.st_mode):
+        return f"{target} is a directory"
+    kind = not_a_plain_file(info)
+    if kind is not None:
+        return f"{target} is {kind} (writing the file would replace it)"
     return None
 
 
