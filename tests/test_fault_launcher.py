@@ -544,3 +544,37 @@ def test_min_free_space_from_the_config_file(out: Path, tmp_path: Path) -> None:
     assert result.returncode == 2
     (line,) = [x for x in result.stderr.splitlines() if x.strip()]
     assert str(config) in line and "min_free_space" in line
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--with-stack", "true"], "'true': before -- is not a command: --with-stack takes no value"),
+        (["--ranks", "0", "1"], "'1': before -- is not a command: --ranks takes one value"),
+        (["--metadata", "a=1", "b=2"], "'b=2': before -- is not a command: --metadata takes one value"),
+        (["-o"], "--output: took '--' as its value"),
+        (["-o", "--with-stack"], "--output: took '--with-stack' as its value"),
+        (["--export-chrome-trace"], "--export-chrome-trace: took '--' as its value"),
+    ],
+)
+def test_a_word_taken_for_the_command_or_a_flag_taken_as_a_value_exits_2(
+    tmp_path: Path, flags: list[str], said: str
+) -> None:
+    """`--with-stack true -- python train.py` ran `true` (exit 0, no training), `-o -- python ...` made a
+    directory named `--`: one line, exit 2, nothing run or made."""
+    marker = tmp_path / "ran"
+    job = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    result = npuprof("run", *flags, "--", *job, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert list(tmp_path.iterdir()) == []  # the job never ran, no directory made
+
+
+def test_a_command_with_its_own_double_dash_still_runs(tmp_path: Path) -> None:
+    """Without npuprof's own --, a command's -- is the command's."""
+    result = npuprof(
+        "run", "-o", str(tmp_path / "out"), "--", sys.executable, "-c", "import sys; print(sys.argv[1:])",
+        "--", "1", timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "['--', '1']" in result.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from typing import Annotated, Any, Optional
 
@@ -27,8 +28,10 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
             "missing",
             "put the command after --, e.g. npuprof run -- python train.py (npuprof run --help: the flags)",
         )
+    _refuse_words_taken_for_the_command(list(command))
     config = params.pop("config", None)
     flags = {k: v for k, v in params.items() if v is not None}
+    _refuse_flags_taken_as_values(flags, config)
     try:
         cfg = build_config(config, flags)
     except ConfigError as exc:
@@ -36,6 +39,51 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
     from npuprof.runner import execute
 
     raise typer.Exit(execute(cfg, list(command or [])))
+
+
+_VALUE_LIKE = re.compile(r"(?i)true|false|yes|no|on|off|[+-]?\d+(\.\d*)?|[^/=\s]+=.*")
+
+
+def _refuse_words_taken_for_the_command(command: list[str]) -> None:
+    """``--with-stack true -- python train.py`` ran ``true``, ``--ranks 0 1 --`` the command ``1``: a word
+    that reads as a flag's value, then the ``--`` that starts the command, is a flag given a value it
+    does not take (or a second one), never a command."""
+    raw = sys.argv[2:] if sys.argv[1:2] == ["run"] else []
+    if "--" not in raw:
+        return
+    end = raw.index("--")
+    start = len(raw) - len(command)
+    if not (0 < start < end) or raw[start:] != command or not _VALUE_LIKE.fullmatch(command[0]):
+        return
+    before = raw[start - 1]
+    option = _option_named(before)
+    if option is None and start >= 2 and _option_named(raw[start - 2]) is not None:
+        before = raw[start - 2]  # the word after a flag's value: a second value
+        option = _option_named(before)
+    if option is not None and option.kind == "bool":
+        why = f"{before} takes no value (give it alone, or --no-{option.flag[2:]})"
+    elif option is not None and option.kind == "list":
+        why = f"{before} takes one value (give it again for another, e.g. {before} a {before} b)"
+    elif option is not None:
+        why = f"{before} takes one value ({option.metavar})"
+    else:
+        why = "it is no flag's value"
+    _fail(repr(command[0]), f"before -- is not a command: {why}", "the command goes after --")
+
+
+def _option_named(word: str) -> Option | None:
+    return next((o for o in RUN_OPTIONS if word in o.flags or word == f"--no-{o.flag[2:]}"), None)
+
+
+def _refuse_flags_taken_as_values(flags: dict[str, Any], config: Any) -> None:
+    """A flag given no value took the next word: ``-o -- python ...`` made a directory named ``--``,
+    ``-o --with-stack`` one named ``--with-stack``."""
+    names = {"--"} | {f for o in RUN_OPTIONS for f in o.flags}
+    given = [(o.flag, flags.get(o.key)) for o in RUN_OPTIONS] + [("--config", config)]
+    for flag, value in given:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and item in names:
+                _fail(flag, f"took {item!r} as its value", f"give {flag} a value before {item}")
 
 
 _PYTHON_TYPES: dict[str, Any] = {
