@@ -537,3 +537,14 @@ def test_a_path_too_long_to_look_up_is_one_line(tmp_path: Path, command: list[st
     assert result.returncode in (1, 2), result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "File name too long" in result.stderr
+
+
+def test_digits_that_are_not_ascii_in_the_environment_change_nothing(tmp_path: Path) -> None:
+    """"²".isdigit() is True and int("²") fails: COLUMNS=² made the run's summary raise after the job (exit
+    1 for a job that exited 0); RANK=² turned profiling off in the job."""
+    from npuprof.agent.ranks import rank_from_env
+
+    assert rank_from_env({"RANK": "²"}) is None and rank_from_env({"RANK": "3"}) == 3
+    job = [sys.executable, "-c", "raise SystemExit(5)"]
+    result = npuprof("run", "-o", str(tmp_path / "out"), "--", *job, env=clean_env(COLUMNS="²"), timeout=60)
+    assert result.returncode == 5 and "Traceback" not in result.stderr, result.stderr

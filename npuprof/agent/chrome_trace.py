@@ -30,7 +30,7 @@ def several_traces(cfg: ProfileConfig, environ: dict[str, str] | None = None) ->
     env = os.environ if environ is None else environ
     for name in WORLD_SIZE_VARIABLES:
         value = env.get(name, "").strip()
-        if value.isdigit() and int(value) > 1:
+        if value.isascii() and value.isdigit() and int(value) > 1:
             return True
     if cfg.timed:
         return False

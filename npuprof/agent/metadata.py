@@ -52,14 +52,14 @@ def distributed_info() -> dict[str, Any]:
             "rank": dist.get_rank(),
             "world_size": world,
             "backend": str(dist.get_backend()),
-            "local_rank": int(os.environ.get("LOCAL_RANK", "0") or 0),
+            "local_rank": _count(os.environ.get("LOCAL_RANK", "")) or 0,
         }
         for key, env_name in (
             ("tensor_model_parallel_size", "NPUPROF_TP"),
             ("pipeline_model_parallel_size", "NPUPROF_PP"),
         ):
-            if os.environ.get(env_name, "").isdigit():
-                args[key] = int(os.environ[env_name])
+            if _count(os.environ.get(env_name, "")) is not None:
+                args[key] = _count(os.environ[env_name])
         args.setdefault("tensor_model_parallel_size", 1)
         args.setdefault("pipeline_model_parallel_size", 1)
         args["data_parallel_size"] = (
@@ -79,6 +79,13 @@ def distributed_info() -> dict[str, Any]:
         return {"distributed_args": args, "parallel_group_info": groups}
     except Exception:
         return {}
+
+
+def _count(text: str) -> int | None:
+    """A whole number written in ASCII digits (``int`` would also take ``٣``; ``"²".isdigit()`` is True
+    and ``int("²")`` fails), or None."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def build_metadata(user: dict[str, Any], warn: Callable[[str, str], None] | None = None) -> dict[str, Any]:

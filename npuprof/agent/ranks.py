@@ -12,7 +12,7 @@ def rank_from_env(environ: dict[str, str] | None = None) -> int | None:
     env = os.environ if environ is None else environ
     for name in RANK_VARIABLES:
         value = env.get(name, "").strip()
-        if value.isdigit():
+        if value.isascii() and value.isdigit():
             return int(value)
     return None
 

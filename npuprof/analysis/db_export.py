@@ -139,7 +139,7 @@ def remove_stale_temps(out_dir: Path) -> None:
     is gone. A live writer's (a concurrent parse) is left alone."""
     for tmp in out_dir.glob(".*.db.*.tmp"):
         pid = tmp.name.rsplit(".", 2)[-2]
-        if not pid.isdigit() or int(pid) == os.getpid():
+        if not (pid.isascii() and pid.isdigit()) or int(pid) == os.getpid():
             continue
         try:
             os.kill(int(pid), 0)
@@ -546,7 +546,7 @@ class _Tables:
         core_kind = {c: _TASK_TYPE.get(c, c) for c in set(cores)}
         task_type = {c: self.s(t) for c, t in core_kind.items()}
         if k.stream_names is not None:  # a CPU capture: each thread is a stream, named by its tid
-            tids = [int(t) if t.isdigit() and int(t) < 1 << 63 else -1 for t in k.stream_names]
+            tids = [int(t) if t.isascii() and t.isdigit() and len(t) < 19 else -1 for t in k.stream_names]
             streams = [tids[s] if 0 <= s < len(tids) else -1 for s in k.stream.tolist()]
         else:
             streams = k.stream.tolist()

@@ -51,8 +51,9 @@ def render(width: int | None = None, epilog: str = "") -> str:
 
     if width is None:
         width = shutil.get_terminal_size((80, 24)).columns
-        if os.environ.get("COLUMNS", "").isdigit():
-            width = int(os.environ["COLUMNS"])
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isascii() and columns.isdigit():
+            width = int(columns)
     width = max(MIN_WIDTH, min(width, MAX_WIDTH))
     wrap = textwrap.TextWrapper(width=width, initial_indent=" " * INDENT, subsequent_indent=" " * INDENT)
     out = [USAGE, "", SUMMARY, ""]

@@ -321,7 +321,7 @@ def _note(text: str) -> None:
         tty = False
     width = 80
     columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
+    if columns.isascii() and columns.isdigit() and int(columns) > 0:
         width = int(columns)
     elif tty:
         import shutil

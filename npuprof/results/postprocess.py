@@ -629,7 +629,7 @@ def _holder_of_lock(dir_fd: int, name: str) -> int | None:
         return None
     finally:
         os.close(fd)
-    return int(text) if text.strip().isdigit() else None
+    return int(text) if text.strip().isascii() and text.strip().isdigit() else None
 
 
 def _is_stopped_post_processor(pid: int) -> bool:
