@@ -39,6 +39,9 @@ DEFAULT_OUTPUT = "npuprof_result"
 MAX_RANK = (1 << 20) - 1
 # A profiler_config.json is a few hundred bytes (metadata at most 50 KiB): a larger --config is not one.
 CONFIG_FILE_LIMIT = 1 << 20
+METADATA_JSON_DEPTH = 32  # levels of lists and objects in one --metadata-json value
+MAX_WINDOW_S = 1e8  # --delay / --duration: ~3 years (a larger one overflowed the clock's conversions)
+MAX_GC_THRESHOLD_MS = 1e9  # --gc-detect-threshold: ~11 days
 _SHOWN_LIMIT = 80  # characters of a bad value quoted in an error
 
 # torch_npu caps metadata at 4096 characters a value and 50 KiB in all
@@ -169,10 +172,12 @@ class ProfileConfig:
         if self.export_type not in EXPORT_TYPES:
             raise ConfigError("--export-type", f"unknown type {self.export_type!r}", _EXPORT_TYPES_FIX)
         if self.gc_detect_threshold is not None and not (
-            math.isfinite(self.gc_detect_threshold) and self.gc_detect_threshold >= 0
+            math.isfinite(self.gc_detect_threshold) and 0 <= self.gc_detect_threshold <= MAX_GC_THRESHOLD_MS
         ):
             raise ConfigError(
-                "--gc-detect-threshold", f"must be >= 0 ms, got {self.gc_detect_threshold}", "e.g. 10"
+                "--gc-detect-threshold",
+                f"must be >= 0 and <= {MAX_GC_THRESHOLD_MS:.0e} ms, got {self.gc_detect_threshold}",
+                "e.g. 10",
             )
         if self.op_attr and self.level == "Level_none":
             raise ConfigError("--op-attr", "needs a profiler level other than none", "add --level 0")
@@ -243,10 +248,10 @@ class ProfileConfig:
         for flag, value, least in (("--delay", self.delay, 0.0), ("--duration", self.duration, None)):
             if value is None:
                 continue
-            if not (isinstance(value, int | float) and math.isfinite(value)) or (
+            if not (isinstance(value, int | float) and math.isfinite(value) and value <= MAX_WINDOW_S) or (
                 value < least if least is not None else value <= 0
             ):
-                bound = ">= 0" if least is not None else "> 0"
+                bound = (">= 0" if least is not None else "> 0") + f" and <= {MAX_WINDOW_S:.0e}"
                 raise ConfigError(
                     flag, f"must be a number of seconds {bound}, got {value!r}", f"e.g. {flag} 5"
                 )
@@ -437,16 +442,32 @@ def parse_metadata(items: list[str], source: str = "--metadata") -> dict[str, st
 
 
 def parse_metadata_json(items: list[str], source: str = "--metadata-json") -> dict[str, Any]:
-    """--metadata-json KEY=JSON: the value parsed as JSON (torch_npu's add_metadata_json)."""
+    """--metadata-json KEY=JSON: the value parsed as JSON (torch_npu's add_metadata_json), nested at most
+    METADATA_JSON_DEPTH levels."""
     result: dict[str, Any] = {}
+    fix = "e.g. --metadata-json 'dp=[1, 2]'"
     for key, text in parse_metadata(items, source).items():
+        too_deep = ConfigError(source, f"{key}: nests deeper than {METADATA_JSON_DEPTH} levels", fix)
         try:
-            result[key] = json.loads(text)
+            value = json.loads(text, parse_constant=_no_constant)
+        except RecursionError:
+            raise too_deep from None
         except ValueError as exc:
-            raise ConfigError(
-                source, f"{key}: {_shown(text)} is not JSON ({exc})", "e.g. --metadata-json 'dp=[1, 2]'"
-            ) from None
+            raise ConfigError(source, f"{key}: {_shown(text)} is not JSON ({exc})", fix) from None
+        if _depth(value) > METADATA_JSON_DEPTH:
+            raise too_deep
+        result[key] = value
     return result
+
+
+def _depth(value: Any, limit: int = METADATA_JSON_DEPTH + 1) -> int:
+    """How deeply ``value`` nests lists and objects (counted up to ``limit``)."""
+    level, current = 0, [value]
+    while current and level < limit:
+        inner = [c.values() if isinstance(c, dict) else c for c in current if isinstance(c, list | dict)]
+        current = [v for values in inner for v in values]
+        level += 1
+    return level
 
 
 def parse_step_on(text: str, source: str = "--step-on") -> tuple[str, str]:

@@ -409,6 +409,12 @@ def test_parse_metadata_json() -> None:
     assert error_of(parse_metadata_json, ["x"]) == (
         "--metadata-json: 'x' is not KEY=VALUE; e.g. --metadata-json dp=8"
     )
+    deep = "[" * 33 + "]" * 33  # 33 levels; 3000 raised RecursionError, 990 failed later in the job
+    assert error_of(parse_metadata_json, [f"k={deep}"]).startswith("--metadata-json: k: nests deeper than 32")
+    very_deep = "[" * 3000 + "]" * 3000
+    assert error_of(parse_metadata_json, [f"k={very_deep}"]).startswith("--metadata-json: k: nests")
+    assert parse_metadata_json(["k=" + "[" * 32 + "]" * 32])["k"] is not None  # 32 levels: taken
+    assert "NaN is not JSON" in error_of(parse_metadata_json, ["k=NaN"])
 
 
 @pytest.mark.parametrize(

@@ -540,7 +540,7 @@ def test_a_path_too_long_to_look_up_is_one_line(tmp_path: Path, command: list[st
 
 
 def test_digits_that_are_not_ascii_in_the_environment_change_nothing(tmp_path: Path) -> None:
-    """"²".isdigit() is True and int("²") fails: COLUMNS=² made the run's summary raise after the job (exit
+    """ "²".isdigit() is True and int("²") fails: COLUMNS=² made the run's summary raise after the job (exit
     1 for a job that exited 0); RANK=² turned profiling off in the job."""
     from npuprof.agent.ranks import rank_from_env
 

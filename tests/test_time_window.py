@@ -183,6 +183,8 @@ def test_a_window_opened_before_the_first_step_counts_the_steps_that_come(tmp_pa
     "flags, flag",
     [
         (["--delay", "-1"], "--delay"),
+        (["--delay", "1e308"], "--delay"),  # overflowed the clock's conversion in the job
+        (["--gc-detect-threshold", "1e308"], "--gc-detect-threshold"),
         (["--duration", "0"], "--duration"),
         (["--delay", "1", "--warmup", "2"], "--warmup"),
         (["--duration", "1", "--dynamic", "dyn"], "--dynamic"),
