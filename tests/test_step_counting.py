@@ -122,6 +122,53 @@ def test_two_optimizers_count_one_step_per_iteration(tmp_path: Path) -> None:
         )
 
 
+COMPILED_STEP = """
+import torch
+
+class PlainSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"])
+
+torch.manual_seed(0)
+model = torch.nn.Linear(16, 1)
+opt = PlainSGD(model.parameters(), 0.01)
+
+@torch.compile(fullgraph=True, backend="eager")  # dynamo traces the step (no inductor: seconds)
+def opt_step():
+    opt.step()
+
+for _ in range(12):
+    opt.zero_grad()
+    model(torch.randn(8, 16)).pow(2).mean().backward()
+    opt_step()
+print("weights", round(model.weight.sum().item(), 5))
+"""
+
+
+def test_an_optimizer_step_compiled_with_fullgraph_runs_and_step_on_counts_it(tmp_path: Path) -> None:
+    """torch.compile(fullgraph=True) traced npuprof's step wrapper and failed the job on
+    threading.get_ident: the compiled step now sees no npuprof code (so it is not counted, and the
+    summary says why); --step-on the compiled function counts its calls."""
+    script = _script(tmp_path, COMPILED_STEP)
+    bare = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert bare.returncode == 0, bare.stderr
+    plain = _npuprof_run(tmp_path / "plain", script)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == bare.stdout  # the same weights: the job's own result
+    assert "torch.compile'd code is not seen" in " ".join(plain.stderr.split())
+    counted = _npuprof_run(tmp_path / "counted", script, "--step-on", "__main__:opt_step")
+    assert counted.returncode == 0, counted.stderr
+    (rank_dir,) = rank_dirs(tmp_path / "counted")
+    assert capture_record(rank_dir)["steps"] == [6, 7, 8]
+
+
 SCALER = """
 import torch
 from torch import nn

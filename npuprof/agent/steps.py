@@ -46,6 +46,7 @@ class OptimizerSteps:
         self.in_scaler = 0
         self.pending = 0  # the thread id whose primary step is to be counted when its step() returns
         self._inside: set[int] = set()  # threads inside a wrapped step() (nesting)
+        self._compiling: Callable[[], bool] = bool  # torch.compile's test, once an optimizer exists
 
     @property
     def primary(self) -> Any:
@@ -87,6 +88,8 @@ class OptimizerSteps:
         self.in_scaler = 0
 
     def _wrap_class_step(self, cls: type) -> None:
+        if self._compiling is bool:  # torch is imported whole once an optimizer exists (not at install)
+            self._compiling = _is_compiling()
         step = cls.step  # type: ignore[attr-defined]
         if getattr(step, "__npuprof_step__", False):
             return
@@ -94,8 +97,12 @@ class OptimizerSteps:
         inside = self._inside
         controller = self.controller
 
+        compiling = self._compiling
+
         @functools.wraps(step)  # keeps torch's "hooked" mark, so torch does not wrap it again
         def stepped(*args: Any, **kwargs: Any) -> Any:
+            if compiling():  # traced by torch.compile: only the step itself (see _is_compiling)
+                return step(*args, **kwargs)
             me = get_ident()
             if me in inside:  # a step() inside a step(): the outermost one counts
                 return step(*args, **kwargs)
@@ -166,7 +173,7 @@ class OptimizerSteps:
             self.log.info(f"the optimizer {name} now counts steps ({why})")
 
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.in_scaler:
+        if self.in_scaler or self._compiling():
             return
         me = get_ident()
         primary = self._primary
@@ -349,3 +356,15 @@ def defined_functions(module: Any) -> list[str]:
         elif callable(value):
             names.append(key)
     return names
+
+
+def _is_compiling() -> Callable[[], bool]:
+    """torch.compile's "am I being traced" test (False in eager code). An optimizer step traced by
+    torch.compile (``fullgraph=True`` included) must see no npuprof code: dynamo cannot trace
+    ``threading.get_ident`` and fails the job. Such a step runs compiled, without our hooks, so it is not
+    counted (``--step-on`` on the compiled function counts it)."""
+    try:
+        from torch.compiler import is_compiling
+    except ImportError:  # torch before 2.3
+        return lambda: False
+    return is_compiling

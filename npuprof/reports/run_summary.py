@@ -251,9 +251,9 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
     what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
     if not cfg.step_on and not any(m.startswith(OPTIMIZER_COUNTED) for m in messages):
         return (
-            f"{failed}no step was counted: no optimizer's step() ran in the job ({what}); count the returns "
-            "of your own step function with --step-on MODULE:QUALNAME, or capture by time with --delay "
-            "and --duration"
+            f"{failed}no step was counted: no optimizer's step() ran in the job ({what}; a step inside "
+            "torch.compile'd code is not seen); count the returns of your own step function with --step-on "
+            "MODULE:QUALNAME, or capture by time with --delay and --duration"
         )
     if exit_code:
         return (
