@@ -1037,6 +1037,21 @@ def test_steps_that_come_inside_a_window_opened_without_them_are_counted_from_th
     assert ("info", "steps began during the time window: its steps are counted from step 1") in rig.log.lines
 
 
+def test_a_window_a_tick_closes_inside_a_step_marks_that_step_partial() -> None:
+    """A step longer than the wait for a boundary: the timer closes the window inside it, which the
+    record must say (its ProfilerStep is cut), or analyse reports the cut step as whole."""
+    plan = Timed()
+    rig = Rig(plan)
+    rig.run(3)
+    plan.open = True
+    rig.c.tick()
+    rig.run(2)
+    plan.open = False
+    rig.c.tick()  # no boundary came: closed inside step 5
+    (finish,) = [e for e in rig.sink.events if e[0] == "finish"]
+    assert finish[1] == 5 and "step 5 is partial" in finish[2] and finish[3] == "complete"
+
+
 def test_tick_in_a_job_with_steps() -> None:
     plan = Timed()
     rig = Rig(plan)

@@ -219,7 +219,13 @@ class CaptureController:
             wanted = self.plan.action_at(self.step)
             if self.prof is not None:
                 if wanted is Action.NONE:
-                    self._finish_early("", last=self.step)  # the step in flight, if any, is partial
+                    reason = (
+                        ""  # a job without steps: the window is the capture
+                        if self._no_steps
+                        else f"the time window ended inside step {self.step} (no step boundary came in "
+                        f"time); step {self.step} is partial"
+                    )
+                    self._finish_early(reason, last=self.step)
                 return
             if wanted is Action.NONE or not self.enabled:
                 return
