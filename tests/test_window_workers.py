@@ -35,3 +35,21 @@ def test_a_time_window_records_the_training_process_not_its_dataloader_worker(tm
     (rank_dir,) = rank_dirs(out)
     assert f"_{pid}_" in rank_dir.name, rank_dir.name
     assert capture_record(rank_dir)["status"] == "complete"
+
+
+def test_the_timer_never_signals_into_distributed_set_up_or_a_spawn_parent() -> None:
+    """A --delay kick (a signal every 0.2 s) broke torch.distributed's connect with EINTR (c10d retried
+    with a growing back-off: rank start-up 9 s -> 14 s), and opened an empty window in a
+    torch.multiprocessing.spawn parent that only waits for its ranks; a rank (spawn's _wrap) may be
+    kicked once it is past its set-up."""
+    import importlib
+
+    from npuprof.agent.window_plan import in_a_wait_a_signal_breaks
+
+    c10d = importlib.import_module("torch.distributed.distributed_c10d").__file__
+    spawn = importlib.import_module("torch.multiprocessing.spawn").__file__
+    user = ("/home/me/train.py", "main")
+    assert "init_process_group" in in_a_wait_a_signal_breaks([(c10d, "init_process_group"), user])
+    assert "spawn" in in_a_wait_a_signal_breaks([(spawn, "join"), (spawn, "start_processes"), user])
+    assert in_a_wait_a_signal_breaks([(c10d, "all_reduce"), user]) == ""  # a collective in the loop
+    assert in_a_wait_a_signal_breaks([user, (spawn, "_wrap")]) == ""  # a rank's own code

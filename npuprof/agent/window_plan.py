@@ -180,9 +180,17 @@ class WindowPlan:
             return
         deadline = time.monotonic() + KICK_FOR_S
         main = threading.main_thread()
+        said: set[str] = set()
         while not done() and time.monotonic() < deadline and main.is_alive():
             if signal.getsignal(KICK_SIGNAL) != self._on_kick:  # type: ignore[arg-type]
                 return  # the script took the signal over: boundaries decide
+            waiting = in_a_wait_a_signal_breaks(_main_thread_code())
+            if waiting:
+                if waiting not in said:
+                    said.add(waiting)
+                    self.log.info(f"--delay/--duration: the window waits: {waiting}")
+                self._wait_for(done, KICK_EVERY_S)
+                continue
             assert main.ident is not None and KICK_SIGNAL is not None
             signal.pthread_kill(main.ident, self._kick_signal_for(main.ident))
             self._wait_for(done, KICK_EVERY_S)
@@ -225,6 +233,35 @@ def in_python_wait(frame: Any) -> bool:
     if not directory.startswith(_STDLIB_DIR) or "site-packages" in directory:
         return False
     return code.co_name in PYTHON_WAITS.get(name, ())
+
+
+# Waits a signal must not reach: torch.distributed's set-up connects with poll(), which no signal flag
+# restarts (c10d then retries its connection with a growing back-off: seconds), and a
+# torch.multiprocessing.spawn parent only waits for its ranks (a window there records none of their work).
+_DISTRIBUTED = os.sep + os.path.join("torch", "distributed") + os.sep
+_DISTRIBUTED_SETUP = {
+    "init_process_group",
+    "new_group",
+    "_new_process_group_helper",
+    "_create_c10d_store",
+    "rendezvous",
+    "_store_based_barrier",
+    "init_device_mesh",
+}
+_MP_SPAWN = os.path.join("torch", "multiprocessing", "spawn.py")
+_MP_SPAWN_WAITS = {"spawn", "start_processes", "join"}
+
+
+def in_a_wait_a_signal_breaks(code: list[tuple[str, str]]) -> str:
+    """Why the main thread must not be signalled now ("" when it may be): it is inside torch.distributed's
+    set-up, or it is a torch.multiprocessing.spawn parent waiting for its ranks. ``code``:
+    :func:`_main_thread_code`."""
+    for filename, name in code:
+        if filename.endswith(_MP_SPAWN) and name in _MP_SPAWN_WAITS:  # (a rank runs in its _wrap)
+            return "this process waits in torch.multiprocessing.spawn for its ranks, which record their own"
+        if _DISTRIBUTED in filename and name in _DISTRIBUTED_SETUP:
+            return f"the main thread is in torch.distributed's {name} (a signal would break its connect)"
+    return ""
 
 
 WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch")
