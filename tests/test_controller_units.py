@@ -1052,6 +1052,25 @@ def test_a_window_a_tick_closes_inside_a_step_marks_that_step_partial() -> None:
     assert finish[1] == 5 and "step 5 is partial" in finish[2] and finish[3] == "complete"
 
 
+def test_a_tick_leaves_the_window_to_the_thread_that_trains() -> None:
+    """A job training in a worker thread (its optimizer made there) while the main thread waits in join:
+    the timer's tick on the main thread opened the window there before the worker's first boundary, and
+    every step of the worker was then ignored (a capture of nothing, said complete)."""
+    plan = Timed()
+    rig = Rig(plan, arm=False)
+    worker = threading.Thread(target=rig.c.arm)
+    worker.start()
+    worker.join()
+    plan.open = True
+    rig.c.replan()  # as the window's timer does, then it kicks the main thread
+    rig.c.tick()  # the main thread: not the one whose steps these are
+    assert rig.backend.created == [] and rig.c.driver is None
+    trainer = threading.Thread(target=rig.run, args=(3,))
+    trainer.start()
+    trainer.join()
+    assert rig.sink.events[:1] == [("begin", 1)]  # opened at the worker's first boundary
+
+
 def test_tick_in_a_job_with_steps() -> None:
     plan = Timed()
     rig = Rig(plan)

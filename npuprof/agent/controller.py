@@ -95,6 +95,7 @@ class CaptureController:
         self._finish_requested: tuple[str, str] | None = None
         self._foreign_reported = False
         self._capture_first = 0  # the first recorded step of the capture in flight
+        self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
         bind = getattr(plan, "bind", None)
         if bind is not None:
             bind(self)
@@ -105,6 +106,7 @@ class CaptureController:
         if self.armed:
             return
         self.armed = True
+        self._armed_on = get_ident()
         if self._on_arm is not None:
             self._on_arm()
         training_started = getattr(self.plan, "training_started", None)
@@ -229,6 +231,8 @@ class CaptureController:
                 return
             if wanted is Action.NONE or not self.enabled:
                 return
+            if self.armed and self.driver is None and self._armed_on != get_ident():
+                return  # the job's steps are another thread's: the window opens at its first boundary
             if not self.armed:
                 self._no_steps = True  # no step hook armed us: a window of a job without steps
                 self.arm()
