@@ -52,3 +52,15 @@ def test_an_output_replaced_by_a_file_is_said(tmp_path: Path, capsys: pytest.Cap
     err = " ".join(capsys.readouterr().err.split())
     said = f"no capture was written (exit code 0): the output directory {output} is no longer a directory"
     assert said in err, err
+
+
+def test_steps_taken_on_a_thread_that_does_not_drive_are_the_reason() -> None:
+    """Step 0 on the main thread, steps 1-11 in a worker: it said the job ended before the schedule's
+    first capture, while twelve steps ran."""
+    foreign = (
+        AGENT + "step boundaries from thread Thread-1 (train) are ignored: another thread drives the "
+        'profiler (one thread only: docs/architecture.md, "Step boundaries")'
+    )
+    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign])
+    assert why.startswith("step boundaries from thread Thread-1 (train) are ignored"), why
+    assert why.endswith("their steps were not counted"), why

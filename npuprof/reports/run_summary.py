@@ -231,6 +231,9 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
         return f"no process of the job {woke}, so no step was counted"
     if errors:
         return f"{failed}npuprof's agent failed in the job ({_short(errors[0])})"
+    for message in messages:
+        if message.startswith(FOREIGN_STEPS):
+            return f"{failed}{_short(message)}; their steps were not counted"
     if unselected:
         wanted = {str(rank) for rank in cfg.ranks or []}
         if not any(rank in wanted for rank in ready_ranks):
@@ -269,6 +272,8 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
 CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged by npuprof.agent.controller
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
+# logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
+FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
 
 
