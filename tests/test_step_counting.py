@@ -122,6 +122,38 @@ def test_two_optimizers_count_one_step_per_iteration(tmp_path: Path) -> None:
         )
 
 
+TWO_STAGES = """
+import torch
+from torch import nn
+from torch.profiler import record_function
+
+torch.manual_seed(0)
+body, head = nn.Sequential(nn.Linear(16, 32), nn.ReLU()), nn.Linear(32, 1)
+opt1 = torch.optim.Adam(head.parameters(), 1e-3)  # stage 1: the head; still referenced in stage 2
+opt2 = torch.optim.SGD([*body.parameters(), *head.parameters()], 1e-3)  # stage 2: everything
+i = 0
+for opt, n in ((opt1, 7), (opt2, 8)):
+    for _ in range(n):
+        with record_function(f"iteration_forward_{i}"):
+            loss = head(body(torch.randn(8, 16))).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        i += 1
+"""
+
+
+def test_an_optimizer_that_takes_over_keeps_the_step_numbers_the_jobs_iterations(tmp_path: Path) -> None:
+    """The second optimizer takes over at its third step: its first two were not counted, so every later
+    step number was two below the job's iteration (--steps and the schedule then picked other steps)."""
+    out = tmp_path / "out"
+    result = _npuprof_run(
+        out, _script(tmp_path, TWO_STAGES), "--skip-first", "10", "--warmup", "1", "--active", "2"
+    )
+    assert result.returncode == 0, result.stderr
+    [rank_dir] = rank_dirs(out)
+    assert _iterations_per_step(rank_dir) == {11: [11], 12: [12]}
+    assert "2 earlier step(s) are counted too" in (out / "npuprof.log").read_text()
+
+
 COMPILED_STEP = """
 import torch
 

@@ -63,6 +63,10 @@ class Controller:
     def foreign_boundary(self) -> None:
         self.events.append("foreign")
 
+    def steps_missed(self, count: int) -> bool:
+        self.events.append(("missed", count))
+        return True
+
 
 class Log:
     def __init__(self) -> None:
@@ -320,10 +324,12 @@ def test_another_optimizer_stepping_3_times_alone_becomes_primary(world: World) 
         iterate(opt_w, opt)
     # A primary; B twice (A steps: B's count starts again); B three times: B is primary from its 3rd
     b = boundary()
-    assert events == ["arm", "A", b, "B", "B", "A", b, "B", "B", "B", b, "A", "B", b]
+    missed = ("missed", 2)  # B's first two steps were not boundaries: counted when it takes over
+    assert events == ["arm", "A", b, "B", "B", "A", b, "B", "B", "B", missed, b, "A", "B", b]
     assert [line for _, line in world.log.lines] == [
         "steps are counted on the optimizer OptA (the first optimizer to step)",
-        "the optimizer OptB now counts steps (it stepped 3 times, OptA not once meanwhile)",
+        "the optimizer OptB now counts steps (it stepped 3 times, the previous primary OptA not once "
+        "meanwhile; its 2 earlier step(s) are counted too)",
     ]
 
 
@@ -334,10 +340,11 @@ def test_two_other_optimizers_each_need_3_steps_of_their_own(world: World) -> No
     cw, c = make(sgd("PC"), events, "C")
     for opt_w, opt in ((aw, a), (bw, b), (cw, c), (bw, b), (cw, c), (cw, c), (aw, a)):
         iterate(opt_w, opt)
-    assert events == ["arm", "A", boundary(), "B", "C", "B", "C", "C", boundary(), "A"]
+    assert events == ["arm", "A", boundary(), "B", "C", "B", "C", "C", ("missed", 2), boundary(), "A"]
     assert world.log.lines[-1] == (
         "info",
-        "the optimizer PC now counts steps (it stepped 3 times, PA not once meanwhile)",
+        "the optimizer PC now counts steps (it stepped 3 times, the previous primary PA not once meanwhile; "
+        "its 2 earlier step(s) are counted too)",
     )
 
 
@@ -400,6 +407,7 @@ def test_steps_on_a_thread_that_does_not_drive_are_passed_over(world: World) -> 
         "B",
         "B",
         "B",
+        ("missed", 2),
         b_,
         "A",
     ]

@@ -129,6 +129,15 @@ class CaptureController:
         if self.step >= self.next_check:
             self._decide()
 
+    def steps_missed(self, count: int) -> bool:
+        """``count`` iterations passed without a boundary (an optimizer taking over counts from its third
+        step): added to the step number when no capture is in flight (its profiler numbers its own
+        steps); True when added."""
+        if self.prof is not None or count <= 0:
+            return False
+        self.step += count
+        return True
+
     def _decide(self) -> None:
         """``_sync`` under the lock; when another thread holds it, this boundary takes no decision (the
         next one will), it never waits."""

@@ -160,7 +160,19 @@ class OptimizerSteps:
         self._in_a_row = max(self._in_a_row, count)
         if count < SWITCH_AFTER:
             return False
-        self._switch(optimizer, f"it stepped {count} times, {type(primary).__name__} not once meanwhile")
+        # Its earlier steps were not boundaries: counted now (unless a capture records: its step holds
+        # them), so that the step numbers stay the job's iterations.
+        earlier = count - 1
+        counted = self.controller.steps_missed(earlier)
+        self._switch(
+            optimizer,
+            f"it stepped {count} times, the previous primary {type(primary).__name__} not once meanwhile; "
+            + (
+                f"its {earlier} earlier step(s) are counted too"
+                if counted
+                else f"a capture records: its step {self.controller.step} holds {count} of them"
+            ),
+        )
         return True
 
     def _switch(self, optimizer: Any, why: str) -> None:
