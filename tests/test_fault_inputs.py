@@ -548,3 +548,16 @@ def test_digits_that_are_not_ascii_in_the_environment_change_nothing(tmp_path: P
     job = [sys.executable, "-c", "raise SystemExit(5)"]
     result = npuprof("run", "-o", str(tmp_path / "out"), "--", *job, env=clean_env(COLUMNS="²"), timeout=60)
     assert result.returncode == 5 and "Traceback" not in result.stderr, result.stderr
+
+
+def test_the_run_summary_looks_only_at_the_output_dir_itself(tmp_path: Path) -> None:
+    """`-o /` (or `-o .` in a home directory) walked the whole tree for the run's captures at the end:
+    a line for each linked directory (4,011 under /) and seconds of walking. A run writes its captures
+    right into -o: nothing below its first level is looked at, nothing linked is named."""
+    out = tmp_path / "out"
+    (out / "a" / "b").mkdir(parents=True)
+    (out / "linked").symlink_to(tmp_path)
+    (out / "a" / "b" / "elsewhere").symlink_to(tmp_path)
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", "print(1)", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "skipped" not in result.stderr and "symbolic link" not in result.stderr, result.stderr

@@ -212,18 +212,18 @@ def is_rank_dir(path: Path) -> bool:
     return path.is_dir() and path.name.endswith(RANK_DIR_SUFFIX)
 
 
-def find_rank_dirs(root: Path) -> list[Path]:
-    """``root`` itself when it is a rank dir, else the rank dirs below it, sorted: at most MAX_WALK_DEPTH
-    levels down, never through a symbolic link (noted), never into a rank dir. ``root`` is followed as
-    given (the user named it)."""
+def find_rank_dirs(root: Path, levels: int | None = None) -> list[Path]:
+    """``root`` itself when it is a rank dir, else the rank dirs below it, sorted: at most ``levels``
+    (default MAX_WALK_DEPTH) levels down, never through a symbolic link (noted), never into a rank dir.
+    ``root`` is followed as given (the user named it)."""
     if is_rank_dir(root):
         return [root]
     found: list[Path] = []
-    _walk(root, 1, found)
+    _walk(root, 1, found, MAX_WALK_DEPTH if levels is None else levels)
     return sorted(found)
 
 
-def _walk(directory: Path, depth: int, found: list[Path]) -> None:
+def _walk(directory: Path, depth: int, found: list[Path], levels: int) -> None:
     try:
         with os.scandir(directory) as entries:
             listed = sorted(entries, key=lambda e: e.name)
@@ -234,7 +234,7 @@ def _walk(directory: Path, depth: int, found: list[Path]) -> None:
     for entry in listed:
         try:
             if entry.is_symlink():
-                if entry.name.endswith(RANK_DIR_SUFFIX) or entry.is_dir():
+                if entry.name.endswith(RANK_DIR_SUFFIX) or (depth < levels and entry.is_dir()):
                     note_skipped(entry.path, "a symbolic link to a directory: not followed")
                 continue
             if not entry.is_dir(follow_symlinks=False):
@@ -244,10 +244,11 @@ def _walk(directory: Path, depth: int, found: list[Path]) -> None:
         path = Path(entry.path)
         if entry.name.endswith(RANK_DIR_SUFFIX):
             found.append(path)
-        elif depth >= MAX_WALK_DEPTH:
-            note_skipped(path, f"deeper than {MAX_WALK_DEPTH} levels below the given path: not searched")
+        elif depth >= levels:
+            if levels == MAX_WALK_DEPTH:
+                note_skipped(path, f"deeper than {MAX_WALK_DEPTH} levels below the given path: not searched")
         else:
-            _walk(path, depth + 1, found)
+            _walk(path, depth + 1, found, levels)
 
 
 def _regular_entries(directory: Path) -> list[os.DirEntry[str]]:

@@ -138,7 +138,8 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     rank_dirs: list[Path] = []
     for root in [output, *layout.capture_roots(output, run_id)]:
         try:
-            rank_dirs += [d for d in layout.find_rank_dirs(root) if d not in rank_dirs]
+            # a run writes its captures right into -o (or a prof_dir): -o / is not searched whole
+            rank_dirs += [d for d in layout.find_rank_dirs(root, levels=1) if d not in rank_dirs]
         except OSError:
             continue
     for rank_dir in rank_dirs:
