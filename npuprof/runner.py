@@ -248,7 +248,28 @@ def shell_word(text: str) -> str:
     return shlex.quote(text)
 
 
+def command_problem(program: str, path: str | None = None) -> tuple[str, int] | None:
+    """Why ``program`` cannot be started, with the shell's exit code for it (127: not found, 126: found
+    but not executable), checked before anything is made; None when it can."""
+    if "/" in program:
+        candidates = [program]
+    else:
+        folders = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
+        candidates = [os.path.join(folder or ".", program) for folder in folders]
+    found = [c for c in candidates if os.path.exists(c)]
+    if not found:
+        return f"command not found: {program!r}", 127
+    if any(os.path.isfile(c) and os.access(c, os.X_OK) for c in found):
+        return None
+    if os.path.isdir(found[0]):
+        return f"{program!r} is a directory, not a command", 126
+    return f"{program!r} is not executable (chmod +x it, or run it with its interpreter)", 126
+
+
 def execute(cfg: ProfileConfig, command: list[str]) -> int:
+    problem = command_problem(command[0]) if command else None
+    if problem is not None:  # as a shell says it, and nothing made
+        return _error(*problem)
     dynamic: tuple[str, str] | None = None
     if cfg.dynamic is not None:
         try:

@@ -231,6 +231,22 @@ def test_unknown_command_gives_127(out: Path) -> None:
     result = npuprof("run", "-o", str(out), "--", "/nonexistent/bin/trainer")
     assert result.returncode == 127
     assert "command not found" in result.stderr
+    assert not out.exists()  # checked before anything is made
+
+
+@pytest.mark.parametrize("kind", ["not executable", "a directory"])
+def test_a_command_that_cannot_run_gives_126_as_a_shell_does(tmp_path: Path, kind: str) -> None:
+    target = tmp_path / "train.py"
+    if kind == "a directory":
+        target.mkdir()
+    else:
+        target.write_text("print(1)\n")
+        target.chmod(0o644)
+    out = tmp_path / "out"
+    result = npuprof("run", "-o", str(out), "--", str(target))
+    assert result.returncode == 126, result.stderr
+    assert kind in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
 
 
 def test_module_entry_and_console_script_agree() -> None:
