@@ -131,6 +131,9 @@ def test_bad_input_names_what_is_missing(tmp_path):
     trace = str(trace_of(rank_dir))
     wrong_trace = cli("memory-timeline", trace, "-o", str(tmp_path / "m.json"), "-d", "npu:1")
     assert wrong_trace.returncode == 1 and "holds: cpu" in wrong_trace.stderr
+    for device in ("abc", "cuda:x", "npu:", ""):  # not a device at all: a bad flag, before anything is read
+        bad = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json"), "--device", device)
+        assert bad.returncode == 2 and "give cpu, cuda:N or npu:N" in bad.stderr, (device, bad.stderr)
     suffix = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.txt"))
     assert suffix.returncode == 2 and ".html, .json, .json.gz or .raw.json.gz" in suffix.stderr
     no_memory = capture("nostack", "--no-stack", "--no-memory")

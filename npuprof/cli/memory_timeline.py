@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +21,9 @@ def register(app: typer.Typer) -> None:
             "the input lacks the data or matplotlib is missing, 2 for a bad flag."
         ),
     )(memory_timeline)
+
+
+_DEVICE = re.compile(r"cpu|(cuda|npu):\d{1,4}")
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -63,6 +67,8 @@ def memory_timeline(
     problem = output_file_problem(target)
     if problem is not None:
         raise _fail(f"-o {output}: {problem}: give a file name", 2)
+    if device is not None and not _DEVICE.fullmatch(mt.normalise_device(device)):
+        raise _fail(f"--device {device!r}: not a device; give cpu, cuda:N or npu:N", 2)
     if fmt == "html":
         import importlib.util
 
