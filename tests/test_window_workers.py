@@ -53,3 +53,26 @@ def test_the_timer_never_signals_into_distributed_set_up_or_a_spawn_parent() -> 
     assert "spawn" in in_a_wait_a_signal_breaks([(spawn, "join"), (spawn, "start_processes"), user])
     assert in_a_wait_a_signal_breaks([(c10d, "all_reduce"), user]) == ""  # a collective in the loop
     assert in_a_wait_a_signal_breaks([user, (spawn, "_wrap")]) == ""  # a rank's own code
+
+
+def test_a_very_short_window_is_not_closed_before_its_profiler_starts() -> None:
+    """--duration 0.001 wrote no capture: the window closed between two looks at the clock, before the
+    profiler started; the duration counts from the start of recording."""
+    import time
+
+    from npuprof.agent.window_plan import WindowPlan
+    from npuprof.config import ProfileConfig
+
+    class Log:
+        def info(self, message: str) -> None:
+            pass
+
+    plan = WindowPlan(ProfileConfig(duration=0.001), Log())
+    plan.refresh(0)
+    time.sleep(0.01)
+    plan.refresh(0)  # the controller looks again before it opens the profiler
+    assert plan.action_at(0).name == "RECORD"
+    plan.recording_started()
+    time.sleep(0.01)
+    plan.refresh(0)
+    assert plan.action_at(0).name == "NONE"

@@ -89,7 +89,10 @@ class WindowPlan:
             self.state = OPEN
             if self.duration is not None:  # a window opened late (no boundary came sooner) keeps its length
                 self.end_at = now + self.duration
-        if self.state == OPEN and self.end_at is not None and now >= self.end_at:
+        # the duration counts once recording has begun: a window asked shorter than the time between two
+        # looks at the clock (--duration 0.001) was closed before its profiler started
+        ends = self.end_at if self.began_at is not None else None
+        if self.state == OPEN and ends is not None and now >= ends:
             self.state = DONE
 
     def recording_started(self) -> None:

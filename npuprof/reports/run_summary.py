@@ -248,7 +248,8 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
             return f"{failed}{unread} (see npuprof status {where})"
         return f"{failed}no capture was asked in {where}/profiler_config.json (see npuprof status {where})"
     if cfg.timed:
-        return f"{failed}the job ended before the --delay window began (the clock starts at `import torch`)"
+        flags = "--delay" if cfg.delay is not None else "--duration"
+        return f"{failed}the job ended before the {flags} window began (the clock starts at `import torch`)"
     if cfg.schedule.off:
         return f"{failed}the config file's start_step is 0, which asks for no capture (as in torch_npu)"
     what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
