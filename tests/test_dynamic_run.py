@@ -437,3 +437,22 @@ def test_trigger_says_when_no_process_watches_the_directory(tmp_path: Path) -> N
     again = npuprof("trigger", str(directory), "--active", "3")
     assert again.returncode == 0, again.stderr
     assert json.loads((directory / CONFIG).read_text())["active"] == 3
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--cancel", "--active", "5"], "--cancel: excludes --active"),
+        (["--cancel", "--start-step", "9"], "--cancel: excludes --start-step"),
+        (["-o", "{file}"], "exists and is not a directory"),
+        (["-o", "{file}/sub"], "exists and is not a directory"),
+    ],
+)
+def test_trigger_flags_that_ask_nothing_sensible_exit_2(tmp_path: Path, flags: list[str], said: str) -> None:
+    """`--cancel --active 5` was taken silently (as a cancel); `-o FILE` was written into the request,
+    for every process to fail on."""
+    (tmp_path / "afile").write_text("")
+    args = [f.format(file=tmp_path / "afile") for f in flags]
+    result = npuprof("trigger", str(tmp_path / "dyn"), *args)
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert not (tmp_path / "dyn").exists()

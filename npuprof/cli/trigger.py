@@ -47,6 +47,24 @@ run's defaults.
 LONG_CAPTURE_STEPS = 1000  # more steps than this in one capture gets a word on memory
 
 
+def _was_given(flag: str) -> bool:
+    return any(arg == flag or arg.startswith(f"{flag}=") for arg in sys.argv[2:])
+
+
+def _not_a_directory(path: Path) -> str:
+    """Why ``path`` can be no directory ("" when it can): it, or the nearest part of it that exists, is
+    something else (a file)."""
+    for part in (path, *path.parents):
+        try:
+            if part.is_dir():
+                return "" if part == path or os.access(part, os.W_OK | os.X_OK) else f"{part} is not writable"
+            if part.exists() or part.is_symlink():
+                return f"{part} exists and is not a directory"
+        except OSError as exc:
+            return f"cannot look up {part}: {exc.strerror or exc}"
+    return ""
+
+
 def trigger_command(**params: Any) -> None:
     """Ask a job running under `npuprof run --dynamic DIR` to capture: writes DIR/profiler_config.json."""
     from npuprof import config as c
@@ -56,6 +74,10 @@ def trigger_command(**params: Any) -> None:
     start_step, active, warmup = params.pop("start_step"), params.pop("active"), params.pop("warmup")
     cancel = params.pop("cancel")
     flags = {k: v for k, v in params.items() if v is not None}
+    if cancel:
+        given = [f for f in ("--start-step", "--active", "--warmup") if _was_given(f)]
+        if given:
+            _fail("--cancel", f"excludes {', '.join(given)} (it asks for no capture)", "drop them")
     if start_step is not None and start_step < 1:
         _fail("--start-step", f"must be >= 1, got {start_step}", "omit it for the next step")
     if active < 1:
@@ -77,6 +99,8 @@ def trigger_command(**params: Any) -> None:
         _fail(
             "-o", f"{prof_dir!r} is inside a capture's directory (*_ascend_pt)", "give a directory of its own"
         )
+    if prof_dir is not None and (problem := _not_a_directory(Path(prof_dir))):
+        _fail("-o", problem, "give a directory (it is made if it does not exist)")
     document = c.json_from_config(cfg, prof_dir)
     document["start_step"] = 0 if cancel else (start_step if start_step is not None else NEXT_STEP)
     document["active"] = active
