@@ -75,7 +75,7 @@ def test_two_runs_in_one_directory_are_reported_apart(tmp_path: Path) -> None:
     wrong = npuprof("analyse", str(out), "--run", "cccc")
     assert wrong.returncode == 2, wrong.stderr
     assert wrong.stderr.strip().splitlines() == [
-        "npuprof analyse: --run: no run 'cccc' here (runs: aaaa11112222, bbbb33334444); or --run all"
+        "npuprof analyse: error: --run: no run 'cccc' here (runs: aaaa11112222, bbbb33334444); or --run all"
     ]
 
 

@@ -578,3 +578,20 @@ def test_a_command_with_its_own_double_dash_still_runs(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "['--', '1']" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args, command",
+    [
+        (["run", "--active"], "run"),
+        (["run", "--with-stack=yes", "--", "x"], "run"),
+        (["analyse", "--force=1", "x"], "analyse"),
+    ],
+)
+def test_an_option_the_parser_refuses_names_its_command(args: list[str], command: str) -> None:
+    result = npuprof(*args)
+    assert result.returncode == 2
+    assert (
+        result.stderr.startswith(f"npuprof {command}: error: ")
+        and f"see npuprof {command} --help" in result.stderr
+    )

@@ -160,7 +160,7 @@ def analyse(
             run=run,
         )
     except RunChoiceError as exc:
-        print(f"npuprof analyse: --run: {exc}", file=sys.stderr)
+        print(f"npuprof analyse: error: --run: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     except NothingToAnalyse as exc:
         _warn_skipped(layout.take_skipped())

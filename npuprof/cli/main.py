@@ -184,6 +184,9 @@ def _run_typer() -> int:
         result = get_app()(prog_name="npuprof", standalone_mode=False)
     except usage_error as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "npuprof"
+        command = sys.argv[1] if len(sys.argv) > 1 else ""
+        if where == "npuprof" and command.replace("-", "_") in COMMAND_MODULES:
+            where = f"npuprof {command}"  # an option the command's parser refused: its help is the one
         message = " ".join(exc.format_message().split()).rstrip(".")
         if message:  # (no_args_is_help shows the help, then raises with no message)
             sys.stderr.write(f"{where}: error: {message}; see {where} --help\n")
