@@ -122,3 +122,7 @@ def test_config_errors_name_the_key() -> None:
         config_from_json({"is_rank": True, "rank_list": ["a"]}, "f.json")
     with pytest.raises(ConfigError, match="with_stack"):
         config_from_json({"with_stack": "yes"}, "f.json")
+    # a null level read as the word "None": Level_none, silently (no events but the steps' at all)
+    with pytest.raises(ConfigError, match="profiler_level: must be a string or an integer, got null"):
+        config_from_json({"experimental_config": {"profiler_level": None}}, "f.json")
+    assert config_from_json({"experimental_config": {"profiler_level": "Level1"}}, "f.json").level == "Level1"
