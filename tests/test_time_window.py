@@ -181,6 +181,42 @@ def test_a_window_opened_before_the_first_step_counts_the_steps_that_come(tmp_pa
     assert [s["step"] for s in rank["steps"]] == numbers
 
 
+WORKER_TRAINS = """
+import threading, time, torch
+
+def train():
+    model = torch.nn.Linear(64, 64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)  # imports torch._dynamo, in this thread
+    for i in range(60):
+        opt.zero_grad(); model(torch.randn(8, 64)).sum().backward(); opt.step()
+        time.sleep(0.05)
+
+worker = threading.Thread(target=train); worker.start(); worker.join()
+print("joined")
+"""
+
+
+def test_a_window_beside_a_worker_thread_that_trains_records_its_steps(tmp_path: Path) -> None:
+    """The timer's kick started the profiler on the main thread (waiting in join) while the worker made
+    its optimizer: two imports at once (torch._inductor, torch._dynamo) killed the worker's training with
+    an ImportError, the job exiting 0. The kick now waits for other threads' imports."""
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER_TRAINS)
+    out = tmp_path / "out"
+    result = npuprof(
+        "run", "-o", str(out), "--delay", "1", "--duration", "1", "--", sys.executable, str(script),
+        timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0 and "joined" in result.stdout, result.stderr
+    assert "Exception in thread" not in result.stderr, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    events, _start, _length = _spans(load_trace(d))
+    names = [str(e["name"]) for e in events]
+    numbers = sorted(int(name.split("#")[1]) for name in names if name.startswith("ProfilerStep#"))
+    assert record["status"] == "complete" and numbers == record["steps"] and len(numbers) >= 2, record
+
+
 @pytest.mark.parametrize(
     "flags, flag",
     [

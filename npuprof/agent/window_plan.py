@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from npuprof.agent.frames import PROFILER_UNSAFE, runs_code_of
+from npuprof.agent.frames import PROFILER_UNSAFE, another_thread_imports, runs_code_of
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
 
@@ -133,7 +133,7 @@ class WindowPlan:
 
     def _on_kick(self, signum: int, frame: Any) -> None:
         try:
-            if _unsafe_moment(frame):
+            if _unsafe_moment(frame) or another_thread_imports():
                 return  # kicked again a moment later
             self.controller.tick()
         except Exception as exc:  # never into the job
