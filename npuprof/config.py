@@ -446,17 +446,20 @@ def parse_metadata_json(items: list[str], source: str = "--metadata-json") -> di
     result: dict[str, Any] = {}
     fix = "e.g. --metadata-json 'dp=[1, 2]'"
     for key, text in parse_metadata(items, source).items():
-        too_deep = ConfigError(source, f"{key}: nests deeper than {METADATA_JSON_DEPTH} levels", fix)
         try:
             value = json.loads(text, parse_constant=_no_constant)
         except RecursionError:
-            raise too_deep from None
+            raise _too_deep(source, key, fix) from None
         except ValueError as exc:
             raise ConfigError(source, f"{key}: {_shown(text)} is not JSON ({exc})", fix) from None
         if _depth(value) > METADATA_JSON_DEPTH:
-            raise too_deep
+            raise _too_deep(source, key, fix)
         result[key] = value
     return result
+
+
+def _too_deep(source: str, key: str, fix: str) -> ConfigError:
+    return ConfigError(source, f"{key}: nests deeper than {METADATA_JSON_DEPTH} levels", fix)
 
 
 def _depth(value: Any, limit: int = METADATA_JSON_DEPTH + 1) -> int:
@@ -755,6 +758,8 @@ def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: 
         cfg.export_type = _file_export_type(value, source)
     elif option.key == "metadata":
         cfg.metadata = dict(_expect(value, dict, key, path))
+        if _depth(cfg.metadata, METADATA_JSON_DEPTH + 2) > METADATA_JSON_DEPTH + 1:  # its values: as
+            raise _too_deep(source, "a value", "fix the file")  # --metadata-json's (the object: a level)
     elif option.key == "min_free_space":
         cfg.min_free_space = parse_min_free_space(value, source)
     else:  # a new option with a config key must say here how its value is read

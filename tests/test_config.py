@@ -126,3 +126,13 @@ def test_config_errors_name_the_key() -> None:
     with pytest.raises(ConfigError, match="profiler_level: must be a string or an integer, got null"):
         config_from_json({"experimental_config": {"profiler_level": None}}, "f.json")
     assert config_from_json({"experimental_config": {"profiler_level": "Level1"}}, "f.json").level == "Level1"
+    # metadata nested as --metadata-json may not be (900 levels: a RecursionError traceback at launch)
+    nested: list = []
+    for _ in range(40):
+        nested = [nested]
+    with pytest.raises(ConfigError, match="metadata: a value: nests deeper than 32 levels"):
+        config_from_json({"metadata": {"x": nested}}, "f.json")
+    ok: list = []
+    for _ in range(31):
+        ok = [ok]
+    assert config_from_json({"metadata": {"x": ok}}, "f.json").metadata == {"x": ok}
