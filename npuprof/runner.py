@@ -251,6 +251,8 @@ def shell_word(text: str) -> str:
 def command_problem(program: str, path: str | None = None) -> tuple[str, int] | None:
     """Why ``program`` cannot be started, with the shell's exit code for it (127: not found, 126: found
     but not executable), checked before anything is made; None when it can."""
+    if not program:
+        return "command not found: ''", 127
     if "/" in program:
         candidates = [program]
     else:
@@ -259,11 +261,25 @@ def command_problem(program: str, path: str | None = None) -> tuple[str, int] | 
     found = [c for c in candidates if os.path.exists(c)]
     if not found:
         return f"command not found: {program!r}", 127
-    if any(os.path.isfile(c) and os.access(c, os.X_OK) for c in found):
-        return None
+    runnable = [c for c in found if os.path.isfile(c) and os.access(c, os.X_OK)]
+    if runnable:
+        if _starts_like_a_program(runnable[0]):
+            return None
+        return f"{program!r} is neither a binary nor a script with a #! line (no interpreter)", 126
     if os.path.isdir(found[0]):
         return f"{program!r} is a directory, not a command", 126
     return f"{program!r} is not executable (chmod +x it, or run it with its interpreter)", 126
+
+
+def _starts_like_a_program(path: str) -> bool:
+    """A binary (ELF) or a script naming its interpreter (#!): what exec() starts (a shell hands any other
+    file to sh; which interpreter the job wants is not known here)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return True  # exec() says why
+    return head.startswith(b"#!") or head == b"\x7fELF"
 
 
 def execute(cfg: ProfileConfig, command: list[str]) -> int:

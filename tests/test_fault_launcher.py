@@ -554,6 +554,7 @@ def test_min_free_space_from_the_config_file(out: Path, tmp_path: Path) -> None:
         (["--metadata", "a=1", "b=2"], "'b=2': before -- is not a command: --metadata takes one value"),
         (["-o"], "--output: took '--' as its value"),
         (["-o", "--with-stack"], "--output: took '--with-stack' as its value"),
+        (["-o", "--no-gzip"], "--output: took '--no-gzip' as its value"),
         (["--export-chrome-trace"], "--export-chrome-trace: took '--' as its value"),
     ],
 )

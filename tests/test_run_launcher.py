@@ -234,14 +234,14 @@ def test_unknown_command_gives_127(out: Path) -> None:
     assert not out.exists()  # checked before anything is made
 
 
-@pytest.mark.parametrize("kind", ["not executable", "a directory"])
+@pytest.mark.parametrize("kind", ["not executable", "a directory", "with a #! line"])
 def test_a_command_that_cannot_run_gives_126_as_a_shell_does(tmp_path: Path, kind: str) -> None:
     target = tmp_path / "train.py"
     if kind == "a directory":
         target.mkdir()
     else:
         target.write_text("print(1)\n")
-        target.chmod(0o644)
+        target.chmod(0o755 if kind == "with a #! line" else 0o644)  # executable, no #!: exec() fails
     out = tmp_path / "out"
     result = npuprof("run", "-o", str(out), "--", str(target))
     assert result.returncode == 126, result.stderr

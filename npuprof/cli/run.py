@@ -79,6 +79,7 @@ def _refuse_flags_taken_as_values(flags: dict[str, Any], config: Any) -> None:
     """A flag given no value took the next word: ``-o -- python ...`` made a directory named ``--``,
     ``-o --with-stack`` one named ``--with-stack``."""
     names = {"--"} | {f for o in RUN_OPTIONS for f in o.flags}
+    names |= {f"--no-{o.flag[2:]}" for o in RUN_OPTIONS if o.kind == "bool"}
     given = [(o.flag, flags.get(o.key)) for o in RUN_OPTIONS] + [("--config", config)]
     for flag, value in given:
         for item in value if isinstance(value, list) else [value]:
