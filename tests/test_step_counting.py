@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import capture_record, clean_env, load_trace, rank_dirs
+from conftest import SCRIPTS, capture_record, clean_env, load_trace, rank_dirs
 
 ITERATION = "iteration_forward_"  # the scripts' own marks: iteration_forward_<i>
 
@@ -154,19 +154,12 @@ def test_an_optimizer_that_takes_over_keeps_the_step_numbers_the_jobs_iterations
     assert "2 earlier step(s) are counted too" in (out / "npuprof.log").read_text()
 
 
-COMPILED_STEP = """
+COMPILED_STEP = f"""
+import sys
 import torch
 
-class PlainSGD(torch.optim.Optimizer):
-    def __init__(self, params, lr):
-        super().__init__(params, {"lr": lr})
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    p.add_(p.grad, alpha=-group["lr"])
+sys.path.insert(0, {str(SCRIPTS)!r})
+from trainer import PlainSGD  # a custom optimizer with its own step()
 
 torch.manual_seed(0)
 model = torch.nn.Linear(16, 1)
