@@ -418,12 +418,12 @@ def _spawn(command: list[str], env: dict[str, str]) -> int:
     posix_spawn (vfork + exec) rather than subprocess: importing subprocess alone costs ~8 ms of the
     launcher's start. Like a shell, and unlike subprocess's default, it leaves inheritable descriptors
     (a make jobserver, a pipe the caller set up) to the child; npuprof's own are close-on-exec."""
-    path = command[0] if os.sep in command[0] else _which(command[0], env.get("PATH", os.defpath))
+    path = command[0] if os.sep in command[0] else which(command[0], env.get("PATH", os.defpath))
     # Search the child's PATH (above), as subprocess does (posix_spawnp would search the launcher's).
     return os.posix_spawn(path, command, env, setpgroup=0, setsigdef=_RESET_IN_CHILD)
 
 
-def _which(name: str, path: str) -> str:
+def which(name: str, path: str) -> str:
     """The first executable ``name`` on ``path`` (as execvpe finds it); FileNotFoundError if none,
     PermissionError if the only matches are not executable."""
     denied = False

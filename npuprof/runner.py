@@ -22,6 +22,7 @@ from npuprof.launch import (
     injection_warnings,
     new_run_id,
     run_child,
+    which,
 )
 from npuprof.results import layout, logfile, run_record
 from npuprof.results.atomic import make_dir
@@ -248,27 +249,26 @@ def shell_word(text: str) -> str:
     return shlex.quote(text)
 
 
-def command_problem(program: str, path: str | None = None) -> tuple[str, int] | None:
+def command_problem(program: str) -> tuple[str, int] | None:
     """Why ``program`` cannot be started, with the shell's exit code for it (127: not found, 126: found
-    but not executable), checked before anything is made; None when it can."""
-    if not program:
-        return "command not found: ''", 127
-    if "/" in program:
-        candidates = [program]
-    else:
-        folders = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
-        candidates = [os.path.join(folder or ".", program) for folder in folders]
-    found = [c for c in candidates if os.path.exists(c)]
-    if not found:
+    but not executable), checked before anything is made; None when it can. Searched as launch.run_child
+    searches: the job's $PATH is npuprof's."""
+    not_executable = f"{program!r} is not executable (chmod +x it, or run it with its interpreter)", 126
+    try:
+        found = program if "/" in program else which(program, os.environ.get("PATH", os.defpath))
+    except FileNotFoundError:
+        found = ""
+    except PermissionError:
+        return not_executable
+    if not program or not os.path.exists(found):
         return f"command not found: {program!r}", 127
-    runnable = [c for c in found if os.path.isfile(c) and os.access(c, os.X_OK)]
-    if runnable:
-        if _starts_like_a_program(runnable[0]):
-            return None
-        return f"{program!r} is neither a binary nor a script with a #! line (no interpreter)", 126
-    if os.path.isdir(found[0]):
+    if os.path.isdir(found):
         return f"{program!r} is a directory, not a command", 126
-    return f"{program!r} is not executable (chmod +x it, or run it with its interpreter)", 126
+    if not os.access(found, os.X_OK):
+        return not_executable
+    if not _starts_like_a_program(found):
+        return f"{program!r} is neither a binary nor a script with a #! line (no interpreter)", 126
+    return None
 
 
 def _starts_like_a_program(path: str) -> bool:

@@ -58,8 +58,9 @@ def distributed_info() -> dict[str, Any]:
             ("tensor_model_parallel_size", "NPUPROF_TP"),
             ("pipeline_model_parallel_size", "NPUPROF_PP"),
         ):
-            if _count(os.environ.get(env_name, "")) is not None:
-                args[key] = _count(os.environ[env_name])
+            size = _count(os.environ.get(env_name, ""))
+            if size is not None:
+                args[key] = size
         args.setdefault("tensor_model_parallel_size", 1)
         args.setdefault("pipeline_model_parallel_size", 1)
         args["data_parallel_size"] = (

@@ -185,7 +185,7 @@ class OptimizerSteps:
             self.log.info(f"the optimizer {name} now counts steps ({why})")
 
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.in_scaler or self._compiling():
+        if self.in_scaler or self._compiling():  # torch.compile traces the step's hooks too
             return
         me = get_ident()
         primary = self._primary

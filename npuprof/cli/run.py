@@ -71,15 +71,19 @@ def _refuse_words_taken_for_the_command(command: list[str]) -> None:
     _fail(repr(command[0]), f"before -- is not a command: {why}", "the command goes after --")
 
 
+def _words_of(option: Option) -> tuple[str, ...]:
+    """The words that name ``option`` on a command line (a flag's ``--no-`` form too)."""
+    return (*option.flags, f"--no-{option.flag[2:]}") if option.kind == "bool" else option.flags
+
+
 def _option_named(word: str) -> Option | None:
-    return next((o for o in RUN_OPTIONS if word in o.flags or word == f"--no-{o.flag[2:]}"), None)
+    return next((o for o in RUN_OPTIONS if word in _words_of(o)), None)
 
 
 def _refuse_flags_taken_as_values(flags: dict[str, Any], config: Any) -> None:
     """A flag given no value took the next word: ``-o -- python ...`` made a directory named ``--``,
     ``-o --with-stack`` one named ``--with-stack``."""
-    names = {"--"} | {f for o in RUN_OPTIONS for f in o.flags}
-    names |= {f"--no-{o.flag[2:]}" for o in RUN_OPTIONS if o.kind == "bool"}
+    names = {"--"} | {word for o in RUN_OPTIONS for word in _words_of(o)}
     given = [(o.flag, flags.get(o.key)) for o in RUN_OPTIONS] + [("--config", config)]
     for flag, value in given:
         for item in value if isinstance(value, list) else [value]:

@@ -61,13 +61,13 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb", *, fsync: bool
 def _refuse_to_replace_a_special_file(target: Path) -> None:
     """The rename would replace a device, a FIFO or a socket named as the file (``-o /dev/null`` as root
     would replace the system's): an OSError instead."""
-    import stat
+    from npuprof.results.paths import not_a_plain_file
 
     try:
         info = os.lstat(target)
     except OSError:
         return  # none there (or it cannot be looked up: the write fails on its own then)
-    if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+    if not_a_plain_file(info) is not None:
         raise OSError(errno.EEXIST, "not a regular file; npuprof does not replace it", str(target))
 
 
