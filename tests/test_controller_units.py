@@ -1014,7 +1014,7 @@ def test_tick_opens_a_window_without_steps_and_closes_it() -> None:
     assert rig.sink.events == [("begin", 0)] and rig.c.prof is prof
     plan.open = False
     rig.c.tick()
-    assert rig.sink.events == [("begin", 0), ("finish", 0, "", "complete", 0)]
+    assert rig.sink.events == [("begin", 0), ("finish", -1, "", "complete", 0)]  # last before first: no steps
     assert rig.log.lines[-1] == ("info", "time window ended at step 0")
     assert rig.c.prof is None and rig.profiling == [True, False] and plan.started == 1
     assert rig.c.next_check == NEVER
@@ -1094,7 +1094,7 @@ def test_tick_with_a_plan_of_only_the_required_methods() -> None:
     rig.c.tick()
     plan.open = False
     rig.c.tick()
-    assert rig.sink.events == [("begin", 0), ("finish", 0, "", "complete", 0)]
+    assert rig.sink.events == [("begin", 0), ("finish", -1, "", "complete", 0)]
 
 
 def test_tick_never_waits_for_the_lock() -> None:

@@ -551,6 +551,9 @@ def test_min_free_space_from_the_config_file(out: Path, tmp_path: Path) -> None:
     [
         (["--with-stack", "true"], "'true': before -- is not a command: --with-stack takes no value"),
         (["--ranks", "0", "1"], "'1': before -- is not a command: --ranks takes one value"),
+        (["--ranks", "0-3", "4-5"], "'4-5': before -- is not a command: --ranks takes one value"),
+        (["--ranks", "0", "all"], "'all': before -- is not a command: --ranks takes one value"),
+        (["--worker-name", "--ranks", "0"], "--worker-name: took '--ranks' as its value"),
         (["--metadata", "a=1", "b=2"], "'b=2': before -- is not a command: --metadata takes one value"),
         (["-o"], "--output: took '--' as its value"),
         (["-o", "--with-stack"], "--output: took '--with-stack' as its value"),

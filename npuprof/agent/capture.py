@@ -139,7 +139,7 @@ class CaptureWriter:
             if raised_by_a_signal_handler(exc):
                 self.abandon(f"trace export interrupted by the script's signal handler: {exc!r}")
                 raise
-            self.log.warn_once("export", f"the trace of steps {steps[0]}-{steps[-1]} was not written: {exc}")
+            self.log.warn_once("export", f"the trace of {_steps_text(steps)} was not written: {exc}")
             self.abandon(f"trace export failed: {exc}", steps)
             return
         from npuprof.agent.signals import note_exported
@@ -148,7 +148,7 @@ class CaptureWriter:
         self.rank_dir = rank_dir
         rank = self.rank_fn()
         chrome_copy = (
-            self._export_chrome_trace(rank_dir, trace, rank, steps[0])
+            self._export_chrome_trace(rank_dir, trace, rank, steps[0] if steps else self.first_step)
             if self.cfg.export_chrome_trace
             else None
         )
@@ -187,7 +187,7 @@ class CaptureWriter:
                 copy_in_background(Path(chrome_copy[0]), Path(chrome_copy[1]), self.log)
         self.captures += 1
         self.log.info(
-            f"capture of steps {steps[0]}-{steps[-1]} written to {rank_dir}"
+            f"capture of {_steps_text(steps)} written to {rank_dir}"
             + (f" ({detail})" if detail else "")
             + (f"; {exports.step_note}" if exports and exports.step_note else "")
         )
@@ -351,3 +351,7 @@ def metric_fits(metric: str, backend: str) -> bool:
     if metric == "self_cuda_time_total":
         return backend == "torch-cuda"
     return backend == "torch_npu"
+
+
+def _steps_text(steps: list[int]) -> str:
+    return f"steps {steps[0]}-{steps[-1]}" if steps else "a time window without steps"

@@ -460,7 +460,8 @@ class CaptureController:
         if self.sink is not None:
             first = self._capture_first
             where = getattr(self.sink, "rank_dir", None) or self.cfg.output
-            self.sink.finish(prof, last, detail, status)
+            # a window in a job without steps holds none: its record says so, not "step 0"
+            self.sink.finish(prof, first - 1 if self._no_steps else last, detail, status)
             self._tell_plan(
                 "ended", last, f"{first}-{last} {status} in {where}" + (f" ({detail})" if detail else "")
             )

@@ -28,10 +28,11 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
             "missing",
             "put the command after --, e.g. npuprof run -- python train.py (npuprof run --help: the flags)",
         )
-    _refuse_words_taken_for_the_command(list(command))
     config = params.pop("config", None)
     flags = {k: v for k, v in params.items() if v is not None}
+    # first: in `--worker-name --ranks 0 --` the fault is --worker-name's, not the stray 0's
     _refuse_flags_taken_as_values(flags, config)
+    _refuse_words_taken_for_the_command(list(command))
     try:
         cfg = build_config(config, flags)
     except ConfigError as exc:
@@ -41,7 +42,9 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
     raise typer.Exit(execute(cfg, list(command or [])))
 
 
-_VALUE_LIKE = re.compile(r"(?i)true|false|yes|no|on|off|[+-]?\d+(\.\d*)?|[^/=\s]+=.*")
+_VALUE_LIKE = re.compile(
+    r"(?i)true|false|yes|no|on|off|all|[+-]?\d+(\.\d*)?|\d+(-\d+)?(,\d+(-\d+)?)*|[^/=\s]+=.*"
+)
 
 
 def _refuse_words_taken_for_the_command(command: list[str]) -> None:
