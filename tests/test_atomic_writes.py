@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import clean_env, npuprof
 
 from npuprof.results import atomic
 
@@ -56,3 +61,50 @@ def test_a_fifo_named_as_the_file_is_not_replaced(tmp_path: Path) -> None:
         atomic.write_json(fifo, {"a": 1})
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+_WRITER = """
+import sys, time
+from npuprof.results import atomic
+with atomic.atomic_writer(sys.argv[1], "wb") as handle:
+    handle.write(b"x" * 65536)
+    handle.flush()
+    print("writing", flush=True)
+    time.sleep(600)
+"""
+
+
+def _writer_killed_while_writing(target: Path, kill: bool = True) -> tuple[subprocess.Popen, Path]:
+    """A real process inside ``atomic_writer(target)``; kill -9'ed there when ``kill``. Its temporary file."""
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
+    (temp,) = [p for p in target.parent.iterdir() if p.name.startswith(f".{target.name}.")]
+    if kill:
+        proc.kill()
+        proc.wait()
+    return proc, temp
+
+
+def test_analyse_removes_what_a_writer_killed_mid_write_left_and_nothing_else(tmp_path: Path) -> None:
+    """kill -9 of a post-processor while it gzipped a trace left its partial .gz under a hidden name for
+    ever; `npuprof analyse` of the rank dir now removes it once it has been idle a minute and its writer is
+    gone. A live writer's temporary file, a dead one's written to seconds ago and the user's own hidden
+    files stay."""
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    old = time.time() - 120
+    _proc, stale = _writer_killed_while_writing(rank_dir / "w.pt.trace.json.gz")
+    os.utime(stale, (old, old))
+    _proc, recent = _writer_killed_while_writing(rank_dir / "r.pt.trace.json.gz")
+    alive, live = _writer_killed_while_writing(rank_dir / "l.pt.trace.json.gz", kill=False)
+    try:
+        os.utime(live, (old, old))
+        own = rank_dir / ".mine.123-notours.tmp"
+        own.write_text("the user's")
+        os.utime(own, (old, old))
+        result = npuprof("analyse", str(rank_dir), env=clean_env())
+        assert result.returncode == 0, result.stderr
+        assert not stale.exists()
+        assert recent.exists() and live.exists() and own.exists()
+    finally:
+        alive.kill()
+        alive.wait()

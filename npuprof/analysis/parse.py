@@ -21,7 +21,7 @@ from typing import Any
 
 from npuprof.analysis.forked import Forked, SharedColumns
 from npuprof.results import layout
-from npuprof.results.atomic import atomic_writer, make_dir, write_bytes, write_text
+from npuprof.results.atomic import atomic_writer, make_dir, remove_dead_writers_temps, write_bytes, write_text
 from npuprof.results.paths import UnsafePathError, check_no_symlink
 
 SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
@@ -187,6 +187,8 @@ def parse_rank_dir(
             outcome.status, outcome.reason = "missing", f"{rank_dir} is not a directory"
             return outcome
         outcome.rank = layout.rank_of(rank_dir)
+        # a post-processor killed while it gzipped the trace left gigabytes under a hidden name
+        remove_dead_writers_temps(rank_dir)
         out_dir = rank_dir / layout.PARSED_DIR
         check_no_symlink(out_dir, "parsed output directory")
         done = out_dir / layout.ANALYSE_DONE

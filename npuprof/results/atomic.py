@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -75,13 +77,53 @@ def _create_temp(target: Path) -> tuple[int, str]:
     """A new private file beside ``target``, as tempfile.mkstemp makes it (importing tempfile costs
     ~5 ms of the launcher's start)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        name = str(target.parent / f".{target.name}.{os.urandom(6).hex()}.tmp")
+    for _ in range(100):  # the writer's pid in the name: remove_dead_writers_temps tells its leftovers
+        name = str(target.parent / f".{target.name}.{os.getpid()}-{os.urandom(6).hex()}.tmp")
         try:
             return os.open(name, flags, 0o600), name
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {target}")
+
+
+def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> list[str]:
+    """Delete the temporary files ``atomic_writer`` left in ``directory`` when its writer was killed
+    (kill -9 while a post-processor gzipped a trace of gigabytes): those whose pid is gone and that no one
+    wrote for ``idle_s`` seconds (the directory may be shared with another host, where the pid says
+    nothing; a live writer writes all the time). Returns the names removed."""
+    removed = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = _writer_pid(entry.name)
+        if pid is None or pid == os.getpid():
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode) or now - info.st_mtime < idle_s:
+                continue
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed.append(entry.name)
+        except (OSError, OverflowError):
+            continue
+    return removed
+
+
+def _writer_pid(name: str) -> int | None:
+    """The pid in a name ``_create_temp`` makes (``.NAME.PID-HEX12.tmp``); None for any other name."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return None
+    tag = name[:-4].rsplit(".", 1)[-1]
+    pid, _, token = tag.partition("-")
+    if not (pid.isascii() and pid.isdigit() and len(pid) <= 10 and len(token) == 12):
+        return None
+    return int(pid) if all(c in "0123456789abcdef" for c in token) else None
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> None:
