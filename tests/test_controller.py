@@ -64,7 +64,14 @@ class Sink:
     def begin(self, step: int, cfg: ProfileConfig) -> None:
         self.events.append(("begin", step, cfg.record_shapes))
 
-    def finish(self, prof: Any, last_step: int, detail: str = "", status: str = "complete") -> None:
+    def finish(
+        self,
+        prof: Any,
+        last_step: int,
+        detail: str = "",
+        status: str = "complete",
+        last_partial: bool = False,
+    ) -> None:
         self.events.append(("finish", last_step, status))
 
     def abandon(self, detail: str) -> None:

@@ -143,6 +143,7 @@ class Sink:
 
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
+        self.partials: list[bool] = []  # each finish's last_partial
         self.begin_error: OSError | None = None
         self.abandon_error: OSError | None = None
 
@@ -151,8 +152,16 @@ class Sink:
             raise self.begin_error
         self.events.append(("begin", step))
 
-    def finish(self, prof: Any, last_step: int, detail: str = "", status: str = "complete") -> None:
+    def finish(
+        self,
+        prof: Any,
+        last_step: int,
+        detail: str = "",
+        status: str = "complete",
+        last_partial: bool = False,
+    ) -> None:
         self.events.append(("finish", last_step, detail, status, prof.step_num))
+        self.partials.append(last_partial)
 
     def abandon(self, detail: str) -> None:
         if self.abandon_error is not None:
@@ -760,6 +769,22 @@ def test_finish_early_from_another_thread_is_done_by_the_recording_thread(
         "capture to finish at the next step of the thread that records it: the script's profiler",
     ) in rig.log.lines
     assert not any(line[0] == "warning" for line in rig.log.lines)
+
+
+def test_a_stop_done_at_a_boundary_keeps_the_last_step_whole_one_done_inside_a_step_cuts_it() -> None:
+    """The record said the last step of every capture finished early was partial, so a stop another
+    thread asked for, done at the recording thread's next boundary, left a whole step out of the mean."""
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=2)
+    rig = Rig(plan)
+    rig.run(2)
+    rig.c._finish_requested = ("the script's profiler", "complete")  # as another thread leaves it
+    rig.run(1)
+    assert rig.sink.events[-1] == ("finish", 2, "the script's profiler", "complete", 2)
+    assert rig.sink.partials == [False]
+    rig.run(3)  # the next window records; the job ends inside a step (at exit, on the recording thread)
+    rig.c.finish_early("training ended")
+    assert rig.sink.events[-1][:4] == ("finish", rig.c.step, "training ended", "complete")
+    assert rig.sink.partials == [False, True]
 
 
 def _hold_lock(controller: CaptureController) -> tuple[threading.Thread, threading.Event]:

@@ -438,6 +438,14 @@ def test_analyse_flags_the_step_a_capture_ended_inside_of(out: Path) -> None:
     csv_out = npuprof("analyse", str(out), "--format", "csv")
     header, *rows = csv_out.stdout.splitlines()
     assert header.endswith(",partial") and rows[-1].endswith(",True") and rows[0].endswith(",False")
+    record = json.loads((d / "npuprof_capture.json").read_text())
+    assert record["last_step_partial"] is True
+    # a capture stopped at a step boundary (detail said, last step whole) keeps every step in the mean
+    (d / "npuprof_capture.json").write_text(json.dumps({**record, "last_step_partial": False}))
+    (rank,) = json.loads(npuprof("analyse", str(out), "--format", "json").stdout)["ranks"]
+    assert not any(s.get("partial") for s in rank["steps"]) and "partial_step" not in rank
+    everything = [s["duration_us"] for s in rank["steps"]]
+    assert rank["step_time_mean_us"] == pytest.approx(sum(everything) / 4, abs=0.01)
 
 
 def test_an_output_dir_whose_name_is_not_utf8_gets_complete_analysable_captures(not_utf8_run) -> None:

@@ -119,15 +119,20 @@ class CaptureWriter:
         self.first_step = step
 
     def finish(
-        self, prof: Any, last_step: int, detail: str = "", status: str = layout.STATUS_COMPLETE
+        self,
+        prof: Any,
+        last_step: int,
+        detail: str = "",
+        status: str = layout.STATUS_COMPLETE,
+        last_partial: bool = False,
     ) -> None:
         from npuprof.agent.signals import export_hold, sigint_held_back
 
         # A Ctrl-C or a SIGTERM now must not lose a trace that is all but written: both wait for the end.
         with sigint_held_back(), export_hold():
-            self._finish(prof, last_step, detail, status)
+            self._finish(prof, last_step, detail, status, last_partial)
 
-    def _finish(self, prof: Any, last_step: int, detail: str, status: str) -> None:
+    def _finish(self, prof: Any, last_step: int, detail: str, status: str, last_partial: bool) -> None:
         steps = list(range(self.first_step, last_step + 1))
         side_files = self.annotations.end()
         end_info = {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()}
@@ -163,6 +168,7 @@ class CaptureWriter:
             steps=steps,
             trace=trace.name if trace else None,
             detail=detail,
+            last_step_partial=last_partial and bool(steps),
             extras=[p.name for p in exports.written] if exports else [],
             rank=rank,
         )

@@ -38,7 +38,14 @@ OTHER_THREAD_WAIT_S = 2.0
 class CaptureSink(Protocol):
     def begin(self, step: int, cfg: ProfileConfig) -> None: ...
 
-    def finish(self, prof: Any, last_step: int, detail: str = "", status: str = "complete") -> None: ...
+    def finish(
+        self,
+        prof: Any,
+        last_step: int,
+        detail: str = "",
+        status: str = "complete",
+        last_partial: bool = False,
+    ) -> None: ...
 
     def abandon(self, detail: str) -> None: ...
 
@@ -461,7 +468,10 @@ class CaptureController:
             first = self._capture_first
             where = getattr(self.sink, "rank_dir", None) or self.cfg.output
             # a window in a job without steps holds none: its record says so, not "step 0"
-            self.sink.finish(prof, first - 1 if self._no_steps else last, detail, status)
+            no_steps = self._no_steps
+            # stopped with the step in flight as its last: that step was cut (at a boundary it is whole)
+            partial = self._stopping and not no_steps and last >= self.step
+            self.sink.finish(prof, first - 1 if no_steps else last, detail, status, last_partial=partial)
             self._tell_plan(
                 "ended", last, f"{first}-{last} {status} in {where}" + (f" ({detail})" if detail else "")
             )

@@ -37,6 +37,9 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     steps: list[int] = []
     trace: str | None = None  # the raw trace's file name
     detail: str = ""  # why the capture ended early or is incomplete, in words
+    # the last step was cut (training ended inside it); None: not said (a record written before this
+    # field: a complete record with a detail then has its last step partial)
+    last_step_partial: bool | None = None
     extras: list[str] = []  # stacks / memory-timeline files written with it
     version: int = RECORD_VERSION
 

@@ -380,8 +380,11 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
 def partial_step(record: dict[str, Any] | None) -> int | None:
     """The step a finished capture ended inside of: the last of its steps, when the capture was finished
     early (training ended, SIGTERM, the script's own profiler: the record says why in ``detail``)."""
-    if not record or record.get("status") != STATUS_COMPLETE or not record.get("detail"):
+    if not record or record.get("status") != STATUS_COMPLETE:
         return None
+    said = record.get("last_step_partial")
+    if said is False or (said is None and not record.get("detail")):
+        return None  # a stop at a step boundary ("the script started its own profiler") keeps it whole
     steps = record.get("steps")
     if not isinstance(steps, list) or not steps:
         return None
