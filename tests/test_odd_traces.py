@@ -381,3 +381,21 @@ def test_a_trace_gzipped_under_a_parse_is_read_from_its_gz(tmp_path: Path, monke
     outcome = parse_rank_dir(rank_dir, workers=1)
     assert outcome.status == "parsed", outcome
     assert calls == ["host.1.pt.trace.json", "host.1.pt.trace.json.gz"]
+
+
+def test_names_and_paths_with_brackets_are_shown_as_they_are(tmp_path: Path) -> None:
+    """`[rank0] fwd`, `load[/tmp/data]`: rich read them as markup, so a closing tag ended the report with a
+    MarkupError traceback (exit 1) and other names lost their brackets."""
+    trace = cpu_trace()
+    names = ["load[/tmp/data] aten::mm", "[rank0] aten::add", "[bold red]X[/bold red]aten::empty"]
+    for event, name in zip(trace["traceEvents"][1:4], names, strict=True):
+        event["name"] = name
+    folder = tmp_path / "runs" / "[exp]"
+    folder.mkdir(parents=True)
+    (folder / "trace.json").write_text(json.dumps(trace))
+    result = npuprof("analyse", str(folder / "trace.json"), env=clean_env(COLUMNS="200"))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    for name in names:
+        assert name in result.stdout, (name, result.stdout)
+    assert "runs/[exp]/trace.json" in "".join(result.stdout.split())  # the title may wrap

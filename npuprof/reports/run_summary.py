@@ -60,7 +60,7 @@ def print_run_summary(
     outside = sum(1 for c in captures if not c.rank_dir.is_relative_to(output))
     where = f"in {output}" + (f" ({outside} of them elsewhere, below)" if outside else "")
     table = Table(
-        title=f"npuprof: {len(captures)} capture(s) {where}",
+        title=escape(f"npuprof: {len(captures)} capture(s) {where}"),
         title_justify="left",
         box=None,
         pad_edge=False,
@@ -80,7 +80,7 @@ def print_run_summary(
     if not console.is_terminal:  # a log or a pipe: the names whole, to be copied
         room = 1 << 16
     for row, c in zip(rows, captures, strict=True):
-        table.add_row(*row, shorten_middle(_shown_dir(c.rank_dir, output), room))
+        table.add_row(*row, escape(shorten_middle(_shown_dir(c.rank_dir, output), room)))
     from npuprof.reports.terminal import print_whole
 
     print_whole(console, table)
@@ -106,7 +106,7 @@ def print_run_summary(
             f"{unparsed} complete capture(s) not parsed in the run (see {escape(str(log_path))}): npuprof "
             "analyse parses them" + (made if asked else "")
         )
-    target = shell_quote(str(output))
+    target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
     if any(c.rank_dir.is_relative_to(output) for c in captures):
         console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
@@ -116,7 +116,7 @@ def print_run_summary(
         count = sum(1 for c in captures if c.rank_dir.parent == root)
         console.print(
             f"      [bold]npuprof analyse {escape(shell_quote(str(root)))}[/]   ({count} of the captures, "
-            f"outside {escape(target)})"
+            f"outside {target})"
         )
     if cfg.export_db:  # the db export is for msprof-analyze's recipes (README)
         recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"

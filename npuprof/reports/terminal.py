@@ -108,7 +108,8 @@ def render_table(report: Report, console: Console) -> None:
     for r in report.ranks:
         title = f"rank {r.rank if r.rank is not None else '-'}  ({r.device}, {r.rank_dir})"
         shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
-        steps = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+        # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
+        steps = Table(title=escape(title), title_justify="left", caption=caption, caption_justify="left")
         for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MiB"):
             steps.add_column(col, justify="right")
         for s in shown:
@@ -146,7 +147,7 @@ def render_table(report: Report, console: Console) -> None:
             names = [o.name for o in r.top_operators]
             room = _name_room(console, names, cells, ("calls", "self ms", "total ms", "device ms"))
             for name, row in zip(names, cells, strict=True):
-                ops.add_row(shorten_middle(name, room), *row)
+                ops.add_row(escape(shorten_middle(name, room)), *row)
             print_whole(console, ops)
         if r.top_kernels:
             ks = Table(title="top kernels by device time", title_justify="left")
@@ -156,7 +157,7 @@ def render_table(report: Report, console: Console) -> None:
             names = [k.name for k in r.top_kernels]
             room = _name_room(console, names, cells, ("calls", "total ms"))
             for name, row in zip(names, cells, strict=True):
-                ks.add_row(shorten_middle(name, room), *row)
+                ks.add_row(escape(shorten_middle(name, room)), *row)
             print_whole(console, ks)
         elif r.device == "CPU":
             console.print("[dim]no device kernels: CPU-only trace (the CPU is the device)[/dim]")
