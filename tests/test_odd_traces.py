@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from analyse_support.handmade import cpu_trace, cuda_trace, mem, write_rank_dir, x
 from conftest import clean_env, npuprof
 
@@ -399,3 +400,24 @@ def test_names_and_paths_with_brackets_are_shown_as_they_are(tmp_path: Path) -> 
     for name in names:
         assert name in result.stdout, (name, result.stdout)
     assert "runs/[exp]/trace.json" in "".join(result.stdout.split())  # the title may wrap
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_array_keys_after_the_events_are_read_as_keys(tmp_path: Path, gz: bool) -> None:
+    """Chrome's JSON object format has `"samples": [...]` after `traceEvents`, and a tool that re-saves a
+    trace may put `deviceProperties` last: their `]` was taken for the events' end ("corrupt")."""
+    trace = cuda_trace()
+    events = trace.pop("traceEvents")
+    properties = trace.pop("deviceProperties")
+    moved = {**trace, "traceEvents": events, "deviceProperties": properties, "samples": [], "x": [[1], [2]]}
+    text = json.dumps(moved, indent=1)
+    assert text.rstrip().endswith("]\n}") and '"samples": []' in text
+    path = tmp_path / ("moved.json.gz" if gz else "moved.json")
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    result = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert sum(k["count"] for k in rank["top_kernels"]) == len(kernels)
+    assert sum(k["total_us"] for k in rank["top_kernels"]) == pytest.approx(sum(k["dur"] for k in kernels))
+    assert rank["device"] != "CPU"

@@ -70,6 +70,7 @@ __all__ = [
 DEFAULT_BLOCK = 16 << 20  # bytes of event text decoded at a time
 EMPTY_RAW = msgspec.Raw(b"")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_ARRAY_KEY = re.compile(rb'"\s*:\s*\[')  # the end of a key whose value is an array
 _HEAD_LIMIT = 64 << 20  # the traceEvents key must appear within this many bytes
 _WS = b" \t\r\n"
 # msgspec's syntax errors end in "(byte N)"; "trailing characters" is also how the end of the events array
@@ -545,6 +546,10 @@ class TraceReader:
             if bracket < 0:
                 break
             value = self._tail_value(bytes(buf[bracket + 1 :]))
+            comma = _trailing_key_before(buf, bracket) if value is not None else None
+            if comma is not None:  # "samples": [] after the events: their array ends before it
+                end = comma
+                continue
             if value is not None:
                 self.meta.update(value)
                 last = _prev_nonspace(buf, bracket)
@@ -577,6 +582,10 @@ class TraceReader:
             if bracket < 0:
                 break
             value = self._tail_value(bytes(buf[bracket + 1 :]))
+            comma = _trailing_key_before(buf, bracket) if value is not None else None
+            if comma is not None:  # "samples": [] after the events: their array ends before it
+                end = comma
+                continue
             if value is not None:
                 self.meta.update(value)
                 return size - span + _prev_nonspace(buf, bracket) + 1
@@ -786,6 +795,28 @@ class TraceReader:
             if rest < len(buf) and buf[rest] == 0x2C:
                 rest += 1
             buf = buf[rest:]
+
+
+def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
+    """When the ``]`` at ``bracket`` closes the array value of a key that follows the events (Chrome's
+    ``"samples": [...]``, a ``"deviceProperties"`` written last), the byte of the comma before that key;
+    else None. Such a key is the last ``"name": [`` before ``bracket`` whose text, from its name to the
+    end, reads as the rest of one JSON object, and which is not traceEvents itself."""
+    floor = max(0, bracket - _LOOKAHEAD)
+    for tries, found in enumerate(reversed(list(_ARRAY_KEY.finditer(buf, floor, bracket)))):
+        if tries == 16:
+            break
+        name = buf.rfind(b'"', floor, found.start())
+        comma = _prev_nonspace(buf, name) if name >= 0 else -1
+        if comma < 0 or buf[comma] != 0x2C:  # ","
+            continue
+        try:
+            value = _ANY.decode(b"{" + bytes(buf[name:]))
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        if isinstance(value, dict) and "traceEvents" not in value:
+            return comma
+    return None
 
 
 def _starts_events(window: bytes, brace: int) -> bool:
