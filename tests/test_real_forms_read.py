@@ -473,6 +473,24 @@ def test_analyse_reads_the_real_trace_view(tmp_path: Path) -> None:
     assert kernels[top] == names.count(top)
 
 
+def test_a_trace_mixing_string_and_number_times_is_read_on_one_clock(tmp_path: Path) -> None:
+    """A trace merged or edited by hand: every other device task's ts written as a number (epoch µs). The
+    numbers were left absolute while the strings became offsets, so those tasks fell outside every step
+    (computing 906.69 µs of the real 1790.44, no warning)."""
+    raw = _raw()
+    hardware = _pid_of(raw, "Ascend Hardware")
+    tasks = [e for e in raw if e["pid"] == hardware and e["ph"] == "X"]
+    for task in tasks[::2]:
+        task["ts"] = float(task["ts"])  # a double holds epoch µs to ~0.25 µs
+    (rank,) = _analyse_json(_write(tmp_path / "trace_view.json", raw))["ranks"]
+    (step_op,) = [e for e in raw if e["name"].startswith("ProfilerStep#")]
+    lo, hi = _span(step_op)
+    spans = [_span(e) for e in tasks]
+    inside = [(max(s, lo), min(e, hi)) for s, e in spans if s < hi and e > lo]
+    (step,) = rank["steps"]
+    assert abs(Decimal(str(step["computing_us"])) - _union(inside)) <= Decimal("1"), step
+
+
 # ---- 5. the bench has the two new cases ------------------------------------------------------------------
 def test_the_analyse_bench_runs_the_mix_and_the_string_time_cases() -> None:
     import subprocess

@@ -44,7 +44,7 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from itertools import repeat
@@ -379,7 +379,23 @@ class TraceReader:
                 sum(map(_TS, events))  # C speed; a string time (or a ts that is no number) stops it
             except (TypeError, AttributeError):
                 self._string_times(events)
+            else:
+                if self.ts_base and events and max(map(_TS, events)) >= self.ts_base:
+                    self._rebase_numbers(events, range(len(events)))
         return events, memoryview(framed)[1:-1]
+
+    def _rebase_numbers(self, events: list[Any], where: Iterable[int]) -> None:
+        """A trace whose times are strings of epoch µs (its ts are offsets from ``ts_base``) with some written
+        as numbers (a trace merged or edited by hand): those numbers are epoch µs too, moved the same way
+        (left as they were, each step read 100% free)."""
+        base = self.ts_base
+        try:
+            for i in where:
+                ts = events[i].ts
+                if type(ts) in (int, float) and ts >= base:
+                    events[i].ts = ts - base
+        except (AttributeError, TypeError):  # frozen structs: the decoder's own business
+            self._texts_kept = True
 
     def _string_times(self, events: list[Any]) -> None:
         """Replace each string ``ts`` of ``events`` by its number (relative to ``ts_base``)."""
@@ -397,6 +413,9 @@ class TraceReader:
         if len(kinds) > 1:
             at = [i for i, v in enumerate(values) if type(v) is str]
             texts = [values[i] for i in at]
+            if self.ts_base:
+                strings = set(at)
+                self._rebase_numbers(events, (i for i in range(len(values)) if i not in strings))
         numbers = self._numbers(texts)
         if numbers is None:
             where = range(len(texts)) if at is None else at
