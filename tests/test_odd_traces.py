@@ -421,3 +421,33 @@ def test_array_keys_after_the_events_are_read_as_keys(tmp_path: Path, gz: bool) 
     assert sum(k["count"] for k in rank["top_kernels"]) == len(kernels)
     assert sum(k["total_us"] for k in rank["top_kernels"]) == pytest.approx(sum(k["dur"] for k in kernels))
     assert rank["device"] != "CPU"
+
+
+def test_begin_end_pairs_and_unknown_categories_are_named_not_read_as_free_time(tmp_path: Path) -> None:
+    """A Chrome trace of "B"/"E" pairs, or one whose operators carry another category, read as one
+    100%-free step with no operator and no word."""
+    pairs = cpu_trace()
+    events = []
+    for e in pairs["traceEvents"]:
+        events.append({**{k: v for k, v in e.items() if k != "dur"}, "ph": "B"})
+        events.append(
+            {**{k: v for k, v in e.items() if k not in ("dur", "args")}, "ph": "E", "ts": e["ts"] + e["dur"]}
+        )
+    pairs["traceEvents"] = events
+    renamed = cpu_trace()  # with its process named, as torch names it
+    renamed["traceEvents"].append(
+        {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "python3"}}
+    )
+    for e in renamed["traceEvents"]:
+        if e.get("cat") == "cpu_op":
+            e["cat"] = "CPU_OP"
+    for name, trace, said in (
+        ("pairs.json", pairs, f'{len(events)} event(s) of phases the tables do not read ("B" x5, "E" x5)'),
+        ("renamed.json", renamed, "complete event(s) of other categories (CPU_OP x3) were left out"),
+    ):
+        (tmp_path / name).write_text(json.dumps(trace))
+        result = npuprof("analyse", str(tmp_path / name), env=clean_env(COLUMNS="300"))
+        assert result.returncode == 0, result.stderr
+        assert said in " ".join(result.stderr.split()), result.stderr
+    real = write_rank_dir(tmp_path / "real", cpu_trace())
+    assert "warning" not in npuprof("analyse", str(real), env=clean_env()).stderr

@@ -127,6 +127,7 @@ _NAME, _ARGS, _PID, _TID = attrgetter("name"), attrgetter("args"), attrgetter("p
 _PIDTID = attrgetter("pid", "tid")
 _ID = attrgetter("id")
 _FLOW_ENDS = {"s": 1, "f": 2}  # the two ends of a flow the launch links read
+_FLOW_PHASES = frozenset("sftC")  # flows and counters: written by Kineto, read by no table by design
 _EXT, _DIMS, _STACK = attrgetter("ext"), attrgetter("dims"), attrgetter("stack")
 _GRID = attrgetter("grid")
 _TASK_TYPE = attrgetter("task_type")
@@ -546,6 +547,11 @@ class Extract:
         self.event_count = 0
         # device events of a category the vocabulary does not know: (process name, category) -> count
         self.unknown_device_work: dict[tuple[str, str], int] = {}
+        # events no table reads, said when they may be what the trace is made of: phases other than
+        # torch's (Chrome's "B"/"E" pairs) by phase, and complete events of categories the vocabulary
+        # does not know outside device processes (torch_npu's CANN calls among them) by category
+        self.unread_phases: Counter[str] = Counter()
+        self.unread_categories: Counter[str] = Counter()
         self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE or _P_OTHER, once its name is known
         self.frame_threads: dict[tuple[Any, Any], int] = {}
         self.frame_names: list[str] = []
@@ -608,6 +614,20 @@ class Extract:
                 f"process(es) {', '.join(pids[:5])} with no process_name: left out; device work there "
                 'would be counted once its process is named (e.g. "GPU 0", "Ascend Hardware")'
             )
+        if self.unread_phases:
+            shown = ", ".join(f'"{p}" x{k}' for p, k in self.unread_phases.most_common(5))
+            notes.append(
+                f"{self.unread_phases.total()} event(s) of phases the tables do not read ({shown}) were "
+                'left out: npuprof reads complete "X" events, as torch and torch_npu write them (a trace '
+                "of begin/end pairs is read as empty)"
+            )
+        if self.unread_categories and not len(self.op_ts) and not len(self.dev_ts):
+            shown = ", ".join(f"{c or '(none)'} x{k}" for c, k in self.unread_categories.most_common(5))
+            notes.append(
+                f"no operator or device events of the categories npuprof reads (cpu_op, kernel, ...): "
+                f"{self.unread_categories.total()} complete event(s) of other categories ({shown}) were "
+                "left out, so every step reads as free time"
+            )
         counts = Counter(num for num, *_ in self.steps)
         repeated = sorted(n for n, k in counts.items() if k > 1)
         if repeated:
@@ -650,6 +670,12 @@ class Extract:
             parts = self._parts
             for column in ("name", "ts", "dur", "ext", "corr", "stream", "device", "blocks"):
                 parts[f"dev_{column}"].append(getattr(self, f"p_{column}")[device])
+        dropped = np.flatnonzero(cls == _P_OTHER)
+        if len(dropped):
+            strings = self.strings
+            self.unread_categories.update(
+                strings[c] if c >= 0 else "" for c in self.p_cat[dropped].tolist()
+            )
         keep = cls == _P_UNKNOWN
         for name in _PENDING:
             setattr(self, name, getattr(self, name)[keep])
@@ -707,6 +733,10 @@ class Extract:
         cat = np.fromiter(map(_CAT_CODES.get, map(_CAT, events), repeat(0)), np.int8, n)
         ph = np.fromiter(map(_PH_CODES.get, map(_PH, events), repeat(0)), np.int8, n)
         is_x = ph == _X
+        other = np.flatnonzero(ph == 0)
+        if len(other):
+            phases = Counter(str(p) if p else "(none)" for p in map(_PH, _pick(events, other)))
+            self.unread_phases.update({p: k for p, k in phases.items() if p not in _FLOW_PHASES})
         self._span(events, is_x)
         sel = _Selection(events)
         sel.oi = np.flatnonzero(is_x & (cat == _CPU_OP))
@@ -730,6 +760,9 @@ class Extract:
             cls = np.fromiter(map(self._pid_class.get, map(_PID, pend), repeat(_P_UNKNOWN)), np.int8, len(pi))
             keep = cls != _P_OTHER
             if not keep.all():
+                self.unread_categories.update(
+                    map(str, map(_CAT, itertools.compress(pend, (~keep).tolist())))
+                )
                 pi = pi[keep]
                 pend = list(itertools.compress(pend, keep.tolist()))
             sel.pi, sel.pend = pi, pend
@@ -1078,6 +1111,8 @@ class Extract:
         self.dev_tid.extend(other.dev_tid)
         for key, count in other.unknown_device_work.items():
             self.unknown_device_work[key] = self.unknown_device_work.get(key, 0) + count
+        self.unread_phases.update(other.unread_phases)
+        self.unread_categories.update(other.unread_categories)
         fmap = np.array(
             [self.frame_threads.setdefault(k, len(self.frame_threads)) for k in other.frame_threads]
         )
