@@ -238,6 +238,32 @@ def test_a_damaged_step_table_is_named_and_the_other_ranks_go_on(tmp_path: Path)
     assert problem["rank_dir"].endswith(bad.name) and "step_trace_time.csv" in problem["reason"]
 
 
+def test_tables_of_another_form_are_named_not_read_as_zeros(tmp_path: Path) -> None:
+    """A step table written with ";" (a spreadsheet's export) gave a step "None" of 0 ms; a kernel table
+    without its Name column summed all 591 kernels under the name ""; repeated step rows passed unsaid."""
+    semicolon = _rank_dir(tmp_path / "a", 0, "kernel_details_2023.csv", [])
+    with open(semicolon / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", "w", newline="") as f:
+        csv.writer(f, delimiter=";").writerows([STEP_HEADER, _step(1, 5000.0, 100.0, 400.0, 12.5)])
+    result = npuprof("analyse", str(semicolon), "--format", "json", env=clean_env())
+    assert result.returncode == 1
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert "step_trace_time.csv has no column 'Step', 'Computing', 'Free'" in problem["reason"]
+
+    nameless = _rank_dir(tmp_path / "b", 0, "kernel_details_2023.csv", [_step(1, 5.0, 1.0, 4.0, 1.0)] * 2)
+    rows = _kernels("kernel_details_2023.csv")
+    with open(nameless / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, [k for k in rows[0] if k != "Name"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    result = npuprof("analyse", str(nameless), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert rank["top_kernels"] == []
+    text = " ".join(result.stderr.split())
+    assert "kernel_details.csv has no column 'Name': its kernels are not read" in text
+    assert "step_trace_time.csv has more than one row for step(s) [1]" in text
+
+
 def test_npuprof_run_through_torch_npu_marks_its_parse_done(tmp_path: Path) -> None:
     """A run through the torch_npu stand-in (it parses in the run, as torch_npu does): the dir is marked
     done, and `npuprof analyse` without torch_npu reads its tables instead of asking for torch_npu."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,11 @@ def summary_of(rank_dir: Path) -> Summary:
     warnings: list[str] = [
         "parsed by torch_npu: read from its tables in ASCEND_PROFILER_OUTPUT/, not re-parsed"
     ]
-    kernels = list(_kernels(out / KERNEL_FILE)) if (out / KERNEL_FILE).is_file() else []
-    if not kernels:
+    lacking = _lacking(out / KERNEL_FILE, KERNEL_COLUMNS)
+    kernels = list(_kernels(out / KERNEL_FILE)) if (out / KERNEL_FILE).is_file() and not lacking else []
+    if lacking:
+        warnings.append(f"{KERNEL_FILE} has no column {lacking}: its kernels are not read (no top kernels)")
+    elif not kernels:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
     steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
     memory_rows = _memory(out / MEMORY_FILE) if (out / MEMORY_FILE).is_file() else []
@@ -89,6 +93,22 @@ def summary_of(rank_dir: Path) -> Summary:
         world_size=_world_size(rank_dir),
         warnings=warnings,
     )
+
+
+KERNEL_COLUMNS = ("Name", "Start Time(us)", "Duration(us)")  # what the report reads of each device task
+STEP_COLUMNS = ("Step", "Computing", "Free")  # a step table without these is not torch_npu's
+
+
+def _lacking(path: Path, columns: tuple[str, ...]) -> str:
+    """The columns of ``columns`` the CSV's header lacks, as text ("" when it has them all, or when the
+    file is not there or cannot be read: said where it is read)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
+            header = next(csv.reader(handle), [])
+    except (OSError, csv.Error):
+        return ""
+    missing = [c for c in columns if c not in header]
+    return ", ".join(repr(c) for c in missing)
 
 
 def _rows(path: Path) -> Iterator[dict[str, str]]:
@@ -134,6 +154,11 @@ def _steps(
             else ""
         )
         raise AscendTableError(f"no {STEP_FILE} in {path.parent}: torch_npu's parse did not finish{hint}")
+    lacking = _lacking(path, STEP_COLUMNS)
+    if lacking:
+        raise AscendTableError(
+            f"{STEP_FILE} has no column {lacking} (is it comma-separated UTF-8, as torch_npu writes it?)"
+        )
     first_task: dict[int | None, float] = {}
     for step, _name, start, _dur in kernels:
         if start < first_task.get(step, math.inf):
@@ -161,6 +186,10 @@ def _steps(
         raise AscendTableError(f"{STEP_FILE} has no rows")
     if missing:
         warnings.append(f"{STEP_FILE} has no value for {', '.join(sorted(missing))} (counted as 0)")
+    numbers = Counter(step for step, _ in rows if step is not None)
+    repeated = sorted(step for step, k in numbers.items() if k > 1)
+    if repeated:
+        warnings.append(f"{STEP_FILE} has more than one row for step(s) {repeated}: each row is shown")
     host_starts = None
     if any(step not in first_task for step, _ in rows):
         host_starts = _profiler_steps(trace_view)

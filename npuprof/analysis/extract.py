@@ -673,9 +673,7 @@ class Extract:
         dropped = np.flatnonzero(cls == _P_OTHER)
         if len(dropped):
             strings = self.strings
-            self.unread_categories.update(
-                strings[c] if c >= 0 else "" for c in self.p_cat[dropped].tolist()
-            )
+            self.unread_categories.update(strings[c] if c >= 0 else "" for c in self.p_cat[dropped].tolist())
         keep = cls == _P_UNKNOWN
         for name in _PENDING:
             setattr(self, name, getattr(self, name)[keep])
@@ -760,9 +758,7 @@ class Extract:
             cls = np.fromiter(map(self._pid_class.get, map(_PID, pend), repeat(_P_UNKNOWN)), np.int8, len(pi))
             keep = cls != _P_OTHER
             if not keep.all():
-                self.unread_categories.update(
-                    map(str, map(_CAT, itertools.compress(pend, (~keep).tolist())))
-                )
+                self.unread_categories.update(map(str, map(_CAT, itertools.compress(pend, (~keep).tolist()))))
                 pi = pi[keep]
                 pend = list(itertools.compress(pend, keep.tolist()))
             sel.pi, sel.pend = pi, pend
