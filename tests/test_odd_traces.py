@@ -451,3 +451,21 @@ def test_begin_end_pairs_and_unknown_categories_are_named_not_read_as_free_time(
         assert said in " ".join(result.stderr.split()), result.stderr
     real = write_rank_dir(tmp_path / "real", cpu_trace())
     assert "warning" not in npuprof("analyse", str(real), env=clean_env()).stderr
+
+
+def test_a_folder_of_traces_under_any_json_name_is_analysed(tmp_path: Path) -> None:
+    """`prof.export_chrome_trace(f"chrome_trace_{i}.json")` into one folder: "no *_ascend_pt rank
+    directory"; the files are told by content, the folder's other JSON left alone."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "chrome_trace_1.json").write_text(json.dumps(cpu_trace()))
+    (folder / "chrome_trace_2.json.gz").write_bytes(gzip.compress(json.dumps(cpu_trace()).encode()))
+    (folder / "config.json").write_text(json.dumps({"lr": 0.1}))
+    result = npuprof("analyse", str(folder), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    ranks = json.loads(result.stdout)["ranks"]
+    assert sorted(Path(r["rank_dir"]).name for r in ranks) == [
+        "chrome_trace_1.json",
+        "chrome_trace_2.json.gz",
+    ]
+    assert all([s["duration_us"] for s in r["steps"]] == [1000.0] for r in ranks)

@@ -83,17 +83,25 @@ def _roots_of_the_runs_in(path: Path) -> list[Path]:
 
 
 def _trace_files_in(directory: Path) -> list[Path]:
-    """The files directly in ``directory`` named as Kineto names its traces (``*.pt.trace.json[.gz]``)."""
+    """The trace files directly in ``directory``: named as Kineto names them (``*.pt.trace.json[.gz]``), or
+    any other ``*.json[.gz]`` whose content is a trace (``chrome_trace_1.json``: told by content)."""
+    from npuprof.analysis.trace_loader import sniff_trace
+
     names = []
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
-                if not entry.name.endswith(layout.KINETO_SUFFIXES):
+                kineto = entry.name.endswith(layout.KINETO_SUFFIXES)
+                if not kineto and (
+                    entry.name.startswith(".") or not entry.name.endswith((".json", ".json.gz"))
+                ):
                     continue
-                if entry.is_file():
+                if not entry.is_file():
+                    if kineto:
+                        layout.note_skipped(entry.path, "not a regular file (a FIFO, a directory)")
+                    continue
+                if kineto or sniff_trace(entry.path) is not None:
                     names.append(entry.name)
-                else:
-                    layout.note_skipped(entry.path, "not a regular file (a FIFO, a directory)")
     except OSError:
         return []
     return [directory / name for name in sorted(names)]
