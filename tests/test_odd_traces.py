@@ -469,3 +469,22 @@ def test_a_folder_of_traces_under_any_json_name_is_analysed(tmp_path: Path) -> N
         "chrome_trace_2.json.gz",
     ]
     assert all([s["duration_us"] for s in r["steps"]] == [1000.0] for r in ranks)
+
+
+def test_an_event_whose_args_are_no_object_does_not_make_the_trace_unreadable(tmp_path: Path) -> None:
+    """`"args": null` on one operator (a trace edited by hand) made analyse refuse the whole trace as
+    corrupt, while export-stacks read it."""
+    trace = cpu_trace()
+    trace["traceEvents"][1]["args"] = None
+    trace["traceEvents"][3]["args"] = [1, 2]
+    (tmp_path / "t.json").write_text(json.dumps(trace))
+    result = npuprof("analyse", str(tmp_path / "t.json"), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    (step,) = rank["steps"]
+    assert (step["duration_us"], step["computing_us"]) == (1000.0, 300.0)  # as cpu_trace's doc says
+    assert {o["name"]: o["count"] for o in rank["top_operators"]} == {
+        "aten::mm": 1,
+        "aten::empty": 1,
+        "aten::add": 1,
+    }

@@ -252,6 +252,16 @@ def _external_ids(kargs: list[Any]) -> np.ndarray:
     return ext
 
 
+def _args_of(decoder: msgspec.json.Decoder, raws: list[Any]) -> list[Any]:
+    """The raw ``args`` decoded together; args that are no object (``null``, ``[1, 2]``: a trace edited by
+    hand) read as ``{}`` instead of making the whole trace unreadable. Other faults raise as before."""
+    try:
+        return decoder.decode(_joined(raws))
+    except msgspec.ValidationError:
+        objects = [r if r and bytes(r).lstrip()[:1] == b"{" else _NO_ARGS for r in raws]
+        return decoder.decode(_joined(objects))
+
+
 def _task_args(raws: list[Any]) -> list[TaskArgs]:
     """The args of events of no known category, as TaskArgs; args of other shapes (these events belong to
     no table until their process says so) give the defaults instead of an error."""
@@ -740,12 +750,12 @@ class Extract:
         sel.oi = np.flatnonzero(is_x & (cat == _CPU_OP))
         sel.ops = _pick(events, sel.oi)
         if sel.ops:
-            sel.oargs = _OP_ARGS.decode(_joined(list(map(_ARGS, sel.ops))))
+            sel.oargs = _args_of(_OP_ARGS, list(map(_ARGS, sel.ops)))
         sel.di = np.flatnonzero(is_x & (cat >= _KERNEL) & (cat <= _MEMSET))
         sel.devs = _pick(events, sel.di)
         if sel.devs:
             sel.dev_cats = cat[sel.di]
-            sel.kargs = _KERNEL_ARGS.decode(_joined(list(map(_ARGS, sel.devs))))
+            sel.kargs = _args_of(_KERNEL_ARGS, list(map(_ARGS, sel.devs)))
         sel.ai = np.flatnonzero(is_x & ((cat == _ANNOT) | (cat == _GPU_ANNOT)))
         sel.ann_cats = cat[sel.ai]
         sel.meta = np.flatnonzero(ph == _META)
@@ -770,7 +780,7 @@ class Extract:
             has = np.fromiter(map(len, raws), np.int64, len(raws)) > 0
             if has.any():
                 sel.ri = ri[has]
-                launches = _LAUNCH_ARGS.decode(_joined([r for r in raws if r]))
+                launches = _args_of(_LAUNCH_ARGS, [r for r in raws if r])
                 sel.corr = np.fromiter(map(_CORR, launches), np.int64, len(sel.ri))
         mi = np.flatnonzero((ph == _INSTANT) | (ph == _INSTANT2))
         if len(mi):
@@ -779,7 +789,7 @@ class Extract:
             sel.mi = mi[keep]
             sel.mems = [inst[k] for k in keep]
             if sel.mems:
-                sel.margs = _MEM_ARGS.decode(_joined(list(map(_ARGS, sel.mems))))
+                sel.margs = _args_of(_MEM_ARGS, list(map(_ARGS, sel.mems)))
         fi = np.flatnonzero(is_x & (cat == _PYFUNC))
         if len(fi):
             frames = _pick(events, fi)
