@@ -488,3 +488,31 @@ def test_an_event_whose_args_are_no_object_does_not_make_the_trace_unreadable(tm
         "aten::empty": 1,
         "aten::add": 1,
     }
+
+
+def test_complete_events_without_a_time_are_left_out_and_said(tmp_path: Path) -> None:
+    """An operator with no ts was read at time 0 (outside every step: gone without a word; export-stacks
+    nested all such events in one another); one with no dur hid its time in its parent's."""
+    trace = cpu_trace()
+    extra = [
+        x("aten::mm", "cpu_op", 700, 50),
+        x("aten::mm", "cpu_op", 800, 50),
+        x("aten::cat", "cpu_op", 900, 10),
+    ]
+    del extra[0]["ts"], extra[1]["ts"], extra[2]["dur"]
+    trace["traceEvents"] += extra
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    result = npuprof("analyse", str(path), "--format", "json", env=clean_env(COLUMNS="300"))
+    assert result.returncode == 0, result.stderr
+    assert "3 complete event(s) without a ts or a dur were left out" in result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert {o["name"]: o["count"] for o in rank["top_operators"]} == {
+        "aten::mm": 1,
+        "aten::empty": 1,
+        "aten::add": 1,
+    }
+    assert rank["steps"][0]["computing_us"] == 300.0
+    folded = tmp_path / "t.folded"
+    assert npuprof("export-stacks", str(path), "-o", str(folded), env=clean_env()).returncode == 0
+    assert "aten::cat" not in folded.read_text() and "aten::mm;aten::mm" not in folded.read_text()

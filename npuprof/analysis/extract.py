@@ -38,7 +38,7 @@ import msgspec
 import numpy as np
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.trace_loader import EMPTY_RAW, ScanEvent, Time, TimeOrText
+from npuprof.analysis.trace_loader import EMPTY_RAW, NO_TIME, ScanEvent, Time, TimeOrText, no_time
 
 
 class EventError(ValueError):
@@ -391,8 +391,8 @@ class _Typed(msgspec.Struct, tag_field="cat", kw_only=True, gc=False):
     category admits only the phases Kineto writes for it (complete events, flows, instants), so that a
     chunk decoded this way never needs the phase-dependent rules of the generic walk."""
 
-    ts: TimeOrText = 0.0
-    dur: Time = 0.0
+    ts: TimeOrText = NO_TIME
+    dur: Time = NO_TIME
 
 
 class _TOp(_Typed, tag=vocab.CPU_OP, gc=False):
@@ -561,6 +561,7 @@ class Extract:
         # torch's (Chrome's "B"/"E" pairs) by phase, and complete events of categories the vocabulary
         # does not know outside device processes (torch_npu's CANN calls among them) by category
         self.unread_phases: Counter[str] = Counter()
+        self.timeless = 0  # complete events without a ts or a dur: left out
         self.unread_categories: Counter[str] = Counter()
         self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE or _P_OTHER, once its name is known
         self.frame_threads: dict[tuple[Any, Any], int] = {}
@@ -623,6 +624,11 @@ class Extract:
                 f"{len(self.p_ts)} complete event(s) of categories the tables do not know ({shown}) in "
                 f"process(es) {', '.join(pids[:5])} with no process_name: left out; device work there "
                 'would be counted once its process is named (e.g. "GPU 0", "Ascend Hardware")'
+            )
+        if self.timeless:
+            notes.append(
+                f"{self.timeless} complete event(s) without a ts or a dur were left out (no profiler writes "
+                "them so: the trace was edited or damaged)"
             )
         if self.unread_phases:
             shown = ", ".join(f'"{p}" x{k}' for p, k in self.unread_phases.most_common(5))
@@ -740,7 +746,7 @@ class Extract:
         self.event_count += n
         cat = np.fromiter(map(_CAT_CODES.get, map(_CAT, events), repeat(0)), np.int8, n)
         ph = np.fromiter(map(_PH_CODES.get, map(_PH, events), repeat(0)), np.int8, n)
-        is_x = ph == _X
+        is_x = self._timed(events, ph == _X)
         other = np.flatnonzero(ph == 0)
         if len(other):
             phases = Counter(str(p) if p else "(none)" for p in map(_PH, _pick(events, other)))
@@ -835,6 +841,21 @@ class Extract:
         self.process_names[pid] = name
         self._pid_class[pid] = _P_DEVICE if vocab.DEVICE_PROCESS_RE.search(name) else _P_OTHER
 
+    def _timed(self, events: list[Any], is_x: np.ndarray) -> np.ndarray:
+        """``is_x`` without the complete events that have no ts or no dur (counted in ``timeless``): read
+        at time 0, or as 0 long, they would land outside every step or hide inside their parents."""
+        n = len(events)
+        dur = np.fromiter(map(_DUR, events), np.float64, n)
+        missing = np.signbit(dur) & (dur == 0.0)  # NO_TIME is -0.0
+        ts = list(map(_TS, events))
+        if 0.0 in ts:  # C speed (NO_TIME == 0.0); real traces have no time 0, hand-made ones may
+            missing |= np.fromiter(map(no_time, ts), bool, n)
+        missing &= is_x
+        if not missing.any():
+            return is_x
+        self.timeless += int(missing.sum())
+        return is_x & ~missing
+
     def _span(self, events: list[Any], is_x: np.ndarray) -> None:
         """First start and last end of the complete events; only needed for a trace without steps, so
         skipped once a step has been seen."""
@@ -852,7 +873,7 @@ class Extract:
         n = len(events)
         kind = np.fromiter(map(_KIND_CODES.__getitem__, map(type, events)), np.int8, n)
         self.event_count += n
-        is_x = (kind != _K_INST) & (kind != _K_FLOW)
+        is_x = self._timed(events, (kind != _K_INST) & (kind != _K_FLOW))
         self._span(events, is_x)
         sel = _Selection(events)
         sel.oi = np.flatnonzero(is_x & (kind == _K_OP))
@@ -1118,6 +1139,7 @@ class Extract:
         for key, count in other.unknown_device_work.items():
             self.unknown_device_work[key] = self.unknown_device_work.get(key, 0) + count
         self.unread_phases.update(other.unread_phases)
+        self.timeless += other.timeless
         self.unread_categories.update(other.unread_categories)
         fmap = np.array(
             [self.frame_threads.setdefault(k, len(self.frame_threads)) for k in other.frame_threads]

@@ -40,6 +40,7 @@ Public API (stable):
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import re
 import stat
@@ -116,6 +117,15 @@ TIME_LIMIT = 1e18
 Time = Annotated[float, msgspec.Meta(ge=-TIME_LIMIT, le=TIME_LIMIT)]
 # a ts as decoded: a number, or torch_npu's string (turned into a number by TraceReader before use)
 TimeOrText = Time | str
+# The value of a ts or dur the event does not have: -0.0, equal to 0.0 in every sum and comparison (so
+# nothing changes for a reader that does not ask), told apart by its sign (``no_time``). No profiler writes
+# "-0" for a time.
+NO_TIME = -0.0
+
+
+def no_time(value: Any) -> bool:
+    """Whether ``value`` is NO_TIME: the event had no such field."""
+    return value == 0.0 and type(value) is float and math.copysign(1.0, value) < 0
 
 
 class EventHead(msgspec.Struct, gc=False):
@@ -124,8 +134,8 @@ class EventHead(msgspec.Struct, gc=False):
     name: str = ""
     ph: str = ""
     cat: str = ""
-    ts: TimeOrText = 0.0
-    dur: Time = 0.0
+    ts: TimeOrText = NO_TIME
+    dur: Time = NO_TIME
     pid: int | str = 0
     tid: int | str = 0
 

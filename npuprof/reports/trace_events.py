@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.trace_loader import Event, Trace, TraceError, load_trace
+from npuprof.analysis.trace_loader import Event, Trace, TraceError, load_trace, no_time
 
 TraceEvent = Event  # the reports' name for it
 
@@ -24,8 +24,11 @@ class TraceReadError(ValueError):
 
 
 def wanted(ev: Any) -> bool:
-    """The events the reports use: durations, flows, metadata and ``[memory]`` records."""
-    return ev.ph in ("X", "s", "f", "t", "M") or ev.name == vocab.MEMORY_EVENT
+    """The events the reports use: durations, flows, metadata and ``[memory]`` records. A complete event
+    without a ts or a dur is not (read at time 0 it nested every such event in the one before)."""
+    if ev.ph == "X":
+        return not (no_time(ev.ts) or no_time(ev.dur))
+    return ev.ph in ("s", "f", "t", "M") or ev.name == vocab.MEMORY_EVENT
 
 
 def load(path: Path) -> Trace:
