@@ -290,6 +290,18 @@ def test_an_old_release_trace_counts_its_device_work_in_its_step(tmp_path: Path)
     assert rows["gemm"]["Type"] == "aten::mm"
 
 
+def test_stacks_of_an_old_release_trace_link_device_work_by_its_external_id(tmp_path: Path) -> None:
+    """Memcpy HtoD has no Runtime call of its correlation: torch 1.8-1.10's "external id" alone gives its
+    operator (it went to the stack of device work with no launching call)."""
+    path = _write(tmp_path / "old.json", {"traceEvents": _old_release_trace()})
+    folded = tmp_path / "device.folded"
+    done = npuprof("export-stacks", str(path), "--metric", "self_npu_time_total", "-o", str(folded))
+    assert done.returncode == 0, done.stderr
+    stacks = _folded(folded.read_text())
+    assert stacks[("ProfilerStep#1", "aten::mm", "Memcpy_HtoD")] == 10
+    assert stacks[("ProfilerStep#1", "aten::mm", "gemm")] == 100
+
+
 def test_device_work_of_an_unknown_category_is_counted_and_named_once(tmp_path: Path) -> None:
     from npuprof.analysis.scan import scan
     from npuprof.analysis.tables import build_tables

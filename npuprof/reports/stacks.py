@@ -348,6 +348,12 @@ def _innermost_at(spans: list[tuple[float, float, int]], ts: float) -> int | Non
     return best
 
 
+def _external_id(args: dict[str, object]) -> object:
+    """``External id``, or ``external id`` as torch 1.8-1.10 wrote it (docs/formats.md, the vocabulary)."""
+    found = _link_id(args, "External id")
+    return found if found is not None else _link_id(args, "external id")
+
+
 def _device_links(
     events: list[TraceEvent], tree: _HostTree, device_events: list[TraceEvent]
 ) -> dict[int, int]:
@@ -360,9 +366,9 @@ def _device_links(
         if node is None or not ev.args:
             continue
         raw = bytes(ev.args)
-        if b'"correlation"' in raw or b'"External id"' in raw:
+        if b'"correlation"' in raw or b'"External id"' in raw or b'"external id"' in raw:
             args = ev.args_dict()
-            correlation, external = _link_id(args, "correlation"), _link_id(args, "External id")
+            correlation, external = _link_id(args, "correlation"), _external_id(args)
             cat = _cat(ev)
             if correlation is not None and cat not in (
                 vocab.CPU_OP,
@@ -390,7 +396,7 @@ def _device_links(
 
     for ev in device_events:
         args = ev.args_dict()
-        correlation, external = _link_id(args, "correlation"), _link_id(args, "External id")
+        correlation, external = _link_id(args, "correlation"), _external_id(args)
         node = by_corr.get(correlation) if correlation is not None else None
         if node is None and ev.ts is not None:
             for _rank, key in sorted(flow_end.get((ev.pid, ev.tid, round(float(ev.ts), 3)), ())):
