@@ -101,6 +101,17 @@ def test_steps_come_from_step_trace_time(cluster: tuple[Path, dict]) -> None:
     assert any("parsed by torch_npu" in w for w in r0["warnings"])
 
 
+def test_ranks_parsed_by_torch_npu_are_said_once_not_warned_each(cluster: tuple[Path, dict]) -> None:
+    root, _report = cluster
+    result = npuprof("analyse", str(root), env=clean_env(COLUMNS="200"))
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "parsed by torch_npu" in line]
+    assert lines == [
+        "npuprof analyse: note: 2 rank dir(s) parsed by torch_npu: read from their tables in "
+        "ASCEND_PROFILER_OUTPUT/, not re-parsed"
+    ]
+
+
 def test_top_kernels_are_summed_by_name(cluster: tuple[Path, dict]) -> None:
     _root, report = cluster
     totals: dict[str, list[float]] = {}

@@ -65,12 +65,14 @@ def db_only_by_torch_npu(rank_dir: Path) -> bool:
     return not (out / SUMMARY_FILE).exists() and layout.find_raw_trace(rank_dir) is None
 
 
+# in each such rank's JSON warnings; said once for all of them on the terminal (a note, not a fault)
+PARSED_BY_TORCH_NPU = "parsed by torch_npu: read from its tables in ASCEND_PROFILER_OUTPUT/, not re-parsed"
+
+
 def summary_of(rank_dir: Path) -> Summary:
     """The summary of a rank dir torch_npu parsed; AscendTableError when its step table is unreadable."""
     out = rank_dir / layout.PARSED_DIR
-    warnings: list[str] = [
-        "parsed by torch_npu: read from its tables in ASCEND_PROFILER_OUTPUT/, not re-parsed"
-    ]
+    warnings: list[str] = [PARSED_BY_TORCH_NPU]
     lacking = _lacking(out / KERNEL_FILE, KERNEL_COLUMNS)
     kernels = list(_kernels(out / KERNEL_FILE)) if (out / KERNEL_FILE).is_file() and not lacking else []
     if lacking:

@@ -182,12 +182,23 @@ def analyse(
     else:
         terminal.render_table(report, Console())
     sys.stdout.flush()
+    from npuprof.analysis.ascend_output import PARSED_BY_TORCH_NPU
+
     without: list[str] = []
+    by_torch_npu = 0
     for r in report.ranks:
         for note in r.warnings or []:
+            if note == PARSED_BY_TORCH_NPU:
+                by_torch_npu += 1
+                continue
             print(f"npuprof analyse: warning: {r.rank_dir}: {note}", file=sys.stderr)
         if step_range is not None and not r.steps:
             without.append(r.rank_dir)
+    if by_torch_npu:
+        _note(
+            f"{by_torch_npu} rank dir(s) parsed by torch_npu: read from their tables in "
+            "ASCEND_PROFILER_OUTPUT/, not re-parsed"
+        )
     if without:  # one line, whatever the number of captures (a job of days has thousands)
         asked = steps if steps is not None else ""
         shown = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
