@@ -534,3 +534,13 @@ def test_top_operators_are_those_of_the_steps_reported(tmp_path: Path) -> None:
     (rank,) = json.loads(npuprof("analyse", str(tmp_path / "n.json"), "--format", "json").stdout)["ranks"]
     assert {o["name"]: o["count"] for o in rank["top_operators"]}["aten::mm"] == 2
     assert "aten::outside" in {o["name"] for o in rank["top_operators"]}
+
+
+def test_a_truncated_gzip_trace_is_said_to_end_early(tmp_path: Path) -> None:
+    whole = gzip.compress(json.dumps(cpu_trace()).encode())
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(whole[:-12])
+    result = npuprof("export-stacks", str(path), "-o", str(tmp_path / "s.folded"), env=clean_env())
+    assert result.returncode == 1
+    assert "the compressed trace ends early (truncated file?)" in result.stderr, result.stderr
+    assert "at byte 0" not in result.stderr and not (tmp_path / "s.folded").exists()

@@ -302,9 +302,13 @@ class TraceReader:
         try:
             data = handle.read(size)
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            # a read takes a block of MB: the byte reached says little, an early end says what is wrong
+            where = f" after {self.bytes_read} bytes" if self.bytes_read else ""
             raise TraceError(
                 "truncated" if isinstance(exc, EOFError) else "corrupt",
-                f"{self.path}: cannot read the trace at byte {self.bytes_read}: {exc}",
+                f"{self.path}: the compressed trace ends early{where} (truncated file?): {exc}"
+                if isinstance(exc, EOFError)
+                else f"{self.path}: cannot read the trace{where}: {exc}",
             ) from exc
         self.bytes_read += len(data)
         return data
