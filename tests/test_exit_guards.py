@@ -35,10 +35,23 @@ def wrapped(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     exits: list[int] = []
     finalised: list[str] = []
     monkeypatch.setattr(os, "_exit", exits.append)  # the "real" os._exit: records, returns
+    execs: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(os, "execv", lambda *args: execs.append(("execv", *args)))
+    monkeypatch.setattr(os, "execve", lambda *args: execs.append(("execve", *args)))
     agent = SimpleNamespace(controller=_Controller(), _at_exit=lambda: finalised.append("finalised"))
     Agent._finalise_at_os_exit(agent)  # type: ignore[arg-type]
     assert getattr(os._exit, "npuprof_finalises", False)
-    return SimpleNamespace(agent=agent, exits=exits, finalised=finalised)
+    return SimpleNamespace(agent=agent, exits=exits, finalised=finalised, execs=execs)
+
+
+def test_an_exec_finalises_then_execs_as_asked(wrapped: SimpleNamespace) -> None:
+    """os.execv / os.execve (every os.exec* goes through them) replace the process image with no atexit:
+    the capture in flight is finalised first, then the exec is made with the arguments given."""
+    os.execl("/bin/true", "true", "x")  # through os.execv
+    assert wrapped.finalised == ["finalised"] and wrapped.execs == [("execv", "/bin/true", ("true", "x"))]
+    os.execve("/bin/true", ["true"], {"A": "1"})
+    assert wrapped.execs[-1] == ("execve", "/bin/true", ["true"], {"A": "1"})
+    assert os.execv.__name__ == "execv" and wrapped.exits == []
 
 
 def test_the_main_thread_finalises_once_then_exits(wrapped: SimpleNamespace) -> None:
@@ -54,6 +67,8 @@ def test_a_call_during_the_finalise_exits_at_once(monkeypatch: pytest.MonkeyPatc
     exits: list[int] = []
     finalised: list[str] = []
     monkeypatch.setattr(os, "_exit", exits.append)
+    for name in ("execv", "execve"):  # restored after the test: the wrapper is not left behind
+        monkeypatch.setattr(os, name, getattr(os, name))
 
     def finalise() -> None:
         finalised.append("outer")
@@ -120,6 +135,8 @@ def test_the_plans_last_words_run_and_a_failing_one_still_exits(monkeypatch: pyt
     exits: list[int] = []
     said: list[str] = []
     monkeypatch.setattr(os, "_exit", exits.append)
+    for name in ("execv", "execve"):  # restored after the test: the wrapper is not left behind
+        monkeypatch.setattr(os, name, getattr(os, name))
 
     def broken() -> None:
         said.append("plan")

@@ -36,3 +36,31 @@ def test_a_window_open_at_os_exit_is_finalised_and_the_exit_code_kept(tmp_path: 
     report = npuprof("analyse", str(out), "--format", "json", env=clean_env())
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["ranks"][0]["steps"]
+
+
+EXEC_JOB = """
+import os, sys, torch
+generation = int(os.environ.get("GENERATION", "0"))
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(12):
+    loss = model(torch.randn(8, 16)).sum()
+    opt.zero_grad(); loss.backward(); opt.step()
+    if generation == 0 and i == 6:  # a script restarting itself in place: same pid, no atexit
+        os.environ["GENERATION"] = "1"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+sys.exit(4)
+"""
+
+
+def test_a_capture_open_when_the_script_execs_itself_is_finalised(tmp_path: Path) -> None:
+    """os.execv in the middle of a capture (steps 6-8 planned, exec after step 7's boundary) lost steps 6
+    and 7: the record said "incomplete", the trace was never written."""
+    result, out = run_script(tmp_path, EXEC_JOB)
+    assert result.returncode == 4, result.stderr
+    records = sorted((capture_record(d) for d in rank_dirs(out)), key=lambda r: r["updated_ns"])
+    first, second = records
+    assert first["pid"] == second["pid"]  # one process, two images
+    assert (first["status"], first["steps"]) == ("complete", [6, 7]), first
+    assert first["last_step_partial"] is True
+    assert (second["status"], second["steps"]) == ("complete", [6, 7, 8]), second

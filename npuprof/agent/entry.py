@@ -212,37 +212,13 @@ class Agent:
         in a forked child, when called again during that finalise, and when it interrupted (a signal
         handler) a step boundary, torch's profiler code or an import: stopping the profiler there would
         crash the process (the capture is then reported interrupted). With --dynamic the plan's logs get
-        their last lines too (the capture's end, "the process ends"), which ``npuprof status`` reads."""
-        real = os._exit
-        if getattr(real, "npuprof_finalises", False):
-            return
-        import threading
+        their last lines too (the capture's end, "the process ends"), which ``npuprof status`` reads.
 
-        from npuprof.agent.frames import CAPTURE_CODE, PROFILER_UNSAFE, runs_code_of
-
-        pid, at_exit, controller = os.getpid(), self._at_exit, self.controller
-        finalising: list[bool] = []
-
-        def _exit(status: int, /) -> Any:
-            if not finalising and os.getpid() == pid:
-                finalising.append(True)
-                if (
-                    threading.current_thread() is threading.main_thread()
-                    and not controller.inside_a_decision()
-                    and not runs_code_of(sys._getframe(1), PROFILER_UNSAFE + CAPTURE_CODE)
-                ):
-                    with contextlib.suppress(BaseException):
-                        at_exit()
-                # --dynamic: its logs' last lines (file appends only: safe from any thread, anywhere)
-                with contextlib.suppress(BaseException):
-                    plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
-                    if plan_exit is not None:
-                        plan_exit()
-            real(status)
-
-        _exit.npuprof_finalises = True  # type: ignore[attr-defined]
-        _exit.__wrapped__ = real  # type: ignore[attr-defined]
-        os._exit = _exit
+        ``os.execv`` and ``os.execve`` (which every ``os.exec*`` calls) end this process image as well, with
+        no atexit: a script that restarts itself by exec lost the capture in flight. They finalise alike."""
+        for name in ("_exit", "execv", "execve"):
+            if hasattr(os, name):
+                _finalise_before(name, self._at_exit, self.controller)
 
     def _make_sink(self, backend: Any) -> Any:
         from npuprof.agent.capture import CaptureWriter
@@ -537,3 +513,39 @@ def _leads_the_jobs_group() -> bool:
     """The launcher starts the job as the leader of a new process group in its own session: a process that
     leads its group without leading a session (torchrun's workers start sessions of their own)."""
     return os.getpgrp() == os.getpid() and os.getsid(0) != os.getpid()
+
+
+def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
+    """Make ``os.<name>`` (``_exit``, ``execv``, ``execve``) finalise the capture in flight first
+    (Agent._finalise_at_os_exit says when it may)."""
+    real = getattr(os, name)
+    if getattr(real, "npuprof_finalises", False):
+        return
+    import threading
+
+    from npuprof.agent.frames import CAPTURE_CODE, PROFILER_UNSAFE, runs_code_of
+
+    pid = os.getpid()
+    finalising: list[bool] = []
+
+    def leave(*args: Any) -> Any:
+        if not finalising and os.getpid() == pid:
+            finalising.append(True)
+            if (
+                threading.current_thread() is threading.main_thread()
+                and not controller.inside_a_decision()
+                and not runs_code_of(sys._getframe(1), PROFILER_UNSAFE + CAPTURE_CODE)
+            ):
+                with contextlib.suppress(BaseException):
+                    at_exit()
+            # --dynamic: its logs' last lines (file appends only: safe from any thread, anywhere)
+            with contextlib.suppress(BaseException):
+                plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
+                if plan_exit is not None:
+                    plan_exit()
+        return real(*args)
+
+    leave.npuprof_finalises = True  # type: ignore[attr-defined]
+    leave.__wrapped__ = real  # type: ignore[attr-defined]
+    leave.__name__ = leave.__qualname__ = name
+    setattr(os, name, leave)
