@@ -41,6 +41,31 @@ def test_signal_death_gives_128_plus_n_and_finalises_the_capture(out: Path) -> N
     assert profiler_steps(d) == [1, 2, 3]
 
 
+def test_a_job_killed_by_a_sigusr2_passed_on_kills_npuprof_by_it(out: Path, tmp_path: Path) -> None:
+    """SIGUSR2 to npuprof reaches the job, whose default action is to die of it: npuprof exited 140 where
+    the job alone dies of the signal (a Python caller saw 140, not -12)."""
+    started = tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(
+        f"import pathlib, time\npathlib.Path({str(started)!r}).write_text('1')\ntime.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npuprof", "run", "-o", str(out), "--", sys.executable, str(script)],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline, "job did not start"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGUSR2)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGUSR2, stderr
+    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 128 + signal.SIGUSR2
+
+
 def test_sigterm_to_npuprof_reaches_the_whole_job(out: Path, tmp_path: Path) -> None:
     started = tmp_path / "started"
     script = tmp_path / "job.py"
