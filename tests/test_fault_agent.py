@@ -332,6 +332,10 @@ def test_kill_9_of_one_torchrun_rank_mid_capture(out: Path, tmp_path: Path) -> N
     assert set(by_rank) == {0, 1}
     assert capture_record(by_rank[1])["status"] == "capturing"
     assert capture_record(by_rank[0])["status"] == "complete"  # finalised by torchrun's SIGTERM
+    # the summary's steps of the lost capture: from its first, to a last no record says (it said "2")
+    rows = [line.split() for line in result.stderr.splitlines() if by_rank[1].name in line]
+    (row,) = [r for r in rows if r[0] == "1"]  # the table's row (a note under the table names it too)
+    assert row[:3] == ["1", "2-?", "incomplete*"], row
     analysed = npuprof("analyse", str(out), "--format", "json", timeout=120)
     assert by_rank[1].name in analysed.stderr and "interrupted" in analysed.stderr
     report = json.loads(analysed.stdout)

@@ -74,7 +74,9 @@ def print_run_summary(
     for c in captures:
         rank = "-" if c.rank is None else str(c.rank)
         status = f"{c.status}*" if c.detail else c.status  # the detail under the table
-        rows.append([rank, _steps(c.steps), status, _size(c.size_bytes), "yes" if c.parsed else "no"])
+        # a capture its process died inside: from its first step to a last no record says
+        steps = f"{c.steps[0]}-?" if c.open_ended and c.steps else _steps(c.steps)
+        rows.append([rank, steps, status, _size(c.size_bytes), "yes" if c.parsed else "no"])
     widths = [max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns)]
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
     if not console.is_terminal:  # a log or a pipe: the names whole, to be copied

@@ -97,6 +97,8 @@ class CaptureSummary:
     size_bytes: int
     detail: str
     parsed: bool
+    # its record still says "capturing" (the process died inside it): ``steps`` holds only its first step
+    open_ended: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +161,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 size_bytes=_dir_size(rank_dir),
                 detail=status.detail or str(record.get("detail") or ""),
                 parsed=_parsed(rank_dir, record),
+                open_ended=record.get("status") == layout.STATUS_CAPTURING,
             )
         )
     found.sort(key=lambda c: (c.rank if c.rank is not None else -1, c.steps[:1], str(c.rank_dir)))
