@@ -393,3 +393,37 @@ def test_ranks_that_share_no_step_are_said_to_be_compared_over_different_steps(t
     _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [_step(1, 1100.0, 0.0, 0.0, 0.0)], stamp=456)
     again = npuprof("analyse", str(tmp_path), env=clean_env())
     assert again.returncode == 0 and "no step was captured on every rank" not in again.stderr
+
+
+def test_top_operators_and_kernels_of_tables_without_steps(tmp_path: Path) -> None:
+    """operator_details.csv has no step column and kernel_details.csv has none without steps: their rows
+    count for the whole capture, in a report whose steps come from step_trace_time.csv."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    rows = _kernels("kernel_details_2023.csv")
+    with open(out / "kernel_details.csv", "w", newline="") as f:
+        fields = [c for c in rows[0] if c != "Step Id"]
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    header = ["Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)"]
+    header += ["Device Self Duration(us)", "Device Total Duration(us)", "Device Self Duration With AICore(us)"]
+    with open(out / "operator_details.csv", "w", newline="") as f:
+        w2 = csv.writer(f)
+        w2.writerow(header)
+        w2.writerows(
+            [
+                ["aten::mm", '"4,4;4,4"', "", 30.5, 40.0, 7.0, 7.0, 7.0],
+                ["aten::add", "", "", 12.0, 12.0, 1.0, 1.0, 1.0],
+                ["aten::mm", '"8,8;8,8"', "", 20.0, 25.0, 3.0, 3.0, 3.0],
+            ]
+        )
+    rank = _report(tmp_path)["ranks"][0]
+    ops = {o["name"]: (o["count"], o["self_us"], o["total_us"], o["device_us"]) for o in rank["top_operators"]}
+    assert ops == {"aten::mm": (2, 50.5, 65.0, 10.0), "aten::add": (1, 12.0, 12.0, 1.0)}
+    by_name: dict[str, float] = {}
+    for k in rows:
+        by_name[k["Name"]] = by_name.get(k["Name"], 0.0) + float(k["Duration(us)"])
+    top = rank["top_kernels"][0]
+    name, total = max(by_name.items(), key=lambda kv: kv[1])
+    assert (top["name"], top["total_us"]) == (name, pytest.approx(total, abs=1e-3))

@@ -518,23 +518,6 @@ def test_complete_events_without_a_time_are_left_out_and_said(tmp_path: Path) ->
     assert "aten::cat" not in folded.read_text() and "aten::mm;aten::mm" not in folded.read_text()
 
 
-def test_top_operators_are_those_of_the_steps_reported(tmp_path: Path) -> None:
-    """Operators that ran outside every step (before the first, after the last) were in the top table of
-    a report without --steps, though it is of the steps reported (docs/formats.md)."""
-    trace = cpu_trace()
-    trace["traceEvents"] += [x("aten::outside", "cpu_op", 1500, 70), x("aten::mm", "cpu_op", -300, 40)]
-    (tmp_path / "t.json").write_text(json.dumps(trace))
-    result = npuprof("analyse", str(tmp_path / "t.json"), "--format", "json", env=clean_env())
-    assert result.returncode == 0, result.stderr
-    (rank,) = json.loads(result.stdout)["ranks"]
-    ops = {o["name"]: (o["count"], o["self_us"]) for o in rank["top_operators"]}
-    assert ops == {"aten::mm": (1, 190.0), "aten::add": (1, 100.0), "aten::empty": (1, 10.0)}
-    trace["traceEvents"] = trace["traceEvents"][1:]  # no step: its one row is the whole trace, all in it
-    (tmp_path / "n.json").write_text(json.dumps(trace))
-    (rank,) = json.loads(npuprof("analyse", str(tmp_path / "n.json"), "--format", "json").stdout)["ranks"]
-    assert {o["name"]: o["count"] for o in rank["top_operators"]}["aten::mm"] == 2
-    assert "aten::outside" in {o["name"] for o in rank["top_operators"]}
-
 
 def test_a_truncated_gzip_trace_is_said_to_end_early(tmp_path: Path) -> None:
     whole = gzip.compress(json.dumps(cpu_trace()).encode())

@@ -338,18 +338,14 @@ def _in_steps(step: Any, steps: tuple[int, int] | None) -> bool:
 
 
 def _aggregate(
-    items: Sequence[TopOperator] | Sequence[TopKernel],
-    steps: tuple[int, int] | None,
-    times: tuple[str, ...],
-    numbered: bool = False,
+    items: Sequence[TopOperator] | Sequence[TopKernel], steps: tuple[int, int] | None, times: tuple[str, ...]
 ) -> list[tuple[str, int, list[float]]]:
     """Per name over the steps chosen, in order of first appearance: the calls and each of ``times``
-    summed (rounded to the ns at each addition), largest first by the first of ``times``. ``numbered``:
-    the trace has steps, so what ran outside every step (step None) is not in the steps reported."""
+    summed (rounded to the ns at each addition), largest first by the first of ``times``."""
     counts: dict[str, int] = {}
     sums: dict[str, list[float]] = {}
     for item in items:
-        if not _in_steps(item.step, steps) or (numbered and item.step is None):
+        if not _in_steps(item.step, steps):
             continue
         acc = sums.setdefault(item.name, [0.0] * len(times))
         for k, name in enumerate(times):
@@ -448,9 +444,8 @@ def rank_report(
     durations = [s.duration_us for s in chosen]
     peaks = [p for s in chosen if (p := s.memory_peak_mb) is not None and p is not msgspec.UNSET]
     reserved = [p for s in chosen if (p := s.memory_peak_reserved_mb) is not None and p is not msgspec.UNSET]
-    numbered = any(s.step is not None for s in summary.steps)
-    operators = _aggregate(summary.top_operators, steps, ("self_us", "total_us", "device_us"), numbered)
-    kernels = _aggregate(summary.top_kernels, steps, ("total_us",), numbered)
+    operators = _aggregate(summary.top_operators, steps, ("self_us", "total_us", "device_us"))
+    kernels = _aggregate(summary.top_kernels, steps, ("total_us",))
     report = RankReport(
         rank=summary.rank,
         rank_dir=str(rank_dir),
