@@ -38,7 +38,7 @@ def wrapped(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     execs: list[tuple[Any, ...]] = []
     monkeypatch.setattr(os, "execv", lambda *args: execs.append(("execv", *args)))
     monkeypatch.setattr(os, "execve", lambda *args: execs.append(("execve", *args)))
-    agent = SimpleNamespace(controller=_Controller(), _at_exit=lambda: finalised.append("finalised"))
+    agent = SimpleNamespace(controller=_Controller(), _at_exit=lambda *_: finalised.append("finalised"))
     Agent._finalise_at_os_exit(agent)  # type: ignore[arg-type]
     assert getattr(os._exit, "npuprof_finalises", False)
     return SimpleNamespace(agent=agent, exits=exits, finalised=finalised, execs=execs)
@@ -52,6 +52,18 @@ def test_an_exec_finalises_then_execs_as_asked(wrapped: SimpleNamespace) -> None
     os.execve("/bin/true", ["true"], {"A": "1"})
     assert wrapped.execs[-1] == ("execve", "/bin/true", ["true"], {"A": "1"})
     assert os.execv.__name__ == "execv" and wrapped.exits == []
+
+
+def test_an_exec_that_will_fail_keeps_the_capture(wrapped: SimpleNamespace, tmp_path: Any) -> None:
+    """An exec of a missing or non-executable file raises (the script may catch it and train on): the
+    capture in flight is not finalised for it, and the next exec that will run still finalises."""
+    plain = tmp_path / "not_executable"
+    plain.write_text("")
+    os.execv(str(tmp_path / "missing"), ["missing"])
+    os.execve(str(plain), ["x"], {})
+    assert wrapped.finalised == [] and len(wrapped.execs) == 2
+    os.execv("/bin/true", ["true"])
+    assert wrapped.finalised == ["finalised"]
 
 
 def test_the_main_thread_finalises_once_then_exits(wrapped: SimpleNamespace) -> None:
@@ -70,7 +82,7 @@ def test_a_call_during_the_finalise_exits_at_once(monkeypatch: pytest.MonkeyPatc
     for name in ("execv", "execve"):  # restored after the test: the wrapper is not left behind
         monkeypatch.setattr(os, name, getattr(os, name))
 
-    def finalise() -> None:
+    def finalise(*_: str) -> None:
         finalised.append("outer")
         os._exit(7)  # the handler's call, during the export
         finalised.append("outer goes on")
@@ -144,7 +156,7 @@ def test_the_plans_last_words_run_and_a_failing_one_still_exits(monkeypatch: pyt
 
     controller = _Controller()
     controller.plan = SimpleNamespace(at_exit=broken)  # type: ignore[attr-defined]
-    agent = SimpleNamespace(controller=controller, _at_exit=lambda: said.append("capture"))
+    agent = SimpleNamespace(controller=controller, _at_exit=lambda *_: said.append("capture"))
     Agent._finalise_at_os_exit(agent)  # type: ignore[arg-type]
     os._exit(9)
     assert said == ["capture", "plan"] and exits == [9]

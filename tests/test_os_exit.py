@@ -63,4 +63,5 @@ def test_a_capture_open_when_the_script_execs_itself_is_finalised(tmp_path: Path
     assert first["pid"] == second["pid"]  # one process, two images
     assert (first["status"], first["steps"]) == ("complete", [6, 7]), first
     assert first["last_step_partial"] is True
+    assert first["detail"].startswith("the process replaced itself (os.execv) before"), first
     assert (second["status"], second["steps"]) == ("complete", [6, 7, 8]), second

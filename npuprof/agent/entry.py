@@ -251,7 +251,7 @@ class Agent:
             os.register_at_fork(after_in_child=self._in_forked_child)
 
     @never_raise("finalising the capture at exit")
-    def _at_exit(self) -> None:
+    def _at_exit(self, ended_by: str = "training ended") -> None:
         # A Ctrl-C now (the job is ending: a KeyboardInterrupt would only interrupt this finalise, as
         # Python ignores it in an exit callback) waits for the capture and its hand-over, and is dropped.
         from npuprof.agent.signals import sigint_held_back
@@ -263,7 +263,7 @@ class Agent:
                 # --delay alone records until the process ends: that is its end, not a cut
                 reason = "the process ended before the time window's end" if timed_end else ""
             else:
-                reason = f"training ended before the capture's last step; step {controller.step} is partial"
+                reason = f"{ended_by} before the capture's last step; step {controller.step} is partial"
             controller.finish_early(reason)
             self._hand_over_the_rest()
 
@@ -528,8 +528,12 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     pid = os.getpid()
     finalising: list[bool] = []
 
+    is_exec = name != "_exit"
+    ended_by = f"the process replaced itself (os.{name})" if is_exec else "the process ended by os._exit"
+
     def leave(*args: Any) -> Any:
-        if not finalising and os.getpid() == pid:
+        # An exec that will fail (no such file: the script may catch it and train on) keeps the capture.
+        if not finalising and os.getpid() == pid and (not is_exec or _exec_would_run(args[0] if args else None)):
             finalising.append(True)
             if (
                 threading.current_thread() is threading.main_thread()
@@ -537,7 +541,7 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
                 and not runs_code_of(sys._getframe(1), PROFILER_UNSAFE + CAPTURE_CODE)
             ):
                 with contextlib.suppress(BaseException):
-                    at_exit()
+                    at_exit(ended_by)
             # --dynamic: its logs' last lines (file appends only: safe from any thread, anywhere)
             with contextlib.suppress(BaseException):
                 plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
@@ -549,3 +553,14 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     leave.__wrapped__ = real  # type: ignore[attr-defined]
     leave.__name__ = leave.__qualname__ = name
     setattr(os, name, leave)
+
+
+def _exec_would_run(path: Any) -> bool:
+    """Whether exec of ``path`` gets past the checks that fail most (missing file, not executable): an
+    open descriptor (os.execve's fd form) is taken as runnable."""
+    if isinstance(path, int):
+        return True
+    try:
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+    except (TypeError, ValueError, OSError):
+        return False
