@@ -9,7 +9,9 @@ import signal
 import stat
 import sys
 import time
+import traceback
 from pathlib import Path
+from typing import Any
 
 from npuprof import __version__
 from npuprof.config import ProfileConfig, required_free_bytes
@@ -361,7 +363,34 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         record.write()
         return _error(str(exc), 127)
     elapsed = time.monotonic() - started
-    stopped_by = _wait_for_post_processing(output, log_path, run_id)
+    stopped_by: int | None = None
+    try:
+        stopped_by = _wait_for_post_processing(output, log_path, run_id)
+        _after_the_job(output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings)
+    except Exception as exc:  # npuprof's own fault: the job's exit code and signal still pass through
+        _note(f"internal error after the job ended ({type(exc).__name__}: {exc}); the exit code is the job's")
+        log.write(f"internal error after the job ended: {''.join(traceback.format_exception(exc))}", "ERROR")
+        with contextlib.suppress(Exception):
+            payload.remove_file()
+    if stopped_by is not None and end.death_signal() is None:
+        die_of(stopped_by)
+    return _finish(end)
+
+
+def _after_the_job(
+    output: Path,
+    cfg: ProfileConfig,
+    record: run_record.RunRecord,
+    log: _RunLog,
+    run_id: str,
+    end: JobEnd,
+    elapsed: float,
+    problem: str | None,
+    payload: Any,
+    reach_warnings: list[str],
+) -> None:
+    """The run record's end, the log's last line and the run summary, once the job has ended."""
+    log_path = log.path
     payload.remove_file()
     _forget_reported_warnings(output, run_id)
     captures = run_record.captures_of_run(output, run_id)
@@ -382,6 +411,3 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     from npuprof.reports.run_summary import print_run_summary
 
     print_run_summary(output, captures, end.exit_code, cfg, log_path, run_id, bool(reach_warnings))
-    if stopped_by is not None and end.death_signal() is None:
-        die_of(stopped_by)
-    return _finish(end)

@@ -407,7 +407,8 @@ def test_top_operators_and_kernels_of_tables_without_steps(tmp_path: Path) -> No
         w.writeheader()
         w.writerows(rows)
     header = ["Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)"]
-    header += ["Device Self Duration(us)", "Device Total Duration(us)", "Device Self Duration With AICore(us)"]
+    header += ["Device Self Duration(us)", "Device Total Duration(us)"]
+    header += ["Device Self Duration With AICore(us)"]
     with open(out / "operator_details.csv", "w", newline="") as f:
         w2 = csv.writer(f)
         w2.writerow(header)
@@ -419,7 +420,9 @@ def test_top_operators_and_kernels_of_tables_without_steps(tmp_path: Path) -> No
             ]
         )
     rank = _report(tmp_path)["ranks"][0]
-    ops = {o["name"]: (o["count"], o["self_us"], o["total_us"], o["device_us"]) for o in rank["top_operators"]}
+    ops = {
+        o["name"]: (o["count"], o["self_us"], o["total_us"], o["device_us"]) for o in rank["top_operators"]
+    }
     assert ops == {"aten::mm": (2, 50.5, 65.0, 10.0), "aten::add": (1, 12.0, 12.0, 1.0)}
     by_name: dict[str, float] = {}
     for k in rows:

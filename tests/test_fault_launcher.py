@@ -599,3 +599,34 @@ def test_an_option_the_parser_refuses_names_its_command(args: list[str], command
         result.stderr.startswith(f"npuprof {command}: error: ")
         and f"see npuprof {command} --help" in result.stderr
     )
+
+
+def test_a_failing_run_summary_keeps_the_jobs_exit_code(out: Path, tmp_path: Path) -> None:
+    """An exception in npuprof's own work after the job ended (the run summary here) made npuprof exit 1
+    with a traceback: the job's exit code is kept and the fault is said in one line."""
+    launcher = (
+        "import sys, npuprof.reports.run_summary as r\n"
+        "def broken(*a, **k):\n    raise RuntimeError('summary broke')\n"
+        "r.print_run_summary = broken\n"
+        "from npuprof.cli.main import main\n"
+        "sys.argv = ['npuprof', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    job = tmp_path / "job.py"
+    job.write_text("import sys\nsys.exit(7)\n")
+    result = subprocess.run(
+        [sys.executable, "-c", launcher, "run", "-o", str(out), "--", sys.executable, str(job)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 7, result.stderr
+    assert "Traceback" not in result.stderr
+    said = [line for line in result.stderr.splitlines() if "internal error" in line]
+    assert said == [
+        "npuprof: internal error after the job ended (RuntimeError: summary broke); "
+        "the exit code is the job's"
+    ]
+    assert "summary broke" in (out / "npuprof.log").read_text()
+    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 7

@@ -518,7 +518,6 @@ def test_complete_events_without_a_time_are_left_out_and_said(tmp_path: Path) ->
     assert "aten::cat" not in folded.read_text() and "aten::mm;aten::mm" not in folded.read_text()
 
 
-
 def test_a_truncated_gzip_trace_is_said_to_end_early(tmp_path: Path) -> None:
     whole = gzip.compress(json.dumps(cpu_trace()).encode())
     path = tmp_path / "t.json.gz"

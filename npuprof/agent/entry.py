@@ -533,7 +533,8 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
 
     def leave(*args: Any) -> Any:
         # An exec that will fail (no such file: the script may catch it and train on) keeps the capture.
-        if not finalising and os.getpid() == pid and (not is_exec or _exec_would_run(args[0] if args else None)):
+        runs = not is_exec or _exec_would_run(args[0] if args else None)
+        if not finalising and os.getpid() == pid and runs:
             finalising.append(True)
             if (
                 threading.current_thread() is threading.main_thread()
