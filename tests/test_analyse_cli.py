@@ -184,10 +184,15 @@ def test_steps_filter_csv_and_table(two_ranks: Path) -> None:
     table = npuprof("analyse", str(two_ranks), "--top", "3")
     assert table.returncode == 0 and "slowest rank" in table.stdout and "top operators" in table.stdout
     assert "note:" not in proc.stderr
-    none = npuprof("analyse", str(two_ranks), "--format", "csv", "--steps", "99")  # no rank has it: said
-    assert none.returncode == 0 and len(list(csv.DictReader(io.StringIO(none.stdout)))) == 0
-    (said,) = [line for line in none.stderr.splitlines() if "no step of --steps 99" in line]
-    assert "in 2 of the 2 captures" in said, none.stderr  # one line, however many captures
+    none = npuprof("analyse", str(two_ranks), "--format", "csv", "--steps", "99")  # no rank has it
+    assert (none.returncode, none.stdout) == (1, ""), none.stderr  # no empty table: one line, what there is
+    assert none.stderr.splitlines() == [
+        f"npuprof analyse: nothing to analyse: no step of --steps 99 in the 2 capture(s) of {two_ranks}: "
+        "their steps are 3-4"
+    ]
+    # a range some captures have: the others are named in one line, however many they are
+    some = npuprof("analyse", str(two_ranks), "--format", "json", "--steps", "3-99")
+    assert some.returncode == 0 and "no step of" not in some.stderr
     # --csv-table picks a table of the csv format: alone it is a usage error, not ignored
     ranges = npuprof("analyse", str(two_ranks), "--format", "csv", "--csv-table", "ranges")
     assert ranges.returncode == 0 and ranges.stdout.splitlines()[0].startswith("rank,"), ranges.stdout[:200]

@@ -709,6 +709,7 @@ def build_report(
     ranks: list[RankReport] = []
     problems: list[Problem] = []
     all_ranges: list[tuple[int | None, list[ReportRange]]] = []  # each rank's, before the --top cut
+    steps_there: set[int] = set()
     for outcome, out_dir in targets:
         summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
         if summary is None:
@@ -719,6 +720,7 @@ def build_report(
             continue
         if summary.rank is None and outcome.rank is not None:
             summary.rank = outcome.rank
+        steps_there.update(s.step for s in summary.steps if isinstance(s.step, int))
         annotations, trouble = _load_annotations(out_dir)
         rank = rank_report(summary, outcome.rank_dir, outcome.status, steps, top, annotations)
         if trouble:
@@ -727,6 +729,10 @@ def build_report(
             all_ranges.append((rank.rank, range_totals(annotations.ranges, steps)))
         ranks.append(rank)
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, r.rank_dir))
+    if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
+        there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
+        asked = str(steps[0]) if steps[0] == steps[1] else f"{steps[0]}-{steps[1]}"
+        raise NothingToAnalyse(f"no step of --steps {asked} in the {len(ranks)} capture(s) of {path}: {there}")
     return Report(
         path=str(path),
         steps_filter=list(steps) if steps else None,
@@ -734,6 +740,17 @@ def build_report(
         problems=problems,
         cross_rank=cross_rank(ranks, cross_ranges(all_ranges, top) if all_ranges else msgspec.UNSET),
     )
+
+
+def _step_spans(numbers: list[int]) -> str:
+    """Sorted step numbers as runs: [1, 2, 3, 7] -> "1-3, 7"."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
