@@ -732,7 +732,8 @@ def build_report(
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
         there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
         asked = str(steps[0]) if steps[0] == steps[1] else f"{steps[0]}-{steps[1]}"
-        raise NothingToAnalyse(f"no step of --steps {asked} in the {len(ranks)} capture(s) of {path}: {there}")
+        where = f"the {len(ranks)} capture(s) of {path}"
+        raise NothingToAnalyse(f"no step of --steps {asked} in {where}: {there}")
     return Report(
         path=str(path),
         steps_filter=list(steps) if steps else None,
