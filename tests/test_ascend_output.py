@@ -430,3 +430,7 @@ def test_top_operators_and_kernels_of_tables_without_steps(tmp_path: Path) -> No
     top = rank["top_kernels"][0]
     name, total = max(by_name.items(), key=lambda kv: kv[1])
     assert (top["name"], top["total_us"]) == (name, pytest.approx(total, abs=1e-3))
+    chosen = _report(tmp_path, "--steps", "1")["ranks"][0]  # the tables stay whole, and it is said
+    assert chosen["top_operators"] == rank["top_operators"] and chosen["top_kernels"] == rank["top_kernels"]
+    said = " ".join(chosen["warnings"])
+    assert "top operators and kernels are of the whole capture, not of --steps" in said

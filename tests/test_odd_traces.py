@@ -92,8 +92,14 @@ def test_the_report_names_the_raw_trace_as_it_is_now_and_no_peak_for_no_step(tmp
     (rank,) = report["ranks"]
     assert rank["trace"] == f"{raw.name}.gz"
     assert rank["memory_peak_mb"] == 3.0
-    chosen = npuprof("analyse", str(rank_dir), "--format", "json", "--steps", "99", env=clean_env())
-    (rank,) = json.loads(chosen.stdout)["ranks"]
+    later = cpu_trace()  # another capture, of step 5
+    for event in later["traceEvents"]:
+        if event.get("name", "").startswith("ProfilerStep#"):
+            event["name"] = "ProfilerStep#5"
+    write_rank_dir(tmp_path, later, name="b_1_20240301000000000")
+    chosen = npuprof("analyse", str(tmp_path), "--format", "json", "--steps", "5", env=clean_env())
+    assert chosen.returncode == 0, chosen.stderr
+    (rank,) = [r for r in json.loads(chosen.stdout)["ranks"] if r["rank_dir"] == str(rank_dir)]
     assert rank["steps"] == [] and rank["memory_peak_mb"] is None
 
 

@@ -337,6 +337,10 @@ def _in_steps(step: Any, steps: tuple[int, int] | None) -> bool:
     return steps is None or (isinstance(step, int) and steps[0] <= step <= steps[1])
 
 
+def _no_step_column(items: Sequence[TopOperator] | Sequence[TopKernel]) -> bool:
+    return bool(items) and all(item.step is None for item in items)
+
+
 def _aggregate(
     items: Sequence[TopOperator] | Sequence[TopKernel], steps: tuple[int, int] | None, times: tuple[str, ...]
 ) -> list[tuple[str, int, list[float]]]:
@@ -444,8 +448,15 @@ def rank_report(
     durations = [s.duration_us for s in chosen]
     peaks = [p for s in chosen if (p := s.memory_peak_mb) is not None and p is not msgspec.UNSET]
     reserved = [p for s in chosen if (p := s.memory_peak_reserved_mb) is not None and p is not msgspec.UNSET]
-    operators = _aggregate(summary.top_operators, steps, ("self_us", "total_us", "device_us"))
-    kernels = _aggregate(summary.top_kernels, steps, ("total_us",))
+    whole: list[str] = []  # tables without a step column (torch_npu's operator_details.csv): whole capture
+    op_steps = None if steps and _no_step_column(summary.top_operators) else steps
+    kernel_steps = None if steps and _no_step_column(summary.top_kernels) else steps
+    if op_steps is None and steps:
+        whole.append("operators")
+    if kernel_steps is None and steps:
+        whole.append("kernels")
+    operators = _aggregate(summary.top_operators, op_steps, ("self_us", "total_us", "device_us"))
+    kernels = _aggregate(summary.top_kernels, kernel_steps, ("total_us",))
     report = RankReport(
         rank=summary.rank,
         rank_dir=str(rank_dir),
@@ -472,6 +483,12 @@ def rank_report(
         warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,
         time_base_ns=summary.time_base_ns,
     )
+    if whole:
+        said = " and ".join(whole)
+        report.warnings = [
+            *(report.warnings or []),
+            f"top {said} are of the whole capture, not of --steps: their table has no step column",
+        ]
     if annotations is not None:
         if annotations.ranges is not msgspec.UNSET:
             report.ranges = range_totals(annotations.ranges, steps)[:top]
