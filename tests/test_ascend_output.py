@@ -434,3 +434,30 @@ def test_top_operators_and_kernels_of_tables_without_steps(tmp_path: Path) -> No
     assert chosen["top_operators"] == rank["top_operators"] and chosen["top_kernels"] == rank["top_kernels"]
     said = " ".join(chosen["warnings"])
     assert "top operators and kernels are of the whole capture, not of --steps" in said
+
+
+def test_the_rank_the_others_wait_for_in_synchronous_training(tmp_path: Path) -> None:
+    """Synchronous data parallel: every rank's step takes as long; rank 0 computes longer and the others
+    wait for it in their collectives (exposed communication). Step time cannot name it; busy time can."""
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 8000.0, 100.0, 400.0, 0.0)])
+    _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [_step(1, 5000.0, 3100.0, 400.0, 0.0)], stamp=1)
+    _rank_dir(tmp_path, 2, "kernel_details_2023.csv", [_step(1, 5100.0, 3000.0, 400.0, 0.0)], stamp=2)
+    cross = _report(tmp_path)["cross_rank"]
+    assert {s["ranks"]["0"] for s in cross["steps"]} == {8500.0}
+    assert set(cross["steps"][0]["ranks"].values()) == {8500.0}  # step time: no difference
+    busy = {0: 8500.0 - 100.0, 1: 8500.0 - 3100.0, 2: 8500.0 - 3000.0}
+    median = sorted(busy.values())[1]
+    deviation = sorted(abs(b - median) for b in busy.values())[1]
+    assert cross["straggler"] == {
+        "rank": 0,
+        "busy_us": busy[0],
+        "median_busy_us": median,
+        "busier_than_median_pct": round((busy[0] - median) / median * 100, 2),
+        "modified_z": round(0.6745 * (busy[0] - median) / deviation, 2),
+        "outlier": True,
+    }
+    table = npuprof("analyse", str(tmp_path), env=clean_env(COLUMNS="200"))
+    assert (
+        "rank the others wait for: 0 (busy 8.400 ms a step outside exposed communication, +52.7% vs the "
+        "median): an outlier" in table.stdout
+    ), table.stdout

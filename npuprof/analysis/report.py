@@ -44,6 +44,7 @@ from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here t
     ReportStep,
     Slowest,
     StartSkew,
+    Straggler,
 )
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
 from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
@@ -539,6 +540,8 @@ def cross_rank(
     first_base = min(bases.values(), default=0)
     # a rank's mean is over the whole steps of all its captures (torch_npu's repeat=N: a dir per capture)
     whole: dict[int, list[float]] = {}
+    busy: dict[int, list[float]] = {}  # step time minus exposed communication
+    waited = False
     for r in ranks:
         if r.rank is None:
             continue
@@ -547,6 +550,9 @@ def cross_rank(
             if s.partial is not True:
                 whole.setdefault(r.rank, []).append(s.duration_us)
                 by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, s.start_us + shift_us)
+                exposed = s.comm_not_overlapped_us or 0.0
+                waited = waited or exposed > 0
+                busy.setdefault(r.rank, []).append(s.duration_us - exposed)
     for rank, durations in whole.items():
         means[rank] = round(statistics.fmean(durations), 3)
     steps_out, skew = [], []
@@ -573,7 +579,19 @@ def cross_rank(
                     latest_rank=late,
                 )
             )
-    return CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew, ranges=ranges)
+    cross = CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew, ranges=ranges)
+    if waited:
+        most = slowest_rank({rank: statistics.fmean(times) for rank, times in busy.items()})
+        if most is not None:
+            cross.straggler = Straggler(
+                rank=most.rank,
+                busy_us=most.mean_step_us,
+                median_busy_us=most.median_us,
+                busier_than_median_pct=most.slower_than_median_pct,
+                modified_z=most.modified_z,
+                outlier=most.outlier,
+            )
+    return cross
 
 
 def repeated_steps(ranks: list[RankReport]) -> list[str]:

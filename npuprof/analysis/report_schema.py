@@ -121,6 +121,19 @@ class Slowest(msgspec.Struct, kw_only=True):
     outlier: bool
 
 
+class Straggler(msgspec.Struct, kw_only=True):
+    """The rank the others wait for in their collectives: the most time per step outside exposed
+    communication (synchronous training gives every rank the same step time, so the slowest rank by step
+    time says little there)."""
+
+    rank: int
+    busy_us: Finite  # mean over its whole steps of step time minus exposed communication
+    median_busy_us: Finite
+    busier_than_median_pct: Finite
+    modified_z: Finite | None
+    outlier: bool
+
+
 class StartSkew(msgspec.Struct, kw_only=True):
     """How far apart the ranks started one step."""
 
@@ -148,6 +161,8 @@ class CrossRank(msgspec.Struct, kw_only=True):
     steps: list[CrossStep]
     slowest: Slowest | None
     start_skew: list[StartSkew]
+    # the rank the others wait for (absent when no rank had exposed communication)
+    straggler: Straggler | UnsetType = UNSET
     # the slowest ranges by total time over the ranks, --top of them (absent when no rank has ranges)
     ranges: list[CrossRange] | UnsetType = UNSET
 

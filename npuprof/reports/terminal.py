@@ -276,6 +276,14 @@ def _render_cross_rank(report: Report, console: Console) -> None:
                 f"slowest rank: {slow.rank} (mean step {_ms(slow.mean_step_us)} ms, "
                 f"{slow.slower_than_median_pct:+.1f}% vs the median): {verdict}"
             )
+        waited_for = cross.straggler
+        if waited_for:
+            verdict = "[bold red]an outlier[/bold red]" if waited_for.outlier else "within the normal spread"
+            console.print(
+                f"rank the others wait for: {waited_for.rank} (busy {_ms(waited_for.busy_us)} ms a step "
+                f"outside exposed communication, {waited_for.busier_than_median_pct:+.1f}% vs the "
+                f"median): {verdict}"
+            )
         if cross.start_skew:
             worst = max(cross.start_skew, key=lambda s: s.skew_us)
             if worst.skew_us <= 0:
