@@ -524,8 +524,9 @@ def test_a_capture_that_cannot_begin_is_skipped_and_the_next_window_tried() -> N
         "capture-begin",
         message + "; training goes on, the next window is tried",
     )
-    # the profiler that warmed up was stopped (torch: a warm-up's exit) and nothing of it reported
-    assert rig.backend.trace[:3] == [("prepare", 2), ("start", 3), ("stop", 3)]
+    # the profiler that warmed up was stopped before recording step 3 (torch: a warm-up's exit) and
+    # nothing of it reported
+    assert rig.backend.trace[:3] == [("prepare", 2), ("start", 2), ("stop", 2)]
     assert rig.profiling == [True, False, True, False]
     assert plan.refreshed == [0, 2, 3, 5, 6, 7]
 
@@ -1201,3 +1202,13 @@ def test_after_a_fork_the_child_counts_its_own_steps() -> None:
     assert rig.backend.aligned == [1, 1]
     assert rig.sink.events == [("begin", 1), ("begin", 1), ("finish", 3, "", "complete", 4)]
     assert rig.profiling == [True, True, False]  # the parent's profiler is not the child's to stop
+
+
+def test_a_capture_is_begun_before_torch_starts_recording() -> None:
+    """From warm-up to recording, the capture's directory and record were made after torch had started
+    the first recorded step: their milliseconds were in that step's time."""
+    rig = Rig(TorchPlan(wait=1, warmup=1, active=2, repeat=1))
+    trace = rig.backend.trace
+    rig.sink.begin = lambda step, cfg: trace.append(("begin", step))  # type: ignore[method-assign]
+    rig.run(5)
+    assert trace[:3] == [("prepare", 1), ("begin", 2), ("start", 2)], trace

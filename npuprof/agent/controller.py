@@ -340,9 +340,15 @@ class CaptureController:
 
     def _step_profiler(self, step: int, wanted: Action) -> None:
         previous = self.action
+        # The capture's files are begun before torch starts recording, so that their cost is not in the
+        # first recorded step; after a window that saves at this boundary, once it is saved (one capture
+        # at a time).
+        begin_first = previous is not Action.RECORD_AND_SAVE
+        if begin_first and not self._note_capture_start(previous, wanted, step):
+            return
         self.prof.step()  # torch runs the transitions, on_trace_ready included
         self.action = wanted
-        if not self._note_capture_start(previous, wanted, step):
+        if not begin_first and not self._note_capture_start(previous, wanted, step):
             return
         if wanted is Action.NONE:
             self._close_quietly()
