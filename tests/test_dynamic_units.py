@@ -410,7 +410,7 @@ def test_status_says_the_warm_up_of_the_request() -> None:
     from npuprof.cli.status import _config_line
 
     line = _config_line({"start_step": -1, "active": 3, "warmup": 2, "is_rank": True, "rank_list": [0]})
-    assert line == "3 step(s) from the next step after 2 warm-up step(s) on ranks [0]"
+    assert line == "3 step(s) from the next step after 2 warm-up step(s) on ranks 0"
     assert _config_line({"start_step": 7, "active": 1, "warmup": 0}) == "1 step(s) from step 7 on every rank"
 
 
@@ -471,3 +471,17 @@ def test_a_prof_dir_inside_a_capture_directory_is_not_taken(tmp_path: Path) -> N
             output=str(tmp_path / "out" / "host_1_20260101000000000_ascend_pt"),
         )  # fmt: skip
     assert exit_code.value.exit_code == 2
+
+
+def test_status_keeps_the_newest_step_of_lines_written_out_of_order(tmp_path: Path) -> None:
+    """An event queued behind a later heartbeat reaches the log after it: status showed the event's older
+    step and time as the process's last."""
+    from npuprof.cli.status import _processes
+
+    (tmp_path / "dp_vm_1_rank_0.log").write_text(
+        "2026-12-02 07:25:40,100 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+        "2026-12-02 07:25:42,137 [INFO] [1] npuprof.dynamic: [step 80] at step 80\n"
+        "2026-12-02 07:25:40,423 [INFO] [1] npuprof.dynamic: [step 11] poll interval now 1.000 s\n"
+    )
+    (process,) = _processes(tmp_path)
+    assert (process["last_step"], process["last_seen"]) == (80, "2026-12-02 07:25:42,137")

@@ -675,6 +675,12 @@ def test_missing_target_message(monkeypatch: pytest.MonkeyPatch) -> None:
     assert missing_target_message(module, "zzz", "jobmod:zzz") == (
         "--step-on jobmod:zzz: zzz not found in jobmod; no steps counted"
     )
+    # a name inside a function: not "similar names: train_step" but why it cannot be named
+    assert missing_target_message(module, "train_step.inner", "jobmod:train_step.inner") == (
+        "--step-on jobmod:train_step.inner: train_step.inner not found in jobmod; no steps counted; "
+        "train_step is a function: what it defines inside cannot be named (name a module-level function "
+        "or a method of a module-level class)"
+    )
     main = _names_module("__main__", "/work/scripts/train.py")
     assert missing_target_message(main, "zzz", "__main__:zzz") == (
         "--step-on __main__:zzz: zzz not found in __main__ (train.py); no steps counted"

@@ -135,7 +135,8 @@ class DynamicPlan:
             "skipped": ("WARNING", f"capture at step {step} skipped: {detail}"),
         }
         level, message = messages.get(kind, ("INFO", f"{kind} at step {step}: {detail}"))
-        self._event(level, message, step)
+        done = self._step()  # the tag of every line is the steps done ("ended" is told the capture's last)
+        self._event(level, message, step if done is None else done)
 
     # ---- CapturePlan -------------------------------------------------------------------------------------
     def action_at(self, step: int) -> Action:

@@ -19,6 +19,7 @@ class AgentLog:
         self.who = who
         self.run_id = run_id
         self._reported: set[str] = set()
+        self._logged: dict[str, str] = {}  # each key's last warning in the log: the same one is not repeated
 
     def write(self, level: str, message: str) -> None:
         if self.path is not None:
@@ -35,8 +36,11 @@ class AgentLog:
 
     def warn_once(self, key: str, message: str) -> None:
         """Log a warning and show it once on stderr: once per process, and once per run when several
-        processes (torchrun workers) say the same thing."""
-        self.warning(message)
+        processes (torchrun workers) say the same thing. The log has it again only when it changed
+        (a window skipped for another reason)."""
+        if self._logged.get(key) != message:
+            self._logged[key] = message
+            self.warning(message)
         if key in self._reported:
             return
         self._reported.add(key)

@@ -335,8 +335,15 @@ def missing_target_message(module: Any, qualname: str, step_on: str) -> str:
     path = getattr(module, "__file__", None) or (sys.argv[0] if name == "__main__" and sys.argv else None)
     if name == "__main__" and isinstance(path, str) and path:  # python deletes __file__ once the script ends
         where = f"__main__ ({os.path.basename(path)})"
-    similar = similar_names(module, qualname)
-    hint = f"; similar names there: {', '.join(similar)}" if similar else ""
+    outer = qualname.split(".", 1)[0]
+    if "." in qualname and inspect.isfunction(getattr(module, outer, None)):
+        hint = (
+            f"; {outer} is a function: what it defines inside cannot be named (name a module-level "
+            "function or a method of a module-level class)"
+        )
+    else:
+        similar = similar_names(module, qualname)
+        hint = f"; similar names there: {', '.join(similar)}" if similar else ""
     return f"--step-on {step_on}: {qualname} not found in {where}; no steps counted{hint}"
 
 

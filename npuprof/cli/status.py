@@ -149,9 +149,12 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
 
 def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     message = fields["message"]
-    if fields["step"] is not None:
+    # lines of a process reach its log out of order (an event queued behind a later heartbeat): the
+    # newest step and time are kept, not the last line's
+    if fields["step"] is not None and (info["last_step"] is None or int(fields["step"]) >= info["last_step"]):
         info["last_step"] = int(fields["step"])
-    info["last_seen"] = fields["time"]
+    if info["last_seen"] is None or fields["time"] > info["last_seen"]:
+        info["last_seen"] = fields["time"]
     if fields["level"] == "ERROR":
         info["errors"].append(f"{fields['time']} {message}")
     elif fields["level"] == "WARNING":
@@ -196,7 +199,7 @@ def render(report: dict[str, Any]) -> str:
     if not processes:
         lines.append("no process has logged yet (the watcher starts when training starts)")
         return "\n".join(lines) + "\n"
-    rows = [["rank", "host", "pid", "state", "last step", "captures", "errors", "last capture / now"]]
+    rows = [["rank", "host", "pid", "state", "steps done", "captures", "errors", "last capture / now"]]
     for p in processes:
         now = p["capturing"]
         last = p["captures"][-1] if p["captures"] else None
@@ -243,7 +246,9 @@ def _config_line(config: dict[str, Any]) -> str:
     if start == 0:
         return "start_step 0 (no capture asked)"
     when = "the next step" if start == -1 else f"step {start}"
-    ranks = "every rank" if not config.get("is_rank") else f"ranks {config.get('rank_list')}"
+    rank_list = config.get("rank_list")
+    listed = ",".join(map(str, rank_list)) if isinstance(rank_list, list) else rank_list
+    ranks = "every rank" if not config.get("is_rank") else f"ranks {listed}"
     label = f", trigger {config['trigger_id']}" if "trigger_id" in config else ""
     warmup = config.get("warmup", 0)
     warm = f" after {warmup} warm-up step(s)" if isinstance(warmup, int) and warmup > 0 else ""
