@@ -630,3 +630,12 @@ def test_a_failing_run_summary_keeps_the_jobs_exit_code(out: Path, tmp_path: Pat
     ]
     assert "summary broke" in (out / "npuprof.log").read_text()
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 7
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--skip-first", "x"), ("--active", "1.5")])
+def test_a_number_flag_given_no_whole_number_says_so_in_its_words(flag: str, value: str) -> None:
+    result = npuprof("run", flag, value, "--", sys.executable, "-c", "pass")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"npuprof run: error: Invalid value for '{flag}': must be a whole number; see npuprof run --help"
+    ]

@@ -188,6 +188,12 @@ def _run_typer() -> int:
         if where == "npuprof" and command.replace("-", "_") in COMMAND_MODULES:
             where = f"npuprof {command}"  # an option the command's parser refused: its help is the one
         message = " ".join(exc.format_message().split()).rstrip(".")
+        # pydantic's wording for a number flag given text or a fraction
+        message = message.replace(
+            "Input should be a valid integer, unable to parse string as an integer", "must be a whole number"
+        ).replace(
+            "Input should be a valid integer, got a number with a fractional part", "must be a whole number"
+        )
         if message:  # (no_args_is_help shows the help, then raises with no message)
             sys.stderr.write(f"{where}: error: {message}; see {where} --help\n")
         return 2
