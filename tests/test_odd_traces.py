@@ -415,9 +415,18 @@ def test_array_keys_after_the_events_are_read_as_keys(tmp_path: Path, gz: bool) 
     trace = cuda_trace()
     events = trace.pop("traceEvents")
     properties = trace.pop("deviceProperties")
-    moved = {**trace, "traceEvents": events, "deviceProperties": properties, "samples": [], "x": [[1], [2]]}
+    samples = [{"cpu": 0, "tid": 1, "ts": 100 + i, "name": f"sample {i}", "weight": 1} for i in range(1500)]
+    moved = {
+        **trace,
+        "traceEvents": events,
+        "deviceProperties": properties,
+        "samples": [],
+        "x": [[1], [2]],
+        "more": samples,  # ~100 KB of objects after the events: beyond the first look back
+    }
     text = json.dumps(moved, indent=1)
     assert text.rstrip().endswith("]\n}") and '"samples": []' in text
+    assert len(text) - text.index('"more"') > 1 << 16
     path = tmp_path / ("moved.json.gz" if gz else "moved.json")
     path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
     result = npuprof("analyse", str(path), "--format", "json", env=clean_env())

@@ -836,7 +836,11 @@ def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
     else None. Such a key is the last ``"name": [`` before ``bracket`` whose text, from its name to the
     end, reads as the rest of one JSON object, and which is not traceEvents itself."""
     floor = max(0, bracket - _LOOKAHEAD)
-    for tries, found in enumerate(reversed(list(_ARRAY_KEY.finditer(buf, floor, bracket)))):
+    keys = list(_ARRAY_KEY.finditer(buf, floor, bracket))
+    while not keys and floor > 0:  # a long array of objects (Chrome's samples): look further back
+        floor, top = max(0, floor - 16 * (bracket - floor)), floor
+        keys = list(_ARRAY_KEY.finditer(buf, floor, top))
+    for tries, found in enumerate(reversed(keys)):
         if tries == 16:
             break
         name = buf.rfind(b'"', floor, found.start())
