@@ -582,7 +582,7 @@ def cross_rank(
     cross = CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew, ranges=ranges)
     if waited:
         most = slowest_rank({rank: statistics.fmean(times) for rank, times in busy.items()})
-        if most is not None:
+        if most is not None and most.slower_than_median_pct > 0:  # a tie names no one
             cross.straggler = Straggler(
                 rank=most.rank,
                 busy_us=most.mean_step_us,
