@@ -59,11 +59,44 @@ def test_an_exec_that_will_fail_keeps_the_capture(wrapped: SimpleNamespace, tmp_
     capture in flight is not finalised for it, and the next exec that will run still finalises."""
     plain = tmp_path / "not_executable"
     plain.write_text("")
+    bad_interpreter = _executable(tmp_path / "bad_shebang.sh", b"#!/nonexistent/python3\nprint(1)\n")
+    no_shebang = _executable(tmp_path / "no_shebang.sh", b"echo hi\n")  # ENOEXEC
     os.execv(str(tmp_path / "missing"), ["missing"])
     os.execve(str(plain), ["x"], {})
-    assert wrapped.finalised == [] and len(wrapped.execs) == 2
-    os.execv("/bin/true", ["true"])
+    os.execv(str(bad_interpreter), ["bad"])
+    os.execv(str(no_shebang), ["x"])
+    os.execv("/bin/true", [])  # ValueError: an empty argv
+    os.execv("/bin/true", [""])
+    assert wrapped.finalised == [] and len(wrapped.execs) == 6
+    good = _executable(tmp_path / "good.sh", b"#!/bin/sh\nexit 0\n")
+    os.execv(str(good), ["good"])
     assert wrapped.finalised == ["finalised"]
+
+
+def _executable(path: Any, text: bytes) -> Any:
+    path.write_bytes(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_an_exec_that_fails_after_all_lets_a_later_one_finalise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exec that passed every check and still failed (the script caught it and trained on): the next
+    exec finalises the capture recording then, as the first would have."""
+    finalised: list[str] = []
+
+    def refused(*args: Any) -> None:
+        raise OSError(8, "Exec format error")
+
+    monkeypatch.setattr(os, "_exit", lambda code: None)
+    monkeypatch.setattr(os, "execv", refused)
+    monkeypatch.setattr(os, "execve", refused)
+    Agent._finalise_at_os_exit(
+        SimpleNamespace(controller=_Controller(), _at_exit=lambda *_: finalised.append("x"))
+    )  # type: ignore[arg-type]
+    for _ in range(2):
+        with pytest.raises(OSError, match="Exec format error"):
+            os.execv("/bin/true", ["true"])
+    assert finalised == ["x", "x"]
 
 
 def test_the_main_thread_finalises_once_then_exits(wrapped: SimpleNamespace) -> None:

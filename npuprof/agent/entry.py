@@ -533,7 +533,7 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
 
     def leave(*args: Any) -> Any:
         # An exec that will fail (no such file: the script may catch it and train on) keeps the capture.
-        runs = not is_exec or _exec_would_run(args[0] if args else None)
+        runs = not is_exec or _exec_would_run(*args[:2])
         if not finalising and os.getpid() == pid and runs:
             finalising.append(True)
             if (
@@ -548,7 +548,11 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
                 plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
                 if plan_exit is not None:
                     plan_exit()
-        return real(*args)
+        try:
+            return real(*args)
+        except BaseException:
+            finalising.clear()  # the exec failed after all: a later one finalises what records then
+            raise
 
     leave.npuprof_finalises = True  # type: ignore[attr-defined]
     leave.__wrapped__ = real  # type: ignore[attr-defined]
@@ -556,12 +560,39 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     setattr(os, name, leave)
 
 
-def _exec_would_run(path: Any) -> bool:
-    """Whether exec of ``path`` gets past the checks that fail most (missing file, not executable): an
-    open descriptor (os.execve's fd form) is taken as runnable."""
+def _exec_would_run(path: Any = None, argv: Any = ("x",)) -> bool:
+    """Whether exec of ``path`` with ``argv`` gets past the failures that are known before it: an empty
+    ``argv`` (ValueError), a missing or non-executable file, a script whose ``#!`` interpreter is missing
+    (FileNotFoundError), a text file without ``#!`` (ENOEXEC). An open descriptor (os.execve's fd form),
+    a file it may not read, and any other binary are taken as runnable."""
     if isinstance(path, int):
         return True
     try:
-        return os.path.isfile(path) and os.access(path, os.X_OK)
+        if not argv or not argv[0]:
+            return False
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            return False
+        with open(path, "rb") as handle:
+            head = handle.read(256)
+    except PermissionError:
+        return True
     except (TypeError, ValueError, OSError):
         return False
+    if head.startswith(b"#!"):
+        interpreter = head[2:].split(b"\n", 1)[0].split()
+        if not interpreter or not interpreter[0].startswith(b"/"):
+            return True
+        found = os.fsdecode(interpreter[0])
+        return os.path.isfile(found) and os.access(found, os.X_OK)
+    return not _looks_like_text(head)
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """A script without ``#!`` (exec fails with ENOEXEC), told from a binary format by its first bytes."""
+    if not head:
+        return True
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c.isprintable() or c in "\t\n\r" for c in text)
