@@ -571,3 +571,69 @@ def test_operators_of_the_real_trace_get_the_device_time_their_flows_launched(tm
     assert sum(1 for name in got if expected[name] > 0) >= 5  # most of the top operators launched work
     for name, device_us in got.items():
         assert device_us == pytest.approx(float(expected[name]), abs=0.002), name
+
+
+def _cpu_step_with(collective: dict[str, Any]) -> list[dict[str, Any]]:
+    """A torch 1.8-1.10 CPU trace: every host span an "Operator" (the step too), two operators on the step
+    thread and one collective, which the caller places."""
+    return [
+        _meta(7, "python"),
+        _x("ProfilerStep#4", 0, 1000, 7, "7", "Operator"),
+        _x("aten::mm", 100, 150, 7, "7", "Operator"),
+        _x("aten::add", 600, 150, 7, "7", "Operator"),
+        collective,
+    ]
+
+
+@pytest.mark.parametrize(
+    "collective",
+    [
+        _x("gloo:all_reduce", 550, 200, 7, "24900", "Operator"),  # on gloo's worker thread
+        _x("gloo:all_reduce", 550, 200, 7, "7", "Operator"),  # on the step thread
+        _x("c10d::allreduce_", 550, 200, 7, "7", "Operator"),  # the call alone
+    ],
+    ids=["gloo-thread", "gloo-step-thread", "c10d-call"],
+)
+def test_an_old_release_cpu_trace_counts_its_collective_as_communication(
+    tmp_path: Path, collective: dict[str, Any]
+) -> None:
+    """Spans of "Operator" category were computing-less and communication-less: their time went to Free
+    and the report said no collective (operators 0)."""
+    events = _cpu_step_with(collective)
+    (rank,) = _analyse_json(_write(tmp_path / "old_cpu.json", {"traceEvents": events}))["ranks"]
+    ops = [_span(e) for e in events[2:4]]
+    comm = _span(collective)
+    overlap = sum(max(Decimal(0), min(e, comm[1]) - max(s, comm[0])) for s, e in ops)
+    (step,) = rank["steps"]
+    assert step["computing_us"] == float(_union(ops))
+    assert step["communication_us"] == float(comm[1] - comm[0])
+    assert step["comm_not_overlapped_us"] == float(comm[1] - comm[0] - overlap)
+    assert step["free_us"] == float(1000 - _union(ops) - (comm[1] - comm[0] - overlap))
+    assert rank["communication"] == {"operators": 1, "time_us": 200.0, "size_unknown_operators": 1}
+
+
+def test_the_collectives_of_traces_without_a_host_record_are_their_device_tasks(tmp_path: Path) -> None:
+    """torch 1.8-1.10 (nccl:all_reduce on the host, its kernel by "external id") and torch_npu's
+    trace_view (an HCCL task only): the steps counted communication while the report said operators 0."""
+    old = [
+        _meta(1, "python"),
+        _meta(0, "GPU 0"),
+        _x("ProfilerStep#1", 0, 1000, 1, "1", "Operator"),
+        _x("nccl:all_reduce", 300, 30, 1, "1", "Operator", **{"External id": 5}),
+        _x("ncclKernel_AllReduce_RING_LL_Sum_float", 320, 200, 0, "stream 9", "Kernel", stream=9,
+           correlation=104, **{"external id": 5}),
+    ]  # fmt: skip
+    (rank,) = _analyse_json(_write(tmp_path / "old.json", {"traceEvents": old}))["ranks"]
+    kernel = old[-1]
+    assert rank["communication"] == {"operators": 1, "time_us": kernel["dur"], "size_unknown_operators": 1}
+    hardware = 9
+    npu = [
+        _meta(2, "Python"),
+        _meta(hardware, "Ascend Hardware"),
+        _x("ProfilerStep#3", "1736413971600000.000", 1000, 2, 1),
+        _x("hcom_allReduce__123_0_1", "1736413971600300.500", 200.125, hardware, 4),
+        _x("MatMulV2", "1736413971600100.000", 150, hardware, 3),
+    ]
+    (rank,) = _analyse_json(_write(tmp_path / "trace_view.json", npu))["ranks"]
+    assert rank["communication"] == {"operators": 1, "time_us": 200.125, "size_unknown_operators": 1}
+    assert rank["steps"][0]["communication_us"] == 200.125

@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
 from npuprof.analysis.step_breakdown import StepWindows
@@ -136,9 +138,7 @@ def _external_id(args: dict[str, Any]) -> int:
 def _device_tasks(x: Extract) -> dict[int, tuple[float, float, int]]:
     """(start, duration, correlation id) of the last device task with each External id that a
     ``record_param_comms`` operator carries: the time NCCL/HCCL spent on the device."""
-    wanted = {
-        _external_id(args) for name, _ts, _dur, _thread, args in x.comm_spans if name == "record_param_comms"
-    }
+    wanted = {_external_id(args) for _name, _ts, _dur, _thread, args in x.comm_spans}
     wanted = {ext for ext in wanted if ext >= 0}
     if not wanted or not len(x.dev_ts):
         return {}
@@ -197,11 +197,67 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             count = _as_float(_nelems(dims))
             size = count * _dtype_size(dtype)
             group, ranks = default_group, default_ranks
+            dev = dev_by_ext.get(_external_id(args))  # nccl:all_reduce of torch 1.8-1.10: its kernel's time
+            if dev is not None:
+                ts, dur, corr = dev
             if dims is None:
-                ops.append(CommOp(coll, group, ts, dur, 0.0, ranks, False, dtype, 0.0, host))
+                ops.append(CommOp(coll, group, ts, dur, 0.0, ranks, False, dtype, 0.0, host, corr))
                 continue
         ops.append(CommOp(coll, group, ts, dur, size, ranks, True, dtype, count, host, corr))
+    if not ops:  # no host record of them (torch before 1.13, torch_npu's trace_view): the device's tasks
+        ops = _device_comm_ops(x, default_group, default_ranks)
+    if not ops:  # a CPU trace with only the calls (c10d::allreduce_): as analyse counts its time
+        ops = _host_comm_calls(x, default_group, default_ranks)
     ops.sort(key=lambda o: o.ts)
+    return ops
+
+
+def _host_comm_calls(x: Extract, group: str, ranks: Sequence[int]) -> list[CommOp]:
+    """The ``c10d::`` calls, as operators of unknown size (``c10d::allreduce_`` -> ``allreduce``)."""
+    if not len(x.op_ts):
+        return []
+    names = np.frombuffer(x.op_name, dtype=np.int32)
+    strings = x.strings
+    calls = {i for i in set(names.tolist()) if strings[i].startswith(vocab.C10D_PREFIX)}
+    if not calls:
+        return []
+    o_ts = np.frombuffer(x.op_ts, dtype=np.float64)
+    o_dur = np.frombuffer(x.op_dur, dtype=np.float64)
+    o_thread = np.frombuffer(x.op_thread, dtype=np.int32)
+    ops = []
+    for k in np.flatnonzero(np.isin(names, list(calls))).tolist():
+        coll = strings[int(names[k])][len(vocab.C10D_PREFIX) :].rstrip("_")
+        if coll in ("barrier", "wait"):
+            continue
+        start, dur = float(o_ts[k]), float(o_dur[k])
+        host = (start, dur, int(o_thread[k]))
+        ops.append(CommOp(coll, group, start, dur, 0.0, ranks, False, "", 0.0, host))
+    return ops
+
+
+_DEVICE_COLLECTIVE = re.compile(r"^(?:hcom_([A-Za-z]+)_|nccl(?:Dev)?Kernel_([A-Za-z]+)(?:_|$))")
+
+
+def _device_comm_ops(x: Extract, group: str, ranks: Sequence[int]) -> list[CommOp]:
+    """The device's communication tasks (``ncclKernel_AllReduce_...``, ``hcom_allReduce__...``) as
+    operators of unknown size, named by their collective where the task's name says it."""
+    if not len(x.dev_ts):
+        return []
+    names = np.frombuffer(x.dev_name, dtype=np.int32)
+    strings = x.strings
+    comm = {i for i in set(names.tolist()) if vocab.is_comm_name(strings[i])}
+    if not comm:
+        return []
+    d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
+    d_dur = np.frombuffer(x.dev_dur, dtype=np.float64)
+    d_corr = np.frombuffer(x.dev_corr, dtype=np.int64)
+    ops = []
+    for k in np.flatnonzero(np.isin(names, list(comm))).tolist():
+        name = strings[int(names[k])]
+        found = _DEVICE_COLLECTIVE.match(name)
+        coll = next((g for g in found.groups() if g), name) if found else name
+        start, dur = float(d_ts[k]), float(d_dur[k])
+        ops.append(CommOp(coll, group, start, dur, 0.0, ranks, False, "", 0.0, None, int(d_corr[k])))
     return ops
 
 

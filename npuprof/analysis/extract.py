@@ -974,10 +974,15 @@ class Extract:
                 stacks = [(s if isinstance(s, str) else ";".join(s)) if s else None for s in stacks]
             else:
                 stacks = [None] * len(ops)
-            for k in positions(op_names, vocab.COMM_RECORD):
-                ev = ops[k]
-                args = ev.args if isinstance(ev.args, msgspec.Raw) else _comm_args(oargs[k])
-                comm.append((int(oi[k]), ev.name, ev.ts, ev.dur, op_keys[k], args))
+            # record_param_comms, and the backends' spans where they are operators (torch 1.8-1.10's
+            # "Operator" category, docs/formats.md)
+            wanted = [vocab.COMM_RECORD]
+            wanted += [n for n in set(op_names) if n.startswith(vocab.COMM_ANNOTATION_PREFIXES)]
+            for name in wanted:
+                for k in positions(op_names, name):
+                    ev = ops[k]
+                    args = ev.args if isinstance(ev.args, msgspec.Raw) else _comm_args(oargs[k])
+                    comm.append((int(oi[k]), ev.name, ev.ts, ev.dur, op_keys[k], args))
         dev_names = list(map(_NAME, sel.devs))
         # annotations: steps and host communication spans
         for i, code in zip(sel.ai.tolist(), sel.ann_cats.tolist(), strict=True):

@@ -198,6 +198,10 @@ def host_work(x: Extract, ops: OpView) -> Work:
     comm_s = np.array([c[1] for c in x.comm_spans])
     comm_e = np.array([c[1] + c[2] for c in x.comm_spans])
     recv = np.array([vocab.is_receive(c[0]) for c in x.comm_spans], dtype=bool)
+    if not x.comm_spans and op_comm.any():  # only the calls (c10d::allreduce_): their time is communication
+        calls = on_step_thread & op_comm
+        comm_s, comm_e = ops.ts[calls], ops.ts[calls] + ops.dur[calls]
+        recv = _name_flags(x.strings, vocab.is_receive)[ops.name[calls]]
     return Work(
         computing=intervals.union(ops.ts[keep], ops.ts[keep] + ops.dur[keep]),
         communication=intervals.union(comm_s, comm_e),
