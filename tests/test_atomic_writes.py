@@ -108,3 +108,38 @@ def test_analyse_removes_what_a_writer_killed_mid_write_left_and_nothing_else(tm
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_kinetos_temporary_file_of_a_killed_export_is_removed_too(tmp_path: Path) -> None:
+    """kill -9 while Kineto wrote the raw trace left `.NAME.tmp.tmp` (gigabytes on a real job) for ever:
+    npuprof's export name carries its pid now, and Kineto's own temporary file of it is told by it."""
+    import subprocess
+    import sys
+
+    from npuprof.agent.backends import torch_backend
+    from npuprof.results import atomic
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = int(gone.stdout)
+    ours = atomic.temp_name(rank_dir / "w.pt.trace.json")
+    assert atomic._writer_pid(ours.name) == os.getpid()
+    left = rank_dir / f".w.pt.trace.json.{dead}-0123456789ab.tmp.tmp"
+    left.write_bytes(b'{"traceEvents": [')
+    old = time.time() - 120
+    os.utime(left, (old, old))
+    given: list[str] = []
+
+    class Prof:  # torch's export, as far as the name it is given
+        def export_chrome_trace(self, path: str) -> None:
+            given.append(path)
+            Path(path).write_text('{"traceEvents": []}')
+
+    torch_backend.TorchBackend(use_cuda=False).export_raw(Prof(), rank_dir, "w")
+    assert atomic._writer_pid(Path(given[0]).name) == os.getpid()
+    assert atomic._writer_pid(Path(given[0] + ".tmp").name) == os.getpid()  # Kineto's own temporary file
+    result = npuprof("analyse", str(rank_dir), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert not left.exists()

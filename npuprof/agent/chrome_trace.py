@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.config import ProfileConfig
-from npuprof.results.atomic import file_mode
+from npuprof.results.atomic import file_mode, temp_name
 
 WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE")
 
@@ -118,4 +118,4 @@ def _copy_handle(handle: Any, target: Path) -> None:
 
 
 def _tmp_of(target: Path) -> Path:
-    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    return temp_name(target)

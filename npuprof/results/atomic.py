@@ -73,12 +73,18 @@ def _refuse_to_replace_a_special_file(target: Path) -> None:
         raise OSError(errno.EEXIST, "not a regular file; npuprof does not replace it", str(target))
 
 
+def temp_name(target: Path) -> Path:
+    """A temporary name beside ``target`` carrying the writer's pid (``.NAME.PID-HEX12.tmp``), from which
+    remove_dead_writers_temps tells its leftovers once the writer is gone."""
+    return target.with_name(f".{target.name}.{os.getpid()}-{os.urandom(6).hex()}.tmp")
+
+
 def _create_temp(target: Path) -> tuple[int, str]:
     """A new private file beside ``target``, as tempfile.mkstemp makes it (importing tempfile costs
     ~5 ms of the launcher's start)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):  # the writer's pid in the name: remove_dead_writers_temps tells its leftovers
-        name = str(target.parent / f".{target.name}.{os.getpid()}-{os.urandom(6).hex()}.tmp")
+    for _ in range(100):
+        name = str(temp_name(target))
         try:
             return os.open(name, flags, 0o600), name
         except FileExistsError:
@@ -116,10 +122,13 @@ def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> list[str
 
 
 def _writer_pid(name: str) -> int | None:
-    """The pid in a name ``_create_temp`` makes (``.NAME.PID-HEX12.tmp``); None for any other name."""
+    """The pid in a name ``temp_name`` makes (``.NAME.PID-HEX12.tmp``, or Kineto's own temporary file of
+    one, ``.NAME.PID-HEX12.tmp.tmp``); None for any other name."""
     if not (name.startswith(".") and name.endswith(".tmp")):
         return None
-    tag = name[:-4].rsplit(".", 1)[-1]
+    base = name[:-4]
+    base = base[:-4] if base.endswith(".tmp") else base
+    tag = base.rsplit(".", 1)[-1]
     pid, _, token = tag.partition("-")
     if not (pid.isascii() and pid.isdigit() and len(pid) <= 10 and len(token) == 12):
         return None

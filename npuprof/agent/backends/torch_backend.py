@@ -84,7 +84,7 @@ class TorchBackend:
         # Plain json: torch's gzip path compresses inside the training step (~10 MB/s);
         # npuprof gzips in a background process instead.
         trace = rank_dir / layout.trace_file_name(worker, time.time_ns(), gzip=False)
-        tmp = trace.with_name("." + trace.name + ".tmp")
+        tmp = atomic.temp_name(trace)  # with the pid: a kill -9 leaves what analyse removes later
         # Kineto writes "<path>.tmp" and renames it; on a full disk it logs and returns, leaving a
         # partial "<path>.tmp" and no "<path>" (docs/formats.md, "Raw traces").
         kineto_tmp = tmp.with_name(tmp.name + ".tmp")
