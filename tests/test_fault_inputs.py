@@ -360,6 +360,40 @@ def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path)
     assert "incomplete" in line and "in progress" not in line
 
 
+def test_a_killed_processs_capture_is_interrupted_while_its_run_goes_on(tmp_path: Path) -> None:
+    """A subprocess of the script killed mid-capture while the script (and npuprof) went on: its capture
+    was said "in progress" for as long as the run lasted."""
+    from npuprof.results.run_record import now_iso
+
+    out = tmp_path / "result"
+    host = os.uname().nodename.split(".")[0] or "host"
+    # a live "npuprof" (what the run record's pid is checked to be)
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "npuprof"])
+    try:
+        time.sleep(0.05)
+        record = {"run_id": "r1", "host": os.uname().nodename, "launcher_pid": launcher.pid, "end": None}
+        (out).mkdir()
+        (out / "npuprof_run.json").write_text(json.dumps({**record, "start": now_iso()}))
+        dead = int(
+            subprocess.run(
+                [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
+            ).stdout
+        )
+        for pid in (dead, launcher.pid):  # the killed child's, and one whose process still runs
+            d = out / f"{host}_{pid}_20250101000000000_ascend_pt"
+            d.mkdir()
+            capture = {"status": "capturing", "run_id": "r1", "pid": pid}
+            (d / "npuprof_capture.json").write_text(json.dumps(capture))
+        proc = npuprof("analyse", str(out))
+    finally:
+        launcher.kill()
+        launcher.wait()
+    lines = _one_line_each(proc.stderr, "not analysed:")
+    said = {Path(line.split(": ")[2]).name.split("_")[1]: line for line in lines}
+    assert "incomplete" in said[str(dead)] and "in progress" not in said[str(dead)], lines
+    assert "in progress" in said[str(launcher.pid)], lines
+
+
 # ---- 5. "waiting for post-processing" only when there is some ------------------------------------------
 @pytest.fixture(scope="module")
 def too_few_steps_run(

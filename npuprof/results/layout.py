@@ -369,12 +369,30 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
     status, detail = record.status, record.detail
     if status == STATUS_CAPTURING:
         alive = live_launcher(rank_dir.parent, record.run_id)
-        if alive:
+        if alive and not _capturing_process_gone(rank_dir, record.pid):
             return CaptureStatus(STATUS_CAPTURING, f"in progress: its run is still going ({alive})")
         return CaptureStatus(
             STATUS_INCOMPLETE, detail or "the process ended before the capture was finalised"
         )
     return CaptureStatus(status, detail)
+
+
+def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
+    """The process that captured into ``rank_dir`` ran on this host (the dir's name starts with this
+    host's short name and its pid, as npuprof names it without --worker-name) and is gone: killed, while
+    its run goes on (a subprocess of the script, a torchrun worker restarted)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    host = os.uname().nodename.split(".")[0] or "host"
+    if not rank_dir.name.startswith(f"{host}_{pid}_"):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def partial_step(record: dict[str, Any] | None) -> int | None:
