@@ -438,6 +438,32 @@ def test_array_keys_after_the_events_are_read_as_keys(tmp_path: Path, gz: bool) 
     assert rank["device"] != "CPU"
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_long_array_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool) -> None:
+    """Chrome's samples of a long recording: 1.5 MB of objects, each holding an array, after the events.
+    The look back from the end found no key there (1 MiB, 16 arrays at most): "corrupt"."""
+    trace = cpu_trace()
+    samples = [{"cpu": 0, "tid": 1, "ts": str(i), "stack": [1, 2, i]} for i in range(25000)]
+    text = json.dumps({**trace, "samples": samples, "stackFrames": {"1": {"name": "f"}}})
+    assert len(text) - text.index('"samples"') > 1 << 20
+    path = tmp_path / ("long.json.gz" if gz else "long.json")
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    result = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    (plain,) = json.loads(npuprof("analyse", str(_written(tmp_path, trace)), "--format", "json").stdout)[
+        "ranks"
+    ]
+    assert rank["steps"] == plain["steps"] and rank["top_operators"] == plain["top_operators"]
+
+
+def _written(tmp_path: Path, trace: dict) -> Path:
+    path = tmp_path / "plain" / "t.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(trace))
+    return path
+
+
 def test_begin_end_pairs_and_unknown_categories_are_named_not_read_as_free_time(tmp_path: Path) -> None:
     """A Chrome trace of "B"/"E" pairs, or one whose operators carry another category, read as one
     100%-free step with no operator and no word."""

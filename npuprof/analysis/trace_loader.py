@@ -206,6 +206,7 @@ _DECODER = msgspec.json.Decoder(list[Event])
 _TS = attrgetter("ts")
 _ANY = msgspec.json.Decoder()
 _RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
+_TRAILING_AT = re.compile(r"trailing characters \(byte (\d+)\)")
 
 
 def _open(path: Path) -> BinaryIO:
@@ -590,6 +591,10 @@ class TraceReader:
                     return 0, [], memoryview(b"")
                 decoded = self._decode(memoryview(buf)[: last + 1])
                 if decoded is None:
+                    malformed_at = self.malformed_at
+                    decoded, last = self._events_read_forward(buf)
+                    self.malformed_at = malformed_at if decoded is None else self.malformed_at
+                if decoded is None:
                     raise TraceError(
                         "corrupt",
                         f"{self.path}: undecodable events before byte {self.bytes_read}"
@@ -602,6 +607,30 @@ class TraceReader:
             f"{self.path}: the trace ends without closing its traceEvents array "
             f"after {self.bytes_read} bytes (truncated file?)",
         )
+
+    def _events_read_forward(self, buf: bytearray) -> tuple[tuple[list[Event], memoryview] | None, int]:
+        """The events of ``buf`` (which starts at one) up to the "]" that closes their array, found by
+        reading forward: keys after the events too long for the look back from the end (Chrome's
+        ``"samples"`` of a long recording) end there. Their keys fill ``meta``. (None, -1) when no such
+        "]" reads so."""
+        try:
+            _RAW_EVENTS.decode(b"[" + bytes(buf))
+            return None, -1
+        except msgspec.DecodeError as exc:
+            found = _TRAILING_AT.search(str(exc))
+        except RecursionError:
+            return None, -1
+        if found is None:
+            return None, -1
+        bracket = buf.rfind(b"]", 0, int(found.group(1)))  # the byte said, in "[" + buf, is at or after it
+        value = self._tail_value(bytes(buf[bracket + 1 :])) if bracket >= 0 and buf[bracket] == 0x5D else None
+        last = _prev_nonspace(buf, bracket) if value is not None else -1
+        if last < 0:
+            return None, -1
+        decoded = self._decode(memoryview(buf)[: last + 1])
+        if decoded is not None:
+            self.meta.update(value or {})
+        return decoded, last
 
     def _tail(self, handle: BinaryIO, size: int) -> int:
         """Plain files: parse the keys after traceEvents from the file's end; return the offset just past
@@ -723,6 +752,13 @@ class TraceReader:
                     if last < 0:
                         return
                     decoded = self._decode(memoryview(buf)[: last + 1])
+                    if decoded is None:  # keys after the events longer than _tail's look back
+                        whole = bytearray(buf)
+                        while more := handle.read(1 << 20):
+                            whole += more
+                        malformed_at = self.malformed_at
+                        decoded, _last = self._events_read_forward(whole)
+                        self.malformed_at = malformed_at if decoded is None else self.malformed_at
                     if decoded is None:
                         raise TraceError(
                             "corrupt",
