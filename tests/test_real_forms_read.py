@@ -637,3 +637,29 @@ def test_the_collectives_of_traces_without_a_host_record_are_their_device_tasks(
     (rank,) = _analyse_json(_write(tmp_path / "trace_view.json", npu))["ranks"]
     assert rank["communication"] == {"operators": 1, "time_us": 200.125, "size_unknown_operators": 1}
     assert rank["steps"][0]["communication_us"] == 200.125
+
+
+def test_a_collective_torch_records_three_ways_counts_once(tmp_path: Path) -> None:
+    """torch 2.x with NCCL: record_param_comms, the backend's nccl:all_reduce on the host and again over
+    the kernel on the GPU. The report counted 3 operators and summed their times."""
+    kernel = _x("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 320, 300, 0, 9, "kernel", stream=9, correlation=11,
+                **{"External id": 3})  # fmt: skip
+    events = [
+        _meta(1, "python"),
+        _meta(0, "GPU 0"),
+        _x("ProfilerStep#1", 0, 1000, 1, 1, "user_annotation"),
+        _x(
+            "record_param_comms",
+            300,
+            15,
+            1,
+            1,
+            "cpu_op",
+            **{"Collective name": "allreduce", "In msg nelems": 1000, "dtype": "Float", "External id": 3},
+        ),
+        _x("nccl:all_reduce", 300, 190, 1, 1, "user_annotation", **{"External id": 4}),
+        _x("nccl:all_reduce", 320, 300, 0, 9, "gpu_user_annotation", **{"External id": 4}),
+        kernel,
+    ]
+    (rank,) = _analyse_json(_write(tmp_path / "nccl.json", {"traceEvents": events}))["ranks"]
+    assert rank["communication"] == {"operators": 1, "time_us": kernel["dur"], "size_mb": 1000 * 4 / 1e6}

@@ -175,8 +175,13 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     default_ranks: Sequence[int] = _ranks_of(default_pg.get("ranks", [])) or _world(dist)
     dev_by_ext = _device_tasks(x)
     ops: list[CommOp] = []
+    # record_param_comms, where torch writes it, is the record of each collective: the backend's spans
+    # (nccl:all_reduce on the host and again over its kernel) are the same operations
+    recorded = any(span[0] == "record_param_comms" for span in x.comm_spans)
     for name, ts, dur, thread, args in x.comm_spans:
         host, corr = (ts, dur, thread), -1
+        if recorded and name != "record_param_comms":
+            continue
         if name == "record_param_comms":
             coll = str(args.get("Collective name", "unknown"))
             if coll in ("barrier", "wait"):
