@@ -461,3 +461,17 @@ def test_the_rank_the_others_wait_for_in_synchronous_training(tmp_path: Path) ->
         "rank the others wait for: 0 (busy 8.400 ms a step outside exposed communication, +52.7% vs the "
         "median): an outlier" in table.stdout
     ), table.stdout
+
+
+def test_a_step_whose_start_is_not_known_is_left_out_of_the_start_skew(tmp_path: Path) -> None:
+    """A torch_npu rank dir without the step's tasks (no kernel rows, no trace_view) has no start for it:
+    taken as 0, it made a skew of 54 years against a rank that had one, and "none" between two such."""
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    bare = _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 0.0)], stamp=1)
+    kernels = bare / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    kernels.write_text(kernels.read_text().splitlines()[0] + "\n")  # the header alone
+    report = _report(tmp_path)
+    assert report["cross_rank"]["start_skew"] == []
+    assert math.copysign(1.0, report["ranks"][1]["steps"][0]["start_us"]) < 0  # -0.0: not known
+    table = npuprof("analyse", str(tmp_path), env=clean_env(COLUMNS="200"))
+    assert table.returncode == 0 and "step start skew" not in table.stdout, table.stdout

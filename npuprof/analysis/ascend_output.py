@@ -30,6 +30,7 @@ from npuprof.results import layout
 STEP_FILE = "step_trace_time.csv"
 KERNEL_FILE = "kernel_details.csv"
 OPERATOR_FILE = "operator_details.csv"
+UNKNOWN_START = -0.0  # a step's start_us not known: 0 in any sum, told apart by its sign (report.start_known)
 COMMUNICATION_FILE = "communication.json"
 MEMORY_FILE = "memory_record.csv"
 TRACE_VIEW_FILE = "trace_view.json"
@@ -213,7 +214,7 @@ def _steps(
         )
         for s in steps:
             if math.isnan(s["start_us"]):
-                s["start_us"] = 0.0
+                s["start_us"] = UNKNOWN_START
     for s in steps:
         s["start_us"] = round(s["start_us"], 3)
     return steps, device_id

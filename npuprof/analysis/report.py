@@ -10,6 +10,7 @@ ranks each step's durations, the slowest rank and the step start skew.
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing
 import os
 import statistics
@@ -501,6 +502,11 @@ def rank_report(
     return report
 
 
+def start_known(start_us: float) -> bool:
+    """False for the start a torch_npu step table could not give (ascend_output.UNKNOWN_START, -0.0)."""
+    return not (start_us == 0 and math.copysign(1.0, start_us) < 0)
+
+
 def slowest_rank(means: dict[int, float]) -> Slowest | None:
     """The slowest rank by mean step time, and whether it is an outlier (modified z-score over the ranks'
     median absolute deviation; with fewer than 3 ranks, > 10% above the median)."""
@@ -549,7 +555,8 @@ def cross_rank(
         for s in r.steps:
             if s.partial is not True:
                 whole.setdefault(r.rank, []).append(s.duration_us)
-                by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, s.start_us + shift_us)
+                start = s.start_us + shift_us if start_known(s.start_us) else math.nan
+                by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, start)
                 exposed = s.comm_not_overlapped_us or 0.0
                 waited = waited or exposed > 0
                 busy.setdefault(r.rank, []).append(s.duration_us - exposed)
@@ -567,8 +574,8 @@ def cross_rank(
                 min_us=min(durs.values()),
             )
         )
-        if len(per) > 1:
-            starts = {k: v[1] for k, v in per.items()}
+        starts = {k: v[1] for k, v in per.items() if not math.isnan(v[1])}
+        if len(starts) > 1:
             early = min(starts, key=starts.__getitem__)
             late = max(starts, key=starts.__getitem__)
             skew.append(
