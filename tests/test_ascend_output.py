@@ -475,3 +475,14 @@ def test_a_step_whose_start_is_not_known_is_left_out_of_the_start_skew(tmp_path:
     assert math.copysign(1.0, report["ranks"][1]["steps"][0]["start_us"]) < 0  # -0.0: not known
     table = npuprof("analyse", str(tmp_path), env=clean_env(COLUMNS="200"))
     assert table.returncode == 0 and "step start skew" not in table.stdout, table.stdout
+
+
+def test_two_ranks_as_busy_at_the_top_name_no_rank_the_others_wait_for(tmp_path: Path) -> None:
+    """Busy 900, 900, 600, 600 µs: naming rank 0 alone hid rank 1, as busy."""
+    for rank, (computing, exposed) in enumerate(
+        [(800.0, 100.0), (800.0, 100.0), (500.0, 400.0), (500.0, 400.0)]
+    ):
+        _rank_dir(
+            tmp_path, rank, "kernel_details_2023.csv", [_step(1, computing, exposed, 100.0, 0.0)], stamp=rank
+        )
+    assert "straggler" not in _report(tmp_path)["cross_rank"]

@@ -663,3 +663,29 @@ def test_a_collective_torch_records_three_ways_counts_once(tmp_path: Path) -> No
     ]
     (rank,) = _analyse_json(_write(tmp_path / "nccl.json", {"traceEvents": events}))["ranks"]
     assert rank["communication"] == {"operators": 1, "time_us": kernel["dur"], "size_mb": 1000 * 4 / 1e6}
+
+
+def test_nccls_sendrecv_kernel_is_a_receive_only_when_its_record_says_so(tmp_path: Path) -> None:
+    """NCCL runs both directions of point-to-point as ncclDevKernel_SendRecv: a send was read as a receive
+    (the pipeline's bubble, 200 µs of it in a step that waited for nothing)."""
+
+    def p2p(direction: str, ext: int, start: int, dur: int) -> list[dict[str, Any]]:
+        return [
+            _x("record_param_comms", start - 20, 10, 1, 1, "cpu_op", **{"Collective name": direction,
+               "In msg nelems": 10, "dtype": "Float", "External id": ext}),
+            _x("ncclDevKernel_SendRecv", start, dur, 0, 9, "kernel", stream=9, correlation=ext,
+               **{"External id": ext}),
+        ]  # fmt: skip
+
+    events = [
+        _meta(1, "python"),
+        _meta(0, "GPU 0"),
+        _x("ProfilerStep#1", 0, 1000, 1, 1, "user_annotation"),
+        *p2p("send", 3, 100, 200),
+        _x("ProfilerStep#2", 1000, 1000, 1, 1, "user_annotation"),
+        *p2p("recv", 4, 1300, 150),
+    ]
+    (rank,) = _analyse_json(_write(tmp_path / "p2p.json", {"traceEvents": events}))["ranks"]
+    first, second = rank["steps"]
+    assert (first["communication_us"], first["bubble_us"]) == (200.0, 0.0)
+    assert (second["communication_us"], second["bubble_us"]) == (150.0, 150.0)

@@ -127,7 +127,8 @@ def _ranks_in_text(text: str) -> tuple[int, ...]:
     return tuple(_int_list(value)) if isinstance(value, list) else ()
 
 
-def _external_id(args: dict[str, Any]) -> int:
+def external_id(args: dict[str, Any]) -> int:
+    """A host record's External id (-1: none or unreadable)."""
     value = args.get("External id", -1)
     try:
         return int(value)
@@ -138,7 +139,7 @@ def _external_id(args: dict[str, Any]) -> int:
 def _device_tasks(x: Extract) -> dict[int, tuple[float, float, int]]:
     """(start, duration, correlation id) of the last device task with each External id that a
     ``record_param_comms`` operator carries: the time NCCL/HCCL spent on the device."""
-    wanted = {_external_id(args) for _name, _ts, _dur, _thread, args in x.comm_spans}
+    wanted = {external_id(args) for _name, _ts, _dur, _thread, args in x.comm_spans}
     wanted = {ext for ext in wanted if ext >= 0}
     if not wanted or not len(x.dev_ts):
         return {}
@@ -191,7 +192,7 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             size = count * _dtype_size(dtype)
             group = str(args.get("Process Group Name", default_group))
             ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
-            dev = dev_by_ext.get(_external_id(args))
+            dev = dev_by_ext.get(external_id(args))
             if dev is not None:
                 ts, dur, corr = dev
         else:  # gloo:all_reduce and friends
@@ -202,7 +203,7 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             count = _as_float(_nelems(dims))
             size = count * _dtype_size(dtype)
             group, ranks = default_group, default_ranks
-            dev = dev_by_ext.get(_external_id(args))  # nccl:all_reduce of torch 1.8-1.10: its kernel's time
+            dev = dev_by_ext.get(external_id(args))  # nccl:all_reduce of torch 1.8-1.10: its kernel's time
             if dev is not None:
                 ts, dur, corr = dev
             if dims is None:

@@ -589,7 +589,11 @@ def cross_rank(
     cross = CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew, ranges=ranges)
     if waited:
         most = slowest_rank({rank: statistics.fmean(times) for rank, times in busy.items()})
-        if most is not None and most.slower_than_median_pct > 0:  # a tie names no one
+        tied = (
+            most is not None
+            and sum(round(statistics.fmean(t), 3) == most.mean_step_us for t in busy.values()) > 1
+        )
+        if most is not None and most.slower_than_median_pct > 0 and not tied:  # a tie names no one
             cross.straggler = Straggler(
                 rank=most.rank,
                 busy_us=most.mean_step_us,

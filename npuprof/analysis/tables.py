@@ -25,6 +25,7 @@ from npuprof.analysis.cells import (  # noqa: F401
     ns_of_texts,
     us_texts,
 )
+from npuprof.analysis.communication import external_id
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
 from npuprof.analysis.step_breakdown import StepBreakdown, StepWindows, Work, breakdown
@@ -180,6 +181,15 @@ def device_work(x: Extract, ops: OpView) -> Work:
     d_name = np.frombuffer(x.dev_name, dtype=np.int32)
     d_comm = _name_flags(x.strings, vocab.is_comm_name)[d_name]
     recv = _name_flags(x.strings, vocab.is_receive)[d_name] & d_comm
+    both_ways = _name_flags(x.strings, vocab.is_send_or_receive)[d_name] & d_comm
+    if both_ways.any():  # NCCL's SendRecv kernel does either: its record_param_comms says which
+        received = [
+            external_id(args)
+            for name, _ts, _dur, _thread, args in x.comm_spans
+            if name == vocab.COMM_RECORD and vocab.is_receive(str(args.get("Collective name", "")))
+        ]
+        d_ext = np.frombuffer(x.dev_ext, dtype=np.int64)
+        recv = (recv & ~both_ways) | (both_ways & np.isin(d_ext, [e for e in received if e >= 0]))
     return Work(
         computing=intervals.union(d_ts[~d_comm], d_end[~d_comm]),
         communication=intervals.union(d_ts[d_comm], d_end[d_comm]),

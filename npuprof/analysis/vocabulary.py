@@ -138,6 +138,11 @@ def is_comm_operator(name: str) -> bool:
     return is_comm_name(name) or name.startswith(C10D_PREFIX) or name == COMM_RECORD
 
 
+def is_send_or_receive(name: str) -> bool:
+    """NCCL's point-to-point kernel (``ncclDevKernel_SendRecv``), which does either."""
+    return "sendrecv" in name.lower()
+
+
 def is_receive(name: str) -> bool:
     """A receive (its time in a step is the pipeline's bubble)."""
     low = name.lower()
