@@ -427,11 +427,7 @@ def test_array_keys_after_the_events_are_read_as_keys(tmp_path: Path, gz: bool) 
     text = json.dumps(moved, indent=1)
     assert text.rstrip().endswith("]\n}") and '"samples": []' in text
     assert len(text) - text.index('"more"') > 1 << 16
-    path = tmp_path / ("moved.json.gz" if gz else "moved.json")
-    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
-    result = npuprof("analyse", str(path), "--format", "json", env=clean_env())
-    assert result.returncode == 0, result.stderr
-    (rank,) = json.loads(result.stdout)["ranks"]
+    rank = _analysed_text(tmp_path / "moved.json", text, gz)
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert sum(k["count"] for k in rank["top_kernels"]) == len(kernels)
     assert sum(k["total_us"] for k in rank["top_kernels"]) == pytest.approx(sum(k["dur"] for k in kernels))
@@ -446,22 +442,20 @@ def test_a_long_array_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool
     samples = [{"cpu": 0, "tid": 1, "ts": str(i), "stack": [1, 2, i]} for i in range(25000)]
     text = json.dumps({**trace, "samples": samples, "stackFrames": {"1": {"name": "f"}}})
     assert len(text) - text.index('"samples"') > 1 << 20
-    path = tmp_path / ("long.json.gz" if gz else "long.json")
+    rank = _analysed_text(tmp_path / "long.json", text, gz)
+    plain = _analysed_text(tmp_path / "plain.json", json.dumps(trace), False)
+    assert rank["steps"] == plain["steps"] and rank["top_operators"] == plain["top_operators"]
+
+
+def _analysed_text(path: Path, text: str, gz: bool) -> dict:
+    """The one rank of `npuprof analyse` of a trace of this text (gzipped: at path.gz)."""
+    if gz:
+        path = path.with_name(path.name + ".gz")
     path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
     result = npuprof("analyse", str(path), "--format", "json", env=clean_env())
     assert result.returncode == 0, result.stderr
     (rank,) = json.loads(result.stdout)["ranks"]
-    (plain,) = json.loads(npuprof("analyse", str(_written(tmp_path, trace)), "--format", "json").stdout)[
-        "ranks"
-    ]
-    assert rank["steps"] == plain["steps"] and rank["top_operators"] == plain["top_operators"]
-
-
-def _written(tmp_path: Path, trace: dict) -> Path:
-    path = tmp_path / "plain" / "t.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(trace))
-    return path
+    return rank
 
 
 def test_begin_end_pairs_and_unknown_categories_are_named_not_read_as_free_time(tmp_path: Path) -> None:

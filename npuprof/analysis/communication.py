@@ -218,26 +218,24 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     return ops
 
 
+def _matching(strings: list[str], name_ids: np.ndarray, rule: Any) -> list[int]:
+    """Positions of the items whose name (a string id) ``rule`` accepts."""
+    wanted = [i for i in set(name_ids.tolist()) if rule(strings[i])]
+    return np.flatnonzero(np.isin(name_ids, wanted)).tolist() if wanted else []
+
+
 def _host_comm_calls(x: Extract, group: str, ranks: Sequence[int]) -> list[CommOp]:
     """The ``c10d::`` calls, as operators of unknown size (``c10d::allreduce_`` -> ``allreduce``)."""
-    if not len(x.op_ts):
-        return []
-    names = np.frombuffer(x.op_name, dtype=np.int32)
-    strings = x.strings
-    calls = {i for i in set(names.tolist()) if strings[i].startswith(vocab.C10D_PREFIX)}
-    if not calls:
-        return []
-    o_ts = np.frombuffer(x.op_ts, dtype=np.float64)
-    o_dur = np.frombuffer(x.op_dur, dtype=np.float64)
+    names = np.frombuffer(x.op_name, dtype=np.int32) if len(x.op_ts) else np.zeros(0, np.int32)
+    o_ts, o_dur = np.frombuffer(x.op_ts, dtype=np.float64), np.frombuffer(x.op_dur, dtype=np.float64)
     o_thread = np.frombuffer(x.op_thread, dtype=np.int32)
     ops = []
-    for k in np.flatnonzero(np.isin(names, list(calls))).tolist():
-        coll = strings[int(names[k])][len(vocab.C10D_PREFIX) :].rstrip("_")
-        if coll in ("barrier", "wait"):
-            continue
-        start, dur = float(o_ts[k]), float(o_dur[k])
-        host = (start, dur, int(o_thread[k]))
-        ops.append(CommOp(coll, group, start, dur, 0.0, ranks, False, "", 0.0, host))
+    for k in _matching(x.strings, names, lambda name: name.startswith(vocab.C10D_PREFIX)):
+        coll = x.strings[int(names[k])][len(vocab.C10D_PREFIX) :].rstrip("_")
+        if coll not in ("barrier", "wait"):
+            start, dur = float(o_ts[k]), float(o_dur[k])
+            host = (start, dur, int(o_thread[k]))
+            ops.append(CommOp(coll, group, start, dur, 0.0, ranks, False, "", 0.0, host))
     return ops
 
 
@@ -247,23 +245,16 @@ _DEVICE_COLLECTIVE = re.compile(r"^(?:hcom_([A-Za-z]+)_|nccl(?:Dev)?Kernel_([A-Z
 def _device_comm_ops(x: Extract, group: str, ranks: Sequence[int]) -> list[CommOp]:
     """The device's communication tasks (``ncclKernel_AllReduce_...``, ``hcom_allReduce__...``) as
     operators of unknown size, named by their collective where the task's name says it."""
-    if not len(x.dev_ts):
-        return []
-    names = np.frombuffer(x.dev_name, dtype=np.int32)
-    strings = x.strings
-    comm = {i for i in set(names.tolist()) if vocab.is_comm_name(strings[i])}
-    if not comm:
-        return []
-    d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
-    d_dur = np.frombuffer(x.dev_dur, dtype=np.float64)
+    names = np.frombuffer(x.dev_name, dtype=np.int32) if len(x.dev_ts) else np.zeros(0, np.int32)
+    d_ts, d_dur = np.frombuffer(x.dev_ts, dtype=np.float64), np.frombuffer(x.dev_dur, dtype=np.float64)
     d_corr = np.frombuffer(x.dev_corr, dtype=np.int64)
     ops = []
-    for k in np.flatnonzero(np.isin(names, list(comm))).tolist():
-        name = strings[int(names[k])]
+    for k in _matching(x.strings, names, vocab.is_comm_name):
+        name = x.strings[int(names[k])]
         found = _DEVICE_COLLECTIVE.match(name)
         coll = next((g for g in found.groups() if g), name) if found else name
-        start, dur = float(d_ts[k]), float(d_dur[k])
-        ops.append(CommOp(coll, group, start, dur, 0.0, ranks, False, "", 0.0, None, int(d_corr[k])))
+        ops.append(CommOp(coll, group, float(d_ts[k]), float(d_dur[k]), 0.0, ranks, False, "", 0.0, None,
+                          int(d_corr[k])))  # fmt: skip
     return ops
 
 

@@ -271,19 +271,13 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         print_whole(console, table)
         slow = cross.slowest
         if slow:
-            verdict = "[bold red]an outlier[/bold red]" if slow.outlier else "within the normal spread"
-            console.print(
-                f"slowest rank: {slow.rank} (mean step {_ms(slow.mean_step_us)} ms, "
-                f"{slow.slower_than_median_pct:+.1f}% vs the median): {verdict}"
-            )
+            figure = f"mean step {_ms(slow.mean_step_us)} ms"
+            _say_rank(console, "slowest rank", slow.rank, figure, slow.slower_than_median_pct, slow.outlier)
         waited_for = cross.straggler
         if waited_for:
-            verdict = "[bold red]an outlier[/bold red]" if waited_for.outlier else "within the normal spread"
-            console.print(
-                f"rank the others wait for: {waited_for.rank} (busy {_ms(waited_for.busy_us)} ms a step "
-                f"outside exposed communication, {waited_for.busier_than_median_pct:+.1f}% vs the "
-                f"median): {verdict}"
-            )
+            busy = f"busy {_ms(waited_for.busy_us)} ms a step outside exposed communication"
+            above = waited_for.busier_than_median_pct
+            _say_rank(console, "rank the others wait for", waited_for.rank, busy, above, waited_for.outlier)
         if cross.start_skew:
             worst = max(cross.start_skew, key=lambda s: s.skew_us)
             if worst.skew_us <= 0:
@@ -293,6 +287,12 @@ def _render_cross_rank(report: Report, console: Console) -> None:
                 f"step start skew: up to {_ms(worst.skew_us)} ms (step {worst.step}: rank "
                 f"{worst.latest_rank} started after rank {worst.earliest_rank})"
             )
+
+
+def _say_rank(console: Console, what: str, rank: int, figure: str, above: float, outlier: bool) -> None:
+    """One line naming a rank, its figure and how far above the median it is, and whether it is an outlier."""
+    verdict = "[bold red]an outlier[/bold red]" if outlier else "within the normal spread"
+    console.print(f"{what}: {rank} ({figure}, {above:+.1f}% vs the median): {verdict}")
 
 
 def render_json(report: Report | dict[str, Any]) -> str:
