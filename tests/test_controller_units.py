@@ -455,7 +455,7 @@ def test_while_the_scripts_profiler_runs_no_window_opens(monkeypatch: pytest.Mon
     assert rig.log.lines == [
         ("warn_once", "user-profiler", user_profiler.WARNING),
         ("info", "no capture at step 2: the training script's own profiler runs"),
-        ("info", "profiler started at step 4 (RECORD_AND_SAVE) on fake"),
+        ("info", "profiler starts at step 4 (RECORD_AND_SAVE) on fake"),
     ]
     assert plan.refreshed == [0, 2, 4]
 
@@ -694,7 +694,7 @@ def test_flags_the_backend_ignores_are_reported() -> None:
     quiet = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=1, repeat=1))
     quiet.run(2)
     assert quiet.log.lines == [
-        ("info", "profiler started at step 1 (RECORD_AND_SAVE) on fake"),
+        ("info", "profiler starts at step 1 (RECORD_AND_SAVE) on fake"),
     ]
 
 
@@ -1212,3 +1212,16 @@ def test_a_capture_is_begun_before_torch_starts_recording() -> None:
     rig.sink.begin = lambda step, cfg: trace.append(("begin", step))  # type: ignore[method-assign]
     rig.run(5)
     assert trace[:3] == [("prepare", 1), ("begin", 2), ("start", 2)], trace
+
+
+def test_a_window_without_warm_up_hooks_the_process_before_torch_starts_recording() -> None:
+    """--warmup 0: torch's start opens the first recorded step; the hooks of a running profiler (SIGTERM,
+    os._exit: ~1 ms) were installed after it, inside that step."""
+    trace: list[tuple[str, Any]] = []
+    rig = Rig(
+        TorchPlan(wait=1, warmup=0, active=2, repeat=1), on_profiling=lambda on: trace.append(("hooks", on))
+    )
+    rig.backend.trace = trace
+    rig.sink.begin = lambda step, cfg: trace.append(("begin", step))  # type: ignore[method-assign]
+    rig.run(4)
+    assert trace[:4] == [("begin", 1), ("hooks", True), ("prepare", 1), ("start", 1)], trace

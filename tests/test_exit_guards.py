@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from npuprof.agent import window_plan
+from npuprof.agent import entry, window_plan
 from npuprof.agent.entry import Agent
 
 
@@ -54,7 +54,9 @@ def test_an_exec_finalises_then_execs_as_asked(wrapped: SimpleNamespace) -> None
     assert os.execv.__name__ == "execv" and wrapped.exits == []
 
 
-def test_an_exec_that_will_fail_keeps_the_capture(wrapped: SimpleNamespace, tmp_path: Any) -> None:
+def test_an_exec_that_will_fail_keeps_the_capture(
+    wrapped: SimpleNamespace, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An exec of a missing or non-executable file raises (the script may catch it and train on): the
     capture in flight is not finalised for it, and the next exec that will run still finalises."""
     plain = tmp_path / "not_executable"
@@ -68,8 +70,27 @@ def test_an_exec_that_will_fail_keeps_the_capture(wrapped: SimpleNamespace, tmp_
     os.execv("/bin/true", [])  # ValueError: an empty argv
     os.execv("/bin/true", [""])
     assert wrapped.finalised == [] and len(wrapped.execs) == 6
+    # a CRLF #! line names "/bin/sh\r"; "#!sh" is looked up in the working directory; a BOM before
+    # "#!", escape bytes or junk are no format the kernel runs (without binfmt_misc handlers)
+    monkeypatch.setattr(entry, "_binfmt_handlers", lambda: False)
+    for name, text in [
+        ("crlf.sh", b"#!/bin/sh\r\necho hi\r\n"),
+        ("relative.sh", b"#!no_such_interpreter_here\n"),
+        ("bom.sh", b"\xef\xbb\xbf#!/bin/sh\necho hi\n"),
+        ("junk", bytes(range(256))),
+    ]:
+        os.execv(str(_executable(tmp_path / name, text)), [name])
+    assert wrapped.finalised == [] and len(wrapped.execs) == 10
     good = _executable(tmp_path / "good.sh", b"#!/bin/sh\nexit 0\n")
     os.execv(str(good), ["good"])
+    assert wrapped.finalised == ["finalised"]
+
+
+def test_a_file_of_another_format_may_run_where_binfmt_misc_has_handlers(
+    wrapped: SimpleNamespace, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(entry, "_binfmt_handlers", lambda: True)  # qemu, wine...: it may run
+    os.execv(str(_executable(tmp_path / "junk", bytes(range(256)))), ["junk"])
     assert wrapped.finalised == ["finalised"]
 
 

@@ -416,12 +416,18 @@ class CaptureController:
         self.action = wanted
         if not self._note_capture_start(Action.NONE, wanted, step, started=False):
             return False
-        self.prof.start()
+        # the hooks of a running profiler (SIGTERM, os._exit) and the log line before torch's start, which
+        # opens the step in a recording window: their cost is not in it
+        self._tell_profiling(True)
+        self.log.info(f"profiler starts at step {step} ({wanted.name}) on {self.backend.name}")
+        try:
+            self.prof.start()
+        except BaseException:
+            self._tell_profiling(False)
+            raise
         recording = getattr(self.plan, "recording_started", None)
         if recording is not None:
             recording()  # a time window counts its duration from here (the first start takes seconds)
-        self._tell_profiling(True)
-        self.log.info(f"profiler started at step {step} ({wanted.name}) on {self.backend.name}")
         return True
 
     def _note_capture_start(self, previous: Action, now: Action, step: int, started: bool = True) -> bool:

@@ -550,8 +550,11 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
                     plan_exit()
         try:
             return real(*args)
-        except BaseException:
-            finalising.clear()  # the exec failed after all: a later one finalises what records then
+        except BaseException as exc:
+            if finalising and is_exec:  # it failed after all: a later one finalises what records then
+                with contextlib.suppress(BaseException):
+                    controller.log.warning(f"os.{name} failed ({exc!r}) after finalising the capture")
+            finalising.clear()
             raise
 
     leave.npuprof_finalises = True  # type: ignore[attr-defined]
@@ -562,9 +565,10 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
 
 def _exec_would_run(path: Any = None, argv: Any = ("x",)) -> bool:
     """Whether exec of ``path`` with ``argv`` gets past the failures that are known before it: an empty
-    ``argv`` (ValueError), a missing or non-executable file, a script whose ``#!`` interpreter is missing
-    (FileNotFoundError), a text file without ``#!`` (ENOEXEC). An open descriptor (os.execve's fd form),
-    a file it may not read, and any other binary are taken as runnable."""
+    ``argv`` (ValueError), a missing or non-executable file, a ``#!`` interpreter that is not there (a
+    CRLF line names ``/bin/sh\\r``), a file that is neither ELF nor ``#!`` (ENOEXEC, unless binfmt_misc
+    has handlers that may take it). An open descriptor (os.execve's fd form) and a file it may not read
+    are taken as runnable."""
     if isinstance(path, int):
         return True
     try:
@@ -578,21 +582,19 @@ def _exec_would_run(path: Any = None, argv: Any = ("x",)) -> bool:
         return True
     except (TypeError, ValueError, OSError):
         return False
-    if head.startswith(b"#!"):
-        interpreter = head[2:].split(b"\n", 1)[0].split()
-        if not interpreter or not interpreter[0].startswith(b"/"):
-            return True
-        found = os.fsdecode(interpreter[0])
-        return os.path.isfile(found) and os.access(found, os.X_OK)
-    return not _looks_like_text(head)
-
-
-def _looks_like_text(head: bytes) -> bool:
-    """A script without ``#!`` (exec fails with ENOEXEC), told from a binary format by its first bytes."""
-    if not head:
+    if head.startswith(b"\x7fELF"):
         return True
+    if head.startswith(b"#!"):
+        line = head[2:].split(b"\n", 1)[0].lstrip(b" \t")
+        interpreter = line.replace(b"\t", b" ").split(b" ", 1)[0]  # the kernel splits on blanks only
+        found = os.fsdecode(interpreter)
+        return bool(interpreter) and os.path.isfile(found) and os.access(found, os.X_OK)
+    return _binfmt_handlers()
+
+
+def _binfmt_handlers() -> bool:
+    """Whether binfmt_misc has handlers registered (for other formats than ELF and ``#!``)."""
     try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError:
+        return any(name not in ("register", "status") for name in os.listdir("/proc/sys/fs/binfmt_misc"))
+    except OSError:
         return False
-    return all(c.isprintable() or c in "\t\n\r" for c in text)
