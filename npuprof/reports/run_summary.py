@@ -101,12 +101,13 @@ def print_run_summary(
         ]
         made = (
             f"; their --{' and --'.join(asked)} files were not made either (npuprof "
-            + " DIR, npuprof ".join(asked)
-            + " DIR make them)"
+            + " DIR -o FILE, npuprof ".join(asked)
+            + " DIR -o FILE make them)"
         )
         console.print(
-            f"{unparsed} complete capture(s) not parsed in the run (see {escape(str(log_path))}): npuprof "
-            "analyse parses them" + (made if asked else "")
+            f"{unparsed} complete capture(s) not parsed when npuprof ended (a post-processor stopped, "
+            f"killed, or still at work in the background: see {escape(str(log_path))}): npuprof analyse "
+            "parses them" + (made if asked else "")
         )
     target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
