@@ -68,3 +68,17 @@ def test_a_running_post_processor_is_not_called_stopped(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_post_processor_removes_its_lock_file_when_its_work_is_done(tmp_path: Path) -> None:
+    """A launcher that stopped waiting (SIGTERM, Ctrl-C) left `.npuprof_pending/<run>...lock` for ever:
+    the post-processor itself removes it once its input ends."""
+    post = postprocess.Postprocessor(tmp_path, RUN_ID)
+    post.start()
+    (lock,) = postprocess.pending_jobs(tmp_path, RUN_ID)
+    assert lock.startswith(f"{RUN_ID}.") and post.pid is not None
+    os.close(post._pipe)  # the training process has ended: no more jobs  # type: ignore[arg-type]
+    post._pipe = None
+    _, status = os.waitpid(post.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert postprocess.pending_jobs(tmp_path, RUN_ID) == []

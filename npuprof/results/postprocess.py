@@ -650,8 +650,26 @@ def main(argv: list[str] | None = None) -> int:
     """The post-processor: one JSON job a line on stdin, until EOF or the training process's end."""
     args = list(sys.argv[1:] if argv is None else argv)
     parent = int(args[args.index("--parent") + 1]) if "--parent" in args else None
-    if "--lock-fd" in args:
-        close_inherited_fds({int(args[args.index("--lock-fd") + 1])})
+    lock = int(args[args.index("--lock-fd") + 1]) if "--lock-fd" in args else None
+    if lock is not None:
+        close_inherited_fds({lock})
+    try:
+        return _serve(parent)
+    finally:
+        if lock is not None:
+            _remove_own_lock(lock)
+
+
+def _remove_own_lock(lock: int) -> None:
+    """Its lock file, once its work is done: a launcher that stopped waiting (Ctrl-C, SIGTERM) is gone and
+    would have left it for ever. (The lock itself goes with the process.)"""
+    with contextlib.suppress(OSError):
+        path = os.readlink(f"/proc/self/fd/{lock}")
+        if path.endswith(".lock") and os.path.basename(os.path.dirname(path)) == layout.PENDING_DIR:
+            os.unlink(path)
+
+
+def _serve(parent: int | None) -> int:
     # Training has priority: on a busy machine this waits for idle CPU rather than slowing the steps.
     with contextlib.suppress(OSError, AttributeError):
         os.nice(10)
