@@ -639,3 +639,22 @@ def test_a_number_flag_given_no_whole_number_says_so_in_its_words(flag: str, val
     assert result.stderr.splitlines() == [
         f"npuprof run: error: Invalid value for '{flag}': must be a whole number; see npuprof run --help"
     ]
+
+
+def test_ctrl_c_while_npuprof_starts_exits_130_without_a_traceback() -> None:
+    """SIGINT in npuprof's first ~50 ms (its imports) printed a traceback ending in KeyboardInterrupt."""
+    launcher = (
+        "import sys\n"
+        "class Interrupted:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'npuprof.cli.run_flags':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupted())\n"
+        "from npuprof.cli.main import main\n"
+        "sys.argv = ['npuprof', 'run', '--', sys.executable, '-c', 'pass']\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", launcher], env=clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert (result.returncode, result.stderr) == (130, "npuprof: aborted\n")

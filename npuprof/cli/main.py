@@ -154,6 +154,17 @@ def stream_error(name: str) -> OSError | None:
 
 
 def main() -> None:
+    try:
+        _main()
+    except KeyboardInterrupt:  # Ctrl-C while npuprof starts (its imports): no traceback, the shell's code
+        try:
+            sys.stderr.write("npuprof: aborted\n")
+        except Exception:
+            pass
+        _leave(130)
+
+
+def _main() -> None:
     guard_streams()
     if sys.argv[1:] == ["--version"]:
         from npuprof import __version__
