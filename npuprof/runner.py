@@ -211,6 +211,34 @@ def _busy_post_processors(output: Path, run_id: str) -> int:
     return busy
 
 
+class _SignalsBeforeTheJob:
+    """SIGTERM, SIGHUP or SIGINT after the run record is written and before the job starts (its signals
+    are passed on from then): the record gets its end, then npuprof dies of the signal (its record said
+    nothing of how the run ended)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+    def __init__(self, record: run_record.RunRecord) -> None:
+        self.record = record
+        self.payloads: list[Any] = []  # the job's config payload, once written: removed too
+        self.previous = {sig: signal.signal(sig, self._stop) for sig in self.SIGNALS}
+
+    def _stop(self, signum: int, _frame: Any) -> None:
+        self.restore()
+        with contextlib.suppress(Exception):
+            for payload in self.payloads:
+                payload.remove_file()
+            why = f"stopped by {signal.Signals(signum).name} before the job started"
+            self.record.content.update(end=run_record.now_iso(), exit_code=128 + signum, error=why)
+            self.record.write()
+        die_of(signum)
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(sig, handler)
+
+
 def _finish(end: JobEnd) -> int:
     """The launcher's exit code; it dies of the job's signal instead when shells expect so."""
     signum = end.death_signal()
@@ -329,6 +357,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
             "captures": [],
         },
     )
+    before_the_job = _SignalsBeforeTheJob(record)
     problem = record.write()
     if problem:
         _note(f"cannot write the run record in {str(output)!r}: {problem}; the job runs without it")
@@ -346,6 +375,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         _note(dynamic[1])
         log.write(dynamic[1])
     payload = config_payload(cfg, run, output)
+    before_the_job.payloads.append(payload)
     reach_warnings = injection_warnings(command)
     from npuprof.results.extras import preflight_notes  # requested outputs that cannot be produced
 
@@ -355,6 +385,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
             log.write(warning, "WARNING")
     env = child_environment(cfg, run, dict(os.environ), payload.value)
     started = time.monotonic()
+    before_the_job.restore()  # run_child passes the signals on to the job from here
     try:
         end = run_child(command, env)
     except LaunchError as exc:

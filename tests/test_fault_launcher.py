@@ -658,3 +658,33 @@ def test_ctrl_c_while_npuprof_starts_exits_130_without_a_traceback() -> None:
         [sys.executable, "-c", launcher], env=clean_env(), capture_output=True, text=True, timeout=60
     )
     assert (result.returncode, result.stderr) == (130, "npuprof: aborted\n")
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_before_the_job_starts_ends_the_run_record(out: Path, tmp_path: Path, signame: str) -> None:
+    """SIGTERM between the run record and the job's start killed npuprof with a record saying nothing of
+    the run's end (exit code null): the record now says why, and npuprof dies of the signal."""
+    launcher = (
+        "import os, signal, sys\n"
+        "import npuprof.runner as runner\n"
+        "def signalled(command):\n"
+        f"    os.kill(os.getpid(), signal.{signame})\n"
+        "    return []\n"
+        "runner.injection_warnings = signalled\n"
+        "from npuprof.cli.main import main\n"
+        "sys.argv = ['npuprof', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    marker = tmp_path / "ran"
+    result = subprocess.run(
+        [sys.executable, "-c", launcher, "run", "-o", str(out), "--", sys.executable, "-c",
+         f"open({str(marker)!r}, 'w')"],
+        env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    signum = getattr(signal, signame)
+    assert result.returncode == -signum, result.stderr
+    assert "Traceback" not in result.stderr and not marker.exists()
+    record = json.loads((out / "npuprof_run.json").read_text())
+    said = f"stopped by {signame} before the job started"
+    assert (record["exit_code"], record["error"]) == (128 + signum, said)
+    assert record["end"] is not None and not list(out.glob(".npuprof_payload*"))
