@@ -82,3 +82,4 @@ def test_a_post_processor_removes_its_lock_file_when_its_work_is_done(tmp_path: 
     _, status = os.waitpid(post.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert postprocess.pending_jobs(tmp_path, RUN_ID) == []
+    assert not (tmp_path / layout.PENDING_DIR).exists()  # the last one out removes the directory too

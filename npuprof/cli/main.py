@@ -156,11 +156,17 @@ def stream_error(name: str) -> OSError | None:
 def main() -> None:
     try:
         _main()
-    except KeyboardInterrupt:  # Ctrl-C while npuprof starts (its imports): no traceback, the shell's code
-        try:
+    except KeyboardInterrupt:  # Ctrl-C while npuprof starts (its imports): no traceback; it dies of SIGINT,
+        try:  # as after the job's start, so that a shell loop around it stops
             sys.stderr.write("npuprof: aborted\n")
+            sys.stderr.flush()
         except Exception:
             pass
+        import os
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
         _leave(130)
 
 

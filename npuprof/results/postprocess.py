@@ -312,15 +312,21 @@ def _create_lock(output: Path, run_id: str) -> int:
     """A new lock file in the pending dir, held (LOCK_EX) on return. Never follows a link planted
     there, never waits: the name is ours alone."""
     pending = output / layout.PENDING_DIR
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(pending, 0o750)
-    dir_fd = os.open(pending, _DIR_FLAGS)
-    try:
-        name = f"{run_id}.{os.uname().nodename}.{os.getpid()}.{os.urandom(4).hex()}.lock"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        lock = os.open(name, flags, 0o640, dir_fd=dir_fd)
-    finally:
-        os.close(dir_fd)
+    for attempt in range(3):  # the last post-processor of another run may remove the empty dir meanwhile
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(pending, 0o750)
+        try:
+            dir_fd = os.open(pending, _DIR_FLAGS)
+            try:
+                name = f"{run_id}.{os.uname().nodename}.{os.getpid()}.{os.urandom(4).hex()}.lock"
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                lock = os.open(name, flags, 0o640, dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
+            break
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -667,6 +673,7 @@ def _remove_own_lock(lock: int) -> None:
         path = os.readlink(f"/proc/self/fd/{lock}")
         if path.endswith(".lock") and os.path.basename(os.path.dirname(path)) == layout.PENDING_DIR:
             os.unlink(path)
+            os.rmdir(os.path.dirname(path))  # when it was the last (a lock being made is retried)
 
 
 def _serve(parent: int | None) -> int:
