@@ -604,8 +604,8 @@ class TraceReader:
             end = bracket
         raise TraceError(
             "truncated",
-            f"{self.path}: the trace ends after {self.bytes_read} bytes, before its JSON closes (in its events or "
-            "a key after them: truncated file?)",
+            f"{self.path}: the trace ends after {self.bytes_read} bytes, before its JSON closes (in its "
+            "events or a key after them: truncated file?)",
         )
 
     def _events_read_forward(self, buf: bytearray) -> tuple[tuple[list[Event], memoryview] | None, int]:
