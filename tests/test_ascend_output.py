@@ -486,3 +486,17 @@ def test_two_ranks_as_busy_at_the_top_name_no_rank_the_others_wait_for(tmp_path:
             tmp_path, rank, "kernel_details_2023.csv", [_step(1, computing, exposed, 100.0, 0.0)], stamp=rank
         )
     assert "straggler" not in _report(tmp_path)["cross_rank"]
+
+
+def test_ranks_are_compared_on_the_steps_every_rank_has(tmp_path: Path) -> None:
+    """Rank 1 lost a long capture (killed) that rank 0 kept: rank 0's mean over its own steps made it the
+    slowest though it was faster on every step both ranks have."""
+    _rank_dir(
+        tmp_path,
+        0,
+        "kernel_details_2023.csv",
+        [_step(1, 800.0, 0.0, 200.0, 0.0), _step(2, 8000.0, 0.0, 1000.0, 0.0)],
+    )
+    _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [_step(1, 1300.0, 0.0, 200.0, 0.0)], stamp=1)
+    slowest = _report(tmp_path)["cross_rank"]["slowest"]
+    assert (slowest["rank"], slowest["mean_step_us"], slowest["median_us"]) == (1, 1500.0, 1250.0)

@@ -502,6 +502,11 @@ def rank_report(
     return report
 
 
+def _of_steps(times: list[tuple[Any, float]], shared: set[Any]) -> list[float]:
+    """The times of the steps in ``shared``, or all of them when no step is."""
+    return [t for step, t in times if step in shared] if shared else [t for _step, t in times]
+
+
 def start_known(start_us: float) -> bool:
     """False for the start a torch_npu step table could not give (ascend_output.UNKNOWN_START, -0.0)."""
     return not (start_us == 0 and math.copysign(1.0, start_us) < 0)
@@ -545,8 +550,10 @@ def cross_rank(
     bases = {id(r): 0 if r.time_base_ns is msgspec.UNSET else r.time_base_ns for r in ranks}
     first_base = min(bases.values(), default=0)
     # a rank's mean is over the whole steps of all its captures (torch_npu's repeat=N: a dir per capture)
-    whole: dict[int, list[float]] = {}
-    busy: dict[int, list[float]] = {}  # step time minus exposed communication
+    # that every rank has, when there are such steps (ranks that captured different steps, a capture lost
+    # with its rank, triggers that started on different steps: their means would not compare)
+    whole: dict[int, list[tuple[Any, float]]] = {}
+    busy: dict[int, list[tuple[Any, float]]] = {}  # step time minus exposed communication
     waited = False
     for r in ranks:
         if r.rank is None:
@@ -554,14 +561,15 @@ def cross_rank(
         shift_us = (bases[id(r)] - first_base) / 1000
         for s in r.steps:
             if s.partial is not True:
-                whole.setdefault(r.rank, []).append(s.duration_us)
+                whole.setdefault(r.rank, []).append((s.step, s.duration_us))
                 start = s.start_us + shift_us if start_known(s.start_us) else math.nan
                 by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, start)
                 exposed = s.comm_not_overlapped_us or 0.0
                 waited = waited or exposed > 0
-                busy.setdefault(r.rank, []).append(s.duration_us - exposed)
+                busy.setdefault(r.rank, []).append((s.step, s.duration_us - exposed))
+    shared = set.intersection(*({step for step, _ in v} for v in whole.values())) if whole else set()
     for rank, durations in whole.items():
-        means[rank] = round(statistics.fmean(durations), 3)
+        means[rank] = round(statistics.fmean(_of_steps(durations, shared)), 3)
     steps_out, skew = [], []
     for step in sorted(by_step, key=lambda s: (s is None, s if isinstance(s, int) else 0)):
         per = by_step[step]
@@ -588,11 +596,9 @@ def cross_rank(
             )
     cross = CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew, ranges=ranges)
     if waited:
-        most = slowest_rank({rank: statistics.fmean(times) for rank, times in busy.items()})
-        tied = (
-            most is not None
-            and sum(round(statistics.fmean(t), 3) == most.mean_step_us for t in busy.values()) > 1
-        )
+        mean_busy = {rank: statistics.fmean(_of_steps(times, shared)) for rank, times in busy.items()}
+        most = slowest_rank(mean_busy)
+        tied = most is not None and sum(round(t, 3) == most.mean_step_us for t in mean_busy.values()) > 1
         if most is not None and most.slower_than_median_pct > 0 and not tied:  # a tie names no one
             cross.straggler = Straggler(
                 rank=most.rank,
