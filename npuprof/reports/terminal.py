@@ -257,7 +257,8 @@ def _render_cross_rank(report: Report, console: Console) -> None:
     cross = report.cross_rank
     if len(report.ranks) > 1 and cross.steps:
         ranks = sorted({k for s in cross.steps for k in s.ranks}, key=int)
-        spread = [s.max_us - s.min_us for s in cross.steps]
+        # a step one rank alone has has no spread (-1: never among the widest)
+        spread = [s.max_us - s.min_us if len(s.ranks) > 1 else -1.0 for s in cross.steps]
         shown, caption = _shown(cross.steps, spread, "spread_us")
         table = Table(
             title="step time across ranks (ms)", title_justify="left", caption=caption, caption_justify="left"
@@ -267,7 +268,8 @@ def _render_cross_rank(report: Report, console: Console) -> None:
             table.add_column(f"rank {k}", justify="right")
         table.add_column("max-min", justify="right")
         for s in shown:
-            table.add_row(str(s.step), *[_ms(s.ranks.get(k)) for k in ranks], _ms(s.max_us - s.min_us))
+            width = _ms(s.max_us - s.min_us) if len(s.ranks) > 1 else "-"
+            table.add_row(str(s.step), *[_ms(s.ranks.get(k)) for k in ranks], width)
         print_whole(console, table)
         slow = cross.slowest
         if slow:
