@@ -331,6 +331,28 @@ def test_a_job_ending_by_os_exit_during_a_capture_is_ended_in_status(tmp_path: P
     assert len(process["captures"]) == 1 and process["capturing"] is None, process
 
 
+def test_a_job_stopped_by_sigterm_during_a_capture_is_ended_in_status(tmp_path: Path) -> None:
+    """SIGTERM finalises the capture in flight, then the process dies of it: its watcher's last lines
+    were never written, so status said "capturing" and "gone (killed?)" with the capture complete."""
+    cfg, stop, out = tmp_path / "cfg", tmp_path / "stop", tmp_path / "out"
+    job = LiveJob(
+        ["run", "-o", str(out), "--no-gzip", "--dynamic", str(cfg), "--poll-interval", str(POLL_S), "--",
+         sys.executable, SCRIPT, "--stop", str(stop), "--sleep", "0.03"],
+        tmp_path,
+    )  # fmt: skip
+    job.wait_for("the watcher", lambda: "is not a request" in logs(cfg))
+    assert npuprof("trigger", str(cfg), "--active", "100000").returncode == 0
+    job.wait_for("a capture in flight", lambda: "capture started" in logs(cfg))
+    os.kill(job.proc.pid, signal.SIGTERM)
+    assert job.proc.wait(timeout=120) == -signal.SIGTERM, "".join(job.err)[-3000:]
+    (d,) = rank_dirs(out)
+    assert capture_record(d)["status"] == "complete"
+    status = json.loads(npuprof("status", str(cfg), "--format", "json").stdout)
+    (process,) = status["processes"]
+    assert process["state"].startswith("ended"), process
+    assert len(process["captures"]) == 1 and process["capturing"] is None, process
+
+
 # ---- the launcher and the two commands (no training) ---------------------------------------------------
 def test_the_launcher_makes_the_template_once_and_keeps_prof_config_path_from_the_job(tmp_path: Path) -> None:
     show = [sys.executable, "-c", "import os; print('job sees', os.environ.get('PROF_CONFIG_PATH'))"]

@@ -271,6 +271,9 @@ class Agent:
         """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""
         self.controller.finish_early("stopped by SIGTERM")
         self._hand_over_the_rest()
+        plan_exit = getattr(self.controller.plan, "at_exit", None)
+        if plan_exit is not None:  # --dynamic: the capture's end and "the process ends", which status reads
+            plan_exit()
 
     def _hand_over_the_rest(self) -> None:
         """Jobs the post-processor could not take in time are written here, unparsed."""
