@@ -485,3 +485,15 @@ def test_status_keeps_the_newest_step_of_lines_written_out_of_order(tmp_path: Pa
     )
     (process,) = _processes(tmp_path)
     assert (process["last_step"], process["last_seen"]) == (80, "2026-12-02 07:25:42,137")
+
+
+def test_status_drops_the_plan_a_finished_capture_carried_out(tmp_path: Path) -> None:
+    from npuprof.cli.status import _processes
+
+    (tmp_path / "dp_vm_1_rank_0.log").write_text(
+        "2026-12-02 07:25:40,100 [INFO] [1] npuprof.dynamic: [step 10] capture planned: steps 11-12 (x)\n"
+        "2026-12-02 07:25:41,100 [INFO] [1] npuprof.dynamic: [step 11] capture started at step 11 into /o/d\n"
+        "2026-12-02 07:25:42,100 [INFO] [1] npuprof.dynamic: [step 13] capture of steps 11-12 complete in o\n"
+    )
+    (process,) = _processes(tmp_path)
+    assert process["planned"] is None and process["capturing"] is None and len(process["captures"]) == 1

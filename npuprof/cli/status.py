@@ -168,6 +168,8 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
             }
         )
         info["capturing"] = None
+        if info["planned"] and _first(info["planned"]) <= int(ended["last"]):
+            info["planned"] = None  # the plan this capture carried out
     elif (started := _STARTED.match(message)) is not None:
         info["capturing"] = {"from_step": int(started["step"]), "directory": started["where"]}
     elif (planned := _PLANNED.match(message)) is not None:
