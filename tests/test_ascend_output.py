@@ -504,3 +504,16 @@ def test_ranks_are_compared_on_the_steps_every_rank_has(tmp_path: Path) -> None:
     across = table[table.index("step time across ranks") :]
     (row,) = [line for line in across.splitlines() if line.startswith("│    2 │")]
     assert [cell.strip() for cell in row.strip("│").split("│")] == ["2", "9.000", "-", "-"], table
+
+
+def test_captures_without_the_steps_asked_draw_no_table(tmp_path: Path) -> None:
+    """--steps 1 over captures of which one has it: each other drew an empty table (87 of them in a job
+    with many captures), besides the one line that names them."""
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 800.0, 0.0, 200.0, 0.0)])
+    _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [_step(2, 800.0, 0.0, 200.0, 0.0)], stamp=1)
+    result = npuprof("analyse", str(tmp_path), "--steps", "1", env=clean_env(COLUMNS="200"))
+    assert result.returncode == 0, result.stderr
+    assert "rank 0  (NPU" in result.stdout and "rank 1  (NPU" not in result.stdout, result.stdout
+    (said,) = [line for line in result.stderr.splitlines() if "no step of --steps 1" in line]
+    assert "_4001_" in said
+    assert len(_report(tmp_path, "--steps", "1")["ranks"]) == 2  # the JSON keeps both

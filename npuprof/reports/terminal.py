@@ -106,6 +106,8 @@ def _all_steps_row(steps: list[ReportStep]) -> list[str]:
 
 def render_table(report: Report, console: Console) -> None:
     for r in report.ranks:
+        if report.steps_filter and not r.steps:
+            continue  # none of the steps asked: named in one line on stderr, not an empty table each
         title = f"rank {r.rank if r.rank is not None else '-'}  ({r.device}, {r.rank_dir})"
         shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
         # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
