@@ -218,3 +218,31 @@ def test_the_all_steps_row_leaves_the_partial_step_out_as_the_mean_does() -> Non
     whole = [s.duration_us for s in steps[:-1]]
     row = _all_steps_row(steps)
     assert row[0] == "all" and row[1] == f"{sum(whole) / len(whole) / 1000:.3f}"
+
+
+def test_a_run_of_many_captures_lists_its_first_last_and_troubled_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--repeat 0 over a job of days: the summary listed every one of its thousands of captures."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    captures = [
+        CaptureSummary(
+            tmp_path / f"vm_1_2026120212124{k:04d}_ascend_pt", "complete", None, 1, [k], 1024, "", True
+        )
+        for k in range(100)
+    ]
+    captures[50] = CaptureSummary(
+        captures[50].rank_dir, "incomplete", None, 1, [50], 0, "export failed", False
+    )
+    print_run_summary(tmp_path, captures, 0, ProfileConfig(), tmp_path / "npuprof.log")
+    said = capsys.readouterr().err
+    listed = [k for k in range(100) if f"2026120212124{k:04d}" in said]
+    assert listed == [*range(10), 50, *range(90, 100)], listed
+    assert "npuprof: 100 capture(s)" in said
+    assert "... and 79 more complete, parsed capture(s) between those (99.0 KiB in all;" in " ".join(
+        said.split()
+    )

@@ -70,6 +70,8 @@ def print_run_summary(
     for column in short_columns:
         table.add_column(column, overflow="fold")
     table.add_column("directory", no_wrap=True)
+    everything = captures
+    captures, left_out = _listed(captures)
     rows = []
     for c in captures:
         rank = "-" if c.rank is None else str(c.rank)
@@ -86,9 +88,16 @@ def print_run_summary(
     from npuprof.reports.terminal import print_whole
 
     print_whole(console, table)
+    if left_out:
+        size = _size(sum(c.size_bytes or 0 for c in everything))
+        console.print(
+            f"... and {left_out} more complete, parsed capture(s) between those ({size} in all; "
+            "the run's record, npuprof_run*.json, lists every one)"
+        )
     for c in captures:
         if c.detail:
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
+    captures = everything
     unparsed = sum(1 for c in captures if c.status == "complete" and not c.parsed)
     if cfg.analyse and unparsed:  # the post-processor ended (killed?) or failed before it parsed them
         asked = [
@@ -181,6 +190,22 @@ def _unwritable(output: Path) -> str:
     if not output.is_dir():
         return f"{output} is no longer a directory (it was replaced during the run?)"
     return ""
+
+
+LISTED_WHEN_MANY = 10  # a job of days with --repeat 0 makes thousands of captures: their first and last
+MANY_CAPTURES = 30
+
+
+def _listed(captures: list[CaptureSummary]) -> tuple[list[CaptureSummary], int]:
+    """Every capture when they are few; else the first and last LISTED_WHEN_MANY and every one with
+    something to say (not complete, not parsed, a detail), in their order, and how many are left out."""
+    if len(captures) <= MANY_CAPTURES:
+        return captures, 0
+    ends = set(range(LISTED_WHEN_MANY)) | set(range(len(captures) - LISTED_WHEN_MANY, len(captures)))
+    kept = [
+        c for i, c in enumerate(captures) if i in ends or c.status != "complete" or not c.parsed or c.detail
+    ]
+    return kept, len(captures) - len(kept)
 
 
 def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_warned: bool = False) -> str:
