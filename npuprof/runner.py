@@ -9,7 +9,6 @@ import signal
 import stat
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -400,6 +399,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         _after_the_job(output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings)
     except Exception as exc:  # npuprof's own fault: the job's exit code and signal still pass through
         _note(f"internal error after the job ended ({type(exc).__name__}: {exc}); the exit code is the job's")
+        import traceback  # only here: ~7 ms of the launcher's start otherwise
+
         log.write(f"internal error after the job ended: {''.join(traceback.format_exception(exc))}", "ERROR")
         with contextlib.suppress(Exception):
             payload.remove_file()

@@ -310,47 +310,44 @@ def test_after_kill_9_a_new_job_with_the_same_directory_captures(tmp_path: Path)
     assert nothing.returncode == 1 and f"its run captured into {elsewhere}" in nothing.stderr, nothing.stderr
 
 
-def test_a_job_ending_by_os_exit_during_a_capture_is_ended_in_status(tmp_path: Path) -> None:
-    """os._exit skips atexit, where the watcher writes its last lines: status said "gone (no end line:
-    killed?)" and "capturing" for a process that ended normally with its capture complete."""
+def _capturing_dynamic_job(tmp_path: Path, *script_args: str) -> tuple[LiveJob, Path, Path, Path]:
+    """A single-process --dynamic job with a long capture in flight: (the job, cfg, stop file, -o)."""
     cfg, stop, out = tmp_path / "cfg", tmp_path / "stop", tmp_path / "out"
     job = LiveJob(
         ["run", "-o", str(out), "--no-gzip", "--dynamic", str(cfg), "--poll-interval", str(POLL_S), "--",
-         sys.executable, SCRIPT, "--stop", str(stop), "--sleep", "0.03", "--os-exit", "5"],
+         sys.executable, SCRIPT, "--stop", str(stop), "--sleep", "0.03", *script_args],
         tmp_path,
     )  # fmt: skip
     job.wait_for("the watcher", lambda: "is not a request" in logs(cfg))
     assert npuprof("trigger", str(cfg), "--active", "100000").returncode == 0
     job.wait_for("a capture in flight", lambda: "capture started" in logs(cfg))
-    assert job.finish(stop) == 5, "".join(job.err)[-3000:]
+    return job, cfg, stop, out
+
+
+def _ended_in_status_with_its_capture_complete(cfg: Path, out: Path) -> None:
     (d,) = rank_dirs(out)
     assert capture_record(d)["status"] == "complete"
     status = json.loads(npuprof("status", str(cfg), "--format", "json").stdout)
     (process,) = status["processes"]
     assert process["state"].startswith("ended"), process
     assert len(process["captures"]) == 1 and process["capturing"] is None, process
+
+
+def test_a_job_ending_by_os_exit_during_a_capture_is_ended_in_status(tmp_path: Path) -> None:
+    """os._exit skips atexit, where the watcher writes its last lines: status said "gone (no end line:
+    killed?)" and "capturing" for a process that ended normally with its capture complete."""
+    job, cfg, stop, out = _capturing_dynamic_job(tmp_path, "--os-exit", "5")
+    assert job.finish(stop) == 5, "".join(job.err)[-3000:]
+    _ended_in_status_with_its_capture_complete(cfg, out)
 
 
 def test_a_job_stopped_by_sigterm_during_a_capture_is_ended_in_status(tmp_path: Path) -> None:
     """SIGTERM finalises the capture in flight, then the process dies of it: its watcher's last lines
     were never written, so status said "capturing" and "gone (killed?)" with the capture complete."""
-    cfg, stop, out = tmp_path / "cfg", tmp_path / "stop", tmp_path / "out"
-    job = LiveJob(
-        ["run", "-o", str(out), "--no-gzip", "--dynamic", str(cfg), "--poll-interval", str(POLL_S), "--",
-         sys.executable, SCRIPT, "--stop", str(stop), "--sleep", "0.03"],
-        tmp_path,
-    )  # fmt: skip
-    job.wait_for("the watcher", lambda: "is not a request" in logs(cfg))
-    assert npuprof("trigger", str(cfg), "--active", "100000").returncode == 0
-    job.wait_for("a capture in flight", lambda: "capture started" in logs(cfg))
+    job, cfg, _stop, out = _capturing_dynamic_job(tmp_path)
     os.kill(job.proc.pid, signal.SIGTERM)
     assert job.proc.wait(timeout=120) == -signal.SIGTERM, "".join(job.err)[-3000:]
-    (d,) = rank_dirs(out)
-    assert capture_record(d)["status"] == "complete"
-    status = json.loads(npuprof("status", str(cfg), "--format", "json").stdout)
-    (process,) = status["processes"]
-    assert process["state"].startswith("ended"), process
-    assert len(process["captures"]) == 1 and process["capturing"] is None, process
+    _ended_in_status_with_its_capture_complete(cfg, out)
 
 
 # ---- the launcher and the two commands (no training) ---------------------------------------------------

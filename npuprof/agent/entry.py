@@ -271,9 +271,7 @@ class Agent:
         """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""
         self.controller.finish_early("stopped by SIGTERM")
         self._hand_over_the_rest()
-        plan_exit = getattr(self.controller.plan, "at_exit", None)
-        if plan_exit is not None:  # --dynamic: the capture's end and "the process ends", which status reads
-            plan_exit()
+        _plans_last_lines(self.controller)
 
     def _hand_over_the_rest(self) -> None:
         """Jobs the post-processor could not take in time are written here, unparsed."""
@@ -535,9 +533,9 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     ended_by = f"the process replaced itself (os.{name})" if is_exec else "the process ended by os._exit"
 
     def leave(*args: Any) -> Any:
-        # An exec that will fail (no such file: the script may catch it and train on) keeps the capture.
-        runs = not is_exec or _exec_would_run(*args[:2])
-        if not finalising and os.getpid() == pid and runs:
+        # An exec that will fail (no such file: the script may catch it and train on) keeps the capture;
+        # its file is read only when there is something to finalise.
+        if not finalising and os.getpid() == pid and (not is_exec or _exec_would_run(*args[:2])):
             finalising.append(True)
             if (
                 threading.current_thread() is threading.main_thread()
@@ -548,9 +546,7 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
                     at_exit(ended_by)
             # --dynamic: its logs' last lines (file appends only: safe from any thread, anywhere)
             with contextlib.suppress(BaseException):
-                plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
-                if plan_exit is not None:
-                    plan_exit()
+                _plans_last_lines(controller)
         try:
             return real(*args)
         except BaseException as exc:
@@ -564,6 +560,13 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     leave.__wrapped__ = real  # type: ignore[attr-defined]
     leave.__name__ = leave.__qualname__ = name
     setattr(os, name, leave)
+
+
+def _plans_last_lines(controller: Any) -> None:
+    """--dynamic: the plan's last log lines (the capture's end, "the process ends"), which status reads."""
+    plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
+    if plan_exit is not None:
+        plan_exit()
 
 
 def _exec_would_run(path: Any = None, argv: Any = ("x",)) -> bool:

@@ -137,8 +137,9 @@ def external_id(args: dict[str, Any]) -> int:
 
 
 def _device_tasks(x: Extract) -> dict[int, tuple[float, float, int]]:
-    """(start, duration, correlation id) of the last device task with each External id that a
-    ``record_param_comms`` operator carries: the time NCCL/HCCL spent on the device."""
+    """(start, duration, correlation id) of the last device task with each External id that a host
+    communication span carries (``record_param_comms``, ``nccl:all_reduce``): the time NCCL/HCCL spent
+    on the device."""
     wanted = {external_id(args) for _name, _ts, _dur, _thread, args in x.comm_spans}
     wanted = {ext for ext in wanted if ext >= 0}
     if not wanted or not len(x.dev_ts):

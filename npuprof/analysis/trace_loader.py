@@ -591,9 +591,7 @@ class TraceReader:
                     return 0, [], memoryview(b"")
                 decoded = self._decode(memoryview(buf)[: last + 1])
                 if decoded is None:
-                    malformed_at = self.malformed_at
                     decoded, last = self._events_read_forward(buf)
-                    self.malformed_at = malformed_at if decoded is None else self.malformed_at
                 if decoded is None:
                     raise TraceError(
                         "corrupt",
@@ -612,7 +610,14 @@ class TraceReader:
         """The events of ``buf`` (which starts at one) up to the "]" that closes their array, found by
         reading forward: keys after the events too long for the look back from the end (Chrome's
         ``"samples"`` of a long recording) end there. Their keys fill ``meta``. (None, -1) when no such
-        "]" reads so."""
+        "]" reads so; then ``malformed_at`` is left as it was, for the error that names it."""
+        malformed_at = self.malformed_at
+        decoded, last = self._forward(buf)
+        if decoded is None:
+            self.malformed_at = malformed_at
+        return decoded, last
+
+    def _forward(self, buf: bytearray) -> tuple[tuple[list[Event], memoryview] | None, int]:
         try:
             _RAW_EVENTS.decode(b"[" + bytes(buf))
             return None, -1
@@ -756,9 +761,7 @@ class TraceReader:
                         whole = bytearray(buf)
                         while more := handle.read(1 << 20):
                             whole += more
-                        malformed_at = self.malformed_at
                         decoded, _last = self._events_read_forward(whole)
-                        self.malformed_at = malformed_at if decoded is None else self.malformed_at
                     if decoded is None:
                         raise TraceError(
                             "corrupt",
@@ -872,11 +875,8 @@ def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
     else None. Such a key is the last ``"name": [`` before ``bracket`` whose text, from its name to the
     end, reads as the rest of one JSON object, and which is not traceEvents itself."""
     floor = max(0, bracket - _LOOKAHEAD)
-    keys = list(_ARRAY_KEY.finditer(buf, floor, bracket))
-    while not keys and floor > 0:  # a long array of objects (Chrome's samples): look further back
-        floor, top = max(0, floor - 16 * (bracket - floor)), floor
-        keys = list(_ARRAY_KEY.finditer(buf, floor, top))
-    for tries, found in enumerate(reversed(keys)):
+    # (a longer key is found by reading the events forward: TraceReader._events_read_forward)
+    for tries, found in enumerate(reversed(list(_ARRAY_KEY.finditer(buf, floor, bracket)))):
         if tries == 16:
             break
         name = buf.rfind(b'"', floor, found.start())

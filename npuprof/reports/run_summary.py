@@ -70,10 +70,9 @@ def print_run_summary(
     for column in short_columns:
         table.add_column(column, overflow="fold")
     table.add_column("directory", no_wrap=True)
-    everything = captures
-    captures, left_out = _listed(captures)
+    listed, left_out = _listed(captures)
     rows = []
-    for c in captures:
+    for c in listed:
         rank = "-" if c.rank is None else str(c.rank)
         status = f"{c.status}*" if c.detail else c.status  # the detail under the table
         # a capture its process died inside: from its first step to a last no record says
@@ -83,21 +82,20 @@ def print_run_summary(
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
     if not console.is_terminal:  # a log or a pipe: the names whole, to be copied
         room = 1 << 16
-    for row, c in zip(rows, captures, strict=True):
+    for row, c in zip(rows, listed, strict=True):
         table.add_row(*row, escape(shorten_middle(_shown_dir(c.rank_dir, output), room)))
     from npuprof.reports.terminal import print_whole
 
     print_whole(console, table)
     if left_out:
-        size = _size(sum(c.size_bytes or 0 for c in everything))
+        size = _size(sum(c.size_bytes or 0 for c in captures))
         console.print(
             f"... and {left_out} more complete, parsed capture(s) between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"
         )
-    for c in captures:
+    for c in listed:
         if c.detail:
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
-    captures = everything
     unparsed = sum(1 for c in captures if c.status == "complete" and not c.parsed)
     if cfg.analyse and unparsed:  # the post-processor ended (killed?) or failed before it parsed them
         asked = [
