@@ -370,6 +370,8 @@ def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "skipped" in line and "free" in line]
     assert len(warnings) >= 1
+    (next_line,) = [line for line in result.stderr.splitlines() if line.startswith("next:")]
+    assert "nothing to analyse" in next_line and "npuprof analyse" not in next_line
     (d,) = rank_dirs(out)
     record = capture_record(d)
     assert record["status"] == "incomplete" and "--min-free-space" in record["detail"]

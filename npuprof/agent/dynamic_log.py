@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from npuprof.results.layout import short_host_name
 from npuprof.results.logfile import open_regular
 
 ROTATE_BYTES = 200 * 1024
@@ -78,7 +79,7 @@ class DynamicLogs:
 
     def __init__(self, directory: Path, rank_fn: Callable[[], int | None]) -> None:
         self.directory = directory / "log"
-        self.host = os.uname().nodename.split(".")[0] or "host"
+        self.host = short_host_name()
         self._rank_fn = rank_fn
         self._rank: int | None = None
         self.lost = 0  # lines that could not be written

@@ -33,5 +33,9 @@ def current_rank() -> int | None:
 
 
 def worker_name(configured: str | None) -> str:
-    """``--worker-name``, else the short host name (as socket.gethostname() gives it, without the import)."""
-    return configured or os.uname().nodename.split(".")[0] or "host"
+    """``--worker-name``, else the short host name."""
+    if configured:
+        return configured
+    from npuprof.results.layout import short_host_name
+
+    return short_host_name()

@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
+from npuprof.results.layout import short_host_name
+
 FORMATS = ("table", "json")
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
 _ENDED = re.compile(
@@ -140,7 +142,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
                 info["loads"] += 1
             elif "load json failed" in fields["message"]:
                 info["rejected"] += 1
-    if info["state"] == "running" and host == _host() and not _alive(pid):
+    if info["state"] == "running" and host == short_host_name() and not _alive(pid):
         info["state"] = "gone (no end line: killed?)"
     if rank == UNKNOWN_RANK:
         info["rank"] = -1
@@ -178,10 +180,6 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["planned"] = None
     elif message == "the process ends":
         info["state"] = "ended"
-
-
-def _host() -> str:
-    return os.uname().nodename.split(".")[0] or "host"
 
 
 def _alive(pid: int) -> bool:

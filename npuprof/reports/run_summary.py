@@ -118,7 +118,11 @@ def print_run_summary(
         )
     target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
-    if any(c.rank_dir.is_relative_to(output) for c in captures):
+    if all(c.record_only for c in captures):  # every capture skipped: its record says why, above
+        console.print(
+            f"next: nothing to analyse, no capture holds a trace   (exit code of the job: {exit_code})"
+        )
+    elif any(c.rank_dir.is_relative_to(output) for c in captures):
         console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
     else:  # every capture went to a --dynamic prof_dir outside -o
         console.print(f"next: (exit code of the job: {exit_code}; no capture in {target})")

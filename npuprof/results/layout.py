@@ -377,14 +377,19 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
     return CaptureStatus(status, detail)
 
 
+def short_host_name() -> str:
+    """This host's name up to its first dot (as socket.gethostname() gives it, without the import): the
+    prefix of the rank dirs npuprof names without --worker-name."""
+    return os.uname().nodename.split(".")[0] or "host"
+
+
 def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
     """The process that captured into ``rank_dir`` ran on this host (the dir's name starts with this
     host's short name and its pid, as npuprof names it without --worker-name) and is gone: killed, while
     its run goes on (a subprocess of the script, a torchrun worker restarted)."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
-    host = os.uname().nodename.split(".")[0] or "host"
-    if not rank_dir.name.startswith(f"{host}_{pid}_"):
+    if not rank_dir.name.startswith(f"{short_host_name()}_{pid}_"):
         return False
     try:
         os.kill(pid, 0)

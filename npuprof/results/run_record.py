@@ -99,6 +99,8 @@ class CaptureSummary:
     parsed: bool
     # its record still says "capturing" (the process died inside it): ``steps`` holds only its first step
     open_ended: bool = False
+    # nothing but its record (a capture skipped for want of disk space): nothing there to analyse
+    record_only: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -129,6 +131,14 @@ def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
     if record.get("backend") == "torch_npu":  # torch_npu's own parser writes no analyse.done
         return parsed.is_dir() and any(parsed.iterdir())
     return (parsed / layout.ANALYSE_DONE).exists()
+
+
+def _record_only(rank_dir: Path) -> bool:
+    try:
+        names = os.listdir(rank_dir)
+    except OSError:
+        return False
+    return all(name == layout.CAPTURE_RECORD or name.startswith(".") for name in names)
 
 
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
@@ -162,6 +172,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 detail=status.detail or str(record.get("detail") or ""),
                 parsed=_parsed(rank_dir, record),
                 open_ended=record.get("status") == layout.STATUS_CAPTURING,
+                record_only=_record_only(rank_dir),
             )
         )
     found.sort(key=lambda c: (c.rank if c.rank is not None else -1, c.steps[:1], str(c.rank_dir)))
