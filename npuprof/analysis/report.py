@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from npuprof.analysis import runs
+from npuprof.analysis import pooling, runs
 from npuprof.analysis.annotation_schema import (
     ANNOTATIONS_FILE,
     Annotations,
@@ -759,6 +759,7 @@ def build_report(
             "traceEvents, or a JSON array of events; gzipped or not)" + (f": {why}" if why else "")
         )
     ranks: list[RankReport] = []
+    read: list[tuple[RankReport, Summary, Annotations | None]] = []  # for the pooled sections
     problems: list[Problem] = []
     all_ranges: list[tuple[int | None, list[ReportRange]]] = []  # each rank's, before the --top cut
     steps_there: set[int] = set()
@@ -780,19 +781,45 @@ def build_report(
         if annotations is not None and annotations.ranges is not msgspec.UNSET:
             all_ranges.append((rank.rank, range_totals(annotations.ranges, steps)))
         ranks.append(rank)
+        read.append((rank, summary, annotations))
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, r.rank_dir))
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
         there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
         asked = str(steps[0]) if steps[0] == steps[1] else f"{steps[0]}-{steps[1]}"
         where = f"the {len(ranks)} capture(s) of {path}"
         raise NothingToAnalyse(f"no step of --steps {asked} in {where}: {there}")
-    return Report(
+    report = Report(
         path=str(path),
         steps_filter=list(steps) if steps else None,
         ranks=ranks,
         problems=problems,
         cross_rank=cross_rank(ranks, cross_ranges(all_ranges, top) if all_ranges else msgspec.UNSET),
     )
+    pooled = _pooled(read, steps, top)
+    if pooled:
+        report.pooled = pooled
+    return report
+
+
+def _pooled(
+    read: list[tuple[RankReport, Summary, Annotations | None]], steps: tuple[int, int] | None, top: int
+) -> list[RankReport]:
+    """One report per process with more than POOL_AFTER captures, over all of them (analysis/pooling.py)."""
+    groups: dict[tuple[str, str], list[tuple[RankReport, Summary, Annotations | None]]] = {}
+    for item in read:
+        groups.setdefault(pooling.process_key(Path(item[0].rank_dir), item[0].rank), []).append(item)
+    out = []
+    for members in groups.values():
+        if len(members) <= pooling.POOL_AFTER:
+            continue
+        members.sort(key=lambda m: Path(m[0].rank_dir).name)  # named by their start: in time order
+        summary, annotations = pooling.pool([(s, a) for _r, s, a in members])
+        first = members[0][0]
+        status = "parsed" if any(r.status == "parsed" for r, _s, _a in members) else "cached"
+        pooled = rank_report(summary, Path(first.rank_dir).parent, status, steps, top, annotations)
+        pooled.captures = [r.rank_dir for r, _s, _a in members]
+        out.append(pooled)
+    return out
 
 
 def _step_spans(numbers: list[int]) -> str:

@@ -91,6 +91,8 @@ class RankReport(msgspec.Struct, kw_only=True):
     partial_reason: str | UnsetType = UNSET
     # the epoch time (ns) the steps' start_us count from; absent when they are epoch µs themselves
     time_base_ns: int | UnsetType = UNSET
+    # in Report.pooled only: the rank dirs pooled, in order (rank_dir is then the directory holding them)
+    captures: list[str] | UnsetType = UNSET
 
 
 class Problem(msgspec.Struct, kw_only=True):
@@ -174,6 +176,9 @@ class Report(msgspec.Struct, kw_only=True):
     ranks: list[RankReport]
     problems: list[Problem]
     cross_rank: CrossRank
+    # each process (rank) with more than 3 captures, its captures pooled into one (analysis/pooling.py):
+    # the terminal shows these instead of each capture; absent when no process has that many
+    pooled: list[RankReport] | UnsetType = UNSET
 
 
 class ReportError(ValueError):
@@ -199,7 +204,8 @@ def json_value(obj: Any) -> Any:
     apart one level only, so that its ranks become plain values one at a time as they are written (a
     many-rank report would otherwise be copied whole)."""
     if isinstance(obj, Report):
-        return {name: getattr(obj, name) for name in obj.__struct_fields__}
+        fields = {name: getattr(obj, name) for name in obj.__struct_fields__}
+        return {name: value for name, value in fields.items() if value is not UNSET}
     if isinstance(obj, msgspec.Struct):
         return msgspec.to_builtins(obj)
     raise TypeError(f"{type(obj).__name__} is not part of a report")

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
@@ -104,11 +105,48 @@ def _all_steps_row(steps: list[ReportStep]) -> list[str]:
     return row
 
 
-def render_table(report: Report, console: Console) -> None:
+def _sections(report: Report) -> list[RankReport]:
+    """The ranks' sections in order: a process with many captures once, pooled (Report.pooled), where its
+    first capture would be."""
+    pooled_in = {d: p for p in report.pooled or [] for d in p.captures or []}
+    sections: list[RankReport] = []
     for r in report.ranks:
+        section = pooled_in.get(r.rank_dir, r)
+        if not any(s is section for s in sections):
+            sections.append(section)
+    return sections
+
+
+def _title(r: RankReport) -> str:
+    rank = r.rank if r.rank is not None else "-"
+    if r.captures is msgspec.UNSET:
+        return f"rank {rank}  ({r.device}, {r.rank_dir})"
+    first, last = (Path(r.captures[k]).name for k in (0, -1))
+    return f"rank {rank}  ({r.device}, {len(r.captures)} captures pooled, in {r.rank_dir}: {first} .. {last})"
+
+
+def _partial_line(r: RankReport) -> str | None:
+    partial = [s.step for s in r.steps if s.partial is True]
+    if r.captures is not msgspec.UNSET and len(partial) > 1:  # a pooled section: each capture's reason
+        return (
+            f"[yellow]steps {', '.join(map(str, partial))} are partial[/yellow] (their captures ended during "
+            "them): left out of the mean step time and of the comparison across ranks"
+        )
+    if r.partial_step is msgspec.UNSET:
+        return None
+    said = f"; step {r.partial_step} is partial"  # the record's reason may say it already
+    reason = escape(str(r.partial_reason or "the capture ended during it").removesuffix(said))
+    return (
+        f"[yellow]step {r.partial_step} is partial[/yellow] ({reason}): left out of the mean "
+        "step time and of the comparison across ranks"
+    )
+
+
+def render_table(report: Report, console: Console) -> None:
+    for r in _sections(report):
         if report.steps_filter and not r.steps:
             continue  # none of the steps asked: named in one line on stderr, not an empty table each
-        title = f"rank {r.rank if r.rank is not None else '-'}  ({r.device}, {r.rank_dir})"
+        title = _title(r)
         shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
         # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
         steps = Table(title=escape(title), title_justify="left", caption=caption, caption_justify="left")
@@ -125,14 +163,8 @@ def render_table(report: Report, console: Console) -> None:
         print_whole(console, steps)
         if len(r.steps) == 1 and r.steps[0].step is None:  # a --delay window of a job without steps
             console.print("[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]")
-        if r.partial_step is not msgspec.UNSET:
-            said = f"; step {r.partial_step} is partial"  # the record's reason may say it already
-            reason = escape(str(r.partial_reason or "the capture ended during it").removesuffix(said))
-            console.print(
-                f"[yellow]step {r.partial_step} is partial[/yellow] ({reason}): left out of the mean "
-                "step time and of the comparison across ranks",
-                highlight=False,
-            )
+        if (line := _partial_line(r)) is not None:
+            console.print(line, highlight=False)
         if r.top_operators:
             ops = Table(title="top operators by self time", title_justify="left")
             for col, just in (

@@ -1,0 +1,117 @@
+"""A process with many captures (--repeat 0, a --dynamic job triggered often) is one section of the report,
+its captures pooled (npuprof/analysis/pooling.py); the JSON keeps each capture and adds the pooled ones.
+Expected values are computed here from the raw traces, not read back from npuprof."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import load_trace, npuprof, rank_dirs, run_trainer
+
+
+@pytest.fixture(scope="module")
+def repeated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real job captured every other step: one step a capture, 7 captures of one process."""
+    out = tmp_path_factory.mktemp("pooled") / "result"
+    flags = ("--repeat", "0", "--skip-first", "1", "--wait", "1", "--warmup", "0", "--active", "1")
+    result = run_trainer(out, *flags, train=("--steps", "16"), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert len(rank_dirs(out)) > 3, result.stderr
+    return out
+
+
+def _spans(rank_dir: Path) -> dict[int, float]:
+    return {
+        int(e["name"].split("#", 1)[1]): float(e["dur"])
+        for e in load_trace(rank_dir)["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    }
+
+
+def test_the_captures_of_one_process_are_one_section(repeated: Path) -> None:
+    dirs = rank_dirs(repeated)
+    analysed = npuprof("analyse", str(repeated), "--format", "json", "--top", "100", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    report = json.loads(analysed.stdout)
+    assert len(report["ranks"]) == len(dirs)  # each capture stays in the JSON
+    (pooled,) = report["pooled"]
+    assert pooled["captures"] == [str(d) for d in dirs]  # named by their start: in time order
+    # every step of every capture, in order, each as long as its ProfilerStep span
+    spans: dict[int, float] = {}
+    for d in dirs:
+        spans.update(_spans(d))
+    assert [s["step"] for s in pooled["steps"]] == sorted(spans)
+    for s in pooled["steps"]:
+        assert s["duration_us"] == pytest.approx(spans[s["step"]], abs=0.01)
+    # a step's start on one time base: later steps start later
+    starts = [s["start_us"] for s in pooled["steps"]]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+    # the operators' calls over every capture, counted in the raw traces
+    calls: Counter[str] = Counter()
+    for d in dirs:
+        calls.update(e["name"] for e in load_trace(d)["traceEvents"] if e.get("cat") == "cpu_op")
+    reported = {o["name"]: o["count"] for o in pooled["top_operators"]}
+    for name in ("aten::addmm", "aten::mm", "aten::relu"):
+        if name in calls:
+            assert reported[name] == calls[name], name
+    assert "aten::addmm" in reported
+    whole = [s["duration_us"] for s in pooled["steps"] if not s.get("partial")]
+    assert pooled["step_time_mean_us"] == pytest.approx(sum(whole) / len(whole), abs=0.01)
+
+
+def test_the_table_shows_the_pooled_section_once(repeated: Path) -> None:
+    dirs = rank_dirs(repeated)
+    analysed = npuprof("analyse", str(repeated), timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    titles = [line for line in analysed.stdout.splitlines() if line.startswith("rank ")]
+    assert len(titles) == 1 and f"{len(dirs)} captures pooled" in titles[0], analysed.stdout
+    assert analysed.stdout.count("top operators by self time") == 1
+
+
+def _captures(root: Path, count: int, rank: int | None) -> list[Path]:
+    dirs = []
+    for k in range(count):
+        trace = cpu_trace()
+        (step,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
+        step["name"] = f"ProfilerStep#{7 + k}"
+        trace["baseTimeNanoseconds"] = 1_700_000_000_000_000_000 + k * 10_000_000  # 10 ms apart
+        if rank is None:
+            del trace["distributedInfo"]
+        dirs.append(write_rank_dir(root, trace, rank=rank, name=f"host_42_2025010100000000{k}"))
+    return dirs
+
+
+@pytest.mark.parametrize("count", [3, 4])
+def test_pooled_only_beyond_three_captures(tmp_path: Path, count: int) -> None:
+    _captures(tmp_path, count, rank=None)
+    analysed = npuprof("analyse", str(tmp_path), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    report = json.loads(analysed.stdout)
+    assert len(report["ranks"]) == count
+    if count <= 3:
+        assert "pooled" not in report
+        return
+    (pooled,) = report["pooled"]
+    assert [s["step"] for s in pooled["steps"]] == [7, 8, 9, 10]
+    # each capture's step starts 10 ms after the one before: one time base for all
+    starts = [s["start_us"] for s in pooled["steps"]]
+    assert [round(b - a) for a, b in zip(starts, starts[1:], strict=False)] == [10_000] * 3
+    # the trace's own figures, 4 times: aten::mm 200 µs and aten::add 100 µs of self time each capture
+    ops = {o["name"]: o for o in pooled["top_operators"]}
+    assert ops["aten::mm"]["count"] == 4 and ops["aten::add"]["count"] == 4
+    assert ops["aten::add"]["self_us"] == pytest.approx(400.0)
+
+
+def test_ranks_are_pooled_apart(tmp_path: Path) -> None:
+    _captures(tmp_path / "a", 4, rank=0)
+    for d in _captures(tmp_path / "b", 4, rank=1):
+        d.rename(tmp_path / "a" / d.name.replace("host_42", "host_43"))
+    analysed = npuprof("analyse", str(tmp_path / "a"), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    pooled = json.loads(analysed.stdout)["pooled"]
+    assert sorted(p["rank"] for p in pooled) == [0, 1]
+    assert all(len(p["captures"]) == 4 for p in pooled)
