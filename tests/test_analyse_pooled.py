@@ -4,6 +4,7 @@ Expected values are computed here from the raw traces, not read back from npupro
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_pooled_only_beyond_three_captures(tmp_path: Path, count: int) -> None:
     assert [s["step"] for s in pooled["steps"]] == [7, 8, 9, 10]
     # each capture's step starts 10 ms after the one before: one time base for all
     starts = [s["start_us"] for s in pooled["steps"]]
-    assert [round(b - a) for a, b in zip(starts, starts[1:], strict=False)] == [10_000] * 3
+    assert [round(b - a) for a, b in itertools.pairwise(starts)] == [10_000] * 3
     # the trace's own figures, 4 times: aten::mm 200 µs and aten::add 100 µs of self time each capture
     ops = {o["name"]: o for o in pooled["top_operators"]}
     assert ops["aten::mm"]["count"] == 4 and ops["aten::add"]["count"] == 4
