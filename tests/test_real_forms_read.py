@@ -290,6 +290,29 @@ def test_an_old_release_trace_counts_its_device_work_in_its_step(tmp_path: Path)
     assert rows["gemm"]["Type"] == "aten::mm"
 
 
+def test_old_release_operators_spelling_external_id_get_their_device_time(tmp_path: Path) -> None:
+    """An operator carrying torch 1.8-1.10's lower-case ``external id`` (as its tasks do) gets its tasks'
+    time, and a collective's span of that spelling its kernel's (they read 0 and the host span's 50 µs)."""
+    events = _old_release_trace()
+    for ev in events:
+        if ev.get("cat") == "Operator" and "External id" in ev["args"]:
+            ev["args"]["external id"] = ev["args"].pop("External id")
+    host, gpu = 13721, 0
+    events += [
+        _x("nccl:all_reduce", 360, 30, host, "123", "Operator", **{"external id": 9}),
+        _x("ncclKernel_AllReduce_RING_LL_Sum_float", 380, 120, gpu, "stream 13", "Kernel", stream=13,
+           **{"external id": 9}),
+    ]  # fmt: skip
+    report = _analyse_json(_write(tmp_path / "old_lower.json", {"traceEvents": events}))
+    (rank,) = report["ranks"]
+    device = {op["name"]: op["device_us"] for op in rank["top_operators"]}
+    tasks = [ev for ev in events if ev.get("cat") in ("Kernel", "Memcpy")]
+    launched_by_mm = [ev["dur"] for ev in tasks if ev["args"].get("external id") == 4]
+    assert device["aten::mm"] == sum(launched_by_mm) == 110
+    assert device["nccl:all_reduce"] == 120
+    assert rank["communication"]["time_us"] == 120
+
+
 def test_stacks_of_an_old_release_trace_link_device_work_by_its_external_id(tmp_path: Path) -> None:
     """Memcpy HtoD has no Runtime call of its correlation: torch 1.8-1.10's "external id" alone gives its
     operator (it went to the stack of device work with no launching call)."""

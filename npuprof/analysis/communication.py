@@ -128,8 +128,8 @@ def _ranks_in_text(text: str) -> tuple[int, ...]:
 
 
 def external_id(args: dict[str, Any]) -> int:
-    """A host record's External id (-1: none or unreadable)."""
-    value = args.get("External id", -1)
+    """A host record's External id (torch 1.8-1.10: ``external id``; -1: none or unreadable)."""
+    value = args.get("External id", args.get("external id", -1))
     try:
         return int(value)
     except (TypeError, ValueError, OverflowError):

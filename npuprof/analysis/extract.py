@@ -54,6 +54,7 @@ class OpArgs(msgspec.Struct, gc=False):
     dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
     stack: list[str] | str | None = msgspec.field(name="Call stack", default=None)
     dims_old: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw(b""))  # torch 1.8-1.10
+    ext_old: int = msgspec.field(name="external id", default=-1)  # torch 1.8-1.10's tasks' spelling
 
 
 class KernelArgs(msgspec.Struct, gc=False):
@@ -244,7 +245,7 @@ def _step_positions(names: list[str]) -> list[int]:
 
 
 def _external_ids(kargs: list[Any]) -> np.ndarray:
-    """The tasks' ``External id`` (torch 1.8-1.10: ``external id``); -1 when none."""
+    """The tasks' or operators' ``External id`` (torch 1.8-1.10: ``external id``); -1 when none."""
     ext = np.fromiter(map(_EXT, kargs), np.int64, len(kargs))
     if (ext < 0).any():
         old = np.fromiter(map(attrgetter("ext_old"), kargs), np.int64, len(kargs))
@@ -377,7 +378,8 @@ _COMM_FIELDS = (
 
 
 def _comm_args(args: OpArgsTyped) -> dict[str, Any]:
-    out: dict[str, Any] = {"External id": args.ext} if args.ext != -1 else {}
+    ext = args.ext if args.ext != -1 else args.ext_old
+    out: dict[str, Any] = {"External id": ext} if ext != -1 else {}
     for key, attr in _COMM_FIELDS:
         value = getattr(args, attr)
         if value is not None:
@@ -1038,7 +1040,7 @@ class Extract:
             parts["op_name"].append(self._ids(op_names))
             parts["op_shapes"].append(self._ids(shapes))
             parts["op_stack"].append(self._ids(stacks))
-            parts["op_ext"].append(np.fromiter(map(_EXT, oargs), np.int64, k))
+            parts["op_ext"].append(_external_ids(oargs))
         if sel.devs:
             self._add_devices(sel.devs, dev_names, sel.dev_cats, sel.kargs)
         comm.sort(key=lambda c: c[0])
