@@ -194,3 +194,45 @@ def test_reparse_replaces_or_keeps_trace_view(tmp_path: Path, workers: int) -> N
     assert failed.status == "truncated", failed
     assert (out / "trace_view.json").read_bytes() == first
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+def test_the_whole_capture_top_is_not_cut_at_each_steps_top(tmp_path: Path) -> None:
+    """Each step has 100 operators of 10 µs and aten::hidden of 9 µs: 101st in every step, first over the
+    three (27 µs). The summary keeps each step's top 100; the capture's top 100 must be kept in every step."""
+    from conftest import npuprof
+
+    from npuprof.analysis.summary_schema import TOP_PER_STEP
+
+    events = []
+    for step in range(3):
+        base = step * 10_000
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "ts": base,
+                       "dur": 9_000, "pid": 1, "tid": 1, "args": {}})  # fmt: skip
+        for k in range(TOP_PER_STEP):
+            events.append({"ph": "X", "cat": "cpu_op", "name": f"op_{step}_{k}", "ts": base + 20 * k + 1,
+                           "dur": 10, "pid": 1, "tid": 1, "args": {}})  # fmt: skip
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::hidden", "ts": base + 5_000, "dur": 9,
+                       "pid": 1, "tid": 1, "args": {}})  # fmt: skip
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    expected = {}
+    for e in events:
+        if e["cat"] == "cpu_op":
+            count, total = expected.get(e["name"], (0, 0))
+            expected[e["name"]] = (count + 1, total + e["dur"])
+    first = max(expected, key=lambda name: expected[name][1])
+    done = npuprof("analyse", str(trace), "--format", "json", "--top", "3", "-j", "1")
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    top = rank["top_operators"][0]
+    assert (top["name"], top["count"], top["self_us"]) == (first, *expected[first]) == ("aten::hidden", 3, 27)
+
+
+def test_the_torch_npu_kernel_top_keeps_the_capture_top_in_every_step() -> None:
+    from npuprof.analysis.ascend_output import _top_kernels
+    from npuprof.analysis.summary_schema import TOP_PER_STEP
+
+    kernels = [(s, f"k_{s}_{k}", 0.0, 10.0) for s in range(2) for k in range(TOP_PER_STEP)]
+    kernels += [(s, "hidden", 0.0, 9.0) for s in range(2)]
+    kept = [(k.step, k.total_us) for k in _top_kernels(kernels) if k.name == "hidden"]
+    assert kept == [(0, 9.0), (1, 9.0)]

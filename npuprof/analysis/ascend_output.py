@@ -247,9 +247,15 @@ def _top_kernels(kernels: list[tuple[int | None, str, float, float]]) -> list[To
     by_step: dict[int | None, list[TopKernel]] = {}
     for (step, name), (count, total) in groups.items():
         by_step.setdefault(step, []).append(TopKernel(step=step, name=name, count=int(count), total_us=total))
+    overall: dict[str, float] = {}
+    for (_step, name), (_count, total) in groups.items():
+        overall[name] = overall.get(name, 0.0) + total
+    # each step's first, and the capture's first in every step (see tables._grouped_top)
+    top_overall = set(sorted(overall, key=lambda name: (-overall[name], name))[:TOP_PER_STEP])
     out = []
     for step in sorted(by_step, key=lambda s: (s is None, s or 0)):
-        chosen = sorted(by_step[step], key=lambda k: (-k.total_us, k.name))[:TOP_PER_STEP]
+        ranked = sorted(by_step[step], key=lambda k: (-k.total_us, k.name))
+        chosen = [k for i, k in enumerate(ranked) if i < TOP_PER_STEP or k.name in top_overall]
         out.extend(
             TopKernel(step=k.step, name=k.name, count=k.count, total_us=round(k.total_us, 3)) for k in chosen
         )

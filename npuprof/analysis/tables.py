@@ -457,7 +457,9 @@ def _grouped_top(
     windows: StepWindows,
     fields: list[str],
 ) -> list[dict[str, Any]]:
-    """Per step and name: count and summed weights; the TOP_PER_STEP first by the first weight, per step."""
+    """Per step and name: count and summed weights; the TOP_PER_STEP first by the first weight, per step,
+    and in every step the TOP_PER_STEP first over the whole capture (a name 101st in each step may be
+    first over all of them: the report's whole-capture top sums the steps, docs/formats.md)."""
     if len(names) == 0:
         return []
     ns = len(strings)
@@ -470,10 +472,14 @@ def _grouped_top(
     order = np.lexsort((-sums[0], group_step))
     in_step = group_step[order]
     rank = np.arange(len(order)) - np.searchsorted(in_step, in_step, side="left")
-    keep = order[rank < TOP_PER_STEP]
+    group_name = uniq % ns
+    overall = np.bincount(group_name, weights=sums[0], minlength=ns)
+    named = np.flatnonzero(np.bincount(group_name, minlength=ns))
+    top_overall = named[np.lexsort((named, -overall[named]))[:TOP_PER_STEP]]
+    keep = order[(rank < TOP_PER_STEP) | np.isin(group_name[order], top_overall)]
     labels = windows.labels()  # index -1: outside every step
     steps = [labels[s] if len(windows) else None for s in group_step[keep].tolist()]
-    names_kept = list(map(strings.__getitem__, (uniq[keep] % ns).tolist()))
+    names_kept = list(map(strings.__getitem__, group_name[keep].tolist()))
     keys = ("step", "name", "count", *fields)
     columns = [steps, names_kept, count[keep].tolist(), *(rounded(w[keep], 3) for w in sums)]
     return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
