@@ -517,3 +517,27 @@ def test_captures_without_the_steps_asked_draw_no_table(tmp_path: Path) -> None:
     (said,) = [line for line in result.stderr.splitlines() if "no step of --steps 1" in line]
     assert "_4001_" in said
     assert len(_report(tmp_path, "--steps", "1")["ranks"]) == 2  # the JSON keeps both
+
+
+def test_kernel_rows_without_a_number_and_a_missing_communication_table_are_named(tmp_path: Path) -> None:
+    """A kernel_details.csv row whose duration is not a number (the largest, hcom_broadcast, here) was left
+    out without a word; communication read 0 without communication.json though HCCL tasks ran."""
+    rows = _kernels("kernel_details_2023.csv")
+    largest = max(range(len(rows)), key=lambda k: float(rows[k]["Duration(us)"]))
+    damaged = [dict(row) for row in rows]
+    damaged[largest]["Duration(us)"] = "N/A"
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(damaged)
+    hccl = sum(1 for row in damaged if row["Name"].startswith("hcom_") and row["Duration(us)"] != "N/A")
+    assert hccl > 0
+    result = npuprof("analyse", str(d), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert rows[largest]["Name"] not in [k["name"] for k in rank["top_kernels"]][:1]
+    warnings = " ".join(rank["warnings"])
+    assert f"1 of its {len(rows)} rows have no number for 'Start Time(us)' or 'Duration(us)'" in warnings
+    assert f"no communication.json, though kernel_details.csv has {hccl} communication task(s)" in warnings
+    assert "kernel_details.csv: 1 of its" in " ".join(result.stderr.split())

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.summary_schema import TOP_PER_STEP, Summary, SummaryStep, TopKernel, TopOperator
 from npuprof.results import layout
 
@@ -75,9 +76,19 @@ def summary_of(rank_dir: Path) -> Summary:
     out = rank_dir / layout.PARSED_DIR
     warnings: list[str] = [PARSED_BY_TORCH_NPU]
     lacking = _lacking(out / KERNEL_FILE, KERNEL_COLUMNS)
-    kernels = list(_kernels(out / KERNEL_FILE)) if (out / KERNEL_FILE).is_file() and not lacking else []
+    kernels: list[tuple[int | None, str, float, float]] = []
+    unreadable = 0
+    if (out / KERNEL_FILE).is_file() and not lacking:
+        kernels, unreadable = _kernels(out / KERNEL_FILE)
     if lacking:
         warnings.append(f"{KERNEL_FILE} has no column {lacking}: its kernels are not read (no top kernels)")
+    elif unreadable:
+        rows = unreadable + len(kernels)
+        some = f"{unreadable} of its {rows} rows" if kernels else f"all {rows} rows"
+        warnings.append(
+            f"{KERNEL_FILE}: {some} have no number for 'Start Time(us)' or 'Duration(us)' (a damaged or "
+            "cut file?): they are left out of the top kernels and of the steps' device time"
+        )
     elif not kernels:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
     steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
@@ -92,7 +103,7 @@ def summary_of(rank_dir: Path) -> Summary:
         top_operators=_top_operators(out / OPERATOR_FILE),
         top_kernels=_top_kernels(kernels),
         memory=_memory_peaks(memory_rows),
-        communication=_communication(out / COMMUNICATION_FILE, warnings),
+        communication=_communication(out / COMMUNICATION_FILE, kernels, warnings),
         world_size=_world_size(rank_dir),
         warnings=warnings,
     )
@@ -138,13 +149,17 @@ def _step_id(text: str | None) -> int | None:
     return int(value) if value is not None and value == int(value) else None
 
 
-def _kernels(path: Path) -> Iterator[tuple[int | None, str, float, float]]:
-    """(step, name, start epoch µs, duration µs) of each device task."""
+def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], int]:
+    """(step, name, start epoch µs, duration µs) of each device task, and how many rows had no number for
+    the start or the duration (``N/A``, a damaged cell, a row cut short)."""
+    kernels, unreadable = [], 0
     for row in _rows(path):
         start, duration = _number(row.get("Start Time(us)")), _number(row.get("Duration(us)"))
-        if start is None or duration is None:
+        if start is None or duration is None or duration < 0:
+            unreadable += 1
             continue
-        yield _step_id(row.get("Step Id")), row.get("Name") or "", start, duration
+        kernels.append((_step_id(row.get("Step Id")), row.get("Name") or "", start, duration))
+    return kernels, unreadable
 
 
 def _steps(
@@ -320,9 +335,17 @@ def _with_memory(step: dict[str, Any], rows: list[tuple[float, float, float | No
     return SummaryStep(**fields)
 
 
-def _communication(path: Path, warnings: list[str]) -> dict[str, int | float]:
+def _communication(
+    path: Path, kernels: list[tuple[int | None, str, float, float]], warnings: list[str]
+) -> dict[str, int | float]:
     """Operators, time and size of communication.json's collective and point-to-point operations."""
     if not path.is_file():
+        tasks = sum(1 for _step, name, _start, _dur in kernels if vocab.is_comm_name(name))
+        if tasks:  # torch_npu writes the file whenever collectives ran
+            warnings.append(
+                f"no {COMMUNICATION_FILE}, though {KERNEL_FILE} has {tasks} communication task(s): "
+                "no communication totals"
+            )
         return {"operators": 0}
     try:
         data = json.loads(path.read_bytes())
