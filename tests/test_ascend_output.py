@@ -541,3 +541,16 @@ def test_kernel_rows_without_a_number_and_a_missing_communication_table_are_name
     assert f"1 of its {len(rows)} rows have no number for 'Start Time(us)' or 'Duration(us)'" in warnings
     assert f"no communication.json, though kernel_details.csv has {hccl} communication task(s)" in warnings
     assert "kernel_details.csv: 1 of its" in " ".join(result.stderr.split())
+
+
+def test_negative_times_and_a_step_that_is_no_number_are_named(tmp_path: Path) -> None:
+    bad = _step(2, -1000.0, 100.0, 400.0, 12.5)
+    bad[1] = "x1"
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, -20.0), bad])
+    result = npuprof("analyse", str(d), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    warnings = " ".join(rank["warnings"])
+    # Preparing may be negative (a step's first task before its start): not named
+    assert "step_trace_time.csv has negative times in Computing (a damaged table?)" in warnings
+    assert "step_trace_time.csv has a Step that is not a whole number ('x1')" in warnings

@@ -181,7 +181,7 @@ def _steps(
     for step, _name, start, _dur in kernels:
         if start < first_task.get(step, math.inf):
             first_task[step] = start
-    rows, device_id, missing = [], None, set()
+    rows, device_id, missing, negative, bad_steps = [], None, set(), set(), []
     for row in _rows(path):
         if device_id is None:
             device_id = _step_id(row.get("Device_id"))
@@ -198,12 +198,22 @@ def _steps(
             value = _number(row.get(column))
             if value is None:
                 missing.add(column)
+            elif value < 0 and column != "Preparing":  # preparing is negative when a step's task starts early
+                negative.add(column)
             values[key] = value or 0.0
-        rows.append((_step_id(row.get("Step")), values))
+        step = _step_id(row.get("Step"))
+        if step is None and (row.get("Step") or "").strip():
+            bad_steps.append(row["Step"].strip())
+        rows.append((step, values))
     if not rows:
         raise AscendTableError(f"{STEP_FILE} has no rows")
     if missing:
         warnings.append(f"{STEP_FILE} has no value for {', '.join(sorted(missing))} (counted as 0)")
+    if negative:
+        warnings.append(f"{STEP_FILE} has negative times in {', '.join(sorted(negative))} (a damaged table?)")
+    if bad_steps:
+        shown = ", ".join(repr(s) for s in bad_steps[:3])
+        warnings.append(f"{STEP_FILE} has a Step that is not a whole number ({shown}): shown as step '-'")
     numbers = Counter(step for step, _ in rows if step is not None)
     repeated = sorted(step for step, k in numbers.items() if k > 1)
     if repeated:
