@@ -201,6 +201,9 @@ def test_sniff_trace_tells_the_form_by_content(tmp_path: Path) -> None:
         _write(tmp_path / "memory.raw.json", [[1, 2, 3, 4]]): None,
         _write(tmp_path / "profiler_info.json", {"config": {"common_config": {}}}): None,
         _write(tmp_path / "empty.json", []): None,
+        # another tool's keys first (Perfetto's otherData): a trace when traceEvents comes early
+        _write(tmp_path / "perfetto.json", {"otherData": {"a": 1}, "traceEvents": [_x("a", 1, 1)]}): "kineto",
+        _write(tmp_path / "late.json", {"otherData": ["x" * 100] * 2000, "traceEvents": []}): None,
     }
     (tmp_path / "garbage.json").write_bytes(b"\x00\x01 not json")
     cases[tmp_path / "garbage.json"] = None

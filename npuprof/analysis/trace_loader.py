@@ -936,7 +936,7 @@ def sniff_trace(path: str | Path) -> str | None:
     """The form of the trace at ``path`` from its content (gzipped or not), whatever its name:
     FORM_KINETO (a JSON object with ``traceEvents``), FORM_ARRAY (a bare JSON array of events, torch_npu's
     trace_view.json), or None (not a trace, or unreadable). Reads the first SNIFF_BYTES (more only for an
-    object that starts with Kineto's header keys, until traceEvents shows)."""
+    object that starts with one of Kineto's header keys, until traceEvents shows)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open; a directory is no trace
             return None
@@ -948,13 +948,16 @@ def sniff_trace(path: str | Path) -> str | None:
             if text[:1] == b"[":
                 rest = text[1:].lstrip(_WS)
                 return FORM_ARRAY if rest[:1] == b"{" and _PH_KEY.search(rest) else None
-            if text[:1] != b"{" or not _KINETO_HEAD_KEYS.match(text):
+            if text[:1] != b"{":
                 return None
+            # an object of other keys first (Perfetto's otherData, a tool's own) is a trace when traceEvents
+            # comes within the first SNIFF_BYTES; one of Kineto's header is read on for it
+            limit = _HEAD_LIMIT if _KINETO_HEAD_KEYS.match(text) else 0
             tail = b""
             while True:
                 if _EVENTS_KEY.search(tail + head):
                     return FORM_KINETO
-                if len(head) < SNIFF_BYTES or handle.tell() > _HEAD_LIMIT:
+                if len(head) < SNIFF_BYTES or handle.tell() > limit:
                     return None
                 tail = head[-4096:]
                 head = handle.read(SNIFF_BYTES)
