@@ -561,3 +561,62 @@ def test_a_truncated_gzip_trace_is_said_to_end_early(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "the compressed trace ends early (truncated file?)" in result.stderr, result.stderr
     assert "at byte 0" not in result.stderr and not (tmp_path / "s.folded").exists()
+
+
+STUB_JOB = """
+import sys, torch
+model = torch.nn.Linear(128, 128)
+window = torch.profiler.schedule(wait=1, warmup=1, active=3)
+ready = lambda prof: prof.export_chrome_trace(sys.argv[1])
+with torch.profiler.profile(schedule=window, on_trace_ready=ready) as prof:
+    for _ in range(4):  # the loop ends inside the window: the profiler stops at the with's end
+        model(torch.randn(32, 128)).sum().backward()
+        prof.step()
+"""
+
+
+def test_the_stub_step_torch_leaves_after_the_last_step_call_is_partial(tmp_path: Path) -> None:
+    """A loop calling prof.step() last that ends inside the schedule's window: the step after the last call
+    begins and the profiler stops, a step of a few µs with nothing in it, which was counted as a whole step
+    (the mean a third lower)."""
+    import subprocess
+    import sys
+
+    from conftest import clean_env, npuprof
+
+    job, trace = tmp_path / "job.py", tmp_path / "trace.json"
+    job.write_text(STUB_JOB)
+    cmd = [sys.executable, str(job), str(trace)]
+    done = subprocess.run(cmd, env=clean_env(), capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    events = json.loads(trace.read_text())["traceEvents"]
+    named = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    spans = {int(e["name"].split("#")[1]): e for e in named}
+    assert len(spans) >= 3
+    last = max(spans)
+    lo, hi = spans[last]["ts"], spans[last]["ts"] + spans[last]["dur"]
+    assert not [e for e in events if e.get("cat") == "cpu_op" and lo <= e["ts"] < hi]  # nothing ran in it
+    analysed = npuprof("analyse", str(trace), "--format", "json", "-j", "1")
+    assert analysed.returncode == 0, analysed.stderr
+    (rank,) = json.loads(analysed.stdout)["ranks"]
+    flags = {s["step"]: s.get("partial", False) for s in rank["steps"]}
+    assert flags == {k: k == last for k in spans}
+    whole = [spans[k]["dur"] for k in spans if k != last]
+    assert rank["step_time_mean_us"] == pytest.approx(sum(whole) / len(whole), abs=0.01)
+    assert "nothing ran in it" in rank["partial_reason"]
+
+
+def test_a_long_idle_last_step_is_not_a_stub() -> None:
+    from npuprof.analysis.report import trailing_stub
+    from npuprof.analysis.summary_schema import SummaryStep
+
+    def step(n: int, duration: float, computing: float) -> SummaryStep:
+        times = dict.fromkeys(SummaryStep.__struct_fields__[1:], 0.0)
+        times.pop("memory_peak_mb"), times.pop("memory_peak_reserved_mb")
+        return SummaryStep(**{**times, "step": n, "duration_us": duration, "computing_us": computing})
+
+    busy = [step(1, 1000.0, 800.0), step(2, 1000.0, 800.0)]
+    assert trailing_stub([*busy, step(3, 15.0, 0.0)]) == 3
+    assert trailing_stub([*busy, step(3, 900.0, 0.0)]) is None  # a data-loading stall: a real step
+    assert trailing_stub([*busy, step(3, 15.0, 5.0)]) is None  # something ran
+    assert trailing_stub([step(1, 15.0, 0.0)]) is None

@@ -502,6 +502,32 @@ def rank_report(
     return report
 
 
+STUB_SHARE = 0.1  # a last step shorter than this share of the median step, with nothing in it, is a stub
+
+
+def trailing_stub(steps: Sequence[Any]) -> int | None:
+    """The last step of a trace when it is a stub: nothing ran in it (no computing, no communication) and
+    it lasted less than STUB_SHARE of the median of the others. torch.profiler writes one when the profiler
+    stops right after a ``prof.step()`` (a loop ending inside the schedule's window, ``with profile()``
+    around a loop that calls step() last): the step began, the trace ended."""
+    numbered = [s for s in steps if isinstance(s.step, int)]
+    if len(numbered) < 2:
+        return None
+    last = max(numbered, key=lambda s: s.step)
+    if last.computing_us or last.communication_us:
+        return None
+    others = statistics.median(s.duration_us for s in numbered if s is not last)
+    return last.step if last.duration_us < STUB_SHARE * others else None
+
+
+def _mark_trailing_stub(rank: RankReport, summary: Summary) -> None:
+    stub = trailing_stub(summary.steps)
+    if stub is not None:
+        took = next(s.duration_us for s in summary.steps if s.step == stub)
+        why = f"nothing ran in it: the trace ends {took:.3f} µs after it began (the profiler stopped)"
+        mark_partial(rank, stub, why)
+
+
 def _of_steps(times: list[tuple[Any, float]], shared: set[Any]) -> list[float]:
     """The times of the steps in ``shared``, or all of them when no step is."""
     return [t for step, t in times if step in shared] if shared else [t for _step, t in times]
@@ -776,6 +802,7 @@ def build_report(
         steps_there.update(s.step for s in summary.steps if isinstance(s.step, int))
         annotations, trouble = _load_annotations(out_dir)
         rank = rank_report(summary, outcome.rank_dir, outcome.status, steps, top, annotations)
+        _mark_trailing_stub(rank, summary)
         if trouble:
             rank.warnings = [*(rank.warnings or []), trouble]
         if annotations is not None and annotations.ranges is not msgspec.UNSET:
@@ -818,6 +845,8 @@ def _pooled(
         status = "parsed" if any(r.status == "parsed" for r, _s, _a in members) else "cached"
         pooled = rank_report(summary, Path(first.rank_dir).parent, status, steps, top, annotations)
         pooled.captures = [r.rank_dir for r, _s, _a in members]
+        for _r, s, _a in members:
+            _mark_trailing_stub(pooled, s)
         out.append(pooled)
     return out
 
