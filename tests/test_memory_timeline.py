@@ -34,7 +34,11 @@ def _in_unit(size: int) -> str:
 
 
 def _allocated_by_us(trace: Path) -> dict[int, int]:
-    """The trace's own running total: Total Allocated of the last [memory] event within each µs."""
+    """The trace's own running total: Total Allocated of the last [memory] event within each epoch µs
+    (Kineto's ts are µs after its baseTimeNanoseconds; torch's own timeline is in epoch µs)."""
+    opener = gzip.open if trace.name.endswith(".gz") else open
+    with opener(trace, "rt") as handle:
+        base_ns = json.load(handle)["baseTimeNanoseconds"]
     records = sorted(
         (ev["ts"], ev["args"]["Total Allocated"])
         for ev in load_trace_json(trace)
@@ -42,7 +46,7 @@ def _allocated_by_us(trace: Path) -> dict[int, int]:
     )
     out: dict[int, int] = {}
     for ts, total in records:
-        out[int(ts)] = total
+        out[int((base_ns + round(ts * 1000)) / 1000)] = total  # torch's ns -> µs: int(t / 1000), float
     return out
 
 
@@ -110,6 +114,9 @@ def test_offline_from_memory_events_matches_the_trace_totals(tmp_path):
     times, sizes = json.loads(out_json.read_text())
     expected = _allocated_by_us(trace)
     assert len(times) == len(expected) > 10
+    # on torch's clock: its own export of the same capture is within the same second
+    torch_times = json.loads((rank_dir / "ref_torch_memory.json").read_text())[0]
+    assert abs(times[-1] - max(torch_times)) < 1_000_000
     unknown = 1 + mt.CATEGORIES.index("UNKNOWN")
     for t, row in zip(times, sizes, strict=True):
         assert sum(row) == row[unknown] == expected[t], t

@@ -7,8 +7,9 @@ Three sources, best first:
    post-processor turned it into the raw data: categorised now (npuprof.reports.memory_categories);
 3. the trace's ``[memory]`` events (allocator records: ``Total Allocated`` / ``Total Reserved`` per device),
    from a trace of any form trace_loader reads (Kineto's, torch_npu's ``trace_view.json``: ``Device Type``
-   20 is the NPU). They carry no categories, so everything is UNKNOWN, and the plot says so. Times are the
-   file's own (string epoch times keep their nanoseconds: ``Trace.ts_base`` is added back in integers).
+   20 is the NPU). They carry no categories, so everything is UNKNOWN, and the plot says so. Times are
+   epoch µs, as torch's own: Kineto's ``baseTimeNanoseconds`` is added to its ``ts`` (string epoch times
+   keep their nanoseconds: ``Trace.ts_base`` is added back in integers).
 
 Output formats (chosen by the path's suffix, as torch's ``export_memory_timeline``):
 ``.html`` (a PNG plot embedded; needs matplotlib), ``.json`` / ``.json.gz`` (``[timestamps µs, [sizes by
@@ -24,6 +25,7 @@ import math
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from npuprof.results import layout
 from npuprof.results.atomic import write_bytes, write_text
@@ -135,7 +137,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     from npuprof.reports.trace_events import load
 
     loaded = load(trace)
-    base_ns = loaded.ts_base * 1000
+    base_ns = _time_base_ns(loaded)
     per_device: dict[str, list[tuple[float, int, int, int]]] = {}
     for ev in loaded.events:
         if ev.name != vocab.MEMORY_EVENT:
@@ -175,7 +177,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             raw.append((base_ns + round(ts * 1000), CREATE if delta > 0 else DESTROY, delta, UNKNOWN))
         previous = allocated
     reserved_values = [r[2] for r in records]
-    reserved_times = [loaded.ts_base + int(r[0]) for r in records]
+    reserved_times = [(base_ns + round(r[0] * 1000)) // 1000 for r in records]
     return MemoryData(
         device=chosen,
         source=SOURCE_TRACE,
@@ -185,6 +187,18 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         reserved=(reserved_times, reserved_values) if any(reserved_values) else None,
         devices=devices,
     )
+
+
+def _time_base_ns(loaded: Any) -> int:
+    """The epoch time (ns) the trace's ``ts`` count from: torch's own timeline is in epoch µs. Kineto's
+    ``baseTimeNanoseconds`` (its ``ts`` are µs after it), the base of a trace of string epoch times; 0 when
+    the times are epoch µs already or the trace says nothing."""
+    from npuprof.analysis.trace_loader import BASE_TIME_KEY
+
+    if loaded.ts_base:
+        return int(loaded.ts_base) * 1000
+    base = loaded.meta.get(BASE_TIME_KEY)
+    return base if isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 1 << 62 else 0
 
 
 def _sorted_devices(devices: dict[str, object] | list[str]) -> list[str]:
