@@ -620,3 +620,24 @@ def test_a_long_idle_last_step_is_not_a_stub() -> None:
     assert trailing_stub([*busy, step(3, 900.0, 0.0)]) is None  # a data-loading stall: a real step
     assert trailing_stub([*busy, step(3, 15.0, 5.0)]) is None  # something ran
     assert trailing_stub([step(1, 15.0, 0.0)]) is None
+
+
+@pytest.mark.parametrize("form", ["kineto", "array"])
+def test_nul_bytes_after_a_whole_trace_are_no_content_and_instead_of_its_end_are_named(
+    tmp_path: Path, form: str
+) -> None:
+    """A file extended past its end (a crash, a full disk) ends in NUL bytes: after the whole JSON it was
+    refused as "truncated"; where the JSON was cut, the message says what is there."""
+    trace = cpu_trace()
+    body = json.dumps(trace if form == "kineto" else trace["traceEvents"], indent=1).encode()
+    whole = tmp_path / "whole.json"
+    whole.write_bytes(body + b"\n" + b"\0" * 3000)
+    done = npuprof("analyse", str(whole), "--format", "json", "-j", "1")
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    assert [s["step"] for s in rank["steps"]] == [7]
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(body[: len(body) // 2] + b"\0" * 3000)
+    done = npuprof("analyse", str(cut), "-j", "1")
+    assert done.returncode == 1
+    assert f"the trace ends in 3000 NUL bytes after {len(body) // 2} bytes" in " ".join(done.stderr.split())

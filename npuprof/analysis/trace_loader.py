@@ -600,11 +600,7 @@ class TraceReader:
                     )
                 return last + 1, *decoded
             end = bracket
-        raise TraceError(
-            "truncated",
-            f"{self.path}: the trace ends after {self.bytes_read} bytes, before its JSON closes (in its "
-            "events or a key after them: truncated file?)",
-        )
+        raise TraceError("truncated", _unclosed(self.path, self.bytes_read, buf))
 
     def _events_read_forward(self, buf: bytearray) -> tuple[tuple[list[Event], memoryview] | None, int]:
         """The events of ``buf`` (which starts at one) up to the "]" that closes their array, found by
@@ -657,11 +653,7 @@ class TraceReader:
                 self.meta.update(value)
                 return size - span + _prev_nonspace(buf, bracket) + 1
             end = bracket
-        raise TraceError(
-            "truncated",
-            f"{self.path}: the trace ends after {size} bytes, before its JSON closes (in its events or "
-            "a key after them: truncated file?)",
-        )
+        raise TraceError("truncated", _unclosed(self.path, size, buf))
 
     def _malformed_where(self, buffered: int) -> str:
         """``: malformed JSON at byte N`` for the last failed decode of text that began ``buffered`` bytes
@@ -673,8 +665,9 @@ class TraceReader:
 
     def _tail_value(self, tail: bytes) -> dict[str, Any] | None:
         """The keys after the events' array, given what follows a "]" to the end of the file; None when
-        that "]" is not the array's end. A bare array ends the file."""
-        tail = tail.strip()
+        that "]" is not the array's end. A bare array ends the file. NUL bytes after the JSON (a file
+        extended past its end by a crash) are no content: the JSON closed whole before them."""
+        tail = tail.strip().rstrip(b"\0").strip()
         if self.form == FORM_ARRAY:
             return {} if not tail else None
         if tail.startswith(b","):
@@ -930,6 +923,20 @@ def _bad_event(raw: bytes, exc: msgspec.DecodeError) -> str:
     problem = str(exc).replace("`$[0]", "`event")
     text = " ".join(raw[:_SNIPPET].decode("utf-8", "replace").split())  # one line, however it was indented
     return f"an event of the wrong shape ({problem}): {text}{'...' if len(raw) > _SNIPPET else ''}"
+
+
+def _unclosed(path: Any, size: int, tail: bytes | bytearray) -> str:
+    """Why a trace's JSON does not close at its end, ``tail`` being its last bytes read."""
+    nuls = len(tail) - len(tail.rstrip(b"\0"))
+    if nuls:  # a file extended but never written (a crash, a full disk): zeros where the end should be
+        return (
+            f"{path}: the trace ends in {nuls}{'+' if nuls == len(tail) else ''} NUL bytes after "
+            f"{size - nuls} bytes, where its JSON should close (a write cut short by a crash or a full disk?)"
+        )
+    return (
+        f"{path}: the trace ends after {size} bytes, before its JSON closes (in its events or a key after "
+        "them: truncated file, or other bytes after the JSON?)"
+    )
 
 
 def sniff_trace(path: str | Path) -> str | None:
