@@ -207,3 +207,23 @@ def test_a_link_planted_as_the_elsewhere_notes_is_not_followed(tmp_path: Path) -
     assert list(planted.iterdir()) == []
     (planted / "abcdef123456.h.1").write_text(f"{tmp_path / 'other'}\n")
     assert layout.capture_roots(out, "abcdef123456") == []
+
+
+def test_ranks_whose_step_started_far_apart_are_said_to_be_of_different_runs(tmp_path: Path) -> None:
+    """Trace files of two runs left in one directory (a reused log dir): step 7 of rank 1 started 20 s
+    after rank 0's, a 1 ms step; the report compared them without a word."""
+    for gap_ns, root in ((20 * 10**9, tmp_path / "apart"), (200_000, tmp_path / "together")):
+        for rank in (0, 1):
+            trace = cpu_trace()
+            trace["distributedInfo"]["rank"] = rank
+            trace["baseTimeNanoseconds"] = 1_700_000_000_000_000_000 + rank * gap_ns
+            root.mkdir(exist_ok=True)
+            (root / f"w{rank}.pt.trace.json").write_text(json.dumps(trace))
+        done = npuprof("analyse", str(root), "-j", "1")
+        assert done.returncode == 0, done.stderr
+        said = " ".join(done.stderr.split())
+        if root.name == "apart":
+            assert "step 7 started 20000 ms later on rank 1 than on rank 0" in said
+            assert "likely of different runs" in said
+        else:
+            assert "different runs" not in said

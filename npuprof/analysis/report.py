@@ -684,6 +684,27 @@ def repeated_steps(ranks: list[RankReport]) -> list[str]:
     return notes
 
 
+SKEW_SUSPECT = 10  # a step started this many times its own length apart on two ranks: not one job's step
+
+
+def far_apart_steps(report: Report) -> list[str]:
+    """One line when some step started on two ranks further apart than SKEW_SUSPECT times the step's longest
+    duration (and over a second): a synchronous job's ranks wait for each other every step, so such
+    captures are likely of different runs (a reused log directory) and their comparison means nothing."""
+    cross = report.cross_rank
+    longest = {s.step: s.max_us for s in cross.steps}
+    far = [s for s in cross.start_skew if s.skew_us > max(1e6, SKEW_SUSPECT * longest.get(s.step, math.inf))]
+    if not far:
+        return []
+    worst = max(far, key=lambda s: s.skew_us)
+    return [
+        f"step {worst.step} started {worst.skew_us / 1000:.0f} ms later on rank {worst.latest_rank} than on "
+        f"rank {worst.earliest_rank}, far longer than the step itself ({longest[worst.step] / 1000:.3f} ms): "
+        "these captures are likely of different runs (a reused directory?); the comparison across ranks "
+        "means little: analyse one run's captures at a time"
+    ]
+
+
 def _step_list(steps: set[Any]) -> str:
     numbers = sorted(s for s in steps if isinstance(s, int))
     shown = ", ".join(map(str, numbers[:3])) + (" ..." if len(numbers) > 3 else "")
