@@ -93,6 +93,8 @@ def summary_of(rank_dir: Path) -> Summary:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
     steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
     memory_rows = _memory(out / MEMORY_FILE) if (out / MEMORY_FILE).is_file() else []
+    if not (out / OPERATOR_FILE).is_file():
+        warnings.append(f"no {OPERATOR_FILE}: no top operators")
     return Summary(
         rank=layout.rank_of(rank_dir),
         trace=str(out),
