@@ -25,6 +25,7 @@ class RunFacts(msgspec.Struct, kw_only=True):
     launcher_pid: int | None = None  # `npuprof run`'s pid: the job's own process dies with it
     # --dynamic: the digest of profiler_config.json when the job started (content there before is no request)
     dynamic_baseline: str | None = None
+    start_ns: int | None = None  # when the run began (epoch ns): a file written since is this run's
 
 
 class PayloadError(ValueError):

@@ -365,6 +365,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         log.write(disk_warning, "WARNING")
     run: dict[str, object] = {
         "run_id": run_id,
+        "start_ns": time.time_ns(),  # a file written since is this run's (--export-chrome-trace)
         "log": str(log_path),
         "output": str(output),
         "launcher_pid": os.getpid(),

@@ -42,3 +42,32 @@ def test_no_gzip_gets_a_copy_of_its_own_even_after_an_abrupt_exit(tmp_path: Path
     steps = [e["name"] for e in json.loads(target.read_text())["traceEvents"] if "ProfilerStep#" in e["name"]]
     assert steps == ["ProfilerStep#1", "ProfilerStep#2"]
     assert [p.name for p in target.parent.iterdir()] == ["trace.json"]  # no temporary file left
+
+
+def test_processes_of_one_run_one_after_the_other_keep_each_their_trace(tmp_path: Path) -> None:
+    """A job of two python processes in turn (no WORLD_SIZE): the second's trace replaced the first's at
+    the one name given. The first keeps the name (a file of before the run is replaced, as torch's export
+    replaces it); the second's carries its pid, and the log says so."""
+    script = tmp_path / "job.py"
+    script.write_text(JOB.replace("os._exit(0)", "print('PID', os.getpid())"))
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import subprocess, sys\n"
+        f"for _ in range(2):\n    subprocess.run([sys.executable, {str(script)!r}], check=True)\n"
+    )
+    target = tmp_path / "exported" / "trace.json"
+    target.parent.mkdir()
+    target.write_text("of an earlier run")
+    flags = ["--skip-first", "1", "--warmup", "0", "--active", "2", "--no-analyse"]
+    result = npuprof(
+        "run", "-o", str(tmp_path / "out"), *flags, "--export-chrome-trace", str(target),
+        "--", sys.executable, str(driver), timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    first, second = (int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("PID"))
+    pids = {e["pid"] for e in json.loads(target.read_text())["traceEvents"] if e.get("ph") == "X"}
+    assert first in pids and second not in pids
+    (other,) = target.parent.glob(f"trace_pid{second}_step1.json")
+    assert {e["pid"] for e in json.loads(other.read_text())["traceEvents"] if e.get("ph") == "X"} >= {second}
+    log = (tmp_path / "out" / "npuprof.log").read_text()
+    assert f"{target} holds another process's trace of this run; this process's is {other}" in log

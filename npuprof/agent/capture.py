@@ -216,7 +216,9 @@ class CaptureWriter:
             return None
         # a link is a file of its own only once the post-processor has gzipped the raw trace
         may_link = trace is not None and self.cfg.gzip and not self.backend.writes_own_layout
-        return export_chrome_trace(self.cfg, source, rank, first, self.log, may_link)
+        start = self.run.get("start_ns")
+        run_start_ns = start if isinstance(start, int) else None
+        return export_chrome_trace(self.cfg, source, rank, first, self.log, may_link, run_start_ns)
 
     def _write_now(self, job: dict[str, Any]) -> None:
         """The capture's small files and its record, written before the job is handed over: from here on

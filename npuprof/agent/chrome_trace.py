@@ -46,14 +46,43 @@ def trace_path(base: str, several: bool, rank: int | None, pid: int, first_step:
     return path.with_name(f"{path.stem}{rank_part}_pid{pid}_step{first_step}{path.suffix}")
 
 
+def _target(
+    cfg: ProfileConfig, rank: int | None, first_step: int, run_start_ns: int | None, log: Any
+) -> Path:
+    """The path for this capture's trace: the name given, unless this run may write several (then each
+    carries rank, pid and step), or another process of this run has written it already (processes of a
+    job without WORLD_SIZE, one after the other): that one's is kept, this one's carries its pid."""
+    assert cfg.export_chrome_trace is not None
+    several = several_traces(cfg)
+    target = trace_path(cfg.export_chrome_trace, several, rank, os.getpid(), first_step)
+    if several or not run_start_ns:
+        return target
+    try:
+        written_ns = os.stat(target).st_mtime_ns
+    except OSError:
+        return target
+    if written_ns < run_start_ns:  # a file of before the run: replaced, as torch's export replaces it
+        return target
+    own = trace_path(cfg.export_chrome_trace, True, rank, os.getpid(), first_step)
+    log.warn_once("chrome-trace-taken", f"--export-chrome-trace: {target} holds another process's trace of "
+                  f"this run; this process's is {own}")  # fmt: skip
+    return own
+
+
 def export_chrome_trace(
-    cfg: ProfileConfig, source: Path, rank: int | None, first_step: int, log: Any, may_link: bool
+    cfg: ProfileConfig,
+    source: Path,
+    rank: int | None,
+    first_step: int,
+    log: Any,
+    may_link: bool,
+    run_start_ns: int | None = None,
 ) -> tuple[str, str] | None:
     """Put ``source`` (a plain JSON trace) at the path --export-chrome-trace names, by a hard link when
     ``may_link``; else (or when no link can be made) returns (source, target) for the post-processor to
-    copy (:func:`copy_trace`). Never raises."""
-    assert cfg.export_chrome_trace is not None
-    target = trace_path(cfg.export_chrome_trace, several_traces(cfg), rank, os.getpid(), first_step)
+    copy (:func:`copy_trace`). ``run_start_ns``: when the run began (a file written since is this run's).
+    Never raises."""
+    target = _target(cfg, rank, first_step, run_start_ns, log)
     if may_link:
         tmp = _tmp_of(target)
         try:
