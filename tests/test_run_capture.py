@@ -252,3 +252,32 @@ def test_dataloader_worker_processes_do_not_capture(out: Path) -> None:
     (d,) = rank_dirs(out)
     assert profiler_steps(d) == [3, 4]
     assert "Traceback" not in result.stderr
+
+
+OWN_SCHEDULED = """
+import torch
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+def train():
+    opt.zero_grad(); model(torch.randn(8, 16)).sum().backward(); opt.step()
+for _ in range(6):
+    train()
+window = torch.profiler.schedule(wait=1, warmup=1, active=1)  # repeats: a second cycle warns
+with torch.profiler.profile(schedule=window, on_trace_ready=lambda p: None) as prof:
+    for _ in range(8):
+        train(); prof.step()
+"""
+
+
+def test_torchs_warnings_to_the_scripts_own_profiler_are_not_hidden(out: Path, tmp_path: Path) -> None:
+    """npuprof marks torch's once-only "clears events at the end of each cycle" warning as shown for its
+    own cycles; the script's own scheduled profiler, started after npuprof's capture, lost it."""
+    script = tmp_path / "own.py"
+    script.write_text(OWN_SCHEDULED)
+    bare = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 0, bare.stderr
+    assert "Profiler clears events at the end of each cycle" in bare.stderr
+    result = npuprof("run", "-o", str(out), *sched(1, 0, 2), "--", sys.executable, str(script), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert rank_dirs(out)  # npuprof captured before the script's profiler
+    assert "Profiler clears events at the end of each cycle" in result.stderr

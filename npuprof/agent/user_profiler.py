@@ -175,6 +175,9 @@ def _started(prof: Any) -> None:
     if getattr(prof, "enabled", True) is False:  # torch.autograd.profiler.profile(enabled=False)
         return
     _running.add(prof)
+    backend = sys.modules.get("npuprof.agent.backends.torch_backend")
+    if backend is not None:
+        backend.release_cycle_warning()
     log: AgentLog = _installed["log"]
     log.warn_once("user-profiler", WARNING)
     controller = _installed["controller"]

@@ -116,7 +116,9 @@ C10D_PREFIX = "c10d::"
 # stepped"): the step wrapper in the training thread, and npuprof's own threads (hand-over, disk guard,
 # SIGTERM watcher), in those packages' subfolders too (agent/backends/). Stacks leave them out: they are not
 # the user's program.
-_NPUPROF_FRAME_RE = re.compile(r"[/\\]npuprof[/\\](?:agent|results|_bootstrap)[/\\](?:[^/\\(]+[/\\])*[^/\\(]*\.py\(")
+_NPUPROF_FRAME_RE = re.compile(
+    r"[/\\]npuprof[/\\](?:agent|results|_bootstrap)[/\\](?:[^/\\(]+[/\\])*[^/\\(]*\.py\("
+)
 
 
 def is_npuprof_frame(name: str) -> bool:

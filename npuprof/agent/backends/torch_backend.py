@@ -145,8 +145,19 @@ CYCLE_WARNING = (
 )
 
 
+_marked: list[set[str]] = []  # torch's once-only set, when npuprof marked the warning there
+
+
 def _quiet_cycle_warning(tp: Any) -> None:
     """Mark torch's cycle warning as shown (torch.profiler.profiler's once-only set), where it has one."""
     shown = getattr(getattr(tp, "profiler", None), "_WARNINGS_SHOWN", None)
-    if isinstance(shown, set):
+    if isinstance(shown, set) and CYCLE_WARNING not in shown:
         shown.add(CYCLE_WARNING)
+        _marked[:] = [shown]
+
+
+def release_cycle_warning() -> None:
+    """The script starts a profiler of its own: torch warns it as it would without npuprof."""
+    for shown in _marked:
+        shown.discard(CYCLE_WARNING)
+    _marked.clear()
