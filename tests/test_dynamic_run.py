@@ -288,9 +288,11 @@ def test_after_kill_9_a_new_job_with_the_same_directory_captures(tmp_path: Path)
     )
     assert npuprof("trigger", str(cfg), "--active", "2").returncode == 0
     second.wait_for("the second job's capture", lambda: "complete in" in logs(cfg))
-    # a capture into a prof_dir outside -o: the run's summary, record and report still know of it
+    # a capture into a prof_dir outside -o: the run's summary, record and report still know of it; asked
+    # not to be parsed, it is not said to be left unparsed by a post-processor at the end
     elsewhere = tmp_path / "elsewhere"
-    assert npuprof("trigger", str(cfg), "--active", "1", "-o", str(elsewhere)).returncode == 0
+    asked = npuprof("trigger", str(cfg), "--active", "1", "-o", str(elsewhere), "--no-analyse")
+    assert asked.returncode == 0, asked.stderr
     second.wait_for("the capture elsewhere", lambda: logs(cfg).count("complete in") == 2)
     assert second.finish(stop) == 0, "".join(second.err)[-3000:]
     (d,) = rank_dirs(out2)
@@ -301,6 +303,8 @@ def test_after_kill_9_a_new_job_with_the_same_directory_captures(tmp_path: Path)
     assert sorted(c["rank_dir"] for c in record["captures"]) == sorted([str(d), str(e)])
     said = " ".join("".join(second.err).split())  # the summary wraps long paths at 80 columns
     assert "2 capture(s)" in said and e.name in said and "(1 of the captures, outside" in said, said
+    assert capture_record(e)["parse"] is False and capture_record(d)["parse"] is True
+    assert "not parsed when npuprof ended" not in said, said
     report = npuprof("analyse", str(out2), "--format", "json")
     assert report.returncode == 0 and f"also captured into {elsewhere}" in report.stderr, report.stderr
     # with no capture of its own in -o, analyse of -o says where they went

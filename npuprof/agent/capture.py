@@ -274,6 +274,7 @@ class CaptureWriter:
             backend=self.backend.name,
             device=self.backend.device,
             updated_ns=time.time_ns(),
+            parse=bool(self.cfg.analyse),
             **fields,
         )
         return handover.record_plain(record)

@@ -96,8 +96,8 @@ def print_run_summary(
     for c in listed:
         if c.detail:
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
-    unparsed = sum(1 for c in captures if c.status == "complete" and not c.parsed)
-    if cfg.analyse and unparsed:  # the post-processor ended (killed?) or failed before it parsed them
+    unparsed = sum(1 for c in captures if c.status == "complete" and not c.parsed and c.parse_asked)
+    if unparsed:  # the post-processor ended (killed?) or failed before it parsed them
         asked = [
             name
             for name, wanted in (

@@ -41,6 +41,8 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # field: a complete record with a detail then has its last step partial)
     last_step_partial: bool | None = None
     extras: list[str] = []  # stacks / memory-timeline files written with it
+    # False: the capture was asked not to be parsed (--no-analyse, a trigger's "analyse": false)
+    parse: bool | None = None
     version: int = RECORD_VERSION
 
 
