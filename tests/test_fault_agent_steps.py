@@ -328,3 +328,44 @@ def test_an_oserror_when_a_capture_begins_skips_that_window(out: Path, tmp_path:
     (d,) = rank_dirs(out)  # the next window was recorded
     assert capture_record(d)["status"] == "complete"
     assert profiler_steps(d) == [9, 10]
+
+
+THREAD_PER_STEP = """
+model, opt = make()
+for _ in range(20):  # each step on a new thread (a worker per request)
+    t = threading.Thread(target=iteration, args=(model, opt))
+    t.start()
+    t.join()
+print("TRAINING DONE")
+"""
+
+OPTIMIZER_ON_MAIN = """
+model, opt = make()  # made on the main thread, stepped only on another
+t = threading.Thread(target=lambda: [iteration(model, opt) for _ in range(12)])
+t.start()
+t.join()
+print("TRAINING DONE")
+"""
+
+
+def test_the_summary_names_the_thread_when_steps_move_between_threads(out: Path, tmp_path: Path) -> None:
+    """A step per new thread ended each capture with its thread: the summary said the job ended before
+    the schedule's first capture (it ran 20 steps), and the log named every one of the threads."""
+    result = _run(out, [], _script(tmp_path, "per_step", THREAD_PER_STEP))
+    _assert_healthy(result, out)
+    said = " ".join(result.stderr.split())
+    assert "the thread npuprof recorded on ended inside the capture" in said, said
+    assert "the steps moved to a new thread" in said and "before the schedule's first capture" not in said
+    log = _log(out)
+    assert log.count("steps are counted on thread") == 11  # ten named, then one line for the rest
+    assert "later threads that take the steps over are not logged" in log
+
+
+def test_a_capture_armed_on_the_main_thread_says_where_the_steps_were(out: Path, tmp_path: Path) -> None:
+    result = _run(out, ["--skip-first", "0", "--warmup", "0", "--active", "3"],
+                  _script(tmp_path, "armed", OPTIMIZER_ON_MAIN))  # fmt: skip
+    _assert_healthy(result, out)
+    (d,) = rank_dirs(out)
+    detail = capture_record(d)["detail"]
+    assert detail.startswith("no step was counted in it: the steps ran on thread"), detail
+    assert "--skip-first 1 avoids this" in detail and "partial" not in detail

@@ -33,6 +33,7 @@ NEVER = 1 << 62
 # How long a thread that is not the recording one waits for it to finish a capture (see finish_early).
 EXIT_WAIT_S = 5.0
 OTHER_THREAD_WAIT_S = 2.0
+THREADS_LOGGED = 10  # the threads taking the steps over that the log names
 
 
 class CaptureSink(Protocol):
@@ -101,6 +102,8 @@ class CaptureController:
         self._guard: object | None = None  # the token of the driving thread's guard
         self._finish_requested: tuple[str, str] | None = None
         self._foreign_reported = False
+        self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
+        self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
         self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
         bind = getattr(plan, "bind", None)
@@ -183,6 +186,7 @@ class CaptureController:
         self._foreign_reported = True
         name = threading.current_thread().name
         if self.step == 0 and self.prof is not None:  # opened when armed, on a thread that never steps
+            self.steps_elsewhere = name
             self.log.warn_once(
                 "foreign-thread",
                 f"npuprof's profiler started on the thread that created the optimizer, but steps are taken "
@@ -201,7 +205,13 @@ class CaptureController:
             # Told when this thread ends (its thread-local values are released in it, as it ends).
             self._guard = token = object()  # the guard itself is the thread's alone: it must die with it
             self._thread_guards.guard = _DriverGuard(self, token)
-            self.log.info(f"steps are counted on thread {threading.current_thread().name}")
+            self.driving_threads += 1
+            name = threading.current_thread().name
+            if self.driving_threads <= THREADS_LOGGED:  # a thread per step, for days: not a line each
+                self.log.info(f"steps are counted on thread {name}")
+            elif self.driving_threads == THREADS_LOGGED + 1:
+                self.log.info(f"steps are counted on thread {name}; later threads that take the steps over "
+                              "are not logged")  # fmt: skip
 
     def driver_ended(self, token: object) -> None:
         """Runs in the driving thread as it ends: finish the capture it owns, let another thread drive."""

@@ -262,6 +262,12 @@ class Agent:
                 timed_end = getattr(controller.plan, "end_at", None) is not None
                 # --delay alone records until the process ends: that is its end, not a cut
                 reason = "the process ended before the time window's end" if timed_end else ""
+            elif getattr(controller, "steps_elsewhere", None) and controller.step == 0:
+                elsewhere = controller.steps_elsewhere
+                reason = (
+                    f"no step was counted in it: the steps ran on thread {elsewhere}, not on the thread "
+                    "that started the profiler (--skip-first 1 avoids this)"
+                )
             else:
                 reason = f"{ended_by} before the capture's last step; step {controller.step} is partial"
             controller.finish_early(reason)

@@ -271,6 +271,14 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
             if set(unselected) == {"None"}:
                 return f"{failed}--ranks picks ranks, but the job is not distributed (no process has a rank)"
             return f"{failed}no process of the job has a rank selected by --ranks (ranks seen: {seen})"
+    for message in messages:
+        if "the training thread ended before the capture's last step" in message:
+            moved = sum(1 for m in messages if m.startswith("steps are counted on thread"))
+            each = f" (the steps moved to a new thread {moved} times)" if moved > 1 else ""
+            return (
+                f"{failed}the thread npuprof recorded on ended inside the capture{each}: npuprof follows one "
+                "training thread at a time, and a capture ends with its thread"
+            )
     if cfg.dynamic:
         where = cfg.dynamic
         unread = unread_request(Path(where)) or planned_not_reached(Path(where))
