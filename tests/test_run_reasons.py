@@ -64,3 +64,25 @@ def test_steps_taken_on_a_thread_that_does_not_drive_are_the_reason() -> None:
     why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign])
     assert why.startswith("step boundaries from thread Thread-1 (train) are ignored"), why
     assert why.endswith("their steps were not counted"), why
+
+
+def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: Path) -> None:
+    """`--step-on pkg.train:step -- python -m pkg.train`: the module is __main__ there, never imported."""
+    import subprocess
+    import sys
+
+    from conftest import clean_env, npuprof
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("def step():\n    return 1\nfor _ in range(12):\n    step()\n")
+    cmd = [sys.executable, "-m", "pkg.train"]
+    assert subprocess.run(cmd, cwd=tmp_path, env=clean_env(), timeout=60).returncode == 0
+    done = npuprof("run", "-o", str(tmp_path / "r"), "--step-on", "pkg.train:step", "--", *cmd, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "the job runs pkg.train as its script (-m), where it is __main__: --step-on __main__:step" in said
+    # the same module imported by a script is no such case
+    started = "2026-12-02 07:00:00 [INFO] [launcher pid=6] run abc starts: python train.py"
+    why = why_no_capture(ProfileConfig(step_on="pkg.train:step"), 0, [started])
+    assert "__main__" not in why

@@ -164,8 +164,8 @@ _NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
 
 
 def run_log_lines(log_path: Path, run_id: str) -> list[str]:
-    """The lines of npuprof.log (and its rotated ``.1``) from this run's start line on; read without
-    following a link or blocking on a FIFO, at most LOG_READ_LIMIT bytes a file."""
+    """The lines of npuprof.log (and its rotated ``.1``) from this run's start line on (included); read
+    without following a link or blocking on a FIFO, at most LOG_READ_LIMIT bytes a file."""
     from npuprof.results.layout import read_small
 
     lines: list[str] = []
@@ -177,7 +177,7 @@ def run_log_lines(log_path: Path, run_id: str) -> list[str]:
     start = f"run {run_id} starts:"
     for index in range(len(lines) - 1, -1, -1):
         if start in lines[index]:
-            return lines[index + 1 :]
+            return lines[index:]  # its own line too: the command
     return lines
 
 
@@ -258,7 +258,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
                 f"the job failed (exit code {exit_code}) before any of its processes {woke}; its own error "
                 "output says why"
             )
-        return f"no process of the job {woke}, so no step was counted"
+        return f"no process of the job {woke}, so no step was counted{_run_as_its_script(cfg, lines)}"
     if errors:
         return f"{failed}npuprof's agent failed in the job ({_short(errors[0])})"
     for message in messages:
@@ -325,6 +325,19 @@ def _what_wakes_the_agent(cfg: ProfileConfig) -> str:
     if module == "__main__":
         return f"defined {qualname.split('.')[0]} in its __main__ (--step-on {cfg.step_on})"
     return f"imported {module}, the module of --step-on {cfg.step_on}"
+
+
+def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
+    """A module the job runs as its script (``python -m pkg.train``) is ``__main__``, never imported: the
+    --step-on that names it, as a clause."""
+    module, _, qualname = (cfg.step_on or "").partition(":")
+    commands = [started["command"] for line in lines if (started := _RUN_STARTS.search(line))]
+    if not qualname or not any(f" -m {module} " in f" {command} " for command in commands):
+        return ""
+    return f"; the job runs {module} as its script (-m), where it is __main__: --step-on __main__:{qualname}"
+
+
+_RUN_STARTS = re.compile(r"\] run \S+ starts: (?P<command>.*)$")
 
 
 def _short(message: str, limit: int = 200) -> str:
