@@ -352,6 +352,10 @@ class _Terminal:
         except (OSError, ValueError, AttributeError):
             pass
 
+    @property
+    def present(self) -> bool:
+        return self.fd is not None
+
     def _owner(self) -> int | None:
         if self.fd is None:
             return None
@@ -458,7 +462,9 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
     """Mirror a job-control stop of the job, as its shell would see it without npuprof: take the terminal
     back and stop the launcher (the shell then reports the job stopped and takes its terminal); once
     continued (``fg``, ``bg``, SIGCONT), give the job the terminal again if it is ours, and continue it."""
-    if stop_signal not in JOB_CONTROL_STOPS:
+    if stop_signal not in JOB_CONTROL_STOPS or not terminal.present:
+        # Without a terminal no shell's job control stops and continues us: whoever stopped the job
+        # (`kill -TSTP` from a scheduler) continues it alone, as a non-interactive shell waits on.
         return
     if stop_signal != signal.SIGTSTP and terminal.held_by(pgid):
         # It touched the terminal in the instant before we handed it over: it may use it now.

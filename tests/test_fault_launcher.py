@@ -237,10 +237,16 @@ def test_a_stopped_job_stops_npuprof_and_sigcont_resumes_both(
     ]
     command = [*NPUPROF, "run", "-o", str(tmp_path / "outer"), "--", *inner] if nested else inner
     # Its own process group in pytest's session, as a shell runs a job (a group outside any session is
-    # orphaned: the kernel does not stop it at SIGTSTP).
+    # orphaned: the kernel does not stop it at SIGTSTP), a terminal on its stdin (job control needs one:
+    # without, npuprof leaves a stop of its job to whoever made it, see the test below).
+    import pty
+
+    master, slave = pty.openpty()
     proc = subprocess.Popen(
-        command, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0
-    )
+        command, env=clean_env(), stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        process_group=0,
+    )  # fmt: skip
+    os.close(slave)
     job = None
     try:
         _wait_for((tmp_path / "started").exists, "the job to start")
@@ -250,6 +256,46 @@ def test_a_stopped_job_stops_npuprof_and_sigcont_resumes_both(
         assert _state(job) == "T" and _state(_parent(job)) == "T"
         (tmp_path / "go").touch()
         os.killpg(proc.pid, signal.SIGCONT)  # what `fg` does to npuprof's group
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        _kill_quietly(proc.pid, group=True)
+        _kill_quietly(job, group=True)
+        os.close(master)
+    assert proc.returncode == 0, stderr
+    assert len(rank_dirs(out)) == 1
+
+
+def test_without_a_terminal_a_job_stopped_and_continued_by_another_process_ends_normally(
+    out: Path, tmp_path: Path
+) -> None:
+    """A scheduler (no terminal, no job control) sends the job SIGTSTP, then SIGCONT to the job alone:
+    npuprof mirrored the stop, stopped itself, and nothing ever continued it (the run hung)."""
+    script = _stoppable_training(tmp_path)
+    command = [
+        *NPUPROF,
+        "run",
+        "-o",
+        str(out),
+        "--no-analyse",
+        *sched(1, 0, 1),
+        "--",
+        sys.executable,
+        str(script),
+    ]
+    proc = subprocess.Popen(
+        command, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, process_group=0,
+    )  # fmt: skip
+    job = None
+    try:
+        _wait_for((tmp_path / "started").exists, "the job to start")
+        job = int((tmp_path / "started").read_text())
+        os.kill(job, signal.SIGTSTP)
+        _wait_for(lambda: _state(job) == "T", "the job to stop", timeout=10)
+        time.sleep(0.3)
+        assert _state(proc.pid) != "T", "npuprof stopped itself with no terminal to be continued from"
+        (tmp_path / "go").touch()
+        os.kill(job, signal.SIGCONT)
         _, stderr = proc.communicate(timeout=60)
     finally:
         _kill_quietly(proc.pid, group=True)
