@@ -487,3 +487,31 @@ def test_a_ctrl_c_during_the_finalise_at_exit_keeps_the_capture_and_its_memory_t
     record = capture_record(rank_dir)
     assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
     assert (rank_dir / "memory_timeline.json").is_file(), sorted(p.name for p in rank_dir.iterdir())
+
+
+def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
+    out: Path, tmp_path: Path
+) -> None:
+    """scancel, systemd and pkill send SIGTERM more than once: the second one, while the first finalised
+    the capture (its export: seconds for a big trace), killed the process and lost the capture."""
+    script = _script(
+        tmp_path,
+        "term_twice.py",
+        "import os, signal, torch, torch.profiler\n"
+        "export = torch.profiler.profile.export_chrome_trace\n"
+        "def export_with_a_second_sigterm(prof, path):  # the first SIGTERM's finalise is exporting\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return export(prof, path)\n"
+        "torch.profiler.profile.export_chrome_trace = export_with_a_second_sigterm\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for i in range(8):\n"
+        "    if i == 3:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)  # inside the capture of steps 2-4\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n",
+    )
+    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script), timeout=150)
+    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["detail"] == "stopped by SIGTERM", record
+    assert list(d.glob("*.pt.trace.json*")), "the exported trace was lost"

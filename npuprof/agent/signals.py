@@ -62,6 +62,9 @@ class SigtermGuard:
         self._export_deadline = 0.0
         self._held = False
         self._exported = False
+        # finalising on a SIGTERM: another one is dropped (the process dies of the first once done; the
+        # watcher bounds the wait), where SIG_DFL would kill the export that keeps the capture
+        self._finalising = False
 
     def install(self) -> bool:
         """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
@@ -92,6 +95,8 @@ class SigtermGuard:
     def uninstall(self) -> None:
         if not self._installed or threading.current_thread() is not threading.main_thread():
             return
+        if self._finalising:  # the capture ends inside the handler: it puts SIG_DFL back itself
+            return
         if signal.getsignal(signal.SIGTERM) == self._handle:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
         with contextlib.suppress(ValueError):
@@ -115,7 +120,7 @@ class SigtermGuard:
                 signal.set_wakeup_fd(-1)
         self._installed = False
         self._forget_current()
-        self._exporting = self._held = False
+        self._exporting = self._held = self._finalising = False
         self._export_done = threading.Event()  # the parent's may be waited on by a thread not here
         self._export_done.set()
         self._handler_started = threading.Event()
@@ -132,14 +137,17 @@ class SigtermGuard:
         if not self._owns_sigterm():
             self._act_as_previous(signum, frame)
             return
+        if self._finalising:
+            return  # a second SIGTERM (scancel, systemd, pkill send more than one): the first ends us
         if self._exporting:
             self._held = True  # delivered when the export ends (export_hold)
             return
         self._handler_started.set()
-        signal.signal(signum, signal.SIG_DFL)
+        self._finalising = True
         try:
             self._on_term()
         finally:
+            signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
     def _act_as_previous(self, signum: int, frame: Any) -> None:
@@ -192,8 +200,7 @@ class SigtermGuard:
             return
         self._handler_started.set()
         main = threading.current_thread() is threading.main_thread()
-        if main:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self._finalising = True
         try:
             if self._on_term_after_export is not None:
                 self._on_term_after_export()
@@ -201,6 +208,7 @@ class SigtermGuard:
             self._log.error(f"handing the capture over on SIGTERM failed: {exc!r}")
         finally:
             if main:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.kill(os.getpid(), signal.SIGTERM)
             else:
                 _die_of(signal.SIGTERM)
