@@ -603,3 +603,24 @@ def test_the_run_summary_looks_only_at_the_output_dir_itself(tmp_path: Path) -> 
     result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", "print(1)", timeout=60)
     assert result.returncode == 0, result.stderr
     assert "skipped" not in result.stderr and "symbolic link" not in result.stderr, result.stderr
+
+
+def test_a_job_that_closes_its_stdout_and_stderr_is_parsed_before_npuprof_ends(
+    out: Path, tmp_path: Path
+) -> None:
+    """The post-processor's lock, opened as descriptor 1 or 2 in a job that closed both, was replaced by
+    its /dev/null there: npuprof stopped waiting, and the summary said a post-processor had stopped."""
+    script = tmp_path / "closes.py"
+    script.write_text(
+        "import os, torch\n"
+        "os.close(1); os.close(2)\n"
+        "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(8):\n"
+        "    m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "os._exit(3)\n"
+    )
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 2), "--", sys.executable, str(script), timeout=120)
+    assert result.returncode == 3, result.stderr
+    (d,) = rank_dirs(out)
+    assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists(), result.stderr
+    assert "not parsed when npuprof ended" not in result.stderr

@@ -68,8 +68,9 @@ class Postprocessor:
         """Start the post-processor (once). posix_spawn (vfork + exec) costs ~0.1 ms in a big process."""
         if self._pipe is not None:
             return
-        lock = _create_lock(self.output, self.run_id)
+        lock = _above_stdio(_create_lock(self.output, self.run_id))
         read_end, write_end = os.pipe()
+        read_end = _above_stdio(read_end)
         try:
             argv = [
                 sys.executable, "-m", "npuprof.results.postprocess",
@@ -306,6 +307,18 @@ def deaths_in(lines: Iterable[str]) -> set[str]:
     """The pids of the post-processors that npuprof.log's ``lines`` say were found dead."""
     found = (_DEATH_RE.search(line) for line in lines)
     return {m["a"] or m["b"] for m in found if m is not None}
+
+
+def _above_stdio(fd: int) -> int:
+    """``fd`` moved to 3 or above: a job that closed its stdout and stderr gets new descriptors there, which
+    the spawn's own /dev/null on 1 and 2 would replace (the post-processor lost the lock the launcher waits
+    on, and the launcher ended before the parse)."""
+    if fd > 2:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)
 
 
 def _create_lock(output: Path, run_id: str) -> int:
