@@ -624,3 +624,14 @@ def test_a_job_that_closes_its_stdout_and_stderr_is_parsed_before_npuprof_ends(
     (d,) = rank_dirs(out)
     assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists(), result.stderr
     assert "not parsed when npuprof ended" not in result.stderr
+
+
+def test_no_reason_is_made_up_when_the_log_could_not_be_written(out: Path, tmp_path: Path) -> None:
+    """With npuprof.log unwritable (a full disk; here a directory of that name), the summary said "no
+    process of the job imported torch.optim" of a job that stepped: the reason is not known, it says so."""
+    (out / "npuprof.log").mkdir(parents=True)
+    result = run_trainer(out, train=("--steps", "3"))
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "does not hold this run's lines" in said and "the reason is not known" in said, said
+    assert "imported torch.optim" not in said

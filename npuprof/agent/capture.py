@@ -241,6 +241,7 @@ class CaptureWriter:
         if self._skip_reported or self.backend.writes_own_layout:
             return
         self._skip_reported = True
+        rank_dir = None
         try:
             name = layout.rank_dir_name(self.worker, os.getpid(), layout.timestamp_ms())
             rank_dir = self.output / name
@@ -249,6 +250,9 @@ class CaptureWriter:
             write_json(rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
         except OSError as exc:
             self.log.error(f"could not record the skipped capture: {exc!r}")
+            if rank_dir is not None:  # no empty directory that analyse would call a capture
+                with contextlib.suppress(OSError):
+                    rank_dir.rmdir()
 
     def abandon(self, detail: str, steps: list[int] | None = None) -> None:
         """Mark the capture in flight incomplete; ``steps``: those it was to hold, when known."""

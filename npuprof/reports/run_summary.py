@@ -47,6 +47,12 @@ def print_run_summary(
             _note(f"no capture was written (exit code {exit_code}): the output directory {unwritable}.")
             return
         lines = run_log_lines(log_path, run_id) if run_id else []
+        if run_id and not lines:  # what the agents said is not there to read: no reason can be given
+            _note(
+                f"no capture was written (exit code {exit_code}); {log_path} does not hold this run's lines "
+                "(it could not be written: see the warnings above), so the reason is not known."
+            )
+            return
         why = why_no_capture(cfg, exit_code, lines, reach_warned)
         _note(f"no capture was written (exit code {exit_code}): {why}. See {log_path}.")
         return
@@ -178,6 +184,7 @@ def run_log_lines(log_path: Path, run_id: str) -> list[str]:
     for index in range(len(lines) - 1, -1, -1):
         if start in lines[index]:
             return lines[index:]  # its own line too: the command
+    # its start rotated away in a long run (its lines are the latest), or none to read (a full disk)
     return lines
 
 
