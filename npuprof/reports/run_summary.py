@@ -237,7 +237,8 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
             ready_ranks.append(ready["rank"])
         elif selected := _NOT_SELECTED.match(message):
             unselected.append(selected["rank"])
-    failed = f"the job failed (exit code {exit_code}) and " if exit_code else ""
+    ended = _how_the_job_ended(exit_code)
+    failed = f"{ended} and " if exit_code else ""
     schedule = cfg.schedule
     first = schedule.skip_first + schedule.wait + schedule.warmup
     need = schedule.first_steps_needed()
@@ -262,7 +263,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
         woke = _what_wakes_the_agent(cfg)
         if exit_code:
             return (
-                f"the job failed (exit code {exit_code}) before any of its processes {woke}; its own error "
+                f"{ended} before any of its processes {woke}; its own error "
                 "output says why"
             )
         return f"no process of the job {woke}, so no step was counted{_run_as_its_script(cfg, lines)}"
@@ -298,6 +299,10 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
     if cfg.schedule.off:
         return f"{failed}the config file's start_step is 0, which asks for no capture (as in torch_npu)"
     what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
+    killed = _signal_of(exit_code)
+    counted = any(m.startswith((OPTIMIZER_COUNTED, STEPS_COUNTED_AT)) for m in messages)
+    if killed and not counted:
+        return f"{ended} before a step was counted"  # the user stopped it: no advice on counting steps
     if not cfg.step_on and not any(m.startswith(OPTIMIZER_COUNTED) for m in messages):
         return (
             f"{failed}no step was counted: no optimizer's step() ran in the job ({what}; a step inside "
@@ -306,7 +311,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
         )
     if exit_code:
         return (
-            f"the job failed (exit code {exit_code}) before the schedule's first capture, which records "
+            f"{ended} before the schedule's first capture, which records "
             f"from step {first} ({what})"
         )
     return (
@@ -321,6 +326,27 @@ STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent
 # logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
 FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
+
+
+def _signal_of(exit_code: int) -> str:
+    """The signal's name when ``exit_code`` says the job died of one (128 + N, as a shell reports it)."""
+    import signal
+
+    number = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 128 + 65 else 0
+    try:
+        return signal.Signals(number).name if number else ""
+    except ValueError:
+        return ""
+
+
+def _how_the_job_ended(exit_code: int) -> str:
+    killed = _signal_of(exit_code)
+    if killed == "SIGKILL":
+        why = "by hand, or the kernel's out-of-memory killer?"
+        return f"the job was killed by SIGKILL (exit code {exit_code}: {why})"
+    if killed:
+        return f"the job was ended by {killed} (exit code {exit_code})"
+    return f"the job failed (exit code {exit_code})"
 
 
 def _what_wakes_the_agent(cfg: ProfileConfig) -> str:
