@@ -97,3 +97,25 @@ def test_a_job_ended_by_a_signal_is_named_so_and_gets_no_advice_on_counting_step
     assert why.startswith("the job was killed by SIGKILL (exit code 137: by hand, or the kernel's out-of-mem")
     assert "before the schedule's first capture" in why
     assert why_no_capture(ProfileConfig(), 3, [READY]).startswith("the job failed (exit code 3) and no step")
+
+
+def test_the_post_processors_own_reason_for_an_unparsed_capture_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A parse that failed on a full disk was reported as "a post-processor stopped, killed, or still at
+    work"; the post-processor had logged why."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    name = "vm_7_20261203000000000_ascend_pt"
+    log = tmp_path / "npuprof.log"
+    log.write_text(
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
+        f"2026-12-03 00:00:05 [WARNING] [postprocess pid=9] {name}: not analysed (failed: [Errno 28] No "
+        "space left on device); run npuprof analyse on it later\n"
+    )
+    capture = CaptureSummary(tmp_path / name, "complete", None, 7, [6, 7], 1000, "", False)
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"the post-processor said: {name}: not analysed (failed: [Errno 28] No space left" in said
+    assert "killed, or still at work" not in said

@@ -102,7 +102,8 @@ def print_run_summary(
     for c in listed:
         if c.detail:
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
-    unparsed = sum(1 for c in captures if c.status == "complete" and not c.parsed and c.parse_asked)
+    left = [c for c in captures if c.status == "complete" and not c.parsed and c.parse_asked]
+    unparsed = len(left)
     if unparsed:  # the post-processor ended (killed?) or failed before it parsed them
         asked = [
             name
@@ -117,10 +118,15 @@ def print_run_summary(
             + " DIR -o FILE, npuprof ".join(asked)
             + " DIR -o FILE make them)"
         )
+        failure = _parse_failure(run_log_lines(log_path, run_id) if run_id else [], left)
+        why = (
+            f"the post-processor said: {failure}"
+            if failure
+            else "a post-processor stopped, killed, or still at work in the background"
+        )
         console.print(
-            f"{unparsed} complete capture(s) not parsed when npuprof ended (a post-processor stopped, "
-            f"killed, or still at work in the background: see {escape(str(log_path))}): npuprof analyse "
-            "parses them" + (made if asked else "")
+            f"{unparsed} complete capture(s) not parsed when npuprof ended ({escape(why)}: see "
+            f"{escape(str(log_path))}): npuprof analyse parses them" + (made if asked else "")
         )
     target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
@@ -155,6 +161,21 @@ def print_run_summary(
                 f"(killed? out of memory?): replaced, {RESTARTS} times at most a process; see "
                 f"{escape(str(log_path))}"
             )
+
+
+_PARSE_FAILED = re.compile(
+    r"\[postprocess pid=\d+\] (?P<dir>\S+): (?P<why>(?:not analysed|analysis failed|could not write).*)$"
+)
+
+
+def _parse_failure(lines: list[str], left: list[CaptureSummary]) -> str:
+    """What the post-processor logged when it did not parse one of ``left`` (a full disk), if it could."""
+    names = {c.rank_dir.name for c in left}
+    for line in lines:
+        found = _PARSE_FAILED.search(line)
+        if found and found["dir"] in names:
+            return _short(f"{found['dir']}: {found['why']}")
+    return ""
 
 
 def _shown_dir(rank_dir: Path, output: Path) -> str:
@@ -262,10 +283,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
             return f"{failed}npuprof's hook did not reach the job's Python (see the warning above)"
         woke = _what_wakes_the_agent(cfg)
         if exit_code:
-            return (
-                f"{ended} before any of its processes {woke}; its own error "
-                "output says why"
-            )
+            return f"{ended} before any of its processes {woke}; its own error output says why"
         return f"no process of the job {woke}, so no step was counted{_run_as_its_script(cfg, lines)}"
     if errors:
         return f"{failed}npuprof's agent failed in the job ({_short(errors[0])})"
@@ -310,10 +328,7 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
             "MODULE:QUALNAME, or capture by time with --delay and --duration"
         )
     if exit_code:
-        return (
-            f"{ended} before the schedule's first capture, which records "
-            f"from step {first} ({what})"
-        )
+        return f"{ended} before the schedule's first capture, which records from step {first} ({what})"
     return (
         f"the job ended before the schedule's first capture, which records from step {first}; the "
         f"schedule needs {need} steps ({what})"
