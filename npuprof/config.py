@@ -206,12 +206,12 @@ class ProfileConfig:
                 )
                 if not on
             ]
+            needs, add = list(missing), list(missing)
             if not (self.with_stack or self.with_modules):
-                missing.append("--with-stack (or --with-modules)")
-            if missing:
-                raise ConfigError(
-                    "--memory-timeline", "needs " + ", ".join(missing), "add " + " ".join(missing)
-                )
+                needs.append("--with-stack (on Ascend NPUs, or --with-modules)")
+                add.append("--with-stack")
+            if needs:
+                raise ConfigError("--memory-timeline", "needs " + ", ".join(needs), "add " + " ".join(add))
         if not self.output.strip():
             raise ConfigError("--output", "is empty", "give a directory, e.g. -o npuprof_result")
         # a newline or a tab: torch's trace writer fails on them (bytes that are not UTF-8, kept as

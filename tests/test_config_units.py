@@ -37,7 +37,7 @@ from npuprof.config import (
 )
 
 SIZE_FIX = "use e.g. 500MiB, 2G, 10GB, 3%, auto (5GiB or 5%, whichever is smaller) or 0 (off)"
-MEMORY_NEEDS = "--record-shapes, --profile-memory, --with-stack (or --with-modules)"
+MEMORY_NEEDS = "--record-shapes, --profile-memory, --with-stack (on Ascend NPUs, or --with-modules)"
 
 WORKER_RULE = (
     "may hold only letters, digits, '_', '-' and '.', not start with '.' (a hidden file) and take at most "
@@ -138,12 +138,12 @@ def test_steps_a_finite_schedule_needs(schedule: Schedule, steps: int) -> None:
         ),
         (
             {"memory_timeline": ["html"]},
-            f"--memory-timeline: needs {MEMORY_NEEDS}; add {MEMORY_NEEDS.replace(',', '')}",
+            f"--memory-timeline: needs {MEMORY_NEEDS}; add --record-shapes --profile-memory --with-stack",
         ),
         (
             {"memory_timeline": ["json"], "record_shapes": True},
-            "--memory-timeline: needs --profile-memory, --with-stack (or --with-modules); "
-            "add --profile-memory --with-stack (or --with-modules)",
+            "--memory-timeline: needs --profile-memory, --with-stack (on Ascend NPUs, or --with-modules); "
+            "add --profile-memory --with-stack",
         ),
         (
             {"memory_timeline": ["json.gz"], "profile_memory": True, "with_stack": True},
@@ -151,7 +151,7 @@ def test_steps_a_finite_schedule_needs(schedule: Schedule, steps: int) -> None:
         ),
         (
             {"memory_timeline": ["raw.json.gz"], "record_shapes": True, "profile_memory": True},
-            "--memory-timeline: needs --with-stack (or --with-modules); add --with-stack (or --with-modules)",
+            "--memory-timeline: needs --with-stack (on Ascend NPUs, or --with-modules); add --with-stack",
         ),
         ({"output": ""}, "--output: is empty; give a directory, e.g. -o npuprof_result"),
         ({"output": "  "}, "--output: is empty; give a directory, e.g. -o npuprof_result"),
