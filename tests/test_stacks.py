@@ -224,3 +224,20 @@ def test_cli_bad_input(tmp_path):
     (tmp_path / "b_2_20250101000000000_ascend_pt").mkdir()
     several = cli("export-stacks", str(tmp_path))
     assert several.returncode == 1 and "2 rank directories" in several.stderr
+
+
+def test_an_output_in_a_missing_directory_says_to_make_it(tmp_path):
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}
+    ]}))  # fmt: skip
+    for flag in ("--svg", "-o"):
+        done = cli("export-stacks", str(trace), flag, str(tmp_path / "nodir" / "x.out"))
+        assert done.returncode == 2
+        assert "does not exist: make it first, or give a file in another" in done.stderr, done.stderr
+
+
+def test_status_of_a_directory_that_does_not_exist_says_so(tmp_path):
+    done = cli("status", str(tmp_path / "nosuch"))
+    assert done.returncode == 2
+    assert "nosuch does not exist: give the directory of npuprof run --dynamic DIR" in done.stderr

@@ -36,7 +36,9 @@ def _check_output(path: Path, flag: str) -> Path:
         raise _fail(str(exc), 2) from None
     problem = output_file_problem(target)
     if problem is not None:
-        hint = ": give a file name" + (" (-o - writes the stacks to stdout)" if flag == "-o" else "")
+        missing = "does not exist" in problem
+        fix = "make it first, or give a file in another" if missing else "give a file name"
+        hint = f": {fix}" + (" (-o - writes the stacks to stdout)" if flag == "-o" else "")
         raise _fail(f"{flag} {path}: {problem}{hint}", 2)
     return target
 

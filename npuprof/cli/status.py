@@ -48,6 +48,8 @@ def status_command(
         _fail(f"--format: unknown {output_format!r}; use table or json")
     root = Path(directory)
     logs = root / "log"
+    if not root.exists():
+        _fail(f"{directory} does not exist: give the directory of npuprof run --dynamic DIR")
     if not logs.is_dir():
         _fail(f"{directory}: no log/ directory; is it the directory of npuprof run --dynamic?")
     report = {
