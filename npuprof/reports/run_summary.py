@@ -102,7 +102,7 @@ def print_run_summary(
     for c in listed:
         if c.detail:
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
-    left = [c for c in captures if c.status == "complete" and not c.parsed and c.parse_asked]
+    left = _left_unparsed(captures, cfg)
     unparsed = len(left)
     if unparsed:  # the post-processor ended (killed?) or failed before it parsed them
         asked = [
@@ -161,6 +161,12 @@ def print_run_summary(
                 f"(killed? out of memory?): replaced, {RESTARTS} times at most a process; see "
                 f"{escape(str(log_path))}"
             )
+
+
+def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[CaptureSummary]:
+    """Complete captures not parsed that were to be (their record says; an older one's: the run's flag)."""
+    wanted = [cfg.analyse if c.parse_asked is None else c.parse_asked for c in captures]
+    return [c for c, w in zip(captures, wanted, strict=True) if c.status == "complete" and not c.parsed and w]
 
 
 _PARSE_FAILED = re.compile(
@@ -356,9 +362,6 @@ def _signal_of(exit_code: int) -> str:
 
 def _how_the_job_ended(exit_code: int) -> str:
     killed = _signal_of(exit_code)
-    if killed == "SIGKILL":
-        why = "by hand, or the kernel's out-of-memory killer?"
-        return f"the job was killed by SIGKILL (exit code {exit_code}: {why})"
     if killed:
         return f"the job was ended by {killed} (exit code {exit_code})"
     return f"the job failed (exit code {exit_code})"

@@ -101,7 +101,7 @@ class CaptureSummary:
     open_ended: bool = False
     # nothing but its record (a capture skipped for want of disk space): nothing there to analyse
     record_only: bool = False
-    parse_asked: bool = True  # False: --no-analyse, or a trigger's "analyse": false
+    parse_asked: bool | None = None  # False: --no-analyse, a trigger's "analyse": false; None: not said
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -174,7 +174,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 parsed=_parsed(rank_dir, record),
                 open_ended=record.get("status") == layout.STATUS_CAPTURING,
                 record_only=_record_only(rank_dir),
-                parse_asked=record.get("parse") is not False,
+                parse_asked=record.get("parse") if isinstance(record.get("parse"), bool) else None,
             )
         )
     found.sort(key=lambda c: (c.rank if c.rank is not None else -1, c.steps[:1], str(c.rank_dir)))
