@@ -116,3 +116,28 @@ def test_ranks_are_pooled_apart(tmp_path: Path) -> None:
     pooled = json.loads(analysed.stdout)["pooled"]
     assert sorted(p["rank"] for p in pooled) == [0, 1]
     assert all(len(p["captures"]) == 4 for p in pooled)
+
+
+def test_a_partial_step_is_flagged_in_its_own_capture_only(tmp_path: Path) -> None:
+    """Two captures of one rank with a step of the same number (a process started again): the first one's
+    step 2 is a stub, the second one's a whole step; pooled, both were flagged partial by their number."""
+    spans = [[(1, 1000), (2, 10)], [(2, 3000), (3, 1100)], [(4, 1200), (5, 1300)], [(6, 1400), (7, 1500)]]
+    for k, steps in enumerate(spans):
+        events, t = [], 0
+        for number, dur in steps:
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{number}", "ts": t,
+                           "dur": dur, "pid": 1, "tid": 1, "args": {}})  # fmt: skip
+            if dur > 100:  # a whole step: an operator in it
+                events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t + 10, "dur": dur - 20,
+                               "pid": 1, "tid": 1, "args": {}})  # fmt: skip
+            t += dur
+        trace = {"traceEvents": events, "distributedInfo": {"rank": 0, "world_size": 1}}
+        write_rank_dir(tmp_path, trace, rank=0, name=f"host_{40 + k}_2025010100000000{k}")
+    analysed = npuprof("analyse", str(tmp_path), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    (pooled,) = json.loads(analysed.stdout)["pooled"]
+    got = [(s["step"], s["duration_us"], bool(s.get("partial"))) for s in pooled["steps"]]
+    expected = [(n, float(d), d == 10) for steps in spans for n, d in steps]
+    assert got == expected
+    whole = [d for steps in spans for _n, d in steps if d != 10]
+    assert pooled["step_time_mean_us"] == pytest.approx(sum(whole) / len(whole), abs=0.01)

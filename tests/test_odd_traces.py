@@ -608,18 +608,26 @@ def test_the_stub_step_torch_leaves_after_the_last_step_call_is_partial(tmp_path
 
 def test_a_long_idle_last_step_is_not_a_stub() -> None:
     from npuprof.analysis.report import trailing_stub
-    from npuprof.analysis.summary_schema import SummaryStep
+    from npuprof.analysis.summary_schema import Summary, SummaryStep, TopOperator
 
     def step(n: int, duration: float, computing: float) -> SummaryStep:
         times = dict.fromkeys(SummaryStep.__struct_fields__[1:], 0.0)
         times.pop("memory_peak_mb"), times.pop("memory_peak_reserved_mb")
         return SummaryStep(**{**times, "step": n, "duration_us": duration, "computing_us": computing})
 
+    def summary(steps: list[SummaryStep], ops_in: int | None = None) -> Summary:
+        ops = [TopOperator(step=ops_in, name="aten::mm", count=1, self_us=5, total_us=5, device_us=0)]
+        return Summary(rank=0, trace="t", events=1, device="CUDA", device_id=0, steps=steps,
+                       top_operators=ops if ops_in is not None else [], top_kernels=[], memory={},
+                       communication={}, world_size=1)  # fmt: skip
+
     busy = [step(1, 1000.0, 800.0), step(2, 1000.0, 800.0)]
-    assert trailing_stub([*busy, step(3, 15.0, 0.0)]) == 3
-    assert trailing_stub([*busy, step(3, 900.0, 0.0)]) is None  # a data-loading stall: a real step
-    assert trailing_stub([*busy, step(3, 15.0, 5.0)]) is None  # something ran
-    assert trailing_stub([step(1, 15.0, 0.0)]) is None
+    assert trailing_stub(summary([*busy, step(3, 15.0, 0.0)]))[0] == 3
+    assert trailing_stub(summary([*busy, step(3, 900.0, 0.0)])) is None  # a data-loading stall: a real step
+    assert trailing_stub(summary([*busy, step(3, 15.0, 5.0)])) is None  # something ran
+    # a device trace: the host launched work in the step, its kernel runs after the step's span
+    assert trailing_stub(summary([*busy, step(3, 15.0, 0.0)], ops_in=3)) is None
+    assert trailing_stub(summary([step(1, 15.0, 0.0)])) is None
 
 
 @pytest.mark.parametrize("form", ["kineto", "array"])

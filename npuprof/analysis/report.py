@@ -505,27 +505,30 @@ def rank_report(
 STUB_SHARE = 0.1  # a last step shorter than this share of the median step, with nothing in it, is a stub
 
 
-def trailing_stub(steps: Sequence[Any]) -> int | None:
-    """The last step of a trace when it is a stub: nothing ran in it (no computing, no communication) and
-    it lasted less than STUB_SHARE of the median of the others. torch.profiler writes one when the profiler
-    stops right after a ``prof.step()`` (a loop ending inside the schedule's window, ``with profile()``
-    around a loop that calls step() last): the step began, the trace ended."""
-    numbered = [s for s in steps if isinstance(s.step, int)]
+def trailing_stub(summary: Summary) -> tuple[int, str] | None:
+    """The last step of a trace, and why, when it is a stub: nothing ran in it (no computing, no
+    communication, no operator or kernel of it) and it lasted less than STUB_SHARE of the median of the
+    others. torch.profiler writes one when the profiler stops right after a ``prof.step()`` (a loop ending
+    inside the schedule's window, ``with profile()`` around a loop that calls step() last)."""
+    numbered = [s for s in summary.steps if isinstance(s.step, int)]
     if len(numbered) < 2:
         return None
     last = max(numbered, key=lambda s: s.step)
     if last.computing_us or last.communication_us:
         return None
+    if any(item.step == last.step for item in [*summary.top_operators, *summary.top_kernels]):
+        return None  # a host operator ran (its kernel after the trace's step: a device trace)
     others = statistics.median(s.duration_us for s in numbered if s is not last)
-    return last.step if last.duration_us < STUB_SHARE * others else None
+    if last.duration_us >= STUB_SHARE * others:
+        return None
+    took = last.duration_us
+    return last.step, f"nothing ran in it: the trace ends {took:.3f} µs after it began (the profiler stopped)"
 
 
 def _mark_trailing_stub(rank: RankReport, summary: Summary) -> None:
-    stub = trailing_stub(summary.steps)
+    stub = trailing_stub(summary)
     if stub is not None:
-        took = next(s.duration_us for s in summary.steps if s.step == stub)
-        why = f"nothing ran in it: the trace ends {took:.3f} µs after it began (the profiler stopped)"
-        mark_partial(rank, stub, why)
+        mark_partial(rank, *stub)
 
 
 def _of_steps(times: list[tuple[Any, float]], shared: set[Any]) -> list[float]:
@@ -866,10 +869,33 @@ def _pooled(
         status = "parsed" if any(r.status == "parsed" for r, _s, _a in members) else "cached"
         pooled = rank_report(summary, Path(first.rank_dir).parent, status, steps, top, annotations)
         pooled.captures = [r.rank_dir for r, _s, _a in members]
-        for _r, s, _a in members:
-            _mark_trailing_stub(pooled, s)
+        _mark_pooled_partials(pooled, members, steps)
         out.append(pooled)
     return out
+
+
+def _mark_pooled_partials(
+    pooled: RankReport, members: list[tuple[RankReport, Summary, Annotations | None]], steps: Any
+) -> None:
+    """Each capture's partial step (its record's, or a stub) flagged in the pooled steps of that capture
+    only: two captures may have steps of the same number (a process started again, --run all)."""
+    origin = [k for k, (_r, s, _a) in enumerate(members) for _step in s.steps]
+    numbers = [st.step for _r, s, _a in members for st in s.steps]
+    kept = [k for k, number in zip(origin, numbers, strict=True) if _in_steps(number, steps)]
+    marked = False
+    for k, (r, s, _a) in enumerate(members):
+        record = layout.read_capture_record(Path(r.rank_dir))
+        found = layout.partial_step(record)
+        cut = (found, str((record or {}).get("detail") or "the capture ended during it")) if found else None
+        for step, reason in [p for p in (cut, trailing_stub(s)) if p is not None]:
+            for report_step, capture in zip(pooled.steps, kept, strict=True):
+                if capture == k and report_step.step == step:
+                    report_step.partial = True
+                    pooled.partial_step, pooled.partial_reason = step, reason
+                    marked = True
+    whole = [s.duration_us for s in pooled.steps if s.partial is not True]
+    if marked and whole:
+        pooled.step_time_mean_us = round(statistics.fmean(whole), 3)
 
 
 def _step_spans(numbers: list[int]) -> str:

@@ -295,12 +295,6 @@ def _mark_partial_steps(report: Report) -> None:
             changed = mark_partial(rank, step, reason) or changed
     if changed:  # the ranges across ranks do not depend on whole steps: kept as they are
         report.cross_rank = cross_rank(report.ranks, report.cross_rank.ranges)
-    for pooled in report.pooled or []:
-        for rank_dir in pooled.captures or []:
-            record = layout.read_capture_record(Path(rank_dir))
-            step = layout.partial_step(record)
-            if step is not None:
-                mark_partial(pooled, step, str((record or {}).get("detail") or "the capture ended during it"))
 
 
 def _check_stdout() -> None:
