@@ -141,3 +141,24 @@ def test_a_partial_step_is_flagged_in_its_own_capture_only(tmp_path: Path) -> No
     assert got == expected
     whole = [d for steps in spans for _n, d in steps if d != 10]
     assert pooled["step_time_mean_us"] == pytest.approx(sum(whole) / len(whole), abs=0.01)
+
+
+def test_pooled_operators_are_exact_beyond_each_captures_kept_top(tmp_path: Path) -> None:
+    """Each capture has 100 operators of 10 µs of its own and aten::x of 9 µs: outside every capture's kept
+    top 100, first over the four (36 µs). Pooled from the kept tops it was missing."""
+    from npuprof.analysis.summary_schema import TOP_PER_STEP
+
+    for k in range(4):
+        events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": 0, "dur": 5000,
+                   "pid": 1, "tid": 1, "args": {}}]  # fmt: skip
+        for i in range(TOP_PER_STEP):
+            events.append({"ph": "X", "cat": "cpu_op", "name": f"op_{k}_{i}", "ts": 1 + 20 * i, "dur": 10,
+                           "pid": 1, "tid": 1, "args": {}})  # fmt: skip
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::x", "ts": 4000, "dur": 9, "pid": 1,
+                       "tid": 1, "args": {}})  # fmt: skip
+        write_rank_dir(tmp_path, {"traceEvents": events}, rank=None, name=f"host_42_2025010100000000{k}")
+    analysed = npuprof("analyse", str(tmp_path), "--format", "json", "--top", "3", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    (pooled,) = json.loads(analysed.stdout)["pooled"]
+    first = pooled["top_operators"][0]
+    assert (first["name"], first["count"], first["self_us"]) == ("aten::x", 4, 36.0)

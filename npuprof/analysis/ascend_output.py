@@ -93,6 +93,7 @@ def summary_of(rank_dir: Path) -> Summary:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
     steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
     memory_rows = _memory(out / MEMORY_FILE) if (out / MEMORY_FILE).is_file() else []
+    operators = _top_operators(out / OPERATOR_FILE)  # every name, largest first
     if not (out / OPERATOR_FILE).is_file():
         warnings.append(f"no {OPERATOR_FILE}: no top operators")
     return Summary(
@@ -102,8 +103,10 @@ def summary_of(rank_dir: Path) -> Summary:
         device="NPU",
         device_id=device_id,
         steps=[_with_memory(s, memory_rows) for s in steps],
-        top_operators=_top_operators(out / OPERATOR_FILE),
+        top_operators=operators[:TOP_PER_STEP],
         top_kernels=_top_kernels(kernels),
+        operator_totals=operators,
+        kernel_totals=_kernel_totals(kernels),
         memory=_memory_peaks(memory_rows),
         communication=_communication(out / COMMUNICATION_FILE, kernels, warnings),
         world_size=_world_size(rank_dir),
@@ -289,6 +292,16 @@ def _top_kernels(kernels: list[tuple[int | None, str, float, float]]) -> list[To
     return out
 
 
+def _kernel_totals(kernels: list[tuple[int | None, str, float, float]]) -> list[TopKernel]:
+    """Every kernel name over the whole capture (for pooling captures: summary_schema)."""
+    totals: dict[str, list[float]] = {}
+    for _step, name, _start, duration in kernels:
+        acc = totals.setdefault(name, [0, 0.0])
+        acc[0] += 1
+        acc[1] += duration
+    return [TopKernel(step=None, name=n, count=int(c), total_us=round(t, 3)) for n, (c, t) in totals.items()]
+
+
 def _top_operators(path: Path) -> list[TopOperator]:
     if not path.is_file():
         return []
@@ -299,7 +312,7 @@ def _top_operators(path: Path) -> list[TopOperator]:
         acc[1] += _number(row.get("Host Self Duration(us)")) or 0.0
         acc[2] += _number(row.get("Host Total Duration(us)")) or 0.0
         acc[3] += _number(row.get("Device Total Duration(us)")) or 0.0
-    chosen = sorted(groups.items(), key=lambda kv: (-kv[1][1], kv[0]))[:TOP_PER_STEP]
+    chosen = sorted(groups.items(), key=lambda kv: (-kv[1][1], kv[0]))
     return [
         TopOperator(
             step=None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -30,9 +31,13 @@ def process_key(rank_dir: Path, rank: int | None) -> tuple[str, str]:
     return str(rank_dir.parent), f"{named['worker']}_{named['pid']}"
 
 
-def pool(captures: Sequence[tuple[Summary, Annotations | None]]) -> tuple[Summary, Annotations | None]:
+def pool(
+    captures: Sequence[tuple[Summary, Annotations | None]], whole: bool = True
+) -> tuple[Summary, Annotations | None]:
     """The summaries (in the captures' order) as one: their steps in turn, start times on one time base,
-    the operators and kernels of every step, the highest memory peaks, the communication summed."""
+    the operators and kernels (``whole``: of the whole captures, from every name's totals where each
+    summary has them; else of every step, each step's kept top), the highest memory peaks, the
+    communication summed."""
     first = captures[0][0]
     bases = [s.time_base_ns if s.time_base_ns is not msgspec.UNSET else 0 for s, _a in captures]
     base = min(bases)
@@ -59,8 +64,8 @@ def pool(captures: Sequence[tuple[Summary, Annotations | None]]) -> tuple[Summar
         device=first.device,
         device_id=first.device_id,
         steps=steps,
-        top_operators=[item for s, _a in captures for item in s.top_operators],
-        top_kernels=[item for s, _a in captures for item in s.top_kernels],
+        top_operators=_items(captures, "top_operators", "operator_totals", whole),
+        top_kernels=_items(captures, "top_kernels", "kernel_totals", whole),
         memory=memory,
         communication=communication,
         world_size=first.world_size,
@@ -68,6 +73,14 @@ def pool(captures: Sequence[tuple[Summary, Annotations | None]]) -> tuple[Summar
         time_base_ns=base if base else msgspec.UNSET,
     )
     return pooled, _pool_annotations([a for _s, a in captures if a is not None])
+
+
+def _items(
+    captures: Sequence[tuple[Summary, Annotations | None]], kept: str, totals: str, whole: bool
+) -> list[Any]:
+    if whole and all(getattr(s, totals) is not msgspec.UNSET for s, _a in captures):
+        return [item for s, _a in captures for item in getattr(s, totals)]
+    return [item for s, _a in captures for item in getattr(s, kept)]
 
 
 def _pool_annotations(marks: list[Annotations]) -> Annotations | None:

@@ -864,7 +864,7 @@ def _pooled(
         if len(members) <= pooling.POOL_AFTER:
             continue
         members.sort(key=lambda m: Path(m[0].rank_dir).name)  # named by their start: in time order
-        summary, annotations = pooling.pool([(s, a) for _r, s, a in members])
+        summary, annotations = pooling.pool([(s, a) for _r, s, a in members], whole=steps is None)
         first = members[0][0]
         status = "parsed" if any(r.status == "parsed" for r, _s, _a in members) else "cached"
         pooled = rank_report(summary, Path(first.rank_dir).parent, status, steps, top, annotations)

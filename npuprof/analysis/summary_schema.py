@@ -70,6 +70,11 @@ class Summary(msgspec.Struct, kw_only=True):
     # the epoch time (ns) the steps' start_us count from (Kineto's baseTimeNanoseconds, or the base of a
     # trace with string times); absent when start_us is epoch µs already (a torch_npu-parsed dir)
     time_base_ns: Annotated[int, msgspec.Meta(ge=0, lt=1 << 62)] | msgspec.UnsetType = msgspec.UNSET
+    # every operator and kernel name over the whole capture (step null), uncut: the pooled report of many
+    # captures sums these (a name outside one capture's kept top would be undercounted); absent in
+    # summaries of older npuprof
+    operator_totals: list[TopOperator] | msgspec.UnsetType = msgspec.UNSET
+    kernel_totals: list[TopKernel] | msgspec.UnsetType = msgspec.UNSET
 
 
 class SummaryError(ValueError):

@@ -159,6 +159,7 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
         "steps": steps.summary_steps(),
         "top_operators": _top_ops(x, ops, windows),
         "top_kernels": _top_kernels(x, windows),
+        **_totals(x, ops),
     }
     return RankTables(device, device_id, steps, kernels, _operator_table(x, ops), op_stats, summary, ops)
 
@@ -483,6 +484,33 @@ def _grouped_top(
     keys = ("step", "name", "count", *fields)
     columns = [steps, names_kept, count[keep].tolist(), *(rounded(w[keep], 3) for w in sums)]
     return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+def _named_totals(
+    names: np.ndarray, weights: list[np.ndarray], strings: list[str], fields: list[str]
+) -> list[dict[str, Any]]:
+    """Per name over the whole capture: count and summed weights, every name (step null)."""
+    if len(names) == 0:
+        return []
+    uniq, inv = np.unique(names, return_inverse=True)
+    count = np.bincount(inv, minlength=len(uniq))
+    sums = [rounded(np.bincount(inv, weights=w, minlength=len(uniq)), 3) for w in weights]
+    keys = ("step", "name", "count", *fields)
+    columns = [[None] * len(uniq), [strings[i] for i in uniq.tolist()], count.tolist(), *sums]
+    return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+def _totals(x: Extract, ops: OpView) -> dict[str, Any]:
+    d_names = np.frombuffer(x.dev_name, dtype=np.int32).astype(np.int64) if len(x.dev_ts) else np.zeros(0)
+    return {
+        "operator_totals": _named_totals(
+            ops.name.astype(np.int64), [ops.self_time, ops.dur, ops.dev_total], x.strings,
+            ["self_us", "total_us", "device_us"],
+        ),
+        "kernel_totals": _named_totals(
+            d_names, [np.frombuffer(x.dev_dur, dtype=np.float64)], x.strings, ["total_us"]
+        ),
+    }  # fmt: skip
 
 
 def _top_ops(x: Extract, ops: OpView, windows: StepWindows) -> list[dict[str, Any]]:
