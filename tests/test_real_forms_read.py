@@ -215,6 +215,16 @@ def test_sniff_trace_tells_the_form_by_content(tmp_path: Path) -> None:
         assert sniff_trace(path) == form, path
 
 
+def test_an_object_with_traceevents_late_says_how_to_read_it(tmp_path: Path) -> None:
+    late = _write(tmp_path / "late.json", {"otherData": ["x" * 100] * 2000, "traceEvents": [_x("a", 1, 1)]})
+    done = npuprof("analyse", str(late))
+    assert done.returncode == 1
+    said = " ".join(done.stderr.split())
+    assert "no traceEvents in its first 64 KB" in said and "name it *.pt.trace.json" in said, said
+    renamed = late.rename(tmp_path / "late.pt.trace.json")
+    assert npuprof("analyse", str(renamed)).returncode == 0
+
+
 def test_the_reports_read_through_the_one_loader() -> None:
     from npuprof.analysis.trace_loader import Event
     from npuprof.reports import trace_events

@@ -991,6 +991,11 @@ def why_not_a_trace(path: str | Path) -> str:
         return "it holds only white space"
     if head[:1] == b"[" and head[1:].lstrip(_WS)[:1] == b"]":
         return "it is an empty JSON array: a trace with no events"
+    if head[:1] == b"{" and not _KINETO_HEAD_KEYS.match(head) and not _EVENTS_KEY.search(head):
+        return (
+            f"a JSON object with no traceEvents in its first {SNIFF_BYTES >> 10} KB, which does not start as "
+            "a Kineto trace does; if it is a trace, name it *.pt.trace.json and it is read as one"
+        )
     return ""
 
 
