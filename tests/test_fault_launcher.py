@@ -219,22 +219,17 @@ def _stoppable_training(tmp_path: Path) -> Path:
     )
 
 
+def _stoppable_run(out: Path, tmp_path: Path) -> list[str]:
+    """`npuprof run` of the stoppable training, one step recorded."""
+    script = str(_stoppable_training(tmp_path))
+    return [*NPUPROF, "run", "-o", str(out), "--no-analyse", *sched(1, 0, 1), "--", sys.executable, script]
+
+
 @pytest.mark.parametrize("nested", [False, True])
 def test_a_stopped_job_stops_npuprof_and_sigcont_resumes_both(
     out: Path, tmp_path: Path, nested: bool
 ) -> None:
-    script = _stoppable_training(tmp_path)
-    inner = [
-        *NPUPROF,
-        "run",
-        "-o",
-        str(out),
-        "--no-analyse",
-        *sched(1, 0, 1),
-        "--",
-        sys.executable,
-        str(script),
-    ]
+    inner = _stoppable_run(out, tmp_path)
     command = [*NPUPROF, "run", "-o", str(tmp_path / "outer"), "--", *inner] if nested else inner
     # Its own process group in pytest's session, as a shell runs a job (a group outside any session is
     # orphaned: the kernel does not stop it at SIGTSTP), a terminal on its stdin (job control needs one:
@@ -270,18 +265,7 @@ def test_without_a_terminal_a_job_stopped_and_continued_by_another_process_ends_
 ) -> None:
     """A scheduler (no terminal, no job control) sends the job SIGTSTP, then SIGCONT to the job alone:
     npuprof mirrored the stop, stopped itself, and nothing ever continued it (the run hung)."""
-    script = _stoppable_training(tmp_path)
-    command = [
-        *NPUPROF,
-        "run",
-        "-o",
-        str(out),
-        "--no-analyse",
-        *sched(1, 0, 1),
-        "--",
-        sys.executable,
-        str(script),
-    ]
+    command = _stoppable_run(out, tmp_path)
     proc = subprocess.Popen(
         command, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, process_group=0,
@@ -325,10 +309,7 @@ def test_ctrl_z_in_an_interactive_shell_gives_the_terminal_back_and_fg_resumes(
 ) -> None:
     import pty
 
-    script = _stoppable_training(tmp_path)
-    command = shlex.join(
-        [*NPUPROF, "run", "-o", str(out), "--no-analyse", *sched(1, 0, 1), "--", sys.executable, str(script)]
-    )
+    command = shlex.join(_stoppable_run(out, tmp_path))
     env = clean_env(PS1="prompt> ", TERM="dumb")
     pid, master = pty.fork()
     if pid == 0:  # the child: a session leader with the pty as its controlling terminal
