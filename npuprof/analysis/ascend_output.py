@@ -94,6 +94,7 @@ def summary_of(rank_dir: Path) -> Summary:
     steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
     memory_rows = _memory(out / MEMORY_FILE) if (out / MEMORY_FILE).is_file() else []
     operators = _top_operators(out / OPERATOR_FILE)  # every name, largest first
+    groups = _kernel_groups(kernels)
     if not (out / OPERATOR_FILE).is_file():
         warnings.append(f"no {OPERATOR_FILE}: no top operators")
     return Summary(
@@ -104,9 +105,9 @@ def summary_of(rank_dir: Path) -> Summary:
         device_id=device_id,
         steps=[_with_memory(s, memory_rows) for s in steps],
         top_operators=operators[:TOP_PER_STEP],
-        top_kernels=_top_kernels(kernels),
+        top_kernels=_top_kernels(kernels, groups),
         operator_totals=operators,
-        kernel_totals=_kernel_totals(kernels),
+        kernel_totals=_kernel_totals(groups),
         memory=_memory_peaks(memory_rows),
         communication=_communication(out / COMMUNICATION_FILE, kernels, warnings),
         world_size=_world_size(rank_dir),
@@ -268,12 +269,23 @@ def _profiler_steps(trace_view: Path) -> dict[int, float]:
     return starts
 
 
-def _top_kernels(kernels: list[tuple[int | None, str, float, float]]) -> list[TopKernel]:
+def _kernel_groups(
+    kernels: list[tuple[int | None, str, float, float]],
+) -> dict[tuple[int | None, str], list[float]]:
+    """(step, name) -> [count, summed duration] of the device tasks."""
     groups: dict[tuple[int | None, str], list[float]] = {}
     for step, name, _start, duration in kernels:
         acc = groups.setdefault((step, name), [0, 0.0])
         acc[0] += 1
         acc[1] += duration
+    return groups
+
+
+def _top_kernels(
+    kernels: list[tuple[int | None, str, float, float]],
+    groups: dict[tuple[int | None, str], list[float]] | None = None,
+) -> list[TopKernel]:
+    groups = _kernel_groups(kernels) if groups is None else groups
     by_step: dict[int | None, list[TopKernel]] = {}
     for (step, name), (count, total) in groups.items():
         by_step.setdefault(step, []).append(TopKernel(step=step, name=name, count=int(count), total_us=total))
@@ -292,13 +304,13 @@ def _top_kernels(kernels: list[tuple[int | None, str, float, float]]) -> list[To
     return out
 
 
-def _kernel_totals(kernels: list[tuple[int | None, str, float, float]]) -> list[TopKernel]:
+def _kernel_totals(groups: dict[tuple[int | None, str], list[float]]) -> list[TopKernel]:
     """Every kernel name over the whole capture (for pooling captures: summary_schema)."""
     totals: dict[str, list[float]] = {}
-    for _step, name, _start, duration in kernels:
+    for (_step, name), (count, total) in groups.items():
         acc = totals.setdefault(name, [0, 0.0])
-        acc[0] += 1
-        acc[1] += duration
+        acc[0] += count
+        acc[1] += total
     return [TopKernel(step=None, name=n, count=int(c), total_us=round(t, 3)) for n, (c, t) in totals.items()]
 
 

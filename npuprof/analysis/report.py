@@ -724,10 +724,15 @@ def mark_partial(rank: RankReport, step: int, reason: str) -> bool:
         s.partial = True
     rank.partial_step = step
     rank.partial_reason = reason
+    _mean_of_whole_steps(rank)
+    return True
+
+
+def _mean_of_whole_steps(rank: RankReport) -> None:
+    """The rank's mean step time over its steps not flagged partial (kept when every one is)."""
     whole = [s.duration_us for s in rank.steps if s.partial is not True]
     if whole:
         rank.step_time_mean_us = round(statistics.fmean(whole), 3)
-    return True
 
 
 def build_report(
@@ -882,7 +887,6 @@ def _mark_pooled_partials(
     origin = [k for k, (_r, s, _a) in enumerate(members) for _step in s.steps]
     numbers = [st.step for _r, s, _a in members for st in s.steps]
     kept = [k for k, number in zip(origin, numbers, strict=True) if _in_steps(number, steps)]
-    marked = False
     for k, (r, s, _a) in enumerate(members):
         record = layout.read_capture_record(Path(r.rank_dir))
         found = layout.partial_step(record)
@@ -892,10 +896,7 @@ def _mark_pooled_partials(
                 if capture == k and report_step.step == step:
                     report_step.partial = True
                     pooled.partial_step, pooled.partial_reason = step, reason
-                    marked = True
-    whole = [s.duration_us for s in pooled.steps if s.partial is not True]
-    if marked and whole:
-        pooled.step_time_mean_us = round(statistics.fmean(whole), 3)
+    _mean_of_whole_steps(pooled)
 
 
 def _step_spans(numbers: list[int]) -> str:

@@ -102,6 +102,7 @@ def print_run_summary(
     for c in listed:
         if c.detail:
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
+    lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
     left = _left_unparsed(captures, cfg)
     unparsed = len(left)
     if unparsed:  # the post-processor ended (killed?) or failed before it parsed them
@@ -118,7 +119,7 @@ def print_run_summary(
             + " DIR -o FILE, npuprof ".join(asked)
             + " DIR -o FILE make them)"
         )
-        failure = _parse_failure(run_log_lines(log_path, run_id) if run_id else [], left)
+        failure = _parse_failure(lines, left)
         why = (
             f"the post-processor said: {failure}"
             if failure
@@ -151,7 +152,6 @@ def print_run_summary(
         from npuprof.results.extras import not_produced_notes
         from npuprof.results.postprocess import RESTARTS, deaths_in
 
-        lines = run_log_lines(log_path, run_id)
         for note in not_produced_notes(lines):
             console.print(f"[bold yellow]npuprof:[/] {escape(note)}")
         dead = deaths_in(lines)

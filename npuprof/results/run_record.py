@@ -116,15 +116,20 @@ class CaptureSummary:
         }
 
 
-def _dir_size(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
+def _dir_contents(path: Path) -> tuple[int, bool]:
+    """The bytes under ``path``, and whether it holds nothing but its capture record (a capture skipped
+    for want of disk space: nothing there to analyse), in one walk."""
+    total, record_only = 0, False  # unreadable: not known to be empty
+    for root, dirs, files in os.walk(path):
+        if root == str(path):
+            names = [*dirs, *files]
+            record_only = all(name == layout.CAPTURE_RECORD or name.startswith(".") for name in names)
         for name in files:
             try:
                 total += os.lstat(os.path.join(root, name)).st_size
             except OSError:
                 pass
-    return total
+    return total, record_only
 
 
 def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
@@ -132,14 +137,6 @@ def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
     if record.get("backend") == "torch_npu":  # torch_npu's own parser writes no analyse.done
         return parsed.is_dir() and any(parsed.iterdir())
     return (parsed / layout.ANALYSE_DONE).exists()
-
-
-def _record_only(rank_dir: Path) -> bool:
-    try:
-        names = os.listdir(rank_dir)
-    except OSError:
-        return False
-    return all(name == layout.CAPTURE_RECORD or name.startswith(".") for name in names)
 
 
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
@@ -162,6 +159,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             # torch_npu writes its own dirs (no record); another run's are not this run's
             continue
         status = layout.capture_status(rank_dir)
+        size, record_only = _dir_contents(rank_dir)
         found.append(
             CaptureSummary(
                 rank_dir=rank_dir,
@@ -169,11 +167,11 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 rank=record.get("rank"),
                 pid=record.get("pid"),
                 steps=list(record.get("steps") or []),
-                size_bytes=_dir_size(rank_dir),
+                size_bytes=size,
                 detail=status.detail or str(record.get("detail") or ""),
                 parsed=_parsed(rank_dir, record),
                 open_ended=record.get("status") == layout.STATUS_CAPTURING,
-                record_only=_record_only(rank_dir),
+                record_only=record_only,
                 parse_asked=record.get("parse") if isinstance(record.get("parse"), bool) else None,
             )
         )
