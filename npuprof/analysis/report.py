@@ -16,6 +16,7 @@ import os
 import statistics
 from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -525,10 +526,16 @@ def trailing_stub(summary: Summary) -> tuple[int, str] | None:
     return last.step, f"nothing ran in it: the trace ends {took:.3f} µs after it began (the profiler stopped)"
 
 
-def _mark_trailing_stub(rank: RankReport, summary: Summary) -> None:
-    stub = trailing_stub(summary)
-    if stub is not None:
-        mark_partial(rank, *stub)
+def partial_steps(rank_dir: Path, summary: Summary) -> list[tuple[int, str]]:
+    """The steps of a capture that are not whole, and why: a stub torch.profiler wrote
+    (:func:`trailing_stub`), then the step the capture ended inside of (its record's, when it was finished
+    early: training ended, SIGTERM). The last one listed is the one a report names."""
+    found = [stub] if (stub := trailing_stub(summary)) is not None else []
+    record = layout.read_capture_record(rank_dir)
+    cut = layout.partial_step(record)
+    if cut is not None:
+        found.append((cut, str((record or {}).get("detail") or "the capture ended during this step")))
+    return found
 
 
 def _of_steps(times: list[tuple[Any, float]], shared: set[Any]) -> list[float]:
@@ -814,7 +821,7 @@ def build_report(
             "traceEvents, or a JSON array of events; gzipped or not)" + (f": {why}" if why else "")
         )
     ranks: list[RankReport] = []
-    read: list[tuple[RankReport, Summary, Annotations | None]] = []  # for the pooled sections
+    read: list[_Read] = []  # for the pooled sections
     problems: list[Problem] = []
     all_ranges: list[tuple[int | None, list[ReportRange]]] = []  # each rank's, before the --top cut
     steps_there: set[int] = set()
@@ -831,13 +838,15 @@ def build_report(
         steps_there.update(s.step for s in summary.steps if isinstance(s.step, int))
         annotations, trouble = _load_annotations(out_dir)
         rank = rank_report(summary, outcome.rank_dir, outcome.status, steps, top, annotations)
-        _mark_trailing_stub(rank, summary)
+        partials = partial_steps(outcome.rank_dir, summary)
+        for step, reason in partials:
+            mark_partial(rank, step, reason)
         if trouble:
             rank.warnings = [*(rank.warnings or []), trouble]
         if annotations is not None and annotations.ranges is not msgspec.UNSET:
             all_ranges.append((rank.rank, range_totals(annotations.ranges, steps)))
         ranks.append(rank)
-        read.append((rank, summary, annotations))
+        read.append(_Read(rank, summary, annotations, partials))
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, r.rank_dir))
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
         there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
@@ -857,41 +866,45 @@ def build_report(
     return report
 
 
-def _pooled(
-    read: list[tuple[RankReport, Summary, Annotations | None]], steps: tuple[int, int] | None, top: int
-) -> list[RankReport]:
+@dataclass
+class _Read:
+    """A capture's report as build_report made it, with what pooling needs of it."""
+
+    rank: RankReport
+    summary: Summary
+    annotations: Annotations | None
+    partials: list[tuple[int, str]]  # partial_steps()
+
+
+def _pooled(read: list[_Read], steps: tuple[int, int] | None, top: int) -> list[RankReport]:
     """One report per process with more than POOL_AFTER captures, over all of them (analysis/pooling.py)."""
-    groups: dict[tuple[str, str], list[tuple[RankReport, Summary, Annotations | None]]] = {}
+    groups: dict[tuple[str, str], list[_Read]] = {}
     for item in read:
-        groups.setdefault(pooling.process_key(Path(item[0].rank_dir), item[0].rank), []).append(item)
+        groups.setdefault(pooling.process_key(Path(item.rank.rank_dir), item.rank.rank), []).append(item)
     out = []
     for members in groups.values():
         if len(members) <= pooling.POOL_AFTER:
             continue
-        members.sort(key=lambda m: Path(m[0].rank_dir).name)  # named by their start: in time order
-        summary, annotations = pooling.pool([(s, a) for _r, s, a in members], whole=steps is None)
-        first = members[0][0]
-        status = "parsed" if any(r.status == "parsed" for r, _s, _a in members) else "cached"
+        members.sort(key=lambda m: Path(m.rank.rank_dir).name)  # named by their start: in time order
+        inputs = [(m.summary, m.annotations) for m in members]
+        summary, annotations = pooling.pool(inputs, whole=steps is None)
+        first = members[0].rank
+        status = "parsed" if any(m.rank.status == "parsed" for m in members) else "cached"
         pooled = rank_report(summary, Path(first.rank_dir).parent, status, steps, top, annotations)
-        pooled.captures = [r.rank_dir for r, _s, _a in members]
+        pooled.captures = [m.rank.rank_dir for m in members]
         _mark_pooled_partials(pooled, members, steps)
         out.append(pooled)
     return out
 
 
-def _mark_pooled_partials(
-    pooled: RankReport, members: list[tuple[RankReport, Summary, Annotations | None]], steps: Any
-) -> None:
-    """Each capture's partial step (its record's, or a stub) flagged in the pooled steps of that capture
-    only: two captures may have steps of the same number (a process started again, --run all)."""
-    origin = [k for k, (_r, s, _a) in enumerate(members) for _step in s.steps]
-    numbers = [st.step for _r, s, _a in members for st in s.steps]
+def _mark_pooled_partials(pooled: RankReport, members: list[_Read], steps: Any) -> None:
+    """Each capture's partial steps flagged in the pooled steps of that capture only: two captures may
+    have steps of the same number (a process started again, --run all)."""
+    origin = [k for k, m in enumerate(members) for _step in m.summary.steps]
+    numbers = [st.step for m in members for st in m.summary.steps]
     kept = [k for k, number in zip(origin, numbers, strict=True) if _in_steps(number, steps)]
-    for k, (r, s, _a) in enumerate(members):
-        record = layout.read_capture_record(Path(r.rank_dir))
-        found = layout.partial_step(record)
-        cut = (found, str((record or {}).get("detail") or "the capture ended during it")) if found else None
-        for step, reason in [p for p in (cut, trailing_stub(s)) if p is not None]:
+    for k, member in enumerate(members):
+        for step, reason in member.partials:
             for report_step, capture in zip(pooled.steps, kept, strict=True):
                 if capture == k and report_step.step == step:
                     report_step.partial = True

@@ -173,7 +173,6 @@ def analyse(
         if progress_ctx is not None:
             progress_ctx.stop()
     _mark_in_progress(report)
-    _mark_partial_steps(report)
     _warn_skipped(layout.take_skipped())
     if fmt == "json":
         write_json(report)
@@ -277,24 +276,6 @@ def _mark_in_progress(report: Report) -> None:
             problem.reason = (
                 f"{status.detail.removeprefix('in progress: ')}; analyse it once the run has ended"
             )
-
-
-def _mark_partial_steps(report: Report) -> None:
-    """Flag the step a capture ended inside of (training ended, SIGTERM: the capture record's last step
-    when it was finished early) as ``"partial": true``, with the reason in ``partial_reason``; it is left
-    out of the rank's mean step time and of the comparison across ranks."""
-    from npuprof.analysis.report import cross_rank, mark_partial
-    from npuprof.results import layout
-
-    changed = False
-    for rank in report.ranks:
-        record = layout.read_capture_record(Path(rank.rank_dir))
-        step = layout.partial_step(record)
-        if step is not None:
-            reason = str((record or {}).get("detail") or "the capture ended during this step")
-            changed = mark_partial(rank, step, reason) or changed
-    if changed:  # the ranges across ranks do not depend on whole steps: kept as they are
-        report.cross_rank = cross_rank(report.ranks, report.cross_rank.ranges)
 
 
 def _check_stdout() -> None:
