@@ -175,12 +175,11 @@ def _started(prof: Any) -> None:
     if getattr(prof, "enabled", True) is False:  # torch.autograd.profiler.profile(enabled=False)
         return
     _running.add(prof)
-    backend = sys.modules.get("npuprof.agent.backends.torch_backend")
-    if backend is not None:
-        backend.release_cycle_warning()
     log: AgentLog = _installed["log"]
     log.warn_once("user-profiler", WARNING)
     controller = _installed["controller"]
+    if controller.backend is not None:
+        controller.backend.script_profiler_started()
     if controller.prof is not None:
         # Ours must stop before the script's starts; only its own thread can stop it (else it is asked to).
         controller.finish_early("the training script started its own profiler")

@@ -40,6 +40,11 @@ class Backend(Protocol):
         """Hand metadata to the profiler if it writes profiler_metadata.json itself; False otherwise."""
         ...
 
+    def script_profiler_started(self) -> None:
+        """The training script started a profiler of its own: undo what this backend changed in the
+        profiler's module state, so the script's profiler behaves as it would without npuprof."""
+        ...
+
 
 def align_torch_style(prof: Any, step: int) -> None:
     """torch.profiler.profile and torch_npu's profile both keep ``step_num`` and ``current_action``."""

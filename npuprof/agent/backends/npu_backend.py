@@ -311,6 +311,9 @@ class NpuBackend:
         else:
             _hand_over(prof, self._metadata)
 
+    def script_profiler_started(self) -> None:
+        """Nothing of torch_npu's module state is changed by npuprof."""
+
 
 def _hand_over(prof: Any, metadata: dict[str, Any]) -> None:
     for key, value in metadata.items():

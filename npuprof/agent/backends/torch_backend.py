@@ -111,6 +111,10 @@ class TorchBackend:
     def add_metadata(self, prof: Any, metadata: dict[str, Any]) -> bool:
         return False
 
+    def script_profiler_started(self) -> None:
+        """torch warns the script's profiler of its cycles as it would without npuprof."""
+        release_cycle_warning()
+
 
 def _ends_like_json(path: Path) -> bool:
     """A complete Chrome trace ends with "}" (whitespace aside); a truncated one does not."""
