@@ -127,20 +127,11 @@ def _ranks_in_text(text: str) -> tuple[int, ...]:
     return tuple(_int_list(value)) if isinstance(value, list) else ()
 
 
-def external_id(args: dict[str, Any]) -> int:
-    """A host record's External id (torch 1.8-1.10: ``external id``; -1: none or unreadable)."""
-    value = args.get("External id", args.get("external id", -1))
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return -1
-
-
 def _device_tasks(x: Extract) -> dict[int, tuple[float, float, int]]:
     """(start, duration, correlation id) of the last device task with each External id that a host
     communication span carries (``record_param_comms``, ``nccl:all_reduce``): the time NCCL/HCCL spent
     on the device."""
-    wanted = {external_id(args) for _name, _ts, _dur, _thread, args in x.comm_spans}
+    wanted = {vocab.external_id(args) for _name, _ts, _dur, _thread, args in x.comm_spans}
     wanted = {ext for ext in wanted if ext >= 0}
     if not wanted or not len(x.dev_ts):
         return {}
@@ -193,7 +184,7 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             size = count * _dtype_size(dtype)
             group = str(args.get("Process Group Name", default_group))
             ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
-            dev = dev_by_ext.get(external_id(args))
+            dev = dev_by_ext.get(vocab.external_id(args))
             if dev is not None:
                 ts, dur, corr = dev
         else:  # gloo:all_reduce and friends
@@ -204,7 +195,7 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             count = _as_float(_nelems(dims))
             size = count * _dtype_size(dtype)
             group, ranks = default_group, default_ranks
-            dev = dev_by_ext.get(external_id(args))  # nccl:all_reduce of torch 1.8-1.10: its kernel's time
+            dev = dev_by_ext.get(vocab.external_id(args))  # torch 1.8-1.10 nccl: its kernel
             if dev is not None:
                 ts, dur, corr = dev
             if dims is None:

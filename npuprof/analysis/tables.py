@@ -25,7 +25,6 @@ from npuprof.analysis.cells import (  # noqa: F401
     ns_of_texts,
     us_texts,
 )
-from npuprof.analysis.communication import external_id
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
 from npuprof.analysis.step_breakdown import StepBreakdown, StepWindows, Work, breakdown
@@ -185,7 +184,7 @@ def device_work(x: Extract, ops: OpView) -> Work:
     both_ways = _name_flags(x.strings, vocab.is_send_or_receive)[d_name] & d_comm
     if both_ways.any():  # NCCL's SendRecv kernel does either: its record_param_comms says which
         received = [
-            external_id(args)
+            vocab.external_id(args)
             for name, _ts, _dur, _thread, args in x.comm_spans
             if name == vocab.COMM_RECORD and vocab.is_receive(str(args.get("Collective name", "")))
         ]

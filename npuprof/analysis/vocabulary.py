@@ -6,6 +6,7 @@ in docs/formats.md ("Traces npuprof reads").
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # Kineto's categories as torch 2.x writes them
 CPU_OP = "cpu_op"
@@ -150,3 +151,12 @@ def is_receive(name: str) -> bool:
     """A receive (its time in a step is the pipeline's bubble)."""
     low = name.lower()
     return "recv" in low or "receive" in low
+
+
+def external_id(args: dict[str, Any]) -> int:
+    """A host record's External id (torch 1.8-1.10: ``external id``; -1: none or unreadable)."""
+    value = args.get("External id", args.get("external id", -1))
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1
