@@ -5,6 +5,7 @@ communication on a CPU-only run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,34 @@ def test_four_ranks_end_to_end(tmp_path: Path, durations: list[float], outlier: 
     slowest = analyse_json(tmp_path)["cross_rank"]["slowest"]
     assert slowest["rank"] == 3
     assert slowest["outlier"] is outlier
+
+
+@pytest.mark.parametrize(
+    ("durations", "line"),
+    [
+        # every rank alike: no rank is slower than the median, none is named as the slowest
+        ([1000.0, 1000.0, 1000.0], "slowest rank: none stands out (the largest, rank 0's mean step 1.000 ms"),
+        # rank 2 is 20% above the median 1000 (MAD 0: the small-group rule, > 10%): named, an outlier
+        ([1000.0, 1000.0, 1200.0], "slowest rank: 2 (mean step 1.200 ms, +20.0% vs the median): an outlier"),
+    ],
+)
+def test_the_terminal_names_a_slowest_rank_only_above_the_median(
+    tmp_path: Path, durations: list[float], line: str
+) -> None:
+    for rank, dur in enumerate(durations):
+        write_rank_dir(
+            tmp_path, cpu_step_trace(rank, dur, 3), rank=rank, name=f"host_{rank}_20250101000000000"
+        )
+    done = subprocess.run(
+        [sys.executable, "-m", "npuprof", "analyse", str(tmp_path), "-j", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert line in done.stdout, done.stdout
 
 
 def test_preparing_is_zero_when_the_first_task_starts_with_the_step(tmp_path: Path) -> None:

@@ -308,12 +308,14 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         slow = cross.slowest
         if slow:
             figure = f"mean step {_ms(slow.mean_step_us)} ms"
-            _say_rank(console, "slowest rank", slow.rank, figure, slow.slower_than_median_pct, slow.outlier)
+            standing = (slow.slower_than_median_pct, slow.outlier, slow.mean_step_us <= slow.median_us)
+            _say_rank(console, "slowest rank", slow.rank, figure, *standing)
         waited_for = cross.straggler
         if waited_for:
             busy = f"busy {_ms(waited_for.busy_us)} ms a step outside exposed communication"
             above = waited_for.busier_than_median_pct
-            _say_rank(console, "rank the others wait for", waited_for.rank, busy, above, waited_for.outlier)
+            standing = (above, waited_for.outlier, waited_for.busy_us <= waited_for.median_busy_us)
+            _say_rank(console, "rank the others wait for", waited_for.rank, busy, *standing)
         if cross.start_skew:
             worst = max(cross.start_skew, key=lambda s: s.skew_us)
             if worst.skew_us <= 0:
@@ -325,8 +327,13 @@ def _render_cross_rank(report: Report, console: Console) -> None:
             )
 
 
-def _say_rank(console: Console, what: str, rank: int, figure: str, above: float, outlier: bool) -> None:
+def _say_rank(
+    console: Console, what: str, rank: int, figure: str, above: float, outlier: bool, at_median: bool
+) -> None:
     """One line naming a rank, its figure and how far above the median it is, and whether it is an outlier."""
+    if at_median:  # the largest figure is the median's: no rank stands out (e.g. all equal)
+        console.print(f"{what}: none stands out (the largest, rank {rank}'s {figure}, is the median)")
+        return
     verdict = "[bold red]an outlier[/bold red]" if outlier else "within the normal spread"
     console.print(f"{what}: {rank} ({figure}, {above:+.1f}% vs the median): {verdict}")
 
