@@ -279,6 +279,8 @@ def test_after_kill_9_a_new_job_with_the_same_directory_captures(tmp_path: Path)
     status = json.loads(npuprof("status", str(cfg), "--format", "json").stdout)
     (gone,) = status["processes"]
     assert gone["pid"] == job_pid and gone["state"].startswith("gone") and gone["capturing"] is not None
+    table = npuprof("status", str(cfg)).stdout
+    assert f"capture from step {gone['capturing']['from_step']} never finished (the process died)" in table
 
     out2 = tmp_path / "out2"
     second = LiveJob(["run", "-o", str(out2), *args, "--stop", str(stop), "--sleep", "0.03"], tmp_path)

@@ -206,7 +206,11 @@ def render(report: dict[str, Any]) -> str:
         now = p["capturing"]
         last = p["captures"][-1] if p["captures"] else None
         planned = p["planned"]
-        if now is not None:
+        if now is not None and p["state"].startswith("gone"):
+            doing = (
+                f"capture from step {now['from_step']} never finished (the process died): {now['directory']}"
+            )
+        elif now is not None:
             doing = f"capturing from step {now['from_step']} into {now['directory']}"
         elif planned and (last is None or _first(planned) > _first(last["steps"])):
             doing = f"planned: steps {planned}"
