@@ -158,6 +158,64 @@ def test_a_missing_target_is_reported_with_the_closest_names(tmp_path: Path) -> 
     assert "similar names there: train_step" in text, proc.stderr
 
 
+REDEFINED = """
+import torch
+
+CALLS = []
+
+
+def train_step(model, opt, x):  # a first version, replaced below before any call
+    raise AssertionError("the first train_step is never called")
+
+
+def train_step(model, opt, x):  # noqa: F811
+    with torch.profiler.record_function(f"call#{len(CALLS)}"):
+        CALLS.append(1)
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(6):
+    train_step(model, opt, torch.randn(4, 8))
+"""
+
+
+def test_a_function_defined_again_is_followed(tmp_path: Path) -> None:
+    """The script binds the name twice: the first def woke the agent, the second replaced its wrapper;
+    the steps are the second function's returns (they were not counted at all)."""
+    script = tmp_path / "train.py"
+    script.write_text(REDEFINED)
+    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    (rank_dir,) = rank_dirs(tmp_path / "out")
+    _assert_steps_are_calls(rank_dir, _expected(2, 1, 2))
+
+
+def test_a_name_first_bound_to_none_is_named_so(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"  # no torch needed: no step is ever counted
+    script.write_text(
+        "train_step = None\n\n\ndef train_step():\n    pass\n\n\nfor _ in range(3):\n    train_step()\n"
+    )
+    proc = _run(tmp_path / "out", "train_step", (0, 0, 1), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "train_step is None in __main__ (train.py) at its first binding, not a function" in text, text
+    assert "no `train_step = None` before its def" in text and "not found" not in text
+
+
+def test_too_few_steps_are_counted_in_the_reason(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"  # no torch needed: the schedule's window is never reached
+    script.write_text("def train_step():\n    pass\n\n\nfor _ in range(3):\n    train_step()\n")
+    proc = _run(tmp_path / "out", "train_step", (4, 1, 2), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "the schedule needs 7 steps (one step is one __main__:train_step()" in text, text
+    assert "the most steps a process counted: 3)" in text, text
+
+
 @pytest.mark.parametrize(
     ("script", "code"),
     [(None, 2), ("def helper():\n    pass\n\n\nraise SystemError('boom')\ndef train_step():\n    pass\n", 1)],

@@ -589,6 +589,35 @@ def test_step_on_an_inherited_method_wraps_the_subclass_only(step_on: Any) -> No
     assert events == [("Trainer.step", 1), "arm", ("Trainer.step", 2), boundary()]
 
 
+def test_step_on_follows_the_name_bound_again(step_on: Any) -> None:
+    """A function or method bound again (a second def, ``Trainer.step = other``) drops npuprof's wrapper:
+    the new one is wrapped right there; a wrapper still referenced elsewhere keeps counting, and the name's
+    new function is wrapped once that reference goes too."""
+    module, controller, log, events, _ = step_on
+    assert wrap_step_function(module, "train_step", controller, log) is True
+    assert wrap_step_function(module, "Trainer.step", controller, log) is True
+    module.train_step = lambda x: events.append(("again", x))
+    module.train_step(1)
+    module.Trainer.step = lambda self, x: events.append(("method again", x))
+    module.Trainer().step(2)
+    saved = module.train_step
+    module.train_step = lambda x: events.append(("third", x))  # the second wrapper lives on in `saved`
+    module.train_step(3)
+    saved(4)
+    del saved
+    module.train_step(5)
+    assert events == [
+        "arm", ("again", 1), boundary(), ("method again", 2), boundary(),
+        ("third", 3), ("again", 4), boundary(), ("third", 5), boundary(),
+    ]  # fmt: skip
+    again = "was bound again: its new function is followed"
+    assert ("info", f"--step-on jobmod:Trainer.step {again}") in log.lines
+    assert log.lines.count(("info", f"--step-on jobmod:train_step {again}")) == 2
+    module.train_step = 3  # bound to nothing callable: said, never raised
+    lost = "was bound again, to something not callable; later steps are not counted"
+    assert log.lines[-1] == ("warning", f"--step-on jobmod:train_step {lost}")
+
+
 @pytest.mark.parametrize(
     "qualname", ["missing", "Missing.step", "Trainer.missing", "Trainer.Missing.go", "value", "nothing"]
 )

@@ -3,6 +3,7 @@ or the return of a user-named function with --step-on MODULE:QUALNAME."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -305,9 +306,56 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 controller.on_boundary()
 
         stepped = stepped_call
+    stepped.__npuprof_stepped__ = True  # type: ignore[attr-defined]
+    # freed with the wrapper when the script binds the name to another function: that one is wrapped then
+    stepped.__npuprof_rebound__ = _Rebound(module, qualname, controller, log)  # type: ignore[attr-defined]
     setattr(owner, attr, kind(stepped) if kind is not None else stepped)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
+
+
+class _Rebound:
+    """Held by a ``--step-on`` wrapper only. A script that binds the name again (a second ``def
+    train_step``, ``Trainer.step = other``) drops the wrapper, and with it this object, inside that very
+    store: its ``__del__`` then wraps whatever the name holds now, before the script's next statement
+    (docs/architecture.md, "Step boundaries"). A wrapper still referenced elsewhere (saved, decorated) is
+    not freed: that reference still counts."""
+
+    __slots__ = ("controller", "log", "module", "qualname")
+
+    def __init__(self, module: Any, qualname: str, controller: CaptureController, log: AgentLog) -> None:
+        self.module = module
+        self.qualname = qualname
+        self.controller = controller
+        self.log = log
+
+    def __del__(self) -> None:
+        try:
+            if sys.is_finalizing() or not _rebound_to_another(self.module, self.qualname):
+                return
+            name = f"{getattr(self.module, '__name__', '?')}:{self.qualname}"
+            self.log.info(f"--step-on {name} was bound again: its new function is followed")
+            if not wrap_step_function(self.module, self.qualname, self.controller, self.log):
+                self.log.warning(f"--step-on {name} was bound again, to something not callable{STEP_ON_LOST}")
+        except Exception as exc:  # never in the script's way (a __del__ only prints what escapes it)
+            with contextlib.suppress(Exception):
+                self.log.warning(f"--step-on: following a new binding failed: {exc!r}")
+
+
+STEP_ON_LOST = "; later steps are not counted"
+
+
+def _rebound_to_another(module: Any, qualname: str) -> bool:
+    """The object ``module.qualname`` names now is not a --step-on wrapper (a module torn down at exit
+    holds nothing: False)."""
+    if not getattr(module, "__dict__", None):
+        return False
+    target: Any = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            return False
+    return not getattr(target, "__npuprof_stepped__", False)
 
 
 def _not_a_step_function(func: Any) -> str:
@@ -324,6 +372,14 @@ def _not_a_step_function(func: Any) -> str:
     return ""
 
 
+_NOTHING = object()
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 SIMILAR_CUTOFF = 0.75  # difflib's ratio: "train_stp" ~ "train_step" (0.95), not ~ "Trainer.step" (0.67)
 
 
@@ -336,6 +392,13 @@ def missing_target_message(module: Any, qualname: str, step_on: str) -> str:
     if name == "__main__" and isinstance(path, str) and path:  # python deletes __file__ once the script ends
         where = f"__main__ ({os.path.basename(path)})"
     outer = qualname.split(".", 1)[0]
+    bound = vars(module).get(outer, _NOTHING) if hasattr(module, "__dict__") else _NOTHING
+    if "." not in qualname and bound is not _NOTHING and not callable(bound):
+        return (
+            f"--step-on {step_on}: {qualname} is {_short_repr(bound)} in {where} at its first binding, not a "
+            "function; no steps counted; npuprof wraps what the name is first bound to: bind the function "
+            f"first (no `{qualname} = None` before its def)"
+        )
     if "." in qualname and inspect.isfunction(getattr(module, outer, None)):
         hint = (
             f"; {outer} is a function: what it defines inside cannot be named (name a module-level "

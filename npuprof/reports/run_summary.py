@@ -333,16 +333,20 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
             "torch.compile'd code is not seen); count the returns of your own step function with --step-on "
             "MODULE:QUALNAME, or capture by time with --delay and --duration"
         )
+    counts = [m.removeprefix(STEPS_AT_EXIT) for m in messages if m.startswith(STEPS_AT_EXIT)]
+    counts = [int(c) for c in counts if c.isdigit()]
+    most = f"; the most steps a process counted: {max(counts)}" if counts else ""
     if exit_code:
-        return f"{ended} before the schedule's first capture, which records from step {first} ({what})"
+        return f"{ended} before the schedule's first capture, which records from step {first} ({what}{most})"
     return (
         f"the job ended before the schedule's first capture, which records from step {first}; the "
-        f"schedule needs {need} steps ({what})"
+        f"schedule needs {need} steps ({what}{most})"
     )
 
 
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
 CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged by npuprof.agent.controller
+STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.entry at exit
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
 # logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
 FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
@@ -391,7 +395,7 @@ def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
 _RUN_STARTS = re.compile(r"\] run \S+ starts: (?P<command>.*)$")
 
 
-def _short(message: str, limit: int = 200) -> str:
+def _short(message: str, limit: int = 400) -> str:
     line = message.strip().splitlines()[0] if message.strip() else message
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
