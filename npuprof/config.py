@@ -475,6 +475,14 @@ def _depth(value: Any, limit: int = METADATA_JSON_DEPTH + 1) -> int:
 def parse_step_on(text: str, source: str = "--step-on") -> tuple[str, str]:
     module, sep, qualname = text.partition(":")
     parts = qualname.split(".") if qualname else []
+    if sep and module and "<locals>" in parts:
+        outer = ".".join(parts[: parts.index("<locals>")]) or "a function"
+        raise ConfigError(
+            source,
+            f"{text!r} names a function defined inside {outer}, which cannot be named",
+            "name a module-level function or a method of a module-level class (move it out of "
+            f"{outer}, or name {module}:{outer} if each call of it is one step)",
+        )
     if not sep or not module or not all(p.isidentifier() for p in parts) or not parts:
         raise ConfigError(
             source, f"{text!r} is not MODULE:QUALNAME", "e.g. --step-on mypkg.infer:Engine.generate"

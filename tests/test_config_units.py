@@ -436,6 +436,14 @@ def test_parse_step_on_needs_module_colon_qualname(text: str) -> None:
     )
 
 
+def test_parse_step_on_names_a_nested_function_as_such() -> None:
+    assert error_of(parse_step_on, "__main__:main.<locals>.step") == (
+        "--step-on: '__main__:main.<locals>.step' names a function defined inside main, which cannot be "
+        "named; name a module-level function or a method of a module-level class (move it out of main, or "
+        "name __main__:main if each call of it is one step)"
+    )
+
+
 @pytest.mark.parametrize("module", ["my-mod", "a..b", "1mod", "pkg."])
 def test_parse_step_on_needs_a_module_name(module: str) -> None:
     assert error_of(parse_step_on, f"{module}:f", "NPUPROF_STEP_ON") == (

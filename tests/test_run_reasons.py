@@ -20,6 +20,12 @@ def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() 
     why = why_no_capture(ProfileConfig(), 0, [READY])
     assert why.startswith("no step was counted: no optimizer's step() ran in the job"), why
     assert "--step-on MODULE:QUALNAME" in why and "--delay" in why
+    # a job that failed so (its arguments refused, exit 2) is sent to its own error output, not to --step-on
+    failed = why_no_capture(ProfileConfig(), 2, [READY])
+    assert failed == (
+        "the job failed (exit code 2) before any optimizer's step() ran (one step is one optimizer.step()); "
+        "its own error output says why"
+    ), failed
     # an optimizer stepped, too few times: the schedule is named instead
     assert "the schedule needs 9 steps" in why_no_capture(ProfileConfig(), 0, [READY, COUNTED])
 
@@ -95,7 +101,7 @@ def test_a_job_ended_by_a_signal_is_named_so_and_gets_no_advice_on_counting_step
     assert why == "the job was ended by SIGTERM (exit code 143) before a step was counted", why
     why = why_no_capture(ProfileConfig(), 137, [READY, COUNTED])
     assert why.startswith("the job was ended by SIGKILL (exit code 137) before the schedule's first capture")
-    assert why_no_capture(ProfileConfig(), 3, [READY]).startswith("the job failed (exit code 3) and no step")
+    assert why_no_capture(ProfileConfig(), 3, [READY]).startswith("the job failed (exit code 3) before any optimizer")
 
 
 def test_the_post_processors_own_reason_for_an_unparsed_capture_is_given(

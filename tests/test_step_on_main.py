@@ -253,6 +253,23 @@ def test_similar_names_come_from_the_module_itself() -> None:
     assert message.endswith("similar names there: Trainer.step")  # the same last name
 
 
+def test_a_name_defined_inside_a_function_is_pointed_at() -> None:
+    module = types.ModuleType("script")
+    exec(
+        "def main():\n    def helper():\n        def step(): pass\n    return helper\n"
+        "class Runner:\n    def run(self):\n        def step(): pass\n",
+        vars(module),
+    )
+    for obj in vars(module).values():
+        if callable(obj):
+            obj.__module__ = "script"
+    message = missing_target_message(module, "step", "script:step")
+    assert message.endswith(
+        "step not found in script; no steps counted; a function step is defined inside main(), Runner.run(), "
+        "which cannot be named (move it to module level)"
+    ), message
+
+
 # ---- the bootstrap's watch on every Python this machine has ----------------------------------------
 FAKE_ENTRY = """
 import sys

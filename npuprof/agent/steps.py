@@ -404,10 +404,34 @@ def missing_target_message(module: Any, qualname: str, step_on: str) -> str:
             f"; {outer} is a function: what it defines inside cannot be named (name a module-level "
             "function or a method of a module-level class)"
         )
+    elif nested := nested_definitions(module, qualname):
+        hint = (
+            f"; a function {qualname} is defined inside {', '.join(nested)}, which cannot be named (move it "
+            "to module level)"
+        )
     else:
         similar = similar_names(module, qualname)
         hint = f"; similar names there: {', '.join(similar)}" if similar else ""
     return f"--step-on {step_on}: {qualname} not found in {where}; no steps counted{hint}"
+
+
+def nested_definitions(module: Any, name: str, limit: int = 3) -> list[str]:
+    """The module's own functions (and its classes' methods) that define a function ``name`` inside them
+    (``def main(): def step(): ...`` for ``step``), by their code objects, as ``main()``."""
+    found: list[str] = []
+    for qualname in defined_functions(module):
+        target: Any = module
+        for part in qualname.split("."):
+            target = getattr(target, part, None)
+        code = getattr(getattr(target, "__func__", target), "__code__", None)
+        pending = [code] if code is not None else []
+        while pending and len(found) < limit:
+            inner = [c for c in pending.pop().co_consts if hasattr(c, "co_consts") and hasattr(c, "co_name")]
+            if any(c.co_name == name for c in inner):
+                found.append(f"{qualname}()")
+                break
+            pending.extend(inner)
+    return found
 
 
 def similar_names(module: Any, qualname: str, limit: int = 3) -> list[str]:
