@@ -101,7 +101,8 @@ def test_a_job_ended_by_a_signal_is_named_so_and_gets_no_advice_on_counting_step
     assert why == "the job was ended by SIGTERM (exit code 143) before a step was counted", why
     why = why_no_capture(ProfileConfig(), 137, [READY, COUNTED])
     assert why.startswith("the job was ended by SIGKILL (exit code 137) before the schedule's first capture")
-    assert why_no_capture(ProfileConfig(), 3, [READY]).startswith("the job failed (exit code 3) before any optimizer")
+    failed = why_no_capture(ProfileConfig(), 3, [READY])
+    assert failed.startswith("the job failed (exit code 3) before any optimizer"), failed
 
 
 def test_the_post_processors_own_reason_for_an_unparsed_capture_is_given(

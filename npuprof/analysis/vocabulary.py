@@ -126,6 +126,19 @@ def is_npuprof_frame(name: str) -> bool:
     return _NPUPROF_FRAME_RE.search(name) is not None
 
 
+# npuprof's wrappers around the script's own calls (its step function, Optimizer.step, a collective, the
+# script's profiler, an import): the calls below them are the script's. Any other npuprof frame is npuprof's
+# own work (a step boundary stepping torch's profiler, say), and what it calls is npuprof's too.
+_NPUPROF_WRAPPER_RE = re.compile(
+    r"[/\\]npuprof[/\\](?:agent[/\\](?:steps|user_profiler|comm_marks)\.py|_bootstrap[/\\][^/\\(]*\.py)\("
+)
+NPUPROF_WORK = "[npuprof]"  # the frame export-stacks shows for npuprof's own work in the script's threads
+
+
+def is_npuprof_wrapper_frame(name: str) -> bool:
+    return _NPUPROF_WRAPPER_RE.search(name) is not None
+
+
 def is_comm_name(name: str) -> bool:
     """A communication kernel (nccl/hccl/rccl in its name) or a host collective span (``gloo:...``)."""
     low = name.lower()

@@ -111,6 +111,7 @@ class _Node:
     node_id: int
     child_time: float = 0.0
     framed: bool = False  # its path holds Python frames from a "Call stack"
+    npuprof_work: bool = False  # npuprof's own work: what it calls is folded into its node
 
 
 class _PathTrie:
@@ -305,8 +306,15 @@ def _build_host_tree(
             cat = _cat(ev)
             has_python = has_python or cat == vocab.PYTHON_FUNCTION
             framed = parent is not None and parent.framed
-            if parent is not None and cat == vocab.PYTHON_FUNCTION and vocab.is_npuprof_frame(ev.name):
-                node_id = parent.node_id  # npuprof's step wrapper: its time and children go to its caller
+            work = parent is not None and parent.npuprof_work
+            if work:
+                node_id = parent.node_id  # folded into npuprof's frame
+            elif cat == vocab.PYTHON_FUNCTION and vocab.is_npuprof_frame(ev.name):
+                if parent is not None and vocab.is_npuprof_wrapper_frame(ev.name):
+                    node_id = parent.node_id  # a wrapper of the script's call: its time goes to its caller
+                else:  # npuprof's own work (a step boundary): one frame, not the script's
+                    node_id = trie.child(parent.node_id if parent else 0, vocab.NPUPROF_WORK)
+                    work = True
             else:
                 node_id = parent.node_id if parent else 0
                 frames = _call_stack(ev) if use_call_stacks and not framed else []
@@ -317,7 +325,7 @@ def _build_host_tree(
                 node_id = trie.child(node_id, sanitise_frame(ev.name))
             if parent is not None:
                 parent.child_time += end - ts
-            stack.append(_Node(ts, end, node_id, framed=framed))
+            stack.append(_Node(ts, end, node_id, framed=framed, npuprof_work=work))
             node_of_event[id(ev)] = node_id
             if cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime:
                 runtime_nodes.add(node_id)
