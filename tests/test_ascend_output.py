@@ -224,7 +224,8 @@ def test_communication_and_memory_tables(tmp_path: Path) -> None:
         )
         w.writerows(
             [
-                ["PTA", t + 1, 100.0, 128.0, 100.0],
+                ["PTA", t - 10, 300.0, 320.0, 300.0],  # before the step: what it starts with ...
+                ["PTA", t + 1, 100.0, 128.0, 100.0],  # ... until it frees most of it
                 ["GE", t + 2, 900.0, 900.0, 900.0],
                 ["PTA", t + 3, 250.5, 256.0, 250.5],
                 ["PTA", t + 6000, 999.0, 1024.0, 999.0],  # after the step
@@ -234,9 +235,10 @@ def test_communication_and_memory_tables(tmp_path: Path) -> None:
     assert rank["communication"]["operators"] == 2  # "Total Op Info" is an aggregate, not an operation
     assert rank["communication"]["time_us"] == pytest.approx(750.0)
     assert rank["communication"]["size_mb"] == pytest.approx(3.5 + 4.0)
-    assert (rank["steps"][0]["memory_peak_mb"], rank["steps"][0]["memory_peak_reserved_mb"]) == (250.5, 256.0)
+    # the step started with 300 MB allocated (320 reserved), the most it held
+    assert (rank["steps"][0]["memory_peak_mb"], rank["steps"][0]["memory_peak_reserved_mb"]) == (300.0, 320.0)
     # the rank's pair is over the steps reported, both of them (the reserved peak was the capture's, 1024)
-    assert (rank["memory_peak_mb"], rank["memory_peak_reserved_mb"]) == (250.5, 256.0)
+    assert (rank["memory_peak_mb"], rank["memory_peak_reserved_mb"]) == (300.0, 320.0)
 
 
 def test_a_damaged_step_table_is_named_and_the_other_ranks_go_on(tmp_path: Path) -> None:

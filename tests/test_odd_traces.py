@@ -77,6 +77,25 @@ def test_memory_peaks_are_the_devices_not_a_host_allocation(tmp_path: Path) -> N
     assert summary["memory"]["peak_reserved_mb"] == 256.0
 
 
+def test_a_steps_memory_peak_counts_what_it_started_with(tmp_path: Path) -> None:
+    """A step that begins by freeing a buffer held over from the step before held that buffer until then:
+    its peak is at least the level it started with (it read 0 MiB). Steps [0, 1000) and [1000, 2000)."""
+    trace = cuda_trace()
+
+    def on(ts: float, nbytes: int, allocated: int) -> dict:
+        event = mem(ts, nbytes, allocated, 0x1000)
+        event["args"]["Device Type"] = 1
+        return event
+
+    trace["traceEvents"] += [
+        on(500, 64 << 20, 64 << 20),  # step 1 ends holding 64 MiB
+        on(1500, -(64 << 20), 0),  # step 2 frees it halfway through: it held 64 MiB until 1500
+    ]
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    peaks = {s["step"]: s["memory_peak_mb"] for s in summary["steps"]}
+    assert peaks == {1: 64.0, 2: 64.0}, peaks
+
+
 def test_the_report_names_the_raw_trace_as_it_is_now_and_no_peak_for_no_step(tmp_path: Path) -> None:
     """The post-processor gzips the raw trace after the parse that named it: the report names the .gz;
     --steps that picks no step of the capture gives no memory peak (not the whole capture's)."""

@@ -19,8 +19,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -347,7 +349,7 @@ def _memory(path: Path) -> list[tuple[float, float, float | None]]:
         if t is not None and allocated is not None:
             rows.append((row.get("Component") or "", t, allocated, _number(row.get("Total Reserved(MB)"))))
     ours = [r for r in rows if r[0] == ALLOCATOR_COMPONENT] or rows
-    return [(t, a, r) for _c, t, a, r in ours]
+    return sorted(((t, a, r) for _c, t, a, r in ours), key=lambda row: row[0])  # stable: file order in ties
 
 
 def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, int | float | None]:
@@ -365,7 +367,9 @@ def _with_memory(step: dict[str, Any], rows: list[tuple[float, float, float | No
     fields.update((k, v) for k, v in step.items() if k not in fields)
     if rows:
         lo, hi = step["start_us"], step["start_us"] + step["duration_us"]
-        inside = [(a, r) for t, a, r in rows if lo <= t < hi]
+        # what the step started with (the last record before it), then every record inside it
+        first, end = bisect_left(rows, lo, key=itemgetter(0)), bisect_left(rows, hi, key=itemgetter(0))
+        inside = [(a, r) for _t, a, r in rows[max(first - 1, 0) : end]] if end > 0 else []
         fields["memory_peak_mb"] = round(max(a for a, _r in inside), 3) if inside else None
         reserved = [r for _a, r in inside if r is not None]
         fields["memory_peak_reserved_mb"] = round(max(reserved), 3) if reserved else None

@@ -218,15 +218,16 @@ def _operator_memory_lines(
 
 
 def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[float, float] | None]:
-    """Peak allocated and reserved MB within each step window (of the device :func:`peak_rows` picks);
-    None for a step without memory events."""
+    """Peak allocated and reserved MB of each step window (of the device :func:`peak_rows` picks): the
+    most of what the step started with (the totals of the last event before it) and of every event inside
+    it; None when the trace has no memory event before the step's end."""
     out: list[tuple[float, float] | None] = []
     if not cols:
         return [None] * len(windows)
     mine = peak_rows(cols)
     ts, alloc, reserved = cols["ts"][mine], cols["alloc"][mine] / MB, cols["reserved"][mine] / MB
     for lo, hi in zip(windows.start.tolist(), windows.end.tolist(), strict=True):
-        i, j = np.searchsorted(ts, lo), np.searchsorted(ts, hi)
+        i, j = max(int(np.searchsorted(ts, lo)) - 1, 0), int(np.searchsorted(ts, hi))
         if j > i:
             out.append((round(float(alloc[i:j].max()), 3), round(float(reserved[i:j].max()), 3)))
         else:
