@@ -73,16 +73,16 @@ def test_the_table_shows_the_pooled_section_once(repeated: Path) -> None:
     assert analysed.stdout.count("top operators by self time") == 1
 
 
-def _captures(root: Path, count: int, rank: int | None) -> list[Path]:
+def _captures(root: Path, count: int, rank: int | None, stamps_from: int = 0) -> list[Path]:
     dirs = []
-    for k in range(count):
+    for k in range(stamps_from, stamps_from + count):
         trace = cpu_trace()
         (step,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
-        step["name"] = f"ProfilerStep#{7 + k}"
+        step["name"] = f"ProfilerStep#{7 + k - stamps_from}"
         trace["baseTimeNanoseconds"] = 1_700_000_000_000_000_000 + k * 10_000_000  # 10 ms apart
         if rank is None:
             del trace["distributedInfo"]
-        dirs.append(write_rank_dir(root, trace, rank=rank, name=f"host_42_2025010100000000{k}"))
+        dirs.append(write_rank_dir(root, trace, rank=rank, name=f"host_42_{20250101000000000 + k}"))
     return dirs
 
 
@@ -105,6 +105,18 @@ def test_pooled_only_beyond_three_captures(tmp_path: Path, count: int) -> None:
     ops = {o["name"]: o for o in pooled["top_operators"]}
     assert ops["aten::mm"]["count"] == 4 and ops["aten::add"]["count"] == 4
     assert ops["aten::add"]["self_us"] == pytest.approx(400.0)
+
+
+def test_a_process_that_replaced_itself_is_two_programs(tmp_path: Path) -> None:
+    """``os.exec`` keeps the pid, and the new program counts its steps from the start again: its captures
+    were pooled with the first program's (steps 7-10 twice, one mean over both)."""
+    first = _captures(tmp_path, 4, rank=None)
+    second = _captures(tmp_path, 4, rank=None, stamps_from=4)  # the same pid, later, steps 7-10 again
+    analysed = npuprof("analyse", str(tmp_path), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    pooled = json.loads(analysed.stdout)["pooled"]
+    assert [p["captures"] for p in pooled] == [[str(d) for d in first], [str(d) for d in second]]
+    assert [[s["step"] for s in p["steps"]] for p in pooled] == [[7, 8, 9, 10], [7, 8, 9, 10]]
 
 
 def test_ranks_are_pooled_apart(tmp_path: Path) -> None:

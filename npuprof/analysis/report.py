@@ -882,19 +882,40 @@ def _pooled(read: list[_Read], steps: tuple[int, int] | None, top: int) -> list[
     for item in read:
         groups.setdefault(pooling.process_key(Path(item.rank.rank_dir), item.rank.rank), []).append(item)
     out = []
-    for members in groups.values():
-        if len(members) <= pooling.POOL_AFTER:
-            continue
-        members.sort(key=lambda m: Path(m.rank.rank_dir).name)  # named by their start: in time order
-        inputs = [(m.summary, m.annotations) for m in members]
-        summary, annotations = pooling.pool(inputs, whole=steps is None)
-        first = members[0].rank
-        status = "parsed" if any(m.rank.status == "parsed" for m in members) else "cached"
-        pooled = rank_report(summary, Path(first.rank_dir).parent, status, steps, top, annotations)
-        pooled.captures = [m.rank.rank_dir for m in members]
-        _mark_pooled_partials(pooled, members, steps)
-        out.append(pooled)
+    for group in groups.values():
+        group.sort(key=lambda m: Path(m.rank.rank_dir).name)  # named by their start: in time order
+        for members in _programs(group):
+            out.append(_pooled_process(members, steps, top))
     return out
+
+
+def _programs(members: list[_Read]) -> list[list[_Read]]:
+    """The runs of captures of one program, of those with more than POOL_AFTER: a rankless process that
+    replaced itself (``os.exec``) keeps its pid but counts its steps from 0 again, a new program. A rank
+    started again (torchrun's restarts) stays one: its repeated steps are said (:func:`repeated_steps`)."""
+    runs: list[list[_Read]] = []
+    last_first: int | None = None
+    for member in members:
+        numbered = [s.step for s in member.summary.steps if isinstance(s.step, int)]
+        first = min(numbered) if numbered else None
+        again = first is not None and last_first is not None and first <= last_first
+        if not runs or (again and member.rank.rank is None):
+            runs.append([])
+        runs[-1].append(member)
+        last_first = first if first is not None else last_first
+    return [run for run in runs if len(run) > pooling.POOL_AFTER]
+
+
+def _pooled_process(members: list[_Read], steps: tuple[int, int] | None, top: int) -> RankReport:
+    """The pooled section of one program's captures."""
+    inputs = [(m.summary, m.annotations) for m in members]
+    summary, annotations = pooling.pool(inputs, whole=steps is None)
+    first = members[0].rank
+    status = "parsed" if any(m.rank.status == "parsed" for m in members) else "cached"
+    pooled = rank_report(summary, Path(first.rank_dir).parent, status, steps, top, annotations)
+    pooled.captures = [m.rank.rank_dir for m in members]
+    _mark_pooled_partials(pooled, members, steps)
+    return pooled
 
 
 def _mark_pooled_partials(pooled: RankReport, members: list[_Read], steps: Any) -> None:
