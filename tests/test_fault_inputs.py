@@ -444,6 +444,28 @@ def test_no_capture_because_the_job_died_before_its_first_step(out: Path) -> Non
     assert "needs" not in text
 
 
+def test_a_process_the_job_left_running_is_named_not_blamed_for_no_steps(out: Path, tmp_path: Path) -> None:
+    """The script forks and its first process exits at once; the child goes on (and may capture later):
+    the summary said "no optimizer's step() ran in the job"."""
+    release = tmp_path / "release"
+    job = (
+        "import os, sys, time\n"
+        "if os.fork():\n    sys.exit(0)\n"
+        "null = os.open(os.devnull, os.O_RDWR)\n"  # the test reads the job's output to its end
+        "for fd in (0, 1, 2):\n    os.dup2(null, fd)\n"
+        f"while not os.path.exists({str(release)!r}):\n    time.sleep(0.05)\n"
+    )
+    try:
+        proc = npuprof("run", "-o", str(out), "--", sys.executable, "-c", job)
+    finally:
+        release.touch()  # the child ends
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    said = "no capture was written yet (exit code 0): the job's first process ended, but 1 process(es)"
+    assert said in text, text
+    assert "no optimizer" not in text, text
+
+
 def test_no_capture_because_the_job_ran_too_few_steps_still_names_the_schedule(too_few_steps_run) -> None:
     _, proc = too_few_steps_run  # (the run test_no_waiting_message_when_nothing_was_captured reads)
     assert proc.returncode == 0

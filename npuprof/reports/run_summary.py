@@ -53,6 +53,14 @@ def print_run_summary(
                 "(it could not be written: see the warnings above), so the reason is not known."
             )
             return
+        running = processes_of_the_run(run_id)
+        if running:  # a process that outlived the job's first one (a daemon it forked) may still capture
+            _note(
+                f"no capture was written yet (exit code {exit_code}): the job's first process ended, but "
+                f"{_still_running(running)}; what they capture lands in {output} as they go: npuprof analyse "
+                f"{shell_quote(str(output))} once they end. See {log_path}."
+            )
+            return
         why = why_no_capture(cfg, exit_code, lines, reach_warned)
         _note(f"no capture was written (exit code {exit_code}): {why}. See {log_path}.")
         return
@@ -145,6 +153,12 @@ def print_run_summary(
             f"      [bold]npuprof analyse {escape(shell_quote(str(root)))}[/]   ({count} of the captures, "
             f"outside {target})"
         )
+    running = processes_of_the_run(run_id)
+    if running:
+        console.print(
+            f"[bold yellow]npuprof:[/] the job's first process ended, but {_still_running(running)}: what "
+            "they capture from now on is not listed here (npuprof analyse reads it once they end)"
+        )
     if cfg.export_db:  # the db export is for msprof-analyze's recipes (README)
         recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"
         console.print(f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe)")
@@ -161,6 +175,45 @@ def print_run_summary(
                 f"(killed? out of memory?): replaced, {RESTARTS} times at most a process; see "
                 f"{escape(str(log_path))}"
             )
+
+
+def processes_of_the_run(run_id: str | None) -> list[int]:
+    """The pids of this run's training processes still running on this host (a process the job forked
+    and left behind, a daemon): every process whose environment holds this run's payload, post-processors
+    aside. Linux's /proc only; elsewhere none are found."""
+    if not run_id:
+        return []
+    marker = f'"run_id":"{run_id}"'.encode()
+    found = []
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        pid = int(name)
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+            if ENV_MARKER not in environ or marker not in environ:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if POSTPROCESS_MODULE in f.read():
+                    continue
+        except OSError:  # gone, or not ours to read
+            continue
+        found.append(pid)
+    return sorted(found)
+
+
+ENV_MARKER = b"NPUPROF_CONFIG="
+POSTPROCESS_MODULE = b"npuprof.results.postprocess"
+
+
+def _still_running(pids: list[int]) -> str:
+    shown = ", ".join(map(str, pids[:5])) + (" ..." if len(pids) > 5 else "")
+    return f"{len(pids)} process(es) of it still run (pid {shown})"
 
 
 def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[CaptureSummary]:
