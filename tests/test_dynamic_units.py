@@ -410,7 +410,10 @@ def test_status_says_the_warm_up_of_the_request() -> None:
     from npuprof.cli.status import _config_line
 
     line = _config_line({"start_step": -1, "active": 3, "warmup": 2, "is_rank": True, "rank_list": [0]})
-    assert line == "3 step(s) from the next step after 2 warm-up step(s) on ranks 0"
+    assert line == "3 step(s) after 2 warm-up step(s) from the next step on ranks 0"
+    # torch_npu's start_step is where the warm-up begins: steps 60-61 warm up, 62-64 are recorded
+    line = _config_line({"start_step": 60, "active": 3, "warmup": 2})
+    assert line == "3 step(s) from step 62 (after 2 warm-up step(s) from step 60) on every rank"
     assert _config_line({"start_step": 7, "active": 1, "warmup": 0}) == "1 step(s) from step 7 on every rank"
 
 

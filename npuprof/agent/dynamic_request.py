@@ -27,6 +27,19 @@ from npuprof.results.layout import RANK_DIR_SUFFIX
 
 NO_CAPTURE = 0  # start_step 0: no capture (torch_npu's default)
 NEXT_STEP = -1  # start_step -1: the step after the change is seen (what `npuprof trigger` writes by default)
+
+
+def window_text(start_step: int, warmup: int, active: int) -> str:
+    """What a request records, in words: torch_npu's ``start_step`` is where the warm-up begins."""
+    if not warmup:
+        start = "the next step" if start_step == NEXT_STEP else f"step {start_step}"
+        return f"{active} step(s) from {start}"
+    if start_step == NEXT_STEP:
+        return f"{active} step(s) after {warmup} warm-up step(s) from the next step"
+    first = start_step + warmup
+    return f"{active} step(s) from step {first} (after {warmup} warm-up step(s) from step {start_step})"
+
+
 FILE_LABEL = "profiler_config.json"
 
 Say = Callable[[str, str], None]  # (level, message)
@@ -45,11 +58,10 @@ class Request:
     def describe(self) -> str:
         if self.start_step == NO_CAPTURE:
             return "start_step 0: no capture"
-        start = "the next step" if self.start_step == NEXT_STEP else f"step {self.start_step}"
-        warm = f", after {self.warmup} warm-up step(s)" if self.warmup else ""
+        window = window_text(self.start_step, self.warmup, self.active)
         ranks = "every rank" if self.cfg.ranks is None else f"ranks {_ranks(self.cfg.ranks)}"
         label = f" (trigger {self.trigger_id})" if self.trigger_id else ""
-        return f"capture {self.active} step(s) from {start}{warm} on {ranks} into {self.cfg.output}{label}"
+        return f"capture {window} on {ranks} into {self.cfg.output}{label}"
 
     def with_window(self, first: int) -> ProfileConfig:
         """This request's configuration for a capture whose window begins at ``first``; its schedule is

@@ -251,14 +251,15 @@ def _config_line(config: dict[str, Any]) -> str:
     start = config.get("start_step", 0)
     if start == 0:
         return "start_step 0 (no capture asked)"
-    when = "the next step" if start == -1 else f"step {start}"
     rank_list = config.get("rank_list")
     listed = ",".join(map(str, rank_list)) if isinstance(rank_list, list) else rank_list
     ranks = "every rank" if not config.get("is_rank") else f"ranks {listed}"
     label = f", trigger {config['trigger_id']}" if "trigger_id" in config else ""
     warmup = config.get("warmup", 0)
-    warm = f" after {warmup} warm-up step(s)" if isinstance(warmup, int) and warmup > 0 else ""
-    return f"{config.get('active', 1)} step(s) from {when}{warm} on {ranks}{label}"
+    warmup = warmup if isinstance(warmup, int) and warmup > 0 else 0
+    from npuprof.agent.dynamic_request import window_text
+
+    return f"{window_text(start, warmup, config.get('active', 1))} on {ranks}{label}"
 
 
 def register(app: typer.Typer) -> None:

@@ -147,13 +147,11 @@ def _describe(document: dict[str, Any], cfg: Any) -> str:
             "start_step 0: no capture (one planned is dropped; one recording ends at the next step, what it "
             "recorded is saved)"
         )
-    start = "the next step" if document["start_step"] == NEXT_STEP else f"step {document['start_step']}"
+    from npuprof.agent.dynamic_request import window_text
+
+    window = window_text(document["start_step"], document["warmup"], document["active"])
     ranks = "every rank" if cfg.ranks is None else "ranks " + ",".join(map(str, cfg.ranks))
-    warm = f" after {document['warmup']} warm-up step(s)" if document["warmup"] else ""
-    return (
-        f"capture {document['active']} step(s) from {start}{warm} on {ranks} (trigger "
-        f"{document['trigger_id']})"
-    )
+    return f"capture {window} on {ranks} (trigger {document['trigger_id']})"
 
 
 def _write(directory: Path, data: bytes) -> Path:
@@ -220,7 +218,8 @@ def _signature() -> inspect.Signature:
                 typer.Option(
                     "--start-step",
                     metavar="N",
-                    help="First step (absolute, as ProfilerStep#N) \\[default: the next step].",
+                    help="First step of the window, warm-up included (absolute, as ProfilerStep#N) "
+                    "\\[default: the next step].",
                     show_default=False,
                 ),
             ],
