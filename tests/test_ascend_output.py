@@ -371,6 +371,16 @@ def test_a_rank_with_two_captures_is_pooled_in_the_slowest_rank_test(tmp_path: P
     assert steps == {1: {"0": 1000.0, "1": 2500.0}, 5: {"0": 3000.0, "1": 2500.0}}
 
 
+def test_two_captures_of_one_rank_draw_no_table_across_ranks(tmp_path: Path) -> None:
+    """One rank captured twice (a process run twice): there is nothing to compare across ranks."""
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 1000.0, 0.0, 0.0, 0.0)], stamp=100)
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(5, 3000.0, 0.0, 0.0, 0.0)], stamp=200)
+    result = npuprof("analyse", str(tmp_path), env={**clean_env(), "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "step time across ranks" not in result.stdout and "slowest rank" not in result.stdout
+    assert result.stdout.count("rank 0") == 2, result.stdout  # both captures reported
+
+
 def test_captures_of_one_rank_on_two_kinds_of_device_are_named(tmp_path: Path) -> None:
     from analyse_support.handmade import cpu_trace, write_rank_dir
 

@@ -289,8 +289,8 @@ def _name_room(console: Console, names: list[str], figures: list[list[str]], hea
 
 def _render_cross_rank(report: Report, console: Console) -> None:
     cross = report.cross_rank
-    if len(report.ranks) > 1 and cross.steps:
-        ranks = sorted({k for s in cross.steps for k in s.ranks}, key=int)
+    ranks = sorted({k for s in cross.steps for k in s.ranks}, key=int)
+    if len(ranks) > 1:  # one rank's captures (a process run twice) have nothing to compare across
         # a step one rank alone has has no spread (-1: never among the widest)
         spread = [s.max_us - s.min_us if len(s.ranks) > 1 else -1.0 for s in cross.steps]
         shown, caption = _shown(cross.steps, spread, "spread_us")
