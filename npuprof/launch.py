@@ -308,9 +308,11 @@ def _kill_group(pgid: int, signum: int) -> None:
 
 
 @contextlib.contextmanager
-def _forward_signals(pgid_holder: list[int]) -> Iterator[list[int]]:
+def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Iterator[list[int]]:
     """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
-    kills the group (SIGKILL). A signal ignored when npuprof started stays ignored, in the job too (nohup)."""
+    kills the group and every other process of the run (SIGKILL): torchrun's workers lead sessions of their
+    own, and torchrun killed so cannot end them. A signal ignored when npuprof started stays ignored, in the
+    job too (nohup)."""
     received: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
@@ -319,6 +321,11 @@ def _forward_signals(pgid_holder: list[int]) -> Iterator[list[int]]:
             return  # not started yet: run_child passes it on once it is
         if signum == signal.SIGINT and received.count(signal.SIGINT) >= 2:
             _kill_group(pgid_holder[0], signal.SIGKILL)
+            from npuprof.job_processes import processes_of_the_run
+
+            for pid in processes_of_the_run(run_id):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             if received.count(signal.SIGINT) == 2:
                 sys.stderr.write("npuprof: second SIGINT (Ctrl-C): killed the job's processes (SIGKILL)\n")
                 sys.stderr.flush()
@@ -394,10 +401,11 @@ class _Terminal:
             signal.signal(signal.SIGTTOU, old_ttou)
 
 
-def run_child(command: list[str], env: dict[str, str]) -> JobEnd:
-    """Run ``command`` in its own process group and wait for it, passing signals and job control on."""
+def run_child(command: list[str], env: dict[str, str], run_id: str | None = None) -> JobEnd:
+    """Run ``command`` in its own process group and wait for it, passing signals and job control on
+    (``run_id``: the run whose processes a second SIGINT kills wherever they are)."""
     pgid: list[int] = []
-    with _Terminal().session() as terminal, _forward_signals(pgid) as received:
+    with _Terminal().session() as terminal, _forward_signals(pgid, run_id) as received:
         try:
             pid = _spawn(command, env)
         except FileNotFoundError:

@@ -387,7 +387,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     started = time.monotonic()
     before_the_job.restore()  # run_child passes the signals on to the job from here
     try:
-        end = run_child(command, env)
+        end = run_child(command, env, run_id)
     except LaunchError as exc:
         payload.remove_file()
         record.content.update(end=run_record.now_iso(), exit_code=127, error=str(exc))

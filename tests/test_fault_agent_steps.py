@@ -158,6 +158,9 @@ def test_steps_from_several_threads_do_not_crash(out: Path, tmp_path: Path, mode
         assert record["status"] == "complete", record
         steps = profiler_steps(d)
         assert steps == list(range(steps[0], steps[0] + len(steps))), steps  # one thread's steps, in order
+    # captures recorded off the main thread cannot be finalised on SIGTERM: said once, not silently
+    warned = "no SIGTERM handler can be installed" in " ".join(result.stderr.split())
+    assert warned is (mode != "main-and-thread"), result.stderr[-2000:]
 
 
 # ---- fault 2: the primary optimizer is replaced -----------------------------------------------------

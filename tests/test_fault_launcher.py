@@ -173,11 +173,14 @@ def test_sighup_to_npuprof_ends_the_job_and_npuprof_dies_of_it(out: Path, tmp_pa
 
 # ---- must-have: SIGINT once forwards, twice kills ------------------------------------------------
 def test_a_second_sigint_kills_the_jobs_process_group(out: Path, tmp_path: Path) -> None:
+    """... and the run's processes outside it: torchrun starts each worker in a session of its own, and
+    killing torchrun left them running (hung in a collective, npuprof waiting for them)."""
     script = _job_script(
         tmp_path,
         "import subprocess\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "sleeper = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
+        "child = subprocess.Popen(sleeper, start_new_session=True)\n"
         # written whole, then named: the test reads it as soon as the name is there
         f"pathlib.Path({str(tmp_path / 'grandchild.tmp')!r}).write_text(str(child.pid))\n"
         f"os.replace({str(tmp_path / 'grandchild.tmp')!r}, {str(tmp_path / 'grandchild')!r})\n"

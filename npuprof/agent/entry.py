@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +198,13 @@ class Agent:
     def _on_profiling(self, active: bool) -> None:
         """A profiler of ours starts or stops: SIGTERM then finalises the capture, or acts as before."""
         if active:
-            self.sigterm.install()
+            if not self.sigterm.install() and threading.current_thread() is not threading.main_thread():
+                self.log.warn_once(
+                    "sigterm-thread",
+                    "training runs in a thread other than the main one, where no SIGTERM handler can be "
+                    "installed: a SIGTERM ends the job without finalising the capture in flight (the job's "
+                    "end and Ctrl-C do finalise it)",
+                )
             if self._native_exit is None:
                 self._native_exit = _NativeExit.prepare()
             self._finalise_at_os_exit()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.config import ProfileConfig
+from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import shorten_middle
 from npuprof.results.run_record import CaptureSummary
 
@@ -175,40 +176,6 @@ def print_run_summary(
                 f"(killed? out of memory?): replaced, {RESTARTS} times at most a process; see "
                 f"{escape(str(log_path))}"
             )
-
-
-def processes_of_the_run(run_id: str | None) -> list[int]:
-    """The pids of this run's training processes still running on this host (a process the job forked
-    and left behind, a daemon): every process whose environment holds this run's payload, post-processors
-    aside. Linux's /proc only; elsewhere none are found."""
-    if not run_id:
-        return []
-    marker = f'"run_id":"{run_id}"'.encode()
-    found = []
-    try:
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
-    except OSError:
-        return []
-    for name in entries:
-        pid = int(name)
-        if pid == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = f.read()
-            if ENV_MARKER not in environ or marker not in environ:
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if POSTPROCESS_MODULE in f.read():
-                    continue
-        except OSError:  # gone, or not ours to read
-            continue
-        found.append(pid)
-    return sorted(found)
-
-
-ENV_MARKER = b"NPUPROF_CONFIG="
-POSTPROCESS_MODULE = b"npuprof.results.postprocess"
 
 
 def _still_running(pids: list[int]) -> str:
