@@ -381,6 +381,24 @@ def test_two_captures_of_one_rank_draw_no_table_across_ranks(tmp_path: Path) -> 
     assert result.stdout.count("rank 0") == 2, result.stdout  # both captures reported
 
 
+def test_a_rank_started_again_is_compared_on_its_latest_capture(tmp_path: Path) -> None:
+    """torchrun --max-restarts: rank 0's first attempt died in step 6 (a later pid may be lower); the
+    table across ranks showed its latest step 6 but the slowest rank's mean took both step 6s in."""
+    first = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(6, 18000.0, 0.0, 0.0, 0.0)], stamp=100)
+    first.rename(first.with_name(first.name.replace("_4000_", "_4999_")))  # the earlier process, a higher pid
+    again = [_step(n, t, 0.0, 0.0, 0.0) for n, t in ((6, 7500.0), (7, 6500.0), (8, 2700.0))]
+    _rank_dir(tmp_path, 0, "kernel_details_2023.csv", again, stamp=200)
+    other = [_step(n, t, 0.0, 0.0, 0.0) for n, t in ((6, 4400.0), (7, 6000.0), (8, 2700.0))]
+    _rank_dir(tmp_path, 1, "kernel_details_2023.csv", other, stamp=200)
+    report = _report(tmp_path)
+    steps = {s["step"]: s["ranks"] for s in report["cross_rank"]["steps"]}
+    assert steps[6] == {"0": 7500.0, "1": 4400.0}  # the later capture's step 6
+    slowest = report["cross_rank"]["slowest"]
+    rank0, rank1 = (7500.0 + 6500.0 + 2700.0) / 3, (4400.0 + 6000.0 + 2700.0) / 3
+    assert (slowest["rank"], slowest["mean_step_us"]) == (0, round(rank0, 3))
+    assert slowest["median_us"] == round((rank0 + rank1) / 2, 3)
+
+
 def test_captures_of_one_rank_on_two_kinds_of_device_are_named(tmp_path: Path) -> None:
     from analyse_support.handmade import cpu_trace, write_rank_dir
 

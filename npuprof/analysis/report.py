@@ -587,22 +587,23 @@ def cross_rank(
     first_base = min(bases.values(), default=0)
     # a rank's mean is over the whole steps of all its captures (torch_npu's repeat=N: a dir per capture)
     # that every rank has, when there are such steps (ranks that captured different steps, a capture lost
-    # with its rank, triggers that started on different steps: their means would not compare)
-    whole: dict[int, list[tuple[Any, float]]] = {}
-    busy: dict[int, list[tuple[Any, float]]] = {}  # step time minus exposed communication
+    # with its rank, triggers that started on different steps: their means would not compare). A step a
+    # rank has in two captures (a rank started again) counts once, the later capture's, as in the table.
+    by_rank: dict[int, dict[Any, tuple[float, float]]] = {}  # step -> (step time, minus exposed comm)
     waited = False
-    for r in ranks:
+    for r in ranks:  # in time order within a rank (rank dirs are named by their start)
         if r.rank is None:
             continue
         shift_us = (bases[id(r)] - first_base) / 1000
         for s in r.steps:
             if s.partial is not True:
-                whole.setdefault(r.rank, []).append((s.step, s.duration_us))
                 start = s.start_us + shift_us if start_known(s.start_us) else math.nan
                 by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, start)
                 exposed = s.comm_not_overlapped_us or 0.0
                 waited = waited or exposed > 0
-                busy.setdefault(r.rank, []).append((s.step, s.duration_us - exposed))
+                by_rank.setdefault(r.rank, {})[s.step] = (s.duration_us, s.duration_us - exposed)
+    whole = {rank: [(step, t[0]) for step, t in steps.items()] for rank, steps in by_rank.items()}
+    busy = {rank: [(step, t[1]) for step, t in steps.items()] for rank, steps in by_rank.items()}
     shared = set.intersection(*({step for step, _ in v} for v in whole.values())) if whole else set()
     for rank, durations in whole.items():
         means[rank] = round(statistics.fmean(_of_steps(durations, shared)), 3)
@@ -666,7 +667,7 @@ def repeated_steps(ranks: list[RankReport]) -> list[str]:
         if len(dirs) > 1 and rank not in lines:
             lines[rank] = (
                 f"rank {rank} has step {step} in {len(dirs)} captures ({', '.join(dirs)}): they may be "
-                f"different runs; the steps across ranks take the last one's; analyse one at a time"
+                f"different runs; the comparison across ranks takes the last one's; analyse one at a time"
             )
     devices: dict[int, dict[str, list[str]]] = {}
     for r in ranks:
@@ -847,7 +848,7 @@ def build_report(
             all_ranges.append((rank.rank, range_totals(annotations.ranges, steps)))
         ranks.append(rank)
         read.append(_Read(rank, summary, annotations, partials))
-    ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, r.rank_dir))
+    ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, _started(r.rank_dir), r.rank_dir))
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
         there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
         asked = str(steps[0]) if steps[0] == steps[1] else f"{steps[0]}-{steps[1]}"
@@ -874,6 +875,13 @@ class _Read:
     summary: Summary
     annotations: Annotations | None
     partials: list[tuple[int, str]]  # partial_steps()
+
+
+def _started(rank_dir: str) -> str:
+    """When a rank dir's capture started, as its name says (``{worker}_{pid}_{stamp}_ascend_pt``): a rank's
+    captures in time order, whatever their pids ("" for other names: first)."""
+    named = layout.parse_rank_dir_name(Path(rank_dir).name)
+    return named["stamp"] if named else ""
 
 
 def _pooled(read: list[_Read], steps: tuple[int, int] | None, top: int) -> list[RankReport]:
