@@ -145,12 +145,14 @@ def test_a_later_run_that_wrote_no_capture_is_named(tmp_path: Path) -> None:
     """The default report is of the latest run with captures; a run recorded after it that wrote none
     (too few steps, a crash) is named, so the older table is not taken for the newer run's."""
     write_rank_dir(tmp_path, cpu_trace())
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() + 60))  # after the capture
     later = tmp_path / "npuprof_run.20261202121940858.11001.json"
-    later.write_text(
-        json.dumps(
-            {"run_id": "3cac53e7a1fa", "start": "2026-12-02T12:19:40+0000", "exit_code": 1, "captures": []}
-        )
-    )
+    later.write_text(json.dumps({"run_id": "3cac53e7a1fa", "start": started, "exit_code": 1, "captures": []}))
+    # a run that began while the reported one recorded is a part of its job (npuprof inside torchrun, --ranks
+    # leaving one worker without a capture), not a later run
+    during = tmp_path / "npuprof_run.20261202121940858.11002.json"
+    began = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    during.write_text(json.dumps({"run_id": "4cac53e7a1fa", "start": began, "exit_code": 0, "captures": []}))
     earlier = tmp_path / "npuprof_run.json"
     earlier.write_text(json.dumps({"run_id": "0123456789ab", "captures": []}))
     os.utime(earlier, ns=(1, 1))  # recorded long before the capture: not a later run
@@ -158,8 +160,8 @@ def test_a_later_run_that_wrote_no_capture_is_named(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     notes = [line for line in result.stderr.splitlines() if "wrote no capture" in line]
     assert notes == [
-        "npuprof analyse: note: a later run here, 3cac53e7a1fa (started 2026-12-02T12:19:40+0000, exit code "
-        f"1), wrote no capture (see {later.name} and npuprof.log); this report is of an earlier run"
+        f"npuprof analyse: note: a later run here, 3cac53e7a1fa (started {started}, exit code 1), wrote no "
+        f"capture (see {later.name} and npuprof.log); this report is of an earlier run"
     ], result.stderr
 
 

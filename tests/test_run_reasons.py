@@ -37,6 +37,22 @@ def test_ranks_asked_of_a_job_that_has_none() -> None:
     assert why == "--ranks picks ranks, but the job is not distributed (no process has a rank)", why
 
 
+def test_agents_of_another_run_in_the_same_log_are_not_this_runs() -> None:
+    """npuprof inside torchrun with --ranks 1: each worker has its own launcher and run, one log. Rank 0's
+    launcher read rank 1's agent as its own and blamed the schedule."""
+    ours = "2026-12-02 07:00:00 [INFO] [agent pid=7] "
+    theirs = "2026-12-02 07:00:00 [INFO] [agent pid=8] "
+    lines = [
+        ours + "agent ready in /w/train.py (rank 0, run aaaa11112222)",
+        theirs + "agent ready in /w/train.py (rank 1, run bbbb11112222)",
+        ours + "steps are counted on the optimizer SGD (the first optimizer to step)",
+        theirs + "steps are counted on the optimizer SGD (the first optimizer to step)",
+        ours + "rank 0 not selected (--ranks); no capture at step 5",
+    ]
+    why = why_no_capture(ProfileConfig(ranks=[1]), 0, lines, run_id="aaaa11112222")
+    assert why == "no process of the job has a rank selected by --ranks (ranks seen: 0)", why
+
+
 def test_a_capture_that_could_not_begin_is_the_reason() -> None:
     """The agent logs why a capture was skipped (a file name too long, a directory replaced by a file):
     that is the reason, not "the job ended before the first capture"."""

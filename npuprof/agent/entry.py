@@ -137,7 +137,7 @@ class Agent:
         from npuprof.agent.comm_marks import install_at_wake
 
         install_at_wake(cfg, log)  # --msprof-tx: communication ranges (never raises)
-        log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()})")
+        log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()}, run {run.get('run_id')})")
         self._follow_the_launcher()
 
     @never_raise("installing the step hooks")

@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -967,12 +968,22 @@ def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
         run_id = record.get("run_id")
         if not isinstance(run_id, str) or run_id in reported.run_ids:
             continue
+        if _started_s(record) <= reported.ended + runs.SLACK_S:
+            continue  # began while the run reported recorded: a part of its job (inside torchrun, --ranks)
         ended = f", exit code {record['exit_code']}" if isinstance(record.get("exit_code"), int) else ""
         notes.append(
             f"a later run here, {run_id} (started {record.get('start', '?')}{ended}), wrote no capture "
             f"(see {record_path.name} and npuprof.log); this report is of an earlier run"
         )
     return notes
+
+
+def _started_s(record: dict[str, Any]) -> float:
+    """When a run record's run began, epoch seconds (infinity when it does not say)."""
+    try:
+        return datetime.strptime(str(record.get("start")), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return math.inf
 
 
 def _runs_without_an_end(path: Path, run_ids: list[str]) -> list[str]:

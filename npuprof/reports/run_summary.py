@@ -62,7 +62,7 @@ def print_run_summary(
                 f"{shell_quote(str(output))} once they end. See {log_path}."
             )
             return
-        why = why_no_capture(cfg, exit_code, lines, reach_warned)
+        why = why_no_capture(cfg, exit_code, lines, reach_warned, run_id)
         _note(f"no capture was written (exit code {exit_code}): {why}. See {log_path}.")
         return
     from rich.console import Console
@@ -212,7 +212,9 @@ def _shown_dir(rank_dir: Path, output: Path) -> str:
 
 LOG_READ_LIMIT = 4 << 20  # npuprof.log rotates at 1 MiB: a larger file is not ours to read
 _AGENT_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)\] (?P<message>.*)$")
-_READY = re.compile(r"^agent ready in .* \(rank (?P<rank>\S+)\)$")
+# "(rank N, run ID)"; "(rank N)" before the run was named: the lines of agents of another run (npuprof
+# started inside torchrun: a launcher per worker, all logging into one npuprof.log) are not this run's
+_READY = re.compile(r"^agent ready in .* \(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?\)$")
 _NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
 
 
@@ -264,7 +266,24 @@ def _listed(captures: list[CaptureSummary]) -> tuple[list[CaptureSummary], int]:
     return kept, len(captures) - len(kept)
 
 
-def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_warned: bool = False) -> str:
+def _agents_of_other_runs(lines: list[str], run_id: str | None) -> set[str]:
+    """The pids of agents whose ready line names another run than ``run_id``."""
+    others = set()
+    for line in lines:
+        match = _AGENT_LINE.search(line)
+        ready = _READY.match(match["message"]) if match is not None else None
+        if match is not None and ready is not None and run_id and ready["run"] not in (None, run_id):
+            others.add(match["pid"])
+    return others
+
+
+def why_no_capture(
+    cfg: ProfileConfig,
+    exit_code: int,
+    lines: list[str],
+    reach_warned: bool = False,
+    run_id: str | None = None,
+) -> str:
     """The real reason a run wrote no capture, from what its agents logged (``lines``): npuprof never
     reached the job, the trigger module was never imported, --step-on named nothing, no rank was
     selected, the script ran its own profiler, the job failed, or too few steps."""
@@ -272,9 +291,10 @@ def why_no_capture(cfg: ProfileConfig, exit_code: int, lines: list[str], reach_w
     unselected: list[str] = []
     messages: list[str] = []
     errors: list[str] = []
+    others = _agents_of_other_runs(lines, run_id)
     for line in lines:
         match = _AGENT_LINE.search(line)
-        if match is None:
+        if match is None or match["pid"] in others:
             continue
         message = match["message"]
         messages.append(message)
