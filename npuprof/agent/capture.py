@@ -183,6 +183,7 @@ class CaptureWriter:
             "gzip": self.cfg.gzip and own,
             "exports": exports.job if exports else None,
             "chrome_trace": chrome_copy,
+            "min_free_space": str(getattr(self.cfg, "min_free_space", "auto")),
         }
         self._write_now(job)
         if not self.post.submit(job):

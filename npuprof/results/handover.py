@@ -72,6 +72,7 @@ class CaptureJob(msgspec.Struct, kw_only=True):
     written: bool = False
     exports: ExportsJob | None = None
     chrome_trace: tuple[str, str] | None = None  # --export-chrome-trace: (source, target) to copy
+    min_free_space: str = "0"  # --min-free-space: the parse and the gzip never take the disk below it
     version: int = JOB_VERSION
 
 

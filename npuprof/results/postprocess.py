@@ -523,7 +523,14 @@ def run_job(job: CaptureJob) -> int:
         return 1
     if job.chrome_trace is not None:
         status |= _copy_chrome_trace(rank_dir, *job.chrome_trace)
-    if job.analyse:
+    trace_bytes = _size_of(job.trace)
+    short = (
+        _short_of_space(rank_dir, job.min_free_space, PARSE_SPACE_FACTOR * trace_bytes) if job.analyse else ""
+    )
+    if job.analyse and short:
+        _log(rank_dir, f"not analysed ({short}); run npuprof analyse on it later", "WARNING")
+        status = 1
+    elif job.analyse:
         try:
             from npuprof.analysis.parse import parse_rank_dir
 
@@ -543,12 +550,16 @@ def run_job(job: CaptureJob) -> int:
         status |= _finish_exports(rank_dir, job, record)
     trace = Path(job.trace) if job.gzip and job.trace else None
     if trace is not None and trace.suffix == ".json" and trace.exists():
-        try:
-            packed = gzip_file(trace)
-            record = {**record, "trace": packed.name}
-        except OSError as exc:
-            _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}", "WARNING")
-            status = 1
+        short = _short_of_space(rank_dir, job.min_free_space, GZIP_SPACE_FACTOR * trace_bytes)
+        if short:
+            _log(rank_dir, f"not gzipped ({short}): the plain trace is kept", "WARNING")
+        else:
+            try:
+                packed = gzip_file(trace)
+                record = {**record, "trace": packed.name}
+            except OSError as exc:
+                _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}", "WARNING")
+                status = 1
     if record != record_plain(job.record):
         # This process owns the record: rewritten from the job, not by reading it back.
         try:
@@ -557,6 +568,43 @@ def run_job(job: CaptureJob) -> int:
             _log(rank_dir, f"could not rewrite the capture record: {exc!r}", "ERROR")
             status = 1
     return status
+
+
+# What a parse and a gzip write, against the plain trace's size: trace_view.json ~1.2x and the tables
+# (bench/README.md); a gzipped copy ~0.1-0.2x, before the plain trace is removed.
+PARSE_SPACE_FACTOR = 1.5
+GZIP_SPACE_FACTOR = 0.25
+
+
+def _size_of(path: str | None) -> int:
+    try:
+        return os.stat(path).st_size if path else 0
+    except OSError:
+        return 0
+
+
+def _short_of_space(rank_dir: Path, spec: str, wanted: float) -> str:
+    """Why writing ``wanted`` more bytes into ``rank_dir`` would take its disk below --min-free-space
+    (``spec``), or "" when it would not (or when that cannot be told): the job's own writes (checkpoints)
+    must find the room the run promised them."""
+    try:
+        from npuprof.config import required_free_bytes
+
+        st = os.statvfs(rank_dir)
+        free = st.f_bavail * st.f_frsize
+        needed = required_free_bytes(spec, st.f_blocks * st.f_frsize)
+    except Exception:  # not known: the writes themselves fail and say so
+        return ""
+    if not needed or free - wanted >= needed:
+        return ""
+    return (
+        f"it needs about {_mib(wanted)} and {_mib(free)} is free: that would leave less than "
+        f"--min-free-space ({_mib(needed)})"
+    )
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
 
 
 def _copy_chrome_trace(rank_dir: Path, source: str, target: str) -> int:
