@@ -360,6 +360,28 @@ def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path)
     assert "incomplete" in line and "in progress" not in line
 
 
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_whole_trace_beside_a_record_never_finalised_is_analysed(tmp_path: Path, whole: bool) -> None:
+    """A full disk took the record's last update (and the post-processor's): the record still said
+    "capturing" beside the whole trace the capture wrote at its end; analyse refused it as interrupted. A
+    trace cut short stays interrupted."""
+    d = write_rank_dir(tmp_path / "result", cpu_trace())
+    (trace,) = d.glob("*.pt.trace.json")
+    if not whole:
+        trace.write_bytes(trace.read_bytes()[:-40])
+    (d / "npuprof_capture.json").write_text(
+        json.dumps({"status": "capturing", "run_id": "r1", "pid": 1, "backend": "torch-cpu", "steps": [7]})
+    )
+    proc = npuprof("analyse", str(tmp_path / "result"), "--format", "json")
+    if whole:
+        assert proc.returncode == 0, proc.stderr
+        (rank,) = json.loads(proc.stdout)["ranks"]
+        assert [s["step"] for s in rank["steps"]] == [7]
+    else:
+        (line,) = _one_line_each(proc.stderr, "not analysed:")
+        assert "incomplete" in line, proc.stderr
+
+
 def test_a_killed_processs_capture_is_interrupted_while_its_run_goes_on(tmp_path: Path) -> None:
     """A subprocess of the script killed mid-capture while the script (and npuprof) went on: its capture
     was said "in progress" for as long as the run lasted."""

@@ -367,6 +367,8 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
     except HandoverError as exc:
         return CaptureStatus(STATUS_INCOMPLETE, f"unreadable {CAPTURE_RECORD}: {exc}")
     status, detail = record.status, record.detail
+    if status == STATUS_CAPTURING and record_not_finalised_but_trace_whole(rank_dir, record.backend):
+        return CaptureStatus(STATUS_COMPLETE, UNFINALISED_RECORD)
     if status == STATUS_CAPTURING:
         alive = live_launcher(rank_dir.parent, record.run_id)
         if alive and not _capturing_process_gone(rank_dir, record.pid):
@@ -375,6 +377,29 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
             STATUS_INCOMPLETE, detail or "the process ended before the capture was finalised"
         )
     return CaptureStatus(status, detail)
+
+
+UNFINALISED_RECORD = "its record was never finalised (a full disk?), but its trace is whole"
+
+
+def record_not_finalised_but_trace_whole(rank_dir: Path, backend: str | None) -> bool:
+    """A record still "capturing" beside a whole Kineto trace: npuprof writes the trace only once the
+    capture has ended (to a temporary name, then renamed), so the record's own update was what failed (a
+    full disk took it and the post-processor's too). torch_npu writes no such trace (it is not asked)."""
+    if backend == "torch_npu":
+        return False
+    trace = find_raw_trace(rank_dir)
+    if trace is None:
+        return False
+    if trace.name.endswith(".gz"):
+        return True  # gzipped by the post-processor from a whole trace, to a temporary name first
+    try:
+        with open(trace, "rb") as handle:
+            handle.seek(max(handle.seek(0, os.SEEK_END) - 64, 0))
+            tail = handle.read().rstrip(b" \t\r\n\x00")
+    except OSError:
+        return False
+    return tail.endswith((b"}", b"]"))
 
 
 def short_host_name() -> str:
