@@ -289,8 +289,17 @@ class Agent:
         _plans_last_lines(self.controller)
 
     def _hand_over_the_rest(self) -> None:
-        """Jobs the post-processor could not take in time are written here, unparsed."""
+        """Jobs the pipe could not take in time go to the post-processor's spool, parsed after the job;
+        those it cannot take either are written here, unparsed."""
         left = self.post.drain()
+        spooled = len(left)
+        left = self.post.spool_left(left)
+        if spooled > len(left):
+            self.log.info(
+                f"{spooled - len(left)} capture(s) still queued at the process's end go to the "
+                f"post-processor through {self.post.spool}: parsed after the job ends (captures came faster "
+                "than they were parsed)"
+            )
         if left:
             from npuprof.agent.capture import write_job_files
 

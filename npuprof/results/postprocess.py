@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
+SPOOL_PREFIX = ".npuprof_spool."  # + training pid . restart . jsonl: the jobs queued at its end
+SPOOL_LIMIT = 256 << 20  # a spool file larger than this is not one npuprof wrote
 RESTARTS = 3  # post-processors started again after one died, per training process
 # the agent's log lines that say a post-processor was found dead (read back by the run summary)
 _DEATH_RE = re.compile(r"post-processor(?: pid (?P<a>\d+) had ended| \(pid (?P<b>\d+)\) has ended)")
@@ -59,6 +61,7 @@ class Postprocessor:
         self._pipe: int | None = None
         self._handover: _Handover | None = None
         self._restarts = 0
+        self.spool: Path | None = None  # where the jobs still queued at the process's end go (spool_left)
 
     @property
     def running(self) -> bool:
@@ -71,10 +74,11 @@ class Postprocessor:
         lock = _above_stdio(_create_lock(self.output, self.run_id))
         read_end, write_end = os.pipe()
         read_end = _above_stdio(read_end)
+        spool = self.output / f"{SPOOL_PREFIX}{os.getpid()}.{self._restarts}.jsonl"
         try:
             argv = [
                 sys.executable, "-m", "npuprof.results.postprocess",
-                "--lock-fd", str(lock), "--parent", str(os.getpid()),
+                "--lock-fd", str(lock), "--parent", str(os.getpid()), "--spool", str(spool),
             ]  # fmt: skip
             os.set_inheritable(lock, True)  # the post-processor's copy of the lock; ours is closed below
             self.pid = os.posix_spawn(
@@ -94,6 +98,7 @@ class Postprocessor:
             os.close(lock)
         self._pipe = write_end
         self._handover = _Handover(write_end, self.pid)
+        self.spool = spool
 
     def submit(self, job: dict[str, Any]) -> bool:
         """Queue one job (never blocks); False when no post-processor is there to take it (one that has
@@ -142,6 +147,30 @@ class Postprocessor:
         if self._handover is None:
             return []
         return self._handover.drain(timeout_s)
+
+    def spool_left(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """At the process's end, the jobs the pipe could not take in time (captures came faster than they
+        were parsed) go to the post-processor through its spool file, which it reads once the pipe is
+        closed (so it is whole by then): they are parsed after the job, as the others, and `npuprof run`
+        waits for them. The jobs that could not be spooled (no post-processor, a full disk)."""
+        handover = self._handover
+        if not jobs or self.spool is None or handover is None or handover.broken or self._has_exited():
+            return jobs
+        from npuprof.agent.memory_snapshot import pop_task
+        from npuprof.results import handover as wire
+        from npuprof.results.atomic import write_text
+
+        try:
+            for job in jobs:
+                pop_task(job)  # a memory snapshot not copied yet cannot travel: that export is said missing
+            text = b"".join(wire.job_line(wire.job_from(job)) for job in jobs).decode(
+                "utf-8", "surrogateescape"
+            )
+            write_text(self.spool, text, fsync=False)
+        except (OSError, TypeError, ValueError) as exc:
+            _agent_log().warning(f"the captures left at the end could not be spooled ({exc!r})")
+            return jobs
+        return []
 
     def forget(self) -> None:
         """Close our end (in a forked child, only the child's copy): the post-processor then sees EOF
@@ -718,10 +747,11 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     parent = int(args[args.index("--parent") + 1]) if "--parent" in args else None
     lock = int(args[args.index("--lock-fd") + 1]) if "--lock-fd" in args else None
+    spool = Path(args[args.index("--spool") + 1]) if "--spool" in args else None
     if lock is not None:
         close_inherited_fds({lock})
     try:
-        return _serve(parent)
+        return _serve(parent, spool)
     finally:
         if lock is not None:
             _remove_own_lock(lock)
@@ -737,14 +767,30 @@ def _remove_own_lock(lock: int) -> None:
             os.rmdir(os.path.dirname(path))  # when it was the last (a lock being made is retried)
 
 
-def _serve(parent: int | None) -> int:
+def spooled_jobs(spool: Path | None) -> Iterator[bytes]:
+    """The lines of the spool the training process wrote at its end (Postprocessor.spool_left), once; the
+    file is removed as it is read (a link or a FIFO of that name is never followed)."""
+    if spool is None:
+        return
+    try:
+        data = layout.read_small(spool, SPOOL_LIMIT)
+    except OSError:  # none: nothing was left at the end
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(spool)
+    yield from (line for line in data.split(b"\n") if line.strip())
+
+
+def _serve(parent: int | None, spool: Path | None = None) -> int:
     # Training has priority: on a busy machine this waits for idle CPU rather than slowing the steps.
     with contextlib.suppress(OSError, AttributeError):
         os.nice(10)
     status = 0
+    import itertools
+
     from npuprof.results.handover import HandoverError, job_from_line
 
-    for line in read_jobs(sys.stdin.fileno(), parent):
+    for line in itertools.chain(read_jobs(sys.stdin.fileno(), parent), spooled_jobs(spool)):
         try:
             job = job_from_line(line)
         except HandoverError as exc:
