@@ -246,3 +246,29 @@ def test_a_run_of_many_captures_lists_its_first_last_and_troubled_ones(
     assert "... and 79 more complete, parsed capture(s) between those (99.0 KiB in all;" in " ".join(
         said.split()
     )
+
+
+def test_thousands_of_unparsed_captures_are_counted_not_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post-processor killed early in a job of days leaves thousands of captures unparsed: the summary
+    listed each (5,667 lines); it lists the first 30 of them and counts the others."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    captures = [
+        CaptureSummary(
+            tmp_path / f"vm_1_202612021{k:08d}_ascend_pt", "complete", None, 1, [k], 1024, "", k < 100
+        )
+        for k in range(1000)
+    ]
+    print_run_summary(tmp_path, captures, 0, ProfileConfig(), tmp_path / "npuprof.log")
+    said = capsys.readouterr().err
+    listed = [k for k in range(1000) if f"202612021{k:08d}" in said]
+    # the first and last 10, and the first 30 unparsed ones (captures 100 to 129)
+    assert listed == [*range(10), *range(100, 130), *range(990, 1000)], listed
+    assert "... and 90 more complete, parsed capture(s) and 860 more not complete or not parsed between" in (
+        " ".join(said.split())
+    )

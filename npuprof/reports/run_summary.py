@@ -85,7 +85,7 @@ def print_run_summary(
     for column in short_columns:
         table.add_column(column, overflow="fold")
     table.add_column("directory", no_wrap=True)
-    listed, left_out = _listed(captures)
+    listed, left_out, notable_left = _listed(captures)
     rows = []
     for c in listed:
         rank = "-" if c.rank is None else str(c.rank)
@@ -102,10 +102,12 @@ def print_run_summary(
     from npuprof.reports.terminal import print_whole
 
     print_whole(console, table)
-    if left_out:
+    if left_out or notable_left:
         size = _size(sum(c.size_bytes or 0 for c in captures))
+        more = f"{left_out} more complete, parsed capture(s)" if left_out else ""
+        odd = f"{notable_left} more not complete or not parsed" if notable_left else ""
         console.print(
-            f"... and {left_out} more complete, parsed capture(s) between those ({size} in all; "
+            f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"
         )
     for c in listed:
@@ -254,16 +256,26 @@ LISTED_WHEN_MANY = 10  # a job of days with --repeat 0 makes thousands of captur
 MANY_CAPTURES = 30
 
 
-def _listed(captures: list[CaptureSummary]) -> tuple[list[CaptureSummary], int]:
-    """Every capture when they are few; else the first and last LISTED_WHEN_MANY and every one with
-    something to say (not complete, not parsed, a detail), in their order, and how many are left out."""
+def _listed(captures: list[CaptureSummary]) -> tuple[list[CaptureSummary], int, int]:
+    """Every capture when they are few; else the first and last LISTED_WHEN_MANY and the first
+    MANY_CAPTURES with something to say (not complete, not parsed, a detail), in their order; and how many
+    are left out: whole ones, and ones with something to say (a post-processor killed early leaves
+    thousands unparsed)."""
     if len(captures) <= MANY_CAPTURES:
-        return captures, 0
+        return captures, 0, 0
     ends = set(range(LISTED_WHEN_MANY)) | set(range(len(captures) - LISTED_WHEN_MANY, len(captures)))
-    kept = [
-        c for i, c in enumerate(captures) if i in ends or c.status != "complete" or not c.parsed or c.detail
-    ]
-    return kept, len(captures) - len(kept)
+    kept: list[CaptureSummary] = []
+    said = notable_left = 0
+    for i, c in enumerate(captures):
+        notable = c.status != "complete" or not c.parsed or bool(c.detail)
+        if i in ends:
+            kept.append(c)
+        elif notable and said < MANY_CAPTURES:
+            kept.append(c)
+            said += 1
+        elif notable:
+            notable_left += 1
+    return kept, len(captures) - len(kept) - notable_left, notable_left
 
 
 def _agents_of_other_runs(lines: list[str], run_id: str | None) -> set[str]:
