@@ -141,3 +141,31 @@ def test_the_post_processors_own_reason_for_an_unparsed_capture_is_given(
     said = " ".join(capsys.readouterr().err.split())
     assert f"the post-processor said: {name}: not analysed (failed: [Errno 28] No space left" in said
     assert "killed, or still at work" not in said
+
+
+def test_the_summary_counts_the_windows_that_could_not_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A disk that filled mid-job skipped hundreds of windows; stderr had said so once, at the time, and the
+    summary only listed what was captured."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    log = tmp_path / "npuprof.log"
+    log.write_text(
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=9] agent ready in train.py (rank 0, run r2)\n"
+        "2026-12-03 00:00:09 [INFO] [agent pid=7] capture windows skipped in this process: 5\n"
+        "2026-12-03 00:00:09 [INFO] [agent pid=8] capture windows skipped in this process: 3\n"
+        "2026-12-03 00:00:09 [INFO] [agent pid=9] capture windows skipped in this process: 40\n"
+    )
+    capture = CaptureSummary(
+        tmp_path / "vm_7_20261203000000000_ascend_pt", "complete", 0, 7, [6, 7], 1000, "", True
+    )
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "8 capture window(s) could not record (no room on the disk, or below --min-free-space" in said, (
+        said
+    )

@@ -79,6 +79,7 @@ class CaptureController:
         self.space = space  # a DiskGuard (npuprof.agent.disk_guard) or None
         self._on_profiling = on_profiling  # told when a profiler of ours starts (True) and stops (False)
         self.step = 0
+        self.windows_skipped = 0  # capture windows that could not record (no room, no directory)
         self.next_check = 0
         self.enabled = True
         self.armed = False
@@ -391,6 +392,7 @@ class CaptureController:
             return False
         if self.space is not None and not self.space.ok:
             message = f"capture at step {step} skipped: {self.space.describe()}"
+            self.windows_skipped += 1
             self.log.warn_once("disk-space", message + "; training goes on")
             if self.sink is not None or self._ensure_sink():
                 assert self.sink is not None
@@ -453,6 +455,7 @@ class CaptureController:
             return True
         except OSError as exc:
             message = f"capture at step {step} skipped: {exc}"
+            self.windows_skipped += 1
             self._tell_plan("skipped", step, str(exc))
             self.log.warn_once("capture-begin", f"{message}; training goes on, the next window is tried")
             self._discard_profiler(started)

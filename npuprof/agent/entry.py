@@ -265,8 +265,10 @@ class Agent:
 
         with sigint_held_back(deliver=False):
             controller = self.controller
-            if controller.armed and ended_by == "training ended":  # the run's end report reads it
+            if controller.armed and ended_by == "training ended":  # the run's end report reads these
                 self.log.info(f"steps counted in this process: {controller.step}")
+                if controller.windows_skipped:
+                    self.log.info(f"capture windows skipped in this process: {controller.windows_skipped}")
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
                 # --delay alone records until the process ends: that is its end, not a cut

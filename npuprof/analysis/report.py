@@ -997,7 +997,8 @@ def _runs_without_an_end(path: Path, run_ids: list[str]) -> list[str]:
         if run_id in run_ids and layout.live_launcher(path, run_id) is None:
             notes.append(
                 f"run {run_id}'s npuprof ended without recording how the job ended ({record_path.name} has "
-                "no end: it was killed, or its machine went down): the job's exit code is not known"
+                "no end: it was killed, its machine went down, or its disk was full): the job's exit code is "
+                "not known"
             )
     return notes
 

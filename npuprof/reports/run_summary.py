@@ -156,6 +156,12 @@ def print_run_summary(
             f"      [bold]npuprof analyse {escape(shell_quote(str(root)))}[/]   ({count} of the captures, "
             f"outside {target})"
         )
+    skipped = _counted(lines, WINDOWS_SKIPPED_AT_EXIT, run_id)
+    if skipped:
+        console.print(
+            f"[bold yellow]npuprof:[/] {skipped} capture window(s) could not record (no room on the disk, "
+            f"or below --min-free-space; see {escape(str(log_path))})"
+        )
     running = processes_of_the_run(run_id)
     if running:
         console.print(
@@ -401,6 +407,21 @@ def why_no_capture(
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
 CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged by npuprof.agent.controller
 STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.entry at exit
+WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewise
+
+
+def _counted(lines: list[str], prefix: str, run_id: str | None) -> int:
+    """The sum of the counts that this run's agents logged at exit after ``prefix``."""
+    total = 0
+    others = _agents_of_other_runs(lines, run_id)
+    for line in lines:
+        match = _AGENT_LINE.search(line)
+        if match is not None and match["pid"] not in others and match["message"].startswith(prefix):
+            count = match["message"].removeprefix(prefix)
+            total += int(count) if count.isdigit() else 0
+    return total
+
+
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
 # logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
 FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
