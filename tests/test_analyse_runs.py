@@ -186,8 +186,8 @@ def test_a_run_whose_npuprof_was_killed_is_said_to_have_no_known_exit_code(tmp_p
     notes = [line for line in said.splitlines() if "no end" in line]
     assert notes == [
         "npuprof analyse: note: run dead11112222's npuprof ended without recording how the job ended "
-        "(npuprof_run.json has no end: it was killed, its machine went down, or its disk was full): the job's "
-        "exit code is not known"
+        "(npuprof_run.json has no end: it was killed, its machine went down, or its disk was full): the "
+        "job's exit code is not known"
     ], said
     (out / "npuprof_run.json").write_text(
         json.dumps({**record, "end": "2026-12-01T10:01:00+0000", "exit_code": 0})
