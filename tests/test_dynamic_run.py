@@ -464,6 +464,28 @@ def test_trigger_says_when_no_process_watches_the_directory(tmp_path: Path) -> N
     assert json.loads((directory / CONFIG).read_text())["active"] == 3
 
 
+def test_a_trigger_says_it_replaces_a_request_no_process_picked_up(tmp_path: Path) -> None:
+    """Two triggers half a second apart: the first was never read, and nothing said so."""
+    from npuprof.agent.dynamic_files import prepare
+
+    directory, _, _ = prepare(str(tmp_path / "cfg"))
+    log = directory / "log"
+    log.mkdir(exist_ok=True)
+    first = npuprof("trigger", str(directory), "--active", "2")
+    assert first.returncode == 0 and "replaces" not in first.stderr  # the template asked for nothing
+    first_id = json.loads((directory / CONFIG).read_text())["trigger_id"]
+    second = npuprof("trigger", str(directory), "--active", "5")
+    said = " ".join(second.stderr.split())
+    assert f"this replaces request {first_id}, which no process had picked up yet" in said, said
+    second_id = json.loads((directory / CONFIG).read_text())["trigger_id"]
+    (log / f"dp_{os.uname().nodename}_{os.getpid()}_rank_0.log").write_text(
+        "2026-12-02 07:25:41,000 [INFO] [1] npuprof.dynamic: [step 5] loaded: capture 5 step(s) from the "
+        f"next step on every rank into out (trigger {second_id})\n"
+    )
+    third = npuprof("trigger", str(directory), "--active", "1")
+    assert third.returncode == 0 and "replaces" not in third.stderr, third.stderr
+
+
 @pytest.mark.parametrize(
     "flags, said",
     [

@@ -106,8 +106,14 @@ def trigger_command(**params: Any) -> None:
     document["active"] = active
     document["warmup"] = warmup
     document[c.TRIGGER_ID_KEY] = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
+    replaced = _request_not_picked_up(directory)
     target = _write(directory, (json.dumps(document, indent=4) + "\n").encode())
     sys.stdout.write(f"npuprof trigger: wrote {target}: {_describe(document, cfg)}\n")
+    if replaced:
+        sys.stderr.write(
+            f"npuprof trigger: note: this replaces request {replaced}, which no process had picked up yet "
+            "(the last change wins)\n"
+        )
     if cfg.ranks is not None:
         sys.stdout.write(
             "  (--ranks is torch_npu's is_rank: these captures are not parsed in the job; run npuprof "
@@ -121,6 +127,24 @@ def trigger_command(**params: Any) -> None:
             f"it ends (often megabytes a step); npuprof trigger {directory} --cancel ends it at the next "
             "step\n"
         )
+
+
+def _request_not_picked_up(directory: Path) -> str:
+    """The trigger id of the capture DIR/profiler_config.json asks for now, when no process's log says it
+    loaded it yet ("" when none is asked, or it was loaded, or that cannot be told)."""
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
+    from npuprof.config import TRIGGER_ID_KEY
+    from npuprof.results.layout import read_small
+
+    try:
+        current = json.loads(read_small(directory / CONFIG_NAME))
+        logs = [read_small(path, 1 << 22) for path in sorted((directory / LOG_DIR).glob("*.log*"))]
+    except (OSError, ValueError):
+        return ""
+    trigger = current.get(TRIGGER_ID_KEY) if isinstance(current, dict) else None
+    if not isinstance(trigger, str) or not trigger or current.get("start_step", 0) == 0:
+        return ""
+    return "" if any(f"trigger {trigger}".encode() in text for text in logs) else trigger
 
 
 def _note_if_nobody_watches(directory: Path) -> None:
