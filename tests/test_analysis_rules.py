@@ -114,6 +114,39 @@ def test_the_terminal_names_a_slowest_rank_only_above_the_median(
     assert line in done.stdout, done.stdout
 
 
+def test_a_partial_step_far_longer_than_the_others_is_named_as_a_stall(tmp_path: Path) -> None:
+    """Rank 1 hung 16 s in step 7 until SIGTERM ended the capture: the partial step left the comparison
+    across ranks, whose verdict then named rank 0 (which only waited); nothing pointed at the hang."""
+    for rank, last in ((0, 16_000_000.0), (1, 16_000_500.0)):
+        trace = {
+            "schemaVersion": 1,
+            "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2},
+            "traceEvents": [
+                x("ProfilerStep#6", "user_annotation", 0, 1000),
+                x("aten::mm", "cpu_op", 10, 500, **{"External id": 1}),
+                x("ProfilerStep#7", "user_annotation", 1000, last),
+            ],
+        }
+        rank_dir = write_rank_dir(tmp_path, trace, rank=rank, name=f"host_{rank}_20250101000000000")
+        record = {
+            "status": "complete",
+            "steps": [6, 7],
+            "detail": "stopped by SIGTERM",
+            "last_step_partial": True,
+        }
+        (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    done = subprocess.run(
+        [sys.executable, "-m", "npuprof", "analyse", str(tmp_path), "-j", "1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert (
+        "rank 1's step 7 lasted 16.0 s until the capture ended inside it, against 1.000 ms for its whole "
+        "steps (median): a hang or a stall (stopped by SIGTERM)"
+    ) in said, said
+
+
 def test_preparing_is_zero_when_the_first_task_starts_with_the_step(tmp_path: Path) -> None:
     # step [0, 1000); kernels at 0 (exactly the step's start) and at 300
     trace = {

@@ -717,6 +717,31 @@ def far_apart_steps(report: Report) -> list[str]:
     ]
 
 
+STALL_FACTOR = 10  # a partial step this many times the rank's median whole step (and over a second)
+
+
+def stalled_partial_steps(report: Report) -> list[str]:
+    """One line per rank whose partial step (cut by the capture's end: SIGTERM, a crash, a timeout) lasted
+    far longer than its whole steps: the incident itself (a hang, a stall) is left out of the comparison
+    across ranks, whose verdict may then name a rank that was only waiting."""
+    lines = []
+    for rank in report.ranks:
+        whole = [s.duration_us for s in rank.steps if s.partial is not True]
+        if not whole:
+            continue
+        typical = statistics.median(whole)
+        for s in rank.steps:
+            if s.partial is True and s.duration_us > max(1e6, STALL_FACTOR * typical):
+                who = "this process" if rank.rank is None else f"rank {rank.rank}"
+                lines.append(
+                    f"{who}'s step {s.step} lasted {s.duration_us / 1e6:.1f} s until the capture ended "
+                    f"inside it, against {typical / 1000:.3f} ms for its whole steps (median): a hang or a "
+                    f"stall ({rank.partial_reason or 'partial'}); partial steps are left out of the "
+                    "comparison across ranks, which does not see it"
+                )
+    return lines
+
+
 def _step_list(steps: set[Any]) -> str:
     numbers = sorted(s for s in steps if isinstance(s, int))
     shown = ", ".join(map(str, numbers[:3])) + (" ..." if len(numbers) > 3 else "")

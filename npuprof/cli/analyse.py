@@ -112,7 +112,13 @@ def analyse(
 
     from rich.console import Console
 
-    from npuprof.analysis.report import NothingToAnalyse, build_report, far_apart_steps, repeated_steps
+    from npuprof.analysis.report import (
+        NothingToAnalyse,
+        build_report,
+        far_apart_steps,
+        repeated_steps,
+        stalled_partial_steps,
+    )
     from npuprof.analysis.runs import RunChoiceError
     from npuprof.analysis.summary_schema import TOP_PER_STEP
     from npuprof.reports import terminal
@@ -203,7 +209,7 @@ def analyse(
         shown = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
         which = "this capture" if len(without) == 1 else f"{len(without)} of the {len(report.ranks)} captures"
         print(f"npuprof analyse: note: no step of --steps {asked} in {which}: {shown}", file=sys.stderr)
-    for line in [*repeated_steps(report.ranks), *far_apart_steps(report)]:
+    for line in [*repeated_steps(report.ranks), *far_apart_steps(report), *stalled_partial_steps(report)]:
         _note(line)
     if top > TOP_PER_STEP:
         _note(
