@@ -392,8 +392,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "0 = never skip.",
         OUTPUT,
         "below this much free space on the output's filesystem, captures are skipped (warned once; the job "
-        "runs) and no capture is parsed or gzipped. `500MiB`, `2G` (K/M/G/T and KiB… are powers of 1024), `10GB` (KB/MB/GB: powers of 1000), "
-        "`3%` of the filesystem, `0` = never skip",
+        "runs) and no capture is parsed or gzipped. `500MiB`, `2G` (K/M/G/T and KiB… are powers of 1024), "
+        "`10GB` (KB/MB/GB: powers of 1000), `3%` of the filesystem, `0` = never skip",
         metavar="SIZE",
         config_key="min_free_space",
     ),
