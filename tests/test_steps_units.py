@@ -616,6 +616,11 @@ def test_step_on_follows_the_name_bound_again(step_on: Any) -> None:
     module.train_step = 3  # bound to nothing callable: said, never raised
     lost = "was bound again, to something not callable; later steps are not counted"
     assert log.lines[-1] == ("warning", f"--step-on jobmod:train_step {lost}")
+    # deleted (or bound to None): nothing is left to hang the watch on; a later def is not followed: said
+    assert wrap_step_function(module, "Trainer.fixed", controller, log) is True
+    del module.Trainer.fixed
+    gone = "was deleted or bound to None; later steps are not counted"
+    assert log.lines[-1] == ("warning", f"--step-on jobmod:Trainer.fixed {gone}")
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ be waited for until it is continued, and the wait says so, with the pid and what
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -112,3 +113,12 @@ def test_captures_still_queued_at_the_end_are_parsed_after_it(tmp_path: Path) ->
     for job in jobs:
         assert (Path(job["rank_dir"]) / layout.PARSED_DIR / layout.ANALYSE_DONE).exists()
     assert not post.spool.exists()
+    # the job the pipe's writer held at the end may reach the post-processor twice (pipe and spool): the
+    # second time changes nothing (it put back a record naming the plain trace, gzipped away meanwhile)
+    job = {**jobs[0], "gzip": True}
+    assert postprocess.run_job(handover.job_from(job)) == 0
+    record = json.loads((Path(job["rank_dir"]) / layout.CAPTURE_RECORD).read_text())
+    assert record["trace"].endswith(".pt.trace.json.gz") and Path(job["rank_dir"], record["trace"]).exists()
+    assert postprocess.run_job(handover.job_from(job)) == 0
+    again = json.loads((Path(job["rank_dir"]) / layout.CAPTURE_RECORD).read_text())
+    assert again == record

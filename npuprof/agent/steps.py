@@ -331,9 +331,14 @@ class _Rebound:
 
     def __del__(self) -> None:
         try:
-            if sys.is_finalizing() or not _rebound_to_another(self.module, self.qualname):
+            if sys.is_finalizing():
                 return
             name = f"{getattr(self.module, '__name__', '?')}:{self.qualname}"
+            if _unbound(self.module, self.qualname):
+                self.log.warning(f"--step-on {name} was deleted or bound to None{STEP_ON_LOST}")
+                return
+            if not _rebound_to_another(self.module, self.qualname):
+                return
             self.log.info(f"--step-on {name} was bound again: its new function is followed")
             if not wrap_step_function(self.module, self.qualname, self.controller, self.log):
                 self.log.warning(f"--step-on {name} was bound again, to something not callable{STEP_ON_LOST}")
@@ -343,6 +348,19 @@ class _Rebound:
 
 
 STEP_ON_LOST = "; later steps are not counted"
+
+
+def _unbound(module: Any, qualname: str) -> bool:
+    """``module.qualname`` was deleted or bound to None (its owner still there: not a module torn down)."""
+    if not getattr(module, "__dict__", None):
+        return False
+    *owner_path, attr = qualname.split(".")
+    owner: Any = module
+    for part in owner_path:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            return False
+    return getattr(owner, attr, None) is None
 
 
 def _rebound_to_another(module: Any, qualname: str) -> bool:

@@ -379,7 +379,10 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
     return CaptureStatus(status, detail)
 
 
-UNFINALISED_RECORD = "its record was never finalised (a full disk?), but its trace is whole"
+UNFINALISED_RECORD = (
+    "its record was never finalised (the process was killed, or the disk was full, right after its trace was "
+    "written), but its trace is whole"
+)
 
 
 def record_not_finalised_but_trace_whole(rank_dir: Path, backend: str | None) -> bool:

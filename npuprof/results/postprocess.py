@@ -543,6 +543,8 @@ def run_job(job: CaptureJob) -> int:
     rank_dir = Path(job.rank_dir)
     status = 0
     record = record_plain(job.record)
+    if _done_already(job):
+        return 0
     try:
         for name, content in job.files.items():
             write_json(rank_dir / name, content)
@@ -597,6 +599,14 @@ def run_job(job: CaptureJob) -> int:
             _log(rank_dir, f"could not rewrite the capture record: {exc!r}", "ERROR")
             status = 1
     return status
+
+
+def _done_already(job: CaptureJob) -> bool:
+    """A job seen twice (the one in the pipe's hands when the training process ended is spooled too): its
+    trace already gzipped and parsed; running it again would put back the record naming the plain trace."""
+    if not job.trace or os.path.exists(job.trace) or not os.path.exists(job.trace + ".gz"):
+        return False
+    return not job.analyse or (Path(job.rank_dir) / layout.PARSED_DIR / layout.ANALYSE_DONE).exists()
 
 
 # What a parse and a gzip write, against the plain trace's size: trace_view.json ~1.2x and the tables
