@@ -623,6 +623,21 @@ def test_step_on_follows_the_name_bound_again(step_on: Any) -> None:
     assert log.lines[-1] == ("warning", f"--step-on jobmod:Trainer.fixed {gone}")
 
 
+def test_step_on_follows_a_name_deleted_then_defined_again(step_on: Any) -> None:
+    """`del train_step` then a new def: the deleted name's place is held (calling it fails as the deleted
+    name would) and the next binding is wrapped; the new def was not followed."""
+    module, controller, log, events, _ = step_on
+    assert wrap_step_function(module, "train_step", controller, log) is True
+    module.train_step(1)
+    del module.train_step
+    with pytest.raises(NameError, match="'train_step' is not defined"):
+        module.train_step(2)
+    module.train_step = lambda x: events.append(("new", x))
+    module.train_step(3)
+    assert events == ["arm", ("train_step", 1), boundary(), ("new", 3), boundary()]
+    assert ("info", "--step-on jobmod:train_step was bound again: its new function is followed") in log.lines
+
+
 @pytest.mark.parametrize(
     "qualname", ["missing", "Missing.step", "Trainer.missing", "Trainer.Missing.go", "value", "nothing"]
 )

@@ -334,6 +334,11 @@ class _Rebound:
             if sys.is_finalizing():
                 return
             name = f"{getattr(self.module, '__name__', '?')}:{self.qualname}"
+            if _deleted_top_level(self.module, self.qualname):  # `del train_step`, a def to come: watched
+                self.module.__dict__[self.qualname] = _Pending(
+                    self.module, self.qualname, self.controller, self.log
+                )
+                return
             if _unbound(self.module, self.qualname):
                 self.log.warning(f"--step-on {name} was deleted or bound to None{STEP_ON_LOST}")
                 return
@@ -348,6 +353,26 @@ class _Rebound:
 
 
 STEP_ON_LOST = "; later steps are not counted"
+
+
+class _Pending(_Rebound):
+    """Holds the place of a ``--step-on`` name the script deleted from a module's namespace (``del
+    train_step``), as the bootstrap's placeholder holds a name not yet defined in ``__main__``: the
+    script's next binding of the name frees it, and its ``__del__`` wraps what was bound. Calling it fails
+    as the deleted name would."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NameError(f"name {self.qualname!r} is not defined")
+
+    def __repr__(self) -> str:
+        return f"<npuprof: {self.qualname} deleted>"
+
+
+def _deleted_top_level(module: Any, qualname: str) -> bool:
+    namespace = getattr(module, "__dict__", None)
+    return bool(namespace) and "." not in qualname and qualname not in namespace
 
 
 def _unbound(module: Any, qualname: str) -> bool:
