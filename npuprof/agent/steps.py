@@ -375,30 +375,30 @@ def _deleted_top_level(module: Any, qualname: str) -> bool:
     return bool(namespace) and "." not in qualname and qualname not in namespace
 
 
-def _unbound(module: Any, qualname: str) -> bool:
-    """``module.qualname`` was deleted or bound to None (its owner still there: not a module torn down)."""
+def _bound_now(module: Any, qualname: str) -> tuple[bool, Any]:
+    """Whether ``module.qualname``'s owner is still there (not a module torn down at exit, not a class
+    gone), and what the name is bound to now (None when deleted)."""
     if not getattr(module, "__dict__", None):
-        return False
+        return False, None
     *owner_path, attr = qualname.split(".")
     owner: Any = module
     for part in owner_path:
         owner = getattr(owner, part, None)
         if owner is None:
-            return False
-    return getattr(owner, attr, None) is None
+            return False, None
+    return True, getattr(owner, attr, None)
+
+
+def _unbound(module: Any, qualname: str) -> bool:
+    """``module.qualname`` was deleted or bound to None (its owner still there)."""
+    there, value = _bound_now(module, qualname)
+    return there and value is None
 
 
 def _rebound_to_another(module: Any, qualname: str) -> bool:
-    """The object ``module.qualname`` names now is not a --step-on wrapper (a module torn down at exit
-    holds nothing: False)."""
-    if not getattr(module, "__dict__", None):
-        return False
-    target: Any = module
-    for part in qualname.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            return False
-    return not getattr(target, "__npuprof_stepped__", False)
+    """The object ``module.qualname`` names now is not a --step-on wrapper."""
+    _there, value = _bound_now(module, qualname)
+    return value is not None and not getattr(value, "__npuprof_stepped__", False)
 
 
 def _not_a_step_function(func: Any) -> str:

@@ -156,7 +156,9 @@ def print_run_summary(
             f"      [bold]npuprof analyse {escape(shell_quote(str(root)))}[/]   ({count} of the captures, "
             f"outside {target})"
         )
-    skipped = _counted(lines, WINDOWS_SKIPPED_AT_EXIT, run_id)
+    others = _agents_of_other_runs(lines, run_id)
+    ours = [m["message"] for line in lines if (m := _AGENT_LINE.search(line)) and m["pid"] not in others]
+    skipped = sum(_exit_counts(ours, WINDOWS_SKIPPED_AT_EXIT))
     if skipped:
         console.print(
             f"[bold yellow]npuprof:[/] {skipped} capture window(s) could not record (no room on the disk, "
@@ -393,8 +395,7 @@ def why_no_capture(
             "torch.compile'd code is not seen); count the returns of your own step function with --step-on "
             "MODULE:QUALNAME, or capture by time with --delay and --duration"
         )
-    counts = [m.removeprefix(STEPS_AT_EXIT) for m in messages if m.startswith(STEPS_AT_EXIT)]
-    counts = [int(c) for c in counts if c.isdigit()]
+    counts = _exit_counts(messages, STEPS_AT_EXIT)
     most = f"; the most steps a process counted: {max(counts)}" if counts else ""
     if exit_code:
         return f"{ended} before the schedule's first capture, which records from step {first} ({what}{most})"
@@ -410,16 +411,10 @@ STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.ent
 WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewise
 
 
-def _counted(lines: list[str], prefix: str, run_id: str | None) -> int:
-    """The sum of the counts that this run's agents logged at exit after ``prefix``."""
-    total = 0
-    others = _agents_of_other_runs(lines, run_id)
-    for line in lines:
-        match = _AGENT_LINE.search(line)
-        if match is not None and match["pid"] not in others and match["message"].startswith(prefix):
-            count = match["message"].removeprefix(prefix)
-            total += int(count) if count.isdigit() else 0
-    return total
+def _exit_counts(messages: list[str], prefix: str) -> list[int]:
+    """The counts the agents logged at exit after ``prefix``, one per process."""
+    counts = [m.removeprefix(prefix) for m in messages if m.startswith(prefix)]
+    return [int(c) for c in counts if c.isdigit()]
 
 
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function

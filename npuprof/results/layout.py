@@ -397,12 +397,17 @@ def record_not_finalised_but_trace_whole(rank_dir: Path, backend: str | None) ->
     if trace.name.endswith(".gz"):
         return True  # gzipped by the post-processor from a whole trace, to a temporary name first
     try:
-        with open(trace, "rb") as handle:
-            handle.seek(max(handle.seek(0, os.SEEK_END) - 64, 0))
-            tail = handle.read().rstrip(b" \t\r\n\x00")
+        return ends_like_json(trace, (b"}", b"]"))
     except OSError:
         return False
-    return tail.endswith((b"}", b"]"))
+
+
+def ends_like_json(path: Path, closers: tuple[bytes, ...] = (b"}",)) -> bool:
+    """The file ends as a whole JSON document does (whitespace and NUL padding aside): with one of
+    ``closers`` (a Kineto trace is an object; torch_npu's trace_view.json an array). Raises OSError."""
+    with open(path, "rb") as handle:
+        handle.seek(max(handle.seek(0, os.SEEK_END) - 64, 0))
+        return handle.read().rstrip(b" \t\r\n\x0b\x0c\x00").endswith(closers)
 
 
 def short_host_name() -> str:

@@ -93,7 +93,7 @@ class TorchBackend:
                 prof.export_chrome_trace(path)
             if not tmp.exists():
                 raise OSError(f"torch wrote no trace into {rank_dir} (is the disk full?)")
-            if not _ends_like_json(tmp):
+            if not layout.ends_like_json(tmp):
                 raise OSError(f"the trace torch wrote into {rank_dir} is truncated (is the disk full?)")
             tmp.chmod(atomic.file_mode())
             tmp.replace(trace)
@@ -114,13 +114,6 @@ class TorchBackend:
     def script_profiler_started(self) -> None:
         """torch warns the script's profiler of its cycles as it would without npuprof."""
         release_cycle_warning()
-
-
-def _ends_like_json(path: Path) -> bool:
-    """A complete Chrome trace ends with "}" (whitespace aside); a truncated one does not."""
-    with open(path, "rb") as handle:
-        handle.seek(max(0, path.stat().st_size - 64))
-        return handle.read().rstrip().endswith(b"}")
 
 
 @contextlib.contextmanager
