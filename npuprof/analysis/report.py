@@ -17,7 +17,6 @@ import statistics
 from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -1005,10 +1004,8 @@ def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
 
 def _started_s(record: dict[str, Any]) -> float:
     """When a run record's run began, epoch seconds (infinity when it does not say)."""
-    try:
-        return datetime.strptime(str(record.get("start")), "%Y-%m-%dT%H:%M:%S%z").timestamp()
-    except ValueError:
-        return math.inf
+    started = layout.iso_seconds(record.get("start"))
+    return math.inf if started is None else started
 
 
 def _runs_without_an_end(path: Path, run_ids: list[str]) -> list[str]:

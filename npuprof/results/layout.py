@@ -570,7 +570,7 @@ def _alive_since(pid: int, start: Any) -> bool:
         if b"npuprof" not in Path(f"/proc/{pid}/cmdline").read_bytes():
             return False
     started = _process_start(int(fields[19]))
-    recorded = _iso_seconds(start)
+    recorded = iso_seconds(start)
     return started is None or recorded is None or started <= recorded + 2
 
 
@@ -592,7 +592,8 @@ def _process_start(ticks: int) -> float | None:
     return None
 
 
-def _iso_seconds(value: Any) -> float | None:
+def iso_seconds(value: Any) -> float | None:
+    """A run record's ISO time (``now_iso``'s form) as epoch seconds, or None."""
     if not isinstance(value, str):
         return None
     from datetime import datetime
