@@ -150,6 +150,33 @@ def test_run_summary_gives_a_status_detail_under_the_table(
     assert said.startswith(f"* {name}: the job exited with 1 during step 7; steps 6 and 7 recorded"), said
 
 
+def test_run_summary_in_a_log_keeps_every_line_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stderr a pipe or a log and no COLUMNS (a scheduler, `2>&1 | tee`): the title and the `next:` line
+    were wrapped at 80 columns, a long output directory split mid-name, so that the command could not be
+    copied. Without COLUMNS nothing is wrapped; a no-capture note neither."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    output = tmp_path / ("a_long_output_directory_" * 4) / "of_this_run"
+    name = "vm_8952_20261202121245485_ascend_pt"
+    capture = CaptureSummary(
+        rank_dir=output / name, status="complete", rank=None, pid=8952, steps=[6, 7, 8], size_bytes=3 << 20,
+        detail="", parsed=True,
+    )  # fmt: skip
+    print_run_summary(output, [capture], 0, ProfileConfig(), output / "npuprof.log")
+    lines = capsys.readouterr().err.splitlines()
+    assert f"npuprof: 1 capture(s) in {output}" in [line.rstrip() for line in lines], lines
+    (next_line,) = [line for line in lines if line.startswith("next:")]
+    assert next_line.split()[:3] == ["next:", "npuprof", "analyse"] and next_line.split()[3] == str(output)
+    print_run_summary(output, [], 3, ProfileConfig(), output / "npuprof.log")
+    (note,) = capsys.readouterr().err.splitlines()
+    assert note.startswith("npuprof: no capture was written (exit code 3)") and len(note) > 80, note
+
+
 def test_run_summary_says_when_complete_captures_were_not_parsed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,7 @@ from npuprof.reports.text import shorten_middle
 from npuprof.results.run_record import CaptureSummary
 
 MIN_DIRECTORY_WIDTH = 24
+NO_WRAP_WIDTH = 1 << 14  # the summary's width where it is not wrapped (_unwrapped): wide enough for any line
 
 
 def _size(n: int) -> str:
@@ -70,13 +71,15 @@ def print_run_summary(
     from rich.table import Table
 
     console = Console(stderr=True, highlight=False)
+    if _unwrapped(console.is_terminal):  # a log or a pipe: a line whole, a command in it to be copied
+        console.width = NO_WRAP_WIDTH
     # No box and the pid left out (it is in the directory's name), so that a row fits 80 columns; a
     # directory name is never split over lines, only shortened in its middle when the terminal is narrow.
     outside = sum(1 for c in captures if not c.rank_dir.is_relative_to(output))
     where = f"in {output}" + (f" ({outside} of them elsewhere, below)" if outside else "")
+    # the title is a line of its own, not the table's: a table title is wrapped to the table's width
+    console.print(escape(f"npuprof: {len(captures)} capture(s) {where}"), style="italic")
     table = Table(
-        title=escape(f"npuprof: {len(captures)} capture(s) {where}"),
-        title_justify="left",
         box=None,
         pad_edge=False,
         header_style="bold",
@@ -501,7 +504,7 @@ def _note(text: str) -> None:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    width = 80
+    width = NO_WRAP_WIDTH if _unwrapped(tty) else 80
     columns = os.environ.get("COLUMNS", "")
     if columns.isascii() and columns.isdigit() and int(columns) > 0:
         width = int(columns)
@@ -515,6 +518,12 @@ def _note(text: str) -> None:
         lines[0] = "\x1b[1;33mnpuprof:\x1b[0m" + lines[0][len("npuprof:") :]
     stream.write("\n".join(lines) + "\n")
     stream.flush()
+
+
+def _unwrapped(tty: bool) -> bool:
+    """Whether the summary's lines are left whole: on stderr that is no terminal (a log, a pipe, a
+    scheduler's capture) and no COLUMNS set; a command split over two lines could not be copied."""
+    return not tty and not os.environ.get("COLUMNS", "").strip()
 
 
 def _wrap(text: str, width: int) -> list[str]:
