@@ -61,6 +61,21 @@ def test_slowest_rank_rule(means: dict[int, float], outlier: bool) -> None:
     assert found.outlier is outlier
 
 
+def test_two_ranks_one_slow_step_is_no_outlier() -> None:
+    """Two ranks, three steps each, rank 1's first step a warm-up of 3x: its mean is 1,666.7 against 1,000,
+    25% above their median 1,333.3, yet its median step is the other's; only a rank slower in its typical
+    step is an outlier."""
+    warm = {0: [1000.0, 1000.0, 1000.0], 1: [3000.0, 1000.0, 1000.0]}
+    means = {rank: sum(t) / len(t) for rank, t in warm.items()}
+    medians = {rank: sorted(t)[1] for rank, t in warm.items()}
+    found = slowest_rank(means, medians)
+    assert found is not None and found.rank == 1 and found.slower_than_median_pct == 25.0
+    assert found.outlier is False
+    slow = {0: [1000.0, 1000.0, 1000.0], 1: [1300.0, 1300.0, 1400.0]}  # slower at every step
+    found = slowest_rank({r: sum(t) / 3 for r, t in slow.items()}, {r: sorted(t)[1] for r, t in slow.items()})
+    assert found is not None and found.rank == 1 and found.outlier is True
+
+
 def test_slowest_rank_z_score_value() -> None:
     found = slowest_rank({0: 1000.0, 1: 1010.0, 2: 990.0, 3: 1005.0, 4: 2000.0})
     assert found is not None
@@ -84,6 +99,28 @@ def test_four_ranks_end_to_end(tmp_path: Path, durations: list[float], outlier: 
     slowest = analyse_json(tmp_path)["cross_rank"]["slowest"]
     assert slowest["rank"] == 3
     assert slowest["outlier"] is outlier
+
+
+@pytest.mark.parametrize(("rank1_steps", "outlier"), [((3000, 1000, 1000), False), ((1300, 1300, 1400), True)])
+def test_two_ranks_end_to_end_judge_the_typical_step(
+    tmp_path: Path, rank1_steps: tuple[int, ...], outlier: bool
+) -> None:
+    """Rank 1's first step three times the others' (a warm-up): 25% above the median by its mean, not an
+    outlier; slower at every step: an outlier."""
+    for rank, steps in enumerate(((1000, 1000, 1000), rank1_steps)):
+        events, at = [], 0
+        for n, dur in enumerate(steps, start=3):
+            events += [
+                x(f"ProfilerStep#{n}", "user_annotation", at, dur),
+                x("aten::mm", "cpu_op", at + 10, 50, **{"External id": n}),
+            ]
+            at += dur
+        trace = {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}, "traceEvents": events}
+        write_rank_dir(tmp_path, trace, rank=rank, name=f"host_{rank}_20250101000000000")
+    slowest = analyse_json(tmp_path)["cross_rank"]["slowest"]
+    assert slowest["rank"] == 1 and slowest["outlier"] is outlier, slowest
+    mean = sum(rank1_steps) / 3
+    assert slowest["slower_than_median_pct"] == round((mean - (mean + 1000) / 2) / ((mean + 1000) / 2) * 100, 2)
 
 
 @pytest.mark.parametrize(

@@ -548,9 +548,11 @@ def start_known(start_us: float) -> bool:
     return not (start_us == 0 and math.copysign(1.0, start_us) < 0)
 
 
-def slowest_rank(means: dict[int, float]) -> Slowest | None:
+def slowest_rank(means: dict[int, float], medians: dict[int, float] | None = None) -> Slowest | None:
     """The slowest rank by mean step time, and whether it is an outlier (modified z-score over the ranks'
-    median absolute deviation; with fewer than 3 ranks, > 10% above the median)."""
+    median absolute deviation; with fewer than 3 ranks, > 10% above the median, by its mean and, when
+    ``medians`` gives each rank's median step, by that too: one slow step of a short capture, a warm-up or
+    a checkpoint, lifts a mean by itself and does not make a rank slow)."""
     if len(means) < 2:
         return None
     values = list(means.values())
@@ -564,6 +566,9 @@ def slowest_rank(means: dict[int, float]) -> Slowest | None:
     else:
         z = None
         outlier = excess > SMALL_GROUP_EXCESS
+        if outlier and medians:
+            typical = statistics.median(medians.values())
+            outlier = typical > 0 and (medians[rank] - typical) / typical > SMALL_GROUP_EXCESS
     return Slowest(
         rank=rank,
         mean_step_us=round(worst, 3),
@@ -605,8 +610,10 @@ def cross_rank(
     whole = {rank: [(step, t[0]) for step, t in steps.items()] for rank, steps in by_rank.items()}
     busy = {rank: [(step, t[1]) for step, t in steps.items()] for rank, steps in by_rank.items()}
     shared = set.intersection(*({step for step, _ in v} for v in whole.values())) if whole else set()
+    medians: dict[int, float] = {}
     for rank, durations in whole.items():
         means[rank] = round(statistics.fmean(_of_steps(durations, shared)), 3)
+        medians[rank] = statistics.median(_of_steps(durations, shared))
     steps_out, skew = [], []
     for step in sorted(by_step, key=lambda s: (s is None, s if isinstance(s, int) else 0)):
         per = by_step[step]
@@ -631,10 +638,11 @@ def cross_rank(
                     latest_rank=late,
                 )
             )
-    cross = CrossRank(steps=steps_out, slowest=slowest_rank(means), start_skew=skew, ranges=ranges)
+    cross = CrossRank(steps=steps_out, slowest=slowest_rank(means, medians), start_skew=skew, ranges=ranges)
     if waited:
         mean_busy = {rank: statistics.fmean(_of_steps(times, shared)) for rank, times in busy.items()}
-        most = slowest_rank(mean_busy)
+        median_busy = {rank: statistics.median(_of_steps(times, shared)) for rank, times in busy.items()}
+        most = slowest_rank(mean_busy, median_busy)
         tied = most is not None and sum(round(t, 3) == most.mean_step_us for t in mean_busy.values()) > 1
         if most is not None and most.slower_than_median_pct > 0 and not tied:  # a tie names no one
             cross.straggler = Straggler(
