@@ -584,3 +584,30 @@ def test_negative_times_and_a_step_that_is_no_number_are_named(tmp_path: Path) -
     # Preparing may be negative (a step's first task before its start): not named
     assert "step_trace_time.csv has negative times in Computing (a damaged table?)" in warnings
     assert "step_trace_time.csv has a Step that is not a whole number ('x1')" in warnings
+
+
+def test_a_rank_dir_renamed_is_analysed_when_named_and_pointed_at_from_above(tmp_path: Path) -> None:
+    """A rank dir renamed (copied as `my_capture/`): named itself it is read by what it holds, torch_npu's
+    tables as npuprof's own trace; its parent names it instead of "no rank directory" alone."""
+    from analyse_support.handmade import write_rank_dir, x
+
+    theirs = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    theirs = theirs.rename(tmp_path / "my_capture")
+    kernels = _kernels("kernel_details_2023.csv")
+    report = _report(theirs)
+    (rank,) = report["ranks"]
+    assert rank["rank"] == 0 and [s["step"] for s in rank["steps"]] == [1]
+    longest = max(kernels, key=lambda k: float(k["Duration(us)"]))
+    assert (rank["top_kernels"][0]["name"], rank["top_kernels"][0]["total_us"]) == (
+        longest["Name"],
+        float(longest["Duration(us)"]),
+    )
+
+    trace = {"traceEvents": [x("ProfilerStep#4", "user_annotation", 0, 800), x("aten::mm", "cpu_op", 10, 50)]}
+    ours = write_rank_dir(tmp_path / "copies", trace, rank=None).rename(tmp_path / "copies" / "run_a")
+    (rank,) = _report(ours)["ranks"]
+    assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == [(4, 800.0)]
+
+    said = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert said.returncode == 1 and "Traceback" not in said.stderr
+    assert said.stderr.strip().endswith(f"npuprof analyse {theirs}"), said.stderr

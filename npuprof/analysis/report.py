@@ -13,6 +13,7 @@ import contextlib
 import math
 import multiprocessing
 import os
+import shlex
 import statistics
 from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -543,6 +544,16 @@ def _of_steps(times: list[tuple[Any, float]], shared: set[Any]) -> list[float]:
     return [t for step, t in times if step in shared] if shared else [t for _step, t in times]
 
 
+def _renamed_rank_dirs(path: Path) -> list[Path]:
+    """The directories just under ``path`` that hold a capture but are not named as rank dirs are (a rank
+    dir renamed): found by what they hold, one level down only (the walk goes by names)."""
+    try:
+        children = sorted(p for p in path.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+    return [d for d in children if layout.holds_a_capture(d)]
+
+
 def start_known(start_us: float) -> bool:
     """False for the start a torch_npu step table could not give (ascend_output.UNKNOWN_START, -0.0)."""
     return not (start_us == 0 and math.copysign(1.0, start_us) < 0)
@@ -832,6 +843,16 @@ def build_report(
                 raise NothingToAnalyse(
                     f"no *_ascend_pt rank directory under {path}; its run captured into "
                     f"{', '.join(map(str, elsewhere))} (a --dynamic prof_dir): analyse that instead"
+                )
+            renamed = _renamed_rank_dirs(path)
+            if renamed:
+                shown = ", ".join(shlex.quote(str(d)) for d in renamed[:3])
+                more = f" and {len(renamed) - 3} more" if len(renamed) > 3 else ""
+                which = "a directory in it holds" if len(renamed) == 1 else f"{len(renamed)} in it hold"
+                each = "" if len(renamed) == 1 else ", each by itself"
+                raise NothingToAnalyse(
+                    f"no *_ascend_pt rank directory under {path}, but {which} a capture under another "
+                    f"name (renamed?): npuprof analyse {shown}{more}{each}"
                 )
             raise NothingToAnalyse(f"no *_ascend_pt rank directory under {path} (and it is not a trace file)")
         rank_dirs = _one_run(path, rank_dirs, run, on_note)

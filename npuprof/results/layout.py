@@ -212,11 +212,29 @@ def is_rank_dir(path: Path) -> bool:
     return path.is_dir() and path.name.endswith(RANK_DIR_SUFFIX)
 
 
+def holds_a_capture(path: Path) -> bool:
+    """Whether ``path`` holds what a rank dir holds (a capture record, profiler_info*.json, torch_npu's
+    ASCEND_PROFILER_OUTPUT/ or FRAMEWORK/), whatever its name: a rank dir renamed, or copied under
+    another name."""
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name in (PARSED_DIR, "FRAMEWORK") and entry.is_dir(follow_symlinks=False):
+                    return True
+                if (entry.name == CAPTURE_RECORD or _INFO_RE.match(entry.name)) and entry.is_file(
+                    follow_symlinks=False
+                ):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
 def find_rank_dirs(root: Path, levels: int | None = None) -> list[Path]:
-    """``root`` itself when it is a rank dir, else the rank dirs below it, sorted: at most ``levels``
-    (default MAX_WALK_DEPTH) levels down, never through a symbolic link (noted), never into a rank dir.
-    ``root`` is followed as given (the user named it)."""
-    if is_rank_dir(root):
+    """``root`` itself when it is a rank dir (by its name, or by what it holds: the user named it), else
+    the rank dirs below it, sorted: at most ``levels`` (default MAX_WALK_DEPTH) levels down, never through
+    a symbolic link (noted), never into a rank dir. ``root`` is followed as given."""
+    if is_rank_dir(root) or (root.is_dir() and holds_a_capture(root)):
         return [root]
     found: list[Path] = []
     _walk(root, 1, found, MAX_WALK_DEPTH if levels is None else levels)
