@@ -679,3 +679,34 @@ def test_no_reason_is_made_up_when_the_log_could_not_be_written(out: Path, tmp_p
     said = " ".join(result.stderr.split())
     assert "does not hold this run's lines" in said and "the reason is not known" in said, said
     assert "imported torch.optim" not in said
+
+
+def test_a_disk_that_fills_during_analyse_is_named_and_leaves_no_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk filling while `npuprof analyse` writes a rank's tables: the reason was the bare
+    "OSError: [Errno 28] No space left on device"; now it says the disk is full and what to do, and
+    the rank is not marked parsed (no analyse.done), so the next analyse parses it."""
+    import errno
+
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    calls = {"n": 0}
+
+    def full_disk(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(args[0]) if args else None)
+
+    monkeypatch.setattr(parse, "write_outputs", full_disk)
+    outcome = parse.parse_rank_dir(rank_dir, workers=1)
+    assert calls["n"] == 1
+    assert outcome.status == "failed", outcome
+    assert outcome.reason.startswith("the disk is full (No space left on device"), outcome.reason
+    assert "npuprof analyse it again" in outcome.reason
+    assert not (rank_dir / "analyse.done").exists()
+    parsed = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    assert not parsed.exists() or not any(parsed.iterdir())
+    # any other OS error: its words and its file, not a class name
+    other = parse.failure_reason(PermissionError(errno.EACCES, "Permission denied", "/x/kernel_details.csv"))
+    assert other == "Permission denied: /x/kernel_details.csv"

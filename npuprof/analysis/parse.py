@@ -8,6 +8,7 @@ shell (exit 0 when parsed or already parsed, 1 otherwise).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -272,12 +273,25 @@ def parse_rank_dir(
             outcome.status, outcome.reason = exc.kind, str(exc)
         else:
             outcome.status = "failed"
-            outcome.reason = f"{type(exc).__name__}: {exc}"
+            outcome.reason = failure_reason(exc)
             if os.environ.get("NPUPROF_DEBUG"):
                 traceback.print_exc()
     finally:
         outcome.seconds = round(time.perf_counter() - t0, 3)
     return outcome
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why a parse failed, in words: a full disk (or quota) says so and what to do, any other OS error
+    names its file; the rest by the exception's name and message."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"the disk is full ({exc.strerror}{f': {exc.filename}' if exc.filename else ''}); "
+            "no table of it was kept: free some space, then npuprof analyse it again"
+        )
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _side_outputs(
@@ -338,7 +352,7 @@ def _db_outputs(out_dir: Path, sources: Any) -> dict[str, Any]:
     try:
         result["files"] = db_export.write_databases(out_dir, sources)
     except Exception as exc:
-        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["error"] = failure_reason(exc)
         _drop_db(out_dir, sources.rank)
     result["seconds"] = (time.perf_counter() - wall, time.process_time() - cpu)
     return result

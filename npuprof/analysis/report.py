@@ -31,7 +31,7 @@ from npuprof.analysis.annotation_schema import (
     StepRange,
     read_annotations,
 )
-from npuprof.analysis.parse import SUMMARY_FILE, ParseOutcome, parse_rank_dir, write_outputs
+from npuprof.analysis.parse import SUMMARY_FILE, ParseOutcome, failure_reason, parse_rank_dir, write_outputs
 from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here too, as before
     REPORT_VERSION,  # noqa: F401
     CrossRange,
@@ -190,7 +190,7 @@ def _parse_bare(
     except TraceError as exc:
         outcome.status, outcome.reason = exc.kind, str(exc)
     except Exception as exc:
-        outcome.status, outcome.reason = "failed", f"{type(exc).__name__}: {exc}"
+        outcome.status, outcome.reason = "failed", failure_reason(exc)
     if outcome.status != "parsed":
         with contextlib.suppress(OSError):
             out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty
