@@ -386,6 +386,7 @@ def run_case(case: str, args: argparse.Namespace, work: Path) -> list[tuple[str,
         f"{counts['kernels']:,} kernels, {counts['cpu_ops']:,} operators) in {time.perf_counter() - t0:.1f} s"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    _drop_databases(rank_dir)  # left by _db_cost of a run with --keep: a parse rewrites a db it finds
     results: list[tuple[str, float, float, float, int]] = []
     cmd = [sys.executable, "-m", "npuprof.analysis.parse", "--force", "-j", str(args.jobs), str(rank_dir)]
     results.append((f"npuprof analyse (-j {args.jobs})", *best(args.repeat, cmd, env)))
@@ -396,6 +397,18 @@ def run_case(case: str, args: argparse.Namespace, work: Path) -> list[tuple[str,
     _table(results, size_mb)
     _db_cost(rank_dir, env)
     return results
+
+
+def _drop_databases(rank_dir: Path) -> None:
+    """The SQLite files of an earlier `--db` parse: a parse that finds one writes it again, so the text
+    tables' figures would carry the db export's time (the bench measured that with --keep until now)."""
+    from npuprof.results import layout
+
+    parsed = rank_dir / layout.PARSED_DIR
+    if parsed.is_dir():
+        for path in parsed.iterdir():
+            if path.name == layout.ANALYSIS_DB or layout.PROFILER_DB_RE.match(path.name):
+                path.unlink()
 
 
 def _db_cost(rank_dir: Path, env: dict[str, str]) -> None:
