@@ -484,6 +484,11 @@ def test_a_trigger_says_it_replaces_a_request_no_process_picked_up(tmp_path: Pat
     )
     third = npuprof("trigger", str(directory), "--active", "1")
     assert third.returncode == 0 and "replaces" not in third.stderr, third.stderr
+    # a request written by hand (torch_npu's way: no trigger id), after the last read: told by its time
+    (directory / CONFIG).write_text(json.dumps({"start_step": -1, "active": 2}))
+    fourth = npuprof("trigger", str(directory), "--active", "1")
+    said = " ".join(fourth.stderr.split())
+    assert fourth.returncode == 0 and "this replaces request written at " in said, said
 
 
 @pytest.mark.parametrize(

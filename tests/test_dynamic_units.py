@@ -349,7 +349,20 @@ def test_a_request_the_job_never_read_is_named_at_the_end(tmp_path: Path) -> Non
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(read_at))
     with log.open("a") as handle:
         handle.write(f"{stamp},000 [INFO] [1] npuprof.dynamic: [step 50] loaded: 2 step(s) from step 51\n")
+    # read after it changed, but a line naming no trigger read another request: by its id it is unread
+    assert "(trigger 20261202-072544-fb9acb)" in unread_request(tmp_path)
+    with log.open("a") as handle:
+        handle.write(
+            "2020-01-01 00:00:00,000 [INFO] [1] npuprof.dynamic: [step 50] loaded: 2 step(s) from step 51 "
+            "(trigger 20261202-072544-fb9acb)\n"
+        )  # its id read, whatever that process's clock says
     assert unread_request(tmp_path) == ""  # read: another reason applies
+    # written by hand (no trigger id): told by time, read by the line after its change
+    config.write_text(json.dumps({"start_step": -1, "active": 2}))
+    os.utime(config, (read_at - 1, read_at - 1))
+    assert unread_request(tmp_path) == ""
+    os.utime(config, (read_at + 30, read_at + 30))
+    assert "before any of its processes read the file" in unread_request(tmp_path)
     config.write_text(json.dumps({**request, "start_step": 0}))
     os.utime(config, (read_at + 60, read_at + 60))
     assert unread_request(tmp_path) == ""  # start_step 0 asks for nothing

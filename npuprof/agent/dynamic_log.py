@@ -15,6 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from npuprof.results.layout import short_host_name
@@ -72,6 +73,57 @@ def parse_line(line: str) -> dict[str, str] | None:
     """A log line's fields (time, level, pid, who, step or None, message), or None for another line."""
     match = _LINE.match(line.rstrip("\n"))
     return match.groupdict() if match else None
+
+
+@dataclass(frozen=True)
+class UnreadRequest:
+    path: Path  # DIR/profiler_config.json
+    changed: float  # its last change (epoch s)
+    trigger_id: str  # "" for a request written by hand
+
+
+READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of ours
+
+
+def unread_request(directory: Path, config_name: str = "profiler_config.json") -> UnreadRequest | None:
+    """``directory/config_name`` when it asks for a capture (a start_step other than 0) that no process
+    has read yet, else None (nothing asked, read, or not to be told). Read is told by the request's trigger
+    id when it has one (a process's log lines about it name it: npuprof/agent/dynamic_request.py), else by
+    time: changed after every process's last ``loaded:`` line (the logs' clocks are the processes' own)."""
+    import json
+
+    from npuprof.results.layout import read_small
+
+    path = directory / config_name
+    try:
+        changed = os.stat(path).st_mtime
+        data = json.loads(read_small(path, 1 << 20))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
+        return None
+    trigger = data.get("trigger_id")
+    trigger = trigger if isinstance(trigger, str) else ""
+    last_read = 0.0
+    for log in sorted((directory / "log").glob("*.log*")):  # action and monitor logs
+        try:
+            text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            fields = parse_line(line)
+            if fields is None:
+                continue
+            if trigger and f"(trigger {trigger})" in fields["message"]:
+                return None  # loaded, queued, replaced, or not for this rank: read
+            if not (log.name.startswith(ACTION_PREFIX) and fields["message"].startswith("loaded: ")):
+                continue
+            day, ms = fields["time"].split(",")
+            stamp = time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+            last_read = max(last_read, stamp)
+    if not trigger and last_read >= changed - 1.0:  # the log's clock has ms; the file's may be a tick ahead
+        return None
+    return UnreadRequest(path, changed, trigger)
 
 
 class DynamicLogs:

@@ -130,21 +130,19 @@ def trigger_command(**params: Any) -> None:
 
 
 def _request_not_picked_up(directory: Path) -> str:
-    """The trigger id of the capture DIR/profiler_config.json asks for now, when no process's log says it
-    loaded it yet ("" when none is asked, or it was loaded, or that cannot be told)."""
-    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
-    from npuprof.config import TRIGGER_ID_KEY
-    from npuprof.results.layout import read_small
+    """The request DIR/profiler_config.json holds now, in words, when no process has read it yet ("" when
+    none is asked, or it was read, or that cannot be told)."""
+    import time
 
-    try:
-        current = json.loads(read_small(directory / CONFIG_NAME))
-        logs = [read_small(path, 1 << 22) for path in sorted((directory / LOG_DIR).glob("*.log*"))]
-    except (OSError, ValueError):
+    from npuprof.agent import dynamic_log
+    from npuprof.agent.dynamic_files import CONFIG_NAME
+
+    unread = dynamic_log.unread_request(directory, CONFIG_NAME)
+    if unread is None:
         return ""
-    trigger = current.get(TRIGGER_ID_KEY) if isinstance(current, dict) else None
-    if not isinstance(trigger, str) or not trigger or current.get("start_step", 0) == 0:
-        return ""
-    return "" if any(f"trigger {trigger}".encode() in text for text in logs) else trigger
+    if unread.trigger_id:
+        return unread.trigger_id
+    return f"written at {time.strftime('%H:%M:%S', time.localtime(unread.changed))}"
 
 
 def _note_if_nobody_watches(directory: Path) -> None:

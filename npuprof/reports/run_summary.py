@@ -542,37 +542,19 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def unread_request(directory: Path) -> str:
-    """When ``directory/profiler_config.json`` asks for a capture (a start_step other than 0) and was
-    last changed after every process's last read of a request (their ``loaded:`` lines under ``log/``;
-    npuprof/agent/dynamic_log.py): that the job ended before reading it, in words; else "". A trigger sent
-    a moment before the job ended is otherwise reported as never asked."""
-    import json
+    """When ``directory/profiler_config.json`` asks for a capture no process read before the job ended
+    (npuprof.agent.dynamic_log.unread_request): that, in words; else "". A trigger sent a moment before
+    the job ended is otherwise reported as never asked."""
+    from npuprof.agent import dynamic_log
 
-    from npuprof.agent.dynamic_files import CONFIG_NAME
-    from npuprof.results.layout import read_small
-
-    path = directory / CONFIG_NAME
-    try:
-        changed = os.stat(path).st_mtime
-        data = json.loads(read_small(path, 1 << 20))
-    except (OSError, ValueError):
+    unread = dynamic_log.unread_request(directory)
+    if unread is None:
         return ""
-    if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
-        return ""
-    last_read = 0.0
-    for log in sorted((directory / "log").glob("dp_*.log*")):
-        for fields in _dynamic_log_fields(log):
-            if fields["message"].startswith("loaded: "):
-                day, ms = fields["time"].split(",")
-                stamp = time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
-                last_read = max(last_read, stamp)
-    if last_read >= changed - 1.0:  # the log's clock has ms; the file's may be ahead by a tick
-        return ""
-    trigger = data.get("trigger_id")
-    which = f" (trigger {trigger})" if isinstance(trigger, str) and trigger else ""
+    which = f" (trigger {unread.trigger_id})" if unread.trigger_id else ""
+    when = time.strftime("%H:%M:%S", time.localtime(unread.changed))
     return (
-        f"a capture was asked in {path} at {time.strftime('%H:%M:%S', time.localtime(changed))}{which}, but "
-        "the job ended before any of its processes read the file (it is read at each poll: --poll-interval)"
+        f"a capture was asked in {unread.path} at {when}{which}, but the job ended before any of its "
+        "processes read the file (it is read at each poll: --poll-interval)"
     )
 
 
