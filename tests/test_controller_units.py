@@ -417,6 +417,40 @@ def test_two_threads_claiming_at_once_only_one_drives() -> None:
     assert rig.c.step == 0 and rig.c.driver == -7 and rig.sink.events == []
 
 
+def test_steps_counted_late_over_a_window_are_said_by_the_capture_or_the_log() -> None:
+    """An optimizer taking over counts its first steps late (steps_missed): window steps among them had no
+    warm-up or recording, which the capture that goes on says in its record, and a window that passed
+    whole is logged; a step of a capture in flight that holds several is noted by its caller."""
+    rig = Rig(TorchPlan(skip_first=3, wait=0, warmup=1, active=2, repeat=1))  # warm-up 3, record 4-5
+    rig.run(2)  # steps 0 and 1 done, step 2 in flight
+    assert rig.c.steps_missed(2, "the optimizer B took over counting")  # steps 3 and 4 passed: now 4
+    rig.run(3)  # the boundary of step 4, then step 5, then step 6
+    (finish,) = [e for e in rig.sink.events if e[0] == "finish"]
+    assert finish[:3] == (
+        "finish",
+        5,
+        "steps 3-4 of its window passed uncounted (the optimizer B took over counting): recorded from step 5",
+    )
+    whole = Rig(TorchPlan(skip_first=3, wait=0, warmup=0, active=2, repeat=1))  # records 3-4
+    whole.run(2)
+    assert whole.c.steps_missed(3, "B")  # 3, 4 and 5 passed: the window with them
+    assert (
+        "warning",
+        "capture window not recorded: steps 3-4 of its window passed uncounted (B)",
+    ) in whole.log.lines
+    whole.run(3)
+    assert not any(e[0] == "begin" for e in whole.sink.events)
+    held = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=3, repeat=1))  # records 1-3
+    held.run(2)  # step 1 recorded, step 2 in flight
+    assert not held.c.steps_missed(2, "B")  # a capture in flight numbers its own steps
+    held.c.note_for_capture("step 2 holds 3 steps")
+    held.run(2)
+    (finish,) = [e for e in held.sink.events if e[0] == "finish"]
+    assert finish[2] == "step 2 holds 3 steps"
+    held.c.note_for_capture("no capture: nothing kept")
+    assert held.c._capture_notes == []
+
+
 # ---- windows that may not record --------------------------------------------------------------------
 def test_an_unselected_rank_never_records() -> None:
     plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=1, repeat=0)

@@ -157,6 +157,40 @@ def test_an_optimizer_that_takes_over_keeps_the_step_numbers_the_jobs_iterations
     assert "2 earlier step(s) are counted too" in (out / "npuprof.log").read_text()
 
 
+def test_a_takeover_inside_a_window_is_said_in_the_capture_record(tmp_path: Path) -> None:
+    """An optimizer taking over while the first is still referenced: its first two steps are counted late,
+    so a window that began among them lost its warm-up and first step (asked 2, got 1, said nothing), and
+    a capture in flight got one step holding three iterations, also said nowhere but npuprof.log. Both are
+    in the capture's record now, shown by the run's summary and by analyse."""
+    script = _script(tmp_path, TWO_STAGES)
+    lost = _npuprof_run(tmp_path / "lost", script, "--skip-first", "8", "--warmup", "1", "--active", "2")
+    assert lost.returncode == 0, lost.stderr
+    [rank_dir] = rank_dirs(tmp_path / "lost")
+    assert _iterations_per_step(rank_dir) == {10: [10]}  # iterations 7-9 were one step to npuprof
+    said = (
+        "steps 8-9 of its window passed uncounted (the optimizer SGD took over counting): "
+        "recorded from step 10"
+    )
+    assert capture_record(rank_dir)["detail"] == said
+    assert said in " ".join(lost.stderr.split())
+    held = _npuprof_run(tmp_path / "held", script, "--skip-first", "5", "--warmup", "1", "--active", "4")
+    assert held.returncode == 0, held.stderr
+    [rank_dir] = rank_dirs(tmp_path / "held")
+    assert _iterations_per_step(rank_dir) == {6: [6], 7: [7, 8, 9], 8: [10], 9: [11]}
+    said = "step 7 holds 3 steps of the optimizer SGD, which took over counting steps then"
+    assert (
+        capture_record(rank_dir)["detail"] == said and capture_record(rank_dir)["last_step_partial"] is False
+    )
+    report = subprocess.run(
+        [sys.executable, "-m", "npuprof", "analyse", str(rank_dir), "--format", "json"],
+        capture_output=True, text=True, env=clean_env(), timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    (rank,) = json.loads(report.stdout)["ranks"]
+    assert rank["warnings"] == [f"its capture record says: {said}"]
+    assert not any(s.get("partial") for s in rank["steps"])
+
+
 COMPILE_LINE = '@torch.compile(fullgraph=True, backend="eager")'
 COMPILED_STEP = f"""
 import sys

@@ -63,9 +63,12 @@ class Controller:
     def foreign_boundary(self) -> None:
         self.events.append("foreign")
 
-    def steps_missed(self, count: int) -> bool:
+    def steps_missed(self, count: int, why: str = "") -> bool:
         self.events.append(("missed", count))
         return True
+
+    def note_for_capture(self, note: str) -> None:
+        self.events.append(("note", note))
 
 
 class Log:

@@ -106,6 +106,8 @@ class CaptureController:
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
+        self._capture_notes: list[str] = []  # said in the record of the capture in flight (its detail)
+        self._notes_for_next: list[str] = []  # for the capture that begins next
         self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
         bind = getattr(plan, "bind", None)
         if bind is not None:
@@ -140,14 +142,33 @@ class CaptureController:
         if self.step >= self.next_check:
             self._decide()
 
-    def steps_missed(self, count: int) -> bool:
+    def steps_missed(self, count: int, why: str = "") -> bool:
         """``count`` iterations passed without a boundary (an optimizer taking over counts from its third
         step): added to the step number when no capture is in flight (its profiler numbers its own
-        steps); True when added."""
+        steps); True when added. Steps of a capture window among them had no warm-up or recording: the
+        capture that goes on says so in its record, a window that passed whole is logged."""
         if self.prof is not None or count <= 0:
             return False
-        self.step += count
+        first, self.step = self.step + 1, self.step + count
+        try:
+            planned = [s for s in range(first, self.step + 1) if self.plan.action_at(s) is not Action.NONE]
+            goes_on = self.plan.action_at(self.step + 1) is not Action.NONE
+        except Exception:  # a plan that cannot tell: nothing is said
+            planned, goes_on = [], False
+        if planned:
+            span = f"step {planned[0]}" if len(planned) == 1 else f"steps {planned[0]}-{planned[-1]}"
+            lost = f"{span} of its window passed uncounted ({why or 'an optimizer took over counting'})"
+            if goes_on:
+                self._notes_for_next.append(f"{lost}: recorded from step {self.step + 1}")
+            else:
+                self.log.warning(f"capture window not recorded: {lost}")
         return True
+
+    def note_for_capture(self, note: str) -> None:
+        """A fact about the capture in flight that its record's detail keeps (e.g. a step that holds
+        several optimizer steps); nothing without a capture."""
+        if self.prof is not None:
+            self._capture_notes.append(note)
 
     def _decide(self) -> None:
         """``_sync`` under the lock; when another thread holds it, this boundary takes no decision (the
@@ -451,6 +472,7 @@ class CaptureController:
         try:
             self.sink.begin(step, self.cfg)
             self._capture_first = step
+            self._capture_notes, self._notes_for_next = self._notes_for_next, []
             self._tell_plan("began", step, str(getattr(self.sink, "rank_dir", None) or self.cfg.output))
             return True
         except OSError as exc:
@@ -487,7 +509,8 @@ class CaptureController:
         if self._discarding:
             return
         last = self._stop_last if self._stopping else self.step - 1
-        detail = self._stop_detail if self._stopping else ""
+        detail = "; ".join(filter(None, [self._stop_detail if self._stopping else "", *self._capture_notes]))
+        self._capture_notes = []
         status = self._stop_status if self._stopping else "complete"
         if self.sink is not None:
             first = self._capture_first

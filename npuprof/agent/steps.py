@@ -164,7 +164,13 @@ class OptimizerSteps:
         # Its earlier steps were not boundaries: counted now (unless a capture records: its step holds
         # them), so that the step numbers stay the job's iterations.
         earlier = count - 1
-        counted = self.controller.steps_missed(earlier)
+        name = type(optimizer).__name__
+        counted = self.controller.steps_missed(earlier, f"the optimizer {name} took over counting")
+        if not counted:
+            self.controller.note_for_capture(
+                f"step {self.controller.step} holds {count} steps of the optimizer {name}, which took over "
+                "counting steps then"
+            )
         self._switch(
             optimizer,
             f"it stepped {count} times, the previous primary {type(primary).__name__} not once meanwhile; "

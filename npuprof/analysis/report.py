@@ -539,6 +539,16 @@ def partial_steps(rank_dir: Path, summary: Summary) -> list[tuple[int, str]]:
     return found
 
 
+def recorded_detail(rank_dir: Path) -> str:
+    """What the record of a complete capture with whole steps says about it (a step that holds several
+    optimizer steps, steps of its window passed uncounted), or ""."""
+    record = layout.read_capture_record(rank_dir) or {}
+    detail = record.get("detail")
+    if record.get("status") != layout.STATUS_COMPLETE or not isinstance(detail, str):
+        return ""
+    return detail if layout.partial_step(record) is None else ""
+
+
 def _of_steps(times: list[tuple[Any, float]], shared: set[Any]) -> list[float]:
     """The times of the steps in ``shared``, or all of them when no step is."""
     return [t for step, t in times if step in shared] if shared else [t for _step, t in times]
@@ -896,6 +906,8 @@ def build_report(
         partials = partial_steps(outcome.rank_dir, summary)
         for step, reason in partials:
             mark_partial(rank, step, reason)
+        if not partials and (said := recorded_detail(outcome.rank_dir)):
+            rank.warnings = [*(rank.warnings or []), f"its capture record says: {said}"]
         if trouble:
             rank.warnings = [*(rank.warnings or []), trouble]
         if annotations is not None and annotations.ranges is not msgspec.UNSET:
