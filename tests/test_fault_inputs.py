@@ -686,7 +686,8 @@ def test_a_disk_that_fills_during_analyse_is_named_and_leaves_no_table(
 ) -> None:
     """The disk filling while `npuprof analyse` writes a rank's tables: the reason was the bare
     "OSError: [Errno 28] No space left on device"; now it says the disk is full and what to do, and
-    the rank is not marked parsed (no analyse.done), so the next analyse parses it."""
+    the tables written before it are removed (the set looked parsed to Ascend's tools) and the rank is not
+    marked parsed (no analyse.done), so the next analyse parses it."""
     import errno
 
     from npuprof.analysis import parse
@@ -694,9 +695,12 @@ def test_a_disk_that_fills_during_analyse_is_named_and_leaves_no_table(
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     calls = {"n": 0}
 
-    def full_disk(*args: object, **kwargs: object) -> object:
-        calls["n"] += 1
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(args[0]) if args else None)
+    def full_disk(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> object:
+        calls["n"] += 1  # two tables whole, the third cut by the full disk (as seen on a tmpfs)
+        (out_dir / "trace_view.json").write_text("[]")
+        (out_dir / "step_trace_time.csv").write_text("Step\n")
+        (out_dir / ".kernel_details.csv.1.tmp").write_text("Name")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out_dir / ".kernel_details.csv.1.tmp"))
 
     monkeypatch.setattr(parse, "write_outputs", full_disk)
     outcome = parse.parse_rank_dir(rank_dir, workers=1)
@@ -705,8 +709,8 @@ def test_a_disk_that_fills_during_analyse_is_named_and_leaves_no_table(
     assert outcome.reason.startswith("the disk is full (No space left on device"), outcome.reason
     assert "npuprof analyse it again" in outcome.reason
     assert not (rank_dir / "analyse.done").exists()
-    parsed = rank_dir / "ASCEND_PROFILER_OUTPUT"
-    assert not parsed.exists() or not any(parsed.iterdir())
+    parsed = rank_dir / "ASCEND_PROFILER_OUTPUT"  # no set short of some tables looks parsed
+    assert not parsed.exists() or not any(parsed.iterdir()), list(parsed.iterdir())
     # any other OS error: its words and its file, not a class name
     other = parse.failure_reason(PermissionError(errno.EACCES, "Permission denied", "/x/kernel_details.csv"))
     assert other == "Permission denied: /x/kernel_details.csv"

@@ -26,6 +26,7 @@ from npuprof.results.atomic import atomic_writer, make_dir, remove_dead_writers_
 from npuprof.results.paths import UnsafePathError, check_no_symlink
 
 SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
+TABLE_SUFFIXES = (".csv", ".json", ".db")  # what a parse writes in ASCEND_PROFILER_OUTPUT/ (docs/formats.md)
 
 
 @dataclass
@@ -115,6 +116,17 @@ def _remove_leftovers(out_dir: Path) -> None:
         if name.startswith(".") and name.endswith((".tmp", ".old")) and entry.is_file(follow_symlinks=False):
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
+
+
+def drop_tables(out_dir: Path) -> None:
+    """Delete the tables of a parse that failed (a full disk): every plain file of ``out_dir`` (npuprof's
+    own output directory of the capture) that a parse writes, so that no partial set looks complete."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(out_dir):
+            if entry.name.endswith(TABLE_SUFFIXES) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+    _remove_leftovers(out_dir)
 
 
 def _capture_asked_for_db(rank_dir: Path) -> bool:
@@ -252,14 +264,21 @@ def parse_rank_dir(
                 _remove_leftovers(out_dir)
             # a db already there is rewritten with the tables: it never describes an older parse
             try:
-                outcome.files = write_outputs(raw, out_dir, outcome.rank, workers, export_db or has_db, notes)
-            except FileNotFoundError:  # the run's post-processor gzipped the trace meanwhile: read the .gz
-                gzipped = layout.find_raw_trace(rank_dir)
-                if gzipped is None or gzipped == raw:
-                    raise
-                outcome.files = write_outputs(
-                    gzipped, out_dir, outcome.rank, workers, export_db or has_db, notes
-                )
+                try:
+                    outcome.files = write_outputs(
+                        raw, out_dir, outcome.rank, workers, export_db or has_db, notes
+                    )
+                except FileNotFoundError:  # the run's post-processor gzipped the trace meanwhile: the .gz
+                    gzipped = layout.find_raw_trace(rank_dir)
+                    if gzipped is None or gzipped == raw:
+                        raise
+                    outcome.files = write_outputs(
+                        gzipped, out_dir, outcome.rank, workers, export_db or has_db, notes
+                    )
+            except BaseException:
+                if alone:  # a set of tables short of some is not left to look parsed (Ascend's tools)
+                    drop_tables(out_dir)
+                raise
             # under the lock: a parse that gets it next takes no temporary file of ours for a dead one's
             write_text(done, "")
         outcome.files.append(layout.ANALYSE_DONE)
@@ -287,7 +306,7 @@ def failure_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return (
             f"the disk is full ({exc.strerror}{f': {exc.filename}' if exc.filename else ''}); "
-            "no table of it was kept: free some space, then npuprof analyse it again"
+            "none of its tables is kept: free some space, then npuprof analyse it again"
         )
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")

@@ -31,7 +31,14 @@ from npuprof.analysis.annotation_schema import (
     StepRange,
     read_annotations,
 )
-from npuprof.analysis.parse import SUMMARY_FILE, ParseOutcome, failure_reason, parse_rank_dir, write_outputs
+from npuprof.analysis.parse import (
+    SUMMARY_FILE,
+    ParseOutcome,
+    drop_tables,
+    failure_reason,
+    parse_rank_dir,
+    write_outputs,
+)
 from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here too, as before
     REPORT_VERSION,  # noqa: F401
     CrossRange,
@@ -191,6 +198,7 @@ def _parse_bare(
         outcome.status, outcome.reason = exc.kind, str(exc)
     except Exception as exc:
         outcome.status, outcome.reason = "failed", failure_reason(exc)
+        drop_tables(out_dir)  # a set short of some tables does not look parsed
     if outcome.status != "parsed":
         with contextlib.suppress(OSError):
             out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty
