@@ -714,3 +714,27 @@ def test_a_disk_that_fills_during_analyse_is_named_and_leaves_no_table(
     # any other OS error: its words and its file, not a class name
     other = parse.failure_reason(PermissionError(errno.EACCES, "Permission denied", "/x/kernel_details.csv"))
     assert other == "Permission denied: /x/kernel_details.csv"
+
+
+def test_a_symbolic_link_above_the_rank_dir_is_followed_and_one_at_its_tables_is_not(tmp_path: Path) -> None:
+    """A home or scratch directory that is a link (`-o` already takes one): analyse refused every rank
+    dir under it ("passes through the symbolic link"), even parsed ones. A link above is followed now, as
+    the kernel would; ASCEND_PROFILER_OUTPUT itself a link (writes would land where it points) is not."""
+    real = tmp_path / "real"
+    rank_dir = write_rank_dir(real, cpu_trace())
+    (tmp_path / "home").symlink_to(real)
+    via = tmp_path / "home" / rank_dir.name
+    result = npuprof("analyse", str(via), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert [s["step"] for s in rank["steps"]] == [7] and (rank_dir / "ASCEND_PROFILER_OUTPUT").is_dir()
+    stacks = npuprof("export-stacks", str(via), "-o", str(tmp_path / "home" / "s.folded"), env=clean_env())
+    assert stacks.returncode == 0 and (real / "s.folded").stat().st_size > 0, stacks.stderr
+
+    planted = write_rank_dir(tmp_path / "planted", cpu_trace())
+    (tmp_path / "elsewhere").mkdir()
+    (planted / "ASCEND_PROFILER_OUTPUT").symlink_to(tmp_path / "elsewhere")
+    refused = npuprof("analyse", str(planted), env=clean_env())
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "ASCEND_PROFILER_OUTPUT' is a symbolic link" in refused.stderr, refused.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []

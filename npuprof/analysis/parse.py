@@ -23,7 +23,7 @@ from typing import Any
 from npuprof.analysis.forked import Forked, SharedColumns
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer, make_dir, remove_dead_writers_temps, write_bytes, write_text
-from npuprof.results.paths import UnsafePathError, check_no_symlink
+from npuprof.results.paths import UnsafePathError, resolve_output_path
 
 SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
 TABLE_SUFFIXES = (".csv", ".json", ".db")  # what a parse writes in ASCEND_PROFILER_OUTPUT/ (docs/formats.md)
@@ -202,8 +202,9 @@ def parse_rank_dir(
         outcome.rank = layout.rank_of(rank_dir)
         # a post-processor killed while it gzipped the trace left gigabytes under a hidden name
         remove_dead_writers_temps(rank_dir)
-        out_dir = rank_dir / layout.PARSED_DIR
-        check_no_symlink(out_dir, "parsed output directory")
+        # a link above the rank dir (a home or scratch that is one) is followed; ASCEND_PROFILER_OUTPUT
+        # itself a link, or a link planted in /tmp, is refused (npuprof/results/paths.py)
+        out_dir = resolve_output_path(rank_dir / layout.PARSED_DIR, "parsed output directory")
         done = out_dir / layout.ANALYSE_DONE
         has_db = layout.has_profiler_db(rank_dir)
         export_db = export_db or _capture_asked_for_db(rank_dir)

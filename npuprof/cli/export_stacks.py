@@ -28,10 +28,10 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _check_output(path: Path, flag: str) -> Path:
-    from npuprof.results.paths import UnsafePathError, check_no_symlink, output_file_problem
+    from npuprof.results.paths import UnsafePathError, output_file_problem, resolve_output_path
 
     try:
-        target = check_no_symlink(path, flag)
+        target = resolve_output_path(path, flag)
     except UnsafePathError as exc:
         raise _fail(str(exc), 2) from None
     problem = output_file_problem(target)

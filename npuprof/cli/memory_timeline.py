@@ -57,11 +57,11 @@ def memory_timeline(
     ] = None,
 ) -> None:
     from npuprof.reports import memory_timeline as mt
-    from npuprof.results.paths import UnsafePathError, check_no_symlink, output_file_problem
+    from npuprof.results.paths import UnsafePathError, output_file_problem, resolve_output_path
 
     try:
         fmt = mt.format_of(output)
-        target = check_no_symlink(output, "-o")
+        target = resolve_output_path(output, "-o")
     except (mt.MemoryTimelineError, UnsafePathError) as exc:
         raise _fail(f"-o: {exc}", 2) from None
     problem = output_file_problem(target)

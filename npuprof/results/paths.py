@@ -11,24 +11,6 @@ class UnsafePathError(ValueError):
     """Raised for an output path that is, or passes through, a symbolic link we must not follow."""
 
 
-def first_symlink(path: str | os.PathLike[str]) -> Path | None:
-    """The first component of ``path`` (made absolute, not resolved) that is a symlink, if any; raises
-    UnsafePathError when a component cannot be looked up (no permission, a name too long)."""
-    absolute = Path(os.path.abspath(path))
-    current = Path(absolute.anchor)
-    for part in absolute.parts[1:]:
-        current = current / part
-        try:
-            info = os.lstat(current)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            raise UnsafePathError(f"{str(path)!r}: cannot look up {str(current)!r}: {exc.strerror}") from None
-        if stat.S_ISLNK(info.st_mode):
-            return current
-    return None
-
-
 _KINDS = (
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
@@ -69,17 +51,6 @@ def output_file_problem(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def check_no_symlink(path: str | os.PathLike[str], what: str = "output path") -> Path:
-    """Return ``path`` as an absolute Path, or raise UnsafePathError naming the link."""
-    link = first_symlink(path)
-    if link is not None:
-        raise UnsafePathError(
-            f"{what} {str(path)!r} passes through the symbolic link {str(link)!r} "
-            f"(-> {os.readlink(link)!r}); give a real directory instead"
-        )
-    return Path(os.path.abspath(path))
-
-
 _MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
 
 
@@ -114,7 +85,7 @@ def resolve_output_path(path: str | os.PathLike[str], what: str = "--output") ->
         if not pending:
             raise UnsafePathError(
                 f"{what} {text!r} is a symbolic link (-> {os.readlink(candidate)!r}); "
-                "give the real directory instead"
+                "give the real path instead"
             )
         if not _followable(info, current):
             raise UnsafePathError(
