@@ -118,15 +118,29 @@ def _remove_leftovers(out_dir: Path) -> None:
                 os.unlink(entry.path)
 
 
-def drop_tables(out_dir: Path) -> None:
-    """Delete the tables of a parse that failed (a full disk): every plain file of ``out_dir`` (npuprof's
-    own output directory of the capture) that a parse writes, so that no partial set looks complete."""
+def table_stamps(out_dir: Path) -> dict[str, tuple[int, int]]:
+    """Each table file of ``out_dir`` by name: its inode and change time, to tell later which a parse
+    wrote (:func:`drop_tables`)."""
+    stamps: dict[str, tuple[int, int]] = {}
     with contextlib.suppress(OSError):
         for entry in os.scandir(out_dir):
             if entry.name.endswith(TABLE_SUFFIXES) and entry.is_file(follow_symlinks=False):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-    _remove_leftovers(out_dir)
+                info = entry.stat(follow_symlinks=False)
+                stamps[entry.name] = (info.st_ino, info.st_mtime_ns)
+    return stamps
+
+
+def drop_tables(out_dir: Path, before: dict[str, tuple[int, int]]) -> None:
+    """After a parse that failed (a full disk): when it wrote any table (one not as in ``before``), delete
+    every table of ``out_dir`` (npuprof's own output directory of the capture), so that no set short of
+    some, or mixing two parses, looks complete; when it wrote none, an earlier parse's set stays whole."""
+    now = table_stamps(out_dir)
+    if any(before.get(name) != stamp for name, stamp in now.items()):
+        for name in now:
+            with contextlib.suppress(OSError):
+                os.unlink(out_dir / name)
+    with contextlib.suppress(OSError):
+        _remove_leftovers(out_dir)
 
 
 def _capture_asked_for_db(rank_dir: Path) -> bool:
@@ -264,6 +278,7 @@ def parse_rank_dir(
             if alone:
                 _remove_leftovers(out_dir)
             # a db already there is rewritten with the tables: it never describes an older parse
+            before = table_stamps(out_dir)
             try:
                 try:
                     outcome.files = write_outputs(
@@ -278,7 +293,7 @@ def parse_rank_dir(
                     )
             except BaseException:
                 if alone:  # a set of tables short of some is not left to look parsed (Ascend's tools)
-                    drop_tables(out_dir)
+                    drop_tables(out_dir, before)
                 raise
             # under the lock: a parse that gets it next takes no temporary file of ours for a dead one's
             write_text(done, "")
@@ -307,7 +322,7 @@ def failure_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return (
             f"the disk is full ({exc.strerror}{f': {exc.filename}' if exc.filename else ''}); "
-            "none of its tables is kept: free some space, then npuprof analyse it again"
+            "no partial set of tables is left: free some space, then npuprof analyse it again"
         )
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")

@@ -13,7 +13,6 @@ import contextlib
 import math
 import multiprocessing
 import os
-import shlex
 import statistics
 from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -37,6 +36,7 @@ from npuprof.analysis.parse import (
     drop_tables,
     failure_reason,
     parse_rank_dir,
+    table_stamps,
     write_outputs,
 )
 from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here too, as before
@@ -184,6 +184,7 @@ def _parse_bare(
             return outcome, out_dir
         if on_note:
             on_note(f"{trace} was written (or touched) since its tables in {out_dir} were made: parsed again")
+    before = table_stamps(out_dir)
     try:
         from npuprof.analysis.trace_loader import TraceError
 
@@ -198,7 +199,7 @@ def _parse_bare(
         outcome.status, outcome.reason = exc.kind, str(exc)
     except Exception as exc:
         outcome.status, outcome.reason = "failed", failure_reason(exc)
-        drop_tables(out_dir)  # a set short of some tables does not look parsed
+        drop_tables(out_dir, before)  # a set short of some tables does not look parsed
     if outcome.status != "parsed":
         with contextlib.suppress(OSError):
             out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty
@@ -562,16 +563,6 @@ def _of_steps(times: list[tuple[Any, float]], shared: set[Any]) -> list[float]:
     return [t for step, t in times if step in shared] if shared else [t for _step, t in times]
 
 
-def _renamed_rank_dirs(path: Path) -> list[Path]:
-    """The directories just under ``path`` that hold a capture but are not named as rank dirs are (a rank
-    dir renamed): found by what they hold, one level down only (the walk goes by names)."""
-    try:
-        children = sorted(p for p in path.iterdir() if p.is_dir() and not p.is_symlink())
-    except OSError:
-        return []
-    return [d for d in children if layout.holds_a_capture(d)]
-
-
 def start_known(start_us: float) -> bool:
     """False for the start a torch_npu step table could not give (ascend_output.UNKNOWN_START, -0.0)."""
     return not (start_us == 0 and math.copysign(1.0, start_us) < 0)
@@ -862,17 +853,7 @@ def build_report(
                     f"no *_ascend_pt rank directory under {path}; its run captured into "
                     f"{', '.join(map(str, elsewhere))} (a --dynamic prof_dir): analyse that instead"
                 )
-            renamed = _renamed_rank_dirs(path)
-            if renamed:
-                shown = ", ".join(shlex.quote(str(d)) for d in renamed[:3])
-                more = f" and {len(renamed) - 3} more" if len(renamed) > 3 else ""
-                which = "a directory in it holds" if len(renamed) == 1 else f"{len(renamed)} in it hold"
-                each = "" if len(renamed) == 1 else ", each by itself"
-                raise NothingToAnalyse(
-                    f"no *_ascend_pt rank directory under {path}, but {which} a capture under another "
-                    f"name (renamed?): npuprof analyse {shown}{more}{each}"
-                )
-            raise NothingToAnalyse(f"no *_ascend_pt rank directory under {path} (and it is not a trace file)")
+            raise NothingToAnalyse(f"no rank directory (a capture) under {path}, and it is not a trace file")
         rank_dirs = _one_run(path, rank_dirs, run, on_note)
         db_dirs, notes = plan_db(rank_dirs, export_db)
         for note in notes:

@@ -231,9 +231,10 @@ def holds_a_capture(path: Path) -> bool:
 
 
 def find_rank_dirs(root: Path, levels: int | None = None) -> list[Path]:
-    """``root`` itself when it is a rank dir (by its name, or by what it holds: the user named it), else
-    the rank dirs below it, sorted: at most ``levels`` (default MAX_WALK_DEPTH) levels down, never through
-    a symbolic link (noted), never into a rank dir. ``root`` is followed as given."""
+    """``root`` itself when it is a rank dir, else the rank dirs below it, sorted: at most ``levels``
+    (default MAX_WALK_DEPTH) levels down, never through a symbolic link (noted), never into a rank dir.
+    A rank dir is known by its name (``*_ascend_pt``) or by what it holds (:func:`holds_a_capture`: one
+    renamed, or copied as ``rank1/``). ``root`` is followed as given."""
     if is_rank_dir(root) or (root.is_dir() and holds_a_capture(root)):
         return [root]
     found: list[Path] = []
@@ -260,7 +261,7 @@ def _walk(directory: Path, depth: int, found: list[Path], levels: int) -> None:
         except OSError:
             continue
         path = Path(entry.path)
-        if entry.name.endswith(RANK_DIR_SUFFIX):
+        if entry.name.endswith(RANK_DIR_SUFFIX) or holds_a_capture(path):  # by name, or renamed
             found.append(path)
         elif depth >= levels:
             if levels == MAX_WALK_DEPTH:
