@@ -136,6 +136,7 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int 
         return None
     from npuprof.results import postprocess
 
+    postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
     previous = {sig: signal.signal(sig, _stop_waiting) for sig in _STOP_WAITING}
     try:
         deadline = time.monotonic() + _QUIET_WAIT_S

@@ -114,6 +114,29 @@ def run_trainer(out: Path, *flags: str, train: tuple[str, ...] = (), analyse: bo
 
 
 # gloo's known teardown abort: a torchrun worker can die at interpreter exit after destroy_process_group()
+def hold_a_run_lock(output: Path, ready: Path, pids: Path) -> str:
+    """Lines of a job script (after its steps, with the agent armed) that leave a process holding a
+    post-processor's lock of this run for 60 s, so that `npuprof run` waits for it after the job; ``pids``
+    gets "HOLDER JOB". (A post-processor stopped by the script no longer does: the launcher continues it.)"""
+    hold = (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); open(sys.argv[2], 'w').close(); time.sleep(60)"
+    )
+    return (
+        "import os, subprocess, sys, time\n"
+        "from npuprof.agent import entry\n"
+        "run_id = entry._state['agent'].run['run_id']\n"
+        f"pending = os.path.join({str(output)!r}, '.npuprof_pending')\n"
+        "os.makedirs(pending, exist_ok=True)\n"
+        "lock = os.path.join(pending, f'{run_id}.{os.uname().nodename}.1.0a0b0c0d.lock')\n"
+        f"holder = subprocess.Popen([sys.executable, '-c', {hold!r}, lock, {str(ready)!r}],\n"
+        "    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"while not os.path.exists({str(ready)!r}):\n"
+        "    time.sleep(0.01)\n"
+        f"open({str(pids)!r}, 'w').write(f'{{holder.pid}} {{os.getpid()}}')\n"
+    )
+
+
 TEARDOWN_ABORT = "terminate called without an active exception"
 
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, capture_record, clean_env, npuprof, rank_dirs, sched, trainer
+from conftest import SCRIPTS, capture_record, clean_env, hold_a_run_lock, npuprof, rank_dirs, sched, trainer
 
 DIST = str(SCRIPTS / "dist_trainer.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -200,6 +200,7 @@ def test_a_stopped_post_processor_never_blocks_a_step(out: Path, tmp_path: Path)
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "from npuprof.agent import entry\n"
         "post = entry._state['agent'].post.pid\n"
+        "entry._state['agent'].post.hold = lambda held: None  # npuprof's hold would continue it\n"
         "os.kill(post, signal.SIGSTOP)\n"
         # resumed once the steps are done; a step blocked behind it is freed after 7 s (and fails the test)
         "resume = threading.Timer(7, os.kill, (post, signal.SIGCONT)); resume.start()\n"
@@ -463,14 +464,11 @@ def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
 ) -> None:
     script = tmp_path / "stall.py"
     script.write_text(
-        "import os, signal, torch\n"
+        "import torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(4):\n"
         "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "from npuprof.agent import entry\n"
-        "post = entry._state['agent'].post.pid\n"
-        "os.kill(post, signal.SIGSTOP)  # the launcher would wait for it forever\n"
-        f"open({str(tmp_path / 'post.pid')!r}, 'w').write(f'{{post}} {{os.getpid()}}')\n"
+        + hold_a_run_lock(out, tmp_path / "held", tmp_path / "post.pid")
     )
     proc = _popen_npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script))
     post = tmp_path / "post.pid"

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import capture_record, clean_env, load_trace, npuprof, rank_dirs, sched
+from conftest import capture_record, clean_env, hold_a_run_lock, load_trace, npuprof, rank_dirs, sched
 
 NPUPROF = [sys.executable, "-m", "npuprof"]
 STEP = (
@@ -360,6 +360,7 @@ def test_os_exit_right_after_the_last_step_leaves_a_complete_record(out: Path, t
         STEP + "import os, signal, subprocess\n"
         "from npuprof.agent import entry\n"
         "post = entry._state['agent'].post.pid\n"
+        "entry._state['agent'].post.hold = lambda held: None  # npuprof's hold would continue it\n"
         "os.kill(post, signal.SIGSTOP)  # busy: it reads nothing for a while\n"
         "for _ in range(7):  # the second capture's trace is exported in the 7th step\n"
         "    step()\n"
@@ -434,20 +435,15 @@ def test_sigusr1_while_npuprof_waits_for_post_processing_ends_the_wait_with_the_
     script = _script(
         tmp_path,
         "stall.py",
-        STEP + "import os, signal, sys\n"
+        STEP + "import sys\n"
         "for _ in range(4):\n"
-        "    step()\n"
-        "from npuprof.agent import entry\n"
-        "post = entry._state['agent'].post.pid\n"
-        "os.kill(post, signal.SIGSTOP)  # the launcher would wait for it for ever\n"
-        f"open({str(pids)!r}, 'w').write(f'{{post}} {{os.getpid()}}')\n"
-        "sys.exit(3)\n",
+        "    step()\n" + hold_a_run_lock(out, tmp_path / "held", pids) + "sys.exit(3)\n",
     )
     with _launched("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script)) as proc:
         try:
             job_over = lambda: pids.exists() and not _running(int(pids.read_text().split()[1]))  # noqa: E731
             _wait_for(job_over, "the job's end")
-            time.sleep(0.8)  # past the quiet half second: npuprof now waits for the stopped post-processor
+            time.sleep(0.8)  # past the quiet half second: npuprof now waits for the lock's holder
             proc.send_signal(signal.SIGUSR1)
             _, err = proc.communicate(timeout=30)
         finally:

@@ -196,7 +196,10 @@ class Agent:
         backend.create_profiler = create_profiler
 
     def _on_profiling(self, active: bool) -> None:
-        """A profiler of ours starts or stops: SIGTERM then finalises the capture, or acts as before."""
+        """A profiler of ours starts or stops: SIGTERM then finalises the capture, or acts as before; the
+        post-processor waits meanwhile (its work distorts the steps recorded)."""
+        if self.post is not None:
+            self.post.hold(active)
         if active:
             if not self.sigterm.install() and threading.current_thread() is not threading.main_thread():
                 self.log.warn_once(
@@ -293,6 +296,7 @@ class Agent:
     def _hand_over_the_rest(self) -> None:
         """Jobs the pipe could not take in time go to the post-processor's spool, parsed after the job;
         those it cannot take either are written here, unparsed."""
+        self.post.hold(False)  # nothing records any more (a capture the finalise could not stop included)
         left = self.post.drain()
         spooled = len(left)
         left = self.post.spool_left(left)
