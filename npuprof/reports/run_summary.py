@@ -78,7 +78,7 @@ def print_run_summary(
     outside = sum(1 for c in captures if not c.rank_dir.is_relative_to(output))
     where = f"in {output}" + (f" ({outside} of them elsewhere, below)" if outside else "")
     # the title is a line of its own, not the table's: a table title is wrapped to the table's width
-    console.print(escape(f"npuprof: {len(captures)} capture(s) {where}"), style="italic")
+    console.print(escape(f"npuprof: {len(captures)} capture(s) {where}"), style="italic", soft_wrap=True)
     table = Table(
         box=None,
         pad_edge=False,
@@ -150,14 +150,18 @@ def print_run_summary(
             f"next: nothing to analyse, no capture holds a trace   (exit code of the job: {exit_code})"
         )
     elif any(c.rank_dir.is_relative_to(output) for c in captures):
-        console.print(f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})")
+        # one line, however long (the terminal folds it): a command split by newlines cannot be copied
+        console.print(
+            f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})", soft_wrap=True
+        )
     else:  # every capture went to a --dynamic prof_dir outside -o
         console.print(f"next: (exit code of the job: {exit_code}; no capture in {target})")
     for root in elsewhere:  # --dynamic's prof_dir outside -o
         count = sum(1 for c in captures if c.rank_dir.parent == root)
         console.print(
             f"      [bold]npuprof analyse {escape(shell_quote(str(root)))}[/]   ({count} of the captures, "
-            f"outside {target})"
+            f"outside {target})",
+            soft_wrap=True,
         )
     others = _agents_of_other_runs(lines, run_id)
     ours = [m["message"] for line in lines if (m := _AGENT_LINE.search(line)) and m["pid"] not in others]
