@@ -102,14 +102,20 @@ def test_four_ranks_end_to_end(tmp_path: Path, durations: list[float], outlier: 
 
 
 @pytest.mark.parametrize(
-    ("rank1_steps", "outlier"), [((3000, 1000, 1000), False), ((1300, 1300, 1400), True)]
+    ("rank1_steps", "outlier"),
+    [
+        ((3000, 1000, 1000, 1000, 1000), False),  # one warm step: 40% above by the mean only
+        ((1300, 1300, 1400, 1300, 1300), True),  # slower at every step
+        ((1300, 1300, 1400, 1000, 1000), False),  # in 3 of 5 steps: not 80% of them
+        ((1300, 1300, 1400), False),  # slower at every step, but 3 steps are too few to tell (5)
+    ],
 )
 def test_two_ranks_end_to_end_judge_the_typical_step(
     tmp_path: Path, rank1_steps: tuple[int, ...], outlier: bool
 ) -> None:
-    """Rank 1's first step three times the others' (a warm-up): 25% above the median by its mean, not an
-    outlier; slower at every step: an outlier."""
-    for rank, steps in enumerate(((1000, 1000, 1000), rank1_steps)):
+    """Rank 1's first step three times the others' (a warm-up): above the median by its mean only, not an
+    outlier; slower at every one of 5 steps: an outlier; in 3 of 5, or in 3 steps only: not."""
+    for rank, steps in enumerate(((1000,) * len(rank1_steps), rank1_steps)):
         events, at = [], 0
         for n, dur in enumerate(steps, start=3):
             events += [
@@ -121,7 +127,7 @@ def test_two_ranks_end_to_end_judge_the_typical_step(
         write_rank_dir(tmp_path, trace, rank=rank, name=f"host_{rank}_20250101000000000")
     slowest = analyse_json(tmp_path)["cross_rank"]["slowest"]
     assert slowest["rank"] == 1 and slowest["outlier"] is outlier, slowest
-    mean = sum(rank1_steps) / 3
+    mean = sum(rank1_steps) / len(rank1_steps)
     median = (mean + 1000) / 2  # of two ranks' means
     assert slowest["slower_than_median_pct"] == round((mean - median) / median * 100, 2)
 

@@ -131,7 +131,8 @@ def test_cross_rank_table_slowest_rank_and_start_skew(cluster: tuple[Path, dict]
     (step,) = cross["steps"]
     assert step["ranks"] == {"0": 5500.0, "1": 6900.0}
     assert cross["slowest"]["rank"] == 1
-    assert cross["slowest"]["outlier"] is True  # 2 ranks: > 10% above the median (6900 vs 6200)
+    # 2 ranks, 11% above the median (6900 vs 6200), but in one step: too few to call it an outlier (5)
+    assert cross["slowest"]["outlier"] is False
     (skew,) = cross["start_skew"]
     # same first task, preparing 12.5 vs -287.5: rank 1's step started 300 µs later
     assert (skew["earliest_rank"], skew["latest_rank"]) == (0, 1)

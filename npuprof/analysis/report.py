@@ -64,6 +64,8 @@ from npuprof.results.atomic import make_dir, write_text
 BARE_SUFFIX = ".npuprof"  # a bare trace's tables go to <trace>.npuprof/
 OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) above which a rank is an outlier
 SMALL_GROUP_EXCESS = 0.10  # with fewer than 3 ranks: slower than the median by more than this
+SMALL_GROUP_STEPS = 5  # ... in at least this many shared steps ...
+SMALL_GROUP_CONSISTENCY = 0.8  # ... and in this share of them
 
 
 class NothingToAnalyse(Exception):
@@ -568,11 +570,17 @@ def start_known(start_us: float) -> bool:
     return not (start_us == 0 and math.copysign(1.0, start_us) < 0)
 
 
-def slowest_rank(means: dict[int, float], medians: dict[int, float] | None = None) -> Slowest | None:
+def slowest_rank(
+    means: dict[int, float],
+    medians: dict[int, float] | None = None,
+    per_step: dict[int, dict[Any, float]] | None = None,
+) -> Slowest | None:
     """The slowest rank by mean step time, and whether it is an outlier (modified z-score over the ranks'
     median absolute deviation; with fewer than 3 ranks, > 10% above the median, by its mean and, when
     ``medians`` gives each rank's median step, by that too: one slow step of a short capture, a warm-up or
-    a checkpoint, lifts a mean by itself and does not make a rank slow)."""
+    a checkpoint, lifts a mean by itself and does not make a rank slow; and for 2 ranks, when ``per_step``
+    gives each rank's time of each step, in at least SMALL_GROUP_STEPS steps they share and 80% of those:
+    two ranks' few steps differ by chance that much on a loaded host)."""
     if len(means) < 2:
         return None
     values = list(means.values())
@@ -589,6 +597,8 @@ def slowest_rank(means: dict[int, float], medians: dict[int, float] | None = Non
         if outlier and medians:
             typical = statistics.median(medians.values())
             outlier = typical > 0 and (medians[rank] - typical) / typical > SMALL_GROUP_EXCESS
+        if outlier and per_step and len(values) < 3:
+            outlier = _slower_in_most_steps(rank, per_step)
     return Slowest(
         rank=rank,
         mean_step_us=round(worst, 3),
@@ -597,6 +607,19 @@ def slowest_rank(means: dict[int, float], medians: dict[int, float] | None = Non
         modified_z=None if z is None else round(z, 2),
         outlier=bool(outlier),
     )
+
+
+def _slower_in_most_steps(rank: int, per_step: dict[int, dict[Any, float]]) -> bool:
+    """Whether ``rank`` is > 10% above the median of the ranks in 80% of the steps they all have, and
+    they have at least SMALL_GROUP_STEPS of them."""
+    shared = set.intersection(*(set(times) for times in per_step.values()))
+    if len(shared) < SMALL_GROUP_STEPS:
+        return False
+    slower = 0
+    for step in shared:
+        typical = statistics.median(times[step] for times in per_step.values())
+        slower += typical > 0 and per_step[rank][step] > typical * (1 + SMALL_GROUP_EXCESS)
+    return slower >= SMALL_GROUP_CONSISTENCY * len(shared)
 
 
 def cross_rank(
@@ -658,11 +681,13 @@ def cross_rank(
                     latest_rank=late,
                 )
             )
-    cross = CrossRank(steps=steps_out, slowest=slowest_rank(means, medians), start_skew=skew, ranges=ranges)
+    step_times = {rank: dict(times) for rank, times in whole.items()}
+    slowest = slowest_rank(means, medians, step_times)
+    cross = CrossRank(steps=steps_out, slowest=slowest, start_skew=skew, ranges=ranges)
     if waited:
         mean_busy = {rank: statistics.fmean(_of_steps(times, shared)) for rank, times in busy.items()}
         median_busy = {rank: statistics.median(_of_steps(times, shared)) for rank, times in busy.items()}
-        most = slowest_rank(mean_busy, median_busy)
+        most = slowest_rank(mean_busy, median_busy, {rank: dict(times) for rank, times in busy.items()})
         tied = most is not None and sum(round(t, 3) == most.mean_step_us for t in mean_busy.values()) > 1
         if most is not None and most.slower_than_median_pct > 0 and not tied:  # a tie names no one
             cross.straggler = Straggler(
