@@ -53,6 +53,21 @@ def test_agents_of_another_run_in_the_same_log_are_not_this_runs() -> None:
     assert why == "no process of the job has a rank selected by --ranks (ranks seen: 0)", why
 
 
+def test_a_worker_inside_torchrun_not_selected_is_told_so_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`torchrun ... npuprof run --ranks 0 ...`: rank 1's npuprof reported a failure-like "no process of the
+    job has a rank selected" where nothing was to be captured, as asked."""
+    monkeypatch.setenv("RANK", "1")
+    lines = [
+        "2026-12-02 07:00:00 [INFO] [agent pid=8] agent ready in /w/train.py (rank 1, run bbbb11112222)",
+        "2026-12-02 07:00:00 [INFO] [agent pid=8] rank 1 not selected (--ranks); no capture at step 5",
+    ]
+    why = why_no_capture(ProfileConfig(ranks=[0]), 0, lines, run_id="bbbb11112222")
+    assert why == "this worker is rank 1, which --ranks 0 does not select: as asked", why
+    # the job failed: that is the news, not the selection
+    failed = why_no_capture(ProfileConfig(ranks=[0]), 1, lines, run_id="bbbb11112222")
+    assert failed.endswith("no process of the job has a rank selected by --ranks (ranks seen: 1)"), failed
+
+
 def test_a_capture_that_could_not_begin_is_the_reason() -> None:
     """The agent logs why a capture was skipped (a file name too long, a directory replaced by a file):
     that is the reason, not "the job ended before the first capture"."""
