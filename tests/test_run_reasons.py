@@ -57,6 +57,7 @@ def test_a_worker_inside_torchrun_not_selected_is_told_so_as_asked(monkeypatch: 
     """`torchrun ... npuprof run --ranks 0 ...`: rank 1's npuprof reported a failure-like "no process of the
     job has a rank selected" where nothing was to be captured, as asked."""
     monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # what torchrun sets in its workers
     lines = [
         "2026-12-02 07:00:00 [INFO] [agent pid=8] agent ready in /w/train.py (rank 1, run bbbb11112222)",
         "2026-12-02 07:00:00 [INFO] [agent pid=8] rank 1 not selected (--ranks); no capture at step 5",

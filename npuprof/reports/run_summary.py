@@ -370,8 +370,8 @@ def why_no_capture(
             if set(unselected) == {"None"}:
                 return f"{failed}--ranks picks ranks, but the job is not distributed (no process has a rank)"
             picked = ",".join(str(rank) for rank in cfg.ranks or [])
-            worker = os.environ.get("RANK")  # set when npuprof runs inside torchrun, one per worker
-            if worker in unselected and not failed:
+            worker = os.environ.get("RANK")  # npuprof run inside torchrun: one per worker, this one's rank
+            if os.environ.get("TORCHELASTIC_RUN_ID") and worker in unselected and not failed:
                 return f"this worker is rank {worker}, which --ranks {picked} does not select: as asked"
             return f"{failed}no process of the job has a rank selected by --ranks (ranks seen: {seen})"
     for message in messages:
