@@ -42,6 +42,19 @@ def test_no_gzip_gets_a_copy_of_its_own_even_after_an_abrupt_exit(tmp_path: Path
     steps = [e["name"] for e in json.loads(target.read_text())["traceEvents"] if "ProfilerStep#" in e["name"]]
     assert steps == ["ProfilerStep#1", "ProfilerStep#2"]
     assert [p.name for p in target.parent.iterdir()] == ["trace.json"]  # no temporary file left
+    assert f"--export-chrome-trace: {target}" in result.stderr.splitlines()  # the summary says where
+
+
+def test_the_run_summary_names_the_chrome_traces_written() -> None:
+    from npuprof.reports.run_summary import chrome_traces_written
+
+    lines = [
+        "2026-12-03 12:00:00 [INFO] [agent pid=7] --export-chrome-trace: /x/trace_0.json",
+        "12:00:01 [INFO] [postprocess pid=8] h_7_x_ascend_pt: --export-chrome-trace: /x/a b.json (copied)",
+        "12:00:02 [WARNING] [agent pid=7] --export-chrome-trace: /x/c.json not written: [Errno 28]",
+        "2026-12-03 12:00:03 [INFO] [agent pid=7] --export-chrome-trace: /x/trace_0.json",
+    ]
+    assert chrome_traces_written(lines) == ["/x/trace_0.json", "/x/a b.json"]
 
 
 def test_processes_of_one_run_one_after_the_other_keep_each_their_trace(tmp_path: Path) -> None:

@@ -165,6 +165,11 @@ def print_run_summary(
         )
     others = _agents_of_other_runs(lines, run_id)
     ours = [m["message"] for line in lines if (m := _AGENT_LINE.search(line)) and m["pid"] not in others]
+    if cfg.export_chrome_trace:
+        traces = chrome_traces_written(lines)
+        if traces:
+            more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
+            console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
     skipped = sum(_exit_counts(ours, WINDOWS_SKIPPED_AT_EXIT))
     if skipped:
         console.print(
@@ -233,6 +238,19 @@ _AGENT_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)\] (?P<
 # started inside torchrun: a launcher per worker, all logging into one npuprof.log) are not this run's
 _READY = re.compile(r"^agent ready in .* \(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?\)$")
 _NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
+
+
+_CHROME_TRACE = re.compile(r"--export-chrome-trace: (?P<path>/.+?)(?: \(copied\))?$")
+
+
+def chrome_traces_written(lines: list[str]) -> list[str]:
+    """The files --export-chrome-trace wrote, as the agents and post-processors logged them, in order."""
+    found: list[str] = []
+    for line in lines:
+        match = _CHROME_TRACE.search(line)
+        if match and "[WARNING]" not in line and match["path"] not in found:
+            found.append(match["path"])
+    return found
 
 
 def run_log_lines(log_path: Path, run_id: str) -> list[str]:
