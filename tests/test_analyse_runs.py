@@ -229,3 +229,29 @@ def test_ranks_whose_step_started_far_apart_are_said_to_be_of_different_runs(tmp
             assert "likely of different runs" in said
         else:
             assert "different runs" not in said
+
+
+def test_a_capture_the_run_record_lists_and_that_is_gone_is_named(tmp_path: Path) -> None:
+    """rank 1's directory deleted: analyse reported rank 0 alone, with no word of the rank it lacks. The
+    run's record lists its captures; one of its output directory that is not there is named; a capture of a
+    --dynamic prof_dir elsewhere is not; the same directory moved elsewhere whole lacks nothing."""
+    out = tmp_path / "result"
+    kept = _capture(out, 0, "aaaa11112222", 2000, T0)
+    gone = _capture(out, 1, "aaaa11112222", 2000, T0)
+    captures = [{"rank_dir": str(d), "rank": r, "status": "complete"} for r, d in ((0, kept), (1, gone))]
+    captures.append({"rank_dir": "/elsewhere/h_9_20250101000000000_ascend_pt", "rank": 2})  # a prof_dir
+    record = {"run_id": "aaaa11112222", "config": {"output": str(out)}, "captures": captures, "end": None}
+    (out / "npuprof_run.json").write_text(json.dumps(record))
+    import shutil
+
+    moved = tmp_path / "moved"
+    shutil.copytree(out, moved)  # whole, before the deletion below
+    shutil.rmtree(gone)
+    report, said = _report(str(out))
+    assert [r["rank"] for r in report["ranks"]] == [0]
+    assert (
+        f"run aaaa11112222's record lists 1 capture(s) that are not here (deleted or moved?), left out of "
+        f"this report: rank 1 ({gone.name})"
+    ) in " ".join(said.split()), said
+    _, said = _report(str(moved))
+    assert "not here" not in said, said

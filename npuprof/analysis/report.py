@@ -1080,6 +1080,40 @@ def _runs_without_an_end(path: Path, run_ids: list[str]) -> list[str]:
     return notes
 
 
+def _captures_not_here(path: Path, run_ids: list[str], here: set[str]) -> list[str]:
+    """A note for each of ``run_ids`` whose record in ``path`` lists captures of its output directory
+    that are not among the rank dirs found (``here``, by name: the directory may have been moved): a rank
+    deleted or moved away is otherwise left out of the report without a word."""
+    notes = []
+    for _record_path, record in layout.read_run_records(path):
+        run_id = record.get("run_id")
+        config = record.get("config")
+        captures = record.get("captures")
+        if run_id not in run_ids or not isinstance(config, dict) or not isinstance(captures, list):
+            continue
+        output = str(config.get("output") or "")
+        gone = [
+            c
+            for c in captures
+            if isinstance(c, dict)
+            and isinstance(c.get("rank_dir"), str)
+            and os.path.dirname(c["rank_dir"]) == output  # a --dynamic prof_dir elsewhere is said apart
+            and os.path.basename(c["rank_dir"]) not in here
+        ]
+        if gone:
+            shown = ", ".join(
+                f"rank {c.get('rank')} ({os.path.basename(c['rank_dir'])})"
+                if c.get("rank") is not None
+                else os.path.basename(c["rank_dir"])
+                for c in gone[:3]
+            ) + (f" and {len(gone) - 3} more" if len(gone) > 3 else "")
+            notes.append(
+                f"run {run_id}'s record lists {len(gone)} capture(s) that are not here (deleted or moved?), "
+                f"left out of this report: {shown}"
+            )
+    return notes
+
+
 def _one_run(
     path: Path, rank_dirs: list[Path], wanted: str | None, on_note: Callable[[str], None] | None
 ) -> list[Path]:
@@ -1093,6 +1127,8 @@ def _one_run(
     if on_note is not None:
         run_ids = [i for r in chosen for i in r.run_ids]
         for line in _runs_without_an_end(path, run_ids):
+            on_note(line)
+        for line in _captures_not_here(path, run_ids, {d.name for d in rank_dirs}):
             on_note(line)
         for run_id in run_ids:
             for root in layout.capture_roots(path, run_id):
