@@ -712,8 +712,12 @@ def test_a_disk_that_fills_during_analyse_is_named_and_leaves_no_table(
     parsed = rank_dir / "ASCEND_PROFILER_OUTPUT"  # no set short of some tables looks parsed
     assert not parsed.exists() or not any(parsed.iterdir()), list(parsed.iterdir())
     # any other OS error: its words and its file, not a class name
-    other = parse.failure_reason(PermissionError(errno.EACCES, "Permission denied", "/x/kernel_details.csv"))
-    assert other == "Permission denied: /x/kernel_details.csv"
+    other = parse.failure_reason(FileExistsError(errno.EEXIST, "File exists", "/x/kernel_details.csv"))
+    assert other == "File exists: /x/kernel_details.csv"
+    # a place it may not write (read-only, another user's): where the tables can go instead
+    denied = parse.failure_reason(PermissionError(errno.EACCES, "Permission denied", "/x/kernel_details.csv"))
+    assert denied.startswith("Permission denied: /x/kernel_details.csv; its tables cannot be written there")
+    assert "npuprof analyse TRACE" in denied
 
 
 def test_a_symbolic_link_above_the_rank_dir_is_followed_and_one_at_its_tables_is_not(tmp_path: Path) -> None:

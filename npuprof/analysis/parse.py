@@ -324,6 +324,13 @@ def failure_reason(exc: BaseException) -> str:
             f"the disk is full ({exc.strerror}{f': {exc.filename}' if exc.filename else ''}); "
             "no partial set of tables is left: free some space, then npuprof analyse it again"
         )
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        where = f": {exc.filename}" if exc.filename else ""
+        return (
+            f"{exc.strerror}{where}; its tables cannot be written there: analyse a copy in a writable "
+            "place, or its trace file itself (npuprof analyse TRACE: the tables then go to "
+            "~/.cache/npuprof/traces)"
+        )
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
     return f"{type(exc).__name__}: {exc}"
