@@ -236,3 +236,16 @@ def test_the_torch_npu_kernel_top_keeps_the_capture_top_in_every_step() -> None:
     kernels += [(s, "hidden", 0.0, 9.0) for s in range(2)]
     kept = [(k.step, k.total_us) for k in _top_kernels(kernels) if k.name == "hidden"]
     assert kept == [(0, 9.0), (1, 9.0)]
+
+
+def test_a_table_deleted_after_the_parse_makes_it_parse_again(tmp_path: Path) -> None:
+    """analyse.done there and kernel_details.csv deleted (by hand, a cleaning script): the report came from
+    what was left without a word, and Ascend's tools found the rank dir short of a table."""
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    kernels = (out / "kernel_details.csv").read_bytes()
+    assert parse_rank_dir(rank_dir).status == "cached"
+    (out / "kernel_details.csv").unlink()
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    assert (out / "kernel_details.csv").read_bytes() == kernels

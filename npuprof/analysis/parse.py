@@ -118,6 +118,22 @@ def _remove_leftovers(out_dir: Path) -> None:
                 os.unlink(entry.path)
 
 
+ALWAYS_WRITTEN = (
+    "trace_view.json",
+    "step_trace_time.csv",
+    "kernel_details.csv",
+    "operator_details.csv",
+    "op_statistic.csv",
+    SUMMARY_FILE,
+)  # by every parse of a Kineto trace (docs/formats.md)
+
+
+def _tables_whole(out_dir: Path) -> bool:
+    """Whether the tables every parse writes are there: one deleted since (by hand, a cleaning script)
+    makes the rank dir parsed again rather than reported from what is left."""
+    return all(os.path.isfile(out_dir / name) for name in ALWAYS_WRITTEN)
+
+
 def table_stamps(out_dir: Path) -> dict[str, tuple[int, int]]:
     """Each table file of ``out_dir`` by name: its inode and change time, to tell later which a parse
     wrote (:func:`drop_tables`)."""
@@ -232,7 +248,7 @@ def parse_rank_dir(
                 "--export-type text,db for both; msprof-analyze's db recipes read this db as it is"
             )
             return outcome
-        if done.exists() and not force and (has_db or not export_db):
+        if done.exists() and not force and (has_db or not export_db) and _tables_whole(out_dir):
             outcome.status = "cached"
             return outcome
         if ascend_output.parsed_by_torch_npu(rank_dir):  # its tables are read as they are, never re-parsed
