@@ -176,6 +176,13 @@ def test_run_summary_in_a_log_keeps_every_line_whole(
     assert f"npuprof: 1 capture(s) in {output}" in [line.rstrip() for line in lines], lines
     (next_line,) = [line for line in lines if line.startswith("next:")]
     assert next_line.split()[:3] == ["next:", "npuprof", "analyse"] and next_line.split()[3] == str(output)
+    # another run's record in the same -o (two runs at once, or one after the other): analyse would report
+    # the latest, maybe not this one, so the command names this run
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "npuprof_run.json").write_text(json.dumps({"run_id": "0123456789ab", "captures": []}))
+    print_run_summary(output, [capture], 0, ProfileConfig(), output / "npuprof.log", run_id="ba9876543210")
+    (next_line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("next:")]
+    assert next_line.split()[3:6] == [str(output), "--run", "ba9876543210"], next_line
     print_run_summary(output, [], 3, ProfileConfig(), output / "npuprof.log")
     (note,) = capsys.readouterr().err.splitlines()
     assert note.startswith("npuprof: no capture was written (exit code 3)") and len(note) > 80, note

@@ -144,6 +144,7 @@ def print_run_summary(
             f"{escape(str(log_path))}): npuprof analyse parses them" + (made if asked else "")
         )
     target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
+    run_flag = f" --run {run_id}" if run_id and _other_runs_in(output, run_id) else ""
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
     if all(c.record_only for c in captures):  # every capture skipped: its record says why, above
         console.print(
@@ -152,7 +153,8 @@ def print_run_summary(
     elif any(c.rank_dir.is_relative_to(output) for c in captures):
         # one line, however long (the terminal folds it): a command split by newlines cannot be copied
         console.print(
-            f"next: [bold]npuprof analyse {target}[/]   (exit code of the job: {exit_code})", soft_wrap=True
+            f"next: [bold]npuprof analyse {target}{run_flag}[/]   (exit code of the job: {exit_code})",
+            soft_wrap=True,
         )
     else:  # every capture went to a --dynamic prof_dir outside -o
         console.print(f"next: (exit code of the job: {exit_code}; no capture in {target})")
@@ -238,6 +240,14 @@ _AGENT_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)\] (?P<
 # started inside torchrun: a launcher per worker, all logging into one npuprof.log) are not this run's
 _READY = re.compile(r"^agent ready in .* \(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?\)$")
 _NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
+
+
+def _other_runs_in(output: Path, run_id: str) -> bool:
+    """Whether ``output`` holds the record of another run (two runs sharing -o, at once or one after the
+    other): `npuprof analyse` then reports the latest, which may not be this one."""
+    from npuprof.results import layout
+
+    return any(record.get("run_id") != run_id for _path, record in layout.read_run_records(output))
 
 
 _CHROME_TRACE = re.compile(r"--export-chrome-trace: (?P<path>/.+?)(?: \(copied\))?$")
