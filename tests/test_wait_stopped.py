@@ -191,10 +191,13 @@ def test_a_post_processor_held_by_a_process_killed_mid_capture_goes_on(tmp_path:
     job = subprocess.Popen(
         [sys.executable, "-c", HELD_THEN_KILLED, str(tmp_path), RUN_ID],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "NPUPROF_CONFIG": "{}"},  # a process of a run, as training processes are
     )  # fmt: skip
     assert job.stdout is not None and job.stdin is not None
     pid = int(job.stdout.readline())
     assert _wait_state(pid, {"T"}) == "T"
+    postprocess.continue_held(tmp_path, RUN_ID)  # its training process lives and records: left held
+    assert _wait_state(pid, {"S", "R"}, timeout=0.5) == "T"
     job.stdin.write("\n")
     job.stdin.flush()
     assert job.wait(timeout=30) == -signal.SIGKILL
@@ -211,3 +214,51 @@ def test_a_post_processor_held_by_a_process_killed_mid_capture_goes_on(tmp_path:
     finally:
         holder.kill()
         holder.wait()
+
+
+SIGCHLD_HANDLER = (
+    "import os, signal, sys, time\n"
+    "from pathlib import Path\n"
+    "from npuprof.results.postprocess import Postprocessor\n"
+    "signal.signal(signal.SIGCHLD, lambda signum, frame: os.wait())  # the classic zombie reaper\n"
+    "post = Postprocessor(Path(sys.argv[1]), sys.argv[2])\n"
+    "post.start()\n"
+    "deadline = time.monotonic() + 3\n"
+    "while time.monotonic() < deadline and not post._held:\n"
+    "    post.hold(True)\n"
+    "    time.sleep(0.01)\n"
+    "print(post._held, flush=True)\n"
+    "post.hold(False)\n"
+    "signal.signal(signal.SIGCHLD, signal.SIG_DFL)\n"
+    "post.forget()\n"
+)
+
+
+def test_a_script_that_handles_sigchld_never_has_its_post_processor_held(tmp_path: Path) -> None:
+    """The stop of a child sends its parent SIGCHLD: a script reaping children in its SIGCHLD handler
+    (os.wait()) blocked there on the stopped post-processor, which only it would continue (helper-78: a
+    hang at the capture's start). Such a process's post-processor is never held."""
+    job = subprocess.run(
+        [sys.executable, "-c", SIGCHLD_HANDLER, str(tmp_path), RUN_ID],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert job.returncode == 0 and job.stdout == "False\n", job
+
+
+def test_the_post_processor_competes_as_the_weakest_of_autogroups() -> None:
+    """Its own session is its own autogroup where the kernel groups tasks by session: SCHED_IDLE then ranked
+    it against itself only, and its group took 75% of a core from a busy job (helper-78)."""
+    code = (
+        "import os; from npuprof.results.postprocess import yield_to_training; yield_to_training(); "
+        "print(os.sched_getscheduler(0)); a = '/proc/self/autogroup'; "
+        "print(open(a).read().strip() if os.path.exists(a) else 'none')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, start_new_session=True
+    )
+    assert done.returncode == 0, done.stderr
+    policy, group = done.stdout.splitlines()[:2]
+    assert int(policy) == os.SCHED_IDLE
+    enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    if enabled.exists() and enabled.read_text().strip() == "1":  # else the policy applies as it is
+        assert group.endswith("nice 19"), group

@@ -147,6 +147,8 @@ class Postprocessor:
 
         if self._pidfd is None or held == self._held:
             return
+        if held and not _stops_go_unheard():
+            return  # the script handles SIGCHLD: a stop of its child would call it (it may wait in it)
         if held and not self._ready:
             # Held only once it asked for its parent-death signal: before that (its first moments, with no
             # capture of ours to work on yet) a stop could outlive us.
@@ -538,8 +540,8 @@ def _wait_for_lock(dir_fd: int, name: str, poll_s: float, on_stopped: Callable[[
             if on_stopped is not None and time.monotonic() >= next_check:
                 next_check = time.monotonic() + _STOPPED_CHECK_S
                 pid = pid or _holder_of_lock(dir_fd, name)
-                if pid is not None and _is_stopped_post_processor(pid):
-                    on_stopped(pid)
+                if pid is not None and _is_stopped_post_processor(pid) and not _held_by_its_parent(pid):
+                    on_stopped(pid)  # not npuprof's own hold while a process of the job still records
                     on_stopped = None  # said once
     finally:
         os.close(fd)
@@ -784,6 +786,28 @@ def _holder_of_lock(dir_fd: int, name: str) -> int | None:
     return int(text) if text.strip().isascii() and text.strip().isdigit() else None
 
 
+def _held_by_its_parent(pid: int) -> bool:
+    """Whether post-processor ``pid``'s training process still lives (its parent, not init or a subreaper
+    it was handed to): a stop is then that process's hold while it records (a process of the job that
+    outlived its first one), which it lifts itself."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+        parent = int(text[text.rfind(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return parent != 1 and _is_training(parent)
+
+
+def _is_training(pid: int) -> bool:
+    """A process of an npuprof run (its environment holds the payload), as the training processes are."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return b"NPUPROF_CONFIG=" in handle.read()
+    except OSError:
+        return False
+
+
 def _is_stopped_post_processor(pid: int) -> bool:
     """``pid`` is a post-processor stopped by a signal or a tracer (state T or t in /proc; False where
     that is not known)."""
@@ -829,7 +853,7 @@ def continue_held(output: Path, run_id: str) -> None:
     try:
         for name in os.listdir(dir_fd):
             pid = _holder_of_lock(dir_fd, name) if _is_lock_name(name, run_id) else None
-            if pid is not None and _is_stopped_post_processor(pid):
+            if pid is not None and _is_stopped_post_processor(pid) and not _held_by_its_parent(pid):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGCONT)
     finally:
@@ -877,6 +901,19 @@ def spooled_jobs(spool: Path | None) -> Iterator[bytes]:
     yield from (line for line in data.split(b"\n") if line.strip())
 
 
+def _stops_go_unheard() -> bool:
+    """Whether a stop of our child goes unnoticed in this process: SIGCHLD at its default (ignored) or
+    ignored. A handler of the script's (the classic ``signal.signal(SIGCHLD, lambda *a: os.wait())``) would be
+    called by the stop and block in wait() on a child that only we continue: then nothing is held. A handler
+    set outside Python (getsignal gives None) is taken as a handler."""
+    import signal
+
+    try:
+        return signal.getsignal(signal.SIGCHLD) in (signal.SIG_DFL, signal.SIG_IGN)
+    except (ValueError, AttributeError):
+        return False
+
+
 def yield_to_training() -> None:
     """Run only on CPU time the job leaves idle. nice 10 was not enough: a training process whose torch
     uses every core (OpenMP threads that wait for each other at each operator) lost 3-25x on the steps of
@@ -887,6 +924,10 @@ def yield_to_training() -> None:
         os.nice(19)
     with contextlib.suppress(OSError, AttributeError):
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    # Its own session (setsid) is its own autogroup where the kernel groups by session: the policy above
+    # then ranks it only against itself, and the group competes with the job's at equal weight.
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as autogroup:
+        autogroup.write("19")
 
 
 def _serve(parent: int | None, spool: Path | None = None) -> int:
