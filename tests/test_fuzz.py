@@ -42,7 +42,7 @@ FUZZ = settings(
     derandomize=True,
     database=None,
     deadline=None,
-    max_examples=150,
+    max_examples=100,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -466,7 +466,7 @@ def _write_trace(tmp: Path, data: bytes, gz: bool) -> Path:
     return path
 
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=100)
 @given(trace=trace_files())
 def test_trace_readers_raise_only_their_own_errors(trace: tuple[bytes, bool]) -> None:
     from npuprof.analysis.parse import write_outputs
@@ -498,7 +498,7 @@ def test_trace_readers_raise_only_their_own_errors(trace: tuple[bytes, bool]) ->
             mt.render(data, Path(tmp) / "memory.json.gz")
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=130)
 @given(trace=trace_files(), block=st.sampled_from([1, 7, 64, 300]), where=st.floats(0, 1))
 def test_reading_in_small_blocks_or_in_parts_gives_the_same_events(
     trace: tuple[bytes, bool], block: int, where: float

@@ -130,7 +130,8 @@ ALWAYS_WRITTEN = (
 
 def _tables_whole(out_dir: Path) -> bool:
     """Whether the tables every parse writes are there: one deleted since (by hand, a cleaning script)
-    makes the rank dir parsed again rather than reported from what is left."""
+    makes the rank dir parsed again rather than reported from what is left (when its trace is there to
+    parse: without it, what is left is all there is)."""
     return all(os.path.isfile(out_dir / name) for name in ALWAYS_WRITTEN)
 
 
@@ -248,7 +249,12 @@ def parse_rank_dir(
                 "--export-type text,db for both; msprof-analyze's db recipes read this db as it is"
             )
             return outcome
-        if done.exists() and not force and (has_db or not export_db) and _tables_whole(out_dir):
+        if (
+            done.exists()
+            and not force
+            and (has_db or not export_db)
+            and (_tables_whole(out_dir) or layout.find_raw_trace(rank_dir) is None)
+        ):
             outcome.status = "cached"
             return outcome
         if ascend_output.parsed_by_torch_npu(rank_dir):  # its tables are read as they are, never re-parsed
