@@ -36,3 +36,12 @@ def processes_of_the_run(run_id: str | None) -> list[int]:
             continue
         found.append(pid)
     return sorted(found)
+
+
+def is_a_run_process(pid: int) -> bool:
+    """Whether process ``pid``'s environment holds an npuprof run's payload (a process of some run)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return ENV_MARKER in f.read()
+    except OSError:
+        return False

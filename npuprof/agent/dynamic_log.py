@@ -85,16 +85,18 @@ class UnreadRequest:
 READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of ours
 
 
-def unread_request(directory: Path, config_name: str = "profiler_config.json") -> UnreadRequest | None:
-    """``directory/config_name`` when it asks for a capture (a start_step other than 0) that no process
-    has read yet, else None (nothing asked, read, or not to be told). Read is told by the request's trigger
-    id when it has one (a process's log lines about it name it: npuprof/agent/dynamic_request.py), else by
-    time: changed after every process's last ``loaded:`` line (the logs' clocks are the processes' own)."""
+def unread_request(directory: Path) -> UnreadRequest | None:
+    """``directory``'s profiler_config.json when it asks for a capture (a start_step other than 0) that no
+    process has read yet, else None (nothing asked, read, or not to be told). Read is told by the request's
+    trigger id when it has one (a process's log lines about it name it: npuprof/agent/dynamic_request.py),
+    else by time: changed after every process's last ``loaded:`` line (the logs' clocks are the
+    processes' own)."""
     import json
 
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
     from npuprof.results.layout import read_small
 
-    path = directory / config_name
+    path = directory / CONFIG_NAME
     try:
         changed = os.stat(path).st_mtime
         data = json.loads(read_small(path, 1 << 20))
@@ -105,7 +107,7 @@ def unread_request(directory: Path, config_name: str = "profiler_config.json") -
     trigger = data.get("trigger_id")
     trigger = trigger if isinstance(trigger, str) else ""
     last_read = 0.0
-    for log in sorted((directory / "log").glob("*.log*")):  # action and monitor logs
+    for log in sorted((directory / LOG_DIR).glob("*.log*")):  # action and monitor logs
         try:
             text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
         except OSError:

@@ -23,7 +23,7 @@ from typing import Any
 from npuprof.analysis.forked import Forked, SharedColumns
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer, make_dir, remove_dead_writers_temps, write_bytes, write_text
-from npuprof.results.paths import UnsafePathError, resolve_output_path
+from npuprof.results.paths import UnsafePathError, resolve_output_path, trace_cache_root
 
 SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
 TABLE_SUFFIXES = (".csv", ".json", ".db")  # what a parse writes in ASCEND_PROFILER_OUTPUT/ (docs/formats.md)
@@ -350,8 +350,8 @@ def failure_reason(exc: BaseException) -> str:
         where = f": {exc.filename}" if exc.filename else ""
         return (
             f"{exc.strerror}{where}; its tables cannot be written there: analyse a copy in a writable "
-            "place, or its trace file itself (npuprof analyse TRACE: the tables then go to "
-            "~/.cache/npuprof/traces)"
+            f"place, or its trace file itself (npuprof analyse TRACE: the tables then go to "
+            f"{trace_cache_root()})"
         )
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")

@@ -127,8 +127,9 @@ def bare_cache_dir(trace: Path) -> Path:
 
     info = trace.stat()
     key = f"{trace.resolve()}\0{info.st_size}\0{info.st_mtime_ns}".encode("utf-8", "surrogateescape")
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "npuprof" / "traces"
-    return cache / f"{trace.name[:64]}-{hashlib.sha1(key).hexdigest()[:16]}"
+    from npuprof.results.paths import trace_cache_root
+
+    return trace_cache_root() / f"{trace.name[:64]}-{hashlib.sha1(key).hexdigest()[:16]}"
 
 
 def _identity(trace: Path) -> str:

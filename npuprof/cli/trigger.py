@@ -135,9 +135,8 @@ def _request_not_picked_up(directory: Path) -> str:
     import time
 
     from npuprof.agent import dynamic_log
-    from npuprof.agent.dynamic_files import CONFIG_NAME
 
-    unread = dynamic_log.unread_request(directory, CONFIG_NAME)
+    unread = dynamic_log.unread_request(directory)
     if unread is None:
         return ""
     if unread.trigger_id:

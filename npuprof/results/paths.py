@@ -7,6 +7,11 @@ import stat
 from pathlib import Path
 
 
+def trace_cache_root() -> Path:
+    """Where `npuprof analyse` writes the tables of a trace file whose own directory cannot take them."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "npuprof" / "traces"
+
+
 class UnsafePathError(ValueError):
     """Raised for an output path that is, or passes through, a symbolic link we must not follow."""
 

@@ -796,16 +796,9 @@ def _held_by_its_parent(pid: int) -> bool:
         parent = int(text[text.rfind(b")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
         return False
-    return parent != 1 and _is_training(parent)
+    from npuprof.job_processes import is_a_run_process
 
-
-def _is_training(pid: int) -> bool:
-    """A process of an npuprof run (its environment holds the payload), as the training processes are."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return b"NPUPROF_CONFIG=" in handle.read()
-    except OSError:
-        return False
+    return parent != 1 and is_a_run_process(parent)
 
 
 def _is_stopped_post_processor(pid: int) -> bool:
