@@ -385,6 +385,12 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
             _note(warning)
             log.write(warning, "WARNING")
     env = child_environment(cfg, run, dict(os.environ), payload.value)
+    from npuprof.results import spawner  # the job's post-processors are ours, never the script's children
+
+    spawn_address = spawner.start_service(run_id)
+    env.pop(spawner.ENV_SPAWN, None)  # an outer npuprof's
+    if spawn_address is not None:
+        env[spawner.ENV_SPAWN] = spawn_address
     started = time.monotonic()
     before_the_job.restore()  # run_child passes the signals on to the job from here
     try:

@@ -186,8 +186,11 @@ def test_a_killed_post_processor_never_kills_the_job_with_sigpipe(out: Path, tmp
         STEP + "import os, signal, time\n"
         "signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as command-line tools do\n"
         "from npuprof.agent import entry\n"
+        "import time\n"
+        "while entry._state['agent'].post.pid is None: time.sleep(0.005)  # `npuprof run`'s reply\n"
         "post = entry._state['agent'].post.pid\n"
-        "os.kill(post, signal.SIGKILL); os.waitpid(post, 0)\n"
+        "import select; gone = os.pidfd_open(post)\n"
+        "os.kill(post, signal.SIGKILL); select.select([gone], [], [])  # it has died\n"
         "for _ in range(10):\n"
         "    step()\n"
         f"open({str(done)!r}, 'w').write('trained')\n",
@@ -359,6 +362,8 @@ def test_os_exit_right_after_the_last_step_leaves_a_complete_record(out: Path, t
         "fast_exit.py",
         STEP + "import os, signal, subprocess\n"
         "from npuprof.agent import entry\n"
+        "import time\n"
+        "while entry._state['agent'].post.pid is None: time.sleep(0.005)  # `npuprof run`'s reply\n"
         "post = entry._state['agent'].post.pid\n"
         "entry._state['agent'].post.hold = lambda held: None  # npuprof's hold would continue it\n"
         "os.kill(post, signal.SIGSTOP)  # busy: it reads nothing for a while\n"

@@ -5,6 +5,7 @@ failed). The free space is set here by replacing statvfs; the capture is a real 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,35 +30,48 @@ def _job(rank_dir: Path) -> handover.CaptureJob:
     )
 
 
-def _free(monkeypatch: pytest.MonkeyPatch, free_bytes: int) -> None:
-    blocks = SimpleNamespace(f_bavail=free_bytes, f_frsize=1, f_blocks=1 << 30)
-    monkeypatch.setattr(postprocess.os, "statvfs", lambda path: blocks)
+def _free(monkeypatch: pytest.MonkeyPatch, rank_dir: Path, free_bytes: int) -> None:
+    """``free_bytes`` free, plus what the gzip of the plain trace gave back once it is done."""
+    (trace,) = rank_dir.glob("*.pt.trace.json")
+    size = trace.stat().st_size
+
+    def statvfs(path: object) -> SimpleNamespace:
+        packed = list(rank_dir.glob("*.pt.trace.json.gz"))
+        freed = size - packed[0].stat().st_size if packed and not trace.exists() else 0
+        return SimpleNamespace(f_bavail=free_bytes + freed, f_frsize=1, f_blocks=1 << 30)
+
+    monkeypatch.setattr(postprocess.os, "statvfs", statvfs)
 
 
 @pytest.mark.parametrize(
-    ("room", "parsed", "gzipped"),
+    ("extra", "parsed", "gzipped"),
     [
-        (1000 * MIB, True, True),  # room for both
-        # 10 MiB must stay free: the parse (1.5x the trace) would take the disk below it, the gzip not
-        (10 * MIB, False, True),
-        (0, False, False),  # room for neither: the plain trace is kept
+        (1000.0, True, True),  # room for both
+        # 10 MiB must stay free: the parse (1.5x the trace) would take the disk below it, the gzip not,
+        # nor would the parse after the gzip (the gzipped trace and the parse: ~0.75x)
+        (0.5, False, True),
+        # the parse fits once the gzip has freed the plain trace's room: gzipped first, then parsed
+        (0.9, True, True),
+        (0.1, False, False),  # room for neither: the plain trace is kept
     ],
 )
 def test_parse_and_gzip_keep_the_free_space_asked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: int, parsed: bool, gzipped: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: float, parsed: bool, gzipped: bool
 ) -> None:
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     job = _job(rank_dir)
     size = os.path.getsize(job.trace or "")
-    # free: 10 MiB, plus what the check lets through: a parse needs 1.5x the trace, a gzip 0.25x
-    extra = {1000 * MIB: 1000 * MIB, 10 * MIB: int(size * 1.0), 0: int(size * 0.1)}[room]
-    _free(monkeypatch, 10 * MIB + extra)
+    _free(monkeypatch, rank_dir, 10 * MIB + int(size * extra))  # beyond the 10 MiB that must stay free
     status = postprocess.run_job(job)
     assert (rank_dir / layout.PARSED_DIR).exists() is parsed
     assert any(rank_dir.glob("*.pt.trace.json.gz")) is gzipped
     assert any(rank_dir.glob("*.pt.trace.json")) is not gzipped
     log = (tmp_path / layout.RUN_LOG).read_text() if (tmp_path / layout.RUN_LOG).exists() else ""
-    if not parsed:
+    if parsed:
+        assert status == 0 and (rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE).exists(), log
+        record = json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())
+        assert record["trace"].endswith(".pt.trace.json.gz")
+    else:
         assert status == 1
         assert "not analysed (it needs about" in log and "less than --min-free-space (10.0 MiB)" in log, log
         assert "run npuprof analyse on it later" in log

@@ -1,12 +1,13 @@
 """After a capture: write its small files, parse the trace and gzip it, in a background process,
 never in the training step (docs/architecture.md, "Process model").
 
-Each training process starts one post-processor when training starts (``Postprocessor.start``). At the
+Each training process has one post-processor, started when training starts (``Postprocessor.start``) by
+`npuprof run` (npuprof.results.spawner: never a child of the script), else by the process itself. At the
 end of a capture the step only exports the raw trace and queues one job (a dict); a hand-over thread
 writes it as one JSON line into the post-processor's stdin pipe, so a slow or stopped post-processor
 never blocks a training step. The post-processor writes ``profiler_info``, ``profiler_metadata.json``
 and the capture record, then parses and gzips. It ends when the pipe closes (the training process has
-ended) or when its parent has died.
+ended) or when the training process has died.
 
 It holds an exclusive lock on ``<output>/.npuprof_pending/<run_id>.<host>.<pid>.<random>.lock``: the
 name is unique across hosts and PID namespaces sharing the directory, the training process takes the
@@ -34,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npuprof.results import layout, logfile
+from npuprof.results import layout, logfile, spawner
 from npuprof.results.atomic import atomic_writer
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class Postprocessor:
     def __init__(self, output: Path, run_id: str | None = None) -> None:
         self.output = output
         self.run_id = run_id or "run"
-        self.pid: int | None = None
+        self._pid: int | None = None
         self._pipe: int | None = None
         self._handover: _Handover | None = None
         self._restarts = 0
@@ -66,13 +67,21 @@ class Postprocessor:
         self._ready_fd: int | None = None  # its byte says it continues itself should we die (hold)
         self._ready = False
         self._held = False
+        self._spawned: spawner.Spawned | None = None  # started by `npuprof run`: its reply
+
+    @property
+    def pid(self) -> int | None:
+        """Its pid, once known (`npuprof run`'s reply is read here, never waited for)."""
+        self._known_spawn()
+        return self._pid
 
     @property
     def running(self) -> bool:
         return self._pipe is not None
 
     def start(self) -> None:
-        """Start the post-processor (once). posix_spawn (vfork + exec) costs ~0.1 ms in a big process."""
+        """Start the post-processor (once): by `npuprof run` (npuprof.results.spawner: never a child of the
+        training process), else here. posix_spawn (vfork + exec) costs ~0.1 ms in a big process."""
         if self._pipe is not None:
             return
         lock = _above_stdio(_create_lock(self.output, self.run_id))
@@ -83,26 +92,12 @@ class Postprocessor:
         os.set_blocking(ready_read, False)
         spool = self.output / f"{SPOOL_PREFIX}{os.getpid()}.{self._restarts}.jsonl"
         try:
-            argv = [
-                sys.executable, "-m", "npuprof.results.postprocess",
-                "--lock-fd", str(lock), "--parent", str(os.getpid()), "--spool", str(spool),
-                "--ready-fd", str(ready_write),
-            ]  # fmt: skip
-            os.set_inheritable(lock, True)  # the post-processor's copy of the lock; ours is closed below
-            os.set_inheritable(ready_write, True)
-            self.pid = os.posix_spawn(
-                sys.executable,
-                argv,
-                _child_env(),
-                file_actions=_spawn_file_actions(read_end, write_end, lock, ready_write),
-                setsid=True,
-            )
-            with contextlib.suppress(OSError):  # who holds the lock: `npuprof run` names it if it is stopped
-                os.write(lock, f"{self.pid}\n".encode())
             self._close_pidfd()
+            self._pid = None
+            self._spawned = _start_by_launcher(read_end, lock, ready_write, spool)
+            if self._spawned is None:
+                self._start_here(read_end, lock, ready_write, spool)
             self._ready_fd = ready_read
-            with contextlib.suppress(OSError, AttributeError):  # our unreaped child: the pid is ours
-                self._pidfd = os.pidfd_open(self.pid)
         except BaseException:
             os.close(write_end)
             os.close(ready_read)
@@ -112,8 +107,38 @@ class Postprocessor:
             os.close(lock)
             os.close(ready_write)
         self._pipe = write_end
-        self._handover = _Handover(write_end, self.pid)
+        self._handover = _Handover(write_end, self)
         self.spool = spool
+
+    def _start_here(self, read_end: int, lock: int, ready_write: int, spool: Path) -> None:
+        """As our own child: a script waiting for all its children waits for it too (README, limits)."""
+        argv = [
+            sys.executable, "-m", "npuprof.results.postprocess",
+            "--lock-fd", str(lock), "--parent", str(os.getpid()), "--spool", str(spool),
+            "--ready-fd", str(ready_write),
+        ]  # fmt: skip
+        os.set_inheritable(lock, True)  # the post-processor's copy of the lock; ours is closed by start
+        os.set_inheritable(ready_write, True)
+        self._pid = os.posix_spawn(
+            sys.executable,
+            argv,
+            _child_env(),
+            file_actions=_spawn_file_actions(read_end, lock, ready_write),
+            setsid=True,
+        )
+        with contextlib.suppress(OSError):  # who holds the lock: `npuprof run` names it if it is stopped
+            os.write(lock, f"{self._pid}\n".encode())
+        with contextlib.suppress(OSError, AttributeError):  # our unreaped child: the pid is ours
+            self._pidfd = os.pidfd_open(self._pid)
+
+    def _known_spawn(self) -> bool:
+        """Whether the post-processor's pid is known (`npuprof run`'s reply read, never waited for)."""
+        spawned = self._spawned
+        if spawned is None:
+            return self._pid is not None
+        if self._pid is None and spawned.poll():
+            self._pid, self._pidfd = spawned.pid, spawned.pidfd
+        return self._pid is not None
 
     def submit(self, job: dict[str, Any]) -> bool:
         """Queue one job (never blocks); False when no post-processor is there to take it (one that has
@@ -131,7 +156,7 @@ class Postprocessor:
             except OSError as exc:
                 _agent_log().warning(f"no new post-processor ({exc!r}); captures are kept unparsed")
                 return False
-            _agent_log().info(f"post-processor pid {dead} had ended: pid {self.pid} takes the next captures")
+            _agent_log().info(f"post-processor pid {dead} had ended: a new one takes the next captures")
         if self._pipe is None or self._handover is None or self._handover.broken:
             return False
         self._handover.put(job)
@@ -145,9 +170,9 @@ class Postprocessor:
         (its parent-death signal, set in :func:`main`) and from `npuprof run` before it waits."""
         import signal
 
-        if self._pidfd is None or held == self._held:
+        if held == self._held or not self._known_spawn() or self._pidfd is None:
             return
-        if held and not _stops_go_unheard():
+        if held and self._spawned is None and not _stops_go_unheard():
             return  # the script handles SIGCHLD: a stop of its child would call it (it may wait in it)
         if held and not self._ready:
             # Held only once it asked for its parent-death signal: before that (its first moments, with no
@@ -167,14 +192,24 @@ class Postprocessor:
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self._pidfd, self._ready_fd, self._ready, self._held = None, None, False, False
+        if self._spawned is not None:
+            self._spawned.close()
+        self._pidfd, self._ready_fd, self._ready, self._held, self._spawned = None, None, False, False, None
 
     def _has_exited(self) -> bool:
         """Our post-processor has ended: reaped here, or reaped by the script (its SIGCHLD handler, or
         SIGCHLD ignored) and its pid gone. A pid taken again since is not known to be ours' end: the
-        hand-over finds that one when its pipe breaks."""
-        if not self.pid:
+        hand-over finds that one when its pipe breaks. One `npuprof run` started has ended when its pidfd
+        says so."""
+        if not self._known_spawn() or not self.pid:
             return False
+        if self._spawned is not None:
+            import select
+
+            try:
+                return self._pidfd is not None and bool(select.select([self._pidfd], [], [], 0)[0])
+            except (OSError, ValueError):
+                return False
         try:
             done, _status = os.waitpid(self.pid, os.WNOHANG)
         except ChildProcessError:  # someone else reaped it
@@ -238,11 +273,11 @@ class _Handover:
     default action). From then on the thread keeps the jobs itself: their files are written, unparsed, for
     a later ``npuprof analyse`` (said once)."""
 
-    def __init__(self, fd: int, pid: int | None = None) -> None:
+    def __init__(self, fd: int, owner: Postprocessor | None = None) -> None:
         import queue
 
         self.fd = fd
-        self.pid = pid
+        self.owner = owner  # for its post-processor's pid, in messages
         self.queue: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self.submitted = 0  # only the training thread counts up ...
         self.sent = 0  # ... and only the hand-over thread counts here (piped, or kept as files) ...
@@ -341,7 +376,8 @@ class _Handover:
                 data = data[os.write(self.fd, data) :]
         except OSError as exc:
             self.broken = True
-            who = f" (pid {self.pid})" if self.pid else ""
+            pid = self.owner.pid if self.owner is not None else None
+            who = f" (pid {pid})" if pid else ""
             _agent_log().warn_once(
                 "post-processor-gone",
                 f"the background post-processor{who} has ended ({exc.strerror or exc}); the capture handed "
@@ -433,7 +469,33 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _spawn_file_actions(read_end: int, write_end: int, lock: int, ready: int) -> list[tuple[Any, ...]]:
+def _start_by_launcher(read_end: int, lock: int, ready_write: int, spool: Path) -> spawner.Spawned | None:
+    """Ask `npuprof run` to start the post-processor (npuprof.results.spawner); None when it cannot be
+    asked (no launcher's address, or it did not answer): nothing was handed over then."""
+    address = os.environ.get(spawner.ENV_SPAWN)
+    if not address:
+        return None
+    try:
+        itself = os.pidfd_open(os.getpid())  # the launcher continues the post-processor when we die
+    except (OSError, AttributeError):
+        return None
+    try:
+        fds = [read_end, lock, ready_write, itself]
+        argv = [
+            sys.executable, "-m", "npuprof.results.postprocess",
+            "--lock-fd", str(spawner.child_fd(1)), "--parent", str(os.getpid()), "--spool", str(spool),
+            "--ready-fd", str(spawner.child_fd(2)), "--parent-fd", str(spawner.child_fd(3)),
+        ]  # fmt: skip
+        env = _child_env()
+        return spawner.request_spawn(address, sys.executable, argv, env, fds, watch=3, write_pid_to=1)
+    except (OSError, ValueError, TypeError) as exc:
+        _agent_log().info(f"npuprof run did not start the post-processor ({exc!r}): started here")
+        return None
+    finally:
+        os.close(itself)
+
+
+def _spawn_file_actions(read_end: int, lock: int, ready: int) -> list[tuple[Any, ...]]:
     """stdin: the job pipe; stdout/stderr: /dev/null; every other inherited descriptor closed (glibc
     ignores a close of a descriptor that is already closed)."""
     actions: list[tuple[Any, ...]] = [
@@ -603,42 +665,23 @@ def run_job(job: CaptureJob) -> int:
     if job.chrome_trace is not None:
         status |= _copy_chrome_trace(rank_dir, *job.chrome_trace)
     trace_bytes = _size_of(job.trace)
-    short = (
+    parse_short = (
         _short_of_space(rank_dir, job.min_free_space, PARSE_SPACE_FACTOR * trace_bytes) if job.analyse else ""
     )
-    if job.analyse and short:
-        _log(rank_dir, f"not analysed ({short}); run npuprof analyse on it later", "WARNING")
+    if parse_short and _gzip_makes_room(rank_dir, job, trace_bytes):
+        # The parse reads the gzipped trace as well: the room the plain trace leaves is the parse's.
+        record, status = _gzip_trace(rank_dir, job, record, trace_bytes, status)
+        with contextlib.suppress(OSError):  # the record names the trace kept, before the parse
+            write_json(rank_dir / layout.CAPTURE_RECORD, record)
+        parse_short = _short_of_space(rank_dir, job.min_free_space, PARSE_SPACE_FACTOR * trace_bytes)
+    if parse_short:
+        _log(rank_dir, f"not analysed ({parse_short}); run npuprof analyse on it later", "WARNING")
         status = 1
     elif job.analyse:
-        try:
-            from npuprof.analysis.parse import parse_rank_dir
-
-            outcome = parse_rank_dir(rank_dir, export_db=job.export_db)
-            if outcome.ok:
-                _log(rank_dir, f"analysed in {outcome.seconds:.1f} s: {', '.join(outcome.files)}")
-                if job.export_db and not layout.has_profiler_db(rank_dir):
-                    status |= _db_missing(rank_dir)
-            else:
-                why = f"{outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
-                _log(rank_dir, f"not analysed ({why}); run npuprof analyse on it later", "WARNING")
-                status = 1
-        except Exception as exc:
-            _log(rank_dir, f"analysis failed: {exc!r}", "ERROR")
-            status = 1
+        status |= _parse(rank_dir, job)
     if job.exports is not None:
         status |= _finish_exports(rank_dir, job, record)
-    trace = Path(job.trace) if job.gzip and job.trace else None
-    if trace is not None and trace.suffix == ".json" and trace.exists():
-        short = _short_of_space(rank_dir, job.min_free_space, GZIP_SPACE_FACTOR * trace_bytes)
-        if short:
-            _log(rank_dir, f"not gzipped ({short}): the plain trace is kept", "WARNING")
-        else:
-            try:
-                packed = gzip_file(trace)
-                record = {**record, "trace": packed.name}
-            except OSError as exc:
-                _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}", "WARNING")
-                status = 1
+    record, status = _gzip_trace(rank_dir, job, record, trace_bytes, status)
     if record != record_plain(job.record):
         # This process owns the record: rewritten from the job, not by reading it back.
         try:
@@ -647,6 +690,56 @@ def run_job(job: CaptureJob) -> int:
             _log(rank_dir, f"could not rewrite the capture record: {exc!r}", "ERROR")
             status = 1
     return status
+
+
+def _parse(rank_dir: Path, job: CaptureJob) -> int:
+    try:
+        from npuprof.analysis.parse import parse_rank_dir
+
+        outcome = parse_rank_dir(rank_dir, export_db=job.export_db)
+    except Exception as exc:
+        _log(rank_dir, f"analysis failed: {exc!r}", "ERROR")
+        return 1
+    if not outcome.ok:
+        why = f"{outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
+        _log(rank_dir, f"not analysed ({why}); run npuprof analyse on it later", "WARNING")
+        return 1
+    _log(rank_dir, f"analysed in {outcome.seconds:.1f} s: {', '.join(outcome.files)}")
+    if job.export_db and not layout.has_profiler_db(rank_dir):
+        return _db_missing(rank_dir)
+    return 0
+
+
+def _plain_trace_to_gzip(job: CaptureJob) -> Path | None:
+    trace = Path(job.trace) if job.gzip and job.trace else None
+    return trace if trace is not None and trace.suffix == ".json" and trace.exists() else None
+
+
+def _gzip_makes_room(rank_dir: Path, job: CaptureJob, trace_bytes: int) -> bool:
+    """Whether gzipping first leaves the parse the room it lacks (a gzipped trace is ~0.1-0.2x)."""
+    if _plain_trace_to_gzip(job) is None:
+        return False
+    after = (PARSE_SPACE_FACTOR - 1 + GZIP_SPACE_FACTOR) * trace_bytes
+    return not _short_of_space(rank_dir, job.min_free_space, max(after, GZIP_SPACE_FACTOR * trace_bytes))
+
+
+def _gzip_trace(
+    rank_dir: Path, job: CaptureJob, record: dict[str, Any], trace_bytes: int, status: int
+) -> tuple[dict[str, Any], int]:
+    """Gzip the plain trace when asked and there is room; the record naming what is kept, and the status."""
+    trace = _plain_trace_to_gzip(job)
+    if trace is None:
+        return record, status
+    short = _short_of_space(rank_dir, job.min_free_space, GZIP_SPACE_FACTOR * trace_bytes)
+    if short:
+        _log(rank_dir, f"not gzipped ({short}): the plain trace is kept", "WARNING")
+        return record, status
+    try:
+        packed = gzip_file(trace)
+    except OSError as exc:
+        _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}", "WARNING")
+        return record, 1
+    return {**record, "trace": packed.name}, status
 
 
 def _done_already(job: CaptureJob) -> bool:
@@ -745,16 +838,22 @@ def _log_unusable(line: bytes, why: str) -> None:
         _log(Path(rank_dir), f"not post-processed: {why}; run npuprof analyse", "ERROR")
 
 
-def read_jobs(fd: int, parent: int | None, poll_s: float = 1.0) -> Iterator[bytes]:
-    """The lines written into ``fd`` until EOF, or until ``parent`` has died (a process it forked
-    without Python's fork hooks may still hold the pipe open: that must not keep npuprof waiting)."""
+def read_jobs(
+    fd: int, parent: int | None, poll_s: float = 1.0, parent_fd: int | None = None
+) -> Iterator[bytes]:
+    """The lines written into ``fd`` until EOF, or until the training process has died (a process it
+    forked without Python's fork hooks may still hold the pipe open: that must not keep npuprof waiting):
+    told by ``parent_fd``, its pidfd, when `npuprof run` started us, else by our parent, ``parent``."""
     import select
 
     buffer = b""
     while True:
         ready, _, _ = select.select([fd], [], [], poll_s)
         if not ready:
-            if parent is not None and os.getppid() != parent:
+            if parent_fd is not None:
+                if select.select([parent_fd], [], [], 0)[0]:
+                    return
+            elif parent is not None and os.getppid() != parent:
                 return
             continue
         chunk = os.read(fd, 1 << 16)
@@ -787,18 +886,17 @@ def _holder_of_lock(dir_fd: int, name: str) -> int | None:
 
 
 def _held_by_its_parent(pid: int) -> bool:
-    """Whether post-processor ``pid``'s training process still lives (its parent, not init or a subreaper
-    it was handed to): a stop is then that process's hold while it records (a process of the job that
-    outlived its first one), which it lifts itself."""
+    """Whether post-processor ``pid``'s training process (``--parent`` in its command line) still lives: a
+    stop is then that process's hold while it records, which it lifts itself."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-        parent = int(text[text.rfind(b")") + 2 :].split()[1])
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            args = handle.read().split(b"\0")
+        parent = int(args[args.index(b"--parent") + 1])
     except (OSError, ValueError, IndexError):
         return False
     from npuprof.job_processes import is_a_run_process
 
-    return parent != 1 and is_a_run_process(parent)
+    return parent > 1 and is_a_run_process(parent)
 
 
 def _is_stopped_post_processor(pid: int) -> bool:
@@ -816,9 +914,11 @@ def _is_stopped_post_processor(pid: int) -> bool:
 
 
 def continue_when_orphaned(ready_fd: int | None) -> None:
-    """Ask the kernel for SIGCONT when the training process dies: it stops us while it records
-    (Postprocessor.hold), and a kill -9 then would leave us stopped, with `npuprof run` waiting. Then say
-    so on ``ready_fd``: the training process holds us only from then on."""
+    """Ask the kernel for SIGCONT when our parent dies: the training process stops us while it records
+    (Postprocessor.hold), and its kill -9 then would leave us stopped, with `npuprof run` waiting. (Our
+    parent is that process, or `npuprof run` when it started us: then it continues us when the training
+    process dies, and the kernel when it dies itself.) Then say so on ``ready_fd``: the training process
+    holds us only from then on."""
     import ctypes
     import signal
 
@@ -860,11 +960,12 @@ def main(argv: list[str] | None = None) -> int:
     lock = int(args[args.index("--lock-fd") + 1]) if "--lock-fd" in args else None
     spool = Path(args[args.index("--spool") + 1]) if "--spool" in args else None
     ready = int(args[args.index("--ready-fd") + 1]) if "--ready-fd" in args else None
+    parent_fd = int(args[args.index("--parent-fd") + 1]) if "--parent-fd" in args else None
     continue_when_orphaned(ready)
     if lock is not None:
-        close_inherited_fds({lock})
+        close_inherited_fds({lock} | ({parent_fd} if parent_fd is not None else set()))
     try:
-        return _serve(parent, spool)
+        return _serve(parent, spool, parent_fd)
     finally:
         if lock is not None:
             _remove_own_lock(lock)
@@ -923,7 +1024,7 @@ def yield_to_training() -> None:
         autogroup.write("19")
 
 
-def _serve(parent: int | None, spool: Path | None = None) -> int:
+def _serve(parent: int | None, spool: Path | None = None, parent_fd: int | None = None) -> int:
     # Training has priority: on a busy machine this waits for idle CPU rather than slowing the steps.
     yield_to_training()
     status = 0
@@ -931,7 +1032,8 @@ def _serve(parent: int | None, spool: Path | None = None) -> int:
 
     from npuprof.results.handover import HandoverError, job_from_line
 
-    for line in itertools.chain(read_jobs(sys.stdin.fileno(), parent), spooled_jobs(spool)):
+    jobs = read_jobs(sys.stdin.fileno(), parent, parent_fd=parent_fd)
+    for line in itertools.chain(jobs, spooled_jobs(spool)):
         try:
             job = job_from_line(line)
         except HandoverError as exc:

@@ -1,0 +1,253 @@
+"""`npuprof run` starts the job's post-processors as its own children (docs/architecture.md, "Process
+model"): a post-processor that was the training process's child was waited for by a script that reaps
+every child it has (``while True: os.wait()`` until none is left), which it only left when that script
+ended: the job hung. Its stop while a capture records (``Postprocessor.hold``) also called the script's
+SIGCHLD handler.
+
+The launcher listens on an abstract Unix socket named in the job's environment (``ENV_SPAWN``). A training
+process sends one request: the program, its arguments and environment, and descriptors (the job pipe, the
+lock, ...), then reads the reply, a pid and a pidfd, whenever it next looks (it never waits for it). The
+launcher's thread starts the program (``posix_spawn``, a session of its own), watches the requester's
+pidfd and continues (SIGCONT) a child the requester may have left stopped when it dies, and reaps its
+children. Only a process of the launcher's own user is served. Where the socket cannot be reached (no
+`npuprof run`, another network namespace), the training process starts its post-processor itself."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+ENV_SPAWN = "NPUPROF_SPAWN_ADDRESS"
+REQUEST_LIMIT = 1 << 20  # bytes of one request (its environment included)
+FD_LIMIT = 8
+_STDIN_INDEX = 0  # the first descriptor sent becomes the child's stdin; the n-th after it, fd 2 + n
+
+
+def child_fd(index: int) -> int:
+    """The descriptor number in the child of the ``index``-th descriptor sent (0: stdin)."""
+    return 0 if index == _STDIN_INDEX else 2 + index
+
+
+# ---- the launcher's side ---------------------------------------------------------------------------
+
+
+def start_service(run_id: str) -> str | None:
+    """Listen for spawn requests of the job's processes on a thread of its own; the address for
+    ``ENV_SPAWN``, or None where that cannot be done (the job's processes then start their own). The
+    socket is made here (~0.1 ms: ``_socket``, not ``socket``); the thread imports the rest."""
+    try:
+        import _socket
+        import _thread
+
+        if not hasattr(os, "pidfd_open") or not hasattr(_socket, "SO_PEERCRED"):
+            return None
+        os.close(os.pidfd_open(os.getpid()))  # the kernel has pidfds (Linux 5.3)
+        address = f"npuprof-spawn.{run_id}.{os.getpid()}.{os.urandom(4).hex()}"
+        listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
+        try:
+            listener.bind("\0" + address)
+            listener.listen(64)
+            _thread.start_new_thread(_serve_forever, (listener,))
+        except BaseException:
+            listener.close()
+            raise
+    except (OSError, ImportError, AttributeError, RuntimeError):
+        return None
+    return address
+
+
+def _serve_forever(listener: Any) -> None:
+    with contextlib.suppress(Exception):  # a fault here leaves the job's processes to start their own
+        _Service(listener).run()
+
+
+class _Service:
+    def __init__(self, listener: Any) -> None:
+        import select
+
+        self.listener = listener
+        self.poller = select.poll()
+        self.poller.register(listener.fileno(), select.POLLIN)
+        self.children: dict[int, int] = {}  # a child's pidfd -> its pid
+        self.requesters: dict[int, int] = {}  # a requester's pidfd -> the pidfd of the child it asked for
+
+    def run(self) -> None:
+        while True:
+            for fd, _events in self.poller.poll():
+                if fd == self.listener.fileno():
+                    self._accept()
+                elif fd in self.requesters:
+                    self._requester_ended(fd)
+                elif fd in self.children:
+                    self._child_ended(fd)
+
+    def _accept(self) -> None:
+        """(``socket`` is imported at the first request only: ~5 ms of the launcher's start otherwise.)"""
+        try:
+            fd, _ = self.listener._accept()
+        except OSError:
+            return
+        import socket
+
+        with socket.socket(fileno=fd) as conn:
+            conn.settimeout(2.0)
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                self._answer(conn)
+
+    def _answer(self, conn: Any) -> None:
+        import socket
+        import struct
+
+        pid_uid_gid = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _peer, uid, _gid = struct.unpack("3i", pid_uid_gid)
+        data, fds, flags, _ = socket.recv_fds(conn, REQUEST_LIMIT, FD_LIMIT, socket.MSG_CMSG_CLOEXEC)
+        try:
+            if uid != os.getuid():
+                raise ValueError("not this user's process")
+            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                raise ValueError("request too large")
+            request = json.loads(data)
+            pid, pidfd = self._spawn(request, fds)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            conn.send(json.dumps({"error": repr(exc)}).encode())
+            return
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        conn.settimeout(None)
+        with contextlib.suppress(OSError):
+            socket.send_fds(conn, [json.dumps({"pid": pid}).encode()], [pidfd])
+
+    def _spawn(self, request: dict[str, Any], fds: list[int]) -> tuple[int, int]:
+        import fcntl
+        import select
+
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]  # no target clobbers a source
+        try:
+            actions: list[tuple[Any, ...]] = [
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+            ]
+            actions += [(os.POSIX_SPAWN_DUP2, fd, child_fd(i)) for i, fd in enumerate(high)]
+            env = {str(k): str(v) for k, v in request["env"].items()}
+            argv = [str(a) for a in request["argv"]]
+            pid = os.posix_spawn(
+                str(request["exe"]), argv, env, file_actions=actions, setsid=True, setsigmask=()
+            )
+        finally:
+            for fd in high:
+                os.close(fd)
+        pidfd = os.pidfd_open(pid)  # our unreaped child: the pid is ours
+        self.children[pidfd] = pid
+        self.poller.register(pidfd, select.POLLIN)
+        write_pid = request.get("write_pid_to")
+        if isinstance(write_pid, int) and 0 <= write_pid < len(fds):
+            with contextlib.suppress(OSError):
+                os.write(fds[write_pid], f"{pid}\n".encode())
+        watch = request.get("watch")
+        if isinstance(watch, int) and 0 <= watch < len(fds):
+            requester = fcntl.fcntl(fds[watch], fcntl.F_DUPFD_CLOEXEC, 3)
+            self.requesters[requester] = pidfd
+            self.poller.register(requester, select.POLLIN)
+        return pid, pidfd
+
+    def _requester_ended(self, fd: int) -> None:
+        """The training process has died: a stop it left on its post-processor (Postprocessor.hold)
+        must not outlive it."""
+        import signal
+
+        child = self.requesters.pop(fd)
+        self._forget(fd)
+        if child in self.children:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(child, signal.SIGCONT)
+
+    def _child_ended(self, fd: int) -> None:
+        pid = self.children.pop(fd)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, os.WNOHANG)
+        for requester in [r for r, child in self.requesters.items() if child == fd]:
+            del self.requesters[requester]
+            self._forget(requester)
+        self._forget(fd)
+
+    def _forget(self, fd: int) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.poller.unregister(fd)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+# ---- the training process's side --------------------------------------------------------------------
+
+
+@dataclass
+class Spawned:
+    """A child started by `npuprof run`: its pid and pidfd, known once the reply has been read."""
+
+    conn: Any
+    pid: int | None = None
+    pidfd: int | None = None
+    failed: bool = False
+
+    def poll(self) -> bool:
+        """Read the reply if it has come (never waits); True once the pid is known."""
+        if self.pid is not None or self.failed or self.conn is None:
+            return self.pid is not None
+        import socket
+
+        try:
+            data, fds, _flags, _ = socket.recv_fds(
+                self.conn, 4096, 1, socket.MSG_DONTWAIT | socket.MSG_CMSG_CLOEXEC
+            )
+        except BlockingIOError:
+            return False
+        except OSError:
+            data, fds = b"", []
+        self.close()
+        try:
+            reply = json.loads(data)
+            pid = reply["pid"]
+        except (ValueError, KeyError, TypeError):
+            self.failed = True
+            for fd in fds:
+                os.close(fd)
+            return False
+        self.pid = int(pid)
+        self.pidfd = fds[0] if fds else None
+        return True
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()
+            self.conn = None
+
+
+def request_spawn(
+    address: str, exe: str, argv: list[str], env: dict[str, str], fds: list[int], **options: int
+) -> Spawned | None:
+    """Ask `npuprof run` at ``address`` to start ``argv`` with ``fds`` (see :func:`child_fd`); None when it
+    could not be asked (nothing was handed over: the caller starts it itself). ``options``:
+    ``watch`` (the index of the requester's pidfd among ``fds``), ``write_pid_to`` (an index too)."""
+    import socket
+
+    request = json.dumps({"exe": exe, "argv": argv, "env": env, **options}).encode()  # ASCII: \u escapes
+    if len(request) > REQUEST_LIMIT or len(fds) > FD_LIMIT:
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    try:
+        conn.settimeout(1.0)  # a local listener answers at once or not at all
+        conn.connect("\0" + address)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, len(request) + 4096)
+        if socket.send_fds(conn, [request], fds) != len(request):
+            raise OSError("request cut short")
+    except OSError:
+        conn.close()
+        return None
+    conn.setblocking(False)
+    return Spawned(conn)

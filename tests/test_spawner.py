@@ -1,0 +1,164 @@
+"""`npuprof run` starts the job's post-processors itself (npuprof.results.spawner): a post-processor that
+was the training process's child made a script waiting for all its children wait for ever, and its stop
+while a capture recorded called the script's SIGCHLD handler."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import capture_record, npuprof, rank_dirs
+
+from npuprof.results import layout, postprocess, spawner
+
+# Written in another style than the trainer: a hand-made loop, its own fork, a SIGCHLD handler that
+# counts and reaps, and at the end a wait for every child it has until there is none.
+REAPS_EVERY_CHILD = """
+import json, os, select, signal, sys, time
+import torch
+
+calls = []
+def on_child(signum, frame):
+    calls.append(signum)
+signal.signal(signal.SIGCHLD, on_child)
+
+worker = os.fork()
+if worker == 0:
+    time.sleep(0.3)
+    os._exit(7)
+
+net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+sgd = torch.optim.SGD(net.parameters(), lr=0.01)
+from npuprof.agent import entry
+post = entry._state["agent"].post
+held, parents = [], set()
+for i in range(10):
+    if i == 1:  # held only once it is ready (its first moments): wait for that before the capture
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not select.select([post._ready_fd], [], [], 0.05)[0]:
+            pass
+    loss = net(torch.randn(8, 16)).pow(2).mean()
+    sgd.zero_grad()
+    loss.backward()
+    sgd.step()
+    held.append(post._held)
+    if post.pid is not None:
+        stat = open(f"/proc/{post.pid}/stat").read()
+        parents.add(int(stat[stat.rfind(")") + 2:].split()[1]))
+reaped = []
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        break
+    reaped.append([pid, os.waitstatus_to_exitcode(status)])
+json.dump({"worker": worker, "reaped": reaped, "calls": len(calls), "held": held,
+           "parents": sorted(parents), "launcher": os.getppid()}, open(sys.argv[1], "w"))
+"""
+
+
+def test_a_script_that_waits_for_all_its_children_ends_and_its_capture_is_parsed(
+    out: Path, tmp_path: Path
+) -> None:
+    """It waited for the post-processor, which ends only when the script does: the job hung (helper-78).
+    Its SIGCHLD handler was called by the post-processor's stop, so such a script's capture was never held."""
+    script = tmp_path / "reaper.py"
+    script.write_text(REAPS_EVERY_CHILD)
+    report = tmp_path / "report.json"
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "2", "--warmup", "1", "--active", "3", "--",
+        sys.executable, str(script), str(report), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(report.read_text())
+    assert seen["reaped"] == [[seen["worker"], 7]]  # its own child, and nothing of ours
+    assert seen["calls"] == 1  # its child's end; the post-processor's stops and starts are not its
+    assert seen["parents"] == [seen["launcher"]]  # a child of `npuprof run`, not of the script
+    # held from the profiler's start (after step 2: warm-up) to the capture's end (steps 3-5)
+    assert seen["held"] == [False, True, True, True, True] + [False] * 5
+    (rank_dir,) = rank_dirs(out)
+    assert capture_record(rank_dir)["steps"] == [3, 4, 5]
+    assert (rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE).exists()
+
+
+HELD_THEN_KILLED = (
+    "import os, signal, sys, time\n"
+    "from pathlib import Path\n"
+    "from npuprof.results.postprocess import Postprocessor\n"
+    "post = Postprocessor(Path(sys.argv[1]), sys.argv[2])\n"
+    "post.start()\n"
+    "while not post._held:\n"
+    "    post.hold(True)\n"
+    "    time.sleep(0.01)\n"
+    "print(post.pid, flush=True)\n"
+    "sys.stdin.readline()\n"
+    "os.kill(os.getpid(), signal.SIGKILL)\n"
+)
+
+
+def _state(pid: int) -> str:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return "gone"
+    return text[text.rfind(b")") + 2 : text.rfind(b")") + 3].decode()
+
+
+def _wait_state(pid: int, wanted: set[str], timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while (state := _state(pid)) not in wanted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return state
+
+
+@pytest.fixture(scope="module")
+def service() -> str:
+    address = spawner.start_service("abcdef123456")
+    assert address is not None  # Linux >= 5.3, as the launcher's own
+    return address
+
+
+def test_the_launcher_continues_a_post_processor_whose_training_process_died_holding_it(
+    tmp_path: Path, service: str
+) -> None:
+    """The kernel's parent-death signal reaches a post-processor when its parent dies, which is now
+    `npuprof run`, alive to the job's end: the launcher itself continues the post-processor of a training
+    process killed mid-capture (a torchrun worker, with the job going on)."""
+    job = subprocess.Popen(
+        [sys.executable, "-c", HELD_THEN_KILLED, str(tmp_path), "abcdef123456"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "NPUPROF_CONFIG": "{}", spawner.ENV_SPAWN: service},
+    )  # fmt: skip
+    assert job.stdout is not None and job.stdin is not None
+    pid = int(job.stdout.readline())
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    assert int(stat[stat.rfind(")") + 2 :].split()[1]) == os.getpid()  # started by the service, here
+    assert _wait_state(pid, {"T"}) == "T"
+    postprocess.continue_held(tmp_path, "abcdef123456")  # its training process lives and records: left held
+    assert _wait_state(pid, {"S", "R"}, timeout=0.5) == "T"
+    job.stdin.write("\n")
+    job.stdin.flush()
+    assert job.wait(timeout=30) == -signal.SIGKILL
+    assert _wait_state(pid, {"gone"}) == "gone"  # continued, it saw its input end, left, and was reaped
+    assert postprocess.pending_jobs(tmp_path, "abcdef123456") == []
+
+
+def test_a_process_of_another_user_is_not_served(
+    tmp_path: Path, service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = tmp_path / "asked"
+    monkeypatch.setattr(spawner.os, "getuid", lambda: os.geteuid() + 1)  # the service's user, as it sees it
+    spawned = spawner.request_spawn(service, "/bin/sh", ["sh", "-c", f"touch {asked}"], {}, [0])
+    assert spawned is not None
+    spawned.conn.setblocking(True)
+    spawned.conn.settimeout(10)
+    reply = json.loads(spawned.conn.recv(4096))
+    assert reply == {"error": 'ValueError("not this user\'s process")'}
+    time.sleep(0.2)
+    assert not asked.exists()
