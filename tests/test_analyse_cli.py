@@ -193,6 +193,23 @@ def test_steps_filter_csv_and_table(two_ranks: Path) -> None:
     # a range some captures have: the others are named in one line, however many they are
     some = npuprof("analyse", str(two_ranks), "--format", "json", "--steps", "3-99")
     assert some.returncode == 0 and "no step of" not in some.stderr
+    # an open end and a list: what the CSV keeps, and what the report says was asked
+    for asked, kept, said, as_pair in (("4-", ["4"], "4-", None), ("4, 9,3", ["3", "4"], "3-4,9", None)):
+        chosen = npuprof("analyse", str(two_ranks), "--format", "csv", "--steps", asked)
+        assert chosen.returncode == 0, chosen.stderr
+        rows = list(csv.DictReader(io.StringIO(chosen.stdout)))
+        assert [(r["rank"], r["step"]) for r in rows] == [(rank, step) for rank in "01" for step in kept]
+        report = json.loads(npuprof("analyse", str(two_ranks), "--format", "json", "--steps", asked).stdout)
+        assert (report["steps_asked"], report["steps_filter"]) == (said, as_pair)
+    merged = json.loads(npuprof("analyse", str(two_ranks), "--format", "json", "--steps", "4,3").stdout)
+    assert (merged["steps_asked"], merged["steps_filter"]) == ("3-4", [3, 4])
+    assert "steps_asked" not in json.loads(npuprof("analyse", str(two_ranks), "--format", "json").stdout)
+    bad = npuprof("analyse", str(two_ranks), "--steps", "4-3")
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr.splitlines() == [
+        "npuprof analyse: error: Invalid value for --steps: '4-3': the range 4-3 ends before it starts; use "
+        "e.g. 3, 3-5, 10- or 3,5,8-10; see npuprof analyse --help"
+    ]
     # --csv-table picks a table of the csv format: alone it is a usage error, not ignored
     ranges = npuprof("analyse", str(two_ranks), "--format", "csv", "--csv-table", "ranges")
     assert ranges.returncode == 0 and ranges.stdout.splitlines()[0].startswith("rank,"), ranges.stdout[:200]

@@ -548,6 +548,10 @@ def test_captures_without_the_steps_asked_draw_no_table(tmp_path: Path) -> None:
     (said,) = [line for line in result.stderr.splitlines() if "no step of --steps 1" in line]
     assert "_4001_" in said
     assert len(_report(tmp_path, "--steps", "1")["ranks"]) == 2  # the JSON keeps both
+    # an open end (no steps_filter pair): the same
+    opened = npuprof("analyse", str(tmp_path), "--steps", "2-", env=clean_env(COLUMNS="200"))
+    assert opened.returncode == 0, opened.stderr
+    assert "rank 1  (NPU" in opened.stdout and "rank 0  (NPU" not in opened.stdout, opened.stdout
 
 
 def test_kernel_rows_without_a_number_and_a_missing_communication_table_are_named(tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here t
     Straggler,
 )
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
+from npuprof.analysis.step_selection import StepSelection, of_range
 from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
 from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
@@ -349,8 +350,8 @@ def _load_annotations(parsed_dir: Path) -> tuple[Annotations | None, str]:
         return None, f"{ANNOTATIONS_FILE}: {exc}"
 
 
-def _in_steps(step: Any, steps: tuple[int, int] | None) -> bool:
-    return steps is None or (isinstance(step, int) and steps[0] <= step <= steps[1])
+def _in_steps(step: Any, steps: StepSelection | None) -> bool:
+    return steps is None or step in steps
 
 
 def _no_step_column(items: Sequence[TopOperator] | Sequence[TopKernel]) -> bool:
@@ -358,7 +359,7 @@ def _no_step_column(items: Sequence[TopOperator] | Sequence[TopKernel]) -> bool:
 
 
 def _aggregate(
-    items: Sequence[TopOperator] | Sequence[TopKernel], steps: tuple[int, int] | None, times: tuple[str, ...]
+    items: Sequence[TopOperator] | Sequence[TopKernel], steps: StepSelection | None, times: tuple[str, ...]
 ) -> list[tuple[str, int, list[float]]]:
     """Per name over the steps chosen, in order of first appearance: the calls and each of ``times``
     summed (rounded to the ns at each addition), largest first by the first of ``times``."""
@@ -374,7 +375,7 @@ def _aggregate(
     return [(name, counts[name], sums[name]) for name in sorted(sums, key=lambda name: -sums[name][0])]
 
 
-def range_totals(items: Sequence[StepRange], steps: tuple[int, int] | None) -> list[ReportRange]:
+def range_totals(items: Sequence[StepRange], steps: StepSelection | None) -> list[ReportRange]:
     """Per range name over the steps chosen: the calls, the time (rounded to the ns at each addition),
     its mean and the longest; largest total first (ties in order of first appearance)."""
     acc: dict[str, list[Any]] = {}
@@ -454,7 +455,7 @@ def rank_report(
     summary: Summary,
     rank_dir: Path,
     status: str,
-    steps: tuple[int, int] | None,
+    steps: StepSelection | None,
     top: int,
     annotations: Annotations | None = None,
 ) -> RankReport:
@@ -824,7 +825,7 @@ def _mean_of_whole_steps(rank: RankReport) -> None:
 
 def build_report(
     path: Path,
-    steps: tuple[int, int] | None = None,
+    steps: StepSelection | tuple[int, int] | None = None,
     top: int = 10,
     jobs: int | None = None,
     force: bool = False,
@@ -839,7 +840,9 @@ def build_report(
     get them without it (:func:`plan_db`), which ``on_note(line)`` hears of, before parsing starts.
     A directory holding the captures of several runs is reported on one run (npuprof.analysis.runs): the
     latest, or ``run`` (an id, a prefix of one, or ``all``). Raises NothingToAnalyse when ``path`` holds
-    nothing to analyse, RunChoiceError when ``run`` names no run of it."""
+    nothing to analyse, RunChoiceError when ``run`` names no run of it. ``steps``: --steps (a pair: A-B)."""
+    if isinstance(steps, tuple):
+        steps = of_range(*steps)
     jobs = jobs or os.cpu_count() or 1
     path = Path(path)
     if not path.exists():
@@ -932,12 +935,13 @@ def build_report(
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, _started(r.rank_dir), r.rank_dir))
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
         there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
-        asked = str(steps[0]) if steps[0] == steps[1] else f"{steps[0]}-{steps[1]}"
+        asked = steps.text
         where = f"the {len(ranks)} capture(s) of {path}"
         raise NothingToAnalyse(f"no step of --steps {asked} in {where}: {there}")
     report = Report(
         path=str(path),
-        steps_filter=list(steps) if steps else None,
+        steps_filter=list(steps.one_range) if steps and steps.one_range else None,
+        steps_asked=steps.text if steps else msgspec.UNSET,
         ranks=ranks,
         problems=problems,
         cross_rank=cross_rank(ranks, cross_ranges(all_ranges, top) if all_ranges else msgspec.UNSET),
@@ -965,7 +969,7 @@ def _started(rank_dir: str) -> str:
     return named["stamp"] if named else ""
 
 
-def _pooled(read: list[_Read], steps: tuple[int, int] | None, top: int) -> list[RankReport]:
+def _pooled(read: list[_Read], steps: StepSelection | None, top: int) -> list[RankReport]:
     """One report per process with more than POOL_AFTER captures, over all of them (analysis/pooling.py)."""
     groups: dict[tuple[str, str], list[_Read]] = {}
     for item in read:
@@ -995,7 +999,7 @@ def _programs(members: list[_Read]) -> list[list[_Read]]:
     return [run for run in runs if len(run) > pooling.POOL_AFTER]
 
 
-def _pooled_process(members: list[_Read], steps: tuple[int, int] | None, top: int) -> RankReport:
+def _pooled_process(members: list[_Read], steps: StepSelection | None, top: int) -> RankReport:
     """The pooled section of one program's captures."""
     inputs = [(m.summary, m.annotations) for m in members]
     summary, annotations = pooling.pool(inputs, whole=steps is None)

@@ -172,7 +172,8 @@ class CrossRank(msgspec.Struct, kw_only=True):
 class Report(msgspec.Struct, kw_only=True):
     version: int = REPORT_VERSION
     path: str
-    steps_filter: list[int] | None  # --steps A-B as [A, B]
+    steps_filter: list[int] | None  # --steps A-B as [A, B]; null for no --steps, a list or an open end
+    steps_asked: str | UnsetType = UNSET  # --steps as read: "3,5-7,10-" (absent without --steps)
     ranks: list[RankReport]
     problems: list[Problem]
     cross_rank: CrossRank

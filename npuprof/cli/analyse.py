@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import signal
 import sys
 from pathlib import Path
@@ -15,27 +14,21 @@ import typer
 
 if TYPE_CHECKING:
     from npuprof.analysis.report_schema import Report
+    from npuprof.analysis.step_selection import StepSelection
 
-_STEPS_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 FORMATS = ("table", "json", "csv")
 CSV_TABLES = ("steps", "ranges")
 
 
-def parse_steps(value: str | None) -> tuple[int, int] | None:
+def parse_steps(value: str | None) -> StepSelection | None:
     if value is None:
         return None
-    match = _STEPS_RE.match(value.strip())
-    if not match:
-        raise typer.BadParameter(
-            f"{value!r} is not a step or range; use e.g. --steps 3 or --steps 3-4", param_hint="--steps"
-        )
-    lo = int(match.group(1))
-    hi = int(match.group(2)) if match.group(2) else lo
-    if hi < lo:
-        raise typer.BadParameter(
-            f"{value!r}: the range ends before it starts; use e.g. --steps 3-4", param_hint="--steps"
-        )
-    return lo, hi
+    from npuprof.analysis import step_selection
+
+    try:
+        return step_selection.parse_steps(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--steps") from None
 
 
 def analyse(
@@ -48,7 +41,12 @@ def analyse(
         ),
     ],
     steps: Annotated[
-        str | None, typer.Option("--steps", help="Only these steps in the report, e.g. 3 or 3-4.")
+        str | None,
+        typer.Option(
+            "--steps",
+            help="Only these steps in the report: one, a range, an open end or a list, e.g. 3, 3-5, 10- "
+            "or 3,5,8-10.",
+        ),
     ] = None,
     top: Annotated[int, typer.Option("--top", help="Operators and kernels listed per rank.")] = 10,
     fmt: Annotated[
@@ -205,7 +203,7 @@ def analyse(
             "ASCEND_PROFILER_OUTPUT/, not re-parsed"
         )
     if without:  # one line, whatever the number of captures (a job of days has thousands)
-        asked = steps if steps is not None else ""
+        asked = step_range.text if step_range is not None else ""
         shown = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
         which = "this capture" if len(without) == 1 else f"{len(without)} of the {len(report.ranks)} captures"
         print(f"npuprof analyse: note: no step of --steps {asked} in {which}: {shown}", file=sys.stderr)

@@ -144,7 +144,7 @@ def _partial_line(r: RankReport) -> str | None:
 
 def render_table(report: Report, console: Console) -> None:
     for r in _sections(report):
-        if report.steps_filter and not r.steps:
+        if report.steps_asked and not r.steps:
             continue  # none of the steps asked: named in one line on stderr, not an empty table each
         title = _title(r)
         shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
