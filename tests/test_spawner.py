@@ -23,6 +23,8 @@ REAPS_EVERY_CHILD = """
 import json, os, select, signal, sys, time
 import torch
 
+os.umask(0o077)  # its files private: the post-processor's as well
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # pinned, as with taskset: the post-processor too
 calls = []
 def on_child(signum, frame):
     calls.append(signum)
@@ -51,6 +53,7 @@ for i in range(10):
     if post.pid is not None:
         stat = open(f"/proc/{post.pid}/stat").read()
         parents.add(int(stat[stat.rfind(")") + 2:].split()[1]))
+        cpus = os.sched_getaffinity(post.pid)
 reaped = []
 while True:
     try:
@@ -59,7 +62,8 @@ while True:
         break
     reaped.append([pid, os.waitstatus_to_exitcode(status)])
 json.dump({"worker": worker, "reaped": reaped, "calls": len(calls), "held": held,
-           "parents": sorted(parents), "launcher": os.getppid()}, open(sys.argv[1], "w"))
+           "parents": sorted(parents), "launcher": os.getppid(),
+           "cpus": [sorted(os.sched_getaffinity(0)), sorted(cpus)]}, open(sys.argv[1], "w"))
 """
 
 
@@ -85,6 +89,27 @@ def test_a_script_that_waits_for_all_its_children_ends_and_its_capture_is_parsed
     (rank_dir,) = rank_dirs(out)
     assert capture_record(rank_dir)["steps"] == [3, 4, 5]
     assert (rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE).exists()
+    # what a child of the script would have inherited: its umask and its CPUs
+    assert seen["cpus"][0] == seen["cpus"][1]
+    tables = list((rank_dir / layout.PARSED_DIR).iterdir())
+    assert tables and all(t.stat().st_mode & 0o077 == 0 for t in tables), [
+        oct(t.stat().st_mode) for t in tables
+    ]
+    # `npuprof run` returned once its post-processor had gone, not while it was still exiting
+    assert not [pid for pid in _post_processors() if str(out) in _cmdline(pid)]
+
+
+def _post_processors() -> list[int]:
+    return [
+        int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and "postprocess" in _cmdline(p.name)
+    ]
+
+
+def _cmdline(pid: int | str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 HELD_THEN_KILLED = (
@@ -147,6 +172,62 @@ def test_the_launcher_continues_a_post_processor_whose_training_process_died_hol
     assert job.wait(timeout=30) == -signal.SIGKILL
     assert _wait_state(pid, {"gone"}) == "gone"  # continued, it saw its input end, left, and was reaped
     assert postprocess.pending_jobs(tmp_path, "abcdef123456") == []
+
+
+LAUNCHER = (
+    "import sys, time\n"
+    "from npuprof.results import spawner\n"
+    "print(spawner.start_service('abcdef123456'), flush=True)\n"
+    "time.sleep(120)\n"
+)
+HELD_AFTER_THE_LAUNCHER_DIED = (
+    "import os, signal, sys, time\n"
+    "from pathlib import Path\n"
+    "from npuprof.results.postprocess import Postprocessor\n"
+    "post = Postprocessor(Path(sys.argv[1]), sys.argv[2])\n"
+    "post.start()\n"
+    "while not post._held:\n"
+    "    post.hold(True)\n"
+    "    time.sleep(0.01)\n"
+    "print(post.pid, flush=True)\n"
+    "sys.stdin.readline()  # the launcher is killed meanwhile\n"
+    "post.hold(False)\n"
+    "post.hold(True)  # the next capture\n"
+    "print(post._held, flush=True)\n"
+    "sys.stdin.readline()\n"
+    "os.kill(os.getpid(), signal.SIGKILL)\n"
+)
+
+
+def test_no_post_processor_is_held_once_the_launcher_is_gone(tmp_path: Path) -> None:
+    """kill -9 of `npuprof run`, then of the training process mid-capture: its post-processor stayed stopped
+    for ever (helper-80), the launcher that would have continued it being gone. A training process holds it
+    only while the launcher lives (its connection open)."""
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True)
+    assert launcher.stdout is not None
+    address = launcher.stdout.readline().strip()
+    job = subprocess.Popen(
+        [sys.executable, "-c", HELD_AFTER_THE_LAUNCHER_DIED, str(tmp_path), "abcdef123456"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "NPUPROF_CONFIG": "{}", spawner.ENV_SPAWN: address},
+    )  # fmt: skip
+    assert job.stdout is not None and job.stdin is not None
+    try:
+        pid = int(job.stdout.readline())
+        assert _wait_state(pid, {"T"}) == "T"
+        launcher.kill()
+        launcher.wait()
+        assert _wait_state(pid, {"S", "R"}) in {"S", "R"}  # the kernel continued it (its parent died)
+        job.stdin.write("\n")
+        job.stdin.flush()
+        assert job.stdout.readline() == "False\n"  # not held again: nobody would continue it
+        job.stdin.write("\n")
+        job.stdin.flush()
+        assert job.wait(timeout=30) == -signal.SIGKILL
+        assert _wait_state(pid, {"gone", "Z"}) in {"gone", "Z"}  # it saw its training process die, and left
+    finally:
+        launcher.kill()
+        job.kill()
 
 
 def test_a_process_of_another_user_is_not_served(

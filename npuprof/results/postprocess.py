@@ -174,6 +174,8 @@ class Postprocessor:
             return
         if held and self._spawned is None and not _stops_go_unheard():
             return  # the script handles SIGCHLD: a stop of its child would call it (it may wait in it)
+        if held and self._spawned is not None and not self._spawned.launcher_lives():
+            return  # `npuprof run` was killed: should we die now, nobody would continue it
         if held and not self._ready:
             # Held only once it asked for its parent-death signal: before that (its first moments, with no
             # capture of ours to work on yet) a stop could outlive us.
@@ -485,6 +487,7 @@ def _start_by_launcher(read_end: int, lock: int, ready_write: int, spool: Path) 
             sys.executable, "-m", "npuprof.results.postprocess",
             "--lock-fd", str(spawner.child_fd(1)), "--parent", str(os.getpid()), "--spool", str(spool),
             "--ready-fd", str(spawner.child_fd(2)), "--parent-fd", str(spawner.child_fd(3)),
+            *_inherited_settings(),
         ]  # fmt: skip
         env = _child_env()
         return spawner.request_spawn(address, sys.executable, argv, env, fds, watch=3, write_pid_to=1)
@@ -493,6 +496,32 @@ def _start_by_launcher(read_end: int, lock: int, ready_write: int, spool: Path) 
         return None
     finally:
         os.close(itself)
+
+
+def _inherited_settings() -> list[str]:
+    """What a child of ours would have inherited and `npuprof run`'s child must be told: the umask (a
+    stricter one keeps its files as private as the job's) and the CPUs (a job pinned with taskset)."""
+    settings = []
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"Umask:"):
+                settings += ["--umask", str(int(line.split()[1], 8))]  # read: os.umask would set it
+                break
+    with contextlib.suppress(OSError, AttributeError):
+        cpus = os.sched_getaffinity(0)
+        if cpus != set(range(os.cpu_count() or 0)):
+            settings += ["--cpus", ",".join(map(str, sorted(cpus)))]
+    return settings
+
+
+def _take_settings(args: list[str]) -> None:
+    """In the post-processor: the settings :func:`_inherited_settings` passed."""
+    with contextlib.suppress(ValueError, IndexError):
+        if "--umask" in args:
+            os.umask(int(args[args.index("--umask") + 1]))
+    with contextlib.suppress(ValueError, IndexError, OSError, AttributeError):
+        if "--cpus" in args:
+            os.sched_setaffinity(0, {int(c) for c in args[args.index("--cpus") + 1].split(",")})
 
 
 def _spawn_file_actions(read_end: int, lock: int, ready: int) -> list[tuple[Any, ...]]:
@@ -962,13 +991,19 @@ def main(argv: list[str] | None = None) -> int:
     ready = int(args[args.index("--ready-fd") + 1]) if "--ready-fd" in args else None
     parent_fd = int(args[args.index("--parent-fd") + 1]) if "--parent-fd" in args else None
     continue_when_orphaned(ready)
+    _take_settings(args)
     if lock is not None:
         close_inherited_fds({lock} | ({parent_fd} if parent_fd is not None else set()))
+    status = 1
     try:
-        return _serve(parent, spool, parent_fd)
+        status = _serve(parent, spool, parent_fd)
     finally:
         if lock is not None:
             _remove_own_lock(lock)
+            # `npuprof run` stops waiting once the lock file is gone: leave now, not after the
+            # interpreter's teardown (seconds at SCHED_IDLE on a busy machine)
+            os._exit(status)
+    return status
 
 
 def _remove_own_lock(lock: int) -> None:

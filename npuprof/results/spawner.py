@@ -45,7 +45,8 @@ def start_service(run_id: str) -> str | None:
         if not hasattr(os, "pidfd_open") or not hasattr(_socket, "SO_PEERCRED"):
             return None
         os.close(os.pidfd_open(os.getpid()))  # the kernel has pidfds (Linux 5.3)
-        address = f"npuprof-spawn.{run_id}.{os.getpid()}.{os.urandom(4).hex()}"
+        # its mount namespace last: a process in another (unshare -m) sees other paths, and starts its own
+        address = f"npuprof-spawn.{run_id}.{os.getpid()}.{os.urandom(4).hex()}.{_mount_namespace()}"
         listener = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
         try:
             listener.bind("\0" + address)
@@ -59,9 +60,32 @@ def start_service(run_id: str) -> str | None:
     return address
 
 
+def _mount_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/mnt").st_ino
+    except OSError:
+        return 0
+
+
+_service: _Service | None = None
+
+
+def wait_for_children(timeout_s: float) -> int:
+    """Wait (bounded) until every process the service started has ended and been reaped: one that removed
+    its lock file is still exiting (at SCHED_IDLE, on a busy machine, for seconds). How many are left."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while _service is not None and _service.children and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(_service.children) if _service is not None else 0
+
+
 def _serve_forever(listener: Any) -> None:
+    global _service
     with contextlib.suppress(Exception):  # a fault here leaves the job's processes to start their own
-        _Service(listener).run()
+        _service = _Service(listener)
+        _service.run()
 
 
 class _Service:
@@ -73,6 +97,9 @@ class _Service:
         self.poller.register(listener.fileno(), select.POLLIN)
         self.children: dict[int, int] = {}  # a child's pidfd -> its pid
         self.requesters: dict[int, int] = {}  # a requester's pidfd -> the pidfd of the child it asked for
+        # a child's pidfd -> the requester's connection, open while it lives: the requester's sign that we
+        # live (it holds its post-processor only then: once we are gone, nothing would continue it)
+        self.conns: dict[int, Any] = {}
 
     def run(self) -> None:
         while True:
@@ -92,12 +119,20 @@ class _Service:
             return
         import socket
 
-        with socket.socket(fileno=fd) as conn:
+        conn = socket.socket(fileno=fd)
+        child = None
+        try:
             conn.settimeout(2.0)
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                self._answer(conn)
+                child = self._answer(conn)
+        finally:
+            if child is None:
+                conn.close()
+            else:
+                self.conns[child] = conn
 
-    def _answer(self, conn: Any) -> None:
+    def _answer(self, conn: Any) -> int | None:
+        """Serve one request; the child's pidfd, or None when none was started."""
         import socket
         import struct
 
@@ -113,7 +148,7 @@ class _Service:
             pid, pidfd = self._spawn(request, fds)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             conn.send(json.dumps({"error": repr(exc)}).encode())
-            return
+            return None
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
@@ -121,6 +156,7 @@ class _Service:
         conn.settimeout(None)
         with contextlib.suppress(OSError):
             socket.send_fds(conn, [json.dumps({"pid": pid}).encode()], [pidfd])
+        return pidfd
 
     def _spawn(self, request: dict[str, Any], fds: list[int]) -> tuple[int, int]:
         import fcntl
@@ -167,9 +203,12 @@ class _Service:
                 signal.pidfd_send_signal(child, signal.SIGCONT)
 
     def _child_ended(self, fd: int) -> None:
-        pid = self.children.pop(fd)
         with contextlib.suppress(OSError):
-            os.waitpid(pid, os.WNOHANG)
+            os.waitpid(self.children[fd], os.WNOHANG)
+        del self.children[fd]  # (after the reap: wait_for_children reads this)
+        conn = self.conns.pop(fd, None)
+        if conn is not None:
+            conn.close()
         for requester in [r for r, child in self.requesters.items() if child == fd]:
             del self.requesters[requester]
             self._forget(requester)
@@ -208,18 +247,30 @@ class Spawned:
             return False
         except OSError:
             data, fds = b"", []
-        self.close()
         try:
             reply = json.loads(data)
             pid = reply["pid"]
         except (ValueError, KeyError, TypeError):
             self.failed = True
+            self.close()
             for fd in fds:
                 os.close(fd)
             return False
         self.pid = int(pid)
         self.pidfd = fds[0] if fds else None
         return True
+
+    def launcher_lives(self) -> bool:
+        """Whether `npuprof run` still holds its end of the connection (closed when it dies, never written
+        after the reply): only then would a post-processor we left stopped at our death be continued."""
+        if self.conn is None or self.pid is None:
+            return False
+        import select
+
+        try:
+            return not select.select([self.conn], [], [], 0)[0]
+        except (OSError, ValueError):
+            return False
 
     def close(self) -> None:
         if self.conn is not None:
@@ -236,6 +287,8 @@ def request_spawn(
     ``watch`` (the index of the requester's pidfd among ``fds``), ``write_pid_to`` (an index too)."""
     import socket
 
+    if address.rpartition(".")[2] != str(_mount_namespace()):
+        return None  # another mount namespace than the launcher's: paths may differ there
     request = json.dumps({"exe": exe, "argv": argv, "env": env, **options}).encode()  # ASCII: \u escapes
     if len(request) > REQUEST_LIMIT or len(fds) > FD_LIMIT:
         return None
