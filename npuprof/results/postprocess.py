@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
-SPOOL_PREFIX = ".npuprof_spool."  # + training pid . restart . jsonl: the jobs queued at its end
+SPOOL_PREFIX = ".npuprof_spool."  # + pid.restart.random (an exec keeps the pid).jsonl: jobs left at its end
 SPOOL_LIMIT = 256 << 20  # a spool file larger than this is not one npuprof wrote
 RESTARTS = 3  # post-processors started again after one died, per training process
 # the agent's log lines that say a post-processor was found dead (read back by the run summary)
@@ -90,7 +90,7 @@ class Postprocessor:
         ready_read, ready_write = os.pipe()  # one byte once it may be held (Postprocessor.hold)
         ready_write = _above_stdio(ready_write)
         os.set_blocking(ready_read, False)
-        spool = self.output / f"{SPOOL_PREFIX}{os.getpid()}.{self._restarts}.jsonl"
+        spool = self.output / f"{SPOOL_PREFIX}{os.getpid()}.{self._restarts}.{os.urandom(3).hex()}.jsonl"
         try:
             self._close_pidfd()
             self._pid = None
