@@ -3,6 +3,8 @@ and ``--force true`` is refused)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from conftest import clean_env, npuprof
 
@@ -20,3 +22,28 @@ def test_flags_show_no_value_type(command: str) -> None:
 def test_an_option_with_a_value_keeps_its_type() -> None:
     result = npuprof("analyse", "--help", env={**clean_env(), "COLUMNS": "100"})
     assert "--steps" in result.stdout and "<str>" in result.stdout
+
+
+def test_ctrl_c_in_a_command_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """typer turns a KeyboardInterrupt into a silent exit 130: `npuprof analyse` cut short by Ctrl-C
+    printed nothing (helper-76)."""
+    import typer
+
+    from npuprof.cli import main
+
+    app = typer.Typer()
+
+    @app.command()
+    def analyse() -> None:
+        raise KeyboardInterrupt
+
+    @app.command()
+    def status() -> None:  # (two commands: a group, as npuprof's)
+        pass
+
+    monkeypatch.setattr(main, "get_app", lambda: app)
+    monkeypatch.setattr(sys, "argv", ["npuprof", "analyse"])
+    assert main._run_typer() == 130
+    assert capsys.readouterr().err == "npuprof analyse: interrupted (Ctrl-C); run it again\n"

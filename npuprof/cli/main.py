@@ -222,6 +222,9 @@ def _run_typer() -> int:
         what = f"{exc.filename}: " if exc.filename else ""
         sys.stderr.write(f"{where}: error: {what}{exc.strerror or exc}\n")
         return 1
+    if result == 130:  # typer turns a KeyboardInterrupt (Ctrl-C) into a silent Exit(130)
+        command = f"npuprof {sys.argv[1]}" if len(sys.argv) > 1 else "npuprof"
+        sys.stderr.write(f"{command}: interrupted (Ctrl-C); run it again\n")
     return result if isinstance(result, int) else 0
 
 
