@@ -466,7 +466,7 @@ def _write_trace(tmp: Path, data: bytes, gz: bool) -> Path:
     return path
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=60)
 @given(trace=trace_files())
 def test_trace_readers_raise_only_their_own_errors(trace: tuple[bytes, bool]) -> None:
     from npuprof.analysis.parse import write_outputs
