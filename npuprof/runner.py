@@ -452,4 +452,5 @@ def _after_the_job(
     log.write(f"run {run_id} ends: exit code {end.exit_code}, {len(captures)} capture(s)")
     from npuprof.reports.run_summary import print_run_summary
 
-    print_run_summary(output, captures, end.exit_code, cfg, log_path, run_id, bool(reach_warnings))
+    died_of = -end.returncode if end.returncode < 0 else None
+    print_run_summary(output, captures, end.exit_code, cfg, log_path, run_id, bool(reach_warnings), died_of)

@@ -4,6 +4,7 @@ tests/test_fault_inputs.py."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -129,12 +130,19 @@ def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: 
 def test_a_job_ended_by_a_signal_is_named_so_and_gets_no_advice_on_counting_steps() -> None:
     """SIGTERM 1.5 s into start-up got "no optimizer's step() ran ... use --step-on"; SIGKILL (the kernel's
     out-of-memory killer, say) read as "the job failed (exit code 137)"."""
-    why = why_no_capture(ProfileConfig(), 143, [READY])
+    why = why_no_capture(ProfileConfig(), 143, [READY], died_of=signal.SIGTERM)
     assert why == "the job was ended by SIGTERM (exit code 143) before a step was counted", why
-    why = why_no_capture(ProfileConfig(), 137, [READY, COUNTED])
+    why = why_no_capture(ProfileConfig(), 137, [READY, COUNTED], died_of=signal.SIGKILL)
     assert why.startswith("the job was ended by SIGKILL (exit code 137) before the schedule's first capture")
     failed = why_no_capture(ProfileConfig(), 3, [READY])
     assert failed.startswith("the job failed (exit code 3) before any optimizer"), failed
+    # an exit code of 128 + N: a wrapper shell's report of a process a signal ended, or the script's own
+    # `sys.exit(130)`; not a death of the job's process (helper-76: "ended by SIGINT" for sys.exit(130))
+    chose = why_no_capture(ProfileConfig(), 130, [READY])
+    assert chose == (
+        "the job failed (exit code 130: 128 + SIGINT, as a shell reports a process it ends) before a step "
+        "was counted"
+    ), chose
 
 
 def test_the_post_processors_own_reason_for_an_unparsed_capture_is_given(

@@ -41,7 +41,9 @@ def print_run_summary(
     log_path: Path,
     run_id: str | None = None,
     reach_warned: bool = False,
+    died_of: int | None = None,
 ) -> None:
+    """``died_of``: the signal the job's process died of (its exit code then reads 128 + it)."""
     if not captures:
         unwritable = _unwritable(output)
         if unwritable:
@@ -63,7 +65,7 @@ def print_run_summary(
                 f"{shell_quote(str(output))} once they end. See {log_path}."
             )
             return
-        why = why_no_capture(cfg, exit_code, lines, reach_warned, run_id)
+        why = why_no_capture(cfg, exit_code, lines, reach_warned, run_id, died_of)
         _note(f"no capture was written (exit code {exit_code}): {why}. See {log_path}.")
         return
     from rich.console import Console
@@ -338,6 +340,7 @@ def why_no_capture(
     lines: list[str],
     reach_warned: bool = False,
     run_id: str | None = None,
+    died_of: int | None = None,
 ) -> str:
     """The real reason a run wrote no capture, from what its agents logged (``lines``): npuprof never
     reached the job, the trigger module was never imported, --step-on named nothing, no rank was
@@ -359,7 +362,7 @@ def why_no_capture(
             ready_ranks.append(ready["rank"])
         elif selected := _NOT_SELECTED.match(message):
             unselected.append(selected["rank"])
-    ended = _how_the_job_ended(exit_code)
+    ended = _how_the_job_ended(exit_code, died_of)
     failed = f"{ended} and " if exit_code else ""
     schedule = cfg.schedule
     first = schedule.skip_first + schedule.wait + schedule.warmup
@@ -473,10 +476,15 @@ def _signal_of(exit_code: int) -> str:
         return ""
 
 
-def _how_the_job_ended(exit_code: int) -> str:
+def _how_the_job_ended(exit_code: int, died_of: int | None = None) -> str:
+    """The job's process died of a signal (``died_of``), or exited with a code; one of 128 + N is how a
+    shell (a wrapper script) reports a process of its own that signal N ended, or a script's own choice
+    (``sys.exit(130)``): said as such, not as a death of the job."""
+    if died_of:
+        return f"the job was ended by {_signal_of(-died_of) or f'signal {died_of}'} (exit code {exit_code})"
     killed = _signal_of(exit_code)
     if killed:
-        return f"the job was ended by {killed} (exit code {exit_code})"
+        return f"the job failed (exit code {exit_code}: 128 + {killed}, as a shell reports a process it ends)"
     return f"the job failed (exit code {exit_code})"
 
 
