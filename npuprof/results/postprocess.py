@@ -64,10 +64,12 @@ class Postprocessor:
         self._restarts = 0
         self.spool: Path | None = None  # where the jobs still queued at the process's end go (spool_left)
         self._pidfd: int | None = None  # signals reach our post-processor only, never a pid taken again
-        self._ready_fd: int | None = None  # its byte says it continues itself should we die (hold)
+        self._ready_fd: int | None = None  # its line: its pid, and whether it may be held (_read_ready)
         self._ready = False
         self._held = False
         self._spawned: spawner.Spawned | None = None  # started by `npuprof run`: its reply
+        self._shell: int | None = None  # else the sh that started it, until reaped
+        self._ready_pid: int | None = None  # its pid as it said on the ready pipe (0: it said none)
 
     @property
     def pid(self) -> int | None:
@@ -111,34 +113,62 @@ class Postprocessor:
         self.spool = spool
 
     def _start_here(self, read_end: int, lock: int, ready_write: int, spool: Path) -> None:
-        """As our own child: a script waiting for all its children waits for it too (README, limits)."""
-        argv = [
-            sys.executable, "-m", "npuprof.results.postprocess",
-            "--lock-fd", str(lock), "--parent", str(os.getpid()), "--spool", str(spool),
-            "--ready-fd", str(ready_write),
-        ]  # fmt: skip
-        os.set_inheritable(lock, True)  # the post-processor's copy of the lock; ours is closed by start
-        os.set_inheritable(ready_write, True)
-        self._pid = os.posix_spawn(
-            sys.executable,
-            argv,
-            _child_env(),
-            file_actions=_spawn_file_actions(read_end, lock, ready_write),
-            setsid=True,
-        )
-        with contextlib.suppress(OSError):  # who holds the lock: `npuprof run` names it if it is stopped
-            os.write(lock, f"{self._pid}\n".encode())
-        with contextlib.suppress(OSError, AttributeError):  # our unreaped child: the pid is ours
-            self._pidfd = os.pidfd_open(self._pid)
+        """Where `npuprof run` cannot be asked: through ``sh``, which starts it in the background and
+        leaves at once, so it is not our child (a script that waits for all its children would wait for
+        it for ever). It is never held then: nothing would continue it after our death."""
+        itself = os.pidfd_open(os.getpid())  # its way to see our end (its parent is not us)
+        # there: the job pipe on 3 (sh takes one-digit descriptors only), then the lock, ready pipe, pidfd
+        wanted = [read_end, lock, ready_write, itself]
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in wanted]  # no target clobbers a source
+        try:
+            argv = [
+                "sh", "-c", '"$@" <&3 3<&- &', "sh",  # a background list's own stdin is /dev/null
+                sys.executable, "-m", "npuprof.results.postprocess", "--parent", str(os.getpid()),
+                "--spool", str(spool), "--lock-fd", "4", "--ready-fd", "5", "--parent-fd", "6",
+            ]  # fmt: skip
+            actions = _spawn_file_actions(set(high))
+            actions += [(os.POSIX_SPAWN_DUP2, fd, 3 + k) for k, fd in enumerate(high)]
+            self._shell = os.posix_spawn("/bin/sh", argv, _child_env(), file_actions=actions, setsid=True)
+        finally:
+            for fd in (itself, *high):
+                os.close(fd)
 
     def _known_spawn(self) -> bool:
-        """Whether the post-processor's pid is known (`npuprof run`'s reply read, never waited for)."""
+        """Whether the post-processor's pid is known: `npuprof run`'s reply read, or the post-processor's
+        own word on the ready pipe (never waited for)."""
+        if self._pid is not None:
+            return True
         spawned = self._spawned
-        if spawned is None:
+        if spawned is not None:
+            if spawned.poll():
+                self._pid, self._pidfd = spawned.pid, spawned.pidfd
             return self._pid is not None
-        if self._pid is None and spawned.poll():
-            self._pid, self._pidfd = spawned.pid, spawned.pidfd
+        if self._shell is not None:
+            try:
+                done = os.waitpid(self._shell, os.WNOHANG)[0]
+            except OSError:  # reaped by the script (its own os.wait())
+                done = self._shell
+            if done:
+                self._shell = None
+        pid = self._read_ready()
+        if pid is not None:
+            self._pid = pid
+            with contextlib.suppress(OSError, AttributeError):  # alive: it ends only after us
+                self._pidfd = os.pidfd_open(pid)
         return self._pid is not None
+
+    def _read_ready(self) -> int | None:
+        """The post-processor's line on the ready pipe, once there: ``r`` (it asked for its parent-death
+        signal: it may be held) or ``-``, then its pid. Its pid, or None."""
+        if self._ready_pid is None and self._ready_fd is not None:
+            try:
+                line = os.read(self._ready_fd, 64)
+            except OSError:  # not written yet
+                return None
+            self._ready = line.startswith(b"r")
+            digits = line[1:].strip()
+            self._ready_pid = int(digits) if digits.isdigit() else 0
+        return self._ready_pid or None
 
     def submit(self, job: dict[str, Any]) -> bool:
         """Queue one job (never blocks); False when no post-processor is there to take it (one that has
@@ -166,23 +196,19 @@ class Postprocessor:
         """Stop the post-processor while a capture records and continue it after: its work on an earlier
         capture (a parse, a memory timeline: disk writes and their kernel threads, which no CPU priority
         holds back) made the steps of the capture in flight 3-25x slower on 2 cores. One system call,
-        nothing waits. Should this process die first, the post-processor gets SIGCONT from the kernel
-        (its parent-death signal, set in :func:`main`) and from `npuprof run` before it waits."""
+        nothing waits. Only one `npuprof run` started is held, while that launcher lives: should this
+        process die first, the launcher continues it, and the kernel when the launcher dies (its
+        parent-death signal, set in :func:`main`)."""
         import signal
 
-        if held == self._held or not self._known_spawn() or self._pidfd is None:
+        if held == self._held or self._spawned is None or not self._known_spawn() or self._pidfd is None:
             return
-        if held and self._spawned is None and not _stops_go_unheard():
-            return  # the script handles SIGCHLD: a stop of its child would call it (it may wait in it)
-        if held and self._spawned is not None and not self._spawned.launcher_lives():
+        if held and not self._spawned.launcher_lives():
             return  # `npuprof run` was killed: should we die now, nobody would continue it
         if held and not self._ready:
             # Held only once it asked for its parent-death signal: before that (its first moments, with no
             # capture of ours to work on yet) a stop could outlive us.
-            try:
-                self._ready = self._ready_fd is not None and os.read(self._ready_fd, 1) == b"r"
-            except OSError:
-                return
+            self._read_ready()
             if not self._ready:
                 return
         self._held = held
@@ -197,34 +223,18 @@ class Postprocessor:
         if self._spawned is not None:
             self._spawned.close()
         self._pidfd, self._ready_fd, self._ready, self._held, self._spawned = None, None, False, False, None
+        self._ready_pid = None
 
     def _has_exited(self) -> bool:
-        """Our post-processor has ended: reaped here, or reaped by the script (its SIGCHLD handler, or
-        SIGCHLD ignored) and its pid gone. A pid taken again since is not known to be ours' end: the
-        hand-over finds that one when its pipe breaks. One `npuprof run` started has ended when its pidfd
-        says so."""
-        if not self._known_spawn() or not self.pid:
+        """Our post-processor has ended (its pidfd says so). One whose pid is not known yet has not."""
+        if not self._known_spawn() or self._pidfd is None:
             return False
-        if self._spawned is not None:
-            import select
+        import select
 
-            try:
-                return self._pidfd is not None and bool(select.select([self._pidfd], [], [], 0)[0])
-            except (OSError, ValueError):
-                return False
         try:
-            done, _status = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:  # someone else reaped it
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return True
-            except OSError:
-                return False
+            return bool(select.select([self._pidfd], [], [], 0)[0])
+        except (OSError, ValueError):
             return False
-        except OSError:
-            return False
-        return done == self.pid
 
     def drain(self, timeout_s: float = HANDOVER_DRAIN_S) -> list[dict[str, Any]]:
         """At exit: wait (bounded) until every queued job reached the pipe; the jobs that did not."""
@@ -524,19 +534,12 @@ def _take_settings(args: list[str]) -> None:
             os.sched_setaffinity(0, {int(c) for c in args[args.index("--cpus") + 1].split(",")})
 
 
-def _spawn_file_actions(read_end: int, lock: int, ready: int) -> list[tuple[Any, ...]]:
-    """stdin: the job pipe; stdout/stderr: /dev/null; every other inherited descriptor closed (glibc
-    ignores a close of a descriptor that is already closed)."""
-    actions: list[tuple[Any, ...]] = [
-        (os.POSIX_SPAWN_DUP2, read_end, 0),
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-    ]
-    keep = {0, 1, 2, lock, ready}
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd not in keep]
-    if read_end not in keep:
-        actions.append((os.POSIX_SPAWN_CLOSE, read_end))
-    return actions
+def _spawn_file_actions(kept: set[int]) -> list[tuple[Any, ...]]:
+    """stdin, stdout, stderr: /dev/null; ``kept`` as they are; every other inherited descriptor closed
+    (glibc ignores a close of one that is already closed)."""
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    keep = {0, 1, 2} | kept
+    return actions + [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd not in keep]
 
 
 def _open_fds() -> list[int]:
@@ -943,11 +946,11 @@ def _is_stopped_post_processor(pid: int) -> bool:
 
 
 def continue_when_orphaned(ready_fd: int | None) -> None:
-    """Ask the kernel for SIGCONT when our parent dies: the training process stops us while it records
-    (Postprocessor.hold), and its kill -9 then would leave us stopped, with `npuprof run` waiting. (Our
-    parent is that process, or `npuprof run` when it started us: then it continues us when the training
-    process dies, and the kernel when it dies itself.) Then say so on ``ready_fd``: the training process
-    holds us only from then on."""
+    """Ask the kernel for SIGCONT when our parent, `npuprof run`, dies: the training process stops us while
+    it records (Postprocessor.hold); the launcher continues us when that process dies, the kernel when the
+    launcher itself dies. Then say so, with our pid, on ``ready_fd``: the training process holds us only
+    from then on. (Started through sh, where no launcher could, our parent is gone at once: we are never
+    held then.)"""
     import ctypes
     import signal
 
@@ -957,8 +960,7 @@ def continue_when_orphaned(ready_fd: int | None) -> None:
         asked = libc.prctl(1, int(signal.SIGCONT), 0, 0, 0) == 0  # PR_SET_PDEATHSIG
     if ready_fd is not None:
         with contextlib.suppress(OSError):
-            if asked:
-                os.write(ready_fd, b"r")
+            os.write(ready_fd, f"{'r' if asked else '-'}{os.getpid()}\n".encode())  # see _read_ready
             os.close(ready_fd)
 
 
@@ -993,6 +995,8 @@ def main(argv: list[str] | None = None) -> int:
     continue_when_orphaned(ready)
     _take_settings(args)
     if lock is not None:
+        with contextlib.suppress(OSError):  # who holds the lock: `npuprof run` names it if it is stopped
+            os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
         close_inherited_fds({lock} | ({parent_fd} if parent_fd is not None else set()))
     status = 1
     try:
@@ -1028,19 +1032,6 @@ def spooled_jobs(spool: Path | None) -> Iterator[bytes]:
     with contextlib.suppress(OSError):
         os.unlink(spool)
     yield from (line for line in data.split(b"\n") if line.strip())
-
-
-def _stops_go_unheard() -> bool:
-    """Whether a stop of our child goes unnoticed in this process: SIGCHLD at its default (ignored) or
-    ignored. A handler of the script's (the classic ``signal.signal(SIGCHLD, lambda *a: os.wait())``) would be
-    called by the stop and block in wait() on a child that only we continue: then nothing is held. A handler
-    set outside Python (getsignal gives None) is taken as a handler."""
-    import signal
-
-    try:
-        return signal.getsignal(signal.SIGCHLD) in (signal.SIG_DFL, signal.SIG_IGN)
-    except (ValueError, AttributeError):
-        return False
 
 
 def yield_to_training() -> None:
