@@ -157,6 +157,9 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int 
                 f"{pid}` lets it finish; Ctrl-C stops waiting"
             ),
         )
+        from npuprof.results import spawner
+
+        spawner.wait_for_children(2.0)  # the last ones out, their lock gone, may still be exiting
     except (KeyboardInterrupt, _StopWaiting) as stop:
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
         signum = stop.signum if isinstance(stop, _StopWaiting) else None
@@ -404,8 +407,6 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     stopped_by: int | None = None
     try:
         stopped_by = _wait_for_post_processing(output, log_path, run_id)
-        if stopped_by is None:
-            spawner.wait_for_children(2.0)  # the last ones out, still exiting
         _after_the_job(output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings)
     except Exception as exc:  # npuprof's own fault: the job's exit code and signal still pass through
         _note(f"internal error after the job ended ({type(exc).__name__}: {exc}); the exit code is the job's")

@@ -243,3 +243,67 @@ def test_a_process_of_another_user_is_not_served(
     assert reply == {"error": 'ValueError("not this user\'s process")'}
     time.sleep(0.2)
     assert not asked.exists()
+
+
+# A trainer object that "daemonises" mid-run, closing every descriptor it did not open, then opens files
+# and a socket pair, whose numbers are npuprof's old ones.
+CLOSES_ALL_DESCRIPTORS = """
+import json, os, socket, sys
+import torch
+
+class Trainer:
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.net = torch.nn.Linear(8, 8)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+
+    def daemonise(self):
+        os.closerange(3, 4096)
+        self.files = [open(os.path.join(self.workdir, f"out{k}.txt"), "w+") for k in range(6)]
+        self.pair = socket.socketpair()
+
+    def fit(self, steps, daemonise_at):
+        for i in range(steps):
+            if i == daemonise_at:
+                self.daemonise()
+            self.opt.zero_grad()
+            self.net(torch.randn(4, 8)).sum().backward()
+            self.opt.step()
+
+    def check(self):
+        bad = []
+        for k, f in enumerate(self.files):
+            where = os.readlink(f"/proc/self/fd/{f.fileno()}")
+            f.write(f"line {k}\\n"); f.flush(); f.seek(0)
+            if where != f.name or f.read() != f"line {k}\\n":
+                bad.append([k, where])
+        self.pair[0].sendall(b"ping")
+        if self.pair[1].recv(4) != b"ping":
+            bad.append("socket")
+        return bad
+
+trainer = Trainer(sys.argv[1])
+trainer.fit(16, daemonise_at=6)
+print(json.dumps(trainer.check()))
+"""
+
+
+def test_a_script_that_closes_every_descriptor_keeps_its_new_ones(out: Path, tmp_path: Path) -> None:
+    """A script closing all descriptors mid-run (as daemonising code does) then opening files got them
+    closed or replaced later by npuprof (the post-processor's pipe and pidfd, the SIGTERM guard's wakeup
+    pipe had those numbers), and the SIGTERM guard failed at every capture (helper-81)."""
+    script = tmp_path / "daemon_trainer.py"
+    script.write_text(CLOSES_ALL_DESCRIPTORS)
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "2", "--warmup", "1", "--active", "2", "--repeat", "0",
+        "--wait", "1", "--", sys.executable, str(script), str(tmp_path), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == []  # its files and socket are its own
+    log = (out / layout.RUN_LOG).read_text()
+    assert "hook failed" not in log, log
+    dirs = rank_dirs(out)
+    assert len(dirs) >= 4
+    complete = [d for d in dirs if capture_record(d)["status"] == "complete"]
+    assert len(complete) >= len(dirs) - 1  # the one in flight when the descriptors went may be lost
+    assert all((d / layout.PARSED_DIR / layout.ANALYSE_DONE).exists() for d in complete), log

@@ -17,6 +17,7 @@ from npuprof.analysis.step_selection import of_range, parse_steps
         ("3,4,5", [3, 4, 5], [2, 6], "3-5", (3, 5)),  # neighbours merge
         ("2-6,4-9,20-,25", [2, 9, 20, 25, 99], [10, 19], "2-9,20-", None),
         ("0", [0], [1], "0", (0, 0)),
+        ("12", [12], [3], "12", (12, 12)),
     ],
 )
 def test_what_a_selection_keeps(
@@ -42,6 +43,7 @@ def test_only_numbered_steps_are_chosen() -> None:
         ("3,,4", "is not a step, range or list of them"),
         ("-5", "is not a step, range or list of them"),
         ("3-x", "is not a step, range or list of them"),
+        ("\u0663", "is not a step, range or list of them"),  # an Arabic-Indic 3 (helper-81)
         ("5-3", "the range 5-3 ends before it starts"),
     ],
 )

@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from npuprof.owned_fd import OwnedFd
+
 HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before the watcher acts
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
 
@@ -51,6 +53,8 @@ class SigtermGuard:
         self._log = log
         self._read_fd: int | None = None
         self._write_fd: int | None = None
+        self._owned: OwnedFd | None = None  # the write end as we opened it (npuprof.owned_fd)
+        self._owned_pair: tuple[OwnedFd, ...] = ()
         self._handler_started = threading.Event()
         self._installed = False
         self._previous: Any = signal.SIG_DFL  # SIGTERM's handler before ours
@@ -77,9 +81,13 @@ class SigtermGuard:
             previous = self._previous
         if previous is not signal.SIG_DFL:
             return False  # the script handles SIGTERM itself: it decides
-        if self._write_fd is None:
+        if self._write_fd is None or self._owned is None or not self._owned.ours():
+            # (none yet, or closed by the script since, its number maybe a file of the script's now: a new
+            # pair; the old watcher saw EOF once both ends were closed, and left)
             self._read_fd, self._write_fd = os.pipe()
             os.set_blocking(self._write_fd, False)
+            self._owned = OwnedFd(self._write_fd)
+            self._owned_pair = (OwnedFd(self._read_fd), self._owned)
             threading.Thread(target=self._watch, name="npuprof-sigterm", daemon=True).start()
         wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         if wakeup != -1:  # asyncio or the script owns the wakeup fd: leave SIGTERM alone
@@ -124,10 +132,9 @@ class SigtermGuard:
         self._export_done = threading.Event()  # the parent's may be waited on by a thread not here
         self._export_done.set()
         self._handler_started = threading.Event()
-        for fd in (self._read_fd, self._write_fd):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        for owned in self._owned_pair:
+            owned.close()  # only where the number is still ours
+        self._owned_pair = ()
         self._read_fd = self._write_fd = None
 
     def _owns_sigterm(self) -> bool:

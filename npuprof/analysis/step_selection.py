@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_PART_RE = re.compile(r"^(\d+)(?:(-)(\d+)?)?$")
+_PART_RE = re.compile(r"^([0-9]+)(?:(-)([0-9]+)?)?$")
 EXAMPLES = "3, 3-5, 10- or 3,5,8-10"
 
 

@@ -23,6 +23,7 @@ dead rank's peers waiting) and writes nothing to its stdout/stderr (a ``| tee`` 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npuprof.owned_fd import OwnedFd
 from npuprof.results import layout, logfile, spawner
 from npuprof.results.atomic import atomic_writer
 
@@ -60,6 +62,9 @@ class Postprocessor:
         self.run_id = run_id or "run"
         self._pid: int | None = None
         self._pipe: int | None = None
+        # the descriptors kept for the job's life, known by what they are (npuprof.owned_fd): a script that
+        # closed them may have their numbers for its own files since
+        self._owned: dict[str, OwnedFd] = {}
         self._handover: _Handover | None = None
         self._restarts = 0
         self.spool: Path | None = None  # where the jobs still queued at the process's end go (spool_left)
@@ -100,6 +105,7 @@ class Postprocessor:
             if self._spawned is None:
                 self._start_here(read_end, lock, ready_write, spool)
             self._ready_fd = ready_read
+            self._owned["ready"] = OwnedFd(ready_read)
         except BaseException:
             os.close(write_end)
             os.close(ready_read)
@@ -109,7 +115,8 @@ class Postprocessor:
             os.close(lock)
             os.close(ready_write)
         self._pipe = write_end
-        self._handover = _Handover(write_end, self)
+        self._owned["pipe"] = OwnedFd(write_end)
+        self._handover = _Handover(write_end, self, self._owned["pipe"])
         self.spool = spool
 
     def _start_here(self, read_end: int, lock: int, ready_write: int, spool: Path) -> None:
@@ -142,6 +149,8 @@ class Postprocessor:
         if spawned is not None:
             if spawned.poll():
                 self._pid, self._pidfd = spawned.pid, spawned.pidfd
+                if self._pidfd is not None:
+                    self._owned["pidfd"] = OwnedFd(self._pidfd)
             return self._pid is not None
         if self._shell is not None:
             try:
@@ -155,12 +164,16 @@ class Postprocessor:
             self._pid = pid
             with contextlib.suppress(OSError, AttributeError):  # alive: it ends only after us
                 self._pidfd = os.pidfd_open(pid)
+                self._owned["pidfd"] = OwnedFd(self._pidfd)
         return self._pid is not None
 
     def _read_ready(self) -> int | None:
         """The post-processor's line on the ready pipe, once there: ``r`` (it asked for its parent-death
         signal: it may be held) or ``-``, then its pid. Its pid, or None."""
         if self._ready_pid is None and self._ready_fd is not None:
+            if not self._owns("ready"):
+                self._ready_pid = 0  # closed by the script: its number may be a file of the script's now
+                return None
             try:
                 line = os.read(self._ready_fd, 64)
             except OSError:  # not written yet
@@ -201,7 +214,7 @@ class Postprocessor:
         parent-death signal, set in :func:`main`)."""
         import signal
 
-        if held == self._held or self._spawned is None or not self._known_spawn() or self._pidfd is None:
+        if held == self._held or self._spawned is None or not self._known_spawn() or not self._owns("pidfd"):
             return
         if held and not self._spawned.launcher_lives():
             return  # `npuprof run` was killed: should we die now, nobody would continue it
@@ -214,12 +227,21 @@ class Postprocessor:
         self._held = held
         with contextlib.suppress(OSError, AttributeError):
             signal.pidfd_send_signal(self._pidfd, signal.SIGSTOP if held else signal.SIGCONT)
+            if held and not self._spawned.launcher_lives():
+                # it died between the look and the stop (its descriptors close before the kernel's
+                # SIGCONT to its children is sent): that SIGCONT may have come first
+                signal.pidfd_send_signal(self._pidfd, signal.SIGCONT)
+                self._held = False
+
+    def _owns(self, name: str) -> bool:
+        owned = self._owned.get(name)
+        return owned is not None and owned.ours()
 
     def _close_pidfd(self) -> None:
-        for fd in (self._pidfd, self._ready_fd):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        for name in ("pidfd", "ready"):
+            owned = self._owned.pop(name, None)
+            if owned is not None:
+                owned.close()
         if self._spawned is not None:
             self._spawned.close()
         self._pidfd, self._ready_fd, self._ready, self._held, self._spawned = None, None, False, False, None
@@ -229,6 +251,8 @@ class Postprocessor:
         """Our post-processor has ended (its pidfd says so). One whose pid is not known yet has not."""
         if not self._known_spawn() or self._pidfd is None:
             return False
+        if not self._owns("pidfd"):
+            return True  # closed by the script (and our pipe with it, surely): it is lost to us
         import select
 
         try:
@@ -272,8 +296,9 @@ class Postprocessor:
         self._handover = None
         self._close_pidfd()
         if self._pipe is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._pipe)
+            owned = self._owned.pop("pipe", None)
+            if owned is not None:
+                owned.close()
             self._pipe = None
 
 
@@ -285,10 +310,11 @@ class _Handover:
     default action). From then on the thread keeps the jobs itself: their files are written, unparsed, for
     a later ``npuprof analyse`` (said once)."""
 
-    def __init__(self, fd: int, owner: Postprocessor | None = None) -> None:
+    def __init__(self, fd: int, owner: Postprocessor | None = None, owned: OwnedFd | None = None) -> None:
         import queue
 
         self.fd = fd
+        self.owned = owned  # ``fd`` as we opened it: never written once the script has its number
         self.owner = owner  # for its post-processor's pid, in messages
         self.queue: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self.submitted = 0  # only the training thread counts up ...
@@ -357,7 +383,7 @@ class _Handover:
 
         try:
             data = handover.job_line(handover.job_from(job))
-            if len(data) > select.PIPE_BUF or not select.select([], [self.fd], [], 0)[1]:
+            if not self._ours() or len(data) > select.PIPE_BUF or not select.select([], [self.fd], [], 0)[1]:
                 return False
         except (TypeError, ValueError, OSError):
             return False  # the hand-over thread says why
@@ -384,6 +410,8 @@ class _Handover:
             _agent_log().error(f"a capture's job could not be encoded: {exc!r}")
             return False
         try:
+            if not self._ours():
+                raise OSError(errno.EBADF, "the script closed it")
             while data:
                 data = data[os.write(self.fd, data) :]
         except OSError as exc:
@@ -397,6 +425,9 @@ class _Handover:
             )
             return False
         return True
+
+    def _ours(self) -> bool:
+        return self.owned is None or self.owned.ours()
 
     def drain(self, timeout_s: float) -> list[dict[str, Any]]:
         self.hurry = True
@@ -634,7 +665,7 @@ def _wait_for_lock(dir_fd: int, name: str, poll_s: float, on_stopped: Callable[[
             if on_stopped is not None and time.monotonic() >= next_check:
                 next_check = time.monotonic() + _STOPPED_CHECK_S
                 pid = pid or _holder_of_lock(dir_fd, name)
-                if pid is not None and _is_stopped_post_processor(pid) and not _held_by_its_parent(pid):
+                if pid is not None and _is_stopped_post_processor(pid) and not _training_lives(pid):
                     on_stopped(pid)  # not npuprof's own hold while a process of the job still records
                     on_stopped = None  # said once
     finally:
@@ -917,7 +948,7 @@ def _holder_of_lock(dir_fd: int, name: str) -> int | None:
     return int(text) if text.strip().isascii() and text.strip().isdigit() else None
 
 
-def _held_by_its_parent(pid: int) -> bool:
+def _training_lives(pid: int) -> bool:
     """Whether post-processor ``pid``'s training process (``--parent`` in its command line) still lives: a
     stop is then that process's hold while it records, which it lifts itself."""
     try:
@@ -977,7 +1008,7 @@ def continue_held(output: Path, run_id: str) -> None:
     try:
         for name in os.listdir(dir_fd):
             pid = _holder_of_lock(dir_fd, name) if _is_lock_name(name, run_id) else None
-            if pid is not None and _is_stopped_post_processor(pid) and not _held_by_its_parent(pid):
+            if pid is not None and _is_stopped_post_processor(pid) and not _training_lives(pid):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGCONT)
     finally:

@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from npuprof.owned_fd import OwnedFd
+
 ENV_SPAWN = "NPUPROF_SPAWN_ADDRESS"
 REQUEST_LIMIT = 1 << 20  # bytes of one request (its environment included)
 FD_LIMIT = 8
@@ -232,11 +234,23 @@ class Spawned:
     pid: int | None = None
     pidfd: int | None = None
     failed: bool = False
+    owned: OwnedFd | None = None  # the connection's descriptor as we opened it (npuprof.owned_fd)
+
+    def __post_init__(self) -> None:
+        if self.conn is not None and self.owned is None:
+            self.owned = OwnedFd(self.conn.fileno())
+
+    def _ours(self) -> bool:
+        return self.conn is not None and self.owned is not None and self.owned.ours()
 
     def poll(self) -> bool:
         """Read the reply if it has come (never waits); True once the pid is known."""
         if self.pid is not None or self.failed or self.conn is None:
             return self.pid is not None
+        if not self._ours():
+            self.failed = True
+            self.close()
+            return False
         import socket
 
         try:
@@ -263,7 +277,7 @@ class Spawned:
     def launcher_lives(self) -> bool:
         """Whether `npuprof run` still holds its end of the connection (closed when it dies, never written
         after the reply): only then would a post-processor we left stopped at our death be continued."""
-        if self.conn is None or self.pid is None:
+        if self.conn is None or self.pid is None or not self._ours():
             return False
         import select
 
@@ -275,7 +289,10 @@ class Spawned:
     def close(self) -> None:
         if self.conn is not None:
             with contextlib.suppress(OSError):
-                self.conn.close()
+                if self._ours():
+                    self.conn.close()
+                else:
+                    self.conn.detach()  # the number is the script's now: left open
             self.conn = None
 
 

@@ -1,0 +1,36 @@
+"""A descriptor npuprof keeps open for the job's whole life (the post-processor's pipe and pidfd, the
+SIGTERM guard's wakeup pipe), known by what it is as well as by its number: a script that closes every
+descriptor it does not know (``os.closerange(3, ...)``, as daemonising code does) may have the number for
+a file or socket of its own since, which npuprof must then never write to, select on or close. Told by the
+device and inode of what the number holds (anonymous inodes, pidfds before Linux 6.9, share one: a script
+that reopened the number as such a one would not be told apart)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+
+class OwnedFd:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._key = _key_of(fd)
+
+    def ours(self) -> bool:
+        """Whether the number still holds what we opened."""
+        return self._key is not None and _key_of(self.fd) == self._key
+
+    def close(self) -> None:
+        """Close it if it is still ours; else leave the number to whoever has it now."""
+        if self.ours():
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self._key = None
+
+
+def _key_of(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
