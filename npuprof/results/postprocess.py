@@ -531,7 +531,7 @@ def _start_by_launcher(read_end: int, lock: int, ready_write: int, spool: Path) 
             *_inherited_settings(),
         ]  # fmt: skip
         env = _child_env()
-        return spawner.request_spawn(address, sys.executable, argv, env, fds, watch=3, write_pid_to=1)
+        return spawner.request_spawn(address, sys.executable, argv, env, fds, watch=3)
     except (OSError, ValueError, TypeError) as exc:
         _agent_log().info(f"npuprof run did not start the post-processor ({exc!r}): started here")
         return None

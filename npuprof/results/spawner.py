@@ -85,9 +85,16 @@ def wait_for_children(timeout_s: float) -> int:
 
 def _serve_forever(listener: Any) -> None:
     global _service
-    with contextlib.suppress(Exception):  # a fault here leaves the job's processes to start their own
-        _service = _Service(listener)
-        _service.run()
+    service = None
+    try:
+        service = _service = _Service(listener)
+        service.run()
+    except Exception:  # a fault here leaves the job's processes to start their own
+        with contextlib.suppress(Exception):
+            listener.close()
+            if service is not None:  # nobody watches their ends now: they must not hold theirs any more
+                for conn in service.conns.values():
+                    conn.close()
 
 
 class _Service:
@@ -167,8 +174,8 @@ class _Service:
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]  # no target clobbers a source
         try:
             actions: list[tuple[Any, ...]] = [
-                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0)
+                for fd in (0, 1, 2)  # 0: replaced below
             ]
             actions += [(os.POSIX_SPAWN_DUP2, fd, child_fd(i)) for i, fd in enumerate(high)]
             env = {str(k): str(v) for k, v in request["env"].items()}
@@ -182,10 +189,6 @@ class _Service:
         pidfd = os.pidfd_open(pid)  # our unreaped child: the pid is ours
         self.children[pidfd] = pid
         self.poller.register(pidfd, select.POLLIN)
-        write_pid = request.get("write_pid_to")
-        if isinstance(write_pid, int) and 0 <= write_pid < len(fds):
-            with contextlib.suppress(OSError):
-                os.write(fds[write_pid], f"{pid}\n".encode())
         watch = request.get("watch")
         if isinstance(watch, int) and 0 <= watch < len(fds):
             requester = fcntl.fcntl(fds[watch], fcntl.F_DUPFD_CLOEXEC, 3)
@@ -297,16 +300,16 @@ class Spawned:
 
 
 def request_spawn(
-    address: str, exe: str, argv: list[str], env: dict[str, str], fds: list[int], **options: int
+    address: str, exe: str, argv: list[str], env: dict[str, str], fds: list[int], watch: int | None = None
 ) -> Spawned | None:
     """Ask `npuprof run` at ``address`` to start ``argv`` with ``fds`` (see :func:`child_fd`); None when it
-    could not be asked (nothing was handed over: the caller starts it itself). ``options``:
-    ``watch`` (the index of the requester's pidfd among ``fds``), ``write_pid_to`` (an index too)."""
+    could not be asked (nothing was handed over: the caller starts it itself). ``watch``: the index of the
+    requester's pidfd among ``fds`` (its end continues the child)."""
     import socket
 
     if address.rpartition(".")[2] != str(_mount_namespace()):
         return None  # another mount namespace than the launcher's: paths may differ there
-    request = json.dumps({"exe": exe, "argv": argv, "env": env, **options}).encode()  # ASCII: \u escapes
+    request = json.dumps({"exe": exe, "argv": argv, "env": env, "watch": watch}).encode()  # ASCII: \u escapes
     if len(request) > REQUEST_LIMIT or len(fds) > FD_LIMIT:
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
