@@ -94,7 +94,7 @@ class Postprocessor:
         lock = _above_stdio(_create_lock(self.output, self.run_id))
         read_end, write_end = os.pipe()
         read_end = _above_stdio(read_end)
-        ready_read, ready_write = os.pipe()  # one byte once it may be held (Postprocessor.hold)
+        ready_read, ready_write = os.pipe()  # its line: its pid, "r" once it may be held (_read_ready)
         ready_write = _above_stdio(ready_write)
         os.set_blocking(ready_read, False)
         spool = self.output / f"{SPOOL_PREFIX}{os.getpid()}.{self._restarts}.{os.urandom(3).hex()}.jsonl"
