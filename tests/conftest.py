@@ -185,3 +185,22 @@ def run_on_thread(fn, name: str | None = None, timeout: float | None = None) -> 
     thread.join(timeout)
     assert not errors, errors
     return thread.ident or 0
+
+
+def process_state(pid: int) -> str:
+    """Process ``pid``'s state letter from /proc (R, S, T, Z, ...), or "gone"."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return "gone"
+    return text[text.rfind(b")") + 2 : text.rfind(b")") + 3].decode()
+
+
+def wait_for_state(pid: int, wanted: set[str], timeout: float = 10.0) -> str:
+    """Poll until process ``pid`` is in one of the ``wanted`` states (or ``timeout``); the last state."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (state := process_state(pid)) not in wanted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return state

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import wait_for_state
 
 from npuprof.results import layout, postprocess, spawner
 
@@ -147,23 +148,6 @@ def test_captures_still_queued_at_the_end_are_parsed_after_it(tmp_path: Path) ->
     assert again == record
 
 
-def _state(pid: int) -> str:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return "gone"
-    return text[text.rfind(b")") + 2 : text.rfind(b")") + 3].decode()
-
-
-def _wait_state(pid: int, wanted: set[str], timeout: float = 10.0) -> str:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while (state := _state(pid)) not in wanted and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return state
-
-
 def test_the_post_processor_is_held_while_a_capture_records_and_goes_on_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -179,9 +163,9 @@ def test_the_post_processor_is_held_while_a_capture_records_and_goes_on_after(
     try:
         post.hold(True)  # in its first moments it is not held: a stop could outlive us (see hold)
         _hold_when_ready(post)
-        assert _wait_state(pid, {"T"}) == "T"
+        assert wait_for_state(pid, {"T"}) == "T"
         post.hold(False)
-        assert _wait_state(pid, {"S", "R", "D"}) in {"S", "R", "D"}
+        assert wait_for_state(pid, {"S", "R", "D"}) in {"S", "R", "D"}
     finally:
         post.hold(False)
         post.forget()
@@ -204,9 +188,9 @@ def test_a_stopped_post_processor_whose_training_process_is_gone_is_continued(tm
     holder = _holding_the_lock(tmp_path, 5.0)  # stopped with no parent-death signal
     try:
         os.kill(holder.pid, signal.SIGSTOP)
-        assert _wait_state(holder.pid, {"T"}) == "T"
+        assert wait_for_state(holder.pid, {"T"}) == "T"
         postprocess.continue_held(tmp_path, RUN_ID)
-        assert _wait_state(holder.pid, {"S", "R"}) in {"S", "R"}
+        assert wait_for_state(holder.pid, {"S", "R"}) in {"S", "R"}
     finally:
         holder.kill()
         holder.wait()

@@ -248,7 +248,10 @@ class Postprocessor:
         self._ready_pid = None
 
     def _has_exited(self) -> bool:
-        """Our post-processor has ended (its pidfd says so). One whose pid is not known yet has not."""
+        """Our post-processor has ended (its pidfd says so), or is lost to us: the script closed our end of
+        its pipe. One whose pid is not known yet has not ended."""
+        if self._pipe is not None and not self._owns("pipe"):
+            return True
         if not self._known_spawn() or self._pidfd is None:
             return False
         if not self._owns("pidfd"):
