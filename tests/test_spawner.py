@@ -129,6 +129,17 @@ HOLDS_ITS_POST_PROCESSOR = (
 HELD_THEN_KILLED = HOLDS_ITS_POST_PROCESSOR + "sys.stdin.readline()\nos.kill(os.getpid(), signal.SIGKILL)\n"
 
 
+def _training_process(script: str, output: Path, address: str) -> subprocess.Popen[str]:
+    """``script`` as a training process of a run whose launcher listens at ``address``."""
+    job = subprocess.Popen(
+        [sys.executable, "-c", script, str(output), "abcdef123456"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "NPUPROF_CONFIG": "{}", spawner.ENV_SPAWN: address},
+    )  # fmt: skip
+    assert job.stdout is not None and job.stdin is not None
+    return job
+
+
 @pytest.fixture(scope="module")
 def service() -> str:
     address = spawner.start_service("abcdef123456")
@@ -142,12 +153,7 @@ def test_the_launcher_continues_a_post_processor_whose_training_process_died_hol
     """The kernel's parent-death signal reaches a post-processor when its parent dies, which is now
     `npuprof run`, alive to the job's end: the launcher itself continues the post-processor of a training
     process killed mid-capture (a torchrun worker, with the job going on)."""
-    job = subprocess.Popen(
-        [sys.executable, "-c", HELD_THEN_KILLED, str(tmp_path), "abcdef123456"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "NPUPROF_CONFIG": "{}", spawner.ENV_SPAWN: service},
-    )  # fmt: skip
-    assert job.stdout is not None and job.stdin is not None
+    job = _training_process(HELD_THEN_KILLED, tmp_path, service)
     pid = int(job.stdout.readline())
     stat = Path(f"/proc/{pid}/stat").read_text()
     assert int(stat[stat.rfind(")") + 2 :].split()[1]) == os.getpid()  # started by the service, here
@@ -184,12 +190,7 @@ def test_no_post_processor_is_held_once_the_launcher_is_gone(tmp_path: Path) -> 
     launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True)
     assert launcher.stdout is not None
     address = launcher.stdout.readline().strip()
-    job = subprocess.Popen(
-        [sys.executable, "-c", HELD_AFTER_THE_LAUNCHER_DIED, str(tmp_path), "abcdef123456"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "NPUPROF_CONFIG": "{}", spawner.ENV_SPAWN: address},
-    )  # fmt: skip
-    assert job.stdout is not None and job.stdin is not None
+    job = _training_process(HELD_AFTER_THE_LAUNCHER_DIED, tmp_path, address)
     try:
         pid = int(job.stdout.readline())
         assert wait_for_state(pid, {"T"}) == "T"
