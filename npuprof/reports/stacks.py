@@ -457,7 +457,7 @@ def folded_from_events(
     if idle and metric == HOST_METRIC:
         result.notes.append(
             f"left out {len(idle)} thread(s) that ran no torch work and only waited (tid "
-            f"{', '.join(str(t) for _p, t in idle)}); --keep-idle-threads keeps them"
+            f"{', '.join(str(t) for _p, t in idle)}); npuprof export-stacks --keep-idle-threads keeps them"
         )
     if metric == HOST_METRIC:
         if not tree.self_time:
