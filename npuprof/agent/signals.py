@@ -53,8 +53,7 @@ class SigtermGuard:
         self._log = log
         self._read_fd: int | None = None
         self._write_fd: int | None = None
-        self._owned: OwnedFd | None = None  # the write end as we opened it (npuprof.owned_fd)
-        self._owned_pair: tuple[OwnedFd, ...] = ()
+        self._owned_pair: tuple[OwnedFd, ...] = ()  # read and write ends as we opened them (npuprof.owned_fd)
         self._handler_started = threading.Event()
         self._installed = False
         self._previous: Any = signal.SIG_DFL  # SIGTERM's handler before ours
@@ -81,13 +80,12 @@ class SigtermGuard:
             previous = self._previous
         if previous is not signal.SIG_DFL:
             return False  # the script handles SIGTERM itself: it decides
-        if self._write_fd is None or self._owned is None or not self._owned.ours():
+        if not self._owned_pair or not self._owned_pair[1].ours():
             # (none yet, or closed by the script since, its number maybe a file of the script's now: a new
             # pair; the old watcher saw EOF once both ends were closed, and left)
             self._read_fd, self._write_fd = os.pipe()
             os.set_blocking(self._write_fd, False)
-            self._owned = OwnedFd(self._write_fd)
-            self._owned_pair = (OwnedFd(self._read_fd), self._owned)
+            self._owned_pair = (OwnedFd(self._read_fd), OwnedFd(self._write_fd))
             threading.Thread(target=self._watch, name="npuprof-sigterm", daemon=True).start()
         wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         if wakeup != -1:  # asyncio or the script owns the wakeup fd: leave SIGTERM alone

@@ -98,12 +98,16 @@ class Postprocessor:
         ready_write = _above_stdio(ready_write)
         os.set_blocking(ready_read, False)
         spool = self.output / f"{SPOOL_PREFIX}{os.getpid()}.{self._restarts}.{os.urandom(3).hex()}.jsonl"
+        itself = None
         try:
             self._close_pidfd()
             self._pid = None
-            self._spawned = _start_by_launcher(read_end, lock, ready_write, spool)
+            # its way to see our end (its parent is not us); the launcher continues it when we die
+            itself = os.pidfd_open(os.getpid())
+            fds = [read_end, lock, ready_write, itself]
+            self._spawned = _start_by_launcher(fds, spool)
             if self._spawned is None:
-                self._start_here(read_end, lock, ready_write, spool)
+                self._start_here(fds, spool)
             self._ready_fd = ready_read
             self._owned["ready"] = OwnedFd(ready_read)
         except BaseException:
@@ -111,33 +115,27 @@ class Postprocessor:
             os.close(ready_read)
             raise
         finally:
-            os.close(read_end)
-            os.close(lock)
-            os.close(ready_write)
+            for fd in (read_end, lock, ready_write, itself):
+                if fd is not None:
+                    os.close(fd)
         self._pipe = write_end
         self._owned["pipe"] = OwnedFd(write_end)
-        self._handover = _Handover(write_end, self, self._owned["pipe"])
+        self._handover = _Handover(self._owned["pipe"], self)
         self.spool = spool
 
-    def _start_here(self, read_end: int, lock: int, ready_write: int, spool: Path) -> None:
+    def _start_here(self, fds: list[int], spool: Path) -> None:
         """Where `npuprof run` cannot be asked: through ``sh``, which starts it in the background and
         leaves at once, so it is not our child (a script that waits for all its children would wait for
-        it for ever). It is never held then: nothing would continue it after our death."""
-        itself = os.pidfd_open(os.getpid())  # its way to see our end (its parent is not us)
-        # there: the job pipe on 3 (sh takes one-digit descriptors only), then the lock, ready pipe, pidfd
-        wanted = [read_end, lock, ready_write, itself]
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in wanted]  # no target clobbers a source
+        it for ever). It is never held then: nothing would continue it after our death. ``fds``: the job
+        pipe, lock, ready pipe and our pidfd; there on 3, 4, 5, 6 (sh takes one-digit descriptors only),
+        the pipe then made its stdin (a background list's own stdin is /dev/null)."""
+        high, placed = spawner.placed(fds, [3, 4, 5, 6])
         try:
-            argv = [
-                "sh", "-c", '"$@" <&3 3<&- &', "sh",  # a background list's own stdin is /dev/null
-                sys.executable, "-m", "npuprof.results.postprocess", "--parent", str(os.getpid()),
-                "--spool", str(spool), "--lock-fd", "4", "--ready-fd", "5", "--parent-fd", "6",
-            ]  # fmt: skip
-            actions = _spawn_file_actions(set(high))
-            actions += [(os.POSIX_SPAWN_DUP2, fd, 3 + k) for k, fd in enumerate(high)]
+            argv = ["sh", "-c", '"$@" <&3 3<&- &', "sh", *_postprocessor_argv(spool, 4, 5, 6)]
+            actions = _spawn_file_actions(set(high)) + placed
             self._shell = os.posix_spawn("/bin/sh", argv, _child_env(), file_actions=actions, setsid=True)
         finally:
-            for fd in (itself, *high):
+            for fd in high:
                 os.close(fd)
 
     def _known_spawn(self) -> bool:
@@ -313,11 +311,11 @@ class _Handover:
     default action). From then on the thread keeps the jobs itself: their files are written, unparsed, for
     a later ``npuprof analyse`` (said once)."""
 
-    def __init__(self, fd: int, owner: Postprocessor | None = None, owned: OwnedFd | None = None) -> None:
+    def __init__(self, pipe: OwnedFd, owner: Postprocessor | None = None) -> None:
         import queue
 
-        self.fd = fd
-        self.owned = owned  # ``fd`` as we opened it: never written once the script has its number
+        self.pipe = pipe  # never written once the script has its number (npuprof.owned_fd)
+        self.fd = pipe.fd
         self.owner = owner  # for its post-processor's pid, in messages
         self.queue: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self.submitted = 0  # only the training thread counts up ...
@@ -430,7 +428,7 @@ class _Handover:
         return True
 
     def _ours(self) -> bool:
-        return self.owned is None or self.owned.ours()
+        return self.pipe.ours()
 
     def drain(self, timeout_s: float) -> list[dict[str, Any]]:
         self.hurry = True
@@ -515,31 +513,29 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _start_by_launcher(read_end: int, lock: int, ready_write: int, spool: Path) -> spawner.Spawned | None:
-    """Ask `npuprof run` to start the post-processor (npuprof.results.spawner); None when it cannot be
-    asked (no launcher's address, or it did not answer): nothing was handed over then."""
+def _start_by_launcher(fds: list[int], spool: Path) -> spawner.Spawned | None:
+    """Ask `npuprof run` to start the post-processor (npuprof.results.spawner) with ``fds`` (the job pipe,
+    lock, ready pipe and our pidfd, which it watches); None when it cannot be asked (no launcher's address,
+    or it did not answer): nothing was handed over then."""
     address = os.environ.get(spawner.ENV_SPAWN)
     if not address:
         return None
     try:
-        itself = os.pidfd_open(os.getpid())  # the launcher continues the post-processor when we die
-    except (OSError, AttributeError):
-        return None
-    try:
-        fds = [read_end, lock, ready_write, itself]
-        argv = [
-            sys.executable, "-m", "npuprof.results.postprocess",
-            "--lock-fd", str(spawner.child_fd(1)), "--parent", str(os.getpid()), "--spool", str(spool),
-            "--ready-fd", str(spawner.child_fd(2)), "--parent-fd", str(spawner.child_fd(3)),
-            *_inherited_settings(),
-        ]  # fmt: skip
-        env = _child_env()
-        return spawner.request_spawn(address, sys.executable, argv, env, fds, watch=3)
+        there = [spawner.child_fd(k) for k in range(1, 4)]
+        argv = [*_postprocessor_argv(spool, *there), *_inherited_settings()]
+        return spawner.request_spawn(address, sys.executable, argv, _child_env(), fds, watch=3)
     except (OSError, ValueError, TypeError) as exc:
         _agent_log().info(f"npuprof run did not start the post-processor ({exc!r}): started here")
         return None
-    finally:
-        os.close(itself)
+
+
+def _postprocessor_argv(spool: Path, lock_fd: int, ready_fd: int, parent_fd: int) -> list[str]:
+    """The post-processor's command line, its job pipe on stdin and the other descriptors at these numbers."""
+    return [
+        sys.executable, "-m", "npuprof.results.postprocess", "--parent", str(os.getpid()),
+        "--spool", str(spool), "--lock-fd", str(lock_fd), "--ready-fd", str(ready_fd),
+        "--parent-fd", str(parent_fd),
+    ]  # fmt: skip
 
 
 def _inherited_settings() -> list[str]:
@@ -904,22 +900,17 @@ def _log_unusable(line: bytes, why: str) -> None:
         _log(Path(rank_dir), f"not post-processed: {why}; run npuprof analyse", "ERROR")
 
 
-def read_jobs(
-    fd: int, parent: int | None, poll_s: float = 1.0, parent_fd: int | None = None
-) -> Iterator[bytes]:
+def read_jobs(fd: int, parent_fd: int | None, poll_s: float = 1.0) -> Iterator[bytes]:
     """The lines written into ``fd`` until EOF, or until the training process has died (a process it
-    forked without Python's fork hooks may still hold the pipe open: that must not keep npuprof waiting):
-    told by ``parent_fd``, its pidfd, when `npuprof run` started us, else by our parent, ``parent``."""
+    forked without Python's fork hooks may still hold the pipe open: that must not keep npuprof waiting),
+    told by ``parent_fd``, its pidfd (our parent is never that process)."""
     import select
 
     buffer = b""
     while True:
         ready, _, _ = select.select([fd], [], [], poll_s)
         if not ready:
-            if parent_fd is not None:
-                if select.select([parent_fd], [], [], 0)[0]:
-                    return
-            elif parent is not None and os.getppid() != parent:
+            if parent_fd is not None and select.select([parent_fd], [], [], 0)[0]:
                 return
             continue
         chunk = os.read(fd, 1 << 16)
@@ -1021,7 +1012,6 @@ def continue_held(output: Path, run_id: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The post-processor: one JSON job a line on stdin, until EOF or the training process's end."""
     args = list(sys.argv[1:] if argv is None else argv)
-    parent = int(args[args.index("--parent") + 1]) if "--parent" in args else None
     lock = int(args[args.index("--lock-fd") + 1]) if "--lock-fd" in args else None
     spool = Path(args[args.index("--spool") + 1]) if "--spool" in args else None
     ready = int(args[args.index("--ready-fd") + 1]) if "--ready-fd" in args else None
@@ -1034,7 +1024,7 @@ def main(argv: list[str] | None = None) -> int:
         close_inherited_fds({lock} | ({parent_fd} if parent_fd is not None else set()))
     status = 1
     try:
-        status = _serve(parent, spool, parent_fd)
+        status = _serve(spool, parent_fd)
     finally:
         if lock is not None:
             _remove_own_lock(lock)
@@ -1084,7 +1074,7 @@ def yield_to_training() -> None:
         autogroup.write("19")
 
 
-def _serve(parent: int | None, spool: Path | None = None, parent_fd: int | None = None) -> int:
+def _serve(spool: Path | None = None, parent_fd: int | None = None) -> int:
     # Training has priority: on a busy machine this waits for idle CPU rather than slowing the steps.
     yield_to_training()
     status = 0
@@ -1092,7 +1082,7 @@ def _serve(parent: int | None, spool: Path | None = None, parent_fd: int | None 
 
     from npuprof.results.handover import HandoverError, job_from_line
 
-    jobs = read_jobs(sys.stdin.fileno(), parent, parent_fd=parent_fd)
+    jobs = read_jobs(sys.stdin.fileno(), parent_fd)
     for line in itertools.chain(jobs, spooled_jobs(spool)):
         try:
             job = job_from_line(line)

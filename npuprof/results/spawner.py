@@ -33,6 +33,16 @@ def child_fd(index: int) -> int:
     return 0 if index == _STDIN_INDEX else 2 + index
 
 
+def placed(fds: list[int], targets: list[int]) -> tuple[list[int], list[tuple[Any, ...]]]:
+    """posix_spawn file actions that put ``fds`` on ``targets`` in the child, through copies above 63 (a
+    target then never clobbers a source still to be moved): the copies, to close after the spawn, and
+    the actions."""
+    import fcntl
+
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]
+    return high, [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in zip(high, targets, strict=True)]
+
+
 # ---- the launcher's side ---------------------------------------------------------------------------
 
 
@@ -171,13 +181,13 @@ class _Service:
         import fcntl
         import select
 
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]  # no target clobbers a source
+        high, moves = placed(fds, [child_fd(i) for i in range(len(fds))])
         try:
             actions: list[tuple[Any, ...]] = [
                 (os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0)
                 for fd in (0, 1, 2)  # 0: replaced below
             ]
-            actions += [(os.POSIX_SPAWN_DUP2, fd, child_fd(i)) for i, fd in enumerate(high)]
+            actions += moves
             env = {str(k): str(v) for k, v in request["env"].items()}
             argv = [str(a) for a in request["argv"]]
             pid = os.posix_spawn(
