@@ -1149,10 +1149,11 @@ def _one_run(
             which = "the latest" if wanted is None else "the one asked for"
             head = (
                 f"{path} holds the captures of {len(found)} runs; this report covers {which}, "
-                f"{runs.describe(chosen[0])}; --run ID for another, --run all for all together:"
+                f"{runs.describe(chosen[0])}; --run ID for another, --run all for all together; the others:"
             )
-        shown = [f"  {runs.describe(r)}" for r in reversed(found[-10:])]
-        more = [f"  and {len(found) - 10} older"] if len(found) > 10 else []
+        others = [r for r in found if r is not chosen[0]]
+        shown = [f"  {runs.describe(r)}" for r in reversed(others[-10:])]
+        more = [f"  and {len(others) - 10} older"] if len(others) > 10 else []
         on_note("\n".join([head, *shown, *more]) if len(chosen) == 1 else head)
     return sorted(d for r in chosen for d in r.rank_dirs)
 
