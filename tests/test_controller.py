@@ -71,6 +71,7 @@ class Sink:
         detail: str = "",
         status: str = "complete",
         last_partial: bool = False,
+        ending_since: float | None = None,
     ) -> None:
         self.events.append(("finish", last_step, status))
 

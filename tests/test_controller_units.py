@@ -159,6 +159,7 @@ class Sink:
         detail: str = "",
         status: str = "complete",
         last_partial: bool = False,
+        ending_since: float | None = None,
     ) -> None:
         self.events.append(("finish", last_step, detail, status, prof.step_num))
         self.partials.append(last_partial)

@@ -125,14 +125,20 @@ class CaptureWriter:
         detail: str = "",
         status: str = layout.STATUS_COMPLETE,
         last_partial: bool = False,
+        ending_since: float | None = None,
     ) -> None:
+        """``ending_since``: the perf_counter time the step boundary that ends the capture began (torch's
+        stop and event collection come before this); the record's ``export_ms`` counts from it."""
         from npuprof.agent.signals import export_hold, sigint_held_back
 
+        began = time.perf_counter() if ending_since is None else ending_since
         # A Ctrl-C or a SIGTERM now must not lose a trace that is all but written: both wait for the end.
         with sigint_held_back(), export_hold():
-            self._finish(prof, last_step, detail, status, last_partial)
+            self._finish(prof, last_step, detail, status, last_partial, began)
 
-    def _finish(self, prof: Any, last_step: int, detail: str, status: str, last_partial: bool) -> None:
+    def _finish(
+        self, prof: Any, last_step: int, detail: str, status: str, last_partial: bool, began: float
+    ) -> None:
         steps = list(range(self.first_step, last_step + 1))
         side_files = self.annotations.end()
         end_info = {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()}
@@ -185,7 +191,7 @@ class CaptureWriter:
             "chrome_trace": chrome_copy,
             "min_free_space": str(getattr(self.cfg, "min_free_space", "auto")),
         }
-        self._write_now(job)
+        self._write_now(job, began)
         if not self.post.submit(job):
             write_job_files(job, self.log)
             if chrome_copy is not None:
@@ -221,16 +227,21 @@ class CaptureWriter:
         run_start_ns = start if isinstance(start, int) else None
         return export_chrome_trace(self.cfg, source, rank, first, self.log, may_link, run_start_ns)
 
-    def _write_now(self, job: dict[str, Any]) -> None:
+    def _write_now(self, job: dict[str, Any], began: float) -> None:
         """The capture's small files and its record, written before the job is handed over: from here on
         the capture reads as complete, whatever happens to this process. The post-processor then only
-        parses, gzips and rewrites the record; a failure here (a full disk) is left for it to retry."""
+        parses, gzips and rewrites the record; a failure here (a full disk) is left for it to retry. The
+        record's ``export_ms``: the capture's end so far, from ``began`` (a perf_counter time)."""
         rank_dir = Path(job["rank_dir"])
+        record = job["record"]
         try:
             for name, content in job["files"].items():
                 write_json(rank_dir / name, content, fsync=False)
-            write_json(rank_dir / layout.CAPTURE_RECORD, job["record"], fsync=False)
+            record["export_ms"] = round((time.perf_counter() - began) * 1000, 1)
+            write_json(rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
         except OSError as exc:
+            if record.get("export_ms") is None:
+                record["export_ms"] = round((time.perf_counter() - began) * 1000, 1)
             self.log.warning(f"{rank_dir.name}: the capture's files are left to the post-processor: {exc!r}")
             return
         job["files"] = {}

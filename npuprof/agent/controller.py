@@ -46,6 +46,7 @@ class CaptureSink(Protocol):
         detail: str = "",
         status: str = "complete",
         last_partial: bool = False,
+        ending_since: float | None = None,
     ) -> None: ...
 
     def abandon(self, detail: str) -> None: ...
@@ -88,6 +89,7 @@ class CaptureController:
         self.prof: Any = None
         self.action = Action.NONE
         self._stopping = False
+        self._ending_since: float | None = None  # see _on_trace_ready
         self._stop_detail = ""
         self._stop_status = "complete"
         self._stop_last = 0  # the last step of a capture being stopped
@@ -378,6 +380,7 @@ class CaptureController:
         begin_first = previous is not Action.RECORD_AND_SAVE
         if begin_first and not self._note_capture_start(previous, wanted, step):
             return
+        self._ending_since = time.perf_counter()  # the capture's end cost, when this step() ends it
         self.prof.step()  # torch runs the transitions, on_trace_ready included
         self.action = wanted
         if not begin_first and not self._note_capture_start(previous, wanted, step):
@@ -519,10 +522,18 @@ class CaptureController:
             no_steps = self._no_steps
             # stopped with the step in flight as its last: that step was cut (at a boundary it is whole)
             partial = self._stopping and not no_steps and last >= self.step
-            self.sink.finish(prof, first - 1 if no_steps else last, detail, status, last_partial=partial)
+            self.sink.finish(
+                prof,
+                first - 1 if no_steps else last,
+                detail,
+                status,
+                last_partial=partial,
+                ending_since=self._ending_since,
+            )
             self._tell_plan(
                 "ended", last, f"{first}-{last} {status} in {where}" + (f" ({detail})" if detail else "")
             )
+        self._ending_since = None  # set where a step() or stop() may end the capture, used once
 
     def _tell_plan(self, kind: str, step: int, detail: str) -> None:
         hear = getattr(self.plan, "hear", None)
@@ -544,6 +555,7 @@ class CaptureController:
         if prof is not None:
             try:
                 with sigint_held_back():
+                    self._ending_since = time.perf_counter()
                     prof.stop()
             except Exception as exc:
                 self.log.warning(f"profiler stop failed: {exc!r}")
@@ -613,6 +625,7 @@ class CaptureController:
         self._stop_last = self.step if last is None else last
         try:
             recording = self.action.recording
+            self._ending_since = time.perf_counter()
             self.prof.stop()  # when recording, torch runs stop_trace + on_trace_ready
             if not recording and self.sink is not None:
                 self.sink.abandon(reason)

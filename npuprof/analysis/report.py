@@ -552,6 +552,19 @@ def partial_steps(rank_dir: Path, summary: Summary) -> list[tuple[int, str]]:
     return found
 
 
+def capture_end_cost(rank_dir: Path) -> tuple[int, float] | None:
+    """The capture's last step and the ms its end took the training process after that step closed (the
+    record's ``export_ms``: torch's stop, the trace export), or None when not recorded."""
+    record = layout.read_capture_record(rank_dir) or {}
+    took, steps = record.get("export_ms"), record.get("steps")
+    if not isinstance(took, int | float) or isinstance(took, bool) or not math.isfinite(took) or took < 0:
+        return None
+    last = steps[-1] if isinstance(steps, list) and steps else None
+    if not isinstance(last, int) or isinstance(last, bool):
+        return None
+    return last, float(took)
+
+
 def recorded_detail(rank_dir: Path) -> str:
     """What the record of a complete capture with whole steps says about it (a step that holds several
     optimizer steps, steps of its window passed uncounted), or ""."""
@@ -924,6 +937,9 @@ def build_report(
         partials = partial_steps(outcome.rank_dir, summary)
         for step, reason in partials:
             mark_partial(rank, step, reason)
+        end_cost = capture_end_cost(outcome.rank_dir)
+        if end_cost is not None and any(s.step == end_cost[0] for s in rank.steps):
+            rank.export_after_step, rank.export_ms = end_cost
         if not partials and (said := recorded_detail(outcome.rank_dir)):
             rank.warnings = [*(rank.warnings or []), f"its capture record says: {said}"]
         if trouble:

@@ -89,6 +89,11 @@ class RankReport(msgspec.Struct, kw_only=True):
     # the step the capture ended inside of, and why (absent when none)
     partial_step: int | UnsetType = UNSET
     partial_reason: str | UnsetType = UNSET
+    # the training process's time after the capture's last step had closed (the trace export, which a
+    # timer of the user's around that step counts, this table not): the record's export_ms; absent when
+    # not recorded (older npuprof, not npuprof's capture) or that step is not reported
+    export_after_step: int | UnsetType = UNSET
+    export_ms: Finite | UnsetType = UNSET
     # the epoch time (ns) the steps' start_us count from; absent when they are epoch µs themselves
     time_base_ns: int | UnsetType = UNSET
     # in Report.pooled only: the rank dirs pooled, in order (rank_dir is then the directory holding them)

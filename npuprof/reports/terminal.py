@@ -165,6 +165,13 @@ def render_table(report: Report, console: Console) -> None:
             console.print("[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]")
         if (line := _partial_line(r)) is not None:
             console.print(line, highlight=False)
+        if r.export_ms is not msgspec.UNSET:
+            console.print(
+                f"[dim]step {r.export_after_step} ended the capture: writing its trace then took the "
+                f"training process {r.export_ms:.1f} ms more, which a timer of your own around that step "
+                "counts and this table does not[/dim]",
+                highlight=False,
+            )
         if r.top_operators:
             ops = Table(title="top operators by self time", title_justify="left")
             for col, just in (

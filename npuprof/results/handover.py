@@ -43,6 +43,9 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     extras: list[str] = []  # stacks / memory-timeline files written with it
     # False: the capture was asked not to be parsed (--no-analyse, a trigger's "analyse": false)
     parse: bool | None = None
+    # ms of the training process's time the capture's end took after its last step had closed (the trace
+    # export, and the stacks / memory copy asked for); None: not measured (older npuprof, a failed export)
+    export_ms: float | None = None
     version: int = RECORD_VERSION
 
 

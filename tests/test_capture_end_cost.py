@@ -1,0 +1,59 @@
+"""The capture's end (torch's stop and the trace export) runs in the training process after the last
+recorded step closed: the record keeps its cost (``export_ms``) and `npuprof analyse` shows it beside the
+step table, so that a timer of the user's around that step agrees with the table plus that cost."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from tests.conftest import capture_record, npuprof, rank_dirs, run_script, sched
+
+# a job that times each of its steps itself, from zero_grad to the return of optimizer.step()
+# (npuprof's step boundary, and so the capture's end, runs inside optimizer.step)
+TIMED_JOB = textwrap.dedent(
+    """
+    import json, sys, time
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(128, 128) for _ in range(6)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 128)
+    own = {}
+    for step in range(10):
+        began = time.perf_counter()
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+        own[step] = (time.perf_counter() - began) * 1e6
+    json.dump(own, open(sys.argv[0] + ".steps.json", "w"))
+    """
+)
+
+
+def test_the_capture_end_is_recorded_and_reported_beside_its_step(tmp_path: Path) -> None:
+    proc, out = run_script(tmp_path, TIMED_JOB, *sched(3, 1, 3), "--with-stack")
+    assert proc.returncode == 0, proc.stderr
+    [rank_dir] = rank_dirs(out)
+    record = capture_record(rank_dir)
+    assert record["status"] == "complete" and record["steps"] == [4, 5, 6], record
+    took = record["export_ms"]
+    own = {int(k): v for k, v in json.loads((tmp_path / "job.py.steps.json").read_text()).items()}
+    # npuprof's steps count from 0 like the loop's: the capture ends inside the loop's step 6
+    assert 0 < took * 1000 < own[6], (took, own)
+
+    report = npuprof("analyse", str(out), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    [rank] = json.loads(report.stdout)["ranks"]
+    assert (rank["export_after_step"], rank["export_ms"]) == (6, took)
+    table = {s["step"]: s["duration_us"] for s in rank["steps"]}
+    # the user's step 6 is the table's plus the capture's end (and a little loop of its own around both)
+    gap_ms = (own[6] - table[6]) / 1000
+    assert abs(gap_ms - took) <= 3 + 0.2 * took, (gap_ms, took, own, table)
+    # the steps before it hold no export: their own timers and the table agree to the same tolerance
+    assert all(abs(own[s] - table[s]) / 1000 <= 3 + 0.2 * took for s in (4, 5)), (own, table)
+
+    said = " ".join(npuprof("analyse", str(out)).stdout.split())
+    assert f"step 6 ended the capture: writing its trace then took the training process {took:.1f} ms" in said
