@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from analyse_support.handmade import T0, cpu_trace, cuda_trace, write_rank_dir
+from analyse_support.handmade import T0, cpu_trace, cuda_trace, write_rank_dir, x
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 from npuprof.analysis.step_breakdown import STEP_HEADER
@@ -157,6 +157,52 @@ def test_cpu_only_overlap(tmp_path: Path) -> None:
         ("gloo:all_reduce", "GLOO"),
         ("aten::add", "CPU"),
     ]
+
+
+@pytest.mark.parametrize("blocking_call", [False, True])
+def test_cpu_an_operator_that_issued_a_collective_waits_while_it_runs(
+    tmp_path: Path, blocking_call: bool
+) -> None:
+    """A rank waiting for a late peer: its autograd Function's backward [100, 900) calls all_reduce
+    (``c10d::allreduce_`` [150, 160), or [150, 850) where the call itself blocks, as DDP's AccumulateGrad
+    hook's did) and waits for the gloo collective [200, 800) on gloo's thread; inside it aten::clone
+    [110, 140); after it aten::add [900, 950). Computing: the backward outside the collective and the call
+    with clone and add: [100, 150) [160, 200) [800, 900) [900, 950) = 50 + 40 + 100 + 50 = 240 for the
+    short call; [100, 150) [850, 900) [900, 950) = 150 for the blocking one. Communication: the collective,
+    600, none of it hidden behind computing (the call outside it, [150, 200) and [800, 850), is neither, as
+    a call was before). Counted as before this rule, the backward would have covered the collective:
+    computing 850, exposed 0."""
+    call = (150, 700 if blocking_call else 10)
+    trace = {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "gloo", "rank": 1, "world_size": 2},
+        "traceEvents": [
+            x("ProfilerStep#3", "user_annotation", 0, 1000),
+            x("autograd::engine::evaluate_function: WaitsBackward", "cpu_op", 100, 800, **{"External id": 1}),
+            x("WaitsBackward", "cpu_op", 100, 799, **{"External id": 2}),
+            x("aten::clone", "cpu_op", 110, 30, **{"External id": 3}),
+            x("c10d::allreduce_", "cpu_op", *call, **{"External id": 4}),
+            x("aten::add", "cpu_op", 900, 50, **{"External id": 5}),
+            x("gloo:all_reduce", "user_annotation", 200, 600, tid=101, **{"Input Dims": [[256]]}),
+        ],
+    }
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir).ok
+    (row,) = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
+    got = {k: float(v) for k, v in row.items()}
+    computing = 150 if blocking_call else 240
+    assert (
+        got["Computing"],
+        got["Communication"],
+        got["Overlapped"],
+        got["Communication(Not Overlapped)"],
+    ) == (
+        computing,
+        600,
+        0,
+        600,
+    ), got
+    assert got["Free"] == 1000 - computing - 600
 
 
 def test_idempotent_and_force(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,18 @@ def test_two_ranks_one_slow_step_is_no_outlier() -> None:
     slow = {0: [1000.0, 1000.0, 1000.0], 1: [1300.0, 1300.0, 1400.0]}  # slower at every step
     found = slowest_rank({r: sum(t) / 3 for r, t in slow.items()}, {r: sorted(t)[1] for r, t in slow.items()})
     assert found is not None and found.rank == 1 and found.outlier is True
+
+
+def test_two_ranks_sharing_too_few_steps_are_not_judged() -> None:
+    """Two ranks, rank 1 slower at each of 3 shared steps by 80%: the rule for 2 ranks needs 5 shared steps
+    (SMALL_GROUP_STEPS), so the report says it could not judge, not that rank 1 is within the spread; at 5
+    steps it judges (an outlier)."""
+    for count, outlier in ((3, False), (5, True)):
+        times = {0: {s: 1000.0 for s in range(count)}, 1: {s: 1800.0 for s in range(count)}}
+        means = {r: sum(t.values()) / count for r, t in times.items()}
+        found = slowest_rank(means, {r: statistics.median(t.values()) for r, t in times.items()}, times)
+        assert found is not None and found.rank == 1 and found.outlier is outlier
+        assert found.too_few_steps == (3 if count == 3 else msgspec.UNSET), found
 
 
 def test_slowest_rank_z_score_value() -> None:

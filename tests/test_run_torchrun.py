@@ -100,3 +100,61 @@ def test_inside_torchrun_each_worker_runs_npuprof(out: Path) -> None:
         "profiler_info_1.json",
     }
     assert all(profiler_steps(d) == [2] for d in dirs)
+
+
+LATE_PEER = '''
+import os, time
+import torch, torch.distributed as dist
+from torch import nn
+
+
+class AllReduced(torch.autograd.Function):  # its backward waits for the other rank's gradient
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
+
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+layer = nn.Linear(32, 32)
+opt = torch.optim.SGD(layer.parameters(), lr=0.01)
+for step in range(8):
+    loss = layer(AllReduced.apply(torch.randn(8, 32, requires_grad=True))).sum()
+    if rank == 0:
+        time.sleep(0.04)  # rank 0 is late: rank 1 waits ~40 ms a step inside the backward
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+dist.destroy_process_group()
+os._exit(0)
+'''
+
+
+def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(out: Path, tmp_path: Path) -> None:
+    """Real gloo: rank 1 spends most of each step in the backward of a Function that all-reduces, waiting
+    for rank 0, which sleeps 40 ms first. Its steps are mostly exposed communication, not computing, and
+    rank 0 is the rank the others wait for (before: rank 1 read ~95% computing, ~0% exposed, no rank
+    named)."""
+    script = tmp_path / "late_peer.py"
+    script.write_text(LATE_PEER)
+    args = ["run", "-o", str(out), *sched(2, 1, 3), "--", *TORCHRUN, str(script)]
+    result = _once_more_on_teardown_abort(lambda: npuprof(*args, timeout=180), out)
+    assert result.returncode == 0, result.stderr
+    report = npuprof("analyse", str(out), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    ranks = {r["rank"]: r for r in json.loads(report.stdout)["ranks"]}
+    waiting = [s for s in ranks[1]["steps"] if not s.get("partial")]
+    assert len(waiting) == 3, ranks[1]["steps"]
+    for s in waiting:  # rank 1 sleeps nowhere: what is not its computing is its wait
+        assert s["comm_not_overlapped_us"] > 0.5 * s["duration_us"], s
+        assert s["computing_us"] < 0.3 * s["duration_us"], s
+    for s in ranks[0]["steps"]:  # rank 0 never waits long: the other rank is there before it
+        assert s["comm_not_overlapped_us"] < 0.3 * s["duration_us"], s
+    straggler = json.loads(report.stdout)["cross_rank"]["straggler"]
+    assert straggler["rank"] == 0 and straggler["too_few_steps"] == 3, straggler

@@ -598,6 +598,7 @@ def slowest_rank(
     two ranks' few steps differ by chance that much on a loaded host)."""
     if len(means) < 2:
         return None
+    undecided: int | None = None
     values = list(means.values())
     med = statistics.median(values)
     rank, worst = max(means.items(), key=lambda kv: kv[1])
@@ -613,8 +614,11 @@ def slowest_rank(
             typical = statistics.median(medians.values())
             outlier = typical > 0 and (medians[rank] - typical) / typical > SMALL_GROUP_EXCESS
         if outlier and per_step and len(values) < 3:
+            shared = set.intersection(*(set(times) for times in per_step.values()))
+            if len(shared) < SMALL_GROUP_STEPS:
+                undecided = len(shared)
             outlier = _slower_in_most_steps(rank, per_step)
-    return Slowest(
+    found = Slowest(
         rank=rank,
         mean_step_us=round(worst, 3),
         median_us=round(med, 3),
@@ -622,6 +626,9 @@ def slowest_rank(
         modified_z=None if z is None else round(z, 2),
         outlier=bool(outlier),
     )
+    if undecided is not None:
+        found.too_few_steps = undecided
+    return found
 
 
 def _slower_in_most_steps(rank: int, per_step: dict[int, dict[Any, float]]) -> bool:
@@ -712,6 +719,7 @@ def cross_rank(
                 busier_than_median_pct=most.slower_than_median_pct,
                 modified_z=most.modified_z,
                 outlier=most.outlier,
+                too_few_steps=most.too_few_steps,
             )
     return cross
 

@@ -126,6 +126,9 @@ class Slowest(msgspec.Struct, kw_only=True):
     slower_than_median_pct: Finite
     modified_z: Finite | None  # None with fewer than 3 ranks, or no spread
     outlier: bool
+    # 2 ranks sharing fewer whole steps than the rule needs (report.SMALL_GROUP_STEPS): how many they
+    # share; ``outlier`` is then false because it could not be judged, not because the rank is not one
+    too_few_steps: int | UnsetType = UNSET
 
 
 class Straggler(msgspec.Struct, kw_only=True):
@@ -139,6 +142,7 @@ class Straggler(msgspec.Struct, kw_only=True):
     busier_than_median_pct: Finite
     modified_z: Finite | None
     outlier: bool
+    too_few_steps: int | UnsetType = UNSET  # as Slowest's
 
 
 class StartSkew(msgspec.Struct, kw_only=True):

@@ -200,24 +200,48 @@ def device_work(x: Extract, ops: OpView) -> Work:
 
 def host_work(x: Extract, ops: OpView) -> Work:
     """CPU only, the device is the host: computing is the union of the step thread's operators other than
-    communication calls; communication the union of the collectives' spans."""
+    communication calls; communication the union of the collectives' spans. An operator that issued a
+    collective (an ancestor of a ``c10d::`` call: DDP's AccumulateGrad, an autograd Function's backward
+    that calls ``dist.all_reduce``) waits in it, or for it, while communication runs: there it counts only
+    through its other operators (docs/formats.md, step_trace_time.csv's Computing)."""
     step_threads = {t for _n, _ts, _d, t in x.steps}
     on_step_thread = np.isin(ops.thread, list(step_threads)) if step_threads else _busiest_thread(ops)
     op_comm = _name_flags(x.strings, vocab.is_comm_operator)[ops.name] if len(ops.name) else np.zeros(0, bool)
     keep = on_step_thread & ~op_comm
+    calls = on_step_thread & op_comm
     comm_s = np.array([c[1] for c in x.comm_spans])
     comm_e = np.array([c[1] + c[2] for c in x.comm_spans])
     recv = np.array([vocab.is_receive(c[0]) for c in x.comm_spans], dtype=bool)
-    if not x.comm_spans and op_comm.any():  # only the calls (c10d::allreduce_): their time is communication
-        calls = on_step_thread & op_comm
+    if not x.comm_spans and calls.any():  # only the calls (c10d::allreduce_): their time is communication
         comm_s, comm_e = ops.ts[calls], ops.ts[calls] + ops.dur[calls]
         recv = _name_flags(x.strings, vocab.is_receive)[ops.name[calls]]
+    communication = intervals.union(comm_s, comm_e)
+    issuing = keep & _ancestors_of(ops.parent, np.flatnonzero(calls))
+    plain = keep & ~issuing
+    computing = intervals.union(ops.ts[plain], ops.ts[plain] + ops.dur[plain])
+    if issuing.any():
+        ends = ops.ts + ops.dur
+        busy = intervals.merge(communication, intervals.union(ops.ts[calls], ends[calls]))
+        outside = intervals.subtract(intervals.union(ops.ts[issuing], ends[issuing]), busy)
+        computing = intervals.merge(computing, outside[:2])
     return Work(
-        computing=intervals.union(ops.ts[keep], ops.ts[keep] + ops.dur[keep]),
-        communication=intervals.union(comm_s, comm_e),
+        computing=computing,
+        communication=communication,
         receive=intervals.union(comm_s[recv], comm_e[recv]) if len(recv) else intervals.EMPTY,
         task_starts=np.sort(ops.ts[keep]),
     )
+
+
+def _ancestors_of(parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """A mask of the operators that hold one of ``nodes`` (an index each; ``parent``: each operator's
+    parent index, -1 for a root), at any depth."""
+    held = np.zeros(len(parent), dtype=bool)
+    level = np.unique(parent[nodes]) if len(nodes) else nodes
+    while len(level := level[level >= 0]):
+        level = level[~held[level]]  # each chain walked once
+        held[level] = True
+        level = np.unique(parent[level])
+    return held
 
 
 def _busiest_thread(ops: OpView) -> np.ndarray:

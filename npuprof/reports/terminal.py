@@ -316,13 +316,14 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         if slow:
             figure = f"mean step {_ms(slow.mean_step_us)} ms"
             standing = (slow.slower_than_median_pct, slow.outlier, slow.mean_step_us <= slow.median_us)
-            _say_rank(console, "slowest rank", slow.rank, figure, *standing)
+            _say_rank(console, "slowest rank", slow.rank, figure, *standing, slow.too_few_steps)
         waited_for = cross.straggler
         if waited_for:
             busy = f"busy {_ms(waited_for.busy_us)} ms a step outside exposed communication"
             above = waited_for.busier_than_median_pct
             standing = (above, waited_for.outlier, waited_for.busy_us <= waited_for.median_busy_us)
-            _say_rank(console, "rank the others wait for", waited_for.rank, busy, *standing)
+            few = waited_for.too_few_steps
+            _say_rank(console, "rank the others wait for", waited_for.rank, busy, *standing, few)
         if cross.start_skew:
             worst = max(cross.start_skew, key=lambda s: s.skew_us)
             if worst.skew_us <= 0:
@@ -335,13 +336,29 @@ def _render_cross_rank(report: Report, console: Console) -> None:
 
 
 def _say_rank(
-    console: Console, what: str, rank: int, figure: str, above: float, outlier: bool, at_median: bool
+    console: Console,
+    what: str,
+    rank: int,
+    figure: str,
+    above: float,
+    outlier: bool,
+    at_median: bool,
+    too_few_steps: int | msgspec.UnsetType = msgspec.UNSET,
 ) -> None:
-    """One line naming a rank, its figure and how far above the median it is, and whether it is an outlier."""
+    """One line naming a rank, its figure and how far above the median it is, and whether it is an outlier
+    (or, for 2 ranks sharing too few steps, that this cannot be told)."""
     if at_median:  # the largest figure is the median's: no rank stands out (e.g. all equal)
         console.print(f"{what}: none stands out (the largest, rank {rank}'s {figure}, is the median)")
         return
-    verdict = "[bold red]an outlier[/bold red]" if outlier else "within the normal spread"
+    if too_few_steps is not msgspec.UNSET:
+        from npuprof.analysis.report import SMALL_GROUP_STEPS
+
+        verdict = (
+            f"not judged: with 2 ranks it takes {SMALL_GROUP_STEPS} whole steps both have, and they have "
+            f"{too_few_steps} (capture more steps: --active)"
+        )
+    else:
+        verdict = "[bold red]an outlier[/bold red]" if outlier else "within the normal spread"
     console.print(f"{what}: {rank} ({figure}, {above:+.1f}% vs the median): {verdict}")
 
 
