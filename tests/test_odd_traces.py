@@ -466,6 +466,26 @@ def test_a_long_array_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool
     assert rank["steps"] == plain["steps"] and rank["top_operators"] == plain["top_operators"]
 
 
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("after", ["long string", "brackets in a string"])
+def test_any_value_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool, after: str) -> None:
+    """A key after the events holding one string longer than the look back from the end (1 MiB), or 100
+    "]" inside a string (64 were tried): refused as "truncated" (helper-84), though json.load reads it."""
+    trace = cpu_trace()
+    value = "x" * (1 << 20) + "y" if after == "long string" else "a]b" * 100
+    text = json.dumps({**trace, "note": value, "displayTimeUnit": "ms"})
+    assert json.loads(text)["note"] == value  # valid JSON
+    rank = _analysed_text(tmp_path / "after.json", text, gz)
+    # cpu_trace's one step [0, 1000): computing 300, communication 300 (its docstring's figures)
+    assert [
+        (s["step"], s["duration_us"], s["computing_us"], s["communication_us"]) for s in rank["steps"]
+    ] == [(7, 1000.0, 300.0, 300.0)]
+    cut = tmp_path / "cut.json"  # the same file cut inside that value is still said to be truncated
+    cut.write_bytes(text.encode()[: len(text) - 50])
+    result = npuprof("analyse", str(cut), env=clean_env())
+    assert result.returncode == 1 and "truncated" in result.stderr, result.stderr
+
+
 def _analysed_text(path: Path, text: str, gz: bool) -> dict:
     """The one rank of `npuprof analyse` of a trace of this text (gzipped: at path.gz)."""
     if gz:

@@ -206,6 +206,8 @@ _DECODER = msgspec.json.Decoder(list[Event])
 _TS = attrgetter("ts")
 _ANY = msgspec.json.Decoder()
 _RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
+TAIL_TRIES = 64  # "]"s after the events that could close their array, tried from the end of the file
+FORWARD_LIMIT = 256 << 20  # events read forward whole to find their end, when the look back could not
 _TRAILING_AT = re.compile(r"trailing characters \(byte (\d+)\)")
 
 
@@ -296,6 +298,7 @@ class TraceReader:
         # where the last text that failed to decode stops being JSON (offset into that text), when known
         self.malformed_at: int | None = None
         self.malformed_what = ""  # what stands there, when it is a known non-JSON number
+        self._events_at: int | None = None  # events_start()'s answer, once asked
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
 
@@ -575,10 +578,15 @@ class TraceReader:
     def _finish(self, buf: bytearray) -> tuple[int, list[Event], memoryview]:
         """At end of a stream: find the array's closing bracket (the rest must be the trailing keys)."""
         end = len(buf)
-        for _ in range(64):
+        tries = 0
+        while tries < TAIL_TRIES:
             bracket = buf.rfind(b"]", 0, end)
             if bracket < 0:
                 break
+            if not self._may_close_events(buf, bracket):
+                end = bracket
+                continue
+            tries += 1
             value = self._tail_value(bytes(buf[bracket + 1 :]))
             comma = _trailing_key_before(buf, bracket) if value is not None else None
             if comma is not None:  # "samples": [] after the events: their array ends before it
@@ -600,7 +608,19 @@ class TraceReader:
                     )
                 return last + 1, *decoded
             end = bracket
+        decoded, last = self._events_read_forward(buf)  # keys after the events too long to look back over
+        if decoded is not None:
+            return last + 1, *decoded
         raise TraceError("truncated", _unclosed(self.path, self.bytes_read, buf))
+
+    def _may_close_events(self, buf: bytes | bytearray, bracket: int) -> bool:
+        """Whether the "]" at ``bracket`` may close the events' array, by the byte after it: a bare array
+        ends the file; in an object a "," (more keys) or the object's "}" follows. Any other "]" (one in a
+        string after the events, an array nested in a key's value) is passed over without a decode."""
+        after = _next_nonspace(buf, bracket + 1)
+        if self.form == FORM_ARRAY:
+            return after >= len(buf) or buf[after] == 0
+        return after < len(buf) and buf[after] in (0x2C, 0x7D)  # "," or "}"
 
     def _events_read_forward(self, buf: bytearray) -> tuple[tuple[list[Event], memoryview] | None, int]:
         """The events of ``buf`` (which starts at one) up to the "]" that closes their array, found by
@@ -640,10 +660,15 @@ class TraceReader:
         handle.seek(size - span)
         buf = bytearray(handle.read(span))
         end = len(buf)
-        for _ in range(64):
+        tries = 0
+        while tries < TAIL_TRIES:
             bracket = buf.rfind(b"]", 0, end)
             if bracket < 0:
                 break
+            if not self._may_close_events(buf, bracket):
+                end = bracket
+                continue
+            tries += 1
             value = self._tail_value(bytes(buf[bracket + 1 :]))
             comma = _trailing_key_before(buf, bracket) if value is not None else None
             if comma is not None:  # "samples": [] after the events: their array ends before it
@@ -653,7 +678,35 @@ class TraceReader:
                 self.meta.update(value)
                 return size - span + _prev_nonspace(buf, bracket) + 1
             end = bracket
+        found = self._end_read_forward(handle, size)  # keys after the events longer than the look back
+        if found is not None:
+            return found
         raise TraceError("truncated", _unclosed(self.path, size, buf))
+
+    def _end_read_forward(self, handle: BinaryIO, size: int) -> int | None:
+        """Plain files: the end of the last event, found by reading the events forward (each to its raw
+        text, not decoded) to the "]" that closes their array, whose keys after it fill ``meta``; None when
+        no "]" reads so, or the events are more than FORWARD_LIMIT bytes (they would be read whole)."""
+        start = self._events_at if self._events_at is not None else self.events_start()
+        if size - start > FORWARD_LIMIT:
+            return None
+        handle.seek(start)
+        buf = bytearray(handle.read(size - start))
+        try:
+            _RAW_EVENTS.decode(b"[" + bytes(buf))
+            return None  # the events' "[" closes where the file ends: an array, no object around it
+        except msgspec.DecodeError as exc:
+            found = _TRAILING_AT.search(str(exc))
+        except RecursionError:
+            return None
+        if found is None:
+            return None
+        bracket = buf.rfind(b"]", 0, int(found.group(1)))  # the byte said, in "[" + buf, is at or after it
+        value = self._tail_value(bytes(buf[bracket + 1 :])) if bracket >= 0 else None
+        if value is None:
+            return None
+        self.meta.update(value)
+        return start + _prev_nonspace(buf, bracket) + 1
 
     def _malformed_where(self, buffered: int) -> str:
         """``: malformed JSON at byte N`` for the last failed decode of text that began ``buffered`` bytes
@@ -699,6 +752,7 @@ class TraceReader:
                 handle.seek(start)
                 rest = bytearray(handle.read(BASE_WINDOW))
             self._set_base(rest[:BASE_WINDOW])
+            self._events_at = start
             return start
 
     def events_end(self) -> int:
