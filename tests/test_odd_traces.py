@@ -486,6 +486,20 @@ def test_any_value_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool, a
     assert result.returncode == 1 and "truncated" in result.stderr, result.stderr
 
 
+def test_a_memory_snapshot_left_says_its_timeline_was_not_made(tmp_path: Path) -> None:
+    """A post-processor killed between the parse and the memory timeline leaves the snapshot: analyse names
+    it and the command that makes the timeline (it was silent: helper-84)."""
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    (rank_dir / "memory_timeline.snapshot.msgpack").write_bytes(b"\x90")
+    result = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert (
+        "its memory timeline was not made (memory_timeline.snapshot.msgpack is left): "
+        f"npuprof memory-timeline {rank_dir} -o memory.json makes it"
+    ) in rank["warnings"], rank
+
+
 def _analysed_text(path: Path, text: str, gz: bool) -> dict:
     """The one rank of `npuprof analyse` of a trace of this text (gzipped: at path.gz)."""
     if gz:

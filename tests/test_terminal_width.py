@@ -219,6 +219,44 @@ def test_run_summary_says_when_complete_captures_were_not_parsed(
     ) in " ".join(capsys.readouterr().err.split())
 
 
+def test_run_summary_says_when_a_parsed_capture_lacks_the_exports_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post-processor killed after the parse and the stacks, before the memory timeline (helper-84: the
+    summary was clean, the timeline missing): its memory snapshot is left, and the summary says so with the
+    command that makes it; a stacks file missing too, for a metric the capture's backend records."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    rank_dir = tmp_path / "vm_1_20261202121245485_ascend_pt"
+    rank_dir.mkdir()
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps({"status": "complete", "backend": "torch-cpu"}))
+    (rank_dir / "memory_timeline.snapshot.msgpack").write_bytes(b"\x90")
+    (rank_dir / "stacks_self_cpu_time_total.folded").write_text("a;b 1\n")
+    capture = CaptureSummary(rank_dir, "complete", None, 1, [6], 1, "", True)
+    log = tmp_path / "npuprof.log"
+    # self_cuda_time_total means nothing on the CPU: its file is not missed
+    asked = ProfileConfig(
+        export_stacks=["self_cpu_time_total", "self_cuda_time_total"], memory_timeline=["json"]
+    )
+    print_run_summary(tmp_path, [capture], 0, asked, log)
+    said = " ".join(capsys.readouterr().err.split())
+    assert (
+        f"1 capture(s) lack their --memory-timeline files (not made by the post-processor: see {log}): "
+        f"npuprof memory-timeline {rank_dir} -o FILE makes them"
+    ) in said, said
+    assert "--export-stacks files" not in said, said
+    (rank_dir / "stacks_self_cpu_time_total.folded").unlink()
+    (rank_dir / "memory_timeline.snapshot.msgpack").unlink()  # rendered: the post-processor removes it
+    print_run_summary(tmp_path, [capture], 0, asked, log)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "lack their --export-stacks files" in said and "--memory-timeline files" not in said, said
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log)  # nothing asked: nothing said
+    assert "lack their" not in capsys.readouterr().err
+
+
 def test_analyse_never_cuts_a_figure_at_80_columns(tmp_path: Path) -> None:
     """A 123,456.789 ms step numbered 1234567 (an output piped to a file: 80 columns): every figure of
     the steps table is whole (rich cut them to "12345…"), and the table still fits 80 columns."""

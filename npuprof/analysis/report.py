@@ -13,6 +13,7 @@ import contextlib
 import math
 import multiprocessing
 import os
+import shlex
 import statistics
 from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -565,6 +566,19 @@ def capture_end_cost(rank_dir: Path) -> tuple[int, float] | None:
     return last, float(took)
 
 
+def _memory_snapshot_left(rank_dir: Path) -> str | None:
+    """The note for a capture whose --memory-timeline was not made: its snapshot is still there (the
+    post-processor removes it once the timeline is written; it stopped, or was killed, before)."""
+    from npuprof.agent.memory_snapshot import SNAPSHOT_FILE
+
+    if not (rank_dir / SNAPSHOT_FILE).exists():
+        return None
+    return (
+        f"its memory timeline was not made ({SNAPSHOT_FILE} is left): npuprof memory-timeline "
+        f"{shlex.quote(str(rank_dir))} -o memory.json makes it"
+    )
+
+
 def recorded_detail(rank_dir: Path) -> str:
     """What the record of a complete capture with whole steps says about it (a step that holds several
     optimizer steps, steps of its window passed uncounted), or ""."""
@@ -952,6 +966,8 @@ def build_report(
             rank.warnings = [*(rank.warnings or []), f"its capture record says: {said}"]
         if trouble:
             rank.warnings = [*(rank.warnings or []), trouble]
+        if (left := _memory_snapshot_left(outcome.rank_dir)) is not None:
+            rank.warnings = [*(rank.warnings or []), left]
         if annotations is not None and annotations.ranges is not msgspec.UNSET:
             all_ranges.append((rank.rank, range_totals(annotations.ranges, steps)))
         ranks.append(rank)

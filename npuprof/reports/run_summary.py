@@ -8,12 +8,15 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import shorten_middle
 from npuprof.results.run_record import CaptureSummary
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MIN_DIRECTORY_WIDTH = 24
 NO_WRAP_WIDTH = 1 << 14  # the summary's width where it is not wrapped (_unwrapped): wide enough for any line
@@ -145,6 +148,9 @@ def print_run_summary(
             f"{unparsed} complete capture(s) not parsed when npuprof ended ({escape(why)}: see "
             f"{escape(str(log_path))}): npuprof analyse parses them" + (made if asked else "")
         )
+    if cfg.export_stacks or cfg.memory_timeline:  # parsed, yet without them (the unparsed: said above)
+        done = [c for c in captures if c.status == "complete" and c.parsed]
+        _say_exports_not_made(console, done, cfg, log_path)
     target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
     run_flag = f" --run {run_id}" if run_id and _other_runs_in(output, run_id) else ""
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
@@ -207,6 +213,28 @@ def print_run_summary(
 def _still_running(pids: list[int]) -> str:
     shown = ", ".join(map(str, pids[:5])) + (" ..." if len(pids) > 5 else "")
     return f"{len(pids)} process(es) of it still run (pid {shown})"
+
+
+def _say_exports_not_made(
+    console: Console, captures: list[CaptureSummary], cfg: ProfileConfig, log_path: Path
+) -> None:
+    """One line for the parsed captures that lack the --export-stacks / --memory-timeline files asked
+    for (a post-processor stopped or killed between the parse and them), with the commands that make them."""
+    from rich.markup import escape
+
+    from npuprof.results.extras import exports_not_made
+
+    lacking: dict[str, list[CaptureSummary]] = {}
+    for c in captures:
+        for what in exports_not_made(c.rank_dir, cfg.export_stacks):
+            lacking.setdefault(what, []).append(c)
+    for what, which in lacking.items():
+        first = shell_quote(str(which[0].rank_dir))
+        console.print(
+            f"{len(which)} capture(s) lack their --{what} files (not made by the post-processor: see "
+            f"{escape(str(log_path))}): npuprof {what} {escape(first)} -o FILE makes them",
+            soft_wrap=True,
+        )
 
 
 def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[CaptureSummary]:

@@ -195,6 +195,26 @@ def unfinished_exports(rank_dir: Path, job: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def exports_not_made(rank_dir: Path, stacks: Sequence[str]) -> list[str]:
+    """What a finished capture lacks of the exports asked for (``memory-timeline``, ``export-stacks``):
+    its memory snapshot left (the post-processor removes it once the timeline is written: it stopped, or
+    was killed, before), a stacks file missing for a metric its backend records (``stacks``: the run's
+    --export-stacks metrics)."""
+    from npuprof.agent.capture import metric_fits
+    from npuprof.agent.capture_exports import stacks_file_name
+    from npuprof.agent.memory_snapshot import SNAPSHOT_FILE
+    from npuprof.results import layout
+
+    missing = ["memory-timeline"] if (rank_dir / SNAPSHOT_FILE).exists() else []
+    if stacks:
+        backend = (layout.read_capture_record(rank_dir) or {}).get("backend")
+        if isinstance(backend, str) and any(
+            metric_fits(m, backend) and not (rank_dir / stacks_file_name(m)).exists() for m in stacks
+        ):
+            missing.append("export-stacks")
+    return missing
+
+
 # ---------------------------------------------------------------- before the job starts
 
 
