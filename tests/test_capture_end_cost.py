@@ -57,3 +57,19 @@ def test_the_capture_end_is_recorded_and_reported_beside_its_step(tmp_path: Path
 
     said = " ".join(npuprof("analyse", str(out)).stdout.split())
     assert f"step 6 ended the capture: writing its trace then took the training process {took:.1f} ms" in said
+
+
+def test_a_capture_the_job_ended_inside_has_no_step_boundary_to_add_its_end_to(tmp_path: Path) -> None:
+    """The window outlasts the job (steps 8-12 asked, 10 steps run): the capture ends as the job ends,
+    inside step 10; its end cost is recorded, but no step of the table is followed by it (helper-85: the
+    note read "step 10 ended the capture", which no timer of the user's is around)."""
+    proc, out = run_script(tmp_path, TIMED_JOB, *sched(7, 1, 5))
+    assert proc.returncode == 0, proc.stderr
+    [rank_dir] = rank_dirs(out)
+    record = capture_record(rank_dir)
+    assert record["steps"][-1] == 10 and record["last_step_partial"] is True, record
+    assert record["export_ms"] > 0
+    report = npuprof("analyse", str(out), "--format", "json")
+    [rank] = json.loads(report.stdout)["ranks"]
+    assert rank["partial_step"] == 10 and "export_ms" not in rank and "export_after_step" not in rank, rank
+    assert "ended the capture" not in npuprof("analyse", str(out)).stdout

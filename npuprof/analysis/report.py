@@ -960,7 +960,9 @@ def build_report(
         for step, reason in partials:
             mark_partial(rank, step, reason)
         end_cost = capture_end_cost(outcome.rank_dir)
-        if end_cost is not None and any(s.step == end_cost[0] for s in rank.steps):
+        # a capture ended inside its last step (the job ended, a signal) has no step boundary after it
+        cut = {step for step, _why in partials}
+        if end_cost is not None and end_cost[0] not in cut and any(s.step == end_cost[0] for s in rank.steps):
             rank.export_after_step, rank.export_ms = end_cost
         if not partials and (said := recorded_detail(outcome.rank_dir)):
             rank.warnings = [*(rank.warnings or []), f"its capture record says: {said}"]
