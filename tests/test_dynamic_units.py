@@ -513,3 +513,34 @@ def test_status_drops_the_plan_a_finished_capture_carried_out(tmp_path: Path) ->
     )
     (process,) = _processes(tmp_path)
     assert process["planned"] is None and process["capturing"] is None and len(process["captures"]) == 1
+
+
+def test_status_says_a_request_that_did_not_capture_and_the_last_warning(tmp_path: Path) -> None:
+    """A capture skipped (its directory read-only) read "planned: steps 75-76" after the job had ended, and
+    no warning's text was shown (helper-84); a window already passed was shown as nothing."""
+    from npuprof.cli.status import _processes, render
+
+    (tmp_path / "dp_vm_1_rank_-1.log").write_text(
+        "2026-12-02 07:25:40,100 [WARNING] [1] npuprof.dynamic: [step 45] start_step 5 has passed (the job "
+        "is at step 45): not effective\n"
+        "2026-12-02 07:25:41,100 [INFO] [1] npuprof.dynamic: [step 75] capture planned: steps 75-76 (x)\n"
+        "2026-12-02 07:25:41,200 [WARNING] [1] npuprof.dynamic: [step 75] capture at step 75 skipped: "
+        "[Errno 30] Read-only file system: '/ro/d'\n"
+        "2026-12-02 07:25:45,100 [INFO] [1] npuprof.dynamic: [step 130] the process ends\n"
+    )
+    (process,) = _processes(tmp_path)
+    assert process["planned"] is None and process["warnings"] == 2
+    why = "skipped: [Errno 30] Read-only file system: '/ro/d'"
+    assert process["not_captured"] == {"step": 75, "why": why}
+    text = render({"config": {"file": "cfg/profiler_config.json", "start_step": 0}, "processes": [process]})
+    assert "request at step 75 skipped: [Errno 30] Read-only file system: '/ro/d'" in text, text
+    assert "planned" not in text, text
+    assert "pid 1: last warning (2 in all): 2026-12-02 07:25:41,200 capture at step 75 skipped" in text, text
+
+    (tmp_path / "dp_vm_1_rank_-1.log").write_text(
+        "2026-12-02 07:25:40,100 [WARNING] [1] npuprof.dynamic: [step 45] start_step 5 has passed (the job "
+        "is at step 45): not effective\n"
+    )
+    (process,) = _processes(tmp_path)
+    text = render({"config": {"file": "cfg/profiler_config.json", "start_step": 0}, "processes": [process]})
+    assert "request at step 45 not effective: start_step 5 has passed (the job is at step 45)" in text, text

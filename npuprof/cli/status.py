@@ -23,6 +23,9 @@ _ENDED = re.compile(
 _STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
 _PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
 _CANCELLED = re.compile(r"^the capture planned from step \d+ is cancelled")
+# a request that did not capture: a capture that could not begin (its directory), a window already passed
+_SKIPPED = re.compile(r"^capture at step (?P<step>\d+) skipped: (?P<why>.+)$")
+_NOT_EFFECTIVE = re.compile(r"^(?P<why>.+): not effective$")
 
 EPILOG = """
 Examples:
@@ -126,6 +129,8 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
         "planned": None,
         "errors": [],
         "warnings": 0,
+        "last_warning": None,
+        "not_captured": None,  # the latest request that did not capture, and why: {"step", "why"}
         "loads": 0,
         "rejected": 0,
     }
@@ -163,6 +168,7 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["errors"].append(f"{fields['time']} {message}")
     elif fields["level"] == "WARNING":
         info["warnings"] += 1
+        info["last_warning"] = f"{fields['time']} {message}"
     if (ended := _ENDED.match(message)) is not None:
         info["captures"].append(
             {
@@ -178,8 +184,14 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["capturing"] = {"from_step": int(started["step"]), "directory": started["where"]}
     elif (planned := _PLANNED.match(message)) is not None:
         info["planned"] = planned["steps"]
+        info["not_captured"] = None
     elif _CANCELLED.match(message):
         info["planned"] = None
+    elif (skipped := _SKIPPED.match(message)) is not None:
+        info["planned"] = None
+        info["not_captured"] = {"step": int(skipped["step"]), "why": f"skipped: {skipped['why']}"}
+    elif (passed := _NOT_EFFECTIVE.match(message)) is not None and fields["step"] is not None:
+        info["not_captured"] = {"step": int(fields["step"]), "why": f"not effective: {passed['why']}"}
     elif message == "the process ends":
         info["state"] = "ended"
 
@@ -214,6 +226,10 @@ def render(report: dict[str, Any]) -> str:
             doing = f"capturing from step {now['from_step']} into {now['directory']}"
         elif planned and (last is None or _first(planned) > _first(last["steps"])):
             doing = f"planned: steps {planned}"
+        elif (missed := p["not_captured"]) is not None and (
+            last is None or missed["step"] > _first(last["steps"])
+        ):
+            doing = f"request at step {missed['step']} {missed['why']}"
         elif last is not None:
             doing = f"steps {last['steps']} {last['status']} in {last['directory']}"
         else:
@@ -238,6 +254,9 @@ def render(report: dict[str, Any]) -> str:
         if p["errors"]:
             who = f"rank {p['rank']}" if p["rank"] >= 0 else f"pid {p['pid']}"
             lines.append(f"{who}: last error: {p['errors'][-1]}")
+        if p["last_warning"]:
+            who = f"rank {p['rank']}" if p["rank"] >= 0 else f"pid {p['pid']}"
+            lines.append(f"{who}: last warning ({p['warnings']} in all): {p['last_warning']}")
     return "\n".join(lines) + "\n"
 
 
