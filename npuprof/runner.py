@@ -263,11 +263,20 @@ def _run_unprofiled(command: list[str], output: str, exc: OSError) -> int:
 def _prepare_dynamic(cfg: ProfileConfig) -> tuple[str, str]:
     """--dynamic DIR made ready (npuprof.agent.dynamic_files.prepare): the baseline digest of its
     profiler_config.json, and the line that tells the user what to do. Raises ValueError or OSError."""
-    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, prepare
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, held_request, prepare
 
     directory, baseline, created = prepare(cfg.dynamic or "")
     cfg.dynamic = str(directory)
     made = "written from torch_npu's template" if created else "kept as it is"
+    if not created:
+        from npuprof.results.layout import read_small
+
+        try:
+            held = held_request(read_small(directory / CONFIG_NAME, 1 << 20))
+        except (OSError, ValueError):  # UnsafeFileError: too large, or no regular file
+            held = ""
+        if held:
+            made += f"; the request it holds{held} was sent before this job: no request for it"
     target = shell_word(str(directory))
     return baseline, (
         f"dynamic capture: {directory / CONFIG_NAME} ({made}) is watched; edit it, or run "

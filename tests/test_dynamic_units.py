@@ -544,3 +544,31 @@ def test_status_says_a_request_that_did_not_capture_and_the_last_warning(tmp_pat
     (process,) = _processes(tmp_path)
     text = render({"config": {"file": "cfg/profiler_config.json", "start_step": 0}, "processes": [process]})
     assert "request at step 45 not effective: start_step 5 has passed (the job is at step 45)" in text, text
+
+
+def test_a_request_sent_before_the_job_started_is_said_so_not_unread(tmp_path: Path) -> None:
+    """A trigger sent to a directory no job watched, then a job started on it: the job takes the file as no
+    request (its log names the trigger), and the run's summary said "the job ended before any of its
+    processes read the file (... --poll-interval)", which blamed the poll (helper-84)."""
+    from npuprof.agent import dynamic_log
+    from npuprof.agent.dynamic_files import held_request
+    from npuprof.reports.run_summary import before_start
+
+    request = {"start_step": -1, "active": 2, "trigger_id": "20261203-165158-fd3197"}
+    (tmp_path / "profiler_config.json").write_text(json.dumps(request))
+    assert held_request(json.dumps(request).encode()) == " (trigger 20261203-165158-fd3197)"
+    assert held_request(json.dumps({**request, "start_step": 0}).encode()) == ""  # no request held
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "dp_vm_7_rank_-1.log").write_text(
+        "2026-12-03 16:52:01,682 [INFO] [7] npuprof.dynamic: [step 0] the file as the job started is not a "
+        "request (trigger 20261203-165158-fd3197): edit it, or run npuprof trigger, to capture\n"
+    )
+    assert dynamic_log.unread_request(tmp_path) is None  # it was read
+    said = before_start(tmp_path)
+    assert said.startswith(f"the capture asked in {tmp_path / 'profiler_config.json'} at ") and said.endswith(
+        "(trigger 20261203-165158-fd3197) was there before the job started, and a job takes the file it "
+        "starts with as no request: run npuprof trigger once the job runs"
+    ), said
+    request["trigger_id"] = "20261203-170000-aaaaaa"  # a new request since: not the one the job passed
+    (tmp_path / "profiler_config.json").write_text(json.dumps(request))
+    assert before_start(tmp_path) == ""

@@ -33,6 +33,19 @@ def digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:20]
 
 
+def held_request(raw: bytes) -> str:
+    """`` (trigger ID)`` when ``raw`` (a profiler_config.json) holds a request sent by npuprof trigger, else
+    "": what a job started on it names, the file being no request for it."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
+        return ""
+    trigger = data.get("trigger_id")
+    return f" (trigger {trigger})" if isinstance(trigger, str) and trigger else ""
+
+
 def prepare(path: str) -> tuple[Path, str, bool]:
     """Make ``path`` ready for the watchers, at `npuprof run`'s start: the directory (0o750) and ``log/``,
     and the template profiler_config.json when there is none (an existing one is never overwritten).

@@ -83,6 +83,36 @@ class UnreadRequest:
 
 
 READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of ours
+STARTED_WITH = "the file as the job started is not a request"  # then " (trigger ID)" when it holds one
+
+
+def request_before_start(directory: Path) -> UnreadRequest | None:
+    """``directory``'s profiler_config.json when the request it holds (by its trigger id) was there as the
+    job's processes started, and so taken by them as no request (npuprof/agent/dynamic_plan.py); else
+    None."""
+    import json
+
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
+    from npuprof.results.layout import read_small
+
+    path = directory / CONFIG_NAME
+    try:
+        changed = os.stat(path).st_mtime
+        data = json.loads(read_small(path, 1 << 20))
+    except (OSError, ValueError):
+        return None
+    trigger = data.get("trigger_id") if isinstance(data, dict) else None
+    if not isinstance(trigger, str) or not trigger:
+        return None
+    said = f"{STARTED_WITH} (trigger {trigger})"
+    for log in sorted((directory / LOG_DIR).glob(f"{ACTION_PREFIX}*.log*")):
+        try:
+            text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            continue
+        if said in text:
+            return UnreadRequest(path, changed, trigger)
+    return None
 
 
 def unread_request(directory: Path) -> UnreadRequest | None:

@@ -27,8 +27,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest
-from npuprof.agent.dynamic_log import DynamicLogs
+from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_request
+from npuprof.agent.dynamic_log import STARTED_WITH, DynamicLogs
 from npuprof.agent.dynamic_request import NEXT_STEP, NO_CAPTURE, Request, parse_request
 from npuprof.agent.schedule import Action
 from npuprof.config import ConfigError, ProfileConfig, parse_config_bytes
@@ -347,7 +347,7 @@ class DynamicPlan:
             self._seen = current
             self.logs.action(
                 "INFO",
-                "the file as the job started is not a request: edit it, or run npuprof trigger, to capture",
+                f"{STARTED_WITH}{held_request(raw)}: edit it, or run npuprof trigger, to capture",
                 self._step(),
             )
             return
@@ -478,3 +478,4 @@ class DynamicPlan:
             self.logs.monitor("INFO", MONITOR_DONE)
         except Exception:
             pass
+

@@ -443,7 +443,7 @@ def why_no_capture(
             )
     if cfg.dynamic:
         where = cfg.dynamic
-        unread = unread_request(Path(where)) or planned_not_reached(Path(where))
+        unread = unread_request(Path(where)) or before_start(Path(where)) or planned_not_reached(Path(where))
         if unread:
             return f"{failed}{unread} (see npuprof status {where})"
         return f"{failed}no capture was asked in {where}/profiler_config.json (see npuprof status {where})"
@@ -627,6 +627,22 @@ def unread_request(directory: Path) -> str:
     return (
         f"a capture was asked in {unread.path} at {when}{which}, but the job ended before any of its "
         "processes read the file (it is read at each poll: --poll-interval)"
+    )
+
+
+def before_start(directory: Path) -> str:
+    """When the request in ``directory/profiler_config.json`` was there before the job started (and so is
+    no request for it: npuprof.agent.dynamic_log.request_before_start): that, in words; else ""."""
+    from npuprof.agent import dynamic_log
+
+    found = dynamic_log.request_before_start(directory)
+    if found is None:
+        return ""
+    when = time.strftime("%H:%M:%S", time.localtime(found.changed))
+    return (
+        f"the capture asked in {found.path} at {when} (trigger {found.trigger_id}) was there before the "
+        "job started, and a job takes the file it starts with as no request: run npuprof trigger once the "
+        "job runs"
     )
 
 
