@@ -572,3 +572,24 @@ def test_a_request_sent_before_the_job_started_is_said_so_not_unread(tmp_path: P
     request["trigger_id"] = "20261203-170000-aaaaaa"  # a new request since: not the one the job passed
     (tmp_path / "profiler_config.json").write_text(json.dumps(request))
     assert before_start(tmp_path) == ""
+
+
+def test_trigger_refuses_an_output_that_is_a_link_as_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof trigger -o /proc/self` was written into the request (run -o refuses a link): the job could
+    only skip that capture (helper-84)."""
+    import typer
+
+    from npuprof.cli.trigger import trigger_command
+
+    (tmp_path / "link").symlink_to(tmp_path)
+    with pytest.raises(typer.Exit) as exit_code:
+        trigger_command(
+            directory=str(tmp_path), start_step=None, active=1, warmup=0, cancel=False,
+            output=str(tmp_path / "link"),
+        )  # fmt: skip
+    assert exit_code.value.exit_code == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"npuprof trigger: error: -o '{tmp_path / 'link'}' is a symbolic link"), said
+    assert not (tmp_path / "profiler_config.json").exists()

@@ -99,6 +99,13 @@ def trigger_command(**params: Any) -> None:
         _fail(
             "-o", f"{prof_dir!r} is inside a capture's directory (*_ascend_pt)", "give a directory of its own"
         )
+    if prof_dir is not None:  # the job would refuse it (npuprof run -o refuses the same)
+        from npuprof.results.paths import UnsafePathError, resolve_output_path
+
+        try:
+            resolve_output_path(prof_dir, "-o")
+        except UnsafePathError as exc:
+            _fail_line(str(exc))
     if prof_dir is not None and (problem := _not_a_directory(Path(prof_dir))):
         _fail("-o", problem, "give a directory (it is made if it does not exist)")
     document = c.json_from_config(cfg, prof_dir)
