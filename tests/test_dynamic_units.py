@@ -593,3 +593,24 @@ def test_trigger_refuses_an_output_that_is_a_link_as_run_does(
     said = capsys.readouterr().err
     assert said.startswith(f"npuprof trigger: error: -o '{tmp_path / 'link'}' is a symbolic link"), said
     assert not (tmp_path / "profiler_config.json").exists()
+
+
+def test_a_request_queued_behind_a_capture_when_the_process_ends_is_said_not_to_have_run(
+    tmp_path: Path,
+) -> None:
+    """A trigger queued while a long capture records, then the job ends: nothing said that it never ran
+    (helper-84); the log now does, and status shows it."""
+    from npuprof.cli.status import _processes
+
+    job = Job(tmp_path)
+    job.steps(3)
+    job.write(start_step=-1, active=50)
+    job.steps(2)  # recording
+    job.write(start_step=-1, active=2, with_stack=True)  # waits for the end of the 50 steps
+    job.plan.at_exit()
+    text = job.log(poll=False)
+    assert "never began, the process ending first: not effective" in text, text
+    (process,) = _processes(job.dir / "log")
+    assert process["not_captured"]["why"].startswith(
+        "not effective: the request waiting for the capture in flight"
+    )

@@ -473,6 +473,18 @@ class DynamicPlan:
         self._ended = True
         try:
             self._stop.set()
+            inbox = list(self._inbox)  # read by the next step boundary, which will not come
+            left = inbox[-1] if inbox else self._pending
+            if left is not None and left.start_step != NO_CAPTURE:  # loaded, never planned
+                window, step = self._window, self._step()
+                busy = left.queued or (window is not None and step is not None and window.busy(step))
+                waited = "waiting for the capture in flight" if busy else "loaded"
+                self._event(
+                    "WARNING",
+                    f"the request {waited} ({left.describe()}) never began, the process ending first: "
+                    "not effective",
+                    step,
+                )
             self._flush_events()
             self.logs.action("INFO", "the process ends", self._step())
             self.logs.monitor("INFO", MONITOR_DONE)
