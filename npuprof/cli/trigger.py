@@ -99,6 +99,8 @@ def trigger_command(**params: Any) -> None:
         _fail(
             "-o", f"{prof_dir!r} is inside a capture's directory (*_ascend_pt)", "give a directory of its own"
         )
+    if prof_dir is not None and (problem := _not_a_directory(Path(prof_dir))):
+        _fail("-o", problem, "give a directory (it is made if it does not exist)")
     if prof_dir is not None:  # the job would refuse it (npuprof run -o refuses the same)
         from npuprof.results.paths import UnsafePathError, resolve_output_path
 
@@ -106,8 +108,6 @@ def trigger_command(**params: Any) -> None:
             resolve_output_path(prof_dir, "-o")
         except UnsafePathError as exc:
             _fail_line(str(exc))
-    if prof_dir is not None and (problem := _not_a_directory(Path(prof_dir))):
-        _fail("-o", problem, "give a directory (it is made if it does not exist)")
     document = c.json_from_config(cfg, prof_dir)
     document["start_step"] = 0 if cancel else (start_step if start_step is not None else NEXT_STEP)
     document["active"] = active
