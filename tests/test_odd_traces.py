@@ -35,6 +35,20 @@ def test_a_repeated_step_number_is_named_and_the_first_span_kept(tmp_path: Path)
     assert note.startswith("1 step number(s) appear more than once (ProfilerStep#7)"), note
 
 
+def test_steps_that_overlap_are_named(tmp_path: Path) -> None:
+    """ProfilerStep#8 begins 100 µs before #7 ends (two profilers' steps in one trace, an edit): the time
+    they share is in both steps' figures, and the report says so (it was silent: helper-84)."""
+    trace = cpu_trace()
+    trace["traceEvents"].append(x("ProfilerStep#8", "user_annotation", 900, 600))
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    assert [(s["step"], s["duration_us"]) for s in summary["steps"]] == [(7, 1000.0), (8, 600.0)]
+    (note,) = summary["warnings"]
+    assert note.startswith("1 pair(s) of steps overlap in time (steps 7 and 8)"), note
+    touching = cpu_trace()  # one step ending where the next begins is no overlap
+    touching["traceEvents"].append(x("ProfilerStep#8", "user_annotation", 1000, 600))
+    assert "warnings" not in _summary(write_rank_dir(tmp_path / "b", touching))
+
+
 def test_a_negative_duration_is_named(tmp_path: Path) -> None:
     trace = cpu_trace()
     trace["traceEvents"].append(x("aten::relu", "cpu_op", 700, -50, **{"External id": 9}))

@@ -655,6 +655,14 @@ class Extract:
                 f"{len(repeated)} step number(s) appear more than once ({shown}): the first span of each is "
                 "the step; the others are left out of the step table"
             )
+        overlapping = _overlapping_steps(self.steps)
+        if overlapping:
+            more = " ..." if len(overlapping) > 3 else ""
+            shown = ", ".join(f"{a} and {b}" for a, b in overlapping[:3]) + more
+            notes.append(
+                f"{len(overlapping)} pair(s) of steps overlap in time (steps {shown}): time in both is "
+                "counted in both (steps of two threads or two profilers in one trace, or an edited trace?)"
+            )
         negative = int((self.op_dur < 0).sum()) + int((self.dev_dur < 0).sum())
         negative += sum(1 for _num, _ts, dur, _t in self.steps if dur < 0)
         if negative:
@@ -1171,3 +1179,28 @@ class Extract:
         self.first_ts = min(self.first_ts, other.first_ts)
         self.last_ts = max(self.last_ts, other.last_ts)
         self.event_count += other.event_count
+
+
+STEP_OVERLAP_US = 1.0  # a step starting this much before the previous one ends: the rounding of times
+
+
+def _overlapping_steps(steps: list[tuple[int, float, float, int]]) -> list[tuple[int, int]]:
+    """The pairs of steps (numbers, in time order) whose spans overlap by more than STEP_OVERLAP_US; of a
+    repeated number, the first span only (the one the step table keeps)."""
+    seen: set[int] = set()
+    spans = []
+    for num, ts, dur, _thread in steps:
+        if num in seen:
+            continue
+        seen.add(num)
+        if dur >= 0:
+            spans.append((ts, ts + dur, num))
+    spans.sort()
+    pairs = []
+    reach, holder = -math.inf, None
+    for start, end, num in spans:
+        if holder is not None and start < reach - STEP_OVERLAP_US:
+            pairs.append((holder, num))
+        if end > reach:
+            reach, holder = end, num
+    return pairs
