@@ -1111,6 +1111,23 @@ def test_a_window_a_tick_closes_inside_a_step_marks_that_step_partial() -> None:
     rig.c.tick()  # no boundary came: closed inside step 5
     (finish,) = [e for e in rig.sink.events if e[0] == "finish"]
     assert finish[1] == 5 and "step 5 is partial" in finish[2] and finish[3] == "complete"
+    assert "(no step boundary came within the wait for one)" in finish[2], finish
+
+
+def test_a_window_closed_before_the_first_boundary_says_so() -> None:
+    """A window open and closed while the job is in its first step (its optimizer armed us, no boundary
+    yet): "no step boundary came in time" read wrong to a user whose step 0 ended 15 ms later (helper-85);
+    the reason says the window is timed as a job without steps until the first boundary."""
+    plan = Timed()
+    rig = Rig(plan)
+    plan.open = True
+    rig.c.tick()
+    plan.open = False
+    rig.c.tick()
+    (finish,) = [e for e in rig.sink.events if e[0] == "finish"]
+    assert finish[1] == 0 and finish[2].startswith(
+        "the time window ended inside step 0, before the job's first step boundary"
+    ), finish
 
 
 def test_a_tick_leaves_the_window_to_the_thread_that_trains() -> None:

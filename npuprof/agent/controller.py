@@ -271,12 +271,18 @@ class CaptureController:
             wanted = self.plan.action_at(self.step)
             if self.prof is not None:
                 if wanted is Action.NONE:
-                    reason = (
-                        ""  # a job without steps: the window is the capture
-                        if self._no_steps
-                        else f"the time window ended inside step {self.step} (no step boundary came in "
-                        f"time); step {self.step} is partial"
-                    )
+                    if self._no_steps:
+                        reason = ""  # a job without steps: the window is the capture
+                    elif self.step == 0:  # no boundary yet: the job has shown no step to wait for
+                        reason = (
+                            "the time window ended inside step 0, before the job's first step boundary "
+                            "(a window open before it is timed as in a job without steps); step 0 is partial"
+                        )
+                    else:
+                        reason = (
+                            f"the time window ended inside step {self.step} (no step boundary came within "
+                            f"the wait for one); step {self.step} is partial"
+                        )
                     self._finish_early(reason, last=self.step)
                 return
             if wanted is Action.NONE or not self.enabled:

@@ -165,7 +165,7 @@ class WindowPlan:
     @property
     def _step_grace(self) -> float:
         """How long a boundary may take to come before the timer opens or closes the window itself."""
-        return self.duration if self.duration is not None else 1.0
+        return max(self.duration, 1.0) if self.duration is not None else 1.0
 
     @staticmethod
     def _sleep_until(moment: float) -> None:
