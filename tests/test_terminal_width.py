@@ -348,3 +348,28 @@ def test_thousands_of_unparsed_captures_are_counted_not_listed(
     assert "... and 90 more complete, parsed capture(s) and 860 more not complete or not parsed between" in (
         " ".join(said.split())
     )
+
+
+def test_the_ranks_step_tables_share_one_style_when_one_needs_more_than_80_columns(tmp_path: Path) -> None:
+    """At 80 columns (a pipe), a rank whose step table fits with rules kept them while the next rank's,
+    one column wider, lost them: two styles in one report read as a bug (helper-85). One too wide now
+    takes the rules off every rank's step table."""
+    from analyse_support.handmade import write_rank_dir, x
+
+    for rank, step_us in ((0, 4_485.0), (1, 123_456.0)):  # "4.485" fits 80 columns with rules, "123.456" not
+        trace = {
+            "schemaVersion": 1,
+            "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2},
+            "traceEvents": [
+                x("ProfilerStep#6", "user_annotation", 0, step_us),
+                x("aten::mm", "cpu_op", 10, step_us / 2, **{"External id": 1}),  # comp ~50.0%
+            ],
+        }
+        write_rank_dir(tmp_path, trace, rank=rank, name=f"host_{rank + 1}_20250101000000000")
+    result = npuprof("analyse", str(tmp_path), env=clean_env(COLUMNS="80"))
+    assert result.returncode == 0, result.stderr
+    headers = [line.split() for line in result.stdout.splitlines() if "comp" in line and "exposed" in line]
+    assert [h[0] for h in headers] == ["step", "step"], result.stdout  # both plain ("┃ step" with rules)
+    wide = npuprof("analyse", str(tmp_path), env=clean_env(COLUMNS="120"))
+    headers = [line.split() for line in wide.stdout.splitlines() if "comp" in line and "exposed" in line]
+    assert [h[:2] for h in headers] == [["┃", "step"], ["┃", "step"]], wide.stdout  # room: both ruled

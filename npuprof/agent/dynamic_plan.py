@@ -490,4 +490,3 @@ class DynamicPlan:
             self.logs.monitor("INFO", MONITOR_DONE)
         except Exception:
             pass
-

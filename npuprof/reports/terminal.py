@@ -26,18 +26,24 @@ WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
 CAPTION_TAIL = {"duration_us": ", then all whole steps (mean ms)", "spread_us": ""}
 
 
-def print_whole(console: Console, table: Table) -> None:
-    """Print ``table`` with every figure whole: rich would cut cells to fit the terminal (or 80 columns
-    when the output is a file), "1754.646" shown as "1754.6…". A table too wide loses its rules first;
-    one still too wide is printed at the width it needs (the terminal then wraps its lines)."""
+def _needed(console: Console, table: Table) -> int:
     from rich.measure import Measurement
 
-    def needed() -> int:
-        return Measurement.get(console, console.options.update(width=1 << 16), table).maximum
+    return Measurement.get(console, console.options.update(width=1 << 16), table).maximum
 
-    if needed() > console.width:
-        table.box, table.pad_edge, table.header_style = None, False, "bold"
-    width = needed()
+
+def _plain(table: Table) -> None:
+    table.box, table.pad_edge, table.header_style = None, False, "bold"
+
+
+def print_whole(console: Console, table: Table, plain: bool = False) -> None:
+    """Print ``table`` with every figure whole: rich would cut cells to fit the terminal (or 80 columns
+    when the output is a file), "1754.646" shown as "1754.6…". A table too wide loses its rules first
+    (``plain``: it loses them anyway, as its neighbours did); one still too wide is printed at the width
+    it needs (the terminal then wraps its lines)."""
+    if plain or _needed(console, table) > console.width:
+        _plain(table)
+    width = _needed(console, table)
     if width <= console.width:
         console.print(table)
         return
@@ -142,25 +148,30 @@ def _partial_line(r: RankReport) -> str | None:
     )
 
 
+def _steps_table(r: RankReport) -> Table:
+    title = _title(r)
+    shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
+    # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
+    steps = Table(title=escape(title), title_justify="left", caption=caption, caption_justify="left")
+    for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MiB"):
+        steps.add_column(col, justify="right")
+    for s in shown:
+        label = str(s.step if s.step is not None else "-")
+        steps.add_row(*_step_row(label + (" (partial)" if s.partial is True else ""), _times(s), _peak(s)))
+    if caption:
+        steps.add_section()
+        steps.add_row(*_all_steps_row(r.steps))
+    return steps
+
+
 def render_table(report: Report, console: Console) -> None:
-    for r in _sections(report):
-        if report.steps_asked and not r.steps:
-            continue  # none of the steps asked: named in one line on stderr, not an empty table each
-        title = _title(r)
-        shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
-        # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
-        steps = Table(title=escape(title), title_justify="left", caption=caption, caption_justify="left")
-        for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MiB"):
-            steps.add_column(col, justify="right")
-        for s in shown:
-            label = str(s.step if s.step is not None else "-")
-            steps.add_row(
-                *_step_row(label + (" (partial)" if s.partial is True else ""), _times(s), _peak(s))
-            )
-        if caption:
-            steps.add_section()
-            steps.add_row(*_all_steps_row(r.steps))
-        print_whole(console, steps)
+    sections = [r for r in _sections(report) if not (report.steps_asked and not r.steps)]
+    # (none of the steps asked: named in one line on stderr, not an empty table each)
+    step_tables = [_steps_table(r) for r in sections]
+    # one look for every rank's step table: one too wide for its rules loses them, and so do the others
+    plain = any(_needed(console, t) > console.width for t in step_tables)
+    for r, steps in zip(sections, step_tables, strict=True):
+        print_whole(console, steps, plain)
         if len(r.steps) == 1 and r.steps[0].step is None:  # a --delay window of a job without steps
             console.print("[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]")
         if (line := _partial_line(r)) is not None:
