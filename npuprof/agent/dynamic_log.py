@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from npuprof.results.layout import short_host_name
 from npuprof.results.logfile import open_regular
@@ -86,22 +87,37 @@ READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of 
 STARTED_WITH = "the file as the job started is not a request"  # then " (trigger ID)" when it holds one
 
 
-def request_before_start(directory: Path) -> UnreadRequest | None:
-    """``directory``'s profiler_config.json when the request it holds (by its trigger id) was there as the
-    job's processes started, and so taken by them as no request (npuprof/agent/dynamic_plan.py); else
-    None."""
+def _request_file(directory: Path) -> tuple[Path, float, dict[str, Any]] | None:
+    """``directory``'s profiler_config.json, its last change (epoch s) and content, when it asks for a
+    capture (a start_step other than 0); else None."""
     import json
 
-    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
+    from npuprof.agent.dynamic_files import CONFIG_NAME
     from npuprof.results.layout import read_small
 
     path = directory / CONFIG_NAME
     try:
         changed = os.stat(path).st_mtime
         data = json.loads(read_small(path, 1 << 20))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    trigger = data.get("trigger_id") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
+        return None
+    return path, changed, data
+
+
+def request_before_start(directory: Path) -> UnreadRequest | None:
+    """``directory``'s profiler_config.json when the request it holds (by its trigger id) was there as the
+    job's processes started, and so taken by them as no request (npuprof/agent/dynamic_plan.py); else
+    None."""
+    from npuprof.agent.dynamic_files import LOG_DIR
+    from npuprof.results.layout import read_small
+
+    found = _request_file(directory)
+    if found is None:
+        return None
+    path, changed, data = found
+    trigger = data.get("trigger_id")
     if not isinstance(trigger, str) or not trigger:
         return None
     said = f"{STARTED_WITH} (trigger {trigger})"
@@ -121,19 +137,13 @@ def unread_request(directory: Path) -> UnreadRequest | None:
     trigger id when it has one (a process's log lines about it name it: npuprof/agent/dynamic_request.py),
     else by time: changed after every process's last ``loaded:`` line (the logs' clocks are the
     processes' own)."""
-    import json
-
-    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
+    from npuprof.agent.dynamic_files import LOG_DIR
     from npuprof.results.layout import read_small
 
-    path = directory / CONFIG_NAME
-    try:
-        changed = os.stat(path).st_mtime
-        data = json.loads(read_small(path, 1 << 20))
-    except (OSError, ValueError):
+    found = _request_file(directory)
+    if found is None:
         return None
-    if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
-        return None
+    path, changed, data = found
     trigger = data.get("trigger_id")
     trigger = trigger if isinstance(trigger, str) else ""
     last_read = 0.0

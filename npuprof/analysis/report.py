@@ -570,8 +570,9 @@ def _memory_snapshot_left(rank_dir: Path) -> str | None:
     """The note for a capture whose --memory-timeline was not made: its snapshot is still there (the
     post-processor removes it once the timeline is written; it stopped, or was killed, before)."""
     from npuprof.agent.memory_snapshot import SNAPSHOT_FILE
+    from npuprof.results.extras import exports_not_made
 
-    if not (rank_dir / SNAPSHOT_FILE).exists():
+    if "memory-timeline" not in exports_not_made(rank_dir, ()):
         return None
     return (
         f"its memory timeline was not made ({SNAPSHOT_FILE} is left): npuprof memory-timeline "
