@@ -68,6 +68,19 @@ def test_nan_written_by_pythons_json_is_named_where_it_stands(tmp_path: Path) ->
     assert f"malformed JSON at byte {byte} (NaN: not a JSON number" in outcome.reason, (byte, outcome.reason)
 
 
+def test_infinity_in_the_first_event_of_a_bare_array_is_named(tmp_path: Path) -> None:
+    """torch_npu's form (a bare array) with `"dur": Infinity` in its first event: the reason gave the byte
+    but not what stood there (helper-84), which the same value in a later event got."""
+    events = cpu_trace()["traceEvents"]
+    text = json.dumps([{**events[1], "dur": float("inf")}, *events[2:], events[0]])
+    path = tmp_path / "trace_view.json"
+    path.write_text(text)
+    result = npuprof("analyse", str(path), env=clean_env())
+    assert result.returncode == 1, result.stderr
+    byte = text.encode().index(b"Infinity")
+    assert f"malformed JSON at byte {byte} (Infinity: not a JSON number" in result.stderr, result.stderr
+
+
 def test_memory_peaks_are_the_devices_not_a_host_allocation(tmp_path: Path) -> None:
     """A CUDA trace with the host's allocator's events too: the peaks (per step and of the capture) are the
     GPU's; a 2 GiB host allocation inside a step changes none of them."""

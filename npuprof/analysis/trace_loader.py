@@ -551,13 +551,14 @@ class TraceReader:
         end = len(buf)
         tries = 0
         bad: int | None = None  # a byte where the text stops being JSON: no boundary after it can work
+        what = ""  # what stands there, when it is a known non-JSON number (NaN, Infinity)
         while tries < limit:
             close = buf.rfind(b"}", 0, end)
             if close < 0:
                 if bad is not None:
                     where = self.bytes_read - len(buf) + bad
                     raise TraceError(
-                        "corrupt", f"{self.path}: malformed JSON at byte {where} (corrupt trace)"
+                        "corrupt", f"{self.path}: malformed JSON at byte {where}{what} (corrupt trace)"
                     )
                 return None
             comma = _next_nonspace(buf, close + 1)
@@ -569,7 +570,7 @@ class TraceReader:
                     if decoded is not None:
                         return close + 1, *decoded
                     if self.malformed_at is not None and self.malformed_at < close:
-                        bad = self.malformed_at
+                        bad, what = self.malformed_at, self.malformed_what
                         end = bad
                         continue
             end = close
