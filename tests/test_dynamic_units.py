@@ -614,3 +614,24 @@ def test_a_request_queued_behind_a_capture_when_the_process_ends_is_said_not_to_
     assert process["not_captured"]["why"].startswith(
         "not effective: the request waiting for the capture in flight"
     )
+
+
+def test_status_reads_the_request_as_the_job_does(tmp_path: Path) -> None:
+    """`"active": "two"` was shown as "two step(s) from the next step"; a FIFO in place of the file as
+    "missing or empty" (helper-84). The window is the one the job acts on (a bad value: its default, said),
+    and what cannot be read is named."""
+    from npuprof.cli.status import _config_line, _config_summary
+
+    path = tmp_path / CONFIG_NAME
+    path.write_text(json.dumps({"start_step": -1, "active": "two", "trigger_id": "t1"}))
+    line = _config_line(_config_summary(tmp_path))
+    assert line.startswith("1 step(s) from the next step on every rank, trigger t1 ("), line
+    assert 'active: must be an integer >= 1, got "two"; its default (1) is used' in line, line
+    path.write_text("[]")
+    assert _config_line(_config_summary(tmp_path)) == "must hold a JSON object, not list: the job ignores it"
+    path.write_text("")
+    assert _config_line(_config_summary(tmp_path)) == "empty"
+    path.unlink()
+    assert _config_line(_config_summary(tmp_path)) == "missing"
+    os.mkfifo(path)
+    assert _config_line(_config_summary(tmp_path)).startswith("not readable as the job reads it ("), path

@@ -111,15 +111,15 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
     except ConfigError as exc:  # the run's flags were valid: the file's values are not
         say("ERROR", f"{in_file_terms(exc, FILE_LABEL).one_line()}; this content is not acted on")
         return None
-    start = _int_field(data, "start_step", NO_CAPTURE, NEXT_STEP, say)
-    warmup = _int_field(data, "warmup", 0, 0, say)
-    active = _int_field(data, "active", 1, 1, say)
+    start = int_field(data, "start_step", NO_CAPTURE, NEXT_STEP, say)
+    warmup = int_field(data, "warmup", 0, 0, say)
+    active = int_field(data, "active", 1, 1, say)
     trigger = data.get("trigger_id")
     label = trigger if isinstance(trigger, str) and trigger.isprintable() and len(trigger) <= 80 else None
     return Request(start, warmup, active, cfg, digest, label)
 
 
-def _int_field(data: dict[str, Any], key: str, default: int, minimum: int, say: Say) -> int:
+def int_field(data: dict[str, Any], key: str, default: int, minimum: int, say: Say) -> int:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         shown = repr(value) if not isinstance(value, str) else f'"{value[:40]}"'

@@ -82,18 +82,38 @@ def _read(path: Path) -> list[str]:
 
 def _config_summary(root: Path) -> dict[str, Any]:
     from npuprof.agent.dynamic_files import CONFIG_NAME
+    from npuprof.results.layout import read_small
 
-    lines = _read(root / CONFIG_NAME)
-    summary: dict[str, Any] = {"file": str(root / CONFIG_NAME)}
+    path = root / CONFIG_NAME
+    summary: dict[str, Any] = {"file": str(path)}
     try:
-        data = json.loads("\n".join(lines))
-    except ValueError as exc:
-        summary["problem"] = f"not valid JSON ({exc})" if lines else "missing or empty"
+        text = read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace")
+    except FileNotFoundError:
+        summary["problem"] = "missing"
         return summary
-    if isinstance(data, dict):
-        for key in ("start_step", "active", "warmup", "is_rank", "rank_list", "trigger_id"):
-            if key in data:
-                summary[key] = data[key]
+    except OSError as exc:  # a FIFO, a device, a directory: no regular file; unreadable
+        summary["problem"] = f"not readable as the job reads it ({exc.strerror or exc})"
+        return summary
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        summary["problem"] = f"not valid JSON ({exc})" if text.strip() else "empty"
+        return summary
+    if not isinstance(data, dict):
+        summary["problem"] = f"must hold a JSON object, not {type(data).__name__}: the job ignores it"
+        return summary
+    for key in ("is_rank", "rank_list", "trigger_id"):
+        if key in data:
+            summary[key] = data[key]
+    # the window as the job reads it (npuprof/agent/dynamic_request.py): a bad value is its default
+    from npuprof.agent.dynamic_request import NEXT_STEP, NO_CAPTURE, int_field
+
+    said: list[str] = []
+    for key, default, minimum in (("start_step", NO_CAPTURE, NEXT_STEP), ("warmup", 0, 0), ("active", 1, 1)):
+        if key in data:
+            summary[key] = int_field(data, key, default, minimum, lambda _level, line: said.append(line))
+    if said:
+        summary["warnings"] = said
     return summary
 
 
@@ -267,6 +287,12 @@ def _first(steps: str) -> int:
 def _config_line(config: dict[str, Any]) -> str:
     if "problem" in config:
         return config["problem"]
+    if config.get("warnings"):
+        return _window_line(config) + " (" + "; ".join(config["warnings"]) + ")"
+    return _window_line(config)
+
+
+def _window_line(config: dict[str, Any]) -> str:
     start = config.get("start_step", 0)
     if start == 0:
         return "start_step 0 (no capture asked)"
