@@ -676,7 +676,8 @@ def config_from_json(
     known = {*top, *_SCHEDULE_KEYS, *_RANK_KEYS, *_UNUSED_KEYS, _EXPERIMENTAL, TRIGGER_ID_KEY}
     _unknown_keys(sorted(set(data) - known), known, path, warn, on_bad)
     exp: Any = {}
-    _guarded(on_bad, lambda: exp.update(_expect(data.get(_EXPERIMENTAL) or {}, dict, _EXPERIMENTAL, path)))
+    given = data.get(_EXPERIMENTAL)  # null as torch_npu's template may have it: none; [] or "": named
+    _guarded(on_bad, lambda: exp.update(_expect({} if given is None else given, dict, _EXPERIMENTAL, path)))
     if "mstx" in exp and "msprof_tx" not in exp:  # the newer releases' name of msprof_tx
         exp["msprof_tx"] = exp["mstx"]
     exp.pop("mstx", None)

@@ -635,3 +635,15 @@ def test_status_reads_the_request_as_the_job_does(tmp_path: Path) -> None:
     assert _config_line(_config_summary(tmp_path)) == "missing"
     os.mkfifo(path)
     assert _config_line(_config_summary(tmp_path)).startswith("not readable as the job reads it ("), path
+
+
+@pytest.mark.parametrize("given", [[], "", 0])
+def test_an_experimental_config_that_is_no_object_is_named(given: object) -> None:
+    """`"experimental_config": []` was taken for none, silently (helper-84): a falsy value of the wrong type
+    is named like any other; null stays none (as torch_npu's template may have it)."""
+    request, heard = _request({"start_step": -1, "active": 2, "experimental_config": given})
+    assert request is not None
+    said = f"profiler_config.json: experimental_config: must be an object, got {json.dumps(given)}"
+    assert ("WARNING", f"{said}; its default is used") in heard, heard
+    request, heard = _request({"start_step": -1, "active": 2, "experimental_config": None})
+    assert request is not None and heard == [], heard
