@@ -77,3 +77,42 @@ def test_parse_and_gzip_keep_the_free_space_asked(
         assert "run npuprof analyse on it later" in log
     if not gzipped:
         assert "not gzipped (it needs about" in log and "the plain trace is kept" in log, log
+
+
+def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rank dir's disk is full (ENOSPC at its first table): analyse printed no report at all. It now
+    makes the tables in a scratch directory, reports from them and removes them; the rank dir keeps no
+    table (none looks parsed) and the note says how to keep them. A scratch without room: as before."""
+    import errno
+
+    from npuprof.analysis import parse, report
+
+    rank_dir = write_rank_dir(tmp_path / "full", cpu_trace())
+    real = parse.write_outputs
+
+    def full_disk_there(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        if out_dir.is_relative_to(rank_dir):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out_dir / "trace_view.json"))
+        return real(raw, out_dir, *args, **kwargs)
+
+    monkeypatch.setattr(parse, "write_outputs", full_disk_there)
+    monkeypatch.setattr(report, "write_outputs", full_disk_there)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    notes: list[str] = []
+    made = report.build_report(rank_dir, jobs=1, on_note=notes.append)
+    assert not made.problems and [s.step for s in made.ranks[0].steps] == [7]
+    # cpu_trace's step [0, 1000): computing 300, communication 300 (its docstring's figures)
+    assert (made.ranks[0].steps[0].computing_us, made.ranks[0].steps[0].communication_us) == (300.0, 300.0)
+    (note,) = notes
+    assert note.startswith(f"{rank_dir}: the disk is full: its tables are not kept there"), note
+    assert list(scratch.iterdir()) == []  # removed once the report is made
+    assert not (rank_dir / layout.PARSED_DIR / "analyse.done").exists()
+
+    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(tmp_path / "nowhere"),))  # no scratch: no report
+    made = report.build_report(rank_dir, jobs=1)
+    (problem,) = made.problems
+    assert problem.status == "failed" and problem.reason.startswith("the disk is full"), problem

@@ -40,6 +40,7 @@ class ParseOutcome:
     rank: int | None = None
     seconds: float = 0.0
     files: list[str] = field(default_factory=list)
+    no_space: bool = False  # failed for a full disk (or quota): the report can be made elsewhere
 
     @property
     def ok(self) -> bool:
@@ -331,6 +332,7 @@ def parse_rank_dir(
         else:
             outcome.status = "failed"
             outcome.reason = failure_reason(exc)
+            outcome.no_space = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
             if os.environ.get("NPUPROF_DEBUG"):
                 traceback.print_exc()
     finally:

@@ -566,6 +566,44 @@ def capture_end_cost(rank_dir: Path) -> tuple[int, float] | None:
     return last, float(took)
 
 
+SCRATCH_ROOTS = ("/dev/shm", None)  # None: the system's temporary directory (TMPDIR)
+SCRATCH_SHARE = 2.0  # the scratch room asked for, as a multiple of the raw trace's (plain) size
+
+
+def _tables_elsewhere(outcome: ParseOutcome, scratch: list[Path]) -> Path | None:
+    """A rank dir whose tables did not fit its disk: its tables made in a new scratch directory (appended
+    to ``scratch``, for the caller to remove), the first of SCRATCH_ROOTS with room for them; ``outcome``
+    then reads as parsed. None when none has room or the parse fails there too."""
+    import shutil
+    import tempfile
+
+    raw = layout.find_raw_trace(outcome.rank_dir)
+    if raw is None:
+        return None
+    try:
+        size = raw.stat().st_size * (8 if raw.name.endswith(".gz") else 1)
+    except OSError:
+        return None
+    for root in SCRATCH_ROOTS:
+        base = root or tempfile.gettempdir()
+        try:
+            if shutil.disk_usage(base).free < SCRATCH_SHARE * size:
+                continue
+            made = Path(tempfile.mkdtemp(prefix="npuprof-report-", dir=base))
+        except OSError:
+            continue
+        scratch.append(made)
+        out_dir = made / layout.PARSED_DIR
+        try:
+            out_dir.mkdir()
+            write_outputs(raw, out_dir, outcome.rank, 1)
+        except Exception:
+            continue
+        outcome.status = "parsed"
+        return out_dir
+    return None
+
+
 def _memory_snapshot_left(rank_dir: Path) -> str | None:
     """The note for a capture whose --memory-timeline was not made: its snapshot is still there (the
     post-processor removes it once the timeline is written; it stopped, or was killed, before)."""
@@ -876,7 +914,34 @@ def build_report(
     get them without it (:func:`plan_db`), which ``on_note(line)`` hears of, before parsing starts.
     A directory holding the captures of several runs is reported on one run (npuprof.analysis.runs): the
     latest, or ``run`` (an id, a prefix of one, or ``all``). Raises NothingToAnalyse when ``path`` holds
-    nothing to analyse, RunChoiceError when ``run`` names no run of it. ``steps``: --steps (a pair: A-B)."""
+    nothing to analyse, RunChoiceError when ``run`` names no run of it. ``steps``: --steps (a pair: A-B).
+    A rank dir whose tables do not fit its disk is reported from tables made in a scratch directory,
+    removed once the report is made (:func:`_tables_elsewhere`)."""
+    scratch: list[Path] = []
+    try:
+        return _build_report(
+            path, steps, top, jobs, force, on_start, on_done, export_db, on_note, run, scratch
+        )
+    finally:
+        import shutil
+
+        for made in scratch:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def _build_report(
+    path: Path,
+    steps: StepSelection | tuple[int, int] | None,
+    top: int,
+    jobs: int | None,
+    force: bool,
+    on_start: Callable[[int], None] | None,
+    on_done: Callable[[ParseOutcome], None] | None,
+    export_db: bool,
+    on_note: Callable[[str], None] | None,
+    run: str | None,
+    scratch: list[Path],
+) -> Report:
     if isinstance(steps, tuple):
         steps = of_range(*steps)
     jobs = jobs or os.cpu_count() or 1
@@ -927,7 +992,16 @@ def build_report(
         if on_start:
             on_start(len(rank_dirs))
         for outcome in parse_all(rank_dirs, jobs, force, on_done, db_dirs):
-            targets.append((outcome, outcome.rank_dir / layout.PARSED_DIR))
+            out_dir = outcome.rank_dir / layout.PARSED_DIR
+            if outcome.no_space and (elsewhere := _tables_elsewhere(outcome, scratch)) is not None:
+                out_dir = elsewhere
+                if on_note:
+                    on_note(
+                        f"{outcome.rank_dir}: the disk is full: its tables are not kept there; this report "
+                        f"is made from tables in {elsewhere.parent}, removed afterwards (free some space, "
+                        "then npuprof analyse it again to keep them)"
+                    )
+            targets.append((outcome, out_dir))
         if on_note:
             for note in _db_gaps(rank_dirs):
                 on_note(note)
