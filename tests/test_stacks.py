@@ -241,3 +241,32 @@ def test_status_of_a_directory_that_does_not_exist_says_so(tmp_path):
     done = cli("status", str(tmp_path / "nosuch"))
     assert done.returncode == 2
     assert "nosuch does not exist: give the directory of npuprof run --dynamic DIR" in done.stderr
+
+
+def test_a_range_opened_inside_a_python_call_holds_what_runs_in_it(tmp_path):
+    """torch's record_function range (the user's, ProfilerStep#N, Optimizer.step#) starts inside the
+    Python call of its __enter__ (`_record_function_enter_new`, a few µs) and runs past it: it was clipped to
+    those µs, and what ran in it went to the enclosing frame (helper-87: no "my_range;" stack with
+    --with-stack). It now nests in the nearest frame holding it whole. Times in µs."""
+    def ev(name, cat, ts, dur):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": 1000.0 + ts, "dur": dur}
+
+    trace = {
+        "traceEvents": [
+            ev("job.py(5): <module>", "python_function", 0, 1000),
+            ev("torch/autograd/profiler.py(918): __enter__", "python_function", 100, 10),
+            ev("<built-in method _record_function_enter_new>", "python_function", 102, 5),
+            ev("my_range", "user_annotation", 105, 795),  # [105, 900)
+            ev("aten::mm", "cpu_op", 200, 600),  # [200, 800)
+            ev("torch/autograd/profiler.py(930): __exit__", "python_function", 895, 15),
+        ]
+    }
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    values = _parse_lines(st.folded_from_trace(path).text())
+    module = "job.py(5):_<module>"
+    assert values[(module, "my_range", "aten::mm")] == 600
+    # the range's own time: [105, 900) less aten::mm and the part of __exit__ inside it ([895, 900))
+    assert values[(module, "my_range")] == 795 - 600 - 5
+    assert values[(module, "my_range", "torch/autograd/profiler.py(930):___exit__")] == 5
+    assert sum(values.values()) == pytest.approx(1000, abs=6)  # the thread's time, the overlap µs aside

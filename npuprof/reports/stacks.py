@@ -104,6 +104,9 @@ class FoldedStacks:
         return "\n".join(lines) + ("\n" if lines else "")
 
 
+OVERRUN_US = 1.0  # a span ending this much after its parent: not the clocks' rounding
+
+
 @dataclass
 class _Node:
     ts: float
@@ -112,6 +115,7 @@ class _Node:
     child_time: float = 0.0
     framed: bool = False  # its path holds Python frames from a "Call stack"
     npuprof_work: bool = False  # npuprof's own work: what it calls is folded into its node
+    python: bool = False  # a python_function span (a frame of the Python tracer)
 
 
 class _PathTrie:
@@ -300,10 +304,22 @@ def _build_host_tree(
             end = ts + max(float(ev.dur or 0.0), 0.0)
             while stack and ts >= stack[-1].end:
                 _close(stack.pop(), self_time)
+            cat = _cat(ev)
+            if cat == vocab.USER_ANNOTATION and not ev.name.startswith(vocab.STEP_PREFIX):
+                # A record_function range (Optimizer.step#, the user's) opens inside the Python calls of
+                # its __enter__ and closes after they return: it belongs to the nearest frame that holds
+                # it whole, not clipped to the few µs of the call it began in. (ProfilerStep#N stays
+                # clipped: with Python frames the graph is one of code paths, not one per step.)
+                # Those calls end where it begins: their rest is inside it (each µs counted once).
+                while len(stack) > 1 and stack[-1].python and end > stack[-1].end + OVERRUN_US:
+                    call = stack.pop()
+                    cut = call.end - max(ts, call.ts)
+                    call.end -= cut
+                    stack[-1].child_time -= cut
+                    _close(call, self_time)
             parent = stack[-1] if stack else None
             if parent is not None and end > parent.end:
                 end = parent.end  # a child that overruns its parent (clock rounding): clip it
-            cat = _cat(ev)
             has_python = has_python or cat == vocab.PYTHON_FUNCTION
             framed = parent is not None and parent.framed
             work = parent is not None and parent.npuprof_work
@@ -325,7 +341,8 @@ def _build_host_tree(
                 node_id = trie.child(node_id, sanitise_frame(ev.name))
             if parent is not None:
                 parent.child_time += end - ts
-            stack.append(_Node(ts, end, node_id, framed=framed, npuprof_work=work))
+            python = cat == vocab.PYTHON_FUNCTION
+            stack.append(_Node(ts, end, node_id, framed=framed, npuprof_work=work, python=python))
             node_of_event[id(ev)] = node_id
             if cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime:
                 runtime_nodes.add(node_id)
