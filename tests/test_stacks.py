@@ -224,6 +224,21 @@ def test_cli_bad_input(tmp_path):
     (tmp_path / "b_2_20250101000000000_ascend_pt").mkdir()
     several = cli("export-stacks", str(tmp_path))
     assert several.returncode == 1 and "2 rank directories" in several.stderr
+    # torch's tensorboard_trace_handler layout: one of them was taken, silently (helper-87)
+    handler = tmp_path / "tb"
+    handler.mkdir()
+    trace = next(rank_dir.glob("*.pt.trace.json*"))
+    for name in ("rank0.1.pt.trace.json", "rank1.2.pt.trace.json"):
+        (handler / name).write_bytes(trace.read_bytes())
+    for command in ("export-stacks", "memory-timeline"):
+        both = cli(
+            command, str(handler), *(["-o", str(tmp_path / "m.json")] if command == "memory-timeline" else [])
+        )
+        assert both.returncode == 1, both.stderr
+        assert (
+            f"{handler} holds 2 traces (rank0.1.pt.trace.json, rank1.2.pt.trace.json): give one of them"
+            in (both.stderr)
+        ), both.stderr
 
 
 def test_an_output_in_a_missing_directory_says_to_make_it(tmp_path):
@@ -248,6 +263,7 @@ def test_a_range_opened_inside_a_python_call_holds_what_runs_in_it(tmp_path):
     Python call of its __enter__ (`_record_function_enter_new`, a few µs) and runs past it: it was clipped to
     those µs, and what ran in it went to the enclosing frame (helper-87: no "my_range;" stack with
     --with-stack). It now nests in the nearest frame holding it whole. Times in µs."""
+
     def ev(name, cat, ts, dur):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": 1000.0 + ts, "dur": dur}
 

@@ -17,6 +17,11 @@ def single_rank_dir(source: Path) -> Path:
     """``source`` itself when it is a rank dir (or a dir holding a trace); else the one rank dir below it."""
     if not source.exists():
         raise InputError(f"{source} does not exist")
+    if source.is_dir() and not layout.is_rank_dir(source):
+        traces = sorted(p.name for p in source.iterdir() if p.name.endswith(layout.KINETO_SUFFIXES))
+        if len(traces) > 1:  # torch's tensorboard_trace_handler: a trace per rank and capture, side by side
+            names = ", ".join(traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
+            raise InputError(f"{source} holds {len(traces)} traces ({names}): give one of them")
     if not source.is_dir() or layout.is_rank_dir(source) or layout.find_raw_trace(source) is not None:
         return source
     found = layout.find_rank_dirs(source)
