@@ -735,3 +735,16 @@ def test_nul_bytes_after_a_whole_trace_are_no_content_and_instead_of_its_end_are
     done = npuprof("analyse", str(cut), "-j", "1")
     assert done.returncode == 1
     assert f"the trace ends in 3000 NUL bytes after {len(body) // 2} bytes" in " ".join(done.stderr.split())
+
+
+def test_traces_one_level_down_are_pointed_at(tmp_path: Path) -> None:
+    """tensorboard_trace_handler's usual layout, logs/<run>/*.pt.trace.json: analyse of logs said only
+    "no rank directory ... and it is not a trace file" (helper-87)."""
+    for run in ("runA", "runB"):
+        (tmp_path / "logs" / run).mkdir(parents=True)
+        (tmp_path / "logs" / run / "w.1.pt.trace.json").write_text(json.dumps(cpu_trace()))
+    result = npuprof("analyse", str(tmp_path / "logs"), env=clean_env())
+    assert result.returncode == 1, result.stderr
+    runs = f"{tmp_path / 'logs' / 'runA'}, {tmp_path / 'logs' / 'runB'}"
+    said = " ".join(result.stderr.split())
+    assert f"trace files are in its subdirectories ({runs}): analyse one of them" in said, said

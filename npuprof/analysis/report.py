@@ -97,6 +97,21 @@ def _roots_of_the_runs_in(path: Path) -> list[Path]:
     return roots
 
 
+def _dirs_with_traces(directory: Path, most: int) -> list[Path]:
+    """Up to ``most`` subdirectories of ``directory`` holding trace files (by name order)."""
+    found: list[Path] = []
+    try:
+        subdirs = sorted(d for d in directory.iterdir() if d.is_dir() and not d.is_symlink())
+    except OSError:
+        return found
+    for d in subdirs:
+        if _trace_files_in(d):
+            found.append(d)
+            if len(found) == most:
+                break
+    return found
+
+
 def _trace_files_in(directory: Path) -> list[Path]:
     """The trace files directly in ``directory``: named as Kineto names them (``*.pt.trace.json[.gz]``), or
     any other ``*.json[.gz]`` whose content is a trace (``chrome_trace_1.json``: told by content)."""
@@ -982,6 +997,13 @@ def _build_report(
                 raise NothingToAnalyse(
                     f"no *_ascend_pt rank directory under {path}; its run captured into "
                     f"{', '.join(map(str, elsewhere))} (a --dynamic prof_dir): analyse that instead"
+                )
+            below = _dirs_with_traces(path, 3)
+            if below:  # tensorboard_trace_handler's dir per run: logs/<run>/*.pt.trace.json
+                named = ", ".join(str(d) for d in below)
+                raise NothingToAnalyse(
+                    f"no rank directory (a capture) and no trace file in {path} itself; trace files are in "
+                    f"its subdirectories ({named}{', ...' if len(below) == 3 else ''}): analyse one of them"
                 )
             raise NothingToAnalyse(f"no rank directory (a capture) under {path}, and it is not a trace file")
         rank_dirs = _one_run(path, rank_dirs, run, on_note)
