@@ -321,7 +321,8 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         table.add_column("max-min", justify="right")
         for s in shown:
             width = _ms(s.max_us - s.min_us) if len(s.ranks) > 1 else "-"
-            table.add_row(str(s.step), *[_ms(s.ranks.get(k)) for k in ranks], width)
+            label = "-" if s.step is None else str(s.step)  # a trace without steps: its whole capture
+            table.add_row(label, *[_ms(s.ranks.get(k)) for k in ranks], width)
         print_whole(console, table)
         slow = cross.slowest
         if slow:
@@ -341,7 +342,8 @@ def _render_cross_rank(report: Report, console: Console) -> None:
                 console.print("step start skew: none (each step started at the same time on every rank)")
                 return
             console.print(
-                f"step start skew: up to {_ms(worst.skew_us)} ms (step {worst.step}: rank "
+                f"step start skew: up to {_ms(worst.skew_us)} ms "
+                f"({'the capture' if worst.step is None else f'step {worst.step}'}: rank "
                 f"{worst.latest_rank} started after rank {worst.earliest_rank})"
             )
 
@@ -366,7 +368,7 @@ def _say_rank(
 
         verdict = (
             f"not judged: with 2 ranks it takes {SMALL_GROUP_STEPS} whole steps both have, and they have "
-            f"{too_few_steps} (capture more steps: --active)"
+            f"{too_few_steps} (capture more steps)"
         )
     else:
         verdict = "[bold red]an outlier[/bold red]" if outlier else "within the normal spread"
