@@ -159,7 +159,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     if not per_device:
         raise MemoryTimelineError(
             f"{trace.name} has no [memory] events: capture with {CAPTURE_FLAGS} "
-            "(and --memory-timeline raw.json.gz for categories)"
+            "(and --memory-timeline raw.json.gz for categories); with torch.profiler yourself: "
+            "profile_memory=True"
         )
     devices = _sorted_devices(per_device)
     chosen = _choose_device(device, devices)
@@ -399,7 +400,9 @@ def source_note(data: MemoryData) -> str:
         )
         return (
             "Categories UNKNOWN: rendered from the trace's [memory] events (allocator totals only). "
-            f"{before} Capture with {CAPTURE_FLAGS} --memory-timeline raw.json.gz for categories."
+            f"{before} For categories: npuprof run {CAPTURE_FLAGS} --memory-timeline raw.json.gz, or with "
+            "torch.profiler yourself (profile_memory, record_shapes, with_stack) "
+            'prof.export_memory_timeline("x.raw.json.gz"), then npuprof memory-timeline x.raw.json.gz.'
         )
     return "Categories from torch's memory profiler (export_memory_timeline)."
 
