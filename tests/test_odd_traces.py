@@ -533,6 +533,44 @@ def test_a_memory_snapshot_left_says_its_timeline_was_not_made(tmp_path: Path) -
     ) in rank["warnings"], rank
 
 
+def test_a_trace_cut_inside_a_value_after_the_events_is_truncated(tmp_path: Path) -> None:
+    """Cut inside a string of "],}" after the events, the file ended in "],}": taken for the events' end
+    followed by ", }" (a comma before no key), then refused as "corrupt: undecodable events" after reading
+    it all again (helper-86: 49 s on 225 MB). It is a truncated trace."""
+    text = json.dumps({**cpu_trace(), "blob": "],}" * 100_000})
+    cut = text[: text.rindex("],}") + 3]
+    path = tmp_path / "cut.pt.trace.json"
+    path.write_text(cut)
+    result = npuprof("analyse", str(path), env=clean_env())
+    assert result.returncode == 1 and "truncated" in result.stderr, result.stderr
+    assert "before its JSON closes" in result.stderr, result.stderr
+
+
+def test_a_gz_trace_with_megabytes_of_braces_after_its_events_is_read_in_one_pass(tmp_path: Path) -> None:
+    """A .gz trace whose value after the events is megabytes of "],}]," (past the block the stream is read
+    in): every "}" was looked at from Python, again for each block read (helper-86: 158 s for 20 MB). The
+    regex engine finds the events' boundaries now. The guard is a timeout far above the ~0.5 s it takes
+    (~40 s before), not a measured time."""
+    import subprocess
+    import sys
+
+    trace = cpu_trace()
+    path = tmp_path / "braces.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({**trace, "blob": "],}]," * 2_400_000}).encode(), 1))
+    script = (
+        "import sys; from npuprof.analysis.trace_loader import TraceReader; "
+        "print(sum(len(c.events) for c in TraceReader(sys.argv[1], block=128 << 10)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=20, check=False
+    )
+    assert done.returncode == 0 and done.stdout.split() == [str(len(trace["traceEvents"]))], done.stderr
+    result = npuprof("analyse", str(path), "--format", "json", env=clean_env(), timeout=60)
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert [(s["step"], s["computing_us"]) for s in rank["steps"]] == [(7, 300.0)]
+
+
 def _analysed_text(path: Path, text: str, gz: bool) -> dict:
     """The one rank of `npuprof analyse` of a trace of this text (gzipped: at path.gz)."""
     if gz:

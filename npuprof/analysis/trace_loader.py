@@ -553,7 +553,7 @@ class TraceReader:
         bad: int | None = None  # a byte where the text stops being JSON: no boundary after it can work
         what = ""  # what stands there, when it is a known non-JSON number (NaN, Infinity)
         while tries < limit:
-            close = buf.rfind(b"}", 0, end)
+            close = _last_boundary(buf, end)
             if close < 0:
                 if bad is not None:
                     where = self.bytes_read - len(buf) + bad
@@ -561,18 +561,14 @@ class TraceReader:
                         "corrupt", f"{self.path}: malformed JSON at byte {where}{what} (corrupt trace)"
                     )
                 return None
-            comma = _next_nonspace(buf, close + 1)
-            if comma < len(buf) and buf[comma] == 0x2C:  # ","
-                brace = _next_nonspace(buf, comma + 1)
-                if brace < len(buf) and buf[brace] == 0x7B:  # "{"
-                    tries += 1
-                    decoded = self._decode(memoryview(buf)[: close + 1])
-                    if decoded is not None:
-                        return close + 1, *decoded
-                    if self.malformed_at is not None and self.malformed_at < close:
-                        bad, what = self.malformed_at, self.malformed_what
-                        end = bad
-                        continue
+            tries += 1
+            decoded = self._decode(memoryview(buf)[: close + 1])
+            if decoded is not None:
+                return close + 1, *decoded
+            if self.malformed_at is not None and self.malformed_at < close:
+                bad, what = self.malformed_at, self.malformed_what
+                end = bad
+                continue
             end = close
         return None
 
@@ -725,6 +721,8 @@ class TraceReader:
         if self.form == FORM_ARRAY:
             return {} if not tail else None
         if tail.startswith(b","):
+            if not tail[1:].lstrip().startswith(b'"'):
+                return None  # a comma before no key ("],}" inside a string cut short): no JSON's end
             tail = b"{" + tail[1:]
         elif tail == b"}":
             tail = b"{}"
@@ -851,20 +849,16 @@ class TraceReader:
                 if not window:
                     break
                 # a "{" is checked on the _LOOKAHEAD bytes after it (all there are at the end)
-                last = len(window) if pos + len(window) >= end else len(window) - _LOOKAHEAD
-                i = 0
-                while True:
-                    close = window.find(b"}", i)
-                    if close < 0:
+                at_end = pos + len(window) >= end
+                last = len(window) if at_end else len(window) - _LOOKAHEAD
+                for match in _BOUNDARY.finditer(window):  # "},{" found by the regex engine, not per "}"
+                    brace = match.end() - 1
+                    if brace >= last:
                         break
-                    comma = _next_nonspace(window, close + 1)
-                    if comma < len(window) and window[comma] == 0x2C:
-                        brace = _next_nonspace(window, comma + 1)
-                        if brace >= last:
-                            break
-                        if window[brace] == 0x7B and _starts_events(window, brace):
-                            return pos + brace
-                    i = close + 1
+                    if _starts_events(window, brace):
+                        return pos + brace
+                if at_end:  # every "{" up to the end was looked at (it moved on a byte at a time here)
+                    break
                 pos += max(len(window) - _LOOKAHEAD, 1)
         return end
 
@@ -915,6 +909,29 @@ class TraceReader:
             if rest < len(buf) and buf[rest] == 0x2C:
                 rest += 1
             buf = buf[rest:]
+
+
+_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")  # between two events: "},{"
+BOUNDARY_WINDOW = 1 << 20  # bytes searched at a time, from the end back
+BOUNDARY_SLACK = 4096  # room after a "}" for the "," and "{" of its boundary (whitespace)
+
+
+def _last_boundary(buf: bytes | bytearray, end: int) -> int:
+    """The index of the "}" of the last "},{" whose "}" lies before ``end`` (-1 when none), searched a
+    window at a time by the regex engine: a value full of "}" (a long string after the events) costs no
+    Python step per byte."""
+    hi = end
+    while hi > 0:
+        lo = max(0, hi - BOUNDARY_WINDOW)
+        found = -1
+        for match in _BOUNDARY.finditer(buf, lo, min(len(buf), hi + BOUNDARY_SLACK)):
+            if match.start() >= hi:
+                break
+            found = match.start()
+        if found >= 0:
+            return found
+        hi = lo
+    return -1
 
 
 def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
