@@ -205,6 +205,29 @@ def test_cpu_an_operator_that_issued_a_collective_waits_while_it_runs(
     assert got["Free"] == 1000 - computing - 600
 
 
+def test_cpu_the_wait_of_a_functional_collective_is_communication(tmp_path: Path) -> None:
+    """torch.distributed._functional_collectives: the rank waits in ``_c10d_functional::wait_tensor``
+    [102, 898) under PythonSubclass [101, 899) under aten::copy_ [100, 900), while gloo's collective runs
+    [150, 850) (helper-86: read as ~97% computing). The wait is a communication call, its holders wait with
+    it: computing is copy_ outside the call, [100, 102) and [898, 900), 4 µs; exposed communication 700."""
+    trace = {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+        "traceEvents": [
+            x("ProfilerStep#3", "user_annotation", 0, 1000),
+            x("aten::copy_", "cpu_op", 100, 800, **{"External id": 1}),
+            x("PythonSubclass", "cpu_op", 101, 798, **{"External id": 2}),
+            x("_c10d_functional::wait_tensor", "cpu_op", 102, 796, **{"External id": 3}),
+            x("gloo:all_reduce", "user_annotation", 150, 700, tid=101, **{"Input Dims": [[256]]}),
+        ],
+    }
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir).ok
+    (row,) = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
+    got = {k: float(v) for k, v in row.items()}
+    assert (got["Computing"], got["Communication(Not Overlapped)"], got["Overlapped"]) == (4, 700, 0), got
+
+
 def test_idempotent_and_force(tmp_path: Path) -> None:
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     assert parse_rank_dir(rank_dir).status == "parsed"

@@ -111,6 +111,9 @@ COMM_TASK_PREFIXES = ("hcom_",)  # torch_npu's HCCL operators as device tasks: h
 COMM_ANNOTATION_PREFIXES = ("gloo:", "nccl:", "hccl:", "mpi:", "ucc:")
 COMM_RECORD = "record_param_comms"
 C10D_PREFIX = "c10d::"
+# the functional collectives' operators (torch.distributed._functional_collectives, traced or eager): the
+# collective (``_c10d_functional::all_reduce``) and the wait for it (``_c10d_functional::wait_tensor``)
+C10D_PREFIXES = (C10D_PREFIX, "_c10d_functional::", "c10d_functional::", "_c10d_functional_autograd::")
 
 
 # A Python frame of npuprof's own code in a --with-stack trace ("/site-packages/npuprof/agent/steps.py(57):
@@ -152,7 +155,7 @@ def is_comm_name(name: str) -> bool:
 def is_comm_operator(name: str) -> bool:
     """An operator that is a communication call rather than computing (on the CPU, where the device is the
     host): a communication name, a ``c10d::`` call or ``record_param_comms``."""
-    return is_comm_name(name) or name.startswith(C10D_PREFIX) or name == COMM_RECORD
+    return is_comm_name(name) or name.startswith(C10D_PREFIXES) or name == COMM_RECORD
 
 
 def is_send_or_receive(name: str) -> bool:
