@@ -647,3 +647,38 @@ def test_an_experimental_config_that_is_no_object_is_named(given: object) -> Non
     assert ("WARNING", f"{said}; its default is used") in heard, heard
     request, heard = _request({"start_step": -1, "active": 2, "experimental_config": None})
     assert request is not None and heard == [], heard
+
+
+def test_a_request_too_late_or_never_reached_is_said_by_the_summary_and_status(tmp_path: Path) -> None:
+    """A trigger whose start_step had passed: the run's summary said "no capture was asked"; a capture
+    planned from step 10000 in a job that ended at step 250: status still said "planned" (helper-86)."""
+    from npuprof.cli.status import _processes
+    from npuprof.reports.run_summary import why_no_capture
+
+    (tmp_path / "log").mkdir()
+    log = tmp_path / "log" / f"dp_vm_{os.getpid()}_rank_-1.log"
+    log.write_text(
+        "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+        "2026-12-02 07:25:43,902 [INFO] [1] npuprof.dynamic: [step 116] loaded: capture 2 step(s) from "
+        "step 3 on every rank into /o (trigger t9)\n"
+        "2026-12-02 07:25:44,002 [WARNING] [1] npuprof.dynamic: [step 117] start_step 3 has passed (the job "
+        "is at step 117): not effective\n"
+        "2026-12-02 07:25:51,440 [INFO] [1] npuprof.dynamic: [step 200] the process ends\n"
+    )
+    (tmp_path / CONFIG_NAME).write_text(json.dumps({"start_step": 3, "active": 2, "trigger_id": "t9"}))
+    cfg = c.ProfileConfig(dynamic=str(tmp_path))
+    why = why_no_capture(cfg, 0, ["[INFO] [agent pid=1] agent ready in x.py (rank None)"])
+    assert why.startswith(
+        "the request was not acted on: start_step 3 has passed (the job is at step 117): not effective"
+    ), why
+
+    log.write_text(
+        "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+        "2026-12-02 07:25:44,002 [INFO] [1] npuprof.dynamic: [step 20] capture planned: steps 10000-10002\n"
+        "2026-12-02 07:25:51,440 [INFO] [1] npuprof.dynamic: [step 250] the process ends\n"
+    )
+    (process,) = _processes(tmp_path / "log")
+    assert process["planned"] is None and process["state"] == "ended", process
+    assert process["not_captured"]["why"] == (
+        "never reached: steps 10000-10002 planned, the process ended at step 250"
+    ), process

@@ -171,6 +171,11 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
                 info["rejected"] += 1
     if info["state"] == "running" and host == short_host_name() and not _alive(pid):
         info["state"] = "gone (no end line: killed?)"
+    planned, last = info["planned"], info["last_step"]
+    if planned and info["state"] != "running" and last is not None and _first(planned) > last:
+        info["planned"] = None  # the process ended before that capture's first step
+        why = f"never reached: steps {planned} planned, the process ended at step {last}"
+        info["not_captured"] = {"step": last, "why": why}
     if rank == UNKNOWN_RANK:
         info["rank"] = -1
     return info

@@ -646,6 +646,9 @@ def before_start(directory: Path) -> str:
     )
 
 
+_SKIPPED_CAPTURE = re.compile(r"^capture at step \d+ skipped: ")
+
+
 def planned_not_reached(directory: Path) -> str:
     """What became of the last capture a process's log in ``directory/log`` planned, when none began: the
     job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); in words, else
@@ -653,22 +656,29 @@ def planned_not_reached(directory: Path) -> str:
 
     found = ""
     for log in sorted((directory / "log").glob("dp_*.log")):
-        planned, cancelled, last_step = "", "", None
+        planned, cancelled, missed, last_step = "", "", "", None
         for fields in _dynamic_log_fields(log):
             if fields["step"] is not None:
                 last_step = int(fields["step"])
             message = fields["message"]
             if message.startswith("capture planned: steps "):
-                planned, cancelled = message.removeprefix("capture planned: steps ").split(" ", 1)[0], ""
+                planned = message.removeprefix("capture planned: steps ").split(" ", 1)[0]
+                cancelled = missed = ""
             elif message.startswith(("capture started", "capture of steps")):
-                planned = cancelled = ""
+                planned = cancelled = missed = ""
             elif message.startswith("the capture planned from step") and " is cancelled" in message:
                 planned, cancelled = "", message
+            elif fields["level"] == "WARNING" and (
+                message.endswith(": not effective") or _SKIPPED_CAPTURE.match(message)
+            ):  # a request too late (its start_step passed), never begun, or a capture skipped
+                planned, missed = "", message
         if planned and (last_step is None or int(planned.split("-")[0]) > last_step):
             at = f" at step {last_step}" if last_step is not None else ""
             found = f"a capture of steps {planned} was planned, but the job ended{at}, before its first step"
         elif cancelled:
             found = f"{cancelled} (npuprof trigger --cancel)"
+        elif missed:
+            found = f"the request was not acted on: {missed}"
     return found
 
 
