@@ -179,8 +179,8 @@ def render_table(report: Report, console: Console) -> None:
         if r.export_ms is not msgspec.UNSET:
             console.print(
                 f"[dim]step {r.export_after_step} ended the capture: writing its trace then took the "
-                f"training process {r.export_ms:.1f} ms more, which a timer of your own around that step "
-                "counts and this table does not[/dim]",
+                f"training process {r.export_ms:.1f} ms more (and a few ms to hand it over), which a timer "
+                "of your own around that step counts and this table does not[/dim]",
                 highlight=False,
             )
         if r.top_operators:
