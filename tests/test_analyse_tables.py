@@ -159,6 +159,24 @@ def test_cpu_only_overlap(tmp_path: Path) -> None:
     ]
 
 
+def _one_gloo_step(tmp_path: Path, *ops: tuple[str, float, float], collective: tuple[float, float]) -> dict:
+    """step_trace_time.csv's row of a CPU rank's step [0, 1000) running ``ops`` (name, start, duration) on
+    its main thread while gloo's all_reduce runs ``collective`` (start, duration) on its worker thread."""
+    trace = {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
+        "traceEvents": [
+            x("ProfilerStep#3", "user_annotation", 0, 1000),
+            *(x(name, "cpu_op", ts, dur, **{"External id": k}) for k, (name, ts, dur) in enumerate(ops, 1)),
+            x("gloo:all_reduce", "user_annotation", *collective, tid=101, **{"Input Dims": [[256]]}),
+        ],
+    }
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir).ok
+    (row,) = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
+    return {k: float(v) for k, v in row.items()}
+
+
 @pytest.mark.parametrize("blocking_call", [False, True])
 def test_cpu_an_operator_that_issued_a_collective_waits_while_it_runs(
     tmp_path: Path, blocking_call: bool
@@ -173,23 +191,15 @@ def test_cpu_an_operator_that_issued_a_collective_waits_while_it_runs(
     a call was before). Counted as before this rule, the backward would have covered the collective:
     computing 850, exposed 0."""
     call = (150, 700 if blocking_call else 10)
-    trace = {
-        "schemaVersion": 1,
-        "distributedInfo": {"backend": "gloo", "rank": 1, "world_size": 2},
-        "traceEvents": [
-            x("ProfilerStep#3", "user_annotation", 0, 1000),
-            x("autograd::engine::evaluate_function: WaitsBackward", "cpu_op", 100, 800, **{"External id": 1}),
-            x("WaitsBackward", "cpu_op", 100, 799, **{"External id": 2}),
-            x("aten::clone", "cpu_op", 110, 30, **{"External id": 3}),
-            x("c10d::allreduce_", "cpu_op", *call, **{"External id": 4}),
-            x("aten::add", "cpu_op", 900, 50, **{"External id": 5}),
-            x("gloo:all_reduce", "user_annotation", 200, 600, tid=101, **{"Input Dims": [[256]]}),
-        ],
-    }
-    rank_dir = write_rank_dir(tmp_path, trace)
-    assert parse_rank_dir(rank_dir).ok
-    (row,) = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
-    got = {k: float(v) for k, v in row.items()}
+    got = _one_gloo_step(
+        tmp_path,
+        ("autograd::engine::evaluate_function: WaitsBackward", 100, 800),
+        ("WaitsBackward", 100, 799),
+        ("aten::clone", 110, 30),
+        ("c10d::allreduce_", *call),
+        ("aten::add", 900, 50),
+        collective=(200, 600),
+    )
     computing = 150 if blocking_call else 240
     assert (
         got["Computing"],
@@ -210,21 +220,13 @@ def test_cpu_the_wait_of_a_functional_collective_is_communication(tmp_path: Path
     [102, 898) under PythonSubclass [101, 899) under aten::copy_ [100, 900), while gloo's collective runs
     [150, 850) (helper-86: read as ~97% computing). The wait is a communication call, its holders wait with
     it: computing is copy_ outside the call, [100, 102) and [898, 900), 4 µs; exposed communication 700."""
-    trace = {
-        "schemaVersion": 1,
-        "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
-        "traceEvents": [
-            x("ProfilerStep#3", "user_annotation", 0, 1000),
-            x("aten::copy_", "cpu_op", 100, 800, **{"External id": 1}),
-            x("PythonSubclass", "cpu_op", 101, 798, **{"External id": 2}),
-            x("_c10d_functional::wait_tensor", "cpu_op", 102, 796, **{"External id": 3}),
-            x("gloo:all_reduce", "user_annotation", 150, 700, tid=101, **{"Input Dims": [[256]]}),
-        ],
-    }
-    rank_dir = write_rank_dir(tmp_path, trace)
-    assert parse_rank_dir(rank_dir).ok
-    (row,) = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
-    got = {k: float(v) for k, v in row.items()}
+    got = _one_gloo_step(
+        tmp_path,
+        ("aten::copy_", 100, 800),
+        ("PythonSubclass", 101, 798),
+        ("_c10d_functional::wait_tensor", 102, 796),
+        collective=(150, 700),
+    )
     assert (got["Computing"], got["Communication(Not Overlapped)"], got["Overlapped"]) == (4, 700, 0), got
 
 

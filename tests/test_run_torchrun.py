@@ -102,7 +102,7 @@ def test_inside_torchrun_each_worker_runs_npuprof(out: Path) -> None:
     assert all(profiler_steps(d) == [2] for d in dirs)
 
 
-LATE_PEER = '''
+LATE_PEER = """
 import os, time
 import torch, torch.distributed as dist
 from torch import nn
@@ -133,7 +133,7 @@ for step in range(8):
     opt.zero_grad()
 dist.destroy_process_group()
 os._exit(0)
-'''
+"""
 
 
 def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(out: Path, tmp_path: Path) -> None:
