@@ -286,3 +286,33 @@ def test_a_range_opened_inside_a_python_call_holds_what_runs_in_it(tmp_path):
     assert values[(module, "my_range")] == 795 - 600 - 5
     assert values[(module, "my_range", "torch/autograd/profiler.py(930):___exit__")] == 5
     assert sum(values.values()) == pytest.approx(1000, abs=6)  # the thread's time, the overlap µs aside
+
+
+def test_a_range_opened_in_one_function_and_closed_in_another_keeps_the_callers(tmp_path):
+    """``opener()`` enters a range and calls ``work()``; ``closer()`` calls ``work()`` and exits it
+    (helper-88: the range was lifted out of ``opener`` and took its ``work`` with it: a call path
+    ``<module>;crossfn;work`` that never ran). The script's frame stays: the range is cut at its end."""
+    def ev(name, cat, ts, dur):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": 1000.0 + ts, "dur": dur}
+
+    trace = {
+        "traceEvents": [
+            ev("job.py(9): <module>", "python_function", 0, 200),
+            ev("job.py(5): opener", "python_function", 0, 93),
+            ev("torch/autograd/profiler.py(918): __enter__", "python_function", 5, 6),
+            ev("<built-in method _record_function_enter_new>", "python_function", 7, 3),
+            ev("crossfn", "user_annotation", 9, 149),  # [9, 158)
+            ev("job.py(4): work", "python_function", 18, 74),
+            ev("aten::mm", "cpu_op", 20, 70),
+            ev("job.py(7): closer", "python_function", 96, 63),
+            ev("job.py(4): work", "python_function", 100, 40),
+            ev("aten::mm", "cpu_op", 101, 38),
+        ]
+    }
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    values = _parse_lines(st.folded_from_trace(path).text())
+    module, opener, work = "job.py(9):_<module>", "job.py(5):_opener", "job.py(4):_work"
+    assert values[(module, opener, "crossfn", work, "aten::mm")] == 70
+    assert values[(module, "job.py(7):_closer", work, "aten::mm")] == 38
+    assert not [stack for stack in values if stack[:2] == (module, "crossfn")], values

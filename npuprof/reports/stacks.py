@@ -105,6 +105,8 @@ class FoldedStacks:
 
 
 OVERRUN_US = 1.0  # a span ending this much after its parent: not the clocks' rounding
+# Python frames of the code that opens a record_function range (its __enter__, the op call under it)
+RANGE_MACHINERY = ("torch/autograd/profiler.py", "torch/_ops.py", "_record_function_enter", "torch/profiler/")
 
 
 @dataclass
@@ -115,7 +117,7 @@ class _Node:
     child_time: float = 0.0
     framed: bool = False  # its path holds Python frames from a "Call stack"
     npuprof_work: bool = False  # npuprof's own work: what it calls is folded into its node
-    python: bool = False  # a python_function span (a frame of the Python tracer)
+    range_machinery: bool = False  # a Python frame of torch's record_function (RANGE_MACHINERY)
 
 
 class _PathTrie:
@@ -310,8 +312,11 @@ def _build_host_tree(
                 # its __enter__ and closes after they return: it belongs to the nearest frame that holds
                 # it whole, not clipped to the few µs of the call it began in. (ProfilerStep#N stays
                 # clipped: with Python frames the graph is one of code paths, not one per step.)
-                # Those calls end where it begins: their rest is inside it (each µs counted once).
-                while len(stack) > 1 and stack[-1].python and end > stack[-1].end + OVERRUN_US:
+                # Those calls (torch's, RANGE_MACHINERY) end where it begins: their rest is inside it (each
+                # µs counted once). A frame of the script's own that returns inside the range (a range
+                # opened in one function and closed in another) is the code that runs there: the range is
+                # cut at its end instead, as any child overrunning its parent is.
+                while len(stack) > 1 and stack[-1].range_machinery and end > stack[-1].end + OVERRUN_US:
                     call = stack.pop()
                     cut = call.end - max(ts, call.ts)
                     call.end -= cut
@@ -341,8 +346,8 @@ def _build_host_tree(
                 node_id = trie.child(node_id, sanitise_frame(ev.name))
             if parent is not None:
                 parent.child_time += end - ts
-            python = cat == vocab.PYTHON_FUNCTION
-            stack.append(_Node(ts, end, node_id, framed=framed, npuprof_work=work, python=python))
+            machinery = cat == vocab.PYTHON_FUNCTION and any(mark in ev.name for mark in RANGE_MACHINERY)
+            stack.append(_Node(ts, end, node_id, framed=framed, npuprof_work=work, range_machinery=machinery))
             node_of_event[id(ev)] = node_id
             if cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime:
                 runtime_nodes.add(node_id)
