@@ -112,7 +112,12 @@ def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
     assert list(scratch.iterdir()) == []  # removed once the report is made
     assert not (rank_dir / layout.PARSED_DIR / "analyse.done").exists()
 
-    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(tmp_path / "nowhere"),))  # no scratch: no report
+    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(tmp_path / "nowhere"), None))  # no scratch: no report
+
+    def all_full() -> str:  # as tempfile says when no temporary directory can take a file (helper-88)
+        raise FileNotFoundError("No usable temporary directory found in ['/tmp']")
+
+    monkeypatch.setattr("tempfile.gettempdir", all_full)
     made = report.build_report(rank_dir, jobs=1)
     (problem,) = made.problems
     assert problem.status == "failed" and problem.reason.startswith("the disk is full"), problem

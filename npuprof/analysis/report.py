@@ -600,8 +600,8 @@ def _tables_elsewhere(outcome: ParseOutcome, scratch: list[Path]) -> Path | None
     except OSError:
         return None
     for root in SCRATCH_ROOTS:
-        base = root or tempfile.gettempdir()
-        try:
+        try:  # gettempdir() raises when no temporary directory can take a file (all full)
+            base = root or tempfile.gettempdir()
             if shutil.disk_usage(base).free < SCRATCH_SHARE * size:
                 continue
             made = Path(tempfile.mkdtemp(prefix="npuprof-report-", dir=base))
