@@ -258,28 +258,32 @@ def test_status_of_a_directory_that_does_not_exist_says_so(tmp_path):
     assert "nosuch does not exist: give the directory of npuprof run --dynamic DIR" in done.stderr
 
 
+def ev(name: str, cat: str, ts: float, dur: float) -> dict:
+    """A complete event of thread 1 starting ``ts`` µs into a trace."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": 1000.0 + ts, "dur": dur}
+
+
+def _folded_of(tmp_path: Path, events: list[dict]) -> dict[tuple[str, ...], int]:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return _parse_lines(st.folded_from_trace(path).text())
+
+
 def test_a_range_opened_inside_a_python_call_holds_what_runs_in_it(tmp_path):
     """torch's record_function range (the user's, ProfilerStep#N, Optimizer.step#) starts inside the
     Python call of its __enter__ (`_record_function_enter_new`, a few µs) and runs past it: it was clipped to
     those µs, and what ran in it went to the enclosing frame (helper-87: no "my_range;" stack with
     --with-stack). It now nests in the nearest frame holding it whole. Times in µs."""
 
-    def ev(name, cat, ts, dur):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": 1000.0 + ts, "dur": dur}
-
-    trace = {
-        "traceEvents": [
-            ev("job.py(5): <module>", "python_function", 0, 1000),
-            ev("torch/autograd/profiler.py(918): __enter__", "python_function", 100, 10),
-            ev("<built-in method _record_function_enter_new>", "python_function", 102, 5),
-            ev("my_range", "user_annotation", 105, 795),  # [105, 900)
-            ev("aten::mm", "cpu_op", 200, 600),  # [200, 800)
-            ev("torch/autograd/profiler.py(930): __exit__", "python_function", 895, 15),
-        ]
-    }
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps(trace))
-    values = _parse_lines(st.folded_from_trace(path).text())
+    events = [
+        ev("job.py(5): <module>", "python_function", 0, 1000),
+        ev("torch/autograd/profiler.py(918): __enter__", "python_function", 100, 10),
+        ev("<built-in method _record_function_enter_new>", "python_function", 102, 5),
+        ev("my_range", "user_annotation", 105, 795),  # [105, 900)
+        ev("aten::mm", "cpu_op", 200, 600),  # [200, 800)
+        ev("torch/autograd/profiler.py(930): __exit__", "python_function", 895, 15),
+    ]
+    values = _folded_of(tmp_path, events)
     module = "job.py(5):_<module>"
     assert values[(module, "my_range", "aten::mm")] == 600
     # the range's own time: [105, 900) less aten::mm and the part of __exit__ inside it ([895, 900))
@@ -292,26 +296,20 @@ def test_a_range_opened_in_one_function_and_closed_in_another_keeps_the_callers(
     """``opener()`` enters a range and calls ``work()``; ``closer()`` calls ``work()`` and exits it
     (helper-88: the range was lifted out of ``opener`` and took its ``work`` with it: a call path
     ``<module>;crossfn;work`` that never ran). The script's frame stays: the range is cut at its end."""
-    def ev(name, cat, ts, dur):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": 1000.0 + ts, "dur": dur}
 
-    trace = {
-        "traceEvents": [
-            ev("job.py(9): <module>", "python_function", 0, 200),
-            ev("job.py(5): opener", "python_function", 0, 93),
-            ev("torch/autograd/profiler.py(918): __enter__", "python_function", 5, 6),
-            ev("<built-in method _record_function_enter_new>", "python_function", 7, 3),
-            ev("crossfn", "user_annotation", 9, 149),  # [9, 158)
-            ev("job.py(4): work", "python_function", 18, 74),
-            ev("aten::mm", "cpu_op", 20, 70),
-            ev("job.py(7): closer", "python_function", 96, 63),
-            ev("job.py(4): work", "python_function", 100, 40),
-            ev("aten::mm", "cpu_op", 101, 38),
-        ]
-    }
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps(trace))
-    values = _parse_lines(st.folded_from_trace(path).text())
+    events = [
+        ev("job.py(9): <module>", "python_function", 0, 200),
+        ev("job.py(5): opener", "python_function", 0, 93),
+        ev("torch/autograd/profiler.py(918): __enter__", "python_function", 5, 6),
+        ev("<built-in method _record_function_enter_new>", "python_function", 7, 3),
+        ev("crossfn", "user_annotation", 9, 149),  # [9, 158)
+        ev("job.py(4): work", "python_function", 18, 74),
+        ev("aten::mm", "cpu_op", 20, 70),
+        ev("job.py(7): closer", "python_function", 96, 63),
+        ev("job.py(4): work", "python_function", 100, 40),
+        ev("aten::mm", "cpu_op", 101, 38),
+    ]
+    values = _folded_of(tmp_path, events)
     module, opener, work = "job.py(9):_<module>", "job.py(5):_opener", "job.py(4):_work"
     assert values[(module, opener, "crossfn", work, "aten::mm")] == 70
     assert values[(module, "job.py(7):_closer", work, "aten::mm")] == 38
