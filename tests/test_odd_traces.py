@@ -786,3 +786,16 @@ def test_traces_one_level_down_are_pointed_at(tmp_path: Path) -> None:
     runs = f"{tmp_path / 'logs' / 'runA'}, {tmp_path / 'logs' / 'runB'}"
     said = " ".join(result.stderr.split())
     assert f"trace files are in its subdirectories ({runs}): analyse one of them" in said, said
+
+
+def test_a_named_trace_whose_events_come_after_long_other_keys_is_read(tmp_path: Path) -> None:
+    """`npuprof analyse big_head.json`: traceEvents after 100 KB of another tool's keys was "neither a
+    result directory nor a trace file" for analyse while export-stacks read it (helper-87). A file the user
+    names is read on until traceEvents shows (a folder's other JSON files still are not)."""
+    trace = cpu_trace()
+    path = tmp_path / "big_head.json"
+    path.write_text(json.dumps({"otherData": {"note": "x" * 100_000}, **trace}))
+    result = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == [(7, 1000.0)]

@@ -84,7 +84,7 @@ def is_bare_trace(path: Path) -> bool:
         return True
     from npuprof.analysis.trace_loader import sniff_trace
 
-    return sniff_trace(path) is not None
+    return sniff_trace(path, named=True) is not None
 
 
 def _roots_of_the_runs_in(path: Path) -> list[Path]:

@@ -1011,11 +1011,12 @@ def _unclosed(path: Any, size: int, tail: bytes | bytearray) -> str:
     )
 
 
-def sniff_trace(path: str | Path) -> str | None:
+def sniff_trace(path: str | Path, named: bool = False) -> str | None:
     """The form of the trace at ``path`` from its content (gzipped or not), whatever its name:
     FORM_KINETO (a JSON object with ``traceEvents``), FORM_ARRAY (a bare JSON array of events, torch_npu's
     trace_view.json), or None (not a trace, or unreadable). Reads the first SNIFF_BYTES (more only for an
-    object that starts with one of Kineto's header keys, until traceEvents shows)."""
+    object that starts with one of Kineto's header keys, or for a file the user ``named`` itself, until
+    traceEvents shows: a folder's other JSON files are not read through)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open; a directory is no trace
             return None
@@ -1031,7 +1032,7 @@ def sniff_trace(path: str | Path) -> str | None:
                 return None
             # an object of other keys first (Perfetto's otherData, a tool's own) is a trace when traceEvents
             # comes within the first SNIFF_BYTES; one of Kineto's header is read on for it
-            limit = _HEAD_LIMIT if _KINETO_HEAD_KEYS.match(text) else 0
+            limit = _HEAD_LIMIT if named or _KINETO_HEAD_KEYS.match(text) else 0
             tail = b""
             while True:
                 if _EVENTS_KEY.search(tail + head):
