@@ -212,6 +212,9 @@ def test_steps_filter_csv_and_table(two_ranks: Path) -> None:
     # --csv-table picks a table of the csv format: alone it is a usage error, not ignored
     ranges = npuprof("analyse", str(two_ranks), "--format", "csv", "--csv-table", "ranges")
     assert ranges.returncode == 0 and ranges.stdout.splitlines()[0].startswith("rank,"), ranges.stdout[:200]
+    # this capture has no marks: a header alone said nothing (helper-87)
+    assert len(ranges.stdout.splitlines()) == 1, ranges.stdout
+    assert "note: no ranges in these captures: the table holds npuprof.mark" in ranges.stderr, ranges.stderr
     alone = npuprof("analyse", str(two_ranks), "--csv-table", "ranges")
     assert alone.returncode == 2 and alone.stdout == ""
     assert alone.stderr.splitlines() == [

@@ -182,6 +182,12 @@ def analyse(
         write_json(report)
     elif fmt == "csv":
         sys.stdout.write(terminal.render_csv(report, csv_table or "steps"))
+        if csv_table == "ranges" and not any(r.ranges for r in report.ranks):
+            _note(
+                "no ranges in these captures: the table holds npuprof.mark / npuprof.range marks and "
+                "--msprof-tx's communication ranges; torch's record_function ranges are in the trace "
+                "(and as frames in npuprof export-stacks)"
+            )
     else:
         terminal.render_table(report, Console())
     sys.stdout.flush()
