@@ -459,7 +459,7 @@ def test_an_unselected_rank_never_records() -> None:
     rig.run(20)
     assert rig.sink.events == [] and rig.made == [] and rig.c.next_check == NEVER
     assert plan.refreshed == [0, 2]
-    assert plan.heard == [("skipped", 2, "this window may not record here (see npuprof.log)")]
+    assert plan.heard == [("skipped", 2, "rank 0 is not selected (--ranks)")]
     assert rig.log.lines == [("info", "rank 0 not selected (--ranks); no capture at step 2")]
 
 
@@ -486,7 +486,10 @@ def test_while_the_scripts_profiler_runs_no_window_opens(monkeypatch: pytest.Mon
     running[0] = False
     rig.run(1)
     assert rig.sink.events == [("begin", 4)]
-    assert plan.heard == [("skipped", 2, "this window may not record here (see npuprof.log)"), began(4)]
+    assert plan.heard == [
+        ("skipped", 2, "the script's own profiler is running (npuprof records nothing meanwhile)"),
+        began(4),
+    ]
     assert rig.log.lines == [
         ("warn_once", "user-profiler", user_profiler.WARNING),
         ("info", "no capture at step 2: the training script's own profiler runs"),
@@ -539,7 +542,7 @@ def test_low_disk_skips_windows_and_ends_one_in_flight() -> None:
         "capture at step 2 skipped: only 1 MiB free; training goes on",
     )
     assert ("info", "capture finished early at step 7: stopped at step 7: only 1 MiB free") in rig.log.lines
-    assert plan.heard[0] == ("skipped", 2, "this window may not record here (see npuprof.log)")
+    assert plan.heard[0] == ("skipped", 2, "only 1 MiB free")  # the reason, for --dynamic status (helper-86)
     assert plan.heard[2] == ended(5, 6, "incomplete", "stopped at step 7: only 1 MiB free")
     assert plan.refreshed == [0, 2, 5, 6, 7, 8, 9, 10]
 

@@ -341,8 +341,9 @@ class CaptureController:
             self.cfg = self.plan.config_at(step) or self.base_cfg
             refusal = self._refusal(step)
             if refusal is not None:
-                self._tell_plan("skipped", step, "this window may not record here (see npuprof.log)")
-                self._skip(step, refusal)
+                forever, why = refusal
+                self._tell_plan("skipped", step, why)
+                self._skip(step, forever)
                 return
             if not self._open(step, wanted):
                 return  # the window was skipped
@@ -411,15 +412,17 @@ class CaptureController:
         upcoming = self.plan.next_window_start(step)
         self.next_check = NEVER if upcoming is None else upcoming
 
-    def _refusal(self, step: int) -> bool | None:
-        """None when a capture may open at ``step``; else whether it may never open in this process."""
+    def _refusal(self, step: int) -> tuple[bool, str] | None:
+        """None when a capture may open at ``step``; else whether it may never open in this process, and
+        why (for the plan: --dynamic's log and status say it)."""
         rank = self._rank_fn()
         if not self.cfg.wants_rank(rank):
             self.log.info(f"rank {rank} not selected (--ranks); no capture at step {step}")
-            return rank is not None  # an unknown rank may become known once the process group exists
+            # an unknown rank may become known once the process group exists
+            return rank is not None, f"rank {rank} is not selected (--ranks)"
         if user_profiler.running() or _profiler_already_enabled():
             user_profiler.report(self.log, step)
-            return False
+            return False, "the script's own profiler is running (npuprof records nothing meanwhile)"
         if self.space is not None and not self.space.ok:
             message = f"capture at step {step} skipped: {self.space.describe()}"
             self.windows_skipped += 1
@@ -427,7 +430,7 @@ class CaptureController:
             if self.sink is not None or self._ensure_sink():
                 assert self.sink is not None
                 self.sink.skipped(step, message)
-            return False
+            return False, self.space.describe()
         return None
 
     def _ensure_sink(self) -> bool:
