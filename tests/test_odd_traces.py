@@ -799,3 +799,18 @@ def test_a_named_trace_whose_events_come_after_long_other_keys_is_read(tmp_path:
     assert result.returncode == 0, result.stderr
     (rank,) = json.loads(result.stdout)["ranks"]
     assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == [(7, 1000.0)]
+
+
+def test_the_tables_folder_of_a_bare_trace_points_back_at_its_trace(tmp_path: Path) -> None:
+    """`npuprof analyse trace.json.npuprof` (the tables made for trace.json) analysed its trace_view.json as
+    a folder of traces and made trace_view.json.npuprof/ inside it (helper-87)."""
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(cpu_trace()))
+    assert npuprof("analyse", str(trace), env=clean_env()).returncode == 0
+    tables = tmp_path / "trace.json.npuprof"
+    again = npuprof("analyse", str(tables), env=clean_env())
+    assert again.returncode == 1, again.stderr
+    assert f"{tables} holds the tables npuprof analyse made for {trace}: analyse that trace" in " ".join(
+        again.stderr.split()
+    ), again.stderr
+    assert not (tables / "trace_view.json.npuprof").exists()

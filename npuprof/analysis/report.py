@@ -974,6 +974,14 @@ def _build_report(
         if on_done:
             on_done(outcome)
         targets.append((outcome, out_dir))
+    elif path.name.endswith(BARE_SUFFIX) and (path / layout.ANALYSE_DONE).is_file():
+        # the tables made for a bare trace: analysed again as a folder of traces, its trace_view.json would
+        # get tables of its own inside it (helper-87)
+        trace = path.with_name(path.name.removesuffix(BARE_SUFFIX))
+        raise NothingToAnalyse(
+            f"{path} holds the tables npuprof analyse made for {trace}: analyse that trace (they are "
+            "reused), or the trace_view.json in it by its name"
+        )
     elif path.is_dir() and not layout.find_rank_dirs(path) and (traces := _trace_files_in(path)):
         # torch's tensorboard_trace_handler layout: one trace file per rank and capture, side by side
         if run is not None:
