@@ -264,8 +264,10 @@ def test_after_kill_9_a_new_job_with_the_same_directory_captures(tmp_path: Path)
     job_pid = int(FILE_NAME.match(name)["pid"])  # type: ignore[index]
     assert npuprof("trigger", str(cfg), "--active", "100000").returncode == 0
     first.wait_for("a capture in flight", lambda: "capture started" in logs(cfg))
-    os.kill(first.proc.pid, signal.SIGKILL)  # the launcher and the whole job, mid-capture
+    # the whole job, then the launcher, mid-capture (the launcher first: its death sends the job SIGTERM,
+    # which may end it cleanly before the SIGKILL lands)
     os.killpg(job_pid, signal.SIGKILL)
+    os.kill(first.proc.pid, signal.SIGKILL)
     first.proc.wait(timeout=30)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{job_pid}").exists() and time.monotonic() < deadline:

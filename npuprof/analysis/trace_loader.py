@@ -1066,7 +1066,7 @@ def why_not_a_trace(path: str | Path) -> str:
         return "it is an empty JSON array: a trace with no events"
     if head[:1] == b"{" and not _KINETO_HEAD_KEYS.match(head) and not _EVENTS_KEY.search(head):
         return (
-            f"a JSON object with no traceEvents in its first {SNIFF_BYTES >> 10} KB, which does not start as "
+            f"a JSON object with no traceEvents in its first {_HEAD_LIMIT >> 20} MB, which does not start as "
             "a Kineto trace does; if it is a trace, name it *.pt.trace.json and it is read as one"
         )
     return ""
