@@ -387,7 +387,8 @@ class CaptureController:
         begin_first = previous is not Action.RECORD_AND_SAVE
         if begin_first and not self._note_capture_start(previous, wanted, step):
             return
-        self._ending_since = time.perf_counter()  # the capture's end cost, when this step() ends it
+        if previous is Action.RECORD_AND_SAVE:  # this step() ends the capture: its end cost counts from here
+            self._ending_since = time.perf_counter()
         self.prof.step()  # torch runs the transitions, on_trace_ready included
         self.action = wanted
         if not begin_first and not self._note_capture_start(previous, wanted, step):

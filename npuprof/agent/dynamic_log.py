@@ -84,6 +84,16 @@ class UnreadRequest:
 
 
 READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of ours
+# the lines of a request that did not capture (written by npuprof/agent/dynamic_plan.py, read by status and
+# the run's summary): a capture that could not begin, and a request that had no effect
+SKIPPED_RE = re.compile(r"^capture at step (?P<step>\d+) skipped: (?P<why>.+)$")
+NOT_EFFECTIVE = ": not effective"
+
+
+def skipped_line(step: int, why: str) -> str:
+    return f"capture at step {step} skipped: {why}"
+
+
 STARTED_WITH = "the file as the job started is not a request"  # then " (trigger ID)" when it holds one
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_request
-from npuprof.agent.dynamic_log import STARTED_WITH, DynamicLogs
+from npuprof.agent.dynamic_log import NOT_EFFECTIVE, STARTED_WITH, DynamicLogs, skipped_line
 from npuprof.agent.dynamic_request import NEXT_STEP, NO_CAPTURE, Request, parse_request
 from npuprof.agent.schedule import Action
 from npuprof.config import ConfigError, ProfileConfig, parse_config_bytes
@@ -132,7 +132,7 @@ class DynamicPlan:
         messages = {
             "began": ("INFO", f"capture started at step {step} into {detail}"),
             "ended": ("INFO", f"capture of steps {detail}"),
-            "skipped": ("WARNING", f"capture at step {step} skipped: {detail}"),
+            "skipped": ("WARNING", skipped_line(step, detail)),
         }
         level, message = messages.get(kind, ("INFO", f"{kind} at step {step}: {detail}"))
         done = self._step()  # the tag of every line is the steps done ("ended" is told the capture's last)
@@ -261,7 +261,7 @@ class DynamicPlan:
             if not request.queued:
                 self._event(
                     "WARNING",
-                    f"start_step {first} has passed (the job is at step {step}): not effective",
+                    f"start_step {first} has passed (the job is at step {step}){NOT_EFFECTIVE}",
                     step,
                 )
                 return
@@ -441,7 +441,7 @@ class DynamicPlan:
         if passed:
             self.logs.action(
                 "WARNING",
-                f"start_step {request.start_step} has passed (the job is at step {step}): not effective",
+                f"start_step {request.start_step} has passed (the job is at step {step}){NOT_EFFECTIVE}",
                 step,
             )
             return
@@ -481,8 +481,8 @@ class DynamicPlan:
                 waited = "waiting for the capture in flight" if busy else "loaded"
                 self._event(
                     "WARNING",
-                    f"the request {waited} ({left.describe()}) never began, the process ending first: "
-                    "not effective",
+                    f"the request {waited} ({left.describe()}) never began, the process ending first"
+                    + NOT_EFFECTIVE,
                     step,
                 )
             self._flush_events()

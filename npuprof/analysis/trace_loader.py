@@ -631,24 +631,32 @@ class TraceReader:
         return decoded, last
 
     def _forward(self, buf: bytearray) -> tuple[tuple[list[Event], memoryview] | None, int]:
+        closed = self._closing_read_forward(buf)
+        if closed is None or closed[0] < 0:
+            return None, -1
+        last, value = closed
+        decoded = self._decode(memoryview(buf)[: last + 1])
+        if decoded is not None:
+            self.meta.update(value)
+        return decoded, last
+
+    def _closing_read_forward(self, buf: bytes | bytearray) -> tuple[int, dict[str, Any]] | None:
+        """``buf`` starting at the first event: the end of its last event (-1: none), and the keys after the
+        "]" that closes their array, found by reading the events forward as raw text (not decoded); None
+        when no "]" reads so."""
         try:
             _RAW_EVENTS.decode(b"[" + bytes(buf))
-            return None, -1
+            return None  # the events' "[" closes where the text ends: no "]" of their own
         except msgspec.DecodeError as exc:
             found = _TRAILING_AT.search(str(exc))
         except RecursionError:
-            return None, -1
+            return None
         if found is None:
-            return None, -1
+            return None
         bracket = buf.rfind(b"]", 0, int(found.group(1)))  # the byte said, in "[" + buf, is at or after it
         value = self._tail_value(bytes(buf[bracket + 1 :])) if bracket >= 0 and buf[bracket] == 0x5D else None
-        last = _prev_nonspace(buf, bracket) if value is not None else -1
-        if last < 0:
-            return None, -1
-        decoded = self._decode(memoryview(buf)[: last + 1])
-        if decoded is not None:
-            self.meta.update(value or {})
-        return decoded, last
+        # the end of the last event: -1 for an empty array
+        return (_prev_nonspace(buf, bracket), value) if value is not None else None
 
     def _tail(self, handle: BinaryIO, size: int) -> int:
         """Plain files: parse the keys after traceEvents from the file's end; return the offset just past
@@ -681,29 +689,19 @@ class TraceReader:
         raise TraceError("truncated", _unclosed(self.path, size, buf))
 
     def _end_read_forward(self, handle: BinaryIO, size: int) -> int | None:
-        """Plain files: the end of the last event, found by reading the events forward (each to its raw
-        text, not decoded) to the "]" that closes their array, whose keys after it fill ``meta``; None when
-        no "]" reads so, or the events are more than FORWARD_LIMIT bytes (they would be read whole)."""
+        """Plain files: the end of the last event, found by reading the events forward
+        (:meth:`_closing_read_forward`), whose keys after it fill ``meta``; None when no "]" reads so, or
+        the events are more than FORWARD_LIMIT bytes (they would be read whole)."""
         start = self._events_at if self._events_at is not None else self.events_start()
         if size - start > FORWARD_LIMIT:
             return None
         handle.seek(start)
-        buf = bytearray(handle.read(size - start))
-        try:
-            _RAW_EVENTS.decode(b"[" + bytes(buf))
-            return None  # the events' "[" closes where the file ends: an array, no object around it
-        except msgspec.DecodeError as exc:
-            found = _TRAILING_AT.search(str(exc))
-        except RecursionError:
+        closed = self._closing_read_forward(handle.read(size - start))
+        if closed is None:
             return None
-        if found is None:
-            return None
-        bracket = buf.rfind(b"]", 0, int(found.group(1)))  # the byte said, in "[" + buf, is at or after it
-        value = self._tail_value(bytes(buf[bracket + 1 :])) if bracket >= 0 else None
-        if value is None:
-            return None
+        last, value = closed
         self.meta.update(value)
-        return start + _prev_nonspace(buf, bracket) + 1
+        return start + last + 1
 
     def _malformed_where(self, buffered: int) -> str:
         """``: malformed JSON at byte N`` for the last failed decode of text that began ``buffered`` bytes

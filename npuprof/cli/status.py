@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from npuprof.agent.dynamic_log import NOT_EFFECTIVE, SKIPPED_RE
 from npuprof.results.layout import short_host_name
 
 FORMATS = ("table", "json")
@@ -23,9 +24,6 @@ _ENDED = re.compile(
 _STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
 _PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
 _CANCELLED = re.compile(r"^the capture planned from step \d+ is cancelled")
-# a request that did not capture: a capture that could not begin (its directory), a window already passed
-_SKIPPED = re.compile(r"^capture at step (?P<step>\d+) skipped: (?P<why>.+)$")
-_NOT_EFFECTIVE = re.compile(r"^(?P<why>.+): not effective$")
 
 EPILOG = """
 Examples:
@@ -212,11 +210,12 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["not_captured"] = None
     elif _CANCELLED.match(message):
         info["planned"] = None
-    elif (skipped := _SKIPPED.match(message)) is not None:
+    elif (skipped := SKIPPED_RE.match(message)) is not None:
         info["planned"] = None
         info["not_captured"] = {"step": int(skipped["step"]), "why": f"skipped: {skipped['why']}"}
-    elif (passed := _NOT_EFFECTIVE.match(message)) is not None and fields["step"] is not None:
-        info["not_captured"] = {"step": int(fields["step"]), "why": f"not effective: {passed['why']}"}
+    elif message.endswith(NOT_EFFECTIVE) and fields["step"] is not None:
+        why = message.removesuffix(NOT_EFFECTIVE)
+        info["not_captured"] = {"step": int(fields["step"]), "why": f"not effective: {why}"}
     elif message == "the process ends":
         info["state"] = "ended"
 

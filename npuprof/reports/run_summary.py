@@ -646,13 +646,11 @@ def before_start(directory: Path) -> str:
     )
 
 
-_SKIPPED_CAPTURE = re.compile(r"^capture at step \d+ skipped: ")
-
-
 def planned_not_reached(directory: Path) -> str:
     """What became of the last capture a process's log in ``directory/log`` planned, when none began: the
     job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); in words, else
     ""."""
+    from npuprof.agent.dynamic_log import NOT_EFFECTIVE, SKIPPED_RE
 
     found = ""
     for log in sorted((directory / "log").glob("dp_*.log")):
@@ -669,7 +667,7 @@ def planned_not_reached(directory: Path) -> str:
             elif message.startswith("the capture planned from step") and " is cancelled" in message:
                 planned, cancelled = "", message
             elif fields["level"] == "WARNING" and (
-                message.endswith(": not effective") or _SKIPPED_CAPTURE.match(message)
+                message.endswith(NOT_EFFECTIVE) or SKIPPED_RE.match(message)
             ):  # a request too late (its start_step passed), never begun, or a capture skipped
                 planned, missed = "", message
         if planned and (last_step is None or int(planned.split("-")[0]) > last_step):
