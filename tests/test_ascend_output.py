@@ -618,3 +618,58 @@ def test_a_rank_dir_renamed_is_analysed_by_what_it_holds(tmp_path: Path) -> None
     named = write_rank_dir(tmp_path, trace, rank=None, name="host_9_20250101000000000")
     report = _report(tmp_path, "--run", "all")  # runless captures of two directories: two "runs"
     assert sorted(r["rank_dir"] for r in report["ranks"]) == sorted(map(str, (theirs, ours, named)))
+
+
+def _memory_record(out: Path, rows: list[list[object]]) -> None:
+    with open(out / "memory_record.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            [
+                "Component",
+                "Timestamp(us)",
+                "Total Allocated(MB)",
+                "Total Reserved(MB)",
+                "Total Active(MB)",
+                "Stream Ptr",
+                "Device Type",
+            ]
+        )
+        w.writerows(rows)
+
+
+def test_analyse_of_the_tables_folder_reads_its_rank_dir(tmp_path: Path) -> None:
+    """helper-91: ASCEND_PROFILER_OUTPUT/ named itself was read as a folder holding a bare trace: torch_npu's
+    tables unread, 0 % communication, and npuprof's tables made inside torch_npu's folder."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    shutil.copyfile(REAL / "trace_view.json", out / "trace_view.json")
+    before = sorted(p.name for p in out.iterdir())
+    result = npuprof("analyse", str(out), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert f"{out} is the tables' folder of the rank directory {d}" in result.stderr
+    (step,) = json.loads(result.stdout)["ranks"][0]["steps"]
+    assert (step["computing_us"], step["comm_not_overlapped_us"], step["free_us"]) == (5000.0, 100.0, 400.0)
+    assert sorted(p.name for p in out.iterdir()) == before  # nothing made inside torch_npu's folder
+
+
+def test_memory_timeline_of_a_torch_npu_rank_dir_reads_its_memory_record(tmp_path: Path) -> None:
+    """helper-91: it asked for a capture with --profile-memory, while memory_record.csv holds the allocator's
+    totals. The PTA rows (PyTorch's allocator), not CANN's GE, in MB: the timeline's bytes are MB x 2**20
+    at the records' epoch µs."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    t = 1699529622790600
+    rows = [[100.0, 200.0], [350.5, 512.0], [120.0, 512.0]]
+    _memory_record(
+        d / "ASCEND_PROFILER_OUTPUT",
+        [["PTA", t + 1000 * k, a, r, a, 0, "NPU:3"] for k, (a, r) in enumerate(rows)]
+        + [["GE", t + 500, 4096.0, 4096.0, 4096.0, 0, "NPU:3"]],
+    )
+    target = tmp_path / "memory.json"
+    result = npuprof("memory-timeline", str(d), "-o", str(target), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert "from memory_record.csv" in result.stderr
+    times, sizes = json.loads(target.read_text())
+    assert times == [t, t + 1000, t + 2000]
+    assert [sum(row) for row in sizes] == [round(a * 2**20) for a, _r in rows]
+    wrong = npuprof("memory-timeline", str(d), "--device", "npu:0", "-o", str(target), env=clean_env())
+    assert wrong.returncode != 0 and "npu:3" in wrong.stderr

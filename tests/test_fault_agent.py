@@ -133,7 +133,10 @@ def test_post_processor_inherits_no_descriptor_and_writes_no_output(out: Path, t
         "import time\n"
         "while not post._known_spawn(): time.sleep(0.01)  # `npuprof run` starts it and replies\n"
         "fds = f'/proc/{post.pid}/fd'\n"
-        "links = {fd: os.readlink(f'{fds}/{fd}') for fd in map(int, os.listdir(fds))}\n"
+        "def link(fd):  # an fd the post-processor closes between the listing and the read is gone\n"
+        "    try: return os.readlink(f'{fds}/{fd}')\n"
+        "    except FileNotFoundError: return None\n"
+        "links = {fd: target for fd in map(int, os.listdir(fds)) if (target := link(fd))}\n"
         f"json.dump({{'links': links, 'socket': os.readlink(f'/proc/self/fd/{{listener.fileno()}}'),\n"
         f"           'pipe': os.readlink(f'/proc/self/fd/{{w}}')}}, open({str(report)!r}, 'w'))\n"
     )

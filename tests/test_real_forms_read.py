@@ -727,3 +727,85 @@ def test_nccls_sendrecv_kernel_is_a_receive_only_when_its_record_says_so(tmp_pat
     first, second = rank["steps"]
     assert (first["communication_us"], first["bubble_us"]) == (200.0, 0.0)
     assert (second["communication_us"], second["bubble_us"]) == (150.0, 150.0)
+
+
+def _with_communication_process(raw: list[dict[str, Any]], process: str) -> tuple[list[dict], list[tuple]]:
+    """The real trace plus torch_npu's communication process (output-format: ``HCCL`` or ``Communication``,
+    collectives on ``Group <g> Communication``, their tasks on ``Plane <n>``): two all-reduces from 1 ms and
+    6 ms after the first device task, each with a task of half its length on a plane. Returns the events
+    and the collectives' spans."""
+    hardware = _pid_of(raw, "Ascend Hardware")
+    t0 = min(Decimal(e["ts"]) for e in raw if e["pid"] == hardware and e["ph"] == "X")
+    pid = 4376751000
+    events = [
+        *raw,
+        _meta(pid, process),
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": 2, "args": {"name": "Group 0 Communication"}},
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": 3, "args": {"name": "Plane 0"}},
+    ]
+    spans = []
+    for n, (start, dur) in enumerate(((t0 + 1000, 3000), (t0 + 6000, 2000))):
+        events.append(_x(f"hcom_allReduce__123_{n}_1", str(start), dur, pid, 2, count=1024))
+        events.append(_x("Memcpy", str(start + 10), dur / 2, pid, 3))
+        spans.append((start, start + dur))
+    return events, spans
+
+
+@pytest.mark.parametrize("process", ["HCCL", "Communication"])
+def test_collectives_of_torch_npus_communication_process_are_communication(
+    tmp_path: Path, process: str
+) -> None:
+    """helper-91: they were left out, the step read 0 % communication and its time as free."""
+    events, collectives = _with_communication_process(_raw(), process)
+    path = _write(tmp_path / "trace_view.json", events)
+    report = _analyse_json(path)
+    (rank,) = report["ranks"]
+    (step_op,) = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    lo, hi = _span(step_op)
+    hardware = _pid_of(events, "Ascend Hardware")
+
+    def clipped(spans: list[tuple[Decimal, Decimal]]) -> list[tuple[Decimal, Decimal]]:
+        return [(max(s, lo), min(e, hi)) for s, e in spans if s < hi and e > lo]
+
+    tasks = clipped([_span(e) for e in events if e["pid"] == hardware and e["ph"] == "X"])
+    computing, communication = _union(tasks), _union(clipped(collectives))
+    both = _union(tasks + clipped(collectives))
+    overlapped = computing + communication - both
+    (step,) = rank["steps"]
+    assert communication == 5000  # both inside the step
+    for key, want in (
+        ("computing_us", computing),
+        ("communication_us", communication),
+        ("overlapped_us", overlapped),
+        ("comm_not_overlapped_us", communication - overlapped),
+        ("free_us", hi - lo - both),
+    ):
+        assert abs(Decimal(str(step[key])) - want) <= Decimal("0.002"), key
+    assert rank["communication"]["operators"] == 2  # the collectives, not their plane's tasks
+    assert rank["communication"]["time_us"] == 5000.0
+    # trace_view.json keeps the trace's own communication process and adds none of npuprof's
+    written = json.loads((tmp_path / "trace_view.json.npuprof" / "trace_view.json").read_text())
+    names = list(_process_names(written).values())
+    assert names.count(process) == 1
+    assert names.count("Communication") == (process == "Communication")
+    lanes = {
+        e["name"] for e in written if e["pid"] == _pid_of(written, "Overlap Analysis") and e["ph"] == "X"
+    }
+    assert {"Communication", "Communication(Not Overlapped)"} <= lanes
+
+
+def test_device_tasks_in_a_process_of_no_known_kind_are_named_not_dropped_silently(tmp_path: Path) -> None:
+    """helper-91: the device process renamed ("Task Scheduler"): its tasks cannot be counted, and the report
+    said "CPU-only trace" without a word about them."""
+    raw = _raw()
+    hardware = _pid_of(raw, "Ascend Hardware")
+    for e in raw:
+        if e["ph"] == "M" and e["name"] == "process_name" and e["pid"] == hardware:
+            e["args"]["name"] = "Task Scheduler"
+    tasks = sum(1 for e in raw if e["pid"] == hardware and e["ph"] == "X")
+    path = _write(tmp_path / "renamed.json", raw)
+    result = npuprof("analyse", str(path))
+    assert result.returncode == 0, result.stderr
+    assert f'("Task Scheduler" x{tasks}) were left out' in result.stderr
+    assert "no device kernels counted" in result.stdout
+    assert "CPU-only trace (the CPU is the device)" not in result.stdout

@@ -342,14 +342,29 @@ def _top_operators(path: Path) -> list[TopOperator]:
 
 def _memory(path: Path) -> list[tuple[float, float, float | None]]:
     """(time epoch µs, allocated MB, reserved MB) of the allocator's records (every component's when the
-    file has no PTA rows)."""
+    file has no PTA rows), every device's."""
+    rows = [r for _device, *r in _allocator_rows(path)]
+    return sorted(rows, key=lambda row: row[0])  # stable: file order in ties
+
+
+def allocator_records(path: Path) -> dict[str, list[tuple[float, float, float | None]]]:
+    """memory_record.csv's allocator records by device (``Device Type`` as written, ``NPU:0``): (time
+    epoch µs, allocated MB, reserved MB), in time order. Raises AscendTableError when it cannot be read."""
+    by_device: dict[str, list[tuple[float, float, float | None]]] = {}
+    for device, *row in _allocator_rows(path):
+        by_device.setdefault(device, []).append(tuple(row))  # type: ignore[arg-type]
+    return {device: sorted(rows, key=lambda row: row[0]) for device, rows in by_device.items()}
+
+
+def _allocator_rows(path: Path) -> list[tuple[str, float, float, float | None]]:
     rows = []
     for row in _rows(path):
         t, allocated = _number(row.get("Timestamp(us)")), _number(row.get("Total Allocated(MB)"))
         if t is not None and allocated is not None:
-            rows.append((row.get("Component") or "", t, allocated, _number(row.get("Total Reserved(MB)"))))
+            rows.append((row.get("Component") or "", row.get("Device Type") or "", t, allocated,
+                         _number(row.get("Total Reserved(MB)"))))  # fmt: skip
     ours = [r for r in rows if r[0] == ALLOCATOR_COMPONENT] or rows
-    return sorted(((t, a, r) for _c, t, a, r in ours), key=lambda row: row[0])  # stable: file order in ties
+    return [(device, t, a, r) for _c, device, t, a, r in ours]
 
 
 def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, int | float | None]:

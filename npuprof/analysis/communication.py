@@ -243,10 +243,40 @@ def _device_comm_ops(x: Extract, group: str, ranks: Sequence[int]) -> list[CommO
     ops = []
     for k in _matching(x.strings, names, vocab.is_comm_name):
         name = x.strings[int(names[k])]
-        found = _DEVICE_COLLECTIVE.match(name)
-        coll = next((g for g in found.groups() if g), name) if found else name
-        ops.append(CommOp(coll, group, float(d_ts[k]), float(d_dur[k]), 0.0, ranks, False, "", 0.0, None,
-                          int(d_corr[k])))  # fmt: skip
+        ops.append(CommOp(_collective(name), group, float(d_ts[k]), float(d_dur[k]), 0.0, ranks, False, "",
+                          0.0, None, int(d_corr[k])))  # fmt: skip
+    return ops + _comm_process_ops(x, group, ranks)
+
+
+def _collective(name: str) -> str:
+    found = _DEVICE_COLLECTIVE.match(name)
+    return next((g for g in found.groups() if g), name) if found else name
+
+
+_GROUP_THREAD = re.compile(r"(?i)^group\s+(\S+)\s+communication")
+
+
+def _comm_process_ops(x: Extract, group: str, ranks: Sequence[int]) -> list[CommOp]:
+    """The collectives of torch_npu's communication process: its events on ``Group <g> Communication``
+    threads (the others, ``Plane <n>``, are their tasks); when no thread is so named, its events of a
+    communication name (``hcom_allReduce__123_0``)."""
+    if not len(x.cx_ts):
+        return []
+    names = np.asarray(x.cx_name, dtype=np.int32)
+    threads = np.asarray(x.cx_thread, dtype=np.int32)
+    labels = {int(t): x.thread_names.get(int(t), "") for t in np.unique(threads).tolist()}
+    op_threads = [t for t, label in labels.items() if vocab.COMM_OP_THREAD_RE.search(label)]
+    if op_threads:
+        picked = np.flatnonzero(np.isin(threads, op_threads)).tolist()
+    else:
+        picked = _matching(x.strings, names, vocab.is_comm_name)
+    c_ts = np.asarray(x.cx_ts, dtype=np.float64)
+    c_dur = np.asarray(x.cx_dur, dtype=np.float64)
+    ops = []
+    for k in picked:
+        found = _GROUP_THREAD.match(labels[int(threads[k])])
+        ops.append(CommOp(_collective(x.strings[int(names[k])]), found.group(1) if found else group,
+                          float(c_ts[k]), float(c_dur[k]), 0.0, ranks, False, "", 0.0, None))  # fmt: skip
     return ops
 
 

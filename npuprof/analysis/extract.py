@@ -115,7 +115,7 @@ _CAT_CODES.update({cat: _UNCOUNTED for cat in vocab.UNCOUNTED_CATS})
 _CAT_CODES[vocab.PYTHON_FUNCTION] = _PYFUNC  # counted by no table either, but kept for the call stacks
 _CAT_CODES[vocab.FLOW_ASYNC_NPU] = _NPU_FLOW  # torch_npu's operator -> device task links (launch_flows.py)
 # pending (see the module's doc): the class of a process, by its name
-_P_UNKNOWN, _P_DEVICE, _P_OTHER = 0, 1, 2
+_P_UNKNOWN, _P_DEVICE, _P_OTHER, _P_COMM = 0, 1, 2, 3
 _PH_CODES = {"X": _X, "i": _INSTANT, "I": _INSTANT2, "M": _META}
 _KIND_OF = {
     _KERNEL: vocab.TASK_KIND[vocab.KERNEL],
@@ -196,8 +196,16 @@ _FLOWS = {
     "fl_tid": np.int64,
     "fl_ts": np.float64,
 }
-_DTYPES = {**_COLUMNS, **_PENDING, **_FRAMES, **_FLOWS}
-_STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name", "p_name", "p_cat", "p_kind")
+# the complete events of torch_npu's communication process (``HCCL`` / ``Communication``): its collectives
+# (``hcom_allReduce__123_0`` on ``Group <g> Communication`` threads) and their tasks (``Plane <n>`` threads)
+_COMM_TASKS = {
+    "cx_name": np.int32,
+    "cx_ts": np.float64,
+    "cx_dur": np.float64,
+    "cx_thread": np.int32,
+}
+_DTYPES = {**_COLUMNS, **_PENDING, **_FRAMES, **_FLOWS, **_COMM_TASKS}
+_STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name", "p_name", "p_cat", "p_kind", "cx_name")
 
 
 def _is_int64(value: Any) -> bool:
@@ -565,6 +573,9 @@ class Extract:
         self.unread_phases: Counter[str] = Counter()
         self.timeless = 0  # complete events without a ts or a dur: left out
         self.unread_categories: Counter[str] = Counter()
+        # complete events of no category left out of processes of no known kind (by process name): device
+        # work, perhaps, of a process npuprof does not know as a device's
+        self.unread_uncategorised: Counter[str] = Counter()
         self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE or _P_OTHER, once its name is known
         self.frame_threads: dict[tuple[Any, Any], int] = {}
         self.frame_names: list[str] = []
@@ -624,8 +635,18 @@ class Extract:
             shown = ", ".join(f"{cat or '(none)'} x{n}" for cat, n in cats.most_common(5))
             notes.append(
                 f"{len(self.p_ts)} complete event(s) of categories the tables do not know ({shown}) in "
-                f"process(es) {', '.join(pids[:5])} with no process_name: left out; device work there "
+                f"process(es) {', '.join(pids[:5])} with no process_name: left out "
+                f"({vocab.MAYBE_DEVICE_WORK}); device work there "
                 'would be counted once its process is named (e.g. "GPU 0", "Ascend Hardware")'
+            )
+        if self.unread_uncategorised:
+            shown = ", ".join(f'"{name}" x{k}' for name, k in self.unread_uncategorised.most_common(5))
+            notes.append(
+                f"{self.unread_uncategorised.total()} complete event(s) of no category in process(es) of no "
+                f"kind npuprof knows ({shown}) were left out ({vocab.MAYBE_DEVICE_WORK}): device work is "
+                "counted only in a process "
+                'named as a device\'s ("Ascend Hardware", "GPU 0", "NPU 0", ...) and collectives in '
+                '"HCCL" or "Communication"'
             )
         if self.timeless:
             notes.append(
@@ -696,10 +717,18 @@ class Extract:
             parts = self._parts
             for column in ("name", "ts", "dur", "ext", "corr", "stream", "device", "blocks"):
                 parts[f"dev_{column}"].append(getattr(self, f"p_{column}")[device])
+        comm = np.flatnonzero(cls == _P_COMM)
+        if len(comm):
+            parts = self._parts
+            for column in ("name", "ts", "dur", "thread"):
+                parts[f"cx_{column}"].append(getattr(self, f"p_{column}")[comm])
         dropped = np.flatnonzero(cls == _P_OTHER)
         if len(dropped):
             strings = self.strings
-            self.unread_categories.update(strings[c] if c >= 0 else "" for c in self.p_cat[dropped].tolist())
+            cats = [strings[c] if c >= 0 else "" for c in self.p_cat[dropped].tolist()]
+            self.unread_categories.update(cats)
+            pids = [keys[t][0] for t in self.p_thread[dropped].tolist()]
+            self._note_uncategorised(pids, cats)
         keep = cls == _P_UNKNOWN
         for name in _PENDING:
             setattr(self, name, getattr(self, name)[keep])
@@ -784,7 +813,10 @@ class Extract:
             cls = np.fromiter(map(self._pid_class.get, map(_PID, pend), repeat(_P_UNKNOWN)), np.int8, len(pi))
             keep = cls != _P_OTHER
             if not keep.all():
-                self.unread_categories.update(map(str, map(_CAT, itertools.compress(pend, (~keep).tolist()))))
+                left = list(itertools.compress(pend, (~keep).tolist()))
+                cats = [str(c) if c is not None else "" for c in map(_CAT, left)]
+                self.unread_categories.update(cats)
+                self._note_uncategorised(list(map(_PID, left)), cats)
                 pi = pi[keep]
                 pend = list(itertools.compress(pend, keep.tolist()))
             sel.pi, sel.pend = pi, pend
@@ -847,9 +879,24 @@ class Extract:
                 value = _ANY.decode(ev.args)
                 self._set_process(ev.pid, str(value.get("name", "")) if isinstance(value, dict) else "")
 
+    def _note_uncategorised(self, pids: list[Any], cats: list[str]) -> None:
+        """Count the events of no category left out of a process of no known kind (by its name): not the
+        CANN runtime's calls, not an overlay npuprof or torch_npu computed."""
+        names = self.process_names
+        for pid, cat in zip(pids, cats, strict=True):
+            if not cat:
+                name = names.get(pid, str(pid))
+                if not vocab.RUNTIME_PROCESS_RE.search(name) and not vocab.NOT_HOST_PROCESS_RE.search(name):
+                    self.unread_uncategorised[name] += 1
+
     def _set_process(self, pid: Any, name: str) -> None:
         self.process_names[pid] = name
-        self._pid_class[pid] = _P_DEVICE if vocab.DEVICE_PROCESS_RE.search(name) else _P_OTHER
+        if vocab.DEVICE_PROCESS_RE.search(name):
+            self._pid_class[pid] = _P_DEVICE
+        elif vocab.COMM_PROCESS_RE.search(name):
+            self._pid_class[pid] = _P_COMM
+        else:
+            self._pid_class[pid] = _P_OTHER
 
     def _timed(self, events: list[Any], is_x: np.ndarray) -> np.ndarray:
         """``is_x`` without the complete events that have no ts or no dur (counted in ``timeless``): read
@@ -1156,6 +1203,7 @@ class Extract:
         self.unread_phases.update(other.unread_phases)
         self.timeless += other.timeless
         self.unread_categories.update(other.unread_categories)
+        self.unread_uncategorised.update(other.unread_uncategorised)
         fmap = np.array(
             [self.frame_threads.setdefault(k, len(self.frame_threads)) for k in other.frame_threads]
         )
@@ -1168,7 +1216,7 @@ class Extract:
             values = getattr(other, name)
             if name in _STRING_COLUMNS:
                 values = smap[values]
-            elif name in ("op_thread", "mem_thread", "p_thread"):
+            elif name in ("op_thread", "mem_thread", "p_thread", "cx_thread"):
                 values = tmap[values]
             elif name == "f_thread" and len(values):
                 values = fmap[values]

@@ -964,6 +964,12 @@ def _build_report(
     if not path.exists():
         raise NothingToAnalyse(f"{path} does not exist")
     targets: list[tuple[ParseOutcome, Path]] = []
+    if path.name == layout.PARSED_DIR and path.is_dir() and layout.holds_a_capture(path.parent):
+        # a rank dir's tables folder (torch_npu's or ours): read as its rank dir, never as a folder of
+        # traces (its trace_view.json would get tables of its own, torch_npu's tables unread)
+        if on_note:
+            on_note(f"{path} is the tables' folder of the rank directory {path.parent}: that is analysed")
+        path = path.parent
     if is_bare_trace(path):
         if run is not None:
             why = "--run picks a run of a directory"

@@ -190,12 +190,28 @@ def device_work(x: Extract, ops: OpView) -> Work:
         ]
         d_ext = np.frombuffer(x.dev_ext, dtype=np.int64)
         recv = (recv & ~both_ways) | (both_ways & np.isin(d_ext, [e for e in received if e >= 0]))
+    c_ts, c_end, c_recv = comm_process_spans(x)
     return Work(
         computing=intervals.union(d_ts[~d_comm], d_end[~d_comm]),
-        communication=intervals.union(d_ts[d_comm], d_end[d_comm]),
-        receive=intervals.union(d_ts[recv], d_end[recv]),
+        communication=intervals.union(
+            np.concatenate([d_ts[d_comm], c_ts]), np.concatenate([d_end[d_comm], c_end])
+        ),
+        receive=intervals.union(
+            np.concatenate([d_ts[recv], c_ts[c_recv]]), np.concatenate([d_end[recv], c_end[c_recv]])
+        ),
         task_starts=np.sort(d_ts),
     )
+
+
+def comm_process_spans(x: Extract) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Starts, ends and a receive mask of the events of torch_npu's communication process (``HCCL``), whose
+    time is communication whatever their names (collectives and their tasks: the union counts each µs
+    once)."""
+    c_ts = np.asarray(x.cx_ts, dtype=np.float64)
+    c_end = c_ts + np.asarray(x.cx_dur, dtype=np.float64)
+    names = np.asarray(x.cx_name, dtype=np.int32)
+    recv = _name_flags(x.strings, vocab.is_receive)[names] if len(names) else np.zeros(0, bool)
+    return c_ts, c_end, recv
 
 
 def host_work(x: Extract, ops: OpView) -> Work:
@@ -215,6 +231,10 @@ def host_work(x: Extract, ops: OpView) -> Work:
     if not x.comm_spans and calls.any():  # only the calls (c10d::allreduce_): their time is communication
         comm_s, comm_e = ops.ts[calls], ops.ts[calls] + ops.dur[calls]
         recv = _name_flags(x.strings, vocab.is_receive)[ops.name[calls]]
+    c_ts, c_end, c_recv = comm_process_spans(x)
+    if len(c_ts):  # a trace whose only device work is its communication process's
+        comm_s, comm_e = np.concatenate([comm_s, c_ts]), np.concatenate([comm_e, c_end])
+        recv = np.concatenate([recv.astype(bool), c_recv])
     communication = intervals.union(comm_s, comm_e)
     issuing = keep & _ancestors_of(ops.parent, np.flatnonzero(calls))
     plain = keep & ~issuing

@@ -279,7 +279,8 @@ def overlays(
         base_ns,
     )
     yield from out
-    yield from _communication(comm_ops, base_ns)
+    if not len(x.cx_ts):  # else the trace's own communication process is kept, as its events are
+        yield from _communication(comm_ops, base_ns)
     yield from _flows(x, base_ns)
     yield from layers
 

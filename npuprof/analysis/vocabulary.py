@@ -70,6 +70,14 @@ UNCOUNTED_CATS = frozenset(
 DEVICE_PROCESS_RE = re.compile(r"(?i)ascend hardware|^gpu\b|^npu\b|^device\b|^stream\b")
 NPU_PROCESS_RE = re.compile(r"(?i)ascend hardware|^npu\b")
 NOT_HOST_PROCESS_RE = re.compile(r"(?i)overlap analysis|^hccl\b|^communication\b|^spans?$|^traces?$")
+# torch_npu's communication process: its collectives on "Group <g> Communication" threads, their tasks on
+# "Plane <n>" threads (what msprof-analyze's compare reads as the communication bar); their time is
+# communication (docs/formats.md, "Traces npuprof reads")
+COMM_PROCESS_RE = re.compile(r"(?i)^hccl\b|^communication\b")
+COMM_OP_THREAD_RE = re.compile(r"(?i)communication")
+# in a warning about complete events left out that may be device work (the report then does not call the
+# trace CPU-only without saying so)
+MAYBE_DEVICE_WORK = "possible device work"
 # torch_npu's CANN process: the runtime calls (AscendCL@...) of the host's own threads (same thread ids)
 RUNTIME_PROCESS_RE = re.compile(r"(?i)^cann\b")
 # the kind of a torch_npu device task: its args["Task Type"] (AI_CORE, AI_CPU, HCCL, ...), else this

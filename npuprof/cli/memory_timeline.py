@@ -101,6 +101,6 @@ def memory_timeline(
         print(f"npuprof memory-timeline: note: {mt.source_note(data)}", file=sys.stderr)
     print(
         f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
-        f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else 'the trace'})",
+        f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})",
         file=sys.stderr,
     )

@@ -53,6 +53,7 @@ FORMATS = ("html", "json", "json.gz", "raw.json.gz")
 PLOT_INSTALL_HINT = "pip install 'npuprof[plot]'"
 SOURCE_CATEGORISED = "categorised"
 SOURCE_TRACE = "trace"
+_ORIGIN_TEXT = {"the trace": "the trace's [memory] events"}
 # torch's c10::DeviceType numbers as the trace's "Device Type" carries them
 _DEVICE_TYPES = {0: "cpu", 1: "cuda", 20: "npu"}
 CAPTURE_FLAGS = "--profile-memory --record-shapes --with-stack"
@@ -79,6 +80,7 @@ class MemoryData:
     # trace source only: the allocator's reserved bytes over time (µs, bytes)
     reserved: tuple[list[int], list[int]] | None = None
     devices: list[str] = field(default_factory=list)  # every device the data holds
+    origin: str = "the trace"  # trace source only: where the allocator's totals were read
 
     def coalesce(self) -> tuple[list[int], list[list[int]]]:
         return coalesce(self.raw)
@@ -162,6 +164,39 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             "(and --memory-timeline raw.json.gz for categories); with torch.profiler yourself: "
             "profile_memory=True"
         )
+    return _from_records(per_device, device, base_ns, "the trace")
+
+
+def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
+    """UNKNOWN-category data from torch_npu's ``memory_record.csv`` (its PyTorch allocator's ``PTA`` rows:
+    totals in MB at epoch µs) for ``device``."""
+    from npuprof.analysis.ascend_output import AscendTableError, allocator_records
+
+    try:
+        by_device = allocator_records(path)
+    except AscendTableError as exc:
+        raise MemoryTimelineError(f"cannot read {exc}") from None
+    mib = 1 << 20
+    per_device: dict[str, list[tuple[float, int, int, int]]] = {}
+    for name, rows in by_device.items():
+        per_device[normalise_device(name) or "npu:0"] = [
+            (t, round(allocated * mib), round(reserved * mib) if reserved is not None else 0, 0)
+            for t, allocated, reserved in rows
+            if math.isfinite(t * 1000)
+        ]
+    per_device = {name: rows for name, rows in per_device.items() if rows}
+    if not per_device:
+        raise MemoryTimelineError(
+            f"{path.name} holds no allocator records (Timestamp(us), Total Allocated(MB))"
+        )
+    return _from_records(per_device, device, 0, path.name)
+
+
+def _from_records(
+    per_device: dict[str, list[tuple[float, int, int, int]]], device: str | None, base_ns: int, origin: str
+) -> MemoryData:
+    """From the allocator's records by device: (time µs after ``base_ns``, allocated, reserved, bytes of
+    the record's own change), whatever their order."""
     devices = _sorted_devices(per_device)
     chosen = _choose_device(device, devices)
     records = sorted(per_device[chosen], key=lambda r: r[0])
@@ -187,6 +222,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         max_reserved=max(reserved_values) if any(reserved_values) else None,
         reserved=(reserved_times, reserved_values) if any(reserved_values) else None,
         devices=devices,
+        origin=origin,
     )
 
 
@@ -268,7 +304,8 @@ def from_raw(raw_path: Path, device: str | None = None) -> MemoryData:
 
 
 def load(source: Path, device: str | None = None) -> MemoryData:
-    """From a rank directory (its kept raw data, else its trace), a ``*.raw.json.gz`` file, or a trace."""
+    """From a rank directory (its kept raw data, else its trace; torch_npu's: its trace_view.json, else its
+    memory_record.csv), a ``*.raw.json.gz`` file, a ``memory_record.csv``, or a trace."""
     if source.is_dir():
         raw_path = source / RAW_FILE
         if raw_path.is_file():
@@ -282,27 +319,42 @@ def load(source: Path, device: str | None = None) -> MemoryData:
 
             return from_snapshot(snapshot, device)
         trace = layout.find_raw_trace(source)
-        if trace is None:  # a rank dir torch_npu parsed: its trace_view.json has the [memory] events too
-            from npuprof.reports.inputs import PARSED_TRACE
-
-            parsed = source / layout.PARSED_DIR / PARSED_TRACE
-            trace = parsed if parsed.is_file() else None
-        if trace is None:
-            raise MemoryTimelineError(
-                f"{source} has neither {RAW_FILE} nor a raw trace (*.pt.trace.json[.gz]): capture with "
-                f"{CAPTURE_FLAGS} --memory-timeline raw.json.gz"
-            )
+        if trace is None:  # a rank dir torch_npu parsed: its trace_view.json, else its memory_record.csv
+            return _from_parsed(source, device)
         return from_trace(trace, device)
     if not source.is_file():
         what = "is neither a rank directory nor a file" if source.exists() else "does not exist"
         raise MemoryTimelineError(f"{source} {what}")
     if source.name.endswith(".raw.json.gz") or source.name == RAW_FILE:
         return from_raw(source, device)
+    if source.name.endswith(".csv"):  # torch_npu's memory_record.csv
+        return from_memory_record(source, device)
     if source.name.endswith(".snapshot.msgpack"):
         from npuprof.reports.memory_categories import from_snapshot
 
         return from_snapshot(source, device)
     return from_trace(source, device)
+
+
+def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
+    from npuprof.analysis.ascend_output import MEMORY_FILE
+    from npuprof.reports.inputs import PARSED_TRACE
+
+    parsed = rank_dir / layout.PARSED_DIR
+    records = parsed / MEMORY_FILE
+    if (parsed / PARSED_TRACE).is_file():
+        try:
+            return from_trace(parsed / PARSED_TRACE, device)
+        except MemoryTimelineError:
+            if not records.is_file():
+                raise
+    if records.is_file():
+        return from_memory_record(records, device)
+    raise MemoryTimelineError(
+        f"{rank_dir} has neither {RAW_FILE} nor a raw trace (*.pt.trace.json[.gz]), nor torch_npu's "
+        f"{layout.PARSED_DIR}/{PARSED_TRACE} or {MEMORY_FILE}: capture with {CAPTURE_FLAGS} "
+        "--memory-timeline raw.json.gz"
+    )
 
 
 def _fill_peaks_from_trace(data: MemoryData, rank_dir: Path) -> None:
@@ -399,7 +451,8 @@ def source_note(data: MemoryData) -> str:
             else "Memory allocated before the capture started is in the allocator's totals, with no category."
         )
         return (
-            "Categories UNKNOWN: rendered from the trace's [memory] events (allocator totals only). "
+            f"Categories UNKNOWN: rendered from {_ORIGIN_TEXT.get(data.origin, data.origin)} (allocator "
+            "totals only). "
             f"{before} For categories: npuprof run {CAPTURE_FLAGS} --memory-timeline raw.json.gz, or with "
             "torch.profiler yourself (profile_memory, record_shapes, with_stack) "
             'prof.export_memory_timeline("x.raw.json.gz"), then npuprof memory-timeline x.raw.json.gz.'

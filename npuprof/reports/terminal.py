@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.report_schema import RankReport, Report, ReportStep, json_value
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
 from npuprof.reports.text import shorten_middle
@@ -211,6 +212,11 @@ def render_table(report: Report, console: Console) -> None:
             for name, row in zip(names, cells, strict=True):
                 ks.add_row(escape(shorten_middle(name, room)), *row)
             print_whole(console, ks)
+        elif r.device == "CPU" and any(vocab.MAYBE_DEVICE_WORK in w for w in r.warnings or ()):
+            console.print(
+                "[dim]no device kernels counted: read as a CPU-only trace (see the warning on the events "
+                "left out)[/dim]"
+            )
         elif r.device == "CPU":
             console.print("[dim]no device kernels: CPU-only trace (the CPU is the device)[/dim]")
         _render_ranges(r, console)
