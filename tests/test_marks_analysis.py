@@ -510,3 +510,21 @@ def test_the_post_processor_writes_the_db_with_the_marks_and_gc(real_run: Path) 
     assert [r[0] for r in con.execute("SELECT id FROM STEP_TIME ORDER BY id")] == [2, 3, 4]
     stderr = (real_run.parent.parent / "stderr.txt").read_text()
     assert "msprof-analyze cluster -d" in stderr[stderr.index("next: ") :]  # the run's end points there
+
+
+def test_stacks_of_trace_view_count_the_marks_and_gc_layers_nowhere(real_run: Path, tmp_path: Path) -> None:
+    """helper-92: export-stacks of trace_view.json added the MsprofTx and GC layers as more busy time (root
+    stacks "GC", "forward", ...): they repeat what the training thread did, which the raw trace holds."""
+    totals = {}
+    for name, source in (
+        ("raw", real_run),
+        ("trace_view", real_run / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"),
+    ):
+        target = tmp_path / f"{name}.stacks"
+        result = npuprof("export-stacks", str(source), "-o", str(target))
+        assert result.returncode == 0, result.stderr
+        lines = target.read_text().splitlines()
+        assert not [line for line in lines if line.split(";")[0].rsplit(" ", 1)[0] in ("GC", "forward")]
+        totals[name] = sum(int(line.rsplit(" ", 1)[1]) for line in lines)
+    assert totals["raw"] > 0
+    assert abs(totals["trace_view"] - totals["raw"]) <= 0.01 * totals["raw"]

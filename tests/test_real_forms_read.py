@@ -809,3 +809,20 @@ def test_device_tasks_in_a_process_of_no_known_kind_are_named_not_dropped_silent
     assert f'("Task Scheduler" x{tasks}) were left out' in result.stderr
     assert "no device kernels counted" in result.stdout
     assert "CPU-only trace (the CPU is the device)" not in result.stdout
+
+
+def test_stacks_that_cannot_be_written_to_stdout_are_an_error(tmp_path: Path) -> None:
+    """helper-92: `export-stacks TRACE > /dev/full` lost the stacks and exited 0, where analyse says so."""
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "npuprof", "export-stacks", str(FIXTURE)],
+            stdout=full, stderr=subprocess.PIPE, text=True, env=clean_env(), timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert "npuprof export-stacks: cannot write the stacks to stdout: No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr

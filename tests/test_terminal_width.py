@@ -350,6 +350,29 @@ def test_thousands_of_unparsed_captures_are_counted_not_listed(
     )
 
 
+def test_captures_left_unparsed_by_no_analyse_are_not_listed_as_troubled(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-92: with --no-analyse every capture is unparsed by design; the summary listed 50 of 61 as
+    if each had a problem. Unparsed counts only where a parse was asked for."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    captures = [
+        CaptureSummary(
+            tmp_path / f"vm_1_202612021{k:08d}_ascend_pt", "complete", None, 1, [k], 1024, "", False
+        )
+        for k in range(61)
+    ]
+    print_run_summary(tmp_path, captures, 0, ProfileConfig(analyse=False), tmp_path / "npuprof.log")
+    said = capsys.readouterr().err
+    listed = [k for k in range(61) if f"202612021{k:08d}" in said]
+    assert listed == [*range(10), *range(51, 61)], listed
+    assert "... and 41 more complete capture(s) between those" in " ".join(said.split())
+
+
 def test_the_ranks_step_tables_share_one_style_when_one_needs_more_than_80_columns(tmp_path: Path) -> None:
     """At 80 columns (a pipe), a rank whose step table fits with rules kept them while the next rank's,
     one column wider, lost them: two styles in one report read as a bug (helper-85). One too wide now

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import msgspec
 import numpy as np
 
+from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.cells import ns_of
 from npuprof.analysis.side_records import read_epoch_spans
 from npuprof.analysis.step_breakdown import StepWindows
@@ -91,7 +92,7 @@ def layer_events(record: GcRecord, device_id: int) -> list[bytes]:
                 "tid": tid,
                 "ts": ts,
                 "dur": (p.end_ns - p.start_ns) / 1000,
-                "cat": "GC",
+                "cat": vocab.GC_CAT,
                 "args": {
                     "generation": p.generation,
                     "collected": p.collected,

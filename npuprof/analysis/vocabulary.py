@@ -78,6 +78,11 @@ COMM_OP_THREAD_RE = re.compile(r"(?i)communication")
 # in a warning about complete events left out that may be device work (the report then does not call the
 # trace CPU-only without saying so)
 MAYBE_DEVICE_WORK = "possible device work"
+# trace_view.json's layers that repeat what the host's threads did (docs/formats.md): the GC pauses
+# (category "GC", process "Python GC") and the MsprofTx marks and ranges (no category; args
+# "event_type", as CANN writes mstx data). Readers of host work leave them out.
+GC_CAT = "GC"
+MSTX_ARGS_KEY = b'"event_type"'
 # torch_npu's CANN process: the runtime calls (AscendCL@...) of the host's own threads (same thread ids)
 RUNTIME_PROCESS_RE = re.compile(r"(?i)^cann\b")
 # the kind of a torch_npu device task: its args["Task Type"] (AI_CORE, AI_CPU, HCCL, ...), else this

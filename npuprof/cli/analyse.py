@@ -3,9 +3,7 @@ npuprof.analysis."""
 
 from __future__ import annotations
 
-import errno
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -226,7 +224,9 @@ def analyse(
             + (f": {p.reason}" if p.reason else ""),
             file=sys.stderr,
         )
-    _check_stdout()
+    from npuprof.cli.main import check_stdout
+
+    check_stdout("npuprof analyse", "the report")
     if not report.ranks:
         print("npuprof analyse: nothing could be analysed (see the reasons above)", file=sys.stderr)
         raise typer.Exit(1)
@@ -286,21 +286,6 @@ def _mark_in_progress(report: Report) -> None:
             problem.reason = (
                 f"{status.detail.removeprefix('in progress: ')}; analyse it once the run has ended"
             )
-
-
-def _check_stdout() -> None:
-    """The report must not be lost without a word: stdout that could not be written (a full disk, a
-    closed descriptor) is an error (exit 1); a reader that stopped reading (``| head``) ends the command
-    as SIGPIPE would (exit 141), quietly."""
-    from npuprof.cli.main import stream_error
-
-    error = stream_error("stdout")
-    if error is None:
-        return
-    if error.errno == errno.EPIPE:
-        raise typer.Exit(128 + signal.SIGPIPE)
-    print(f"npuprof analyse: cannot write the report to stdout: {error.strerror or error}", file=sys.stderr)
-    raise typer.Exit(1)
 
 
 def write_json(report: Report | dict[str, Any], chunk_count: int = 8192) -> None:

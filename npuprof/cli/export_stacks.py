@@ -114,7 +114,10 @@ def export_stacks(
         raise _fail(f"no {metric} time in {trace}")
 
     if to_stdout:
+        from npuprof.cli.main import check_stdout
+
         sys.stdout.write(text)
+        check_stdout("npuprof export-stacks", "the stacks")
     elif out_path is not None:
         _write(out_path, text)
     if svg_path is not None:

@@ -153,6 +153,27 @@ def stream_error(name: str) -> OSError | None:
     return stream.error if isinstance(stream, GuardedStream) else None
 
 
+def check_stdout(command: str, what: str) -> None:
+    """``what`` must not be lost without a word: stdout that could not be written (a full disk, a closed
+    descriptor) is an error (exit 1); a reader that stopped reading (``| head``) ends the command as
+    SIGPIPE would (exit 141), quietly."""
+    import signal
+
+    import typer
+
+    try:
+        sys.stdout.flush()
+    except OSError:
+        pass  # a GuardedStream keeps the error; a plain stream's is seen below as none
+    error = stream_error("stdout")
+    if error is None:
+        return
+    if error.errno == errno.EPIPE:
+        raise typer.Exit(128 + signal.SIGPIPE)
+    print(f"{command}: cannot write {what} to stdout: {error.strerror or error}", file=sys.stderr)
+    raise typer.Exit(1)
+
+
 def main() -> None:
     try:
         _main()

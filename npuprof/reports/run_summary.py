@@ -93,7 +93,7 @@ def print_run_summary(
     for column in short_columns:
         table.add_column(column, overflow="fold")
     table.add_column("directory", no_wrap=True)
-    listed, left_out, notable_left = _listed(captures)
+    listed, left_out, notable_left = _listed(captures, cfg)
     rows = []
     for c in listed:
         rank = "-" if c.rank is None else str(c.rank)
@@ -112,7 +112,8 @@ def print_run_summary(
     print_whole(console, table)
     if left_out or notable_left:
         size = _size(sum(c.size_bytes or 0 for c in captures))
-        more = f"{left_out} more complete, parsed capture(s)" if left_out else ""
+        parsed = ", parsed" if cfg.analyse else ""
+        more = f"{left_out} more complete{parsed} capture(s)" if left_out else ""
         odd = f"{notable_left} more not complete or not parsed" if notable_left else ""
         console.print(
             f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
@@ -329,18 +330,19 @@ LISTED_WHEN_MANY = 10  # a job of days with --repeat 0 makes thousands of captur
 MANY_CAPTURES = 30
 
 
-def _listed(captures: list[CaptureSummary]) -> tuple[list[CaptureSummary], int, int]:
+def _listed(captures: list[CaptureSummary], cfg: ProfileConfig) -> tuple[list[CaptureSummary], int, int]:
     """Every capture when they are few; else the first and last LISTED_WHEN_MANY and the first
-    MANY_CAPTURES with something to say (not complete, not parsed, a detail), in their order; and how many
-    are left out: whole ones, and ones with something to say (a post-processor killed early leaves
-    thousands unparsed)."""
+    MANY_CAPTURES with something to say (not complete, not parsed though asked to be, a detail), in their
+    order; and how many are left out: whole ones, and ones with something to say (a post-processor killed
+    early leaves thousands unparsed)."""
     if len(captures) <= MANY_CAPTURES:
         return captures, 0, 0
     ends = set(range(LISTED_WHEN_MANY)) | set(range(len(captures) - LISTED_WHEN_MANY, len(captures)))
+    unparsed = {id(c) for c in _left_unparsed(captures, cfg)}
     kept: list[CaptureSummary] = []
     said = notable_left = 0
     for i, c in enumerate(captures):
-        notable = c.status != "complete" or not c.parsed or bool(c.detail)
+        notable = c.status != "complete" or id(c) in unparsed or bool(c.detail)
         if i in ends:
             kept.append(c)
         elif notable and said < MANY_CAPTURES:

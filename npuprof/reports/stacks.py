@@ -43,7 +43,7 @@ HOST_METRIC = "self_cpu_time_total"
 DEVICE_METRICS = ("self_cuda_time_total", "self_npu_time_total")
 METRICS = (HOST_METRIC, *DEVICE_METRICS)
 
-_IGNORED_CATS = frozenset({vocab.TRACE})
+_IGNORED_CATS = frozenset({vocab.TRACE, vocab.GC_CAT})
 # Tie-break for events with the same start and duration: the caller first.
 _CAT_RANK = {vocab.PYTHON_FUNCTION: 0, vocab.USER_ANNOTATION: 1, vocab.CPU_OP: 2}
 _SANITISE = str.maketrans(" ;\t\n\r", "_____")
@@ -178,6 +178,7 @@ def _is_host_event(ev: TraceEvent, device_pids: set[object]) -> bool:
         and _cat(ev) not in _IGNORED_CATS
         and _cat(ev) not in vocab.DEVICE_CATS
         and ev.pid not in device_pids
+        and not (not ev.cat and ev.args and vocab.MSTX_ARGS_KEY in bytes(ev.args))  # the MsprofTx layer
     )
 
 
