@@ -826,3 +826,25 @@ def test_stacks_that_cannot_be_written_to_stdout_are_an_error(tmp_path: Path) ->
     assert done.returncode == 1
     assert "npuprof export-stacks: cannot write the stacks to stdout: No space left on device" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_memory_timeline_times_of_epoch_microseconds_are_exact_nanoseconds(tmp_path: Path) -> None:
+    """helper-91: a trace of epoch µs times (no baseTimeNanoseconds) got ns times off by up to ~100 ns
+    (1620000000000900 µs became 1620000000000900096): µs x 1000 is past a float's 53 bits."""
+    times = [1620000000000900, 1620000000001501, 1620000000002500]
+    allocated = [100 << 20, 150 << 20, 120 << 20]
+    events = [_meta(7, "python3")]
+    previous = 0
+    for ts, total in zip(times, allocated, strict=True):
+        args = {"Device Type": 1, "Device Id": 0, "Total Allocated": total, "Total Reserved": 256 << 20,
+                "Bytes": total - previous, "Addr": 1}  # fmt: skip
+        events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": 7, "tid": 7, "ts": ts, "args": args})
+        previous = total
+    events.append(_x("ProfilerStep#1", times[0] - 10, 2000, 7, 7, cat="user_annotation"))
+    trace = _write(tmp_path / "old.json", {"traceEvents": events})
+    target = tmp_path / "m.raw.json.gz"
+    done = npuprof("memory-timeline", str(trace), "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    raw = json.loads(gzip.decompress(target.read_bytes()))
+    want = [int(Decimal(str(t)) * 1000) for t in times]
+    assert [row[0] for row in raw] == want

@@ -192,6 +192,13 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
     return _from_records(per_device, device, 0, path.name)
 
 
+def _ns(us: float) -> int:
+    """µs as ns, exactly for the µs a float holds: an epoch µs time times 1000 is past a float's 53 bits
+    (helper-91: 1620000000000900 µs became ...900096 ns)."""
+    whole = math.floor(us)
+    return whole * 1000 + round((us - whole) * 1000)
+
+
 def _from_records(
     per_device: dict[str, list[tuple[float, int, int, int]]], device: str | None, base_ns: int, origin: str
 ) -> MemoryData:
@@ -205,15 +212,15 @@ def _from_records(
     # would give the timeline two points at its start)
     previous = records[0][1] - records[0][3]
     if previous > 0:
-        raw.append((base_ns + round(records[0][0] * 1000), PREEXISTING, previous, UNKNOWN))
+        raw.append((base_ns + _ns(records[0][0]), PREEXISTING, previous, UNKNOWN))
     for ts, allocated, _, _ in records:
         # deltas of the allocator's own running total, so the coalesced sum equals it exactly
         delta = allocated - previous
         if delta:
-            raw.append((base_ns + round(ts * 1000), CREATE if delta > 0 else DESTROY, delta, UNKNOWN))
+            raw.append((base_ns + _ns(ts), CREATE if delta > 0 else DESTROY, delta, UNKNOWN))
         previous = allocated
     reserved_values = [r[2] for r in records]
-    reserved_times = [(base_ns + round(r[0] * 1000)) // 1000 for r in records]
+    reserved_times = [(base_ns + _ns(r[0])) // 1000 for r in records]
     return MemoryData(
         device=chosen,
         source=SOURCE_TRACE,
