@@ -238,6 +238,7 @@ def test_a_trace_without_events_is_said_to_have_none(tmp_path: Path) -> None:
     result = npuprof("analyse", str(tmp_path / "none.json"), env=clean_env())
     assert result.returncode == 0, result.stderr
     assert "the trace holds no events: nothing was recorded" in result.stderr, result.stderr
+    assert "CPU-only" not in result.stdout  # nothing is known of the device (helper-91)
 
 
 def test_events_of_unknown_category_in_an_unnamed_process_are_named(tmp_path: Path) -> None:

@@ -625,7 +625,7 @@ class Extract:
         (the first span of each is the step), negative durations (no profiler writes them)."""
         notes = []
         if not self.event_count:
-            notes.append("the trace holds no events: nothing was recorded (an empty capture, or one emptied)")
+            notes.append(f"{vocab.NO_EVENTS}: nothing was recorded (an empty capture, or one emptied)")
         if self.unknown_device_work:
             notes.append(vocab.unknown_device_work_note(self.unknown_device_work, "counted as device tasks"))
         if len(self.p_ts):  # still pending at the end: their process was never named

@@ -78,6 +78,7 @@ COMM_OP_THREAD_RE = re.compile(r"(?i)communication")
 # in a warning about complete events left out that may be device work (the report then does not call the
 # trace CPU-only without saying so)
 MAYBE_DEVICE_WORK = "possible device work"
+NO_EVENTS = "the trace holds no events"  # the warning's start: the report then claims nothing of the device
 # trace_view.json's layers that repeat what the host's threads did (docs/formats.md): the GC pauses
 # (category "GC", process "Python GC") and the MsprofTx marks and ranges (no category; args
 # "event_type", as CANN writes mstx data). Readers of host work leave them out.

@@ -212,6 +212,8 @@ def render_table(report: Report, console: Console) -> None:
             for name, row in zip(names, cells, strict=True):
                 ks.add_row(escape(shorten_middle(name, room)), *row)
             print_whole(console, ks)
+        elif any(w.startswith(vocab.NO_EVENTS) for w in r.warnings or ()):
+            pass  # said in the warning
         elif r.device == "CPU" and any(vocab.MAYBE_DEVICE_WORK in w for w in r.warnings or ()):
             console.print(
                 "[dim]no device kernels counted: read as a CPU-only trace (see the warning on the events "
