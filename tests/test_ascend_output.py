@@ -673,3 +673,16 @@ def test_memory_timeline_of_a_torch_npu_rank_dir_reads_its_memory_record(tmp_pat
     assert [sum(row) for row in sizes] == [round(a * 2**20) for a, _r in rows]
     wrong = npuprof("memory-timeline", str(d), "--device", "npu:0", "-o", str(target), env=clean_env())
     assert wrong.returncode != 0 and "npu:3" in wrong.stderr
+
+
+def test_processes_without_a_rank_are_said_not_to_be_compared(tmp_path: Path) -> None:
+    """helper-91: two torch_npu rank dirs without profiler_info_<rank>.json got no table across ranks and
+    no word why."""
+    for rank in (0, 1):
+        d = _rank_dir(tmp_path, rank, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+        (d / f"profiler_info_{rank}.json").unlink()
+    result = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert "2 processes' captures have no rank" in result.stderr
+    assert "they are not compared across ranks" in result.stderr
+    assert "step time across ranks" not in result.stdout

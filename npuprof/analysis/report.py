@@ -1102,7 +1102,22 @@ def _build_report(
     pooled = _pooled(read, steps, top)
     if pooled:
         report.pooled = pooled
+    if on_note and (unranked := _processes_without_a_rank(ranks)) > 1:
+        on_note(
+            f"{unranked} processes' captures have no rank (no profiler_info_<rank>.json, no distributedInfo "
+            "in the trace): they are not compared across ranks"
+        )
     return report
+
+
+def _processes_without_a_rank(ranks: list[RankReport]) -> int:
+    """How many processes (by the rank dirs' worker and pid) the captures without a rank are of."""
+    processes = set()
+    for r in ranks:
+        if r.rank is None:
+            parts = layout.parse_rank_dir_name(Path(r.rank_dir).name)
+            processes.add((parts["worker"], parts["pid"]) if parts else r.rank_dir)
+    return len(processes)
 
 
 @dataclass
