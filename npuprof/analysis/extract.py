@@ -883,11 +883,11 @@ class Extract:
         """Count the events of no category left out of a process of no known kind (by its name): not the
         CANN runtime's calls, not an overlay npuprof or torch_npu computed."""
         names = self.process_names
-        for pid, cat in zip(pids, cats, strict=True):
-            if not cat:
-                name = names.get(pid, str(pid))
-                if not vocab.RUNTIME_PROCESS_RE.search(name) and not vocab.NOT_HOST_PROCESS_RE.search(name):
-                    self.unread_uncategorised[name] += 1
+        uncategorised = Counter(itertools.compress(pids, map(operator.not_, cats)))
+        for pid, count in uncategorised.items():
+            name = names.get(pid, str(pid))
+            if not vocab.RUNTIME_PROCESS_RE.search(name) and not vocab.NOT_HOST_PROCESS_RE.search(name):
+                self.unread_uncategorised[name] += count
 
     def _set_process(self, pid: Any, name: str) -> None:
         self.process_names[pid] = name
