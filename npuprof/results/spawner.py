@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,12 @@ def placed(fds: list[int], targets: list[int]) -> tuple[list[int], list[tuple[An
 # ---- the launcher's side ---------------------------------------------------------------------------
 
 
+# every signal but those a fault of the thread itself raises
+_ASYNC_SIGNALS = signal.valid_signals() - {
+    signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGTRAP, signal.SIGABRT, signal.SIGSYS
+}  # fmt: skip
+
+
 def start_service(run_id: str) -> str | None:
     """Listen for spawn requests of the job's processes on a thread of its own; the address for
     ``ENV_SPAWN``, or None where that cannot be done (the job's processes then start their own). The
@@ -63,7 +70,14 @@ def start_service(run_id: str) -> str | None:
         try:
             listener.bind("\0" + address)
             listener.listen(64)
-            _thread.start_new_thread(_serve_forever, (listener,))
+            # the thread starts with the job's signals blocked (it inherits the mask), so that they reach
+            # the main thread, waiting for the job: one delivered here would be handled only once the job
+            # had ended (helper-90: two signals at once, both lost). Its spawns reset their mask.
+            before = signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
+            try:
+                _thread.start_new_thread(_serve_forever, (listener,))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, before)
         except BaseException:
             listener.close()
             raise
