@@ -528,3 +528,21 @@ def test_stacks_of_trace_view_count_the_marks_and_gc_layers_nowhere(real_run: Pa
         totals[name] = sum(int(line.rsplit(" ", 1)[1]) for line in lines)
     assert totals["raw"] > 0
     assert abs(totals["trace_view"] - totals["raw"]) <= 0.01 * totals["raw"]
+
+
+@pytest.mark.parametrize("metadata", ["as written", "at the end"])
+def test_the_marks_layer_of_trace_view_is_not_taken_for_device_work(
+    real_run: Path, tmp_path: Path, metadata: str
+) -> None:
+    """helper-93: analyse of npuprof's own trace_view.json warned of "possible device work" in the MsprofTx
+    layer (no category, in a process named as the script's) and called the trace "CPU-only" only after it.
+    Its process name at the end leaves the events pending until then: the same answer."""
+    events = _trace_view(real_run)
+    if metadata == "at the end":
+        events = [e for e in events if e.get("ph") != "M"] + [e for e in events if e.get("ph") == "M"]
+    trace = tmp_path / "tv.json"
+    trace.write_text(json.dumps(events))
+    result = npuprof("analyse", str(trace))
+    assert result.returncode == 0, result.stderr
+    assert "possible device work" not in result.stderr
+    assert "no device kernels: CPU-only trace (the CPU is the device)" in result.stdout

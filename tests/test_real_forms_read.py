@@ -848,3 +848,32 @@ def test_memory_timeline_times_of_epoch_microseconds_are_exact_nanoseconds(tmp_p
     raw = json.loads(gzip.decompress(target.read_bytes()))
     want = [int(Decimal(str(t)) * 1000) for t in times]
     assert [row[0] for row in raw] == want
+
+
+def test_a_collective_both_on_a_stream_and_in_the_hccl_process_counts_once(tmp_path: Path) -> None:
+    """helper-93: the HCCL process's collectives were added to the same collectives as tasks of the device's
+    streams (real kernel_details.csv files list hcom tasks): 4 operations, 10 ms, for 2 and 5 ms."""
+    raw = _raw()
+    events, collectives = _with_communication_process(raw, "HCCL")
+    hardware = _pid_of(raw, "Ascend Hardware")
+    stream = next(e["tid"] for e in raw if e["pid"] == hardware and e["ph"] == "X")
+    for n, (start, end) in enumerate(collectives):
+        events.append(_x(f"hcom_allReduce__123_{n}_1", str(start), float(end - start), hardware, stream))
+    report = _analyse_json(_write(tmp_path / "trace_view.json", events))
+    (rank,) = report["ranks"]
+    assert rank["communication"]["operators"] == 2
+    assert rank["communication"]["time_us"] == 5000.0
+    assert rank["steps"][0]["communication_us"] == 5000.0
+
+
+def test_a_send_and_receive_of_the_hccl_process_is_no_bubble(tmp_path: Path) -> None:
+    """helper-93: hcom_batchSendRecv in the HCCL process counted its whole time as a receive (bubble); no
+    record says which way it went, as for the device's own such tasks."""
+    raw = _raw()
+    events, _spans = _with_communication_process(raw, "HCCL")
+    for e in events:
+        if e.get("name", "").startswith("hcom_allReduce__123_0"):
+            e["name"] = "hcom_batchSendRecv__123_0_1"
+    (rank,) = _analyse_json(_write(tmp_path / "trace_view.json", events))["ranks"]
+    assert rank["steps"][0]["bubble_us"] == 0.0
+    assert rank["steps"][0]["communication_us"] == 5000.0

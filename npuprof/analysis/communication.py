@@ -245,7 +245,10 @@ def _device_comm_ops(x: Extract, group: str, ranks: Sequence[int]) -> list[CommO
         name = x.strings[int(names[k])]
         ops.append(CommOp(_collective(name), group, float(d_ts[k]), float(d_dur[k]), 0.0, ranks, False, "",
                           0.0, None, int(d_corr[k])))  # fmt: skip
-    return ops + _comm_process_ops(x, group, ranks)
+    # the communication process's collectives, when the trace has one, are the same operations as their
+    # tasks on the device's streams (and as npuprof's own Communication process, in a trace_view.json it
+    # wrote): they are taken alone, so that each counts once
+    return _comm_process_ops(x, group, ranks) or ops
 
 
 def _collective(name: str) -> str:

@@ -72,6 +72,7 @@ class TaskArgs(KernelArgs, gc=False):
 
     stream_id: int = msgspec.field(name="Stream Id", default=-1)
     task_type: str = msgspec.field(name="Task Type", default="")
+    event_type: str = ""  # CANN's MsprofTx layer's marks and ranges (vocabulary.MSTX_ARGS_KEY)
 
 
 class LaunchArgs(msgspec.Struct, gc=False):
@@ -116,6 +117,7 @@ _CAT_CODES[vocab.PYTHON_FUNCTION] = _PYFUNC  # counted by no table either, but k
 _CAT_CODES[vocab.FLOW_ASYNC_NPU] = _NPU_FLOW  # torch_npu's operator -> device task links (launch_flows.py)
 # pending (see the module's doc): the class of a process, by its name
 _P_UNKNOWN, _P_DEVICE, _P_OTHER, _P_COMM = 0, 1, 2, 3
+MSTX_KIND = "MsprofTx"  # the kind of a pending event of CANN's MsprofTx layer: the host's marks, no work
 _PH_CODES = {"X": _X, "i": _INSTANT, "I": _INSTANT2, "M": _META}
 _KIND_OF = {
     _KERNEL: vocab.TASK_KIND[vocab.KERNEL],
@@ -131,7 +133,6 @@ _FLOW_ENDS = {"s": 1, "f": 2}  # the two ends of a flow the launch links read
 _FLOW_PHASES = frozenset("sftC")  # flows and counters: written by Kineto, read by no table by design
 _EXT, _DIMS, _STACK = attrgetter("ext"), attrgetter("dims"), attrgetter("stack")
 _GRID = attrgetter("grid")
-_TASK_TYPE = attrgetter("task_type")
 _DIMS_OLD = attrgetter("dims_old")
 
 # column name -> dtype; these become numpy arrays in finish()
@@ -206,6 +207,12 @@ _COMM_TASKS = {
 }
 _DTYPES = {**_COLUMNS, **_PENDING, **_FRAMES, **_FLOWS, **_COMM_TASKS}
 _STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name", "p_name", "p_cat", "p_kind", "cx_name")
+
+
+def _task_kind(args: TaskArgs) -> str:
+    """A pending event's kind: its ``Task Type``, else MSTX_KIND for a mark or range of CANN's MsprofTx
+    layer, else none."""
+    return args.task_type or (MSTX_KIND if args.event_type else "")
 
 
 def _is_int64(value: Any) -> bool:
@@ -684,7 +691,7 @@ class Extract:
                 f"{len(overlapping)} pair(s) of steps overlap in time (steps {shown}): time in both is "
                 "counted in both (steps of two threads or two profilers in one trace, or an edited trace?)"
             )
-        negative = int((self.op_dur < 0).sum()) + int((self.dev_dur < 0).sum())
+        negative = int((self.op_dur < 0).sum()) + int((self.dev_dur < 0).sum()) + int((self.cx_dur < 0).sum())
         negative += sum(1 for _num, _ts, dur, _t in self.steps if dur < 0)
         if negative:
             notes.append(
@@ -728,7 +735,8 @@ class Extract:
             cats = [strings[c] if c >= 0 else "" for c in self.p_cat[dropped].tolist()]
             self.unread_categories.update(cats)
             pids = [keys[t][0] for t in self.p_thread[dropped].tolist()]
-            self._note_uncategorised(pids, cats)
+            kinds = [strings[k] if k >= 0 else "" for k in self.p_kind[dropped].tolist()]
+            self._note_uncategorised(pids, [c or (k == MSTX_KIND) for c, k in zip(cats, kinds, strict=True)])
         keep = cls == _P_UNKNOWN
         for name in _PENDING:
             setattr(self, name, getattr(self, name)[keep])
@@ -816,7 +824,10 @@ class Extract:
                 left = list(itertools.compress(pend, (~keep).tolist()))
                 cats = [str(c) if c is not None else "" for c in map(_CAT, left)]
                 self.unread_categories.update(cats)
-                self._note_uncategorised(list(map(_PID, left)), cats)
+                marks = [bool(a) and vocab.MSTX_ARGS_KEY in bytes(a) for a in map(_ARGS, left)]
+                self._note_uncategorised(
+                    list(map(_PID, left)), [c or m for c, m in zip(cats, marks, strict=True)]
+                )
                 pi = pi[keep]
                 pend = list(itertools.compress(pend, keep.tolist()))
             sel.pi, sel.pend = pi, pend
@@ -879,11 +890,12 @@ class Extract:
                 value = _ANY.decode(ev.args)
                 self._set_process(ev.pid, str(value.get("name", "")) if isinstance(value, dict) else "")
 
-    def _note_uncategorised(self, pids: list[Any], cats: list[str]) -> None:
+    def _note_uncategorised(self, pids: list[Any], known: list[Any]) -> None:
         """Count the events of no category left out of a process of no known kind (by its name): not the
-        CANN runtime's calls, not an overlay npuprof or torch_npu computed."""
+        CANN runtime's calls, not an overlay npuprof or torch_npu computed; ``known``: per event, true
+        when it is known for what it is (a category, a mark of the MsprofTx layer)."""
         names = self.process_names
-        uncategorised = Counter(itertools.compress(pids, map(operator.not_, cats)))
+        uncategorised = Counter(itertools.compress(pids, map(operator.not_, known)))
         for pid, count in uncategorised.items():
             name = names.get(pid, str(pid))
             if not vocab.RUNTIME_PROCESS_RE.search(name) and not vocab.NOT_HOST_PROCESS_RE.search(name):
@@ -1081,7 +1093,7 @@ class Extract:
         if pend:
             p_names = list(map(_NAME, pend))
             p_cats = list(map(_CAT, pend))
-            p_kinds = list(map(_TASK_TYPE, sel.pargs))
+            p_kinds = list(map(_task_kind, sel.pargs))
             streams += [(sel.pi, 3, p_names), (sel.pi, 4, p_cats), (sel.pi, 5, p_kinds)]
         if ops or dev_names or pend:
             self._intern_all(streams)

@@ -210,7 +210,13 @@ def comm_process_spans(x: Extract) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     c_ts = np.asarray(x.cx_ts, dtype=np.float64)
     c_end = c_ts + np.asarray(x.cx_dur, dtype=np.float64)
     names = np.asarray(x.cx_name, dtype=np.int32)
-    recv = _name_flags(x.strings, vocab.is_receive)[names] if len(names) else np.zeros(0, bool)
+    if not len(names):
+        return c_ts, c_end, np.zeros(0, bool)
+    # a send-and-receive (hcom_batchSendRecv) is no receive: no record here says which it did
+    recv = (
+        _name_flags(x.strings, vocab.is_receive)[names]
+        & ~_name_flags(x.strings, vocab.is_send_or_receive)[names]
+    )
     return c_ts, c_end, recv
 
 
