@@ -686,3 +686,67 @@ def test_processes_without_a_rank_are_said_not_to_be_compared(tmp_path: Path) ->
     assert "2 processes' captures have no rank" in result.stderr
     assert "they are not compared across ranks" in result.stderr
     assert "step time across ranks" not in result.stdout
+
+
+def test_the_tables_folder_as_dot_or_a_link_reads_its_rank_dir_and_one_with_a_trace_alone_reads_it(
+    tmp_path: Path,
+) -> None:
+    """helper-93: `.` inside ASCEND_PROFILER_OUTPUT/, or a link to it, was read as a folder of traces
+    (tables made inside torch_npu's folder); and a rank dir with nothing but trace_view.json there, which
+    analysing the folder read before, was refused as a rank dir."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    shutil.copyfile(REAL / "trace_view.json", out / "trace_view.json")
+    (tmp_path / "link").symlink_to(out)
+    before = sorted(p.name for p in out.iterdir())
+    for where, name in ((out, "."), (tmp_path, "link")):
+        result = npuprof("analyse", name, "--format", "json", cwd=where, env=clean_env())
+        assert result.returncode == 0, result.stderr
+        assert f"{name} is the tables' folder of the rank directory" in result.stderr
+        (step,) = json.loads(result.stdout)["ranks"][0]["steps"]
+        assert step["computing_us"] == 5000.0  # torch_npu's table, not the trace
+    assert sorted(p.name for p in out.iterdir()) == before
+    lone = tmp_path / "lone" / "host_9_20240101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    lone.mkdir(parents=True)
+    shutil.copyfile(REAL / "trace_view.json", lone / "trace_view.json")
+    result = npuprof("analyse", str(lone), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["ranks"][0]["device"] == "NPU"
+
+
+def test_memory_record_times_devices_and_components_as_written(tmp_path: Path) -> None:
+    """helper-93: times of memory_record.csv were off by up to 125 ns (a float of epoch µs), rows of "NPU"
+    and "NPU:0" overwrote each other, a file without PTA rows mixed every component into one series, and a
+    damaged trace_view.json beside the file stopped the timeline."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    (out / "trace_view.json").write_text('[{"ph": "X", "name": "cut')  # damaged
+    rows = [
+        ["GE", "1700000000000000.164", 900.0, 900.0, 900.0, 0, "NPU:0"],
+        ["APP", "1700000000000000.164", 10.0, 20.0, 10.0, 0, "NPU:0"],
+        ["APP", "1700000000000001.999", 12.5, 20.0, 12.5, 0, "NPU"],
+        ["GE", "1700000000000002.5", 500.0, 900.0, 500.0, 0, "NPU:0"],
+        ["APP", "1700000000000003.001", 11.0, 20.0, 11.0, 0, ""],
+    ]
+    _memory_record(out, rows)
+    target = tmp_path / "m.raw.json.gz"
+    result = npuprof("memory-timeline", str(d), "-o", str(target), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert "memory_record.csv (component APP)" in result.stderr  # no PTA rows: the application's total
+    import gzip
+
+    raw = json.loads(gzip.decompress(target.read_bytes()))
+    app = [r for r in rows if r[0] == "APP"]
+    assert [row[0] for row in raw] == [int(r[1].replace(".", "")) for r in app]  # epoch ns, exactly
+    assert sum(row[2] for row in raw) == round(app[-1][2] * 2**20)  # the deltas add up to the last total
+
+
+def test_two_traces_of_one_process_are_not_said_to_be_processes_without_a_rank(tmp_path: Path) -> None:
+    """helper-93: tensorboard_trace_handler's two traces of one process (two cycles of a schedule) were
+    said to be "2 processes' captures" with no rank."""
+    trace = json.loads((REAL / "trace_view.json").read_text())
+    for ns in (1796326586436691701, 1796326586459294640):
+        (tmp_path / f"vm_12207.{ns}.pt.trace.json").write_text(json.dumps(trace))
+    result = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert "have no rank" not in result.stderr

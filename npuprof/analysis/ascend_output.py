@@ -22,6 +22,7 @@ import math
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -341,30 +342,46 @@ def _top_operators(path: Path) -> list[TopOperator]:
 
 
 def _memory(path: Path) -> list[tuple[float, float, float | None]]:
-    """(time epoch µs, allocated MB, reserved MB) of the allocator's records (every component's when the
-    file has no PTA rows), every device's."""
-    rows = [r for _device, *r in _allocator_rows(path)]
-    return sorted(rows, key=lambda row: row[0])  # stable: file order in ties
+    """(time epoch µs, allocated MB, reserved MB) of the allocator's records (:func:`_allocator_rows`),
+    every device's."""
+    _component, rows = _allocator_rows(path)
+    return sorted(((t, a, r) for _d, _text, t, a, r in rows), key=lambda row: row[0])  # stable in ties
 
 
-def allocator_records(path: Path) -> dict[str, list[tuple[float, float, float | None]]]:
+def allocator_records(path: Path) -> tuple[str, dict[str, list[tuple[int, float, float | None]]]]:
     """memory_record.csv's allocator records by device (``Device Type`` as written, ``NPU:0``): (time
-    epoch µs, allocated MB, reserved MB), in time order. Raises AscendTableError when it cannot be read."""
-    by_device: dict[str, list[tuple[float, float, float | None]]] = {}
-    for device, *row in _allocator_rows(path):
-        by_device.setdefault(device, []).append(tuple(row))  # type: ignore[arg-type]
-    return {device: sorted(rows, key=lambda row: row[0]) for device, rows in by_device.items()}
+    epoch ns, exact from the cell's digits; allocated MB; reserved MB), with the component they are of.
+    Raises AscendTableError when it cannot be read."""
+    component, rows = _allocator_rows(path)
+    by_device: dict[str, list[tuple[int, float, float | None]]] = {}
+    for device, text, t, allocated, reserved in rows:
+        try:
+            ns = int(Decimal(text.strip()) * 1000)
+        except (InvalidOperation, ValueError, OverflowError):
+            ns = round(t * 1000)
+        by_device.setdefault(device, []).append((ns, allocated, reserved))
+    return component, by_device
 
 
-def _allocator_rows(path: Path) -> list[tuple[str, float, float, float | None]]:
-    rows = []
+# which component's rows are the allocator's, in order of preference: PyTorch's caching allocator (PTA),
+# else it and CANN's graph engine together, else the application's total (APP)
+ALLOCATOR_COMPONENTS = (ALLOCATOR_COMPONENT, "PTA+GE", "APP")
+
+
+def _allocator_rows(path: Path) -> tuple[str, list[tuple[str, str, float, float, float | None]]]:
+    """(component, [(device, time text, time µs, allocated MB, reserved MB)]) of one component: the first
+    of ALLOCATOR_COMPONENTS the file has, else the first it lists (components are pools of their own:
+    their totals are never mixed)."""
+    rows: dict[str, list[tuple[str, str, float, float, float | None]]] = {}
     for row in _rows(path):
-        t, allocated = _number(row.get("Timestamp(us)")), _number(row.get("Total Allocated(MB)"))
+        text = row.get("Timestamp(us)") or ""
+        t, allocated = _number(text), _number(row.get("Total Allocated(MB)"))
         if t is not None and allocated is not None:
-            rows.append((row.get("Component") or "", row.get("Device Type") or "", t, allocated,
-                         _number(row.get("Total Reserved(MB)"))))  # fmt: skip
-    ours = [r for r in rows if r[0] == ALLOCATOR_COMPONENT] or rows
-    return [(device, t, a, r) for _c, device, t, a, r in ours]
+            rows.setdefault(row.get("Component") or "", []).append(
+                (row.get("Device Type") or "", text, t, allocated, _number(row.get("Total Reserved(MB)")))
+            )
+    component = next((c for c in ALLOCATOR_COMPONENTS if c in rows), next(iter(rows), ""))
+    return component, rows.get(component, [])
 
 
 def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, int | float | None]:

@@ -13,6 +13,7 @@ import contextlib
 import math
 import multiprocessing
 import os
+import re
 import shlex
 import statistics
 from collections.abc import Callable, Sequence, Set
@@ -964,12 +965,12 @@ def _build_report(
     if not path.exists():
         raise NothingToAnalyse(f"{path} does not exist")
     targets: list[tuple[ParseOutcome, Path]] = []
-    if path.name == layout.PARSED_DIR and path.is_dir() and layout.holds_a_capture(path.parent):
+    if (rank_dir := _rank_dir_of_tables(path)) is not None:
         # a rank dir's tables folder (torch_npu's or ours): read as its rank dir, never as a folder of
         # traces (its trace_view.json would get tables of its own, torch_npu's tables unread)
         if on_note:
-            on_note(f"{path} is the tables' folder of the rank directory {path.parent}: that is analysed")
-        path = path.parent
+            on_note(f"{path} is the tables' folder of the rank directory {rank_dir}: that is analysed")
+        path = rank_dir
     if is_bare_trace(path):
         if run is not None:
             why = "--run picks a run of a directory"
@@ -1110,14 +1111,39 @@ def _build_report(
     return report
 
 
+def _rank_dir_of_tables(path: Path) -> Path | None:
+    """The rank dir whose ASCEND_PROFILER_OUTPUT/ ``path`` is (``.`` or a link to it too), when that rank
+    dir can be analysed: it holds a raw trace, or the folder holds torch_npu's tables or npuprof's."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return None
+    if real.name != layout.PARSED_DIR or not real.is_dir():
+        return None
+    tables = ("step_trace_time.csv", "kernel_details.csv", layout.ANALYSE_DONE)
+    if layout.find_raw_trace(real.parent) is None and not any((real / t).is_file() for t in tables):
+        return None
+    # as the user named it where that is the same folder (a relative path stays relative in the report)
+    return path.parent if path.name == layout.PARSED_DIR and not path.is_symlink() else real.parent
+
+
 def _processes_without_a_rank(ranks: list[RankReport]) -> int:
     """How many processes (by the rank dirs' worker and pid) the captures without a rank are of."""
     processes = set()
     for r in ranks:
         if r.rank is None:
-            parts = layout.parse_rank_dir_name(Path(r.rank_dir).name)
-            processes.add((parts["worker"], parts["pid"]) if parts else r.rank_dir)
+            name = Path(r.rank_dir).name
+            parts = layout.parse_rank_dir_name(name)
+            # tensorboard_trace_handler's trace: <worker>.<ns>.pt.trace.json, its worker <host>_<pid>
+            handler = _HANDLER_TRACE.match(name)
+            if parts:
+                processes.add((parts["worker"], parts["pid"]))
+            else:
+                processes.add(handler["worker"] if handler else r.rank_dir)
     return len(processes)
+
+
+_HANDLER_TRACE = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
 
 
 @dataclass

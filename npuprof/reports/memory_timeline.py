@@ -168,28 +168,34 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
 
 
 def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
-    """UNKNOWN-category data from torch_npu's ``memory_record.csv`` (its PyTorch allocator's ``PTA`` rows:
-    totals in MB at epoch µs) for ``device``."""
-    from npuprof.analysis.ascend_output import AscendTableError, allocator_records
+    """UNKNOWN-category data from torch_npu's ``memory_record.csv`` for ``device``: one component's totals
+    in MB at epoch µs (PyTorch's allocator, ``PTA``, where the file has it), times exact to the ns."""
+    from npuprof.analysis.ascend_output import ALLOCATOR_COMPONENT, AscendTableError, allocator_records
 
     try:
-        by_device = allocator_records(path)
+        component, by_device = allocator_records(path)
     except AscendTableError as exc:
         raise MemoryTimelineError(f"cannot read {exc}") from None
     mib = 1 << 20
-    per_device: dict[str, list[tuple[float, int, int, int]]] = {}
-    for name, rows in by_device.items():
-        per_device[normalise_device(name) or "npu:0"] = [
-            (t, round(allocated * mib), round(reserved * mib) if reserved is not None else 0, 0)
-            for t, allocated, reserved in rows
-            if math.isfinite(t * 1000)
-        ]
-    per_device = {name: rows for name, rows in per_device.items() if rows}
-    if not per_device:
+    merged: dict[str, list[tuple[int, int, int]]] = {}
+    for name, rows in by_device.items():  # "NPU", "NPU:0" and an empty cell are one device
+        merged.setdefault(normalise_device(name) or "npu:0", []).extend(
+            (ns, round(allocated * mib), round(reserved * mib) if reserved is not None else 0)
+            for ns, allocated, reserved in rows
+            if math.isfinite(allocated) and allocated * mib < _INT64
+        )
+    merged = {name: rows for name, rows in merged.items() if rows}
+    if not merged:
         raise MemoryTimelineError(
             f"{path.name} holds no allocator records (Timestamp(us), Total Allocated(MB))"
         )
-    return _from_records(per_device, device, 0, path.name)
+    base_ns = min(ns for rows in merged.values() for ns, _a, _r in rows)
+    per_device = {  # times as µs after the first record: a float holds those to the ns
+        name: [((ns - base_ns) / 1000, allocated, reserved, 0) for ns, allocated, reserved in rows]
+        for name, rows in merged.items()
+    }
+    origin = path.name if component == ALLOCATOR_COMPONENT else f"{path.name} (component {component or '-'})"
+    return _from_records(per_device, device, base_ns, origin)
 
 
 def _ns(us: float) -> int:
@@ -313,6 +319,8 @@ def from_raw(raw_path: Path, device: str | None = None) -> MemoryData:
 def load(source: Path, device: str | None = None) -> MemoryData:
     """From a rank directory (its kept raw data, else its trace; torch_npu's: its trace_view.json, else its
     memory_record.csv), a ``*.raw.json.gz`` file, a ``memory_record.csv``, or a trace."""
+    if source.is_dir() and source.resolve().name == layout.PARSED_DIR and not (source / RAW_FILE).is_file():
+        source = source.resolve().parent  # a rank dir's tables folder: read as its rank dir
     if source.is_dir():
         raw_path = source / RAW_FILE
         if raw_path.is_file():
@@ -334,7 +342,7 @@ def load(source: Path, device: str | None = None) -> MemoryData:
         raise MemoryTimelineError(f"{source} {what}")
     if source.name.endswith(".raw.json.gz") or source.name == RAW_FILE:
         return from_raw(source, device)
-    if source.name.endswith(".csv"):  # torch_npu's memory_record.csv
+    if source.name.lower().endswith(".csv"):  # torch_npu's memory_record.csv
         return from_memory_record(source, device)
     if source.name.endswith(".snapshot.msgpack"):
         from npuprof.reports.memory_categories import from_snapshot
@@ -346,13 +354,14 @@ def load(source: Path, device: str | None = None) -> MemoryData:
 def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
     from npuprof.analysis.ascend_output import MEMORY_FILE
     from npuprof.reports.inputs import PARSED_TRACE
+    from npuprof.reports.trace_events import TraceReadError
 
     parsed = rank_dir / layout.PARSED_DIR
     records = parsed / MEMORY_FILE
     if (parsed / PARSED_TRACE).is_file():
         try:
             return from_trace(parsed / PARSED_TRACE, device)
-        except MemoryTimelineError:
+        except (MemoryTimelineError, TraceReadError, OSError):  # no [memory] events, or a damaged trace
             if not records.is_file():
                 raise
     if records.is_file():
