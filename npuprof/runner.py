@@ -72,9 +72,25 @@ def _why_unwritable(path: Path) -> str:
     return "not writable"
 
 
+def _odd_character(path: str) -> str | None:
+    if "\\" in path:
+        return "a backslash"
+    if any(c < " " or c == "\x7f" for c in path):
+        return "a control character"
+    return None
+
+
 def prepare_output(cfg: ProfileConfig) -> Path:
     """The output directory, resolved once (see resolve_output_path) and created 0o750."""
     output = resolve_output_path(cfg.output, "--output")
+    if (odd := _odd_character(str(output))) is not None:
+        # torch's trace writer turns "\\" into "/" in an absolute path (the trace is written nowhere) and
+        # writes a control character raw into the trace's JSON (which no reader takes): -o names the
+        # character in itself, the working directory can hold it too (helper-90)
+        raise UnsafePathError(
+            f"--output {cfg.output!r} is {str(output)!r}, which holds {odd}: torch cannot write its traces "
+            "there; give -o a directory without it"
+        )
     if output.exists() and not output.is_dir():
         raise UnsafePathError(f"--output {cfg.output!r} exists and is not a directory; give a directory")
     make_dir(output)

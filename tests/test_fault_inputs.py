@@ -742,3 +742,21 @@ def test_a_symbolic_link_above_the_rank_dir_is_followed_and_one_at_its_tables_is
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "ASCEND_PROFILER_OUTPUT' is a symbolic link" in refused.stderr, refused.stderr
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+@pytest.mark.parametrize("odd", ["back\\slash", "tab\tdir"])
+def test_an_output_path_torch_cannot_write_to_is_refused_before_the_job(tmp_path: Path, odd: str) -> None:
+    """helper-90: run from a directory whose name holds a backslash (torch's trace writer turns it into
+    "/" in an absolute path) or a tab (written raw into the trace's JSON), every capture was lost and
+    blamed on a full disk. The resolved output path is checked, not only -o's text."""
+    where = tmp_path / odd
+    where.mkdir()
+    marker = tmp_path / "ran"
+    done = subprocess.run(
+        [*NPUPROF, "run", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+        cwd=where, env=clean_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "torch cannot write its traces there; give -o a directory without it" in line
+    assert not marker.exists()
