@@ -83,4 +83,7 @@ def test_processes_of_one_run_one_after_the_other_keep_each_their_trace(tmp_path
     (other,) = target.parent.glob(f"trace_pid{second}_step1.json")
     assert {e["pid"] for e in json.loads(other.read_text())["traceEvents"] if e.get("ph") == "X"} >= {second}
     log = (tmp_path / "out" / "npuprof.log").read_text()
-    assert f"{target} holds another process's trace of this run; this process's is {other}" in log
+    assert (
+        f"{target} was written since this run started (by another of its processes, or another run at "
+        f"the same time); this process's trace is {other}" in log
+    )

@@ -64,8 +64,9 @@ def _target(
     if written_ns < run_start_ns:  # a file of before the run: replaced, as torch's export replaces it
         return target
     own = trace_path(cfg.export_chrome_trace, True, rank, os.getpid(), first_step)
-    log.warn_once("chrome-trace-taken", f"--export-chrome-trace: {target} holds another process's trace of "
-                  f"this run; this process's is {own}")  # fmt: skip
+    log.warn_once("chrome-trace-taken", f"--export-chrome-trace: {target} was written since this run "
+                  f"started (by another of its processes, or another run at the same time); this process's "
+                  f"trace is {own}")  # fmt: skip
     return own
 
 
