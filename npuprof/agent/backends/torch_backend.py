@@ -93,7 +93,7 @@ class TorchBackend:
                 prof.export_chrome_trace(path)
             if not tmp.exists():
                 if not rank_dir.is_dir():  # removed while the capture ran (helper-90): no disk to blame
-                    raise OSError(f"torch wrote no trace: {rank_dir} is gone (removed while the capture ran?)")
+                    raise OSError(f"torch wrote no trace: {rank_dir} is gone (removed during the capture?)")
                 raise OSError(f"torch wrote no trace into {rank_dir} (is the disk full?)")
             if not layout.ends_like_json(tmp):
                 raise OSError(f"the trace torch wrote into {rank_dir} is truncated (is the disk full?)")
