@@ -760,3 +760,26 @@ def test_an_output_path_torch_cannot_write_to_is_refused_before_the_job(tmp_path
     (line,) = done.stderr.splitlines()
     assert "torch cannot write its traces there; give -o a directory without it" in line
     assert not marker.exists()
+
+
+def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk(tmp_path: Path) -> None:
+    """helper-90: the output removed while a capture ran read "torch wrote no trace ... (is the disk
+    full?)"."""
+    out = tmp_path / "out"
+    script = tmp_path / "rm.py"
+    script.write_text(
+        "import shutil, sys, torch\n"
+        "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(12):\n"
+        "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "    if i == 7:\n"
+        "        shutil.rmtree(sys.argv[1])\n"
+        "print('done')\n"
+    )
+    done = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script), str(out)],
+        env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "done\n", done.stderr
+    assert "is gone (removed during the capture?)" in done.stderr
+    assert "is the disk full" not in done.stderr
