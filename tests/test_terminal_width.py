@@ -244,7 +244,8 @@ def test_run_summary_says_when_a_parsed_capture_lacks_the_exports_asked_for(
     print_run_summary(tmp_path, [capture], 0, asked, log)
     said = " ".join(capsys.readouterr().err.split())
     assert (
-        f"1 capture(s) lack their --memory-timeline files (not made by the post-processor: see {log}): "
+        "1 capture(s) lack their --memory-timeline files (not made by the post-processor, or not yet where "
+        f"it goes on in the background: see {log}): "
         f"npuprof memory-timeline {rank_dir} -o FILE makes them"
     ) in said, said
     assert "--export-stacks files" not in said, said

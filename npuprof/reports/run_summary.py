@@ -232,7 +232,8 @@ def _say_exports_not_made(
     for what, which in lacking.items():
         first = shell_quote(str(which[0].rank_dir))
         console.print(
-            f"{len(which)} capture(s) lack their --{what} files (not made by the post-processor: see "
+            f"{len(which)} capture(s) lack their --{what} files (not made by the post-processor, or not "
+            f"yet where it goes on in the background: see "
             f"{escape(str(log_path))}): npuprof {what} {escape(first)} -o FILE makes them",
             soft_wrap=True,
         )
