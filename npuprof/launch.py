@@ -272,13 +272,14 @@ class JobEnd:
 
         Shells "wait and cooperate": at Ctrl-C a loop around a job goes on only when the job caught SIGINT
         and exited; when the job died of SIGINT, the shell stops too. An exit code of 130 reads as caught,
-        so a job that died of SIGINT, or of a signal the launcher got and passed on (SIGUSR1/2 included),
-        or of any signal after the launcher got SIGINT, SIGTERM, SIGHUP or SIGQUIT, makes the launcher die of
-        that signal: its parent sees what it would see without npuprof."""
+        so a job that died of SIGINT (or SIGQUIT), or of a signal the launcher got and passed on (SIGUSR1/2
+        included), or of any signal after the launcher got SIGINT, SIGTERM, SIGHUP or SIGQUIT, makes the
+        launcher die of that signal: its parent sees what it would see without npuprof."""
         if self.returncode >= 0:
             return None
         job_signal = -self.returncode
-        if job_signal == signal.SIGINT or job_signal in self.forwarded:
+        # a shell cooperates at Ctrl-\ (SIGQUIT) as at Ctrl-C: both reach the job from the terminal alone
+        if job_signal in (signal.SIGINT, signal.SIGQUIT) or job_signal in self.forwarded:
             return job_signal
         received = [sig for sig in self.forwarded if sig in TERMINATING_SIGNALS]
         if job_signal in received:

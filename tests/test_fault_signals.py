@@ -542,3 +542,19 @@ def test_two_signals_at_once_reach_the_job(out: Path, tmp_path: Path) -> None:
                 pytest.fail("the job still ran 60 s after two signals")
             assert "done" not in rest
             assert proc.returncode in (-signal.SIGTERM, -signal.SIGINT), (attempt, proc.returncode)
+
+
+def test_a_job_dead_of_sigquit_makes_the_launcher_die_of_it_as_of_sigint(out: Path, tmp_path: Path) -> None:
+    """helper-90: Ctrl-\\ at a terminal reaches the job alone (the launcher gives it the terminal); it died
+    of SIGQUIT and npuprof exited 131, where a shell cooperates at SIGQUIT as at SIGINT (Ctrl-C: npuprof
+    dies of it). The job here sends itself the signal, as the terminal would send it to its group."""
+    script = _script(tmp_path, "quit.py", STEP + (
+        "import os, resource, signal\n"
+        "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+        "for i in range(10):\n"
+        "    step()\n"
+        "os.kill(os.getpid(), signal.SIGQUIT)\n"
+    ))  # fmt: skip
+    code, _out, err = _run("run", "-o", str(out), "--", sys.executable, str(script))
+    assert code == -signal.SIGQUIT, err[-2000:]
+    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 128 + signal.SIGQUIT
