@@ -583,7 +583,7 @@ class Extract:
         # complete events of no category left out of processes of no known kind (by process name): device
         # work, perhaps, of a process npuprof does not know as a device's
         self.unread_uncategorised: Counter[str] = Counter()
-        self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE or _P_OTHER, once its name is known
+        self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE, _P_COMM or _P_OTHER, once its name is known
         self.frame_threads: dict[tuple[Any, Any], int] = {}
         self.frame_names: list[str] = []
         self._frame_name_ids: dict[str, int] = {}
@@ -824,10 +824,7 @@ class Extract:
                 left = list(itertools.compress(pend, (~keep).tolist()))
                 cats = [str(c) if c is not None else "" for c in map(_CAT, left)]
                 self.unread_categories.update(cats)
-                marks = [bool(a) and vocab.MSTX_ARGS_KEY in bytes(a) for a in map(_ARGS, left)]
-                self._note_uncategorised(
-                    list(map(_PID, left)), [c or m for c, m in zip(cats, marks, strict=True)]
-                )
+                self._note_uncategorised(list(map(_PID, left)), cats, list(map(_ARGS, left)))
                 pi = pi[keep]
                 pend = list(itertools.compress(pend, keep.tolist()))
             sel.pi, sel.pend = pi, pend
@@ -890,16 +887,28 @@ class Extract:
                 value = _ANY.decode(ev.args)
                 self._set_process(ev.pid, str(value.get("name", "")) if isinstance(value, dict) else "")
 
-    def _note_uncategorised(self, pids: list[Any], known: list[Any]) -> None:
+    def _note_uncategorised(self, pids: list[Any], known: list[Any], args: list[Any] | None = None) -> None:
         """Count the events of no category left out of a process of no known kind (by its name): not the
         CANN runtime's calls, not an overlay npuprof or torch_npu computed; ``known``: per event, true
-        when it is known for what it is (a category, a mark of the MsprofTx layer)."""
+        when it is known for what it is (a category, a mark of the MsprofTx layer); ``args``: their raw
+        args, where the marks are still to be told apart (only in those processes: no step per event of
+        the others)."""
         names = self.process_names
-        uncategorised = Counter(itertools.compress(pids, map(operator.not_, known)))
-        for pid, count in uncategorised.items():
-            name = names.get(pid, str(pid))
-            if not vocab.RUNTIME_PROCESS_RE.search(name) and not vocab.NOT_HOST_PROCESS_RE.search(name):
-                self.unread_uncategorised[name] += count
+        wanted = {
+            pid
+            for pid in set(itertools.compress(pids, map(operator.not_, known)))
+            if not vocab.RUNTIME_PROCESS_RE.search(names.get(pid, str(pid)))
+            and not vocab.NOT_HOST_PROCESS_RE.search(names.get(pid, str(pid)))
+        }
+        if not wanted:
+            return
+        for k, pid in enumerate(pids):
+            if (
+                pid in wanted
+                and not known[k]
+                and not (args and args[k] and vocab.MSTX_ARGS_KEY in bytes(args[k]))
+            ):
+                self.unread_uncategorised[names.get(pid, str(pid))] += 1
 
     def _set_process(self, pid: Any, name: str) -> None:
         self.process_names[pid] = name
