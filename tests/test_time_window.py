@@ -291,3 +291,29 @@ def test_delay_alone_in_a_job_without_steps_records_to_the_end_and_calls_nothing
     record = capture_record(d)
     assert record["status"] == "complete" and not record["detail"], record
     assert "partial" not in result.stderr and "complete*" not in result.stderr, result.stderr
+
+
+def test_a_window_open_when_the_optimizer_is_made_marks_step_0_partial(tmp_path: Path) -> None:
+    """helper-95: --duration alone opens the window at once; step 0 begins when the optimizer is made
+    and here held the script's 1 s of set-up after it, read as a 1 s step in the table and the mean."""
+    script = tmp_path / "setup.py"
+    script.write_text(
+        "import time, torch\n"
+        "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "time.sleep(1.0)  # set-up after the optimizer exists\n"
+        "for i in range(12):\n"
+        "    m(torch.randn(4, 16)).sum().backward(); opt.step(); opt.zero_grad(); time.sleep(0.05)\n"
+    )
+    out = tmp_path / "out"
+    result = npuprof(
+        "run", "-o", str(out), "--duration", "1.3", "--", sys.executable, str(script), timeout=180
+    )
+    assert result.returncode == 0, result.stderr
+    report = npuprof("analyse", str(out), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    (rank,) = json.loads(report.stdout)["ranks"]
+    first, *rest = rank["steps"]
+    assert first["step"] == 0 and first.get("partial") is True and first["duration_us"] > 900_000
+    whole = [s["duration_us"] for s in rest if not s.get("partial")]
+    assert whole and rank["step_time_mean_us"] == pytest.approx(sum(whole) / len(whole), rel=1e-3)
+    assert rank["step_time_mean_us"] < 500_000

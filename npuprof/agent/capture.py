@@ -48,6 +48,7 @@ class CaptureWriter:
         self.output = Path(cfg.output)
         self.rank_dir: Path | None = None
         self.first_step = 0
+        self.first_step_partial = False
         self.start_info: dict[str, Any] = {}
         self.captures = 0
         self.post = post if post is not None else postprocess.Postprocessor(self.output, run.get("run_id"))
@@ -61,6 +62,7 @@ class CaptureWriter:
             self.cfg = cfg  # this capture's configuration (a plan may change it between captures)
             self.output = Path(cfg.output)  # --dynamic: each request's prof_dir
         self.first_step = step
+        self.first_step_partial = False  # set by the controller when recording began inside this step
         self.start_info = {
             "collectionTimeBegin": time.time_ns(),
             "MonotonicTimeBegin": time.monotonic_ns(),
@@ -175,6 +177,7 @@ class CaptureWriter:
             trace=trace.name if trace else None,
             detail=detail,
             last_step_partial=last_partial and bool(steps),
+            first_step_partial=True if self.first_step_partial and steps else None,
             extras=[p.name for p in exports.written] if exports else [],
             rank=rank,
         )

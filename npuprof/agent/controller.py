@@ -55,6 +55,8 @@ class CaptureSink(Protocol):
 
     def steps_begin_at(self, step: int) -> None: ...
 
+    first_step_partial: bool  # the capture began inside its first step (set by the controller)
+
 
 class CaptureController:
     def __init__(
@@ -127,7 +129,11 @@ class CaptureController:
         training_started = getattr(self.plan, "training_started", None)
         if training_started is not None:
             training_started()
+        closed = self.prof is None
         self._decide()
+        if closed and self.prof is not None and self.sink is not None and not self._no_steps:
+            # step 0 began here, with no boundary before it: it holds the set-up since (helper-95)
+            self.sink.first_step_partial = True
 
     def on_boundary(self) -> None:
         if get_ident() != self.driver and not self._claim():
@@ -293,7 +299,11 @@ class CaptureController:
                 self._no_steps = True  # no step hook armed us: a window of a job without steps
                 self.arm()
                 return
+            closed = self.prof is None
             self._decide()
+            if closed and self.prof is not None and self.sink is not None:
+                # recording began between two step boundaries: the trace's first step is cut (helper-95)
+                self.sink.first_step_partial = True
         finally:
             self._lock.release()
 
@@ -372,7 +382,10 @@ class CaptureController:
         steps start here, so that the record's steps are the trace's (docs/architecture.md, time windows)."""
         self._no_steps = False
         if getattr(self.prof, "record_steps", True) is not False:
-            return  # this profiler numbers its steps from its start: nothing to switch
+            # this profiler numbers its steps from its start: its first one began with the window
+            if self.sink is not None:
+                self.sink.first_step_partial = True
+            return
         self.prof.record_steps = True  # torch opens ProfilerStep#{step} in the step() that follows
         self._capture_first = step
         if self.sink is not None:

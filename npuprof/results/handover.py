@@ -40,6 +40,9 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # the last step was cut (training ended inside it); None: not said (a record written before this
     # field: a complete record with a detail then has its last step partial)
     last_step_partial: bool | None = None
+    # the first step was cut: the capture began inside it (a time window that opened between two step
+    # boundaries); None: not said (a record written before this field, or a whole first step)
+    first_step_partial: bool | None = None
     extras: list[str] = []  # stacks / memory-timeline files written with it
     # False: the capture was asked not to be parsed (--no-analyse, a trigger's "analyse": false)
     parse: bool | None = None

@@ -452,6 +452,15 @@ def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
     return False
 
 
+def partial_first_step(record: dict[str, Any] | None) -> int | None:
+    """The step a capture began inside of (a time window opened between two boundaries), or None."""
+    if not record or record.get("first_step_partial") is not True:
+        return None
+    steps = record.get("steps")
+    first = steps[0] if isinstance(steps, list) and steps else None
+    return first if isinstance(first, int) and not isinstance(first, bool) else None
+
+
 def partial_step(record: dict[str, Any] | None) -> int | None:
     """The step a finished capture ended inside of: the last of its steps, when the capture was finished
     early (training ended, SIGTERM, the script's own profiler: the record says why in ``detail``)."""
