@@ -21,11 +21,14 @@ def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() 
     why = why_no_capture(ProfileConfig(), 0, [READY])
     assert why.startswith("no step was counted: no optimizer's step() ran in the job"), why
     assert "--step-on MODULE:QUALNAME" in why and "--delay" in why
-    # a job that failed so (its arguments refused, exit 2) is sent to its own error output, not to --step-on
+    # a job that ended so with an error code: failed (its own error output says why), or one that trains
+    # without an optimizer and exits with a code of its own (helper-95): both told
     failed = why_no_capture(ProfileConfig(), 2, [READY])
     assert failed == (
-        "the job failed (exit code 2) before any optimizer's step() ran (one step is one optimizer.step()); "
-        "its own error output says why"
+        "the job failed (exit code 2) before any optimizer's step() ran (one step is one optimizer.step()): "
+        "if it failed, its own error output says why; if it trains without an optimizer, count the returns "
+        "of your own step function with --step-on MODULE:QUALNAME, or capture by time with --delay and "
+        "--duration"
     ), failed
     # an optimizer stepped, too few times: the schedule is named instead
     assert "the schedule needs 9 steps" in why_no_capture(ProfileConfig(), 0, [READY, COUNTED])

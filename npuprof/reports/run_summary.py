@@ -462,7 +462,11 @@ def why_no_capture(
         return f"{ended} before a step was counted"  # the user stopped it: no advice on counting steps
     if not cfg.step_on and not any(m.startswith(OPTIMIZER_COUNTED) for m in messages):
         if exit_code:  # most likely it failed before training (bad arguments): its own error is the news
-            return f"{ended} before any optimizer's step() ran ({what}); its own error output says why"
+            return (
+                f"{ended} before any optimizer's step() ran ({what}): if it failed, its own error output "
+                "says why; if it trains without an optimizer, count the returns of your own step function "
+                "with --step-on MODULE:QUALNAME, or capture by time with --delay and --duration"
+            )
         return (
             f"{failed}no step was counted: no optimizer's step() ran in the job ({what}; a step inside "
             "torch.compile'd code is not seen); count the returns of your own step function with --step-on "
