@@ -139,21 +139,52 @@ class _StopWaiting(Exception):
         self.signum = signum
 
 
-def _stop_waiting(signum: int, frame: object) -> None:
-    raise _StopWaiting(signum)
+class _HeldSignals:
+    """From the job's end until the run record is written, the launcher's signals (Ctrl-C and those of
+    ``_STOP_WAITING``) are noted, not acted upon at once, so that no pair of them loses the record
+    (helper-94: a second one raised inside the handling of the first); during the post-processing wait the
+    first one stops the wait. ``restore()`` puts the previous handlers back; ``death()`` is the signal the
+    launcher then dies of."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.stopper: int | None = None  # the signal that stopped the wait
+        self.waiting = False
+        self.previous = {sig: signal.signal(sig, self._on) for sig in (*_STOP_WAITING, signal.SIGINT)}
+
+    def _on(self, signum: int, frame: object) -> None:
+        self.received.append(signum)
+        if self.waiting:
+            self.waiting = False  # only the first one stops the wait
+            self.stopper = signum
+            raise _StopWaiting(signum)
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(sig, handler)
+
+    def death(self) -> int | None:
+        """The first SIGTERM, SIGHUP or SIGQUIT received, else a Ctrl-C that came while the wait was not
+        on (a Ctrl-C or SIGUSR1/2 that stopped the wait only ends it: the job's exit code stands)."""
+        deadly = [sig for sig in self.received if sig in _DEATHS]
+        if deadly:
+            return deadly[0]
+        interrupts = self.received.count(signal.SIGINT) - (self.stopper == signal.SIGINT)
+        return signal.SIGINT if interrupts > 0 else None
 
 
-def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int | None:
+def _wait_for_post_processing(output: Path, log_path: Path, run_id: str, held: _HeldSignals) -> None:
     """Wait for this run's post-processors. Ctrl-C and the signals of ``_STOP_WAITING`` stop the wait (the
-    work goes on in the background); returns the SIGTERM/SIGHUP/SIGQUIT that stopped it, for the launcher
-    to die of once its record is written. Says it waits only when a post-processor still works after a
-    moment: one that had nothing to do (no capture) ends as soon as the job has."""
+    work goes on in the background; ``held`` notes them for the launcher to die of once its record is
+    written). Says it waits only when a post-processor still works after a moment: one that had nothing to
+    do (no capture) ends as soon as the job has."""
     if not (output / layout.PENDING_DIR).is_dir():
-        return None
+        return
     from npuprof.results import postprocess
 
     postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
-    previous = {sig: signal.signal(sig, _stop_waiting) for sig in _STOP_WAITING}
+    held.waiting = True
     try:
         deadline = time.monotonic() + _QUIET_WAIT_S
         busy = _busy_post_processors(output, run_id)
@@ -176,14 +207,10 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str) -> int 
         from npuprof.results import spawner
 
         spawner.wait_for_children(2.0)  # the last ones out, their lock gone, may still be exiting
-    except (KeyboardInterrupt, _StopWaiting) as stop:
+    except _StopWaiting:
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
-        signum = stop.signum if isinstance(stop, _StopWaiting) else None
-        return signum if signum in _DEATHS else None
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return None
+        held.waiting = False
 
 
 # Signals that stop the wait: the launcher then writes its record and dies of SIGTERM, SIGHUP or SIGQUIT
@@ -429,9 +456,9 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         record.write()
         return _error(str(exc), 127)
     elapsed = time.monotonic() - started
-    stopped_by: int | None = None
+    held = _HeldSignals()
     try:
-        stopped_by = _wait_for_post_processing(output, log_path, run_id)
+        _wait_for_post_processing(output, log_path, run_id, held)
         _after_the_job(output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings)
     except Exception as exc:  # npuprof's own fault: the job's exit code and signal still pass through
         _note(f"internal error after the job ended ({type(exc).__name__}: {exc}); the exit code is the job's")
@@ -440,7 +467,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         log.write(f"internal error after the job ended: {''.join(traceback.format_exception(exc))}", "ERROR")
         with contextlib.suppress(Exception):
             payload.remove_file()
-    if stopped_by is not None and end.death_signal() is None:
+    held.restore()
+    if (stopped_by := held.death()) is not None and end.death_signal() is None:
         die_of(stopped_by)
     return _finish(end)
 

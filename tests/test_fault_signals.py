@@ -558,3 +558,35 @@ def test_a_job_dead_of_sigquit_makes_the_launcher_die_of_it_as_of_sigint(out: Pa
     code, _out, err = _run("run", "-o", str(out), "--", sys.executable, str(script))
     assert code == -signal.SIGQUIT, err[-2000:]
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 128 + signal.SIGQUIT
+
+
+@pytest.mark.parametrize("pair", [(signal.SIGUSR1, signal.SIGHUP), (signal.SIGHUP, signal.SIGTERM)])
+def test_two_signals_at_once_while_npuprof_waits_keep_the_record_and_its_death(
+    out: Path, tmp_path: Path, pair: tuple[int, int]
+) -> None:
+    """helper-94: two signals at once while npuprof waits for post-processing: the second was raised inside
+    the handling of the first ("internal error after the job ended (_StopWaiting: 10)"), the run record was
+    left without its end, and npuprof exited 0 instead of dying of the SIGHUP/SIGTERM it got."""
+    pids = tmp_path / "pids"
+    script = _script(
+        tmp_path,
+        "stall.py",
+        STEP + "import sys\n"
+        "for _ in range(4):\n"
+        "    step()\n" + hold_a_run_lock(out, tmp_path / "held", pids) + "sys.exit(3)\n",
+    )
+    with _launched("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script)) as proc:
+        try:
+            job_over = lambda: pids.exists() and not _running(int(pids.read_text().split()[1]))  # noqa: E731
+            _wait_for(job_over, "the job's end")
+            time.sleep(0.8)  # past the quiet half second: npuprof now waits for the lock's holder
+            for sig in pair:
+                proc.send_signal(sig)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if pids.exists():
+                _kill(int(pids.read_text().split()[0]))
+    assert "internal error" not in err, err
+    assert proc.returncode == -next(s for s in pair if s in (signal.SIGHUP, signal.SIGTERM)), err
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["exit_code"] == 3 and record["end"] is not None
