@@ -75,6 +75,8 @@ def _why_unwritable(path: Path) -> str:
 def _odd_character(path: str) -> str | None:
     if "\\" in path:
         return "a backslash"
+    if '"' in path:  # written unescaped into the trace's JSON (its traceName): no reader takes it
+        return "a double quote"
     if any(c < " " or c == "\x7f" for c in path):
         return "a control character"
     return None
@@ -85,8 +87,8 @@ def prepare_output(cfg: ProfileConfig) -> Path:
     output = resolve_output_path(cfg.output, "--output")
     if (odd := _odd_character(str(output))) is not None:
         # torch's trace writer turns "\\" into "/" in an absolute path (the trace is written nowhere) and
-        # writes a control character raw into the trace's JSON (which no reader takes): -o names the
-        # character in itself, the working directory can hold it too (helper-90)
+        # writes a control character or a '"' raw into the trace's JSON (which no reader takes): -o names
+        # the character in itself, the working directory can hold it too (helpers 90, 94)
         raise UnsafePathError(
             f"--output {cfg.output!r} is {str(output)!r}, which holds {odd}: torch cannot write its traces "
             "there; give -o a directory without it"

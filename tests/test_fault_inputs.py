@@ -744,7 +744,7 @@ def test_a_symbolic_link_above_the_rank_dir_is_followed_and_one_at_its_tables_is
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
-@pytest.mark.parametrize("odd", ["back\\slash", "tab\tdir"])
+@pytest.mark.parametrize("odd", ["back\\slash", "tab\tdir", 'double"quote'])
 def test_an_output_path_torch_cannot_write_to_is_refused_before_the_job(tmp_path: Path, odd: str) -> None:
     """helper-90: run from a directory whose name holds a backslash (torch's trace writer turns it into
     "/" in an absolute path) or a tab (written raw into the trace's JSON), every capture was lost and
