@@ -763,17 +763,18 @@ def test_an_output_path_torch_cannot_write_to_is_refused_before_the_job(tmp_path
 
 
 def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk(tmp_path: Path) -> None:
-    """helper-90: the output removed while a capture ran read "torch wrote no trace ... (is the disk
-    full?)"."""
+    """helper-90: the rank dir removed while its capture ran read "torch wrote no trace ... (is the disk
+    full?)", and the run's summary blamed the schedule (helper-94)."""
     out = tmp_path / "out"
     script = tmp_path / "rm.py"
     script.write_text(
-        "import shutil, sys, torch\n"
+        "import glob, shutil, sys, torch\n"
         "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for i in range(12):\n"
         "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
         "    if i == 7:\n"
-        "        shutil.rmtree(sys.argv[1])\n"
+        "        for rank_dir in glob.glob(sys.argv[1] + '/*_ascend_pt'):\n"
+        "            shutil.rmtree(rank_dir)\n"
         "print('done')\n"
     )
     done = subprocess.run(
@@ -783,3 +784,5 @@ def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk
     assert done.returncode == 0 and done.stdout == "done\n", done.stderr
     assert "is gone (removed during the capture?)" in done.stderr
     assert "is the disk full" not in done.stderr
+    # the summary names that loss, not the schedule (helper-94)
+    assert "no capture was written (exit code 0): the trace of steps 6-8 was not written" in done.stderr

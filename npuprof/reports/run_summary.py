@@ -437,6 +437,8 @@ def why_no_capture(
                 return f"this worker is rank {worker}, which --ranks {picked} does not select: as asked"
             return f"{failed}no process of the job has a rank selected by --ranks (ranks seen: {seen})"
     for message in messages:
+        if message.startswith(TRACE_NOT_WRITTEN) and " was not written: " in message:  # lost (helper-94)
+            return f"{failed}{_short(message)}"
         if "the training thread ended before the capture's last step" in message:
             moved = sum(1 for m in messages if m.startswith("steps are counted on thread"))
             each = f" (the steps moved to a new thread {moved} times)" if moved > 1 else ""
@@ -486,6 +488,7 @@ OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.a
 CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged by npuprof.agent.controller
 STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.entry at exit
 WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewise
+TRACE_NOT_WRITTEN = "the trace of "  # "the trace of steps 6-8 was not written: why", npuprof.agent.capture
 
 
 def _exit_counts(messages: list[str], prefix: str) -> list[int]:
