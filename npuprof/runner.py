@@ -186,8 +186,8 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str, held: _
     from npuprof.results import postprocess
 
     postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
-    held.waiting = True
     try:
+        held.waiting = True
         deadline = time.monotonic() + _QUIET_WAIT_S
         busy = _busy_post_processors(output, run_id)
         while busy and time.monotonic() < deadline:
@@ -460,7 +460,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     elapsed = time.monotonic() - started
     held = _HeldSignals()
     try:
-        _wait_for_post_processing(output, log_path, run_id, held)
+        with contextlib.suppress(_StopWaiting):  # one handled at the very edge of the wait's own try
+            _wait_for_post_processing(output, log_path, run_id, held)
         _after_the_job(output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings)
     except Exception as exc:  # npuprof's own fault: the job's exit code and signal still pass through
         _note(f"internal error after the job ended ({type(exc).__name__}: {exc}); the exit code is the job's")
