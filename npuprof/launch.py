@@ -421,6 +421,9 @@ def run_child(command: list[str], env: dict[str, str], run_id: str | None = None
             _kill_group(pid, signum)
         try:
             returncode = _wait(pid, terminal)
+            # held (pending, not lost) from here until the caller takes them over: the forwarders are
+            # about to go, and a signal then would kill the launcher before its record (helper-96)
+            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
         finally:
             terminal.take_back(pid)
     return JobEnd(returncode, list(received))

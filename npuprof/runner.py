@@ -15,6 +15,7 @@ from typing import Any
 from npuprof import __version__
 from npuprof.config import ProfileConfig, required_free_bytes
 from npuprof.launch import (
+    FORWARDED_SIGNALS,
     JobEnd,
     LaunchError,
     child_environment,
@@ -152,7 +153,8 @@ class _HeldSignals:
         self.received: list[int] = []
         self.stopper: int | None = None  # the signal that stopped the wait
         self.waiting = False
-        self.previous = {sig: signal.signal(sig, self._on) for sig in (*_STOP_WAITING, signal.SIGINT)}
+        self.previous = {sig: signal.signal(sig, self._on) for sig in FORWARDED_SIGNALS}
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # blocked by run_child at the job's end
 
     def _on(self, signum: int, frame: object) -> None:
         self.received.append(signum)
@@ -302,6 +304,7 @@ def _run_unprofiled(command: list[str], output: str, exc: OSError) -> int:
         end = run_child(command, dict(os.environ))
     except LaunchError as launch_error:
         return _error(str(launch_error), 127)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # held since the job's end: now acted on
     return _finish(end)
 
 

@@ -590,3 +590,32 @@ def test_two_signals_at_once_while_npuprof_waits_keep_the_record_and_its_death(
     assert proc.returncode == -next(s for s in pair if s in (signal.SIGHUP, signal.SIGTERM)), err
     record = json.loads((out / "npuprof_run.json").read_text())
     assert record["exit_code"] == 3 and record["end"] is not None
+
+
+def test_signals_flooding_the_launcher_at_the_jobs_end_never_lose_its_record(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-96: between the job's end and the launcher's taking over of its signals, their handlers were
+    back at their default: a SIGTERM then killed the launcher before its run record (end, exit code) was
+    written, 3 runs in 6 under a flood. The signals are held (pending) across that hand-over now."""
+    script = _script(tmp_path, "ignores.py", STEP + (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "for _ in range(6):\n"
+        "    step()\n"
+        "print('done', flush=True)\n"
+    ))  # fmt: skip
+    for attempt in range(3):
+        target = out / str(attempt)
+        with _launched("run", "-o", str(target), *sched(1, 0, 2), "--", sys.executable, str(script)) as proc:
+            assert proc.stdout is not None
+            assert proc.stdout.readline() == "done\n"
+            deadline = time.monotonic() + 30
+            while proc.poll() is None and time.monotonic() < deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+                time.sleep(0.0001)
+            proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGTERM
+        record = json.loads((target / "npuprof_run.json").read_text())
+        assert record["end"] is not None and record["exit_code"] == 0, record
