@@ -317,3 +317,26 @@ def test_a_window_open_when_the_optimizer_is_made_marks_step_0_partial(tmp_path:
     whole = [s["duration_us"] for s in rest if not s.get("partial")]
     assert whole and rank["step_time_mean_us"] == pytest.approx(sum(whole) / len(whole), rel=1e-3)
     assert rank["step_time_mean_us"] < 500_000
+
+
+def test_a_capture_of_partial_steps_only_takes_the_mean_over_them_all(tmp_path: Path) -> None:
+    """helper-96: a job of one step captured from step 0 has two steps, both partial (begun when the
+    optimizer was made; ended by the job's end): the mean read the last one flagged instead of all."""
+    script = tmp_path / "one.py"
+    script.write_text(
+        "import time, torch\n"
+        "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "m(torch.randn(4, 16)).sum().backward(); opt.step()\n"
+        "time.sleep(0.2)\n"
+    )
+    out = tmp_path / "out"
+    flags = ["--skip-first", "0", "--warmup", "0", "--active", "5"]
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=180)
+    assert result.returncode == 0, result.stderr
+    report = npuprof("analyse", str(out), "--format", "json")
+    (rank,) = json.loads(report.stdout)["ranks"]
+    durations = [s["duration_us"] for s in rank["steps"]]
+    assert [s.get("partial") for s in rank["steps"]] == [True, True]
+    assert rank["step_time_mean_us"] == pytest.approx(sum(durations) / 2, abs=0.01)
+    table = npuprof("analyse", str(out))
+    assert "every step is partial" in " ".join(table.stdout.split())

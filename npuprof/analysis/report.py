@@ -910,10 +910,12 @@ def mark_partial(rank: RankReport, step: int, reason: str) -> bool:
 
 
 def _mean_of_whole_steps(rank: RankReport) -> None:
-    """The rank's mean step time over its steps not flagged partial (kept when every one is)."""
+    """The rank's mean step time over its steps not flagged partial, or over all of them when every one is
+    (helper-96: the last one flagged was the mean)."""
     whole = [s.duration_us for s in rank.steps if s.partial is not True]
-    if whole:
-        rank.step_time_mean_us = round(statistics.fmean(whole), 3)
+    every = [s.duration_us for s in rank.steps]
+    if whole or every:
+        rank.step_time_mean_us = round(statistics.fmean(whole or every), 3)
 
 
 def build_report(

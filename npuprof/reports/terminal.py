@@ -134,10 +134,15 @@ def _title(r: RankReport) -> str:
 
 def _partial_line(r: RankReport) -> str | None:
     partial = [s.step for s in r.steps if s.partial is True]
-    if r.captures is not msgspec.UNSET and len(partial) > 1:  # a pooled section: each capture's reason
+    if len(partial) == len(r.steps) > 1:
         return (
-            f"[yellow]steps {', '.join(map(str, partial))} are partial[/yellow] (their captures ended during "
-            "them): left out of the mean step time and of the comparison across ranks"
+            f"[yellow]every step is partial[/yellow] (steps {', '.join(map(str, partial))}: the capture "
+            "began or ended inside each): the mean step time is over them all"
+        )
+    if len(partial) > 1:  # each capture's reason, or a capture's first and last steps
+        return (
+            f"[yellow]steps {', '.join(map(str, partial))} are partial[/yellow] (a capture began or ended "
+            "inside each): left out of the mean step time and of the comparison across ranks"
         )
     if r.partial_step is msgspec.UNSET:
         return None
