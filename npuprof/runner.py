@@ -28,7 +28,7 @@ from npuprof.launch import (
 )
 from npuprof.results import layout, logfile, run_record
 from npuprof.results.atomic import make_dir
-from npuprof.results.paths import UnsafePathError, resolve_output_path
+from npuprof.results.paths import UnsafePathError, character_torch_cannot_write, resolve_output_path
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
@@ -73,23 +73,11 @@ def _why_unwritable(path: Path) -> str:
     return "not writable"
 
 
-def _odd_character(path: str) -> str | None:
-    if "\\" in path:
-        return "a backslash"
-    if '"' in path:  # written unescaped into the trace's JSON (its traceName): no reader takes it
-        return "a double quote"
-    if any(c < " " or c == "\x7f" for c in path):
-        return "a control character"
-    return None
-
-
 def prepare_output(cfg: ProfileConfig) -> Path:
     """The output directory, resolved once (see resolve_output_path) and created 0o750."""
     output = resolve_output_path(cfg.output, "--output")
-    if (odd := _odd_character(str(output))) is not None:
-        # torch's trace writer turns "\\" into "/" in an absolute path (the trace is written nowhere) and
-        # writes a control character or a '"' raw into the trace's JSON (which no reader takes): -o names
-        # the character in itself, the working directory can hold it too (helpers 90, 94)
+    if (odd := character_torch_cannot_write(str(output))) is not None:
+        # -o names the character in itself, the working directory can hold it too (helpers 90, 94)
         raise UnsafePathError(
             f"--output {cfg.output!r} is {str(output)!r}, which holds {odd}: torch cannot write its traces "
             "there; give -o a directory without it"

@@ -682,3 +682,13 @@ def test_a_request_too_late_or_never_reached_is_said_by_the_summary_and_status(t
     assert process["not_captured"]["why"] == (
         "never reached: steps 10000-10002 planned, the process ended at step 250"
     ), process
+
+
+@pytest.mark.parametrize("name", ['dq"x', "back\\slash", "tab\tdir"])
+def test_a_prof_dir_torch_cannot_write_to_falls_back_to_the_runs_output(tmp_path: Path, name: str) -> None:
+    """helper-96: `npuprof run -o` refuses such paths, a request's prof_dir took them and lost its capture
+    (a trace read as "truncated", or "torch wrote no trace ... (is the disk full?)")."""
+    base = c.ProfileConfig(output=str(tmp_path / "out"), dynamic="/cfg")
+    request, heard = _request({"prof_dir": name}, base)
+    assert request is not None and request.cfg.output == str(tmp_path / "out")
+    assert any("where torch cannot write its traces" in m for _, m in heard), heard

@@ -135,7 +135,7 @@ def int_field(data: dict[str, Any], key: str, default: int, minimum: int, say: S
 def _output(prof_dir: str, run_output: str, say: Say) -> str:
     """``prof_dir`` relative to the run's output directory (the template's "./" is that directory itself),
     resolved as `npuprof run -o` resolves its own; the run's output when it is not safe."""
-    from npuprof.results.paths import UnsafePathError, resolve_output_path
+    from npuprof.results.paths import UnsafePathError, character_torch_cannot_write, resolve_output_path
 
     if prof_dir == run_output:
         return run_output
@@ -143,6 +143,13 @@ def _output(prof_dir: str, run_output: str, say: Say) -> str:
         resolved = resolve_output_path(os.path.join(run_output, prof_dir), f"{FILE_LABEL}: prof_dir")
     except UnsafePathError as exc:
         say("WARNING", f"{exc}; the run's output directory {run_output} is used")
+        return run_output
+    if (odd := character_torch_cannot_write(str(resolved))) is not None:  # helper-96
+        say(
+            "WARNING",
+            f"{FILE_LABEL}: prof_dir {str(resolved)!r} holds {odd}, where torch cannot write its traces; the "
+            f"run's output directory {run_output} is used",
+        )
         return run_output
     if any(part.endswith(RANK_DIR_SUFFIX) for part in resolved.parts):
         say(

@@ -59,6 +59,19 @@ def output_file_problem(path: str | os.PathLike[str]) -> str | None:
 _MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
 
 
+def character_torch_cannot_write(path: str) -> str | None:
+    """What in an output path makes torch lose its traces, in words, or None: its trace writer turns "\\"
+    into "/" in an absolute path (the trace is written nowhere) and writes a control character or a '"'
+    raw into the trace's JSON (its traceName: no reader takes it)."""
+    if "\\" in path:
+        return "a backslash"
+    if '"' in path:
+        return "a double quote"
+    if any(c < " " or c == "\x7f" for c in path):
+        return "a control character"
+    return None
+
+
 def resolve_output_path(path: str | os.PathLike[str], what: str = "--output") -> Path:
     """``path`` resolved once, component by component as the kernel walks it; raises UnsafePathError for
     the two symlinks an attacker could plant: the final component (we would write into whatever it
