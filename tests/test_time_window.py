@@ -340,3 +340,25 @@ def test_a_capture_of_partial_steps_only_takes_the_mean_over_them_all(tmp_path: 
     assert rank["step_time_mean_us"] == pytest.approx(sum(durations) / 2, abs=0.01)
     table = npuprof("analyse", str(out))
     assert "every step is partial" in " ".join(table.stdout.split())
+
+
+def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -> None:
+    """helper-96: --step-on's step 0 is the function's first call (it is armed there), so it holds no
+    set-up and is not partial, unlike an optimizer's step 0."""
+    script = tmp_path / "fn.py"
+    script.write_text(
+        "import time, torch\n"
+        "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "def train_step():\n"
+        "    m(torch.randn(4, 16)).sum().backward(); opt.step(); time.sleep(0.02)\n"
+        "time.sleep(0.5)  # set-up before the first call\n"
+        "for _ in range(6):\n"
+        "    train_step()\n"
+    )
+    out = tmp_path / "out"
+    flags = ["--step-on", "__main__:train_step", "--skip-first", "0", "--warmup", "0", "--active", "3"]
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=180)
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(npuprof("analyse", str(out), "--format", "json").stdout)["ranks"]
+    first = rank["steps"][0]
+    assert first["step"] == 0 and not first.get("partial") and first["duration_us"] < 400_000

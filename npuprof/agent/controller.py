@@ -118,8 +118,9 @@ class CaptureController:
             bind(self)
 
     # ---- called from the step hooks ----------------------------------------------------------
-    def arm(self) -> None:
-        """Step 0 begins (the first optimizer exists, or the step function was hooked)."""
+    def arm(self, at_a_step_start: bool = False) -> None:
+        """Step 0 begins: the first optimizer exists (the set-up until its first step is then in step 0), or
+        the step function is first called (``at_a_step_start``: step 0 is whole)."""
         if self.armed:
             return
         self.armed = True
@@ -131,7 +132,13 @@ class CaptureController:
             training_started()
         closed = self.prof is None
         self._decide()
-        if closed and self.prof is not None and self.sink is not None and not self._no_steps:
+        if (
+            closed
+            and self.prof is not None
+            and self.sink is not None
+            and not self._no_steps
+            and not at_a_step_start
+        ):
             # step 0 began here, with no boundary before it: it holds the set-up since (helper-95)
             self.sink.first_step_partial = True
 

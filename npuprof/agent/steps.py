@@ -272,9 +272,9 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
         log.warn_once("step-on-kind", f"--step-on {module.__name__}:{qualname}: {refusal}; no steps counted")
         return True  # found: the end of the run does not report it missing
 
-    def arm() -> None:
+    def arm() -> None:  # at the first call's start: step 0 is that call, whole
         _follow_user_profilers(controller, log)
-        controller.arm()
+        controller.arm(at_a_step_start=True)
 
     if inspect.iscoroutinefunction(func):  # the boundary comes when the awaited call returns
 
