@@ -431,11 +431,9 @@ def test_a_ctrl_c_while_torch_collects_the_events_is_delivered_after_the_capture
     assert "own profiler" not in err, err
 
 
-def test_sigusr1_while_npuprof_waits_for_post_processing_ends_the_wait_with_the_jobs_code(
-    out: Path, tmp_path: Path
-) -> None:
-    """A batch system's warning (SGE's -notify, Slurm's --signal) while the job is over and npuprof waits:
-    it used to kill npuprof at once (exit 138), leaving no run record and the job's exit code lost."""
+def _signalled_while_npuprof_waits(out: Path, tmp_path: Path, signals: tuple[int, ...]) -> tuple[int, str]:
+    """A job that exits 3 while a post-processor of its run holds its lock (npuprof waits for it), then
+    ``signals`` sent to npuprof at once: (npuprof's exit status, its stderr)."""
     pids = tmp_path / "pids"
     script = _script(
         tmp_path,
@@ -449,12 +447,22 @@ def test_sigusr1_while_npuprof_waits_for_post_processing_ends_the_wait_with_the_
             job_over = lambda: pids.exists() and not _running(int(pids.read_text().split()[1]))  # noqa: E731
             _wait_for(job_over, "the job's end")
             time.sleep(0.8)  # past the quiet half second: npuprof now waits for the lock's holder
-            proc.send_signal(signal.SIGUSR1)
+            for sig in signals:
+                proc.send_signal(sig)
             _, err = proc.communicate(timeout=30)
         finally:
             if pids.exists():
                 _kill(int(pids.read_text().split()[0]))
-    assert proc.returncode == 3, err
+    return proc.returncode, err
+
+
+def test_sigusr1_while_npuprof_waits_for_post_processing_ends_the_wait_with_the_jobs_code(
+    out: Path, tmp_path: Path
+) -> None:
+    """A batch system's warning (SGE's -notify, Slurm's --signal) while the job is over and npuprof waits:
+    it used to kill npuprof at once (exit 138), leaving no run record and the job's exit code lost."""
+    returncode, err = _signalled_while_npuprof_waits(out, tmp_path, (signal.SIGUSR1,))
+    assert returncode == 3, err
     assert "stopped waiting" in err
     record = json.loads((out / "npuprof_run.json").read_text())
     assert record["exit_code"] == 3 and record["end"] is not None
@@ -567,27 +575,9 @@ def test_two_signals_at_once_while_npuprof_waits_keep_the_record_and_its_death(
     """helper-94: two signals at once while npuprof waits for post-processing: the second was raised inside
     the handling of the first ("internal error after the job ended (_StopWaiting: 10)"), the run record was
     left without its end, and npuprof exited 0 instead of dying of the SIGHUP/SIGTERM it got."""
-    pids = tmp_path / "pids"
-    script = _script(
-        tmp_path,
-        "stall.py",
-        STEP + "import sys\n"
-        "for _ in range(4):\n"
-        "    step()\n" + hold_a_run_lock(out, tmp_path / "held", pids) + "sys.exit(3)\n",
-    )
-    with _launched("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script)) as proc:
-        try:
-            job_over = lambda: pids.exists() and not _running(int(pids.read_text().split()[1]))  # noqa: E731
-            _wait_for(job_over, "the job's end")
-            time.sleep(0.8)  # past the quiet half second: npuprof now waits for the lock's holder
-            for sig in pair:
-                proc.send_signal(sig)
-            _, err = proc.communicate(timeout=30)
-        finally:
-            if pids.exists():
-                _kill(int(pids.read_text().split()[0]))
+    returncode, err = _signalled_while_npuprof_waits(out, tmp_path, pair)
     assert "internal error" not in err, err
-    assert proc.returncode == -next(s for s in pair if s in (signal.SIGHUP, signal.SIGTERM)), err
+    assert returncode == -next(s for s in pair if s in (signal.SIGHUP, signal.SIGTERM)), err
     record = json.loads((out / "npuprof_run.json").read_text())
     assert record["exit_code"] == 3 and record["end"] is not None
 
