@@ -50,8 +50,9 @@ class Controller:
         self.armed = False
         self.arm_sticks = arm_sticks
 
-    def arm(self) -> None:
+    def arm(self, at_a_step_start: bool = False) -> None:
         self.armed = self.arm_sticks
+        self.at_a_step_start = at_a_step_start
         self.events.append("arm")
 
     def on_boundary(self) -> None:
@@ -553,6 +554,7 @@ def test_step_on_a_function_arms_at_the_first_call_and_counts_each_return(step_o
         boundary(),
     ]
     assert followed == [controller]  # the script's profilers followed once, when armed
+    assert controller.at_a_step_start  # armed as the first call starts: step 0 is that call, whole
 
 
 def test_step_on_methods_keep_their_kind(step_on: Any) -> None:
