@@ -72,3 +72,21 @@ def test_a_capture_the_job_ended_inside_has_no_step_boundary_to_add_its_end_to(t
     [rank] = json.loads(report.stdout)["ranks"]
     assert rank["partial_step"] == 10 and "export_ms" not in rank and "export_after_step" not in rank, rank
     assert "ended the capture" not in npuprof("analyse", str(out)).stdout
+
+
+def test_a_pooled_section_says_its_last_captures_end(tmp_path: Path) -> None:
+    """helper-95: with more than 3 captures of one process (pooled into one section), the note on the
+    capture's end was gone; its timer's last step of a capture read 23 ms against 5.9 in the table. The
+    section now names the last capture's end, and says each capture's last step pays its own."""
+    flags = ["--skip-first", "0", "--warmup", "1", "--active", "1", "--repeat", "4"]
+    proc, out = run_script(tmp_path, TIMED_JOB, *flags)
+    assert proc.returncode == 0, proc.stderr
+    records = sorted((capture_record(d) for d in rank_dirs(out)), key=lambda r: r["steps"][0])
+    assert len(records) == 4, records
+    last = records[-1]
+    report = npuprof("analyse", str(out), "--format", "json")
+    pooled = json.loads(report.stdout)["pooled"][0]
+    assert (pooled["export_after_step"], pooled["export_ms"]) == (last["steps"][-1], last["export_ms"])
+    said = " ".join(npuprof("analyse", str(out)).stdout.split())
+    assert f"step {last['steps'][-1]} ended the last capture: writing its trace" in said
+    assert "each capture's last step pays its own" in said

@@ -1207,6 +1207,11 @@ def _pooled_process(members: list[_Read], steps: StepSelection | None, top: int)
     pooled = rank_report(summary, Path(first.rank_dir).parent, status, steps, top, annotations)
     pooled.captures = [m.rank.rank_dir for m in members]
     _mark_pooled_partials(pooled, members, steps)
+    last = members[-1].rank  # the last capture's end, as each capture's section says its own (helper-95)
+    if last.export_ms is not msgspec.UNSET and any(
+        s.step == last.export_after_step and s.partial is not True for s in pooled.steps
+    ):
+        pooled.export_after_step, pooled.export_ms = last.export_after_step, last.export_ms
     return pooled
 
 

@@ -183,10 +183,13 @@ def render_table(report: Report, console: Console) -> None:
         if (line := _partial_line(r)) is not None:
             console.print(line, highlight=False)
         if r.export_ms is not msgspec.UNSET:
+            pooled = r.captures is not msgspec.UNSET
+            each = " (each capture's last step pays its own: their records' export_ms)" if pooled else ""
+            which = "the last capture" if pooled else "the capture"
             console.print(
-                f"[dim]step {r.export_after_step} ended the capture: writing its trace then took the "
-                f"training process {r.export_ms:.1f} ms more (and a few ms to hand it over), which a timer "
-                "of your own around that step counts and this table does not[/dim]",
+                f"[dim]step {r.export_after_step} ended {which}: writing its trace then took the training "
+                f"process {r.export_ms:.1f} ms more (and a few ms to hand it over), which a timer of your "
+                f"own around that step counts and this table does not{each}[/dim]",
                 highlight=False,
             )
         if r.top_operators:
