@@ -903,11 +903,7 @@ class Extract:
         if not wanted:
             return
         for k, pid in enumerate(pids):
-            if (
-                pid in wanted
-                and not known[k]
-                and not (args and args[k] and vocab.MSTX_ARGS_KEY in bytes(args[k]))
-            ):
+            if pid in wanted and not known[k] and not (args and vocab.is_mstx_mark("", args[k])):
                 self.unread_uncategorised[names.get(pid, str(pid))] += 1
 
     def _set_process(self, pid: Any, name: str) -> None:

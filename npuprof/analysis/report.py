@@ -913,9 +913,8 @@ def _mean_of_whole_steps(rank: RankReport) -> None:
     """The rank's mean step time over its steps not flagged partial, or over all of them when every one is
     (helper-96: the last one flagged was the mean)."""
     whole = [s.duration_us for s in rank.steps if s.partial is not True]
-    every = [s.duration_us for s in rank.steps]
-    if whole or every:
-        rank.step_time_mean_us = round(statistics.fmean(whole or every), 3)
+    if rank.steps:
+        rank.step_time_mean_us = round(statistics.fmean(whole or [s.duration_us for s in rank.steps]), 3)
 
 
 def build_report(
@@ -1119,17 +1118,16 @@ def _build_report(
 def _rank_dir_of_tables(path: Path) -> Path | None:
     """The rank dir whose ASCEND_PROFILER_OUTPUT/ ``path`` is (``.`` or a link to it too), when that rank
     dir can be analysed: it holds a raw trace, or the folder holds torch_npu's tables or npuprof's."""
-    try:
-        real = path.resolve()
-    except (OSError, RuntimeError):
-        return None
-    if real.name != layout.PARSED_DIR or not real.is_dir():
+    owner = layout.owner_of_tables_folder(path)
+    if owner is None:
         return None
     tables = ("step_trace_time.csv", "kernel_details.csv", layout.ANALYSE_DONE)
-    if layout.find_raw_trace(real.parent) is None and not any((real / t).is_file() for t in tables):
+    if layout.find_raw_trace(owner) is None and not any(
+        (owner / layout.PARSED_DIR / t).is_file() for t in tables
+    ):
         return None
     # as the user named it where that is the same folder (a relative path stays relative in the report)
-    return path.parent if path.name == layout.PARSED_DIR and not path.is_symlink() else real.parent
+    return path.parent if path.name == layout.PARSED_DIR and not path.is_symlink() else owner
 
 
 def _processes_without_a_rank(ranks: list[RankReport]) -> int:
@@ -1137,14 +1135,10 @@ def _processes_without_a_rank(ranks: list[RankReport]) -> int:
     processes = set()
     for r in ranks:
         if r.rank is None:
-            name = Path(r.rank_dir).name
-            parts = layout.parse_rank_dir_name(name)
+            where, key = pooling.process_key(Path(r.rank_dir), None)  # a trace's name, when not a rank dir's
             # tensorboard_trace_handler's trace: <worker>.<ns>.pt.trace.json, its worker <host>_<pid>
-            handler = _HANDLER_TRACE.match(name)
-            if parts:
-                processes.add((parts["worker"], parts["pid"]))
-            else:
-                processes.add(handler["worker"] if handler else r.rank_dir)
+            handler = _HANDLER_TRACE.match(key)
+            processes.add((where, handler["worker"] if handler else key))
     return len(processes)
 
 

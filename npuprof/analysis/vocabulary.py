@@ -84,6 +84,14 @@ NO_EVENTS = "the trace holds no events"  # the warning's start: the report then 
 # "event_type", as CANN writes mstx data). Readers of host work leave them out.
 GC_CAT = "GC"
 MSTX_ARGS_KEY = b'"event_type"'
+
+
+def is_mstx_mark(cat: str | None, raw_args: bytes | memoryview | None) -> bool:
+    """An event of CANN's MsprofTx layer: no category, its raw ``args`` (msgspec.Raw, bytes) naming an
+    ``event_type``."""
+    return not cat and bool(raw_args) and MSTX_ARGS_KEY in bytes(raw_args or b"")
+
+
 # torch_npu's CANN process: the runtime calls (AscendCL@...) of the host's own threads (same thread ids)
 RUNTIME_PROCESS_RE = re.compile(r"(?i)^cann\b")
 # the kind of a torch_npu device task: its args["Task Type"] (AI_CORE, AI_CPU, HCCL, ...), else this

@@ -163,9 +163,9 @@ def check_stdout(command: str, what: str) -> None:
 
     try:
         sys.stdout.flush()
-    except OSError:
-        pass  # a GuardedStream keeps the error; a plain stream's is seen below as none
-    error = stream_error("stdout")
+        error = stream_error("stdout")  # a GuardedStream keeps the error of its writes
+    except OSError as exc:
+        error = exc
     if error is None:
         return
     if error.errno == errno.EPIPE:

@@ -319,8 +319,9 @@ def from_raw(raw_path: Path, device: str | None = None) -> MemoryData:
 def load(source: Path, device: str | None = None) -> MemoryData:
     """From a rank directory (its kept raw data, else its trace; torch_npu's: its trace_view.json, else its
     memory_record.csv), a ``*.raw.json.gz`` file, a ``memory_record.csv``, or a trace."""
-    if source.is_dir() and source.resolve().name == layout.PARSED_DIR and not (source / RAW_FILE).is_file():
-        source = source.resolve().parent  # a rank dir's tables folder: read as its rank dir
+    owner = layout.owner_of_tables_folder(source)
+    if owner is not None and not (source / RAW_FILE).is_file():
+        source = owner  # a rank dir's tables folder: read as its rank dir
     if source.is_dir():
         raw_path = source / RAW_FILE
         if raw_path.is_file():

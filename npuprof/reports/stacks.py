@@ -178,7 +178,7 @@ def _is_host_event(ev: TraceEvent, device_pids: set[object]) -> bool:
         and _cat(ev) not in _IGNORED_CATS
         and _cat(ev) not in vocab.DEVICE_CATS
         and ev.pid not in device_pids
-        and not (not ev.cat and ev.args and vocab.MSTX_ARGS_KEY in bytes(ev.args))  # the MsprofTx layer
+        and not vocab.is_mstx_mark(ev.cat, ev.args)
     )
 
 

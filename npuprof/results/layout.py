@@ -452,6 +452,16 @@ def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
     return False
 
 
+def owner_of_tables_folder(path: Path) -> Path | None:
+    """The rank dir whose PARSED_DIR ``path`` is (named so, ``.`` inside it, or a link to it), resolved;
+    None for any other path."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return None
+    return real.parent if real.name == PARSED_DIR and real.is_dir() else None
+
+
 def partial_first_step(record: dict[str, Any] | None) -> int | None:
     """The step a capture began inside of (a time window opened between two boundaries), or None."""
     if not record or record.get("first_step_partial") is not True:
