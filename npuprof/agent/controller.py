@@ -130,17 +130,10 @@ class CaptureController:
         training_started = getattr(self.plan, "training_started", None)
         if training_started is not None:
             training_started()
-        closed = self.prof is None
-        self._decide()
-        if (
-            closed
-            and self.prof is not None
-            and self.sink is not None
-            and not self._no_steps
-            and not at_a_step_start
-        ):
-            # step 0 began here, with no boundary before it: it holds the set-up since (helper-95)
-            self.sink.first_step_partial = True
+        if at_a_step_start or self._no_steps:
+            self._decide()
+        else:  # step 0 began here, with no boundary before it: it holds the set-up since (helper-95)
+            self._decide_inside_a_step()
 
     def on_boundary(self) -> None:
         if get_ident() != self.driver and not self._claim():
@@ -306,13 +299,17 @@ class CaptureController:
                 self._no_steps = True  # no step hook armed us: a window of a job without steps
                 self.arm()
                 return
-            closed = self.prof is None
-            self._decide()
-            if closed and self.prof is not None and self.sink is not None:
-                # recording began between two step boundaries: the trace's first step is cut (helper-95)
-                self.sink.first_step_partial = True
+            self._decide_inside_a_step()
         finally:
             self._lock.release()
+
+    def _decide_inside_a_step(self) -> None:
+        """``_decide()`` between two step boundaries: a capture that begins here has its first step cut,
+        which its record says (helper-95)."""
+        closed = self.prof is None
+        self._decide()
+        if closed and self.prof is not None and self.sink is not None:
+            self.sink.first_step_partial = True
 
     def replan(self) -> None:
         """The plan changed (a config watcher's thread, say): look again at the next step boundary.
