@@ -237,6 +237,12 @@ _DEVICE_COLLECTIVE = re.compile(r"^(?:hcom_([A-Za-z]+)_|nccl(?:Dev)?Kernel_([A-Z
 def _device_comm_ops(x: Extract, group: str, ranks: Sequence[int]) -> list[CommOp]:
     """The device's communication tasks (``ncclKernel_AllReduce_...``, ``hcom_allReduce__...``) as
     operators of unknown size, named by their collective where the task's name says it."""
+    # the communication process's collectives, when the trace has one, are the same operations as their
+    # tasks on the device's streams (and as npuprof's own Communication process, in a trace_view.json it
+    # wrote): they are taken alone, so that each counts once
+    from_process = _comm_process_ops(x, group, ranks)
+    if from_process:
+        return from_process
     names = np.frombuffer(x.dev_name, dtype=np.int32) if len(x.dev_ts) else np.zeros(0, np.int32)
     d_ts, d_dur = np.frombuffer(x.dev_ts, dtype=np.float64), np.frombuffer(x.dev_dur, dtype=np.float64)
     d_corr = np.frombuffer(x.dev_corr, dtype=np.int64)
@@ -245,10 +251,7 @@ def _device_comm_ops(x: Extract, group: str, ranks: Sequence[int]) -> list[CommO
         name = x.strings[int(names[k])]
         ops.append(CommOp(_collective(name), group, float(d_ts[k]), float(d_dur[k]), 0.0, ranks, False, "",
                           0.0, None, int(d_corr[k])))  # fmt: skip
-    # the communication process's collectives, when the trace has one, are the same operations as their
-    # tasks on the device's streams (and as npuprof's own Communication process, in a trace_view.json it
-    # wrote): they are taken alone, so that each counts once
-    return _comm_process_ops(x, group, ranks) or ops
+    return ops
 
 
 def _collective(name: str) -> str:
