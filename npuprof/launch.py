@@ -7,6 +7,7 @@ import dataclasses
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ FORWARDED_SIGNALS = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
+SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `timeout` passes its own on)
 # Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).
 TERMINATING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Stops made by a shell's job control (Ctrl-Z, a background job touching the terminal): the launcher mirrors
@@ -315,19 +317,25 @@ def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Itera
     own, and torchrun killed so cannot end them. A signal ignored when npuprof started stays ignored, in the
     job too (nohup)."""
     received: list[int] = []
+    interrupts: list[float] = []  # when each Ctrl-C that counts came
 
     def forward(signum: int, frame: object) -> None:
         received.append(signum)
+        if signum == signal.SIGINT:
+            now = time.monotonic()
+            # one Ctrl-C passed on again by a wrapper (`timeout`) arrives twice within microseconds: one
+            if not interrupts or now - interrupts[-1] > SAME_CTRL_C_S:
+                interrupts.append(now)
         if not pgid_holder:
             return  # not started yet: run_child passes it on once it is
-        if signum == signal.SIGINT and received.count(signal.SIGINT) >= 2:
+        if signum == signal.SIGINT and len(interrupts) >= 2:
             _kill_group(pgid_holder[0], signal.SIGKILL)
             from npuprof.job_processes import processes_of_the_run
 
             for pid in processes_of_the_run(run_id):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-            if received.count(signal.SIGINT) == 2:
+            if len(interrupts) == 2 and interrupts[-1] == now:  # said once, as it counts
                 sys.stderr.write("npuprof: second SIGINT (Ctrl-C): killed the job's processes (SIGKILL)\n")
                 sys.stderr.flush()
             return

@@ -609,3 +609,37 @@ def test_signals_flooding_the_launcher_at_the_jobs_end_never_lose_its_record(
         assert proc.returncode == -signal.SIGTERM
         record = json.loads((target / "npuprof_run.json").read_text())
         assert record["end"] is not None and record["exit_code"] == 0, record
+
+
+def test_one_ctrl_c_passed_on_again_by_timeout_is_one_ctrl_c(out: Path, tmp_path: Path) -> None:
+    """helper-97: under `timeout`, a Ctrl-C reaches npuprof twice within microseconds (from the terminal's
+    group and from timeout passing its own on): npuprof took it for a second Ctrl-C and SIGKILLed the job,
+    whose capture and KeyboardInterrupt handling were lost."""
+    script = _script(tmp_path, "slow.py", STEP + (
+        "import time\n"
+        "try:\n"
+        "    for i in range(200):\n"
+        "        step(); time.sleep(0.05)\n"
+        "        if i == 7: print('step 7', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True); raise\n"
+    ))  # fmt: skip
+    proc = subprocess.Popen(
+        ["timeout", "120", *NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script)],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        while proc.stdout.readline() not in ("step 7\n", ""):
+            pass
+        os.killpg(proc.pid, signal.SIGINT)  # as the terminal's Ctrl-C: timeout, npuprof and the job get it
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "second SIGINT" not in err, err
+    assert "interrupted" in rest
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["exit_code"] == 130, record
+    assert capture_record(rank_dirs(out)[0])["status"] == "complete"
