@@ -196,24 +196,36 @@ def test_a_trace_whose_directory_cannot_take_the_tables_is_analysed_into_the_cac
     assert again.stdout == result.stdout.replace('"status": "parsed"', '"status": "cached"')
 
 
-def test_a_rank_dir_with_only_trace_view_json_says_to_analyse_that_file(tmp_path: Path) -> None:
-    """torch_npu's trace_view.json kept without its raw data or tables: the rank dir's reason names the
-    file to analyse instead (a parse there would write over it), and that file is analysed."""
-    rank_dir = tmp_path / "h_1_20240101000000000_ascend_pt"
+def _steps_of_the_real_trace_view() -> list[tuple[int, float]]:
+    """(step, duration µs) of each ProfilerStep#N span of the real trace_view.json, read with json here."""
+    events = json.loads((REAL / "trace_view.json").read_text())
+    return [
+        (int(e["name"].removeprefix("ProfilerStep#")), float(e["dur"]))
+        for e in events
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+
+
+def test_a_rank_dir_with_only_trace_view_json_is_analysed_from_it(tmp_path: Path) -> None:
+    """torch_npu's trace_view.json kept without its raw data or tables: the rank dir is reported from that
+    trace, its rank kept, the tables made in the user's cache (a parse in torch_npu's folder would write
+    over it), the folder left as it was."""
+    rank_dir = tmp_path / "runs" / "h_1_20240101000000000_ascend_pt"
     (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
-    (rank_dir / "profiler_info_0.json").write_text('{"config": {}}')
+    (rank_dir / "profiler_info_3.json").write_text('{"config": {}}')
     view = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
     view.write_bytes((REAL / "trace_view.json").read_bytes())
-    refused = npuprof("analyse", str(rank_dir), env=clean_env())
-    assert refused.returncode == 1
-    assert (
-        f"only ASCEND_PROFILER_OUTPUT/trace_view.json: analyse that file itself (npuprof analyse {view})"
-        in (refused.stderr)
-    ), refused.stderr
+    env = clean_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+    for target in (rank_dir, rank_dir.parent):
+        result = npuprof("analyse", str(target), "--format", "json", env=env)
+        assert result.returncode == 0, result.stderr
+        assert f"{rank_dir}: torch_npu's tables stop short of step_trace_time.csv" in result.stderr
+        (rank,) = json.loads(result.stdout)["ranks"]
+        assert rank["rank"] == 3 and rank["device"] == "NPU"
+        assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == _steps_of_the_real_trace_view()
+    assert sorted(p.name for p in view.parent.iterdir()) == ["trace_view.json"]
     assert view.read_bytes() == (REAL / "trace_view.json").read_bytes()
-    read = npuprof("analyse", str(view), "--format", "json", env=clean_env())
-    assert read.returncode == 0, read.stderr
-    assert json.loads(read.stdout)["ranks"][0]["steps"]
+    assert list((tmp_path / "cache").rglob("step_trace_time.csv"))
 
 
 def test_files_that_are_no_trace_say_what_they_hold(tmp_path: Path) -> None:
@@ -256,19 +268,24 @@ def test_events_of_unknown_category_in_an_unnamed_process_are_named(tmp_path: Pa
     ), note
 
 
-def test_torch_npus_tables_without_step_times_point_at_their_trace(tmp_path: Path) -> None:
+def test_torch_npus_tables_without_step_times_are_read_from_their_trace(tmp_path: Path) -> None:
     """A rank dir torch_npu began to parse (kernel_details.csv, trace_view.json) but left without
-    step_trace_time.csv: the reason names the trace to analyse on its own."""
+    step_trace_time.csv (helper-97): reported from its trace_view.json, said in a note; beside it a rank dir
+    torch_npu parsed whole is read from its tables as before."""
     rank_dir = tmp_path / "node1_1234_20240101000000000_ascend_pt"
     out = rank_dir / "ASCEND_PROFILER_OUTPUT"
     out.mkdir(parents=True)
     (out / "kernel_details.csv").write_bytes((REAL / "kernel_details_2023.csv").read_bytes())
     (out / "trace_view.json").write_bytes((REAL / "trace_view.json").read_bytes())
-    result = npuprof("analyse", str(tmp_path), env=clean_env())
-    assert result.returncode == 1
-    view = out / "trace_view.json"
-    said = f"torch_npu's parse did not finish; its trace can be analysed on its own: npuprof analyse {view}"
+    result = npuprof(
+        "analyse", str(tmp_path), "--format", "json", env=clean_env(XDG_CACHE_HOME=str(tmp_path / ".cache"))
+    )
+    assert result.returncode == 0, result.stderr
+    said = f"{rank_dir}: torch_npu's tables stop short of step_trace_time.csv: its"
     assert said in " ".join(result.stderr.split()), result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == _steps_of_the_real_trace_view()
+    assert sorted(p.name for p in out.iterdir()) == ["kernel_details.csv", "trace_view.json"]
 
 
 def test_a_top_above_what_the_parse_keeps_is_said(tmp_path: Path) -> None:

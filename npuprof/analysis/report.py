@@ -184,10 +184,15 @@ def _parse_bare(
     workers: int,
     export_db: bool = False,
     on_note: Callable[[str], None] | None = None,
+    in_cache: bool = False,
 ) -> tuple[ParseOutcome, Path]:
-    out_dir = trace.parent / (trace.name + BARE_SUFFIX)
+    """``trace``'s tables, beside it (``<trace>.npuprof/``), or in the user's cache where they cannot go
+    there or ``in_cache`` asks for it (a folder of another tool's that is not ours to write in)."""
+    out_dir = bare_cache_dir(trace) if in_cache else trace.parent / (trace.name + BARE_SUFFIX)
     beside = out_dir / layout.ANALYSE_DONE
-    if out_dir.is_symlink():  # tables are never written through a link planted beside the trace
+    if in_cache:
+        why = ""
+    elif out_dir.is_symlink():  # tables are never written through a link planted beside the trace
         why = "a symbolic link (not followed)"
     else:
         why = "" if beside.exists() and _made_from(beside, trace) else _unwritable(out_dir)
@@ -1033,6 +1038,9 @@ def _build_report(
         if on_start:
             on_start(len(rank_dirs))
         for outcome in parse_all(rank_dirs, jobs, force, on_done, db_dirs):
+            if (instead := _trace_view_instead(outcome, force, jobs, export_db, on_note)) is not None:
+                targets.append(instead)
+                continue
             out_dir = outcome.rank_dir / layout.PARSED_DIR
             if outcome.no_space and (elsewhere := _tables_elsewhere(outcome, scratch)) is not None:
                 out_dir = elsewhere
@@ -1113,6 +1121,41 @@ def _build_report(
             "in the trace): they are not compared across ranks"
         )
     return report
+
+
+def _trace_view_instead(
+    outcome: ParseOutcome, force: bool, jobs: int, export_db: bool, on_note: Callable[[str], None] | None
+) -> tuple[ParseOutcome, Path] | None:
+    """A torch_npu rank dir whose parse stopped after trace_view.json (no step_trace_time.csv, no raw trace
+    npuprof could parse): its trace_view.json analysed as a trace of its own, the tables in the user's cache
+    (torch_npu's folder is left as it is), the rank dir's rank kept. None for any other rank dir."""
+    from npuprof.analysis import ascend_output
+
+    rank_dir = outcome.rank_dir
+    if outcome.status not in ("cached", "missing", "needs_torch_npu"):
+        return None
+    tables = rank_dir / layout.PARSED_DIR
+    view = tables / ascend_output.TRACE_VIEW_FILE
+    if (
+        (tables / ascend_output.STEP_FILE).exists()
+        or (tables / SUMMARY_FILE).exists()
+        or layout.find_raw_trace(rank_dir) is not None
+        or view.is_symlink()
+        or not is_bare_trace(view)
+    ):
+        return None
+    if on_note:
+        on_note(
+            f"{rank_dir}: torch_npu's tables stop short of step_trace_time.csv: its "
+            f"{layout.PARSED_DIR}/trace_view.json is analysed instead (the tables made from it go to the "
+            "user's cache, not into torch_npu's folder)"
+        )
+    bare, out_dir = _parse_bare(view, force, jobs, export_db, on_note, in_cache=True)
+    bare.rank_dir, bare.rank = rank_dir, outcome.rank
+    if bare.rank is None:
+        with contextlib.suppress(OSError):
+            bare.rank = layout.rank_of(rank_dir)
+    return bare, out_dir
 
 
 def _rank_dir_of_tables(path: Path) -> Path | None:
