@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof import __version__
-from npuprof.config import ProfileConfig, required_free_bytes
+from npuprof.config import ProfileConfig
 from npuprof.launch import (
     FORWARDED_SIGNALS,
     JobEnd,
@@ -26,7 +26,7 @@ from npuprof.launch import (
     run_child,
     which,
 )
-from npuprof.results import layout, logfile, run_record
+from npuprof.results import free_space, layout, logfile, run_record
 from npuprof.results.atomic import make_dir
 from npuprof.results.paths import UnsafePathError, character_torch_cannot_write, resolve_output_path
 
@@ -88,30 +88,6 @@ def prepare_output(cfg: ProfileConfig) -> Path:
     if not os.access(output, os.W_OK):
         raise UnsafePathError(f"--output {cfg.output!r} is not writable; give a writable directory")
     return output
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def _free_space_warning(output: Path, spec: str) -> str | None:
-    """A warning when the filesystem of ``output`` has less free space than --min-free-space asks."""
-    try:
-        fs = os.statvfs(output)
-    except OSError:
-        return None
-    free, total = fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
-    need = required_free_bytes(spec, total)
-    if not need or free >= need:
-        return None
-    return (
-        f"only {_size(free)} free on the filesystem of --output {str(output)!r}, below --min-free-space "
-        f"{spec} ({_size(need)}): captures will be skipped; the job runs"
-    )
 
 
 def _forget_reported_warnings(output: Path, run_id: str) -> None:
@@ -383,7 +359,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
             f"cannot create --output {cfg.output!r}: {exc.strerror or exc}; give a writable directory"
         )
     cfg.output = str(output)
-    disk_warning = _free_space_warning(output, cfg.min_free_space)
+    short = free_space.shortfall(output, cfg.min_free_space)
+    disk_warning = f"{short}: captures will be skipped; the job runs" if short else None
     if disk_warning:
         _note(disk_warning)
     log_path = output / layout.RUN_LOG

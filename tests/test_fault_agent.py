@@ -388,6 +388,25 @@ def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
     assert "interrupted" not in analysed.stderr
 
 
+def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_written(tmpfs) -> None:
+    """A disk with no byte free: npuprof.log and the capture record cannot be written, and the last line said
+    "the reason is not known" under the skip's own warning (helper-97); the free space is the reason."""
+    mount = tmpfs("2m")
+    out = mount / "result"
+    out.mkdir()
+    with open(mount / "filler", "wb") as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"x" * 65536)
+    assert os.statvfs(mount).f_bavail == 0
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 2), "--", *trainer("--steps", "6"), timeout=60)
+    assert result.returncode == 0, result.stderr
+    last = " ".join(result.stderr.splitlines()[-1].split())
+    assert last.startswith(
+        "npuprof: no capture was written (exit code 0): only 0 B free on the filesystem"
+    ), last
+    assert "so the captures were skipped" in last and "not known" not in last, last
+
+
 def test_capture_stopped_when_the_disk_fills_during_it(tmpfs, tmp_path: Path) -> None:
     mount = tmpfs("64m")
     out = mount / "result"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import shorten_middle
+from npuprof.results import free_space
 from npuprof.results.run_record import CaptureSummary
 
 if TYPE_CHECKING:
@@ -54,6 +55,14 @@ def print_run_summary(
             _note(f"no capture was written (exit code {exit_code}): the output directory {unwritable}.")
             return
         lines = run_log_lines(log_path, run_id) if run_id else []
+        if run_id and not lines and (short := free_space.shortfall(output, cfg.min_free_space)):
+            # npuprof.log could not be written for want of space: that is the reason the captures were not
+            _note(
+                f"no capture was written (exit code {exit_code}): {short}, so the captures were skipped and "
+                f"{log_path} could not be written (see the warnings above); free some space, or give "
+                "--output on another disk."
+            )
+            return
         if run_id and not lines:  # what the agents said is not there to read: no reason can be given
             _note(
                 f"no capture was written (exit code {exit_code}); {log_path} does not hold this run's lines "

@@ -1,0 +1,33 @@
+"""Free space on the output directory's filesystem against --min-free-space, as one line of text."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from npuprof.config import required_free_bytes
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def shortfall(output: Path, spec: str) -> str | None:
+    """ "only N free on the filesystem of --output ..., below --min-free-space ..." when the filesystem of
+    ``output`` has less free space than ``spec`` asks; None when it has enough or cannot be asked."""
+    try:
+        fs = os.statvfs(output)
+    except OSError:
+        return None
+    free, total = fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize
+    need = required_free_bytes(spec, total)
+    if not need or free >= need:
+        return None
+    return (
+        f"only {_size(free)} free on the filesystem of --output {str(output)!r}, below --min-free-space "
+        f"{spec} ({_size(need)})"
+    )
