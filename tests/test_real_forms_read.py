@@ -877,3 +877,29 @@ def test_a_send_and_receive_of_the_hccl_process_is_no_bubble(tmp_path: Path) -> 
     (rank,) = _analyse_json(_write(tmp_path / "trace_view.json", events))["ranks"]
     assert rank["steps"][0]["bubble_us"] == 0.0
     assert rank["steps"][0]["communication_us"] == 5000.0
+
+
+def test_an_hccl_process_without_device_tasks_reads_as_an_npu_trace_not_a_cpu_one(tmp_path: Path) -> None:
+    """helper-93: torch_npu's HCCL process and no Ascend Hardware task (a trace filtered, or its device data
+    lost): read as CPU, its host operators as computing. It is an NPU's trace: Computing 0, communication
+    HCCL's collectives, said in a warning. npuprof's own CPU trace_view.json ("Communication") stays CPU."""
+    raw = _raw()
+    hardware = _pid_of(raw, "Ascend Hardware")
+    events, collectives = _with_communication_process(raw, "HCCL")
+    events = [e for e in events if e["pid"] != hardware]
+    (rank,) = _analyse_json(_write(tmp_path / "trace_view.json", events))["ranks"]
+    (step_op,) = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    lo, hi = _span(step_op)
+    communication = _union([(max(s, lo), min(e, hi)) for s, e in collectives if s < hi and e > lo])
+    (step,) = rank["steps"]
+    assert rank["device"] == "NPU"
+    assert step["computing_us"] == 0.0
+    assert abs(Decimal(str(step["communication_us"])) - communication) <= Decimal("0.002")
+    assert abs(Decimal(str(step["free_us"])) - (hi - lo - communication)) <= Decimal("0.002")
+    assert any("HCCL process but no device task" in w for w in rank["warnings"]), rank["warnings"]
+    renamed = [
+        {**e, "args": {"name": "Communication"}} if e.get("args", {}).get("name") == "HCCL" else e
+        for e in events
+    ]
+    (cpu,) = _analyse_json(_write(tmp_path / "ours.json", renamed))["ranks"]
+    assert cpu["device"] == "CPU" and cpu["steps"][0]["computing_us"] > 0

@@ -633,6 +633,12 @@ class Extract:
         notes = []
         if not self.event_count:
             notes.append(f"{vocab.NO_EVENTS}: nothing was recorded (an empty capture, or one emptied)")
+        if self.hccl_without_tasks():
+            notes.append(
+                "torch_npu's HCCL process but no device task (no Ascend Hardware process): an NPU trace "
+                "without its device's tasks; Computing is 0 (the host's operators are not the device's "
+                "work), communication is HCCL's"
+            )
         if self.unknown_device_work:
             notes.append(vocab.unknown_device_work_note(self.unknown_device_work, "counted as device tasks"))
         if len(self.p_ts):  # still pending at the end: their process was never named
@@ -905,6 +911,13 @@ class Extract:
         for k, pid in enumerate(pids):
             if pid in wanted and not known[k] and not (args and vocab.is_mstx_mark("", args[k])):
                 self.unread_uncategorised[names.get(pid, str(pid))] += 1
+
+    def hccl_without_tasks(self) -> bool:
+        """torch_npu's communication process (``HCCL``) is there, no device task is: an NPU's trace, not a
+        CPU's (npuprof's CPU trace_view.json names its own ``Communication``)."""
+        return not len(self.dev_ts) and any(
+            vocab.HCCL_PROCESS_RE.search(n) for n in self.process_names.values()
+        )
 
     def _set_process(self, pid: Any, name: str) -> None:
         self.process_names[pid] = name

@@ -142,13 +142,13 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     trace's time base (kernel_details' start times are epoch µs)."""
     if ops is None:
         ops = nest(x)
-    n_dev = len(x.dev_ts)
+    on_device = len(x.dev_ts) > 0 or x.hccl_without_tasks()
     windows = step_windows(x)
-    device = _device_kind(x) if n_dev else "CPU"
+    device = _device_kind(x) if len(x.dev_ts) else "NPU" if on_device else "CPU"
     device_id = device_id_of(x)
-    steps = breakdown(windows, device_work(x, ops) if n_dev else host_work(x, ops))
+    steps = breakdown(windows, device_work(x, ops) if on_device else host_work(x, ops))
     step_numbers = windows.numbers if x.steps else None
-    if n_dev:
+    if on_device:
         kernels, op_stats = _device_kernels(x, ops, windows, step_numbers, base_ns)
     else:
         kernels, op_stats = _cpu_kernels(x, ops, windows, step_numbers, base_ns), _cpu_op_stats(x, ops)

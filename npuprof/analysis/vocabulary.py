@@ -74,6 +74,8 @@ NOT_HOST_PROCESS_RE = re.compile(r"(?i)overlap analysis|^hccl\b|^communication\b
 # "Plane <n>" threads (what msprof-analyze's compare reads as the communication bar); their time is
 # communication (docs/formats.md, "Traces npuprof reads")
 COMM_PROCESS_RE = re.compile(r"(?i)^hccl\b|^communication\b")
+# torch_npu's own name of it ("Communication" is npuprof's, on CPU traces too): a trace with it is an NPU's
+HCCL_PROCESS_RE = re.compile(r"(?i)^hccl\b")
 COMM_OP_THREAD_RE = re.compile(r"(?i)communication")
 # in a warning about complete events left out that may be device work (the report then does not call the
 # trace CPU-only without saying so)
