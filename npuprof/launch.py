@@ -310,6 +310,16 @@ def _kill_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
+def _kill_run(pgid: int, run_id: str | None) -> None:
+    """SIGKILL to the job's process group and to every other process of the run."""
+    _kill_group(pgid, signal.SIGKILL)
+    from npuprof.job_processes import processes_of_the_run
+
+    for pid in processes_of_the_run(run_id):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @contextlib.contextmanager
 def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Iterator[list[int]]:
     """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
@@ -318,6 +328,7 @@ def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Itera
     job too (nohup)."""
     received: list[int] = []
     interrupts: list[float] = []  # when each Ctrl-C that counts came
+    killing: list[bool] = []  # non-empty while the handler kills the run's processes
 
     def forward(signum: int, frame: object) -> None:
         received.append(signum)
@@ -329,15 +340,18 @@ def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Itera
         if not pgid_holder:
             return  # not started yet: run_child passes it on once it is
         if signum == signal.SIGINT and len(interrupts) >= 2:
-            _kill_group(pgid_holder[0], signal.SIGKILL)
-            from npuprof.job_processes import processes_of_the_run
-
-            for pid in processes_of_the_run(run_id):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            if len(interrupts) == 2 and interrupts[-1] == now:  # said once, as it counts
-                sys.stderr.write("npuprof: second SIGINT (Ctrl-C): killed the job's processes (SIGKILL)\n")
-                sys.stderr.flush()
+            if killing:  # a flood of SIGINTs lands here again while the processes are listed (helper-96)
+                return
+            killing.append(True)
+            try:
+                _kill_run(pgid_holder[0], run_id)
+                if len(interrupts) == 2 and interrupts[-1] == now:  # said once, as it counts
+                    sys.stderr.write(
+                        "npuprof: second SIGINT (Ctrl-C): killed the job's processes (SIGKILL)\n"
+                    )
+                    sys.stderr.flush()
+            finally:
+                killing.clear()
             return
         _kill_group(pgid_holder[0], signum)
 

@@ -7,6 +7,7 @@ full filesystem (a tiny tmpfs).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -719,3 +720,35 @@ def test_a_signal_before_the_job_starts_ends_the_run_record(out: Path, tmp_path:
     said = f"stopped by {signame} before the job started"
     assert (record["exit_code"], record["error"]) == (128 + signum, said)
     assert record["end"] is not None and not list(out.glob(".npuprof_payload*"))
+
+
+def test_a_sigint_flood_while_the_job_is_killed_does_not_enter_the_kill_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """helper-96: SIGINTs arriving while the handler listed and killed the run's processes ran the handler
+    inside itself, again and again (a flood: as deep as it lasts). One kill runs at a time; the SIGINTs that
+    land meanwhile are counted as received, and the job is still killed."""
+    from npuprof import job_processes, launch
+
+    ignore_sigint = functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN)  # kept across exec
+    job = subprocess.Popen(["sleep", "30"], start_new_session=True, preexec_fn=ignore_sigint)
+    listings: list[int] = []
+
+    def flooded(run_id: str | None) -> list[int]:
+        listings.append(1)
+        for _ in range(50):  # SIGINTs that land while the run's processes are listed
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # type: ignore[operator]
+        return []
+
+    monkeypatch.setattr(job_processes, "processes_of_the_run", flooded)
+    monkeypatch.setattr(launch, "SAME_CTRL_C_S", -1.0)  # every SIGINT a Ctrl-C of its own
+    try:
+        with launch._forward_signals([job.pid], "run-x") as received:
+            handler = signal.getsignal(signal.SIGINT)
+            handler(signal.SIGINT, None)  # type: ignore[operator]
+            handler(signal.SIGINT, None)  # type: ignore[operator]
+        assert job.wait(timeout=10) == -signal.SIGKILL
+        assert len(listings) == 1
+        assert len(received) == 52
+    finally:
+        _kill_quietly(job.pid, group=True)
