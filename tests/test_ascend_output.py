@@ -742,3 +742,28 @@ def test_two_traces_of_one_process_are_not_said_to_be_processes_without_a_rank(t
     result = npuprof("analyse", str(tmp_path), env=clean_env())
     assert result.returncode == 0, result.stderr
     assert "have no rank" not in result.stderr
+
+
+def test_memory_record_sizes_no_device_has_are_left_out_and_said(tmp_path: Path) -> None:
+    """helper-93: a memory_record.csv cell of 1e300 MB (damage, an edit) was the rank's peak memory. Sizes
+    below 0 or over 1 PiB are left out of the peaks and the timeline, and said, in both."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    t = 1699529622790600
+    good = [[100.0, 200.0], [350.5, 512.0], [120.0, 512.0]]
+    bad = [[1e300, 512.0], [-4.0, 512.0], [64.0, 1e30]]
+    _memory_record(
+        d / "ASCEND_PROFILER_OUTPUT",
+        [["PTA", t + 1000 * k, a, r, a, 0, "NPU:0"] for k, (a, r) in enumerate(good + bad)],
+    )
+    (rank,) = _report(d)["ranks"]
+    assert rank["memory_peak_mb"] == max(a for a, _r in good)
+    assert rank["memory_peak_reserved_mb"] == max(r for _a, r in good)
+    assert any("3 record(s) of memory_record.csv with a size no device has" in w for w in rank["warnings"])
+    target = tmp_path / "memory.json"
+    result = npuprof("memory-timeline", str(d / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv"), "-o",
+                     str(target), env=clean_env())  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "3 record(s) of memory_record.csv with a size no device has" in " ".join(result.stderr.split())
+    times, sizes = json.loads(target.read_text())
+    assert times == [t, t + 1000, t + 2000]
+    assert [sum(row) for row in sizes] == [round(a * 2**20) for a, _r in good]

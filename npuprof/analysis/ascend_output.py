@@ -38,6 +38,7 @@ UNKNOWN_START = -0.0  # a step's start_us not known: 0 in any sum, told apart by
 COMMUNICATION_FILE = "communication.json"
 MEMORY_FILE = "memory_record.csv"
 TRACE_VIEW_FILE = "trace_view.json"
+MAX_DEVICE_MB = float(1 << 30)  # 1 PiB: no device's memory comes near; a larger (or negative) size is damage
 SDMA_PARTS = ("HCCS", "PCIE", "SIO")  # the links torch_npu's SDMA total is made of
 # torch_npu's memory_record.csv components: PTA is PyTorch's caching allocator (what torch.npu reports);
 # GE, APP and the others are CANN's own pools
@@ -95,7 +96,7 @@ def summary_of(rank_dir: Path) -> Summary:
     elif not kernels:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
     steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
-    memory_rows = _memory(out / MEMORY_FILE) if (out / MEMORY_FILE).is_file() else []
+    memory_rows = _memory(out / MEMORY_FILE, warnings) if (out / MEMORY_FILE).is_file() else []
     operators = _top_operators(out / OPERATOR_FILE)  # every name, largest first
     groups = _kernel_groups(kernels)
     if not (out / OPERATOR_FILE).is_file():
@@ -341,18 +342,27 @@ def _top_operators(path: Path) -> list[TopOperator]:
     ]
 
 
-def _memory(path: Path) -> list[tuple[float, float, float | None]]:
+def _memory(path: Path, warnings: list[str]) -> list[tuple[float, float, float | None]]:
     """(time epoch µs, allocated MB, reserved MB) of the allocator's records (:func:`_allocator_rows`),
-    every device's."""
-    _component, rows = _allocator_rows(path)
+    every device's; records of impossible sizes are left out, said in ``warnings``."""
+    _component, rows, impossible = _allocator_rows(path)
+    if impossible:
+        warnings.append(impossible_memory_note(impossible))
     return sorted(((t, a, r) for _d, _text, t, a, r in rows), key=lambda row: row[0])  # stable in ties
 
 
-def allocator_records(path: Path) -> tuple[str, dict[str, list[tuple[int, float, float | None]]]]:
+def impossible_memory_note(records: int) -> str:
+    return (
+        f"{records} record(s) of {MEMORY_FILE} with a size no device has (negative, or over "
+        f"{MAX_DEVICE_MB:.0f} MB) left out: the file was damaged or edited"
+    )
+
+
+def allocator_records(path: Path) -> tuple[str, dict[str, list[tuple[int, float, float | None]]], int]:
     """memory_record.csv's allocator records by device (``Device Type`` as written, ``NPU:0``): (time
-    epoch ns, exact from the cell's digits; allocated MB; reserved MB), with the component they are of.
-    Raises AscendTableError when it cannot be read."""
-    component, rows = _allocator_rows(path)
+    epoch ns, exact from the cell's digits; allocated MB; reserved MB), with the component they are of, and
+    how many records of impossible sizes were left out. Raises AscendTableError when it cannot be read."""
+    component, rows, impossible = _allocator_rows(path)
     by_device: dict[str, list[tuple[int, float, float | None]]] = {}
     for device, text, t, allocated, reserved in rows:
         try:
@@ -360,7 +370,7 @@ def allocator_records(path: Path) -> tuple[str, dict[str, list[tuple[int, float,
         except (InvalidOperation, ValueError, OverflowError):
             ns = round(t * 1000)
         by_device.setdefault(device, []).append((ns, allocated, reserved))
-    return component, by_device
+    return component, by_device, impossible
 
 
 # which component's rows are the allocator's, in order of preference: PyTorch's caching allocator (PTA),
@@ -368,20 +378,26 @@ def allocator_records(path: Path) -> tuple[str, dict[str, list[tuple[int, float,
 ALLOCATOR_COMPONENTS = (ALLOCATOR_COMPONENT, "PTA+GE", "APP")
 
 
-def _allocator_rows(path: Path) -> tuple[str, list[tuple[str, str, float, float, float | None]]]:
-    """(component, [(device, time text, time µs, allocated MB, reserved MB)]) of one component: the first
-    of ALLOCATOR_COMPONENTS the file has, else the first it lists (components are pools of their own:
-    their totals are never mixed)."""
+def _allocator_rows(path: Path) -> tuple[str, list[tuple[str, str, float, float, float | None]], int]:
+    """(component, [(device, time text, time µs, allocated MB, reserved MB)], how many records of the file
+    had impossible sizes, left out) of one component: the first of ALLOCATOR_COMPONENTS the file has, else
+    the first it lists (components are pools of their own: their totals are never mixed)."""
     rows: dict[str, list[tuple[str, str, float, float, float | None]]] = {}
+    impossible = 0
     for row in _rows(path):
         text = row.get("Timestamp(us)") or ""
         t, allocated = _number(text), _number(row.get("Total Allocated(MB)"))
-        if t is not None and allocated is not None:
-            rows.setdefault(row.get("Component") or "", []).append(
-                (row.get("Device Type") or "", text, t, allocated, _number(row.get("Total Reserved(MB)")))
-            )
+        if t is None or allocated is None:
+            continue
+        component, reserved = row.get("Component") or "", _number(row.get("Total Reserved(MB)"))
+        if not 0 <= allocated <= MAX_DEVICE_MB or (
+            reserved is not None and not 0 <= reserved <= MAX_DEVICE_MB
+        ):
+            impossible += 1
+            continue
+        rows.setdefault(component, []).append((row.get("Device Type") or "", text, t, allocated, reserved))
     component = next((c for c in ALLOCATOR_COMPONENTS if c in rows), next(iter(rows), ""))
-    return component, rows.get(component, [])
+    return component, rows.get(component, []), impossible
 
 
 def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, int | float | None]:

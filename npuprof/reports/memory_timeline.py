@@ -170,10 +170,15 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
 def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
     """UNKNOWN-category data from torch_npu's ``memory_record.csv`` for ``device``: one component's totals
     in MB at epoch µs (PyTorch's allocator, ``PTA``, where the file has it), times exact to the ns."""
-    from npuprof.analysis.ascend_output import ALLOCATOR_COMPONENT, AscendTableError, allocator_records
+    from npuprof.analysis.ascend_output import (
+        ALLOCATOR_COMPONENT,
+        AscendTableError,
+        allocator_records,
+        impossible_memory_note,
+    )
 
     try:
-        component, by_device = allocator_records(path)
+        component, by_device, impossible = allocator_records(path)
     except AscendTableError as exc:
         raise MemoryTimelineError(f"cannot read {exc}") from None
     mib = 1 << 20
@@ -195,6 +200,8 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
         for name, rows in merged.items()
     }
     origin = path.name if component == ALLOCATOR_COMPONENT else f"{path.name} (component {component or '-'})"
+    if impossible:
+        origin += f"; {impossible_memory_note(impossible)}"
     return _from_records(per_device, device, base_ns, origin)
 
 
