@@ -87,6 +87,24 @@ def test_failing_user_sitecustomize_is_reported_and_the_job_runs(out: Path, tmp_
     assert "user hook broke" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_script_importing_a_user_sitecustomize_that_raised_gets_the_users_again(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-90: after the user's hook raised, `import sitecustomize` in the script gave npuprof's module,
+    silently; without npuprof Python runs the user's again (it raises again). Both the same now."""
+    site = _user_site(tmp_path, "raise RuntimeError('user hook broke')\n")
+    code = (
+        "try:\n    import sitecustomize\nexcept RuntimeError as exc:\n    print('raised again:', exc)\n"
+        "else:\n    print('imported', sitecustomize.__file__)\n"
+    )
+    bare = subprocess.run([sys.executable, "-c", code], env=clean_env(PYTHONPATH=str(site)),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert bare.stdout == "raised again: user hook broke\n", bare.stdout
+    result = _run_python(out, code, str(site))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == bare.stdout
+
+
 def test_agent_imported_from_the_bootstrap_leaves_sys_path_alone(tmp_path: Path) -> None:
     """Where the job's Python lacks npuprof, the agent comes from the bootstrap's own tree, and sys.path
     keeps no trace of it (python -S: no site-packages, so no installed npuprof)."""

@@ -24,8 +24,10 @@ def _chain_user_sitecustomize() -> None:
     except ImportError as exc:
         if exc.name != "sitecustomize":
             _report(f"the user's sitecustomize failed: {exc!r}")
+            return  # as Python leaves it: a later `import sitecustomize` runs the user's again
     except Exception as exc:  # the user's hook failing must not be blamed on us, nor stop Python
         _report(f"the user's sitecustomize raised {exc!r}")
+        return
     if "sitecustomize" not in sys.modules and ours is not None:
         sys.modules["sitecustomize"] = ours
 
