@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import xml.etree.ElementTree as ET
@@ -24,6 +25,7 @@ from stacks_support import (
 
 from npuprof.reports import flamegraph_svg as fg
 from npuprof.reports import stacks as st
+from npuprof.results import layout
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -177,8 +179,15 @@ def test_no_python_stacks_is_operator_nesting_with_a_note(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "--with-stack" in proc.stderr
     values = _parse_lines((tmp_path / "s.folded").read_text())
-    assert any(stack[0].startswith("ProfilerStep#") for stack in values)
+    # the steps are one root, not one each (the capture recorded several): a graph of code paths
+    assert {stack[0] for stack in values if stack[0].startswith("ProfilerStep")} == {"ProfilerStep"}
+    lines = [line.rsplit(" ", 1)[0] for line in (tmp_path / "s.folded").read_text().splitlines()]
+    assert len(lines) == len(set(lines))  # each path once
     assert any(len(stack) > 1 and stack[-1].startswith("aten::") for stack in values)
+    raw = layout.find_raw_trace(rank_dir)
+    data = raw.read_bytes()
+    trace = json.loads(gzip.decompress(data) if raw.name.endswith(".gz") else data)
+    assert len({e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")}) > 1
 
 
 @pytest.mark.parametrize(
@@ -198,7 +207,7 @@ def test_device_time_goes_to_the_launching_stack(tmp_path, with_correlation, wit
         # correlation, else the ac2g flow, else External id: all lead to the op, not the runtime call
         assert by_kernel[st.sanitise_frame(name)] == (
             "train.py(10):_<module>",
-            "ProfilerStep#1",
+            st.STEP_FRAME,
             "train.py(5):_step",
             op,
         )

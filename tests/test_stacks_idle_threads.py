@@ -70,7 +70,7 @@ def test_frames_differing_only_by_address_merge(tmp_path: Path) -> None:
     folded, _ = _folded(str(trace))
     lambda_paths = [k for k in folded if "lambda" in k]
     # both lambdas are one frame now: 300 + 300 µs, of which aten::mm's 100 µs is its own line
-    merged = "ProfilerStep#1;train.py(10):_train_step;model.py(5):_<lambda_object_at_0x...>"
+    merged = "ProfilerStep;train.py(10):_train_step;model.py(5):_<lambda_object_at_0x...>"
     assert folded[merged] == 500 and f"{merged};aten::mm" in lambda_paths
     assert folded[f"{merged};aten::mm"] == 100
     assert not any("0x7f3a" in k for k in folded)

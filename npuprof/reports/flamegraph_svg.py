@@ -80,7 +80,7 @@ def _colour(name: str) -> str:
     if _PYTHON_FRAME.search(name):
         # Python frames: greens
         return f"rgb({int(50 + 80 * a)},{int(160 + 60 * b)},{int(50 + 60 * c)})"
-    if name.startswith(("ProfilerStep#", "Optimizer.", "all")):
+    if name.startswith(("ProfilerStep", "Optimizer.", "all")):
         return f"rgb({int(150 + 40 * a)},{int(120 + 40 * b)},{int(200 + 40 * c)})"
     # operators, kernels: warm
     return f"rgb({int(205 + 50 * a)},{int(80 + 130 * b)},{int(20 + 40 * c)})"

@@ -40,6 +40,7 @@ from npuprof.analysis import vocabulary as vocab
 from npuprof.reports.trace_events import TraceEvent, load_events, process_names
 
 HOST_METRIC = "self_cpu_time_total"
+STEP_FRAME = "ProfilerStep"  # every ProfilerStep#N (_frame_of)
 DEVICE_METRICS = ("self_cuda_time_total", "self_npu_time_total")
 METRICS = (HOST_METRIC, *DEVICE_METRICS)
 
@@ -344,7 +345,7 @@ def _build_host_tree(
                     node_id = trie.child(node_id, frame)
                 if frames:
                     framed = has_python = True
-                node_id = trie.child(node_id, sanitise_frame(ev.name))
+                node_id = trie.child(node_id, _frame_of(ev.name, cat))
             if parent is not None:
                 parent.child_time += end - ts
             machinery = cat == vocab.PYTHON_FUNCTION and any(mark in ev.name for mark in RANGE_MACHINERY)
@@ -357,6 +358,14 @@ def _build_host_tree(
             _close(stack.pop(), self_time)
         spans[thread] = thread_spans
     return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
+
+
+def _frame_of(name: str, cat: str | None) -> str:
+    """An event's frame: its name sanitised; every ``ProfilerStep#N`` one ``ProfilerStep`` frame (a flame
+    graph of code paths, not one tower per step: without Python frames the steps are the roots)."""
+    if cat == vocab.USER_ANNOTATION and name.startswith(vocab.STEP_PREFIX):
+        return STEP_FRAME
+    return sanitise_frame(name)
 
 
 def _close(node: _Node, self_time: dict[int, float]) -> None:
