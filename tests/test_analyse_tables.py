@@ -186,10 +186,10 @@ def test_cpu_an_operator_that_issued_a_collective_waits_while_it_runs(
     hook's did) and waits for the gloo collective [200, 800) on gloo's thread; inside it aten::clone
     [110, 140); after it aten::add [900, 950). Computing: the backward outside the collective and the call
     with clone and add: [100, 150) [160, 200) [800, 900) [900, 950) = 50 + 40 + 100 + 50 = 240 for the
-    short call; [100, 150) [850, 900) [900, 950) = 150 for the blocking one. Communication: the collective,
-    600, none of it hidden behind computing (the call outside it, [150, 200) and [800, 850), is neither, as
-    a call was before). Counted as before this rule, the backward would have covered the collective:
-    computing 850, exposed 0."""
+    short call; [100, 150) [850, 900) [900, 950) = 150 for the blocking one. Communication: the collective
+    and the call, where the thread waits for it (helper-99: that wait read as free): 600 + 10 for the short
+    call, [150, 850) = 700 for the blocking one, none of it hidden behind computing. Counted as before the
+    rule on holders, the backward would have covered the collective: computing 850, exposed 0."""
     call = (150, 700 if blocking_call else 10)
     got = _one_gloo_step(
         tmp_path,
@@ -200,7 +200,7 @@ def test_cpu_an_operator_that_issued_a_collective_waits_while_it_runs(
         ("aten::add", 900, 50),
         collective=(200, 600),
     )
-    computing = 150 if blocking_call else 240
+    computing, communication = (150, 700) if blocking_call else (240, 610)
     assert (
         got["Computing"],
         got["Communication"],
@@ -208,18 +208,19 @@ def test_cpu_an_operator_that_issued_a_collective_waits_while_it_runs(
         got["Communication(Not Overlapped)"],
     ) == (
         computing,
-        600,
+        communication,
         0,
-        600,
+        communication,
     ), got
-    assert got["Free"] == 1000 - computing - 600
+    assert got["Free"] == 1000 - computing - communication
 
 
 def test_cpu_the_wait_of_a_functional_collective_is_communication(tmp_path: Path) -> None:
     """torch.distributed._functional_collectives: the rank waits in ``_c10d_functional::wait_tensor``
     [102, 898) under PythonSubclass [101, 899) under aten::copy_ [100, 900), while gloo's collective runs
     [150, 850) (helper-86: read as ~97% computing). The wait is a communication call, its holders wait with
-    it: computing is copy_ outside the call, [100, 102) and [898, 900), 4 µs; exposed communication 700."""
+    it: computing is copy_ outside the call, [100, 102) and [898, 900), 4 µs; exposed communication the
+    wait and the collective, [102, 898): 796."""
     got = _one_gloo_step(
         tmp_path,
         ("aten::copy_", 100, 800),
@@ -227,7 +228,7 @@ def test_cpu_the_wait_of_a_functional_collective_is_communication(tmp_path: Path
         ("_c10d_functional::wait_tensor", 102, 796),
         collective=(150, 700),
     )
-    assert (got["Computing"], got["Communication(Not Overlapped)"], got["Overlapped"]) == (4, 700, 0), got
+    assert (got["Computing"], got["Communication(Not Overlapped)"], got["Overlapped"]) == (4, 796, 0), got
 
 
 def test_idempotent_and_force(tmp_path: Path) -> None:

@@ -225,7 +225,8 @@ def test_preparing_is_zero_when_the_first_task_starts_with_the_step(tmp_path: Pa
 def test_cpu_only_collective_call_is_communication_not_computing(tmp_path: Path) -> None:
     # step [0, 1000) on the main thread: aten::mm [100, 300), c10d::allreduce_ [400, 600) waiting for
     # gloo's worker thread, whose all_reduce runs [410, 600). Computing = the mm alone, 200; communication
-    # = 190, none of it under computing; free = 1000 - 390 = 610.
+    # = the call and the collective, 200 (the thread waits in the call from 400: helper-99), none of it
+    # under computing; free = 1000 - 400 = 600.
     trace = {
         "schemaVersion": 1,
         "distributedInfo": {"backend": "gloo", "rank": 0, "world_size": 2},
@@ -239,9 +240,9 @@ def test_cpu_only_collective_call_is_communication_not_computing(tmp_path: Path)
     write_rank_dir(tmp_path, trace)
     (step,) = analyse_json(tmp_path)["ranks"][0]["steps"]
     assert step["computing_us"] == 200.0
-    assert step["communication_us"] == 190.0
-    assert step["comm_not_overlapped_us"] == 190.0
-    assert step["free_us"] == 610.0
+    assert step["communication_us"] == 200.0
+    assert step["comm_not_overlapped_us"] == 200.0
+    assert step["free_us"] == 600.0
 
 
 def test_slowest_rank_every_field_by_hand() -> None:

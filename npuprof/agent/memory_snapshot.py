@@ -40,8 +40,12 @@ SNAPSHOT_FILE = "memory_timeline.snapshot.msgpack"
 FORMAT = "npuprof-memory-snapshot"
 VERSION = 1
 OP, ALLOCATION, PYCALL = 0, 1, 2
-SLICE_EVENTS = 200  # ~0.3-1 ms of copying: the longest the training thread waits for the GIL
-PAUSE_S = 0.0005  # between slices: the training thread takes the GIL
+SLICE_EVENTS = 20  # ~30-100 µs of copying: the longest the training thread waits for the GIL
+# After a slice the copy sleeps this many times the slice's own CPU time (at least PAUSE_S): it holds the
+# GIL ~5 % of the time, so the training thread, which takes the GIL back after each operator, rarely finds
+# it taken (helper-99: 200-event slices with 0.5 ms pauses made the steps after a capture 2-3x longer)
+PAUSE_FACTOR = 19
+PAUSE_S = 0.0005
 TASK_KEY = "_snapshot_task"  # in a job's "exports": the task, for the hand-over thread (never sent)
 
 
@@ -101,8 +105,9 @@ class SnapshotTask:
         started = time.thread_time()
         for _ in _walk(self.roots, self.events, self.tensors):
             if not self._hurry.is_set():
-                self.cpu_s += time.thread_time() - started
-                time.sleep(PAUSE_S)
+                spent = time.thread_time() - started
+                self.cpu_s += spent
+                time.sleep(max(PAUSE_S, spent * PAUSE_FACTOR))
                 started = time.thread_time()
         self.cpu_s += time.thread_time() - started
         from npuprof.agent.log import get_log
