@@ -6,10 +6,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from analyse_support.handmade import cpu_trace, cuda_trace, mem, write_rank_dir, x
+from analyse_support.handmade import PID, cpu_trace, cuda_trace, mem, write_rank_dir, x
 from conftest import clean_env, npuprof
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
@@ -33,6 +34,24 @@ def test_a_repeated_step_number_is_named_and_the_first_span_kept(tmp_path: Path)
     assert [(s["step"], s["duration_us"]) for s in summary["steps"]] == [(7, 1000.0), (8, 400.0)]
     (note,) = summary["warnings"]
     assert note.startswith("1 step number(s) appear more than once (ProfilerStep#7)"), note
+
+
+def test_steps_of_two_processes_in_one_trace_are_said_to_be_read_together(tmp_path: Path) -> None:
+    """helper-99: a trace holding a second process's copy of the steps said the repeated steps were "left
+    out" while that process's operators were still counted (in the first process's steps and the top
+    operators: twice the calls). The note now says what is done with them."""
+    trace = cpu_trace()
+    ours = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    trace["traceEvents"] += [{**e, "pid": e["pid"] + 1, "tid": e["tid"] + 1, "ts": e["ts"] + 3} for e in ours]
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    (note,) = [w for w in summary["warnings"] if "appear more than once" in w]
+    assert f"the steps are of 2 processes ({PID}, {PID + 1}), read as one rank" in note, note
+    assert "their operators are counted together" in note, note
+    calls: Counter[str] = Counter()
+    for op in summary["top_operators"]:
+        calls[op["name"]] += op["count"]
+    mine = Counter(e["name"] for e in ours if e["cat"] == "cpu_op")
+    assert calls == Counter({name: 2 * n for name, n in mine.items()})  # as the note says
 
 
 def test_steps_that_overlap_are_named(tmp_path: Path) -> None:

@@ -685,9 +685,18 @@ class Extract:
         if repeated:
             more = " ..." if len(repeated) > 5 else ""
             shown = ", ".join(f"ProfilerStep#{n}" for n in repeated[:5]) + more
+            keys = list(self.threads)
+            pids = sorted({str(keys[t][0]) for *_, t in self.steps})
+            whose = (
+                f"; the steps are of {len(pids)} processes ({', '.join(pids[:5])}), read as one rank: their "
+                "operators are counted together, in the step windows of the first spans and in the top "
+                "operators (analyse each process's own trace apart)"
+                if len(pids) > 1
+                else "; the events inside the others still count, in the step windows they fall in"
+            )
             notes.append(
                 f"{len(repeated)} step number(s) appear more than once ({shown}): the first span of each is "
-                "the step; the others are left out of the step table"
+                f"the step, the other spans are left out of the step table{whose}"
             )
         overlapping = _overlapping_steps(self.steps)
         if overlapping:
