@@ -9,8 +9,10 @@ tree, and nothing else; the post-processor replays torch's own categorisation on
 The step itself only takes the tree's roots (``experimental_event_tree()``: references that keep the tree
 alive after the profiler moves on, ~20 µs). The copy is made by a :class:`SnapshotTask` run by the
 capture's hand-over thread before it hands the job to the post-processor (npuprof.results.postprocess), in
-slices of ``SLICE_EVENTS`` events with a pause between them, so that the training thread waits at most one
-slice for the GIL. At exit (or without a hand-over thread) it runs at once, without pauses.
+slices of ``SLICE_EVENTS`` events with a pause of ``PAUSE_FACTOR`` times the slice's CPU time after each,
+so that the training thread waits at most one short slice for the GIL, and rarely. At exit (or without a
+hand-over thread), or when more than ``WAITING_SNAPSHOTS`` captures' snapshots wait behind it, it runs at
+once, without pauses.
 
 The copy (``memory_timeline.snapshot.msgpack``; docs/formats.md) holds, in the tree's depth-first order:
 
@@ -40,12 +42,15 @@ SNAPSHOT_FILE = "memory_timeline.snapshot.msgpack"
 FORMAT = "npuprof-memory-snapshot"
 VERSION = 1
 OP, ALLOCATION, PYCALL = 0, 1, 2
-SLICE_EVENTS = 20  # ~30-100 µs of copying: the longest the training thread waits for the GIL
+SLICE_EVENTS = 10  # ~15-50 µs of copying: the longest the training thread waits for the GIL
 # After a slice the copy sleeps this many times the slice's own CPU time (at least PAUSE_S): it holds the
-# GIL ~5 % of the time, so the training thread, which takes the GIL back after each operator, rarely finds
+# GIL ~2 % of the time, so the training thread, which takes the GIL back after each operator, rarely finds
 # it taken (helper-99: 200-event slices with 0.5 ms pauses made the steps after a capture 2-3x longer)
-PAUSE_FACTOR = 19
+PAUSE_FACTOR = 49
 PAUSE_S = 0.0005
+# snapshots waiting behind the one being copied before that one goes at full speed (each holds its
+# capture's event tree; npuprof.results.postprocess bounds them)
+WAITING_SNAPSHOTS = 2
 TASK_KEY = "_snapshot_task"  # in a job's "exports": the task, for the hand-over thread (never sent)
 
 

@@ -326,12 +326,15 @@ class _Handover:
         self.thread: threading.Thread | None = None
         self.task: Any = None  # the memory snapshot being copied (npuprof.agent.memory_snapshot)
         self.hurry = False  # training has ended: snapshots are copied without pauses
+        self.snapshots_put = 0  # jobs with a memory snapshot to copy: counted by the training thread ...
+        self.snapshots_taken = 0  # ... and by the hand-over thread as it takes them
 
     def put(self, job: dict[str, Any]) -> None:
         self.submitted += 1
         if self._write_at_once(job):
             self.sent_at_once += 1
             return
+        self._bound_snapshots(job)
         self.queue.put(job)
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="npuprof-handover", daemon=True)
@@ -357,6 +360,20 @@ class _Handover:
             self.current = None
             self.sent += 1
 
+    def _bound_snapshots(self, job: dict[str, Any]) -> None:
+        """A snapshot copy goes slowly, to leave the GIL to training; each one waiting keeps its capture's
+        event tree alive. Past WAITING_SNAPSHOTS waiting (captures back to back), the copy under way goes
+        at full speed, so the trees held stay bounded."""
+        from npuprof.agent.memory_snapshot import TASK_KEY, WAITING_SNAPSHOTS
+
+        exports = job.get("exports")
+        if not isinstance(exports, dict) or TASK_KEY not in exports:
+            return
+        self.snapshots_put += 1
+        task = self.task
+        if task is not None and self.snapshots_put - self.snapshots_taken > WAITING_SNAPSHOTS:
+            task.hurry()
+
     def _copy_snapshot(self, job: dict[str, Any]) -> None:
         """A job asking for a memory timeline carries the copy of the profiler's tree still to make:
         made here, off the training step, before the post-processor is told (it reads the file)."""
@@ -367,6 +384,7 @@ class _Handover:
         task = pop_task(job)
         if task is None:
             return
+        self.snapshots_taken += 1
         self.task = task
         task.run(pause=not self.hurry)
         self.task = None
