@@ -10,6 +10,7 @@ import io
 import json
 import sys
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -546,3 +547,67 @@ def test_the_marks_layer_of_trace_view_is_not_taken_for_device_work(
     assert result.returncode == 0, result.stderr
     assert "possible device work" not in result.stderr
     assert "no device kernels: CPU-only trace (the CPU is the device)" in result.stdout
+
+
+@pytest.mark.parametrize("metadata", ["as written", "at the end"])
+def test_a_trace_view_analysed_alone_reports_the_ranges_of_its_msprof_tx_layer(
+    real_run: Path, tmp_path: Path, metadata: str
+) -> None:
+    """helper-94: npuprof's trace_view.json analysed on its own (copied away from its rank dir and side
+    files) had no ranges: the MsprofTx layer was left out as no work, and read nowhere. Its ranges are those
+    of the rank dir's report; trace_view.json written for it keeps that layer once, as it was."""
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    def ranges(rank: dict[str, Any]) -> list[tuple[str, str, int, float]]:
+        return sorted((g["name"], g["kind"], g["count"], g["total_us"]) for g in rank["ranges"])
+
+    (own,) = json.loads(terminal.render_json(build_report(real_run.parent, jobs=1)))["ranks"]
+    events = _trace_view(real_run)
+    if metadata == "at the end":
+        events = [e for e in events if e.get("ph") != "M"] + [e for e in events if e.get("ph") == "M"]
+    trace = tmp_path / "tv.json"
+    trace.write_text(json.dumps(events))
+    result = npuprof("analyse", str(trace), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    (alone,) = json.loads(result.stdout)["ranks"]
+    layer = [
+        e for e in events if e.get("ph") == "X" and (e.get("args") or {}).get("event_type") == "start/end"
+    ]
+    assert len(layer) >= 6  # 3 forward ranges, 3 comm: ranges
+    got = ranges(alone)
+    assert [(n, k, c) for n, k, c, _t in got] == [(n, k, c) for n, k, c, _t in ranges(own)]
+    for (_n, _k, _c, mine), (_n2, _k2, _c2, theirs) in zip(got, ranges(own), strict=True):
+        assert abs(mine - theirs) <= 0.002 * _c  # the layer's µs text rounds each range to the ns
+    written = json.loads((tmp_path / "tv.json.npuprof" / "trace_view.json").read_text())
+    rewritten = [e for e in written if e.get("ph") == "X" and (e.get("args") or {}).get("event_type")]
+    assert len(rewritten) == len(
+        [e for e in events if e.get("ph") == "X" and (e.get("args") or {}).get("event_type")]
+    )
+
+
+def test_the_msprof_tx_ranges_of_torch_npus_trace_view_are_reported_per_step(tmp_path: Path) -> None:
+    """A torch_npu trace_view.json with mstx data (CANN's MsprofTx layer, as docs/formats.md shows it): its
+    ranges in the report, summed per step and name, marks left out; computed here from the events."""
+    real = json.loads((Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json").read_text())
+    (step,) = [e for e in real if str(e.get("name", "")).startswith("ProfilerStep#")]
+    start = Decimal(step["ts"])
+    pid = (4242 << 10) | (6 << 5) | 31
+    layer = [
+        {"name": "forward", "pid": pid, "tid": 7, "ts": str(start + Decimal("100.250")), "dur": 2400.5,
+         "ph": "X", "args": {"event_type": "start/end", "domain": "default"}},
+        {"name": "forward", "pid": pid, "tid": 7, "ts": str(start + Decimal("5000.125")), "dur": 1000.25,
+         "ph": "X", "args": {"event_type": "start/end", "domain": "default"}},
+        {"name": "step begin", "pid": pid, "tid": 7, "ts": str(start + Decimal("1.5")), "dur": 0.0, "ph": "X",
+         "args": {"event_type": "marker", "domain": "default"}},
+        {"name": "process_name", "pid": pid, "tid": 0, "ph": "M", "args": {"name": "python"}},
+    ]  # fmt: skip
+    trace = tmp_path / "trace_view.json"
+    trace.write_text(json.dumps(real + layer))
+    result = npuprof("analyse", str(trace), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert [(g["name"], g["kind"], g["count"], g["total_us"], g["max_us"]) for g in rank["ranges"]] == [
+        ("forward", "range", 2, 2400.5 + 1000.25, 2400.5)
+    ]
+    assert "possible device work" not in result.stderr

@@ -33,10 +33,18 @@ class RankAnnotations:
             self.warnings.append(f"{exc}: the GC layer is not shown")
         self.spans: marks_ranges.Spans | None = None  # read from the trace
         self._merged: marks_ranges.Spans | None = None  # and the comm: ranges of their side file
+        # the trace's own MsprofTx layer (a trace_view.json: torch_npu's, or npuprof's analysed alone),
+        # read where the capture left no side file saying what it recorded; trace_view.json keeps it as is
+        self.layer: marks_ranges.Spans | None = None
 
     @property
     def empty(self) -> bool:
-        return self.want is None and self.gc is None and not self.warnings
+        return self.want is None and self.layer is None and self.gc is None and not self.warnings
+
+    def take_layer(self, mstx: list[tuple[str, Any, Any, float, float]]) -> None:
+        """The MsprofTx layer's marks and ranges (Extract.mstx), when the capture's side files name none."""
+        if self.want is None and mstx:
+            self.layer = marks_ranges.from_layer(mstx)
 
     def read_spans(self, raw: Path, fd: int) -> None:
         """Read the marks and ranges from the plain trace open at ``fd`` (when the capture had any)."""
@@ -50,7 +58,7 @@ class RankAnnotations:
     def trace_events(self, process_names: dict[Any, str], device_id: int, base_ns: int) -> list[bytes]:
         """The MsprofTx and GC layers of trace_view.json, encoded (none for an empty capture)."""
         out: list[bytes] = []
-        spans = self._all_spans(base_ns)
+        spans = self._all_spans(base_ns) if self.layer is None else None  # a layer of its own stays as it is
         if spans is not None:
             out += marks_ranges.layer_events(spans, process_names, base_ns)
         if self.gc is not None:
@@ -63,7 +71,7 @@ class RankAnnotations:
         if self.empty:
             return []
         fields: dict[str, Any] = {}
-        if self.want is not None:
+        if self.want is not None or self.layer is not None:
             spans = self._all_spans(base_ns)
             fields["ranges"] = marks_ranges.per_step(spans, windows) if spans is not None else []
         if self.gc is not None:
@@ -84,7 +92,10 @@ class RankAnnotations:
 
     def _all_spans(self, base_ns: int) -> marks_ranges.Spans | None:
         """The spans read from the trace and the ``comm:`` ranges of ``npuprof_comm_ranges.json`` (those
-        are there even when the trace could not be read); None when there are neither."""
+        are there even when the trace could not be read), or the trace's MsprofTx layer; None when there
+        are none."""
+        if self.layer is not None:
+            return self.layer
         if self._merged is None and self.want is not None:
             record = self.want.comm_ranges
             if self.spans is not None or record is not None:

@@ -583,6 +583,9 @@ class Extract:
         # complete events of no category left out of processes of no known kind (by process name): device
         # work, perhaps, of a process npuprof does not know as a device's
         self.unread_uncategorised: Counter[str] = Counter()
+        # the marks and ranges of a trace_view.json's MsprofTx layer (CANN's mstx: no category, args
+        # event_type): (name, pid, tid, ts, dur), read by analysis/annotations.py when no side file has them
+        self.mstx: list[tuple[str, Any, Any, float, float]] = []
         self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE, _P_COMM or _P_OTHER, once its name is known
         self.frame_threads: dict[tuple[Any, Any], int] = {}
         self.frame_names: list[str] = []
@@ -752,6 +755,19 @@ class Extract:
             pids = [keys[t][0] for t in self.p_thread[dropped].tolist()]
             kinds = [strings[k] if k >= 0 else "" for k in self.p_kind[dropped].tolist()]
             self._note_uncategorised(pids, [c or (k == MSTX_KIND) for c, k in zip(cats, kinds, strict=True)])
+            marks = [i for i, (c, k) in enumerate(zip(cats, kinds, strict=True)) if not c and k == MSTX_KIND]
+            if marks:
+                at = dropped[marks]
+                self.mstx.extend(
+                    (strings[n], *keys[t], ts, dur)
+                    for n, t, ts, dur in zip(
+                        self.p_name[at].tolist(),
+                        self.p_thread[at].tolist(),
+                        self.p_ts[at].tolist(),
+                        self.p_dur[at].tolist(),
+                        strict=True,
+                    )
+                )
         keep = cls == _P_UNKNOWN
         for name in _PENDING:
             setattr(self, name, getattr(self, name)[keep])
@@ -840,6 +856,7 @@ class Extract:
                 cats = [str(c) if c is not None else "" for c in map(_CAT, left)]
                 self.unread_categories.update(cats)
                 self._note_uncategorised(list(map(_PID, left)), cats, list(map(_ARGS, left)))
+                self._note_mstx(left, cats)
                 pi = pi[keep]
                 pend = list(itertools.compress(pend, keep.tolist()))
             sel.pi, sel.pend = pi, pend
@@ -901,6 +918,15 @@ class Extract:
             if ev.name == "process_name" and ev.args:
                 value = _ANY.decode(ev.args)
                 self._set_process(ev.pid, str(value.get("name", "")) if isinstance(value, dict) else "")
+
+    def _note_mstx(self, events: list[Any], cats: list[str]) -> None:
+        """The MsprofTx marks and ranges among ``events`` (left out of every table; their categories
+        ``cats``), kept for the report's ranges."""
+        for ev, cat in zip(events, cats, strict=True):
+            if not cat and vocab.is_mstx_mark("", _ARGS(ev)):
+                ts, dur = _TS(ev), _DUR(ev)
+                if not no_time(ts) and not no_time(dur):  # one without a time is left out
+                    self.mstx.append((str(ev.name), ev.pid, ev.tid, float(ts), float(dur)))
 
     def _note_uncategorised(self, pids: list[Any], known: list[Any], args: list[Any] | None = None) -> None:
         """Count the events of no category left out of a process of no known kind (by its name): not the
@@ -1243,6 +1269,7 @@ class Extract:
         self.timeless += other.timeless
         self.unread_categories.update(other.unread_categories)
         self.unread_uncategorised.update(other.unread_uncategorised)
+        self.mstx.extend(other.mstx)
         fmap = np.array(
             [self.frame_threads.setdefault(k, len(self.frame_threads)) for k in other.frame_threads]
         )

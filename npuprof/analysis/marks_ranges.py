@@ -238,6 +238,23 @@ def read_spans(raw: Path, fd: int, want: Wanted) -> Spans:
     return found
 
 
+def from_layer(mstx: list[tuple[str, Any, Any, float, float]]) -> Spans:
+    """The marks and ranges of a trace's MsprofTx layer ((name, pid, tid, ts µs, dur µs) each, as CANN
+    writes them: docs/formats.md), by start: a mark has no length; a ``comm:`` name, npuprof's
+    communication range; any other, a range."""
+    found = Spans()
+    for name, pid, tid, ts, dur in sorted(mstx, key=lambda m: m[3]):
+        found.name.append(name)
+        found.kind.append("mark" if dur == 0 else "comm" if name.startswith(COMM_PREFIX) else "range")
+        found.pid.append(pid)
+        found.tid.append(tid)
+        found.ts.append(ts)
+        found.dur_ns.append(dur)
+    if len(found):
+        found.dur_ns = ns_of(np.array(found.dur_ns, dtype=np.float64)).tolist()
+    return found
+
+
 def with_comm_ranges(spans: Spans, record: CommRecord | None, base_ns: int) -> Spans:
     """``spans`` (read from the trace) and ``record``'s ``comm:`` ranges, in one list ordered by start
     (µs of the trace: epoch ns - ``base_ns``, over 1000); ``spans`` itself when there are none."""

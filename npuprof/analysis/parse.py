@@ -617,6 +617,7 @@ def _write_outputs(
             tabs = tables.build_tables(extract, ops, base_ns)
             phase("tables")
             rank_notes.read_spans(raw, source)
+            rank_notes.take_layer(extract.mstx)
             layers = rank_notes.trace_events(extract.process_names, tables.device_id_of(extract), base_ns)
             if export_db:  # the db export: forked (it overlaps writing trace_view.json), or inline below
                 from npuprof.analysis import db_export
