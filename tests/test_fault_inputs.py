@@ -598,8 +598,6 @@ def test_the_summary_says_the_output_went_read_only_rather_than_blaming_the_sche
     "command",
     [
         ["run", "--export-chrome-trace", "{fifo}", "--", sys.executable, "-c", "print(1)"],
-        ["export-stacks", "{src}", "-o", "{fifo}"],
-        ["export-stacks", "{src}", "--svg", "{fifo}"],
         ["memory-timeline", "{src}", "-o", "{fifo}"],
     ],
 )
@@ -615,6 +613,29 @@ def test_a_fifo_given_as_an_output_file_is_refused_and_left_alone(tmp_path: Path
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["node.json"]
+
+
+def test_export_stacks_into_dev_null_or_a_fifo_writes_into_it_as_it_is(tmp_path: Path) -> None:
+    """`-o /dev/null` was refused (a device the rename would replace): a user discarding the stacks, or
+    handing them to a reader through a named pipe, writes into the node, which stays what it was."""
+    import threading
+
+    trace = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
+    plain = npuprof("export-stacks", str(trace), "-o", "-", timeout=60)
+    assert plain.returncode == 0 and plain.stdout, plain.stderr
+    null = npuprof("export-stacks", str(trace), "-o", "/dev/null", "--svg", "/dev/null", timeout=60)
+    assert null.returncode == 0, null.stderr
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+    fifo = tmp_path / "stacks.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    piped = npuprof("export-stacks", str(trace), "-o", str(fifo), timeout=60)
+    reader.join(timeout=60)
+    assert piped.returncode == 0, piped.stderr
+    assert got == [plain.stdout.encode()]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == [fifo.name]
 
 
 @pytest.mark.parametrize("command", [["analyse"], ["status"], ["trigger"], ["export-stacks"]])

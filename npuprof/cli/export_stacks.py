@@ -28,12 +28,14 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _check_output(path: Path, flag: str) -> Path:
-    from npuprof.results.paths import UnsafePathError, output_file_problem, resolve_output_path
+    from npuprof.results.paths import UnsafePathError, is_stream, output_file_problem, resolve_output_path
 
     try:
         target = resolve_output_path(path, flag)
     except UnsafePathError as exc:
         raise _fail(str(exc), 2) from None
+    if is_stream(target):  # -o /dev/null, a named pipe: written into as it is
+        return target
     problem = output_file_problem(target)
     if problem is not None:
         missing = "does not exist" in problem
@@ -45,9 +47,14 @@ def _check_output(path: Path, flag: str) -> Path:
 
 def _write(path: Path, text: str) -> None:
     from npuprof.results.atomic import write_text
+    from npuprof.results.paths import is_stream
 
     try:
-        write_text(path, text)
+        if is_stream(path):
+            with open(path, "w", encoding="utf-8") as stream:
+                stream.write(text)
+        else:
+            write_text(path, text)
     except OSError as exc:
         raise _fail(f"cannot write {path}: {exc.strerror or exc}") from None
 

@@ -29,6 +29,16 @@ def not_a_plain_file(info: os.stat_result) -> str | None:
     return next((kind for test, kind in _KINDS if test(info.st_mode)), None)
 
 
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """``path`` is a character device or a FIFO itself (not a link to one): ``/dev/null``, a named pipe.
+    Written into, never replaced (what ``cp x /dev/null`` does)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
 def output_file_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot take an output file that npuprof writes whole (to a temporary name, then
     renamed over it): its directory is missing or not one, it is a directory, a device, a FIFO or a
