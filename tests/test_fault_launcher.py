@@ -752,3 +752,49 @@ def test_a_sigint_flood_while_the_job_is_killed_does_not_enter_the_kill_again(
         assert len(received) == 52
     finally:
         _kill_quietly(job.pid, group=True)
+
+
+@pytest.mark.parametrize("limit", [40, 66])
+def test_a_low_open_file_limit_still_gets_the_capture_parsed_and_never_hangs(out: Path, limit: int) -> None:
+    """helper-98: the post-processor's descriptors were copied above 63 on their way into it: under `ulimit
+    -n 64` or less every copy failed (captures never parsed), at 66-67 some did and leaked, a copy of the
+    pending lock among them: `npuprof run` waited for ever for a post-processor that never started. The
+    bare job runs at either limit."""
+    import resource
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    result = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), *sched(2, 1, 2), "--", sys.executable, str(SCRIPTS / "trainer.py"),
+         "--steps", "8"],
+        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=low_limit,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").is_file(), result.stderr
+
+
+def test_descriptors_placed_for_a_spawn_that_do_not_fit_are_all_closed() -> None:
+    """The copies made before one fails (EMFILE) are closed, never left to hold a lock or a pipe open."""
+    code = (
+        "import os, resource\n"
+        "from npuprof.results.spawner import placed\n"
+        "fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(4)]\n"
+        "soft = max(fds) + 3  # room for two copies above them, not four\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "before = sorted(os.listdir('/proc/self/fd'))\n"
+        "try:\n"
+        "    placed(fds, [3, 4, 5, 6])\n"
+        "except OSError as exc:\n"
+        "    after = sorted(os.listdir('/proc/self/fd'))\n"
+        "    print('refused', exc.errno == __import__('errno').EMFILE, after == before)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))\n"
+        "high, moves = placed(fds, [3, 4, 5, 6])\n"
+        "print('placed', all(h > max(fds) for h in high), [m[2] for m in moves])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=clean_env()
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["refused True True", "placed True [3, 4, 5, 6]"], done.stdout

@@ -35,12 +35,22 @@ def child_fd(index: int) -> int:
 
 
 def placed(fds: list[int], targets: list[int]) -> tuple[list[int], list[tuple[Any, ...]]]:
-    """posix_spawn file actions that put ``fds`` on ``targets`` in the child, through copies above 63 (a
-    target then never clobbers a source still to be moved): the copies, to close after the spawn, and
-    the actions."""
+    """posix_spawn file actions that put ``fds`` on ``targets`` in the child, through copies above every
+    source and target (a target then never clobbers a source still to be moved): the copies, to close
+    after the spawn, and the actions. Raises OSError (EMFILE) with no copy left open when they do not fit
+    the process's limit (helper-98: fixed copies above 63 failed under `ulimit -n 64` and leaked under 67,
+    a lock copy among them, for which `npuprof run` then waited for ever)."""
     import fcntl
 
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]
+    base = max([*fds, *targets]) + 1
+    high: list[int] = []
+    try:
+        for fd in fds:
+            high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base))
+    except OSError:
+        for fd in high:
+            os.close(fd)
+        raise
     return high, [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in zip(high, targets, strict=True)]
 
 
