@@ -87,9 +87,9 @@ def test_the_step_hands_the_work_over(run: SimpleNamespace) -> None:
     assert capture_line["message"].endswith("memory snapshot: copied in the background")
     (copied,) = [m for m in records if ": memory snapshot: " in m["message"]]
     assert copied["pid"] == training_pid
-    found = re.search(r"(\d+) events, (\d+) tensors, [\d.]+ ms of CPU in thread (\S+)$", copied["message"])
+    found = re.search(r"(\d+) events, (\d+) tensors, [\d.]+ ms of CPU in (.+)$", copied["message"])
     assert found and int(found[1]) > 50 and int(found[2]) > 50, copied["message"]
-    assert found[3] == "npuprof-handover"
+    assert found[3] == "the hand-over thread"
     wrote = [m for m in records if m["message"].split(": ", 1)[-1].startswith("wrote ")]
     assert {m["who"] for m in wrote} == {"postprocess"}
     assert training_pid not in {m["pid"] for m in wrote}

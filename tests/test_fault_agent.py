@@ -593,3 +593,35 @@ def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(tmpfs) -> Non
     assert result.returncode == 0, result.stderr
     empty = [d for d in out.glob("*_ascend_pt") if not any(d.iterdir())]
     assert empty == [], empty
+
+
+def test_a_script_that_joins_every_thread_at_its_end_sees_only_its_own(tmp_path: Path) -> None:
+    """helper-98: npuprof's daemons (the disk guard, the SIGTERM watcher, the hand-over) were in
+    threading.enumerate(): a script joining every thread but its own at its end waited for ever, and
+    active_count() was off. They are not listed now, in and after a capture, with a memory timeline."""
+    script = tmp_path / "joinall.py"
+    script.write_text(
+        "import threading, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for i in range(8):\n"
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "    if i == 4:\n"
+        "        print('during', threading.active_count(), flush=True)\n"
+        "names = sorted(t.name for t in threading.enumerate())\n"
+        "print('after', threading.active_count(), names, flush=True)\n"
+        "for t in threading.enumerate():\n"
+        "    if t is not threading.current_thread():\n"
+        "        t.join()\n"
+        "print('joined all', flush=True)\n"
+    )
+    bare = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert bare.stdout.splitlines() == ["during 1", "after 1 ['MainThread']", "joined all"], bare.stderr
+    out = tmp_path / "out"
+    result = npuprof(
+        "run", "-o", str(out), *sched(2, 1, 3), "--with-stack", "--profile-memory", "--record-shapes",
+        "--memory-timeline", "json", "--", sys.executable, str(script), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == bare.stdout.splitlines()
+    (d,) = rank_dirs(out)
+    assert (d / "memory_timeline.json").is_file(), result.stderr

@@ -22,14 +22,16 @@ class DiskGuard:
         self.ok = True  # until measured: the launcher checked before the job started
         self.free = 0
         self.needed = 0
-        self._thread: threading.Thread | None = None
+        self._thread: bool | None = None  # its watcher started (npuprof.agent.threads: not listed)
 
     def start(self) -> None:
         if self._thread is not None or self.spec in ("0", ""):
             return
         self.check()
-        self._thread = threading.Thread(target=self._watch, name="npuprof-disk", daemon=True)
-        self._thread.start()
+        from npuprof.agent import threads
+
+        self._thread = True
+        threads.start(self._watch, "npuprof-disk")
 
     def forget_after_fork(self) -> None:
         self._thread = None  # threads do not survive fork; start() makes a new one when needed

@@ -98,7 +98,7 @@ class DynamicPlan:
         self._beat_step = -1
         self._pid: int | None = None
         self._watch_thread = watch
-        self._thread: threading.Thread | None = None
+        self._thread: bool | None = None  # its watcher started (npuprof.agent.threads: not listed)
         self._stop = threading.Event()
         self._ended = False
         if watch:  # registered before the agent's own exit hook: runs after it, so its last capture is logged
@@ -118,8 +118,10 @@ class DynamicPlan:
         self._pid = os.getpid()
         if not self._watch_thread:
             return
-        self._thread = threading.Thread(target=self._watch, name="npuprof-dynamic", daemon=True)
-        self._thread.start()
+        from npuprof.agent import threads
+
+        self._thread = True
+        threads.start(self._watch, "npuprof-dynamic")
 
     def refresh(self, step: int) -> None:
         """Called by the training thread at each decision, before it asks for ``step``'s action."""

@@ -8,10 +8,10 @@ import contextlib
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
+from npuprof.agent import threads
 from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
 
 _state: dict[str, Any] = {}
@@ -201,7 +201,7 @@ class Agent:
         if self.post is not None:
             self.post.hold(active)
         if active:
-            if not self.sigterm.install() and threading.current_thread() is not threading.main_thread():
+            if not self.sigterm.install() and not threads.on_main_thread():
                 self.log.warn_once(
                     "sigterm-thread",
                     "training runs in a thread other than the main one, where no SIGTERM handler can be "
@@ -552,7 +552,6 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     real = getattr(os, name)
     if getattr(real, "npuprof_finalises", False):
         return
-    import threading
 
     from npuprof.agent.frames import CAPTURE_CODE, PROFILER_UNSAFE, runs_code_of
 
@@ -568,7 +567,7 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
         if not finalising and os.getpid() == pid and (not is_exec or _exec_would_run(*args[:2])):
             finalising.append(True)
             if (
-                threading.current_thread() is threading.main_thread()
+                threads.on_main_thread()
                 and not controller.inside_a_decision()
                 and not runs_code_of(sys._getframe(1), PROFILER_UNSAFE + CAPTURE_CODE)
             ):

@@ -119,7 +119,7 @@ class SnapshotTask:
 
         get_log().info(
             f"{self.path.parent.name}: memory snapshot: {len(self.events)} events, {len(self.tensors)} "
-            f"tensors, {self.cpu_s * 1e3:.1f} ms of CPU in thread {threading.current_thread().name}"
+            f"tensors, {self.cpu_s * 1e3:.1f} ms of CPU in {_thread_name()}"
         )
 
     def encode(self) -> bytes:
@@ -136,6 +136,12 @@ class SnapshotTask:
             },
             enc_hook=_encode_hook(),
         )
+
+
+def _thread_name() -> str:
+    from npuprof.agent import threads
+
+    return "the training thread" if threads.on_main_thread() else "the hand-over thread"
 
 
 def _failure(exc: BaseException) -> bytes:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from npuprof.agent import threads
 from npuprof.owned_fd import OwnedFd
 
 HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before the watcher acts
@@ -75,7 +76,7 @@ class SigtermGuard:
         """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
         if self._installed:
             return True
-        if threading.current_thread() is not threading.main_thread():
+        if not threads.on_main_thread():
             return False
         previous = signal.getsignal(signal.SIGTERM)
         if previous == self._handle:  # put back by the script after an earlier capture: ours again
@@ -88,7 +89,7 @@ class SigtermGuard:
             self._read_fd, self._write_fd = os.pipe()
             os.set_blocking(self._write_fd, False)
             self._owned_pair = (OwnedFd(self._read_fd), OwnedFd(self._write_fd))
-            threading.Thread(target=self._watch, name="npuprof-sigterm", daemon=True).start()
+            threads.start(self._watch, "npuprof-sigterm")
         wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         if wakeup != -1:  # asyncio or the script owns the wakeup fd: leave SIGTERM alone
             signal.set_wakeup_fd(wakeup)
@@ -101,7 +102,7 @@ class SigtermGuard:
         return True
 
     def uninstall(self) -> None:
-        if not self._installed or threading.current_thread() is not threading.main_thread():
+        if not self._installed or not threads.on_main_thread():
             return
         if self._finalising:  # the capture ends inside the handler: it puts SIG_DFL back itself
             return
@@ -183,7 +184,7 @@ class SigtermGuard:
         if signal.getsignal(signum) != self._handle:
             return  # chained to: the caller would have found SIG_DFL, which cannot be called
         # Installed again after our capture (the script put back the handler it had found): SIG_DFL's action.
-        if threading.current_thread() is threading.main_thread():
+        if threads.on_main_thread():
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
         else:
@@ -220,7 +221,7 @@ class SigtermGuard:
             os.kill(os.getpid(), signal.SIGTERM)  # the handler runs as for any SIGTERM in a capture
             return
         self._handler_started.set()
-        main = threading.current_thread() is threading.main_thread()
+        main = threads.on_main_thread()
         self._finalising = True
         try:
             if self._on_term_after_export is not None:
@@ -303,7 +304,7 @@ def note_exported() -> None:
 def sigint_held_back(deliver: bool = True) -> Iterator[None]:
     """Hold SIGINT back for the duration of the block (main thread only), then deliver it (or, without
     ``deliver``, drop it: the process is ending anyway)."""
-    if threading.current_thread() is not threading.main_thread():
+    if not threads.on_main_thread():
         yield
         return
     try:

@@ -114,10 +114,14 @@ class WindowPlan:
         self._kicks = self._install_handler()
         if not self._kicks:
             self.log.info("--delay/--duration: the window opens and closes at step boundaries only")
-        threading.Thread(target=self._timer, name="npuprof-window", daemon=True).start()
+        from npuprof.agent import threads
+
+        threads.start(self._timer, "npuprof-window")
 
     def _install_handler(self) -> bool:
-        if KICK_SIGNAL is None or threading.current_thread() is not threading.main_thread():
+        from npuprof.agent import threads
+
+        if KICK_SIGNAL is None or not threads.on_main_thread():
             return False
         try:
             if signal.getsignal(KICK_SIGNAL) != signal.SIG_DFL:

@@ -30,7 +30,6 @@ import os
 import re
 import stat
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -323,7 +322,7 @@ class _Handover:
         self.sent_at_once = 0  # ... and the training thread here (written into the pipe by put())
         self.broken = False
         self.current: dict[str, Any] | None = None
-        self.thread: threading.Thread | None = None
+        self.thread: bool | None = None  # its thread started (npuprof.agent.threads: not listed)
         self.task: Any = None  # the memory snapshot being copied (npuprof.agent.memory_snapshot)
         self.hurry = False  # training has ended: snapshots are copied without pauses
         self.snapshots_put = 0  # jobs with a memory snapshot to copy: counted by the training thread ...
@@ -337,8 +336,10 @@ class _Handover:
         self._bound_snapshots(job)
         self.queue.put(job)
         if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name="npuprof-handover", daemon=True)
-            self.thread.start()
+            from npuprof.agent import threads
+
+            self.thread = True
+            threads.start(self._run, "npuprof-handover")
 
     def _run(self) -> None:
         with contextlib.suppress(AttributeError, OSError, ValueError):
