@@ -177,17 +177,23 @@ class Sink:
 
 
 class Log:
+    """Records what is logged; ``writable`` False: as npuprof.log with no room or descriptor left."""
+
     def __init__(self) -> None:
         self.lines: list[tuple[str, ...]] = []
+        self.writable = True
 
-    def info(self, message: str) -> None:
+    def info(self, message: str) -> bool:
         self.lines.append(("info", message))
+        return self.writable
 
-    def warning(self, message: str) -> None:
+    def warning(self, message: str) -> bool:
         self.lines.append(("warning", message))
+        return self.writable
 
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> bool:
         self.lines.append(("error", message))
+        return self.writable
 
     def warn_once(self, key: str, message: str) -> None:
         self.lines.append(("warn_once", key, message))
@@ -643,6 +649,17 @@ def test_a_backend_that_cannot_create_its_profiler_stops_profiling_quietly() -> 
     rig.c.replan()  # a disabled controller stays off
     rig.run(1)
     assert plan.refreshed == [0, 2] and rig.c.next_check == NEVER
+
+
+def test_an_internal_error_the_log_cannot_take_does_not_point_at_the_log() -> None:
+    """helper-98: with no descriptor left (a job near its limit) the error's details never reached
+    npuprof.log, while stderr said "details in npuprof.log"."""
+    rig = Rig(TorchPlan(skip_first=2, wait=0, warmup=0, active=1, repeat=0))
+    rig.backend.fail_create = True
+    rig.log.writable = False
+    rig.run(3)
+    (said,) = [line[2] for line in rig.log.lines if line[0] == "warn_once"]
+    assert said.endswith("training goes on; npuprof.log could not take the details"), said
 
 
 def test_a_profiler_that_fails_mid_capture_is_dropped() -> None:

@@ -332,11 +332,15 @@ class CaptureController:
                 raise  # the script's own exception (its signal handler ran inside our code): it is theirs
             import traceback
 
-            self.log.error(f"capture control failed at step {self.step}: {exc!r}\n{traceback.format_exc()}")
+            logged = self.log.error(
+                f"capture control failed at step {self.step}: {exc!r}\n{traceback.format_exc()}"
+            )
+            # (helper-98: with no descriptor left the details were not there)
+            details = "details in npuprof.log" if logged else "npuprof.log could not take the details"
             self.log.warn_once(
                 "controller",
                 f"profiling stopped after an internal error at step {self.step} ({exc!r}); "
-                "training goes on; details in npuprof.log",
+                f"training goes on; {details}",
             )
             self._drop_session(f"internal error at step {self.step}: {exc!r}")
             self.enabled = False

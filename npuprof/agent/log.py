@@ -21,18 +21,18 @@ class AgentLog:
         self._reported: set[str] = set()
         self._logged: dict[str, str] = {}  # each key's last warning in the log: the same one is not repeated
 
-    def write(self, level: str, message: str) -> None:
-        if self.path is not None:
-            logfile.log(self.path, level, self.who, message)
+    def write(self, level: str, message: str) -> bool:
+        """Append a line to npuprof.log; whether it is there now (a full disk, no descriptor left: not)."""
+        return self.path is not None and logfile.log(self.path, level, self.who, message)
 
-    def info(self, message: str) -> None:
-        self.write("INFO", message)
+    def info(self, message: str) -> bool:
+        return self.write("INFO", message)
 
-    def warning(self, message: str) -> None:
-        self.write("WARNING", message)
+    def warning(self, message: str) -> bool:
+        return self.write("WARNING", message)
 
-    def error(self, message: str) -> None:
-        self.write("ERROR", message)
+    def error(self, message: str) -> bool:
+        return self.write("ERROR", message)
 
     def warn_once(self, key: str, message: str) -> None:
         """Log a warning and show it once on stderr: once per process, and once per run when several
