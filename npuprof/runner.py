@@ -90,6 +90,15 @@ def prepare_output(cfg: ProfileConfig) -> Path:
     return output
 
 
+def _working_directory() -> str | None:
+    """The working directory, None where it has been removed (the job may still run there, as
+    ``python -c`` does)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def _forget_reported_warnings(output: Path, run_id: str) -> None:
     marks = output / layout.REPORTED_DIR
     if marks.is_dir() and not marks.is_symlink():
@@ -372,7 +381,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
             "npuprof_version": __version__,
             "run_id": run_id,
             "command": command,
-            "cwd": os.getcwd(),
+            "cwd": _working_directory(),
             "host": os.uname().nodename,  # = socket.gethostname(), without importing socket
             "launcher_pid": os.getpid(),
             "config": cfg.to_payload(),

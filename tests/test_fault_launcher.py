@@ -386,8 +386,11 @@ def test_a_full_disk_at_the_start_still_runs_the_job(
     lines = result.stderr.splitlines()
     (record_line,) = [line for line in lines if "run record" in line]
     assert record_line.startswith("npuprof:") and "No space left" in record_line
-    (space_line,) = [line for line in lines if "--min-free-space" in line]
-    assert space_line.startswith("npuprof:") and "captures will be skipped" in space_line
+    (space_line,) = [line for line in lines if "captures will be skipped" in line]
+    assert space_line.startswith("npuprof:") and "--min-free-space" in space_line
+    # and the last line names the full disk as the reason no capture was written
+    said = " ".join(result.stderr.split())
+    assert "no capture was written (exit code 0): only" in said and "so the captures were skipped" in said
 
 
 # ---- #12 metadata at the documented limits ------------------------------------------------------
@@ -798,3 +801,24 @@ def test_descriptors_placed_for_a_spawn_that_do_not_fit_are_all_closed() -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["refused True True", "placed True [3, 4, 5, 6]"], done.stdout
+
+
+def test_a_removed_working_directory_still_runs_the_job(tmp_path: Path) -> None:
+    """helper-98: in a working directory removed meanwhile, `-o ABSOLUTE` was refused ("cannot create
+    --output"), and the bootstrap failed in the job (its sys.path check looked up the directory), leaving
+    "Error in sitecustomize" in the job's stderr. `python -c` runs there; so does npuprof now. A relative -o
+    cannot be placed: one line, exit 2."""
+    out = tmp_path / "out"
+    gone = tmp_path / "gone"
+    npuprof_cmd = shlex.join([*NPUPROF, "run", "-o", str(out), "--", sys.executable, "-c", "print(1)"])
+    relative = shlex.join([*NPUPROF, "run", "-o", "rel", "--", sys.executable, "-c", "print(1)"])
+    for command, code in ((npuprof_cmd, 0), (relative, 2)):
+        shell = f"mkdir {shlex.quote(str(gone))} && cd {shlex.quote(str(gone))} && rmdir ../gone && {command}"
+        env = clean_env(PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == code, done.stderr
+        assert "Traceback" not in done.stderr and "sitecustomize" not in done.stderr, done.stderr
+        if code == 0:
+            assert done.stdout == "1\n" and "bootstrap failed" not in done.stderr, done.stderr
+        else:
+            assert len(done.stderr.strip().splitlines()) == 1 and "--output 'rel'" in done.stderr, done.stderr

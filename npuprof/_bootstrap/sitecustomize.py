@@ -33,7 +33,14 @@ def _chain_user_sitecustomize() -> None:
 
 
 def _is_our_dir(entry: object) -> bool:
-    return isinstance(entry, str) and os.path.abspath(entry or ".") == _HERE
+    if not isinstance(entry, str):
+        return False
+    if os.path.isabs(entry):
+        return os.path.normpath(entry) == _HERE
+    try:
+        return os.path.abspath(entry or ".") == _HERE
+    except OSError:  # the working directory was removed: a relative entry is not ours (ours is absolute)
+        return False
 
 
 def _report(message: str) -> None:

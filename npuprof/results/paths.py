@@ -90,7 +90,8 @@ def resolve_output_path(path: str | os.PathLike[str], what: str = "--output") ->
     (a home or scratch directory that is a link) are followed. Components that do not exist yet are
     appended as given, to be created by the caller."""
     text = os.fspath(path)
-    pending = [p for p in os.path.join(os.getcwd(), text).split("/") if p]
+    # an absolute path needs no working directory (which may have been removed: helper-98)
+    pending = [p for p in (text if text.startswith("/") else os.path.join(os.getcwd(), text)).split("/") if p]
     current = "/"
     followed = 0
     while pending:
