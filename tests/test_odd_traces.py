@@ -851,3 +851,22 @@ def test_the_tables_folder_of_a_bare_trace_points_back_at_its_trace(tmp_path: Pa
         again.stderr.split()
     ), again.stderr
     assert not (tables / "trace_view.json.npuprof").exists()
+
+
+def test_device_tasks_no_operator_launched_are_named(tmp_path: Path) -> None:
+    """helper-99: a process of kernels added to a CPU trace, linked to none of its operators (no
+    correlation, External id or flow), made it a CUDA trace of 15 % computing without a word."""
+    trace = cpu_trace()
+    trace["traceEvents"] += [
+        {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "GPU 0"}},
+        x("mykernel", "kernel", 200, 300, pid=7, tid=7),
+        x("mykernel", "kernel", 600, 100, pid=7, tid=7),
+    ]
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    assert summary["device"] == "CUDA"
+    (note,) = [w for w in summary["warnings"] if "linked to a host operator" in w]
+    assert note.startswith("none of the 2 device tasks is linked to a host operator"), note
+    linked = cuda_trace()  # every kernel of it launched by an operator: nothing said
+    assert not [
+        w for w in _summary(write_rank_dir(tmp_path / "linked", linked)).get("warnings", []) if "linked" in w
+    ]

@@ -701,7 +701,12 @@ def _write_outputs(
                 "world_size": world_size,
                 **(
                     {"warnings": notes}
-                    if (notes := rank_note + extract.warnings() + _db_warning(db_note))
+                    if (
+                        notes := rank_note
+                        + extract.warnings()
+                        + tables.link_notes(tabs, extract)
+                        + _db_warning(db_note)
+                    )
                     else {}
                 ),
                 **({"time_base_ns": base_ns} if base_ns else {}),

@@ -163,6 +163,26 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     return RankTables(device, device_id, steps, kernels, _operator_table(x, ops), op_stats, summary, ops)
 
 
+def link_notes(tabs: RankTables, x: Extract) -> list[str]:
+    """A warning when no device task is linked to a host operator (by External id) or to a runtime launch
+    (by correlation) while the trace has operators: device work that nothing in this trace launched
+    (helper-99: an added process of kernels turned a CPU trace into a CUDA one, 15 % computing, without a
+    word)."""
+    launcher, ops = tabs.kernels.launcher, tabs.ops
+    if tabs.device == "CPU" or launcher is None or not len(launcher) or (launcher >= 0).any():
+        return []
+    if ops is None or not len(ops.name):
+        return []
+    corr = tabs.kernels.task_id
+    if len(x.launch_corr) and np.isin(corr[corr >= 0], np.frombuffer(x.launch_corr, dtype=np.int64)).any():
+        return []
+    return [
+        f"none of the {len(launcher)} device tasks is linked to a host operator (no correlation, External "
+        "id or launch flow in common with them): their time is the device's, but no operator of this trace "
+        "launched them (another process's tasks, or a trace put together?)"
+    ]
+
+
 def _device_kind(x: Extract) -> str:
     """NPU for torch_npu's traces (an ``Ascend Hardware`` / NPU device process), else CUDA."""
     names = getattr(x, "process_names", {}).values()
