@@ -56,7 +56,8 @@ def _raw_trace(rank_dir: Path) -> dict:
 def breakdown_from_raw_trace(rank_dir: Path) -> dict[int, dict[str, float]]:
     """The CPU step breakdown worked out from the raw trace with plain json and Python loops (not
     npuprof's reader): computing = the step thread's operators other than collective calls, communication
-    = the gloo worker threads' spans, exposed = communication outside computing."""
+    = the gloo worker threads' spans and the step thread's collective calls (where it waits for them),
+    exposed = communication outside computing."""
     events = _raw_trace(rank_dir)["traceEvents"]
     steps = {
         int(e["name"].split("#")[1]): e
@@ -79,7 +80,15 @@ def breakdown_from_raw_trace(rank_dir: Path) -> dict[int, dict[str, float]]:
         [
             (e["ts"], e["ts"] + e["dur"])
             for e in events
-            if e.get("ph") == "X" and e["name"].startswith("gloo:")
+            if e.get("ph") == "X"
+            and (
+                e["name"].startswith("gloo:")
+                or (
+                    e.get("cat") == "cpu_op"
+                    and (e["pid"], e["tid"]) in step_threads
+                    and e["name"].startswith(collective_call)
+                )
+            )
         ]
     )
     out = {}
