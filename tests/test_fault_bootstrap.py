@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, clean_env, npuprof
 
 BOOTSTRAP = ROOT / "npuprof" / "_bootstrap"
@@ -129,3 +130,35 @@ def test_agent_imported_from_the_bootstrap_leaves_sys_path_alone(tmp_path: Path)
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "npuprof.agent.entry True\n"
+
+
+@pytest.mark.parametrize("launcher", ["python -m npuprof", "the npuprof script"])
+def test_a_folder_named_npuprof_beside_the_script_does_not_hide_the_agent(
+    tmp_path: Path, launcher: str
+) -> None:
+    """helper-101: `-o npuprof` (or a clone of npuprof) beside the script: Python took the folder for a
+    namespace package `npuprof`, found before an editable install's finder, and profiling was off in the job
+    ("cannot import name 'ENV_CONFIG' from 'npuprof'"), every run after the first. The agent comes from the
+    bootstrap's own package then."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(8):\n"
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+    )
+    (tmp_path / "npuprof" / "not_a_package").mkdir(parents=True)  # a namespace package for Python
+    console = Path(sys.executable).with_name("npuprof")
+    if launcher == "the npuprof script" and not console.is_file():
+        pytest.skip(f"no npuprof script beside {sys.executable}")
+    command = [*([sys.executable, "-m", "npuprof"] if launcher == "python -m npuprof" else [str(console)])]
+    for run in range(2):
+        result = subprocess.run(
+            [*command, "run", "-o", "npuprof", "--skip-first", "2", "--warmup", "1", "--active", "2", "--",
+             sys.executable, str(script)],
+            cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert "profiling is off" not in result.stderr and "agent failed" not in result.stderr, result.stderr
+        done = sorted((tmp_path / "npuprof").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done"))
+        assert len(done) == run + 1, result.stderr

@@ -96,11 +96,27 @@ def _wake(module_name: str, module: object) -> None:
 
 
 def _entry():  # -> npuprof.agent.entry
-    try:
-        from npuprof.agent import entry
-    except ImportError:
-        entry = _import_entry_from_here()
+    if not _npuprof_importable():
+        return _import_entry_from_here()
+    from npuprof.agent import entry
+
     return entry
+
+
+def _npuprof_importable() -> bool:
+    """``import npuprof`` gives a regular package (not a folder named npuprof that Python takes for a
+    namespace package: an output dir `-o npuprof`, a clone beside the script, found before an editable
+    install's finder; helper-101)."""
+    module = sys.modules.get("npuprof")
+    if module is not None:
+        return bool(getattr(module, "__file__", None))
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("npuprof")
+    except Exception:
+        return False
+    return spec is not None and spec.origin not in (None, "namespace")
 
 
 def _watch_main(target: str) -> None:
@@ -114,17 +130,26 @@ def _watch_main(target: str) -> None:
 
 
 def _import_entry_from_here():  # -> npuprof.agent.entry
-    """The agent from the npuprof this file belongs to (the job's Python does not have npuprof installed),
-    leaving sys.path as it was: once imported, npuprof finds its own modules through its __path__."""
-    root = os.path.dirname(os.path.dirname(_HERE))
-    sys.path.append(root)
+    """The agent from the npuprof this file belongs to (the job's Python lacks npuprof, or a folder named
+    npuprof hides it), loaded by its path as the package ``npuprof``, sys.path left as it was: its modules
+    are then found through the package's __path__."""
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    package_dir = os.path.dirname(_HERE)
+    spec = spec_from_file_location(
+        "npuprof", os.path.join(package_dir, "__init__.py"), submodule_search_locations=[package_dir]
+    )
+    module = module_from_spec(spec)
+    for name in [n for n in sys.modules if n == "npuprof" or n.startswith("npuprof.")]:
+        del sys.modules[name]  # a namespace package of that name (and what was found through it)
+    sys.modules["npuprof"] = module
     try:
-        from npuprof.agent import entry
-    finally:
-        for index in range(len(sys.path) - 1, -1, -1):  # ours is the last one, the user's may come before
-            if sys.path[index] == root:
-                del sys.path[index]
-                break
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["npuprof"]
+        raise
+    from npuprof.agent import entry
+
     return entry
 
 
