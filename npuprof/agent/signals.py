@@ -17,9 +17,8 @@ finished trace into a lost one; the KeyboardInterrupt then comes as usual.
 The handler stays npuprof's only while it is SIGTERM's installed handler and the guard is installed. Called
 any other way (the script re-installed it after the capture, or a handler of the script's keeps it as
 "the previous handler" and chains to it), it does what the handler it replaced would: SIG_DFL's action
-when it is still SIGTERM's handler; when chained to, SIG_DFL's action (the capture finalised first) if the
-caller has a branch for SIG_DFL, which it would have taken, else nothing (SIG_DFL cannot be called);
-SIG_IGN nothing; a Python handler is called.
+when it is still SIGTERM's handler, nothing when chained to (SIG_DFL cannot be called), SIG_IGN nothing,
+a Python handler is called.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -142,7 +140,7 @@ class SigtermGuard:
         return self._installed and signal.getsignal(signal.SIGTERM) == self._handle
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if not self._owns_sigterm() and not self._called_for_default(signum):
+        if not self._owns_sigterm():
             self._act_as_previous(signum, frame)
             return
         if self._finalising:
@@ -157,20 +155,6 @@ class SigtermGuard:
         finally:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
-
-    def _called_for_default(self, signum: int) -> bool:
-        """Chained to by a handler of the script's that has a branch for SIG_DFL (its code names it:
-        ``if callable(previous): previous(...) else: signal.signal(s, SIG_DFL); os.kill(...)``), in place
-        of the SIG_DFL it would have found without npuprof: SIG_DFL's action is what it asked for (the job
-        dies of the signal, the capture in flight finalised first; helper-98: it trained on). A handler
-        that only calls callable ones (a graceful stop) gets nothing, as SIG_DFL would have given it."""
-        if self._previous is not signal.SIG_DFL or signal.getsignal(signum) == self._handle:
-            return False
-        try:
-            caller = sys._getframe(2)  # this, _handle, then whoever called _handle
-        except ValueError:
-            return False
-        return "SIG_DFL" in caller.f_code.co_names
 
     def _act_as_previous(self, signum: int, frame: Any) -> None:
         """Not npuprof's to handle (uninstalled, or chained to by the script's handler): what the handler
