@@ -324,3 +324,42 @@ def test_snapshots_waiting_behind_a_slow_copy_make_it_go_at_full_speed(tmp_path:
         for copy in copies:
             copy.hurry()
         os.close(read_end)
+
+
+def test_snapshots_are_copied_while_the_pipe_is_full(tmp_path: Path) -> None:
+    """helper-100: with the post-processor stopped while captures record back to back, its pipe filled, the
+    hand-over thread blocked in its write, and every later capture's event tree stayed alive behind it
+    (357 -> 868 MB over 100 captures). The copies go on apart from the pipe: each tree is let go once
+    copied, however long the job waits to be written."""
+    import threading
+
+    from npuprof.agent.memory_snapshot import TASK_KEY
+    from npuprof.owned_fd import OwnedFd
+    from npuprof.results import postprocess
+
+    class Copy:
+        def __init__(self) -> None:
+            self.done = threading.Event()
+            self.lock = threading.Lock()
+
+        def hurry(self) -> None:
+            pass
+
+        def run(self, pause: bool = True) -> None:
+            with self.lock:
+                self.done.set()
+
+    pipe_full = threading.Event()
+    read_end, write_end = os.pipe()
+    handover = postprocess._Handover(OwnedFd(write_end))
+    handover._write = lambda job: pipe_full.wait(timeout=60)  # type: ignore[method-assign,assignment]
+    copies = [Copy() for _ in range(6)]
+    try:
+        for n, copy in enumerate(copies):
+            handover.put({"exports": {TASK_KEY: copy}, "n": n})
+        for copy in copies:  # all copied while the first job's write still waits for room
+            assert copy.done.wait(timeout=30)
+        assert handover.sent == 0
+    finally:
+        pipe_full.set()
+        os.close(read_end)

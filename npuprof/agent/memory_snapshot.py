@@ -96,6 +96,7 @@ class SnapshotTask:
                 data = _failure(exc)
             finally:
                 self.roots = []  # the tree can go now
+            self.events, self.tensors = [], []  # in ``data`` now: the job may wait long in a full pipe
             try:
                 from npuprof.results.atomic import write_bytes
 
