@@ -323,3 +323,28 @@ def test_a_range_opened_in_one_function_and_closed_in_another_keeps_the_callers(
     assert values[(module, opener, "crossfn", work, "aten::mm")] == 70
     assert values[(module, "job.py(7):_closer", work, "aten::mm")] == 38
     assert not [stack for stack in values if stack[:2] == (module, "crossfn")], values
+
+
+def test_the_steps_of_a_torch_npu_trace_view_merge_into_one_frame(tmp_path):
+    """helper-100: torch_npu writes ProfilerStep#N as a cpu_op (torch as a user_annotation): its steps
+    stayed one tower each. The real trace_view.json with a copy of its step 20 ms later: one root."""
+    from decimal import Decimal
+
+    real = json.loads((Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json").read_text())
+    (step,) = [e for e in real if str(e.get("name", "")).startswith("ProfilerStep#")]
+    lo, hi = Decimal(step["ts"]), Decimal(step["ts"]) + Decimal(str(step["dur"]))
+    later = []
+    for e in real:
+        if e.get("ph") == "X" and isinstance(e.get("ts"), str) and lo <= Decimal(e["ts"]) < hi:
+            moved = {**e, "ts": str(Decimal(e["ts"]) + 20000)}
+            if moved["name"] == step["name"]:
+                moved["name"] = "ProfilerStep#2"
+            later.append(moved)
+    trace = tmp_path / "trace_view.json"
+    trace.write_text(json.dumps(real + later))
+    proc = cli("export-stacks", str(trace), "-o", str(tmp_path / "s.folded"))
+    assert proc.returncode == 0, proc.stderr
+    roots = {
+        line.split(";", 1)[0].rsplit(" ", 1)[0] for line in (tmp_path / "s.folded").read_text().splitlines()
+    }
+    assert "ProfilerStep" in roots and not any(r.startswith("ProfilerStep#") for r in roots), roots

@@ -345,7 +345,7 @@ def _build_host_tree(
                     node_id = trie.child(node_id, frame)
                 if frames:
                     framed = has_python = True
-                node_id = trie.child(node_id, _frame_of(ev.name, cat))
+                node_id = trie.child(node_id, _frame_of(ev.name))
             if parent is not None:
                 parent.child_time += end - ts
             machinery = cat == vocab.PYTHON_FUNCTION and any(mark in ev.name for mark in RANGE_MACHINERY)
@@ -360,11 +360,11 @@ def _build_host_tree(
     return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
 
 
-def _frame_of(name: str, cat: str | None) -> str:
+def _frame_of(name: str) -> str:
     """An event's frame: its name sanitised; every ``ProfilerStep#N`` one ``ProfilerStep`` frame (a flame
     graph of code paths, not one tower per step: without Python frames the steps are the roots)."""
-    if cat == vocab.USER_ANNOTATION and name.startswith(vocab.STEP_PREFIX):
-        return STEP_FRAME
+    if name.startswith(vocab.STEP_PREFIX) and name[len(vocab.STEP_PREFIX) :].isdigit():
+        return STEP_FRAME  # torch's user_annotation, torch_npu's cpu_op (helper-100)
     return sanitise_frame(name)
 
 
