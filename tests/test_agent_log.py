@@ -52,6 +52,24 @@ def test_never_raise_logs_reports_and_returns_none(
     assert "RuntimeError: boom" in (tmp_path / "npuprof.log").read_text()
 
 
+def test_a_failure_the_log_cannot_take_does_not_point_at_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture, process_log
+) -> None:
+    """helper-100: with no descriptor left (or no room), "details in .../npuprof.log" pointed at a log that
+    held none of them."""
+    (tmp_path / "npuprof.log").mkdir()  # a log that cannot be appended to
+    log = AgentLog(str(tmp_path / "npuprof.log"), "agent", "r")
+    process_log(log)
+
+    @never_raise("starting the post-processor")
+    def start() -> None:
+        raise OSError(24, "Too many open files")
+
+    start()
+    (said,) = [line for line in capsys.readouterr().err.splitlines() if "starting the post-processor" in line]
+    assert said.endswith("npuprof.log could not take the details"), said
+
+
 def test_the_log_rotates_into_one_backup(tmp_path: Path) -> None:
     from npuprof.results import logfile
 

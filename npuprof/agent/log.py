@@ -142,11 +142,16 @@ def never_raise(what: str, on_error: Callable[[], None] | None = None) -> Callab
                 import traceback
 
                 log = get_log()
-                log.error(f"{what} failed: {exc!r}\n{traceback.format_exc()}")
+                logged = log.error(f"{what} failed: {exc!r}\n{traceback.format_exc()}")
+                where = (
+                    f"details in {log.path}"
+                    if logged
+                    else f"{log.path or 'the log'} could not take the details"
+                )
                 log.warn_once(
                     "failure:" + what,
                     f"{what} failed ({exc!r}); profiling of this process may be incomplete, "
-                    f"training goes on; details in {log.path or 'the log'}",
+                    f"training goes on; {where}",
                 )
                 if on_error is not None:
                     try:
