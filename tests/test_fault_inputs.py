@@ -635,6 +635,9 @@ def test_export_stacks_into_dev_null_or_a_fifo_writes_into_it_as_it_is(tmp_path:
     reader.join(timeout=60)
     assert piped.returncode == 0, piped.stderr
     assert got == [plain.stdout.encode()]
+    for name in ("/dev/stdout", "/dev/fd/1"):  # links to the standard output (helper-100: refused as links)
+        named = npuprof("export-stacks", str(trace), "-o", name, timeout=60)
+        assert named.returncode == 0 and named.stdout == plain.stdout, named.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == [fifo.name]
 
 

@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 METRICS = ("self_cpu_time_total", "self_npu_time_total", "self_cuda_time_total")
+# -o names of standard output (those of /dev are links, refused as output files otherwise: helper-100)
+STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 
 def register(app: typer.Typer) -> None:
@@ -93,7 +95,7 @@ def export_stacks(
         raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
     if min_width < 0:
         raise _fail("--min-width must be >= 0", 2)
-    to_stdout = (output is None and svg is None) or (output is not None and str(output) == "-")
+    to_stdout = (output is None and svg is None) or (output is not None and str(output) in STDOUT_NAMES)
     out_path = None if to_stdout or output is None else _check_output(output, "-o")
     svg_path = None if svg is None else _check_output(svg, "--svg")
 
