@@ -484,9 +484,13 @@ def parse_step_on(text: str, source: str = "--step-on") -> tuple[str, str]:
             f"{outer}, or name {module}:{outer} if each call of it is one step)",
         )
     if not sep or not module or not all(p.isidentifier() for p in parts) or not parts:
-        raise ConfigError(
-            source, f"{text!r} is not MODULE:QUALNAME", "e.g. --step-on mypkg.infer:Engine.generate"
+        plain = not sep and all(p.isidentifier() for p in text.split("."))  # a name of the script's own
+        example = (
+            f"--step-on __main__:{text} for the script's own"
+            if plain
+            else "e.g. --step-on mypkg.infer:Engine.generate"
         )
+        raise ConfigError(source, f"{text!r} is not MODULE:QUALNAME", example)
     if not all(p.isidentifier() for p in module.split(".")):
         raise ConfigError(source, f"{module!r} is not a module name", "e.g. --step-on mypkg.infer:generate")
     return module, qualname

@@ -121,7 +121,7 @@ def test_steps_a_finite_schedule_needs(schedule: Schedule, steps: int) -> None:
         ),
         (
             {"step_on": "train"},
-            "--step-on: 'train' is not MODULE:QUALNAME; e.g. --step-on mypkg.infer:Engine.generate",
+            "--step-on: 'train' is not MODULE:QUALNAME; --step-on __main__:train for the script's own",
         ),
         (
             {"export_stacks": ["self_xpu_time_total"], "with_stack": True},
@@ -431,9 +431,13 @@ def test_parse_step_on(text: str, parts: tuple[str, str]) -> None:
 
 @pytest.mark.parametrize("text", ["modf", "mod:", ":f", "mod:1f", "mod:a..b", "mod:a.", "mod:f:g", "mod: f"])
 def test_parse_step_on_needs_module_colon_qualname(text: str) -> None:
-    assert error_of(parse_step_on, text) == (
-        f"--step-on: {text!r} is not MODULE:QUALNAME; e.g. --step-on mypkg.infer:Engine.generate"
+    # a bare name is taken for one of the script's own (helper-101): __main__:NAME is suggested
+    fix = (
+        f"--step-on __main__:{text} for the script's own"
+        if text.isidentifier()
+        else ("e.g. --step-on mypkg.infer:Engine.generate")
     )
+    assert error_of(parse_step_on, text) == f"--step-on: {text!r} is not MODULE:QUALNAME; {fix}"
 
 
 def test_parse_step_on_names_a_nested_function_as_such() -> None:

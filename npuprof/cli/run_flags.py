@@ -164,7 +164,9 @@ def _check_window(flags: dict[str, object]) -> None:
     static = [o.flag for o in RUN_OPTIONS if o.in_schedule and o.key in flags]
     if window and static:
         raise c.ConfigError(
-            "/".join(window), f"excludes {', '.join(static)} (one time window is recorded)", "drop them"
+            "/".join(window),
+            f"excludes {', '.join(static)} (one time window is recorded)",
+            "drop them" if len(static) > 1 else "drop it",
         )
 
 
