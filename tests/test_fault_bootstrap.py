@@ -162,3 +162,47 @@ def test_a_folder_named_npuprof_beside_the_script_does_not_hide_the_agent(
         assert "profiling is off" not in result.stderr and "agent failed" not in result.stderr, result.stderr
         done = sorted((tmp_path / "npuprof").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done"))
         assert len(done) == run + 1, result.stderr
+
+
+@pytest.mark.parametrize("form", ["npuprof/helper.py in a folder", "npuprof.py"])
+def test_a_script_of_its_own_named_npuprof_keeps_working(tmp_path: Path, form: str) -> None:
+    """The script's own code named npuprof, imported after torch.optim (where the agent starts): a folder
+    of modules without __init__.py stays importable through npuprof's package (its folder follows npuprof's
+    own on the package's path), and a module npuprof.py is never replaced: profiling is then off in the
+    job, said in one line naming the file (helper-102: it was an obscure 'npuprof.agent' error)."""
+    if form == "npuprof.py":
+        (tmp_path / "npuprof.py").write_text("X = 'mine'\n")
+    else:
+        (tmp_path / "npuprof").mkdir()
+        (tmp_path / "npuprof" / "helper.py").write_text("X = 'mine'\n")
+    imported = (
+        "import npuprof\nprint(npuprof.X)\n"
+        if form == "npuprof.py"
+        else ("import npuprof.helper\nprint(npuprof.helper.X)\n")
+    )
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(6):\n"
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n" + imported
+    )  # fmt: skip
+    bare = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert bare.returncode == 0 and bare.stdout == "mine\n", bare.stderr
+    console = Path(sys.executable).with_name("npuprof")  # `python -m npuprof` here would run npuprof.py
+    if not console.is_file():
+        pytest.skip(f"no npuprof script beside {sys.executable}")
+    schedule = ("--skip-first", "1", "--warmup", "1", "--active", "2")
+    result = subprocess.run(
+        [str(console), "run", "-o", str(tmp_path / "out"), *schedule, "--", sys.executable, str(script)],
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stdout == "mine\n", result.stderr
+    if form == "npuprof.py":
+        assert (
+            f"a module named npuprof (['{tmp_path / 'npuprof.py'}']) hides npuprof's package" in result.stderr
+        )
+    else:
+        assert list((tmp_path / "out").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done")), result.stderr

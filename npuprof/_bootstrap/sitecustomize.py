@@ -96,27 +96,41 @@ def _wake(module_name: str, module: object) -> None:
 
 
 def _entry():  # -> npuprof.agent.entry
-    if not _npuprof_importable():
-        return _import_entry_from_here()
+    kind, where = _what_npuprof_is()
+    if kind == "module":  # the script's own module: never replaced (its imports of it must keep working)
+        raise ImportError(f"a module named npuprof ({where}) hides npuprof's package: rename it")
+    if kind != "package":
+        return _import_entry_from_here(where)
     from npuprof.agent import entry
 
     return entry
 
 
-def _npuprof_importable() -> bool:
-    """``import npuprof`` gives a regular package (not a folder named npuprof that Python takes for a
-    namespace package: an output dir `-o npuprof`, a clone beside the script, found before an editable
-    install's finder; helper-101)."""
+def _what_npuprof_is() -> "tuple[str, list[str]]":
+    """What ``import npuprof`` gives in this process: ("package", []) npuprof's (or any regular package);
+    ("namespace", its folders) a folder named npuprof that Python takes for a namespace package, found
+    before an editable install's finder (an output dir `-o npuprof`, a clone beside the script; helper-101);
+    ("module", [its file]) a module npuprof.py of the script's (helper-102); ("none", []) nothing."""
     module = sys.modules.get("npuprof")
     if module is not None:
-        return bool(getattr(module, "__file__", None))
+        if hasattr(module, "__path__"):
+            return (
+                ("package", []) if getattr(module, "__file__", None) else ("namespace", list(module.__path__))
+            )
+        return "module", [str(getattr(module, "__file__", None) or module)]
     from importlib.util import find_spec
 
     try:
         spec = find_spec("npuprof")
     except Exception:
-        return False
-    return spec is not None and spec.origin not in (None, "namespace")
+        return "none", []
+    if spec is None:
+        return "none", []
+    if spec.submodule_search_locations is None:
+        return "module", [str(spec.origin)]
+    if spec.origin in (None, "namespace"):
+        return "namespace", list(spec.submodule_search_locations)
+    return "package", []
 
 
 def _watch_main(target: str) -> None:
@@ -129,15 +143,18 @@ def _watch_main(target: str) -> None:
     module.watch(target, _wake, _report, _entry)
 
 
-def _import_entry_from_here():  # -> npuprof.agent.entry
+def _import_entry_from_here(folders: "list[str] | None" = None):  # -> npuprof.agent.entry
     """The agent from the npuprof this file belongs to (the job's Python lacks npuprof, or a folder named
     npuprof hides it), loaded by its path as the package ``npuprof``, sys.path left as it was: its modules
-    are then found through the package's __path__."""
+    are then found through the package's __path__, and after them those of the namespace ``folders`` it
+    replaces (a script's own ``npuprof/util.py`` is still found)."""
     from importlib.util import module_from_spec, spec_from_file_location
 
     package_dir = os.path.dirname(_HERE)
     spec = spec_from_file_location(
-        "npuprof", os.path.join(package_dir, "__init__.py"), submodule_search_locations=[package_dir]
+        "npuprof",
+        os.path.join(package_dir, "__init__.py"),
+        submodule_search_locations=[package_dir, *(folders or [])],
     )
     module = module_from_spec(spec)
     for name in [n for n in sys.modules if n == "npuprof" or n.startswith("npuprof.")]:

@@ -177,9 +177,9 @@ def link_notes(tabs: RankTables, x: Extract) -> list[str]:
     if len(x.launch_corr) and np.isin(corr[corr >= 0], np.frombuffer(x.launch_corr, dtype=np.int64)).any():
         return []
     return [
-        f"none of the {len(launcher)} device tasks is linked to a host operator (no correlation, External "
-        "id or launch flow in common with them): their time is the device's, but no operator of this trace "
-        "launched them (another process's tasks, or a trace put together?)"
+        f"none of the {len(launcher)} device tasks is linked to a host operator (no External id of an "
+        "operator, no correlation id of a runtime launch): their time is the device's, but nothing in this "
+        "trace is known to have launched them (another process's tasks, or a trace put together?)"
     ]
 
 

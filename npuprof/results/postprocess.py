@@ -356,6 +356,7 @@ class _Handover:
             threads.start(self._copy_in_order, "npuprof-snapshots")
 
     def _copy_in_order(self) -> None:
+        from npuprof.agent.memory_snapshot import WAITING_SNAPSHOTS
         from npuprof.agent.untraced import leave_trace
 
         while True:
@@ -363,8 +364,11 @@ class _Handover:
             leave_trace()
             self.snapshots_taken += 1
             self.task = task
+            # more waiting behind it than the bound: no pauses from its start (helper-102: each copy began
+            # slow, and the waiting ones grew with every capture)
+            behind = self.snapshots_put - self.snapshots_taken
             try:
-                task.run(pause=not self.hurry)
+                task.run(pause=not self.hurry and behind <= WAITING_SNAPSHOTS)
             except Exception as exc:  # never a traceback from this thread (run itself never raises)
                 _agent_log().error(f"copying a memory snapshot failed: {exc!r}")
             self.task = None
