@@ -855,8 +855,7 @@ class Extract:
                 left = list(itertools.compress(pend, (~keep).tolist()))
                 cats = [str(c) if c is not None else "" for c in map(_CAT, left)]
                 self.unread_categories.update(cats)
-                self._note_uncategorised(list(map(_PID, left)), cats, list(map(_ARGS, left)))
-                self._note_mstx(left, cats)
+                self._note_left_out(left, cats)
                 pi = pi[keep]
                 pend = list(itertools.compress(pend, keep.tolist()))
             sel.pi, sel.pend = pi, pend
@@ -919,21 +918,34 @@ class Extract:
                 value = _ANY.decode(ev.args)
                 self._set_process(ev.pid, str(value.get("name", "")) if isinstance(value, dict) else "")
 
-    def _note_mstx(self, events: list[Any], cats: list[str]) -> None:
-        """The MsprofTx marks and ranges among ``events`` (left out of every table; their categories
-        ``cats``), kept for the report's ranges."""
-        for ev, cat in zip(events, cats, strict=True):
-            if not cat and vocab.is_mstx_mark("", _ARGS(ev)):
-                ts, dur = _TS(ev), _DUR(ev)
-                if not no_time(ts) and not no_time(dur):  # one without a time is left out
-                    self.mstx.append((str(ev.name), ev.pid, ev.tid, float(ts), float(dur)))
+    def _note_left_out(self, events: list[Any], cats: list[str]) -> None:
+        """Events of processes known to be neither host threads' nor a device's, left out of every table
+        (their categories ``cats``): the MsprofTx layer's marks and ranges among them kept for the report's
+        ranges, the others of no category counted (:meth:`_note_uncategorised`). Only the events of no
+        category in a process that may be the host's are looked into: not the CANN runtime's calls, not an
+        overlay (no step per event of those)."""
+        pids = list(map(_PID, events))
+        names = self.process_names
+        host = {
+            pid
+            for pid in set(pids)
+            if not vocab.RUNTIME_PROCESS_RE.search(names.get(pid, str(pid)))
+            and not vocab.NOT_HOST_PROCESS_RE.search(names.get(pid, str(pid)))
+        }
+        marks = [False] * len(events)
+        if host:
+            for k, (ev, cat) in enumerate(zip(events, cats, strict=True)):
+                if not cat and pids[k] in host and vocab.is_mstx_mark("", _ARGS(ev)):
+                    marks[k] = True
+                    ts, dur = _TS(ev), _DUR(ev)
+                    if not no_time(ts) and not no_time(dur):  # one without a time is left out
+                        self.mstx.append((str(ev.name), ev.pid, ev.tid, float(ts), float(dur)))
+        self._note_uncategorised(pids, [c or m for c, m in zip(cats, marks, strict=True)])
 
-    def _note_uncategorised(self, pids: list[Any], known: list[Any], args: list[Any] | None = None) -> None:
+    def _note_uncategorised(self, pids: list[Any], known: list[Any]) -> None:
         """Count the events of no category left out of a process of no known kind (by its name): not the
         CANN runtime's calls, not an overlay npuprof or torch_npu computed; ``known``: per event, true
-        when it is known for what it is (a category, a mark of the MsprofTx layer); ``args``: their raw
-        args, where the marks are still to be told apart (only in those processes: no step per event of
-        the others)."""
+        when it is known for what it is (a category, a mark of the MsprofTx layer)."""
         names = self.process_names
         wanted = {
             pid
@@ -944,7 +956,7 @@ class Extract:
         if not wanted:
             return
         for k, pid in enumerate(pids):
-            if pid in wanted and not known[k] and not (args and vocab.is_mstx_mark("", args[k])):
+            if pid in wanted and not known[k]:
                 self.unread_uncategorised[names.get(pid, str(pid))] += 1
 
     def hccl_without_tasks(self) -> bool:

@@ -1151,10 +1151,7 @@ def _trace_view_instead(
             "user's cache, not into torch_npu's folder)"
         )
     bare, out_dir = _parse_bare(view, force, jobs, export_db, on_note, in_cache=True)
-    bare.rank_dir, bare.rank = rank_dir, outcome.rank
-    if bare.rank is None:
-        with contextlib.suppress(OSError):
-            bare.rank = layout.rank_of(rank_dir)
+    bare.rank_dir, bare.rank = rank_dir, outcome.rank  # parse_rank_dir read it (profiler_info_<rank>.json)
     return bare, out_dir
 
 

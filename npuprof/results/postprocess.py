@@ -335,7 +335,7 @@ class _Handover:
         if self._write_at_once(job):
             self.sent_at_once += 1
             return
-        self._bound_snapshots(job)
+        self._queue_snapshot(job)
         self.queue.put(job)
         if self.thread is None:
             from npuprof.agent import threads
@@ -393,10 +393,11 @@ class _Handover:
             self.current = None
             self.sent += 1
 
-    def _bound_snapshots(self, job: dict[str, Any]) -> None:
-        """A snapshot copy goes slowly, to leave the GIL to training; each one waiting keeps its capture's
-        event tree alive. Past WAITING_SNAPSHOTS waiting (captures back to back), the copy under way goes
-        at full speed, so the trees held stay bounded."""
+    def _queue_snapshot(self, job: dict[str, Any]) -> None:
+        """A job's memory snapshot, if it has one, to the copier (:meth:`_copy_apart`). A copy goes slowly,
+        to leave the GIL to training; each one waiting keeps its capture's event tree alive. Past
+        WAITING_SNAPSHOTS waiting (captures back to back), the copy under way goes at full speed, so the
+        trees held stay bounded."""
         from npuprof.agent.memory_snapshot import TASK_KEY, WAITING_SNAPSHOTS
 
         exports = job.get("exports")
