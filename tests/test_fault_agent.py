@@ -408,6 +408,25 @@ def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_writt
     assert "so the captures were skipped" in last and "not known" not in last, last
 
 
+def test_a_full_disk_is_named_as_the_reason_with_min_free_space_0(tmpfs) -> None:
+    """helper-103: with --min-free-space 0 nothing is skipped ahead; the capture fails for want of room,
+    npuprof.log takes no line, and the last line said "the reason is not known"."""
+    mount = tmpfs("2m")
+    out = mount / "result"
+    out.mkdir()
+    with open(mount / "filler", "wb") as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"x" * 65536)
+    result = npuprof(
+        "run", "-o", str(out), "--min-free-space", "0", *sched(1, 1, 2), "--", *trainer("--steps", "6"),
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    last = said[said.index("npuprof: no capture was written") :]
+    assert f"the filesystem of --output '{out}' is full (0 B free)" in last and "not known" not in last, last
+
+
 def test_capture_stopped_when_the_disk_fills_during_it(tmpfs, tmp_path: Path) -> None:
     mount = tmpfs("64m")
     out = mount / "result"

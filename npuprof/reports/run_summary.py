@@ -55,7 +55,13 @@ def print_run_summary(
             _note(f"no capture was written (exit code {exit_code}): the output directory {unwritable}.")
             return
         lines = run_log_lines(log_path, run_id) if run_id else []
-        if run_id and not lines and (short := free_space.shortfall(output, cfg.min_free_space)):
+        short = None
+        if run_id and not lines:  # a full disk is the reason, --min-free-space 0 or not (helper-103)
+            full = f"the filesystem of --output {str(output)!r} is full (0 B free)"
+            short = free_space.shortfall(output, cfg.min_free_space) or (
+                full if free_space.full(output) else None
+            )
+        if short:
             # npuprof.log could not be written for want of space: that is the reason the captures were not
             _note(
                 f"no capture was written (exit code {exit_code}): {short}, so the captures were skipped and "

@@ -16,6 +16,14 @@ def _size(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def full(output: Path) -> bool:
+    """The filesystem of ``output`` has no byte left for us (whatever --min-free-space says)."""
+    try:
+        return os.statvfs(output).f_bavail == 0
+    except OSError:
+        return False
+
+
 def shortfall(output: Path, spec: str) -> str | None:
     """ "only N free on the filesystem of --output ..., below --min-free-space ..." when the filesystem of
     ``output`` has less free space than ``spec`` asks; None when it has enough or cannot be asked."""
