@@ -388,16 +388,22 @@ def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
     assert "interrupted" not in analysed.stderr
 
 
-def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_written(tmpfs) -> None:
-    """A disk with no byte free: npuprof.log and the capture record cannot be written, and the last line said
-    "the reason is not known" under the skip's own warning (helper-97); the free space is the reason."""
+def _full_disk(tmpfs) -> Path:
+    """An output directory on a 2 MB tmpfs with no byte left."""
     mount = tmpfs("2m")
     out = mount / "result"
     out.mkdir()
     with open(mount / "filler", "wb") as f, contextlib.suppress(OSError):
         while True:
             f.write(b"x" * 65536)
-    assert os.statvfs(mount).f_bavail == 0
+    return out
+
+
+def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_written(tmpfs) -> None:
+    """A disk with no byte free: npuprof.log and the capture record cannot be written, and the last line said
+    "the reason is not known" under the skip's own warning (helper-97); the free space is the reason."""
+    out = _full_disk(tmpfs)
+    assert os.statvfs(out).f_bavail == 0
     result = npuprof("run", "-o", str(out), *sched(1, 1, 2), "--", *trainer("--steps", "6"), timeout=60)
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())  # the note may be wrapped to the terminal's width
@@ -411,12 +417,7 @@ def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_writt
 def test_a_full_disk_is_named_as_the_reason_with_min_free_space_0(tmpfs) -> None:
     """helper-103: with --min-free-space 0 nothing is skipped ahead; the capture fails for want of room,
     npuprof.log takes no line, and the last line said "the reason is not known"."""
-    mount = tmpfs("2m")
-    out = mount / "result"
-    out.mkdir()
-    with open(mount / "filler", "wb") as f, contextlib.suppress(OSError):
-        while True:
-            f.write(b"x" * 65536)
+    out = _full_disk(tmpfs)
     result = npuprof(
         "run", "-o", str(out), "--min-free-space", "0", *sched(1, 1, 2), "--", *trainer("--steps", "6"),
         timeout=60,
