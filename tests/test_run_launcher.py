@@ -314,12 +314,20 @@ def test_kill_9_mid_capture_leaves_a_capture_marked_incomplete(out: Path) -> Non
         assert time.monotonic() < deadline and proc.poll() is None, "no capture started"
         time.sleep(0.05)
     (d,) = rank_dirs(out)
-    os.kill(capture_record(d)["pid"], signal.SIGKILL)
+    pid = capture_record(d)["pid"]
+    # what torch's export_chrome_trace leaves when the kill lands inside it (Kineto's temporary of ours)
+    half_written = d / f".w.pt.trace.json.{pid}-0123456789ab.tmp.tmp"
+    half_written.write_bytes(b'{"traceEvents": [' + b"{}," * 300_000)
+    os.kill(pid, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGKILL
     status = capture_status(d)
     assert not status.complete and "before the capture was finalised" in status.detail
     assert "capturing" in stderr or "incomplete" in stderr
+    assert not half_written.exists()
+    assert "half-written file(s) removed: 878.9 KiB" in stderr
+    (summary,) = json.loads((out / "npuprof_run.json").read_text())["captures"]
+    assert summary["size_bytes"] < 100_000 and "half-written" in summary["detail"]
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ import os
 import threading
 from typing import Any
 
+from npuprof.byte_sizes import human_bytes
+
 CHECK_INTERVAL_S = 2.0
 
 
@@ -53,7 +55,8 @@ class DiskGuard:
             self.log.warning(self.describe())
 
     def describe(self) -> str:
-        return f"only {_size(self.free)} free at {self.path}, below --min-free-space ({_size(self.needed)})"
+        free, needed = human_bytes(self.free), human_bytes(self.needed)
+        return f"only {free} free at {self.path}, below --min-free-space ({needed})"
 
     def _watch(self) -> None:
         from npuprof.agent.untraced import leave_trace
@@ -62,12 +65,3 @@ class DiskGuard:
         while not stop.wait(self.interval_s):
             leave_trace()
             self.check()
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{n} B"
-        value /= 1024
-    return f"{n} B"

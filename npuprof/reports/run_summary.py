@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import shorten_middle
@@ -21,14 +22,6 @@ if TYPE_CHECKING:
 
 MIN_DIRECTORY_WIDTH = 24
 NO_WRAP_WIDTH = 1 << 14  # the summary's width where it is not wrapped (_unwrapped): wide enough for any line
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
 
 
 def _steps(steps: list[int]) -> str:
@@ -115,7 +108,7 @@ def print_run_summary(
         status = f"{c.status}*" if c.detail else c.status  # the detail under the table
         # a capture its process died inside: from its first step to a last no record says
         steps = f"{c.steps[0]}-?" if c.open_ended and c.steps else _steps(c.steps)
-        rows.append([rank, steps, status, _size(c.size_bytes), "yes" if c.parsed else "no"])
+        rows.append([rank, steps, status, human_bytes(c.size_bytes), "yes" if c.parsed else "no"])
     widths = [max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns)]
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
     if not console.is_terminal:  # a log or a pipe: the names whole, to be copied
@@ -126,7 +119,7 @@ def print_run_summary(
 
     print_whole(console, table)
     if left_out or notable_left:
-        size = _size(sum(c.size_bytes or 0 for c in captures))
+        size = human_bytes(sum(c.size_bytes or 0 for c in captures))
         parsed = ", parsed" if cfg.analyse else ""
         more = f"{left_out} more complete{parsed} capture(s)" if left_out else ""
         odd = f"{notable_left} more not complete or not parsed" if notable_left else ""
@@ -608,7 +601,7 @@ def _note(text: str) -> None:
     elif tty:
         import shutil
 
-        width = shutil.get_terminal_size((80, 24)).columns
+        width = shutil.get_terminalhuman_bytes((80, 24)).columns
     lines = _wrap("npuprof: " + text, max(width, 20))
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     if color and lines:

@@ -92,12 +92,16 @@ def _create_temp(target: Path) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name beside {target}")
 
 
-def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> list[str]:
-    """Delete the temporary files ``atomic_writer`` left in ``directory`` when its writer was killed
-    (kill -9 while a post-processor gzipped a trace of gigabytes): those whose pid is gone and that no one
-    wrote for ``idle_s`` seconds (the directory may be shared with another host, where the pid says
-    nothing; a live writer writes all the time). Returns the names removed."""
-    removed = []
+def remove_dead_writers_temps(
+    directory: Path, idle_s: float = 60.0, writer: int | None = None
+) -> dict[str, int]:
+    """Delete the temporary files ``atomic_writer`` (or Kineto, under a name of ``temp_name``'s) left in
+    ``directory`` when its writer was killed (kill -9 while a post-processor gzipped a trace of gigabytes,
+    or while torch wrote one): those whose pid is gone and that no one wrote for ``idle_s`` seconds (the
+    directory may be shared with another host, where the pid says nothing; a live writer writes all the
+    time). With ``writer``, only that process's, at once: the caller knows it ran here and has ended.
+    Returns the names removed, with their sizes."""
+    removed: dict[str, int] = {}
     now = time.time()
     try:
         entries = list(os.scandir(directory))
@@ -105,17 +109,17 @@ def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> list[str
         return removed
     for entry in entries:
         pid = _writer_pid(entry.name)
-        if pid is None or pid == os.getpid():
+        if pid is None or pid == os.getpid() or (writer is not None and pid != writer):
             continue
         try:
             info = entry.stat(follow_symlinks=False)
-            if not stat.S_ISREG(info.st_mode) or now - info.st_mtime < idle_s:
+            if not stat.S_ISREG(info.st_mode) or (writer is None and now - info.st_mtime < idle_s):
                 continue
             os.kill(pid, 0)
         except ProcessLookupError:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
-                removed.append(entry.name)
+                removed[entry.name] = info.st_size
         except (OSError, OverflowError):
             continue
     return removed

@@ -5,15 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from npuprof.byte_sizes import human_bytes
 from npuprof.config import required_free_bytes
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def full(output: Path) -> bool:
@@ -36,6 +29,6 @@ def shortfall(output: Path, spec: str) -> str | None:
     if not need or free >= need:
         return None
     return (
-        f"only {_size(free)} free on the filesystem of --output {str(output)!r}, below --min-free-space "
-        f"{spec} ({_size(need)})"
+        f"only {human_bytes(free)} free on the filesystem of --output {str(output)!r}, below "
+        f"--min-free-space {spec} ({human_bytes(need)})"
     )

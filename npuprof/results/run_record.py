@@ -139,6 +139,22 @@ def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
     return (parsed / layout.ANALYSE_DONE).exists()
 
 
+def _remove_half_written(rank_dir: Path, record: dict[str, Any], status: str) -> str:
+    """Delete what the capture's process was writing when it died (kill -9 inside torch's
+    export_chrome_trace: a hidden file of up to gigabytes that nothing would read), and say so."""
+    pid = record.get("pid")
+    if status == layout.STATUS_CAPTURING or not isinstance(pid, int) or isinstance(pid, bool):
+        return ""
+    from npuprof.byte_sizes import human_bytes
+    from npuprof.results.atomic import remove_dead_writers_temps
+
+    removed = remove_dead_writers_temps(rank_dir, writer=pid)
+    if not removed:
+        return ""
+    size = human_bytes(sum(removed.values()))
+    return f"its process died while writing; the half-written file(s) removed: {size}"
+
+
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     """The captures of run ``run_id``: in ``output``, and in the directories besides it that the run
     captured into (--dynamic's prof_dir, noted in ``output``)."""
@@ -159,6 +175,9 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             # torch_npu writes its own dirs (no record); another run's are not this run's
             continue
         status = layout.capture_status(rank_dir)
+        detail = status.detail or str(record.get("detail") or "")
+        if half_written := _remove_half_written(rank_dir, record, status.status):
+            detail = f"{detail}; {half_written}" if detail else half_written
         size, record_only = _dir_contents(rank_dir)
         found.append(
             CaptureSummary(
@@ -168,7 +187,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 pid=record.get("pid"),
                 steps=list(record.get("steps") or []),
                 size_bytes=size,
-                detail=status.detail or str(record.get("detail") or ""),
+                detail=detail,
                 parsed=_parsed(rank_dir, record),
                 open_ended=record.get("status") == layout.STATUS_CAPTURING,
                 record_only=record_only,
