@@ -47,14 +47,23 @@ def test_no_gzip_gets_a_copy_of_its_own_even_after_an_abrupt_exit(tmp_path: Path
 
 def test_the_run_summary_names_the_chrome_traces_written() -> None:
     from npuprof.reports.run_summary import chrome_traces_written
+    from npuprof.results.run_record import CaptureSummary
+
+    def capture(pid: int, name: str) -> CaptureSummary:
+        return CaptureSummary(Path("/r") / name, "complete", 0, pid, [1], 10, "", True)
 
     lines = [
         "2026-12-03 12:00:00 [INFO] [agent pid=7] --export-chrome-trace: /x/trace_0.json",
         "12:00:01 [INFO] [postprocess pid=8] h_7_x_ascend_pt: --export-chrome-trace: /x/a b.json (copied)",
         "12:00:02 [WARNING] [agent pid=7] --export-chrome-trace: /x/c.json not written: [Errno 28]",
         "2026-12-03 12:00:03 [INFO] [agent pid=7] --export-chrome-trace: /x/trace_0.json",
+        # another run sharing -o and its log: its files are not this run's
+        "2026-12-03 12:00:04 [INFO] [agent pid=9] --export-chrome-trace: /x/ct.json",
+        "12:00:05 [INFO] [postprocess pid=10] h_9_y_ascend_pt: --export-chrome-trace: /x/d.json (copied)",
     ]
-    assert chrome_traces_written(lines) == ["/x/trace_0.json", "/x/a b.json"]
+    ours = [capture(7, "h_7_x_ascend_pt"), capture(11, "h_11_z_ascend_pt")]
+    assert chrome_traces_written(lines, ours) == ["/x/trace_0.json", "/x/a b.json"]
+    assert chrome_traces_written(lines, [capture(9, "h_9_y_ascend_pt")]) == ["/x/ct.json", "/x/d.json"]
 
 
 def test_processes_of_one_run_one_after_the_other_keep_each_their_trace(tmp_path: Path) -> None:

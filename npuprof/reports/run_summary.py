@@ -185,7 +185,7 @@ def print_run_summary(
     others = _agents_of_other_runs(lines, run_id)
     ours = [m["message"] for line in lines if (m := _AGENT_LINE.search(line)) and m["pid"] not in others]
     if cfg.export_chrome_trace:
-        traces = chrome_traces_written(lines)
+        traces = chrome_traces_written(lines, captures)
         if traces:
             more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
             console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
@@ -290,15 +290,24 @@ def _other_runs_in(output: Path, run_id: str) -> bool:
     return any(record.get("run_id") != run_id for _path, record in layout.read_run_records(output))
 
 
-_CHROME_TRACE = re.compile(r"--export-chrome-trace: (?P<path>/.+?)(?: \(copied\))?$")
+_CHROME_TRACE = re.compile(
+    r"\[(?:agent pid=(?P<pid>\d+)|postprocess pid=\d+)\] (?:(?P<rank_dir>[^/:]+): )?"
+    r"--export-chrome-trace: (?P<path>/.+?)(?: \(copied\))?$"
+)
 
 
-def chrome_traces_written(lines: list[str]) -> list[str]:
-    """The files --export-chrome-trace wrote, as the agents and post-processors logged them, in order."""
+def chrome_traces_written(lines: list[str], captures: list[CaptureSummary]) -> list[str]:
+    """The files --export-chrome-trace wrote for ``captures`` (linked by their process, or copied by a
+    post-processor into their rank dir's name), as logged, in order: another run sharing the log (and -o)
+    writes its own."""
+    pids = {str(c.pid) for c in captures if c.pid is not None}
+    rank_dirs = {c.rank_dir.name for c in captures}
     found: list[str] = []
     for line in lines:
         match = _CHROME_TRACE.search(line)
-        if match and "[WARNING]" not in line and match["path"] not in found:
+        if not match or "[WARNING]" in line or match["path"] in found:
+            continue
+        if match["pid"] in pids or match["rank_dir"] in rank_dirs:
             found.append(match["path"])
     return found
 
