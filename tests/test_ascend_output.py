@@ -263,6 +263,16 @@ def test_tables_of_another_form_are_named_not_read_as_zeros(tmp_path: Path) -> N
     (problem,) = json.loads(result.stdout)["problems"]
     assert "step_trace_time.csv has no column 'Step', 'Computing', 'Free'" in problem["reason"]
 
+    # msprof-analyze's table across ranks (the real one, unchanged) put in a rank dir as its step table
+    cluster_table = _rank_dir(tmp_path / "c", 0, "kernel_details_2023.csv", [])
+    shutil.copyfile(
+        REAL / "cluster_step_trace_time.csv", cluster_table / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    )
+    result = npuprof("analyse", str(cluster_table), "--format", "json", env=clean_env())
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert "is msprof-analyze's cluster_step_trace_time.csv" in problem["reason"]
+
     nameless = _rank_dir(tmp_path / "b", 0, "kernel_details_2023.csv", [_step(1, 5.0, 1.0, 4.0, 1.0)] * 2)
     rows = _kernels("kernel_details_2023.csv")
     with open(nameless / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:

@@ -121,6 +121,7 @@ def summary_of(rank_dir: Path) -> Summary:
 
 KERNEL_COLUMNS = ("Name", "Start Time(us)", "Duration(us)")  # what the report reads of each device task
 STEP_COLUMNS = ("Step", "Computing", "Free")  # a step table without these is not torch_npu's
+CLUSTER_STEP_COLUMNS = ("Step", "Type", "Index")  # msprof-analyze's table across ranks has these
 
 
 def _lacking(path: Path, columns: tuple[str, ...]) -> str:
@@ -182,6 +183,11 @@ def _steps(
             else ""
         )
         raise AscendTableError(f"no {STEP_FILE} in {path.parent}: torch_npu's parse did not finish{hint}")
+    if not _lacking(path, CLUSTER_STEP_COLUMNS):
+        raise AscendTableError(
+            f"{STEP_FILE} is msprof-analyze's cluster_step_trace_time.csv (a row a rank or stage: columns "
+            "'Type', 'Index'), not one rank's step table: analyse the rank dirs it was made from"
+        )
     lacking = _lacking(path, STEP_COLUMNS)
     if lacking:
         raise AscendTableError(
