@@ -58,6 +58,8 @@ def child_environment(
     env["PYTHONPATH"] = with_bootstrap(env.get("PYTHONPATH"))
     env[ENV_CONFIG] = config_value if config_value is not None else cfg.to_env(run)
     env["NPUPROF_TRIGGERS"] = ",".join(triggers(cfg))
+    if isinstance(log := run.get("log"), str):  # where the bootstrap says an agent failed to start
+        env["NPUPROF_LOG"] = log
     return env
 
 

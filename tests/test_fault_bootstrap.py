@@ -201,8 +201,13 @@ def test_a_script_of_its_own_named_npuprof_keeps_working(tmp_path: Path, form: s
     )  # fmt: skip
     assert result.returncode == 0 and result.stdout == "mine\n", result.stderr
     if form == "npuprof.py":
-        assert (
-            f"a module named npuprof (['{tmp_path / 'npuprof.py'}']) hides npuprof's package" in result.stderr
-        )
+        why = f"a module named npuprof (['{tmp_path / 'npuprof.py'}']) hides npuprof's package"
+        assert why in result.stderr
+        # the last line says what failed, not that the script imported no torch.optim (helper-101, -102)
+        last = " ".join(result.stderr.split("npuprof: no capture was written")[-1].split())
+        assert last.startswith("(exit code 0): npuprof's agent failed to start in the job: ImportError"), last
+        assert last.endswith(
+            "hides npuprof's package: rename it\"). See " + str(tmp_path / "out" / "npuprof.log.")
+        ), last
     else:
         assert list((tmp_path / "out").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done")), result.stderr

@@ -44,8 +44,28 @@ def _is_our_dir(entry: object) -> bool:
 
 
 def _report(message: str) -> None:
+    """Once on stderr, and in the run's log (NPUPROF_LOG), where the launcher's last line finds why no
+    agent started: an append that never blocks, follows a link nor creates a file (the launcher made it)."""
     try:
         sys.stderr.write(f"npuprof: {message}\n")
+    except Exception:
+        pass
+    log = os.environ.get("NPUPROF_LOG")
+    if not log:
+        return
+    try:
+        import stat
+        import time
+
+        one_line = " ".join(message.split())
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} [ERROR] [bootstrap pid={os.getpid()}] {one_line}\n"
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(log, flags)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, line.encode("utf-8", "backslashreplace"))
+        finally:
+            os.close(fd)
     except Exception:
         pass
 

@@ -382,6 +382,24 @@ def _agents_of_other_runs(lines: list[str], run_id: str | None) -> set[str]:
     return others
 
 
+_BOOTSTRAP_LINE = re.compile(r"\[ERROR\] \[bootstrap pid=\d+\] (?P<message>.*)$")
+
+
+def _agent_start_failures(lines: list[str]) -> list[str]:
+    """Why the job's processes could not start npuprof's agent, as the bootstrap logged it (before any
+    agent's log was set up: a module npuprof.py of the script's hiding npuprof's package, say)."""
+    found = []
+    for line in lines:
+        match = _BOOTSTRAP_LINE.search(line)
+        if match and match["message"].startswith(AGENT_START_FAILED):
+            found.append(match["message"].removeprefix(AGENT_START_FAILED))
+    return found
+
+
+# the bootstrap's words (npuprof/_bootstrap/sitecustomize.py)
+AGENT_START_FAILED = "agent failed to start, training goes on without profiling: "
+
+
 def why_no_capture(
     cfg: ProfileConfig,
     exit_code: int,
@@ -431,6 +449,8 @@ def why_no_capture(
         if "its own profiler" in message or "steps aside" in message:
             return f"{failed}{_short(message)}"
     if not ready_ranks:
+        if failed_to_start := _agent_start_failures(lines):
+            return f"{failed}npuprof's agent failed to start in the job: {_short(failed_to_start[0])}"
         if reach_warned:
             return f"{failed}npuprof's hook did not reach the job's Python (see the warning above)"
         woke = _what_wakes_the_agent(cfg)
