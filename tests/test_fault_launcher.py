@@ -778,6 +778,56 @@ def test_a_low_open_file_limit_still_gets_the_capture_parsed_and_never_hangs(out
     assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").is_file(), result.stderr
 
 
+def test_a_job_that_holds_nearly_all_its_descriptors_trains_on_and_is_told_why_nothing_was_parsed(
+    tmp_path: Path,
+) -> None:
+    """helper-98/100: a job holding all but two of its descriptors left npuprof none for a post-processor:
+    the arm step raised, the warnings named a "start hook", and the last line blamed a post-processor
+    "stopped, killed, or still at work". The capture is written in the step, the job ends as bare, and
+    the summary says why it is unparsed; `npuprof analyse` parses it afterwards."""
+    import resource
+
+    script = tmp_path / "hog.py"
+    script.write_text(
+        "import os, torch\n"
+        "held = []\n"
+        "try:\n"
+        "    while True:\n"
+        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "for fd in held[-2:]:\n"
+        "    os.close(fd)\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(8):\n"
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "print('done')\n"
+    )  # fmt: skip
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), *sched(1, 0, 2), "--", sys.executable, str(script)],
+        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=low_limit,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stdout.endswith("done\n"), result.stderr
+    (d,) = rank_dirs(out)
+    assert json.loads((d / "npuprof_capture.json").read_text())["status"] == "complete"
+    text = " ".join(result.stderr.split())
+    why = "no post-processor could be started (Too many open files)"
+    assert f"1 complete capture(s) not parsed when npuprof ended ({why}" in text, text
+    assert text.count("no post-processor could be started") == 2, text  # once from the agent, once at the end
+    assert "hook failed" not in text
+    analysed = subprocess.run(
+        [*NPUPROF, "analyse", str(out), "--format", "json"], env=clean_env(), capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert analysed.returncode == 0, analysed.stderr
+    assert [s["step"] for s in json.loads(analysed.stdout)["ranks"][0]["steps"]] == [1, 2]
+
+
 def test_descriptors_placed_for_a_spawn_that_do_not_fit_are_all_closed() -> None:
     """The copies made before one fails (EMFILE) are closed, never left to hold a lock or a pipe open."""
     code = (

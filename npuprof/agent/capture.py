@@ -112,9 +112,9 @@ class CaptureWriter:
         try:
             self.post.start()
         except OSError as exc:
-            self.log.warning(
-                f"no background post-processor ({exc!r}); the capture's files are written in the step"
-            )
+            from npuprof.results.postprocess import not_started
+
+            self.log.warn_once("post-not-started", not_started(exc))
 
     def steps_begin_at(self, step: int) -> None:
         """The capture began before the job's first step (a time window): its steps start at ``step``."""

@@ -250,7 +250,12 @@ class Agent:
         if self.controller.plan.next_busy_step(-1) is None:
             return
         self.disk.start()
-        self.post.start()
+        try:
+            self.post.start()
+        except OSError as exc:  # no descriptor or process left to the job: its captures stay unparsed
+            from npuprof.results.postprocess import not_started
+
+            self.log.warn_once("post-not-started", not_started(exc))
 
     # ---- the edges of the process ----------------------------------------------------------------
     def _exit_hooks(self) -> None:

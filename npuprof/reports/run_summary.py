@@ -147,11 +147,9 @@ def print_run_summary(
             + " DIR -o FILE, npuprof ".join(asked)
             + " DIR -o FILE make them)"
         )
-        failure = _parse_failure(lines, left)
         why = (
-            f"the post-processor said: {failure}"
-            if failure
-            else "a post-processor stopped, killed, or still at work in the background"
+            _parse_failure(lines, left)
+            or "a post-processor stopped, killed, or still at work in the background"
         )
         console.print(
             f"{unparsed} complete capture(s) not parsed when npuprof ended ({escape(why)}: see "
@@ -259,12 +257,19 @@ _PARSE_FAILED = re.compile(
 
 
 def _parse_failure(lines: list[str], left: list[CaptureSummary]) -> str:
-    """What the post-processor logged when it did not parse one of ``left`` (a full disk), if it could."""
+    """Why ``left`` were not parsed, as logged: what the post-processor said (a full disk), or that their
+    process could start none (no descriptor left)."""
+    from npuprof.results.postprocess import POST_NOT_STARTED
+
     names = {c.rank_dir.name for c in left}
+    pids = {str(c.pid) for c in left}
     for line in lines:
         found = _PARSE_FAILED.search(line)
         if found and found["dir"] in names:
-            return _short(f"{found['dir']}: {found['why']}")
+            return _short(f"the post-processor said: {found['dir']}: {found['why']}")
+        agent = _AGENT_LINE.search(line)
+        if agent and agent["pid"] in pids and agent["message"].startswith(POST_NOT_STARTED):
+            return _short(agent["message"].split(": captures")[0])
     return ""
 
 

@@ -46,6 +46,17 @@ GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
 SPOOL_PREFIX = ".npuprof_spool."  # + pid.restart.random (an exec keeps the pid).jsonl: jobs left at its end
 SPOOL_LIMIT = 256 << 20  # a spool file larger than this is not one npuprof wrote
+POST_NOT_STARTED = "no post-processor could be started"  # logged by the agent, read by the run summary
+
+
+def not_started(exc: OSError) -> str:
+    """The agent's warning when it could start no post-processor (no descriptor or process left)."""
+    return (
+        f"{POST_NOT_STARTED} ({exc.strerror or exc}): captures are written in the step, unparsed; "
+        "npuprof analyse parses them after the job"
+    )
+
+
 RESTARTS = 3  # post-processors started again after one died, per training process
 # the agent's log lines that say a post-processor was found dead (read back by the run summary)
 _DEATH_RE = re.compile(r"post-processor(?: pid (?P<a>\d+) had ended| \(pid (?P<b>\d+)\) has ended)")
