@@ -151,11 +151,15 @@ class _HeldSignals:
         return signal.SIGINT if interrupts > 0 else None
 
 
-def _wait_for_post_processing(output: Path, log_path: Path, run_id: str, held: _HeldSignals) -> None:
+def _wait_for_post_processing(
+    output: Path, log_path: Path, run_id: str, held: _HeldSignals, stopped_by: int | None = None
+) -> None:
     """Wait for this run's post-processors. Ctrl-C and the signals of ``_STOP_WAITING`` stop the wait (the
     work goes on in the background; ``held`` notes them for the launcher to die of once its record is
-    written). Says it waits only when a post-processor still works after a moment: one that had nothing to
-    do (no capture) ends as soon as the job has."""
+    written). A job ended by a signal that asks it to stop (``stopped_by``: a batch system's SIGTERM, whose
+    SIGKILL follows ~30 s later) is waited for STOPPED_JOB_WAIT_S at most. Says it waits only when a
+    post-processor still works after a moment: one that had nothing to do (no capture) ends as soon as the
+    job has."""
     if not (output / layout.PENDING_DIR).is_dir():
         return
     from npuprof.results import postprocess
@@ -169,8 +173,11 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str, held: _
             time.sleep(0.02)
             busy = _busy_post_processors(output, run_id)
         if busy:
+            at_most = (
+                f", {STOPPED_JOB_WAIT_S:.0f} s at most after {_signal_name(stopped_by)}" if stopped_by else ""
+            )
             _note(
-                f"waiting for {busy} background post-processing job(s) (gzip / analyse) to finish "
+                f"waiting for {busy} background post-processing job(s) (gzip / analyse) to finish{at_most} "
                 "(Ctrl-C stops waiting; they go on)..."
             )
         postprocess.wait_for_pending(
@@ -180,14 +187,28 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str, held: _
                 f"post-processor pid {pid} is stopped (SIGSTOP or Ctrl-Z) and is waited for: `kill -CONT "
                 f"{pid}` lets it finish; Ctrl-C stops waiting"
             ),
+            deadline=time.monotonic() + STOPPED_JOB_WAIT_S if stopped_by else None,
         )
         from npuprof.results import spawner
 
         spawner.wait_for_children(2.0)  # the last ones out, their lock gone, may still be exiting
     except _StopWaiting:
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
+    except TimeoutError:
+        _note(
+            f"stopped waiting after {STOPPED_JOB_WAIT_S:.0f} s (the job was stopped by "
+            f"{_signal_name(stopped_by)}): post-processing goes on in the background; npuprof analyse "
+            f"finishes what it could not (see {log_path})"
+        )
     finally:
         held.waiting = False
+
+
+def _signal_name(signum: int | None) -> str:
+    try:
+        return signal.Signals(signum).name if signum is not None else "a signal"
+    except ValueError:
+        return f"signal {signum}"
 
 
 # Signals that stop the wait: the launcher then writes its record and dies of SIGTERM, SIGHUP or SIGQUIT
@@ -196,6 +217,9 @@ def _wait_for_post_processing(output: Path, log_path: Path, run_id: str, held: _
 _STOP_WAITING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 _DEATHS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _QUIET_WAIT_S = 0.5  # how long post-processors may take to end before the launcher says it waits
+# After a stop signal (SIGTERM, SIGHUP, SIGQUIT) passed on to the job: Slurm's KillWait and Kubernetes'
+# grace period are 30 s, the job's own finalise comes first, and the launcher must write its record
+STOPPED_JOB_WAIT_S = 10.0
 
 
 def _busy_post_processors(output: Path, run_id: str) -> int:
@@ -438,7 +462,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     held = _HeldSignals()
     try:
         with contextlib.suppress(_StopWaiting):  # one handled at the very edge of the wait's own try
-            _wait_for_post_processing(output, log_path, run_id, held)
+            stopped_by = next((sig for sig in end.forwarded if sig in _DEATHS), None)
+            _wait_for_post_processing(output, log_path, run_id, held, stopped_by)
         _after_the_job(output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings)
     except Exception as exc:  # npuprof's own fault: the job's exit code and signal still pass through
         _note(f"internal error after the job ended ({type(exc).__name__}: {exc}); the exit code is the job's")

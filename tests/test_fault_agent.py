@@ -533,6 +533,39 @@ def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
     assert record["exit_code"] == 0 and record["end"] is not None
 
 
+def test_a_job_stopped_by_sigterm_is_waited_for_only_so_long_after_its_end(out: Path, tmp_path: Path) -> None:
+    """helper-100: SIGTERM to `npuprof run` (a batch system's stop, its SIGKILL ~30 s later) ended the job,
+    then npuprof waited 27 s for a memory timeline to be post-processed, and would have been killed without
+    its record. After a stop signal the wait lasts 10 s at most; the work goes on in the background."""
+    script = tmp_path / "stopped.py"
+    script.write_text(
+        "import torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(4):\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        + hold_a_run_lock(out, tmp_path / "held", tmp_path / "post.pid")
+        + "time.sleep(60)\n"
+    )
+    proc = _popen_npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script))
+    post = tmp_path / "post.pid"
+    try:
+        _wait_for(lambda: post.exists() and post.read_text(), proc, "the job's lock holder", 90)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=40)
+        took = time.monotonic() - sent
+    finally:
+        if post.exists():
+            os.kill(int(post.read_text().split()[0]), signal.SIGKILL)
+    assert proc.returncode == -signal.SIGTERM, err
+    text = " ".join(err.split())
+    assert "10 s at most after SIGTERM" in text, text
+    assert "stopped waiting after 10 s (the job was stopped by SIGTERM)" in text, text
+    assert 10 <= took < 25, took
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["exit_code"] == 128 + signal.SIGTERM and record["end"] is not None
+
+
 def _periodic_captures(out: Path, tmp_path: Path, kill_at: int, steps: int, prelude: str = ""):
     """`npuprof run` (a capture of steps 5-6, then every 7 steps) of a script that runs ``prelude``, then
     kills its post-processor (kill -9) after step ``kill_at``; its exit code must be 0."""

@@ -678,11 +678,13 @@ def wait_for_pending(
     run_id: str | None = None,
     poll_s: float = 0.1,
     on_stopped: Callable[[int], None] | None = None,
+    deadline: float | None = None,
 ) -> int:
     """Wait until every background job of ``run_id`` under ``output`` has ended; how many there were.
     Only regular files are opened, without following links and without blocking on a FIFO.
     ``on_stopped(pid)`` hears, once each, of a post-processor on this host found stopped (SIGSTOP, Ctrl-Z):
-    it would be waited for until it is continued."""
+    it would be waited for until it is continued. TimeoutError once ``time.monotonic()`` passes
+    ``deadline``: the jobs go on."""
     try:
         dir_fd = os.open(output / layout.PENDING_DIR, _DIR_FLAGS)
     except OSError:
@@ -690,7 +692,7 @@ def wait_for_pending(
     count = 0
     try:
         for name in sorted(n for n in os.listdir(dir_fd) if _is_lock_name(n, run_id)):
-            if _wait_for_lock(dir_fd, name, poll_s, on_stopped):
+            if _wait_for_lock(dir_fd, name, poll_s, on_stopped, deadline):
                 count += 1
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=dir_fd)
@@ -706,7 +708,13 @@ def wait_for_pending(
 _STOPPED_CHECK_S = 2.0  # how often a wait looks whether the post-processor it waits for is stopped
 
 
-def _wait_for_lock(dir_fd: int, name: str, poll_s: float, on_stopped: Callable[[int], None] | None) -> bool:
+def _wait_for_lock(
+    dir_fd: int,
+    name: str,
+    poll_s: float,
+    on_stopped: Callable[[int], None] | None,
+    deadline: float | None = None,
+) -> bool:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
@@ -721,6 +729,8 @@ def _wait_for_lock(dir_fd: int, name: str, poll_s: float, on_stopped: Callable[[
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return True
             except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"post-processing still at work ({name})") from None
                 time.sleep(poll_s)
             if on_stopped is not None and time.monotonic() >= next_check:
                 next_check = time.monotonic() + _STOPPED_CHECK_S
