@@ -1000,6 +1000,18 @@ def test_a_profiler_opened_at_arm_on_a_thread_that_never_steps() -> None:
     assert rig.c.step == 0
 
 
+def test_a_time_window_opened_before_training_on_another_thread_is_told_a_later_delay() -> None:
+    """helper-100: the advice was --skip-first 1, which --delay excludes: a window that opens once the
+    steps have begun (a larger --delay) counts them."""
+    plan = TorchPlan(skip_first=0, wait=0, warmup=0, active=3, repeat=1)
+    rig = Rig(plan, cfg=ProfileConfig(delay=0.0, duration=1.0))
+    _thread(lambda: rig.run(2), "loop")
+    (warned,) = [line for line in rig.log.lines if line[0] != "info"]
+    assert warned[2].endswith(
+        "no steps are counted (a --delay that ends once training has begun avoids this)"
+    )
+
+
 def test_a_decision_never_waits_for_the_lock() -> None:
     plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=2, repeat=1)
     rig = Rig(plan)

@@ -371,4 +371,4 @@ def test_a_capture_armed_on_the_main_thread_says_where_the_steps_were(out: Path,
     (d,) = rank_dirs(out)
     detail = capture_record(d)["detail"]
     assert detail.startswith("no step was counted in it: the steps ran on thread"), detail
-    assert "--skip-first 1 avoids this" in detail and "partial" not in detail
+    assert "--skip-first 1, avoids this" in detail and "partial" not in detail

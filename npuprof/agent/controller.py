@@ -58,6 +58,15 @@ class CaptureSink(Protocol):
     first_step_partial: bool  # the capture began inside its first step (set by the controller)
 
 
+def later_start_avoids_it(cfg: Any) -> str:
+    """How a capture opened before training began (on the thread that made the optimizer, while the steps
+    run on another) is avoided: by a later first step, or a later time window (--delay excludes
+    --skip-first)."""
+    if getattr(cfg, "timed", False):
+        return "a --delay that ends once training has begun avoids this"
+    return "a schedule that starts later, --skip-first 1, avoids this"
+
+
 class CaptureController:
     def __init__(
         self,
@@ -220,8 +229,7 @@ class CaptureController:
             self.log.warn_once(
                 "foreign-thread",
                 f"npuprof's profiler started on the thread that created the optimizer, but steps are taken "
-                f"on thread {name}: no steps are counted (a schedule that starts later, --skip-first 1, "
-                "avoids this)",
+                f"on thread {name}: no steps are counted ({later_start_avoids_it(self.cfg)})",
             )
             return
         self.log.info(

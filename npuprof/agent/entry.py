@@ -269,6 +269,7 @@ class Agent:
     def _at_exit(self, ended_by: str = "training ended") -> None:
         # A Ctrl-C now (the job is ending: a KeyboardInterrupt would only interrupt this finalise, as
         # Python ignores it in an exit callback) waits for the capture and its hand-over, and is dropped.
+        from npuprof.agent.controller import later_start_avoids_it
         from npuprof.agent.signals import sigint_held_back
 
         with sigint_held_back(deliver=False):
@@ -285,7 +286,7 @@ class Agent:
                 elsewhere = controller.steps_elsewhere
                 reason = (
                     f"no step was counted in it: the steps ran on thread {elsewhere}, not on the thread "
-                    "that started the profiler (--skip-first 1 avoids this)"
+                    f"that started the profiler ({later_start_avoids_it(self.cfg)})"
                 )
             else:
                 reason = f"{ended_by} before the capture's last step; step {controller.step} is partial"
