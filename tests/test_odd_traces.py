@@ -215,6 +215,29 @@ def test_a_trace_whose_directory_cannot_take_the_tables_is_analysed_into_the_cac
     assert again.stdout == result.stdout.replace('"status": "parsed"', '"status": "cached"')
 
 
+def test_a_trace_in_a_folder_no_one_may_write_in_is_analysed_into_the_cache_even_by_root(
+    tmp_path: Path,
+) -> None:
+    """helper-103: as root, `analyse` wrote `<trace>.npuprof/` into a folder of mode 555 (root passes the
+    access check): a folder kept read-only by its owner is not written in."""
+    trace_dir = tmp_path / "kept"
+    trace_dir.mkdir()
+    trace = trace_dir / "trace.json"
+    trace.write_text(json.dumps(cpu_trace()))
+    trace_dir.chmod(0o555)
+    try:
+        env = clean_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+        result = npuprof("analyse", str(trace), "--format", "json", env=env)
+        assert sorted(p.name for p in trace_dir.iterdir()) == ["trace.json"], result.stderr
+    finally:
+        trace_dir.chmod(0o755)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stderr.split())
+    assert "cannot write the tables beside the trace" in text and "read-only (mode 555)" in text, text
+    (cached,) = (tmp_path / "cache" / "npuprof" / "traces").iterdir()
+    assert (cached / "npuprof_summary.json").is_file()
+
+
 def _steps_of_the_real_trace_view() -> list[tuple[int, float]]:
     """(step, duration µs) of each ProfilerStep#N span of the real trace_view.json, read with json here."""
     events = json.loads((REAL / "trace_view.json").read_text())

@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import stat
 import statistics
 from collections.abc import Callable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -170,7 +171,14 @@ def _made_from(done: Path, trace: Path) -> bool:
 
 
 def _unwritable(path: Path) -> str:
-    """Why a directory cannot be made at ``path`` (or take files there), or "" when it can."""
+    """Why a directory cannot be made at ``path`` (or take files there), or "" when it can. A folder that
+    no one may write in (mode 555: its owner keeps it as it is) is not written in by root either."""
+    try:
+        folder = os.stat(path.parent)
+        if not os.path.lexists(path) and stat.S_ISDIR(folder.st_mode) and not folder.st_mode & 0o222:
+            return f"its folder is read-only (mode {folder.st_mode & 0o7777:o})"
+    except OSError:
+        pass  # said by make_dir
     try:
         make_dir(path)
     except OSError as exc:
