@@ -506,9 +506,9 @@ def test_sigint_during_an_export_is_delivered_after_it(tmp_path: Path) -> None:
     assert done.stdout.strip() == "['export done', 'interrupt']", done.stderr
 
 
-def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
-    out: Path, tmp_path: Path
-) -> None:
+def _trains_then_holds_a_run_lock(out: Path, tmp_path: Path, then: str = "") -> Path:
+    """A job of 4 steps that then leaves a process holding a post-processor's lock of its run (its pid and
+    the job's in ``tmp_path/post.pid``), so that `npuprof run` waits after it; ``then`` runs last."""
     script = tmp_path / "stall.py"
     script.write_text(
         "import torch\n"
@@ -516,7 +516,15 @@ def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
         "for _ in range(4):\n"
         "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
         + hold_a_run_lock(out, tmp_path / "held", tmp_path / "post.pid")
+        + then
     )
+    return script
+
+
+def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
+    out: Path, tmp_path: Path
+) -> None:
+    script = _trains_then_holds_a_run_lock(out, tmp_path)
     proc = _popen_npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script))
     post = tmp_path / "post.pid"
     try:
@@ -537,15 +545,7 @@ def test_a_job_stopped_by_sigterm_is_waited_for_only_so_long_after_its_end(out: 
     """helper-100: SIGTERM to `npuprof run` (a batch system's stop, its SIGKILL ~30 s later) ended the job,
     then npuprof waited 27 s for a memory timeline to be post-processed, and would have been killed without
     its record. After a stop signal the wait lasts 10 s at most; the work goes on in the background."""
-    script = tmp_path / "stopped.py"
-    script.write_text(
-        "import torch\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for _ in range(4):\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        + hold_a_run_lock(out, tmp_path / "held", tmp_path / "post.pid")
-        + "time.sleep(60)\n"
-    )
+    script = _trains_then_holds_a_run_lock(out, tmp_path, then="time.sleep(60)\n")
     proc = _popen_npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script))
     post = tmp_path / "post.pid"
     try:
