@@ -397,3 +397,44 @@ def test_the_ranks_step_tables_share_one_style_when_one_needs_more_than_80_colum
     wide = npuprof("analyse", str(tmp_path), env=clean_env(COLUMNS="120"))
     headers = [line.split() for line in wide.stdout.splitlines() if "comp" in line and "exposed" in line]
     assert [h[:2] for h in headers] == [["┃", "step"], ["┃", "step"]], wide.stdout  # room: both ruled
+
+
+def test_a_run_without_captures_on_a_terminal_says_why_in_bold_at_its_width(tmp_path: Path) -> None:
+    """The note of a run without captures is wrapped to the terminal's width there (no COLUMNS): the code
+    that asks the terminal its size once called a function that does not exist, so every such run on a
+    terminal ended in an internal error instead of its reason. Run on a real pseudo-terminal, 60 wide."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))
+    env = {k: v for k, v in clean_env().items() if k != "COLUMNS"}
+    env["TERM"] = "xterm"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--", sys.executable, "-c",
+         "pass"],
+        stdin=follower, stdout=follower, stderr=follower, env=env, start_new_session=True,
+    )  # fmt: skip
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the terminal's last writer has closed it
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    assert "internal error" not in text and "Traceback" not in text, text
+    assert "\x1b[1;33mnpuprof:\x1b[0m no capture was written (exit code 0)" in text, text
+    note = text[text.index("\x1b[1;33mnpuprof:") :].replace("\x1b[1;33m", "").replace("\x1b[0m", "")
+    assert all(len(line) <= 60 or " " not in line.strip() for line in note.splitlines()), note  # a path
+    assert len(note.splitlines()) > 1, note  # wrapped, not one long line

@@ -635,7 +635,7 @@ def _note(text: str) -> None:
     elif tty:
         import shutil
 
-        width = shutil.get_terminalhuman_bytes((80, 24)).columns
+        width = shutil.get_terminal_size((80, 24)).columns
     lines = _wrap("npuprof: " + text, max(width, 20))
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     if color and lines:
