@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
@@ -38,3 +39,41 @@ def test_size_unknown_without_shapes_is_not_zero_mb(tmp_path: Path) -> None:
     # communication.json keeps a number: msprof-analyze sums these fields
     assert record["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.0
     assert record["Communication Time Info"]["Elapse Time(ms)"] == 0.3
+
+
+# torch 2.x's gloo spans name the element type in C++ (the broadcasts of a real gloo run, helper-104: int8
+# and uint8 (what broadcast_object_list sends) were counted 4 bytes each, int64 4 instead of 8)
+@pytest.mark.parametrize(
+    ("input_type", "element_bytes"),
+    [
+        ("signed char", 1),
+        ("unsigned char", 1),
+        ("long int", 8),
+        ("c10::Float8_e4m3fn", 1),
+        ("c10::Half", 2),
+        ("c10::BFloat16", 2),
+        ("double", 8),
+        ("bool", 1),
+        ("float", 4),
+    ],
+)
+def test_gloo_element_types_in_cpp_names_give_their_sizes(
+    tmp_path: Path, input_type: str, element_bytes: int
+) -> None:
+    trace = cpu_trace()
+    (span,) = [e for e in trace["traceEvents"] if e["name"] == "gloo:all_reduce"]
+    span["args"]["Input type"] = [input_type]
+    elements = 1
+    for n in span["args"]["Input Dims"][0]:
+        elements *= n
+    summary, _record = _parse(tmp_path, trace)
+    assert summary == {"operators": 1, "time_us": 300.0, "size_mb": elements * element_bytes / 1e6}
+
+
+def test_an_element_type_not_known_gives_an_unknown_size_not_four_bytes(tmp_path: Path) -> None:
+    trace = cpu_trace()
+    (span,) = [e for e in trace["traceEvents"] if e["name"] == "gloo:all_reduce"]
+    span["args"]["Input type"] = ["c10::quint4x2"]
+    summary, record = _parse(tmp_path, trace)
+    assert summary == {"operators": 1, "time_us": 300.0, "size_unknown_operators": 1}
+    assert record["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.0

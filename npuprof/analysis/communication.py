@@ -26,6 +26,8 @@ from npuprof.analysis.extract import Extract
 from npuprof.analysis.rounding import rounded
 from npuprof.analysis.step_breakdown import StepWindows
 
+# torch's dtype names (record_param_comms' "dtype": Float, BFloat16, Float8_e4m3fn ...) and the C++ type
+# names of gloo spans' "Input type" (float, c10::Half, signed char, long int ...), lower case
 _DTYPE_BYTES = {
     "float": 4,
     "float32": 4,
@@ -35,18 +37,40 @@ _DTYPE_BYTES = {
     "float16": 2,
     "bfloat16": 2,
     "long": 8,
+    "long int": 8,
+    "long long": 8,
+    "long long int": 8,
     "int64": 8,
+    "uint64": 8,
+    "unsigned long": 8,
+    "unsigned long int": 8,
     "int": 4,
     "int32": 4,
+    "uint32": 4,
+    "unsigned int": 4,
     "short": 2,
+    "short int": 2,
     "int16": 2,
+    "uint16": 2,
+    "unsigned short": 2,
     "char": 1,
+    "signed char": 1,
+    "unsigned char": 1,
     "int8": 1,
     "byte": 1,
     "uint8": 1,
     "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1,
+    "complexhalf": 4,
     "complexfloat": 8,
     "complexdouble": 16,
+    "complex<c10::half>": 4,
+    "complex<float>": 8,
+    "complex<double>": 16,
 }
 _P2P = ("send", "recv", "receive", "isend", "irecv")
 TRANSPORT = "SDMA"
@@ -77,9 +101,10 @@ class CommOp:
         return any(low.startswith(p) or f"_{p}" in low for p in _P2P)
 
 
-def _dtype_size(dtype: Any) -> int:
-    text = str(dtype).lower().replace("torch.", "").replace("c10::", "")
-    return _DTYPE_BYTES.get(text, 4)
+def _dtype_size(dtype: Any) -> int | None:
+    """Bytes an element of ``dtype``; None for a type not known here (its size is then said unknown)."""
+    text = str(dtype).lower().replace("torch.", "").replace("c10::", "").strip()
+    return _DTYPE_BYTES.get(text)
 
 
 def _nelems(dims: Any) -> int:
@@ -181,7 +206,7 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
                 continue
             count = _as_float(args.get("In msg nelems") or args.get("Out msg nelems") or 0)
             dtype = str(args.get("dtype", "float"))
-            size = count * _dtype_size(dtype)
+            element = _dtype_size(dtype)
             group = str(args.get("Process Group Name", default_group))
             ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
             dev = dev_by_ext.get(vocab.external_id(args))
@@ -193,15 +218,15 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             dtype = str(types[0] if isinstance(types, list | str) else "float")
             dims = args.get("Input Dims")  # recorded only with --record-shapes
             count = _as_float(_nelems(dims))
-            size = count * _dtype_size(dtype)
+            element = _dtype_size(dtype) if dims is not None else None
             group, ranks = default_group, default_ranks
             dev = dev_by_ext.get(vocab.external_id(args))  # torch 1.8-1.10 nccl: its kernel
             if dev is not None:
                 ts, dur, corr = dev
-            if dims is None:
-                ops.append(CommOp(coll, group, ts, dur, 0.0, ranks, False, dtype, 0.0, host, corr))
-                continue
-        ops.append(CommOp(coll, group, ts, dur, size, ranks, True, dtype, count, host, corr))
+        if element is None:  # no shapes recorded, or an element type not known here
+            ops.append(CommOp(coll, group, ts, dur, 0.0, ranks, False, dtype, count, host, corr))
+            continue
+        ops.append(CommOp(coll, group, ts, dur, count * element, ranks, True, dtype, count, host, corr))
     if not ops:  # no host record of them (torch before 1.13, torch_npu's trace_view): the device's tasks
         ops = _device_comm_ops(x, default_group, default_ranks)
     if not ops:  # a CPU trace with only the calls (c10d::allreduce_): as analyse counts its time
