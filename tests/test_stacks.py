@@ -173,6 +173,22 @@ def test_svg_has_one_rect_per_frame_when_nothing_is_left_out():
     assert "e&<x>" in {g.get("data-name") for g in groups}
 
 
+def test_an_svg_of_stacks_thousands_of_frames_deep_is_drawn(tmp_path):
+    """helper-104: `--svg` raised RecursionError (a traceback, no SVG) past ~980 frames; a recursive model
+    recorded with --with-stack has such stacks. Each frame sits where its parent does."""
+    depth = 3000
+    stacks = {tuple(f"f{i}" for i in range(depth)): 5.0, ("f0", "g"): 3.0}
+    root = fg.build_tree(stacks)
+    node = root
+    for i in range(depth):  # "f1" sorts before "g": the tower is first under f0, at 0
+        node = node.children[f"f{i}"]
+        assert node.offset == 0.0 and node.value == 5.0 + (3.0 if i == 0 else 0.0)
+    assert root.children["f0"].children["g"].offset == 5.0
+    text = fg.render_svg(stacks, min_width_px=0)
+    groups = ET.fromstring(text).findall(f".//{SVG_NS}g[@class='frame']")
+    assert len(groups) == depth + 2  # all, the tower, f0;g
+
+
 def test_no_python_stacks_is_operator_nesting_with_a_note(tmp_path):
     rank_dir = capture("nostack", "--no-stack", "--no-memory")
     proc = cli("export-stacks", str(rank_dir), "-o", str(tmp_path / "s.folded"))

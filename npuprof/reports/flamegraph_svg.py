@@ -50,12 +50,19 @@ def build_tree(stacks: dict[tuple[str, ...], float]) -> Frame:
     return root
 
 
-def _place(node: Frame, offset: float) -> None:
-    node.offset = offset
-    for name in sorted(node.children):  # alphabetical, as flamegraph.pl: merged stacks sit together
-        child = node.children[name]
-        _place(child, offset)
-        offset += child.value
+def _place(root: Frame, offset: float) -> None:
+    """Each frame's x offset: its parent's, plus its earlier siblings' widths. A loop, not a recursion:
+    Python stacks of a thousand frames and more (a recursive model) are real."""
+    root.offset = offset
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        offset = node.offset
+        for name in sorted(node.children):  # alphabetical, as flamegraph.pl: merged stacks sit together
+            child = node.children[name]
+            child.offset = offset
+            offset += child.value
+            pending.append(child)
 
 
 def visible_frames(root: Frame, min_width_px: float = 0.1, width: int = WIDTH) -> list[Frame]:
