@@ -252,6 +252,74 @@ def test_a_damaged_step_table_is_named_and_the_other_ranks_go_on(tmp_path: Path)
     assert problem["rank_dir"].endswith(bad.name) and "step_trace_time.csv" in problem["reason"]
 
 
+def test_tables_that_are_symbolic_links_are_not_followed(tmp_path: Path) -> None:
+    """helper-104: torch_npu's tables were opened through links: one to a file out of the tree was read
+    (/etc/passwd as 23 operators named ""). Every result file is opened without following a link."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copyfile(REAL / "kernel_details_2023.csv", outside / "kernels.csv")
+    (outside / "secret.csv").write_text("Name,Host Self Duration(us)\nsecret,1\n")
+    d = _rank_dir(tmp_path / "run", 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    (out / "operator_details.csv").symlink_to(outside / "secret.csv")
+    result = npuprof("analyse", str(tmp_path / "run"), "--format", "json", env=clean_env())
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert all(op["name"] != "secret" for op in rank["top_operators"]), rank["top_operators"]
+    assert "operator_details.csv: a symbolic link: not followed" in " ".join(result.stderr.split())
+
+    (out / "kernel_details.csv").unlink()
+    (out / "kernel_details.csv").symlink_to(outside / "kernels.csv")
+    result = npuprof("analyse", str(tmp_path / "run"), "--format", "json", env=clean_env())
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert rank["top_kernels"] == [] and [s["step"] for s in rank["steps"]] == [1]
+    assert "kernel_details.csv is a symbolic link: not followed: no top kernels" in rank["warnings"]
+    assert not any("no kernel_details.csv rows" in w for w in rank["warnings"])
+
+
+def _cut_after_cells(line: bytes, cells: int) -> bytes:
+    """``line`` up to (without) the comma that ends its ``cells``-th cell, quotes respected."""
+    quoted, seen = False, 0
+    for index, char in enumerate(line):
+        if char == ord('"'):
+            quoted = not quoted
+        elif char == ord(",") and not quoted:
+            seen += 1
+            if seen == cells:
+                return line[:index]
+    raise AssertionError("the line has fewer cells")
+
+
+def test_a_kernel_table_cut_short_is_named(tmp_path: Path) -> None:
+    """helper-104: a kernel_details.csv cut by a copy (its last row short, or no line break at its end)
+    was read without a word."""
+    data = (REAL / "kernel_details_2023.csv").read_bytes()
+    body = data.rstrip(b"\n")
+    last_start = body.rfind(b"\n") + 1
+    header = next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8-sig")]))
+    assert len(header) > 10
+    forms = {
+        "no line break at the end": data.rstrip(b"\n"),
+        "1 row(s) with fewer cells than its header": body[:last_start]
+        + _cut_after_cells(body[last_start:], 10),
+    }
+    for why, cut in forms.items():
+        d = _rank_dir(
+            tmp_path / why[:2], 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)]
+        )
+        (d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").write_bytes(cut)
+        result = npuprof("analyse", str(d), "--format", "json", env=clean_env())
+        assert result.returncode == 0, result.stderr
+        (rank,) = json.loads(result.stdout)["ranks"]
+        assert f"kernel_details.csv looks cut short ({why})" in " ".join(rank["warnings"]), rank["warnings"]
+    whole = _rank_dir(
+        tmp_path / "whole", 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)]
+    )
+    (rank,) = json.loads(npuprof("analyse", str(whole), "--format", "json", env=clean_env()).stdout)["ranks"]
+    assert not any("cut short" in w for w in rank["warnings"])
+
+
 def test_tables_of_another_form_are_named_not_read_as_zeros(tmp_path: Path) -> None:
     """A step table written with ";" (a spreadsheet's export) gave a step "None" of 0 ms; a kernel table
     without its Name column summed all 591 kernels under the name ""; repeated step rows passed unsaid."""

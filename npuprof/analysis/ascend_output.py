@@ -19,13 +19,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.summary_schema import TOP_PER_STEP, Summary, SummaryStep, TopKernel, TopOperator
@@ -83,8 +84,16 @@ def summary_of(rank_dir: Path) -> Summary:
     kernels: list[tuple[int | None, str, float, float]] = []
     unreadable = 0
     if (out / KERNEL_FILE).is_file() and not lacking:
-        kernels, unreadable = _kernels(out / KERNEL_FILE)
-    if lacking:
+        try:
+            kernels, unreadable, short = _kernels(out / KERNEL_FILE)
+            if cut := _cut_short(out / KERNEL_FILE, short):
+                warnings.append(cut)
+        except AscendTableError as exc:
+            warnings.append(f"{exc}: no top kernels")
+            lacking = "unread"
+    if lacking == "unread":
+        pass  # said above
+    elif lacking:
         warnings.append(f"{KERNEL_FILE} has no column {lacking}: its kernels are not read (no top kernels)")
     elif unreadable:
         rows = unreadable + len(kernels)
@@ -96,8 +105,16 @@ def summary_of(rank_dir: Path) -> Summary:
     elif not kernels:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
     steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
-    memory_rows = _memory(out / MEMORY_FILE, warnings) if (out / MEMORY_FILE).is_file() else []
-    operators = _top_operators(out / OPERATOR_FILE)  # every name, largest first
+    memory_rows: list[tuple[float, float, float | None]] = []
+    operators: list[TopOperator] = []
+    try:
+        memory_rows = _memory(out / MEMORY_FILE, warnings) if (out / MEMORY_FILE).is_file() else []
+    except AscendTableError as exc:
+        warnings.append(f"{exc}: no memory figures")
+    try:
+        operators = _top_operators(out / OPERATOR_FILE)  # every name, largest first
+    except AscendTableError as exc:
+        warnings.append(f"{exc}: no top operators")
     groups = _kernel_groups(kernels)
     if not (out / OPERATOR_FILE).is_file():
         warnings.append(f"no {OPERATOR_FILE}: no top operators")
@@ -128,7 +145,7 @@ def _lacking(path: Path, columns: tuple[str, ...]) -> str:
     """The columns of ``columns`` the CSV's header lacks, as text ("" when it has them all, or when the
     file is not there or cannot be read: said where it is read)."""
     try:
-        with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
+        with _open_table(path) as handle:
             header = next(csv.reader(handle), [])
     except (OSError, csv.Error):
         return ""
@@ -136,10 +153,23 @@ def _lacking(path: Path, columns: tuple[str, ...]) -> str:
     return ", ".join(repr(c) for c in missing)
 
 
+def _open_table(path: Path) -> TextIO:
+    """One of torch_npu's tables, opened as every result file is: never through a symbolic link (one could
+    lead out of the tree: /etc/passwd read as operators), never blocking on a FIFO."""
+    return open(layout.open_regular(path), newline="", encoding="utf-8-sig", errors="replace")
+
+
+def _table_bytes(path: Path) -> bytes:
+    with open(layout.open_regular(path), "rb") as handle:
+        return handle.read()
+
+
 def _rows(path: Path) -> Iterator[dict[str, str]]:
     try:
-        with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
+        with _open_table(path) as handle:
             yield from csv.DictReader(handle)
+    except layout.UnsafeFileError as exc:
+        raise AscendTableError(f"{path.name} is {exc.strerror}") from None
     except (OSError, csv.Error) as exc:
         raise AscendTableError(f"{path.name}: {exc}") from None
 
@@ -160,17 +190,39 @@ def _step_id(text: str | None) -> int | None:
     return int(value) if value is not None and value == int(value) else None
 
 
-def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], int]:
-    """(step, name, start epoch µs, duration µs) of each device task, and how many rows had no number for
-    the start or the duration (``N/A``, a damaged cell, a row cut short)."""
-    kernels, unreadable = [], 0
+def _cut_short(path: Path, short_rows: int) -> str:
+    """A warning when the table looks cut (a copy or a write that stopped: torch_npu ends every row with a
+    line break, and no row of its has fewer cells than the header), else ""."""
+    ends_cut = False
+    try:
+        with open(layout.open_regular(path), "rb") as raw:
+            if raw.seek(0, os.SEEK_END) > 0:
+                raw.seek(-1, os.SEEK_END)
+                ends_cut = raw.read(1) not in (b"\n", b"\r")
+    except OSError:
+        pass
+    if not short_rows and not ends_cut:
+        return ""
+    what = (
+        f"{short_rows} row(s) with fewer cells than its header" if short_rows else "no line break at the end"
+    )
+    return f"{path.name} looks cut short ({what}): its last figures may be wrong"
+
+
+def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], int, int]:
+    """(step, name, start epoch µs, duration µs) of each device task, how many rows had no number for
+    the start or the duration (``N/A``, a damaged cell, a row cut short), and how many rows had fewer
+    cells than the header."""
+    kernels, unreadable, short = [], 0, 0
     for row in _rows(path):
+        if None in row.values():  # csv.DictReader's filler for the cells a short row lacks
+            short += 1
         start, duration = _number(row.get("Start Time(us)")), _number(row.get("Duration(us)"))
         if start is None or duration is None or duration < 0:
             unreadable += 1
             continue
         kernels.append((_step_id(row.get("Step Id")), row.get("Name") or "", start, duration))
-    return kernels, unreadable
+    return kernels, unreadable, short
 
 
 def _steps(
@@ -443,7 +495,7 @@ def _communication(
             )
         return {"operators": 0}
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(_table_bytes(path))
     except (OSError, ValueError, RecursionError) as exc:
         warnings.append(f"{COMMUNICATION_FILE} unreadable ({exc}): no communication totals")
         return {"operators": 0}
@@ -478,7 +530,7 @@ def _transit_mb(bandwidth: Any) -> float:
 def _world_size(rank_dir: Path) -> int | None:
     """``distributed_args.world_size`` of profiler_metadata.json, when torch_npu recorded it."""
     try:
-        data = json.loads((rank_dir / "profiler_metadata.json").read_bytes())
+        data = json.loads(_table_bytes(rank_dir / "profiler_metadata.json"))
     except (OSError, ValueError, RecursionError):
         return None
     args = data.get("distributed_args") if isinstance(data, dict) else None
