@@ -893,3 +893,26 @@ def test_device_tasks_no_operator_launched_are_named(tmp_path: Path) -> None:
     assert not [
         w for w in _summary(write_rank_dir(tmp_path / "linked", linked)).get("warnings", []) if "linked" in w
     ]
+
+
+def test_control_characters_in_names_are_shown_never_sent_to_the_terminal(tmp_path: Path) -> None:
+    """helper-104: an operator named with an escape sequence (a trace from elsewhere) cleared the screen
+    when its table was printed, and reached export-stacks' stdout raw. Shown as \\xNN instead; the
+    JSON report keeps the name as the trace has it."""
+    trace = cpu_trace()
+    hostile = "aten::mm\x1b[2J\x07"
+    for event in trace["traceEvents"]:
+        if event.get("name") == "aten::mm":
+            event["name"] = hostile
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(trace))
+    table = npuprof("analyse", str(path), env=clean_env(COLUMNS="200"))
+    assert table.returncode == 0, table.stderr
+    assert "\x1b" not in table.stdout + table.stderr and "\x07" not in table.stdout + table.stderr
+    assert "aten::mm\\x1b[2J\\x07" in table.stdout
+    report = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+    names = {op["name"] for op in json.loads(report.stdout)["ranks"][0]["top_operators"]}
+    assert hostile in names
+    stacks = npuprof("export-stacks", str(path), env=clean_env())
+    assert stacks.returncode == 0, stacks.stderr
+    assert "\x1b" not in stacks.stdout and "aten::mm\\x1b[2J\\x07" in stacks.stdout

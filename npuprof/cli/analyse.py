@@ -198,7 +198,7 @@ def analyse(
             if note == PARSED_BY_TORCH_NPU:
                 by_torch_npu += 1
                 continue
-            print(f"npuprof analyse: warning: {r.rank_dir}: {note}", file=sys.stderr)
+            _say(f"npuprof analyse: warning: {r.rank_dir}: {note}")
         if step_range is not None and not r.steps:
             without.append(r.rank_dir)
     if by_torch_npu:
@@ -210,7 +210,7 @@ def analyse(
         asked = step_range.text if step_range is not None else ""
         shown = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
         which = "this capture" if len(without) == 1 else f"{len(without)} of the {len(report.ranks)} captures"
-        print(f"npuprof analyse: note: no step of --steps {asked} in {which}: {shown}", file=sys.stderr)
+        _say(f"npuprof analyse: note: no step of --steps {asked} in {which}: {shown}")
     for line in [*repeated_steps(report.ranks), *far_apart_steps(report), *stalled_partial_steps(report)]:
         _note(line)
     if top > TOP_PER_STEP:
@@ -219,10 +219,8 @@ def analyse(
             f"those are shown (the CSVs of ASCEND_PROFILER_OUTPUT hold all)"
         )
     for p in report.problems:
-        print(
-            f"npuprof analyse: not analysed: {p.rank_dir}: {p.status}"
-            + (f": {p.reason}" if p.reason else ""),
-            file=sys.stderr,
+        _say(
+            f"npuprof analyse: not analysed: {p.rank_dir}: {p.status}" + (f": {p.reason}" if p.reason else "")
         )
     from npuprof.cli.main import check_stdout
 
@@ -243,7 +241,15 @@ def _export_db(export_type: str) -> bool:
 
 
 def _note(line: str) -> None:
-    print(f"npuprof analyse: note: {line}", file=sys.stderr)
+    _say(f"npuprof analyse: note: {line}")
+
+
+def _say(line: str) -> None:
+    """A line on stderr, a terminal's as often as not: names from someone's trace in it are shown, their
+    control characters never acted on."""
+    from npuprof.reports.text import printable
+
+    print(printable(line), file=sys.stderr)
 
 
 def _check_tree(path: Path) -> None:
@@ -265,7 +271,7 @@ def _check_tree(path: Path) -> None:
 
 def _warn_skipped(lines: list[str]) -> None:
     for line in lines:
-        print(f"npuprof analyse: warning: skipped {line}", file=sys.stderr)
+        _say(f"npuprof analyse: warning: skipped {line}")
 
 
 def _mark_in_progress(report: Report) -> None:

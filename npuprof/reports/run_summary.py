@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
-from npuprof.reports.text import shorten_middle
+from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space
 from npuprof.results.run_record import CaptureSummary
 
@@ -114,7 +114,7 @@ def print_run_summary(
     if not console.is_terminal:  # a log or a pipe: the names whole, to be copied
         room = 1 << 16
     for row, c in zip(rows, listed, strict=True):
-        table.add_row(*row, escape(shorten_middle(_shown_dir(c.rank_dir, output), room)))
+        table.add_row(*row, escape(shorten_middle(printable(_shown_dir(c.rank_dir, output)), room)))
     from npuprof.reports.terminal import print_whole
 
     print_whole(console, table)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npuprof.analysis import vocabulary as vocab
+from npuprof.reports.text import printable
 from npuprof.reports.trace_events import TraceEvent, load_events, process_names
 
 HOST_METRIC = "self_cpu_time_total"
@@ -69,7 +70,9 @@ class StacksError(ValueError):
 
 
 def sanitise_frame(name: str) -> str:
-    return _ADDRESS.sub("0x...", name).translate(_SANITISE) or "_"
+    """One frame of a folded line: no separator of the format in it, addresses merged, control
+    characters shown as ``\\xNN`` (a name from someone's trace must not act on a terminal)."""
+    return printable(_ADDRESS.sub("0x...", name).translate(_SANITISE)) or "_"
 
 
 @dataclass

@@ -17,7 +17,7 @@ from rich.table import Table
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.report_schema import RankReport, Report, ReportStep, json_value
 from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
-from npuprof.reports.text import shorten_middle
+from npuprof.reports.text import printable, shorten_middle
 
 T = TypeVar("T")
 MIN_NAME_WIDTH = 16
@@ -158,7 +158,9 @@ def _steps_table(r: RankReport) -> Table:
     title = _title(r)
     shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
     # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
-    steps = Table(title=escape(title), title_justify="left", caption=caption, caption_justify="left")
+    steps = Table(
+        title=escape(printable(title)), title_justify="left", caption=caption, caption_justify="left"
+    )
     for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MiB"):
         steps.add_column(col, justify="right")
     for s in shown:
@@ -205,7 +207,7 @@ def render_table(report: Report, console: Console) -> None:
             cells = [
                 [str(o.count), _ms(o.self_us), _ms(o.total_us), _ms(o.device_us)] for o in r.top_operators
             ]
-            names = [o.name for o in r.top_operators]
+            names = [printable(o.name) for o in r.top_operators]
             room = _name_room(console, names, cells, ("calls", "self ms", "total ms", "device ms"))
             for name, row in zip(names, cells, strict=True):
                 ops.add_row(escape(shorten_middle(name, room)), *row)
@@ -215,7 +217,7 @@ def render_table(report: Report, console: Console) -> None:
             for col, just in (("kernel", "left"), ("calls", "right"), ("total ms", "right")):
                 ks.add_column(col, justify=just)
             cells = [[str(k.count), _ms(k.total_us)] for k in r.top_kernels]
-            names = [k.name for k in r.top_kernels]
+            names = [printable(k.name) for k in r.top_kernels]
             room = _name_room(console, names, cells, ("calls", "total ms"))
             for name, row in zip(names, cells, strict=True):
                 ks.add_row(escape(shorten_middle(name, room)), *row)
@@ -250,7 +252,7 @@ def _render_ranges(r: RankReport, console: Console) -> None:
     for col, just in (("range", "left"), ("kind", "left"), *((c, "right") for c in RANGE_COLUMNS)):
         table.add_column(col, justify=just)
     cells = [[str(g.count), _ms(g.total_us), _ms(g.mean_us), _ms(g.max_us)] for g in r.ranges]
-    names = [g.name for g in r.ranges]
+    names = [printable(g.name) for g in r.ranges]
     room = _name_room(
         console,
         names,
@@ -306,7 +308,7 @@ def _render_cross_ranges(report: Report, console: Console) -> None:
         ]
         for c in ranges
     ]
-    names = [c.name for c in ranges]
+    names = [printable(c.name) for c in ranges]
     room = _name_room(console, names, cells, headers)
     for name, row in zip(names, cells, strict=True):
         table.add_row(escape(shorten_middle(name, room)), *row)
