@@ -315,7 +315,7 @@ def test_a_handler_chained_to_npuprofs_stops_gracefully(out: Path, tmp_path: Pat
         "    if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) and callable(previous):\n"
         "        previous(signum, frame)\n"
         "for i in range(40):\n"
-        "    if i == 3:\n"
+        "    if i == 5:\n"
         "        previous = signal.signal(signal.SIGTERM, graceful)\n"
         f"    if i == {term_at}:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
@@ -339,7 +339,7 @@ def test_npuprofs_handler_reinstalled_after_its_capture_acts_as_sig_dfl(out: Pat
         "restore.py",
         STEP + "import os, signal\n"
         "for i in range(40):\n"
-        "    if i == 3:\n"
+        "    if i == 5:\n"
         "        previous = signal.signal(signal.SIGTERM, lambda *a: None)\n"
         "    if i == 8:\n"
         "        signal.signal(signal.SIGTERM, previous)\n"
@@ -515,7 +515,7 @@ def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
         "torch.profiler.profile.export_chrome_trace = export_with_a_second_sigterm\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for i in range(8):\n"
-        "    if i == 3:\n"
+        "    if i == 5:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)  # inside the capture of steps 2-4\n"
         "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n",
     )
@@ -644,3 +644,44 @@ def test_one_ctrl_c_passed_on_again_by_timeout_is_one_ctrl_c(out: Path, tmp_path
     record = json.loads((out / "npuprof_run.json").read_text())
     assert record["exit_code"] == 130, record
     assert capture_record(rank_dirs(out)[0])["status"] == "complete"
+
+
+# ---- a SIGTERM to the job's process group, DataLoader workers in it ------------------------------------
+def test_sigterm_to_a_job_with_dataloader_workers_keeps_the_capture(out: Path, tmp_path: Path) -> None:
+    """helper-105: npuprof passes SIGTERM on to the job's process group (as a batch system sends it), so the
+    DataLoader workers die with the trainer; torch's SIGCHLD handler then raised "DataLoader worker ... is
+    killed by signal" inside the finalise, losing the capture (6 of 6 runs), and the trainer lived 5 s more.
+    Bare, the job dies of SIGTERM at once; with npuprof it does too, its capture finalised."""
+    inside = tmp_path / "inside"
+    script = _script(
+        tmp_path,
+        "loader.py",
+        "import time, torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "data = TensorDataset(torch.randn(512, 8), torch.randn(512, 8))\n"
+        "loader = DataLoader(data, batch_size=8, num_workers=2, persistent_workers=True, prefetch_factor=4)\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for i, (x, y) in enumerate(loader):\n"
+        "    opt.zero_grad(); (model(x) - y).pow(2).sum().backward(); opt.step()\n"
+        "    if i == 5:\n"
+        f"        open({str(inside)!r}, 'w').close(); time.sleep(60)\n",
+    )
+    # with stacks, the finalise runs Python long enough for the SIGCHLD handler to run inside it
+    flags = ("--with-stack", "--record-shapes", *sched(1, 1, 8))
+    with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
+        _wait_for(inside.exists, "the step inside the capture")
+        launcher.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = launcher.communicate(timeout=60)
+        took = time.monotonic() - sent
+    assert launcher.returncode == -signal.SIGTERM, err
+    assert took < 4.0, took  # no wait on the dead workers
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["detail"] == "stopped by SIGTERM", record
+    log = (out / "npuprof.log").read_text()
+    assert "could not finalise" not in log and "DataLoader worker" not in log, log
+    steps = sorted(
+        int(e["name"][13:]) for e in load_trace(d)["traceEvents"] if e["name"].startswith("ProfilerStep#")
+    )
+    assert steps[0] == 2 and steps[-1] >= 5, steps

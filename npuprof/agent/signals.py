@@ -40,6 +40,22 @@ HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the ca
 _current: SigtermGuard | None = None  # the guard installed now, if any (export_hold finds it here)
 
 
+def _quiet_other_handlers() -> None:
+    """Before the finalise of a process about to die of SIGTERM: the script's Python handlers of other
+    signals must not raise inside it. A SIGTERM sent to the job's process group ends its DataLoader workers
+    too, and torch's SIGCHLD handler then raises "DataLoader worker ... is killed" in the main thread,
+    where it cut the finalise short (helper-105: 6 captures of 6 lost). SIGCHLD goes back to its default
+    (nothing; children are not reaped for us), any other Python handler (a SIGALRM watchdog) to ignored."""
+    for signum in signal.valid_signals():
+        if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            if callable(signal.getsignal(signum)):
+                signal.signal(signum, signal.SIG_DFL if signum == signal.SIGCHLD else signal.SIG_IGN)
+        except (OSError, ValueError, TypeError):
+            continue
+
+
 class SigtermGuard:
     """Installs the finalising SIGTERM handler while a capture runs, and removes it after.
 
@@ -151,6 +167,7 @@ class SigtermGuard:
         self._handler_started.set()
         self._finalising = True
         try:
+            _quiet_other_handlers()
             self._on_term()
         finally:
             signal.signal(signum, signal.SIG_DFL)
