@@ -364,3 +364,41 @@ def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -
     (rank,) = json.loads(npuprof("analyse", str(out), "--format", "json").stdout)["ranks"]
     first = rank["steps"][0]
     assert first["step"] == 0 and not first.get("partial") and first["duration_us"] < 400_000
+
+
+@pytest.mark.parametrize(
+    ("prelude", "why"),
+    [
+        (
+            "signal.pthread_sigmask(signal.SIG_BLOCK, set(range(1, signal.NSIG)) - {signal.SIGKILL, "
+            "signal.SIGSTOP})\n",
+            "the job's main thread blocks the timer's signal",
+        ),
+        (
+            "signal.signal(signal.SIGRTMIN + 6, lambda s, f: None)\n",
+            "the job handles signal SIGRTMIN+6 itself",
+        ),
+    ],
+    ids=["blocks-signals", "takes-the-signal"],
+)
+def test_a_window_the_timer_cannot_open_in_a_job_without_steps_is_said(
+    tmp_path: Path, prelude: str, why: str
+) -> None:
+    """helper-105: a job without steps that blocks every signal, or handles the timer's own, never had its
+    window opened, and the last line said the job ended before the window began (it ran 30 s past it)."""
+    script = tmp_path / "nosteps.py"
+    script.write_text(
+        "import signal, time\n" + prelude + "import torch\n"
+        "m = torch.nn.Linear(64, 64)\n"
+        "end = time.time() + 3\n"
+        "while time.time() < end:\n"
+        "    with torch.no_grad(): m(torch.randn(8, 64)).sum().item()\n"
+        "    time.sleep(0.02)\n"
+    )  # fmt: skip
+    out = tmp_path / "out"
+    result = npuprof("run", "-o", str(out), "--delay", "0.5", "--duration", "1", "--", sys.executable,
+                     str(script), timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stderr.split())
+    assert f"no capture was written (exit code 0): the window could not open at its time: {why}" in text, text
+    assert "ended before the --delay window began" not in text

@@ -33,6 +33,8 @@ from npuprof.config import ProfileConfig
 # the second signal, whose handler interrupts the wait, is sent instead.
 KICK_SIGNAL = signal.SIGRTMIN + 6 if hasattr(signal, "SIGRTMIN") else None
 KICK_INTERRUPTING = signal.SIGRTMIN + 7 if hasattr(signal, "SIGRTMIN") else None
+# said by the agent when the window's time came and nothing could open it; read by the run's last line
+WINDOW_NOT_OPENED = "--delay/--duration: the window could not open"
 KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back: ask again until then
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
 
@@ -53,6 +55,8 @@ class WindowPlan:
         self.began_at: float | None = None
         self.controller: Any = None
         self._kicks = False
+        self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
+        self._said_not_opened = False
 
     # ---- CapturePlan -------------------------------------------------------------------------------
     def action_at(self, step: int) -> Action:
@@ -113,7 +117,8 @@ class WindowPlan:
         self.controller = controller
         self._kicks = self._install_handler()
         if not self._kicks:
-            self.log.info("--delay/--duration: the window opens and closes at step boundaries only")
+            why = self._no_kick_why
+            self.log.info(f"--delay/--duration: the window opens and closes at step boundaries only ({why})")
         from npuprof.agent import threads
 
         threads.start(self._timer, "npuprof-window")
@@ -121,18 +126,24 @@ class WindowPlan:
     def _install_handler(self) -> bool:
         from npuprof.agent import threads
 
-        if KICK_SIGNAL is None or not threads.on_main_thread():
+        if KICK_SIGNAL is None:
+            self._no_kick_why = "no real-time signals here"
+            return False
+        if not threads.on_main_thread():
+            self._no_kick_why = "npuprof started off the main thread, where no signal handler can be set"
             return False
         try:
             if signal.getsignal(KICK_SIGNAL) != signal.SIG_DFL:
-                return False  # someone uses this signal: leave it to them
+                # someone uses this signal: leave it to them
+                self._no_kick_why = f"the job handles signal SIGRTMIN+{KICK_SIGNAL - signal.SIGRTMIN} itself"
+                return False
             signal.signal(KICK_SIGNAL, self._on_kick)
             signal.siginterrupt(KICK_SIGNAL, False)  # C calls in the job restart rather than fail with EINTR
             if KICK_INTERRUPTING is not None and signal.getsignal(KICK_INTERRUPTING) == signal.SIG_DFL:
                 signal.signal(KICK_INTERRUPTING, self._on_kick)  # interrupts: sent only into Python's waits
             return True
         except (OSError, ValueError) as exc:
-            self.log.info(f"--delay/--duration: no timer signal ({exc!r})")
+            self._no_kick_why = f"no timer signal ({exc!r})"
             return False
 
     def _on_kick(self, signum: int, frame: Any) -> None:
@@ -152,8 +163,11 @@ class WindowPlan:
             self.controller.replan()
             if self.controller.armed:  # steps are taken: the window opens at the next one, if it comes
                 self._wait_for(lambda: self.began_at is not None or self.state == DONE, self._step_grace)
+            if not self._kicks:
+                self._say_not_opened()
             self._kick_until(lambda: self.began_at is not None or self.state == DONE)
             self._wait_for(lambda: self.began_at is not None or self.state == DONE, KICK_FOR_S)
+            self._say_not_opened()
             if self.end_at is None or self.state == DONE:
                 return
             self._sleep_until(self.end_at)
@@ -165,6 +179,19 @@ class WindowPlan:
             self._kick_until(lambda: self.state == DONE and self.controller.prof is None)
         except Exception as exc:
             self.log.error(f"--delay/--duration: the window's timer failed: {exc!r}")
+
+    def _say_not_opened(self) -> None:
+        """Once, when the window's time has come and it is still shut with no step counted: the main
+        thread could not be made to open it (a job that blocks or takes the timer's signal). In the log
+        now, and in the run's last line."""
+        if self._said_not_opened or self.began_at is not None or self.state == DONE or self.controller.armed:
+            return
+        self._said_not_opened = True
+        why = self._no_kick_why or "the main thread never ran the timer's signal handler"
+        self.log.warning(
+            f"{WINDOW_NOT_OPENED} at its time: {why}, and the job takes no steps npuprof counts (a window "
+            "opens at a step boundary then: --step-on names the job's step function)"
+        )
 
     @property
     def _step_grace(self) -> float:
@@ -190,7 +217,11 @@ class WindowPlan:
         said: set[str] = set()
         while not done() and time.monotonic() < deadline and main.is_alive():
             if signal.getsignal(KICK_SIGNAL) != self._on_kick:  # type: ignore[arg-type]
+                self._no_kick_why = "the job took the timer's signal over"
                 return  # the script took the signal over: boundaries decide
+            if main.native_id is not None and _blocks(main.native_id, KICK_SIGNAL):
+                self._no_kick_why = "the job's main thread blocks the timer's signal"
+                self._say_not_opened()
             waiting = in_a_wait_a_signal_breaks(_main_thread_code())
             if waiting:
                 if waiting not in said:
@@ -210,6 +241,20 @@ class WindowPlan:
             return KICK_SIGNAL
         frame = sys._current_frames().get(main_ident)
         return KICK_INTERRUPTING if in_python_wait(frame) else KICK_SIGNAL
+
+
+def _blocks(native_id: int, signum: int | None) -> bool:
+    """Whether thread ``native_id`` of this process blocks ``signum`` (its SigBlk in /proc)."""
+    if signum is None:
+        return False
+    try:
+        with open(f"/proc/self/task/{native_id}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("SigBlk:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _unsafe_moment(frame: Any) -> bool:

@@ -495,6 +495,11 @@ def why_no_capture(
             return f"{failed}{unread} (see npuprof status {where})"
         return f"{failed}no capture was asked in {where}/profiler_config.json (see npuprof status {where})"
     if cfg.timed:
+        from npuprof.agent.window_plan import WINDOW_NOT_OPENED
+
+        for message in messages:
+            if message.startswith(WINDOW_NOT_OPENED):
+                return f"{failed}{_short(message.removeprefix('--delay/--duration: '))}"
         flags = "--delay" if cfg.delay is not None else "--duration"
         return f"{failed}the job ended before the {flags} window began (the clock starts at `import torch`)"
     if cfg.schedule.off:
