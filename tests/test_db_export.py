@@ -499,3 +499,19 @@ def test_analyse_says_when_a_rank_of_the_run_is_left_without_a_db(tmp_path: Path
     assert (good / OUT / "ascend_pytorch_profiler_0.db").is_file()
     (gap,) = [n for n in notes if "no profiler db" in n]
     assert gap.startswith("1 of 2 rank dirs") and bad.name in gap and good.name not in gap
+
+
+def test_the_run_points_at_msprof_analyze_only_when_a_db_was_written(tmp_path: Path) -> None:
+    """helper-105: `--export-type db` ended every run with the msprof-analyze command, also when no
+    capture held a db (the job killed, a full disk, --no-analyse): a command that finds nothing."""
+    from conftest import npuprof as run_npuprof
+    from conftest import sched, trainer
+
+    out = tmp_path / "out"
+    flags = ("--export-type", "db", *sched(1, 1, 2))
+    unparsed = run_npuprof("run", "-o", str(out), *flags, "--no-analyse", "--", *trainer("--steps", "6"))
+    assert unparsed.returncode == 0, unparsed.stderr
+    assert "msprof-analyze cluster" not in unparsed.stderr, unparsed.stderr
+    parsed = run_npuprof("run", "-o", str(tmp_path / "out2"), *flags, "--", *trainer("--steps", "6"))
+    assert parsed.returncode == 0, parsed.stderr
+    assert "msprof-analyze cluster -d" in parsed.stderr, parsed.stderr

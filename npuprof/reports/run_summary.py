@@ -14,7 +14,7 @@ from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import printable, shorten_middle
-from npuprof.results import free_space
+from npuprof.results import free_space, layout
 from npuprof.results.run_record import CaptureSummary
 
 if TYPE_CHECKING:
@@ -199,7 +199,8 @@ def print_run_summary(
             f"[bold yellow]npuprof:[/] the job's first process ended, but {_still_running(running)}: what "
             "they capture from now on is not listed here (npuprof analyse reads it once they end)"
         )
-    if cfg.export_db:  # the db export is for msprof-analyze's recipes (README)
+    if cfg.export_db and any(layout.has_profiler_db(c.rank_dir) for c in captures):
+        # the db export is for msprof-analyze's recipes (README); where none was written, nothing to point at
         recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"
         console.print(f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe)")
     if run_id:  # requested outputs that could not be produced, with their fix (npuprof/results/extras.py)
@@ -290,7 +291,6 @@ _NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
 def _other_runs_in(output: Path, run_id: str) -> bool:
     """Whether ``output`` holds the record of another run (two runs sharing -o, at once or one after the
     other): `npuprof analyse` then reports the latest, which may not be this one."""
-    from npuprof.results import layout
 
     return any(record.get("run_id") != run_id for _path, record in layout.read_run_records(output))
 
