@@ -318,14 +318,21 @@ def test_kill_9_mid_capture_leaves_a_capture_marked_incomplete(out: Path) -> Non
     # what torch's export_chrome_trace leaves when the kill lands inside it (Kineto's temporary of ours)
     half_written = d / f".w.pt.trace.json.{pid}-0123456789ab.tmp.tmp"
     half_written.write_bytes(b'{"traceEvents": [' + b"{}," * 300_000)
+    # and what a post-processor killed while it gzipped leaves (its own pid, gone: a process reaped here)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    half_gzipped = d / f".w.pt.trace.json.gz.{int(gone.stdout)}-0123456789ab.tmp"
+    half_gzipped.write_bytes(b"\x1f\x8b" + b"\0" * 102_398)
     os.kill(pid, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGKILL
     status = capture_status(d)
     assert not status.complete and "before the capture was finalised" in status.detail
     assert "capturing" in stderr or "incomplete" in stderr
-    assert not half_written.exists()
-    assert "half-written file(s) removed: 878.9 KiB" in " ".join(stderr.split())
+    assert not half_written.exists() and not half_gzipped.exists()
+    said = " ".join(stderr.split())
+    assert "a process died while writing into it; the half-written file(s) removed: 978.9 KiB" in said
     (summary,) = json.loads((out / "npuprof_run.json").read_text())["captures"]
     assert summary["size_bytes"] < 100_000 and "half-written" in summary["detail"]
 

@@ -92,15 +92,13 @@ def _create_temp(target: Path) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name beside {target}")
 
 
-def remove_dead_writers_temps(
-    directory: Path, idle_s: float = 60.0, writer: int | None = None
-) -> dict[str, int]:
+def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> dict[str, int]:
     """Delete the temporary files ``atomic_writer`` (or Kineto, under a name of ``temp_name``'s) left in
     ``directory`` when its writer was killed (kill -9 while a post-processor gzipped a trace of gigabytes,
     or while torch wrote one): those whose pid is gone and that no one wrote for ``idle_s`` seconds (the
     directory may be shared with another host, where the pid says nothing; a live writer writes all the
-    time). With ``writer``, only that process's, at once: the caller knows it ran here and has ended.
-    Returns the names removed, with their sizes."""
+    time; 0 where the caller knows the directory's writers ran here). Returns the names removed, with
+    their sizes."""
     removed: dict[str, int] = {}
     now = time.time()
     try:
@@ -109,11 +107,11 @@ def remove_dead_writers_temps(
         return removed
     for entry in entries:
         pid = _writer_pid(entry.name)
-        if pid is None or pid == os.getpid() or (writer is not None and pid != writer):
+        if pid is None or pid == os.getpid():
             continue
         try:
             info = entry.stat(follow_symlinks=False)
-            if not stat.S_ISREG(info.st_mode) or (writer is None and now - info.st_mtime < idle_s):
+            if not stat.S_ISREG(info.st_mode) or now - info.st_mtime < idle_s:
                 continue
             os.kill(pid, 0)
         except ProcessLookupError:

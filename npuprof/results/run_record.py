@@ -139,20 +139,20 @@ def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
     return (parsed / layout.ANALYSE_DONE).exists()
 
 
-def _remove_half_written(rank_dir: Path, record: dict[str, Any], status: str) -> str:
-    """Delete what the capture's process was writing when it died (kill -9 inside torch's
-    export_chrome_trace: a hidden file of up to gigabytes that nothing would read), and say so."""
-    pid = record.get("pid")
-    if status == layout.STATUS_CAPTURING or not isinstance(pid, int) or isinstance(pid, bool):
+def _remove_half_written(rank_dir: Path, status: str) -> str:
+    """Delete what a process of the run was writing into the capture when it died (kill -9 inside torch's
+    export_chrome_trace, or of the post-processor while it gzipped: a hidden file of up to gigabytes that
+    nothing would read), and say so. The run's processes ran on this host: a pid that is gone is theirs."""
+    if status == layout.STATUS_CAPTURING:
         return ""
     from npuprof.byte_sizes import human_bytes
     from npuprof.results.atomic import remove_dead_writers_temps
 
-    removed = remove_dead_writers_temps(rank_dir, writer=pid)
+    removed = remove_dead_writers_temps(rank_dir, idle_s=0.0)
     if not removed:
         return ""
     size = human_bytes(sum(removed.values()))
-    return f"its process died while writing; the half-written file(s) removed: {size}"
+    return f"a process died while writing into it; the half-written file(s) removed: {size}"
 
 
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
@@ -176,7 +176,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             continue
         status = layout.capture_status(rank_dir)
         detail = status.detail or str(record.get("detail") or "")
-        if half_written := _remove_half_written(rank_dir, record, status.status):
+        if half_written := _remove_half_written(rank_dir, status.status):
             detail = f"{detail}; {half_written}" if detail else half_written
         size, record_only = _dir_contents(rank_dir)
         found.append(
