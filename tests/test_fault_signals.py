@@ -315,7 +315,7 @@ def test_a_handler_chained_to_npuprofs_stops_gracefully(out: Path, tmp_path: Pat
         "    if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) and callable(previous):\n"
         "        previous(signum, frame)\n"
         "for i in range(40):\n"
-        "    if i == 5:\n"
+        "    if i == 3:\n"
         "        previous = signal.signal(signal.SIGTERM, graceful)\n"
         f"    if i == {term_at}:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
@@ -339,7 +339,7 @@ def test_npuprofs_handler_reinstalled_after_its_capture_acts_as_sig_dfl(out: Pat
         "restore.py",
         STEP + "import os, signal\n"
         "for i in range(40):\n"
-        "    if i == 5:\n"
+        "    if i == 3:\n"
         "        previous = signal.signal(signal.SIGTERM, lambda *a: None)\n"
         "    if i == 8:\n"
         "        signal.signal(signal.SIGTERM, previous)\n"
@@ -515,7 +515,7 @@ def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
         "torch.profiler.profile.export_chrome_trace = export_with_a_second_sigterm\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for i in range(8):\n"
-        "    if i == 5:\n"
+        "    if i == 3:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)  # inside the capture of steps 2-4\n"
         "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n",
     )

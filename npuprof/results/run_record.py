@@ -176,6 +176,12 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             continue
         status = layout.capture_status(rank_dir)
         detail = status.detail or str(record.get("detail") or "")
+        steps = list(record.get("steps") or [])
+        if record.get("first_step_partial") is True and steps and "partial" not in detail:
+            # recording began inside its first step (at the optimizer's creation, or a time window's
+            # start): analyse marks it and leaves it out of the means; the summary's star says so too
+            first = f"step {steps[0]} is partial: recording began inside it"
+            detail = f"{first}; {detail}" if detail else first
         if half_written := _remove_half_written(rank_dir, status.status):
             detail = f"{detail}; {half_written}" if detail else half_written
         size, record_only = _dir_contents(rank_dir)
@@ -185,7 +191,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 status=status.status,
                 rank=record.get("rank"),
                 pid=record.get("pid"),
-                steps=list(record.get("steps") or []),
+                steps=steps,
                 size_bytes=size,
                 detail=detail,
                 parsed=_parsed(rank_dir, record),
