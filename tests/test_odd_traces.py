@@ -916,3 +916,38 @@ def test_control_characters_in_names_are_shown_never_sent_to_the_terminal(tmp_pa
     stacks = npuprof("export-stacks", str(path), env=clean_env())
     assert stacks.returncode == 0, stacks.stderr
     assert "\x1b" not in stacks.stdout and "aten::mm\\x1b[2J\\x07" in stacks.stdout
+
+
+def test_a_gpu_named_by_its_process_labels_only_has_its_work_of_an_unknown_category_counted(
+    tmp_path: Path,
+) -> None:
+    """helper-104: Kineto names a GPU's process after the host's ("python") and says "GPU 0" only in its
+    process_labels; device work of a category npuprof does not know there was dropped without a word and
+    the trace called CPU-only. Counted as device tasks now, named in a warning (analyse, export-stacks)."""
+    trace = cuda_trace()
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    assert kernels
+    for event in trace["traceEvents"]:
+        if event.get("ph") == "M" and event["name"] == "process_name" and event["pid"] == 0:
+            event["args"]["name"] = "python"
+        if event.get("cat") == "kernel":
+            event["cat"] = "cuda_kernel"
+    trace["traceEvents"].append(
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}
+    )
+    path = tmp_path / "labelled.json"
+    path.write_text(json.dumps(trace))
+    result = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert rank["device"] != "CPU"
+    expected = Counter()
+    for k in kernels:
+        expected[k["name"]] += k["dur"]
+    assert {k["name"]: k["total_us"] for k in rank["top_kernels"]} == dict(expected)
+    warned = " ".join(rank["warnings"])
+    assert f"{len(kernels)} of category 'cuda_kernel' in process 'python'" in warned, warned
+    stacks = npuprof("export-stacks", str(path), "-m", "self_cuda_time_total", env=clean_env())
+    assert stacks.returncode == 0, stacks.stderr
+    total = sum(int(line.rsplit(" ", 1)[1]) for line in stacks.stdout.splitlines())
+    assert total == sum(k["dur"] for k in kernels)

@@ -587,6 +587,9 @@ class Extract:
         # event_type): (name, pid, tid, ts, dur), read by analysis/annotations.py when no side file has them
         self.mstx: list[tuple[str, Any, Any, float, float]] = []
         self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE, _P_COMM or _P_OTHER, once its name is known
+        # pids whose process_labels name a device ("GPU 0"): Kineto names a GPU's process after the host's
+        # ("python") and says "GPU N" only there
+        self.device_labelled: set[Any] = set()
         self.frame_threads: dict[tuple[Any, Any], int] = {}
         self.frame_names: list[str] = []
         self._frame_name_ids: dict[str, int] = {}
@@ -917,6 +920,11 @@ class Extract:
             if ev.name == "process_name" and ev.args:
                 value = _ANY.decode(ev.args)
                 self._set_process(ev.pid, str(value.get("name", "")) if isinstance(value, dict) else "")
+            elif ev.name == "process_labels" and ev.args:
+                value = _ANY.decode(ev.args)
+                labels = value.get("labels") if isinstance(value, dict) else None
+                if isinstance(labels, str) and vocab.GPU_LABEL_RE.search(labels):
+                    self._label_device(ev.pid)
 
     def _note_left_out(self, events: list[Any], cats: list[str]) -> None:
         """Events of processes known to be neither host threads' nor a device's, left out of every table
@@ -966,9 +974,13 @@ class Extract:
             vocab.HCCL_PROCESS_RE.search(n) for n in self.process_names.values()
         )
 
+    def _label_device(self, pid: Any) -> None:
+        self.device_labelled.add(pid)
+        self._pid_class[pid] = _P_DEVICE
+
     def _set_process(self, pid: Any, name: str) -> None:
         self.process_names[pid] = name
-        if vocab.DEVICE_PROCESS_RE.search(name):
+        if vocab.DEVICE_PROCESS_RE.search(name) or pid in self.device_labelled:
             self._pid_class[pid] = _P_DEVICE
         elif vocab.COMM_PROCESS_RE.search(name):
             self._pid_class[pid] = _P_COMM
@@ -1268,6 +1280,8 @@ class Extract:
         tmap = np.array([self.thread(*key) for key in other.threads] + [-1], dtype=np.int32)
         for tid, name in other.thread_names.items():
             self.thread_names[int(tmap[tid])] = name
+        for pid in other.device_labelled:
+            self._label_device(pid)
         for pid, name in other.process_names.items():
             self._set_process(pid, name)
         self.steps.extend((n, ts, dur, int(tmap[t])) for n, ts, dur, t in other.steps)

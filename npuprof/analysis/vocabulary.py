@@ -68,6 +68,9 @@ UNCOUNTED_CATS = frozenset(
 # processes of torch_npu's trace_view.json and of device traces that are device work, and those that are
 # neither host threads nor device work (overlays npuprof or torch_npu computed)
 DEVICE_PROCESS_RE = re.compile(r"(?i)ascend hardware|^gpu\b|^npu\b|^device\b|^stream\b")
+# Kineto's process_labels of a GPU's process ("GPU 0"), whose name is the host's ("python"); torch_npu's
+# labels ("NPU", "CPU") also stand on overlays (Overlap Analysis): only this form says "a device"
+GPU_LABEL_RE = re.compile(r"(?i)^gpu \d+$")
 NPU_PROCESS_RE = re.compile(r"(?i)ascend hardware|^npu\b")
 NOT_HOST_PROCESS_RE = re.compile(r"(?i)overlap analysis|^hccl\b|^communication\b|^spans?$|^traces?$")
 # torch_npu's communication process: its collectives on "Group <g> Communication" threads, their tasks on

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.reports.text import printable
-from npuprof.reports.trace_events import TraceEvent, load_events, process_names
+from npuprof.reports.trace_events import TraceEvent, device_labelled, load_events, process_names
 
 HOST_METRIC = "self_cpu_time_total"
 STEP_FRAME = "ProfilerStep"  # every ProfilerStep#N (_frame_of)
@@ -225,7 +225,10 @@ class _Processes:
 
 def _processes(events: list[TraceEvent]) -> _Processes:
     kinds = _Processes(set(), set(), set(), process_names(events))
+    kinds.device |= device_labelled(events)
     for pid, name in kinds.names.items():
+        if pid in kinds.device:
+            continue
         if vocab.DEVICE_PROCESS_RE.search(name):
             kinds.device.add(pid)
         elif vocab.NOT_HOST_PROCESS_RE.search(name):

@@ -56,3 +56,17 @@ def process_names(events: list[Any]) -> dict[int | str | None, str]:
             if isinstance(name, str):
                 names[ev.pid] = name
     return names
+
+
+def device_labelled(events: list[Any]) -> set[int | str | None]:
+    """The pids whose ``process_labels`` metadata names a device ("GPU 0"): Kineto names a GPU's process
+    after the host's ("python") and says which device it is only there."""
+    from npuprof.analysis.vocabulary import GPU_LABEL_RE
+
+    found: set[int | str | None] = set()
+    for ev in events:
+        if ev.ph == "M" and ev.name == "process_labels":
+            labels = ev.args_dict().get("labels")
+            if isinstance(labels, str) and GPU_LABEL_RE.search(labels):
+                found.add(ev.pid)
+    return found
