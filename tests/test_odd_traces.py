@@ -951,3 +951,31 @@ def test_a_gpu_named_by_its_process_labels_only_has_its_work_of_an_unknown_categ
     assert stacks.returncode == 0, stacks.stderr
     total = sum(int(line.rsplit(" ", 1)[1]) for line in stacks.stdout.splitlines())
     assert total == sum(k["dur"] for k in kernels)
+
+
+@pytest.mark.parametrize(("overrun", "said"), [(0.001, False), (200.0, True)], ids=["rounding", "overlap"])
+def test_export_stacks_cuts_a_step_that_runs_into_the_next(
+    tmp_path: Path, overrun: float, said: bool
+) -> None:
+    """helper-104: step 5 ending 1 ns after step 6 began (a clock's rounding) took step 6 in as its child:
+    step 6's own time and its place as a root were lost (1,210 of 2,500 µs), without a word. Cut at the next
+    step's start, as analyse does; an overlap beyond rounding is named."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python3"}},
+        x("ProfilerStep#5", "user_annotation", 0, 1000 + overrun),
+        x("aten::mm", "cpu_op", 100, 300),
+        x("ProfilerStep#6", "user_annotation", 1000, 1500),
+        x("aten::add", "cpu_op", 1100, 500),
+    ]
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = npuprof("export-stacks", str(path), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    folded = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in result.stdout.splitlines()}
+    # each step a root, its own time and its operator's under it: 1000 + 1500 µs in all
+    assert folded == {
+        "ProfilerStep": 1000 - 300 + 1500 - 500,
+        "ProfilerStep;aten::mm": 300,
+        "ProfilerStep;aten::add": 500,
+    }
+    assert ("ran into the next step (ProfilerStep#5)" in result.stderr) is said, result.stderr

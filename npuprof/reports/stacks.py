@@ -29,6 +29,7 @@ keeps them.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from collections import defaultdict
@@ -282,10 +283,13 @@ def _build_host_tree(
     kinds: _Processes | None = None,
     keep_idle: bool = True,
     idle: list[tuple[object, object]] | None = None,
+    overlaps: list[str] | None = None,
 ) -> _HostTree:
-    """``idle`` receives the threads left out as idle (when ``keep_idle`` is False)."""
+    """``idle`` receives the threads left out as idle (when ``keep_idle`` is False); ``overlaps`` the
+    steps cut where the next one began."""
     kinds = kinds or _Processes(set(), set(), set(), {})
     idle = [] if idle is None else idle
+    overlaps = [] if overlaps is None else overlaps
     aliases = _thread_aliases(events, kinds)
     by_thread: dict[tuple[object, object], list[tuple[int, TraceEvent]]] = defaultdict(list)
     for order, ev in enumerate(events):
@@ -307,11 +311,12 @@ def _build_host_tree(
         # Python frames from the operators' "Call stack" only where there are no python_function events
         use_call_stacks = not any(_cat(ev) == vocab.PYTHON_FUNCTION for _, ev in items)
         items.sort(key=lambda oe: (oe[1].ts, -(oe[1].dur or 0.0), _CAT_RANK.get(_cat(oe[1]), 3), oe[0]))
+        step_ends = _step_ends(items, overlaps)
         stack: list[_Node] = []
         thread_spans: list[tuple[float, float, int]] = []
         for _, ev in items:
             ts = float(ev.ts or 0.0)
-            end = ts + max(float(ev.dur or 0.0), 0.0)
+            end = step_ends.get(id(ev)) or ts + max(float(ev.dur or 0.0), 0.0)
             while stack and ts >= stack[-1].end:
                 _close(stack.pop(), self_time)
             cat = _cat(ev)
@@ -364,6 +369,23 @@ def _build_host_tree(
             _close(stack.pop(), self_time)
         spans[thread] = thread_spans
     return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
+
+
+def _step_ends(items: list[tuple[int, TraceEvent]], overlaps: list[str]) -> dict[int, float]:
+    """id(step event) -> its end cut at the next step's start, for the steps of a thread (start-sorted
+    ``items``) that run into the next one: nested in it, the next step lost its time to it (one 1 ns too
+    long too, from rounding; analyse cuts them alike). The name of each cut by more than a rounding goes
+    to ``overlaps``."""
+    steps = [ev for _, ev in items if ev.name.startswith(vocab.STEP_PREFIX) and ev.ts is not None]
+    ends: dict[int, float] = {}
+    for ev, following in itertools.pairwise(steps):
+        ts, next_ts = float(ev.ts or 0.0), float(following.ts or 0.0)
+        end = ts + max(float(ev.dur or 0.0), 0.0)
+        if next_ts > ts and end > next_ts:
+            ends[id(ev)] = next_ts
+            if end - next_ts > OVERRUN_US:  # not a clock's rounding: said
+                overlaps.append(ev.name)
+    return ends
 
 
 def _frame_of(name: str) -> str:
@@ -490,8 +512,14 @@ def folded_from_events(
         raise StacksError(f"unknown metric {metric!r}; use one of: {', '.join(METRICS)}")
     kinds = _processes(events)
     idle: list[tuple[object, object]] = []
-    tree = _build_host_tree(events, kinds.device | kinds.other, kinds, keep_idle, idle)
+    overlaps: list[str] = []
+    tree = _build_host_tree(events, kinds.device | kinds.other, kinds, keep_idle, idle, overlaps)
     result = FoldedStacks(metric, has_python_frames=tree.has_python_frames)
+    if overlaps:
+        shown = ", ".join(overlaps[:3]) + (f" and {len(overlaps) - 3} more" if len(overlaps) > 3 else "")
+        result.notes.append(
+            f"{len(overlaps)} step span(s) ran into the next step ({shown}): cut where the next one begins"
+        )
     if idle and metric == HOST_METRIC:
         result.notes.append(
             f"left out {len(idle)} thread(s) that ran no torch work and only waited (tid "
