@@ -979,3 +979,33 @@ def test_export_stacks_cuts_a_step_that_runs_into_the_next(
         "ProfilerStep;aten::add": 500,
     }
     assert ("ran into the next step (ProfilerStep#5)" in result.stderr) is said, result.stderr
+
+
+def test_memory_events_of_torch_before_1_10_bytes_only_are_summed(tmp_path: Path) -> None:
+    """helper-104: [memory] events with Bytes and no Total Allocated (what torch wrote before 1.10, which
+    TensorBoard's plugin reads) gave 0.0 MiB in every step without a word, and memory-timeline said the
+    trace had no [memory] events. Their running sum from the capture's start is the figure, said so."""
+    trace = cpu_trace()
+    changes = [(110, 4096), (120, 1 << 20), (300, -4096), (600, 2048)]
+    for ts, nbytes in changes:
+        event = mem(ts, nbytes, 0, 0x1000 + ts)
+        event["args"] = {"Bytes": nbytes, "Device Type": 0, "Device Id": -1}
+        trace["traceEvents"].append(event)
+    running = peak = 0
+    for _ts, nbytes in changes:
+        running += nbytes
+        peak = max(peak, running)
+    path = tmp_path / "old_memory.json"
+    path.write_text(json.dumps(trace))
+    result = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert [s["memory_peak_mb"] for s in rank["steps"]] == [round(peak / (1 << 20), 3)]
+    assert any("4 [memory] event(s) without 'Total Allocated'" in w for w in rank["warnings"]), rank[
+        "warnings"
+    ]
+    timeline = npuprof("memory-timeline", str(path), "-o", str(tmp_path / "m.json"), env=clean_env())
+    assert timeline.returncode == 0, timeline.stderr
+    assert "from the trace's [memory] Bytes, summed" in " ".join(timeline.stderr.split())
+    times, sizes = json.loads((tmp_path / "m.json").read_text())
+    assert max(sum(row) for row in sizes) == peak and len(times) == len(changes)

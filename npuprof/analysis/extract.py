@@ -75,12 +75,19 @@ class TaskArgs(KernelArgs, gc=False):
     event_type: str = ""  # CANN's MsprofTx layer's marks and ranges (vocabulary.MSTX_ARGS_KEY)
 
 
+MEMORY_WITHOUT_TOTALS = (
+    "{count} [memory] event(s) without 'Total Allocated' (a torch before 1.10): the memory figures are "
+    "the running sum of their Bytes from the capture's start, not the allocator's totals"
+)
+
+
 class LaunchArgs(msgspec.Struct, gc=False):
     correlation: int = -1
 
 
 class MemArgs(msgspec.Struct, gc=False):
-    allocated: float = msgspec.field(name="Total Allocated", default=0)
+    # NaN when absent: torch before 1.10 wrote only Bytes (analysis/memory.py sums them instead)
+    allocated: float = msgspec.field(name="Total Allocated", default=math.nan)
     reserved: float = msgspec.field(name="Total Reserved", default=0)
     nbytes: float = msgspec.field(name="Bytes", default=0)
     addr: int = msgspec.field(name="Addr", default=0)
@@ -587,6 +594,7 @@ class Extract:
         # event_type): (name, pid, tid, ts, dur), read by analysis/annotations.py when no side file has them
         self.mstx: list[tuple[str, Any, Any, float, float]] = []
         self._pid_class: dict[Any, int] = {}  # pid -> _P_DEVICE, _P_COMM or _P_OTHER, once its name is known
+        self.mem_without_totals = 0  # [memory] events with Bytes but no Total Allocated (torch < 1.10)
         # pids whose process_labels name a device ("GPU 0"): Kineto names a GPU's process after the host's
         # ("python") and says "GPU N" only there
         self.device_labelled: set[Any] = set()
@@ -647,6 +655,8 @@ class Extract:
             )
         if self.unknown_device_work:
             notes.append(vocab.unknown_device_work_note(self.unknown_device_work, "counted as device tasks"))
+        if self.mem_without_totals:
+            notes.append(MEMORY_WITHOUT_TOTALS.format(count=self.mem_without_totals))
         if len(self.p_ts):  # still pending at the end: their process was never named
             keys = list(self.threads)
             pids = sorted({str(keys[t][0]) for t in self.p_thread.tolist()})
@@ -1211,6 +1221,8 @@ class Extract:
             k = len(sel.mems)
             parts["mem_ts"].append(np.fromiter(map(_TS, sel.mems), np.float64, k))
             parts["mem_thread"].append(np.fromiter(map(threads.__getitem__, mem_keys), np.int32, k))
+            allocated = np.fromiter(map(attrgetter("allocated"), margs), np.float64, k)
+            self.mem_without_totals += int(np.isnan(allocated).sum())
             for col, attr, dtype in (
                 ("mem_alloc", "allocated", np.float64),
                 ("mem_reserved", "reserved", np.float64),
@@ -1293,6 +1305,7 @@ class Extract:
             self.unknown_device_work[key] = self.unknown_device_work.get(key, 0) + count
         self.unread_phases.update(other.unread_phases)
         self.timeless += other.timeless
+        self.mem_without_totals += other.mem_without_totals
         self.unread_categories.update(other.unread_categories)
         self.unread_uncategorised.update(other.unread_uncategorised)
         self.mstx.extend(other.mstx)

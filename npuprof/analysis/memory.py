@@ -70,7 +70,15 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
         )
     }
     order = np.argsort(cols["ts"], kind="stable")
-    return {k: v[order] for k, v in cols.items()}
+    cols = {k: v[order] for k, v in cols.items()}
+    missing = np.isnan(cols["alloc"])
+    if missing.any():  # torch before 1.10: Bytes only; each device's running sum from the capture's start
+        alloc = cols["alloc"].copy()
+        for code in np.unique(cols["devtype"][missing]).tolist():
+            rows = missing & (cols["devtype"] == code)
+            alloc[rows] = np.cumsum(cols["bytes"][rows])
+        cols["alloc"] = alloc
+    return cols
 
 
 def peak_rows(cols: dict[str, np.ndarray]) -> np.ndarray:

@@ -141,30 +141,45 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     loaded = load(trace)
     base_ns = _time_base_ns(loaded)
     per_device: dict[str, list[tuple[float, int, int, int]]] = {}
+    bytes_only: dict[str, list[tuple[float, int]]] = {}  # torch before 1.10: no Total Allocated
     for ev in loaded.events:
         if ev.name != vocab.MEMORY_EVENT:
             continue
         args = ev.args_dict()
         try:
             name = device_name(int(args.get("Device Type", 0)), int(args.get("Device Id", -1)))
-            record = (
-                float(ev.ts),
-                int(args["Total Allocated"]),
-                int(args.get("Total Reserved", 0)),
-                int(args.get("Bytes", 0)),
-            )
+            ts, nbytes = float(ev.ts), int(args.get("Bytes", 0))
+            if not math.isfinite(ts * 1000):  # a time no timeline can place (ns must fit a float)
+                continue
+            if "Total Allocated" not in args:
+                bytes_only.setdefault(name, []).append((ts, nbytes))
+                continue
+            record = (ts, int(args["Total Allocated"]), int(args.get("Total Reserved", 0)), nbytes)
         except (KeyError, TypeError, ValueError, OverflowError):
             continue
-        if not math.isfinite(record[0] * 1000):  # a time no timeline can place (ns must fit a float)
-            continue
         per_device.setdefault(name, []).append(record)
+    summed = False
+    for name, changes in bytes_only.items():
+        if name in per_device:
+            continue  # the device's own totals are there: its records without them add nothing
+        summed = True
+        total, records = 0, []
+        for ts, nbytes in sorted(changes):  # the running sum from the capture's start (before: unknown)
+            total += nbytes
+            records.append((ts, total, 0, nbytes))
+        per_device[name] = records
     if not per_device:
         raise MemoryTimelineError(
             f"{trace.name} has no [memory] events: capture with {CAPTURE_FLAGS} "
             "(and --memory-timeline raw.json.gz for categories); with torch.profiler yourself: "
             "profile_memory=True"
         )
-    return _from_records(per_device, device, base_ns, "the trace")
+    origin = (
+        "the trace's [memory] Bytes, summed: it has no allocator totals (torch < 1.10)"
+        if summed
+        else "the trace"
+    )
+    return _from_records(per_device, device, base_ns, origin)
 
 
 def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
