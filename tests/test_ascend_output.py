@@ -252,6 +252,34 @@ def test_a_damaged_step_table_is_named_and_the_other_ranks_go_on(tmp_path: Path)
     assert problem["rank_dir"].endswith(bad.name) and "step_trace_time.csv" in problem["reason"]
 
 
+def test_steps_filter_torch_npus_communication(tmp_path: Path) -> None:
+    """helper-104: `--steps 2` summed both steps of communication.json (keyed step1, step2); the operators'
+    table has no step column (said), communication.json has one."""
+    d = _rank_dir(
+        tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0), _step(2, 50.0, 1.0, 4.0, 1.0)]
+    )
+
+    def op(ms: float, mb: float) -> dict:
+        return {
+            "Communication Time Info": {"Elapse Time(ms)": ms},
+            "Communication Bandwidth Info": {"HCCS": {"Transit Size(MB)": mb}},
+        }
+
+    comm = {
+        "step1": {"collective": {"hcom_allReduce__1@g": op(1.5, 1.0)}, "p2p": {}},
+        "step2": {
+            "collective": {"hcom_allReduce__2@g": op(2.0, 1.5)},
+            "p2p": {"hcom_send__3@g": op(0.5, 0.5)},
+        },
+    }
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(comm))
+    whole = _report(tmp_path)["ranks"][0]["communication"]
+    assert whole == {"operators": 3, "time_us": 4000.0, "size_mb": 3.0}
+    (rank,) = _report(tmp_path, "--steps", "2")["ranks"]
+    assert rank["communication"] == {"operators": 2, "time_us": 2500.0, "size_mb": 2.0}
+    assert not any("communication are of the whole capture" in w for w in rank["warnings"])
+
+
 def test_tables_that_are_symbolic_links_are_not_followed(tmp_path: Path) -> None:
     """helper-104: torch_npu's tables were opened through links: one to a file out of the tree was read
     (/etc/passwd as 23 operators named ""). Every result file is opened without following a link."""

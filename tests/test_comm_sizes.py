@@ -77,3 +77,26 @@ def test_an_element_type_not_known_gives_an_unknown_size_not_four_bytes(tmp_path
     summary, record = _parse(tmp_path, trace)
     assert summary == {"operators": 1, "time_us": 300.0, "size_unknown_operators": 1}
     assert record["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.0
+
+
+def test_steps_filter_the_communication_totals(tmp_path: Path) -> None:
+    """helper-104: `analyse --steps` summed the whole capture's communication. cuda_trace: step 1 holds an
+    all-reduce of 1024 float32 on the device for 250 µs, step 2 a receive of 256 bfloat16 for 200 µs."""
+    import json as _json
+
+    from analyse_support.handmade import cuda_trace
+    from conftest import clean_env, npuprof
+
+    path = tmp_path / "two_steps.json"
+    path.write_text(_json.dumps(cuda_trace()))
+    expected = {
+        None: {"operators": 2, "time_us": 450.0, "size_mb": (1024 * 4 + 256 * 2) / 1e6},
+        "1": {"operators": 1, "time_us": 250.0, "size_mb": 1024 * 4 / 1e6},
+        "2": {"operators": 1, "time_us": 200.0, "size_mb": 256 * 2 / 1e6},
+    }
+    for steps, figures in expected.items():
+        flags = ("--steps", steps) if steps else ()
+        result = npuprof("analyse", str(path), "--format", "json", *flags, env=clean_env())
+        assert result.returncode == 0, result.stderr
+        (rank,) = _json.loads(result.stdout)["ranks"]
+        assert rank["communication"] == figures, steps

@@ -118,6 +118,7 @@ def summary_of(rank_dir: Path) -> Summary:
     groups = _kernel_groups(kernels)
     if not (out / OPERATOR_FILE).is_file():
         warnings.append(f"no {OPERATOR_FILE}: no top operators")
+    comm_by_step: dict[str, dict[str, int | float]] = {}
     return Summary(
         rank=layout.rank_of(rank_dir),
         trace=str(out),
@@ -130,7 +131,8 @@ def summary_of(rank_dir: Path) -> Summary:
         operator_totals=operators,
         kernel_totals=_kernel_totals(groups),
         memory=_memory_peaks(memory_rows),
-        communication=_communication(out / COMMUNICATION_FILE, kernels, warnings),
+        communication=_communication(out / COMMUNICATION_FILE, kernels, warnings, comm_by_step),
+        communication_by_step=comm_by_step,
         world_size=_world_size(rank_dir),
         warnings=warnings,
     )
@@ -483,9 +485,13 @@ def _with_memory(step: dict[str, Any], rows: list[tuple[float, float, float | No
 
 
 def _communication(
-    path: Path, kernels: list[tuple[int | None, str, float, float]], warnings: list[str]
+    path: Path,
+    kernels: list[tuple[int | None, str, float, float]],
+    warnings: list[str],
+    by_step: dict[str, dict[str, int | float]],
 ) -> dict[str, int | float]:
-    """Operators, time and size of communication.json's collective and point-to-point operations."""
+    """Operators, time and size of communication.json's collective and point-to-point operations; each
+    step's into ``by_step`` (by step number, from its keys ``step<N>``)."""
     if not path.is_file():
         tasks = sum(1 for _step, name, _start, _dur in kernels if vocab.is_comm_name(name))
         if tasks:  # torch_npu writes the file whenever collectives ran
@@ -499,8 +505,10 @@ def _communication(
     except (OSError, ValueError, RecursionError) as exc:
         warnings.append(f"{COMMUNICATION_FILE} unreadable ({exc}): no communication totals")
         return {"operators": 0}
-    count, time_ms, size_mb = 0, 0.0, 0.0
-    for step in data.values() if isinstance(data, dict) else ():
+    total: dict[str, int | float] = {"operators": 0}
+    by_step.clear()
+    for key, step in data.items() if isinstance(data, dict) else ():
+        count, time_ms, size_mb = 0, 0.0, 0.0
         for kind in ("collective", "p2p"):
             ops = step.get(kind) if isinstance(step, dict) else None
             for name, op in ops.items() if isinstance(ops, dict) else ():
@@ -510,9 +518,17 @@ def _communication(
                 time_info = op.get("Communication Time Info") or {}
                 time_ms += _number(str(time_info.get("Elapse Time(ms)", ""))) or 0.0
                 size_mb += _transit_mb(op.get("Communication Bandwidth Info"))
-    if not count:
-        return {"operators": 0}
-    return {"operators": count, "time_us": round(time_ms * 1000, 3), "size_mb": round(size_mb, 6)}
+        if not count:
+            continue
+        figures = {"operators": count, "time_us": round(time_ms * 1000, 3), "size_mb": round(size_mb, 6)}
+        if str(key).startswith("step") and str(key)[4:].isdigit():  # "step<N>": what --steps sums
+            by_step[str(int(str(key)[4:]))] = figures
+        total = {
+            "operators": int(total["operators"]) + count,
+            "time_us": round(float(total.get("time_us", 0.0)) + figures["time_us"], 3),
+            "size_mb": round(float(total.get("size_mb", 0.0)) + figures["size_mb"], 6),
+        }
+    return total
 
 
 def _transit_mb(bandwidth: Any) -> float:

@@ -326,6 +326,31 @@ def summary(ops: list[CommOp]) -> dict[str, Any]:
     return result
 
 
+def summary_by_step(ops: list[CommOp], windows: StepWindows) -> dict[str, dict[str, Any]]:
+    """:func:`summary` of each step's operators (by the step they start in), keyed by the step's number:
+    what `npuprof analyse --steps` sums. Operators outside every step, or a trace without numbered steps,
+    have no key."""
+    by_step: dict[str, list[CommOp]] = {}
+    for op, key in zip(ops, _step_keys(ops, windows), strict=True):
+        if key is not None and key.startswith("step") and key[4:].isdigit():
+            by_step.setdefault(key[4:], []).append(op)
+    return {step: summary(step_ops) for step, step_ops in by_step.items()}
+
+
+def add_summaries(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several :func:`summary` results (of steps) as one: sizes only when every part's is known."""
+    result: dict[str, Any] = {"operators": sum(int(p.get("operators", 0)) for p in parts)}
+    if not result["operators"]:
+        return result
+    result["time_us"] = round(sum(float(p.get("time_us", 0.0)) for p in parts), 3)
+    unknown = sum(int(p.get("size_unknown_operators", 0)) for p in parts)
+    if unknown:
+        result["size_unknown_operators"] = unknown
+    else:
+        result["size_mb"] = round(sum(float(p.get("size_mb", 0.0)) for p in parts), 6)
+    return result
+
+
 def _size_bucket(mb: float) -> str:
     return f"{mb:.6f}".rstrip("0").rstrip(".") or "0"
 

@@ -380,6 +380,7 @@ def _side_outputs(
     files: list[str] = []
     ops = communication.collect(extract, meta) if comm_ops is None else comm_ops
     comm_summary = communication.summary(ops)
+    comm_by_step = communication.summary_by_step(ops, windows) if ops else {}
     if ops:
         comm, matrix = communication.build(ops, windows, rank, base_ns)
         write_json_fast(out_dir / "communication.json", comm)
@@ -401,6 +402,7 @@ def _side_outputs(
     return {
         "files": files,
         "communication": comm_summary,
+        "communication_by_step": comm_by_step,
         "peaks": peaks,
         "step_peaks": step_peaks,
         "seconds": (time.perf_counter() - wall, time.process_time() - cpu),
@@ -698,6 +700,7 @@ def _write_outputs(
                 **tabs.summary,
                 "memory": peaks,
                 "communication": comm_summary,
+                "communication_by_step": side_result.get("communication_by_step") or {},
                 "world_size": world_size,
                 **(
                     {"warnings": notes}

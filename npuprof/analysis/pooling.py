@@ -52,10 +52,16 @@ def pool(
         peaks = [p for s, _a in captures if isinstance(p := s.memory.get(key), int | float)]
         if peaks:
             memory[key] = max(peaks)
-    communication: dict[str, int | float] = {}
-    for s, _a in captures:
-        for key, value in s.communication.items():
-            communication[key] = round(communication.get(key, 0) + value, 3)
+    from npuprof.analysis.communication import add_summaries
+
+    communication = add_summaries([s.communication for s, _a in captures])
+    by_step: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    if all(s.communication_by_step is not msgspec.UNSET for s, _a in captures):
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for s, _a in captures:
+            for step, figures in s.communication_by_step.items():  # type: ignore[union-attr]
+                parts.setdefault(step, []).append(figures)
+        by_step = {step: add_summaries(figures) for step, figures in parts.items()}
     warnings = list(dict.fromkeys(w for s, _a in captures for w in (s.warnings or [])))
     pooled = Summary(
         rank=first.rank,
@@ -68,6 +74,7 @@ def pool(
         top_kernels=_items(captures, "top_kernels", "kernel_totals", whole),
         memory=memory,
         communication=communication,
+        communication_by_step=by_step,
         world_size=first.world_size,
         warnings=warnings or msgspec.UNSET,
         time_base_ns=base if base else msgspec.UNSET,

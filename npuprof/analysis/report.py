@@ -502,6 +502,16 @@ def rank_report(
         whole.append("operators")
     if kernel_steps is None and steps:
         whole.append("kernels")
+    communication = summary.communication
+    if steps:
+        by_step = summary.communication_by_step
+        if by_step is msgspec.UNSET:  # a summary of an older npuprof: no step's own figures
+            if summary.communication.get("operators"):
+                whole.append("communication")
+        else:
+            from npuprof.analysis.communication import add_summaries
+
+            communication = add_summaries([by_step[str(s.step)] for s in chosen if str(s.step) in by_step])
     operators = _aggregate(summary.top_operators, op_steps, ("self_us", "total_us", "device_us"))
     kernels = _aggregate(summary.top_kernels, kernel_steps, ("total_us",))
     report = RankReport(
@@ -525,7 +535,7 @@ def rank_report(
         else None
         if steps
         else summary.memory.get("peak_reserved_mb"),
-        communication=summary.communication,
+        communication=communication,
         # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
         warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,
         time_base_ns=summary.time_base_ns,
@@ -534,7 +544,8 @@ def rank_report(
         said = " and ".join(whole)
         report.warnings = [
             *(report.warnings or []),
-            f"top {said} are of the whole capture, not of --steps: their table has no step column",
+            f"{'top ' if whole[0] != 'communication' else ''}{said} are of the whole capture, not of "
+            "--steps: their table has no step column",
         ]
     if annotations is not None:
         if annotations.ranges is not msgspec.UNSET:

@@ -75,6 +75,8 @@ class Summary(msgspec.Struct, kw_only=True):
     # summaries of older npuprof
     operator_totals: list[TopOperator] | msgspec.UnsetType = msgspec.UNSET
     kernel_totals: list[TopKernel] | msgspec.UnsetType = msgspec.UNSET
+    # ``communication`` of each step, by step number (what --steps sums); absent in older summaries
+    communication_by_step: dict[str, dict[str, int | Finite]] | msgspec.UnsetType = msgspec.UNSET
 
 
 class SummaryError(ValueError):
