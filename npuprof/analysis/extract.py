@@ -1223,8 +1223,8 @@ class Extract:
             parts["mem_thread"].append(np.fromiter(map(threads.__getitem__, mem_keys), np.int32, k))
             allocated = np.fromiter(map(attrgetter("allocated"), margs), np.float64, k)
             self.mem_without_totals += int(np.isnan(allocated).sum())
+            parts["mem_alloc"].append(allocated)
             for col, attr, dtype in (
-                ("mem_alloc", "allocated", np.float64),
                 ("mem_reserved", "reserved", np.float64),
                 ("mem_bytes", "nbytes", np.float64),
                 ("mem_addr", "addr", np.int64),
