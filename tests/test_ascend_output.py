@@ -280,6 +280,20 @@ def test_steps_filter_torch_npus_communication(tmp_path: Path) -> None:
     assert not any("communication are of the whole capture" in w for w in rank["warnings"])
 
 
+def test_an_empty_operator_table_and_a_communication_file_of_another_form_are_named(tmp_path: Path) -> None:
+    """helper-104: a header-only operator_details.csv gave no top operators and a communication.json that
+    is a list gave no communication, both without a word (a missing file was named)."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    (out / "operator_details.csv").write_text("Name,Input Shapes,Call Stack,Host Self Duration(us)\n")
+    (out / "communication.json").write_text("[]")
+    (rank,) = _report(tmp_path)["ranks"]
+    assert (
+        rank["top_operators"] == [] and "no operator_details.csv rows: no top operators" in rank["warnings"]
+    )
+    assert any("communication.json is not torch_npu's form" in w for w in rank["warnings"]), rank["warnings"]
+
+
 def test_tables_that_are_symbolic_links_are_not_followed(tmp_path: Path) -> None:
     """helper-104: torch_npu's tables were opened through links: one to a file out of the tree was read
     (/etc/passwd as 23 operators named ""). Every result file is opened without following a link."""

@@ -113,6 +113,8 @@ def summary_of(rank_dir: Path) -> Summary:
         warnings.append(f"{exc}: no memory figures")
     try:
         operators = _top_operators(out / OPERATOR_FILE)  # every name, largest first
+        if not operators and (out / OPERATOR_FILE).is_file():
+            warnings.append(f"no {OPERATOR_FILE} rows: no top operators")
     except AscendTableError as exc:
         warnings.append(f"{exc}: no top operators")
     groups = _kernel_groups(kernels)
@@ -507,6 +509,11 @@ def _communication(
         return {"operators": 0}
     total: dict[str, int | float] = {"operators": 0}
     by_step.clear()
+    if not isinstance(data, dict):
+        warnings.append(
+            f"{COMMUNICATION_FILE} is not torch_npu's form (an object of steps): no communication totals"
+        )
+        return total
     for key, step in data.items() if isinstance(data, dict) else ():
         count, time_ms, size_mb = 0, 0.0, 0.0
         for kind in ("collective", "p2p"):
