@@ -1009,3 +1009,48 @@ def test_memory_events_of_torch_before_1_10_bytes_only_are_summed(tmp_path: Path
     assert "from the trace's [memory] Bytes, summed" in " ".join(timeline.stderr.split())
     times, sizes = json.loads((tmp_path / "m.json").read_text())
     assert max(sum(row) for row in sizes) == peak and len(times) == len(changes)
+
+
+def test_a_rank_dir_that_cannot_take_its_tables_is_analysed_into_the_cache(tmp_path: Path) -> None:
+    """helper-104: a rank dir the user may not write in (a colleague's results, a read-only mount) got
+    "analyse a copy", while a bare trace there was analysed into the cache. The rank dir's trace is now
+    analysed as such, its rank kept, and the note says where its tables are."""
+    import shutil
+    import stat as stat_module
+
+    run = tmp_path / "theirs"
+    trace = cpu_trace()
+    trace["distributedInfo"]["rank"] = 3
+    rank_dir = write_rank_dir(run, trace, rank=3)
+    for path in [run, rank_dir, *rank_dir.iterdir()]:
+        path.chmod(path.stat().st_mode & ~(stat_module.S_IWUSR | stat_module.S_IWGRP | stat_module.S_IWOTH))
+    command = ["analyse", str(run), "--format", "json"]
+    env = clean_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+    try:
+        if os.geteuid() == 0:  # root passes every permission check: drop the capabilities that do
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                pytest.skip("running as root without setpriv: cannot be refused a write")
+            import subprocess
+            import sys
+
+            result = subprocess.run(
+                [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", "--inh-caps=-all",
+                 sys.executable, "-m", "npuprof", *command],
+                env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+        else:
+            result = npuprof(*command, env=env)
+        assert not (rank_dir / "ASCEND_PROFILER_OUTPUT").exists()
+    finally:
+        for path in [run, rank_dir, *rank_dir.iterdir()]:
+            path.chmod(path.stat().st_mode | stat_module.S_IWUSR)
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    steps = sorted(
+        int(e["name"][13:]) for e in cpu_trace()["traceEvents"] if e["name"].startswith("ProfilerStep#")
+    )
+    assert rank["rank"] == 3 and [s["step"] for s in rank["steps"]] == steps
+    said = " ".join(result.stderr.split())
+    assert "its tables cannot be written there (Permission denied" in said, said
+    assert str(tmp_path / "cache" / "npuprof" / "traces") in said

@@ -41,6 +41,7 @@ class ParseOutcome:
     seconds: float = 0.0
     files: list[str] = field(default_factory=list)
     no_space: bool = False  # failed for a full disk (or quota): the report can be made elsewhere
+    read_only: bool = False  # its tables could not be written there (permissions, a read-only mount)
 
     @property
     def ok(self) -> bool:
@@ -333,6 +334,11 @@ def parse_rank_dir(
             outcome.status = "failed"
             outcome.reason = failure_reason(exc)
             outcome.no_space = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            outcome.read_only = isinstance(exc, OSError) and exc.errno in (
+                errno.EROFS,
+                errno.EACCES,
+                errno.EPERM,
+            )
             if os.environ.get("NPUPROF_DEBUG"):
                 traceback.print_exc()
     finally:

@@ -1060,6 +1060,9 @@ def _build_report(
             if (instead := _trace_view_instead(outcome, force, jobs, export_db, on_note)) is not None:
                 targets.append(instead)
                 continue
+            if (instead := _cached_instead(outcome, force, jobs, export_db, on_note)) is not None:
+                targets.append(instead)
+                continue
             out_dir = outcome.rank_dir / layout.PARSED_DIR
             if outcome.no_space and (elsewhere := _tables_elsewhere(outcome, scratch)) is not None:
                 out_dir = elsewhere
@@ -1140,6 +1143,26 @@ def _build_report(
             "in the trace): they are not compared across ranks"
         )
     return report
+
+
+def _cached_instead(
+    outcome: ParseOutcome, force: bool, jobs: int, export_db: bool, on_note: Callable[[str], None] | None
+) -> tuple[ParseOutcome, Path] | None:
+    """A rank dir whose tables cannot be written there (someone else's results, a read-only mount): its
+    trace analysed as a trace of its own, the tables in the user's cache, the rank kept. None for any
+    other outcome."""
+    if not outcome.read_only or (raw := layout.find_raw_trace(outcome.rank_dir)) is None:
+        return None
+    bare, out_dir = _parse_bare(raw, force, jobs, export_db, None, in_cache=True)
+    if not bare.ok:
+        return None  # the rank dir's own reason stands
+    if on_note:
+        on_note(
+            f"{outcome.rank_dir}: its tables cannot be written there ({outcome.reason.split(';')[0]}): this "
+            f"report is made from tables in the user's cache ({out_dir})"
+        )
+    bare.rank_dir, bare.rank = outcome.rank_dir, outcome.rank
+    return bare, out_dir
 
 
 def _trace_view_instead(
