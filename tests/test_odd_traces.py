@@ -1054,3 +1054,30 @@ def test_a_rank_dir_that_cannot_take_its_tables_is_analysed_into_the_cache(tmp_p
     said = " ".join(result.stderr.split())
     assert "its tables cannot be written there (Permission denied" in said, said
     assert str(tmp_path / "cache" / "npuprof" / "traces") in said
+
+
+def test_links_that_lead_nowhere_and_widths_that_are_none_are_named(tmp_path: Path) -> None:
+    """helper-104: a loop of symbolic links was said not to exist; --min-width nan and inf were taken."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    for command, name, said in (
+        ("analyse", "a", "is a loop of symbolic links"),
+        ("export-stacks", "a", "is a loop of symbolic links"),
+        (
+            "memory-timeline",
+            "dangling",
+            f"is a symbolic link to {str(tmp_path / 'gone')!r}, which does not exist",
+        ),
+    ):
+        extra = ("-o", str(tmp_path / "m.json")) if command == "memory-timeline" else ()
+        result = npuprof(command, str(tmp_path / name), *extra, env=clean_env())
+        assert result.returncode in (1, 2) and said in result.stderr and "Traceback" not in result.stderr, (
+            result
+        )
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(cpu_trace()))
+    for width in ("nan", "inf", "-1"):
+        result = npuprof("export-stacks", str(trace), "--svg", str(tmp_path / "s.svg"), "--min-width", width)
+        assert result.returncode == 2 and f"--min-width {float(width)}: give a width" in result.stderr, result
+        assert not (tmp_path / "s.svg").exists()

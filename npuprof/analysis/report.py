@@ -991,7 +991,9 @@ def _build_report(
     jobs = jobs or os.cpu_count() or 1
     path = Path(path)
     if not path.exists():
-        raise NothingToAnalyse(f"{path} does not exist")
+        from npuprof.results.paths import why_missing
+
+        raise NothingToAnalyse(f"{path} {why_missing(path)}")
     targets: list[tuple[ParseOutcome, Path]] = []
     if (rank_dir := _rank_dir_of_tables(path)) is not None:
         # a rank dir's tables folder (torch_npu's or ours): read as its rank dir, never as a folder of

@@ -93,8 +93,8 @@ def export_stacks(
 ) -> None:
     if metric not in METRICS:
         raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
-    if min_width < 0:
-        raise _fail("--min-width must be >= 0", 2)
+    if not 0 <= min_width < float("inf"):  # nan, inf and negatives are no width
+        raise _fail(f"--min-width {min_width}: give a width in pixels, 0 or more (e.g. 0.1)", 2)
     to_stdout = (output is None and svg is None) or (output is not None and str(output) in STDOUT_NAMES)
     out_path = None if to_stdout or output is None else _check_output(output, "-o")
     svg_path = None if svg is None else _check_output(svg, "--svg")

@@ -16,7 +16,9 @@ class InputError(ValueError):
 def single_rank_dir(source: Path) -> Path:
     """``source`` itself when it is a rank dir (or a dir holding a trace); else the one rank dir below it."""
     if not source.exists():
-        raise InputError(f"{source} does not exist")
+        from npuprof.results.paths import why_missing
+
+        raise InputError(f"{source} {why_missing(source)}")
     if source.is_dir() and not layout.is_rank_dir(source):
         traces = sorted(p.name for p in source.iterdir() if p.name.endswith(layout.KINETO_SUFFIXES))
         if len(traces) > 1:  # torch's tensorboard_trace_handler: a trace per rank and capture, side by side

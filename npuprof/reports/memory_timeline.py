@@ -361,7 +361,9 @@ def load(source: Path, device: str | None = None) -> MemoryData:
             return _from_parsed(source, device)
         return from_trace(trace, device)
     if not source.is_file():
-        what = "is neither a rank directory nor a file" if source.exists() else "does not exist"
+        from npuprof.results.paths import why_missing
+
+        what = "is neither a rank directory nor a file" if source.exists() else why_missing(source)
         raise MemoryTimelineError(f"{source} {what}")
     if source.name.endswith(".raw.json.gz") or source.name == RAW_FILE:
         return from_raw(source, device)

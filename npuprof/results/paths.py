@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -10,6 +11,22 @@ from pathlib import Path
 def trace_cache_root() -> Path:
     """Where `npuprof analyse` writes the tables of a trace file whose own directory cannot take them."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "npuprof" / "traces"
+
+
+def why_missing(path: str | os.PathLike[str]) -> str:
+    """Why ``path``, which does not resolve to anything, is not there, in words: a symbolic link that leads
+    nowhere (or round in a loop) is not said not to exist."""
+    if not os.path.lexists(path):
+        return "does not exist"
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a loop of symbolic links"
+        if exc.errno == errno.ENOENT:
+            return f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
+        return f"cannot be looked up ({exc.strerror})"
+    return "does not exist"
 
 
 class UnsafePathError(ValueError):
