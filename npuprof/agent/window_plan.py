@@ -189,8 +189,8 @@ class WindowPlan:
         self._said_not_opened = True
         why = self._no_kick_why or "the main thread never ran the timer's signal handler"
         self.log.warning(
-            f"{WINDOW_NOT_OPENED} at its time: {why}, and the job takes no steps npuprof counts (a window "
-            "opens at a step boundary then: --step-on names the job's step function)"
+            f"{WINDOW_NOT_OPENED} at its time: {why}, and no step npuprof counts has come (it opens at the "
+            "next step boundary; in a job without optimizer steps, --step-on names the job's step function)"
         )
 
     @property
