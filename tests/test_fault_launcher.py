@@ -820,12 +820,55 @@ def test_a_job_that_holds_nearly_all_its_descriptors_trains_on_and_is_told_why_n
     assert f"1 complete capture(s) not parsed when npuprof ended ({why}" in text, text
     assert text.count("no post-processor could be started") == 2, text  # once from the agent, once at the end
     assert "hook failed" not in text
+    assert "too few file descriptors left to the job for npuprof's SIGTERM handler" in text, text
+    assert not (out / ".npuprof_pending").exists()  # no lock of a post-processor that never started
     analysed = subprocess.run(
         [*NPUPROF, "analyse", str(out), "--format", "json"], env=clean_env(), capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
     assert analysed.returncode == 0, analysed.stderr
     assert [s["step"] for s in json.loads(analysed.stdout)["ranks"][0]["steps"]] == [1, 2]
+
+
+def test_a_post_processor_that_cannot_start_gives_back_every_descriptor_and_its_lock(tmp_path: Path) -> None:
+    """CI caught it: a start that ran out of descriptors (EMFILE) after making its lock kept the lock's
+    descriptor, held, for the job's life, and a retry kept another; the job's own imports and the trace
+    write then failed in turn. With 0 to 6 descriptors to spare, a failed start leaves the job's
+    descriptors and the pending dir as they were."""
+    code = (
+        "import os, resource, sys\n"
+        "from pathlib import Path\n"
+        "from npuprof.results.postprocess import Postprocessor\n"
+        "out = Path(sys.argv[1])\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "for spare in range(7):\n"
+        "    before = sorted(os.listdir('/proc/self/fd'))\n"
+        "    top = max(int(n) for n in before)\n"
+        "    resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1 + spare, hard))\n"
+        "    post = Postprocessor(out, 'r1')\n"
+        "    try:\n"
+        "        post.start()\n"
+        "        started = True\n"
+        "    except OSError:\n"
+        "        started = False\n"
+        "    resource.setrlimit(resource.RLIMIT_NOFILE, (top + 64, hard))\n"
+        "    after = sorted(os.listdir('/proc/self/fd'))\n"
+        "    pending = out / '.npuprof_pending'\n"
+        "    locks = os.listdir(pending) if pending.exists() else []\n"
+        "    print(spare, started, after == before, len(locks))\n"
+        "    if started:\n"
+        "        break\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60, env=clean_env()
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()]
+    failed = [row for row in rows if row[1] == "False"]
+    assert len(failed) >= 3, rows  # the lock, the two pipes and the pidfd need more than 2 spare
+    assert all(row[2] == "True" and row[3] == "0" for row in failed), rows
 
 
 def test_descriptors_placed_for_a_spawn_that_do_not_fit_are_all_closed() -> None:

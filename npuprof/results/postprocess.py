@@ -101,33 +101,44 @@ class Postprocessor:
         training process), else here. posix_spawn (vfork + exec) costs ~0.1 ms in a big process."""
         if self._pipe is not None:
             return
-        lock = _above_stdio(_create_lock(self.output, self.run_id))
-        read_end, write_end = os.pipe()
-        read_end = _above_stdio(read_end)
-        ready_read, ready_write = os.pipe()  # its line: its pid, "r" once it may be held (_read_ready)
-        ready_write = _above_stdio(ready_write)
-        os.set_blocking(ready_read, False)
-        spool = self.output / f"{SPOOL_PREFIX}{os.getpid()}.{self._restarts}.{os.urandom(3).hex()}.jsonl"
-        itself = None
+        lock, lock_name = _create_lock(self.output, self.run_id)
+        # Every descriptor made here is closed whatever fails (EMFILE in a job that holds nearly all of
+        # its own): one left open would hold the next try's, and the job's, last descriptors.
+        passed: list[int] = [lock]  # the post-processor's copies; ours are closed once it has them
+        kept: list[int] = []  # ours: the job pipe's write end, the ready pipe's read end
+        handed = False  # a post-processor has the lock: it is a job to wait for
         try:
+            lock = _lift_last(passed)
+            read_end, write_end = os.pipe()
+            kept.append(write_end)
+            passed.append(read_end)
+            read_end = _lift_last(passed)
+            ready_read, ready_write = os.pipe()  # its line: its pid, "r" once it may be held (_read_ready)
+            kept.append(ready_read)
+            passed.append(ready_write)
+            ready_write = _lift_last(passed)
+            os.set_blocking(ready_read, False)
+            spool = self.output / f"{SPOOL_PREFIX}{os.getpid()}.{self._restarts}.{os.urandom(3).hex()}.jsonl"
             self._close_pidfd()
             self._pid = None
             # its way to see our end (its parent is not us); the launcher continues it when we die
             itself = os.pidfd_open(os.getpid())
+            passed.append(itself)
             fds = [read_end, lock, ready_write, itself]
             self._spawned = _start_by_launcher(fds, spool)
             if self._spawned is None:
                 self._start_here(fds, spool)
+            handed = True
             self._ready_fd = ready_read
             self._owned["ready"] = OwnedFd(ready_read)
         except BaseException:
-            os.close(write_end)
-            os.close(ready_read)
+            _close_all(kept)
+            if not handed:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.output / layout.PENDING_DIR / lock_name)
             raise
         finally:
-            for fd in (read_end, lock, ready_write, itself):
-                if fd is not None:
-                    os.close(fd)
+            _close_all(passed)
         self._pipe = write_end
         self._owned["pipe"] = OwnedFd(write_end)
         self._handover = _Handover(self._owned["pipe"], self)
@@ -539,9 +550,9 @@ def _above_stdio(fd: int) -> int:
         os.close(fd)
 
 
-def _create_lock(output: Path, run_id: str) -> int:
-    """A new lock file in the pending dir, held (LOCK_EX) on return. Never follows a link planted
-    there, never waits: the name is ours alone."""
+def _create_lock(output: Path, run_id: str) -> tuple[int, str]:
+    """A new lock file in the pending dir, held (LOCK_EX) on return, and its name. Never follows a link
+    planted there, never waits: the name is ours alone."""
     pending = output / layout.PENDING_DIR
     for attempt in range(3):  # the last post-processor of another run may remove the empty dir meanwhile
         with contextlib.suppress(FileExistsError):
@@ -563,7 +574,21 @@ def _create_lock(output: Path, run_id: str) -> int:
     except OSError:
         os.close(lock)
         raise
-    return lock
+    return lock, name
+
+
+def _lift_last(fds: list[int]) -> int:
+    """The last of ``fds`` moved above stdio (_above_stdio), in the list too; dropped from it when that
+    fails, as _above_stdio has closed it then."""
+    fd = fds.pop()
+    fds.append(_above_stdio(fd))
+    return fds[-1]
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _child_env() -> dict[str, str]:
