@@ -685,3 +685,45 @@ def test_sigterm_to_a_job_with_dataloader_workers_keeps_the_capture(out: Path, t
         int(e["name"][13:]) for e in load_trace(d)["traceEvents"] if e["name"].startswith("ProfilerStep#")
     )
     assert steps[0] == 2 and steps[-1] >= 5, steps
+
+
+def test_a_group_sigterm_during_the_trace_export_with_dataloader_workers_keeps_the_capture(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-106: the same SIGTERM arriving while torch writes the trace is held until the export ends;
+    torch's SIGCHLD handler still raised as the export returned, once the workers had died of it, and the
+    job lost its capture and died of SIGSEGV (bare: SIGTERM). The other handlers are quieted as the SIGTERM
+    is held. The SIGTERM is sent when torch's temporary trace file appears."""
+    script = _script(
+        tmp_path,
+        "loader_export.py",
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "data = TensorDataset(torch.randn(64, 64), torch.randn(64, 1))\n"
+        "loader = DataLoader(data, batch_size=8, num_workers=2)\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "for epoch in range(10000):\n"
+        "    for x, y in loader:\n"
+        "        opt.zero_grad(); (model(x) - y).pow(2).mean().backward(); opt.step()\n",
+    )
+    flags = ("--with-stack", "--record-shapes", *sched(3, 1, 120))
+
+    def exporting() -> bool:
+        return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*"))
+
+    with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
+        _wait_for(exporting, "torch's trace export", limit_s=120)
+        launcher.send_signal(signal.SIGTERM)
+        _, err = launcher.communicate(timeout=120)
+    assert launcher.returncode == -signal.SIGTERM, err[-2000:]
+    assert "exit code of the job: 143" in err, err[-2000:]
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"] == list(range(4, 124)), record
+    log = (out / "npuprof.log").read_text()
+    assert "DataLoader worker" not in log and "DataLoader worker" not in err, log
+    steps = sorted(
+        int(e["name"][13:]) for e in load_trace(d)["traceEvents"] if e["name"].startswith("ProfilerStep#")
+    )
+    assert steps == list(range(4, 124)), steps

@@ -172,7 +172,10 @@ class SigtermGuard:
         if self._finalising:
             return  # a second SIGTERM (scancel, systemd, pkill send more than one): the first ends us
         if self._exporting:
-            self._held = True  # delivered when the export ends (export_hold)
+            # delivered when the export ends (export_hold); the process dies of it then, so the other
+            # handlers are quieted now: a dying DataLoader worker's SIGCHLD raised in the export (helper-106)
+            _quiet_other_handlers()
+            self._held = True
             return
         self._handler_started.set()
         self._finalising = True
