@@ -378,8 +378,12 @@ def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -
             "signal.signal(signal.SIGRTMIN + 6, lambda s, f: None)\n",
             "the job handles signal SIGRTMIN+6 itself",
         ),
+        (  # helper-106: taken after npuprof's agent installed its handler; said only 30 s later before
+            "import torch\nsignal.signal(signal.SIGRTMIN + 6, lambda s, f: None)\n",
+            "the job took the timer's signal over",
+        ),
     ],
-    ids=["blocks-signals", "takes-the-signal"],
+    ids=["blocks-signals", "takes-the-signal", "takes-it-later"],
 )
 def test_a_window_the_timer_cannot_open_in_a_job_without_steps_is_said(
     tmp_path: Path, prelude: str, why: str

@@ -218,6 +218,7 @@ class WindowPlan:
         while not done() and time.monotonic() < deadline and main.is_alive():
             if signal.getsignal(KICK_SIGNAL) != self._on_kick:  # type: ignore[arg-type]
                 self._no_kick_why = "the job took the timer's signal over"
+                self._say_not_opened()  # now, not after KICK_FOR_S: a short job would end before that
                 return  # the script took the signal over: boundaries decide
             if main.native_id is not None and _blocks(main.native_id, KICK_SIGNAL):
                 self._no_kick_why = "the job's main thread blocks the timer's signal"
