@@ -324,15 +324,20 @@ def test_kill_9_mid_capture_leaves_a_capture_marked_incomplete(out: Path) -> Non
     )
     half_gzipped = d / f".w.pt.trace.json.gz.{int(gone.stdout)}-0123456789ab.tmp"
     half_gzipped.write_bytes(b"\x1f\x8b" + b"\0" * 102_398)
+    # or while it wrote a table (helper-106: ASCEND_PROFILER_OUTPUT was not looked in)
+    (d / "ASCEND_PROFILER_OUTPUT").mkdir()
+    half_table = d / "ASCEND_PROFILER_OUTPUT" / f".trace_view.json.{int(gone.stdout)}-0123456789ab.tmp"
+    half_table.write_bytes(b"[" + b" " * 20_479)
     os.kill(pid, signal.SIGKILL)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGKILL
     status = capture_status(d)
     assert not status.complete and "before the capture was finalised" in status.detail
     assert "capturing" in stderr or "incomplete" in stderr
-    assert not half_written.exists() and not half_gzipped.exists()
+    assert not half_written.exists() and not half_gzipped.exists() and not half_table.exists()
     said = " ".join(stderr.split())
-    assert "a process died while writing into it; the half-written file(s) removed: 978.9 KiB" in said
+    kib = (17 + 3 * 300_000 + 102_400 + 20_480) / 1024
+    assert f"a process died while writing into it; the half-written file(s) removed: {kib:.1f} KiB" in said
     (summary,) = json.loads((out / "npuprof_run.json").read_text())["captures"]
     assert summary["size_bytes"] < 100_000 and "half-written" in summary["detail"]
 

@@ -235,6 +235,8 @@ def parse_rank_dir(
         outcome.rank = layout.rank_of(rank_dir)
         # a post-processor killed while it gzipped the trace left gigabytes under a hidden name
         remove_dead_writers_temps(rank_dir)
+        if not (rank_dir / layout.PARSED_DIR).is_symlink():
+            remove_dead_writers_temps(rank_dir / layout.PARSED_DIR)
         # a link above the rank dir (a home or scratch that is one) is followed; ASCEND_PROFILER_OUTPUT
         # itself a link, or a link planted in /tmp, is refused (npuprof/results/paths.py)
         out_dir = resolve_output_path(rank_dir / layout.PARSED_DIR, "parsed output directory")

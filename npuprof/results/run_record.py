@@ -149,6 +149,9 @@ def _remove_half_written(rank_dir: Path, status: str) -> str:
     from npuprof.results.atomic import remove_dead_writers_temps
 
     removed = remove_dead_writers_temps(rank_dir, idle_s=0.0)
+    parsed = rank_dir / layout.PARSED_DIR
+    if not parsed.is_symlink():  # the post-processor's tables: one killed while it wrote trace_view.json
+        removed |= remove_dead_writers_temps(parsed, idle_s=0.0)
     if not removed:
         return ""
     size = human_bytes(sum(removed.values()))
