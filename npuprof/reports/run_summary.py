@@ -65,7 +65,7 @@ def print_run_summary(
         if run_id and not lines:  # what the agents said is not there to read: no reason can be given
             _note(
                 f"no capture was written (exit code {exit_code}); {log_path} does not hold this run's lines "
-                "(it could not be written: see the warnings above), so the reason is not known."
+                "(it could not be written, or read back: see the warnings above), so the reason is not known."
             )
             return
         running = processes_of_the_run(run_id)
