@@ -297,6 +297,40 @@ def test_sigterm_during_the_trace_export_keeps_the_capture_and_the_job_still_die
     assert list(d.glob("*.pt.trace.json*")), "the exported trace was lost"
 
 
+def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-107: a SIGTERM landing while the agent wrote a capture's first record (the directory made,
+    the record not yet) ran the finalise there, which found no capture: the run said none was written and
+    left the record's temporary alone in the directory. The SIGTERM now waits for the record."""
+    after = tmp_path / "after"
+    script = _script(
+        tmp_path,
+        "term_record.py",
+        STEP + "import os, signal\n"
+        "import npuprof.agent.capture as capture\n"
+        "write_json = capture.write_json\n"
+        "def write_with_a_sigterm(path, data, **kwargs):  # as the first record is written\n"
+        "    if data.get('status') == 'capturing' and not os.environ.get('TERM_SENT'):\n"
+        "        os.environ['TERM_SENT'] = '1'\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return write_json(path, data, **kwargs)\n"
+        "capture.write_json = write_with_a_sigterm\n"
+        "for i in range(8):\n"
+        "    step()\n"
+        f"open({str(after)!r}, 'w').write('went on')\n",
+    )
+    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script), timeout=120)
+    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
+    assert not after.exists(), "the job went on training after SIGTERM"
+    (d,) = rank_dirs(out)
+    assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
+    record = capture_record(d)
+    assert record["detail"] == "stopped by SIGTERM" and record["steps"][0] == 2, record
+    said = " ".join(err.split())
+    assert "no capture was written" not in said and "1 capture(s) in" in said, said
+
+
 # ---- fault 5: npuprof's SIGTERM handler, called after its capture -----------------------------------
 @pytest.mark.parametrize("when", ["after-capture", "during-capture"])
 def test_a_handler_chained_to_npuprofs_stops_gracefully(out: Path, tmp_path: Path, when: str) -> None:

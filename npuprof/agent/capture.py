@@ -20,6 +20,7 @@ from npuprof.agent.backends.base import Backend
 from npuprof.agent.capture_annotations import CaptureAnnotations
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.metadata import build_metadata
+from npuprof.agent.signals import export_hold
 from npuprof.config import ProfileConfig
 from npuprof.results import handover, layout, postprocess
 from npuprof.results.atomic import make_dir, write_json
@@ -74,20 +75,23 @@ class CaptureWriter:
             self.rank_dir = None
             return
         name = layout.rank_dir_name(self.worker, os.getpid(), layout.timestamp_ms())
-        make_dir(self.output)
-        rank_dir = self.output / name
-        rank_dir.mkdir(mode=0o750)
-        try:
-            write_json(
-                rank_dir / layout.CAPTURE_RECORD,
-                self._record(layout.STATUS_CAPTURING, steps=[step]),
-                fsync=False,
-            )
-        except OSError:  # a full disk: no empty directory left behind for each window it skips
-            with contextlib.suppress(OSError):
-                rank_dir.rmdir()
-            raise
-        self.rank_dir = rank_dir
+        # A SIGTERM waits until the capture's directory and record are made (a few ms): its finalise,
+        # run inside them, found no capture and left only the record's temporary (helper-107).
+        with export_hold():
+            make_dir(self.output)
+            rank_dir = self.output / name
+            rank_dir.mkdir(mode=0o750)
+            try:
+                write_json(
+                    rank_dir / layout.CAPTURE_RECORD,
+                    self._record(layout.STATUS_CAPTURING, steps=[step]),
+                    fsync=False,
+                )
+            except OSError:  # a full disk: no empty directory left behind for each window it skips
+                with contextlib.suppress(OSError):
+                    rank_dir.rmdir()
+                raise
+            self.rank_dir = rank_dir
         self._start_postprocessor()
         self.log.info(f"capture started at step {step} into {rank_dir}")
 
