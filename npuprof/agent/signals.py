@@ -47,16 +47,22 @@ def _quiet_other_handlers() -> None:
     """Before the finalise of a process about to die of SIGTERM: the script's Python handlers of other
     signals must not raise inside it. A SIGTERM sent to the job's process group ends its DataLoader workers
     too, and torch's SIGCHLD handler then raises "DataLoader worker ... is killed" in the main thread,
-    where it cut the finalise short (helper-105: 6 captures of 6 lost). SIGCHLD goes back to its default
-    (nothing; children are not reaped for us), any other Python handler (a SIGALRM watchdog) to ignored."""
+    where it cut the finalise short (helper-105: 6 captures of 6 lost). Each Python handler (SIGCHLD's, a
+    SIGALRM watchdog's) is replaced by one that does nothing, not by SIG_DFL or SIG_IGN: a signal already
+    received runs it, where Python printed "Signal 17 ignored due to race condition" for a handler gone
+    (helper-107). Children are not reaped either way."""
     for signum in signal.valid_signals():
         if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGSTOP):
             continue
         try:
             if callable(signal.getsignal(signum)):
-                signal.signal(signum, signal.SIG_DFL if signum == signal.SIGCHLD else signal.SIG_IGN)
+                signal.signal(signum, _do_nothing)
         except (OSError, ValueError, TypeError):
             continue
+
+
+def _do_nothing(signum: int, frame: Any) -> None:
+    """The handler of the script's signals while a process about to die of SIGTERM finalises."""
 
 
 class SigtermGuard:
