@@ -406,3 +406,35 @@ def test_a_window_the_timer_cannot_open_in_a_job_without_steps_is_said(
     text = " ".join(result.stderr.split())
     assert f"no capture was written (exit code 0): the window could not open at its time: {why}" in text, text
     assert "ended before the --delay window began" not in text
+
+
+@pytest.mark.parametrize("waits", [True, False], ids=["sleeps-between", "never-waits"])
+def test_a_window_whose_signal_the_job_takes_while_it_records_closes_or_is_said(
+    tmp_path: Path, waits: bool
+) -> None:
+    """helper-107: a job without steps that took the timer's signal over once the window had opened kept
+    it recording to the job's end (a 0.5 s window: 399 MiB), with nothing said. A main thread seen in one
+    of Python's waits (threading, queue, ...) is still interrupted by the second signal: the window closes
+    at its time. One that never waits cannot be: a warning says the window could not close, and why."""
+    script = tmp_path / "takes_late.py"
+    script.write_text(
+        "import signal, threading, time, torch\n"
+        "t0 = time.monotonic(); took = False\n"
+        "while time.monotonic() - t0 < 3.5:\n"
+        "    torch.randn(256, 256) @ torch.randn(256, 256)\n"
+        + ("    threading.Event().wait(0.01)\n" if waits else "")
+        + "    if not took and time.monotonic() - t0 > 1.2:\n"
+        "        signal.signal(signal.SIGRTMIN + 6, lambda s, f: None); took = True\n"
+    )  # fmt: skip
+    out = tmp_path / "out"
+    result = npuprof("run", "-o", str(out), "--delay", "1", "--duration", "0.5", "--", sys.executable,
+                     str(script), timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stderr.split())
+    said = "the window could not close at its time: the job took the timer's signal over"
+    (d,) = rank_dirs(out)
+    detail = capture_record(d)["detail"]
+    if waits:
+        assert said not in text and "before the time window's end" not in detail, (text, detail)
+    else:
+        assert said in text, text

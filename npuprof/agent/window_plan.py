@@ -37,6 +37,7 @@ KICK_INTERRUPTING = signal.SIGRTMIN + 7 if hasattr(signal, "SIGRTMIN") else None
 WINDOW_NOT_OPENED = "--delay/--duration: the window could not open"
 KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back: ask again until then
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
+TAKEN_GRACE_S = 1.0  # the signal taken over: how long a wait of Python's may be interrupted before it is said
 
 WAITING, OPEN, DONE = "waiting", "open", "done"
 
@@ -57,6 +58,7 @@ class WindowPlan:
         self._kicks = False
         self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
         self._said_not_opened = False
+        self._said_not_closed = False
 
     # ---- CapturePlan -------------------------------------------------------------------------------
     def action_at(self, step: int) -> Action:
@@ -193,6 +195,17 @@ class WindowPlan:
             "next step boundary; in a job without optimizer steps, --step-on names the job's step function)"
         )
 
+    def _say_not_closed(self) -> None:
+        """Once, when the window's end has come and the timer cannot make the main thread close it."""
+        if self._said_not_closed or self.began_at is None or self.state == DONE:
+            return
+        self._said_not_closed = True
+        self.log.warn_once(
+            "window-not-closed",
+            f"--delay/--duration: the window could not close at its time: {self._no_kick_why}; it records "
+            "until the next step boundary npuprof counts, or the job's end",
+        )
+
     @property
     def _step_grace(self) -> float:
         """How long a boundary may take to come before the timer opens or closes the window itself."""
@@ -215,11 +228,21 @@ class WindowPlan:
         deadline = time.monotonic() + KICK_FOR_S
         main = threading.main_thread()
         said: set[str] = set()
+        taken_at = 0.0  # when the script was seen to have taken the signal over
         while not done() and time.monotonic() < deadline and main.is_alive():
             if signal.getsignal(KICK_SIGNAL) != self._on_kick:  # type: ignore[arg-type]
+                # The script took the signal over (and may give it back): said now, not after KICK_FOR_S,
+                # when a short job has ended; only a wait of Python's may still be interrupted meanwhile.
                 self._no_kick_why = "the job took the timer's signal over"
-                self._say_not_opened()  # now, not after KICK_FOR_S: a short job would end before that
-                return  # the script took the signal over: boundaries decide
+                taken_at = taken_at or time.monotonic()
+                if time.monotonic() - taken_at >= TAKEN_GRACE_S:
+                    self._say_not_opened()
+                    self._say_not_closed()
+                assert main.ident is not None
+                if self._kick_signal_for(main.ident) == KICK_INTERRUPTING:
+                    signal.pthread_kill(main.ident, KICK_INTERRUPTING)
+                self._wait_for(done, KICK_EVERY_S)
+                continue
             if main.native_id is not None and _blocks(main.native_id, KICK_SIGNAL):
                 self._no_kick_why = "the job's main thread blocks the timer's signal"
                 self._say_not_opened()
