@@ -830,6 +830,55 @@ def test_a_job_that_holds_nearly_all_its_descriptors_trains_on_and_is_told_why_n
     assert [s["step"] for s in json.loads(analysed.stdout)["ranks"][0]["steps"]] == [1, 2]
 
 
+def test_the_sigterm_guard_left_out_for_want_of_descriptors_comes_back_at_the_next_cycle(
+    tmp_path: Path,
+) -> None:
+    """helper-107: the guard left out at a capture's start (2 descriptors free) was never tried again while
+    the same profiler ran the next cycles (--repeat, --wait 0), after the job had freed 50: a SIGTERM in a
+    later capture lost it ("incomplete"). Each cycle's start tries again; the capture is finalised."""
+    import resource
+
+    script = tmp_path / "frees_later.py"
+    script.write_text(
+        "import os, signal, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "def step():\n"
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "step()\n"
+        "held = []\n"
+        "try:\n"
+        "    while True:\n"
+        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "for _ in range(2):\n"
+        "    os.close(held.pop())\n"
+        "for i in range(2, 12):\n"
+        "    if i == 5:\n"
+        "        for _ in range(50):\n"
+        "            os.close(held.pop())\n"
+        "    if i == 9:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    step()\n"
+    )
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    out = tmp_path / "out"
+    flags = [*sched(3, 0, 2), "--repeat", "3"]
+    result = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), *flags, "--", sys.executable, str(script)],
+        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=low_limit,
+    )  # fmt: skip
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr
+    assert "too few file descriptors left to the job for npuprof's SIGTERM handler" in result.stderr
+    records = sorted((json.loads((d / "npuprof_capture.json").read_text()) for d in rank_dirs(out)),
+                     key=lambda r: r["steps"][0])  # fmt: skip
+    assert [r["steps"] for r in records] == [[3, 4], [5, 6], [7, 8]], records
+    assert records[-1]["status"] == "complete" and records[-1]["detail"] == "stopped by SIGTERM", records[-1]
+
+
 def test_a_post_processor_that_cannot_start_gives_back_every_descriptor_and_its_lock(tmp_path: Path) -> None:
     """CI caught it: a start that ran out of descriptors (EMFILE) after making its lock kept the lock's
     descriptor, held, for the job's life, and a retry kept another; the job's own imports and the trace

@@ -79,6 +79,7 @@ class CaptureController:
         on_arm: Any = None,
         space: Any = None,
         on_profiling: Any = None,
+        on_new_cycle: Any = None,
     ) -> None:
         self.base_cfg = cfg
         self.cfg = cfg  # the configuration of the capture in flight (or the next one)
@@ -90,6 +91,7 @@ class CaptureController:
         self._on_arm = on_arm
         self.space = space  # a DiskGuard (npuprof.agent.disk_guard) or None
         self._on_profiling = on_profiling  # told when a profiler of ours starts (True) and stops (False)
+        self._on_new_cycle = on_new_cycle  # told when a running profiler of ours begins another capture
         self.step = 0
         self.windows_skipped = 0  # capture windows that could not record (no room, no directory)
         self.next_check = 0
@@ -516,6 +518,8 @@ class CaptureController:
             self._capture_first = step
             self._capture_notes, self._notes_for_next = self._notes_for_next, []
             self._tell_plan("began", step, str(getattr(self.sink, "rank_dir", None) or self.cfg.output))
+            if started:
+                self._tell_new_cycle()
             return True
         except OSError as exc:
             message = f"capture at step {step} skipped: {exc}"
@@ -588,6 +592,13 @@ class CaptureController:
                 self._on_profiling(active)
             except Exception as exc:
                 self.log.warning(f"profiling {'start' if active else 'stop'} hook failed: {exc!r}")
+
+    def _tell_new_cycle(self) -> None:
+        if self._on_new_cycle is not None:
+            try:
+                self._on_new_cycle()
+            except Exception as exc:
+                self.log.warning(f"new capture hook failed: {exc!r}")
 
     def _close_quietly(self) -> None:
         prof, self.prof = self.prof, None

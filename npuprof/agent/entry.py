@@ -125,6 +125,7 @@ class Agent:
             on_arm=self._prepare,
             space=self.disk,
             on_profiling=self._on_profiling,
+            on_new_cycle=self._on_new_cycle,
         )
         from npuprof.results.postprocess import Postprocessor
 
@@ -213,6 +214,11 @@ class Agent:
             self._finalise_at_os_exit()
         else:
             self.sigterm.uninstall()
+
+    def _on_new_cycle(self) -> None:
+        """A running profiler begins another capture (--repeat): a SIGTERM guard left out at its start for
+        want of descriptors is tried again, since the job may have freed some."""
+        self.sigterm.install()
 
     def _finalise_at_os_exit(self) -> None:
         """``os._exit`` skips atexit, where a capture open at the end (``--delay`` without ``--duration``,
