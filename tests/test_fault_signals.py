@@ -709,7 +709,9 @@ def test_sigterm_to_a_job_with_dataloader_workers_keeps_the_capture(out: Path, t
         _, err = launcher.communicate(timeout=60)
         took = time.monotonic() - sent
     assert launcher.returncode == -signal.SIGTERM, err
-    assert took < 4.0, took  # no wait on the dead workers
+    # no hang (the raise that cost 5 s is caught by the log and record checks below; a tighter bound on a
+    # time failed under CI's load: 5.6 s for the finalise with stacks and the post-processing wait)
+    assert took < 20.0, took
     (d,) = rank_dirs(out)
     record = capture_record(d)
     assert record["status"] == "complete" and record["detail"] == "stopped by SIGTERM", record
