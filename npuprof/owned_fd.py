@@ -34,3 +34,17 @@ def _key_of(fd: int) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return st.st_dev, st.st_ino
+
+
+def room_for(count: int) -> bool:
+    """Whether ``count`` more descriptors can be opened now (each opened, then closed)."""
+    probes: list[int] = []
+    try:
+        for _ in range(count):
+            probes.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        return True
+    except OSError:
+        return False
+    finally:
+        for fd in probes:
+            os.close(fd)

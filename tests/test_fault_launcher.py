@@ -830,6 +830,49 @@ def test_a_job_that_holds_nearly_all_its_descriptors_trains_on_and_is_told_why_n
     assert [s["step"] for s in json.loads(analysed.stdout)["ranks"][0]["steps"]] == [1, 2]
 
 
+def test_a_job_that_leaves_no_descriptor_at_all_is_told_what_npuprof_met(tmp_path: Path) -> None:
+    """helper-107: a job holding every descriptor it may open from its first step on: npuprof's lazy import
+    failed (EMFILE), the log could take no line, and the summary said "the job ended before the schedule's
+    first capture" of a job that ran 9 steps. The agent holds the log open from its start for such a case:
+    the error and its details are logged, and the summary names them."""
+    import resource
+
+    script = tmp_path / "hog_all.py"
+    script.write_text(
+        "import os, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "def step():\n"
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "step()\n"
+        "held = []\n"
+        "try:\n"
+        "    while True:\n"
+        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "for _ in range(8):\n"
+        "    step()\n"
+        "print('done')\n"
+    )
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), *sched(2, 0, 2), "--", sys.executable, str(script)],
+        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=low_limit,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stdout.endswith("done\n"), result.stderr
+    text = " ".join(result.stderr.split())
+    assert "details in npuprof.log" in text and "could not take the details" not in text, text
+    assert "npuprof's agent failed in the job (capture control failed at step 2: OSError(24" in text, text
+    assert "before the schedule's first capture" not in text
+    logged = (out / "npuprof.log").read_text()
+    assert "Traceback" in logged and "Too many open files" in logged
+    assert "steps counted in this process: 9" in logged
+
+
 def test_the_sigterm_guard_left_out_for_want_of_descriptors_comes_back_at_the_next_cycle(
     tmp_path: Path,
 ) -> None:

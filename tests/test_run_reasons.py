@@ -196,3 +196,66 @@ def test_the_summary_counts_the_windows_that_could_not_record(
     assert "8 capture window(s) could not record (no room on the disk, or below --min-free-space" in said, (
         said
     )
+
+
+def test_the_summary_gives_the_last_reason_a_window_could_not_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-107: windows skipped because the job held every descriptor were summed up as "no room on the
+    disk, or below --min-free-space"; the agent had logged the real reason."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    log = tmp_path / "npuprof.log"
+    log.write_text(
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank None, run r1)\n"
+        "2026-12-03 00:00:02 [WARNING] [agent pid=7] capture at step 4 skipped: [Errno 28] No space left on "
+        "device; training goes on, the next window is tried\n"
+        "2026-12-03 00:00:03 [WARNING] [agent pid=7] capture at step 9 skipped: [Errno 24] Too many open "
+        "files: 'x'; training goes on, the next window is tried\n"
+        "2026-12-03 00:00:09 [INFO] [agent pid=7] capture windows skipped in this process: 2\n"
+    )
+    capture = CaptureSummary(
+        tmp_path / "vm_7_20261203000000000_ascend_pt", "complete", 0, 7, [1, 2], 9, "", True
+    )
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "2 capture window(s) could not record (the last: capture at step 9" not in said  # the reason only
+    assert (
+        "2 capture window(s) could not record (the last: [Errno 24] Too many open files: 'x'; see" in said
+    ), said
+    assert "no room on the disk" not in said
+
+
+def test_a_capture_left_unfinalised_is_told_by_what_its_agent_logged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job holding all but one descriptor: torch wrote no trace and the record could not be marked, so the
+    summary guessed "the process ended before the capture was finalised" of a process that trained on; the
+    agent had logged why the trace was not written."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    rank_dir = tmp_path / "vm_7_20261203000000000_ascend_pt"
+    other = tmp_path / "vm_8_20261203000000000_ascend_pt"
+    log = tmp_path / "npuprof.log"
+    log.write_text(
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
+        f"2026-12-03 00:00:02 [WARNING] [agent pid=8] the trace of steps 2-3 was not written: torch wrote no "
+        f"trace into {other} (is the disk full?)\n"
+        f"2026-12-03 00:00:02 [WARNING] [agent pid=7] the trace of steps 2-3 was not written: torch wrote no "
+        f"trace into {rank_dir}: no file descriptor was free for it\n"
+    )
+    left = "the process ended before the capture was finalised"
+    captures = [
+        CaptureSummary(rank_dir, "incomplete", None, 7, [2], 414, left, False),
+        CaptureSummary(
+            other.with_name("vm_9_20261203000000000_ascend_pt"), "incomplete", None, 9, [2], 414, left, False
+        ),
+    ]
+    print_run_summary(tmp_path, captures, 0, ProfileConfig(), log, run_id="r1")
+    said = "".join(capsys.readouterr().err.split())  # the line may be folded at any width
+    tight = "".join(left.split())
+    assert tight + f":thetraceofsteps2-3wasnotwritten:torchwrotenotraceinto{rank_dir}:nofile" in said, said
+    assert said.count(tight + ":") == 1 and said.count(tight) == 2, said  # the other's own guess stays

@@ -81,6 +81,7 @@ def _start() -> Agent | None:
         return None
     run = msgspec.structs.asdict(facts)
     log = AgentLog(facts.log, "agent", facts.run_id)
+    log.keep_a_descriptor()
     set_log(log)
     own_mode = _torch_npu_own_mode()
     if own_mode:

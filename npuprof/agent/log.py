@@ -8,6 +8,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
 
+from npuprof.owned_fd import OwnedFd
 from npuprof.results import logfile
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -20,10 +21,34 @@ class AgentLog:
         self.run_id = run_id
         self._reported: set[str] = set()
         self._logged: dict[str, str] = {}  # each key's last warning in the log: the same one is not repeated
+        self._kept: OwnedFd | None = None
+
+    def keep_a_descriptor(self) -> None:
+        """Hold the log open for the process's life, written only when the log cannot be opened: a job that
+        takes every descriptor left (EMFILE) would otherwise leave no trace of what npuprof met there, and
+        the run's summary would guess."""
+        if self.path is None or self._kept is not None:
+            return
+        opened = logfile.open_regular(self.path)
+        if opened is not None:
+            self._kept = OwnedFd(opened[0])
 
     def write(self, level: str, message: str) -> bool:
-        """Append a line to npuprof.log; whether it is there now (a full disk, no descriptor left: not)."""
-        return self.path is not None and logfile.log(self.path, level, self.who, message)
+        """Append a line to npuprof.log; whether it is there now (a full disk: not)."""
+        if self.path is None:
+            return False
+        line = logfile.format_line(level, self.who, message)
+        return logfile.append_line(self.path, line) or self._write_kept(line)
+
+    def _write_kept(self, line: str) -> bool:
+        kept = self._kept
+        if kept is None or not kept.ours():  # closed by the script, the number maybe a file of its own now
+            return False
+        try:
+            os.write(kept.fd, line.encode("utf-8", "replace"))
+        except OSError:
+            return False
+        return True
 
     def info(self, message: str) -> bool:
         return self.write("INFO", message)

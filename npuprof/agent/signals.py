@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from npuprof.agent import threads
-from npuprof.owned_fd import OwnedFd
+from npuprof.owned_fd import OwnedFd, room_for
 
 HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before the watcher acts
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
@@ -109,7 +109,7 @@ class SigtermGuard:
         if not self._owned_pair or not self._owned_pair[1].ours():
             # (none yet, or closed by the script since, its number maybe a file of the script's now: a new
             # pair; the old watcher saw EOF once both ends were closed, and left)
-            if not _room_for(2 + SPARE_DESCRIPTORS):
+            if not room_for(2 + SPARE_DESCRIPTORS):
                 self._log.warn_once(
                     "sigterm-no-fds",
                     "too few file descriptors left to the job for npuprof's SIGTERM handler: a SIGTERM ends "
@@ -347,17 +347,3 @@ def sigint_held_back(deliver: bool = True) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if received and deliver:
             previous(signal.SIGINT, received[-1])
-
-
-def _room_for(count: int) -> bool:
-    """Whether ``count`` more descriptors can be opened now (each opened, then closed)."""
-    probes: list[int] = []
-    try:
-        for _ in range(count):
-            probes.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
-        return True
-    except OSError:
-        return False
-    finally:
-        for fd in probes:
-            os.close(fd)

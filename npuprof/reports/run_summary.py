@@ -127,10 +127,11 @@ def print_run_summary(
             f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"
         )
+    lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
     for c in listed:
         if c.detail:
-            console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(c.detail)}", overflow="fold")
-    lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
+            detail = _why_not_finalised(c, lines) if c.detail == layout.NOT_FINALISED else c.detail
+            console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(detail)}", overflow="fold")
     left = _left_unparsed(captures, cfg)
     unparsed = len(left)
     if unparsed:  # the post-processor ended (killed?) or failed before it parsed them
@@ -189,9 +190,17 @@ def print_run_summary(
             console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
     skipped = sum(_exit_counts(ours, WINDOWS_SKIPPED_AT_EXIT))
     if skipped:
+        reasons = [
+            m.split(" skipped: ", 1)[1] for m in ours if m.startswith(CAPTURE_SKIPPED) and " skipped: " in m
+        ]
+        why = (
+            f"the last: {_short(reasons[-1].split('; training goes on')[0])}"
+            if reasons
+            else "no room on the disk, or below --min-free-space"
+        )
         console.print(
-            f"[bold yellow]npuprof:[/] {skipped} capture window(s) could not record (no room on the disk, "
-            f"or below --min-free-space; see {escape(str(log_path))})"
+            f"[bold yellow]npuprof:[/] {skipped} capture window(s) could not record ({escape(why)}; see "
+            f"{escape(str(log_path))})"
         )
     running = processes_of_the_run(run_id)
     if running:
@@ -536,6 +545,20 @@ CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged
 STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.entry at exit
 WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewise
 TRACE_NOT_WRITTEN = "the trace of "  # "the trace of steps 6-8 was not written: why", npuprof.agent.capture
+
+
+def _why_not_finalised(capture: CaptureSummary, lines: list[str]) -> str:
+    """What its agent logged of a capture whose record was left "capturing" (the record could not be
+    written either: no descriptor left, a full disk), or the record's own guess."""
+    where = str(capture.rank_dir)
+    for line in lines:
+        match = _AGENT_LINE.search(line)
+        if match is None:
+            continue
+        message = match["message"]
+        if message.startswith(TRACE_NOT_WRITTEN) and " was not written: " in message and where in message:
+            return f"{layout.NOT_FINALISED}: {message}"
+    return layout.NOT_FINALISED
 
 
 def _exit_counts(messages: list[str], prefix: str) -> list[int]:

@@ -36,6 +36,7 @@ KINETO_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 STATUS_CAPTURING = "capturing"
 STATUS_COMPLETE = "complete"
 STATUS_INCOMPLETE = "incomplete"
+NOT_FINALISED = "the process ended before the capture was finalised"  # the detail of a record left capturing
 
 # A capture record is ~500 bytes; a run record holds the configuration (metadata: at most 50 KiB of text,
 # ~6x that JSON-escaped) and one line per capture.
@@ -392,9 +393,7 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
         alive = live_launcher(rank_dir.parent, record.run_id)
         if alive and not _capturing_process_gone(rank_dir, record.pid):
             return CaptureStatus(STATUS_CAPTURING, f"in progress: its run is still going ({alive})")
-        return CaptureStatus(
-            STATUS_INCOMPLETE, detail or "the process ended before the capture was finalised"
-        )
+        return CaptureStatus(STATUS_INCOMPLETE, detail or NOT_FINALISED)
     return CaptureStatus(status, detail)
 
 

@@ -13,6 +13,7 @@ from npuprof.agent.backends.base import ScheduleFn, TraceReady, align_torch_styl
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
 from npuprof.options import TORCH_NPU_ONLY_OPTIONS, flag_text
+from npuprof.owned_fd import room_for
 from npuprof.results import atomic, layout
 
 # Options only torch_npu acts on (npuprof/options.py): on torch.profiler each one given is reported as
@@ -94,6 +95,11 @@ class TorchBackend:
             if not tmp.exists():
                 if not rank_dir.is_dir():  # removed while the capture ran (helper-90): no disk to blame
                     raise OSError(f"torch wrote no trace: {rank_dir} is gone (removed during the capture?)")
+                if not room_for(2):
+                    raise OSError(
+                        f"torch wrote no trace into {rank_dir}: no file descriptor was free for it (the job "
+                        "holds nearly all it may open: raise `ulimit -n`)"
+                    )
                 raise OSError(f"torch wrote no trace into {rank_dir} (is the disk full?)")
             if not layout.ends_like_json(tmp):
                 raise OSError(f"the trace torch wrote into {rank_dir} is truncated (is the disk full?)")
