@@ -1,9 +1,10 @@
-"""A descriptor npuprof keeps open for the job's whole life (the post-processor's pipe and pidfd, the
-SIGTERM guard's wakeup pipe), known by what it is as well as by its number: a script that closes every
-descriptor it does not know (``os.closerange(3, ...)``, as daemonising code does) may have the number for
-a file or socket of its own since, which npuprof must then never write to, select on or close. Told by the
-device and inode of what the number holds (anonymous inodes, pidfds before Linux 6.9, share one: a script
-that reopened the number as such a one would not be told apart)."""
+"""A descriptor npuprof keeps open for the job's whole life (the post-processor's pipe and pidfd, the SIGTERM
+guard's wakeup pipe, the agent's log kept for when no other can be opened), known by what it is as well as
+by its number: a script that closes every descriptor it does not know (``os.closerange(3, ...)``, as
+daemonising code does) may have the number for a file or socket of its own since, which npuprof must then
+never write to, select on or close. Told by the device and inode of what the number holds (anonymous
+inodes, pidfds before Linux 6.9, share one: a script that reopened the number as such a one would not be
+told apart)."""
 
 from __future__ import annotations
 

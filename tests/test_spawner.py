@@ -292,3 +292,24 @@ def test_a_script_that_closes_every_descriptor_keeps_its_new_ones(out: Path, tmp
     unparsed = [d for d in complete if not (d / layout.PARSED_DIR / layout.ANALYSE_DONE).exists()]
     assert len(unparsed) <= 1, log
     assert all(f"{d.name}: not parsed or gzipped" in log for d in unparsed), log
+
+
+def test_copies_that_would_start_at_the_limit_are_refused_as_too_many_open_files() -> None:
+    """helper-107: with exactly six descriptors free, the copies' first number was the limit itself, and
+    fcntl's EINVAL reached the user as "no post-processor could be started (Invalid argument)"."""
+    code = (
+        "import errno, os, resource\n"
+        "from npuprof.results.spawner import placed\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
+        "r, w = os.pipe()\n"
+        "top = os.dup2(r, 63)\n"
+        "before = sorted(int(n) for n in os.listdir('/proc/self/fd'))\n"
+        "try:\n"
+        "    placed([top], [3])\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno == errno.EMFILE, 'Too many open files' in str(exc))\n"
+        "print(sorted(int(n) for n in os.listdir('/proc/self/fd')) == before)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr

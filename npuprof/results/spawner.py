@@ -15,6 +15,7 @@ children. Only a process of the launcher's own user is served. Where the socket 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -47,9 +48,11 @@ def placed(fds: list[int], targets: list[int]) -> tuple[list[int], list[tuple[An
     try:
         for fd in fds:
             high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base))
-    except OSError:
+    except OSError as exc:
         for fd in high:
             os.close(fd)
+        if exc.errno == errno.EINVAL:  # base at or above the limit: no number left, as EMFILE says
+            raise OSError(errno.EMFILE, f"{os.strerror(errno.EMFILE)} (none free from {base} on)") from exc
         raise
     return high, [(os.POSIX_SPAWN_DUP2, fd, target) for fd, target in zip(high, targets, strict=True)]
 
