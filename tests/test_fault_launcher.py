@@ -778,6 +778,42 @@ def test_a_low_open_file_limit_still_gets_the_capture_parsed_and_never_hangs(out
     assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").is_file(), result.stderr
 
 
+_HOG = (
+    "held = []\n"
+    "try:\n"
+    "    while True:\n"
+    "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
+    "except OSError:\n"
+    "    pass\n"
+)  # the job takes every descriptor it may open: its script lets go of some after, as it needs
+_TRAINS = (
+    "import os, signal, torch\n"
+    "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "def step():\n"
+    "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+)
+
+
+def _run_holding_descriptors(
+    tmp_path: Path, script_text: str, flags: list[str]
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``npuprof run`` of the script under `ulimit -n 256`; the result and the output directory."""
+    import resource
+
+    script = tmp_path / "hog.py"
+    script.write_text(script_text)
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), *flags, "--", sys.executable, str(script)],
+        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=low_limit,
+    )  # fmt: skip
+    return result, out
+
+
 def test_a_job_that_holds_nearly_all_its_descriptors_trains_on_and_is_told_why_nothing_was_parsed(
     tmp_path: Path,
 ) -> None:
@@ -785,33 +821,15 @@ def test_a_job_that_holds_nearly_all_its_descriptors_trains_on_and_is_told_why_n
     the arm step raised, the warnings named a "start hook", and the last line blamed a post-processor
     "stopped, killed, or still at work". The capture is written in the step, the job ends as bare, and
     the summary says why it is unparsed; `npuprof analyse` parses it afterwards."""
-    import resource
-
-    script = tmp_path / "hog.py"
-    script.write_text(
-        "import os, torch\n"
-        "held = []\n"
-        "try:\n"
-        "    while True:\n"
-        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
-        "except OSError:\n"
-        "    pass\n"
-        "for fd in held[-2:]:\n"
+    script = (
+        "import os, torch\n" + _HOG + "for fd in held[-2:]:\n"
         "    os.close(fd)\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(8):\n"
         "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
         "print('done')\n"
     )  # fmt: skip
-
-    def low_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-
-    out = tmp_path / "out"
-    result = subprocess.run(
-        [*NPUPROF, "run", "-o", str(out), *sched(1, 0, 2), "--", sys.executable, str(script)],
-        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=low_limit,
-    )  # fmt: skip
+    result, out = _run_holding_descriptors(tmp_path, script, sched(1, 0, 2))
     assert result.returncode == 0 and result.stdout.endswith("done\n"), result.stderr
     (d,) = rank_dirs(out)
     assert json.loads((d / "npuprof_capture.json").read_text())["status"] == "complete"
@@ -835,34 +853,8 @@ def test_a_job_that_leaves_no_descriptor_at_all_is_told_what_npuprof_met(tmp_pat
     failed (EMFILE), the log could take no line, and the summary said "the job ended before the schedule's
     first capture" of a job that ran 9 steps. The agent holds the log open from its start for such a case:
     the error and its details are logged, and the summary names them."""
-    import resource
-
-    script = tmp_path / "hog_all.py"
-    script.write_text(
-        "import os, torch\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "def step():\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "step()\n"
-        "held = []\n"
-        "try:\n"
-        "    while True:\n"
-        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
-        "except OSError:\n"
-        "    pass\n"
-        "for _ in range(8):\n"
-        "    step()\n"
-        "print('done')\n"
-    )
-
-    def low_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-
-    out = tmp_path / "out"
-    result = subprocess.run(
-        [*NPUPROF, "run", "-o", str(out), *sched(2, 0, 2), "--", sys.executable, str(script)],
-        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=low_limit,
-    )  # fmt: skip
+    script = _TRAINS + "step()\n" + _HOG + "for _ in range(8):\n    step()\nprint('done')\n"
+    result, out = _run_holding_descriptors(tmp_path, script, sched(2, 0, 2))
     assert result.returncode == 0 and result.stdout.endswith("done\n"), result.stderr
     text = " ".join(result.stderr.split())
     assert "details in npuprof.log" in text and "could not take the details" not in text, text
@@ -879,41 +871,23 @@ def test_the_sigterm_guard_left_out_for_want_of_descriptors_comes_back_at_the_ne
     """helper-107: the guard left out at a capture's start (2 descriptors free) was never tried again while
     the same profiler ran the next cycles (--repeat, --wait 0), after the job had freed 50: a SIGTERM in a
     later capture lost it ("incomplete"). Each cycle's start tries again; the capture is finalised."""
-    import resource
-
-    script = tmp_path / "frees_later.py"
-    script.write_text(
-        "import os, signal, torch\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "def step():\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "step()\n"
-        "held = []\n"
-        "try:\n"
-        "    while True:\n"
-        "        held.append(os.open(os.devnull, os.O_RDONLY))\n"
-        "except OSError:\n"
-        "    pass\n"
-        "for _ in range(2):\n"
-        "    os.close(held.pop())\n"
-        "for i in range(2, 12):\n"
-        "    if i == 5:\n"
-        "        for _ in range(50):\n"
-        "            os.close(held.pop())\n"
-        "    if i == 9:\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    step()\n"
+    script = (
+        _TRAINS
+        + "step()\n"
+        + _HOG
+        + (
+            "for _ in range(2):\n"
+            "    os.close(held.pop())\n"
+            "for i in range(2, 12):\n"
+            "    if i == 5:\n"
+            "        for _ in range(50):\n"
+            "            os.close(held.pop())\n"
+            "    if i == 9:\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    step()\n"
+        )
     )
-
-    def low_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-
-    out = tmp_path / "out"
-    flags = [*sched(3, 0, 2), "--repeat", "3"]
-    result = subprocess.run(
-        [*NPUPROF, "run", "-o", str(out), *flags, "--", sys.executable, str(script)],
-        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=low_limit,
-    )  # fmt: skip
+    result, out = _run_holding_descriptors(tmp_path, script, [*sched(3, 0, 2), "--repeat", "3"])
     assert result.returncode == 128 + signal.SIGTERM, result.stderr
     assert "too few file descriptors left to the job for npuprof's SIGTERM handler" in result.stderr
     records = sorted((json.loads((d / "npuprof_capture.json").read_text()) for d in rank_dirs(out)),

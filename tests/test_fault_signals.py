@@ -288,13 +288,19 @@ def test_sigterm_during_the_trace_export_keeps_the_capture_and_the_job_still_die
         f"open({str(after)!r}, 'w').write('went on')\n",
     )
     rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 2), "--", sys.executable, str(script), timeout=150)
-    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
-    assert not after.exists(), "the job went on training after SIGTERM"
     assert "Traceback" not in err, err
-    (d,) = rank_dirs(out)
-    record = capture_record(d)
+    d, record = _died_of_sigterm_with_one_capture(rc, err, after, out)
     assert record["status"] == "complete" and record["steps"] == [2, 3], record
     assert list(d.glob("*.pt.trace.json*")), "the exported trace was lost"
+
+
+def _died_of_sigterm_with_one_capture(rc: int, err: str, after: Path, out: Path) -> tuple[Path, dict]:
+    """The job died of SIGTERM without training on (its script writes ``after`` at its end); its one
+    capture's directory and record."""
+    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
+    assert not after.exists(), "the job went on training after SIGTERM"
+    (d,) = rank_dirs(out)
+    return d, capture_record(d)
 
 
 def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(
@@ -321,11 +327,8 @@ def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(
         f"open({str(after)!r}, 'w').write('went on')\n",
     )
     rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script), timeout=120)
-    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
-    assert not after.exists(), "the job went on training after SIGTERM"
-    (d,) = rank_dirs(out)
+    d, record = _died_of_sigterm_with_one_capture(rc, err, after, out)
     assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
-    record = capture_record(d)
     assert record["detail"] == "stopped by SIGTERM" and record["steps"][0] == 2, record
     said = " ".join(err.split())
     assert "no capture was written" not in said and "1 capture(s) in" in said, said

@@ -175,24 +175,17 @@ def test_the_summary_counts_the_windows_that_could_not_record(
 ) -> None:
     """A disk that filled mid-job skipped hundreds of windows; stderr had said so once, at the time, and the
     summary only listed what was captured."""
-    from npuprof.reports.run_summary import print_run_summary
-    from npuprof.results.run_record import CaptureSummary
-
-    log = tmp_path / "npuprof.log"
-    log.write_text(
+    said = _summary_of_one_capture(
+        tmp_path,
+        capsys,
         "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
         "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
         "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
         "2026-12-03 00:00:01 [INFO] [agent pid=9] agent ready in train.py (rank 0, run r2)\n"
         "2026-12-03 00:00:09 [INFO] [agent pid=7] capture windows skipped in this process: 5\n"
         "2026-12-03 00:00:09 [INFO] [agent pid=8] capture windows skipped in this process: 3\n"
-        "2026-12-03 00:00:09 [INFO] [agent pid=9] capture windows skipped in this process: 40\n"
+        "2026-12-03 00:00:09 [INFO] [agent pid=9] capture windows skipped in this process: 40\n",
     )
-    capture = CaptureSummary(
-        tmp_path / "vm_7_20261203000000000_ascend_pt", "complete", 0, 7, [6, 7], 1000, "", True
-    )
-    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
-    said = " ".join(capsys.readouterr().err.split())
     assert "8 capture window(s) could not record (no room on the disk, or below --min-free-space" in said, (
         said
     )
@@ -203,24 +196,17 @@ def test_the_summary_gives_the_last_reason_a_window_could_not_record(
 ) -> None:
     """helper-107: windows skipped because the job held every descriptor were summed up as "no room on the
     disk, or below --min-free-space"; the agent had logged the real reason."""
-    from npuprof.reports.run_summary import print_run_summary
-    from npuprof.results.run_record import CaptureSummary
-
-    log = tmp_path / "npuprof.log"
-    log.write_text(
+    said = _summary_of_one_capture(
+        tmp_path,
+        capsys,
         "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
         "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank None, run r1)\n"
         "2026-12-03 00:00:02 [WARNING] [agent pid=7] capture at step 4 skipped: [Errno 28] No space left on "
         "device; training goes on, the next window is tried\n"
         "2026-12-03 00:00:03 [WARNING] [agent pid=7] capture at step 9 skipped: [Errno 24] Too many open "
         "files: 'x'; training goes on, the next window is tried\n"
-        "2026-12-03 00:00:09 [INFO] [agent pid=7] capture windows skipped in this process: 2\n"
+        "2026-12-03 00:00:09 [INFO] [agent pid=7] capture windows skipped in this process: 2\n",
     )
-    capture = CaptureSummary(
-        tmp_path / "vm_7_20261203000000000_ascend_pt", "complete", 0, 7, [1, 2], 9, "", True
-    )
-    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
-    said = " ".join(capsys.readouterr().err.split())
     assert "2 capture window(s) could not record (the last: capture at step 9" not in said  # the reason only
     assert (
         "2 capture window(s) could not record (the last: [Errno 24] Too many open files: 'x'; see" in said
@@ -259,3 +245,18 @@ def test_a_capture_left_unfinalised_is_told_by_what_its_agent_logged(
     tight = "".join(left.split())
     assert tight + f":thetraceofsteps2-3wasnotwritten:torchwrotenotraceinto{rank_dir}:nofile" in said, said
     assert said.count(tight + ":") == 1 and said.count(tight) == 2, said  # the other's own guess stays
+
+
+def _summary_of_one_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str], log_text: str) -> str:
+    """The run summary of a run r1 with one complete, parsed capture, over the log ``log_text``: its
+    words, one space between each."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    log = tmp_path / "npuprof.log"
+    log.write_text(log_text)
+    capture = CaptureSummary(
+        tmp_path / "vm_7_20261203000000000_ascend_pt", "complete", 0, 7, [6, 7], 1000, "", True
+    )
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    return " ".join(capsys.readouterr().err.split())

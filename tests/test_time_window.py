@@ -366,6 +366,16 @@ def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -
     assert first["step"] == 0 and not first.get("partial") and first["duration_us"] < 400_000
 
 
+def _window_run(tmp_path: Path, script: Path, delay: str, duration: str) -> tuple[Path, str]:
+    """``npuprof run --delay --duration`` of the script, which must exit 0: the output directory and the
+    run's stderr, its words one space apart."""
+    out = tmp_path / "out"
+    result = npuprof("run", "-o", str(out), "--delay", delay, "--duration", duration, "--", sys.executable,
+                     str(script), timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return out, " ".join(result.stderr.split())
+
+
 @pytest.mark.parametrize(
     ("prelude", "why"),
     [
@@ -399,11 +409,7 @@ def test_a_window_the_timer_cannot_open_in_a_job_without_steps_is_said(
         "    with torch.no_grad(): m(torch.randn(8, 64)).sum().item()\n"
         "    time.sleep(0.02)\n"
     )  # fmt: skip
-    out = tmp_path / "out"
-    result = npuprof("run", "-o", str(out), "--delay", "0.5", "--duration", "1", "--", sys.executable,
-                     str(script), timeout=120)  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    text = " ".join(result.stderr.split())
+    _, text = _window_run(tmp_path, script, "0.5", "1")
     assert f"no capture was written (exit code 0): the window could not open at its time: {why}" in text, text
     assert "ended before the --delay window began" not in text
 
@@ -426,11 +432,7 @@ def test_a_window_whose_signal_the_job_takes_while_it_records_closes_or_is_said(
         + "    if not took and time.monotonic() - t0 > 1.2:\n"
         "        signal.signal(signal.SIGRTMIN + 6, lambda s, f: None); took = True\n"
     )  # fmt: skip
-    out = tmp_path / "out"
-    result = npuprof("run", "-o", str(out), "--delay", "1", "--duration", "0.5", "--", sys.executable,
-                     str(script), timeout=120)  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    text = " ".join(result.stderr.split())
+    out, text = _window_run(tmp_path, script, "1", "0.5")
     said = "the window could not close at its time: the job took the timer's signal over"
     (d,) = rank_dirs(out)
     detail = capture_record(d)["detail"]
