@@ -303,6 +303,51 @@ def _died_of_sigterm_with_one_capture(rc: int, err: str, after: Path, out: Path)
     return d, capture_record(d)
 
 
+def test_a_group_sigterm_during_the_trace_export_of_a_script_that_handles_it_keeps_the_capture(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-107: a script with its own SIGTERM handler (a graceful stop: sys.exit(0)) and DataLoader
+    workers, sent a group SIGTERM while torch wrote the trace: its handler, or torch's SIGCHLD check once
+    the workers had died, raised inside the export, and the capture of 120 steps was lost ("incomplete",
+    its trace never written). The script's handlers now run when npuprof's step boundary returns to the
+    script: the capture is whole, and the script stops as it chose, with its exit code."""
+    stopped = tmp_path / "stopped"
+    script = _script(
+        tmp_path,
+        "graceful_loader.py",
+        "import signal, sys, torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "def graceful(signum, frame):\n"
+        f"    open({str(stopped)!r}, 'w').write('graceful'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, graceful)\n"
+        "data = TensorDataset(torch.randn(64, 64), torch.randn(64, 1))\n"
+        "loader = DataLoader(data, batch_size=8, num_workers=2)\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "for epoch in range(10000):\n"
+        "    for x, y in loader:\n"
+        "        opt.zero_grad(); (model(x) - y).pow(2).mean().backward(); opt.step()\n",
+    )
+    flags = ("--with-stack", "--record-shapes", *sched(3, 1, 120))
+
+    def exporting() -> bool:
+        return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*"))
+
+    with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
+        _wait_for(exporting, "torch's trace export", limit_s=120)
+        launcher.send_signal(signal.SIGTERM)
+        _, err = launcher.communicate(timeout=120)
+    assert launcher.returncode == 0 and stopped.read_text() == "graceful", err[-2000:]
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"] == list(range(4, 124)), record
+    steps = sorted(
+        int(e["name"][13:]) for e in load_trace(d)["traceEvents"] if e["name"].startswith("ProfilerStep#")
+    )
+    assert steps == list(range(4, 124)), steps
+    assert "Traceback" not in err and "DataLoader worker" not in err, err[-3000:]
+
+
 def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(
     out: Path, tmp_path: Path
 ) -> None:

@@ -135,11 +135,12 @@ class CaptureWriter:
     ) -> None:
         """``ending_since``: the perf_counter time the step boundary that ends the capture began (torch's
         stop and event collection come before this); the record's ``export_ms`` counts from it."""
-        from npuprof.agent.signals import export_hold, sigint_held_back
+        from npuprof.agent.signals import export_hold, script_handlers_deferred, sigint_held_back
 
         began = time.perf_counter() if ending_since is None else ending_since
-        # A Ctrl-C or a SIGTERM now must not lose a trace that is all but written: both wait for the end.
-        with sigint_held_back(), export_hold():
+        # A Ctrl-C, a SIGTERM or the script's own handlers now must not lose a trace that is all but
+        # written: all wait for the end.
+        with sigint_held_back(), export_hold(), script_handlers_deferred():
             self._finish(prof, last_step, detail, status, last_partial, began)
 
     def _finish(

@@ -26,7 +26,7 @@ from npuprof.agent import user_profiler
 from npuprof.agent.backends.base import Backend
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.schedule import Action, CapturePlan
-from npuprof.agent.signals import sigint_held_back
+from npuprof.agent.signals import decision_begins, decision_ends, sigint_held_back
 from npuprof.config import ProfileConfig
 
 NEVER = 1 << 62
@@ -194,6 +194,7 @@ class CaptureController:
         next one will), it never waits."""
         if not self._lock.acquire(blocking=False):
             return
+        decision_begins()
         try:
             requested, self._finish_requested = self._finish_requested, None
             if requested is not None and self.prof is not None:
@@ -203,6 +204,7 @@ class CaptureController:
             self._sync()
         finally:
             self._lock.release()
+            decision_ends()  # the script's handlers deferred during an export run now (agent/signals.py)
 
     def _claim(self) -> bool:
         """A boundary from a thread that does not drive: it becomes the driver when there is none (the

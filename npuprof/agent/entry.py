@@ -434,10 +434,12 @@ class Agent:
 
 
 def _held(method: Any, guard: Any, when: Any) -> Any:
+    from npuprof.agent.signals import script_handlers_deferred
+
     def held(*args: Any, **kwargs: Any) -> Any:
         if not when():
             return method(*args, **kwargs)
-        with guard.export_hold():
+        with guard.export_hold(), script_handlers_deferred():
             return method(*args, **kwargs)
 
     return held

@@ -61,6 +61,80 @@ def _quiet_other_handlers() -> None:
             continue
 
 
+_deferring = False  # script_handlers_deferred is in force (nested blocks are part of the outer one)
+
+
+@contextlib.contextmanager
+def script_handlers_deferred() -> Iterator[None]:
+    """During a trace export on the main thread, the script's Python signal handlers (its own SIGTERM
+    handler, torch's DataLoader SIGCHLD check, a SIGALRM watchdog) run after the block, not inside it: one
+    that raises there (``sys.exit`` on SIGTERM; "DataLoader worker ... is killed" once a group SIGTERM ended
+    the workers) cut the export short and lost the capture (helper-107). Each signal that came is raised
+    again at the end, where its handler runs as it would have, a few seconds late. SIGINT has its own hold
+    (sigint_held_back); npuprof's own handlers are left alone."""
+    global _deferring
+    if _deferring or not threads.on_main_thread():
+        yield
+        return
+    came: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        came.append(signum)
+
+    replaced: dict[int, Any] = {}
+    for signum in signal.valid_signals():
+        if signum in (signal.SIGINT, signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            handler = signal.getsignal(signum)
+            if callable(handler) and not getattr(handler, "__module__", "").startswith("npuprof."):
+                signal.signal(signum, note)
+                replaced[signum] = handler
+        except (OSError, ValueError, TypeError):
+            continue
+    _deferring = True
+    try:
+        yield
+    finally:
+        _deferring = False
+        again = []
+        for signum, handler in replaced.items():
+            if signal.getsignal(signum) is note:  # else quieted since (a SIGTERM the process dies of)
+                signal.signal(signum, handler)
+                if signum in came:
+                    again.append(signum)
+        _queued.extend(sorted(again))  # in the order Python runs handlers of signals pending at once
+        if not _decisions:
+            deliver_queued()
+
+
+_decisions = 0  # the main thread's step-boundary decisions in progress (CaptureController._decide)
+_queued: list[int] = []  # signals that came during an export, raised once the decision is over
+
+
+def decision_begins() -> None:
+    """A step-boundary decision begins: the script's handlers of signals deferred during an export in it
+    run at its end (decision_ends), once npuprof's state is whole, not where the export returns."""
+    global _decisions
+    if threads.on_main_thread():
+        _decisions += 1
+
+
+def decision_ends() -> None:
+    global _decisions
+    if threads.on_main_thread() and _decisions:
+        _decisions -= 1
+        if not _decisions:
+            deliver_queued()
+
+
+def deliver_queued() -> None:
+    """Raise the signals deferred during an export: their Python handlers run inside ``raise_signal``,
+    which passes on what they raise (``SystemExit``, torch's DataLoader error) to the script."""
+    while _queued:
+        signal.raise_signal(_queued.pop(0))
+
+
 def _do_nothing(signum: int, frame: Any) -> None:
     """The handler of the script's signals while a process about to die of SIGTERM finalises."""
 
