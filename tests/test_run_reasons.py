@@ -73,6 +73,22 @@ def test_a_worker_inside_torchrun_not_selected_is_told_so_as_asked(monkeypatch: 
     assert failed.endswith("no process of the job has a rank selected by --ranks (ranks seen: 1)"), failed
 
 
+def test_a_job_that_counted_the_steps_of_a_capture_never_recorded_is_not_told_it_ended_too_soon() -> None:
+    """A script that closed every descriptor (npuprof's kept log among them) then held all it may open: the
+    agent's error could not be logged, and the last line said "the job ended before the schedule's first
+    capture" beside "the most steps a process counted: 9" for a capture from step 3. Too few steps is said
+    only of too few; else the log's silence is."""
+    cfg = ProfileConfig()
+    first = cfg.schedule.skip_first + cfg.schedule.wait + cfg.schedule.warmup
+    at_exit = AGENT + f"steps counted in this process: {first + 4}"
+    why = why_no_capture(cfg, 0, [READY, COUNTED, at_exit])
+    said = f"a process counted {first + 4} steps, past the start of the schedule's first capture"
+    assert why.startswith(said), why
+    assert "holds no reason it recorded none" in why and "ended before" not in why
+    too_few = AGENT + f"steps counted in this process: {first}"
+    assert "ended before the schedule's first capture" in why_no_capture(cfg, 0, [READY, COUNTED, too_few])
+
+
 def test_a_capture_that_could_not_begin_is_the_reason() -> None:
     """The agent logs why a capture was skipped (a file name too long, a directory replaced by a file):
     that is the reason, not "the job ended before the first capture"."""

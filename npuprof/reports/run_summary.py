@@ -531,6 +531,13 @@ def why_no_capture(
             "MODULE:QUALNAME, or capture by time with --delay and --duration"
         )
     counts = _exit_counts(messages, STEPS_AT_EXIT)
+    if counts and max(counts) > first:  # the capture was due: what stopped it is not in the log
+        return (
+            f"{failed}a process counted {max(counts)} steps, past the start of the schedule's first capture "
+            f"(step {first}), but npuprof's log holds no reason it recorded none: a line it could not write "
+            "(a job holding every file descriptor, a full disk); its warnings above, in the job's output, "
+            "say more"
+        )
     most = f"; the most steps a process counted: {max(counts)}" if counts else ""
     if exit_code:
         return f"{ended} before the schedule's first capture, which records from step {first} ({what}{most})"
