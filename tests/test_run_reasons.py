@@ -276,3 +276,25 @@ def _summary_of_one_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
     )
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
     return " ".join(capsys.readouterr().err.split())
+
+
+def test_a_rank_whose_profiling_stopped_after_an_error_is_named_beside_the_others_captures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchrun, 2 ranks, rank 1 holding every descriptor: rank 0's capture was listed and nothing said that
+    rank 1 had stopped profiling at step 2 (its stderr line names no rank)."""
+    said = _summary_of_one_capture(
+        tmp_path,
+        capsys,
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=9] agent ready in train.py (rank 1, run r2)\n"
+        "2026-12-03 00:00:02 [ERROR] [agent pid=9] capture control failed at step 5: ValueError('r2')\n"
+        "2026-12-03 00:00:02 [ERROR] [agent pid=8] capture control failed at step 2: OSError(24, 'Too many "
+        'open files\')\nTraceback (most recent call last):\n  File "x.py", line 1, in f\nOSError: 24\n',
+    )
+    stopped = "profiling stopped after an internal error in 1 process(es), which recorded nothing after it"
+    why = "rank 1: capture control failed at step 2: OSError(24, 'Too many open files')"
+    assert f"{stopped} ({why}); see" in said, said
+    assert "ValueError" not in said, said  # another run's agent

@@ -188,6 +188,13 @@ def print_run_summary(
         if traces:
             more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
             console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
+    stopped = _profiling_stopped(lines, others)
+    if stopped:
+        first, log_name = escape(stopped[0]), escape(str(log_path))
+        console.print(
+            f"[bold yellow]npuprof:[/] profiling stopped after an internal error in {len(stopped)} "
+            f"process(es), which recorded nothing after it ({first}); see {log_name}"
+        )
     skipped = sum(_exit_counts(ours, WINDOWS_SKIPPED_AT_EXIT))
     if skipped:
         reasons = [
@@ -552,6 +559,28 @@ CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged
 STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.entry at exit
 WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewise
 TRACE_NOT_WRITTEN = "the trace of "  # "the trace of steps 6-8 was not written: why", npuprof.agent.capture
+
+
+CONTROL_FAILED = "capture control failed at step "  # logged by npuprof.agent.controller, an ERROR
+
+
+def _profiling_stopped(lines: list[str], others: set[str]) -> list[str]:
+    """One line for each process of this run whose agent stopped profiling after an internal error: its
+    rank and the error's first line."""
+    ranks: dict[str, str] = {}
+    stopped: list[str] = []
+    for line in lines:
+        match = _AGENT_LINE.search(line)
+        if match is None or match["pid"] in others:
+            continue
+        message = match["message"]
+        if ready := _READY.match(message):
+            ranks[match["pid"]] = ready["rank"]
+        elif match["level"] == "ERROR" and message.startswith(CONTROL_FAILED):
+            rank = ranks.get(match["pid"], "None")
+            who = f"pid {match['pid']}" if rank == "None" else f"rank {rank}"
+            stopped.append(f"{who}: {_short(message)}")
+    return stopped
 
 
 def _why_not_finalised(capture: CaptureSummary, lines: list[str]) -> str:
