@@ -865,6 +865,38 @@ def test_a_job_that_leaves_no_descriptor_at_all_is_told_what_npuprof_met(tmp_pat
     assert "steps counted in this process: 9" in logged
 
 
+def test_npuprofs_kept_log_descriptor_never_writes_into_a_file_of_the_script(tmp_path: Path) -> None:
+    """helper-108: the log removed while the job ran, the script closed every descriptor and opened a file
+    of its own, which took the kept descriptor's number and the removed log's freed inode number: npuprof's
+    lines, written there when the log could not be opened (the job holding every descriptor), landed in the
+    script's data. The kept descriptor is written only while it is the file at the log's path."""
+    mine = tmp_path / "mydata.txt"
+    log = tmp_path / "out" / "npuprof.log"
+    script = (
+        _TRAINS
+        + (
+            "for _ in range(5):\n"
+            "    step()\n"
+            f"os.remove({str(log)!r})\n"
+            "os.closerange(3, 4096)\n"
+            f"mine = open({str(mine)!r}, 'w')\n"
+            "mine.write('MY DATA 1\\n'); mine.flush()\n"
+        )
+        + _HOG
+        + (
+            "for _ in range(12):\n"
+            "    step()\n"
+            "for fd in held:\n"
+            "    os.close(fd)\n"
+            "mine.write('MY DATA 2\\n'); mine.close()\n"
+        )
+    )
+    flags = ["--skip-first", "1", "--wait", "2", "--warmup", "1", "--active", "2", "--repeat", "3"]
+    result, _ = _run_holding_descriptors(tmp_path, script, flags)
+    assert result.returncode == 0, result.stderr
+    assert mine.read_text() == "MY DATA 1\nMY DATA 2\n"
+
+
 def test_the_sigterm_guard_left_out_for_want_of_descriptors_comes_back_at_the_next_cycle(
     tmp_path: Path,
 ) -> None:

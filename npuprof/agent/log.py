@@ -26,7 +26,8 @@ class AgentLog:
     def keep_a_descriptor(self) -> None:
         """Hold the log open for the process's life, written only when the log cannot be opened: a job that
         takes every descriptor left (EMFILE) would otherwise leave no trace of what npuprof met there, and
-        the run's summary would guess."""
+        the run's summary would guess. Once the log is rotated or removed it is no longer written (never
+        closed either: the number may be the script's by then)."""
         if self.path is None or self._kept is not None:
             return
         opened = logfile.open_regular(self.path)
@@ -41,10 +42,17 @@ class AgentLog:
         return logfile.append_line(self.path, line) or self._write_kept(line)
 
     def _write_kept(self, line: str) -> bool:
+        """Through the kept descriptor, only while it is the file at the log's path: the script may have
+        closed the number (``os.closerange``) and opened a file of its own on it, which a removed log's
+        freed inode number can be too (helper-108: npuprof's lines landed in the script's data); a log
+        rotated since is not written there either (its lines would read as older than they are)."""
         kept = self._kept
-        if kept is None or not kept.ours():  # closed by the script, the number maybe a file of its own now
+        if kept is None or self.path is None or not kept.ours():
             return False
         try:
+            held, here = os.fstat(kept.fd), os.lstat(self.path)
+            if (held.st_dev, held.st_ino) != (here.st_dev, here.st_ino):
+                return False
             os.write(kept.fd, line.encode("utf-8", "replace"))
         except OSError:
             return False
