@@ -203,7 +203,8 @@ def print_run_summary(
         why = (
             f"the last: {_short(reasons[-1].split('; training goes on')[0])}"
             if reasons
-            else "no room on the disk, or below --min-free-space"
+            else "the log could not take the reasons: a full disk, or no file descriptor left to the job; "
+            "npuprof's warnings in the job's output give them"
         )
         console.print(
             f"[bold yellow]npuprof:[/] {skipped} capture window(s) could not record ({escape(why)}; see "
@@ -593,7 +594,7 @@ def _why_not_finalised(capture: CaptureSummary, lines: list[str]) -> str:
             continue
         message = match["message"]
         if message.startswith(TRACE_NOT_WRITTEN) and " was not written: " in message and where in message:
-            return f"{layout.NOT_FINALISED}: {message}"
+            return f"its record could not be finalised: {message}"  # the process may have trained on
     return layout.NOT_FINALISED
 
 
