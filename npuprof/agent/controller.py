@@ -468,8 +468,9 @@ class CaptureController:
         return None
 
     def _ensure_sink(self) -> bool:
-        if self.backend is None:
-            self.backend = self._backend_factory()
+        if self.sink is None:
+            if self.backend is None:
+                self.backend = self._backend_factory()
             self.sink = self._sink_factory(self.backend)
         return self.sink is not None
 
@@ -481,7 +482,11 @@ class CaptureController:
             self.log.warn_once(f"ignored-flags:{text}", f"ignored on the {self.backend.name} backend: {text}")
 
     def _open(self, step: int, wanted: Action) -> bool:
-        self._ensure_sink()
+        try:
+            self._ensure_sink()
+        except OSError as exc:  # npuprof's own modules loaded here: a job holding every descriptor (EMFILE)
+            self._windows_skipped_for(step, exc)  # may free some by the next window (helper-108)
+            return False
         assert self.backend is not None
         self._report_ignored_flags()
         if self.driver is None:  # armed on this thread, before any boundary: the profiler is this thread's
@@ -524,17 +529,23 @@ class CaptureController:
                 self._tell_new_cycle()
             return True
         except OSError as exc:
-            message = f"capture at step {step} skipped: {exc}"
-            self.windows_skipped += 1
-            self._tell_plan("skipped", step, str(exc))
-            self.log.warn_once("capture-begin", f"{message}; training goes on, the next window is tried")
+            message = self._windows_skipped_for(step, exc)
             self._discard_profiler(started)
             try:
                 self.sink.abandon(message)  # a directory half made says "incomplete", when it can
             except Exception as again:
                 self.log.error(f"could not mark the skipped capture: {again!r}")
-            self._skip(step, forever=False)
             return False
+
+    def _windows_skipped_for(self, step: int, exc: OSError) -> str:
+        """A window that could not begin for ``exc`` (a full disk, no permission, no descriptor left): said
+        once, counted, the next window tried."""
+        message = f"capture at step {step} skipped: {exc}"
+        self.windows_skipped += 1
+        self._tell_plan("skipped", step, str(exc))
+        self.log.warn_once("capture-begin", f"{message}; training goes on, the next window is tried")
+        self._skip(step, forever=False)
+        return message
 
     def _discard_profiler(self, started: bool) -> None:
         """Stop the profiler of a capture that could not begin; whatever it recorded is dropped."""
