@@ -299,3 +299,23 @@ def test_a_rank_whose_profiling_stopped_after_an_error_is_named_beside_the_other
     why = "rank 1: capture control failed at step 2: OSError(24, 'Too many open files')"
     assert f"{stopped} ({why}); see" in said, said
     assert "ValueError" not in said, said  # another run's agent
+
+
+def test_windows_a_forked_child_skipped_count_though_it_logged_no_count_at_its_exit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-108: a child of os.fork ends by os._exit, which logs no count: its two skipped windows were
+    left out of the summary."""
+    skip = "capture at step {} skipped: [Errno 24] Too many open files; training goes on, the next window is"
+    skip += " tried"
+    said = _summary_of_one_capture(
+        tmp_path,
+        capsys,
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank None, run r1)\n"
+        f"2026-12-03 00:00:02 [WARNING] [agent pid=7] {skip.format(4)}\n"
+        f"2026-12-03 00:00:02 [WARNING] [agent pid=8] {skip.format(9)}\n"
+        f"2026-12-03 00:00:03 [WARNING] [agent pid=8] {skip.format(14)}\n"
+        "2026-12-03 00:00:09 [INFO] [agent pid=7] capture windows skipped in this process: 1\n",
+    )
+    assert "3 capture window(s) could not record (the last: [Errno 24] Too many open files; see" in said, said

@@ -195,7 +195,7 @@ def print_run_summary(
             f"[bold yellow]npuprof:[/] profiling stopped after an internal error in {len(stopped)} "
             f"process(es), which recorded nothing after it ({first}); see {log_name}"
         )
-    skipped = sum(_exit_counts(ours, WINDOWS_SKIPPED_AT_EXIT))
+    skipped = _windows_skipped(lines, others)
     if skipped:
         reasons = [
             m.split(" skipped: ", 1)[1] for m in ours if m.startswith(CAPTURE_SKIPPED) and " skipped: " in m
@@ -560,6 +560,24 @@ CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged
 STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.entry at exit
 WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewise
 TRACE_NOT_WRITTEN = "the trace of "  # "the trace of steps 6-8 was not written: why", npuprof.agent.capture
+
+
+def _windows_skipped(lines: list[str], others: set[str]) -> int:
+    """The capture windows this run's processes skipped: each one's count at its exit, or, for one that
+    logged none (a child of ``os.fork`` ends by ``os._exit``: helper-108), its "capture at step N skipped"
+    lines (each names its step, so each is logged)."""
+    at_exit: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for line in lines:
+        match = _AGENT_LINE.search(line)
+        if match is None or match["pid"] in others:
+            continue
+        pid, message = match["pid"], match["message"]
+        if message.startswith(WINDOWS_SKIPPED_AT_EXIT) and message[len(WINDOWS_SKIPPED_AT_EXIT) :].isdigit():
+            at_exit[pid] = int(message[len(WINDOWS_SKIPPED_AT_EXIT) :])
+        elif message.startswith(CAPTURE_SKIPPED) and " skipped: " in message:
+            seen[pid] = seen.get(pid, 0) + 1
+    return sum(at_exit.values()) + sum(count for pid, count in seen.items() if pid not in at_exit)
 
 
 CONTROL_FAILED = "capture control failed at step "  # logged by npuprof.agent.controller, an ERROR
