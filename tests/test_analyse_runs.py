@@ -64,6 +64,7 @@ def test_two_runs_in_one_directory_are_reported_apart(tmp_path: Path) -> None:
     assert [s["step"] for s in latest["cross_rank"]["steps"]] == [7]
     assert "holds the captures of 2 runs" in said and "aaaa11112222: 2 rank dirs" in said, said
     listed = said.split("the others:", 1)[1]  # the run reported is named once, in the head, not listed again
+    assert listed.startswith("\n  aaaa11112222: 2 rank dirs"), said  # a line of its own (helper-109: "\x0a")
     assert "aaaa11112222" in listed and "bbbb33334444" not in listed, said
     assert all((d / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db").parent.exists() for d in new)
     for rank_dir in old:  # the run left out is not written into (no tables, no db)

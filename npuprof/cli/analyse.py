@@ -244,12 +244,13 @@ def _note(line: str) -> None:
     _say(f"npuprof analyse: note: {line}")
 
 
-def _say(line: str) -> None:
-    """A line on stderr, a terminal's as often as not: names from someone's trace in it are shown, their
-    control characters never acted on."""
+def _say(text: str) -> None:
+    """Lines on stderr, a terminal's as often as not: names from someone's trace in them are shown, their
+    control characters never acted on; the lines of a note of several stay lines (helper-109: the runs of
+    a shared output directory were listed after a literal "\\x0a")."""
     from npuprof.reports.text import printable
 
-    print(printable(line), file=sys.stderr)
+    print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr)
 
 
 def _check_tree(path: Path) -> None:
