@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
 from conftest import clean_env, npuprof
 
@@ -258,3 +259,33 @@ def test_a_capture_the_run_record_lists_and_that_is_gone_is_named(tmp_path: Path
     ) in " ".join(said.split()), said
     _, said = _report(str(moved))
     assert "not here" not in said, said
+
+
+def test_the_run_summary_names_a_run_only_where_analyse_would_report_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-109: npuprof started inside torchrun is a launcher and run id per worker; each worker's summary
+    ended with `--run` and its own id, as if its report covered its rank alone, where analyse reports the
+    workers as one run. The summary names its run only when analyse, given the directory, would report
+    another one: here once a later run recorded into it."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    out = tmp_path / "res"
+    workers = {
+        rank: _capture(out, rank, run_id, 1500, T0) for rank, run_id in ((0, "aaaa1111"), (1, "bbbb2222"))
+    }
+    for name, run_id in (("npuprof_run.json", "aaaa1111"), ("npuprof_run.1.json", "bbbb2222")):
+        (out / name).write_text(json.dumps({"run_id": run_id, "captures": []}))
+
+    def next_line(rank: int, run_id: str) -> list[str]:
+        capture = CaptureSummary(workers[rank], "complete", rank, 7, [7], 1000, "", True)
+        print_run_summary(out, [capture], 0, ProfileConfig(), out / "npuprof.log", run_id=run_id)
+        (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("next:")]
+        return line.split()[3:]
+
+    assert next_line(0, "aaaa1111")[:2] == [str(out), "(exit"]
+    assert next_line(1, "bbbb2222")[:2] == [str(out), "(exit"]
+    _capture(out, 0, "cccc3333", 1500, T0 + 3600)  # a later run into the same directory
+    assert next_line(1, "bbbb2222")[:3] == [str(out), "--run", "bbbb2222"]

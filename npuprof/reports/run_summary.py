@@ -160,7 +160,7 @@ def print_run_summary(
         done = [c for c in captures if c.status == "complete" and c.parsed]
         _say_exports_not_made(console, done, cfg, log_path)
     target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
-    run_flag = f" --run {run_id}" if run_id and _other_runs_in(output, run_id) else ""
+    run_flag = f" --run {run_id}" if run_id and _analyse_reports_another_run(output, run_id) else ""
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
     if all(c.record_only for c in captures):  # every capture skipped: its record says why, above
         console.print(
@@ -310,6 +310,21 @@ def _other_runs_in(output: Path, run_id: str) -> bool:
     other): `npuprof analyse` then reports the latest, which may not be this one."""
 
     return any(record.get("run_id") != run_id for _path, record in layout.read_run_records(output))
+
+
+def _analyse_reports_another_run(output: Path, run_id: str) -> bool:
+    """Whether `npuprof analyse OUTPUT` would report another run than this one (npuprof.analysis.runs): one
+    that recorded later into the same -o. npuprof started inside torchrun is a run id per worker, which
+    analyse reports as one run: no --run then (helper-109: each worker's summary named its own id)."""
+    if not _other_runs_in(output, run_id):
+        return False
+    from npuprof.analysis import runs
+
+    try:
+        latest = runs.choose(runs.runs_of(layout.find_rank_dirs(output)), None)
+    except OSError:
+        return True
+    return not latest or run_id not in latest[0].run_ids
 
 
 _CHROME_TRACE = re.compile(
