@@ -389,11 +389,11 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "str",
         "5GiB or 5%, whichever is smaller",
         "Skip captures when the output's filesystem has less free space, e.g. 500MiB, 2G, 10GB, 3%; "
-        "0 = never skip.",
+        "0 = never skip; auto = the default.",
         OUTPUT,
         "below this much free space on the output's filesystem, captures are skipped (warned once; the job "
         "runs) and no capture is parsed or gzipped. `500MiB`, `2G` (K/M/G/T and KiB… are powers of 1024), "
-        "`10GB` (KB/MB/GB: powers of 1000), `3%` of the filesystem, `0` = never skip",
+        "`10GB` (KB/MB/GB: powers of 1000), `3%` of the filesystem, `0` = never skip, `auto` = the default",
         metavar="SIZE",
         config_key="min_free_space",
     ),
