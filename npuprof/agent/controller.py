@@ -289,8 +289,8 @@ class CaptureController:
             wanted = self.plan.action_at(self.step)
             if self.prof is not None:
                 if wanted is Action.NONE:
-                    if self._no_steps:
-                        reason = ""  # a job without steps: the window is the capture
+                    if self._no_steps:  # a job without steps: the window is the capture
+                        reason = self.plan.late_by() if hasattr(self.plan, "late_by") else ""
                     elif self.step == 0:  # no boundary yet: the job has shown no step to wait for
                         reason = (
                             "the time window ended inside step 0, before the job's first step boundary "

@@ -206,6 +206,16 @@ class WindowPlan:
             "until the next step boundary npuprof counts, or the job's end",
         )
 
+    def late_by(self) -> str:
+        """Said of a window that closes now: how long after its end, when the timer could not close it at
+        its time (helper-108: a 0.5 s window closed 2 s late reads as the window asked), else nothing."""
+        if self.end_at is None or self.began_at is None or not self._said_not_closed:
+            return ""
+        late = time.monotonic() - self.end_at
+        if late < TAKEN_GRACE_S:
+            return ""
+        return f"the window closed {late:.1f} s after its end: {self._no_kick_why}"
+
     @property
     def _step_grace(self) -> float:
         """How long a boundary may take to come before the timer opens or closes the window itself."""
