@@ -427,7 +427,7 @@ def test_a_window_whose_signal_the_job_takes_while_it_records_closes_or_is_said(
     script.write_text(
         "import signal, threading, time, torch\n"
         "t0 = time.monotonic(); took = False\n"
-        "while time.monotonic() - t0 < 3.5:\n"
+        "while time.monotonic() - t0 < 6:\n"  # the first profiler start takes seconds under load
         "    torch.randn(256, 256) @ torch.randn(256, 256)\n"
         + ("    threading.Event().wait(0.01)\n" if waits else "")
         + "    if not took and time.monotonic() - t0 > 1.2:\n"

@@ -287,7 +287,10 @@ class Agent:
                     self.log.info(f"capture windows skipped in this process: {controller.windows_skipped}")
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
-                late = controller.plan.late_by() if hasattr(controller.plan, "late_by") else ""
+                late = ""
+                if hasattr(controller.plan, "late_by"):
+                    controller.plan.process_ends()
+                    late = controller.plan.late_by()
                 # --delay alone records until the process ends: that is its end, not a cut
                 reason = late or ("the process ended before the time window's end" if timed_end else "")
             elif getattr(controller, "steps_elsewhere", None) and controller.step == 0:

@@ -38,6 +38,7 @@ WINDOW_NOT_OPENED = "--delay/--duration: the window could not open"
 KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back: ask again until then
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
 TAKEN_GRACE_S = 1.0  # the signal taken over: how long a wait of Python's may be interrupted before it is said
+LATE_S = 0.5  # a window the timer could not close that closes this much after its end says so (KICK_EVERY_S+)
 
 WAITING, OPEN, DONE = "waiting", "open", "done"
 
@@ -209,12 +210,16 @@ class WindowPlan:
     def late_by(self) -> str:
         """Said of a window that closes now: how long after its end, when the timer could not close it at
         its time (helper-108: a 0.5 s window closed 2 s late reads as the window asked), else nothing."""
-        if self.end_at is None or self.began_at is None or not self._said_not_closed:
+        if self.end_at is None or self.began_at is None or not self._no_kick_why:
             return ""
         late = time.monotonic() - self.end_at
-        if late < TAKEN_GRACE_S:
+        if late < LATE_S:
             return ""
         return f"the window closed {late:.1f} s after its end: {self._no_kick_why}"
+
+    def process_ends(self) -> None:
+        """The job's end finalises the window now: the timer has nothing more to say of it."""
+        self._said_not_closed = True
 
     @property
     def _step_grace(self) -> float:
