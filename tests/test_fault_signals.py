@@ -303,6 +303,35 @@ def _died_of_sigterm_with_one_capture(rc: int, err: str, after: Path, out: Path)
     return d, capture_record(d)
 
 
+# A training loop whose DataLoader workers are in the job's process group, as a batch system's SIGTERM finds
+# them; with stacks, its 120-step capture takes a second or more to export.
+_LOADER_TRAINING = (
+    "from torch.utils.data import DataLoader, TensorDataset\n"
+    "data = TensorDataset(torch.randn(64, 64), torch.randn(64, 1))\n"
+    "loader = DataLoader(data, batch_size=8, num_workers=2)\n"
+    "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+    "for epoch in range(10000):\n"
+    "    for x, y in loader:\n"
+    "        opt.zero_grad(); (model(x) - y).pow(2).mean().backward(); opt.step()\n"
+)
+
+
+def _sigterm_during_the_export(out: Path, script: Path) -> tuple[int, str]:
+    """``npuprof run`` of the script, recording steps 4-123, sent SIGTERM when torch's temporary trace file
+    appears: npuprof's exit status and stderr."""
+    flags = ("--with-stack", "--record-shapes", *sched(3, 1, 120))
+
+    def exporting() -> bool:
+        return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*"))
+
+    with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
+        _wait_for(exporting, "torch's trace export", limit_s=120)
+        launcher.send_signal(signal.SIGTERM)
+        _, err = launcher.communicate(timeout=120)
+    return launcher.returncode, err
+
+
 def test_a_group_sigterm_during_the_trace_export_of_a_script_that_handles_it_keeps_the_capture(
     out: Path, tmp_path: Path
 ) -> None:
@@ -316,28 +345,12 @@ def test_a_group_sigterm_during_the_trace_export_of_a_script_that_handles_it_kee
         tmp_path,
         "graceful_loader.py",
         "import signal, sys, torch\n"
-        "from torch.utils.data import DataLoader, TensorDataset\n"
         "def graceful(signum, frame):\n"
         f"    open({str(stopped)!r}, 'w').write('graceful'); sys.exit(0)\n"
-        "signal.signal(signal.SIGTERM, graceful)\n"
-        "data = TensorDataset(torch.randn(64, 64), torch.randn(64, 1))\n"
-        "loader = DataLoader(data, batch_size=8, num_workers=2)\n"
-        "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))\n"
-        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
-        "for epoch in range(10000):\n"
-        "    for x, y in loader:\n"
-        "        opt.zero_grad(); (model(x) - y).pow(2).mean().backward(); opt.step()\n",
+        "signal.signal(signal.SIGTERM, graceful)\n" + _LOADER_TRAINING,
     )
-    flags = ("--with-stack", "--record-shapes", *sched(3, 1, 120))
-
-    def exporting() -> bool:
-        return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*"))
-
-    with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
-        _wait_for(exporting, "torch's trace export", limit_s=120)
-        launcher.send_signal(signal.SIGTERM)
-        _, err = launcher.communicate(timeout=120)
-    assert launcher.returncode == 0 and stopped.read_text() == "graceful", err[-2000:]
+    returncode, err = _sigterm_during_the_export(out, script)
+    assert returncode == 0 and stopped.read_text() == "graceful", err[-2000:]
     (d,) = rank_dirs(out)
     record = capture_record(d)
     assert record["status"] == "complete" and record["steps"] == list(range(4, 124)), record
@@ -781,26 +794,10 @@ def test_a_group_sigterm_during_the_trace_export_with_dataloader_workers_keeps_t
     script = _script(
         tmp_path,
         "loader_export.py",
-        "import torch\n"
-        "from torch.utils.data import DataLoader, TensorDataset\n"
-        "data = TensorDataset(torch.randn(64, 64), torch.randn(64, 1))\n"
-        "loader = DataLoader(data, batch_size=8, num_workers=2)\n"
-        "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))\n"
-        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
-        "for epoch in range(10000):\n"
-        "    for x, y in loader:\n"
-        "        opt.zero_grad(); (model(x) - y).pow(2).mean().backward(); opt.step()\n",
+        "import torch\n" + _LOADER_TRAINING,
     )
-    flags = ("--with-stack", "--record-shapes", *sched(3, 1, 120))
-
-    def exporting() -> bool:
-        return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*"))
-
-    with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
-        _wait_for(exporting, "torch's trace export", limit_s=120)
-        launcher.send_signal(signal.SIGTERM)
-        _, err = launcher.communicate(timeout=120)
-    assert launcher.returncode == -signal.SIGTERM, err[-2000:]
+    returncode, err = _sigterm_during_the_export(out, script)
+    assert returncode == -signal.SIGTERM, err[-2000:]
     assert "exit code of the job: 143" in err, err[-2000:]
     (d,) = rank_dirs(out)
     record = capture_record(d)
