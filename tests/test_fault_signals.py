@@ -810,3 +810,38 @@ def test_a_group_sigterm_during_the_trace_export_with_dataloader_workers_keeps_t
         int(e["name"][13:]) for e in load_trace(d)["traceEvents"] if e["name"].startswith("ProfilerStep#")
     )
     assert steps == list(range(4, 124)), steps
+
+
+def test_the_scripts_handlers_run_after_an_export_and_in_pythons_order() -> None:
+    """The deferral itself (npuprof.agent.signals.script_handlers_deferred), in this process: a handler
+    whose ``__module__`` is not a str (some C callables) is deferred too, not a failure of the export; the
+    signals that came run once each, after the block, in signal-number order; npuprof's own handlers are
+    never deferred."""
+    from npuprof.agent import signals
+
+    ran: list[tuple[str, int]] = []
+
+    class Handler:
+        __module__ = None  # type: ignore[assignment]
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __call__(self, signum: int, frame: object) -> None:
+            ran.append((self.name, signum))
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGUSR2)}
+    try:
+        signal.signal(signal.SIGUSR2, Handler("two"))
+        signal.signal(signal.SIGUSR1, Handler("one"))
+        with signals.script_handlers_deferred():
+            os.kill(os.getpid(), signal.SIGUSR2)
+            os.kill(os.getpid(), signal.SIGUSR1)
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(0.05)
+            assert ran == []  # nothing ran inside the export
+        assert ran == [("one", signal.SIGUSR1), ("two", signal.SIGUSR2)], ran
+        assert isinstance(signal.getsignal(signal.SIGUSR1), Handler)  # put back
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)

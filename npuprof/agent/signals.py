@@ -87,7 +87,8 @@ def script_handlers_deferred() -> Iterator[None]:
             continue
         try:
             handler = signal.getsignal(signum)
-            if callable(handler) and not getattr(handler, "__module__", "").startswith("npuprof."):
+            module = getattr(handler, "__module__", None)  # None, or not a str, for some C callables
+            if callable(handler) and not (isinstance(module, str) and module.startswith("npuprof.")):
                 signal.signal(signum, note)
                 replaced[signum] = handler
         except (OSError, ValueError, TypeError):
