@@ -51,14 +51,22 @@ def _quiet_other_handlers() -> None:
     SIGALRM watchdog's) is replaced by one that does nothing, not by SIG_DFL or SIG_IGN: a signal already
     received runs it, where Python printed "Signal 17 ignored due to race condition" for a handler gone
     (helper-107). Children are not reaped either way."""
+    for signum, _handler in _python_handlers(signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            signal.signal(signum, _do_nothing)
+
+
+def _python_handlers(*left_alone: int) -> Iterator[tuple[int, Any]]:
+    """Each signal (but ``left_alone``, SIGKILL, SIGSTOP) whose handler now is a Python callable, with it."""
     for signum in signal.valid_signals():
-        if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGSTOP):
+        if signum in (*left_alone, signal.SIGKILL, signal.SIGSTOP):
             continue
         try:
-            if callable(signal.getsignal(signum)):
-                signal.signal(signum, _do_nothing)
-        except (OSError, ValueError, TypeError):
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):
             continue
+        if callable(handler):
+            yield signum, handler
 
 
 _deferring = False  # script_handlers_deferred is in force (nested blocks are part of the outer one)
@@ -82,17 +90,15 @@ def script_handlers_deferred() -> Iterator[None]:
         came.append(signum)
 
     replaced: dict[int, Any] = {}
-    for signum in signal.valid_signals():
-        if signum in (signal.SIGINT, signal.SIGKILL, signal.SIGSTOP):
+    for signum, handler in _python_handlers(signal.SIGINT):
+        module = getattr(handler, "__module__", None)  # None, or not a str, for some C callables
+        if isinstance(module, str) and module.startswith("npuprof."):
             continue
         try:
-            handler = signal.getsignal(signum)
-            module = getattr(handler, "__module__", None)  # None, or not a str, for some C callables
-            if callable(handler) and not (isinstance(module, str) and module.startswith("npuprof.")):
-                signal.signal(signum, note)
-                replaced[signum] = handler
+            signal.signal(signum, note)
         except (OSError, ValueError, TypeError):
             continue
+        replaced[signum] = handler
     _deferring = True
     try:
         yield

@@ -128,9 +128,11 @@ def print_run_summary(
             "the run's record, npuprof_run*.json, lists every one)"
         )
     lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
+    others = _agents_of_other_runs(lines, run_id)
+    agents = _agent_lines(lines, others)  # this run's agents' lines, parsed once
     for c in listed:
         if c.detail:
-            detail = _why_not_finalised(c, lines) if c.detail == layout.NOT_FINALISED else c.detail
+            detail = _why_not_finalised(c, agents) if c.detail == layout.NOT_FINALISED else c.detail
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(detail)}", overflow="fold")
     left = _left_unparsed(captures, cfg)
     unparsed = len(left)
@@ -181,28 +183,23 @@ def print_run_summary(
             f"outside {target})",
             soft_wrap=True,
         )
-    others = _agents_of_other_runs(lines, run_id)
-    ours = [m["message"] for line in lines if (m := _AGENT_LINE.search(line)) and m["pid"] not in others]
     if cfg.export_chrome_trace:
         traces = chrome_traces_written(lines, captures)
         if traces:
             more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
             console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
-    stopped = _profiling_stopped(lines, others)
+    stopped = _profiling_stopped(agents)
     if stopped:
         first, log_name = escape(stopped[0]), escape(str(log_path))
         console.print(
             f"[bold yellow]npuprof:[/] profiling stopped after an internal error in {len(stopped)} "
             f"process(es), which recorded nothing after it ({first}); see {log_name}"
         )
-    skipped = _windows_skipped(lines, others)
+    skipped, last_reason = _windows_skipped(agents)
     if skipped:
-        reasons = [
-            m.split(" skipped: ", 1)[1] for m in ours if m.startswith(CAPTURE_SKIPPED) and " skipped: " in m
-        ]
         why = (
-            f"the last: {_short(reasons[-1].split('; training goes on')[0])}"
-            if reasons
+            f"the last: {_short(last_reason.split('; training goes on')[0])}"
+            if last_reason
             else "the log could not take the reasons: a full disk, or no file descriptor left to the job; "
             "npuprof's warnings in the job's output give them"
         )
@@ -577,55 +574,52 @@ WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewis
 TRACE_NOT_WRITTEN = "the trace of "  # "the trace of steps 6-8 was not written: why", npuprof.agent.capture
 
 
-def _windows_skipped(lines: list[str], others: set[str]) -> int:
-    """The capture windows this run's processes skipped: each one's count at its exit, or, for one that
-    logged none (a child of ``os.fork`` ends by ``os._exit``: helper-108), its "capture at step N skipped"
-    lines (each names its step, so each is logged)."""
+def _agent_lines(lines: list[str], others: set[str]) -> list[tuple[str, str, str]]:
+    """(pid, level, message) of each line of this run's agents in ``lines`` (``others``: other runs')."""
+    found = (_AGENT_LINE.search(line) for line in lines)
+    return [(m["pid"], m["level"], m["message"]) for m in found if m is not None and m["pid"] not in others]
+
+
+def _windows_skipped(agents: list[tuple[str, str, str]]) -> tuple[int, str]:
+    """The capture windows this run's processes skipped, and the last reason logged ("" if none): each
+    process's count at its exit, or, for one that logged none (a child of ``os.fork`` ends by ``os._exit``:
+    helper-108), its "capture at step N skipped" lines (each names its step, so each is logged)."""
     at_exit: dict[str, int] = {}
     seen: dict[str, int] = {}
-    for line in lines:
-        match = _AGENT_LINE.search(line)
-        if match is None or match["pid"] in others:
-            continue
-        pid, message = match["pid"], match["message"]
+    last = ""
+    for pid, _level, message in agents:
         if message.startswith(WINDOWS_SKIPPED_AT_EXIT) and message[len(WINDOWS_SKIPPED_AT_EXIT) :].isdigit():
             at_exit[pid] = int(message[len(WINDOWS_SKIPPED_AT_EXIT) :])
         elif message.startswith(CAPTURE_SKIPPED) and " skipped: " in message:
             seen[pid] = seen.get(pid, 0) + 1
-    return sum(at_exit.values()) + sum(count for pid, count in seen.items() if pid not in at_exit)
+            last = message.split(" skipped: ", 1)[1]
+    count = sum(at_exit.values()) + sum(n for pid, n in seen.items() if pid not in at_exit)
+    return count, last
 
 
 CONTROL_FAILED = "capture control failed at step "  # logged by npuprof.agent.controller, an ERROR
 
 
-def _profiling_stopped(lines: list[str], others: set[str]) -> list[str]:
+def _profiling_stopped(agents: list[tuple[str, str, str]]) -> list[str]:
     """One line for each process of this run whose agent stopped profiling after an internal error: its
     rank and the error's first line."""
     ranks: dict[str, str] = {}
     stopped: list[str] = []
-    for line in lines:
-        match = _AGENT_LINE.search(line)
-        if match is None or match["pid"] in others:
-            continue
-        message = match["message"]
+    for pid, level, message in agents:
         if ready := _READY.match(message):
-            ranks[match["pid"]] = ready["rank"]
-        elif match["level"] == "ERROR" and message.startswith(CONTROL_FAILED):
-            rank = ranks.get(match["pid"], "None")
-            who = f"pid {match['pid']}" if rank == "None" else f"rank {rank}"
+            ranks[pid] = ready["rank"]
+        elif level == "ERROR" and message.startswith(CONTROL_FAILED):
+            rank = ranks.get(pid, "None")
+            who = f"pid {pid}" if rank == "None" else f"rank {rank}"
             stopped.append(f"{who}: {_short(message)}")
     return stopped
 
 
-def _why_not_finalised(capture: CaptureSummary, lines: list[str]) -> str:
+def _why_not_finalised(capture: CaptureSummary, agents: list[tuple[str, str, str]]) -> str:
     """What its agent logged of a capture whose record was left "capturing" (the record could not be
     written either: no descriptor left, a full disk), or the record's own guess."""
     where = str(capture.rank_dir)
-    for line in lines:
-        match = _AGENT_LINE.search(line)
-        if match is None:
-            continue
-        message = match["message"]
+    for _pid, _level, message in agents:
         if message.startswith(TRACE_NOT_WRITTEN) and " was not written: " in message and where in message:
             return f"its record could not be finalised: {message}"  # the process may have trained on
     return layout.NOT_FINALISED
