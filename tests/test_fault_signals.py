@@ -594,6 +594,43 @@ def test_a_ctrl_c_during_the_finalise_at_exit_keeps_the_capture_and_its_memory_t
     assert (rank_dir / "memory_timeline.json").is_file(), sorted(p.name for p in rank_dir.iterdir())
 
 
+def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keeps_the_exit_code(
+    out: Path, tmp_path: Path
+) -> None:
+    """A script with its own graceful SIGTERM handler (sys.exit(0)) ends inside a capture, and a SIGTERM
+    lands while npuprof finalises it at exit: the handler was deferred through the export and raised
+    right after it, inside npuprof's exit callback, where its SystemExit printed "Exception ignored in
+    atexit callback" and npuprof's frames, and cut the finalise short. The handler still runs (its
+    marker), nothing is printed, the capture is whole and the job's own exit code (3) stays."""
+    stopped = tmp_path / "stopped"
+    script = _script(
+        tmp_path,
+        "sigterm_at_exit.py",
+        STEP + "import os, signal, sys, torch.profiler as tp\n"
+        "def graceful(signum, frame):\n"
+        f"    open({str(stopped)!r}, 'w').write('graceful'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, graceful)\n"
+        "stop = tp.profile.stop\n"
+        "def interrupted_stop(self, *args):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return stop(self, *args)\n"
+        "tp.profile.stop = interrupted_stop\n"
+        "for s in range(4):\n"
+        "    step()\n"
+        "sys.exit(3)\n",
+    )
+    rc, _, err = _run(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 5), "--", sys.executable, str(script),
+    )  # fmt: skip
+    assert rc == 3, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert stopped.read_text() == "graceful"
+    (rank_dir,) = rank_dirs(out)
+    record = capture_record(rank_dir)
+    assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
+    assert "capture finished early at step 4" in _log(out), _log(out)
+
+
 def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
     out: Path, tmp_path: Path
 ) -> None:

@@ -652,10 +652,12 @@ class CaptureController:
         if self._prof_thread not in (None, get_ident()) or not self._lock.acquire(blocking=False):
             self._ask_the_recording_thread(reason, status, wait=self._prof_thread != get_ident())
             return
+        decision_begins()  # the script's handlers deferred during the export run once all is done
         try:
             self._finish_early(reason, status, last)
         finally:
             self._lock.release()
+            decision_ends()
 
     def _ask_the_recording_thread(self, reason: str, status: str, wait: bool) -> None:
         # At exit (the main thread has ended; a daemon thread still trains) no capture opens again: one

@@ -274,6 +274,15 @@ class Agent:
 
     @never_raise("finalising the capture at exit")
     def _at_exit(self, ended_by: str = "training ended") -> None:
+        from npuprof.agent.signals import decision_begins, decision_ends
+
+        decision_begins()  # the script's handlers deferred meanwhile run at the end (agent/signals.py)
+        try:
+            self._finalise_at_exit(ended_by)
+        finally:
+            decision_ends(exiting=True)
+
+    def _finalise_at_exit(self, ended_by: str) -> None:
         # A Ctrl-C now (the job is ending: a KeyboardInterrupt would only interrupt this finalise, as
         # Python ignores it in an exit callback) waits for the capture and its hand-over, and is dropped.
         from npuprof.agent.controller import later_start_avoids_it

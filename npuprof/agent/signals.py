@@ -127,19 +127,37 @@ def decision_begins() -> None:
         _decisions += 1
 
 
-def decision_ends() -> None:
+def decision_ends(exiting: bool = False) -> None:
+    """``exiting``: the decision was the finalise at the process's exit (see deliver_queued)."""
     global _decisions
     if threads.on_main_thread() and _decisions:
         _decisions -= 1
         if not _decisions:
-            deliver_queued()
+            deliver_queued(exiting)
 
 
-def deliver_queued() -> None:
+def deliver_queued(exiting: bool = False) -> None:
     """Raise the signals deferred during an export: their Python handlers run inside ``raise_signal``,
-    which passes on what they raise (``SystemExit``, torch's DataLoader error) to the script."""
+    which passes on what they raise (``SystemExit``, torch's DataLoader error) to the script.
+
+    ``exiting``: the export was the finalise at the process's exit, after the script's code has ended.
+    Its handlers still run (a graceful stop's marker is written), but what they raise reaches no code of
+    the script: a ``sys.exit`` there is what the process does already, and its exit code stays the job's,
+    as Python leaves it for an exception in an exit callback. It was printed as "Exception ignored in
+    atexit callback" with npuprof's frames."""
     while _queued:
-        signal.raise_signal(_queued.pop(0))
+        signum = _queued.pop(0)
+        if not exiting:
+            signal.raise_signal(signum)
+            continue
+        try:
+            signal.raise_signal(signum)
+        except SystemExit:
+            pass
+        except BaseException as exc:
+            from npuprof.agent.log import get_log
+
+            get_log().info(f"the script's handler of signal {signum} raised {exc!r} as the process ended")
 
 
 def _do_nothing(signum: int, frame: Any) -> None:
