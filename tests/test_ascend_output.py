@@ -740,6 +740,29 @@ def test_a_rank_dir_renamed_is_analysed_by_what_it_holds(tmp_path: Path) -> None
     assert sorted(r["rank_dir"] for r in report["ranks"]) == sorted(map(str, (theirs, ours, named)))
 
 
+def test_a_result_dir_named_like_a_rank_dir_is_searched(tmp_path: Path) -> None:
+    """helper-112: a result dir copied as `exp_ascend_pt/` (its ranks inside) was read as one capture
+    without a trace ("missing: no trace in this directory", exit 1), given itself or from above; inside
+    a folder beside another capture it was named missing and its ranks left out. It holds no capture of
+    its own, so it is searched; a rank dir of that name holding a trace is still a rank dir."""
+    from analyse_support.handmade import write_rank_dir, x
+
+    container = tmp_path / "exp_ascend_pt"
+    for rank, length in ((0, 800), (1, 900)):
+        trace = {"traceEvents": [x("ProfilerStep#4", "user_annotation", 0, length)]}
+        write_rank_dir(container, trace, rank=rank, name=f"host_{rank}_20250101000000000")
+    for given in (container, tmp_path):
+        ranks = _report(given)["ranks"]
+        assert [(r["rank"], r["steps"][0]["duration_us"]) for r in ranks] == [(0, 800.0), (1, 900.0)], given
+
+    # a capture named so that holds its own trace stays one rank dir, even with a folder of that kind in it
+    inside = {"traceEvents": [x("ProfilerStep#2", "user_annotation", 0, 500)]}
+    own = write_rank_dir(tmp_path / "b", inside, rank=3, name="own")
+    (own / "nested_ascend_pt").mkdir()
+    (rank,) = _report(own)["ranks"]
+    assert (rank["rank"], rank["steps"][0]["duration_us"]) == (3, 500.0)
+
+
 def _memory_record(out: Path, rows: list[list[object]]) -> None:
     with open(out / "memory_record.csv", "w", newline="") as f:
         w = csv.writer(f)

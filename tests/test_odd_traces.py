@@ -3,6 +3,7 @@ over, or refused with where and why; never silently different numbers."""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import os
@@ -72,8 +73,31 @@ def test_a_negative_duration_is_named(tmp_path: Path) -> None:
     trace = cpu_trace()
     trace["traceEvents"].append(x("aten::relu", "cpu_op", 700, -50, **{"External id": 9}))
     trace["traceEvents"].append(x("ProfilerStep#8", "user_annotation", 1000, -100))
-    (note,) = _summary(write_rank_dir(tmp_path, trace))["warnings"]
-    assert note.startswith("2 step, operator or device event(s) with a negative duration"), note
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    (note,) = summary["warnings"]
+    assert note.startswith("2 step, operator, device or Python event(s) with a negative duration"), note
+    assert note.endswith("are counted as 0 µs long"), note
+    assert [(s["step"], s["duration_us"]) for s in summary["steps"]] == [(7, 1000.0), (8, 0.0)]
+
+
+def test_a_negative_kernel_duration_counts_as_zero_in_every_table(tmp_path: Path) -> None:
+    """helper-112: a kernel of dur -1e9 was passed over by the step figures (their unions) but summed by
+    the kernel tables: a top kernel of -999994.528 ms and a kernel_details.csv row of -1e9 beside steps
+    that knew nothing of it. Every table now reads it as 0 µs, and says so."""
+    trace = cuda_trace()
+    extra = x("kernel_a", "kernel", 600, -1e9, pid=0, tid=7, correlation=16, stream=7, device=0)
+    trace["traceEvents"].append({**extra, "args": {**extra["args"], "External id": 2}})
+    rank_dir = write_rank_dir(tmp_path, trace)
+    summary = _summary(rank_dir)
+    (note,) = summary["warnings"]
+    assert note.startswith("1 step, operator, device or Python event(s) with a negative duration"), note
+    clean = _summary(write_rank_dir(tmp_path / "clean", cuda_trace()))
+    assert summary["steps"] == clean["steps"]  # 0 µs adds nothing to a union
+    kernels = {k["name"]: k for k in summary["top_kernels"]}
+    assert kernels["kernel_a"]["count"] == 2 and kernels["kernel_a"]["total_us"] == 200.0, kernels
+    rows = list(csv.DictReader((rank_dir / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").open()))
+    durations = sorted(float(r["Duration(us)"]) for r in rows if r["Name"] == "kernel_a")
+    assert durations == [0.0, 200.0], durations
 
 
 def test_nan_written_by_pythons_json_is_named_where_it_stands(tmp_path: Path) -> None:
@@ -1001,12 +1025,20 @@ def test_memory_events_of_torch_before_1_10_bytes_only_are_summed(tmp_path: Path
     assert result.returncode == 0, result.stderr
     (rank,) = json.loads(result.stdout)["ranks"]
     assert [s["memory_peak_mb"] for s in rank["steps"]] == [round(peak / (1 << 20), 3)]
+    # no reserved total in such a trace: unknown, not 0 (helper-112), in the report and the tables
+    assert [s["memory_peak_reserved_mb"] for s in rank["steps"]] == [None]
     assert any("4 [memory] event(s) without 'Total Allocated'" in w for w in rank["warnings"]), rank[
         "warnings"
     ]
+    tables = tmp_path / "old_memory.json.npuprof"
+    records = list(csv.DictReader((tables / "memory_record.csv").open()))
+    assert [r["Total Reserved(MB)"] for r in records] == ["N/A"] * len(changes), records
     timeline = npuprof("memory-timeline", str(path), "-o", str(tmp_path / "m.json"), env=clean_env())
     assert timeline.returncode == 0, timeline.stderr
-    assert "from the trace's [memory] Bytes, summed" in " ".join(timeline.stderr.split())
+    said = " ".join(timeline.stderr.split())
+    assert "from the trace's [memory] Bytes, summed" in said, said
+    # it said both "no allocator totals" and "... is in the allocator's totals" (helper-112)
+    assert "in the allocator's totals" not in said and "the sum starts at 0 there" in said, said
     times, sizes = json.loads((tmp_path / "m.json").read_text())
     assert max(sum(row) for row in sizes) == peak and len(times) == len(changes)
 

@@ -771,7 +771,9 @@ class _Tables:
         base = self.src.base_ns
         ts = ns_of(cols["ts"]) + base
         alloc = np.round(cols["alloc"]).astype(np.int64).tolist()
-        reserved = np.round(cols["reserved"]).astype(np.int64).tolist()
+        known = ~np.isnan(cols["reserved"])  # unknown before torch 1.10: NULL
+        whole = np.round(np.where(known, cols["reserved"], 0)).astype(np.int64).tolist()
+        reserved = [r if k else None for r, k in zip(whole, known.tolist(), strict=True)]
         pta = self.s("PTA")
         n = len(ts)
         records = list(

@@ -88,7 +88,7 @@ class LaunchArgs(msgspec.Struct, gc=False):
 class MemArgs(msgspec.Struct, gc=False):
     # NaN when absent: torch before 1.10 wrote only Bytes (analysis/memory.py sums them instead)
     allocated: float = msgspec.field(name="Total Allocated", default=math.nan)
-    reserved: float = msgspec.field(name="Total Reserved", default=0)
+    reserved: float = msgspec.field(name="Total Reserved", default=math.nan)  # unknown before torch 1.10
     nbytes: float = msgspec.field(name="Bytes", default=0)
     addr: int = msgspec.field(name="Addr", default=0)
     device_type: int = msgspec.field(name="Device Type", default=0)
@@ -213,6 +213,7 @@ _COMM_TASKS = {
     "cx_thread": np.int32,
 }
 _DTYPES = {**_COLUMNS, **_PENDING, **_FRAMES, **_FLOWS, **_COMM_TASKS}
+_DURATIONS = [name for name in _DTYPES if name.endswith("_dur") and name != "p_dur"]  # p_: still pending
 _STRING_COLUMNS = ("op_name", "op_shapes", "op_stack", "dev_name", "p_name", "p_cat", "p_kind", "cx_name")
 
 
@@ -586,6 +587,7 @@ class Extract:
         # does not know outside device processes (torch_npu's CANN calls among them) by category
         self.unread_phases: Counter[str] = Counter()
         self.timeless = 0  # complete events without a ts or a dur: left out
+        self.negative_durations = 0  # events whose negative dur is read as 0 (_zero_negative_durations)
         self.unread_categories: Counter[str] = Counter()
         # complete events of no category left out of processes of no known kind (by process name): device
         # work, perhaps, of a process npuprof does not know as a device's
@@ -630,7 +632,22 @@ class Extract:
         if len(self.p_ts):
             self._resolve_pending()
             self._concatenate()
+        self._zero_negative_durations()
         return self
+
+    def _zero_negative_durations(self) -> None:
+        """A negative ``dur`` (no profiler writes one: damage or an edit) counts as 0 µs in every table:
+        the step figures' unions passed such an event over, while the kernel and operator tables summed
+        it (a top kernel of -999994.528 ms beside the steps' own figures, helper-112)."""
+        for name in _DURATIONS:
+            values = getattr(self, name)
+            negative = values < 0
+            if negative.any():
+                self.negative_durations += int(negative.sum())
+                values[negative] = 0.0
+        if any(dur < 0 for _num, _ts, dur, _t in self.steps):
+            self.negative_durations += sum(1 for _num, _ts, dur, _t in self.steps if dur < 0)
+            self.steps = [(num, ts, max(dur, 0.0), t) for num, ts, dur, t in self.steps]
 
     def _concatenate(self) -> None:
         for name, parts in self._parts.items():
@@ -722,12 +739,10 @@ class Extract:
                 f"{len(overlapping)} pair(s) of steps overlap in time (steps {shown}): time in both is "
                 "counted in both (steps of two threads or two profilers in one trace, or an edited trace?)"
             )
-        negative = int((self.op_dur < 0).sum()) + int((self.dev_dur < 0).sum()) + int((self.cx_dur < 0).sum())
-        negative += sum(1 for _num, _ts, dur, _t in self.steps if dur < 0)
-        if negative:
+        if self.negative_durations:
             notes.append(
-                f"{negative} step, operator or device event(s) with a negative duration: the trace is "
-                "damaged or was edited; times that include them are wrong"
+                f"{self.negative_durations} step, operator, device or Python event(s) with a negative "
+                "duration (the trace is damaged or was edited) are counted as 0 µs long"
             )
         return notes
 
@@ -1305,6 +1320,7 @@ class Extract:
             self.unknown_device_work[key] = self.unknown_device_work.get(key, 0) + count
         self.unread_phases.update(other.unread_phases)
         self.timeless += other.timeless
+        self.negative_durations += other.negative_durations
         self.mem_without_totals += other.mem_without_totals
         self.unread_categories.update(other.unread_categories)
         self.unread_uncategorised.update(other.unread_uncategorised)

@@ -92,6 +92,23 @@ def peak_rows(cols: dict[str, np.ndarray]) -> np.ndarray:
     return codes == devices[np.argmax(counts)]
 
 
+def _peak(mb: np.ndarray) -> float | None:
+    """The most of ``mb``, rounded; None when every value is unknown (NaN: the reserved total of a torch
+    before 1.10, which it did not report: not 0)."""
+    known = mb[~np.isnan(mb)]
+    return round(float(known.max()), 3) if len(known) else None
+
+
+def _mb_texts(values: np.ndarray) -> list[str]:
+    """Cells of sizes; N/A for an unknown one (NaN), as torch_npu writes a value it lacks."""
+    texts = float_texts(values)
+    unknown = np.isnan(values)
+    if unknown.any():
+        for i in np.flatnonzero(unknown).tolist():
+            texts[i] = "N/A"
+    return texts
+
+
 def memory_record_lines(cols: dict[str, np.ndarray], device_id: int, base_ns: int = 0) -> Iterator[str]:
     """CSV lines (no header) of memory_record.csv, in time order; times in epoch µs when the trace has a
     time base (``base_ns``). Made ``LINES_BATCH`` at a time, as they are written."""
@@ -105,7 +122,7 @@ def memory_record_lines(cols: dict[str, np.ndarray], device_id: int, base_ns: in
         else:
             ts = map("PTA,{:.3f}".format, cols["ts"][part].tolist())
         alloc = float_texts(np.round(cols["alloc"][part] / MB, 6))
-        res = float_texts(np.round(cols["reserved"][part] / MB, 6))
+        res = _mb_texts(np.round(cols["reserved"][part] / MB, 6))
         devices = map(tail.__getitem__, cols["devtype"][part].tolist())
         yield from map(",".join, zip(ts, alloc, res, alloc, devices, strict=True))
 
@@ -163,7 +180,7 @@ def operator_memory_lines(
     mine = peak_rows(cols)
     peaks = {
         "peak_allocated_mb": round(float(alloc_mb[mine].max()), 3),
-        "peak_reserved_mb": round(float(res_mb[mine].max()), 3),
+        "peak_reserved_mb": _peak(res_mb[mine]),
     }
     return _operator_memory_lines(cols, alloc_mb, res_mb, ops, strings, device_id, base_ns), peaks
 
@@ -194,7 +211,7 @@ def _operator_memory_lines(
         def column(
             values: np.ndarray, where: np.ndarray | None = None, k: int = k, epoch: bool = False
         ) -> list[str]:
-            texts = epoch_texts(values, base_ns) if epoch and base_ns else float_texts(values)
+            texts = epoch_texts(values, base_ns) if epoch and base_ns else _mb_texts(values)
             if where is None:
                 return texts
             out = np.full(k, "", dtype=object)
@@ -225,7 +242,7 @@ def _operator_memory_lines(
         yield from map(",".join, zip(*columns, strict=True))
 
 
-def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[float, float] | None]:
+def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[float, float | None] | None]:
     """Peak allocated and reserved MB of each step window (of the device :func:`peak_rows` picks): the
     most of what the step started with (the totals of the last event before it) and of every event inside
     it; None when the trace has no memory event before the step's end."""
@@ -237,7 +254,7 @@ def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[
     for lo, hi in zip(windows.start.tolist(), windows.end.tolist(), strict=True):
         i, j = max(int(np.searchsorted(ts, lo)) - 1, 0), int(np.searchsorted(ts, hi))
         if j > i:
-            out.append((round(float(alloc[i:j].max()), 3), round(float(reserved[i:j].max()), 3)))
+            out.append((round(float(alloc[i:j].max()), 3), _peak(reserved[i:j])))
         else:
             out.append(None)
     return out

@@ -485,15 +485,21 @@ def peak_lines(data: MemoryData) -> tuple[str, str]:
 
 def source_note(data: MemoryData) -> str:
     if data.source == SOURCE_TRACE:
-        before = (
-            "Memory allocated before the capture started is missing: the CPU allocator's totals count from "
-            "the start of profiling."
-            if data.device == "cpu"
-            else "Memory allocated before the capture started is in the allocator's totals, with no category."
-        )
+        summed = data.origin.startswith("the trace's [memory] Bytes, summed")
+        if summed:  # torch < 1.10: no allocator totals, the sum of the capture's own changes
+            before = "Memory allocated before the capture started is missing: the sum starts at 0 there."
+        elif data.device == "cpu":
+            before = (
+                "Memory allocated before the capture started is missing: the CPU allocator's totals count "
+                "from the start of profiling."
+            )
+        else:
+            before = (
+                "Memory allocated before the capture started is in the allocator's totals, with no category."
+            )
         return (
-            f"Categories UNKNOWN: rendered from {_ORIGIN_TEXT.get(data.origin, data.origin)} (allocator "
-            "totals only). "
+            f"Categories UNKNOWN: rendered from {_ORIGIN_TEXT.get(data.origin, data.origin)}"
+            f"{'' if summed else ' (allocator totals only)'}. "
             f"{before} For categories: npuprof run {CAPTURE_FLAGS} --memory-timeline raw.json.gz, or with "
             "torch.profiler yourself (profile_memory, record_shapes, with_stack) "
             'prof.export_memory_timeline("x.raw.json.gz"), then npuprof memory-timeline x.raw.json.gz.'

@@ -231,12 +231,31 @@ def holds_a_capture(path: Path) -> bool:
     return False
 
 
+def holds_rank_dirs_only(path: Path) -> bool:
+    """A directory named like a rank dir that holds no capture of its own (no record, info, tables or
+    trace) but rank dirs: a result dir renamed or copied as ``exp_ascend_pt``. It is searched, not read as
+    a capture without a trace (helper-112: "missing: no trace in this directory", its ranks unread)."""
+    if holds_a_capture(path):
+        return False
+    subdirs = []
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False) and entry.name.endswith(KINETO_SUFFIXES):
+                    return False
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(Path(entry.path))
+    except OSError:
+        return False
+    return any(sub.name.endswith(RANK_DIR_SUFFIX) or holds_a_capture(sub) for sub in subdirs)
+
+
 def find_rank_dirs(root: Path, levels: int | None = None) -> list[Path]:
     """``root`` itself when it is a rank dir, else the rank dirs below it, sorted: at most ``levels``
     (default MAX_WALK_DEPTH) levels down, never through a symbolic link (noted), never into a rank dir.
     A rank dir is known by its name (``*_ascend_pt``) or by what it holds (:func:`holds_a_capture`: one
     renamed, or copied as ``rank1/``). ``root`` is followed as given."""
-    if is_rank_dir(root) or (root.is_dir() and holds_a_capture(root)):
+    if (is_rank_dir(root) and not holds_rank_dirs_only(root)) or (root.is_dir() and holds_a_capture(root)):
         return [root]
     found: list[Path] = []
     _walk(root, 1, found, MAX_WALK_DEPTH if levels is None else levels)
@@ -262,7 +281,8 @@ def _walk(directory: Path, depth: int, found: list[Path], levels: int) -> None:
         except OSError:
             continue
         path = Path(entry.path)
-        if entry.name.endswith(RANK_DIR_SUFFIX) or holds_a_capture(path):  # by name, or renamed
+        by_name = entry.name.endswith(RANK_DIR_SUFFIX) and not holds_rank_dirs_only(path)
+        if by_name or holds_a_capture(path):  # or renamed
             found.append(path)
         elif depth >= levels:
             if levels == MAX_WALK_DEPTH:
