@@ -165,6 +165,14 @@ def _wait_for_post_processing(
     from npuprof.results import postprocess
 
     postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
+    # Started by torchrun as one of its workers, the other workers may still train: the wait stays idle.
+    if not os.environ.get("TORCHELASTIC_RUN_ID") and postprocess.lift_idle_priority(output, run_id) is False:
+        logfile.log(
+            log_path,
+            "INFO",
+            "launcher",
+            "post-processing keeps its idle CPU priority: raising it needs CAP_SYS_NICE",
+        )
     try:
         held.waiting = True
         deadline = time.monotonic() + _QUIET_WAIT_S

@@ -1091,18 +1091,47 @@ def continue_held(output: Path, run_id: str) -> None:
     whose end the kernel did not report must not be waited for for ever."""
     import signal
 
+    for pid in _lock_holders(output, run_id):
+        if _is_stopped_post_processor(pid) and not _training_lives(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def lift_idle_priority(output: Path, run_id: str) -> bool | None:
+    """The job has ended: this run's post-processors on this host that still work, and what they forked,
+    get normal CPU priority back (npuprof/results/priority.py). None when none works; False when the
+    change was refused (no CAP_SYS_NICE)."""
+    from npuprof.results.priority import restore_normal_priority
+
+    outcome = None
+    for pid in _lock_holders(output, run_id):
+        if _is_post_processor(pid) and not _training_lives(pid):
+            allowed = restore_normal_priority(pid)
+            outcome = allowed if outcome is None else outcome and allowed
+    return outcome
+
+
+def _lock_holders(output: Path, run_id: str) -> list[int]:
+    """The pids written in this run's lock files on this host (the post-processors that took them)."""
     try:
         dir_fd = os.open(output / layout.PENDING_DIR, _DIR_FLAGS)
     except OSError:
-        return
+        return []
     try:
-        for name in os.listdir(dir_fd):
-            pid = _holder_of_lock(dir_fd, name) if _is_lock_name(name, run_id) else None
-            if pid is not None and _is_stopped_post_processor(pid) and not _training_lives(pid):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGCONT)
+        names = [name for name in os.listdir(dir_fd) if _is_lock_name(name, run_id)]
+        return [pid for name in names if (pid := _holder_of_lock(dir_fd, name)) is not None]
+    except OSError:
+        return []
     finally:
         os.close(dir_fd)
+
+
+def _is_post_processor(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"npuprof.results.postprocess" in handle.read()
+    except OSError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:

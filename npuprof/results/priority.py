@@ -1,0 +1,67 @@
+"""The post-processors' CPU priority once the job has ended (docs/architecture.md, "Post-processing").
+
+While the job trains, a post-processor runs at SCHED_IDLE and nice 19 in an autogroup of nice 19
+(postprocess.yield_to_training): it only takes CPU time the job leaves. Once the job has ended, `npuprof
+run` waits for it, and on a machine shared with other work an idle-priority parse took 7-8 s where it
+takes 0.3 s (helper-111): the launcher gives each of its run's post-processors, and the processes they
+forked (the side tables, the `-j` readers), normal priority back. Leaving SCHED_IDLE and lowering a nice
+value need CAP_SYS_NICE (root in most containers); without it nothing changes and the wait is as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+NORMAL_NICE = 0
+
+
+def _tasks(pid: int) -> list[int]:
+    try:
+        return [int(name) for name in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        return []
+
+
+def _children(pid: int) -> Iterator[int]:
+    """The processes whose parent is ``pid`` (forked by any of its threads)."""
+    for tid in _tasks(pid):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        yield from (int(child) for child in text.split())
+
+
+def with_descendants(pid: int, limit: int = 256) -> list[int]:
+    """``pid`` and every process below it, parents first (at most ``limit``)."""
+    found, queue = [], [pid]
+    while queue and len(found) < limit:
+        current = queue.pop(0)
+        if current in found:
+            continue
+        found.append(current)
+        queue.extend(_children(current))
+    return found
+
+
+def restore_normal_priority(pid: int) -> bool:
+    """Every thread of ``pid`` and of the processes below it to SCHED_OTHER at nice 0, their autogroup to
+    nice 0; whether it was allowed (False without CAP_SYS_NICE: nothing is changed then)."""
+    allowed = True
+    for process in with_descendants(pid):
+        for tid in _tasks(process):
+            try:
+                if os.sched_getscheduler(tid) == os.SCHED_IDLE:
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+                if os.getpriority(os.PRIO_PROCESS, tid) > NORMAL_NICE:
+                    os.setpriority(os.PRIO_PROCESS, tid, NORMAL_NICE)
+            except PermissionError:
+                allowed = False
+            except OSError:  # the thread has just ended
+                continue
+        with contextlib.suppress(OSError), open(f"/proc/{process}/autogroup", "w") as autogroup:
+            autogroup.write(str(NORMAL_NICE))
+    return allowed
