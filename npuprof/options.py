@@ -250,8 +250,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "duration",
         ("--duration",),
         "float",
-        "off",
-        "Length of the --delay window in seconds (default: until the process ends).",
+        "until the process ends",
+        "Length of the time window in seconds; alone, the window starts when npuprof wakes (--delay 0).",
         SCHEDULE,
         "the window's length (`--delay` alone: until the process ends; `--duration` alone: from the agent's "
         "wake); with steps it ends at the first step boundary after SECONDS",

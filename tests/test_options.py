@@ -40,6 +40,7 @@ def _shown_default(option_key: str, value: object) -> str:
         "worker_name": "the hostname",
         "min_free_space": "5GiB or 5%, whichever is smaller",
         "poll_interval": "auto",
+        "duration": "until the process ends",
     }
     if option_key in special:
         return special[option_key]

@@ -507,6 +507,9 @@ def source_note(data: MemoryData) -> str:
     return "Categories from torch's memory profiler (export_memory_timeline)."
 
 
+NOTE_COLUMNS = 100  # the note's lines in the plot: its longest sentence ran off the right edge (helper-111)
+
+
 def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80) -> bytes:
     try:
         import matplotlib
@@ -563,12 +566,15 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
     axes.set_ylim(bottom=0)
     allocated_line, reserved_line = peak_lines(data)
     axes.set_title(f"Memory timeline: {data.device}\n{allocated_line}\n{reserved_line}")
-    fig.legend(loc="upper right")
+    axes.legend(loc="upper right")  # the figure's corner put it half outside the axes (helper-111)
     if data.source == SOURCE_TRACE:
+        import textwrap
+
+        sentences = source_note(data).replace(". ", ".\n").splitlines()
         axes.text(
             0.01,
             0.98,
-            source_note(data).replace(". ", ".\n"),
+            "\n".join(textwrap.fill(sentence, NOTE_COLUMNS) for sentence in sentences),
             transform=axes.transAxes,
             va="top",
             ha="left",
