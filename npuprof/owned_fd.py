@@ -49,3 +49,28 @@ def room_for(count: int) -> bool:
     finally:
         for fd in probes:
             os.close(fd)
+
+
+HIGH_FD_CEILING = 8192  # a floor of at most this: the kernel grows a process's descriptor table to the number
+HIGH_FD_MARGIN = 64  # numbers left above it for the job's own high ones
+
+
+def moved_high(fd: int) -> int:
+    """``fd`` moved to a number near the top of the job's descriptor table (close-on-exec), ``fd`` itself
+    where none is free there. The kernel gives a process the lowest free number: a script that closes
+    every descriptor (``os.closerange``) and opens files of its own gets low numbers back first, so a
+    descriptor npuprof cannot guard (the signal wakeup pipe, written by Python's C signal handler) is
+    reused only by a script that opens nearly ``ulimit -n`` files after the close (helper-110: each signal
+    a byte in the script's file, at the number right after its log's)."""
+    import fcntl
+    import resource
+
+    with contextlib.suppress(OSError, ValueError):
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        top = HIGH_FD_CEILING if soft in (resource.RLIM_INFINITY, -1) else min(soft, HIGH_FD_CEILING)
+        floor = top - HIGH_FD_MARGIN
+        if floor > fd:
+            high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor)
+            os.close(fd)
+            return high
+    return fd

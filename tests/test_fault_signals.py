@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -629,6 +630,50 @@ def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keep
     record = capture_record(rank_dir)
     assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
     assert "capture finished early at step 4" in _log(out), _log(out)
+
+
+@pytest.mark.parametrize("closed", [4096, 65536])
+def test_a_script_that_closes_every_descriptor_never_gets_signal_bytes_in_its_files(
+    out: Path, tmp_path: Path, closed: int
+) -> None:
+    """helper-110: a script closed every descriptor during a capture (os.closerange(3, 4096), as daemon
+    helpers do) and opened files of its own; one took the number of the SIGTERM guard's wakeup pipe, and
+    Python's C signal handler wrote a byte into it at each signal with a Python handler (SIGUSR1 here): 9
+    bytes in the script's file. The pipe now sits near the top of the descriptor table, out of the range a
+    script's files get; closed too (closerange up to 65536), it is given up at the next step boundary, with
+    one line, so that no signal prints "Exception ignored ... signal wakeup fd" either."""
+    mine = tmp_path / "mine"
+    script = _script(
+        tmp_path,
+        "closes_all.py",
+        STEP + "import os, signal\n"
+        "got = []\n"
+        "signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))\n"
+        "files = []\n"
+        "for s in range(14):\n"
+        "    step()\n"
+        "    if s == 6:\n"
+        f"        os.closerange(3, {closed})\n"
+        f"        files = [os.open(f'{mine}.{{i}}', os.O_WRONLY | os.O_CREAT) for i in range(8)]\n"
+        "    if s > 6:\n"
+        "        for _ in range(3):\n"
+        "            os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "for fd in files:\n"
+        "    os.write(fd, b'DATA'); os.close(fd)\n"
+        "assert len(got) == 21, got\n",
+    )
+    rc, _, err = _run(
+        "run", "-o", str(out), "--no-analyse", *sched(4, 0, 8), "--", sys.executable, str(script)
+    )
+    assert rc == 0, err
+    assert [Path(f"{mine}.{i}").read_bytes() for i in range(8)] == [b"DATA"] * 8
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+    warned = "the script closed npuprof's SIGTERM pipe (os.closerange?)" in " ".join(err.split())
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    pipe_floor = min(8192 if soft == resource.RLIM_INFINITY else soft, 8192) - 64  # near the top, below 8192
+    assert warned is (closed > pipe_floor), err
+    (rank_dir,) = rank_dirs(out)
+    assert capture_record(rank_dir)["status"] == "complete"
 
 
 def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(

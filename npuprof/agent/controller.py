@@ -80,6 +80,7 @@ class CaptureController:
         space: Any = None,
         on_profiling: Any = None,
         on_new_cycle: Any = None,
+        on_recorded_step: Any = None,
     ) -> None:
         self.base_cfg = cfg
         self.cfg = cfg  # the configuration of the capture in flight (or the next one)
@@ -92,6 +93,7 @@ class CaptureController:
         self.space = space  # a DiskGuard (npuprof.agent.disk_guard) or None
         self._on_profiling = on_profiling  # told when a profiler of ours starts (True) and stops (False)
         self._on_new_cycle = on_new_cycle  # told when a running profiler of ours begins another capture
+        self._on_recorded_step = on_recorded_step  # told at each step boundary while a profiler of ours runs
         self.step = 0
         self.windows_skipped = 0  # capture windows that could not record (no room, no directory)
         self.next_check = 0
@@ -389,6 +391,8 @@ class CaptureController:
                 return
             if self._no_steps:
                 self._steps_came(step)
+            if self._on_recorded_step is not None:
+                self._on_recorded_step()
             # A Ctrl-C while torch collects the events would lose them all: it reaches the script once
             # this boundary is done, the controller's own state included.
             with sigint_held_back():

@@ -127,6 +127,7 @@ class Agent:
             space=self.disk,
             on_profiling=self._on_profiling,
             on_new_cycle=self._on_new_cycle,
+            on_recorded_step=self.sigterm.check_pipe,
         )
         from npuprof.results.postprocess import Postprocessor
 

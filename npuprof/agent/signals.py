@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from npuprof.agent import threads
-from npuprof.owned_fd import OwnedFd, room_for
+from npuprof.owned_fd import OwnedFd, moved_high, room_for
 
 HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before the watcher acts
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
@@ -215,7 +215,8 @@ class SigtermGuard:
                     "the job without finalising the capture in flight (raise `ulimit -n`)",
                 )
                 return False
-            self._read_fd, self._write_fd = os.pipe()
+            read_fd, write_fd = os.pipe()
+            self._read_fd, self._write_fd = moved_high(read_fd), moved_high(write_fd)
             os.set_blocking(self._write_fd, False)
             self._owned_pair = (OwnedFd(self._read_fd), OwnedFd(self._write_fd))
             threads.start(self._watch, "npuprof-sigterm")
@@ -243,6 +244,27 @@ class SigtermGuard:
                 signal.set_wakeup_fd(previous)  # set by someone after ours: theirs stays
         self._installed = False
         self._forget_current()
+
+    def check_pipe(self) -> None:
+        """At each recorded step boundary: a script that closed every descriptor (``os.closerange``) closed
+        the wakeup pipe's write end too, which Python's C signal handler writes to at each signal (into
+        whatever file the number holds now, or an "Exception ignored ... signal wakeup fd" on the job's
+        stderr at each signal: helper-110). The wakeup fd is given up and SIGTERM acts as before; the
+        numbers, maybe the script's now, are never closed by npuprof. The next capture makes a new pair."""
+        if not self._installed or not self._owned_pair or self._owned_pair[1].ours():
+            return
+        if not threads.on_main_thread():
+            return
+        self.uninstall()
+        if self._installed:  # finalising on a SIGTERM: the handler ends it
+            return
+        self._owned_pair = ()
+        self._read_fd = self._write_fd = None
+        self._log.warn_once(
+            "sigterm-pipe-closed",
+            "the script closed npuprof's SIGTERM pipe (os.closerange?): a SIGTERM now ends the job without "
+            "finalising the capture in flight; the next capture makes a new one",
+        )
 
     def _forget_current(self) -> None:
         global _current
