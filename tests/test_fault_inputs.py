@@ -786,20 +786,28 @@ def test_an_output_path_torch_cannot_write_to_is_refused_before_the_job(tmp_path
     assert not marker.exists()
 
 
-def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk(tmp_path: Path) -> None:
+@pytest.mark.parametrize("removed", ["rank-dir", "output-dir-made-again"])
+def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk(
+    tmp_path: Path, removed: str
+) -> None:
     """helper-90: the rank dir removed while its capture ran read "torch wrote no trace ... (is the disk
-    full?)", and the run's summary blamed the schedule (helper-94)."""
+    full?)", and the run's summary blamed the schedule (helper-94). helper-110: the whole output dir
+    removed and made again (its log with it) made the summary say "no process of the job imported
+    torch.optim", the agent's lines since (20 steps counted, the trace lost) notwithstanding."""
     out = tmp_path / "out"
     script = tmp_path / "rm.py"
+    remove = (
+        "        for rank_dir in glob.glob(sys.argv[1] + '/*_ascend_pt'):\n"
+        "            shutil.rmtree(rank_dir)\n"
+        if removed == "rank-dir"
+        else "        shutil.rmtree(sys.argv[1]); os.makedirs(sys.argv[1])\n"
+    )
     script.write_text(
-        "import glob, shutil, sys, torch\n"
+        "import glob, os, shutil, sys, torch\n"
         "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for i in range(12):\n"
         "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "    if i == 7:\n"
-        "        for rank_dir in glob.glob(sys.argv[1] + '/*_ascend_pt'):\n"
-        "            shutil.rmtree(rank_dir)\n"
-        "print('done')\n"
+        "    if i == 7:\n" + remove + "print('done')\n"
     )
     done = subprocess.run(
         [*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script), str(out)],

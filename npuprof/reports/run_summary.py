@@ -482,7 +482,9 @@ def why_no_capture(
     for message in messages:
         if "its own profiler" in message or "steps aside" in message:
             return f"{failed}{_short(message)}"
-    if not ready_ranks:
+    # No agent said it was ready, yet agents logged: the log lost its start (its directory removed and
+    # made again during the run: helper-110), and what they logged says more than "no process woke"
+    if not ready_ranks and not messages:
         if failed_to_start := _agent_start_failures(lines):
             return f"{failed}npuprof's agent failed to start in the job: {_short(failed_to_start[0])}"
         if reach_warned:
@@ -538,7 +540,8 @@ def why_no_capture(
     counted = any(m.startswith((OPTIMIZER_COUNTED, STEPS_COUNTED_AT)) for m in messages)
     if killed and not counted:
         return f"{ended} before a step was counted"  # the user stopped it: no advice on counting steps
-    if not cfg.step_on and not any(m.startswith(OPTIMIZER_COUNTED) for m in messages):
+    counts = _exit_counts(messages, STEPS_AT_EXIT)
+    if not cfg.step_on and not any(m.startswith(OPTIMIZER_COUNTED) for m in messages) and not any(counts):
         if exit_code:  # most likely it failed before training (bad arguments): its own error is the news
             return (
                 f"{ended} before any optimizer's step() ran ({what}): if it failed, its own error output "
@@ -550,7 +553,6 @@ def why_no_capture(
             "torch.compile'd code is not seen); count the returns of your own step function with --step-on "
             "MODULE:QUALNAME, or capture by time with --delay and --duration"
         )
-    counts = _exit_counts(messages, STEPS_AT_EXIT)
     if counts and max(counts) > first:  # the capture was due: what stopped it is not in the log
         return (
             f"{failed}a process counted {max(counts)} steps, past the start of the schedule's first capture "
