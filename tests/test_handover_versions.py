@@ -168,6 +168,38 @@ def test_a_job_given_a_payload_it_cannot_read_trains_on_and_says_why_once(tmp_pa
     assert "Traceback" not in result.stderr
 
 
+def test_a_child_whose_payload_the_script_damaged_is_named_in_the_runs_last_line(tmp_path: Path) -> None:
+    """helper-110: a job whose training child got a rewritten NPUPROF_CONFIG (a wrapper that edits its
+    environment) said so only on the child's stderr, which the wrapper captured: the run's last line read
+    "no process of the job imported torch.optim" of a child that trained 3 steps. Its agent's failure now
+    reaches the run's log, and the last line names it."""
+    from conftest import clean_env, npuprof
+
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import torch; m = torch.nn.Linear(2, 2); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n    o.zero_grad(); m(torch.ones(1, 2)).sum().backward(); o.step()\n"
+    )
+    parent = tmp_path / "wrapper.py"
+    parent.write_text(
+        "import json, os, subprocess, sys\n"
+        "env = dict(os.environ)\n"
+        "payload = json.loads(env['NPUPROF_CONFIG']); payload['version'] = 2\n"
+        "env['NPUPROF_CONFIG'] = json.dumps(payload)\n"
+        f"done = subprocess.run([sys.executable, {str(child)!r}], env=env, capture_output=True)\n"
+        "sys.exit(done.returncode)\n"
+    )
+    out = tmp_path / "out"
+    result = npuprof("run", "-o", str(out), "--", sys.executable, str(parent), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert (
+        "no capture was written (exit code 0): npuprof's agent failed to start in the job: NPUPROF_CONFIG is "
+        "version 2, this npuprof reads 1"
+    ) in said, said
+    assert "imported torch.optim" not in said
+
+
 # ---- the capture record and the capture job ------------------------------------------------------------
 def _record_dir(tmp_path: Path, record: object) -> Path:
     rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"

@@ -78,6 +78,13 @@ def _start() -> Agent | None:
         cfg, facts = read_payload(os.environ[ENV_CONFIG])
     except PayloadError as exc:
         get_log().warn_once("payload", f"profiling is off in this process: {exc}; training goes on")
+        # and in the run's log, as the bootstrap logs an agent that could not start: the launcher's last
+        # line names it (helper-110: a child whose environment the script rewrote read "no process of the
+        # job imported torch.optim")
+        from npuprof.reports.run_summary import AGENT_START_FAILED
+
+        where = os.environ.get("NPUPROF_LOG")
+        AgentLog(where or None, "bootstrap").error(f"{AGENT_START_FAILED}{exc}")
         return None
     run = msgspec.structs.asdict(facts)
     log = AgentLog(facts.log, "agent", facts.run_id)
