@@ -218,7 +218,19 @@ class Postprocessor:
             except OSError as exc:
                 _agent_log().warning(f"no new post-processor ({exc!r}); captures are kept unparsed")
                 return False
-            _agent_log().info(f"post-processor pid {dead} had ended: a new one takes the next captures")
+            if dead is None:
+                _agent_log().info(
+                    "the post-processor (its pid not known yet) has ended or is out of reach: a new one "
+                    "takes the next captures"
+                )
+            elif _is_post_processor(dead):  # alive: the script closed our pipe or pidfd (os.closerange:
+                # helper-110 read "found dead (killed? out of memory?)" of it)
+                _agent_log().info(
+                    f"post-processor pid {dead} is out of reach (the script closed npuprof's descriptors of "
+                    "it?): a new one takes the next captures"
+                )
+            else:
+                _agent_log().info(f"post-processor pid {dead} had ended: a new one takes the next captures")
         if self._pipe is None or self._handover is None or self._handover.broken:
             return False
         self._handover.put(job)
