@@ -10,6 +10,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from analyse_support.handmade import PID, cpu_trace, cuda_trace, mem, write_rank_dir, x
 from conftest import clean_env, npuprof
@@ -78,6 +79,25 @@ def test_a_negative_duration_is_named(tmp_path: Path) -> None:
     assert note.startswith("2 step, operator, device or Python event(s) with a negative duration"), note
     assert note.endswith("are counted as 0 µs long"), note
     assert [(s["step"], s["duration_us"]) for s in summary["steps"]] == [(7, 1000.0), (8, 0.0)]
+
+
+def test_epoch_times_written_as_numbers_with_decimals_are_said_to_be_rounded(tmp_path: Path) -> None:
+    """helper-112: a trace whose ts are absolute epoch µs as JSON numbers with ns decimals (a Kineto of
+    2024, before its times moved after baseTimeNanoseconds) is read through doubles, which hold such
+    numbers to 0.25 µs: every figure rounded, unsaid. Whole epoch µs (torch before 2.4) are exact."""
+    base = 1_614_000_000_000_000
+
+    def shifted(fraction: float) -> dict:
+        trace = cpu_trace()
+        for event in trace["traceEvents"]:
+            event["ts"] = base + event["ts"] + fraction
+        return trace
+
+    (note,) = _summary(write_rank_dir(tmp_path / "ns", shifted(0.217)))["warnings"]
+    assert note.startswith("the trace's times are epoch µs written as JSON numbers with decimals"), note
+    grain = float(np.spacing(float(base)))  # the step of a double there, computed apart
+    assert grain == 0.25 and f"to {grain:g} µs, so every figure is rounded to that" in note, note
+    assert "warnings" not in _summary(write_rank_dir(tmp_path / "us", shifted(0.0)))
 
 
 def test_a_negative_kernel_duration_counts_as_zero_in_every_table(tmp_path: Path) -> None:

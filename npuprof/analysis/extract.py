@@ -75,6 +75,7 @@ class TaskArgs(KernelArgs, gc=False):
     event_type: str = ""  # CANN's MsprofTx layer's marks and ranges (vocabulary.MSTX_ARGS_KEY)
 
 
+NS_EXACT_BELOW = float(1 << 43)  # µs: below this a double's step is under 1 ns (Kineto's relative times are)
 MEMORY_WITHOUT_TOTALS = (
     "{count} [memory] event(s) without 'Total Allocated' (a torch before 1.10): the memory figures are "
     "the running sum of their Bytes from the capture's start, not the allocator's totals"
@@ -635,6 +636,17 @@ class Extract:
         self._zero_negative_durations()
         return self
 
+    def _time_grain(self) -> float | None:
+        """The step of a double at the trace's times, when they are too large for it to hold each ns and
+        they were written with decimals (helper-112: a Kineto of 2024 that wrote absolute epoch µs with ns
+        decimals read 0.25 µs steps, unsaid); None otherwise. Whole µs (torch before 2.4) are exact."""
+        top = max((float(a.max()) for a in (self.op_ts, self.dev_ts) if len(a)), default=0.0)
+        if not math.isfinite(top) or top < NS_EXACT_BELOW:
+            return None
+        if not any(len(a) and bool((a != np.floor(a)).any()) for a in (self.op_ts, self.dev_ts)):
+            return None
+        return float(np.spacing(top))
+
     def _zero_negative_durations(self) -> None:
         """A negative ``dur`` (no profiler writes one: damage or an edit) counts as 0 µs in every table:
         the step figures' unions passed such an event over, while the kernel and operator tables summed
@@ -738,6 +750,12 @@ class Extract:
             notes.append(
                 f"{len(overlapping)} pair(s) of steps overlap in time (steps {shown}): time in both is "
                 "counted in both (steps of two threads or two profilers in one trace, or an edited trace?)"
+            )
+        if (grain := self._time_grain()) is not None:
+            notes.append(
+                "the trace's times are epoch µs written as JSON numbers with decimals: a double holds "
+                f"numbers of that size to {grain:g} µs, so every figure is rounded to that (torch_npu's "
+                "string times and Kineto's times after its baseTimeNanoseconds keep each ns)"
             )
         if self.negative_durations:
             notes.append(
