@@ -650,6 +650,19 @@ def test_a_trace_cut_inside_a_value_after_the_events_is_truncated(tmp_path: Path
     assert "before its JSON closes" in result.stderr, result.stderr
 
 
+def test_bytes_after_a_closed_trace_are_shown_in_the_refusal(tmp_path: Path) -> None:
+    """helper-112: a whole trace followed by other bytes was refused as "truncated ... before its JSON
+    closes", which left the user to guess; the refusal now shows the file's last bytes, where the JSON's
+    close and what follows it are seen."""
+    path = tmp_path / "trail.json"
+    path.write_text(json.dumps(cpu_trace()) + "\n}garbage,,,")
+    result = npuprof("analyse", str(path), env=clean_env())
+    assert result.returncode == 1 and "truncated" in result.stderr, result.stderr
+    said = " ".join(result.stderr.split())
+    tail = path.read_bytes()[-32:].decode()
+    assert f"its last bytes: {tail!r}" in said, said
+
+
 def test_a_gz_trace_with_megabytes_of_braces_after_its_events_is_read_in_one_pass(tmp_path: Path) -> None:
     """A .gz trace whose value after the events is megabytes of "],}]," (past the block the stream is read
     in): every "}" was looked at from Python, again for each block read (helper-86: 158 s for 20 MB). The

@@ -1003,10 +1003,14 @@ def _unclosed(path: Any, size: int, tail: bytes | bytearray) -> str:
             f"{path}: the trace ends in {nuls}{'+' if nuls == len(tail) else ''} NUL bytes after "
             f"{size - nuls} bytes, where its JSON should close (a write cut short by a crash or a full disk?)"
         )
+    last = bytes(tail[-TAIL_SHOWN:]).decode("utf-8", "backslashreplace")
     return (
         f"{path}: the trace ends after {size} bytes, before its JSON closes (in its events or a key after "
-        "them: truncated file, or other bytes after the JSON?)"
+        f"them: truncated file, or other bytes after the JSON?); its last bytes: {last!r}"
     )
+
+
+TAIL_SHOWN = 32  # bytes of an unclosed trace's end shown: garbage after a closed JSON is seen there
 
 
 def sniff_trace(path: str | Path, named: bool = False) -> str | None:
