@@ -779,6 +779,8 @@ def test_finish_early_in_a_warmup_drops_it() -> None:
     rig.c.finish_early("exit")
     assert rig.sink.events == [("abandon", "exit")] and rig.c.prof is None
     assert rig.profiling == [True, False]
+    # logged as what it was: nothing was recorded (it read "capture finished early": helper-110)
+    assert ("info", "warm-up ended at step 2 before its capture began: exit") in rig.log.lines, rig.log.lines
 
 
 def test_a_profiler_that_fails_to_stop_when_finished_early() -> None:

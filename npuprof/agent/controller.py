@@ -698,7 +698,9 @@ class CaptureController:
             self.prof.stop()  # when recording, torch runs stop_trace + on_trace_ready
             if not recording and self.sink is not None:
                 self.sink.abandon(reason)
-            if reason:
+            if reason and not recording:  # a warm-up: nothing was recorded, nothing is kept (helper-110)
+                self.log.info(f"warm-up ended at step {self.step} before its capture began: {reason}")
+            elif reason:
                 self.log.info(f"capture finished early at step {self.step}: {reason}")
             else:
                 self.log.info(f"time window ended at step {self.step}")
