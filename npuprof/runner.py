@@ -63,6 +63,14 @@ class _RunLog:
                 os.unlink(self.path)  # created by the failed write: leave no empty log
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
 def _why_unwritable(path: Path) -> str:
     with contextlib.suppress(OSError):
         if not stat.S_ISREG(os.lstat(path).st_mode):
@@ -400,6 +408,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
             f"cannot create --output {cfg.output!r}: {exc.strerror or exc}; give a writable directory"
         )
     cfg.output = str(output)
+    started_in = _identity(output)  # the directory itself: one removed and made again is another
     short = free_space.shortfall(output, cfg.min_free_space)
     disk_warning = f"{short}: captures will be skipped; the job runs" if short else None
     if disk_warning:
@@ -472,7 +481,10 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         with contextlib.suppress(_StopWaiting):  # one handled at the very edge of the wait's own try
             stopped_by = next((sig for sig in end.forwarded if sig in _DEATHS), None)
             _wait_for_post_processing(output, log_path, run_id, held, stopped_by)
-        _after_the_job(output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings)
+        replaced = started_in is not None and _identity(output) not in (None, started_in)
+        _after_the_job(
+            output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings, replaced
+        )
     except Exception as exc:  # npuprof's own fault: the job's exit code and signal still pass through
         _note(f"internal error after the job ended ({type(exc).__name__}: {exc}); the exit code is the job's")
         import traceback  # only here: ~7 ms of the launcher's start otherwise
@@ -497,8 +509,10 @@ def _after_the_job(
     problem: str | None,
     payload: Any,
     reach_warnings: list[str],
+    replaced: bool = False,
 ) -> None:
-    """The run record's end, the log's last line and the run summary, once the job has ended."""
+    """The run record's end, the log's last line and the run summary, once the job has ended; ``replaced``:
+    the output directory was removed and made again during the run."""
     log_path = log.path
     payload.remove_file()
     _forget_reported_warnings(output, run_id)
@@ -520,4 +534,6 @@ def _after_the_job(
     from npuprof.reports.run_summary import print_run_summary
 
     died_of = -end.returncode if end.returncode < 0 else None
-    print_run_summary(output, captures, end.exit_code, cfg, log_path, run_id, bool(reach_warnings), died_of)
+    print_run_summary(
+        output, captures, end.exit_code, cfg, log_path, run_id, bool(reach_warnings), died_of, replaced
+    )

@@ -786,14 +786,16 @@ def test_an_output_path_torch_cannot_write_to_is_refused_before_the_job(tmp_path
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("removed", ["rank-dir", "output-dir-made-again"])
+@pytest.mark.parametrize("removed", ["rank-dir", "output-dir-made-again", "output-dir-after-the-capture"])
 def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk(
     tmp_path: Path, removed: str
 ) -> None:
     """helper-90: the rank dir removed while its capture ran read "torch wrote no trace ... (is the disk
     full?)", and the run's summary blamed the schedule (helper-94). helper-110: the whole output dir
     removed and made again (its log with it) made the summary say "no process of the job imported
-    torch.optim", the agent's lines since (20 steps counted, the trace lost) notwithstanding."""
+    torch.optim", the agent's lines since (12 steps counted, the trace lost) notwithstanding; helper-113:
+    removed after its capture was written, "npuprof's log holds no reason". The launcher knows the
+    directory it started with: one made again is said so."""
     out = tmp_path / "out"
     script = tmp_path / "rm.py"
     remove = (
@@ -807,15 +809,23 @@ def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk
         "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for i in range(12):\n"
         "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "    if i == 7:\n" + remove + "print('done')\n"
+        f"    if i == {10 if removed == 'output-dir-after-the-capture' else 7}:\n"
+        + remove
+        + "print('done')\n"
     )
     done = subprocess.run(
         [*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script), str(out)],
         env=clean_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout == "done\n", done.stderr
-    assert "is gone (removed during the capture?)" in done.stderr
     assert "is the disk full" not in done.stderr
-    # the summary names that loss, not the schedule (helper-94)
     said = " ".join(done.stderr.split())  # the note is wrapped at the terminal's width
-    assert "no capture was written (exit code 0): the trace of steps 6-8 was not written" in said
+    if removed != "output-dir-after-the-capture":
+        assert "is gone (removed during the capture?)" in done.stderr
+    if removed == "rank-dir":  # the summary names that loss, not the schedule (helper-94)
+        assert "no capture was written (exit code 0): the trace of steps 6-8 was not written" in said
+    else:
+        assert (
+            f"no capture was written (exit code 0): the output directory {out} was removed and made again "
+            "during the run"
+        ) in said, said

@@ -39,13 +39,22 @@ def print_run_summary(
     run_id: str | None = None,
     reach_warned: bool = False,
     died_of: int | None = None,
+    replaced: bool = False,
 ) -> None:
-    """``died_of``: the signal the job's process died of (its exit code then reads 128 + it)."""
+    """``died_of``: the signal the job's process died of (its exit code then reads 128 + it); ``replaced``:
+    the output directory was removed and made again during the run."""
     if not captures:
         unwritable = _unwritable(output)
         if unwritable:
             # npuprof.log could not hold the reason either: say what is known, and no pointer to it
             _note(f"no capture was written (exit code {exit_code}): the output directory {unwritable}.")
+            return
+        if replaced:  # what its log said before is gone: its later lines would mislead (helper-110, -113)
+            _note(
+                f"no capture was written (exit code {exit_code}): the output directory {output} was removed "
+                "and made again during the run, and what npuprof had written in it (captures, the start of "
+                "its log) with it."
+            )
             return
         lines = run_log_lines(log_path, run_id) if run_id else []
         short = None
