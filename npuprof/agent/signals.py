@@ -205,21 +205,8 @@ class SigtermGuard:
             previous = self._previous
         if previous is not signal.SIG_DFL:
             return False  # the script handles SIGTERM itself: it decides
-        if not self._owned_pair or not self._owned_pair[1].ours():
-            # (none yet, or closed by the script since, its number maybe a file of the script's now: a new
-            # pair; the old watcher saw EOF once both ends were closed, and left)
-            if not room_for(2 + SPARE_DESCRIPTORS):
-                self._log.warn_once(
-                    "sigterm-no-fds",
-                    "too few file descriptors left to the job for npuprof's SIGTERM handler: a SIGTERM ends "
-                    "the job without finalising the capture in flight (raise `ulimit -n`)",
-                )
-                return False
-            read_fd, write_fd = os.pipe()
-            self._read_fd, self._write_fd = moved_high(read_fd), moved_high(write_fd)
-            os.set_blocking(self._write_fd, False)
-            self._owned_pair = (OwnedFd(self._read_fd), OwnedFd(self._write_fd))
-            threads.start(self._watch, "npuprof-sigterm")
+        if (not self._owned_pair or not self._owned_pair[1].ours()) and not self._new_pipe():
+            return False
         wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         if wakeup != -1:  # asyncio or the script owns the wakeup fd: leave SIGTERM alone
             signal.set_wakeup_fd(wakeup)
@@ -229,6 +216,24 @@ class SigtermGuard:
         self._installed = True
         global _current
         _current = self
+        return True
+
+    def _new_pipe(self) -> bool:
+        """A new wakeup pipe and its watcher: none yet, or the last closed by the script, its numbers maybe
+        the script's files now (the old watcher sees EOF once both ends are closed, or its read end is no
+        longer ours, and leaves). False, and said once, when the job leaves too few descriptors."""
+        if not room_for(2 + SPARE_DESCRIPTORS):
+            self._log.warn_once(
+                "sigterm-no-fds",
+                "too few file descriptors left to the job for npuprof's SIGTERM handler: a SIGTERM ends "
+                "the job without finalising the capture in flight (raise `ulimit -n`)",
+            )
+            return False
+        read_fd, write_fd = os.pipe()
+        self._read_fd, self._write_fd = moved_high(read_fd), moved_high(write_fd)
+        os.set_blocking(self._write_fd, False)
+        self._owned_pair = (OwnedFd(self._read_fd), OwnedFd(self._write_fd))
+        threads.start(self._watch, "npuprof-sigterm")
         return True
 
     def uninstall(self) -> None:
@@ -249,22 +254,25 @@ class SigtermGuard:
         """At each recorded step boundary: a script that closed every descriptor (``os.closerange``) closed
         the wakeup pipe's write end too, which Python's C signal handler writes to at each signal (into
         whatever file the number holds now, or an "Exception ignored ... signal wakeup fd" on the job's
-        stderr at each signal: helper-110). The wakeup fd is given up and SIGTERM acts as before; the
-        numbers, maybe the script's now, are never closed by npuprof. The next capture makes a new pair."""
+        stderr at each signal: helper-110). A new pipe replaces it, so that a SIGTERM still finalises the
+        capture (helper-113: SIG_DFL put back lost it); the old numbers, maybe the script's now, are never
+        closed by npuprof. Without descriptors for a new one, SIGTERM acts as before."""
         if not self._installed or not self._owned_pair or self._owned_pair[1].ours():
             return
-        if not threads.on_main_thread():
+        if not threads.on_main_thread() or self._finalising:
+            return
+        with contextlib.suppress(ValueError):
+            wakeup = signal.set_wakeup_fd(-1)
+            if wakeup not in (self._write_fd, -1):
+                signal.set_wakeup_fd(wakeup)  # the script's own since: its stays, our handler too
+                self._owned_pair, self._read_fd, self._write_fd = (), None, None
+                return
+        self._owned_pair, self._read_fd, self._write_fd = (), None, None
+        if self._new_pipe():  # SIGTERM still finalises the capture (helper-113: SIG_DFL back lost it)
+            signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+            self._log.info("the script closed npuprof's SIGTERM pipe (os.closerange?): a new one replaces it")
             return
         self.uninstall()
-        if self._installed:  # finalising on a SIGTERM: the handler ends it
-            return
-        self._owned_pair = ()
-        self._read_fd = self._write_fd = None
-        self._log.warn_once(
-            "sigterm-pipe-closed",
-            "the script closed npuprof's SIGTERM pipe (os.closerange?): a SIGTERM now ends the job without "
-            "finalising the capture in flight; the next capture makes a new one",
-        )
 
     def _forget_current(self) -> None:
         global _current
@@ -379,7 +387,10 @@ class SigtermGuard:
     def _watch(self) -> None:
         read_fd = self._read_fd
         assert read_fd is not None
+        owned = self._owned_pair[0] if self._owned_pair else None
         while True:
+            if owned is None or not owned.ours():  # the script closed it, its number maybe the script's pipe
+                return  # now, whose data this read would take (helper-113: os.dup2 onto it)
             try:
                 data = os.read(read_fd, 64)
             except OSError:
