@@ -174,13 +174,17 @@ def _wait_for_post_processing(
 
     postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
     # Started by torchrun as one of its workers, the other workers may still train: the wait stays idle.
-    if not os.environ.get("TORCHELASTIC_RUN_ID") and postprocess.lift_idle_priority(output, run_id) is False:
-        logfile.log(
-            log_path,
-            "INFO",
-            "launcher",
-            "post-processing keeps its idle CPU priority: raising it needs CAP_SYS_NICE",
-        )
+    if not os.environ.get("TORCHELASTIC_RUN_ID"):
+        for pid, threads_raised, autogroup_raised in postprocess.lift_idle_priority(output, run_id):
+            if threads_raised and autogroup_raised:
+                said = "normal CPU priority again (SCHED_OTHER, nice 0)"
+            elif autogroup_raised:
+                said = "its autogroup at nice 0; its threads stay SCHED_IDLE (leaving it needs CAP_SYS_NICE)"
+            else:
+                said = "no change: it keeps its idle CPU priority (raising it needs CAP_SYS_NICE)"
+            logfile.log(
+                log_path, "INFO", "launcher", f"the job has ended: post-processor pid {pid} gets {said}"
+            )
     try:
         held.waiting = True
         deadline = time.monotonic() + _QUIET_WAIT_S

@@ -1109,18 +1109,19 @@ def continue_held(output: Path, run_id: str) -> None:
                 os.kill(pid, signal.SIGCONT)
 
 
-def lift_idle_priority(output: Path, run_id: str) -> bool | None:
+def lift_idle_priority(output: Path, run_id: str) -> list[tuple[int, bool, bool]]:
     """The job has ended: this run's post-processors on this host that still work, and what they forked,
-    get normal CPU priority back (npuprof/results/priority.py). None when none works; False when the
-    change was refused (no CAP_SYS_NICE)."""
+    get normal CPU priority back (npuprof/results/priority.py): (pid, threads raised, autogroup raised) of
+    each."""
     from npuprof.results.priority import restore_normal_priority
 
-    outcome = None
+    lifted = []
     for pid in _lock_holders(output, run_id):
-        if _is_post_processor(pid) and not _training_lives(pid):
-            allowed = restore_normal_priority(pid)
-            outcome = allowed if outcome is None else outcome and allowed
-    return outcome
+        # only a post-processor this launcher started (its child): a lock file names any pid it likes
+        # (helper-113: one planted in a shared output dir had another user's process raised)
+        if _parent_of(pid) == os.getpid() and _is_post_processor(pid) and not _training_lives(pid):
+            lifted.append((pid, *restore_normal_priority(pid)))
+    return lifted
 
 
 def _lock_holders(output: Path, run_id: str) -> list[int]:
@@ -1136,6 +1137,15 @@ def _lock_holders(output: Path, run_id: str) -> list[int]:
         return []
     finally:
         os.close(dir_fd)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+        return int(text[text.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _is_post_processor(pid: int) -> bool:

@@ -4,13 +4,14 @@ While the job trains, a post-processor runs at SCHED_IDLE and nice 19 in an auto
 (postprocess.yield_to_training): it only takes CPU time the job leaves. Once the job has ended, `npuprof
 run` waits for it, and on a machine shared with other work an idle-priority parse took 7-8 s where it
 takes 0.3 s (helper-111): the launcher gives each of its run's post-processors, and the processes they
-forked (the side tables, the `-j` readers), normal priority back. Leaving SCHED_IDLE and lowering a nice
-value need CAP_SYS_NICE (root in most containers); without it nothing changes and the wait is as before.
+forked (the side tables, the `-j` readers), normal priority back. Leaving SCHED_IDLE and lowering a
+thread's nice value need CAP_SYS_NICE (root in most containers); an autogroup's nice of 0 does not, and it is
+what ranks the post-processor against other sessions' work: without the capability that part still helps
+(helper-113, 2 busy loops beside: a 54 s wait became 6 s).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 
@@ -47,10 +48,11 @@ def with_descendants(pid: int, limit: int = 256) -> list[int]:
     return found
 
 
-def restore_normal_priority(pid: int) -> bool:
+def restore_normal_priority(pid: int) -> tuple[bool, bool]:
     """Every thread of ``pid`` and of the processes below it to SCHED_OTHER at nice 0, their autogroup to
-    nice 0; whether it was allowed (False without CAP_SYS_NICE: nothing is changed then)."""
-    allowed = True
+    nice 0: (whether the threads' change was allowed: not without CAP_SYS_NICE, whether the autogroups'
+    was: a nice of 0 needs no privilege, and it is most of the gain against other sessions' work)."""
+    threads_raised, autogroups_raised = True, True
     for process in with_descendants(pid):
         for tid in _tasks(process):
             try:
@@ -59,9 +61,14 @@ def restore_normal_priority(pid: int) -> bool:
                 if os.getpriority(os.PRIO_PROCESS, tid) > NORMAL_NICE:
                     os.setpriority(os.PRIO_PROCESS, tid, NORMAL_NICE)
             except PermissionError:
-                allowed = False
+                threads_raised = False
             except OSError:  # the thread has just ended
                 continue
-        with contextlib.suppress(OSError), open(f"/proc/{process}/autogroup", "w") as autogroup:
-            autogroup.write(str(NORMAL_NICE))
-    return allowed
+        try:
+            with open(f"/proc/{process}/autogroup", "w") as autogroup:
+                autogroup.write(str(NORMAL_NICE))
+        except FileNotFoundError:  # no autogroups in this kernel, or the process has ended
+            pass
+        except OSError:
+            autogroups_raised = False
+    return threads_raised, autogroups_raised
