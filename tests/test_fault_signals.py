@@ -595,21 +595,23 @@ def test_a_ctrl_c_during_the_finalise_at_exit_keeps_the_capture_and_its_memory_t
     assert (rank_dir / "memory_timeline.json").is_file(), sorted(p.name for p in rank_dir.iterdir())
 
 
+@pytest.mark.parametrize("handler_ends", ["sys.exit(0)", "raise RuntimeError('boom')"])
 def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keeps_the_exit_code(
-    out: Path, tmp_path: Path
+    out: Path, tmp_path: Path, handler_ends: str
 ) -> None:
     """A script with its own graceful SIGTERM handler (sys.exit(0)) ends inside a capture, and a SIGTERM
     lands while npuprof finalises it at exit: the handler was deferred through the export and raised
     right after it, inside npuprof's exit callback, where its SystemExit printed "Exception ignored in
     atexit callback" and npuprof's frames, and cut the finalise short. The handler still runs (its
-    marker), nothing is printed, the capture is whole and the job's own exit code (3) stays."""
+    marker), nothing is printed, the capture is whole and the job's own exit code (3) stays. A handler
+    that fails is shown as Python shows an exit callback's error (helper-113: it was only logged)."""
     stopped = tmp_path / "stopped"
     script = _script(
         tmp_path,
         "sigterm_at_exit.py",
         STEP + "import os, signal, sys, torch.profiler as tp\n"
         "def graceful(signum, frame):\n"
-        f"    open({str(stopped)!r}, 'w').write('graceful'); sys.exit(0)\n"
+        f"    open({str(stopped)!r}, 'w').write('graceful'); {handler_ends}\n"
         "signal.signal(signal.SIGTERM, graceful)\n"
         "stop = tp.profile.stop\n"
         "def interrupted_stop(self, *args):\n"
@@ -624,7 +626,11 @@ def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keep
         "run", "-o", str(out), "--no-analyse", *sched(1, 1, 5), "--", sys.executable, str(script),
     )  # fmt: skip
     assert rc == 3, err
-    assert "Traceback" not in err and "Exception ignored" not in err, err
+    if handler_ends.startswith("sys.exit"):
+        assert "Traceback" not in err and "Exception ignored" not in err, err
+    else:
+        assert "Exception ignored in the script's handler of signal 15 at exit:" in err, err
+        assert "RuntimeError: boom" in err and "npuprof/" not in err.split("Exception ignored")[1], err
     assert stopped.read_text() == "graceful"
     (rank_dir,) = rank_dirs(out)
     record = capture_record(rank_dir)

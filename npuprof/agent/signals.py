@@ -154,10 +154,19 @@ def deliver_queued(exiting: bool = False) -> None:
             signal.raise_signal(signum)
         except SystemExit:
             pass
-        except BaseException as exc:
+        except BaseException as exc:  # shown as Python shows an exit callback's (helper-113: it was unsaid)
+            import sys
+            import traceback
+
             from npuprof.agent.log import get_log
 
             get_log().info(f"the script's handler of signal {signum} raised {exc!r} as the process ended")
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"Exception ignored in the script's handler of signal {signum} at exit:\n")
+                tb = exc.__traceback__
+                while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+                    tb = tb.tb_next  # the script's frames only, as in its own traceback
+                traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
 def _do_nothing(signum: int, frame: Any) -> None:
