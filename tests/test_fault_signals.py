@@ -687,6 +687,45 @@ def test_a_script_that_closes_every_descriptor_never_gets_signal_bytes_in_its_fi
     assert record["steps"] == list(range(4, 15)), record  # the SIGTERM came after the 14th step
 
 
+@pytest.mark.parametrize("how", ["closerange", "takes-the-wakeup-fd"])
+def test_a_job_blocked_in_cpp_after_taking_npuprofs_pipe_still_dies_of_sigterm(
+    out: Path, tmp_path: Path, how: str
+) -> None:
+    """helper-114: a script that closed every descriptor (the guard's pipe among them) or took the signal
+    wakeup fd itself (asyncio) during a capture, then blocked in C++ (a collective whose peer never comes),
+    ignored SIGTERM for good: Python's handler waits for the main thread, and the watcher that kills the
+    job after 1 s saw nothing. Now it dies of it within seconds, as without npuprof."""
+    blocked = tmp_path / "blocked"
+    # the pipe closed with no step boundary after it (the next one would make a new pipe); the wakeup fd
+    # taken with steps after it (a step boundary is where npuprof can see it)
+    closes = "os.closerange(3, 65536)\n" if how == "closerange" else ""
+    takes = "        r, w = os.pipe(); os.set_blocking(w, False); signal.set_wakeup_fd(w)\n"
+    script = _script(
+        tmp_path,
+        "blocks.py",
+        STEP + "import os, signal\n"
+        "for s in range(6):\n"
+        "    step()\n"
+        "    if s == 2:\n"
+        + (takes if how != "closerange" else "        pass\n")
+        + closes
+        + f"open({str(blocked)!r}, 'w').close()\n"
+        "torch.futures.Future().wait()  # blocked in C++ for ever\n",
+    )
+    with _launched(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 0, 50), "--", sys.executable, str(script)
+    ) as job:
+        _wait_for(blocked.exists, "the job to block")
+        time.sleep(0.5)
+        job.send_signal(signal.SIGTERM)
+        try:
+            _, err = job.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the job, blocked in C++, still ran 20 s after SIGTERM")
+    assert job.returncode == -signal.SIGTERM, err  # the launcher dies of it as its job did
+    assert "(exit code of the job: 143)" in err, err
+
+
 def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
     out: Path, tmp_path: Path
 ) -> None:

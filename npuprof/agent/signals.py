@@ -202,6 +202,8 @@ class SigtermGuard:
         # finalising on a SIGTERM: another one is dropped (the process dies of the first once done; the
         # watcher bounds the wait), where SIG_DFL would kill the export that keeps the capture
         self._finalising = False
+        self._renewing = threading.Lock()  # check_pipe's new pipe against the watcher leaving its old one
+        self._renewed_said = False
 
     def install(self) -> bool:
         """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
@@ -260,28 +262,62 @@ class SigtermGuard:
         self._forget_current()
 
     def check_pipe(self) -> None:
-        """At each recorded step boundary: a script that closed every descriptor (``os.closerange``) closed
-        the wakeup pipe's write end too, which Python's C signal handler writes to at each signal (into
-        whatever file the number holds now, or an "Exception ignored ... signal wakeup fd" on the job's
-        stderr at each signal: helper-110). A new pipe replaces it, so that a SIGTERM still finalises the
-        capture (helper-113: SIG_DFL put back lost it); the old numbers, maybe the script's now, are never
-        closed by npuprof. Without descriptors for a new one, SIGTERM acts as before."""
-        if not self._installed or not self._owned_pair or self._owned_pair[1].ours():
+        """At each recorded step boundary, whether the wakeup pipe still wakes the watcher.
+
+        A script that closed every descriptor (``os.closerange``) closed its write end too, which Python's C
+        signal handler writes to at each signal (into whatever file the number holds now, or an "Exception
+        ignored ... signal wakeup fd" at each signal: helper-110): a new pipe replaces it, and npuprof's
+        handler is armed again (the watcher gave SIGTERM its default action meanwhile: a SIGTERM while the
+        main thread was blocked in C++ hung the job, helper-114). The old numbers, maybe the script's now,
+        are never closed by npuprof. A script that took the wakeup fd itself (``signal.set_wakeup_fd``,
+        asyncio) leaves no watcher: SIGTERM gets its default action back, as at a capture's start
+        (helper-114: blocked in C++, the job ignored SIGTERM). Without descriptors for a new pipe,
+        likewise."""
+        if not self._installed or not threads.on_main_thread() or self._finalising:
             return
-        if not threads.on_main_thread() or self._finalising:
-            return
-        with contextlib.suppress(ValueError):
-            wakeup = signal.set_wakeup_fd(-1)
-            if wakeup not in (self._write_fd, -1):
-                signal.set_wakeup_fd(wakeup)  # the script's own since: its stays, our handler too
-                self._owned_pair, self._read_fd, self._write_fd = (), None, None
+        if self._owned_pair and self._owned_pair[1].ours() and self._owned_pair[0].ours():
+            if self._wakeup_is_ours():
                 return
-        self._owned_pair, self._read_fd, self._write_fd = (), None, None
-        if self._new_pipe():  # SIGTERM still finalises the capture (helper-113: SIG_DFL back lost it)
-            signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
-            self._log.info("the script closed npuprof's SIGTERM pipe (os.closerange?): a new one replaces it")
+            self._log.info(
+                "the script took the signal wakeup fd (asyncio?): SIGTERM acts as it did before npuprof, "
+                "without finalising the capture in flight"
+            )
+            self.uninstall()
             return
-        self.uninstall()
+        if not self._renewing.acquire(blocking=False):
+            return  # the watcher is leaving this very moment: the next step boundary does it
+        try:
+            with contextlib.suppress(ValueError):
+                wakeup = signal.set_wakeup_fd(-1)
+                if wakeup not in (self._write_fd, -1):
+                    signal.set_wakeup_fd(wakeup)  # the script's own since: it decides, as above
+                    self._owned_pair, self._read_fd, self._write_fd = (), None, None
+                    self.uninstall()
+                    return
+            for owned in self._owned_pair:
+                owned.close()  # only an end still ours: the script may have closed one and not the other
+            self._owned_pair, self._read_fd, self._write_fd = (), None, None
+            if self._new_pipe():  # SIGTERM still finalises the capture (helper-113: SIG_DFL back lost it)
+                signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+                signal.signal(signal.SIGTERM, self._handle)  # armed again at the C level
+                if not self._renewed_said:
+                    self._renewed_said = True
+                    self._log.info(
+                        "the script closed npuprof's SIGTERM pipe (os.closerange?): a new one replaces it "
+                        "(said once)"
+                    )
+                return
+            self.uninstall()
+        finally:
+            self._renewing.release()
+
+    def _wakeup_is_ours(self) -> bool:
+        try:
+            wakeup = signal.set_wakeup_fd(-1)
+        except ValueError:
+            return True
+        signal.set_wakeup_fd(wakeup, warn_on_full_buffer=False)
+        return wakeup == self._write_fd
 
     def _forget_current(self) -> None:
         global _current
@@ -298,6 +334,7 @@ class SigtermGuard:
         self._installed = False
         self._forget_current()
         self._exporting = self._held = self._finalising = False
+        self._renewing = threading.Lock()  # the parent's watcher may have held it at the fork
         self._export_done = threading.Event()  # the parent's may be waited on by a thread not here
         self._export_done.set()
         self._handler_started = threading.Event()
@@ -399,15 +436,33 @@ class SigtermGuard:
         owned = self._owned_pair[0] if self._owned_pair else None
         while True:
             if owned is None or not owned.ours():  # the script closed it, its number maybe the script's pipe
-                return  # now, whose data this read would take (helper-113: os.dup2 onto it)
+                break  # now, whose data this read would take (helper-113: os.dup2 onto it)
             try:
                 data = os.read(read_fd, 64)
             except OSError:
-                return
-            if not data:
-                return
+                break
+            if not data:  # the write end closed: only the script does that (os.closerange)
+                break
             if signal.SIGTERM in data and self._owns_sigterm():
                 self._give_handler_time()
+        self._pipe_lost(owned)
+
+    def _pipe_lost(self, owned: OwnedFd | None) -> None:
+        """The watcher's pipe was closed by the script while it is the guard's: until the next recorded step
+        boundary makes a new one (check_pipe), nothing would see a SIGTERM that comes while the main thread
+        is blocked in C++ (a collective), which Python's handler waits out: the job ignored SIGTERM
+        (helper-114). SIGTERM gets its default action at the C level meanwhile: the job dies of it at once,
+        as without npuprof, the capture in flight lost."""
+        with self._renewing:
+            if not (self._installed and self._owned_pair and self._owned_pair[0] is owned):
+                return  # replaced or put down already
+            if self._finalising:
+                return
+            _c_default(signal.SIGTERM)
+        self._log.info(
+            "the script closed npuprof's SIGTERM pipe: until the next step a SIGTERM ends the job at once, "
+            "the capture in flight not finalised"
+        )
 
     def _give_handler_time(self) -> None:
         # During a trace export the main thread delivers the signal when done, within the limit.
@@ -433,13 +488,19 @@ class SigtermGuard:
 def _die_of(signum: int) -> None:
     """Default action for ``signum`` at the C level (Python's own table can only be changed from the
     main thread, which is blocked), then raise it."""
+    _c_default(signum)
+    os.kill(os.getpid(), signum)
+
+
+def _c_default(signum: int) -> None:
+    """SIG_DFL for ``signum`` in the kernel's table, from any thread; Python's own table still names its
+    handler (``signal.signal`` from the main thread arms it again)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.signal.restype = ctypes.c_void_p
     libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
     libc.signal(int(signum), 0)  # SIG_DFL
-    os.kill(os.getpid(), signum)
 
 
 @contextlib.contextmanager
