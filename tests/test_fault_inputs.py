@@ -786,6 +786,42 @@ def test_an_output_path_torch_cannot_write_to_is_refused_before_the_job(tmp_path
     assert not marker.exists()
 
 
+def test_an_output_dir_replaced_between_two_captures_is_said_beside_the_one_left(tmp_path: Path) -> None:
+    """helper-114: --repeat 2, the output dir removed and made again after the first capture: the summary
+    listed the second capture and said nothing of the first, lost with the directory."""
+    out = tmp_path / "out"
+    script = tmp_path / "rm.py"
+    script.write_text(
+        "import os, shutil, sys, torch\n"
+        "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(12):\n"
+        "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "    if i == 5:\n"
+        "        shutil.rmtree(sys.argv[1]); os.makedirs(sys.argv[1])\n"
+    )
+    flags = [
+        "--skip-first",
+        "1",
+        "--wait",
+        "2",
+        "--warmup",
+        "0",
+        "--active",
+        "2",
+        "--repeat",
+        "2",
+        "--no-analyse",
+    ]
+    done = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), *flags, "--", sys.executable, str(script), str(out)],
+        env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "npuprof: 1 capture(s) in" in said, said
+    assert f"the output directory {out} was replaced during the run" in said, said
+
+
 @pytest.mark.parametrize("removed", ["rank-dir", "output-dir-made-again", "output-dir-after-the-capture"])
 def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk(
     tmp_path: Path, removed: str
@@ -826,6 +862,6 @@ def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk
         assert "no capture was written (exit code 0): the trace of steps 6-8 was not written" in said
     else:
         assert (
-            f"no capture was written (exit code 0): the output directory {out} was removed and made again "
-            "during the run"
+            f"no capture was written (exit code 0): the output directory {out} was replaced during the run "
+            "(removed and made again, or mounted over)"
         ) in said, said

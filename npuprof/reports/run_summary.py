@@ -50,11 +50,7 @@ def print_run_summary(
             _note(f"no capture was written (exit code {exit_code}): the output directory {unwritable}.")
             return
         if replaced:  # what its log said before is gone: its later lines would mislead (helper-110, -113)
-            _note(
-                f"no capture was written (exit code {exit_code}): the output directory {output} was removed "
-                "and made again during the run, and what npuprof had written in it (captures, the start of "
-                "its log) with it."
-            )
+            _note(f"no capture was written (exit code {exit_code}): {replaced_words(output)}.")
             return
         lines = run_log_lines(log_path, run_id) if run_id else []
         short = None
@@ -136,6 +132,8 @@ def print_run_summary(
             f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"
         )
+    if replaced:  # the captures listed are those made since (helper-114: one lost with it, unsaid)
+        console.print(f"[bold yellow]npuprof:[/] {escape(replaced_words(output))}", soft_wrap=True)
     lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
     others = _agents_of_other_runs(lines, run_id)
     agents = _agent_lines(lines, others)  # this run's agents' lines, parsed once
@@ -372,6 +370,13 @@ def run_log_lines(log_path: Path, run_id: str) -> list[str]:
             return lines[index:]  # its own line too: the command
     # its start rotated away in a long run (its lines are the latest), or none to read (a full disk)
     return lines
+
+
+def replaced_words(output: Path) -> str:
+    return (
+        f"the output directory {output} was replaced during the run (removed and made again, or mounted "
+        "over): what npuprof had written in it before (captures, the start of its log) is not there"
+    )
 
 
 def _unwritable(output: Path) -> str:
