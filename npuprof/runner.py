@@ -175,7 +175,7 @@ def _wait_for_post_processing(
     postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
     # Started by torchrun as one of its workers, the other workers may still train: the wait stays idle.
     if not os.environ.get("TORCHELASTIC_RUN_ID"):
-        for pid, threads_raised, autogroup_raised in postprocess.lift_idle_priority(output, run_id):
+        for pid, threads_raised, autogroup_raised in postprocess.lift_idle_priority():
             if threads_raised and autogroup_raised:
                 said = "normal CPU priority again (SCHED_OTHER, nice 0)"
             elif autogroup_raised:

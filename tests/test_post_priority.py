@@ -84,17 +84,17 @@ def test_an_idle_process_its_threads_and_its_children_get_normal_priority() -> N
 
 @pytest.mark.parametrize("whose", ["ours", "not-ours"])
 def test_only_post_processors_the_launcher_started_are_raised(tmp_path: Path, whose: str) -> None:
-    """A lock file of the run names the pid of its holder: the launcher raises it only when that process
-    is its own child (and named as a post-processor). helper-113 planted one naming another user's idle
-    process, which got SCHED_OTHER and nice 0 with its child."""
+    """The launcher raises the processes its spawner started, and of those only its own children named as
+    post-processors: helper-113 planted a lock file of the run naming another user's idle process, which
+    got SCHED_OTHER and nice 0 with its child when the pids were read from the locks."""
     proc, pid, child = _idle_family(orphan=whose == "not-ours")
     try:
         pending = tmp_path / layout.PENDING_DIR
         pending.mkdir()
-        lock = pending / f"run1.{os.uname().nodename}.1.0a0b0c0d.lock"
-        lock.write_text(f"{pid}\n")
-        lifted = lift_idle_priority(tmp_path, "run1")
-        if whose == "not-ours":
+        (pending / f"run1.{os.uname().nodename}.1.0a0b0c0d.lock").write_text(f"{pid}\n")
+        assert lift_idle_priority() == []  # this process's spawner started nothing: locks are not read
+        lifted = lift_idle_priority([pid])  # as if the spawner had started it
+        if whose == "not-ours":  # not a child of this process: left alone
             assert lifted == [] and _policies(pid) == {IDLE} and _policies(child) == {IDLE}
         else:
             assert [p for p, *_ in lifted] == [pid]
@@ -123,6 +123,8 @@ def test_the_launcher_raises_its_post_processors_priority_once_the_job_ends(
         "model = torch.nn.Linear(64, 64); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(12):\n"
         "    opt.zero_grad(); model(torch.randn(32, 64)).sum().backward(); opt.step()\n"
+        "import os\n"
+        "os._exit(0)  # npuprof finalises the capture first; no teardown after it: the parse is still on\n"
     )
     flags = [
         *sched(2, 0, 50),

@@ -1109,16 +1109,17 @@ def continue_held(output: Path, run_id: str) -> None:
                 os.kill(pid, signal.SIGCONT)
 
 
-def lift_idle_priority(output: Path, run_id: str) -> list[tuple[int, bool, bool]]:
-    """The job has ended: this run's post-processors on this host that still work, and what they forked,
-    get normal CPU priority back (npuprof/results/priority.py): (pid, threads raised, autogroup raised) of
-    each."""
+def lift_idle_priority(pids: list[int] | None = None) -> list[tuple[int, bool, bool]]:
+    """The job has ended: the post-processors this launcher started (``pids``, default: the spawner's
+    children not yet reaped) that still run, and what they forked, get normal CPU priority back
+    (npuprof/results/priority.py): (pid, threads raised, autogroup raised) of each. Only its own children:
+    a lock file names any pid it likes (helper-113: one planted in a shared output dir had another user's
+    process raised), and one read from a lock could be missing yet (helper's run under load: the
+    post-processor, idle, had not written it when the job ended)."""
     from npuprof.results.priority import restore_normal_priority
 
     lifted = []
-    for pid in _lock_holders(output, run_id):
-        # only a post-processor this launcher started (its child): a lock file names any pid it likes
-        # (helper-113: one planted in a shared output dir had another user's process raised)
+    for pid in spawner.children() if pids is None else pids:
         if _parent_of(pid) == os.getpid() and _is_post_processor(pid) and not _training_lives(pid):
             lifted.append((pid, *restore_normal_priority(pid)))
     return lifted

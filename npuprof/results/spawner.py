@@ -120,6 +120,17 @@ def wait_for_children(timeout_s: float) -> int:
     return len(_service.children) if _service is not None else 0
 
 
+def children() -> list[int]:
+    """The pids of the processes the service started that have not been reaped yet."""
+    service = _service
+    for _attempt in range(3):  # the service's thread may change the dict meanwhile
+        try:
+            return list(service.children.values()) if service is not None else []
+        except RuntimeError:
+            continue
+    return []
+
+
 def _serve_forever(listener: Any) -> None:
     global _service
     service = None
