@@ -796,8 +796,8 @@ def test_an_output_dir_replaced_between_two_captures_is_said_beside_the_one_left
         "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for i in range(12):\n"
         "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "    if i == 5:\n"
-        "        shutil.rmtree(sys.argv[1]); os.makedirs(sys.argv[1])\n"
+        "    if i == 5:  # moved aside whole (a removal races the post-processor's writes in it)\n"
+        "        os.rename(sys.argv[1], sys.argv[1] + '.old'); os.makedirs(sys.argv[1])\n"
     )
     flags = [
         "--skip-first",
@@ -838,7 +838,7 @@ def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk
         "        for rank_dir in glob.glob(sys.argv[1] + '/*_ascend_pt'):\n"
         "            shutil.rmtree(rank_dir)\n"
         if removed == "rank-dir"
-        else "        shutil.rmtree(sys.argv[1]); os.makedirs(sys.argv[1])\n"
+        else "        os.rename(sys.argv[1], sys.argv[1] + '.old'); os.makedirs(sys.argv[1])\n"
     )
     script.write_text(
         "import glob, os, shutil, sys, torch\n"
