@@ -81,7 +81,7 @@ def _start() -> Agent | None:
         # and in the run's log, as the bootstrap logs an agent that could not start: the launcher's last
         # line names it (helper-110: a child whose environment the script rewrote read "no process of the
         # job imported torch.optim")
-        from npuprof.reports.run_summary import AGENT_START_FAILED
+        from npuprof.results.logfile import AGENT_START_FAILED
 
         where = os.environ.get("NPUPROF_LOG")
         AgentLog(where or None, "bootstrap").error(f"{AGENT_START_FAILED}{exc}")

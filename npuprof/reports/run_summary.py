@@ -15,6 +15,7 @@ from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
+from npuprof.results.logfile import AGENT_START_FAILED
 from npuprof.results.run_record import CaptureSummary
 
 if TYPE_CHECKING:
@@ -442,10 +443,6 @@ def _agent_start_failures(lines: list[str]) -> list[str]:
         if match and match["message"].startswith(AGENT_START_FAILED):
             found.append(match["message"].removeprefix(AGENT_START_FAILED))
     return found
-
-
-# the bootstrap's words (npuprof/_bootstrap/sitecustomize.py)
-AGENT_START_FAILED = "agent failed to start, training goes on without profiling: "
 
 
 def why_no_capture(

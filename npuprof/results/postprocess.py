@@ -1067,15 +1067,18 @@ def _training_lives(pid: int) -> bool:
 def _is_stopped_post_processor(pid: int) -> bool:
     """``pid`` is a post-processor stopped by a signal or a tracer (state T or t in /proc; False where
     that is not known)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] in (b"T", b"t") and _is_post_processor(pid)
+
+
+def _stat_fields(pid: int) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command's name (state, ppid, ...); [] where not readable."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat_text = handle.read()
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            cmdline = handle.read()
+            text = handle.read()
     except OSError:
-        return False
-    state = stat_text[stat_text.rfind(b")") + 2 : stat_text.rfind(b")") + 3]
-    return state in (b"T", b"t") and b"npuprof.results.postprocess" in cmdline
+        return []
+    return text[text.rfind(b")") + 2 :].split()
 
 
 def continue_when_orphaned(ready_fd: int | None) -> None:
@@ -1141,12 +1144,8 @@ def _lock_holders(output: Path, run_id: str) -> list[int]:
 
 
 def _parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-        return int(text[text.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    fields = _stat_fields(pid)
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 
 def _is_post_processor(pid: int) -> bool:
