@@ -13,9 +13,11 @@ what ranks the post-processor against other sessions' work: without the capabili
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 NORMAL_NICE = 0
+AUTOGROUP_RETRY_S = 0.11
 
 
 def _tasks(pid: int) -> list[int]:
@@ -48,11 +50,41 @@ def with_descendants(pid: int, limit: int = 256) -> list[int]:
     return found
 
 
+def _autogroup(pid: int) -> tuple[str, int] | None:
+    """(the autogroup's name, its nice) of ``pid``, as /proc/PID/autogroup says "/autogroup-N nice X"; None
+    where the kernel has no autogroups or the process has ended."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as handle:
+            name, _, nice = handle.read().split()
+        return name, int(nice)
+    except (OSError, ValueError):
+        return None
+
+
+def _set_autogroup_nice(pid: int) -> bool:
+    """Its autogroup to nice 0. Without CAP_SYS_ADMIN the kernel takes one such write every 100 ms on the
+    whole machine and answers EAGAIN between (a post-processor starting elsewhere lowers its own): tried
+    again for up to half a second."""
+    for attempt in range(6):
+        try:
+            with open(f"/proc/{pid}/autogroup", "w") as autogroup:
+                autogroup.write(str(NORMAL_NICE))
+            return True
+        except BlockingIOError:
+            if attempt < 5:
+                time.sleep(AUTOGROUP_RETRY_S)
+        except OSError:
+            break
+    return _autogroup(pid) is None  # ended meanwhile: nothing was left to raise
+
+
 def restore_normal_priority(pid: int) -> tuple[bool, bool]:
-    """Every thread of ``pid`` and of the processes below it to SCHED_OTHER at nice 0, their autogroup to
+    """Every thread of ``pid`` and of the processes below it to SCHED_OTHER at nice 0, their autogroups to
     nice 0: (whether the threads' change was allowed: not without CAP_SYS_NICE, whether the autogroups'
-    was: a nice of 0 needs no privilege, and it is most of the gain against other sessions' work)."""
+    was: a nice of 0 needs no privilege, and it is most of the gain against other sessions' work). An
+    autogroup is a session's: the processes a post-processor forks share its own, which is written once."""
     threads_raised, autogroups_raised = True, True
+    autogroups_seen: set[str] = set()
     for process in with_descendants(pid):
         for tid in _tasks(process):
             try:
@@ -64,11 +96,10 @@ def restore_normal_priority(pid: int) -> tuple[bool, bool]:
                 threads_raised = False
             except OSError:  # the thread has just ended
                 continue
-        try:
-            with open(f"/proc/{process}/autogroup", "w") as autogroup:
-                autogroup.write(str(NORMAL_NICE))
-        except FileNotFoundError:  # no autogroups in this kernel, or the process has ended
-            pass
-        except OSError:
+        group = _autogroup(process)
+        if group is None or group[0] in autogroups_seen:
+            continue  # no autogroups in this kernel, the process has ended, or its group is done
+        autogroups_seen.add(group[0])
+        if group[1] > NORMAL_NICE and not _set_autogroup_nice(process):
             autogroups_raised = False
     return threads_raised, autogroups_raised
