@@ -10,7 +10,7 @@ import pytest
 from analyse_support.handmade import T0, cpu_trace, cuda_trace, write_rank_dir, x
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
-from npuprof.analysis.step_breakdown import STEP_HEADER
+from npuprof.analysis.step_fields import STEP_HEADER
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

@@ -550,7 +550,7 @@ def _write_outputs(
             annotations,
             call_stacks,
             communication,
-            step_breakdown,
+            step_fields,
             summary_schema,
             tables,
             trace_body,
@@ -660,7 +660,7 @@ def _write_outputs(
     phase("trace_view")
 
     try:
-        write_csv(out_dir / "step_trace_time.csv", step_breakdown.STEP_HEADER, tabs.step_rows)
+        write_csv(out_dir / "step_trace_time.csv", step_fields.STEP_HEADER, tabs.step_rows)
         for name, table in (
             ("kernel_details.csv", tabs.kernels),
             ("operator_details.csv", tabs.operators),

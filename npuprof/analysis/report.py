@@ -59,7 +59,7 @@ from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here t
     StartSkew,
     Straggler,
 )
-from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
+from npuprof.analysis.step_fields import STEP_TIME_FIELDS
 from npuprof.analysis.step_selection import StepSelection, of_range
 from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
 from npuprof.results import layout

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from npuprof.analysis.step_breakdown import SUMMARY_ORDER
+from npuprof.analysis.step_fields import SUMMARY_ORDER
 from npuprof.analysis.versioned import Words, decode_versioned
 
 SUMMARY_VERSION = 1

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.report_schema import RankReport, Report, ReportStep, json_value
-from npuprof.analysis.step_breakdown import STEP_TIME_FIELDS
+from npuprof.analysis.step_fields import STEP_TIME_FIELDS
 from npuprof.reports.text import printable, shorten_middle
 
 T = TypeVar("T")
