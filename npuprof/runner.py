@@ -168,10 +168,10 @@ def _wait_for_post_processing(
     SIGKILL follows ~30 s later) is waited for STOPPED_JOB_WAIT_S at most. Says it waits only when a
     post-processor still works after a moment: one that had nothing to do (no capture) ends as soon as the
     job has."""
-    if not (output / layout.PENDING_DIR).is_dir():
-        return
-    from npuprof.results import postprocess
+    from npuprof.results import postprocess, spawner
 
+    if not (output / layout.PENDING_DIR).is_dir() and not spawner.children():
+        return  # nothing was handed over, or the post-processors have ended with their locks' folder
     postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
     # Started by torchrun as one of its workers, the other workers may still train: the wait stays idle.
     if not os.environ.get("TORCHELASTIC_RUN_ID"):
@@ -188,10 +188,11 @@ def _wait_for_post_processing(
     try:
         held.waiting = True
         deadline = time.monotonic() + _QUIET_WAIT_S
-        busy = _busy_post_processors(output, run_id)
+        busy = _busy_post_processors(output, run_id) or len(postprocess.own_post_processors_at_work())
         while busy and time.monotonic() < deadline:
             time.sleep(0.02)
-            busy = _busy_post_processors(output, run_id)
+            # by their locks, or by pid when the script removed the locks (the output dir with them)
+            busy = _busy_post_processors(output, run_id) or len(postprocess.own_post_processors_at_work())
         if busy:
             at_most = (
                 f", {STOPPED_JOB_WAIT_S:.0f} s at most after {_signal_name(stopped_by)}" if stopped_by else ""
@@ -200,17 +201,17 @@ def _wait_for_post_processing(
                 f"waiting for {busy} background post-processing job(s) (gzip / analyse) to finish{at_most} "
                 "(Ctrl-C stops waiting; they go on)..."
             )
-        postprocess.wait_for_pending(
-            output,
-            run_id,
-            on_stopped=lambda pid: _note(
+
+        def said_stopped(pid: int) -> None:
+            _note(
                 f"post-processor pid {pid} is stopped (SIGSTOP or Ctrl-Z) and is waited for: `kill -CONT "
                 f"{pid}` lets it finish; Ctrl-C stops waiting"
-            ),
-            deadline=time.monotonic() + STOPPED_JOB_WAIT_S if stopped_by else None,
-        )
-        from npuprof.results import spawner
+            )
 
+        deadline_after_stop = time.monotonic() + STOPPED_JOB_WAIT_S if stopped_by else None
+        postprocess.wait_for_pending(output, run_id, on_stopped=said_stopped, deadline=deadline_after_stop)
+        # the launcher's own post-processors whose lock files the script removed, waited for by pid
+        postprocess.wait_for_own_post_processors(on_stopped=said_stopped, deadline=deadline_after_stop)
         spawner.wait_for_children(2.0)  # the last ones out, their lock gone, may still be exiting
     except _StopWaiting:
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")

@@ -865,3 +865,48 @@ def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk
             f"no capture was written (exit code 0): the output directory {out} was replaced during the run "
             "(removed and made again, or mounted over)"
         ) in said, said
+
+
+def _post_processors_of(out: Path) -> list[int]:
+    """The live post-processors whose spool lies in ``out`` (their command line names it)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                args = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+                ours = b"npuprof.results.postprocess" in args and any(str(out).encode() in a for a in args)
+                if ours and Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(name))
+    return found
+
+
+def test_the_launcher_waits_for_its_post_processor_when_the_script_removed_its_lock_files(
+    tmp_path: Path,
+) -> None:
+    """helper-110: the script removed the output dir (the post-processors' lock files with it); on a busy
+    machine the post-processor, at idle priority, was still at work when the job ended, and `npuprof run`
+    returned without it, nothing telling it to wait. The launcher now waits for the post-processors it
+    started by pid. Here the script removes only the locks' folder, so that the capture it had handed over
+    (steps 3-4) is still being parsed when the job ends (it ends by os._exit a few ms after the hand-over:
+    the parse of a capture with stacks and shapes takes a few tenths of a second)."""
+    out = tmp_path / "out"
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, shutil, sys, torch\n"
+        "model = torch.nn.Linear(64, 64); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(12):\n"
+        "    opt.zero_grad(); model(torch.randn(32, 64)).sum().backward(); opt.step()\n"
+        "shutil.rmtree(os.path.join(sys.argv[1], '.npuprof_pending'))\n"
+        "os._exit(0)\n"
+    )
+    flags = [*sched(2, 0, 2), "--with-stack", "--record-shapes"]
+    result = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), *flags, "--", sys.executable, str(script), str(out)],
+        env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    left = _post_processors_of(out)
+    assert result.returncode == 0, result.stderr
+    assert left == [], f"post-processors {left} still at work when npuprof run returned: {result.stderr}"
+    (rank_dir,) = rank_dirs(out)
+    assert (rank_dir / "ASCEND_PROFILER_OUTPUT" / "analyse.done").is_file()
+    assert "1 capture(s) in" in result.stderr and "yes" in result.stderr, result.stderr  # parsed: yes

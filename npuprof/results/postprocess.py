@@ -1112,6 +1112,50 @@ def continue_held(output: Path, run_id: str) -> None:
                 os.kill(pid, signal.SIGCONT)
 
 
+def own_post_processors_at_work() -> list[int]:
+    """The post-processors this launcher's spawner started that still run though their training process
+    has ended: their lock files tell nothing once the script removed them (the output dir with them), and
+    the launcher would return while they still write (helper-110, 4 of 5 under load)."""
+    return [
+        pid
+        for pid in spawner.children()
+        if _parent_of(pid) == os.getpid() and _is_post_processor(pid) and not _training_lives(pid)
+    ]
+
+
+def wait_for_own_post_processors(
+    poll_s: float = 0.05,
+    on_stopped: Callable[[int], None] | None = None,
+    deadline: float | None = None,
+) -> int:
+    """Wait, by pid, until :func:`own_post_processors_at_work` is empty; how many there were at most. One
+    stopped whose training process has ended is continued first, as :func:`continue_held` does for lock
+    holders; one stopped again is said to ``on_stopped`` once and waited for. TimeoutError once
+    ``time.monotonic()`` passes ``deadline``: they go on."""
+    import signal
+
+    at_work = own_post_processors_at_work()
+    for pid in at_work:
+        if _is_stopped_post_processor(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+    most, said = len(at_work), set()
+    next_check = time.monotonic() + _STOPPED_CHECK_S
+    while at_work:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"post-processing still at work (pids {at_work})")
+        if on_stopped is not None and time.monotonic() >= next_check:
+            next_check = time.monotonic() + _STOPPED_CHECK_S
+            for pid in at_work:
+                if pid not in said and _is_stopped_post_processor(pid):
+                    said.add(pid)
+                    on_stopped(pid)
+        time.sleep(poll_s)
+        at_work = own_post_processors_at_work()
+        most = max(most, len(at_work))
+    return most
+
+
 def lift_idle_priority(pids: list[int] | None = None) -> list[tuple[int, bool, bool]]:
     """The job has ended: the post-processors this launcher started (``pids``, default: the spawner's
     children not yet reaped) that still run, and what they forked, get normal CPU priority back
