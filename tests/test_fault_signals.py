@@ -819,18 +819,26 @@ def test_signals_flooding_the_launcher_at_the_jobs_end_never_lose_its_record(
     """helper-96: between the job's end and the launcher's taking over of its signals, their handlers were
     back at their default: a SIGTERM then killed the launcher before its run record (end, exit code) was
     written, 3 runs in 6 under a flood. The signals are held (pending) across that hand-over now."""
+    # The job waits, after its steps, for the test's first SIGTERM to have reached the launcher (a busy CI
+    # host once left the test's process off the CPU until the job and npuprof had ended: no signal sent).
     script = _script(tmp_path, "ignores.py", STEP + (
-        "import signal, sys\n"
+        "import os, signal, sys, time\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "for _ in range(6):\n"
         "    step()\n"
         "print('done', flush=True)\n"
+        "deadline = time.monotonic() + 30\n"
+        "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.005)\n"
     ))  # fmt: skip
     for attempt in range(3):
-        target = out / str(attempt)
-        with _launched("run", "-o", str(target), *sched(1, 0, 2), "--", sys.executable, str(script)) as proc:
+        target, sent = out / str(attempt), tmp_path / f"sent{attempt}"
+        command = ["run", "-o", str(target), *sched(1, 0, 2), "--", sys.executable, str(script), str(sent)]
+        with _launched(*command) as proc:
             assert proc.stdout is not None
             assert proc.stdout.readline() == "done\n"
+            os.kill(proc.pid, signal.SIGTERM)  # the job is alive: so is the launcher, which passes it on
+            sent.write_text("")
             deadline = time.monotonic() + 30
             while proc.poll() is None and time.monotonic() < deadline:
                 with contextlib.suppress(ProcessLookupError):

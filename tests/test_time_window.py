@@ -147,8 +147,10 @@ def test_the_window_opens_on_time_while_the_main_thread_waits_in_a_join(tmp_path
     assert "waiter_ended" in times and times["join_ended"] >= times["waiter_ended"], times
     (d,) = rank_dirs(out)
     _events, start, length = _spans(load_trace(d))
-    # the first profiler start takes seconds on a busy machine; a window opened after the join starts later
-    assert start <= times["join_ended"] - 1.5
+    # A window opened after the join would start after it ended; one opened during it starts before, the
+    # join then ending 1.6 s after the capture (the first profiler start takes seconds on a busy machine:
+    # a CI host under load opened it 1.27 s before the join's end).
+    assert start < times["join_ended"], (start, times)
     assert length <= 1.6
 
 
