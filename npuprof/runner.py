@@ -178,6 +178,8 @@ def _wait_for_post_processing(
         for pid, threads_raised, autogroup_raised in postprocess.lift_idle_priority():
             if threads_raised and autogroup_raised:
                 said = "normal CPU priority again (SCHED_OTHER, nice 0)"
+            elif threads_raised:  # helper-116: the kernel refused the autogroup's write again and again
+                said = "SCHED_OTHER and nice 0 for its threads; the kernel refused its autogroup's change"
             elif autogroup_raised:
                 said = "its autogroup at nice 0; its threads stay SCHED_IDLE (leaving it needs CAP_SYS_NICE)"
             else:
@@ -244,10 +246,12 @@ STOPPED_JOB_WAIT_S = 10.0
 
 
 def _busy_post_processors(output: Path, run_id: str) -> int:
-    """How many of this run's post-processors still hold their lock (are still working). A lock file
-    whose lock is free belongs to one that has ended; only regular files are opened, never a link, never
-    blocking on a FIFO."""
+    """How many of this run's post-processors still hold their lock (are still working), but those whose
+    training process outlives the job. A lock file whose lock is free belongs to one that has ended; only
+    regular files are opened, never a link, never blocking on a FIFO."""
     import fcntl
+
+    from npuprof.results import postprocess
 
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
@@ -269,7 +273,8 @@ def _busy_post_processors(output: Path, run_id: str) -> int:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    busy += 1
+                    # not one whose training outlives the job: it is not waited for (helper-116)
+                    busy += not postprocess.its_training_lives(dir_fd, name, fd)
             except OSError:
                 continue
             finally:

@@ -910,3 +910,68 @@ def test_the_launcher_waits_for_its_post_processor_when_the_script_removed_its_l
     (rank_dir,) = rank_dirs(out)
     assert (rank_dir / "ASCEND_PROFILER_OUTPUT" / "analyse.done").is_file()
     assert "1 capture(s) in" in result.stderr and "yes" in result.stderr, result.stderr  # parsed: yes
+
+
+def test_a_training_process_that_outlives_the_job_is_not_waited_for(tmp_path: Path) -> None:
+    """helper-116: the job started a training process in a session of its own that went on after the job
+    had ended; `npuprof run` said "waiting for 1 background post-processing job(s) (gzip / analyse)" and
+    waited until that process ended (its post-processor lives as long as its training), with nothing to
+    parse. The launcher waits for post-processors, not for trainings that outlive the job."""
+    out, marker, child_pid = tmp_path / "out", tmp_path / "captured", tmp_path / "child.pid"
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import os, sys, time, torch\n"
+        "open(sys.argv[2], 'w').write(str(os.getpid()))\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(600):\n"
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "    if step == 6:\n"
+        "        open(sys.argv[1], 'w').close()\n"
+        "    time.sleep(0.1)\n"
+    )
+    parent = tmp_path / "parent.py"
+    parent.write_text(
+        "import os, subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2], sys.argv[3]], start_new_session=True,\n"
+        "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # not the test's pipes\n"
+        "while not os.path.exists(sys.argv[2]):\n"
+        "    time.sleep(0.05)\n"
+    )
+    started = time.monotonic()
+    try:
+        result = subprocess.run(
+            [*NPUPROF, "run", "-o", str(out), *sched(1, 0, 2), "--",
+             sys.executable, str(parent), str(child), str(marker), str(child_pid)],
+            env=clean_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        took = time.monotonic() - started
+        still_trains = Path(f"/proc/{child_pid.read_text()}").exists()
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(child_pid.read_text()), signal.SIGKILL)
+    assert result.returncode == 0, result.stderr
+    assert still_trains and took < 40, (took, result.stderr)  # the child trains for 60 s
+    assert "waiting for" not in result.stderr, result.stderr
+    assert "still run" in " ".join(result.stderr.split()), result.stderr  # the summary names it
+
+
+def test_the_pid_in_a_lock_is_read_through_its_descriptor_once_its_folder_is_gone(tmp_path: Path) -> None:
+    """helper-116: a post-processor stopped (SIGSTOP) while the script removed the output dir: the wait
+    went on through the lock it had open, but read the holder's pid by name in the removed folder, found
+    none, and never said the post-processor was stopped (a silent wait until `kill -CONT`)."""
+    from npuprof.results import postprocess
+
+    pending = tmp_path / ".npuprof_pending"
+    pending.mkdir()
+    name = f"run1.{os.uname().nodename}.1.0a0b0c0d.lock"
+    (pending / name).write_text("4242\n")
+    dir_fd = os.open(pending, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(pending / name, os.O_RDONLY)
+    try:
+        (pending / name).unlink()
+        pending.rmdir()
+        assert postprocess._holder_of_lock(dir_fd, name) is None  # by name: gone
+        assert postprocess._holder_of_lock(dir_fd, name, fd) == 4242
+    finally:
+        os.close(fd)
+        os.close(dir_fd)

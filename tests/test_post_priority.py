@@ -209,7 +209,7 @@ def test_an_autogroup_write_refused_by_the_kernels_rate_limit_is_tried_again(
 
     monkeypatch.setattr(priority, "AUTOGROUP_RETRY_S", 0.001)
     monkeypatch.setattr(priority, "open", lambda *_a, **_k: _Autogroup(), raising=False)
-    assert priority._set_autogroup_nice(os.getpid()) and written == ["0"]
+    assert priority.set_autogroup_nice(os.getpid()) and written == ["0"]
     refusals = iter([PermissionError(1, "not permitted")] * 1)
     monkeypatch.setattr(priority, "_autogroup", lambda _pid: ("/autogroup-1", 19))
-    assert not priority._set_autogroup_nice(os.getpid())
+    assert not priority.set_autogroup_nice(os.getpid())

@@ -96,10 +96,10 @@ def test_a_job_without_steps_gets_one_window_of_the_asked_length(no_steps: dict)
     assert DURATION_S * 0.9 <= length <= DURATION_S + 0.6
     times = no_steps["times"]
     # The clock starts while `import torch` runs; the window opens once it has finished, after the delay
-    # (plus the first profiler start, which takes seconds on a busy machine).
+    # (plus the first profiler start, which takes seconds on a busy machine: 5.3 s in a loaded CI run).
     assert start >= times["before_import"] + DELAY_S - 0.05
     assert start >= times["after_import"] - 0.05
-    assert start <= times["after_import"] + DELAY_S + 4.0
+    assert start <= times["after_import"] + DELAY_S + 8.0
     mms = [e for e in events if e["name"] == "aten::mm"]
     assert 4 <= len(mms) <= 12  # one each 0.1 s of the window
 

@@ -757,7 +757,7 @@ def _wait_for_lock(
     except OSError:
         return False
     pid = None
-    next_check = time.monotonic() + _STOPPED_CHECK_S
+    next_check = time.monotonic()
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
@@ -768,13 +768,18 @@ def _wait_for_lock(
             except BlockingIOError:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"post-processing still at work ({name})") from None
-                time.sleep(poll_s)
-            if on_stopped is not None and time.monotonic() >= next_check:
+            if time.monotonic() >= next_check:
                 next_check = time.monotonic() + _STOPPED_CHECK_S
-                pid = pid or _holder_of_lock(dir_fd, name)
-                if pid is not None and _is_stopped_post_processor(pid) and not _training_lives(pid):
-                    on_stopped(pid)  # not npuprof's own hold while a process of the job still records
+                pid = pid or _holder_of_lock(dir_fd, name, fd)
+                if pid is not None and _training_lives(pid):
+                    # a process of the job that outlives it (started in a session of its own) still
+                    # trains: its post-processor ends with it, maybe hours later (helper-116: the run
+                    # waited for it, "waiting for ... (gzip / analyse)" with nothing to do)
+                    return False
+                if on_stopped is not None and pid is not None and _is_stopped_post_processor(pid):
+                    on_stopped(pid)
                     on_stopped = None  # said once
+            time.sleep(poll_s)
     finally:
         os.close(fd)
 
@@ -1031,12 +1036,19 @@ def read_jobs(fd: int, parent_fd: int | None, poll_s: float = 1.0) -> Iterator[b
         yield from (line for line in lines if line.strip())
 
 
-def _holder_of_lock(dir_fd: int, name: str) -> int | None:
+def _holder_of_lock(dir_fd: int, name: str, fd: int | None = None) -> int | None:
     """The pid of the post-processor holding lock ``name`` (it writes its pid into the file when it
-    starts), when the lock's host is this one; None when that is not known."""
+    starts), when the lock's host is this one; None when that is not known. Read through ``fd`` where the
+    lock is open already: the folder may have been removed since (helper-116)."""
     parts = name.rsplit(".", 3)
     if len(parts) != 4 or not parts[0].endswith("." + os.uname().nodename):
         return None
+    if fd is not None:
+        try:
+            text = os.pread(fd, 32, 0)
+        except OSError:
+            return None
+        return int(text) if text.strip().isascii() and text.strip().isdigit() else None
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
@@ -1048,6 +1060,13 @@ def _holder_of_lock(dir_fd: int, name: str) -> int | None:
     finally:
         os.close(fd)
     return int(text) if text.strip().isascii() and text.strip().isdigit() else None
+
+
+def its_training_lives(dir_fd: int, name: str, fd: int) -> bool:
+    """The post-processor holding lock ``name`` (open as ``fd``) serves a training process that still
+    lives: once the job has ended, a process of it that outlives it (started in a session of its own)."""
+    pid = _holder_of_lock(dir_fd, name, fd)
+    return pid is not None and _training_lives(pid)
 
 
 def _training_lives(pid: int) -> bool:
@@ -1249,6 +1268,9 @@ def spooled_jobs(spool: Path | None) -> Iterator[bytes]:
     yield from (line for line in data.split(b"\n") if line.strip())
 
 
+IDLE_NICE = 19
+
+
 def yield_to_training() -> None:
     """Run only on CPU time the job leaves idle. nice 10 was not enough: a training process whose torch
     uses every core (OpenMP threads that wait for each other at each operator) lost 3-25x on the steps of
@@ -1261,8 +1283,9 @@ def yield_to_training() -> None:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     # Its own session (setsid) is its own autogroup where the kernel groups by session: the policy above
     # then ranks it only against itself, and the group competes with the job's at equal weight.
-    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as autogroup:
-        autogroup.write("19")
+    from npuprof.results.priority import set_autogroup_nice
+
+    set_autogroup_nice(os.getpid(), IDLE_NICE)  # the kernel's one write per 100 ms waited out (helper-116)
 
 
 def _serve(spool: Path | None = None, parent_fd: int | None = None) -> int:

@@ -61,21 +61,21 @@ def _autogroup(pid: int) -> tuple[str, int] | None:
         return None
 
 
-def _set_autogroup_nice(pid: int) -> bool:
-    """Its autogroup to nice 0. Without CAP_SYS_ADMIN the kernel takes one such write every 100 ms on the
+def set_autogroup_nice(pid: int, nice: int = NORMAL_NICE) -> bool:
+    """Its autogroup to ``nice``. Without CAP_SYS_ADMIN the kernel takes one such write every 100 ms on the
     whole machine and answers EAGAIN between (a post-processor starting elsewhere lowers its own): tried
     again for up to half a second."""
     for attempt in range(6):
         try:
             with open(f"/proc/{pid}/autogroup", "w") as autogroup:
-                autogroup.write(str(NORMAL_NICE))
+                autogroup.write(str(nice))
             return True
         except BlockingIOError:
             if attempt < 5:
                 time.sleep(AUTOGROUP_RETRY_S)
         except OSError:
             break
-    return _autogroup(pid) is None  # ended meanwhile: nothing was left to raise
+    return _autogroup(pid) is None  # ended meanwhile: nothing was left to change
 
 
 def restore_normal_priority(pid: int) -> tuple[bool, bool]:
@@ -100,6 +100,6 @@ def restore_normal_priority(pid: int) -> tuple[bool, bool]:
         if group is None or group[0] in autogroups_seen:
             continue  # no autogroups in this kernel, the process has ended, or its group is done
         autogroups_seen.add(group[0])
-        if group[1] > NORMAL_NICE and not _set_autogroup_nice(process):
+        if group[1] > NORMAL_NICE and not set_autogroup_nice(process):
             autogroups_raised = False
     return threads_raised, autogroups_raised
