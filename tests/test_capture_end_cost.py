@@ -49,10 +49,12 @@ def test_the_capture_end_is_recorded_and_reported_beside_its_step(tmp_path: Path
     [rank] = json.loads(report.stdout)["ranks"]
     assert (rank["export_after_step"], rank["export_ms"]) == (6, took)
     table = {s["step"]: s["duration_us"] for s in rank["steps"]}
-    # the user's step 6 holds the table's and the capture's end after it (and, on a loaded machine, any wait
-    # for the CPU around them: so the one-sided check; by hand on an idle one the gap was took + 2.5-4 ms)
+    # The user's step 6 holds the capture's end after the table's step 6 (by hand on an idle machine the gap
+    # was took + 2.5-4 ms). The table's step begins at the boundary inside step 5's optimizer.step, before
+    # the user's timer does: a wait for the CPU there (a CI run: 2.4 ms) counts in the table only. A table
+    # step that held the capture's end would leave a gap of about 0: half of it tells them apart.
     gap_ms = (own[6] - table[6]) / 1000
-    assert gap_ms >= took - 1.0, (gap_ms, took, own, table)
+    assert gap_ms >= took / 2, (gap_ms, took, own, table)
 
     said = " ".join(npuprof("analyse", str(out)).stdout.split())
     assert f"step 6 ended the capture: writing its trace then took the training process {took:.1f} ms" in said
