@@ -1043,22 +1043,17 @@ def _holder_of_lock(dir_fd: int, name: str, fd: int | None = None) -> int | None
     parts = name.rsplit(".", 3)
     if len(parts) != 4 or not parts[0].endswith("." + os.uname().nodename):
         return None
-    if fd is not None:
-        try:
-            text = os.pread(fd, 32, 0)
-        except OSError:
-            return None
-        return int(text) if text.strip().isascii() and text.strip().isdigit() else None
+    opened = None
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        text = os.read(fd, 32)
+        if fd is None:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = opened = os.open(name, flags, dir_fd=dir_fd)
+        text = os.pread(fd, 32, 0)
     except OSError:
         return None
     finally:
-        os.close(fd)
+        if opened is not None:
+            os.close(opened)
     return int(text) if text.strip().isascii() and text.strip().isdigit() else None
 
 
