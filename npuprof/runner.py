@@ -49,6 +49,7 @@ class _RunLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.job_ended = False
         self._lost = False
 
     def write(self, message: str, level: str = "INFO") -> None:
@@ -57,7 +58,8 @@ class _RunLog:
         if not self._lost:
             self._lost = True
             why = _why_unwritable(self.path)
-            _note(f"cannot write to the log {str(self.path)!r} ({why}); the job goes on")
+            then = "" if self.job_ended else "; the job goes on"
+            _note(f"cannot write to the log {str(self.path)!r} ({why}){then}")
         with contextlib.suppress(OSError):
             if (info := os.lstat(self.path)).st_size == 0 and stat.S_ISREG(info.st_mode):
                 os.unlink(self.path)  # created by the failed write: leave no empty log
@@ -72,6 +74,8 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def _why_unwritable(path: Path) -> str:
+    if not os.path.isdir(path.parent):
+        return "its directory was removed"
     with contextlib.suppress(OSError):
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return "it is not a regular file"
@@ -486,6 +490,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         record.write()
         return _error(str(exc), 127)
     elapsed = time.monotonic() - started
+    log.job_ended = True
     held = _HeldSignals()
     try:
         with contextlib.suppress(_StopWaiting):  # one handled at the very edge of the wait's own try

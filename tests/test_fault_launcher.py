@@ -531,6 +531,21 @@ def test_a_planted_log_symlink_is_never_followed(out: Path, tmp_path: Path) -> N
     assert line.startswith("npuprof:")
 
 
+def test_a_log_whose_directory_the_job_removed_is_said_so_once_the_job_has_ended(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-116: the job moved the output dir away; after its end the launcher said "cannot write to the
+    log ... (not writable); the job goes on", though the job had ended and the file was merely gone."""
+    moved = tmp_path / "moved"
+    job = f"import os; os.rename({str(out)!r}, {str(moved)!r})"
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", job)
+    assert result.returncode == 0, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if "npuprof.log" in x]
+    log = str(out / "npuprof.log")
+    assert line == f"npuprof: cannot write to the log {log!r} (its directory was removed)"
+    assert "the job goes on" not in result.stderr and (moved / "npuprof.log").is_file()
+
+
 # ---- must-have 2: the disk guard flag ----------------------------------------------------------------
 def test_required_free_bytes() -> None:
     gib = 1024**3

@@ -103,9 +103,13 @@ def test_offline_totals_match_the_trace_and_torch_self_times():
     assert abs(total - busy) <= 0.01 * busy, (total, busy)
     # per operator, against torch's own key_averages() of the same capture
     reference = json.loads((rank_dir / "ref_key_averages.json").read_text())
-    by_leaf: dict[str, int] = defaultdict(int)
-    for stack, value in values.items():
-        by_leaf[stack[-1]] += value
+    # per line the file holds whole µs (rounded up or down, the total kept): compare the exact values
+    assert values == {
+        tuple(map(st.sanitise_frame, stack)): value for stack, value in folded.integer_values().items()
+    }
+    by_leaf: dict[str, float] = defaultdict(float)
+    for stack, value in folded.values.items():
+        by_leaf[st.sanitise_frame(stack[-1])] += value
     ops = [name for name in reference if name.startswith("aten::")]
     assert len(ops) > 10
     ours = sum(by_leaf[st.sanitise_frame(name)] for name in ops)
