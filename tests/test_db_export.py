@@ -171,8 +171,9 @@ def test_steps_memory_and_the_analysis_db(cuda_dir: Path) -> None:
     one, two = steps["1"], steps["2"]
     assert (one["computing"], one["communication_not_overlapped"], one["overlapped"]) == (300, 200, 50)
     assert (one["communication"], one["free"], one["preparing"]) == (250, 500, 100)
-    # step 2: kernel_c and the memcpy compute 150 µs
-    assert (two["computing"], two["bubble"], two["stage"], two["free"]) == (150, 200, 800, 650)
+    # step 2: kernel_c computes 100 µs; the memcpy's 50 µs copy (not computing: free, as COMPUTE_TASK_INFO
+    # leaves it out), the all-reduce's 200 µs are communication
+    assert (two["computing"], two["bubble"], two["stage"], two["free"]) == (100, 200, 800, 700)
     times = rows(analysis, "CommAnalyzerTime")
     assert [(t["step"], t["type"], t["group_name"], t["elapse_time"]) for t in times] == [
         ("step1", "collective", str(_hash("0")), 0.25),

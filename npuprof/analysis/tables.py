@@ -211,8 +211,9 @@ def device_work(x: Extract, ops: OpView) -> Work:
         d_ext = np.frombuffer(x.dev_ext, dtype=np.int64)
         recv = (recv & ~both_ways) | (both_ways & np.isin(d_ext, [e for e in received if e >= 0]))
     c_ts, c_end, c_recv = comm_process_spans(x)
+    computes = ~d_comm & ~_copy_tasks(x, d_name)
     return Work(
-        computing=intervals.union(d_ts[~d_comm], d_end[~d_comm]),
+        computing=intervals.union(d_ts[computes], d_end[computes]),
         communication=intervals.union(
             np.concatenate([d_ts[d_comm], c_ts]), np.concatenate([d_end[d_comm], c_end])
         ),
@@ -221,6 +222,16 @@ def device_work(x: Extract, ops: OpView) -> Work:
         ),
         task_starts=np.sort(d_ts),
     )
+
+
+def _copy_tasks(x: Extract, d_name: np.ndarray) -> np.ndarray:
+    """A mask of the device tasks that copy or fill memory (vocab.COPY_TASK_KINDS / COPY_TASK_NAMES)."""
+    is_copy = {kind: kind in vocab.COPY_TASK_KINDS for kind in dict.fromkeys(x.dev_kind)}
+    by_kind = np.zeros(len(d_name), bool)
+    if any(is_copy.values()):
+        by_kind = np.fromiter(map(is_copy.__getitem__, x.dev_kind), bool, len(d_name))
+    by_name = _name_flags(x.strings, vocab.COPY_TASK_NAMES.__contains__)[d_name]
+    return by_kind | by_name
 
 
 def comm_process_spans(x: Extract) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

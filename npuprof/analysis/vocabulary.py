@@ -126,6 +126,12 @@ def unknown_device_work_note(counts: dict[tuple[str, str], int], treatment: str)
 
 # the task kind of each device category, as kernel_details.csv names it
 TASK_KIND = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
+# device tasks that move or fill memory through the copy engines rather than compute: not Computing
+# (docs/formats.md, "Step breakdown"). Kineto's memcpy and memset; torch_npu's DMA tasks, by task type in
+# later releases and by name (task type "Other") in earlier ones. An Ascend memset kernel (MemSet,
+# atomic_memset) runs on a vector core: it computes, as torch_npu's own Computing lane counts it.
+COPY_TASK_KINDS = frozenset({"memcpy", "memset", "SDMA_SQE", "PCIE_DMA_SQE"})
+COPY_TASK_NAMES = frozenset({"MEMCPY_ASYNC"})
 TASK_CORE = {"kernel": "CUDA kernel", "memcpy": "memcpy", "memset": "memset"}
 COMM_CORE = "NCCL"
 
