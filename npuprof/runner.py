@@ -111,6 +111,18 @@ def _working_directory() -> str | None:
         return None
 
 
+def _tell_an_outer_run(run_id: str, output: Path) -> None:
+    """This `npuprof run` is a job of another (its hook and log in our environment): our job gets our hook,
+    not the outer run's, so the outer run's log is told where the captures go (its summary says so rather
+    than "no process of the job imported torch.optim")."""
+    from npuprof import ENV_CONFIG
+
+    outer_log = os.environ.get("NPUPROF_LOG")
+    if ENV_CONFIG in os.environ and outer_log and outer_log != str(output / layout.RUN_LOG):
+        line = logfile.format_line("INFO", "agent", f"{logfile.NESTED_RUN}run {run_id}, output {output}")
+        logfile.append_line(outer_log, line)
+
+
 def _forget_reported_warnings(output: Path, run_id: str) -> None:
     marks = output / layout.REPORTED_DIR
     if marks.is_dir() and not marks.is_symlink():
@@ -451,6 +463,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     if problem:
         _note(f"cannot write the run record in {str(output)!r}: {problem}; the job runs without it")
     log.write(f"run {run_id} starts: {' '.join(command)}")
+    _tell_an_outer_run(run_id, output)
     if disk_warning:
         log.write(disk_warning, "WARNING")
     run: dict[str, object] = {

@@ -546,6 +546,21 @@ def test_a_log_whose_directory_the_job_removed_is_said_so_once_the_job_has_ended
     assert "the job goes on" not in result.stderr and (moved / "npuprof.log").is_file()
 
 
+def test_a_job_that_is_npuprof_run_itself_is_named_in_the_outer_summary(out: Path, tmp_path: Path) -> None:
+    """helper-110: `npuprof run -- npuprof run -o inner -- python train.py`: the inner run profiles the job
+    (its hook replaces the outer's) and the outer said "no process of the job imported torch.optim"."""
+    inner = tmp_path / "inner"
+    nested = [sys.executable, "-m", "npuprof", "run", "-o", str(inner), "--", sys.executable, "-c", "pass"]
+    result = npuprof("run", "-o", str(out), "--", *nested)
+    assert result.returncode == 0, result.stderr
+    outer_line = [x for x in result.stderr.splitlines() if str(out / "npuprof.log") in x]
+    assert outer_line == [
+        "npuprof: no capture was written (exit code 0): the job ran npuprof run itself, which profiled its "
+        f"processes instead of this run: its captures are in {inner}. See {out / 'npuprof.log'}."
+    ], result.stderr
+    assert "imported torch.optim" in result.stderr  # the inner run's own reason, of its own job
+
+
 # ---- must-have 2: the disk guard flag ----------------------------------------------------------------
 def test_required_free_bytes() -> None:
     gib = 1024**3

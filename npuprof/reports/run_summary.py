@@ -15,7 +15,7 @@ from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
-from npuprof.results.logfile import AGENT_START_FAILED
+from npuprof.results.logfile import AGENT_START_FAILED, NESTED_RUN
 from npuprof.results.run_record import CaptureSummary
 
 if TYPE_CHECKING:
@@ -475,6 +475,13 @@ def why_no_capture(
             unselected.append(selected["rank"])
     ended = _how_the_job_ended(exit_code, died_of)
     failed = f"{ended} and " if exit_code else ""
+    nested = [m.removeprefix(NESTED_RUN) for m in messages if m.startswith(NESTED_RUN)]
+    if nested:
+        outputs = "; ".join(dict.fromkeys(n.split(", output ", 1)[-1] for n in nested))
+        return (
+            f"{failed}the job ran npuprof run itself, which profiled its processes instead of this run: its "
+            f"captures are in {outputs}"
+        )
     schedule = cfg.schedule
     first = schedule.skip_first + schedule.wait + schedule.warmup
     need = schedule.first_steps_needed()

@@ -16,6 +16,8 @@ ROTATE_BYTES = 1 << 20  # 1 MiB, then one ".1" backup: at most ~2 MiB of log per
 # How an agent that could not start is logged (by the bootstrap, in its own words, and by the agent when its
 # configuration cannot be read), for the run's last line (reports/run_summary.py) to name it
 AGENT_START_FAILED = "agent failed to start, training goes on without profiling: "
+# said in an outer run's log by a `npuprof run` its job started: that run profiles the job's processes
+NESTED_RUN = "a nested npuprof run profiles the job's processes from here: "
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
