@@ -23,7 +23,7 @@ from _thread import get_ident
 from typing import Any, Protocol
 
 from npuprof.agent import user_profiler
-from npuprof.agent.backends.base import Backend
+from npuprof.agent.backends.base import Backend, load_range_modules
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.agent.signals import decision_begins, decision_ends, sigint_held_back
@@ -495,6 +495,10 @@ class CaptureController:
         self._report_ignored_flags()
         if self.driver is None:  # armed on this thread, before any boundary: the profiler is this thread's
             self._claim_for(get_ident())
+        try:
+            load_range_modules()
+        except Exception as exc:  # torch's own lazy import: the capture goes on without it loaded early
+            self.log.warn_once("range-modules", f"torch's range module could not be loaded early: {exc!r}")
         self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
         self._prof_thread = get_ident()
         if self._no_steps and hasattr(self.prof, "record_steps"):

@@ -53,3 +53,15 @@ def align_torch_style(prof: Any, step: int) -> None:
     prof.current_action = action
     if hasattr(prof, "_prev_schedule_action"):
         prof._prev_schedule_action = action
+
+
+def load_range_modules() -> None:
+    """Load what torch's ``record_function`` loads at its first use in a process, before the profiler
+    starts: torch 2.13 imports its CUPTI monitor module there (~0.8 ms), which in a job that recorded no range
+    before (an inference loop) landed in the capture's first step under --warmup 0 (helper-117). Each
+    later range only looks the module up. A torch without that step is left as it is."""
+    import torch.autograd.profiler as autograd_profiler
+
+    load = getattr(autograd_profiler, "_maybe_cupti_monitor", None)
+    if callable(load):
+        load()
