@@ -111,3 +111,62 @@ def test_warning_marks_are_not_written_through_a_planted_link(tmp_path: Path, ca
     AgentLog(str(out / "npuprof.log"), "agent", "run1").warn_once("k", "disk nearly full")
     assert "disk nearly full" in capsys.readouterr().err
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_line_the_disk_cut_short_is_taken_back(tmp_path: Path) -> None:
+    """helper-117: a disk that filled inside a line left it cut ("... [Errno 28] No"), and the next writer's
+    line was glued to it, which the run's summary then quoted. A real tmpfs of two pages, written until
+    full: every line left in the log is whole."""
+    import subprocess
+
+    from npuprof.results import logfile
+
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        path = mount / "npuprof.log"
+        message = "capture at step {} skipped: [Errno 28] No space left on device; training goes on"
+        results = [logfile.log(path, "WARNING", "agent", message.format(n)) for n in range(200)]
+        assert results[0] and not results[-1]
+        kept = results.index(False)
+        assert not any(results[kept:])  # once full, full
+        text = path.read_text()
+        assert text.endswith("\n") and len(text.splitlines()) == kept
+        assert all(line.endswith(message.format(n)) for n, line in enumerate(text.splitlines()))
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_line_cut_short_is_taken_back_only_while_it_ends_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes of a line cut short are removed while they end the file; a line another process appended
+    after them is never lost (ours then stays cut)."""
+    import os
+
+    from npuprof.results import logfile
+
+    path = tmp_path / "npuprof.log"
+    assert logfile.log(path, "INFO", "agent", "first")
+    real_write = os.write
+    other: list[bytes] = []
+
+    def cut_short(fd: int, data: bytes) -> int:
+        written = real_write(fd, data[:10])
+        if other:  # another process's line lands right after ours
+            with open(path, "ab") as handle:
+                handle.write(other[0])
+        return written
+
+    monkeypatch.setattr(logfile.os, "write", cut_short)
+    assert not logfile.log(path, "INFO", "agent", "second")
+    assert path.read_text().splitlines() == [path.read_text().splitlines()[0]]
+    assert path.read_text().endswith("first\n")
+    other.append(b"a line of another process\n")
+    assert not logfile.log(path, "INFO", "agent", "third")
+    assert path.read_text().endswith("a line of another process\n")

@@ -203,7 +203,7 @@ def print_run_summary(
             f"[bold yellow]npuprof:[/] profiling stopped after an internal error in {len(stopped)} "
             f"process(es), which recorded nothing after it ({first}); see {log_name}"
         )
-    skipped, last_reason = _windows_skipped(agents)
+    skipped, last_reason, exact = _windows_skipped(agents)
     if skipped:
         why = (
             f"the last: {_short(last_reason.split('; training goes on')[0])}"
@@ -212,7 +212,8 @@ def print_run_summary(
             "npuprof's warnings in the job's output give them"
         )
         console.print(
-            f"[bold yellow]npuprof:[/] {skipped} capture window(s) could not record ({escape(why)}; see "
+            f"[bold yellow]npuprof:[/] {'' if exact else 'at least '}{skipped} capture window(s) could not "
+            f"record ({escape(why)}; see "
             f"{escape(str(log_path))})"
         )
     running = processes_of_the_run(run_id)
@@ -600,10 +601,11 @@ def _agent_lines(lines: list[str], others: set[str]) -> list[tuple[str, str, str
     return [(m["pid"], m["level"], m["message"]) for m in found if m is not None and m["pid"] not in others]
 
 
-def _windows_skipped(agents: list[tuple[str, str, str]]) -> tuple[int, str]:
-    """The capture windows this run's processes skipped, and the last reason logged ("" if none): each
-    process's count at its exit, or, for one that logged none (a child of ``os.fork`` ends by ``os._exit``:
-    helper-108), its "capture at step N skipped" lines (each names its step, so each is logged)."""
+def _windows_skipped(agents: list[tuple[str, str, str]]) -> tuple[int, str, bool]:
+    """The capture windows this run's processes skipped, the last reason logged ("" if none), and whether
+    the count is exact: each process's count at its exit, or, for one that logged none (a child of
+    ``os.fork`` ends by ``os._exit``: helper-108; a disk full until the job's end: helper-117), its "capture
+    at step N skipped" lines, which a full disk may have lost too: then at least that many."""
     at_exit: dict[str, int] = {}
     seen: dict[str, int] = {}
     last = ""
@@ -613,8 +615,8 @@ def _windows_skipped(agents: list[tuple[str, str, str]]) -> tuple[int, str]:
         elif message.startswith(CAPTURE_SKIPPED) and " skipped: " in message:
             seen[pid] = seen.get(pid, 0) + 1
             last = message.split(" skipped: ", 1)[1]
-    count = sum(at_exit.values()) + sum(n for pid, n in seen.items() if pid not in at_exit)
-    return count, last
+    uncounted = [n for pid, n in seen.items() if pid not in at_exit]
+    return sum(at_exit.values()) + sum(uncounted), last, not uncounted
 
 
 CONTROL_FAILED = "capture control failed at step "  # logged by npuprof.agent.controller, an ERROR

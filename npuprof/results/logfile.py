@@ -3,7 +3,8 @@
 Safety (docs/architecture.md, "Safety"): the log is opened with ``O_NOFOLLOW | O_NONBLOCK`` and written
 only when it is a regular file, so a symlink or a FIFO planted under that name is never followed and
 never blocks. It rotates at ``ROTATE_BYTES`` into one ``.1`` backup, as torch_npu's own logs do (with a
-larger size). Writing never raises: a full disk loses log lines, never the job.
+larger size). Writing never raises: a full disk loses log lines, never the job; a line it cut short is
+taken back, so that the next writer's line does not join it.
 """
 
 from __future__ import annotations
@@ -53,12 +54,27 @@ def append_line(path: str | os.PathLike[str], line: str) -> bool:
     try:
         if info.st_size >= ROTATE_BYTES:
             _rotate(os.fspath(path), info)
-        os.write(fd, line.encode("utf-8", "replace"))
+        data = line.encode("utf-8", "replace")
+        written = os.write(fd, data)
+        if written < len(data):  # a disk that filled inside the line: no torn line for the next to join
+            _take_back(fd, written)
+            return False
         return True
     except OSError:
         return False
     finally:
         os.close(fd)
+
+
+def _take_back(fd: int, written: int) -> None:
+    """Remove the ``written`` bytes of a line cut short, when nothing was appended after them (a writer
+    of another process may have been: its line is kept, ours is then left cut)."""
+    try:
+        end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: just after our bytes
+        if os.fstat(fd).st_size == end:
+            os.ftruncate(fd, end - written)
+    except OSError:
+        pass
 
 
 def log(path: str | os.PathLike[str] | None, level: str, who: str, message: str) -> bool:
