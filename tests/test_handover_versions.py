@@ -246,3 +246,31 @@ def test_a_capture_job_survives_the_pipe_with_bytes_that_are_not_utf8() -> None:
     assert again == job and os.fsencode(again.rank_dir) == b"/r/\xff"
     with pytest.raises(handover.HandoverError, match="version 9"):
         handover.job_from_line(line.replace(b'"version":1}\n', b'"version":9}\n'))
+
+
+def test_a_job_beyond_its_launchers_reach_says_nothing_false_of_its_post_processor(tmp_path: Path) -> None:
+    """helper-117: a process with the run's payload but no launcher near (another node of a multi-node job)
+    whose output dir did not exist yet said "no post-processor could be started (No such file or
+    directory): captures are written in the step, unparsed"; its capture made the dir and started one."""
+    from conftest import ROOT, SCRIPTS, clean_env
+
+    from npuprof.config import ProfileConfig
+    from npuprof.launch import OPTIMIZER_TRIGGER
+
+    out = tmp_path / "not-yet"
+    log = tmp_path / "npuprof.log"  # the run's log, on the launcher's node
+    run = {"run_id": "r", "output": str(out), "log": str(log)}
+    env = clean_env(
+        NPUPROF_CONFIG=ProfileConfig(output=str(out)).to_env(run),
+        NPUPROF_TRIGGERS=OPTIMIZER_TRIGGER,
+        PYTHONPATH=os.pathsep.join([str(ROOT / "npuprof" / "_bootstrap"), str(ROOT)]),
+    )
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "trainer.py"), "--steps", "10"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "post-processor" not in result.stderr, result.stderr
+    (rank_dir,) = out.glob("*_ascend_pt")
+    assert json.loads((rank_dir / "npuprof_capture.json").read_text())["status"] == "complete"
+    assert "post-processor not started with training (FileNotFoundError" in log.read_text()

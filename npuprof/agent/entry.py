@@ -267,10 +267,11 @@ class Agent:
         self.disk.start()
         try:
             self.post.start()
-        except OSError as exc:  # no descriptor or process left to the job: its captures stay unparsed
-            from npuprof.results.postprocess import not_started
-
-            self.log.warn_once("post-not-started", not_started(exc))
+        except OSError as exc:
+            # tried again as each capture starts, which says so if it fails there too: here the output dir
+            # may not exist yet (a job that cannot reach its launcher, another node's, makes it then;
+            # helper-117: "no post-processor could be started (No such file or directory)", then it was)
+            self.log.info(f"post-processor not started with training ({exc!r}); tried again at a capture")
 
     # ---- the edges of the process ----------------------------------------------------------------
     def _exit_hooks(self) -> None:
