@@ -222,7 +222,7 @@ class ProfileConfig:
                 f"{_shown(self.output)} holds a control character",
                 "give a directory name without one",
             )
-        if self.worker_name is not None and not _is_safe_name(self.worker_name):
+        if self.worker_name is not None and not is_safe_name(self.worker_name):
             raise ConfigError(
                 "--worker-name",
                 f"{_shown(self.worker_name)} may hold only letters, digits, '_', '-' and '.', not start with "
@@ -338,7 +338,7 @@ class ProfileConfig:
 WORKER_NAME_LIMIT = 128  # bytes: rank dirs and traces add ~40 to it, a file name holds 255
 
 
-def _is_safe_name(name: str) -> bool:
+def is_safe_name(name: str) -> bool:
     return (
         bool(name)
         and all(c.isalnum() or c in "_-." for c in name)

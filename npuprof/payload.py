@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from npuprof.config import PAYLOAD_VERSION, ProfileConfig, decode_env_payload
+from npuprof.config import PAYLOAD_VERSION, ProfileConfig, decode_env_payload, is_safe_name
 
 
 class RunFacts(msgspec.Struct, kw_only=True):
@@ -50,4 +50,7 @@ def read_payload(value: str) -> tuple[ProfileConfig, RunFacts]:
         run = msgspec.convert(document.get("run") or {}, RunFacts)
     except msgspec.ValidationError as exc:
         raise PayloadError(f"NPUPROF_CONFIG is damaged ({exc})") from None
+    if config.worker_name is not None and not is_safe_name(config.worker_name):
+        # it starts the names of the capture dirs: "../x" would put them outside the output (helper-117)
+        raise PayloadError(f"NPUPROF_CONFIG is damaged (worker_name {config.worker_name!r} is no file name)")
     return config, run

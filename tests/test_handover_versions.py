@@ -129,6 +129,9 @@ def test_a_payload_without_a_version_is_an_older_launchers_and_still_read() -> N
         ),
         (lambda d: d["config"]["schedule"].update(active=[3]), "at `$.schedule.active`"),
         (lambda d: d["run"].update(run_id=7), "at `$.run_id`"),
+        # helper-117: a payload written by hand put the capture dirs outside the output
+        (lambda d: d["config"].update(worker_name="../../up"), "worker_name '../../up' is no file name"),
+        (lambda d: d["config"].update(worker_name="a/b"), "worker_name 'a/b' is no file name"),
     ],
 )
 def test_a_payload_of_another_version_or_damaged_is_named(change, expected: str) -> None:
