@@ -347,6 +347,30 @@ def test_analyse_of_a_run_in_progress_says_in_progress(out: Path, tmp_path: Path
     assert json.loads(finished.stdout)["problems"] == []
 
 
+def test_analyse_of_a_run_that_has_captured_nothing_yet_says_it_still_goes(out: Path, tmp_path: Path) -> None:
+    """helper-117: analyse before a run's first capture said "nothing to analyse" and no more, as of a run
+    that had failed."""
+    go = tmp_path / "go"
+    job = f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
+    proc = subprocess.Popen(
+        [*NPUPROF, "run", "-o", str(out), "--", sys.executable, "-c", job],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: any(out.glob("npuprof_run*.json")), "the run record", timeout=60)
+        during = npuprof("analyse", str(out))
+        go.touch()
+        proc.communicate(timeout=60)
+    finally:
+        _kill_group(proc.pid)
+    assert during.returncode == 1
+    (line,) = during.stderr.splitlines()
+    assert line.startswith("npuprof analyse: nothing to analyse: no rank directory"), line
+    assert f"is still going (npuprof pid {proc.pid} on {os.uname().nodename}): its captures land here" in line
+    after = npuprof("analyse", str(out))
+    assert after.returncode == 1 and "still going" not in after.stderr, after.stderr
+
+
 def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path) -> None:
     out = tmp_path / "result"
     d = out / "h_1_20250101000000000_ascend_pt"

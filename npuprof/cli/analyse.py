@@ -166,7 +166,7 @@ def analyse(
         raise typer.Exit(2) from None
     except NothingToAnalyse as exc:
         _warn_skipped(layout.take_skipped())
-        print(f"npuprof analyse: nothing to analyse: {exc}", file=sys.stderr)
+        print(f"npuprof analyse: nothing to analyse: {exc}{_runs_still_going(target)}", file=sys.stderr)
         raise typer.Exit(1) from None
     except OSError as exc:  # a directory it may not list (each rank's own trouble is in its outcome)
         print(f"npuprof analyse: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)
@@ -273,6 +273,23 @@ def _check_tree(path: Path) -> None:
 def _warn_skipped(lines: list[str]) -> None:
     for line in lines:
         _say(f"npuprof analyse: warning: skipped {line}")
+
+
+def _runs_still_going(target: Path) -> str:
+    """``; run ID is still going (...)`` for each run recorded in ``target`` whose launcher still runs
+    here: no capture yet is no verdict on it (helper-117)."""
+    from npuprof.results import layout
+
+    if not target.is_dir():
+        return ""
+    going = []
+    for _path, record in layout.read_run_records(target):
+        alive = layout.live_launcher(target, record.get("run_id"))
+        if alive:
+            going.append(f"run {record['run_id']} is still going ({alive})")
+    if not going:
+        return ""
+    return f"; {', '.join(going)}: its captures land here as it records, analyse them then"
 
 
 def _mark_in_progress(report: Report) -> None:
