@@ -50,7 +50,9 @@ def read_payload(value: str) -> tuple[ProfileConfig, RunFacts]:
         run = msgspec.convert(document.get("run") or {}, RunFacts)
     except msgspec.ValidationError as exc:
         raise PayloadError(f"NPUPROF_CONFIG is damaged ({exc})") from None
-    if config.worker_name is not None and not is_safe_name(config.worker_name):
-        # it starts the names of the capture dirs: "../x" would put them outside the output (helper-117)
-        raise PayloadError(f"NPUPROF_CONFIG is damaged (worker_name {config.worker_name!r} is no file name)")
+    # both go into file names (the capture dirs, the post-processor's locks): "../x" would put them
+    # outside the output (helper-117, -118)
+    for field, value in (("worker_name", config.worker_name), ("run_id", run.run_id or None)):
+        if value is not None and not is_safe_name(value):
+            raise PayloadError(f"NPUPROF_CONFIG is damaged ({field} {value!r} is no file name)")
     return config, run

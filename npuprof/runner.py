@@ -118,7 +118,7 @@ def _tell_an_outer_run(run_id: str, output: Path) -> None:
     from npuprof import ENV_CONFIG
 
     outer_log = os.environ.get("NPUPROF_LOG")
-    if ENV_CONFIG in os.environ and outer_log and outer_log != str(output / layout.RUN_LOG):
+    if ENV_CONFIG in os.environ and outer_log:  # the same log too, when both runs share -o
         line = logfile.format_line("INFO", "agent", f"{logfile.NESTED_RUN}run {run_id}, output {output}")
         logfile.append_line(outer_log, line)
 

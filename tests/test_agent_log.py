@@ -135,6 +135,10 @@ def test_a_line_the_disk_cut_short_is_taken_back(tmp_path: Path) -> None:
         assert results[0] and not results[-1]
         kept = results.index(False)
         assert not any(results[kept:])  # once full, full
+        # an agent's log tries again through the descriptor it keeps (helper-118: that write tore the line)
+        agent_log = AgentLog(str(path), "agent", "r")
+        agent_log.keep_a_descriptor()
+        assert not agent_log.warning("a line that does not fit either, " * 3)
         text = path.read_text()
         assert text.endswith("\n") and len(text.splitlines()) == kept
         assert all(line.endswith(message.format(n)) for n, line in enumerate(text.splitlines()))

@@ -546,10 +546,14 @@ def test_a_log_whose_directory_the_job_removed_is_said_so_once_the_job_has_ended
     assert "the job goes on" not in result.stderr and (moved / "npuprof.log").is_file()
 
 
-def test_a_job_that_is_npuprof_run_itself_is_named_in_the_outer_summary(out: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared", [False, True], ids=["own-output", "same-output"])
+def test_a_job_that_is_npuprof_run_itself_is_named_in_the_outer_summary(
+    out: Path, tmp_path: Path, shared: bool
+) -> None:
     """helper-110: `npuprof run -- npuprof run -o inner -- python train.py`: the inner run profiles the job
-    (its hook replaces the outer's) and the outer said "no process of the job imported torch.optim"."""
-    inner = tmp_path / "inner"
+    (its hook replaces the outer's) and the outer said "no process of the job imported torch.optim";
+    helper-118: so it still did when both shared -o."""
+    inner = out if shared else tmp_path / "inner"
     nested = [sys.executable, "-m", "npuprof", "run", "-o", str(inner), "--", sys.executable, "-c", "pass"]
     result = npuprof("run", "-o", str(out), "--", *nested)
     assert result.returncode == 0, result.stderr
@@ -559,6 +563,27 @@ def test_a_job_that_is_npuprof_run_itself_is_named_in_the_outer_summary(out: Pat
         f"processes instead of this run: its captures are in {inner}. See {out / 'npuprof.log'}."
     ) in said, said
     assert said.count("imported torch.optim") == 1  # the inner run's own reason, of its own job
+    assert said.count("ran npuprof run itself") == 1  # not said by the inner run of itself
+
+
+def test_a_job_that_captures_and_runs_npuprof_itself_names_both(out: Path, tmp_path: Path) -> None:
+    """helper-118: a job that trained (its capture listed) and also ran npuprof run on another program:
+    the summary listed its own capture and never named the other run's output."""
+    inner = tmp_path / "inner"
+    script = tmp_path / "both.py"
+    script.write_text(
+        "import subprocess, sys, torch\n"
+        "m = torch.nn.Linear(4, 4); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(4):\n"
+        "    opt.zero_grad(); m(torch.randn(2, 4)).sum().backward(); opt.step()\n"
+        f"subprocess.run([sys.executable, '-m', 'npuprof', 'run', '-o', {str(inner)!r}, '--', sys.executable,"
+        " '-c', 'pass'], check=True)\n"
+    )
+    result = npuprof("run", "-o", str(out), *sched(1, 0, 2), "--", sys.executable, str(script))
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert f"npuprof: 1 capture(s) in {out}" in said, said
+    assert f"npuprof: the job ran npuprof run itself: what it profiled is in {inner}, not listed here" in said
 
 
 # ---- must-have 2: the disk guard flag ----------------------------------------------------------------

@@ -132,6 +132,7 @@ def test_a_payload_without_a_version_is_an_older_launchers_and_still_read() -> N
         # helper-117: a payload written by hand put the capture dirs outside the output
         (lambda d: d["config"].update(worker_name="../../up"), "worker_name '../../up' is no file name"),
         (lambda d: d["config"].update(worker_name="a/b"), "worker_name 'a/b' is no file name"),
+        (lambda d: d["run"].update(run_id="../../esc"), "run_id '../../esc' is no file name"),  # helper-118
     ],
 )
 def test_a_payload_of_another_version_or_damaged_is_named(change, expected: str) -> None:

@@ -53,10 +53,9 @@ class AgentLog:
             held, here = os.fstat(kept.fd), os.lstat(self.path)
             if (held.st_dev, held.st_ino) != (here.st_dev, here.st_ino):
                 return False
-            os.write(kept.fd, line.encode("utf-8", "replace"))
+            return logfile.write_whole(kept.fd, line)
         except OSError:
             return False
-        return True
 
     def info(self, message: str) -> bool:
         return self.write("INFO", message)

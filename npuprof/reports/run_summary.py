@@ -216,6 +216,13 @@ def print_run_summary(
             f"record ({escape(why)}; see "
             f"{escape(str(log_path))})"
         )
+    nested = nested_outputs([message for _pid, _level, message in agents], run_id)
+    if nested:  # the processes the job's own npuprof run started are profiled by it, not listed here
+        console.print(
+            f"npuprof: the job ran npuprof run itself: what it profiled is in {escape('; '.join(nested))}, "
+            "not listed here",
+            soft_wrap=True,
+        )
     running = processes_of_the_run(run_id)
     if running:
         console.print(
@@ -446,6 +453,14 @@ def _agent_start_failures(lines: list[str]) -> list[str]:
     return found
 
 
+def nested_outputs(messages: list[str], run_id: str | None) -> list[str]:
+    """The output dirs of the `npuprof run` the job ran itself (their launchers' NESTED_RUN lines), but
+    this run's own line (a run nested in another that shares its -o reads that log too)."""
+    nested = (m.removeprefix(NESTED_RUN) for m in messages if m.startswith(NESTED_RUN))
+    own = f"run {run_id}, output "
+    return list(dict.fromkeys(n.split(", output ", 1)[-1] for n in nested if not n.startswith(own)))
+
+
 def why_no_capture(
     cfg: ProfileConfig,
     exit_code: int,
@@ -460,6 +475,7 @@ def why_no_capture(
     ready_ranks: list[str] = []
     unselected: list[str] = []
     messages: list[str] = []
+    nested_lines: list[str] = []  # launchers of npuprof runs the job ran, not agents of this run
     errors: list[str] = []
     others = _agents_of_other_runs(lines, run_id)
     for line in lines:
@@ -467,6 +483,9 @@ def why_no_capture(
         if match is None or match["pid"] in others:
             continue
         message = match["message"]
+        if message.startswith(NESTED_RUN):
+            nested_lines.append(message)
+            continue
         messages.append(message)
         if match["level"] == "ERROR":
             errors.append(message)
@@ -476,9 +495,9 @@ def why_no_capture(
             unselected.append(selected["rank"])
     ended = _how_the_job_ended(exit_code, died_of)
     failed = f"{ended} and " if exit_code else ""
-    nested = [m.removeprefix(NESTED_RUN) for m in messages if m.startswith(NESTED_RUN)]
+    nested = nested_outputs(nested_lines, run_id)
     if nested:
-        outputs = "; ".join(dict.fromkeys(n.split(", output ", 1)[-1] for n in nested))
+        outputs = "; ".join(nested)
         return (
             f"{failed}the job ran npuprof run itself, which profiled its processes instead of this run: its "
             f"captures are in {outputs}"

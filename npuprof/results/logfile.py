@@ -54,16 +54,22 @@ def append_line(path: str | os.PathLike[str], line: str) -> bool:
     try:
         if info.st_size >= ROTATE_BYTES:
             _rotate(os.fspath(path), info)
-        data = line.encode("utf-8", "replace")
-        written = os.write(fd, data)
-        if written < len(data):  # a disk that filled inside the line: no torn line for the next to join
-            _take_back(fd, written)
-            return False
-        return True
+        return write_whole(fd, line)
     except OSError:
         return False
     finally:
         os.close(fd)
+
+
+def write_whole(fd: int, line: str) -> bool:
+    """Append ``line`` through ``fd`` (opened O_APPEND); False, and no part of it left, when a disk that
+    filled inside it cut it short: no torn line for the next writer's to join. Raises OSError."""
+    data = line.encode("utf-8", "replace")
+    written = os.write(fd, data)
+    if written < len(data):
+        _take_back(fd, written)
+        return False
+    return True
 
 
 def _take_back(fd: int, written: int) -> None:
