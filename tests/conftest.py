@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 ANALYSE_CAPTURE = Path(__file__).resolve().parent / "analyse_support" / "capture.py"
+
+
+@contextlib.contextmanager
+def small_tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of ``size`` mounted at ``where`` (made here), unmounted after; the test is skipped where
+    mounting is not permitted."""
+    where.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

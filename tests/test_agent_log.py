@@ -117,18 +117,11 @@ def test_a_line_the_disk_cut_short_is_taken_back(tmp_path: Path) -> None:
     """helper-117: a disk that filled inside a line left it cut ("... [Errno 28] No"), and the next writer's
     line was glued to it, which the run's summary then quoted. A real tmpfs of two pages, written until
     full: every line left in the log is whole."""
-    import subprocess
+    from conftest import small_tmpfs
 
     from npuprof.results import logfile
 
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "tmpfs", "8k") as mount:
         path = mount / "npuprof.log"
         message = "capture at step {} skipped: [Errno 28] No space left on device; training goes on"
         results = [logfile.log(path, "WARNING", "agent", message.format(n)) for n in range(200)]
@@ -142,8 +135,6 @@ def test_a_line_the_disk_cut_short_is_taken_back(tmp_path: Path) -> None:
         text = path.read_text()
         assert text.endswith("\n") and len(text.splitlines()) == kept
         assert all(line.endswith(message.format(n)) for n, line in enumerate(text.splitlines()))
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_a_line_cut_short_is_taken_back_only_while_it_ends_the_file(

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, capture_record, clean_env, npuprof, rank_dirs, sched
+from conftest import SCRIPTS, capture_record, clean_env, npuprof, rank_dirs, sched, small_tmpfs
 
 from npuprof.config import (
     METADATA_TOTAL_LIMIT,
@@ -348,22 +348,13 @@ def test_ctrl_z_in_an_interactive_shell_gives_the_terminal_back_and_fg_resumes(
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs, filled up."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "tiny", "64k") as mount:
         with contextlib.suppress(OSError), open(mount / "filler", "wb") as handle:
             for _ in range(64):
                 handle.write(b"\0" * 4096)
                 handle.flush()
         assert os.statvfs(mount).f_bavail == 0
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("existing_output", [False, True])
