@@ -495,11 +495,11 @@ class CaptureController:
         self._report_ignored_flags()
         if self.driver is None:  # armed on this thread, before any boundary: the profiler is this thread's
             self._claim_for(get_ident())
+        self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
         try:
             load_range_modules()
         except Exception as exc:  # torch's own lazy import: the capture goes on without it loaded early
             self.log.warn_once("range-modules", f"torch's range module could not be loaded early: {exc!r}")
-        self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
         self._prof_thread = get_ident()
         if self._no_steps and hasattr(self.prof, "record_steps"):
             self.prof.record_steps = False  # torch's own switch: a window without steps is not a step

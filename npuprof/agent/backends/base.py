@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,9 +60,9 @@ def load_range_modules() -> None:
     """Load what torch's ``record_function`` loads at its first use in a process, before the profiler
     starts: torch 2.13 imports its CUPTI monitor module there (~0.8 ms), which in a job that recorded no range
     before (an inference loop) landed in the capture's first step under --warmup 0 (helper-117). Each
-    later range only looks the module up. A torch without that step is left as it is."""
-    import torch.autograd.profiler as autograd_profiler
-
+    later range only looks the module up. A torch without that step is left as it is, and so is a process
+    where torch's profiler module is not loaded (the backend's profiler, made first, loads it)."""
+    autograd_profiler = sys.modules.get("torch.autograd.profiler")
     load = getattr(autograd_profiler, "_maybe_cupti_monitor", None)
     if callable(load):
         load()
