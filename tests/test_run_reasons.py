@@ -338,3 +338,27 @@ def test_windows_of_a_disk_full_until_the_jobs_end_are_a_lower_bound(
         f"2026-12-03 00:00:03 [WARNING] [agent pid=7] {skip.format(27)} is tried\n",
     )
     assert "at least 2 capture window(s) could not record (the last: [Errno 28] No space left" in said, said
+
+
+def test_a_capture_partial_at_both_ends_says_both(tmp_path: Path) -> None:
+    """helper-119: a time window that began inside step 0 and outlasted the job: its record had both steps
+    partial, and the summary's note named the last one only (the first was left out when "partial" was
+    said already)."""
+    import json
+
+    from npuprof.results import layout
+    from npuprof.results.run_record import captures_of_run
+
+    rank_dir = tmp_path / "vm_7_20261203000000000_ascend_pt"
+    rank_dir.mkdir()
+    record = {
+        "run_id": "r1",
+        "status": layout.STATUS_COMPLETE,
+        "steps": list(range(21)),
+        "first_step_partial": True,
+        "detail": "training ended before the capture's last step; step 20 is partial",
+    }
+    (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
+    (capture,) = captures_of_run(tmp_path, "r1")
+    assert capture.detail.startswith("step 0 is partial: recording began inside it; training ended"), capture
+    assert capture.detail.endswith("step 20 is partial")

@@ -180,7 +180,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
         status = layout.capture_status(rank_dir)
         detail = status.detail or str(record.get("detail") or "")
         steps = list(record.get("steps") or [])
-        if record.get("first_step_partial") is True and steps and "partial" not in detail:
+        if record.get("first_step_partial") is True and steps and f"step {steps[0]} is partial" not in detail:
             # recording began inside its first step (at the optimizer's creation, or a time window's
             # start): analyse marks it and leaves it out of the means; the summary's star says so too
             first = f"step {steps[0]} is partial: recording began inside it"
