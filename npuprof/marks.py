@@ -31,6 +31,7 @@ NAMES_LIMIT = 10_000
 _names: dict[str, str] = {}
 _names_over = 0
 _capturing = False  # an npuprof capture records in this process (set by npuprof's agent)
+_capture_serial = 0  # counts the captures begun: a range open at a capture's end was opened in it or before
 _impl: Any = None  # the implementation, chosen at the first call once torch is imported
 # The fast path: an object whose ``_is_profiler_enabled`` is False while nothing would be recorded
 # (torch.autograd.profiler on a CPU build of torch); None where every call must go to the implementation.
@@ -156,9 +157,10 @@ def unlisted_range_start(name: str) -> int:
 
 
 def capture_began() -> None:
-    global _capturing, _names_over
+    global _capturing, _names_over, _capture_serial
     _names.clear()
     _names_over = 0
+    _capture_serial += 1
     _capturing = True
 
 
@@ -168,7 +170,11 @@ def capture_ended() -> dict[str, Any]:
     _capturing = False
     names = dict(_names)
     _names.clear()
-    return {"names": names, "names_not_listed": _names_over}
+    ended: dict[str, Any] = {"names": names, "names_not_listed": _names_over}
+    open_names = getattr(_impl, "open_names", None)
+    if open_names is not None and (still_open := open_names(_capture_serial)):
+        ended["open_at_end"] = still_open  # torch ends their spans with the capture (docs/formats.md)
+    return ended
 
 
 def recording() -> bool:
@@ -248,7 +254,7 @@ class _TorchMarks:
         self.nvtx = nvtx
         self._cuda = torch.cuda if nvtx else None
         self._nvtx: Any = None  # torch.cuda.nvtx once CUDA is initialised
-        self._open: dict[int, tuple[Any, int | None]] = {}
+        self._open: dict[int, tuple[Any, int | None, str, int]] = {}  # (span, nvtx id, name, capture)
         self._ids = itertools.count(1)
 
     def recording(self) -> bool:
@@ -301,7 +307,7 @@ class _TorchMarks:
             if span is None and nvtx_id is None:
                 return 0
             range_id = next(self._ids)
-            self._open[range_id] = (span, nvtx_id)
+            self._open[range_id] = (span, nvtx_id, name, _capture_serial)
             return range_id
         except Exception:
             return 0
@@ -310,7 +316,7 @@ class _TorchMarks:
         opened = self._open.pop(range_id, None)
         if opened is None:
             return
-        span, nvtx_id = opened
+        span, nvtx_id, _name, _serial = opened
         try:
             if span is not None:
                 span.__exit__(None, None, None)
@@ -321,6 +327,12 @@ class _TorchMarks:
 
     def marks_group(self, group: Any) -> bool:
         return True
+
+    def open_names(self, serial: int) -> list[str]:
+        """The names of the ranges opened in capture ``serial`` whose end has not come."""
+        return sorted(
+            {name for span, _n, name, at in list(self._open.values()) if span is not None and at == serial}
+        )
 
 
 class _AskTorch:

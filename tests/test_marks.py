@@ -573,3 +573,41 @@ def test_bench_marks_quick_prints_verdicts_that_follow_from_its_figures() -> Non
     rows = [line for line in proc.stdout.splitlines() if line.rstrip().endswith(("met", "MISSED"))]
     assert len(rows) == 4, proc.stdout
     assert all(verdict_follows_from_figures(line) for line in rows), proc.stdout
+
+
+def test_a_range_open_at_the_captures_end_is_named_and_said(tmp_path: Path) -> None:
+    """helper-119: a range_start whose range_end never came in the capture (ended on even steps only): torch
+    ended its span with the capture, 301.6 ms against ~1 ms for the others, and analyse showed it as a
+    range like the rest (its total and max ~100 times too large). The capture names it; the parse says so."""
+    import torch  # noqa: F401  (the marks' implementation is picked once torch is imported)
+    from torch.profiler import profile
+
+    from npuprof import marks
+    from npuprof.analysis import marks_ranges
+
+    saved_impl = marks._impl
+    marks.use_backend("torch-cpu")
+    try:
+        with profile():
+            before = marks.range_start("opened before the capture")  # another capture's, if any
+            marks.capture_began()
+            marks.range_end(marks.range_start("closed"))
+            marks.range_start("left open")
+            with marks.range("a block"):
+                pass
+            ended = marks.capture_ended()
+        marks.range_end(before)
+        assert ended["open_at_end"] == ["left open"], ended
+        assert set(ended["names"]) == {"closed", "left open", "a block"}
+    finally:
+        marks._use(saved_impl)
+    rank_dir = tmp_path / "rank"
+    rank_dir.mkdir()
+    (rank_dir / marks_ranges.MARKS_FILE).write_text(json.dumps({"version": 1, **ended}))
+    warnings: list[str] = []
+    want = marks_ranges.wanted(rank_dir, warnings.append)
+    assert want is not None and want.names["left open"] == "range"
+    assert warnings == [
+        "range(s) 'left open' still open when the capture ended (no range_end in it): torch ended them with "
+        "the capture, so their time runs to its end"
+    ]

@@ -99,6 +99,15 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
             if not isinstance(listed, dict):
                 raise ValueError("not version 1 with a names object")
             names = {str(k): v for k, v in listed.items() if v in ("mark", "range")}
+            still_open = value.get("open_at_end")
+            if isinstance(still_open, list) and still_open:
+                shown = ", ".join(repr(str(n)) for n in still_open[:5]) + (
+                    " ..." if len(still_open) > 5 else ""
+                )
+                warn(
+                    f"range(s) {shown} still open when the capture ended (no range_end in it): torch ended "
+                    "them with the capture, so their time runs to its end"
+                )
         except (OSError, ValueError) as exc:
             warn(f"{MARKS_FILE} unreadable ({exc}): the user's marks and ranges are not shown")
     record: CommRecord | None = None
