@@ -450,6 +450,32 @@ def test_the_logs_are_written_again_when_log_was_removed_while_the_job_runs(tmp_
     assert (directory / "log").stat().st_mode & 0o777 == 0o750
 
 
+@pytest.mark.parametrize("linked", ["directory", "log"])
+def test_the_logs_are_not_written_through_a_link_put_in_place_of_the_directory(
+    tmp_path: Path, linked: str
+) -> None:
+    """helper-119: the dynamic directory (or its log/) replaced by a symbolic link while the job ran: the
+    watcher refused to read through it, but the logs were written where it pointed."""
+    from npuprof.agent.dynamic_log import DynamicLogs
+
+    directory = tmp_path / "cfg"
+    (directory / "log").mkdir(parents=True)
+    logs = DynamicLogs(directory, lambda: 0)
+    logs.action("INFO", "first", 1)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "log").mkdir(parents=True)
+    if linked == "directory":
+        directory.rename(tmp_path / "moved")
+        directory.symlink_to(elsewhere)
+    else:
+        (directory / "log").rename(directory / "old-log")
+        (directory / "log").symlink_to(elsewhere / "log")
+    logs.action("INFO", "second", 2)
+    logs.monitor("INFO", "third")
+    assert logs.lost == 2
+    assert list((elsewhere / "log").iterdir()) == []
+
+
 def test_a_cancelled_planned_capture_is_said_so_at_the_end_and_in_status(tmp_path: Path) -> None:
     from npuprof.cli.status import _processes
     from npuprof.reports.run_summary import why_no_capture

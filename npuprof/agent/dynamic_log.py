@@ -206,6 +206,11 @@ class DynamicLogs:
         self._write(MONITOR_PREFIX, format_line(level, message, who="npuprof.dynamic.monitor"))
 
     def _write(self, prefix: str, line: str) -> None:
+        if os.path.islink(self.directory.parent) or os.path.islink(self.directory):
+            # the directory (or log/) replaced by a link while the job runs: never written through, as the
+            # watcher never reads through one (helper-119: the logs went where the link pointed)
+            self.lost += 1
+            return
         if append(self.path(prefix), line):
             return
         # the directory was removed and made again while the job runs: log/ is made again (0o750), once
