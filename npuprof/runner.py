@@ -206,11 +206,14 @@ def _wait_for_post_processing(
     try:
         held.waiting = True
         deadline = time.monotonic() + _QUIET_WAIT_S
-        busy = _busy_post_processors(output, run_id) or len(postprocess.own_post_processors_at_work())
+
+        def at_work() -> int:  # by their locks, or by pid where the script removed the locks
+            return _busy_post_processors(output, run_id) or len(postprocess.own_post_processors_at_work())
+
+        busy = at_work()
         while busy and time.monotonic() < deadline:
             time.sleep(0.02)
-            # by their locks, or by pid when the script removed the locks (the output dir with them)
-            busy = _busy_post_processors(output, run_id) or len(postprocess.own_post_processors_at_work())
+            busy = at_work()
         if busy:
             at_most = (
                 f", {STOPPED_JOB_WAIT_S:.0f} s at most after {_signal_name(stopped_by)}" if stopped_by else ""
