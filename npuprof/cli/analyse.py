@@ -284,8 +284,8 @@ def _runs_still_going(target: Path) -> str:
         return ""
     going = []
     for _path, record in layout.read_run_records(target):
-        alive = layout.live_launcher(target, record.get("run_id"))
-        if alive:
+        alive = layout.record_launcher_alive(record)
+        if alive and isinstance(record.get("run_id"), str):
             going.append(f"run {record['run_id']} is still going ({alive})")
     if not going:
         return ""

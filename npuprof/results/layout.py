@@ -592,16 +592,21 @@ def live_launcher(output: Path, run_id: Any) -> str | None:
 
 def _live_launcher(output: Path, run_id: str) -> str | None:
     for _path, record in read_run_records(output):
-        if record.get("run_id") != run_id:
-            continue
-        pid, host = record.get("launcher_pid"), record.get("host")
-        if record.get("end") is not None or not isinstance(pid, int) or isinstance(pid, bool):
-            return None
-        if host != os.uname().nodename or pid == os.getpid() or pid <= 0:
-            return None
-        if _alive_since(pid, record.get("start")):
-            return f"npuprof pid {pid} on {host}"
+        if record.get("run_id") == run_id:
+            return record_launcher_alive(record)
+    return None
+
+
+def record_launcher_alive(record: dict[str, Any]) -> str | None:
+    """``"npuprof pid N on HOST"`` when the run of this run record has not ended and its launcher is
+    alive on this host (see live_launcher), else None."""
+    pid, host = record.get("launcher_pid"), record.get("host")
+    if record.get("end") is not None or not isinstance(pid, int) or isinstance(pid, bool):
         return None
+    if host != os.uname().nodename or pid == os.getpid() or pid <= 0:
+        return None
+    if _alive_since(pid, record.get("start")):
+        return f"npuprof pid {pid} on {host}"
     return None
 
 
