@@ -294,6 +294,32 @@ def test_an_empty_operator_table_and_a_communication_file_of_another_form_are_na
     assert any("communication.json is not torch_npu's form" in w for w in rank["warnings"]), rank["warnings"]
 
 
+def test_communication_files_of_unforeseen_forms_cost_their_rank_a_warning_not_the_report(
+    tmp_path: Path,
+) -> None:
+    """helper-120: an operation whose "Communication Time Info" was a list ended analyse in a traceback (the
+    other rank lost too); msprof-analyze's cluster_communication.json put in as a rank's file (groups, then
+    "step") read as no communication without a word."""
+    step = [_step(1, 50.0, 1.0, 4.0, 1.0)]
+    listed = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", step)
+    (listed / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(
+        json.dumps({"step1": {"collective": {"hcom_allReduce__1_0@1": {"Communication Time Info": [1, 2]}}}})
+    )
+    cluster_form = _rank_dir(tmp_path, 1, "kernel_details_2023.csv", step)
+    (cluster_form / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(
+        json.dumps({"(0, 1)": {"step": {"hcom_allReduce__1_0@1": {"0": {"Communication Time Info": {}}}}}})
+    )
+    by_rank = {r["rank"]: r for r in _report(tmp_path)["ranks"]}
+    assert by_rank[0]["communication"] == {"operators": 1, "time_us": 0.0, "size_mb": 0.0}
+    assert "communication.json: 1 operation(s) have no 'Elapse Time(ms)' number" in " ".join(
+        by_rank[0]["warnings"]
+    )
+    assert by_rank[1]["communication"] == {"operators": 0}
+    assert "communication.json is not torch_npu's form (no step with 'collective' or 'p2p'" in " ".join(
+        by_rank[1]["warnings"]
+    )
+
+
 def test_tables_that_are_symbolic_links_are_not_followed(tmp_path: Path) -> None:
     """helper-104: torch_npu's tables were opened through links: one to a file out of the tree was read
     (/etc/passwd as 23 operators named ""). Every result file is opened without following a link."""
@@ -334,32 +360,28 @@ def _cut_after_cells(line: bytes, cells: int) -> bytes:
 
 
 def test_a_kernel_table_cut_short_is_named(tmp_path: Path) -> None:
-    """helper-104: a kernel_details.csv cut by a copy (its last row short, or no line break at its end)
-    was read without a word."""
+    """helper-104: a kernel_details.csv cut by a copy (its last row short) was read without a word. A
+    last row without a line break is no sign (helper-120: the real 2025 table ends so, every row whole)."""
     data = (REAL / "kernel_details_2023.csv").read_bytes()
     body = data.rstrip(b"\n")
     last_start = body.rfind(b"\n") + 1
     header = next(csv.reader([data.split(b"\n", 1)[0].decode("utf-8-sig")]))
     assert len(header) > 10
-    forms = {
-        "no line break at the end": data.rstrip(b"\n"),
-        "1 row(s) with fewer cells than its header": body[:last_start]
-        + _cut_after_cells(body[last_start:], 10),
-    }
-    for why, cut in forms.items():
-        d = _rank_dir(
-            tmp_path / why[:2], 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)]
-        )
-        (d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").write_bytes(cut)
-        result = npuprof("analyse", str(d), "--format", "json", env=clean_env())
-        assert result.returncode == 0, result.stderr
-        (rank,) = json.loads(result.stdout)["ranks"]
-        assert f"kernel_details.csv looks cut short ({why})" in " ".join(rank["warnings"]), rank["warnings"]
-    whole = _rank_dir(
-        tmp_path / "whole", 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)]
+    d = _rank_dir(tmp_path / "cut", 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    (d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").write_bytes(
+        body[:last_start] + _cut_after_cells(body[last_start:], 10)
     )
-    (rank,) = json.loads(npuprof("analyse", str(whole), "--format", "json", env=clean_env()).stdout)["ranks"]
-    assert not any("cut short" in w for w in rank["warnings"])
+    result = npuprof("analyse", str(d), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    why = "1 row(s) with fewer cells than its header"
+    assert f"kernel_details.csv looks cut short ({why})" in " ".join(rank["warnings"]), rank["warnings"]
+    assert not (REAL / "kernel_details_2025.csv").read_bytes().endswith(b"\n")  # the real form tried below
+    for name in ("kernel_details_2023.csv", "kernel_details_2025.csv"):
+        whole = _rank_dir(tmp_path / name, 0, name, [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+        result = npuprof("analyse", str(whole), "--format", "json", env=clean_env())
+        (rank,) = json.loads(result.stdout)["ranks"]
+        assert not any("cut short" in w for w in rank["warnings"]), (name, rank["warnings"])
 
 
 def test_tables_of_another_form_are_named_not_read_as_zeros(tmp_path: Path) -> None:
@@ -885,6 +907,20 @@ def test_two_traces_of_one_process_are_not_said_to_be_processes_without_a_rank(t
     result = npuprof("analyse", str(tmp_path), env=clean_env())
     assert result.returncode == 0, result.stderr
     assert "have no rank" not in result.stderr
+
+
+def test_a_link_in_a_loop_beside_traces_hides_only_itself(tmp_path: Path) -> None:
+    """helper-120: a folder of traces holding two links that point at each other read as "no rank
+    directory ... and it is not a trace file": the loop (ELOOP) ended the folder's scan."""
+    trace = json.loads((REAL / "trace_view.json").read_text())
+    (tmp_path / "vm_1.1.pt.trace.json").write_text(json.dumps(trace))
+    (tmp_path / "loop1").symlink_to("loop2.json")
+    (tmp_path / "loop2.json").symlink_to("loop1")
+    result = npuprof("analyse", str(tmp_path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert rank["steps"]
+    assert f"skipped {tmp_path / 'loop2.json'}: Too many levels of symbolic links" in result.stderr
 
 
 def test_memory_record_sizes_no_device_has_are_left_out_and_said(tmp_path: Path) -> None:

@@ -128,7 +128,12 @@ def _trace_files_in(directory: Path) -> list[Path]:
                     entry.name.startswith(".") or not entry.name.endswith((".json", ".json.gz"))
                 ):
                     continue
-                if not entry.is_file():
+                try:
+                    regular = entry.is_file()
+                except OSError as exc:  # a link in a loop (ELOOP): that entry, not the whole directory
+                    layout.note_skipped(entry.path, exc.strerror or str(exc))
+                    continue
+                if not regular:
                     if kineto:
                         layout.note_skipped(entry.path, "not a regular file (a FIFO, a directory)")
                     continue
@@ -355,6 +360,9 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
             return ascend_output.summary_of(parsed_dir.parent), ""
         except ascend_output.AscendTableError as exc:
             return None, f"torch_npu's tables: {exc}"
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            # another tool's files: a form no reader foresaw costs this rank, never the whole report
+            return None, f"torch_npu's tables are in a form npuprof cannot read ({type(exc).__name__}: {exc})"
     try:
         data = (parsed_dir / SUMMARY_FILE).read_bytes()
     except OSError as exc:
