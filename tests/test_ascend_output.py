@@ -66,6 +66,16 @@ def _step(step: int, computing: float, not_overlapped: float, free: float, prepa
     ]
 
 
+OPERATOR_TIMES_HEADER = [
+    "Host Self Duration(us)",
+    "Host Total Duration(us)",
+    "Device Self Duration(us)",
+    "Device Total Duration(us)",
+    "Device Self Duration With AICore(us)",
+    "Device Total Duration With AICore(us)",
+]
+
+
 def _report(path: Path, *extra: str) -> dict:
     result = npuprof("analyse", str(path), "--format", "json", *extra, env=clean_env())
     assert result.returncode == 0, result.stderr
@@ -318,6 +328,27 @@ def test_communication_files_of_unforeseen_forms_cost_their_rank_a_warning_not_t
     assert "communication.json is not torch_npu's form (no step with 'collective' or 'p2p'" in " ".join(
         by_rank[1]["warnings"]
     )
+
+
+def test_operator_rows_with_a_damaged_time_are_named(tmp_path: Path) -> None:
+    """helper-120: operator_details.csv cells "abc", "-5" and "1e400" counted as 0 without a word (the
+    kernel table's were named)."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    header = ["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER]
+    rows = [
+        ["aten::mm", '"4,4"', "a.py(1): f", 100.5, 200, 50, 50, 0, 0],
+        ["aten::mm", '"8,8"', "", "abc", "N/A", -5, "1e400", 0, 0],  # damaged: self, device self, total
+        ["aten::add", "", "", 99, 99, 1, 1, 0, 0],
+        ["aten::add", "", "", 1, 2, "N/A", "", 0, 0],  # torch_npu's own "no value": no damage
+    ]
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "operator_details.csv", "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    (rank,) = _report(tmp_path)["ranks"]
+    by_name = {op["name"]: op for op in rank["top_operators"]}
+    assert (by_name["aten::mm"]["count"], by_name["aten::mm"]["self_us"]) == (2, 100.5)
+    assert (by_name["aten::mm"]["total_us"], by_name["aten::mm"]["device_us"]) == (200.0, 50.0)
+    assert (by_name["aten::add"]["self_us"], by_name["aten::add"]["device_us"]) == (100.0, 1.0)
+    assert "operator_details.csv: 1 row(s) have a time that is no duration" in " ".join(rank["warnings"])
 
 
 def test_tables_that_are_symbolic_links_are_not_followed(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def summary_of(rank_dir: Path) -> Summary:
     except AscendTableError as exc:
         warnings.append(f"{exc}: no memory figures")
     try:
-        operators = _top_operators(out / OPERATOR_FILE)  # every name, largest first
+        operators = _top_operators(out / OPERATOR_FILE, warnings)  # every name, largest first
         if not operators and (out / OPERATOR_FILE).is_file():
             warnings.append(f"no {OPERATOR_FILE} rows: no top operators")
     except AscendTableError as exc:
@@ -186,6 +186,14 @@ def _number(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _duration(text: str | None) -> float | None:
+    """A time cell that may be absent (empty, ``N/A``: 0), else a finite number >= 0; None when damaged."""
+    if text is None or text.strip() in ("", "N/A"):
+        return 0.0
+    value = _number(text)
+    return value if value is not None and value >= 0 else None
 
 
 def _step_id(text: str | None) -> int | None:
@@ -370,16 +378,28 @@ def _kernel_totals(groups: dict[tuple[int | None, str], list[float]]) -> list[To
     return [TopKernel(step=None, name=n, count=int(c), total_us=round(t, 3)) for n, (c, t) in totals.items()]
 
 
-def _top_operators(path: Path) -> list[TopOperator]:
+_OPERATOR_TIMES = ("Host Self Duration(us)", "Host Total Duration(us)", "Device Total Duration(us)")
+
+
+def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
+    """Every operator name's calls and summed times; rows with a time that is no duration (damage, an
+    edit: torch_npu writes a number in each) count it as 0, said in ``warnings``."""
     if not path.is_file():
         return []
     groups: dict[str, list[float]] = {}
+    damaged = 0
     for row in _rows(path):
         acc = groups.setdefault(row.get("Name") or "", [0, 0.0, 0.0, 0.0])
         acc[0] += 1
-        acc[1] += _number(row.get("Host Self Duration(us)")) or 0.0
-        acc[2] += _number(row.get("Host Total Duration(us)")) or 0.0
-        acc[3] += _number(row.get("Device Total Duration(us)")) or 0.0
+        times = [_duration(row.get(column)) for column in _OPERATOR_TIMES]
+        damaged += any(t is None for t in times)
+        for k, t in enumerate(times, 1):
+            acc[k] += t or 0.0
+    if damaged:
+        warnings.append(
+            f"{OPERATOR_FILE}: {damaged} row(s) have a time that is no duration (not a number, or negative): "
+            "counted as 0 in the top operators"
+        )
     chosen = sorted(groups.items(), key=lambda kv: (-kv[1][1], kv[0]))
     return [
         TopOperator(
