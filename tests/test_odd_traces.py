@@ -1146,3 +1146,19 @@ def test_links_that_lead_nowhere_and_widths_that_are_none_are_named(tmp_path: Pa
         result = npuprof("export-stacks", str(trace), "--svg", str(tmp_path / "s.svg"), "--min-width", width)
         assert result.returncode == 2 and f"--min-width {float(width)}: give a width" in result.stderr, result
         assert not (tmp_path / "s.svg").exists()
+
+
+@pytest.mark.parametrize("base", ["abc", 10**30, -5, 1.5e18])
+def test_a_time_base_that_is_no_time_is_named(tmp_path: Path, base: object) -> None:
+    """helper-120: a baseTimeNanoseconds of "abc" or 1e30 was dropped without a word: the rank's starts are
+    then compared across ranks on another clock."""
+    trace = cpu_trace()
+    trace["baseTimeNanoseconds"] = base
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    assert "time_base_ns" not in summary
+    (note,) = [w for w in summary.get("warnings", []) if "baseTimeNanoseconds" in w]
+    assert note.startswith(f"the trace's baseTimeNanoseconds ({base!r}) is no time in nanoseconds"), note
+    trace["baseTimeNanoseconds"] = 1_700_000_000_000_000_000
+    good = _summary(write_rank_dir(tmp_path / "good", trace))
+    assert good["time_base_ns"] == 1_700_000_000_000_000_000
+    assert not [w for w in good.get("warnings", []) if "baseTimeNanoseconds" in w]

@@ -274,9 +274,8 @@ def parse_rank_dir(
         ):
             # stopped before its end by npuprof (--min-free-space) with its trace written whole (a trace
             # is renamed into place once written): what it holds is read, the stop said with it
-            notes.append(
-                f"the capture was stopped before its planned end ({status.detail}); its trace is read"
-            )
+            why = f" ({status.detail})" if status.detail else ""
+            notes.append(f"the capture was stopped before its planned end{why}; its trace is read")
         elif status.status == layout.STATUS_CAPTURING:  # its run is alive: it may well be recording
             outcome.status = "in progress"
             outcome.reason = (
@@ -717,6 +716,7 @@ def _write_outputs(
                         + extract.warnings()
                         + tables.link_notes(tabs, extract)
                         + _db_warning(db_note)
+                        + tables.base_ns_notes(meta)
                     )
                     else {}
                 ),

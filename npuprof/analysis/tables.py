@@ -40,6 +40,18 @@ def base_ns_of(meta: dict[str, Any]) -> int:
     return base if isinstance(base, int) and not isinstance(base, bool) and 0 < base < 1 << 62 else 0
 
 
+def base_ns_notes(meta: dict[str, Any]) -> list[str]:
+    """The warning for a ``baseTimeNanoseconds`` that is there but no time (damage, an edit): its ``ts``
+    are then read as they are, so starts compared across ranks may mix clocks."""
+    if "baseTimeNanoseconds" not in meta or base_ns_of(meta) or meta["baseTimeNanoseconds"] == 0:
+        return []
+    shown = repr(meta["baseTimeNanoseconds"])[:40]
+    return [
+        f"the trace's baseTimeNanoseconds ({shown}) is no time in nanoseconds: its times are read without "
+        "it (the start skew across ranks may compare different clocks)"
+    ]
+
+
 @dataclass
 class OpView:
     """The operators as numpy columns, with the results of the nesting walk."""
