@@ -193,3 +193,41 @@ def test_damaged_gz_through_parse(tmp_path: Path, damage: str, kind: str) -> Non
         outcome = parse_rank_dir(rank_dir, force=True, workers=workers)
         assert outcome.status == kind, (workers, outcome)
         assert not (rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("name_json", "read_as", "repaired"),
+    [
+        (r"a\ud800b", "a\ufffdb", 1),  # an unpaired high surrogate (Python's json.dump of a surrogateescape)
+        (r"a\udcffb", "a\ufffdb", 1),  # an unpaired low one
+        (r"\ud800\ud800\ude00", "\ufffd\U00010200", 1),  # the second high pairs with the low
+        (r"\ud83d\ude00 ok", "\U0001f600 ok", 0),  # a pair, as json.dump writes an emoji: untouched
+        (r"\\ud800", "\\ud800", 0),  # an escaped backslash, then text
+        (r"\\\ud800", "\\\ufffd", 1),  # an escaped backslash, then an unpaired escape
+    ],
+)
+def test_strings_msgspec_refuses_are_read_as_pythons_json_reads_them(
+    tmp_path: Path, name_json: str, read_as: str, repaired: int
+) -> None:
+    """helper-120: a trace with an unpaired surrogate escape (valid JSON: Python's json reads it) was refused
+    whole, "malformed JSON at byte N": msgspec says "truncated" of it. Bytes that are not UTF-8 too."""
+    trace = cuda_trace()
+    trace["traceEvents"].append(
+        {"ph": "X", "cat": "cpu_op", "name": "MARK", "pid": 1, "tid": 1, "ts": 9, "dur": 1}
+    )
+    body = json.dumps(trace)
+    path = tmp_path / "t.json"
+    path.write_text(body.replace('"MARK"', f'"{name_json}"'))
+    python_reads = json.loads(path.read_text())["traceEvents"][-1]["name"]  # valid JSON to Python
+    reader = TraceReader(path, block=300)
+    events = [e for chunk in reader for e in chunk.events]
+    assert len(events) == len(trace["traceEvents"])
+    assert events[-1].name == read_as
+    assert reader.repaired_strings == repaired
+    if not repaired:
+        assert python_reads == read_as
+
+    path.write_bytes(body.replace('"MARK"', '"a\\u00e9@@b"').encode().replace(b"@@", b"\xff\xfe"))
+    reader = TraceReader(path, block=300)
+    events = [e for chunk in reader for e in chunk.events]
+    assert events[-1].name == "a\u00e9??b" and reader.repaired_strings == 2

@@ -1162,3 +1162,20 @@ def test_a_time_base_that_is_no_time_is_named(tmp_path: Path, base: object) -> N
     good = _summary(write_rank_dir(tmp_path / "good", trace))
     assert good["time_base_ns"] == 1_700_000_000_000_000_000
     assert not [w for w in good.get("warnings", []) if "baseTimeNanoseconds" in w]
+
+
+def test_a_name_of_undecodable_bytes_is_read_and_named(tmp_path: Path) -> None:
+    """helper-120: one operator named with an unpaired surrogate escape (Python's json.dump of a path of
+    bytes that are not UTF-8) refused the whole trace as "malformed JSON"; it is read, and said."""
+    trace = cpu_trace()
+    plain = _summary(write_rank_dir(tmp_path / "plain", trace))
+    op = next(e for e in trace["traceEvents"] if e.get("cat") == "cpu_op")
+    op["name"] = "bad\udcffname"
+    d = write_rank_dir(tmp_path / "odd", trace)  # json.dump writes the escape "\udcff"
+    (raw,) = d.glob("*.pt.trace.json")
+    assert b"bad\\udcffname" in raw.read_bytes()
+    summary = _summary(d)
+    assert summary["steps"] == plain["steps"]
+    assert "bad\ufffdname" in {o["name"] for o in summary["top_operators"]}
+    (note,) = [w for w in summary["warnings"] if "not text" in w]
+    assert note.startswith("1 character(s) in the trace's strings are not text"), note

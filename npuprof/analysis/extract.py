@@ -588,6 +588,7 @@ class Extract:
         # does not know outside device processes (torch_npu's CANN calls among them) by category
         self.unread_phases: Counter[str] = Counter()
         self.timeless = 0  # complete events without a ts or a dur: left out
+        self.repaired_strings = 0  # unpaired surrogate escapes and bytes not UTF-8 (TraceReader)
         self.negative_durations = 0  # events whose negative dur is read as 0 (_zero_negative_durations)
         self.unread_categories: Counter[str] = Counter()
         # complete events of no category left out of processes of no known kind (by process name): device
@@ -705,6 +706,12 @@ class Extract:
                 "counted only in a process "
                 'named as a device\'s ("Ascend Hardware", "GPU 0", "NPU 0", ...) and collectives in '
                 '"HCCL" or "Communication"'
+            )
+        if self.repaired_strings:
+            notes.append(
+                f"{self.repaired_strings} character(s) in the trace's strings are not text (unpaired UTF-16 "
+                "surrogate escapes, or bytes that are not UTF-8: a name or path made of undecodable bytes): "
+                "read as U+FFFD and '?'"
             )
         if self.timeless:
             notes.append(
@@ -1338,6 +1345,7 @@ class Extract:
             self.unknown_device_work[key] = self.unknown_device_work.get(key, 0) + count
         self.unread_phases.update(other.unread_phases)
         self.timeless += other.timeless
+        self.repaired_strings += other.repaired_strings
         self.negative_durations += other.negative_durations
         self.mem_without_totals += other.mem_without_totals
         self.unread_categories.update(other.unread_categories)

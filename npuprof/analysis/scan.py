@@ -34,6 +34,7 @@ def _scan_into(
     try:
         for chunk in reader.iter_range(start, end):
             extract.add_chunk(chunk.events, chunk.text)
+        extract.repaired_strings += reader.repaired_strings
     except EventError as exc:
         raise TraceError("corrupt", f"{path}: {exc} (corrupt trace)") from None
 

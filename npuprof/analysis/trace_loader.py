@@ -107,6 +107,14 @@ BASE_WINDOW = 64 << 10  # the base comes from the first string ts in this many b
 _FIRST_STRING_TS = re.compile(rb'"ts"\s*:\s*"\s*(-?\d+)')
 _LEADING_ZEROS = re.compile(rb"(^|,)0+(?=\d)")
 _FLOATS = msgspec.json.Decoder(list[float])
+# strings msgspec refuses though Python's json reads them: an unpaired UTF-16 surrogate escape (a path with
+# bytes that are not UTF-8, written by Python's json.dump: "\udcff"), and bytes that are not UTF-8. Each is
+# replaced by text of its own length ("\ufffd", "?"), so every offset into the chunk stays right.
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)((?:\\\\)*)(?:\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, decoded with "surrogateescape"
 _STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the fallback is tried first
 _RETRY_EVERY = 32  # ... and the decoder again every this many chunks (a later part of the trace may fit)
 
@@ -299,6 +307,7 @@ class TraceReader:
         self.malformed_at: int | None = None
         self.malformed_what = ""  # what stands there, when it is a known non-JSON number
         self._events_at: int | None = None  # events_start()'s answer, once asked
+        self.repaired_strings = 0  # unpaired surrogate escapes and bytes not UTF-8 read as "\ufffd" / "?"
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
 
@@ -372,26 +381,13 @@ class TraceReader:
         framed = bytearray(b"[")
         framed += text
         framed += b"]"
-        try:
-            try:
-                if self._misses >= _STICKY_FALLBACK and self._misses % _RETRY_EVERY:
-                    raise msgspec.ValidationError  # the decoder rarely fits here: the fallback (retried)
-                events = self.decoder.decode(framed)
-                self._misses = 0
-            except msgspec.ValidationError:
-                if self.fallback is None:
-                    return self._undecodable(framed)
-                self._misses += 1
-                try:
-                    events = self.fallback.decode(framed)
-                except msgspec.DecodeError:
-                    return self._undecodable(framed)
-            except msgspec.DecodeError:
+        events = self._events_of(framed)
+        if events is None:
+            repaired = _repaired_strings(framed)
+            if repaired is None or (events := self._events_of(repaired[0])) is None:
                 return self._undecodable(framed)
-        except RecursionError:  # wherever such a trace is cut, it cannot be read
-            raise TraceError(
-                "corrupt", f"{self.path}: JSON nested too deeply to read (corrupt trace)"
-            ) from None
+            framed = repaired[0]
+            self.repaired_strings += repaired[1]
         if not self._texts_kept:
             try:
                 sum(map(_TS, events))  # C speed; a string time (or a ts that is no number) stops it
@@ -401,6 +397,30 @@ class TraceReader:
                 if self.ts_base and events and max(map(_TS, events)) >= self.ts_base:
                     self._rebase_numbers(events, range(len(events)))
         return events, memoryview(framed)[1:-1]
+
+    def _events_of(self, framed: bytearray) -> list[Any] | None:
+        """The events of ``[...]``, by the decoder or the fallback; None when it is not JSON they read."""
+        try:
+            try:
+                if self._misses >= _STICKY_FALLBACK and self._misses % _RETRY_EVERY:
+                    raise msgspec.ValidationError  # the decoder rarely fits here: the fallback (retried)
+                events = self.decoder.decode(framed)
+                self._misses = 0
+            except msgspec.ValidationError:
+                if self.fallback is None:
+                    return None
+                self._misses += 1
+                try:
+                    events = self.fallback.decode(framed)
+                except msgspec.DecodeError:
+                    return None
+            except msgspec.DecodeError:
+                return None
+        except RecursionError:  # wherever such a trace is cut, it cannot be read
+            raise TraceError(
+                "corrupt", f"{self.path}: JSON nested too deeply to read (corrupt trace)"
+            ) from None
+        return events
 
     def _rebase_numbers(self, events: list[Any], where: Iterable[int]) -> None:
         """A trace whose times are strings of epoch µs (its ts are offsets from ``ts_base``) with some written
@@ -912,6 +932,25 @@ class TraceReader:
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")  # between two events: "},{"
 BOUNDARY_WINDOW = 1 << 20  # bytes searched at a time, from the end back
 BOUNDARY_SLACK = 4096  # room after a "}" for the "," and "{" of its boundary (whitespace)
+
+
+def _repaired_strings(framed: bytearray) -> tuple[bytearray, int] | None:
+    """``framed`` with its unpaired surrogate escapes and its bytes that are not UTF-8 replaced by text of
+    the same length (``_LONE_SURROGATE``), and how many; None when it has neither."""
+    surrogates = 0
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        nonlocal surrogates
+        surrogates += 1
+        return match.group(1) + rb"\ufffd"
+
+    text = _LONE_SURROGATE.sub(replace, framed) if b"\\u" in framed else bytes(framed)
+    decoded, bad_bytes = _ESCAPED_BYTE.subn("?", text.decode("utf-8", "surrogateescape"))
+    if bad_bytes:
+        text = decoded.encode()
+    if not surrogates and not bad_bytes:
+        return None
+    return bytearray(text), surrogates + bad_bytes
 
 
 def _last_boundary(buf: bytes | bytearray, end: int) -> int:
