@@ -737,3 +737,21 @@ def test_own_mode_needs_torch_npu_installed() -> None:
     if importlib.util.find_spec("torch_npu") is not None:
         pytest.skip("a torch_npu is importable in the test process")
     assert torch_npu_own_mode_active({"MSMONITOR_USE_DAEMON": "1"}) is None
+
+
+def test_a_child_forked_during_a_capture_never_stops_the_parents_profiler(tmp_path: Path) -> None:
+    """helper-122: torch_npu's profile stops itself in __del__ (if not self.stopped: self.stop()); a forked
+    DataLoader worker dropped the profiler it inherited, so each worker ran stop, the trace's finalising
+    and the handler into the parent's rank dir (on an NPU, a device synchronize from the child), whenever
+    Python's cyclic collector ran there (the profile and its action controller hold each other)."""
+    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2", "--no-analyse"]
+    pids = tmp_path / "workers.txt"
+    result = run_npuprof(tmp_path, flags, 6, NPU_TRAIN_FORKED_WORKERS="2", NPU_TRAIN_WORKER_PIDS=str(pids))
+    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
+    assert len(set(pids.read_text().split())) == 12  # 2 workers forked at each of the 6 steps
+    foreign = [c for c in result["log"] if c["pid"] != result["pid"] and c["call"].startswith("profile")]
+    assert foreign == []
+    assert ("stop", 4, "RECORD_AND_SAVE") not in lifecycle(result["log"])  # stepped to its end, once
+    (rank_dir,) = layout.find_rank_dirs(tmp_path / "out")
+    assert len(list(rank_dir.glob("PROF_*"))) == 1
+    assert capture_record(rank_dir)["steps"] == [2, 3]

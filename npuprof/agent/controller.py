@@ -723,6 +723,7 @@ class CaptureController:
 
     def reset_after_fork(self) -> None:
         """A forked child starts counting its own steps; the parent's profiler and files are not its."""
+        _keep_inherited(self.prof)
         self.prof = None
         self.backend = None
         self.sink = None
@@ -740,6 +741,25 @@ class CaptureController:
         self._thread_guards = threading.local()
         self._finish_requested = None
         self._foreign_reported = False
+
+
+# The profilers a forked child inherited, held until it ends: torch_npu's profile stops itself in __del__
+# (stop_trace and finalize_trace into the parent's rank dir, a device synchronize, from the child).
+_INHERITED: list[Any] = []
+
+
+def _keep_inherited(prof: Any) -> None:
+    """Keep a profiler inherited through fork from ever being collected, and mark it stopped, so that no
+    destructor of a profiler (torch_npu's ``if not self.stopped: self.stop()``) acts on the parent's
+    capture from the child."""
+    if prof is None:
+        return
+    _INHERITED.append(prof)
+    try:
+        if getattr(prof, "stopped", True) is False:
+            prof.stopped = True
+    except (AttributeError, TypeError):  # a profiler without that attribute has no such destructor
+        pass
 
 
 class _DriverGuard:

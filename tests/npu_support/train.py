@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
 import torch
 import torch_npu  # noqa: F401  (an NPU script imports it; torch_npu's own profiling mode starts here)
+
+
+def _note_worker(_worker_id: int) -> None:
+    with open(os.environ["NPU_TRAIN_WORKER_PIDS"], "a") as f:  # each forked worker's pid, a line each
+        f.write(f"{os.getpid()}\n")
+    gc.collect()  # as a worker's own allocations make Python do, at a time no one chooses
 
 
 def main() -> None:
@@ -17,7 +24,18 @@ def main() -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    workers = int(os.environ.get("NPU_TRAIN_FORKED_WORKERS", "0"))  # DataLoader workers forked each step
+    data = torch.utils.data.TensorDataset(torch.randn(8, 8))
     for _ in range(steps):
+        if workers:
+            for _batch in torch.utils.data.DataLoader(
+                data,
+                batch_size=4,
+                num_workers=workers,
+                multiprocessing_context="fork",
+                worker_init_fn=_note_worker,
+            ):
+                pass
         loss = model(torch.randn(4, 8)).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()

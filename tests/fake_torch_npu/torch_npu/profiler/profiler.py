@@ -210,6 +210,16 @@ class profile(_KinetoProfile):
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
+    def __del__(self) -> None:
+        # as torch_npu's profile (profiler.py, under @no_exception_func): a profile dropped while it runs
+        # stops itself, its trace finalised and handed to on_trace_ready
+        try:
+            if not self.stopped:
+                _calls.record("profile.__del__ stops", step_num=self.step_num)
+                self.stop()
+        except Exception as exc:  # torch_npu's decorator prints and swallows everything
+            print_warn_msg(f"Call __del__ failed: {exc}")
+
     def start(self) -> None:
         _calls.record("profile.start", step_num=self.step_num, action=self.current_action)
         self.stopped = False
