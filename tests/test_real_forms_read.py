@@ -547,6 +547,43 @@ def test_analyse_reads_the_real_trace_view(tmp_path: Path) -> None:
     assert kernels[top] == names.count(top)
 
 
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _npu_dims(dims: list[list[int]]) -> str:
+    """torch_npu's ``Input Dims`` of an operator (its data_reporter: each input's dims joined by ",", the
+    inputs by ";"; its TorchOpBean then puts "\\r\\n" after each ";")."""
+    return ";".join(",".join(str(d) for d in one) for one in dims).replace(";", ";\r\n")
+
+
+def test_input_shapes_in_torch_npus_string_form_are_read(tmp_path: Path) -> None:
+    """helper-122: torch_npu writes an operator's Input Dims as a string ("8;\\r\\n4,8"), not Kineto's list:
+    its kernels got no Input Shapes (0 of 106 rows), operator_details.csv the escaped text."""
+    shapes = [[[8], [4, 8], [8, 8], []], [[16, 2], [2]], [[3, 224, 224]]]
+    forms = {}
+    for form in ("list", "string"):
+        raw = _raw()
+        ops = [e for e in raw if e.get("cat") == "cpu_op" and not e["name"].startswith("ProfilerStep#")]
+        for k, op in enumerate(ops):
+            dims = shapes[k % len(shapes)]
+            op.setdefault("args", {})["Input Dims"] = dims if form == "list" else _npu_dims(dims)
+        (tmp_path / form).mkdir()
+        path = _write(tmp_path / form / "trace_view.json", raw)
+        _analyse_json(path)
+        tables = path.parent / "trace_view.json.npuprof"
+        kernels = [r["Input Shapes"] for r in _csv_rows(tables / "kernel_details.csv")]
+        operators = {(r["Name"], r["Input Shapes"]) for r in _csv_rows(tables / "operator_details.csv")}
+        forms[form] = (kernels, operators)
+    assert _npu_dims(shapes[0]) == "8;\r\n4,8;\r\n8,8;\r\n"  # as the real writer, by hand
+    kernels, operators = forms["string"]
+    assert forms["list"] == forms["string"]
+    assert sum(cell != "N/A" for cell in kernels) > len(kernels) // 2
+    assert '"8;4,8;8,8;"' in kernels and '"3,224,224"' in kernels
+    assert {cell for _name, cell in operators} >= {"[[8],[4,8],[8,8],[]]", "[[16,2],[2]]", "[[3,224,224]]"}
+
+
 def test_dma_tasks_of_later_releases_are_told_by_their_task_type(tmp_path: Path) -> None:
     """Later torch_npu releases give a DMA task its own task type (msprof-analyze's SDMA_SQE, PCIE_DMA_SQE)
     whatever its name: the real file's two copies, renamed and typed so, are still no computing."""

@@ -110,12 +110,21 @@ def export_capture_extras(
 def _missing_flags(prof: Any, device: str) -> list[str]:
     """The flags the profiler ``prof`` lacks for a memory timeline on ``device``."""
     return memory_timeline_missing_flags(
-        bool(getattr(prof, "record_shapes", False)),
-        bool(getattr(prof, "profile_memory", False)),
-        bool(getattr(prof, "with_stack", False)),
-        bool(getattr(prof, "with_modules", False)),
+        _flag(prof, "record_shapes"),
+        _flag(prof, "profile_memory"),
+        _flag(prof, "with_stack"),
+        _flag(prof, "with_modules"),
         device=device,
     )
+
+
+def _flag(prof: Any, name: str) -> bool:
+    """A collection flag of the profiler: torch's keeps it on the profile, torch_npu's on its interface
+    (``prof.prof_if``, as its own export_memory_timeline reads it; helper-122: read on the profile alone,
+    every NPU memory timeline was skipped as lacking the flags given)."""
+    if hasattr(prof, name):
+        return bool(getattr(prof, name))
+    return bool(getattr(getattr(prof, "prof_if", None), name, False))
 
 
 def _memory_snapshot(
@@ -192,7 +201,9 @@ def _npu_export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[st
 
     content = b""
     with _scratch(rank_dir) as tmp:
-        scratch = tmp / "stacks.txt"
+        # torch_npu writes its stacks to a ".log" file whatever the name asked (helper-122: StackViewParser
+        # turns "stacks.txt" into "stacks.log"): asked so, the name is the one it writes
+        scratch = tmp / "stacks.log"
         try:
             prof.export_stacks(str(scratch), metric)
         except ValueError:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.extract import Extract
+from npuprof.analysis.extract import Extract, npu_dims
 from npuprof.analysis.rounding import rounded
 from npuprof.analysis.step_breakdown import StepWindows
 
@@ -215,8 +215,12 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
         else:  # gloo:all_reduce and friends
             coll = name.split(":", 1)[1]
             types = args.get("Input type") or ["float"]
-            dtype = str(types[0] if isinstance(types, list | str) else "float")
+            if isinstance(types, str):  # torch_npu's form: "float;\r\nfloat"
+                types = types.split(";")
+            dtype = str(types[0] if isinstance(types, list) and types else "float").strip()
             dims = args.get("Input Dims")  # recorded only with --record-shapes
+            if isinstance(dims, str):  # torch_npu's form (extract.npu_dims)
+                dims = npu_dims(dims)
             count = _as_float(_nelems(dims))
             element = _dtype_size(dtype) if dims is not None else None
             group, ranks = default_group, default_ranks

@@ -368,12 +368,37 @@ def _args_problem(exc: Exception) -> str:
 
 
 class _DimsText(dict):
-    """Raw ``Input Dims`` bytes -> the text the tables show (spaces removed); b"" -> None."""
+    """Raw ``Input Dims`` bytes -> the text the tables show, Kineto's (``[[4],[8,4],[]]``, spaces removed);
+    b"" -> None. torch_npu's string (``"4;\r\n8,4;\r\n"``: each input's dims joined by ``,``, inputs by
+    ``;``, docs/formats.md) is read into Kineto's form, so that every table reads one form."""
 
     def __missing__(self, key: bytes) -> str | None:
         value = key.translate(None, _WS).decode() if key else None
+        if value is not None and value.startswith('"'):
+            value = _kineto_dims(value)
         self[key] = value
         return value
+
+
+def _kineto_dims(text: str) -> str:
+    """torch_npu's ``Input Dims`` string (as JSON text) in Kineto's list form; as it is when it is not
+    a ``;``-joined list of ``,``-joined integers (helper-122: read as no shapes)."""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text
+    dims = npu_dims(value) if isinstance(value, str) else None
+    return text if dims is None else msgspec.json.encode(dims).decode()
+
+
+def npu_dims(text: str) -> list[list[int]] | None:
+    """torch_npu's ``Input Dims`` string (``"4;\r\n8,4;\r\n"``: each input's dims joined by ``,``, the
+    inputs by ``;``) as Kineto's list (``[[4], [8, 4], []]``); None when it is not of that form."""
+    parts = text.replace("\r", "").replace("\n", "").split(";")
+    try:
+        return [[int(d) for d in part.split(",")] if part else [] for part in parts] if parts != [""] else []
+    except ValueError:
+        return None
 
 
 _CORR = attrgetter("correlation")

@@ -284,6 +284,19 @@ def _shapes(dims: Any) -> str:
     return '"' + ";".join(",".join(str(d) for d in t) if isinstance(t, list) else str(t) for t in dims) + '"'
 
 
+def _dims_text(dims: Any) -> str:
+    """One input's dims, ","-joined (a scalar's: empty; a tensor list's nested dims flattened)."""
+    if not isinstance(dims, list):
+        return ""
+    flat = [d for item in dims for d in (item if isinstance(item, list) else [item])]
+    return ",".join(str(d) for d in flat)
+
+
+def _npu_text(items: list[str]) -> str:
+    """torch_npu's string of an operator's inputs: ";"-joined, then "\r\n" after each ";"."""
+    return ";".join(items).replace(";", ";\r\n")
+
+
 def trace_view(prof_path: str) -> list[dict[str, Any]]:
     """The events of torch_npu's trace_view.json for a rank dir's raw data."""
     ops = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_RANGE))
@@ -306,8 +319,10 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
 
     for op in ops:
         args: dict[str, Any] = {"Sequence number": op["seq"], "Fwd thread id": op["fwd_tid"]}
-        if op.get("input_shapes") is not None:
-            args["Input Dims"] = op["input_shapes"]
+        if op.get("input_shapes") is not None:  # as torch_npu's data_reporter and TorchOpBean write them
+            args["Input Dims"] = _npu_text([_dims_text(t) for t in op["input_shapes"]])
+        if op.get("input_dtypes") is not None:
+            args["Input type"] = _npu_text([str(t) for t in op["input_dtypes"]])
         if op.get("call_stack"):
             args["Call stack"] = op["call_stack"].replace(";", ";\r\n")
         events.append(
