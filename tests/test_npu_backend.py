@@ -755,3 +755,24 @@ def test_a_child_forked_during_a_capture_never_stops_the_parents_profiler(tmp_pa
     (rank_dir,) = layout.find_rank_dirs(tmp_path / "out")
     assert len(list(rank_dir.glob("PROF_*"))) == 1
     assert capture_record(rank_dir)["steps"] == [2, 3]
+
+
+def test_torch_npus_own_stacks_and_memory_timeline_are_kept(tmp_path: Path) -> None:
+    """helper-122: torch_npu keeps the collection flags on its interface (prof.prof_if), so every NPU memory
+    timeline was skipped as lacking the flags given; and torch_npu writes its stacks to a ".log" file
+    whatever the name asked, so npuprof, asking for stacks.txt, read nothing."""
+    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
+    flags += ["--with-stack", "--record-shapes", "--profile-memory", "--no-data-simplification"]
+    flags += ["--export-stacks", "self_cpu_time_total", "--memory-timeline", "json"]
+    result = run_npuprof(tmp_path, flags, 5)
+    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
+    (rank_dir,) = layout.find_rank_dirs(tmp_path / "out")
+    asked = [c["args"]["output_path"] for c in result["log"] if c["call"] == "export_stacks"]
+    assert [Path(p).suffix for p in asked] == [".log"]
+    stacks = (rank_dir / "stacks_self_cpu_time_total.folded").read_text().splitlines()
+    assert stacks and all(re.fullmatch(r"\S.*;.* \d+", line) for line in stacks), stacks[:3]
+    assert any("train.py" in line for line in stacks)
+    timeline = json.loads((rank_dir / "memory_timeline.json").read_text())
+    assert timeline, "an empty memory timeline"
+    log = (tmp_path / "out" / "npuprof.log").read_text()
+    assert "memory timeline skipped" not in log and "gave nothing" not in log

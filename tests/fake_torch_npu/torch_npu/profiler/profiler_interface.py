@@ -139,7 +139,9 @@ class _ProfInterface:
                 with open(output_path, "w", encoding="utf-8") as f:
                     json.dump(_standin_data.trace_view(self.prof_path), f)
             elif analysis_type == Constant.EXPORT_STACK:
-                self._kineto.export_stacks(output_path, Constant.METRIC_CPU_TIME)
+                _standin_data.stacks(
+                    self.prof_path, output_path, kwargs.get("metric", Constant.METRIC_CPU_TIME)
+                )
             elif analysis_type == Constant.EXPORT_MEMORY_TIMELINE:
                 self._kineto.export_memory_timeline(output_path, device="cpu")
         except Exception as exc:

@@ -284,6 +284,46 @@ def _shapes(dims: Any) -> str:
     return '"' + ";".join(",".join(str(d) for d in t) if isinstance(t, list) else str(t) for t in dims) + '"'
 
 
+def stacks(prof_path: str, output_path: str, metric: str) -> None:
+    """torch_npu's export_stacks (StackViewParser): from the raw framework data, each operator with a call
+    stack as ``outer;...;inner <int µs>`` (its host self time; the device metric: its tasks' time), to a
+    ``.log`` file whatever the name asked ("Input file is not log file. Change to log file."); nothing
+    when the raw data is gone (simplified away by a parse)."""
+    ops = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_RANGE))
+    if not ops:
+        return
+    name, suffix = os.path.splitext(os.path.realpath(output_path))
+    if suffix != ".log":
+        print("[WARNING] Input file is not log file. Change to log file.")
+        output_path = name + ".log"
+    children: dict[int, int] = {}  # index -> ns of the operators directly inside it
+    open_ops: list[int] = []
+    for k, op in enumerate(ops):  # sorted by start, longest first
+        while open_ops and not (
+            ops[open_ops[-1]]["tid"] == op["tid"] and op["end_ns"] <= ops[open_ops[-1]]["end_ns"]
+        ):
+            open_ops.pop()
+        if open_ops:
+            children[open_ops[-1]] = children.get(open_ops[-1], 0) + op["end_ns"] - op["start_ns"]
+        open_ops.append(k)
+    device = {}
+    if metric != "self_cpu_time_total":
+        cann = prof_dir(prof_path)
+        for task in _read_jsonl(os.path.join(cann, DEVICE_TASKS)) if cann else []:
+            device[task["op_index"]] = device.get(task["op_index"], 0) + task["dur_ns"]
+    lines = []
+    for k, op in enumerate(ops):
+        if not op.get("call_stack"):
+            continue
+        ns = op["end_ns"] - op["start_ns"] - children.get(k, 0) if not device else device.get(k, 0)
+        if ns / 1000 <= 0:
+            continue
+        frames = [f.strip() for f in op["call_stack"].split(";")]
+        lines.append(";".join(reversed(frames)) + " " + str(int(ns / 1000)))
+    with open(output_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
 def _dims_text(dims: Any) -> str:
     """One input's dims, ","-joined (a scalar's: empty; a tensor list's nested dims flattened)."""
     if not isinstance(dims, list):
