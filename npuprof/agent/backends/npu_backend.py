@@ -17,9 +17,11 @@ Facts about torch_npu this module relies on (Ascend/pytorch, ``torch_npu/profile
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,29 @@ def flag_text(cfg: ProfileConfig, attr: str) -> str:
 
 def _given(cfg: ProfileConfig, attr: str) -> bool:
     return getattr(cfg, attr) != getattr(_DEFAULTS, attr)
+
+
+_PID_AFTER_WORKER = re.compile(r"_worker_name\s+or\s+socket\.gethostname\(\)\s*,\s*str\(os\.getpid\(\)\)")
+
+
+@functools.cache
+def _appends_pid_to_worker_name() -> bool:
+    """Does this torch_npu put its pid after the worker name it is given (Ascend/pytorch !18779, March
+    2025: ``"{}_{}".format(self._worker_name or socket.gethostname(), str(os.getpid()))``)? Before, a
+    worker name was the whole prefix of the rank dir's name; npuprof gave ``{worker}_{pid}``, which a later
+    release turned into ``{worker}_{pid}_{pid}_...`` (helper-122). Told by the source of its path creator;
+    not known (no source): the earlier form."""
+    import importlib
+    import sys
+
+    try:
+        module = sys.modules.get("torch_npu.profiler._profiler_path_creator") or importlib.import_module(
+            "torch_npu.profiler._profiler_path_creator"
+        )
+        creators = [v for v in vars(module).values() if isinstance(v, type) and hasattr(v, "create_prof_dir")]
+        return any(_PID_AFTER_WORKER.search(inspect.getsource(c.create_prof_dir)) for c in creators)
+    except Exception:  # an unreadable or changed module: the earlier form, as before
+        return False
 
 
 def _accepted_keywords(fn: Any) -> set[str]:
@@ -255,7 +280,8 @@ class NpuBackend:
 
         output = os.path.abspath(cfg.output)
         make_dir(output)
-        kwargs: dict[str, Any] = {"dir_name": output, "worker_name": f"{worker}_{os.getpid()}"}
+        name = worker if _appends_pid_to_worker_name() else f"{worker}_{os.getpid()}"
+        kwargs: dict[str, Any] = {"dir_name": output, "worker_name": name}
         if "analyse_flag" in _accepted_keywords(self._tp.tensorboard_trace_handler):
             kwargs["analyse_flag"] = cfg.analyse
         return self._tp.tensorboard_trace_handler(**kwargs)

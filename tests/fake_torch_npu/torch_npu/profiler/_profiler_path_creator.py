@@ -2,7 +2,8 @@
 
 As in the real one, a process-wide singleton: ``tensorboard_trace_handler`` configures it when it is
 *called* (before profiling), and each capture's ``init_trace`` creates
-``{worker_name}_{UTC %Y%m%d%H%M%S%f[:-3]}_ascend_pt`` under the configured directory.
+``{worker_name}_{pid}_{local %Y%m%d%H%M%S%f[:-3]}_ascend_pt`` under the configured directory (as torch_npu
+since 2025; ``{worker_name}_{UTC ...}`` for the earlier APIs of FAKE_TORCH_NPU_API).
 """
 
 from __future__ import annotations
@@ -51,7 +52,22 @@ class _ProfPathCreator:
             raise RuntimeError(f"Invalid path {dir_name}: a soft link is not allowed.")
         self._dir_path = dir_name
 
-    def create_prof_dir(self) -> None:
+    def _create_prof_dir_2024(self) -> None:
+        self._make(self._worker_name or f"{socket.gethostname()}_{os.getpid()}", timezone.utc)
+
+    def _create_prof_dir_2025(self) -> None:
+        # torch_npu since March 2025 (!18779): its pid after any worker name; local time since September
+        worker_name = "{}_{}".format(self._worker_name or socket.gethostname(), str(os.getpid()))  # noqa: UP032 (its text, as npuprof reads it)
+        self._make(worker_name, None)
+
+    # the latest release's form, or the earlier one for the earlier APIs (FAKE_TORCH_NPU_API)
+    create_prof_dir = (
+        _create_prof_dir_2025
+        if os.environ.get("FAKE_TORCH_NPU_API", "latest") == "latest"
+        else _create_prof_dir_2024
+    )
+
+    def _make(self, worker_name: str, tz: timezone | None) -> None:
         if not self._dir_path:
             dir_path = os.getenv(Constant.ASCEND_WORK_PATH)
             self._export_only_mode = self._export_only_mode and dir_path is None
@@ -63,8 +79,7 @@ class _ProfPathCreator:
                 dir_path = os.getcwd()
         else:
             dir_path = self._dir_path
-        worker_name = self._worker_name or f"{socket.gethostname()}_{os.getpid()}"
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S%f")[:-3]
+        stamp = (datetime.now(tz) if tz else datetime.now().astimezone()).strftime("%Y%m%d%H%M%S%f")[:-3]
         self._prof_path = os.path.join(dir_path, f"{worker_name}_{stamp}_ascend_pt")
         os.makedirs(self._prof_path, mode=0o750)
         self.is_prof_inited = True
