@@ -191,13 +191,19 @@ def _wait_for_post_processing(
     postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
     # Started by torchrun as one of its workers, the other workers may still train: the wait stays idle.
     if not os.environ.get("TORCHELASTIC_RUN_ID"):
+        from npuprof.results.priority import own_priority
+
+        nice, group_nice = own_priority()
         for pid, threads_raised, autogroup_raised in postprocess.lift_idle_priority():
             if threads_raised and autogroup_raised:
-                said = "normal CPU priority again (SCHED_OTHER, nice 0)"
+                said = f"npuprof's own CPU priority again (SCHED_OTHER, nice {nice})"
             elif threads_raised:  # helper-116: the kernel refused the autogroup's write again and again
-                said = "SCHED_OTHER and nice 0 for its threads; the kernel refused its autogroup's change"
+                said = f"SCHED_OTHER and nice {nice} for its threads; the kernel refused its autogroup's"
             elif autogroup_raised:
-                said = "its autogroup at nice 0; its threads stay SCHED_IDLE (leaving it needs CAP_SYS_NICE)"
+                said = (
+                    f"its autogroup at nice {group_nice}; its threads stay SCHED_IDLE (leaving it needs "
+                    "CAP_SYS_NICE)"
+                )
             else:
                 said = "no change: it keeps its idle CPU priority (raising it needs CAP_SYS_NICE)"
             logfile.log(

@@ -114,6 +114,29 @@ def test_an_idle_process_its_threads_and_its_children_get_normal_priority() -> N
         proc.wait()
 
 
+def test_the_priority_given_back_is_the_launchers_never_more() -> None:
+    """helper-121: under `nice -n 10 npuprof run`, the post-processors were given nice 0 once the job ended,
+    more than the user gave npuprof. They get the launcher's own nice (and its autogroup's) back."""
+    proc, pid, child = _idle_family(orphan=False)
+    try:
+        threads_raised, _ = restore_normal_priority(pid, (7, 0))
+        policy = NORMAL[0] if threads_raised else IDLE[0]
+        assert {nice for _policy, nice in _policies(pid) | _policies(child)} == {7 if threads_raised else 19}
+        assert {p for p, _nice in _policies(pid) | _policies(child)} == {policy}
+    finally:
+        _end(pid, child)
+        proc.wait()
+    launched_nice = subprocess.run(
+        [sys.executable, "-c", "from npuprof.results.priority import own_priority; print(own_priority()[0])"],
+        preexec_fn=lambda: os.nice(4),
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean_env(),
+    )
+    assert int(launched_nice.stdout) == os.getpriority(os.PRIO_PROCESS, 0) + 4
+
+
 @pytest.mark.parametrize("whose", ["ours", "not-ours"])
 def test_only_post_processors_the_launcher_started_are_raised(tmp_path: Path, whose: str) -> None:
     """The launcher raises the processes its spawner started, and of those only its own children named as
@@ -179,7 +202,8 @@ def test_the_launcher_raises_its_post_processors_priority_once_the_job_ends(
     lines = [line for line in log.splitlines() if "the job has ended: post-processor pid" in line]
     assert len(lines) == 1, log
     if _may_raise_priority() and not prefix:
-        assert lines[0].endswith("gets normal CPU priority again (SCHED_OTHER, nice 0)"), lines
+        nice = os.getpriority(os.PRIO_PROCESS, 0)  # the launcher's, as this process's
+        assert lines[0].endswith(f"gets npuprof's own CPU priority again (SCHED_OTHER, nice {nice})"), lines
     else:
         assert "needs CAP_SYS_NICE" in lines[0], lines  # the autogroup's part, where there is one, is done
 

@@ -78,11 +78,24 @@ def set_autogroup_nice(pid: int, nice: int = NORMAL_NICE) -> bool:
     return _autogroup(pid) is None  # ended meanwhile: nothing was left to change
 
 
-def restore_normal_priority(pid: int) -> tuple[bool, bool]:
-    """Every thread of ``pid`` and of the processes below it to SCHED_OTHER at nice 0, their autogroups to
-    nice 0: (whether the threads' change was allowed: not without CAP_SYS_NICE, whether the autogroups'
-    was: a nice of 0 needs no privilege, and it is most of the gain against other sessions' work). An
-    autogroup is a session's: the processes a post-processor forks share its own, which is written once."""
+def own_priority() -> tuple[int, int]:
+    """(this process's nice, its autogroup's nice): the priority the user gave ``npuprof run`` (``nice -n
+    10 npuprof run ...``), which its post-processors get back, never more (helper-121: they got nice 0)."""
+    try:
+        nice = os.getpriority(os.PRIO_PROCESS, 0)
+    except OSError:
+        nice = NORMAL_NICE
+    group = _autogroup(os.getpid())
+    return nice, group[1] if group is not None else NORMAL_NICE
+
+
+def restore_normal_priority(pid: int, priority: tuple[int, int] | None = None) -> tuple[bool, bool]:
+    """Every thread of ``pid`` and of the processes below it to SCHED_OTHER at the launcher's nice, their
+    autogroups to the launcher's autogroup's nice (``priority``, default :func:`own_priority`): (whether
+    the threads' change was allowed: not without CAP_SYS_NICE, whether the autogroups' was: a nice of 0
+    needs no privilege, and it is most of the gain against other sessions' work). An autogroup is a
+    session's: the processes a post-processor forks share its own, which is written once."""
+    nice, group_nice = own_priority() if priority is None else priority
     threads_raised, autogroups_raised = True, True
     autogroups_seen: set[str] = set()
     for process in with_descendants(pid):
@@ -90,8 +103,8 @@ def restore_normal_priority(pid: int) -> tuple[bool, bool]:
             try:
                 if os.sched_getscheduler(tid) == os.SCHED_IDLE:
                     os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-                if os.getpriority(os.PRIO_PROCESS, tid) > NORMAL_NICE:
-                    os.setpriority(os.PRIO_PROCESS, tid, NORMAL_NICE)
+                if os.getpriority(os.PRIO_PROCESS, tid) > nice:
+                    os.setpriority(os.PRIO_PROCESS, tid, nice)
             except PermissionError:
                 threads_raised = False
             except OSError:  # the thread has just ended
@@ -100,6 +113,6 @@ def restore_normal_priority(pid: int) -> tuple[bool, bool]:
         if group is None or group[0] in autogroups_seen:
             continue  # no autogroups in this kernel, the process has ended, or its group is done
         autogroups_seen.add(group[0])
-        if group[1] > NORMAL_NICE and not set_autogroup_nice(process):
+        if group[1] > group_nice and not set_autogroup_nice(process, group_nice):
             autogroups_raised = False
     return threads_raised, autogroups_raised
