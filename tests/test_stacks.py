@@ -368,3 +368,33 @@ def test_the_steps_of_a_torch_npu_trace_view_merge_into_one_frame(tmp_path):
         line.split(";", 1)[0].rsplit(" ", 1)[0] for line in (tmp_path / "s.folded").read_text().splitlines()
     }
     assert "ProfilerStep" in roots and not any(r.startswith("ProfilerStep#") for r in roots), roots
+
+
+def test_a_range_around_the_iteration_keeps_what_runs_after_the_step_boundary(tmp_path):
+    """helper-121: npuprof's step boundary (optimizer.step()'s return) falls inside a range the script
+    wraps its whole iteration in; what the range ran after the boundary ("tiny") was drawn as the next
+    step's own (ProfilerStep;tiny), not under the range. Expected values by hand, in µs."""
+
+    def ev(name, ts, dur):
+        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 7, "tid": 7, "ts": ts, "dur": dur}
+
+    events = [
+        ev("ProfilerStep#1", 1000, 100),
+        ev("ProfilerStep#2", 1100, 100),
+        ev("ProfilerStep#3", 1200, 100),
+        ev("iteration", 1050, 100),  # runs past step 1's end, inside step 2
+        ev("opt", 1090, 15),  # the boundary is its optimizer.step()'s return: past it by 5 µs
+        ev("tiny", 1110, 10),
+        ev("iteration", 1150, 100),  # runs past step 2's end
+        ev("tiny", 1210, 10),
+    ]
+    trace = tmp_path / "t.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    done = cli("export-stacks", str(trace))
+    assert done.returncode == 0, done.stderr
+    assert _parse_lines(done.stdout) == {
+        ("ProfilerStep",): 100,  # 1000-1050 and 1250-1300
+        ("ProfilerStep", "iteration"): 40 + 35 + 50 + 40,
+        ("ProfilerStep", "iteration", "opt"): 10 + 5,
+        ("ProfilerStep", "iteration", "tiny"): 10 + 10,
+    }

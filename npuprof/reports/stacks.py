@@ -123,6 +123,7 @@ class _Node:
     framed: bool = False  # its path holds Python frames from a "Call stack"
     npuprof_work: bool = False  # npuprof's own work: what it calls is folded into its node
     range_machinery: bool = False  # a Python frame of torch's record_function (RANGE_MACHINERY)
+    step: bool = False  # a ProfilerStep#N span
 
 
 class _PathTrie:
@@ -314,6 +315,10 @@ def _build_host_tree(
         step_ends = _step_ends(items, overlaps)
         stack: list[_Node] = []
         thread_spans: list[tuple[float, float, int]] = []
+        # the user's ranges that ran on past the end of the step they began in (frame, their end), outer
+        # first: carried into the next step (helper-121: the step boundary, at optimizer.step()'s return,
+        # falls inside a range around the whole iteration; its rest read as the next step's own time)
+        carried: list[tuple[str, float]] = []
         for _, ev in items:
             ts = float(ev.ts or 0.0)
             end = step_ends.get(id(ev)) or ts + max(float(ev.dur or 0.0), 0.0)
@@ -337,6 +342,8 @@ def _build_host_tree(
                     _close(call, self_time)
             parent = stack[-1] if stack else None
             if parent is not None and end > parent.end:
+                if _crosses_step_end(stack, cat, ev.name, end):
+                    carried.append((_frame_of(ev.name), end))
                 end = parent.end  # a child that overruns its parent (clock rounding): clip it
             has_python = has_python or cat == vocab.PYTHON_FUNCTION
             framed = parent is not None and parent.framed
@@ -360,15 +367,54 @@ def _build_host_tree(
             if parent is not None:
                 parent.child_time += end - ts
             machinery = cat == vocab.PYTHON_FUNCTION and any(mark in ev.name for mark in RANGE_MACHINERY)
-            stack.append(_Node(ts, end, node_id, framed=framed, npuprof_work=work, range_machinery=machinery))
+            is_step = _frame_of(ev.name) == STEP_FRAME
+            node = _Node(ts, end, node_id, framed=framed, npuprof_work=work, range_machinery=machinery)
+            node.step = is_step
+            stack.append(node)
             node_of_event[id(ev)] = node_id
             if cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime:
                 runtime_nodes.add(node_id)
             thread_spans.append((ts, end, node_id))
+            if is_step and carried:
+                carried = _carry_into(stack, carried, trie, thread_spans)
+            elif is_step:
+                carried = []
         while stack:
             _close(stack.pop(), self_time)
         spans[thread] = thread_spans
     return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
+
+
+def _crosses_step_end(stack: list[_Node], cat: str, name: str, end: float) -> bool:
+    """Does a user's range (not a step, no Python frames above it) run past the end of the step it is in,
+    its parents clipped there, by more than a clock's rounding?"""
+    if cat != vocab.USER_ANNOTATION or name.startswith(vocab.STEP_PREFIX) or stack[-1].framed:
+        return False
+    step = next((node for node in reversed(stack) if node.step), None)
+    return step is not None and stack[-1].end == step.end and end > step.end + OVERRUN_US
+
+
+def _carry_into(
+    stack: list[_Node],
+    carried: list[tuple[str, float]],
+    trie: _PathTrie,
+    thread_spans: list[tuple[float, float, int]],
+) -> list[tuple[str, float]]:
+    """Open again, inside the step just opened (the top of ``stack``), the ranges that ran on past the end
+    of the previous step, as long as each lasts; return those that run past this one's end too."""
+    step = stack[-1]
+    still: list[tuple[str, float]] = []
+    for frame, end in carried:
+        if end <= step.ts:
+            break  # it ended at the boundary: those inside it too
+        parent = stack[-1]
+        node = _Node(step.ts, min(end, parent.end), trie.child(parent.node_id, frame))
+        parent.child_time += node.end - node.ts
+        stack.append(node)
+        thread_spans.append((node.ts, node.end, node.node_id))
+        if end > step.end + OVERRUN_US:
+            still.append((frame, end))
+    return still
 
 
 def _step_ends(items: list[tuple[int, TraceEvent]], overlaps: list[str]) -> dict[int, float]:
