@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -290,6 +291,32 @@ def test_training_in_a_forked_multiprocessing_worker_is_profiled(out: Path, tmp_
     assert record["pid"] == int((tmp_path / "pid").read_text())
     assert record["status"] == "complete" and record["steps"] == [3, 4]
     assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+
+
+def test_a_child_forked_by_os_fork_that_trains_logs_its_step_count_once(out: Path, tmp_path: Path) -> None:
+    """helper-121: a child of os.fork() that trained and ended by sys.exit logged "steps counted in this
+    process" twice (atexit and multiprocessing's exit finalizers both ran the agent's exit)."""
+    script = tmp_path / "fork_train.py"
+    script.write_text(
+        "import os, sys, torch\n"
+        "def train(n):\n"
+        "    m = torch.nn.Linear(8, 8); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "    for _ in range(n):\n"
+        "        o.zero_grad(); m(torch.randn(4, 8)).sum().backward(); o.step()\n"
+        "train(3)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    train(5); sys.exit(0)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "sys.exit(os.waitstatus_to_exitcode(status))\n"
+    )
+    result = npuprof("run", "-o", str(out), *sched(100, 0, 1), "--", sys.executable, str(script), timeout=90)
+    assert result.returncode == 0, result.stderr
+    log = (out / "npuprof.log").read_text()
+    counts = re.findall(r"\[agent pid=(\d+)\] steps counted in this process: (\d+)", log)
+    assert sorted(n for _pid, n in counts) == ["3", "5"], (
+        counts
+    )  # the parent's 3, the child's own 5, once each
 
 
 def test_dataloader_workers_forked_mid_capture_stay_idle(out: Path) -> None:

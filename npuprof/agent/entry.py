@@ -143,6 +143,7 @@ class Agent:
         self.step_module, self.step_qualname = cfg.step_on.split(":", 1) if cfg.step_on else (None, None)
         self.hooked: set[str] = set()
         self._mp_after_fork = False  # multiprocessing's after-fork hook registered (in a forked child)
+        self._counts_logged_in = 0  # the pid whose step count was logged at its exit (once a process)
         self._exit_hooks()
         from npuprof.agent.comm_marks import install_at_wake
 
@@ -299,7 +300,10 @@ class Agent:
 
         with sigint_held_back(deliver=False):
             controller = self.controller
-            if controller.armed and ended_by == "training ended":  # the run's end report reads these
+            # the run's end report reads these; once a process (helper-121: a forked child that ends by
+            # exit() runs this both from atexit and from multiprocessing's exit finalizers)
+            if controller.armed and ended_by == "training ended" and self._counts_logged_in != os.getpid():
+                self._counts_logged_in = os.getpid()
                 self.log.info(f"steps counted in this process: {controller.step}")
                 if controller.windows_skipped:
                     self.log.info(f"capture windows skipped in this process: {controller.windows_skipped}")
