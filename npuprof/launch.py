@@ -37,6 +37,14 @@ _RESET_IN_CHILD = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTTOU)
 # Linux refuses one environment string over 128 KiB (MAX_ARG_STRLEN), "NAME=" and the NUL included.
 _ENV_STRING_MAX = 128 * 1024 - len(ENV_CONFIG) - 2
 _PYTHON_LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "colossalai", "mpirun", "srun", "msrun")
+# shells and wrappers that start another command: what they start is reached (helper-121: `bash -c` and
+# `bash train.sh` were warned "does not look like a Python program" at every run); the end of the run says
+# so when no process imported torch
+_COMMAND_WRAPPERS = (
+    *("sh", "bash", "dash", "zsh", "ksh", "fish"),
+    *("env", "nice", "nohup", "timeout", "stdbuf", "taskset", "numactl", "chrt", "setsid", "time"),
+    *("uv", "poetry", "pipenv", "conda", "micromamba", "pixi", "hatch", "make"),
+)
 
 
 def triggers(cfg: ProfileConfig) -> list[str]:
@@ -231,7 +239,7 @@ def injection_warnings(command: list[str]) -> list[str]:
                 "this process; drop the flag to profile it"
             ]
         return []
-    if name in _PYTHON_LAUNCHERS:
+    if name in _PYTHON_LAUNCHERS or name in _COMMAND_WRAPPERS:
         return []
     import shutil
 

@@ -167,6 +167,11 @@ def test_python_dash_S_and_non_python_commands_are_flagged(out: Path) -> None:
     result = npuprof("run", "-o", str(out), "--", "true")
     assert result.returncode == 0
     assert "does not look like a Python program" in result.stderr
+    # a shell or wrapper starts what it is given: its Python is reached (helper-121: warned each run)
+    for wrapper in (["bash", "-c", "exit 3"], ["env", "true"]):
+        result = npuprof("run", "-o", str(out), "--", *wrapper)
+        assert result.returncode == (3 if wrapper[0] == "bash" else 0)
+        assert "does not look like a Python program" not in result.stderr, result.stderr
 
 
 def test_symlinked_output_is_refused_only_where_it_can_be_abused(tmp_path: Path) -> None:
