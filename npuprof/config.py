@@ -929,7 +929,7 @@ def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileC
         raise ConfigError("--config", "is empty", "give a profiler_config.json")
     file = Path(path)
     try:
-        raw = read_config_bytes(file, "--config")
+        raw = read_config_bytes(file, "the file")
     except OSError as exc:
         raise ConfigError(
             "--config", f"cannot read {str(file)!r}: {_why(exc)}", "give an existing file"

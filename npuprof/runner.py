@@ -399,6 +399,8 @@ def command_problem(program: str) -> tuple[str, int] | None:
     except PermissionError:
         return not_executable
     if not program or not os.path.exists(found):
+        if program.startswith("-"):  # helper-121: `npuprof run -- --active 3 python ...`
+            return f"command not found: {program!r} (npuprof's flags go before --, the command after it)", 127
         return f"command not found: {program!r}", 127
     if os.path.isdir(found):
         return f"{program!r} is a directory, not a command", 126

@@ -570,6 +570,17 @@ def test_a_fifo_or_device_as_config_is_refused_at_once(tmp_path: Path) -> None:
         assert result.stderr.count("\n") == 1 and "not a regular file" in result.stderr
 
 
+def test_a_config_others_may_write_is_refused_in_one_line_naming_the_flag_once(tmp_path: Path) -> None:
+    """helper-121: "--config: --config 'cfg.json' is writable by others ..." named the flag twice."""
+    config = tmp_path / "cfg.json"
+    config.write_text("{}")
+    config.chmod(0o666)
+    result = npuprof("run", "--config", str(config), "--", sys.executable, "-c", "pass", timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.count("--config") == 1, result.stderr
+    assert f"the file {str(config)!r} is writable by others (mode 0666)" in result.stderr
+
+
 def test_empty_paths_are_refused_not_taken_for_the_current_directory(tmp_path: Path) -> None:
     for args in (["run", "-o", "", "--", sys.executable, "-c", "pass"], ["run", "--config", "", "--", "x"]):
         result = npuprof(*args, cwd=tmp_path)

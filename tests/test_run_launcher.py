@@ -262,6 +262,10 @@ def test_unknown_command_gives_127(out: Path) -> None:
     assert result.returncode == 127
     assert "command not found" in result.stderr
     assert not out.exists()  # checked before anything is made
+    # a flag of npuprof's put after -- (helper-121): said where it belongs
+    result = npuprof("run", "-o", str(out), "--", "--active", "3", sys.executable, "t.py")
+    assert result.returncode == 127
+    assert "'--active' (npuprof's flags go before --, the command after it)" in result.stderr
 
 
 @pytest.mark.parametrize("kind", ["not executable", "a directory", "with a #! line"])
