@@ -451,6 +451,27 @@ def test_tables_of_another_form_are_named_not_read_as_zeros(tmp_path: Path) -> N
     assert "step_trace_time.csv has more than one row for step(s) [1]" in text
 
 
+def test_a_torch_npu_parse_that_failed_is_not_taken_for_a_parsed_dir(tmp_path: Path) -> None:
+    """helper-122: torch_npu writes analyse.done whatever its parse gives (since 2026-01); a rank dir of raw
+    data whose parse failed, holding only that marker, read as parsed ("cached", then "no readable
+    npuprof_summary.json ... parsed by another tool?")."""
+    d = tmp_path / "node_4242_20260101120000123_ascend_pt"
+    (d / "FRAMEWORK").mkdir(parents=True)
+    (d / "PROF_000001_20260101120000123_ABCDEFGHIJKLMNOP" / "device_0" / "data").mkdir(parents=True)
+    (d / "profiler_info_0.json").write_text(json.dumps({"config": {}, "rank_id": 0}))
+    (d / "ASCEND_PROFILER_OUTPUT").mkdir()
+    (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").write_text("")
+    result = npuprof("analyse", str(tmp_path), "--format", "json", env=clean_env())
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert result.returncode == 1 and problem["status"] == "needs_torch_npu", problem
+    standin = Path(__file__).resolve().parent / "fake_torch_npu"
+    env = clean_env(PYTHONPATH=str(standin), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    result = npuprof("analyse", str(tmp_path), "--format", "json", env=env)
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert problem["status"] == "failed", problem
+    assert "torch_npu's parser wrote none of its tables into ASCEND_PROFILER_OUTPUT/" in problem["reason"]
+
+
 def test_npuprof_run_through_torch_npu_marks_its_parse_done(tmp_path: Path) -> None:
     """A run through the torch_npu stand-in (it parses in the run, as torch_npu does): the dir is marked
     done, and `npuprof analyse` without torch_npu reads its tables instead of asking for torch_npu."""

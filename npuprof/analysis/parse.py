@@ -192,6 +192,26 @@ def _is_ascend_raw(rank_dir: Path) -> bool:
     return (rank_dir / "FRAMEWORK").is_dir() or any(p.is_dir() for p in rank_dir.glob("PROF_*"))
 
 
+def _torch_npu_parse_failed(rank_dir: Path, out_dir: Path) -> bool:
+    """Ascend raw data whose ASCEND_PROFILER_OUTPUT/ holds none of torch_npu's tables nor npuprof's summary:
+    torch_npu's parse failed there, though it may have written analyse.done (it does so whatever the
+    outcome since 2026-01, helper-122)."""
+    if not _is_ascend_raw(rank_dir) or layout.find_raw_trace(rank_dir) is not None:
+        return False
+    return not (out_dir / SUMMARY_FILE).exists() and not _has_torch_npu_tables(rank_dir)
+
+
+def _has_torch_npu_tables(rank_dir: Path) -> bool:
+    from npuprof.analysis import ascend_output
+
+    out = rank_dir / layout.PARSED_DIR
+    return (
+        (out / ascend_output.STEP_FILE).is_file()
+        or (out / ascend_output.KERNEL_FILE).is_file()
+        or layout.has_profiler_db(rank_dir)
+    )
+
+
 def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
     try:
         from torch_npu.profiler.profiler import analyse  # type: ignore[import-not-found]
@@ -205,13 +225,15 @@ def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
         return outcome
     analyse(str(rank_dir))
     done = rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE
-    if (rank_dir / layout.PARSED_DIR).is_dir():
+    if _has_torch_npu_tables(rank_dir):
         if not done.exists():
             write_text(done, "")
         outcome.status = "parsed"
     else:
         outcome.status = "failed"
-        outcome.reason = f"torch_npu's parser wrote no {layout.PARSED_DIR}/"
+        outcome.reason = (
+            f"torch_npu's parser wrote none of its tables into {layout.PARSED_DIR}/ (its messages say why)"
+        )
     return outcome
 
 
@@ -258,6 +280,7 @@ def parse_rank_dir(
             and not force
             and (has_db or not export_db)
             and (_tables_whole(out_dir) or layout.find_raw_trace(rank_dir) is None)
+            and not _torch_npu_parse_failed(rank_dir, out_dir)
         ):
             outcome.status = "cached"
             return outcome

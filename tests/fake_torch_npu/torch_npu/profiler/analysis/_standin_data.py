@@ -609,6 +609,8 @@ def parse(prof_path: str, output: str) -> None:
 
 
 def _csv(path: str, header: list[str], rows: list[list[Any]]) -> None:
+    if not rows:  # as torch_npu's FileManager.create_csv_file: no rows, no file
+        return
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(header)
