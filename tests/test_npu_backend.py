@@ -785,3 +785,13 @@ def test_torch_npus_own_stacks_and_memory_timeline_are_kept(tmp_path: Path) -> N
     assert timeline, "an empty memory timeline"
     log = (tmp_path / "out" / "npuprof.log").read_text()
     assert "memory timeline skipped" not in log and "gave nothing" not in log
+    # its memory_record.csv (the allocator's rows, times with a tab after them, as torch_npu writes them)
+    # gives the rank's peak in analyse, read without torch_npu
+    with open(rank_dir / layout.PARSED_DIR / "memory_record.csv", newline="") as f:
+        records = list(csv.DictReader(f))
+    assert records and all(r["Component"] == "PTA" and r["Timestamp(us)"].endswith("\t") for r in records)
+    done = npuprof("analyse", str(tmp_path / "out"), "--format", "json", env=clean_env())
+    (rank,) = json.loads(done.stdout)["ranks"]
+    assert rank["memory_peak_mb"] == pytest.approx(
+        max(float(r["Total Allocated(MB)"]) for r in records), abs=1e-3
+    )

@@ -57,6 +57,15 @@ KERNEL_HEADER = [
     "Output Formats",
     "Context ID",
 ]
+MEMORY_RECORD_HEADER = [
+    "Component",
+    "Timestamp(us)",
+    "Total Allocated(MB)",
+    "Total Reserved(MB)",
+    "Total Active(MB)",
+    "Stream Ptr",
+    "Device Type",
+]
 OPERATOR_HEADER = [
     "Name",
     "Input Shapes",
@@ -251,6 +260,19 @@ def _device_work(ops: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
 
 
 # ---- parsing ---------------------------------------------------------------------------------------------
+def _parents(ops: list[dict[str, Any]]) -> list[int | None]:
+    """Each operator's enclosing operator on its thread (ops sorted by start, longest first), or None."""
+    parent: list[int | None] = []
+    open_by_tid: dict[Any, list[int]] = {}
+    for k, op in enumerate(ops):
+        stack = open_by_tid.setdefault(op["tid"], [])
+        while stack and ops[stack[-1]]["end_ns"] < op["end_ns"]:
+            stack.pop()
+        parent.append(stack[-1] if stack else None)
+        stack.append(k)
+    return parent
+
+
 def _steps(ops: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
     steps = []
     for op in ops:
@@ -549,33 +571,53 @@ def parse(prof_path: str, output: str) -> None:
     device_of: dict[int, float] = {}
     for task in tasks:
         device_of[task["op_index"]] = device_of.get(task["op_index"], 0.0) + task["dur_ns"] / 1000
-    grouped: dict[tuple[str, str, str], list[float]] = {}
+    # as torch_npu's OperatorViewParser: a row per operator call, its host self time its duration less its
+    # children's, its device total its own tasks' and those of the operators inside it
+    parent = _parents(ops)
+    device_total = dict(device_of)
+    child_ns: dict[int, int] = {}
+    for k in range(len(ops) - 1, -1, -1):  # children come after their parents
+        p = parent[k]
+        if p is not None:
+            device_total[p] = device_total.get(p, 0.0) + device_total.get(k, 0.0)
+            child_ns[p] = child_ns.get(p, 0) + ops[k]["end_ns"] - ops[k]["start_ns"]
+    rows = []
     for k, op in enumerate(ops):
         if op["name"].startswith("ProfilerStep#"):
             continue
-        stack = (op.get("call_stack") or "").replace(";", ";\r\n")
-        key = (op["name"], _shapes(op.get("input_shapes")), stack)
-        total = (op["end_ns"] - op["start_ns"]) / 1000
-        g = grouped.setdefault(key, [0.0, 0.0, 0.0])
-        g[0] += total
-        g[1] += total
-        g[2] += device_of.get(k, 0.0)
+        total_ns = op["end_ns"] - op["start_ns"]
+        shapes = op.get("input_shapes")
+        own, total = round(device_of.get(k, 0.0), 3), round(device_total.get(k, 0.0), 3)
+        rows.append(
+            [
+                op["name"],
+                _npu_text([_dims_text(t) for t in shapes]) if shapes is not None else "",
+                (op.get("call_stack") or "").replace(";", ";\r\n"),
+                round((total_ns - child_ns.get(k, 0)) / 1000, 3),
+                round(total_ns / 1000, 3),
+                own,
+                total,
+                own,
+                total,
+            ]
+        )
+    _csv(os.path.join(output, "operator_details.csv"), OPERATOR_HEADER, rows)
+    # as torch_npu's MemoryViewParser: the allocator's (PTA) samples, times with a tab after them
+    samples = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", MEMORY_USAGE))
     _csv(
-        os.path.join(output, "operator_details.csv"),
-        OPERATOR_HEADER,
+        os.path.join(output, "memory_record.csv"),
+        MEMORY_RECORD_HEADER,
         [
             [
-                name,
-                shapes,
-                stack,
-                round(h, 3),
-                round(t, 3),
-                round(d, 3),
-                round(d, 3),
-                round(d, 3),
-                round(d, 3),
+                "PTA",
+                us(m["time_ns"]) + "\t",
+                m["total_allocated"] / 2**20,
+                m["total_reserved"] / 2**20,
+                m["total_allocated"] / 2**20,
+                0,
+                "NPU:0",
             ]
-            for (name, shapes, stack), (h, t, d) in grouped.items()
+            for m in sorted(samples, key=lambda m: m["time_ns"])
         ],
     )
     grand = sum(sum(v) for v in stats.values()) or 1.0
