@@ -13,8 +13,13 @@ recording becomes the raw layout torch_npu leaves in a rank directory:
 and ``parse`` turns it into ASCEND_PROFILER_OUTPUT/ as torch_npu's parser does: trace_view.json (a bare JSON
 array; ``ts`` a string of epoch microseconds with nanosecond decimals; the processes Python, CANN, Ascend
 Hardware and Overlap Analysis with their labels and sort indexes; ``cpu_op`` operators, ProfilerStep#N
-among them; ``async_npu`` and ``HostToDevice`` flows), kernel_details.csv (the header of the 2023 release),
-operator_details.csv, op_statistic.csv and step_trace_time.csv. Nothing here uses npuprof.
+among them, ``Input Dims`` / ``Input type`` as its strings; ``async_npu`` and ``HostToDevice`` flows),
+kernel_details.csv (the header of the 2023 release), operator_details.csv (a row per call),
+memory_record.csv (with profile_memory), op_statistic.csv and step_trace_time.csv; a table without rows is not
+written. ``stacks`` is its export_stacks (to a ``.log`` file). Not mirrored (known): the task queue's
+Enqueue/Dequeue events and their flows, Level0's shorter kernel header, communication.json (no HCCL here),
+the step window of its step_trace_time.csv (the stand-in's is the host step; torch_npu's starts at the
+step's first task, docs/formats.md). Nothing here uses npuprof.
 """
 
 from __future__ import annotations
