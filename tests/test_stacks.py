@@ -398,3 +398,50 @@ def test_a_range_around_the_iteration_keeps_what_runs_after_the_step_boundary(tm
         ("ProfilerStep", "iteration", "opt"): 10 + 5,
         ("ProfilerStep", "iteration", "tiny"): 10 + 10,
     }
+
+
+def test_operators_of_a_torch_npu_trace_keep_their_own_call_stacks_under_a_step(tmp_path):
+    """helper-123: torch_npu records the ProfilerStep#N range's own call stack (where npuprof's step
+    boundary called prof.step()); its operators, taken as framed by it, lost theirs: every operator under
+    npuprof's frames. And torch writes a frame's file relative to its sys.path entry
+    ("npuprof/agent/steps.py(103): _stepped", no "/" before it): npuprof's frames were not told apart."""
+
+    def op(name, ts, dur, stack):
+        args = {"Call stack": ";\r\n".join(stack)} if stack else {}
+        return {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 9,
+            "tid": 9,
+            "ts": ts,
+            "dur": dur,
+            "args": args,
+        }
+
+    boundary = ["npuprof/agent/steps.py(103): _stepped", "train.py(9): main"]  # innermost first
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "Python"}},
+        op("ProfilerStep#1", "1704161511420306.000", 100.0, boundary),
+        op(
+            "aten::mm",
+            "1704161511420316.000",
+            40.0,
+            ["torch/nn/functional.py(10): linear", "train.py(7): main"],
+        ),
+        op(
+            "aten::add",
+            "1704161511420366.000",
+            10.0,
+            ["npuprof/agent/steps.py(110): _stepped", "train.py(8): main"],
+        ),
+    ]
+    trace = tmp_path / "trace_view.json"
+    trace.write_text(json.dumps(events))
+    done = cli("export-stacks", str(trace))
+    assert done.returncode == 0, done.stderr
+    assert _parse_lines(done.stdout) == {
+        ("ProfilerStep",): 50,
+        ("ProfilerStep", "train.py(7):_main", "torch/nn/functional.py(10):_linear", "aten::mm"): 40,
+        ("ProfilerStep", "train.py(8):_main", "aten::add"): 10,  # npuprof's frame left out
+    }

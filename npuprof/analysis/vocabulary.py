@@ -153,8 +153,10 @@ C10D_PREFIXES = (C10D_PREFIX, "_c10d_functional::", "c10d_functional::", "_c10d_
 # stepped"): the step wrapper in the training thread, and npuprof's own threads (hand-over, disk guard,
 # SIGTERM watcher), in those packages' subfolders too (agent/backends/). Stacks leave them out: they are not
 # the user's program.
+# torch writes a frame's file relative to the sys.path entry it was found in when it can (helper-123:
+# "npuprof/agent/steps.py(117): stepped" for a site-packages or PYTHONPATH install): no "/" before it then
 _NPUPROF_FRAME_RE = re.compile(
-    r"[/\\]npuprof[/\\](?:agent|results|_bootstrap)[/\\](?:[^/\\(]+[/\\])*[^/\\(]*\.py\("
+    r"(?:^|[/\\])npuprof[/\\](?:agent|results|_bootstrap)[/\\](?:[^/\\(]+[/\\])*[^/\\(]*\.py\("
 )
 
 
@@ -166,7 +168,7 @@ def is_npuprof_frame(name: str) -> bool:
 # script's profiler, an import): the calls below them are the script's. Any other npuprof frame is npuprof's
 # own work (a step boundary stepping torch's profiler, say), and what it calls is npuprof's too.
 _NPUPROF_WRAPPER_RE = re.compile(
-    r"[/\\]npuprof[/\\](?:agent[/\\](?:steps|user_profiler|comm_marks)\.py|_bootstrap[/\\][^/\\(]*\.py)\("
+    r"(?:^|[/\\])npuprof[/\\](?:agent[/\\](?:steps|user_profiler|comm_marks)\.py|_bootstrap[/\\][^/\\(]*\.py)\("
 )
 NPUPROF_WORK = "[npuprof]"  # the frame export-stacks shows for npuprof's own work in the script's threads
 

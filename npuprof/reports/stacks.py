@@ -358,7 +358,10 @@ def _build_host_tree(
                     work = True
             else:
                 node_id = parent.node_id if parent else 0
-                frames = _call_stack(ev) if use_call_stacks and not framed else []
+                # a step's own call stack is where the step boundary was taken (npuprof's code), not where
+                # what runs in it was called (helper-123: every operator of a torch_npu trace under it)
+                own_stack = use_call_stacks and not framed and _frame_of(ev.name) != STEP_FRAME
+                frames = _call_stack(ev) if own_stack else []
                 for frame in frames:
                     node_id = trie.child(node_id, frame)
                 if frames:
