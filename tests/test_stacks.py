@@ -445,3 +445,35 @@ def test_operators_of_a_torch_npu_trace_keep_their_own_call_stacks_under_a_step(
         ("ProfilerStep", "train.py(7):_main", "torch/nn/functional.py(10):_linear", "aten::mm"): 40,
         ("ProfilerStep", "train.py(8):_main", "aten::add"): 10,  # npuprof's frame left out
     }
+
+
+def test_a_range_running_on_between_steps_and_after_the_last_keeps_its_time(tmp_path):
+    """helper-123: what a range ran between two steps (a gap) or after the last step was lost, so the totals
+    fell short of the thread's busy time (452 µs of 3,445 on a real run). Expected values by hand, in µs."""
+
+    def ev(name, ts, dur, cat="user_annotation"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 7, "tid": 7, "ts": ts, "dur": dur}
+
+    events = [
+        ev("ProfilerStep#1", 1000, 100),
+        ev("ProfilerStep#2", 1150, 100),  # 50 µs after step 1 ends
+        ev("R", 1050, 120),  # through the gap into step 2
+        ev("aten::mul", 1110, 20, "cpu_op"),  # in the gap, inside R
+        ev("S", 1200, 100),  # past the last step's end (1250), to 1300
+        ev("aten::add", 1260, 30, "cpu_op"),  # after the last step, inside S
+    ]
+    trace = tmp_path / "t.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    done = cli("export-stacks", str(trace))
+    assert done.returncode == 0, done.stderr
+    folded = _parse_lines(done.stdout)
+    assert folded == {
+        ("ProfilerStep",): 50 + 30,  # step 1: 1000-1050; step 2: 1170-1200
+        ("ProfilerStep", "R"): 50 + 20,  # 1050-1100 in step 1, 1150-1170 in step 2
+        ("R",): 30,  # the gap 1100-1150 less aten::mul
+        ("R", "aten::mul"): 20,
+        ("ProfilerStep", "S"): 50,  # 1200-1250
+        ("S",): 20,  # 1250-1300 less aten::add
+        ("S", "aten::add"): 30,
+    }
+    assert sum(folded.values()) == 1300 - 1000  # every µs the thread was busy

@@ -319,11 +319,12 @@ def _build_host_tree(
         # first: carried into the next step (helper-121: the step boundary, at optimizer.step()'s return,
         # falls inside a range around the whole iteration; its rest read as the next step's own time)
         carried: list[tuple[str, float]] = []
+        step_starts = sorted(float(ev.ts or 0.0) for _, ev in items if _frame_of(ev.name) == STEP_FRAME)
         for _, ev in items:
             ts = float(ev.ts or 0.0)
             end = step_ends.get(id(ev)) or ts + max(float(ev.dur or 0.0), 0.0)
             while stack and ts >= stack[-1].end:
-                _close(stack.pop(), self_time)
+                carried = _pop(stack, self_time, carried, step_starts, trie, thread_spans)
             cat = _cat(ev)
             if cat == vocab.USER_ANNOTATION and not ev.name.startswith(vocab.STEP_PREFIX):
                 # A record_function range (Optimizer.step#, the user's) opens inside the Python calls of
@@ -379,11 +380,11 @@ def _build_host_tree(
                 runtime_nodes.add(node_id)
             thread_spans.append((ts, end, node_id))
             if is_step and carried:
-                carried = _carry_into(stack, carried, trie, thread_spans)
+                carried = _carry_into(stack, carried, trie, thread_spans, ts, node.end)
             elif is_step:
                 carried = []
         while stack:
-            _close(stack.pop(), self_time)
+            carried = _pop(stack, self_time, carried, step_starts, trie, thread_spans)
         spans[thread] = thread_spans
     return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
 
@@ -397,25 +398,49 @@ def _crosses_step_end(stack: list[_Node], cat: str, name: str, end: float) -> bo
     return step is not None and stack[-1].end == step.end and end > step.end + OVERRUN_US
 
 
+def _pop(
+    stack: list[_Node],
+    self_time: dict[int, float],
+    carried: list[tuple[str, float]],
+    step_starts: list[float],
+    trie: _PathTrie,
+    thread_spans: list[tuple[float, float, int]],
+) -> list[tuple[str, float]]:
+    """Close the top of ``stack``; a step closing with ranges carried past its end opens them again after
+    it, until the next step begins (or for good after the last). Returns what is still carried."""
+    closed = stack.pop()
+    _close(closed, self_time)
+    if not (closed.step and carried and not stack):
+        return carried
+    following = bisect.bisect_left(step_starts, closed.end)
+    until = step_starts[following] if following < len(step_starts) else math.inf
+    return _carry_into(stack, carried, trie, thread_spans, closed.end, until)
+
+
 def _carry_into(
     stack: list[_Node],
     carried: list[tuple[str, float]],
     trie: _PathTrie,
     thread_spans: list[tuple[float, float, int]],
+    start: float,
+    until: float,
 ) -> list[tuple[str, float]]:
-    """Open again, inside the step just opened (the top of ``stack``), the ranges that ran on past the end
-    of the previous step, as long as each lasts; return those that run past this one's end too."""
-    step = stack[-1]
+    """Open again from ``start`` (on top of ``stack``: the step just opened, or nothing, in the time after a
+    step before the next one begins at ``until``) the ranges that ran on past the end of the previous step,
+    each as long as it lasts within ``until``; return those that run on past ``until`` too. Their time is
+    then theirs, not the step's nor lost (the totals stay each thread's busy time, helper-123)."""
     still: list[tuple[str, float]] = []
     for frame, end in carried:
-        if end <= step.ts:
+        if end <= start:
             break  # it ended at the boundary: those inside it too
-        parent = stack[-1]
-        node = _Node(step.ts, min(end, parent.end), trie.child(parent.node_id, frame))
-        parent.child_time += node.end - node.ts
+        parent = stack[-1] if stack else None
+        stop = min(end, parent.end if parent is not None else until)
+        node = _Node(start, stop, trie.child(parent.node_id if parent is not None else 0, frame))
+        if parent is not None:
+            parent.child_time += node.end - node.ts
         stack.append(node)
         thread_spans.append((node.ts, node.end, node.node_id))
-        if end > step.end + OVERRUN_US:
+        if end > until + OVERRUN_US:
             still.append((frame, end))
     return still
 
