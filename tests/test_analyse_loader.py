@@ -204,6 +204,7 @@ def test_damaged_gz_through_parse(tmp_path: Path, damage: str, kind: str) -> Non
         (r"\ud83d\ude00 ok", "\U0001f600 ok", 0),  # a pair, as json.dump writes an emoji: untouched
         (r"\\ud800", "\\ud800", 0),  # an escaped backslash, then text
         (r"\\\ud800", "\\\ufffd", 1),  # an escaped backslash, then an unpaired escape
+        (r"\\ud800\udc00", "\\ud800\ufffd", 1),  # text that looks like a high one, then a lone low one
     ],
 )
 def test_strings_msgspec_refuses_are_read_as_pythons_json_reads_them(
@@ -231,3 +232,72 @@ def test_strings_msgspec_refuses_are_read_as_pythons_json_reads_them(
     reader = TraceReader(path, block=300)
     events = [e for chunk in reader for e in chunk.events]
     assert events[-1].name == "a\u00e9??b" and reader.repaired_strings == 2
+
+
+def _every_event_with(body: str, marker: str, name_json: str) -> bytes:
+    return body.replace(f'"{marker}', f'"{name_json}').encode()
+
+
+def test_a_surrogate_escape_in_every_event_costs_no_boundary_and_no_reader(tmp_path: Path) -> None:
+    """helper-123: with an unpaired surrogate escape in every event (a torch_npu trace_view.json of a script
+    in a directory whose name is not UTF-8: Python's json.dump writes "\\udcXX"), the forked readers' split
+    found no event boundary (msgspec stops at the escape; 96 s against 5 s for 208 MB), and one with "},{"
+    inside its strings was refused as malformed JSON at the escape."""
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"aten::op{k}",
+            "pid": 1,
+            "tid": 1,
+            "ts": k,
+            "dur": 1,
+            "args": {"note": "x},{y"},
+        }
+        for k in range(3000)
+    ]
+    body = json.dumps({"traceEvents": events})
+    path = tmp_path / "t.json"
+    path.write_bytes(_every_event_with(body, "aten::op", r"aten\udc00op"))
+    reader = TraceReader(path, block=4096)
+    start, end = reader.region()
+    middle = reader.boundary_after(start + (end - start) // 2, end)
+    assert middle < end and path.read_bytes()[middle : middle + 7] == b'{"ph": '
+    read = [e for chunk in TraceReader(path, block=4096) for e in chunk.events]
+    assert len(read) == 3000 and reader.repaired_strings == 0  # the boundary check repairs nothing it reads
+    assert read[5].name == "aten\ufffdop5"
+
+
+def test_keys_around_the_events_with_bytes_that_are_not_utf8_are_read(tmp_path: Path) -> None:
+    """helper-123: a host name or an output path (Kineto's traceName) of bytes that are not UTF-8, before or
+    after traceEvents: "cannot decode the keys" or even "truncated"."""
+    trace = cuda_trace()
+    trace["host_name"] = "MARK1"
+    trace["traceName"] = "MARK2"
+    body = json.dumps(trace)
+    assert body.index('"traceName"') > body.index('"traceEvents"')  # a key after the events, as Kineto's
+    path = tmp_path / "t.json"
+    path.write_bytes(body.replace("MARK1", r"h\udcffst").encode().replace(b"MARK2", b"/tmp/r\xff/t.json"))
+    loaded = load_trace(path)
+    assert loaded.meta["host_name"] == "h\ufffdst" and loaded.meta["traceName"] == "/tmp/r?/t.json"
+    assert len(loaded.events) == len(trace["traceEvents"])
+
+
+def test_json_malformed_beside_a_surrogate_is_said_where_it_is_malformed(tmp_path: Path) -> None:
+    """helper-123: a missing comma after an event with an unpaired surrogate escape was reported at the
+    escape's byte, not at the comma's."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{k}", "pid": 1, "tid": 1, "ts": k, "dur": 1}
+        for k in range(50)
+    ]
+    events[10]["name"] = "MARK"
+    text = json.dumps({"traceEvents": events}).replace('"MARK"', r'"bad\ud800"')
+    cut = text.index('{"ph"', text.index(r"bad\ud800"))  # the next event: its comma dropped
+    text = text[: cut - 2] + " " + text[cut:]
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.raises(TraceError) as caught:
+        load_trace(path)
+    assert f"malformed JSON at byte {cut - 1}" in str(caught.value) or f"at byte {cut}" in str(
+        caught.value
+    ), str(caught.value)

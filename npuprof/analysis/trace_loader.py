@@ -110,10 +110,7 @@ _FLOATS = msgspec.json.Decoder(list[float])
 # strings msgspec refuses though Python's json reads them: an unpaired UTF-16 surrogate escape (a path with
 # bytes that are not UTF-8, written by Python's json.dump: "\udcff"), and bytes that are not UTF-8. Each is
 # replaced by text of its own length ("\ufffd", "?"), so every offset into the chunk stays right.
-_LONE_SURROGATE = re.compile(
-    rb"(?<!\\)((?:\\\\)*)(?:\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")  # found by its literal "\u", fast
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, decoded with "surrogateescape"
 _STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the fallback is tried first
 _RETRY_EVERY = 32  # ... and the decoder again every this many chunks (a later part of the trace may fit)
@@ -366,7 +363,13 @@ class TraceReader:
 
     def _decode_object(self, text: bytes, what: str) -> dict[str, Any]:
         try:
-            value = _ANY.decode(text)
+            try:
+                value = _ANY.decode(text)
+            except msgspec.DecodeError:
+                repaired = _repaired_strings(text)  # a host name or path of bytes that are not UTF-8
+                if repaired is None:
+                    raise
+                value = _ANY.decode(repaired[0])
         except (msgspec.DecodeError, RecursionError) as exc:
             raise TraceError("corrupt", f"{self.path}: cannot decode {what}: {exc}") from None
         if not isinstance(value, dict):
@@ -384,8 +387,11 @@ class TraceReader:
         events = self._events_of(framed)
         if events is None:
             repaired = _repaired_strings(framed)
-            if repaired is None or (events := self._events_of(repaired[0])) is None:
+            if repaired is None:
                 return self._undecodable(framed)
+            events = self._events_of(repaired[0])
+            if events is None:  # not JSON for another reason: said where that is (the same length)
+                return self._undecodable(repaired[0])
             framed = repaired[0]
             self.repaired_strings += repaired[1]
         if not self._texts_kept:
@@ -748,7 +754,13 @@ class TraceReader:
             return None
         try:
             value = _ANY.decode(tail)
-        except (msgspec.DecodeError, RecursionError):
+        except msgspec.DecodeError:
+            repaired = _repaired_strings(tail)
+            try:
+                value = _ANY.decode(repaired[0]) if repaired else None
+            except (msgspec.DecodeError, RecursionError):
+                return None
+        except RecursionError:
             return None
         return value if isinstance(value, dict) else None
 
@@ -934,23 +946,50 @@ BOUNDARY_WINDOW = 1 << 20  # bytes searched at a time, from the end back
 BOUNDARY_SLACK = 4096  # room after a "}" for the "," and "{" of its boundary (whitespace)
 
 
-def _repaired_strings(framed: bytearray) -> tuple[bytearray, int] | None:
+def _repaired_strings(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
     """``framed`` with its unpaired surrogate escapes and its bytes that are not UTF-8 replaced by text of
-    the same length (``_LONE_SURROGATE``), and how many; None when it has neither."""
-    surrogates = 0
-
-    def replace(match: re.Match[bytes]) -> bytes:
-        nonlocal surrogates
-        surrogates += 1
-        return match.group(1) + rb"\ufffd"
-
-    text = _LONE_SURROGATE.sub(replace, framed) if b"\\u" in framed else bytes(framed)
-    decoded, bad_bytes = _ESCAPED_BYTE.subn("?", text.decode("utf-8", "surrogateescape"))
-    if bad_bytes:
-        text = decoded.encode()
-    if not surrogates and not bad_bytes:
+    the same length (``\\ufffd``, ``?``), and how many; None when it has neither."""
+    lone = _lone_surrogates(framed) if b"\\u" in framed else []
+    text = bytearray(framed)
+    for at in lone:
+        text[at : at + 6] = rb"\ufffd"
+    bad_bytes = 0
+    if not text.isascii():  # in C: most traces, and most damage (helper-123), are ASCII
+        decoded, bad_bytes = _ESCAPED_BYTE.subn("?", text.decode("utf-8", "surrogateescape"))
+        if bad_bytes:
+            text = bytearray(decoded.encode())
+    if not lone and not bad_bytes:
         return None
-    return bytearray(text), surrogates + bad_bytes
+    return text, len(lone) + bad_bytes
+
+
+def _lone_surrogates(text: bytes | bytearray) -> list[int]:
+    """Where the unpaired UTF-16 surrogate escapes of ``text`` begin: a high one not followed at once by a
+    low one, a low one not preceded at once by a high one; an escape after an odd run of backslashes is a
+    backslash's escape and text (``\\\\ud800``), not a surrogate."""
+    lone: list[int] = []
+    pending: int | None = None  # a high escape whose low may follow
+    for match in _SURROGATE_ESCAPE.finditer(text):
+        at = match.start()
+        run = at
+        while run > 0 and text[run - 1] == 0x5C:  # "\\"
+            run -= 1
+        if (at - run) % 2:
+            continue
+        high = text[at + 3] in b"89abAB"
+        if pending is not None:
+            if not high and at == pending + 6:
+                pending = None
+                continue
+            lone.append(pending)
+            pending = None
+        if high:
+            pending = at
+        else:
+            lone.append(at)
+    if pending is not None:
+        lone.append(pending)
+    return lone
 
 
 def _last_boundary(buf: bytes | bytearray, end: int) -> int:
@@ -999,17 +1038,28 @@ def _starts_events(window: bytes, brace: int) -> bool:
     events, or as their beginning (the window may end inside an event). A "{" inside an event (an object in
     a list in its args, a "},{" in a string) fails: the text soon closes what it never opened."""
     framed = b"[" + window[brace : window.rfind(b"}") + 1] + b"]"
-    try:
-        _RAW_EVENTS.decode(framed)
-    except msgspec.DecodeError as exc:
-        message = str(exc)
-        if "trailing characters" in message:  # a "]" in the text closed the events' array
+    for attempt in range(2):
+        try:
+            _RAW_EVENTS.decode(framed)
+        except msgspec.DecodeError as exc:
+            message = str(exc)
+            if "trailing characters" in message:  # a "]" in the text closed the events' array
+                return False
+            found = _AT_BYTE.search(message)
+            if found is None or int(found.group(1)) >= len(framed) - 1:  # not JSON only where it was cut
+                return True
+            at = int(found.group(1))
+            near = framed[max(at - 8, 0) : at + 8]  # a string msgspec refuses there, or other damage
+            unreadable = _SURROGATE_ESCAPE.search(near) is not None or not near.isascii()
+            repaired = _repaired_strings(framed) if attempt == 0 and unreadable else None
+            if repaired is None:  # helper-123: a surrogate escape in every event hid every boundary
+                return False
+            framed = bytes(repaired[0])
+        except RecursionError:
             return False
-        found = _AT_BYTE.search(message)
-        return found is None or int(found.group(1)) >= len(framed) - 1  # not JSON only where it was cut
-    except RecursionError:
-        return False
-    return True
+        else:
+            return True
+    return False
 
 
 def _decimal(text: bytes) -> Decimal | None:
