@@ -470,6 +470,16 @@ def test_a_torch_npu_parse_that_failed_is_not_taken_for_a_parsed_dir(tmp_path: P
     (problem,) = json.loads(result.stdout)["problems"]
     assert problem["status"] == "failed", problem
     assert "torch_npu's parser wrote none of its tables into ASCEND_PROFILER_OUTPUT/" in problem["reason"]
+    # its raw data simplified away too (helper-123: "--force", then "no trace"): said there is nothing left
+    for raw in [d / "FRAMEWORK", *d.glob("PROF_*")]:
+        shutil.rmtree(raw, ignore_errors=True)
+    for forced in ([], ["--force"]):
+        result = npuprof("analyse", str(tmp_path), "--format", "json", *forced, env=clean_env())
+        (problem,) = json.loads(result.stdout)["problems"]
+        assert (
+            "torch_npu's parse left none of its tables in ASCEND_PROFILER_OUTPUT/ and no raw data"
+            in problem["reason"]
+        ), (forced, problem)
 
 
 def test_npuprof_run_through_torch_npu_marks_its_parse_done(tmp_path: Path) -> None:

@@ -185,7 +185,17 @@ def _no_trace_reason(out_dir: Path) -> str:
             f"no raw trace and no tables torch_npu wrote, only {layout.PARSED_DIR}/trace_view.json: analyse "
             f"that file itself (npuprof analyse {view})"
         )
+    if (out_dir / layout.ANALYSE_DONE).exists() and any(out_dir.parent.glob("profiler_info*.json")):
+        return TORCH_NPU_LEFT_NOTHING.format(out=out_dir.name)
     return "no trace in this directory"
+
+
+# helper-123: torch_npu's parse failed (it writes analyse.done whatever the outcome) and simplified its raw
+# data away: --force only said "no trace"
+TORCH_NPU_LEFT_NOTHING = (
+    "torch_npu's parse left none of its tables in {out}/ and no raw data to parse again (FRAMEWORK/, PROF_* "
+    "are gone): nothing here can be analysed; capture again"
+)
 
 
 def _is_ascend_raw(rank_dir: Path) -> bool:

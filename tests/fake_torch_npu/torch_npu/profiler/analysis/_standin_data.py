@@ -534,8 +534,10 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
 def parse(prof_path: str, output: str) -> None:
     """ASCEND_PROFILER_OUTPUT/ (text export) from a rank dir's raw data."""
     os.makedirs(output, mode=0o750, exist_ok=True)
-    with open(os.path.join(output, "trace_view.json"), "w", encoding="utf-8") as f:
-        json.dump(trace_view(prof_path), f)
+    events = trace_view(prof_path)
+    if events:  # as torch_npu's FileManager.create_json_file: no data, no file
+        with open(os.path.join(output, "trace_view.json"), "w", encoding="utf-8") as f:
+            json.dump(events, f)
     ops = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_RANGE))
     cann = prof_dir(prof_path)
     tasks = _read_jsonl(os.path.join(cann, DEVICE_TASKS)) if cann else []
