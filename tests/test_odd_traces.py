@@ -1179,3 +1179,17 @@ def test_a_name_of_undecodable_bytes_is_read_and_named(tmp_path: Path) -> None:
     assert "bad\ufffdname" in {o["name"] for o in summary["top_operators"]}
     (note,) = [w for w in summary["warnings"] if "not text" in w]
     assert note.startswith("1 character(s) in the trace's strings are not text"), note
+
+
+def test_a_time_base_beyond_a_double_is_named_not_the_trace_refused(tmp_path: Path) -> None:
+    """helper-123: baseTimeNanoseconds 1e400 (no double holds it) refused the whole trace: "cannot decode
+    the keys before traceEvents: Number out of range"."""
+    trace = cpu_trace()
+    trace["baseTimeNanoseconds"] = "MARK"
+    d = write_rank_dir(tmp_path, trace)
+    (raw,) = d.glob("*.pt.trace.json")
+    raw.write_text(raw.read_text().replace('"MARK"', "1e400"))
+    summary = _summary(d)
+    assert summary["steps"] and "time_base_ns" not in summary
+    (note,) = [w for w in summary.get("warnings", []) if "baseTimeNanoseconds" in w]
+    assert note.startswith("the trace's baseTimeNanoseconds (inf) is no time in nanoseconds"), note

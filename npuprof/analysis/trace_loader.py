@@ -40,6 +40,7 @@ Public API (stable):
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import os
 import re
@@ -367,10 +368,14 @@ class TraceReader:
                 value = _ANY.decode(text)
             except msgspec.DecodeError:
                 repaired = _repaired_strings(text)  # a host name or path of bytes that are not UTF-8
-                if repaired is None:
-                    raise
-                value = _ANY.decode(repaired[0])
-        except (msgspec.DecodeError, RecursionError) as exc:
+                text = bytes(repaired[0]) if repaired else text
+                try:
+                    value = _ANY.decode(text)
+                except msgspec.DecodeError:
+                    # a number beyond a double (baseTimeNanoseconds 1e400, helper-123): Python's json reads
+                    # it as inf, which the readers of these keys refuse, each with its own warning
+                    value = json.loads(text)
+        except (msgspec.DecodeError, ValueError, RecursionError) as exc:
             raise TraceError("corrupt", f"{self.path}: cannot decode {what}: {exc}") from None
         if not isinstance(value, dict):
             raise TraceError("corrupt", f"{self.path}: {what} is not a JSON object")
