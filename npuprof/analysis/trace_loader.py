@@ -760,10 +760,11 @@ class TraceReader:
         try:
             value = _ANY.decode(tail)
         except msgspec.DecodeError:
-            repaired = _repaired_strings(tail)
+            repaired = _repaired_strings(tail)  # a traceName of bytes that are not UTF-8 (helper-123)
+            text = bytes(repaired[0]) if repaired else tail
             try:
-                value = _ANY.decode(repaired[0]) if repaired else None
-            except (msgspec.DecodeError, RecursionError):
+                value = json.loads(text)  # a number beyond a double (1e400): inf, as in the keys before
+            except (ValueError, RecursionError):
                 return None
         except RecursionError:
             return None
