@@ -1193,3 +1193,24 @@ def test_a_time_base_beyond_a_double_is_named_not_the_trace_refused(tmp_path: Pa
     assert summary["steps"] and "time_base_ns" not in summary
     (note,) = [w for w in summary.get("warnings", []) if "baseTimeNanoseconds" in w]
     assert note.startswith("the trace's baseTimeNanoseconds (inf) is no time in nanoseconds"), note
+
+
+def test_export_stacks_and_memory_timeline_say_what_they_read_as_no_text(tmp_path: Path) -> None:
+    """helper-123: export-stacks drew a frame with U+FFFD and memory-timeline left out a [memory] event with
+    a field that is no number, neither saying so (analyse does)."""
+    trace = cpu_trace()
+    trace["traceEvents"] += [mem(10 * k, 4096, 4096 * (k + 1), 160 + k) for k in range(5)]
+    trace["traceEvents"][-1]["args"]["Total Allocated"] = "MARK"
+    op = next(e for e in trace["traceEvents"] if e.get("cat") == "cpu_op")
+    op["name"] = "bad\udcffname"
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps(trace))
+    stacks = npuprof("export-stacks", str(path), env=clean_env())
+    assert stacks.returncode == 0, stacks.stderr
+    assert "bad\ufffdname" in stacks.stdout
+    assert "1 character(s) in the trace's strings are not text" in stacks.stderr
+    timeline = npuprof("memory-timeline", str(path), "-o", str(tmp_path / "m.json"), env=clean_env())
+    assert timeline.returncode == 0, timeline.stderr
+    assert "1 character(s) in the trace's strings are not text" in timeline.stderr
+    assert "1 [memory] event(s) whose fields are not numbers (a damaged trace?): left out" in timeline.stderr
+    assert "4 memory events" in timeline.stderr

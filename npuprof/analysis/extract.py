@@ -733,11 +733,9 @@ class Extract:
                 '"HCCL" or "Communication"'
             )
         if self.repaired_strings:
-            notes.append(
-                f"{self.repaired_strings} character(s) in the trace's strings are not text (unpaired UTF-16 "
-                "surrogate escapes, or bytes that are not UTF-8: a name or path made of undecodable bytes): "
-                "read as U+FFFD and '?'"
-            )
+            from npuprof.analysis.trace_loader import not_text_note
+
+            notes.append(not_text_note(self.repaired_strings))
         if self.timeless:
             notes.append(
                 f"{self.timeless} complete event(s) without a ts or a dur were left out (no profiler writes "

@@ -200,6 +200,7 @@ class Trace:
     meta: dict[str, Any] = field(default_factory=dict)
     form: str = FORM_KINETO
     ts_base: int = 0  # µs to add to every ts for the absolute time (string times; see the module's doc)
+    repaired_strings: int = 0  # characters read as U+FFFD / "?" (not_text_note)
 
     @property
     def rank(self) -> int | None:
@@ -1195,4 +1196,14 @@ def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) ->
                 if event.args:
                     event.args = event.args.copy()
                 events.append(event)
-    return Trace(Path(path), events, reader.meta, reader.form or FORM_KINETO, reader.ts_base or 0)
+    trace = Trace(Path(path), events, reader.meta, reader.form or FORM_KINETO, reader.ts_base or 0)
+    trace.repaired_strings = reader.repaired_strings
+    return trace
+
+
+def not_text_note(count: int) -> str:
+    """What a reader says of the characters it read as U+FFFD / "?" (TraceReader.repaired_strings)."""
+    return (
+        f"{count} character(s) in the trace's strings are not text (unpaired UTF-16 surrogate escapes, or "
+        "bytes that are not UTF-8: a name or path made of undecodable bytes): read as U+FFFD and '?'"
+    )

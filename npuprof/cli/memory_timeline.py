@@ -99,6 +99,8 @@ def memory_timeline(
         raise _fail(f"cannot write {target}: {exc.strerror or exc}") from None
     if data.source == mt.SOURCE_TRACE:
         print(f"npuprof memory-timeline: note: {mt.source_note(data)}", file=sys.stderr)
+    for note in data.notes:
+        print(f"npuprof memory-timeline: warning: {note}", file=sys.stderr)
     print(
         f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
         f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})",

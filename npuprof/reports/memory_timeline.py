@@ -81,6 +81,7 @@ class MemoryData:
     reserved: tuple[list[int], list[int]] | None = None
     devices: list[str] = field(default_factory=list)  # every device the data holds
     origin: str = "the trace"  # trace source only: where the allocator's totals were read
+    notes: list[str] = field(default_factory=list)  # what the reader replaced or passed over
 
     def coalesce(self) -> tuple[list[int], list[list[int]]]:
         return coalesce(self.raw)
@@ -140,6 +141,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
 
     loaded = load(trace)
     base_ns = _time_base_ns(loaded)
+    unread = 0  # [memory] events whose fields are not numbers (helper-123: left out without a word)
     per_device: dict[str, list[tuple[float, int, int, int]]] = {}
     bytes_only: dict[str, list[tuple[float, int]]] = {}  # torch before 1.10: no Total Allocated
     for ev in loaded.events:
@@ -156,6 +158,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
                 continue
             record = (ts, int(args["Total Allocated"]), int(args.get("Total Reserved", 0)), nbytes)
         except (KeyError, TypeError, ValueError, OverflowError):
+            unread += 1
             continue
         per_device.setdefault(name, []).append(record)
     summed = False
@@ -179,7 +182,9 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         if summed
         else "the trace"
     )
-    return _from_records(per_device, device, base_ns, origin)
+    data = _from_records(per_device, device, base_ns, origin)
+    data.notes = _reading_notes(loaded.repaired_strings, unread)
+    return data
 
 
 def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
@@ -259,6 +264,15 @@ def _from_records(
         devices=devices,
         origin=origin,
     )
+
+
+def _reading_notes(repaired: int, unread: int) -> list[str]:
+    from npuprof.analysis.trace_loader import not_text_note
+
+    notes = [not_text_note(repaired)] if repaired else []
+    if unread:
+        notes.append(f"{unread} [memory] event(s) whose fields are not numbers (a damaged trace?): left out")
+    return notes
 
 
 def _time_base_ns(loaded: Any) -> int:

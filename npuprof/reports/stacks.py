@@ -39,7 +39,7 @@ from pathlib import Path
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.reports.text import printable
-from npuprof.reports.trace_events import TraceEvent, device_labelled, load_events, process_names
+from npuprof.reports.trace_events import TraceEvent, device_labelled, load, process_names
 
 HOST_METRIC = "self_cpu_time_total"
 STEP_FRAME = "ProfilerStep"  # every ProfilerStep#N (_frame_of)
@@ -625,7 +625,13 @@ def folded_from_events(
 
 
 def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = False) -> FoldedStacks:
-    return folded_from_events(load_events(trace), metric, keep_idle)
+    loaded = load(trace)
+    folded = folded_from_events(loaded.events, metric, keep_idle)
+    if loaded.repaired_strings:  # helper-123: frames of U+FFFD without a word
+        from npuprof.analysis.trace_loader import not_text_note
+
+        folded.notes.append(not_text_note(loaded.repaired_strings))
+    return folded
 
 
 def merge(stacks: Iterable[FoldedStacks]) -> FoldedStacks:
