@@ -781,6 +781,9 @@ def test_torch_npus_own_stacks_and_memory_timeline_are_kept(tmp_path: Path) -> N
     stacks = (rank_dir / "stacks_self_cpu_time_total.folded").read_text().splitlines()
     assert stacks and all(re.fullmatch(r"\S.*;.* \d+", line) for line in stacks), stacks[:3]
     assert any("train.py" in line for line in stacks)
+    # npuprof's step boundary as npuprof's own stacks show it (helper-123): one frame, not its code
+    assert not any("npuprof/agent" in line for line in stacks), [ln for ln in stacks if "npuprof/" in ln][:3]
+    assert any(line.rsplit(" ", 1)[0].endswith(";[npuprof]") for line in stacks), stacks
     timeline = json.loads((rank_dir / "memory_timeline.json").read_text())
     assert timeline, "an empty memory timeline"
     log = (tmp_path / "out" / "npuprof.log").read_text()
