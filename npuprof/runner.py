@@ -193,8 +193,8 @@ def _wait_for_post_processing(
     if not os.environ.get("TORCHELASTIC_RUN_ID"):
         from npuprof.results.priority import own_priority
 
-        nice, group_nice = own_priority()
-        for pid, threads_raised, autogroup_raised in postprocess.lift_idle_priority():
+        nice, group_nice = priority = own_priority()
+        for pid, threads_raised, autogroup_raised in postprocess.lift_idle_priority(priority=priority):
             if threads_raised and autogroup_raised:
                 said = f"npuprof's own CPU priority again (SCHED_OTHER, nice {nice})"
             elif threads_raised:  # helper-116: the kernel refused the autogroup's write again and again

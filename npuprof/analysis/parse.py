@@ -185,9 +185,14 @@ def _no_trace_reason(out_dir: Path) -> str:
             f"no raw trace and no tables torch_npu wrote, only {layout.PARSED_DIR}/trace_view.json: analyse "
             f"that file itself (npuprof analyse {view})"
         )
-    if (out_dir / layout.ANALYSE_DONE).exists() and any(out_dir.parent.glob("profiler_info*.json")):
+    if _torch_npu_left_nothing(out_dir):
         return TORCH_NPU_LEFT_NOTHING.format(out=out_dir.name)
     return "no trace in this directory"
+
+
+def _torch_npu_left_nothing(out_dir: Path) -> bool:
+    """torch_npu's analyse.done beside its profiler_info, and nothing to read or parse again."""
+    return (out_dir / layout.ANALYSE_DONE).exists() and any(out_dir.parent.glob("profiler_info*.json"))
 
 
 # helper-123: torch_npu's parse failed (it writes analyse.done whatever the outcome) and simplified its raw
@@ -203,23 +208,15 @@ def _is_ascend_raw(rank_dir: Path) -> bool:
 
 
 def _torch_npu_parse_failed(rank_dir: Path, out_dir: Path) -> bool:
-    """Ascend raw data whose ASCEND_PROFILER_OUTPUT/ holds none of torch_npu's tables nor npuprof's summary:
-    torch_npu's parse failed there, though it may have written analyse.done (it does so whatever the
-    outcome since 2026-01, helper-122)."""
-    if not _is_ascend_raw(rank_dir) or layout.find_raw_trace(rank_dir) is not None:
+    """A torch_npu rank dir (its raw data, or its profiler_info) whose ASCEND_PROFILER_OUTPUT/ holds none of
+    its tables nor npuprof's summary: torch_npu's parse failed there, though it may have written
+    analyse.done (it does so whatever the outcome since 2026-01, helper-122). Parsed again where its raw
+    data is left, else said (_no_trace_reason), never taken as done."""
+    if layout.find_raw_trace(rank_dir) is not None:
         return False
-    return not (out_dir / SUMMARY_FILE).exists() and not _has_torch_npu_tables(rank_dir)
-
-
-def _has_torch_npu_tables(rank_dir: Path) -> bool:
-    from npuprof.analysis import ascend_output
-
-    out = rank_dir / layout.PARSED_DIR
-    return (
-        (out / ascend_output.STEP_FILE).is_file()
-        or (out / ascend_output.KERNEL_FILE).is_file()
-        or layout.has_profiler_db(rank_dir)
-    )
+    if not (_is_ascend_raw(rank_dir) or any(rank_dir.glob("profiler_info*.json"))):
+        return False
+    return not (out_dir / SUMMARY_FILE).exists() and not layout.has_torch_npu_tables(rank_dir)
 
 
 def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
@@ -235,7 +232,7 @@ def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
         return outcome
     analyse(str(rank_dir))
     done = rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE
-    if _has_torch_npu_tables(rank_dir):
+    if layout.has_torch_npu_tables(rank_dir):
         if not done.exists():
             write_text(done, "")
         outcome.status = "parsed"
@@ -327,7 +324,12 @@ def parse_rank_dir(
             return _parse_ascend(rank_dir, outcome)
         raw = layout.find_raw_trace(rank_dir)
         if raw is None:
-            outcome.status, outcome.reason = "missing", f"no *.pt.trace.json(.gz) in {rank_dir}"
+            outcome.status = "missing"
+            outcome.reason = (
+                TORCH_NPU_LEFT_NOTHING.format(out=out_dir.name)
+                if _torch_npu_left_nothing(out_dir)
+                else f"no *.pt.trace.json(.gz) in {rank_dir}"
+            )
             return outcome
         if done.exists():
             done.unlink()

@@ -35,7 +35,6 @@ from npuprof.analysis.annotation_schema import (
 )
 from npuprof.analysis.parse import (
     SUMMARY_FILE,
-    TORCH_NPU_LEFT_NOTHING,
     ParseOutcome,
     drop_tables,
     failure_reason,
@@ -367,11 +366,6 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
     try:
         data = (parsed_dir / SUMMARY_FILE).read_bytes()
     except OSError as exc:
-        rank_dir = parsed_dir.parent
-        record = layout.read_capture_record(rank_dir) or {"backend": "torch_npu"}  # none: torch_npu's own
-        torch_npus = record.get("backend") == "torch_npu" and any(rank_dir.glob("profiler_info*.json"))
-        if torch_npus and layout.find_raw_trace(rank_dir) is None:
-            return None, TORCH_NPU_LEFT_NOTHING.format(out=parsed_dir.name)
         why = f"no readable {SUMMARY_FILE} ({exc.strerror or exc}; parsed by another tool?)"
         return None, why + "; re-run with --force"
     try:

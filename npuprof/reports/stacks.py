@@ -319,13 +319,14 @@ def _build_host_tree(
         # first: carried into the next step (helper-121: the step boundary, at optimizer.step()'s return,
         # falls inside a range around the whole iteration; its rest read as the next step's own time)
         carried: list[tuple[str, float]] = []
-        step_starts = sorted(float(ev.ts or 0.0) for _, ev in items if _frame_of(ev.name) == STEP_FRAME)
+        step_starts = sorted(float(ev.ts or 0.0) for _, ev in items if _is_step_name(ev.name))
         for _, ev in items:
             ts = float(ev.ts or 0.0)
             end = step_ends.get(id(ev)) or ts + max(float(ev.dur or 0.0), 0.0)
             while stack and ts >= stack[-1].end:
                 carried = _pop(stack, self_time, carried, step_starts, trie, thread_spans)
             cat = _cat(ev)
+            is_step = _is_step_name(ev.name)
             if cat == vocab.USER_ANNOTATION and not ev.name.startswith(vocab.STEP_PREFIX):
                 # A record_function range (Optimizer.step#, the user's) opens inside the Python calls of
                 # its __enter__ and closes after they return: it belongs to the nearest frame that holds
@@ -361,8 +362,7 @@ def _build_host_tree(
                 node_id = parent.node_id if parent else 0
                 # a step's own call stack is where the step boundary was taken (npuprof's code), not where
                 # what runs in it was called (helper-123: every operator of a torch_npu trace under it)
-                own_stack = use_call_stacks and not framed and _frame_of(ev.name) != STEP_FRAME
-                frames = _call_stack(ev) if own_stack else []
+                frames = _call_stack(ev) if use_call_stacks and not framed and not is_step else []
                 for frame in frames:
                     node_id = trie.child(node_id, frame)
                 if frames:
@@ -371,9 +371,9 @@ def _build_host_tree(
             if parent is not None:
                 parent.child_time += end - ts
             machinery = cat == vocab.PYTHON_FUNCTION and any(mark in ev.name for mark in RANGE_MACHINERY)
-            is_step = _frame_of(ev.name) == STEP_FRAME
-            node = _Node(ts, end, node_id, framed=framed, npuprof_work=work, range_machinery=machinery)
-            node.step = is_step
+            node = _Node(
+                ts, end, node_id, framed=framed, npuprof_work=work, range_machinery=machinery, step=is_step
+            )
             stack.append(node)
             node_of_event[id(ev)] = node_id
             if cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime:
@@ -465,9 +465,12 @@ def _step_ends(items: list[tuple[int, TraceEvent]], overlaps: list[str]) -> dict
 def _frame_of(name: str) -> str:
     """An event's frame: its name sanitised; every ``ProfilerStep#N`` one ``ProfilerStep`` frame (a flame
     graph of code paths, not one tower per step: without Python frames the steps are the roots)."""
-    if name.startswith(vocab.STEP_PREFIX) and name[len(vocab.STEP_PREFIX) :].isdigit():
-        return STEP_FRAME  # torch's user_annotation, torch_npu's cpu_op (helper-100)
-    return sanitise_frame(name)
+    return STEP_FRAME if _is_step_name(name) else sanitise_frame(name)
+
+
+def _is_step_name(name: str) -> bool:
+    """``ProfilerStep#N``: torch's user_annotation, torch_npu's cpu_op (helper-100)."""
+    return name.startswith(vocab.STEP_PREFIX) and name[len(vocab.STEP_PREFIX) :].isdigit()
 
 
 def _close(node: _Node, self_time: dict[int, float]) -> None:

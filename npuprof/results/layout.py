@@ -83,6 +83,16 @@ def has_profiler_db(rank_dir: Path) -> bool:
     return holds_profiler_db(rank_dir / PARSED_DIR)
 
 
+TORCH_NPU_TABLES = ("step_trace_time.csv", "kernel_details.csv")  # what tells a torch_npu parse that wrote
+
+
+def has_torch_npu_tables(rank_dir: Path) -> bool:
+    """torch_npu's parse wrote its tables (a step or kernel table, or its db) into ``rank_dir/PARSED_DIR``:
+    its analyse.done alone says nothing (written whatever the outcome since 2026-01)."""
+    parsed = rank_dir / PARSED_DIR
+    return any((parsed / name).is_file() for name in TORCH_NPU_TABLES) or has_profiler_db(rank_dir)
+
+
 def holds_profiler_db(parsed: Path) -> bool:
     """:func:`has_profiler_db` for the directory the tables are in (a bare trace's ``<trace>.npuprof/``)."""
     if not _is_real_dir(parsed):

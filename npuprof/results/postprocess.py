@@ -1170,7 +1170,9 @@ def wait_for_own_post_processors(
     return most
 
 
-def lift_idle_priority(pids: list[int] | None = None) -> list[tuple[int, bool, bool]]:
+def lift_idle_priority(
+    pids: list[int] | None = None, priority: tuple[int, int] | None = None
+) -> list[tuple[int, bool, bool]]:
     """The job has ended: the post-processors this launcher started (``pids``, default: the spawner's
     children not yet reaped) that still run, and what they forked, get normal CPU priority back
     (npuprof/results/priority.py): (pid, threads raised, autogroup raised) of each. Only its own children:
@@ -1182,7 +1184,7 @@ def lift_idle_priority(pids: list[int] | None = None) -> list[tuple[int, bool, b
     lifted = []
     for pid in spawner.children() if pids is None else pids:
         if _parent_of(pid) == os.getpid() and _is_post_processor(pid) and not _training_lives(pid):
-            lifted.append((pid, *restore_normal_priority(pid)))
+            lifted.append((pid, *restore_normal_priority(pid, priority)))
     return lifted
 
 

@@ -134,12 +134,8 @@ def _dir_contents(path: Path) -> tuple[int, bool]:
 
 def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
     parsed = rank_dir / layout.PARSED_DIR
-    if record.get("backend") == "torch_npu":  # its tables, not its analyse.done (written when it fails too)
-        return (
-            (parsed / "step_trace_time.csv").is_file()
-            or (parsed / "kernel_details.csv").is_file()
-            or layout.has_profiler_db(rank_dir)
-        )
+    if record.get("backend") == "torch_npu":
+        return layout.has_torch_npu_tables(rank_dir)
     return (parsed / layout.ANALYSE_DONE).exists()
 
 
