@@ -222,7 +222,7 @@ class CaptureWriter:
         of its own."""
         from npuprof.agent.chrome_trace import export_chrome_trace
 
-        source = trace or rank_dir / layout.PARSED_DIR / "trace_view.json"
+        source = trace or rank_dir / layout.PARSED_DIR / layout.PARSED_TRACE
         if not source.is_file():
             self.log.warn_once(
                 "chrome-trace",

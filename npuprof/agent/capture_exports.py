@@ -12,7 +12,8 @@ On torch.profiler (CPU, CUDA):
   ``memory_timeline.raw.json.gz``, ``memory_timeline.meta.json`` and the requested formats.
 
 On torch_npu the exports are torch_npu's own (``export_stacks``, ``export_memory_timeline``), made in the
-step as before: they read the raw data torch_npu wrote, through the live profiler object.
+step as before: they read the raw data torch_npu wrote, through the live profiler object. Stacks it gives
+nothing for (its parse deleted that data) are built by the post-processor from the parse's trace_view.json.
 
 Nothing here raises: every failure goes to ``log`` and the capture goes on. What could not be produced is
 logged as a "not produced" line (npuprof.results.extras.not_produced_line), which `npuprof run` shows at
@@ -83,8 +84,7 @@ def export_capture_extras(
     Never raises."""
     rank_dir = Path(rank_dir)
     if device.startswith("npu"):
-        written = _torch_npu_exports(prof, rank_dir, stacks_metrics, memory_formats, device, log)
-        return CaptureExports(written=written)
+        return _torch_npu_exports(prof, rank_dir, stacks_metrics, memory_formats, device, log)
     from npuprof.config import MEMORY_FORMATS  # imports on this path stay few: it is the step's
 
     result = CaptureExports()
@@ -165,22 +165,33 @@ def _torch_npu_exports(
     memory_formats: list[str],
     device: str,
     log: Callable[[str], None],
-) -> list[Path]:
-    written: list[Path] = []
-    for metric in stacks_metrics:
+) -> CaptureExports:
+    """torch_npu's own exports; the stacks it gives nothing for are left to the post-processor, which
+    builds them as ``npuprof export-stacks`` does from the parse's trace_view.json (its call stacks)."""
+    result = CaptureExports()
+    left: list[str] = []
+    for metric in dict.fromkeys(stacks_metrics):
         try:
             path = _npu_export_stacks(prof, rank_dir, metric, log)
         except Exception as exc:
-            log(f"export-stacks {metric}: failed: {type(exc).__name__}: {exc}")
+            log(
+                f"export-stacks {metric}: torch_npu's export_stacks failed ({type(exc).__name__}: {exc}); "
+                "npuprof builds them from trace_view.json"
+            )
+            left.append(metric)
         else:
-            if path is not None:
-                written.append(path)
+            if path is None:
+                left.append(metric)
+            else:
+                result.written.append(path)
+    if left:
+        result.job = {"stacks": left}
     if memory_formats:
         try:
-            written.extend(_npu_export_memory(prof, rank_dir, memory_formats, device, log))
+            result.written.extend(_npu_export_memory(prof, rank_dir, memory_formats, device, log))
         except Exception as exc:
             log(f"memory timeline: failed: {type(exc).__name__}: {exc}")
-    return written
+    return result
 
 
 @contextlib.contextmanager
@@ -211,7 +222,11 @@ def _npu_export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[st
             prof.export_stacks(str(scratch), "self_privateuse1_time_total")
         content = scratch.read_bytes() if scratch.exists() else b""
     if not content.strip():
-        log(f"export-stacks {metric}: torch_npu's export_stacks gave nothing; see npuprof export-stacks")
+        # torch_npu releases of 2024 delete the raw data it reads in their parse (data simplification)
+        log(
+            f"export-stacks {metric}: torch_npu's export_stacks gave nothing; npuprof builds them from "
+            "trace_view.json"
+        )
         return None
     target = rank_dir / stacks_file_name(metric)
     write_bytes(target, _npuprof_work_folded(content))

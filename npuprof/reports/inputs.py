@@ -6,7 +6,7 @@ from pathlib import Path
 
 from npuprof.results import layout
 
-PARSED_TRACE = "trace_view.json"
+PARSED_TRACE = layout.PARSED_TRACE
 
 
 class InputError(ValueError):
@@ -43,11 +43,8 @@ def find_trace(source: Path) -> Path:
         return source
     if not source.is_dir():
         raise InputError(f"{source} is neither a rank directory nor a trace file")
-    trace = layout.find_raw_trace(source)
+    trace = layout.find_trace_of_rank(source)
     if trace is None:
-        parsed = source / layout.PARSED_DIR / PARSED_TRACE
-        if parsed.is_file():
-            return parsed
         status = layout.capture_status(source)
         why = f" (capture {status.status}: {status.detail})" if not status.complete and status.detail else ""
         raise InputError(

@@ -2,7 +2,8 @@
 (docs/architecture.md, "The flow of a trace"), and what the user is told about requested outputs that
 could not be produced.
 
-- :func:`finish_exports` (post-processor): ``stacks_<metric>.folded`` rebuilt from the raw trace;
+- :func:`finish_exports` (post-processor): ``stacks_<metric>.folded`` rebuilt from the raw trace (torch_npu's
+  ``trace_view.json`` where its own ``export_stacks`` gave nothing);
   ``memory_timeline.raw.json.gz`` / ``.meta.json`` and the requested formats from the memory snapshot the
   step wrote (npuprof.agent.memory_snapshot), which is then removed. Files are written atomically.
 - "not produced" lines: whoever cannot produce a requested output logs one (:func:`not_produced`), with the
@@ -81,13 +82,15 @@ def _stacks(rank_dir: Path, trace: Path | None, metrics: list[str], say: Say) ->
     from npuprof.reports.stacks import StacksError, folded_from_events
     from npuprof.reports.trace_events import load_events
     from npuprof.results.atomic import write_text
-    from npuprof.results.layout import find_raw_trace
+    from npuprof.results.layout import find_trace_of_rank
 
     if trace is None or not trace.is_file():
-        trace = find_raw_trace(rank_dir)
+        trace = find_trace_of_rank(rank_dir)  # torch_npu's capture: its parse's trace_view.json
     if trace is None:
         for metric in metrics:
-            say(not_produced(stacks_file_name(metric), "the capture has no raw trace"), "WARNING")
+            fix = f"npuprof analyse {_quoted(rank_dir)}, then npuprof export-stacks {_quoted(rank_dir)}"
+            why = "the capture has no trace (not parsed?)"
+            say(not_produced(stacks_file_name(metric), why, fix), "WARNING")
         return []
     started = time.perf_counter()
     try:

@@ -28,6 +28,7 @@ REPORTED_DIR = ".npuprof_reported"  # warnings already shown on stderr in a run 
 ELSEWHERE_DIR = ".npuprof_elsewhere"  # per run and process: the directories it captured into besides -o
 RANK_DIR_SUFFIX = "_ascend_pt"
 PARSED_DIR = "ASCEND_PROFILER_OUTPUT"
+PARSED_TRACE = "trace_view.json"  # torch_npu's parsed trace, in PARSED_DIR
 ANALYSE_DONE = "analyse.done"
 CAPTURE_RECORD = "npuprof_capture.json"  # {"status": "capturing"|"complete"|"incomplete", ...}
 METADATA_FILE = "profiler_metadata.json"
@@ -362,6 +363,16 @@ def find_raw_trace(rank_dir: Path) -> Path | None:
             if sniff_trace(rank_dir / name):
                 return rank_dir / name
     return None
+
+
+def find_trace_of_rank(rank_dir: Path) -> Path | None:
+    """The trace the reports read in a rank dir: its raw Kineto trace (:func:`find_raw_trace`), else the
+    ``trace_view.json`` of torch_npu's parse (a regular file only)."""
+    raw = find_raw_trace(rank_dir)
+    if raw is not None:
+        return raw
+    parsed = rank_dir / PARSED_DIR / PARSED_TRACE
+    return parsed if parsed.is_file() and not parsed.is_symlink() else None
 
 
 def rank_of(rank_dir: Path) -> int | None:
