@@ -571,6 +571,54 @@ def _meta_values(events: list[dict[str, Any]], kind: str, key: str) -> dict[Any,
     return {e["pid"]: e["args"][key] for e in events if e.get("ph") == "M" and e["name"] == kind}
 
 
+def _form(event: dict[str, Any]) -> tuple[Any, ...]:
+    """An event's form: its keys, its args' keys, the types of ts and id."""
+    return (
+        tuple(sorted(event)),
+        tuple(sorted(event.get("args") or {})),
+        type(event.get("ts")).__name__,
+        type(event.get("id")).__name__,
+    )
+
+
+def _assert_task_queue_as_real(view: list[dict[str, Any]], real: list[dict[str, Any]]) -> None:
+    """torch_npu's task queue (on by default) as the real file has it: Enqueue inside the operator on its
+    thread, Dequeue@<launch> on the consumer thread of the same (Python) process, whose sort index follows
+    the others, with an async_task_queue flow between them by correlation id; the AscendCL calls on the
+    consumer thread; HostToDevice flow ids the task's connection id above 32 one-bits."""
+    for cat in ("enqueue", "dequeue", "async_task_queue"):
+        ours = {(_form(e), e["ph"]) for e in view if e.get("cat") == cat}
+        theirs = {(_form(e), e["ph"]) for e in real if e.get("cat") == cat}
+        assert ours == theirs, cat
+    names = _meta_values(view, "process_name", "name")
+    (host,) = [pid for pid, name in names.items() if name == "Python"]
+    (cann,) = [pid for pid, name in names.items() if name == "CANN"]
+    dequeues = [e for e in view if e.get("cat") == "dequeue"]
+    enqueues = [e for e in view if e.get("cat") == "enqueue"]
+    assert dequeues and len(dequeues) == len(enqueues)
+    assert all(e["name"].startswith("Dequeue@aclnn") and e["pid"] == host for e in dequeues)
+    assert all(re.fullmatch(r"Enqueue(@aclnn\w+)?", e["name"]) and e["pid"] == host for e in enqueues)
+    (consumer,) = {e["tid"] for e in dequeues}
+    sort = {
+        e["tid"]: e["args"]["sort_index"]
+        for e in view
+        if e.get("name") == "thread_sort_index" and e["pid"] == host
+    }
+    assert sort[consumer] == max(sort) + 1
+    assert {e["tid"] for e in view if str(e.get("name", "")).startswith("AscendCL@")} == {consumer}
+    assert {e["tid"] for e in view if e.get("cat") == "HostToDevice" and e["ph"] == "s"} == {consumer}
+    assert all(e["pid"] == cann for e in view if e.get("cat") == "HostToDevice" and e["ph"] == "s")
+    ids = [int(e["id"]) for e in view if e.get("cat") == "HostToDevice"]
+    assert ids and all(i & 0xFFFFFFFF == 0xFFFFFFFF and i >> 32 for i in ids)
+    # each Enqueue inside an operator of its thread, before its Dequeue
+    ops = [e for e in view if e.get("cat") == "cpu_op"]
+    start = {e["args"]["correlation_id"]: float(e["ts"]) for e in dequeues}
+    for e in enqueues:
+        t = float(e["ts"])
+        assert any(o["tid"] == e["tid"] and float(o["ts"]) <= t <= float(o["ts"]) + o["dur"] for o in ops)
+        assert t < start[e["args"]["correlation_id"]]
+
+
 def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> None:
     """The stand-in's parsed output has the forms of the real files: trace_view.json a bare array with
     string epoch times and torch_npu's processes (labels, sort indexes, Overlap Analysis lanes), flows from
@@ -600,7 +648,9 @@ def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> N
         device = [e for e in view if e.get("ph") == "X" and names.get(e["pid"]) == "Ascend Hardware"]
         assert device and all("cat" not in e and "Task Type" in e["args"] for e in device)
         flows = {(e["cat"], e["ph"]) for e in view if e.get("ph") in ("s", "f")}
-        assert flows == {("async_npu", "s"), ("async_npu", "f"), ("HostToDevice", "s"), ("HostToDevice", "f")}
+        launches = {("async_npu", "s"), ("async_npu", "f"), ("HostToDevice", "s"), ("HostToDevice", "f")}
+        assert flows == launches | {("async_task_queue", "s"), ("async_task_queue", "f")}
+        _assert_task_queue_as_real(view, real)
         real_header = _header(REAL / "kernel_details_2023.csv")
         assert _header(out / "kernel_details.csv") == real_header[: real_header.index("Context ID") + 1]
         # simplified as torch_npu simplifies: no FRAMEWORK/, CANN's data kept, its own outputs removed

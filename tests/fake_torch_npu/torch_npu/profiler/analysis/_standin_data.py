@@ -6,6 +6,9 @@ recording becomes the raw layout torch_npu leaves in a rank directory:
     FRAMEWORK/torch.op_range          the framework operators (and record_function ranges such as
                                       ProfilerStep#N), one JSON record a line (torch_npu: binary TLV records)
     FRAMEWORK/torch.memory_usage      the allocator samples, when profile_memory
+    FRAMEWORK/torch.op_mark           the task queue's marks (TASK_QUEUE_ENABLE, on unless "0", as in
+                                      torch_npu): each launch enqueued inside its operator, dequeued on
+                                      a consumer thread of the process, which makes the AscendCL call
     PROF_000001_<stamp>_<TAG>/        CANN's data: host/data/api_event.data.slice_0 (the AscendCL calls
                                       that launched device tasks), device_0/data/hwts.data.0.slice_0 (the
                                       device tasks: one per innermost ``aten::`` operator, on stream 2)
@@ -13,13 +16,16 @@ recording becomes the raw layout torch_npu leaves in a rank directory:
 and ``parse`` turns it into ASCEND_PROFILER_OUTPUT/ as torch_npu's parser does: trace_view.json (a bare JSON
 array; ``ts`` a string of epoch microseconds with nanosecond decimals; the processes Python, CANN, Ascend
 Hardware and Overlap Analysis with their labels and sort indexes; ``cpu_op`` operators, ProfilerStep#N
-among them, ``Input Dims`` / ``Input type`` as its strings; ``async_npu`` and ``HostToDevice`` flows),
+among them, ``Input Dims`` / ``Input type`` as its strings; the task queue's ``Enqueue`` (``Enqueue@<launch>``
+in releases since June 2025) and ``Dequeue@<launch>`` spans with their ``async_task_queue`` flows, the
+consumer thread sorted after the others and holding the AscendCL calls; ``async_npu`` flows and
+``HostToDevice`` ones whose id is the task's connection id above 32 one-bits),
 kernel_details.csv (the header of the 2023 release), operator_details.csv (a row per call),
 memory_record.csv (with profile_memory), op_statistic.csv and step_trace_time.csv; a table without rows is not
-written. ``stacks`` is its export_stacks (to a ``.log`` file). Not mirrored (known): the task queue's
-Enqueue/Dequeue events and their flows, Level0's shorter kernel header, communication.json (no HCCL here),
-the step window of its step_trace_time.csv (the stand-in's is the host step; torch_npu's starts at the
-step's first task, docs/formats.md). Nothing here uses npuprof.
+written. ``stacks`` is its export_stacks (to a ``.log`` file). Not mirrored (known): Level0's shorter
+kernel header, communication.json (no HCCL here), the step window of its step_trace_time.csv (the
+stand-in's is the host step; torch_npu's starts at the step's first task, docs/formats.md).
+Nothing here uses npuprof.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 
 OP_RANGE = "torch.op_range"
 MEMORY_USAGE = "torch.memory_usage"
+OP_MARK = "torch.op_mark"
 API_EVENTS = os.path.join("host", "data", "api_event.data.slice_0")
 DEVICE_TASKS = os.path.join("device_0", "data", "hwts.data.0.slice_0")
 STREAM = 2
@@ -184,7 +191,9 @@ def record_raw(prof_path: str, kineto: dict[str, Any]) -> None:
     stamp = time.strftime("%Y%m%d%H%M%S") + f"{int(time.time() * 1000) % 1000:03d}"
     tag = "".join(random.choice(string.ascii_uppercase) for _ in range(16))
     cann = os.path.join(prof_path, f"PROF_000001_{stamp}_{tag}")
-    apis, tasks = _device_work(ops)
+    apis, tasks, marks = _device_work(ops)
+    if marks:
+        _jsonl(os.path.join(framework, OP_MARK), marks)
     _jsonl(os.path.join(cann, API_EVENTS), apis)
     _jsonl(os.path.join(cann, DEVICE_TASKS), tasks)
     os.makedirs(os.path.join(cann, "mindstudio_profiler_output"), mode=0o750, exist_ok=True)
@@ -212,8 +221,24 @@ def _stack_at(frames: list[dict[str, Any]], op: dict[str, Any]) -> str:
     return ";".join(names)
 
 
-def _device_work(ops: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The AscendCL launches and device tasks of the innermost ``aten::`` operators (one each)."""
+def task_queue_enabled() -> bool:
+    """torch_npu's task queue (TASK_QUEUE_ENABLE, on unless "0"): operators enqueue their launches and a
+    dequeue thread makes the AscendCL calls."""
+    return os.environ.get("TASK_QUEUE_ENABLE", "1").strip() != "0"
+
+
+def _dequeue_tid(ops: list[dict[str, Any]]) -> int:
+    """The task queue's consumer thread: one more thread of the training process (an OS thread id near
+    the main one, as torch_npu's is)."""
+    return max(int(op["tid"]) for op in ops) + 1553
+
+
+def _device_work(
+    ops: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The AscendCL launches and device tasks of the innermost ``aten::`` operators (one each), and, with
+    the task queue on (torch_npu's default), its marks: each launch enqueued inside its operator and made on
+    the dequeue thread inside a ``Dequeue`` span (FRAMEWORK's op_mark records)."""
     # ops are sorted by (start, -end): on its thread, the next operator is inside this one when it starts
     # before this one ends
     next_on_thread: dict[int, int] = {}
@@ -228,40 +253,75 @@ def _device_work(ops: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
         if op["name"].startswith("aten::")
         and not (k in next_on_thread and ops[next_on_thread[k]]["start_ns"] < op["end_ns"])
     ]
-    apis, tasks = [], []
-    free_at = 0
-    for task_id, (k, op) in enumerate(leaves, 1):
+    queue = task_queue_enabled() and bool(leaves)
+    dequeue_tid = _dequeue_tid(ops) if queue else None
+    apis, tasks, marks = [], [], []
+    free_at = dequeue_free = 0
+    for n, (k, op) in enumerate(leaves, 1):
         span = max(op["end_ns"] - op["start_ns"], 1000)
         kind = "".join(p.capitalize() for p in op["name"][6:].strip("_").split("_")) or "Op"
-        launch = op["start_ns"] + span // 10
+        api_name = f"aclnn{kind}"
+        if queue:
+            # Enqueue inside the operator, on its thread; Dequeue later on the consumer thread, the
+            # AscendCL call inside it
+            enqueue = op["start_ns"] + (op["end_ns"] - op["start_ns"]) // 4
+            enqueue_end = enqueue + max((op["end_ns"] - op["start_ns"]) // 4, 1)
+            dequeue = max(enqueue_end + 1500, dequeue_free + 100)
+            launch, api_tid = dequeue + 300, dequeue_tid
+        else:
+            launch, api_tid = op["start_ns"] + span // 10, op["tid"]
+        api_end = launch + max(span // 5, 800)
         apis.append(
             {
-                "name": f"aclnn{kind}",
+                "name": api_name,
                 "start_ns": launch,
-                "end_ns": launch + span // 5,
-                "tid": op["tid"],
+                "end_ns": api_end,
+                "tid": api_tid,
                 "pid": op["pid"],
-                "connection_id": task_id,
+                "connection_id": 2 * n + 1,
             }
         )
-        start = max(launch + span // 5, free_at + 50)
+        if queue:
+            dequeue_free = api_end + 200
+            for category, tid, at in (
+                ("enqueue_start", op["tid"], enqueue),
+                ("enqueue_end", op["tid"], enqueue_end),
+                ("dequeue_start", dequeue_tid, dequeue),
+                ("dequeue_end", dequeue_tid, dequeue_free),
+            ):
+                marks.append(
+                    {
+                        "category": category,
+                        "time_ns": at,
+                        "corr_id": n,
+                        "tid": tid,
+                        "pid": op["pid"],
+                        "name": api_name,
+                    }
+                )
+        # the task is sent inside the call (a runtime event there that the level's pruning leaves out)
+        sent = launch + (api_end - launch) // 2
+        start = max(sent + 100, free_at + 50)
         dur = max(span // 2, 500)
         free_at = start + dur
         tasks.append(
             {
-                "task_id": task_id,
+                "task_id": n,
                 "stream_id": STREAM,
-                "name": f"aclnn{kind}_{kind}AiCore_{kind}",
+                "name": f"{api_name}_{kind}AiCore_{kind}",
                 "type": kind,
                 "core": "AI_CORE" if _CUBE.search(op["name"]) else "AI_VECTOR_CORE",
                 "start_ns": start,
                 "dur_ns": dur,
                 "block_dim": 8 if _CUBE.search(op["name"]) else 48,
                 "op_index": k,
-                "connection_id": task_id,
+                "connection_id": 2 * n,
+                "sent_ns": sent,
+                "api_tid": api_tid,
             }
         )
-    return apis, tasks
+    marks.sort(key=lambda m: m["time_ns"])
+    return apis, tasks, marks
 
 
 # ---- parsing ---------------------------------------------------------------------------------------------
@@ -364,6 +424,35 @@ def _npu_text(items: list[str]) -> str:
     return ";".join(items).replace(";", ";\r\n")
 
 
+def task_queue(prof_path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Enqueue and Dequeue spans of FRAMEWORK's op_mark records, as torch_npu's
+    FwkFileParser.get_task_queue_data pairs them: each end with the last open start of its thread and name."""
+    marks = sorted(_read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_MARK)), key=lambda m: m["time_ns"])
+    opened: dict[tuple[str, Any, str], list[dict[str, Any]]] = {}
+    enqueues, dequeues = [], []
+    for mark in marks:
+        side, _, edge = mark["category"].partition("_")
+        key = (side, mark["tid"], mark["name"])
+        if edge == "start":
+            opened.setdefault(key, []).append(mark)
+            continue
+        starts = opened.get(key)
+        if not starts:
+            continue
+        start = starts.pop()
+        starts.clear()
+        span = {**mark, "ts_ns": start["time_ns"], "dur_ns": mark["time_ns"] - start["time_ns"]}
+        (enqueues if side == "enqueue" else dequeues).append(span)
+    return enqueues, dequeues
+
+
+def _enqueue_name(origin: str | None) -> str:
+    """torch_npu names an Enqueue after the launch it queued (``Enqueue@aclnnAdd``) since June 2025
+    (FwkFileParser.get_fwk_trace_data); earlier releases wrote ``Enqueue``."""
+    older = os.environ.get("FAKE_TORCH_NPU_API", "latest") in ("5.0.0", "6.0.0", "mstx")
+    return "Enqueue" if older or origin is None else f"Enqueue@{origin}"
+
+
 def trace_view(prof_path: str) -> list[dict[str, Any]]:
     """The events of torch_npu's trace_view.json for a rank dir's raw data."""
     ops = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_RANGE))
@@ -404,10 +493,24 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
                 "args": args,
             }
         )
+    # the task queue (FwkFileParser.get_fwk_trace_data): the Dequeue spans with their flows' ends, then the
+    # Enqueue spans with their starts, on the Python process's threads
+    enqueues, dequeues = task_queue(prof_path)
+    tids = {op["tid"]: False for op in ops}
+    origin = {}
+    for d in dequeues:
+        tids[d["tid"]] = True
+        origin[d["corr_id"]] = d["name"]
+        events.append(_queue_event(d, host, f"Dequeue@{d['name']}", "dequeue"))
+        events.append(_queue_flow("f", d, host))
+    for e in enqueues:
+        tids.setdefault(e["tid"], False)
+        events.append(_queue_event(e, host, _enqueue_name(origin.get(e["corr_id"])), "enqueue"))
+        events.append(_queue_flow("s", e, host))
     process(host, "Python", "CPU", 0)
-    for tid in dict.fromkeys(op["tid"] for op in ops):
+    for tid, is_dequeue in tids.items():
         meta("thread_name", host, tid, "name", f"Thread {tid}")
-        meta("thread_sort_index", host, tid, "sort_index", tid)
+        meta("thread_sort_index", host, tid, "sort_index", max(tids) + 1 if is_dequeue else tid)
     if tasks:
         process(DEVICE_PID, "Ascend Hardware", "NPU", 8)
         meta("thread_name", DEVICE_PID, STREAM, "name", f"Stream {STREAM}")
@@ -454,7 +557,8 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
                 "ph": "X",
             }
         )
-        flow = str(task["task_id"])
+        # CANN's flow id: the task's connection id in the high 32 bits, all ones in the low ones
+        flow = str((task["connection_id"] << 32) | 0xFFFFFFFF)
         events.append(
             {
                 "name": f"HostToDevice{flow}",
@@ -462,8 +566,8 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
                 "cat": "HostToDevice",
                 "id": flow,
                 "pid": cann_pid,
-                "tid": api["tid"],
-                "ts": us(api["start_ns"]),
+                "tid": task.get("api_tid", api["tid"]),
+                "ts": us(task.get("sent_ns", api["start_ns"])),
             }
         )
         events.append(
@@ -529,6 +633,32 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
                 )
             cursor = max(cursor, b)
     return events
+
+
+def _queue_event(span: dict[str, Any], pid: int, name: str, cat: str) -> dict[str, Any]:
+    return {
+        "ph": "X",
+        "name": name,
+        "pid": pid,
+        "tid": span["tid"],
+        "ts": us(span["ts_ns"]),
+        "dur": span["dur_ns"] / 1000,
+        "cat": cat,
+        "args": {"correlation_id": span["corr_id"]},
+    }
+
+
+def _queue_flow(ph: str, span: dict[str, Any], pid: int) -> dict[str, Any]:
+    return {
+        "ph": ph,
+        "bp": "e",
+        "name": "enqueue_to_dequeue",
+        "id": span["corr_id"],
+        "pid": pid,
+        "tid": span["tid"],
+        "ts": us(span["ts_ns"]),
+        "cat": "async_task_queue",
+    }
 
 
 def parse(prof_path: str, output: str) -> None:
