@@ -7,6 +7,8 @@ it in a real `npuprof run` (npu_support/train.py), torch_npu's own profiling mod
 from __future__ import annotations
 
 import csv
+import decimal
+import itertools
 import json
 import os
 import re
@@ -657,6 +659,62 @@ def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> N
         (cann,) = rank_dir.glob("PROF_*")
         assert (cann / "device_0" / "data").is_dir() and (cann / "host" / "data").is_dir()
         assert not (cann / "mindstudio_profiler_output").exists()
+
+
+def _us(ts: str | float) -> float:
+    """torch_npu's epoch µs text as µs since the epoch's last 10^9 µs (a double holds no ns at 1.7e15)."""
+    return float(decimal.Decimal(str(ts)) % 10**9)
+
+
+def test_the_standin_steps_are_torch_npus_device_windows(captured: dict[str, Any]) -> None:
+    """step_trace_time.csv as torch_npu's FwkCANNRelationParser and TraceStepTimeParser make it, checked
+    against the trace_view.json beside it: the Overlap Analysis lanes are CANN's, over the whole capture
+    (Free the gaps between device work, from the first task to the last); a step's window runs from the
+    first task its operators launched to the later of its last task's end and the host span's end; each
+    lane span counts whole in the window that holds its start; Preparing from the host step's start."""
+    for rank_dir in layout.find_rank_dirs(captured["out"]):
+        out = rank_dir / layout.PARSED_DIR
+        view = json.loads((out / "trace_view.json").read_text())
+        names = _meta_values(view, "process_name", "name")
+        tasks = sorted(
+            (_us(e["ts"]), _us(e["ts"]) + e["dur"])
+            for e in view
+            if e.get("ph") == "X" and names.get(e["pid"]) == "Ascend Hardware"
+        )
+        busy: list[list[float]] = []
+        for a, b in tasks:
+            if busy and a <= busy[-1][1]:
+                busy[-1][1] = max(busy[-1][1], b)
+            else:
+                busy.append([a, b])
+        lanes = [e for e in view if e.get("ph") == "X" and names.get(e["pid"]) == "Overlap Analysis"]
+        free = sorted((_us(e["ts"]), _us(e["ts"]) + e["dur"]) for e in lanes if e["name"] == "Free")
+        gaps = [(x[1], y[0]) for x, y in itertools.pairwise(busy) if y[0] > x[1]]
+        assert [(round(a, 3), round(b, 3)) for a, b in free] == [(round(a, 3), round(b, 3)) for a, b in gaps]
+        # the tasks each step launched: the async_npu flows that start inside its span
+        starts = {e["id"]: _us(e["ts"]) for e in view if e.get("cat") == "async_npu" and e["ph"] == "s"}
+        ends = {e["id"]: _us(e["ts"]) for e in view if e.get("cat") == "async_npu" and e["ph"] == "f"}
+        task_end = dict(tasks)
+        hosts = {
+            int(e["name"].split("#")[1]): (_us(e["ts"]), _us(e["ts"]) + e["dur"])
+            for e in view
+            if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")
+        }
+        with open(out / "step_trace_time.csv", newline="") as handle:
+            rows = {int(r["Step"]): r for r in csv.DictReader(handle)}
+        assert sorted(rows) == sorted(hosts)
+        windows = {}
+        for step, (lo, hi) in hosts.items():
+            mine = [ends[i] for i, t in starts.items() if lo <= t <= hi]
+            windows[step] = (min(mine), max(max(task_end[t] for t in mine), hi), lo)
+        for step, (lo, hi, host_start) in windows.items():
+            inside = [e for e in lanes if lo <= _us(e["ts"]) < hi]
+            total = {n: sum(e["dur"] for e in inside if e["name"] == n) for n in ("Computing", "Free")}
+            first = min(_us(e["ts"]) for e in inside if e["name"] == "Computing")
+            row = rows[step]
+            assert float(row["Computing"]) == pytest.approx(total["Computing"], abs=2e-3)
+            assert float(row["Free"]) == pytest.approx(total["Free"], abs=2e-3)
+            assert float(row["Preparing"]) == pytest.approx(first - host_start, abs=2e-3)
 
 
 def test_one_profiler_for_every_capture_and_the_last_one_kept_at_exit(tmp_path: Path) -> None:

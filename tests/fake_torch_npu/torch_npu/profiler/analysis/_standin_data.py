@@ -22,15 +22,18 @@ consumer thread sorted after the others and holding the AscendCL calls; ``async_
 ``HostToDevice`` ones whose id is the task's connection id above 32 one-bits),
 kernel_details.csv (the header of the 2023 release), operator_details.csv (a row per call),
 memory_record.csv (with profile_memory), op_statistic.csv and step_trace_time.csv; a table without rows is not
-written. ``stacks`` is its export_stacks (to a ``.log`` file). Not mirrored (known): Level0's shorter
-kernel header, communication.json (no HCCL here), the step window of its step_trace_time.csv (the
-stand-in's is the host step; torch_npu's starts at the step's first task, docs/formats.md).
-Nothing here uses npuprof.
+written. The Overlap Analysis lanes are CANN's, over the whole capture (Free: the gaps between device work);
+the steps of kernel_details.csv and step_trace_time.csv are torch_npu's device windows (``step_range``: from
+the step's first task to the later of its last task's end and the host span's end), its lanes counted whole
+in the window holding their start (``step_table``; no Device_id column before June 2025). ``stacks`` is its
+export_stacks (to a ``.log`` file). Not mirrored (known): Level0's shorter kernel header,
+communication.json (no HCCL here). Nothing here uses npuprof.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import random
@@ -347,14 +350,6 @@ def _steps(ops: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
     return sorted(steps, key=lambda s: s[1])
 
 
-def _step_of(steps: list[tuple[int, int, int]], t: int) -> int | None:
-    found = None
-    for number, start, end in steps:
-        if start <= t < end:
-            found = number
-    return found
-
-
 def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[list[int]] = []
     for a, b in sorted(spans):
@@ -363,6 +358,94 @@ def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append([a, b])
     return [(a, b) for a, b in out]
+
+
+LANES = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
+
+
+def is_comm_task(task: dict[str, Any]) -> bool:
+    return task.get("core") == "HCCL"
+
+
+def _minus(spans: list[tuple[int, int]], cut: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of the (disjoint, sorted) ``spans`` outside the (disjoint, sorted) ``cut``."""
+    out = []
+    for a, b in spans:
+        cursor = a
+        for c, d in cut:
+            if d <= cursor or c >= b:
+                continue
+            if c > cursor:
+                out.append((cursor, c))
+            cursor = max(cursor, d)
+        if cursor < b:
+            out.append((cursor, b))
+    return out
+
+
+def overlap_lanes(tasks: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+    """CANN's Overlap Analysis lanes over the whole capture (the real trace_view.json: a Computing span per
+    busy stretch of computing tasks, a Free span for each gap between device work, from the first task to
+    the last): Computing, Communication, Communication(Not Overlapped) (communication outside computing)
+    and Free, sorted by start."""
+    compute = _union([(t["start_ns"], t["start_ns"] + t["dur_ns"]) for t in tasks if not is_comm_task(t)])
+    comm = _union([(t["start_ns"], t["start_ns"] + t["dur_ns"]) for t in tasks if is_comm_task(t)])
+    busy = _union(compute + comm)
+    free = [(a[1], b[0]) for a, b in itertools.pairwise(busy) if b[0] > a[1]]
+    lanes = [("Computing", a, b) for a, b in compute]
+    lanes += [("Communication", a, b) for a, b in comm]
+    lanes += [("Communication(Not Overlapped)", a, b) for a, b in _minus(comm, compute)]
+    lanes += [("Free", a, b) for a, b in free]
+    return sorted(lanes, key=lambda lane: (lane[1], LANES.index(lane[0])))
+
+
+def step_range(
+    prof_path: str, ops: list[dict[str, Any]], tasks: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """torch_npu's device window of each step (FwkCANNRelationParser.get_step_range): from the first task of
+    the step's first launch that has tasks to the later of its last such launch's last task end and the
+    host span's end. A step's launches are its Enqueues' correlation ids (the task queue on), else its
+    AscendCL calls' start times, both within its ProfilerStep span; a step without any is left out."""
+    enqueues, dequeues = task_queue(prof_path)
+    cann = prof_dir(prof_path)
+    apis = _read_jsonl(os.path.join(cann, API_EVENTS)) if cann else []
+    api_of = {a["connection_id"]: a for a in apis}
+    # launch key -> its tasks: an AscendCL call's start; with the task queue, the Dequeue it ran inside
+    by_call: dict[int, list[dict[str, Any]]] = {}
+    for t in tasks:
+        api = api_of.get(t["connection_id"] + 1)
+        if api is not None:
+            by_call.setdefault(api["start_ns"], []).append(t)
+    if dequeues:
+        kernels: dict[Any, list[dict[str, Any]]] = {}
+        for at, found in by_call.items():
+            for d in dequeues:
+                if d["ts_ns"] <= at <= d["ts_ns"] + d["dur_ns"]:
+                    kernels.setdefault(d["corr_id"], []).extend(found)
+                    break
+        launches = [(e["ts_ns"], e["corr_id"]) for e in enqueues]
+    else:
+        kernels = dict(by_call)
+        launches = [(at, at) for at in by_call]
+    out = []
+    for number, lo, hi in _steps(ops):
+        keys = sorted(key for at, key in launches if lo <= at <= hi)
+        if not keys:
+            continue
+        first = next((kernels[k] for k in keys if kernels.get(k)), [])
+        last = next((kernels[k] for k in reversed(keys) if kernels.get(k)), [])
+        start = min((t["start_ns"] for t in first), default=lo)
+        end = max((t["start_ns"] + t["dur_ns"] for t in last), default=-1)
+        out.append({"step": number, "start_ns": start, "end_ns": max(end, hi), "fwk_start_ns": lo})
+    return out
+
+
+def _step_in_range(ranges: list[dict[str, Any]], t: int) -> int | None:
+    """kernel_details.csv's Step Id: the first step whose window holds the task's start (ends included)."""
+    for r in ranges:
+        if r["start_ns"] <= t <= r["end_ns"]:
+            return r["step"]
+    return None
 
 
 def _shapes(dims: Any) -> str:
@@ -449,8 +532,7 @@ def task_queue(prof_path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any
 def _enqueue_name(origin: str | None) -> str:
     """torch_npu names an Enqueue after the launch it queued (``Enqueue@aclnnAdd``) since June 2025
     (FwkFileParser.get_fwk_trace_data); earlier releases wrote ``Enqueue``."""
-    older = os.environ.get("FAKE_TORCH_NPU_API", "latest") in ("5.0.0", "6.0.0", "mstx")
-    return "Enqueue" if older or origin is None else f"Enqueue@{origin}"
+    return "Enqueue" if _older_api() or origin is None else f"Enqueue@{origin}"
 
 
 def trace_view(prof_path: str) -> list[dict[str, Any]]:
@@ -607,31 +689,21 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
                 "cat": "async_npu",
             }
         )
-    # Overlap Analysis: computing is the device tasks; no communication in a stand-in capture
+    # Overlap Analysis, as CANN's timeline has it: over the whole capture, not per step
     process(overlap_pid, "Overlap Analysis", "NPU", 11)
-    for tid, name in enumerate(("Computing", "Communication", "Communication(Not Overlapped)", "Free")):
+    for tid, name in enumerate(LANES):
         meta("thread_name", overlap_pid, tid, "name", name)
-    busy = _union([(t["start_ns"], t["start_ns"] + t["dur_ns"]) for t in tasks])
-    for a, b in busy:
+    for name, a, b in overlap_lanes(tasks):
         events.append(
-            {"name": "Computing", "pid": overlap_pid, "tid": 0, "ts": us(a), "dur": (b - a) / 1000, "ph": "X"}
+            {
+                "name": name,
+                "pid": overlap_pid,
+                "tid": LANES.index(name),
+                "ts": us(a),
+                "dur": (b - a) / 1000,
+                "ph": "X",
+            }
         )
-    for _n, lo, hi in _steps(ops):
-        cursor = lo
-        for a, b in [*busy, (hi, hi)]:
-            a, b = max(a, lo), min(b, hi)
-            if a > cursor:
-                events.append(
-                    {
-                        "name": "Free",
-                        "pid": overlap_pid,
-                        "tid": 3,
-                        "ts": us(cursor),
-                        "dur": (a - cursor) / 1000,
-                        "ph": "X",
-                    }
-                )
-            cursor = max(cursor, b)
     return events
 
 
@@ -671,7 +743,7 @@ def parse(prof_path: str, output: str) -> None:
     ops = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_RANGE))
     cann = prof_dir(prof_path)
     tasks = _read_jsonl(os.path.join(cann, DEVICE_TASKS)) if cann else []
-    steps = _steps(ops)
+    ranges = step_range(prof_path, ops, tasks)
     kernel_rows, stats = [], {}
     previous_end = None
     for task in tasks:
@@ -679,7 +751,7 @@ def parse(prof_path: str, output: str) -> None:
         start, dur = task["start_ns"], task["dur_ns"]
         wait = 0 if previous_end is None else max(start - previous_end, 0)
         previous_end = start + dur
-        step = _step_of(steps, op["start_ns"])
+        step = _step_in_range(ranges, start)
         row = [
             EAGER_MODEL,
             task["task_id"],
@@ -700,10 +772,10 @@ def parse(prof_path: str, output: str) -> None:
             "N/A",
             "N/A",
         ]
-        kernel_rows.append(([step if step is not None else ""] if steps else []) + row)
+        kernel_rows.append(([step if step is not None else ""] if ranges else []) + row)
         s = stats.setdefault((task["type"], task["core"]), [])
         s.append(dur / 1000)
-    header = KERNEL_HEADER if steps else KERNEL_HEADER[1:]
+    header = KERNEL_HEADER if ranges else KERNEL_HEADER[1:]
     _csv(os.path.join(output, "kernel_details.csv"), header, kernel_rows)
     device_of: dict[int, float] = {}
     for task in tasks:
@@ -775,16 +847,63 @@ def parse(prof_path: str, output: str) -> None:
             for (t, c), v in stats.items()
         ],
     )
-    busy = _union([(t["start_ns"], t["start_ns"] + t["dur_ns"]) for t in tasks])
-    step_rows = []
-    for number, lo, hi in steps:
-        computing = sum(max(0, min(b, hi) - max(a, lo)) for a, b in busy) / 1000
-        first = min((t["start_ns"] for t in tasks if lo <= t["start_ns"] < hi), default=lo)
-        span = (hi - lo) / 1000
-        step_rows.append(
-            [0, number, computing, 0, 0, 0, round(span - computing, 3), span, 0, 0, (first - lo) / 1000]
-        )
-    _csv(os.path.join(output, "step_trace_time.csv"), STEP_HEADER, step_rows)
+    _csv(os.path.join(output, "step_trace_time.csv"), *step_table(ops, tasks, ranges))
+
+
+def step_table(
+    ops: list[dict[str, Any]], tasks: list[dict[str, Any]], ranges: list[dict[str, Any]]
+) -> tuple[list[str], list[list[Any]]]:
+    """step_trace_time.csv as torch_npu's TraceStepTimeParser writes it: each Overlap Analysis lane span
+    counted whole in the step whose device window [start, end) holds its start (none: left out), Preparing
+    from the host step's start to the step's first Computing or Communication span, Stage the extent of its
+    spans less Bubble; without steps, one row with an empty Step. Releases before June 2025 have no
+    Device_id column."""
+    lanes = overlap_lanes(tasks)
+    if not lanes:
+        return STEP_HEADER, []
+    windows = ranges or [{"step": "", "start_ns": -1, "end_ns": -1, "fwk_start_ns": None}]
+    sums = {id(w): dict.fromkeys(LANES, 0) for w in windows}
+    extent: dict[int, list[int]] = {}
+    first_task: dict[int, int] = {}
+    for name, a, b in lanes:
+        w = next((w for w in ranges if w["start_ns"] <= a < w["end_ns"]), None) if ranges else windows[0]
+        if w is None:
+            continue
+        sums[id(w)][name] += b - a
+        lo, hi = extent.setdefault(id(w), [a, b])
+        extent[id(w)] = [min(lo, a), max(hi, b)]
+        if name in ("Computing", "Communication"):
+            first_task[id(w)] = min(first_task.get(id(w), a), a)
+    if not ranges:  # torch_npu's: from the first framework operator
+        windows[0]["fwk_start_ns"] = min((op["start_ns"] for op in ops), default=None)
+    rows = []
+    for w in windows:
+        t = sums[id(w)]
+        comm, not_overlapped = t["Communication"] / 1000, t["Communication(Not Overlapped)"] / 1000
+        lo, hi = extent.get(id(w), [0, 0])
+        first = first_task.get(id(w), -1000)  # torch_npu's -1 µs when none
+        prepare = (first - w["fwk_start_ns"]) / 1000 if w["fwk_start_ns"] is not None else 0
+        row = [
+            w["step"],
+            t["Computing"] / 1000,
+            not_overlapped,
+            comm - not_overlapped,
+            comm,
+            t["Free"] / 1000,
+            (hi - lo) / 1000,
+            0,
+            max(not_overlapped, 0),
+            prepare,
+        ]
+        rows.append(row)
+    if _older_api():
+        return STEP_HEADER[1:], rows
+    return STEP_HEADER, [[0, *row] for row in rows]
+
+
+def _older_api() -> bool:
+    """A stand-in of a release before June 2025 (FAKE_TORCH_NPU_API 5.0.0, 6.0.0, mstx)."""
+    return os.environ.get("FAKE_TORCH_NPU_API", "latest") in ("5.0.0", "6.0.0", "mstx")
 
 
 def _csv(path: str, header: list[str], rows: list[list[Any]]) -> None:
