@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 
 import torch
 import torch_npu  # noqa: F401  (an NPU script imports it; torch_npu's own profiling mode starts here)
@@ -26,7 +27,13 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     workers = int(os.environ.get("NPU_TRAIN_FORKED_WORKERS", "0"))  # DataLoader workers forked each step
     data = torch.utils.data.TensorDataset(torch.randn(8, 8))
+    # a step's host-only work: loading its data first (seconds), a buffer of that many MB held a while
+    # (host work, no device task) before the optimizer's update
+    load_s = float(os.environ.get("NPU_TRAIN_LOAD_S", "0"))
+    buffer_mb = int(os.environ.get("NPU_TRAIN_BUFFER_MB", "0"))
     for _ in range(steps):
+        if load_s:
+            time.sleep(load_s)
         if workers:
             for _batch in torch.utils.data.DataLoader(
                 data,
@@ -39,6 +46,10 @@ def main() -> None:
         loss = model(torch.randn(4, 8)).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
+        if buffer_mb:
+            buffer = torch.empty(buffer_mb << 20, dtype=torch.uint8)
+            time.sleep(0.002)
+            del buffer
         optimizer.step()
     print(f"trained {steps} steps", flush=True)
     sys.exit(exit_code)
