@@ -45,6 +45,27 @@ if torch._C._get_privateuse1_backend_name() != "npu":
 if not hasattr(torch, "npu"):
     torch._register_device_module("npu", npu)
 
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    """The real wheel registers its PrivateUse1 hooks in C++: without any, torch.distributed.barrier()
+    (torch._C._get_accelerator()) raises 'Please register PrivateUse1HooksInterface'."""
+
+    def is_available(self) -> bool:
+        return npu.is_available()
+
+    def has_primary_context(self, dev_id: int) -> bool:
+        return False
+
+    def is_built(self) -> bool:
+        return True
+
+
+if hasattr(torch._C, "_acc"):
+    try:
+        torch._C._acc.register_python_privateuseone_hook(_Hooks())
+    except RuntimeError:  # already registered (a reload)
+        pass
+
 _calls.record("import torch_npu", version=__version__)
 
 from . import profiler  # noqa: E402  (the real package imports its profiler at import time too)

@@ -72,7 +72,9 @@ class _ProfInterface:
     def _new_kineto(self) -> Any:
         kineto = torch.profiler._KinetoProfile(
             activities=[torch.profiler.ProfilerActivity.CPU],
-            record_shapes=self.record_shapes,
+            # always: HCCL's data has every collective's size (the stand-in's from its gloo span's inputs);
+            # the operators' shapes are kept only when asked for (record_raw)
+            record_shapes=True,
             profile_memory=self.profile_memory,
             with_stack=self.with_stack,
             with_flops=self.with_flops,
@@ -108,7 +110,7 @@ class _ProfInterface:
             with open(scratch, encoding="utf-8") as f:
                 recording = json.load(f)
             os.unlink(scratch)
-        _standin_data.record_raw(self.prof_path, recording)
+        _standin_data.record_raw(self.prof_path, recording, record_shapes=self.record_shapes)
         self._dump_profiler_info()
         self._dump_metadata()
         ProfPathCreator().is_prof_inited = False

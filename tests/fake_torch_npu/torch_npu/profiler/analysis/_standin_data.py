@@ -26,8 +26,10 @@ written. The Overlap Analysis lanes are CANN's, over the whole capture (Free: th
 the steps of kernel_details.csv and step_trace_time.csv are torch_npu's device windows (``step_range``: from
 the step's first task to the later of its last task's end and the host span's end), its lanes counted whole
 in the window holding their start (``step_table``; no Device_id column before June 2025). ``stacks`` is its
-export_stacks (to a ``.log`` file). Not mirrored (known): Level0's shorter kernel header,
-communication.json (no HCCL here). Nothing here uses npuprof.
+export_stacks (to a ``.log`` file). A rank's gloo collectives become HCCL operators (kernel_details.csv rows
+of core HCCL, an ``HCCL`` process in trace_view.json, the Communication lanes) and communication.json and
+communication_matrix.json (``_standin_comm``). Not mirrored (known): Level0's shorter kernel header.
+Nothing here uses npuprof.
 """
 
 from __future__ import annotations
@@ -42,11 +44,14 @@ import string
 import time
 from typing import Any
 
+from . import _standin_comm
+
 OP_RANGE = "torch.op_range"
 MEMORY_USAGE = "torch.memory_usage"
 OP_MARK = "torch.op_mark"
 API_EVENTS = os.path.join("host", "data", "api_event.data.slice_0")
 DEVICE_TASKS = os.path.join("device_0", "data", "hwts.data.0.slice_0")
+HCCL_OPS = os.path.join("device_0", "data", _standin_comm.HCCL_DATA)
 STREAM = 2
 EAGER_MODEL = 4294967295
 DEVICE_PID = 800  # torch_npu's "Ascend Hardware" pid in Ascend's public sample
@@ -143,8 +148,9 @@ def prof_dir(prof_path: str) -> str | None:
 
 
 # ---- recording -------------------------------------------------------------------------------------------
-def record_raw(prof_path: str, kineto: dict[str, Any]) -> None:
-    """Write the FRAMEWORK/ and PROF_*/ data of a capture from the Kineto recording (a Chrome trace dict)."""
+def record_raw(prof_path: str, kineto: dict[str, Any], record_shapes: bool = True) -> None:
+    """Write the FRAMEWORK/ and PROF_*/ data of a capture from the Kineto recording (a Chrome trace dict,
+    recorded with shapes; the operators keep theirs only with ``record_shapes``)."""
     base = int(kineto.get("baseTimeNanoseconds") or 0)
 
     def ns(ts: float) -> int:
@@ -155,6 +161,8 @@ def record_raw(prof_path: str, kineto: dict[str, Any]) -> None:
     ops = []
     for e in events:
         if e.get("ph") != "X" or e.get("cat") not in ("cpu_op", "user_annotation"):
+            continue
+        if _standin_comm.is_collective_span(e):  # HCCL's operators on an NPU (below), no framework range
             continue
         args = e.get("args") or {}
         start, end = ns(e["ts"]), ns(e["ts"] + e.get("dur", 0))
@@ -167,8 +175,8 @@ def record_raw(prof_path: str, kineto: dict[str, Any]) -> None:
                 "tid": e.get("tid"),
                 "seq": args.get("Sequence number", -1),
                 "fwd_tid": args.get("Fwd thread id", 0),
-                "input_shapes": args.get("Input Dims"),
-                "input_dtypes": args.get("Input type"),
+                "input_shapes": args.get("Input Dims") if record_shapes else None,
+                "input_dtypes": args.get("Input type") if record_shapes else None,
                 "call_stack": _stack_at(frames, e),
             }
         )
@@ -199,6 +207,9 @@ def record_raw(prof_path: str, kineto: dict[str, Any]) -> None:
         _jsonl(os.path.join(framework, OP_MARK), marks)
     _jsonl(os.path.join(cann, API_EVENTS), apis)
     _jsonl(os.path.join(cann, DEVICE_TASKS), tasks)
+    collectives = _standin_comm.raw_collectives(kineto, ns)
+    if collectives:
+        _jsonl(os.path.join(cann, HCCL_OPS), collectives)
     os.makedirs(os.path.join(cann, "mindstudio_profiler_output"), mode=0o750, exist_ok=True)
     os.makedirs(os.path.join(cann, "mindstudio_profiler_log"), mode=0o750, exist_ok=True)
 
@@ -397,6 +408,17 @@ def overlap_lanes(tasks: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
     lanes += [("Communication(Not Overlapped)", a, b) for a, b in _minus(comm, compute)]
     lanes += [("Free", a, b) for a, b in free]
     return sorted(lanes, key=lambda lane: (lane[1], LANES.index(lane[0])))
+
+
+def collectives(prof_path: str) -> list[dict[str, Any]]:
+    """The rank's HCCL operators (CANN's hccl data: see _standin_comm)."""
+    cann = prof_dir(prof_path)
+    return _read_jsonl(os.path.join(cann, HCCL_OPS)) if cann else []
+
+
+def _lane_work(tasks: list[dict[str, Any]], comm: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The device work the Overlap Analysis lanes are made of: the tasks and the HCCL operators."""
+    return tasks + [{"core": "HCCL", "start_ns": c["start_ns"], "dur_ns": c["dur_ns"]} for c in comm]
 
 
 def step_range(
@@ -689,11 +711,33 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
                 "cat": "async_npu",
             }
         )
+    # the HCCL process: each group's operators on its "Group <g> Communication" thread (the form of
+    # docs' spec §7; no real file here has one)
+    comm = collectives(prof_path)
+    groups = list(dict.fromkeys(c["group"] for c in comm))
+    if comm:
+        hccl_pid = host * 100 + 4
+        process(hccl_pid, "HCCL", "NPU", 9)
+        for tid, group in enumerate(groups):
+            meta("thread_name", hccl_pid, tid, "name", f"Group {group} Communication")
+            meta("thread_sort_index", hccl_pid, tid, "sort_index", tid)
+        for c in comm:
+            events.append(
+                {
+                    "name": c["name"],
+                    "pid": hccl_pid,
+                    "tid": groups.index(c["group"]),
+                    "ts": us(c["start_ns"]),
+                    "dur": c["dur_ns"] / 1000,
+                    "args": {"model id": EAGER_MODEL, "connection_id": 0},
+                    "ph": "X",
+                }
+            )
     # Overlap Analysis, as CANN's timeline has it: over the whole capture, not per step
     process(overlap_pid, "Overlap Analysis", "NPU", 11)
     for tid, name in enumerate(LANES):
         meta("thread_name", overlap_pid, tid, "name", name)
-    for name, a, b in overlap_lanes(tasks):
+    for name, a, b in overlap_lanes(_lane_work(tasks, comm)):
         events.append(
             {
                 "name": name,
@@ -775,8 +819,27 @@ def parse(prof_path: str, output: str) -> None:
         kernel_rows.append(([step if step is not None else ""] if ranges else []) + row)
         s = stats.setdefault((task["type"], task["core"]), [])
         s.append(dur / 1000)
+    # the HCCL operators (the 2023 release's rows: no Task ID or Stream ID, core HCCL, Block Dim 0)
+    comm = collectives(prof_path)
+    previous_end = None
+    for c in comm:
+        start, dur = c["start_ns"], c["dur_ns"]
+        wait = 0 if previous_end is None else max(start - previous_end, 0)
+        previous_end = start + dur
+        step = _step_in_range(ranges, start)
+        row = [EAGER_MODEL, "N/A", "N/A", c["name"], c["type"], "HCCL", us(start), dur / 1000, wait / 1000, 0]
+        kernel_rows.append(([step if step is not None else ""] if ranges else []) + row + ["N/A"] * 8)
+    at = KERNEL_HEADER.index("Start Time(us)") - (0 if ranges else 1)
+    kernel_rows.sort(key=lambda row: float(row[at]))
     header = KERNEL_HEADER if ranges else KERNEL_HEADER[1:]
     _csv(os.path.join(output, "kernel_details.csv"), header, kernel_rows)
+    for name, content in (
+        ("communication.json", _standin_comm.communication(comm, ranges)),
+        ("communication_matrix.json", _standin_comm.matrix(comm, ranges)),
+    ):
+        if content:  # as FileManager.create_json_file
+            with open(os.path.join(output, name), "w", encoding="utf-8") as f:
+                json.dump(content, f, indent=4)
     device_of: dict[int, float] = {}
     for task in tasks:
         device_of[task["op_index"]] = device_of.get(task["op_index"], 0.0) + task["dur_ns"] / 1000
@@ -847,7 +910,7 @@ def parse(prof_path: str, output: str) -> None:
             for (t, c), v in stats.items()
         ],
     )
-    _csv(os.path.join(output, "step_trace_time.csv"), *step_table(ops, tasks, ranges))
+    _csv(os.path.join(output, "step_trace_time.csv"), *step_table(ops, _lane_work(tasks, comm), ranges))
 
 
 def step_table(
