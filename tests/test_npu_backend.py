@@ -624,7 +624,7 @@ def _assert_task_queue_as_real(view: list[dict[str, Any]], real: list[dict[str, 
 def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> None:
     """The stand-in's parsed output has the forms of the real files: trace_view.json a bare array with
     string epoch times and torch_npu's processes (labels, sort indexes, Overlap Analysis lanes), flows from
-    operators to device tasks; kernel_details.csv the header of the 2023 release; the rank dir torch_npu's
+    operators to device tasks; kernel_details.csv Level0's header; the rank dir torch_npu's
     PROF_* layout, simplified."""
     real = json.loads((REAL / "trace_view.json").read_text())
     for rank_dir in layout.find_rank_dirs(captured["out"]):
@@ -653,8 +653,17 @@ def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> N
         launches = {("async_npu", "s"), ("async_npu", "f"), ("HostToDevice", "s"), ("HostToDevice", "f")}
         assert flows == launches | {("async_task_queue", "s"), ("async_task_queue", "f")}
         _assert_task_queue_as_real(view, real)
+        # Level0 (the default): KernelViewParser's own columns (Device_id since June 2025, Block Num since
+        # February 2026, the shapes since August 2026), not the 2023 release's full op summary
         real_header = _header(REAL / "kernel_details_2023.csv")
-        assert _header(out / "kernel_details.csv") == real_header[: real_header.index("Context ID") + 1]
+        shapes = real_header[real_header.index("Input Shapes") : real_header.index("Output Formats") + 1]
+        assert _header(out / "kernel_details.csv") == [
+            "Step Id",
+            "Device_id",
+            *["Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)"],
+            "Block Num",
+            *shapes,
+        ]
         # simplified as torch_npu simplifies: no FRAMEWORK/, CANN's data kept, its own outputs removed
         (cann,) = rank_dir.glob("PROF_*")
         assert (cann / "device_0" / "data").is_dir() and (cann / "host" / "data").is_dir()

@@ -20,15 +20,16 @@ among them, ``Input Dims`` / ``Input type`` as its strings; the task queue's ``E
 in releases since June 2025) and ``Dequeue@<launch>`` spans with their ``async_task_queue`` flows, the
 consumer thread sorted after the others and holding the AscendCL calls; ``async_npu`` flows and
 ``HostToDevice`` ones whose id is the task's connection id above 32 one-bits),
-kernel_details.csv (the header of the 2023 release), operator_details.csv (a row per call),
-memory_record.csv (with profile_memory), op_statistic.csv and step_trace_time.csv; a table without rows is not
-written. The Overlap Analysis lanes are CANN's, over the whole capture (Free: the gaps between device work);
-the steps of kernel_details.csv and step_trace_time.csv are torch_npu's device windows (``step_range``: from
-the step's first task to the later of its last task's end and the host span's end), its lanes counted whole
-in the window holding their start (``step_table``; no Device_id column before June 2025). ``stacks`` is its
-export_stacks (to a ``.log`` file). A rank's gloo collectives become HCCL operators (kernel_details.csv rows
-of core HCCL, an ``HCCL`` process in trace_view.json, the Communication lanes) and communication.json and
-communication_matrix.json (``_standin_comm``). Not mirrored (known): Level0's shorter kernel header.
+kernel_details.csv (the header of the 2023 release at Level1 and Level2), operator_details.csv (a row per
+call), memory_record.csv (with profile_memory), op_statistic.csv and step_trace_time.csv; a table without rows
+is not written. The Overlap Analysis lanes are CANN's, over the whole capture (Free: the gaps between device
+work); the steps of kernel_details.csv and step_trace_time.csv are torch_npu's device windows (``step_range``:
+from the step's first task to the later of its last task's end and the host span's end), its lanes counted
+whole in the window holding their start (``step_table``; no Device_id column before June 2025). ``stacks`` is
+its export_stacks (to a ``.log`` file). A rank's gloo collectives become HCCL operators (kernel_details.csv
+rows of core HCCL, an ``HCCL`` process in trace_view.json, the Communication lanes) and communication.json and
+communication_matrix.json (``_standin_comm``). At Level0 (the default) kernel_details.csv has its shorter
+header (``LEVEL0_KERNEL_HEADER``).
 Nothing here uses npuprof.
 """
 
@@ -832,6 +833,8 @@ def parse(prof_path: str, output: str) -> None:
     at = KERNEL_HEADER.index("Start Time(us)") - (0 if ranges else 1)
     kernel_rows.sort(key=lambda row: float(row[at]))
     header = KERNEL_HEADER if ranges else KERNEL_HEADER[1:]
+    if _level(prof_path) == "Level0":
+        header, kernel_rows = _level0_kernels(header, kernel_rows)
     _csv(os.path.join(output, "kernel_details.csv"), header, kernel_rows)
     for name, content in (
         ("communication.json", _standin_comm.communication(comm, ranges)),
@@ -911,6 +914,52 @@ def parse(prof_path: str, output: str) -> None:
         ],
     )
     _csv(os.path.join(output, "step_trace_time.csv"), *step_table(ops, _lane_work(tasks, comm), ranges))
+
+
+def _level(prof_path: str) -> str:
+    """The capture's profiler_level, from its profiler_info*.json (torch_npu's ProfilerConfig.load_info)."""
+    for name in sorted(os.listdir(prof_path)):
+        if name.startswith("profiler_info") and name.endswith(".json"):
+            with open(os.path.join(prof_path, name), encoding="utf-8") as f:
+                config = (json.load(f).get("config") or {}).get("experimental_config") or {}
+            return config.get("_profiler_level") or "Level0"
+    return "Level0"
+
+
+# kernel_details.csv's columns at Level0 (KernelViewParser: CsvHeaders.OP_SUMMARY_KERNEL_BASE_HEADERS, not the
+# CANN op summary's all): from February 2026 "Block Num" (before: "Block Dim"), from June 2025 "Device_id"
+# first, from August 2026 the shape columns after them; "Step Id" first when there are steps
+LEVEL0_KERNEL_HEADER = [
+    "Device_id",
+    "Name",
+    "Type",
+    "Accelerator Core",
+    "Start Time(us)",
+    "Duration(us)",
+    "Wait Time(us)",
+    "Block Num",
+]
+SHAPE_HEADER = [
+    "Input Shapes",
+    "Input Data Types",
+    "Input Formats",
+    "Output Shapes",
+    "Output Data Types",
+    "Output Formats",
+]
+
+
+def _level0_kernels(header: list[str], rows: list[list[Any]]) -> tuple[list[str], list[list[Any]]]:
+    """The full kernel rows cut to Level0's columns, as the stand-in's release writes them."""
+    if _older_api():
+        short = [h if h != "Block Num" else "Block Dim" for h in LEVEL0_KERNEL_HEADER[1:]]
+    else:
+        short = LEVEL0_KERNEL_HEADER + SHAPE_HEADER
+    if header[0] == "Step Id":
+        short = ["Step Id", *short]
+    source = {"Block Num": "Block Dim"}
+    where = [header.index(source.get(h, h)) if source.get(h, h) in header else None for h in short]
+    return short, [[0 if k is None else row[k] for k in where] for row in rows]  # Device_id: device 0
 
 
 def step_table(
