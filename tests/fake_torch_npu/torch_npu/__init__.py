@@ -19,6 +19,13 @@ Environment knobs (tests only):
   real wheel does without CANN: ``libhccl.so: cannot open shared object file``).
 - ``FAKE_TORCH_NPU_AVAILABLE=0``: ``torch.npu.is_available()`` returns False.
 
+As in the real package (since August 2024; not the 5.0.0 API), the profiler's public functions and methods
+(``tensorboard_trace_handler``, ``profile.start/stop/step``, the exports, ``supported_activities``, ...) are
+under ``@no_exception_func``: an error is printed as ``[ERROR] ... Call <name> failed. Exception: ...`` and
+they return None (``set()``) instead of raising. Paths are checked as torch_npu's PathManager checks them:
+releases before June 2026 (the APIs other than ``latest``) refuse a path too long, a soft link or one with a
+character outside ``[._/~0-9a-zA-Z-]``, whitespace and CJK; the latest only warns; a file is refused by all.
+
 torch_npu's own variables act as in the real package: ``MSMONITOR_USE_DAEMON=1`` (``KINETO_USE_DAEMON=1``)
 or ``PROF_CONFIG_PATH`` start its no-code-change profiling when ``torch_npu.profiler`` is imported
 (``profiler/_non_intrusive_profile.py``); each of its steps is recorded as ``dynamic_profile.step``.

@@ -9,12 +9,45 @@ since 2025; ``{worker_name}_{UTC ...}`` for the earlier APIs of FAKE_TORCH_NPU_A
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
+import warnings
 from datetime import datetime, timezone
 
 from .. import _calls
 from .analysis.prof_common_func._constant import Constant, print_warn_msg
+
+# torch_npu's PathManager (torch_npu/utils/_path_manager.py). Releases before June 2026 refuse a path too
+# long, a soft link, or one with a character outside this pattern (RuntimeError; "+", ":", "=", "@", ","
+# ...); the latest only warns of them. A path that is a file is refused by every release.
+_PATH_PATTERN = r"(\.|/|_|-|\s|[~0-9a-zA-Z]|[\u4e00-\u9fa5])+"
+MAX_PATH_LENGTH, MAX_FILE_NAME_LENGTH = 4096, 255
+
+
+def _refuse(message: str) -> None:
+    if os.environ.get("FAKE_TORCH_NPU_API", "latest") == "latest":
+        warnings.warn(message, stacklevel=3)
+    else:
+        raise RuntimeError(message)
+
+
+def check_input_directory_path(path: str) -> None:
+    if len(path) > MAX_PATH_LENGTH or any(len(name) > MAX_FILE_NAME_LENGTH for name in path.split("/")):
+        _refuse("Length of input path exceeds the limit.")
+    if os.path.islink(path):
+        _refuse(f"Invalid input path is a soft chain: {path}")
+    if not re.fullmatch(_PATH_PATTERN, path):
+        _refuse(f"Invalid input path: {path}")
+    if os.path.isfile(path):
+        raise RuntimeError(f"Invalid input path is a file path: {path}")
+
+
+def check_directory_path_writeable(path: str) -> None:
+    if os.path.islink(path):
+        raise RuntimeError(f"Invalid path is a soft chain: {path}")
+    if not os.access(path, os.W_OK):
+        raise RuntimeError(f"The path permission check failed: {path}")
 
 
 class _ProfPathCreator:
@@ -48,8 +81,11 @@ class _ProfPathCreator:
         if dir_name is not None and not (isinstance(dir_name, str) and dir_name):
             print_warn_msg("Invalid parameter dir_name, reset it to default.")
             dir_name = None
-        if dir_name and os.path.islink(dir_name):
-            raise RuntimeError(f"Invalid path {dir_name}: a soft link is not allowed.")
+        if dir_name:  # ProfilerPathManager.get_realpath, then PathManager.check_input_directory_path
+            if os.path.islink(os.path.expanduser(dir_name)):
+                warnings.warn(f"Invalid input path is a symbolic link: {dir_name}", stacklevel=2)
+            dir_name = os.path.realpath(os.path.expanduser(dir_name))
+            check_input_directory_path(dir_name)
         self._dir_path = dir_name
 
     def _create_prof_dir_2024(self) -> None:
@@ -80,7 +116,10 @@ class _ProfPathCreator:
         else:
             dir_path = self._dir_path
         stamp = (datetime.now(tz) if tz else datetime.now().astimezone()).strftime("%Y%m%d%H%M%S%f")[:-3]
+        if os.path.exists(dir_path):
+            check_directory_path_writeable(dir_path)
         self._prof_path = os.path.join(dir_path, f"{worker_name}_{stamp}_ascend_pt")
+        check_input_directory_path(self._prof_path)
         os.makedirs(self._prof_path, mode=0o750)
         self.is_prof_inited = True
 

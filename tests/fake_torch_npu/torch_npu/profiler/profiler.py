@@ -16,6 +16,7 @@ from .._C._profiler import ProfilerActivity
 from ._profiler_action_controller import ProfActionController
 from ._profiler_path_creator import ProfPathCreator
 from .analysis.prof_common_func._constant import Constant, print_warn_msg
+from .analysis.prof_common_func._utils import no_exception_func
 from .experimental_config import API
 from .profiler_interface import _ProfInterface, analyse_dir, supported_activities
 from .scheduler import ProfilerAction, _default_schedule_fn
@@ -49,21 +50,25 @@ class _KinetoProfile:
         self.max_meta_size = 50 * 1024
         self.max_str_len = 4096
 
+    @no_exception_func()
     def start(self) -> None:
         ProfPathCreator().init(export_only_mode=True)
         self.prof_if.init_trace()
         self.prof_if.start_trace()
 
+    @no_exception_func()
     def stop(self) -> None:
         self.prof_if.stop_trace()
         self.prof_if.finalize_trace()
 
+    @no_exception_func()
     def export_chrome_trace(self, output_path: str) -> None:
         _calls.record("export_chrome_trace", output_path=output_path)
         if not output_path.endswith(".json"):
             raise RuntimeError("Invalid parameter output_path, which must be a json file.")
         self.prof_if.analyse(Constant.EXPORT_CHROME_TRACE, output_path)
 
+    @no_exception_func()
     def add_metadata(self, key: str, value: str) -> None:
         _calls.record("add_metadata", key=key, value=value)
         if not isinstance(key, str) or not isinstance(value, str):
@@ -77,6 +82,7 @@ class _KinetoProfile:
         else:
             print_warn_msg("Too many metadata added. Skip this metadata")
 
+    @no_exception_func()
     def add_metadata_json(self, key: str, value: str) -> None:
         _calls.record("add_metadata_json", key=key, value=value)
         if not isinstance(key, str) or not isinstance(value, str):
@@ -93,6 +99,7 @@ class _KinetoProfile:
         else:
             print_warn_msg("Too many metadata added. Skip this metadata")
 
+    @no_exception_func()
     def export_stacks(self, output_path: str, metric: str = Constant.METRIC_CPU_TIME) -> None:
         _calls.record("export_stacks", output_path=output_path, metric=metric)
         if not self.prof_if.with_stack:
@@ -105,11 +112,13 @@ class _KinetoProfile:
             )
         self.prof_if.analyse(Constant.EXPORT_STACK, output_path, metric=metric)
 
+    @no_exception_func()
     def export_memory_timeline(self, output_path: str, device: str | None = None) -> None:
         _calls.record("export_memory_timeline", output_path=output_path, device=device)
         self.prof_if.analyse(Constant.EXPORT_MEMORY_TIMELINE, output_path, device=device or "npu:0")
 
 
+@no_exception_func()
 def _tensorboard_trace_handler_latest(
     dir_name: str | None = None,
     worker_name: str | None = None,
@@ -133,6 +142,7 @@ def _tensorboard_trace_handler_latest(
     return handler_fn
 
 
+@no_exception_func()
 def _tensorboard_trace_handler_old(dir_name: str | None = None, worker_name: str | None = None) -> Callable:
     _calls.record("tensorboard_trace_handler", dir_name=dir_name, worker_name=worker_name)
     ProfPathCreator().init(worker_name=worker_name, dir_name=dir_name)
@@ -203,10 +213,12 @@ class profile(_KinetoProfile):
         self.stopped = False
         self.action_controller = ProfActionController(self, self.prof_if, self.on_trace_ready)
 
+    @no_exception_func()
     def __enter__(self) -> profile:
         self.start()
         return self
 
+    @no_exception_func()
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
@@ -220,6 +232,7 @@ class profile(_KinetoProfile):
         except Exception as exc:  # torch_npu's decorator prints and swallows everything
             print_warn_msg(f"Call __del__ failed: {exc}")
 
+    @no_exception_func()
     def start(self) -> None:
         _calls.record("profile.start", step_num=self.step_num, action=self.current_action)
         self.stopped = False
@@ -232,6 +245,7 @@ class profile(_KinetoProfile):
             )
             self.step_rec_fn.__enter__()
 
+    @no_exception_func()
     def stop(self) -> None:
         _calls.record("profile.stop", step_num=self.step_num, action=self.current_action)
         if self.record_steps and self.step_rec_fn:
@@ -239,6 +253,7 @@ class profile(_KinetoProfile):
         self.action_controller.transit_action(self.current_action, None)
         self.stopped = True
 
+    @no_exception_func()
     def step(self) -> None:
         if self.stopped:
             print_warn_msg("Profiler is stopped, step takes no effect!")
@@ -257,6 +272,7 @@ class profile(_KinetoProfile):
             self.step_rec_fn.__enter__()
 
 
+@no_exception_func()
 def analyse(
     profiler_path: str, max_process_number: int = os.cpu_count() or 1, export_type: Any = None
 ) -> None:

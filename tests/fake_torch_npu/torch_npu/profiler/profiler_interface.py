@@ -23,11 +23,13 @@ from .._C._profiler import ProfilerActivity, _supported_npu_activities
 from ._profiler_path_creator import ProfPathCreator
 from .analysis import _standin_data
 from .analysis.prof_common_func._constant import Constant, collect_env_vars, print_warn_msg
+from .analysis.prof_common_func._utils import no_exception_func
 from .experimental_config import _ExperimentalConfig
 
 __all__ = ["supported_activities"]
 
 
+@no_exception_func(set())
 def supported_activities() -> set:
     return _supported_npu_activities()
 

@@ -60,8 +60,12 @@ def collect_env_vars() -> dict:
 
 
 def _msg(level: str, message: str) -> None:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    stamp = time.strftime("[%Y-%m-%d %H:%M:%S]", time.localtime())  # as torch_npu's print_*_msg
     print(f"{stamp} [{level}] [{os.getpid()}] profiler.py: {message}", flush=True)
+
+
+def print_error_msg(message: str) -> None:
+    _msg("ERROR", message)
 
 
 def print_warn_msg(message: str) -> None:
