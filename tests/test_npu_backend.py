@@ -992,3 +992,29 @@ def test_a_steps_memory_peak_is_over_its_whole_host_span_on_torch_npus_window(tm
     assert report.returncode == 0, report.stderr
     (rank,) = json.loads(report.stdout)["ranks"]
     assert {s["step"]: s["memory_peak_mb"] for s in rank["steps"]} == expected
+
+
+def test_an_output_dir_torch_npu_refuses_is_said_and_nothing_is_written_elsewhere(tmp_path: Path) -> None:
+    """FAILING: npuprof bug (helper-126). torch_npu's tensorboard_trace_handler is under @no_exception_func
+    (since August 2024): when it refuses the directory (releases before June 2026 refuse a path with a
+    character outside ``[.\\/_\\-\\s~0-9a-zA-Z]`` and CJK, such as "+" or "="), it prints an [ERROR] line and
+    returns None instead of raising. npuprof took the None as the handler: torch_npu, its path never set,
+    recorded the capture into the job's working directory (a stray unparsed *_ascend_pt dir there), and
+    npuprof said only "'NoneType' object is not callable". Expected: nothing of the capture outside the
+    output directory, and npuprof's words name the refusal rather than a Python TypeError."""
+    cwd = tmp_path / "job"
+    cwd.mkdir()
+    out = tmp_path / "lr=0.1+warmup"
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("FAKE_TORCH_NPU", "KINETO_USE_DAEMON"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAKE_TORCH_NPU_API="6.0.0",
+        FAKE_TORCH_NPU_LOG=str(tmp_path / "calls.jsonl"),
+    )
+    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
+    proc = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(TRAIN), "5", cwd=cwd, env=env)
+    assert "trained 5 steps" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "Invalid input path" in proc.stdout  # torch_npu's own [ERROR] line: the refusal happened
+    assert not list(cwd.glob("*_ascend_pt")), "the capture was written into the job's working directory"
+    assert "NoneType" not in proc.stderr, proc.stderr[-2000:]
