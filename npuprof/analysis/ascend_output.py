@@ -6,7 +6,8 @@ torch_npu writes ``ASCEND_PROFILER_OUTPUT/`` (docs/formats.md, "What the parser 
 - steps from ``step_trace_time.csv``: a step's duration is Computing + Communication(Not Overlapped) + Free
   (the three parts a step is cut into), its start the first device task of the step
   (``kernel_details.csv``'s ``Start Time(us)``, epoch µs) less Preparing; where a step ran no task, the
-  ``ProfilerStep#N`` span of ``trace_view.json``;
+  ``ProfilerStep#N`` span of ``trace_view.json``; a step's memory peak is over its host start to the end of
+  torch_npu's window (first task + duration), which holds the whole host span, Preparing included;
 - top kernels per step from ``kernel_details.csv`` (both real headers: the columns are found by name);
 - top operators from ``operator_details.csv`` (no step column, so they count for the whole capture; torch_npu
   groups calls by name, shapes and stack there, so a count is a number of such groups);
@@ -34,6 +35,7 @@ from npuprof.results import layout
 STEP_FILE = "step_trace_time.csv"
 KERNEL_FILE = "kernel_details.csv"
 OPERATOR_FILE = "operator_details.csv"
+_WINDOW = "_memory_window_end"  # a step's key until its memory peak is taken: where its window ends
 UNKNOWN_START = -0.0  # a step's start_us not known: 0 in any sum, told apart by its sign (report.start_known)
 COMMUNICATION_FILE = "communication.json"
 MEMORY_FILE = "memory_record.csv"
@@ -288,19 +290,30 @@ def _steps(
     repeated = sorted(step for step, k in numbers.items() if k > 1)
     if repeated:
         warnings.append(f"{STEP_FILE} has more than one row for step(s) {repeated}: each row is shown")
-    host_starts = None
+    host_spans = None
     if any(step not in first_task for step, _ in rows):
-        host_starts = _profiler_steps(trace_view)
+        host_spans = _profiler_steps(trace_view)
     steps = []
     for step, values in rows:
+        duration = values["computing_us"] + values["comm_not_overlapped_us"] + values["free_us"]
         if step in first_task:
             start = first_task[step] - values["preparing_us"]
-        elif host_starts and step in host_starts:
-            start = host_starts[step]
+            # torch_npu's window runs from the first task to the later of the last task's end and the host
+            # span's end (docs/formats.md): from the host step's start to there, the step's memory window
+            window_end = first_task[step] + duration
+        elif host_spans and step in host_spans:
+            start, window_end = host_spans[step]
         else:
-            start = math.nan
-        duration = values["computing_us"] + values["comm_not_overlapped_us"] + values["free_us"]
-        steps.append({"step": step, "start_us": start, "duration_us": round(duration, 3), **values})
+            start = window_end = math.nan
+        steps.append(
+            {
+                "step": step,
+                "start_us": start,
+                "duration_us": round(duration, 3),
+                **values,
+                _WINDOW: window_end,
+            }
+        )
     unknown = [s["step"] for s in steps if math.isnan(s["start_us"])]
     if unknown:
         warnings.append(
@@ -309,14 +322,14 @@ def _steps(
         )
         for s in steps:
             if math.isnan(s["start_us"]):
-                s["start_us"] = UNKNOWN_START
+                s["start_us"] = s[_WINDOW] = UNKNOWN_START  # and no memory peak
     for s in steps:
         s["start_us"] = round(s["start_us"], 3)
     return steps, device_id
 
 
-def _profiler_steps(trace_view: Path) -> dict[int, float]:
-    """The start (epoch µs) of each ``ProfilerStep#N`` span of torch_npu's trace_view.json."""
+def _profiler_steps(trace_view: Path) -> dict[int, tuple[float, float]]:
+    """The start and end (epoch µs) of each ``ProfilerStep#N`` span of torch_npu's trace_view.json."""
     if not trace_view.is_file():
         return {}
     from npuprof.analysis.trace_loader import TraceError, load_trace
@@ -325,12 +338,13 @@ def _profiler_steps(trace_view: Path) -> dict[int, float]:
         trace = load_trace(trace_view, keep=lambda e: e.ph == "X" and e.name.startswith("ProfilerStep#"))
     except TraceError:
         return {}
-    starts: dict[int, float] = {}
+    spans: dict[int, tuple[float, float]] = {}
     for event in trace.events:
         number = _step_id(event.name.partition("#")[2])
         if number is not None and isinstance(event.ts, float):
-            starts.setdefault(number, event.ts + trace.ts_base)
-    return starts
+            start = event.ts + trace.ts_base
+            spans.setdefault(number, (start, start + (event.dur if isinstance(event.dur, float) else 0.0)))
+    return spans
 
 
 def _kernel_groups(
@@ -483,10 +497,11 @@ def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, in
 
 
 def _with_memory(step: dict[str, Any], rows: list[tuple[float, float, float | None]]) -> Any:
+    window_end = step.pop(_WINDOW)
     fields = {key: step[key] for key in ("step", "start_us", "duration_us")}
     fields.update((k, v) for k, v in step.items() if k not in fields)
     if rows:
-        lo, hi = step["start_us"], step["start_us"] + step["duration_us"]
+        lo, hi = step["start_us"], window_end
         # what the step started with (the last record before it), then every record inside it
         first, end = bisect_left(rows, lo, key=itemgetter(0)), bisect_left(rows, hi, key=itemgetter(0))
         inside = [(a, r) for _t, a, r in rows[max(first - 1, 0) : end]] if end > 0 else []
