@@ -934,10 +934,20 @@ def test_stacks_torch_npu_gives_nothing_for_are_built_from_its_trace_view(tmp_pa
     assert any(";train.py(" in line for line in stacks)
     assert not any("npuprof/agent" in line for line in stacks)
     assert capture_record(rank_dir)["extras"] == ["stacks_self_cpu_time_total.folded"]
-    # host self time in all: the outermost host operators' time (each line rounded to whole µs)
+    # host self time in all: each host thread's busy time, its outermost events' (operators, the task
+    # queue's enqueue / dequeue, the CANN calls on the same thread ids), each line rounded to whole µs
     events = json.loads((rank_dir / layout.PARSED_DIR / "trace_view.json").read_text())
+    host_pids = {
+        e["pid"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name" and e["args"]["name"] in ("Python", "CANN")
+    }
     ops = sorted(
-        ((float(e["ts"]), float(e["dur"]), e["tid"]) for e in events if e.get("cat") == "cpu_op"),
+        (
+            (float(e["ts"]), float(e["dur"]), e["tid"])
+            for e in events
+            if e["pid"] in host_pids and e["ph"] == "X"
+        ),
         key=lambda op: (op[2], op[0], -op[1]),
     )
     outer_total, outer_end = 0.0, {}
@@ -955,7 +965,7 @@ def test_stacks_torch_npu_gives_nothing_for_are_built_from_its_trace_view(tmp_pa
 
 
 def test_a_steps_memory_peak_is_over_its_whole_host_span_on_torch_npus_window(tmp_path: Path) -> None:
-    """FAILING: npuprof bug (helper-126). A rank dir torch_npu parsed gives each step's memory peak over
+    """helper-126: a rank dir torch_npu parsed gives each step's memory peak over
     [start, start + duration), its start the host step's (first task less Preparing) but its duration
     Computing + Communication(Not Overlapped) + Free, which torch_npu measures on its device window (from
     the step's first task on, Free only between device tasks): the host's Preparing (here 20 ms of data
@@ -995,7 +1005,7 @@ def test_a_steps_memory_peak_is_over_its_whole_host_span_on_torch_npus_window(tm
 
 
 def test_an_output_dir_torch_npu_refuses_is_said_and_nothing_is_written_elsewhere(tmp_path: Path) -> None:
-    """FAILING: npuprof bug (helper-126). torch_npu's tensorboard_trace_handler is under @no_exception_func
+    """helper-126: torch_npu's tensorboard_trace_handler is under @no_exception_func
     (since August 2024): when it refuses the directory (releases before June 2026 refuse a path with a
     character outside ``[.\\/_\\-\\s~0-9a-zA-Z]`` and CJK, such as "+" or "="), it prints an [ERROR] line and
     returns None instead of raising. npuprof took the None as the handler: torch_npu, its path never set,
@@ -1018,3 +1028,5 @@ def test_an_output_dir_torch_npu_refuses_is_said_and_nothing_is_written_elsewher
     assert "Invalid input path" in proc.stdout  # torch_npu's own [ERROR] line: the refusal happened
     assert not list(cwd.glob("*_ascend_pt")), "the capture was written into the job's working directory"
     assert "NoneType" not in proc.stderr, proc.stderr[-2000:]
+    assert "skipped: torch_npu refused the output directory" in proc.stderr, proc.stderr[-2000:]
+    assert "fix: give npuprof run -o such a path" in proc.stderr

@@ -23,7 +23,7 @@ from _thread import get_ident
 from typing import Any, Protocol
 
 from npuprof.agent import user_profiler
-from npuprof.agent.backends.base import Backend, load_range_modules
+from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.agent.signals import decision_begins, decision_ends, sigint_held_back
@@ -495,7 +495,11 @@ class CaptureController:
         self._report_ignored_flags()
         if self.driver is None:  # armed on this thread, before any boundary: the profiler is this thread's
             self._claim_for(get_ident())
-        self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
+        try:
+            self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
+        except CaptureRefused as exc:
+            self._windows_skipped_for(step, exc, forever=True)
+            return False
         try:
             load_range_modules()
         except Exception as exc:  # torch's own lazy import: the capture goes on without it loaded early
@@ -545,14 +549,15 @@ class CaptureController:
                 self.log.error(f"could not mark the skipped capture: {again!r}")
             return False
 
-    def _windows_skipped_for(self, step: int, exc: OSError) -> str:
+    def _windows_skipped_for(self, step: int, exc: Exception, forever: bool = False) -> str:
         """A window that could not begin for ``exc`` (a full disk, no permission, no descriptor left): said
-        once, counted, the next window tried."""
+        once, counted, the next window tried; none, ``forever`` (the profiler refuses this process)."""
         message = f"capture at step {step} skipped: {exc}"
         self.windows_skipped += 1
         self._tell_plan("skipped", step, str(exc))
-        self.log.warn_once("capture-begin", f"{message}; training goes on, the next window is tried")
-        self._skip(step, forever=False)
+        then = "no capture opens in this process" if forever else "the next window is tried"
+        self.log.warn_once("capture-begin", f"{message}; training goes on, {then}")
+        self._skip(step, forever=forever)
         return message
 
     def _discard_profiler(self, started: bool) -> None:

@@ -14,6 +14,11 @@ ScheduleFn = Callable[[int], Action]
 TraceReady = Callable[[Any], None]
 
 
+class CaptureRefused(RuntimeError):
+    """The profiler refuses to record in this process, for a reason of the user's to fix (the message says
+    which): no capture opens here, the training goes on."""
+
+
 class Backend(Protocol):
     name: str  # "torch_npu", "torch-cuda", "torch-cpu"
     device: str  # the device of this process: "npu:0", "cuda:0", "cpu"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof import options
-from npuprof.agent.backends.base import ScheduleFn, TraceReady, align_torch_style
+from npuprof.agent.backends.base import CaptureRefused, ScheduleFn, TraceReady, align_torch_style
 from npuprof.agent.own_mode import torch_npu_own_mode_active as torch_npu_own_mode_active
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
@@ -284,7 +284,16 @@ class NpuBackend:
         kwargs: dict[str, Any] = {"dir_name": output, "worker_name": name}
         if "analyse_flag" in _accepted_keywords(self._tp.tensorboard_trace_handler):
             kwargs["analyse_flag"] = cfg.analyse
-        return self._tp.tensorboard_trace_handler(**kwargs)
+        handler = self._tp.tensorboard_trace_handler(**kwargs)
+        if handler is None:
+            # torch_npu's @no_exception_func: it printed its [ERROR] and returned None. Profiled anyway, it
+            # would record into the job's working directory (helper-126).
+            raise CaptureRefused(
+                f"torch_npu refused the output directory {output!r} (its [ERROR] line says why; releases "
+                "before June 2026 refuse a symbolic link and any character but letters, digits, "
+                "'. _ - / ~' and spaces); fix: give npuprof run -o such a path"
+            )
+        return handler
 
     def align(self, prof: Any, step: int) -> None:
         align_torch_style(prof, step)
