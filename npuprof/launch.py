@@ -364,6 +364,10 @@ def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Itera
                 killing.clear()
             return
         _kill_group(pgid_holder[0], signum)
+        if signum in TERMINATING_SIGNALS:
+            # a stopped job (SIGSTOP) would only take it once continued: continued, as `timeout` and a
+            # shell's `kill` do (helper-124: `timeout 6 npuprof run` of a stopped job never ended)
+            _kill_group(pgid_holder[0], signal.SIGCONT)
 
     previous = {}
     for sig in FORWARDED_SIGNALS:

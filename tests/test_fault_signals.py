@@ -729,6 +729,37 @@ def test_a_job_blocked_in_cpp_after_taking_npuprofs_pipe_still_dies_of_sigterm(
     assert "(exit code of the job: 143)" in err, err
 
 
+def test_sigterm_ends_a_stopped_job_as_timeout_ends_one(out: Path, tmp_path: Path) -> None:
+    """helper-124: `timeout 6 npuprof run ...` of a job that was stopped (SIGSTOP: a debugger, a freezer,
+    the job itself) never ended: npuprof passed SIGTERM on to a job that cannot take it while stopped.
+    `timeout` and a shell's `kill` follow it with SIGCONT; npuprof now does too."""
+    stopped = tmp_path / "stopped"
+    script = _script(
+        tmp_path,
+        "stops.py",
+        STEP + "import os, signal\n"
+        "for s in range(6):\n"
+        "    step()\n"
+        "    if s == 2:\n"
+        f"        open({str(stopped)!r}, 'w').close()\n"
+        "        os.kill(os.getpid(), signal.SIGSTOP)\n",
+    )
+    with _launched(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 0, 50), "--", sys.executable, str(script)
+    ) as job:
+        _wait_for(stopped.exists, "the job to stop itself")
+        time.sleep(0.5)
+        job.send_signal(signal.SIGTERM)
+        try:
+            _, err = job.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the stopped job still ran 30 s after SIGTERM")
+    assert job.returncode == -signal.SIGTERM, err
+    assert "(exit code of the job: 143)" in err, err
+    (rank_dir,) = rank_dirs(out)
+    assert capture_record(rank_dir)["detail"] == "stopped by SIGTERM"
+
+
 def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
     out: Path, tmp_path: Path
 ) -> None:
