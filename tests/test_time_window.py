@@ -169,6 +169,33 @@ def test_with_steps_the_window_is_whole_steps(with_steps: dict) -> None:
     assert f"time window ended at step {numbers[-1] + 1}" in log
 
 
+def test_a_window_shorter_than_a_step_records_that_step_whole(tmp_path: Path) -> None:
+    """helper-125: with steps of 0.8 s, --duration 0.5 ended the window inside the step it opened at, and
+    called that step partial ("no step boundary came within the wait for one") without waiting: the README
+    says a window ends at the first boundary after its duration, waiting up to another duration (>= 1 s)."""
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import time, torch\n"
+        "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(8):\n"
+        "    m(torch.randn(4, 16)).sum().backward(); time.sleep(0.8); opt.step()\n"
+    )
+    out = tmp_path / "out"
+    flags = ["--delay", "2", "--duration", "0.5"]
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=180)
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and len(record["steps"]) == 1, record
+    assert not record.get("last_step_partial"), record
+    events, _start, _length = _spans(load_trace(d))
+    (span,) = [e for e in events if str(e["name"]).startswith("ProfilerStep#")]
+    assert span["dur"] / 1e6 >= 0.8  # the whole step, its sleep included
+    report = npuprof("analyse", str(out), "--format", "json")
+    (rank,) = json.loads(report.stdout)["ranks"]
+    assert [s.get("partial") for s in rank["steps"]] == [None], rank["steps"]
+
+
 def test_a_window_opened_before_the_first_step_counts_the_steps_that_come(tmp_path: Path) -> None:
     """The window opens while the job still sets up (no optimizer yet): the capture starts as one of a job
     without steps; when steps come, the trace names them and the record lists the same steps."""

@@ -130,6 +130,11 @@ class CaptureController:
         if bind is not None:
             bind(self)
 
+    @property
+    def counts_steps(self) -> bool:
+        """Step boundaries come (an optimizer or --step-on armed this controller, not a timed window)."""
+        return self.armed and not self._no_steps
+
     # ---- called from the step hooks ----------------------------------------------------------
     def arm(self, at_a_step_start: bool = False) -> None:
         """Step 0 begins: the first optimizer exists (the set-up until its first step is then in step 0), or
