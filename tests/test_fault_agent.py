@@ -367,6 +367,30 @@ def test_script_raising_mid_capture_keeps_the_capture_and_its_traceback(out: Pat
     assert "partial" in record["detail"]
 
 
+def test_a_profiler_start_that_fails_inside_torch_does_not_crash_the_job(out: Path, tmp_path: Path) -> None:
+    """helper-124: under a memory limit torch's profiler could not start its thread ("Resource temporarily
+    unavailable", raised from its prepare); npuprof then stopped that profiler, whose stop() starts the
+    unprepared trace: the job died of SIGSEGV after "training goes on". A profiler that failed inside is
+    left as it is now, and the job ends as it would bare."""
+    script = tmp_path / "no_thread.py"
+    script.write_text(
+        "import torch, torch.autograd.profiler as ap\n"
+        "def refuse(self):\n"
+        "    raise RuntimeError('Resource temporarily unavailable')\n"
+        "ap.profile._prepare_trace = refuse  # as torch's prepare fails when no thread can start\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(10):\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "print('trained 10 steps')\n"
+    )
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script), timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "trained 10 steps" in result.stdout
+    assert "Resource temporarily unavailable" in result.stderr and "training goes on" in result.stderr
+    log = (out / "npuprof.log").read_text()
+    assert "the profiler failed as it began: not stopped" in log
+
+
 def test_kill_9_of_one_torchrun_rank_mid_capture(out: Path, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from _thread import get_ident
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from npuprof.agent import user_profiler
@@ -126,6 +127,7 @@ class CaptureController:
         self._capture_notes: list[str] = []  # said in the record of the capture in flight (its detail)
         self._notes_for_next: list[str] = []  # for the capture that begins next
         self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
+        self._profiler_failed = False  # prof.start() / prof.step() raised as it began: see _drop_session
         bind = getattr(plan, "bind", None)
         if bind is not None:
             bind(self)
@@ -431,7 +433,8 @@ class CaptureController:
             return
         if previous is Action.RECORD_AND_SAVE:  # this step() ends the capture: its end cost counts from here
             self._ending_since = time.perf_counter()
-        self.prof.step()  # torch runs the transitions, on_trace_ready included
+        # torch runs the transitions, on_trace_ready included
+        self._profiler_call(self.prof.step, recording=previous.recording)
         self.action = wanted
         if not begin_first and not self._note_capture_start(previous, wanted, step):
             return
@@ -522,7 +525,7 @@ class CaptureController:
         self._tell_profiling(True)
         self.log.info(f"profiler starts at step {step} ({wanted.name}) on {self.backend.name}")
         try:
-            self.prof.start()
+            self._profiler_call(self.prof.start, recording=False)
         except BaseException:
             self._tell_profiling(False)
             raise
@@ -643,15 +646,32 @@ class CaptureController:
             self._tell_profiling(False)
         self.action = Action.NONE
 
+    def _profiler_call(self, call: Callable[[], Any], recording: bool) -> None:
+        """``prof.start`` / ``prof.step``. One that raised before the profiler recorded (preparing or
+        starting its trace) left it in a state its stop() may crash on; one that raised while it recorded
+        is stopped, which hands over what it recorded."""
+        try:
+            call()
+        except Exception as exc:
+            if not recording and not raised_by_a_signal_handler(exc):
+                self._profiler_failed = True
+            raise
+
     def _drop_session(self, detail: str) -> None:
         prof, self.prof = self.prof, None
         self.action = Action.NONE
+        failed, self._profiler_failed = self._profiler_failed, False
         if prof is not None:
-            try:
-                with sigint_held_back():
-                    prof.stop()
-            except Exception:
-                pass
+            if failed:
+                # torch's stop() after a start that failed half-way (its prepare could not make a thread:
+                # helper-124, a memory limit) starts the trace unprepared and crashes the job (SIGSEGV)
+                self.log.warning("the profiler failed as it began: not stopped (stopping it could crash)")
+            else:
+                try:
+                    with sigint_held_back():
+                        prof.stop()
+                except Exception:
+                    pass
             self._tell_profiling(False)
         if self.sink is not None:
             self.sink.abandon(detail)
