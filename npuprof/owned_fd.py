@@ -29,6 +29,21 @@ class OwnedFd:
         self._key = None
 
 
+def above_stdio(fd: int) -> int:
+    """``fd`` moved to 3 or above (close-on-exec), closed where that fails (then OSError). A job started with
+    its stdout or stderr closed gets npuprof's descriptors on those numbers otherwise: the job's own
+    writes to them (C's printf, ``os.write(1, ...)``) land in npuprof's file or pipe (helper-124: in
+    npuprof.log), and a spawn's /dev/null on 1 and 2 replaces them."""
+    if fd > 2:
+        return fd
+    import fcntl
+
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(fd)
+
+
 def _key_of(fd: int) -> tuple[int, int] | None:
     try:
         st = os.fstat(fd)

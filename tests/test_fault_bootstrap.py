@@ -208,3 +208,40 @@ def test_a_script_of_its_own_named_npuprof_keeps_working(tmp_path: Path, form: s
         ), last
     else:
         assert list((tmp_path / "out").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done")), result.stderr
+
+
+@pytest.mark.parametrize("closed", ["1", "2", "1 2"])
+def test_a_job_started_with_stdout_or_stderr_closed_gets_no_npuprof_descriptor_there(
+    tmp_path: Path, closed: str
+) -> None:
+    """helper-124: with `>&-` (or `2>&-`) the agent's kept log descriptor took the number: the job's own
+    writes to fd 1 (C's printf, os.write) landed in npuprof.log. The job must find the numbers as it would
+    bare: closed until it opens something itself."""
+    script = tmp_path / "fds.py"
+    script.write_text(
+        "import json, os, sys, torch\n"
+        "m = torch.nn.Linear(4, 4); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(10):\n"
+        "    m(torch.randn(2, 4)).sum().backward(); o.step()\n"
+        "found = []\n"
+        "for fd in (1, 2):\n"
+        "    try:\n"
+        "        found.append(os.readlink(f'/proc/self/fd/{fd}'))\n"
+        "    except OSError:\n"
+        "        found.append('closed')\n"
+        "with open(sys.argv[1], 'w') as report:\n"
+        "    report.write(json.dumps(found))\n"
+    )
+    report, out = tmp_path / "report.txt", tmp_path / "out"
+    closing = " ".join(f"{fd}>&-" for fd in closed.split())
+    command = f'exec "$@" {closing}'
+    job = [sys.executable, str(script), str(report)]
+    args = [sys.executable, "-m", "npuprof", "run", "-o", str(out), "--", *job]
+    proc = subprocess.run(
+        ["sh", "-c", command, "sh", *args], env=clean_env(), timeout=180, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = dict(zip(("1", "2"), json.loads(report.read_text()), strict=True))
+    for fd in closed.split():
+        assert found[fd] == "closed", found
+    assert (out / "npuprof.log").is_file() and len(list(out.glob("*_ascend_pt"))) == 1

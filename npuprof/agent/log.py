@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
 
-from npuprof.owned_fd import OwnedFd
+from npuprof.owned_fd import OwnedFd, above_stdio
 from npuprof.results import logfile
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,7 +33,8 @@ class AgentLog:
             return
         opened = logfile.open_regular(self.path)
         if opened is not None:
-            self._kept = OwnedFd(opened[0])
+            with contextlib.suppress(OSError):
+                self._kept = OwnedFd(above_stdio(opened[0]))
 
     def write(self, level: str, message: str) -> bool:
         """Append a line to npuprof.log; whether it is there now (a full disk: not)."""

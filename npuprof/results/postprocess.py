@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from npuprof.owned_fd import OwnedFd
+from npuprof.owned_fd import OwnedFd, above_stdio
 from npuprof.results import layout, logfile, spawner
 from npuprof.results.atomic import atomic_writer
 
@@ -111,10 +111,12 @@ class Postprocessor:
             lock = _lift_last(passed)
             read_end, write_end = os.pipe()
             kept.append(write_end)
+            write_end = _lift_last(kept)
             passed.append(read_end)
             read_end = _lift_last(passed)
             ready_read, ready_write = os.pipe()  # its line: its pid, "r" once it may be held (_read_ready)
             kept.append(ready_read)
+            ready_read = _lift_last(kept)
             passed.append(ready_write)
             ready_write = _lift_last(passed)
             os.set_blocking(ready_read, False)
@@ -182,7 +184,7 @@ class Postprocessor:
         if pid is not None:
             self._pid = pid
             with contextlib.suppress(OSError, AttributeError):  # alive: it ends only after us
-                self._pidfd = os.pidfd_open(pid)
+                self._pidfd = above_stdio(os.pidfd_open(pid))
                 self._owned["pidfd"] = OwnedFd(self._pidfd)
         return self._pid is not None
 
@@ -550,18 +552,6 @@ def deaths_in(lines: Iterable[str]) -> set[str]:
     return {m["a"] or m["b"] for m in found if m is not None}
 
 
-def _above_stdio(fd: int) -> int:
-    """``fd`` moved to 3 or above: a job that closed its stdout and stderr gets new descriptors there, which
-    the spawn's own /dev/null on 1 and 2 would replace (the post-processor lost the lock the launcher waits
-    on, and the launcher ended before the parse)."""
-    if fd > 2:
-        return fd
-    try:
-        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    finally:
-        os.close(fd)
-
-
 def _create_lock(output: Path, run_id: str) -> tuple[int, str]:
     """A new lock file in the pending dir, held (LOCK_EX) on return, and its name. Never follows a link
     planted there, never waits: the name is ours alone."""
@@ -590,10 +580,10 @@ def _create_lock(output: Path, run_id: str) -> tuple[int, str]:
 
 
 def _lift_last(fds: list[int]) -> int:
-    """The last of ``fds`` moved above stdio (_above_stdio), in the list too; dropped from it when that
-    fails, as _above_stdio has closed it then."""
+    """The last of ``fds`` moved above stdio (npuprof.owned_fd.above_stdio), in the list too; dropped from it
+    when that fails, as it has been closed then."""
     fd = fds.pop()
-    fds.append(_above_stdio(fd))
+    fds.append(above_stdio(fd))
     return fds[-1]
 
 

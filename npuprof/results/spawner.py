@@ -22,7 +22,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from npuprof.owned_fd import OwnedFd
+from npuprof.owned_fd import OwnedFd, above_stdio
 
 ENV_SPAWN = "NPUPROF_SPAWN_ADDRESS"
 REQUEST_LIMIT = 1 << 20  # bytes of one request (its environment included)
@@ -322,7 +322,10 @@ class Spawned:
                 os.close(fd)
             return False
         self.pid = int(pid)
-        self.pidfd = fds[0] if fds else None
+        self.pidfd = None
+        if fds:
+            with contextlib.suppress(OSError):
+                self.pidfd = above_stdio(fds[0])
         return True
 
     def launcher_lives(self) -> bool:
@@ -362,6 +365,8 @@ def request_spawn(
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
     try:
+        if conn.fileno() <= 2:  # kept for the job's life: never on a closed stdout's number
+            conn = socket.socket(fileno=above_stdio(conn.detach()))
         conn.settimeout(1.0)  # a local listener answers at once or not at all
         conn.connect("\0" + address)
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, len(request) + 4096)
