@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, clean_env, npuprof
+from conftest import ROOT, clean_env, npuprof, rank_dirs
 
 BOOTSTRAP = ROOT / "npuprof" / "_bootstrap"
 
@@ -80,12 +80,28 @@ def test_sys_path_matches_a_run_without_npuprof(out: Path, tmp_path: Path) -> No
     assert str(BOOTSTRAP) not in json.loads(profiled.stdout)
 
 
-def test_failing_user_sitecustomize_is_reported_and_the_job_runs(out: Path, tmp_path: Path) -> None:
+def test_failing_user_sitecustomize_is_reported_as_python_reports_it_and_the_job_is_profiled(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-124: the job printed "Error in sitecustomize ... KeyError: 'sitecustomize'" (npuprof's module
+    gone from sys.modules) in place of the user's own error, which Python reports bare."""
     site = _user_site(tmp_path, "raise RuntimeError('user hook broke')\n")
-    result = _run_python(out, "print('ran')", str(site))
+    code = (
+        "import torch\n"
+        "m = torch.nn.Linear(4, 4); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(10):\n"
+        "    m(torch.randn(2, 4)).sum().backward(); o.step()\n"
+        "print('ran')\n"
+    )
+    bare = subprocess.run([sys.executable, "-c", "pass"], env=clean_env(PYTHONPATH=str(site)),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    said = "Error in sitecustomize; set PYTHONVERBOSE for traceback:\nRuntimeError: user hook broke\n"
+    assert bare.stderr == said, bare.stderr
+    result = _run_python(out, code, str(site))
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ran\n"
-    assert "user hook broke" in result.stderr and "Traceback" not in result.stderr
+    assert said in result.stderr and "KeyError" not in result.stderr and "Traceback" not in result.stderr
+    assert len(rank_dirs(out)) == 1  # npuprof's hook was installed all the same
 
 
 def test_a_script_importing_a_user_sitecustomize_that_raised_gets_the_users_again(

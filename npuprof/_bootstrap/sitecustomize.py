@@ -10,8 +10,9 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _chain_user_sitecustomize() -> None:
-    """Run the sitecustomize that our directory hides, if any, and leave it as `sitecustomize`.
+def _chain_user_sitecustomize() -> "Exception | None":
+    """Run the sitecustomize that our directory hides, if any, and leave it as `sitecustomize`; what it
+    raised, if it failed (raised again once our hook is installed: see the end of this module).
 
     Our directory leaves sys.path for good first: it holds nothing but this module, which is already
     imported, and whatever the user's hook does to sys.path (append, insert, remove, rebind) must stand
@@ -23,13 +24,12 @@ def _chain_user_sitecustomize() -> None:
         import sitecustomize  # noqa: F401  (the user's, found further down the path)
     except ImportError as exc:
         if exc.name != "sitecustomize":
-            _report(f"the user's sitecustomize failed: {exc!r}")
-            return  # as Python leaves it: a later `import sitecustomize` runs the user's again
-    except Exception as exc:  # the user's hook failing must not be blamed on us, nor stop Python
-        _report(f"the user's sitecustomize raised {exc!r}")
-        return
+            return exc
+    except Exception as exc:
+        return exc
     if "sitecustomize" not in sys.modules and ours is not None:
         sys.modules["sitecustomize"] = ours
+    return None
 
 
 def _is_our_dir(entry: object) -> bool:
@@ -206,8 +206,14 @@ def _install() -> None:
         _wake(name, sys.modules[name])
 
 
+_users_error = None
 try:
-    _chain_user_sitecustomize()
+    _users_error = _chain_user_sitecustomize()
     _install()
 except Exception as _exc:  # never break the interpreter's start
     _report(f"bootstrap failed: {_exc!r}")
+if _users_error is not None:
+    # The user's own hook failed: Python's site module reports it as it would without npuprof ("Error in
+    # sitecustomize; set PYTHONVERBOSE for traceback: <its error>") and goes on; ours is installed already.
+    # A later `import sitecustomize` runs the user's again, as Python leaves it.
+    raise _users_error
