@@ -9,10 +9,14 @@ import os
 
 ENV_MARKER = b"NPUPROF_CONFIG="
 POSTPROCESS_MODULE = b"npuprof.results.postprocess"
+# multiprocessing's own helpers (spawn, forkserver): they never train, and end once their clients have
+# (helper-125: mp.spawn's resource tracker outlived the job by a moment and read as a process still running)
+MP_HELPERS = (b"multiprocessing.resource_tracker", b"multiprocessing.forkserver", b"semaphore_tracker")
 
 
-def processes_of_the_run(run_id: str | None) -> list[int]:
-    """The pids of this run's training processes still running here, in order."""
+def processes_of_the_run(run_id: str | None, helpers: bool = True) -> list[int]:
+    """The pids of this run's processes still running here, in order; without multiprocessing's own
+    helpers unless ``helpers``."""
     if not run_id:
         return []
     marker = run_id.encode()
@@ -30,8 +34,9 @@ def processes_of_the_run(run_id: str | None) -> list[int]:
             if ENV_MARKER not in environ or marker not in environ:
                 continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if POSTPROCESS_MODULE in f.read():
-                    continue
+                cmdline = f.read()
+            if POSTPROCESS_MODULE in cmdline or (not helpers and any(h in cmdline for h in MP_HELPERS)):
+                continue
         except OSError:  # gone, or not ours to read
             continue
         found.append(pid)

@@ -477,6 +477,44 @@ def test_no_capture_because_the_step_on_module_was_never_imported(out: Path) -> 
     assert "needs" not in text
 
 
+def test_no_capture_from_a_child_with_an_environment_of_its_own_says_it_was_not_reached(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-125: a wrapper that starts its trainer with env= of its own (a PYTHONPATH of its repo) was told
+    "no process of the job imported torch.optim", though the child trained: npuprof never reached it."""
+    trains = "import torch\nm = torch.nn.Linear(2, 2)\ntorch.optim.SGD(m.parameters(), lr=0.1).step()\n"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(
+        "import os, subprocess, sys\n"
+        "env = {'PATH': os.environ['PATH']}\n"
+        f"subprocess.run([sys.executable, '-c', {trains!r}], env=env, check=True)\n"
+    )
+    proc = npuprof("run", "-o", str(out), "--", sys.executable, str(wrapper))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "a child started with an environment or PYTHONPATH of its own is not reached" in text, text
+
+
+def test_a_step_function_of_a_script_run_by_runpy_is_told_to_be_outside_main(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-125: under runpy.run_path (how debuggers run a script) the script's functions live outside the
+    process's __main__: "train_step not found in __main__ (cell.py)" named the file that defines it."""
+    cell = tmp_path / "cell.py"
+    cell.write_text(
+        "import torch\nm = torch.nn.Linear(2, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "def train_step():\n    m(torch.randn(1, 2)).sum().backward(); opt.step()\n"
+        "for _ in range(3):\n    train_step()\n"
+    )
+    runner = f"import runpy; runpy.run_path({str(cell)!r}, run_name='__main__')"
+    proc = npuprof(
+        "run", "-o", str(out), "--step-on", "__main__:train_step", "--", sys.executable, "-c", runner
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "a script run by a runner (runpy, a debugger" in text, text
+
+
 def test_no_capture_because_the_job_died_before_its_first_step(out: Path) -> None:
     job = (
         "import torch\n"

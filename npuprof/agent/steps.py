@@ -458,9 +458,15 @@ def missing_target_message(module: Any, qualname: str, step_on: str) -> str:
             f"; a function {qualname} is defined inside {', '.join(nested)}, which cannot be named (move it "
             "to module level)"
         )
+    elif similar := similar_names(module, qualname):
+        hint = f"; similar names there: {', '.join(similar)}"
+    elif name == "__main__":  # helper-125: runpy.run_path, pdb, cProfile, exec(...) of the script
+        hint = (
+            "; a script run by a runner (runpy, a debugger, pdb, cProfile, exec, multiprocessing's spawn) "
+            "defines its functions outside __main__: name a function of a module it imports"
+        )
     else:
-        similar = similar_names(module, qualname)
-        hint = f"; similar names there: {', '.join(similar)}" if similar else ""
+        hint = ""
     return f"--step-on {step_on}: {qualname} not found in {where}; no steps counted{hint}"
 
 

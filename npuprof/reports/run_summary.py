@@ -74,7 +74,7 @@ def print_run_summary(
                 "(it could not be written, or read back: see the warnings above), so the reason is not known."
             )
             return
-        running = processes_of_the_run(run_id)
+        running = processes_of_the_run(run_id, helpers=False)
         if running:  # a process that outlived the job's first one (a daemon it forked) may still capture
             _note(
                 f"no capture was written yet (exit code {exit_code}): the job's first process ended, but "
@@ -223,7 +223,7 @@ def print_run_summary(
             "not listed here",
             soft_wrap=True,
         )
-    running = processes_of_the_run(run_id)
+    running = processes_of_the_run(run_id, helpers=False)
     if running:
         console.print(
             f"[bold yellow]npuprof:[/] the job's first process ended, but {_still_running(running)}: what "
@@ -530,7 +530,10 @@ def why_no_capture(
         woke = _what_wakes_the_agent(cfg)
         if exit_code:
             return f"{ended} before any of its processes {woke}; its own error output says why"
-        return f"no process of the job {woke}, so no step was counted{_run_as_its_script(cfg, lines)}"
+        return (
+            f"no process of the job {woke}, so no step was counted{_run_as_its_script(cfg, lines)}"
+            f"{_unreached_hint(cfg)}"
+        )
     if errors:
         return f"{failed}npuprof's agent failed in the job ({_short(errors[0])})"
     for message in messages:
@@ -710,6 +713,19 @@ def _what_wakes_the_agent(cfg: ProfileConfig) -> str:
     if module == "__main__":
         return f"defined {qualname.split('.')[0]} in its __main__ (--step-on {cfg.step_on})"
     return f"imported {module}, the module of --step-on {cfg.step_on}"
+
+
+def _unreached_hint(cfg: ProfileConfig) -> str:
+    """Where such a process may have been all the same (helper-125), as a clause."""
+    if (cfg.step_on or "").startswith("__main__:"):
+        return (
+            " (a script run by a runner - runpy, a debugger, pdb, cProfile, exec, multiprocessing's spawn - "
+            "defines its functions outside __main__: name a function of a module it imports)"
+        )
+    return (
+        " (npuprof reaches the processes that inherit its environment: a child started with an environment "
+        "or PYTHONPATH of its own is not reached)"
+    )
 
 
 def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
