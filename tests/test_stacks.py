@@ -281,6 +281,38 @@ def test_an_output_in_a_missing_directory_says_to_make_it(tmp_path):
         assert "does not exist: make it first, or give a file in another" in done.stderr, done.stderr
 
 
+def test_an_output_over_the_input_or_a_file_of_its_capture_is_refused(tmp_path):
+    """helper-124: -o RANKDIR/<its trace> replaced the only raw trace with folded text (exit 0, "wrote"); the
+    capture record and torch_npu's parsed trace were overwritten the same way."""
+    rank_dir = tmp_path / "w_1_20260101000000000_ascend_pt"
+    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "args": {}}
+    ]
+    trace = rank_dir / "w.1.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    record = rank_dir / "npuprof_capture.json"
+    record.write_text("{}")
+    kept = {p: p.read_bytes() for p in (trace, record)}
+    targets = {
+        trace: "is the trace being read",
+        record: "is a file of the capture",
+        rank_dir
+        / "ASCEND_PROFILER_OUTPUT"
+        / "trace_view.json": "is in the capture's ASCEND_PROFILER_OUTPUT/",
+    }
+    for target, said in targets.items():
+        for flag in ("-o", "--svg"):
+            done = cli("export-stacks", str(rank_dir), flag, str(target))
+            assert done.returncode == 2 and said in done.stderr, (flag, target, done.stderr)
+        done = cli("memory-timeline", str(rank_dir), "-o", str(target))
+        assert done.returncode == 2 and said in done.stderr, (target, done.stderr)
+    assert {p: p.read_bytes() for p in kept} == kept
+    assert not (rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").exists()
+    mine = cli("export-stacks", str(rank_dir), "-o", str(rank_dir / "mine.folded"))  # a name of its own: fine
+    assert mine.returncode == 0 and (rank_dir / "mine.folded").read_text() == "aten::mm 5\n", mine.stderr
+
+
 def test_status_of_a_directory_that_does_not_exist_says_so(tmp_path):
     done = cli("status", str(tmp_path / "nosuch"))
     assert done.returncode == 2

@@ -100,11 +100,14 @@ def export_stacks(
     svg_path = None if svg is None else _check_output(svg, "--svg")
 
     from npuprof.reports import stacks as st
-    from npuprof.reports.inputs import InputError, find_trace
+    from npuprof.reports.inputs import InputError, find_trace, overwrite_problem
     from npuprof.reports.trace_events import TraceReadError
 
     try:
         trace = find_trace(source)
+        for flag, path in (("-o", out_path), ("--svg", svg_path)):
+            if path is not None and (problem := overwrite_problem(path, trace)):
+                raise _fail(f"{flag} {path}: {problem}: give another file name", 2)
         folded = st.folded_from_trace(trace, metric, keep_idle_threads)
     except (InputError, TraceReadError, st.StacksError) as exc:
         raise _fail(str(exc)) from None

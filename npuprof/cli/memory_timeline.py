@@ -82,11 +82,16 @@ def memory_timeline(
                 "(or ask for .json, .json.gz or .raw.json.gz, which need nothing more)"
             )
 
-    from npuprof.reports.inputs import InputError, single_rank_dir
+    from npuprof.reports.inputs import InputError, overwrite_problem, single_rank_dir
     from npuprof.reports.trace_events import TraceReadError
+    from npuprof.results import layout
 
     try:
-        data = mt.load(single_rank_dir(source), device)
+        rank_dir = single_rank_dir(source)
+        read = rank_dir if rank_dir.is_file() else layout.find_trace_of_rank(rank_dir)
+        if read is not None and (problem := overwrite_problem(target, read)):
+            raise _fail(f"-o {output}: {problem}: give another file name", 2)
+        data = mt.load(rank_dir, device)
     except (InputError, TraceReadError, mt.MemoryTimelineError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from npuprof.results import layout
@@ -51,3 +52,23 @@ def find_trace(source: Path) -> Path:
             f"{source} has no trace (*.pt.trace.json[.gz] or {layout.PARSED_DIR}/{PARSED_TRACE}){why}"
         )
     return trace
+
+
+def overwrite_problem(target: Path, trace: Path) -> str | None:
+    """Why writing an output at ``target`` would destroy what ``trace`` (the input read) belongs to: the trace
+    itself, or a file of its capture (the trace, its record and info files, torch_npu's parsed tables and
+    trace; helper-124: -o RANKDIR/<trace> replaced the only raw trace with folded text). None when it may."""
+    target = Path(os.path.abspath(target))
+    try:
+        if target.exists() and os.path.samefile(target, trace):
+            return "is the trace being read"
+    except OSError:
+        pass
+    parsed = trace.parent.name == layout.PARSED_DIR
+    rank_dir = trace.parent.parent if parsed else trace.parent
+    here = os.path.realpath(target.parent)
+    if here == os.path.realpath(rank_dir / layout.PARSED_DIR):
+        return f"is in the capture's {layout.PARSED_DIR}/ (its parser's files)"
+    if here == os.path.realpath(rank_dir) and layout.is_result_file_name(target.name):
+        return "is a file of the capture"
+    return None

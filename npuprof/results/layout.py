@@ -311,14 +311,15 @@ def _regular_entries(directory: Path) -> list[os.DirEntry[str]]:
             try:
                 if entry.is_file(follow_symlinks=False):
                     regular.append(entry)
-                elif _is_result_file_name(entry.name):
+                elif is_result_file_name(entry.name):
                     _not_regular(entry.path, entry.stat(follow_symlinks=False).st_mode)
             except OSError:
                 continue
     return regular
 
 
-def _is_result_file_name(name: str) -> bool:
+def is_result_file_name(name: str) -> bool:
+    """A name of the capture's own files: a Kineto trace, the capture record, metadata, profiler_info."""
     return (
         name.endswith(KINETO_SUFFIXES)
         or name in (CAPTURE_RECORD, METADATA_FILE)
@@ -352,7 +353,7 @@ def find_raw_trace(rank_dir: Path) -> Path | None:
             for e in entries
             if e.name.endswith((".json", ".gz"))
             and not e.name.startswith(".")
-            and not _is_result_file_name(e.name)
+            and not is_result_file_name(e.name)
         ),
         reverse=True,
     )
