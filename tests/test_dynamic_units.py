@@ -22,6 +22,7 @@ from npuprof.agent.log import AgentLog
 from npuprof.agent.schedule import SchedulePlan
 from npuprof.cli import run_flags
 from npuprof.file_trust import UntrustedPathError, check_directory
+from npuprof.results.layout import process_start_time
 
 LIMIT = 200 * 1024  # the seed's rotation size for both logs
 
@@ -391,6 +392,47 @@ def test_a_capture_planned_beyond_the_jobs_end_is_named_at_the_end(tmp_path: Pat
     ), why
 
 
+def test_a_process_started_late_takes_a_request_of_the_run_that_no_process_read(tmp_path: Path) -> None:
+    """helper-124: `npuprof run --dynamic DIR -- bash -c "sleep 8; python train.py"` triggered at 1.5 s: the
+    only Python process began 7 s after the change and dropped it as made before it began; the summary then
+    said no process read the file. A request given after the run began that no process has read is the
+    late process's; one another process read stays theirs."""
+    cfg_dir, baseline, _ = prepare(str(tmp_path / "cfg"))
+    cfg = c.ProfileConfig(output=str(tmp_path / "out"), dynamic=str(cfg_dir), poll_interval=0.1)
+    began = process_start_time()
+    assert began is not None
+    changed = began - 30  # 30 s before this process began, 10 s after the run did
+    run_start = int((changed - 10) * 1e9)
+    config = cfg_dir / CONFIG_NAME
+    request = {**c.template_json(), "start_step": -1, "active": 2, "trigger_id": "t-late"}
+    config.write_text(json.dumps(request))
+    os.utime(config, (changed, changed))
+    run = {"dynamic_baseline": baseline, "start_ns": run_start}
+    late = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
+    late.first_look()
+    assert len(late._inbox) == 1, "a request no process read was dropped"
+    # another process of the run read it (its log names the trigger): not this one's
+    (cfg_dir / "log" / "dp_other.log").write_text(
+        "2026-12-05 02:00:00,000 [INFO] [pid 7] loaded: start_step -1 active 2 (trigger t-late)\n"
+    )
+    other = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
+    other.first_look()
+    assert not other._inbox, "a request another process read was taken again"
+    assert (
+        "changed before this process began"
+        in (cfg_dir / "log")
+        .joinpath(next(p.name for p in (cfg_dir / "log").glob("dp_*.log") if p.name != "dp_other.log"))
+        .read_text()
+    )
+    # a request of before the run began stays no request
+    before = (run_start / 1e9) - 60
+    os.utime(config, (before, before))
+    (cfg_dir / "log" / "dp_other.log").unlink()
+    older = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
+    older.first_look()
+    assert not older._inbox
+
+
 def test_a_process_started_after_a_request_does_not_act_on_it(tmp_path: Path) -> None:
     """A trigger the running processes acted on was taken again by each process started later in the
     run (an evaluation subprocess, a restarted worker): one trigger, three captures."""
@@ -718,3 +760,17 @@ def test_a_prof_dir_torch_cannot_write_to_falls_back_to_the_runs_output(tmp_path
     request, heard = _request({"prof_dir": name}, base)
     assert request is not None and request.cfg.output == str(tmp_path / "out")
     assert any("where torch cannot write its traces" in m for _, m in heard), heard
+
+
+def test_the_measured_poll_interval_is_at_most_5_s(tmp_path: Path) -> None:
+    """helper-124: a 20 s evaluation between steps 10 and 11 made every later poll 20 s apart (a trigger
+    waited 14 s, npuprof status lagged 20 s): torch_npu's rule, with no ceiling."""
+    cfg_dir, baseline, _ = prepare(str(tmp_path / "cfg"))
+    cfg = c.ProfileConfig(output=str(tmp_path / "out"), dynamic=str(cfg_dir))
+    for took, expected in ((20.0, 5.0), (0.2, 1.0), (2.5, 2.5)):
+        plan = DynamicPlan(cfg, {"dynamic_baseline": baseline}, AgentLog(None, "test"), watch=False)
+        plan._measure(10)
+        assert plan._step10 is not None
+        plan._step10 -= took  # step 10 began that long before step 11 now
+        plan._measure(11)
+        assert plan.interval() == pytest.approx(expected, abs=0.05), (took, plan.interval())

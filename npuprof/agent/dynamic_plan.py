@@ -35,6 +35,8 @@ from npuprof.config import ConfigError, ProfileConfig, parse_config_bytes
 
 FIRST_POLL_S = 2.0  # torch_npu's first interval
 MIN_POLL_S = 1.0  # the floor of the measured interval
+# its ceiling: a long step 10 (an evaluation, a checkpoint) made a 20 s interval for the job (helper-124)
+MAX_POLL_S = 5.0
 MEASURED_STEPS = (10, 11)  # the interval between these two step boundaries becomes the poll interval
 HEARTBEAT_S = 60.0  # "at step N" in the action log, at most this often (npuprof status reads it)
 CLOCK_SLACK_S = 5.0  # a file server's clock may be behind this host's: a change this close is the process's
@@ -78,6 +80,8 @@ class DynamicPlan:
         self.file = self.directory / CONFIG_NAME
         self.fixed_interval = cfg.poll_interval
         self.baseline: str | None = run.get("dynamic_baseline")
+        start = run.get("start_ns")
+        self.run_start_ns: int | None = start if isinstance(start, int) else None
         self.agent_log = log
         self.controller: Any = None
         self._rank_fn: Any = current_rank
@@ -181,11 +185,11 @@ class DynamicPlan:
             self._step10 = time.monotonic()
         elif step == MEASURED_STEPS[1] and self._step10 is not None:
             took = time.monotonic() - self._step10
-            self.measured_interval = max(MIN_POLL_S, took)
+            self.measured_interval = min(MAX_POLL_S, max(MIN_POLL_S, took))
             self._event(
                 "INFO",
                 f"poll interval now {self.measured_interval:.3f} s (step 10 to 11 took {took:.3f} s; at "
-                f"least {MIN_POLL_S:g} s)",
+                f"least {MIN_POLL_S:g} s, at most {MAX_POLL_S:g} s)",
                 step,
             )
 
@@ -335,7 +339,7 @@ class DynamicPlan:
         self.logs.action(
             "INFO",
             f"watching {self.file} every {self.interval():g} s"
-            + (" (then the time of step 10 to 11, at least 1 s)" if self.fixed_interval is None else "")
+            + (" (then the time of step 10 to 11, 1 to 5 s)" if self.fixed_interval is None else "")
             + f"; host {self.logs.host}, pid {os.getpid()}, rank {self.logs.rank()}",
             self._step(),
         )
@@ -353,7 +357,7 @@ class DynamicPlan:
                 self._step(),
             )
             return
-        if self._changed_before_this_process():
+        if self._changed_before_this_process() and not self._unread_request_of_this_run():
             self._seen = current
             self.logs.action(
                 "INFO",
@@ -363,6 +367,21 @@ class DynamicPlan:
             )
             return
         self._handle(raw, current)  # changed between the launch and now: a request
+
+    def _unread_request_of_this_run(self) -> bool:
+        """The file asks for a capture that it was given after the run began and that no process of the
+        run has read: the job's Python started late (a wrapper's set-up, a rendezvous; helper-124: 7 s after
+        the trigger), so the request is this process's, not one the others acted on."""
+        start_ns = self.run_start_ns
+        if not start_ns:
+            return False
+        try:
+            changed = os.stat(self.file).st_mtime
+        except OSError:
+            return False
+        from npuprof.agent.dynamic_log import unread_request
+
+        return changed >= start_ns / 1e9 - CLOCK_SLACK_S and unread_request(self.directory) is not None
 
     def _changed_before_this_process(self) -> bool:
         try:
