@@ -68,7 +68,7 @@ def test_broken_json_is_one_error_with_the_parsers_message() -> None:
 def test_bad_values_fall_back_to_defaults_with_a_warning_naming_field_and_value() -> None:
     request, heard = _request(
         {
-            "start_step": "soon",
+            "start_step": 7,
             "active": 0,
             "record_shapes": "yes",
             "with_stak": True,
@@ -77,16 +77,39 @@ def test_bad_values_fall_back_to_defaults_with_a_warning_naming_field_and_value(
         }
     )
     assert request is not None
-    assert (request.start_step, request.active) == (0, 1)  # torch_npu's defaults
+    assert (request.start_step, request.active) == (7, 1)  # torch_npu's default
     assert request.cfg.record_shapes is False and request.cfg.level == "Level0"
     text = "\n".join(message for _, message in heard)
     assert all(level == "WARNING" for level, _ in heard), heard
-    for field, value in (("start_step", '"soon"'), ("active", "0"), ("record_shapes", '"yes"')):
+    for field, value in (("active", "0"), ("record_shapes", '"yes"')):
         assert any(field in m and value in m for _, m in heard), (field, text)
     assert "Level9" in text
     assert "with_stak (did you mean with_stack?)" in text
     newer = [m for _, m in heard if "sys_newfeature" in m]
     assert len(newer) == 1 and "not known to npuprof" in newer[0]
+
+
+def test_a_start_step_that_is_no_step_makes_no_request_and_cancels_nothing(tmp_path: Path) -> None:
+    """helper-124: start_step "250" (a string) fell back to its default, 0, which cancels: the capture in
+    flight was cut and none at step 250 followed. Such content is not acted on at all now."""
+    for bad, shown in (("250", '"250"'), (-2, "-2"), (2.5, "2.5"), (True, "True")):
+        request, heard = _request({"start_step": bad, "active": 2})
+        assert request is None, bad
+        assert heard == [
+            (
+                "ERROR",
+                f"profiler_config.json: start_step: must be an integer >= -1, got {shown}; this content is "
+                "not acted on",
+            )
+        ], heard
+    job = Job(tmp_path)
+    job.steps(2)
+    job.write(start_step=-1, active=5)
+    job.steps(2)  # recording
+    job.write(start_step="250", active=2)
+    job.steps(8)
+    assert job.captures() == [(3, 7)], job.captures()  # whole, not cancelled
+    assert "start_step: must be an integer" in job.log()
 
 
 def test_is_rank_selects_ranks_and_turns_parsing_off_and_prof_dir_is_under_the_run_output() -> None:

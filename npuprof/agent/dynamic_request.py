@@ -3,7 +3,8 @@
 "profiler_config.json"); bad content never stops training:
 
 - unparsable JSON: one ERROR with the parser's message, the change is ignored;
-- a field with a bad value: one WARNING naming the field and the value, the field keeps its default;
+- a field with a bad value: one WARNING naming the field and the value, the field keeps its default (a
+  ``start_step`` that is no step: an ERROR and no request, its default would cancel the capture in flight);
 - an unknown key: a WARNING (with "did you mean" for a misspelt known key), ignored.
 """
 
@@ -111,7 +112,17 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
     except ConfigError as exc:  # the run's flags were valid: the file's values are not
         say("ERROR", f"{in_file_terms(exc, FILE_LABEL).one_line()}; this content is not acted on")
         return None
-    start = int_field(data, "start_step", NO_CAPTURE, NEXT_STEP, say)
+    start_step = data.get("start_step", NO_CAPTURE)
+    if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < NEXT_STEP:
+        # its default (0) would cancel the capture in flight: a mistyped request must not (helper-124)
+        shown = repr(start_step) if not isinstance(start_step, str) else f'"{start_step[:40]}"'
+        say(
+            "ERROR",
+            f"{FILE_LABEL}: start_step: must be an integer >= {NEXT_STEP}, got {shown}; this content is not "
+            "acted on",
+        )
+        return None
+    start = start_step
     warmup = int_field(data, "warmup", 0, 0, say)
     active = int_field(data, "active", 1, 1, say)
     trigger = data.get("trigger_id")
