@@ -186,7 +186,7 @@ def test_a_change_captures_from_the_next_step_and_outside_captures_nothing_is_as
     assert job.backend.configs[-1].schedule == c.Schedule(skip_first=6, wait=0, warmup=0, active=2, repeat=1)
     assert job.controller.next_check == NEVER
     text = job.log()
-    assert "capture started at step 6" in text and "capture of steps 6-7 complete" in text
+    assert "capture started at step 6" in text and "capture 1 of steps 6-7 complete" in text
 
 
 def test_an_edit_during_a_capture_runs_after_it_and_the_last_edit_wins(tmp_path: Path) -> None:
@@ -604,6 +604,29 @@ def test_status_drops_the_plan_a_finished_capture_carried_out(tmp_path: Path) ->
     )
     (process,) = _processes(tmp_path)
     assert process["planned"] is None and process["capturing"] is None and len(process["captures"]) == 1
+
+
+def test_status_counts_captures_whose_lines_rotated_out_of_the_logs(tmp_path: Path) -> None:
+    """helper-124: 32 captures read as 18 once the oldest lines had rotated out (the heartbeat alone writes
+    ~124 KB a day): each end line now carries the process's count so far."""
+    from npuprof.cli.status import _processes, render
+
+    (tmp_path / "dp_vm_1_rank_0.log").write_text(
+        "2026-12-02 07:25:42,100 [INFO] [1] npuprof.dynamic: [step 313] capture 31 of steps 311-312 complete"
+        " in o/a\n"
+        "2026-12-02 07:25:43,100 [INFO] [1] npuprof.dynamic: [step 323] capture 32 of steps 321-322 complete"
+        " in o/b\n"
+    )
+    (tmp_path / "dp_vm_2_rank_1.log").write_text(  # an older npuprof's lines: counted one by one
+        "2026-12-02 07:25:42,100 [INFO] [2] npuprof.dynamic: [step 13] capture of steps 11-12 complete in o\n"
+    )
+    first, second = _processes(tmp_path)
+    assert (first["capture_count"], len(first["captures"])) == (32, 2)
+    assert first["captures"][-1] == {"steps": "321-322", "status": "complete", "directory": "o/b"}
+    assert (second["capture_count"], len(second["captures"])) == (1, 1)
+    report = {"config": {"file": "cfg/profiler_config.json", "content": None}, "processes": [first, second]}
+    row = next(line for line in render(report).splitlines() if line.startswith("0 "))
+    assert row.split()[6] == "32", row
 
 
 def test_status_says_a_request_that_did_not_capture_and_the_last_warning(tmp_path: Path) -> None:

@@ -23,6 +23,11 @@ from npuprof.results.layout import short_host_name
 from npuprof.results.logfile import open_regular
 
 ROTATE_BYTES = 200 * 1024
+# a capture's end, as npuprof.agent.dynamic_plan logs it (the count since 2026-12: its captures so far)
+ENDED_RE = re.compile(
+    r"^capture (?:(?P<count>\d+) )?of steps (?P<first>\d+)-(?P<last>\d+) (?P<status>\S+) in (?P<where>.+?)"
+    r"(?: \(.*\))?$"
+)
 ACTION_PREFIX = "dp_"
 MONITOR_PREFIX = "monitor_dp_"
 UNKNOWN_RANK = -1  # torch_npu's name for a process without a rank

@@ -93,6 +93,7 @@ class DynamicPlan:
         self._window: Window | None = None
         self._pending: Request | None = None
         self._step10: float | None = None
+        self._captures_ended = 0
         self.measured_interval: float | None = None
         # the watcher's own
         self._seen: str | None = None  # digest of the last content acted on (or reported)
@@ -135,9 +136,11 @@ class DynamicPlan:
 
     def hear(self, kind: str, step: int, detail: str = "") -> None:
         """What the controller did (from the training thread): logged by the watcher."""
+        if kind == "ended":
+            self._captures_ended += 1  # said in the line: npuprof status counts them after a rotation too
         messages = {
             "began": ("INFO", f"capture started at step {step} into {detail}"),
-            "ended": ("INFO", f"capture of steps {detail}"),
+            "ended": ("INFO", f"capture {self._captures_ended} of steps {detail}"),
             "skipped": ("WARNING", skipped_line(step, detail)),
         }
         level, message = messages.get(kind, ("INFO", f"{kind} at step {step}: {detail}"))

@@ -112,19 +112,18 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
     except ConfigError as exc:  # the run's flags were valid: the file's values are not
         say("ERROR", f"{in_file_terms(exc, FILE_LABEL).one_line()}; this content is not acted on")
         return None
-    start_step = data.get("start_step", NO_CAPTURE)
-    if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < NEXT_STEP:
+    warmup = int_field(data, "warmup", 0, 0, say)
+    active = int_field(data, "active", 1, 1, say)
+    start = data.get("start_step", NO_CAPTURE)
+    if isinstance(start, bool) or not isinstance(start, int) or start < NEXT_STEP:
         # its default (0) would cancel the capture in flight: a mistyped request must not (helper-124)
-        shown = repr(start_step) if not isinstance(start_step, str) else f'"{start_step[:40]}"'
+        shown = repr(start) if not isinstance(start, str) else f'"{start[:40]}"'
         say(
             "ERROR",
             f"{FILE_LABEL}: start_step: must be an integer >= {NEXT_STEP}, got {shown}; this content is not "
             "acted on",
         )
         return None
-    start = start_step
-    warmup = int_field(data, "warmup", 0, 0, say)
-    active = int_field(data, "active", 1, 1, say)
     trigger = data.get("trigger_id")
     label = trigger if isinstance(trigger, str) and trigger.isprintable() and len(trigger) <= 80 else None
     return Request(start, warmup, active, cfg, digest, label)

@@ -13,14 +13,11 @@ from typing import Annotated, Any
 
 import typer
 
-from npuprof.agent.dynamic_log import NOT_EFFECTIVE, SKIPPED_RE
+from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, SKIPPED_RE
 from npuprof.results.layout import short_host_name
 
 FORMATS = ("table", "json")
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
-_ENDED = re.compile(
-    r"^capture of steps (?P<first>\d+)-(?P<last>\d+) (?P<status>\S+) in (?P<where>.+?)(?: \(.*\))?$"
-)
 _STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
 _PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
 _CANCELLED = re.compile(r"^the capture planned from step \d+ is cancelled")
@@ -143,6 +140,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
         "last_step": None,
         "last_seen": None,
         "captures": [],
+        "capture_count": 0,  # its captures in all: the oldest may have rotated out of its logs
         "capturing": None,
         "planned": None,
         "errors": [],
@@ -192,7 +190,7 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     elif fields["level"] == "WARNING":
         info["warnings"] += 1
         info["last_warning"] = f"{fields['time']} {message}"
-    if (ended := _ENDED.match(message)) is not None:
+    if (ended := ENDED_RE.match(message)) is not None:
         info["captures"].append(
             {
                 "steps": f"{ended['first']}-{ended['last']}",
@@ -200,6 +198,7 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
                 "directory": ended["where"],
             }
         )
+        info["capture_count"] = max(info["capture_count"] + 1, int(ended["count"] or 0))
         info["capturing"] = None
         if info["planned"] and _first(info["planned"]) <= int(ended["last"]):
             info["planned"] = None  # the plan this capture carried out
@@ -266,7 +265,7 @@ def render(report: dict[str, Any]) -> str:
                 str(p["pid"]),
                 p["state"],
                 step,
-                str(len(p["captures"])),
+                str(p["capture_count"]),
                 str(len(p["errors"])),
                 doing,
             ]

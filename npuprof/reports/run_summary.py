@@ -851,7 +851,7 @@ def planned_not_reached(directory: Path) -> str:
     """What became of the last capture a process's log in ``directory/log`` planned, when none began: the
     job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); in words, else
     ""."""
-    from npuprof.agent.dynamic_log import NOT_EFFECTIVE, SKIPPED_RE
+    from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, SKIPPED_RE
 
     found = ""
     for log in sorted((directory / "log").glob("dp_*.log")):
@@ -863,7 +863,7 @@ def planned_not_reached(directory: Path) -> str:
             if message.startswith("capture planned: steps "):
                 planned = message.removeprefix("capture planned: steps ").split(" ", 1)[0]
                 cancelled = missed = ""
-            elif message.startswith(("capture started", "capture of steps")):
+            elif message.startswith("capture started") or ENDED_RE.match(message):
                 planned = cancelled = missed = ""
             elif message.startswith("the capture planned from step") and " is cancelled" in message:
                 planned, cancelled = "", message
