@@ -230,7 +230,10 @@ def render_table(report: Report, console: Console) -> None:
                 "left out)[/dim]"
             )
         elif r.device == "CPU":
-            console.print("[dim]no device kernels: CPU-only trace (the CPU is the device)[/dim]")
+            console.print(
+                "[dim]no device kernels: CPU-only trace (the CPU is the device: comp is its operators' time, "
+                "free the rest of the step, the Python between operators and waits included)[/dim]"
+            )
         _render_ranges(r, console)
         _render_gc(r, console)
         console.print()
