@@ -164,8 +164,8 @@ def _note_if_nobody_watches(directory: Path) -> None:
     if processes and all(p["state"] != "running" for p in processes):
         sys.stderr.write(
             f"npuprof trigger: note: no process watches {directory} now (every process its logs know of "
-            "has ended): this request is read by no one, and a job started later on it takes the file as "
-            "no request\n"
+            "has ended): unless a job on it is starting (its first process takes it), this request is read "
+            "by no one, and a job started later on it takes the file as no request\n"
         )
 
 
