@@ -253,6 +253,18 @@ def test_similar_names_come_from_the_module_itself() -> None:
     assert message.endswith("similar names there: Trainer.step")  # the same last name
 
 
+def test_a_property_is_named_as_one() -> None:
+    """helper-124: --step-on __main__:T.pstep on a @property said "T.pstep not found ... similar names:
+    T.sstep"; it is there, a property, which cannot be wrapped."""
+    module = types.ModuleType("script")
+    exec("class T:\n    @property\n    def pstep(self): return 1\n    def sstep(self): pass\n", vars(module))
+    message = missing_target_message(module, "T.pstep", "script:T.pstep")
+    assert message == (
+        "--step-on script:T.pstep: T.pstep in script is a property, not a function; no steps counted; name "
+        "the function it calls, or a method"
+    ), message
+
+
 def test_a_name_defined_inside_a_function_is_pointed_at() -> None:
     module = types.ModuleType("script")
     exec(

@@ -429,6 +429,17 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _static_kind(module: Any, qualname: str) -> str | None:
+    """``"property"`` when ``qualname`` names a property of a class, found without running its getter."""
+    target: Any = module
+    for part in qualname.split("."):
+        try:
+            target = inspect.getattr_static(target, part)
+        except AttributeError:
+            return None
+    return "property" if isinstance(target, property) else None
+
+
 SIMILAR_CUTOFF = 0.75  # difflib's ratio: "train_stp" ~ "train_step" (0.95), not ~ "Trainer.step" (0.67)
 
 
@@ -447,6 +458,11 @@ def missing_target_message(module: Any, qualname: str, step_on: str) -> str:
             f"--step-on {step_on}: {qualname} is {_short_repr(bound)} in {where} at its first binding, not a "
             "function; no steps counted; npuprof wraps what the name is first bound to: bind the function "
             f"first (no `{qualname} = None` before its def)"
+        )
+    if (kind := _static_kind(module, qualname)) is not None:  # helper-124: a property read "not found"
+        return (
+            f"--step-on {step_on}: {qualname} in {where} is a {kind}, not a function; no steps counted; name "
+            "the function it calls, or a method"
         )
     if "." in qualname and inspect.isfunction(getattr(module, outer, None)):
         hint = (
