@@ -509,3 +509,26 @@ def test_a_range_running_on_between_steps_and_after_the_last_keeps_its_time(tmp_
         ("S", "aten::add"): 30,
     }
     assert sum(folded.values()) == 1300 - 1000  # every µs the thread was busy
+
+
+def test_a_frame_open_when_the_profiler_started_is_named_as_its_calls_are(tmp_path: Path) -> None:
+    """helper-125: torch names the frames open at the profiler's start by the line they were at
+    (``s.py(17): train_step``) and later calls by their def line (``s.py(12): train_step``): the step function
+    at whose boundary every npuprof capture begins was two boxes of one flame graph."""
+    py = "python_function"
+    events = [
+        ev("s.py(18): <module>", py, 0, 1000),
+        ev("s.py(17): train_step", py, 1, 300),  # open at the start: the line it was at
+        ev("aten::mm", "cpu_op", 10, 100),
+        ev("s.py(12): train_step", py, 400, 500),  # a call: its def line
+        ev("aten::mm", "cpu_op", 410, 200),
+    ]
+    folded = _folded_of(tmp_path, events)
+    assert folded == {
+        ("s.py(18):_<module>",): 200,
+        ("s.py(18):_<module>", "s.py(12):_train_step"): 500,
+        ("s.py(18):_<module>", "s.py(12):_train_step", "aten::mm"): 300,
+    }, folded
+    # two functions of that name (two def lines): the frame keeps the line torch gave it
+    events.append(ev("s.py(30): train_step", py, 950, 10))
+    assert ("s.py(18):_<module>", "s.py(17):_train_step") in _folded_of(tmp_path, events)

@@ -297,6 +297,7 @@ def _build_host_tree(
         if _is_host_event(ev, excluded_pids):
             key = (ev.pid, ev.tid)
             by_thread[aliases.get(key, key)].append((order, ev))
+    opened_before = _frames_open_at_start(by_thread)
     trie = _PathTrie()
     self_time: dict[int, float] = defaultdict(float)
     spans: dict[tuple[object, object], list[tuple[float, float, int]]] = {}
@@ -343,9 +344,10 @@ def _build_host_tree(
                     stack[-1].child_time -= cut
                     _close(call, self_time)
             parent = stack[-1] if stack else None
+            name = opened_before.get(id(ev), ev.name)
             if parent is not None and end > parent.end:
                 if _crosses_step_end(stack, cat, ev.name, end):
-                    carried.append((_frame_of(ev.name), end))
+                    carried.append((_frame_of(name), end))
                 end = parent.end  # a child that overruns its parent (clock rounding): clip it
             has_python = has_python or cat == vocab.PYTHON_FUNCTION
             framed = parent is not None and parent.framed
@@ -367,7 +369,7 @@ def _build_host_tree(
                     node_id = trie.child(node_id, frame)
                 if frames:
                     framed = has_python = True
-                node_id = trie.child(node_id, _frame_of(ev.name))
+                node_id = trie.child(node_id, _frame_of(name))
             if parent is not None:
                 parent.child_time += end - ts
             machinery = cat == vocab.PYTHON_FUNCTION and any(mark in ev.name for mark in RANGE_MACHINERY)
@@ -387,6 +389,51 @@ def _build_host_tree(
             carried = _pop(stack, self_time, carried, step_starts, trie, thread_spans)
         spans[thread] = thread_spans
     return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
+
+
+_PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
+OPEN_AT_START_US = 100.0  # torch records the frames open when it starts one after another, µs apart
+
+
+def _frames_open_at_start(
+    by_thread: dict[tuple[object, object], list[tuple[int, TraceEvent]]],
+) -> dict[int, str]:
+    """The Python frames that were open when the profiler started, renamed as the same function's calls
+    made while it recorded are named: torch names such a frame by the line it was at (``train.py(17):
+    train_step``), a call by its ``def`` line (``train.py(12): train_step``), so the step function at
+    whose boundary a capture begins was two frames (helper-125: 2% of its time in a second box). Renamed
+    only where the function's calls have one ``def`` line in the trace. By event id."""
+    open_at_start: list[tuple[int, str, str]] = []  # (event id, file, func)
+    def_lines: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for items in by_thread.values():
+        frames = sorted(
+            (ev for _, ev in items if _cat(ev) == vocab.PYTHON_FUNCTION),
+            key=lambda ev: (float(ev.ts or 0.0), -float(ev.dur or 0.0)),
+        )
+        chain: list[TraceEvent] = []
+        for ev in frames:  # the chain of nested frames at the thread's first one
+            ts, last = float(ev.ts or 0.0), chain[-1] if chain else None
+            if last is not None and not (
+                ts - float(last.ts or 0.0) <= OPEN_AT_START_US
+                and ts + float(ev.dur or 0.0) <= float(last.ts or 0.0) + float(last.dur or 0.0)
+            ):
+                break
+            chain.append(ev)
+        chained = {id(ev) for ev in chain}
+        for ev in frames:
+            match = _PY_FRAME.match(ev.name)
+            if match is None:
+                continue
+            if id(ev) in chained:
+                open_at_start.append((id(ev), match["file"], match["func"]))
+            else:
+                def_lines[(match["file"], match["func"])].add(match["line"])
+    renamed: dict[int, str] = {}
+    for event_id, file, func in open_at_start:
+        lines = def_lines.get((file, func), set())
+        if len(lines) == 1:
+            renamed[event_id] = f"{file}({next(iter(lines))}): {func}"
+    return renamed
 
 
 def _crosses_step_end(stack: list[_Node], cat: str, name: str, end: float) -> bool:
