@@ -29,6 +29,7 @@ keeps them.
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 import re
@@ -393,6 +394,7 @@ def _build_host_tree(
 
 _PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
 OPEN_AT_START_US = 100.0  # torch records the frames open when it starts one after another, µs apart
+OPEN_AT_START_MAX = 256  # frames looked at for them (a deeper stack at the start keeps its outer names)
 
 
 def _frames_open_at_start(
@@ -404,14 +406,14 @@ def _frames_open_at_start(
     whose boundary a capture begins was two frames (helper-125: 2% of its time in a second box). Renamed
     only where the function's calls have one ``def`` line in the trace. By event id."""
     open_at_start: list[tuple[int, str, str]] = []  # (event id, file, func)
-    def_lines: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for items in by_thread.values():
-        frames = sorted(
-            (ev for _, ev in items if _cat(ev) == vocab.PYTHON_FUNCTION),
-            key=lambda ev: (float(ev.ts or 0.0), -float(ev.dur or 0.0)),
-        )
+    chained: set[int] = set()
+    frames = [[ev for _, ev in items if _cat(ev) == vocab.PYTHON_FUNCTION] for items in by_thread.values()]
+    for thread_frames in frames:
         chain: list[TraceEvent] = []
-        for ev in frames:  # the chain of nested frames at the thread's first one
+        first = heapq.nsmallest(
+            OPEN_AT_START_MAX, thread_frames, key=lambda ev: (float(ev.ts or 0.0), -float(ev.dur or 0.0))
+        )
+        for ev in first:  # the chain of nested frames at the thread's first one
             ts, last = float(ev.ts or 0.0), chain[-1] if chain else None
             if last is not None and not (
                 ts - float(last.ts or 0.0) <= OPEN_AT_START_US
@@ -419,14 +421,17 @@ def _frames_open_at_start(
             ):
                 break
             chain.append(ev)
-        chained = {id(ev) for ev in chain}
-        for ev in frames:
-            match = _PY_FRAME.match(ev.name)
-            if match is None:
-                continue
-            if id(ev) in chained:
+        for ev in chain:
+            if (match := _PY_FRAME.match(ev.name)) is not None:
                 open_at_start.append((id(ev), match["file"], match["func"]))
-            else:
+                chained.add(id(ev))
+    if not open_at_start:
+        return {}
+    endings = tuple({f"): {func}" for _, _, func in open_at_start})
+    def_lines: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for thread_frames in frames:  # the calls of those functions made while it recorded
+        for ev in thread_frames:
+            if ev.name.endswith(endings) and id(ev) not in chained and (match := _PY_FRAME.match(ev.name)):
                 def_lines[(match["file"], match["func"])].add(match["line"])
     renamed: dict[int, str] = {}
     for event_id, file, func in open_at_start:
