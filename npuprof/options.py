@@ -442,10 +442,10 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "str",  # seconds, or "auto" (config.parse_poll_interval)
         "auto",
         "Seconds between two looks at DIR/profiler_config.json (0.1 to 3600); auto: 2, then the time "
-        "between steps 10 and 11, at least 1.",
+        "between steps 10 and 11, 1 to 5.",
         DYNAMIC,
-        "how often each process reads the file; `auto`: every 2 s, then every step-10-to-11 interval (at "
-        "least 1 s), as torch_npu",
+        "how often each process reads the file; `auto`: every 2 s, then every step-10-to-11 interval (1 to "
+        "5 s; torch_npu sets no ceiling)",
         metavar="SECONDS",
     ),
 )

@@ -736,13 +736,17 @@ def test_missing_target_message(monkeypatch: pytest.MonkeyPatch) -> None:
         "or a method of a module-level class)"
     )
     main = _names_module("__main__", "/work/scripts/train.py")
+    runner = (
+        "; a script run by a runner (runpy, a debugger, pdb, cProfile, exec, multiprocessing's spawn) defines "
+        "its functions outside __main__: name a function of a module it imports"
+    )
     assert missing_target_message(main, "zzz", "__main__:zzz") == (
-        "--step-on __main__:zzz: zzz not found in __main__ (train.py); no steps counted"
+        "--step-on __main__:zzz: zzz not found in __main__ (train.py); no steps counted" + runner
     )
     monkeypatch.setattr(sys, "argv", ["/elsewhere/run.py"])
     gone = _names_module("__main__", None)  # python deletes __file__ once the script ends
     assert missing_target_message(gone, "zzz", "__main__:zzz") == (
-        "--step-on __main__:zzz: zzz not found in __main__ (run.py); no steps counted"
+        "--step-on __main__:zzz: zzz not found in __main__ (run.py); no steps counted" + runner
     )
     other = _names_module("other", None)
     assert missing_target_message(other, "zzz", "other:zzz") == (
@@ -750,7 +754,7 @@ def test_missing_target_message(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     monkeypatch.setattr(sys, "argv", [])
     assert missing_target_message(gone, "zzz", "__main__:zzz") == (
-        "--step-on __main__:zzz: zzz not found in __main__; no steps counted"
+        "--step-on __main__:zzz: zzz not found in __main__; no steps counted" + runner
     )
     assert steps_module.SIMILAR_CUTOFF == 0.75
     nameless = types.SimpleNamespace(step_a=lambda: None)  # no __name__: said as "?"
