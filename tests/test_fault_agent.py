@@ -391,6 +391,34 @@ def test_a_profiler_start_that_fails_inside_torch_does_not_crash_the_job(out: Pa
     assert "the profiler failed as it began: not stopped" in log
 
 
+def test_a_profiler_start_that_fails_after_torch_enabled_it_is_still_stopped(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-127: a failure inside torch's start_trace after it enabled the profiler (its distributed
+    metadata) was taken as "failed as it began": not stopped, so torch recorded every operator of the job
+    from then on. Stopped now; the script's own profiler works afterwards."""
+    script = tmp_path / "fails_late.py"
+    script.write_text(
+        "import torch, torch.profiler.profiler as pp\n"
+        "original = pp._KinetoProfile._get_distributed_info\n"
+        "def broken(self):\n"
+        "    raise RuntimeError('broken process group')\n"
+        "pp._KinetoProfile._get_distributed_info = broken\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(8):\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "print('enabled after:', torch.autograd._profiler_enabled())\n"
+        "pp._KinetoProfile._get_distributed_info = original\n"
+        "with torch.profiler.profile() as own:\n"
+        "    model(torch.randn(4, 8)).sum().backward()\n"
+        "print('own events:', len(own.events()) > 0)\n"
+    )
+    result = npuprof("run", "-o", str(out), *sched(1, 0, 3), "--", sys.executable, str(script), timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "enabled after: False" in result.stdout and "own events: True" in result.stdout, result.stdout
+    assert "broken process group" in result.stderr
+
+
 def test_kill_9_of_one_torchrun_rank_mid_capture(out: Path, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()

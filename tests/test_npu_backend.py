@@ -1030,3 +1030,36 @@ def test_an_output_dir_torch_npu_refuses_is_said_and_nothing_is_written_elsewher
     assert "NoneType" not in proc.stderr, proc.stderr[-2000:]
     assert "skipped: torch_npu refused the output directory" in proc.stderr, proc.stderr[-2000:]
     assert "fix: give npuprof run -o such a path" in proc.stderr
+
+
+def test_a_torch_npu_profiler_whose_start_failed_is_never_stopped_by_its_destructor(tmp_path: Path) -> None:
+    """helper-127: npuprof leaves a profiler whose start failed as it began unstopped (its stop could crash
+    the job), but dropped it: torch_npu's profile.__del__ (if not self.stopped: self.stop()) then stopped
+    it all the same when collected. It is kept, marked stopped."""
+    script = tmp_path / "start_fails.py"
+    script.write_text(
+        "import gc, os, torch, torch_npu\n"
+        "import torch_npu.profiler as tp\n"
+        "def failing_start(self):\n"
+        "    self.stopped = False  # marked started before its prepare fails half-way\n"
+        "    raise RuntimeError('prepare could not make a thread')\n"
+        "tp.profile.start = failing_start\n"
+        "m = torch.nn.Linear(8, 1); opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+        "for _ in range(8):\n"
+        "    m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "gc.collect()\n"
+        "print('trained')\n"
+    )
+    calls = tmp_path / "calls.jsonl"
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("FAKE_TORCH_NPU", "KINETO_USE_DAEMON"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAKE_TORCH_NPU_LOG=str(calls),
+    )
+    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
+    proc = npuprof("run", "-o", str(tmp_path / "out"), *flags, "--", sys.executable, str(script), env=env)
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr[-3000:]
+    assert "prepare could not make a thread" in proc.stderr
+    made = [json.loads(line)["call"] for line in calls.read_text().splitlines()]
+    assert "profile" in made and "profile.stop" not in made, made

@@ -662,9 +662,11 @@ class CaptureController:
         self.action = Action.NONE
         failed, self._profiler_failed = self._profiler_failed, False
         if prof is not None:
-            if failed:
-                # torch's stop() after a start that failed half-way (its prepare could not make a thread:
-                # helper-124, a memory limit) starts the trace unprepared and crashes the job (SIGSEGV)
+            if failed and not _torch_profiler_enabled():
+                # torch's stop() after a start that failed before it enabled the profiler (its prepare could
+                # not make a thread: helper-124, a memory limit) starts the trace unprepared and crashes the
+                # job (SIGSEGV); never collected either (torch_npu's __del__ would stop it: helper-127)
+                _keep_unstopped(prof)
                 self.log.warning("the profiler failed as it began: not stopped (stopping it could crash)")
             else:
                 try:
@@ -753,7 +755,7 @@ class CaptureController:
 
     def reset_after_fork(self) -> None:
         """A forked child starts counting its own steps; the parent's profiler and files are not its."""
-        _keep_inherited(self.prof)
+        _keep_unstopped(self.prof)
         self.prof = None
         self.backend = None
         self.sink = None
@@ -773,18 +775,18 @@ class CaptureController:
         self._foreign_reported = False
 
 
-# The profilers a forked child inherited, held until it ends: torch_npu's profile stops itself in __del__
-# (stop_trace and finalize_trace into the parent's rank dir, a device synchronize, from the child).
-_INHERITED: list[Any] = []
+# Profilers that must never be stopped, held until the process ends: one a forked child inherited (torch_npu's
+# profile stops itself in __del__: stop_trace and finalize_trace into the parent's rank dir, a device
+# synchronize, from the child), one whose start failed before it recorded (its stop could crash the job).
+_KEPT_UNSTOPPED: list[Any] = []
 
 
-def _keep_inherited(prof: Any) -> None:
-    """Keep a profiler inherited through fork from ever being collected, and mark it stopped, so that no
-    destructor of a profiler (torch_npu's ``if not self.stopped: self.stop()``) acts on the parent's
-    capture from the child."""
+def _keep_unstopped(prof: Any) -> None:
+    """Keep ``prof`` from ever being collected, and mark it stopped, so that no destructor of a profiler
+    (torch_npu's ``if not self.stopped: self.stop()``) stops it."""
     if prof is None:
         return
-    _INHERITED.append(prof)
+    _KEPT_UNSTOPPED.append(prof)
     try:
         if getattr(prof, "stopped", True) is False:
             prof.stopped = True
@@ -806,6 +808,18 @@ class _DriverGuard:
             self.controller.driver_ended(self.token)
         except Exception:  # never from a finaliser: the capture stays "capturing" (read as interrupted)
             pass
+
+
+def _torch_profiler_enabled() -> bool:
+    """Whether torch's profiler records in C++ now (torch_npu's or none: False): then its stop() disables
+    it, whatever failed after it was enabled (helper-127: metadata calls in torch's start_trace)."""
+    import sys
+
+    autograd = sys.modules.get("torch._C._autograd")
+    try:
+        return bool(autograd is not None and autograd._profiler_enabled())
+    except Exception:
+        return False
 
 
 def _profiler_already_enabled() -> bool:
