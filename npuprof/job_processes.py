@@ -9,9 +9,10 @@ import os
 
 ENV_MARKER = b"NPUPROF_CONFIG="
 POSTPROCESS_MODULE = b"npuprof.results.postprocess"
-# multiprocessing's own helpers (spawn, forkserver): they never train, and end once their clients have
-# (helper-125: mp.spawn's resource tracker outlived the job by a moment and read as a process still running)
-MP_HELPERS = (b"multiprocessing.resource_tracker", b"multiprocessing.forkserver", b"semaphore_tracker")
+# multiprocessing's own trackers: they never train, and end once their clients have (helper-125: mp.spawn's
+# resource tracker outlived the job by a moment and read as a process still running). Not the forkserver:
+# the workers it forks keep its command line (helper-127)
+MP_HELPERS = (b"multiprocessing.resource_tracker", b"semaphore_tracker")
 
 
 def processes_of_the_run(run_id: str | None, helpers: bool = True) -> list[int]:

@@ -320,6 +320,15 @@ def _kill_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` (the job's first, which leads its group) is stopped by a signal now."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] == b"T"
+    except (OSError, IndexError):
+        return False
+
+
 def _kill_run(pgid: int, run_id: str | None) -> None:
     """SIGKILL to the job's process group and to every other process of the run."""
     _kill_group(pgid, signal.SIGKILL)
@@ -364,9 +373,10 @@ def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Itera
                 killing.clear()
             return
         _kill_group(pgid_holder[0], signum)
-        if signum in TERMINATING_SIGNALS:
-            # a stopped job (SIGSTOP) would only take it once continued: continued, as `timeout` and a
-            # shell's `kill` do (helper-124: `timeout 6 npuprof run` of a stopped job never ended)
+        if signum in (signal.SIGTERM, signal.SIGHUP) and _stopped(pgid_holder[0]):
+            # a stopped job (SIGSTOP) would only take it once continued: continued, as a shell's `kill`
+            # does (helper-124: `timeout 6 npuprof run` of a stopped job never ended); a running one is not
+            # sent SIGCONT (helper-127: its handler ran)
             _kill_group(pgid_holder[0], signal.SIGCONT)
 
     previous = {}

@@ -760,6 +760,34 @@ def test_sigterm_ends_a_stopped_job_as_timeout_ends_one(out: Path, tmp_path: Pat
     assert capture_record(rank_dir)["detail"] == "stopped by SIGTERM"
 
 
+def test_a_running_job_gets_no_sigcont_with_the_signals_passed_on(out: Path, tmp_path: Path) -> None:
+    """helper-127: SIGCONT followed every signal passed on: a running job that reloads on SIGHUP ran its
+    SIGCONT handler too. Only a stopped job is continued, as a shell's kill does."""
+    ready, heard = tmp_path / "ready", tmp_path / "heard"
+    script = _script(
+        tmp_path,
+        "reloads.py",
+        STEP + "import os, signal, time\n"
+        "def note(signum, frame):\n"
+        f"    open({str(heard)!r}, 'a').write(signal.Signals(signum).name + '\\n')\n"
+        "signal.signal(signal.SIGHUP, note)\n"
+        "signal.signal(signal.SIGCONT, note)\n"
+        "for s in range(3):\n"
+        "    step()\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "deadline = time.monotonic() + 60\n"
+        f"while time.monotonic() < deadline and not os.path.exists({str(heard)!r}):\n"
+        "    time.sleep(0.05)\n"
+        "time.sleep(0.5)\n",
+    )
+    with _launched("run", "-o", str(out), "--no-analyse", "--", sys.executable, str(script)) as job:
+        _wait_for(ready.exists, "the job to be ready")
+        job.send_signal(signal.SIGHUP)
+        _, err = job.communicate(timeout=90)
+    assert job.returncode == 0, err
+    assert heard.read_text() == "SIGHUP\n"
+
+
 def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
     out: Path, tmp_path: Path
 ) -> None:

@@ -19,14 +19,18 @@ def test_multiprocessings_own_helpers_are_not_processes_still_running() -> None:
     sleep = "import time; time.sleep(60)"
     tracker = subprocess.Popen([sys.executable, "-c", sleep, "multiprocessing.resource_tracker"], env=env)
     trainer = subprocess.Popen([sys.executable, "-c", sleep, "train.py"], env=env)
+    # a forkserver's workers keep its command line: they train (helper-127), so they are waited for
+    forked = subprocess.Popen(
+        [sys.executable, "-c", sleep, "from multiprocessing.forkserver import main"], env=env
+    )
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(processes_of_the_run(run_id)) < 2:
+        while time.monotonic() < deadline and len(processes_of_the_run(run_id)) < 3:
             time.sleep(0.05)
-        assert processes_of_the_run(run_id) == sorted([tracker.pid, trainer.pid])
-        assert processes_of_the_run(run_id, helpers=False) == [trainer.pid]
+        assert processes_of_the_run(run_id) == sorted([tracker.pid, trainer.pid, forked.pid])
+        assert processes_of_the_run(run_id, helpers=False) == sorted([trainer.pid, forked.pid])
         assert processes_of_the_run("cccc0000dddd") == []  # another run's
     finally:
-        for proc in (tracker, trainer):
+        for proc in (tracker, trainer, forked):
             proc.kill()
             proc.wait()

@@ -717,14 +717,15 @@ def _what_wakes_the_agent(cfg: ProfileConfig) -> str:
 
 def _unreached_hint(cfg: ProfileConfig) -> str:
     """Where such a process may have been all the same (helper-125), as a clause."""
-    if (cfg.step_on or "").startswith("__main__:"):
-        return (
-            " (a script run by a runner - runpy, a debugger, pdb, cProfile, exec, multiprocessing's spawn - "
-            "defines its functions outside __main__: name a function of a module it imports)"
-        )
+    runner = (
+        "; and a script run by a runner - runpy, a debugger, pdb, cProfile, exec, multiprocessing's spawn - "
+        "defines its functions outside __main__: name a function of a module it imports"
+        if (cfg.step_on or "").startswith("__main__:")
+        else ""
+    )
     return (
         " (npuprof reaches the processes that inherit its environment: a child started with an environment "
-        "or PYTHONPATH of its own is not reached)"
+        f"or PYTHONPATH of its own is not reached{runner})"
     )
 
 
