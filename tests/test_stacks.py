@@ -307,7 +307,16 @@ def test_an_output_over_the_input_or_a_file_of_its_capture_is_refused(tmp_path):
             assert done.returncode == 2 and said in done.stderr, (flag, target, done.stderr)
         done = cli("memory-timeline", str(rank_dir), "-o", str(target))
         assert done.returncode == 2 and said in done.stderr, (target, done.stderr)
+    # the memory timeline's own data in the rank dir, and the run's record and log beside it (helper-127)
+    run_files = [tmp_path / "npuprof_run.json", tmp_path / "npuprof.log"]
+    memory = [rank_dir / "memory_timeline.raw.json.gz", rank_dir / "memory_timeline.meta.json"]
+    for target in [*memory, *run_files]:
+        done = cli("export-stacks", str(rank_dir), "-o", str(target))
+        assert done.returncode == 2 and "is a file of the" in done.stderr, (target, done.stderr)
+    done = cli("memory-timeline", str(trace), "-o", str(memory[0]))
+    assert done.returncode == 2 and "is a file of the capture" in done.stderr, done.stderr
     assert {p: p.read_bytes() for p in kept} == kept
+    assert not any(p.exists() for p in run_files)
     assert not (rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").exists()
     mine = cli("export-stacks", str(rank_dir), "-o", str(rank_dir / "mine.folded"))  # a name of its own: fine
     assert mine.returncode == 0 and (rank_dir / "mine.folded").read_text() == "aten::mm 5\n", mine.stderr

@@ -737,8 +737,8 @@ def test_missing_target_message(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     main = _names_module("__main__", "/work/scripts/train.py")
     runner = (
-        "; a script run by a runner (runpy, a debugger, pdb, cProfile, exec, multiprocessing's spawn) defines "
-        "its functions outside __main__: name a function of a module it imports"
+        "; a script run by a runner (runpy, a debugger, pdb, cProfile, exec, multiprocessing's spawn) "
+        "defines its functions outside __main__: name a function of a module it imports"
     )
     assert missing_target_message(main, "zzz", "__main__:zzz") == (
         "--step-on __main__:zzz: zzz not found in __main__ (train.py); no steps counted" + runner

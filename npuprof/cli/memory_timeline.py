@@ -89,7 +89,8 @@ def memory_timeline(
     try:
         rank_dir = single_rank_dir(source)
         read = rank_dir if rank_dir.is_file() else layout.find_trace_of_rank(rank_dir)
-        if read is not None and (problem := overwrite_problem(target, read)):
+        read = read or rank_dir / mt.RAW_FILE  # its categorised data, read before any trace
+        if problem := overwrite_problem(target, read):
             raise _fail(f"-o {output}: {problem}: give another file name", 2)
         data = mt.load(rank_dir, device)
     except (InputError, TraceReadError, mt.MemoryTimelineError) as exc:

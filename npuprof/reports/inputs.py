@@ -56,8 +56,11 @@ def find_trace(source: Path) -> Path:
 
 def overwrite_problem(target: Path, trace: Path) -> str | None:
     """Why writing an output at ``target`` would destroy what ``trace`` (the input read) belongs to: the trace
-    itself, or a file of its capture (the trace, its record and info files, torch_npu's parsed tables and
-    trace; helper-124: -o RANKDIR/<trace> replaced the only raw trace with folded text). None when it may."""
+    itself, a file of its capture (the trace, its record and info files, its memory timeline's data,
+    torch_npu's parsed tables and trace; helper-124: -o RANKDIR/<trace> replaced the only raw trace with
+    folded text), or its run's record and log beside the rank dir (helper-127). None when it may."""
+    from npuprof.reports.memory_timeline import META_FILE, RAW_FILE, SNAPSHOT_FILE
+
     target = Path(os.path.abspath(target))
     try:
         if target.exists() and os.path.samefile(target, trace):
@@ -69,6 +72,10 @@ def overwrite_problem(target: Path, trace: Path) -> str | None:
     here = os.path.realpath(target.parent)
     if here == os.path.realpath(rank_dir / layout.PARSED_DIR):
         return f"is in the capture's {layout.PARSED_DIR}/ (its parser's files)"
-    if here == os.path.realpath(rank_dir) and layout.is_result_file_name(target.name):
+    if here == os.path.realpath(rank_dir) and (
+        layout.is_result_file_name(target.name) or target.name in (RAW_FILE, META_FILE, SNAPSHOT_FILE)
+    ):
         return "is a file of the capture"
+    if here == os.path.realpath(rank_dir.parent) and layout.is_run_file_name(target.name):
+        return "is a file of the run (its record or log)"
     return None

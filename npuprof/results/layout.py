@@ -318,6 +318,11 @@ def _regular_entries(directory: Path) -> list[os.DirEntry[str]]:
     return regular
 
 
+def is_run_file_name(name: str) -> bool:
+    """A name of a run's own files in its output dir: its record (npuprof_run[.<stamp>].json) or its log."""
+    return name == RUN_LOG or name.startswith(RUN_LOG + ".") or _RUN_RECORD_RE.match(name) is not None
+
+
 def is_result_file_name(name: str) -> bool:
     """A name of the capture's own files: a Kineto trace, the capture record, metadata, profiler_info."""
     return (
