@@ -624,6 +624,15 @@ def test_status_counts_captures_whose_lines_rotated_out_of_the_logs(tmp_path: Pa
     assert (first["capture_count"], len(first["captures"])) == (32, 2)
     assert first["captures"][-1] == {"steps": "321-322", "status": "complete", "directory": "o/b"}
     assert (second["capture_count"], len(second["captures"])) == (1, 1)
+    # a process that learnt its rank mid-run: a row per rank, each with its own captures (helper-127)
+    (tmp_path / "dp_vm_3_rank_-1.log").write_text(
+        "2026-12-02 07:25:42,100 [INFO] [3] npuprof.dynamic: [step 13] capture 3 of steps 11-12 complete in o"
+    )
+    (tmp_path / "dp_vm_3_rank_0.log").write_text(
+        "2026-12-02 07:26:42,100 [INFO] [3] npuprof.dynamic: [step 23] capture 4 of steps 21-22 complete in p"
+    )
+    late = {p["rank"]: p["capture_count"] for p in _processes(tmp_path) if p["pid"] == 3}
+    assert late == {-1: 3, 0: 1}, late  # the two whose lines rotated out were the first rank's
     report = {"config": {"file": "cfg/profiler_config.json", "content": None}, "processes": [first, second]}
     row = next(line for line in render(report).splitlines() if line.startswith("0 "))
     assert row.split()[6] == "32", row

@@ -125,7 +125,25 @@ def _processes(logs: Path) -> list[dict[str, Any]]:
         # the backup first: its lines are the older ones
         files.setdefault(key, {"action": [], "monitor": []})[kind].insert(0 if match["backup"] else 1, entry)
     processes = [_process(key, paths) for key, paths in files.items()]
+    _split_counts(processes)
     return sorted(processes, key=lambda p: (p["rank"] < 0, p["rank"], p["host"], p["pid"]))
+
+
+def _split_counts(processes: list[dict[str, Any]]) -> None:
+    """A process that learnt its rank mid-run has logs under each rank (one row each) whose end lines
+    count all its captures (helper-127: 1 + 2 shown for 2): each row counts its own, and the captures whose
+    lines rotated out, the oldest, go to the row of its first lines."""
+    rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for process in processes:
+        rows.setdefault((process["host"], process["pid"]), []).append(process)
+    for same in rows.values():
+        if len(same) < 2:
+            continue
+        total = max(p["capture_count"] for p in same)
+        listed = sum(len(p["captures"]) for p in same)
+        for p in same:
+            p["capture_count"] = len(p["captures"])
+        min(same, key=lambda p: p["first_seen"] or "")["capture_count"] += max(total - listed, 0)
 
 
 def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[str, Any]:
@@ -139,6 +157,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
         "state": "running",
         "last_step": None,
         "last_seen": None,
+        "first_seen": None,
         "captures": [],
         "capture_count": 0,  # its captures in all: the oldest may have rotated out of its logs
         "capturing": None,
@@ -185,6 +204,8 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["last_step"] = int(fields["step"])
     if info["last_seen"] is None or fields["time"] > info["last_seen"]:
         info["last_seen"] = fields["time"]
+    if info["first_seen"] is None or fields["time"] < info["first_seen"]:
+        info["first_seen"] = fields["time"]
     if fields["level"] == "ERROR":
         info["errors"].append(f"{fields['time']} {message}")
     elif fields["level"] == "WARNING":
