@@ -563,7 +563,7 @@ class CaptureController:
         message = f"capture at step {step} skipped: {exc}"
         self.windows_skipped += 1
         self._tell_plan("skipped", step, str(exc))
-        then = "no capture opens in this process" if forever else "the next window is tried"
+        then = "no capture opens there" if forever else "the next window is tried"
         self.log.warn_once("capture-begin", f"{message}; training goes on, {then}")
         self._skip(step, forever=forever)
         return message

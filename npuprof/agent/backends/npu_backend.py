@@ -291,7 +291,8 @@ class NpuBackend:
             raise CaptureRefused(
                 f"torch_npu refused the output directory {output!r} (its [ERROR] line says why; releases "
                 "before June 2026 refuse a symbolic link and any character but letters, digits, "
-                "'. _ - / ~' and spaces); fix: give npuprof run -o such a path"
+                f"'. _ - / ~' and spaces); fix: give {'npuprof trigger -o or ' if cfg.dynamic else ''}"
+                "npuprof run -o such a path"
             )
         return handler
 
