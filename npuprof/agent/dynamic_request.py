@@ -115,14 +115,9 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
     warmup = int_field(data, "warmup", 0, 0, say)
     active = int_field(data, "active", 1, 1, say)
     start = data.get("start_step", NO_CAPTURE)
-    if isinstance(start, bool) or not isinstance(start, int) or start < NEXT_STEP:
+    if (problem := _not_an_int(start, "start_step", NEXT_STEP)) is not None:
         # its default (0) would cancel the capture in flight: a mistyped request must not (helper-124)
-        shown = repr(start) if not isinstance(start, str) else f'"{start[:40]}"'
-        say(
-            "ERROR",
-            f"{FILE_LABEL}: start_step: must be an integer >= {NEXT_STEP}, got {shown}; this content is not "
-            "acted on",
-        )
+        say("ERROR", f"{problem}; this content is not acted on")
         return None
     trigger = data.get("trigger_id")
     label = trigger if isinstance(trigger, str) and trigger.isprintable() and len(trigger) <= 80 else None
@@ -131,15 +126,18 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
 
 def int_field(data: dict[str, Any], key: str, default: int, minimum: int, say: Say) -> int:
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        shown = repr(value) if not isinstance(value, str) else f'"{value[:40]}"'
-        say(
-            "WARNING",
-            f"{FILE_LABEL}: {key}: must be an integer >= {minimum}, got {shown}; its default ({default}) is "
-            "used",
-        )
+    if (problem := _not_an_int(value, key, minimum)) is not None:
+        say("WARNING", f"{problem}; its default ({default}) is used")
         return default
     return value
+
+
+def _not_an_int(value: Any, key: str, minimum: int) -> str | None:
+    """What is wrong with ``value`` as the integer ``key`` (``minimum`` or more), or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        shown = repr(value) if not isinstance(value, str) else f'"{value[:40]}"'
+        return f"{FILE_LABEL}: {key}: must be an integer >= {minimum}, got {shown}"
+    return None
 
 
 def _output(prof_dir: str, run_output: str, say: Say) -> str:
