@@ -342,3 +342,26 @@ def _python(version: str) -> str:
     if on_path is None:
         pytest.skip(f"no Python {version} on this machine")
     return on_path
+
+
+def test_a_step_function_run_in_spawned_workers_is_told_as_such(tmp_path: Path) -> None:
+    """helper-125: with mp.spawn the workers run the script as __mp_main__, where npuprof does not watch; the
+    first process defined the function and never called it, and the summary blamed the schedule ("the job
+    ended before the schedule's first capture")."""
+    script = tmp_path / "spawned.py"
+    script.write_text(
+        "import torch, torch.multiprocessing as mp\n"
+        "def train_step(m, opt):\n"
+        "    m(torch.randn(2, 4)).sum().backward(); opt.step()\n"
+        "def worker(rank):\n"
+        "    m = torch.nn.Linear(4, 4); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "    for _ in range(8):\n"
+        "        train_step(m, opt)\n"
+        "if __name__ == '__main__':\n"
+        "    mp.spawn(worker, nprocs=1)\n"
+    )
+    proc = _run(tmp_path / "out", "train_step", (1, 0, 2), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = " ".join(proc.stderr.split())
+    assert "no capture was written" in text and "started by multiprocessing's spawn" in text, text
+    assert "schedule" not in text.split("no capture was written", 1)[1], text

@@ -51,7 +51,10 @@ def _main_at_exit(module, name, target):
     try:
         if isinstance(module.__dict__.get(name), _Unbound):
             del module.__dict__[name]
-            if sys.modules.get("__main__") is module:  # not a spawned child's replaced __main__
+            current = sys.modules.get("__main__")
+            if current is module:
                 _entry().on_main_target_missing(module, target)
+            elif current is not None and name in vars(current):  # multiprocessing's spawn: __mp_main__
+                _entry().on_main_target_spawned(target)
     except Exception as exc:
         _report(f"--step-on {target}: {exc!r}")

@@ -49,6 +49,25 @@ def on_main_target_missing(module: Any, step_on: str) -> None:
         _report_failure(f"--step-on {step_on} not reported: {exc!r}")
 
 
+def on_main_target_spawned(step_on: str) -> None:
+    """Called by the bootstrap at exit in a child that multiprocessing's spawn (or forkserver) started: its
+    script ran as ``__mp_main__`` and defined the target there, where npuprof does not watch (helper-125:
+    the run's summary blamed the schedule)."""
+    try:
+        log = get_log() if _state.get("agent") else _report_log()
+        if log is not None:
+            log.warning(
+                f"--step-on {step_on}: this process was started by multiprocessing's spawn, whose script "
+                f"runs as __mp_main__, where npuprof cannot wrap it{SPAWNED_CHILD}: name a function of a "
+                "module the script imports (--step-on MODULE:NAME), as the README says"
+            )
+    except Exception as exc:
+        _report_failure(f"--step-on {step_on} not reported: {exc!r}")
+
+
+SPAWNED_CHILD = "; no steps counted in spawned processes"  # read by npuprof.reports.run_summary
+
+
 def _report_log() -> AgentLog | None:
     """The run's log, for a process where the agent never started."""
     from npuprof import ENV_CONFIG

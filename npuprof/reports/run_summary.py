@@ -601,6 +601,9 @@ def why_no_capture(
             "(a job holding every file descriptor, a full disk); its warnings above, in the job's output, "
             "say more"
         )
+    spawned = [m for m in messages if m.startswith("--step-on") and SPAWNED_CHILD in m]
+    if spawned and not any(counts):  # the first process defined it, its spawned workers ran it
+        return f"{failed}{_short(spawned[0])}"
     most = f"; the most steps a process counted: {max(counts)}" if counts else ""
     if exit_code:
         return f"{ended} before the schedule's first capture, which records from step {first} ({what}{most})"
@@ -679,6 +682,7 @@ STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent
 # logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
 FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
+SPAWNED_CHILD = "; no steps counted in spawned processes"  # = npuprof.agent.entry.SPAWNED_CHILD
 
 
 def _signal_of(exit_code: int) -> str:
