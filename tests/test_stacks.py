@@ -541,3 +541,37 @@ def test_a_frame_open_when_the_profiler_started_is_named_as_its_calls_are(tmp_pa
     # two functions of that name (two def lines): the frame keeps the line torch gave it
     events.append(ev("s.py(30): train_step", py, 950, 10))
     assert ("s.py(18):_<module>", "s.py(17):_train_step") in _folded_of(tmp_path, events)
+
+
+def test_rank_picks_that_ranks_latest_capture_of_a_result(tmp_path):
+    """helper-125: export-stacks and memory-timeline on a result of several ranks could only say "give one of
+    them"; --rank N reads that rank's latest capture (said when it had several)."""
+    sys.path.insert(0, str(Path(__file__).parent / "analyse_support"))
+    from handmade import write_rank_dir
+
+    def trace(op: str) -> dict:
+        return {"traceEvents": [ev(op, "cpu_op", 0, 7)]}
+
+    out = tmp_path / "result"
+    write_rank_dir(out, trace("aten::first"), rank=1, name="w_10_20260101000000000")
+    write_rank_dir(out, trace("aten::latest"), rank=1, name="w_11_20260101000500000")
+    write_rank_dir(out, trace("aten::rank0"), rank=0, name="w_12_20260101000900000")
+    both = cli("export-stacks", str(out), "-o", str(tmp_path / "x"))
+    assert both.returncode == 1 and "pick a rank's latest with --rank N" in both.stderr, both.stderr
+    done = cli("export-stacks", str(out), "--rank", "1", "-o", str(tmp_path / "r1.folded"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "r1.folded").read_text() == "aten::latest 7\n"
+    assert (
+        "rank 1 has 2 captures in" in done.stderr
+        and "w_11_20260101000500000_ascend_pt, is read" in done.stderr
+    )
+    done = cli("export-stacks", str(out), "--rank", "0")
+    assert done.returncode == 0 and done.stdout == "aten::rank0 7\n", done.stderr
+    missing = cli("export-stacks", str(out), "--rank", "3")
+    assert missing.returncode == 1 and "holds no capture of rank 3 (ranks there: 0, 1)" in missing.stderr
+    wrong = cli(
+        "memory-timeline", str(out / "w_12_20260101000900000_ascend_pt"), "--rank", "1", "-o", "m.json"
+    )
+    assert wrong.returncode == 1 and "is the capture of rank 0, not of rank 1" in wrong.stderr, wrong.stderr
+    negative = cli("export-stacks", str(out), "--rank", "-1")
+    assert negative.returncode == 2 and "--rank" in negative.stderr and "Traceback" not in negative.stderr

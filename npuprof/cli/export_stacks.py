@@ -90,6 +90,12 @@ def export_stacks(
             help="Keep threads that ran no torch work and only waited (left out by default).",
         ),
     ] = False,
+    rank: Annotated[
+        int | None,
+        typer.Option(
+            "--rank", help="With a result directory of several ranks: that rank's latest capture.", min=0
+        ),
+    ] = None,
 ) -> None:
     if metric not in METRICS:
         raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
@@ -103,8 +109,9 @@ def export_stacks(
     from npuprof.reports.inputs import InputError, find_trace, overwrite_problem
     from npuprof.reports.trace_events import TraceReadError
 
+    notes: list[str] = []
     try:
-        trace = find_trace(source)
+        trace = find_trace(source, rank, notes)
         for flag, path in (("-o", out_path), ("--svg", svg_path)):
             if path is not None and (problem := overwrite_problem(path, trace)):
                 raise _fail(f"{flag} {path}: {problem}: give another file name", 2)
@@ -113,6 +120,8 @@ def export_stacks(
         raise _fail(str(exc)) from None
     except OSError as exc:  # listing a directory it may not read
         raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
+    for note in notes:
+        print(f"npuprof export-stacks: note: {note}", file=sys.stderr)
     for note in folded.notes:
         print(f"npuprof export-stacks: warning: {note}", file=sys.stderr)
     if not folded.has_python_frames:

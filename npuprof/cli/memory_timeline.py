@@ -55,6 +55,12 @@ def memory_timeline(
             help="cpu, cuda:N or npu:N (default: the first accelerator in the data, else cpu).",
         ),
     ] = None,
+    rank: Annotated[
+        int | None,
+        typer.Option(
+            "--rank", help="With a result directory of several ranks: that rank's latest capture.", min=0
+        ),
+    ] = None,
 ) -> None:
     from npuprof.reports import memory_timeline as mt
     from npuprof.results.paths import UnsafePathError, output_file_problem, resolve_output_path
@@ -86,8 +92,9 @@ def memory_timeline(
     from npuprof.reports.trace_events import TraceReadError
     from npuprof.results import layout
 
+    notes: list[str] = []
     try:
-        rank_dir = single_rank_dir(source)
+        rank_dir = single_rank_dir(source, rank, notes)
         read = rank_dir if rank_dir.is_file() else layout.find_trace_of_rank(rank_dir)
         read = read or rank_dir / mt.RAW_FILE  # its categorised data, read before any trace
         if problem := overwrite_problem(target, read):
@@ -103,6 +110,8 @@ def memory_timeline(
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(f"cannot write {target}: {exc.strerror or exc}") from None
+    for note in notes:
+        print(f"npuprof memory-timeline: note: {note}", file=sys.stderr)
     if data.source == mt.SOURCE_TRACE:
         print(f"npuprof memory-timeline: note: {mt.source_note(data)}", file=sys.stderr)
     for note in data.notes:

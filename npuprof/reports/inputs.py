@@ -14,8 +14,9 @@ class InputError(ValueError):
     """The input is not usable; the message is one line for the user."""
 
 
-def single_rank_dir(source: Path) -> Path:
-    """``source`` itself when it is a rank dir (or a dir holding a trace); else the one rank dir below it."""
+def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | None = None) -> Path:
+    """``source`` itself when it is a rank dir (or a dir holding a trace); else the one rank dir below it, or
+    with ``rank`` the latest capture of that rank below it (said in ``notes`` when it had several)."""
     if not source.exists():
         from npuprof.results.paths import why_missing
 
@@ -26,20 +27,44 @@ def single_rank_dir(source: Path) -> Path:
             names = ", ".join(traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
             raise InputError(f"{source} holds {len(traces)} traces ({names}): give one of them")
     if not source.is_dir() or layout.is_rank_dir(source) or layout.find_raw_trace(source) is not None:
+        if rank is not None and source.is_dir() and (own := layout.rank_of(source)) != rank:
+            raise InputError(
+                f"{source} is the capture of rank {'-' if own is None else own}, not of rank {rank}"
+            )
         return source
     found = layout.find_rank_dirs(source)
+    if rank is not None:
+        return _latest_of_rank(source, found, rank, notes)
     if len(found) == 1:
         return found[0]
     if found:
         names = ", ".join(str(p.relative_to(source)) for p in found[:3])
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-        raise InputError(f"{source} holds {len(found)} rank directories ({names}{more}): give one of them")
+        raise InputError(
+            f"{source} holds {len(found)} rank directories ({names}{more}): give one of them, or pick a "
+            "rank's latest with --rank N"
+        )
     return source
 
 
-def find_trace(source: Path) -> Path:
-    """The trace of a rank directory (the raw Kineto trace, else the parsed trace_view.json), or the file."""
-    source = single_rank_dir(source)
+def _latest_of_rank(source: Path, found: list[Path], rank: int, notes: list[str] | None) -> Path:
+    ranks = {d: layout.rank_of(d) for d in found}
+    mine = [d for d, r in ranks.items() if r == rank]
+    if not mine:
+        seen = sorted({r for r in ranks.values() if r is not None})
+        there = f"ranks there: {', '.join(map(str, seen))}" if seen else "none of its captures has a rank"
+        raise InputError(f"{source} holds no capture of rank {rank} ({there})")
+    # named {worker}_{pid}_{YYYYmmddHHMMSSmmm}_ascend_pt: the latest by its time
+    latest = max(mine, key=lambda d: (d.name.removesuffix("_ascend_pt").rpartition("_")[2], d.name))
+    if len(mine) > 1 and notes is not None:
+        notes.append(f"rank {rank} has {len(mine)} captures in {source}: the latest, {latest.name}, is read")
+    return latest
+
+
+def find_trace(source: Path, rank: int | None = None, notes: list[str] | None = None) -> Path:
+    """The trace of a rank directory (the raw Kineto trace, else the parsed trace_view.json), or the file
+    (``rank``, ``notes``: as :func:`single_rank_dir`)."""
+    source = single_rank_dir(source, rank, notes)
     if source.is_file():
         return source
     if not source.is_dir():
