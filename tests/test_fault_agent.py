@@ -419,6 +419,23 @@ def test_a_profiler_start_that_fails_after_torch_enabled_it_is_still_stopped(
     assert "broken process group" in result.stderr
 
 
+def test_a_file_size_limit_is_named_when_torch_writes_no_trace(out: Path) -> None:
+    """helper-124: under `ulimit -f` torch wrote no trace and npuprof asked "is the disk full?"."""
+    import resource
+
+    def limit_file_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, resource.RLIM_INFINITY))
+
+    command = [sys.executable, "-m", "npuprof", "run", "-o", str(out), *sched(1, 0, 3), "--"]
+    proc = subprocess.run(
+        [*command, *trainer("--steps", "8")],
+        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=limit_file_size,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = "the job's file size limit of 102400 bytes (ulimit -f) too low?"
+    assert said in proc.stderr, proc.stderr[-3000:]
+
+
 def test_kill_9_of_one_torchrun_rank_mid_capture(out: Path, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()

@@ -100,9 +100,9 @@ class TorchBackend:
                         f"torch wrote no trace into {rank_dir}: no file descriptor was free for it (the job "
                         "holds nearly all it may open: raise `ulimit -n`)"
                     )
-                raise OSError(f"torch wrote no trace into {rank_dir} (is the disk full?)")
+                raise OSError(f"torch wrote no trace into {rank_dir} ({_why_short()})")
             if not layout.ends_like_json(tmp):
-                raise OSError(f"the trace torch wrote into {rank_dir} is truncated (is the disk full?)")
+                raise OSError(f"the trace torch wrote into {rank_dir} is truncated ({_why_short()})")
             tmp.chmod(atomic.file_mode())
             tmp.replace(trace)
         except BaseException:
@@ -166,3 +166,17 @@ def release_cycle_warning() -> None:
     for shown in _marked:
         shown.discard(CYCLE_WARNING)
     _marked.clear()
+
+
+def _why_short() -> str:
+    """The likely reason a trace was not written whole: a file size limit of the job's (``ulimit -f``:
+    helper-124, read as a full disk), else a full disk."""
+    import resource
+
+    try:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (OSError, ValueError):
+        limit = resource.RLIM_INFINITY
+    if limit != resource.RLIM_INFINITY:
+        return f"is the disk full, or the job's file size limit of {limit} bytes (ulimit -f) too low?"
+    return "is the disk full?"
