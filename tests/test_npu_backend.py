@@ -1058,8 +1058,10 @@ def test_a_torch_npu_profiler_whose_start_failed_is_never_stopped_by_its_destruc
         FAKE_TORCH_NPU_LOG=str(calls),
     )
     flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
-    proc = npuprof("run", "-o", str(tmp_path / "out"), *flags, "--", sys.executable, str(script), env=env)
+    job = [sys.executable, str(script)]
+    proc = npuprof("run", "-o", str(tmp_path / "out"), *flags, "--", *job, env=env, cwd=tmp_path)
     assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr[-3000:]
     assert "prepare could not make a thread" in proc.stderr
+    assert not list(tmp_path.glob("PROF_*")) and not (tmp_path / "FRAMEWORK").exists()  # none into the cwd
     made = [json.loads(line)["call"] for line in calls.read_text().splitlines()]
     assert "profile" in made and "profile.stop" not in made, made
