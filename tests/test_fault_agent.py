@@ -419,6 +419,36 @@ def test_a_profiler_start_that_fails_after_torch_enabled_it_is_still_stopped(
     assert "broken process group" in result.stderr
 
 
+def test_a_next_cycles_prepare_that_fails_at_a_captures_end_does_not_crash_the_job(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-128: with --wait 0 --repeat, the step() that saves a capture also prepares the next cycle; its
+    prepare failing was taken as a failure "while recording" (the action before it), so npuprof stopped the
+    profiler and torch's stop() started the unprepared trace: SIGSEGV. torch's own state decides now."""
+    script = tmp_path / "second_prepare_fails.py"
+    script.write_text(
+        "import torch, torch.profiler.profiler as pp\n"
+        "original, calls = pp._KinetoProfile.prepare_trace, [0]\n"
+        "def prepare(self):\n"
+        "    calls[0] += 1\n"
+        "    if calls[0] == 2:\n"
+        "        raise RuntimeError('the next cycle could not prepare')\n"
+        "    return original(self)\n"
+        "pp._KinetoProfile.prepare_trace = prepare\n"
+        "model = torch.nn.Linear(8, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "for step in range(20):\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "print('enabled after:', torch.autograd._profiler_enabled())\n"
+    )
+    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2", "--repeat", "3"]
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "enabled after: False" in result.stdout, result.stdout
+    assert "the next cycle could not prepare" in result.stderr
+    (first,) = rank_dirs(out)  # the first capture, saved before the next cycle failed
+    assert capture_record(first)["steps"] == [2, 3]
+
+
 def test_a_file_size_limit_is_named_when_torch_writes_no_trace(out: Path) -> None:
     """helper-124: under `ulimit -f` torch wrote no trace and npuprof asked "is the disk full?"."""
     import resource

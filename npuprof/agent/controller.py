@@ -127,7 +127,7 @@ class CaptureController:
         self._capture_notes: list[str] = []  # said in the record of the capture in flight (its detail)
         self._notes_for_next: list[str] = []  # for the capture that begins next
         self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
-        self._profiler_failed = False  # prof.start() / prof.step() raised as it began: see _drop_session
+        self._profiler_failed = ""  # prof.start() / prof.step() raised: when (see _must_not_stop)
         bind = getattr(plan, "bind", None)
         if bind is not None:
             bind(self)
@@ -647,27 +647,32 @@ class CaptureController:
         self.action = Action.NONE
 
     def _profiler_call(self, call: Callable[[], Any], recording: bool) -> None:
-        """``prof.start`` / ``prof.step``. One that raised before the profiler recorded (preparing or
-        starting its trace) left it in a state its stop() may crash on; one that raised while it recorded
-        is stopped, which hands over what it recorded."""
+        """``prof.start`` / ``prof.step``; when one raises, what the profiler was doing (_must_not_stop)."""
         try:
             call()
         except Exception as exc:
-            if not recording and not raised_by_a_signal_handler(exc):
-                self._profiler_failed = True
+            if not raised_by_a_signal_handler(exc):
+                self._profiler_failed = "while recording" if recording else "as it began"
             raise
+
+    def _must_not_stop(self, failed: str) -> bool:
+        """Whether a profiler whose start() / step() raised must be left as it is. torch's stop() of a
+        profiler it has not enabled starts its trace, unprepared when the prepare failed (a thread that could
+        not start, under a memory limit: SIGSEGV, helper-124; the next cycle's prepare at a capture's end:
+        helper-128); one it has enabled is stopped, which hands over what it recorded (helper-127). Where the
+        backend cannot tell (torch_npu), by what the profiler was doing when it failed."""
+        enabled = getattr(self.backend, "profiler_enabled", None)
+        state = enabled() if enabled is not None else None
+        return not state if state is not None else failed != "while recording"
 
     def _drop_session(self, detail: str) -> None:
         prof, self.prof = self.prof, None
         self.action = Action.NONE
-        failed, self._profiler_failed = self._profiler_failed, False
+        failed, self._profiler_failed = self._profiler_failed, ""
         if prof is not None:
-            if failed and not _torch_profiler_enabled():
-                # torch's stop() after a start that failed before it enabled the profiler (its prepare could
-                # not make a thread: helper-124, a memory limit) starts the trace unprepared and crashes the
-                # job (SIGSEGV); never collected either (torch_npu's __del__ would stop it: helper-127)
-                _keep_unstopped(prof)
-                self.log.warning("the profiler failed as it began: not stopped (stopping it could crash)")
+            if failed and self._must_not_stop(failed):
+                _keep_unstopped(prof)  # never collected: torch_npu's __del__ would stop it (helper-127)
+                self.log.warning(f"the profiler failed {failed}: not stopped (stopping it could crash)")
             else:
                 try:
                     with sigint_held_back():
@@ -808,18 +813,6 @@ class _DriverGuard:
             self.controller.driver_ended(self.token)
         except Exception:  # never from a finaliser: the capture stays "capturing" (read as interrupted)
             pass
-
-
-def _torch_profiler_enabled() -> bool:
-    """Whether torch's profiler records in C++ now (torch_npu's or none: False): then its stop() disables
-    it, whatever failed after it was enabled (helper-127: metadata calls in torch's start_trace)."""
-    import sys
-
-    autograd = sys.modules.get("torch._C._autograd")
-    try:
-        return bool(autograd is not None and autograd._profiler_enabled())
-    except Exception:
-        return False
 
 
 def _profiler_already_enabled() -> bool:

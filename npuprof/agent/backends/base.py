@@ -42,6 +42,9 @@ class Backend(Protocol):
 
     def version_info(self) -> dict[str, str]: ...
 
+    # optional: ``profiler_enabled() -> bool``, whether the profiler records now (torch's backends have it;
+    # without it a profiler that failed is judged by what it was doing: npuprof.agent.controller)
+
     def add_metadata(self, prof: Any, metadata: dict[str, Any]) -> bool:
         """Hand metadata to the profiler if it writes profiler_metadata.json itself; False otherwise."""
         ...

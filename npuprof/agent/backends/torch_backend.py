@@ -111,6 +111,17 @@ class TorchBackend:
             raise
         return rank_dir, trace
 
+    @staticmethod
+    def profiler_enabled() -> bool:
+        """Whether torch's profiler records in C++ now: its stop() then disables it; else its stop() would
+        start a trace (npuprof.agent.controller._must_not_stop)."""
+        try:
+            import torch
+
+            return bool(torch._C._autograd._profiler_enabled())
+        except Exception:
+            return False
+
     def version_info(self) -> dict[str, str]:
         import torch
 
