@@ -299,7 +299,7 @@ def test_an_output_over_the_input_or_a_file_of_its_capture_is_refused(tmp_path):
         record: "is a file of the capture",
         rank_dir
         / "ASCEND_PROFILER_OUTPUT"
-        / "trace_view.json": "is in the capture's ASCEND_PROFILER_OUTPUT/",
+        / "trace_view.json": "is in a capture's ASCEND_PROFILER_OUTPUT/",
     }
     for target, said in targets.items():
         for flag in ("-o", "--svg"):
@@ -318,6 +318,13 @@ def test_an_output_over_the_input_or_a_file_of_its_capture_is_refused(tmp_path):
     assert {p: p.read_bytes() for p in kept} == kept
     assert not any(p.exists() for p in run_files)
     assert not (rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").exists()
+    # a sibling capture of the run is protected as well (helper-128)
+    sibling = tmp_path / "w_2_20260101000000000_ascend_pt"
+    sibling.mkdir()
+    (sibling / "w.2.pt.trace.json").write_text("{}")
+    done = cli("export-stacks", str(rank_dir), "-o", str(sibling / "w.2.pt.trace.json"))
+    assert done.returncode == 2 and "is a file of the capture" in done.stderr, done.stderr
+    assert (sibling / "w.2.pt.trace.json").read_text() == "{}"
     mine = cli("export-stacks", str(rank_dir), "-o", str(rank_dir / "mine.folded"))  # a name of its own: fine
     assert mine.returncode == 0 and (rank_dir / "mine.folded").read_text() == "aten::mm 5\n", mine.stderr
 

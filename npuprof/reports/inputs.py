@@ -84,8 +84,6 @@ def overwrite_problem(target: Path, trace: Path) -> str | None:
     itself, a file of its capture (the trace, its record and info files, its memory timeline's data,
     torch_npu's parsed tables and trace; helper-124: -o RANKDIR/<trace> replaced the only raw trace with
     folded text), or its run's record and log beside the rank dir (helper-127). None when it may."""
-    from npuprof.reports.memory_timeline import META_FILE, RAW_FILE, SNAPSHOT_FILE
-
     target = Path(os.path.abspath(target))
     try:
         if target.exists() and os.path.samefile(target, trace):
@@ -94,13 +92,25 @@ def overwrite_problem(target: Path, trace: Path) -> str | None:
         pass
     parsed = trace.parent.name == layout.PARSED_DIR
     rank_dir = trace.parent.parent if parsed else trace.parent
-    here = os.path.realpath(target.parent)
-    if here == os.path.realpath(rank_dir / layout.PARSED_DIR):
-        return f"is in the capture's {layout.PARSED_DIR}/ (its parser's files)"
-    if here == os.path.realpath(rank_dir) and (
-        layout.is_result_file_name(target.name) or target.name in (RAW_FILE, META_FILE, SNAPSHOT_FILE)
-    ):
-        return "is a file of the capture"
-    if here == os.path.realpath(rank_dir.parent) and layout.is_run_file_name(target.name):
+    return _capture_file_problem(Path(os.path.realpath(target.parent)), target.name, rank_dir)
+
+
+def _capture_file_problem(here: Path, name: str, rank_dir: Path) -> str | None:
+    """Why a file ``name`` in the folder ``here`` is one of a capture's or a run's: in any capture's dir
+    (helper-128: a sibling rank's trace was overwritten), its parser's or raw data's folders, or the run's
+    own files beside the capture read."""
+    from npuprof.reports.memory_timeline import META_FILE, RAW_FILE, SNAPSHOT_FILE
+
+    for level, folder in enumerate([here, *list(here.parents)[:3]]):
+        if not (layout.is_rank_dir(folder) or layout.holds_a_capture(folder)):
+            continue
+        if level == 0:
+            kept = layout.is_result_file_name(name) or name in (RAW_FILE, META_FILE, SNAPSHOT_FILE)
+            return "is a file of the capture" if kept else None  # a name of its own beside them: allowed
+        top = here.relative_to(folder).parts[0]
+        if top in (layout.PARSED_DIR, "FRAMEWORK") or top.startswith("PROF_"):
+            return f"is in a capture's {top}/ (its parser's or profiler's files)"
+        return None
+    if here == Path(os.path.realpath(rank_dir.parent)) and layout.is_run_file_name(name):
         return "is a file of the run (its record or log)"
     return None
