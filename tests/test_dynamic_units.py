@@ -633,6 +633,19 @@ def test_status_counts_captures_whose_lines_rotated_out_of_the_logs(tmp_path: Pa
     )
     late = {p["rank"]: p["capture_count"] for p in _processes(tmp_path) if p["pid"] == 3}
     assert late == {-1: 3, 0: 1}, late  # the two whose lines rotated out were the first rank's
+    # the later row's log rotated, the first row made none (helper-128): 0 and 40, not 38 and 2
+    (tmp_path / "dp_vm_3_rank_-1.log").write_text(
+        "2026-12-02 07:25:42,100 [INFO] [3] npuprof.dynamic: [step 13] capture planned: steps 14-15 (x)\n"
+    )
+    (tmp_path / "dp_vm_3_rank_0.log").write_text(
+        "2026-12-02 07:26:42,100 [INFO] [3] npuprof.dynamic: [step 23] capture 39 of steps 21-22 complete"
+        " in p\n"
+        "2026-12-02 07:26:43,100 [INFO] [3] npuprof.dynamic: [step 33] capture 40 of steps 31-32 complete"
+        " in q\n"
+    )
+    late = {p["rank"]: p["capture_count"] for p in _processes(tmp_path) if p["pid"] == 3}
+    assert late == {-1: 0, 0: 40}, late
+    assert all("_highest_count" not in p for p in _processes(tmp_path))
     report = {"config": {"file": "cfg/profiler_config.json", "content": None}, "processes": [first, second]}
     row = next(line for line in render(report).splitlines() if line.startswith("0 "))
     assert row.split()[6] == "32", row

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -297,9 +298,7 @@ def test_an_output_over_the_input_or_a_file_of_its_capture_is_refused(tmp_path):
     targets = {
         trace: "is the trace being read",
         record: "is a file of the capture",
-        rank_dir
-        / "ASCEND_PROFILER_OUTPUT"
-        / "trace_view.json": "is in a capture's ASCEND_PROFILER_OUTPUT/",
+        rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json": "is in a capture's ASCEND_PROFILER_OUTPUT/",
     }
     for target, said in targets.items():
         for flag in ("-o", "--svg"):
@@ -576,9 +575,32 @@ def test_rank_picks_that_ranks_latest_capture_of_a_result(tmp_path):
     assert done.returncode == 0 and done.stdout == "aten::rank0 7\n", done.stderr
     missing = cli("export-stacks", str(out), "--rank", "3")
     assert missing.returncode == 1 and "holds no capture of rank 3 (ranks there: 0, 1)" in missing.stderr
-    wrong = cli(
-        "memory-timeline", str(out / "w_12_20260101000900000_ascend_pt"), "--rank", "1", "-o", "m.json"
-    )
+    rank0 = out / "w_12_20260101000900000_ascend_pt"
+    wrong = cli("memory-timeline", str(rank0), "--rank", "1", "-o", str(tmp_path / "m.json"))
     assert wrong.returncode == 1 and "is the capture of rank 0, not of rank 1" in wrong.stderr, wrong.stderr
+    # its trace file or parsed folder given: the capture's rank is checked; a renamed capture's time is its
+    # folder's (helper-128: "rank0_new" sorted after every time)
+    trace_file = rank0 / "host.1.pt.trace.json"
+    other = cli("export-stacks", str(trace_file), "--rank", "1")
+    assert other.returncode == 1 and "is the capture of rank 0, not of rank 1" in other.stderr, other.stderr
+    (rank0 / "ASCEND_PROFILER_OUTPUT").mkdir()
+    parsed = cli(
+        "memory-timeline",
+        str(rank0 / "ASCEND_PROFILER_OUTPUT"),
+        "--rank",
+        "0",
+        "-o",
+        str(tmp_path / "m.json"),
+    )
+    assert "is the capture of rank" not in parsed.stderr, parsed.stderr
+    renamed = out / "w_11_20260101000500000_ascend_pt"
+    renamed.rename(out / "rank1_new_ascend_pt")
+    os.utime(out / "rank1_new_ascend_pt", (0, 0))  # 1970: older than the other capture of rank 1
+    done = cli("export-stacks", str(out), "--rank", "1")
+    assert done.returncode == 0 and done.stdout == "aten::first 7\n", done.stderr
+    loose = tmp_path / "loose.json"
+    loose.write_text(json.dumps(trace("aten::x")))
+    alone = cli("export-stacks", str(loose), "--rank", "0")
+    assert alone.returncode == 1 and "is no capture of a result directory" in alone.stderr, alone.stderr
     negative = cli("export-stacks", str(out), "--rank", "-1")
     assert negative.returncode == 2 and "--rank" in negative.stderr and "Traceback" not in negative.stderr

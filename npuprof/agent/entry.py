@@ -55,8 +55,8 @@ def on_main_target_spawned(step_on: str) -> None:
     the run's summary blamed the schedule)."""
     try:
         log = get_log() if _state.get("agent") else _report_log()
-        if log is not None:
-            log.warning(
+        if log is not None:  # INFO: a spawned DataLoader worker never was to count steps (helper-128)
+            log.info(
                 f"--step-on {step_on}: this process was started by multiprocessing's spawn, whose script "
                 f"runs as __mp_main__, where npuprof cannot wrap it{SPAWNED_CHILD}: name a function of a "
                 "module the script imports (--step-on MODULE:NAME), as the README says"

@@ -131,19 +131,22 @@ def _processes(logs: Path) -> list[dict[str, Any]]:
 
 def _split_counts(processes: list[dict[str, Any]]) -> None:
     """A process that learnt its rank mid-run has logs under each rank (one row each) whose end lines
-    count all its captures (helper-127: 1 + 2 shown for 2): each row counts its own, and the captures whose
-    lines rotated out, the oldest, go to the row of its first lines."""
+    count all its captures so far (helper-127: 1 + 2 shown for 2): in time order, each row's share is its
+    highest count less the row before it's (helper-128: a log rotates on its own, so the lines lost may be
+    any row's); a row of lines without counts (an older npuprof) counts its lines."""
     rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for process in processes:
         rows.setdefault((process["host"], process["pid"]), []).append(process)
     for same in rows.values():
         if len(same) < 2:
             continue
-        total = max(p["capture_count"] for p in same)
-        listed = sum(len(p["captures"]) for p in same)
-        for p in same:
-            p["capture_count"] = len(p["captures"])
-        min(same, key=lambda p: p["first_seen"] or "")["capture_count"] += max(total - listed, 0)
+        before = 0
+        for p in sorted(same, key=lambda p: p["first_seen"] or ""):
+            counted = p.pop("_highest_count", 0)
+            p["capture_count"] = max(len(p["captures"]), counted - before) if counted else len(p["captures"])
+            before = max(before, counted)
+    for process in processes:
+        process.pop("_highest_count", None)
 
 
 def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[str, Any]:
@@ -220,6 +223,7 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
             }
         )
         info["capture_count"] = max(info["capture_count"] + 1, int(ended["count"] or 0))
+        info["_highest_count"] = max(info.get("_highest_count", 0), int(ended["count"] or 0))
         info["capturing"] = None
         if info["planned"] and _first(info["planned"]) <= int(ended["last"]):
             info["planned"] = None  # the plan this capture carried out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from npuprof.results import layout
@@ -27,7 +28,12 @@ def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | No
             names = ", ".join(traces[:3]) + (f" and {len(traces) - 3} more" if len(traces) > 3 else "")
             raise InputError(f"{source} holds {len(traces)} traces ({names}): give one of them")
     if not source.is_dir() or layout.is_rank_dir(source) or layout.find_raw_trace(source) is not None:
-        if rank is not None and source.is_dir() and (own := layout.rank_of(source)) != rank:
+        capture = source.parent if source.is_file() or source.name == layout.PARSED_DIR else source
+        if capture.name == layout.PARSED_DIR:  # its trace_view.json given
+            capture = capture.parent
+        if rank is not None and not (layout.is_rank_dir(capture) or layout.holds_a_capture(capture)):
+            raise InputError(f"--rank {rank}: {source} is no capture of a result directory")
+        if rank is not None and (own := layout.rank_of(capture)) != rank:
             raise InputError(
                 f"{source} is the capture of rank {'-' if own is None else own}, not of rank {rank}"
             )
@@ -54,11 +60,22 @@ def _latest_of_rank(source: Path, found: list[Path], rank: int, notes: list[str]
         seen = sorted({r for r in ranks.values() if r is not None})
         there = f"ranks there: {', '.join(map(str, seen))}" if seen else "none of its captures has a rank"
         raise InputError(f"{source} holds no capture of rank {rank} ({there})")
-    # named {worker}_{pid}_{YYYYmmddHHMMSSmmm}_ascend_pt: the latest by its time
-    latest = max(mine, key=lambda d: (d.name.removesuffix("_ascend_pt").rpartition("_")[2], d.name))
+    latest = max(mine, key=_capture_time)
     if len(mine) > 1 and notes is not None:
         notes.append(f"rank {rank} has {len(mine)} captures in {source}: the latest, {latest.name}, is read")
     return latest
+
+
+def _capture_time(rank_dir: Path) -> str:
+    """A capture's time for "the latest": its name's (``{worker}_{pid}_{YYYYmmddHHMMSSmmm}_ascend_pt``), else
+    its folder's change (helper-128: a renamed capture's name sorted as a time)."""
+    stamp = rank_dir.name.removesuffix(layout.RANK_DIR_SUFFIX).rpartition("_")[2]
+    if len(stamp) == 17 and stamp.isdigit():
+        return stamp
+    try:
+        return time.strftime("%Y%m%d%H%M%S000", time.localtime(rank_dir.stat().st_mtime))
+    except OSError:
+        return ""
 
 
 def find_trace(source: Path, rank: int | None = None, notes: list[str] | None = None) -> Path:
