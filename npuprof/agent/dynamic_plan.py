@@ -360,7 +360,8 @@ class DynamicPlan:
                 self._step(),
             )
             return
-        if self._changed_before_this_process() and not self._unread_request_of_this_run():
+        changed = self._changed_at()
+        if self._changed_before_this_process(changed) and not self._unread_request_of_this_run(changed):
             self._seen = current
             self.logs.action(
                 "INFO",
@@ -371,25 +372,26 @@ class DynamicPlan:
             return
         self._handle(raw, current)  # changed between the launch and now: a request
 
-    def _unread_request_of_this_run(self) -> bool:
+    def _changed_at(self) -> float | None:
+        """The file's last change (epoch s), None when it cannot be looked up."""
+        try:
+            return os.stat(self.file).st_mtime
+        except OSError:
+            return None
+
+    def _unread_request_of_this_run(self, changed: float | None) -> bool:
         """The file asks for a capture that it was given after the run began and that no process of the
         run has read: the job's Python started late (a wrapper's set-up, a rendezvous; helper-124: 7 s after
         the trigger), so the request is this process's, not one the others acted on."""
         start_ns = self.run_start_ns
-        if not start_ns:
-            return False
-        try:
-            changed = os.stat(self.file).st_mtime
-        except OSError:
+        if not start_ns or changed is None:
             return False
         from npuprof.agent.dynamic_log import unread_request
 
         return changed >= start_ns / 1e9 - CLOCK_SLACK_S and unread_request(self.directory) is not None
 
-    def _changed_before_this_process(self) -> bool:
-        try:
-            changed = os.stat(self.file).st_mtime
-        except OSError:
+    def _changed_before_this_process(self, changed: float | None) -> bool:
+        if changed is None:
             return False
         from npuprof.results.layout import process_start_time
 

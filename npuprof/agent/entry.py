@@ -53,6 +53,8 @@ def on_main_target_spawned(step_on: str) -> None:
     """Called by the bootstrap at exit in a child that multiprocessing's spawn (or forkserver) started: its
     script ran as ``__mp_main__`` and defined the target there, where npuprof does not watch (helper-125:
     the run's summary blamed the schedule)."""
+    from npuprof.results.logfile import SPAWNED_CHILD
+
     try:
         log = get_log() if _state.get("agent") else _report_log()
         if log is not None:  # INFO: a spawned DataLoader worker never was to count steps (helper-128)
@@ -63,9 +65,6 @@ def on_main_target_spawned(step_on: str) -> None:
             )
     except Exception as exc:
         _report_failure(f"--step-on {step_on} not reported: {exc!r}")
-
-
-SPAWNED_CHILD = "; no steps counted in spawned processes"  # read by npuprof.reports.run_summary
 
 
 def _report_log() -> AgentLog | None:

@@ -15,7 +15,7 @@ from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
-from npuprof.results.logfile import AGENT_START_FAILED, NESTED_RUN
+from npuprof.results.logfile import AGENT_START_FAILED, NESTED_RUN, SPAWNED_CHILD
 from npuprof.results.run_record import CaptureSummary
 
 if TYPE_CHECKING:
@@ -682,7 +682,6 @@ STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent
 # logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
 FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
-SPAWNED_CHILD = "; no steps counted in spawned processes"  # = npuprof.agent.entry.SPAWNED_CHILD
 
 
 def _signal_of(exit_code: int) -> str:

@@ -19,6 +19,8 @@ ROTATE_BYTES = 1 << 20  # 1 MiB, then one ".1" backup: at most ~2 MiB of log per
 AGENT_START_FAILED = "agent failed to start, training goes on without profiling: "
 # said in an outer run's log by a `npuprof run` its job started: that run profiles the job's processes
 NESTED_RUN = "a nested npuprof run profiles the job's processes from here: "
+# ends the agent's line for --step-on __main__:NAME in a process multiprocessing's spawn started (entry)
+SPAWNED_CHILD = "; no steps counted in spawned processes"
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
