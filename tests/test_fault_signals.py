@@ -323,8 +323,8 @@ def _sigterm_during_the_export(out: Path, script: Path) -> tuple[int, str]:
     appears: npuprof's exit status and stderr."""
     flags = ("--with-stack", "--record-shapes", *sched(3, 1, 120))
 
-    def exporting() -> bool:
-        return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*"))
+    def exporting() -> bool:  # torch's trace, not the capture record npuprof writes at its start
+        return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*.pt.trace.json.*"))
 
     with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
         _wait_for(exporting, "torch's trace export", limit_s=120)
