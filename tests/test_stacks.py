@@ -604,3 +604,22 @@ def test_rank_picks_that_ranks_latest_capture_of_a_result(tmp_path):
     assert alone.returncode == 1 and "is no capture of a result directory" in alone.stderr, alone.stderr
     negative = cli("export-stacks", str(out), "--rank", "-1")
     assert negative.returncode == 2 and "--rank" in negative.stderr and "Traceback" not in negative.stderr
+
+
+def test_rank_0_of_a_single_process_run_is_its_only_process(tmp_path):
+    """A run without torchrun writes captures without a rank: --rank 0 (a user's habit from torchrun) said
+    "none of its captures has a rank"; its one process is rank 0, as torch.distributed would number it."""
+    sys.path.insert(0, str(Path(__file__).parent / "analyse_support"))
+    from handmade import write_rank_dir
+
+    out = tmp_path / "result"
+    old, new = ({"traceEvents": [ev(f"aten::{n}", "cpu_op", 0, us)]} for n, us in (("old", 5), ("new", 9)))
+    write_rank_dir(out, old, rank=None, name="w_10_20260101000000000")
+    latest = write_rank_dir(out, new, rank=None, name="w_10_20260101000500000")
+    done = cli("export-stacks", str(out), "--rank", "0")
+    assert done.returncode == 0 and done.stdout == "aten::new 9\n", done.stderr
+    assert "rank 0 has 2 captures in" in done.stderr, done.stderr
+    alone = cli("memory-timeline", str(latest), "--rank", "0", "-o", str(tmp_path / "m.json"))
+    assert "is the capture of rank" not in alone.stderr, alone.stderr
+    other = cli("export-stacks", str(out), "--rank", "1")
+    assert other.returncode == 1 and "none of its captures has a rank" in other.stderr, other.stderr

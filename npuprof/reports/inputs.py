@@ -33,7 +33,8 @@ def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | No
             capture = capture.parent
         if rank is not None and not (layout.is_rank_dir(capture) or layout.holds_a_capture(capture)):
             raise InputError(f"--rank {rank}: {source} is no capture of a result directory")
-        if rank is not None and (own := layout.rank_of(capture)) != rank:
+        own = layout.rank_of(capture)
+        if rank is not None and own != rank and not (rank == 0 and own is None):
             raise InputError(
                 f"{source} is the capture of rank {'-' if own is None else own}, not of rank {rank}"
             )
@@ -56,6 +57,8 @@ def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | No
 def _latest_of_rank(source: Path, found: list[Path], rank: int, notes: list[str] | None) -> Path:
     ranks = {d: layout.rank_of(d) for d in found}
     mine = [d for d, r in ranks.items() if r == rank]
+    if rank == 0 and all(r is None for r in ranks.values()):
+        mine = found  # a single-process run's captures have no rank: its one process is rank 0
     if not mine:
         seen = sorted({r for r in ranks.values() if r is not None})
         there = f"ranks there: {', '.join(map(str, seen))}" if seen else "none of its captures has a rank"
