@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import re
+import shutil
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -79,6 +80,22 @@ def test_in_run_writes_every_format_and_keeps_the_raw_data():
     assert peak < 1024**3 and f"Max memory allocated: {_in_unit(peak)} ({peak:,} bytes)" in html
     meta = json.loads((rank_dir / mt.META_FILE).read_text())
     assert meta["device"] == "cpu" and meta["max_allocated_bytes"] == max(sum(row) for row in sizes)
+
+
+def test_analyse_gives_no_reserved_peak_on_the_cpu(tmp_path):
+    """helper-130: on a CPU capture `npuprof analyse --format json` said memory_peak_reserved_mb 0.0 beside
+    an allocated peak of MiBs (reserved below allocated: impossible), while memory-timeline says "reserved:
+    n/a" there: the CPU allocator keeps no cache and torch reports its reserved total as 0. Unknown: null."""
+    rank_dir = tmp_path / full_capture().name
+    shutil.copytree(full_capture(), rank_dir)
+    proc = cli("analyse", str(rank_dir), "--format", "json", "--force")
+    assert proc.returncode == 0, proc.stderr
+    (rank,) = json.loads(proc.stdout)["ranks"]
+    assert rank["device"] == "CPU" and rank["memory_peak_mb"] > 0
+    assert rank["memory_peak_reserved_mb"] is None
+    assert all(s["memory_peak_mb"] > 0 and s["memory_peak_reserved_mb"] is None for s in rank["steps"])
+    summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_summary.json").read_text())
+    assert summary["memory"]["peak_allocated_mb"] > 0 and summary["memory"]["peak_reserved_mb"] is None
 
 
 def test_missing_flags_are_named():

@@ -92,6 +92,16 @@ def peak_rows(cols: dict[str, np.ndarray]) -> np.ndarray:
     return codes == devices[np.argmax(counts)]
 
 
+def _reserved_mb(cols: dict[str, np.ndarray], mine: np.ndarray) -> np.ndarray:
+    """The reserved totals (MB) of the rows ``mine``; unknown (NaN) when they are the CPU's: its allocator
+    keeps no cache and torch reports its reserved total as 0, which is not a peak below the allocated one
+    (memory-timeline says n/a there too)."""
+    reserved = cols["reserved"][mine] / MB
+    if not (cols["devtype"][mine] != 0).any():
+        return np.full(len(reserved), np.nan)
+    return reserved
+
+
 def _peak(mb: np.ndarray) -> float | None:
     """The most of ``mb``, rounded; None when every value is unknown (NaN: the reserved total of a torch
     before 1.10, which it did not report: not 0)."""
@@ -180,7 +190,7 @@ def operator_memory_lines(
     mine = peak_rows(cols)
     peaks = {
         "peak_allocated_mb": round(float(alloc_mb[mine].max()), 3),
-        "peak_reserved_mb": _peak(res_mb[mine]),
+        "peak_reserved_mb": _peak(_reserved_mb(cols, mine)),
     }
     return _operator_memory_lines(cols, alloc_mb, res_mb, ops, strings, device_id, base_ns), peaks
 
@@ -250,7 +260,7 @@ def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[
     if not cols:
         return [None] * len(windows)
     mine = peak_rows(cols)
-    ts, alloc, reserved = cols["ts"][mine], cols["alloc"][mine] / MB, cols["reserved"][mine] / MB
+    ts, alloc, reserved = cols["ts"][mine], cols["alloc"][mine] / MB, _reserved_mb(cols, mine)
     for lo, hi in zip(windows.start.tolist(), windows.end.tolist(), strict=True):
         i, j = max(int(np.searchsorted(ts, lo)) - 1, 0), int(np.searchsorted(ts, hi))
         if j > i:
