@@ -704,6 +704,11 @@ def config_from_json(
             for key, why in table.items():
                 if key in values:
                     warn(f"{path}: {prefix}{key} is not used by npuprof ({why}); ignored")
+        if exp.get("export_type") is not None and not _known_export_type(exp["export_type"]):
+            warn(
+                f"{path}: {_EXPERIMENTAL}.export_type {_shown(exp['export_type'])} is not text, db or a list "
+                "of them; text is written (as torch_npu does)"
+            )
     return cfg
 
 
@@ -777,6 +782,13 @@ def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: 
         cfg.min_free_space = parse_min_free_space(value, source)
     else:  # a new option with a config key must say here how its value is read
         raise AssertionError(f"no config-file reader for {option.key}")
+
+
+def _known_export_type(value: Any) -> bool:
+    try:
+        return isinstance(value, (str, list)) and bool(parse_export_type(value))
+    except ConfigError:
+        return False
 
 
 def _file_export_type(value: Any, source: str) -> str:

@@ -89,6 +89,23 @@ def test_config_file_export_type(tmp_path: Path, value: Any, normal: str) -> Non
     assert c.load_config_file(path).validate().export_type == normal
 
 
+@pytest.mark.parametrize("value", ["csv", "dbb", ["text", "sqlite"], [], 5])
+def test_a_config_file_export_type_that_falls_back_to_text_is_said(tmp_path: Path, value: Any) -> None:
+    """helper-130: `"export_type": "csv"` (or a typo of db) was read as text without a word, while every
+    other unknown key or value of the file is named: the db the user asked for was silently not written."""
+    path = tmp_path / "profiler_config.json"
+    path.write_text(json.dumps({"experimental_config": {"export_type": value}}))
+    heard: list[str] = []
+    assert c.load_config_file(path, warn=heard.append).validate().export_type == "text"
+    assert len(heard) == 1 and "experimental_config.export_type" in heard[0], heard
+    assert json.dumps(value) in heard[0] and "text" in heard[0], heard
+    for fine in ("db", ["text", "db"], None):  # a null, as a template may hold it: the default, unsaid
+        path.write_text(json.dumps({"experimental_config": {"export_type": fine}}))
+        heard.clear()
+        c.load_config_file(path, warn=heard.append)
+        assert heard == [], (fine, heard)
+
+
 def test_trigger_writes_both_types_as_the_list_torch_npu_reads_and_reads_it_back() -> None:
     for normal, written in (("text", "text"), ("db", "db"), ("text,db", ["text", "db"])):
         cfg = c.ProfileConfig(export_type=normal)
