@@ -623,3 +623,24 @@ def test_rank_0_of_a_single_process_run_is_its_only_process(tmp_path):
     assert "is the capture of rank" not in alone.stderr, alone.stderr
     other = cli("export-stacks", str(out), "--rank", "1")
     assert other.returncode == 1 and "none of its captures has a rank" in other.stderr, other.stderr
+
+
+def test_captures_without_ranks_are_not_told_to_pick_one_with_rank(tmp_path):
+    """helper-130: a single-process script run twice into ./npuprof_result (two captures, no rank):
+    export-stacks and memory-timeline said "give one of them, or pick a rank's latest with --rank N", and
+    --rank 0 then failed with "none of its captures has a rank". Without ranks the advice names the latest
+    capture, which --rank 0 reads (a single process is rank 0)."""
+    sys.path.insert(0, str(Path(__file__).parent / "analyse_support"))
+    from handmade import write_rank_dir
+
+    out = tmp_path / "npuprof_result"
+    for name in ("w_10_20260101000000000", "w_11_20260101000500000"):
+        write_rank_dir(out, {"traceEvents": [ev("aten::mm", "cpu_op", 0, 7)]}, rank=None, name=name)
+    for command in (
+        ["export-stacks", str(out)],
+        ["memory-timeline", str(out), "-o", str(tmp_path / "m.json")],
+    ):
+        proc = cli(*command)
+        assert proc.returncode == 1, proc.stderr
+        latest = "give one of them, or --rank 0 for the latest (w_11_20260101000500000_ascend_pt)"
+        assert latest in proc.stderr and "rank N" not in proc.stderr, proc.stderr

@@ -47,10 +47,12 @@ def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | No
     if found:
         names = ", ".join(str(p.relative_to(source)) for p in found[:3])
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-        raise InputError(
-            f"{source} holds {len(found)} rank directories ({names}{more}): give one of them, or pick a "
-            "rank's latest with --rank N"
-        )
+        if any(layout.rank_of(d) is not None for d in found):
+            pick = "give one of them, or pick a rank's latest with --rank N"
+        else:  # a single process's captures (a script run twice into one output): rank 0's
+            latest = max(found, key=_capture_time).relative_to(source)
+            pick = f"give one of them, or --rank 0 for the latest ({latest})"
+        raise InputError(f"{source} holds {len(found)} rank directories ({names}{more}): {pick}")
     return source
 
 
