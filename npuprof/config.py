@@ -257,11 +257,14 @@ class ProfileConfig:
         if self.timed and self.dynamic is not None:
             raise ConfigError("--delay/--duration", "exclude --dynamic", "use one of them")
         if self.export_chrome_trace is not None and (
-            not self.export_chrome_trace.strip() or "\0" in self.export_chrome_trace
+            not self.export_chrome_trace.strip()
+            or "\0" in self.export_chrome_trace
+            or self.export_chrome_trace == "-"
         ):
+            stdout = " (no trace is written to stdout)" if self.export_chrome_trace == "-" else ""
             raise ConfigError(
                 "--export-chrome-trace",
-                f"{_shown(self.export_chrome_trace)} is not a file name",
+                f"{_shown(self.export_chrome_trace)} is not a file name{stdout}",
                 "e.g. trace.json",
             )
 
@@ -896,7 +899,8 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
     elif key == "poll_interval":
         cfg.poll_interval = parse_poll_interval(str(value), option.flag)
     elif key == "export_chrome_trace":
-        cfg.export_chrome_trace = os.path.abspath(str(value)) if str(value).strip() else str(value)
+        text = str(value)  # "-" kept, for validate to refuse (not stdout: a file named "-")
+        cfg.export_chrome_trace = os.path.abspath(text) if text.strip() and text != "-" else text
     else:
         setattr(cfg, key, value)
 

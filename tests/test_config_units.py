@@ -196,6 +196,10 @@ def test_steps_a_finite_schedule_needs(schedule: Schedule, steps: int) -> None:
         ({"duration": 3, "dynamic": "cfg"}, "--delay/--duration: exclude --dynamic; use one of them"),
         ({"export_chrome_trace": ""}, '--export-chrome-trace: "" is not a file name; e.g. trace.json'),
         ({"export_chrome_trace": " "}, '--export-chrome-trace: " " is not a file name; e.g. trace.json'),
+        (  # helper-130: "-" wrote a file named "-" where stdout was meant
+            {"export_chrome_trace": "-"},
+            '--export-chrome-trace: "-" is not a file name (no trace is written to stdout); e.g. trace.json',
+        ),
         (
             {"export_chrome_trace": "t\0.json"},
             '--export-chrome-trace: "t\\u0000.json" is not a file name; e.g. trace.json',

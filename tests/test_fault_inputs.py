@@ -688,6 +688,20 @@ def test_a_fifo_given_as_an_output_file_is_refused_and_left_alone(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["node.json"]
 
 
+def test_a_dash_as_the_chrome_trace_path_is_refused_not_written_as_a_file(tmp_path: Path) -> None:
+    """helper-130: `--export-chrome-trace -` (stdout, as export-stacks' `-o -`) wrote a file named "-" in the
+    working directory; one line, exit 2. `./-` still names that file."""
+    result = npuprof(
+        "run", "--export-chrome-trace", "-", "--", sys.executable, "-c", "print(1)", cwd=tmp_path
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        'npuprof run: error: --export-chrome-trace: "-" is not a file name (no trace is written to stdout); '
+        "e.g. trace.json\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_export_stacks_into_dev_null_or_a_fifo_writes_into_it_as_it_is(tmp_path: Path) -> None:
     """`-o /dev/null` was refused (a device the rename would replace): a user discarding the stacks, or
     handing them to a reader through a named pipe, writes into the node, which stays what it was."""
