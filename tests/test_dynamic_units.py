@@ -842,3 +842,27 @@ def test_the_measured_poll_interval_is_at_most_5_s(tmp_path: Path) -> None:
         plan._step10 -= took  # step 10 began that long before step 11 now
         plan._measure(11)
         assert plan.interval() == pytest.approx(expected, abs=0.05), (took, plan.interval())
+
+
+def test_status_and_trigger_on_a_runs_output_name_the_directory_they_take(tmp_path: Path) -> None:
+    """helper-130: `npuprof status RESULT` (or trigger) on the output of `npuprof run` (-o) said only "no log/
+    directory; is it the directory of npuprof run --dynamic?". It names what to run instead: the watched
+    directory its run recorded, or npuprof analyse for a run without --dynamic."""
+    from conftest import clean_env, npuprof
+
+    env = clean_env(PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    watched = tmp_path / "cfg"
+    for name, dynamic in (("dyn_out", str(watched)), ("plain_out", None)):
+        out = tmp_path / name
+        (out / "w_7_20260101000000000_ascend_pt").mkdir(parents=True)
+        record = {"run_id": "r1", "config": {"output": str(out), "dynamic": dynamic}, "captures": []}
+        (out / "npuprof_run.json").write_text(json.dumps(record))
+        for command in (["status", str(out)], ["trigger", str(out), "--active", "1"]):
+            result = npuprof(*command, env=env)
+            assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+            assert f"{out} is the output of npuprof run" in result.stderr, result.stderr
+            if dynamic:
+                assert f"npuprof {command[0]} {watched}" in result.stderr, result.stderr
+            else:
+                assert f"npuprof analyse {out}" in result.stderr, result.stderr
+            assert not (out / CONFIG_NAME).exists() and not (out / "log").exists()

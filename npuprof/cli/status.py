@@ -49,7 +49,12 @@ def status_command(
     if not root.exists():
         _fail(f"{directory} does not exist: give the directory of npuprof run --dynamic DIR")
     if not logs.is_dir():
-        _fail(f"{directory}: no log/ directory; is it the directory of npuprof run --dynamic?")
+        from npuprof.results.layout import run_output_hint
+
+        _fail(
+            run_output_hint(root, "status")
+            or f"{directory}: no log/ directory; is it the directory of npuprof run --dynamic?"
+        )
     report = {
         "directory": str(root.resolve()),
         "config": _config_summary(root),
