@@ -289,3 +289,18 @@ def test_the_run_summary_names_a_run_only_where_analyse_would_report_another(
     assert next_line(1, "bbbb2222")[:2] == [str(out), "(exit"]
     _capture(out, 0, "cccc3333", 1500, T0 + 3600)  # a later run into the same directory
     assert next_line(1, "bbbb2222")[:3] == [str(out), "--run", "bbbb2222"]
+
+
+def test_the_directory_a_dynamic_job_watches_is_named_as_such(tmp_path: Path) -> None:
+    """helper-130: `npuprof run --dynamic cfg` then `npuprof analyse cfg` (the directory the user typed) said
+    only "no rank directory (a capture) under cfg": the captures are in the run's output, which it names."""
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
+
+    cfg = tmp_path / "cfg"
+    (cfg / LOG_DIR).mkdir(parents=True)
+    (cfg / CONFIG_NAME).write_text("{}")
+    env = clean_env(PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    result = npuprof("analyse", str(cfg), env=env)
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "the directory npuprof run --dynamic watches" in result.stderr, result.stderr
+    assert f"npuprof status {cfg}" in result.stderr and "npuprof_result" in result.stderr, result.stderr

@@ -1061,6 +1061,14 @@ def _build_report(
                     f"no rank directory (a capture) and no trace file in {path} itself; trace files are in "
                     f"its subdirectories ({named}{', ...' if len(below) == 3 else ''}): analyse one of them"
                 )
+            from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
+
+            if (path / CONFIG_NAME).is_file() and (path / LOG_DIR).is_dir():
+                raise NothingToAnalyse(
+                    f"no rank directory (a capture) under {path}: it is the directory npuprof run --dynamic "
+                    "watches; the captures are in the run's output (-o, default ./npuprof_result), which "
+                    f"npuprof status {shlex.quote(str(path))} names"
+                )
             raise NothingToAnalyse(f"no rank directory (a capture) under {path}, and it is not a trace file")
         rank_dirs = _one_run(path, rank_dirs, run, on_note)
         db_dirs, notes = plan_db(rank_dirs, export_db)
