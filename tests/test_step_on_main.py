@@ -216,6 +216,23 @@ def test_too_few_steps_are_counted_in_the_reason(tmp_path: Path) -> None:
     assert "the most steps a process counted: 3)" in text, text
 
 
+def test_a_step_function_defined_and_never_called_is_named_as_never_called(tmp_path: Path) -> None:
+    """helper-130: --step-on __main__:Trainer.step where the script calls a subclass's own step (or a function
+    it defines and never calls): the reason was "the job ended before the schedule's first capture ... needs
+    9 steps", as if it had counted a few; no process counted one, which the reason now says."""
+    script = tmp_path / "train.py"  # no torch needed: no step is ever counted
+    script.write_text(
+        "class Trainer:\n    def step(self):\n        pass\n\n\n"
+        "class Fast(Trainer):\n    def step(self):\n        pass\n\n\n"
+        "for _ in range(12):\n    Fast().step()\n"
+    )
+    proc = _run(tmp_path / "out", "Trainer.step", (5, 1, 3), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "no step was counted: __main__:Trainer.step never returned in the job" in text, text
+    assert "schedule needs" not in text, text
+
+
 @pytest.mark.parametrize(
     ("script", "code"),
     [(None, 2), ("def helper():\n    pass\n\n\nraise SystemError('boom')\ndef train_step():\n    pass\n", 1)],

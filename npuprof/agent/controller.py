@@ -100,6 +100,7 @@ class CaptureController:
         self.next_check = 0
         self.enabled = True
         self.armed = False
+        self.step_function_wrapped = False  # --step-on's function found and wrapped in this process
         self.backend: Backend | None = None
         self.sink: CaptureSink | None = None
         self.prof: Any = None

@@ -320,7 +320,8 @@ class Agent:
             controller = self.controller
             # the run's end report reads these; once a process (helper-121: a forked child that ends by
             # exit() runs this both from atexit and from multiprocessing's exit finalizers)
-            if controller.armed and ended_by == "training ended" and self._counts_logged_in != os.getpid():
+            counting = controller.armed or getattr(controller, "step_function_wrapped", False)
+            if counting and ended_by == "training ended" and self._counts_logged_in != os.getpid():
                 self._counts_logged_in = os.getpid()
                 self.log.info(f"steps counted in this process: {controller.step}")
                 if controller.windows_skipped:

@@ -316,6 +316,7 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     # freed with the wrapper when the script binds the name to another function: that one is wrapped then
     stepped.__npuprof_rebound__ = _Rebound(module, qualname, controller, log)  # type: ignore[attr-defined]
     setattr(owner, attr, kind(stepped) if kind is not None else stepped)
+    controller.step_function_wrapped = True  # its count is logged at exit, 0 included (never called)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
 

@@ -604,6 +604,13 @@ def why_no_capture(
     spawned = [m for m in messages if m.startswith("--step-on") and SPAWNED_CHILD in m]
     if spawned and not any(counts):  # the first process defined it, its spawned workers ran it
         return f"{failed}{_short(spawned[0])}"
+    if cfg.step_on and counts and not any(counts):  # wrapped, logged 0 at exit: never called
+        never = f"no step was counted: {cfg.step_on} never returned in the job"
+        why = (
+            "it was wrapped when it loaded, and no call of it ran: a subclass's method that overrides it, or "
+            "another function the script calls instead, is not it"
+        )
+        return f"{ended} and {never} ({why})" if exit_code else f"{never} ({why})"
     most = f"; the most steps a process counted: {max(counts)}" if counts else ""
     if exit_code:
         return f"{ended} before the schedule's first capture, which records from step {first} ({what}{most})"
