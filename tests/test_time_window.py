@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, capture_record, clean_env, load_trace, npuprof, rank_dirs
+from conftest import SCRIPTS, capture_record, clean_env, load_trace, npuprof, rank_dirs, sched
 
 JOB = str(SCRIPTS / "timed_job.py")
 DELAY_S, DURATION_S = 1.0, 1.0
@@ -373,6 +373,31 @@ def test_a_capture_of_partial_steps_only_takes_the_mean_over_them_all(tmp_path: 
     assert rank["step_time_mean_us"] == pytest.approx(sum(durations) / 2, abs=0.01)
     table = npuprof("analyse", str(out))
     assert "every step is partial" in " ".join(table.stdout.split())
+
+
+def test_steps_choosing_only_the_partial_step_do_not_say_it_left_the_mean(tmp_path: Path) -> None:
+    """helper-130: `analyse --steps 8` where step 8 is partial (the job died in it) said "step 8 is partial
+    (...): left out of the mean step time" while the mean (step_time_mean_us) was that step's time, as it is
+    when every step reported is partial (helper-96)."""
+    script = tmp_path / "dies.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(12):\n"
+        "    m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "    if i == 7: raise SystemExit(3)\n"
+    )
+    out = tmp_path / "out"
+    result = npuprof("run", "-o", str(out), *sched(6, 0, 3), "--", sys.executable, str(script), timeout=180)
+    assert result.returncode == 3, result.stderr
+    (rank,) = json.loads(npuprof("analyse", str(out), "--steps", "8", "--format", "json").stdout)["ranks"]
+    assert [(s["step"], s.get("partial")) for s in rank["steps"]] == [(8, True)]
+    assert rank["step_time_mean_us"] == rank["steps"][0]["duration_us"]
+    table = " ".join(npuprof("analyse", str(out), "--steps", "8").stdout.split())
+    assert "step 8 is partial" in table and "left out of the mean" not in table, table
+    assert "the mean step time is its time" in table, table
+    whole = " ".join(npuprof("analyse", str(out)).stdout.split())  # beside whole steps it is left out
+    assert "step 8 is partial" in whole and "left out of the mean step time" in whole, whole
 
 
 def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -> None:

@@ -148,6 +148,11 @@ def _partial_line(r: RankReport) -> str | None:
         return None
     said = f"; step {r.partial_step} is partial"  # the record's reason may say it already
     reason = escape(str(r.partial_reason or "the capture ended during it").removesuffix(said))
+    if partial == [s.step for s in r.steps]:  # the only step reported (--steps): the mean is its time
+        return (
+            f"[yellow]step {r.partial_step} is partial[/yellow] ({reason}): the only step reported, so the "
+            "mean step time is its time; left out of the comparison across ranks"
+        )
     return (
         f"[yellow]step {r.partial_step} is partial[/yellow] ({reason}): left out of the mean "
         "step time and of the comparison across ranks"
