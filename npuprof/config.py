@@ -825,6 +825,11 @@ def _apply_file_ranks(cfg: ProfileConfig, data: dict[str, Any], path: str, warn:
     """``is_rank`` + ``rank_list``: only those ranks record (an empty list: none). As in torch_npu, is_rank
     turns automatic parsing off (the captures are parsed later, by npuprof analyse)."""
     if not _expect(data.get("is_rank", False), bool, "is_rank", path):
+        if data.get("rank_list") and warn is not None:  # meant as --ranks, but torch_npu ignores it too
+            warn(
+                f'{path}: rank_list {_shown(data["rank_list"])} is used only with "is_rank": true (as in '
+                "torch_npu); ignored"
+            )
         return
     rank_list = _expect(data.get("rank_list", []), list, "rank_list", path)
     for rank in rank_list:

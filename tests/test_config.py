@@ -115,6 +115,19 @@ def test_template_is_accepted_and_its_start_step_0_means_no_capture() -> None:
     assert cfg.ranks == [0]
 
 
+def test_a_rank_list_without_is_rank_is_said_to_be_ignored() -> None:
+    """helper-130: `"rank_list": [3]` without `"is_rank": true` recorded every rank without a word (torch_npu
+    reads rank_list only with is_rank): a user who meant --ranks 3 got all of them. One warning says so."""
+    heard: list[str] = []
+    cfg = config_from_json({"start_step": 3, "rank_list": [3]}, "f.json", warn=heard.append)
+    assert cfg.ranks is None
+    assert heard == ['f.json: rank_list [3] is used only with "is_rank": true (as in torch_npu); ignored']
+    for quiet in ({"rank_list": []}, {"is_rank": True, "rank_list": [3]}, {"is_rank": False}):
+        heard.clear()
+        config_from_json({**template_json(), **quiet}, "f.json", warn=heard.append)
+        assert not [line for line in heard if "rank_list" in line], (quiet, heard)
+
+
 def test_config_errors_name_the_key() -> None:
     with pytest.raises(ConfigError, match="start_step"):
         config_from_json({"start_step": -1}, "f.json")
