@@ -211,12 +211,26 @@ def test_run_summary_says_when_complete_captures_were_not_parsed(
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(analyse=False), log)
     assert "not parsed" not in capsys.readouterr().err
     # the files the post-processor would have made: said too, with the commands that make them
+    capture.rank_dir.mkdir()
+    (capture.rank_dir / "npuprof_capture.json").write_text(
+        json.dumps({"status": "complete", "backend": "torch-cpu"})
+    )
     asked = ProfileConfig(export_stacks=["self_cpu_time_total"], memory_timeline=["html"], with_stack=True)
     print_run_summary(tmp_path, [capture], 0, asked, log)
     assert (
         "their --export-stacks and --memory-timeline files were not made either (npuprof export-stacks DIR "
         "-o FILE, npuprof memory-timeline DIR -o FILE make them)"
     ) in " ".join(capsys.readouterr().err.split())
+    # the post-processor makes them before it parses: a parse that failed on a full disk after them
+    # (helper-129: the summary said they were not made, beside them) leaves them made; only what is missing
+    (capture.rank_dir / "stacks_self_cpu_time_total.folded").write_text("a;b 1\n")
+    print_run_summary(tmp_path, [capture], 0, asked, log)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "their --memory-timeline files were not made either (npuprof memory-timeline DIR" in said, said
+    (capture.rank_dir / "memory_timeline.html").write_text("<html></html>")
+    print_run_summary(tmp_path, [capture], 0, asked, log)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "1 complete capture(s) not parsed when npuprof ended" in said and "not made" not in said, said
 
 
 def test_run_summary_says_when_a_parsed_capture_lacks_the_exports_asked_for(

@@ -145,13 +145,11 @@ def print_run_summary(
     left = _left_unparsed(captures, cfg)
     unparsed = len(left)
     if unparsed:  # the post-processor ended (killed?) or failed before it parsed them
+        # the post-processor makes them before the parse: one whose parse failed (a full disk) made them
         asked = [
             name
-            for name, wanted in (
-                ("export-stacks", cfg.export_stacks),
-                ("memory-timeline", cfg.memory_timeline),
-            )
-            if wanted
+            for name in ("export-stacks", "memory-timeline")
+            if any(name in _exports_lacking(c, cfg) for c in left)
         ]
         made = (
             f"; their --{' and --'.join(asked)} files were not made either (npuprof "
@@ -274,6 +272,21 @@ def _say_exports_not_made(
             f"{escape(str(log_path))}): npuprof {what} {escape(first)} -o FILE makes them",
             soft_wrap=True,
         )
+
+
+def _exports_lacking(capture: CaptureSummary, cfg: ProfileConfig) -> list[str]:
+    """What an unparsed capture lacks of the --export-stacks / --memory-timeline files asked for: those its
+    post-processor left undone (npuprof.results.extras.exports_not_made), and a memory timeline none of whose
+    formats was written (no post-processor ever got it: no snapshot is left then)."""
+    from npuprof.agent.capture_exports import MEMORY_FILE
+    from npuprof.results.extras import exports_not_made
+
+    lacking = exports_not_made(capture.rank_dir, cfg.export_stacks)
+    formats = cfg.memory_timeline
+    if "memory-timeline" not in lacking and formats:
+        made = any((capture.rank_dir / MEMORY_FILE.format(fmt=fmt)).exists() for fmt in formats)
+        lacking += [] if made else ["memory-timeline"]
+    return lacking
 
 
 def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[CaptureSummary]:
