@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import ANALYSE_CAPTURE, clean_env, npuprof, run_capture
+from conftest import ANALYSE_CAPTURE, clean_env, npuprof, run_capture, run_trainer, sched
 
 
 @pytest.fixture(scope="session")
@@ -358,3 +358,32 @@ def test_many_steps_across_ranks_shows_the_widest_spread(tmp_path: Path) -> None
     assert shown == sorted(widest)
     caption = " ".join(across.split())  # the caption wraps at the table's width
     assert f"the 10 of {len(common)} steps with the largest spread across ranks" in caption
+
+
+def test_force_without_the_raw_trace_reads_the_tables_of_the_earlier_parse(tmp_path: Path) -> None:
+    """helper-129: a capture of `npuprof run` whose raw trace was deleted after its parse (to save space):
+    `analyse --force` said "torch_npu's parse left none of its tables in ASCEND_PROFILER_OUTPUT/ ...
+    FRAMEWORK/, PROF_* are gone: capture again" beside its whole tables, which a plain `analyse` reported.
+    --force has nothing to parse again there: the tables stand, reported with a warning that says why;
+    with the tables gone too, the reason names the missing trace, not torch_npu."""
+    out = tmp_path / "out"
+    run = run_trainer(out, *sched(1, 0, 2), train=("--steps", "5"), analyse=True)
+    assert run.returncode == 0, run.stderr
+    (rank_dir,) = out.glob("*_ascend_pt")
+    first = npuprof("analyse", str(out), "--format", "json")
+    assert first.returncode == 0, first.stderr
+    steps = [s["step"] for s in json.loads(first.stdout)["ranks"][0]["steps"]]
+    for raw in rank_dir.glob("*.pt.trace.json*"):
+        raw.unlink()
+    forced = npuprof("analyse", str(out), "--force", "--format", "json")
+    assert forced.returncode == 0, forced.stderr
+    (rank,) = json.loads(forced.stdout)["ranks"]
+    assert [s["step"] for s in rank["steps"]] == steps and rank["status"] == "cached"
+    assert any("--force" in w and "raw trace" in w for w in rank.get("warnings") or []), rank
+    assert "torch_npu" not in forced.stderr, forced.stderr
+    for table in (rank_dir / "ASCEND_PROFILER_OUTPUT").iterdir():
+        if table.name != "analyse.done":
+            table.unlink()
+    gone = npuprof("analyse", str(out), "--force")
+    assert gone.returncode == 1 and "no *.pt.trace.json(.gz) in" in gone.stderr, gone.stderr
+    assert "torch_npu" not in gone.stderr, gone.stderr

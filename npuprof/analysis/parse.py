@@ -191,8 +191,25 @@ def _no_trace_reason(out_dir: Path) -> str:
 
 
 def _torch_npu_left_nothing(out_dir: Path) -> bool:
-    """torch_npu's analyse.done beside its profiler_info, and nothing to read or parse again."""
-    return (out_dir / layout.ANALYSE_DONE).exists() and any(out_dir.parent.glob("profiler_info*.json"))
+    """torch_npu's analyse.done beside its profiler_info, and nothing to read or parse again (a capture
+    of torch.profiler's, as its record names it, had no torch_npu parse: helper-129)."""
+    backend = (layout.read_capture_record(out_dir.parent) or {}).get("backend", "torch_npu")
+    return (
+        backend == "torch_npu"
+        and (out_dir / layout.ANALYSE_DONE).exists()
+        and any(out_dir.parent.glob("profiler_info*.json"))
+    )
+
+
+def _nothing_to_parse_again(rank_dir: Path) -> bool:
+    return layout.find_raw_trace(rank_dir) is None and not _is_ascend_raw(rank_dir)
+
+
+# helper-129: said instead "torch_npu's parse left none of its tables", beside them
+FORCED_WITHOUT_RAW_DATA = (
+    "--force: not parsed again, its raw trace is gone (deleted since its parse?): this report is made from "
+    "the tables of its earlier parse"
+)
 
 
 # helper-123: torch_npu's parse failed (it writes analyse.done whatever the outcome) and simplified its raw
@@ -290,6 +307,10 @@ def parse_rank_dir(
             and not _torch_npu_parse_failed(rank_dir, out_dir)
         ):
             outcome.status = "cached"
+            return outcome
+        if force and done.exists() and _tables_whole(out_dir) and _nothing_to_parse_again(rank_dir):
+            # its raw trace deleted since its parse (to save space): what --force would remake stands
+            outcome.status, outcome.reason = "cached", FORCED_WITHOUT_RAW_DATA
             return outcome
         if ascend_output.parsed_by_torch_npu(rank_dir):  # its tables are read as they are, never re-parsed
             outcome.status = "cached"

@@ -1131,6 +1131,8 @@ def _build_report(
         cut = {step for step, _why in partials}
         if end_cost is not None and end_cost[0] not in cut and any(s.step == end_cost[0] for s in rank.steps):
             rank.export_after_step, rank.export_ms = end_cost
+        if outcome.status == "cached" and outcome.reason:  # --force with nothing to parse again
+            rank.warnings = [*(rank.warnings or []), outcome.reason]
         if not partials and (said := recorded_detail(outcome.rank_dir)):
             rank.warnings = [*(rank.warnings or []), f"its capture record says: {said}"]
         if trouble:
