@@ -158,3 +158,50 @@ def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(out: Path, t
         assert s["comm_not_overlapped_us"] < 0.3 * s["duration_us"], s
     straggler = json.loads(report.stdout)["cross_rank"]["straggler"]
     assert straggler["rank"] == 0 and straggler["too_few_steps"] == 3, straggler
+
+
+ONE_RANK_NEVER_STEPS = """\
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+if dist.get_rank() == 0:  # rank 1 loads its data, finds none, and leaves without a step
+    for _ in range(8):
+        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+dist.barrier()
+dist.destroy_process_group()
+os._exit(0)
+"""
+
+
+def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(out: Path, tmp_path: Path) -> None:
+    """helper-129: with 2 ranks, rank 1 never stepping, the summary listed rank 0's capture alone (as if the
+    job had one rank) and said nothing of rank 1. It names the rank, the steps it counted and the step the
+    schedule records from; a rank --ranks leaves out is not named."""
+    script = tmp_path / "one_rank_never_steps.py"
+    script.write_text(ONE_RANK_NEVER_STEPS)
+    args = ["run", "-o", str(out), *sched(2, 1, 2), "--no-analyse", "--", *TORCHRUN, str(script)]
+    result = _once_more_on_teardown_abort(lambda: npuprof(*args, timeout=180), out)
+    assert result.returncode == 0, result.stderr
+    assert [capture_record(d)["rank"] for d in rank_dirs(out)] == [0]
+    said = " ".join(result.stderr.split())
+    # the script leaves by os._exit (gloo's teardown abort), which skips the count logged at exit
+    lost = "it ended without logging the steps it counted (by os._exit, or killed)"
+    assert f"rank 1 recorded nothing: {lost}; the schedule records from step 3 (pid " in said, said
+    assert "rank 0 recorded nothing" not in said, said
+    shutil.rmtree(out)
+    picked = [
+        "run",
+        "-o",
+        str(out),
+        "--ranks",
+        "0",
+        *sched(2, 1, 2),
+        "--no-analyse",
+        "--",
+        *TORCHRUN,
+        str(script),
+    ]
+    result = _once_more_on_teardown_abort(lambda: npuprof(*picked, timeout=180), out)
+    assert result.returncode == 0, result.stderr
+    assert "recorded nothing" not in result.stderr, result.stderr

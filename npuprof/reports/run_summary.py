@@ -194,6 +194,8 @@ def print_run_summary(
         if traces:
             more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
             console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
+    for note in _ranks_that_recorded_nothing(agents, captures, cfg):
+        console.print(f"[bold yellow]npuprof:[/] {escape(note)}", soft_wrap=True)
     stopped = _profiling_stopped(agents)
     if stopped:
         first, log_name = escape(stopped[0]), escape(str(log_path))
@@ -665,6 +667,43 @@ def _windows_skipped(agents: list[tuple[str, str, str]]) -> tuple[int, str, bool
 
 
 CONTROL_FAILED = "capture control failed at step "  # logged by npuprof.agent.controller, an ERROR
+
+
+def _ranks_that_recorded_nothing(
+    agents: list[tuple[str, str, str]], captures: list[CaptureSummary], cfg: ProfileConfig
+) -> list[str]:
+    """One line for each rank of the job that the schedule was to record but that has no capture, with the
+    steps its processes counted (helper-129: a torchrun rank that never reached a step was left unsaid: the
+    summary listed the other rank's capture alone, as if the job had one). Not for --dynamic or a time
+    window (their captures come from a request or the clock), nor a rank --ranks leaves out."""
+    if cfg.dynamic or cfg.timed or cfg.schedule.off:
+        return []
+    ranks: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for pid, _level, message in agents:
+        if ready := _READY.match(message):
+            ranks[pid] = ready["rank"]
+        elif message.startswith(STEPS_AT_EXIT) and message[len(STEPS_AT_EXIT) :].isdigit():
+            counts[pid] = int(message[len(STEPS_AT_EXIT) :])
+    recorded = {str(c.rank) for c in captures}
+    wanted = None if cfg.ranks is None else {str(rank) for rank in cfg.ranks}
+    first = cfg.schedule.skip_first + cfg.schedule.wait + cfg.schedule.warmup
+    notes = []
+    for rank in sorted(set(ranks.values()) - recorded - {"None"}, key=lambda r: (len(r), r)):
+        if wanted is not None and rank not in wanted:
+            continue
+        pids = [pid for pid, its in ranks.items() if its == rank]
+        known = [counts[pid] for pid in pids if pid in counts]
+        counted = (
+            f"it counted {max(known)} step(s)"
+            if known
+            else "it ended without logging the steps it counted (by os._exit, or killed)"
+        )
+        notes.append(
+            f"rank {rank} recorded nothing: {counted}; the schedule records from step {first} "
+            f"(pid {', '.join(pids)})"
+        )
+    return notes
 
 
 def _profiling_stopped(agents: list[tuple[str, str, str]]) -> list[str]:
