@@ -9,6 +9,7 @@ analyse` on real result trees, real FIFOs, real pipes.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import signal
@@ -161,6 +162,49 @@ def test_planted_fifos_and_symlinks_never_hang_or_lead_analyse_out_of_the_tree(t
     assert "not followed" in _one_line_each(proc.stderr, str(traps["linked_dir"]))[0]
     assert "FIFO" in _one_line_each(proc.stderr, str(traps["record"]))[0]
     assert not (traps["secret"] / "ASCEND_PROFILER_OUTPUT").exists(), "analyse wrote outside the tree"
+
+
+def _never_hangs(*args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return npuprof(*args, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"npuprof {' '.join(args[:1])} hung on a FIFO planted as a capture's side file")
+
+
+def test_fifos_planted_as_a_captures_side_files_never_hang(tmp_path: Path) -> None:
+    """helper-129: the capture record, the run record and the trace were read without blocking, the rest
+    not: a FIFO as profiler_info.json hung `npuprof analyse` (whether the capture asked for a db), as
+    npuprof_summary.json or npuprof_annotations.json beside a deleted trace hung it too, as
+    profiler_metadata.json hung `--export-type db`, and as memory_timeline.meta.json hung `npuprof
+    memory-timeline`. Each is passed over as the file missing or unreadable would be."""
+    info = write_rank_dir(tmp_path / "info", cpu_trace(), rank=None)
+    (info / "profiler_info.json").unlink()
+    os.mkfifo(info / "profiler_info.json")
+    proc = _never_hangs("analyse", str(info), "--format", "json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["ranks"][0]["steps"], proc.stderr
+    for name in ("npuprof_summary.json", "npuprof_annotations.json"):
+        parsed = write_rank_dir(tmp_path / name, cpu_trace(), rank=0)
+        assert _never_hangs("analyse", str(parsed)).returncode == 0
+        next(parsed.glob("*.pt.trace.json")).unlink()  # deleted to save space: the tables are what is left
+        (parsed / "ASCEND_PROFILER_OUTPUT" / name).unlink(missing_ok=True)
+        os.mkfifo(parsed / "ASCEND_PROFILER_OUTPUT" / name)
+        proc = _never_hangs("analyse", str(parsed), "--format", "json")
+        assert "Traceback" not in proc.stderr, proc.stderr
+        if name == "npuprof_summary.json":
+            assert proc.returncode == 1 and "npuprof_summary.json" in proc.stderr, proc.stderr
+        else:
+            assert proc.returncode == 0 and json.loads(proc.stdout)["ranks"][0]["steps"], proc.stderr
+    meta = write_rank_dir(tmp_path / "meta", cpu_trace(), rank=0)
+    os.mkfifo(meta / "profiler_metadata.json")
+    proc = _never_hangs("analyse", str(meta), "--export-type", "db", "--format", "json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    timeline = tmp_path / "timeline_1_20250101000000000_ascend_pt"
+    timeline.mkdir()
+    with gzip.open(timeline / "memory_timeline.raw.json.gz", "wt") as raw:
+        json.dump([[1000, 0, 4096, 1], [2000, 1, 4096, 1]], raw)
+    os.mkfifo(timeline / "memory_timeline.meta.json")
+    proc = _never_hangs("memory-timeline", str(timeline), "-o", str(tmp_path / "timeline.json"))
+    assert proc.returncode == 0 and (tmp_path / "timeline.json").is_file(), proc.stderr
 
 
 def test_a_planted_fifo_never_hangs_the_launchers_summary(out: Path, tmp_path: Path) -> None:

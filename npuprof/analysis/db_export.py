@@ -42,7 +42,7 @@ from npuprof.analysis.marks_ranges import Spans
 from npuprof.analysis.step_breakdown import StepWindows
 from npuprof.analysis.tables import OpView, RankTables
 from npuprof.results.atomic import file_mode
-from npuprof.results.layout import ANALYSIS_DB, profiler_db_name
+from npuprof.results.layout import ANALYSIS_DB, profiler_db_name, read_json_record
 
 MODULE_PREFIX = "nn.Module: "
 NA = "N/A"
@@ -419,7 +419,7 @@ class _Tables:
         """profiler_metadata.json of the rank dir (the user's add_metadata keys), as torch_npu copies it."""
         path = self.src.rank_dir / "profiler_metadata.json"
         try:
-            value = json.loads(path.read_text(encoding="utf-8"))
+            value = read_json_record(path)
         except (OSError, ValueError):
             return {}
         return value if isinstance(value, dict) else {}

@@ -29,6 +29,7 @@ from npuprof.analysis.step_breakdown import StepWindows
 from npuprof.analysis.trace_body import epoch_texts
 from npuprof.analysis.trace_loader import EventHead, TraceReader
 from npuprof.analysis.vocabulary import USER_ANNOTATION
+from npuprof.results import layout
 
 MARKS_FILE = "npuprof_marks.json"  # written by the capture (agent/capture_annotations.py)
 COMM_FILE = "npuprof_comm_ranges.json"  # agent/comm_marks.py
@@ -129,7 +130,7 @@ def _read_comm(path: Path) -> CommRecord:
 
 def _msprof_tx(info: Path) -> bool:
     try:
-        value = json.loads(info.read_bytes())
+        value = layout.read_json_record(info)
         return value["config"]["experimental_config"]["_msprof_tx"] is True
     except (OSError, ValueError, KeyError, TypeError):
         return False

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import json
 import os
 import sys
 import time
@@ -167,7 +166,7 @@ def _capture_asked_for_db(rank_dir: Path) -> bool:
     a later parse (``--no-analyse``, then ``npuprof analyse``) writes the db without being told again."""
     for info in rank_dir.glob("profiler_info*.json"):
         try:
-            config = json.loads(info.read_text(encoding="utf-8")).get("config", {})
+            config = layout.read_json_record(info).get("config", {})
             kind = config.get("experimental_config", {}).get("_export_type")
         except (OSError, ValueError, AttributeError):
             continue

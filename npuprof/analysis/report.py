@@ -364,7 +364,7 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
             # another tool's files: a form no reader foresaw costs this rank, never the whole report
             return None, f"torch_npu's tables are in a form npuprof cannot read ({type(exc).__name__}: {exc})"
     try:
-        data = (parsed_dir / SUMMARY_FILE).read_bytes()
+        data = layout.read_regular(parsed_dir / SUMMARY_FILE)
     except OSError as exc:
         why = f"no readable {SUMMARY_FILE} ({exc.strerror or exc}; parsed by another tool?)"
         return None, why + "; re-run with --force"
@@ -377,7 +377,7 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
 def _load_annotations(parsed_dir: Path) -> tuple[Annotations | None, str]:
     """The rank's marks, ranges and GC pauses (None without them), or (None, why they cannot be used)."""
     try:
-        data = (parsed_dir / ANNOTATIONS_FILE).read_bytes()
+        data = layout.read_regular(parsed_dir / ANNOTATIONS_FILE)
     except FileNotFoundError:
         return None, ""
     except OSError as exc:

@@ -323,7 +323,7 @@ def read_raw(path: Path) -> list[RawEvent]:
 
 def read_meta(path: Path) -> dict[str, object]:
     try:
-        meta = json.loads(path.read_text())
+        meta = layout.read_json_record(path)
     except (OSError, ValueError, RecursionError):
         return {}
     return meta if isinstance(meta, dict) else {}
