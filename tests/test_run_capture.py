@@ -182,6 +182,33 @@ def test_output_directory_contents_are_never_overwritten(out: Path) -> None:
     assert (out / "npuprof.log").read_bytes().startswith(before[out / "npuprof.log"])
 
 
+def test_captures_begun_within_one_millisecond_are_all_kept(out: Path, tmp_path: Path) -> None:
+    """helper-129: a capture's directory is named by its process and the millisecond it began; with
+    --wait 0 --warmup 0 --active 1 and a fast step (a third of the captures of a --step-on no-op began 1 ms
+    after the one before on 2 slow cores), or a clock set back, the next capture's name was taken: it was
+    skipped ("File exists") and lost. Here the clock stands still, as if every capture began in one
+    millisecond: each gets a directory of its own, none is skipped."""
+    script = tmp_path / "still_clock.py"
+    script.write_text(
+        "import importlib, time, types\n"
+        "import torch\n"
+        "def train_step():\n"
+        "    torch.ones(2) + 1\n"
+        "layout = importlib.import_module('npuprof.results.layout')  # the agent's, awake since the def\n"
+        "layout.time = types.ModuleType('time')\n"
+        "vars(layout.time).update(vars(time), time=lambda: 1.8e9)\n"
+        "for _ in range(5):\n"
+        "    train_step()\n"
+    )
+    flags = ["--no-analyse", "--step-on", "__main__:train_step", *sched(0, 0, 1), "--repeat", "0"]
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script))
+    assert result.returncode == 0, result.stderr
+    assert "skipped" not in result.stderr and "could not record" not in result.stderr, result.stderr
+    records = [capture_record(d) for d in rank_dirs(out)]
+    assert sorted(r["steps"][0] for r in records) == [0, 1, 2, 3, 4, 5], records
+    assert all(r["status"] == "complete" for r in records), records
+
+
 def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
     marker = tmp_path / "done"
     result = run_trainer(

@@ -74,13 +74,11 @@ class CaptureWriter:
         if self.backend.writes_own_layout:
             self.rank_dir = None
             return
-        name = layout.rank_dir_name(self.worker, os.getpid(), layout.timestamp_ms())
         # A SIGTERM waits until the capture's directory and record are made (a few ms): its finalise,
         # run inside them, found no capture and left only the record's temporary (helper-107).
         with export_hold():
             make_dir(self.output)
-            rank_dir = self.output / name
-            rank_dir.mkdir(mode=0o750)
+            rank_dir = layout.new_rank_dir(self.output, self.worker)
             try:
                 write_json(
                     rank_dir / layout.CAPTURE_RECORD,
@@ -263,9 +261,7 @@ class CaptureWriter:
         self._skip_reported = True
         rank_dir = None
         try:
-            name = layout.rank_dir_name(self.worker, os.getpid(), layout.timestamp_ms())
-            rank_dir = self.output / name
-            rank_dir.mkdir(mode=0o750)
+            rank_dir = layout.new_rank_dir(self.output, self.worker)
             record = self._record(layout.STATUS_INCOMPLETE, steps=[step], detail=detail)
             write_json(rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
         except OSError as exc:

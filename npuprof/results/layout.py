@@ -64,6 +64,24 @@ def rank_dir_name(worker: str, pid: int, stamp: str) -> str:
     return f"{worker}_{pid}_{stamp}{RANK_DIR_SUFFIX}"
 
 
+def new_rank_dir(output: Path, worker: str) -> Path:
+    """Make this process's next rank dir in ``output`` (mode 0o750), named by the millisecond it begins, or
+    the first one after it not taken: two captures begun within one millisecond (--wait 0 --warmup 0
+    --active 1 on a fast step), or a clock set back, lost the second capture ("File exists": helper-129).
+    Raises OSError."""
+    now = time.time()
+    for tick in range(1000):
+        rank_dir = output / rank_dir_name(worker, os.getpid(), timestamp_ms(now + tick / 1000))
+        try:
+            rank_dir.mkdir(mode=0o750)
+        except FileExistsError:
+            continue
+        return rank_dir
+    raise FileExistsError(
+        errno.EEXIST, "a rank dir of this process for each millisecond of a second", str(output)
+    )
+
+
 def info_file_name(rank: int | None) -> str:
     return "profiler_info.json" if rank is None else f"profiler_info_{rank}.json"
 
