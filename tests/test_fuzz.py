@@ -614,6 +614,29 @@ def test_cli_readers_on_bad_traces_answer_in_their_own_words(tmp_path: Path) -> 
                 assert _one_line(result.stderr) and result.stderr.startswith(f"npuprof {args[0]}: ")
 
 
+def test_a_bare_array_nested_too_deeply_is_one_line_in_every_reader(tmp_path: Path) -> None:
+    """helper-129: a file of 200,000 nested JSON arrays (a bare array of events, as far as its first byte
+    tells) gave export-stacks and memory-timeline a RecursionError traceback (their reader's search for
+    where the JSON stops recursed past its limit), and analyse "failed: RecursionError". Each says the trace
+    is corrupt, nested too deeply to read."""
+    trace = tmp_path / "deep.pt.trace.json"
+    trace.write_text("[" * 200_000 + "]" * 200_000)
+    for args in (
+        ("analyse", str(trace)),
+        ("export-stacks", str(trace)),
+        ("memory-timeline", str(trace), "-o", str(tmp_path / "deep.json")),
+    ):
+        result = _cli(*args)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, (args, result.stderr)
+        first = result.stderr.splitlines()[0]
+        assert first.startswith(f"npuprof {args[0]}: ") and "nested too deeply to read" in first, (
+            result.stderr
+        )
+        assert _one_line(result.stderr) or args[0] == "analyse", (
+            result.stderr
+        )  # + "nothing could be analysed"
+
+
 # ---- what `npuprof analyse` reads back: its own summary of a parsed rank dir -------------------------
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Every place in a JSON value (keys and indices from the root)."""

@@ -561,6 +561,10 @@ class TraceReader:
         self.malformed_at = None
         try:
             raws = _RAW_EVENTS.decode(framed)
+        except RecursionError:  # as in _events_of (helper-129: a traceback here, from a bare array of arrays)
+            raise TraceError(
+                "corrupt", f"{self.path}: JSON nested too deeply to read (corrupt trace)"
+            ) from None
         except msgspec.DecodeError as exc:
             found = _MALFORMED_AT.search(str(exc))
             if found:
