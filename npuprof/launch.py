@@ -25,6 +25,14 @@ FORWARDED_SIGNALS = (
     signal.SIGQUIT,
     signal.SIGUSR1,
     signal.SIGUSR2,
+    # any other a process dies of by default, sent from outside: SGE's SIGXCPU at a soft CPU limit (a job may
+    # catch it to save a checkpoint), `timeout -s ALRM`, SIGPWR. They killed the launcher, whose job then
+    # got SIGTERM from its parent-death signal, with no record and no summary (helper-129).
+    signal.SIGXCPU,
+    signal.SIGALRM,
+    signal.SIGVTALRM,
+    signal.SIGPROF,
+    signal.SIGPWR,
 )
 SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `timeout` passes its own on)
 # Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).
@@ -305,7 +313,7 @@ def die_of(signum: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    if signum == signal.SIGQUIT:  # its default action dumps core: not of the launcher
+    if signum in (signal.SIGQUIT, signal.SIGXCPU):  # their default action dumps core: not of the launcher
         import resource
 
         with contextlib.suppress(OSError, ValueError):

@@ -788,6 +788,48 @@ def test_a_running_job_gets_no_sigcont_with_the_signals_passed_on(out: Path, tmp
     assert heard.read_text() == "SIGHUP\n"
 
 
+def test_a_batch_systems_sigxcpu_or_sigalrm_reaches_the_job_and_the_launcher_lives_on(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-129: npuprof passed on six signals; any other that ends a process by default killed the
+    launcher at once: SGE's SIGXCPU at a soft CPU limit (a job catches it to save a checkpoint and goes on),
+    `timeout -s ALRM`, SIGPWR. The job then got SIGTERM from its parent-death signal instead (it died with
+    its checkpoint half written), no run record was finished and no summary printed. They are passed on:
+    the job hears each, trains on, and its exit code is npuprof's."""
+    ready, heard = tmp_path / "ready", tmp_path / "heard"
+    script = _script(
+        tmp_path,
+        "checkpoints.py",
+        STEP + "import os, signal, time\n"
+        "def note(signum, frame):\n"
+        f"    open({str(heard)!r}, 'a').write(signal.Signals(signum).name + '\\n')\n"
+        "def heard_all():\n"
+        f"    return os.path.exists({str(heard)!r}) and len(open({str(heard)!r}).read().split()) >= 3\n"
+        "for signum in (signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR):\n"
+        "    signal.signal(signum, note)\n"
+        "for s in range(3):\n"
+        "    step()\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "deadline = time.monotonic() + 60\n"
+        "while time.monotonic() < deadline and not heard_all():\n"
+        "    time.sleep(0.05)\n"
+        "step()\n",
+    )
+    with _launched("run", "-o", str(out), "--no-analyse", "--", sys.executable, str(script)) as job:
+        _wait_for(ready.exists, "the job to be ready")
+        for signum in (signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR):
+            job.send_signal(signum)
+            _wait_for(
+                lambda n=signum.name: heard.exists() and n in heard.read_text(),
+                f"the job to hear {signum}",
+                20,
+            )
+        _, err = job.communicate(timeout=90)
+    assert job.returncode == 0, err
+    assert heard.read_text() == "SIGXCPU\nSIGALRM\nSIGPWR\n"
+    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 0, err
+
+
 def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
     out: Path, tmp_path: Path
 ) -> None:
