@@ -428,6 +428,27 @@ def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path)
     assert "incomplete" in line and "in progress" not in line
 
 
+def test_a_capture_of_a_run_going_on_on_another_host_is_not_said_interrupted(tmp_path: Path) -> None:
+    """helper-129: a multi-node job writing to a shared file system, analysed from the login node while it
+    trains: a capture of another node, still recording, was "interrupted capture: the process ended before
+    the capture was finalised", though its run had not ended (its record has no end) and nothing on this
+    host can tell. It is in progress there, as far as this host knows: said so, with the other host."""
+    out = tmp_path / "result"
+    d = out / "node2_4242_20250101000000000_ascend_pt"
+    d.mkdir(parents=True)
+    (d / "npuprof_capture.json").write_text(json.dumps({"status": "capturing", "run_id": "r1", "pid": 4242}))
+    record = {"run_id": "r1", "host": "node2", "launcher_pid": 4240, "start": "2025-01-01T00:00:00+0000"}
+    (out / "npuprof_run.json").write_text(json.dumps({**record, "end": None}))
+    proc = npuprof("analyse", str(out), "--format", "json")
+    (problem,) = json.loads(proc.stdout)["problems"]
+    assert problem["status"] == "in progress", problem
+    assert "node2" in problem["reason"] and "process ended" not in problem["reason"], problem
+    (out / "npuprof_run.json").write_text(json.dumps({**record, "end": "2025-01-01T01:00:00+0000"}))
+    proc = npuprof("analyse", str(out), "--format", "json")  # its run has ended: interrupted after all
+    (problem,) = json.loads(proc.stdout)["problems"]
+    assert problem["status"] == "incomplete" and "process ended" in problem["reason"], problem
+
+
 @pytest.mark.parametrize("whole", [True, False])
 def test_a_whole_trace_beside_a_record_never_finalised_is_analysed(tmp_path: Path, whole: bool) -> None:
     """A full disk took the record's last update (and the post-processor's): the record still said

@@ -465,6 +465,8 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
         alive = live_launcher(rank_dir.parent, record.run_id)
         if alive and not _capturing_process_gone(rank_dir, record.pid):
             return CaptureStatus(STATUS_CAPTURING, f"in progress: its run is still going ({alive})")
+        if (elsewhere := launcher_elsewhere(rank_dir.parent, record.run_id)) is not None:
+            return CaptureStatus(STATUS_CAPTURING, f"in progress: {elsewhere}")
         return CaptureStatus(STATUS_INCOMPLETE, detail or NOT_FINALISED)
     return CaptureStatus(status, detail)
 
@@ -669,6 +671,26 @@ def live_launcher(output: Path, run_id: Any) -> str | None:
     answer = _live_launcher(output, run_id)
     _live_cache[key] = (now, answer)
     return answer
+
+
+def launcher_elsewhere(output: Path, run_id: Any) -> str | None:
+    """Why a capture of the run ``run_id`` may still record, when its run record has no end and names
+    another host (a multi-node job on a shared file system, analysed from a login node): nothing here can
+    tell whether its launcher lives (helper-129: its captures read "the process ended" while they
+    recorded). None for a run of this host, or one that has ended."""
+    if not isinstance(run_id, str) or not run_id:
+        return None
+    for _path, record in read_run_records(output):
+        if record.get("run_id") != run_id:
+            continue
+        host, pid = record.get("host"), record.get("launcher_pid")
+        if record.get("end") is not None or not isinstance(host, str) or host == os.uname().nodename:
+            return None
+        return (
+            f"its run has not ended on {host} (npuprof pid {pid} there, which this host cannot check: still "
+            "recording, or stopped with that host)"
+        )
+    return None
 
 
 def _live_launcher(output: Path, run_id: str) -> str | None:
