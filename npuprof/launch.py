@@ -27,11 +27,10 @@ FORWARDED_SIGNALS = (
     signal.SIGUSR2,
     # any other a process dies of by default, sent from outside: SGE's SIGXCPU at a soft CPU limit (a job may
     # catch it to save a checkpoint), `timeout -s ALRM`, SIGPWR. They killed the launcher, whose job then
-    # got SIGTERM from its parent-death signal, with no record and no summary (helper-129).
+    # got SIGTERM from its parent-death signal, with no record and no summary (helper-129). Not SIGPROF or
+    # SIGVTALRM: a sampling profiler of the launcher's own uses them.
     signal.SIGXCPU,
     signal.SIGALRM,
-    signal.SIGVTALRM,
-    signal.SIGPROF,
     signal.SIGPWR,
 )
 SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `timeout` passes its own on)
