@@ -320,7 +320,7 @@ class Agent:
             controller = self.controller
             # the run's end report reads these; once a process (helper-121: a forked child that ends by
             # exit() runs this both from atexit and from multiprocessing's exit finalizers)
-            counting = controller.armed or getattr(controller, "step_function_wrapped", False)
+            counting = controller.armed or controller.step_function_wrapped
             if counting and ended_by == "training ended" and self._counts_logged_in != os.getpid():
                 self._counts_logged_in = os.getpid()
                 self.log.info(f"steps counted in this process: {controller.step}")

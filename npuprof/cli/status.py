@@ -49,7 +49,7 @@ def status_command(
     if not root.exists():
         _fail(f"{directory} does not exist: give the directory of npuprof run --dynamic DIR")
     if not logs.is_dir():
-        from npuprof.results.layout import run_output_hint
+        from npuprof.reports.inputs import run_output_hint
 
         _fail(
             run_output_hint(root, "status")

@@ -187,7 +187,7 @@ def _write(directory: Path, data: bytes) -> Path:
 
     # a job's watchers leave log/ (the file itself may have been deleted while the job runs: they wait for it)
     if not (directory / CONFIG_NAME).exists() and not (directory / LOG_DIR).is_dir():
-        from npuprof.results.layout import run_output_hint
+        from npuprof.reports.inputs import run_output_hint
 
         if hint := run_output_hint(directory, "trigger"):
             _fail_line(hint)

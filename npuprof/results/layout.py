@@ -623,35 +623,6 @@ def read_run_records(output: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
             yield path, record
 
 
-def run_output_hint(directory: Path, command: str) -> str | None:
-    """What to run instead when ``npuprof status``/``trigger`` (``command``) is given a run's output (-o: its
-    record beside its captures) rather than the directory of ``--dynamic DIR``: the watched directory the
-    latest run recorded, or ``npuprof analyse`` for a run without --dynamic. None for any other folder."""
-    from npuprof.reports.run_summary import shell_quote
-
-    records = sorted(read_run_records(directory), key=lambda pr: _mtime(pr[0]))
-    if not records:
-        return None
-    config = records[-1][1].get("config")
-    dynamic = config.get("dynamic") if isinstance(config, dict) else None
-    if isinstance(dynamic, str) and dynamic:
-        return (
-            f"{directory} is the output of npuprof run --dynamic {dynamic}, not the directory it watches: "
-            f"npuprof {command} {shell_quote(dynamic)}"
-        )
-    return (
-        f"{directory} is the output of npuprof run, which ran without --dynamic (nothing to {command}): "
-        f"npuprof analyse {shell_quote(str(directory))} reads its captures"
-    )
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
 _LIVE_CACHE_S = 2.0
 _live_cache: dict[tuple[str, str], tuple[float, str | None]] = {}
 
