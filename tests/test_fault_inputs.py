@@ -449,6 +449,30 @@ def test_a_capture_of_a_run_going_on_on_another_host_is_not_said_interrupted(tmp
     assert problem["status"] == "incomplete" and "process ended" in problem["reason"], problem
 
 
+def test_a_temporary_file_of_a_run_going_on_on_another_host_is_never_removed(tmp_path: Path) -> None:
+    """helper-129: analyse removes the temporary files of writers that died (a post-processor killed while
+    it gzipped a trace), those whose pid is gone and idle for a minute. A pid of another host says nothing,
+    and that host's post-processor waits, idle, while its process records: while their run has not ended
+    there, its files are left alone; once it has, they are a dead writer's."""
+    out = tmp_path / "result"
+    d = write_rank_dir(out, cpu_trace(), name="node2_4242_20250101000000000")
+    record = {"status": "complete", "run_id": "r1", "pid": 4242, "backend": "torch-cpu"}
+    (d / "npuprof_capture.json").write_text(json.dumps(record))
+    run = {"run_id": "r1", "host": "node2", "launcher_pid": 4240, "start": "2025-01-01T00:00:00+0000"}
+    (out / "npuprof_run.json").write_text(json.dumps({**run, "end": None}))
+    (trace,) = d.glob("*.pt.trace.json")
+    gzipping = d / f".{trace.name}.gz.999999999-0123456789ab.tmp"  # a pid no process has on this host
+    gzipping.write_bytes(b"\x1f\x8b" + b"\0" * 100)
+    os.utime(gzipping, (time.time() - 600, time.time() - 600))
+    proc = npuprof("analyse", str(out), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert gzipping.exists(), "a temporary file of a writer on another host, whose run goes on, was removed"
+    (out / "npuprof_run.json").write_text(json.dumps({**run, "end": "2025-01-01T01:00:00+0000"}))
+    proc = npuprof("analyse", str(out), "--format", "json", "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert not gzipping.exists(), "its run has ended: the file is a dead writer's"
+
+
 @pytest.mark.parametrize("whole", [True, False])
 def test_a_whole_trace_beside_a_record_never_finalised_is_analysed(tmp_path: Path, whole: bool) -> None:
     """A full disk took the record's last update (and the post-processor's): the record still said

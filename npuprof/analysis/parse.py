@@ -109,6 +109,14 @@ def _alone_in(out_dir: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+def _run_goes_on_elsewhere(rank_dir: Path) -> bool:
+    """Whether the capture's run has not ended on another host (a shared file system): its post-processor's
+    temporary files there, idle while it waits for its process to record, are no dead writer's (helper-129:
+    an analyse from the login node would have deleted a gzip in progress)."""
+    record = layout.read_capture_record(rank_dir) or {}
+    return layout.launcher_elsewhere(rank_dir.parent, record.get("run_id")) is not None
+
+
 def _remove_leftovers(out_dir: Path) -> None:
     """Delete what a parse killed mid-way left behind (its temporary files: ``.<name>.<...>.tmp``, and a
     ``trace_view.json`` it had moved aside: ``.trace_view.json.<...>.old``); only plain files."""
@@ -279,9 +287,10 @@ def parse_rank_dir(
             return outcome
         outcome.rank = layout.rank_of(rank_dir)
         # a post-processor killed while it gzipped the trace left gigabytes under a hidden name
-        remove_dead_writers_temps(rank_dir)
-        if not (rank_dir / layout.PARSED_DIR).is_symlink():
-            remove_dead_writers_temps(rank_dir / layout.PARSED_DIR)
+        if not _run_goes_on_elsewhere(rank_dir):
+            remove_dead_writers_temps(rank_dir)
+            if not (rank_dir / layout.PARSED_DIR).is_symlink():
+                remove_dead_writers_temps(rank_dir / layout.PARSED_DIR)
         # a link above the rank dir (a home or scratch that is one) is followed; ASCEND_PROFILER_OUTPUT
         # itself a link, or a link planted in /tmp, is refused (npuprof/results/paths.py)
         out_dir = resolve_output_path(rank_dir / layout.PARSED_DIR, "parsed output directory")
