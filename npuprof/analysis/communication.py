@@ -3,7 +3,9 @@
 
 Sources: ``record_param_comms`` operators (NCCL/HCCL: collective name, message size, dtype, process group),
 their device kernels (matched by External id) for the time on the device, and on CPU the ``gloo:<op>``
-spans of gloo's worker threads (size from their input dims and dtype, group from ``distributedInfo``).
+spans of gloo's worker threads (size from their input dims and dtype; their group is the default one of
+``distributedInfo``, or, with --msprof-tx, the group that the ``comm:`` ranges of the calls name for the
+worker thread: each process group has threads of its own).
 Operators are named ``<collective>__<n>@<group>``, n counting per group and collective, so the same
 operator has the same name on every rank of a group. Wait/synchronisation times need all ranks and are
 reported as 0 here.
@@ -11,6 +13,7 @@ reported as 0 here.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import math
@@ -180,7 +183,35 @@ def _world(dist: dict[str, Any]) -> Sequence[int]:
         return range(1)
 
 
-def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
+def call_groups(ranges: Sequence[tuple[str, int, int]], base_ns: int) -> list[tuple[float, float, str]]:
+    """(start, end, group) of each ``comm:`` range (``name``, start and end in epoch ns: --msprof-tx's
+    ``comm:{op},{group},{dtype},{count}``), by start, in the trace's µs after ``base_ns``."""
+    out = []
+    for name, start_ns, end_ns in ranges:
+        parts = name.split(",")
+        if name.startswith("comm:") and len(parts) >= 4:  # a group's own name may hold a comma
+            out.append(((start_ns - base_ns) / 1000.0, (end_ns - base_ns) / 1000.0, ",".join(parts[1:-2])))
+    return sorted(out)
+
+
+def _thread_groups(
+    spans: list[tuple[int, float]], calls: Sequence[tuple[float, float, str]]
+) -> dict[int, str]:
+    """The group of each gloo worker thread: the one most named by the ``comm:`` ranges in which its spans
+    (thread, start) began (a range covers its call, a synchronous one until its span has ended)."""
+    starts = [c[0] for c in calls]
+    votes: dict[int, dict[str, int]] = {}
+    for thread, ts in spans:
+        i = bisect.bisect_right(starts, ts) - 1
+        if i >= 0 and ts <= calls[i][1]:
+            tally = votes.setdefault(thread, {})
+            tally[calls[i][2]] = tally.get(calls[i][2], 0) + 1
+    return {thread: max(tally, key=lambda g: tally[g]) for thread, tally in votes.items()}
+
+
+def collect(x: Extract, meta: dict[str, Any], calls: Sequence[tuple[float, float, str]] = ()) -> list[CommOp]:
+    """The collectives of the trace; ``calls``: the groups of the ``comm:`` ranges (``call_groups``), which
+    give the gloo spans theirs."""
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     pgs = dist.get("pg_config") or []
     if not isinstance(pgs, list):
@@ -193,6 +224,7 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
     default_ranks: Sequence[int] = _ranks_of(default_pg.get("ranks", [])) or _world(dist)
     dev_by_ext = _device_tasks(x)
     ops: list[CommOp] = []
+    gloo: list[tuple[int, int, float]] = []  # (index in ops, thread, start) of the gloo spans
     # record_param_comms, where torch writes it, is the record of each collective: the backend's spans
     # (nccl:all_reduce on the host and again over its kernel) are the same operations
     recorded = any(span[0] == "record_param_comms" for span in x.comm_spans)
@@ -227,10 +259,20 @@ def collect(x: Extract, meta: dict[str, Any]) -> list[CommOp]:
             dev = dev_by_ext.get(vocab.external_id(args))  # torch 1.8-1.10 nccl: its kernel
             if dev is not None:
                 ts, dur, corr = dev
+            gloo.append((len(ops), thread, ts))
         if element is None:  # no shapes recorded, or an element type not known here
             ops.append(CommOp(coll, group, ts, dur, 0.0, ranks, False, dtype, count, host, corr))
             continue
         ops.append(CommOp(coll, group, ts, dur, count * element, ranks, True, dtype, count, host, corr))
+    if gloo and calls:
+        by_name = {str(p.get("pg_name")): p for p in pgs if isinstance(p, dict)}
+        by_name["default_pg"] = default_pg  # the comm: ranges' name of the default group
+        groups = _thread_groups([(thread, ts) for _i, thread, ts in gloo], calls)
+        for i, thread, _ts in gloo:
+            pg = by_name.get(groups.get(thread, ""))
+            ranks = _ranks_of(pg.get("ranks", [])) if pg else []
+            if pg and ranks:
+                ops[i].group, ops[i].ranks = str(pg.get("pg_name", default_group)), ranks
     if not ops:  # no host record of them (torch before 1.13, torch_npu's trace_view): the device's tasks
         ops = _device_comm_ops(x, default_group, default_ranks)
     if not ops:  # a CPU trace with only the calls (c10d::allreduce_): as analyse counts its time

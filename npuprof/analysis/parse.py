@@ -656,7 +656,11 @@ def _write_outputs(
         fork = workers > 1
         # communication and memory tables in a second process (forked: it shares the columns) when allowed;
         # the operators' nesting, which both need, is computed here (after the call stacks) and handed over
-        comm_ops = communication.collect(extract, meta)
+        comm_record = rank_notes.want.comm_ranges if rank_notes.want is not None else None
+        comm_calls = communication.call_groups(
+            [(r.name, r.start_ns, r.end_ns) for r in comm_record.ranges] if comm_record else [], base_ns
+        )
+        comm_ops = communication.collect(extract, meta, comm_calls)
         nested = SharedColumns(tables.OpView, len(extract.op_ts), fork)
         side = Forked(
             fork, lambda: _side_outputs(extract, meta, out_dir, rank, nested.get, comm_ops), nested.after_fork
