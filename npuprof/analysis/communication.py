@@ -183,33 +183,36 @@ def _world(dist: dict[str, Any]) -> Sequence[int]:
         return range(1)
 
 
-def call_groups(ranges: Sequence[tuple[str, int, int]], base_ns: int) -> list[tuple[float, float, str]]:
-    """(start, end, group) of each ``comm:`` range (``name``, start and end in epoch ns: --msprof-tx's
-    ``comm:{op},{group},{dtype},{count}``), by start, in the trace's µs after ``base_ns``."""
+Call = tuple[float, float, str, str]  # a comm: range: start and end (the trace's µs), group, function
+
+
+def call_groups(ranges: Sequence[tuple[str, int, int]], base_ns: int) -> list[Call]:
+    """(start, end, group, function) of each ``comm:`` range (``name``, start and end in epoch ns:
+    --msprof-tx's ``comm:{op},{group},{dtype},{count}``), by start, in the trace's µs after ``base_ns``."""
     out = []
     for name, start_ns, end_ns in ranges:
         parts = name.split(",")
         if name.startswith("comm:") and len(parts) >= 4:  # a group's own name may hold a comma
-            out.append(((start_ns - base_ns) / 1000.0, (end_ns - base_ns) / 1000.0, ",".join(parts[1:-2])))
+            start, end = (start_ns - base_ns) / 1000.0, (end_ns - base_ns) / 1000.0
+            out.append((start, end, ",".join(parts[1:-2]), parts[0][len("comm:") :]))
     return sorted(out)
 
 
-def _thread_groups(
-    spans: list[tuple[int, float]], calls: Sequence[tuple[float, float, str]]
-) -> dict[int, str]:
-    """The group of each gloo worker thread: the one most named by the ``comm:`` ranges in which its spans
-    (thread, start) began (a range covers its call, a synchronous one until its span has ended)."""
+def _thread_groups(spans: list[tuple[int, float, str]], calls: Sequence[Call]) -> dict[int, str]:
+    """The group of each gloo worker thread: the one most named by the ``comm:`` ranges of the same
+    collective (``all_gather`` in ``all_gather_into_tensor``) in which its spans (thread, start, collective)
+    began (a range covers its call, a synchronous one until its span has ended)."""
     starts = [c[0] for c in calls]
     votes: dict[int, dict[str, int]] = {}
-    for thread, ts in spans:
+    for thread, ts, coll in spans:
         i = bisect.bisect_right(starts, ts) - 1
-        if i >= 0 and ts <= calls[i][1]:
+        if i >= 0 and ts <= calls[i][1] and coll in calls[i][3]:
             tally = votes.setdefault(thread, {})
             tally[calls[i][2]] = tally.get(calls[i][2], 0) + 1
     return {thread: max(tally, key=lambda g: tally[g]) for thread, tally in votes.items()}
 
 
-def collect(x: Extract, meta: dict[str, Any], calls: Sequence[tuple[float, float, str]] = ()) -> list[CommOp]:
+def collect(x: Extract, meta: dict[str, Any], calls: Sequence[Call] = ()) -> list[CommOp]:
     """The collectives of the trace; ``calls``: the groups of the ``comm:`` ranges (``call_groups``), which
     give the gloo spans theirs."""
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
@@ -267,7 +270,7 @@ def collect(x: Extract, meta: dict[str, Any], calls: Sequence[tuple[float, float
     if gloo and calls:
         by_name = {str(p.get("pg_name")): p for p in pgs if isinstance(p, dict)}
         by_name["default_pg"] = default_pg  # the comm: ranges' name of the default group
-        groups = _thread_groups([(thread, ts) for _i, thread, ts in gloo], calls)
+        groups = _thread_groups([(thread, ts, ops[i].name) for i, thread, ts in gloo], calls)
         for i, thread, _ts in gloo:
             pg = by_name.get(groups.get(thread, ""))
             ranks = _ranks_of(pg.get("ranks", [])) if pg else []
