@@ -205,3 +205,16 @@ def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(out: Path, tmp_
     result = _once_more_on_teardown_abort(lambda: npuprof(*picked, timeout=180), out)
     assert result.returncode == 0, result.stderr
     assert "recorded nothing" not in result.stderr, result.stderr
+
+
+def test_torchrun_of_a_later_srun_node_is_no_rank_that_recorded_nothing(out: Path) -> None:
+    """helper-131: under srun, torchrun's own process has SLURM_PROCID (its node's number, 3 here) and no
+    RANK, so its agent said 'rank 3'; it never steps, and the summary said 'rank 3 recorded nothing' of a
+    job whose two ranks (0 and 1) both recorded. torchrun's process says at exit that it started the
+    workers, and is no rank of the job."""
+    args = ["run", "-o", str(out), *sched(1, 1, 2), "--no-analyse", "--", *TORCHRUN, EXAMPLE, "--steps", "6"]
+    env = clean_env(SLURM_PROCID="3")
+    result = _once_more_on_teardown_abort(lambda: npuprof(*args, env=env, timeout=180), out)
+    assert result.returncode == 0, result.stderr
+    assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
+    assert "recorded nothing" not in result.stderr, result.stderr

@@ -326,6 +326,12 @@ class Agent:
                 self.log.info(f"steps counted in this process: {controller.step}")
                 if controller.windows_skipped:
                     self.log.info(f"capture windows skipped in this process: {controller.windows_skipped}")
+            elif not counting and self._counts_logged_in != os.getpid():
+                from npuprof.agent.window_plan import starts_workers
+
+                if starts_workers():  # its rank (SLURM_PROCID under srun) is not a rank that records
+                    self._counts_logged_in = os.getpid()
+                    self.log.info("this process started the job's workers (torchrun): they record, not it")
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
                 late = ""

@@ -82,7 +82,7 @@ class WindowPlan:
         """On the training thread, before each decision: the clock says whether the window is open."""
         now = time.monotonic()
         if self.state == WAITING and now >= self.start_at:
-            if _starts_workers():  # known only once `python -m torch.distributed.run` runs its __main__
+            if starts_workers():  # known only once `python -m torch.distributed.run` runs its __main__
                 self.state = DONE  # torchrun's own process imports torch too: its workers record, not it
                 self.log.info("--delay/--duration: no window in the process that starts the workers")
                 return
@@ -397,7 +397,7 @@ def spawned_child_starting(code: list[tuple[str, str]]) -> bool:
     return seen(_SPAWN_MAIN) and not seen(_BOOTSTRAP)
 
 
-def _starts_workers() -> bool:
+def starts_workers() -> bool:
     """Whether this process is torchrun (or torch.distributed.launch), not one of its workers."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if getattr(spec, "name", None) in WORKER_STARTERS:

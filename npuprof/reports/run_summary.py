@@ -638,6 +638,7 @@ def why_no_capture(
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
 CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged by npuprof.agent.controller
 STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.entry at exit
+STARTS_WORKERS_AT_EXIT = "this process started the job's workers"  # likewise, by torchrun's own process
 WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewise
 TRACE_NOT_WRITTEN = "the trace of "  # "the trace of steps 6-8 was not written: why", npuprof.agent.capture
 
@@ -680,11 +681,16 @@ def _ranks_that_recorded_nothing(
         return []
     ranks: dict[str, str] = {}
     counts: dict[str, int] = {}
+    starters: set[str] = set()
     for pid, _level, message in agents:
         if ready := _READY.match(message):
             ranks[pid] = ready["rank"]
         elif message.startswith(STEPS_AT_EXIT) and message[len(STEPS_AT_EXIT) :].isdigit():
             counts[pid] = int(message[len(STEPS_AT_EXIT) :])
+        elif message.startswith(STARTS_WORKERS_AT_EXIT):
+            starters.add(pid)  # its rank is its node's (SLURM_PROCID under srun), not one that records
+    for pid in starters:
+        ranks.pop(pid, None)
     recorded = {str(c.rank) for c in captures}
     wanted = None if cfg.ranks is None else {str(rank) for rank in cfg.ranks}
     first = cfg.schedule.skip_first + cfg.schedule.wait + cfg.schedule.warmup
