@@ -387,3 +387,19 @@ def test_force_without_the_raw_trace_reads_the_tables_of_the_earlier_parse(tmp_p
     gone = npuprof("analyse", str(out), "--force")
     assert gone.returncode == 1 and "no *.pt.trace.json(.gz) in" in gone.stderr, gone.stderr
     assert "torch_npu" not in gone.stderr, gone.stderr
+
+
+def test_force_without_the_raw_trace_does_not_drop_a_db_asked_for_in_silence(tmp_path: Path) -> None:
+    """helper-131: `analyse --force --export-type db` on a capture whose raw trace was deleted after its
+    parse reported the earlier tables with exit 0 and wrote no db, with no word of it (without --force the
+    same command says the trace is missing). The db cannot be made without the trace: it says so."""
+    out = tmp_path / "out"
+    run = run_trainer(out, *sched(1, 0, 2), train=("--steps", "5"), analyse=True)
+    assert run.returncode == 0, run.stderr
+    (rank_dir,) = out.glob("*_ascend_pt")
+    for raw in rank_dir.glob("*.pt.trace.json*"):
+        raw.unlink()
+    forced = npuprof("analyse", str(out), "--force", "--export-type", "db")
+    dbs = list((rank_dir / "ASCEND_PROFILER_OUTPUT").glob("*.db"))
+    assert forced.returncode != 0 or dbs, forced.stderr
+    assert "no *.pt.trace.json(.gz) in" in forced.stderr, forced.stderr

@@ -316,7 +316,13 @@ def parse_rank_dir(
         ):
             outcome.status = "cached"
             return outcome
-        if force and done.exists() and _tables_whole(out_dir) and _nothing_to_parse_again(rank_dir):
+        if (
+            force
+            and done.exists()
+            and (has_db or not export_db)  # a db asked for needs the trace: "missing" below (helper-131)
+            and _tables_whole(out_dir)
+            and _nothing_to_parse_again(rank_dir)
+        ):
             # its raw trace deleted since its parse (to save space): what --force would remake stands
             outcome.status, outcome.reason = "cached", FORCED_WITHOUT_RAW_DATA
             return outcome
