@@ -233,6 +233,20 @@ def test_a_step_function_defined_and_never_called_is_named_as_never_called(tmp_p
     assert "schedule needs" not in text, text
 
 
+def test_a_job_that_failed_after_the_def_and_before_a_call_is_not_told_of_a_subclass(tmp_path: Path) -> None:
+    """helper-131: a job that failed after defining its --step-on function and before calling it (the model
+    did not fit) was told its function was never called because "a subclass's method that overrides it, or
+    another function the script calls instead, is not it": its own error is the news, as for the default
+    trigger."""
+    script = tmp_path / "train.py"
+    script.write_text("def train_step():\n    pass\n\n\nraise MemoryError('the model did not fit')\n")
+    proc = _run(tmp_path / "out", "train_step", (0, 0, 1), [sys.executable, str(script)])
+    assert proc.returncode == 1, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "the job failed (exit code 1) and no step was counted: __main__:train_step never returned" in text
+    assert "if it failed before training, its own error output says why" in text, text
+
+
 @pytest.mark.parametrize(
     ("script", "code"),
     [(None, 2), ("def helper():\n    pass\n\n\nraise SystemError('boom')\ndef train_step():\n    pass\n", 1)],

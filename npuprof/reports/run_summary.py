@@ -625,7 +625,12 @@ def why_no_capture(
             "it was wrapped when it loaded, and no call of it ran: a subclass's method that overrides it, or "
             "another function the script calls instead, is not it"
         )
-        return f"{ended} and {never} ({why})" if exit_code else f"{never} ({why})"
+        if exit_code:  # most likely it failed before its first step: its own error is the news (helper-131)
+            return (
+                f"{ended} and {never}: if it failed before training, its own error output says why; "
+                f"else {why}"
+            )
+        return f"{never} ({why})"
     most = f"; the most steps a process counted: {max(counts)}" if counts else ""
     if exit_code:
         return f"{ended} before the schedule's first capture, which records from step {first} ({what}{most})"
