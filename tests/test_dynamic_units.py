@@ -866,3 +866,21 @@ def test_status_and_trigger_on_a_runs_output_name_the_directory_they_take(tmp_pa
             else:
                 assert f"npuprof analyse {out}" in result.stderr, result.stderr
             assert not (out / CONFIG_NAME).exists() and not (out / "log").exists()
+
+
+def test_status_on_a_watched_dir_that_is_also_the_output_is_not_told_to_status_itself(tmp_path: Path) -> None:
+    """helper-131: `npuprof run -o same --dynamic same`, its log/ removed since: `npuprof status same` said
+    "same is the output of npuprof run --dynamic /…/same, not the directory it watches: npuprof status
+    /…/same", the very directory, and again when followed. It is the directory it watches: the line says
+    only that it has no log/."""
+    from conftest import clean_env, npuprof
+
+    env = clean_env(PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    same = tmp_path / "same"
+    same.mkdir()
+    record = {"run_id": "r1", "config": {"output": str(same), "dynamic": str(same)}, "captures": []}
+    (same / "npuprof_run.json").write_text(json.dumps(record))
+    result = npuprof("status", str(same), env=env)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "not the directory it watches" not in result.stderr, result.stderr
+    assert "no log/ directory" in result.stderr, result.stderr

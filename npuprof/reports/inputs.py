@@ -150,6 +150,8 @@ def run_output_hint(directory: Path, command: str) -> str | None:
     config = records[-1][1].get("config")
     dynamic = config.get("dynamic") if isinstance(config, dict) else None
     if isinstance(dynamic, str) and dynamic:
+        if _same_directory(Path(dynamic), directory):  # -o DIR --dynamic DIR: its log/ is what is missing
+            return None
         return (
             f"{directory} is the output of npuprof run --dynamic {dynamic}, not the directory it watches: "
             f"npuprof {command} {shell_quote(dynamic)}"
@@ -158,6 +160,13 @@ def run_output_hint(directory: Path, command: str) -> str | None:
         f"{directory} is the output of npuprof run, which ran without --dynamic (nothing to {command}): "
         f"npuprof analyse {shell_quote(str(directory))} reads its captures"
     )
+
+
+def _same_directory(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _mtime(path: Path) -> float:
