@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,54 @@ def test_torchs_warnings_to_the_scripts_own_profiler_are_not_hidden(out: Path, t
     assert result.returncode == 0, result.stderr
     assert rank_dirs(out)  # npuprof captured before the script's profiler
     assert "Profiler clears events at the end of each cycle" in result.stderr
+
+
+def test_a_rank_still_running_when_the_first_process_ends_is_not_said_to_have_recorded_nothing(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-131: the job's first process started rank 0 and rank 1 and ended once rank 0 had trained; rank
+    1 still ran (it went on to record). The summary said "rank 1 recorded nothing: it ended without logging
+    the steps it counted (by os._exit, or killed)" beside "1 process(es) of it still run": it had not ended.
+    Only the second line stays."""
+    go, ready = tmp_path / "go", tmp_path / "ready"
+    trainer_script = trainer()[1]
+    slow = tmp_path / "slow.py"  # rank 1: trains once let go, after the summary
+    slow.write_text(
+        "import os, runpy, sys, time\n"
+        "import torch  # its agent starts: ready, rank 1\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
+        f"sys.argv = [{trainer_script!r}, '--steps', '3']\n"
+        f"runpy.run_path({trainer_script!r}, run_name='__main__')\n"
+    )
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, subprocess, sys, time\n"
+        "env = dict(os.environ, WORLD_SIZE='2')\n"
+        f"subprocess.Popen([sys.executable, {str(slow)!r}], env=dict(env, RANK='1'), "
+        "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"  # npuprof's output ends without it
+        f"subprocess.run([sys.executable, {trainer_script!r}, '--steps', '3'], env=dict(env, RANK='0'))\n"
+        f"while not os.path.exists({str(ready)!r}):\n    time.sleep(0.05)\n"
+    )
+    try:
+        result = npuprof(
+            "run",
+            "-o",
+            str(out),
+            *sched(0, 0, 1),
+            "--no-analyse",
+            "--",
+            sys.executable,
+            str(script),
+            timeout=180,
+        )
+    finally:
+        go.touch()
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "1 process(es) of it still run" in said, said
+    assert "recorded nothing" not in said, said
+    deadline = time.monotonic() + 120
+    while len(rank_dirs(out)) < 2 and time.monotonic() < deadline:  # rank 1 records once let go
+        time.sleep(0.2)
+    assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]

@@ -19,6 +19,8 @@ from npuprof.results.logfile import AGENT_START_FAILED, NESTED_RUN, SPAWNED_CHIL
 from npuprof.results.run_record import CaptureSummary
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from rich.console import Console
 
 MIN_DIRECTORY_WIDTH = 24
@@ -194,7 +196,8 @@ def print_run_summary(
         if traces:
             more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
             console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
-    for note in _ranks_that_recorded_nothing(agents, captures, cfg):
+    running = processes_of_the_run(run_id, helpers=False)  # said below: they may record yet
+    for note in _ranks_that_recorded_nothing(agents, captures, cfg, {str(pid) for pid in running}):
         console.print(f"[bold yellow]npuprof:[/] {escape(note)}", soft_wrap=True)
     stopped = _profiling_stopped(agents)
     if stopped:
@@ -223,7 +226,6 @@ def print_run_summary(
             "not listed here",
             soft_wrap=True,
         )
-    running = processes_of_the_run(run_id, helpers=False)
     if running:
         console.print(
             f"[bold yellow]npuprof:[/] the job's first process ended, but {_still_running(running)}: what "
@@ -676,12 +678,16 @@ CONTROL_FAILED = "capture control failed at step "  # logged by npuprof.agent.co
 
 
 def _ranks_that_recorded_nothing(
-    agents: list[tuple[str, str, str]], captures: list[CaptureSummary], cfg: ProfileConfig
+    agents: list[tuple[str, str, str]],
+    captures: list[CaptureSummary],
+    cfg: ProfileConfig,
+    running: Collection[str] = (),
 ) -> list[str]:
     """One line for each rank of the job that the schedule was to record but that has no capture, with the
     steps its processes counted (helper-129: a torchrun rank that never reached a step was left unsaid: the
     summary listed the other rank's capture alone, as if the job had one). Not for --dynamic or a time
-    window (their captures come from a request or the clock), nor a rank --ranks leaves out."""
+    window (their captures come from a request or the clock), nor a rank --ranks leaves out, nor one whose
+    process still runs (``running``: pids; the summary says they may record yet)."""
     if cfg.dynamic or cfg.timed or cfg.schedule.off:
         return []
     ranks: dict[str, str] = {}
@@ -704,6 +710,8 @@ def _ranks_that_recorded_nothing(
         if wanted is not None and rank not in wanted:
             continue
         pids = [pid for pid, its in ranks.items() if its == rank]
+        if any(pid in running for pid in pids):  # helper-131: said "it ended ...", then it recorded
+            continue
         known = [counts[pid] for pid in pids if pid in counts]
         counted = (
             f"it counted {max(known)} step(s)"
