@@ -33,6 +33,10 @@ FORWARDED_SIGNALS = (
     signal.SIGALRM,
     signal.SIGPWR,
 )
+# Passed on to a stopped job, these are followed by SIGCONT (it takes them only once continued): those that
+# end a process by default and come from outside (`kill`, `timeout -s SIG`), not SIGINT/SIGQUIT (a terminal's)
+# or SIGUSR1/2 (a job's own protocol, which may mean "stop").
+_CONTINUED_AFTER = (signal.SIGTERM, signal.SIGHUP, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR)
 SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `timeout` passes its own on)
 # Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).
 TERMINATING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -380,10 +384,11 @@ def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Itera
                 killing.clear()
             return
         _kill_group(pgid_holder[0], signum)
-        if signum in (signal.SIGTERM, signal.SIGHUP) and _stopped(pgid_holder[0]):
+        if signum in _CONTINUED_AFTER and _stopped(pgid_holder[0]):
             # a stopped job (SIGSTOP) would only take it once continued: continued, as a shell's `kill`
-            # does (helper-124: `timeout 6 npuprof run` of a stopped job never ended); a running one is not
-            # sent SIGCONT (helper-127: its handler ran)
+            # does (helper-124: `timeout 6 npuprof run` of a stopped job never ended; helper-131: nor did
+            # `timeout -s ALRM`, whose SIGCONT reaches the launcher alone); a running one is not sent
+            # SIGCONT (helper-127: its handler ran)
             _kill_group(pgid_holder[0], signal.SIGCONT)
 
     previous = {}

@@ -760,6 +760,37 @@ def test_sigterm_ends_a_stopped_job_as_timeout_ends_one(out: Path, tmp_path: Pat
     assert capture_record(rank_dir)["detail"] == "stopped by SIGTERM"
 
 
+@pytest.mark.parametrize("signum", [signal.SIGALRM, signal.SIGXCPU, signal.SIGPWR], ids=lambda s: s.name)
+def test_timeouts_other_signals_end_a_stopped_job_too(out: Path, tmp_path: Path, signum: int) -> None:
+    """helper-131: `timeout -s ALRM 6 npuprof run ...` of a stopped job never ended once SIGALRM was passed
+    on (before, it killed the launcher at once): the stopped job could not take it, and `timeout` follows
+    any signal with SIGCONT, which reached the launcher alone. A stopped job is continued after each
+    signal that ends a process by default, as after SIGTERM."""
+    stopped = tmp_path / "stopped"
+    script = _script(
+        tmp_path,
+        "stops.py",
+        STEP + "import os, signal\n"
+        "for s in range(6):\n"
+        "    step()\n"
+        "    if s == 2:\n"
+        f"        open({str(stopped)!r}, 'w').close()\n"
+        "        os.kill(os.getpid(), signal.SIGSTOP)\n",
+    )
+    with _launched(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 0, 50), "--", sys.executable, str(script)
+    ) as job:
+        _wait_for(stopped.exists, "the job to stop itself")
+        time.sleep(0.5)
+        job.send_signal(signum)
+        try:
+            _, err = job.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            job.send_signal(signal.SIGTERM)  # ends it for the test
+            pytest.fail(f"the stopped job still ran 30 s after {signal.Signals(signum).name}")
+    assert job.returncode == -signum, err
+
+
 def test_a_running_job_gets_no_sigcont_with_the_signals_passed_on(out: Path, tmp_path: Path) -> None:
     """helper-127: SIGCONT followed every signal passed on: a running job that reloads on SIGHUP ran its
     SIGCONT handler too. Only a stopped job is continued, as a shell's kill does."""
