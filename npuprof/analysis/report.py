@@ -1066,8 +1066,9 @@ def _build_report(
             if (path / CONFIG_NAME).is_file() and (path / LOG_DIR).is_dir():
                 raise NothingToAnalyse(
                     f"no rank directory (a capture) under {path}: it is the directory npuprof run --dynamic "
-                    "watches; the captures are in the run's output (-o, default ./npuprof_result), which "
-                    f"npuprof status {shlex.quote(str(path))} names"
+                    "watches; the captures are in the run's output (its -o, default ./npuprof_result in the "
+                    f"directory it ran in); npuprof status {shlex.quote(str(path))} tells what each process "
+                    "did"
                 )
             raise NothingToAnalyse(f"no rank directory (a capture) under {path}, and it is not a trace file")
         rank_dirs = _one_run(path, rank_dirs, run, on_note)
