@@ -315,6 +315,7 @@ class Agent:
         # Python ignores it in an exit callback) waits for the capture and its hand-over, and is dropped.
         from npuprof.agent.controller import later_start_avoids_it
         from npuprof.agent.signals import sigint_held_back
+        from npuprof.results.logfile import STARTS_WORKERS_AT_EXIT, STEPS_AT_EXIT, WINDOWS_SKIPPED_AT_EXIT
 
         with sigint_held_back(deliver=False):
             controller = self.controller
@@ -323,15 +324,15 @@ class Agent:
             counting = controller.armed or controller.step_function_wrapped
             if counting and ended_by == "training ended" and self._counts_logged_in != os.getpid():
                 self._counts_logged_in = os.getpid()
-                self.log.info(f"steps counted in this process: {controller.step}")
+                self.log.info(f"{STEPS_AT_EXIT}{controller.step}")
                 if controller.windows_skipped:
-                    self.log.info(f"capture windows skipped in this process: {controller.windows_skipped}")
+                    self.log.info(f"{WINDOWS_SKIPPED_AT_EXIT}{controller.windows_skipped}")
             elif not counting and self._counts_logged_in != os.getpid():
                 from npuprof.agent.window_plan import starts_workers
 
                 if starts_workers():  # its rank (SLURM_PROCID under srun) is not a rank that records
                     self._counts_logged_in = os.getpid()
-                    self.log.info("this process started the job's workers (torchrun): they record, not it")
+                    self.log.info(STARTS_WORKERS_AT_EXIT)
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
                 late = ""

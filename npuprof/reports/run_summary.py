@@ -15,7 +15,14 @@ from npuprof.config import ProfileConfig
 from npuprof.job_processes import processes_of_the_run
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
-from npuprof.results.logfile import AGENT_START_FAILED, NESTED_RUN, SPAWNED_CHILD
+from npuprof.results.logfile import (
+    AGENT_START_FAILED,
+    NESTED_RUN,
+    SPAWNED_CHILD,
+    STARTS_WORKERS_AT_EXIT,
+    STEPS_AT_EXIT,
+    WINDOWS_SKIPPED_AT_EXIT,
+)
 from npuprof.results.run_record import CaptureSummary
 
 if TYPE_CHECKING:
@@ -644,9 +651,6 @@ def why_no_capture(
 
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
 CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged by npuprof.agent.controller
-STEPS_AT_EXIT = "steps counted in this process: "  # logged by npuprof.agent.entry at exit
-STARTS_WORKERS_AT_EXIT = "this process started the job's workers"  # likewise, by torchrun's own process
-WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "  # likewise
 TRACE_NOT_WRITTEN = "the trace of "  # "the trace of steps 6-8 was not written: why", npuprof.agent.capture
 
 

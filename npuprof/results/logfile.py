@@ -21,6 +21,10 @@ AGENT_START_FAILED = "agent failed to start, training goes on without profiling:
 NESTED_RUN = "a nested npuprof run profiles the job's processes from here: "
 # ends the agent's line for --step-on __main__:NAME in a process multiprocessing's spawn started (entry)
 SPAWNED_CHILD = "; no steps counted in spawned processes"
+# logged by each agent at its process's exit (entry), for the run's summary to count and explain
+STEPS_AT_EXIT = "steps counted in this process: "
+WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "
+STARTS_WORKERS_AT_EXIT = "this process started the job's workers (torchrun): they record, not it"
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
