@@ -14,6 +14,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# One OpenMP thread in every process the tests start, clean_env's or not: on 2 cores shared by three xdist
+# workers, torch's per-core thread pools only contend (a spinning OpenMP thread burns the CPU another job
+# needs)
+os.environ["OMP_NUM_THREADS"] = "1"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
