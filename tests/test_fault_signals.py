@@ -729,43 +729,9 @@ def test_a_job_blocked_in_cpp_after_taking_npuprofs_pipe_still_dies_of_sigterm(
     assert "(exit code of the job: 143)" in err, err
 
 
-def test_sigterm_ends_a_stopped_job_as_timeout_ends_one(out: Path, tmp_path: Path) -> None:
-    """helper-124: `timeout 6 npuprof run ...` of a job that was stopped (SIGSTOP: a debugger, a freezer,
-    the job itself) never ended: npuprof passed SIGTERM on to a job that cannot take it while stopped.
-    `timeout` and a shell's `kill` follow it with SIGCONT; npuprof now does too."""
-    stopped = tmp_path / "stopped"
-    script = _script(
-        tmp_path,
-        "stops.py",
-        STEP + "import os, signal\n"
-        "for s in range(6):\n"
-        "    step()\n"
-        "    if s == 2:\n"
-        f"        open({str(stopped)!r}, 'w').close()\n"
-        "        os.kill(os.getpid(), signal.SIGSTOP)\n",
-    )
-    with _launched(
-        "run", "-o", str(out), "--no-analyse", *sched(1, 0, 50), "--", sys.executable, str(script)
-    ) as job:
-        _wait_for(stopped.exists, "the job to stop itself")
-        time.sleep(0.5)
-        job.send_signal(signal.SIGTERM)
-        try:
-            _, err = job.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the stopped job still ran 30 s after SIGTERM")
-    assert job.returncode == -signal.SIGTERM, err
-    assert "(exit code of the job: 143)" in err, err
-    (rank_dir,) = rank_dirs(out)
-    assert capture_record(rank_dir)["detail"] == "stopped by SIGTERM"
-
-
-@pytest.mark.parametrize("signum", [signal.SIGALRM, signal.SIGXCPU, signal.SIGPWR], ids=lambda s: s.name)
-def test_timeouts_other_signals_end_a_stopped_job_too(out: Path, tmp_path: Path, signum: int) -> None:
-    """helper-131: `timeout -s ALRM 6 npuprof run ...` of a stopped job never ended once SIGALRM was passed
-    on (before, it killed the launcher at once): the stopped job could not take it, and `timeout` follows
-    any signal with SIGCONT, which reached the launcher alone. A stopped job is continued after each
-    signal that ends a process by default, as after SIGTERM."""
+def _signal_a_stopped_job(out: Path, tmp_path: Path, signum: int) -> tuple[int, str]:
+    """`npuprof run` of a job that stops itself (SIGSTOP) after its third step, sent ``signum`` while it is
+    stopped: npuprof's exit status and stderr; the test fails when it still runs 30 s later."""
     stopped = tmp_path / "stopped"
     script = _script(
         tmp_path,
@@ -788,7 +754,28 @@ def test_timeouts_other_signals_end_a_stopped_job_too(out: Path, tmp_path: Path,
         except subprocess.TimeoutExpired:
             job.send_signal(signal.SIGTERM)  # ends it for the test
             pytest.fail(f"the stopped job still ran 30 s after {signal.Signals(signum).name}")
-    assert job.returncode == -signum, err
+    return job.returncode, err
+
+
+def test_sigterm_ends_a_stopped_job_as_timeout_ends_one(out: Path, tmp_path: Path) -> None:
+    """helper-124: `timeout 6 npuprof run ...` of a job that was stopped (SIGSTOP: a debugger, a freezer,
+    the job itself) never ended: npuprof passed SIGTERM on to a job that cannot take it while stopped.
+    `timeout` and a shell's `kill` follow it with SIGCONT; npuprof now does too."""
+    returncode, err = _signal_a_stopped_job(out, tmp_path, signal.SIGTERM)
+    assert returncode == -signal.SIGTERM, err
+    assert "(exit code of the job: 143)" in err, err
+    (rank_dir,) = rank_dirs(out)
+    assert capture_record(rank_dir)["detail"] == "stopped by SIGTERM"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGALRM, signal.SIGXCPU, signal.SIGPWR], ids=lambda s: s.name)
+def test_timeouts_other_signals_end_a_stopped_job_too(out: Path, tmp_path: Path, signum: int) -> None:
+    """helper-131: `timeout -s ALRM 6 npuprof run ...` of a stopped job never ended once SIGALRM was passed
+    on (before, it killed the launcher at once): the stopped job could not take it, and `timeout` follows
+    any signal with SIGCONT, which reached the launcher alone. A stopped job is continued after each
+    signal that ends a process by default, as after SIGTERM."""
+    returncode, err = _signal_a_stopped_job(out, tmp_path, signum)
+    assert returncode == -signum, err
 
 
 def test_a_running_job_gets_no_sigcont_with_the_signals_passed_on(out: Path, tmp_path: Path) -> None:

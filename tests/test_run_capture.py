@@ -341,17 +341,8 @@ def test_a_rank_still_running_when_the_first_process_ends_is_not_said_to_have_re
         f"while not os.path.exists({str(ready)!r}):\n    time.sleep(0.05)\n"
     )
     try:
-        result = npuprof(
-            "run",
-            "-o",
-            str(out),
-            *sched(0, 0, 1),
-            "--no-analyse",
-            "--",
-            sys.executable,
-            str(script),
-            timeout=180,
-        )
+        flags = ["-o", str(out), *sched(0, 0, 1), "--no-analyse"]
+        result = npuprof("run", *flags, "--", sys.executable, str(script), timeout=180)
     finally:
         go.touch()
     assert result.returncode == 0, result.stderr
