@@ -32,19 +32,35 @@ FORWARDED_SIGNALS = (
     signal.SIGXCPU,
     signal.SIGALRM,
     signal.SIGPWR,
+    # helper-134: the rest that end a process by default: SIGIO/SIGPOLL, SIGSTKFLT (only ever sent by
+    # `kill`), and the real-time signals, which a job may use as SIGUSR1/2 (Slurm's --signal=RTMIN+N@T, MPI
+    # runtimes). They killed the launcher as the three above did. Not the faults (SIGSEGV, SIGABRT, ...):
+    # a handler of ours would hide the launcher's own.
+    signal.SIGIO,
+    signal.SIGSTKFLT,
+    *range(signal.SIGRTMIN, signal.SIGRTMAX + 1),
 )
 # Passed on to a stopped job, these are followed by SIGCONT (it takes them only once continued): those that
 # end a process by default and come from outside (`kill`, `timeout -s SIG`), not SIGINT/SIGQUIT (a terminal's)
-# or SIGUSR1/2 (a job's own protocol, which may mean "stop").
-_CONTINUED_AFTER = (signal.SIGTERM, signal.SIGHUP, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR)
+# or SIGUSR1/2 and the real-time signals (a job's own protocol, which may mean "stop").
+_CONTINUED_AFTER = (
+    *(signal.SIGTERM, signal.SIGHUP, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR),
+    *(signal.SIGIO, signal.SIGSTKFLT),
+)
 SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `timeout` passes its own on)
 # Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).
 TERMINATING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Stops made by a shell's job control (Ctrl-Z, a background job touching the terminal): the launcher mirrors
 # them. Not SIGSTOP: debuggers and samplers (ptrace) stop the job with it and continue only the job.
 JOB_CONTROL_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
-# Python ignores these; ignored signals survive exec, so the job gets them back at their defaults.
-_RESET_IN_CHILD = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTTOU)
+# Only the terminal means these for a process (one touching it from the background). Sent to the launcher
+# (`kill -TTIN`, in a shell's session) they stopped it alone while the job ran on: ignored while the job runs.
+# SIGWINCH and SIGURG need nothing: ignored by default, and a resized terminal signals its foreground group,
+# the job's. SIGTSTP stays: a shell's kill -TSTP stops its non-interactive shell, not the job it waits for.
+TERMINAL_ONLY = (signal.SIGTTIN, signal.SIGTTOU)
+# Python ignores these; ignored signals survive exec, so the job gets them back at their defaults (and
+# TERMINAL_ONLY, unless ignored when npuprof started: _terminal_signals_ignored)
+_RESET_IN_CHILD = (signal.SIGPIPE, signal.SIGXFSZ)
 # Linux refuses one environment string over 128 KiB (MAX_ARG_STRLEN), "NAME=" and the NUL included.
 _ENV_STRING_MAX = 128 * 1024 - len(ENV_CONFIG) - 2
 _PYTHON_LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "colossalai", "mpirun", "srun", "msrun")
@@ -447,26 +463,29 @@ class _Terminal:
     def held_by(self, job: int) -> bool:
         return self._owner() == job
 
-    @contextlib.contextmanager
-    def session(self) -> Iterator[_Terminal]:
-        if self.fd is None:
-            yield self
-            return
-        # tcsetpgrp from a background group raises SIGTTOU, which would stop the launcher.
-        old_ttou = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-        try:
-            yield self
-        finally:
-            signal.signal(signal.SIGTTOU, old_ttou)
+
+@contextlib.contextmanager
+def _terminal_signals_ignored() -> Iterator[tuple[int, ...]]:
+    """The launcher ignores TERMINAL_ONLY while the job runs (tcsetpgrp from a background group raises
+    SIGTTOU too); yields the signals the job gets at their defaults: not those ignored when npuprof started
+    (as nohup's ignored SIGHUP, they stay ignored in the job)."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in TERMINAL_ONLY}
+    try:
+        yield (*_RESET_IN_CHILD, *(sig for sig, handler in previous.items() if handler != signal.SIG_IGN))
+    finally:
+        for sig, handler in previous.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):  # None: set outside Python
+                signal.signal(sig, handler)
 
 
 def run_child(command: list[str], env: dict[str, str], run_id: str | None = None) -> JobEnd:
     """Run ``command`` in its own process group and wait for it, passing signals and job control on
     (``run_id``: the run whose processes a second SIGINT kills wherever they are)."""
     pgid: list[int] = []
-    with _Terminal().session() as terminal, _forward_signals(pgid, run_id) as received:
+    terminal = _Terminal()
+    with _terminal_signals_ignored() as reset_in_child, _forward_signals(pgid, run_id) as received:
         try:
-            pid = _spawn(command, env)
+            pid = _spawn(command, env, reset_in_child)
         except FileNotFoundError:
             raise LaunchError(f"command not found: {command[0]!r}") from None
         except PermissionError:
@@ -487,7 +506,7 @@ def run_child(command: list[str], env: dict[str, str], run_id: str | None = None
     return JobEnd(returncode, list(received))
 
 
-def _spawn(command: list[str], env: dict[str, str]) -> int:
+def _spawn(command: list[str], env: dict[str, str], reset: tuple[int, ...] = _RESET_IN_CHILD) -> int:
     """Start ``command`` as the leader of a new process group; returns its pid.
 
     posix_spawn (vfork + exec) rather than subprocess: importing subprocess alone costs ~8 ms of the
@@ -495,7 +514,7 @@ def _spawn(command: list[str], env: dict[str, str]) -> int:
     (a make jobserver, a pipe the caller set up) to the child; npuprof's own are close-on-exec."""
     path = command[0] if os.sep in command[0] else which(command[0], env.get("PATH", os.defpath))
     # Search the child's PATH (above), as subprocess does (posix_spawnp would search the launcher's).
-    return os.posix_spawn(path, command, env, setpgroup=0, setsigdef=_RESET_IN_CHILD)
+    return os.posix_spawn(path, command, env, setpgroup=0, setsigdef=reset)
 
 
 def which(name: str, path: str) -> str:

@@ -848,6 +848,91 @@ def test_a_batch_systems_sigxcpu_or_sigalrm_reaches_the_job_and_the_launcher_liv
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 0, err
 
 
+def _name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # only SIGRTMIN and SIGRTMAX are named
+        return f"SIGRTMIN+{signum - signal.SIGRTMIN}"
+
+
+# (signal, what the job does with it: "handles" it, "dies" of it, or is never sent it)
+_OTHER_SIGNALS = [
+    (signal.SIGRTMIN, "handles"),
+    (signal.SIGRTMIN + 3, "dies"),
+    (signal.SIGRTMAX, "handles"),
+    (signal.SIGIO, "handles"),
+    (signal.SIGSTKFLT, "handles when stopped"),
+    (signal.SIGTTIN, "never sent"),
+    (signal.SIGTTOU, "never sent"),
+    (signal.SIGWINCH, "never sent"),
+]
+
+
+@pytest.mark.parametrize(
+    ("signum", "fate"), _OTHER_SIGNALS, ids=[f"{_name(s)}-{f}" for s, f in _OTHER_SIGNALS]
+)
+def test_the_other_signals_sent_to_the_launcher_reach_the_job_or_nothing(
+    out: Path, tmp_path: Path, signum: int, fate: str
+) -> None:
+    """helper-134: a real-time signal (a job's own protocol, as SIGUSR1: a batch system's warning, MPI),
+    SIGIO or SIGSTKFLT killed the launcher at once: no record end, the job ended by its parent-death
+    signal or orphaned. They are passed on as SIGUSR1 is: the job handles it and npuprof exits with its
+    code, or it dies of it and npuprof dies of it too; SIGIO and SIGSTKFLT, which end a process by default,
+    continue a stopped job as SIGTERM does (`timeout -s`). SIGTTIN/SIGTTOU, only the terminal's, stopped the
+    launcher alone (in a group that is not orphaned, as a shell's job is) while the job ran on and ended
+    unwaited; they are ignored, as SIGWINCH is. No torch: the capture is not at stake."""
+    heard, ready = tmp_path / "heard", tmp_path / "ready"
+    script = _script(tmp_path, "other_signals.py", (
+        "import os, signal, sys, time\n"
+        "def note(signum, frame):\n"
+        f"    open({str(heard)!r}, 'a').write(f'{{signum}}\\n')\n"
+        f"for s in ({signal.SIGUSR1}, *([] if {fate == 'dies'} else [{signum}])):\n"
+        "    signal.signal(s, note)\n"
+        "def heard_usr1():\n"
+        f"    return os.path.exists({str(heard)!r}) and '{signal.SIGUSR1}' in open({str(heard)!r}).read()\n"
+        f"open({str(ready)!r}, 'w').write(str(os.getpid()))\n"
+        f"if {fate == 'handles when stopped'}:\n"
+        "    os.kill(os.getpid(), signal.SIGSTOP)\n"
+        "deadline = time.monotonic() + 60\n"
+        "while time.monotonic() < deadline and not heard_usr1():\n"
+        "    time.sleep(0.02)\n"
+    ))  # fmt: skip
+    # a group of its own in this session, not orphaned (its parent is in another group of the session): the
+    # kernel stops it at SIGTTIN, where it drops that signal in a new session
+    job = subprocess.Popen(
+        [*NPUPROF, "run", "-o", str(out), "--no-analyse", "--", sys.executable, str(script)],
+        env=clean_env(), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, process_group=0,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: ready.exists() and ready.read_text(), "the job to be ready", 30)
+        if fate == "handles when stopped":
+            _wait_for(lambda: _state(int(ready.read_text())) == "T", "the job to stop itself", 10)
+        job.send_signal(signum)
+        if fate.startswith("handles"):
+            _wait_for(lambda: heard.exists() and str(signum) in heard.read_text(), "the job to hear it", 20)
+        if fate != "dies":
+            time.sleep(0.2)
+            assert _state(job.pid) == "S", f"npuprof is {_state(job.pid)} after {_name(signum)}"
+            job.send_signal(signal.SIGUSR1)
+        _, err = job.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            job.kill()
+        job.wait()
+    record = json.loads((out / "npuprof_run.json").read_text())
+    if fate == "dies":
+        assert job.returncode == -signum, err
+        assert record["exit_code"] == 128 + signum and record["end"] is not None, record
+        assert f"ended by {_name(signum)} (exit code {128 + signum})" in err, err
+        return
+    assert job.returncode == 0, err
+    assert record["exit_code"] == 0 and record["end"] is not None, record
+    expected = [signum, signal.SIGUSR1] if fate.startswith("handles") else [signal.SIGUSR1]
+    assert heard.read_text().split() == [str(s) for s in expected]
+
+
 def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
     out: Path, tmp_path: Path
 ) -> None:

@@ -773,8 +773,8 @@ def _signal_of(exit_code: int) -> str:
     number = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 128 + 65 else 0
     try:
         return signal.Signals(number).name if number else ""
-    except ValueError:
-        return ""
+    except ValueError:  # the real-time signals between SIGRTMIN and SIGRTMAX have no names of their own
+        return f"SIGRTMIN+{number - signal.SIGRTMIN}" if signal.SIGRTMIN < number < signal.SIGRTMAX else ""
 
 
 def _how_the_job_ended(exit_code: int, died_of: int | None = None) -> str:
