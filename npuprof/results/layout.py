@@ -648,7 +648,10 @@ def launcher_elsewhere(output: Path, run_id: Any) -> str | None:
     """Why a capture of the run ``run_id`` may still record, when its run record has no end and names
     another host (a multi-node job on a shared file system, analysed from a login node): nothing here can
     tell whether its launcher lives (helper-129: its captures read "the process ended" while they
-    recorded). None for a run of this host, or one that has ended."""
+    recorded). None for a run of this host, or one that has ended. No age ends this (helper-134): a
+    heartbeat or the record's mtime stops as well for a launcher stopped (Ctrl-Z, a scheduler's suspend, a
+    frozen cgroup) or stalled on the file system, which resumes; calling it dead would remove its
+    post-processor's files under it (parse._run_goes_on_elsewhere)."""
     if not isinstance(run_id, str) or not run_id:
         return None
     for _path, record in read_run_records(output):
