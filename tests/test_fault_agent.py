@@ -111,6 +111,36 @@ def test_sigterm_kills_a_rank_blocked_in_a_collective_mid_capture(out: Path, tmp
             proc.communicate()
 
 
+def test_sigterm_to_the_job_keeps_the_capture_of_a_rank_blocked_while_its_peer_finalises(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-134: SIGTERM to the whole job (torchrun passes it to each rank) while rank 0 waited in a
+    collective for rank 1: rank 1 finalised its capture and died, which ended rank 0's collective, but a
+    finalise longer than 1 s (a big trace: 44 steps with stacks took ~3 s) came after rank 0's watcher had
+    given up on its handler and killed it: rank 0's capture was lost because of rank 1's. A rank of several
+    now gives its handler 5 s: rank 0 finalises too once rank 1 is gone."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    proc = _popen_npuprof(
+        "run", "-o", str(out), *sched(1, 1, 50), "--no-analyse", "--",
+        *TORCHRUN, DIST, "--steps", "60", "--hang-rank", "1", "--at", "4", "--marks", str(marks),
+        "--slow-export-rank", "1",
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: (marks / "rank0.blocked").exists(), proc, "rank 0 blocks in all_reduce")
+        time.sleep(1.0)  # rank 0 is inside gloo's all_reduce, rank 1 asleep in Python
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    records = {capture_record(d)["rank"]: capture_record(d) for d in rank_dirs(out)}
+    assert sorted(records) == [0, 1], err[-2000:]
+    for rank, record in records.items():
+        assert (record["status"], record["detail"]) == ("complete", "stopped by SIGTERM"), (rank, record)
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:

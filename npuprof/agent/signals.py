@@ -3,9 +3,10 @@
 SIGTERM while a capture records: the capture is finalised, then the process dies of SIGTERM as it would
 have without npuprof. Python runs a signal handler only between bytecodes of the main thread, so a rank
 blocked in C++ (a gloo collective whose peer never comes) would never run it and never die. A watcher
-thread, woken through ``signal.set_wakeup_fd``, gives the handler ``HANDLER_GRACE_S`` to start; when it
-has not, the C-level disposition is put back to the default and the signal raised again: the process
-dies as without npuprof (the capture stays marked "capturing", read as interrupted).
+thread, woken through ``signal.set_wakeup_fd``, gives the handler ``HANDLER_GRACE_S`` to start
+(``PEER_GRACE_S`` in one rank of several: see there); when it has not, the C-level disposition is put
+back to the default and the signal raised again: the process dies as without npuprof (the capture stays
+marked "capturing", read as interrupted).
 
 A trace export (the profiler's stop or step that collects and writes the trace: seconds for a big one)
 holds SIGTERM back, at most ``HANDLER_LIMIT_S``: the watcher waits for it rather than killing the process
@@ -26,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +37,11 @@ from npuprof.agent import threads
 from npuprof.owned_fd import OwnedFd, moved_high, room_for
 
 HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before the watcher acts
+# The same in one rank of several. Its main thread is most likely blocked in a collective, which ends when a
+# peer dies; the peers got the same SIGTERM (torchrun, a scheduler) and die once they have finalised their own
+# captures, seconds for a big one: 1 s lost a blocked rank's capture whenever a peer took longer (helper-134:
+# 44 steps with stacks, ~3 s). A peer that never dies (hung) makes the rank die this much later.
+PEER_GRACE_S = 5.0
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
 
 # Free descriptors the guard leaves to the job and to the trace writes beside its own pipe: in a job that
@@ -191,6 +198,7 @@ class SigtermGuard:
         self._handler_started = threading.Event()
         self._installed = False
         self._previous: Any = signal.SIG_DFL  # SIGTERM's handler before ours
+        self._grace = HANDLER_GRACE_S  # what the watcher gives the handler to start (install)
         # An export in progress (export_hold): until when SIGTERM may wait, whether one came, whether a
         # trace was written meanwhile.
         self._exporting = False
@@ -228,6 +236,7 @@ class SigtermGuard:
             signal.set_wakeup_fd(wakeup)
             return False
         self._previous = previous
+        self._grace = PEER_GRACE_S if _one_rank_of_several() else HANDLER_GRACE_S
         signal.signal(signal.SIGTERM, self._handle)
         self._installed = True
         global _current
@@ -484,7 +493,7 @@ class SigtermGuard:
             )
             _die_of(signal.SIGTERM)
             return
-        if self._handler_started.wait(HANDLER_GRACE_S):
+        if self._handler_started.wait(self._grace):
             threading.Event().wait(HANDLER_LIMIT_S)  # the handler kills the process before this ends
             self._log.error(f"finalising the capture on SIGTERM took over {HANDLER_LIMIT_S:.0f} s; dying now")
         else:
@@ -493,6 +502,17 @@ class SigtermGuard:
                 "the process dies now, as without npuprof; the capture in flight is lost"
             )
         _die_of(signal.SIGTERM)
+
+
+def _one_rank_of_several() -> bool:
+    """Whether torch.distributed is initialised here with more than one rank (never imported for this)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return bool(
+            dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        )
+    except Exception:  # a torch without it, a group torn down
+        return False
 
 
 def _die_of(signum: int) -> None:

@@ -21,10 +21,21 @@ def main() -> None:
     parser.add_argument("--kill-rank", type=int, default=-1, help="this rank SIGKILLs itself")
     parser.add_argument("--at", type=int, default=-1, help="step of the hang or the kill")
     parser.add_argument("--marks", default="", help="directory for pid and progress marks")
+    parser.add_argument(
+        "--slow-export-rank", type=int, default=-1, help="this rank's trace export takes 1.5 s more"
+    )
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
+    if rank == args.slow_export_rank:
+        export = torch.profiler.profile.export_chrome_trace
+
+        def slow_export(prof: torch.profiler.profile, path: str) -> None:  # a big trace's export
+            time.sleep(1.5)
+            export(prof, path)
+
+        torch.profiler.profile.export_chrome_trace = slow_export
     marks = Path(args.marks) if args.marks else None
     if marks is not None:
         (marks / f"rank{rank}.pid").write_text(str(os.getpid()))
