@@ -226,12 +226,7 @@ def _run_typer() -> int:
         if where == "npuprof" and command.replace("-", "_") in COMMAND_MODULES:
             where = f"npuprof {command}"  # an option the command's parser refused: its help is the one
         message = " ".join(exc.format_message().split()).rstrip(".")
-        # pydantic's wording for a number flag given text or a fraction
-        message = message.replace(
-            "Input should be a valid integer, unable to parse string as an integer", "must be a whole number"
-        ).replace(
-            "Input should be a valid integer, got a number with a fractional part", "must be a whole number"
-        )
+        message = _in_our_words(message)
         if message:  # (no_args_is_help shows the help, then raises with no message)
             sys.stderr.write(f"{where}: error: {message}; see {where} --help\n")
         return 2
@@ -247,6 +242,19 @@ def _run_typer() -> int:
         command = f"npuprof {sys.argv[1]}" if len(sys.argv) > 1 else "npuprof"
         sys.stderr.write(f"{command}: interrupted (Ctrl-C); run it again\n")
     return result if isinstance(result, int) else 0
+
+
+def _in_our_words(message: str) -> str:
+    """A number flag given text or a fraction: click (typer < 0.29) and pydantic (typer >= 0.29) wording."""
+    import re
+
+    return re.sub(
+        r"'[^']*' is not a valid int(?:eger)?"
+        r"|Input should be a valid integer, "
+        r"(?:unable to parse string as an integer|got a number with a fractional part)",
+        "must be a whole number",
+        message,
+    )
 
 
 def _leave(code: int) -> None:
