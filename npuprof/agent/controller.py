@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from npuprof.agent import user_profiler
 from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
+from npuprof.agent.profile_hook import ProfileHookWatch
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.agent.signals import decision_begins, decision_ends, sigint_held_back
 from npuprof.config import ProfileConfig
@@ -129,6 +130,7 @@ class CaptureController:
         self._notes_for_next: list[str] = []  # for the capture that begins next
         self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
         self._profiler_failed = ""  # prof.start() / prof.step() raised: when (see _must_not_stop)
+        self._hooks = ProfileHookWatch(log)  # --with-stack and the job's own sys.setprofile hook
         bind = getattr(plan, "bind", None)
         if bind is not None:
             bind(self)
@@ -401,6 +403,8 @@ class CaptureController:
                 self._steps_came(step)
             if self._on_recorded_step is not None:
                 self._on_recorded_step()
+            if self.action.recording and (note := self._hooks.lost_at(step - 1)) is not None:
+                self.note_for_capture(note)
             # A Ctrl-C while torch collects the events would lose them all: it reaches the script once
             # this boundary is done, the controller's own state included.
             with sigint_held_back():
@@ -434,9 +438,13 @@ class CaptureController:
             return
         if previous is Action.RECORD_AND_SAVE:  # this step() ends the capture: its end cost counts from here
             self._ending_since = time.perf_counter()
+        starts = wanted.recording and previous is not Action.RECORD
+        hook = self._hooks.before_start(starts and self.cfg.with_stack)
         # torch runs the transitions, on_trace_ready included
         self._profiler_call(self.prof.step, recording=previous.recording)
         self.action = wanted
+        if starts:
+            self._hooks.started(hook, self.cfg.with_stack)
         if not begin_first and not self._note_capture_start(previous, wanted, step):
             return
         if wanted is Action.NONE:
@@ -525,11 +533,14 @@ class CaptureController:
         # opens the step in a recording window: their cost is not in it
         self._tell_profiling(True)
         self.log.info(f"profiler starts at step {step} ({wanted.name}) on {self.backend.name}")
+        hook = self._hooks.before_start(wanted.recording and self.cfg.with_stack)
         try:
             self._profiler_call(self.prof.start, recording=False)
         except BaseException:
             self._tell_profiling(False)
             raise
+        if wanted.recording:
+            self._hooks.started(hook, self.cfg.with_stack)
         recording = getattr(self.plan, "recording_started", None)
         if recording is not None:
             recording()  # a time window counts its duration from here (the first start takes seconds)
@@ -587,6 +598,7 @@ class CaptureController:
 
     def _on_trace_ready(self, prof: Any) -> None:
         # Called by the profiler inside step() or stop(); the capture ended at the previous step.
+        self._hooks.stopped()
         if self._discarding:
             return
         last = self._stop_last if self._stopping else self.step - 1

@@ -61,6 +61,20 @@ def _write(path: Path, text: str) -> None:
         raise _fail(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _frames_missing(trace: Path) -> list[str]:
+    """What the capture record of the trace's rank dir says of Python frames missing from the trace (the
+    job's own profile hook replaced torch's tracer: agent/profile_hook.py)."""
+    from npuprof.agent.profile_hook import FRAMES_MISSING
+    from npuprof.results import layout
+
+    rank_dir = trace.parent.parent if trace.parent.name == layout.PARSED_DIR else trace.parent
+    detail = (layout.read_capture_record(rank_dir) or {}).get("detail")
+    if not isinstance(detail, str):
+        return []
+    said = [part for part in detail.split("; ") if part.startswith(FRAMES_MISSING)]
+    return [f"its capture record says: {part}" for part in said]
+
+
 def export_stacks(
     source: Annotated[
         Path, typer.Argument(help="A rank directory (*_ascend_pt) or a trace file.", show_default=False)
@@ -122,7 +136,7 @@ def export_stacks(
         raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
     for note in notes:
         print(f"npuprof export-stacks: note: {note}", file=sys.stderr)
-    for note in folded.notes:
+    for note in [*folded.notes, *_frames_missing(trace)]:
         print(f"npuprof export-stacks: warning: {note}", file=sys.stderr)
     if not folded.has_python_frames:
         print(
