@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    SCRIPTS,
     capture_record,
     clean_env,
     load_trace,
@@ -219,6 +220,12 @@ def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
     assert marker.exists()
     assert (tmp_path / "own_trace.json").exists()
     assert "runs its own profiler" in result.stderr or "started its own profiler" in result.stderr
+    # where it was started, which says whose it is when a framework starts one (helper-135: Lightning's
+    # Trainer(profiler="pytorch"), accelerate's ProfileKwargs; "the training script" had started none)
+    lines = (SCRIPTS / "trainer.py").read_text().splitlines()
+    start_line = next(i for i, line in enumerate(lines, 1) if "own_profiler.start()" in line)
+    said = " ".join(result.stderr.split())
+    assert f"(started at {SCRIPTS / 'trainer.py'}:{start_line}, in main)" in said, result.stderr
     (d,) = rank_dirs(out)
     assert capture_record(d)["detail"] == "the training script started its own profiler"
     assert max(profiler_steps(d)) <= 3

@@ -176,13 +176,33 @@ def _started(prof: Any) -> None:
         return
     _running.add(prof)
     log: AgentLog = _installed["log"]
-    log.warn_once("user-profiler", WARNING)
+    log.warn_once("user-profiler", f"{WARNING} (started at {_started_where()})")
     controller = _installed["controller"]
     if controller.backend is not None:
         controller.backend.script_profiler_started()
     if controller.prof is not None:
         # Ours must stop before the script's starts; only its own thread can stop it (else it is asked to).
         controller.finish_early("the training script started its own profiler")
+
+
+def _started_where() -> str:
+    """The first caller outside torch and npuprof: the script's line, or the framework's (Lightning's
+    ``Trainer(profiler="pytorch")``, accelerate's ``ProfileKwargs``), which a user did not call a profiler."""
+    import os
+
+    torch = sys.modules.get("torch")
+    skipped = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    if torch is not None and getattr(torch, "__file__", None):
+        skipped.append(os.path.dirname(os.path.abspath(torch.__file__)))
+    skipped = [root + os.sep for root in skipped]
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(tuple(skipped)):
+            shown = path.split(f"{os.sep}site-packages{os.sep}", 1)[-1]
+            return f"{shown}:{frame.f_lineno}, in {frame.f_code.co_name}"
+        frame = frame.f_back
+    return "an unknown place"
 
 
 def _stopped(prof: Any) -> None:
