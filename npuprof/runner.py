@@ -401,6 +401,9 @@ def command_problem(program: str) -> tuple[str, int] | None:
     if not program or not os.path.exists(found):
         if program.startswith("-"):  # helper-121: `npuprof run -- --active 3 python ...`
             return f"command not found: {program!r} (npuprof's flags go before --, the command after it)", 127
+        if "/" not in program and os.path.isfile(program):  # `-- train.py`: $PATH is searched, not here
+            run_it = f"python {program}" if program.endswith(".py") else f"./{program}"
+            return f"command not found: {program!r} (not on $PATH; the file here runs as `-- {run_it}`)", 127
         return f"command not found: {program!r}", 127
     if os.path.isdir(found):
         return f"{program!r} is a directory, not a command", 126

@@ -266,6 +266,12 @@ def test_unknown_command_gives_127(out: Path) -> None:
     result = npuprof("run", "-o", str(out), "--", "--active", "3", sys.executable, "t.py")
     assert result.returncode == 127
     assert "'--active' (npuprof's flags go before --, the command after it)" in result.stderr
+    # a script of the current directory given by its bare name (helper-135): as a shell, $PATH is searched
+    (out.parent / "train.py").write_text("print(1)\n")
+    result = npuprof("run", "-o", str(out), "--", "train.py", cwd=out.parent)
+    assert result.returncode == 127
+    assert "'train.py' (not on $PATH; the file here runs as `-- python train.py`)" in result.stderr
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("kind", ["not executable", "a directory", "with a #! line"])
