@@ -279,20 +279,30 @@ def test_bad_values_exit_2_with_one_line(tmp_path: Path, flags: list[str], flag:
     assert not (tmp_path / "out").exists()
 
 
+# torchrun's code run in the launcher's own process, as `accelerate launch` runs it (distrib_run.run(args))
+IN_PROCESS_TORCHRUN = "import sys, torch.distributed.run as r; r.run(r.parse_args(sys.argv[1:]))"
+
+
 @pytest.mark.torchrun
-def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Path) -> None:
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+@pytest.mark.parametrize("launcher", ["-m", "-c"])
+def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Path, launcher: str) -> None:
+    """The launcher's own process opens no window: torchrun's, and (helper-135, seen with `accelerate
+    launch`) one that runs torchrun's code in itself, which recorded a capture of its own waiting, without
+    steps; under srun (SLURM_PROCID: its node's number) it was also 'rank 3', which 'recorded nothing'."""
+    starts = "torch.distributed.run" if launcher == "-m" else IN_PROCESS_TORCHRUN
+    torchrun = [sys.executable, launcher, starts, "--standalone", "--nproc-per-node", "2"]
     job = [JOB, str(tmp_path / "times.json"), "3"]
     flags = ["--delay", "0.5", "--duration", "0.5", "--export-chrome-trace", str(tmp_path / "trace.json")]
     command = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", *flags]
     result = subprocess.run(
         [*command, "--", *torchrun, *job],
-        env=clean_env(),
+        env=clean_env(SLURM_PROCID="3"),
         capture_output=True,
         text=True,
         timeout=240,
     )
     assert result.returncode == 0, result.stderr
+    assert "recorded nothing" not in result.stderr, result.stderr
     records = [capture_record(d) for d in rank_dirs(tmp_path / "out")]
     expected = sorted(f"trace_rank{r['rank']}_pid{r['pid']}_step0.json" for r in records)
     assert len(expected) == 2 and {r["rank"] for r in records} == {0, 1}

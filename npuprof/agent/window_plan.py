@@ -356,7 +356,10 @@ def in_a_wait_a_signal_breaks(code: list[tuple[str, str]]) -> str:
     return ""
 
 
-WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch")
+WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch")
+# torchrun's agent, imported by a process that runs torchrun's code in itself (accelerate launch, a script
+# calling torch.distributed.run or elastic_launch); its workers have TORCHELASTIC_RUN_ID
+_ELASTIC_AGENT = "torch.distributed.elastic.agent.server.local_elastic_agent"
 
 
 _WORKER_LOOP = os.path.join("torch", "utils", "data", "_utils", "worker.py")
@@ -398,8 +401,11 @@ def spawned_child_starting(code: list[tuple[str, str]]) -> bool:
 
 
 def starts_workers() -> bool:
-    """Whether this process is torchrun (or torch.distributed.launch), not one of its workers."""
+    """Whether this process is torchrun (or torch.distributed.launch, accelerate launch, a script running
+    torchrun's code), not one of its workers."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if getattr(spec, "name", None) in WORKER_STARTERS:
         return True
-    return os.path.basename(sys.argv[0] if sys.argv else "") == "torchrun"
+    if os.path.basename(sys.argv[0] if sys.argv else "") in ("torchrun", "accelerate"):
+        return True
+    return _ELASTIC_AGENT in sys.modules and "TORCHELASTIC_RUN_ID" not in os.environ
