@@ -101,6 +101,56 @@ def test_a_script_that_waits_for_all_its_children_ends_and_its_capture_is_parsed
     assert not [pid for pid in _post_processors() if str(out) in _cmdline(pid)]
 
 
+# captures back to back (the profiler never stops): the post-processor held at each one's start, and after
+# each step whether it is held and how many captures wait for it
+BACK_TO_BACK = """
+import json, select, sys, time
+import torch
+net = torch.nn.Linear(8, 1)
+sgd = torch.optim.SGD(net.parameters(), lr=0.01)
+from npuprof.agent import entry
+post = entry._state["agent"].post
+seen = []
+for i in range(7):
+    if i == 1:  # held only once started and ready: wait for that before the captures
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+            post.pid is not None and select.select([post._ready_fd], [], [], 0.05)[0]
+        ):
+            time.sleep(0.01)
+    net(torch.randn(4, 8)).sum().backward()
+    sgd.step()
+    seen.append([post._held, post.backlog()])
+json.dump(seen, open(sys.argv[1], "w"))
+"""
+
+
+def test_captures_back_to_back_do_not_keep_the_post_processor_stopped_for_the_whole_job(
+    out: Path, tmp_path: Path
+) -> None:
+    """--repeat 0 --wait 0: the profiler runs from the first capture to the job's end, and the post-processor
+    held at its start stayed stopped all along (helper-133: 1400 captures, none parsed during training).
+    It is held at each capture's start only while HOLD_BACKLOG captures at most wait for it."""
+    script = tmp_path / "back_to_back.py"
+    script.write_text(BACK_TO_BACK)
+    report = tmp_path / "seen.json"
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "2", "--wait", "0", "--warmup", "0", "--active", "1",
+        "--repeat", "0", "--", sys.executable, str(script), str(report), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(report.read_text())
+    # captures from step 2: held while 0, 1, 2 wait (stopped, it did none of them), let run at the fourth
+    assert seen[:5] == [[False, 0], [True, 0], [True, 1], [True, 2], [False, 3]], seen
+    assert all(not held for held, waiting in seen[4:] if waiting > postprocess.HOLD_BACKLOG), seen
+    assert len(rank_dirs(out)) == 6
+    assert all((d / layout.PARSED_DIR / layout.ANALYSE_DONE).exists() for d in rank_dirs(out))
+    assert (
+        "captures come faster than the post-processor parses them (3 waiting)"
+        in (out / "npuprof.log").read_text()
+    )
+
+
 def _post_processors() -> list[int]:
     return [
         int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and "postprocess" in _cmdline(p.name)
@@ -165,6 +215,49 @@ def test_the_launcher_continues_a_post_processor_whose_training_process_died_hol
     assert job.wait(timeout=30) == -signal.SIGKILL
     assert wait_for_state(pid, {"gone"}) == "gone"  # continued, it saw its input end, left, and was reaped
     assert postprocess.pending_jobs(tmp_path, "abcdef123456") == []
+
+
+# three captures handed over and none done yet, then the post-processor does them (lines it cannot use count
+# as done too): let run while more than HOLD_BACKLOG wait, held again once it has caught up
+HELD_WHILE_FEW_WAIT = HOLDS_ITS_POST_PROCESSOR + (
+    "post._handover.submitted = 3\n"
+    "post.hold(True)  # the next capture begins\n"
+    "print(post._held, post.backlog(), flush=True)\n"
+    "sys.stdin.readline()\n"
+    "for _ in range(3):\n"
+    "    os.write(post._pipe, b'not a job\\n')\n"
+    "deadline = time.monotonic() + 30\n"
+    "while post.backlog() and time.monotonic() < deadline:\n"
+    "    time.sleep(0.02)\n"
+    "post.hold(True)\n"
+    "print(post._held, post.backlog(), flush=True)\n"
+    "sys.stdin.readline()\n"
+)
+
+
+def test_a_post_processor_is_let_run_while_more_than_a_few_captures_wait_for_it(
+    tmp_path: Path, service: str
+) -> None:
+    """Held at each capture's start, the post-processor of captures back to back (--repeat 0 --wait 0: the
+    profiler never stops) stayed stopped for the whole job: 1400 captures, none parsed during training, and
+    `npuprof run` returned 82 s after the job's last step (helper-133). It says each job done on its ready
+    pipe; held only while HOLD_BACKLOG captures at most wait for it."""
+    assert postprocess.HOLD_BACKLOG == 2
+    job = _training_process(HELD_WHILE_FEW_WAIT, tmp_path, service)
+    try:
+        pid = int(job.stdout.readline())  # held (stopped) by then
+        assert job.stdout.readline() == "False 3\n"
+        assert wait_for_state(pid, {"S", "R"}) in {"S", "R"}  # continued: it works on the captures waiting
+        job.stdin.write("\n")
+        job.stdin.flush()
+        assert job.stdout.readline() == "True 0\n"  # all done: held again for the capture that begins
+        assert wait_for_state(pid, {"T"}) == "T"
+        job.stdin.write("\n")
+        job.stdin.flush()
+        assert job.wait(timeout=30) == 0
+        assert wait_for_state(pid, {"gone"}) == "gone"  # continued as its training process ended
+    finally:
+        job.kill()
 
 
 LAUNCHER = (

@@ -245,8 +245,11 @@ class Agent:
 
     def _on_new_cycle(self) -> None:
         """A running profiler begins another capture (--repeat): a SIGTERM guard left out at its start for
-        want of descriptors is tried again, since the job may have freed some."""
+        want of descriptors is tried again, since the job may have freed some; the post-processor is held
+        again, or let run while too many captures wait for it (Postprocessor.hold)."""
         self.sigterm.install()
+        if self.post is not None:
+            self.post.hold(True)
 
     def _finalise_at_os_exit(self) -> None:
         """``os._exit`` skips atexit, where a capture open at the end (``--delay`` without ``--duration``,

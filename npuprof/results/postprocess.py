@@ -58,6 +58,11 @@ def not_started(exc: OSError) -> str:
 
 
 RESTARTS = 3  # post-processors started again after one died, per training process
+# Captures that may wait for a post-processor held while the next one records; past that (captures back
+# to back: --repeat 0 --wait 0 never stops the profiler) it runs, at SCHED_IDLE, or none would be parsed
+# before the job's end (helper-133: 1400 captures, 0 parsed in training, `npuprof run` 82 s after it).
+HOLD_BACKLOG = 2
+JOB_DONE = b"."  # the post-processor's word on its ready pipe for each job done
 # the agent's log lines that say a post-processor was found dead (read back by the run summary)
 _DEATH_RE = re.compile(r"post-processor(?: pid (?P<a>\d+) had ended| \(pid (?P<b>\d+)\) has ended)")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -85,6 +90,8 @@ class Postprocessor:
         self._spawned: spawner.Spawned | None = None  # started by `npuprof run`: its reply
         self._shell: int | None = None  # else the sh that started it, until reaped
         self._ready_pid: int | None = None  # its pid as it said on the ready pipe (0: it said none)
+        self._done = 0  # the jobs it said it has done (JOB_DONE bytes after its line)
+        self._lagging = False  # said once: captures came faster than it parsed them while held
 
     @property
     def pid(self) -> int | None:
@@ -190,19 +197,34 @@ class Postprocessor:
 
     def _read_ready(self) -> int | None:
         """The post-processor's line on the ready pipe, once there: ``r`` (it asked for its parent-death
-        signal: it may be held) or ``-``, then its pid. Its pid, or None."""
-        if self._ready_pid is None and self._ready_fd is not None:
-            if not self._owns("ready"):
-                self._ready_pid = 0  # closed by the script: its number may be a file of the script's now
-                return None
+        signal: it may be held) or ``-``, then its pid; then a JOB_DONE byte per job done, counted. Its pid,
+        or None."""
+        if self._ready_fd is None or self._ready_pid == 0:
+            return self._ready_pid or None
+        if not self._owns("ready"):
+            self._ready_pid = 0  # closed by the script: its number may be a file of the script's now
+            return None
+        for _ in range(16):  # 64 KiB at most a call: a pipe's worth
             try:
-                line = os.read(self._ready_fd, 64)
-            except OSError:  # not written yet
-                return None
-            self._ready = line.startswith(b"r")
-            digits = line[1:].strip()
-            self._ready_pid = int(digits) if digits.isdigit() else 0
+                data = os.read(self._ready_fd, 4096)
+            except OSError:  # nothing more written yet
+                break
+            if not data:
+                break
+            if self._ready_pid is None:
+                line, _, data = data.partition(b"\n")  # written whole, before any job
+                self._ready = line.startswith(b"r")
+                digits = line[1:].strip()
+                self._ready_pid = int(digits) if digits.isdigit() else 0
+            self._done += data.count(JOB_DONE)
         return self._ready_pid or None
+
+    def backlog(self) -> int:
+        """Captures handed over that the post-processor has not done yet (as far as it has said)."""
+        if self._handover is None:
+            return 0
+        self._read_ready()
+        return max(0, self._handover.submitted - self._done)
 
     def submit(self, job: dict[str, Any]) -> bool:
         """Queue one job (never blocks); False when no post-processor is there to take it (one that has
@@ -241,12 +263,22 @@ class Postprocessor:
     def hold(self, held: bool) -> None:
         """Stop the post-processor while a capture records and continue it after: its work on an earlier
         capture (a parse, a memory timeline: disk writes and their kernel threads, which no CPU priority
-        holds back) made the steps of the capture in flight 3-25x slower on 2 cores. One system call,
-        nothing waits. Only one `npuprof run` started is held, while that launcher lives: should this
-        process die first, the launcher continues it, and the kernel when the launcher dies (its
-        parent-death signal, set in :func:`main`)."""
+        holds back) made the steps of the capture in flight 3-25x slower on 2 cores. Not while more than
+        HOLD_BACKLOG captures wait for it: asked again at each capture's start, so that captures back to
+        back do not all wait for the job's end. One system call, nothing waits. Only one `npuprof run`
+        started is held, while that launcher lives: should this process die first, the launcher continues
+        it, and the kernel when the launcher dies (its parent-death signal, set in :func:`main`)."""
         import signal
 
+        if held and self.backlog() > HOLD_BACKLOG:  # captures back to back: it runs until few wait
+            held = False
+            if not self._lagging:
+                self._lagging = True
+                _agent_log().info(
+                    f"captures come faster than the post-processor parses them ({self.backlog()} waiting): "
+                    "it runs during captures (at idle priority) while more than "
+                    f"{HOLD_BACKLOG} wait, so that they do not all wait for the job's end"
+                )
         if held == self._held or self._spawned is None or not self._known_spawn() or not self._owns("pidfd"):
             return
         if held and not self._spawned.launcher_lives():
@@ -279,6 +311,7 @@ class Postprocessor:
             self._spawned.close()
         self._pidfd, self._ready_fd, self._ready, self._held, self._spawned = None, None, False, False, None
         self._ready_pid = None
+        self._done = 0  # a new post-processor, a new hand-over: both count from 0
 
     def _has_exited(self) -> bool:
         """Our post-processor has ended (its pidfd says so), or is lost to us: the script closed our end of
@@ -1101,7 +1134,15 @@ def continue_when_orphaned(ready_fd: int | None) -> None:
     if ready_fd is not None:
         with contextlib.suppress(OSError):
             os.write(ready_fd, f"{'r' if asked else '-'}{os.getpid()}\n".encode())  # see _read_ready
-            os.close(ready_fd)
+            os.set_blocking(ready_fd, False)  # kept: a byte per job done (job_done), never waited on
+
+
+def job_done(ready_fd: int | None) -> None:
+    """One byte on the ready pipe per job done: the training process holds us during a capture only while
+    few of its captures wait for us (Postprocessor.hold). A full pipe (nobody reads) drops the byte."""
+    if ready_fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(ready_fd, JOB_DONE)
 
 
 def continue_held(output: Path, run_id: str) -> None:
@@ -1218,10 +1259,10 @@ def main(argv: list[str] | None = None) -> int:
     if lock is not None:
         with contextlib.suppress(OSError):  # who holds the lock: `npuprof run` names it if it is stopped
             os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
-        close_inherited_fds({lock} | ({parent_fd} if parent_fd is not None else set()))
+        close_inherited_fds({lock} | {fd for fd in (parent_fd, ready) if fd is not None})
     status = 1
     try:
-        status = _serve(spool, parent_fd)
+        status = _serve(spool, parent_fd, ready)
     finally:
         if lock is not None:
             _remove_own_lock(lock)
@@ -1275,7 +1316,7 @@ def yield_to_training() -> None:
     set_autogroup_nice(os.getpid(), IDLE_NICE)  # the kernel's one write per 100 ms waited out (helper-116)
 
 
-def _serve(spool: Path | None = None, parent_fd: int | None = None) -> int:
+def _serve(spool: Path | None = None, parent_fd: int | None = None, ready_fd: int | None = None) -> int:
     # Training has priority: on a busy machine this waits for idle CPU rather than slowing the steps.
     yield_to_training()
     status = 0
@@ -1289,6 +1330,7 @@ def _serve(spool: Path | None = None, parent_fd: int | None = None) -> int:
             job = job_from_line(line)
         except HandoverError as exc:
             _log_unusable(line, str(exc))
+            job_done(ready_fd)
             status |= 1
             continue
         try:
@@ -1298,6 +1340,8 @@ def _serve(spool: Path | None = None, parent_fd: int | None = None) -> int:
 
             _log(Path(job.rank_dir), f"post-processing failed: {traceback.format_exc()}", "ERROR")
             status |= 1
+        finally:
+            job_done(ready_fd)
     return status
 
 
