@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from npuprof.agent import user_profiler
-from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules
+from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules, release_profiler
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.profile_hook import ProfileHookWatch
 from npuprof.agent.schedule import Action, CapturePlan
@@ -590,6 +590,7 @@ class CaptureController:
         try:
             with sigint_held_back():
                 prof.stop()
+            release_profiler(prof)
         except Exception as exc:
             self.log.warning(f"profiler stop failed: {exc!r}")
         finally:
@@ -654,6 +655,7 @@ class CaptureController:
                 with sigint_held_back():
                     self._ending_since = time.perf_counter()
                     prof.stop()
+                release_profiler(prof)
             except Exception as exc:
                 self.log.warning(f"profiler stop failed: {exc!r}")
             self._tell_profiling(False)
@@ -750,6 +752,7 @@ class CaptureController:
             recording = self.action.recording
             self._ending_since = time.perf_counter()
             self.prof.stop()  # when recording, torch runs stop_trace + on_trace_ready
+            release_profiler(self.prof)
             if not recording and self.sink is not None:
                 self.sink.abandon(reason)
             if reason and not recording:  # a warm-up: nothing was recorded, nothing is kept (helper-110)
