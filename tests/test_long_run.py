@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -39,3 +40,37 @@ def test_a_profiler_npuprof_has_done_with_is_freed_at_once(out: Path, tmp_path: 
     assert result.returncode == 0, result.stderr
     assert len(rank_dirs(out)) >= 5  # five profilers made and let go, a sixth may record at the end
     assert json.loads(report.read_text()) <= 1
+
+
+def test_a_process_ends_without_waiting_on_a_pipe_that_stays_full() -> None:
+    """Captures came faster than they were parsed: at the process's end the jobs still queued wait to reach
+    the post-processor's pipe, 5 s at most, then go to its spool. A pipe that stays full moves none of them:
+    every process of the job waited the whole 5 s at its exit (helper-133: 344 captures queued). It stops
+    waiting once the pipe has stayed full for DRAIN_STALLED_S."""
+    import os
+    import threading
+    import time
+
+    from npuprof.owned_fd import OwnedFd
+    from npuprof.results import postprocess
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 4096)  # full: the post-processor is that far behind
+    os.set_blocking(write_end, True)
+    handover = postprocess._Handover(OwnedFd(write_end))
+    released = threading.Event()
+    handover._write = lambda job: released.wait(timeout=60)  # type: ignore[method-assign,assignment]
+    try:
+        for n in range(4):
+            handover.put({"n": n})
+        began = time.monotonic()
+        left = handover.drain(timeout_s=30)
+        waited = time.monotonic() - began
+        assert [job["n"] for job in left] == [0, 1, 2, 3]  # the one in the writer's hands included
+        assert waited < 10, waited  # not the 30 s it was given (0.5 s stalled, under any load)
+    finally:
+        released.set()
+        os.close(read_end)
