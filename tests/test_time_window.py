@@ -172,10 +172,13 @@ def test_with_steps_the_window_is_whole_steps(with_steps: dict) -> None:
 def test_a_window_shorter_than_a_step_records_that_step_whole(tmp_path: Path) -> None:
     """helper-125: with steps of 0.8 s, --duration 0.5 ended the window inside the step it opened at, and
     called that step partial ("no step boundary came within the wait for one") without waiting: the README
-    says a window ends at the first boundary after its duration, waiting up to another duration (>= 1 s)."""
+    says a window ends at the first boundary after its duration, waiting up to another duration (>= 1 s).
+    The script imports torchrun's elastic agent, as every DeepSpeed worker does (deepspeed.elasticity): it was
+    taken for the process that starts the workers, and no window opened (helper-136)."""
     script = tmp_path / "slow.py"
     script.write_text(
         "import time, torch\n"
+        "import torch.distributed.elastic.agent.server\n"
         "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for _ in range(10):\n"
         "    m(torch.randn(4, 16)).sum().backward(); time.sleep(0.8); opt.step()\n"

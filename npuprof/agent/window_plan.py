@@ -357,9 +357,11 @@ def in_a_wait_a_signal_breaks(code: list[tuple[str, str]]) -> str:
 
 
 WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch")
-# torchrun's agent, imported by a process that runs torchrun's code in itself (accelerate launch, a script
-# calling torch.distributed.run or elastic_launch); its workers have TORCHELASTIC_RUN_ID
-_ELASTIC_AGENT = "torch.distributed.elastic.agent.server.local_elastic_agent"
+# torchrun's launcher API (elastic_launch, launch_agent), imported by a process that runs torchrun's code in
+# itself (accelerate launch, a script calling torch.distributed.run or elastic_launch); its workers have
+# TORCHELASTIC_RUN_ID. Not the elastic agent's module: every DeepSpeed worker imports that (its config loads
+# deepspeed.elasticity) without starting any worker, and no window opened in it (helper-136).
+_LAUNCHER_API = "torch.distributed.launcher.api"
 
 
 _WORKER_LOOP = os.path.join("torch", "utils", "data", "_utils", "worker.py")
@@ -408,4 +410,4 @@ def starts_workers() -> bool:
         return True
     if os.path.basename(sys.argv[0] if sys.argv else "") in ("torchrun", "accelerate"):
         return True
-    return _ELASTIC_AGENT in sys.modules and "TORCHELASTIC_RUN_ID" not in os.environ
+    return _LAUNCHER_API in sys.modules and "TORCHELASTIC_RUN_ID" not in os.environ
