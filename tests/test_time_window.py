@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import subprocess
 import sys
@@ -286,20 +287,43 @@ def test_bad_values_exit_2_with_one_line(tmp_path: Path, flags: list[str], flag:
 IN_PROCESS_TORCHRUN = "import sys, torch.distributed.run as r; r.run(r.parse_args(sys.argv[1:]))"
 
 
+# DeepSpeed's per-node launcher as it starts the workers of one node: it imports torch and torchrun's elastic
+# agent (deepspeed.elasticity), and its workers have RANK, not TORCHELASTIC_RUN_ID
+DEEPSPEED_LAUNCH = """
+import os, subprocess, sys
+import torch.distributed.elastic.agent.server
+env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+command = [sys.executable, "-u", *sys.argv[1:]]
+ranks = [subprocess.Popen(command, env=dict(env, RANK=r, LOCAL_RANK=r)) for r in "01"]
+sys.exit(max(rank.wait() for rank in ranks))
+"""
+
+
 @pytest.mark.torchrun
-@pytest.mark.parametrize("launcher", ["-m", "-c"])
+@pytest.mark.parametrize("launcher", ["-m", "-c", "deepspeed"])
 def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Path, launcher: str) -> None:
     """The launcher's own process opens no window: torchrun's, and (helper-135, seen with `accelerate
     launch`) one that runs torchrun's code in itself, which recorded a capture of its own waiting, without
-    steps; under srun (SLURM_PROCID: its node's number) it was also 'rank 3', which 'recorded nothing'."""
-    starts = "torch.distributed.run" if launcher == "-m" else IN_PROCESS_TORCHRUN
-    torchrun = [sys.executable, launcher, starts, "--standalone", "--nproc-per-node", "2"]
+    steps; under srun (SLURM_PROCID: its node's number) it was also 'rank 3', which 'recorded nothing'.
+    DeepSpeed's launcher too, once its import of the elastic agent no longer counts (helper-136)."""
+    env = clean_env(SLURM_PROCID="3")
+    if launcher == "deepspeed":
+        package = tmp_path / "ds" / "deepspeed" / "launcher"
+        package.mkdir(parents=True)
+        for init in (package.parent / "__init__.py", package / "__init__.py"):
+            init.write_text("")
+        (package / "launch.py").write_text(DEEPSPEED_LAUNCH)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "ds"), env.get("PYTHONPATH")]))
+        torchrun = [sys.executable, "-m", "deepspeed.launcher.launch"]
+    else:
+        starts = "torch.distributed.run" if launcher == "-m" else IN_PROCESS_TORCHRUN
+        torchrun = [sys.executable, launcher, starts, "--standalone", "--nproc-per-node", "2"]
     job = [JOB, str(tmp_path / "times.json"), "3"]
     flags = ["--delay", "0.5", "--duration", "0.5", "--export-chrome-trace", str(tmp_path / "trace.json")]
     command = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", *flags]
     result = subprocess.run(
         [*command, "--", *torchrun, *job],
-        env=clean_env(SLURM_PROCID="3"),
+        env=env,
         capture_output=True,
         text=True,
         timeout=240,

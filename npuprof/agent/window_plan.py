@@ -356,7 +356,10 @@ def in_a_wait_a_signal_breaks(code: list[tuple[str, str]]) -> str:
     return ""
 
 
-WORKER_STARTERS = ("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch")
+WORKER_STARTERS = (
+    *("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch"),
+    *("deepspeed.launcher.launch", "deepspeed.launcher.runner"),  # `deepspeed`, and its launcher on each node
+)
 # torchrun's launcher API (elastic_launch, launch_agent), imported by a process that runs torchrun's code in
 # itself (accelerate launch, a script calling torch.distributed.run or elastic_launch); its workers have
 # TORCHELASTIC_RUN_ID. Not the elastic agent's module: every DeepSpeed worker imports that (its config loads
@@ -403,11 +406,11 @@ def spawned_child_starting(code: list[tuple[str, str]]) -> bool:
 
 
 def starts_workers() -> bool:
-    """Whether this process is torchrun (or torch.distributed.launch, accelerate launch, a script running
-    torchrun's code), not one of its workers."""
+    """Whether this process is torchrun (or torch.distributed.launch, accelerate launch, DeepSpeed's
+    launchers, a script running torchrun's code), not one of its workers."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if getattr(spec, "name", None) in WORKER_STARTERS:
         return True
-    if os.path.basename(sys.argv[0] if sys.argv else "") in ("torchrun", "accelerate"):
+    if os.path.basename(sys.argv[0] if sys.argv else "") in ("torchrun", "accelerate", "deepspeed"):
         return True
     return _LAUNCHER_API in sys.modules and "TORCHELASTIC_RUN_ID" not in os.environ
