@@ -300,12 +300,13 @@ sys.exit(max(rank.wait() for rank in ranks))
 
 
 @pytest.mark.torchrun
-@pytest.mark.parametrize("launcher", ["-m", "-c", "deepspeed"])
+@pytest.mark.parametrize("launcher", ["-m", "-c", "deepspeed", "accelerate-launch"])
 def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Path, launcher: str) -> None:
     """The launcher's own process opens no window: torchrun's, and (helper-135, seen with `accelerate
     launch`) one that runs torchrun's code in itself, which recorded a capture of its own waiting, without
     steps; under srun (SLURM_PROCID: its node's number) it was also 'rank 3', which 'recorded nothing'.
-    DeepSpeed's launcher too, once its import of the elastic agent no longer counts (helper-136)."""
+    DeepSpeed's launcher too, once its import of the elastic agent no longer counts, and accelerate's
+    `accelerate-launch` script, which starts its workers apart (helper-136)."""
     env = clean_env(SLURM_PROCID="3")
     if launcher == "deepspeed":
         package = tmp_path / "ds" / "deepspeed" / "launcher"
@@ -315,6 +316,9 @@ def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Pat
         (package / "launch.py").write_text(DEEPSPEED_LAUNCH)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "ds"), env.get("PYTHONPATH")]))
         torchrun = [sys.executable, "-m", "deepspeed.launcher.launch"]
+    elif launcher == "accelerate-launch":  # accelerate's console script (one process: it starts it apart)
+        (tmp_path / launcher).write_text(DEEPSPEED_LAUNCH)
+        torchrun = [sys.executable, str(tmp_path / launcher)]
     else:
         starts = "torch.distributed.run" if launcher == "-m" else IN_PROCESS_TORCHRUN
         torchrun = [sys.executable, launcher, starts, "--standalone", "--nproc-per-node", "2"]

@@ -360,6 +360,8 @@ WORKER_STARTERS = (
     *("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch"),
     *("deepspeed.launcher.launch", "deepspeed.launcher.runner"),  # `deepspeed`, and its launcher on each node
 )
+# their console scripts (accelerate-launch: `accelerate launch`'s own)
+_STARTER_SCRIPTS = ("torchrun", "accelerate", "accelerate-launch", "deepspeed")
 # torchrun's launcher API (elastic_launch, launch_agent), imported by a process that runs torchrun's code in
 # itself (accelerate launch, a script calling torch.distributed.run or elastic_launch); its workers have
 # TORCHELASTIC_RUN_ID. Not the elastic agent's module: every DeepSpeed worker imports that (its config loads
@@ -411,6 +413,6 @@ def starts_workers() -> bool:
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if getattr(spec, "name", None) in WORKER_STARTERS:
         return True
-    if os.path.basename(sys.argv[0] if sys.argv else "") in ("torchrun", "accelerate", "deepspeed"):
+    if os.path.basename(sys.argv[0] if sys.argv else "") in _STARTER_SCRIPTS:
         return True
     return _LAUNCHER_API in sys.modules and "TORCHELASTIC_RUN_ID" not in os.environ
