@@ -150,7 +150,9 @@ class _HeldSignals:
         self.received: list[int] = []
         self.stopper: int | None = None  # the signal that stopped the wait
         self.waiting = False
-        self.previous = {sig: signal.signal(sig, self._on) for sig in FORWARDED_SIGNALS}
+        # not one ignored when npuprof started (nohup's SIGHUP): a hang-up after the job killed the launcher
+        handled = [sig for sig in FORWARDED_SIGNALS if signal.getsignal(sig) != signal.SIG_IGN]
+        self.previous = {sig: signal.signal(sig, self._on) for sig in handled}
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # blocked by run_child at the job's end
 
     def _on(self, signum: int, frame: object) -> None:

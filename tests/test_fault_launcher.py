@@ -1074,3 +1074,28 @@ def test_a_removed_working_directory_still_runs_the_job(tmp_path: Path) -> None:
             assert done.stdout == "1\n" and "bootstrap failed" not in done.stderr, done.stderr
         else:
             assert len(done.stderr.strip().splitlines()) == 1 and "--output 'rel'" in done.stderr, done.stderr
+
+
+# The job's last act: a process of its own session sends SIGHUP to `npuprof run` without pause from the job's
+# end until the launcher has gone (the logout a nohup'd run outlives).
+_HANGS_UP_AFTER = (
+    "import os, subprocess\n"
+    "loop = f'while kill -HUP {os.getppid()} 2>/dev/null; do :; done'\n"
+    "quiet = subprocess.DEVNULL\n"
+    "subprocess.Popen(['sh', '-c', loop], start_new_session=True, stdout=quiet, stderr=quiet)\n"
+)
+
+
+def test_a_signal_ignored_when_npuprof_started_stays_ignored_after_the_job(out: Path, tmp_path: Path) -> None:
+    """helper-136: under nohup (SIGHUP ignored) the launcher handled SIGHUP again once the job had ended
+    (while it waited for post-processing and wrote its record): a hang-up then killed it (exit 129 for a job
+    that exited 0). The same held for every forwarded signal ignored at its start (SIGRTMIN+N, SIGIO...)."""
+    script = tmp_path / "job.py"
+    script.write_text(_HANGS_UP_AFTER)
+    nohup = functools.partial(signal.signal, signal.SIGHUP, signal.SIG_IGN)  # kept across exec
+    result = subprocess.run(
+        [*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script)],
+        env=clean_env(), capture_output=True, text=True, timeout=60, preexec_fn=nohup,
+    )  # fmt: skip
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 0
