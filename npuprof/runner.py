@@ -321,7 +321,9 @@ class _SignalsBeforeTheJob:
     def __init__(self, record: run_record.RunRecord) -> None:
         self.record = record
         self.payloads: list[Any] = []  # the job's config payload, once written: removed too
-        self.previous = {sig: signal.signal(sig, self._stop) for sig in self.SIGNALS}
+        # not one ignored when npuprof started (nohup's SIGHUP): the job inherits it ignored, npuprof too
+        kept = [sig for sig in self.SIGNALS if signal.getsignal(sig) != signal.SIG_IGN]
+        self.previous = {sig: signal.signal(sig, self._stop) for sig in kept}
 
     def _stop(self, signum: int, _frame: Any) -> None:
         self.restore()

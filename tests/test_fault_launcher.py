@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import SCRIPTS, capture_record, clean_env, npuprof, rank_dirs, sched, small_tmpfs
 
+from npuprof import runner
 from npuprof.config import (
     METADATA_TOTAL_LIMIT,
     METADATA_VALUE_LIMIT,
@@ -1099,3 +1100,21 @@ def test_a_signal_ignored_when_npuprof_started_stays_ignored_after_the_job(out: 
     )  # fmt: skip
     assert result.returncode == 0, (result.returncode, result.stderr)
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 0
+
+
+def test_the_signals_held_before_the_job_leave_one_ignored_at_the_start_ignored() -> None:
+    """helper-136: from the run record's writing to the job's start, npuprof's handler took SIGTERM, SIGHUP
+    and SIGINT, ignored ones too: under nohup a hang-up in that moment killed npuprof, whose job would have
+    ignored it. One ignored when npuprof started stays ignored; the others get the handler and back."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGHUP, signal.SIGTERM)}
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        held = runner._SignalsBeforeTheJob(record=None)  # (the record is only written when a signal comes)
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == held._stop
+        held.restore()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == before[signal.SIGTERM]
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
