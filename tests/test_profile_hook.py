@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import capture_record, npuprof, rank_dirs, run_script, sched
+from conftest import capture_record, npuprof, rank_dirs, run_script, sched
 
 pytestmark = pytest.mark.skipif(
     sys.version_info >= (3, 12), reason="cProfile uses sys.monitoring from Python 3.12, not the profile hook"
@@ -78,3 +77,24 @@ def test_the_jobs_cprofile_runs_again_after_a_capture_and_one_set_during_it_is_s
         stacks = npuprof("export-stacks", str(dirs[steps]), "-o", str(tmp_path / "stacks.folded"))
         assert stacks.returncode == 0, stacks.stderr
         assert (lost in " ".join(stacks.stderr.split())) is warned, stacks.stderr
+
+
+def _a_hook_of_the_job(frame, event, arg):  # as a script's own sys.setprofile function
+    return None
+
+
+class _HookObject:
+    def __call__(self, frame, event, arg):
+        return None
+
+
+def test_the_warning_names_the_jobs_own_hook_function_not_its_type() -> None:
+    """helper-136: a plain function set with sys.setprofile was named "builtins.function" in the warning; the
+    function itself is named, a callable object by its class, cProfile as such."""
+    import cProfile
+
+    from npuprof.agent.profile_hook import _name
+
+    assert _name(_a_hook_of_the_job) == f"{__name__}._a_hook_of_the_job"
+    assert _name(_HookObject()) == f"{__name__}._HookObject"
+    assert _name(cProfile.Profile()) == "cProfile"

@@ -23,8 +23,8 @@ FRAMES_MISSING = "Python frames (--with-stack) are missing"  # how a capture rec
 def _name(hook: Any) -> str:
     if _is_cprofile(hook):  # `python -m cProfile` runs its module as __main__
         return "cProfile"
-    kind = type(hook)
-    return f"{kind.__module__}.{kind.__qualname__}"
+    named = hook if hasattr(hook, "__qualname__") else type(hook)  # a function is named, not its type
+    return f"{getattr(named, '__module__', '?')}.{named.__qualname__}"
 
 
 def _is_cprofile(hook: Any) -> bool:
