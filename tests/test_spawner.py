@@ -149,6 +149,11 @@ def test_captures_back_to_back_do_not_keep_the_post_processor_stopped_for_the_wh
         "captures come faster than the post-processor parses them (3 waiting)"
         in (out / "npuprof.log").read_text()
     )
+    # the capture it was let run beside says so; the three it was held for do not
+    details = [str(capture_record(d).get("detail") or "") for d in rank_dirs(out)]
+    beside = [("post-processor ran during this capture" in detail) for detail in details]
+    assert beside[:4] == [False, False, False, True], details
+    assert "(3 earlier captures waited for it)" in details[3], details
 
 
 def _post_processors() -> list[int]:

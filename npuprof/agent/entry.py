@@ -250,6 +250,11 @@ class Agent:
         self.sigterm.install()
         if self.post is not None:
             self.post.hold(True)
+            if self.post.runs_beside:
+                self.controller.note_for_capture(
+                    f"the post-processor ran during this capture ({self.post.runs_beside} earlier captures "
+                    "waited for it): its work may have slowed these steps"
+                )
 
     def _finalise_at_os_exit(self) -> None:
         """``os._exit`` skips atexit, where a capture open at the end (``--delay`` without ``--duration``,

@@ -137,7 +137,7 @@ def print_run_summary(
         size = human_bytes(sum(c.size_bytes or 0 for c in captures))
         parsed = ", parsed" if cfg.analyse else ""
         more = f"{left_out} more complete{parsed} capture(s)" if left_out else ""
-        odd = f"{notable_left} more not complete or not parsed" if notable_left else ""
+        odd = f"{notable_left} more not complete, not parsed or with a note" if notable_left else ""
         console.print(
             f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"

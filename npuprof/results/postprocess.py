@@ -93,6 +93,9 @@ class Postprocessor:
         self._ready_pid: int | None = None  # its pid as it said on the ready pipe (0: it said none)
         self._done = 0  # the jobs it said it has done (JOB_DONE bytes after its line)
         self._lagging = False  # said once: captures came faster than it parsed them while held
+        # captures that waited for it when the capture beginning now would have held it: it runs beside that
+        # capture instead, whose steps its work may slow (said in the capture's record: agent/entry.py)
+        self.runs_beside = 0
 
     @property
     def pid(self) -> int | None:
@@ -271,16 +274,19 @@ class Postprocessor:
         it, and the kernel when the launcher dies (its parent-death signal, set in :func:`main`)."""
         import signal
 
-        if held and self.backlog() > HOLD_BACKLOG:  # captures back to back: it runs until few wait
+        waiting = self.backlog() if held else 0
+        if waiting > HOLD_BACKLOG:  # captures back to back: it runs until few wait
             held = False
             if not self._lagging:
                 self._lagging = True
                 _agent_log().info(
-                    f"captures come faster than the post-processor parses them ({self.backlog()} waiting): "
+                    f"captures come faster than the post-processor parses them ({waiting} waiting): "
                     "it runs during captures (at idle priority) while more than "
                     f"{HOLD_BACKLOG} wait, so that they do not all wait for the job's end"
                 )
-        if held == self._held or self._spawned is None or not self._known_spawn() or not self._owns("pidfd"):
+        holdable = self._spawned is not None and self._known_spawn() and self._owns("pidfd")
+        self.runs_beside = waiting if waiting > HOLD_BACKLOG and holdable else 0
+        if held == self._held or not holdable:
             return
         if held and not self._spawned.launcher_lives():
             return  # `npuprof run` was killed: should we die now, nobody would continue it
