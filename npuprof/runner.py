@@ -9,6 +9,7 @@ import signal
 import stat
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,12 @@ class _StopWaiting(Exception):
         self.signum = signum
 
 
+def _not_ignored(signals: Iterable[int]) -> list[int]:
+    """Those of ``signals`` not ignored when npuprof started: one ignored there (nohup's SIGHUP) stays ignored
+    in npuprof, as in the job that inherits it (helper-136)."""
+    return [sig for sig in signals if signal.getsignal(sig) != signal.SIG_IGN]
+
+
 class _HeldSignals:
     """From the job's end until the run record is written, the launcher's signals (Ctrl-C and those of
     ``_STOP_WAITING``) are noted, not acted upon at once, so that no pair of them loses the record
@@ -150,9 +157,8 @@ class _HeldSignals:
         self.received: list[int] = []
         self.stopper: int | None = None  # the signal that stopped the wait
         self.waiting = False
-        # not one ignored when npuprof started (nohup's SIGHUP): a hang-up after the job killed the launcher
-        handled = [sig for sig in FORWARDED_SIGNALS if signal.getsignal(sig) != signal.SIG_IGN]
-        self.previous = {sig: signal.signal(sig, self._on) for sig in handled}
+        # not one ignored when npuprof started: a hang-up after the job killed the launcher
+        self.previous = {sig: signal.signal(sig, self._on) for sig in _not_ignored(FORWARDED_SIGNALS)}
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # blocked by run_child at the job's end
 
     def _on(self, signum: int, frame: object) -> None:
@@ -321,9 +327,7 @@ class _SignalsBeforeTheJob:
     def __init__(self, record: run_record.RunRecord) -> None:
         self.record = record
         self.payloads: list[Any] = []  # the job's config payload, once written: removed too
-        # not one ignored when npuprof started (nohup's SIGHUP): the job inherits it ignored, npuprof too
-        kept = [sig for sig in self.SIGNALS if signal.getsignal(sig) != signal.SIG_IGN]
-        self.previous = {sig: signal.signal(sig, self._stop) for sig in kept}
+        self.previous = {sig: signal.signal(sig, self._stop) for sig in _not_ignored(self.SIGNALS)}
 
     def _stop(self, signum: int, _frame: Any) -> None:
         self.restore()
