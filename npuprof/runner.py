@@ -30,6 +30,7 @@ from npuprof.launch import (
 from npuprof.results import free_space, layout, logfile, run_record
 from npuprof.results.atomic import make_dir
 from npuprof.results.paths import UnsafePathError, character_torch_cannot_write, resolve_output_path
+from npuprof.signal_names import signal_name
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
@@ -261,10 +262,7 @@ def _wait_for_post_processing(
 
 
 def _signal_name(signum: int | None) -> str:
-    try:
-        return signal.Signals(signum).name if signum is not None else "a signal"
-    except ValueError:
-        return f"signal {signum}"
+    return signal_name(signum) if signum is not None else "a signal"
 
 
 # Signals that stop the wait: the launcher then writes its record and dies of SIGTERM, SIGHUP or SIGQUIT
@@ -334,7 +332,7 @@ class _SignalsBeforeTheJob:
         with contextlib.suppress(Exception):
             for payload in self.payloads:
                 payload.remove_file()
-            why = f"stopped by {signal.Signals(signum).name} before the job started"
+            why = f"stopped by {signal_name(signum)} before the job started"
             self.record.content.update(end=run_record.now_iso(), exit_code=128 + signum, error=why)
             self.record.write()
         die_of(signum)

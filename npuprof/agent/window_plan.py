@@ -25,6 +25,7 @@ from typing import Any
 from npuprof.agent.frames import PROFILER_UNSAFE, another_thread_imports, runs_code_of
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
+from npuprof.signal_names import signal_name
 
 # A real-time signal the main thread handles; chosen away from SIGRTMIN, which some libraries take. Its
 # handler lets interrupted system calls restart (a C extension that does not retry on EINTR would fail),
@@ -138,7 +139,7 @@ class WindowPlan:
         try:
             if signal.getsignal(KICK_SIGNAL) != signal.SIG_DFL:
                 # someone uses this signal: leave it to them
-                self._no_kick_why = f"the job handles signal SIGRTMIN+{KICK_SIGNAL - signal.SIGRTMIN} itself"
+                self._no_kick_why = f"the job handles signal {signal_name(KICK_SIGNAL)} itself"
                 return False
             signal.signal(KICK_SIGNAL, self._on_kick)
             signal.siginterrupt(KICK_SIGNAL, False)  # C calls in the job restart rather than fail with EINTR

@@ -24,6 +24,7 @@ from npuprof.results.logfile import (
     WINDOWS_SKIPPED_AT_EXIT,
 )
 from npuprof.results.run_record import CaptureSummary
+from npuprof.signal_names import known_signal_name, signal_name
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -768,13 +769,8 @@ STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs
 
 def _signal_of(exit_code: int) -> str:
     """The signal's name when ``exit_code`` says the job died of one (128 + N, as a shell reports it)."""
-    import signal
-
     number = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 128 + 65 else 0
-    try:
-        return signal.Signals(number).name if number else ""
-    except ValueError:  # the real-time signals between SIGRTMIN and SIGRTMAX have no names of their own
-        return f"SIGRTMIN+{number - signal.SIGRTMIN}" if signal.SIGRTMIN < number < signal.SIGRTMAX else ""
+    return (known_signal_name(number) or "") if number else ""
 
 
 def _how_the_job_ended(exit_code: int, died_of: int | None = None) -> str:
@@ -782,7 +778,7 @@ def _how_the_job_ended(exit_code: int, died_of: int | None = None) -> str:
     shell (a wrapper script) reports a process of its own that signal N ended, or a script's own choice
     (``sys.exit(130)``): said as such, not as a death of the job."""
     if died_of:
-        return f"the job was ended by {_signal_of(-died_of) or f'signal {died_of}'} (exit code {exit_code})"
+        return f"the job was ended by {signal_name(died_of)} (exit code {exit_code})"
     killed = _signal_of(exit_code)
     if killed:
         return f"the job failed (exit code {exit_code}: 128 + {killed}, as a shell reports a process it ends)"
