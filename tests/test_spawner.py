@@ -156,6 +156,47 @@ def test_captures_back_to_back_do_not_keep_the_post_processor_stopped_for_the_wh
     assert "(3 earlier captures waited for it)" in details[3], details
 
 
+class _Lagging:
+    """A post-processor too far behind to be held: three captures wait for it."""
+
+    runs_beside = 3
+
+    def hold(self, held: bool) -> None:
+        pass
+
+
+class _Notes:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note_for_capture(self, note: str) -> None:
+        self.notes.append(note)
+
+
+@pytest.mark.parametrize("begins", ["a new profiler", "another cycle"])
+def test_a_capture_the_post_processor_runs_beside_says_so_however_it_begins(
+    begins: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The note was given only to another cycle of a running profiler (captures back to back, the real run
+    above), not to a capture of a new profiler (--wait > 0, --dynamic), which the post-processor ran beside
+    alike."""
+    from npuprof.agent import entry
+
+    agent = entry.Agent.__new__(entry.Agent)
+    agent.post, agent.controller = _Lagging(), _Notes()
+    agent.sigterm = type("Guard", (), {"install": lambda self: True, "uninstall": lambda self: None})()
+    agent._native_exit = object()  # a profiler ran before: nothing to prepare
+    monkeypatch.setattr(agent, "_finalise_at_os_exit", lambda: None, raising=False)
+    if begins == "a new profiler":
+        agent._on_profiling(True)
+    else:
+        agent._on_new_cycle()
+    assert agent.controller.notes == [
+        "the post-processor ran during this capture (3 earlier captures waited for it): its work may have "
+        "slowed these steps"
+    ]
+
+
 def _post_processors() -> list[int]:
     return [
         int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and "postprocess" in _cmdline(p.name)

@@ -229,6 +229,8 @@ class Agent:
         post-processor waits meanwhile (its work distorts the steps recorded)."""
         if self.post is not None:
             self.post.hold(active)
+            if active:
+                self._say_if_the_post_processor_runs_beside()
         if active:
             if not self.sigterm.install() and not threads.on_main_thread():
                 self.log.warn_once(
@@ -250,11 +252,16 @@ class Agent:
         self.sigterm.install()
         if self.post is not None:
             self.post.hold(True)
-            if self.post.runs_beside:
-                self.controller.note_for_capture(
-                    f"the post-processor ran during this capture ({self.post.runs_beside} earlier captures "
-                    "waited for it): its work may have slowed these steps"
-                )
+            self._say_if_the_post_processor_runs_beside()
+
+    def _say_if_the_post_processor_runs_beside(self) -> None:
+        """The capture just begun keeps it in its record (the run summary and analyse show it): a new profiler
+        (--wait > 0, --dynamic) or another cycle of the running one (captures back to back)."""
+        if self.post is not None and self.post.runs_beside:
+            self.controller.note_for_capture(
+                f"the post-processor ran during this capture ({self.post.runs_beside} earlier captures "
+                "waited for it): its work may have slowed these steps"
+            )
 
     def _finalise_at_os_exit(self) -> None:
         """``os._exit`` skips atexit, where a capture open at the end (``--delay`` without ``--duration``,
