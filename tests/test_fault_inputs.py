@@ -415,6 +415,54 @@ def test_analyse_of_a_run_that_has_captured_nothing_yet_says_it_still_goes(out: 
     assert after.returncode == 1 and "still going" not in after.stderr, after.stderr
 
 
+def _capture_of(out: Path, name: str, run_id: str, status: str, snapshot: bool = False) -> Path:
+    """A capture of the run ``run_id`` as its training process leaves it for the post-processor: its trace
+    (with [memory] events) and record, with ``snapshot`` the memory snapshot the timeline is made from."""
+    from analyse_support.handmade import mem
+
+    trace = cpu_trace()
+    trace["traceEvents"] += [mem(110, 4096, 4096, 1), mem(700, -4096, 0, 1)]
+    d = write_rank_dir(out, trace, rank=None, name=name)
+    record = {"status": status, "run_id": run_id, "steps": [7], "trace": "host.1.pt.trace.json", "version": 1}
+    if status == "capturing":
+        (d / "host.1.pt.trace.json").unlink()
+        record.pop("trace")
+    (d / "npuprof_capture.json").write_text(json.dumps(record))
+    if snapshot:
+        (d / "memory_timeline.snapshot.msgpack").write_bytes(b"\x80")
+    return d
+
+
+def test_readers_of_a_run_still_going_say_so(out: Path, tmp_path: Path) -> None:
+    """helper-139: while a run went on, `analyse` reported the captures written so far with exit 0 and no
+    word that the run was going; it warned that a --memory-timeline "was not made" while the post-processor
+    had yet to make it; `memory-timeline` told to capture again with the flags the run had."""
+    go = tmp_path / "go"
+    job = f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
+    proc = subprocess.Popen(
+        [*NPUPROF, "run", "-o", str(out), "--profile-memory", "--record-shapes", "--with-stack",
+         "--memory-timeline", "json", "--", sys.executable, "-c", job],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: any(out.glob("npuprof_run*.json")), "the run record", timeout=60)
+        run_id = json.loads(next(out.glob("npuprof_run*.json")).read_text())["run_id"]
+        _capture_of(out, "h_1_20250101000000000", run_id, "complete", snapshot=True)
+        _capture_of(out, "h_1_20250101000000001", run_id, "complete")
+        _capture_of(out, "h_1_20250101000000002", run_id, "capturing")
+        during = npuprof("analyse", str(out), "--format", "json")
+        go.touch()
+        proc.communicate(timeout=60)
+    finally:
+        _kill_group(proc.pid)
+    said = " ".join(during.stderr.split())
+    assert during.returncode == 0 and len(json.loads(during.stdout)["ranks"]) == 2, during.stderr
+    assert f"note: run {run_id} is still going (npuprof pid {proc.pid} on" in said, said
+    assert "this report holds what it had written so far" in said, said
+    after = npuprof("analyse", str(out))
+    assert after.returncode == 0 and "still going" not in after.stderr, after.stderr
+
+
 def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path) -> None:
     out = tmp_path / "result"
     d = out / "h_1_20250101000000000_ascend_pt"

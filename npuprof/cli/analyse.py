@@ -222,6 +222,8 @@ def analyse(
         _say(
             f"npuprof analyse: not analysed: {p.rank_dir}: {p.status}" + (f": {p.reason}" if p.reason else "")
         )
+    if report.ranks:
+        _say_runs_going(target, run)
     from npuprof.cli.main import check_stdout
 
     check_stdout("npuprof analyse", "the report")
@@ -278,18 +280,41 @@ def _warn_skipped(lines: list[str]) -> None:
 def _runs_still_going(target: Path) -> str:
     """``; run ID is still going (...)`` for each run recorded in ``target`` whose launcher still runs
     here: no capture yet is no verdict on it (helper-117)."""
-    from npuprof.results import layout
-
-    if not target.is_dir():
-        return ""
-    going = []
-    for _path, record in layout.read_run_records(target):
-        alive = layout.record_launcher_alive(record)
-        if alive and isinstance(record.get("run_id"), str):
-            going.append(f"run {record['run_id']} is still going ({alive})")
+    going = [f"run {run_id} is still going ({why})" for run_id, why in _going_runs(target)]
     if not going:
         return ""
     return f"; {', '.join(going)}: its captures land here as it records, analyse them then"
+
+
+def _going_runs(target: Path, run: str | None = None) -> list[tuple[str, str]]:
+    """(run id, why it has not ended) for each run recorded in ``target`` (or beside the rank dir
+    ``target``) whose launcher runs on this host, or whose record names another host and has no end;
+    with ``run`` (``--run``, not ``all``) only the runs it picks."""
+    from npuprof.results import layout
+
+    if not target.is_dir():
+        return []
+    output = target.parent if layout.is_rank_dir(target) else target
+    going = []
+    for _path, record in layout.read_run_records(output):
+        run_id = record.get("run_id")
+        if not isinstance(run_id, str) or (run not in (None, "all") and not run_id.startswith(run)):
+            continue
+        why = layout.record_launcher_alive(record) or layout.launcher_elsewhere(output, run_id)
+        if why:
+            going.append((run_id, why))
+    return going
+
+
+def _say_runs_going(target: Path, run: str | None) -> None:
+    """A report made while its run goes on is of what the run had written so far (helper-139: said
+    nothing, exit 0, as of a finished run)."""
+    for run_id, why in _going_runs(target, run):
+        _note(
+            f"run {run_id} is still going ({why}): this report holds what it had written so far; the "
+            "captures it makes from now on, and what its post-processor has yet to write (tables, stacks, "
+            "memory timelines), are not in it: analyse again once the run has ended"
+        )
 
 
 def _mark_in_progress(report: Report) -> None:

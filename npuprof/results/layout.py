@@ -667,6 +667,21 @@ def launcher_elsewhere(output: Path, run_id: Any) -> str | None:
     return None
 
 
+def run_of_capture_going(rank_dir: Path) -> str | None:
+    """Why the run that made the capture ``rank_dir`` has not ended (``"npuprof pid N on HOST"``, or the
+    other host's words), or None: while it goes, its post-processor may still write into the capture."""
+    run_id = (read_capture_record(rank_dir) or {}).get("run_id")
+    return live_launcher(rank_dir.parent, run_id) or launcher_elsewhere(rank_dir.parent, run_id)
+
+
+def run_record_of(output: Path, run_id: Any) -> dict[str, Any] | None:
+    """The run record of ``run_id`` in ``output``, or None."""
+    for _path, record in read_run_records(output):
+        if isinstance(run_id, str) and record.get("run_id") == run_id:
+            return record
+    return None
+
+
 def _live_launcher(output: Path, run_id: str) -> str | None:
     for _path, record in read_run_records(output):
         if record.get("run_id") == run_id:
