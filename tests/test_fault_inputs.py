@@ -447,7 +447,7 @@ def test_readers_of_a_run_still_going_say_so(out: Path, tmp_path: Path) -> None:
     try:
         _wait_for(lambda: any(out.glob("npuprof_run*.json")), "the run record", timeout=60)
         run_id = json.loads(next(out.glob("npuprof_run*.json")).read_text())["run_id"]
-        _capture_of(out, "h_1_20250101000000000", run_id, "complete", snapshot=True)
+        snapped = _capture_of(out, "h_1_20250101000000000", run_id, "complete", snapshot=True)
         _capture_of(out, "h_1_20250101000000001", run_id, "complete")
         _capture_of(out, "h_1_20250101000000002", run_id, "capturing")
         during = npuprof("analyse", str(out), "--format", "json")
@@ -459,8 +459,10 @@ def test_readers_of_a_run_still_going_say_so(out: Path, tmp_path: Path) -> None:
     assert during.returncode == 0 and len(json.loads(during.stdout)["ranks"]) == 2, during.stderr
     assert f"note: run {run_id} is still going (npuprof pid {proc.pid} on" in said, said
     assert "this report holds what it had written so far" in said, said
+    assert "was not made" not in said, said  # its post-processor has yet to make it
     after = npuprof("analyse", str(out))
     assert after.returncode == 0 and "still going" not in after.stderr, after.stderr
+    assert f"warning: {snapped}: its memory timeline was not made" in after.stderr, after.stderr
 
 
 def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path) -> None:

@@ -660,11 +660,12 @@ def _tables_elsewhere(outcome: ParseOutcome, scratch: list[Path]) -> Path | None
 
 def _memory_snapshot_left(rank_dir: Path) -> str | None:
     """The note for a capture whose --memory-timeline was not made: its snapshot is still there (the
-    post-processor removes it once the timeline is written; it stopped, or was killed, before)."""
+    post-processor removes it once the timeline is written; it stopped, or was killed, before). None while
+    the capture's run goes on: its post-processor has yet to write it (said once by `npuprof analyse`)."""
     from npuprof.agent.memory_snapshot import SNAPSHOT_FILE
     from npuprof.results.extras import exports_not_made
 
-    if "memory-timeline" not in exports_not_made(rank_dir, ()):
+    if "memory-timeline" not in exports_not_made(rank_dir, ()) or layout.run_of_capture_going(rank_dir):
         return None
     return (
         f"its memory timeline was not made ({SNAPSHOT_FILE} is left): npuprof memory-timeline "
