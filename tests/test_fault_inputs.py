@@ -448,9 +448,11 @@ def test_readers_of_a_run_still_going_say_so(out: Path, tmp_path: Path) -> None:
         _wait_for(lambda: any(out.glob("npuprof_run*.json")), "the run record", timeout=60)
         run_id = json.loads(next(out.glob("npuprof_run*.json")).read_text())["run_id"]
         snapped = _capture_of(out, "h_1_20250101000000000", run_id, "complete", snapshot=True)
-        _capture_of(out, "h_1_20250101000000001", run_id, "complete")
-        _capture_of(out, "h_1_20250101000000002", run_id, "capturing")
+        exported = _capture_of(out, "h_1_20250101000000001", run_id, "complete")
+        capturing = _capture_of(out, "h_1_20250101000000002", run_id, "capturing")
         during = npuprof("analyse", str(out), "--format", "json")
+        timeline = npuprof("memory-timeline", str(exported), "-o", str(tmp_path / "m.json"))
+        recording = npuprof("memory-timeline", str(capturing), "-o", str(tmp_path / "r.json"))
         go.touch()
         proc.communicate(timeout=60)
     finally:
@@ -460,6 +462,13 @@ def test_readers_of_a_run_still_going_say_so(out: Path, tmp_path: Path) -> None:
     assert f"note: run {run_id} is still going (npuprof pid {proc.pid} on" in said, said
     assert "this report holds what it had written so far" in said, said
     assert "was not made" not in said, said  # its post-processor has yet to make it
+    told = " ".join(timeline.stderr.split())
+    assert timeline.returncode == 0 and (tmp_path / "m.json").is_file(), told
+    assert "Categories UNKNOWN for now" in told and "its run is still going" in told, told
+    assert "For categories: npuprof run" not in told, told  # the run has those flags
+    assert recording.returncode == 1 and not (tmp_path / "r.json").exists(), recording.stderr
+    (line,) = recording.stderr.splitlines()
+    assert f"{capturing}: in progress: its run is still going" in line and "capture with" not in line, line
     after = npuprof("analyse", str(out))
     assert after.returncode == 0 and "still going" not in after.stderr, after.stderr
     assert f"warning: {snapped}: its memory timeline was not made" in after.stderr, after.stderr

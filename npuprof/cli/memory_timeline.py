@@ -95,6 +95,8 @@ def memory_timeline(
     notes: list[str] = []
     try:
         rank_dir = single_rank_dir(source, rank, notes)
+        if rank_dir.is_dir() and (status := layout.capture_status(rank_dir)).in_progress:
+            raise _fail(f"{rank_dir}: {status.detail}; run this again once the capture has ended")
         read = rank_dir if rank_dir.is_file() else layout.find_trace_of_rank(rank_dir)
         read = read or rank_dir / mt.RAW_FILE  # its categorised data, read before any trace
         if problem := overwrite_problem(target, read):
@@ -113,11 +115,31 @@ def memory_timeline(
     for note in notes:
         print(f"npuprof memory-timeline: note: {note}", file=sys.stderr)
     if data.source == mt.SOURCE_TRACE:
-        print(f"npuprof memory-timeline: note: {mt.source_note(data)}", file=sys.stderr)
+        pending = _categories_pending(rank_dir)
+        print(f"npuprof memory-timeline: note: {pending or mt.source_note(data)}", file=sys.stderr)
     for note in data.notes:
         print(f"npuprof memory-timeline: warning: {note}", file=sys.stderr)
     print(
         f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
         f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})",
         file=sys.stderr,
+    )
+
+
+def _categories_pending(rank_dir: Path) -> str | None:
+    """The note for a capture whose run asked for --memory-timeline (or --dynamic, whose triggers may) and
+    goes on: its post-processor writes the categorised data later (helper-139: the note said to capture with
+    the flags the run had)."""
+    from npuprof.results import layout
+
+    if not rank_dir.is_dir() or not (going := layout.run_of_capture_going(rank_dir)):
+        return None
+    run_id = (layout.read_capture_record(rank_dir) or {}).get("run_id")
+    config = (layout.run_record_of(rank_dir.parent, run_id) or {}).get("config")
+    if not isinstance(config, dict) or not (config.get("memory_timeline") or config.get("dynamic")):
+        return None
+    return (
+        "Categories UNKNOWN for now: rendered from the trace's [memory] events (allocator totals only), as "
+        f"its run is still going ({going}) and its post-processor has not yet written this capture's "
+        "categorised timeline (memory_timeline.raw.json.gz): run this again once the run has ended"
     )
