@@ -1121,6 +1121,54 @@ def test_a_rank_dir_that_cannot_take_its_tables_is_analysed_into_the_cache(tmp_p
     assert str(tmp_path / "cache" / "npuprof" / "traces") in said
 
 
+def test_a_rank_dir_no_one_may_write_in_is_not_written_in_even_by_root(tmp_path: Path) -> None:
+    """helper-139: as root, `analyse` made ASCEND_PROFILER_OUTPUT/ in a rank dir of mode 555 (`chmod -R a-w`
+    results: root passes the access check), and `--force` rewrote tables in a folder kept so, which a
+    bare trace there (helper-103) was spared. Both now go to the user's cache, as for any reader."""
+    env = clean_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+    trace = cpu_trace()
+    trace["distributedInfo"]["rank"] = 3
+    fresh = write_rank_dir(tmp_path / "frozen", trace, rank=3)
+    parsed = write_rank_dir(tmp_path / "kept", trace, rank=3)
+    assert npuprof("analyse", str(parsed), env=env).returncode == 0
+    tables = parsed / "ASCEND_PROFILER_OUTPUT"
+    stamps = {p.name: p.stat().st_ino for p in tables.iterdir()}
+    frozen = [fresh, tables]
+    for path in frozen:
+        path.chmod(0o555)
+    try:
+        first = npuprof("analyse", str(fresh), "--format", "json", env=env)
+        forced = npuprof("analyse", str(parsed), "--force", "--format", "json", env=env)
+        assert sorted(p.name for p in fresh.iterdir()) == ["host.1.pt.trace.json", "profiler_info_3.json"]
+        assert {p.name: p.stat().st_ino for p in tables.iterdir()} == stamps, forced.stderr
+    finally:
+        for path in frozen:
+            path.chmod(0o755)
+    for result in (first, forced):
+        assert result.returncode == 0, result.stderr
+        (rank,) = json.loads(result.stdout)["ranks"]
+        assert rank["rank"] == 3 and [s["step"] for s in rank["steps"]] == [7], result.stderr
+        said = " ".join(result.stderr.split())
+        assert "its tables cannot be written there" in said and str(tmp_path / "cache") in said, said
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may write in a folder of mode 555")
+def test_the_post_processor_parses_its_runs_rank_dir_made_under_umask_222(tmp_path: Path) -> None:
+    """A job run as root under `umask 222` makes its rank dirs without write bits: its own post-processor
+    still parses them (the rule above is for results kept read-only, read by `npuprof analyse`)."""
+    from npuprof.results.handover import CaptureJob, CaptureRecord
+    from npuprof.results.postprocess import _parse
+
+    rank_dir = write_rank_dir(tmp_path / "run", cpu_trace(), rank=3)
+    rank_dir.chmod(0o555)
+    try:
+        job = CaptureJob(rank_dir=str(rank_dir), record=CaptureRecord(status="complete"), analyse=True)
+        assert _parse(rank_dir, job) == 0, (tmp_path / "run" / "npuprof.log").read_text()
+        assert (rank_dir / "ASCEND_PROFILER_OUTPUT" / "analyse.done").is_file()
+    finally:
+        rank_dir.chmod(0o755)
+
+
 def test_links_that_lead_nowhere_and_widths_that_are_none_are_named(tmp_path: Path) -> None:
     """helper-104: a loop of symbolic links was said not to exist; --min-width nan and inf were taken."""
     (tmp_path / "a").symlink_to(tmp_path / "b")

@@ -117,6 +117,26 @@ def _run_goes_on_elsewhere(rank_dir: Path) -> bool:
     return layout.launcher_elsewhere(rank_dir.parent, record.get("run_id")) is not None
 
 
+def _kept_read_only(folder: Path) -> str:
+    """Why nothing is to be written in ``folder`` (a rank dir, or its tables folder; when that is not made
+    yet, the rank dir it would be made in) though this process could: no one may write there (mode 555,
+    ``chmod -R a-w``: its owner keeps it as it is), which root's writes pass (helper-139: `analyse` as
+    root made ASCEND_PROFILER_OUTPUT/ in such a rank dir). "" when it may be written."""
+    import stat
+
+    for path in (folder, folder.parent):
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return ""  # said by the write itself
+        if stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o222:
+            return f"Permission denied ({path.name}/ is kept read-only: mode {info.st_mode & 0o7777:o})"
+        return ""
+    return ""
+
+
 def _remove_leftovers(out_dir: Path) -> None:
     """Delete what a parse killed mid-way left behind (its temporary files: ``.<name>.<...>.tmp``, and a
     ``trace_view.json`` it had moved aside: ``.trace_view.json.<...>.old``); only plain files."""
@@ -269,14 +289,19 @@ def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
 
 
 def parse_rank_dir(
-    rank_dir: Path, force: bool = False, workers: int = 1, export_db: bool = False
+    rank_dir: Path,
+    force: bool = False,
+    workers: int = 1,
+    export_db: bool = False,
+    heed_read_only: bool = True,
 ) -> ParseOutcome:
     """Write ``rank_dir/ASCEND_PROFILER_OUTPUT/`` (all tables that apply, ``analyse.done`` last); with
     ``export_db`` also the SQLite files of torch_npu's db export (npuprof/analysis/db_export.py).
 
     Skips a dir already parsed (``analyse.done`` present) unless ``force``, or ``export_db`` asks for a db
-    it lacks. ``workers`` > 1 reads a big
-    trace in that many processes. Never raises for bad input: see ``ParseOutcome.status``/``reason``.
+    it lacks. ``workers`` > 1 reads a big trace in that many processes. ``heed_read_only=False`` (the run's
+    post-processor) writes in a rank dir its own run made without write bits (a job's ``umask 222``), as
+    root may. Never raises for bad input: see ``ParseOutcome.status``/``reason``.
     """
     t0 = time.perf_counter()
     rank_dir = Path(rank_dir)
@@ -288,9 +313,11 @@ def parse_rank_dir(
         outcome.rank = layout.rank_of(rank_dir)
         # a post-processor killed while it gzipped the trace left gigabytes under a hidden name
         if not _run_goes_on_elsewhere(rank_dir):
-            remove_dead_writers_temps(rank_dir)
-            if not (rank_dir / layout.PARSED_DIR).is_symlink():
-                remove_dead_writers_temps(rank_dir / layout.PARSED_DIR)
+            if not (heed_read_only and _kept_read_only(rank_dir)):
+                remove_dead_writers_temps(rank_dir)
+            tables = rank_dir / layout.PARSED_DIR
+            if not tables.is_symlink() and not (heed_read_only and _kept_read_only(tables)):
+                remove_dead_writers_temps(tables)
         # a link above the rank dir (a home or scratch that is one) is followed; ASCEND_PROFILER_OUTPUT
         # itself a link, or a link planted in /tmp, is refused (npuprof/results/paths.py)
         out_dir = resolve_output_path(rank_dir / layout.PARSED_DIR, "parsed output directory")
@@ -366,6 +393,8 @@ def parse_rank_dir(
                 else f"no *.pt.trace.json(.gz) in {rank_dir}"
             )
             return outcome
+        if heed_read_only and (kept := _kept_read_only(out_dir)):
+            raise PermissionError(errno.EACCES, kept, str(out_dir))
         if done.exists():
             done.unlink()
         make_dir(out_dir)

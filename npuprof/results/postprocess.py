@@ -922,7 +922,7 @@ def _parse(rank_dir: Path, job: CaptureJob) -> int:
     try:
         from npuprof.analysis.parse import parse_rank_dir
 
-        outcome = parse_rank_dir(rank_dir, export_db=job.export_db)
+        outcome = parse_rank_dir(rank_dir, export_db=job.export_db, heed_read_only=False)
     except Exception as exc:
         _log(rank_dir, f"analysis failed: {exc!r}", "ERROR")
         return 1
