@@ -110,6 +110,25 @@ def test_analyse_removes_what_a_writer_killed_mid_write_left_and_nothing_else(tm
         alive.wait()
 
 
+def test_a_parse_that_takes_the_lock_leaves_a_live_parses_files_alone(tmp_path: Path) -> None:
+    """helper-139: a parse started while another held the rank dir's lock (an `analyse` beside the run's
+    post-processor) outlives it; the next to take the lock (`analyse --force`) deleted every hidden
+    temporary file there, the live parse's too, whose rename then failed ("No such file"). Only a dead
+    parse's are deleted now (at once: the lock says no parse of this host runs there but live ones)."""
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert npuprof("analyse", str(rank_dir), env=clean_env()).returncode == 0
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    _proc, dead = _writer_killed_while_writing(tables / "op_statistic.csv")
+    alive, live = _writer_killed_while_writing(tables / "kernel_details.csv", kill=False)
+    try:
+        result = npuprof("analyse", str(rank_dir), "--force", env=clean_env())
+        assert result.returncode == 0, result.stderr
+        assert live.exists() and not dead.exists()
+    finally:
+        alive.kill()
+        alive.wait()
+
+
 def test_kinetos_temporary_file_of_a_killed_export_is_removed_too(tmp_path: Path) -> None:
     """kill -9 while Kineto wrote the raw trace left `.NAME.tmp.tmp` (gigabytes on a real job) for ever:
     npuprof's export name carries its pid now, and Kineto's own temporary file of it is told by it."""
@@ -125,7 +144,7 @@ def test_kinetos_temporary_file_of_a_killed_export_is_removed_too(tmp_path: Path
     )
     dead = int(gone.stdout)
     ours = atomic.temp_name(rank_dir / "w.pt.trace.json")
-    assert atomic._writer_pid(ours.name) == os.getpid()
+    assert atomic.writer_pid(ours.name) == os.getpid()
     left = rank_dir / f".w.pt.trace.json.{dead}-0123456789ab.tmp.tmp"
     left.write_bytes(b'{"traceEvents": [')
     old = time.time() - 120
@@ -138,8 +157,8 @@ def test_kinetos_temporary_file_of_a_killed_export_is_removed_too(tmp_path: Path
             Path(path).write_text('{"traceEvents": []}')
 
     torch_backend.TorchBackend(use_cuda=False).export_raw(Prof(), rank_dir, "w")
-    assert atomic._writer_pid(Path(given[0]).name) == os.getpid()
-    assert atomic._writer_pid(Path(given[0] + ".tmp").name) == os.getpid()  # Kineto's own temporary file
+    assert atomic.writer_pid(Path(given[0]).name) == os.getpid()
+    assert atomic.writer_pid(Path(given[0] + ".tmp").name) == os.getpid()  # Kineto's own temporary file
     result = npuprof("analyse", str(rank_dir), env=clean_env())
     assert result.returncode == 0, result.stderr
     assert not left.exists()

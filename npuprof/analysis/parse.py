@@ -139,12 +139,32 @@ def _kept_read_only(folder: Path) -> str:
 
 def _remove_leftovers(out_dir: Path) -> None:
     """Delete what a parse killed mid-way left behind (its temporary files: ``.<name>.<...>.tmp``, and a
-    ``trace_view.json`` it had moved aside: ``.trace_view.json.<...>.old``); only plain files."""
+    ``trace_view.json`` it had moved aside: ``.trace_view.json.<...>.old``); only plain files, and not those
+    of a parse that still runs (helper-139: one started while another held the lock outlives it, and the
+    next to take the lock deleted its files under it: its parse failed)."""
     for entry in os.scandir(out_dir):
-        name = entry.name
-        if name.startswith(".") and name.endswith((".tmp", ".old")) and entry.is_file(follow_symlinks=False):
+        if _left_by_a_dead_parse(entry.name) and entry.is_file(follow_symlinks=False):
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
+
+
+def _left_by_a_dead_parse(name: str) -> bool:
+    """Whether ``name`` is a temporary file of a parse that has ended (or of this process): its writer's pid
+    is in the name (``.NAME.PID-HEX12.tmp`` / ``.old``); a name without one is an older npuprof's."""
+    from npuprof.results.atomic import writer_pid
+
+    if not name.startswith(".") or not name.endswith((".tmp", ".old")):
+        return False
+    pid = writer_pid(name.removesuffix(".old") + ".tmp" if name.endswith(".old") else name)
+    if pid is None or pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return True
+    except OSError:
+        return False  # another user's: alive
+    return False
 
 
 ALWAYS_WRITTEN = (
@@ -576,7 +596,8 @@ class _Superseded:
     the new one was never written."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.name = path, str(path.parent / f".{path.name}.{os.urandom(6).hex()}.old")
+        tag = f"{os.getpid()}-{os.urandom(6).hex()}"  # its writer's, as atomic.temp_name's
+        self.path, self.name = path, str(path.parent / f".{path.name}.{tag}.old")
         self.moved = False
         self.thread: Any = None
         if path.is_file() and not path.is_symlink():

@@ -106,7 +106,7 @@ def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> dict[str
     except OSError:
         return removed
     for entry in entries:
-        pid = _writer_pid(entry.name)
+        pid = writer_pid(entry.name)
         if pid is None or pid == os.getpid():
             continue
         try:
@@ -123,7 +123,7 @@ def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> dict[str
     return removed
 
 
-def _writer_pid(name: str) -> int | None:
+def writer_pid(name: str) -> int | None:
     """The pid in a name ``temp_name`` makes (``.NAME.PID-HEX12.tmp``, or Kineto's own temporary file of
     one, ``.NAME.PID-HEX12.tmp.tmp``); None for any other name."""
     if not (name.startswith(".") and name.endswith(".tmp")):
