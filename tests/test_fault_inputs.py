@@ -474,6 +474,42 @@ def test_readers_of_a_run_still_going_say_so(out: Path, tmp_path: Path) -> None:
     assert f"warning: {snapped}: its memory timeline was not made" in after.stderr, after.stderr
 
 
+_PARSED_AGAIN_AT_THE_END = (
+    "import json, pathlib, subprocess, sys\n"
+    "out, go = pathlib.Path(sys.argv[1]), sys.argv[2]\n"
+    "run_id = json.loads(next(out.glob('npuprof_run*.json')).read_text())['run_id']\n"
+    "d = out / 'h_1_20250101000000000_ascend_pt'\n"
+    "(d / 'ASCEND_PROFILER_OUTPUT').mkdir(parents=True)\n"
+    "(d / 'host.1.pt.trace.json').write_text('{}')\n"
+    "(d / 'npuprof_capture.json').write_text(json.dumps({'status': 'complete', 'run_id': run_id}))\n"
+    "holder = ('import fcntl, os, sys, time\\nfd = os.open(sys.argv[1], os.O_RDONLY)\\n'\n"
+    "          'fcntl.flock(fd, fcntl.LOCK_EX)\\nprint(1, flush=True)\\n'\n"
+    "          'while not os.path.exists(sys.argv[2]):\\n    time.sleep(0.05)\\n')\n"
+    "p = subprocess.Popen([sys.executable, '-c', holder, str(d / 'ASCEND_PROFILER_OUTPUT'), go],\n"
+    "                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)\n"
+    "p.stdout.readline()\n"
+)
+
+
+def test_a_capture_parsed_again_as_the_run_ends_is_not_called_unparsed(out: Path, tmp_path: Path) -> None:
+    """helper-139: an `analyse --force` beside the run's end (its parse takes analyse.done away while it
+    writes) made the run's summary say the capture was "not parsed when npuprof ended (a post-processor
+    stopped, killed, or still at work ...)". A capture a parse is at work on is said to be so."""
+    script, go = tmp_path / "job.py", tmp_path / "go"
+    script.write_text(_PARSED_AGAIN_AT_THE_END)
+    try:  # the job leaves a capture of its run whose tables a parse of its own session holds
+        result = subprocess.run(
+            [*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script), str(out), str(go)],
+            env=clean_env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        go.touch()
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 0, said
+    assert "1 complete capture(s) being parsed as npuprof ended, by another process" in said, said
+    assert "not parsed when npuprof ended" not in said, said
+
+
 def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path) -> None:
     out = tmp_path / "result"
     d = out / "h_1_20250101000000000_ascend_pt"

@@ -153,6 +153,13 @@ def print_run_summary(
             detail = _why_not_finalised(c, agents) if c.detail == layout.NOT_FINALISED else c.detail
             console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(detail)}", overflow="fold")
     left = _left_unparsed(captures, cfg)
+    if being := _being_parsed(left):
+        console.print(
+            f"{len(being)} complete capture(s) being parsed as npuprof ended, by another process (npuprof "
+            "analyse --force of this directory, or a post-processor still at work): their tables come once "
+            "it is done"
+        )
+        left = [c for c in left if c not in being]
     unparsed = len(left)
     if unparsed:  # the post-processor ended (killed?) or failed before it parsed them
         # the post-processor makes them before the parse: one whose parse failed (a full disk) made them
@@ -299,6 +306,12 @@ def _exports_lacking(capture: CaptureSummary, cfg: ProfileConfig) -> list[str]:
         made = any((capture.rank_dir / MEMORY_FILE.format(fmt=fmt)).exists() for fmt in formats)
         lacking += [] if made else ["memory-timeline"]
     return lacking
+
+
+def _being_parsed(left: list[CaptureSummary]) -> list[CaptureSummary]:
+    """Those of ``left`` a parse is at work on (helper-139: an `analyse --force` beside the run's end made
+    its captures "not parsed ... a post-processor stopped, killed, or still at work")."""
+    return [c for c in left if layout.parse_at_work(c.rank_dir / layout.PARSED_DIR)]
 
 
 def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[CaptureSummary]:

@@ -601,6 +601,27 @@ def capture_roots(output: Path, run_id: str) -> list[Path]:
     return roots
 
 
+def parse_at_work(out_dir: Path) -> bool:
+    """Whether a parse holds ``out_dir``'s lock now (``analysis.parse._alone_in``): an `npuprof analyse`
+    (``--force`` takes ``analyse.done`` away while it writes), or a post-processor still at work. Asked
+    without waiting; a parse that starts in that instant only takes itself for not alone."""
+    import fcntl
+
+    try:
+        fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
 # ---- runs still going -----------------------------------------------------------------------------
 def run_records(output: Path) -> list[Path]:
     """The run records (npuprof_run.json, npuprof_run.<stamp>.json) directly in ``output``."""
