@@ -49,13 +49,14 @@ class _RunLog:
     """The launcher's lines in npuprof.log (the shared writer: no symlink, no FIFO, rotation). Lines it
     cannot write are reported once on stderr; the job goes on."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, run_id: str = "") -> None:
         self.path = path
+        self.run_id = run_id
         self.job_ended = False
         self._lost = False
 
     def write(self, message: str, level: str = "INFO") -> None:
-        if logfile.log(self.path, level, "launcher", message):
+        if logfile.log(self.path, level, "launcher", message, self.run_id):
             return
         if not self._lost:
             self._lost = True
@@ -215,9 +216,8 @@ def _wait_for_post_processing(
                 )
             else:
                 said = "no change: it keeps its idle CPU priority (raising it needs CAP_SYS_NICE)"
-            logfile.log(
-                log_path, "INFO", "launcher", f"the job has ended: post-processor pid {pid} gets {said}"
-            )
+            said = f"the job has ended: post-processor pid {pid} gets {said}"
+            logfile.log(log_path, "INFO", "launcher", said, run_id)
     try:
         held.waiting = True
         deadline = time.monotonic() + _QUIET_WAIT_S
@@ -460,8 +460,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     if disk_warning:
         _note(disk_warning)
     log_path = output / layout.RUN_LOG
-    log = _RunLog(log_path)
     run_id = new_run_id()
+    log = _RunLog(log_path, run_id)
     record = run_record.RunRecord(
         output,
         {

@@ -19,7 +19,9 @@ from conftest import ROOT, capture_record, clean_env, npuprof, rank_dirs, sched,
 from stacks_support import capture, full_capture
 
 CAPTURE_FLAGS = ["--with-stack", "--record-shapes", "--profile-memory"]
-LOG_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[(?P<who>\w+) pid=(?P<pid>\d+)\] (?P<message>.*)$")
+LOG_LINE = re.compile(
+    r"\[(?P<level>[A-Z]+)\] \[(?P<who>\w+) pid=(?P<pid>\d+) run=(?P<run>\w+)\] (?P<message>.*)$"
+)
 
 
 def _blocked_matplotlib(root: Path) -> Path:
@@ -79,6 +81,9 @@ def test_the_step_hands_the_work_over(run: SimpleNamespace) -> None:
     """The step ends the capture; the copy of the profiler's tree is made by the hand-over thread, the
     files are written by the post-processor (another process)."""
     records = _log(run)
+    # every line names its run: the runs of a multi-node job share -o, the log, and (containers) pids
+    assert {m["who"] for m in records} == {"launcher", "agent", "postprocess"}
+    assert {m["run"] for m in records} == {run.record["run_id"]}
     training_pid = str(run.record["pid"])
     (capture_line,) = [
         m for m in records if m["who"] == "agent" and m["message"].startswith("capture of steps 3-4 written")

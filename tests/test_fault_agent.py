@@ -343,7 +343,7 @@ def test_a_child_forked_by_os_fork_that_trains_logs_its_step_count_once(out: Pat
     result = npuprof("run", "-o", str(out), *sched(100, 0, 1), "--", sys.executable, str(script), timeout=90)
     assert result.returncode == 0, result.stderr
     log = (out / "npuprof.log").read_text()
-    counts = re.findall(r"\[agent pid=(\d+)\] steps counted in this process: (\d+)", log)
+    counts = re.findall(r"\[agent pid=(\d+) run=\w+\] steps counted in this process: (\d+)", log)
     assert sorted(n for _pid, n in counts) == ["3", "5"], (
         counts
     )  # the parent's 3, the child's own 5, once each

@@ -362,3 +362,39 @@ def test_a_capture_partial_at_both_ends_says_both(tmp_path: Path) -> None:
     (capture,) = captures_of_run(tmp_path, "r1")
     assert capture.detail.startswith("step 0 is partial: recording began inside it; training ended"), capture
     assert capture.detail.endswith("step 20 is partial")
+
+
+def test_two_nodes_sharing_output_and_pids_each_read_their_own_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two nodes of a torchrun job, each in a container (a pid namespace: the same pids), one -o on shared
+    storage: one npuprof.log. Node B's agent shared node A's pid, so A's summary took all of that pid's lines
+    for another run's: it said "no process of the job imported torch.optim" of a job whose rank 0 counted
+    3 steps; and it counted B's dead post-processor as its own. Every line now names its run."""
+    from npuprof.agent.log import AgentLog
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results import logfile
+    from npuprof.results.run_record import CaptureSummary
+
+    log = tmp_path / "npuprof.log"
+    ours, theirs = AgentLog(str(log), "agent", "aaaa11112222"), AgentLog(str(log), "agent", "bbbb11112222")
+    logfile.log(log, "INFO", "launcher", "run aaaa11112222 starts: torchrun train.py", "aaaa11112222")
+    logfile.log(log, "INFO", "launcher", "run bbbb11112222 starts: torchrun train.py", "bbbb11112222")
+    ours.info("agent ready in train.py (rank 0, run aaaa11112222)")
+    theirs.info("agent ready in train.py (rank 1, run bbbb11112222)")
+    ours.info("steps are counted on the optimizer SGD (the first optimizer to step)")
+    theirs.info("post-processor pid 4242 had ended: a new one takes the next captures")
+    ours.info("steps counted in this process: 3")
+    print_run_summary(tmp_path, [], 0, ProfileConfig(), log, run_id="aaaa11112222")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "the job ended before the schedule's first capture, which records from step 6" in said, said
+    assert "the most steps a process counted: 3" in said, said
+    rank_dir = tmp_path / "h_7_20261203000000000_ascend_pt"
+    capture = CaptureSummary(rank_dir, "complete", 0, 7, [6, 7], 1, "", True)
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="aaaa11112222")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "found dead" not in said, said
+    # node B's summary has its own line
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="bbbb11112222")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "a background post-processor was found dead 1 time(s)" in said, said

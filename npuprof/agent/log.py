@@ -40,7 +40,7 @@ class AgentLog:
         """Append a line to npuprof.log; whether it is there now (a full disk: not)."""
         if self.path is None:
             return False
-        line = logfile.format_line(level, self.who, message)
+        line = logfile.format_line(level, self.who, message, self.run_id)
         return logfile.append_line(self.path, line) or self._write_kept(line)
 
     def _write_kept(self, line: str) -> bool:

@@ -321,7 +321,8 @@ def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[C
 
 
 _PARSE_FAILED = re.compile(
-    r"\[postprocess pid=\d+\] (?P<dir>\S+): (?P<why>(?:not analysed|analysis failed|could not write).*)$"
+    r"\[postprocess pid=\d+(?: run=\w+)?\] (?P<dir>\S+): "
+    r"(?P<why>(?:not analysed|analysis failed|could not write).*)$"
 )
 
 
@@ -349,7 +350,7 @@ def _shown_dir(rank_dir: Path, output: Path) -> str:
 
 
 LOG_READ_LIMIT = 4 << 20  # npuprof.log rotates at 1 MiB: a larger file is not ours to read
-_AGENT_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)\] (?P<message>.*)$")
+_AGENT_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)(?: run=\w+)?\] (?P<message>.*)$")
 # "(rank N, run ID)"; "(rank N)" before the run was named: the lines of agents of another run (npuprof
 # started inside torchrun: a launcher per worker, all logging into one npuprof.log) are not this run's
 _READY = re.compile(r"^agent ready in .* \(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?\)$")
@@ -379,7 +380,7 @@ def _analyse_reports_another_run(output: Path, run_id: str) -> bool:
 
 
 _CHROME_TRACE = re.compile(
-    r"\[(?:agent pid=(?P<pid>\d+)|postprocess pid=\d+)\] (?:(?P<rank_dir>[^/:]+): )?"
+    r"\[(?:agent pid=(?P<pid>\d+)|postprocess pid=\d+)(?: run=\w+)?\] (?:(?P<rank_dir>[^/:]+): )?"
     r"--export-chrome-trace: (?P<path>/.+?)(?: \(copied\))?$"
 )
 
@@ -414,9 +415,20 @@ def run_log_lines(log_path: Path, run_id: str) -> list[str]:
     start = f"run {run_id} starts:"
     for index in range(len(lines) - 1, -1, -1):
         if start in lines[index]:
-            return lines[index:]  # its own line too: the command
-    # its start rotated away in a long run (its lines are the latest), or none to read (a full disk)
-    return lines
+            lines = lines[index:]  # its own line too: the command
+            break
+    # else its start rotated away in a long run (its lines are the latest), or none to read (a full disk)
+    return [line for line in lines if _tagged_run(line) in (None, run_id)]
+
+
+# "[agent pid=8 run=ID]": the runs sharing -o (a multi-node job's nodes) share the log, and nodes in
+# containers share pids too; a line without the tag (an older npuprof's, the bootstrap's) is told by pid
+_RUN_TAG = re.compile(r"^[^[]*\[[A-Z]+\] \[[a-z]+ pid=\d+ run=(?P<run>\w+)\] ")
+
+
+def _tagged_run(line: str) -> str | None:
+    tagged = _RUN_TAG.match(line)
+    return tagged["run"] if tagged else None
 
 
 def replaced_words(output: Path) -> str:

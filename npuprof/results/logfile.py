@@ -28,9 +28,12 @@ STARTS_WORKERS_AT_EXIT = "this process started the job's workers (torchrun): the
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def format_line(level: str, who: str, message: str) -> str:
+def format_line(level: str, who: str, message: str, run_id: str = "") -> str:
+    """``run_id`` tags the line with its run: the runs sharing one output directory (the nodes of a
+    multi-node job) append to one log, and their pids may be the same (containers: a pid namespace each)."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    return f"{stamp} [{level}] [{who} pid={os.getpid()}] {message}\n"
+    run = f" run={run_id}" if run_id else ""
+    return f"{stamp} [{level}] [{who} pid={os.getpid()}{run}] {message}\n"
 
 
 def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result] | None:
@@ -89,10 +92,10 @@ def _take_back(fd: int, written: int) -> None:
         pass
 
 
-def log(path: str | os.PathLike[str] | None, level: str, who: str, message: str) -> bool:
+def log(path: str | os.PathLike[str] | None, level: str, who: str, message: str, run_id: str = "") -> bool:
     if path is None:
         return False
-    return append_line(path, format_line(level, who, message))
+    return append_line(path, format_line(level, who, message, run_id))
 
 
 def _rotate(path: str, opened: os.stat_result) -> None:

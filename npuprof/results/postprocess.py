@@ -851,8 +851,12 @@ def gzip_file(plain: Path) -> Path:
     return target
 
 
+_JOB_RUN = {"id": ""}  # the run of the job at work, which tags its log lines
+
+
 def _log(rank_dir: Path, message: str, level: str = "INFO") -> None:
-    logfile.log(rank_dir.parent / layout.RUN_LOG, level, "postprocess", f"{rank_dir.name}: {message}")
+    line = f"{rank_dir.name}: {message}"
+    logfile.log(rank_dir.parent / layout.RUN_LOG, level, "postprocess", line, _JOB_RUN["id"])
 
 
 def _db_missing(rank_dir: Path) -> int:
@@ -1356,6 +1360,7 @@ def _serve(spool: Path | None = None, parent_fd: int | None = None, ready_fd: in
     for line in itertools.chain(jobs, spooled_jobs(spool)):
         try:
             job = job_from_line(line)
+            _JOB_RUN["id"] = job.record.run_id or ""
         except HandoverError as exc:
             _log_unusable(line, str(exc))
             job_done(ready_fd)
