@@ -279,6 +279,27 @@ def injection_warnings(command: list[str]) -> list[str]:
     ]
 
 
+_RANKS_FILTER = ("--local-ranks-filter", "--local_ranks_filter")
+
+
+def shown_local_ranks(command: list[str]) -> list[int] | None:
+    """The local ranks whose output torchrun's ``--local-ranks-filter`` shows (None: every rank's): a warning
+    shown once per run must be shown by one of them, not by a rank whose output the user does not see."""
+    if not any(os.path.basename(a) == "torchrun" or a == "torch.distributed.run" for a in command[:3]):
+        return None
+    for index, arg in enumerate(command):
+        if arg.endswith(".py"):  # the training script: its own arguments follow
+            return None
+        name, eq, value = arg.partition("=")
+        if name in _RANKS_FILTER:
+            value = value if eq else (command[index + 1] if index + 1 < len(command) else "")
+            try:
+                return [int(rank) for rank in value.split(",")]
+            except ValueError:
+                return None  # torchrun refuses it
+    return None
+
+
 def _has_python_shebang(path: Path) -> bool:
     try:
         with open(path, "rb") as handle:

@@ -26,6 +26,8 @@ class RunFacts(msgspec.Struct, kw_only=True):
     # --dynamic: the digest of profiler_config.json when the job started (content there before is no request)
     dynamic_baseline: str | None = None
     start_ns: int | None = None  # when the run began (epoch ns): a file written since is this run's
+    # torchrun's --local-ranks-filter: the local ranks whose output the user sees (None: all)
+    shown_local_ranks: list[int] | None = None
 
 
 class PayloadError(ValueError):

@@ -25,6 +25,7 @@ from npuprof.launch import (
     injection_warnings,
     new_run_id,
     run_child,
+    shown_local_ranks,
     which,
 )
 from npuprof.results import free_space, layout, logfile, run_record
@@ -493,6 +494,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         "output": str(output),
         "launcher_pid": os.getpid(),
     }
+    if (shown := shown_local_ranks(command)) is not None:
+        run["shown_local_ranks"] = shown
     if dynamic is not None:
         run["dynamic_baseline"] = dynamic[0]
         _note(dynamic[1])

@@ -218,3 +218,33 @@ def test_torchrun_of_a_later_srun_node_is_no_rank_that_recorded_nothing(out: Pat
     assert result.returncode == 0, result.stderr
     assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
     assert "recorded nothing" not in result.stderr, result.stderr
+
+
+LATE_RANK_0 = """\
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 0:
+    time.sleep(1.0)  # rank 1 meets npuprof's warning first
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(4):
+    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+dist.destroy_process_group()
+os._exit(0)
+"""
+
+
+def test_a_warning_shown_once_is_shown_by_a_rank_whose_output_torchrun_shows(
+    out: Path, tmp_path: Path
+) -> None:
+    """torchrun --local-ranks-filter 0 hides rank 1's output. A warning is shown once per run: rank 1 met
+    it first and showed it, where nobody sees it, and rank 0 then kept it to itself: the user never saw it.
+    Rank 1 leaves the showing to rank 0 now."""
+    script = tmp_path / "late_rank_0.py"
+    script.write_text(LATE_RANK_0)
+    filtered = [*TORCHRUN, "--local-ranks-filter", "0", str(script)]
+    args = ["run", "-o", str(out), *sched(1, 0, 1), "--op-attr", "--no-analyse", "--", *filtered]
+    result = _once_more_on_teardown_abort(lambda: npuprof(*args, timeout=180), out)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("npuprof: ignored on the torch-cpu backend: --op-attr") == 1, result.stderr
+    assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]

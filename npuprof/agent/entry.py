@@ -105,7 +105,9 @@ def _start() -> Agent | None:
         AgentLog(where or None, "bootstrap").error(f"{AGENT_START_FAILED}{exc}")
         return None
     run = msgspec.structs.asdict(facts)
-    log = AgentLog(facts.log, "agent", facts.run_id)
+    shown, local_rank = facts.shown_local_ranks, os.environ.get("LOCAL_RANK", "")
+    hidden = shown is not None and local_rank.isdigit() and int(local_rank) not in shown
+    log = AgentLog(facts.log, "agent", facts.run_id, output_hidden=hidden)
     log.keep_a_descriptor()
     set_log(log)
     own_mode = _torch_npu_own_mode()

@@ -16,10 +16,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class AgentLog:
-    def __init__(self, path: str | None, who: str, run_id: str = "") -> None:
+    def __init__(self, path: str | None, who: str, run_id: str = "", output_hidden: bool = False) -> None:
         self.path = path
         self.who = who
         self.run_id = run_id
+        # torchrun's --local-ranks-filter leaves this process's output unseen: it leaves the run's one
+        # showing of a warning to a process whose output is seen
+        self.output_hidden = output_hidden
         self._reported: set[str] = set()
         self._logged: dict[str, str] = {}  # each key's last warning in the log: the same one is not repeated
         self._kept: OwnedFd | None = None
@@ -87,7 +90,7 @@ class AgentLog:
             pass
 
     def _first_in_run(self, message: str) -> bool:
-        if self.path is None:
+        if self.path is None or self.output_hidden:
             return True
         import hashlib
 
