@@ -299,7 +299,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "worker_name",
         ("--worker-name",),
         "str",
-        "the hostname",
+        "the host name up to its first dot (an IP address whole)",
         "Prefix of the rank dirs (letters, digits, _ - .; no leading '.'; at most 128 bytes).",
         OUTPUT,
         "prefix of the rank dirs (letters, digits, `_ - .`; not a leading `.`; at most 128 bytes)",

@@ -37,7 +37,7 @@ def _shown_default(option_key: str, value: object) -> str:
         "output": "./" + c.DEFAULT_OUTPUT,
         "step_on": "Optimizer.step",
         "ranks": "all",
-        "worker_name": "the hostname",
+        "worker_name": "the host name up to its first dot (an IP address whole)",
         "min_free_space": "5GiB or 5%, whichever is smaller",
         "poll_interval": "auto",
         "duration": "until the process ends",

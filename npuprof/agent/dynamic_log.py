@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from npuprof.results.layout import short_host_name
 from npuprof.results.logfile import open_regular
 
 ROTATE_BYTES = 200 * 1024
@@ -188,7 +187,9 @@ class DynamicLogs:
 
     def __init__(self, directory: Path, rank_fn: Callable[[], int | None]) -> None:
         self.directory = directory / "log"
-        self.host = short_host_name()
+        # the whole name, as torch_npu's dynamic_profile logs: `npuprof status` tells by it whether a process
+        # is of this host (nodes named 10.0.0.1 and 10.0.0.2, or node1.a and node1.b, share a short one)
+        self.host = os.uname().nodename
         self._rank_fn = rank_fn
         self._rank: int | None = None
         self.lost = 0  # lines that could not be written

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import typer
 
 from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, SKIPPED_RE
-from npuprof.results.layout import short_host_name
 
 FORMATS = ("table", "json")
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
@@ -192,7 +191,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
                 info["loads"] += 1
             elif "load json failed" in fields["message"]:
                 info["rejected"] += 1
-    if info["state"] == "running" and host == short_host_name() and not _alive(pid):
+    if info["state"] == "running" and host == os.uname().nodename and not _alive(pid):
         info["state"] = "gone (no end line: killed?)"
     planned, last = info["planned"], info["last_step"]
     if planned and info["state"] != "running" and last is not None and _first(planned) > last:

@@ -504,8 +504,20 @@ def ends_like_json(path: Path, closers: tuple[bytes, ...] = (b"}",)) -> bool:
 
 def short_host_name() -> str:
     """This host's name up to its first dot (as socket.gethostname() gives it, without the import): the
-    prefix of the rank dirs npuprof names without --worker-name."""
-    return os.uname().nodename.split(".")[0] or "host"
+    prefix of the rank dirs npuprof names without --worker-name. A host named by its IP address keeps the
+    whole address: cut, every node of 10.0.0.0/8 would be "10"."""
+    name = os.uname().nodename
+    return name if _is_ip_address(name) else name.split(".")[0] or "host"
+
+
+def _is_ip_address(name: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
