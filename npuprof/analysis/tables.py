@@ -552,16 +552,18 @@ def _grouped_top(
     strings: list[str],
     windows: StepWindows,
     fields: list[str],
+    counted: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """Per step and name: count and summed weights; the TOP_PER_STEP first by the first weight, per step,
     and in every step the TOP_PER_STEP first over the whole capture (a name 101st in each step may be
-    first over all of them: the report's whole-capture top sums the steps, docs/formats.md)."""
+    first over all of them: the report's whole-capture top sums the steps, docs/formats.md). ``counted``:
+    the events that count as calls (all when None)."""
     if len(names) == 0:
         return []
     ns = len(strings)
     key = (step_idx + 1).astype(np.int64) * ns + names
     uniq, inv = np.unique(key, return_inverse=True)
-    count = np.bincount(inv, minlength=len(uniq))
+    count = _counts(inv, len(uniq), counted)
     sums = [np.bincount(inv, weights=w, minlength=len(uniq)) for w in weights]
     # per step (ascending), the names by the first weight, largest first (ties: by name id)
     group_step = uniq // ns - 1
@@ -581,26 +583,56 @@ def _grouped_top(
     return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
+def _counts(inv: np.ndarray, groups: int, counted: np.ndarray | None) -> np.ndarray:
+    if counted is None:
+        return np.bincount(inv, minlength=groups)
+    return np.bincount(inv, weights=counted, minlength=groups).astype(np.int64)
+
+
 def _named_totals(
-    names: np.ndarray, weights: list[np.ndarray], strings: list[str], fields: list[str]
+    names: np.ndarray,
+    weights: list[np.ndarray],
+    strings: list[str],
+    fields: list[str],
+    counted: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """Per name over the whole capture: count and summed weights, every name (step null)."""
     if len(names) == 0:
         return []
     uniq, inv = np.unique(names, return_inverse=True)
-    count = np.bincount(inv, minlength=len(uniq))
+    count = _counts(inv, len(uniq), counted)
     sums = [rounded(np.bincount(inv, weights=w, minlength=len(uniq)), 3) for w in weights]
     keys = ("step", "name", "count", *fields)
     columns = [[None] * len(uniq), [strings[i] for i in uniq.tolist()], count.tolist(), *sums]
     return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
+def _one_call(ops: OpView) -> np.ndarray:
+    """1.0 for the operators that are calls of their own, 0.0 for one that is its parent's only child and
+    of its name (``aten::sum`` running ``aten::sum.dim_IntList``, both named ``aten::sum`` in the trace):
+    torch's ``key_averages()`` counts such a pair as one call whose total is the outer one's
+    (``EventList._remove_dup_nodes``); self times are summed either way."""
+    has = ops.parent >= 0
+    parents = ops.parent[has]
+    children = np.bincount(parents, minlength=len(ops.parent))
+    inner = np.zeros(len(ops.parent), bool)
+    inner[has] = (ops.name[parents] == ops.name[has]) & (children[parents] == 1)
+    return (~inner).astype(np.float64)
+
+
+def _op_weights(ops: OpView) -> tuple[list[np.ndarray], np.ndarray]:
+    """self, total and device time per operator, and ``_one_call``: an inner repeat's total and device
+    time are in its parent's already."""
+    calls = _one_call(ops)
+    return [ops.self_time, ops.dur * calls, ops.dev_total * calls], calls
+
+
 def _totals(x: Extract, ops: OpView) -> dict[str, Any]:
     d_names = np.frombuffer(x.dev_name, dtype=np.int32).astype(np.int64) if len(x.dev_ts) else np.zeros(0)
+    weights, calls = _op_weights(ops)
     return {
         "operator_totals": _named_totals(
-            ops.name.astype(np.int64), [ops.self_time, ops.dur, ops.dev_total], x.strings,
-            ["self_us", "total_us", "device_us"],
+            ops.name.astype(np.int64), weights, x.strings, ["self_us", "total_us", "device_us"], calls
         ),
         "kernel_totals": _named_totals(
             d_names, [np.frombuffer(x.dev_dur, dtype=np.float64)], x.strings, ["total_us"]
@@ -610,14 +642,9 @@ def _totals(x: Extract, ops: OpView) -> dict[str, Any]:
 
 def _top_ops(x: Extract, ops: OpView, windows: StepWindows) -> list[dict[str, Any]]:
     step_idx = windows.index_of(ops.ts) if x.steps else np.zeros(len(ops.ts), np.int64)
-    return _grouped_top(
-        step_idx,
-        ops.name.astype(np.int64),
-        [ops.self_time, ops.dur, ops.dev_total],
-        x.strings,
-        windows,
-        ["self_us", "total_us", "device_us"],
-    )
+    weights, calls = _op_weights(ops)
+    fields = ["self_us", "total_us", "device_us"]
+    return _grouped_top(step_idx, ops.name.astype(np.int64), weights, x.strings, windows, fields, calls)
 
 
 def _top_kernels(x: Extract, windows: StepWindows) -> list[dict[str, Any]]:

@@ -1,0 +1,67 @@
+"""Traces a user recorded with torch.profiler itself (no npuprof run), checked against what torch measured
+in the same process (key_averages, the steps it numbered, a timer around each iteration) and against the
+raw events: analyse must report those numbers, not its own idea of them. Files torch writes that are not
+Chrome traces get one line that says what they are."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPTS, clean_env, npuprof
+
+
+@pytest.fixture(scope="module")
+def own(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("own") / "out"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "own_profiler.py"), str(out)],
+        env=clean_env(), capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def _report(target: Path, *flags: str) -> dict:
+    done = npuprof("analyse", str(target), "--format", "json", "--top", "100", *flags)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _raw_steps(trace: Path) -> dict[int, float]:
+    events = json.loads(trace.read_text())["traceEvents"]
+    steps = [e for e in events if e.get("name", "").startswith("ProfilerStep#")]
+    return {int(e["name"].split("#")[1]): e["dur"] for e in steps}
+
+
+def test_each_capture_of_each_worker_is_reported_as_torch_measured_it(own: Path) -> None:
+    """tensorboard_trace_handler, 2 worker processes x 3 cycles in one folder: 6 captures, each with its own
+    2 steps, nothing merged or counted twice; every operator's calls, self and total time as torch's own
+    key_averages() of that capture. helper-137: an operator that runs one of the same name (aten::sum
+    calling aten::sum.dim_IntList, both "aten::sum" in the trace) was 2 calls with both totals summed,
+    where torch counts 1 call and the outer total (here 16 calls against 8 over a capture)."""
+    report = _report(own / "tb")
+    ranks = report["ranks"]
+    assert len(ranks) == 6
+    for worker in ("w0", "w1"):
+        facts = json.loads((own / "tb" / f"facts_{worker}.json").read_text())
+        mine = sorted((r for r in ranks if r["trace"].startswith(f"{worker}.")), key=lambda r: r["trace"])
+        assert [[s["step"] for s in r["steps"]] for r in mine] == [c["steps"] for c in facts["captures"]]
+        for rank, capture in zip(mine, facts["captures"], strict=True):
+            raw = _raw_steps(own / "tb" / rank["trace"])
+            for step in rank["steps"]:
+                assert step["duration_us"] == pytest.approx(raw[step["step"]], abs=0.002)
+                # the step holds the iteration that the script timed
+                assert step["duration_us"] >= facts["wall_us"][step["step"]] - 1.0
+            ops = {o["name"]: o for o in rank["top_operators"]}
+            torch_ops = {name: v for name, v in capture["ops"].items() if name.startswith("aten::")}
+            assert torch_ops["aten::sum"][0] > 0
+            assert set(torch_ops) <= set(ops)
+            for name, (count, self_us, total_us) in torch_ops.items():
+                got = ops[name]
+                assert got["count"] == count, (rank["trace"], name, got, count)
+                assert got["self_us"] == pytest.approx(self_us, rel=1e-3, abs=0.01), (name, got, self_us)
+                assert got["total_us"] == pytest.approx(total_us, rel=1e-3, abs=0.01), (name, got, total_us)
