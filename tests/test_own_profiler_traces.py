@@ -65,3 +65,41 @@ def test_each_capture_of_each_worker_is_reported_as_torch_measured_it(own: Path)
                 assert got["count"] == count, (rank["trace"], name, got, count)
                 assert got["self_us"] == pytest.approx(self_us, rel=1e-3, abs=0.01), (name, got, self_us)
                 assert got["total_us"] == pytest.approx(total_us, rel=1e-3, abs=0.01), (name, got, total_us)
+
+
+def _thread_busy_us(trace: Path) -> float:
+    """Per thread, the union of its operator and record_function spans; summed."""
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans: dict[object, list[tuple[float, float]]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
+            spans.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    busy = 0.0
+    for thread_spans in spans.values():
+        reach = float("-inf")
+        for start, end in sorted(thread_spans):
+            busy += max(end - max(start, reach), 0.0)
+            reach = max(reach, end)
+    return busy
+
+
+def test_ranges_named_like_steps_inside_a_step_are_ranges(own: Path) -> None:
+    """record_function("ProfilerStep#99") (with "ProfilerStep#100" inside it) in each step of a scheduled
+    profile: analyse listed steps 99 and 100 beside the real 0-3 (and warned that 99 repeats and overlaps
+    step 0); export-stacks cut the real step at each of them, made them roots, and lost 44 of 2,592 µs
+    (helper-137). They are ranges of the step they are in."""
+    facts = json.loads((own / "labels_facts.json").read_text())
+    rank = _report(own / "labels.json")["ranks"][0]
+    assert [s["step"] for s in rank["steps"]] == facts["steps"]
+    done = npuprof("analyse", str(own / "labels.json"))
+    said = " ".join(done.stderr.split())
+    assert "6 span(s) named like a step (ProfilerStep#99, ProfilerStep#100) lie inside another step" in said
+    assert "appear more than once" not in said and "overlap in time" not in said
+    stacks = npuprof("export-stacks", str(own / "labels.json"))
+    assert stacks.returncode == 0, stacks.stderr
+    assert "ran into the next step" not in stacks.stderr
+    folded = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in stacks.stdout.splitlines()}
+    assert sum(folded.values()) == pytest.approx(_thread_busy_us(own / "labels.json"), abs=len(folded))
+    assert {stack.split(";")[0] for stack in folded} == {"ProfilerStep"}
+    assert any(s.startswith("ProfilerStep;ProfilerStep#99;ProfilerStep#100;") for s in folded)
+    assert any(s.startswith("ProfilerStep;ProfilerStep#x;ProfilerStep#;") for s in folded)

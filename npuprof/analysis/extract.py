@@ -598,6 +598,9 @@ class Extract:
         self.thread_names: dict[int, str] = {}
         self.process_names: dict[Any, str] = {}
         self.steps: list[tuple[int, float, float, int]] = []  # number, ts, dur, thread
+        # spans named ProfilerStep#N inside a step of their thread: a record_function of the user's
+        # (_drop_nested_steps), not a step
+        self.nested_steps: list[tuple[int, float, float, int]] = []
         # host-side communication spans (gloo:..., record_param_comms): name, ts, dur, thread, args dict
         self.comm_spans: list[tuple[str, float, float, int, dict[str, Any]]] = []
         self.dev_kind: list[str] = []
@@ -660,7 +663,33 @@ class Extract:
             self._resolve_pending()
             self._concatenate()
         self._zero_negative_durations()
+        self._drop_nested_steps()
         return self
+
+    def _drop_nested_steps(self) -> None:
+        """torch's profiler steps follow one another on their thread (each ``prof.step()`` closes one and
+        opens the next): a ``ProfilerStep#N`` span that lies inside another of the same thread is a
+        ``record_function`` the script named so, not a step (helper-137: two such ranges were two steps of
+        the table, and each iteration's real step overlapped them)."""
+        spans = sorted(self.steps, key=lambda s: (s[3], s[1], -s[2]))
+        nested: list[tuple[int, float, float, int]] = []
+        holder: tuple[int, float, float, int] | None = None
+        for step in spans:
+            _num, ts, dur, thread = step
+            if (
+                holder is not None
+                and holder[3] == thread
+                and holder[1] <= ts < holder[1] + holder[2]
+                and ts + dur <= holder[1] + holder[2]
+                and (ts, dur) != (holder[1], holder[2])
+            ):
+                nested.append(step)
+                continue
+            holder = step
+        if nested:
+            dropped = set(map(id, nested))
+            self.steps = [s for s in self.steps if id(s) not in dropped]
+            self.nested_steps.extend(nested)
 
     def _time_grain(self) -> float | None:
         """The step of a double at the trace's times, when they are too large for it to hold each ns and
@@ -754,6 +783,16 @@ class Extract:
                 f"no operator or device events of the categories npuprof reads (cpu_op, kernel, ...): "
                 f"{self.unread_categories.total()} complete event(s) of other categories ({shown}) were "
                 "left out, so every step reads as free time"
+            )
+        if self.nested_steps:
+            names = sorted({num for num, *_ in self.nested_steps})
+            more = " ..." if len(names) > 5 else ""
+            shown = ", ".join(f"ProfilerStep#{n}" for n in names[:5]) + more
+            notes.append(
+                f"{len(self.nested_steps)} span(s) named like a step ({shown}) lie inside another step of "
+                "their thread: a record_function of that name, not one of the profiler's steps (they follow "
+                "one another), so they are not steps of the table; their operators count in the step they "
+                "are in"
             )
         counts = Counter(num for num, *_ in self.steps)
         repeated = sorted(n for n, k in counts.items() if k > 1)
@@ -1360,6 +1399,7 @@ class Extract:
         for pid, name in other.process_names.items():
             self._set_process(pid, name)
         self.steps.extend((n, ts, dur, int(tmap[t])) for n, ts, dur, t in other.steps)
+        self.nested_steps.extend((n, ts, dur, int(tmap[t])) for n, ts, dur, t in other.nested_steps)
         self.comm_spans.extend((n, ts, d, int(tmap[t]), a) for n, ts, d, t, a in other.comm_spans)
         self.dev_kind.extend(other.dev_kind)
         self.dev_pid.extend(other.dev_pid)

@@ -314,22 +314,24 @@ def _build_host_tree(
         # Python frames from the operators' "Call stack" only where there are no python_function events
         use_call_stacks = not any(_cat(ev) == vocab.PYTHON_FUNCTION for _, ev in items)
         items.sort(key=lambda oe: (oe[1].ts, -(oe[1].dur or 0.0), _CAT_RANK.get(_cat(oe[1]), 3), oe[0]))
-        step_ends = _step_ends(items, overlaps)
+        steps = _steps_of(items)
+        step_ids = {id(ev) for ev in steps}
+        step_ends = _step_ends(steps, overlaps)
         stack: list[_Node] = []
         thread_spans: list[tuple[float, float, int]] = []
         # the user's ranges that ran on past the end of the step they began in (frame, their end), outer
         # first: carried into the next step (helper-121: the step boundary, at optimizer.step()'s return,
         # falls inside a range around the whole iteration; its rest read as the next step's own time)
         carried: list[tuple[str, float]] = []
-        step_starts = sorted(float(ev.ts or 0.0) for _, ev in items if _is_step_name(ev.name))
+        step_starts = sorted(float(ev.ts or 0.0) for ev in steps)
         for _, ev in items:
             ts = float(ev.ts or 0.0)
             end = step_ends.get(id(ev)) or ts + max(float(ev.dur or 0.0), 0.0)
             while stack and ts >= stack[-1].end:
                 carried = _pop(stack, self_time, carried, step_starts, trie, thread_spans)
             cat = _cat(ev)
-            is_step = _is_step_name(ev.name)
-            if cat == vocab.USER_ANNOTATION and not ev.name.startswith(vocab.STEP_PREFIX):
+            is_step = id(ev) in step_ids
+            if cat == vocab.USER_ANNOTATION and not is_step:
                 # A record_function range (Optimizer.step#, the user's) opens inside the Python calls of
                 # its __enter__ and closes after they return: it belongs to the nearest frame that holds
                 # it whole, not clipped to the few µs of the call it began in. (ProfilerStep#N stays
@@ -347,8 +349,8 @@ def _build_host_tree(
             parent = stack[-1] if stack else None
             name = opened_before.get(id(ev), ev.name)
             if parent is not None and end > parent.end:
-                if _crosses_step_end(stack, cat, ev.name, end):
-                    carried.append((_frame_of(name), end))
+                if _crosses_step_end(stack, cat, is_step, end):
+                    carried.append((_frame_of(name, is_step), end))
                 end = parent.end  # a child that overruns its parent (clock rounding): clip it
             has_python = has_python or cat == vocab.PYTHON_FUNCTION
             framed = parent is not None and parent.framed
@@ -370,7 +372,7 @@ def _build_host_tree(
                     node_id = trie.child(node_id, frame)
                 if frames:
                     framed = has_python = True
-                node_id = trie.child(node_id, _frame_of(name))
+                node_id = trie.child(node_id, _frame_of(name, is_step))
             if parent is not None:
                 parent.child_time += end - ts
             machinery = cat == vocab.PYTHON_FUNCTION and any(mark in ev.name for mark in RANGE_MACHINERY)
@@ -441,10 +443,10 @@ def _frames_open_at_start(
     return renamed
 
 
-def _crosses_step_end(stack: list[_Node], cat: str, name: str, end: float) -> bool:
+def _crosses_step_end(stack: list[_Node], cat: str, is_step: bool, end: float) -> bool:
     """Does a user's range (not a step, no Python frames above it) run past the end of the step it is in,
     its parents clipped there, by more than a clock's rounding?"""
-    if cat != vocab.USER_ANNOTATION or name.startswith(vocab.STEP_PREFIX) or stack[-1].framed:
+    if cat != vocab.USER_ANNOTATION or is_step or stack[-1].framed:
         return False
     step = next((node for node in reversed(stack) if node.step), None)
     return step is not None and stack[-1].end == step.end and end > step.end + OVERRUN_US
@@ -497,12 +499,30 @@ def _carry_into(
     return still
 
 
-def _step_ends(items: list[tuple[int, TraceEvent]], overlaps: list[str]) -> dict[int, float]:
-    """id(step event) -> its end cut at the next step's start, for the steps of a thread (start-sorted
-    ``items``) that run into the next one: nested in it, the next step lost its time to it (one 1 ns too
-    long too, from rounding; analyse cuts them alike). The name of each cut by more than a rounding goes
-    to ``overlaps``."""
-    steps = [ev for _, ev in items if ev.name.startswith(vocab.STEP_PREFIX) and ev.ts is not None]
+def _steps_of(items: list[tuple[int, TraceEvent]]) -> list[TraceEvent]:
+    """The profiler's steps among a thread's start-sorted ``items``: the ``ProfilerStep#N`` spans that do
+    not lie inside an earlier one. torch's steps follow one another; one inside another is a
+    ``record_function`` the script named so (helper-137), a range of that step, as analyse reads it."""
+    steps: list[TraceEvent] = []
+    for _, ev in items:
+        if not _is_step_name(ev.name) or ev.ts is None:
+            continue
+        ts, dur = float(ev.ts), max(float(ev.dur or 0.0), 0.0)
+        if steps:
+            last = steps[-1]
+            last_ts, last_dur = float(last.ts or 0.0), max(float(last.dur or 0.0), 0.0)
+            inside = last_ts <= ts < last_ts + last_dur and ts + dur <= last_ts + last_dur
+            if inside and (ts, dur) != (last_ts, last_dur):
+                continue
+        steps.append(ev)
+    return steps
+
+
+def _step_ends(steps: list[TraceEvent], overlaps: list[str]) -> dict[int, float]:
+    """id(step event) -> its end cut at the next step's start, for the steps of a thread (``_steps_of``)
+    that run into the next one: nested in it, the next step lost its time to it (one 1 ns too long too,
+    from rounding; analyse cuts them alike). The name of each cut by more than a rounding goes to
+    ``overlaps``."""
     ends: dict[int, float] = {}
     for ev, following in itertools.pairwise(steps):
         ts, next_ts = float(ev.ts or 0.0), float(following.ts or 0.0)
@@ -514,10 +534,10 @@ def _step_ends(items: list[tuple[int, TraceEvent]], overlaps: list[str]) -> dict
     return ends
 
 
-def _frame_of(name: str) -> str:
-    """An event's frame: its name sanitised; every ``ProfilerStep#N`` one ``ProfilerStep`` frame (a flame
-    graph of code paths, not one tower per step: without Python frames the steps are the roots)."""
-    return STEP_FRAME if _is_step_name(name) else sanitise_frame(name)
+def _frame_of(name: str, is_step: bool) -> str:
+    """An event's frame: its name sanitised; every step (``ProfilerStep#N``) one ``ProfilerStep`` frame (a
+    flame graph of code paths, not one tower per step: without Python frames the steps are the roots)."""
+    return STEP_FRAME if is_step else sanitise_frame(name)
 
 
 def _is_step_name(name: str) -> bool:
