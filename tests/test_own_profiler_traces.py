@@ -103,3 +103,40 @@ def test_ranges_named_like_steps_inside_a_step_are_ranges(own: Path) -> None:
     assert {stack.split(";")[0] for stack in folded} == {"ProfilerStep"}
     assert any(s.startswith("ProfilerStep;ProfilerStep#99;ProfilerStep#100;") for s in folded)
     assert any(s.startswith("ProfilerStep;ProfilerStep#x;ProfilerStep#;") for s in folded)
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("stacks.txt", "it is folded stacks"),
+        ("et.json", "it is a PyTorch execution trace (ExecutionTraceObserver"),
+        ("mem.json", "it is torch's memory timeline plot data"),
+        ("mem.raw.json.gz", "it is torch's raw memory timeline"),
+        ("mem.html", "it is an HTML page"),
+    ],
+)
+def test_files_torch_writes_that_are_not_traces_are_named(
+    own: Path, tmp_path: Path, name: str, what: str
+) -> None:
+    """prof.export_stacks, ExecutionTraceObserver and export_memory_timeline files, given to each reader
+    (named as given, and named *.pt.trace.json in a folder): one line that says what the file is. They
+    were "neither a result directory nor a trace file", "corrupt", or "an event of the wrong shape" (and
+    the execution trace's line advised naming it *.pt.trace.json, which made it "corrupt") (helper-137)."""
+    source = own / name
+    done = npuprof("analyse", str(source))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"npuprof analyse: nothing to analyse: {source}: {what}"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    renamed = tmp_path / "logs" / ("w0.1.pt.trace.json" + (".gz" if name.endswith(".gz") else ""))
+    renamed.parent.mkdir()
+    renamed.write_bytes(source.read_bytes())
+    done = npuprof("analyse", str(renamed.parent))
+    assert done.returncode == 1
+    assert f"{renamed}: {what[len('it is ') :]}" in done.stderr, done.stderr
+    for command in ("export-stacks", "memory-timeline"):
+        if command == "memory-timeline" and name == "mem.raw.json.gz":
+            continue  # it reads that one
+        done = npuprof(command, str(source), "-o", str(tmp_path / "out.json"))
+        assert done.returncode == 1, done.stderr
+        assert f"{source}: {what[len('it is ') :]}" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

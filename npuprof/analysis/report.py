@@ -1100,8 +1100,11 @@ def _build_report(
             for note in _db_gaps(rank_dirs):
                 on_note(note)
     else:
+        from npuprof.analysis import torch_files
         from npuprof.analysis.trace_loader import why_not_a_trace
 
+        if path.is_file() and (what := torch_files.describe_file(path)) is not None:
+            raise NothingToAnalyse(f"{path}: it is {what}")
         why = why_not_a_trace(path) if path.is_file() else ""
         raise NothingToAnalyse(
             f"{path} is neither a result directory nor a trace file (a Chrome trace: a JSON object with "

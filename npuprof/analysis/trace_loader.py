@@ -56,6 +56,8 @@ from typing import Annotated, Any, BinaryIO
 
 import msgspec
 
+from npuprof.analysis import torch_files
+
 __all__ = [
     "FORM_ARRAY",
     "FORM_KINETO",
@@ -335,14 +337,16 @@ class TraceReader:
             buf += data
             first = _next_nonspace(buf, len(_BOM) if buf.startswith(_BOM) else 0)
             if first < len(buf) and buf[first] == 0x5B:  # "[": torch_npu's bare array of events
+                if (what := torch_files.describe(bytes(buf[first : first + 4096]))) is not None:
+                    raise TraceError("corrupt", f"{self.path}: {what}")
                 self.form = FORM_ARRAY
                 return buf[first + 1 :]
             if first < len(buf) and buf[first] != 0x7B:  # "{"
-                raise TraceError(
-                    "corrupt",
-                    f"{self.path}: not a JSON object or array, not a Chrome trace (an object with "
-                    "traceEvents, or an array of events)",
+                what = torch_files.describe(bytes(buf[first : first + 4096])) or (
+                    "not a JSON object or array, not a Chrome trace (an object with traceEvents, or an array "
+                    "of events)"
                 )
+                raise TraceError("corrupt", f"{self.path}: {what}")
             match = _EVENTS_KEY.search(buf, searched)
             if match:
                 break
@@ -353,7 +357,10 @@ class TraceReader:
                 )
             if not data or len(buf) > _HEAD_LIMIT:
                 kind = "corrupt" if buf.strip() else "truncated"
-                raise TraceError(kind, f"{self.path}: no traceEvents array found (not a Chrome trace?)")
+                what = torch_files.describe(bytes(buf[:4096]))
+                raise TraceError(
+                    kind, f"{self.path}: {what or 'no traceEvents array found (not a Chrome trace?)'}"
+                )
         self.form = FORM_KINETO
         head = bytes(buf[: match.start()]).removeprefix(_BOM).strip()
         if not head.startswith(b"{"):
