@@ -905,6 +905,28 @@ def test_traces_one_level_down_are_pointed_at(tmp_path: Path) -> None:
     assert f"trace files are in its subdirectories ({runs}): analyse one of them" in said, said
 
 
+def test_traces_deeper_down_are_pointed_at(tmp_path: Path) -> None:
+    """TensorBoard's profile plugin layout, logs/plugins/profile/<date>/<host>.pt.trace.json (and a run
+    folder next to it holding none): "no rank directory ... and it is not a trace file" (helper-137). The
+    nearest level with traces is named; deeper ones are not looked for."""
+    deep = tmp_path / "logs" / "plugins" / "profile" / "2026_12_05"
+    deep.mkdir(parents=True)
+    (tmp_path / "logs" / "events").mkdir()
+    (deep / "host.1.pt.trace.json").write_text(json.dumps(cpu_trace()))
+    result = npuprof("analyse", str(tmp_path / "logs"), env=clean_env())
+    assert result.returncode == 1, result.stderr
+    said = " ".join(result.stderr.split())
+    assert f"trace files are in its subdirectories ({deep}): analyse one of them" in said, said
+    (tmp_path / "logs" / "events" / "run.pt.trace.json").write_text(json.dumps(cpu_trace()))
+    said = " ".join(npuprof("analyse", str(tmp_path / "logs"), env=clean_env()).stderr.split())
+    assert f"trace files are in its subdirectories ({tmp_path / 'logs' / 'events'}): analyse" in said, said
+    way_down = tmp_path / "far" / "a" / "b" / "c" / "d"
+    way_down.mkdir(parents=True)
+    (way_down / "host.1.pt.trace.json").write_text(json.dumps(cpu_trace()))
+    said = " ".join(npuprof("analyse", str(tmp_path / "far"), env=clean_env()).stderr.split())
+    assert "no rank directory (a capture) under" in said and "subdirectories" not in said, said
+
+
 def test_a_named_trace_whose_events_come_after_long_other_keys_is_read(tmp_path: Path) -> None:
     """`npuprof analyse big_head.json`: traceEvents after 100 KB of another tool's keys was "neither a
     result directory nor a trace file" for analyse while export-stacks read it (helper-87). A file the user

@@ -99,18 +99,31 @@ def _roots_of_the_runs_in(path: Path) -> list[Path]:
     return roots
 
 
+TRACES_DEPTH = 3  # logs/<run>/ (tensorboard_trace_handler's) to logs/plugins/profile/<date>/ (TensorBoard's)
+TRACES_DIRS_SEEN = 200  # directories looked into at most, for that
+
+
 def _dirs_with_traces(directory: Path, most: int) -> list[Path]:
-    """Up to ``most`` subdirectories of ``directory`` holding trace files (by name order)."""
+    """Up to ``most`` directories below ``directory`` holding trace files, nearest first (by name order
+    within a level), TRACES_DEPTH levels down at most."""
     found: list[Path] = []
-    try:
-        subdirs = sorted(d for d in directory.iterdir() if d.is_dir() and not d.is_symlink())
-    except OSError:
-        return found
-    for d in subdirs:
-        if _trace_files_in(d):
-            found.append(d)
-            if len(found) == most:
-                break
+    level, seen = [directory], 0
+    for _ in range(TRACES_DEPTH):
+        below: list[Path] = []
+        for parent in level:
+            try:
+                below += sorted(d for d in parent.iterdir() if d.is_dir() and not d.is_symlink())
+            except OSError:
+                continue
+        for d in below[: TRACES_DIRS_SEEN - seen]:
+            if _trace_files_in(d):
+                found.append(d)
+                if len(found) == most:
+                    return found
+        seen += len(below)
+        if found or seen >= TRACES_DIRS_SEEN:
+            return found
+        level = below
     return found
 
 
