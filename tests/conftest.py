@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # needs)
 os.environ["OMP_NUM_THREADS"] = "1"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+# A suite started in the background of a shell without job control (`(pytest &)`, some CI runners) inherits
+# SIGINT and SIGQUIT ignored, and every job it starts with them: the tests of Ctrl-C and SIGQUIT would then
+# test a job that ignores them (npuprof leaves a signal ignored at its start ignored, as the shell does)
+for _signum in (signal.SIGINT, signal.SIGQUIT):
+    if signal.getsignal(_signum) == signal.SIG_IGN:
+        signal.signal(_signum, signal.default_int_handler if _signum == signal.SIGINT else signal.SIG_DFL)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

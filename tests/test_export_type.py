@@ -177,7 +177,9 @@ def test_the_post_processor_hands_export_db_to_the_parser(
 
     asked: list[tuple[Path, bool]] = []
 
-    def parse_rank_dir(rank_dir: Path, force: bool = False, workers: int = 1, export_db: bool = False):
+    def parse_rank_dir(
+        rank_dir: Path, force: bool = False, workers: int = 1, export_db: bool = False, **_: object
+    ):
         asked.append((rank_dir, export_db))
         if export_db:  # as the parser does (a db missing after the parse is a failure: test_db_export.py)
             (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir()

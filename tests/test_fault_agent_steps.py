@@ -81,12 +81,14 @@ for t in threads: t.join()
 """,
     # a thread pool stepping one shared optimizer (the user serialises the steps)
     "pool-shared": """
+import time
 from concurrent.futures import ThreadPoolExecutor
 model, opt = make()
 lock = threading.Lock()
 def one(_):
     with lock:
         iteration(model, opt)
+    time.sleep(0.002)  # the lock is not fair: without a pause one thread may take nearly every task
 with ThreadPoolExecutor(4) as pool:
     list(pool.map(one, range(80)))
 """,
