@@ -279,25 +279,84 @@ def injection_warnings(command: list[str]) -> list[str]:
     ]
 
 
+# torchrun's options that take no value (torch.distributed.launch adds --use-env); any other takes one
+_TORCHRUN_FLAGS = (
+    "--help", "--standalone", "--module", "--no-python", "--no_python", "--run-path", "--run_path",
+    "--virtual-local-rank", "--virtual_local_rank", "--use-env", "--use_env",
+)  # fmt: skip
 _RANKS_FILTER = ("--local-ranks-filter", "--local_ranks_filter")
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
-def shown_local_ranks(command: list[str]) -> list[int] | None:
+def shown_local_ranks(command: list[str], environ: dict[str, str] | None = None) -> list[int] | None:
     """The local ranks whose output torchrun's ``--local-ranks-filter`` shows (None: every rank's): a warning
-    shown once per run must be shown by one of them, not by a rank whose output the user does not see."""
-    if not any(os.path.basename(a) == "torchrun" or a == "torch.distributed.run" for a in command[:3]):
+    shown once per run must be shown by one of them, not by a rank whose output the user does not see.
+    Read as torchrun's parser reads it: its options end at the script (``-m``'s module: what follows is
+    the script's own), a long option may be cut to a prefix no other shares, and ``PET_LOCAL_RANKS_FILTER``
+    stands for one not given."""
+    start = _torchrun_arguments(command)
+    if start is None:
         return None
+    value = (os.environ if environ is None else environ).get("PET_LOCAL_RANKS_FILTER")
+    index = start
+    while index < len(command):
+        arg = command[index]
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            break  # the script (or "--" before it): its own arguments follow
+        name, eq, inline = arg.partition("=")
+        if name in ("-h", "-m") or _long_option(name, _TORCHRUN_FLAGS):
+            index += 1
+            continue
+        if len(name) > 2 and not name.startswith("--"):  # -r3: a short option and its value
+            index += 1
+            continue
+        given = inline if eq else (command[index + 1] if index + 1 < len(command) else "")
+        if _long_option(name, _RANKS_FILTER):
+            value = given
+        index += 1 if eq else 2
+    if not value:
+        return None  # torchrun shows every rank's output
+    try:
+        return [int(rank) for rank in value.split(",")]
+    except ValueError:
+        return None  # torchrun refuses it
+
+
+def _torchrun_arguments(command: list[str]) -> int | None:
+    """Where torchrun's own arguments begin in ``command`` (``torchrun``, ``python [opts] -m
+    torch.distributed.run``, a wrapper such as ``env X=1 torchrun``), or None when it runs no torchrun."""
     for index, arg in enumerate(command):
-        if arg.endswith(".py"):  # the training script: its own arguments follow
+        if os.path.basename(arg) == "torchrun":
+            return index + 1
+        if arg in _TORCHRUN_MODULES and index > 0 and command[index - 1] == "-m":
+            return index + 1
+        if arg.startswith("-m") and arg[2:] in _TORCHRUN_MODULES:
+            return index + 1
+        if arg.endswith(".py"):  # a script: the words after it are its own
             return None
-        name, eq, value = arg.partition("=")
-        if name in _RANKS_FILTER:
-            value = value if eq else (command[index + 1] if index + 1 < len(command) else "")
-            try:
-                return [int(rank) for rank in value.split(",")]
-            except ValueError:
-                return None  # torchrun refuses it
     return None
+
+
+def _long_option(name: str, options: tuple[str, ...]) -> bool:
+    """Whether ``name`` is one of ``options`` or a prefix of one that argparse takes for it (one that no
+    other torchrun option starts with: --local-r, not --local, which --local-addr shares)."""
+    if name in options:
+        return True
+    if len(name) < 4 or not name.startswith("--") or not any(o.startswith(name) for o in options):
+        return False
+    others = (*_TORCHRUN_FLAGS, *_RANKS_FILTER, *_TORCHRUN_VALUED)
+    return not any(o.startswith(name) for o in others if o not in options)
+
+
+# torchrun's options that take a value (torch 2.13; "--nproc_per_node" too), for telling an abbreviation
+# of another option apart
+_VALUED_NAMES = (
+    "nnodes", "nproc-per-node", "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-conf", "max-restarts",
+    "monitor-interval", "start-method", "event-log-handler", "role", "log-dir", "redirects", "tee",
+    "duplicate-stdout-filters", "duplicate-stderr-filters", "node-rank", "master-addr", "master-port",
+    "local-addr", "logs-specs", "numa-binding", "signals-to-handle", "shutdown-timeout",
+)  # fmt: skip
+_TORCHRUN_VALUED = tuple(f"--{spelling}" for n in _VALUED_NAMES for spelling in {n, n.replace("-", "_")})
 
 
 def _has_python_shebang(path: Path) -> bool:

@@ -31,7 +31,13 @@ from npuprof.config import (
     decode_env_payload,
     required_free_bytes,
 )
-from npuprof.launch import BOOTSTRAP_DIR, config_payload, injection_warnings, with_bootstrap
+from npuprof.launch import (
+    BOOTSTRAP_DIR,
+    config_payload,
+    injection_warnings,
+    shown_local_ranks,
+    with_bootstrap,
+)
 
 NPUPROF = [sys.executable, "-m", "npuprof"]
 
@@ -476,6 +482,35 @@ def test_python_options_are_parsed_as_python_does(args: list[str], warned: str |
     else:
         (line,) = warnings
         assert f"({warned}" in line and "cannot reach" in line
+
+
+@pytest.mark.parametrize(
+    ("command", "environ", "shown"),
+    [
+        (["torchrun", "--nproc-per-node", "2", "--local-ranks-filter", "0", "t.py"], {}, [0]),
+        (["torchrun", "--local_ranks_filter=0,1", "t.py", "--local-ranks-filter", "1"], {}, [0, 1]),
+        # the script's own argument of that name: torchrun shows every rank
+        (["torchrun", "--nproc-per-node", "2", "-m", "pkg.train", "--local-ranks-filter", "1"], {}, None),
+        (["torchrun", "--no-python", "train", "--local_ranks_filter", "1"], {}, None),
+        (["python", "t.py", "torchrun", "--local-ranks-filter", "0"], {}, None),
+        # torchrun's other spellings of it: python's options before -m, argparse's prefixes, its env var
+        (["python3", "-u", "-m", "torch.distributed.run", "--local-ranks-filter", "0", "t.py"], {}, [0]),
+        (["python", "-mtorch.distributed.launch", "--use-env", "--local-ranks-filter", "1", "t.py"], {}, [1]),
+        (["env", "A=1", "/bin/torchrun", "--stan", "-r", "3", "--local-r=1", "t.py"], {}, [1]),
+        (["torchrun", "--local", "0", "t.py"], {}, None),  # --local-addr's prefix too: torchrun refuses it
+        (["torchrun", "t.py"], {"PET_LOCAL_RANKS_FILTER": "1"}, [1]),
+        (["torchrun", "--local-ranks-filter", "0", "t.py"], {"PET_LOCAL_RANKS_FILTER": "1"}, [0]),
+        (["torchrun", "--local-ranks-filter", "", "t.py"], {}, None),  # torchrun: every rank
+        (["torchrun", "--local-ranks-filter", "x", "t.py"], {}, None),  # torchrun refuses it
+    ],
+)
+def test_the_local_ranks_torchrun_shows_are_read_as_torchrun_reads_them(
+    command: list[str], environ: dict[str, str], shown: list[int] | None
+) -> None:
+    """A warning shown once per run is left to a rank whose output torchrun shows: the ranks read must be
+    torchrun's (a script's argument of that name read as the filter made rank 0 take itself for hidden;
+    a filter spelled otherwise was not read, and a hidden rank took the one showing)."""
+    assert shown_local_ranks(command, environ) == shown
 
 
 def test_python_dash_E_is_flagged_and_a_warning_filter_is_not(out: Path) -> None:
