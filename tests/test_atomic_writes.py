@@ -129,6 +129,42 @@ def test_a_parse_that_takes_the_lock_leaves_a_live_parses_files_alone(tmp_path: 
         alive.wait()
 
 
+def test_a_dead_parses_files_under_a_pid_another_process_took_since_are_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parse killed -9 left its temporary files (gigabytes: trace_view.json's) under its pid; a process
+    started since under that pid (a container's pids start again at 1) kept them as "a live parse's" as long
+    as it lived. A process that started after the file last changed is not its writer: they are deleted; the
+    files of a writer that started before them stay."""
+    from npuprof.analysis import parse
+    from npuprof.results import layout
+
+    tables = tmp_path / "ASCEND_PROFILER_OUTPUT"
+    tables.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pid = other.pid
+        left = [
+            tables / f".trace_view.json.{pid}-0123456789ab.tmp",
+            tables / f".trace_view.json.{pid}-a0b1c2d3e4f5.old",
+        ]
+        for path in left:
+            path.write_bytes(b"[")
+        started = layout.process_start_time(pid)
+        assert started is not None and started <= time.time()
+        parse._remove_leftovers(tables)
+        assert all(path.exists() for path in left)  # its writer's pid, started before them: alive
+        real = layout.process_start_time
+        monkeypatch.setattr(
+            layout, "process_start_time", lambda p="self": time.time() + 60 if p == pid else real(p)
+        )
+        parse._remove_leftovers(tables)
+        assert not any(path.exists() for path in left)
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_kinetos_temporary_file_of_a_killed_export_is_removed_too(tmp_path: Path) -> None:
     """kill -9 while Kineto wrote the raw trace left `.NAME.tmp.tmp` (gigabytes on a real job) for ever:
     npuprof's export name carries its pid now, and Kineto's own temporary file of it is told by it."""

@@ -143,16 +143,19 @@ def _remove_leftovers(out_dir: Path) -> None:
     of a parse that still runs (helper-139: one started while another held the lock outlives it, and the
     next to take the lock deleted its files under it: its parse failed)."""
     for entry in os.scandir(out_dir):
-        if _left_by_a_dead_parse(entry.name) and entry.is_file(follow_symlinks=False):
+        if entry.is_file(follow_symlinks=False) and _left_by_a_dead_parse(entry):
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
 
 
-def _left_by_a_dead_parse(name: str) -> bool:
-    """Whether ``name`` is a temporary file of a parse that has ended (or of this process): its writer's pid
-    is in the name (``.NAME.PID-HEX12.tmp`` / ``.old``); a name without one is an older npuprof's."""
+def _left_by_a_dead_parse(entry: os.DirEntry[str]) -> bool:
+    """Whether ``entry`` is a temporary file of a parse that has ended (or of this process): its writer's pid
+    is in the name (``.NAME.PID-HEX12.tmp`` / ``.old``); a name without one is an older npuprof's. A pid
+    that runs a process started after the file last changed is another's (reused: a container's pids
+    start again at 1), not its writer's: the file's gigabytes would be kept as long as that one lives."""
     from npuprof.results.atomic import writer_pid
 
+    name = entry.name
     if not name.startswith(".") or not name.endswith((".tmp", ".old")):
         return False
     pid = writer_pid(name.removesuffix(".old") + ".tmp" if name.endswith(".old") else name)
@@ -162,9 +165,17 @@ def _left_by_a_dead_parse(name: str) -> bool:
         os.kill(pid, 0)
     except (ProcessLookupError, OverflowError):
         return True
+    except PermissionError:
+        pass  # another user's process: alive
     except OSError:
-        return False  # another user's: alive
-    return False
+        return False
+    started = layout.process_start_time(pid)
+    try:
+        changed = entry.stat(follow_symlinks=False).st_ctime
+    except OSError:
+        return False
+    # the writer made (or renamed) its file after it started; 2 s: /proc's boot time is whole seconds
+    return started is not None and started > changed + 2
 
 
 ALWAYS_WRITTEN = (
