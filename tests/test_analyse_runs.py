@@ -197,6 +197,10 @@ def test_a_run_whose_npuprof_was_killed_is_said_to_have_no_known_exit_code(tmp_p
         json.dumps({**record, "end": "2026-12-01T10:01:00+0000", "exit_code": 0})
     )
     assert "no end" not in _report(str(out))[1]
+    # a run of another host that has no end may be going on there: it was said both killed and going
+    (out / "npuprof_run.json").write_text(json.dumps({**record, "host": "another-node.example"}))
+    said = _report(str(out))[1]
+    assert "no end" not in said and "run dead11112222 is still going (its run has not ended on" in said, said
 
 
 def test_a_link_planted_as_the_elsewhere_notes_is_not_followed(tmp_path: Path) -> None:

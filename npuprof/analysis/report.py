@@ -1391,13 +1391,16 @@ def _started_s(record: dict[str, Any]) -> float:
 
 def _runs_without_an_end(path: Path, run_ids: list[str]) -> list[str]:
     """A note for each of ``run_ids`` whose record in ``path`` has no end while its npuprof is gone (it
-    was killed, e.g. by kill -9, or its machine went down): its exit code is not known."""
+    was killed, e.g. by kill -9, or its machine went down): its exit code is not known. Not of a run of
+    another host, which this host cannot tell from one still going (`npuprof analyse` says it may be)."""
     notes = []
     for record_path, record in layout.read_run_records(path):
         if "end" not in record or record["end"] is not None:
             continue
         run_id = record.get("run_id")
-        if run_id in run_ids and layout.live_launcher(path, run_id) is None:
+        if run_id not in run_ids or layout.launcher_elsewhere(path, run_id) is not None:
+            continue
+        if layout.live_launcher(path, run_id) is None:
             notes.append(
                 f"run {run_id}'s npuprof ended without recording how the job ended ({record_path.name} has "
                 "no end: it was killed, its machine went down, or its disk was full): the job's exit code is "
