@@ -64,6 +64,12 @@ def test_the_run_summary_names_the_chrome_traces_written() -> None:
     ours = [capture(7, "h_7_x_ascend_pt"), capture(11, "h_11_z_ascend_pt")]
     assert chrome_traces_written(lines, ours) == ["/x/trace_0.json", "/x/a b.json"]
     assert chrome_traces_written(lines, [capture(9, "h_9_y_ascend_pt")]) == ["/x/ct.json", "/x/d.json"]
+    # a host named by its IPv6 address names its rank dirs so (helper-141: the copy went unlisted)
+    v6 = (
+        "12:00:06 [INFO] [postprocess pid=12 run=r1] fe80::1_12_z_ascend_pt: --export-chrome-trace: "
+        "/x/e.json (copied)"
+    )
+    assert chrome_traces_written([v6], [capture(13, "fe80::1_12_z_ascend_pt")]) == ["/x/e.json"]
 
 
 def test_processes_of_one_run_one_after_the_other_keep_each_their_trace(tmp_path: Path) -> None:

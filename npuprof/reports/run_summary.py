@@ -380,7 +380,7 @@ def _analyse_reports_another_run(output: Path, run_id: str) -> bool:
 
 
 _CHROME_TRACE = re.compile(
-    r"\[(?:agent pid=(?P<pid>\d+)|postprocess pid=\d+)(?: run=\w+)?\] (?:(?P<rank_dir>[^/:]+): )?"
+    r"\[(?:agent pid=(?P<pid>\d+)|postprocess pid=\d+)(?: run=\w+)?\] (?:(?P<rank_dir>[^/\s]+?): )?"
     r"--export-chrome-trace: (?P<path>/.+?)(?: \(copied\))?$"
 )
 
