@@ -1284,3 +1284,33 @@ def test_export_stacks_and_memory_timeline_say_what_they_read_as_no_text(tmp_pat
     assert "1 character(s) in the trace's strings are not text" in timeline.stderr
     assert "1 [memory] event(s) whose fields are not numbers (a damaged trace?): left out" in timeline.stderr
     assert "4 memory events" in timeline.stderr
+
+
+def test_empty_steps_between_the_real_ones_are_named(tmp_path: Path) -> None:
+    """prof.step() called twice an iteration: a 5 µs step with nothing in it after each real one, which
+    lowered the mean step time unsaid (helper-137). The last step's stub is a partial step, not one."""
+    events, t = [], 0.0
+    for step in range(8):
+        real = step % 2 == 0 and step != 7
+        dur = 1000.0 if real else 5.0
+        events.append(x(f"ProfilerStep#{step}", "user_annotation", t, dur))
+        if real:
+            events.append(x("aten::mm", "cpu_op", t + 100, 200, **{"External id": step + 1}))
+        t += dur
+    trace = {"schemaVersion": 1, "traceEvents": events}
+    rank_dir = write_rank_dir(tmp_path, trace)
+    result = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    durations = {s["step"]: s["duration_us"] for s in rank["steps"]}
+    empty_in_middle = [step for step, d in durations.items() if step != 7 and d < 100]
+    assert empty_in_middle == [1, 3, 5]
+    mean = sum(durations.values()) / len(durations)
+    kept = [d for step, d in durations.items() if step not in empty_in_middle]
+    without = sum(kept) / len(kept)
+    said = [w for w in rank.get("warnings", []) if "ran nothing" in w]
+    assert said == [
+        "3 step(s) ran nothing and lasted under 10% of the median step (steps 1, 3, 5): prof.step() called "
+        f"more than once an iteration? They lower the mean step time ({mean / 1000:.3f} ms; "
+        f"{without / 1000:.3f} ms without them)"
+    ], rank.get("warnings")

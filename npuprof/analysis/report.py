@@ -561,6 +561,8 @@ def rank_report(
         warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,
         time_base_ns=summary.time_base_ns,
     )
+    if empty := empty_steps(summary, chosen):
+        report.warnings = [*(report.warnings or []), empty]
     if whole:
         said = " and ".join(whole)
         report.warnings = [
@@ -600,6 +602,38 @@ def trailing_stub(summary: Summary) -> tuple[int, str] | None:
         return None
     took = last.duration_us
     return last.step, f"nothing ran in it: the trace ends {took:.3f} µs after it began (the profiler stopped)"
+
+
+def empty_steps(summary: Summary, chosen: list[ReportStep]) -> str | None:
+    """A warning for the steps before the last in which nothing ran and that lasted less than STUB_SHARE of
+    the median of the others: a script calling ``prof.step()`` more than once an iteration (helper-137: 5 µs
+    steps between the real ones, not flagged, lowered the mean step time)."""
+    numbered = [s for s in chosen if isinstance(s.step, int)]
+    if len(numbered) < 3:
+        return None
+    last = max(s.step for s in summary.steps if isinstance(s.step, int))
+    busy = {item.step for item in [*summary.top_operators, *summary.top_kernels]}
+    idle = {
+        s.step
+        for s in numbered
+        if s.step != last and not s.computing_us and not s.communication_us and s.step not in busy
+    }
+    others = [s.duration_us for s in numbered if s.step not in idle]
+    if not idle or not others:
+        return None
+    typical = statistics.median(others)
+    empty = [s.step for s in numbered if s.step in idle and s.duration_us < STUB_SHARE * typical]
+    if not empty:
+        return None
+    shown = ", ".join(map(str, empty[:10])) + (", ..." if len(empty) > 10 else "")
+    mean = statistics.fmean(s.duration_us for s in numbered)
+    kept = [s.duration_us for s in numbered if s.step not in set(empty)]
+    without = statistics.fmean(kept)
+    return (
+        f"{len(empty)} step(s) ran nothing and lasted under {STUB_SHARE:.0%} of the median step "
+        f"(steps {shown}): prof.step() called more than once an iteration? They lower the mean step time "
+        f"({mean / 1000:.3f} ms; {without / 1000:.3f} ms without them)"
+    )
 
 
 def partial_steps(rank_dir: Path, summary: Summary) -> list[tuple[int, str]]:
