@@ -174,3 +174,37 @@ def test_pooled_operators_are_exact_beyond_each_captures_kept_top(tmp_path: Path
     (pooled,) = json.loads(analysed.stdout)["pooled"]
     first = pooled["top_operators"][0]
     assert (first["name"], first["count"], first["self_us"]) == ("aten::x", 4, 36.0)
+
+
+def test_the_traces_of_one_tensorboard_worker_are_one_section(tmp_path: Path) -> None:
+    """torch's tensorboard_trace_handler writes <host>_<pid>.<ns>.pt.trace.json per capture: a process with
+    more than 3 of them, no rank in them, was one section per file (helper-137), though the README says a
+    process gets one section."""
+    from analyse_support.handmade import T0, x
+
+    folder = tmp_path / "tb"
+    folder.mkdir()
+    mine = []
+    for n, step in enumerate((7, 9, 11, 13)):
+        events = [
+            x(f"ProfilerStep#{step}", "user_annotation", 5000 * n, 1000 + n),
+            x("aten::mm", "cpu_op", 5000 * n + 100, 200, **{"External id": 1}),
+        ]
+        name = folder / f"host_7.{int(T0 * 1000) + n}.pt.trace.json"
+        name.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+        mine.append(name)
+    other = [x("ProfilerStep#7", "user_annotation", 0, 900), x("aten::mm", "cpu_op", 100, 200)]
+    (folder / f"host_8.{int(T0 * 1000)}.pt.trace.json").write_text(json.dumps({"traceEvents": other}))
+    analysed = npuprof("analyse", str(folder), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    report = json.loads(analysed.stdout)
+    assert len(report["ranks"]) == 5
+    (pooled,) = report["pooled"]
+    assert [Path(c).name for c in pooled["captures"]] == [p.name for p in mine]
+    assert [(s["step"], s["duration_us"]) for s in pooled["steps"]] == [
+        (7, 1000),
+        (9, 1001),
+        (11, 1002),
+        (13, 1003),
+    ]
+    assert {o["name"]: o["count"] for o in pooled["top_operators"]} == {"aten::mm": 4}

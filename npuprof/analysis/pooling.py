@@ -7,6 +7,7 @@ and GC over all of them (docs/formats.md, "The report").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,18 @@ POOL_AFTER = 3  # a process with more captures than this gets one pooled section
 
 def process_key(rank_dir: Path, rank: int | None) -> tuple[str, str]:
     """Which process (or rank: a torchrun restart is the same rank) a capture belongs to: its rank, else
-    the worker name and pid its dir is named by; always within one result directory."""
+    the worker name and pid its dir is named by, or the worker a trace of torch's tensorboard_trace_handler
+    is named by (``<worker>.<ns>.pt.trace.json``, its worker ``<host>_<pid>``); always within one folder."""
     if rank is not None:
         return str(rank_dir.parent), f"rank {rank}"
     named = layout.parse_rank_dir_name(rank_dir.name)
-    if named is None:
-        return str(rank_dir.parent), rank_dir.name
-    return str(rank_dir.parent), f"{named['worker']}_{named['pid']}"
+    if named is not None:
+        return str(rank_dir.parent), f"{named['worker']}_{named['pid']}"
+    handler = _HANDLER_TRACE.match(rank_dir.name)
+    return str(rank_dir.parent), handler["worker"] if handler else rank_dir.name
+
+
+_HANDLER_TRACE = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
 
 
 def pool(

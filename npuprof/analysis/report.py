@@ -13,7 +13,6 @@ import contextlib
 import math
 import multiprocessing
 import os
-import re
 import shlex
 import stat
 import statistics
@@ -1292,14 +1291,8 @@ def _processes_without_a_rank(ranks: list[RankReport]) -> int:
     processes = set()
     for r in ranks:
         if r.rank is None:
-            where, key = pooling.process_key(Path(r.rank_dir), None)  # a trace's name, when not a rank dir's
-            # tensorboard_trace_handler's trace: <worker>.<ns>.pt.trace.json, its worker <host>_<pid>
-            handler = _HANDLER_TRACE.match(key)
-            processes.add((where, handler["worker"] if handler else key))
+            processes.add(pooling.process_key(Path(r.rank_dir), None))
     return len(processes)
-
-
-_HANDLER_TRACE = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
 
 
 @dataclass
