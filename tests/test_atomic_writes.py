@@ -198,3 +198,39 @@ def test_kinetos_temporary_file_of_a_killed_export_is_removed_too(tmp_path: Path
     result = npuprof("analyse", str(rank_dir), env=clean_env())
     assert result.returncode == 0, result.stderr
     assert not left.exists()
+
+
+def test_a_bare_traces_failed_parse_leaves_the_tables_of_one_at_work_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two analyses of one bare trace at once (helper-139): the one that failed (a full disk) deleted every
+    table in <trace>.npuprof/, those the other was writing too; a parse that has not the folder to itself
+    (another holds its lock, as rank dirs' parses do) leaves them."""
+    import errno
+    import fcntl
+
+    from npuprof.analysis import report
+
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents": []}')
+    tables = tmp_path / f"trace.json{report.BARE_SUFFIX}"
+    tables.mkdir()
+    (tables / "kernel_details.csv").write_text("Name\n")  # the other parse's, written a moment ago
+
+    def full_disk(_trace: Path, out_dir: Path, *_args: object) -> list[str]:
+        (out_dir / "step_trace_time.csv").write_text("Step\n")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report, "write_outputs", full_disk)
+    fd = os.open(tables, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other parse, at work
+        outcome, out_dir = report._parse_bare(trace, force=True, workers=1)
+    finally:
+        os.close(fd)
+    assert outcome.status == "failed" and out_dir == tables
+    assert (tables / "kernel_details.csv").exists()
+    # alone, the same failure leaves no set short of some tables
+    outcome, _ = report._parse_bare(trace, force=True, workers=1)
+    assert outcome.status == "failed"
+    assert not [p.name for p in tables.glob("*.csv")]

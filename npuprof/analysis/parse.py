@@ -80,7 +80,7 @@ def write_json_fast(path: Path, obj: Any, indent: int = 4) -> None:
 
 
 @contextlib.contextmanager
-def _alone_in(out_dir: Path) -> Iterator[bool]:
+def alone_in(out_dir: Path) -> Iterator[bool]:
     """Hold an exclusive, non-blocking ``flock`` on the directory ``out_dir`` itself (no lock file) while
     parsing: True when this parse got it, so no other parse writes there now (the lock dies with its
     holder, kill -9 included). Parsing goes on either way; the lock only tells whether the temporary files
@@ -429,7 +429,7 @@ def parse_rank_dir(
         if done.exists():
             done.unlink()
         make_dir(out_dir)
-        with _alone_in(out_dir) as alone:
+        with alone_in(out_dir) as alone:
             if alone:
                 _remove_leftovers(out_dir)
             # a db already there is rewritten with the tables: it never describes an older parse

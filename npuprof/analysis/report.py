@@ -35,6 +35,7 @@ from npuprof.analysis.annotation_schema import (
 from npuprof.analysis.parse import (
     SUMMARY_FILE,
     ParseOutcome,
+    alone_in,
     drop_tables,
     failure_reason,
     parse_rank_dir,
@@ -236,21 +237,26 @@ def _parse_bare(
         if on_note:
             on_note(f"{trace} was written (or touched) since its tables in {out_dir} were made: parsed again")
     before = table_stamps(out_dir)
+    alone = False
     try:
         from npuprof.analysis.trace_loader import TraceError
 
         if done.exists():
             done.unlink()
         make_dir(out_dir)
-        identity = _identity(trace)
-        outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
-        write_text(done, identity)
+        # a parse of the same trace at the same moment (two analyses of it) keeps its tables: only one
+        # that has the folder to itself deletes a set it left short
+        with alone_in(out_dir) as alone:
+            identity = _identity(trace)
+            outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
+            write_text(done, identity)
         outcome.status = "parsed"
     except TraceError as exc:
         outcome.status, outcome.reason = exc.kind, str(exc)
     except Exception as exc:
         outcome.status, outcome.reason = "failed", failure_reason(exc)
-        drop_tables(out_dir, before)  # a set short of some tables does not look parsed
+        if alone:
+            drop_tables(out_dir, before)  # a set short of some tables does not look parsed
     if outcome.status != "parsed":
         with contextlib.suppress(OSError):
             out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty

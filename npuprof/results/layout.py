@@ -614,7 +614,7 @@ def capture_roots(output: Path, run_id: str) -> list[Path]:
 
 
 def parse_at_work(out_dir: Path) -> bool:
-    """Whether a parse holds ``out_dir``'s lock now (``analysis.parse._alone_in``): an `npuprof analyse`
+    """Whether a parse holds ``out_dir``'s lock now (``analysis.parse.alone_in``): an `npuprof analyse`
     (``--force`` takes ``analyse.done`` away while it writes), or a post-processor still at work. Asked
     without waiting; a parse that starts in that instant only takes itself for not alone."""
     import fcntl
