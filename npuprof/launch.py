@@ -15,6 +15,7 @@ from typing import Any
 from npuprof import ENV_CONFIG
 from npuprof.config import ENV_PAYLOAD_FILE_PREFIX, ENV_PAYLOAD_INLINE_LIMIT, ProfileConfig
 from npuprof.options import ENV_DYNAMIC
+from npuprof.signal_names import SIGSTKFLT
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 OPTIMIZER_TRIGGER = "torch.optim.optimizer"
@@ -37,7 +38,7 @@ FORWARDED_SIGNALS = (
     # runtimes). They killed the launcher as the three above did. Not the faults (SIGSEGV, SIGABRT, ...):
     # a handler of ours would hide the launcher's own.
     signal.SIGIO,
-    signal.SIGSTKFLT,
+    *(() if SIGSTKFLT is None else (SIGSTKFLT,)),
     *range(signal.SIGRTMIN, signal.SIGRTMAX + 1),
 )
 # Passed on to a stopped job, these are followed by SIGCONT (it takes them only once continued): those that
@@ -45,7 +46,8 @@ FORWARDED_SIGNALS = (
 # or SIGUSR1/2 and the real-time signals (a job's own protocol, which may mean "stop").
 _CONTINUED_AFTER = (
     *(signal.SIGTERM, signal.SIGHUP, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR),
-    *(signal.SIGIO, signal.SIGSTKFLT),
+    signal.SIGIO,
+    *(() if SIGSTKFLT is None else (SIGSTKFLT,)),
 )
 SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `timeout` passes its own on)
 # Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).

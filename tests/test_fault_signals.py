@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import capture_record, clean_env, hold_a_run_lock, load_trace, npuprof, rank_dirs, sched
 
+from npuprof.signal_names import SIGSTKFLT
+
 NPUPROF = [sys.executable, "-m", "npuprof"]
 STEP = (
     "import torch\n"
@@ -851,8 +853,8 @@ def test_a_batch_systems_sigxcpu_or_sigalrm_reaches_the_job_and_the_launcher_liv
 def _name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
-    except ValueError:  # only SIGRTMIN and SIGRTMAX are named
-        return f"SIGRTMIN+{signum - signal.SIGRTMIN}"
+    except ValueError:  # only SIGRTMIN and SIGRTMAX are named (and SIGSTKFLT from Python 3.11 on)
+        return "SIGSTKFLT" if signum == SIGSTKFLT else f"SIGRTMIN+{signum - signal.SIGRTMIN}"
 
 
 # (signal, what the job does with it: "handles" it, "dies" of it, or is never sent it)
@@ -861,7 +863,7 @@ _OTHER_SIGNALS = [
     (signal.SIGRTMIN + 3, "dies"),
     (signal.SIGRTMAX, "handles"),
     (signal.SIGIO, "handles"),
-    (signal.SIGSTKFLT, "handles when stopped"),
+    *([] if SIGSTKFLT is None else [(SIGSTKFLT, "handles when stopped")]),  # named from 3.11 on
     (signal.SIGTTIN, "never sent"),
     (signal.SIGTTOU, "never sent"),
     (signal.SIGWINCH, "never sent"),
