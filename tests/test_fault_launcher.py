@@ -250,7 +250,7 @@ def test_a_stopped_job_stops_npuprof_and_sigcont_resumes_both(
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         command, env=clean_env(), stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        process_group=0,
+        preexec_fn=os.setpgrp,  # process_group=0 from 3.11 on
     )  # fmt: skip
     os.close(slave)
     job = None
@@ -279,7 +279,7 @@ def test_without_a_terminal_a_job_stopped_and_continued_by_another_process_ends_
     command = _stoppable_run(out, tmp_path)
     proc = subprocess.Popen(
         command, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, process_group=0,
+        text=True, preexec_fn=os.setpgrp,  # process_group=0 from 3.11 on
     )  # fmt: skip
     job = None
     try:
