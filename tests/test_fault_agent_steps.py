@@ -313,6 +313,9 @@ def mkdir(path, *args, **kwargs):  # the disk is full when the first capture's d
         raise OSError(errno.ENOSPC, 'No space left on device', str(path))
     return real_mkdir(path, *args, **kwargs)
 os.mkdir = mkdir
+import pathlib
+if hasattr(pathlib, '_NormalAccessor'):  # Python 3.10's Path.mkdir calls the os.mkdir it bound at import
+    pathlib._NormalAccessor.mkdir = staticmethod(mkdir)
 model, opt = make()
 for _ in range(12):
     iteration(model, opt)
