@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import clean_env
+import pytest
+from conftest import capture_record, clean_env, load_trace, rank_dirs, run_script, sched
 
 
 def test_run_works_with_a_signal_module_without_sigstkflt(tmp_path: Path) -> None:
@@ -34,3 +35,44 @@ def test_run_works_with_a_signal_module_without_sigstkflt(tmp_path: Path) -> Non
     if sys.platform == "linux":
         assert "forwarded 16: True" in done.stderr
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 0
+
+
+CPROFILE_EACH_STEP = """
+import cProfile, json, pstats, torch
+
+def work(x):
+    return (x @ x).sum()
+
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 8)
+calls = 0
+for i in range(10):  # capture: steps 6-8
+    action = cProfile.Profile()  # as Lightning's AdvancedProfiler profiles each action
+    action.enable()
+    work(x)
+    action.disable()
+    calls += next(s[1] for f, s in pstats.Stats(action).stats.items() if f[2] == "work")
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+print("CALLS", calls)
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="cProfile takes sys.monitoring's slot from 3.12 on")
+def test_a_cprofile_the_job_enables_during_a_with_stack_capture_runs(tmp_path: Path) -> None:
+    """On Python 3.12 torch's Python tracer (--with-stack) also held sys.monitoring's profiler slot while it
+    recorded: the job's cProfile.enable() inside the capture raised "ValueError: Another profiling tool is
+    already active" and the job died (exit 1, step 7 partial). The slot is freed as the capture starts: the
+    job runs to its end, its profiler counts every call, and the capture keeps its Python frames."""
+    done, out = run_script(tmp_path, CPROFILE_EACH_STEP, "--no-analyse", "--with-stack", *sched(5, 1, 3))
+    assert done.returncode == 0, done.stderr
+    assert "Another profiling tool" not in done.stderr, done.stderr
+    assert "CALLS 10" in done.stdout
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["steps"] == [6, 7, 8] and record["status"] == "complete", record
+    assert "missing" not in record["detail"], record
+    frames = [e for e in load_trace(d)["traceEvents"] if e.get("cat") == "python_function"]
+    assert sum("work" in e["name"] for e in frames) == 3, "one frame of work() a recorded step"

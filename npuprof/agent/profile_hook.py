@@ -18,6 +18,7 @@ from typing import Any
 from npuprof.agent.log import AgentLog
 
 FRAMES_MISSING = "Python frames (--with-stack) are missing"  # how a capture record's detail says it
+TORCH_MONITORING_TOOL = "PyTorch Profiler"  # the name torch's tracer gives sys.monitoring (Python 3.12)
 
 
 def _name(hook: Any) -> str:
@@ -54,6 +55,7 @@ class ProfileHookWatch:
         if not with_stack:
             self.tracer = None
             return
+        self._free_the_profiler_slot()
         after = sys.getprofile()
         if before is not None and before is self.previous:
             before = self.displaced  # the next cycle began in the same step(): the job's hook is the same
@@ -68,6 +70,24 @@ class ProfileHookWatch:
                 f"--with-stack: torch's Python tracer takes the place of the job's own profile hook "
                 f"({_name(before)}, sys.setprofile) while it records, and leaves none; {after_it}",
             )
+
+    def _free_the_profiler_slot(self) -> None:
+        """On Python 3.12, torch's Python tracer also takes sys.monitoring's profiler slot while it records,
+        for one event its profile hook already sees (a ``CALL``): a ``cProfile`` the job enabled then (each
+        action of Lightning's AdvancedProfiler) raised "ValueError: Another profiling tool is already
+        active" and ended the job. The slot is given back at once; torch records the same frames through
+        its profile hook, as on 3.11 and 3.13, and a profiler of the job's may take the slot."""
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is None:
+            return
+        try:
+            if monitoring.get_tool(monitoring.PROFILER_ID) != TORCH_MONITORING_TOOL:
+                return
+            monitoring.free_tool_id(monitoring.PROFILER_ID)
+        except Exception as exc:
+            self.log.warning(f"sys.monitoring's profiler slot, taken by torch's Python tracer: {exc!r}")
+            return
+        self.log.info("torch's Python tracer took sys.monitoring's profiler slot: freed for the job's own")
 
     def lost_at(self, step: int) -> str | None:
         """At a step boundary while recording: the note for the capture when the job's own hook has
