@@ -76,3 +76,24 @@ def test_a_cprofile_the_job_enables_during_a_with_stack_capture_runs(tmp_path: P
     assert "missing" not in record["detail"], record
     frames = [e for e in load_trace(d)["traceEvents"] if e.get("cat") == "python_function"]
     assert sum("work" in e["name"] for e in frames) == 3, "one frame of work() a recorded step"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="cProfile takes sys.monitoring's slot from 3.12 on")
+def test_frames_lost_to_a_jobs_profile_hook_do_not_blame_cprofile_from_312_on(tmp_path: Path) -> None:
+    """The note of a job's sys.setprofile ending the capture's Python frames said "a cProfile enabled or
+    disabled there does it" on every Python; from 3.12 on cProfile uses sys.monitoring and leaves torch's
+    tracer alone (the test above), so the note names what does it there."""
+    job = (
+        "import sys, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for i in range(10):\n"
+        "    if i == 7:\n"
+        "        sys.setprofile(None)\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad()\n"
+    )
+    done, out = run_script(tmp_path, job, "--no-analyse", "--with-stack", *sched(5, 1, 3))
+    assert done.returncode == 0, done.stderr
+    (d,) = rank_dirs(out)
+    detail = capture_record(d)["detail"]
+    assert "Python frames (--with-stack) are missing from step 7 on" in detail, detail
+    assert "cProfile" not in detail and "that calls sys.setprofile there does it" in detail, detail

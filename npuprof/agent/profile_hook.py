@@ -18,6 +18,13 @@ from typing import Any
 from npuprof.agent.log import AgentLog
 
 FRAMES_MISSING = "Python frames (--with-stack) are missing"  # how a capture record's detail says it
+# what sets the hook in a job: cProfile until Python 3.12, which moved it to sys.monitoring (it leaves torch's
+# tracer alone there), not the pure-Python profile module
+_WHO_SETS_THE_HOOK = (
+    "a cProfile enabled or disabled there does it, as Lightning's AdvancedProfiler does around each action"
+    if sys.version_info < (3, 12)
+    else "a profiler of the job's that calls sys.setprofile there does it, as the profile module does"
+)
 TORCH_MONITORING_TOOL = "PyTorch Profiler"  # the name torch's tracer gives sys.monitoring (Python 3.12)
 
 
@@ -101,10 +108,7 @@ class ProfileHookWatch:
             if now is not None
             else "the job removed torch's Python tracer, with sys.setprofile(None)"
         )
-        note = (
-            f"{FRAMES_MISSING} from step {step} on: {how} (a cProfile enabled or disabled there does it, "
-            f"as Lightning's AdvancedProfiler does around each action)"
-        )
+        note = f"{FRAMES_MISSING} from step {step} on: {how} ({_WHO_SETS_THE_HOOK})"
         self.log.warn_once("profile-hook-lost", note)
         return note
 
