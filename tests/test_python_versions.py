@@ -97,3 +97,38 @@ def test_frames_lost_to_a_jobs_profile_hook_do_not_blame_cprofile_from_312_on(tm
     detail = capture_record(d)["detail"]
     assert "Python frames (--with-stack) are missing from step 7 on" in detail, detail
     assert "cProfile" not in detail and "that calls sys.setprofile there does it" in detail, detail
+
+
+NO_THREAD_AT_EXIT = """
+import atexit, _thread, threading, torch
+
+def refuse(*args, **kwargs):
+    raise RuntimeError("can't create new thread at interpreter shutdown")
+
+def shutting_down():  # as Python 3.12.0/3.12.1 from the start of the exit callbacks
+    _thread.start_new_thread = refuse
+    threading.Thread.start = refuse
+
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(4):  # the capture of steps 2-6 is under way when the job ends
+    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+atexit.register(shutting_down)  # runs before npuprof's (registered earlier) finalises the capture
+"""
+
+
+def test_a_capture_finalised_at_exit_is_handed_over_where_no_thread_can_start(tmp_path: Path) -> None:
+    """Python 3.12.0 and 3.12.1 start no thread once the interpreter shuts down: a job that ended inside a
+    capture with --memory-timeline (its snapshot copied on a thread of its own, and the first hand-over
+    starting its thread) lost the capture: 'incomplete ... finalising failed: RuntimeError("can't create
+    new thread at interpreter shutdown")', no memory timeline. The exit callback now does that work
+    itself; shown here on any Python by refusing threads as those releases do."""
+    flags = ("--no-analyse", "--with-stack", "--record-shapes", "--profile-memory")
+    flags = (*flags, "--memory-timeline", "json")
+    done, out = run_script(tmp_path, NO_THREAD_AT_EXIT, *flags, *sched(1, 1, 5))
+    assert done.returncode == 0, done.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
+    assert "finalising failed" not in record["detail"], record
+    assert (d / "memory_timeline.json").is_file(), sorted(p.name for p in d.iterdir())

@@ -116,7 +116,11 @@ def copy_in_background(source: Path, target: Path, log: Any) -> None:
     thread = threading.Thread(
         target=_copy_from, args=(handle, target, log), name="npuprof-chrome-trace", daemon=True
     )
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no new thread at interpreter shutdown (Python 3.12.0/3.12.1): copied here
+        _copy_from(handle, target, log)
+        return
     atexit.register(thread.join, EXIT_WAIT_S)
 
 

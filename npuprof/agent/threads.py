@@ -15,10 +15,17 @@ import threading
 from collections.abc import Callable
 
 
-def start(target: Callable[[], object], name: str) -> None:
+def start(target: Callable[[], object], name: str) -> bool:
     """Run ``target`` on a daemon thread that ``threading`` does not list (``name``: for readers of this
-    code; an exception is dropped, as the targets report their own)."""
-    _thread.start_new_thread(_run, (target, name))
+    code; an exception is dropped, as the targets report their own). False when Python starts no thread:
+    3.12.0 and 3.12.1 refuse one once the interpreter shuts down (an exit callback, where a capture the job
+    ended inside is finalised: "can't create new thread at interpreter shutdown"); the caller then does
+    the work itself."""
+    try:
+        _thread.start_new_thread(_run, (target, name))
+    except RuntimeError:
+        return False
+    return True
 
 
 def _run(target: Callable[[], object], name: str) -> None:

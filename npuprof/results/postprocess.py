@@ -417,7 +417,9 @@ class _Handover:
             from npuprof.agent import threads
 
             self.thread = True
-            threads.start(self._run, "npuprof-handover")
+            if not threads.start(self._run, "npuprof-handover"):  # at shutdown on Python 3.12.0/3.12.1
+                self.thread = None
+                self._hand_over_here()
 
     def _copy_apart(self, task: Any) -> None:
         """A memory snapshot copied by a thread of its own, in the order captures ended: a pipe the
@@ -428,8 +430,8 @@ class _Handover:
         if not self.copier:
             from npuprof.agent import threads
 
-            self.copier = True
-            threads.start(self._copy_in_order, "npuprof-snapshots")
+            # not started (at shutdown on Python 3.12.0/3.12.1): the hand-over makes the copy
+            self.copier = threads.start(self._copy_in_order, "npuprof-snapshots")
 
     def _copy_in_order(self) -> None:
         from npuprof.agent.memory_snapshot import WAITING_SNAPSHOTS
@@ -459,15 +461,38 @@ class _Handover:
         while True:
             job = self.queue.get()
             leave_trace()
-            self.current = job
-            try:
-                self._copy_snapshot(job)
-                if self.broken or not self._write(job):
-                    _keep_unparsed(job)
-            except Exception as exc:  # never a traceback from this thread
-                _agent_log().error(f"handing a capture over failed: {exc!r}")
-            self.current = None
-            self.sent += 1
+            self._hand_over(job)
+
+    def _hand_over(self, job: dict[str, Any]) -> None:
+        self.current = job
+        try:
+            self._copy_snapshot(job)
+            if self.broken or not self._write(job):
+                _keep_unparsed(job)
+        except Exception as exc:  # never a traceback from the hand-over
+            _agent_log().error(f"handing a capture over failed: {exc!r}")
+        self.current = None
+        self.sent += 1
+
+    def _hand_over_here(self) -> None:
+        """The queued jobs handed over by the calling thread, when no thread could be started for them;
+        SIGPIPE held back and taken, as in :meth:`_write_at_once`."""
+        import queue
+        import signal
+
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+        try:
+            while True:
+                try:
+                    job = self.queue.get_nowait()
+                except queue.Empty:
+                    return
+                self._hand_over(job)
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                if signal.SIGPIPE in signal.sigpending():
+                    signal.sigtimedwait({signal.SIGPIPE}, 0)
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def _queue_snapshot(self, job: dict[str, Any]) -> None:
         """A job's memory snapshot, if it has one, to the copier (:meth:`_copy_apart`). A copy goes slowly,
