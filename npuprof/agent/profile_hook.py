@@ -52,6 +52,7 @@ class ProfileHookWatch:
         self.displaced: Any = None  # the job's hook torch took the place of
         self.previous: Any = None  # torch's hook in the capture that ended last
         self.lost = False  # the job changed the hook while torch recorded
+        self.slot_freed = False  # npuprof freed torch's sys.monitoring slot in the capture under way
 
     def before_start(self, with_stack: bool) -> Any:
         """The hook just before torch starts recording (None when there is nothing to follow)."""
@@ -94,7 +95,32 @@ class ProfileHookWatch:
         except Exception as exc:
             self.log.warning(f"sys.monitoring's profiler slot, taken by torch's Python tracer: {exc!r}")
             return
+        self.slot_freed = True
         self.log.info("torch's Python tracer took sys.monitoring's profiler slot: freed for the job's own")
+
+    def _clear_the_freed_slot(self) -> None:
+        """torch has stopped: on 3.12 ``free_tool_id`` frees only the name, torch's ``CALL`` event and its
+        callback stay, and torch, no longer finding its name on the slot, leaves them: every call of the
+        rest of the job then went through torch's callback (a call-bound loop twice as slow). Cleared here
+        unless a tool of the job's has taken the slot since (it set its own events then)."""
+        if not self.slot_freed:
+            return
+        self.slot_freed = False
+        monitoring = getattr(sys, "monitoring", None)
+        if monitoring is None:
+            return
+        try:
+            if monitoring.get_tool(monitoring.PROFILER_ID) is not None:
+                return
+            # 3.12 changes the events and callbacks of a tool in use only: taken for the time it takes
+            monitoring.use_tool_id(monitoring.PROFILER_ID, "npuprof")
+            try:
+                monitoring.register_callback(monitoring.PROFILER_ID, monitoring.events.CALL, None)
+                monitoring.set_events(monitoring.PROFILER_ID, monitoring.events.NO_EVENTS)
+            finally:
+                monitoring.free_tool_id(monitoring.PROFILER_ID)
+        except Exception as exc:
+            self.log.warning(f"torch's event on sys.monitoring's profiler slot not cleared: {exc!r}")
 
     def lost_at(self, step: int) -> str | None:
         """At a step boundary while recording: the note for the capture when the job's own hook has
@@ -115,6 +141,7 @@ class ProfileHookWatch:
     def stopped(self) -> None:
         """torch has stopped recording: a cProfile profiler it displaced, and that the job has not
         replaced since, is enabled again."""
+        self._clear_the_freed_slot()
         displaced, lost = self.displaced, self.lost
         self.previous, self.tracer = self.tracer, None
         if displaced is None or lost or sys.getprofile() is not None or not _is_cprofile(displaced):
