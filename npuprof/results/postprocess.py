@@ -476,10 +476,13 @@ class _Handover:
 
     def _hand_over_here(self) -> None:
         """The queued jobs handed over by the calling thread, when no thread could be started for them;
-        SIGPIPE held back and taken, as in :meth:`_write_at_once`."""
+        SIGPIPE held back and taken, as in :meth:`_write_at_once`. That is at the interpreter's shutdown:
+        training has ended, so a memory snapshot is copied without the pauses left to training steps (49x
+        the copy's CPU time, 0.5 ms at least each 10 events: 5 s or more of the exit for 100,000 events)."""
         import queue
         import signal
 
+        self.hurry = True
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
         try:
             while True:
