@@ -48,3 +48,43 @@ def test_a_snapshot_handed_over_at_shutdown_is_copied_without_pauses(no_thread_s
         assert copy.paused is False, "copied with pauses at the interpreter's shutdown"
     finally:
         os.close(read_end)
+
+
+def test_a_full_pipe_at_shutdown_does_not_hold_the_exit(
+    no_thread_starts: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post-processor that many captures behind (its pipe full, parsing an earlier one, or stopped)
+    held the exit callback's own write, and so the job's exit, until it read again: for ever if it never
+    did. The hand-over thread's write is bounded by drain() (the rest goes to the spool); the exit
+    callback's now writes only what the pipe takes without waiting, and leaves the rest to drain()."""
+    import threading
+    import time
+    from contextlib import suppress
+
+    from npuprof.results import handover as wire
+
+    monkeypatch.setattr(wire, "job_from", lambda job: job)
+    monkeypatch.setattr(wire, "job_line", lambda job: f'{{"n":{job["n"]}}}\n'.encode())
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    with suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 4096)
+    os.set_blocking(write_end, True)
+    handover = postprocess._Handover(OwnedFd(write_end))
+    copy = Copy()
+    putting = threading.Thread(
+        target=lambda: handover.put({"exports": {TASK_KEY: copy}, "n": 0}), daemon=True
+    )
+    try:
+        putting.start()
+        putting.join(timeout=10)
+        assert not putting.is_alive(), "the exit callback waits on a pipe nobody reads"
+        began = time.monotonic()
+        left = handover.drain(timeout_s=30)
+        assert [job["n"] for job in left] == [0], left  # for the spool, its snapshot copied
+        assert time.monotonic() - began < 5
+        assert copy.paused is False
+    finally:
+        os.close(read_end)  # a write still waiting fails then (EPIPE), and the thread ends
+        putting.join(timeout=10)

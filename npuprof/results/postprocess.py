@@ -478,24 +478,57 @@ class _Handover:
         """The queued jobs handed over by the calling thread, when no thread could be started for them;
         SIGPIPE held back and taken, as in :meth:`_write_at_once`. That is at the interpreter's shutdown:
         training has ended, so a memory snapshot is copied without the pauses left to training steps (49x
-        the copy's CPU time, 0.5 ms at least each 10 events: 5 s or more of the exit for 100,000 events)."""
+        the copy's CPU time, 0.5 ms at least each 10 events: 5 s or more of the exit for 100,000 events).
+        Only what the pipe takes without waiting is written: a post-processor that many captures behind
+        (its pipe full) held the exit until it read again, for ever if it never did; the jobs from the
+        first that does not fit on stay queued, in order, for :meth:`drain` (the spool)."""
         import queue
         import signal
 
         self.hurry = True
+        jobs: list[dict[str, Any]] = []
+        while True:
+            try:
+                jobs.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
         try:
-            while True:
+            left: list[dict[str, Any]] = []
+            for job in jobs:
                 try:
-                    job = self.queue.get_nowait()
-                except queue.Empty:
-                    return
-                self._hand_over(job)
+                    self._copy_snapshot(job)
+                except Exception as exc:  # never a traceback from the hand-over
+                    _agent_log().error(f"handing a capture over failed: {exc!r}")
+                if left or not self._takes_at_once(job):
+                    left.append(job)
+                else:
+                    self._hand_over(job)
+            for job in left:
+                self.queue.put(job)
         finally:
             with contextlib.suppress(OSError, ValueError):
                 if signal.SIGPIPE in signal.sigpending():
                     signal.sigtimedwait({signal.SIGPIPE}, 0)
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    def _takes_at_once(self, job: dict[str, Any]) -> bool:
+        """Whether :meth:`_hand_over` deals with ``job`` without waiting: a broken pipe or a job that does
+        not encode (kept unparsed), or at most PIPE_BUF bytes with that much room in the pipe."""
+        if self.broken or not self._ours():
+            return True
+        import select
+
+        from npuprof.results import handover
+
+        try:
+            data = handover.job_line(handover.job_from(job))
+        except (TypeError, ValueError):
+            return True
+        try:
+            return len(data) <= select.PIPE_BUF and bool(select.select([], [self.fd], [], 0)[1])
+        except (OSError, ValueError):
+            return True  # the write says why
 
     def _queue_snapshot(self, job: dict[str, Any]) -> None:
         """A job's memory snapshot, if it has one, to the copier (:meth:`_copy_apart`). A copy goes slowly,
@@ -607,6 +640,8 @@ class _Handover:
         now = time.monotonic()
         deadline, moving = now + timeout_s, now
         while self.sent + self.sent_at_once < self.submitted and now < deadline:
+            if self.thread is None:  # none could start (at shutdown): nothing moves the jobs left
+                break
             if not self._stalled():
                 moving = now
             elif now - moving >= DRAIN_STALLED_S:
