@@ -70,6 +70,22 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+@contextlib.contextmanager
+def _sigpipe_held_back() -> Iterator[None]:
+    """A dead post-processor raises SIGPIPE in the thread that writes to it: held back while writing, then
+    taken, never delivered (its default would kill the job)."""
+    import signal
+
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            if signal.SIGPIPE in signal.sigpending():
+                signal.sigtimedwait({signal.SIGPIPE}, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class Postprocessor:
     """The training process's handle on its background post-processor."""
 
@@ -483,7 +499,6 @@ class _Handover:
         (its pipe full) held the exit until it read again, for ever if it never did; the jobs from the
         first that does not fit on stay queued, in order, for :meth:`drain` (the spool)."""
         import queue
-        import signal
 
         self.hurry = True
         jobs: list[dict[str, Any]] = []
@@ -492,8 +507,7 @@ class _Handover:
                 jobs.append(self.queue.get_nowait())
             except queue.Empty:
                 break
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
-        try:
+        with _sigpipe_held_back():
             left: list[dict[str, Any]] = []
             for job in jobs:
                 try:
@@ -506,11 +520,6 @@ class _Handover:
                     self._hand_over(job)
             for job in left:
                 self.queue.put(job)
-        finally:
-            with contextlib.suppress(OSError, ValueError):
-                if signal.SIGPIPE in signal.sigpending():
-                    signal.sigtimedwait({signal.SIGPIPE}, 0)
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def _takes_at_once(self, job: dict[str, Any]) -> bool:
         """Whether :meth:`_hand_over` deals with ``job`` without waiting: a broken pipe or a job that does
@@ -565,7 +574,6 @@ class _Handover:
         if self.broken or job.get("exports") or self.sent + self.sent_at_once != self.submitted - 1:
             return False
         import select
-        import signal
 
         from npuprof.results import handover
 
@@ -575,18 +583,12 @@ class _Handover:
                 return False
         except (TypeError, ValueError, OSError):
             return False  # the hand-over thread says why
-        # A dead post-processor raises SIGPIPE in this thread: held back, then taken, never delivered.
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
-        try:
-            os.write(self.fd, data)
-            return True
-        except OSError:
-            return False  # the hand-over thread finds the pipe broken and says so
-        finally:
-            with contextlib.suppress(OSError, ValueError):
-                if signal.SIGPIPE in signal.sigpending():
-                    signal.sigtimedwait({signal.SIGPIPE}, 0)
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        with _sigpipe_held_back():
+            try:
+                os.write(self.fd, data)
+                return True
+            except OSError:
+                return False  # the hand-over thread finds the pipe broken and says so
 
     def _write(self, job: dict[str, Any]) -> bool:
         """Write one job into the pipe; False when the post-processor cannot take it."""
