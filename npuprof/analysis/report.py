@@ -1431,7 +1431,7 @@ def _runs_without_an_end(path: Path, run_ids: list[str]) -> list[str]:
         if "end" not in record or record["end"] is not None:
             continue
         run_id = record.get("run_id")
-        if run_id not in run_ids or layout.launcher_elsewhere(path, run_id) is not None:
+        if run_id not in run_ids or layout.record_elsewhere(record) is not None:
             continue
         if layout.live_launcher(path, run_id) is None:
             notes.append(

@@ -300,7 +300,7 @@ def _going_runs(target: Path, run: str | None = None) -> list[tuple[str, str]]:
         run_id = record.get("run_id")
         if not isinstance(run_id, str) or (run not in (None, "all") and not run_id.startswith(run)):
             continue
-        why = layout.record_launcher_alive(record) or layout.launcher_elsewhere(output, run_id)
+        why = layout.record_launcher_alive(record) or layout.record_elsewhere(record)
         if why:
             going.append((run_id, why))
     return going

@@ -685,19 +685,19 @@ def launcher_elsewhere(output: Path, run_id: Any) -> str | None:
     heartbeat or the record's mtime stops as well for a launcher stopped (Ctrl-Z, a scheduler's suspend, a
     frozen cgroup) or stalled on the file system, which resumes; calling it dead would remove its
     post-processor's files under it (parse._run_goes_on_elsewhere)."""
-    if not isinstance(run_id, str) or not run_id:
+    record = run_record_of(output, run_id) if isinstance(run_id, str) and run_id else None
+    return record_elsewhere(record) if record is not None else None
+
+
+def record_elsewhere(record: dict[str, Any]) -> str | None:
+    """:func:`launcher_elsewhere` for a run record already read."""
+    host, pid = record.get("host"), record.get("launcher_pid")
+    if record.get("end") is not None or not isinstance(host, str) or host == os.uname().nodename:
         return None
-    for _path, record in read_run_records(output):
-        if record.get("run_id") != run_id:
-            continue
-        host, pid = record.get("host"), record.get("launcher_pid")
-        if record.get("end") is not None or not isinstance(host, str) or host == os.uname().nodename:
-            return None
-        return (
-            f"its run has not ended on {host} (npuprof pid {pid} there, which this host cannot check: still "
-            "recording, or stopped with that host)"
-        )
-    return None
+    return (
+        f"its run has not ended on {host} (npuprof pid {pid} there, which this host cannot check: still "
+        "recording, or stopped with that host)"
+    )
 
 
 def run_of_capture_going(rank_dir: Path) -> str | None:
@@ -716,10 +716,8 @@ def run_record_of(output: Path, run_id: Any) -> dict[str, Any] | None:
 
 
 def _live_launcher(output: Path, run_id: str) -> str | None:
-    for _path, record in read_run_records(output):
-        if record.get("run_id") == run_id:
-            return record_launcher_alive(record)
-    return None
+    record = run_record_of(output, run_id)
+    return record_launcher_alive(record) if record is not None else None
 
 
 def record_launcher_alive(record: dict[str, Any]) -> str | None:
