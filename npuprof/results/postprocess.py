@@ -526,8 +526,6 @@ class _Handover:
         not encode (kept unparsed), or at most PIPE_BUF bytes with that much room in the pipe."""
         if self.broken or not self._ours():
             return True
-        import select
-
         from npuprof.results import handover
 
         try:
@@ -535,9 +533,16 @@ class _Handover:
         except (TypeError, ValueError):
             return True
         try:
-            return len(data) <= select.PIPE_BUF and bool(select.select([], [self.fd], [], 0)[1])
+            return self._room_for(data)
         except (OSError, ValueError):
             return True  # the write says why
+
+    def _room_for(self, data: bytes) -> bool:
+        """Whether ``data`` goes into the pipe without waiting: at most PIPE_BUF bytes (written whole) and
+        that much room there."""
+        import select
+
+        return len(data) <= select.PIPE_BUF and bool(select.select([], [self.fd], [], 0)[1])
 
     def _queue_snapshot(self, job: dict[str, Any]) -> None:
         """A job's memory snapshot, if it has one, to the copier (:meth:`_copy_apart`). A copy goes slowly,
@@ -573,13 +578,11 @@ class _Handover:
         A process that ends right after its capture (``os._exit``) then loses nothing; else False."""
         if self.broken or job.get("exports") or self.sent + self.sent_at_once != self.submitted - 1:
             return False
-        import select
-
         from npuprof.results import handover
 
         try:
             data = handover.job_line(handover.job_from(job))
-            if not self._ours() or len(data) > select.PIPE_BUF or not select.select([], [self.fd], [], 0)[1]:
+            if not self._ours() or not self._room_for(data):
                 return False
         except (TypeError, ValueError, OSError):
             return False  # the hand-over thread says why
