@@ -676,13 +676,8 @@ class Extract:
         holder: tuple[int, float, float, int] | None = None
         for step in spans:
             _num, ts, dur, thread = step
-            if (
-                holder is not None
-                and holder[3] == thread
-                and holder[1] <= ts < holder[1] + holder[2]
-                and ts + dur <= holder[1] + holder[2]
-                and (ts, dur) != (holder[1], holder[2])
-            ):
+            inside = holder is not None and holder[3] == thread and vocab.step_inside(ts, dur, *holder[1:3])
+            if inside:
                 nested.append(step)
                 continue
             holder = step

@@ -137,6 +137,16 @@ COMM_CORE = "NCCL"
 
 MEMORY_EVENT = "[memory]"
 STEP_PREFIX = "ProfilerStep#"
+
+
+def step_inside(ts: float, dur: float, outer_ts: float, outer_dur: float) -> bool:
+    """Whether a ``ProfilerStep#N`` span [ts, ts + dur) lies inside an earlier step of its thread (and is
+    not that span): torch's steps follow one another, so it is a ``record_function`` the script named so, a
+    range of that step, not a step (analyse and export-stacks read it alike)."""
+    end = outer_ts + outer_dur
+    return outer_ts <= ts < end and ts + dur <= end and (ts, dur) != (outer_ts, outer_dur)
+
+
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 COMM_KERNEL_MARKS = ("nccl", "hccl", "rccl")

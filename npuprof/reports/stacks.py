@@ -511,8 +511,7 @@ def _steps_of(items: list[tuple[int, TraceEvent]]) -> list[TraceEvent]:
         if steps:
             last = steps[-1]
             last_ts, last_dur = float(last.ts or 0.0), max(float(last.dur or 0.0), 0.0)
-            inside = last_ts <= ts < last_ts + last_dur and ts + dur <= last_ts + last_dur
-            if inside and (ts, dur) != (last_ts, last_dur):
+            if vocab.step_inside(ts, dur, last_ts, last_dur):
                 continue
         steps.append(ev)
     return steps
