@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from analyse_support.handmade import T0, cpu_trace, cuda_trace, write_rank_dir, x
+from analyse_support.handmade import PID, T0, cpu_trace, cuda_trace, write_rank_dir, x
 from conftest import npuprof
 
 from npuprof.analysis import tables
@@ -216,3 +216,93 @@ def test_cpu_capture_columns_by_hand(cpu: tuple[tables.RankTables, Path]) -> Non
     assert stats.total_us.tolist() == [190.0, 100.0, 10.0]
     assert _texts(stats, stats.core) == ["CPU"] * 3
     assert (out / "op_statistic.csv").read_text().splitlines()[1:] == stats.csv_lines()
+
+
+def _repeats_trace(device: bool) -> dict:
+    """Operators that run one of their own name as their only child, as torch's ``aten::sum`` runs
+    ``aten::sum.dim_IntList`` (both named ``aten::sum`` in the trace). Step [0, 1000):
+
+    aten::sum [10, 110) holds only aten::sum [20, 100), which launched a 50 µs kernel; a lone aten::sum
+    [300, 330) launched a 20 µs kernel; aten::mean [600, 650) [[2,2]] holds only aten::mean [610, 640)
+    [[2,2],[]] (other shapes); aten::add [500, 540) holds aten::add [505, 515) and aten::empty [520, 525):
+    two children, so two calls of aten::add."""
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python3"}},
+        x("ProfilerStep#1", "user_annotation", 0, 1000),
+        x("aten::sum", "cpu_op", 10, 100, **{"External id": 1, "Input Dims": [[8, 4]]}),
+        x("aten::sum", "cpu_op", 20, 80, **{"External id": 2, "Input Dims": [[8, 4]]}),
+        x("aten::sum", "cpu_op", 300, 30, **{"External id": 3, "Input Dims": [[8, 4]]}),
+        x("aten::add", "cpu_op", 500, 40, **{"External id": 4, "Input Dims": [[4], [4]]}),
+        x("aten::add", "cpu_op", 505, 10, **{"External id": 5, "Input Dims": [[4]]}),
+        x("aten::empty", "cpu_op", 520, 5, **{"External id": 6}),
+        x("aten::mean", "cpu_op", 600, 50, **{"External id": 7, "Input Dims": [[2, 2]]}),
+        x("aten::mean", "cpu_op", 610, 30, **{"External id": 8, "Input Dims": [[2, 2], []]}),
+    ]
+    if device:
+        ev += [
+            {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+            x("cudaLaunchKernel", "cuda_runtime", 30, 5, correlation=11, **{"External id": 2}),
+            x("cudaLaunchKernel", "cuda_runtime", 305, 5, correlation=12, **{"External id": 3}),
+            x("sum_kernel", "kernel", 200, 50, pid=0, tid=7, correlation=11, stream=7, device=0,
+              **{"External id": 2}),
+            x("sum_kernel", "kernel", 400, 20, pid=0, tid=7, correlation=12, stream=7, device=0,
+              **{"External id": 3}),
+        ]  # fmt: skip
+    return {"traceEvents": ev, "baseTimeNanoseconds": BASE_NS}
+
+
+def _tables_of(tmp_path: Path, trace: dict) -> tables.RankTables:
+    path = tmp_path / "host.1.pt.trace.json"
+    path.write_text(json.dumps(trace))
+    extract, meta, _end = scan(path)
+    return tables.build_tables(extract, None, tables.base_ns_of(meta))
+
+
+def test_operator_details_counts_an_inner_repeat_of_its_name_once(tmp_path: Path) -> None:
+    """helper-145: aten::sum running aten::sum (its only child) was two calls in operator_details: the
+    row's Host Total summed both spans (210 µs for 130 µs of calls) and its Device Total the kernel twice.
+    As torch's key_averages (EventList._remove_dup_nodes) and analyse's top operators: one call, of the
+    outer operator's name, shapes and stack, its totals the outer one's and its self times both."""
+    ops = _tables_of(tmp_path, _repeats_trace(device=True)).operators
+    rows = {
+        (name, shapes): times
+        for name, shapes, times in zip(
+            _texts(ops, ops.name),
+            _texts(ops, ops.input_shapes),
+            zip(ops.host_self_us, ops.host_total_us, ops.device_self_us, ops.device_total_us, strict=True),
+            strict=True,
+        )
+    }
+    assert rows == {
+        # self 20 + 80 + 30, total 100 + 30; the kernels (50 + 20) once
+        ("aten::sum", "[[8,4]]"): (130.0, 130.0, 70.0, 70.0),
+        ("aten::add", "[[4],[4]]"): (25.0, 40.0, 0.0, 0.0),
+        ("aten::add", "[[4]]"): (10.0, 10.0, 0.0, 0.0),
+        ("aten::empty", None): (5.0, 5.0, 0.0, 0.0),
+        ("aten::mean", "[[2,2]]"): (50.0, 50.0, 0.0, 0.0),  # the inner one's shapes are no call's
+    }
+
+
+def test_cpu_op_statistic_counts_an_inner_repeat_of_its_name_once(tmp_path: Path) -> None:
+    """helper-145: on a CPU capture op_statistic counted aten::sum running aten::sum as two calls (Count 3
+    for 2 calls, Min 20 and Max 80: neither call's self time). One call now, its self time both spans'."""
+    stats = _tables_of(tmp_path, _repeats_trace(device=False)).op_stats
+    got = {
+        name: (count, total, low, avg, high)
+        for name, count, total, low, avg, high in zip(
+            _texts(stats, stats.op_type),
+            stats.count.tolist(),
+            stats.total_us.tolist(),
+            stats.min_us.tolist(),
+            stats.avg_us.tolist(),
+            stats.max_us.tolist(),
+            strict=True,
+        )
+    }
+    assert got == {
+        "aten::sum": (2, 130.0, 30.0, 65.0, 100.0),  # calls of self 20 + 80 and 30
+        "aten::mean": (1, 50.0, 50.0, 50.0, 50.0),
+        "aten::add": (2, 35.0, 10.0, 17.5, 25.0),
+        "aten::empty": (1, 5.0, 5.0, 5.0, 5.0),
+    }
+    assert _texts(stats, stats.op_type) == ["aten::sum", "aten::mean", "aten::add", "aten::empty"]

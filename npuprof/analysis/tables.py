@@ -498,46 +498,60 @@ def _op_stat_table(
 
 
 def _cpu_op_stats(x: Extract, ops: OpView) -> OpStatTable:
-    """op_statistic when the device is the CPU: the operators by name, their self times."""
+    """op_statistic when the device is the CPU: the operators' calls by name, their self times (an inner
+    repeat's is its call's, :func:`_call_of`)."""
     if not len(ops.ts):
         return OpStatTable.empty(x.strings)
-    names, inv = np.unique(ops.name, return_inverse=True)
+    call = _call_of(ops)
+    calls = np.flatnonzero(call == np.arange(len(call)))
+    self_time = _per_call(call, ops.self_time)[calls]
+    names, inv = np.unique(ops.name[calls], return_inverse=True)
     low = np.full(len(names), np.inf)
     high = np.zeros(len(names))
-    np.minimum.at(low, inv, ops.self_time)
-    np.maximum.at(high, inv, ops.self_time)
+    np.minimum.at(low, inv, self_time)
+    np.maximum.at(high, inv, self_time)
     return _op_stat_table(
         x.strings,
         names.astype(np.int64),
         np.full(len(names), x.intern(CPU_CORE), np.int64),
         np.bincount(inv),
-        np.bincount(inv, weights=ops.self_time),
+        np.bincount(inv, weights=self_time),
         low,
         high,
     )
 
 
 def _operator_table(x: Extract, ops: OpView) -> OperatorTable:
-    """operator_details: the operators grouped by name, input shapes and call stack; by self time."""
+    """operator_details: the operators' calls grouped by name, input shapes and call stack; by self time.
+    An inner repeat (:func:`_call_of`) is part of its call: its self times are added to the call's, its
+    totals are in the call's already."""
     n = len(ops.ts)
     if not n:
         return OperatorTable.empty(x.strings)
+    call = _call_of(ops)
+    calls = np.flatnonzero(call == np.arange(n))
+    name, shapes, stack = ops.name[calls], ops.shapes[calls], ops.stack[calls]
     span = len(x.strings) + 1
-    key = (ops.name.astype(np.int64) * span + (ops.shapes + 1)) * span + (ops.stack + 1)
+    key = (name.astype(np.int64) * span + (shapes + 1)) * span + (stack + 1)
     uniq, inv = np.unique(key, return_inverse=True)
     sums = [
         np.bincount(inv, weights=w, minlength=len(uniq))
-        for w in (ops.self_time, ops.dur, ops.dev_self, ops.dev_total)
+        for w in (
+            _per_call(call, ops.self_time)[calls],
+            ops.dur[calls],
+            _per_call(call, ops.dev_self)[calls],
+            ops.dev_total[calls],
+        )
     ]
     first = np.zeros(len(uniq), dtype=np.int64)
-    first[inv[::-1]] = np.arange(n)[::-1]
+    first[inv[::-1]] = np.arange(len(calls))[::-1]
     order = np.argsort(-sums[0], kind="stable")
     row = first[order]
     return OperatorTable(
         strings=x.strings,
-        name=ops.name[row].astype(np.int64),
-        input_shapes=ops.shapes[row].astype(np.int64),
-        call_stack=ops.stack[row].astype(np.int64),
+        name=name[row].astype(np.int64),
+        input_shapes=shapes[row].astype(np.int64),
+        call_stack=stack[row].astype(np.int64),
         host_self_us=sums[0][order],
         host_total_us=sums[1][order],
         device_self_us=sums[2][order],
@@ -607,17 +621,37 @@ def _named_totals(
     return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
-def _one_call(ops: OpView) -> np.ndarray:
-    """1.0 for the operators that are calls of their own, 0.0 for one that is its parent's only child and
-    of its name (``aten::sum`` running ``aten::sum.dim_IntList``, both named ``aten::sum`` in the trace):
-    torch's ``key_averages()`` counts such a pair as one call whose total is the outer one's
-    (``EventList._remove_dup_nodes``); self times are summed either way."""
+def _inner_repeats(ops: OpView) -> np.ndarray:
+    """True for an operator that is its parent's only child and of its name (``aten::sum`` running
+    ``aten::sum.dim_IntList``, both named ``aten::sum`` in the trace): torch's ``key_averages()`` counts
+    such a pair as one call, the outer one, whose total is the outer one's and whose self time is both
+    ones' (``EventList._remove_dup_nodes``). Every table that counts calls or sums totals follows it."""
     has = ops.parent >= 0
     parents = ops.parent[has]
     children = np.bincount(parents, minlength=len(ops.parent))
     inner = np.zeros(len(ops.parent), bool)
     inner[has] = (ops.name[parents] == ops.name[has]) & (children[parents] == 1)
-    return (~inner).astype(np.float64)
+    return inner
+
+
+def _one_call(ops: OpView) -> np.ndarray:
+    """1.0 for the operators that are calls of their own, 0.0 for an inner repeat (:func:`_inner_repeats`);
+    self times are summed either way."""
+    return (~_inner_repeats(ops)).astype(np.float64)
+
+
+def _call_of(ops: OpView) -> np.ndarray:
+    """The call each operator is part of: itself, or for an inner repeat the outermost operator of its
+    chain of repeats (:func:`_inner_repeats`)."""
+    call = np.where(_inner_repeats(ops), ops.parent, np.arange(len(ops.parent)))
+    while not np.array_equal(up := call[call], call):  # pointer jumping: a chain of n in log2(n) rounds
+        call = up
+    return call
+
+
+def _per_call(call: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` summed onto the call each operator is part of (0 at an inner repeat)."""
+    return np.bincount(call, weights=values, minlength=len(call))
 
 
 def _op_weights(ops: OpView) -> tuple[list[np.ndarray], np.ndarray]:
