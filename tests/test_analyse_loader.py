@@ -301,3 +301,93 @@ def test_json_malformed_beside_a_surrogate_is_said_where_it_is_malformed(tmp_pat
     assert f"malformed JSON at byte {cut - 1}" in str(caught.value) or f"at byte {cut}" in str(
         caught.value
     ), str(caught.value)
+
+
+def _members_with_tail(tail: str) -> tuple[bytes, bytes, int]:
+    """(the hand-made CUDA trace's text, that text gzipped with ``tail`` after its member, the tail's size):
+    garbage, zero padding, a second member cut short, a second member whose data is damaged."""
+    text = json.dumps(cuda_trace()).encode()
+    extra = gzip.compress(b'{"more": "of something else"}' * 40)
+    after = {
+        "garbage": b"garbage copied after the member\n",
+        "zeros": b"\0" * 4096,
+        "cut member": extra[: len(extra) // 2],
+        "damaged member": extra[:10] + b"\xff" * 64 + extra[74:],
+    }[tail]
+    return text, gzip.compress(text) + after, len(after)
+
+
+@pytest.mark.parametrize(
+    ("tail", "what"),
+    [
+        ("garbage", "not gzip data"),
+        ("zeros", "zero padding"),
+        ("cut member", "a gzip member cut short"),
+        ("damaged member", "a damaged gzip member"),
+    ],
+)
+def test_gz_with_bytes_after_its_data_is_read_with_one_note(tmp_path: Path, tail: str, what: str) -> None:
+    """helper-145: a gzipped trace with bytes after its member (a copy padded or with garbage, a second
+    member cut short) was refused whole ("Not a gzipped file (b'ga')", "ended before the end-of-stream
+    marker") by analyse, export-stacks and memory-timeline, whose complete member holds the whole trace.
+    Each reader now reads it as the same trace without the tail, and says in one line what it left out."""
+    from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
+    from npuprof.analysis.trace_loader import sniff_trace
+    from npuprof.reports import memory_timeline
+
+    text, packed, size = _members_with_tail(tail)
+    note = f"{size} byte(s) after the gzip data ({what}) were ignored"
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(text)
+    path = tmp_path / "t.pt.trace.json.gz"
+    path.write_bytes(packed)
+    assert sniff_trace(path) == "kineto"  # a trace smaller than the sniff's 64 KB: the tail is read too
+    # export-stacks and memory-timeline: load_trace
+    whole, got = load_trace(plain), load_trace(path)
+    assert got.events == whole.events and got.meta == whole.meta
+    assert whole.gzip_note is None and got.gzip_note is not None and note in got.gzip_note
+    # analyse: decompressed into a private file, read behind the decompression with -j 2
+    rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
+    rank_dir.mkdir()
+    (rank_dir / "profiler_info_0.json").write_text("{}")
+    (rank_dir / "host_1.pt.trace.json.gz").write_bytes(packed)
+    for workers in (1, 2):
+        outcome = parse_rank_dir(rank_dir, force=True, workers=workers)
+        assert outcome.status == "parsed", (workers, outcome)
+        summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY_FILE).read_text())
+        assert [w for w in summary["warnings"] if note in w], summary["warnings"]
+    # memory-timeline of a raw timeline torch wrote (.raw.json.gz)
+    raw = [[1, 0, 4096, 1], [2, 2, 4096, 1]]
+    raw_path = tmp_path / "m.raw.json.gz"
+    raw_path.write_bytes(gzip.compress(json.dumps(raw).encode()) + packed[-size:])
+    notes: list[str] = []
+    assert memory_timeline.read_raw(raw_path, notes) == [tuple(r) for r in raw]
+    assert len(notes) == 1 and note in notes[0]
+
+
+def test_gz_whose_text_goes_on_in_a_cut_member_is_truncated(tmp_path: Path) -> None:
+    """helper-145: a member cut short is never read as complete. A trace gzipped in two members whose
+    second one is cut is truncated, for every reader, and the message says that a member was cut."""
+    from npuprof.analysis.parse import parse_rank_dir
+
+    text = json.dumps(cuda_trace()).encode()
+    second = gzip.compress(text[len(text) // 2 :])
+    packed = gzip.compress(text[: len(text) // 2]) + second[: len(second) // 2]
+    path = tmp_path / "t.pt.trace.json.gz"
+    path.write_bytes(packed)
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert info.value.kind == "truncated" and "a gzip member cut short" in str(info.value)
+    rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
+    rank_dir.mkdir()
+    (rank_dir / "profiler_info_0.json").write_text("{}")
+    (rank_dir / "host_1.pt.trace.json.gz").write_bytes(packed)
+    for workers in (1, 2):
+        outcome = parse_rank_dir(rank_dir, force=True, workers=workers)
+        assert outcome.status == "truncated", (workers, outcome)
+        assert "a gzip member cut short" in outcome.reason, (workers, outcome)
+    # the first member cut short: truncated, as before
+    path.write_bytes(gzip.compress(text)[:-20])
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert info.value.kind == "truncated"

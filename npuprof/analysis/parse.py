@@ -687,7 +687,9 @@ def _write_outputs(
             trace_view,
         )
         from npuprof.analysis.scan import scan, scan_behind
+        from npuprof.analysis.trace_loader import TraceError, with_gzip_note
 
+        gzip_note: str | None = None  # bytes after the gzip data, left out
         if not gz:
             source = stack.enter_context(open(raw, "rb")).fileno()
             extract, meta, events_end = scan(raw, fd=source, workers=workers)
@@ -700,15 +702,23 @@ def _write_outputs(
                 growth = trace_view.Decompression(raw, plain)
                 try:
                     extract, meta, events_end = scan_behind(raw, source, growth, workers)
+                except TraceError as exc:
+                    raise with_gzip_note(exc, growth.note) from exc
                 finally:
                     growth.cancel()
+                gzip_note = growth.note
             else:
-                trace_view.decompress(raw, plain)
-                extract, meta, events_end = scan(raw, fd=source, workers=workers)
+                gzip_note = trace_view.decompress(raw, plain)
+                try:
+                    extract, meta, events_end = scan(raw, fd=source, workers=workers)
+                except TraceError as exc:
+                    raise with_gzip_note(exc, gzip_note) from exc
         phase("scan")
         info = meta.get("distributedInfo")
         traced = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None
         rank_note = list(notes)  # what the caller knows of the capture, then the rank's own
+        if gzip_note:
+            rank_note.append(gzip_note)
         if rank is None:
             rank = traced
         elif traced is not None and traced != rank:  # as msprof-analyze does, the file name wins

@@ -3,10 +3,11 @@ it as a trace says what it is and what npuprof reads instead, rather than callin
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from pathlib import Path
+
+from npuprof.analysis.gzip_members import GzipMembers, is_gzip
 
 WANTED = (
     "npuprof reads the profiler's Chrome trace (prof.export_chrome_trace(...), tensorboard_trace_handler's "
@@ -52,9 +53,7 @@ def describe(head: bytes) -> str | None:
 def describe_file(path: Path) -> str | None:
     """``describe`` of the file's first 64 KiB (decompressed when it is gzipped); None when unreadable."""
     try:
-        with open(path, "rb") as probe:
-            gz = probe.read(2) == b"\x1f\x8b"
-        with gzip.open(path, "rb") if gz else open(path, "rb") as handle:
+        with GzipMembers(path) if is_gzip(path) else open(path, "rb") as handle:
             return describe(handle.read(64 << 10))
     except (OSError, EOFError, zlib.error):
         return None

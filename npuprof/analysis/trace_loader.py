@@ -39,7 +39,6 @@ Public API (stable):
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -57,6 +56,7 @@ from typing import Annotated, Any, BinaryIO
 import msgspec
 
 from npuprof.analysis import torch_files
+from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
 
 __all__ = [
     "FORM_ARRAY",
@@ -203,6 +203,7 @@ class Trace:
     form: str = FORM_KINETO
     ts_base: int = 0  # µs to add to every ts for the absolute time (string times; see the module's doc)
     repaired_strings: int = 0  # characters read as U+FFFD / "?" (not_text_note)
+    gzip_note: str | None = None  # bytes after the gzip data that were left out (GzipMembers.ignored_note)
 
     @property
     def rank(self) -> int | None:
@@ -225,8 +226,8 @@ def _open(path: Path) -> BinaryIO:
         raise TraceError("missing", f"no trace file at {path}")
     with open(path, "rb") as probe:
         magic = probe.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if magic == MAGIC:
+        return GzipMembers(path)  # type: ignore[return-value]
     return open(path, "rb", buffering=0)
 
 
@@ -309,13 +310,14 @@ class TraceReader:
         self.malformed_what = ""  # what stands there, when it is a known non-JSON number
         self._events_at: int | None = None  # events_start()'s answer, once asked
         self.repaired_strings = 0  # unpaired surrogate escapes and bytes not UTF-8 read as "\ufffd" / "?"
+        self.gzip_note: str | None = None  # bytes after a gzipped trace's data, left out (GzipMembers)
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
 
     def _read(self, handle: BinaryIO, size: int) -> bytes:
         try:
             data = handle.read(size)
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        except (EOFError, zlib.error, OSError) as exc:
             # a read takes a block of MB: the byte reached says little, an early end says what is wrong
             where = f" after {self.bytes_read} bytes" if self.bytes_read else ""
             raise TraceError(
@@ -791,7 +793,7 @@ class TraceReader:
     def events_start(self) -> int:
         """Plain files only: the first byte of the first event; fills ``meta`` with the keys before it."""
         with self._plain() as handle:
-            if isinstance(handle, gzip.GzipFile):
+            if isinstance(handle, GzipMembers):
                 raise TraceError("corrupt", f"{self.path}: region() needs an uncompressed trace")
             rest = self._head(handle)
             start = self.bytes_read - len(rest)
@@ -807,7 +809,7 @@ class TraceReader:
         if self.form is None:
             self.events_start()
         with self._plain() as handle:
-            if isinstance(handle, gzip.GzipFile):
+            if isinstance(handle, GzipMembers):
                 raise TraceError("corrupt", f"{self.path}: region() needs an uncompressed trace")
             return self._tail(handle, os.fstat(handle.fileno()).st_size)
 
@@ -815,14 +817,18 @@ class TraceReader:
         if self.fd is not None:
             return _PreadFile(self.fd, own=False)
         handle = _open(self.path)
-        if isinstance(handle, gzip.GzipFile):
+        if isinstance(handle, GzipMembers):
             return handle
         return _PreadFile(handle.fileno(), own=True, keep=handle)
 
     def __iter__(self) -> Iterator[TraceChunk]:
         with self._plain() as handle:
-            if isinstance(handle, gzip.GzipFile):
-                yield from self._iter_stream(handle)
+            if isinstance(handle, GzipMembers):
+                try:
+                    yield from self._iter_stream(handle)
+                except TraceError as exc:
+                    raise with_gzip_note(exc, handle.ignored_note()) from exc
+                self.gzip_note = handle.ignored_note()
                 return
         start, end = self.region()
         yield from self.iter_range(start, end)
@@ -1129,9 +1135,7 @@ def sniff_trace(path: str | Path, named: bool = False) -> str | None:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open; a directory is no trace
             return None
-        with open(path, "rb") as probe:
-            gz = probe.read(2) == b"\x1f\x8b"
-        with gzip.open(path, "rb") if gz else open(path, "rb") as handle:
+        with GzipMembers(path) if is_gzip(path) else open(path, "rb") as handle:
             head = handle.read(SNIFF_BYTES)
             text = head.removeprefix(_BOM).lstrip(_WS)
             if text[:1] == b"[":
@@ -1150,7 +1154,7 @@ def sniff_trace(path: str | Path, named: bool = False) -> str | None:
                     return None
                 tail = head[-4096:]
                 head = handle.read(SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
+    except (OSError, EOFError, zlib.error):
         return None
 
 
@@ -1159,13 +1163,12 @@ def why_not_a_trace(path: str | Path) -> str:
     try:
         if os.stat(path).st_size == 0:
             return "it is empty (0 bytes)"
-        with open(path, "rb") as probe:
-            gz = probe.read(2) == b"\x1f\x8b"
-        with gzip.open(path, "rb") if gz else open(path, "rb") as handle:
+        gz = is_gzip(path)
+        with GzipMembers(path) if gz else open(path, "rb") as handle:
             head = handle.read(SNIFF_BYTES).removeprefix(_BOM).lstrip(_WS)
             while gz and handle.read(1 << 20):  # a gzip is read to its end: a cut one says so there
                 pass
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except (EOFError, zlib.error) as exc:
         return f"it is gzipped but cannot be decompressed ({exc}): truncated or damaged"
     except OSError as exc:
         return f"it cannot be read ({exc.strerror or exc})"
@@ -1209,7 +1212,14 @@ def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) ->
                 events.append(event)
     trace = Trace(Path(path), events, reader.meta, reader.form or FORM_KINETO, reader.ts_base or 0)
     trace.repaired_strings = reader.repaired_strings
+    trace.gzip_note = reader.gzip_note
     return trace
+
+
+def with_gzip_note(exc: TraceError, note: str | None) -> TraceError:
+    """``exc`` with what was left out after the gzip data said too (a member cut short that the trace's
+    text went on in: the trace is truncated, and that says where)."""
+    return TraceError(exc.kind, f"{exc}; {note}") if note else exc
 
 
 def not_text_note(count: int) -> str:

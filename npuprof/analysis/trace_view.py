@@ -17,7 +17,6 @@ analysis/gc_layer.py). It also reads a .gz trace behind its decompression (:clas
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import re
 import tempfile
@@ -34,6 +33,7 @@ from npuprof.analysis import intervals
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.forked import Forked
+from npuprof.analysis.gzip_members import GzipMembers
 from npuprof.analysis.step_breakdown import OVERLAP_LANES
 from npuprof.analysis.tables import RankTables, ns_of
 from npuprof.analysis.trace_body import Body, append, epoch_texts, write_all
@@ -57,15 +57,17 @@ TORCH_NPU_PROCESSES = {
 }
 
 
-def decompress(raw: Path, out: IO[bytes]) -> None:
+def decompress(raw: Path, out: IO[bytes]) -> str | None:
     """Write the decompressed ``raw`` (.gz) into ``out``, flushed as it goes (so it can be read behind).
-    Raises TraceError for a damaged file."""
+    Returns what was left out after the gzip data (``GzipMembers.ignored_note``), or None. Raises
+    TraceError for a damaged file."""
     try:
-        with gzip.open(raw, "rb") as src:
+        with GzipMembers(raw) as src:
             while data := src.read(8 << 20):
                 out.write(data)
                 out.flush()
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            return src.ignored_note()
+    except (EOFError, zlib.error) as exc:
         kind = "truncated" if isinstance(exc, EOFError) else "corrupt"
         raise TraceError(kind, f"{raw}: cannot decompress the trace: {type(exc).__name__}: {exc}") from exc
 
@@ -79,6 +81,7 @@ class Decompression:
     def __init__(self, raw: Path, out: IO[bytes]) -> None:
         out.flush()
         self.out, self.done = out, False
+        self.note: str | None = None  # decompress's answer, once joined
         self.job = Forked(True, lambda: decompress(raw, out))
         if not self.job.pid:
             self.join()
@@ -96,7 +99,7 @@ class Decompression:
     def join(self) -> None:
         if not self.done:
             try:
-                self.job.result()
+                self.note = self.job.result()
             finally:
                 self.done = True
 

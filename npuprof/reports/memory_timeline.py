@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from npuprof.analysis.gzip_members import GzipMembers, is_gzip
 from npuprof.results import layout
 from npuprof.results.atomic import write_bytes, write_text
 
@@ -184,6 +185,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     )
     data = _from_records(per_device, device, base_ns, origin)
     data.notes = _reading_notes(loaded.repaired_strings, unread)
+    if loaded.gzip_note:
+        data.notes.append(loaded.gzip_note)
     return data
 
 
@@ -302,11 +305,17 @@ def _choose_device(device: str | None, available: list[str]) -> str:
     return wanted
 
 
-def read_raw(path: Path) -> list[RawEvent]:
+def read_raw(path: Path, notes: list[str] | None = None) -> list[RawEvent]:
+    """The raw timeline at ``path`` (gzipped or not); what was left out after its gzip data goes into
+    ``notes`` (``GzipMembers.ignored_note``)."""
     try:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
+        if is_gzip(path):
+            with GzipMembers(path) as src:
+                data = src.read()
+            if (note := src.ignored_note()) and notes is not None:
+                notes.append(note)
+        else:
+            data = path.read_bytes()
         events = json.loads(data)
     except (OSError, EOFError, ValueError, zlib.error, RecursionError) as exc:
         raise MemoryTimelineError(f"cannot read {path}: {exc}") from None
@@ -342,14 +351,17 @@ def from_raw(raw_path: Path, device: str | None = None) -> MemoryData:
         value = meta.get(key)
         return int(value) if isinstance(value, int) else None
 
-    return MemoryData(
+    notes: list[str] = []
+    data = MemoryData(
         device=chosen,
         source=SOURCE_CATEGORISED,
-        raw=read_raw(raw_path),
+        raw=read_raw(raw_path, notes),
         max_allocated=_int("max_allocated_bytes"),
         max_reserved=_int("max_reserved_bytes"),
         devices=[chosen],
     )
+    data.notes = notes
+    return data
 
 
 def load(source: Path, device: str | None = None) -> MemoryData:

@@ -705,6 +705,8 @@ def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = 
         from npuprof.analysis.trace_loader import not_text_note
 
         folded.notes.append(not_text_note(loaded.repaired_strings))
+    if loaded.gzip_note:
+        folded.notes.append(loaded.gzip_note)
     return folded
 
 

@@ -1,0 +1,167 @@
+"""A gzipped file read as gzip(1) reads it, for every reader of traces (docs/formats.md, "Traces npuprof
+reads").
+
+Python's ``gzip`` refuses a whole file for bytes after its last member that start no member ("Not a
+gzipped file"): a trace copied with padding, or with a second member cut short, could not be read at all.
+:class:`GzipMembers` gives the data of every complete member, in order, and stops at bytes that start no
+member (zero padding, garbage) or at a member after the first that is cut short or damaged; it counts them
+in ``ignored`` and :meth:`GzipMembers.ignored_note` says so in one line. A later member's data is held back
+until the member ends (up to ``HOLD_LIMIT``), so none of a member that is not whole reaches the reader; the
+first member, and a later one past the limit, are read as they come, and when cut short raise EOFError as
+``gzip`` does (truncated: never read as complete). Whether the data read is a whole trace is still the
+JSON reader's to say: a trace whose text goes on in a dropped member is reported as truncated there.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zlib
+from pathlib import Path
+
+MAGIC = b"\x1f\x8b"
+BLOCK = 1 << 20  # compressed bytes read at a time
+OUT_LIMIT = 8 << 20  # decompressed bytes made at a time
+HOLD_LIMIT = 64 << 20  # a later member's data held back until it ends, at most
+
+
+def is_gzip(path: str | Path) -> bool:
+    with open(path, "rb") as probe:
+        return probe.read(2) == MAGIC
+
+
+class GzipMembers(io.RawIOBase):
+    """The decompressed data of the gzip file at ``path`` (see the module's doc). Raises EOFError for a
+    member cut short that cannot be left out, zlib.error for damaged data of one, OSError."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._raw = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._inflate = zlib.decompressobj(31)  # 31: a gzip member, header and trailer checked
+        self._feed = b""  # compressed bytes read but not given to the decompressor yet
+        self._consumed = 0  # compressed bytes read from the file
+        self._member = 0  # index of the member being read
+        self._member_at = 0  # where it starts in the file
+        self._held = bytearray()  # a later member's data until it ends (None: passed on as it comes)
+        self._holding = False
+        self._out = b""
+        self._out_at = 0
+        self._done = False
+        self._pos = 0
+        self.ignored = 0  # bytes after the last member read, left out
+        self.ignored_what = ""  # what they were, in a few words
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        while self._out_at >= len(self._out) and not self._done:
+            self._step()
+        n = min(len(buffer), len(self._out) - self._out_at)
+        buffer[:n] = self._out[self._out_at : self._out_at + n]
+        self._out_at += n
+        self._pos += n
+        return n
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            return self.readall()
+        while self._out_at >= len(self._out) and not self._done:
+            self._step()
+        data = self._out[self._out_at : self._out_at + size]
+        self._out_at += len(data)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        parts = []
+        while data := self.read(OUT_LIMIT):
+            parts.append(data)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+    def ignored_note(self) -> str | None:
+        """One line for the user when bytes were left out; None when none were."""
+        if not self.ignored:
+            return None
+        return (
+            f"{self.ignored} byte(s) after the gzip data ({self.ignored_what}) were ignored: read from the "
+            "complete gzip member(s) before them"
+        )
+
+    def _emit(self, data: bytes | bytearray) -> None:
+        self._out, self._out_at = bytes(data), 0
+
+    def _step(self) -> None:
+        """Decompress the next piece: into ``_out``, or into ``_held`` while a later member is held back."""
+        inflate = self._inflate
+        if inflate.eof:
+            self._next_member(inflate.unused_data)
+            return
+        data = inflate.unconsumed_tail or self._feed or self._read()
+        self._feed = b""
+        if not data:
+            if not self._holding:
+                raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+            self._ignore("a gzip member cut short")
+            return
+        try:
+            piece = inflate.decompress(data, OUT_LIMIT)
+        except zlib.error:
+            if not self._holding:
+                raise
+            self._ignore("a damaged gzip member")
+            return
+        if not self._holding:
+            self._emit(piece)
+            return
+        self._held += piece
+        if len(self._held) > HOLD_LIMIT:  # too big to hold: passed on, and read as the first member is
+            self._holding = False
+            self._emit(self._held)
+            self._held = bytearray()
+
+    def _read(self) -> bytes:
+        data = self._raw.read(BLOCK)
+        self._consumed += len(data)
+        return data
+
+    def _next_member(self, rest: bytes) -> None:
+        """After a member's end: its held data out, then the next member, or the end."""
+        if self._held:
+            self._emit(self._held)
+            self._held = bytearray()
+        while len(rest) < len(MAGIC) and (more := self._read()):
+            rest += more
+        if not rest:
+            self._done = True
+            return
+        self._member += 1
+        self._member_at = self._consumed - len(rest)
+        if rest[: len(MAGIC)] != MAGIC:
+            self._ignore("zero padding" if not rest.strip(b"\0") and self._only_zeros() else "not gzip data")
+            return
+        self._inflate = zlib.decompressobj(31)
+        self._feed = rest
+        self._holding = True
+
+    def _only_zeros(self) -> bool:
+        while data := self._read():
+            if data.strip(b"\0"):
+                return False
+        return True
+
+    def _ignore(self, what: str) -> None:
+        self._held = bytearray()
+        self._holding = False
+        self._done = True
+        self.ignored = os.fstat(self._raw.fileno()).st_size - self._member_at
+        self.ignored_what = what
