@@ -10,7 +10,9 @@ torch_npu writes ``ASCEND_PROFILER_OUTPUT/`` (docs/formats.md, "What the parser 
   torch_npu's window (first task + duration), which holds the whole host span, Preparing included;
 - top kernels per step from ``kernel_details.csv`` (both real headers: the columns are found by name);
 - top operators from ``operator_details.csv`` (no step column, so they count for the whole capture; torch_npu
-  groups calls by name, shapes and stack there, so a count is a number of such groups);
+  writes one row per operator call there, its parent untold, so an operator whose only child has its name
+  is two calls, its total counted twice, where torch's and npuprof's own tables count one call:
+  ``tables._inner_repeats``);
 - communication from ``communication.json``, memory peaks from ``memory_record.csv``.
 Files that are absent leave their part empty, and the summary's warnings say which.
 """
