@@ -49,6 +49,7 @@ class Controller:
         self.driver: int | None = None
         self.armed = False
         self.arm_sticks = arm_sticks
+        self.step = 0  # the step in progress, as the real controller's
 
     def arm(self, at_a_step_start: bool = False) -> None:
         self.armed = self.arm_sticks
@@ -56,15 +57,18 @@ class Controller:
         self.events.append("arm")
 
     def on_boundary(self) -> None:
+        self.step += 1
         self.events.append((ME, get_ident()))
 
     def on_boundary_of(self, thread: int) -> None:
+        self.step += 1
         self.events.append((ME, thread))
 
     def foreign_boundary(self) -> None:
         self.events.append("foreign")
 
     def steps_missed(self, count: int, why: str = "") -> bool:
+        self.step += count
         self.events.append(("missed", count))
         return True
 
@@ -81,6 +85,9 @@ class Log:
 
     def warning(self, message: str) -> None:
         self.lines.append(("warning", message))
+
+    def warn_once(self, key: str, message: str) -> None:
+        self.lines.append(("warn_once", message))
 
 
 @dataclass
@@ -334,6 +341,11 @@ def test_another_optimizer_stepping_3_times_alone_becomes_primary(world: World) 
         "steps are counted on the optimizer OptA (the first optimizer to step)",
         "the optimizer OptB now counts steps (it stepped 3 times, the previous primary OptA not once "
         "meanwhile; its 2 earlier step(s) are counted too)",
+        # A stepped again between two steps of B: it was not given up, the two alternate
+        "the optimizer OptA (2 parameters) still steps after OptB (2 parameters) took over counting steps "
+        "(at step 2, when it stepped 3 times in a row): the two alternate, so from step 2 on a step is one "
+        "step() of OptB (2 parameters), several per iteration of the job; to count iterations, name the "
+        "function of one iteration with --step-on MODULE:QUALNAME",
     ]
 
 
@@ -350,6 +362,43 @@ def test_two_other_optimizers_each_need_3_steps_of_their_own(world: World) -> No
         "the optimizer PC now counts steps (it stepped 3 times, the previous primary PA not once meanwhile; "
         "its 2 earlier step(s) are counted too)",
     )
+
+
+def test_a_primary_that_takes_over_from_one_still_stepping_says_steps_are_its_own(world: World) -> None:
+    """A WGAN whose generator steps before 5 critic steps: the critic takes over at its third step (the
+    generator could have been given up). The generator stepping again between two critic steps shows it
+    alternates: the steps are the critic's from then on, 5 an iteration, which was said only as an INFO
+    line of npuprof.log; now once on stderr, with the step it began at and --step-on as the way out."""
+    events = world.events
+    gw, gen = make(sgd("Gen"), events, "G")
+    dw, critic = make(sgd("Critic"), events, "D")
+    for _ in range(3):
+        iterate(gw, gen)
+        for _ in range(5):
+            iterate(dw, critic)
+    b = boundary()
+    assert (
+        events
+        == ["arm", "G", b, "D", "D", "D", ("missed", 2), b, "D", b, "D", b] + (["G"] + ["D", b] * 5) * 2
+    )
+    said = [line for kind, line in world.log.lines if kind == "warn_once"]
+    assert said == [
+        "the optimizer Gen (2 parameters) still steps after Critic (2 parameters) took over counting steps "
+        "(at step 1, when it stepped 3 times in a row): the two alternate, so from step 1 on a step is one "
+        "step() of Critic (2 parameters), several per iteration of the job; to count iterations, name the "
+        "function of one iteration with --step-on MODULE:QUALNAME"
+    ]
+
+
+def test_a_given_up_primary_is_not_said_to_alternate(world: World) -> None:
+    """The optimizer taken over from that never steps again (a learning-rate finder's, kept), or steps again
+    3 times in a row (training in stages, each its own optimizer), took no turn between two steps of the
+    new primary: nothing is said beyond the log's line of the take-over."""
+    aw, a = make(sgd("Finder"), world.events)
+    bw, b = make(sgd("Train"), world.events)
+    for opt_w, opt in [(aw, a)] * 4 + [(bw, b)] * 6 + [(aw, a)] * 3 + [(bw, b)] * 3:
+        iterate(opt_w, opt)
+    assert [kind for kind, _ in world.log.lines] == ["info"] * 4
 
 
 def test_the_primary_gone_the_next_optimizer_to_step_counts_at_once(world: World) -> None:

@@ -44,6 +44,10 @@ class OptimizerSteps:
         # Steps of each other optimizer since the primary last stepped (weakly), and the most of them.
         self._others: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._in_a_row = 0
+        # The primary that another one took over from (weakly), and the step then: its stepping again means
+        # it was not given up but steps less often (a WGAN's generator): said once, on stderr too.
+        self._displaced: Any = None
+        self._displaced_at = 0
         self.in_scaler = 0
         self.pending = 0  # the thread id whose primary step is to be counted when its step() returns
         self._inside: set[int] = set()  # threads inside a wrapped step() (nesting)
@@ -143,6 +147,8 @@ class OptimizerSteps:
         return self._another(optimizer)
 
     def _primary_stepped(self) -> None:
+        if self._displaced is not None:
+            self._alternating()
         self._others.clear()
         self._in_a_row = 0
 
@@ -165,12 +171,14 @@ class OptimizerSteps:
         # them), so that the step numbers stay the job's iterations.
         earlier = count - 1
         name = type(optimizer).__name__
+        self._displaced_at = self.controller.step  # the first step that ends at one of its steps
         counted = self.controller.steps_missed(earlier, f"the optimizer {name} took over counting")
         if not counted:
             self.controller.note_for_capture(
                 f"step {self.controller.step} holds {count} steps of the optimizer {name}, which took over "
                 "counting steps then"
             )
+        self._displaced = _weak(primary)
         self._switch(
             optimizer,
             f"it stepped {count} times, the previous primary {type(primary).__name__} not once meanwhile; "
@@ -181,6 +189,27 @@ class OptimizerSteps:
             ),
         )
         return True
+
+    def _alternating(self) -> None:
+        """The primary steps again and the optimizer it took over from stepped meanwhile (fewer than
+        ``SWITCH_AFTER`` times): that one was not given up but steps less often (a WGAN's generator
+        stepping before several critic steps), so the steps are this one's since the take-over, several
+        per iteration of the job. Said once, on stderr too; the counting goes on as it is."""
+        old = self._displaced()
+        if old is None:  # gone: it was given up
+            self._displaced = None
+            return
+        if old not in self._others:
+            return
+        self._displaced = None
+        new, at = _described(self.primary), self._displaced_at
+        self.log.warn_once(
+            "optimizer-alternates",
+            f"the optimizer {_described(old)} still steps after {new} took over counting steps (at step "
+            f"{at}, when it stepped {SWITCH_AFTER} times in a row): the two alternate, so from step {at} on "
+            f"a step is one step() of {new}, several per iteration of the job; to count iterations, name "
+            "the function of one iteration with --step-on MODULE:QUALNAME",
+        )
 
     def _switch(self, optimizer: Any, why: str) -> None:
         first = self._primary is None
@@ -232,6 +261,16 @@ class OptimizerSteps:
 
         step.__npuprof__ = True  # type: ignore[attr-defined]
         GradScaler.step = step  # type: ignore[method-assign]
+
+
+def _described(optimizer: Any) -> str:
+    """An optimizer's class and parameter count (two optimizers of one class are told apart)."""
+    name = type(optimizer).__name__
+    try:
+        count = sum(p.numel() for group in optimizer.param_groups for p in group["params"])
+    except Exception:  # not a torch optimizer's param_groups
+        return name
+    return f"{name} ({count:,} parameters)"
 
 
 def _weak(obj: Any) -> Any:
