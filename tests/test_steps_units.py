@@ -643,6 +643,36 @@ def test_step_on_an_inherited_method_wraps_the_subclass_only(step_on: Any) -> No
     assert events == [("Trainer.step", 1), "arm", ("Trainer.step", 2), boundary()]
 
 
+def test_step_on_a_compiled_models_forward_counts_each_call_and_keeps_the_graph_whole(step_on: Any) -> None:
+    """``--step-on Net.forward`` with ``torch.compile(model, fullgraph=True)``: dynamo traced the wrapper
+    (its arming, ``threading.get_ident`` at the boundary) and failed the job, which ran bare (with
+    ``fullgraph=False`` it split the model's graph there). The wrapper, the compiled frame's first, now runs
+    as plain Python with npuprof's code below it, each call a step, and the forward it calls is compiled
+    whole. Called inside another compiled function, the wrapper is traced as the forward alone: no step,
+    and the job goes on."""
+    _module, controller, log, events, _ = step_on
+    module = types.ModuleType("compiledmod")
+
+    class Net(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x) + 1
+
+    Net.__module__ = "compiledmod"
+    module.Net = Net  # type: ignore[attr-defined]
+    assert wrap_step_function(module, "Net.forward", controller, log) is True
+    model = Net()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    try:
+        for _ in range(3):
+            assert torch.equal(compiled(-torch.ones(2)), torch.ones(2))
+        assert events == ["arm", boundary(), boundary(), boundary()]
+        inside = torch.compile(lambda x: model(x).sum(), fullgraph=True, backend="eager")
+        assert inside(torch.ones(2)).item() == 4.0
+        assert events == ["arm", boundary(), boundary(), boundary()]  # traced: the forward alone
+    finally:
+        torch._dynamo.reset()
+
+
 def test_step_on_follows_the_name_bound_again(step_on: Any) -> None:
     """A function or method bound again (a second def, ``Trainer.step = other``) drops npuprof's wrapper:
     the new one is wrapped right there; a wrapper still referenced elsewhere keeps counting, and the name's

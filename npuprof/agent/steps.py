@@ -11,6 +11,7 @@ import sys
 import weakref
 from _thread import get_ident
 from collections.abc import Callable
+from types import CodeType
 from typing import Any
 
 from npuprof.agent.controller import CaptureController
@@ -311,7 +312,10 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
         log.warn_once("step-on-kind", f"--step-on {module.__name__}:{qualname}: {refusal}; no steps counted")
         return True  # found: the end of the run does not report it missing
 
+    codes: list[Any] = []  # the wrapper's and arm's code objects (no function: no reference cycle)
+
     def arm() -> None:  # at the first call's start: step 0 is that call, whole
+        _run_by_dynamo_as_python(*codes, controller)  # torch imported after the function's definition
         _follow_user_profilers(controller, log)
         controller.arm(at_a_step_start=True)
 
@@ -319,6 +323,8 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
 
         @functools.wraps(func)
         async def stepped_async(*args: Any, **kwargs: Any) -> Any:
+            if _traced():  # by torch.compile: only the function itself (see _traced)
+                return await func(*args, **kwargs)
             if not controller.armed:  # checked here: a call less on every step
                 arm()
             try:
@@ -331,6 +337,8 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
 
         @functools.wraps(func)
         def stepped_generator(*args: Any, **kwargs: Any) -> Any:
+            if _traced():  # by torch.compile: only the function itself (see _traced)
+                return (yield from func(*args, **kwargs))
             if not controller.armed:  # checked here: a call less on every step
                 arm()
             try:
@@ -343,6 +351,8 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
 
         @functools.wraps(func)
         def stepped_call(*args: Any, **kwargs: Any) -> Any:
+            if _traced():  # by torch.compile: only the function itself (see _traced)
+                return func(*args, **kwargs)
             if not controller.armed:  # checked here: a call less on every step
                 arm()
             try:
@@ -351,6 +361,8 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 controller.on_boundary()
 
         stepped = stepped_call
+    codes.extend((stepped.__code__, arm.__code__))
+    _run_by_dynamo_as_python(*codes, controller)
     stepped.__npuprof_stepped__ = True  # type: ignore[attr-defined]
     # freed with the wrapper when the script binds the name to another function: that one is wrapped then
     stepped.__npuprof_rebound__ = _Rebound(module, qualname, controller, log)  # type: ignore[attr-defined]
@@ -358,6 +370,51 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     controller.step_function_wrapped = True  # its count is logged at exit, 0 included (never called)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
+
+
+def _traced() -> bool:
+    """Whether torch.compile traces the caller: a --step-on wrapper called inside a compiled function (a
+    model's ``forward`` under a compiled train step). Dynamo must see none of npuprof's code there: tracing
+    the arming (its user-profiler hooks) or the boundary (``threading.get_ident``) failed a
+    ``fullgraph=True`` job and broke the graph of any other. Such a call runs compiled, without the
+    wrapper's boundary, so it is not counted. torch is found in ``sys.modules`` (which dynamo traces), not
+    imported: the function may be wrapped before the script imports torch."""
+    compiler = sys.modules.get("torch.compiler")
+    return compiler is not None and compiler.is_compiling()
+
+
+_AS_PYTHON: set[Any] = set()  # the code objects dynamo was told to run as plain Python
+
+
+def _run_by_dynamo_as_python(wrapper: CodeType, arm: CodeType, controller: Any) -> None:
+    """Have torch.compile run a --step-on wrapper it meets as its first frame (the ``forward`` of
+    ``torch.compile(model)``, a compiled function named by --step-on) as plain Python, and compile the
+    function it calls as it would have: the boundary is taken at each call and the function is compiled
+    whole, ``fullgraph=True`` included. npuprof's own code that the wrapper calls (the arming, the
+    boundary: the profiler, the post-processor's start) runs as plain Python too, all of it: dynamo would
+    compile each of its frames (and fail the job on one with ``fullgraph=True``). Once per code object,
+    when torch is loaded (its C part only: ``torch._dynamo`` is not imported); a torch without these names
+    leaves the wrapper to ``_traced``."""
+    if "torch" not in sys.modules:
+        return
+    boundary = getattr(getattr(type(controller), "on_boundary", None), "__code__", None)
+    codes = [(code, whole) for code, whole in ((wrapper, False), (arm, True), (boundary, True)) if code]
+    codes = [(code, whole) for code, whole in codes if code not in _AS_PYTHON]
+    if not codes:
+        return
+    try:
+        from torch._C._dynamo.eval_frame import (  # type: ignore[attr-defined]
+            _FrameAction,
+            _FrameExecStrategy,
+            set_code_exec_strategy,
+        )
+
+        for code, whole in codes:
+            below = _FrameAction.SKIP if whole else _FrameAction.DEFAULT
+            set_code_exec_strategy(code, _FrameExecStrategy(_FrameAction.SKIP, below))
+            _AS_PYTHON.add(code)
+    except Exception:  # another torch's names: _traced keeps dynamo out of the wrapper all the same
+        _AS_PYTHON.update(code for code, _whole in codes)
 
 
 class _Rebound:

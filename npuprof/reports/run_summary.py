@@ -658,7 +658,8 @@ def why_no_capture(
         never = f"no step was counted: {cfg.step_on} never returned in the job"
         why = (
             "it was wrapped when it loaded, and no call of it ran: a subclass's method that overrides it, or "
-            "another function the script calls instead, is not it"
+            "another function the script calls instead, is not it; nor is a call inside a torch.compile'd "
+            "function (a model's forward under a compiled step): name the compiled function instead"
         )
         if exit_code:  # most likely it failed before its first step: its own error is the news (helper-131)
             return (
