@@ -31,6 +31,7 @@ from torch.amp.grad_scaler import GradScaler
 from npuprof.agent import steps as steps_module
 from npuprof.agent import user_profiler
 from npuprof.agent.steps import (
+    SWITCHES_LOGGED,
     OptimizerSteps,
     defined_functions,
     missing_target_message,
@@ -412,6 +413,26 @@ def test_the_primary_gone_the_next_optimizer_to_step_counts_at_once(world: World
     iterate(bw, b)
     assert events == ["arm", "A", boundary(), "B", boundary(), "B", boundary()]
     assert world.log.lines[-1] == ("info", "the optimizer Next now counts steps (the previous one is gone)")
+
+
+def test_an_optimizer_made_at_each_iteration_is_not_logged_at_each(world: World) -> None:
+    """A script that makes its optimizer anew at each iteration (a per-batch adaptation loop): the previous
+    one is gone at each step, and each change of the primary was a line of npuprof.log, 17 µs of the step
+    and 130 bytes each: after ~16,000 iterations the rotation (1 MiB, one backup) had dropped the run's
+    first lines. The log now names the first changes only, and says so."""
+    cls = sgd("Fresh")
+    for _ in range(SWITCHES_LOGGED + 5):
+        w, opt = make(cls)
+        iterate(w, opt)
+        del w, opt
+        gc.collect()
+    assert world.events == ["arm"] + [boundary()] * (SWITCHES_LOGGED + 5)  # every step counted
+    gone = "the optimizer Fresh now counts steps (the previous one is gone)"
+    assert [line for _, line in world.log.lines] == [
+        "steps are counted on the optimizer Fresh (the first optimizer to step)",
+        *[gone] * (SWITCHES_LOGGED - 1),
+        f"{gone}; later changes of the optimizer that counts steps are not logged",
+    ]
 
 
 def test_objects_without_weak_references(world: World) -> None:

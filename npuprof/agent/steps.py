@@ -18,6 +18,7 @@ from npuprof.agent.controller import CaptureController
 from npuprof.agent.log import AgentLog
 
 SWITCH_AFTER = 3  # steps of another optimizer, the primary not stepping meanwhile, that make it primary
+SWITCHES_LOGGED = 10  # changes of the primary that the log names (an optimizer made at each iteration)
 
 
 class OptimizerSteps:
@@ -49,6 +50,7 @@ class OptimizerSteps:
         # it was not given up but steps less often (a WGAN's generator): said once, on stderr too.
         self._displaced: Any = None
         self._displaced_at = 0
+        self._switches = 0  # changes of the primary after the first (logged up to SWITCHES_LOGGED)
         self.in_scaler = 0
         self.pending = 0  # the thread id whose primary step is to be counted when its step() returns
         self._inside: set[int] = set()  # threads inside a wrapped step() (nesting)
@@ -218,8 +220,15 @@ class OptimizerSteps:
         name = type(optimizer).__name__
         if first:
             self.log.info(f"steps are counted on the optimizer {name} ({why})")
-        else:
+            return
+        self._switches += 1
+        if self._switches < SWITCHES_LOGGED:
             self.log.info(f"the optimizer {name} now counts steps ({why})")
+        elif self._switches == SWITCHES_LOGGED:  # an optimizer made anew at each iteration: not a line each
+            self.log.info(
+                f"the optimizer {name} now counts steps ({why}); later changes of the optimizer that counts "
+                "steps are not logged"
+            )
 
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self.in_scaler or self._compiling():  # torch.compile traces the step's hooks too
