@@ -65,6 +65,11 @@ _WAITING = re.compile(
 )
 IDLE_SHARE = 0.8  # a Python-only thread with at least this share of its time in waits is idle
 UNLINKED_FRAME = "[device_work_without_a_launching_call]"
+# A folded line holds its whole path, so a trace nested N deep writes ~N²/2 frames (50,000 nested spans: 11 GB
+# and minutes, helper-145's list). Deeper than this (Python's own recursion limit is 1,000), the frames of a
+# path are one frame: their time is kept, under it.
+MAX_DEPTH = 1024
+DEEPER_FRAME = "[deeper_frames_folded]"
 
 
 class StacksError(ValueError):
@@ -128,14 +133,22 @@ class _Node:
 
 
 class _PathTrie:
-    """Call paths interned as (parent id, frame) -> id, so deep trees do not copy tuples per event."""
+    """Call paths interned as (parent id, frame) -> id, so deep trees do not copy tuples per event; a path
+    deeper than ``MAX_DEPTH`` ends in one ``DEEPER_FRAME`` that takes what is below it."""
 
     def __init__(self) -> None:
         self._ids: dict[tuple[int, str], int] = {}
         self.parent: list[int] = [-1]
         self.frame: list[str] = [""]
+        self.depth: list[int] = [0]
+        self.folded_deeper = False  # some path was cut at MAX_DEPTH
 
     def child(self, parent: int, frame: str) -> int:
+        if self.depth[parent] >= MAX_DEPTH:
+            self.folded_deeper = True
+            if self.depth[parent] > MAX_DEPTH:  # the DEEPER_FRAME itself: all below is in it
+                return parent
+            frame = DEEPER_FRAME
         key = (parent, frame)
         found = self._ids.get(key)
         if found is None:
@@ -143,6 +156,7 @@ class _PathTrie:
             self._ids[key] = found
             self.parent.append(parent)
             self.frame.append(frame)
+            self.depth.append(self.depth[parent] + 1)
         return found
 
     def path(self, node_id: int) -> tuple[str, ...]:
@@ -672,6 +686,11 @@ def folded_from_events(
         result.notes.append(
             f"left out {len(idle)} thread(s) that ran no torch work and only waited (tid "
             f"{', '.join(str(t) for _p, t in idle)}); npuprof export-stacks --keep-idle-threads keeps them"
+        )
+    if tree.trie.folded_deeper:
+        result.notes.append(
+            f"call paths deeper than {MAX_DEPTH} frames end in one frame, {DEEPER_FRAME}, that holds the "
+            "time of all the frames below it"
         )
     if metric == HOST_METRIC:
         if not tree.self_time:
