@@ -395,7 +395,8 @@ def _build_host_tree(
             )
             stack.append(node)
             node_of_event[id(ev)] = node_id
-            if cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime:
+            # a launch below MAX_DEPTH is in the DEEPER_FRAME, not the frame itself: its kernels stay below it
+            if (cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime) and trie.frame[node_id] != DEEPER_FRAME:
                 runtime_nodes.add(node_id)
             thread_spans.append((ts, end, node_id))
             if is_step and carried:
