@@ -694,6 +694,39 @@ def test_step_on_a_compiled_models_forward_counts_each_call_and_keeps_the_graph_
         torch._dynamo.reset()
 
 
+def test_step_on_a_function_wrapped_before_torch_is_imported_counts_its_compiled_calls(
+    step_on: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --step-on function of a module that loads before the script imports torch (it needs none of its
+    own) was marked for dynamo at its first call only: ``torch.compile(train_step)`` had traced the wrapper
+    at that very call as the function alone and ran that compiled code at every call after: never armed,
+    not one step counted. It is marked as soon as torch has loaded (here: the finder's hook run by hand,
+    torch being loaded already)."""
+    _module, controller, log, events, _ = step_on
+    module = types.ModuleType("latetorch")
+
+    def train_step(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) + 1
+
+    train_step.__module__, train_step.__qualname__ = "latetorch", "train_step"
+    module.train_step = train_step  # type: ignore[attr-defined]
+    monkeypatch.delitem(sys.modules, "torch")
+    finders = list(sys.meta_path)
+    assert wrap_step_function(module, "train_step", controller, log) is True
+    monkeypatch.undo()  # torch is back: what `import torch` did when the script got to it
+    for finder in [f for f in sys.meta_path if f not in finders]:
+        sys.meta_path.remove(finder)
+        assert finder.name == "torch"
+        finder.then(sys.modules["torch"])
+    compiled = torch.compile(module.train_step, fullgraph=True, backend="eager")
+    try:
+        for _ in range(3):
+            assert torch.equal(compiled(-torch.ones(2)), torch.ones(2))
+        assert events == ["arm", boundary(), boundary(), boundary()]
+    finally:
+        torch._dynamo.reset()
+
+
 def test_step_on_follows_the_name_bound_again(step_on: Any) -> None:
     """A function or method bound again (a second def, ``Trainer.step = other``) drops npuprof's wrapper:
     the new one is wrapped right there; a wrapper still referenced elsewhere keeps counting, and the name's

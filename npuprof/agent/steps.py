@@ -403,8 +403,10 @@ def _run_by_dynamo_as_python(wrapper: CodeType, arm: CodeType, controller: Any) 
     boundary: the profiler, the post-processor's start) runs as plain Python too, all of it: dynamo would
     compile each of its frames (and fail the job on one with ``fullgraph=True``). Once per code object,
     when torch is loaded (its C part only: ``torch._dynamo`` is not imported); a torch without these names
-    leaves the wrapper to ``_traced``."""
+    leaves the wrapper to ``_traced``. Before torch is loaded: as soon as it has (:func:`_when_torch_loads`).
+    """
     if "torch" not in sys.modules:
+        _when_torch_loads(wrapper, arm, controller)
         return
     boundary = getattr(getattr(type(controller), "on_boundary", None), "__code__", None)
     codes = [(code, whole) for code, whole in ((wrapper, False), (arm, True), (boundary, True)) if code]
@@ -424,6 +426,30 @@ def _run_by_dynamo_as_python(wrapper: CodeType, arm: CodeType, controller: Any) 
             _AS_PYTHON.add(code)
     except Exception:  # another torch's names: _traced keeps dynamo out of the wrapper all the same
         _AS_PYTHON.update(code for code, _whole in codes)
+
+
+_AWAITING_TORCH: set[Any] = set()  # the wrappers' code objects to mark once torch has loaded
+
+
+def _when_torch_loads(wrapper: CodeType, arm: CodeType, controller: Any) -> None:
+    """A function wrapped before the script imports torch (a module of its own that needs no torch): its
+    codes are marked as soon as ``import torch`` has run, before any of it can compile them. Marked at the
+    first call instead, a ``torch.compile`` of the function had traced the wrapper at that call (the
+    wrapper was its first frame) as the function alone, its compiled code run at every call after: never
+    armed, no step counted."""
+    if wrapper in _AWAITING_TORCH:
+        return
+    _AWAITING_TORCH.add(wrapper)
+    from npuprof.agent.user_profiler import _WhenLoaded
+
+    def then(_torch: Any) -> None:
+        _AWAITING_TORCH.discard(wrapper)
+        try:
+            _run_by_dynamo_as_python(wrapper, arm, controller)
+        except Exception:  # never the job's import of torch; _traced keeps dynamo out of the wrapper
+            pass
+
+    sys.meta_path.insert(0, _WhenLoaded("torch", then))
 
 
 class _Rebound:
