@@ -11,6 +11,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 from stacks_support import capture, cli, exports_record, full_capture, load_trace_json, trace_of
 
@@ -215,3 +217,24 @@ def test_device_choice_and_listing_from_several_devices(tmp_path):
     for device in ("cpu", "cuda"):
         by_device[device] = mt.load(trace, device).coalesce()
     assert by_device["cpu"][1][-1][-1] == 100
+
+
+def test_a_raw_timeline_that_goes_on_in_a_cut_gzip_member_says_the_member_was_cut(tmp_path: Path) -> None:
+    """A raw timeline whose JSON went on in a second gzip member cut short was refused with the JSON's
+    error alone ("Expecting ',' delimiter"): the note that a member was cut and left out was only kept when
+    the JSON read, so nothing said why the file ended there. Whole before the cut member, it reads with
+    the note."""
+    data = json.dumps([[10 * i, 4096 + i, 64, 1] for i in range(500)]).encode()
+    half = len(data) // 2
+    cut = gzip.compress(data[half:])
+    cut = cut[: len(cut) // 2]
+    (tmp_path / "split.raw.json.gz").write_bytes(gzip.compress(data[:half]) + cut)
+    with pytest.raises(
+        mt.MemoryTimelineError,
+        match=r"Expecting .*; \d+ byte\(s\) after the gzip data \(a gzip member cut short\)",
+    ):
+        mt.read_raw(tmp_path / "split.raw.json.gz")
+    (tmp_path / "whole.raw.json.gz").write_bytes(gzip.compress(data) + cut)
+    notes: list[str] = []
+    assert len(mt.read_raw(tmp_path / "whole.raw.json.gz", notes)) == 500
+    assert len(notes) == 1 and "a gzip member cut short" in notes[0]

@@ -307,18 +307,21 @@ def _choose_device(device: str | None, available: list[str]) -> str:
 
 def read_raw(path: Path, notes: list[str] | None = None) -> list[RawEvent]:
     """The raw timeline at ``path`` (gzipped or not); what was left out after its gzip data goes into
-    ``notes`` (``GzipMembers.ignored_note``)."""
+    ``notes`` (``GzipMembers.ignored_note``), or into the error when the JSON went on there (a member cut
+    short: the timeline is truncated, and that says why)."""
+    note: str | None = None
     try:
         if is_gzip(path):
             with GzipMembers(path) as src:
                 data = src.read()
-            if (note := src.ignored_note()) and notes is not None:
-                notes.append(note)
+            note = src.ignored_note()
         else:
             data = path.read_bytes()
         events = json.loads(data)
     except (OSError, EOFError, ValueError, zlib.error, RecursionError) as exc:
-        raise MemoryTimelineError(f"cannot read {path}: {exc}") from None
+        raise MemoryTimelineError(f"cannot read {path}: {exc}" + (f"; {note}" if note else "")) from None
+    if note and notes is not None:
+        notes.append(note)
     if not isinstance(events, list):
         raise MemoryTimelineError(f"{path} is not a raw memory timeline (a JSON list of 4-tuples)")
     try:
