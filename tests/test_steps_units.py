@@ -391,6 +391,27 @@ def test_a_primary_that_takes_over_from_one_still_stepping_says_steps_are_its_ow
     ]
 
 
+def test_a_generator_stepping_between_two_critics_taking_turns_is_said_to_alternate(world: World) -> None:
+    """A WGAN with two critics (5 steps each) after one generator step: the first critic takes over from
+    the generator, then each critic from the other in turn, twice an iteration, so every critic step was a
+    step. The generator still stepped, but never between two steps of one primary, the only place it was
+    looked for: nothing but INFO lines of npuprof.log said so, while the README says it is said once."""
+    gw, gen = make(sgd("Gen"), world.events)
+    aw, a = make(sgd("CriticA"), world.events)
+    bw, b = make(sgd("CriticB"), world.events)
+    for _ in range(4):
+        for opt_w, opt in [(gw, gen)] + [(aw, a)] * 5 + [(bw, b)] * 5:
+            iterate(opt_w, opt)
+    said = [line for kind, line in world.log.lines if kind == "warn_once"]
+    assert said == [
+        "the optimizer Gen (2 parameters) still steps while CriticA (2 parameters) and CriticB "
+        "(2 parameters) take over counting steps from each other (from step 1, each when it stepped 3 times "
+        "in a row): the optimizers alternate, so from step 1 on a step is one step() of the one counting "
+        "then, several per iteration of the job; to count iterations, name the function of one iteration "
+        "with --step-on MODULE:QUALNAME"
+    ]
+
+
 def test_a_given_up_primary_is_not_said_to_alternate(world: World) -> None:
     """The optimizer taken over from that never steps again (a learning-rate finder's, kept), or steps again
     3 times in a row (training in stages, each its own optimizer), took no turn between two steps of the

@@ -50,6 +50,12 @@ class OptimizerSteps:
         # it was not given up but steps less often (a WGAN's generator): said once, on stderr too.
         self._displaced: Any = None
         self._displaced_at = 0
+        # Every optimizer taken over from (weakly), and the step of the first take-over: one of them stepping
+        # again, fewer than SWITCH_AFTER times, between two take-overs (a generator stepping once before two
+        # critics that take over from each other in turn) alternates too (_turn_between_take_overs).
+        self._taken_from: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._first_taken_at = 0
+        self._said_alternating = False
         self._switches = 0  # changes of the primary after the first (logged up to SWITCHES_LOGGED)
         self.in_scaler = 0
         self.pending = 0  # the thread id whose primary step is to be counted when its step() returns
@@ -174,6 +180,12 @@ class OptimizerSteps:
         # them), so that the step numbers stay the job's iterations.
         earlier = count - 1
         name = type(optimizer).__name__
+        if self._taken_from and not self._said_alternating:
+            self._turn_between_take_overs(optimizer, primary)
+        if not self._taken_from:
+            self._first_taken_at = self.controller.step
+        with contextlib.suppress(TypeError):  # no weak reference to it: not followed
+            self._taken_from.add(primary)
         self._displaced_at = self.controller.step  # the first step that ends at one of its steps
         counted = self.controller.steps_missed(earlier, f"the optimizer {name} took over counting")
         if not counted:
@@ -205,6 +217,7 @@ class OptimizerSteps:
         if old not in self._others:
             return
         self._displaced = None
+        self._said_alternating = True
         new, at = _described(self.primary), self._displaced_at
         self.log.warn_once(
             "optimizer-alternates",
@@ -212,6 +225,34 @@ class OptimizerSteps:
             f"{at}, when it stepped {SWITCH_AFTER} times in a row): the two alternate, so from step {at} on "
             f"a step is one step() of {new}, several per iteration of the job; to count iterations, name "
             "the function of one iteration with --step-on MODULE:QUALNAME",
+        )
+
+    def _turn_between_take_overs(self, optimizer: Any, primary: Any) -> None:
+        """``optimizer`` takes over from ``primary``, and an optimizer taken over from earlier stepped since
+        ``primary`` last stepped, fewer than ``SWITCH_AFTER`` times: it took a turn, not given up, while the
+        others took over in turn (a WGAN's generator stepping once before two critics' steps, each critic
+        taking over from the other: ``_alternating`` sees no step of the generator between two steps of
+        one primary). Said once, as ``_alternating`` says it."""
+        turn = next(
+            (
+                o
+                for o, n in self._others.items()
+                if n < SWITCH_AFTER and o is not optimizer and o in self._taken_from
+            ),
+            None,
+        )
+        if turn is None:
+            return
+        self._displaced = None
+        self._said_alternating = True
+        at = self._first_taken_at
+        self.log.warn_once(
+            "optimizer-alternates",
+            f"the optimizer {_described(turn)} still steps while {_described(optimizer)} and "
+            f"{_described(primary)} take over counting steps from each other (from step {at}, each when "
+            f"it stepped {SWITCH_AFTER} times in a row): the optimizers alternate, so from step {at} on a "
+            "step is one step() of the one counting then, several per iteration of the job; to count "
+            "iterations, name the function of one iteration with --step-on MODULE:QUALNAME",
         )
 
     def _switch(self, optimizer: Any, why: str) -> None:
