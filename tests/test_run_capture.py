@@ -27,8 +27,19 @@ from conftest import (
 SCHEDULE_9 = ["--skip-first", "1", "--wait", "1", "--warmup", "1", "--active", "2", "--repeat", "2"]
 
 
-def test_schedule_captures_exactly_the_scheduled_steps(out: Path) -> None:
-    result = npuprof("run", "-o", str(out), "--no-analyse", *SCHEDULE_9, "--", *trainer("--steps", "9"))
+@pytest.fixture(scope="module")
+def scheduled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`npuprof run -o OUT SCHEDULE_9 -- trainer.py --steps 9 --loader-workers 2`: (OUT, the result), one
+    job shared by test_schedule_captures_exactly_the_scheduled_steps and
+    test_dataloader_worker_processes_do_not_capture (its two DataLoader workers are forked before step 0 and
+    live through both cycles of the schedule)."""
+    out = tmp_path_factory.mktemp("scheduled") / "result"
+    job = trainer("--steps", "9", "--loader-workers", "2")
+    return out, npuprof("run", "-o", str(out), "--no-analyse", *SCHEDULE_9, "--", *job)
+
+
+def test_schedule_captures_exactly_the_scheduled_steps(scheduled) -> None:
+    out, result = scheduled
     assert result.returncode == 0, result.stderr
     dirs = rank_dirs(out)
     assert [profiler_steps(d) for d in dirs] == [[3, 4], [7, 8]]
@@ -282,11 +293,15 @@ def test_log_records_agent_activity(run_with_umask) -> None:
     assert "agent ready" in log and "capture of steps 2-2 written" in log
 
 
-def test_dataloader_worker_processes_do_not_capture(out: Path) -> None:
-    result = run_trainer(out, *sched(2, 1, 2), train=("--steps", "7", "--loader-workers", "2"))
+def test_dataloader_worker_processes_do_not_capture(scheduled) -> None:
+    """The job's DataLoader workers record nothing: the job's captures are its two scheduled ones, each of
+    the main process (the run test_schedule_captures_exactly_the_scheduled_steps reads too)."""
+    out, result = scheduled
     assert result.returncode == 0, result.stderr
-    (d,) = rank_dirs(out)
-    assert profiler_steps(d) == [3, 4]
+    dirs = rank_dirs(out)
+    records = [capture_record(d) for d in dirs]
+    assert [profiler_steps(d) for d in dirs] == [[3, 4], [7, 8]], f"a DataLoader worker captured: {records}"
+    assert len({r["pid"] for r in records}) == 1, f"a DataLoader worker captured: {records}"
     assert "Traceback" not in result.stderr
 
 
