@@ -29,13 +29,18 @@ SCHEDULE_9 = ["--skip-first", "1", "--wait", "1", "--warmup", "1", "--active", "
 
 @pytest.fixture(scope="module")
 def scheduled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """`npuprof run -o OUT SCHEDULE_9 -- trainer.py --steps 9 --loader-workers 2`: (OUT, the result), one
-    job shared by test_schedule_captures_exactly_the_scheduled_steps and
-    test_dataloader_worker_processes_do_not_capture (its two DataLoader workers are forked before step 0 and
-    live through both cycles of the schedule)."""
+    """`npuprof run -o OUT SCHEDULE_9 -- trainer.py --steps 9 --loader-workers 2` under umask 022, its
+    captures analysed: (OUT, the result), one job shared by the tests that read it:
+    test_schedule_captures_exactly_the_scheduled_steps, test_dataloader_worker_processes_do_not_capture (its
+    two DataLoader workers are forked before step 0 and live through both cycles of the schedule),
+    test_files_and_dirs_modes[18] and test_log_records_agent_activity."""
     out = tmp_path_factory.mktemp("scheduled") / "result"
     job = trainer("--steps", "9", "--loader-workers", "2")
-    return out, npuprof("run", "-o", str(out), "--no-analyse", *SCHEDULE_9, "--", *job)
+    previous = os.umask(0o022)
+    try:
+        return out, npuprof("run", "-o", str(out), *SCHEDULE_9, "--", *job)
+    finally:
+        os.umask(previous)
 
 
 def test_schedule_captures_exactly_the_scheduled_steps(scheduled) -> None:
@@ -252,10 +257,11 @@ def test_unselected_rank_writes_nothing(out: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def run_with_umask(tmp_path_factory: pytest.TempPathFactory):
-    """`npuprof run -o OUT` (skip 1, warm up 1, record 1) around 4 steps under a umask: (OUT, the result),
-    one run for each umask, shared by the tests that read it."""
-    runs: dict[int, tuple[Path, subprocess.CompletedProcess[str]]] = {}
+def run_with_umask(tmp_path_factory: pytest.TempPathFactory, scheduled):
+    """`npuprof run -o OUT` of trainer.py under a umask, its captures analysed: (OUT, the result), one run
+    for each umask, shared by the tests that read it. Under 022 it is the scheduled run (SCHEDULE_9, 9
+    steps); under 077, skip 1, warm up 1, record 1 around 4 steps."""
+    runs: dict[int, tuple[Path, subprocess.CompletedProcess[str]]] = {0o022: scheduled}
 
     def run(umask: int) -> tuple[Path, subprocess.CompletedProcess[str]]:
         if umask not in runs:
@@ -286,11 +292,12 @@ def test_files_and_dirs_modes(run_with_umask, umask: int) -> None:
             assert mode == allowed, (path, oct(mode))  # exactly what the README promises
 
 
-def test_log_records_agent_activity(run_with_umask) -> None:
-    out, result = run_with_umask(0o022)  # the run test_files_and_dirs_modes[18] reads too
+def test_log_records_agent_activity(scheduled) -> None:
+    out, result = scheduled  # the run test_files_and_dirs_modes[18] reads too
     assert result.returncode == 0
     log = (out / "npuprof.log").read_text()
-    assert "agent ready" in log and "capture of steps 2-2 written" in log
+    assert "agent ready" in log and "capture of steps 3-4 written" in log
+    assert "capture of steps 7-8 written" in log
 
 
 def test_dataloader_worker_processes_do_not_capture(scheduled) -> None:
