@@ -28,25 +28,32 @@ SCHEDULE_9 = ["--skip-first", "1", "--wait", "1", "--warmup", "1", "--active", "
 
 
 @pytest.fixture(scope="module")
-def scheduled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def scheduled(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str], list[Path]]:
     """`npuprof run -o OUT SCHEDULE_9 -- trainer.py --steps 9 --loader-workers 2` under umask 022, its
-    captures analysed: (OUT, the result), one job shared by the tests that read it:
+    captures analysed: (OUT, the result, its capture directories), one job shared by the tests that read it:
     test_schedule_captures_exactly_the_scheduled_steps, test_dataloader_worker_processes_do_not_capture (its
     two DataLoader workers are forked before step 0 and live through both cycles of the schedule),
-    test_files_and_dirs_modes[18] and test_log_records_agent_activity."""
+    test_files_and_dirs_modes[18], test_log_records_agent_activity, and
+    test_output_directory_contents_are_never_overwritten, which runs it again into OUT."""
     out = tmp_path_factory.mktemp("scheduled") / "result"
-    job = trainer("--steps", "9", "--loader-workers", "2")
     previous = os.umask(0o022)
     try:
-        return out, npuprof("run", "-o", str(out), *SCHEDULE_9, "--", *job)
+        result = npuprof("run", *scheduled_run(out))
     finally:
         os.umask(previous)
+    return out, result, rank_dirs(out) if out.is_dir() else []
+
+
+def scheduled_run(out: Path) -> list[str]:
+    """The arguments of `npuprof run` for the scheduled run into ``out``."""
+    return ["-o", str(out), *SCHEDULE_9, "--", *trainer("--steps", "9", "--loader-workers", "2")]
 
 
 def test_schedule_captures_exactly_the_scheduled_steps(scheduled) -> None:
-    out, result = scheduled
+    out, result, dirs = scheduled
     assert result.returncode == 0, result.stderr
-    dirs = rank_dirs(out)
     assert [profiler_steps(d) for d in dirs] == [[3, 4], [7, 8]]
     for d in dirs:
         record = capture_record(d)
@@ -185,17 +192,22 @@ def test_config_file_is_the_base_and_flags_override(out: Path, tmp_path: Path) -
     assert not (tmp_path / "ignored").exists()
 
 
-def test_output_directory_contents_are_never_overwritten(out: Path) -> None:
-    flags = ["-o", str(out), "--no-analyse", "--skip-first", "1", "--warmup", "0", "--active", "1"]
-    first = npuprof("run", *flags, "--", *trainer("--steps", "3"))
+def test_output_directory_contents_are_never_overwritten(scheduled) -> None:
+    """A second run into the output directory of the scheduled run, with the same flags, its captures
+    analysed too: what the first wrote (captures, their analyses, its run record) is left as it was."""
+    out, first, _dirs = scheduled
     assert first.returncode == 0, first.stderr
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    second = npuprof("run", *flags, "--", *trainer("--steps", "3"))
+    previous = os.umask(0o022)  # as the first (test_files_and_dirs_modes[18] may read this run's files too)
+    try:
+        second = npuprof("run", *scheduled_run(out))
+    finally:
+        os.umask(previous)
     assert second.returncode == 0, second.stderr
     for path, content in before.items():
         if path.name != "npuprof.log":
             assert path.read_bytes() == content, path
-    assert len(rank_dirs(out)) == 2
+    assert len(rank_dirs(out)) == 4  # two captures of each run
     assert len(list(out.glob("npuprof_run*.json"))) == 2
     assert (out / "npuprof.log").read_bytes().startswith(before[out / "npuprof.log"])
 
@@ -261,7 +273,7 @@ def run_with_umask(tmp_path_factory: pytest.TempPathFactory, scheduled):
     """`npuprof run -o OUT` of trainer.py under a umask, its captures analysed: (OUT, the result), one run
     for each umask, shared by the tests that read it. Under 022 it is the scheduled run (SCHEDULE_9, 9
     steps); under 077, skip 1, warm up 1, record 1 around 4 steps."""
-    runs: dict[int, tuple[Path, subprocess.CompletedProcess[str]]] = {0o022: scheduled}
+    runs: dict[int, tuple[Path, subprocess.CompletedProcess[str]]] = {0o022: scheduled[:2]}
 
     def run(umask: int) -> tuple[Path, subprocess.CompletedProcess[str]]:
         if umask not in runs:
@@ -293,7 +305,7 @@ def test_files_and_dirs_modes(run_with_umask, umask: int) -> None:
 
 
 def test_log_records_agent_activity(scheduled) -> None:
-    out, result = scheduled  # the run test_files_and_dirs_modes[18] reads too
+    out, result, _dirs = scheduled  # the run test_files_and_dirs_modes[18] reads too
     assert result.returncode == 0
     log = (out / "npuprof.log").read_text()
     assert "agent ready" in log and "capture of steps 3-4 written" in log
@@ -303,9 +315,8 @@ def test_log_records_agent_activity(scheduled) -> None:
 def test_dataloader_worker_processes_do_not_capture(scheduled) -> None:
     """The job's DataLoader workers record nothing: the job's captures are its two scheduled ones, each of
     the main process (the run test_schedule_captures_exactly_the_scheduled_steps reads too)."""
-    out, result = scheduled
+    _out, result, dirs = scheduled
     assert result.returncode == 0, result.stderr
-    dirs = rank_dirs(out)
     records = [capture_record(d) for d in dirs]
     assert [profiler_steps(d) for d in dirs] == [[3, 4], [7, 8]], f"a DataLoader worker captured: {records}"
     assert len({r["pid"] for r in records}) == 1, f"a DataLoader worker captured: {records}"
