@@ -139,8 +139,10 @@ def test_step_on_counts_returns_of_a_named_function(out: Path, tmp_path: Path) -
     assert sum(1 for e in events if e.get("name") == "aten::linear") == 6  # 2 steps x 3 layers
 
 
-def test_interrupted_training_keeps_the_recorded_steps(out: Path) -> None:
-    result = run_trainer(out, *sched(2, 0, 10), train=("--steps", "5"))
+def test_interrupted_training_keeps_the_recorded_steps(run_with_umask) -> None:
+    """A capture of steps 2-11 of a job that trains 5 steps (the run test_files_and_dirs_modes[63] reads
+    too, under umask 077)."""
+    out, result = run_with_umask(0o077)
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
     record = capture_record(d)
@@ -272,7 +274,8 @@ def test_unselected_rank_writes_nothing(out: Path) -> None:
 def run_with_umask(tmp_path_factory: pytest.TempPathFactory, scheduled):
     """`npuprof run -o OUT` of trainer.py under a umask, its captures analysed: (OUT, the result), one run
     for each umask, shared by the tests that read it. Under 022 it is the scheduled run (SCHEDULE_9, 9
-    steps); under 077, skip 1, warm up 1, record 1 around 4 steps."""
+    steps); under 077, the run of test_interrupted_training_keeps_the_recorded_steps: skip 2, record 10 of a
+    job that trains 5 steps."""
     runs: dict[int, tuple[Path, subprocess.CompletedProcess[str]]] = {0o022: scheduled[:2]}
 
     def run(umask: int) -> tuple[Path, subprocess.CompletedProcess[str]]:
@@ -280,7 +283,7 @@ def run_with_umask(tmp_path_factory: pytest.TempPathFactory, scheduled):
             out = tmp_path_factory.mktemp(f"umask-{umask:03o}") / "result"
             previous = os.umask(umask)
             try:
-                result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"))
+                result = run_trainer(out, *sched(2, 0, 10), train=("--steps", "5"), analyse=True)
             finally:
                 os.umask(previous)
             runs[umask] = (out, result)
