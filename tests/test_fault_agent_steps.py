@@ -205,18 +205,64 @@ for _ in range(14):
 }
 
 
-@pytest.mark.parametrize("mode", sorted(REPLACED))
-def test_a_replaced_optimizer_is_counted(out: Path, tmp_path: Path, mode: str) -> None:
-    cmd = _script(tmp_path, mode, REPLACED[mode] + "print('TRAINING DONE')\n")
+def _forked_scenarios(tmp_path: Path, name: str, scenarios: dict[str, str]) -> tuple[list[str], Path]:
+    """A job that imports torch once, then runs each scenario in a child of its own, forked one after the
+    other (a fresh training process to npuprof: it counts its own steps and records its own captures),
+    which ends as a script does (sys.exit: atexit runs) after printing 'TRAINING DONE <scenario>'. The
+    scenarios' pids go to the JSON file given back; the job fails naming each scenario that failed."""
+    pids = tmp_path / f"{name}_pids.json"
+    body = (
+        "import json, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
+        "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
+        f"scenarios, pids, failed = {scenarios!r}, {{}}, []\n"
+        "for scenario, source in scenarios.items():\n"
+        "    sys.stdout.flush(); sys.stderr.flush()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        exec(compile(source, scenario, 'exec'), dict(globals()))\n"
+        "        print('TRAINING DONE', scenario, flush=True)\n"
+        "        sys.exit(0)\n"
+        "    pids[scenario] = pid\n"
+        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    if code:\n"
+        "        failed.append(f'{scenario} (exit code {code})')\n"
+        f"json.dump(pids, open({str(pids)!r}, 'w'))\n"
+        "if failed:\n"
+        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
+        "print('TRAINING DONE')\n"
+    )
+    return _script(tmp_path, name, body), pids
+
+
+def _dirs_of(out: Path, pid: int) -> list[Path]:
+    return [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
+
+
+def _log_of(out: Path, pid: int) -> list[str]:
+    return [line for line in _log(out).splitlines() if f"[agent pid={pid} " in line]
+
+
+def test_a_replaced_optimizer_is_counted(out: Path, tmp_path: Path) -> None:
+    """Each way of replacing the optimizer (REPLACED) in a forked child of one job: one capture each, of
+    two steps counted by the new optimizer, and one "now counts steps" line in its process's log."""
+    cmd, pids = _forked_scenarios(tmp_path, "replaced", REPLACED)
     result = _run(out, sched(8, 1, 2), cmd)
     _assert_healthy(result, out)
-    (d,) = rank_dirs(out)
-    assert capture_record(d)["status"] == "complete"
-    steps = profiler_steps(d)
-    assert len(steps) == 2
-    if mode == "old-dropped":
-        assert steps == [9, 10]  # the new optimizer counts from its first step
-    assert _log(out).count("now counts steps") == 1, _log(out)
+    pid_of = json.loads(pids.read_text())
+    assert sorted(pid_of) == sorted(REPLACED)
+    for mode, pid in sorted(pid_of.items()):
+        assert f"TRAINING DONE {mode}" in result.stdout, (mode, result.stdout)
+        dirs = _dirs_of(out, pid)
+        assert len(dirs) == 1, (mode, [capture_record(d) for d in rank_dirs(out)])
+        d = dirs[0]
+        assert capture_record(d)["status"] == "complete", (mode, capture_record(d))
+        steps = profiler_steps(d)
+        assert len(steps) == 2, (mode, steps)
+        if mode == "old-dropped":
+            assert steps == [9, 10], (mode, steps)  # the new optimizer counts from its first step
+        counted = [line for line in _log_of(out, pid) if "now counts steps" in line]
+        assert len(counted) == 1, (mode, _log(out))
+    assert len(rank_dirs(out)) == len(REPLACED), [capture_record(d) for d in rank_dirs(out)]
 
 
 # ---- fault 3: a subclass's step() calls super().step() ----------------------------------------------
