@@ -219,7 +219,7 @@ def _forked_scenarios(tmp_path: Path, name: str, scenarios: dict[str, str]) -> t
         "    sys.stdout.flush(); sys.stderr.flush()\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
-        "        exec(compile(source, scenario, 'exec'), dict(globals()))\n"
+        "        exec(compile(source, scenario + '.py', 'exec'), dict(globals()))\n"
         "        print('TRAINING DONE', scenario, flush=True)\n"
         "        sys.exit(0)\n"
         "    pids[scenario] = pid\n"
@@ -323,29 +323,41 @@ with torch.autograd.profiler.profile() as prof:
 }
 
 
-@pytest.mark.parametrize("mode", sorted(USER_PROFILER))
-def test_the_scripts_own_profiler_started_while_npuprof_waits(out: Path, tmp_path: Path, mode: str) -> None:
-    own = tmp_path / "own_trace.json"
-    body = (
-        "model, opt = make()\n"
-        "for _ in range(2):\n"
-        "    iteration(model, opt)\n"
-        + USER_PROFILER[mode]
-        + f"prof.export_chrome_trace({str(own)!r})\n"
-        + "for _ in range(10):\n"
-        + "    iteration(model, opt)\n"
-        + "print('TRAINING DONE')\n"
-    )
+def test_the_scripts_own_profiler_started_while_npuprof_waits(out: Path, tmp_path: Path) -> None:
+    """Each way of running a profiler of its own (USER_PROFILER) in a forked child of one job: npuprof says
+    so once for each (its warning names the scenario's line), steps aside, and records the next window."""
+    bodies = {
+        mode: (
+            "model, opt = make()\n"
+            "for _ in range(2):\n"
+            "    iteration(model, opt)\n"
+            + USER_PROFILER[mode]
+            + f"prof.export_chrome_trace({str(tmp_path / f'own_trace_{mode}.json')!r})\n"
+            + "for _ in range(10):\n"
+            + "    iteration(model, opt)\n"
+        )
+        for mode in USER_PROFILER
+    }
     # Windows begin at steps 3, 9 and 15 (warm-up), each recording two steps; the script's profiler runs
     # over steps 2-11: the first two windows are skipped, the third is recorded.
     flags = ["--skip-first", "0", "--wait", "3", "--warmup", "1", "--active", "2", "--repeat", "3"]
-    result = _run(out, flags, _script(tmp_path, mode, body))
+    cmd, pids = _forked_scenarios(tmp_path, "own_profiler", bodies)
+    result = _run(out, flags, cmd)
     _assert_healthy(result, out)
-    assert json.loads(own.read_text())["traceEvents"], "the script's own trace"
-    assert result.stderr.count("its own profiler") == 1, result.stderr
-    (d,) = rank_dirs(out)  # npuprof resumed once the script's profiler had stopped
-    assert capture_record(d)["status"] == "complete"
-    assert profiler_steps(d) == [16, 17]
+    pid_of = json.loads(pids.read_text())
+    assert sorted(pid_of) == sorted(USER_PROFILER)
+    # said once for each scenario (its warning names where the scenario started its profiler), no more
+    assert result.stderr.count("its own profiler") == len(USER_PROFILER), result.stderr
+    for mode, pid in sorted(pid_of.items()):
+        assert f"TRAINING DONE {mode}" in result.stdout, (mode, result.stdout)
+        own = tmp_path / f"own_trace_{mode}.json"
+        assert json.loads(own.read_text())["traceEvents"], f"the script's own trace ({mode})"
+        said = [line for line in result.stderr.splitlines() if "its own profiler" in line]
+        assert len([line for line in said if f"{mode}.py:" in line]) == 1, (mode, result.stderr)
+        dirs = _dirs_of(out, pid)  # npuprof resumed once the script's profiler had stopped
+        assert len(dirs) == 1, (mode, [capture_record(d) for d in rank_dirs(out)])
+        assert capture_record(dirs[0])["status"] == "complete", (mode, capture_record(dirs[0]))
+        assert profiler_steps(dirs[0]) == [16, 17], (mode, profiler_steps(dirs[0]))
 
 
 # ---- fault 5: an OSError when a capture begins ------------------------------------------------------
