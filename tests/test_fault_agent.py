@@ -44,33 +44,75 @@ def _wait_for(predicate, proc: subprocess.Popen[str], what: str, limit_s: float 
         time.sleep(0.05)
 
 
-# ---- fault 1: --repeat 0 never returned ------------------------------------------------------------
-@pytest.mark.parametrize(
-    "extra",
-    [
-        [],  # training ends inside a capture: the atexit hook spun forever
-        ["--ranks", "1"],  # an unselected rank hung inside opt.step() at step 5
-        ["--own-profiler"],  # the user's own profiler: the "steps aside" path reached the same loop
-    ],
-    ids=["ends-inside-capture", "unselected-rank", "user-profiler"],
-)
-def test_repeat_0_returns(out: Path, tmp_path: Path, extra: list[str]) -> None:
-    own = extra == ["--own-profiler"]
-    flags = [] if own else extra
-    script = trainer(
-        "--steps", "14", *(["--own-profiler-at", "6", "--marker", str(tmp_path / "m")] if own else [])
+def _forked_trainers(
+    tmp_path: Path, scenarios: dict[str, list[str]], limit_s: float = 60
+) -> tuple[list[str], Path]:
+    """A job that imports torch once, then runs tests/scripts/trainer.py with each scenario's arguments in a
+    child of its own, forked one after the other: a fresh training process to npuprof (it counts its own
+    steps, records its own captures), which ends as the trainer does (sys.exit: atexit runs). The pids go to
+    the JSON file given back; a child that fails, or has not ended ``limit_s`` after it began (then killed),
+    makes the job fail naming its scenario."""
+    pids = tmp_path / "forked_pids.json"
+    script = tmp_path / "forked_trainers.py"
+    script.write_text(
+        "import json, os, runpy, signal, sys, time\n"
+        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
+        f"trainer, scenarios, pid_of, failed = {str(SCRIPTS / 'trainer.py')!r}, {scenarios!r}, {{}}, []\n"
+        "for scenario, args in scenarios.items():\n"
+        "    sys.stdout.flush(); sys.stderr.flush()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        sys.argv = [trainer, *args]\n"
+        "        runpy.run_path(trainer, run_name='__main__')  # ends by sys.exit\n"
+        "        sys.exit(0)\n"
+        "    pid_of[scenario] = pid\n"
+        f"    deadline = time.monotonic() + {limit_s}\n"
+        "    while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:\n"
+        "        time.sleep(0.05)\n"
+        "    if not done[0]:\n"
+        "        os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)\n"
+        f"        failed.append(f'{{scenario}} (did not end within {limit_s} s)')\n"
+        "    elif code := os.waitstatus_to_exitcode(done[1]):\n"
+        "        failed.append(f'{scenario} (exit code {code})')\n"
+        f"json.dump(pid_of, open({str(pids)!r}, 'w'))\n"
+        "if failed:\n"
+        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
     )
+    return [sys.executable, str(script)], pids
+
+
+# ---- fault 1: --repeat 0 never returned ------------------------------------------------------------
+def test_repeat_0_returns(out: Path, tmp_path: Path) -> None:
+    """Two of the ways --repeat 0 never returned, each in a forked child of one job (each a training process
+    of its own to npuprof): training ends inside a capture (the atexit hook spun forever), and the user's
+    own profiler (the "steps aside" path reached the same loop). Each child must end, its captures
+    complete."""
+    scenarios = {
+        "ends-inside-capture": ["--steps", "14"],
+        "user-profiler": ["--steps", "14", "--own-profiler-at", "6", "--marker", str(tmp_path / "m")],
+    }
+    job, pids = _forked_trainers(tmp_path, scenarios)
     result = npuprof(
-        "run", "-o", str(out), "--repeat", "0", "--skip-first", "2", *flags, "--no-analyse", "--", *script,
-        env=clean_env(RANK="0"), timeout=90,
+        "run", "-o", str(out), "--repeat", "0", "--skip-first", "2", "--no-analyse", "--", *job,
+        env=clean_env(RANK="0"), timeout=150,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    dirs = rank_dirs(out) if out.exists() else []
-    if extra == ["--ranks", "1"]:
-        assert dirs == []
-    else:
-        statuses = [capture_record(d)["status"] for d in dirs]
-        assert statuses and all(s == "complete" for s in statuses), statuses
+    pid_of = json.loads(pids.read_text())
+    assert sorted(pid_of) == sorted(scenarios)
+    for scenario, pid in sorted(pid_of.items()):
+        records = [capture_record(d) for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
+        statuses = [r["status"] for r in records]
+        assert statuses and all(s == "complete" for s in statuses), (scenario, statuses)
+
+
+def test_repeat_0_returns_on_an_unselected_rank(out: Path) -> None:
+    """--repeat 0: an unselected rank hung inside opt.step() at step 5."""
+    result = npuprof(
+        "run", "-o", str(out), "--repeat", "0", "--skip-first", "2", "--ranks", "1", "--no-analyse", "--",
+        *trainer("--steps", "14"), env=clean_env(RANK="0"), timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert not out.exists() or rank_dirs(out) == []
 
 
 def test_repeat_0_unselected_rank_under_torchrun_does_not_deadlock(out: Path) -> None:
