@@ -8,8 +8,7 @@ optimizer step, the script's own profiler started while npuprof waits, an OSErro
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
+import signal
 import sys
 from pathlib import Path
 
@@ -134,35 +133,44 @@ time.sleep(0.3)
 }
 
 
-@pytest.mark.parametrize("mode", sorted(THREADS))
-def test_steps_from_several_threads_do_not_crash(out: Path, tmp_path: Path, mode: str) -> None:
-    cmd = _script(tmp_path, mode, THREADS[mode] + "print('TRAINING DONE')\n")
+def test_steps_from_several_threads_do_not_crash(out: Path, tmp_path: Path) -> None:
+    """Each way of stepping from threads (THREADS) in a forked child of one job, a training process of its
+    own to npuprof: each ends whole, its captures complete, each of one thread's steps in order, and each
+    whose capture ran off the main thread warns that no SIGTERM handler can be installed there."""
     flags = ["--skip-first", "2", "--warmup", "1", "--active", "3", "--repeat", "0"]
-    result = _run(out, flags, cmd)
-    for _ in range(3):
-        if result.returncode != 139 or KINETO_THREAD_NOTE not in result.stderr:
-            break
-        # Kineto, driven from a thread other than the one that registered it (a pool thread here; it says
-        # so on every such run), segfaulted once in ~3 loaded suite runs (twice in a row once, in CI of
-        # 2 December) and never in 27 runs alone: a race of torch's own. Up to three more tries, so that a
-        # crash that repeats still fails the test.
-        shutil.rmtree(out, ignore_errors=True)
-        result = _run(out, flags, cmd)
-    if mode == "daemon-at-exit" and result.returncode == 134:
-        # torch itself aborts when a daemon thread is inside an operator as the interpreter exits: measured
-        # here 1 run in 6 without npuprof too. The job's own exit passes through; the rest must hold.
-        result = subprocess.CompletedProcess(result.args, 0, result.stdout, result.stderr)
+    # Kineto, driven from a thread other than the one that registered it (a pool thread here; it says so on
+    # every such run), segfaulted once in ~3 loaded suite runs (twice in a row once, in CI of 2 December)
+    # and never in 27 runs alone: a race of torch's own. A child killed by SIGSEGV is forked again, up to
+    # three more tries (only where Kineto said so: checked below), so that a crash that repeats still fails.
+    # torch itself aborts when a daemon thread is inside an operator as the interpreter exits: measured
+    # 1 run in 6 without npuprof too. That child's own end (SIGABRT) passes through; the rest must hold.
+    cmd, pids = _forked_scenarios(
+        tmp_path, "threads", THREADS, tries=4, allowed={"daemon-at-exit": -signal.SIGABRT}
+    )
+    result = _run(out, flags, cmd, timeout=360)
     _assert_healthy(result, out)
-    dirs = rank_dirs(out)
-    assert dirs, result.stderr[-2000:]
-    for d in dirs:
-        record = capture_record(d)
-        assert record["status"] == "complete", record
-        steps = profiler_steps(d)
-        assert steps == list(range(steps[0], steps[0] + len(steps))), steps  # one thread's steps, in order
-    # captures recorded off the main thread cannot be finalised on SIGTERM: said once, not silently
-    warned = "no SIGTERM handler can be installed" in " ".join(result.stderr.split())
-    assert warned is (mode != "main-and-thread"), result.stderr[-2000:]
+    tried = json.loads(pids.read_text())
+    assert sorted(tried) == sorted(THREADS)
+    for mode, tries in sorted(tried.items()):
+        assert all(code == -signal.SIGSEGV for _pid, code in tries[:-1]), (mode, tries)
+        assert len(tries) == 1 or KINETO_THREAD_NOTE in result.stderr, (mode, tries, result.stderr[-2000:])
+        pid = tries[-1][0]
+        assert f"TRAINING DONE {mode}" in result.stdout, (mode, result.stdout)
+        dirs = _dirs_of(out, pid)
+        assert dirs, (mode, result.stderr[-2000:])
+        for d in dirs:
+            record = capture_record(d)
+            assert record["status"] == "complete", (mode, record)
+            steps = profiler_steps(d)
+            assert steps == list(range(steps[0], steps[0] + len(steps))), (
+                mode,
+                steps,
+            )  # one thread's, in order
+        # captures recorded off the main thread cannot be finalised on SIGTERM: said, not silently (the
+        # process's log has it; the run's stderr once, whichever process said it first)
+        warned = any("no SIGTERM handler can be installed" in line for line in _log_of(out, pid))
+        assert warned is (mode != "main-and-thread"), (mode, _log_of(out, pid))
+    assert "no SIGTERM handler can be installed" in " ".join(result.stderr.split()), result.stderr[-2000:]
 
 
 # ---- fault 2: the primary optimizer is replaced -----------------------------------------------------
@@ -205,33 +213,49 @@ for _ in range(14):
 }
 
 
-def _forked_scenarios(tmp_path: Path, name: str, scenarios: dict[str, str]) -> tuple[list[str], Path]:
+def _forked_scenarios(
+    tmp_path: Path,
+    name: str,
+    scenarios: dict[str, str],
+    tries: int = 1,
+    allowed: dict[str, int] | None = None,
+) -> tuple[list[str], Path]:
     """A job that imports torch once, then runs each scenario in a child of its own, forked one after the
     other (a fresh training process to npuprof: it counts its own steps and records its own captures),
-    which ends as a script does (sys.exit: atexit runs) after printing 'TRAINING DONE <scenario>'. The
-    scenarios' pids go to the JSON file given back; the job fails naming each scenario that failed."""
+    which ends as a script does (sys.exit: atexit runs) after printing 'TRAINING DONE <scenario>'. A child
+    killed by SIGSEGV is forked again, up to ``tries`` in all. Each scenario's [pid, exit code] of each try
+    go to the JSON file given back; the job fails naming each scenario whose last try failed (an exit code
+    of ``allowed`` passes for its scenario)."""
     pids = tmp_path / f"{name}_pids.json"
     body = (
         "import json, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
         "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
-        f"scenarios, pids, failed = {scenarios!r}, {{}}, []\n"
+        f"scenarios, allowed, tried, failed = {scenarios!r}, {allowed or {}!r}, {{}}, []\n"
         "for scenario, source in scenarios.items():\n"
-        "    sys.stdout.flush(); sys.stderr.flush()\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        exec(compile(source, scenario + '.py', 'exec'), dict(globals()))\n"
-        "        print('TRAINING DONE', scenario, flush=True)\n"
-        "        sys.exit(0)\n"
-        "    pids[scenario] = pid\n"
-        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
-        "    if code:\n"
+        f"    for _ in range({tries}):\n"
+        "        sys.stdout.flush(); sys.stderr.flush()\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            exec(compile(source, scenario + '.py', 'exec'), dict(globals()))\n"
+        "            print('TRAINING DONE', scenario, flush=True)\n"
+        "            sys.exit(0)\n"
+        "        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "        tried.setdefault(scenario, []).append([pid, code])\n"
+        "        if code != -11:\n"
+        "            break\n"
+        "    if code and code != allowed.get(scenario):\n"
         "        failed.append(f'{scenario} (exit code {code})')\n"
-        f"json.dump(pids, open({str(pids)!r}, 'w'))\n"
+        f"json.dump(tried, open({str(pids)!r}, 'w'))\n"
         "if failed:\n"
         "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
         "print('TRAINING DONE')\n"
     )
     return _script(tmp_path, name, body), pids
+
+
+def _last_pids(pids: Path) -> dict[str, int]:
+    """Each scenario's pid (of its last try) from _forked_scenarios' file."""
+    return {scenario: tried[-1][0] for scenario, tried in json.loads(pids.read_text()).items()}
 
 
 def _dirs_of(out: Path, pid: int) -> list[Path]:
@@ -248,7 +272,7 @@ def test_a_replaced_optimizer_is_counted(out: Path, tmp_path: Path) -> None:
     cmd, pids = _forked_scenarios(tmp_path, "replaced", REPLACED)
     result = _run(out, sched(8, 1, 2), cmd)
     _assert_healthy(result, out)
-    pid_of = json.loads(pids.read_text())
+    pid_of = _last_pids(pids)
     assert sorted(pid_of) == sorted(REPLACED)
     for mode, pid in sorted(pid_of.items()):
         assert f"TRAINING DONE {mode}" in result.stdout, (mode, result.stdout)
@@ -344,7 +368,7 @@ def test_the_scripts_own_profiler_started_while_npuprof_waits(out: Path, tmp_pat
     cmd, pids = _forked_scenarios(tmp_path, "own_profiler", bodies)
     result = _run(out, flags, cmd)
     _assert_healthy(result, out)
-    pid_of = json.loads(pids.read_text())
+    pid_of = _last_pids(pids)
     assert sorted(pid_of) == sorted(USER_PROFILER)
     # said once for each scenario (its warning names where the scenario started its profiler), no more
     assert result.stderr.count("its own profiler") == len(USER_PROFILER), result.stderr
