@@ -420,47 +420,80 @@ def test_profiler_steps_outside_the_optimizer_step_range(out: Path) -> None:
 
 
 # ---- must-have 3: crashes ---------------------------------------------------------------------------
-def test_script_raising_mid_capture_keeps_the_capture_and_its_traceback(out: Path, tmp_path: Path) -> None:
-    script = tmp_path / "raises.py"
+RAISES = """
+model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(20):
+    if step == 4:
+        raise RuntimeError('boom at step 4')
+    model(torch.randn(4, 8)).sum().backward(); opt.step()
+"""
+
+NO_THREAD = """
+import torch.autograd.profiler as ap
+def refuse(self):
+    raise RuntimeError('Resource temporarily unavailable')
+ap.profile._prepare_trace = refuse  # as torch's prepare fails when no thread can start
+model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(10):
+    model(torch.randn(4, 8)).sum().backward(); opt.step()
+print('trained 10 steps')
+"""
+
+
+@pytest.fixture(scope="module")
+def crashes_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run` (skip 1, warm up 1, record 10) of a job that imports torch once and forks two
+    children one after the other, each a training process of its own to npuprof: 'no-thread' (torch's
+    profiler fails in its prepare; the test of it below) then 'raises' (the script raises at step 4, in the
+    capture). The job ends with the exit code of 'raises' when 'no-thread' ended with 0, else with 99 and
+    says so. Its result, output directory and each child's pid."""
+    root = tmp_path_factory.mktemp("crashes")
+    out, pids, script = root / "result", root / "pids.json", root / "crashes.py"
     script.write_text(
-        "import torch\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for step in range(20):\n"
-        "    if step == 4:\n"
-        "        raise RuntimeError('boom at step 4')\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "import json, os, sys\n"
+        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
+        f"scenarios, pid_of, code_of = {{'no-thread': {NO_THREAD!r}, 'raises': {RAISES!r}}}, {{}}, {{}}\n"
+        "for scenario, source in scenarios.items():\n"
+        "    sys.stdout.flush(); sys.stderr.flush()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        exec(compile(source, scenario + '.py', 'exec'), dict(globals()))  # 'raises' raises out\n"
+        "        sys.exit(0)\n"
+        "    pid_of[scenario] = pid\n"
+        "    code_of[scenario] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        f"json.dump(pid_of, open({str(pids)!r}, 'w'))\n"
+        "if code_of['no-thread']:\n"
+        "    print(f\"scenario no-thread failed (exit code {code_of['no-thread']})\", file=sys.stderr)\n"
+        "    sys.exit(99)\n"
+        "sys.exit(code_of['raises'])\n"
     )
-    result = npuprof("run", "-o", str(out), *sched(1, 1, 10), "--", sys.executable, str(script), timeout=60)
-    assert result.returncode == 1
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 10), "--", sys.executable, str(script), timeout=90)
+    return {"result": result, "out": out, "pids": json.loads(pids.read_text())}
+
+
+def test_script_raising_mid_capture_keeps_the_capture_and_its_traceback(crashes_run: dict) -> None:
+    result, out, pid = crashes_run["result"], crashes_run["out"], crashes_run["pids"]["raises"]
+    assert result.returncode == 1, result.stderr[-3000:]  # the raising process's, passed through the job
     assert "Traceback" in result.stderr and "RuntimeError: boom at step 4" in result.stderr
-    (d,) = rank_dirs(out)
+    (d,) = [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
     record = capture_record(d)
     assert record["status"] == "complete" and record["steps"] == [2, 3, 4]
     assert "partial" in record["detail"]
 
 
-def test_a_profiler_start_that_fails_inside_torch_does_not_crash_the_job(out: Path, tmp_path: Path) -> None:
+def test_a_profiler_start_that_fails_inside_torch_does_not_crash_the_job(crashes_run: dict) -> None:
     """helper-124: under a memory limit torch's profiler could not start its thread ("Resource temporarily
     unavailable", raised from its prepare); npuprof then stopped that profiler, whose stop() starts the
     unprepared trace: the job died of SIGSEGV after "training goes on". A profiler that failed inside is
-    left as it is now, and the job ends as it would bare."""
-    script = tmp_path / "no_thread.py"
-    script.write_text(
-        "import torch, torch.autograd.profiler as ap\n"
-        "def refuse(self):\n"
-        "    raise RuntimeError('Resource temporarily unavailable')\n"
-        "ap.profile._prepare_trace = refuse  # as torch's prepare fails when no thread can start\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for step in range(10):\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "print('trained 10 steps')\n"
-    )
-    result = npuprof("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script), timeout=60)
-    assert result.returncode == 0, result.stderr[-3000:]
+    left as it is now, and the job ends as it would bare. (Its process is crashes_run's 'no-thread' child:
+    the job fails with 99 if it did not end with 0.)"""
+    result, out, pid = crashes_run["result"], crashes_run["out"], crashes_run["pids"]["no-thread"]
+    assert result.returncode != 99, result.stderr[-3000:]
     assert "trained 10 steps" in result.stdout
-    assert "Resource temporarily unavailable" in result.stderr and "training goes on" in result.stderr
-    log = (out / "npuprof.log").read_text()
-    assert "the profiler failed as it began: not stopped" in log
+    said = [line for line in result.stderr.splitlines() if "Resource temporarily unavailable" in line]
+    assert said and "training goes on" in said[0], result.stderr[-3000:]
+    log = [line for line in (out / "npuprof.log").read_text().splitlines() if f"[agent pid={pid} " in line]
+    assert any("the profiler failed as it began: not stopped" in line for line in log), log
 
 
 def test_a_profiler_start_that_fails_after_torch_enabled_it_is_still_stopped(
