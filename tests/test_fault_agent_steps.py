@@ -161,11 +161,8 @@ def test_steps_from_several_threads_do_not_crash(out: Path, tmp_path: Path) -> N
         for d in dirs:
             record = capture_record(d)
             assert record["status"] == "complete", (mode, record)
-            steps = profiler_steps(d)
-            assert steps == list(range(steps[0], steps[0] + len(steps))), (
-                mode,
-                steps,
-            )  # one thread's, in order
+            steps = profiler_steps(d)  # one thread's steps, in order
+            assert steps == list(range(steps[0], steps[0] + len(steps))), (mode, steps)
         # captures recorded off the main thread cannot be finalised on SIGTERM: said, not silently (the
         # process's log has it; the run's stderr once, whichever process said it first)
         warned = any("no SIGTERM handler can be installed" in line for line in _log_of(out, pid))
