@@ -334,8 +334,8 @@ def test_files_that_are_no_trace_say_what_they_hold(tmp_path: Path) -> None:
     result = npuprof("analyse", str(tmp_path / "cut.json.gz"), env=clean_env())
     assert result.returncode == 1
     said = result.stderr
-    assert "cut.json.gz: truncated" in said and "end-of-stream marker" in said, said
-    assert "Traceback" not in result.stderr
+    assert "cut.json.gz: truncated" in said and "the compressed trace ends early after " in said, said
+    assert "Traceback" not in said and "EOFError" not in said, said
 
 
 def test_a_trace_without_events_is_said_to_have_none(tmp_path: Path) -> None:

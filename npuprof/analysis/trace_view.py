@@ -61,15 +61,20 @@ def decompress(raw: Path, out: IO[bytes]) -> str | None:
     """Write the decompressed ``raw`` (.gz) into ``out``, flushed as it goes (so it can be read behind).
     Returns what was left out after the gzip data (``GzipMembers.ignored_note``), or None. Raises
     TraceError for a damaged file."""
+    written = 0
     try:
         with GzipMembers(raw) as src:
             while data := src.read(8 << 20):
                 out.write(data)
                 out.flush()
+                written += len(data)
             return src.ignored_note()
-    except (EOFError, zlib.error) as exc:
-        kind = "truncated" if isinstance(exc, EOFError) else "corrupt"
-        raise TraceError(kind, f"{raw}: cannot decompress the trace: {type(exc).__name__}: {exc}") from exc
+    except EOFError as exc:  # worded as the trace reader words it (trace_loader.TraceReader._read)
+        raise TraceError(
+            "truncated", f"{raw}: the compressed trace ends early after {written} bytes (truncated file?)"
+        ) from exc
+    except zlib.error as exc:
+        raise TraceError("corrupt", f"{raw}: cannot read the trace after {written} bytes: {exc}") from exc
 
 
 class Decompression:
