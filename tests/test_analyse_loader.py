@@ -317,6 +317,15 @@ def _members_with_tail(tail: str) -> tuple[bytes, bytes, int]:
     return text, gzip.compress(text) + after, len(after)
 
 
+def _rank_dir_holding(tmp_path: Path, packed: bytes) -> Path:
+    """A rank dir whose raw trace is the gzipped ``packed``."""
+    rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
+    rank_dir.mkdir()
+    (rank_dir / "profiler_info_0.json").write_text("{}")
+    (rank_dir / "host_1.pt.trace.json.gz").write_bytes(packed)
+    return rank_dir
+
+
 @pytest.mark.parametrize(
     ("tail", "what"),
     [
@@ -347,10 +356,7 @@ def test_gz_with_bytes_after_its_data_is_read_with_one_note(tmp_path: Path, tail
     assert got.events == whole.events and got.meta == whole.meta
     assert whole.gzip_note is None and got.gzip_note is not None and note in got.gzip_note
     # analyse: decompressed into a private file, read behind the decompression with -j 2
-    rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
-    rank_dir.mkdir()
-    (rank_dir / "profiler_info_0.json").write_text("{}")
-    (rank_dir / "host_1.pt.trace.json.gz").write_bytes(packed)
+    rank_dir = _rank_dir_holding(tmp_path, packed)
     for workers in (1, 2):
         outcome = parse_rank_dir(rank_dir, force=True, workers=workers)
         assert outcome.status == "parsed", (workers, outcome)
@@ -378,10 +384,7 @@ def test_gz_whose_text_goes_on_in_a_cut_member_is_truncated(tmp_path: Path) -> N
     with pytest.raises(TraceError) as info:
         load_trace(path)
     assert info.value.kind == "truncated" and "a gzip member cut short" in str(info.value)
-    rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
-    rank_dir.mkdir()
-    (rank_dir / "profiler_info_0.json").write_text("{}")
-    (rank_dir / "host_1.pt.trace.json.gz").write_bytes(packed)
+    rank_dir = _rank_dir_holding(tmp_path, packed)
     for workers in (1, 2):
         outcome = parse_rank_dir(rank_dir, force=True, workers=workers)
         assert outcome.status == "truncated", (workers, outcome)

@@ -151,9 +151,9 @@ def test_without_steps_the_table_has_no_step_column(tmp_path: Path) -> None:
     assert rows[0][:4] == ["4294967295", "11", "7", "kernel_a"]
 
 
-def test_operator_columns_by_hand(cuda: tuple[tables.RankTables, Path]) -> None:
-    ops, out = cuda[0].operators, cuda[1]
-    rows = {
+def _operator_rows(ops) -> dict[tuple[str | None, str | None], tuple[float, float, float, float]]:
+    """(name, input shapes) -> (host self, host total, device self, device total) of each operator row."""
+    return {
         (name, shapes): times
         for name, shapes, times in zip(
             _texts(ops, ops.name),
@@ -162,6 +162,11 @@ def test_operator_columns_by_hand(cuda: tuple[tables.RankTables, Path]) -> None:
             strict=True,
         )
     }
+
+
+def test_operator_columns_by_hand(cuda: tuple[tables.RankTables, Path]) -> None:
+    ops, out = cuda[0].operators, cuda[1]
+    rows = _operator_rows(ops)
     # linear [10, 110) holds addmm [20, 60); addmm launched kernel_a and kernel_b (350 µs); the two
     # record_param_comms launched the all-reduce (250) and the receive (200); mul launched kernel_c (100)
     assert rows == {
@@ -264,15 +269,7 @@ def test_operator_details_counts_an_inner_repeat_of_its_name_once(tmp_path: Path
     As torch's key_averages (EventList._remove_dup_nodes) and analyse's top operators: one call, of the
     outer operator's name, shapes and stack, its totals the outer one's and its self times both."""
     ops = _tables_of(tmp_path, _repeats_trace(device=True)).operators
-    rows = {
-        (name, shapes): times
-        for name, shapes, times in zip(
-            _texts(ops, ops.name),
-            _texts(ops, ops.input_shapes),
-            zip(ops.host_self_us, ops.host_total_us, ops.device_self_us, ops.device_total_us, strict=True),
-            strict=True,
-        )
-    }
+    rows = _operator_rows(ops)
     assert rows == {
         # self 20 + 80 + 30, total 100 + 30; the kernels (50 + 20) once
         ("aten::sum", "[[8,4]]"): (130.0, 130.0, 70.0, 70.0),
