@@ -709,11 +709,18 @@ def folded_from_events(
             f"use --metric {HOST_METRIC}"
         )
     links = _device_links(events, tree, device_events)
-    values: dict[tuple[str, ...], float] = defaultdict(float)
+    # summed per (launching node, kernel) first: a path is built once per pair, not once per kernel (a
+    # path is up to MAX_DEPTH frames long, and hashing it costs as much)
+    per_launcher: dict[tuple[int | None, str], float] = defaultdict(float)
     for ev in device_events:
         node = links.get(id(ev))
-        prefix = tree.trie.path(tree.launcher(node)) if node is not None else (UNLINKED_FRAME,)
-        values[(*prefix, sanitise_frame(ev.name))] += max(float(ev.dur or 0.0), 0.0)
+        per_launcher[(None if node is None else tree.launcher(node), ev.name)] += max(
+            float(ev.dur or 0.0), 0.0
+        )
+    values: dict[tuple[str, ...], float] = defaultdict(float)
+    for (node, name), value in per_launcher.items():
+        prefix = tree.trie.path(node) if node is not None else (UNLINKED_FRAME,)
+        values[(*prefix, sanitise_frame(name))] += value
     result.values = dict(values)
     return result
 
