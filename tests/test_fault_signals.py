@@ -134,6 +134,58 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
+def _forked_job(root: Path, scenarios: dict[str, str], codes: dict[str, int], end: int) -> list[str]:
+    """A job that imports torch once, then runs each scenario's script in a child of its own, forked one
+    after the other: a fresh training process to npuprof (it counts its own steps, records its own
+    captures, installs its own SIGTERM handler), which ends as the script does (sys.exit: atexit runs; or a
+    signal's death). Before each child, a line '--- scenario NAME ---' on stdout and stderr (_section).
+    Each scenario's [pid, exit code as os.waitstatus_to_exitcode gives it] go to root/pids.json (_forked).
+    A child whose code is not its ``codes`` entry makes the job exit 99, naming it; else the job ends with
+    ``end`` (an exit code, or minus a signal it dies of), so that npuprof's exit status still shows it.
+    The job's command line."""
+    script = root / "forked_job.py"
+    script.write_text(
+        "import json, os, signal, sys\n"
+        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
+        f"scenarios, codes, tried, failed = {scenarios!r}, {codes!r}, {{}}, []\n"
+        "for scenario, source in scenarios.items():\n"
+        "    for stream in (sys.stdout, sys.stderr):\n"
+        "        print(f'--- scenario {scenario} ---', file=stream, flush=True)\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        exec(compile(source, scenario + '.py', 'exec'), {'__name__': '__main__'})\n"
+        "        sys.exit(0)\n"
+        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    tried[scenario] = [pid, code]\n"
+        "    if code != codes[scenario]:\n"
+        "        failed.append(f'{scenario} (exit code {code}, not {codes[scenario]})')\n"
+        f"json.dump(tried, open({str(root / 'pids.json')!r}, 'w'))\n"
+        "if failed:\n"
+        "    print('scenarios failed: ' + ', '.join(failed), file=sys.stderr, flush=True)\n"
+        "    sys.exit(99)\n"
+        f"if {end} < 0:\n"
+        f"    signal.signal({-end}, signal.SIG_DFL); os.kill(os.getpid(), {-end})\n"
+        f"sys.exit({end})\n"
+    )
+    return [sys.executable, str(script)]
+
+
+def _forked(run: dict, scenario: str) -> tuple[int, int, str, str, list[Path]]:
+    """One scenario of a _forked_job's run (a dict of root, out, stdout and stderr): its child's pid, exit
+    code, stdout and stderr (_section), and its captures' directories."""
+    pid, code = json.loads((run["root"] / "pids.json").read_text())[scenario]
+    dirs = [d for d in rank_dirs(run["out"]) if capture_record(d)["pid"] == pid]
+    return pid, code, _section(run["stdout"], scenario), _section(run["stderr"], scenario), dirs
+
+
+def _section(text: str, scenario: str) -> str:
+    """What a _forked_job's child wrote (and whatever else came meanwhile): from its scenario's line to the
+    next scenario's, or to the end."""
+    after = text.split(f"--- scenario {scenario} ---\n", 1)
+    assert len(after) == 2, f"no output of scenario {scenario}: {text[-2000:]}"
+    return after[1].split("--- scenario ", 1)[0]
+
+
 # ---- fault 1: a fork while npuprof's profiler runs -------------------------------------------------
 @pytest.mark.parametrize("how", ["os.fork", "mp-fork", "os.fork-after-capture"])
 def test_a_fork_during_a_capture_leaves_the_child_alone_and_the_parent_capture_complete(
@@ -269,40 +321,115 @@ def test_a_launcher_dead_before_the_agent_starts_still_ends_the_job(out: Path, t
 
 
 # ---- fault 4: SIGTERM while the trace is exported -------------------------------------------------------
+def _sigterm_scenarios(root: Path) -> dict[str, str]:
+    """The scripts of sigterm_run's children (each scenario's test says what it reproduces); one that must
+    not train on past its SIGTERM writes root/SCENARIO.after at its end."""
+
+    def graceful(term_at: int) -> str:  # its handler chained to npuprof's; SIGTERM sent before step term_at
+        return STEP + (
+            "import os, signal\n"
+            "stop = False\n"
+            "def graceful(signum, frame):\n"
+            "    global stop\n"
+            "    stop = True\n"
+            # helper-100: naming SIG_DFL only to skip it (a guess by the handler's names killed this job)
+            "    if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) and callable(previous):\n"
+            "        previous(signum, frame)\n"
+            "for i in range(40):\n"
+            "    if i == 3:\n"
+            "        previous = signal.signal(signal.SIGTERM, graceful)\n"
+            f"    if i == {term_at}:\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    if stop:\n"
+            "        break\n"
+            "    step()\n"
+            "print(f'stopped gracefully at {i}')\n"
+        )
+
+    return {
+        "chained-after-capture": graceful(10),
+        "chained-during-capture": graceful(3),  # steps 2-4 are recorded
+        "reinstalled": STEP
+        + (
+            "import os, signal\n"
+            "for i in range(40):\n"
+            "    if i == 3:\n"
+            "        previous = signal.signal(signal.SIGTERM, lambda *a: None)\n"
+            "    if i == 8:\n"
+            "        signal.signal(signal.SIGTERM, previous)\n"
+            "    if i == 10:\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    step()\n"
+            "print('survived')\n"
+        ),
+        "term-at-export": (
+            "import os, signal, time, torch, torch.profiler\n"
+            "export = torch.profiler.profile.export_chrome_trace\n"
+            "def export_with_a_sigterm(prof, path):  # SIGTERM arrives as the export starts\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return export(prof, path)\n"
+            "torch.profiler.profile.export_chrome_trace = export_with_a_sigterm\n"
+            "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "x = torch.randn(2, 2)\n"
+            "for i in range(6):\n"
+            "    for _ in range(12000 if i == 2 else 1):  # a big trace: its export takes over a second\n"
+            "        x = x + 1\n"
+            "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+            f"open({str(root / 'term-at-export.after')!r}, 'w').write('went on')\n"
+        ),
+        "term-twice": (
+            "import os, signal, torch, torch.profiler\n"
+            "export = torch.profiler.profile.export_chrome_trace\n"
+            "def export_with_a_second_sigterm(prof, path):  # the first SIGTERM's finalise is exporting\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return export(prof, path)\n"
+            "torch.profiler.profile.export_chrome_trace = export_with_a_second_sigterm\n"
+            "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for i in range(8):\n"
+            "    if i == 3:\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)  # inside the capture of steps 2-4\n"
+            "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+            f"open({str(root / 'term-twice.after')!r}, 'w').write('went on')\n"
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def sigterm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run` (skip 1, warm up 1, record 3: steps 2-4) of a _forked_job whose children are the
+    scenarios of _sigterm_scenarios, one after the other: the script's handler chained to npuprof's, its
+    SIGTERM after the capture and during it (each stops gracefully: exit 0); npuprof's handler put back
+    after the capture, a SIGTERM as the trace export starts, a second one while the first's finalise
+    exports (each dies of SIGTERM). The job then dies of SIGTERM as they did (npuprof exits 143). Its
+    exit status, output, output directory and root (_forked)."""
+    root = tmp_path_factory.mktemp("sigterm")
+    scenarios = _sigterm_scenarios(root)
+    codes = {name: 0 if name.startswith("chained") else -signal.SIGTERM for name in scenarios}
+    job = _forked_job(root, scenarios, codes, -signal.SIGTERM)
+    rc, stdout, stderr = _run("run", "-o", str(root / "result"), *sched(1, 1, 3), "--", *job, timeout=240)
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
+
+
 def test_sigterm_during_the_trace_export_keeps_the_capture_and_the_job_still_dies_of_it(
-    out: Path, tmp_path: Path
+    sigterm_run: dict,
 ) -> None:
-    after = tmp_path / "after"
-    script = _script(
-        tmp_path,
-        "term_export.py",
-        "import os, signal, time, torch, torch.profiler\n"
-        "export = torch.profiler.profile.export_chrome_trace\n"
-        "def export_with_a_sigterm(prof, path):  # SIGTERM arrives as the export starts\n"
-        "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return export(prof, path)\n"
-        "torch.profiler.profile.export_chrome_trace = export_with_a_sigterm\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "x = torch.randn(2, 2)\n"
-        "for i in range(6):\n"
-        "    for _ in range(12000 if i == 2 else 1):  # a big trace: its export takes over a second\n"
-        "        x = x + 1\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        f"open({str(after)!r}, 'w').write('went on')\n",
-    )
-    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 2), "--", sys.executable, str(script), timeout=150)
+    """sigterm_run's 'term-at-export' child (a job of its own before, recording steps 2-3: the SIGTERM
+    lands as its capture's trace export starts all the same)."""
+    _, code, _, err, dirs = _forked(sigterm_run, "term-at-export")
+    assert code == -signal.SIGTERM, f"the child's exit code {code}: {err[-2000:]}"
     assert "Traceback" not in err, err
-    d, record = _died_of_sigterm_with_one_capture(rc, err, after, out)
-    assert record["status"] == "complete" and record["steps"] == [2, 3], record
+    after = sigterm_run["root"] / "term-at-export.after"
+    d, record = _died_of_sigterm_with_one_capture(sigterm_run["rc"], sigterm_run["stderr"], after, dirs)
+    assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
     assert list(d.glob("*.pt.trace.json*")), "the exported trace was lost"
 
 
-def _died_of_sigterm_with_one_capture(rc: int, err: str, after: Path, out: Path) -> tuple[Path, dict]:
+def _died_of_sigterm_with_one_capture(rc: int, err: str, after: Path, dirs: list[Path]) -> tuple[Path, dict]:
     """The job died of SIGTERM without training on (its script writes ``after`` at its end); its one
-    capture's directory and record."""
+    capture's directory (of ``dirs``: its own) and record."""
     assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
     assert not after.exists(), "the job went on training after SIGTERM"
-    (d,) = rank_dirs(out)
+    (d,) = dirs
     return d, capture_record(d)
 
 
@@ -391,7 +518,7 @@ def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(
         f"open({str(after)!r}, 'w').write('went on')\n",
     )
     rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script), timeout=120)
-    d, record = _died_of_sigterm_with_one_capture(rc, err, after, out)
+    d, record = _died_of_sigterm_with_one_capture(rc, err, after, rank_dirs(out))
     assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
     assert record["detail"] == "stopped by SIGTERM" and record["steps"][0] == 2, record
     said = " ".join(err.split())
@@ -400,57 +527,25 @@ def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(
 
 # ---- fault 5: npuprof's SIGTERM handler, called after its capture -----------------------------------
 @pytest.mark.parametrize("when", ["after-capture", "during-capture"])
-def test_a_handler_chained_to_npuprofs_stops_gracefully(out: Path, tmp_path: Path, when: str) -> None:
+def test_a_handler_chained_to_npuprofs_stops_gracefully(sigterm_run: dict, when: str) -> None:
     """The script installs its handler while npuprof's is SIGTERM's, keeps it as the previous one and
-    calls it, as chaining handlers do: without npuprof it would have got SIG_DFL and called nothing."""
+    calls it, as chaining handlers do: without npuprof it would have got SIG_DFL and called nothing.
+    (sigterm_run's 'chained-WHEN' child.)"""
     term_at = 10 if when == "after-capture" else 3  # steps 2-4 are recorded
-    script = _script(
-        tmp_path,
-        "graceful.py",
-        STEP + "import os, signal\n"
-        "stop = False\n"
-        "def graceful(signum, frame):\n"
-        "    global stop\n"
-        "    stop = True\n"
-        # helper-100: naming SIG_DFL only to skip it (a guess by the handler's names killed this job)
-        "    if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) and callable(previous):\n"
-        "        previous(signum, frame)\n"
-        "for i in range(40):\n"
-        "    if i == 3:\n"
-        "        previous = signal.signal(signal.SIGTERM, graceful)\n"
-        f"    if i == {term_at}:\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    if stop:\n"
-        "        break\n"
-        "    step()\n"
-        "print(f'stopped gracefully at {i}')\n",
-    )
-    rc, stdout, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script))
-    assert rc == 0, f"exit status {rc}: {err[-2000:]}"
+    _, code, stdout, err, dirs = _forked(sigterm_run, f"chained-{when}")
+    assert code == 0, f"exit status {code}: {err[-2000:]}"
     assert f"stopped gracefully at {term_at}" in stdout
-    (d,) = rank_dirs(out)
+    (d,) = dirs
     assert capture_record(d)["status"] == "complete"
 
 
-def test_npuprofs_handler_reinstalled_after_its_capture_acts_as_sig_dfl(out: Path, tmp_path: Path) -> None:
+def test_npuprofs_handler_reinstalled_after_its_capture_acts_as_sig_dfl(sigterm_run: dict) -> None:
     """The script puts back the handler it found (npuprof's) after the capture: a SIGTERM then kills the
-    job, as SIG_DFL (what it would have found without npuprof) would."""
-    script = _script(
-        tmp_path,
-        "restore.py",
-        STEP + "import os, signal\n"
-        "for i in range(40):\n"
-        "    if i == 3:\n"
-        "        previous = signal.signal(signal.SIGTERM, lambda *a: None)\n"
-        "    if i == 8:\n"
-        "        signal.signal(signal.SIGTERM, previous)\n"
-        "    if i == 10:\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    step()\n"
-        "print('survived')\n",
-    )
-    rc, stdout, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script))
-    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
+    job, as SIG_DFL (what it would have found without npuprof) would. (sigterm_run's 'reinstalled' child:
+    the job dies of SIGTERM as it did, npuprof's 143, only when each child ended as it should.)"""
+    _, code, stdout, err, _ = _forked(sigterm_run, "reinstalled")
+    assert code == -signal.SIGTERM, f"exit status {code}: {err[-2000:]}"
+    assert sigterm_run["rc"] == 128 + signal.SIGTERM, sigterm_run["stderr"][-2000:]
     assert "survived" not in stdout
 
 
@@ -938,29 +1033,15 @@ def test_the_other_signals_sent_to_the_launcher_reach_the_job_or_nothing(
     assert heard.read_text().split() == [str(int(s)) for s in expected]
 
 
-def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(
-    out: Path, tmp_path: Path
-) -> None:
+def test_a_second_sigterm_while_the_first_finalises_the_capture_loses_nothing(sigterm_run: dict) -> None:
     """scancel, systemd and pkill send SIGTERM more than once: the second one, while the first finalised
-    the capture (its export: seconds for a big trace), killed the process and lost the capture."""
-    script = _script(
-        tmp_path,
-        "term_twice.py",
-        "import os, signal, torch, torch.profiler\n"
-        "export = torch.profiler.profile.export_chrome_trace\n"
-        "def export_with_a_second_sigterm(prof, path):  # the first SIGTERM's finalise is exporting\n"
-        "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return export(prof, path)\n"
-        "torch.profiler.profile.export_chrome_trace = export_with_a_second_sigterm\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for i in range(8):\n"
-        "    if i == 3:\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)  # inside the capture of steps 2-4\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n",
-    )
-    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script), timeout=150)
-    assert rc == 128 + signal.SIGTERM, f"exit status {rc}: {err[-2000:]}"
-    (d,) = rank_dirs(out)
+    the capture (its export: seconds for a big trace), killed the process and lost the capture.
+    (sigterm_run's 'term-twice' child.)"""
+    _, code, _, err, dirs = _forked(sigterm_run, "term-twice")
+    assert code == -signal.SIGTERM, f"exit status {code}: {err[-2000:]}"
+    assert sigterm_run["rc"] == 128 + signal.SIGTERM, sigterm_run["stderr"][-2000:]
+    assert not (sigterm_run["root"] / "term-twice.after").exists(), "it went on training after SIGTERM"
+    (d,) = dirs
     record = capture_record(d)
     assert record["status"] == "complete" and record["detail"] == "stopped by SIGTERM", record
     assert list(d.glob("*.pt.trace.json*")), "the exported trace was lost"
