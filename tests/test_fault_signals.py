@@ -695,23 +695,20 @@ def test_a_ctrl_c_during_the_finalise_at_exit_keeps_the_capture_and_its_memory_t
     assert (rank_dir / "memory_timeline.json").is_file(), sorted(p.name for p in rank_dir.iterdir())
 
 
-@pytest.mark.parametrize("handler_ends", ["sys.exit(0)", "raise RuntimeError('boom')"])
-def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keeps_the_exit_code(
-    out: Path, tmp_path: Path, handler_ends: str
-) -> None:
-    """A script with its own graceful SIGTERM handler (sys.exit(0)) ends inside a capture, and a SIGTERM
-    lands while npuprof finalises it at exit: the handler was deferred through the export and raised
-    right after it, inside npuprof's exit callback, where its SystemExit printed "Exception ignored in
-    atexit callback" and npuprof's frames, and cut the finalise short. The handler still runs (its
-    marker), nothing is printed, the capture is whole and the job's own exit code (3) stays. A handler
-    that fails is shown as Python shows an exit callback's error (helper-113: it was only logged)."""
-    stopped = tmp_path / "stopped"
-    script = _script(
-        tmp_path,
-        "sigterm_at_exit.py",
-        STEP + "import os, signal, sys, torch.profiler as tp\n"
+_HANDLER_ENDS = {"exits": "sys.exit(0)", "raises": "raise RuntimeError('boom')"}
+
+
+@pytest.fixture(scope="module")
+def sigterm_at_exit_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run --no-analyse` (skip 1, warm up 1, record 5) of a _forked_job whose children, one
+    after the other, are the script of the test below with each way its handler ends (_HANDLER_ENDS: the
+    one that raises first); each must exit 3, and the job then does. Its exit status, output, output
+    directory and root (_forked)."""
+    root = tmp_path_factory.mktemp("sigterm_at_exit")
+    scenarios = {
+        name: STEP + "import os, signal, sys, torch.profiler as tp\n"
         "def graceful(signum, frame):\n"
-        f"    open({str(stopped)!r}, 'w').write('graceful'); {handler_ends}\n"
+        f"    open({str(root / name)!r}, 'w').write('graceful'); {ends}\n"
         "signal.signal(signal.SIGTERM, graceful)\n"
         "stop = tp.profile.stop\n"
         "def interrupted_stop(self, *args):\n"
@@ -720,22 +717,38 @@ def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keep
         "tp.profile.stop = interrupted_stop\n"
         "for s in range(4):\n"
         "    step()\n"
-        "sys.exit(3)\n",
-    )
-    rc, _, err = _run(
-        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 5), "--", sys.executable, str(script),
-    )  # fmt: skip
-    assert rc == 3, err
-    if handler_ends.startswith("sys.exit"):
+        "sys.exit(3)\n"
+        for name, ends in sorted(_HANDLER_ENDS.items(), key=lambda item: item[0] != "raises")
+    }
+    job = _forked_job(root, scenarios, dict.fromkeys(scenarios, 3), 3)
+    rc, stdout, stderr = _run("run", "-o", str(root / "result"), "--no-analyse", *sched(1, 1, 5), "--", *job)
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
+
+
+@pytest.mark.parametrize("handler_ends", sorted(_HANDLER_ENDS))
+def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keeps_the_exit_code(
+    sigterm_at_exit_run: dict, handler_ends: str
+) -> None:
+    """A script with its own graceful SIGTERM handler (sys.exit(0)) ends inside a capture, and a SIGTERM
+    lands while npuprof finalises it at exit: the handler was deferred through the export and raised
+    right after it, inside npuprof's exit callback, where its SystemExit printed "Exception ignored in
+    atexit callback" and npuprof's frames, and cut the finalise short. The handler still runs (its
+    marker), nothing is printed, the capture is whole and the job's own exit code (3) stays. A handler
+    that fails is shown as Python shows an exit callback's error (helper-113: it was only logged).
+    (Each a child of sigterm_at_exit_run's job; 'exits' is the last, its output running to npuprof's end.)"""
+    pid, code, _, err, dirs = _forked(sigterm_at_exit_run, handler_ends)
+    assert code == 3 and sigterm_at_exit_run["rc"] == 3, (code, err)
+    if handler_ends == "exits":
         assert "Traceback" not in err and "Exception ignored" not in err, err
     else:
         assert "Exception ignored in the script's handler of signal 15 at exit:" in err, err
         assert "RuntimeError: boom" in err and "npuprof/" not in err.split("Exception ignored")[1], err
-    assert stopped.read_text() == "graceful"
-    (rank_dir,) = rank_dirs(out)
+    assert (sigterm_at_exit_run["root"] / handler_ends).read_text() == "graceful"
+    (rank_dir,) = dirs
     record = capture_record(rank_dir)
     assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
-    assert "capture finished early at step 4" in _log(out), _log(out)
+    log = [line for line in _log(sigterm_at_exit_run["out"]).splitlines() if f"[agent pid={pid} " in line]
+    assert any("capture finished early at step 4" in line for line in log), log
 
 
 @pytest.mark.parametrize("closed", [4096, 65536])
