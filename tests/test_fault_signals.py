@@ -187,49 +187,72 @@ def _section(text: str, scenario: str) -> str:
 
 
 # ---- fault 1: a fork while npuprof's profiler runs -------------------------------------------------
-@pytest.mark.parametrize("how", ["os.fork", "mp-fork", "os.fork-after-capture"])
+_FORK_HOWS = ("os.fork", "mp-fork", "os.fork-after-capture")
+
+
+@pytest.fixture(scope="module")
+def fork_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run` (skip 1, warm up 1, record 6: steps 2-7) of a _forked_job whose children, one
+    after the other, are the script of the test below with each of _FORK_HOWS; each must exit 0, and the
+    job then does. Each writes the exit code and the pid of the child it forks to root/HOW.code and
+    root/HOW.pid. Its exit status, output, output directory and root (_forked)."""
+    root = tmp_path_factory.mktemp("fork")
+
+    def forks(how: str) -> str:
+        fork_at = 9 if how.endswith("after-capture") else 4  # steps 2-7 are recorded
+        return STEP + (
+            "import multiprocessing as mp, os, sys\n"
+            "def child():\n"
+            "    for _ in range(6):\n"
+            "        step()\n"
+            "    sys.exit(7)\n"
+            "if __name__ == '__main__':\n"
+            "    for i in range(12):\n"
+            f"        if i == {fork_at}:\n"
+            f"            if {how.startswith('os.fork')!r}:\n"
+            "                pid = os.fork()\n"
+            "                if pid == 0:\n"
+            "                    child()\n"
+            "                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+            "            else:\n"
+            "                worker = mp.get_context('fork').Process(target=child)\n"
+            "                worker.start(); worker.join(); code, pid = worker.exitcode, worker.pid\n"
+            f"            open({str(root / (how + '.code'))!r}, 'w').write(str(code))\n"
+            f"            open({str(root / (how + '.pid'))!r}, 'w').write(str(pid))\n"
+            "        step()\n"
+        )
+
+    job = _forked_job(root, {how: forks(how) for how in _FORK_HOWS}, dict.fromkeys(_FORK_HOWS, 0), 0)
+    rc, stdout, stderr = _run("run", "-o", str(root / "result"), *sched(1, 1, 6), "--", *job, timeout=150)
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
+
+
+@pytest.mark.parametrize("how", _FORK_HOWS)
 def test_a_fork_during_a_capture_leaves_the_child_alone_and_the_parent_capture_complete(
-    out: Path, tmp_path: Path, how: str
+    fork_run: dict, how: str
 ) -> None:
     """The child inherits a running profiler: it must neither touch it nor record, say nothing, and exit
     with its own code. Once torch's profiler has run, a child ending by exit() hung in Kineto's exit-time
-    destructor (before, during or after a capture alike)."""
-    fork_at = 9 if how.endswith("after-capture") else 4  # steps 2-7 are recorded
-    code_file = tmp_path / "child.code"
-    script = _script(
-        tmp_path,
-        "forks.py",
-        STEP + "import multiprocessing as mp, os, sys\n"
-        "def child():\n"
-        "    for _ in range(6):\n"
-        "        step()\n"
-        "    sys.exit(7)\n"
-        "if __name__ == '__main__':\n"
-        "    for i in range(12):\n"
-        f"        if i == {fork_at}:\n"
-        f"            if {how.startswith('os.fork')!r}:\n"
-        "                pid = os.fork()\n"
-        "                if pid == 0:\n"
-        "                    child()\n"
-        "                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
-        "            else:\n"
-        "                worker = mp.get_context('fork').Process(target=child)\n"
-        "                worker.start(); worker.join(); code = worker.exitcode\n"
-        f"            open({str(code_file)!r}, 'w').write(str(code))\n"
-        "        step()\n",
-    )
-    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 6), "--", sys.executable, str(script), timeout=90)
-    assert rc == 0, err
-    assert code_file.read_text() == "7", "the child's exit code changed"
+    destructor (before, during or after a capture alike). (Each HOW's parent is a child of fork_run's job:
+    the job's stderr, all of theirs, is checked whole, and its log.)"""
+    root, err = fork_run["root"], fork_run["stderr"]
+    _, code, _, _, dirs = _forked(fork_run, how)
+    assert code == 0 and fork_run["rc"] == 0, err
+    assert (root / f"{how}.code").read_text() == "7", "the child's exit code changed"
     assert "Traceback" not in err and _npuprof_lines(err) == [], err
-    records = sorted((capture_record(d) for d in rank_dirs(out)), key=lambda r: r["pid"])
-    parent = records[0]  # forked later, the child has the larger pid
+    (parent,) = [capture_record(d) for d in dirs]
     assert parent["status"] == "complete" and parent["steps"] == [2, 3, 4, 5, 6, 7], parent
+    child = int((root / f"{how}.pid").read_text())
+    records = [capture_record(d) for d in rank_dirs(fork_run["out"])]
+    of_child = [(r["status"], r["steps"]) for r in records if r["pid"] == child]
     if how.endswith("after-capture"):  # forked between captures: a child that trains records its own
-        assert [(r["status"], r["steps"]) for r in records[1:]] == [("complete", [2, 3, 4, 5, 6])], records
+        assert of_child == [("complete", [2, 3, 4, 5, 6])], records
     else:
-        assert len(records) == 1, records  # the child recorded nothing
-    assert "ERROR" not in _log(out)
+        assert of_child == [], records  # the child recorded nothing
+    forked = {pid for pid, _ in json.loads((root / "pids.json").read_text()).values()}
+    ours = forked | {int((root / f"{h}.pid").read_text()) for h in _FORK_HOWS}
+    assert {r["pid"] for r in records} <= ours, records  # no capture of any other process
+    assert "ERROR" not in _log(fork_run["out"])
 
 
 # ---- fault 2: SIGPIPE from a dead post-processor ------------------------------------------------------
