@@ -414,6 +414,21 @@ def _sigterm_scenarios(root: Path) -> dict[str, str]:
             "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
             f"open({str(root / 'term-twice.after')!r}, 'w').write('went on')\n"
         ),
+        "record-first": STEP
+        + (
+            "import os, signal\n"
+            "import npuprof.agent.capture as capture\n"
+            "write_json = capture.write_json\n"
+            "def write_with_a_sigterm(path, data, **kwargs):  # as the first record is written\n"
+            "    if data.get('status') == 'capturing' and not os.environ.get('TERM_SENT'):\n"
+            "        os.environ['TERM_SENT'] = '1'\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return write_json(path, data, **kwargs)\n"
+            "capture.write_json = write_with_a_sigterm\n"
+            "for i in range(8):\n"
+            "    step()\n"
+            f"open({str(root / 'record-first.after')!r}, 'w').write('went on')\n"
+        ),
     }
 
 
@@ -423,8 +438,9 @@ def sigterm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     scenarios of _sigterm_scenarios, one after the other: the script's handler chained to npuprof's, its
     SIGTERM after the capture and during it (each stops gracefully: exit 0); npuprof's handler put back
     after the capture, a SIGTERM as the trace export starts, a second one while the first's finalise
-    exports (each dies of SIGTERM). The job then dies of SIGTERM as they did (npuprof exits 143). Its
-    exit status, output, output directory and root (_forked)."""
+    exports, one as the capture's first record is written (each dies of SIGTERM). The job then dies of
+    SIGTERM as they did (npuprof exits 143). Its exit status, output, output directory and root
+    (_forked)."""
     root = tmp_path_factory.mktemp("sigterm")
     scenarios = _sigterm_scenarios(root)
     codes = {name: 0 if name.startswith("chained") else -signal.SIGTERM for name in scenarios}
@@ -517,35 +533,20 @@ def test_a_group_sigterm_during_the_trace_export_of_a_script_that_handles_it_kee
     assert "/npuprof/" not in err, err[-3000:]
 
 
-def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(
-    out: Path, tmp_path: Path
-) -> None:
+def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(sigterm_run: dict) -> None:
     """helper-107: a SIGTERM landing while the agent wrote a capture's first record (the directory made,
     the record not yet) ran the finalise there, which found no capture: the run said none was written and
-    left the record's temporary alone in the directory. The SIGTERM now waits for the record."""
-    after = tmp_path / "after"
-    script = _script(
-        tmp_path,
-        "term_record.py",
-        STEP + "import os, signal\n"
-        "import npuprof.agent.capture as capture\n"
-        "write_json = capture.write_json\n"
-        "def write_with_a_sigterm(path, data, **kwargs):  # as the first record is written\n"
-        "    if data.get('status') == 'capturing' and not os.environ.get('TERM_SENT'):\n"
-        "        os.environ['TERM_SENT'] = '1'\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return write_json(path, data, **kwargs)\n"
-        "capture.write_json = write_with_a_sigterm\n"
-        "for i in range(8):\n"
-        "    step()\n"
-        f"open({str(after)!r}, 'w').write('went on')\n",
-    )
-    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 3), "--", sys.executable, str(script), timeout=120)
-    d, record = _died_of_sigterm_with_one_capture(rc, err, after, rank_dirs(out))
+    left the record's temporary alone in the directory. The SIGTERM now waits for the record.
+    (sigterm_run's 'record-first' child: the run's summary counts each capture written, its own too.)"""
+    _, code, _, err, dirs = _forked(sigterm_run, "record-first")
+    assert code == -signal.SIGTERM, f"the child's exit code {code}: {err[-2000:]}"
+    after = sigterm_run["root"] / "record-first.after"
+    d, record = _died_of_sigterm_with_one_capture(sigterm_run["rc"], sigterm_run["stderr"], after, dirs)
     assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
     assert record["detail"] == "stopped by SIGTERM" and record["steps"][0] == 2, record
-    said = " ".join(err.split())
-    assert "no capture was written" not in said and "1 capture(s) in" in said, said
+    said = " ".join(sigterm_run["stderr"].split())
+    written = len(rank_dirs(sigterm_run["out"]))  # one of each child (each's test: its one capture)
+    assert "no capture was written" not in said and f"{written} capture(s) in" in said, said
 
 
 # ---- fault 5: npuprof's SIGTERM handler, called after its capture -----------------------------------
