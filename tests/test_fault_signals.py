@@ -912,52 +912,26 @@ def test_timeouts_other_signals_end_a_stopped_job_too(out: Path, tmp_path: Path,
     assert returncode == -signum, err
 
 
-def test_a_running_job_gets_no_sigcont_with_the_signals_passed_on(out: Path, tmp_path: Path) -> None:
-    """helper-127: SIGCONT followed every signal passed on: a running job that reloads on SIGHUP ran its
-    SIGCONT handler too. Only a stopped job is continued, as a shell's kill does."""
-    ready, heard = tmp_path / "ready", tmp_path / "heard"
-    script = _script(
-        tmp_path,
-        "reloads.py",
-        STEP + "import os, signal, time\n"
-        "def note(signum, frame):\n"
-        f"    open({str(heard)!r}, 'a').write(signal.Signals(signum).name + '\\n')\n"
-        "signal.signal(signal.SIGHUP, note)\n"
-        "signal.signal(signal.SIGCONT, note)\n"
-        "for s in range(3):\n"
-        "    step()\n"
-        f"open({str(ready)!r}, 'w').close()\n"
-        "deadline = time.monotonic() + 60\n"
-        f"while time.monotonic() < deadline and not os.path.exists({str(heard)!r}):\n"
-        "    time.sleep(0.05)\n"
-        "time.sleep(0.5)\n",
-    )
-    with _launched("run", "-o", str(out), "--no-analyse", "--", sys.executable, str(script)) as job:
-        _wait_for(ready.exists, "the job to be ready")
-        job.send_signal(signal.SIGHUP)
-        _, err = job.communicate(timeout=90)
-    assert job.returncode == 0, err
-    assert heard.read_text() == "SIGHUP\n"
+_PASSED_ON = (signal.SIGHUP, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR)
 
 
-def test_a_batch_systems_sigxcpu_or_sigalrm_reaches_the_job_and_the_launcher_lives_on(
-    out: Path, tmp_path: Path
-) -> None:
-    """helper-129: npuprof passed on six signals; any other that ends a process by default killed the
-    launcher at once: SGE's SIGXCPU at a soft CPU limit (a job catches it to save a checkpoint and goes on),
-    `timeout -s ALRM`, SIGPWR. The job then got SIGTERM from its parent-death signal instead (it died with
-    its checkpoint half written), no run record was finished and no summary printed. They are passed on:
-    the job hears each, trains on, and its exit code is npuprof's."""
-    ready, heard = tmp_path / "ready", tmp_path / "heard"
+@pytest.fixture(scope="module")
+def passed_on_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run --no-analyse` of a running job that notes each signal it hears (_PASSED_ON, and
+    SIGCONT) in a file, sent _PASSED_ON one after the other, each once the job heard the one before; the
+    job waits for all four, then half a second more (a SIGCONT after them would be heard), steps once and
+    ends. Its exit status, stderr, what it heard and npuprof's run record."""
+    root = tmp_path_factory.mktemp("passed_on")
+    out, ready, heard = root / "result", root / "ready", root / "heard"
     script = _script(
-        tmp_path,
-        "checkpoints.py",
+        root,
+        "reloads_and_checkpoints.py",
         STEP + "import os, signal, time\n"
         "def note(signum, frame):\n"
         f"    open({str(heard)!r}, 'a').write(signal.Signals(signum).name + '\\n')\n"
         "def heard_all():\n"
-        f"    return os.path.exists({str(heard)!r}) and len(open({str(heard)!r}).read().split()) >= 3\n"
-        "for signum in (signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR):\n"
+        f"    return os.path.exists({str(heard)!r}) and len(open({str(heard)!r}).read().split()) >= 4\n"
+        "for signum in (signal.SIGHUP, signal.SIGCONT, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR):\n"
         "    signal.signal(signum, note)\n"
         "for s in range(3):\n"
         "    step()\n"
@@ -965,11 +939,12 @@ def test_a_batch_systems_sigxcpu_or_sigalrm_reaches_the_job_and_the_launcher_liv
         "deadline = time.monotonic() + 60\n"
         "while time.monotonic() < deadline and not heard_all():\n"
         "    time.sleep(0.05)\n"
+        "time.sleep(0.5)\n"
         "step()\n",
     )
     with _launched("run", "-o", str(out), "--no-analyse", "--", sys.executable, str(script)) as job:
         _wait_for(ready.exists, "the job to be ready")
-        for signum in (signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR):
+        for signum in _PASSED_ON:
             job.send_signal(signum)
             _wait_for(
                 lambda n=signum.name: heard.exists() and n in heard.read_text(),
@@ -977,9 +952,31 @@ def test_a_batch_systems_sigxcpu_or_sigalrm_reaches_the_job_and_the_launcher_liv
                 20,
             )
         _, err = job.communicate(timeout=90)
-    assert job.returncode == 0, err
-    assert heard.read_text() == "SIGXCPU\nSIGALRM\nSIGPWR\n"
-    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 0, err
+    record = json.loads((out / "npuprof_run.json").read_text())
+    return {"rc": job.returncode, "stderr": err, "heard": heard.read_text(), "record": record}
+
+
+def test_a_running_job_gets_no_sigcont_with_the_signals_passed_on(passed_on_run: dict) -> None:
+    """helper-127: SIGCONT followed every signal passed on: a running job that reloads on SIGHUP ran its
+    SIGCONT handler too. Only a stopped job is continued, as a shell's kill does. (passed_on_run's job,
+    sent SIGHUP first, then the next test's signals: no SIGCONT after any.)"""
+    assert passed_on_run["rc"] == 0, passed_on_run["stderr"]
+    assert passed_on_run["heard"] == "SIGHUP\nSIGXCPU\nSIGALRM\nSIGPWR\n"
+
+
+def test_a_batch_systems_sigxcpu_or_sigalrm_reaches_the_job_and_the_launcher_lives_on(
+    passed_on_run: dict,
+) -> None:
+    """helper-129: npuprof passed on six signals; any other that ends a process by default killed the
+    launcher at once: SGE's SIGXCPU at a soft CPU limit (a job catches it to save a checkpoint and goes on),
+    `timeout -s ALRM`, SIGPWR. The job then got SIGTERM from its parent-death signal instead (it died with
+    its checkpoint half written), no run record was finished and no summary printed. They are passed on:
+    the job hears each, trains on, and its exit code is npuprof's. (passed_on_run's job, sent SIGHUP
+    before them.)"""
+    err = passed_on_run["stderr"]
+    assert passed_on_run["rc"] == 0, err
+    assert passed_on_run["heard"] == "SIGHUP\nSIGXCPU\nSIGALRM\nSIGPWR\n"
+    assert passed_on_run["record"]["exit_code"] == 0, err
 
 
 def _name(signum: int) -> str:
