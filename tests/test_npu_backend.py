@@ -84,15 +84,10 @@ def _with_log(result: dict[str, Any], stdout: str, log: Path) -> dict[str, Any]:
     return result
 
 
-def run_driver(tmp: Path, *args: str, api: str = "latest", **env_extra: str) -> dict[str, Any]:
-    env, log = _driver_env(tmp, api, **env_extra)
-    proc = _driver(tmp, list(args), env)
-    return _with_log(json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout, log)
-
-
 def run_drivers(tmp: Path, runs: list[tuple[list[str], str, dict[str, str]]]) -> list[dict[str, Any]]:
     """Several driver runs (ARGS, API, VARIABLES) in one driver process: `driver.py each` forks a child for
-    each, once torch is imported, with that run's variables set; as run_driver gives them, in order."""
+    each, once torch is imported, with that run's variables set; as a driver process of its own
+    gives them (its document, stdout and call log), in order."""
     specs, logs = [], []
     for args, api, env_extra in runs:
         env, log = _driver_env(tmp, api, **env_extra)
@@ -156,16 +151,35 @@ CASES.update(
 )
 
 
+APIS = ["latest", "5.0.0", "6.0.0", "mstx"]
+PROBES = {
+    "installed": {},
+    "no-device": {"FAKE_TORCH_NPU_AVAILABLE": "0"},
+    "import-error": {
+        "FAKE_TORCH_NPU_IMPORT_ERROR": "libhccl.so: cannot open shared object file: No such file or directory"
+    },
+}
+
+
 @pytest.fixture(scope="module")
-def mappings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The mapping of CASES on the current API, and of OLDER_CASES on each older signature: one driver
-    process (a child for each API)."""
+def driven(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every driver run of this file in one driver process, a child forked for each (each sets its
+    variables before it imports torch_npu or npuprof, as a process of its own): the mapping of each API
+    (mappings), then each probe (probes)."""
     tmp = tmp_path_factory.mktemp("npu-mapping")
     out = str(tmp / "out")
-    apis = ["latest", "5.0.0", "6.0.0", "mstx"]
-    cases = {api: CASES.values() if api == "latest" else OLDER_CASES for api in apis}
-    results = run_drivers(tmp, [(["mapping", out, json.dumps(list(cases[api]))], api, {}) for api in apis])
-    return {"tmp": tmp, **dict(zip(apis, results, strict=True))}
+    cases = {api: CASES.values() if api == "latest" else OLDER_CASES for api in APIS}
+    runs = [(["mapping", out, json.dumps(list(cases[api]))], api, {}) for api in APIS]
+    runs += [(["probe"], "latest", env) for env in PROBES.values()]
+    results = run_drivers(tmp, runs)
+    return {"tmp": tmp, "mappings": results[: len(APIS)], "probes": results[len(APIS) :]}
+
+
+@pytest.fixture(scope="module")
+def mappings(driven: dict[str, Any]) -> dict[str, Any]:
+    """The mapping of CASES on the current API, and of OLDER_CASES on each older signature: a driver
+    child for each API."""
+    return {"tmp": driven["tmp"], **dict(zip(APIS, driven["mappings"], strict=True))}
 
 
 @pytest.fixture(scope="module")
@@ -771,12 +785,10 @@ def test_one_profiler_for_every_capture_and_the_last_one_kept_at_exit(tmp_path: 
 
 # ---- availability and torch_npu's own mode ---------------------------------------------------------------
 @pytest.fixture(scope="module")
-def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """probe with the stand-in as installed, and with no device: one driver process (a child for each)."""
-    tmp = tmp_path_factory.mktemp("npu-probe")
-    runs = {"installed": {}, "no-device": {"FAKE_TORCH_NPU_AVAILABLE": "0"}}
-    results = run_drivers(tmp, [(["probe"], "latest", env) for env in runs.values()])
-    return dict(zip(runs, results, strict=True))
+def probes(driven: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """probe with the stand-in as installed, with no device, and with its import failing: a driver child
+    for each (in the driver process of the mappings)."""
+    return dict(zip(PROBES, driven["probes"], strict=True))
 
 
 def test_npu_available_and_selected(probes: dict[str, dict[str, Any]]) -> None:
@@ -787,9 +799,9 @@ def test_npu_available_and_selected(probes: dict[str, dict[str, Any]]) -> None:
     assert result["own_mode"] is None
 
 
-def test_import_failure_is_not_an_npu(tmp_path: Path) -> None:
+def test_import_failure_is_not_an_npu(probes: dict[str, dict[str, Any]]) -> None:
     message = "libhccl.so: cannot open shared object file: No such file or directory"
-    result = run_driver(tmp_path, "probe", FAKE_TORCH_NPU_IMPORT_ERROR=message)
+    result = probes["import-error"]
     assert result["available"] is False
     assert result["reason"] == f"import torch_npu failed: {message}"
 
