@@ -899,16 +899,26 @@ def test_a_child_forked_during_a_capture_never_stops_the_parents_profiler(tmp_pa
     assert capture_record(rank_dir)["steps"] == [2, 3]
 
 
-def test_torch_npus_own_stacks_and_memory_timeline_are_kept(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def memory_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One job read by the two tests below (their flags together): stacks, shapes and memory recorded, the
+    stacks and the memory timeline exported, torch_npu's data kept whole; skip 1, warm up 1, record 3 of
+    6 steps, each loading its data for 20 ms and holding a 48 MB buffer before its optimizer's update."""
+    tmp = tmp_path_factory.mktemp("npu-memory")
+    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "3"]
+    flags += ["--with-stack", "--record-shapes", "--profile-memory", "--no-data-simplification"]
+    flags += ["--export-stacks", "self_cpu_time_total", "--memory-timeline", "json"]
+    result = run_npuprof(tmp, flags, 6, NPU_TRAIN_LOAD_S="0.02", NPU_TRAIN_BUFFER_MB="48")
+    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
+    return result
+
+
+def test_torch_npus_own_stacks_and_memory_timeline_are_kept(memory_run: dict[str, Any]) -> None:
     """helper-122: torch_npu keeps the collection flags on its interface (prof.prof_if), so every NPU memory
     timeline was skipped as lacking the flags given; and torch_npu writes its stacks to a ".log" file
     whatever the name asked, so npuprof, asking for stacks.txt, read nothing."""
-    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
-    flags += ["--with-stack", "--record-shapes", "--profile-memory", "--no-data-simplification"]
-    flags += ["--export-stacks", "self_cpu_time_total", "--memory-timeline", "json"]
-    result = run_npuprof(tmp_path, flags, 5)
-    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
-    (rank_dir,) = layout.find_rank_dirs(tmp_path / "out")
+    result = memory_run
+    (rank_dir,) = layout.find_rank_dirs(result["out"])
     asked = [c["args"]["output_path"] for c in result["log"] if c["call"] == "export_stacks"]
     assert [Path(p).suffix for p in asked] == [".log"]
     stacks = (rank_dir / "stacks_self_cpu_time_total.folded").read_text().splitlines()
@@ -919,14 +929,14 @@ def test_torch_npus_own_stacks_and_memory_timeline_are_kept(tmp_path: Path) -> N
     assert any(line.rsplit(" ", 1)[0].endswith(";[npuprof]") for line in stacks), stacks
     timeline = json.loads((rank_dir / "memory_timeline.json").read_text())
     assert timeline, "an empty memory timeline"
-    log = (tmp_path / "out" / "npuprof.log").read_text()
+    log = (result["out"] / "npuprof.log").read_text()
     assert "memory timeline skipped" not in log and "gave nothing" not in log
     # its memory_record.csv (the allocator's rows, times with a tab after them, as torch_npu writes them)
     # gives the rank's peak in analyse, read without torch_npu
     with open(rank_dir / layout.PARSED_DIR / "memory_record.csv", newline="") as f:
         records = list(csv.DictReader(f))
     assert records and all(r["Component"] == "PTA" and r["Timestamp(us)"].endswith("\t") for r in records)
-    done = npuprof("analyse", str(tmp_path / "out"), "--format", "json", env=clean_env())
+    done = npuprof("analyse", str(result["out"]), "--format", "json", env=clean_env())
     (rank,) = json.loads(done.stdout)["ranks"]
     assert rank["memory_peak_mb"] == pytest.approx(
         max(float(r["Total Allocated(MB)"]) for r in records), abs=1e-3
@@ -980,7 +990,9 @@ def test_stacks_torch_npu_gives_nothing_for_are_built_from_its_trace_view(tmp_pa
     assert "not produced" not in log
 
 
-def test_a_steps_memory_peak_is_over_its_whole_host_span_on_torch_npus_window(tmp_path: Path) -> None:
+def test_a_steps_memory_peak_is_over_its_whole_host_span_on_torch_npus_window(
+    memory_run: dict[str, Any],
+) -> None:
     """helper-126: a rank dir torch_npu parsed gives each step's memory peak over
     [start, start + duration), its start the host step's (first task less Preparing) but its duration
     Computing + Communication(Not Overlapped) + Free, which torch_npu measures on its device window (from
@@ -988,10 +1000,9 @@ def test_a_steps_memory_peak_is_over_its_whole_host_span_on_torch_npus_window(tm
     loading) and, in a capture's last step, the host work after its last task fall outside. A 48 MB buffer
     the last step held before its optimizer's update was not its peak. Expected here, by hand: the allocator
     records of memory_record.csv inside the step's ProfilerStep span in trace_view.json (and the last one
-    before it: what the step started with)."""
-    flags = ["--profile-memory", "--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "3"]
-    result = run_npuprof(tmp_path, flags, 6, NPU_TRAIN_LOAD_S="0.02", NPU_TRAIN_BUFFER_MB="48")
-    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
+    before it: what the step started with). (Its job, memory_run, records stacks and shapes too, and keeps
+    torch_npu's data whole, for the test above.)"""
+    result = memory_run
     (rank_dir,) = layout.find_rank_dirs(result["out"])
     out = rank_dir / layout.PARSED_DIR
     view = json.loads((out / "trace_view.json").read_text())
