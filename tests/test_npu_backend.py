@@ -881,20 +881,120 @@ def test_own_mode_needs_torch_npu_installed() -> None:
     assert torch_npu_own_mode_active({"MSMONITOR_USE_DAEMON": "1"}) is None
 
 
-def test_a_child_forked_during_a_capture_never_stops_the_parents_profiler(tmp_path: Path) -> None:
+START_FAILS = (
+    "import gc, os, torch, torch_npu\n"
+    "import torch_npu.profiler as tp\n"
+    "def failing_start(self):\n"
+    "    self.stopped = False  # marked started before its prepare fails half-way\n"
+    "    raise RuntimeError('prepare could not make a thread')\n"
+    "tp.profile.start = failing_start\n"
+    "m = torch.nn.Linear(8, 1); opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+    "for _ in range(8):\n"
+    "    m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+    "gc.collect()\n"
+    "print('trained')\n"
+)
+
+
+@pytest.fixture(scope="module")
+def forked_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Three scenarios of one `npuprof run` (skip 1, warm up 1, record 2; --with-stack, --export-stacks
+    self_cpu_time_total), each in a child its job forks once torch and torch_npu are imported, one after the
+    other: a training process of its own to npuprof (its own steps, captures and log lines), ended by
+    sys.exit as a script ends. "workers": train.py's 6 steps, 2 DataLoader workers forked at each;
+    "stacks": train.py's 5 steps; "start-fails": START_FAILS, its profiler's start failing. Each child sets
+    its variables (its own call log among them) as it begins. Each scenario's result as run_npuprof gives it
+    (the run's proc and out shared; its pid and call log its own); the job fails naming a failed child."""
+    tmp = tmp_path_factory.mktemp("npu-forked")
+    pids = tmp / "scenarios.json"
+    scenarios = {
+        "workers": (
+            {"NPU_TRAIN_FORKED_WORKERS": "2", "NPU_TRAIN_WORKER_PIDS": str(tmp / "workers.txt")},
+            ["train.py", "6"],
+            "train.main()\n",
+        ),
+        "stacks": ({}, ["train.py", "5"], "train.main()\n"),
+        "start-fails": ({}, ["start_fails.py"], START_FAILS),
+    }
+    for name, (env, _argv, _source) in scenarios.items():
+        env["FAKE_TORCH_NPU_LOG"] = str(tmp / f"calls-{name}.jsonl")
+    job = tmp / "job.py"
+    job.write_text(
+        "import json, os, sys, threading\n"
+        "import torch, torch._dynamo, torch_npu  # once here, not in each child\n"
+        f"sys.path.insert(0, {str(TRAIN.parent)!r})\n"
+        "import train\n"
+        "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
+        f"scenarios, done, failed = {scenarios!r}, {{}}, []\n"
+        "for name, (env, argv, source) in scenarios.items():\n"
+        "    sys.stdout.flush(); sys.stderr.flush()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.environ.update(env)\n"
+        "        sys.argv = argv\n"
+        "        exec(compile(source, name + '.py', 'exec'), dict(globals()))\n"
+        "        sys.exit(0)\n"
+        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    done[name] = [pid, code]\n"
+        "    if code:\n"
+        "        failed.append(f'{name} (exit code {code})')\n"
+        f"json.dump(done, open({str(pids)!r}, 'w'))\n"
+        "if failed:\n"
+        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
+    )
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("FAKE_TORCH_NPU", "KINETO_USE_DAEMON"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAKE_TORCH_NPU_LOG=str(tmp / "calls-job.jsonl"),
+    )
+    out = tmp / "out"
+    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
+    flags += ["--with-stack", "--export-stacks", "self_cpu_time_total"]
+    proc = npuprof(
+        "run", "-o", str(out), "--worker-name", "w", *flags, "--", sys.executable, str(job), cwd=tmp,
+        env=env, timeout=360,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    done = json.loads(pids.read_text())
+    assert sorted(done) == sorted(scenarios)
+    results = {}
+    for name, (pid, _code) in done.items():
+        calls = Path(scenarios[name][0]["FAKE_TORCH_NPU_LOG"])
+        log = [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+        results[name] = {"proc": proc, "out": out, "pid": pid, "log": log, "tmp": tmp}
+    steps = {"workers": 6, "stacks": 5}
+    for name, n in steps.items():
+        assert f"pid {results[name]['pid']}\ntrained {n} steps\n" in proc.stdout, (name, proc.stdout[-2000:])
+    return results
+
+
+def _rank_dirs_of(result: dict[str, Any]) -> list[Path]:
+    """The rank dirs of one scenario of forked_jobs (its process's captures)."""
+    return [d for d in layout.find_rank_dirs(result["out"]) if capture_record(d)["pid"] == result["pid"]]
+
+
+def _log_of(result: dict[str, Any]) -> str:
+    """npuprof.log's lines of one scenario of forked_jobs (its process's agent)."""
+    lines = (result["out"] / "npuprof.log").read_text().splitlines()
+    return "\n".join(line for line in lines if f"[agent pid={result['pid']} " in line)
+
+
+def test_a_child_forked_during_a_capture_never_stops_the_parents_profiler(
+    forked_jobs: dict[str, dict[str, Any]],
+) -> None:
     """helper-122: torch_npu's profile stops itself in __del__ (if not self.stopped: self.stop()); a forked
     DataLoader worker dropped the profiler it inherited, so each worker ran stop, the trace's finalising
     and the handler into the parent's rank dir (on an NPU, a device synchronize from the child), whenever
-    Python's cyclic collector ran there (the profile and its action controller hold each other)."""
-    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2", "--no-analyse"]
-    pids = tmp_path / "workers.txt"
-    result = run_npuprof(tmp_path, flags, 6, NPU_TRAIN_FORKED_WORKERS="2", NPU_TRAIN_WORKER_PIDS=str(pids))
-    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
+    Python's cyclic collector ran there (the profile and its action controller hold each other). (Its job
+    is the scenario "workers" of forked_jobs, recorded with stacks and parsed: was --no-analyse.)"""
+    result = forked_jobs["workers"]
+    pids = result["tmp"] / "workers.txt"
     assert len(set(pids.read_text().split())) == 12  # 2 workers forked at each of the 6 steps
     foreign = [c for c in result["log"] if c["pid"] != result["pid"] and c["call"].startswith("profile")]
     assert foreign == []
     assert ("stop", 4, "RECORD_AND_SAVE") not in lifecycle(result["log"])  # stepped to its end, once
-    (rank_dir,) = layout.find_rank_dirs(tmp_path / "out")
+    (rank_dir,) = _rank_dirs_of(result)
     assert len(list(rank_dir.glob("PROF_*"))) == 1
     assert capture_record(rank_dir)["steps"] == [2, 3]
 
@@ -943,18 +1043,21 @@ def test_torch_npus_own_stacks_and_memory_timeline_are_kept(memory_run: dict[str
     )
 
 
-def test_stacks_torch_npu_gives_nothing_for_are_built_from_its_trace_view(tmp_path: Path) -> None:
+def test_stacks_torch_npu_gives_nothing_for_are_built_from_its_trace_view(
+    forked_jobs: dict[str, dict[str, Any]],
+) -> None:
     """A torch_npu release that deletes FRAMEWORK/ in its parse (data simplification, the default) gives
     no stacks from export_stacks; they were "not produced". The post-processor builds them from the parse's
-    trace_view.json, whose operators carry their call stacks: each operator's self time under its frames."""
-    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2", "--with-stack"]
-    flags += ["--export-stacks", "self_cpu_time_total"]
-    result = run_npuprof(tmp_path, flags, 5)
-    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
-    (rank_dir,) = layout.find_rank_dirs(tmp_path / "out")
+    trace_view.json, whose operators carry their call stacks: each operator's self time under its frames.
+    (Its job is the scenario "stacks" of forked_jobs.)"""
+    result = forked_jobs["stacks"]
+    tmp_path = result["tmp"]
+    (rank_dir,) = _rank_dirs_of(result)
     assert not (rank_dir / "FRAMEWORK").exists()  # simplified away: torch_npu's own stacks are empty
-    log = (tmp_path / "out" / "npuprof.log").read_text()
-    assert "torch_npu's export_stacks gave nothing; npuprof builds them from trace_view.json" in log
+    assert "torch_npu's export_stacks gave nothing; npuprof builds them from trace_view.json" in _log_of(
+        result
+    )
+    log = (result["out"] / "npuprof.log").read_text()
     stacks = (rank_dir / "stacks_self_cpu_time_total.folded").read_text().splitlines()
     assert stacks and all(re.fullmatch(r"\S.* \d+", line) for line in stacks), stacks[:3]
     assert any(";train.py(" in line for line in stacks)
@@ -1059,36 +1162,18 @@ def test_an_output_dir_torch_npu_refuses_is_said_and_nothing_is_written_elsewher
     assert "fix: give npuprof run -o such a path" in proc.stderr
 
 
-def test_a_torch_npu_profiler_whose_start_failed_is_never_stopped_by_its_destructor(tmp_path: Path) -> None:
+def test_a_torch_npu_profiler_whose_start_failed_is_never_stopped_by_its_destructor(
+    forked_jobs: dict[str, dict[str, Any]],
+) -> None:
     """helper-127: npuprof leaves a profiler whose start failed as it began unstopped (its stop could crash
     the job), but dropped it: torch_npu's profile.__del__ (if not self.stopped: self.stop()) then stopped
-    it all the same when collected. It is kept, marked stopped."""
-    script = tmp_path / "start_fails.py"
-    script.write_text(
-        "import gc, os, torch, torch_npu\n"
-        "import torch_npu.profiler as tp\n"
-        "def failing_start(self):\n"
-        "    self.stopped = False  # marked started before its prepare fails half-way\n"
-        "    raise RuntimeError('prepare could not make a thread')\n"
-        "tp.profile.start = failing_start\n"
-        "m = torch.nn.Linear(8, 1); opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
-        "for _ in range(8):\n"
-        "    m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "gc.collect()\n"
-        "print('trained')\n"
-    )
-    calls = tmp_path / "calls.jsonl"
-    env = {k: v for k, v in clean_env().items() if not k.startswith(("FAKE_TORCH_NPU", "KINETO_USE_DAEMON"))}
-    env.update(
-        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
-        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
-        FAKE_TORCH_NPU_LOG=str(calls),
-    )
-    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
-    job = [sys.executable, str(script)]
-    proc = npuprof("run", "-o", str(tmp_path / "out"), *flags, "--", *job, env=env, cwd=tmp_path)
-    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr[-3000:]
+    it all the same when collected. It is kept, marked stopped. (Its job is the scenario "start-fails" of
+    forked_jobs: START_FAILS, its own call log; the job's cwd is the other scenarios' too.)"""
+    result = forked_jobs["start-fails"]
+    proc, tmp_path = result["proc"], result["tmp"]
+    assert proc.returncode == 0 and "trained\n" in proc.stdout, proc.stderr[-3000:]
     assert "prepare could not make a thread" in proc.stderr
     assert not list(tmp_path.glob("PROF_*")) and not (tmp_path / "FRAMEWORK").exists()  # none into the cwd
-    made = [json.loads(line)["call"] for line in calls.read_text().splitlines()]
+    assert not _rank_dirs_of(result)
+    made = [c["call"] for c in result["log"]]
     assert "profile" in made and "profile.stop" not in made, made
