@@ -107,15 +107,60 @@ if __name__ == "__main__":
 """
 
 
-def test_two_optimizers_count_one_step_per_iteration(tmp_path: Path) -> None:
+def _forked_job(tmp_path: Path, scenarios: dict[str, str]) -> tuple[Path, Path]:
+    """A job that imports torch once, then runs each scenario (a script, run as __main__) in a child of its
+    own, forked one after the other (a fresh training process to npuprof: it counts its own steps and
+    records its own captures), which ends as a script does (sys.exit: atexit runs). Each scenario's pid goes
+    to the JSON file given back; the job fails naming each scenario that failed."""
+    pids = tmp_path / "pids.json"
+    body = (
+        "import json, os, sys, threading\n"
+        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
+        "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
+        f"scenarios, pids, failed = {scenarios!r}, {{}}, []\n"
+        "for scenario, source in scenarios.items():\n"
+        "    sys.stdout.flush(); sys.stderr.flush()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        exec(compile(source, scenario + '.py', 'exec'), {'__name__': '__main__'})\n"
+        "        sys.exit(0)\n"
+        "    pids[scenario] = pid\n"
+        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    if code:\n"
+        "        failed.append(f'{scenario} (exit code {code})')\n"
+        f"json.dump(pids, open({str(pids)!r}, 'w'))\n"
+        "if failed:\n"
+        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
+    )
+    return _script(tmp_path, body), pids
+
+
+def _rank_dirs_of(out: Path, pid: int) -> list[Path]:
+    return [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
+
+
+@pytest.fixture(scope="module")
+def gan_and_scaler(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    """GAN and SCALER as two forked children of one job (_forked_job), skip 2, warm up 1, record 5: the
+    output directory and each scenario's pid."""
+    tmp_path = tmp_path_factory.mktemp("gan-and-scaler")
     out = tmp_path / "out"
-    result = _npuprof_run(out, _script(tmp_path, GAN), "--skip-first", "2", "--warmup", "1", "--active", "3")
+    job, pids = _forked_job(tmp_path, {"gan": GAN, "scaler": SCALER})
+    result = _npuprof_run(out, job, "--skip-first", "2", "--warmup", "1", "--active", "5")
     assert result.returncode == 0, result.stderr
-    [rank_dir] = rank_dirs(out)
+    pid_of = json.loads(pids.read_text())
+    assert sorted(pid_of) == ["gan", "scaler"]
+    return out, pid_of
+
+
+def test_two_optimizers_count_one_step_per_iteration(gan_and_scaler: tuple[Path, dict[str, int]]) -> None:
+    """(GAN is a forked child of the job of gan_and_scaler, recorded 5 steps for SCALER's sake: was 3.)"""
+    out, pid_of = gan_and_scaler
+    [rank_dir] = _rank_dirs_of(out, pid_of["gan"])
     per_step = _iterations_per_step(rank_dir)
-    # skip 2, warm up 1 (step 2), record steps 3-5; ProfilerStep#N is iteration N (counting from 0): one
+    # skip 2, warm up 1 (step 2), record steps 3-7; ProfilerStep#N is iteration N (counting from 0): one
     # iteration per step, not one optimizer step
-    assert per_step == {3: [3], 4: [4], 5: [5]}, per_step
+    assert per_step == {3: [3], 4: [4], 5: [5], 6: [6], 7: [7]}, per_step
     assert "now counts steps" not in (out / "npuprof.log").read_text()  # the first to step keeps counting
     # and each step holds both optimizers' Optimizer.step# ranges (torch's own ranges)
     for n, names in _optimizer_steps_per_step(rank_dir).items():
@@ -269,13 +314,10 @@ assert t.skipped == len(INF_AT), t.skipped
 """
 
 
-def test_a_step_gradscaler_skips_for_inf_still_counts(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    result = _npuprof_run(
-        out, _script(tmp_path, SCALER), "--skip-first", "2", "--warmup", "1", "--active", "5"
-    )
-    assert result.returncode == 0, result.stderr
-    [rank_dir] = rank_dirs(out)
+def test_a_step_gradscaler_skips_for_inf_still_counts(gan_and_scaler: tuple[Path, dict[str, int]]) -> None:
+    """(SCALER is a forked child of the job of gan_and_scaler.)"""
+    out, pid_of = gan_and_scaler
+    [rank_dir] = _rank_dirs_of(out, pid_of["scaler"])
     per_step = _iterations_per_step(rank_dir)
     # iterations 4 and 5 skipped the optimizer; each still ends its step
     assert per_step == {3: [3], 4: [4], 5: [5], 6: [6], 7: [7]}, per_step
