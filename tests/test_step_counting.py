@@ -189,35 +189,64 @@ for opt, n in ((opt1, 7), (opt2, 8)):
 """
 
 
-def test_an_optimizer_that_takes_over_keeps_the_step_numbers_the_jobs_iterations(tmp_path: Path) -> None:
-    """The second optimizer takes over at its third step: its first two were not counted, so every later
-    step number was two below the job's iteration (--steps and the schedule then picked other steps)."""
+# TWO_STAGES with a first stage two iterations longer: the second optimizer's first two (uncounted) steps
+# are iterations 9-10, where the schedule of takeovers (skip 10, warm up 1) begins its window
+TWO_STAGES_LATER = TWO_STAGES.replace("(opt1, 7)", "(opt1, 9)")
+assert TWO_STAGES_LATER != TWO_STAGES
+
+
+@pytest.fixture(scope="module")
+def takeovers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int], str]:
+    """TWO_STAGES ("before": the takeover at iteration 9, before the window) and TWO_STAGES_LATER
+    ("inside": at iteration 11, the window's warm-up at 10 among the uncounted steps) as two forked children
+    of one job (_forked_job), skip 10, warm up 1, record 2: the output directory, each scenario's pid and
+    the run's stderr."""
+    tmp_path = tmp_path_factory.mktemp("takeovers")
     out = tmp_path / "out"
-    result = _npuprof_run(
-        out, _script(tmp_path, TWO_STAGES), "--skip-first", "10", "--warmup", "1", "--active", "2"
-    )
+    job, pids = _forked_job(tmp_path, {"before": TWO_STAGES, "inside": TWO_STAGES_LATER})
+    result = _npuprof_run(out, job, "--skip-first", "10", "--warmup", "1", "--active", "2")
     assert result.returncode == 0, result.stderr
-    [rank_dir] = rank_dirs(out)
+    pid_of = json.loads(pids.read_text())
+    assert sorted(pid_of) == ["before", "inside"]
+    return out, pid_of, result.stderr
+
+
+def _log_of(out: Path, pid: int) -> str:
+    lines = (out / "npuprof.log").read_text().splitlines()
+    return "\n".join(line for line in lines if f"[agent pid={pid} " in line)
+
+
+def test_an_optimizer_that_takes_over_keeps_the_step_numbers_the_jobs_iterations(
+    takeovers: tuple[Path, dict[str, int], str],
+) -> None:
+    """The second optimizer takes over at its third step: its first two were not counted, so every later
+    step number was two below the job's iteration (--steps and the schedule then picked other steps).
+    (TWO_STAGES is the child "before" of the job of takeovers, with its flags as they were.)"""
+    out, pid_of, _ = takeovers
+    [rank_dir] = _rank_dirs_of(out, pid_of["before"])
     assert _iterations_per_step(rank_dir) == {11: [11], 12: [12]}
-    assert "2 earlier step(s) are counted too" in (out / "npuprof.log").read_text()
+    assert "2 earlier step(s) are counted too" in _log_of(out, pid_of["before"])
 
 
-def test_a_takeover_inside_a_window_is_said_in_the_capture_record(tmp_path: Path) -> None:
+def test_a_takeover_inside_a_window_is_said_in_the_capture_record(
+    tmp_path: Path, takeovers: tuple[Path, dict[str, int], str]
+) -> None:
     """An optimizer taking over while the first is still referenced: its first two steps are counted late,
     so a window that began among them lost its warm-up and first step (asked 2, got 1, said nothing), and
     a capture in flight got one step holding three iterations, also said nowhere but npuprof.log. Both are
-    in the capture's record now, shown by the run's summary and by analyse."""
+    in the capture's record now, shown by the run's summary and by analyse. (The lost window is the child
+    "inside" of the job of takeovers: TWO_STAGES two iterations later under a window two steps later, as
+    it was with --skip-first 8.)"""
     script = _script(tmp_path, TWO_STAGES)
-    lost = _npuprof_run(tmp_path / "lost", script, "--skip-first", "8", "--warmup", "1", "--active", "2")
-    assert lost.returncode == 0, lost.stderr
-    [rank_dir] = rank_dirs(tmp_path / "lost")
-    assert _iterations_per_step(rank_dir) == {10: [10]}  # iterations 7-9 were one step to npuprof
+    out, pid_of, lost_stderr = takeovers
+    [rank_dir] = _rank_dirs_of(out, pid_of["inside"])
+    assert _iterations_per_step(rank_dir) == {12: [12]}  # iterations 9-11 were one step to npuprof
     said = (
-        "steps 8-9 of its window passed uncounted (the optimizer SGD took over counting): "
-        "recorded from step 10"
+        "steps 10-11 of its window passed uncounted (the optimizer SGD took over counting): "
+        "recorded from step 12"
     )
     assert capture_record(rank_dir)["detail"] == said
-    assert said in " ".join(lost.stderr.split())
+    assert said in " ".join(lost_stderr.split())
     held = _npuprof_run(tmp_path / "held", script, "--skip-first", "5", "--warmup", "1", "--active", "4")
     assert held.returncode == 0, held.stderr
     [rank_dir] = rank_dirs(tmp_path / "held")
