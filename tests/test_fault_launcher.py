@@ -404,23 +404,45 @@ def _metadata_at_the_limits() -> dict[str, str]:
     return entries
 
 
-def test_metadata_at_the_limits_with_non_ascii_values_reaches_the_capture(out: Path, tmp_path: Path) -> None:
-    metadata = _metadata_at_the_limits()
-    check = tmp_path / "check_payload.py"
-    check.write_text(
-        "import os, runpy, stat, sys\n"
+@pytest.fixture(scope="module")
+def metadata_and_nested(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """One `npuprof run` read by two tests: --metadata at the limits (--no-analyse --no-gzip, skip 1, record
+    1), its job printing how its payload came (file or inline, the file's mode), then training 4 steps
+    itself and at last running `npuprof run -o INNER -- python -c pass`. The output dir, INNER, the run."""
+    tmp_path = tmp_path_factory.mktemp("metadata-and-nested")
+    out, inner = tmp_path / "result", tmp_path / "inner"
+    script = tmp_path / "check_payload_and_nest.py"
+    script.write_text(
+        "import os, stat, subprocess, sys, torch\n"
         "value = os.environ['NPUPROF_CONFIG']\n"
         "mode = oct(stat.S_IMODE(os.stat(value[1:]).st_mode)) if value.startswith('@') else '-'\n"
-        "print('file' if value.startswith('@') else 'inline', mode)\n"
-        "sys.argv = ['trainer.py', '--steps', '3']\n"
-        f"runpy.run_path({str(SCRIPTS / 'trainer.py')!r}, run_name='__main__')\n"
+        "print('file' if value.startswith('@') else 'inline', mode, flush=True)\n"
+        "m = torch.nn.Linear(4, 4); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(4):\n"
+        "    opt.zero_grad(); m(torch.randn(2, 4)).sum().backward(); opt.step()\n"
+        f"subprocess.run([sys.executable, '-m', 'npuprof', 'run', '-o', {str(inner)!r}, '--', sys.executable,"
+        " '-c', 'pass'], check=True)\n"
     )
-    flags = [arg for key, value in metadata.items() for arg in ("--metadata", f"{key}={value}")]
+    flags = [
+        arg for key, value in _metadata_at_the_limits().items() for arg in ("--metadata", f"{key}={value}")
+    ]
     result = npuprof(
         "run", "-o", str(out), "--no-analyse", "--no-gzip", *sched(1, 0, 1), *flags, "--",
-        sys.executable, str(check),
+        sys.executable, str(script),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    return out, inner, result
+
+
+def test_metadata_at_the_limits_with_non_ascii_values_reaches_the_capture(
+    metadata_and_nested: tuple[Path, Path, subprocess.CompletedProcess],
+) -> None:
+    """(Its job, metadata_and_nested's, trains 4 steps itself, was trainer.py's 3, and runs npuprof run at
+    its end, for the test of a job that captures and runs npuprof itself.)"""
+    metadata = _metadata_at_the_limits()
+    out, _, result = metadata_and_nested
     assert result.stdout.split()[:2] == ["file", "0o640"]
     (d,) = rank_dirs(out)
     written = json.loads((d / "profiler_metadata.json").read_text(encoding="utf-8"))
@@ -593,21 +615,14 @@ def test_a_job_that_is_npuprof_run_itself_is_named_in_the_outer_summary(
     assert said.count("ran npuprof run itself") == 1  # not said by the inner run of itself
 
 
-def test_a_job_that_captures_and_runs_npuprof_itself_names_both(out: Path, tmp_path: Path) -> None:
+def test_a_job_that_captures_and_runs_npuprof_itself_names_both(
+    metadata_and_nested: tuple[Path, Path, subprocess.CompletedProcess],
+) -> None:
     """helper-118: a job that trained (its capture listed) and also ran npuprof run on another program:
-    the summary listed its own capture and never named the other run's output."""
-    inner = tmp_path / "inner"
-    script = tmp_path / "both.py"
-    script.write_text(
-        "import subprocess, sys, torch\n"
-        "m = torch.nn.Linear(4, 4); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-        "for _ in range(4):\n"
-        "    opt.zero_grad(); m(torch.randn(2, 4)).sum().backward(); opt.step()\n"
-        f"subprocess.run([sys.executable, '-m', 'npuprof', 'run', '-o', {str(inner)!r}, '--', sys.executable,"
-        " '-c', 'pass'], check=True)\n"
-    )
-    result = npuprof("run", "-o", str(out), *sched(1, 0, 2), "--", sys.executable, str(script))
-    assert result.returncode == 0, result.stderr
+    the summary listed its own capture and never named the other run's output. (Its job is
+    metadata_and_nested's: the same script, recording 1 step, was 2, with --metadata at the limits,
+    --no-analyse and --no-gzip.)"""
+    out, inner, result = metadata_and_nested
     said = " ".join(result.stderr.split())
     assert f"npuprof: 1 capture(s) in {out}" in said, said
     assert f"npuprof: the job ran npuprof run itself: what it profiled is in {inner}, not listed here" in said
