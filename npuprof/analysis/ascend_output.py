@@ -12,7 +12,7 @@ torch_npu writes ``ASCEND_PROFILER_OUTPUT/`` (docs/formats.md, "What the parser 
 - top operators from ``operator_details.csv`` (no step column, so they count for the whole capture; torch_npu
   writes one row per operator call there, its parent untold, so an operator whose only child has its name
   is two calls, its total counted twice, where torch's and npuprof's own tables count one call:
-  ``tables._inner_repeats``);
+  ``tables.OpView.inner_repeat``);
 - communication from ``communication.json``, memory peaks from ``memory_record.csv``.
 Files that are absent leave their part empty, and the summary's warnings say which.
 """

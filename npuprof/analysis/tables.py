@@ -6,6 +6,7 @@ formatted when written; the step breakdown is :mod:`npuprof.analysis.step_breakd
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,29 @@ class OpView:
     parent: np.ndarray
     dev_self: np.ndarray
     dev_total: np.ndarray
+
+    @cached_property
+    def inner_repeat(self) -> np.ndarray:
+        """True for an operator that is its parent's only child and of its name (``aten::sum`` running
+        ``aten::sum.dim_IntList``, both named ``aten::sum`` in the trace): torch's ``key_averages()``
+        counts such a pair as one call, the outer one, whose total is the outer one's and whose self time
+        is both ones' (``EventList._remove_dup_nodes``). Every table that counts calls or sums totals
+        follows it; worked out once per rank."""
+        has = self.parent >= 0
+        parents = self.parent[has]
+        children = np.bincount(parents, minlength=len(self.parent))
+        inner = np.zeros(len(self.parent), bool)
+        inner[has] = (self.name[parents] == self.name[has]) & (children[parents] == 1)
+        return inner
+
+    @cached_property
+    def call(self) -> np.ndarray:
+        """The call each operator is part of: itself, or for an inner repeat the outermost operator of its
+        chain of repeats."""
+        call = np.where(self.inner_repeat, self.parent, np.arange(len(self.parent)))
+        while not np.array_equal(up := call[call], call):  # pointer jumping: a chain of n in log2(n) rounds
+            call = up
+        return call
 
 
 @dataclass
@@ -499,10 +523,10 @@ def _op_stat_table(
 
 def _cpu_op_stats(x: Extract, ops: OpView) -> OpStatTable:
     """op_statistic when the device is the CPU: the operators' calls by name, their self times (an inner
-    repeat's is its call's, :func:`_call_of`)."""
+    repeat's is its call's, ``OpView.call``)."""
     if not len(ops.ts):
         return OpStatTable.empty(x.strings)
-    call = _call_of(ops)
+    call = ops.call
     calls = np.flatnonzero(call == np.arange(len(call)))
     self_time = _per_call(call, ops.self_time)[calls]
     names, inv = np.unique(ops.name[calls], return_inverse=True)
@@ -523,12 +547,12 @@ def _cpu_op_stats(x: Extract, ops: OpView) -> OpStatTable:
 
 def _operator_table(x: Extract, ops: OpView) -> OperatorTable:
     """operator_details: the operators' calls grouped by name, input shapes and call stack; by self time.
-    An inner repeat (:func:`_call_of`) is part of its call: its self times are added to the call's, its
+    An inner repeat (``OpView.call``) is part of its call: its self times are added to the call's, its
     totals are in the call's already."""
     n = len(ops.ts)
     if not n:
         return OperatorTable.empty(x.strings)
-    call = _call_of(ops)
+    call = ops.call
     calls = np.flatnonzero(call == np.arange(n))
     name, shapes, stack = ops.name[calls], ops.shapes[calls], ops.stack[calls]
     span = len(x.strings) + 1
@@ -621,32 +645,10 @@ def _named_totals(
     return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
-def _inner_repeats(ops: OpView) -> np.ndarray:
-    """True for an operator that is its parent's only child and of its name (``aten::sum`` running
-    ``aten::sum.dim_IntList``, both named ``aten::sum`` in the trace): torch's ``key_averages()`` counts
-    such a pair as one call, the outer one, whose total is the outer one's and whose self time is both
-    ones' (``EventList._remove_dup_nodes``). Every table that counts calls or sums totals follows it."""
-    has = ops.parent >= 0
-    parents = ops.parent[has]
-    children = np.bincount(parents, minlength=len(ops.parent))
-    inner = np.zeros(len(ops.parent), bool)
-    inner[has] = (ops.name[parents] == ops.name[has]) & (children[parents] == 1)
-    return inner
-
-
 def _one_call(ops: OpView) -> np.ndarray:
-    """1.0 for the operators that are calls of their own, 0.0 for an inner repeat (:func:`_inner_repeats`);
+    """1.0 for the operators that are calls of their own, 0.0 for an inner repeat (``OpView.inner_repeat``);
     self times are summed either way."""
-    return (~_inner_repeats(ops)).astype(np.float64)
-
-
-def _call_of(ops: OpView) -> np.ndarray:
-    """The call each operator is part of: itself, or for an inner repeat the outermost operator of its
-    chain of repeats (:func:`_inner_repeats`)."""
-    call = np.where(_inner_repeats(ops), ops.parent, np.arange(len(ops.parent)))
-    while not np.array_equal(up := call[call], call):  # pointer jumping: a chain of n in log2(n) rounds
-        call = up
-    return call
+    return (~ops.inner_repeat).astype(np.float64)
 
 
 def _per_call(call: np.ndarray, values: np.ndarray) -> np.ndarray:
