@@ -216,15 +216,11 @@ class OptimizerSteps:
             return
         if old not in self._others:
             return
-        self._displaced = None
-        self._said_alternating = True
         new, at = _described(self.primary), self._displaced_at
-        self.log.warn_once(
-            "optimizer-alternates",
+        self._say_alternating(
             f"the optimizer {_described(old)} still steps after {new} took over counting steps (at step "
             f"{at}, when it stepped {SWITCH_AFTER} times in a row): the two alternate, so from step {at} on "
-            f"a step is one step() of {new}, several per iteration of the job; to count iterations, name "
-            "the function of one iteration with --step-on MODULE:QUALNAME",
+            f"a step is one step() of {new}"
         )
 
     def _turn_between_take_overs(self, optimizer: Any, primary: Any) -> None:
@@ -243,16 +239,22 @@ class OptimizerSteps:
         )
         if turn is None:
             return
-        self._displaced = None
-        self._said_alternating = True
         at = self._first_taken_at
-        self.log.warn_once(
-            "optimizer-alternates",
+        self._say_alternating(
             f"the optimizer {_described(turn)} still steps while {_described(optimizer)} and "
             f"{_described(primary)} take over counting steps from each other (from step {at}, each when "
             f"it stepped {SWITCH_AFTER} times in a row): the optimizers alternate, so from step {at} on a "
-            "step is one step() of the one counting then, several per iteration of the job; to count "
-            "iterations, name the function of one iteration with --step-on MODULE:QUALNAME",
+            "step is one step() of the one counting then"
+        )
+
+    def _say_alternating(self, what: str) -> None:
+        """Once a run: the optimizers alternate (``_alternating``, ``_turn_between_take_overs``)."""
+        self._displaced = None
+        self._said_alternating = True
+        self.log.warn_once(
+            "optimizer-alternates",
+            f"{what}, several per iteration of the job; to count iterations, name the function of one "
+            "iteration with --step-on MODULE:QUALNAME",
         )
 
     def _switch(self, optimizer: Any, why: str) -> None:
