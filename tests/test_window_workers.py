@@ -3,7 +3,12 @@ wakes npuprof's agent too) records nothing and ends as it would without npuprof 
 
 from __future__ import annotations
 
+import importlib
+import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from conftest import capture_record, rank_dirs, run_script
 
@@ -76,3 +81,89 @@ def test_a_very_short_window_is_not_closed_before_its_profiler_starts() -> None:
     time.sleep(0.01)
     plan.refresh(0)
     assert plan.action_at(0).name == "NONE"
+
+
+def _write_module(folder: Path, name: str, body: str) -> None:
+    (folder / f"{name}.py").write_text(body)
+
+
+IMPORT_THAT_WAITS = """
+import threading
+began = threading.Event()
+go_on = threading.Event()
+began.set()
+go_on.wait(10)
+"""
+
+
+def test_no_import_of_another_thread_begins_while_the_kick_imports_what_a_start_needs(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The kick's own import holds back another thread's new one: torch._inductor (a profiler's start) and
+    torch._dynamo (an optimizer made in a worker thread) imported side by side closed a cycle of module
+    locks, and Python raised _DeadlockError (helper-150)."""
+    from npuprof.agent.frames import imported_alone
+
+    _write_module(tmp_path, "kick_late_import", "X = 1\n")
+    _write_module(
+        tmp_path,
+        "kick_first_import",
+        "import threading, importlib, sys\n"
+        "began = threading.Event()\n"
+        "def other():\n"
+        "    importlib.import_module('kick_late_import')\n"
+        "    began.set()\n"
+        "worker = threading.Thread(target=other)\n"
+        "worker.start()\n"
+        "HELD_BACK = not began.wait(0.5)\n",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert imported_alone(("kick_first_import",))
+    first = sys.modules["kick_first_import"]
+    first.worker.join(10)
+    assert first.HELD_BACK, "another thread imported while the kick's import ran"
+    assert "kick_late_import" in sys.modules  # and it did once the kick was done
+
+
+def test_the_kick_starts_nothing_when_another_thread_begins_an_import_after_its_first_look(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The gap between "no other thread imports" and the profiler's start (helper-150's _DeadlockError):
+    a thread that begins an import in it is seen, and the window opens at a later kick."""
+    from npuprof.agent import window_plan
+
+    _write_module(tmp_path, "kick_slow_import", IMPORT_THAT_WAITS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    worker = threading.Thread(target=importlib.import_module, args=("kick_slow_import",))
+
+    def first_look_then_an_import_begins() -> bool:
+        if worker.ident is not None:
+            return False
+        worker.start()
+        deadline = time.monotonic() + 10
+        while "kick_slow_import" not in sys.modules and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sys.modules["kick_slow_import"].began.wait(10)
+        return False
+
+    ticks: list[bool] = []
+
+    class Controller:
+        prof = None
+
+        def tick(self) -> None:
+            ticks.append(True)
+
+    plan = window_plan.WindowPlan.__new__(window_plan.WindowPlan)
+    plan.controller = Controller()
+    plan.log = None
+    monkeypatch.setattr(window_plan, "another_thread_imports", first_look_then_an_import_begins)
+    monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
+    try:
+        plan._on_kick(0, sys._getframe())
+    finally:
+        sys.modules["kick_slow_import"].go_on.set()
+        worker.join(10)
+    assert ticks == []
+    plan._on_kick(0, sys._getframe())  # the next kick, no import in flight: the window opens
+    assert ticks == [True]

@@ -3,6 +3,8 @@ interrupted before it starts or stops a profiler)."""
 
 from __future__ import annotations
 
+import _imp
+import importlib
 import os
 import sys
 import threading
@@ -37,3 +39,25 @@ def another_thread_imports() -> bool:
     return any(
         runs_code_of(frame, IMPORTING) for ident, frame in sys._current_frames().items() if ident != me
     )
+
+
+def imported_alone(names: tuple[str, ...]) -> bool:
+    """Import ``names`` while no other thread is inside an import; False (nothing imported) when one is.
+
+    ``another_thread_imports()`` and then an import leave a gap: a thread that begins importing
+    torch._dynamo between the two closes a cycle of module locks with this thread's import of
+    torch._inductor, and Python raises ``_DeadlockError`` in one of them, perhaps the job's (helper-150 saw
+    it once). Python's global import lock, held here, closes the gap: no other thread can begin an import
+    until it is released. It is never held while waiting for another thread, only for imports of this one."""
+    _imp.acquire_lock()
+    try:
+        if another_thread_imports():
+            return False
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # a torch without it, or a broken one: the start meets it and says so
+                pass
+        return True
+    finally:
+        _imp.release_lock()

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from npuprof.agent.frames import PROFILER_UNSAFE, another_thread_imports, runs_code_of
+from npuprof.agent.frames import PROFILER_UNSAFE, another_thread_imports, imported_alone, runs_code_of
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
 from npuprof.signal_names import signal_name
@@ -40,6 +40,9 @@ KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
 TAKEN_GRACE_S = 1.0  # the signal taken over: how long a wait of Python's may be interrupted before it is said
 LATE_S = 0.5  # a window the timer could not close that closes this much after its end says so (KICK_EVERY_S+)
+# what torch's profiler imports as it starts (``hasattr(torch, "_inductor")`` in ``prepare_trace``; it imports
+# torch._dynamo too): imported by the kick before it opens the window, with other threads' imports held back
+IMPORTED_BY_A_START = ("torch._inductor",)
 
 WAITING, OPEN, DONE = "waiting", "open", "done"
 
@@ -154,6 +157,8 @@ class WindowPlan:
         try:
             if _unsafe_moment(frame) or another_thread_imports():
                 return  # kicked again a moment later
+            if self.controller.prof is None and not imported_alone(IMPORTED_BY_A_START):
+                return  # another thread began an import meanwhile
             self.controller.tick()
         except Exception as exc:  # never into the job
             self.log.error(f"--delay/--duration: the timed window failed: {exc!r}")
