@@ -398,3 +398,45 @@ def test_two_nodes_sharing_output_and_pids_each_read_their_own_lines(
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="bbbb11112222")
     said = " ".join(capsys.readouterr().err.split())
     assert "a background post-processor was found dead 1 time(s)" in said, said
+
+
+def test_a_post_processor_whose_pipe_the_script_closed_is_not_said_dead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-151: a forked child closed every descriptor (os.closerange), its post-processor's pipe among
+    them, which ended that post-processor at the EOF: the summary said it "was found dead (killed? out of
+    memory?)". It now says what happened, in how many processes; a real death in another process (kill -9)
+    is still said as one."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.postprocess import replaced_because
+    from npuprof.results.run_record import CaptureSummary
+
+    run = "aaaa11112222"
+
+    def agent(pid: int, message: str) -> str:
+        return f"2026-12-03 07:00:00 [INFO] [agent pid={pid} run={run}] {message}\n"
+
+    log = tmp_path / "npuprof.log"
+    lines = [
+        f"2026-12-03 07:00:00 [INFO] [launcher pid=6 run={run}] run {run} starts: python train.py\n",
+        agent(7, f"agent ready in train.py (rank None, run {run})"),
+        agent(8, replaced_because(4242, pipe_lost=True, alive=False)),
+        agent(8, replaced_because(4243, pipe_lost=True, alive=True)),  # closed again: one process still
+        agent(10, replaced_because(None, pipe_lost=True, alive=False)),  # before its pid was known
+    ]
+    log.write_text("".join(lines))
+    rank_dir = tmp_path / "h_8_20261203000000000_ascend_pt"
+    capture = CaptureSummary(rank_dir, "complete", 0, 8, [6, 7], 1, "", True)
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id=run)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "found dead" not in said and "killed?" not in said, said
+    assert (
+        "the script closed npuprof's pipe to its background post-processor in 2 process(es) "
+        "(os.closerange?), which ends that post-processor (not a kill)"
+    ) in said, said
+    log.write_text(
+        "".join([*lines, agent(9, replaced_because(4244, pipe_lost=False, alive=False))])
+    )  # kill -9
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id=run)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "a background post-processor was found dead 1 time(s) (killed? out of memory?)" in said, said

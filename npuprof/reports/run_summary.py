@@ -252,7 +252,7 @@ def print_run_summary(
         console.print(f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe)")
     if run_id:  # requested outputs that could not be produced, with their fix (npuprof/results/extras.py)
         from npuprof.results.extras import not_produced_notes
-        from npuprof.results.postprocess import RESTARTS, deaths_in
+        from npuprof.results.postprocess import RESTARTS, deaths_in, pipe_closed
 
         for note in not_produced_notes(lines):
             console.print(f"[bold yellow]npuprof:[/] {escape(note)}")
@@ -261,6 +261,14 @@ def print_run_summary(
             console.print(
                 f"[bold yellow]npuprof:[/] a background post-processor was found dead {len(dead)} time(s) "
                 f"(killed? out of memory?): replaced, {RESTARTS} times at most a process; see "
+                f"{escape(str(log_path))}"
+            )
+        closed = {pid for pid, _level, message in agents if pipe_closed(message)}
+        if closed:  # not a death: the script's os.closerange closed its input (helper-151)
+            console.print(
+                "[bold yellow]npuprof:[/] the script closed npuprof's pipe to its background post-processor "
+                f"in {len(closed)} process(es) (os.closerange?), which ends that post-processor (not a "
+                f"kill); a new one takes the captures after it, {RESTARTS} times at most a process; see "
                 f"{escape(str(log_path))}"
             )
 

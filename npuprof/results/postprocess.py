@@ -23,7 +23,6 @@ dead rank's peers waiting) and writes nothing to its stdout/stderr (a ``| tee`` 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -64,8 +63,10 @@ RESTARTS = 3  # post-processors started again after one died, per training proce
 # before the job's end (helper-133: 1400 captures, 0 parsed in training, `npuprof run` 82 s after it).
 HOLD_BACKLOG = 2
 JOB_DONE = b"."  # the post-processor's word on its ready pipe for each job done
-# the agent's log lines that say a post-processor was found dead (read back by the run summary)
+# the agent's log lines that say a post-processor was found dead (read back by the run summary) ...
 _DEATH_RE = re.compile(r"post-processor(?: pid (?P<a>\d+) had ended| \(pid (?P<b>\d+)\) has ended)")
+# ... and those that say the script closed npuprof's pipe to one (os.closerange), which then ended at EOF
+PIPE_CLOSED = "the script closed npuprof's pipe to"
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -255,26 +256,16 @@ class Postprocessor:
             self._handover.broken = True  # found before a job is lost to its closed pipe
         if self._handover is not None and self._handover.broken and self._restarts < RESTARTS:
             self._restarts += 1
-            dead = self.pid
+            dead, pipe_lost = self.pid, self._pipe is not None and not self._owns("pipe")
             self.forget()  # the old hand-over thread keeps what it still holds as files
             try:
                 self.start()
             except OSError as exc:
                 _agent_log().warning(f"no new post-processor ({exc!r}); captures are kept unparsed")
                 return False
-            if dead is None:
-                _agent_log().info(
-                    "the post-processor (its pid not known yet) has ended or is out of reach: a new one "
-                    "takes the next captures"
-                )
-            elif _is_post_processor(dead):  # alive: the script closed our pipe or pidfd (os.closerange:
-                # helper-110 read "found dead (killed? out of memory?)" of it)
-                _agent_log().info(
-                    f"post-processor pid {dead} is out of reach (the script closed npuprof's descriptors of "
-                    "it?): a new one takes the next captures"
-                )
-            else:
-                _agent_log().info(f"post-processor pid {dead} had ended: a new one takes the next captures")
+            _agent_log().info(
+                replaced_because(dead, pipe_lost, dead is not None and _is_post_processor(dead))
+            )
         if self._pipe is None or self._handover is None or self._handover.broken:
             return False
         self._handover.put(job)
@@ -602,19 +593,24 @@ class _Handover:
         except (TypeError, ValueError) as exc:
             _agent_log().error(f"a capture's job could not be encoded: {exc!r}")
             return False
+        pid = self.owner.pid if self.owner is not None else None
+        who = f" (pid {pid})" if pid else ""
+        kept = "the capture handed to it is kept unparsed (npuprof analyse parses it); training goes on"
+        if not self._ours():  # not a death: the summary must not count it as one (helper-151)
+            self.broken = True
+            _agent_log().warn_once(
+                "post-processor-pipe-closed",
+                f"{PIPE_CLOSED} the background post-processor{who} (os.closerange?); {kept}",
+            )
+            return False
         try:
-            if not self._ours():
-                raise OSError(errno.EBADF, "the script closed it")
             while data:
                 data = data[os.write(self.fd, data) :]
         except OSError as exc:
             self.broken = True
-            pid = self.owner.pid if self.owner is not None else None
-            who = f" (pid {pid})" if pid else ""
             _agent_log().warn_once(
                 "post-processor-gone",
-                f"the background post-processor{who} has ended ({exc.strerror or exc}); the capture handed "
-                "to it is kept unparsed (npuprof analyse parses it); training goes on",
+                f"the background post-processor{who} has ended ({exc.strerror or exc}); {kept}",
             )
             return False
         return True
@@ -673,6 +669,35 @@ def _keep_unparsed(job: dict[str, Any]) -> None:
     from npuprof.agent.capture import write_job_files
 
     write_job_files(job, _agent_log())
+
+
+def replaced_because(pid: int | None, pipe_lost: bool, alive: bool) -> str:
+    """The agent's line when a new post-processor replaces post-processor ``pid`` (None: not known yet),
+    ``alive`` or not. Only one that ended while our pipe to it was ours died of something else (killed, out
+    of memory): the run summary counts those lines as deaths (:func:`deaths_in`). One whose pipe the script
+    closed (``os.closerange``) ends of that, at EOF, once done with what it was handed (helper-151: such a
+    child's summary read "found dead (killed? out of memory?)")."""
+    then = "a new one takes the next captures"
+    if pipe_lost and pid is None:
+        return (
+            f"{PIPE_CLOSED} its post-processor (os.closerange?), its pid not known yet: that ends it; {then}"
+        )
+    if pipe_lost:
+        fate = "it ends once done with what it was handed" if alive else "it ended of that (its input closed)"
+        return f"{PIPE_CLOSED} post-processor pid {pid} (os.closerange?): {fate}; {then}"
+    if pid is None:
+        return f"the post-processor (its pid not known yet) has ended or is out of reach: {then}"
+    if alive:  # the script closed our pidfd of it (os.closerange: helper-110 read "found dead" of it)
+        return (
+            f"post-processor pid {pid} is out of reach (the script closed npuprof's descriptors of it?): "
+            + then
+        )
+    return f"post-processor pid {pid} had ended: {then}"
+
+
+def pipe_closed(message: str) -> bool:
+    """Whether an agent's log ``message`` says the script closed npuprof's pipe to its post-processor."""
+    return message.startswith(PIPE_CLOSED)
 
 
 def deaths_in(lines: Iterable[str]) -> set[str]:

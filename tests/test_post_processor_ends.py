@@ -1,0 +1,143 @@
+"""How a training process tells, and says, why its background post-processor ended: one whose pipe the
+script closed (``os.closerange``, as daemonising code does) ended at the EOF that made, and was not
+killed; one killed (kill -9, an OOM kill) was found dead. The run summary counts only the latter as deaths
+(npuprof.results.postprocess.deaths_in; tests/test_run_reasons.py has the summary's words)."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from analyse_support.handmade import cpu_trace, write_rank_dir
+
+from npuprof.owned_fd import OwnedFd
+from npuprof.results import handover, postprocess, spawner
+
+RUN_ID = "abcdef123456"
+
+
+class Said:
+    """The agent's log, as the post-processor's handle speaks to it."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(message)
+
+    warning = error = info
+
+    def warn_once(self, key: str, message: str) -> None:
+        self.lines.append(message)
+
+
+@pytest.fixture
+def said(monkeypatch: pytest.MonkeyPatch) -> Said:
+    log = Said()
+    monkeypatch.setattr(postprocess, "_agent_log", lambda: log)
+    monkeypatch.delenv(spawner.ENV_SPAWN, raising=False)  # started through sh: no launcher here
+    return log
+
+
+def _pid_of(post: postprocess.Postprocessor) -> int:
+    deadline = time.monotonic() + 20
+    while post.pid is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert post.pid is not None
+    return post.pid
+
+
+def _wait_for_end(pid: int) -> None:
+    gone = os.pidfd_open(pid)
+    try:
+        assert select.select([gone], [], [], 30)[0], f"post-processor {pid} still running"
+    finally:
+        os.close(gone)
+
+
+def _job(tmp_path: Path) -> dict[str, Any]:
+    """A capture to gzip (no parse: the test is of who takes it, not of the parse)."""
+    rank_dir = write_rank_dir(tmp_path, cpu_trace(), name="host_1_20250101000000000")
+    (trace,) = rank_dir.glob("*.pt.trace.json")
+    return _job_of(trace)
+
+
+def _job_of(trace: Path) -> dict[str, Any]:
+    rank_dir = trace.parent
+    record = handover.CaptureRecord(status="complete", trace=trace.name, steps=[7])
+    return {
+        "rank_dir": str(rank_dir), "trace": str(trace), "record": handover.record_plain(record),
+        "analyse": False, "gzip": True, "written": True,
+    }  # fmt: skip
+
+
+ENDS = ["the script closed its pipe", "the script closed its pipe, it runs yet", "killed"]
+
+
+@pytest.mark.parametrize("end", ENDS)
+def test_a_post_processor_whose_pipe_the_script_closed_is_not_found_dead(
+    tmp_path: Path, said: Said, end: str
+) -> None:
+    """helper-151: a forked child that closed every descriptor (os.closerange(3, 65536)) closed its
+    post-processor's pipe, which ended at the EOF; the run's summary said it "was found dead (killed? out of
+    memory?)". Its end is now told by our pipe: closed by the script, that ended it (or ends it once it is
+    done), and a new post-processor takes the next capture all the same; a post-processor killed while our
+    pipe to it was whole is still one found dead."""
+    post = postprocess.Postprocessor(tmp_path, RUN_ID)
+    post.start()
+    old = _pid_of(post)
+    try:
+        if end == "killed":
+            os.kill(old, signal.SIGKILL)
+        else:
+            if end.endswith("runs yet"):
+                os.kill(old, signal.SIGSTOP)  # it cannot see the EOF, and lives on
+            os.closerange(post._pipe, post._pipe + 1)  # type: ignore[arg-type]
+        if not end.endswith("runs yet"):
+            _wait_for_end(old)
+        job = _job(tmp_path)
+        assert post.submit(job)
+        new = _pid_of(post)
+    finally:
+        os.kill(old, signal.SIGCONT)  # where it was stopped: it ends at its EOF
+        post.forget()
+    _wait_for_end(new)
+    assert new != old
+    assert Path(job["trace"] + ".gz").is_file()  # taken by the new one
+    (line,) = said.lines
+    if end == "killed":
+        assert postprocess.deaths_in([line]) == {str(old)}, line
+        assert not postprocess.pipe_closed(line), line
+    else:
+        assert postprocess.deaths_in([line]) == set(), line
+        assert postprocess.pipe_closed(line) and f"post-processor pid {old} " in line, line
+        fate = "it ends once done" if end.endswith("runs yet") else "it ended of that (its input closed)"
+        assert fate in line, line
+
+
+@pytest.mark.parametrize("closed_by", ["the script", "its reader's end"])
+def test_the_hand_over_tells_a_pipe_the_script_closed_from_a_dead_post_processor(
+    said: Said, closed_by: str
+) -> None:
+    """The hand-over thread, finding our pipe's number no longer ours (closed by the script between the
+    capture's end and its write), said "the background post-processor has ended (the script closed it)":
+    a death to the run summary. Only a write that fails (EPIPE: nobody reads) is one now."""
+    read_end, write_end = os.pipe()
+    handing = postprocess._Handover(OwnedFd(write_end), SimpleNamespace(pid=7))  # type: ignore[arg-type]
+    os.close(write_end if closed_by == "the script" else read_end)
+    try:
+        assert handing._write(_job_of(Path("/nowhere"))) is False
+    finally:
+        os.close(read_end if closed_by == "the script" else write_end)
+    assert handing.broken
+    (line,) = said.lines
+    if closed_by == "the script":
+        assert postprocess.deaths_in([line]) == set() and postprocess.pipe_closed(line), line
+    else:
+        assert "(pid 7) has ended (Broken pipe)" in line and postprocess.deaths_in([line]) == {"7"}, line
