@@ -5,6 +5,7 @@ killed; one killed (kill -9, an OOM kill) was found dead. The run summary counts
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -105,7 +106,8 @@ def test_a_post_processor_whose_pipe_the_script_closed_is_not_found_dead(
         assert post.submit(job)
         new = _pid_of(post)
     finally:
-        os.kill(old, signal.SIGCONT)  # where it was stopped: it ends at its EOF
+        with contextlib.suppress(ProcessLookupError):  # where it was stopped: it ends at its EOF
+            os.kill(old, signal.SIGCONT)
         post.forget()
     _wait_for_end(new)
     assert new != old
@@ -141,3 +143,40 @@ def test_the_hand_over_tells_a_pipe_the_script_closed_from_a_dead_post_processor
         assert postprocess.deaths_in([line]) == set() and postprocess.pipe_closed(line), line
     else:
         assert "(pid 7) has ended (Broken pipe)" in line and postprocess.deaths_in([line]) == {"7"}, line
+
+
+@pytest.mark.parametrize("closed", ["its pipe", "every descriptor of it"])
+def test_a_post_processor_held_when_the_script_closed_its_pipe_is_let_go(
+    tmp_path: Path, said: Said, monkeypatch: pytest.MonkeyPatch, closed: str
+) -> None:
+    """helper-151: a script that closed every descriptor (or only the job pipe) during a capture, while the
+    post-processor was held (stopped, so that its work does not slow the steps recorded), left it stopped
+    until the training process ended, with the captures it was handed unparsed till then: the capture's end
+    hands its trace over (and replaces the post-processor) before it continues the one it held, and our
+    pidfd of it may be gone. It is continued as it is replaced, by pid where the pidfd was closed."""
+    from conftest import wait_for_state
+
+    address = spawner.start_service(RUN_ID)  # hold() needs `npuprof run`'s spawner: here in this process
+    assert address is not None
+    monkeypatch.setenv(spawner.ENV_SPAWN, address)
+    post = postprocess.Postprocessor(tmp_path, RUN_ID)
+    post.start()
+    old = _pid_of(post)
+    try:
+        deadline = time.monotonic() + 20
+        while not post._held and time.monotonic() < deadline:  # held once it may be (see hold)
+            post.hold(True)
+            time.sleep(0.01)
+        assert wait_for_state(old, {"T"}) == "T"
+        mine = [post._pipe] if closed == "its pipe" else [post._pipe, post._pidfd, post._ready_fd]
+        for fd in mine:
+            os.close(fd)  # type: ignore[arg-type]
+        assert post.submit(_job(tmp_path))  # the capture's end: its trace handed over first ...
+        post.hold(False)  # ... then the hold lifted
+        _wait_for_end(old)  # continued, it ends at its EOF (left stopped, it would not)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(old, signal.SIGCONT)
+        post.forget()
+    (line,) = said.lines
+    assert postprocess.deaths_in([line]) == set() and postprocess.pipe_closed(line), line

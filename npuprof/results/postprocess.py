@@ -257,6 +257,7 @@ class Postprocessor:
         if self._handover is not None and self._handover.broken and self._restarts < RESTARTS:
             self._restarts += 1
             dead, pipe_lost = self.pid, self._pipe is not None and not self._owns("pipe")
+            self._let_go()  # held: the capture's end would continue it only after this
             self.forget()  # the old hand-over thread keeps what it still holds as files
             try:
                 self.start()
@@ -293,6 +294,9 @@ class Postprocessor:
                 )
         holdable = self._spawned is not None and self._known_spawn() and self._owns("pidfd")
         self.runs_beside = waiting if waiting > HOLD_BACKLOG and holdable else 0
+        if not held and not holdable:
+            self._let_go()  # the script closed our pidfd of it (os.closerange) while it was held
+            return
         if held == self._held or not holdable:
             return
         if held and not self._spawned.launcher_lives():
@@ -311,6 +315,22 @@ class Postprocessor:
                 # SIGCONT to its children is sent): that SIGCONT may have come first
                 signal.pidfd_send_signal(self._pidfd, signal.SIGCONT)
                 self._held = False
+
+    def _let_go(self) -> None:
+        """Continue the post-processor we hold, before it is replaced or where our pidfd of it is lost: left
+        stopped, it would parse the captures it was handed only after this process's end (helper-151: a
+        script that closed every descriptor during a capture). By pid where the script closed our pidfd: a
+        stopped process does not end by itself, and one that serves this process is ours."""
+        if not self._held:
+            return
+        import signal
+
+        self._held = False
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            if self._owns("pidfd"):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGCONT)
+            elif self._pid is not None and _serves_us(self._pid):
+                os.kill(self._pid, signal.SIGCONT)
 
     def _owns(self, name: str) -> bool:
         owned = self._owned.get(name)
@@ -1224,6 +1244,19 @@ def _training_lives(pid: int) -> bool:
     from npuprof.job_processes import is_a_run_process
 
     return parent > 1 and is_a_run_process(parent)
+
+
+def _serves_us(pid: int) -> bool:
+    """``pid`` is a post-processor started for this process (``--parent`` our pid in its command line)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            args = handle.read().split(b"\0")
+        return (
+            b"npuprof.results.postprocess" in args
+            and args[args.index(b"--parent") + 1] == b"%d" % os.getpid()
+        )
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _is_stopped_post_processor(pid: int) -> bool:
