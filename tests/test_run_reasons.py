@@ -440,3 +440,43 @@ def test_a_post_processor_whose_pipe_the_script_closed_is_not_said_dead(
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id=run)
     said = " ".join(capsys.readouterr().err.split())
     assert "a background post-processor was found dead 1 time(s) (killed? out of memory?)" in said, said
+
+
+def test_captures_left_unparsed_after_the_script_closed_the_pipe_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-151: a script that closed every descriptor at each step (os.closerange) closed each new
+    post-processor's pipe; past RESTARTS replacements its captures were kept unparsed, and the summary
+    blamed "a post-processor stopped, killed, or still at work in the background"."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.postprocess import replaced_because
+    from npuprof.results.run_record import CaptureSummary
+
+    name = "vm_7_20261203000000000_ascend_pt"
+    log = tmp_path / "npuprof.log"
+    closes = [
+        f"2026-12-03 00:00:0{k} [INFO] [agent pid=7 run=r1] {replaced_because(None, True, False)}\n"
+        for k in range(3)
+    ]
+    log.write_text(
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6 run=r1] run r1 starts: python train.py\n"
+        + "".join(closes)
+        + f"2026-12-03 00:00:05 [WARNING] [agent pid=7 run=r1] {name}: not parsed or gzipped (no "
+        "post-processor); run npuprof analyse\n"
+    )
+    capture = CaptureSummary(tmp_path / name, "complete", None, 7, [6, 7], 1000, "", False)
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "killed, or still at work" not in said, said
+    assert (
+        "1 complete capture(s) not parsed when npuprof ended (the script closed npuprof's pipe to their "
+        "process's post-processor as they were handed over, or once it had been replaced 3 times "
+        "(os.closerange?): see"
+    ) in said, said
+    # another process's closures say nothing of this one's capture
+    log.write_text(
+        log.read_text().replace("[agent pid=7 run=r1] the script", "[agent pid=8 run=r1] the script")
+    )
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "a post-processor stopped, killed, or still at work in the background" in said, said

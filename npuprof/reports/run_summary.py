@@ -335,12 +335,14 @@ _PARSE_FAILED = re.compile(
 
 
 def _parse_failure(lines: list[str], left: list[CaptureSummary]) -> str:
-    """Why ``left`` were not parsed, as logged: what the post-processor said (a full disk), or that their
-    process could start none (no descriptor left)."""
-    from npuprof.results.postprocess import POST_NOT_STARTED
+    """Why ``left`` were not parsed, as logged: what the post-processor said (a full disk), that their
+    process could start none (no descriptor left), or that the script closed its pipe to one (replaced
+    RESTARTS times at most: helper-151, a script that closed every descriptor at each step)."""
+    from npuprof.results.postprocess import POST_NOT_STARTED, RESTARTS, pipe_closed
 
     names = {c.rank_dir.name for c in left}
     pids = {str(c.pid) for c in left}
+    closed = False
     for line in lines:
         found = _PARSE_FAILED.search(line)
         if found and found["dir"] in names:
@@ -348,6 +350,12 @@ def _parse_failure(lines: list[str], left: list[CaptureSummary]) -> str:
         agent = _AGENT_LINE.search(line)
         if agent and agent["pid"] in pids and agent["message"].startswith(POST_NOT_STARTED):
             return _short(agent["message"].split(": captures")[0])
+        closed = closed or bool(agent and agent["pid"] in pids and pipe_closed(agent["message"]))
+    if closed:
+        return (
+            "the script closed npuprof's pipe to their process's post-processor as they were handed over, or "
+            f"once it had been replaced {RESTARTS} times (os.closerange?)"
+        )
     return ""
 
 
