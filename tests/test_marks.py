@@ -465,6 +465,57 @@ def test_in_a_capture_a_comm_range_is_kept_in_memory_not_as_a_span(tmp_path: Pat
         marks._use(saved_impl)
 
 
+def test_torch_2_13_gather_and_scatter_names_get_comm_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """helper-153: torch 2.13 renamed all_gather_into_tensor / reduce_scatter_tensor (deprecated, they call
+    the new ones) to all_gather_single / reduce_scatter_single, which FSDP (fully_shard and the old one)
+    calls: --msprof-tx wrapped only the old names, so an FSDP job's capture had no comm: range at all.
+    The new names, on stand-in modules with this torch's own signatures, each get a range that counts the
+    gather's input and the reduce-scatter's output, as the old names did."""
+    import inspect
+    import types
+
+    import torch
+    import torch.distributed.distributed_c10d as real_c10d
+
+    from npuprof import marks
+    from npuprof.agent import comm_marks
+
+    c10d = types.ModuleType("torch.distributed.distributed_c10d")
+    dist = types.ModuleType("torch.distributed")
+    c10d._world = types.SimpleNamespace(default_pg=None, pg_names={})  # type: ignore[attr-defined]
+    dist.is_available = lambda: True  # type: ignore[attr-defined]
+    for op in ("all_gather_single", "reduce_scatter_single"):
+        fake = lambda *args, **kwargs: None  # noqa: E731
+        fake.__signature__ = inspect.signature(getattr(real_c10d, op))  # type: ignore[attr-defined]
+        setattr(c10d, op, fake)
+        setattr(dist, op, fake)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    monkeypatch.setitem(sys.modules, "torch.distributed.distributed_c10d", c10d)
+
+    class Recording:  # a capture records (no torch profiler needed: no gate)
+        def recording(self) -> bool:
+            return True
+
+    saved_impl = marks._impl
+    marks._use(Recording())
+    try:
+        assert comm_marks.install(types.SimpleNamespace(info=lambda message: None))
+        assert getattr(dist.all_gather_single, comm_marks.WRAPPED, False)  # type: ignore[attr-defined]
+        assert getattr(dist.reduce_scatter_single, comm_marks.WRAPPED, False)  # type: ignore[attr-defined]
+        comm_marks.start_collecting()
+        dist.all_gather_single(torch.zeros(8), torch.zeros(4))  # type: ignore[attr-defined]
+        dist.reduce_scatter_single(torch.zeros(3), torch.zeros(6))  # type: ignore[attr-defined]
+        record = comm_marks.stop_collecting()
+    finally:
+        comm_marks.stop_collecting()
+        marks._use(saved_impl)
+    assert record is not None
+    assert [r["name"] for r in record["ranges"]] == [
+        "comm:all_gather_single,default_pg,float32,4",
+        "comm:reduce_scatter_single,default_pg,float32,3",
+    ]
+
+
 def test_torch_profiler_no_longer_reports_msprof_tx_and_gc_as_ignored() -> None:
     from npuprof.agent.backends.torch_backend import TorchBackend
     from npuprof.cli.run_flags import build_config

@@ -48,8 +48,10 @@ OPS: dict[str, str | None] = {
     "irecv": "tensor",
     "all_gather": "tensor",
     "all_gather_into_tensor": "input_tensor",
+    "all_gather_single": "input_tensor",  # torch 2.13's name for all_gather_into_tensor (FSDP calls it)
     "reduce_scatter": "output",
     "reduce_scatter_tensor": "output",
+    "reduce_scatter_single": "output",  # torch 2.13's name for reduce_scatter_tensor (FSDP calls it)
     "all_to_all_single": "input",
     "all_to_all": "input_tensor_list",
     "gather": "tensor",
