@@ -480,3 +480,44 @@ def test_captures_left_unparsed_after_the_script_closed_the_pipe_say_so(
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
     said = " ".join(capsys.readouterr().err.split())
     assert "a post-processor stopped, killed, or still at work in the background" in said, said
+
+
+def test_a_rank_that_made_no_optimizer_is_not_said_to_be_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-153: torchrun, 2 ranks, rank 1 only logging the losses rank 0 sends it (no optimizer), ending
+    normally: the summary said 'rank 1 recorded nothing: it ended without logging the steps it counted (by
+    os._exit, or killed)'. Its agent now says at exit that it had nothing to count steps on, and the
+    summary says that instead."""
+    from types import SimpleNamespace
+
+    from npuprof.agent import entry, window_plan
+
+    logged: list[str] = []
+    agent = entry.Agent.__new__(entry.Agent)
+    agent.cfg = ProfileConfig()
+    agent.log = SimpleNamespace(info=logged.append)  # type: ignore[assignment]
+    agent.controller = SimpleNamespace(  # type: ignore[assignment]
+        armed=False, step_function_wrapped=False, step=0, finish_early=lambda reason: None
+    )
+    agent._counts_logged_in = None  # type: ignore[assignment]
+    agent._hand_over_the_rest = lambda: None  # type: ignore[method-assign]
+    monkeypatch.setattr(window_plan, "starts_workers", lambda: False)
+    monkeypatch.setenv("RANK", "1")
+    agent._finalise_at_exit("training ended")
+    assert logged == ["no step counted in this process: it made no optimizer"], logged
+
+    said = _summary_of_one_capture(
+        tmp_path,
+        capsys,
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
+        "2026-12-03 00:00:02 [INFO] [agent pid=7] steps counted in this process: 12\n"
+        f"2026-12-03 00:00:02 [INFO] [agent pid=8] {logged[0]}\n",
+    )
+    assert (
+        "rank 1 recorded nothing: it made no optimizer, so it counted no step; the schedule records from "
+        "step 6 (pid 8)"
+    ) in said, said
+    assert "os._exit" not in said, said

@@ -332,7 +332,12 @@ class Agent:
         # Python ignores it in an exit callback) waits for the capture and its hand-over, and is dropped.
         from npuprof.agent.controller import later_start_avoids_it
         from npuprof.agent.signals import sigint_held_back
-        from npuprof.results.logfile import STARTS_WORKERS_AT_EXIT, STEPS_AT_EXIT, WINDOWS_SKIPPED_AT_EXIT
+        from npuprof.results.logfile import (
+            NOTHING_COUNTED_AT_EXIT,
+            STARTS_WORKERS_AT_EXIT,
+            STEPS_AT_EXIT,
+            WINDOWS_SKIPPED_AT_EXIT,
+        )
 
         with sigint_held_back(deliver=False):
             controller = self.controller
@@ -350,6 +355,9 @@ class Agent:
                 if starts_workers():  # its rank (SLURM_PROCID under srun) is not a rank that records
                     self._counts_logged_in = os.getpid()
                     self.log.info(STARTS_WORKERS_AT_EXIT)
+                elif ended_by == "training ended" and _has_rank():  # a rank that only logs, or serves data
+                    self._counts_logged_in = os.getpid()
+                    self.log.info(f"{NOTHING_COUNTED_AT_EXIT}{_nothing_to_count(self.cfg)}")
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
                 late = ""
@@ -628,6 +636,19 @@ def _leads_the_jobs_group() -> bool:
     """The launcher starts the job as the leader of a new process group in its own session: a process that
     leads its group without leading a session (torchrun's workers start sessions of their own)."""
     return os.getpgrp() == os.getpid() and os.getsid(0) != os.getpid()
+
+
+def _has_rank() -> bool:
+    from npuprof.agent.ranks import current_rank
+
+    return current_rank() is not None
+
+
+def _nothing_to_count(cfg: Any) -> str:
+    """Why a process had no step boundary at all, for its line at exit."""
+    if getattr(cfg, "step_on", None):
+        return f"--step-on {cfg.step_on} never loaded in it"
+    return "it made no optimizer"
 
 
 def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:

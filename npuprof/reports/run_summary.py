@@ -18,6 +18,7 @@ from npuprof.results import free_space, layout
 from npuprof.results.logfile import (
     AGENT_START_FAILED,
     NESTED_RUN,
+    NOTHING_COUNTED_AT_EXIT,
     SPAWNED_CHILD,
     STARTS_WORKERS_AT_EXIT,
     STEPS_AT_EXIT,
@@ -739,12 +740,15 @@ def _ranks_that_recorded_nothing(
         return []
     ranks: dict[str, str] = {}
     counts: dict[str, int] = {}
+    uncountable: dict[str, str] = {}  # pid -> why it had nothing to count steps on
     starters: set[str] = set()
     for pid, _level, message in agents:
         if ready := _READY.match(message):
             ranks[pid] = ready["rank"]
         elif message.startswith(STEPS_AT_EXIT) and message[len(STEPS_AT_EXIT) :].isdigit():
             counts[pid] = int(message[len(STEPS_AT_EXIT) :])
+        elif message.startswith(NOTHING_COUNTED_AT_EXIT):
+            uncountable[pid] = message[len(NOTHING_COUNTED_AT_EXIT) :]
         elif message.startswith(STARTS_WORKERS_AT_EXIT):
             starters.add(pid)  # its rank is its node's (SLURM_PROCID under srun), not one that records
     for pid in starters:
@@ -760,11 +764,13 @@ def _ranks_that_recorded_nothing(
         if any(pid in running for pid in pids):  # helper-131: said "it ended ...", then it recorded
             continue
         known = [counts[pid] for pid in pids if pid in counts]
-        counted = (
-            f"it counted {max(known)} step(s)"
-            if known
-            else "it ended without logging the steps it counted (by os._exit, or killed)"
-        )
+        idle = [uncountable[pid] for pid in pids if pid in uncountable]
+        if known:
+            counted = f"it counted {max(known)} step(s)"
+        elif idle:  # helper-153: a rank that only logs ended normally, and was said to be killed
+            counted = f"{idle[0]}, so it counted no step"
+        else:
+            counted = "it ended without logging the steps it counted (by os._exit, or killed)"
         notes.append(
             f"rank {rank} recorded nothing: {counted}; the schedule records from step {first} "
             f"(pid {', '.join(pids)})"

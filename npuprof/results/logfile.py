@@ -23,6 +23,9 @@ NESTED_RUN = "a nested npuprof run profiles the job's processes from here: "
 SPAWNED_CHILD = "; no steps counted in spawned processes"
 # logged by each agent at its process's exit (entry), for the run's summary to count and explain
 STEPS_AT_EXIT = "steps counted in this process: "
+# logged instead by a rank's agent that had nothing to count steps on (no optimizer made, the --step-on
+# function never loaded), so that the summary does not take its silence for an os._exit or a kill
+NOTHING_COUNTED_AT_EXIT = "no step counted in this process: "
 WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "
 STARTS_WORKERS_AT_EXIT = "this process started the job's workers (torchrun): they record, not it"
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
