@@ -453,3 +453,46 @@ def test_a_run_without_captures_on_a_terminal_says_why_in_bold_at_its_width(tmp_
     note = text[text.index("\x1b[1;33mnpuprof:") :].replace("\x1b[1;33m", "").replace("\x1b[0m", "")
     assert all(len(line) <= 60 or " " not in line.strip() for line in note.splitlines()), note  # a path
     assert len(note.splitlines()) > 1, note  # wrapped, not one long line
+
+
+def test_comm_ranges_across_ranks_keep_their_op_and_size_at_80_columns() -> None:
+    """helper-153: a 2-rank pipeline with --msprof-tx, piped (80 columns): the table across ranks cut the
+    names in their middle to 16 characters, `comm:re…32,16384` and `comm:se…32,16384`, where `re` may be
+    recv, reduce or reduce_scatter. A comm: range loses its group and dtype first; two ops, or two sizes of
+    one op, still read apart; a cut is always shown by an ellipsis."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from npuprof.analysis.report_schema import CrossRange
+    from npuprof.reports.terminal import _render_cross_ranges
+
+    names = [
+        "comm:recv,default_pg,float32,16384",
+        "comm:reduce_scatter,default_pg,float32,16384",
+        "comm:all_gather_single,default_pg,float32,8256",
+        "comm:all_gather_single,default_pg,float32,645",
+    ]
+    ranges = [
+        CrossRange(
+            name=n,
+            kind="comm",
+            ranks=2,
+            count=18,
+            total_us=21885.0,
+            mean_us=1216.0,
+            max_us=1851.0,
+            max_rank=0,
+        )
+        for n in names
+    ]
+    report = SimpleNamespace(ranks=[0, 1], cross_rank=SimpleNamespace(ranges=ranges))
+    out = io.StringIO()
+    _render_cross_ranges(report, Console(file=out, width=80, color_system=None))  # type: ignore[arg-type]
+    rows = [line.split("│")[1].strip() for line in out.getvalue().splitlines() if line.startswith("│")]
+    assert all(len(line) <= 80 for line in out.getvalue().splitlines()), out.getvalue()
+    assert rows[0].startswith("comm:recv,") and rows[0].endswith("16384") and "…" in rows[0], rows
+    assert rows[1].startswith("comm:reduc") and rows[1].endswith("16384") and "…" in rows[1], rows
+    assert rows[2].endswith(",8256") and rows[3].endswith(",645") and rows[2] != rows[3], rows
+    assert all(row.startswith("comm:all_g") and "…" in row for row in rows[2:]), rows

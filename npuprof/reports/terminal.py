@@ -17,7 +17,7 @@ from rich.table import Table
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.report_schema import RankReport, Report, ReportStep, json_value
 from npuprof.analysis.step_fields import STEP_TIME_FIELDS
-from npuprof.reports.text import printable, shorten_middle
+from npuprof.reports.text import printable, shorten_middle, shorten_range_name
 
 T = TypeVar("T")
 MIN_NAME_WIDTH = 16
@@ -268,7 +268,7 @@ def _render_ranges(r: RankReport, console: Console) -> None:
         ("kind", *RANGE_COLUMNS),
     )
     for g, name, row in zip(r.ranges, names, cells, strict=True):
-        table.add_row(escape(shorten_middle(name, room)), g.kind, *row)
+        table.add_row(escape(shorten_range_name(name, room)), g.kind, *row)
     print_whole(console, table)
 
 
@@ -319,7 +319,7 @@ def _render_cross_ranges(report: Report, console: Console) -> None:
     names = [printable(c.name) for c in ranges]
     room = _name_room(console, names, cells, headers)
     for name, row in zip(names, cells, strict=True):
-        table.add_row(escape(shorten_middle(name, room)), *row)
+        table.add_row(escape(shorten_range_name(name, room)), *row)
     print_whole(console, table)
 
 

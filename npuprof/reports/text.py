@@ -22,3 +22,24 @@ def shorten_middle(text: str, width: int) -> str:
     keep = max(width - 1, 2)
     head = keep // 2
     return text[:head] + "…" + text[len(text) - (keep - head) :]
+
+
+COMM_PREFIX = "comm:"  # --msprof-tx's ranges: comm:{op},{group},{dtype},{count} (docs/formats.md)
+
+
+def shorten_range_name(name: str, width: int) -> str:
+    """A range's name cut to ``width`` characters. A ``comm:{op},{group},{dtype},{count}`` range loses its
+    group and dtype first, then the middle of ``{op},{count}``: cut in its middle as other names are, at
+    an 80-column terminal ``comm:recv,...`` and ``comm:reduce_scatter,...`` both read ``comm:re…`` in the
+    table across ranks, and two sizes of one op read alike."""
+    parts = name.split(",")
+    if len(name) <= width or not name.startswith(COMM_PREFIX) or len(parts) < 4:
+        return shorten_middle(name, width)
+    head, middle, tail = parts[0] + ",", ",".join(parts[1:-1]), "," + parts[-1]
+    room = width - len(head) - len(tail)
+    if room >= 3:
+        return head + shorten_middle(middle, room) + tail
+    if len(head) + 1 + len(parts[-1]) <= width:
+        return head + "…" + parts[-1]
+    rest = parts[0][len(COMM_PREFIX) :] + tail  # its ellipsis stands for the group and dtype too: always one
+    return COMM_PREFIX + shorten_middle(rest, min(width - len(COMM_PREFIX), len(rest) - 1))
