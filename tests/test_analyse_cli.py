@@ -403,3 +403,25 @@ def test_force_without_the_raw_trace_does_not_drop_a_db_asked_for_in_silence(tmp
     dbs = list((rank_dir / "ASCEND_PROFILER_OUTPUT").glob("*.db"))
     assert forced.returncode != 0 or dbs, forced.stderr
     assert "no *.pt.trace.json(.gz) in" in forced.stderr, forced.stderr
+
+
+def test_no_step_to_compare_across_ranks_is_said_not_left_out(tmp_path: Path) -> None:
+    """helper-153: with --steps leaving one rank no whole step, the section across ranks vanished and
+    nothing said why."""
+    root = tmp_path / "result"
+    for rank, steps in ((0, (7,)), (1, (7, 8))):
+        trace = cpu_trace()
+        step = trace["traceEvents"][0]
+        trace["traceEvents"] = [
+            {**step, "name": f"ProfilerStep#{n}", "ts": 1000 * k} for k, n in enumerate(steps)
+        ] + trace["traceEvents"][1:]
+        trace["distributedInfo"]["rank"] = rank
+        write_rank_dir(root, trace, rank=rank, name=f"host_{10 + rank}_20250101000000000")
+    both = npuprof("analyse", str(root), env={**clean_env(), "COLUMNS": "200"})
+    assert both.returncode == 0, both.stderr
+    assert "step time across ranks (ms)" in both.stdout and "nothing to compare" not in both.stdout
+    only_one = npuprof("analyse", str(root), "--steps", "8", env={**clean_env(), "COLUMNS": "200"})
+    assert only_one.returncode == 0, only_one.stderr
+    assert "step time across ranks (ms)" not in only_one.stdout
+    said = " ".join(only_one.stdout.split())
+    assert "step time across ranks: nothing to compare (no whole step among --steps 8 on rank(s) 0;" in said

@@ -334,7 +334,9 @@ def _name_room(console: Console, names: list[str], figures: list[list[str]], hea
 def _render_cross_rank(report: Report, console: Console) -> None:
     cross = report.cross_rank
     ranks = sorted({k for s in cross.steps for k in s.ranks}, key=int)
-    if len(ranks) > 1:  # one rank's captures (a process run twice) have nothing to compare across
+    if len(ranks) < 2:  # one rank's captures (a process run twice) have nothing to compare across
+        _say_nothing_across(report, ranks, console)
+    else:
         # a step one rank alone has has no spread (-1: never among the widest)
         spread = [s.max_us - s.min_us if len(s.ranks) > 1 else -1.0 for s in cross.steps]
         shown, caption = _shown(cross.steps, spread, "spread_us")
@@ -372,6 +374,20 @@ def _render_cross_rank(report: Report, console: Console) -> None:
                 f"({'the capture' if worst.step is None else f'step {worst.step}'}: rank "
                 f"{worst.latest_rank} started after rank {worst.earliest_rank})"
             )
+
+
+def _say_nothing_across(report: Report, compared: list[str], console: Console) -> None:
+    """Ranks were reported but no step of two of them can be compared (--steps left one rank only partial
+    or no steps): one line, where the section would have been, so that it does not vanish unexplained."""
+    known = sorted({r.rank for r in report.ranks if r.rank is not None})
+    if len(known) < 2:
+        return
+    missing = ", ".join(str(k) for k in known if str(k) not in compared)
+    asked = "" if report.steps_asked is msgspec.UNSET else f" among --steps {report.steps_asked}"
+    console.print(
+        f"step time across ranks: nothing to compare (no whole step{asked} on rank(s) {missing}; a partial "
+        "step is left out)"
+    )
 
 
 def _say_rank(
