@@ -452,3 +452,27 @@ def test_copies_that_would_start_at_the_limit_are_refused_as_too_many_open_files
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr
+
+
+def test_the_post_processor_takes_the_jobs_cpus_and_umask_before_it_says_it_is_ready(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its ready line came first: the training process held (stopped) it from then on, and on a busy
+    machine it ran unpinned and with the launcher's umask for a while after being continued (the test above
+    failed 1 time in 15: its CPUs [0, 1] for the script's [0])."""
+    seen: list[tuple[list[int], str]] = []
+
+    def ready(fd: object) -> None:
+        status = Path("/proc/self/status").read_text()
+        seen.append((sorted(os.sched_getaffinity(0)), status.split("Umask:")[1].split()[0]))
+
+    monkeypatch.setattr(postprocess, "continue_when_orphaned", ready)
+    monkeypatch.setattr(postprocess, "_serve", lambda *args: 0)
+    cpus, umask = os.sched_getaffinity(0), os.umask(0o022)
+    os.umask(umask)
+    try:
+        postprocess.main(["--cpus", str(min(cpus)), "--umask", str(0o077)])
+    finally:
+        os.sched_setaffinity(0, cpus)
+        os.umask(umask)
+    assert seen == [([min(cpus)], "0077")]

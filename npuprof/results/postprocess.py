@@ -1412,8 +1412,8 @@ def main(argv: list[str] | None = None) -> int:
     spool = Path(args[args.index("--spool") + 1]) if "--spool" in args else None
     ready = int(args[args.index("--ready-fd") + 1]) if "--ready-fd" in args else None
     parent_fd = int(args[args.index("--parent-fd") + 1]) if "--parent-fd" in args else None
+    _take_settings(args)  # before the ready line: held from then on, a stopped one would run unpinned after
     continue_when_orphaned(ready)
-    _take_settings(args)
     if lock is not None:
         with contextlib.suppress(OSError):  # who holds the lock: `npuprof run` names it if it is stopped
             os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
