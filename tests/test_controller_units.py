@@ -662,6 +662,36 @@ def test_an_internal_error_the_log_cannot_take_does_not_point_at_the_log() -> No
     assert said.endswith("training goes on; npuprof.log could not take the details"), said
 
 
+def _depth_of_caller() -> int:
+    """The interpreter's recursion depth at the caller, as sys.setrecursionlimit counts it (C calls too,
+    not only Python frames): one less than the lowest limit it takes there."""
+    limit, low = sys.getrecursionlimit(), 1
+    while True:
+        try:
+            sys.setrecursionlimit(low)
+        except RecursionError:
+            low += 1
+            continue
+        sys.setrecursionlimit(limit)
+        return low - 2  # this function's own frame is the last one counted
+
+
+def test_captures_at_boundaries_near_the_recursion_limit_cost_the_job_no_stack() -> None:
+    """helper-152: a job taking its steps deep in recursive code, with room for a few frames more: the
+    decisions that start, record and export a capture need dozens, and raised RecursionError into the job
+    (so did the report of that failure) where the job without npuprof went on."""
+    rig = Rig(TorchPlan(skip_first=2, wait=0, warmup=1, active=2, repeat=1))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(_depth_of_caller() + 4)  # the boundary, the decision and its set-up fit, no more
+    try:
+        for _ in range(6):
+            rig.c.on_boundary()
+    finally:
+        sys.setrecursionlimit(limit)
+    assert rig.sink.events == [("begin", 3), ("finish", 4, "", "complete", 5)]
+    assert rig.c.enabled and not [line for line in rig.log.lines if line[0] != "info"], rig.log.lines
+
+
 def test_a_profiler_that_fails_mid_capture_is_dropped() -> None:
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=3, repeat=1)
     rig = Rig(plan)

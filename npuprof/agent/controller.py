@@ -17,6 +17,7 @@ to take a boundary drives from then on.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from _thread import get_ident
@@ -36,6 +37,10 @@ NEVER = 1 << 62
 EXIT_WAIT_S = 5.0
 OTHER_THREAD_WAIT_S = 2.0
 THREADS_LOGGED = 10  # the threads taking the steps over that the log names
+# Frames a decision may use beyond the job's recursion limit: a boundary reached near that limit (a step
+# called deep in recursive code) must cost the job's stack no more than the hook's own frames, where
+# starting or exporting a capture takes dozens more (helper-152).
+DECISION_HEADROOM = 200
 
 
 class CaptureSink(Protocol):
@@ -206,6 +211,7 @@ class CaptureController:
         next one will), it never waits."""
         if not self._lock.acquire(blocking=False):
             return
+        limit = more_stack()
         decision_begins()
         try:
             requested, self._finish_requested = self._finish_requested, None
@@ -215,6 +221,7 @@ class CaptureController:
                 return
             self._sync()
         finally:
+            less_stack(limit)
             self._lock.release()
             decision_ends()  # the script's handlers deferred during an export run now (agent/signals.py)
 
@@ -294,6 +301,7 @@ class CaptureController:
             return
         if not self._lock.acquire(blocking=False):
             return
+        limit = more_stack()
         try:
             refresh = getattr(self.plan, "refresh", None)
             if refresh is not None:
@@ -325,6 +333,7 @@ class CaptureController:
                 return
             self._decide_inside_a_step()
         finally:
+            less_stack(limit)
             self._lock.release()
 
     def _decide_inside_a_step(self) -> None:
@@ -712,10 +721,12 @@ class CaptureController:
         if self._prof_thread not in (None, get_ident()) or not self._lock.acquire(blocking=False):
             self._ask_the_recording_thread(reason, status, wait=self._prof_thread != get_ident())
             return
+        limit = more_stack()
         decision_begins()  # the script's handlers deferred during the export run once all is done
         try:
             self._finish_early(reason, status, last)
         finally:
+            less_stack(limit)
             self._lock.release()
             decision_ends()
 
@@ -800,6 +811,23 @@ class CaptureController:
 # profile stops itself in __del__: stop_trace and finalize_trace into the parent's rank dir, a device
 # synchronize, from the child), one whose start failed before it recorded (its stop could crash the job).
 _KEPT_UNSTOPPED: list[Any] = []
+
+
+def more_stack() -> int:
+    """Raise the recursion limit by DECISION_HEADROOM for npuprof's work at a boundary; the limit it was."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + DECISION_HEADROOM)
+    return limit
+
+
+def less_stack(limit: int) -> None:
+    """Put back the ``limit`` that more_stack raised, unless something set another since."""
+    if sys.getrecursionlimit() != limit + DECISION_HEADROOM:
+        return
+    try:
+        sys.setrecursionlimit(limit)
+    except RecursionError:  # called at the old limit's last frame: the job keeps the headroom (harmless)
+        pass
 
 
 def _keep_unstopped(prof: Any) -> None:
