@@ -731,6 +731,36 @@ def test_trigger_refuses_an_output_that_is_a_link_as_run_does(
     assert not (tmp_path / "profiler_config.json").exists()
 
 
+def test_trigger_refuses_a_request_larger_than_a_job_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof trigger --ranks 0-80000` wrote a 1.1 MiB file and said the capture was on its way; every
+    process rejects a file over 1 MiB as no profiler_config.json (helper-152)."""
+    import typer
+
+    from npuprof.cli.trigger import trigger_command
+
+    (tmp_path / "log").mkdir()
+    with pytest.raises(typer.Exit) as exit_code:
+        trigger_command(
+            directory=str(tmp_path), start_step=None, active=1, warmup=0, cancel=False, ranks="0-80000"
+        )
+    assert exit_code.value.exit_code == 2
+    said = capsys.readouterr()
+    assert said.err == (
+        "npuprof trigger: error: --ranks: 80001 ranks make the request 1.1 MiB, over the 1 MiB a job reads; "
+        "use all, or fewer ranks\n"
+    ), said
+    assert not said.out and not (tmp_path / CONFIG_NAME).exists()
+    trigger_command(  # as many ranks as fit: written, and read by the job as written
+        directory=str(tmp_path), start_step=None, active=1, warmup=0, cancel=False, ranks="0-60000"
+    )
+    raw = (tmp_path / CONFIG_NAME).read_bytes()
+    heard: list[tuple[str, str]] = []
+    request = parse_request(raw, "d", c.ProfileConfig(), lambda level, line: heard.append((level, line)))
+    assert request is not None and request.cfg.ranks == list(range(60001)), heard
+
+
 def test_a_request_queued_behind_a_capture_when_the_process_ends_is_said_not_to_have_run(
     tmp_path: Path,
 ) -> None:

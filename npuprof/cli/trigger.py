@@ -113,8 +113,10 @@ def trigger_command(**params: Any) -> None:
     document["active"] = active
     document["warmup"] = warmup
     document[c.TRIGGER_ID_KEY] = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
+    data = (json.dumps(document, indent=4) + "\n").encode()
+    _refuse_if_too_large(data, cfg.ranks)
     replaced = _request_not_picked_up(directory)
-    target = _write(directory, (json.dumps(document, indent=4) + "\n").encode())
+    target = _write(directory, data)
     sys.stdout.write(f"npuprof trigger: wrote {target}: {_describe(document, cfg)}\n")
     if replaced:
         sys.stderr.write(
@@ -134,6 +136,19 @@ def trigger_command(**params: Any) -> None:
             f"it ends (often megabytes a step); npuprof trigger {directory} --cancel ends it at the next "
             "step\n"
         )
+
+
+def _refuse_if_too_large(data: bytes, ranks: list[int] | None) -> None:
+    """A request larger than a job reads (npuprof.config.CONFIG_FILE_LIMIT) would be written, said to be
+    on its way, and then rejected by every process as no profiler_config.json (helper-152)."""
+    from npuprof.config import CONFIG_FILE_LIMIT
+
+    if len(data) <= CONFIG_FILE_LIMIT:
+        return
+    size = f"{len(data) / (1 << 20):.1f} MiB, over the {CONFIG_FILE_LIMIT >> 20} MiB a job reads"
+    if ranks:
+        _fail("--ranks", f"{len(ranks)} ranks make the request {size}", "use all, or fewer ranks")
+    _fail_line(f"the request would be {size}; give smaller values")
 
 
 def _request_not_picked_up(directory: Path) -> str:
