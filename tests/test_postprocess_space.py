@@ -121,3 +121,42 @@ def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
     made = report.build_report(rank_dir, jobs=1)
     (problem,) = made.problems
     assert problem.status == "failed" and problem.reason.startswith("the disk is full"), problem
+
+
+def test_analyse_of_read_only_results_with_no_writable_cache_reports_from_tables_made_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Results no one may write in (a read-only mount) analysed by a user whose home takes no cache (a
+    read-only or missing home, HOME=/nonexistent): "nothing could be analysed", and its advice, analyse the
+    trace file itself, failed the same way. The report is now made from scratch tables, as on a full disk,
+    for a rank dir and a bare trace (helper-152)."""
+    import errno
+
+    from npuprof.analysis import parse, report
+
+    rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
+    (bare,) = rank_dir.glob("*.pt.trace.json")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    real = parse.write_outputs
+
+    def read_only_there(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        if out_dir.is_relative_to(tmp_path / "results") or out_dir.is_relative_to(cache):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out_dir / "trace_view.json"))
+        return real(raw, out_dir, *args, **kwargs)
+
+    monkeypatch.setattr(parse, "write_outputs", read_only_there)
+    monkeypatch.setattr(report, "write_outputs", read_only_there)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    for target in (rank_dir, bare):
+        notes: list[str] = []
+        made = report.build_report(target, jobs=1, on_note=notes.append)
+        assert not made.problems and [s.step for s in made.ranks[0].steps] == [7], made.problems
+        assert made.ranks[0].steps[0].computing_us == 300.0  # cpu_trace's figure
+        assert notes[-1].startswith(
+            f"{target}: its tables can be written neither there nor in the user's cache "
+            f"({cache / 'npuprof' / 'traces'}): this report is made from tables in {scratch}"
+        ), notes
+        assert list(scratch.iterdir()) == []  # removed once the report is made

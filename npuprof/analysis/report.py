@@ -10,6 +10,7 @@ ranks each step's durations, the slowest rank and the step start skew.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import multiprocessing
 import os
@@ -255,6 +256,9 @@ def _parse_bare(
         outcome.status, outcome.reason = exc.kind, str(exc)
     except Exception as exc:
         outcome.status, outcome.reason = "failed", failure_reason(exc)
+        # an OSError here is the tables' folder's (the trace was readable): a scratch folder may take them
+        outcome.no_space = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        outcome.read_only = isinstance(exc, OSError) and not outcome.no_space
         if alone:
             drop_tables(out_dir, before)  # a set short of some tables does not look parsed
     if outcome.status != "parsed":
@@ -676,14 +680,48 @@ SCRATCH_ROOTS = ("/dev/shm", None)  # None: the system's temporary directory (TM
 SCRATCH_SHARE = 2.0  # the scratch room asked for, as a multiple of the raw trace's (plain) size
 
 
-def _tables_elsewhere(outcome: ParseOutcome, scratch: list[Path]) -> Path | None:
-    """A rank dir whose tables did not fit its disk: its tables made in a new scratch directory (appended
+def _in_scratch(
+    outcome: ParseOutcome,
+    out_dir: Path,
+    scratch: list[Path],
+    on_note: Callable[[str], None] | None,
+    trace: Path | None = None,
+) -> Path:
+    """Where ``outcome``'s report is read from: ``out_dir``, or, for a capture whose tables could be
+    written neither there nor in the user's cache (a full disk; read-only results and a read-only or
+    missing home), tables made in a scratch directory, removed after the report (:func:`_tables_elsewhere`).
+    ``trace``: a bare trace's file (a rank dir's is found in it)."""
+    if not (outcome.no_space or outcome.read_only):
+        return out_dir
+    elsewhere = _tables_elsewhere(outcome, scratch, trace)
+    if elsewhere is None:
+        return out_dir
+    if on_note and outcome.no_space:
+        on_note(
+            f"{outcome.rank_dir}: the disk is full: its tables are not kept there; this report is made from "
+            f"tables in {elsewhere.parent}, removed afterwards (free some space, then npuprof analyse it "
+            "again to keep them)"
+        )
+    elif on_note:
+        from npuprof.results.paths import trace_cache_root
+
+        on_note(
+            f"{outcome.rank_dir}: its tables can be written neither there nor in the user's cache "
+            f"({trace_cache_root()}): this report is made from tables in {elsewhere.parent}, removed "
+            "afterwards (set XDG_CACHE_HOME to a writable folder to keep them)"
+        )
+    return elsewhere
+
+
+def _tables_elsewhere(outcome: ParseOutcome, scratch: list[Path], trace: Path | None = None) -> Path | None:
+    """A capture whose tables could not be written: its tables made in a new scratch directory (appended
     to ``scratch``, for the caller to remove), the first of SCRATCH_ROOTS with room for them; ``outcome``
-    then reads as parsed. None when none has room or the parse fails there too."""
+    then reads as parsed. None when none has room or the parse fails there too. ``trace``: a bare trace's
+    file (a rank dir's is found in it)."""
     import shutil
     import tempfile
 
-    raw = layout.find_raw_trace(outcome.rank_dir)
+    raw = trace or layout.find_raw_trace(outcome.rank_dir)
     if raw is None:
         return None
     try:
@@ -1074,7 +1112,7 @@ def _build_report(
         outcome, out_dir = _parse_bare(path, force, jobs, export_db, on_note)
         if on_done:
             on_done(outcome)
-        targets.append((outcome, out_dir))
+        targets.append((outcome, _in_scratch(outcome, out_dir, scratch, on_note, path)))
     elif path.name.endswith(BARE_SUFFIX) and (path / layout.ANALYSE_DONE).is_file():
         # the tables made for a bare trace: analysed again as a folder of traces, its trace_view.json would
         # get tables of its own inside it (helper-87)
@@ -1097,7 +1135,7 @@ def _build_report(
             outcome, out_dir = _parse_bare(trace, force, jobs, export_db, on_note)
             if on_done:
                 on_done(outcome)
-            targets.append((outcome, out_dir))
+            targets.append((outcome, _in_scratch(outcome, out_dir, scratch, on_note, trace)))
     elif path.is_dir():
         rank_dirs = layout.find_rank_dirs(path)
         if not rank_dirs:
@@ -1138,16 +1176,9 @@ def _build_report(
             if (instead := _cached_instead(outcome, force, jobs, export_db, on_note)) is not None:
                 targets.append(instead)
                 continue
-            out_dir = outcome.rank_dir / layout.PARSED_DIR
-            if outcome.no_space and (elsewhere := _tables_elsewhere(outcome, scratch)) is not None:
-                out_dir = elsewhere
-                if on_note:
-                    on_note(
-                        f"{outcome.rank_dir}: the disk is full: its tables are not kept there; this report "
-                        f"is made from tables in {elsewhere.parent}, removed afterwards (free some space, "
-                        "then npuprof analyse it again to keep them)"
-                    )
-            targets.append((outcome, out_dir))
+            targets.append(
+                (outcome, _in_scratch(outcome, outcome.rank_dir / layout.PARSED_DIR, scratch, on_note))
+            )
         if on_note:
             for note in _db_gaps(rank_dirs):
                 on_note(note)
