@@ -761,6 +761,27 @@ def test_trigger_refuses_a_request_larger_than_a_job_reads(
     assert request is not None and request.cfg.ranks == list(range(60001)), heard
 
 
+def test_a_request_for_many_ranks_is_told_by_their_ranges(tmp_path: Path) -> None:
+    """A request for ranks 0-60000 was told with every rank number: each line of it 350 KB in the dynamic
+    logs, which rotate at 200 KB, so that every line pushed the process's history out of them (and one
+    such line on the terminal, in trigger's and status's words) (helper-152)."""
+    from npuprof.cli.status import _config_line, _config_summary
+
+    job = Job(tmp_path)
+    job.steps(2)
+    job.write(start_step=-1, active=1, is_rank=True, rank_list=[*range(60001), 60005, 60007, 60006, 9])
+    job.steps(3)
+    assert job.captures() == [(3, 3)]
+    text = job.log()
+    assert "watching " in text, text[:300]  # the first line is still there: no rotation
+    assert "on ranks 0-60000,60005-60007 into" in text, text[-600:]
+    assert max(map(len, text.splitlines())) < 400
+    assert _config_line(_config_summary(job.dir)).startswith(
+        "1 step(s) from the next step on ranks 0-60000,60005-60007"
+    )
+    assert c.ranks_text([5, 3, 4, 9, 1]) == "1,3-5,9" and c.ranks_text([0]) == "0"
+
+
 def test_a_request_queued_behind_a_capture_when_the_process_ends_is_said_not_to_have_run(
     tmp_path: Path,
 ) -> None:

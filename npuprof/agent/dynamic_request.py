@@ -23,6 +23,7 @@ from npuprof.config import (
     config_from_json,
     in_file_terms,
     parse_config_bytes,
+    ranks_text,
 )
 from npuprof.results.layout import RANK_DIR_SUFFIX
 
@@ -73,7 +74,7 @@ class Request:
 
 
 def _ranks(ranks: list[int]) -> str:
-    return ",".join(str(r) for r in ranks) if ranks else "none (empty rank_list)"
+    return ranks_text(ranks) if ranks else "none (empty rank_list)"
 
 
 def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Request | None:

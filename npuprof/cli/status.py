@@ -324,12 +324,23 @@ def _config_line(config: dict[str, Any]) -> str:
     return _window_line(config)
 
 
+def _listed(rank_list: Any) -> Any:
+    """The file's rank_list as --ranks writes it (runs as ranges), or as it is when it holds no ranks."""
+    from npuprof.config import ranks_text
+
+    if not isinstance(rank_list, list):
+        return rank_list
+    if all(isinstance(r, int) and not isinstance(r, bool) for r in rank_list):
+        return ranks_text(rank_list)
+    return ",".join(map(str, rank_list))
+
+
 def _window_line(config: dict[str, Any]) -> str:
     start = config.get("start_step", 0)
     if start == 0:
         return "start_step 0 (no capture asked)"
     rank_list = config.get("rank_list")
-    listed = ",".join(map(str, rank_list)) if isinstance(rank_list, list) else rank_list
+    listed = _listed(rank_list)
     ranks = "every rank" if not config.get("is_rank") else f"ranks {listed}"
     label = f", trigger {config['trigger_id']}" if "trigger_id" in config else ""
     warmup = config.get("warmup", 0)

@@ -191,9 +191,10 @@ def _describe(document: dict[str, Any], cfg: Any) -> str:
             "recorded is saved)"
         )
     from npuprof.agent.dynamic_request import window_text
+    from npuprof.config import ranks_text
 
     window = window_text(document["start_step"], document["warmup"], document["active"])
-    ranks = "every rank" if cfg.ranks is None else "ranks " + ",".join(map(str, cfg.ranks))
+    ranks = "every rank" if cfg.ranks is None else "ranks " + ranks_text(cfg.ranks)
     return f"capture {window} on {ranks} (trigger {document['trigger_id']})"
 
 
