@@ -235,7 +235,10 @@ def test_a_planted_fifo_never_hangs_the_launchers_summary(out: Path, tmp_path: P
 def test_a_record_too_large_is_not_read(tmp_path: Path) -> None:
     out = tmp_path / "result"
     d = write_rank_dir(out, cpu_trace(), rank=0, name="big_1_20250101000000000")
-    (d / "npuprof_capture.json").write_text(json.dumps({"status": "complete", "pad": "x" * (2 << 20)}))
+    from npuprof.results.layout import CAPTURE_RECORD_LIMIT
+
+    pad = "x" * (CAPTURE_RECORD_LIMIT + 1)  # beyond what a capture of a million steps lists
+    (d / "npuprof_capture.json").write_text(json.dumps({"status": "complete", "pad": pad}))
     proc = npuprof("analyse", str(out), "--format", "json")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     (line,) = _one_line_each(proc.stderr, f"skipped {d / 'npuprof_capture.json'}:")

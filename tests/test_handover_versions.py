@@ -278,3 +278,26 @@ def test_a_job_beyond_its_launchers_reach_says_nothing_false_of_its_post_process
     (rank_dir,) = out.glob("*_ascend_pt")
     assert json.loads((rank_dir / "npuprof_capture.json").read_text())["status"] == "complete"
     assert "post-processor not started with training (FileNotFoundError" in log.read_text()
+
+
+def test_the_record_of_a_capture_of_100000_steps_reads_as_complete(tmp_path: Path) -> None:
+    """A --step-on function of a few µs, or a time window over short steps, recorded 100,000 steps: the
+    record listing them (1.5 MB, written as the agent writes it) was over the 1 MiB a record could be, so
+    the capture read as interrupted, was never parsed, and the run said "no capture was written"
+    (helper-152)."""
+    import msgspec
+
+    from npuprof.results import layout
+    from npuprof.results.atomic import write_json
+    from npuprof.results.handover import CaptureRecord
+
+    rank_dir = write_rank_dir(tmp_path / "result", cuda_trace())
+    (trace,) = rank_dir.glob("*.pt.trace.json")
+    steps = list(range(7, 100_007))
+    record = CaptureRecord(status="complete", trace=trace.name, steps=steps)
+    write_json(rank_dir / layout.CAPTURE_RECORD, msgspec.to_builtins(record), fsync=False)
+    assert (rank_dir / layout.CAPTURE_RECORD).stat().st_size > layout.RECORD_LIMIT
+    assert layout.capture_status(rank_dir).complete
+    assert (layout.read_capture_record(rank_dir) or {}).get("steps") == steps
+    outcome = parse_rank_dir(rank_dir)
+    assert outcome.status == "parsed", outcome.reason

@@ -39,10 +39,13 @@ STATUS_COMPLETE = "complete"
 STATUS_INCOMPLETE = "incomplete"
 NOT_FINALISED = "the process ended before the capture was finalised"  # the detail of a record left capturing
 
-# A capture record is ~500 bytes; a run record holds the configuration (metadata: at most 50 KiB of text,
-# ~6x that JSON-escaped) and one line per capture.
+# A capture record is ~500 bytes and ~15 a step it lists (a capture of 100,000 short steps, a --step-on
+# function's or a time window's, wrote 1.5 MB: read as no record, it was called interrupted and never
+# analysed; helper-152); a run record holds the configuration (metadata: at most 50 KiB of text, ~6x that
+# JSON-escaped) and one line per capture.
 RECORD_LIMIT = 1 << 20
 RUN_RECORD_LIMIT = 16 << 20
+CAPTURE_RECORD_LIMIT = 16 << 20
 MAX_WALK_DEPTH = 12  # directory levels searched below the given path for rank dirs
 
 _RANK_DIR_RE = re.compile(r"^(?P<worker>.+)_(?P<pid>\d+)_(?P<stamp>\d{17})_ascend_pt$")
@@ -432,7 +435,7 @@ class CaptureStatus:
 def read_capture_record(rank_dir: Path) -> dict[str, Any] | None:
     """The capture record of ``rank_dir`` as a dict, or None when it is missing or cannot be read."""
     try:
-        data = read_json_record(rank_dir / CAPTURE_RECORD)
+        data = read_json_record(rank_dir / CAPTURE_RECORD, CAPTURE_RECORD_LIMIT)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -447,7 +450,7 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
         has_data = find_raw_trace(rank_dir) is not None or any(rank_dir.glob("PROF_*"))
         return CaptureStatus(STATUS_COMPLETE if has_data else "unknown", "no npuprof capture record")
     try:
-        data = read_json_record(record)
+        data = read_json_record(record, CAPTURE_RECORD_LIMIT)
     except UnsafeFileError as exc:
         return CaptureStatus(STATUS_INCOMPLETE, f"{CAPTURE_RECORD} is {exc.strerror}")
     except (OSError, ValueError) as exc:
