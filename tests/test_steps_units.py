@@ -14,10 +14,12 @@ These are the fast tests of bench/mutation.py's "steps" group (no subprocess).
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import sys
+import time
 import types
-from _thread import get_ident
+from _thread import get_ident, start_new_thread
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -646,6 +648,32 @@ def test_step_on_a_function_arms_at_the_first_call_and_counts_each_return(step_o
     ]
     assert followed == [controller]  # the script's profilers followed once, when armed
     assert controller.at_a_step_start  # armed as the first call starts: step 0 is that call, whole
+
+
+def test_step_on_a_recursive_function_costs_the_job_no_recursion_depth(step_on: Any) -> None:
+    """helper-152: each level of a recursion through a wrapped function is two frames (the wrapper's and
+    the function's): a function recursing 600 deep, fine under the limit of 1000, failed with RecursionError
+    under npuprof. Each return still counts, and the limit is the job's again once the call returns."""
+    _, controller, log, events, _ = step_on
+    module = types.ModuleType("recmod")
+    exec("def walk(n):\n    return 0 if n == 0 else 1 + walk(n - 1)\n", module.__dict__)
+    assert wrap_step_function(module, "walk", controller, log) is True
+    limit = sys.getrecursionlimit()
+    frames = len(inspect.stack(0))
+    sys.setrecursionlimit(frames + 330)  # room for the recursion below and the calls around it, once
+    try:
+        depth = module.walk(300)
+        after = sys.getrecursionlimit()
+    finally:
+        sys.setrecursionlimit(limit)
+    assert depth == 300 and after == frames + 330
+    assert events.count(boundary()) == 301
+    # a thread started from C: the wrapper is its first frame, with no frame below it to look at
+    start_new_thread(module.walk, (2,))
+    deadline = time.monotonic() + 10
+    while len(events) < 1 + 301 + 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(events) == 1 + 301 + 3 and events[-1][1] != get_ident(), events[-3:]  # "arm" first
 
 
 def test_step_on_methods_keep_their_kind(step_on: Any) -> None:

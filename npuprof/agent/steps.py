@@ -9,8 +9,9 @@ import inspect
 import os
 import sys
 import weakref
-from _thread import get_ident
+from _thread import allocate_lock, get_ident
 from collections.abc import Callable
+from sys import _getframe
 from types import CodeType
 from typing import Any
 
@@ -400,6 +401,7 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
 
         stepped = stepped_generator
     else:
+        own_code = _own_code(func)  # a call from it is recursion (a direct one: one look at the caller)
 
         @functools.wraps(func)
         def stepped_call(*args: Any, **kwargs: Any) -> Any:
@@ -407,6 +409,18 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 return func(*args, **kwargs)
             if not controller.armed:  # checked here: a call less on every step
                 arm()
+            try:
+                recursive = _getframe(1).f_code is own_code
+            except ValueError:  # no Python frame below (the first call of a thread started from C)
+                recursive = False
+            if recursive:  # this wrapper's frame is paid for: see _one_frame_less
+                with _RECURSION_LIMIT_LOCK:
+                    sys.setrecursionlimit(sys.getrecursionlimit() + 1)
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    controller.on_boundary()
+                    _one_frame_less()
             try:
                 return func(*args, **kwargs)
             finally:
@@ -422,6 +436,30 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     controller.step_function_wrapped = True  # its count is logged at exit, 0 included (never called)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
+
+
+_RECURSION_LIMIT_LOCK = allocate_lock()
+
+
+def _own_code(func: Any) -> CodeType | None:
+    """The code object of ``func``'s own body (under its decorators), None when it has none."""
+    try:
+        return getattr(inspect.unwrap(func), "__code__", None)
+    except ValueError:  # a cycle of __wrapped__
+        return None
+
+
+def _one_frame_less() -> None:
+    """Take back the frame of recursion limit that a recursive call of a --step-on function added for its
+    wrapper: each level of the recursion has two frames, the wrapper's and the function's, and a function
+    recursing 600 deep (fine under the default limit of 1000) failed with RecursionError under npuprof
+    (helper-152). So the job's recursion keeps the depth it has without npuprof, less the outermost
+    wrapper's frame."""
+    with _RECURSION_LIMIT_LOCK:
+        try:
+            sys.setrecursionlimit(sys.getrecursionlimit() - 1)
+        except RecursionError:  # returned from the limit's last frame: the limit stays one frame higher
+            pass
 
 
 def _traced() -> bool:
