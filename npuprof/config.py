@@ -860,6 +860,14 @@ def _apply_file_ranks(cfg: ProfileConfig, data: dict[str, Any], path: str, warn:
             )
 
 
+def file_ranks(data: dict[str, Any], path: str) -> list[int] | None:
+    """The ranks a config file's ``is_rank`` + ``rank_list`` choose (None: every rank); ConfigError for a
+    bad value of either."""
+    cfg = ProfileConfig()
+    _apply_file_ranks(cfg, data, path)
+    return cfg.ranks
+
+
 def json_from_config(cfg: ProfileConfig, prof_dir: str | None = None) -> dict[str, Any]:
     """``cfg`` as a profiler_config.json document (what `npuprof trigger` writes; config_from_json reads it
     back to the same values). ``prof_dir`` None: the template's "./" (for --dynamic, the run's output)."""

@@ -782,6 +782,32 @@ def test_a_request_for_many_ranks_is_told_by_their_ranges(tmp_path: Path) -> Non
     assert c.ranks_text([5, 3, 4, 9, 1]) == "1,3-5,9" and c.ranks_text([0]) == "0"
 
 
+@pytest.mark.parametrize(
+    "ranks",
+    [
+        {"is_rank": True, "rank_list": [0, "1"]},
+        {"is_rank": "yes", "rank_list": [0]},
+        {"is_rank": True, "rank_list": [-1]},
+    ],
+)
+def test_a_request_whose_ranks_are_mistyped_captures_on_no_rank(tmp_path: Path, ranks: dict) -> None:
+    """A bad rank_list or is_rank kept its default, every rank: a request meant for two ranks of a job of
+    thousands captured on all of them (helper-152). The content is now no request, as a bad start_step."""
+    from npuprof.cli.status import _config_line, _config_summary
+
+    job = Job(tmp_path, rank=5)
+    job.steps(2)
+    job.write(start_step=-1, active=1, **ranks)
+    job.steps(3)
+    assert job.captures() == []
+    text = job.log()
+    assert (
+        "[ERROR]" in text
+        and "(a request for some ranks is not widened to every rank); this content is not acted on" in text
+    ), text
+    assert _config_line(_config_summary(job.dir)).endswith("the job does not act on it")
+
+
 def test_a_request_queued_behind_a_capture_when_the_process_ends_is_said_not_to_have_run(
     tmp_path: Path,
 ) -> None:

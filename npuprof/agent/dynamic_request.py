@@ -21,6 +21,7 @@ from npuprof.config import (
     ProfileConfig,
     Schedule,
     config_from_json,
+    file_ranks,
     in_file_terms,
     parse_config_bytes,
     ranks_text,
@@ -88,6 +89,9 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
     if not isinstance(data, dict):
         say("ERROR", f"{FILE_LABEL} must hold a JSON object, not {type(data).__name__}; ignored")
         return None
+    if (problem := rank_problem(data)) is not None:
+        say("ERROR", f"{problem}; this content is not acted on")
+        return None
     cfg = copy.deepcopy(base)
     cfg.schedule = Schedule(off=True)
 
@@ -123,6 +127,17 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
     trigger = data.get("trigger_id")
     label = trigger if isinstance(trigger, str) and trigger.isprintable() and len(trigger) <= 80 else None
     return Request(start, warmup, active, cfg, digest, label)
+
+
+def rank_problem(data: dict[str, Any]) -> str | None:
+    """What makes the file's ``is_rank`` / ``rank_list`` no choice of ranks, or None. Not a field that keeps
+    its default: that default is every rank, and a request meant for two ranks of thousands, mistyped
+    (``"rank_list": [0, "1"]``), captured on all of them (helper-152)."""
+    try:
+        file_ranks(data, FILE_LABEL)
+    except ConfigError as exc:
+        return f"{exc.one_line()} (a request for some ranks is not widened to every rank)"
+    return None
 
 
 def int_field(data: dict[str, Any], key: str, default: int, minimum: int, say: Say) -> int:

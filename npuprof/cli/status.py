@@ -101,6 +101,11 @@ def _config_summary(root: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         summary["problem"] = f"must hold a JSON object, not {type(data).__name__}: the job ignores it"
         return summary
+    from npuprof.agent.dynamic_request import rank_problem
+
+    if (problem := rank_problem(data)) is not None:
+        summary["problem"] = f"{problem}: the job does not act on it"
+        return summary
     for key in ("is_rank", "rank_list", "trigger_id"):
         if key in data:
             summary[key] = data[key]
