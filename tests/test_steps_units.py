@@ -17,6 +17,7 @@ import gc
 import inspect
 import os
 import sys
+import threading
 import time
 import types
 from _thread import get_ident, start_new_thread
@@ -674,6 +675,37 @@ def test_step_on_a_recursive_function_costs_the_job_no_recursion_depth(step_on: 
     while len(events) < 1 + 301 + 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert len(events) == 1 + 301 + 3 and events[-1][1] != get_ident(), events[-3:]  # "arm" first
+
+
+def test_recursion_through_a_step_on_function_in_threads_leaves_the_limit_as_it_was(step_on: Any) -> None:
+    """The limit's moves for a recursive --step-on function never wait (the step path) and never drift:
+    threads recursing at once, or a move that finds the limit being moved (held here, as by another
+    thread), leave the job's limit as it was."""
+    from npuprof.agent import steps as steps_module
+
+    _, controller, log, _, _ = step_on
+    module = types.ModuleType("recmod2")
+    exec("def walk(n):\n    return 0 if n == 0 else 1 + walk(n - 1)\n", module.__dict__)
+    assert wrap_step_function(module, "walk", controller, log) is True
+    limit = sys.getrecursionlimit()
+    results: list[int] = []
+    workers = [
+        threading.Thread(target=lambda: results.extend(module.walk(50) for _ in range(200))) for _ in range(4)
+    ]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads taking turns inside the moves
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+    finally:
+        sys.setswitchinterval(switch)
+    assert results == [50] * 800
+    assert sys.getrecursionlimit() == limit and not steps_module._LIMIT_OWED
+    with steps_module._LIMIT_LOCK:  # taken: nothing moves, nothing waits, and the call still returns
+        assert module.walk(20) == 20
+        assert sys.getrecursionlimit() == limit
 
 
 def test_step_on_methods_keep_their_kind(step_on: Any) -> None:

@@ -413,14 +413,14 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 recursive = _getframe(1).f_code is own_code
             except ValueError:  # no Python frame below (the first call of a thread started from C)
                 recursive = False
-            if recursive:  # this wrapper's frame is paid for: see _one_frame_less
-                with _RECURSION_LIMIT_LOCK:
-                    sys.setrecursionlimit(sys.getrecursionlimit() + 1)
+            if recursive:  # this wrapper's frame is paid for: see _recursion_limit_by
+                added = _recursion_limit_by(1)
                 try:
                     return func(*args, **kwargs)
                 finally:
                     controller.on_boundary()
-                    _one_frame_less()
+                    if added and not _recursion_limit_by(-1):
+                        _LIMIT_OWED.append(-1)
             try:
                 return func(*args, **kwargs)
             finally:
@@ -438,7 +438,9 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     return True
 
 
-_RECURSION_LIMIT_LOCK = allocate_lock()
+# Guards the recursion limit's read and write (never waited for), and what a call that found it taken owes.
+_LIMIT_LOCK = allocate_lock()
+_LIMIT_OWED: list[int] = []
 
 
 def _own_code(func: Any) -> CodeType | None:
@@ -449,17 +451,26 @@ def _own_code(func: Any) -> CodeType | None:
         return None
 
 
-def _one_frame_less() -> None:
-    """Take back the frame of recursion limit that a recursive call of a --step-on function added for its
-    wrapper: each level of the recursion has two frames, the wrapper's and the function's, and a function
-    recursing 600 deep (fine under the default limit of 1000) failed with RecursionError under npuprof
-    (helper-152). So the job's recursion keeps the depth it has without npuprof, less the outermost
-    wrapper's frame."""
-    with _RECURSION_LIMIT_LOCK:
+def _recursion_limit_by(frames: int) -> bool:
+    """Move the recursion limit by ``frames`` for the wrapper of a --step-on function that calls itself:
+    each level of its recursion has two frames, the wrapper's and the function's, and a function recursing
+    600 deep (fine under the default limit of 1000) failed with RecursionError under npuprof (helper-152).
+    Never waits (the step path): False, and nothing moved, when another thread or an interrupted call
+    below on this one moves it now; a take-back that cannot be made is owed (``_LIMIT_OWED``) and made by
+    the next move, so that the limit never drifts."""
+    if not _LIMIT_LOCK.acquire(False):
+        return False
+    try:
+        owed = 0
+        while _LIMIT_OWED:
+            owed += _LIMIT_OWED.pop()
         try:
-            sys.setrecursionlimit(sys.getrecursionlimit() - 1)
-        except RecursionError:  # returned from the limit's last frame: the limit stays one frame higher
-            pass
+            sys.setrecursionlimit(sys.getrecursionlimit() + frames + owed)
+        except RecursionError:  # lower than the depth now (a return at the limit's last frame): later
+            _LIMIT_OWED.append(frames + owed)
+        return True
+    finally:
+        _LIMIT_LOCK.release()
 
 
 def _traced() -> bool:
