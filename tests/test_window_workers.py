@@ -4,13 +4,15 @@ wakes npuprof's agent too) records nothing and ends as it would without npuprof 
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from conftest import capture_record, rank_dirs, run_script
+from conftest import ROOT, capture_record, rank_dirs, run_script
 
 JOB = """
 import os, time, torch
@@ -167,3 +169,49 @@ def test_the_kick_starts_nothing_when_another_thread_begins_an_import_after_its_
     assert ticks == []
     plan._on_kick(0, sys._getframe())  # the next kick, no import in flight: the window opens
     assert ticks == [True]
+
+
+FORK_DURING_THE_KICKS_IMPORT = """
+import logging, sys  # (torch imports logging)
+sys.path.insert(0, sys.argv[1])
+from npuprof.agent.frames import imported_alone
+assert imported_alone(("kick_import_beside_a_fork",))
+sys.modules["kick_import_beside_a_fork"].forker.join()
+print("returned")
+"""
+
+MODULE_BESIDE_A_FORK = """
+import logging, os, threading, time
+
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+forker = threading.Thread(target=fork)
+forker.start()
+time.sleep(0.3)  # the fork has run logging's at-fork handler and waits for the import lock, or for logging's
+logging.getLogger("kick.import.beside.a.fork")  # as torch._inductor's modules do
+"""
+
+
+def test_the_kicks_import_does_not_deadlock_with_a_thread_that_forks(tmp_path: Path) -> None:
+    """A thread's os.fork() takes logging's module lock (its at-fork handler), then waits for the import lock
+    the kick holds; the kick's import of torch._inductor calls logging.getLogger: each waited for the other,
+    and the job hung for good. A plain Python process (no torch), ended after 20 s if it hangs."""
+
+    _write_module(tmp_path, "kick_import_beside_a_fork", MODULE_BESIDE_A_FORK)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", FORK_DURING_THE_KICKS_IMPORT, str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the kick's import and a thread's fork waited for each other") from None
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "returned"

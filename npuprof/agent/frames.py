@@ -42,22 +42,42 @@ def another_thread_imports() -> bool:
 
 
 def imported_alone(names: tuple[str, ...]) -> bool:
-    """Import ``names`` while no other thread is inside an import; False (nothing imported) when one is.
+    """Import ``names`` while no other thread is inside an import; False (nothing imported) when one is,
+    or when logging's module lock is taken.
 
     ``another_thread_imports()`` and then an import leave a gap: a thread that begins importing
     torch._dynamo between the two closes a cycle of module locks with this thread's import of
     torch._inductor, and Python raises ``_DeadlockError`` in one of them, perhaps the job's (helper-150 saw
     it once). Python's global import lock, held here, closes the gap: no other thread can begin an import
-    until it is released. It is never held while waiting for another thread, only for imports of this one."""
-    _imp.acquire_lock()
+    until it is released. It is never held while waiting for another thread, only for imports of this one.
+
+    Those imports take logging's module lock (``logging.getLogger``), which a thread that forks holds as it
+    waits for the import lock (logging's at-fork handler runs before ``os.fork`` takes it), as does one
+    configuring logging while it imports its handlers: taken first, and only when free, it is never waited
+    for under the import lock."""
+    logging_lock = _logging_lock()
+    if logging_lock is not None and not logging_lock.acquire(blocking=False):
+        return False
     try:
-        if another_thread_imports():
-            return False
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except Exception:  # a torch without it, or a broken one: the start meets it and says so
-                pass
-        return True
+        _imp.acquire_lock()
+        try:
+            if another_thread_imports():
+                return False
+            for name in names:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # a torch without it, or a broken one: the start meets it and says so
+                    pass
+            return True
+        finally:
+            _imp.release_lock()
     finally:
-        _imp.release_lock()
+        if logging_lock is not None:
+            logging_lock.release()
+
+
+def _logging_lock() -> Any:
+    """logging's module lock (a reentrant lock), where logging is imported (torch imports it)."""
+    logging = sys.modules.get("logging")
+    lock = getattr(logging, "_lock", None)
+    return lock if hasattr(lock, "acquire") and hasattr(lock, "release") else None
