@@ -1341,3 +1341,26 @@ def test_a_window_without_warm_up_hooks_the_process_before_torch_starts_recordin
     rig.sink.begin = lambda step, cfg: trace.append(("begin", step))  # type: ignore[method-assign]
     rig.run(4)
     assert trace[:4] == [("begin", 1), ("hooks", True), ("prepare", 1), ("start", 1)], trace
+
+
+def test_a_decision_beside_another_threads_recursion_moves_leaves_the_limit_as_it_was() -> None:
+    """A decision's headroom and the frames a recursive --step-on wrapper adds (another thread) at once: the
+    decision put back the limit it had read only where nothing had moved it since, so it kept the headroom
+    for good (1000 -> 14192 with three threads recursing through the function beside the driving one)."""
+    from npuprof.agent import recursion_limit
+    from npuprof.agent.controller import less_stack, more_stack
+
+    limit = sys.getrecursionlimit()
+    try:
+        raised = more_stack()  # a decision begins on the training thread ...
+        assert recursion_limit.move(1)  # ... another thread's recursion goes a level deeper ...
+        less_stack(raised)  # ... the decision ends ...
+        recursion_limit.take_back(1)  # ... and so does that level
+        assert sys.getrecursionlimit() == limit
+        assert recursion_limit.move(1)  # and in the other order
+        raised = more_stack()
+        recursion_limit.take_back(1)
+        less_stack(raised)
+        assert sys.getrecursionlimit() == limit
+    finally:
+        sys.setrecursionlimit(limit)

@@ -681,7 +681,7 @@ def test_recursion_through_a_step_on_function_in_threads_leaves_the_limit_as_it_
     """The limit's moves for a recursive --step-on function never wait (the step path) and never drift:
     threads recursing at once, or a move that finds the limit being moved (held here, as by another
     thread), leave the job's limit as it was."""
-    from npuprof.agent import steps as steps_module
+    from npuprof.agent import recursion_limit
 
     _, controller, log, _, _ = step_on
     module = types.ModuleType("recmod2")
@@ -702,8 +702,8 @@ def test_recursion_through_a_step_on_function_in_threads_leaves_the_limit_as_it_
     finally:
         sys.setswitchinterval(switch)
     assert results == [50] * 800
-    assert sys.getrecursionlimit() == limit and not steps_module._LIMIT_OWED
-    with steps_module._LIMIT_LOCK:  # taken: nothing moves, nothing waits, and the call still returns
+    assert sys.getrecursionlimit() == limit and not recursion_limit._OWED
+    with recursion_limit._LOCK:  # taken: nothing moves, nothing waits, and the call still returns
         assert module.walk(20) == 20
         assert sys.getrecursionlimit() == limit
 

@@ -17,14 +17,13 @@ to take a boundary drives from then on.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from _thread import get_ident
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from npuprof.agent import user_profiler
+from npuprof.agent import recursion_limit, user_profiler
 from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules, release_profiler
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.profile_hook import ProfileHookWatch
@@ -211,7 +210,7 @@ class CaptureController:
         next one will), it never waits."""
         if not self._lock.acquire(blocking=False):
             return
-        limit = more_stack()
+        raised = more_stack()
         decision_begins()
         try:
             requested, self._finish_requested = self._finish_requested, None
@@ -221,7 +220,7 @@ class CaptureController:
                 return
             self._sync()
         finally:
-            less_stack(limit)
+            less_stack(raised)
             self._lock.release()
             decision_ends()  # the script's handlers deferred during an export run now (agent/signals.py)
 
@@ -301,7 +300,7 @@ class CaptureController:
             return
         if not self._lock.acquire(blocking=False):
             return
-        limit = more_stack()
+        raised = more_stack()
         try:
             refresh = getattr(self.plan, "refresh", None)
             if refresh is not None:
@@ -333,7 +332,7 @@ class CaptureController:
                 return
             self._decide_inside_a_step()
         finally:
-            less_stack(limit)
+            less_stack(raised)
             self._lock.release()
 
     def _decide_inside_a_step(self) -> None:
@@ -721,12 +720,12 @@ class CaptureController:
         if self._prof_thread not in (None, get_ident()) or not self._lock.acquire(blocking=False):
             self._ask_the_recording_thread(reason, status, wait=self._prof_thread != get_ident())
             return
-        limit = more_stack()
+        raised = more_stack()
         decision_begins()  # the script's handlers deferred during the export run once all is done
         try:
             self._finish_early(reason, status, last)
         finally:
-            less_stack(limit)
+            less_stack(raised)
             self._lock.release()
             decision_ends()
 
@@ -813,21 +812,15 @@ class CaptureController:
 _KEPT_UNSTOPPED: list[Any] = []
 
 
-def more_stack() -> int:
-    """Raise the recursion limit by DECISION_HEADROOM for npuprof's work at a boundary; the limit it was."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + DECISION_HEADROOM)
-    return limit
+def more_stack() -> bool:
+    """Raise the recursion limit by DECISION_HEADROOM for npuprof's work at a boundary; whether it did."""
+    return recursion_limit.move(DECISION_HEADROOM)
 
 
-def less_stack(limit: int) -> None:
-    """Put back the ``limit`` that more_stack raised, unless something set another since."""
-    if sys.getrecursionlimit() != limit + DECISION_HEADROOM:
-        return
-    try:
-        sys.setrecursionlimit(limit)
-    except RecursionError:  # called at the old limit's last frame: the job keeps the headroom (harmless)
-        pass
+def less_stack(raised: bool) -> None:
+    """Take back the headroom that more_stack added (by frames: another thread's moves meanwhile stay)."""
+    if raised:
+        recursion_limit.take_back(DECISION_HEADROOM)
 
 
 def _keep_unstopped(prof: Any) -> None:

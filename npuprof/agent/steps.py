@@ -9,12 +9,13 @@ import inspect
 import os
 import sys
 import weakref
-from _thread import allocate_lock, get_ident
+from _thread import get_ident
 from collections.abc import Callable
 from sys import _getframe
 from types import CodeType
 from typing import Any
 
+from npuprof.agent import recursion_limit
 from npuprof.agent.controller import CaptureController
 from npuprof.agent.log import AgentLog
 
@@ -419,8 +420,8 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                     return func(*args, **kwargs)
                 finally:
                     controller.on_boundary()
-                    if added and not _recursion_limit_by(-1):
-                        _LIMIT_OWED.append(-1)
+                    if added:
+                        recursion_limit.take_back(1)
             try:
                 return func(*args, **kwargs)
             finally:
@@ -438,11 +439,6 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     return True
 
 
-# Guards the recursion limit's read and write (never waited for), and what a call that found it taken owes.
-_LIMIT_LOCK = allocate_lock()
-_LIMIT_OWED: list[int] = []
-
-
 def _own_code(func: Any) -> CodeType | None:
     """The code object of ``func``'s own body (under its decorators), None when it has none."""
     try:
@@ -455,22 +451,9 @@ def _recursion_limit_by(frames: int) -> bool:
     """Move the recursion limit by ``frames`` for the wrapper of a --step-on function that calls itself:
     each level of its recursion has two frames, the wrapper's and the function's, and a function recursing
     600 deep (fine under the default limit of 1000) failed with RecursionError under npuprof (helper-152).
-    Never waits (the step path): False, and nothing moved, when another thread or an interrupted call
-    below on this one moves it now; a take-back that cannot be made is owed (``_LIMIT_OWED``) and made by
-    the next move, so that the limit never drifts."""
-    if not _LIMIT_LOCK.acquire(False):
-        return False
-    try:
-        owed = 0
-        while _LIMIT_OWED:
-            owed += _LIMIT_OWED.pop()
-        try:
-            sys.setrecursionlimit(sys.getrecursionlimit() + frames + owed)
-        except RecursionError:  # lower than the depth now (a return at the limit's last frame): later
-            _LIMIT_OWED.append(frames + owed)
-        return True
-    finally:
-        _LIMIT_LOCK.release()
+    Never waits (the step path): False, and nothing moved, when the limit is being moved now
+    (:func:`npuprof.agent.recursion_limit.move`)."""
+    return recursion_limit.move(frames)
 
 
 def _traced() -> bool:
