@@ -984,3 +984,29 @@ def test_missing_target_message(monkeypatch: pytest.MonkeyPatch) -> None:
     assert missing_target_message(two, "step", "two:step") == (
         "--step-on two:step: step not found in two; no steps counted; similar names there: B.step, A.step"
     )
+
+
+def test_a_limit_the_job_sets_inside_a_recursive_step_function_stays_its_own(step_on: Any) -> None:
+    """The wrapper took back its frame of each level from whatever limit was there: a recursive --step-on
+    function that set its own limit at its deepest level was left that limit less its depth."""
+    _, controller, log, _, _ = step_on
+    module = types.ModuleType("recmod3")
+    exec(
+        "import sys\n"
+        "def walk(n):\n"
+        "    if n == 0:\n"
+        "        sys.setrecursionlimit(5000)\n"
+        "        return 0\n"
+        "    return 1 + walk(n - 1)\n",
+        module.__dict__,
+    )
+    assert wrap_step_function(module, "walk", controller, log) is True
+    limit = sys.getrecursionlimit()
+    try:
+        assert module.walk(50) == 50
+        after = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit)
+        assert module.walk(0) == 0 and sys.getrecursionlimit() == 5000
+    finally:
+        sys.setrecursionlimit(limit)
+    assert after == 5000
