@@ -692,6 +692,31 @@ def test_captures_at_boundaries_near_the_recursion_limit_cost_the_job_no_stack()
     assert rig.c.enabled and not [line for line in rig.log.lines if line[0] != "info"], rig.log.lines
 
 
+@pytest.mark.parametrize("room", [1, 2, 3])
+def test_a_boundary_with_no_room_for_the_decision_leaves_no_lock_held(room: int) -> None:
+    """helper-155: with 2 frames to spare, the decision took the controller's lock and then failed to raise
+    the recursion limit (RecursionError before its try): the lock stayed held for good, and no later
+    boundary, kick or exit could decide. Now nothing is held until the headroom is there; the boundaries
+    after it take the capture."""
+    rig = Rig(TorchPlan(skip_first=2, wait=0, warmup=1, active=2, repeat=1))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(_depth_of_caller() + room)
+    try:
+        for _ in range(3):
+            try:
+                rig.c.on_boundary()
+            except RecursionError:  # in the boundary's own frames: the job's stack
+                pass
+    finally:
+        sys.setrecursionlimit(limit)
+    assert not rig.c.inside_a_decision()
+    assert rig.c._lock.acquire(blocking=False)
+    rig.c._lock.release()
+    rig.run(6)
+    assert [e[0] for e in rig.sink.events] == ["begin", "finish"], rig.sink.events
+    assert sys.getrecursionlimit() == limit
+
+
 def test_a_profiler_that_fails_mid_capture_is_dropped() -> None:
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=3, repeat=1)
     rig = Rig(plan)

@@ -208,9 +208,13 @@ class CaptureController:
     def _decide(self) -> None:
         """``_sync`` under the lock; when another thread holds it, this boundary takes no decision (the
         next one will), it never waits."""
-        if not self._lock.acquire(blocking=False):
+        try:
+            raised = more_stack()
+        except RecursionError:  # no frame left for a decision here (nothing held yet): a later one takes it
             return
-        raised = more_stack()
+        if not self._lock.acquire(blocking=False):
+            less_stack(raised)
+            return
         decision_begins()
         try:
             requested, self._finish_requested = self._finish_requested, None
@@ -298,9 +302,13 @@ class CaptureController:
         to do so. Only when the main thread drives (or nobody does yet) and is not inside a decision."""
         if self.driver not in (None, get_ident()) or self.inside_a_decision():
             return
-        if not self._lock.acquire(blocking=False):
+        try:
+            raised = more_stack()
+        except RecursionError:  # no frame left for a decision here (nothing held yet): a later one takes it
             return
-        raised = more_stack()
+        if not self._lock.acquire(blocking=False):
+            less_stack(raised)
+            return
         try:
             refresh = getattr(self.plan, "refresh", None)
             if refresh is not None:
@@ -717,10 +725,14 @@ class CaptureController:
         boundary: this comes from the exit, or from the script starting its own profiler)."""
         if self.prof is None:
             return
+        try:
+            raised = more_stack()
+        except RecursionError:  # no frame left for a decision here (nothing held yet): a later one takes it
+            return
         if self._prof_thread not in (None, get_ident()) or not self._lock.acquire(blocking=False):
+            less_stack(raised)
             self._ask_the_recording_thread(reason, status, wait=self._prof_thread != get_ident())
             return
-        raised = more_stack()
         decision_begins()  # the script's handlers deferred during the export run once all is done
         try:
             self._finish_early(reason, status, last)
