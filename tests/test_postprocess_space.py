@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import clean_env
 
 from npuprof.results import handover, layout, postprocess
 
@@ -160,3 +164,48 @@ def test_analyse_of_read_only_results_with_no_writable_cache_reports_from_tables
             f"({cache / 'npuprof' / 'traces'}): this report is made from tables in {scratch}"
         ), notes
         assert list(scratch.iterdir()) == []  # removed once the report is made
+
+
+_KILLED_DURING_THE_REPORT = """
+import errno, os, signal, sys
+from pathlib import Path
+from npuprof.analysis import parse, report
+
+rank_dir, scratch, signum = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+real = parse.write_outputs
+
+def read_only_there(raw, out_dir, *args, **kwargs):
+    if not out_dir.is_relative_to(scratch):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out_dir / "trace_view.json"))
+    written = real(raw, out_dir, *args, **kwargs)
+    os.kill(os.getpid(), signum)  # the scheduler's time limit, a closed terminal: the tables are there
+    return written
+
+parse.write_outputs = report.write_outputs = read_only_there
+report.SCRATCH_ROOTS = (scratch,)
+report.build_report(rank_dir, jobs=1)
+print("the report was made")
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_analyse_ended_by_a_signal_leaves_no_scratch_tables(tmp_path: Path, signum: int) -> None:
+    """A report made from scratch tables (read-only results, no writable cache) ended by SIGTERM or SIGHUP
+    left them in /dev/shm, memory that nothing else frees (3 of 5 kills of a real analyse left 19 MB each);
+    they are removed, then the process dies of the signal as before (helper-156). A plain Python process,
+    no torch."""
+    rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    tests = Path(__file__).resolve().parent
+    env = clean_env(PYTHONPATH=os.pathsep.join([str(tests.parent), str(tests)]))
+    env.update(XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_DURING_THE_REPORT, str(rank_dir), str(scratch), str(int(signum))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == -signum, (done.returncode, done.stdout, done.stderr)
+    assert list(scratch.iterdir()) == []

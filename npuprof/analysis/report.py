@@ -60,6 +60,7 @@ from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here t
     StartSkew,
     Straggler,
 )
+from npuprof.analysis.scratch import ScratchDirs
 from npuprof.analysis.step_fields import STEP_TIME_FIELDS
 from npuprof.analysis.step_selection import StepSelection, of_range
 from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
@@ -683,7 +684,7 @@ SCRATCH_SHARE = 2.0  # the scratch room asked for, as a multiple of the raw trac
 def _in_scratch(
     outcome: ParseOutcome,
     out_dir: Path,
-    scratch: list[Path],
+    scratch: ScratchDirs,
     on_note: Callable[[str], None] | None,
     trace: Path | None = None,
 ) -> Path:
@@ -713,9 +714,9 @@ def _in_scratch(
     return elsewhere
 
 
-def _tables_elsewhere(outcome: ParseOutcome, scratch: list[Path], trace: Path | None = None) -> Path | None:
-    """A capture whose tables could not be written: its tables made in a new scratch directory (appended
-    to ``scratch``, for the caller to remove), the first of SCRATCH_ROOTS with room for them; ``outcome``
+def _tables_elsewhere(outcome: ParseOutcome, scratch: ScratchDirs, trace: Path | None = None) -> Path | None:
+    """A capture whose tables could not be written: its tables made in a new scratch directory (made by
+    ``scratch``, which removes it), the first of SCRATCH_ROOTS with room for them; ``outcome``
     then reads as parsed. None when none has room or the parse fails there too. ``trace``: a bare trace's
     file (a rank dir's is found in it)."""
     import shutil
@@ -733,10 +734,9 @@ def _tables_elsewhere(outcome: ParseOutcome, scratch: list[Path], trace: Path | 
             base = root or tempfile.gettempdir()
             if shutil.disk_usage(base).free < SCRATCH_SHARE * size:
                 continue
-            made = Path(tempfile.mkdtemp(prefix="npuprof-report-", dir=base))
+            made = scratch.make(base)
         except OSError:
             continue
-        scratch.append(made)
         out_dir = made / layout.PARSED_DIR
         try:
             out_dir.mkdir()
@@ -1063,16 +1063,13 @@ def build_report(
     nothing to analyse, RunChoiceError when ``run`` names no run of it. ``steps``: --steps (a pair: A-B).
     A rank dir whose tables do not fit its disk is reported from tables made in a scratch directory,
     removed once the report is made (:func:`_tables_elsewhere`)."""
-    scratch: list[Path] = []
+    scratch = ScratchDirs()
     try:
         return _build_report(
             path, steps, top, jobs, force, on_start, on_done, export_db, on_note, run, scratch
         )
     finally:
-        import shutil
-
-        for made in scratch:
-            shutil.rmtree(made, ignore_errors=True)
+        scratch.remove_all()
 
 
 def _build_report(
@@ -1086,7 +1083,7 @@ def _build_report(
     export_db: bool,
     on_note: Callable[[str], None] | None,
     run: str | None,
-    scratch: list[Path],
+    scratch: ScratchDirs,
 ) -> Report:
     if isinstance(steps, tuple):
         steps = of_range(*steps)
