@@ -209,3 +209,46 @@ def test_analyse_ended_by_a_signal_leaves_no_scratch_tables(tmp_path: Path, sign
     )
     assert done.returncode == -signum, (done.returncode, done.stdout, done.stderr)
     assert list(scratch.iterdir()) == []
+
+
+def test_scratch_tables_of_many_ranks_are_not_all_held_until_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read-only results of several ranks and no writable cache: each rank's whole set of scratch tables
+    (trace_view.json: 18 MB of a 20 MB set for a 60-step capture) stayed in /dev/shm until the report was
+    made, every rank's at once; only what the report reads (the summary, the annotations) stays now, and
+    the report is the same (helper-156)."""
+    import errno
+
+    from npuprof.analysis import parse, report
+    from npuprof.analysis.annotation_schema import ANNOTATIONS_FILE
+
+    results = tmp_path / "results"
+    for rank in (0, 1):
+        write_rank_dir(results, cpu_trace(), rank=rank, name=f"host_{rank + 1}_20250101000000000")
+    real = parse.write_outputs
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    def read_only_there(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        if not out_dir.is_relative_to(scratch):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out_dir / "trace_view.json"))
+        return real(raw, out_dir, *args, **kwargs)
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(parse, "write_outputs", read_only_there)
+    monkeypatch.setattr(report, "write_outputs", read_only_there)
+    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    held: list[set[str]] = []
+    load = report._load_summary
+
+    def load_summary(parsed_dir: Path) -> tuple[object, str]:
+        held.append({p.name for p in scratch.rglob("*") if p.is_file()})
+        return load(parsed_dir)
+
+    monkeypatch.setattr(report, "_load_summary", load_summary)
+    made = report.build_report(results, jobs=1)
+    assert not made.problems and [r.rank for r in made.ranks] == [0, 1], made.problems
+    assert [s.computing_us for s in made.ranks[1].steps] == [300.0]  # cpu_trace's figure
+    assert held and held[-1] <= {parse.SUMMARY_FILE, ANNOTATIONS_FILE}, held
+    assert list(scratch.iterdir()) == []
