@@ -495,6 +495,18 @@ def test_status_says_the_warm_up_of_the_request() -> None:
     assert _config_line({"start_step": 7, "active": 1, "warmup": 0}) == "1 step(s) from step 7 on every rank"
 
 
+def test_status_says_a_request_with_is_rank_and_no_rank_list_captures_on_no_rank() -> None:
+    """A request with "is_rank": true and no rank_list, or an empty one: the job captures on no rank
+    ("none (empty rank_list)" in its log); status said "on ranks None" and "on ranks " (helper-156)."""
+    from npuprof.cli.status import _config_line
+
+    for listed in ({}, {"rank_list": []}):
+        line = _config_line({"start_step": 7, "is_rank": True, **listed})
+        assert line == "1 step(s) from step 7 on no rank (is_rank true, rank_list empty)", line
+    line = _config_line({"start_step": 7, "is_rank": True, "rank_list": [3, 1, 2, 2]})
+    assert line.endswith("on ranks 1-3"), line
+
+
 def test_the_logs_are_written_again_when_log_was_removed_while_the_job_runs(tmp_path: Path) -> None:
     """The dynamic directory removed and made again while the job runs: log/ was never made again, and
     status said "no log/ directory" of a job still capturing."""

@@ -345,8 +345,12 @@ def _window_line(config: dict[str, Any]) -> str:
     if start == 0:
         return "start_step 0 (no capture asked)"
     rank_list = config.get("rank_list")
-    listed = _listed(rank_list)
-    ranks = "every rank" if not config.get("is_rank") else f"ranks {listed}"
+    if not config.get("is_rank"):
+        ranks = "every rank"
+    elif not rank_list:  # as the job takes it: no rank captures (it said "ranks None", or "ranks ")
+        ranks = "no rank (is_rank true, rank_list empty)"
+    else:
+        ranks = f"ranks {_listed(rank_list)}"
     label = f", trigger {config['trigger_id']}" if "trigger_id" in config else ""
     warmup = config.get("warmup", 0)
     warmup = warmup if isinstance(warmup, int) and warmup > 0 else 0
