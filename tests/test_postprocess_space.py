@@ -166,6 +166,40 @@ def test_analyse_of_read_only_results_with_no_writable_cache_reports_from_tables
         assert list(scratch.iterdir()) == []  # removed once the report is made
 
 
+def test_read_only_results_with_no_room_anywhere_give_no_advice_that_already_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-156: with no scratch room either, the failure still advised analysing the trace file alone
+    (its tables then in the user's cache), which had failed the same way: for a bare trace, the very
+    command just run."""
+    import errno
+
+    from npuprof.analysis import parse, report
+
+    rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
+    (bare,) = rank_dir.glob("*.pt.trace.json")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    def nowhere(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        if out_dir.is_relative_to(scratch):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out_dir / "trace_view.json"))
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out_dir / "trace_view.json"))
+
+    monkeypatch.setattr(parse, "write_outputs", nowhere)
+    monkeypatch.setattr(report, "write_outputs", nowhere)
+    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    for target in (rank_dir, bare):
+        made = report.build_report(target, jobs=1)
+        said = " ".join(str(p) for p in made.problems)
+        assert "its trace file itself" not in said, said
+        assert (
+            f"nor in {scratch} (no room): analyse a copy in a writable place, or set XDG_CACHE_HOME" in said
+        )
+        assert list(scratch.iterdir()) == []
+
+
 _KILLED_DURING_THE_REPORT = """
 import errno, os, signal, sys
 from pathlib import Path

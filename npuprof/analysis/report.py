@@ -696,6 +696,8 @@ def _in_scratch(
         return out_dir
     elsewhere = _tables_elsewhere(outcome, scratch, trace)
     if elsewhere is None:
+        if outcome.read_only:  # its advice, its trace analysed alone, would meet the same walls
+            outcome.reason = _no_scratch_either(outcome.reason)
         return out_dir
     if on_note and outcome.no_space:
         on_note(
@@ -712,6 +714,21 @@ def _in_scratch(
             "afterwards (set XDG_CACHE_HOME to a writable folder to keep them)"
         )
     return elsewhere
+
+
+def _no_scratch_either(reason: str) -> str:
+    """A read-only capture's failure (parse.failure_reason) once no scratch directory could take its tables
+    either: the advice to analyse its trace file alone (tables in the user's cache) is left out, as that
+    cache could not take them (helper-156)."""
+    from npuprof.results.paths import trace_cache_root
+
+    said = reason.split("; its tables cannot be written there", 1)[0]
+    roots = ", ".join(root or "TMPDIR" for root in SCRATCH_ROOTS)
+    return (
+        f"{said}; its tables can be written neither there, nor in the user's cache ({trace_cache_root()}), "
+        f"nor in {roots} (no room): analyse a copy in a writable place, or set XDG_CACHE_HOME to a writable "
+        "folder"
+    )
 
 
 def _tables_elsewhere(outcome: ParseOutcome, scratch: ScratchDirs, trace: Path | None = None) -> Path | None:
