@@ -286,3 +286,29 @@ def test_scratch_tables_of_many_ranks_are_not_all_held_until_the_report(
     assert [s.computing_us for s in made.ranks[1].steps] == [300.0]  # cpu_trace's figure
     assert held and held[-1] <= {parse.SUMMARY_FILE, ANNOTATIONS_FILE}, held
     assert list(scratch.iterdir()) == []
+
+
+def test_scratch_tables_of_a_killed_analyse_are_removed_by_the_next(tmp_path: Path) -> None:
+    """helper-156: an analyse killed by SIGKILL (the OOM killer) ran no handler, and its scratch tables
+    stayed in /dev/shm, memory, for ever. The next analyse that makes scratch tables there removes those of
+    dead analyses on this host; a live one's, and another host's (a shared TMPDIR), stay."""
+    import subprocess
+
+    from npuprof.analysis.scratch import PREFIX, ScratchDirs, _host
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"{PREFIX}{_host()}-{gone.pid}-abc123"
+    live = tmp_path / f"{PREFIX}{_host()}-{os.getppid()}-def456"
+    elsewhere = tmp_path / f"{PREFIX}otherhost-{gone.pid}-ghi789"
+    for folder in (dead, live, elsewhere):
+        (folder / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+        (folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_text("[]")
+    scratch = ScratchDirs()
+    made = scratch.make(str(tmp_path))
+    try:
+        assert not dead.exists()
+        assert live.exists() and elsewhere.exists() and made.exists()
+    finally:
+        scratch.remove_all()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, elsewhere.name])

@@ -17,6 +17,37 @@ from types import FrameType
 from typing import Any
 
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+# a scratch directory's name: PREFIX, the host, the pid of the analyse that made it, then mkdtemp's letters
+PREFIX = "npuprof-report-"
+
+
+def remove_left_by_the_dead(base: Path) -> None:
+    """Remove the scratch directories in ``base`` whose analyse, on this host, is no longer running: a
+    killed one's (SIGKILL, the OOM killer, a power cut) would stay in /dev/shm, memory, for ever. Another
+    host's (a TMPDIR shared between nodes) and a live process's are left, whatever that process now is."""
+    mine = f"{PREFIX}{_host()}-"
+    try:
+        names = [entry.name for entry in os.scandir(base) if entry.name.startswith(mine)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(mine) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(base / name, ignore_errors=True)
+
+
+def _host() -> str:
+    return os.uname().nodename.replace("-", "_")  # the name's fields are split at "-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 class ScratchDirs:
@@ -30,10 +61,12 @@ class ScratchDirs:
         self._previous: dict[int, Any] = {}
 
     def make(self, base: str) -> Path:
-        """A new directory in ``base``; OSError when it cannot be made."""
+        """A new directory in ``base``; OSError when it cannot be made. Those that analyses killed on this
+        host left there (SIGKILL, the OOM killer: no handler runs) are removed first."""
         if not self.made:
             self._guard()
-        made = Path(tempfile.mkdtemp(prefix="npuprof-report-", dir=base))
+        remove_left_by_the_dead(Path(base))
+        made = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{_host()}-{os.getpid()}-", dir=base))
         self.made.append(made)
         return made
 
