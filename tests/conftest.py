@@ -162,7 +162,8 @@ def hold_a_run_lock(output: Path, ready: Path, pids: Path) -> str:
         "    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         f"while not os.path.exists({str(ready)!r}):\n"
         "    time.sleep(0.01)\n"
-        f"open({str(pids)!r}, 'w').write(f'{{holder.pid}} {{os.getpid()}}')\n"
+        f"open({str(pids) + '.part'!r}, 'w').write(f'{{holder.pid}} {{os.getpid()}}')\n"
+        f"os.replace({str(pids) + '.part'!r}, {str(pids)!r})\n"  # whole once it exists: the tests poll it
     )
 
 
