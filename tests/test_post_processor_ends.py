@@ -55,7 +55,10 @@ def _pid_of(post: postprocess.Postprocessor) -> int:
 
 
 def _wait_for_end(pid: int) -> None:
-    gone = os.pidfd_open(pid)
+    try:
+        gone = os.pidfd_open(pid)
+    except ProcessLookupError:  # it has ended already and the spawner, its parent, has reaped it
+        return
     try:
         assert select.select([gone], [], [], 30)[0], f"post-processor {pid} still running"
     finally:
