@@ -303,3 +303,14 @@ def test_cpu_op_statistic_counts_an_inner_repeat_of_its_name_once(tmp_path: Path
         "aten::empty": (1, 5.0, 5.0, 5.0, 5.0),
     }
     assert _texts(stats, stats.op_type) == ["aten::sum", "aten::mean", "aten::add", "aten::empty"]
+
+
+def test_input_dims_nested_too_deeply_give_no_traceback() -> None:
+    """Input Dims of 600 nested lists (a corrupt trace's, read by the decoder on every Python; on 3.13 it
+    reads ~10,000 levels) made `npuprof analyse` fail with 'RecursionError' (its cell walked them, two
+    frames a level); a list where a dimension belongs is '?' now, and text nested past the decoder's
+    limit has no shapes. A TensorList is written as before."""
+    assert ascend_shapes("[" * 600 + "]" * 600) == '"?"'
+    assert ascend_shapes("[" * 50_000 + "]" * 50_000) == "N/A"
+    assert ascend_shapes("[[4],[[8,4],[]],[]]") == '"4;8,4|;"'
+    assert ascend_shapes('[[4],[[8,[1]]],{"a":1}]') == '"4;8,?;?"'

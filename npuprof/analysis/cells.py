@@ -157,18 +157,31 @@ def ascend_shapes(dims: str) -> str:
         value = json.loads(dims)
     except ValueError:
         return dims or "N/A"
+    except RecursionError:  # nested past the recursion limit: no Kineto shapes
+        return "N/A"
     if not isinstance(value, list) or not value:
         return "N/A"
 
     def one(item: Any) -> str:
         if isinstance(item, list):
             if item and all(isinstance(d, list) for d in item):  # a TensorList
-                return "|".join(one(d) for d in item)
-            return ",".join(str(d) for d in item)
-        return str(item)
+                return "|".join(_dims(d) for d in item)
+            return _dims(item)
+        return _scalar(item)
 
     cells = [one(v) for v in value]
     return '"' + ";".join(cells) + '"' if any(cells) else "N/A"
+
+
+def _dims(item: list[Any]) -> str:
+    return ",".join(_scalar(d) for d in item)
+
+
+def _scalar(item: Any) -> str:
+    """A dimension as text; a list or object where Kineto writes none is '?', never walked: a corrupt
+    trace's may nest as deep as the JSON decoder goes (~10,000 levels on Python 3.13), past the
+    interpreter's recursion limit."""
+    return "?" if isinstance(item, (list, dict)) else str(item)
 
 
 def shape_cells_of(strings: list[str]) -> dict[int, str]:
