@@ -301,3 +301,16 @@ def test_the_record_of_a_capture_of_100000_steps_reads_as_complete(tmp_path: Pat
     assert (layout.read_capture_record(rank_dir) or {}).get("steps") == steps
     outcome = parse_rank_dir(rank_dir)
     assert outcome.status == "parsed", outcome.reason
+
+
+def test_a_corrupt_version_is_shown_cut_short() -> None:
+    """helper-154: a summary whose version was a list nested hundreds deep (a corrupt or hand-made file) was
+    pasted whole into the one-line error: 20,000 characters on 3.13, whose readers go 10,000 levels deep."""
+    from npuprof.analysis.summary_schema import SummaryError, read_summary
+
+    deep = "[" * 400 + "]" * 400
+    with pytest.raises(SummaryError) as caught:
+        read_summary(f'{{"version": {deep}}}'.encode())
+    said = str(caught.value)
+    assert said.startswith("written by an older npuprof (summary version [[[[") and "…" in said, said
+    assert len(said) < 200, len(said)

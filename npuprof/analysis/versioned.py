@@ -35,10 +35,10 @@ def decode_versioned(
     try:
         version = _VERSION_DECODER.decode(data).version
     except (msgspec.DecodeError, RecursionError) as exc:
-        raise error(f"{words.not_ours} ({exc}){words.suffix}") from None
+        raise error(f"{words.not_ours} ({_short(str(exc))}){words.suffix}") from None
     if version != current:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > current
-        shown = version if newer else repr(version)
+        shown = version if newer else _short(repr(version))
         raise error(
             f"written by {'a newer' if newer else 'an older'} npuprof ({words.label} {shown}, this one reads "
             f"{current}); {words.newer_fix if newer else words.older_fix}"
@@ -46,4 +46,13 @@ def decode_versioned(
     try:
         return decoder.decode(data)
     except (msgspec.DecodeError, RecursionError) as exc:
-        raise error(f"damaged ({exc}){words.suffix}") from None
+        raise error(f"damaged ({_short(str(exc))}){words.suffix}") from None
+
+
+SHOWN_CHARS = 80  # of a value or a decoder's message in an error: a corrupt file's may be megabytes
+
+
+def _short(text: str) -> str:
+    """``text`` cut to SHOWN_CHARS, its cut marked (helper-154: a version nested 10,000 lists deep was shown
+    whole, a one-line error of 20,000 characters)."""
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 1]}…"
