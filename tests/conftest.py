@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,3 +235,29 @@ def wait_for_state(pid: int, wanted: set[str], timeout: float = 10.0) -> str:
     while (state := process_state(pid)) not in wanted and time.monotonic() < deadline:
         time.sleep(0.02)
     return state
+
+
+def post_processor_pid(post: Any) -> int:
+    """A Postprocessor's pid, once it has said it (on its ready pipe: started through sh, it is not our
+    child)."""
+    import time
+
+    deadline = time.monotonic() + 20
+    while post.pid is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert post.pid is not None
+    return post.pid
+
+
+def wait_for_end(pid: int) -> None:
+    """Until process ``pid`` (not our child) has ended, 30 s at most."""
+    import select
+
+    try:
+        gone = os.pidfd_open(pid)
+    except ProcessLookupError:  # it has ended already and its parent has reaped it
+        return
+    try:
+        assert select.select([gone], [], [], 30)[0], f"process {pid} still running"
+    finally:
+        os.close(gone)

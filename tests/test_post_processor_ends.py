@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import post_processor_pid, wait_for_end
 
 from npuprof.owned_fd import OwnedFd
 from npuprof.results import handover, postprocess, spawner
@@ -44,25 +44,6 @@ def said(monkeypatch: pytest.MonkeyPatch) -> Said:
     monkeypatch.setattr(postprocess, "_agent_log", lambda: log)
     monkeypatch.delenv(spawner.ENV_SPAWN, raising=False)  # started through sh: no launcher here
     return log
-
-
-def _pid_of(post: postprocess.Postprocessor) -> int:
-    deadline = time.monotonic() + 20
-    while post.pid is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert post.pid is not None
-    return post.pid
-
-
-def _wait_for_end(pid: int) -> None:
-    try:
-        gone = os.pidfd_open(pid)
-    except ProcessLookupError:  # it has ended already and the spawner, its parent, has reaped it
-        return
-    try:
-        assert select.select([gone], [], [], 30)[0], f"post-processor {pid} still running"
-    finally:
-        os.close(gone)
 
 
 def _job(tmp_path: Path) -> dict[str, Any]:
@@ -95,7 +76,7 @@ def test_a_post_processor_whose_pipe_the_script_closed_is_not_found_dead(
     pipe to it was whole is still one found dead."""
     post = postprocess.Postprocessor(tmp_path, RUN_ID)
     post.start()
-    old = _pid_of(post)
+    old = post_processor_pid(post)
     try:
         if end == "killed":
             os.kill(old, signal.SIGKILL)
@@ -104,15 +85,15 @@ def test_a_post_processor_whose_pipe_the_script_closed_is_not_found_dead(
                 os.kill(old, signal.SIGSTOP)  # it cannot see the EOF, and lives on
             os.closerange(post._pipe, post._pipe + 1)  # type: ignore[arg-type]
         if not end.endswith("runs yet"):
-            _wait_for_end(old)
+            wait_for_end(old)
         job = _job(tmp_path)
         assert post.submit(job)
-        new = _pid_of(post)
+        new = post_processor_pid(post)
     finally:
         with contextlib.suppress(ProcessLookupError):  # where it was stopped: it ends at its EOF
             os.kill(old, signal.SIGCONT)
         post.forget()
-    _wait_for_end(new)
+    wait_for_end(new)
     assert new != old
     assert Path(job["trace"] + ".gz").is_file()  # taken by the new one
     (line,) = said.lines
@@ -164,7 +145,7 @@ def test_a_post_processor_held_when_the_script_closed_its_pipe_is_let_go(
     monkeypatch.setenv(spawner.ENV_SPAWN, address)
     post = postprocess.Postprocessor(tmp_path, RUN_ID)
     post.start()
-    old = _pid_of(post)
+    old = post_processor_pid(post)
     try:
         deadline = time.monotonic() + 20
         while not post._held and time.monotonic() < deadline:  # held once it may be (see hold)
@@ -176,7 +157,7 @@ def test_a_post_processor_held_when_the_script_closed_its_pipe_is_let_go(
             os.close(fd)  # type: ignore[arg-type]
         assert post.submit(_job(tmp_path))  # the capture's end: its trace handed over first ...
         post.hold(False)  # ... then the hold lifted
-        _wait_for_end(old)  # continued, it ends at its EOF (left stopped, it would not)
+        wait_for_end(old)  # continued, it ends at its EOF (left stopped, it would not)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(old, signal.SIGCONT)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import wait_for_state
+from conftest import post_processor_pid, wait_for_end, wait_for_state
 
 from npuprof.results import layout, postprocess, spawner
 
@@ -43,27 +43,6 @@ def _holding_the_lock(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
     assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
     os.rename(pending / "lock", pending / f"{RUN_ID}.{os.uname().nodename}.{holder.pid}.0a0b0c0d.lock")
     return holder
-
-
-def _pid_of(post: postprocess.Postprocessor) -> int:
-    """Its pid, once it has said it (on its ready pipe: started through sh, it is not our child)."""
-    import time
-
-    deadline = time.monotonic() + 20
-    while post.pid is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert post.pid is not None
-    return post.pid
-
-
-def _wait_for_end(pid: int) -> None:
-    import select
-
-    gone = os.pidfd_open(pid)
-    try:
-        assert select.select([gone], [], [], 30)[0], f"post-processor {pid} still running"
-    finally:
-        os.close(gone)
 
 
 def test_a_stopped_post_processor_is_named_once_and_the_wait_ends_when_it_goes_on(tmp_path: Path) -> None:
@@ -102,10 +81,10 @@ def test_a_post_processor_removes_its_lock_file_when_its_work_is_done(tmp_path: 
     post.start()
     (lock,) = postprocess.pending_jobs(tmp_path, RUN_ID)
     assert lock.startswith(f"{RUN_ID}.")
-    pid = _pid_of(post)
+    pid = post_processor_pid(post)
     os.close(post._pipe)  # the training process has ended: no more jobs  # type: ignore[arg-type]
     post._pipe = None
-    _wait_for_end(pid)
+    wait_for_end(pid)
     assert postprocess.pending_jobs(tmp_path, RUN_ID) == []
     assert not (tmp_path / layout.PENDING_DIR).exists()  # the last one out removes the directory too
 
@@ -120,7 +99,7 @@ def test_captures_still_queued_at_the_end_are_parsed_after_it(tmp_path: Path) ->
 
     post = postprocess.Postprocessor(tmp_path, RUN_ID)
     post.start()
-    pid = _pid_of(post)
+    pid = post_processor_pid(post)
     assert post.spool is not None
     jobs = []
     for k in range(2):
@@ -133,7 +112,7 @@ def test_captures_still_queued_at_the_end_are_parsed_after_it(tmp_path: Path) ->
         )  # fmt: skip
     assert post.spool_left(jobs) == []
     post.forget()  # the training process ends: the pipe closes, the spool is read
-    _wait_for_end(pid)
+    wait_for_end(pid)
     for job in jobs:
         assert (Path(job["rank_dir"]) / layout.PARSED_DIR / layout.ANALYSE_DONE).exists()
     assert not post.spool.exists()
@@ -159,7 +138,7 @@ def test_the_post_processor_is_held_while_a_capture_records_and_goes_on_after(
     monkeypatch.setenv(spawner.ENV_SPAWN, address)
     post = postprocess.Postprocessor(tmp_path, RUN_ID)
     post.start()
-    pid = _pid_of(post)
+    pid = post_processor_pid(post)
     try:
         post.hold(True)  # in its first moments it is not held: a stop could outlive us (see hold)
         _hold_when_ready(post)
