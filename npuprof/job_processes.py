@@ -51,3 +51,14 @@ def is_a_run_process(pid: int) -> bool:
             return ENV_MARKER in f.read()
     except OSError:
         return False
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (another user's too; a zombie counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: it exists
+        return True
+    return True

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from npuprof.job_processes import pid_alive
+
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 # a scratch directory's name: PREFIX, the host, the pid of the analyse that made it, then mkdtemp's letters
 PREFIX = "npuprof-report-"
@@ -32,22 +34,12 @@ def remove_left_by_the_dead(base: Path) -> None:
         return
     for name in names:
         pid = name[len(mine) :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(base / name, ignore_errors=True)
 
 
 def _host() -> str:
     return os.uname().nodename.replace("-", "_")  # the name's fields are split at "-"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's: alive
-        return True
-    return True
 
 
 class ScratchDirs:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, SKIPPED_RE
+from npuprof.job_processes import pid_alive
 
 FORMATS = ("table", "json")
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
@@ -196,7 +197,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
                 info["loads"] += 1
             elif "load json failed" in fields["message"]:
                 info["rejected"] += 1
-    if info["state"] == "running" and host == os.uname().nodename and not _alive(pid):
+    if info["state"] == "running" and host == os.uname().nodename and not pid_alive(pid):
         info["state"] = "gone (no end line: killed?)"
     planned, last = info["planned"], info["last_step"]
     if planned and info["state"] != "running" and last is not None and _first(planned) > last:
@@ -251,16 +252,6 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["not_captured"] = {"step": int(fields["step"]), "why": f"not effective: {why}"}
     elif message == "the process ends":
         info["state"] = "ended"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def render(report: dict[str, Any]) -> str:
