@@ -1235,28 +1235,35 @@ def its_training_lives(dir_fd: int, name: str, fd: int) -> bool:
 def _training_lives(pid: int) -> bool:
     """Whether post-processor ``pid``'s training process (``--parent`` in its command line) still lives: a
     stop is then that process's hold while it records, which it lifts itself."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            args = handle.read().split(b"\0")
-        parent = int(args[args.index(b"--parent") + 1])
-    except (OSError, ValueError, IndexError):
+    parent = _parent_in(_command_line(pid))
+    if parent is None:
         return False
     from npuprof.job_processes import is_a_run_process
 
     return parent > 1 and is_a_run_process(parent)
 
 
-def _serves_us(pid: int) -> bool:
-    """``pid`` is a post-processor started for this process (``--parent`` our pid in its command line)."""
+def _command_line(pid: int) -> list[bytes]:
+    """``pid``'s arguments (/proc), none where they cannot be read."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            args = handle.read().split(b"\0")
-        return (
-            b"npuprof.results.postprocess" in args
-            and args[args.index(b"--parent") + 1] == b"%d" % os.getpid()
-        )
-    except (OSError, ValueError, IndexError):
-        return False
+            return handle.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def _parent_in(args: list[bytes]) -> int | None:
+    """The ``--parent`` pid of a post-processor's ``args``, None when they name none."""
+    try:
+        return int(args[args.index(b"--parent") + 1])
+    except (ValueError, IndexError):
+        return None
+
+
+def _serves_us(pid: int) -> bool:
+    """``pid`` is a post-processor started for this process (``--parent`` our pid in its command line)."""
+    args = _command_line(pid)
+    return b"npuprof.results.postprocess" in args and _parent_in(args) == os.getpid()
 
 
 def _is_stopped_post_processor(pid: int) -> bool:
@@ -1398,11 +1405,7 @@ def _parent_of(pid: int) -> int | None:
 
 
 def _is_post_processor(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return b"npuprof.results.postprocess" in handle.read()
-    except OSError:
-        return False
+    return any(b"npuprof.results.postprocess" in arg for arg in _command_line(pid))
 
 
 def main(argv: list[str] | None = None) -> int:
