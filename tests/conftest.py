@@ -237,6 +237,19 @@ def wait_for_state(pid: int, wanted: set[str], timeout: float = 10.0) -> str:
     return state
 
 
+def post_processor_served(tmp_path: Path, run_id: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, int]:
+    """A post-processor started as `npuprof run`'s spawner starts it (a service of this process here, which
+    ``hold()`` needs), and its pid."""
+    from npuprof.results import postprocess, spawner
+
+    address = spawner.start_service(run_id)
+    assert address is not None
+    monkeypatch.setenv(spawner.ENV_SPAWN, address)
+    post = postprocess.Postprocessor(tmp_path, run_id)
+    post.start()
+    return post, post_processor_pid(post)
+
+
 def post_processor_pid(post: Any) -> int:
     """A Postprocessor's pid, once it has said it (on its ready pipe: started through sh, it is not our
     child)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import post_processor_pid, wait_for_end
+from conftest import post_processor_pid, post_processor_served, wait_for_end
 
 from npuprof.owned_fd import OwnedFd
 from npuprof.results import handover, postprocess, spawner
@@ -140,12 +140,7 @@ def test_a_post_processor_held_when_the_script_closed_its_pipe_is_let_go(
     pidfd of it may be gone. It is continued as it is replaced, by pid where the pidfd was closed."""
     from conftest import wait_for_state
 
-    address = spawner.start_service(RUN_ID)  # hold() needs `npuprof run`'s spawner: here in this process
-    assert address is not None
-    monkeypatch.setenv(spawner.ENV_SPAWN, address)
-    post = postprocess.Postprocessor(tmp_path, RUN_ID)
-    post.start()
-    old = post_processor_pid(post)
+    post, old = post_processor_served(tmp_path, RUN_ID, monkeypatch)  # hold() needs the spawner
     try:
         deadline = time.monotonic() + 20
         while not post._held and time.monotonic() < deadline:  # held once it may be (see hold)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import post_processor_pid, wait_for_end, wait_for_state
+from conftest import post_processor_pid, post_processor_served, wait_for_end, wait_for_state
 
 from npuprof.results import layout, postprocess, spawner
 
@@ -133,12 +133,7 @@ def test_the_post_processor_is_held_while_a_capture_records_and_goes_on_after(
     """Its work on an earlier capture made the steps of the next 3-25x slower on 2 cores (nice 10, and
     SCHED_IDLE too: disk writes and their kernel threads): it is stopped while a profiler records (one
     started by `npuprof run`, here a service of this process's)."""
-    address = spawner.start_service(RUN_ID)
-    assert address is not None
-    monkeypatch.setenv(spawner.ENV_SPAWN, address)
-    post = postprocess.Postprocessor(tmp_path, RUN_ID)
-    post.start()
-    pid = post_processor_pid(post)
+    post, pid = post_processor_served(tmp_path, RUN_ID, monkeypatch)  # hold() needs the spawner
     try:
         post.hold(True)  # in its first moments it is not held: a stop could outlive us (see hold)
         _hold_when_ready(post)
