@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -45,6 +46,29 @@ def _free(monkeypatch: pytest.MonkeyPatch, rank_dir: Path, free_bytes: int) -> N
         return SimpleNamespace(f_bavail=free_bytes + freed, f_frsize=1, f_blocks=1 << 30)
 
     monkeypatch.setattr(postprocess.os, "statvfs", statvfs)
+
+
+def _tables_fail(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failure: Callable[[Path, Path], int | None]
+) -> Path:
+    """Table writes fail with ``failure(out_dir, scratch)``'s errno where it gives one (a full disk, a
+    read-only mount) and go on elsewhere; the one scratch root is ``tmp_path/scratch``, returned."""
+    from npuprof.analysis import parse, report
+
+    real = parse.write_outputs
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    def writes(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        code = failure(out_dir, scratch)
+        if code is not None:
+            raise OSError(code, os.strerror(code), str(out_dir / "trace_view.json"))
+        return real(raw, out_dir, *args, **kwargs)
+
+    monkeypatch.setattr(parse, "write_outputs", writes)
+    monkeypatch.setattr(report, "write_outputs", writes)
+    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    return scratch
 
 
 @pytest.mark.parametrize(
@@ -91,21 +115,12 @@ def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
     table (none looks parsed) and the note says how to keep them. A scratch without room: as before."""
     import errno
 
-    from npuprof.analysis import parse, report
+    from npuprof.analysis import report
 
     rank_dir = write_rank_dir(tmp_path / "full", cpu_trace())
-    real = parse.write_outputs
-
-    def full_disk_there(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
-        if out_dir.is_relative_to(rank_dir):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out_dir / "trace_view.json"))
-        return real(raw, out_dir, *args, **kwargs)
-
-    monkeypatch.setattr(parse, "write_outputs", full_disk_there)
-    monkeypatch.setattr(report, "write_outputs", full_disk_there)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    scratch = _tables_fail(
+        monkeypatch, tmp_path, lambda out_dir, _: errno.ENOSPC if out_dir.is_relative_to(rank_dir) else None
+    )
     notes: list[str] = []
     made = report.build_report(rank_dir, jobs=1, on_note=notes.append)
     assert not made.problems and [s.step for s in made.ranks[0].steps] == [7]
@@ -136,24 +151,21 @@ def test_analyse_of_read_only_results_with_no_writable_cache_reports_from_tables
     for a rank dir and a bare trace (helper-152)."""
     import errno
 
-    from npuprof.analysis import parse, report
+    from npuprof.analysis import report
 
     rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
     (bare,) = rank_dir.glob("*.pt.trace.json")
     cache = tmp_path / "cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
-    real = parse.write_outputs
-
-    def read_only_there(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
-        if out_dir.is_relative_to(tmp_path / "results") or out_dir.is_relative_to(cache):
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out_dir / "trace_view.json"))
-        return real(raw, out_dir, *args, **kwargs)
-
-    monkeypatch.setattr(parse, "write_outputs", read_only_there)
-    monkeypatch.setattr(report, "write_outputs", read_only_there)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    scratch = _tables_fail(
+        monkeypatch,
+        tmp_path,
+        lambda out_dir, _: (
+            errno.EROFS
+            if out_dir.is_relative_to(tmp_path / "results") or out_dir.is_relative_to(cache)
+            else None
+        ),
+    )
     for target in (rank_dir, bare):
         notes: list[str] = []
         made = report.build_report(target, jobs=1, on_note=notes.append)
@@ -174,22 +186,16 @@ def test_read_only_results_with_no_room_anywhere_give_no_advice_that_already_fai
     command just run."""
     import errno
 
-    from npuprof.analysis import parse, report
+    from npuprof.analysis import report
 
     rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
     (bare,) = rank_dir.glob("*.pt.trace.json")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-
-    def nowhere(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
-        if out_dir.is_relative_to(scratch):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out_dir / "trace_view.json"))
-        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out_dir / "trace_view.json"))
-
-    monkeypatch.setattr(parse, "write_outputs", nowhere)
-    monkeypatch.setattr(report, "write_outputs", nowhere)
-    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    scratch = _tables_fail(
+        monkeypatch,
+        tmp_path,
+        lambda out_dir, scratch: errno.ENOSPC if out_dir.is_relative_to(scratch) else errno.EROFS,
+    )
     for target in (rank_dir, bare):
         made = report.build_report(target, jobs=1)
         said = " ".join(str(p) for p in made.problems)
@@ -260,19 +266,12 @@ def test_scratch_tables_of_many_ranks_are_not_all_held_until_the_report(
     results = tmp_path / "results"
     for rank in (0, 1):
         write_rank_dir(results, cpu_trace(), rank=rank, name=f"host_{rank + 1}_20250101000000000")
-    real = parse.write_outputs
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-
-    def read_only_there(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
-        if not out_dir.is_relative_to(scratch):
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out_dir / "trace_view.json"))
-        return real(raw, out_dir, *args, **kwargs)
-
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(parse, "write_outputs", read_only_there)
-    monkeypatch.setattr(report, "write_outputs", read_only_there)
-    monkeypatch.setattr(report, "SCRATCH_ROOTS", (str(scratch),))
+    scratch = _tables_fail(
+        monkeypatch,
+        tmp_path,
+        lambda out_dir, scratch: None if out_dir.is_relative_to(scratch) else errno.EROFS,
+    )
     held: list[set[str]] = []
     load = report._load_summary
 
