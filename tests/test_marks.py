@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, SCRIPTS, TEARDOWN_ABORT, clean_env, npuprof, rank_dirs
+from conftest import ROOT, SCRIPTS, clean_env, npuprof, rank_dirs, torch_native_abort
 
 SCRIPT = SCRIPTS / "marks_trainer.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -46,7 +46,7 @@ def _run_until_no_teardown_abort(
 
     for _attempt in range(2):
         result = npuprof(*args, env=env, timeout=240)
-        again = TEARDOWN_ABORT in result.stderr or WORKER_SEGFAULT in result.stderr
+        again = torch_native_abort(result.stderr) or WORKER_SEGFAULT in result.stderr
         if result.returncode == 0 or not again:
             return result
         shutil.rmtree(out, ignore_errors=True)  # gloo's known teardown abort, or the crash above: once more

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from conftest import (
     ROOT,
-    TEARDOWN_ABORT,
     capture_record,
     clean_env,
     npuprof,
     profiler_steps,
     rank_dirs,
     sched,
+    torch_native_abort,
 )
 
 pytestmark = pytest.mark.torchrun
@@ -27,12 +27,11 @@ EXAMPLE = str(ROOT / "examples" / "train.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
-def _once_more_on_teardown_abort(run: Callable[[], Any], out: Path) -> Any:
-    """``run()``, and once more only when it failed with gloo's known teardown abort (a worker can abort at
-    interpreter exit after destroy_process_group; the example exits with os._exit(0) to avoid it): any
-    other failure, one npuprof could cause, fails at once."""
+def _once_more_on_torch_abort(run: Callable[[], Any], out: Path) -> Any:
+    """``run()``, and once more only when it failed of one of torch's own aborts (conftest's
+    :func:`torch_native_abort`): any other failure, one npuprof could cause, fails at once."""
     result = run()
-    if result.returncode != 0 and TEARDOWN_ABORT in result.stderr:
+    if result.returncode != 0 and torch_native_abort(result.stderr):
         shutil.rmtree(out, ignore_errors=True)
         result = run()
     return result
@@ -53,7 +52,7 @@ def test_around_torchrun_ranks_1_only(out: Path) -> None:
         "--steps",
         "8",
     ]
-    result = _once_more_on_teardown_abort(lambda: npuprof(*args, timeout=180), out)
+    result = _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out)
     assert result.returncode == 0, result.stderr
     (d,) = rank_dirs(out)
     assert (d / "profiler_info_1.json").exists()
@@ -91,7 +90,7 @@ def test_inside_torchrun_each_worker_runs_npuprof(out: Path) -> None:
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(args, env=clean_env(), capture_output=True, text=True, timeout=180)
 
-    result = _once_more_on_teardown_abort(run, out)
+    result = _once_more_on_torch_abort(run, out)
     assert result.returncode == 0, result.stderr
     dirs = rank_dirs(out)
     assert sorted(capture_record(d)["rank"] for d in dirs) == [0, 1]
@@ -144,7 +143,7 @@ def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(out: Path, t
     script = tmp_path / "late_peer.py"
     script.write_text(LATE_PEER)
     args = ["run", "-o", str(out), *sched(2, 1, 3), "--", *TORCHRUN, str(script)]
-    result = _once_more_on_teardown_abort(lambda: npuprof(*args, timeout=180), out)
+    result = _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out)
     assert result.returncode == 0, result.stderr
     report = npuprof("analyse", str(out), "--format", "json")
     assert report.returncode == 0, report.stderr
@@ -181,7 +180,7 @@ def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(out: Path, tmp_
     script = tmp_path / "one_rank_never_steps.py"
     script.write_text(ONE_RANK_NEVER_STEPS)
     args = ["run", "-o", str(out), *sched(2, 1, 2), "--no-analyse", "--", *TORCHRUN, str(script)]
-    result = _once_more_on_teardown_abort(lambda: npuprof(*args, timeout=180), out)
+    result = _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out)
     assert result.returncode == 0, result.stderr
     assert [capture_record(d)["rank"] for d in rank_dirs(out)] == [0]
     said = " ".join(result.stderr.split())
@@ -202,7 +201,7 @@ def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(out: Path, tmp_
         *TORCHRUN,
         str(script),
     ]
-    result = _once_more_on_teardown_abort(lambda: npuprof(*picked, timeout=180), out)
+    result = _once_more_on_torch_abort(lambda: npuprof(*picked, timeout=180), out)
     assert result.returncode == 0, result.stderr
     assert "recorded nothing" not in result.stderr, result.stderr
 
@@ -214,7 +213,7 @@ def test_torchrun_of_a_later_srun_node_is_no_rank_that_recorded_nothing(out: Pat
     workers, and is no rank of the job."""
     args = ["run", "-o", str(out), *sched(1, 1, 2), "--no-analyse", "--", *TORCHRUN, EXAMPLE, "--steps", "6"]
     env = clean_env(SLURM_PROCID="3")
-    result = _once_more_on_teardown_abort(lambda: npuprof(*args, env=env, timeout=180), out)
+    result = _once_more_on_torch_abort(lambda: npuprof(*args, env=env, timeout=180), out)
     assert result.returncode == 0, result.stderr
     assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
     assert "recorded nothing" not in result.stderr, result.stderr
@@ -244,7 +243,7 @@ def test_a_warning_shown_once_is_shown_by_a_rank_whose_output_torchrun_shows(
     script.write_text(LATE_RANK_0)
     filtered = [*TORCHRUN, "--local-ranks-filter", "0", str(script)]
     args = ["run", "-o", str(out), *sched(1, 0, 1), "--op-attr", "--no-analyse", "--", *filtered]
-    result = _once_more_on_teardown_abort(lambda: npuprof(*args, timeout=180), out)
+    result = _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out)
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("npuprof: ignored on the torch-cpu backend: --op-attr") == 1, result.stderr
     assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
