@@ -416,14 +416,38 @@ def test_a_generator_stepping_between_two_critics_taking_turns_is_said_to_altern
 
 
 def test_a_given_up_primary_is_not_said_to_alternate(world: World) -> None:
-    """The optimizer taken over from that never steps again (a learning-rate finder's, kept), or steps again
-    3 times in a row (training in stages, each its own optimizer), took no turn between two steps of the
-    new primary: nothing is said beyond the log's line of the take-over."""
+    """The optimizer taken over from that never steps again (a learning-rate finder's, kept; training in
+    stages, each its own optimizer) took no turn between two steps of the new primary: nothing is said
+    beyond the log's lines of the take-overs."""
     aw, a = make(sgd("Finder"), world.events)
-    bw, b = make(sgd("Train"), world.events)
-    for opt_w, opt in [(aw, a)] * 4 + [(bw, b)] * 6 + [(aw, a)] * 3 + [(bw, b)] * 3:
+    bw, b = make(sgd("Stage1"), world.events)
+    cw, c = make(sgd("Stage2"), world.events)
+    for opt_w, opt in [(aw, a)] * 4 + [(bw, b)] * 6 + [(cw, c)] * 3:
         iterate(opt_w, opt)
-    assert [kind for kind, _ in world.log.lines] == ["info"] * 4
+    assert [kind for kind, _ in world.log.lines] == ["info"] * 3
+
+
+def test_a_primary_taking_counting_back_says_the_steps_between_were_another_loops(world: World) -> None:
+    """An evaluation every 4 iterations that fits a linear probe with its own optimizer, 10 steps: the
+    probe's optimizer took over at its third step and each of its steps was a step, and the training's
+    took counting back 4 iterations later: 42 steps for 14 iterations (no capture recording), the default
+    capture (steps 6-8) all probe steps, and nothing on stderr said so (helper-157). Now said once, as soon
+    as the training's optimizer takes counting back."""
+    tw, train = make(sgd("Train"), world.events)
+    for it in range(14):
+        iterate(tw, train)
+        if it % 4 == 3:
+            pw, probe = make(sgd("Probe"), world.events)
+            for _ in range(10):
+                iterate(pw, probe)
+    assert world.controller.step == 42  # the counting itself is as it was
+    said = [line for kind, line in world.log.lines if kind == "warn_once"]
+    assert said == [
+        "the optimizer Train (2 parameters) counts steps again at step 14, after Probe (2 parameters) took "
+        "over counting from it at step 4: each step() of Probe was a step, so steps 4-13 are its loop's (an "
+        "evaluation's own optimizer?), not the job's iterations, and a capture of them records that loop; to "
+        "count iterations, name the function of one iteration with --step-on MODULE:QUALNAME"
+    ]
 
 
 def test_the_primary_gone_the_next_optimizer_to_step_counts_at_once(world: World) -> None:

@@ -184,6 +184,8 @@ class OptimizerSteps:
         name = type(optimizer).__name__
         if self._taken_from and not self._said_alternating:
             self._turn_between_take_overs(optimizer, primary)
+        if not self._said_alternating and optimizer in self._taken_from:
+            self._taken_back(optimizer, primary)
         if not self._taken_from:
             self._first_taken_at = self.controller.step
         with contextlib.suppress(TypeError):  # no weak reference to it: not followed
@@ -247,6 +249,22 @@ class OptimizerSteps:
             f"{_described(primary)} take over counting steps from each other (from step {at}, each when "
             f"it stepped {SWITCH_AFTER} times in a row): the optimizers alternate, so from step {at} on a "
             "step is one step() of the one counting then"
+        )
+
+    def _taken_back(self, optimizer: Any, primary: Any) -> None:
+        """``optimizer`` takes counting back from ``primary``, which took it over: it was not given up, and
+        ``primary`` stepped in a loop of its own between its iterations (an evaluation's linear probe, a
+        head fitted every N steps), each of whose steps counted as one of the job's. Said once, on stderr
+        too: nothing but INFO lines of npuprof.log said so (helper-157)."""
+        since, now = self._displaced_at, self.controller.step
+        self._said_alternating = True
+        self.log.warn_once(
+            "optimizer-takes-back",
+            f"the optimizer {_described(optimizer)} counts steps again at step {now}, after "
+            f"{_described(primary)} took over counting from it at step {since}: each step() of "
+            f"{type(primary).__name__} was a step, so steps {since}-{now - 1} are its loop's (an "
+            "evaluation's own optimizer?), not the job's iterations, and a capture of them records that "
+            "loop; to count iterations, name the function of one iteration with --step-on MODULE:QUALNAME",
         )
 
     def _say_alternating(self, what: str) -> None:
