@@ -146,6 +146,24 @@ def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: 
     assert "__main__" not in why
 
 
+@pytest.mark.parametrize(
+    ("step_on", "command"),
+    [("train:step", "python train.py --lr 3"), ("pkg.train:step", "python /job/pkg/train.py")],
+)
+def test_a_step_on_module_whose_file_the_job_runs_is_named_as_main(step_on: str, command: str) -> None:
+    """`--step-on train:step -- python train.py`: the file run is __main__, never imported as train; the
+    reason said only that no process imported train (helper-157)."""
+    started = f"2026-12-02 07:00:00 [INFO] [launcher pid=6] run abc starts: {command}"
+    why = " ".join(why_no_capture(ProfileConfig(step_on=step_on), 0, [started]).split())
+    script = command.split()[1]
+    module = step_on.partition(":")[0]
+    said = f"the job runs {script}, the file of {module}, as its script, where it is __main__: --step-on "
+    assert said + "__main__:step" in why, why
+    # a file of the same name elsewhere (another package's train.py) is no such case
+    other = why_no_capture(ProfileConfig(step_on=step_on), 0, [started.replace("train.py", "xtrain.py")])
+    assert "__main__" not in other, other
+
+
 def test_a_job_ended_by_a_signal_is_named_so_and_gets_no_advice_on_counting_steps() -> None:
     """SIGTERM 1.5 s into start-up got "no optimizer's step() ran ... use --step-on"; SIGKILL (the kernel's
     out-of-memory killer, say) read as "the job failed (exit code 137)"."""

@@ -859,13 +859,20 @@ def _unreached_hint(cfg: ProfileConfig) -> str:
 
 
 def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
-    """A module the job runs as its script (``python -m pkg.train``) is ``__main__``, never imported: the
-    --step-on that names it, as a clause."""
+    """A module the job runs as its script (``python -m pkg.train``, or ``python pkg/train.py``, whose file
+    it is) is ``__main__``, never imported: the --step-on that names it, as a clause."""
     module, _, qualname = (cfg.step_on or "").partition(":")
     commands = [started["command"] for line in lines if (started := _RUN_STARTS.search(line))]
-    if not qualname or not any(f" -m {module} " in f" {command} " for command in commands):
+    if not qualname:
         return ""
-    return f"; the job runs {module} as its script (-m), where it is __main__: --step-on __main__:{qualname}"
+    main = f"where it is __main__: --step-on __main__:{qualname}"
+    if any(f" -m {module} " in f" {command} " for command in commands):
+        return f"; the job runs {module} as its script (-m), {main}"
+    path = module.replace(".", "/") + ".py"
+    for word in (word for command in commands for word in command.split()):
+        if word == path or word.endswith(f"/{path}"):
+            return f"; the job runs {word}, the file of {module}, as its script, {main}"
+    return ""
 
 
 _RUN_STARTS = re.compile(r"\] run \S+ starts: (?P<command>.*)$")
