@@ -444,9 +444,11 @@ def test_a_primary_taking_counting_back_says_the_steps_between_were_another_loop
     said = [line for kind, line in world.log.lines if kind == "warn_once"]
     assert said == [
         "the optimizer Train (2 parameters) counts steps again at step 14, after Probe (2 parameters) took "
-        "over counting from it at step 4: each step() of Probe was a step, so steps 4-13 are its loop's (an "
-        "evaluation's own optimizer?), not the job's iterations, and a capture of them records that loop; to "
-        "count iterations, name the function of one iteration with --step-on MODULE:QUALNAME"
+        "over counting from it at step 4: steps 4-13 were each one step() of Probe. If it ran a loop of its "
+        "own between iterations (an evaluation's probe), those steps are not the job's iterations and a "
+        "capture of them records that loop: name the function of one iteration with --step-on "
+        "MODULE:QUALNAME to count iterations (training in stages, each with its own optimizer, is counted "
+        "right)"
     ]
 
 

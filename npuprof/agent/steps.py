@@ -253,18 +253,20 @@ class OptimizerSteps:
 
     def _taken_back(self, optimizer: Any, primary: Any) -> None:
         """``optimizer`` takes counting back from ``primary``, which took it over: it was not given up, and
-        ``primary`` stepped in a loop of its own between its iterations (an evaluation's linear probe, a
-        head fitted every N steps), each of whose steps counted as one of the job's. Said once, on stderr
-        too: nothing but INFO lines of npuprof.log said so (helper-157)."""
+        ``primary`` may have stepped in a loop of its own between its iterations (an evaluation's linear
+        probe, a head fitted every N steps), each of whose steps counted as one of the job's; or the job
+        trains in stages that come back to an optimizer. Said once, on stderr too, as a condition: nothing
+        but INFO lines of npuprof.log said so (helper-157)."""
         since, now = self._displaced_at, self.controller.step
         self._said_alternating = True
         self.log.warn_once(
             "optimizer-takes-back",
             f"the optimizer {_described(optimizer)} counts steps again at step {now}, after "
-            f"{_described(primary)} took over counting from it at step {since}: each step() of "
-            f"{type(primary).__name__} was a step, so steps {since}-{now - 1} are its loop's (an "
-            "evaluation's own optimizer?), not the job's iterations, and a capture of them records that "
-            "loop; to count iterations, name the function of one iteration with --step-on MODULE:QUALNAME",
+            f"{_described(primary)} took over counting from it at step {since}: steps {since}-{now - 1} "
+            f"were each one step() of {type(primary).__name__}. If it ran a loop of its own between "
+            "iterations (an evaluation's probe), those steps are not the job's iterations and a capture of "
+            "them records that loop: name the function of one iteration with --step-on MODULE:QUALNAME to "
+            "count iterations (training in stages, each with its own optimizer, is counted right)",
         )
 
     def _say_alternating(self, what: str) -> None:
