@@ -5,9 +5,12 @@ right after its capture (here with os._exit, which runs no exit handler) still g
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from conftest import npuprof, rank_dirs
 
 JOB = """
@@ -99,6 +102,47 @@ def test_processes_of_one_run_one_after_the_other_keep_each_their_trace(tmp_path
     assert {e["pid"] for e in json.loads(other.read_text())["traceEvents"] if e.get("ph") == "X"} >= {second}
     log = (tmp_path / "out" / "npuprof.log").read_text()
     assert (
-        f"{target} was written since this run started (by another of its processes, or another run at "
-        f"the same time); this process's trace is {other}" in log
+        f"{target} was written since this run started (by another of its processes, by this one before an "
+        f"os.exec*, or by another run at the same time); this process's trace is {other}" in log
     )
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warn_once(self, key: str, message: str) -> None:
+        self.warnings.append(message)
+
+
+def test_a_process_that_replaced_itself_keeps_the_traces_of_its_first_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that re-execs itself (os.execv: same pid, steps counted from 0 again) under --repeat 2
+    captured steps 1 and 2 in each image: the second image's traces took the first's names
+    (trace_pid123_step1.json) and replaced them, two of four traces lost (helper-158). A name this run
+    has written gets a number; a file of before the run is still replaced."""
+    from npuprof.agent.chrome_trace import _target
+    from npuprof.config import ProfileConfig, Schedule
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    base = tmp_path / "trace.json"
+    cfg = ProfileConfig(export_chrome_trace=str(base), schedule=Schedule(repeat=2))
+    pid = os.getpid()
+    before = tmp_path / f"trace_pid{pid}_step1.json"
+    before.write_text("of an earlier run")
+    os.utime(before, ns=(1, 1))
+    log = _Log()
+    start = time.time_ns() - 1
+    assert _target(cfg, None, 1, start, log) == before and not log.warnings
+    before.write_text("the first image's")
+    (tmp_path / f"trace_pid{pid}_step1_2.json").write_text("the second image's")
+    assert _target(cfg, None, 1, start, log) == tmp_path / f"trace_pid{pid}_step1_3.json"
+    assert f"this process's trace is {tmp_path / f'trace_pid{pid}_step1_3.json'}" in log.warnings[0]
+    # one name for the whole run: the first image keeps it, the second gets its pid, a third a number
+    one = ProfileConfig(export_chrome_trace=str(tmp_path / "one" / "trace.json"))
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "trace.json").write_text("the first image's")
+    assert _target(one, None, 1, start, log) == tmp_path / "one" / f"trace_pid{pid}_step1.json"
+    (tmp_path / "one" / f"trace_pid{pid}_step1.json").write_text("the second image's")
+    assert _target(one, None, 1, start, log) == tmp_path / "one" / f"trace_pid{pid}_step1_2.json"

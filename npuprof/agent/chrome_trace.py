@@ -51,23 +51,42 @@ def _target(
 ) -> Path:
     """The path for this capture's trace: the name given, unless this run may write several (then each
     carries rank, pid and step), or another process of this run has written it already (processes of a
-    job without WORLD_SIZE, one after the other): that one's is kept, this one's carries its pid."""
+    job without WORLD_SIZE, one after the other): that one's is kept, this one's carries its pid. A name
+    with pid and step that is taken too (the process replaced itself with ``os.exec*``: same pid, its
+    steps counted from 0 again) gets a number: ``trace_pid123_step6_2.json``."""
     assert cfg.export_chrome_trace is not None
     several = several_traces(cfg)
     target = trace_path(cfg.export_chrome_trace, several, rank, os.getpid(), first_step)
-    if several or not run_start_ns:
+    if not run_start_ns or not _written_since(target, run_start_ns):
         return target
-    try:
-        written_ns = os.stat(target).st_mtime_ns
-    except OSError:
-        return target
-    if written_ns < run_start_ns:  # a file of before the run: replaced, as torch's export replaces it
-        return target
-    own = trace_path(cfg.export_chrome_trace, True, rank, os.getpid(), first_step)
+    own = target if several else trace_path(cfg.export_chrome_trace, True, rank, os.getpid(), first_step)
+    if own == target or _written_since(own, run_start_ns):
+        own = _numbered(own, run_start_ns)
     log.warn_once("chrome-trace-taken", f"--export-chrome-trace: {target} was written since this run "
-                  f"started (by another of its processes, or another run at the same time); this process's "
-                  f"trace is {own}")  # fmt: skip
+                  f"started (by another of its processes, by this one before an os.exec*, or by another "
+                  f"run at the same time); this process's trace is {own}")  # fmt: skip
     return own
+
+
+def _written_since(path: Path, run_start_ns: int) -> bool:
+    """Whether ``path`` is a file of this run (a file of before the run is replaced, as torch's export
+    replaces it)."""
+    try:
+        return os.stat(path).st_mtime_ns >= run_start_ns
+    except OSError:
+        return False
+
+
+NUMBERED_MAX = 10_000  # the numbers tried before the last one is taken anyway
+
+
+def _numbered(path: Path, run_start_ns: int) -> Path:
+    """``path`` with the first number from 2 whose name this run has not written."""
+    for number in range(2, NUMBERED_MAX):
+        candidate = path.with_name(f"{path.stem}_{number}{path.suffix}")
+        if not _written_since(candidate, run_start_ns):
+            return candidate
+    return path.with_name(f"{path.stem}_{NUMBERED_MAX}{path.suffix}")
 
 
 def export_chrome_trace(
