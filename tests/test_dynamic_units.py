@@ -606,6 +606,23 @@ def test_status_keeps_the_newest_step_of_lines_written_out_of_order(tmp_path: Pa
     assert (process["last_step"], process["last_seen"]) == (80, "2026-12-02 07:25:42,137")
 
 
+def test_status_says_a_process_that_replaced_itself_runs(tmp_path: Path) -> None:
+    """A script that restarts itself with os.execv keeps its pid, so its new image writes on in the same
+    log after the old image's "the process ends": status called the training process "ended" and
+    npuprof trigger said no process watched the directory, while the new image took the request
+    (helper-158)."""
+    from npuprof.cli.status import _processes
+
+    (tmp_path / f"dp_vm_{os.getpid()}_rank_-1.log").write_text(
+        "2026-12-02 07:25:40,100 [INFO] [1] npuprof.dynamic: [step 1] watching /d/f.json every 2 s\n"
+        "2026-12-02 07:25:42,100 [INFO] [1] npuprof.dynamic: [step 12] the process ends\n"
+        "2026-12-02 07:25:44,100 [INFO] [1] npuprof.dynamic: [step 0] watching /d/f.json every 2 s\n"
+        "2026-12-02 07:25:46,100 [INFO] [1] npuprof.dynamic: [step 7] at step 7\n"
+    )
+    (process,) = _processes(tmp_path)
+    assert process["state"] == "running"
+
+
 def test_status_drops_the_plan_a_finished_capture_carried_out(tmp_path: Path) -> None:
     from npuprof.cli.status import _processes
 

@@ -92,6 +92,8 @@ READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of 
 # the run's summary): a capture that could not begin, and a request that had no effect
 SKIPPED_RE = re.compile(r"^capture at step (?P<step>\d+) skipped: (?P<why>.+)$")
 NOT_EFFECTIVE = ": not effective"
+# a process image's first line: after "the process ends" it is the process again, after an os.exec*
+WATCHING = "watching "
 
 
 def skipped_line(step: int, why: str) -> str:

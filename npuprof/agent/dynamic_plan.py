@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_request
-from npuprof.agent.dynamic_log import NOT_EFFECTIVE, STARTED_WITH, DynamicLogs, skipped_line
+from npuprof.agent.dynamic_log import NOT_EFFECTIVE, STARTED_WITH, WATCHING, DynamicLogs, skipped_line
 from npuprof.agent.dynamic_request import NEXT_STEP, NO_CAPTURE, Request, parse_request
 from npuprof.agent.schedule import Action
 from npuprof.config import ConfigError, ProfileConfig, parse_config_bytes
@@ -341,7 +341,7 @@ class DynamicPlan:
             pass
         self.logs.action(
             "INFO",
-            f"watching {self.file} every {self.interval():g} s"
+            f"{WATCHING}{self.file} every {self.interval():g} s"
             + (" (then the time of step 10 to 11, 1 to 5 s)" if self.fixed_interval is None else "")
             + f"; host {self.logs.host}, pid {os.getpid()}, rank {self.logs.rank()}",
             self._step(),
