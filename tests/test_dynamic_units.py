@@ -484,6 +484,33 @@ def test_a_process_started_after_a_request_does_not_act_on_it(tmp_path: Path) ->
     assert len(early._inbox) == 1
 
 
+def test_a_process_that_replaced_itself_does_not_take_again_a_request_it_took(tmp_path: Path) -> None:
+    """A script that restarts itself with os.execv keeps its pid, its start time and its logs: the new
+    image's first look took the trigger its old image had captured (changed after the process began) and
+    captured it again, one trigger making two captures (helper-158). A request of after the old image
+    ended is still the new one's."""
+    cfg_dir, baseline, _ = prepare(str(tmp_path / "cfg"))
+    cfg = c.ProfileConfig(output=str(tmp_path / "out"), dynamic=str(cfg_dir), poll_interval=0.1)
+    config = cfg_dir / CONFIG_NAME
+    config.write_text(json.dumps({**c.template_json(), "start_step": -1, "active": 2, "trigger_id": "t-1"}))
+    run = {"dynamic_baseline": baseline, "start_ns": time.time_ns() - 10**9}
+    old = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
+    old.first_look()
+    assert len(old._inbox) == 1  # the old image's request
+    old._pid = os.getpid()
+    old.at_exit()  # the exec's finalise: "the process ends"
+    new = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
+    new.first_look()
+    assert not new._inbox, "the request the old image took was taken again"
+    assert "before it replaced itself (os.exec*)" in "".join(
+        p.read_text() for p in (cfg_dir / "log").glob("dp_*")
+    )
+    config.write_text(json.dumps({**c.template_json(), "start_step": -1, "active": 2, "trigger_id": "t-2"}))
+    newer = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
+    newer.first_look()
+    assert len(newer._inbox) == 1
+
+
 def test_status_says_the_warm_up_of_the_request() -> None:
     from npuprof.cli.status import _config_line
 

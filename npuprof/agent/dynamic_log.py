@@ -15,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,7 @@ READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of 
 # the run's summary): a capture that could not begin, and a request that had no effect
 SKIPPED_RE = re.compile(r"^capture at step (?P<step>\d+) skipped: (?P<why>.+)$")
 NOT_EFFECTIVE = ": not effective"
+PROCESS_ENDS = "the process ends"  # a process image's last line
 # a process image's first line: after "the process ends" it is the process again, after an os.exec*
 WATCHING = "watching "
 
@@ -147,12 +148,65 @@ def request_before_start(directory: Path) -> UnreadRequest | None:
     return None
 
 
-def unread_request(directory: Path) -> UnreadRequest | None:
+@dataclass(frozen=True)
+class Reader:
+    """One process of this host between ``since`` and ``until`` (epoch s): its lines of before are another
+    process's that had its pid."""
+
+    host: str
+    pid: int
+    since: float
+    until: float = float("inf")
+
+    def wrote(self, name: str) -> bool:
+        match = FILE_NAME.match(name)
+        return match is not None and (match["host"], int(match["pid"])) == (self.host, self.pid)
+
+    def covers(self, fields: dict[str, str]) -> bool:
+        return self.since <= _stamp(fields) <= self.until
+
+
+def read_before_exec(directory: Path, reader: Reader) -> bool:
+    """Whether ``directory``'s profiler_config.json asks for a capture that an earlier image of ``reader``
+    read: one that has ended (its "the process ends" line) while the process goes on, as after
+    ``os.exec*`` (same pid, same logs)."""
+    if _request_file(directory) is None:
+        return False
+    ended = _last_end(directory, reader)
+    return ended is not None and unread_request(directory, replace(reader, until=ended)) is None
+
+
+def _last_end(directory: Path, reader: Reader) -> float | None:
+    """When ``reader``'s last image ended ("the process ends"), None when none has."""
+    from npuprof.agent.dynamic_files import LOG_DIR
+    from npuprof.results.layout import read_small
+
+    last = None
+    for log in sorted((directory / LOG_DIR).glob(f"{ACTION_PREFIX}*.log*")):
+        if not reader.wrote(log.name):
+            continue
+        try:
+            text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            fields = parse_line(line)
+            if fields is not None and fields["message"] == PROCESS_ENDS and reader.covers(fields):
+                last = max(last or 0.0, _stamp(fields))
+    return last
+
+
+def _stamp(fields: dict[str, str]) -> float:
+    day, ms = fields["time"].split(",")
+    return time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+
+
+def unread_request(directory: Path, reader: Reader | None = None) -> UnreadRequest | None:
     """``directory``'s profiler_config.json when it asks for a capture (a start_step other than 0) that no
     process has read yet, else None (nothing asked, read, or not to be told). Read is told by the request's
     trigger id when it has one (a process's log lines about it name it: npuprof/agent/dynamic_request.py),
     else by time: changed after every process's last ``loaded:`` line (the logs' clocks are the
-    processes' own)."""
+    processes' own). ``reader``: only the lines that process wrote since it began count."""
     from npuprof.agent.dynamic_files import LOG_DIR
     from npuprof.results.layout import read_small
 
@@ -164,21 +218,21 @@ def unread_request(directory: Path) -> UnreadRequest | None:
     trigger = trigger if isinstance(trigger, str) else ""
     last_read = 0.0
     for log in sorted((directory / LOG_DIR).glob("*.log*")):  # action and monitor logs
+        if reader is not None and not reader.wrote(log.name):
+            continue
         try:
             text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
         except OSError:
             continue
         for line in text.splitlines():
             fields = parse_line(line)
-            if fields is None:
+            if fields is None or (reader is not None and not reader.covers(fields)):
                 continue
             if trigger and f"(trigger {trigger})" in fields["message"]:
                 return None  # loaded, queued, replaced, or not for this rank: read
             if not (log.name.startswith(ACTION_PREFIX) and fields["message"].startswith("loaded: ")):
                 continue
-            day, ms = fields["time"].split(",")
-            stamp = time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
-            last_read = max(last_read, stamp)
+            last_read = max(last_read, _stamp(fields))
     if not trigger and last_read >= changed - 1.0:  # the log's clock has ms; the file's may be a tick ahead
         return None
     return UnreadRequest(path, changed, trigger)

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_request
-from npuprof.agent.dynamic_log import NOT_EFFECTIVE, STARTED_WITH, WATCHING, DynamicLogs, skipped_line
+from npuprof.agent.dynamic_log import (
+    NOT_EFFECTIVE,
+    PROCESS_ENDS,
+    STARTED_WITH,
+    WATCHING,
+    DynamicLogs,
+    skipped_line,
+)
 from npuprof.agent.dynamic_request import NEXT_STEP, NO_CAPTURE, Request, parse_request
 from npuprof.agent.schedule import Action
 from npuprof.config import ConfigError, ProfileConfig, parse_config_bytes
@@ -39,6 +46,7 @@ MIN_POLL_S = 1.0  # the floor of the measured interval
 MAX_POLL_S = 5.0
 MEASURED_STEPS = (10, 11)  # the interval between these two step boundaries becomes the poll interval
 HEARTBEAT_S = 60.0  # "at step N" in the action log, at most this often (npuprof status reads it)
+CLOCK_TICK_SLACK_S = 1.0  # /proc's start time is to the clock tick, a log line's to the ms: both this host's
 CLOCK_SLACK_S = 5.0  # a file server's clock may be behind this host's: a change this close is the process's
 MONITOR_LOADED = "Dynamic profiler process load json success"
 MONITOR_FAILED = "Dynamic profiler process load json failed"
@@ -370,6 +378,15 @@ class DynamicPlan:
                 self._step(),
             )
             return
+        if self._read_before_exec():
+            self._seen = current
+            self.logs.action(
+                "INFO",
+                "this process read the file before it replaced itself (os.exec*): not a request for it "
+                "again; edit it, or run npuprof trigger, to capture",
+                self._step(),
+            )
+            return
         self._handle(raw, current)  # changed between the launch and now: a request
 
     def _changed_at(self) -> float | None:
@@ -389,6 +406,19 @@ class DynamicPlan:
         from npuprof.agent.dynamic_log import unread_request
 
         return changed >= start_ns / 1e9 - CLOCK_SLACK_S and unread_request(self.directory) is not None
+
+    def _read_before_exec(self) -> bool:
+        """This process's earlier image read the request (a script that restarts itself with os.execv keeps
+        its pid, its start time and its logs): its new image captured the request again (helper-158)."""
+        from npuprof.agent.dynamic_log import Reader, read_before_exec
+        from npuprof.results.layout import process_start_time
+
+        began = process_start_time()
+        if began is None:
+            return False
+        return read_before_exec(
+            self.directory, Reader(self.logs.host, os.getpid(), began - CLOCK_TICK_SLACK_S)
+        )
 
     def _changed_before_this_process(self, changed: float | None) -> bool:
         if changed is None:
@@ -512,7 +542,7 @@ class DynamicPlan:
                     step,
                 )
             self._flush_events()
-            self.logs.action("INFO", "the process ends", self._step())
+            self.logs.action("INFO", PROCESS_ENDS, self._step())
             self.logs.monitor("INFO", MONITOR_DONE)
         except Exception:
             pass

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, SKIPPED_RE, WATCHING
+from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, PROCESS_ENDS, SKIPPED_RE, WATCHING
 from npuprof.job_processes import pid_alive
 
 FORMATS = ("table", "json")
@@ -250,7 +250,7 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     elif message.endswith(NOT_EFFECTIVE) and fields["step"] is not None:
         why = message.removesuffix(NOT_EFFECTIVE)
         info["not_captured"] = {"step": int(fields["step"]), "why": f"not effective: {why}"}
-    elif message == "the process ends":
+    elif message == PROCESS_ENDS:
         info["state"] = "ended"
     elif message.startswith(WATCHING):  # the image an os.exec* started (same pid, same log) watches again
         info["state"] = "running"
