@@ -6,6 +6,7 @@ Linux's /proc only; elsewhere none are found."""
 from __future__ import annotations
 
 import os
+import time
 
 ENV_MARKER = b"NPUPROF_CONFIG="
 POSTPROCESS_MODULE = b"npuprof.results.postprocess"
@@ -42,6 +43,23 @@ def processes_of_the_run(run_id: str | None, helpers: bool = True) -> list[int]:
             continue
         found.append(pid)
     return sorted(found)
+
+
+OUTLIVE_SETTLE_S = 1.0  # how long the processes left at the job's end may take to end before they are said
+OUTLIVE_POLL_S = 0.05
+
+
+def outliving_the_job(run_id: str | None) -> list[int]:
+    """The processes of the run (without multiprocessing's helpers) that still run once those that were
+    ending with the job have ended: a forkserver ends when the job's first process has, a few hundred ms
+    later where it has imported torch (``set_forkserver_preload``: helper-158, the summary said "1
+    process(es) of it still run" of it at each such run). Waits only while one is left."""
+    deadline = time.monotonic() + OUTLIVE_SETTLE_S
+    running = processes_of_the_run(run_id, helpers=False)
+    while running and time.monotonic() < deadline:
+        time.sleep(OUTLIVE_POLL_S)
+        running = processes_of_the_run(run_id, helpers=False)
+    return running
 
 
 def is_a_run_process(pid: int) -> bool:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig
-from npuprof.job_processes import processes_of_the_run
+from npuprof.job_processes import outliving_the_job
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
 from npuprof.results.logfile import (
@@ -85,7 +85,7 @@ def print_run_summary(
                 "(it could not be written, or read back: see the warnings above), so the reason is not known."
             )
             return
-        running = processes_of_the_run(run_id, helpers=False)
+        running = outliving_the_job(run_id)
         if running:  # a process that outlived the job's first one (a daemon it forked) may still capture
             _note(
                 f"no capture was written yet (exit code {exit_code}): the job's first process ended, but "
@@ -212,7 +212,7 @@ def print_run_summary(
         if traces:
             more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
             console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
-    running = processes_of_the_run(run_id, helpers=False)  # said below: they may record yet
+    running = outliving_the_job(run_id)  # said below: they may record yet
     for note in _ranks_that_recorded_nothing(agents, captures, cfg, {str(pid) for pid in running}):
         console.print(f"[bold yellow]npuprof:[/] {escape(note)}", soft_wrap=True)
     stopped = _profiling_stopped(agents)
