@@ -9,6 +9,10 @@ __version__ = "0.1.0"
 
 # The one environment variable that carries the whole configuration to child processes.
 ENV_CONFIG = "NPUPROF_CONFIG"
+# `npuprof run`'s pid, and the pid of the job's first process (its direct child) as that process's bootstrap
+# found it (npuprof/_bootstrap/sitecustomize.py spells both: it imports nothing)
+ENV_LAUNCHER_PID = "NPUPROF_LAUNCHER_PID"
+ENV_JOB_PID = "NPUPROF_JOB_PID"
 
 _MARKS_API = ("mark", "range", "range_end", "range_start")
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from npuprof import ENV_CONFIG
+from npuprof import ENV_CONFIG, ENV_LAUNCHER_PID
 from npuprof.config import ENV_PAYLOAD_FILE_PREFIX, ENV_PAYLOAD_INLINE_LIMIT, ProfileConfig
 from npuprof.options import ENV_DYNAMIC
 from npuprof.signal_names import SIGSTKFLT
@@ -97,6 +97,8 @@ def child_environment(
     env["NPUPROF_TRIGGERS"] = ",".join(triggers(cfg))
     if isinstance(log := run.get("log"), str):  # where the bootstrap says an agent failed to start
         env["NPUPROF_LOG"] = log
+    if isinstance(launcher := run.get("launcher_pid"), int):  # the bootstrap tells the job's first process
+        env[ENV_LAUNCHER_PID] = str(launcher)
     return env
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +262,39 @@ def test_a_job_started_with_stdout_or_stderr_closed_gets_no_npuprof_descriptor_t
     for fd in closed.split():
         assert found[fd] == "closed", found
     assert (out / "npuprof.log").is_file() and len(list(out.glob("*_ascend_pt"))) == 1
+
+
+FOLLOW = """
+import types
+from npuprof.agent.entry import Agent
+from npuprof.agent.log import AgentLog
+Agent._follow_the_launcher(types.SimpleNamespace(run={{"launcher_pid": {dead}}}, log=AgentLog(None, "t")))
+print("alive", flush=True)
+"""
+
+
+def test_only_the_jobs_first_process_ends_when_its_agent_finds_the_launcher_dead() -> None:
+    """An agent that wakes after `npuprof run` has died ends its process with SIGTERM, as the launcher's
+    death would have (PR_SET_PDEATHSIG), but only in the job's first process. A trainer the job started in
+    a process group of its own (`subprocess.Popen(process_group=0)`) and left to run, importing torch once
+    the job's first process and npuprof run had ended, took that for the launcher's death and ended with
+    SIGTERM, where without npuprof it trained to its end (helper-158). The first process is told by its
+    bootstrap: its parent was the launcher as it started. Plain Python: the agent's check alone."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    code = FOLLOW.format(dead=dead.pid)  # the agent finds the launcher, pid `dead`, gone
+
+    def follow(launcher_for_the_bootstrap: int, **env: str) -> subprocess.CompletedProcess[str]:
+        environ = {**clean_env(), "PYTHONPATH": f"{BOOTSTRAP}{os.pathsep}{ROOT}", **env}
+        environ["NPUPROF_LAUNCHER_PID"] = str(launcher_for_the_bootstrap)
+        return subprocess.run(
+            [sys.executable, "-c", code], env=environ, process_group=0, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+
+    # a trainer of the job in a group of its own: the first process (this test) named itself
+    late = follow(dead.pid, NPUPROF_JOB_PID=str(os.getpid()))
+    assert (late.returncode, late.stdout) == (0, "alive\n"), late.stderr
+    # the job's first process: its bootstrap found the launcher (this test, then) its parent
+    first = follow(os.getpid())
+    assert first.returncode == -signal.SIGTERM, (first.returncode, first.stdout, first.stderr)

@@ -206,8 +206,18 @@ def _install() -> None:
         _wake(name, sys.modules[name])
 
 
+def _note_the_jobs_first_process() -> None:
+    """The job's first process (`npuprof run`'s direct child, or what it execs) says so in its environment
+    while the launcher surely lives (npuprof.ENV_LAUNCHER_PID, npuprof.ENV_JOB_PID): its children inherit
+    a pid that is not theirs. Only it ends with SIGTERM when its agent finds the launcher dead."""
+    launcher = os.environ.get("NPUPROF_LAUNCHER_PID")
+    if launcher and launcher == str(os.getppid()):
+        os.environ["NPUPROF_JOB_PID"] = str(os.getpid())
+
+
 _users_error = None
 try:
+    _note_the_jobs_first_process()
     _users_error = _chain_user_sitecustomize()
     _install()
 except Exception as _exc:  # never break the interpreter's start

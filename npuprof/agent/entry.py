@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from npuprof import ENV_JOB_PID, ENV_LAUNCHER_PID
 from npuprof.agent import threads
 from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
 
@@ -475,7 +476,7 @@ class Agent:
                 return
             if os.getppid() == launcher:
                 return  # set while the launcher lives: the kernel sends SIGTERM when it dies
-        elif _process_runs(launcher) or not _leads_the_jobs_group():
+        elif _process_runs(launcher) or not _first_process_of_the_job():
             return  # not the launcher's direct child
         self.log.warning(f"npuprof run (pid {launcher}) has died: the job ends with SIGTERM")
         os.kill(os.getpid(), signal.SIGTERM)
@@ -561,7 +562,6 @@ class _NativeExit:
         self._on_exit(self._flush, None)
 
 
-ENV_LAUNCHER_PID = "NPUPROF_LAUNCHER_PID"
 PR_SET_PDEATHSIG = 1
 
 
@@ -632,10 +632,13 @@ def _process_runs(pid: int) -> bool:
         return True
 
 
-def _leads_the_jobs_group() -> bool:
-    """The launcher starts the job as the leader of a new process group in its own session: a process that
-    leads its group without leading a session (torchrun's workers start sessions of their own)."""
-    return os.getpgrp() == os.getpid() and os.getsid(0) != os.getpid()
+def _first_process_of_the_job() -> bool:
+    """This process is the job's first, the launcher's direct child: its bootstrap found the launcher its
+    parent as it started. Leading a process group is not enough to tell: a trainer the job starts in a
+    group of its own (``subprocess.Popen(process_group=0)``, ``os.setpgid(0, 0)``) whose agent woke after
+    the job's first process and npuprof run had ended took the launcher's end for its death and ended
+    with SIGTERM (helper-158)."""
+    return os.environ.get(ENV_JOB_PID) == str(os.getpid()) and os.getpgrp() == os.getpid()
 
 
 def _has_rank() -> bool:
