@@ -62,6 +62,18 @@ def outliving_the_job(run_id: str | None) -> list[int]:
     return running
 
 
+def is_a_process_of_run(pid: int, run_id: str | None) -> bool:
+    """Whether process ``pid``'s environment holds run ``run_id``'s payload (a post-processor of it too)."""
+    if not run_id:
+        return False
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+    except OSError:
+        return False
+    return ENV_MARKER in environ and run_id.encode() in environ
+
+
 def is_a_run_process(pid: int) -> bool:
     """Whether process ``pid``'s environment holds an npuprof run's payload (a process of some run)."""
     try:

@@ -526,6 +526,46 @@ def test_a_dead_launchers_capture_is_interrupted_not_in_progress(tmp_path: Path)
     assert "incomplete" in line and "in progress" not in line
 
 
+def test_a_capture_whose_process_outlived_its_killed_launcher_is_in_progress(tmp_path: Path) -> None:
+    """helper-158: `npuprof run -- bash -c "python train.py; ..."` killed with kill -9 mid-capture: bash is
+    the job's first process, so python trained and recorded on (as without npuprof), and `npuprof analyse`
+    called its capture "interrupted: the process ended before the capture was finalised" while it
+    recorded (it was whole a few seconds later). Its process still runs with the run's payload: in
+    progress. A pid used again since (started after the capture began) or another run's process is not."""
+    from npuprof.results.layout import capture_status, short_host_name
+
+    out = tmp_path / "result"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    record = {"run_id": "r1", "host": os.uname().nodename, "launcher_pid": int(dead.stdout), "end": None}
+    (out / "npuprof_run.json").write_text(json.dumps(record))
+    sleep = [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"]
+    ours = subprocess.Popen(
+        sleep, env=clean_env(NPUPROF_CONFIG='{"run": {"id": "r1"}}'), stdout=subprocess.PIPE
+    )
+    other = subprocess.Popen(
+        sleep, env=clean_env(NPUPROF_CONFIG='{"run": {"id": "r2"}}'), stdout=subprocess.PIPE
+    )
+    try:
+        for proc in (ours, other):
+            assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+
+        def status(pid: int, began_ns: int) -> str:
+            d = out / f"{short_host_name()}_{pid}_{began_ns}_ascend_pt"
+            d.mkdir()
+            capture = {"status": "capturing", "run_id": "r1", "pid": pid, "updated_ns": began_ns}
+            (d / "npuprof_capture.json").write_text(json.dumps(capture))
+            return capture_status(d).status
+
+        assert status(ours.pid, time.time_ns()) == "capturing"
+        assert status(ours.pid, time.time_ns() - 3600 * 10**9) == "incomplete"  # its pid, an hour ago
+        assert status(other.pid, time.time_ns()) == "incomplete"
+    finally:
+        for proc in (ours, other):
+            proc.kill()
+            proc.wait()
+
+
 def test_a_capture_of_a_run_going_on_on_another_host_is_not_said_interrupted(tmp_path: Path) -> None:
     """helper-129: a multi-node job writing to a shared file system, analysed from the login node while it
     trains: a capture of another node, still recording, was "interrupted capture: the process ended before

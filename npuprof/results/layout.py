@@ -470,6 +470,9 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
             return CaptureStatus(STATUS_CAPTURING, f"in progress: its run is still going ({alive})")
         if (elsewhere := launcher_elsewhere(rank_dir.parent, record.run_id)) is not None:
             return CaptureStatus(STATUS_CAPTURING, f"in progress: {elsewhere}")
+        if _capturing_process_lives(rank_dir, record.pid, record.run_id, record.updated_ns):
+            still = f"in progress: its process (pid {record.pid}) still runs, its npuprof run gone"
+            return CaptureStatus(STATUS_CAPTURING, still)
         return CaptureStatus(STATUS_INCOMPLETE, detail or NOT_FINALISED)
     return CaptureStatus(status, detail)
 
@@ -538,6 +541,19 @@ def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
     except OSError:
         return False
     return False
+
+
+def _capturing_process_lives(rank_dir: Path, pid: Any, run_id: str | None, began_ns: Any) -> bool:
+    """The process that captured into ``rank_dir`` on this host still runs, though its launcher is gone: a
+    job whose first process is not Python (`bash -c "python train.py; ..."`) runs on after `npuprof run`
+    was killed, and its capture in flight was called interrupted while it recorded (helper-158). Told by
+    the run's payload in its environment and a start before the capture's (not a pid used again)."""
+    if not rank_dir.name.startswith(f"{short_host_name()}_{pid}_") or not isinstance(began_ns, int):
+        return False
+    from npuprof.job_processes import is_a_process_of_run
+
+    started = process_start_time(pid)
+    return started is not None and started <= began_ns / 1e9 and is_a_process_of_run(pid, run_id)
 
 
 def owner_of_tables_folder(path: Path) -> Path | None:
