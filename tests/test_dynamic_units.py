@@ -636,8 +636,8 @@ def test_status_keeps_the_newest_step_of_lines_written_out_of_order(tmp_path: Pa
 def test_status_says_a_process_that_replaced_itself_runs(tmp_path: Path) -> None:
     """A script that restarts itself with os.execv keeps its pid, so its new image writes on in the same
     log after the old image's "the process ends": status called the training process "ended" and
-    npuprof trigger said no process watched the directory, while the new image took the request
-    (helper-158)."""
+    npuprof trigger said no process watched the directory, while the new image took the request; its steps
+    done stayed the old image's last, the new one counting from 0 again (helper-158)."""
     from npuprof.cli.status import _processes
 
     (tmp_path / f"dp_vm_{os.getpid()}_rank_-1.log").write_text(
@@ -648,6 +648,7 @@ def test_status_says_a_process_that_replaced_itself_runs(tmp_path: Path) -> None
     )
     (process,) = _processes(tmp_path)
     assert process["state"] == "running"
+    assert process["last_step"] == 7  # the new image's steps, counted from 0 again: not the old one's 12
 
 
 def test_status_drops_the_plan_a_finished_capture_carried_out(tmp_path: Path) -> None:

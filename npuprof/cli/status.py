@@ -253,6 +253,8 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     elif message == PROCESS_ENDS:
         info["state"] = "ended"
     elif message.startswith(WATCHING):  # the image an os.exec* started (same pid, same log) watches again
+        if info["state"] == "ended" and fields["step"] is not None:
+            info["last_step"] = int(fields["step"])  # it counts its steps from 0 again
         info["state"] = "running"
 
 
