@@ -178,6 +178,34 @@ def test_analyse_of_read_only_results_with_no_writable_cache_reports_from_tables
         assert list(scratch.iterdir()) == []  # removed once the report is made
 
 
+def test_a_missing_home_is_not_made_for_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HOME=/nonexistent (a system user's, a bare container's): a trace beside which no table may go was
+    analysed into $HOME/.cache, and make_dir made the missing home on the way (as root, /nonexistent at
+    the filesystem's root). The cache is the home's only: without a home the scratch tables serve
+    (helper-159)."""
+    from npuprof.analysis import report
+
+    rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
+    (bare,) = rank_dir.glob("*.pt.trace.json")
+    home = tmp_path / "nonexistent"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    scratch = _tables_fail(monkeypatch, tmp_path, lambda out_dir, _: None)
+    rank_dir.chmod(0o555)  # nothing beside the trace, root included
+    try:
+        notes: list[str] = []
+        made = report.build_report(bare, jobs=1, on_note=notes.append)
+    finally:
+        rank_dir.chmod(0o755)
+    assert not home.exists()
+    assert not made.problems and [s.step for s in made.ranks[0].steps] == [7], made.problems
+    (note,) = notes  # no word of tables going to a cache in the missing home
+    assert (
+        f"nor in the user's cache ({home / '.cache' / 'npuprof' / 'traces'}): this report is made from "
+        f"tables in {scratch}" in note
+    ), notes
+
+
 def test_read_only_results_with_no_room_anywhere_give_no_advice_that_already_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

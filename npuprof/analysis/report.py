@@ -66,6 +66,7 @@ from npuprof.analysis.step_selection import StepSelection, of_range
 from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
 from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
+from npuprof.results.paths import missing_home
 
 BARE_SUFFIX = ".npuprof"  # a bare trace's tables go to <trace>.npuprof/
 OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) above which a rank is an outlier
@@ -224,9 +225,10 @@ def _parse_bare(
         why = "a symbolic link (not followed)"
     else:
         why = "" if beside.exists() and _made_from(beside, trace) else _unwritable(out_dir)
+    home = missing_home() if in_cache or why else None
     if why:
         cached = bare_cache_dir(trace)
-        if on_note:
+        if on_note and home is None:  # else the scratch tables' note says where they went
             on_note(f"cannot write the tables beside the trace ({out_dir}: {why}): they go to {cached}")
         out_dir = cached
     outcome = ParseOutcome(trace, "failed")
@@ -245,6 +247,8 @@ def _parse_bare(
 
         if done.exists():
             done.unlink()
+        if home is not None:  # read-only as the caller sees it: the scratch tables serve
+            raise FileNotFoundError(errno.ENOENT, "the home directory does not exist", home)
         make_dir(out_dir)
         # a parse of the same trace at the same moment (two analyses of it) keeps its tables: only one
         # that has the folder to itself deletes a set it left short

@@ -13,6 +13,16 @@ def trace_cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "npuprof" / "traces"
 
 
+def missing_home() -> str | None:
+    """The home directory that :func:`trace_cache_root` lies in when it does not exist (HOME=/nonexistent,
+    a system user's): a cache is never a reason to make a home (root could, at the filesystem's root).
+    None when it exists or XDG_CACHE_HOME names the cache."""
+    if os.environ.get("XDG_CACHE_HOME"):
+        return None
+    home = Path.home()
+    return None if home.is_dir() else str(home)
+
+
 def why_missing(path: str | os.PathLike[str]) -> str:
     """Why ``path``, which does not resolve to anything, is not there, in words: a symbolic link that leads
     nowhere (or round in a loop) is not said not to exist."""
