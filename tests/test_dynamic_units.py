@@ -4,8 +4,10 @@ and who may write a config file. The real-process tests are in test_dynamic_run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -1018,3 +1020,29 @@ def test_status_on_a_watched_dir_that_is_also_the_output_is_not_told_to_status_i
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
     assert "not the directory it watches" not in result.stderr, result.stderr
     assert "no log/ directory" in result.stderr, result.stderr
+
+
+def test_status_and_info_that_cannot_be_written_to_stdout_are_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-159: `npuprof status DIR --format json > /dev/full` (and `npuprof info`) exited 0 with nothing
+    written: a script reading the JSON got nothing and no word; analyse and export-stacks say so, exit 1."""
+    import typer
+
+    from npuprof.cli.info import info
+    from npuprof.cli.main import GuardedStream
+    from npuprof.cli.status import status_command
+
+    (tmp_path / "log").mkdir()
+    for command, call in (
+        ("npuprof status", lambda: status_command(str(tmp_path), "json")),
+        ("npuprof info", lambda: info("json")),
+    ):
+        full = open("/dev/full", "w")  # noqa: SIM115 - its close fails too, on what is left in its buffer
+        monkeypatch.setattr(sys, "stdout", GuardedStream(full))
+        with pytest.raises(typer.Exit) as ended:
+            call()
+        with contextlib.suppress(OSError):
+            full.close()
+        assert ended.value.exit_code == 1
+        assert f"{command}: cannot write" in capsys.readouterr().err

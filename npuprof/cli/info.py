@@ -21,13 +21,12 @@ def info(
     if output_format not in FORMATS:
         sys.stderr.write(f"npuprof info: error: --format: unknown {output_format!r}; use table or json\n")
         raise typer.Exit(2)
+    from npuprof.cli.main import check_stdout
     from npuprof.machine_info import gather
 
     facts = gather()
-    if output_format == "json":
-        sys.stdout.write(json.dumps(facts, indent=2) + "\n")
-        return
-    sys.stdout.write(render(facts))
+    sys.stdout.write(json.dumps(facts, indent=2) + "\n" if output_format == "json" else render(facts))
+    check_stdout("npuprof info", "the facts")
 
 
 def render(facts: dict) -> str:

@@ -60,10 +60,10 @@ def status_command(
         "config": _config_summary(root),
         "processes": _processes(logs),
     }
-    if output_format == "json":
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
-        return
-    sys.stdout.write(render(report))
+    from npuprof.cli.main import check_stdout
+
+    sys.stdout.write(json.dumps(report, indent=2) + "\n" if output_format == "json" else render(report))
+    check_stdout("npuprof status", "the status")
 
 
 def _fail(line: str) -> None:
