@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -562,9 +562,15 @@ def _terminal_signals_ignored() -> Iterator[tuple[int, ...]]:
                 signal.signal(sig, handler)
 
 
-def run_child(command: list[str], env: dict[str, str], run_id: str | None = None) -> JobEnd:
+def run_child(
+    command: list[str],
+    env: dict[str, str],
+    run_id: str | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> JobEnd:
     """Run ``command`` in its own process group and wait for it, passing signals and job control on
-    (``run_id``: the run whose processes a second SIGINT kills wherever they are)."""
+    (``run_id``: the run whose processes a second SIGINT kills wherever they are; ``on_start`` is told the
+    job's pid once it runs)."""
     pgid: list[int] = []
     terminal = _Terminal()
     with _terminal_signals_ignored() as reset_in_child, _forward_signals(pgid, run_id) as received:
@@ -580,6 +586,9 @@ def run_child(command: list[str], env: dict[str, str], run_id: str | None = None
         terminal.give_to(pid)
         for signum in dict.fromkeys(received):  # those that came while it was being started
             _kill_group(pid, signum)
+        if on_start is not None:
+            with contextlib.suppress(Exception):  # never the job's wait
+                on_start(pid)
         try:
             returncode = _wait(pid, terminal)
             # held (pending, not lost) from here until the caller takes them over: the forwarders are

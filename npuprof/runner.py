@@ -36,6 +36,14 @@ from npuprof.signal_names import signal_name
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
+def _record_the_job(record: run_record.RunRecord, pid: int) -> None:
+    """The job's first process in the run record (``job_pid``): an agent that finds npuprof run dead tells
+    by it that its process is the one to end, where the process's bootstrap came too late to see the
+    launcher its parent (`bash -c 'setup; exec python train.py'` with npuprof run killed during the setup)."""
+    record.content["job_pid"] = pid
+    record.write()
+
+
 def _error(message: str, code: int = 2) -> int:
     sys.stderr.write(f"npuprof run: error: {message}\n")
     return code
@@ -519,7 +527,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     started = time.monotonic()
     before_the_job.restore()  # run_child passes the signals on to the job from here
     try:
-        end = run_child(command, env, run_id)
+        end = run_child(command, env, run_id, on_start=lambda pid: _record_the_job(record, pid))
     except LaunchError as exc:
         payload.remove_file()
         record.content.update(end=run_record.now_iso(), exit_code=127, error=str(exc))

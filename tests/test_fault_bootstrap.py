@@ -298,3 +298,49 @@ def test_only_the_jobs_first_process_ends_when_its_agent_finds_the_launcher_dead
     # the job's first process: its bootstrap found the launcher (this test, then) its parent
     first = follow(os.getpid())
     assert first.returncode == -signal.SIGTERM, (first.returncode, first.stdout, first.stderr)
+
+
+FOLLOW_BY_RECORD = """
+import json, os, sys, types
+from npuprof.agent.entry import Agent
+from npuprof.agent.log import AgentLog
+output, dead, named = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+job_pid = os.getpid() if named == "self" else int(named)
+with open(os.path.join(output, "npuprof_run.json"), "w") as f:
+    json.dump({"run_id": "r1", "launcher_pid": dead, "job_pid": job_pid}, f)
+run = {"launcher_pid": dead, "output": output, "run_id": "r1"}
+Agent._follow_the_launcher(types.SimpleNamespace(run=run, log=AgentLog(None, "t")))
+print("alive", flush=True)
+"""
+
+
+def test_the_jobs_first_process_started_after_the_launcher_died_ends_by_the_run_record(
+    tmp_path: Path,
+) -> None:
+    """`npuprof run -- bash -c 'setup; exec python train.py'` with npuprof run killed (kill -9) during the
+    setup: the Python's bootstrap found its parent gone, so it was never told it is the job's first
+    process, and the job trained on with no launcher where before helper-158's change it ended at its
+    `import torch`. The launcher names the job's first process in the run record (`job_pid`, checked by
+    a plain `npuprof run` below); an agent that finds the launcher dead ends its process when it is that
+    one, and only then (helper-160)."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+
+    def follow(named: str) -> subprocess.CompletedProcess[str]:
+        environ = {**clean_env(), "PYTHONPATH": f"{BOOTSTRAP}{os.pathsep}{ROOT}"}
+        environ["NPUPROF_LAUNCHER_PID"] = str(dead.pid)  # the bootstrap finds its parent another process
+        return subprocess.run(
+            [sys.executable, "-c", FOLLOW_BY_RECORD, str(tmp_path), str(dead.pid), named], env=environ,
+            process_group=0, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    other = follow(str(os.getpid()))  # the record names another process: a trainer of the job
+    assert (other.returncode, other.stdout) == (0, "alive\n"), other.stderr
+    first = follow("self")
+    assert first.returncode == -signal.SIGTERM, (first.returncode, first.stdout, first.stderr)
+
+    out = tmp_path / "out"
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", "import os; print(os.getpid())")
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["job_pid"] == int(result.stdout.split()[-1]), record

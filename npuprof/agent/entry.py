@@ -476,7 +476,7 @@ class Agent:
                 return
             if os.getppid() == launcher:
                 return  # set while the launcher lives: the kernel sends SIGTERM when it dies
-        elif _process_runs(launcher) or not _first_process_of_the_job():
+        elif _process_runs(launcher) or not _first_process_of_the_job(self.run):
             return  # not the launcher's direct child
         self.log.warning(f"npuprof run (pid {launcher}) has died: the job ends with SIGTERM")
         os.kill(os.getpid(), signal.SIGTERM)
@@ -578,8 +578,14 @@ def _launcher_pid(run: dict[str, Any]) -> int | None:
 
 
 def _launcher_pid_from_record(run: dict[str, Any]) -> int | None:
-    """``launcher_pid`` of this run's npuprof_run*.json (the newest few records only; links, FIFOs and
-    other runs' records are passed over)."""
+    """``launcher_pid`` of this run's npuprof_run*.json."""
+    pid = (_run_record(run) or {}).get("launcher_pid")
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def _run_record(run: dict[str, Any]) -> dict[str, Any] | None:
+    """This run's npuprof_run*.json (the newest few records only; links, FIFOs and other runs' records are
+    passed over)."""
     import json
 
     output, run_id = run.get("output"), run.get("run_id")
@@ -603,8 +609,7 @@ def _launcher_pid_from_record(run: dict[str, Any]) -> int | None:
         except (OSError, ValueError):
             continue
         if isinstance(record, dict) and record.get("run_id") == run_id:
-            pid = record.get("launcher_pid")
-            return pid if isinstance(pid, int) and pid > 0 else None
+            return record
     return None
 
 
@@ -632,13 +637,17 @@ def _process_runs(pid: int) -> bool:
         return True
 
 
-def _first_process_of_the_job() -> bool:
+def _first_process_of_the_job(run: dict[str, Any]) -> bool:
     """This process is the job's first, the launcher's direct child: its bootstrap found the launcher its
-    parent as it started. Leading a process group is not enough to tell: a trainer the job starts in a
-    group of its own (``subprocess.Popen(process_group=0)``, ``os.setpgid(0, 0)``) whose agent woke after
-    the job's first process and npuprof run had ended took the launcher's end for its death and ended
-    with SIGTERM (helper-158)."""
-    return os.environ.get(ENV_JOB_PID) == str(os.getpid()) and os.getpgrp() == os.getpid()
+    parent as it started, or the run record names it (``job_pid``: the launcher died before this image's
+    bootstrap, `bash -c 'setup; exec python train.py'`, helper-160). Leading a process group is not enough
+    to tell: a trainer the job starts in a group of its own (``subprocess.Popen(process_group=0)``,
+    ``os.setpgid(0, 0)``) whose agent woke after the job's first process and npuprof run had ended took
+    the launcher's end for its death and ended with SIGTERM (helper-158)."""
+    pid = os.getpid()
+    if os.getpgrp() != pid:
+        return False
+    return os.environ.get(ENV_JOB_PID) == str(pid) or (_run_record(run) or {}).get("job_pid") == pid
 
 
 def _has_rank() -> bool:
