@@ -17,7 +17,7 @@ def test_multiprocessings_own_helpers_are_not_processes_still_running() -> None:
     """helper-125: after an mp.spawn job, its resource tracker outlived the job by a moment and the summary
     said "no capture was written yet ... 1 process(es) of it still run", to wait for it. The summary leaves
     multiprocessing's helpers out; the second Ctrl-C's kill still ends them."""
-    run_id = "aaaa0000bbbb"
+    run_id = os.urandom(6).hex()  # of this test alone: another copy of it may run beside (helper-160)
     env = dict(os.environ, NPUPROF_CONFIG=f'{{"run": {{"id": "{run_id}"}}}}')
     sleep = "import time; time.sleep(60)"
     tracker = subprocess.Popen([sys.executable, "-c", sleep, "multiprocessing.resource_tracker"], env=env)
@@ -50,7 +50,7 @@ def test_a_process_that_ends_a_moment_after_the_job_is_not_said_to_outlive_it(
     from npuprof.reports.run_summary import print_run_summary
     from npuprof.results.run_record import CaptureSummary
 
-    run_id = "eeee0000ffff"
+    run_id = os.urandom(6).hex()
     env = dict(os.environ, NPUPROF_CONFIG=f'{{"run": {{"id": "{run_id}"}}}}')
     out = tmp_path / "out"
     (out / "h_1_x_ascend_pt").mkdir(parents=True)
