@@ -6,18 +6,25 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from npuprof.job_processes import processes_of_the_run
+from npuprof.job_processes import (
+    is_a_process_of_run,
+    is_a_run_process,
+    outliving_the_job,
+    pid_alive,
+    processes_of_the_run,
+)
 
 
 def test_multiprocessings_own_helpers_are_not_processes_still_running() -> None:
     """helper-125: after an mp.spawn job, its resource tracker outlived the job by a moment and the summary
     said "no capture was written yet ... 1 process(es) of it still run", to wait for it. The summary leaves
     multiprocessing's helpers out; the second Ctrl-C's kill still ends them."""
-    run_id = os.urandom(6).hex()  # of this test alone: another copy of it may run beside (helper-160)
+    run_id = uuid.uuid4().hex[:12]  # its own: sleepers left by a test killed before (a mutant's) never count
     env = dict(os.environ, NPUPROF_CONFIG=f'{{"run": {{"id": "{run_id}"}}}}')
     sleep = "import time; time.sleep(60)"
     tracker = subprocess.Popen([sys.executable, "-c", sleep, "multiprocessing.resource_tracker"], env=env)
@@ -50,7 +57,7 @@ def test_a_process_that_ends_a_moment_after_the_job_is_not_said_to_outlive_it(
     from npuprof.reports.run_summary import print_run_summary
     from npuprof.results.run_record import CaptureSummary
 
-    run_id = os.urandom(6).hex()
+    run_id = "eeee0000ffff"
     env = dict(os.environ, NPUPROF_CONFIG=f'{{"run": {{"id": "{run_id}"}}}}')
     out = tmp_path / "out"
     (out / "h_1_x_ascend_pt").mkdir(parents=True)
@@ -68,3 +75,78 @@ def test_a_process_that_ends_a_moment_after_the_job_is_not_said_to_outlive_it(
 
     assert not said_still_running("import time; print('ready', flush=True); time.sleep(0.2)")
     assert said_still_running("import time; print('ready', flush=True); time.sleep(60)")
+
+
+def _ready(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """A sleeping Python process with ``env`` and ``args`` on its command line, once it runs."""
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    return proc
+
+
+def test_a_process_is_of_a_run_while_it_runs_with_the_runs_payload() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NPUPROF_CONFIG"}
+    run_id, other_id = uuid.uuid4().hex[:12], uuid.uuid4().hex[:12]
+    ours = _ready(dict(env, NPUPROF_CONFIG=f'{{"run": {{"id": "{run_id}"}}}}'))
+    plain = _ready(env)
+    try:
+        assert is_a_process_of_run(ours.pid, run_id) and is_a_run_process(ours.pid) and pid_alive(ours.pid)
+        assert not is_a_process_of_run(ours.pid, other_id)  # another run's
+        assert not is_a_process_of_run(ours.pid, None) and not is_a_process_of_run(ours.pid, "")  # no run
+        assert not is_a_process_of_run(plain.pid, run_id) and not is_a_run_process(plain.pid)
+        with pytest.raises(subprocess.TimeoutExpired):  # asked, never signalled
+            ours.wait(0.1)
+    finally:
+        for proc in (ours, plain):
+            proc.kill()
+            proc.wait()
+    # gone: nothing to read
+    assert not pid_alive(ours.pid)
+    assert not is_a_process_of_run(ours.pid, run_id) and not is_a_run_process(ours.pid)
+
+
+def test_only_multiprocessings_helpers_left_are_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the job's end, a resource tracker still there is no process of the job left: the summary says
+    nothing of it and does not wait for it to end."""
+    import npuprof.job_processes as job_processes
+
+    waits: list[float] = []
+    monkeypatch.setattr(job_processes.time, "sleep", waits.append)
+    run_id = uuid.uuid4().hex[:12]
+    env = dict(os.environ, NPUPROF_CONFIG=f'{{"run": {{"id": "{run_id}"}}}}')
+    tracker = _ready(env, "multiprocessing.resource_tracker")
+    try:
+        assert processes_of_the_run(run_id) == [tracker.pid]
+        assert outliving_the_job(run_id) == [] and waits == []
+    finally:
+        tracker.kill()
+        tracker.wait()
+
+
+def test_a_process_of_another_user_is_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not ours to signal (EPERM, as a non-root user asking of init): it exists."""
+    import npuprof.job_processes as job_processes
+
+    def not_permitted(pid: int, signum: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(job_processes.os, "kill", not_permitted)
+    assert pid_alive(1)
+
+
+def test_a_helper_left_once_the_job_has_ended_is_not_said_to_outlive_it() -> None:
+    """A trainer that ends a moment after the job, beside a resource tracker that stays: none outlives it,
+    said as soon as the trainer has ended (not at the end of the wait, with the tracker)."""
+    run_id = uuid.uuid4().hex[:12]
+    env = dict(os.environ, NPUPROF_CONFIG=f'{{"run": {{"id": "{run_id}"}}}}')
+    tracker = _ready(env, "multiprocessing.resource_tracker")
+    code = "import time; print('ready', flush=True); time.sleep(0.1)"
+    trainer = subprocess.Popen([sys.executable, "-c", code, "train.py"], env=env, stdout=subprocess.PIPE)
+    try:
+        assert trainer.stdout is not None and trainer.stdout.readline() == b"ready\n"
+        assert outliving_the_job(run_id) == []
+    finally:
+        for proc in (tracker, trainer):
+            proc.kill()
+            proc.wait()
