@@ -104,6 +104,42 @@ GROUPS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
         ),
         ("tests/test_config_units.py", "tests/test_config.py"),
     ),
+    # the agent's moves of the recursion limit (--step-on's recursion, a decision's headroom)
+    "recursion_limit": (
+        "npuprof/agent/recursion_limit.py",
+        None,
+        (
+            "tests/test_recursion_limit_units.py",
+            "tests/test_controller_units.py",
+            "tests/test_steps_units.py",
+            # their stack depth is counted to the frame: mutmut's trampoline around move() adds frames
+            "--deselect=tests/test_controller_units.py::test_captures_at_boundaries_near_the_recursion_limit_cost_the_job_no_stack",
+        ),
+    ),
+    # analyse's scratch tables (read-only results, a full disk): made, removed, and removed at a signal
+    "scratch": (
+        "npuprof/analysis/scratch.py",
+        None,
+        ("tests/test_scratch_units.py", "tests/test_postprocess_space.py"),
+    ),
+    # the run's processes read from /proc (real sleeping processes, no npuprof run)
+    "job_processes": (
+        "npuprof/job_processes.py",
+        None,
+        (
+            "tests/test_job_processes.py",
+            "tests/test_fault_inputs.py::test_a_capture_whose_process_outlived_its_killed_launcher_is_in_progress",
+        ),
+    ),
+    # the names shortened for the terminal and their control characters shown
+    "text": (
+        "npuprof/reports/text.py",
+        None,
+        (
+            "tests/test_text_units.py",
+            "tests/test_terminal_width.py::test_comm_ranges_across_ranks_keep_their_op_and_size_at_80_columns",
+        ),
+    ),
 }
 _STATUS = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
 
