@@ -141,8 +141,7 @@ def test_a_signal_removes_the_directories_and_ends_the_process_by_it(
     tmp_path: Path, default_handlers: None
 ) -> None:
     """In a forked child: its directories removed, then it dies of the signal. A child forked from it while
-    the handler is installed (a parse's pool worker, ended by SIGTERM) dies of it and leaves them alone.
-    (One test for both signals: mutmut's stats leave parametrized tests out of its groups.)"""
+    the handler is installed (a parse's pool worker, ended by SIGTERM) dies of it and leaves them alone."""
     for signum in (signal.SIGTERM, signal.SIGHUP):
         (tmp_path / signum.name).mkdir()
         _signalled(tmp_path / signum.name, signum)
