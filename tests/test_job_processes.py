@@ -57,7 +57,7 @@ def test_a_process_that_ends_a_moment_after_the_job_is_not_said_to_outlive_it(
     from npuprof.reports.run_summary import print_run_summary
     from npuprof.results.run_record import CaptureSummary
 
-    run_id = "eeee0000ffff"
+    run_id = uuid.uuid4().hex[:12]
     env = dict(os.environ, NPUPROF_CONFIG=f'{{"run": {{"id": "{run_id}"}}}}')
     out = tmp_path / "out"
     (out / "h_1_x_ascend_pt").mkdir(parents=True)
