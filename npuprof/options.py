@@ -277,7 +277,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "all",
         "Ranks to profile: all, or e.g. 0,3-5.",
         SCHEDULE,
-        "ranks that record (config file: `is_rank` + `rank_list`)",
+        "ranks that record (config file: `is_rank` + `rank_list`); a process with no rank (no `RANK` or "
+        "launcher's rank variable, no process group: a plain script, each multiprocessing worker) counts as "
+        "rank 0",
         metavar="all|0,3-5",
     ),
     Option(
