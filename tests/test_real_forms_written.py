@@ -313,10 +313,6 @@ def test_a_gzipped_raw_trace_gives_the_same_trace_view(tmp_path: Path) -> None:
 def test_a_trace_in_torch_npu_form_keeps_its_times_and_processes(tmp_path: Path) -> None:
     """torch_npu's own trace_view.json read as a trace (string epoch times: no base is added to them); its
     Overlap Analysis lanes are replaced by ours (tests/test_trace_body.py)."""
-    from npuprof.analysis import trace_loader
-
-    if not hasattr(trace_loader, "sniff_trace"):
-        pytest.skip("the trace readers do not take torch_npu's bare array here yet")
     real = json.loads((REAL / "trace_view.json").read_text())
     rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
     rank_dir.mkdir()
