@@ -17,7 +17,13 @@ def rank_from_env(environ: dict[str, str] | None = None) -> int | None:
     return None
 
 
+# The rank torch.distributed last gave: a capture that ends after destroy_process_group() (at exit, the
+# training over) is still that rank's, in a job that starts its ranks without a launcher variable.
+_last_process_group_rank: int | None = None
+
+
 def current_rank() -> int | None:
+    global _last_process_group_rank
     rank = rank_from_env()
     if rank is not None:
         return rank
@@ -26,10 +32,10 @@ def current_rank() -> int | None:
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
+            _last_process_group_rank = int(dist.get_rank())
     except Exception:
-        return None
-    return None
+        pass
+    return _last_process_group_rank
 
 
 def worker_name(configured: str | None) -> str:

@@ -1,0 +1,46 @@
+"""agent/ranks.py in-process: the rank a capture record names, with a stand-in torch.distributed."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from npuprof.agent import ranks
+
+
+def _fake_dist(rank: int) -> types.SimpleNamespace:
+    state = {"initialised": False}
+    return types.SimpleNamespace(
+        state=state,
+        is_available=lambda: True,
+        is_initialized=lambda: state["initialised"],
+        get_rank=lambda: rank if state["initialised"] else (_ for _ in ()).throw(RuntimeError("no group")),
+    )
+
+
+@pytest.mark.parametrize("variable", ranks.RANK_VARIABLES)
+def test_a_launcher_variable_names_the_rank(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    for name in ranks.RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, "4")
+    assert ranks.current_rank() == 4
+
+
+def test_the_rank_stays_known_after_destroy_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """helper-163: mp.spawn ranks that call init_process_group(rank=r) themselves (no RANK variable), rank 1
+    ending its training, then destroy_process_group(): its capture, ended at exit, was written with rank
+    null, and the run's summary showed rank "-" for it (analyse, reading the trace, said rank 1)."""
+    for name in ranks.RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(ranks, "_last_process_group_rank", None, raising=False)
+    dist = _fake_dist(1)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    assert ranks.current_rank() is None  # before init_process_group
+    dist.state["initialised"] = True
+    assert ranks.current_rank() == 1
+    dist.state["initialised"] = False  # destroy_process_group()
+    assert ranks.current_rank() == 1
+    monkeypatch.setenv("RANK", "0")  # a launcher's variable still comes first
+    assert ranks.current_rank() == 0
