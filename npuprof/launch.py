@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 import sys
 import time
@@ -292,16 +293,29 @@ _RANKS_FILTER = ("--local-ranks-filter", "--local_ranks_filter")
 _TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
+_REDIRECTS = ("--redirects",)
+_TEE = ("--tee",)
+_NPROC = ("--nproc-per-node", "--nproc_per_node")
+_STDERR = 2  # torchrun's Std.ERR bit in --redirects / --tee (3: both streams)
+
+
 def shown_local_ranks(command: list[str], environ: dict[str, str] | None = None) -> list[int] | None:
-    """The local ranks whose output torchrun's ``--local-ranks-filter`` shows (None: every rank's): a warning
-    shown once per run must be shown by one of them, not by a rank whose output the user does not see.
-    Read as torchrun's parser reads it: its options end at the script (``-m``'s module: what follows is
-    the script's own), a long option may be cut to a prefix no other shares, and ``PET_LOCAL_RANKS_FILTER``
-    stands for one not given."""
+    """The local ranks whose stderr torchrun shows (None: every rank's): a warning shown once per run must be
+    shown by one of them, not by a rank whose output the user does not see. torchrun hides a rank that
+    ``--local-ranks-filter`` leaves out, and one whose stderr ``--redirects`` sends to its log file without
+    ``--tee``. Read as torchrun's parser reads it: its options end at the script (``-m``'s module: what
+    follows is the script's own), a long option may be cut to a prefix no other shares, and ``PET_*``
+    variables stand for options not given."""
     start = _torchrun_arguments(command)
     if start is None:
         return None
-    value = (os.environ if environ is None else environ).get("PET_LOCAL_RANKS_FILTER")
+    env = os.environ if environ is None else environ
+    given = {
+        "filter": env.get("PET_LOCAL_RANKS_FILTER"),
+        "redirects": env.get("PET_REDIRECTS"),
+        "tee": env.get("PET_TEE"),
+        "nproc": env.get("PET_NPROC_PER_NODE"),
+    }
     index = start
     while index < len(command):
         arg = command[index]
@@ -312,18 +326,61 @@ def shown_local_ranks(command: list[str], environ: dict[str, str] | None = None)
             index += 1
             continue
         if len(name) > 2 and not name.startswith("--"):  # -r3: a short option and its value
+            short = {"-r": "redirects", "-t": "tee"}.get(arg[:2])
+            if short is not None:
+                given[short] = arg[2:]
             index += 1
             continue
-        given = inline if eq else (command[index + 1] if index + 1 < len(command) else "")
-        if _long_option(name, _RANKS_FILTER):
-            value = given
+        value = inline if eq else (command[index + 1] if index + 1 < len(command) else "")
+        for key, names, short in (
+            ("filter", _RANKS_FILTER, None),
+            ("redirects", _REDIRECTS, "-r"),
+            ("tee", _TEE, "-t"),
+            ("nproc", _NPROC, None),
+        ):
+            if name == short or _long_option(name, names):
+                given[key] = value
         index += 1 if eq else 2
+    shown = _filtered_local_ranks(given["filter"])
+    redirects, tee = _std_of_ranks(given["redirects"]), _std_of_ranks(given["tee"])
+    if redirects is None or tee is None:
+        return shown  # torchrun refuses it (or takes none): as without the option
+    named = {r for r in (*redirects, *tee) if r >= 0}
+
+    def stderr_shown(rank: int) -> bool:  # rank -2: a rank neither value names
+        return not _std_of(redirects, rank) & _STDERR or bool(_std_of(tee, rank) & _STDERR)
+
+    if all(stderr_shown(r) for r in (*named, -2)):
+        return shown
+    nproc = given["nproc"] or "1"  # torchrun's default
+    count = int(nproc) if nproc.isascii() and nproc.isdigit() else max(os.cpu_count() or 1, 8)
+    candidates = range(max(count, *(r + 1 for r in named), 0)) if shown is None else shown
+    return [r for r in candidates if stderr_shown(r)]
+
+
+def _std_of(ranks: dict[int, int], rank: int) -> int:
+    return ranks.get(rank, ranks.get(-1, 0))
+
+
+def _filtered_local_ranks(value: str | None) -> list[int] | None:
     if not value:
         return None  # torchrun shows every rank's output
     try:
         return [int(rank) for rank in value.split(",")]
     except ValueError:
         return None  # torchrun refuses it
+
+
+def _std_of_ranks(value: str | None) -> dict[int, int] | None:
+    """torchrun's --redirects / --tee value by local rank (``3``, ``0:3,1:2``); key -1 for every rank not
+    named (a bare number), or None for a value torchrun refuses."""
+    if not value:
+        return {}
+    if re.fullmatch(r"[0123]", value):
+        return {-1: int(value)}
+    if re.fullmatch(r"(\d:[0123],)*\d:[0123]", value):
+        return {int(rank): int(std) for rank, std in (part.split(":") for part in value.split(","))}
+    return None
 
 
 def _torchrun_arguments(command: list[str]) -> int | None:

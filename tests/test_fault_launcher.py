@@ -518,12 +518,24 @@ def test_python_options_are_parsed_as_python_does(args: list[str], warned: str |
         # torchrun's other spellings of it: python's options before -m, argparse's prefixes, its env var
         (["python3", "-u", "-m", "torch.distributed.run", "--local-ranks-filter", "0", "t.py"], {}, [0]),
         (["python", "-mtorch.distributed.launch", "--use-env", "--local-ranks-filter", "1", "t.py"], {}, [1]),
-        (["env", "A=1", "/bin/torchrun", "--stan", "-r", "3", "--local-r=1", "t.py"], {}, [1]),
+        (["env", "A=1", "/bin/torchrun", "--stan", "-r", "0", "--local-r=1", "t.py"], {}, [1]),
         (["torchrun", "--local", "0", "t.py"], {}, None),  # --local-addr's prefix too: torchrun refuses it
         (["torchrun", "t.py"], {"PET_LOCAL_RANKS_FILTER": "1"}, [1]),
         (["torchrun", "--local-ranks-filter", "0", "t.py"], {"PET_LOCAL_RANKS_FILTER": "1"}, [0]),
         (["torchrun", "--local-ranks-filter", "", "t.py"], {}, None),  # torchrun: every rank
         (["torchrun", "--local-ranks-filter", "x", "t.py"], {}, None),  # torchrun refuses it
+        # helper-163: --redirects sends a rank's stderr to its log file only, unless --tee shows it too
+        (["torchrun", "--nproc-per-node", "2", "--redirects", "3", "--tee", "0:3", "t.py"], {}, [0]),
+        (["torchrun", "--nproc_per_node=4", "-r3", "-t", "1:2,3:3", "t.py"], {}, [1, 3]),
+        (["torchrun", "--nproc-per-node", "2", "--redirects", "3", "t.py"], {}, []),  # none on the console
+        (["torchrun", "--nproc-per-node", "2", "--redir=1", "t.py"], {}, None),  # stdout only: stderr shown
+        (["torchrun", "--nproc-per-node", "3", "--redirects", "1:2", "t.py"], {}, [0, 2]),
+        (["torchrun", "--nproc-per-node", "2", "--redirects", "3", "--tee", "3", "t.py"], {}, None),
+        (["torchrun", "--redirects", "3", "--tee", "3", "--local-ranks-filter", "0", "t.py"], {}, [0]),
+        (["torchrun", "--redirects", "0:2", "--local-ranks-filter", "0,1", "t.py"], {}, [1]),
+        (["torchrun", "--nproc-per-node", "2", "t.py"], {"PET_REDIRECTS": "3", "PET_TEE": "1:3"}, [1]),
+        (["torchrun", "--redirects", "9", "t.py"], {}, None),  # torchrun refuses it
+        (["torchrun", "--nproc-per-node", "2", "t.py", "--redirects", "3"], {}, None),  # the script's own
     ],
 )
 def test_the_local_ranks_torchrun_shows_are_read_as_torchrun_reads_them(
