@@ -5,6 +5,7 @@ tests/test_fault_inputs.py."""
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -539,3 +540,39 @@ def test_a_rank_that_made_no_optimizer_is_not_said_to_be_killed(
         "step 6 (pid 8)"
     ) in said, said
     assert "os._exit" not in said, said
+
+
+@pytest.mark.parametrize(
+    ("raised", "detail"),
+    [
+        (
+            ValueError("bad batch at step 7\nmore"),
+            "the process died of an uncaught ValueError (bad batch at step 7)",
+        ),
+        (KeyError("x" * 200), f"the process died of an uncaught KeyError ('{'x' * 78}…)"),
+        (RuntimeError(), "the process died of an uncaught RuntimeError"),
+        (None, "training ended"),  # a return, or sys.exit: the interpreter keeps no exception
+    ],
+)
+def test_a_capture_cut_short_by_an_uncaught_exception_says_so(
+    monkeypatch: pytest.MonkeyPatch, raised: BaseException | None, detail: str
+) -> None:
+    """A script that raised to the top inside a capture: its capture said "training ended before the
+    capture's last step", as if the job had ended well; only the job's exit code told otherwise."""
+    from types import SimpleNamespace
+
+    from npuprof.agent import entry
+
+    reasons: list[str] = []
+    agent = entry.Agent.__new__(entry.Agent)
+    agent.cfg = ProfileConfig()
+    agent.log = SimpleNamespace(info=lambda line: None)  # type: ignore[assignment]
+    agent.controller = SimpleNamespace(  # type: ignore[assignment]
+        armed=True, step_function_wrapped=False, step=8, windows_skipped=0, finish_early=reasons.append
+    )
+    agent._counts_logged_in = None  # type: ignore[assignment]
+    agent._hand_over_the_rest = lambda: None  # type: ignore[method-assign]
+    for name in ("last_exc", "last_value"):  # 3.12 keeps the first, and the second as before
+        monkeypatch.setattr(sys, name, raised, raising=False)
+    agent._finalise_at_exit("training ended")
+    assert reasons == [f"{detail} before the capture's last step; step 8 is partial"]

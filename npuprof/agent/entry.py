@@ -374,7 +374,8 @@ class Agent:
                     f"that started the profiler ({later_start_avoids_it(self.cfg)})"
                 )
             else:
-                reason = f"{ended_by} before the capture's last step; step {controller.step} is partial"
+                ended = (_died_of_uncaught_exception() if ended_by == "training ended" else None) or ended_by
+                reason = f"{ended} before the capture's last step; step {controller.step} is partial"
             controller.finish_early(reason)
             self._hand_over_the_rest()
 
@@ -521,6 +522,27 @@ def _held(method: Any, guard: Any, when: Any) -> Any:
             return method(*args, **kwargs)
 
     return held
+
+
+def _died_of_uncaught_exception() -> str | None:
+    """ "the process died of an uncaught ValueError (bad batch)" when the script's main thread raised it to
+    the top (the interpreter keeps it in ``sys.last_exc``, ``sys.last_value`` before 3.12, before its exit
+    callbacks run); None for any other end (a return, ``sys.exit``, a signal). A capture it cut short said
+    "training ended", as if the job had ended well (the job's exit code was the only sign)."""
+    exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if not isinstance(exc, BaseException):
+        return None
+    try:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    except Exception:  # a __str__ of the job's that fails
+        text = ""
+    if len(text) > UNCAUGHT_TEXT_CHARS:
+        text = text[: UNCAUGHT_TEXT_CHARS - 1] + "…"
+    named = type(exc).__name__ + (f" ({text})" if text else "")
+    return f"the process died of an uncaught {named}"
+
+
+UNCAUGHT_TEXT_CHARS = 80  # of the exception's message in a capture's detail
 
 
 class _NativeExit:
