@@ -339,3 +339,25 @@ def test_scratch_tables_of_a_killed_analyse_are_removed_by_the_next(tmp_path: Pa
     finally:
         scratch.remove_all()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, elsewhere.name])
+
+
+def test_the_scratch_room_asked_for_a_gzipped_trace_is_its_plain_size(tmp_path: Path) -> None:
+    """helper-156: the scratch room asked for a gzipped trace was 8 times the file, where a capture's trace
+    ran 16 times: a scratch root that fitted 8x filled partway (in /dev/shm, memory the jobs beside it
+    share) before the next was tried. The gzip trailer states the plain size; 8x stays the least."""
+    import gzip
+
+    from npuprof.analysis.report import plain_size
+
+    events = [{"ph": "X", "name": "aten::mm", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(20000)]
+    data = json.dumps({"traceEvents": events}).encode()
+    packed = tmp_path / "t.pt.trace.json.gz"
+    packed.write_bytes(gzip.compress(data))
+    assert len(data) > 16 * packed.stat().st_size  # the repetitive trace compresses past 16x
+    assert plain_size(packed) == len(data)
+    plain = tmp_path / "t.pt.trace.json"
+    plain.write_bytes(data)
+    assert plain_size(plain) == len(data)
+    barely = tmp_path / "random.pt.trace.json.gz"  # incompressible: still 8x, as before
+    barely.write_bytes(gzip.compress(os.urandom(4096)))
+    assert plain_size(barely) == 8 * barely.stat().st_size

@@ -747,7 +747,7 @@ def _tables_elsewhere(outcome: ParseOutcome, scratch: ScratchDirs, trace: Path |
     if raw is None:
         return None
     try:
-        size = raw.stat().st_size * (8 if raw.name.endswith(".gz") else 1)
+        size = plain_size(raw)
     except OSError:
         return None
     for root in SCRATCH_ROOTS:
@@ -768,6 +768,21 @@ def _tables_elsewhere(outcome: ParseOutcome, scratch: ScratchDirs, trace: Path |
         outcome.status = "parsed"
         return out_dir
     return None
+
+
+def plain_size(raw: Path) -> int:
+    """The size of ``raw``'s JSON once read: a gzipped trace's from its gzip trailer (the size of its last
+    member, modulo 4 GiB: exact for the single member torch and npuprof write), never less than 8 times the
+    file (the 8x it was taken as: a capture's trace ran 16x, and a scratch root that fitted 8x filled
+    partway, helper-156). Raises OSError."""
+    size = raw.stat().st_size
+    if not raw.name.endswith(".gz"):
+        return size
+    with open(raw, "rb") as handle:
+        handle.seek(max(size - 4, 0))
+        trailer = handle.read(4)
+    stated = int.from_bytes(trailer, "little") if len(trailer) == 4 else 0
+    return max(stated, 8 * size)
 
 
 def _keep_what_the_report_reads(out_dir: Path) -> None:
