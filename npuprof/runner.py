@@ -39,8 +39,10 @@ _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 def _record_the_job(record: run_record.RunRecord, pid: int) -> None:
     """The job's first process in the run record (``job_pid``): an agent that finds npuprof run dead tells
     by it that its process is the one to end, where the process's bootstrap came too late to see the
-    launcher its parent (`bash -c 'setup; exec python train.py'` with npuprof run killed during the setup)."""
+    launcher its parent (`bash -c 'setup; exec python train.py'` with npuprof run killed during the setup).
+    With its start (``job_start_ticks``, kept across exec): a later process given the same pid is not it."""
     record.content["job_pid"] = pid
+    record.content["job_start_ticks"] = layout.process_start_ticks(pid)
     record.write()
 
 

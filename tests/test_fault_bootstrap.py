@@ -306,8 +306,10 @@ from npuprof.agent.entry import Agent
 from npuprof.agent.log import AgentLog
 output, dead, named = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 job_pid = os.getpid() if named == "self" else int(named)
+t = open(f"/proc/{job_pid}/stat").read()
+started = int(t[t.rindex(")") + 2 :].split()[19])  # as the launcher reads it (helper-165)
 with open(os.path.join(output, "npuprof_run.json"), "w") as f:
-    json.dump({"run_id": "r1", "launcher_pid": dead, "job_pid": job_pid}, f)
+    json.dump({"run_id": "r1", "launcher_pid": dead, "job_pid": job_pid, "job_start_ticks": started}, f)
 run = {"launcher_pid": dead, "output": output, "run_id": "r1"}
 Agent._follow_the_launcher(types.SimpleNamespace(run=run, log=AgentLog(None, "t")))
 print("alive", flush=True)
@@ -340,7 +342,59 @@ def test_the_jobs_first_process_started_after_the_launcher_died_ends_by_the_run_
     assert first.returncode == -signal.SIGTERM, (first.returncode, first.stdout, first.stderr)
 
     out = tmp_path / "out"
-    result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", "import os; print(os.getpid())")
+    said = (
+        "import os; t = open('/proc/self/stat').read(); print(os.getpid(), t.rpartition(')')[2].split()[19])"
+    )
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", said)
     assert result.returncode == 0, result.stderr
     record = json.loads((out / "npuprof_run.json").read_text())
-    assert record["job_pid"] == int(result.stdout.split()[-1]), record
+    pid, started = map(int, result.stdout.split()[-2:])
+    assert (record["job_pid"], record["job_start_ticks"]) == (pid, started), record
+
+
+FOLLOW_A_REUSED_PID = """
+import json, os, sys, types
+from npuprof.agent.entry import Agent
+from npuprof.agent.log import AgentLog
+output, dead, mark, in_record = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "record"
+t = open("/proc/self/stat").read()
+started = int(t[t.rindex(")") + 2 :].split()[19])
+pid, start = str(os.getpid()), {"own": str(started), "earlier": str(started - 1), "none": ""}[mark]
+if in_record:
+    with open(os.path.join(output, "npuprof_run.json"), "w") as f:
+        record = {"run_id": "r1", "launcher_pid": dead, "job_pid": int(pid), "job_start_ticks": int(start)}
+        json.dump(record, f)
+else:
+    os.environ["NPUPROF_JOB_PID"] = f"{pid}:{start}" if start else pid
+run = {"launcher_pid": dead, "output": output, "run_id": "r1"}
+Agent._follow_the_launcher(types.SimpleNamespace(run=run, log=AgentLog(None, "t")))
+print("alive", flush=True)
+"""
+
+
+def test_a_process_given_the_first_ones_pid_later_is_not_the_first_process(tmp_path: Path) -> None:
+    """The job's first process was known by its pid alone (NPUPROF_JOB_PID, which its children inherit, and
+    the run record's job_pid): a process of the run given that pid after the first one died (the pids
+    wrapped round), leading a group of its own, took itself for the first process and ended with SIGTERM
+    when its agent found npuprof run dead, where without npuprof it trained on. The mark holds the
+    process's start too (/proc/self/stat's starttime, kept across exec), which a later process with the
+    same pid cannot have: here a process finds its own pid with an earlier start (or none: the pid-only
+    mark) named, in its environment or in the record, and trains on; with its own start, it ends
+    (helper-165)."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+
+    def follow(mark: str, where: str) -> subprocess.CompletedProcess[str]:
+        environ = {**clean_env(), "PYTHONPATH": f"{BOOTSTRAP}{os.pathsep}{ROOT}"}
+        environ["NPUPROF_LAUNCHER_PID"] = str(dead.pid)  # the bootstrap finds its parent another process
+        return subprocess.run(
+            [sys.executable, "-c", FOLLOW_A_REUSED_PID, str(tmp_path), str(dead.pid), mark, where],
+            env=environ, process_group=0, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    for mark, where in (("none", "env"), ("earlier", "env"), ("earlier", "record")):
+        reused = follow(mark, where)
+        assert (reused.returncode, reused.stdout) == (0, "alive\n"), (mark, where, reused.stderr)
+    for where in ("env", "record"):
+        first = follow("own", where)
+        assert first.returncode == -signal.SIGTERM, (where, first.returncode, first.stdout, first.stderr)

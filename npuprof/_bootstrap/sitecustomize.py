@@ -209,10 +209,26 @@ def _install() -> None:
 def _note_the_jobs_first_process() -> None:
     """The job's first process (`npuprof run`'s direct child, or what it execs) says so in its environment
     while the launcher surely lives (npuprof.ENV_LAUNCHER_PID, npuprof.ENV_JOB_PID): its children inherit
-    a pid that is not theirs. Only it ends with SIGTERM when its agent finds the launcher dead."""
+    a mark that is not theirs. Only it ends with SIGTERM when its agent finds the launcher dead. The mark is
+    its pid and its start (``PID:TICKS``): a process of the run given that pid after the first one died
+    (the pids wrapped round) inherited the mark, and must not take itself for the first process."""
     launcher = os.environ.get("NPUPROF_LAUNCHER_PID")
     if launcher and launcher == str(os.getppid()):
-        os.environ["NPUPROF_JOB_PID"] = str(os.getpid())
+        os.environ["NPUPROF_JOB_PID"] = f"{os.getpid()}:{_start_ticks()}"
+
+
+def _start_ticks() -> str:
+    """This process's start in clock ticks after boot (/proc/self/stat's field 22, kept across exec), as
+    npuprof.results.layout.process_start_ticks reads it; "" where it cannot be read. One small read."""
+    try:
+        fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            text = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        return text[text.rindex(b")") + 2 :].split()[19].decode("ascii")
+    except Exception:
+        return ""
 
 
 _users_error = None

@@ -669,7 +669,16 @@ def _first_process_of_the_job(run: dict[str, Any]) -> bool:
     pid = os.getpid()
     if os.getpgrp() != pid:
         return False
-    return os.environ.get(ENV_JOB_PID) == str(pid) or (_run_record(run) or {}).get("job_pid") == pid
+    # the pid with the process's start: a process of the run given the first one's pid once it had died
+    # (the pids wrapped round), leading a group of its own, inherited the mark or reads the record's pid,
+    # and trained on where it took itself for the first process and ended (helper-165)
+    from npuprof.results.layout import process_start_ticks
+
+    started = process_start_ticks()
+    if os.environ.get(ENV_JOB_PID) == f"{pid}:{'' if started is None else started}":
+        return True
+    record = _run_record(run) or {}
+    return record.get("job_pid") == pid and record.get("job_start_ticks") == started
 
 
 def _has_rank() -> bool:

@@ -780,12 +780,18 @@ def _alive_since(pid: int, start: Any) -> bool:
 
 def process_start_time(pid: int | str = "self") -> float | None:
     """When process ``pid`` began (epoch s, to the clock tick), from /proc; None where that is not known."""
+    ticks = process_start_ticks(pid)
+    return None if ticks is None else _process_start(ticks)
+
+
+def process_start_ticks(pid: int | str = "self") -> int | None:
+    """When process ``pid`` began, in clock ticks after boot (/proc/PID/stat's field 22, starttime: kept
+    across exec, never the same for a later process given the same pid); None where that is not known."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(text[text.rindex(")") + 2 :].split()[19])  # field 22, starttime: ticks after boot
+        return int(text[text.rindex(")") + 2 :].split()[19])
     except (OSError, ValueError, IndexError):
         return None
-    return _process_start(ticks)
 
 
 def _process_start(ticks: int) -> float | None:
