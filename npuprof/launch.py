@@ -296,6 +296,7 @@ _TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 _REDIRECTS = ("--redirects",)
 _TEE = ("--tee",)
 _NPROC = ("--nproc-per-node", "--nproc_per_node")
+_LOG_DIR = ("--log-dir", "--log_dir")
 _STDERR = 2  # torchrun's Std.ERR bit in --redirects / --tee (3: both streams)
 
 
@@ -305,7 +306,8 @@ def shown_local_ranks(command: list[str], environ: dict[str, str] | None = None)
     ``--local-ranks-filter`` leaves out, and one whose stderr ``--redirects`` sends to its log file without
     ``--tee``. Read as torchrun's parser reads it: its options end at the script (``-m``'s module: what
     follows is the script's own), a long option may be cut to a prefix no other shares, and ``PET_*``
-    variables stand for options not given."""
+    variables stand for options not given. ``--log-dir /dev/null`` shows every rank's output on the console
+    (torchrun then redirects and filters nothing)."""
     start = _torchrun_arguments(command)
     if start is None:
         return None
@@ -315,6 +317,7 @@ def shown_local_ranks(command: list[str], environ: dict[str, str] | None = None)
         "redirects": env.get("PET_REDIRECTS"),
         "tee": env.get("PET_TEE"),
         "nproc": env.get("PET_NPROC_PER_NODE"),
+        "log_dir": env.get("PET_LOG_DIR"),
     }
     index = start
     while index < len(command):
@@ -337,10 +340,13 @@ def shown_local_ranks(command: list[str], environ: dict[str, str] | None = None)
             ("redirects", _REDIRECTS, "-r"),
             ("tee", _TEE, "-t"),
             ("nproc", _NPROC, None),
+            ("log_dir", _LOG_DIR, None),
         ):
             if name == short or _long_option(name, names):
                 given[key] = value
         index += 1 if eq else 2
+    if given["log_dir"] == os.devnull:
+        return None  # torchrun's DefaultLogsSpecs: no rank's streams redirected, none filtered (helper-165)
     shown = _filtered_local_ranks(given["filter"])
     redirects, tee = _std_of_ranks(given["redirects"]), _std_of_ranks(given["tee"])
     if redirects is None or tee is None:

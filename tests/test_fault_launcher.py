@@ -536,6 +536,16 @@ def test_python_options_are_parsed_as_python_does(args: list[str], warned: str |
         (["torchrun", "--nproc-per-node", "2", "t.py"], {"PET_REDIRECTS": "3", "PET_TEE": "1:3"}, [1]),
         (["torchrun", "--redirects", "9", "t.py"], {}, None),  # torchrun refuses it
         (["torchrun", "--nproc-per-node", "2", "t.py", "--redirects", "3"], {}, None),  # the script's own
+        # helper-165: --log-dir /dev/null: torchrun redirects nothing and filters nothing, every rank shows
+        (
+            ["torchrun", "--nproc-per-node", "2", "--log-dir", "/dev/null", "--redirects", "3", "t.py"],
+            {},
+            None,
+        ),
+        (["torchrun", "--log_dir=/dev/null", "--local-ranks-filter", "1", "t.py"], {}, None),
+        (["torchrun", "--log-d", "/dev/null", "-r3", "t.py"], {}, None),
+        (["torchrun", "-r3", "t.py"], {"PET_LOG_DIR": "/dev/null"}, None),
+        (["torchrun", "--log-dir", "/tmp/logs", "-r", "0:2", "t.py"], {"PET_LOG_DIR": "/dev/null"}, []),
     ],
 )
 def test_the_local_ranks_torchrun_shows_are_read_as_torchrun_reads_them(
