@@ -44,3 +44,23 @@ def test_the_rank_stays_known_after_destroy_process_group(monkeypatch: pytest.Mo
     assert ranks.current_rank() == 1
     monkeypatch.setenv("RANK", "0")  # a launcher's variable still comes first
     assert ranks.current_rank() == 0
+
+
+def test_a_later_process_group_gives_its_own_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that destroys its group and inits another with another rank (an elastic restart in the
+    same process, a test harness) is the new group's rank, not the first one kept; with no group since,
+    the last rank stays (helper-165: a rank kept only while none was known passed the test above)."""
+    for name in ranks.RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(ranks, "_last_process_group_rank", None, raising=False)
+    first, second = _fake_dist(1), _fake_dist(3)
+    monkeypatch.setitem(sys.modules, "torch.distributed", first)
+    first.state["initialised"] = True
+    assert ranks.current_rank() == 1
+    first.state["initialised"] = False  # destroy_process_group()
+    monkeypatch.setitem(sys.modules, "torch.distributed", second)
+    assert ranks.current_rank() == 1  # no group yet: the last one's rank
+    second.state["initialised"] = True  # init_process_group(rank=3)
+    assert ranks.current_rank() == 3
+    second.state["initialised"] = False
+    assert ranks.current_rank() == 3
