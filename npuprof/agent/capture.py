@@ -297,6 +297,10 @@ class CaptureWriter:
             parse=bool(self.cfg.analyse),
             **fields,
         )
+        # torchrun's attempt (an elastic restart starts the workers again): read when the record is made
+        restart = handover.restart_count_from_env(os.environ)
+        if restart is not None:
+            record.restart_count = restart
         return handover.record_plain(record)
 
     def _info(self, rank: int | None, end_info: dict[str, int]) -> dict[str, Any]:

@@ -49,6 +49,9 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # ms of the training process's time the capture's end took after its last step had closed (the trace
     # export, and the stacks / memory copy asked for); None: not measured (older npuprof, a failed export)
     export_ms: float | None = None
+    # torchrun's TORCHELASTIC_RESTART_COUNT in the recording process: 0 in a job's first attempt, N after its
+    # N-th elastic restart; absent outside torchrun (and in records of older npuprof)
+    restart_count: int | msgspec.UnsetType = msgspec.UNSET
     version: int = RECORD_VERSION
 
 
@@ -87,8 +90,32 @@ class HandoverError(ValueError):
 
 
 def record_from(value: Any) -> CaptureRecord:
-    """A decoded ``npuprof_capture.json`` as a CaptureRecord, or HandoverError naming the problem."""
+    """A decoded ``npuprof_capture.json`` as a CaptureRecord, or HandoverError naming the problem. An
+    optional field that only labels the capture (``restart_count``) with a bad value is left out, not
+    taken as damage: the capture itself is whole."""
+    if isinstance(value, dict) and "restart_count" in value and restart_count_of(value) is None:
+        value = {k: v for k, v in value.items() if k != "restart_count"}
     return _convert(value, CaptureRecord, "capture record", RECORD_VERSION)
+
+
+def restart_count_of(record: Any) -> int | None:
+    """The record's ``restart_count`` (a dict as read, or a CaptureRecord): a whole number from 0, else
+    None (absent, or a bad value: a bool, a negative or a fraction, text)."""
+    if isinstance(record, dict):
+        value = record.get("restart_count")
+    else:
+        value = getattr(record, "restart_count", None)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def restart_count_from_env(environ: Any) -> int | None:
+    """torchrun's TORCHELASTIC_RESTART_COUNT in ``environ`` (0 in a job's first attempt), or None when it
+    is not set or not a whole number from 0."""
+    text = environ.get("TORCHELASTIC_RESTART_COUNT")
+    text = text.strip() if isinstance(text, str) else ""
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def job_from(value: dict[str, Any]) -> CaptureJob:

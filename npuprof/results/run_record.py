@@ -102,9 +102,11 @@ class CaptureSummary:
     # nothing but its record (a capture skipped for want of disk space): nothing there to analyse
     record_only: bool = False
     parse_asked: bool | None = None  # False: --no-analyse, a trigger's "analyse": false; None: not said
+    # torchrun's attempt its process ran in (the record's restart_count: 0 the first); None: not said
+    restart_count: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        found = {
             "rank_dir": str(self.rank_dir),
             "status": self.status,
             "rank": self.rank,
@@ -114,6 +116,9 @@ class CaptureSummary:
             "detail": self.detail,
             "parsed": self.parsed,
         }
+        if self.restart_count is not None:
+            found["restart_count"] = self.restart_count
+        return found
 
 
 def _dir_contents(path: Path) -> tuple[int, bool]:
@@ -161,6 +166,8 @@ def _remove_half_written(rank_dir: Path, status: str) -> str:
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     """The captures of run ``run_id``: in ``output``, and in the directories besides it that the run
     captured into (--dynamic's prof_dir, noted in ``output``)."""
+    from npuprof.results.handover import restart_count_of
+
     found: list[CaptureSummary] = []
     if not output.is_dir():
         return found
@@ -201,9 +208,19 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 open_ended=record.get("status") == layout.STATUS_CAPTURING,
                 record_only=record_only,
                 parse_asked=record.get("parse") if isinstance(record.get("parse"), bool) else None,
+                restart_count=restart_count_of(record),
             )
         )
-    found.sort(key=lambda c: (c.rank if c.rank is not None else -1, c.steps[:1], str(c.rank_dir)))
+    # a rank's captures of a job torchrun restarted: the first attempt's before the next's (a dir's name
+    # begins with its pid, not its time)
+    found.sort(
+        key=lambda c: (
+            c.rank if c.rank is not None else -1,
+            c.restart_count if c.restart_count is not None else -1,
+            c.steps[:1],
+            str(c.rank_dir),
+        )
+    )
     return found
 
 
