@@ -114,7 +114,10 @@ def print_run_summary(
         pad_edge=False,
         header_style="bold",
     )
-    short_columns = ("rank", "steps", "status", "size", "parsed")
+    attempts = {c.restart_count for c in captures if c.restart_count is not None}
+    # torchrun restarted the job between its captures: which attempt made each ("attempt" is 7 columns)
+    by_attempt = len(attempts) > 1
+    short_columns = ("rank", *(("attempt",) if by_attempt else ()), "steps", "status", "size", "parsed")
     for column in short_columns:
         table.add_column(column, overflow="fold")
     table.add_column("directory", no_wrap=True)
@@ -122,10 +125,11 @@ def print_run_summary(
     rows = []
     for c in listed:
         rank = "-" if c.rank is None else str(c.rank)
+        attempt = ["-" if c.restart_count is None else str(c.restart_count)] if by_attempt else []
         status = f"{c.status}*" if c.detail else c.status  # the detail under the table
         # a capture its process died inside: from its first step to a last no record says
         steps = f"{c.steps[0]}-?" if c.open_ended and c.steps else _steps(c.steps)
-        rows.append([rank, steps, status, human_bytes(c.size_bytes), "yes" if c.parsed else "no"])
+        rows.append([rank, *attempt, steps, status, human_bytes(c.size_bytes), "yes" if c.parsed else "no"])
     widths = [max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns)]
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
     if not console.is_terminal:  # a log or a pipe: the names whole, to be copied
@@ -144,6 +148,8 @@ def print_run_summary(
             f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"
         )
+    if restarted := _restarts_said(attempts):
+        console.print(f"[bold yellow]npuprof:[/] {escape(restarted)}", soft_wrap=True)
     if replaced:  # the captures listed are those made since (helper-114: one lost with it, unsaid)
         console.print(f"[bold yellow]npuprof:[/] {escape(replaced_words(output))}", soft_wrap=True)
     lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
@@ -272,6 +278,21 @@ def print_run_summary(
                 f"kill); a new one takes the captures after it, {RESTARTS} times at most a process; see "
                 f"{escape(str(log_path))}"
             )
+
+
+def _restarts_said(attempts: set[int]) -> str:
+    """The line on torchrun's elastic restarts, from the attempts (TORCHELASTIC_RESTART_COUNT) the
+    captures were made in; "" when none is after the first."""
+    if not attempts or max(attempts) == 0:
+        return ""
+    latest = max(attempts)
+    said = f"torchrun restarted the job {latest} time(s)"
+    if len(attempts) > 1:
+        return (
+            f"{said}: the attempt column is its TORCHELASTIC_RESTART_COUNT (0: the first attempt); npuprof "
+            f"analyse compares the ranks of the latest attempt ({latest})"
+        )
+    return f"{said}: these captures are all of attempt {latest} (TORCHELASTIC_RESTART_COUNT; 0: the first)"
 
 
 def _still_running(pids: list[int]) -> str:

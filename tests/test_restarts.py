@@ -1,0 +1,159 @@
+"""A job torchrun restarted (--max-restarts, TORCHELASTIC_RESTART_COUNT): each capture's record says its
+attempt, the run's summary and `npuprof analyse` tell the attempts apart, and analyse compares the ranks of
+the latest attempt only. Hand-made records and rank dirs: no torch process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from npuprof.config import ProfileConfig
+from npuprof.results import layout
+
+RUN = "aaaa11112222"
+
+
+class _Backend:
+    name = "torch-cpu"
+    device = "cpu"
+    writes_own_layout = False
+
+    def __init__(self, output: Path) -> None:
+        self.output = output
+
+    def export_raw(self, prof: Any, rank_dir: Path | None, worker: str) -> tuple[Path, Path | None]:
+        assert rank_dir is not None
+        trace = rank_dir / f"{worker}.1.pt.trace.json"
+        trace.write_text('{"traceEvents": []}')
+        return rank_dir, trace
+
+    def version_info(self) -> dict[str, str]:
+        return {"torch_version": "0"}
+
+
+class _Post:
+    running = True
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+
+    def start(self) -> None:
+        pass
+
+    def submit(self, job: dict[str, Any]) -> bool:
+        self.jobs.append(job)
+        return True
+
+
+class _NoAnnotations:
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def begin(self, cfg: Any) -> None:
+        pass
+
+    def end(self) -> dict[str, Any]:
+        return {}
+
+
+def test_the_capture_record_says_torchruns_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record the capture starts with and the one handed to the post-processor: torchrun's count where
+    it gives one; absent outside torchrun, and where the variable holds no count."""
+    from npuprof.agent import capture
+    from npuprof.agent.log import AgentLog
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)  # marks are process-wide state
+    for env, said in (("1", 1), ("0", 0), (None, "absent"), ("one", "absent"), ("-1", "absent")):
+        if env is None:
+            monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+        else:
+            monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", env)
+        output = tmp_path / f"env-{env}"
+        cfg = ProfileConfig(output=str(output)).validate()
+        post = _Post()
+        log = AgentLog(None, "t")
+        writer = capture.CaptureWriter(cfg, {"run_id": "r"}, _Backend(output), log, lambda: 0, "w", post)
+        writer.begin(2)
+        (rank_dir,) = layout.find_rank_dirs(output)
+        capturing = json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())
+        writer.finish(None, 4)
+        (job,) = post.jobs
+        assert capturing.get("restart_count", "absent") == said, (env, capturing)
+        assert job["record"].get("restart_count", "absent") == said, (env, job)
+
+
+def _record(rank_dir: Path, rank: int, steps: list[int], restart: Any, began_ns: int) -> None:
+    record = {
+        "status": "complete",
+        "run_id": RUN,
+        "rank": rank,
+        "steps": steps,
+        "updated_ns": began_ns + 10**9,
+        "restart_count": restart,
+    }
+    if restart is None:
+        del record["restart_count"]
+    (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
+
+
+def _summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import captures_of_run
+
+    captures = captures_of_run(tmp_path, RUN)
+    log = tmp_path / "npuprof.log"
+    log.write_text("")
+    print_run_summary(tmp_path, captures, 0, ProfileConfig(), log, run_id=RUN)
+    return [" ".join(line.split()) for line in capsys.readouterr().err.splitlines()]
+
+
+def test_the_run_summary_names_each_captures_attempt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-163: the summary of a job torchrun restarted listed "0 1-2 complete" twice, nothing telling
+    the failed attempt's captures from the restarted one's."""
+    names = {
+        (0, 0): "vm_200_20261205182103994",
+        (1, 0): "vm_201_20261205182104012",
+        (0, 1): "vm_100_20261205182107130",  # pids lower in the second attempt: the order is by attempt
+        (1, 1): "vm_101_20261205182107136",
+    }
+    for (rank, attempt), name in names.items():
+        rank_dir = tmp_path / f"{name}_ascend_pt"
+        rank_dir.mkdir()
+        _record(rank_dir, rank, [1, 2], attempt, 0)
+    lines = _summary(tmp_path, capsys)
+    assert lines[1] == "rank attempt steps status size parsed directory", lines
+    assert lines[2:6] == [
+        # 122 B: the record alone, {"status": "complete", "run_id": "aaaa11112222", "rank": 0,
+        # "steps": [1, 2], "updated_ns": 1000000000, "restart_count": 0}
+        f"{rank} {attempt} 1-2 complete 122 B no {names[rank, attempt]}_ascend_pt"
+        for rank, attempt in ((0, 0), (0, 1), (1, 0), (1, 1))
+    ], lines
+    assert (
+        "npuprof: torchrun restarted the job 1 time(s): the attempt column is its TORCHELASTIC_RESTART_COUNT "
+        "(0: the first attempt); npuprof analyse compares the ranks of the latest attempt (1)"
+    ) in lines, lines
+
+
+def test_one_attempts_captures_keep_the_table_and_a_bad_count_is_no_damage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job whose first attempt captured nothing: no attempt column, the restart said in one line; a
+    record whose restart_count is not a count (written by hand, another tool) is still a complete capture."""
+    for rank, restart in ((0, 2), (1, "2")):
+        rank_dir = tmp_path / f"vm_{rank}_20261205182107130_ascend_pt"
+        rank_dir.mkdir()
+        _record(rank_dir, rank, [1, 2], restart, 0)
+        (rank_dir / "w.1.pt.trace.json").write_text('{"traceEvents": []}')
+    assert layout.capture_status(tmp_path / "vm_1_20261205182107130_ascend_pt").status == "complete"
+    lines = _summary(tmp_path, capsys)
+    assert lines[1] == "rank steps status size parsed directory", lines
+    assert lines[2].startswith("0 1-2 complete ") and lines[3].startswith("1 1-2 complete "), lines
+    assert (
+        "npuprof: torchrun restarted the job 2 time(s): these captures are all of attempt 2 "
+        "(TORCHELASTIC_RESTART_COUNT; 0: the first)"
+    ) in lines, lines
