@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from analyse_support.handmade import cpu_trace, write_rank_dir
+from conftest import clean_env, npuprof
 
 from npuprof.config import ProfileConfig
 from npuprof.results import layout
@@ -157,3 +159,50 @@ def test_one_attempts_captures_keep_the_table_and_a_bad_count_is_no_damage(
         "npuprof: torchrun restarted the job 2 time(s): these captures are all of attempt 2 "
         "(TORCHELASTIC_RESTART_COUNT; 0: the first)"
     ) in lines, lines
+
+
+def _capture(root: Path, rank: int, restart: int | None, durations: dict[int, int], stamp: str) -> Path:
+    """A finished capture of rank ``rank`` in attempt ``restart``: one step of each number in
+    ``durations`` lasting its µs, one after the other."""
+    trace = cpu_trace()
+    trace["distributedInfo"]["rank"] = rank
+    (template,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
+    trace["traceEvents"].remove(template)
+    ts = template["ts"]
+    for step, dur in durations.items():
+        trace["traceEvents"].append({**template, "name": f"ProfilerStep#{step}", "ts": ts, "dur": dur})
+        ts += dur
+    rank_dir = write_rank_dir(root, trace, rank=rank, name=f"vm_{rank}{restart}_{stamp}")
+    _record(rank_dir, rank, sorted(durations), restart, 0)
+    return rank_dir
+
+
+def test_analyse_names_the_attempts_and_compares_the_latest(tmp_path: Path) -> None:
+    """helper-163: analyse only said "rank N has step 7 in 2 captures ... they may be different runs", and
+    its comparison across ranks kept the first attempt's steps the restarted one had not captured again
+    (step 8 here, of ranks that ran before the restart)."""
+    first = [_capture(tmp_path, r, 0, {7: 5000, 8: 6000}, "20261205182103994") for r in (0, 1)]
+    second = [_capture(tmp_path, r, 1, {7: 1000 + 500 * r}, "20261205182107130") for r in (0, 1)]
+    result = npuprof("analyse", str(tmp_path), "--format", "json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    attempts = {r["rank_dir"]: r.get("restart_count") for r in report["ranks"]}
+    assert attempts == {str(first[0]): 0, str(first[1]): 0, str(second[0]): 1, str(second[1]): 1}
+    cross = report["cross_rank"]
+    assert cross["restart_count"] == 1
+    assert [(s["step"], s["ranks"]) for s in cross["steps"]] == [(7, {"0": 1000.0, "1": 1500.0})]
+    for rank in (0, 1):
+        note = (
+            f"rank {rank} has step 7 in 2 captures (attempt 0: {first[rank]}; attempt 1: {second[rank]}): "
+            "torchrun restarted the job (TORCHELASTIC_RESTART_COUNT; attempt 0 is the first); the comparison "
+            "across ranks takes attempt 1's captures"
+        )
+        assert note in result.stderr, result.stderr
+    text = npuprof("analyse", str(tmp_path), env=clean_env())
+    said = "".join(text.stdout.split())  # a line may be folded at any width
+    for rank_dir, attempt in attempts.items():
+        assert "".join(f"(CPU, attempt {attempt}, {rank_dir})".split()) in said, said
+    across = (
+        "across ranks: the captures of attempt 1 (torchrun restarted the job; an earlier attempt's are not"
+    )
+    assert "".join(f"{across} compared)".split()) in said, said

@@ -66,6 +66,7 @@ from npuprof.analysis.step_selection import StepSelection, of_range
 from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
 from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
+from npuprof.results.handover import restart_count_of
 from npuprof.results.paths import missing_home
 
 BARE_SUFFIX = ".npuprof"  # a bare trace's tables go to <trace>.npuprof/
@@ -975,6 +976,35 @@ def cross_rank(
     return cross
 
 
+def latest_attempt(ranks: list[RankReport]) -> int | None:
+    """The latest of torchrun's attempts the captures were made in, when they were made in more than one
+    (their records' restart_count); else None."""
+    attempts = {r.restart_count for r in ranks if isinstance(r.restart_count, int)}
+    return max(attempts) if len(attempts) > 1 else None
+
+
+def _across_latest_attempt(
+    ranks: list[RankReport], all_ranges: list[tuple[RankReport, list[ReportRange]]], top: int
+) -> CrossRank:
+    """The comparison across ranks of the captures of torchrun's latest attempt, when the job was restarted
+    between captures (an earlier attempt's ranks did not run beside the later's); captures of no known
+    attempt stay in."""
+    latest = latest_attempt(ranks)
+    if latest is not None:
+        ranks = [r for r in ranks if not isinstance(r.restart_count, int) or r.restart_count == latest]
+        all_ranges = [(r, found) for r, found in all_ranges if any(r is kept for kept in ranks)]
+    by_rank = [(r.rank, found) for r, found in all_ranges]
+    cross = cross_rank(ranks, cross_ranges(by_rank, top) if by_rank else msgspec.UNSET)
+    if latest is not None:
+        cross.restart_count = latest
+    return cross
+
+
+def _attempts_of(dirs: list[str], attempt_of: dict[str, int]) -> str:
+    """The rank dirs, each with its attempt when its record says it: "attempt 0: D1; attempt 1: D2"."""
+    return "; ".join(f"attempt {attempt_of[d]}: {d}" if d in attempt_of else d for d in dirs)
+
+
 def repeated_steps(ranks: list[RankReport]) -> list[str]:
     """One line per rank whose captures look like different jobs: a step number in more than one capture
     (two runs' rank dirs under one directory, none with an npuprof run id to tell them apart: the table
@@ -990,8 +1020,19 @@ def repeated_steps(ranks: list[RankReport]) -> list[str]:
                 if r.rank_dir not in dirs:
                     dirs.append(r.rank_dir)
     lines: dict[int, str] = {}
+    attempt_of = {r.rank_dir: r.restart_count for r in ranks if isinstance(r.restart_count, int)}
+    latest = latest_attempt(ranks)
     for (rank, step), dirs in seen.items():
         if len(dirs) > 1 and rank not in lines:
+            attempts = {attempt_of[d] for d in dirs if d in attempt_of}
+            if len(attempts) > 1 and latest is not None:  # torchrun restarted the job between them
+                named = _attempts_of(dirs, attempt_of)
+                lines[rank] = (
+                    f"rank {rank} has step {step} in {len(dirs)} captures ({named}): "
+                    f"torchrun restarted the job (TORCHELASTIC_RESTART_COUNT; attempt 0 is the first); the "
+                    f"comparison across ranks takes attempt {latest}'s captures"
+                )
+                continue
             lines[rank] = (
                 f"rank {rank} has step {step} in {len(dirs)} captures ({', '.join(dirs)}): they may be "
                 f"different runs; the comparison across ranks takes the last one's; analyse one at a time"
@@ -1246,7 +1287,7 @@ def _build_report(
     ranks: list[RankReport] = []
     read: list[_Read] = []  # for the pooled sections
     problems: list[Problem] = []
-    all_ranges: list[tuple[int | None, list[ReportRange]]] = []  # each rank's, before the --top cut
+    all_ranges: list[tuple[RankReport, list[ReportRange]]] = []  # each rank's, before the --top cut
     steps_there: set[int] = set()
     for outcome, out_dir in targets:
         summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
@@ -1265,6 +1306,8 @@ def _build_report(
         for step, reason in partials:
             mark_partial(rank, step, reason)
         end_cost = capture_end_cost(outcome.rank_dir)
+        if (attempt := restart_count_of(layout.read_capture_record(outcome.rank_dir) or {})) is not None:
+            rank.restart_count = attempt
         # a capture ended inside its last step (the job ended, a signal) has no step boundary after it
         cut = {step for step, _why in partials}
         if end_cost is not None and end_cost[0] not in cut and any(s.step == end_cost[0] for s in rank.steps):
@@ -1278,7 +1321,7 @@ def _build_report(
         if (left := _memory_snapshot_left(outcome.rank_dir)) is not None:
             rank.warnings = [*(rank.warnings or []), left]
         if annotations is not None and annotations.ranges is not msgspec.UNSET:
-            all_ranges.append((rank.rank, range_totals(annotations.ranges, steps)))
+            all_ranges.append((rank, range_totals(annotations.ranges, steps)))
         ranks.append(rank)
         read.append(_Read(rank, summary, annotations, partials))
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, _started(r.rank_dir), r.rank_dir))
@@ -1293,7 +1336,7 @@ def _build_report(
         steps_asked=steps.text if steps else msgspec.UNSET,
         ranks=ranks,
         problems=problems,
-        cross_rank=cross_rank(ranks, cross_ranges(all_ranges, top) if all_ranges else msgspec.UNSET),
+        cross_rank=_across_latest_attempt(ranks, all_ranges, top),
     )
     pooled = _pooled(read, steps, top)
     if pooled:

@@ -98,6 +98,9 @@ class RankReport(msgspec.Struct, kw_only=True):
     time_base_ns: int | UnsetType = UNSET
     # in Report.pooled only: the rank dirs pooled, in order (rank_dir is then the directory holding them)
     captures: list[str] | UnsetType = UNSET
+    # torchrun's attempt the capture was made in (its record's restart_count, TORCHELASTIC_RESTART_COUNT:
+    # 0 the first); absent when not recorded (outside torchrun, older npuprof, not npuprof's capture)
+    restart_count: int | UnsetType = UNSET
 
 
 class Problem(msgspec.Struct, kw_only=True):
@@ -176,6 +179,9 @@ class CrossRank(msgspec.Struct, kw_only=True):
     straggler: Straggler | UnsetType = UNSET
     # the slowest ranges by total time over the ranks, --top of them (absent when no rank has ranges)
     ranges: list[CrossRange] | UnsetType = UNSET
+    # the attempt compared when torchrun restarted the job between captures: the latest one's captures
+    # (those of an earlier attempt left out); absent otherwise
+    restart_count: int | UnsetType = UNSET
 
 
 class Report(msgspec.Struct, kw_only=True):

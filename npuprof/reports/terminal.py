@@ -127,7 +127,9 @@ def _sections(report: Report) -> list[RankReport]:
 def _title(r: RankReport) -> str:
     rank = r.rank if r.rank is not None else "-"
     if r.captures is msgspec.UNSET:
-        return f"rank {rank}  ({r.device}, {r.rank_dir})"
+        # torchrun's attempt, where the record says it: a restarted job's ranks have a capture of each
+        attempt = "" if r.restart_count is msgspec.UNSET else f"attempt {r.restart_count}, "
+        return f"rank {rank}  ({r.device}, {attempt}{r.rank_dir})"
     first, last = (Path(r.captures[k]).name for k in (0, -1))
     return f"rank {rank}  ({r.device}, {len(r.captures)} captures pooled, in {r.rank_dir}: {first} .. {last})"
 
@@ -340,6 +342,11 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         # a step one rank alone has has no spread (-1: never among the widest)
         spread = [s.max_us - s.min_us if len(s.ranks) > 1 else -1.0 for s in cross.steps]
         shown, caption = _shown(cross.steps, spread, "spread_us")
+        if cross.restart_count is not msgspec.UNSET:  # a line of its own: a title is wrapped to the table
+            console.print(
+                f"across ranks: the captures of attempt {cross.restart_count} (torchrun restarted the job; "
+                "an earlier attempt's are not compared)"
+            )
         table = Table(
             title="step time across ranks (ms)", title_justify="left", caption=caption, caption_justify="left"
         )
