@@ -207,7 +207,11 @@ def _wait_for_post_processing(
     job has."""
     from npuprof.results import postprocess, spawner
 
-    if not (output / layout.PENDING_DIR).is_dir() and not spawner.children():
+    if (
+        not (output / layout.PENDING_DIR).is_dir()
+        and not spawner.children()
+        and not postprocess.own_post_processors_at_work(output, run_id)  # ones the job started itself
+    ):
         return  # nothing was handed over, or the post-processors have ended with their locks' folder
     postprocess.continue_held(output, run_id)  # stopped by a training process that died recording
     # Started by torchrun as one of its workers, the other workers may still train: the wait stays idle.
@@ -234,7 +238,9 @@ def _wait_for_post_processing(
         deadline = time.monotonic() + _QUIET_WAIT_S
 
         def at_work() -> int:  # by their locks, or by pid where the script removed the locks
-            return _busy_post_processors(output, run_id) or len(postprocess.own_post_processors_at_work())
+            return _busy_post_processors(output, run_id) or len(
+                postprocess.own_post_processors_at_work(output, run_id)
+            )
 
         busy = at_work()
         while busy and time.monotonic() < deadline:
@@ -258,7 +264,9 @@ def _wait_for_post_processing(
         deadline_after_stop = time.monotonic() + STOPPED_JOB_WAIT_S if stopped_by else None
         postprocess.wait_for_pending(output, run_id, on_stopped=said_stopped, deadline=deadline_after_stop)
         # the launcher's own post-processors whose lock files the script removed, waited for by pid
-        postprocess.wait_for_own_post_processors(on_stopped=said_stopped, deadline=deadline_after_stop)
+        postprocess.wait_for_own_post_processors(
+            on_stopped=said_stopped, deadline=deadline_after_stop, output=output, run_id=run_id
+        )
         spawner.wait_for_children(2.0)  # the last ones out, their lock gone, may still be exiting
     except _StopWaiting:
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")

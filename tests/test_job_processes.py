@@ -150,3 +150,53 @@ def test_a_helper_left_once_the_job_has_ended_is_not_said_to_outlive_it() -> Non
         for proc in (tracker, trainer):
             proc.kill()
             proc.wait()
+
+
+def test_the_launcher_waits_for_a_post_processor_the_job_started_itself(tmp_path: Path) -> None:
+    """CI (3 test workers on 2 cores): the launcher's spawner did not answer a training process within its
+    second, the process started its post-processor itself, the script then removed the locks' folder, and
+    `npuprof run` returned while that post-processor still parsed (the summary: "being parsed as npuprof
+    ended, by another process"). The launcher now finds this run's post-processors by their `--run` once the
+    locks' folder is gone, and waits for them."""
+    from npuprof import runner
+    from npuprof.results.postprocess import _is_zombie, own_post_processors_at_work
+
+    run_id = uuid.uuid4().hex[:12]
+    out = tmp_path / "out"
+    out.mkdir()
+    gone = 2**22 + 1  # above Linux's largest pid: its training process has ended
+
+    def post_processor(run: str, seconds: float) -> subprocess.Popen[bytes]:
+        code = f"import time; time.sleep({seconds})"
+        args = ["npuprof.results.postprocess", "--parent", str(gone), "--run", run]
+        return subprocess.Popen([sys.executable, "-c", code, *args])
+
+    other = post_processor(uuid.uuid4().hex[:12], 60)  # another run's
+    ours = post_processor(run_id, 3.0)
+    try:
+        deadline = time.monotonic() + 30  # until both have exec'd (their command lines are the fork's before)
+        while time.monotonic() < deadline and not (_runs(other) and _runs(ours)):
+            time.sleep(0.02)
+        assert own_post_processors_at_work(out, run_id) == [ours.pid]
+        (out / ".npuprof_pending").mkdir()  # its locks tell then: no look in /proc
+        assert own_post_processors_at_work(out, run_id) == []
+        (out / ".npuprof_pending").rmdir()
+        held = runner._HeldSignals()
+        try:
+            runner._wait_for_post_processing(out, out / "npuprof.log", run_id, held)
+        finally:
+            held.restore()
+        assert _is_zombie(ours.pid)  # it had ended when the wait returned (not yet reaped: our child)
+        assert other.poll() is None  # not waited for
+    finally:
+        for proc in (other, ours):
+            proc.kill()
+            proc.wait()
+
+
+def _runs(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether ``proc`` has exec'd the command it was given (/proc shows its arguments)."""
+    try:
+        return b"--run" in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    except OSError:
+        return False

@@ -155,7 +155,7 @@ class Postprocessor:
             itself = os.pidfd_open(os.getpid())
             passed.append(itself)
             fds = [read_end, lock, ready_write, itself]
-            self._spawned = _start_by_launcher(fds, spool)
+            self._spawned = _start_by_launcher(fds, spool, self.run_id)
             if self._spawned is None:
                 self._start_here(fds, spool)
             handed = True
@@ -182,7 +182,7 @@ class Postprocessor:
         the pipe then made its stdin (a background list's own stdin is /dev/null)."""
         high, placed = spawner.placed(fds, [3, 4, 5, 6])
         try:
-            argv = ["sh", "-c", '"$@" <&3 3<&- &', "sh", *_postprocessor_argv(spool, 4, 5, 6)]
+            argv = ["sh", "-c", '"$@" <&3 3<&- &', "sh", *_postprocessor_argv(spool, 4, 5, 6, self.run_id)]
             actions = _spawn_file_actions(set(high)) + placed
             self._shell = os.posix_spawn("/bin/sh", argv, _child_env(), file_actions=actions, setsid=True)
         finally:
@@ -775,7 +775,7 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _start_by_launcher(fds: list[int], spool: Path) -> spawner.Spawned | None:
+def _start_by_launcher(fds: list[int], spool: Path, run_id: str) -> spawner.Spawned | None:
     """Ask `npuprof run` to start the post-processor (npuprof.results.spawner) with ``fds`` (the job pipe,
     lock, ready pipe and our pidfd, which it watches); None when it cannot be asked (no launcher's address,
     or it did not answer): nothing was handed over then."""
@@ -784,19 +784,20 @@ def _start_by_launcher(fds: list[int], spool: Path) -> spawner.Spawned | None:
         return None
     try:
         there = [spawner.child_fd(k) for k in range(1, 4)]
-        argv = [*_postprocessor_argv(spool, *there), *_inherited_settings()]
+        argv = [*_postprocessor_argv(spool, *there, run_id), *_inherited_settings()]
         return spawner.request_spawn(address, sys.executable, argv, _child_env(), fds, watch=3)
     except (OSError, ValueError, TypeError) as exc:
         _agent_log().info(f"npuprof run did not start the post-processor ({exc!r}): started here")
         return None
 
 
-def _postprocessor_argv(spool: Path, lock_fd: int, ready_fd: int, parent_fd: int) -> list[str]:
-    """The post-processor's command line, its job pipe on stdin and the other descriptors at these numbers."""
+def _postprocessor_argv(spool: Path, lock_fd: int, ready_fd: int, parent_fd: int, run_id: str) -> list[str]:
+    """The post-processor's command line, its job pipe on stdin and the other descriptors at these numbers;
+    ``--run``: by it the launcher finds one the job started itself (:func:`own_post_processors_at_work`)."""
     return [
         sys.executable, "-m", "npuprof.results.postprocess", "--parent", str(os.getpid()),
         "--spool", str(spool), "--lock-fd", str(lock_fd), "--ready-fd", str(ready_fd),
-        "--parent-fd", str(parent_fd),
+        "--parent-fd", str(parent_fd), "--run", run_id,
     ]  # fmt: skip
 
 
@@ -1322,21 +1323,56 @@ def continue_held(output: Path, run_id: str) -> None:
                 os.kill(pid, signal.SIGCONT)
 
 
-def own_post_processors_at_work() -> list[int]:
+def own_post_processors_at_work(output: Path | None = None, run_id: str | None = None) -> list[int]:
     """The post-processors this launcher's spawner started that still run though their training process
     has ended: their lock files tell nothing once the script removed them (the output dir with them), and
-    the launcher would return while they still write (helper-110, 4 of 5 under load)."""
-    return [
+    the launcher would return while they still write (helper-110, 4 of 5 under load). With the run's
+    ``output`` and ``run_id``, when the locks' folder is gone, also those of this run that its job started
+    itself, found in /proc by their ``--run``: the launcher's spawner had not answered within its second
+    (CI, 3 test workers on 2 cores), and `npuprof run` returned while one still wrote."""
+    found = [
         pid
         for pid in spawner.children()
         if _parent_of(pid) == os.getpid() and _is_post_processor(pid) and not _training_lives(pid)
     ]
+    if output is not None and run_id and not (output / layout.PENDING_DIR).is_dir():
+        found += [
+            pid for pid in _post_processors_of_run(run_id) if pid not in found and not _training_lives(pid)
+        ]
+    return found
+
+
+def _post_processors_of_run(run_id: str) -> list[int]:
+    """The live post-processors on this host whose command line names run ``run_id`` (``--run``)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                args = _command_line(int(name))
+                if _is_post_processor_args(args) and _run_in(args) == run_id and not _is_zombie(int(name)):
+                    found.append(int(name))
+    return found
+
+
+def _run_in(args: list[bytes]) -> str | None:
+    """The ``--run`` of a post-processor's ``args``, None when they name none."""
+    try:
+        return args[args.index(b"--run") + 1].decode("utf-8", "replace")
+    except (ValueError, IndexError):
+        return None
+
+
+def _is_zombie(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] == b"Z"
 
 
 def wait_for_own_post_processors(
     poll_s: float = 0.05,
     on_stopped: Callable[[int], None] | None = None,
     deadline: float | None = None,
+    output: Path | None = None,
+    run_id: str | None = None,
 ) -> int:
     """Wait, by pid, until :func:`own_post_processors_at_work` is empty; how many there were at most. One
     stopped whose training process has ended is continued first, as :func:`continue_held` does for lock
@@ -1344,7 +1380,7 @@ def wait_for_own_post_processors(
     ``time.monotonic()`` passes ``deadline``: they go on."""
     import signal
 
-    at_work = own_post_processors_at_work()
+    at_work = own_post_processors_at_work(output, run_id)
     for pid in at_work:
         if _is_stopped_post_processor(pid):
             with contextlib.suppress(OSError):
@@ -1361,7 +1397,7 @@ def wait_for_own_post_processors(
                     said.add(pid)
                     on_stopped(pid)
         time.sleep(poll_s)
-        at_work = own_post_processors_at_work()
+        at_work = own_post_processors_at_work(output, run_id)
         most = max(most, len(at_work))
     return most
 
@@ -1405,7 +1441,11 @@ def _parent_of(pid: int) -> int | None:
 
 
 def _is_post_processor(pid: int) -> bool:
-    return any(b"npuprof.results.postprocess" in arg for arg in _command_line(pid))
+    return _is_post_processor_args(_command_line(pid))
+
+
+def _is_post_processor_args(args: list[bytes]) -> bool:
+    return any(b"npuprof.results.postprocess" in arg for arg in args)
 
 
 def main(argv: list[str] | None = None) -> int:
