@@ -387,8 +387,10 @@ def test_a_window_open_when_the_optimizer_is_made_marks_step_0_partial(tmp_path:
     assert report.returncode == 0, report.stderr
     (rank,) = json.loads(report.stdout)["ranks"]
     first, *rest = rank["steps"]
-    # step 0 holds the set-up from where recording began (under load Kineto's start can take most of it)
-    assert first["step"] == 0 and first.get("partial") is True
+    # step 0 holds the set-up from where recording began (under load Kineto's start can take most of it,
+    # and in CI, 3 test workers on 2 cores, the start came after it: the first step was step 1); the step
+    # recording began in is partial, and no whole step holds the set-up
+    assert first["step"] in (0, 1) and first.get("partial") is True, rank["steps"]
     whole = [s["duration_us"] for s in rest if not s.get("partial")]
     assert whole and max(whole) < 500_000  # no whole step holds the 1 s of set-up
     assert whole and rank["step_time_mean_us"] == pytest.approx(sum(whole) / len(whole), rel=1e-3)
