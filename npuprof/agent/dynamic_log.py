@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -178,12 +178,23 @@ def read_before_exec(directory: Path, reader: Reader) -> bool:
 
 def _last_end(directory: Path, reader: Reader) -> float | None:
     """When ``reader``'s last image ended ("the process ends"), None when none has."""
+    last = None
+    for _log, fields in _logged_lines(directory, f"{ACTION_PREFIX}*.log*", reader):
+        if fields["message"] == PROCESS_ENDS:
+            last = max(last or 0.0, _stamp(fields))
+    return last
+
+
+def _logged_lines(
+    directory: Path, pattern: str, reader: Reader | None
+) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Each parsed line of ``directory``'s logs named by ``pattern``, with its log (in name order); with
+    ``reader``, only the lines that process wrote since it began. A log that cannot be read is passed over."""
     from npuprof.agent.dynamic_files import LOG_DIR
     from npuprof.results.layout import read_small
 
-    last = None
-    for log in sorted((directory / LOG_DIR).glob(f"{ACTION_PREFIX}*.log*")):
-        if not reader.wrote(log.name):
+    for log in sorted((directory / LOG_DIR).glob(pattern)):
+        if reader is not None and not reader.wrote(log.name):
             continue
         try:
             text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
@@ -191,9 +202,8 @@ def _last_end(directory: Path, reader: Reader) -> float | None:
             continue
         for line in text.splitlines():
             fields = parse_line(line)
-            if fields is not None and fields["message"] == PROCESS_ENDS and reader.covers(fields):
-                last = max(last or 0.0, _stamp(fields))
-    return last
+            if fields is not None and (reader is None or reader.covers(fields)):
+                yield log, fields
 
 
 def _stamp(fields: dict[str, str]) -> float:
@@ -207,9 +217,6 @@ def unread_request(directory: Path, reader: Reader | None = None) -> UnreadReque
     trigger id when it has one (a process's log lines about it name it: npuprof/agent/dynamic_request.py),
     else by time: changed after every process's last ``loaded:`` line (the logs' clocks are the
     processes' own). ``reader``: only the lines that process wrote since it began count."""
-    from npuprof.agent.dynamic_files import LOG_DIR
-    from npuprof.results.layout import read_small
-
     found = _request_file(directory)
     if found is None:
         return None
@@ -217,21 +224,10 @@ def unread_request(directory: Path, reader: Reader | None = None) -> UnreadReque
     trigger = data.get("trigger_id")
     trigger = trigger if isinstance(trigger, str) else ""
     last_read = 0.0
-    for log in sorted((directory / LOG_DIR).glob("*.log*")):  # action and monitor logs
-        if reader is not None and not reader.wrote(log.name):
-            continue
-        try:
-            text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            fields = parse_line(line)
-            if fields is None or (reader is not None and not reader.covers(fields)):
-                continue
-            if trigger and f"(trigger {trigger})" in fields["message"]:
-                return None  # loaded, queued, replaced, or not for this rank: read
-            if not (log.name.startswith(ACTION_PREFIX) and fields["message"].startswith("loaded: ")):
-                continue
+    for log, fields in _logged_lines(directory, "*.log*", reader):  # action and monitor logs
+        if trigger and f"(trigger {trigger})" in fields["message"]:
+            return None  # loaded, queued, replaced, or not for this rank: read
+        if log.name.startswith(ACTION_PREFIX) and fields["message"].startswith("loaded: "):
             last_read = max(last_read, _stamp(fields))
     if not trigger and last_read >= changed - 1.0:  # the log's clock has ms; the file's may be a tick ahead
         return None
