@@ -21,20 +21,15 @@ def processes_of_the_run(run_id: str | None, helpers: bool = True) -> list[int]:
     helpers unless ``helpers``."""
     if not run_id:
         return []
-    marker = run_id.encode()
     try:
         pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
     except OSError:
         return []
     found = []
     for pid in pids:
-        if pid == os.getpid():
+        if pid == os.getpid() or not is_a_process_of_run(pid, run_id):
             continue
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = f.read()
-            if ENV_MARKER not in environ or marker not in environ:
-                continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read()
             if POSTPROCESS_MODULE in cmdline or (not helpers and any(h in cmdline for h in MP_HELPERS)):
@@ -63,24 +58,25 @@ def outliving_the_job(run_id: str | None) -> list[int]:
 
 
 def is_a_process_of_run(pid: int, run_id: str | None) -> bool:
-    """Whether process ``pid``'s environment holds run ``run_id``'s payload (a post-processor of it too)."""
+    """Whether process ``pid``'s environment holds run ``run_id``'s payload."""
     if not run_id:
         return False
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            environ = f.read()
-    except OSError:
-        return False
+    environ = _environ(pid)
     return ENV_MARKER in environ and run_id.encode() in environ
 
 
 def is_a_run_process(pid: int) -> bool:
     """Whether process ``pid``'s environment holds an npuprof run's payload (a process of some run)."""
+    return ENV_MARKER in _environ(pid)
+
+
+def _environ(pid: int) -> bytes:
+    """Process ``pid``'s environment as /proc has it; empty when gone, a zombie, or not ours to read."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
-            return ENV_MARKER in f.read()
+            return f.read()
     except OSError:
-        return False
+        return b""
 
 
 def pid_alive(pid: int) -> bool:
