@@ -289,3 +289,17 @@ def wait_for_end(pid: int) -> None:
         assert select.select([gone], [], [], 30)[0], f"process {pid} still running"
     finally:
         os.close(gone)
+
+
+def recursion_depth_of_caller() -> int:
+    """The interpreter's recursion depth at the caller, as sys.setrecursionlimit counts it (C calls too,
+    not only Python frames): one less than the lowest limit it takes there."""
+    limit, low = sys.getrecursionlimit(), 1
+    while True:
+        try:
+            sys.setrecursionlimit(low)
+        except RecursionError:
+            low += 1
+            continue
+        sys.setrecursionlimit(limit)
+        return low - 2  # this function's own frame is the last one counted

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import torch.autograd.profiler as autograd_profiler
 import torch.profiler as tp
-from conftest import run_on_thread
+from conftest import recursion_depth_of_caller, run_on_thread
 
 from npuprof.agent import controller as controller_module
 from npuprof.agent import user_profiler
@@ -662,27 +662,14 @@ def test_an_internal_error_the_log_cannot_take_does_not_point_at_the_log() -> No
     assert said.endswith("training goes on; npuprof.log could not take the details"), said
 
 
-def _depth_of_caller() -> int:
-    """The interpreter's recursion depth at the caller, as sys.setrecursionlimit counts it (C calls too,
-    not only Python frames): one less than the lowest limit it takes there."""
-    limit, low = sys.getrecursionlimit(), 1
-    while True:
-        try:
-            sys.setrecursionlimit(low)
-        except RecursionError:
-            low += 1
-            continue
-        sys.setrecursionlimit(limit)
-        return low - 2  # this function's own frame is the last one counted
-
-
 def test_captures_at_boundaries_near_the_recursion_limit_cost_the_job_no_stack() -> None:
     """helper-152: a job taking its steps deep in recursive code, with room for a few frames more: the
     decisions that start, record and export a capture need dozens, and raised RecursionError into the job
     (so did the report of that failure) where the job without npuprof went on."""
     rig = Rig(TorchPlan(skip_first=2, wait=0, warmup=1, active=2, repeat=1))
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(_depth_of_caller() + 4)  # the boundary, the decision and its set-up fit, no more
+    # the boundary, the decision and its set-up fit, no more
+    sys.setrecursionlimit(recursion_depth_of_caller() + 4)
     try:
         for _ in range(6):
             rig.c.on_boundary()
@@ -700,7 +687,7 @@ def test_a_boundary_with_no_room_for_the_decision_leaves_no_lock_held(room: int)
     after it take the capture."""
     rig = Rig(TorchPlan(skip_first=2, wait=0, warmup=1, active=2, repeat=1))
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(_depth_of_caller() + room)
+    sys.setrecursionlimit(recursion_depth_of_caller() + room)
     try:
         for _ in range(3):
             try:

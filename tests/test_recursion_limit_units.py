@@ -9,22 +9,9 @@ import sys
 from collections.abc import Callable, Iterator
 
 import pytest
+from conftest import recursion_depth_of_caller
 
 from npuprof.agent import recursion_limit
-
-
-def _depth() -> int:
-    """The recursion depth here, as sys.setrecursionlimit counts it: one less than the lowest limit it
-    takes (this function's frame aside)."""
-    limit, low = sys.getrecursionlimit(), 1
-    while True:
-        try:
-            sys.setrecursionlimit(low)
-        except RecursionError:
-            low += 1
-            continue
-        sys.setrecursionlimit(limit)
-        return low - 2
 
 
 def _deeper(levels: int, then: Callable[[], None]) -> None:
@@ -39,7 +26,7 @@ def _deeper(levels: int, then: Callable[[], None]) -> None:
 def job_limit() -> Iterator[int]:
     """A limit the job set itself, 30 frames above the test's depth; the limit as it was is put back."""
     limit = sys.getrecursionlimit()
-    low = _depth() + 30
+    low = recursion_depth_of_caller() + 30
     sys.setrecursionlimit(low)
     try:
         yield low
