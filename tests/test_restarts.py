@@ -11,54 +11,12 @@ from typing import Any
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
 from conftest import clean_env, npuprof
+from test_export_type import _Backend, _NoAnnotations, _Post
 
 from npuprof.config import ProfileConfig
 from npuprof.results import layout
 
 RUN = "aaaa11112222"
-
-
-class _Backend:
-    name = "torch-cpu"
-    device = "cpu"
-    writes_own_layout = False
-
-    def __init__(self, output: Path) -> None:
-        self.output = output
-
-    def export_raw(self, prof: Any, rank_dir: Path | None, worker: str) -> tuple[Path, Path | None]:
-        assert rank_dir is not None
-        trace = rank_dir / f"{worker}.1.pt.trace.json"
-        trace.write_text('{"traceEvents": []}')
-        return rank_dir, trace
-
-    def version_info(self) -> dict[str, str]:
-        return {"torch_version": "0"}
-
-
-class _Post:
-    running = True
-
-    def __init__(self) -> None:
-        self.jobs: list[dict[str, Any]] = []
-
-    def start(self) -> None:
-        pass
-
-    def submit(self, job: dict[str, Any]) -> bool:
-        self.jobs.append(job)
-        return True
-
-
-class _NoAnnotations:
-    def __init__(self, *args: Any) -> None:
-        pass
-
-    def begin(self, cfg: Any) -> None:
-        pass
-
-    def end(self) -> dict[str, Any]:
-        return {}
 
 
 def test_the_capture_record_says_torchruns_attempt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,7 +35,9 @@ def test_the_capture_record_says_torchruns_attempt(tmp_path: Path, monkeypatch: 
         cfg = ProfileConfig(output=str(output)).validate()
         post = _Post()
         log = AgentLog(None, "t")
-        writer = capture.CaptureWriter(cfg, {"run_id": "r"}, _Backend(output), log, lambda: 0, "w", post)
+        writer = capture.CaptureWriter(
+            cfg, {"run_id": "r"}, _Backend(False, output), log, lambda: 0, "w", post
+        )
         writer.begin(2)
         (rank_dir,) = layout.find_rank_dirs(output)
         capturing = json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())
