@@ -814,12 +814,12 @@ def test_a_truncated_gzip_trace_is_said_to_end_early(tmp_path: Path) -> None:
 
 STUB_JOB = """
 import sys, torch
-model = torch.nn.Linear(128, 128)
+model = torch.nn.Linear(1024, 1024)  # steps of tens of ms: the stub stays under 10% of one on a loaded host
 window = torch.profiler.schedule(wait=1, warmup=1, active=3)
 ready = lambda prof: prof.export_chrome_trace(sys.argv[1])
 with torch.profiler.profile(schedule=window, on_trace_ready=ready) as prof:
     for _ in range(4):  # the loop ends inside the window: the profiler stops at the with's end
-        model(torch.randn(32, 128)).sum().backward()
+        model(torch.randn(128, 1024)).sum().backward()
         prof.step()
 """
 
