@@ -40,6 +40,9 @@ KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
 TAKEN_GRACE_S = 1.0  # the signal taken over: how long a wait of Python's may be interrupted before it is said
 LATE_S = 0.5  # a window the timer could not close that closes this much after its end says so (KICK_EVERY_S+)
+# a window that opens this much after its start says so in its capture's record: more than a kick's delay on a
+# loaded host, and than the step grace of a window of a second or less (the timer opens one mid-step then)
+LATE_OPEN_S = 2.0
 # what torch's profiler imports as it starts (``hasattr(torch, "_inductor")`` in ``prepare_trace``; it imports
 # torch._dynamo too): imported by the kick before it opens the window, with other threads' imports held back
 IMPORTED_BY_A_START = ("torch._inductor",)
@@ -59,6 +62,7 @@ class WindowPlan:
         self.state = WAITING
         self.began_step: int | None = None
         self.began_at: float | None = None
+        self.opened_late_by = 0.0  # seconds from the window's start to the decision that opened it
         self.controller: Any = None
         self._kicks = False
         self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
@@ -98,6 +102,7 @@ class WindowPlan:
                 self.log.info("--delay/--duration: no window in a DataLoader worker")
                 return
             self.state = OPEN
+            self.opened_late_by = now - self.start_at
             if self.duration is not None:  # a window opened late (no boundary came sooner) keeps its length
                 self.end_at = now + self.duration
         # the duration counts once recording has begun: a window asked shorter than the time between two
@@ -112,6 +117,19 @@ class WindowPlan:
         self.began_at = time.monotonic()
         if self.duration is not None:
             self.end_at = self.began_at + self.duration
+        if self.opened_late_by >= LATE_OPEN_S and self.controller is not None:
+            self.controller.note_for_capture(self._opened_late())
+
+    def _opened_late(self) -> str:
+        """Why the window opened when it did, said of one that opened LATE_OPEN_S or more after its start:
+        the recorded time is not the time asked (a step of minutes, a main thread held in C code)."""
+        if self._no_kick_why:
+            why = f"{self._no_kick_why}, and no step boundary came sooner"
+        elif self.controller.counts_steps:
+            why = "no step boundary came sooner, and the main thread ran the timer's signal no sooner"
+        else:
+            why = "the main thread ran the timer's signal no sooner (held in C code?)"
+        return f"the window opened {self.opened_late_by:.1f} s after its start: {why}"
 
     def hear(self, kind: str, step: int, detail: str) -> None:
         if kind == "began":

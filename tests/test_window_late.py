@@ -1,0 +1,42 @@
+"""A --delay/--duration window that opens well after its start says so in its capture's record: the time
+recorded is not the time asked (docs/architecture.md, "Time windows")."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from conftest import capture_record, npuprof, rank_dirs
+
+# A job that handles the timer's signal itself and makes its optimizer (its first step boundary) 3 s after
+# `import torch` (the window's clock starts there): the window cannot open before, about 2.7 s late.
+LATE_FIRST_STEP = """import signal, time
+signal.signal(signal.SIGRTMIN + 6, lambda s, f: None)
+import torch
+model = torch.nn.Linear(8, 8)
+time.sleep(3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(3):
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+    time.sleep(0.6)
+"""
+
+
+def test_a_window_that_opens_late_says_how_late_and_why(tmp_path: Path) -> None:
+    script = tmp_path / "late_first_step.py"
+    script.write_text(LATE_FIRST_STEP)
+    out = tmp_path / "out"
+    flags = ["--delay", "0.3", "--duration", "1"]
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=120)
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"][0] == 0, record
+    said = re.search(r"the window opened (\d+\.\d) s after its start: ([^;]*)", record["detail"])
+    assert said, record["detail"]
+    assert 2.0 <= float(said[1]) < 60, said[1]
+    assert said[2] == "the job handles signal SIGRTMIN+6 itself, and no step boundary came sooner", said[2]
+    summary = " ".join(result.stderr.split())
+    assert f"the window opened {said[1]} s after its start" in summary, summary  # the record's note, shown
