@@ -40,3 +40,35 @@ def test_a_window_that_opens_late_says_how_late_and_why(tmp_path: Path) -> None:
     assert said[2] == "the job handles signal SIGRTMIN+6 itself, and no step boundary came sooner", said[2]
     summary = " ".join(result.stderr.split())
     assert f"the window opened {said[1]} s after its start" in summary, summary  # the record's note, shown
+
+
+# A job without steps whose main thread sits in a read of a pipe (C code that the timer's signal does not
+# interrupt: the read restarts) for 4 s after `import torch`, then computes for 1.5 s.
+HELD_IN_C = """import os, threading, time
+import torch
+r, w = os.pipe()
+threading.Timer(4, os.write, (w, b"x")).start()
+os.read(r, 1)
+a, t = torch.randn(64, 64), time.time()
+while time.time() - t < 1.5:
+    a = (a @ a) / 64
+    time.sleep(0.01)
+"""
+
+
+def test_a_window_whose_main_thread_is_held_in_c_code_says_it_opened_late(tmp_path: Path) -> None:
+    script = tmp_path / "held_in_c.py"
+    script.write_text(HELD_IN_C)
+    out = tmp_path / "out"
+    flags = ["--delay", "0.5", "--duration", "0.5"]
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=120)
+    assert result.returncode == 0, result.stderr
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["steps"] == [], record
+    said = re.search(r"the window opened (\d+\.\d) s after its start: ([^;]*)", record["detail"])
+    assert said, record["detail"]
+    assert 2.0 <= float(said[1]) < 60, said[1]
+    held = re.fullmatch(r"the main thread ran the timer's signal (\d+\.\d) s after it went out \(C code\?\)",
+                        said[2])  # fmt: skip
+    assert held and 2.0 <= float(held[1]) <= float(said[1]), said[2]

@@ -62,7 +62,14 @@ class WindowPlan:
         self.state = WAITING
         self.began_step: int | None = None
         self.began_at: float | None = None
-        self.opened_late_by = 0.0  # seconds from the window's start to the decision that opened it
+        # seconds from the window's start to the first moment the main thread could open it (the step
+        # boundary that did, or the timer's signal handler's first run), and why, when LATE_OPEN_S or more
+        self.opened_late_by = 0.0
+        self._late_why = ""
+        self._kick_sent_at: float | None = None  # the timer's first signal after the window's start
+        self._kick_ran_at: float | None = None  # the main thread's first run of its handler
+        self._kicked = False  # a decision runs inside the handler (not at a step boundary)
+        self._waited_for_a_boundary = False  # the timer gave steps a grace before its first signal
         self.controller: Any = None
         self._kicks = False
         self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
@@ -102,7 +109,7 @@ class WindowPlan:
                 self.log.info("--delay/--duration: no window in a DataLoader worker")
                 return
             self.state = OPEN
-            self.opened_late_by = now - self.start_at
+            self._time_the_opening(now)
             if self.duration is not None:  # a window opened late (no boundary came sooner) keeps its length
                 self.end_at = now + self.duration
         # the duration counts once recording has begun: a window asked shorter than the time between two
@@ -118,18 +125,34 @@ class WindowPlan:
         if self.duration is not None:
             self.end_at = self.began_at + self.duration
         if self.opened_late_by >= LATE_OPEN_S and self.controller is not None:
-            self.controller.note_for_capture(self._opened_late())
+            late = f"the window opened {self.opened_late_by:.1f} s after its start: {self._late_why}"
+            self.controller.note_for_capture(late)
 
-    def _opened_late(self) -> str:
-        """Why the window opened when it did, said of one that opened LATE_OPEN_S or more after its start:
-        the recorded time is not the time asked (a step of minutes, a main thread held in C code)."""
-        if self._no_kick_why:
-            why = f"{self._no_kick_why}, and no step boundary came sooner"
-        elif self.controller.counts_steps:
-            why = "no step boundary came sooner, and the main thread ran the timer's signal no sooner"
-        else:
-            why = "the main thread ran the timer's signal no sooner (held in C code?)"
-        return f"the window opened {self.opened_late_by:.1f} s after its start: {why}"
+    def _time_the_opening(self, now: float) -> None:
+        """How late the window opens, and why: the recorded time is not the time asked (a step of minutes, a
+        main thread held in C code). Counted to the first moment the main thread could open it: what the
+        first profiler start costs after that (torch's imports, seconds in a process without a backward
+        pass) is documented of every window and not lateness."""
+        reached = self._kick_ran_at if self._kicked and self._kick_ran_at is not None else now
+        self.opened_late_by = reached - self.start_at
+        if not self._kicked:
+            prefix = f"{self._no_kick_why}, and " if self._no_kick_why else ""
+            self._late_why = f"{prefix}no step boundary came sooner"
+            return
+        sent = self._kick_sent_at if self._kick_sent_at is not None else reached
+        why = []
+        if sent - self.start_at >= LATE_OPEN_S / 2:
+            waited = sent - self.start_at
+            why.append(
+                f"no step boundary came within {waited:.1f} s, the timer then opened it mid-step"
+                if self._waited_for_a_boundary
+                else f"the timer's signal went out {waited:.1f} s late (a loaded host?)"
+            )
+        if reached - sent >= LATE_OPEN_S / 2:
+            why.append(
+                f"the main thread ran the timer's signal {reached - sent:.1f} s after it went out (C code?)"
+            )
+        self._late_why = "; ".join(why) or "the main thread could not be reached sooner"
 
     def hear(self, kind: str, step: int, detail: str) -> None:
         if kind == "began":
@@ -173,11 +196,17 @@ class WindowPlan:
 
     def _on_kick(self, signum: int, frame: Any) -> None:
         try:
+            if self._kick_ran_at is None:
+                self._kick_ran_at = time.monotonic()
             if _unsafe_moment(frame) or another_thread_imports():
                 return  # kicked again a moment later
             if self.controller.prof is None and not imported_alone(IMPORTED_BY_A_START):
                 return  # another thread began an import meanwhile
-            self.controller.tick()
+            self._kicked = True
+            try:
+                self.controller.tick()
+            finally:
+                self._kicked = False
         except Exception as exc:  # never into the job
             self.log.error(f"--delay/--duration: the timed window failed: {exc!r}")
 
@@ -295,6 +324,9 @@ class WindowPlan:
                 continue
             assert main.ident is not None and KICK_SIGNAL is not None
             signal.pthread_kill(main.ident, self._kick_signal_for(main.ident))
+            if self._kick_sent_at is None:
+                self._kick_sent_at = time.monotonic()
+                self._waited_for_a_boundary = self.controller.armed
             self._wait_for(done, KICK_EVERY_S)
 
     def _kick_signal_for(self, main_ident: int) -> int:
