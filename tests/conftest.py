@@ -85,6 +85,43 @@ def trainer(*args: str) -> list[str]:
     return [sys.executable, str(SCRIPTS / "trainer.py"), *args]
 
 
+def trainer_in_process(*args: str) -> str:
+    """Python source that runs tests/scripts/trainer.py ARGS as __main__ in the process that executes it
+    (a forked_job's scenario): it ends as trainer.py does, by sys.exit."""
+    script = str(SCRIPTS / "trainer.py")
+    run = f"runpy.run_path({script!r}, run_name='__main__')\n"
+    return f"import runpy, sys\nsys.argv = {[script, *args]!r}\n{run}"
+
+
+def forked_job(root: Path, scenarios: dict[str, str]) -> tuple[list[str], Path]:
+    """A job that imports torch once, then runs each scenario (a script, run as __main__) in a child of its
+    own, forked one after the other (a fresh training process to npuprof: it counts its own steps and
+    records its own captures), which ends as a script does (sys.exit: atexit runs). Its command line, and
+    the JSON file that gets each scenario's pid; the job fails naming each scenario that failed."""
+    pids = root / "pids.json"
+    script = root / "forked_job.py"
+    script.write_text(
+        "import json, os, sys, threading\n"
+        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
+        "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
+        f"scenarios, pids, failed = {scenarios!r}, {{}}, []\n"
+        "for scenario, source in scenarios.items():\n"
+        "    sys.stdout.flush(); sys.stderr.flush()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        exec(compile(source, scenario + '.py', 'exec'), {'__name__': '__main__'})\n"
+        "        sys.exit(0)\n"
+        "    pids[scenario] = pid\n"
+        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    if code:\n"
+        "        failed.append(f'{scenario} (exit code {code})')\n"
+        f"json.dump(pids, open({str(pids)!r}, 'w'))\n"
+        "if failed:\n"
+        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
+    )
+    return [sys.executable, str(script)], pids
+
+
 def rank_dirs(output: Path) -> list[Path]:
     return sorted(p for p in output.iterdir() if p.is_dir() and p.name.endswith("_ascend_pt"))
 

@@ -15,6 +15,7 @@ from conftest import (
     SCRIPTS,
     capture_record,
     clean_env,
+    forked_job,
     load_trace,
     npuprof,
     profiler_steps,
@@ -22,6 +23,7 @@ from conftest import (
     run_trainer,
     sched,
     trainer,
+    trainer_in_process,
 )
 
 SCHEDULE_9 = ["--skip-first", "1", "--wait", "1", "--warmup", "1", "--active", "2", "--repeat", "2"]
@@ -86,15 +88,45 @@ def test_schedule_captures_exactly_the_scheduled_steps(scheduled) -> None:
     assert not (out / ".npuprof_pending").exists()
 
 
+# test_every_kind_of_optimizer_step_counts_once's optimizers trained under the same flags: they share a run
+SHARED_OPTIMIZERS = ("custom", "two", "lbfgs", "scaler")
+OPTIMIZER_FLAGS = [*sched(3, 1, 2), "--no-analyse", "--no-gzip"]
+
+
+@pytest.fixture(scope="module")
+def optimizers_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str], dict[str, int]]:
+    """One `npuprof run -o OUT OPTIMIZER_FLAGS` of a forked_job whose children, one after the other, each
+    run `trainer.py --steps 8 --optimizer NAME` for a NAME of SHARED_OPTIMIZERS (each a fresh training
+    process to npuprof, as its own job was): (OUT, the result, each NAME's pid)."""
+    root = tmp_path_factory.mktemp("optimizers")
+    out = root / "result"
+    scenarios = {name: trainer_in_process("--steps", "8", "--optimizer", name) for name in SHARED_OPTIMIZERS}
+    job, pids = forked_job(root, scenarios)
+    result = npuprof("run", "-o", str(out), *OPTIMIZER_FLAGS, "--", *job)
+    return out, result, json.loads(pids.read_text()) if pids.exists() else {}
+
+
 @pytest.mark.parametrize(
     ("optimizer", "extra"),
     [("custom", []), ("two", []), ("lbfgs", []), ("scaler", []), ("adam", ["--with-stack"])],
 )
-def test_every_kind_of_optimizer_step_counts_once(out: Path, optimizer: str, extra: list[str]) -> None:
-    flags = [*sched(3, 1, 2), "--no-analyse", "--no-gzip", *extra]
-    result = npuprof("run", "-o", str(out), *flags, "--", *trainer("--steps", "8", "--optimizer", optimizer))
-    assert result.returncode == 0, result.stderr
-    (d,) = rank_dirs(out)
+def test_every_kind_of_optimizer_step_counts_once(
+    request: pytest.FixtureRequest, out: Path, optimizer: str, extra: list[str]
+) -> None:
+    """(The optimizers of SHARED_OPTIMIZERS are children of optimizers_run's job; adam, with stacks, runs
+    a job of its own.)"""
+    if optimizer in SHARED_OPTIMIZERS and not extra:
+        out, result, pid_of = request.getfixturevalue("optimizers_run")
+        assert result.returncode == 0, result.stderr
+        (d,) = [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid_of[optimizer]]
+    else:
+        flags = [*OPTIMIZER_FLAGS, *extra]
+        train = trainer("--steps", "8", "--optimizer", optimizer)
+        result = npuprof("run", "-o", str(out), *flags, "--", *train)
+        assert result.returncode == 0, result.stderr
+        (d,) = rank_dirs(out)
     assert profiler_steps(d) == [4, 5]
     names = {e.get("name") for e in load_trace(d)["traceEvents"]}
     assert any(str(n).startswith("Optimizer.step#") for n in names)
