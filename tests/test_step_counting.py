@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SCRIPTS, capture_record, clean_env, load_trace, rank_dirs
+from conftest import SCRIPTS, capture_record, clean_env, forked_job, load_trace, rank_dirs
 
 ITERATION = "iteration_forward_"  # the scripts' own marks: iteration_forward_<i>
 
@@ -107,46 +107,18 @@ if __name__ == "__main__":
 """
 
 
-def _forked_job(tmp_path: Path, scenarios: dict[str, str]) -> tuple[Path, Path]:
-    """A job that imports torch once, then runs each scenario (a script, run as __main__) in a child of its
-    own, forked one after the other (a fresh training process to npuprof: it counts its own steps and
-    records its own captures), which ends as a script does (sys.exit: atexit runs). Each scenario's pid goes
-    to the JSON file given back; the job fails naming each scenario that failed."""
-    pids = tmp_path / "pids.json"
-    body = (
-        "import json, os, sys, threading\n"
-        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
-        "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
-        f"scenarios, pids, failed = {scenarios!r}, {{}}, []\n"
-        "for scenario, source in scenarios.items():\n"
-        "    sys.stdout.flush(); sys.stderr.flush()\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        exec(compile(source, scenario + '.py', 'exec'), {'__name__': '__main__'})\n"
-        "        sys.exit(0)\n"
-        "    pids[scenario] = pid\n"
-        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
-        "    if code:\n"
-        "        failed.append(f'{scenario} (exit code {code})')\n"
-        f"json.dump(pids, open({str(pids)!r}, 'w'))\n"
-        "if failed:\n"
-        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
-    )
-    return _script(tmp_path, body), pids
-
-
 def _rank_dirs_of(out: Path, pid: int) -> list[Path]:
     return [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
 
 
 @pytest.fixture(scope="module")
 def gan_and_scaler(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
-    """GAN and SCALER as two forked children of one job (_forked_job), skip 2, warm up 1, record 5: the
+    """GAN and SCALER as two forked children of one job (forked_job), skip 2, warm up 1, record 5: the
     output directory and each scenario's pid."""
     tmp_path = tmp_path_factory.mktemp("gan-and-scaler")
     out = tmp_path / "out"
-    job, pids = _forked_job(tmp_path, {"gan": GAN, "scaler": SCALER})
-    result = _npuprof_run(out, job, "--skip-first", "2", "--warmup", "1", "--active", "5")
+    (_, job), pids = forked_job(tmp_path, {"gan": GAN, "scaler": SCALER})
+    result = _npuprof_run(out, Path(job), "--skip-first", "2", "--warmup", "1", "--active", "5")
     assert result.returncode == 0, result.stderr
     pid_of = json.loads(pids.read_text())
     assert sorted(pid_of) == ["gan", "scaler"]
@@ -199,12 +171,12 @@ assert TWO_STAGES_LATER != TWO_STAGES
 def takeovers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int], str]:
     """TWO_STAGES ("before": the takeover at iteration 9, before the window) and TWO_STAGES_LATER
     ("inside": at iteration 11, the window's warm-up at 10 among the uncounted steps) as two forked children
-    of one job (_forked_job), skip 10, warm up 1, record 2: the output directory, each scenario's pid and
+    of one job (forked_job), skip 10, warm up 1, record 2: the output directory, each scenario's pid and
     the run's stderr."""
     tmp_path = tmp_path_factory.mktemp("takeovers")
     out = tmp_path / "out"
-    job, pids = _forked_job(tmp_path, {"before": TWO_STAGES, "inside": TWO_STAGES_LATER})
-    result = _npuprof_run(out, job, "--skip-first", "10", "--warmup", "1", "--active", "2")
+    (_, job), pids = forked_job(tmp_path, {"before": TWO_STAGES, "inside": TWO_STAGES_LATER})
+    result = _npuprof_run(out, Path(job), "--skip-first", "10", "--warmup", "1", "--active", "2")
     assert result.returncode == 0, result.stderr
     pid_of = json.loads(pids.read_text())
     assert sorted(pid_of) == ["before", "inside"]
