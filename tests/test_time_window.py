@@ -343,6 +343,9 @@ def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Pat
     assert written == expected
     for name in written:
         assert json.loads((tmp_path / name).read_text())["traceEvents"]
+    if launcher == "-m":  # known by name when its agent woke: no timer, no signal, no profiler imports in it
+        log = (tmp_path / "out" / "npuprof.log").read_text()
+        assert "no window in the process that starts the workers (torch.distributed.run)" in log, log
 
 
 def test_delay_alone_in_a_job_without_steps_records_to_the_end_and_calls_nothing_partial(

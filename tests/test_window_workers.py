@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import ROOT, capture_record, rank_dirs, run_script
 
 JOB = """
@@ -156,9 +157,10 @@ def test_the_kick_starts_nothing_when_another_thread_begins_an_import_after_its_
         def tick(self) -> None:
             ticks.append(True)
 
-    plan = window_plan.WindowPlan.__new__(window_plan.WindowPlan)
+    from npuprof.config import ProfileConfig
+
+    plan = window_plan.WindowPlan(ProfileConfig(), log=None)  # not bound: no handler, no timer
     plan.controller = Controller()
-    plan.log = None
     monkeypatch.setattr(window_plan, "another_thread_imports", first_look_then_an_import_begins)
     monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
     try:
@@ -215,3 +217,36 @@ def test_the_kicks_import_does_not_deadlock_with_a_thread_that_forks(tmp_path: P
         raise AssertionError("the kick's import and a thread's fork waited for each other") from None
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "returned"
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["python", "-m", "torch.distributed.run", "train.py"], "torch.distributed.run"),
+        (["python", "-mtorch.distributed.run"], "torch.distributed.run"),
+        (
+            ["python", "-u", "-X", "importtime", "-m", "deepspeed.launcher.launch"],
+            "deepspeed.launcher.launch",
+        ),
+        (
+            ["python", "-Ximporttime", "-W", "ignore", "-um", "accelerate.commands.launch"],
+            "accelerate.commands.launch",
+        ),
+        (["python", "-E", "-s", "-I", "-m", "pkg.mod"], "pkg.mod"),
+        (["python", "train.py", "-m", "torch.distributed.run"], None),  # the script's own arguments
+        (["python", "-c", "pass", "-m", "torch.distributed.run"], None),
+        (["python", "-cimport torch", "-m", "x"], None),
+        (["python", "-", "-m", "x"], None),  # a program read from stdin
+        (["python"], None),
+    ],
+)
+def test_the_module_python_runs_is_read_from_its_own_command_line(
+    argv: list[str], module: str | None
+) -> None:
+    """`python -m torch.distributed.run`'s agent wakes while runpy still imports the module's packages
+    (__main__ is not torchrun yet): its own command line says it starts workers, so that no timer, signal
+    or profiler import ever runs in it (helper-167: a torchrun process under --delay hung once, its main
+    thread never back from the timer's signal, and spent 1.3 CPU-s importing torch._inductor)."""
+    from npuprof.agent.window_plan import module_run
+
+    assert module_run(argv) == module

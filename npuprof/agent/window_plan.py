@@ -163,6 +163,11 @@ class WindowPlan:
     # ---- the timer ---------------------------------------------------------------------------------
     def bind(self, controller: Any) -> None:
         self.controller = controller
+        if starts_workers():  # torchrun run by name (-m, its script): no window, no signal, no timer in it
+            self.state = DONE
+            name = module_run(sys.orig_argv) or os.path.basename(sys.argv[0] if sys.argv else "")
+            self.log.info(f"--delay/--duration: no window in the process that starts the workers ({name})")
+            return
         self._kicks = self._install_handler()
         if not self._kicks:
             why = self._no_kick_why
@@ -200,7 +205,10 @@ class WindowPlan:
                 self._kick_ran_at = time.monotonic()
             if _unsafe_moment(frame) or another_thread_imports():
                 return  # kicked again a moment later
-            if self.controller.prof is None and not imported_alone(IMPORTED_BY_A_START):
+            # torch's imports for a profiler start (seconds of CPU), not in a process that opens no window:
+            # one that shows only now that it starts workers (torchrun's code run in a script) decides so
+            opens = self.state != WAITING or not starts_workers()
+            if opens and self.controller.prof is None and not imported_alone(IMPORTED_BY_A_START):
                 return  # another thread began an import meanwhile
             self._kicked = True
             try:
@@ -467,8 +475,35 @@ def starts_workers() -> bool:
     """Whether this process is torchrun (or torch.distributed.launch, accelerate launch, DeepSpeed's
     launchers, a script running torchrun's code), not one of its workers."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(spec, "name", None) in WORKER_STARTERS:
+    if getattr(spec, "name", None) in WORKER_STARTERS or module_run(sys.orig_argv) in WORKER_STARTERS:
         return True
     if os.path.basename(sys.argv[0] if sys.argv else "") in _STARTER_SCRIPTS:
         return True
     return _LAUNCHER_API in sys.modules and "TORCHELASTIC_RUN_ID" not in os.environ
+
+
+# Python's options that take the next word as their value (python -X importtime -m torch.distributed.run)
+_OPTIONS_WITH_A_VALUE = ("-X", "-W", "--check-hash-based-pycs")
+
+
+def module_run(argv: list[str]) -> str | None:
+    """The module ``python -m NAME`` runs, from the interpreter's own command line (``sys.orig_argv``):
+    known when the agent wakes, inside ``import torch``, while runpy is still importing the module's
+    packages (``__main__`` is not that module yet, and ``sys.argv[0]`` is ``-m``). None for a script,
+    ``-c`` or the interactive interpreter."""
+    words = iter(argv[1:])
+    for word in words:
+        if word in _OPTIONS_WITH_A_VALUE:
+            next(words, None)
+        elif word == "-" or not word.startswith("-") or word == "--":
+            return None
+        elif not word.startswith("--"):
+            flags = word[1:]
+            for at, flag in enumerate(flags):
+                if flag == "m":  # -m NAME, -mNAME, -um NAME
+                    return flags[at + 1 :] or next(words, None)
+                if flag == "c":  # -c's program ends the options
+                    return None
+                if flag in "XW":  # -Ximporttime: the rest of the word is the value
+                    break
+    return None
