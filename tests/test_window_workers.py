@@ -250,3 +250,50 @@ def test_the_module_python_runs_is_read_from_its_own_command_line(
     from npuprof.agent.window_plan import module_run
 
     assert module_run(argv) == module
+
+
+SPAWNED = ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(pipe_handle=7)"]
+FORKSERVER = ["python", "-c", "from multiprocessing.forkserver import main; main(5, 6, ['__main__'])"]
+
+
+@pytest.mark.parametrize("orig_argv", [[*SPAWNED, "--multiprocessing-fork"], FORKSERVER])
+def test_a_worker_spawned_by_a_launcher_is_not_taken_for_it(monkeypatch: Any, orig_argv: list[str]) -> None:
+    """`torchrun --run-path` runs the script in workers multiprocessing starts (spawn by default): spawn gives
+    the child torchrun's sys.argv before its `import torch` wakes npuprof, and the worker, taken for
+    torchrun, lost its window ("the job ended before the --delay window began", helper-171)."""
+    from npuprof.agent import window_plan
+
+    monkeypatch.delitem(sys.modules, window_plan._LAUNCHER_API, raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/torchrun", "--run-path", "/abs/train.py"])
+    monkeypatch.setattr(sys, "orig_argv", ["python", "/venv/bin/torchrun", "--run-path", "/abs/train.py"])
+    assert window_plan.starts_workers()  # torchrun itself
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert not window_plan.starts_workers()  # the worker it spawned
+
+
+def test_a_worker_forked_by_a_launcher_waits_for_its_window(monkeypatch: Any) -> None:
+    """`python -m torch.distributed.run --run-path --start-method fork`: the worker is a fork of torchrun's
+    process, whose plan was done when npuprof woke (no window there), and whose command line it keeps: the
+    worker's window waits again, and torchrun's command line does not end it."""
+    from npuprof.agent import window_plan
+    from npuprof.config import ProfileConfig
+
+    class Log:
+        def info(self, message: str) -> None:
+            pass
+
+    hooks: list[Any] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda after_in_child: hooks.append(after_in_child))
+    monkeypatch.delitem(sys.modules, window_plan._LAUNCHER_API, raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "torch.distributed.run", "--run-path", "/t.py"])
+    plan = window_plan.WindowPlan(ProfileConfig(duration=1.0), Log())
+    plan.bind(controller=None)
+    assert plan.state == window_plan.DONE and len(hooks) == 1
+    monkeypatch.setattr(window_plan, "_LOADED_IN", os.getpid() + 1)  # this process is now its child
+    hooks[0]()
+    assert plan.state == window_plan.WAITING
+    assert not window_plan.starts_workers()
+    plan.refresh(0)
+    assert plan.action_at(0).name == "RECORD"

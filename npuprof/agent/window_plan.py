@@ -167,6 +167,8 @@ class WindowPlan:
             self.state = DONE
             name = module_run(sys.orig_argv) or os.path.basename(sys.argv[0] if sys.argv else "")
             self.log.info(f"--delay/--duration: no window in the process that starts the workers ({name})")
+            if hasattr(os, "register_at_fork"):  # a worker it forks (torchrun --run-path) decides anew
+                os.register_at_fork(after_in_child=self._forked_from_a_launcher)
             return
         self._kicks = self._install_handler()
         if not self._kicks:
@@ -175,6 +177,13 @@ class WindowPlan:
         from npuprof.agent import threads
 
         threads.start(self._timer, "npuprof-window")
+
+    def _forked_from_a_launcher(self) -> None:
+        """A child forked by a process that starts workers may be one of them (``torchrun --run-path
+        --start-method fork`` runs the script in it): its window waits again, for its first step boundary
+        (it has no timer), where ``starts_workers`` looks at this process, not at the command line it kept."""
+        if self.state == DONE and self.began_at is None:
+            self.state = WAITING
 
     def _install_handler(self) -> bool:
         from npuprof.agent import threads
@@ -473,13 +482,31 @@ def spawned_child_starting(code: list[tuple[str, str]]) -> bool:
 
 def starts_workers() -> bool:
     """Whether this process is torchrun (or torch.distributed.launch, accelerate launch, DeepSpeed's
-    launchers, a script running torchrun's code), not one of its workers."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(spec, "name", None) in WORKER_STARTERS or module_run(sys.orig_argv) in WORKER_STARTERS:
-        return True
-    if os.path.basename(sys.argv[0] if sys.argv else "") in _STARTER_SCRIPTS:
-        return True
+    launchers, a script running torchrun's code), not one of its workers. A multiprocessing child's command
+    line and ``__main__`` are its parent's: they name the launcher in a worker it started that way."""
+    if not a_multiprocessing_child():
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if getattr(spec, "name", None) in WORKER_STARTERS or module_run(sys.orig_argv) in WORKER_STARTERS:
+            return True
+        if os.path.basename(sys.argv[0] if sys.argv else "") in _STARTER_SCRIPTS:
+            return True
     return _LAUNCHER_API in sys.modules and "TORCHELASTIC_RUN_ID" not in os.environ
+
+
+_LOADED_IN = os.getpid()  # the process this module was imported in: a forked child has another pid
+
+
+def a_multiprocessing_child() -> bool:
+    """Whether this process was started by multiprocessing (forked, spawned, or forked by a forkserver):
+    ``sys.orig_argv`` and ``__main__`` are then its parent's, or the start method's, and so is ``sys.argv``
+    (spawn gives the child its parent's). ``torchrun --run-path`` starts its workers so (spawn by default):
+    the worker, which runs the script, was taken for torchrun by its ``sys.argv[0]`` and lost its window."""
+    if os.getpid() != _LOADED_IN:
+        return True
+    argv = sys.orig_argv
+    if "--multiprocessing-fork" in argv:  # spawn's command line: python -c 'from multiprocessing.spawn ...'
+        return True
+    return any(word.startswith("from multiprocessing.forkserver import") for word in argv)
 
 
 # Python's options that take the next word as their value (python -X importtime -m torch.distributed.run)
