@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from conftest import capture_record, npuprof, rank_dirs
 
@@ -69,3 +71,52 @@ def test_a_window_whose_main_thread_is_held_in_c_code_says_it_opened_late(tmp_pa
     held = re.fullmatch(r"the main thread ran the timer's signal (\d+\.\d) s after it went out \(C code\?\)",
                         why)  # fmt: skip
     assert held and 2.0 <= float(held[1]) <= late, why
+
+
+def test_a_window_the_timer_held_back_for_distributed_set_up_says_so(monkeypatch: Any) -> None:
+    """The timer sends no signal while the main thread is in torch.distributed's set-up (a rank waiting for
+    the others to connect): the window that opened after it said "the timer's signal went out 4.5 s late
+    (a loaded host?)" (helper-171). In-process: no signal is sent, the handler is called as the main
+    thread would run it."""
+    from npuprof.agent import window_plan
+    from npuprof.config import ProfileConfig
+
+    held = "the main thread is in torch.distributed's _create_c10d_store (a signal would break its connect)"
+    notes: list[str] = []
+
+    class Log:
+        def info(self, message: str) -> None:
+            pass
+
+    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), Log())
+
+    class Controller:
+        prof = None
+        armed = counts_steps = False
+
+        def tick(self) -> None:
+            plan.refresh(0)
+
+        def note_for_capture(self, note: str) -> None:
+            notes.append(note)
+
+    plan.controller, plan._kicks = Controller(), True
+    sent: list[int] = []
+    monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
+    monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
+    monkeypatch.setattr(window_plan.signal, "getsignal", lambda signum: plan._on_kick)
+    monkeypatch.setattr(window_plan.signal, "pthread_kill", lambda ident, signum: sent.append(signum))
+    monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: False)
+    set_up_ends = plan.start_at + 1.2
+    monkeypatch.setattr(
+        window_plan, "in_a_wait_a_signal_breaks", lambda code: held if time.monotonic() < set_up_ends else ""
+    )
+    plan._kick_until(lambda: bool(sent))
+    plan._on_kick(sent[0], None)  # the main thread runs the handler
+    assert plan.state == window_plan.OPEN
+    plan.recording_started()
+    (note,) = notes
+    said = re.fullmatch(r"the window opened (\d+\.\d) s after its start: (.*)", note)
+    assert said, note
+    back = re.fullmatch(r"the timer held its signal back (\d+\.\d) s: " + re.escape(held), said[2])
+    assert back and 1.0 <= float(back[1]) <= float(said[1]) + 0.1, said[2]

@@ -70,6 +70,7 @@ class WindowPlan:
         self._kick_ran_at: float | None = None  # the main thread's first run of its handler
         self._kicked = False  # a decision runs inside the handler (not at a step boundary)
         self._waited_for_a_boundary = False  # the timer gave steps a grace before its first signal
+        self._held_back = ""  # why the timer held its first signal back (torch.distributed set-up)
         self.controller: Any = None
         self._kicks = False
         self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
@@ -143,11 +144,12 @@ class WindowPlan:
         why = []
         if sent - self.start_at >= LATE_OPEN_S / 2:
             waited = sent - self.start_at
-            why.append(
-                f"no step boundary came within {waited:.1f} s, the timer then opened it mid-step"
-                if self._waited_for_a_boundary
-                else f"the timer's signal went out {waited:.1f} s late (a loaded host?)"
-            )
+            if self._held_back:
+                why.append(f"the timer held its signal back {waited:.1f} s: {self._held_back}")
+            elif self._waited_for_a_boundary:
+                why.append(f"no step boundary came within {waited:.1f} s, the timer then opened it mid-step")
+            else:
+                why.append(f"the timer's signal went out {waited:.1f} s late (a loaded host?)")
         if reached - sent >= LATE_OPEN_S / 2:
             why.append(
                 f"the main thread ran the timer's signal {reached - sent:.1f} s after it went out (C code?)"
@@ -337,6 +339,8 @@ class WindowPlan:
                 if waiting not in said:
                     said.add(waiting)
                     self.log.info(f"--delay/--duration: the window waits: {waiting}")
+                if self._kick_sent_at is None and not self._held_back:
+                    self._held_back = waiting
                 self._wait_for(done, KICK_EVERY_S)
                 continue
             assert main.ident is not None and KICK_SIGNAL is not None
