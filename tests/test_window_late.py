@@ -120,3 +120,96 @@ def test_a_window_the_timer_held_back_for_distributed_set_up_says_so(monkeypatch
     assert said, note
     back = re.fullmatch(r"the timer held its signal back (\d+\.\d) s: " + re.escape(held), said[2])
     assert back and 1.0 <= float(back[1]) <= float(said[1]) + 0.1, said[2]
+
+
+class _Frame:
+    """A frame of the job's own import, which the handler does not open the window in."""
+
+    f_back = None
+
+    class f_code:
+        co_filename = "<frozen importlib._bootstrap>"
+
+
+def test_a_window_whose_main_thread_ran_the_signal_in_an_import_then_held_in_c_code_says_so(
+    monkeypatch: Any,
+) -> None:
+    """The handler's first run came during the job's `import torch` (no window opens in an import), then the
+    main thread held Python's lock in C code for seconds (`sum(range(4 * 10**8))`: no signal handler runs,
+    nor the timer's thread): the window opened 5.6 s late and said nothing, counted from that first run
+    (helper-171). In-process: the handler is called as the main thread would run it."""
+    from npuprof.agent import window_plan
+    from npuprof.config import ProfileConfig
+
+    notes: list[str] = []
+
+    class Log:
+        def info(self, message: str) -> None:
+            pass
+
+    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), Log())
+
+    class Controller:
+        prof = None
+        armed = counts_steps = False
+
+        def tick(self) -> None:
+            plan.refresh(0)
+
+        def note_for_capture(self, note: str) -> None:
+            notes.append(note)
+
+    plan.controller = Controller()
+    monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
+    monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
+    plan._kick_sent_at = plan.start_at
+    plan._on_kick(0, _Frame())  # in the import: kicked again a moment later
+    assert plan.state == window_plan.WAITING
+    time.sleep(1.2)  # C code: no run of the handler
+    plan._on_kick(0, None)
+    assert plan.state == window_plan.OPEN
+    plan.recording_started()
+    (note,) = notes
+    said = re.fullmatch(r"the window opened (\d+\.\d) s after its start: (.*)", note)
+    assert said and float(said[1]) >= 1.0, note
+    held = re.fullmatch(
+        r"the main thread ran none of the timer's signals for (\d+\.\d) s \(C code\?\)", said[2]
+    )
+    assert held and 1.0 <= float(held[1]) <= float(said[1]), said[2]
+
+
+def test_a_window_whose_main_thread_was_in_an_import_from_its_start_is_not_late(monkeypatch: Any) -> None:
+    """A main thread in an import (Python code: the handler runs at each kick, and opens nothing there) does
+    not make the window late; only a gap in the handler's runs does."""
+    from npuprof.agent import window_plan
+    from npuprof.config import ProfileConfig
+
+    notes: list[str] = []
+
+    class Log:
+        def info(self, message: str) -> None:
+            pass
+
+    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), Log())
+
+    class Controller:
+        prof = None
+        armed = counts_steps = False
+
+        def tick(self) -> None:
+            plan.refresh(0)
+
+        def note_for_capture(self, note: str) -> None:
+            notes.append(note)
+
+    plan.controller = Controller()
+    monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
+    monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
+    plan._kick_sent_at = plan.start_at
+    for _kick in range(6):
+        plan._on_kick(0, _Frame())
+        time.sleep(0.2)
+    plan._on_kick(0, None)
+    assert plan.state == window_plan.OPEN
+    plan.recording_started()
+    assert notes == []

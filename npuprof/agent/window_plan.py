@@ -67,10 +67,16 @@ class WindowPlan:
         self.opened_late_by = 0.0
         self._late_why = ""
         self._kick_sent_at: float | None = None  # the timer's first signal after the window's start
-        self._kick_ran_at: float | None = None  # the main thread's first run of its handler
+        # the main thread's run of its handler that began its latest unbroken series of them (one every
+        # kick), and the run before the break: a run that could not open the window (an import) and then
+        # seconds of C code holding Python's lock, or of torch.distributed's set-up, are no moment it could
+        self._kick_ran_at: float | None = None
+        self._kick_last_ran: float | None = None
+        self._unreached_from: float | None = None
         self._kicked = False  # a decision runs inside the handler (not at a step boundary)
         self._waited_for_a_boundary = False  # the timer gave steps a grace before its first signal
         self._held_back = ""  # why the timer held its first signal back (torch.distributed set-up)
+        self._held_back_later = ""  # ... or a later one, before the window opened
         self.controller: Any = None
         self._kicks = False
         self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
@@ -150,10 +156,17 @@ class WindowPlan:
                 why.append(f"no step boundary came within {waited:.1f} s, the timer then opened it mid-step")
             else:
                 why.append(f"the timer's signal went out {waited:.1f} s late (a loaded host?)")
-        if reached - sent >= LATE_OPEN_S / 2:
-            why.append(
-                f"the main thread ran the timer's signal {reached - sent:.1f} s after it went out (C code?)"
-            )
+        # a main thread that ran the handler, could not open the window there (an import), then ran none
+        # for seconds: counted from that run
+        since = max(sent, self._unreached_from or sent)
+        held = reached - since
+        if held >= LATE_OPEN_S / 2:
+            if self._unreached_from is None:
+                why.append(f"the main thread ran the timer's signal {held:.1f} s after it went out (C code?)")
+            elif self._held_back_later:
+                why.append(f"the timer held its signal back {held:.1f} s: {self._held_back_later}")
+            else:
+                why.append(f"the main thread ran none of the timer's signals for {held:.1f} s (C code?)")
         self._late_why = "; ".join(why) or "the main thread could not be reached sooner"
 
     def hear(self, kind: str, step: int, detail: str) -> None:
@@ -212,8 +225,11 @@ class WindowPlan:
 
     def _on_kick(self, signum: int, frame: Any) -> None:
         try:
-            if self._kick_ran_at is None:
-                self._kick_ran_at = time.monotonic()
+            ran = time.monotonic()
+            if self._kick_ran_at is None or ran - (self._kick_last_ran or ran) >= LATE_OPEN_S / 2:
+                self._unreached_from = self._kick_last_ran  # None: the first run
+                self._kick_ran_at = ran
+            self._kick_last_ran = ran
             if _unsafe_moment(frame) or another_thread_imports():
                 return  # kicked again a moment later
             # torch's imports for a profiler start (seconds of CPU), not in a process that opens no window:
@@ -228,6 +244,8 @@ class WindowPlan:
                 self._kicked = False
         except Exception as exc:  # never into the job
             self.log.error(f"--delay/--duration: the timed window failed: {exc!r}")
+        finally:  # a run that took seconds itself (the profiler's imports) is no gap in the runs
+            self._kick_last_ran = time.monotonic()
 
     def _timer(self) -> None:
         from npuprof.agent.untraced import leave_trace
@@ -341,6 +359,8 @@ class WindowPlan:
                     self.log.info(f"--delay/--duration: the window waits: {waiting}")
                 if self._kick_sent_at is None and not self._held_back:
                     self._held_back = waiting
+                elif self._kick_sent_at is not None and self.state == WAITING:
+                    self._held_back_later = waiting
                 self._wait_for(done, KICK_EVERY_S)
                 continue
             assert main.ident is not None and KICK_SIGNAL is not None
