@@ -233,6 +233,8 @@ def test_the_kicks_import_does_not_deadlock_with_a_thread_that_forks(tmp_path: P
             "accelerate.commands.launch",
         ),
         (["python", "-E", "-s", "-I", "-m", "pkg.mod"], "pkg.mod"),
+        (["python", "-EX", "dev", "-m", "torch.distributed.run"], "torch.distributed.run"),  # (helper-171)
+        (["python", "-uW", "ignore", "-m", "torch.distributed.run"], "torch.distributed.run"),
         (["python", "train.py", "-m", "torch.distributed.run"], None),  # the script's own arguments
         (["python", "-c", "pass", "-m", "torch.distributed.run"], None),
         (["python", "-cimport torch", "-m", "x"], None),

@@ -555,6 +555,8 @@ def module_run(argv: list[str]) -> str | None:
                     return flags[at + 1 :] or next(words, None)
                 if flag == "c":  # -c's program ends the options
                     return None
-                if flag in "XW":  # -Ximporttime: the rest of the word is the value
+                if flag in "XW":  # -Ximporttime: the rest of the word is the value; -EX dev: the next word
+                    if not flags[at + 1 :]:
+                        next(words, None)
                     break
     return None
