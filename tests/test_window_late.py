@@ -213,3 +213,51 @@ def test_a_window_whose_main_thread_was_in_an_import_from_its_start_is_not_late(
     assert plan.state == window_plan.OPEN
     plan.recording_started()
     assert notes == []
+
+
+def test_a_window_whose_main_thread_blocked_the_signal_says_so(monkeypatch: Any) -> None:
+    """A job without steps that blocks the timer's signal in its main thread for seconds (pthread_sigmask),
+    then unblocks it: the agent saw the block (its warning says so), and the record blamed C code
+    (helper-171). In-process: no signal is sent, the handler is called as the main thread runs it once
+    unblocked."""
+    from npuprof.agent import window_plan
+    from npuprof.config import ProfileConfig
+
+    notes: list[str] = []
+
+    class Log:
+        def info(self, message: str) -> None:
+            pass
+
+        def warning(self, message: str) -> None:
+            pass
+
+    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), Log())
+
+    class Controller:
+        prof = None
+        armed = counts_steps = False
+
+        def tick(self) -> None:
+            plan.refresh(0)
+
+        def note_for_capture(self, note: str) -> None:
+            notes.append(note)
+
+    plan.controller, plan._kicks = Controller(), True
+    sent: list[int] = []
+    monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
+    monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
+    monkeypatch.setattr(window_plan.signal, "getsignal", lambda signum: plan._on_kick)
+    monkeypatch.setattr(window_plan.signal, "pthread_kill", lambda ident, signum: sent.append(signum))
+    monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: True)
+    monkeypatch.setattr(window_plan, "in_a_wait_a_signal_breaks", lambda code: "")
+    plan._kick_until(lambda: bool(sent))
+    time.sleep(1.2)  # blocked
+    plan._on_kick(sent[0], None)  # unblocked: the pending signal runs
+    assert plan.state == window_plan.OPEN
+    plan.recording_started()
+    (note,) = notes
+    said = re.fullmatch(r"the window opened (\d+\.\d) s after its start: (.*)", note)
+    assert said, note
+    assert said[2].startswith("the job's main thread blocked the timer's signal, and ran it "), said[2]

@@ -77,6 +77,7 @@ class WindowPlan:
         self._waited_for_a_boundary = False  # the timer gave steps a grace before its first signal
         self._held_back = ""  # why the timer held its first signal back (torch.distributed set-up)
         self._held_back_later = ""  # ... or a later one, before the window opened
+        self._blocked = False  # the main thread was seen blocking the timer's signal before the window opened
         self.controller: Any = None
         self._kicks = False
         self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
@@ -161,7 +162,12 @@ class WindowPlan:
         since = max(sent, self._unreached_from or sent)
         held = reached - since
         if held >= LATE_OPEN_S / 2:
-            if self._unreached_from is None:
+            if self._blocked:
+                why.append(
+                    "the job's main thread blocked the timer's signal, "
+                    f"and ran it {held:.1f} s after it went out"
+                )
+            elif self._unreached_from is None:
                 why.append(f"the main thread ran the timer's signal {held:.1f} s after it went out (C code?)")
             elif self._held_back_later:
                 why.append(f"the timer held its signal back {held:.1f} s: {self._held_back_later}")
@@ -351,6 +357,7 @@ class WindowPlan:
                 continue
             if main.native_id is not None and _blocks(main.native_id, KICK_SIGNAL):
                 self._no_kick_why = "the job's main thread blocks the timer's signal"
+                self._blocked = self._blocked or self.state == WAITING
                 self._say_not_opened()
             waiting = in_a_wait_a_signal_breaks(_main_thread_code())
             if waiting:
