@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import capture_record, npuprof, rank_dirs
 
 # A job that handles the timer's signal itself and makes its optimizer (its first step boundary) 3 s after
@@ -261,3 +263,21 @@ def test_a_window_whose_main_thread_blocked_the_signal_says_so(monkeypatch: Any)
     said = re.fullmatch(r"the window opened (\d+\.\d) s after its start: (.*)", note)
     assert said, note
     assert said[2].startswith("the job's main thread blocked the timer's signal, and ran it "), said[2]
+
+
+def test_another_threads_boundary_opening_the_window_while_the_handler_runs_is_timed_as_a_boundary() -> None:
+    """The handler marks its decision as the timer's; a step boundary on another thread that opens the window
+    in that moment was timed from the handler's run, with the timer's reason (helper-171)."""
+    from npuprof.agent import window_plan
+    from npuprof.config import ProfileConfig
+
+    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), log=None)  # not bound
+    plan.start_at = time.monotonic() - 5  # the window's start, 5 s ago
+    plan._kick_ran_at = plan.start_at + 0.1  # the main thread ran the handler at once ...
+    plan._kicked = -1  # ... and decides in it, on a thread that is not this one
+    plan.refresh(7)  # this thread's step boundary opens the window
+    assert plan.state == window_plan.OPEN
+    assert plan.opened_late_by >= 5 and plan._late_why == "no step boundary came sooner", plan._late_why
+    plan._kicked, plan.state = threading.get_ident(), window_plan.WAITING  # the handler's own decision
+    plan.refresh(7)
+    assert plan.opened_late_by == pytest.approx(0.1)

@@ -73,7 +73,9 @@ class WindowPlan:
         self._kick_ran_at: float | None = None
         self._kick_last_ran: float | None = None
         self._unreached_from: float | None = None
-        self._kicked = False  # a decision runs inside the handler (not at a step boundary)
+        # the thread whose decision runs inside the handler (not at a step boundary), while it does: another
+        # thread's boundary that opens the window meanwhile is a boundary's opening
+        self._kicked: int | None = None
         self._waited_for_a_boundary = False  # the timer gave steps a grace before its first signal
         self._held_back = ""  # why the timer held its first signal back (torch.distributed set-up)
         self._held_back_later = ""  # ... or a later one, before the window opened
@@ -141,9 +143,10 @@ class WindowPlan:
         main thread held in C code). Counted to the first moment the main thread could open it: what the
         first profiler start costs after that (torch's imports, seconds in a process without a backward
         pass) is documented of every window and not lateness."""
-        reached = self._kick_ran_at if self._kicked and self._kick_ran_at is not None else now
+        kicked = self._kicked == threading.get_ident()
+        reached = self._kick_ran_at if kicked and self._kick_ran_at is not None else now
         self.opened_late_by = reached - self.start_at
-        if not self._kicked:
+        if not kicked:
             prefix = f"{self._no_kick_why}, and " if self._no_kick_why else ""
             self._late_why = f"{prefix}no step boundary came sooner"
             return
@@ -243,11 +246,11 @@ class WindowPlan:
             opens = self.state != WAITING or not starts_workers()
             if opens and self.controller.prof is None and not imported_alone(IMPORTED_BY_A_START):
                 return  # another thread began an import meanwhile
-            self._kicked = True
+            self._kicked = threading.get_ident()
             try:
                 self.controller.tick()
             finally:
-                self._kicked = False
+                self._kicked = None
         except Exception as exc:  # never into the job
             self.log.error(f"--delay/--duration: the timed window failed: {exc!r}")
         finally:  # a run that took seconds itself (the profiler's imports) is no gap in the runs
