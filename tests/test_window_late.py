@@ -70,27 +70,31 @@ while time.time() - t < 1.5:
 def test_a_window_whose_main_thread_is_held_in_c_code_says_it_opened_late(tmp_path: Path) -> None:
     record, late, why, _ = _late_window(tmp_path, HELD_IN_C, "0.5", "0.5")
     assert record["steps"] == [], record
-    held = re.fullmatch(r"the main thread ran the timer's signal (\d+\.\d) s after it went out \(C code\?\)",
-                        why)  # fmt: skip
-    assert held and 2.0 <= float(held[1]) <= late, why
+    # its first signal run once the read returns; or, on a loaded host where the window's start came while
+    # `import torch` ran (the handler runs there and opens nothing), none run for the read's seconds
+    held = re.fullmatch(r"the main thread ran (?:the timer's signal (\d+\.\d) s after it went out|"
+                        r"none of the timer's signals for (\d+\.\d) s) \(C code\?\)", why)  # fmt: skip
+    assert held and 2.0 <= float(held[1] or held[2]) <= late, why
 
 
-def test_a_window_the_timer_held_back_for_distributed_set_up_says_so(monkeypatch: Any) -> None:
-    """The timer sends no signal while the main thread is in torch.distributed's set-up (a rank waiting for
-    the others to connect): the window that opened after it said "the timer's signal went out 4.5 s late
-    (a loaded host?)" (helper-171). In-process: no signal is sent, the handler is called as the main
-    thread would run it."""
+class _QuietLog:
+    def info(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        pass
+
+
+def _bare_plan(monkeypatch: Any, kicks: bool = False) -> tuple[Any, list[str], list[int]]:
+    """In-process: a window due at once (1 s long, LATE_OPEN_S 1 s), not bound, whose controller opens it
+    when the handler ticks and keeps the capture's notes; with ``kicks``, the timer's signals are recorded,
+    not sent (the handler is then called as the main thread would run it). The plan, notes and signals."""
     from npuprof.agent import window_plan
     from npuprof.config import ProfileConfig
 
-    held = "the main thread is in torch.distributed's _create_c10d_store (a signal would break its connect)"
     notes: list[str] = []
-
-    class Log:
-        def info(self, message: str) -> None:
-            pass
-
-    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), Log())
+    sent: list[int] = []
+    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), _QuietLog())
 
     class Controller:
         prof = None
@@ -102,12 +106,37 @@ def test_a_window_the_timer_held_back_for_distributed_set_up_says_so(monkeypatch
         def note_for_capture(self, note: str) -> None:
             notes.append(note)
 
-    plan.controller, plan._kicks = Controller(), True
-    sent: list[int] = []
+    plan.controller = Controller()
     monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
     monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
-    monkeypatch.setattr(window_plan.signal, "getsignal", lambda signum: plan._on_kick)
-    monkeypatch.setattr(window_plan.signal, "pthread_kill", lambda ident, signum: sent.append(signum))
+    if kicks:
+        plan._kicks = True
+        monkeypatch.setattr(window_plan.signal, "getsignal", lambda signum: plan._on_kick)
+        monkeypatch.setattr(window_plan.signal, "pthread_kill", lambda ident, signum: sent.append(signum))
+    return plan, notes, sent
+
+
+def _the_late_note(plan: Any, notes: list[str]) -> tuple[float, str]:
+    """The window has opened: its recording starts, and its one note says how late (s) and why."""
+    from npuprof.agent import window_plan
+
+    assert plan.state == window_plan.OPEN
+    plan.recording_started()
+    (note,) = notes
+    said = re.fullmatch(r"the window opened (\d+\.\d) s after its start: (.*)", note)
+    assert said, note
+    return float(said[1]), said[2]
+
+
+def test_a_window_the_timer_held_back_for_distributed_set_up_says_so(monkeypatch: Any) -> None:
+    """The timer sends no signal while the main thread is in torch.distributed's set-up (a rank waiting for
+    the others to connect): the window that opened after it said "the timer's signal went out 4.5 s late
+    (a loaded host?)" (helper-171). In-process: no signal is sent, the handler is called as the main
+    thread would run it."""
+    from npuprof.agent import window_plan
+
+    held = "the main thread is in torch.distributed's _create_c10d_store (a signal would break its connect)"
+    plan, notes, sent = _bare_plan(monkeypatch, kicks=True)
     monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: False)
     set_up_ends = plan.start_at + 1.2
     monkeypatch.setattr(
@@ -115,13 +144,9 @@ def test_a_window_the_timer_held_back_for_distributed_set_up_says_so(monkeypatch
     )
     plan._kick_until(lambda: bool(sent))
     plan._on_kick(sent[0], None)  # the main thread runs the handler
-    assert plan.state == window_plan.OPEN
-    plan.recording_started()
-    (note,) = notes
-    said = re.fullmatch(r"the window opened (\d+\.\d) s after its start: (.*)", note)
-    assert said, note
-    back = re.fullmatch(r"the timer held its signal back (\d+\.\d) s: " + re.escape(held), said[2])
-    assert back and 1.0 <= float(back[1]) <= float(said[1]) + 0.1, said[2]
+    late, why = _the_late_note(plan, notes)
+    back = re.fullmatch(r"the timer held its signal back (\d+\.\d) s: " + re.escape(held), why)
+    assert back and 1.0 <= float(back[1]) <= late + 0.1, why
 
 
 class _Frame:
@@ -141,72 +166,25 @@ def test_a_window_whose_main_thread_ran_the_signal_in_an_import_then_held_in_c_c
     nor the timer's thread): the window opened 5.6 s late and said nothing, counted from that first run
     (helper-171). In-process: the handler is called as the main thread would run it."""
     from npuprof.agent import window_plan
-    from npuprof.config import ProfileConfig
 
-    notes: list[str] = []
-
-    class Log:
-        def info(self, message: str) -> None:
-            pass
-
-    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), Log())
-
-    class Controller:
-        prof = None
-        armed = counts_steps = False
-
-        def tick(self) -> None:
-            plan.refresh(0)
-
-        def note_for_capture(self, note: str) -> None:
-            notes.append(note)
-
-    plan.controller = Controller()
-    monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
-    monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
+    plan, notes, _ = _bare_plan(monkeypatch)
     plan._kick_sent_at = plan.start_at
     plan._on_kick(0, _Frame())  # in the import: kicked again a moment later
     assert plan.state == window_plan.WAITING
     time.sleep(1.2)  # C code: no run of the handler
     plan._on_kick(0, None)
-    assert plan.state == window_plan.OPEN
-    plan.recording_started()
-    (note,) = notes
-    said = re.fullmatch(r"the window opened (\d+\.\d) s after its start: (.*)", note)
-    assert said and float(said[1]) >= 1.0, note
-    held = re.fullmatch(
-        r"the main thread ran none of the timer's signals for (\d+\.\d) s \(C code\?\)", said[2]
-    )
-    assert held and 1.0 <= float(held[1]) <= float(said[1]), said[2]
+    late, why = _the_late_note(plan, notes)
+    assert late >= 1.0, late
+    held = re.fullmatch(r"the main thread ran none of the timer's signals for (\d+\.\d) s \(C code\?\)", why)
+    assert held and 1.0 <= float(held[1]) <= late, why
 
 
 def test_a_window_whose_main_thread_was_in_an_import_from_its_start_is_not_late(monkeypatch: Any) -> None:
     """A main thread in an import (Python code: the handler runs at each kick, and opens nothing there) does
     not make the window late; only a gap in the handler's runs does."""
     from npuprof.agent import window_plan
-    from npuprof.config import ProfileConfig
 
-    notes: list[str] = []
-
-    class Log:
-        def info(self, message: str) -> None:
-            pass
-
-    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), Log())
-
-    class Controller:
-        prof = None
-        armed = counts_steps = False
-
-        def tick(self) -> None:
-            plan.refresh(0)
-
-        def note_for_capture(self, note: str) -> None:
-            notes.append(note)
-
-    plan.controller = Controller()
-    monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
-    monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
+    plan, notes, _ = _bare_plan(monkeypatch)
     plan._kick_sent_at = plan.start_at
     for _kick in range(6):
         plan._on_kick(0, _Frame())
@@ -223,46 +201,15 @@ def test_a_window_whose_main_thread_blocked_the_signal_says_so(monkeypatch: Any)
     (helper-171). In-process: no signal is sent, the handler is called as the main thread runs it once
     unblocked."""
     from npuprof.agent import window_plan
-    from npuprof.config import ProfileConfig
 
-    notes: list[str] = []
-
-    class Log:
-        def info(self, message: str) -> None:
-            pass
-
-        def warning(self, message: str) -> None:
-            pass
-
-    plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), Log())
-
-    class Controller:
-        prof = None
-        armed = counts_steps = False
-
-        def tick(self) -> None:
-            plan.refresh(0)
-
-        def note_for_capture(self, note: str) -> None:
-            notes.append(note)
-
-    plan.controller, plan._kicks = Controller(), True
-    sent: list[int] = []
-    monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
-    monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
-    monkeypatch.setattr(window_plan.signal, "getsignal", lambda signum: plan._on_kick)
-    monkeypatch.setattr(window_plan.signal, "pthread_kill", lambda ident, signum: sent.append(signum))
+    plan, notes, sent = _bare_plan(monkeypatch, kicks=True)
     monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: True)
     monkeypatch.setattr(window_plan, "in_a_wait_a_signal_breaks", lambda code: "")
     plan._kick_until(lambda: bool(sent))
     time.sleep(1.2)  # blocked
     plan._on_kick(sent[0], None)  # unblocked: the pending signal runs
-    assert plan.state == window_plan.OPEN
-    plan.recording_started()
-    (note,) = notes
-    said = re.fullmatch(r"the window opened (\d+\.\d) s after its start: (.*)", note)
-    assert said, note
-    assert said[2].startswith("the job's main thread blocked the timer's signal, and ran it "), said[2]
+    _, why = _the_late_note(plan, notes)
+    assert why.startswith("the job's main thread blocked the timer's signal, and ran it "), why
 
 
 def test_another_threads_boundary_opening_the_window_while_the_handler_runs_is_timed_as_a_boundary() -> None:
