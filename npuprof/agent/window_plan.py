@@ -143,7 +143,10 @@ class WindowPlan:
         main thread held in C code). Counted to the first moment the main thread could open it: what the
         first profiler start costs after that (torch's imports, seconds in a process without a backward
         pass) is documented of every window and not lateness."""
-        kicked = self._kicked == threading.get_ident()
+        me = threading.get_ident()
+        # the handler ran on this (the main) thread since the window's start, and opened nothing there (an
+        # import: an optimizer's first import of torch._dynamo) before this boundary did: timed as the kick's
+        kicked = self._kicked == me or (self._kick_ran_at is not None and me == threading.main_thread().ident)
         reached = self._kick_ran_at if kicked and self._kick_ran_at is not None else now
         self.opened_late_by = reached - self.start_at
         if not kicked:
