@@ -448,6 +448,9 @@ def exit_code_of(returncode: int) -> int:
 class JobEnd:
     returncode: int  # as subprocess gives it: -N when killed by signal N
     forwarded: list[int]  # the signals the launcher received and passed on, in order
+    # received once the job's process group was gone (reaped), before the caller took the signals over:
+    # the launcher's own, as those that come during its post-processing wait
+    after_the_end: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -489,9 +492,15 @@ def die_of(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-def _kill_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+def _kill_group(pgid: int, signum: int) -> bool:
+    """Send ``signum`` to process group ``pgid``; False when no process of it is left (the job reaped)."""
+    try:
         os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _stopped(pid: int) -> bool:
@@ -514,11 +523,14 @@ def _kill_run(pgid: int, run_id: str | None) -> None:
 
 
 @contextlib.contextmanager
-def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Iterator[list[int]]:
+def _forward_signals(
+    pgid_holder: list[int], run_id: str | None = None, unreached: list[int] | None = None
+) -> Iterator[list[int]]:
     """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
     kills the group and every other process of the run (SIGKILL): torchrun's workers lead sessions of their
     own, and torchrun killed so cannot end them. A signal ignored when npuprof started stays ignored, in the
-    job too (nohup)."""
+    job too (nohup). Yields every signal received; those that found the group gone (the job reaped, before
+    run_child blocks them) go to ``unreached`` too: they were the launcher's alone."""
     received: list[int] = []
     interrupts: list[float] = []  # when each Ctrl-C that counts came
     killing: list[bool] = []  # non-empty while the handler kills the run's processes
@@ -546,7 +558,10 @@ def _forward_signals(pgid_holder: list[int], run_id: str | None = None) -> Itera
             finally:
                 killing.clear()
             return
-        _kill_group(pgid_holder[0], signum)
+        if not _kill_group(pgid_holder[0], signum):
+            if unreached is not None:
+                unreached.append(signum)
+            return
         if signum in _CONTINUED_AFTER and _stopped(pgid_holder[0]):
             # a stopped job (SIGSTOP) would only take it once continued: continued, as a shell's `kill`
             # does (helper-124: `timeout 6 npuprof run` of a stopped job never ended; helper-131: nor did
@@ -636,7 +651,11 @@ def run_child(
     job's pid once it runs)."""
     pgid: list[int] = []
     terminal = _Terminal()
-    with _terminal_signals_ignored() as reset_in_child, _forward_signals(pgid, run_id) as received:
+    unreached: list[int] = []
+    with (
+        _terminal_signals_ignored() as reset_in_child,
+        _forward_signals(pgid, run_id, unreached) as received,
+    ):
         try:
             pid = _spawn(command, env, reset_in_child)
         except FileNotFoundError:
@@ -659,7 +678,10 @@ def run_child(
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
         finally:
             terminal.take_back(pid)
-    return JobEnd(returncode, list(received))
+    forwarded = list(received)
+    for signum in unreached:  # the last of each: an earlier one of the same signal reached the job
+        del forwarded[len(forwarded) - 1 - forwarded[::-1].index(signum)]
+    return JobEnd(returncode, forwarded, list(unreached))
 
 
 def _spawn(command: list[str], env: dict[str, str], reset: tuple[int, ...] = _RESET_IN_CHILD) -> int:

@@ -166,8 +166,10 @@ class _HeldSignals:
     first one stops the wait. ``restore()`` puts the previous handlers back; ``death()`` is the signal the
     launcher then dies of."""
 
-    def __init__(self) -> None:
-        self.received: list[int] = []
+    def __init__(self, already: list[int] | None = None) -> None:
+        # ``already``: received after the job's end, before these handlers (run_child's forwarder found the
+        # job gone): they count as the first ones, and stop the wait once it begins
+        self.received: list[int] = list(already or [])
         self.stopper: int | None = None  # the signal that stopped the wait
         self.waiting = False
         # not one ignored when npuprof started: a hang-up after the job killed the launcher
@@ -180,6 +182,15 @@ class _HeldSignals:
             self.waiting = False  # only the first one stops the wait
             self.stopper = signum
             raise _StopWaiting(signum)
+
+    def begin_waiting(self) -> None:
+        """The wait begins: one that came since the job's end, before it, stops it now (helper-170: a
+        SIGUSR1 in that gap was only noted, and the wait went on)."""
+        stoppers = [sig for sig in self.received if sig in (*_STOP_WAITING, signal.SIGINT)]
+        if stoppers:
+            self.stopper = stoppers[0]
+            raise _StopWaiting(stoppers[0])
+        self.waiting = True
 
     def restore(self) -> None:
         for sig, handler in self.previous.items():
@@ -234,7 +245,7 @@ def _wait_for_post_processing(
             said = f"the job has ended: post-processor pid {pid} gets {said}"
             logfile.log(log_path, "INFO", "launcher", said, run_id)
     try:
-        held.waiting = True
+        held.begin_waiting()
         deadline = time.monotonic() + _QUIET_WAIT_S
 
         def at_work() -> int:  # by their locks, or by pid where the script removed the locks
@@ -355,6 +366,15 @@ class _SignalsBeforeTheJob:
             self.record.content.update(end=run_record.now_iso(), exit_code=128 + signum, error=why)
             self.record.write()
         die_of(signum)
+
+    def begin_waiting(self) -> None:
+        """The wait begins: one that came since the job's end, before it, stops it now (helper-170: a
+        SIGUSR1 in that gap was only noted, and the wait went on)."""
+        stoppers = [sig for sig in self.received if sig in (*_STOP_WAITING, signal.SIGINT)]
+        if stoppers:
+            self.stopper = stoppers[0]
+            raise _StopWaiting(stoppers[0])
+        self.waiting = True
 
     def restore(self) -> None:
         for sig, handler in self.previous.items():
@@ -545,7 +565,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         return _error(str(exc), 127)
     elapsed = time.monotonic() - started
     log.job_ended = True
-    held = _HeldSignals()
+    held = _HeldSignals(end.after_the_end)
     try:
         with contextlib.suppress(_StopWaiting):  # one handled at the very edge of the wait's own try
             stopped_by = next((sig for sig in end.forwarded if sig in _DEATHS), None)

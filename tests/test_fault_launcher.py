@@ -1190,3 +1190,57 @@ def test_the_signals_held_before_the_job_leave_one_ignored_at_the_start_ignored(
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def test_a_signal_that_comes_after_the_jobs_end_is_the_launchers_and_stops_the_wait_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-170: a SIGUSR1 that reached `npuprof run` between the job's reap and the post-processing wait
+    (a batch system's warning, just late) was only noted: the wait went on (4 of 4 runs still waiting 30 s
+    later); a SIGTERM there was counted as passed on to the job, which had ended: "stopped waiting after
+    10 s (the job was stopped by SIGTERM)", then the job's exit code instead of the launcher's death by it.
+    In-process: the signal is sent to this process right after the job is reaped."""
+    import uuid
+
+    from npuprof import launch
+
+    reaped = launch._wait
+
+    def reaped_then_signalled(pid: int, terminal: object) -> int:
+        code = reaped(pid, terminal)  # type: ignore[arg-type]
+        os.kill(os.getpid(), signal.SIGUSR1)  # its handler (run_child's forwarder) runs before the return
+        return code
+
+    monkeypatch.setattr(launch, "_wait", reaped_then_signalled)
+    try:
+        end = launch.run_child(["true"], dict(os.environ))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, launch.FORWARDED_SIGNALS)  # run_child leaves them held
+    assert (end.returncode, end.forwarded, end.after_the_end) == (0, [], [signal.SIGUSR1])
+
+    # the launcher's wait for a post-processor of 60 s more: ended at once by that signal
+    out, run_id = tmp_path / "out", uuid.uuid4().hex[:12]
+    out.mkdir()
+    code = "import time; time.sleep(60)"
+    args = ["npuprof.results.postprocess", "--parent", str(2**22 + 1), "--run", run_id]
+    post = subprocess.Popen([sys.executable, "-c", code, *args])
+    try:
+        deadline = time.monotonic() + 30  # until it has exec'd (its command line is the fork's before)
+        while b"--run" not in Path(f"/proc/{post.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        held = runner._HeldSignals(end.after_the_end)
+        try:
+            began = time.monotonic()
+            runner._wait_for_post_processing(out, out / "npuprof.log", run_id, held)
+            took = time.monotonic() - began
+        finally:
+            held.restore()
+        assert took < 20 and post.poll() is None, took
+        assert "stopped waiting: post-processing goes on in the background" in capsys.readouterr().err
+        assert held.stopper == signal.SIGUSR1 and held.death() is None  # SIGUSR1 ends the wait only
+        late_sigterm = runner._HeldSignals([signal.SIGTERM])
+        late_sigterm.restore()
+        assert late_sigterm.death() == signal.SIGTERM  # the launcher dies of it, once its record is written
+    finally:
+        post.kill()
+        post.wait()
