@@ -7,9 +7,11 @@ import gzip
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,6 +184,29 @@ def run_trainer(out: Path, *flags: str, train: tuple[str, ...] = (), analyse: bo
         *trainer(*train),
         **kwargs,
     )
+
+
+# what `npuprof run` says once it waits for a post-processor after the job (after a quiet half second)
+WAITS_FOR_POST_PROCESSING = "background post-processing job(s) (gzip / analyse) to finish"
+
+
+def stderr_until(proc: subprocess.Popen[str], text: str, limit_s: float = 60) -> str:
+    """``proc``'s stderr (a pipe) read as it comes until ``text`` is in it: what was read, to put before
+    what ``proc.communicate()`` then reads. Fails when ``text`` has not come within ``limit_s`` or stderr
+    ends without it. (Raw reads of the pipe: communicate() reads it the same way, nothing is lost.)"""
+    assert proc.stderr is not None
+    fd, got = proc.stderr.fileno(), b""
+    deadline = time.monotonic() + limit_s
+    while text.encode() not in got:
+        left = deadline - time.monotonic()
+        assert left > 0, (
+            f"{text!r} not on stderr within {limit_s:.0f} s:\n{got.decode(errors='replace')[-3000:]}"
+        )
+        if select.select([fd], [], [], min(left, 1.0))[0]:
+            chunk = os.read(fd, 1 << 16)
+            assert chunk, f"stderr ended without {text!r}:\n{got.decode(errors='replace')[-3000:]}"
+            got += chunk
+    return got.decode(errors="replace")
 
 
 # gloo's known teardown abort: a torchrun worker can die at interpreter exit after destroy_process_group()

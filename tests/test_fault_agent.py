@@ -18,7 +18,18 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, capture_record, clean_env, hold_a_run_lock, npuprof, rank_dirs, sched, trainer
+from conftest import (
+    SCRIPTS,
+    WAITS_FOR_POST_PROCESSING,
+    capture_record,
+    clean_env,
+    hold_a_run_lock,
+    npuprof,
+    rank_dirs,
+    sched,
+    stderr_until,
+    trainer,
+)
 
 DIST = str(SCRIPTS / "dist_trainer.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -777,9 +788,12 @@ def test_sigterm_during_the_post_processing_wait_stops_it_and_keeps_the_record(
     post = tmp_path / "post.pid"
     try:
         _wait_for(lambda: post.exists() and not _alive(int(post.read_text().split()[1])), proc, "job end", 90)
-        time.sleep(0.5)  # the launcher is now waiting for the stopped post-processor
+        # the launcher says it waits for the lock's holder after a quiet half second (a SIGTERM before its
+        # wait began would not stop it: the holder keeps its lock for 60 s)
+        said = stderr_until(proc, WAITS_FOR_POST_PROCESSING)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        _, rest = proc.communicate(timeout=30)
+        err = said + rest
     finally:
         if post.exists():
             os.kill(int(post.read_text().split()[0]), signal.SIGKILL)

@@ -19,7 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import capture_record, clean_env, hold_a_run_lock, load_trace, npuprof, rank_dirs, sched
+from conftest import (
+    WAITS_FOR_POST_PROCESSING,
+    capture_record,
+    clean_env,
+    hold_a_run_lock,
+    load_trace,
+    npuprof,
+    rank_dirs,
+    sched,
+    stderr_until,
+)
 
 from npuprof.signal_names import SIGSTKFLT
 
@@ -668,10 +678,13 @@ def _signalled_while_npuprof_waits(out: Path, tmp_path: Path, signals: tuple[int
         try:
             job_over = lambda: pids.exists() and not _running(int(pids.read_text().split()[1]))  # noqa: E731
             _wait_for(job_over, "the job's end")
-            time.sleep(0.8)  # past the quiet half second: npuprof now waits for the lock's holder
+            # npuprof says it waits for the lock's holder after a quiet half second (a signal before its
+            # wait began would not stop it: the holder keeps its lock for 60 s)
+            said = stderr_until(proc, WAITS_FOR_POST_PROCESSING)
             for sig in signals:
                 proc.send_signal(sig)
-            _, err = proc.communicate(timeout=30)
+            _, rest = proc.communicate(timeout=30)
+            err = said + rest
         finally:
             if pids.exists():
                 _kill(int(pids.read_text().split()[0]))
