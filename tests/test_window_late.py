@@ -260,3 +260,25 @@ def test_a_window_whose_main_thread_was_in_an_import_until_a_step_boundary_opene
     assert plan.state == window_plan.OPEN
     plan.recording_started()
     assert notes == [] and plan.opened_late_by == 0
+
+
+def test_a_gap_in_the_handlers_runs_inside_the_jobs_import_is_not_late(monkeypatch: Any) -> None:
+    """The job's `import torch` loads its extension modules in C code (seconds on a loaded host): the handler
+    ran in the import, then not for 2.6 s, then in the import again. That gap was counted ("the window opened
+    4.6 s after its start: the main thread ran none of the timer's signals for 2.6 s (C code?)", in a suite
+    run with 4 workers): it is the job's import, which no window opens in."""
+    from npuprof.agent import window_plan
+
+    clock = [1000.0]
+    monkeypatch.setattr(window_plan, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    plan, notes, _ = _bare_plan(monkeypatch)
+    plan._kick_sent_at = plan.start_at
+    plan._on_kick(0, _Frame())  # in the import
+    clock[0] += 2.6  # a library loading: no run
+    for _kick in range(5):  # the import goes on in Python
+        plan._on_kick(0, _Frame())
+        clock[0] += 0.2
+    plan._on_kick(0, None)  # the import has ended: the window opens
+    assert plan.state == window_plan.OPEN
+    plan.recording_started()
+    assert notes == [] and plan.opened_late_by == 0

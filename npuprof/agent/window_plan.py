@@ -238,11 +238,15 @@ class WindowPlan:
     def _on_kick(self, signum: int, frame: Any) -> None:
         try:
             ran = time.monotonic()
-            if self._kick_ran_at is None or ran - (self._kick_last_ran or ran) >= LATE_OPEN_S / 2:
+            unsafe = _unsafe_moment(frame) or another_thread_imports()
+            gap = self._kick_ran_at is not None and ran - (self._kick_last_ran or ran) >= LATE_OPEN_S / 2
+            # a gap that ends inside an import (C code of one: an extension module loading) is the job's
+            # import, which no window opens in, not lateness
+            if self._kick_ran_at is None or (gap and not unsafe):
                 self._unreached_from = self._kick_last_ran  # None: the first run
                 self._kick_ran_at = ran
             self._kick_last_ran = ran
-            if _unsafe_moment(frame) or another_thread_imports():
+            if unsafe:
                 return  # kicked again a moment later
             # torch's imports for a profiler start (seconds of CPU), not in a process that opens no window:
             # one that shows only now that it starts workers (torchrun's code run in a script) decides so
