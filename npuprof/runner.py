@@ -367,15 +367,6 @@ class _SignalsBeforeTheJob:
             self.record.write()
         die_of(signum)
 
-    def begin_waiting(self) -> None:
-        """The wait begins: one that came since the job's end, before it, stops it now (helper-170: a
-        SIGUSR1 in that gap was only noted, and the wait went on)."""
-        stoppers = [sig for sig in self.received if sig in (*_STOP_WAITING, signal.SIGINT)]
-        if stoppers:
-            self.stopper = stoppers[0]
-            raise _StopWaiting(stoppers[0])
-        self.waiting = True
-
     def restore(self) -> None:
         for sig, handler in self.previous.items():
             with contextlib.suppress(OSError, ValueError, TypeError):
