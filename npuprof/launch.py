@@ -678,10 +678,8 @@ def run_child(
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
         finally:
             terminal.take_back(pid)
-    forwarded = list(received)
-    for signum in unreached:  # the last of each: an earlier one of the same signal reached the job
-        del forwarded[len(forwarded) - 1 - forwarded[::-1].index(signum)]
-    return JobEnd(returncode, forwarded, list(unreached))
+    # once the group is gone every later signal finds it gone: the unreached ones are the last received
+    return JobEnd(returncode, received[: len(received) - len(unreached)], list(unreached))
 
 
 def _spawn(command: list[str], env: dict[str, str], reset: tuple[int, ...] = _RESET_IN_CHILD) -> int:
