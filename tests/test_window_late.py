@@ -282,3 +282,25 @@ def test_a_gap_in_the_handlers_runs_inside_the_jobs_import_is_not_late(monkeypat
     assert plan.state == window_plan.OPEN
     plan.recording_started()
     assert notes == [] and plan.opened_late_by == 0
+
+
+def test_a_window_a_step_boundary_opened_after_distributed_set_up_names_the_set_up(monkeypatch: Any) -> None:
+    """A rank in torch.distributed's set-up at the window's start (the timer holds its signal back there),
+    whose first step boundary after it opened the window before the timer's next signal: said "no step
+    boundary came sooner", the set-up unnamed (helper-171). In-process: the set-up ends at once after 1.2 s
+    of the timer's looks, and the boundary comes before any signal went out."""
+    from npuprof.agent import window_plan
+
+    held = "the main thread is in torch.distributed's init_process_group (a signal would break its connect)"
+    plan, notes, sent = _bare_plan(monkeypatch, kicks=True)
+    monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: False)
+    set_up_ends = plan.start_at + 1.2
+    monkeypatch.setattr(
+        window_plan, "in_a_wait_a_signal_breaks", lambda code: held if time.monotonic() < set_up_ends else ""
+    )
+    plan._kick_until(lambda: time.monotonic() >= set_up_ends)
+    assert not sent and plan._kick_sent_at is None
+    plan.refresh(0)  # the rank's first step boundary after its set-up
+    late, why = _the_late_note(plan, notes)
+    assert late >= 1.2, late
+    assert why == f"the timer held its signal back: {held}, and no step boundary came sooner", why

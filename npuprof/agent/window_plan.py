@@ -151,6 +151,8 @@ class WindowPlan:
         self.opened_late_by = reached - self.start_at
         if not kicked:
             prefix = f"{self._no_kick_why}, and " if self._no_kick_why else ""
+            if self._held_back and self._kick_sent_at is None:  # a rank's set-up ran past the start
+                prefix = f"the timer held its signal back: {self._held_back}, and "
             self._late_why = f"{prefix}no step boundary came sooner"
             return
         sent = self._kick_sent_at if self._kick_sent_at is not None else reached
