@@ -210,9 +210,14 @@ def test_a_window_whose_main_thread_blocked_the_signal_says_so(monkeypatch: Any)
     from npuprof.agent import window_plan
 
     plan, notes, sent = _bare_plan(monkeypatch, kicks=True)
+    warned: list[str] = []
+    monkeypatch.setattr(plan.log, "warning", warned.append, raising=False)
     monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: True)
     monkeypatch.setattr(window_plan, "in_a_wait_a_signal_breaks", lambda code: "")
     plan._kick_until(lambda: bool(sent))
+    # what it then said foretold only a step boundary, where the signal's unblocking opened it (helper-171)
+    (warning,) = warned
+    assert "(it opens at the next step boundary, or once the main thread unblocks the signal;" in warning
     time.sleep(1.2)  # blocked
     plan._on_kick(sent[0], None)  # unblocked: the pending signal runs
     _, why = _the_late_note(plan, notes)

@@ -50,6 +50,15 @@ IMPORTED_BY_A_START = ("torch._inductor",)
 WAITING, OPEN, DONE = "waiting", "open", "done"
 
 
+# what else opens a window the timer's signal could not open (the timer goes on sending it): said with
+# the reason that it could not
+_OR_ONCE = {
+    "the job's main thread blocks the timer's signal": ", or once the main thread unblocks the signal",
+    "the job took the timer's signal over": ", or once the job gives the signal back",
+    "the main thread never ran the timer's signal handler": ", or once the main thread runs it",
+}
+
+
 class WindowPlan:
     timed = True  # the controller stops the window itself: torch's schedule cannot say "stop now"
 
@@ -302,7 +311,8 @@ class WindowPlan:
         why = self._no_kick_why or "the main thread never ran the timer's signal handler"
         self.log.warning(
             f"{WINDOW_NOT_OPENED} at its time: {why}, and no step npuprof counts has come (it opens at the "
-            "next step boundary; in a job without optimizer steps, --step-on names the job's step function)"
+            f"next step boundary{_OR_ONCE.get(why, '')}; in a job without optimizer steps, --step-on names "
+            "the job's step function)"
         )
 
     def _say_not_closed(self) -> None:
