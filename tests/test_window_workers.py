@@ -299,3 +299,30 @@ def test_a_worker_forked_by_a_launcher_waits_for_its_window(monkeypatch: Any) ->
     assert not window_plan.starts_workers()
     plan.refresh(0)
     assert plan.action_at(0).name == "RECORD"
+
+
+def test_a_worker_forked_by_a_launcher_counts_its_delay_from_the_fork(monkeypatch: Any) -> None:
+    """--delay counts from npuprof's wake in each process; a worker forked by torchrun (`--start-method
+    fork`) counted it from torchrun's own wake (helper-171), its window that much sooner."""
+    from npuprof.agent import window_plan
+    from npuprof.config import ProfileConfig
+
+    class Log:
+        def info(self, message: str) -> None:
+            pass
+
+    hooks: list[Any] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda after_in_child: hooks.append(after_in_child))
+    monkeypatch.delitem(sys.modules, window_plan._LAUNCHER_API, raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "torch.distributed.run", "--run-path", "/t.py"])
+    plan = window_plan.WindowPlan(ProfileConfig(delay=2.0, duration=1.0), Log())
+    plan.bind(controller=None)
+    plan.woke -= 10  # the launcher woke 10 s before it forks the worker
+    plan.start_at, plan.end_at = plan.woke + 2, plan.woke + 3
+    monkeypatch.setattr(window_plan, "_LOADED_IN", os.getpid() + 1)
+    forked_at = time.monotonic()
+    hooks[0]()
+    assert plan.start_at == pytest.approx(forked_at + 2, abs=0.5) and plan.end_at == plan.start_at + 1
+    plan.refresh(0)  # its first step, at once: before its window's start
+    assert plan.action_at(0).name == "NONE"

@@ -65,7 +65,8 @@ class WindowPlan:
     def __init__(self, cfg: ProfileConfig, log: Any) -> None:
         self.log = log
         self.woke = time.monotonic()
-        self.start_at = self.woke + (cfg.delay or 0.0)
+        self._delay = cfg.delay or 0.0
+        self.start_at = self.woke + self._delay
         self.end_at = None if cfg.duration is None else self.start_at + cfg.duration
         self.duration = cfg.duration
         self.state = WAITING
@@ -219,9 +220,14 @@ class WindowPlan:
     def _forked_from_a_launcher(self) -> None:
         """A child forked by a process that starts workers may be one of them (``torchrun --run-path
         --start-method fork`` runs the script in it): its window waits again, for its first step boundary
-        (it has no timer), where ``starts_workers`` looks at this process, not at the command line it kept."""
+        (it has no timer), where ``starts_workers`` looks at this process, not at the command line it kept.
+        Its clock starts at the fork, as npuprof's agent wakes in every other process: the launcher's (a
+        second or more of its own start earlier) would open the window that much sooner."""
         if self.state == DONE and self.began_at is None:
             self.state = WAITING
+            self.woke = time.monotonic()
+            self.start_at = self.woke + self._delay
+            self.end_at = None if self.duration is None else self.start_at + self.duration
 
     def _install_handler(self) -> bool:
         from npuprof.agent import threads
