@@ -92,7 +92,7 @@ def _bare_plan(monkeypatch: Any, kicks: bool = False) -> tuple[Any, list[str], l
     """In-process: a window due at once (1 s long, LATE_OPEN_S 1 s), not bound, whose controller opens it
     when the handler ticks and keeps the capture's notes; with ``kicks``, the timer's signals are recorded,
     not sent (the handler is then called as the main thread would run it). The plan, notes and signals."""
-    from npuprof.agent import window_plan
+    from npuprof.agent import window_lateness, window_plan
     from npuprof.config import ProfileConfig
 
     notes: list[str] = []
@@ -110,13 +110,22 @@ def _bare_plan(monkeypatch: Any, kicks: bool = False) -> tuple[Any, list[str], l
             notes.append(note)
 
     plan.controller = Controller()
-    monkeypatch.setattr(window_plan, "LATE_OPEN_S", 1.0)
+    monkeypatch.setattr(window_lateness, "LATE_OPEN_S", 1.0)
     monkeypatch.setattr(window_plan, "IMPORTED_BY_A_START", ())
     if kicks:
         plan._kicks = True
         monkeypatch.setattr(window_plan.signal, "getsignal", lambda signum: plan._on_kick)
         monkeypatch.setattr(window_plan.signal, "pthread_kill", lambda ident, signum: sent.append(signum))
     return plan, notes, sent
+
+
+def _move_the_clock_by_hand(monkeypatch: Any, clock: list[float]) -> None:
+    """The plan's and its watch's clock: ``clock[0]``, moved by the test (a loaded host stretches sleeps)."""
+    from npuprof.agent import window_lateness, window_plan
+
+    moved = SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep)
+    monkeypatch.setattr(window_plan, "time", moved)
+    monkeypatch.setattr(window_lateness, "time", moved)
 
 
 def _the_late_note(plan: Any, notes: list[str]) -> tuple[float, str]:
@@ -171,7 +180,7 @@ def test_a_window_whose_main_thread_ran_the_signal_in_an_import_then_held_in_c_c
     from npuprof.agent import window_plan
 
     plan, notes, _ = _bare_plan(monkeypatch)
-    plan._kick_sent_at = plan.start_at
+    plan.opening.sent_at = plan.start_at
     plan._on_kick(0, _Frame())  # in the import: kicked again a moment later
     assert plan.state == window_plan.WAITING
     time.sleep(1.2)  # C code: no run of the handler
@@ -189,9 +198,9 @@ def test_a_window_whose_main_thread_was_in_an_import_from_its_start_is_not_late(
 
     # the plan's own clock, moved by hand: a sleep of 0.2 s that a loaded host stretched to 0.5 s made a gap
     clock = [1000.0]
-    monkeypatch.setattr(window_plan, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    _move_the_clock_by_hand(monkeypatch, clock)
     plan, notes, _ = _bare_plan(monkeypatch)
-    plan._kick_sent_at = plan.start_at
+    plan.opening.sent_at = plan.start_at
     for _kick in range(6):
         plan._on_kick(0, _Frame())
         clock[0] += 0.2  # the timer's next kick
@@ -232,14 +241,14 @@ def test_another_threads_boundary_opening_the_window_while_the_handler_runs_is_t
 
     plan = window_plan.WindowPlan(ProfileConfig(delay=0.0, duration=1.0), log=None)  # not bound
     plan.start_at = time.monotonic() - 5  # the window's start, 5 s ago
-    plan._kick_ran_at = plan.start_at + 0.1  # the main thread ran the handler at once ...
-    plan._kicked = threading.get_ident()  # ... and decides in it (this thread stands for the main one)
+    plan.opening.ran_at = plan.start_at + 0.1  # the main thread ran the handler at once ...
+    plan.opening.deciding = threading.get_ident()  # ... and decides in it (this thread stands for main)
     boundary = threading.Thread(target=plan.refresh, args=(7,))  # a training thread's step boundary
     boundary.start()
     boundary.join()
     assert plan.state == window_plan.OPEN
     assert plan.opened_late_by >= 5 and plan._late_why == "no step boundary came sooner", plan._late_why
-    plan._kicked, plan.state = threading.get_ident(), window_plan.WAITING  # the handler's own decision
+    plan.opening.deciding, plan.state = threading.get_ident(), window_plan.WAITING  # the handler's decision
     plan.refresh(7)
     assert plan.opened_late_by == pytest.approx(0.1)
 
@@ -255,9 +264,9 @@ def test_a_window_whose_main_thread_was_in_an_import_until_a_step_boundary_opene
     from npuprof.agent import window_plan
 
     clock = [1000.0]
-    monkeypatch.setattr(window_plan, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    _move_the_clock_by_hand(monkeypatch, clock)
     plan, notes, _ = _bare_plan(monkeypatch)
-    plan._kick_sent_at = plan.start_at
+    plan.opening.sent_at = plan.start_at
     for _kick in range(30):  # 6 s in imports
         plan._on_kick(0, _Frame())
         clock[0] += 0.2
@@ -275,9 +284,9 @@ def test_a_gap_in_the_handlers_runs_inside_the_jobs_import_is_not_late(monkeypat
     from npuprof.agent import window_plan
 
     clock = [1000.0]
-    monkeypatch.setattr(window_plan, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    _move_the_clock_by_hand(monkeypatch, clock)
     plan, notes, _ = _bare_plan(monkeypatch)
-    plan._kick_sent_at = plan.start_at
+    plan.opening.sent_at = plan.start_at
     plan._on_kick(0, _Frame())  # in the import
     clock[0] += 2.6  # a library loading: no run
     for _kick in range(5):  # the import goes on in Python
@@ -304,7 +313,7 @@ def test_a_window_a_step_boundary_opened_after_distributed_set_up_names_the_set_
         window_plan, "in_a_wait_a_signal_breaks", lambda code: held if time.monotonic() < set_up_ends else ""
     )
     plan._kick_until(lambda: time.monotonic() >= set_up_ends)
-    assert not sent and plan._kick_sent_at is None
+    assert not sent and plan.opening.sent_at is None
     plan.refresh(0)  # the rank's first step boundary after its set-up
     late, why = _the_late_note(plan, notes)
     assert late >= 1.2, late

@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any
 
+from npuprof.agent import window_lateness
 from npuprof.agent.frames import PROFILER_UNSAFE, another_thread_imports, imported_alone, runs_code_of
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
@@ -40,9 +41,6 @@ KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
 TAKEN_GRACE_S = 1.0  # the signal taken over: how long a wait of Python's may be interrupted before it is said
 LATE_S = 0.5  # a window the timer could not close that closes this much after its end says so (KICK_EVERY_S+)
-# a window that opens this much after its start says so in its capture's record: more than a kick's delay on a
-# loaded host, and than the step grace of a window of a second or less (the timer opens one mid-step then)
-LATE_OPEN_S = 2.0
 # what torch's profiler imports as it starts (``hasattr(torch, "_inductor")`` in ``prepare_trace``; it imports
 # torch._dynamo too): imported by the kick before it opens the window, with other threads' imports held back
 IMPORTED_BY_A_START = ("torch._inductor",)
@@ -74,22 +72,10 @@ class WindowPlan:
         self.began_at: float | None = None
         # seconds from the window's start to the first moment the main thread could open it (the step
         # boundary that did, or the timer's signal handler's first run), and why, when LATE_OPEN_S or more
+        # (agent/window_lateness.py: the watch the timer and the handler report to)
         self.opened_late_by = 0.0
         self._late_why = ""
-        self._kick_sent_at: float | None = None  # the timer's first signal after the window's start
-        # the main thread's run of its handler that began its latest unbroken series of them (one every
-        # kick), and the run before the break: a run that could not open the window (an import) and then
-        # seconds of C code holding Python's lock, or of torch.distributed's set-up, are no moment it could
-        self._kick_ran_at: float | None = None
-        self._kick_last_ran: float | None = None
-        self._unreached_from: float | None = None
-        # the thread whose decision runs inside the handler (not at a step boundary), while it does: another
-        # thread's boundary that opens the window meanwhile is a boundary's opening
-        self._kicked: int | None = None
-        self._waited_for_a_boundary = False  # the timer gave steps a grace before its first signal
-        self._held_back = ""  # why the timer held its first signal back (torch.distributed set-up)
-        self._held_back_later = ""  # ... or a later one, before the window opened
-        self._blocked = False  # the main thread was seen blocking the timer's signal before the window opened
+        self.opening = window_lateness.OpeningWatch()
         self.controller: Any = None
         self._kicks = False
         self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
@@ -144,54 +130,13 @@ class WindowPlan:
         self.began_at = time.monotonic()
         if self.duration is not None:
             self.end_at = self.began_at + self.duration
-        if self.opened_late_by >= LATE_OPEN_S and self.controller is not None:
+        if self.opened_late_by >= window_lateness.LATE_OPEN_S and self.controller is not None:
             late = f"the window opened {self.opened_late_by:.1f} s after its start: {self._late_why}"
             self.controller.note_for_capture(late)
 
     def _time_the_opening(self, now: float) -> None:
-        """How late the window opens, and why: the recorded time is not the time asked (a step of minutes, a
-        main thread held in C code). Counted to the first moment the main thread could open it: what the
-        first profiler start costs after that (torch's imports, seconds in a process without a backward
-        pass) is documented of every window and not lateness."""
-        me = threading.get_ident()
-        # the handler ran on this (the main) thread since the window's start, and opened nothing there (an
-        # import: an optimizer's first import of torch._dynamo) before this boundary did: timed as the kick's
-        kicked = self._kicked == me or (self._kick_ran_at is not None and me == threading.main_thread().ident)
-        reached = self._kick_ran_at if kicked and self._kick_ran_at is not None else now
-        self.opened_late_by = reached - self.start_at
-        if not kicked:
-            prefix = f"{self._no_kick_why}, and " if self._no_kick_why else ""
-            if self._held_back and self._kick_sent_at is None:  # a rank's set-up ran past the start
-                prefix = f"the timer held its signal back: {self._held_back}, and "
-            self._late_why = f"{prefix}no step boundary came sooner"
-            return
-        sent = self._kick_sent_at if self._kick_sent_at is not None else reached
-        why = []
-        if sent - self.start_at >= LATE_OPEN_S / 2:
-            waited = sent - self.start_at
-            if self._held_back:
-                why.append(f"the timer held its signal back {waited:.1f} s: {self._held_back}")
-            elif self._waited_for_a_boundary:
-                why.append(f"no step boundary came within {waited:.1f} s, the timer then opened it mid-step")
-            else:
-                why.append(f"the timer's signal went out {waited:.1f} s late (a loaded host?)")
-        # a main thread that ran the handler, could not open the window there (an import), then ran none
-        # for seconds: counted from that run
-        since = max(sent, self._unreached_from or sent)
-        held = reached - since
-        if held >= LATE_OPEN_S / 2:
-            if self._blocked:
-                why.append(
-                    "the job's main thread blocked the timer's signal, "
-                    f"and ran it {held:.1f} s after it went out"
-                )
-            elif self._unreached_from is None:
-                why.append(f"the main thread ran the timer's signal {held:.1f} s after it went out (C code?)")
-            elif self._held_back_later:
-                why.append(f"the timer held its signal back {held:.1f} s: {self._held_back_later}")
-            else:
-                why.append(f"the main thread ran none of the timer's signals for {held:.1f} s (C code?)")
-        self._late_why = "; ".join(why) or "the main thread could not be reached sooner"
+        """How late the window opens, and why (agent/window_lateness.py)."""
+        self.opened_late_by, self._late_why = self.opening.lateness(self.start_at, now, self._no_kick_why)
 
     def hear(self, kind: str, step: int, detail: str) -> None:
         if kind == "began":
@@ -254,15 +199,8 @@ class WindowPlan:
 
     def _on_kick(self, signum: int, frame: Any) -> None:
         try:
-            ran = time.monotonic()
             unsafe = _unsafe_moment(frame) or another_thread_imports()
-            gap = self._kick_ran_at is not None and ran - (self._kick_last_ran or ran) >= LATE_OPEN_S / 2
-            # a gap that ends inside an import (C code of one: an extension module loading) is the job's
-            # import, which no window opens in, not lateness
-            if self._kick_ran_at is None or (gap and not unsafe):
-                self._unreached_from = self._kick_last_ran  # None: the first run
-                self._kick_ran_at = ran
-            self._kick_last_ran = ran
+            self.opening.handler_runs(in_an_import=unsafe)
             if unsafe:
                 return  # kicked again a moment later
             # torch's imports for a profiler start (seconds of CPU), not in a process that opens no window:
@@ -270,15 +208,15 @@ class WindowPlan:
             opens = self.state != WAITING or not starts_workers()
             if opens and self.controller.prof is None and not imported_alone(IMPORTED_BY_A_START):
                 return  # another thread began an import meanwhile
-            self._kicked = threading.get_ident()
+            self.opening.deciding = threading.get_ident()
             try:
                 self.controller.tick()
             finally:
-                self._kicked = None
+                self.opening.deciding = None
         except Exception as exc:  # never into the job
             self.log.error(f"--delay/--duration: the timed window failed: {exc!r}")
-        finally:  # a run that took seconds itself (the profiler's imports) is no gap in the runs
-            self._kick_last_ran = time.monotonic()
+        finally:
+            self.opening.handler_ran()
 
     def _timer(self) -> None:
         from npuprof.agent.untraced import leave_trace
@@ -385,24 +323,19 @@ class WindowPlan:
                 continue
             if main.native_id is not None and _blocks(main.native_id, KICK_SIGNAL):
                 self._no_kick_why = "the job's main thread blocks the timer's signal"
-                self._blocked = self._blocked or self.state == WAITING
+                self.opening.signal_blocked(window_waits=self.state == WAITING)
                 self._say_not_opened()
             waiting = in_a_wait_a_signal_breaks(_main_thread_code())
             if waiting:
                 if waiting not in said:
                     said.add(waiting)
                     self.log.info(f"--delay/--duration: the window waits: {waiting}")
-                if self._kick_sent_at is None and not self._held_back:
-                    self._held_back = waiting
-                elif self._kick_sent_at is not None and self.state == WAITING:
-                    self._held_back_later = waiting
+                self.opening.signal_held_back(waiting, window_waits=self.state == WAITING)
                 self._wait_for(done, KICK_EVERY_S)
                 continue
             assert main.ident is not None and KICK_SIGNAL is not None
             signal.pthread_kill(main.ident, self._kick_signal_for(main.ident))
-            if self._kick_sent_at is None:
-                self._kick_sent_at = time.monotonic()
-                self._waited_for_a_boundary = self.controller.armed
+            self.opening.signal_sent(steps_armed=self.controller.armed)
             self._wait_for(done, KICK_EVERY_S)
 
     def _kick_signal_for(self, main_ident: int) -> int:
