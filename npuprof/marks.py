@@ -174,6 +174,9 @@ def capture_ended() -> dict[str, Any]:
     open_names = getattr(_impl, "open_names", None)
     if open_names is not None and (still_open := open_names(_capture_serial)):
         ended["open_at_end"] = still_open  # torch ends their spans with the capture (docs/formats.md)
+    end_spans = getattr(_impl, "end_spans", None)
+    if end_spans is not None:
+        end_spans()
     return ended
 
 
@@ -327,6 +330,28 @@ class _TorchMarks:
 
     def marks_group(self, group: Any) -> bool:
         return True
+
+    def end_spans(self) -> None:
+        """End the spans of the ranges still open, now that the profiler that recorded them has stopped
+        (a capture's end). Ended later, in the next capture, torch's end callback wrote the end time into
+        the event of the stopped profiler, whose memory is freed: a range open across two captures (an
+        epoch's, a decorated function's) corrupted the heap, 200 of them crashed the job with SIGSEGV
+        (helper-173). Ended now, with no profiler running, the callback does nothing: torch has already
+        ended their events at the capture's end (README, "Marks, communication ranges and GC");
+        ``range_end`` still ends their NVTX ranges."""
+        if self._state._is_profiler_enabled:  # not this capture's end: the spans belong to the one running
+            return
+        for range_id, (span, nvtx_id, name, serial) in list(self._open.items()):
+            if span is None:
+                continue
+            try:
+                span.__exit__(None, None, None)  # a second exit (range_end's, in a thread) does nothing
+            except Exception:
+                pass
+            if nvtx_id is None:
+                self._open.pop(range_id, None)
+            elif range_id in self._open:
+                self._open[range_id] = (None, nvtx_id, name, serial)
 
     def open_names(self, serial: int) -> list[str]:
         """The names of the ranges opened in capture ``serial`` whose end has not come."""

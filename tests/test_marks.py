@@ -672,3 +672,37 @@ def test_a_range_open_at_the_captures_end_is_named_and_said(tmp_path: Path) -> N
         "range(s) 'left open' still open when the capture ended (no range_end in it): torch ended them with "
         "the capture, so their time runs to its end"
     ]
+
+
+def test_a_range_open_across_two_captures_is_not_ended_in_the_next_ones_profiler() -> None:
+    """helper-173: a range opened in one capture and ended in the next (an epoch's range, a decorated
+    function's) ran torch's end callback in the second profiler on the event of the first, freed: the
+    heap corrupted, 200 such ranges crashed the job with SIGSEGV (exit 139). Its span is ended at the
+    first capture's end, once that profiler has stopped; the range_end that comes later does nothing."""
+    import torch  # noqa: F401  (the marks' implementation is picked once torch is imported)
+    from torch.profiler import profile
+
+    from npuprof import marks
+
+    saved_impl = marks._impl
+    marks.use_backend("torch-cpu")
+    try:
+        with profile():
+            marks.capture_began()
+            across = marks.range_start("across")
+            closed = marks.range_start("closed")
+            marks.range_end(closed)
+        ended = marks.capture_ended()  # as the capture's writer calls it: after torch's stop
+        assert ended["open_at_end"] == ["across"], ended
+        # checked before the next profiler runs: ending the span there would write into freed memory
+        assert not any(span is not None for span, *_ in marks._impl._open.values())
+        with profile() as prof:
+            marks.capture_began()
+            marks.range_end(across)  # the next capture: nothing of the first one's is touched
+            with marks.range("inside"):
+                pass
+            ended = marks.capture_ended()
+        assert "open_at_end" not in ended and set(ended["names"]) == {"inside"}
+        assert [e.name for e in prof.events() if e.name in ("across", "inside")] == ["inside"]
+    finally:
+        marks._use(saved_impl)
