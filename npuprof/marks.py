@@ -316,7 +316,10 @@ class _TorchMarks:
             return 0
 
     def range_end(self, range_id: int) -> None:
-        opened = self._open.pop(range_id, None)
+        try:
+            opened = self._open.pop(range_id, None)
+        except TypeError:  # an id that is no id (unhashable: a list) is ignored, as an unknown one
+            return
         if opened is None:
             return
         span, nvtx_id, _name, _serial = opened

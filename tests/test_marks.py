@@ -706,3 +706,23 @@ def test_a_range_open_across_two_captures_is_not_ended_in_the_next_ones_profiler
         assert [e.name for e in prof.events() if e.name in ("across", "inside")] == ["inside"]
     finally:
         marks._use(saved_impl)
+
+
+def test_range_end_of_an_unhashable_id_is_ignored_as_an_unknown_one() -> None:
+    """helper-173: ``range_end([1])`` while a range was open raised TypeError (unhashable) into the script;
+    a call never raises (README, "Marks, communication ranges and GC")."""
+    import torch  # noqa: F401  (the marks' implementation is picked once torch is imported)
+    from torch.profiler import profile
+
+    from npuprof import marks
+
+    saved_impl = marks._impl
+    marks.use_backend("torch-cpu")
+    try:
+        with profile():
+            opened = marks.range_start("open")
+            marks.range_end([opened])  # type: ignore[arg-type]
+            marks.range_end(opened)
+        assert not marks._impl._open
+    finally:
+        marks._use(saved_impl)
