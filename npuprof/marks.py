@@ -29,6 +29,8 @@ __all__ = ["mark", "range", "range_end", "range_start"]
 # npuprof's capture at its end (npuprof_marks.json, docs/formats.md); bounded, the rest is counted.
 NAMES_LIMIT = 10_000
 _names: dict[str, str] = {}
+# The names a trace could not hold as they are (``_traced``): the name in the trace -> the name called
+_shown: dict[str, str] = {}
 _names_over = 0
 _capturing = False  # an npuprof capture records in this process (set by npuprof's agent)
 _capture_serial = 0  # counts the captures begun: a range open at a capture's end was opened in it or before
@@ -159,6 +161,7 @@ def unlisted_range_start(name: str) -> int:
 def capture_began() -> None:
     global _capturing, _names_over, _capture_serial
     _names.clear()
+    _shown.clear()
     _names_over = 0
     _capture_serial += 1
     _capturing = True
@@ -171,6 +174,9 @@ def capture_ended() -> dict[str, Any]:
     names = dict(_names)
     _names.clear()
     ended: dict[str, Any] = {"names": names, "names_not_listed": _names_over}
+    if _shown:
+        ended["shown"] = {name: _shown[name] for name in names if name in _shown}
+        _shown.clear()
     open_names = getattr(_impl, "open_names", None)
     if open_names is not None and (still_open := open_names(_capture_serial)):
         ended["open_at_end"] = still_open  # torch ends their spans with the capture (docs/formats.md)
@@ -193,16 +199,43 @@ def _after_fork_in_child() -> None:
     global _capturing
     _capturing = False  # the parent's capture is not the child's
     _names.clear()
+    _shown.clear()
 
 
-def _note(name: str, kind: str) -> None:
+def _note(name: str, kind: str, called: str) -> None:
     global _names_over
     if name in _names:
         return
     if len(_names) < NAMES_LIMIT:
         _names[name] = kind
+        if called is not name and called.isprintable() and not _has_surrogates(called):
+            _shown[name] = called  # (a name no file can hold, or that prints oddly, is shown as traced)
     else:
         _names_over += 1
+
+
+def _has_surrogates(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _traced(name: str) -> str:
+    """``name`` as the torch profiler's Chrome trace can hold it: torch 2.13 writes a ``record_function``
+    name unescaped, so a ``"`` made the whole trace invalid JSON (the capture unreadable); a name with any
+    character outside printable ASCII (``ü``, CJK, a tab) became ``unknown``, and a ``\\`` a ``/``, so
+    that the analysis never found it. Those characters go in as ``%XX`` (their UTF-8 bytes); the capture
+    names the original in ``npuprof_marks.json`` (``shown``, docs/formats.md)."""
+    if name.isascii() and name.isprintable() and '"' not in name and "\\" not in name:
+        return name
+    return "".join(
+        c
+        if " " <= c <= "~" and c not in '"\\'
+        else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+        for c in name
+    )
 
 
 # ---- implementations ---------------------------------------------------------------------------------
@@ -290,10 +323,11 @@ class _TorchMarks:
                 self._nvtx_call("mark", name)
             if not self._state._is_profiler_enabled:
                 return
-            span = self._span(name)
+            traced = _traced(name)
+            span = self._span(traced)
             span.__enter__()
             span.__exit__(None, None, None)
-            _note(name, "mark")
+            _note(traced, "mark", name)
         except Exception:
             return
 
@@ -303,10 +337,11 @@ class _TorchMarks:
             nvtx_id = self._nvtx_call("range_start", name) if self._cuda is not None else None
             span = None
             if self._state._is_profiler_enabled:
-                span = self._span(name)
+                traced = _traced(name)
+                span = self._span(traced)
                 span.__enter__()
                 if kind:
-                    _note(name, kind)
+                    _note(traced, kind, name)
             if span is None and nvtx_id is None:
                 return 0
             range_id = next(self._ids)

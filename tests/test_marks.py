@@ -726,3 +726,48 @@ def test_range_end_of_an_unhashable_id_is_ignored_as_an_unknown_one() -> None:
         assert not marks._impl._open
     finally:
         marks._use(saved_impl)
+
+
+def test_a_name_the_trace_cannot_hold_is_traced_escaped_and_shown_as_called(tmp_path: Path) -> None:
+    """helper-173: torch 2.13 writes a record_function name into the Chrome trace unescaped: a range named
+    'say "hi"' made the whole trace invalid JSON (the capture "corrupt", nothing of it analysed), and a
+    name outside printable ASCII ('加载', 'ü', a tab) became 'unknown' in the trace, so that its range
+    was missing from analyse's table without a word. Such a name goes in as %XX; analyse shows it as
+    called."""
+    import os
+
+    import torch  # noqa: F401  (the marks' implementation is picked once torch is imported)
+    from torch.profiler import profile
+
+    from npuprof import marks
+    from npuprof.analysis import marks_ranges
+
+    called = ['say "hi"', "加载 batch", "back\\slash", "plain"]
+    saved_impl = marks._impl
+    marks.use_backend("torch-cpu")
+    try:
+        with profile() as prof:
+            marks.capture_began()
+            for name in called:
+                with marks.range(name):
+                    pass
+            marks.mark("tab\there")
+        ended = marks.capture_ended()
+    finally:
+        marks._use(saved_impl)
+    raw = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(raw))
+    traced = {
+        e["name"] for e in json.loads(raw.read_text())["traceEvents"] if e.get("cat") == "user_annotation"
+    }
+    assert set(ended["names"]) <= traced and "unknown" not in traced
+    (tmp_path / marks_ranges.MARKS_FILE).write_text(json.dumps({"version": 1, **ended}))
+    want = marks_ranges.wanted(tmp_path, [].append)
+    assert want is not None
+    fd = os.open(raw, os.O_RDONLY)
+    try:
+        spans = marks_ranges.read_spans(raw, fd, want)
+    finally:
+        os.close(fd)
+    assert sorted(n for n, k in zip(spans.name, spans.kind, strict=True) if k == "range") == sorted(called)
+    assert [n for n, k in zip(spans.name, spans.kind, strict=True) if k == "mark"] == ["tab%09here"]

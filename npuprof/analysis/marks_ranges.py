@@ -81,6 +81,8 @@ class Wanted:
     names: dict[str, str]
     comm: bool
     comm_ranges: CommRecord | None = None
+    # the names the trace holds in another form (agent's marks._traced): the trace's -> the name called
+    shown: dict[str, str] = field(default_factory=dict)
 
     @property
     def in_trace(self) -> bool:
@@ -92,6 +94,7 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
     """What ``rank_dir``'s capture recorded; None when neither marks nor ``comm:`` ranges (nothing to read).
     A side file that cannot be read is named through ``warn`` and counts as absent."""
     names: dict[str, str] = {}
+    shown: dict[str, str] = {}
     path = rank_dir / MARKS_FILE
     if path.is_file():
         try:
@@ -100,6 +103,9 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
             if not isinstance(listed, dict):
                 raise ValueError("not version 1 with a names object")
             names = {str(k): v for k, v in listed.items() if v in ("mark", "range")}
+            called = value.get("shown")
+            if isinstance(called, dict):
+                shown = {k: v for k, v in called.items() if k in names and isinstance(v, str) and _text(v)}
             still_open = value.get("open_at_end")
             if isinstance(still_open, list) and still_open:
                 shown = ", ".join(repr(str(n)) for n in still_open[:5]) + (
@@ -121,7 +127,16 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
         comm = False
     else:
         comm = any(_msprof_tx(info) for info in sorted(rank_dir.glob("profiler_info*.json")))
-    return Wanted(names, comm, record) if names or comm or record is not None else None
+    return Wanted(names, comm, record, shown) if names or comm or record is not None else None
+
+
+def _text(name: str) -> bool:
+    """Whether ``name`` can be written as UTF-8 and printed on one line (the shown form of a name)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return name.isprintable()
 
 
 def _read_comm(path: Path) -> CommRecord:
@@ -229,7 +244,7 @@ def read_spans(raw: Path, fd: int, want: Wanted) -> Spans:
     if not want.in_trace:
         return found
     reader = TraceReader(raw, block=BLOCK, fd=fd, decoder=_Sieve())  # type: ignore[arg-type]
-    names, comm = want.names, want.comm
+    names, comm, shown = want.names, want.comm, want.shown
     for chunk in reader:
         for ev in chunk.events:
             if ev.ph != "X" or ev.cat != USER_ANNOTATION:
@@ -237,7 +252,7 @@ def read_spans(raw: Path, fd: int, want: Wanted) -> Spans:
             kind = names.get(ev.name) or ("comm" if comm and ev.name.startswith(COMM_PREFIX) else None)
             if kind is None:
                 continue
-            found.name.append(ev.name)
+            found.name.append(shown.get(ev.name, ev.name) if shown else ev.name)
             found.kind.append(kind)
             found.pid.append(ev.pid)
             found.tid.append(ev.tid)
