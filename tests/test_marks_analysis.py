@@ -612,3 +612,21 @@ def test_the_msprof_tx_ranges_of_torch_npus_trace_view_are_reported_per_step(tmp
         ("forward", "range", 2, 2400.5 + 1000.25, 2400.5)
     ]
     assert "possible device work" not in result.stderr
+
+
+def test_marks_past_the_listed_names_are_said_to_be_missing(tmp_path: Path) -> None:
+    """helper-173: a capture calling 20,000 distinct names lists the first 10,000 (NAMES_LIMIT) and counts
+    the rest in names_not_listed; analyse's ranges table left those out without a word."""
+    from npuprof.analysis import marks_ranges
+
+    listed = {f"r{i}": "range" for i in range(3)}
+    (tmp_path / "npuprof_marks.json").write_text(
+        json.dumps({"version": 1, "names": listed, "names_not_listed": 7})
+    )
+    warnings: list[str] = []
+    want = marks_ranges.wanted(tmp_path, warnings.append)
+    assert want is not None and want.names == listed
+    assert warnings == [
+        "7 mark(s) and range(s) recorded under names past the first 3 of the capture are not shown (their "
+        "names were not listed: npuprof.marks.NAMES_LIMIT)"
+    ]

@@ -106,6 +106,12 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
             called = value.get("shown")
             if isinstance(called, dict):
                 shown = {k: v for k, v in called.items() if k in names and isinstance(v, str) and _text(v)}
+            over = value.get("names_not_listed")
+            if isinstance(over, int) and not isinstance(over, bool) and over > 0:
+                warn(
+                    f"{over} mark(s) and range(s) recorded under names past the first {len(names):,} of the "
+                    "capture are not shown (their names were not listed: npuprof.marks.NAMES_LIMIT)"
+                )
             still_open = value.get("open_at_end")
             if isinstance(still_open, list) and still_open:
                 shown = ", ".join(repr(str(n)) for n in still_open[:5]) + (
