@@ -114,11 +114,11 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
                 )
             still_open = value.get("open_at_end")
             if isinstance(still_open, list) and still_open:
-                shown = ", ".join(repr(str(n)) for n in still_open[:5]) + (
+                still = ", ".join(repr(str(n)) for n in still_open[:5]) + (
                     " ..." if len(still_open) > 5 else ""
                 )
                 warn(
-                    f"range(s) {shown} still open when the capture ended (no range_end in it): torch ended "
+                    f"range(s) {still} still open when the capture ended (no range_end in it): torch ended "
                     "them with the capture, so their time runs to its end"
                 )
         except (OSError, ValueError) as exc:
