@@ -290,7 +290,9 @@ class _TorchMarks:
         self.nvtx = nvtx
         self._cuda = torch.cuda if nvtx else None
         self._nvtx: Any = None  # torch.cuda.nvtx once CUDA is initialised
-        self._open: dict[int, tuple[Any, int | None, str, int]] = {}  # (span, nvtx id, name, capture)
+        # (span, nvtx id, name, capture); the span in a list that whoever ends it pops first (list.pop is
+        # atomic): a range_end in another thread and a capture's end_spans never both exit it
+        self._open: dict[int, tuple[list[Any], int | None, str, int]] = {}
         self._ids = itertools.count(1)
 
     def recording(self) -> bool:
@@ -345,7 +347,7 @@ class _TorchMarks:
             if span is None and nvtx_id is None:
                 return 0
             range_id = next(self._ids)
-            self._open[range_id] = (span, nvtx_id, name, _capture_serial)
+            self._open[range_id] = ([] if span is None else [span], nvtx_id, name, _capture_serial)
             return range_id
         except Exception:
             return 0
@@ -357,12 +359,8 @@ class _TorchMarks:
             return
         if opened is None:
             return
-        span, nvtx_id, _name, _serial = opened
-        try:
-            if span is not None:
-                span.__exit__(None, None, None)
-        except Exception:
-            pass
+        box, nvtx_id, _name, _serial = opened
+        _end(box)
         if nvtx_id is not None:
             self._nvtx_call("range_end", nvtx_id)
 
@@ -379,23 +377,26 @@ class _TorchMarks:
         ``range_end`` still ends their NVTX ranges."""
         if self._state._is_profiler_enabled:  # not this capture's end: the spans belong to the one running
             return
-        for range_id, (span, nvtx_id, name, serial) in list(self._open.items()):
-            if span is None:
-                continue
-            try:
-                span.__exit__(None, None, None)  # a second exit (range_end's, in a thread) does nothing
-            except Exception:
-                pass
+        for range_id, (box, nvtx_id, _name, _serial) in list(self._open.items()):
             if nvtx_id is None:
                 self._open.pop(range_id, None)
-            elif range_id in self._open:
-                self._open[range_id] = (None, nvtx_id, name, serial)
+            _end(box)
 
     def open_names(self, serial: int) -> list[str]:
         """The names of the ranges opened in capture ``serial`` whose end has not come."""
-        return sorted(
-            {name for span, _n, name, at in list(self._open.values()) if span is not None and at == serial}
-        )
+        return sorted({name for box, _n, name, at in list(self._open.values()) if box and at == serial})
+
+
+def _end(box: list[Any]) -> None:
+    """Exit the span in ``box`` unless another caller has taken it (see ``_TorchMarks._open``)."""
+    try:
+        span = box.pop()
+    except IndexError:
+        return
+    try:
+        span.__exit__(None, None, None)
+    except Exception:
+        pass
 
 
 class _AskTorch:

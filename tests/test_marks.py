@@ -695,7 +695,7 @@ def test_a_range_open_across_two_captures_is_not_ended_in_the_next_ones_profiler
         ended = marks.capture_ended()  # as the capture's writer calls it: after torch's stop
         assert ended["open_at_end"] == ["across"], ended
         # checked before the next profiler runs: ending the span there would write into freed memory
-        assert not any(span is not None for span, *_ in marks._impl._open.values())
+        assert not any(box for box, *_ in marks._impl._open.values())
         with profile() as prof:
             marks.capture_began()
             marks.range_end(across)  # the next capture: nothing of the first one's is touched
@@ -706,6 +706,40 @@ def test_a_range_open_across_two_captures_is_not_ended_in_the_next_ones_profiler
         assert [e.name for e in prof.events() if e.name in ("across", "inside")] == ["inside"]
     finally:
         marks._use(saved_impl)
+
+
+def test_a_range_ended_by_another_thread_as_the_capture_ends_is_exited_once() -> None:
+    """A capture's end ends the spans of the ranges still open (end_spans) while another thread may end
+    one of them (range_end of a collective's comm: range): both exited the same span, whose C++ record two
+    threads then reset at once. Whoever takes the span first ends it. In-process: the other thread's
+    range_end runs from inside end_spans' exit of the span, as a thread switch there would run it."""
+    from npuprof import marks
+
+    exits: list[str] = []
+
+    class Span:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __enter__(self) -> None:
+            pass
+
+        def __exit__(self, *exc: object) -> None:
+            exits.append(self.name)
+            if len(exits) == 1:
+                impl.range_end(range_id)  # the other thread, at that moment
+
+    class Torch:
+        class autograd:
+            class profiler:
+                _is_profiler_enabled = True
+                record_function = Span
+
+    impl = marks._TorchMarks(Torch, nvtx=False)
+    range_id = impl.range_start("all_reduce", None, "")
+    Torch.autograd.profiler._is_profiler_enabled = False  # the capture's profiler has stopped
+    impl.end_spans()
+    assert exits == ["all_reduce"] and not impl._open
 
 
 def test_range_end_of_an_unhashable_id_is_ignored_as_an_unknown_one() -> None:
