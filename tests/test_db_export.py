@@ -375,6 +375,50 @@ def test_the_temporary_files_of_a_killed_db_writer_are_removed(tmp_path: Path) -
     assert not stale.exists() and live.exists()
 
 
+_HELD_WRITER = """
+import sys
+from pathlib import Path
+from npuprof.analysis import db_export, db_schema
+temps = []
+def rows():
+    print(temps[0], flush=True)  # its temporary file is there: held until told to go on
+    sys.stdin.readline()
+    yield "StepTraceTime", []
+db_export._write_db(Path(sys.argv[1]) / "analysis.db", db_schema.ANALYSIS_TABLES, rows(), (), temps)
+"""
+
+
+def test_a_parse_leaves_the_temporary_files_of_a_live_db_writer_alone(tmp_path: Path) -> None:
+    """helper-172: three analyses of one dir (the third takes the lock the first let go while the second
+    still writes): the third's sweep of a killed parse's leftovers deleted the second's db files as an
+    older npuprof's (their names carried no writer it could check), whose export then failed and dropped
+    the db in place."""
+    import subprocess
+    import sys
+
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
+    out = rank_dir / OUT
+    out.mkdir()
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _HELD_WRITER, str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    try:
+        held = Path(writer.stdout.readline().strip())
+        assert held.parent == out and held.exists()
+        assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"  # it has the directory's lock
+        assert held.exists()
+    finally:
+        writer.stdin.write("\n")
+        writer.stdin.close()
+        writer.wait(timeout=60)
+    assert writer.returncode == 0
+
+
 def test_a_run_whose_db_failed_says_so_at_its_end(tmp_path: Path) -> None:
     """The post-processor (`npuprof run --export-type db`): a rank left without a db is named in the run's
     log as not produced (the run's end lists those lines), since msprof-analyze would drop it silently."""

@@ -41,7 +41,7 @@ from npuprof.analysis.gc_layer import GcRecord
 from npuprof.analysis.marks_ranges import Spans
 from npuprof.analysis.step_breakdown import StepWindows
 from npuprof.analysis.tables import OpView, RankTables
-from npuprof.results.atomic import file_mode
+from npuprof.results.atomic import file_mode, temp_name, writer_pid
 from npuprof.results.layout import ANALYSIS_DB, profiler_db_name, read_json_record
 
 MODULE_PREFIX = "nn.Module: "
@@ -135,14 +135,18 @@ def write_databases(out_dir: Path, src: DbSources) -> list[str]:
 
 
 def remove_stale_temps(out_dir: Path) -> None:
-    """Delete the temporary files of db writers that died (kill -9): ``.<name>.<pid>.tmp`` whose process
-    is gone. A live writer's (a concurrent parse) is left alone."""
+    """Delete the temporary files of db writers that died (kill -9): ``.<name>.<pid>-<hex12>.tmp`` (an
+    older npuprof's ``.<name>.<pid>.tmp``) whose process is gone. A live writer's (a concurrent parse) is
+    left alone."""
     for tmp in out_dir.glob(".*.db.*.tmp"):
-        pid = tmp.name.rsplit(".", 2)[-2]
-        if not (pid.isascii() and pid.isdigit()) or int(pid) == os.getpid():
+        pid = writer_pid(tmp.name)
+        if pid is None:
+            tag = tmp.name.rsplit(".", 2)[-2]
+            pid = int(tag) if tag.isascii() and tag.isdigit() else None
+        if pid is None or pid == os.getpid():
             continue
         try:
-            os.kill(int(pid), 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             with contextlib.suppress(OSError):
                 tmp.unlink()
@@ -157,10 +161,10 @@ def _write_db(
     indexes: Sequence[str],
     temps: list[Path],
 ) -> Path:
-    """Write the tables into a temporary file beside ``path`` (added to ``temps``), synced; return it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
+    """Write the tables into a temporary file beside ``path`` (added to ``temps``), synced; return it. Its
+    name is atomic.temp_name's, which names the writer: a parse sweeping a killed one's leftovers keeps a
+    live writer's (a concurrent parse's, helper-172)."""
+    tmp = temp_name(path)
     temps.append(tmp)
     con = sqlite3.connect(tmp, isolation_level=None)
     try:
