@@ -152,13 +152,13 @@ def test_a_dead_parses_files_under_a_pid_another_process_took_since_are_deleted(
             path.write_bytes(b"[")
         started = layout.process_start_time(pid)
         assert started is not None and started <= time.time()
-        parse._remove_leftovers(tables)
+        parse.remove_leftovers(tables)
         assert all(path.exists() for path in left)  # its writer's pid, started before them: alive
         real = layout.process_start_time
         monkeypatch.setattr(
             layout, "process_start_time", lambda p="self": time.time() + 60 if p == pid else real(p)
         )
-        parse._remove_leftovers(tables)
+        parse.remove_leftovers(tables)
         assert not any(path.exists() for path in left)
     finally:
         other.kill()

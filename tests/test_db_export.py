@@ -484,6 +484,35 @@ def test_a_killed_parses_leftovers_are_removed_unless_a_parse_is_running_there(t
     assert (out / "trace_view.json").is_file()
 
 
+def test_a_killed_parses_leftovers_beside_a_bare_trace_are_removed(tmp_path: Path) -> None:
+    """helper-172: the same for a bare trace's ``<trace>.npuprof/``: parses of it killed mid-way (kill -9)
+    left the trace_view.json they had moved aside and their temporary files (160 MB for two kills of a
+    124 MB trace), which every later parse kept."""
+    import subprocess
+    import sys
+
+    from npuprof.analysis.report import build_report
+
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(handmade.cpu_trace()))
+    build_report(trace, jobs=1)
+    out = tmp_path / "trace.json.npuprof"
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = dead.stdout.strip()
+    left = [
+        out / f".trace_view.json.{pid}-0a1b2c3d4e5f.old",
+        out / f".trace_view.json.{pid}-6a7b8c9d0e1f.tmp",
+    ]
+    for path in left:
+        path.write_bytes(b"left by kill -9")
+    (out / "analyse.done").unlink()  # as the killed parse left it
+    build_report(trace, jobs=1)
+    assert not any(path.exists() for path in left)
+    assert (out / "trace_view.json").is_file()
+
+
 @pytest.mark.parametrize("marked_done", [False, True])
 def test_a_rank_dir_torch_npu_parsed_into_its_db_only_is_named_as_such(
     tmp_path: Path, marked_done: bool

@@ -137,7 +137,7 @@ def _kept_read_only(folder: Path) -> str:
     return ""
 
 
-def _remove_leftovers(out_dir: Path) -> None:
+def remove_leftovers(out_dir: Path) -> None:
     """Delete what a parse killed mid-way left behind (its temporary files: ``.<name>.<...>.tmp``, and a
     ``trace_view.json`` it had moved aside: ``.trace_view.json.<...>.old``); only plain files, and not those
     of a parse that still runs (helper-139: one started while another held the lock outlives it, and the
@@ -217,7 +217,7 @@ def drop_tables(out_dir: Path, before: dict[str, tuple[int, int]]) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(out_dir / name)
     with contextlib.suppress(OSError):
-        _remove_leftovers(out_dir)
+        remove_leftovers(out_dir)
 
 
 def _capture_asked_for_db(rank_dir: Path) -> bool:
@@ -431,7 +431,7 @@ def parse_rank_dir(
         make_dir(out_dir)
         with alone_in(out_dir) as alone:
             if alone:
-                _remove_leftovers(out_dir)
+                remove_leftovers(out_dir)
             # a db already there is rewritten with the tables: it never describes an older parse
             before = table_stamps(out_dir)
             try:

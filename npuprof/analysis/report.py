@@ -40,6 +40,7 @@ from npuprof.analysis.parse import (
     drop_tables,
     failure_reason,
     parse_rank_dir,
+    remove_leftovers,
     table_stamps,
     write_outputs,
 )
@@ -254,6 +255,8 @@ def _parse_bare(
         # a parse of the same trace at the same moment (two analyses of it) keeps its tables: only one
         # that has the folder to itself deletes a set it left short
         with alone_in(out_dir) as alone:
+            if alone:  # what a parse killed mid-way left, as parse_rank_dir removes it (helper-172)
+                remove_leftovers(out_dir)
             identity = _identity(trace)
             outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
             write_text(done, identity)
