@@ -183,6 +183,20 @@ def test_steps_memory_and_the_analysis_db(cuda_dir: Path) -> None:
     assert matrix == {"allreduce-top1", "allreduce-middle", "allreduce-bottom1", "allreduce-total"}
 
 
+def test_the_host_is_the_one_the_trace_was_recorded_on(tmp_path: Path) -> None:
+    """helper-172: HOST_INFO named the host that ran the parse: a multi-node run analysed on one node (or a
+    result copied to a laptop) had every rank on that host, which msprof-analyze's cluster HOST_INFO and
+    RANK_DEVICE_MAP group ranks by. Kineto writes the recording host's name (``host_name``)."""
+    trace = _cuda_trace()
+    trace["host_name"] = "node-17.cluster"
+    rank_dir = handmade.write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    con = _db(rank_dir)
+    assert con.execute("SELECT * FROM HOST_INFO").fetchall() == [
+        (str(_hash("node-17.cluster")), "node-17.cluster")
+    ]
+
+
 def test_a_cpu_capture_has_its_operators_as_tasks_and_gloo_as_communication(tmp_path: Path) -> None:
     rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
     assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"

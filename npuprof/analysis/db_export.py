@@ -459,7 +459,10 @@ class _Tables:
         return out
 
     def host_info(self) -> tuple[str, str]:
-        host = socket.gethostname()
+        """The host the trace was recorded on (Kineto's ``host_name``), not the one parsing it (a multi-node
+        run analysed on one node); this host's only for a trace that does not name one (an older torch's)."""
+        named = self.src.meta.get("host_name")
+        host = _utf8(named) if isinstance(named, str) and named.strip() else socket.gethostname()
         return str(double_hash(host)), host
 
     def session(self) -> tuple[int, int]:
