@@ -197,6 +197,34 @@ def test_the_host_is_the_one_the_trace_was_recorded_on(tmp_path: Path) -> None:
     ]
 
 
+def test_each_frame_of_a_call_stack_is_one_string_as_torch_npus(tmp_path: Path) -> None:
+    """helper-172: the stacks torch >= 2 records (python_function spans, joined by ``;\\r\\n`` as
+    torch_npu's) were split at ``;`` only: every frame but the innermost was ``\\r\\nmodel.py(5): ...``
+    in PYTORCH_CALLCHAINS, a string of its own beside the same frame without it (docs/formats.md, "The db
+    export": a frame's text); Kineto's own ``Call stack`` arg is joined by ``;``."""
+    trace = handmade.cpu_trace()
+    trace["with_stack"] = 1
+    trace["traceEvents"] += [
+        x("train.py(10): main", "python_function", 90, 600, **{"Python id": 1, "Python parent id": 0}),
+        x("model.py(5): forward", "python_function", 95, 250, **{"Python id": 2, "Python parent id": 1}),
+        x("aten::relu", "cpu_op", 700, 10, **{"External id": 4, "Call stack": "a.py(1): f;b.py(2): g"}),
+    ]
+    rank_dir = handmade.write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    con = _db(rank_dir)
+    strings = _strings(con)
+    chains: dict[int, list[str]] = {}
+    for chain, frame, depth in con.execute("SELECT * FROM PYTORCH_CALLCHAINS ORDER BY id, stackDepth"):
+        assert depth == len(chains.setdefault(chain, []))
+        chains[chain].append(strings[frame])
+    named = dict(
+        con.execute("SELECT s.value, p.callchainId FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name")
+    )
+    assert chains[named["aten::mm"]] == ["model.py(5): forward", "train.py(10): main"]
+    assert chains[named["aten::add"]] == ["train.py(10): main"]
+    assert chains[named["aten::relu"]] == ["a.py(1): f", "b.py(2): g"]
+
+
 def test_a_cpu_capture_has_its_operators_as_tasks_and_gloo_as_communication(tmp_path: Path) -> None:
     rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())
     assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"

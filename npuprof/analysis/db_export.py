@@ -527,7 +527,8 @@ class _Tables:
                 continue
             chain = len(table) - 1
             table[sid] = chain
-            frames = [f for f in strings[sid].split(";") if f]
+            text = strings[sid]  # joined by ";\r\n" (call_stacks.py) or, Kineto's, by ";" (docs/formats.md)
+            frames = [f for f in text.split(";\r\n" if ";\r\n" in text else ";") if f]
             self.callchains += [(chain, self.s(f), depth) for depth, f in enumerate(frames)]
         return list(map(table.__getitem__, sids.tolist()))
 
