@@ -63,3 +63,42 @@ def test_child_sees_a_parent_that_gave_up() -> None:
     shared.close()  # the parent failed before publishing
     with pytest.raises(RuntimeError, match="before handing over its Pair"):
         child.result()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_forked_child_dies_with_its_parent(how: str) -> None:
+    """helper-172: an analyse ended by SIGTERM (``timeout``) or kill -9 left its forked children working,
+    which then renamed a db into the rank dir and wrote scratch its parent had removed. A real parent
+    process: it forks a child that would work 60 s, says the child's pid, and is killed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time\nfrom npuprof.analysis.forked import Forked\n"
+         "child = Forked(True, lambda: time.sleep(60))\nprint(child.pid, flush=True)\ntime.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        parent.send_signal(getattr(signal, how))
+        assert parent.wait(10) == -getattr(signal, how)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(child):
+            time.sleep(0.02)
+        assert not _alive(child), f"the forked child {child} outlived its parent"
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, which init reaps at once, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False

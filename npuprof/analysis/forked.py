@@ -16,6 +16,7 @@ import mmap
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ class Forked:
         # the parent's objects out of the collector's reach: a collection in the child would write to each
         # (its gc header) and so copy every page of the parent's heap into the child
         gc.freeze()
+        parent = os.getpid()
         pid = os.fork()
         if pid:
             gc.unfreeze()
@@ -45,6 +47,7 @@ class Forked:
             code = 0
             try:
                 os.close(read_fd)
+                _die_with(parent)
                 if after_fork is not None:
                     after_fork(True)
                 try:
@@ -102,6 +105,28 @@ class Forked:
             raise value if isinstance(value, BaseException) else RuntimeError(value)
         self.value = value
         return value
+
+
+def _die_with(parent: int) -> None:
+    """In a forked child: be killed when ``parent`` dies (Linux's PR_SET_PDEATHSIG). An analyse ended by
+    SIGTERM (``timeout``, a scheduler) or kill -9 left its children working: their db renamed into a rank
+    dir that the next analyse parses again, their scratch written after the parent had removed it
+    (helper-172). Where the call is not there, nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the call took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _pickled_error(exc: BaseException) -> bytes:
