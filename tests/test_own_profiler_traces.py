@@ -140,3 +140,51 @@ def test_files_torch_writes_that_are_not_traces_are_named(
         assert done.returncode == 1, done.stderr
         assert f"{source}: {what[len('it is ') :]}" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_files_of_a_result_given_for_their_directory_name_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of npuprof's own result tree given where its directory was meant (the run's record or log,
+    a capture's record, a table of its parse), to each reader: one line that names the directory to give.
+    analyse advised naming the record *.pt.trace.json "if it is a trace", export-stacks and memory-timeline
+    said "not a Chrome trace?", and the log's last line, ending in a number, was called folded stacks
+    (helper-174). In process: no torch is needed."""
+    from npuprof.cli.main import _run_typer
+
+    out = tmp_path / "out"
+    rank_dir = out / "vm_4874_20261129161424560_ascend_pt"
+    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (out / "npuprof_run.json").write_text('{"run_id": "0ab69677c548", "captures": []}')
+    (out / "npuprof.log").write_text("2026-12-05 22:29:21 [INFO] [agent pid=1] steps counted: 12\n")
+    (rank_dir / "npuprof_capture.json").write_text('{"status": "complete", "steps": [6, 7, 8]}')
+    (rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_summary.json").write_text('{"steps": []}')
+    (rank_dir / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_text("Step,Computing\n6,1.0\n")
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    run, capture, parse = (
+        f"npuprof run's record of the run in {out}, not a trace: give that directory, {out}",
+        f"a file of the capture in {rank_dir}, not a trace: give that directory, {rank_dir}",
+        f"a table of the parse of the capture in {rank_dir}, not a trace: give that directory, {rank_dir}",
+    )
+    given = {
+        out / "npuprof_run.json": run,
+        out / "npuprof.log": run.replace("record", "log"),
+        rank_dir / "npuprof_capture.json": capture,
+        tables / "npuprof_summary.json": parse,
+        tables / "step_trace_time.csv": parse,
+    }
+    for path, what in given.items():
+        for command in ("analyse", "export-stacks", "memory-timeline"):
+            if command == "memory-timeline" and path.suffix == ".csv":
+                continue  # it reads a table of allocator records (memory_record.csv) itself
+            argv = ["npuprof", command, str(path)] + (
+                ["-o", str(tmp_path / "m.json")] * (command != "analyse")
+            )
+            monkeypatch.setattr(sys, "argv", argv)
+            assert _run_typer() == 1, (command, path)
+            err = capsys.readouterr().err
+            prefix = (
+                "npuprof analyse: nothing to analyse: " if command == "analyse" else f"npuprof {command}: "
+            )
+            it = "it is " if command == "analyse" else ""
+            assert err == f"{prefix}{path}: {it}{what}\n", (command, err)

@@ -8,6 +8,7 @@ import zlib
 from pathlib import Path
 
 from npuprof.analysis.gzip_members import GzipMembers, is_gzip
+from npuprof.results import layout
 
 WANTED = (
     "npuprof reads the profiler's Chrome trace (prof.export_chrome_trace(...), tensorboard_trace_handler's "
@@ -51,9 +52,47 @@ def describe(head: bytes) -> str | None:
 
 
 def describe_file(path: Path) -> str | None:
-    """``describe`` of the file's first 64 KiB (decompressed when it is gzipped); None when unreadable."""
+    """``describe_at`` of the file's first 64 KiB (decompressed when it is gzipped); None when unreadable."""
     try:
         with GzipMembers(path) if is_gzip(path) else open(path, "rb") as handle:
-            return describe(handle.read(64 << 10))
+            return describe_at(path, handle.read(64 << 10))
     except (OSError, EOFError, zlib.error):
         return None
+
+
+def describe_at(path: str | Path, head: bytes) -> str | None:
+    """``describe`` of a file refused as a trace, knowing where it lies: npuprof run's record or log by its
+    name first (a log line ending in a number reads as folded stacks), then what torch writes by its
+    content, then any other file of a capture by its place (:func:`describe_place`)."""
+    path = Path(path)
+    if layout.is_run_file_name(path.name):
+        return describe_place(path)
+    return describe(head) or describe_place(path)
+
+
+def describe_place(path: Path) -> str | None:
+    """What a file of npuprof's result layout that is no trace is, told from its name and where it lies,
+    with the directory to give instead: the run's record or log in its output dir, a capture's record,
+    metadata or side file in its rank dir, a table of its parse in ``ASCEND_PROFILER_OUTPUT/``; None for
+    any other file. For a file already refused as a trace: the readers take a rank dir's traces,
+    ``trace_view.json``, ``memory_record.csv`` and the memory timeline's raw file themselves. A file given
+    where its directory was meant was told to be renamed *.pt.trace.json if it was a trace (helper-174)."""
+    path = Path(path)
+    parent = path.parent
+    if path.name.endswith(layout.KINETO_SUFFIXES) or path.name == layout.PARSED_TRACE:
+        return None  # a trace, damaged: its reader says how
+    if layout.is_run_file_name(path.name):
+        what = "log" if path.name.startswith(layout.RUN_LOG) else "record"
+        return f"npuprof run's {what} of the run in {parent}, not a trace: give that directory, {parent}"
+    if parent.name == layout.PARSED_DIR and _holds_a_capture(parent.parent):
+        return (
+            f"a table of the parse of the capture in {parent.parent}, not a trace: give that directory, "
+            f"{parent.parent}"
+        )
+    if _holds_a_capture(parent):
+        return f"a file of the capture in {parent}, not a trace: give that directory, {parent}"
+    return None
+
+
+def _holds_a_capture(directory: Path) -> bool:
+    return layout.is_rank_dir(directory) or layout.holds_a_capture(directory)

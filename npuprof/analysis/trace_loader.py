@@ -344,7 +344,7 @@ class TraceReader:
                 self.form = FORM_ARRAY
                 return buf[first + 1 :]
             if first < len(buf) and buf[first] != 0x7B:  # "{"
-                what = torch_files.describe(bytes(buf[first : first + 4096])) or (
+                what = torch_files.describe_at(self.path, bytes(buf[first : first + 4096])) or (
                     "not a JSON object or array, not a Chrome trace (an object with traceEvents, or an array "
                     "of events)"
                 )
@@ -359,7 +359,7 @@ class TraceReader:
                 )
             if not data or len(buf) > _HEAD_LIMIT:
                 kind = "corrupt" if buf.strip() else "truncated"
-                what = torch_files.describe(bytes(buf[:4096]))
+                what = torch_files.describe_at(self.path, bytes(buf[:4096]))
                 raise TraceError(
                     kind, f"{self.path}: {what or 'no traceEvents array found (not a Chrome trace?)'}"
                 )
