@@ -20,6 +20,7 @@ import functools
 import inspect
 import itertools
 import sys
+from _thread import get_ident
 from collections.abc import Callable
 from typing import Any
 
@@ -72,13 +73,15 @@ def range_end(range_id: int) -> None:
 class range:  # the public name: npuprof.range, a context manager and a decorator
     """``with npuprof.range("name"):`` or ``@npuprof.range("name")``: a range around the block or call."""
 
-    __slots__ = ("_id", "_more", "name", "stream")
+    __slots__ = ("_open", "name", "stream")
 
     def __init__(self, name: str, stream: Any = None) -> None:
         self.name = name
         self.stream = stream
-        self._id = -1  # the range this object opened; -1: not entered
-        self._more: list[int] | None = None  # the same object entered again, nested
+        # the ranges this object opened and has not ended (0: nothing was recorded), innermost last, per
+        # thread or asyncio task that entered it: one object shared by threads or tasks (a module's
+        # ``LOAD = npuprof.range("load")``) ended each one's range with the other's end (helper-173)
+        self._open: dict[int, list[int]] = {}
 
     def __enter__(self) -> range:
         gate = _gate
@@ -86,19 +89,22 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
             range_id = 0
         else:
             range_id = range_start(self.name, self.stream)
-        if self._id < 0:
-            self._id = range_id
+        owner = _owner()
+        opened = self._open.get(owner)
+        if opened is None:
+            self._open[owner] = [range_id]
         else:
-            if self._more is None:
-                self._more = []
-            self._more.append(range_id)
+            opened.append(range_id)
         return self
 
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        if self._more:
-            range_id = self._more.pop()
-        else:
-            range_id, self._id = self._id, -1
+        owner = _owner()
+        opened = self._open.get(owner)
+        if not opened:
+            return
+        range_id = opened.pop()
+        if not opened:
+            del self._open[owner]
         if range_id > 0:
             range_end(range_id)
 
@@ -125,6 +131,16 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
                 range_end(range_id)
 
         return ranged
+
+
+def _owner() -> int:
+    """Who enters a range object now: the asyncio task running on this thread, else the thread."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None and asyncio._get_running_loop() is not None:
+        task = asyncio.current_task()
+        if task is not None:
+            return id(task)
+    return get_ident()
 
 
 # ---- npuprof's agent ---------------------------------------------------------------------------------

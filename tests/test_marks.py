@@ -4,11 +4,13 @@ with a high GC threshold, plain python without npuprof, and the torch_npu stand-
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -324,6 +326,7 @@ def test_marks_are_recorded_without_msprof_tx_on_torch_profiler(single: dict[str
 
 PLAIN = """
 import sys
+import time
 import npuprof
 npuprof.mark("before torch")
 with npuprof.range("no torch yet"):
@@ -810,3 +813,90 @@ def test_a_name_the_trace_cannot_hold_is_traced_escaped_and_shown_as_called(tmp_
         [*called, "加载 left open"]  # torch ends the span of a range left open with the capture
     )
     assert [n for n, k in zip(spans.name, spans.kind, strict=True) if k == "mark"] == ["tab%09here"]
+
+
+class _Ranges:
+    """A marks implementation that numbers the ranges it opens and keeps who ended which."""
+
+    gate = None
+
+    def __init__(self) -> None:
+        self.ids = iter(range(1, 1000))
+        self.opened: dict[str, int] = {}
+        self.ended: dict[int, str] = {}
+
+    def range_start(self, name: str, stream: object) -> int:
+        range_id = next(self.ids)
+        self.opened[_Ranges.who()] = range_id
+        return range_id
+
+    def range_end(self, range_id: int) -> None:
+        self.ended[range_id] = _Ranges.who()
+
+    @staticmethod
+    def who() -> str:
+        import asyncio
+        import threading
+
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            task = None
+        return task.get_name() if task is not None else threading.current_thread().name
+
+
+def test_one_range_object_shared_by_threads_or_tasks_ends_each_ones_own_range() -> None:
+    """helper-173: a module's ``LOAD = npuprof.range("load")`` entered by two threads (or asyncio tasks) at
+    once: the first to leave ended the second's range, the second the first's (the spans swapped ends).
+    Each thread and task now ends the range it opened."""
+    import asyncio
+    import threading
+
+    from npuprof import marks
+
+    shared = marks.range("load")
+    saved = marks._impl
+    impl = marks._use(_Ranges())
+    try:
+        a_in, b_in = threading.Event(), threading.Event()
+
+        def a() -> None:
+            with shared:
+                a_in.set()
+                b_in.wait(10)  # A leaves while B is inside
+
+        def b() -> None:
+            a_in.wait(10)
+            with shared:
+                b_in.set()
+                time.sleep(0.05)
+
+        threads = [threading.Thread(target=a, name="A"), threading.Thread(target=b, name="B")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert impl.ended == {impl.opened["A"]: "A", impl.opened["B"]: "B"}, (impl.opened, impl.ended)
+
+        impl.opened, impl.ended = {}, {}
+
+        async def task(entered: asyncio.Event, leave: asyncio.Event) -> None:
+            with shared:
+                entered.set()
+                await leave.wait()
+
+        async def both() -> None:
+            c_in, d_in = asyncio.Event(), asyncio.Event()
+            c = asyncio.create_task(task(c_in, d_in), name="C")
+            await c_in.wait()
+            d = asyncio.create_task(task(d_in, asyncio.Event()), name="D")
+            await c  # C leaves while D is inside
+            d.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await d
+
+        asyncio.run(both())
+        assert impl.ended == {impl.opened["C"]: "C", impl.opened["D"]: "D"}, (impl.opened, impl.ended)
+        assert not shared._open
+    finally:
+        marks._use(saved)
