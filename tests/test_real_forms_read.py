@@ -985,3 +985,91 @@ def test_an_hccl_process_without_device_tasks_reads_as_an_npu_trace_not_a_cpu_on
     ]
     (cpu,) = _analyse_json(_write(tmp_path / "ours.json", renamed))["ranks"]
     assert cpu["device"] == "CPU" and cpu["steps"][0]["computing_us"] > 0
+
+
+# ---- names torch's Kineto writer did not escape -----------------------------------------------------------
+def _kineto_with_names_unescaped() -> tuple[bytes, list[dict[str, Any]], list[str]]:
+    """A CPU trace as torch's C++ Kineto writer lays it out, with two Python frames whose names it wrote
+    unescaped: torch 2.13's (measured here: a frame of code compiled under the file name
+    'gen{"device": "cpu"}', each key on its own line, the '"' as it is) and torch 2.0.1's (pytorch#113001:
+    a frame named after its source line, a raw newline in it, the keys on one line). The text, the events
+    as json reads them once each name is a placeholder, and the placeholders' names."""
+    pid = tid = 4242
+    events = [
+        _meta(pid, "python"),
+        _x("ProfilerStep#1", 1000, 100, pid, tid, "user_annotation"),
+        _x("NAME_A", 1010, 50, pid, tid, "python_function"),
+        _x("aten::mm", 1020, 30, pid, tid, "cpu_op"),
+        _x("NAME_B", 1060, 30, pid, tid, "python_function"),
+        _x("aten::add", 1065, 10, pid, tid, "cpu_op"),
+        {
+            **{"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]"},
+            **{"pid": pid, "tid": tid, "ts": 1030},
+            "args": {"Device Type": 0, "Device Id": -1, "Bytes": 4096, "Total Allocated": 8192},
+        },
+    ]
+    names = ['gen{"device": "cpu"}(2): f', '_lib = torch.library.Library("_x", "IMPL")\n(1): <module>']
+    head = b'{\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n  "traceEvents": [\n'
+    parts = []
+    layouts = {  # torch 2.13's, then torch 2.0.1's
+        "NAME_A": '  {\n    "ph": "X",\n    "cat": "python_function",\n    "name": "@NAME",\n'
+        '    "pid": @PID,\n    "tid": @TID,\n    "ts": @TS,\n    "dur": @DUR\n    ,\n'
+        '    "args": {\n      "Python id": 2\n    }\n  }',
+        "NAME_B": '  {\n    "ph": "X", "cat": "python_function", "name": "@NAME", "pid": @PID, "tid": @TID,\n'
+        '    "ts": @TS, "dur": @DUR,\n    "args": {\n      "Python id": 3\n    }\n  }',
+    }
+    for e in events:
+        if e["name"] in layouts:
+            fields = {"@NAME": names[e["name"] == "NAME_B"], "@PID": pid, "@TID": tid, "@TS": e["ts"]}
+            part = layouts[e["name"]]
+            for key, value in {**fields, "@DUR": e["dur"]}.items():
+                part = part.replace(key, str(value))
+            parts.append(part)
+        else:
+            parts.append("  " + json.dumps(e))
+    text = head + ",\n".join(parts).encode() + b'\n],\n  "traceName": "t.pt.trace.json"\n}\n'
+    return text, events, names
+
+
+def test_names_torchs_kineto_wrote_unescaped_are_read_and_said(tmp_path: Path) -> None:
+    """torch's C++ trace writer does not escape a '"' in an event's name (a Python frame of code compiled
+    under such a file name, as torch.compile's generated code is; pytorch#146900), nor, in torch 2.0, a
+    newline (pytorch#113001): json.load refuses the file, and npuprof refused the whole trace ("malformed
+    JSON ... (corrupt trace)": no step, no stack). It is read, the names with ' and a space in their place,
+    and said."""
+    text, events, names = _kineto_with_names_unescaped()
+    path = tmp_path / "t.pt.trace.json"
+    path.write_bytes(text)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    readable = [n.replace('"', "'").replace("\n", " ") for n in names]
+    (step,) = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    lo, hi = _span(step)
+    computing = _union([_span(e) for e in events if e.get("cat") == "cpu_op"])  # the CPU is the device here
+    note = "2 event name(s) hold a '\"' or a control character that torch's trace writer did not escape"
+    report = _analyse_json(path)
+    (rank,) = report["ranks"]
+    assert [(s["step"], s["duration_us"], s["computing_us"]) for s in rank["steps"]] == [
+        (1, float(hi - lo), float(computing))
+    ]
+    assert any(w.startswith(note) for w in rank["warnings"]), rank["warnings"]
+    stacks = npuprof("export-stacks", str(path))
+    assert stacks.returncode == 0, stacks.stderr
+    assert note in stacks.stderr
+    by_name = {e["name"]: e for e in events}
+    outer = [e for e in events if e.get("cat") == "python_function"]
+    folded = _folded(stacks.stdout)
+    for frame, readable_name in zip(outer, readable, strict=True):
+        inner = [
+            e for e in events if e.get("cat") == "cpu_op" and _span(frame)[0] <= _span(e)[0] < _span(frame)[1]
+        ]
+        self_us = _span(frame)[1] - _span(frame)[0] - sum(_span(e)[1] - _span(e)[0] for e in inner)
+        (found,) = [v for k, v in folded.items() if k[-1] == readable_name.replace(" ", "_")]
+        assert found == int(self_us), (readable_name, folded)
+    assert by_name["NAME_A"]["dur"] - by_name["aten::mm"]["dur"] == 20  # the case is what it says
+    timeline = npuprof("memory-timeline", str(path), "-o", str(tmp_path / "m.json"))
+    assert timeline.returncode == 0, timeline.stderr
+    assert note in timeline.stderr
+    (memory,) = [e for e in events if e["name"] == "[memory]"]
+    times, sizes = json.loads((tmp_path / "m.json").read_text())
+    assert times == [memory["ts"]] and sizes[-1][-1] == memory["args"]["Total Allocated"]

@@ -617,6 +617,7 @@ class Extract:
         self.unread_phases: Counter[str] = Counter()
         self.timeless = 0  # complete events without a ts or a dur: left out
         self.repaired_strings = 0  # unpaired surrogate escapes and bytes not UTF-8 (TraceReader)
+        self.repaired_names = 0  # names Kineto wrote with a '"' or a control character in them (TraceReader)
         self.negative_durations = 0  # events whose negative dur is read as 0 (_zero_negative_durations)
         self.unread_categories: Counter[str] = Counter()
         # complete events of no category left out of processes of no known kind (by process name): device
@@ -760,6 +761,10 @@ class Extract:
             from npuprof.analysis.trace_loader import not_text_note
 
             notes.append(not_text_note(self.repaired_strings))
+        if self.repaired_names:
+            from npuprof.analysis.trace_loader import unescaped_note
+
+            notes.append(unescaped_note(self.repaired_names))
         if self.timeless:
             notes.append(
                 f"{self.timeless} complete event(s) without a ts or a dur were left out (no profiler writes "
@@ -1404,6 +1409,7 @@ class Extract:
         self.unread_phases.update(other.unread_phases)
         self.timeless += other.timeless
         self.repaired_strings += other.repaired_strings
+        self.repaired_names += other.repaired_names
         self.negative_durations += other.negative_durations
         self.mem_without_totals += other.mem_without_totals
         self.unread_categories.update(other.unread_categories)

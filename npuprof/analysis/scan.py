@@ -35,6 +35,7 @@ def _scan_into(
         for chunk in reader.iter_range(start, end):
             extract.add_chunk(chunk.events, chunk.text)
         extract.repaired_strings += reader.repaired_strings
+        extract.repaired_names += reader.repaired_names
     except EventError as exc:
         raise TraceError("corrupt", f"{path}: {exc} (corrupt trace)") from None
 

@@ -115,6 +115,13 @@ _FLOATS = msgspec.json.Decoder(list[float])
 # replaced by text of its own length ("\ufffd", "?"), so every offset into the chunk stays right.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")  # found by its literal "\u", fast
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, decoded with "surrogateescape"
+# an event name as Kineto's C++ writer puts it, which escapes no '"' in it and, in torch 2.0, no control
+# character (a Python frame of generated code: 'gen{"device": "cpu"}(2): f'; docs/formats.md, "Names torch
+# did not escape"): the name is followed by its event's "pid", and what stands between is the name
+_NAME_VALUE = re.compile(rb'"name"[ \t\r\n]*:[ \t\r\n]*"')
+_NAME_ENDS = re.compile(rb'"[ \t\r\n]*(?:,[ \t\r\n]*"[^"\\\x00-\x1f]*"[ \t\r\n]*:|\})')  # then a key, or "}"
+_NAME_BEFORE_PID = re.compile(rb'"[ \t\r\n]*,[ \t\r\n]*"pid"[ \t\r\n]*:')
+_NAME_LIMIT = 1 << 16  # bytes a damaged name may hold before its "pid"
 _STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the fallback is tried first
 _RETRY_EVERY = 32  # ... and the decoder again every this many chunks (a later part of the trace may fit)
 
@@ -203,6 +210,7 @@ class Trace:
     form: str = FORM_KINETO
     ts_base: int = 0  # µs to add to every ts for the absolute time (string times; see the module's doc)
     repaired_strings: int = 0  # characters read as U+FFFD / "?" (not_text_note)
+    repaired_names: int = 0  # names with characters Kineto did not escape, read without them (unescaped_note)
     gzip_note: str | None = None  # bytes after the gzip data that were left out (GzipMembers.ignored_note)
 
     @property
@@ -310,6 +318,7 @@ class TraceReader:
         self.malformed_what = ""  # what stands there, when it is a known non-JSON number
         self._events_at: int | None = None  # events_start()'s answer, once asked
         self.repaired_strings = 0  # unpaired surrogate escapes and bytes not UTF-8 read as "\ufffd" / "?"
+        self.repaired_names = 0  # event names with a '"' or a control character Kineto wrote unescaped
         self.gzip_note: str | None = None  # bytes after a gzipped trace's data, left out (GzipMembers)
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
@@ -402,13 +411,16 @@ class TraceReader:
         events = self._events_of(framed)
         if events is None:
             repaired = _repaired_strings(framed)
-            if repaired is None:
+            named = _repaired_names(repaired[0] if repaired else framed)
+            if repaired is None and named is None:
                 return self._undecodable(framed)
-            events = self._events_of(repaired[0])
+            text = named[0] if named else repaired[0] if repaired else framed
+            events = self._events_of(text)
             if events is None:  # not JSON for another reason: said where that is (the same length)
-                return self._undecodable(repaired[0])
-            framed = repaired[0]
-            self.repaired_strings += repaired[1]
+                return self._undecodable(text)
+            framed = text
+            self.repaired_strings += repaired[1] if repaired else 0
+            self.repaired_names += named[1] if named else 0
         if not self._texts_kept:
             try:
                 sum(map(_TS, events))  # C speed; a string time (or a ts that is no number) stops it
@@ -987,6 +999,61 @@ def _repaired_strings(framed: bytes | bytearray) -> tuple[bytearray, int] | None
     return text, len(lone) + bad_bytes
 
 
+def _repaired_names(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
+    """``framed`` with each event name that Kineto's writer left unescaped (a '"' or a control character in
+    it) read up to its event's ``"pid"``, those characters replaced by ``'`` and a space (text of the same
+    length), and how many names; None when no name needed it."""
+    text: bytearray | None = None
+    names = 0
+    at = 0
+    while found := _NAME_VALUE.search(framed, at):
+        start = at = found.end()
+        close = _closing_quote(framed, start)
+        if close >= 0 and _NAME_ENDS.match(framed, close) and not _has_control(framed, start, close):
+            at = close + 1
+            continue
+        end = _NAME_BEFORE_PID.search(framed, start, start + _NAME_LIMIT)
+        if end is None:
+            continue
+        stop = end.start()
+        value = bytearray(framed[start:stop])
+        changed = False
+        k = 0
+        while k < len(value):
+            byte = value[k]
+            if byte == 0x5C:  # "\\": an escape, kept with the character it escapes
+                k += 2
+                continue
+            if byte == 0x22 or byte < 0x20:
+                value[k] = 0x27 if byte == 0x22 else 0x20
+                changed = True
+            k += 1
+        if changed:
+            if text is None:
+                text = bytearray(framed)
+            text[start:stop] = value
+            names += 1
+        at = stop + 1
+    return (text, names) if text is not None else None
+
+
+def _closing_quote(text: bytes | bytearray, start: int) -> int:
+    """The first '"' at or after ``start`` that no backslash escapes (-1 when none)."""
+    at = start
+    while (at := text.find(b'"', at)) >= 0:
+        run = at
+        while run > start and text[run - 1] == 0x5C:
+            run -= 1
+        if (at - run) % 2 == 0:
+            return at
+        at += 1
+    return -1
+
+
+def _has_control(text: bytes | bytearray, start: int, end: int) -> bool:
+    return any(byte < 0x20 for byte in text[start:end])
+
+
 def _lone_surrogates(text: bytes | bytearray) -> list[int]:
     """Where the unpaired UTF-16 surrogate escapes of ``text`` begin: a high one not followed at once by a
     low one, a low one not preceded at once by a high one; an escape after an odd run of backslashes is a
@@ -1076,9 +1143,11 @@ def _starts_events(window: bytes, brace: int) -> bool:
             near = framed[max(at - 8, 0) : at + 8]  # a string msgspec refuses there, or other damage
             unreadable = _SURROGATE_ESCAPE.search(near) is not None or not near.isascii()
             repaired = _repaired_strings(framed) if attempt == 0 and unreadable else None
-            if repaired is None:  # helper-123: a surrogate escape in every event hid every boundary
+            # a name Kineto did not escape, in every event, would hide every boundary too
+            named = _repaired_names(repaired[0] if repaired else framed) if attempt == 0 else None
+            if repaired is None and named is None:  # helper-123: a surrogate escape in every event hid them
                 return False
-            framed = bytes(repaired[0])
+            framed = bytes(named[0] if named else repaired[0] if repaired else framed)
         except RecursionError:
             return False
         else:
@@ -1212,6 +1281,7 @@ def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) ->
                 events.append(event)
     trace = Trace(Path(path), events, reader.meta, reader.form or FORM_KINETO, reader.ts_base or 0)
     trace.repaired_strings = reader.repaired_strings
+    trace.repaired_names = reader.repaired_names
     trace.gzip_note = reader.gzip_note
     return trace
 
@@ -1220,6 +1290,15 @@ def with_gzip_note(exc: TraceError, note: str | None) -> TraceError:
     """``exc`` with what was left out after the gzip data said too (a member cut short that the trace's
     text went on in: the trace is truncated, and that says where)."""
     return TraceError(exc.kind, f"{exc}; {note}") if note else exc
+
+
+def unescaped_note(count: int) -> str:
+    """What a reader says of the names Kineto wrote with a '"' or a control character unescaped
+    (TraceReader.repaired_names)."""
+    return (
+        f"{count} event name(s) hold a '\"' or a control character that torch's trace writer did not escape "
+        "(a Python frame of generated code?): read with ' and a space in their place"
+    )
 
 
 def not_text_note(count: int) -> str:

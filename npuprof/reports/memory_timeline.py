@@ -185,6 +185,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     )
     data = _from_records(per_device, device, base_ns, origin)
     data.notes = _reading_notes(loaded.repaired_strings, unread)
+    if loaded.repaired_names:
+        from npuprof.analysis.trace_loader import unescaped_note
+
+        data.notes.append(unescaped_note(loaded.repaired_names))
     if loaded.gzip_note:
         data.notes.append(loaded.gzip_note)
     return data

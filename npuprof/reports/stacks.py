@@ -732,6 +732,10 @@ def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = 
         from npuprof.analysis.trace_loader import not_text_note
 
         folded.notes.append(not_text_note(loaded.repaired_strings))
+    if loaded.repaired_names:
+        from npuprof.analysis.trace_loader import unescaped_note
+
+        folded.notes.append(unescaped_note(loaded.repaired_names))
     if loaded.gzip_note:
         folded.notes.append(loaded.gzip_note)
     return folded
