@@ -1073,3 +1073,33 @@ def test_names_torchs_kineto_wrote_unescaped_are_read_and_said(tmp_path: Path) -
     (memory,) = [e for e in events if e["name"] == "[memory]"]
     times, sizes = json.loads((tmp_path / "m.json").read_text())
     assert times == [memory["ts"]] and sizes[-1][-1] == memory["args"]["Total Allocated"]
+
+
+def test_a_rank_whose_torch_wrote_no_distributed_info_is_said_to_be_left_out_across_ranks(
+    tmp_path: Path,
+) -> None:
+    """Two ranks' traces in one folder, rank 1's from a torch 2.x (distributedInfo) and the other's from
+    torch 1.8-1.10, which writes none: the comparison across ranks held rank 1 alone, its max the min, and
+    nothing said the other trace was not in it (the note came only for two traces without a rank)."""
+    old = _old_release_trace()
+    renamed = {"Operator": "cpu_op", "Kernel": "kernel", "Runtime": "cuda_runtime", "Memcpy": "gpu_memcpy"}
+    new = [{**e, "cat": renamed.get(e["cat"], e["cat"])} if "cat" in e else e for e in old]  # torch 2.x's
+    _write(tmp_path / "a.1.pt.trace.json", {"traceEvents": old})
+    _write(
+        tmp_path / "b.2.pt.trace.json", {"distributedInfo": {"rank": 1, "world_size": 2}, "traceEvents": new}
+    )
+    done = npuprof("analyse", str(tmp_path), "-j", "1", "--format", "json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert sorted((r["rank"] is None, r["trace"]) for r in report["ranks"]) == [
+        (False, "b.2.pt.trace.json"),
+        (True, "a.1.pt.trace.json"),
+    ]
+    (step,) = [e for e in new if e["name"].startswith("ProfilerStep#")]
+    assert report["cross_rank"]["steps"] == [
+        {"step": 1, "ranks": {"1": step["dur"]}, "max_us": step["dur"], "min_us": step["dur"]}
+    ]
+    assert (
+        "1 process's captures have no rank (no profiler_info_<rank>.json, no distributedInfo in the trace): "
+        "they are not compared with those of rank(s) 1 across ranks"
+    ) in " ".join(done.stderr.split())

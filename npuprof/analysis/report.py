@@ -1344,10 +1344,18 @@ def _build_report(
     pooled = _pooled(read, steps, top)
     if pooled:
         report.pooled = pooled
-    if on_note and (unranked := _processes_without_a_rank(ranks)) > 1:
+    unranked = _processes_without_a_rank(ranks)
+    ranked = sorted({r.rank for r in ranks if r.rank is not None})
+    if on_note and unranked > 1:
         on_note(
             f"{unranked} processes' captures have no rank (no profiler_info_<rank>.json, no distributedInfo "
             "in the trace): they are not compared across ranks"
+        )
+    elif on_note and unranked and ranked:  # one rank's trace from a torch that wrote no distributedInfo
+        shown = ", ".join(map(str, ranked[:8])) + (", ..." if len(ranked) > 8 else "")
+        on_note(
+            "1 process's captures have no rank (no profiler_info_<rank>.json, no distributedInfo in the "
+            f"trace): they are not compared with those of rank(s) {shown} across ranks"
         )
     return report
 
