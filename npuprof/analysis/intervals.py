@@ -63,6 +63,32 @@ def clip_many(spans: Spans, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray,
     return cs[keep], ce[keep], owner[keep]
 
 
+def pieces_in(spans: Spans, lo: np.ndarray, hi: np.ndarray) -> int:
+    """How many pieces :func:`clip_many` would make of ``spans`` in the windows, without making them."""
+    s, e = spans
+    if len(s) == 0 or len(lo) == 0:
+        return 0
+    first = np.searchsorted(e, lo, side="right")
+    return int(np.maximum(np.searchsorted(s, hi, side="left") - first, 0).sum())
+
+
+def totals_in(spans: Spans, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per window k, the length of the disjoint sorted ``spans`` inside ``[lo[k], hi[k]]``: what
+    ``totals(*clip_many(spans, lo, hi), len(lo))`` gives, from running sums of the spans' lengths, with no
+    piece made (windows that overlap each other make as many pieces as each holds spans)."""
+    s, e = np.asarray(spans[0], dtype=float), np.asarray(spans[1], dtype=float)
+    if len(s) == 0 or len(lo) == 0:
+        return np.zeros(len(lo))
+    running = np.concatenate(([0.0], np.cumsum(e - s)))
+    first = np.searchsorted(e, lo, side="right")  # the first span ending after the window starts
+    after = np.searchsorted(s, hi, side="left")  # the first span starting at or after its end
+    some = after > first
+    head, tail = np.minimum(first, len(s) - 1), np.maximum(after - 1, 0)
+    inside = running[np.maximum(after, first)] - running[first]
+    inside -= np.where(some, np.maximum(lo - s[head], 0.0) + np.maximum(e[tail] - hi, 0.0), 0.0)
+    return np.where(some, np.maximum(inside, 0.0), 0.0)
+
+
 def totals(starts: np.ndarray, ends: np.ndarray, owner: np.ndarray, windows: int) -> list[float]:
     """Per window, ``total()`` of its pieces (``owner``: the window of each piece, ascending)."""
     out = np.zeros(windows)

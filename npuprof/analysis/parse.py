@@ -860,6 +860,7 @@ def _write_outputs(
                         notes := rank_note
                         + extract.warnings()
                         + tables.link_notes(tabs, extract)
+                        + tables.lane_notes(tabs)
                         + _db_warning(db_note)
                         + tables.base_ns_notes(meta)
                     )

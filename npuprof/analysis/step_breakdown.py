@@ -99,6 +99,8 @@ class StepBreakdown:
     preparing: np.ndarray
     lanes: Lanes
     communication_spans: intervals.Spans
+    # the steps overlap too much to draw their lanes (_breakdown_by_totals): lanes is empty
+    lanes_left_out: bool = False
 
     @property
     def start(self) -> np.ndarray:
@@ -119,11 +121,21 @@ class StepBreakdown:
         ]
 
 
+# pieces of work the steps may cut the work's spans (and themselves) into, per span, before their times come
+# from running sums (_breakdown_by_totals): steps that follow one another cut each span at most once
+PIECES_PER_SPAN = 4
+
+
 def breakdown(windows: StepWindows, work: Work) -> StepBreakdown:
     """Each step's computing, communication (overlapped or not), free, bubble and preparing time, and the
     Overlap Analysis lanes. Works for overlapping steps too: every step is measured on its own."""
     lo, hi, n = windows.start, windows.end, len(windows)
     busy = intervals.merge(work.computing, work.communication)
+    kinds = (work.computing, work.communication, busy, work.receive)
+    if sum(intervals.pieces_in(k, lo, hi) for k in kinds) > PIECES_PER_SPAN * (
+        sum(len(k[0]) for k in kinds) + n
+    ):
+        return _breakdown_by_totals(windows, work, busy)
     comp = intervals.clip_many(work.computing, lo, hi)
     comm = intervals.clip_many(work.communication, lo, hi)
     busy_in = intervals.clip_many(busy, lo, hi)
@@ -149,6 +161,36 @@ def breakdown(windows: StepWindows, work: Work) -> StepBreakdown:
         preparing=_preparing(lo, hi, work.task_starts),
         lanes=_lanes(comp, cno, free),
         communication_spans=work.communication,
+    )
+
+
+def _breakdown_by_totals(windows: StepWindows, work: Work, busy: intervals.Spans) -> StepBreakdown:
+    """:func:`breakdown` of steps that overlap each other so much that their pieces of work would be many
+    times the work's spans (thousands of steps over one another: an edited or merged trace; 20,000 of them
+    took 24 GB, helper-175): the same times from running sums, without the Overlap Analysis lanes, which
+    would draw each piece once for every step over it (``lanes_left_out``, said in the capture's warnings)."""
+    lo, hi = windows.start, windows.end
+    computing, communication, busy_t, bubble = (
+        intervals.totals_in(k, lo, hi) for k in (work.computing, work.communication, busy, work.receive)
+    )
+    duration = hi - lo
+    not_overlapped = busy_t - computing
+    none = np.zeros(0)
+    return StepBreakdown(
+        windows=windows,
+        duration=duration,
+        computing=computing,
+        communication=communication,
+        not_overlapped=not_overlapped,
+        overlapped=communication - not_overlapped,
+        free=duration - busy_t,
+        bubble=bubble,
+        stage=duration - bubble,
+        not_overlapped_exclude_receive=np.maximum(not_overlapped - bubble, 0.0),
+        preparing=_preparing(lo, hi, work.task_starts),
+        lanes=Lanes(np.zeros(0, np.int64), np.zeros(0, np.int8), none, none),
+        communication_spans=work.communication,
+        lanes_left_out=True,
     )
 
 

@@ -199,6 +199,18 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     return RankTables(device, device_id, steps, kernels, _operator_table(x, ops), op_stats, summary, ops)
 
 
+def lane_notes(tabs: RankTables) -> list[str]:
+    """A warning when the steps overlap each other too much for trace_view.json's Overlap Analysis lanes
+    (step_breakdown._breakdown_by_totals): they are left out, the step times stand."""
+    if not tabs.breakdown.lanes_left_out:
+        return []
+    return [
+        f"the {len(tabs.breakdown.windows)} steps overlap one another so much that the Overlap Analysis "
+        "lanes would draw the same work once for each step over it: trace_view.json has none; the step "
+        "times are whole"
+    ]
+
+
 def link_notes(tabs: RankTables, x: Extract) -> list[str]:
     """A warning when no device task is linked to a host operator (by External id) or to a runtime launch
     (by correlation) while the trace has operators: device work that nothing in this trace launched

@@ -271,7 +271,10 @@ def overlays(
     lanes = tables.breakdown.lanes
     lane_tid = np.array([LANES.index(label) for label in OVERLAP_LANES], dtype=np.int64)
     windows = tables.breakdown.windows
-    cs, ce, _owner = intervals.clip_many(tables.breakdown.communication_spans, windows.start, windows.end)
+    if tables.breakdown.lanes_left_out:  # steps over one another: no lane at all (step_breakdown.py)
+        cs = ce = np.zeros(0)
+    else:
+        cs, ce, _owner = intervals.clip_many(tables.breakdown.communication_spans, windows.start, windows.end)
     starts = np.concatenate([lanes.start, cs])
     ends = np.concatenate([lanes.end, ce])
     which = np.concatenate([lane_tid[lanes.lane.astype(np.int64)], np.full(len(cs), 1, np.int64)])
