@@ -1366,3 +1366,23 @@ def test_running_sums_give_what_the_pieces_give() -> None:
         hi = lo + rng.uniform(0, 4000, size=len(lo))
         by_pieces = intervals.totals(*intervals.clip_many(spans, lo, hi), len(lo))
         assert intervals.totals_in(spans, lo, hi) == pytest.approx(by_pieces)
+
+
+def test_device_work_of_two_devices_in_one_trace_is_said_to_be_counted_as_one(tmp_path: Path) -> None:
+    """helper-175: one process driving two GPUs writes one trace with kernels of both; the step breakdown
+    counts their union as one device's time (two GPUs each busy half a step read as one busy all of it),
+    and nothing said so. cuda_trace's step 1 has kernels [100, 300) and [250, 400) on device 0; a kernel
+    [400, 900) on device 1 makes its computing 300 + 500, and the warning names both devices."""
+    trace = cuda_trace()
+    trace["traceEvents"] += [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "GPU 1"}},
+        x("kernel_c", "kernel", 400, 500, pid=1, tid=7, stream=7, device=1),
+    ]
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    assert summary["steps"][0]["computing_us"] == pytest.approx(300 + 500)
+    notes = [
+        w for w in summary["warnings"] if w.startswith("the trace holds device work of 2 devices (0, 1)")
+    ]
+    assert len(notes) == 1, summary["warnings"]
+    one = write_rank_dir(tmp_path / "one", cuda_trace())  # one device: nothing said
+    assert not any("devices" in w for w in _summary(one).get("warnings", []))

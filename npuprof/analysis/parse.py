@@ -861,6 +861,7 @@ def _write_outputs(
                         + extract.warnings()
                         + tables.link_notes(tabs, extract)
                         + tables.lane_notes(tabs)
+                        + tables.device_notes(tabs, extract)
                         + _db_warning(db_note)
                         + tables.base_ns_notes(meta)
                     )

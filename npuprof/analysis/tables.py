@@ -199,6 +199,23 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     return RankTables(device, device_id, steps, kernels, _operator_table(x, ops), op_stats, summary, ops)
 
 
+def device_notes(tabs: RankTables, x: Extract) -> list[str]:
+    """A warning when the trace's device work ran on more than one device (one process driving two GPUs):
+    the step breakdown counts it as one device's, the union of their busy time (helper-175: two GPUs each
+    busy half of a step, one after the other, read as one device busy all of it, without a word)."""
+    if tabs.device == "CPU" or not len(x.dev_device):
+        return []
+    devices = np.unique(np.asarray(x.dev_device, dtype=np.int64))
+    devices = devices[devices >= 0]
+    if len(devices) < 2:
+        return []
+    shown = ", ".join(map(str, devices[:8].tolist())) + (" ..." if len(devices) > 8 else "")
+    return [
+        f"the trace holds device work of {len(devices)} devices ({shown}): each step's computing, "
+        "communication and free time count it as one device's (the union of their busy time)"
+    ]
+
+
 def lane_notes(tabs: RankTables) -> list[str]:
     """A warning when the steps overlap each other too much for trace_view.json's Overlap Analysis lanes
     (step_breakdown._breakdown_by_totals): they are left out, the step times stand."""
