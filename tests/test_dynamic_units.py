@@ -1046,3 +1046,32 @@ def test_status_and_info_that_cannot_be_written_to_stdout_are_an_error(
             full.close()
         assert ended.value.exit_code == 1
         assert f"{command}: cannot write" in capsys.readouterr().err
+
+
+def test_status_says_a_request_no_process_has_read_yet(tmp_path: Path) -> None:
+    """helper-174: right after `npuprof trigger`, status showed "-" for every process until the next poll,
+    as if nothing had been asked. It now says the request is not read yet; once a process's log names its
+    trigger id, nothing is said; with every process ended, that it was not read."""
+    from npuprof.cli.status import _processes, _unread, render
+
+    (tmp_path / "log").mkdir()
+    log = tmp_path / "log" / f"dp_{os.uname().nodename}_{os.getpid()}_rank_0.log"
+    now = time.strftime("%Y-%m-%d %H:%M:%S")
+    log.write_text(f"{now},000 [INFO] [1] npuprof.dynamic: [step 3] watching it\n")
+    (tmp_path / CONFIG_NAME).write_text(json.dumps({"start_step": -1, "active": 2, "trigger_id": "t7"}))
+
+    def said() -> str:
+        report = {"config": {"file": "cfg", "problem": "-"}, "processes": _processes(tmp_path / "log")}
+        if (unread := _unread(tmp_path)) is not None:
+            report["unread_request"] = unread
+        return render(report)
+
+    assert " (trigger t7) is not read yet: each process reads the file at its poll interval" in said()
+    with log.open("a") as handle:
+        handle.write(f"{now},000 [INFO] [1] npuprof.dynamic: [step 4] the process ends\n")
+    assert " (trigger t7) was not read: no process of the job runs" in said()
+    with log.open("a") as handle:
+        handle.write(
+            "2020-01-01 00:00:00,000 [INFO] [1] npuprof.dynamic: [step 4] loaded: 2 step(s) (trigger t7)\n"
+        )
+    assert "t7" not in said()

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,6 +61,8 @@ def status_command(
         "config": _config_summary(root),
         "processes": _processes(logs),
     }
+    if (unread := _unread(root)) is not None:
+        report["unread_request"] = unread
     from npuprof.cli.main import check_stdout
 
     sys.stdout.write(json.dumps(report, indent=2) + "\n" if output_format == "json" else render(report))
@@ -78,6 +81,22 @@ def _read(path: Path) -> list[str]:
         return read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace").splitlines()
     except OSError:
         return []
+
+
+def _unread(root: Path) -> dict[str, Any] | None:
+    """The request in the file that no process has read yet (`npuprof trigger` a moment ago: each reads the
+    file at its poll interval), as npuprof/agent/dynamic_log.py tells it; None when there is none. status
+    showed "-" for every process then, as if nothing had been asked (helper-174)."""
+    from npuprof.agent.dynamic_log import unread_request
+
+    try:
+        unread = unread_request(root)
+    except OSError:
+        return None
+    if unread is None:
+        return None
+    changed = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unread.changed))
+    return {"changed": changed, "trigger_id": unread.trigger_id or None}
 
 
 def _config_summary(root: Path) -> dict[str, Any]:
@@ -262,6 +281,16 @@ def render(report: dict[str, Any]) -> str:
     config = report["config"]
     lines = [f"{config['file']}: " + _config_line(config)]
     processes = report["processes"]
+    if (unread := report.get("unread_request")) is not None:
+        trigger = f" (trigger {unread['trigger_id']})" if unread["trigger_id"] else ""
+        written = f"the request written at {unread['changed'][11:]}{trigger}"
+        if not processes or any(p["state"] == "running" for p in processes):
+            lines.append(
+                f"{written} is not read yet: each process reads the file at its poll interval "
+                "(--poll-interval)"
+            )
+        else:
+            lines.append(f"{written} was not read: no process of the job runs")
     if not processes:
         lines.append("no process has logged yet (the watcher starts when training starts)")
         return "\n".join(lines) + "\n"
