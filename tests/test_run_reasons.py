@@ -39,7 +39,10 @@ def test_ranks_asked_of_a_job_that_has_none() -> None:
     cfg = ProfileConfig(ranks=[1])
     unselected = AGENT + "rank None not selected (--ranks); no capture at step 6"
     why = why_no_capture(cfg, 0, [READY, COUNTED, unselected])
-    assert why == "--ranks picks ranks, but the job is not distributed (no process has a rank)", why
+    assert why == (
+        "--ranks picks ranks, but the job is not distributed (no process has a rank; one without counts as "
+        "rank 0: --ranks 0, or no --ranks)"
+    ), why
 
 
 def test_agents_of_another_run_in_the_same_log_are_not_this_runs() -> None:

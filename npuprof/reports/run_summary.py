@@ -632,7 +632,10 @@ def why_no_capture(
         if not any(rank in wanted for rank in ready_ranks):
             seen = ", ".join(sorted(set(unselected), key=lambda r: (len(r), r)))
             if set(unselected) == {"None"}:
-                return f"{failed}--ranks picks ranks, but the job is not distributed (no process has a rank)"
+                return (
+                    f"{failed}--ranks picks ranks, but the job is not distributed (no process has a rank; "
+                    "one without counts as rank 0: --ranks 0, or no --ranks)"
+                )
             picked = ",".join(str(rank) for rank in cfg.ranks or [])
             worker = os.environ.get("RANK")  # npuprof run inside torchrun: one per worker, this one's rank
             if os.environ.get("TORCHELASTIC_RUN_ID") and worker in unselected and not failed:
