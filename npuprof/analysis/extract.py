@@ -618,6 +618,9 @@ class Extract:
         self.timeless = 0  # complete events without a ts or a dur: left out
         self.repaired_strings = 0  # unpaired surrogate escapes and bytes not UTF-8 (TraceReader)
         self.repaired_names = 0  # names Kineto wrote with a '"' or a control character in them (TraceReader)
+        self.repaired_values: Counter[str] = (
+            Counter()
+        )  # values torch wrote that are no JSON, by kind (TraceReader)
         self.negative_durations = 0  # events whose negative dur is read as 0 (_zero_negative_durations)
         self.unread_categories: Counter[str] = Counter()
         # complete events of no category left out of processes of no known kind (by process name): device
@@ -765,6 +768,10 @@ class Extract:
             from npuprof.analysis.trace_loader import unescaped_note
 
             notes.append(unescaped_note(self.repaired_names))
+        if self.repaired_values:
+            from npuprof.analysis.trace_loader import unwritten_notes
+
+            notes.extend(unwritten_notes(self.repaired_values))
         if self.timeless:
             notes.append(
                 f"{self.timeless} complete event(s) without a ts or a dur were left out (no profiler writes "
@@ -1410,6 +1417,7 @@ class Extract:
         self.timeless += other.timeless
         self.repaired_strings += other.repaired_strings
         self.repaired_names += other.repaired_names
+        self.repaired_values.update(other.repaired_values)
         self.negative_durations += other.negative_durations
         self.mem_without_totals += other.mem_without_totals
         self.unread_categories.update(other.unread_categories)

@@ -36,6 +36,7 @@ def _scan_into(
             extract.add_chunk(chunk.events, chunk.text)
         extract.repaired_strings += reader.repaired_strings
         extract.repaired_names += reader.repaired_names
+        extract.repaired_values.update(reader.repaired_values)
     except EventError as exc:
         raise TraceError("corrupt", f"{path}: {exc} (corrupt trace)") from None
 

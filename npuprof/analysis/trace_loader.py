@@ -124,6 +124,14 @@ _NAME_BEFORE_PID = re.compile(rb'"[ \t\r\n]*,[ \t\r\n]*"pid"[ \t\r\n]*:')
 _NAME_LIMIT = 1 << 16  # bytes a damaged name may hold before its "pid"
 _STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the fallback is tried first
 _RETRY_EVERY = 32  # ... and the decoder again every this many chunks (a later part of the trace may fit)
+# values old releases of torch's Kineto wrote that are no JSON (docs/formats.md, "Values torch wrote that are
+# no JSON"), each rewritten as JSON text of its own length, so every offset stays right; by kind:
+# torch 1.8's "memory bandwidth (GB/s)" of a copy or memset of 0 µs: inf, nan or -nan (and N/A, unquoted, in
+# the Kineto of March 2021); read as null (npuprof does not read it), the space after its ":" holding the 4th
+# character of "null"
+_BANDWIDTH_NO_NUMBER = re.compile(
+    rb'"memory bandwidth \(GB/s\)"[ \t\r\n]*:([ \t\r\n]+(?:-?nan|inf|N/A))(?=[ \t\r\n]*[,}])'
+)
 
 
 # A time (µs) beyond ~31,700 years is no time a profiler wrote; bounding it keeps every sum and product of
@@ -211,6 +219,7 @@ class Trace:
     ts_base: int = 0  # µs to add to every ts for the absolute time (string times; see the module's doc)
     repaired_strings: int = 0  # characters read as U+FFFD / "?" (not_text_note)
     repaired_names: int = 0  # names with characters Kineto did not escape, read without them (unescaped_note)
+    repaired_values: dict[str, int] = field(default_factory=dict)  # no JSON, by kind (unwritten_notes)
     gzip_note: str | None = None  # bytes after the gzip data that were left out (GzipMembers.ignored_note)
 
     @property
@@ -319,6 +328,9 @@ class TraceReader:
         self._events_at: int | None = None  # events_start()'s answer, once asked
         self.repaired_strings = 0  # unpaired surrogate escapes and bytes not UTF-8 read as "\ufffd" / "?"
         self.repaired_names = 0  # event names with a '"' or a control character Kineto wrote unescaped
+        self.repaired_values: dict[
+            str, int
+        ] = {}  # values torch wrote that are no JSON, by kind (unwritten_notes)
         self.gzip_note: str | None = None  # bytes after a gzipped trace's data, left out (GzipMembers)
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
@@ -411,16 +423,19 @@ class TraceReader:
         events = self._events_of(framed)
         if events is None:
             repaired = _repaired_strings(framed)
-            named = _repaired_names(repaired[0] if repaired else framed)
-            if repaired is None and named is None:
+            valued = _repaired_values(repaired[0] if repaired else framed)
+            named = _repaired_names(valued[0] if valued else repaired[0] if repaired else framed)
+            if repaired is None and named is None and valued is None:
                 return self._undecodable(framed)
-            text = named[0] if named else repaired[0] if repaired else framed
+            text = named[0] if named else valued[0] if valued else repaired[0] if repaired else framed
             events = self._events_of(text)
             if events is None:  # not JSON for another reason: said where that is (the same length)
                 return self._undecodable(text)
             framed = text
             self.repaired_strings += repaired[1] if repaired else 0
             self.repaired_names += named[1] if named else 0
+            for kind, count in valued[1].items() if valued else ():
+                self.repaired_values[kind] = self.repaired_values.get(kind, 0) + count
         if not self._texts_kept:
             try:
                 sum(map(_TS, events))  # C speed; a string time (or a ts that is no number) stops it
@@ -1037,6 +1052,22 @@ def _repaired_names(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
     return (text, names) if text is not None else None
 
 
+def _repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int]] | None:
+    """``framed`` with the values old releases of torch's Kineto wrote that are no JSON (the regexes after
+    ``_RETRY_EVERY``) rewritten as JSON text of the same length, and how many of each kind; None when it has
+    none."""
+    text: bytearray | None = None
+    counts: dict[str, int] = {}
+    if b"memory bandwidth (GB/s)" in framed:
+        for found in _BANDWIDTH_NO_NUMBER.finditer(framed):
+            if text is None:
+                text = bytearray(framed)
+            start, end = found.span(1)
+            text[start:end] = b"null".ljust(end - start)
+            counts[BANDWIDTH] = counts.get(BANDWIDTH, 0) + 1
+    return (text, counts) if text is not None else None
+
+
 def _closing_quote(text: bytes | bytearray, start: int) -> int:
     """The first '"' at or after ``start`` that no backslash escapes (-1 when none)."""
     at = start
@@ -1143,11 +1174,13 @@ def _starts_events(window: bytes, brace: int) -> bool:
             near = framed[max(at - 8, 0) : at + 8]  # a string msgspec refuses there, or other damage
             unreadable = _SURROGATE_ESCAPE.search(near) is not None or not near.isascii()
             repaired = _repaired_strings(framed) if attempt == 0 and unreadable else None
-            # a name Kineto did not escape, in every event, would hide every boundary too
-            named = _repaired_names(repaired[0] if repaired else framed) if attempt == 0 else None
-            if repaired is None and named is None:  # helper-123: a surrogate escape in every event hid them
-                return False
-            framed = bytes(named[0] if named else repaired[0] if repaired else framed)
+            # a name Kineto did not escape, or a value no JSON, in every event would hide every boundary too
+            valued = _repaired_values(repaired[0] if repaired else framed) if attempt == 0 else None
+            text = valued[0] if valued else repaired[0] if repaired else framed
+            named = _repaired_names(text) if attempt == 0 else None
+            if repaired is None and named is None and valued is None:  # helper-123: a surrogate escape in
+                return False  # every event hid them
+            framed = bytes(named[0] if named else text)
         except RecursionError:
             return False
         else:
@@ -1282,6 +1315,7 @@ def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) ->
     trace = Trace(Path(path), events, reader.meta, reader.form or FORM_KINETO, reader.ts_base or 0)
     trace.repaired_strings = reader.repaired_strings
     trace.repaired_names = reader.repaired_names
+    trace.repaired_values = reader.repaired_values
     trace.gzip_note = reader.gzip_note
     return trace
 
@@ -1307,3 +1341,19 @@ def not_text_note(count: int) -> str:
         f"{count} character(s) in the trace's strings are not text (unpaired UTF-16 surrogate escapes, or "
         "bytes that are not UTF-8: a name or path made of undecodable bytes): read as U+FFFD and '?'"
     )
+
+
+BANDWIDTH = "bandwidth"  # kinds of values torch wrote that are no JSON (_repaired_values; unwritten_notes)
+_UNWRITTEN = {
+    BANDWIDTH: (
+        '{n} copy or memset event(s) have a "memory bandwidth (GB/s)" of inf, nan or N/A, which is no '
+        "JSON (torch 1.8's trace writer, for a copy of 0 µs: kineto#110, kineto#129): read as absent "
+        "(npuprof does not use it)"
+    ),
+}
+
+
+def unwritten_notes(counts: dict[str, int]) -> list[str]:
+    """What a reader says of the values torch wrote that are no JSON (TraceReader.repaired_values): one
+    line per kind."""
+    return [_UNWRITTEN[kind].format(n=n) for kind, n in sorted(counts.items()) if n]

@@ -189,6 +189,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         from npuprof.analysis.trace_loader import unescaped_note
 
         data.notes.append(unescaped_note(loaded.repaired_names))
+    if loaded.repaired_values:
+        from npuprof.analysis.trace_loader import unwritten_notes
+
+        data.notes.extend(unwritten_notes(loaded.repaired_values))
     if loaded.gzip_note:
         data.notes.append(loaded.gzip_note)
     return data

@@ -736,6 +736,10 @@ def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = 
         from npuprof.analysis.trace_loader import unescaped_note
 
         folded.notes.append(unescaped_note(loaded.repaired_names))
+    if loaded.repaired_values:
+        from npuprof.analysis.trace_loader import unwritten_notes
+
+        folded.notes.extend(unwritten_notes(loaded.repaired_values))
     if loaded.gzip_note:
         folded.notes.append(loaded.gzip_note)
     return folded

@@ -1,0 +1,137 @@
+"""Values old releases of torch's Kineto wrote that are no JSON (docs/formats.md, "Values torch wrote that are
+no JSON"): each trace is laid out here as that release's C++ writer laid it out (its format strings, read in
+Kineto's history), and every expected value is computed here from the events (Decimal), never read back
+from npuprof's code."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import npuprof
+
+HOST, GPU = 13721, 0
+
+
+def _kineto18(event: dict[str, Any], bandwidth: str = "") -> str:
+    """One event as torch 1.8's Kineto wrote it (libkineto/src/output_json.cpp before kineto#110): the
+    category first, then the name, pid, tid, ts and dur, then the args; a copy's or memset's bandwidth is
+    the text ``bandwidth`` as it is (fmt's inf or nan for a copy of 0 µs)."""
+    if event["ph"] == "M":
+        return (
+            f'\n  {{\n    "name": "process_name", "ph": "M", "ts": {event["ts"]}, "pid": {event["pid"]}, '
+            f'"tid": 0,\n    "args": {{\n      "name": "{event["args"]["name"]}"\n    }}\n  }},'
+        )
+    args = dict(event["args"])
+    shown = ", ".join(f'"{k}": {json.dumps(v)}' for k, v in args.items() if k != "memory bandwidth (GB/s)")
+    if "memory bandwidth (GB/s)" in args:
+        shown += f', "memory bandwidth (GB/s)": {bandwidth}'
+    return (
+        f'\n  {{\n    "ph": "X", "cat": "{event["cat"]}", \n    "name": "{event["name"]}", '
+        f'"pid": {event["pid"]}, "tid": "{event["tid"]}",\n    "ts": {event["ts"]}, "dur": {event["dur"]},'
+        f'\n    "args": {{\n      {shown}\n    }}\n  }},'
+    )
+
+
+def _x(name: str, cat: str, ts: int, dur: int, pid: int, tid: str, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _torch18_events() -> list[dict[str, Any]]:
+    """A step of torch 1.8 on a GPU: an operator, its launch, its kernel, and a copy and a memset of 0 µs
+    (Kineto's times are whole µs: a short copy rounds to 0), whose bandwidth is none (None here)."""
+    copy = {"device": 0, "context": 1, "stream": 7, "correlation": 335, "external id": 4}
+    return [
+        {"ph": "M", "name": "process_name", "ts": 1000, "pid": HOST, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_name", "ts": 1000, "pid": GPU, "args": {"name": "GPU 0"}},
+        _x("ProfilerStep#1", "Operator", 1050, 400, HOST, str(HOST), **{"External id": 1}),
+        _x("aten::mm", "Operator", 1100, 70, HOST, str(HOST), **{"External id": 4}),
+        _x("cudaLaunchKernel", "Runtime", 1110, 20, HOST, str(HOST), cbid=211, correlation=334),
+        _x("gemm", "Kernel", 1200, 100, GPU, "stream 7", stream=7, correlation=334, **{"external id": 4}),
+        _x("Memcpy HtoD (Pageable -> Device)", "Memcpy", 1305, 0, GPU, "stream 7", **copy, bytes=4)
+        | {"args": {**copy, "bytes": 4, "memory bandwidth (GB/s)": None}},
+        _x("Memset (Device)", "Memset", 1320, 0, GPU, "stream 7", **copy, bytes=0)
+        | {"args": {**copy, "bytes": 0, "memory bandwidth (GB/s)": None}},
+        _x("gemm", "Kernel", 1330, 40, GPU, "stream 7", stream=7, correlation=336, **{"external id": 4}),
+    ]
+
+
+def _torch18_text(events: list[dict[str, Any]], values: list[str]) -> bytes:
+    """The trace file: Kineto's header, the events (the copies' bandwidths ``values``, in order), and its
+    closing "Record Window End" event and ``]}``."""
+    left = iter(values)
+    body = "".join(
+        _kineto18(e, next(left) if "memory bandwidth (GB/s)" in e.get("args", {}) else "") for e in events
+    )
+    end = (
+        '\n  {\n    "name": "Record Window End", "ph": "i", "s": "g",\n    "pid": "", "tid": "", "ts": 2000'
+        "\n  }\n]}"
+    )
+    return b'\n{\n  "schemaVersion": 1,\n  "traceEvents": [\n  ' + body.encode() + end.encode()
+
+
+def _span(e: dict[str, Any]) -> tuple[Decimal, Decimal]:
+    return Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(e["dur"])
+
+
+BANDWIDTH_NOTE = (
+    '2 copy or memset event(s) have a "memory bandwidth (GB/s)" of inf, nan or N/A, which is no JSON'
+)
+
+
+@pytest.mark.parametrize("values", [["inf", "-nan"], ["inf", "nan"], ["N/A", "N/A"]])
+def test_a_bandwidth_that_is_no_number_is_read_as_absent(tmp_path: Path, values: list[str]) -> None:
+    """torch 1.8's Kineto wrote a copy's bandwidth as bytes / µs with fmt: a copy of 0 µs got ``inf`` and a
+    memset of 0 bytes in 0 µs ``nan`` (``-nan`` on x86, whose 0/0 has its sign set); kineto#110 wrote
+    ``N/A`` instead, unquoted until kineto#129. json.load refuses all of them, and npuprof refused the whole
+    trace ("malformed JSON ... (corrupt trace)"). Each is read as absent (null), the rest as written."""
+    from npuprof.analysis.trace_loader import load_trace
+
+    events = _torch18_events()
+    text = _torch18_text(events, values)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    path = tmp_path / "worker0.pt.trace.json"
+    path.write_bytes(text)
+    trace = load_trace(path)
+    read = [(e.name, e.cat, e.ts, e.dur, e.args_dict()) for e in trace.events if e.ph == "X"]
+    assert read == [(e["name"], e["cat"], e["ts"], e["dur"], e["args"]) for e in events if e["ph"] == "X"]
+    assert trace.repaired_values == {"bandwidth": 2}
+
+
+def test_a_torch18_trace_with_copies_of_no_time_is_read_by_every_reader(tmp_path: Path) -> None:
+    events = _torch18_events()
+    path = tmp_path / "worker0.pt.trace.json"
+    path.write_bytes(_torch18_text(events, ["inf", "-nan"]))
+    (step,) = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    lo, hi = _span(step)
+    kernels = [_span(e) for e in events if e.get("cat") == "Kernel"]
+    computing = sum((min(e, hi) - max(s, lo) for s, e in kernels if s < hi and e > lo), Decimal(0))
+    done = npuprof("analyse", str(path), "-j", "1", "--format", "json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    assert [(s["step"], s["duration_us"], s["computing_us"]) for s in rank["steps"]] == [
+        (1, float(hi - lo), float(computing))
+    ]
+    assert computing == 140  # the case is what it says: both kernels in the step, no overlap
+    assert sum(w.startswith(BANDWIDTH_NOTE) for w in rank["warnings"]) == 1, rank["warnings"]
+    stacks = npuprof("export-stacks", str(path))
+    assert stacks.returncode == 0, stacks.stderr
+    assert stacks.stderr.count(BANDWIDTH_NOTE) == 1
+    by_name = {e["name"]: e for e in events}
+    step_self = (
+        step["dur"] - by_name["aten::mm"]["dur"]
+    )  # self times: the host's nesting (step numbers merged)
+    mm_self = by_name["aten::mm"]["dur"] - by_name["cudaLaunchKernel"]["dur"]
+    assert stacks.stdout.splitlines() == [
+        f"ProfilerStep {step_self}",
+        f"ProfilerStep;aten::mm {mm_self}",
+        f"ProfilerStep;aten::mm;cudaLaunchKernel {by_name['cudaLaunchKernel']['dur']}",
+    ]
+    # torch 1.8's Kineto wrote no [memory] events: the trace is read, and that is what is said
+    timeline = npuprof("memory-timeline", str(path), "-o", str(tmp_path / "m.json"))
+    assert timeline.returncode != 0
+    assert "has no [memory] events" in timeline.stderr and "corrupt" not in timeline.stderr
