@@ -135,3 +135,78 @@ def test_a_torch18_trace_with_copies_of_no_time_is_read_by_every_reader(tmp_path
     timeline = npuprof("memory-timeline", str(path), "-o", str(tmp_path / "m.json"))
     assert timeline.returncode != 0
     assert "has no [memory] events" in timeline.stderr and "corrupt" not in timeline.stderr
+
+
+def _torch20_windows_trace() -> tuple[bytes, list[dict[str, Any]], list[str]]:
+    """A CPU trace as torch 2.0's Kineto wrote it on Windows with with_stack (pytorch#98432 shows its bytes:
+    the python_function event's keys on one line, its name a path whose '\\' it did not escape, kineto#754
+    fixing it for torch 2.1). The text, the events (names as placeholders), and the names written."""
+    pid = tid = 21428
+    names = [r"C:\Users\x\train.py(12): f", r"torch\cuda\__init__.py(219): _lazy_init"]
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python"}},
+        _x("ProfilerStep#1", "user_annotation", 1000, 100, pid, tid, **{"External id": 1}),
+        _x("FRAME_0", "python_function", 1010, 50, pid, tid, **{"Python id": 2}),
+        _x("aten::mm", "cpu_op", 1020, 30, pid, tid, **{"External id": 2}),
+        _x("FRAME_1", "python_function", 1060, 30, pid, tid, **{"Python id": 3}),
+        _x("aten::add", "cpu_op", 1065, 10, pid, tid, **{"External id": 3}),
+        {
+            **{"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]"},
+            **{"pid": pid, "tid": tid, "ts": 1030},
+            "args": {"Device Type": 0, "Device Id": -1, "Bytes": 4096, "Total Allocated": 8192},
+        },
+    ]
+    parts = []
+    for e in events:
+        if e["name"].startswith("FRAME_"):
+            name = names[int(e["name"][-1])]
+            parts.append(
+                f'  {{\n    "ph": "X", "cat": "python_function", "name": "{name}", "pid": {pid}, '
+                f'"tid": {tid},\n'
+                f'    "ts": {e["ts"]}, "dur": {e["dur"]},\n    "args": {{\n      "Python id": '
+                f"{e['args']['Python id']}\n    }}\n  }}"
+            )
+        else:
+            parts.append("  " + json.dumps(e))
+    head = b'{\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n  "traceEvents": [\n'
+    text = head + ",\n".join(parts).encode() + b'\n],\n  "traceName": "t.pt.trace.json"\n}\n'
+    return text, events, names
+
+
+BACKSLASH_NOTE = "2 string(s) hold a '\\' that torch's trace writer did not escape"
+
+
+def test_windows_paths_torch_did_not_escape_are_read_with_slashes(tmp_path: Path) -> None:
+    """torch < 2.1 on Windows wrote a Python frame's file path as it is: json.load refuses its '\\U', '\\c',
+    '\\_' ("Invalid \\escape"), and npuprof refused the whole trace ("malformed JSON ... (corrupt trace)").
+    Each such name is read with '/' for its backslashes, as Kineto writes it since (kineto#754), and said."""
+    text, events, names = _torch20_windows_trace()
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    path = tmp_path / "t.pt.trace.json"
+    path.write_bytes(text)
+    readable = [n.replace("\\", "/") for n in names]
+    assert readable[0] == "C:/Users/x/train.py(12): f"  # its "\t" too: the whole path is one string
+    (step,) = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    lo, hi = _span(step)
+    computing = sum((_span(e)[1] - _span(e)[0] for e in events if e.get("cat") == "cpu_op"), Decimal(0))
+    done = npuprof("analyse", str(path), "-j", "1", "--format", "json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    assert [(s["step"], s["duration_us"], s["computing_us"]) for s in rank["steps"]] == [
+        (1, float(hi - lo), float(computing))
+    ]
+    assert sum(w.startswith(BACKSLASH_NOTE) for w in rank["warnings"]) == 1, rank["warnings"]
+    stacks = npuprof("export-stacks", str(path))
+    assert stacks.returncode == 0, stacks.stderr
+    assert stacks.stderr.count(BACKSLASH_NOTE) == 1
+    frames = [line.rsplit(" ", 1)[0].split(";") for line in stacks.stdout.splitlines()]
+    for readable_name in readable:
+        assert any(readable_name.replace(" ", "_") in frame for frame in frames), (readable_name, frames)
+    assert "\\" not in stacks.stdout
+    timeline = npuprof("memory-timeline", str(path), "-o", str(tmp_path / "m.json"))
+    assert timeline.returncode == 0, timeline.stderr
+    assert timeline.stderr.count(BACKSLASH_NOTE) == 1
+    (memory,) = [e for e in events if e["name"] == "[memory]"]
+    times, sizes = json.loads((tmp_path / "m.json").read_text())
+    assert times == [memory["ts"]] and sizes[-1][-1] == memory["args"]["Total Allocated"]

@@ -129,6 +129,10 @@ _RETRY_EVERY = 32  # ... and the decoder again every this many chunks (a later p
 # torch 1.8's "memory bandwidth (GB/s)" of a copy or memset of 0 µs: inf, nan or -nan (and N/A, unquoted, in
 # the Kineto of March 2021); read as null (npuprof does not read it), the space after its ":" holding the 4th
 # character of "null"
+# a '\' torch's writer did not escape (a Windows path in a Python frame's name, before kineto#754): a
+# backslash after an even run of them, before a character no JSON escape has; the string holding it is read
+# with '/' for each of its backslashes (what Kineto writes since), but one before a '"' or a '\'
+_BAD_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))')
 _BANDWIDTH_NO_NUMBER = re.compile(
     rb'"memory bandwidth \(GB/s\)"[ \t\r\n]*:([ \t\r\n]+(?:-?nan|inf|N/A))(?=[ \t\r\n]*[,}])'
 )
@@ -1065,6 +1069,21 @@ def _repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, in
             start, end = found.span(1)
             text[start:end] = b"null".ljust(end - start)
             counts[BANDWIDTH] = counts.get(BANDWIDTH, 0) + 1
+    at = 0
+    while b"\\" in framed and (found := _BAD_ESCAPE.search(text if text is not None else framed, at)):
+        if text is None:
+            text = bytearray(framed)
+        bad = found.end() - 2  # the backslash that escapes nothing
+        start = text.rfind(b'"', max(0, bad - _NAME_LIMIT), bad) + 1  # the string holding it
+        end = text.find(b'"', bad + 2, bad + _NAME_LIMIT)
+        end = end if end >= 0 else bad + 2
+        value = text[start:end]
+        for k in range(len(value) - 1):
+            if value[k] == 0x5C and value[k + 1] not in (0x22, 0x5C):  # not before a '"' or a '\'
+                value[k] = 0x2F
+        text[start:end] = value
+        counts[BACKSLASH] = counts.get(BACKSLASH, 0) + 1
+        at = max(end, bad + 2)
     return (text, counts) if text is not None else None
 
 
@@ -1344,11 +1363,17 @@ def not_text_note(count: int) -> str:
 
 
 BANDWIDTH = "bandwidth"  # kinds of values torch wrote that are no JSON (_repaired_values; unwritten_notes)
+BACKSLASH = "backslash"
 _UNWRITTEN = {
     BANDWIDTH: (
         '{n} copy or memset event(s) have a "memory bandwidth (GB/s)" of inf, nan or N/A, which is no '
         "JSON (torch 1.8's trace writer, for a copy of 0 µs: kineto#110, kineto#129): read as absent "
         "(npuprof does not use it)"
+    ),
+    BACKSLASH: (
+        "{n} string(s) hold a '\\' that torch's trace writer did not escape (a Windows path in a Python "
+        "frame's name, torch < 2.1: pytorch#98432, kineto#754): read with '/' in its place, as torch writes "
+        "it since"
     ),
 }
 
