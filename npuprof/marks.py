@@ -16,12 +16,14 @@ torch is looked up in ``sys.modules`` at the first call (no profiler can run bef
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import itertools
 import sys
 from _thread import get_ident
 from collections.abc import Callable
+from sys import _getframe
 from typing import Any
 
 __all__ = ["mark", "range", "range_end", "range_start"]
@@ -80,8 +82,9 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
         self.stream = stream
         # the ranges this object opened and has not ended (0: nothing was recorded), innermost last, per
         # thread or asyncio task that entered it: one object shared by threads or tasks (a module's
-        # ``LOAD = npuprof.range("load")``) ended each one's range with the other's end (helper-173)
-        self._open: dict[int, list[int]] = {}
+        # ``LOAD = npuprof.range("load")``) ended each one's range with the other's end (helper-173); each
+        # with the frame whose ``with`` entered it (its id), for a block left by another thread or task
+        self._open: dict[int, list[tuple[int, int]]] = {}
 
     def __enter__(self) -> range:
         gate = _gate
@@ -90,23 +93,47 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
         else:
             range_id = range_start(self.name, self.stream)
         owner = _owner()
+        try:
+            entry = (range_id, id(_getframe(1)))
+        except ValueError:  # called from C with no Python frame above (a callback): found by owner alone
+            entry = (range_id, 0)
         opened = self._open.get(owner)
         if opened is None:
-            self._open[owner] = [range_id]
+            self._open[owner] = [entry]
         else:
-            opened.append(range_id)
+            opened.append(entry)
         return self
 
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
         owner = _owner()
         opened = self._open.get(owner)
-        if not opened:
-            return
-        range_id = opened.pop()
-        if not opened:
-            del self._open[owner]
+        if opened:
+            range_id = opened.pop()[0]
+            if not opened:
+                del self._open[owner]
+        else:  # a block entered by another thread or task (README, "Marks, communication ranges and GC")
+            try:
+                range_id = self._entered_by(id(_getframe(1)))
+            except ValueError:  # called from C with no Python frame above
+                return
         if range_id > 0:
             range_end(range_id)
+
+    def _entered_by(self, frame: int) -> int:
+        """The range the ``with`` block of ``frame`` opened under another thread or task, taken off its
+        list (0: none): a generator or coroutine suspended inside the block and resumed elsewhere (a
+        generator a thread pool shares, an async generator that asyncio's finaliser closes in a task of
+        its own) left its range open for good (helper-176)."""
+        for owner, opened in list(self._open.items()):
+            for k in builtins.range(len(opened) - 1, -1, -1):
+                if opened[k][1] == frame:
+                    range_id = opened.pop(k)[0]
+                    if not opened:
+                        self._open.pop(owner, None)
+                        if opened:  # its owner entered again meanwhile: its list stays
+                            self._open.setdefault(owner, opened)
+                    return range_id
+        return 0
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         name, stream = self.name, self.stream

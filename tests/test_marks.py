@@ -900,3 +900,47 @@ def test_one_range_object_shared_by_threads_or_tasks_ends_each_ones_own_range() 
         assert not shared._open
     finally:
         marks._use(saved)
+
+
+def test_a_range_block_left_by_another_thread_or_task_ends_its_range() -> None:
+    """helper-176: a generator suspended inside ``with R`` and resumed by another thread (a generator that
+    a thread pool shares), or an async generator left by ``break`` (asyncio's finaliser closes it in a task
+    of its own): the block's end came from a thread or task that had opened nothing, and its range stayed
+    open for good (its span ran to the capture's end, said to be 'still open')."""
+    import asyncio
+    import threading
+
+    from npuprof import marks
+
+    saved = marks._impl
+    impl = marks._use(_Ranges())
+    try:
+        shared = marks.range("batch")
+
+        def batches():  # type: ignore[no-untyped-def]
+            for k in range(3):
+                with shared:
+                    yield k
+
+        gen = batches()
+        for name in ("P1", "P2", "P3", "P4"):  # each next() in a thread of its own
+            t = threading.Thread(target=next, args=(gen, None), name=name)
+            t.start()
+            t.join(10)
+        assert sorted(impl.ended) == [1, 2, 3] and not shared._open, (impl.ended, shared._open)
+
+        stream = marks.range("stream")
+
+        async def chunks():  # type: ignore[no-untyped-def]
+            with stream:
+                for k in range(3):
+                    yield k
+
+        async def main() -> None:
+            async for _ in chunks():
+                break
+
+        asyncio.run(main())
+        assert sorted(impl.ended) == [1, 2, 3, 4] and not stream._open, (impl.ended, stream._open)
+    finally:
+        marks._use(saved)
