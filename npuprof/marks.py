@@ -105,35 +105,46 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
         return self
 
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        owner = _owner()
-        opened = self._open.get(owner)
-        if opened:
-            range_id = opened.pop()[0]
-            if not opened:
-                del self._open[owner]
-        else:  # a block entered by another thread or task (README, "Marks, communication ranges and GC")
-            try:
-                range_id = self._entered_by(id(_getframe(1)))
-            except ValueError:  # called from C with no Python frame above
-                return
+        try:
+            frame = id(_getframe(1))
+        except ValueError:  # called from C with no Python frame above: found by owner alone
+            frame = 0
+        range_id = self._take(_owner(), frame)
         if range_id > 0:
             range_end(range_id)
 
-    def _entered_by(self, frame: int) -> int:
-        """The range the ``with`` block of ``frame`` opened under another thread or task, taken off its
-        list (0: none): a generator or coroutine suspended inside the block and resumed elsewhere (a
-        generator a thread pool shares, an async generator that asyncio's finaliser closes in a task of
-        its own) left its range open for good (helper-176)."""
-        for owner, opened in list(self._open.items()):
+    def _take(self, owner: int, frame: int) -> int:
+        """The range of the block that ``frame`` leaves, taken off its list (-1: none is open). Most often
+        the one its thread or task entered last. Else the one whose ``with`` is in ``frame``, whoever
+        entered it: a generator or coroutine suspended inside the block and resumed elsewhere (a generator
+        a thread pool shares, an async generator that asyncio's finaliser closes in a task of its own) left
+        its range open for good, and the thread resuming it inside a block of its own ended that one
+        instead (helper-176). Else, entered and left from two frames (``contextlib.ExitStack``), the owner's
+        last."""
+        opened = self._open.get(owner)
+        if opened and opened[-1][1] == frame:
+            found: tuple[int, list[tuple[int, int]]] | None = (len(opened) - 1, opened)
+        else:
+            found = self._entered_in(frame)
+            if found is None and opened:
+                found = (len(opened) - 1, opened)
+        if found is None:
+            return -1
+        at, entries = found
+        range_id = entries.pop(at)[0]
+        if not entries:
+            for key, value in list(self._open.items()):
+                if value is entries and not value:
+                    self._open.pop(key, None)
+        return range_id
+
+    def _entered_in(self, frame: int) -> tuple[int, list[tuple[int, int]]] | None:
+        """Where the innermost range opened by a ``with`` in ``frame`` is kept (index, list), if any."""
+        for opened in list(self._open.values()):
             for k in builtins.range(len(opened) - 1, -1, -1):
                 if opened[k][1] == frame:
-                    range_id = opened.pop(k)[0]
-                    if not opened:
-                        self._open.pop(owner, None)
-                        if opened:  # its owner entered again meanwhile: its list stays
-                            self._open.setdefault(owner, opened)
-                    return range_id
-        return 0
+                    return k, opened
+        return None
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         name, stream = self.name, self.stream

@@ -944,3 +944,47 @@ def test_a_range_block_left_by_another_thread_or_task_ends_its_range() -> None:
         assert sorted(impl.ended) == [1, 2, 3, 4] and not stream._open, (impl.ended, stream._open)
     finally:
         marks._use(saved)
+
+
+def test_a_generators_block_left_inside_a_block_of_the_resuming_thread_ends_the_generators_range() -> None:
+    """A thread inside ``with R`` of its own resumes a generator that another thread left suspended inside
+    ``with R``: the generator's block ends first, and it took the resuming thread's range (its last), whose
+    own end then found nothing (the two ranges' ends swapped, one never ended). Each block's end is found by
+    the frame of its ``with``; one entered and left from two frames (contextlib.ExitStack) still ends."""
+    import contextlib
+    import threading
+
+    from npuprof import marks
+
+    saved = marks._impl
+    impl = marks._use(_Ranges())
+    try:
+        shared = marks.range("load")
+
+        def batches():  # type: ignore[no-untyped-def]
+            with shared:
+                yield 1
+
+        gen = batches()
+        opener = threading.Thread(target=next, args=(gen, None), name="A")  # opens range 1, suspended
+        opener.start()
+        opener.join(10)
+
+        inside: list[dict[int, str]] = []
+
+        def resume() -> None:
+            with shared:  # range 2
+                next(gen, None)  # the generator's block ends: range 1
+                inside.append(dict(impl.ended))
+
+        resumer = threading.Thread(target=resume, name="B")
+        resumer.start()
+        resumer.join(10)
+        assert inside == [{1: "B"}], inside
+        assert impl.ended == {1: "B", 2: "B"} and not shared._open, (impl.ended, shared._open)
+
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(shared)  # range 3, entered in enter_context's frame, left in __exit__'s
+        assert impl.ended[3] == "MainThread" and not shared._open, (impl.ended, shared._open)
+    finally:
+        marks._use(saved)
