@@ -80,7 +80,9 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
     def __init__(self, name: str, stream: Any = None) -> None:
         self.name = name
         self.stream = stream
-        # the ranges this object opened and has not ended (0: nothing was recorded), innermost last, per
+        # the ranges this object opened and has not ended (a block that recorded nothing keeps none: a
+        # capture's end has ended the spans of those it left open, so a block outside captures that ends
+        # one of them early ends nothing), innermost last, per
         # thread or asyncio task that entered it: one object shared by threads or tasks (a module's
         # ``LOAD = npuprof.range("load")``) ended each one's range with the other's end (helper-173); each
         # with the frame whose ``with`` entered it (its id), for a block left by another thread or task
@@ -89,9 +91,10 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
     def __enter__(self) -> range:
         gate = _gate
         if gate is not None and not gate._is_profiler_enabled:
-            range_id = 0
-        else:
-            range_id = range_start(self.name, self.stream)
+            return self  # nothing recorded, nothing to end (outside captures: the cost of a call, bench/)
+        range_id = range_start(self.name, self.stream)
+        if range_id <= 0:
+            return self
         owner = _owner()
         try:
             entry = (range_id, id(_getframe(1)))
@@ -105,6 +108,8 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
         return self
 
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
+        if not self._open:  # none open: this block recorded nothing
+            return
         try:
             frame = id(_getframe(1))
         except ValueError:  # called from C with no Python frame above: found by owner alone
