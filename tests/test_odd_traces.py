@@ -1324,7 +1324,7 @@ def test_empty_steps_between_the_real_ones_are_named(tmp_path: Path) -> None:
 
 
 def test_steps_stacked_over_one_another_are_measured_without_a_piece_per_step_and_span(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """helper-175: N steps that all overlap (an edited or merged trace) cut the work into N x spans pieces
     for the per-step times and the Overlap Analysis lanes: 3,000 such steps took 78 s and 2.6 GB, 20,000
@@ -1340,10 +1340,17 @@ def test_steps_stacked_over_one_another_are_measured_without_a_piece_per_step_an
         {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
         *(x("k", "kernel", 5 * j, 3, pid=0, tid=7) for j in range(n)),
     ]
+    from npuprof.analysis import step_breakdown
+
+    # 90,000 pieces: under the floor below which they are made and the lanes drawn (the same times)
+    small = _summary(write_rank_dir(tmp_path / "small", trace))
+    assert not any("overlap one another so much" in w for w in small["warnings"])
+    monkeypatch.setattr(step_breakdown, "PIECES_FLOOR", 0)  # as for a trace of thousands of such steps
     rank_dir = write_rank_dir(tmp_path, trace)
     summary = _summary(rank_dir)
     expected = [sum(max(0, min(5 * j + 3, k + 10 * n) - max(5 * j, k)) for j in range(n)) for k in range(n)]
     assert [s["computing_us"] for s in summary["steps"]] == pytest.approx(expected)
+    assert [s["computing_us"] for s in small["steps"]] == pytest.approx(expected)
     assert [s["free_us"] for s in summary["steps"]] == pytest.approx([10 * n - c for c in expected])
     assert any(w.startswith(f"the {n} steps overlap one another so much") for w in summary["warnings"])
     view = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
