@@ -140,20 +140,28 @@ def _the_late_note(plan: Any, notes: list[str]) -> tuple[float, str]:
     return float(said[1]), said[2]
 
 
+def _in_set_up_for(monkeypatch: Any, held: str, seconds: float) -> tuple[Any, list[str], list[int], float]:
+    """``_bare_plan`` with kicks, whose main thread is in torch.distributed's set-up (``held``) for
+    ``seconds`` from the window's start: the plan, notes, signals sent and when the set-up ends."""
+    from npuprof.agent import window_plan
+
+    plan, notes, sent = _bare_plan(monkeypatch, kicks=True)
+    monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: False)
+    set_up_ends = plan.start_at + seconds
+    monkeypatch.setattr(
+        window_plan, "in_a_wait_a_signal_breaks", lambda code: held if time.monotonic() < set_up_ends else ""
+    )
+    return plan, notes, sent, set_up_ends
+
+
 def test_a_window_the_timer_held_back_for_distributed_set_up_says_so(monkeypatch: Any) -> None:
     """The timer sends no signal while the main thread is in torch.distributed's set-up (a rank waiting for
     the others to connect): the window that opened after it said "the timer's signal went out 4.5 s late
     (a loaded host?)" (helper-171). In-process: no signal is sent, the handler is called as the main
     thread would run it."""
-    from npuprof.agent import window_plan
 
     held = "the main thread is in torch.distributed's _create_c10d_store (a signal would break its connect)"
-    plan, notes, sent = _bare_plan(monkeypatch, kicks=True)
-    monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: False)
-    set_up_ends = plan.start_at + 1.2
-    monkeypatch.setattr(
-        window_plan, "in_a_wait_a_signal_breaks", lambda code: held if time.monotonic() < set_up_ends else ""
-    )
+    plan, notes, sent, _ = _in_set_up_for(monkeypatch, held, 1.2)
     plan._kick_until(lambda: bool(sent))
     plan._on_kick(sent[0], None)  # the main thread runs the handler
     late, why = _the_late_note(plan, notes)
@@ -303,15 +311,9 @@ def test_a_window_a_step_boundary_opened_after_distributed_set_up_names_the_set_
     whose first step boundary after it opened the window before the timer's next signal: said "no step
     boundary came sooner", the set-up unnamed (helper-171). In-process: the set-up ends at once after 1.2 s
     of the timer's looks, and the boundary comes before any signal went out."""
-    from npuprof.agent import window_plan
 
     held = "the main thread is in torch.distributed's init_process_group (a signal would break its connect)"
-    plan, notes, sent = _bare_plan(monkeypatch, kicks=True)
-    monkeypatch.setattr(window_plan, "_blocks", lambda native_id, signum: False)
-    set_up_ends = plan.start_at + 1.2
-    monkeypatch.setattr(
-        window_plan, "in_a_wait_a_signal_breaks", lambda code: held if time.monotonic() < set_up_ends else ""
-    )
+    plan, notes, sent, set_up_ends = _in_set_up_for(monkeypatch, held, 1.2)
     plan._kick_until(lambda: time.monotonic() >= set_up_ends)
     assert not sent and plan.opening.sent_at is None
     plan.refresh(0)  # the rank's first step boundary after its set-up

@@ -274,6 +274,24 @@ def test_a_worker_spawned_by_a_launcher_is_not_taken_for_it(monkeypatch: Any, or
     assert not window_plan.starts_workers()  # the worker it spawned
 
 
+class _InfoLog:
+    def info(self, message: str) -> None:
+        pass
+
+
+def _in_torchrun_forking_workers(monkeypatch: Any) -> list[Any]:
+    """This process as `python -m torch.distributed.run --run-path`, whose at-fork hooks are kept (returned)
+    rather than registered."""
+    from npuprof.agent import window_plan
+
+    hooks: list[Any] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda after_in_child: hooks.append(after_in_child))
+    monkeypatch.delitem(sys.modules, window_plan._LAUNCHER_API, raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "torch.distributed.run", "--run-path", "/t.py"])
+    return hooks
+
+
 def test_a_worker_forked_by_a_launcher_waits_for_its_window(monkeypatch: Any) -> None:
     """`python -m torch.distributed.run --run-path --start-method fork`: the worker is a fork of torchrun's
     process, whose plan was done when npuprof woke (no window there), and whose command line it keeps: the
@@ -281,16 +299,8 @@ def test_a_worker_forked_by_a_launcher_waits_for_its_window(monkeypatch: Any) ->
     from npuprof.agent import window_plan
     from npuprof.config import ProfileConfig
 
-    class Log:
-        def info(self, message: str) -> None:
-            pass
-
-    hooks: list[Any] = []
-    monkeypatch.setattr(os, "register_at_fork", lambda after_in_child: hooks.append(after_in_child))
-    monkeypatch.delitem(sys.modules, window_plan._LAUNCHER_API, raising=False)
-    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "torch.distributed.run", "--run-path", "/t.py"])
-    plan = window_plan.WindowPlan(ProfileConfig(duration=1.0), Log())
+    hooks = _in_torchrun_forking_workers(monkeypatch)
+    plan = window_plan.WindowPlan(ProfileConfig(duration=1.0), _InfoLog())
     plan.bind(controller=None)
     assert plan.state == window_plan.DONE and len(hooks) == 1
     monkeypatch.setattr(window_plan, "_LOADED_IN", os.getpid() + 1)  # this process is now its child
@@ -307,16 +317,8 @@ def test_a_worker_forked_by_a_launcher_counts_its_delay_from_the_fork(monkeypatc
     from npuprof.agent import window_plan
     from npuprof.config import ProfileConfig
 
-    class Log:
-        def info(self, message: str) -> None:
-            pass
-
-    hooks: list[Any] = []
-    monkeypatch.setattr(os, "register_at_fork", lambda after_in_child: hooks.append(after_in_child))
-    monkeypatch.delitem(sys.modules, window_plan._LAUNCHER_API, raising=False)
-    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
-    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "torch.distributed.run", "--run-path", "/t.py"])
-    plan = window_plan.WindowPlan(ProfileConfig(delay=2.0, duration=1.0), Log())
+    hooks = _in_torchrun_forking_workers(monkeypatch)
+    plan = window_plan.WindowPlan(ProfileConfig(delay=2.0, duration=1.0), _InfoLog())
     plan.bind(controller=None)
     plan.woke -= 10  # the launcher woke 10 s before it forks the worker
     plan.start_at, plan.end_at = plan.woke + 2, plan.woke + 3

@@ -145,25 +145,10 @@ def breakdown(windows: StepWindows, work: Work) -> StepBreakdown:
         np.array(intervals.totals(*pieces, n))
         for pieces in (comp, comm, busy_in, intervals.clip_many(work.receive, lo, hi))
     )
-    duration = hi - lo
-    not_overlapped = busy_t - computing
     cno = intervals.subtract_per_window(comm, comp, n, windows.disjoint)
     free = intervals.subtract_per_window((lo, hi, np.arange(n)), busy_in, n, windows.disjoint)
-    return StepBreakdown(
-        windows=windows,
-        duration=duration,
-        computing=computing,
-        communication=communication,
-        not_overlapped=not_overlapped,
-        overlapped=communication - not_overlapped,
-        free=duration - busy_t,
-        bubble=bubble,
-        stage=duration - bubble,
-        not_overlapped_exclude_receive=np.maximum(not_overlapped - bubble, 0.0),
-        preparing=_preparing(lo, hi, work.task_starts),
-        lanes=_lanes(comp, cno, free),
-        communication_spans=work.communication,
-    )
+    times = (computing, communication, busy_t, bubble)
+    return _of_totals(windows, work, times, _lanes(comp, cno, free))
 
 
 def _breakdown_by_totals(windows: StepWindows, work: Work, busy: intervals.Spans) -> StepBreakdown:
@@ -172,12 +157,26 @@ def _breakdown_by_totals(windows: StepWindows, work: Work, busy: intervals.Spans
     took 24 GB, helper-175): the same times from running sums, without the Overlap Analysis lanes, which
     would draw each piece once for every step over it (``lanes_left_out``, said in the capture's warnings)."""
     lo, hi = windows.start, windows.end
-    computing, communication, busy_t, bubble = (
+    times = tuple(
         intervals.totals_in(k, lo, hi) for k in (work.computing, work.communication, busy, work.receive)
     )
+    none = np.zeros(0)
+    lanes = Lanes(np.zeros(0, np.int64), np.zeros(0, np.int8), none, none)
+    return _of_totals(windows, work, times, lanes, lanes_left_out=True)
+
+
+def _of_totals(
+    windows: StepWindows,
+    work: Work,
+    times: tuple[np.ndarray, ...],
+    lanes: Lanes,
+    lanes_left_out: bool = False,
+) -> StepBreakdown:
+    """The breakdown of each step from its computing, communication, busy and bubble (receive) totals."""
+    computing, communication, busy_t, bubble = times
+    lo, hi = windows.start, windows.end
     duration = hi - lo
     not_overlapped = busy_t - computing
-    none = np.zeros(0)
     return StepBreakdown(
         windows=windows,
         duration=duration,
@@ -190,9 +189,9 @@ def _breakdown_by_totals(windows: StepWindows, work: Work, busy: intervals.Spans
         stage=duration - bubble,
         not_overlapped_exclude_receive=np.maximum(not_overlapped - bubble, 0.0),
         preparing=_preparing(lo, hi, work.task_starts),
-        lanes=Lanes(np.zeros(0, np.int64), np.zeros(0, np.int8), none, none),
+        lanes=lanes,
         communication_spans=work.communication,
-        lanes_left_out=True,
+        lanes_left_out=lanes_left_out,
     )
 
 
