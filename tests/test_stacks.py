@@ -368,6 +368,31 @@ def test_a_range_opened_inside_a_python_call_holds_what_runs_in_it(tmp_path):
     assert sum(values.values()) == pytest.approx(1000, abs=6)  # the thread's time, the overlap µs aside
 
 
+def test_python_frames_that_overlap_without_nesting_say_the_time_not_in_the_stacks(tmp_path):
+    """helper-179: a broken trace whose Python frames overlap without nesting (``inner`` begins inside
+    ``outer`` and ends 50 µs after it) lost the 50 µs ``inner`` ran alone without a word: the lines added up
+    to 100 µs for a thread busy 150 (docs/formats.md: the totals are each thread's busy time). The lines
+    stay as they were (the span is cut at its parent's end), and a warning names what is in no stack."""
+    events = [
+        ev("a.py(1): outer", "python_function", 0, 100),
+        ev("a.py(5): inner", "python_function", 50, 100),
+        ev("aten::add", "cpu_op", 60, 10),
+    ]
+    busy = _thread_busy_us(events)
+    assert busy == 150
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    folded = st.folded_from_trace(path)
+    counted = sum(_parse_lines(folded.text()).values())
+    assert counted == 100
+    said = " ".join(folded.notes)
+    assert "a.py(5): inner" in said and f"{busy - counted:,.0f} µs" in said, folded.notes
+    # nested frames, and a frame overrunning its parent by a clock's rounding: nothing said
+    events[1]["dur"] = 50.5
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert st.folded_from_trace(path).notes == []
+
+
 def test_a_range_opened_in_one_function_and_closed_in_another_keeps_the_callers(tmp_path):
     """``opener()`` enters a range and calls ``work()``; ``closer()`` calls ``work()`` and exits it
     (helper-88: the range was lifted out of ``opener`` and took its ``work`` with it: a call path

@@ -300,12 +300,15 @@ def _build_host_tree(
     keep_idle: bool = True,
     idle: list[tuple[object, object]] | None = None,
     overlaps: list[str] | None = None,
+    unnested: list[tuple[tuple[object, object], float, list[str]]] | None = None,
 ) -> _HostTree:
     """``idle`` receives the threads left out as idle (when ``keep_idle`` is False); ``overlaps`` the
-    steps cut where the next one began."""
+    steps cut where the next one began; ``unnested`` the threads whose spans overlapped without nesting
+    so that part of their busy time is in no stack: (thread, µs not counted, the names of spans cut)."""
     kinds = kinds or _Processes(set(), set(), set(), {})
     idle = [] if idle is None else idle
     overlaps = [] if overlaps is None else overlaps
+    unnested = [] if unnested is None else unnested
     aliases = _thread_aliases(events, kinds)
     by_thread: dict[tuple[object, object], list[tuple[int, TraceEvent]]] = defaultdict(list)
     for order, ev in enumerate(events):
@@ -338,11 +341,13 @@ def _build_host_tree(
         # falls inside a range around the whole iteration; its rest read as the next step's own time)
         carried: list[tuple[str, float]] = []
         step_starts = sorted(float(ev.ts or 0.0) for ev in steps)
+        thread_self: dict[int, float] = defaultdict(float)  # merged into self_time after the thread
+        cut_names: list[str] = []  # spans that ran past the end of their parent, not by a clock's rounding
         for _, ev in items:
             ts = float(ev.ts or 0.0)
             end = step_ends.get(id(ev)) or ts + max(float(ev.dur or 0.0), 0.0)
             while stack and ts >= stack[-1].end:
-                carried = _pop(stack, self_time, carried, step_starts, trie, thread_spans)
+                carried = _pop(stack, thread_self, carried, step_starts, trie, thread_spans)
             cat = _cat(ev)
             is_step = id(ev) in step_ids
             if cat == vocab.USER_ANNOTATION and not is_step:
@@ -359,12 +364,14 @@ def _build_host_tree(
                     cut = call.end - max(ts, call.ts)
                     call.end -= cut
                     stack[-1].child_time -= cut
-                    _close(call, self_time)
+                    _close(call, thread_self)
             parent = stack[-1] if stack else None
             name = opened_before.get(id(ev), ev.name)
             if parent is not None and end > parent.end:
                 if _crosses_step_end(stack, cat, is_step, end):
                     carried.append((_frame_of(name, is_step), end))
+                elif end > parent.end + OVERRUN_US:
+                    cut_names.append(name)
                 end = parent.end  # a child that overruns its parent (clock rounding): clip it
             has_python = has_python or cat == vocab.PYTHON_FUNCTION
             framed = parent is not None and parent.framed
@@ -404,8 +411,14 @@ def _build_host_tree(
             elif is_step:
                 carried = []
         while stack:
-            carried = _pop(stack, self_time, carried, step_starts, trie, thread_spans)
+            carried = _pop(stack, thread_self, carried, step_starts, trie, thread_spans)
         spans[thread] = thread_spans
+        for node_id, value in thread_self.items():
+            self_time[node_id] += value
+        if cut_names:  # the totals are the thread's busy time (docs/formats.md): say what is not in them
+            missing = _busy_us(items) - math.fsum(thread_self.values())
+            if missing > OVERRUN_US:
+                unnested.append((thread, missing, cut_names))
     return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
 
 
@@ -456,6 +469,20 @@ def _frames_open_at_start(
         if len(lines) == 1:
             renamed[event_id] = f"{file}({next(iter(lines))}): {func}"
     return renamed
+
+
+def _busy_us(items: list[tuple[int, TraceEvent]]) -> float:
+    """The length of the union of a thread's start-sorted spans: the time it was busy."""
+    busy, start, end = 0.0, -math.inf, -math.inf
+    for _, ev in items:
+        ts = float(ev.ts or 0.0)
+        stop = ts + max(float(ev.dur or 0.0), 0.0)
+        if ts > end:
+            busy += max(end - start, 0.0) if end > -math.inf else 0.0
+            start, end = ts, stop
+        else:
+            end = max(end, stop)
+    return busy + (end - start if end > -math.inf else 0.0)
 
 
 def _crosses_step_end(stack: list[_Node], cat: str, is_step: bool, end: float) -> bool:
@@ -676,8 +703,22 @@ def folded_from_events(
     kinds = _processes(events)
     idle: list[tuple[object, object]] = []
     overlaps: list[str] = []
-    tree = _build_host_tree(events, kinds.device | kinds.other, kinds, keep_idle, idle, overlaps)
+    unnested: list[tuple[tuple[object, object], float, list[str]]] = []
+    tree = _build_host_tree(events, kinds.device | kinds.other, kinds, keep_idle, idle, overlaps, unnested)
     result = FoldedStacks(metric, has_python_frames=tree.has_python_frames)
+    if unnested and metric == HOST_METRIC:
+        lost = sum(missing for _t, missing, _n in unnested)
+        names = list(dict.fromkeys(name for _t, _m, cut in unnested for name in cut))
+        shown = ", ".join(map(printable, names[:3])) + (
+            f" and {len(names) - 3} more" if len(names) > 3 else ""
+        )
+        cut_count = sum(len(cut) for _t, _m, cut in unnested)
+        tids = ", ".join(str(t) for (_p, t), _m, _n in unnested)
+        result.notes.append(
+            f"{cut_count} span(s) on {len(unnested)} thread(s) ran past the end of the span they began in, "
+            f"overlapping it without nesting in it ({shown}; a broken trace?): cut there, so {lost:,.0f} µs "
+            f"of those threads' busy time is in no stack (tid {tids})"
+        )
     if overlaps:
         shown = ", ".join(overlaps[:3]) + (f" and {len(overlaps) - 3} more" if len(overlaps) > 3 else "")
         result.notes.append(
