@@ -238,3 +238,47 @@ def test_a_raw_timeline_that_goes_on_in_a_cut_gzip_member_says_the_member_was_cu
     notes: list[str] = []
     assert len(mt.read_raw(tmp_path / "whole.raw.json.gz", notes)) == 500
     assert len(notes) == 1 and "a gzip member cut short" in notes[0]
+
+
+def _bytes_only_trace(path: Path, changes: list[tuple[int, int]], device_type: int = 1) -> Path:
+    """[memory] events as torch before 1.10 wrote them: Bytes, no allocator totals."""
+    events = [
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "args": {"Device Type": device_type, "Device Id": 0, "Bytes": nbytes, "Addr": 0x1000 + ts},
+        }
+        for ts, nbytes in changes
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_bytes_only_events_whose_frees_take_the_sum_below_zero_start_at_what_they_free(tmp_path):
+    """helper-179: a torch < 1.10 trace (Bytes, no allocator totals) that begins with a free of memory
+    allocated before the capture (a GPU's caching allocator reports it) summed to -1000, -500, -200 bytes:
+    "Max memory allocated: -0.20 KiB (-200 bytes)" and a plot all below its axis (drawn from 0 up). No
+    memory is below 0: the sum starts at the least that those frees show was there, and the note says how
+    much."""
+    changes = [(10, -1000), (20, 500), (30, 300)]
+    running, sums = 0, []
+    for _ts, nbytes in changes:
+        running += nbytes
+        sums.append(running)
+    lift = -min(0, *sums)
+    assert lift == 1000
+    data = mt.from_trace(_bytes_only_trace(tmp_path / "old.json", changes))
+    _times, sizes = data.coalesce()
+    assert [sum(row) for row in sizes] == [value + lift for value in sums] == [0, 500, 800]
+    allocated_line, _ = mt.peak_lines(data)
+    assert "-" not in allocated_line, allocated_line
+    said = mt.source_note(data)
+    assert "1,000 bytes" in said and "the sum starts at 0 there" not in said, said
+    # a sum that never goes below 0 starts at 0, as before
+    data = mt.from_trace(_bytes_only_trace(tmp_path / "up.json", [(10, 4096), (20, -4096)]))
+    assert [sum(row) for row in data.coalesce()[1]] == [4096, 0]
+    assert "the sum starts at 0 there" in mt.source_note(data)

@@ -58,6 +58,8 @@ _ORIGIN_TEXT = {"the trace": "the trace's [memory] events"}
 # torch's c10::DeviceType numbers as the trace's "Device Type" carries them
 _DEVICE_TYPES = {0: "cpu", 1: "cuda", 20: "npu"}
 CAPTURE_FLAGS = "--profile-memory --record-shapes --with-stack"
+# MemoryData.origin of a summed trace whose sum its frees took below 0: "...; started at <N> bytes"
+SUMMED_FROM = "; started at"
 
 RawEvent = tuple[int, int, int, int]
 _INT64 = 1 << 63  # torch writes each number of a raw event as an int64
@@ -163,6 +165,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             continue
         per_device.setdefault(name, []).append(record)
     summed = False
+    before: dict[str, int] = {}  # device -> what its frees show was allocated before the capture
     for name, changes in bytes_only.items():
         if name in per_device:
             continue  # the device's own totals are there: its records without them add nothing
@@ -171,6 +174,13 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         for ts, nbytes in sorted(changes):  # the running sum from the capture's start (before: unknown)
             total += nbytes
             records.append((ts, total, 0, nbytes))
+        # frees of memory allocated before the capture (an accelerator's allocator reports them) took the
+        # sum below 0, which no memory is: it starts at the least those frees show was there (helper-179:
+        # "Max memory allocated: -200 bytes" and a plot all below its axis)
+        lowest = min(total for _ts, total, _r, _b in records)
+        if lowest < 0:
+            before[name] = -lowest
+            records = [(ts, total - lowest, reserved, nbytes) for ts, total, reserved, nbytes in records]
         per_device[name] = records
     if not per_device:
         raise MemoryTimelineError(
@@ -184,6 +194,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         else "the trace"
     )
     data = _from_records(per_device, device, base_ns, origin)
+    if data.device in before:
+        data.origin += f"{SUMMED_FROM} {before[data.device]:,} bytes"
     data.notes = _reading_notes(loaded.repaired_strings, unread)
     if loaded.repaired_names:
         from npuprof.analysis.trace_loader import unescaped_note
@@ -523,7 +535,14 @@ def peak_lines(data: MemoryData) -> tuple[str, str]:
 def source_note(data: MemoryData) -> str:
     if data.source == SOURCE_TRACE:
         summed = data.origin.startswith("the trace's [memory] Bytes, summed")
-        if summed:  # torch < 1.10: no allocator totals, the sum of the capture's own changes
+        origin, _, lifted = data.origin.partition(SUMMED_FROM)
+        lifted = lifted.strip()
+        if lifted:  # its frees took the sum below 0: it starts at what they show was there
+            before = (
+                f"Memory allocated before the capture started is missing, but for {lifted} that the "
+                "capture's frees show was there: the sum starts at that."
+            )
+        elif summed:  # torch < 1.10: no allocator totals, the sum of the capture's own changes
             before = "Memory allocated before the capture started is missing: the sum starts at 0 there."
         elif data.device == "cpu":
             before = (
@@ -535,7 +554,7 @@ def source_note(data: MemoryData) -> str:
                 "Memory allocated before the capture started is in the allocator's totals, with no category."
             )
         return (
-            f"Categories UNKNOWN: rendered from {_ORIGIN_TEXT.get(data.origin, data.origin)}"
+            f"Categories UNKNOWN: rendered from {_ORIGIN_TEXT.get(origin, origin)}"
             f"{'' if summed else ' (allocator totals only)'}. "
             f"{before} For categories: npuprof run {CAPTURE_FLAGS} --memory-timeline raw.json.gz, or with "
             "torch.profiler yourself (profile_memory, record_shapes, with_stack) "
