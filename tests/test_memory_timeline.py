@@ -282,3 +282,29 @@ def test_bytes_only_events_whose_frees_take_the_sum_below_zero_start_at_what_the
     data = mt.from_trace(_bytes_only_trace(tmp_path / "up.json", [(10, 4096), (20, -4096)]))
     assert [sum(row) for row in data.coalesce()[1]] == [4096, 0]
     assert "the sum starts at 0 there" in mt.source_note(data)
+
+
+def test_the_peak_holds_what_the_first_free_shows_was_allocated(tmp_path):
+    """helper-179: a capture whose first [memory] event frees 500 bytes, leaving Total Allocated 1000, held
+    1500 just before it, inside the capture; nothing later reached more, yet "Max memory allocated" said
+    1000. The peak is the most the allocator held in the capture, that moment included."""
+    events = [
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "args": {"Device Type": 1, "Device Id": 0, "Bytes": nbytes, "Total Allocated": total},
+        }
+        for ts, nbytes, total in [(10, -500, 1000), (20, 200, 1200), (30, -1200, 0)]
+    ]
+    first_bytes, first_total = events[0]["args"]["Bytes"], events[0]["args"]["Total Allocated"]
+    expected = max(first_total - first_bytes, *(ev["args"]["Total Allocated"] for ev in events))
+    assert expected == 1500
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    data = mt.from_trace(path)
+    assert mt.peak_allocated(data) == expected
+    assert f"({expected:,} bytes)" in mt.peak_lines(data)[0]

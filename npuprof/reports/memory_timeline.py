@@ -281,7 +281,8 @@ def _from_records(
         device=chosen,
         source=SOURCE_TRACE,
         raw=raw,
-        max_allocated=max(r[1] for r in records),
+        # with what was there before the first record: a free, it held more than after it (helper-179)
+        max_allocated=max(max(r[1] for r in records), records[0][1] - records[0][3]),
         max_reserved=max(reserved_values) if any(reserved_values) else None,
         reserved=(reserved_times, reserved_values) if any(reserved_values) else None,
         devices=devices,
