@@ -1393,3 +1393,40 @@ def test_device_work_of_two_devices_in_one_trace_is_said_to_be_counted_as_one(tm
     assert len(notes) == 1, summary["warnings"]
     one = write_rank_dir(tmp_path / "one", cuda_trace())  # one device: nothing said
     assert not any("devices" in w for w in _summary(one).get("warnings", []))
+
+
+def test_memory_of_two_gpus_of_one_process_is_each_devices_own(tmp_path: Path) -> None:
+    """helper-179: a process allocating on cuda:0 and cuda:1 had every memory_record.csv row labelled
+    CUDA:0 and one running peak over both; each row now names its device, and the peaks are of the device
+    with the most events (cuda:1 here: five events against cuda_trace's two and two more on cuda:0)."""
+    trace = cuda_trace()
+
+    def on(device_id: int, ts: float, nbytes: int, allocated: int) -> dict:
+        event = mem(ts, nbytes, allocated, 0x1000 + int(ts))
+        event["args"].update({"Device Id": device_id, "Total Reserved": 512 << 20})
+        return event
+
+    trace["traceEvents"] += [
+        on(0, 100, 300 << 20, 300 << 20),  # cuda:0 at 300 MiB
+        on(1, 150, 50 << 20, 50 << 20),  # cuda:1: 50, 120, 130, then 90 and 50 MiB
+        on(1, 200, 70 << 20, 120 << 20),
+        on(0, 250, -(300 << 20), 0),
+        on(1, 300, 10 << 20, 130 << 20),
+        on(1, 1100, -(40 << 20), 90 << 20),
+        on(1, 1200, -(40 << 20), 50 << 20),
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    summary = _summary(rank_dir)
+    assert summary["memory"]["peak_allocated_mb"] == 130.0  # cuda:1's, not cuda:0's 300
+    assert {s["step"]: s["memory_peak_mb"] for s in summary["steps"]} == {1: 130.0, 2: 130.0}
+    with (rank_dir / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["Device Type"], float(r["Total Allocated(MB)"])) for r in rows[2:]] == [
+        ("CUDA:0", 300.0),
+        ("CUDA:1", 50.0),
+        ("CUDA:1", 120.0),
+        ("CUDA:0", 0.0),
+        ("CUDA:1", 130.0),
+        ("CUDA:1", 90.0),
+        ("CUDA:1", 50.0),
+    ]  # fmt: skip (cuda_trace's own two events on cuda:0 come first)

@@ -172,6 +172,7 @@ _COLUMNS = {
     "mem_bytes": np.float64,
     "mem_addr": np.int64,
     "mem_devtype": np.int32,
+    "mem_devid": np.int32,
 }
 # X events of no known category, until their process is known (see the module's doc)
 _PENDING = {
@@ -1338,6 +1339,7 @@ class Extract:
                 ("mem_bytes", "nbytes", np.float64),
                 ("mem_addr", "addr", np.int64),
                 ("mem_devtype", "device_type", np.int32),
+                ("mem_devid", "device_id", np.int32),
             ):
                 parts[col].append(np.fromiter(map(attrgetter(attr), margs), dtype, k))
 

@@ -49,9 +49,17 @@ def device_type_name(code: int, device_id: int = 0) -> str:
     return name if name == "CPU" else f"{name}:{device_id}"
 
 
-def _device_cells(codes: np.ndarray, device_id: int) -> dict[int, str]:
-    """Device type code -> the last two cells of a row: the empty Stream Ptr and the Device Type."""
-    return {c: f",{device_type_name(c, device_id)}" for c in np.unique(codes).tolist()}
+# an event's device: its Device Type times this, plus its Device Id (NO_ID: none, the rank's device then), so
+# that two GPUs of one process are two devices (helper-179: all rows said CUDA:0, the peak was cuda:1's)
+DEVICE_KEY, NO_ID = 1 << 16, (1 << 16) - 1
+
+
+def _device_cells(keys: np.ndarray, device_id: int) -> dict[int, str]:
+    """Device key -> the last two cells of a row: the empty Stream Ptr and the Device Type."""
+    return {
+        k: f",{device_type_name(k // DEVICE_KEY, device_id if k % DEVICE_KEY == NO_ID else k % DEVICE_KEY)}"
+        for k in np.unique(keys).tolist()
+    }
 
 
 def memory_columns(x: Extract) -> dict[str, np.ndarray]:
@@ -69,13 +77,16 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
             ("thread", np.int32),
         )
     }
+    ids = np.frombuffer(x.mem_devid, dtype=np.int32) if len(x.mem_devid) else np.full(len(cols["ts"]), -1)
+    ids = np.where((ids >= 0) & (ids < NO_ID), ids, NO_ID)
+    cols["device"] = cols["devtype"].astype(np.int64) * DEVICE_KEY + ids
     order = np.argsort(cols["ts"], kind="stable")
     cols = {k: v[order] for k, v in cols.items()}
     missing = np.isnan(cols["alloc"])
     if missing.any():  # torch before 1.10: Bytes only; each device's running sum from the capture's start
         alloc = cols["alloc"].copy()
-        for code in np.unique(cols["devtype"][missing]).tolist():
-            rows = missing & (cols["devtype"] == code)
+        for code in np.unique(cols["device"][missing]).tolist():
+            rows = missing & (cols["device"] == code)
             alloc[rows] = np.cumsum(cols["bytes"][rows])
         cols["alloc"] = alloc
     return cols
@@ -85,11 +96,11 @@ def peak_rows(cols: dict[str, np.ndarray]) -> np.ndarray:
     """The events whose totals the peaks describe: the accelerator's (the device type with the most
     events other than the CPU, 0) when the trace has any, else all (a CPU job). Each allocator reports its
     own totals, so a host allocation's total is never compared with the device's."""
-    codes = cols["devtype"]
-    devices, counts = np.unique(codes[codes != 0], return_counts=True)
+    keys = cols["device"]
+    devices, counts = np.unique(keys[cols["devtype"] != 0], return_counts=True)
     if not len(devices):
-        return np.ones(len(codes), bool)
-    return codes == devices[np.argmax(counts)]
+        return np.ones(len(keys), bool)
+    return keys == devices[np.argmax(counts)]
 
 
 def _reserved_mb(cols: dict[str, np.ndarray], mine: np.ndarray) -> np.ndarray:
@@ -124,7 +135,7 @@ def memory_record_lines(cols: dict[str, np.ndarray], device_id: int, base_ns: in
     time base (``base_ns``). Made ``LINES_BATCH`` at a time, as they are written."""
     if not cols:
         return
-    tail = _device_cells(cols["devtype"], device_id)
+    tail = _device_cells(cols["device"], device_id)
     for lo in range(0, len(cols["ts"]), LINES_BATCH):
         part = slice(lo, lo + LINES_BATCH)
         if base_ns:
@@ -133,7 +144,7 @@ def memory_record_lines(cols: dict[str, np.ndarray], device_id: int, base_ns: in
             ts = map("PTA,{:.3f}".format, cols["ts"][part].tolist())
         alloc = float_texts(np.round(cols["alloc"][part] / MB, 6))
         res = _mb_texts(np.round(cols["reserved"][part] / MB, 6))
-        devices = map(tail.__getitem__, cols["devtype"][part].tolist())
+        devices = map(tail.__getitem__, cols["device"][part].tolist())
         yield from map(",".join, zip(ts, alloc, res, alloc, devices, strict=True))
 
 
@@ -163,16 +174,16 @@ def pair_allocations(cols: dict[str, np.ndarray], ops: OpView) -> tuple[np.ndarr
     """(allocations, their releases, their operators): the indices of the allocation events, of the
     release of the same address that follows each (-1: none), and of the innermost operator open on the
     allocating thread (-1: none)."""
-    ts, nbytes, addr = cols["ts"], cols["bytes"], cols["addr"]
+    ts, nbytes, addr, device = cols["ts"], cols["bytes"], cols["addr"], cols["device"]
     allocs = np.flatnonzero(nbytes > 0)
-    order = np.lexsort((ts, addr))
+    order = np.lexsort((ts, addr, device))
     pos_in = np.empty(len(ts), dtype=np.int64)
     pos_in[order] = np.arange(len(ts))
     nxt = pos_in[allocs] + 1
     release = np.full(len(allocs), -1, dtype=np.int64)
     ok = nxt < len(ts)
     cand = order[np.minimum(nxt, len(ts) - 1)]
-    ok &= (addr[cand] == addr[allocs]) & (nbytes[cand] < 0)
+    ok &= (addr[cand] == addr[allocs]) & (device[cand] == device[allocs]) & (nbytes[cand] < 0)
     release[ok] = cand[ok]
     owner = _enclosing_op(ops, cols["thread"][allocs], ts[allocs])
     return allocs, release, owner
@@ -210,7 +221,7 @@ def _operator_memory_lines(
     kb = np.round(nbytes / 1024, 3)
     name_ids = np.where(owner >= 0, ops.name[np.maximum(owner, 0)], -1) if len(ops.name) else owner
     names = csv_cells(strings, {-1: csv_cell("[unknown]")})
-    tail = _device_cells(cols["devtype"], device_id)
+    tail = _device_cells(cols["device"], device_id)
     for lo in range(0, len(allocs), LINES_BATCH):  # column-wise, one C-level join per row, in batches
         part = slice(lo, lo + LINES_BATCH)
         at, rel = allocs[part], release[part]
@@ -247,7 +258,7 @@ def _operator_memory_lines(
             a_rel,
             column(r6[rel], ok),
             a_rel,
-            list(map(tail.__getitem__, cols["devtype"][at].tolist())),
+            list(map(tail.__getitem__, cols["device"][at].tolist())),
         ]
         yield from map(",".join, zip(*columns, strict=True))
 
