@@ -1430,3 +1430,29 @@ def test_memory_of_two_gpus_of_one_process_is_each_devices_own(tmp_path: Path) -
         ("CUDA:1", 90.0),
         ("CUDA:1", 50.0),
     ]  # fmt: skip (cuda_trace's own two events on cuda:0 come first)
+
+
+def test_bytes_only_memory_whose_first_frees_take_the_sum_below_zero_starts_at_what_they_free(
+    tmp_path: Path,
+) -> None:
+    """helper-179: a torch < 1.10 trace (Bytes, no Total Allocated) whose capture begins by freeing memory
+    allocated before it: analyse's running sum went below 0 (memory_record.csv's Total Allocated -0.000954
+    MB). It starts at the least the frees show was there, as memory-timeline's sum does: Bytes -1000, +500,
+    +300 give 0, 500, 800."""
+    trace = cpu_trace()
+    changes = [(110, -1000), (120, 500), (300, 300)]
+    for ts, nbytes in changes:
+        event = mem(ts, nbytes, 0, 0x1000 + ts)
+        event["args"] = {"Bytes": nbytes, "Device Type": 0, "Device Id": -1}
+        trace["traceEvents"].append(event)
+    rank_dir = write_rank_dir(tmp_path, trace)
+    _summary(rank_dir)
+    with (rank_dir / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    running, lowest, sums = 0, 0, []
+    for _ts, nbytes in changes:
+        running += nbytes
+        lowest = min(lowest, running)
+        sums.append(running)
+    expected = [round((total - lowest) / (1 << 20), 6) for total in sums]
+    assert [float(r["Total Allocated(MB)"]) for r in rows] == expected == [0.0, 0.000477, 0.000763]

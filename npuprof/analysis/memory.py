@@ -87,7 +87,10 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
         alloc = cols["alloc"].copy()
         for code in np.unique(cols["device"][missing]).tolist():
             rows = missing & (cols["device"] == code)
-            alloc[rows] = np.cumsum(cols["bytes"][rows])
+            running = np.cumsum(cols["bytes"][rows])
+            # frees of memory allocated before the capture take the sum below 0, which no memory is: it
+            # starts at the least they show was there, as memory-timeline's does (helper-179)
+            alloc[rows] = running - min(float(running.min()), 0.0)
         cols["alloc"] = alloc
     return cols
 
