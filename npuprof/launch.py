@@ -276,7 +276,7 @@ def injection_warnings(command: list[str]) -> list[str]:
     import shutil
 
     path = shutil.which(exe)
-    if path and _has_python_shebang(Path(path)):
+    if path and _runs_python(_shebang_words(Path(path))):
         return []
     return [
         f"{exe!r} does not look like a Python program; npuprof reaches only the Python processes it starts "
@@ -426,13 +426,28 @@ _VALUED_NAMES = (
 _TORCHRUN_VALUED = tuple(f"--{spelling}" for n in _VALUED_NAMES for spelling in {n, n.replace("-", "_")})
 
 
-def _has_python_shebang(path: Path) -> bool:
+def _shebang_words(path: Path) -> list[str]:
+    """The words of the ``#!`` line of ``path`` (``["/usr/bin/env", "bash"]``), or [] for none."""
     try:
         with open(path, "rb") as handle:
             first = handle.readline(200)
     except OSError:
+        return []
+    if not first.startswith(b"#!"):
+        return []
+    return first[2:].decode("utf-8", "surrogateescape").split()
+
+
+def _runs_python(shebang: list[str]) -> bool:
+    """Whether a ``#!`` line starts Python or what may start it: a shell, a wrapper (``./train.sh`` whose
+    ``#!/bin/bash`` runs python was warned "does not look like a Python program": helper-178)."""
+    words = list(shebang)
+    if words and os.path.basename(words[0]) == "env":  # #!/usr/bin/env [-S] [NAME=VALUE...] PROGRAM
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    if not words:
         return False
-    return first.startswith(b"#!") and b"python" in first
+    name = os.path.basename(words[0])
+    return "python" in name or "pypy" in name or name in _COMMAND_WRAPPERS or name in _PYTHON_LAUNCHERS
 
 
 def new_run_id() -> str:

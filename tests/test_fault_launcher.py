@@ -507,6 +507,30 @@ def test_python_options_are_parsed_as_python_does(args: list[str], warned: str |
 
 
 @pytest.mark.parametrize(
+    ("shebang", "warned"),
+    [
+        ("#!/bin/bash", False),  # helper-178: ./train.sh that runs python was warned at every run
+        ("#!/usr/bin/env bash", False),
+        ("#!/bin/sh -e", False),
+        ("#!/usr/bin/env -S uv run --script", False),
+        ("#!/usr/bin/python3", False),
+        ("#!/usr/bin/env python3", False),
+        ("#!/opt/pypy/bin/pypy3", False),
+        ("#!/usr/bin/perl", True),
+        ("#!/usr/bin/env node", True),
+        ("", True),
+    ],
+)
+def test_a_script_run_by_a_shell_is_not_flagged(tmp_path: Path, shebang: str, warned: bool) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text(f"{shebang}\necho hi\n")
+    script.chmod(0o755)
+    warnings = injection_warnings([str(script)])
+    assert bool(warnings) is warned, warnings
+    assert all("does not look like a Python program" in line for line in warnings)
+
+
+@pytest.mark.parametrize(
     ("command", "environ", "shown"),
     [
         (["torchrun", "--nproc-per-node", "2", "--local-ranks-filter", "0", "t.py"], {}, [0]),
