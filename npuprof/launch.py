@@ -70,8 +70,9 @@ _PYTHON_LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "colossalai", "mpiru
 # shells and wrappers that start another command: what they start is reached (helper-121: `bash -c` and
 # `bash train.sh` were warned "does not look like a Python program" at every run); the end of the run says
 # so when no process imported torch
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh", "fish")
 _COMMAND_WRAPPERS = (
-    *("sh", "bash", "dash", "zsh", "ksh", "fish"),
+    *_SHELLS,
     *("env", "nice", "nohup", "timeout", "stdbuf", "taskset", "numactl", "chrt", "setsid", "time"),
     *("uv", "poetry", "pipenv", "conda", "micromamba", "pixi", "hatch", "make"),
 )
@@ -263,25 +264,54 @@ def injection_warnings(command: list[str]) -> list[str]:
     exe = command[0]
     name = os.path.basename(exe)
     if name.startswith("python") or name.startswith("pypy"):
-        flags = python_flags(command[1:])
-        reasons = [reason for letter, reason in _NO_INJECTION.items() if letter in flags]
-        if reasons:
-            return [
-                f"{name} {' '.join(command[1:3])}...: Python {'; '.join(reasons)}, so npuprof cannot reach "
-                "this process; drop the flag to profile it"
-            ]
+        return _flag_warnings(_shown(name, command[1:]), command[1:])
+    if name in _PYTHON_LAUNCHERS:
         return []
-    if name in _PYTHON_LAUNCHERS or name in _COMMAND_WRAPPERS:
-        return []
+    if name in _COMMAND_WRAPPERS:
+        # the Python that a prefix wrapper starts (`env A=1 python -I`, `nice python -S`, `timeout 60
+        # python -E`) keeps npuprof out as well: said before the run, not "no process imported torch" after
+        # it (helper-178); what a shell or make runs is not read
+        at = _python_in(command[1:]) if name not in _SHELLS and name != "make" else None
+        if at is None:
+            return []
+        return _flag_warnings(_shown(os.path.basename(command[1 + at]), command[2 + at :]), command[2 + at :])
     import shutil
 
     path = shutil.which(exe)
-    if path and _runs_python(_shebang_words(Path(path))):
-        return []
+    shebang = _shebang_words(Path(path)) if path else []
+    if _runs_python(shebang):
+        at = _python_in(shebang)  # #!/usr/bin/python3 -E, #!/usr/bin/env -S python3 -I
+        return [] if at is None else _flag_warnings(f"{exe} (#!{' '.join(shebang)})", shebang[at + 1 :])
     return [
         f"{exe!r} does not look like a Python program; npuprof reaches only the Python processes it starts "
         "(through PYTHONPATH), so nothing may be captured"
     ]
+
+
+def _flag_warnings(shown: str, args: list[str]) -> list[str]:
+    """The warning for Python's options in ``args`` that keep npuprof out, if any (``shown``: the command)."""
+    flags = python_flags(args)
+    reasons = [reason for letter, reason in _NO_INJECTION.items() if letter in flags]
+    if not reasons:
+        return []
+    because = "; ".join(reasons)
+    return [f"{shown}: Python {because}, so npuprof cannot reach this process; drop the flag to profile it"]
+
+
+def _shown(python: str, args: list[str]) -> str:
+    return f"{python} {' '.join(args[:2])}..."
+
+
+_PYTHON_NAME = re.compile(r"(python|pypy)[\w.-]*")
+
+
+def _python_in(words: list[str]) -> int | None:
+    """Where a wrapper's words name the Python interpreter it starts (``python3``, ``/venv/bin/python``), or
+    None: the first word that is one, the wrapper's own options and values (``-n 5``, ``A=1``) being none."""
+    for index, word in enumerate(words):
+        if _PYTHON_NAME.fullmatch(os.path.basename(word)):
+            return index
+    return None
 
 
 # torchrun's options that take no value (torch.distributed.launch adds --use-env); any other takes one

@@ -531,6 +531,53 @@ def test_a_script_run_by_a_shell_is_not_flagged(tmp_path: Path, shebang: str, wa
 
 
 @pytest.mark.parametrize(
+    ("command", "warned"),
+    [
+        # helper-178: a wrapper's Python with -E/-I/-S was not warned, and the run ended saying "no process
+        # of the job imported torch.optim" of a job that trained
+        (["env", "FOO=1", "python3", "-I", "train.py"], "-I"),
+        (["nice", "-n", "5", "/venv/bin/python", "-S", "train.py"], "-S"),
+        (["timeout", "-s", "INT", "60", "python3.11", "-uE", "train.py"], "-E"),
+        (["uv", "run", "python", "-I", "train.py"], "-I"),
+        (["env", "PYTHONPATH=x", "python3", "train.py", "-I"], None),  # the script's own argument
+        (["nice", "python3", "-X", "importtime", "train.py"], None),
+        (["bash", "-c", "python -I train.py"], None),  # what a shell runs is not read
+        (["make", "python", "-I"], None),  # make's targets
+    ],
+)
+def test_python_options_are_read_through_a_wrapper(command: list[str], warned: str | None) -> None:
+    warnings = injection_warnings(command)
+    if warned is None:
+        assert warnings == []
+    else:
+        (line,) = warnings
+        assert f"({warned}" in line and "cannot reach" in line
+
+
+@pytest.mark.parametrize(
+    ("shebang", "warned"),
+    [
+        ("#!/usr/bin/python3 -E", "-E"),  # helper-178: ./train.py of this #! line was not warned
+        ("#!/usr/bin/env -S python3 -I", "-I"),
+        ("#!/usr/bin/python3 -u", None),
+        ("#!/usr/bin/env python3", None),
+    ],
+)
+def test_python_options_of_a_scripts_shebang_are_read(
+    tmp_path: Path, shebang: str, warned: str | None
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(f"{shebang}\nprint('hi')\n")
+    script.chmod(0o755)
+    warnings = injection_warnings([str(script)])
+    if warned is None:
+        assert warnings == []
+    else:
+        (line,) = warnings
+        assert f"({warned}" in line and "cannot reach" in line and shebang in line
+
+
+@pytest.mark.parametrize(
     ("command", "environ", "shown"),
     [
         (["torchrun", "--nproc-per-node", "2", "--local-ranks-filter", "0", "t.py"], {}, [0]),
