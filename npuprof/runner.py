@@ -447,7 +447,32 @@ def command_problem(program: str) -> tuple[str, int] | None:
         return not_executable
     if not _starts_like_a_program(found):
         return f"{program!r} is neither a binary nor a script with a #! line (no interpreter)", 126
+    if (interpreter := _missing_interpreter(found)) is not None:  # exec()'s ENOENT: not "command not found"
+        crlf = (
+            " (its #! line ends in \\r: Windows line endings; dos2unix it)"
+            if interpreter.endswith("\r")
+            else ""
+        )
+        return f"{program!r}: its #! interpreter {interpreter!r} is not found{crlf}", 127
     return None
+
+
+def _missing_interpreter(path: str) -> str | None:
+    """The interpreter a ``#!`` file names when it is not there (read as the kernel reads the line: up to the
+    first blank, a carriage return kept; helper-178: ./train.sh with CRLF line endings was said "command not
+    found" of a file that is there), else None."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    line = head[2:].split(b"\n", 1)[0].lstrip(b" \t")
+    interpreter = os.fsdecode(line.replace(b"\t", b" ").split(b" ", 1)[0])
+    if not interpreter or os.path.exists(interpreter):  # a relative one: from the working directory
+        return None
+    return interpreter
 
 
 def _starts_like_a_program(path: str) -> bool:

@@ -289,6 +289,23 @@ def test_a_command_that_cannot_run_gives_126_as_a_shell_does(tmp_path: Path, kin
     assert not out.exists()
 
 
+def test_a_script_whose_interpreter_is_missing_is_not_said_not_found(tmp_path: Path) -> None:
+    from npuprof.runner import command_problem
+
+    # helper-178: ./train.sh with Windows line endings (#!/bin/bash\r) was "command not found" of a file
+    # that is there; a shell says "cannot execute: required file not found" (127)
+    script = tmp_path / "train.sh"
+    for first, missing in (("#!/bin/sh\r", "'/bin/sh\\r'"), ("#! /nowhere/python3 -u", "'/nowhere/python3'")):
+        script.write_bytes(f"{first}\necho hi\n".encode())
+        script.chmod(0o755)
+        message, code = command_problem(str(script)) or ("", 0)
+        assert code == 127 and "command not found" not in message, message
+        assert f"its #! interpreter {missing} is not found" in message
+        assert ("Windows line endings" in message) is first.endswith("\r")
+    script.write_text("#!/bin/sh -e\necho hi\n")
+    assert command_problem(str(script)) is None
+
+
 def test_module_entry_and_console_script_agree() -> None:
     console = Path(sys.executable).with_name("npuprof")
     assert console.is_file(), "the npuprof console script is not installed beside this Python"
