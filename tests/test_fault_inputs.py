@@ -727,6 +727,15 @@ def test_no_capture_from_a_child_with_an_environment_of_its_own_says_it_was_not_
     assert "a child started with an environment or PYTHONPATH of its own is not reached" in text, text
 
 
+def test_no_capture_from_a_shell_that_runs_python_isolated_names_the_flag(out: Path) -> None:
+    """helper-178: `bash -c "python -I train.py"` (a train.sh) is not read before the run; the end of it said
+    only that children with an environment of their own are not reached, nothing of -E/-I/-S."""
+    proc = npuprof("run", "-o", str(out), "--", "bash", "-c", f"{sys.executable} -I -c pass")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "is not reached, nor a Python run with -E, -I or -S" in text, text
+
+
 def test_a_step_function_of_a_script_run_by_runpy_is_told_to_be_outside_main(
     out: Path, tmp_path: Path
 ) -> None:

@@ -878,7 +878,7 @@ def _unreached_hint(cfg: ProfileConfig) -> str:
     )
     return (
         " (npuprof reaches the processes that inherit its environment: a child started with an environment "
-        f"or PYTHONPATH of its own is not reached{runner})"
+        f"or PYTHONPATH of its own is not reached, nor a Python run with -E, -I or -S{runner})"
     )
 
 
