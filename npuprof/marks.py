@@ -80,12 +80,12 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
     def __init__(self, name: str, stream: Any = None) -> None:
         self.name = name
         self.stream = stream
-        # the ranges this object opened and has not ended (a block that recorded nothing keeps none: a
-        # capture's end has ended the spans of those it left open, so a block outside captures that ends
-        # one of them early ends nothing), innermost last, per
-        # thread or asyncio task that entered it: one object shared by threads or tasks (a module's
-        # ``LOAD = npuprof.range("load")``) ended each one's range with the other's end (helper-173); each
-        # with the frame whose ``with`` entered it (its id), for a block left by another thread or task
+        # the ranges this object opened and has not ended, innermost last, per thread or asyncio task that
+        # entered it: one object shared by threads or tasks (a module's ``LOAD = npuprof.range("load")``)
+        # ended each one's range with the other's end (helper-173); each with the frame whose ``with``
+        # entered it (its id), for a block left by another thread or task (helper-176). A block that
+        # recorded nothing keeps none: a capture's end has ended the spans of those it left open, so one
+        # outside captures that ends such a range early ends nothing more.
         self._open: dict[int, list[tuple[int, int]]] = {}
 
     def __enter__(self) -> range:
