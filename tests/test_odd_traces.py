@@ -1456,3 +1456,15 @@ def test_bytes_only_memory_whose_first_frees_take_the_sum_below_zero_starts_at_w
         sums.append(running)
     expected = [round((total - lowest) / (1 << 20), 6) for total in sums]
     assert [float(r["Total Allocated(MB)"]) for r in rows] == expected == [0.0, 0.000477, 0.000763]
+
+
+def test_the_memory_peak_holds_what_the_first_sample_shows_was_there(tmp_path: Path) -> None:
+    """helper-180: a capture whose first [memory] event frees 500 MiB (Total Allocated 1000 MiB after it)
+    held 1500 MiB just before, as memory-timeline's peak says (helper-179); analyse's peaks said the
+    samples' most, 1100. Step 1 holds that first sample; step 2 started after it, at 1100."""
+    trace = cuda_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
+    trace["traceEvents"] += [mem(25, -(500 << 20), 1000 << 20, 1), mem(50, 100 << 20, 1100 << 20, 2)]
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    assert summary["memory"]["peak_allocated_mb"] == 1500.0
+    assert {s["step"]: s["memory_peak_mb"] for s in summary["steps"]} == {1: 1500.0, 2: 1100.0}

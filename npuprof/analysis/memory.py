@@ -106,6 +106,16 @@ def peak_rows(cols: dict[str, np.ndarray]) -> np.ndarray:
     return keys == devices[np.argmax(counts)]
 
 
+def _allocated_mb(cols: dict[str, np.ndarray], mine: np.ndarray) -> tuple[np.ndarray, float]:
+    """The allocated totals (MB) of the rows ``mine``, and what their first one shows was there just
+    before it: its total less its own Bytes (a first free of 500 MB leaving 1000 held 1500 before it), as
+    memory-timeline's peak holds (docs/formats.md, "npuprof_summary.json": the totals a step started with)."""
+    allocated = cols["alloc"][mine] / MB
+    first = np.flatnonzero(mine)[:1]
+    before = float((cols["alloc"][first] - cols["bytes"][first])[0]) / MB if len(first) else np.nan
+    return allocated, before
+
+
 def _reserved_mb(cols: dict[str, np.ndarray], mine: np.ndarray) -> np.ndarray:
     """The reserved totals (MB) of the rows ``mine``; unknown (NaN) when they are the CPU's: its allocator
     keeps no cache and torch reports its reserved total as 0, which is not a peak below the allocated one
@@ -202,8 +212,9 @@ def operator_memory_lines(
         return iter(()), {}
     alloc_mb, res_mb = cols["alloc"] / MB, cols["reserved"] / MB
     mine = peak_rows(cols)
+    allocated, before = _allocated_mb(cols, mine)
     peaks = {
-        "peak_allocated_mb": round(float(alloc_mb[mine].max()), 3),
+        "peak_allocated_mb": round(float(np.fmax(allocated.max(), before)), 3),
         "peak_reserved_mb": _peak(_reserved_mb(cols, mine)),
     }
     return _operator_memory_lines(cols, alloc_mb, res_mb, ops, strings, device_id, base_ns), peaks
@@ -274,11 +285,15 @@ def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[
     if not cols:
         return [None] * len(windows)
     mine = peak_rows(cols)
-    ts, alloc, reserved = cols["ts"][mine], cols["alloc"][mine] / MB, _reserved_mb(cols, mine)
+    ts, reserved = cols["ts"][mine], _reserved_mb(cols, mine)
+    alloc, before = _allocated_mb(cols, mine)
     for lo, hi in zip(windows.start.tolist(), windows.end.tolist(), strict=True):
         i, j = max(int(np.searchsorted(ts, lo)) - 1, 0), int(np.searchsorted(ts, hi))
         if j > i:
-            out.append((round(float(alloc[i:j].max()), 3), _peak(reserved[i:j])))
+            # a step holding the first sample started with what was there before it (unknown when the
+            # step began after it: then the last sample before the step says what it started with)
+            most = float(alloc[i:j].max()) if i or ts[0] < lo else float(np.fmax(alloc[i:j].max(), before))
+            out.append((round(most, 3), _peak(reserved[i:j])))
         else:
             out.append(None)
     return out
