@@ -456,16 +456,23 @@ _VALUED_NAMES = (
 _TORCHRUN_VALUED = tuple(f"--{spelling}" for n in _VALUED_NAMES for spelling in {n, n.replace("-", "_")})
 
 
-def _shebang_words(path: Path) -> list[str]:
-    """The words of the ``#!`` line of ``path`` (``["/usr/bin/env", "bash"]``), or [] for none."""
+def shebang_line(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """What follows ``#!`` on the first line of ``path`` within its first ``limit`` bytes (a carriage return
+    kept, as the kernel keeps it), or None: no ``#!`` line, or unreadable."""
     try:
         with open(path, "rb") as handle:
-            first = handle.readline(200)
+            head = handle.read(limit)
     except OSError:
-        return []
-    if not first.startswith(b"#!"):
-        return []
-    return first[2:].decode("utf-8", "surrogateescape").split()
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    return head[2:].split(b"\n", 1)[0]
+
+
+def _shebang_words(path: Path) -> list[str]:
+    """The words of the ``#!`` line of ``path`` (``["/usr/bin/env", "bash"]``), or [] for none."""
+    line = shebang_line(path, 200)
+    return [] if line is None else line.decode("utf-8", "surrogateescape").split()
 
 
 def _runs_python(shebang: list[str]) -> bool:

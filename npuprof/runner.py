@@ -25,6 +25,7 @@ from npuprof.launch import (
     injection_warnings,
     new_run_id,
     run_child,
+    shebang_line,
     shown_local_ranks,
     which,
 )
@@ -461,14 +462,10 @@ def _missing_interpreter(path: str) -> str | None:
     """The interpreter a ``#!`` file names when it is not there (read as the kernel reads the line: up to the
     first blank, a carriage return kept; helper-178: ./train.sh with CRLF line endings was said "command not
     found" of a file that is there), else None."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(256)
-    except OSError:
+    line = shebang_line(path, 256)
+    if line is None:
         return None
-    if not head.startswith(b"#!"):
-        return None
-    line = head[2:].split(b"\n", 1)[0].lstrip(b" \t")
+    line = line.lstrip(b" \t")
     interpreter = os.fsdecode(line.replace(b"\t", b" ").split(b" ", 1)[0])
     if not interpreter or os.path.exists(interpreter):  # a relative one: from the working directory
         return None

@@ -261,12 +261,10 @@ def runs_this_python(command: Sequence[str]) -> bool:
     here = os.path.realpath(sys.executable)
     if os.path.realpath(program) == here:
         return True
-    try:
-        with open(program, "rb") as handle:
-            first = handle.readline(512)
-    except OSError:
+    from npuprof.launch import shebang_line
+
+    line = shebang_line(program, 512)
+    if line is None:
         return False
-    if not first.startswith(b"#!"):
-        return False
-    interpreter = first[2:].strip().split(b" ")[0]
+    interpreter = line.strip().split(b" ")[0]
     return os.path.realpath(os.fsdecode(interpreter)) == here
