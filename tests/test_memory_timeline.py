@@ -240,18 +240,15 @@ def test_a_raw_timeline_that_goes_on_in_a_cut_gzip_member_says_the_member_was_cu
     assert len(notes) == 1 and "a gzip member cut short" in notes[0]
 
 
+def _memory_event(ts: int, args: dict) -> dict:
+    """A [memory] instant event of process 1's thread 1 at ``ts``, with ``args``."""
+    return {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "args": args}
+
+
 def _bytes_only_trace(path: Path, changes: list[tuple[int, int]], device_type: int = 1) -> Path:
     """[memory] events as torch before 1.10 wrote them: Bytes, no allocator totals."""
     events = [
-        {
-            "ph": "i",
-            "s": "t",
-            "name": "[memory]",
-            "pid": 1,
-            "tid": 1,
-            "ts": ts,
-            "args": {"Device Type": device_type, "Device Id": 0, "Bytes": nbytes, "Addr": 0x1000 + ts},
-        }
+        _memory_event(ts, {"Device Type": device_type, "Device Id": 0, "Bytes": nbytes, "Addr": 0x1000 + ts})
         for ts, nbytes in changes
     ]
     path.write_text(json.dumps({"traceEvents": events}))
@@ -289,15 +286,7 @@ def test_the_peak_holds_what_the_first_free_shows_was_allocated(tmp_path):
     1500 just before it, inside the capture; nothing later reached more, yet "Max memory allocated" said
     1000. The peak is the most the allocator held in the capture, that moment included."""
     events = [
-        {
-            "ph": "i",
-            "s": "t",
-            "name": "[memory]",
-            "pid": 1,
-            "tid": 1,
-            "ts": ts,
-            "args": {"Device Type": 1, "Device Id": 0, "Bytes": nbytes, "Total Allocated": total},
-        }
+        _memory_event(ts, {"Device Type": 1, "Device Id": 0, "Bytes": nbytes, "Total Allocated": total})
         for ts, nbytes, total in [(10, -500, 1000), (20, 200, 1200), (30, -1200, 0)]
     ]
     first_bytes, first_total = events[0]["args"]["Bytes"], events[0]["args"]["Total Allocated"]
