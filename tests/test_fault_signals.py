@@ -1330,3 +1330,75 @@ def test_the_scripts_handlers_run_after_an_export_and_in_pythons_order() -> None
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
+
+
+_RAISED_INSIDE_THE_HANDLER = """\
+import os, signal, sys, time
+from npuprof.agent import signals
+
+class Log:
+    def __getattr__(self, name):
+        return lambda *args: print(name, *args, file=sys.stderr, flush=True)
+
+def on_term():
+    with open(sys.argv[1], "w") as f:
+        f.write("finalised")
+
+def workers_check(signum, frame):  # as torch's DataLoader SIGCHLD check, the workers dead of the SIGTERM
+    raise RuntimeError("DataLoader worker (pid 1) is killed by signal: Terminated.")
+
+guard = signals.SigtermGuard(on_term, Log())
+assert guard.install()
+signal.signal(signal.SIGUSR1, workers_check)
+owns, came = guard._owns_sigterm, []
+
+def owns_while_a_worker_dies():  # the first call the handler makes: the signal comes just before it
+    if not came:
+        came.append(signal.SIGUSR1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+    return owns()
+
+guard._owns_sigterm = owns_while_a_worker_dies
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(5)
+print("lived on", file=sys.stderr)
+"""
+
+
+def test_a_scripts_handler_raising_inside_npuprofs_sigterm_handler_keeps_the_capture(tmp_path: Path) -> None:
+    """The flake of test_sigterm_to_a_job_with_dataloader_workers_keeps_the_capture, made certain: torch's
+    SIGCHLD check ran inside npuprof's SIGTERM handler, before the handler had quieted it, and raised
+    "DataLoader worker ... is killed" (the workers died of the same group SIGTERM within microseconds): the
+    raise left the handler unstarted, the watcher killed the process a second later, the capture lost. Now
+    the raise is dropped, the handlers are quieted, the capture is finalised and the process dies of
+    SIGTERM."""
+    done = tmp_path / "finalised"
+    script = _script(tmp_path, "raised_inside.py", _RAISED_INSIDE_THE_HANDLER)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(done)], env=clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert done.read_text() == "finalised"
+    assert "DataLoader worker" not in proc.stderr and "lived on" not in proc.stderr, proc.stderr
+
+
+def test_a_scripts_handler_raising_inside_a_sigterm_not_npuprofs_passes_the_raise_on() -> None:
+    """A SIGTERM npuprof does not handle (its guard is not installed; the script chained to its handler):
+    the process lives on, so a raise of the script's handler inside it reaches the script as it would
+    have, not dropped."""
+    from npuprof.agent import signals
+
+    guard = signals.SigtermGuard(lambda: None, None)
+    raised = RuntimeError("DataLoader worker (pid 1) is killed by signal: Terminated.")
+    calls: list[int] = []
+
+    def owns_raising_once() -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            raise raised
+        return False
+
+    guard._owns_sigterm = owns_raising_once  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError) as caught:
+        guard._quieted_for_term()
+    assert caught.value is raised and len(calls) == 2

@@ -42,6 +42,9 @@ HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before th
 # captures, seconds for a big one: 1 s lost a blocked rank's capture whenever a peer took longer (helper-134:
 # 44 steps with stacks, ~3 s). A peer that never dies (hung) makes the rank die this much later.
 PEER_GRACE_S = 5.0
+# a script's handlers of other signals raising inside SIGTERM's before it quieted them (_quieted_for_term):
+# each raise is one signal's; a few in a row are all a dying job sends
+QUIET_TRIES = 8
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
 
 # Free descriptors the guard leaves to the job and to the trace writes beside its own pipe: in a job that
@@ -365,25 +368,46 @@ class SigtermGuard:
         return self._installed and signal.getsignal(signal.SIGTERM) == self._handle
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if not self._owns_sigterm():
+        if not self._quieted_for_term():
             self._act_as_previous(signum, frame)
             return
         if self._finalising:
             return  # a second SIGTERM (scancel, systemd, pkill send more than one): the first ends us
         if self._exporting:
             # delivered when the export ends (export_hold); the process dies of it then, so the other
-            # handlers are quieted now: a dying DataLoader worker's SIGCHLD raised in the export (helper-106)
-            _quiet_other_handlers()
+            # handlers were quieted: a dying DataLoader worker's SIGCHLD raised in the export (helper-106)
             self._held = True
             return
         self._handler_started.set()
         self._finalising = True
         try:
-            _quiet_other_handlers()
             self._on_term()
         finally:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+
+    def _quieted_for_term(self) -> bool:
+        """Whether this SIGTERM is npuprof's to handle (the process then dies of it); if so the script's
+        other handlers are quieted first of all. One that ran inside this handler before that, at any call
+        it makes, and raised is dropped and the quieting done again: torch's SIGCHLD check raised "DataLoader
+        worker ... is killed" here when the SIGTERM sent to the job's group ended the workers within
+        microseconds; the raise left the handler unstarted, and the watcher killed the process a second
+        later, the capture lost and "blocked outside Python" said. Only the handler's own first instruction
+        is left for such a raise to come at. A SIGTERM not npuprof's passes the raise on."""
+        raised: Exception | None = None
+        for _ in range(QUIET_TRIES):
+            try:
+                owned = self._owns_sigterm()
+                if owned and not self._finalising:
+                    _quiet_other_handlers()
+                break
+            except Exception as exc:
+                raised = exc
+        else:
+            owned = self._owns_sigterm()
+        if raised is not None and not owned:
+            raise raised  # the process lives on: the script's handler raised in its code, as it would have
+        return owned
 
     def _act_as_previous(self, signum: int, frame: Any) -> None:
         """Not npuprof's to handle (uninstalled, or chained to by the script's handler): what the handler
