@@ -59,7 +59,7 @@ def wrap(term_code: CodeType, dying: Callable[[], bool]) -> ChildSignalWrap | No
     """Wrap SIGCHLD's handler when it is a Python callable of the script's (from the main thread); the
     wrap put in place, or None."""
     try:
-        handler = signal.getsignal(signal.SIGCHLD)
+        handler = _getsignal(signal.SIGCHLD)
     except (OSError, ValueError, AttributeError):  # no SIGCHLD (Windows)
         return None
     if not callable(handler) or isinstance(handler, ChildSignalWrap):

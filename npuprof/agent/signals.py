@@ -255,7 +255,7 @@ class SigtermGuard:
         began) wrapped, so that it does not run inside ours (agent/child_signal.py)."""
         if _deferring or child_signal.wrapped_now(self._child_wrap):
             return
-        self._child_wrap = child_signal.wrap(SigtermGuard._handle.__code__, lambda: self._owns_sigterm())
+        self._child_wrap = child_signal.wrap(SigtermGuard._handle.__code__, self._owns_sigterm)
 
     def _new_pipe(self) -> bool:
         """A new wakeup pipe and its watcher: none yet, or the last closed by the script, its numbers maybe
