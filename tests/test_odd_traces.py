@@ -1468,3 +1468,28 @@ def test_the_memory_peak_holds_what_the_first_sample_shows_was_there(tmp_path: P
     summary = _summary(write_rank_dir(tmp_path, trace))
     assert summary["memory"]["peak_allocated_mb"] == 1500.0
     assert {s["step"]: s["memory_peak_mb"] for s in summary["steps"]} == {1: 1500.0, 2: 1100.0}
+
+
+def test_memory_of_device_ids_beyond_16_bits_keeps_each_its_own(tmp_path: Path) -> None:
+    """helper-181: memory.py keyed a device as Device Type * 65536 + Device Id and read every id of 65535
+    or more as "no id" (the rank's device): ids 65535 and 70000 were one device labelled CUDA:0, one running
+    peak over both. torch writes a c10::DeviceIndex there (-1: none), but the key now holds any id the
+    reader takes (an int32): each is its own device, named by its id."""
+    trace = cuda_trace()
+
+    def on(device_id: int, ts: float, allocated_mib: int) -> dict:
+        event = mem(ts, 1 << 20, allocated_mib << 20, 0x1000 + int(ts))
+        event["args"]["Device Id"] = device_id
+        return event
+
+    extra = [(65535, 100, 70), (70000, 150, 500), (65535, 200, 80), (70000, 250, 600), (65535, 300, 90)]
+    trace["traceEvents"] += [on(*e) for e in extra]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    summary = _summary(rank_dir)
+    with (rank_dir / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["Device Type"], float(r["Total Allocated(MB)"])) for r in rows[2:]] == [
+        (f"CUDA:{device}", float(mib)) for device, _ts, mib in extra
+    ]
+    # the device with the most events (65535: three) gives the peak; its first sample held 69 MiB before
+    assert summary["memory"]["peak_allocated_mb"] == max(mib for d, _t, mib in extra if d == 65535) == 90

@@ -50,8 +50,10 @@ def device_type_name(code: int, device_id: int = 0) -> str:
 
 
 # an event's device: its Device Type times this, plus its Device Id (NO_ID: none, the rank's device then), so
-# that two GPUs of one process are two devices (helper-179: all rows said CUDA:0, the peak was cuda:1's)
-DEVICE_KEY, NO_ID = 1 << 16, (1 << 16) - 1
+# that two GPUs of one process are two devices (helper-179: all rows said CUDA:0, the peak was cuda:1's).
+# torch writes a c10::DeviceIndex there (-1: none, the CPU's); the reader takes any int32 (extract.py), and
+# every id from 0 up keeps a key of its own (helper-181: at 1 << 16, ids 65535 and 70000 were one "no id")
+DEVICE_KEY, NO_ID = 1 << 32, (1 << 32) - 1
 
 
 def _device_cells(keys: np.ndarray, device_id: int) -> dict[int, str]:
@@ -78,7 +80,7 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
         )
     }
     ids = np.frombuffer(x.mem_devid, dtype=np.int32) if len(x.mem_devid) else np.full(len(cols["ts"]), -1)
-    ids = np.where((ids >= 0) & (ids < NO_ID), ids, NO_ID)
+    ids = np.where(ids >= 0, ids.astype(np.int64), NO_ID)
     cols["device"] = cols["devtype"].astype(np.int64) * DEVICE_KEY + ids
     order = np.argsort(cols["ts"], kind="stable")
     cols = {k: v[order] for k, v in cols.items()}
