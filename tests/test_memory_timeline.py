@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import csv
 import gzip
 import json
 import re
@@ -297,3 +298,24 @@ def test_the_peak_holds_what_the_first_free_shows_was_allocated(tmp_path):
     data = mt.from_trace(path)
     assert mt.peak_allocated(data) == expected
     assert f"({expected:,} bytes)" in mt.peak_lines(data)[0]
+
+
+@pytest.mark.parametrize("device_type", [9, 20])
+def test_the_npu_is_one_device_to_analyse_and_memory_timeline(tmp_path, device_type):
+    """helper-181: torch_npu's [memory] events carry Device Type 20 (c10's PrivateUse1) from torch_npu 2.1,
+    9 (c10's XLA, as which torch_npu registered the NPU) before; analyse named 9 NPU:0 (memory_record.csv,
+    as torch_npu writes it) and memory-timeline device9:0. Both name it the NPU, each in its own case."""
+    from analyse_support.handmade import write_rank_dir
+
+    from npuprof.analysis.parse import parse_rank_dir
+
+    events = [
+        _memory_event(ts, {"Device Type": device_type, "Device Id": 0, "Bytes": b, "Total Allocated": total})
+        for ts, b, total in [(10, 512, 512), (20, -512, 0)]
+    ]
+    rank_dir = write_rank_dir(tmp_path, {"traceEvents": events})
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    with (rank_dir / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv").open() as f:
+        assert {row["Device Type"] for row in csv.DictReader(f)} == {"NPU:0"}
+    data = mt.from_trace(next(rank_dir.glob("*.pt.trace.json")))
+    assert data.device == "npu:0" and data.devices == ["npu:0"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.step_breakdown import StepWindows
 from npuprof.analysis.tables import LINES_BATCH, OpView, csv_cell, csv_cells, epoch_texts, float_texts
@@ -40,12 +41,11 @@ OPERATOR_MEMORY_HEADER = [
     "Device Type",
 ]
 MB = 1024.0 * 1024.0
-_DEVICE_TYPES = {0: "CPU", 1: "CUDA", 9: "NPU", 20: "NPU"}
 
 
 @functools.lru_cache(maxsize=64)
 def device_type_name(code: int, device_id: int = 0) -> str:
-    name = _DEVICE_TYPES.get(code, f"DEVICE{code}")
+    name = vocab.DEVICE_TYPES.get(code, f"device{code}").upper()
     return name if name == "CPU" else f"{name}:{device_id}"
 
 

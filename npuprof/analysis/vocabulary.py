@@ -136,6 +136,11 @@ TASK_CORE = {"kernel": "CUDA kernel", "memcpy": "memcpy", "memset": "memset"}
 COMM_CORE = "NCCL"
 
 MEMORY_EVENT = "[memory]"
+# torch's c10::DeviceType numbers as a [memory] event's "Device Type" carries them, named as torch names a
+# device (memory-timeline's "npu:0"; analyse writes them upper-case, "NPU:0", as torch_npu's
+# memory_record.csv does): the NPU is 20 (PrivateUse1) from torch_npu 2.1, 9 (c10's XLA, as which torch_npu
+# registered it) before
+DEVICE_TYPES = {0: "cpu", 1: "cuda", 9: "npu", 20: "npu"}
 STEP_PREFIX = "ProfilerStep#"
 
 

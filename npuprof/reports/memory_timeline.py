@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.analysis.gzip_members import GzipMembers, is_gzip
+from npuprof.analysis.vocabulary import DEVICE_TYPES
 from npuprof.results import layout
 from npuprof.results.atomic import write_bytes, write_text
 
@@ -55,8 +56,6 @@ PLOT_INSTALL_HINT = "pip install 'npuprof[plot]'"
 SOURCE_CATEGORISED = "categorised"
 SOURCE_TRACE = "trace"
 _ORIGIN_TEXT = {"the trace": "the trace's [memory] events"}
-# torch's c10::DeviceType numbers as the trace's "Device Type" carries them
-_DEVICE_TYPES = {0: "cpu", 1: "cuda", 20: "npu"}
 CAPTURE_FLAGS = "--profile-memory --record-shapes --with-stack"
 # MemoryData.origin of a summed trace whose sum its frees took below 0: "...; started at <N> bytes"
 SUMMED_FROM = "; started at"
@@ -122,7 +121,7 @@ def coalesce(raw: list[RawEvent]) -> tuple[list[int], list[list[int]]]:
 
 
 def device_name(device_type: int, device_id: int) -> str:
-    kind = _DEVICE_TYPES.get(device_type, f"device{device_type}")
+    kind = DEVICE_TYPES.get(device_type, f"device{device_type}")
     return "cpu" if kind == "cpu" else f"{kind}:{max(device_id, 0)}"
 
 
