@@ -136,6 +136,9 @@ _BAD_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4
 _BANDWIDTH_NO_NUMBER = re.compile(
     rb'"memory bandwidth \(GB/s\)"[ \t\r\n]*:([ \t\r\n]+(?:-?nan|inf|N/A))(?=[ \t\r\n]*[,}])'
 )
+# an event's "cat" of null (some exporters write it so): no category, as an event without one; read as "" and
+# two spaces, silently (docs/formats.md, "Traces npuprof reads")
+_NULL_CATEGORY = re.compile(rb'(?<=[{,])[ \t\r\n]*"cat"[ \t\r\n]*:[ \t\r\n]*(null)(?=[ \t\r\n]*[,}])')
 
 
 # A time (µs) beyond ~31,700 years is no time a profiler wrote; bounding it keeps every sum and product of
@@ -1058,8 +1061,8 @@ def _repaired_names(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
 
 def _repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int]] | None:
     """``framed`` with the values old releases of torch's Kineto wrote that are no JSON (the regexes after
-    ``_RETRY_EVERY``) rewritten as JSON text of the same length, and how many of each kind; None when it has
-    none."""
+    ``_RETRY_EVERY``) rewritten as JSON text of the same length, and how many of each kind (an event's "cat"
+    of null, read as "", is counted as none); None when it has none of them."""
     text: bytearray | None = None
     counts: dict[str, int] = {}
     if b"memory bandwidth (GB/s)" in framed:
@@ -1069,6 +1072,11 @@ def _repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, in
             start, end = found.span(1)
             text[start:end] = b"null".ljust(end - start)
             counts[BANDWIDTH] = counts.get(BANDWIDTH, 0) + 1
+    if b"null" in framed:
+        for found in _NULL_CATEGORY.finditer(framed):
+            if text is None:
+                text = bytearray(framed)
+            text[found.start(1) : found.end(1)] = b'""  '
     at = 0
     while b"\\" in framed and (found := _BAD_ESCAPE.search(text if text is not None else framed, at)):
         if text is None:
