@@ -632,3 +632,28 @@ def test_the_run_points_at_msprof_analyze_only_when_a_db_was_written(tmp_path: P
     parsed = run_npuprof("run", "-o", str(tmp_path / "out2"), *flags, "--", *trainer("--steps", "6"))
     assert parsed.returncode == 0, parsed.stderr
     assert "msprof-analyze cluster -d" in parsed.stderr, parsed.stderr
+
+
+def test_memory_totals_beyond_an_int64_are_kept_as_sqlite_keeps_them(tmp_path: Path) -> None:
+    """helper-181: a [memory] event of a damaged trace with a Total Allocated of 2**64 - 1 (an unsigned
+    64-bit -1) and Bytes of 2**63 went into MEMORY_RECORD and OP_MEMORY as -2**63 (numpy's cast of a float
+    beyond an int64, with a RuntimeWarning on stderr). Such an integer is kept as SQLite keeps one written
+    into an INTEGER column, a REAL; the other rows' integers are as before."""
+    trace = handmade.cuda_trace()
+    huge_total, huge_bytes = 2**64 - 1, 2**63
+    trace["traceEvents"] += [
+        handmade.mem(700, huge_bytes, huge_total, 0x9000),
+        handmade.mem(800, -huge_bytes, 4096, 0x9000),
+    ]
+    rank_dir = handmade.write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    con = _db(rank_dir)
+    expected = sqlite3.connect(":memory:")
+    expected.execute("CREATE TABLE t (v INTEGER)")
+    expected.executemany("INSERT INTO t VALUES (?)", [(str(huge_total),), (str(huge_bytes),), (4096,)])
+    stored = expected.execute("SELECT v, typeof(v) FROM t").fetchall()
+    assert stored == [(float(huge_total), "real"), (float(huge_bytes), "real"), (4096, "integer")]
+    memory = con.execute("SELECT totalAllocated, typeof(totalAllocated) FROM MEMORY_RECORD").fetchall()
+    assert memory[-2:] == [stored[0], stored[2]]
+    sizes = con.execute("SELECT size, typeof(size), allocationTotalAllocated FROM OP_MEMORY").fetchall()
+    assert sizes[-1] == (*stored[1], stored[0][0])

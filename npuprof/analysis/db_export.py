@@ -225,6 +225,21 @@ def _span_ns(ts: float, dur: float, base_ns: int) -> tuple[int, int]:
     return start + base_ns, start + base_ns + length
 
 
+def _integers(values: np.ndarray) -> list[Any]:
+    """Byte counts (float64) as the cells of an INTEGER column, rounded; NULL for an unknown one (NaN). One
+    beyond an int64 (a Total Allocated of 2**64 - 1 from a damaged trace: numpy's cast made it -2**63, with
+    a RuntimeWarning, helper-181) is the REAL SQLite itself keeps for such an integer in an INTEGER column
+    (its type affinity), never a wrong integer."""
+    rounded = np.round(values)
+    fits = np.abs(rounded) < 2.0**63
+    with np.errstate(invalid="ignore"):
+        whole = np.where(fits, rounded, 0).astype(np.int64).tolist()
+    if fits.all():
+        return whole
+    cells = zip(whole, fits.tolist(), rounded.tolist(), strict=True)
+    return [w if f else None if v != v else v for w, f, v in cells]  # v != v: NaN
+
+
 def _utf8(text: str) -> str:
     """``text`` as SQLite stores it (UTF-8): lone surrogates (bytes of a name that were not UTF-8) become
     U+FFFD."""
@@ -778,10 +793,8 @@ class _Tables:
             return [], []
         base = self.src.base_ns
         ts = ns_of(cols["ts"]) + base
-        alloc = np.round(cols["alloc"]).astype(np.int64).tolist()
-        known = ~np.isnan(cols["reserved"])  # unknown before torch 1.10: NULL
-        whole = np.round(np.where(known, cols["reserved"], 0)).astype(np.int64).tolist()
-        reserved = [r if k else None for r, k in zip(whole, known.tolist(), strict=True)]
+        alloc = _integers(cols["alloc"])
+        reserved = _integers(cols["reserved"])  # unknown before torch 1.10 (NaN): NULL
         pta = self.s("PTA")
         n = len(ts)
         records = list(
@@ -792,7 +805,7 @@ class _Tables:
         unknown = self.s("[unknown]")
         name_sids = np.where(owner >= 0, ops.name[np.maximum(owner, 0)], -1) if len(ops.name) else owner
         names = self.s.of_extract(self.src.extract.strings, name_sids.astype(np.int64), unknown)
-        sizes = np.round(cols["bytes"][allocs]).astype(np.int64).tolist()
+        sizes = _integers(cols["bytes"][allocs])
         op_rows = []
         for k, (a, r) in enumerate(zip(allocs.tolist(), release.tolist(), strict=True)):
             t_alloc = int(ts[a])
