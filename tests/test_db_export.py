@@ -657,3 +657,27 @@ def test_memory_totals_beyond_an_int64_are_kept_as_sqlite_keeps_them(tmp_path: P
     assert memory[-2:] == [stored[0], stored[2]]
     sizes = con.execute("SELECT size, typeof(size), allocationTotalAllocated FROM OP_MEMORY").fetchall()
     assert sizes[-1] == (*stored[1], stored[0][0])
+
+
+def test_a_process_group_without_a_description_is_named_by_its_name(tmp_path: Path) -> None:
+    """helper-181: a pg_config entry whose pg_desc is empty, null or absent (torch before 2.3 writes none)
+    was read, but every such group was "default_group" in parallel_group_info, a subgroup too (msprof-analyze
+    groups collectives by it). The default group ("0") is default_group, another its own name, as the
+    agent's profiler_metadata.json names them; an empty "Process Group Description" in the collective's
+    args is read as before."""
+    trace = _cuda_trace()
+    trace["distributedInfo"]["pg_config"] = [
+        {"pg_name": "0", "pg_desc": "", "ranks": [0, 1]},
+        {"pg_name": "1", "ranks": [0, 1]},
+        {"pg_name": "7", "pg_desc": None, "ranks": "[0, 1]"},
+    ]
+    for ev in trace["traceEvents"]:
+        if ev.get("name") == "record_param_comms":
+            ev["args"]["Process Group Description"] = ""
+    rank_dir = handmade.write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    meta = dict(_db(rank_dir).execute("SELECT name, value FROM META_DATA"))
+    groups = json.loads(meta["parallel_group_info"])
+    expected = {"0": "default_group", "1": "1", "7": "7"}
+    assert {k: v["group_name"] for k, v in groups.items()} == expected
+    assert all(v["global_ranks"] == [0, 1] for v in groups.values())

@@ -258,6 +258,18 @@ def _global_tid(pid: Any, tid: Any) -> int:
         return 0
 
 
+def _group_label(name: str, desc: Any) -> str:
+    """A process group's ``group_name`` in ``parallel_group_info``: its description (``pg_desc``), else
+    ``default_group`` for torch's first group, "0" (the default one), else its own name, as the agent's
+    profiler_metadata.json names groups (docs/formats.md, "profiler_metadata.json"). Every group without a
+    description (torch before 2.3, an empty one) was ``default_group`` (helper-181)."""
+    if isinstance(desc, str) and desc:
+        return desc
+    if desc not in (None, ""):
+        return str(desc)
+    return "default_group" if name == "0" else name
+
+
 def _group_entry(value: dict[str, Any]) -> dict[str, Any]:
     """A parallel_group_info entry of strings, integers and lists only (no JSON true/false/null, which
     msprof-analyze's ``ast.literal_eval`` of it cannot read)."""
@@ -459,7 +471,7 @@ class _Tables:
             ranks = [int(r) for r in ranks if isinstance(r, int)] if isinstance(ranks, list) else []
             rank = self.src.rank
             out[str(pg["pg_name"])] = {
-                "group_name": str(pg.get("pg_desc") or "default_group"),
+                "group_name": _group_label(str(pg["pg_name"]), pg.get("pg_desc")),
                 "group_rank": ranks.index(rank) if rank in ranks else -1,
                 "global_ranks": ranks,
             }
@@ -467,7 +479,7 @@ class _Tables:
             if op.group not in out:
                 ranks = list(op.ranks)
                 out[op.group] = {
-                    "group_name": "default_group",
+                    "group_name": _group_label(op.group, None),
                     "group_rank": ranks.index(self.src.rank) if self.src.rank in ranks else -1,
                     "global_ranks": ranks,
                 }
