@@ -762,15 +762,15 @@ class Extract:
                 '"HCCL" or "Communication"'
             )
         if self.repaired_strings:
-            from npuprof.analysis.trace_loader import not_text_note
+            from npuprof.analysis.trace_repairs import not_text_note
 
             notes.append(not_text_note(self.repaired_strings))
         if self.repaired_names:
-            from npuprof.analysis.trace_loader import unescaped_note
+            from npuprof.analysis.trace_repairs import unescaped_note
 
             notes.append(unescaped_note(self.repaired_names))
         if self.repaired_values:
-            from npuprof.analysis.trace_loader import unwritten_notes
+            from npuprof.analysis.trace_repairs import unwritten_notes
 
             notes.extend(unwritten_notes(self.repaired_values))
         if self.timeless:

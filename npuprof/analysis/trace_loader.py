@@ -57,6 +57,7 @@ import msgspec
 
 from npuprof.analysis import torch_files
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
+from npuprof.analysis.trace_repairs import SURROGATE_ESCAPE, repaired_names, repaired_strings, repaired_values
 
 __all__ = [
     "FORM_ARRAY",
@@ -110,35 +111,8 @@ BASE_WINDOW = 64 << 10  # the base comes from the first string ts in this many b
 _FIRST_STRING_TS = re.compile(rb'"ts"\s*:\s*"\s*(-?\d+)')
 _LEADING_ZEROS = re.compile(rb"(^|,)0+(?=\d)")
 _FLOATS = msgspec.json.Decoder(list[float])
-# strings msgspec refuses though Python's json reads them: an unpaired UTF-16 surrogate escape (a path with
-# bytes that are not UTF-8, written by Python's json.dump: "\udcff"), and bytes that are not UTF-8. Each is
-# replaced by text of its own length ("\ufffd", "?"), so every offset into the chunk stays right.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")  # found by its literal "\u", fast
-_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, decoded with "surrogateescape"
-# an event name as Kineto's C++ writer puts it, which escapes no '"' in it and, in torch 2.0, no control
-# character (a Python frame of generated code: 'gen{"device": "cpu"}(2): f'; docs/formats.md, "Names torch
-# did not escape"): the name is followed by its event's "pid", and what stands between is the name
-_NAME_VALUE = re.compile(rb'"name"[ \t\r\n]*:[ \t\r\n]*"')
-_NAME_ENDS = re.compile(rb'"[ \t\r\n]*(?:,[ \t\r\n]*"[^"\\\x00-\x1f]*"[ \t\r\n]*:|\})')  # then a key, or "}"
-_NAME_BEFORE_PID = re.compile(rb'"[ \t\r\n]*,[ \t\r\n]*"pid"[ \t\r\n]*:')
-_NAME_LIMIT = 1 << 16  # bytes a damaged name may hold before its "pid"
 _STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the fallback is tried first
 _RETRY_EVERY = 32  # ... and the decoder again every this many chunks (a later part of the trace may fit)
-# values old releases of torch's Kineto wrote that are no JSON (docs/formats.md, "Values torch wrote that are
-# no JSON"), each rewritten as JSON text of its own length, so every offset stays right; by kind:
-# torch 1.8's "memory bandwidth (GB/s)" of a copy or memset of 0 µs: inf, nan or -nan (and N/A, unquoted, in
-# the Kineto of March 2021); read as null (npuprof does not read it), the space after its ":" holding the 4th
-# character of "null"
-# a '\' torch's writer did not escape (a Windows path in a Python frame's name, before kineto#754): a
-# backslash after an even run of them, before a character no JSON escape has; the string holding it is read
-# with '/' for each of its backslashes (what Kineto writes since), but one before a '"' or a '\'
-_BAD_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))')
-_BANDWIDTH_NO_NUMBER = re.compile(
-    rb'"memory bandwidth \(GB/s\)"[ \t\r\n]*:([ \t\r\n]+(?:-?nan|inf|N/A))(?=[ \t\r\n]*[,}])'
-)
-# an event's "cat" of null (some exporters write it so): no category, as an event without one; read as "" and
-# two spaces, silently (docs/formats.md, "Traces npuprof reads")
-_NULL_CATEGORY = re.compile(rb'(?<=[{,])[ \t\r\n]*"cat"[ \t\r\n]*:[ \t\r\n]*(null)(?=[ \t\r\n]*[,}])')
 
 
 # A time (µs) beyond ~31,700 years is no time a profiler wrote; bounding it keeps every sum and product of
@@ -405,7 +379,7 @@ class TraceReader:
             try:
                 value = _ANY.decode(text)
             except msgspec.DecodeError:
-                repaired = _repaired_strings(text)  # a host name or path of bytes that are not UTF-8
+                repaired = repaired_strings(text)  # a host name or path of bytes that are not UTF-8
                 text = bytes(repaired[0]) if repaired else text
                 try:
                     value = _ANY.decode(text)
@@ -429,9 +403,9 @@ class TraceReader:
         framed += b"]"
         events = self._events_of(framed)
         if events is None:
-            repaired = _repaired_strings(framed)
-            valued = _repaired_values(repaired[0] if repaired else framed)
-            named = _repaired_names(valued[0] if valued else repaired[0] if repaired else framed)
+            repaired = repaired_strings(framed)
+            valued = repaired_values(repaired[0] if repaired else framed)
+            named = repaired_names(valued[0] if valued else repaired[0] if repaired else framed)
             if repaired is None and named is None and valued is None:
                 return self._undecodable(framed)
             text = named[0] if named else valued[0] if valued else repaired[0] if repaired else framed
@@ -808,7 +782,7 @@ class TraceReader:
         try:
             value = _ANY.decode(tail)
         except msgspec.DecodeError:
-            repaired = _repaired_strings(tail)  # a traceName of bytes that are not UTF-8 (helper-123)
+            repaired = repaired_strings(tail)  # a traceName of bytes that are not UTF-8 (helper-123)
             text = bytes(repaired[0]) if repaired else tail
             try:
                 value = json.loads(text)  # a number beyond a double (1e400): inf, as in the keys before
@@ -1004,143 +978,6 @@ BOUNDARY_WINDOW = 1 << 20  # bytes searched at a time, from the end back
 BOUNDARY_SLACK = 4096  # room after a "}" for the "," and "{" of its boundary (whitespace)
 
 
-def _repaired_strings(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
-    """``framed`` with its unpaired surrogate escapes and its bytes that are not UTF-8 replaced by text of
-    the same length (``\\ufffd``, ``?``), and how many; None when it has neither."""
-    lone = _lone_surrogates(framed) if b"\\u" in framed else []
-    text = bytearray(framed)
-    for at in lone:
-        text[at : at + 6] = rb"\ufffd"
-    bad_bytes = 0
-    if not text.isascii():  # in C: most traces, and most damage (helper-123), are ASCII
-        decoded, bad_bytes = _ESCAPED_BYTE.subn("?", text.decode("utf-8", "surrogateescape"))
-        if bad_bytes:
-            text = bytearray(decoded.encode())
-    if not lone and not bad_bytes:
-        return None
-    return text, len(lone) + bad_bytes
-
-
-def _repaired_names(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
-    """``framed`` with each event name that Kineto's writer left unescaped (a '"' or a control character in
-    it) read up to its event's ``"pid"``, those characters replaced by ``'`` and a space (text of the same
-    length), and how many names; None when no name needed it."""
-    text: bytearray | None = None
-    names = 0
-    at = 0
-    while found := _NAME_VALUE.search(framed, at):
-        start = at = found.end()
-        close = _closing_quote(framed, start)
-        if close >= 0 and _NAME_ENDS.match(framed, close) and not _has_control(framed, start, close):
-            at = close + 1
-            continue
-        end = _NAME_BEFORE_PID.search(framed, start, start + _NAME_LIMIT)
-        if end is None:
-            continue
-        stop = end.start()
-        value = bytearray(framed[start:stop])
-        changed = False
-        k = 0
-        while k < len(value):
-            byte = value[k]
-            if byte == 0x5C:  # "\\": an escape, kept with the character it escapes
-                k += 2
-                continue
-            if byte == 0x22 or byte < 0x20:
-                value[k] = 0x27 if byte == 0x22 else 0x20
-                changed = True
-            k += 1
-        if changed:
-            if text is None:
-                text = bytearray(framed)
-            text[start:stop] = value
-            names += 1
-        at = stop + 1
-    return (text, names) if text is not None else None
-
-
-def _repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int]] | None:
-    """``framed`` with the values old releases of torch's Kineto wrote that are no JSON (the regexes after
-    ``_RETRY_EVERY``) rewritten as JSON text of the same length, and how many of each kind (an event's "cat"
-    of null, read as "", is counted as none); None when it has none of them."""
-    text: bytearray | None = None
-    counts: dict[str, int] = {}
-    if b"memory bandwidth (GB/s)" in framed:
-        for found in _BANDWIDTH_NO_NUMBER.finditer(framed):
-            if text is None:
-                text = bytearray(framed)
-            start, end = found.span(1)
-            text[start:end] = b"null".ljust(end - start)
-            counts[BANDWIDTH] = counts.get(BANDWIDTH, 0) + 1
-    if b"null" in framed:
-        for found in _NULL_CATEGORY.finditer(framed):
-            if text is None:
-                text = bytearray(framed)
-            text[found.start(1) : found.end(1)] = b'""  '
-    at = 0
-    while b"\\" in framed and (found := _BAD_ESCAPE.search(text if text is not None else framed, at)):
-        if text is None:
-            text = bytearray(framed)
-        bad = found.end() - 2  # the backslash that escapes nothing
-        start = text.rfind(b'"', max(0, bad - _NAME_LIMIT), bad) + 1  # the string holding it
-        end = text.find(b'"', bad + 2, bad + _NAME_LIMIT)
-        end = end if end >= 0 else bad + 2
-        value = text[start:end]
-        for k in range(len(value) - 1):
-            if value[k] == 0x5C and value[k + 1] not in (0x22, 0x5C):  # not before a '"' or a '\'
-                value[k] = 0x2F
-        text[start:end] = value
-        counts[BACKSLASH] = counts.get(BACKSLASH, 0) + 1
-        at = max(end, bad + 2)
-    return (text, counts) if text is not None else None
-
-
-def _closing_quote(text: bytes | bytearray, start: int) -> int:
-    """The first '"' at or after ``start`` that no backslash escapes (-1 when none)."""
-    at = start
-    while (at := text.find(b'"', at)) >= 0:
-        run = at
-        while run > start and text[run - 1] == 0x5C:
-            run -= 1
-        if (at - run) % 2 == 0:
-            return at
-        at += 1
-    return -1
-
-
-def _has_control(text: bytes | bytearray, start: int, end: int) -> bool:
-    return any(byte < 0x20 for byte in text[start:end])
-
-
-def _lone_surrogates(text: bytes | bytearray) -> list[int]:
-    """Where the unpaired UTF-16 surrogate escapes of ``text`` begin: a high one not followed at once by a
-    low one, a low one not preceded at once by a high one; an escape after an odd run of backslashes is a
-    backslash's escape and text (``\\\\ud800``), not a surrogate."""
-    lone: list[int] = []
-    pending: int | None = None  # a high escape whose low may follow
-    for match in _SURROGATE_ESCAPE.finditer(text):
-        at = match.start()
-        run = at
-        while run > 0 and text[run - 1] == 0x5C:  # "\\"
-            run -= 1
-        if (at - run) % 2:
-            continue
-        high = text[at + 3] in b"89abAB"
-        if pending is not None:
-            if not high and at == pending + 6:
-                pending = None
-                continue
-            lone.append(pending)
-            pending = None
-        if high:
-            pending = at
-        else:
-            lone.append(at)
-    if pending is not None:
-        lone.append(pending)
-    return lone
-
-
 def _last_boundary(buf: bytes | bytearray, end: int) -> int:
     """The index of the "}" of the last "},{" whose "}" lies before ``end`` (-1 when none), searched a
     window at a time by the regex engine: a value full of "}" (a long string after the events) costs no
@@ -1199,12 +1036,12 @@ def _starts_events(window: bytes, brace: int) -> bool:
                 return True
             at = int(found.group(1))
             near = framed[max(at - 8, 0) : at + 8]  # a string msgspec refuses there, or other damage
-            unreadable = _SURROGATE_ESCAPE.search(near) is not None or not near.isascii()
-            repaired = _repaired_strings(framed) if attempt == 0 and unreadable else None
+            unreadable = SURROGATE_ESCAPE.search(near) is not None or not near.isascii()
+            repaired = repaired_strings(framed) if attempt == 0 and unreadable else None
             # a name Kineto did not escape, or a value no JSON, in every event would hide every boundary too
-            valued = _repaired_values(repaired[0] if repaired else framed) if attempt == 0 else None
+            valued = repaired_values(repaired[0] if repaired else framed) if attempt == 0 else None
             text = valued[0] if valued else repaired[0] if repaired else framed
-            named = _repaired_names(text) if attempt == 0 else None
+            named = repaired_names(text) if attempt == 0 else None
             if repaired is None and named is None and valued is None:  # helper-123: a surrogate escape in
                 return False  # every event hid them
             framed = bytes(named[0] if named else text)
@@ -1351,42 +1188,3 @@ def with_gzip_note(exc: TraceError, note: str | None) -> TraceError:
     """``exc`` with what was left out after the gzip data said too (a member cut short that the trace's
     text went on in: the trace is truncated, and that says where)."""
     return TraceError(exc.kind, f"{exc}; {note}") if note else exc
-
-
-def unescaped_note(count: int) -> str:
-    """What a reader says of the names Kineto wrote with a '"' or a control character unescaped
-    (TraceReader.repaired_names)."""
-    return (
-        f"{count} event name(s) hold a '\"' or a control character that torch's trace writer did not escape "
-        "(a Python frame of generated code?): read with ' and a space in their place"
-    )
-
-
-def not_text_note(count: int) -> str:
-    """What a reader says of the characters it read as U+FFFD / "?" (TraceReader.repaired_strings)."""
-    return (
-        f"{count} character(s) in the trace's strings are not text (unpaired UTF-16 surrogate escapes, or "
-        "bytes that are not UTF-8: a name or path made of undecodable bytes): read as U+FFFD and '?'"
-    )
-
-
-BANDWIDTH = "bandwidth"  # kinds of values torch wrote that are no JSON (_repaired_values; unwritten_notes)
-BACKSLASH = "backslash"
-_UNWRITTEN = {
-    BANDWIDTH: (
-        '{n} copy or memset event(s) have a "memory bandwidth (GB/s)" of inf, nan or N/A, which is no '
-        "JSON (torch 1.8's trace writer, for a copy of 0 µs: kineto#110, kineto#129): read as absent "
-        "(npuprof does not use it)"
-    ),
-    BACKSLASH: (
-        "{n} string(s) hold a '\\' that torch's trace writer did not escape (a Windows path in a Python "
-        "frame's name, torch < 2.1: pytorch#98432, kineto#754): read with '/' in its place, as torch writes "
-        "it since"
-    ),
-}
-
-
-def unwritten_notes(counts: dict[str, int]) -> list[str]:
-    """What a reader says of the values torch wrote that are no JSON (TraceReader.repaired_values): one
-    line per kind."""
-    return [_UNWRITTEN[kind].format(n=n) for kind, n in sorted(counts.items()) if n]

@@ -197,11 +197,11 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         data.origin += f"{SUMMED_FROM} {before[data.device]:,} bytes"
     data.notes = _reading_notes(loaded.repaired_strings, unread)
     if loaded.repaired_names:
-        from npuprof.analysis.trace_loader import unescaped_note
+        from npuprof.analysis.trace_repairs import unescaped_note
 
         data.notes.append(unescaped_note(loaded.repaired_names))
     if loaded.repaired_values:
-        from npuprof.analysis.trace_loader import unwritten_notes
+        from npuprof.analysis.trace_repairs import unwritten_notes
 
         data.notes.extend(unwritten_notes(loaded.repaired_values))
     if loaded.gzip_note:
@@ -290,7 +290,7 @@ def _from_records(
 
 
 def _reading_notes(repaired: int, unread: int) -> list[str]:
-    from npuprof.analysis.trace_loader import not_text_note
+    from npuprof.analysis.trace_repairs import not_text_note
 
     notes = [not_text_note(repaired)] if repaired else []
     if unread:

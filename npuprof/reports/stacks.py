@@ -770,15 +770,15 @@ def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = 
     loaded = load(trace)
     folded = folded_from_events(loaded.events, metric, keep_idle)
     if loaded.repaired_strings:  # helper-123: frames of U+FFFD without a word
-        from npuprof.analysis.trace_loader import not_text_note
+        from npuprof.analysis.trace_repairs import not_text_note
 
         folded.notes.append(not_text_note(loaded.repaired_strings))
     if loaded.repaired_names:
-        from npuprof.analysis.trace_loader import unescaped_note
+        from npuprof.analysis.trace_repairs import unescaped_note
 
         folded.notes.append(unescaped_note(loaded.repaired_names))
     if loaded.repaired_values:
-        from npuprof.analysis.trace_loader import unwritten_notes
+        from npuprof.analysis.trace_repairs import unwritten_notes
 
         folded.notes.extend(unwritten_notes(loaded.repaired_values))
     if loaded.gzip_note:

@@ -1,0 +1,224 @@
+"""Same-length repairs of trace text that JSON decoders refuse though a profiler wrote it (docs/formats.md,
+"Names torch did not escape" and "Values torch wrote that are no JSON").
+
+The trace reader (:mod:`npuprof.analysis.trace_loader`) decodes a chunk of events whole; only a chunk that
+fails to decode comes here, so a valid trace costs nothing. Each repair rewrites the chunk's bytes with text
+of exactly the same length, so every offset the reader holds into the chunk (event boundaries, the bytes each
+event came from) stays right:
+
+* :func:`repaired_strings` -- unpaired UTF-16 surrogate escapes and bytes that are not UTF-8;
+* :func:`repaired_values` -- old releases' values that are no JSON (inf/nan/N/A bandwidths, unescaped
+  backslashes) and ``"cat": null``;
+* :func:`repaired_names` -- event names Kineto's writer left with a '"' or a control character unescaped.
+
+Each returns the rewritten text and how many it changed (None when nothing needed it); the ``*_note``
+functions say it in one line for the reports.
+"""
+
+from __future__ import annotations
+
+import re
+
+# strings msgspec refuses though Python's json reads them: an unpaired UTF-16 surrogate escape (a path with
+# bytes that are not UTF-8, written by Python's json.dump: "\udcff"), and bytes that are not UTF-8. Each is
+# replaced by text of its own length ("\ufffd", "?"), so every offset into the chunk stays right.
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")  # found by its literal "\u", fast
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, decoded with "surrogateescape"
+# an event name as Kineto's C++ writer puts it, which escapes no '"' in it and, in torch 2.0, no control
+# character (a Python frame of generated code: 'gen{"device": "cpu"}(2): f'; docs/formats.md, "Names torch
+# did not escape"): the name is followed by its event's "pid", and what stands between is the name
+_NAME_VALUE = re.compile(rb'"name"[ \t\r\n]*:[ \t\r\n]*"')
+_NAME_ENDS = re.compile(rb'"[ \t\r\n]*(?:,[ \t\r\n]*"[^"\\\x00-\x1f]*"[ \t\r\n]*:|\})')  # then a key, or "}"
+_NAME_BEFORE_PID = re.compile(rb'"[ \t\r\n]*,[ \t\r\n]*"pid"[ \t\r\n]*:')
+_NAME_LIMIT = 1 << 16  # bytes a damaged name may hold before its "pid"
+# values old releases of torch's Kineto wrote that are no JSON (docs/formats.md, "Values torch wrote that are
+# no JSON"), each rewritten as JSON text of its own length, so every offset stays right; by kind:
+# torch 1.8's "memory bandwidth (GB/s)" of a copy or memset of 0 µs: inf, nan or -nan (and N/A, unquoted, in
+# the Kineto of March 2021); read as null (npuprof does not read it), the space after its ":" holding the 4th
+# character of "null"
+# a '\' torch's writer did not escape (a Windows path in a Python frame's name, before kineto#754): a
+# backslash after an even run of them, before a character no JSON escape has; the string holding it is read
+# with '/' for each of its backslashes (what Kineto writes since), but one before a '"' or a '\'
+_BAD_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))')
+_BANDWIDTH_NO_NUMBER = re.compile(
+    rb'"memory bandwidth \(GB/s\)"[ \t\r\n]*:([ \t\r\n]+(?:-?nan|inf|N/A))(?=[ \t\r\n]*[,}])'
+)
+# an event's "cat" of null (some exporters write it so): no category, as an event without one; read as "" and
+# two spaces, silently (docs/formats.md, "Traces npuprof reads")
+_NULL_CATEGORY = re.compile(rb'(?<=[{,])[ \t\r\n]*"cat"[ \t\r\n]*:[ \t\r\n]*(null)(?=[ \t\r\n]*[,}])')
+
+
+def repaired_strings(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
+    """``framed`` with its unpaired surrogate escapes and its bytes that are not UTF-8 replaced by text of
+    the same length (``\\ufffd``, ``?``), and how many; None when it has neither."""
+    lone = _lone_surrogates(framed) if b"\\u" in framed else []
+    text = bytearray(framed)
+    for at in lone:
+        text[at : at + 6] = rb"\ufffd"
+    bad_bytes = 0
+    if not text.isascii():  # in C: most traces, and most damage (helper-123), are ASCII
+        decoded, bad_bytes = _ESCAPED_BYTE.subn("?", text.decode("utf-8", "surrogateescape"))
+        if bad_bytes:
+            text = bytearray(decoded.encode())
+    if not lone and not bad_bytes:
+        return None
+    return text, len(lone) + bad_bytes
+
+
+def repaired_names(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
+    """``framed`` with each event name that Kineto's writer left unescaped (a '"' or a control character in
+    it) read up to its event's ``"pid"``, those characters replaced by ``'`` and a space (text of the same
+    length), and how many names; None when no name needed it."""
+    text: bytearray | None = None
+    names = 0
+    at = 0
+    while found := _NAME_VALUE.search(framed, at):
+        start = at = found.end()
+        close = _closing_quote(framed, start)
+        if close >= 0 and _NAME_ENDS.match(framed, close) and not _has_control(framed, start, close):
+            at = close + 1
+            continue
+        end = _NAME_BEFORE_PID.search(framed, start, start + _NAME_LIMIT)
+        if end is None:
+            continue
+        stop = end.start()
+        value = bytearray(framed[start:stop])
+        changed = False
+        k = 0
+        while k < len(value):
+            byte = value[k]
+            if byte == 0x5C:  # "\\": an escape, kept with the character it escapes
+                k += 2
+                continue
+            if byte == 0x22 or byte < 0x20:
+                value[k] = 0x27 if byte == 0x22 else 0x20
+                changed = True
+            k += 1
+        if changed:
+            if text is None:
+                text = bytearray(framed)
+            text[start:stop] = value
+            names += 1
+        at = stop + 1
+    return (text, names) if text is not None else None
+
+
+def repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int]] | None:
+    """``framed`` with the values old releases of torch's Kineto wrote that are no JSON (the regexes above)
+    rewritten as JSON text of the same length, and how many of each kind (an event's "cat" of null, read as
+    "", is counted as none); None when it has none of them."""
+    text: bytearray | None = None
+    counts: dict[str, int] = {}
+    if b"memory bandwidth (GB/s)" in framed:
+        for found in _BANDWIDTH_NO_NUMBER.finditer(framed):
+            if text is None:
+                text = bytearray(framed)
+            start, end = found.span(1)
+            text[start:end] = b"null".ljust(end - start)
+            counts[BANDWIDTH] = counts.get(BANDWIDTH, 0) + 1
+    if b"null" in framed:
+        for found in _NULL_CATEGORY.finditer(framed):
+            if text is None:
+                text = bytearray(framed)
+            text[found.start(1) : found.end(1)] = b'""  '
+    at = 0
+    while b"\\" in framed and (found := _BAD_ESCAPE.search(text if text is not None else framed, at)):
+        if text is None:
+            text = bytearray(framed)
+        bad = found.end() - 2  # the backslash that escapes nothing
+        start = text.rfind(b'"', max(0, bad - _NAME_LIMIT), bad) + 1  # the string holding it
+        end = text.find(b'"', bad + 2, bad + _NAME_LIMIT)
+        end = end if end >= 0 else bad + 2
+        value = text[start:end]
+        for k in range(len(value) - 1):
+            if value[k] == 0x5C and value[k + 1] not in (0x22, 0x5C):  # not before a '"' or a '\'
+                value[k] = 0x2F
+        text[start:end] = value
+        counts[BACKSLASH] = counts.get(BACKSLASH, 0) + 1
+        at = max(end, bad + 2)
+    return (text, counts) if text is not None else None
+
+
+def _closing_quote(text: bytes | bytearray, start: int) -> int:
+    """The first '"' at or after ``start`` that no backslash escapes (-1 when none)."""
+    at = start
+    while (at := text.find(b'"', at)) >= 0:
+        run = at
+        while run > start and text[run - 1] == 0x5C:
+            run -= 1
+        if (at - run) % 2 == 0:
+            return at
+        at += 1
+    return -1
+
+
+def _has_control(text: bytes | bytearray, start: int, end: int) -> bool:
+    return any(byte < 0x20 for byte in text[start:end])
+
+
+def _lone_surrogates(text: bytes | bytearray) -> list[int]:
+    """Where the unpaired UTF-16 surrogate escapes of ``text`` begin: a high one not followed at once by a
+    low one, a low one not preceded at once by a high one; an escape after an odd run of backslashes is a
+    backslash's escape and text (``\\\\ud800``), not a surrogate."""
+    lone: list[int] = []
+    pending: int | None = None  # a high escape whose low may follow
+    for match in SURROGATE_ESCAPE.finditer(text):
+        at = match.start()
+        run = at
+        while run > 0 and text[run - 1] == 0x5C:  # "\\"
+            run -= 1
+        if (at - run) % 2:
+            continue
+        high = text[at + 3] in b"89abAB"
+        if pending is not None:
+            if not high and at == pending + 6:
+                pending = None
+                continue
+            lone.append(pending)
+            pending = None
+        if high:
+            pending = at
+        else:
+            lone.append(at)
+    if pending is not None:
+        lone.append(pending)
+    return lone
+
+
+def unescaped_note(count: int) -> str:
+    """What a reader says of the names Kineto wrote with a '"' or a control character unescaped
+    (TraceReader.repaired_names)."""
+    return (
+        f"{count} event name(s) hold a '\"' or a control character that torch's trace writer did not escape "
+        "(a Python frame of generated code?): read with ' and a space in their place"
+    )
+
+
+def not_text_note(count: int) -> str:
+    """What a reader says of the characters it read as U+FFFD / "?" (TraceReader.repaired_strings)."""
+    return (
+        f"{count} character(s) in the trace's strings are not text (unpaired UTF-16 surrogate escapes, or "
+        "bytes that are not UTF-8: a name or path made of undecodable bytes): read as U+FFFD and '?'"
+    )
+
+
+BANDWIDTH = "bandwidth"  # kinds of values torch wrote that are no JSON (repaired_values; unwritten_notes)
+BACKSLASH = "backslash"
+_UNWRITTEN = {
+    BANDWIDTH: (
+        '{n} copy or memset event(s) have a "memory bandwidth (GB/s)" of inf, nan or N/A, which is no '
+        "JSON (torch 1.8's trace writer, for a copy of 0 µs: kineto#110, kineto#129): read as absent "
+        "(npuprof does not use it)"
+    ),
+    BACKSLASH: (
+        "{n} string(s) hold a '\\' that torch's trace writer did not escape (a Windows path in a Python "
+        "frame's name, torch < 2.1: pytorch#98432, kineto#754): read with '/' in its place, as torch writes "
+        "it since"
+    ),
+}
+
+
+def unwritten_notes(counts: dict[str, int]) -> list[str]:
+    """What a reader says of the values torch wrote that are no JSON (TraceReader.repaired_values): one
+    line per kind."""
+    return [_UNWRITTEN[kind].format(n=n) for kind, n in sorted(counts.items()) if n]
