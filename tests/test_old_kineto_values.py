@@ -210,3 +210,38 @@ def test_windows_paths_torch_did_not_escape_are_read_with_slashes(tmp_path: Path
     (memory,) = [e for e in events if e["name"] == "[memory]"]
     times, sizes = json.loads((tmp_path / "m.json").read_text())
     assert times == [memory["ts"]] and sizes[-1][-1] == memory["args"]["Total Allocated"]
+
+
+def test_windows_paths_whose_backslashes_all_make_json_escapes_are_mended(tmp_path: Path) -> None:
+    """The same writer's path 'C:\\tmp\\new\\train.py' is valid JSON, each '\\' before t or n an escape: it
+    read as a tab and a newline (export-stacks wrote 'C:_mp_ew_rain.py', analyse's call stacks the control
+    characters). No Windows path holds one: each is mended into the '/' and letter later torch writes."""
+    from types import SimpleNamespace
+
+    from npuprof.analysis.call_stacks import frames_of
+    from npuprof.reports.stacks import folded_from_trace
+
+    pid = tid = 7
+    raw = r"C:\tmp\new\train.py(12): step"
+    assert "\t" in json.loads(f'"{raw}"')  # what a JSON reader makes of it
+    written = raw.replace("\\", "/")
+    events = [
+        json.dumps(_x("ProfilerStep#1", "user_annotation", 1000, 100, pid, tid)),
+        f'{{"ph": "X", "cat": "python_function", "name": "{raw}", "pid": {pid}, "tid": {tid}, '
+        '"ts": 1010, "dur": 50, "args": {"Python id": 2}}',
+        json.dumps(_x("aten::mm", "cpu_op", 1020, 30, pid, tid)),
+    ]
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(events) + "\n]}\n")
+    folded = folded_from_trace(path)
+    frame = written.replace(" ", "_")
+    assert folded.values == {
+        ("ProfilerStep",): 50.0,
+        ("ProfilerStep", frame): 20.0,
+        ("ProfilerStep", frame, "aten::mm"): 30.0,
+    }, folded.values
+    scanned = SimpleNamespace(
+        frame_threads=[], f_thread=None, f_ts=None, f_dur=None, f_name=None, f_id=None, f_parent=None,
+        frame_names=[json.loads(f'"{raw}"'), "/home/x/train.py(3): <module>", "a\tb"],
+    )  # fmt: skip
+    assert frames_of(scanned).names == [written, "/home/x/train.py(3): <module>", "a\tb"]

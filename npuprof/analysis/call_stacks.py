@@ -12,6 +12,7 @@ import numpy as np
 from npuprof.analysis import nesting
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.extract import Extract
+from npuprof.analysis.trace_repairs import mended_frame_name
 
 STACK_SEP = ";\r\n"  # how torch_npu joins an operator's Python frames (innermost first)
 _SOURCE_FRAME = re.compile(r"\(\d+\): ")  # "file.py(12): function": a frame of the Python source
@@ -35,10 +36,11 @@ class PythonFrames:
 
 
 def frames_of(x: Extract) -> PythonFrames:
-    """The frames the scan collected into ``x`` (finished)."""
-    return PythonFrames(
-        list(x.frame_threads), x.f_thread, x.f_ts, x.f_dur, x.frame_names, x.f_name, x.f_id, x.f_parent
-    )
+    """The frames the scan collected into ``x`` (finished); their names (each distinct one once) with the
+    Windows paths old torch wrote unescaped mended (trace_repairs.mended_frame_name)."""
+    names = [mended_frame_name(name) for name in x.frame_names]
+    threads = list(x.frame_threads)
+    return PythonFrames(threads, x.f_thread, x.f_ts, x.f_dur, names, x.f_name, x.f_id, x.f_parent)
 
 
 def call_stacks(x: Extract, frames: PythonFrames) -> np.ndarray:

@@ -222,3 +222,23 @@ def unwritten_notes(counts: dict[str, int]) -> list[str]:
     """What a reader says of the values torch wrote that are no JSON (TraceReader.repaired_values): one
     line per kind."""
     return [_UNWRITTEN[kind].format(n=n) for kind, n in sorted(counts.items()) if n]
+
+
+# A Python frame's name ("file(line): function") whose file is a Windows path starting with a drive letter,
+# with a control character before its line number: torch < 2.1 wrote the path's '\' unescaped, and a '\'
+# before t, n, r, b or f made a JSON escape (docs/formats.md, "Values torch wrote that are no JSON")
+_DRIVE_PATH_READ_AS_ESCAPES = re.compile(r"[A-Za-z]:[^\n\t\r\b\f]*[\n\t\r\b\f].*?\(\d+\): ", re.DOTALL)
+_ESCAPE_LETTERS = str.maketrans({"\t": "/t", "\n": "/n", "\r": "/r", "\b": "/b", "\f": "/f"})
+
+
+def mended_frame_name(name: str) -> str:
+    """``name`` with each control character of a Windows path its Python frame holds written back as the
+    '\\' and letter torch wrote (``C:\\tmp\\new.py``, read as JSON gives a tab and a newline), with '/' for
+    the '\\' as later torch writes it and as the other repairs read it: no Windows path holds a control
+    character. Any other name is returned as it is."""
+    if name.isprintable():
+        return name
+    found = _DRIVE_PATH_READ_AS_ESCAPES.match(name)
+    if found is None:
+        return name
+    return name[: found.end()].translate(_ESCAPE_LETTERS) + name[found.end() :]

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npuprof.analysis import vocabulary as vocab
+from npuprof.analysis.trace_repairs import mended_frame_name
 from npuprof.reports.text import printable
 from npuprof.reports.trace_events import TraceEvent, device_labelled, load, process_names
 
@@ -78,8 +79,9 @@ class StacksError(ValueError):
 
 def sanitise_frame(name: str) -> str:
     """One frame of a folded line: no separator of the format in it, addresses merged, control
-    characters shown as ``\\xNN`` (a name from someone's trace must not act on a terminal)."""
-    return printable(_ADDRESS.sub("0x...", name).translate(_SANITISE)) or "_"
+    characters shown as ``\\xNN`` (a name from someone's trace must not act on a terminal); a Windows path
+    old torch wrote unescaped, read as JSON escapes, mended first."""
+    return printable(_ADDRESS.sub("0x...", mended_frame_name(name)).translate(_SANITISE)) or "_"
 
 
 @dataclass
