@@ -34,6 +34,9 @@ NAMES_LIMIT = 10_000
 _names: dict[str, str] = {}
 # The names a trace could not hold as they are (``_traced``): the name in the trace -> the name called
 _shown: dict[str, str] = {}
+# Who each name in the trace is (the name called, "mark" or "range"): a mark and a range of one name, or two
+# names traced alike (``ü`` and ``%C3%BC``), get a name of their own each (``_listed``)
+_owners: dict[str, tuple[str, str]] = {}
 _names_over = 0
 _capturing = False  # an npuprof capture records in this process (set by npuprof's agent)
 _capture_serial = 0  # counts the captures begun: a range open at a capture's end was opened in it or before
@@ -221,6 +224,7 @@ def capture_began() -> None:
     global _capturing, _names_over, _capture_serial
     _names.clear()
     _shown.clear()
+    _owners.clear()
     _names_over = 0
     _capture_serial += 1
     _capturing = True
@@ -232,6 +236,7 @@ def capture_ended() -> dict[str, Any]:
     _capturing = False
     names = dict(_names)
     _names.clear()
+    _owners.clear()
     ended: dict[str, Any] = {"names": names, "names_not_listed": _names_over}
     if _shown:
         ended["shown"] = {name: _shown[name] for name in names if name in _shown}
@@ -259,18 +264,40 @@ def _after_fork_in_child() -> None:
     _capturing = False  # the parent's capture is not the child's
     _names.clear()
     _shown.clear()
+    _owners.clear()
 
 
-def _note(name: str, kind: str, called: str) -> None:
+def _listed(called: str, kind: str) -> str:
+    """The name in the trace of a mark or range ``called`` of ``kind`` (``_traced``), listed in the capture's
+    names. npuprof_marks.json tells a mark from a range by the name alone, so a name the trace already holds
+    for another mark or range (``npuprof.mark("x")`` and ``npuprof.range("x")``; ``ü`` and a literal
+    ``%C3%BC``) gets `` #2`` (``#3``...) after it: under one name the ranges were all taken for marks (left
+    out of analyse, of no length in trace_view.json) or the marks for ranges (counted among them), as the
+    first call's kind said (docs/formats.md, "npuprof_marks.json")."""
     global _names_over
-    if name in _names:
-        return
-    if len(_names) < NAMES_LIMIT:
-        _names[name] = kind
-        if called is not name and called.isprintable() and not _has_surrogates(called):
-            _shown[name] = called  # (a name no file can hold, or that prints oddly, is shown as traced)
-    else:
-        _names_over += 1
+    traced = _traced(called)
+    key = (called, kind)
+    name, n = traced, 1
+    while True:
+        owner = _owners.get(name)
+        if owner is None:
+            if len(_owners) >= NAMES_LIMIT:
+                _names_over += 1
+                return name
+            owner = _owners.setdefault(name, key)  # (atomic: two threads claiming one name get one owner)
+            if owner == key:
+                _names[name] = kind
+                if name == called:
+                    pass
+                elif called.isprintable() and not _has_surrogates(called):
+                    _shown[name] = called
+                elif name != traced:  # (a name no file can hold, or that prints oddly, is shown as traced)
+                    _shown[name] = traced
+                return name
+        if owner == key:
+            return name
+        n += 1
+        name = f"{traced} #{n}"
 
 
 def _has_surrogates(name: str) -> bool:
@@ -384,11 +411,9 @@ class _TorchMarks:
                 self._nvtx_call("mark", name)
             if not self._state._is_profiler_enabled:
                 return
-            traced = _traced(name)
-            span = self._span(traced)
+            span = self._span(_listed(name, "mark"))
             span.__enter__()
             span.__exit__(None, None, None)
-            _note(traced, "mark", name)
         except Exception:
             return
 
@@ -398,11 +423,8 @@ class _TorchMarks:
             nvtx_id = self._nvtx_call("range_start", name) if self._cuda is not None else None
             span = None
             if self._state._is_profiler_enabled:
-                traced = _traced(name)
-                span = self._span(traced)
+                span = self._span(_listed(name, kind) if kind else _traced(name))
                 span.__enter__()
-                if kind:
-                    _note(traced, kind, name)
             if span is None and nvtx_id is None:
                 return 0
             range_id = next(self._ids)

@@ -988,3 +988,62 @@ def test_a_generators_block_left_inside_a_block_of_the_resuming_thread_ends_the_
         assert impl.ended[3] == "MainThread" and not shared._open, (impl.ended, shared._open)
     finally:
         marks._use(saved)
+
+
+def test_a_mark_and_a_range_of_one_name_keep_their_kinds(tmp_path: Path) -> None:
+    """helper-183: npuprof_marks.json told a mark from a range by its name alone, the first call's kind:
+    after ``npuprof.mark("ckpt")`` the three 10 ms ranges ``with npuprof.range("ckpt")`` were read as marks
+    (left out of analyse's ranges, of no length in trace_view.json); a range first, the mark counted among
+    the ranges. Two names traced alike (``ü`` and a literal ``%C3%BC``) were one too. Each gets a name of
+    its own in the trace, shown as called."""
+    import os
+
+    import torch  # noqa: F401  (the marks' implementation is picked once torch is imported)
+    from torch.profiler import profile
+
+    from npuprof import marks
+    from npuprof.analysis import marks_ranges
+
+    saved_impl = marks._impl
+    marks.use_backend("torch-cpu")
+    try:
+        with profile() as prof:
+            marks.capture_began()
+            marks.mark("ckpt")
+            for _ in range(3):
+                with marks.range("ckpt"):
+                    time.sleep(0.01)
+            marks.range_end(marks.range_start("load"))
+            marks.mark("load")
+            marks.range_end(marks.range_start("ü"))
+            marks.range_end(marks.range_start("%C3%BC"))
+            marks.mark("new\nline")  # shown as traced, both
+            marks.range_end(marks.range_start("new\nline"))
+            ended = marks.capture_ended()
+    finally:
+        marks._use(saved_impl)
+    raw = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(raw))
+    (tmp_path / marks_ranges.MARKS_FILE).write_text(json.dumps({"version": 1, **ended}))
+    want = marks_ranges.wanted(tmp_path, print)
+    assert want is not None
+    fd = os.open(raw, os.O_RDONLY)
+    try:
+        spans = marks_ranges.read_spans(raw, fd, want)
+    finally:
+        os.close(fd)
+    found = Counter(zip(spans.name, spans.kind, strict=True))
+    assert found == {
+        ("ckpt", "mark"): 1,
+        ("ckpt", "range"): 3,
+        ("load", "range"): 1,
+        ("load", "mark"): 1,
+        ("ü", "range"): 1,
+        ("%C3%BC", "range"): 1,
+        ("new%0Aline", "mark"): 1,
+        ("new%0Aline", "range"): 1,
+    }, found
+    ranges = [
+        d for n, k, d in zip(spans.name, spans.kind, spans.dur_ns, strict=True) if (n, k) == ("ckpt", "range")
+    ]
+    assert min(ranges) >= 10_000_000  # each slept 10 ms
