@@ -1047,3 +1047,127 @@ def test_a_mark_and_a_range_of_one_name_keep_their_kinds(tmp_path: Path) -> None
         d for n, k, d in zip(spans.name, spans.kind, spans.dur_ns, strict=True) if (n, k) == ("ckpt", "range")
     ]
     assert min(ranges) >= 10_000_000  # each slept 10 ms
+
+
+class _Log:
+    """A marks implementation that writes each range's start and end into a log the test writes too."""
+
+    gate = None
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.ids = iter(range(1, 1000))
+        self.open: set[int] = set()
+
+    def range_start(self, name: str, stream: object) -> int:
+        range_id = next(self.ids)
+        self.open.add(range_id)
+        self.log.append(f"[{name}")
+        return range_id
+
+    def range_end(self, range_id: int) -> None:
+        self.open.discard(range_id)
+        self.log.append("]")
+
+
+def test_a_decorated_generator_has_a_range_around_each_of_its_steps() -> None:
+    """helper-183: ``@npuprof.range`` on a generator function or an async generator function wrapped the
+    call alone, which only makes the generator: its range held none of the body's time (~1 µs however
+    long each batch took). Each step of it (a next, send, throw, its close) is a range now, to its next
+    yield, never the caller's time between two; one abandoned midway leaves none open."""
+    import asyncio
+    import gc
+    import inspect
+
+    from npuprof import marks
+
+    log: list[str] = []
+    saved = marks._impl
+    impl = marks._use(_Log(log))
+    try:
+
+        @marks.range("gen")
+        def batches(n: int):  # type: ignore[no-untyped-def]
+            for k in range(n):
+                log.append(f"body {k}")
+                sent = yield k
+                if sent is not None:
+                    log.append(f"got {sent}")
+            return "done"
+
+        assert inspect.isgeneratorfunction(batches) and batches.__name__ == "batches"
+        for k in batches(2):
+            log.append(f"use {k}")
+        assert log == ["[gen", "body 0", "]", "use 0", "[gen", "body 1", "]", "use 1", "[gen", "]"], log
+
+        log.clear()
+
+        def outer():  # type: ignore[no-untyped-def]
+            result = yield from batches(2)
+            log.append(result)
+
+        gen = outer()
+        next(gen)
+        gen.send("x")
+        with pytest.raises(StopIteration):
+            next(gen)
+        assert log == ["[gen", "body 0", "]", "[gen", "got x", "body 1", "]", "[gen", "]", "done"], log
+
+        log.clear()
+
+        @marks.range("catch")
+        def catches():  # type: ignore[no-untyped-def]
+            try:
+                yield 1
+            except KeyError:
+                log.append("caught")
+                yield 2
+            finally:
+                log.append("cleanup")
+
+        gen = catches()
+        next(gen)
+        assert gen.throw(KeyError("k")) == 2
+        del gen  # abandoned midway: closed when collected
+        gc.collect()
+        assert log == ["[catch", "]", "[catch", "caught", "]", "[catch", "cleanup", "]"], log
+        assert not impl.open
+
+        log.clear()
+
+        @marks.range("agen")
+        async def chunks():  # type: ignore[no-untyped-def]
+            try:
+                for k in range(3):
+                    await asyncio.sleep(0)
+                    log.append(f"chunk {k}")
+                    yield k
+            finally:
+                log.append("closed")
+
+        assert inspect.isasyncgenfunction(chunks)
+
+        async def main() -> None:
+            async for k in chunks():
+                log.append(f"use {k}")
+                if k == 1:
+                    break
+            await asyncio.sleep(0)  # asyncio's finaliser closes the generator left by break
+
+        asyncio.run(main())
+        assert log == [
+            "[agen",
+            "chunk 0",
+            "]",
+            "use 0",
+            "[agen",
+            "chunk 1",
+            "]",
+            "use 1",
+            "[agen",
+            "closed",
+            "]",
+        ]
+        assert not impl.open
+    finally:
+        marks._use(saved)
