@@ -1171,3 +1171,44 @@ def test_a_decorated_generator_has_a_range_around_each_of_its_steps() -> None:
         assert not impl.open
     finally:
         marks._use(saved)
+
+
+def test_a_gc_callbacks_entry_taken_out_by_the_script_is_said_not_taken_for_no_pauses(tmp_path: Path) -> None:
+    """helper-183: a script that ran ``gc.callbacks.clear()`` during a capture took the GC watch's entry
+    out with its own: the collections after that were missing from npuprof_gc.json without a word (a job
+    collecting ~100 ms a step showed GC in its first step only, 28.7% of the time against 99%). The file
+    says so (``removed``), the agent warns and the parse too. A script that replaced the list
+    (``gc.callbacks = []``) left the entry in the one Python calls, which the watch's end did not look in:
+    it ran on after the capture."""
+    import gc
+
+    from npuprof.agent.gc_watch import FILE_NAME, GcWatch
+    from npuprof.analysis.annotations import RankAnnotations
+
+    watch = GcWatch(0)
+    watch.start()
+    gc.collect()
+    gc.callbacks.remove(watch._callback)  # the script's gc.callbacks.clear(), for the watch's entry
+    gc.collect()
+    record = watch.stop()
+    assert len(record["events"]) == 1 and record["removed"] is True, record
+    (tmp_path / FILE_NAME).write_text(json.dumps(record))
+    assert [w for w in RankAnnotations(tmp_path).warnings if "gc.callbacks" in w] == [
+        "npuprof_gc.json: the script took npuprof's entry out of gc.callbacks during the capture "
+        "(gc.callbacks.clear()?): the GC pauses after that are missing, the GC time shown is a lower bound"
+    ]
+    from npuprof.agent.capture_annotations import GC_REMOVED
+
+    assert "gc.callbacks.clear()" in GC_REMOVED
+
+    kept = gc.callbacks
+    watch = GcWatch(0)
+    watch.start()
+    try:
+        gc.callbacks = []  # the script's own list; Python still calls the first one
+        gc.collect()
+        record = watch.stop()
+    finally:
+        gc.callbacks = kept
+    assert len(record["events"]) == 1 and "removed" not in record, record
+    assert not any(getattr(c, "__self__", None) is watch for c in kept)

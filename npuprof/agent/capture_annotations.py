@@ -11,6 +11,11 @@ from npuprof.agent.log import AgentLog
 
 MARKS_FILE = "npuprof_marks.json"
 MARKS_VERSION = 1
+GC_REMOVED = (
+    "GC detection: the script took npuprof's entry out of gc.callbacks during a capture "
+    "(gc.callbacks.clear()?), so that capture's npuprof_gc.json misses the pauses after that (it says so: "
+    "removed); fix: leave gc.callbacks' other entries in place (remove your own)"
+)
 
 
 class CaptureAnnotations:
@@ -71,6 +76,8 @@ class CaptureAnnotations:
                 self._say_dropped(
                     "gc-dropped", gc_record, "events", "GC detection", "pauses", "raise --gc-detect-threshold"
                 )
+                if gc_record.get("removed"):
+                    self.log.warn_once("gc-removed", GC_REMOVED)
             if names["names"] or names["names_not_listed"]:
                 files[MARKS_FILE] = {"version": MARKS_VERSION, **names}
         except Exception as exc:

@@ -33,18 +33,29 @@ class GcWatch:
         self._started_ns = 0  # the collection in progress, 0 when none
         self.dropped = 0
         self._offset_ns = 0  # epoch ns - perf_counter ns
+        # the list the callback went into: Python calls the one gc.callbacks was at its start, which a
+        # script may replace (``gc.callbacks = []``) while the callback stays in the first
+        self._callbacks: list[Any] | None = None
 
     def start(self) -> None:
         for other in list(_watches):
             other.stop()
         self._offset_ns = _epoch_offset_ns()
-        gc.callbacks.append(self._callback)
+        self._callbacks = gc.callbacks
+        self._callbacks.append(self._callback)
         _watches.append(self)
 
     def stop(self) -> dict[str, Any]:
-        """Stop watching; the capture's pauses as ``npuprof_gc.json`` holds them."""
-        if self._callback in gc.callbacks:
-            gc.callbacks.remove(self._callback)
+        """Stop watching; the capture's pauses as ``npuprof_gc.json`` holds them. ``removed`` when the
+        script took the callback out of ``gc.callbacks`` during the capture (``gc.callbacks.clear()``): the
+        pauses after that are missing, which the file says (docs/formats.md, "npuprof_gc.json")."""
+        callbacks, self._callbacks = self._callbacks, None
+        removed = False
+        if callbacks is not None:
+            try:
+                callbacks.remove(self._callback)
+            except ValueError:
+                removed = True
         if self in _watches:
             _watches.remove(self)
         end_offset = _epoch_offset_ns()
@@ -61,7 +72,7 @@ class GcWatch:
             for start, end, generation, collected, uncollectable in self._events
         ]
         self._events = []
-        return {
+        record = {
             "version": VERSION,
             "pid": os.getpid(),
             "threshold_ms": self.threshold_ms,
@@ -69,6 +80,9 @@ class GcWatch:
             "events": events,
             "dropped": self.dropped,
         }
+        if removed:
+            record["removed"] = True
+        return record
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -101,8 +115,9 @@ def _epoch_offset_ns() -> int:
 def _forget_in_child() -> None:
     """A forked child (a DataLoader worker) does not record the parent's capture."""
     for watch in list(_watches):
-        if watch._callback in gc.callbacks:
-            gc.callbacks.remove(watch._callback)
+        callbacks, watch._callbacks = watch._callbacks, None
+        if callbacks is not None and watch._callback in callbacks:
+            callbacks.remove(watch._callback)
     _watches.clear()
 
 

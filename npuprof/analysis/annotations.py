@@ -31,6 +31,12 @@ class RankAnnotations:
             self.gc = gc_layer.read_record(rank_dir)
         except gc_layer.GcFileError as exc:
             self.warnings.append(f"{exc}: the GC layer is not shown")
+        if self.gc is not None and self.gc.removed:
+            self.warnings.append(
+                f"{gc_layer.GC_FILE}: the script took npuprof's entry out of gc.callbacks during the "
+                "capture (gc.callbacks.clear()?): the GC pauses after that are missing, the GC time shown "
+                "is a lower bound"
+            )
         self.spans: marks_ranges.Spans | None = None  # read from the trace
         self._merged: marks_ranges.Spans | None = None  # and the comm: ranges of their side file
         # the trace's own MsprofTx layer (a trace_view.json: torch_npu's, or npuprof's analysed alone),

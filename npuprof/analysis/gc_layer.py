@@ -47,6 +47,9 @@ class GcRecord(msgspec.Struct, kw_only=True):
     clock: str
     events: list[GcPause]
     dropped: Count = 0
+    removed: bool = (
+        False  # the script took the capture's gc.callbacks entry out: the pauses after are missing
+    )
 
 
 class GcFileError(ValueError):
