@@ -675,6 +675,14 @@ def test_a_range_open_at_the_captures_end_is_named_and_said(tmp_path: Path) -> N
         "range(s) 'left open' still open when the capture ended (no range_end in it): torch ended them with "
         "the capture, so their time runs to its end"
     ]
+    # helper-183: a range named by a 1 MB string left open made a 1 MB warning line
+    big = "B" * 500 + "E" * (1 << 20)
+    (rank_dir / marks_ranges.MARKS_FILE).write_text(
+        json.dumps({"version": 1, "names": {big: "range"}, "open_at_end": [big]})
+    )
+    warnings.clear()
+    marks_ranges.wanted(rank_dir, warnings.append)
+    assert len(warnings) == 1 and f"'{'B' * 39}…{'E' * 40}' still open" in warnings[0], warnings[0][:200]
 
 
 def test_a_range_open_across_two_captures_is_not_ended_in_the_next_ones_profiler() -> None:

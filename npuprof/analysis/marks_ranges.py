@@ -114,7 +114,7 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
                 )
             still_open = value.get("open_at_end")
             if isinstance(still_open, list) and still_open:
-                still = ", ".join(repr(str(n)) for n in still_open[:5]) + (
+                still = ", ".join(repr(_cut(str(n))) for n in still_open[:5]) + (
                     " ..." if len(still_open) > 5 else ""
                 )
                 warn(
@@ -134,6 +134,15 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
     else:
         comm = any(_msprof_tx(info) for info in sorted(rank_dir.glob("profiler_info*.json")))
     return Wanted(names, comm, record, shown) if names or comm or record is not None else None
+
+
+def _cut(name: str, width: int = 80) -> str:
+    """``name`` cut in its middle to ``width`` characters for a warning: a range named by a 1 MB string
+    left open made a 1 MB warning line (the parse's, analyse's, npuprof_annotations.json's)."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
 
 
 def _text(name: str) -> bool:
