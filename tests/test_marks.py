@@ -1220,3 +1220,51 @@ def test_a_gc_callbacks_entry_taken_out_by_the_script_is_said_not_taken_for_no_p
         gc.callbacks = kept
     assert len(record["events"]) == 1 and "removed" not in record, record
     assert not any(getattr(c, "__self__", None) is watch for c in kept)
+
+
+def test_a_range_decorator_with_no_name_ranges_the_function_under_its_name() -> None:
+    """helper-183: ``@npuprof.range`` with no name made a range named "<function f at 0x...>"; the
+    script's ``f(batch)`` then called that range, which wrapped ``batch`` and returned the wrapper: f's
+    body never ran, without a word. It is the function, ranged under its qualified name."""
+    import inspect
+
+    from npuprof import marks
+
+    log: list[str] = []
+    saved = marks._impl
+    marks._use(_Log(log))
+    try:
+
+        @marks.range
+        def add_one(x: int) -> int:
+            log.append("body")
+            return x + 1
+
+        class Model:
+            @marks.range
+            def step(self, x: int) -> int:
+                return x * 2
+
+        @marks.range
+        def items():  # type: ignore[no-untyped-def]
+            yield 1
+
+        assert add_one(1) == 2 and add_one.__name__ == "add_one"
+        assert Model().step(4) == 8
+        assert list(items()) == [1] and inspect.isgeneratorfunction(items)
+        prefix = "test_a_range_decorator_with_no_name_ranges_the_function_under_its_name.<locals>."
+        assert log == [
+            f"[{prefix}add_one",
+            "body",
+            "]",
+            f"[{prefix}Model.step",
+            "]",
+            f"[{prefix}items",
+            "]",
+            f"[{prefix}items",
+            "]",
+        ], log
+        with marks.range("named") as block:  # a range made with a name stays one
+            assert isinstance(block, marks.range)
+    finally:
+        marks._use(saved)
