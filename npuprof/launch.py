@@ -267,6 +267,13 @@ def injection_warnings(command: list[str]) -> list[str]:
         return _flag_warnings(_shown(name, command[1:]), command[1:])
     if name in _PYTHON_LAUNCHERS:
         return []
+    if (
+        name in _COMMAND_WRAPPERS
+        and name not in _SHELLS
+        and name != "make"
+        and (dropped := _env_drops(command))
+    ):
+        return [dropped]
     if name in _COMMAND_WRAPPERS:
         # the Python that a prefix wrapper starts (`env A=1 python -I`, `nice python -S`, `timeout 60
         # python -E`) keeps npuprof out as well: said before the run, not "no process imported torch" after
@@ -280,6 +287,8 @@ def injection_warnings(command: list[str]) -> list[str]:
     path = shutil.which(exe)
     shebang = _shebang_words(Path(path)) if path else []
     if _runs_python(shebang):
+        if dropped := _env_drops(shebang):  # #!/usr/bin/env -S -i python3
+            return [f"{exe} (#!{' '.join(shebang)}): {dropped}"]
         at = _python_in(shebang)  # #!/usr/bin/python3 -E, #!/usr/bin/env -S python3 -I
         return [] if at is None else _flag_warnings(f"{exe} (#!{' '.join(shebang)})", shebang[at + 1 :])
     return [
@@ -296,6 +305,107 @@ def _flag_warnings(shown: str, args: list[str]) -> list[str]:
         return []
     because = "; ".join(reasons)
     return [f"{shown}: Python {because}, so npuprof cannot reach this process; drop the flag to profile it"]
+
+
+# GNU env's options (coreutils 9): those that take a value, and its long ones (a unique prefix is taken)
+_ENV_VALUED = "aCSu"
+_ENV_LONG = {
+    "--ignore-environment": "i", "--null": "0", "--unset": "u", "--chdir": "C", "--debug": "v",
+    "--split-string": "S", "--argv0": "a", "--block-signal": "", "--default-signal": "",
+    "--ignore-signal": "", "--list-signal-handling": "", "--help": "", "--version": "",
+}  # fmt: skip
+_HOOK_VARIABLES = ("PYTHONPATH", ENV_CONFIG)  # what the job's Python needs to load npuprof's hook
+
+
+def _env_drops(command: list[str]) -> str | None:
+    """How an ``env`` among the leading wrappers of ``command`` (``env -i python ...``, ``timeout 60 env -u
+    PYTHONPATH torchrun ...``) keeps npuprof's PYTHONPATH or NPUPROF_CONFIG from everything it starts, as one
+    line saying so and what to do, or None. Read as GNU env reads its words: options up to the first word
+    that is none (``-S``'s string split into more of them), then NAME=VALUE words, then the command; what a
+    shell runs is not read, and a Python, a launcher or a shell ends the look."""
+    index = 0
+    while index < len(command):
+        name = os.path.basename(command[index])
+        if _PYTHON_NAME.fullmatch(name) or name in (*_SHELLS, "make", *_PYTHON_LAUNCHERS):
+            return None
+        index += 1
+        if name == "env" and (dropped := _env_of(command[index:])):
+            return dropped
+    return None
+
+
+def _env_of(words: list[str]) -> str | None:
+    """The line for what ``env WORDS`` does to npuprof's variables (see _env_drops), or None."""
+    left = list(words)
+    emptied, unset, options = "", "", []
+    while left and left[0].startswith("-"):
+        word = left.pop(0)
+        options.append(word)
+        if word == "--":
+            break
+        if word == "-":
+            emptied = word  # the same as -i
+            continue
+        if word.startswith("--"):
+            name, eq, value = word.partition("=")
+            full = [o for o in _ENV_LONG if o == name] or [o for o in _ENV_LONG if o.startswith(name)]
+            if len(full) != 1:
+                return None  # env refuses it: the job does not run
+            letters = _ENV_LONG[full[0]]
+            if letters in _ENV_VALUED and letters and not eq and left:
+                value = left.pop(0)
+                options.append(value)
+        else:
+            letters = word[1:]
+            value = ""
+            for position, letter in enumerate(letters):
+                if letter in _ENV_VALUED:
+                    value = letters[position + 1 :]
+                    if not value and left:
+                        value = left.pop(0)
+                        options.append(value)
+                    letters = letters[: position + 1]
+                    break
+        emptied = emptied or (word if "i" in letters else "")
+        if letters.endswith("u") and value in _HOOK_VARIABLES:
+            unset = value
+        elif letters.endswith("S"):
+            left[:0] = value.split()  # shown as the words it is split into
+            if options[-1] is value:
+                options.pop()
+    replaced = ""
+    for word in left:
+        name, eq, value = word.partition("=")
+        if not eq:
+            break
+        if name == "PYTHONPATH":
+            ours = str(BOOTSTRAP_DIR) in value.split(os.pathsep)
+            replaced = "" if ours else word
+            unset = "" if ours and unset == name else unset
+    shown = " ".join(["env", *options])
+    if emptied:
+        return (
+            f"{shown}: env starts the job with an empty environment, without the PYTHONPATH and {ENV_CONFIG} "
+            "through which npuprof reaches its Python processes, so nothing will be captured; drop "
+            f"{emptied} to profile it"
+        )
+    if unset:
+        return (
+            f"{shown}: env removes {unset}, through which npuprof reaches the job's Python processes, so "
+            f"nothing will be captured; drop -u {unset} to profile it"
+            + (
+                " (unset it before npuprof run: npuprof then puts only its own directory there)"
+                if unset == "PYTHONPATH"
+                else ""
+            )
+        )
+    if replaced:
+        return (
+            f"env {replaced}: env replaces the PYTHONPATH on which npuprof puts its hook, so nothing will be "
+            f"captured; set it before npuprof instead ({replaced} npuprof run -- ...), which keeps yours "
+            "after npuprof's directory"
+        )
+    return None
 
 
 def _shown(python: str, args: list[str]) -> str:

@@ -544,7 +544,7 @@ def test_a_script_run_by_a_shell_is_not_flagged(tmp_path: Path, shebang: str, wa
         (["nice", "-n", "5", "/venv/bin/python", "-S", "train.py"], "-S"),
         (["timeout", "-s", "INT", "60", "python3.11", "-uE", "train.py"], "-E"),
         (["uv", "run", "python", "-I", "train.py"], "-I"),
-        (["env", "PYTHONPATH=x", "python3", "train.py", "-I"], None),  # the script's own argument
+        (["env", "FOO=x", "python3", "train.py", "-I"], None),  # the script's own argument
         (["nice", "python3", "-X", "importtime", "train.py"], None),
         (["bash", "-c", "python -I train.py"], None),  # what a shell runs is not read
         (["make", "python", "-I"], None),  # make's targets
@@ -553,6 +553,50 @@ def test_a_script_run_by_a_shell_is_not_flagged(tmp_path: Path, shebang: str, wa
 def test_python_options_are_read_through_a_wrapper(command: list[str], warned: str | None) -> None:
     warnings = injection_warnings(command)
     _assert_warned(warnings, warned)
+
+
+@pytest.mark.parametrize(
+    ("command", "dropped"),
+    [
+        # helper-182: an env that drops npuprof's PYTHONPATH or NPUPROF_CONFIG was not warned; the run
+        # ended saying that no process imported torch.optim
+        (["env", "-i", "python3", "train.py"], "-i"),
+        (["env", "-", "python3", "train.py"], "-"),
+        (["env", "--ignore-environment", "PATH=/usr/bin", "torchrun", "train.py"], "--ignore-environment"),
+        (["env", "--ignore-e", "bash", "train.sh"], "--ignore-e"),  # a prefix only it has
+        (["env", "-vi", "python3", "train.py"], "-vi"),
+        (["env", "-S", "-i python3", "train.py"], "-i"),  # -S's string is split into options
+        (["timeout", "-s", "INT", "60", "env", "-i", "python3", "train.py"], "-i"),
+        (["env", "-u", "PYTHONPATH", "python3", "train.py"], "-u PYTHONPATH"),
+        (["env", "-uPYTHONPATH", "python3", "train.py"], "-u PYTHONPATH"),
+        (["env", "--unset=PYTHONPATH", "python3", "train.py"], "-u PYTHONPATH"),
+        (["env", "-C", "/tmp", "--unset", "NPUPROF_CONFIG", "python3", "t.py"], "-u NPUPROF_CONFIG"),
+        (["env", "PYTHONPATH=src", "python3", "train.py"], "PYTHONPATH=src npuprof run"),
+        (["nice", "env", "A=1", "PYTHONPATH=src:lib", "python3", "t.py"], "PYTHONPATH=src:lib npuprof run"),
+        (["env", "--ignore", "python3", "train.py"], None),  # env refuses an ambiguous option
+        (["env", "-u", "FOO", "python3", "train.py"], None),
+        (["env", "--", "-i", "python3"], None),
+        (["bash", "-c", "env -i python3 train.py"], None),  # what a shell runs is not read
+        (["python3", "train.py", "env", "-i"], None),  # the script's own arguments
+        (["env", f"PYTHONPATH={BOOTSTRAP_DIR}:src", "python3", "train.py"], None),  # npuprof's kept
+    ],
+)
+def test_an_env_that_drops_npuprofs_variables_is_warned(command: list[str], dropped: str | None) -> None:
+    warnings = injection_warnings(command)
+    if dropped is None:
+        assert warnings == []
+    else:
+        (line,) = warnings
+        assert "so nothing will be captured" in line and dropped in line.split(":", 1)[1], line
+
+
+def test_an_env_in_a_scripts_shebang_that_drops_npuprofs_variables_is_warned(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("#!/usr/bin/env -S -i python3\nprint('hi')\n")
+    script.chmod(0o755)
+    (line,) = injection_warnings([str(script)])
+    assert line.startswith(f"{script} (#!/usr/bin/env -S -i python3): env -S -i:"), line
+    assert "nothing will be captured" in line
 
 
 @pytest.mark.parametrize(
