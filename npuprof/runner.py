@@ -148,6 +148,24 @@ def _forget_reported_warnings(output: Path, run_id: str) -> None:
             marks.rmdir()
 
 
+HIDDEN_WARNINGS_SHOWN = 10
+
+
+def _repeat_hidden_warnings(output: Path, run_id: str) -> None:
+    """Say the warnings that only ranks whose stderr torchrun does not show met (``--redirects 3`` alone
+    sends every rank's to its log file, ``--local-ranks-filter`` alone to /dev/null): they were reported
+    once, where the user does not look (README, "Around torchrun"); each names torchrun's file of the first
+    rank that met it, else npuprof.log, which has them all."""
+    from npuprof.agent.log import shown_nowhere
+
+    log_path = output / layout.RUN_LOG
+    hidden = shown_nowhere(str(output), run_id)
+    for warning, where in hidden[:HIDDEN_WARNINGS_SHOWN]:
+        _note(f"{warning} (met by ranks whose stderr torchrun does not show here: {where or log_path})")
+    if len(hidden) > HIDDEN_WARNINGS_SHOWN:
+        _note(f"and {len(hidden) - HIDDEN_WARNINGS_SHOWN} more such warning(s) in {log_path}")
+
+
 class _StopWaiting(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -617,6 +635,7 @@ def _after_the_job(
     the output directory was removed and made again during the run."""
     log_path = log.path
     payload.remove_file()
+    _repeat_hidden_warnings(output, run_id)
     _forget_reported_warnings(output, run_id)
     captures = run_record.captures_of_run(output, run_id)
     for skipped in layout.take_skipped():

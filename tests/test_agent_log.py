@@ -27,6 +27,38 @@ def test_a_warning_is_shown_once_per_run_across_processes(
     assert capsys.readouterr().err.count("flag X ignored") == 1
 
 
+def test_a_warning_only_hidden_ranks_met_is_repeated_at_the_runs_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # helper-182: with torchrun's --redirects 3 alone every rank's stderr goes to its log file, and a
+    # warning was shown there only: the console never said it
+    from npuprof import runner
+
+    log_path = str(tmp_path / "npuprof.log")
+    rank_logs = tmp_path / "torchelastic" / "attempt_0" / "0"  # torchrun's files of a worker
+    rank_logs.mkdir(parents=True)
+    (rank_logs / "stderr.log").write_text("")
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(rank_logs / "error.json"))
+    rank0 = AgentLog(log_path, "agent", "run1", output_hidden=True)
+    rank1 = AgentLog(log_path, "agent", "run1", output_hidden=True)
+    for rank in (rank0, rank1):
+        rank.warn_once("level", "ignored on the torch-cpu backend: --level 1")
+        rank.warn_once("other", "shown by a rank whose output is seen")
+    AgentLog(log_path, "agent", "run1").warn_once("other", "shown by a rank whose output is seen")
+    monkeypatch.delenv("TORCHELASTIC_ERROR_FILE")  # a process torchrun names no file for
+    rank1.warn_once("late", "a hidden rank's second warning")
+    assert capsys.readouterr().err.count("npuprof: ignored on the torch-cpu backend") == 2  # their own
+    runner._repeat_hidden_warnings(tmp_path, "run1")
+    shown = capsys.readouterr().err.splitlines()
+    assert len(shown) == 2, shown  # each once, in the order met; not the one a shown rank showed
+    assert shown[0].startswith("npuprof: ignored on the torch-cpu backend: --level 1 (met by ranks whose")
+    assert shown[0].endswith(f": {rank_logs / 'stderr.log'})")  # where the first rank showed it
+    assert shown[1].startswith("npuprof: a hidden rank's second warning (met by ranks whose")
+    assert shown[1].endswith(f": {log_path})")  # torchrun kept no file of it (--local-ranks-filter alone)
+    runner._repeat_hidden_warnings(tmp_path, "run2")  # another run's: none
+    assert capsys.readouterr().err == ""
+
+
 @pytest.fixture
 def process_log():
     """set_log() changes a process-wide log: put the previous one back afterwards."""

@@ -90,17 +90,34 @@ class AgentLog:
             pass
 
     def _first_in_run(self, message: str) -> bool:
-        if self.path is None or self.output_hidden:
+        if self.path is None:
             return True
         import hashlib
 
         name = hashlib.sha1(message.encode("utf-8", "replace")).hexdigest()[:16]
+        if self.output_hidden:
+            # shown in this rank's own output, which the user does not see (torchrun's log file): kept for
+            # the launcher, which repeats at the run's end a warning no process showed (helper-182)
+            import time
+
+            held = f"{time.time_ns()}\t{_rank_stderr_file()}\t{message}"
+            self._mark(HIDDEN_MARK + name, held.encode("utf-8", "replace"))
+            return True
+        return self._mark(name, b"")
+
+    def _mark(self, name: str, content: bytes) -> bool:
+        """Make the run's mark ``name`` (holding ``content``); False when another process made it first."""
         try:
-            marks = _open_subdir(_open_subdir(None, os.path.dirname(self.path) or "."), REPORTED_DIR)
+            marks = _open_subdir(_open_subdir(None, os.path.dirname(self.path or "") or "."), REPORTED_DIR)
             marks = _open_subdir(marks, self.run_id or "run")
             try:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-                os.close(os.open(name, flags, 0o640, dir_fd=marks))
+                made = os.open(name, flags, 0o640, dir_fd=marks)
+                try:
+                    if content:
+                        os.write(made, content[:HIDDEN_MARK_LIMIT])
+                finally:
+                    os.close(made)
             finally:
                 os.close(marks)
         except FileExistsError:
@@ -108,6 +125,52 @@ class AgentLog:
         except OSError:
             return True
         return True
+
+
+def _rank_stderr_file() -> str:
+    """The file torchrun sends this worker's stderr to (beside the error file it names for the worker), or
+    "" when there is none."""
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE", "")
+    if not error_file:
+        return ""
+    path = os.path.join(os.path.dirname(error_file), "stderr.log")
+    return path if os.path.isfile(path) else ""
+
+
+def shown_nowhere(output: str, run_id: str) -> list[tuple[str, str]]:
+    """The warnings of run ``run_id`` that only processes whose output is hidden met (torchrun's
+    ``--redirects`` without ``--tee``, ``--local-ranks-filter``), with the file that holds the output of
+    the first that met each ("" when unknown): no process showed them on the console."""
+    found: list[tuple[int, str, str]] = []  # (when it was met, where it was shown, the warning)
+    try:
+        marks = _open_subdir(_open_subdir(None, output), REPORTED_DIR)
+        marks = _open_subdir(marks, run_id or "run")
+    except OSError:
+        return []
+    try:
+        names = os.listdir(marks)
+        for name in names:
+            if not name.startswith(HIDDEN_MARK) or name.removeprefix(HIDDEN_MARK) in names:
+                continue
+            try:
+                held = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=marks)
+            except OSError:
+                continue
+            try:
+                text = os.read(held, HIDDEN_MARK_LIMIT).decode("utf-8", "replace")
+            except OSError:
+                continue
+            finally:
+                os.close(held)
+            when, _, rest = text.partition("\t")
+            where, _, warning = rest.partition("\t")
+            if warning:
+                found.append((int(when) if when.isdigit() else 0, where, warning))
+    except OSError:
+        pass
+    finally:
+        os.close(marks)
+    return [(warning, where) for _, where, warning in sorted(found)]  # in the order they were met
 
 
 def _open_subdir(parent: int | None, name: str) -> int:
@@ -128,6 +191,8 @@ def _open_subdir(parent: int | None, name: str) -> int:
 
 # Marks of the warnings already shown in this run; the launcher removes the folder at the end.
 REPORTED_DIR = ".npuprof_reported"  # = npuprof.results.layout.REPORTED_DIR (kept import-free here)
+HIDDEN_MARK = "hidden-"  # a warning met where the output is hidden: the mark holds it for the launcher
+HIDDEN_MARK_LIMIT = 4096
 _NULL = AgentLog(None, "agent")
 _current: AgentLog = _NULL
 
