@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 import types
 from _thread import get_ident, start_new_thread
 from collections import OrderedDict
@@ -290,6 +291,25 @@ def test_a_step_that_raises_takes_no_boundary_and_the_next_one_counts(world: Wor
     Failing.fail = False
     iterate(w, opt)
     assert events == ["arm", boundary()]
+
+
+def _frames_of(exc: BaseException) -> list[tuple[str, str]]:
+    return [(os.path.basename(f.filename), f.name) for f in traceback.extract_tb(exc.__traceback__)]
+
+
+def test_a_step_that_raises_shows_no_frame_of_npuprof_in_its_traceback(world: World) -> None:
+    """helper-182: the traceback the script shows is the one it has without npuprof (the wrapper's frame
+    was one more entry, three lines with its source and carets)."""
+
+    class Failing(torch.optim.SGD):
+        def step(self, closure: Any = None) -> Any:
+            raise RuntimeError("bad step")
+
+    w, opt = make(Failing)
+    with pytest.raises(RuntimeError, match="bad step") as raised:
+        iterate(w, opt)
+    frames = _frames_of(raised.value)
+    assert ("steps.py", "stepped") not in frames and frames[-1][1] == "step", frames
 
 
 def test_a_class_whose_step_cannot_be_wrapped_counts_in_the_hook(world: World) -> None:
@@ -675,6 +695,33 @@ def test_step_on_a_function_arms_at_the_first_call_and_counts_each_return(step_o
     ]
     assert followed == [controller]  # the script's profilers followed once, when armed
     assert controller.at_a_step_start  # armed as the first call starts: step 0 is that call, whole
+
+
+def test_a_step_on_function_that_raises_shows_no_frame_of_npuprof_in_its_traceback(step_on: Any) -> None:
+    """helper-182: a --step-on function's exception reads as without npuprof: no wrapper frame in its
+    traceback, plain, recursive, generator or coroutine; each return still a boundary."""
+    _, controller, log, events, _ = step_on
+    module = types.ModuleType("raising")
+    code = (
+        "def fail(n):\n    if n == 0:\n        raise ValueError('bottom')\n    return fail(n - 1)\n"
+        "def gen():\n    yield 1\n    raise ValueError('gen')\n"
+        "async def coro():\n    raise ValueError('coro')\n"
+    )
+    exec(compile(code, "job.py", "exec"), module.__dict__)
+    for name in ("fail", "gen", "coro"):
+        assert wrap_step_function(module, name, controller, log) is True
+    calls = {
+        "fail": lambda: module.fail(2),
+        "gen": lambda: list(module.gen()),
+        "coro": lambda: module.coro().send(None),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError) as raised:
+            call()
+        frames = _frames_of(raised.value)
+        assert [file for file, _ in frames] == ["test_steps_units.py"] * 2 + ["job.py"] * len(frames[2:])
+        assert [function for _, function in frames[2:]] == [name] * (3 if name == "fail" else 1), frames
+    assert events.count(boundary()) == 3 + 1 + 1
 
 
 def test_step_on_a_recursive_function_costs_the_job_no_recursion_depth(step_on: Any) -> None:

@@ -125,6 +125,9 @@ class OptimizerSteps:
             inside.add(me)
             try:
                 result = step(*args, **kwargs)
+            except BaseException as exc:
+                _off_the_traceback(exc)
+                raise
             finally:
                 inside.discard(me)
             if steps.pending == me:
@@ -403,6 +406,9 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 arm()
             try:
                 return await func(*args, **kwargs)
+            except BaseException as exc:
+                _off_the_traceback(exc)
+                raise
             finally:
                 controller.on_boundary()
 
@@ -417,6 +423,9 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 arm()
             try:
                 return (yield from func(*args, **kwargs))
+            except BaseException as exc:
+                _off_the_traceback(exc)
+                raise
             finally:
                 controller.on_boundary()
 
@@ -438,12 +447,18 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 added = _recursion_limit_by(1)
                 try:
                     return func(*args, **kwargs)
+                except BaseException as exc:
+                    _off_the_traceback(exc)
+                    raise
                 finally:
                     controller.on_boundary()
                     if added:
                         recursion_limit.take_back(1)
             try:
                 return func(*args, **kwargs)
+            except BaseException as exc:
+                _off_the_traceback(exc)
+                raise
             finally:
                 controller.on_boundary()
 
@@ -457,6 +472,16 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     controller.step_function_wrapped = True  # its count is logged at exit, 0 included (never called)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
+
+
+def _off_the_traceback(exc: BaseException) -> None:
+    """Take the calling wrapper's frame off the head of ``exc``'s traceback, so that what the script's
+    step function or optimizer raised reads as it would without npuprof: a bare ``raise`` then adds no
+    entry for the wrapper again (Python 3.11+ re-raises the exception's own ``__traceback__``; 3.10 the
+    one it caught, the wrapper's frame left in). Only a traceback that goes on below the wrapper."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_next is not None and tb.tb_frame is _getframe(1):
+        exc.__traceback__ = tb.tb_next
 
 
 def _own_code(func: Any) -> CodeType | None:
