@@ -285,6 +285,10 @@ def injection_warnings(command: list[str]) -> list[str]:
     import shutil
 
     path = shutil.which(exe)
+    if path and _PYTHON_NAME.fullmatch(os.path.basename(os.path.realpath(path))):
+        # a link to Python under a name of its own (`py3` -> python3.11): Python, its options read as such
+        # (it was warned "does not look like a Python program": helper-182)
+        return _flag_warnings(_shown(exe, command[1:]), command[1:])
     shebang = _shebang_words(Path(path)) if path else []
     if _runs_python(shebang):
         if dropped := _env_drops(shebang):  # #!/usr/bin/env -S -i python3

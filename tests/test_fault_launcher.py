@@ -555,6 +555,17 @@ def test_python_options_are_read_through_a_wrapper(command: list[str], warned: s
     _assert_warned(warnings, warned)
 
 
+def test_a_link_to_python_under_another_name_is_python(tmp_path: Path) -> None:
+    # helper-182: ./py3 (a link to the venv's python) was warned "does not look like a Python program"
+    link = tmp_path / "py3"
+    link.symlink_to(os.path.realpath(sys.executable))
+    assert injection_warnings([str(link), "train.py"]) == []
+    _assert_warned(injection_warnings([str(link), "-I", "train.py"]), "-I")
+    other = tmp_path / "tool"
+    other.symlink_to("/bin/true")
+    assert "does not look like a Python program" in injection_warnings([str(other)])[0]
+
+
 @pytest.mark.parametrize(
     ("command", "dropped"),
     [
