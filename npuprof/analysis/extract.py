@@ -38,6 +38,7 @@ import msgspec
 import numpy as np
 
 from npuprof.analysis import vocabulary as vocab
+from npuprof.analysis.damaged import Damaged
 from npuprof.analysis.trace_loader import EMPTY_RAW, NO_TIME, ScanEvent, Time, TimeOrText, no_time
 
 
@@ -623,6 +624,7 @@ class Extract:
             Counter()
         )  # values torch wrote that are no JSON, by kind (TraceReader)
         self.negative_durations = 0  # events whose negative dur is read as 0 (_zero_negative_durations)
+        self.damaged = Damaged()  # events left out as damaged (TraceReader's; analysis/damaged.py)
         self.unread_categories: Counter[str] = Counter()
         # complete events of no category left out of processes of no known kind (by process name): device
         # work, perhaps, of a process npuprof does not know as a device's
@@ -773,6 +775,8 @@ class Extract:
             from npuprof.analysis.trace_repairs import unwritten_notes
 
             notes.extend(unwritten_notes(self.repaired_values))
+        if self.damaged.total:
+            notes.append(self.damaged.note())
         if self.timeless:
             notes.append(
                 f"{self.timeless} complete event(s) without a ts or a dur were left out (no profiler writes "
@@ -1421,6 +1425,7 @@ class Extract:
         self.repaired_names += other.repaired_names
         self.repaired_values.update(other.repaired_values)
         self.negative_durations += other.negative_durations
+        self.damaged.merge(other.damaged)
         self.mem_without_totals += other.mem_without_totals
         self.unread_categories.update(other.unread_categories)
         self.unread_uncategorised.update(other.unread_uncategorised)

@@ -258,7 +258,8 @@ def read_spans(raw: Path, fd: int, want: Wanted) -> Spans:
     found = Spans()
     if not want.in_trace:
         return found
-    reader = TraceReader(raw, block=BLOCK, fd=fd, decoder=_Sieve())  # type: ignore[arg-type]
+    # (the scan has judged its damaged events: this decoder, which reads only some, could not)
+    reader = TraceReader(raw, block=BLOCK, fd=fd, decoder=_Sieve(), judge=False)  # type: ignore[arg-type]
     names, comm, shown = want.names, want.comm, want.shown
     for chunk in reader:
         for ev in chunk.events:

@@ -764,6 +764,7 @@ def _write_outputs(
                 base_ns,
                 stacks,
                 trace_body.overlap_pids(extract),
+                damaged=bool(extract.damaged.total),
             )
             ops = tables.nest(extract)
             nested.publish(ops)

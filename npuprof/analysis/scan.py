@@ -37,6 +37,7 @@ def _scan_into(
         extract.repaired_strings += reader.repaired_strings
         extract.repaired_names += reader.repaired_names
         extract.repaired_values.update(reader.repaired_values)
+        extract.damaged.merge(reader.damaged)
     except EventError as exc:
         raise TraceError("corrupt", f"{path}: {exc} (corrupt trace)") from None
 
@@ -141,6 +142,9 @@ def _scan_ranges(
         merged = extract.finish()
         for worker in workers_:
             merged.merge(worker.result())
+        refused = merged.damaged.refused(merged.event_count)  # most of the trace damaged: no trace
+        if refused is not None:
+            raise TraceError("corrupt", f"{path}: {refused}")
     except BaseException:
         for worker in workers_:
             worker.close()

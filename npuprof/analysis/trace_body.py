@@ -33,7 +33,7 @@ import msgspec
 import numpy as np
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.extract import Extract, positions
+from npuprof.analysis.extract import SCAN_DECODER, Extract, positions
 from npuprof.analysis.forked import Forked
 from npuprof.analysis.scan import BLOCK  # the scan's chunks: its cuts are the body's (split_point)
 from npuprof.analysis.tables import ns_of_texts, us_texts
@@ -93,6 +93,7 @@ _TYPED = msgspec.json.Decoder(list[functools.reduce(operator.or_, (*_PHASED.valu
 _DECODER = msgspec.json.Decoder(list[_Event])
 _ENC = msgspec.json.Encoder()
 _INTS = msgspec.json.Decoder(list[int])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _FLOATS = msgspec.json.Decoder(list[float])
 _PH, _CAT, _NAME, _PID, _TS = (
     attrgetter("ph"),
@@ -217,18 +218,21 @@ def write_body(
     stacks: Stacks | None,
     drop: frozenset[Any] = frozenset(),
     opening: bool = True,
+    damaged: bool = False,
 ) -> Body:
     """Write the raw events between offsets ``start`` and ``end`` of the plain trace open at ``fd``,
     rewritten (see the module's doc), to ``out_fd``, after ``[`` when ``opening``; chunks are joined by
     ``,\\n``. ``stacks``: the Call stack to add to the operators (:class:`Stacks`), or None;
-    ``drop``: pids whose events are left out."""
+    ``drop``: pids whose events are left out; ``damaged``: the scan left damaged events out (Extract.damaged),
+    so are they here (:func:`_undamaged`)."""
     body = Body()
     seen: dict[tuple[Any, Any], None] = {}
     if opening:
         write_all(out_fd, b"[\n")
     reader = TraceReader(path, block=BLOCK, fd=fd, decoder=_TYPED, fallback=_DECODER)
     for chunk in reader.iter_range(start, end) if end > start else ():
-        kept = _rewrite(chunk.events, base_ns, stacks, drop)
+        events = _undamaged(chunk.events, chunk.text) if damaged else chunk.events
+        kept = _rewrite(events, base_ns, stacks, drop) if events else []
         if not kept:
             continue
         seen.update(dict.fromkeys(map(_PIDTID, kept)))
@@ -239,6 +243,25 @@ def write_body(
         body.wrote = True
     body.threads = [key for key in seen if UNSET not in key]  # an event may lack its pid or tid
     return body
+
+
+def _undamaged(events: list[Any], text: memoryview) -> list[Any]:
+    """The events of a chunk (decoded from ``text``) that the scan reads: those it left out as damaged
+    (a ``pid`` that is an object, a ``dur`` that is a string: docs/formats.md, "Damaged events") are left
+    out of trace_view.json too. Only a trace the scan found damaged is checked so."""
+    framed = b"[" + bytes(text) + b"]"
+    try:
+        SCAN_DECODER.decode(framed)
+        return events
+    except msgspec.DecodeError:
+        pass
+    raws = _RAWS.decode(framed)
+    kept = []
+    for event, raw in zip(events, raws, strict=True):
+        with contextlib.suppress(msgspec.DecodeError):
+            SCAN_DECODER.decode(b"[" + bytes(raw) + b"]")
+            kept.append(event)
+    return kept
 
 
 def _rewrite(events: list[Any], base_ns: int, stacks: Stacks | None, drop: frozenset[Any]) -> list[Any]:
@@ -521,19 +544,27 @@ class SplitBody:
         base_ns: int,
         stacks: Stacks | None,
         drop: frozenset[Any],
+        damaged: bool = False,
     ) -> None:
         start, end = span
         self.out_fd, self.later, self.later_file = out_fd, None, None
         if not (fork and cut is not None and start < cut < end):
-            self.first = Forked(fork, lambda: write_body(out_fd, path, fd, start, end, base_ns, stacks, drop))
+            self.first = Forked(
+                fork, lambda: write_body(out_fd, path, fd, start, end, base_ns, stacks, drop, damaged=damaged)
+            )
             return
         self.later_file = tempfile.TemporaryFile(dir=work_dir)  # noqa: SIM115 (closed by close())
         later_fd = self.later_file.fileno()
         try:
             self.later = Forked(
-                True, lambda: write_body(later_fd, path, fd, cut, end, base_ns, stacks, drop, opening=False)
+                True,
+                lambda: write_body(
+                    later_fd, path, fd, cut, end, base_ns, stacks, drop, opening=False, damaged=damaged
+                ),
             )
-            self.first = Forked(True, lambda: write_body(out_fd, path, fd, start, cut, base_ns, stacks, drop))
+            self.first = Forked(
+                True, lambda: write_body(out_fd, path, fd, start, cut, base_ns, stacks, drop, damaged=damaged)
+            )
         except BaseException:
             self.close()
             raise

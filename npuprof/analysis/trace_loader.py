@@ -56,6 +56,7 @@ from typing import Annotated, Any, BinaryIO
 import msgspec
 
 from npuprof.analysis import torch_files
+from npuprof.analysis.damaged import LEAD, Damaged
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
 from npuprof.analysis.trace_repairs import SURROGATE_ESCAPE, repaired_names, repaired_strings, repaired_values
 
@@ -202,6 +203,7 @@ class Trace:
     repaired_names: int = 0  # names with characters Kineto did not escape, read without them (unescaped_note)
     repaired_values: dict[str, int] = field(default_factory=dict)  # no JSON, by kind (unwritten_notes)
     gzip_note: str | None = None  # bytes after the gzip data that were left out (GzipMembers.ignored_note)
+    damaged: Damaged = field(default_factory=Damaged)  # events of the wrong shape left out (Damaged.note)
 
     @property
     def rank(self) -> int | None:
@@ -283,10 +285,13 @@ class TraceReader:
         fd: int | None = None,
         decoder: msgspec.json.Decoder | None = None,
         fallback: msgspec.json.Decoder | None = None,
+        judge: bool = True,
     ) -> None:
         """``fd``: read the (plain) trace from this open descriptor instead of opening ``path``.
         ``decoder``: a msgspec decoder of a list of event structs (default: ``list[Event]``);
-        ``fallback``: the decoder for chunks that are valid JSON but that ``decoder`` rejects."""
+        ``fallback``: the decoder for chunks that are valid JSON but that ``decoder`` rejects;
+        ``judge``: count the damaged events left out and refuse a trace made mostly of them (False for a
+        decoder that reads only some events, which cannot tell: they are left out unsaid)."""
         self.path = Path(path)
         self.decoder = decoder or _DECODER
         self.fallback = fallback
@@ -313,6 +318,9 @@ class TraceReader:
             str, int
         ] = {}  # values torch wrote that are no JSON, by kind (unwritten_notes)
         self.gzip_note: str | None = None  # bytes after a gzipped trace's data, left out (GzipMembers)
+        self.judge = judge
+        self.damaged = Damaged()  # events of the wrong shape left out (docs/formats.md, "Damaged events")
+        self._from_first = False  # reading from the first event: the LEAD rule applies
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
 
@@ -407,12 +415,19 @@ class TraceReader:
             valued = repaired_values(repaired[0] if repaired else framed)
             named = repaired_names(valued[0] if valued else repaired[0] if repaired else framed)
             if repaired is None and named is None and valued is None:
-                return self._undecodable(framed)
-            text = named[0] if named else valued[0] if valued else repaired[0] if repaired else framed
-            events = self._events_of(text)
-            if events is None:  # not JSON for another reason: said where that is (the same length)
-                return self._undecodable(text)
-            framed = text
+                left = self._undecodable(framed)
+                if left is None:
+                    return None
+                events, framed = left
+            else:
+                text = named[0] if named else valued[0] if valued else repaired[0] if repaired else framed
+                events = self._events_of(text)
+                if events is None:  # not JSON for another reason: said where that is (the same length)
+                    left = self._undecodable(text)
+                    if left is None:
+                        return None
+                    events, text = left
+                framed = text
             self.repaired_strings += repaired[1] if repaired else 0
             self.repaired_names += named[1] if named else 0
             for kind, count in valued[1].items() if valued else ():
@@ -572,9 +587,9 @@ class TraceReader:
         if self.ts_base:
             self.meta.setdefault(BASE_TIME_KEY, self.ts_base * 1000)
 
-    def _undecodable(self, framed: bytearray) -> None:
+    def _undecodable(self, framed: bytearray) -> tuple[list[Any], bytearray] | None:
         """Why ``[text]`` did not decode: JSON that stops at a byte (``malformed_at``; a text cut inside an
-        event stops at its end), or an event of the wrong shape (TraceError)."""
+        event stops at its end: None), or events of the wrong shape, left out (:meth:`_without_damaged`)."""
         self.malformed_at = None
         try:
             raws = _RAW_EVENTS.decode(framed)
@@ -589,13 +604,36 @@ class TraceReader:
                 at = self.malformed_at + 1
                 self.malformed_what = _NOT_JSON.get(bytes(framed[at : at + 9]).lstrip(b"-")[:3], "")
             return None
+        return self._without_damaged(raws)
+
+    def _without_damaged(self, raws: list[msgspec.Raw]) -> tuple[list[Any], bytearray]:
+        """JSON values some of which are no events this reader reads (a number, a ``dur`` that is a string:
+        damage): those left out, counted in ``damaged`` (docs/formats.md, "Damaged events"), the others
+        decoded together; (events, their text framed in ``[]``). Reading from the first event, the trace is
+        refused (TraceError) once the events left out outnumber those read by ``damaged.LEAD``."""
         decoder = self.fallback or self.decoder
+        good: list[bytes] = []
         for raw in raws:
+            one = bytes(raw)
             try:
-                decoder.decode(b"[" + bytes(raw) + b"]")
+                decoder.decode(b"[" + one + b"]")
             except msgspec.DecodeError as exc:
-                raise TraceError("corrupt", f"{self.path}: {_bad_event(bytes(raw), exc)}") from None
-        return None
+                if not self.judge:
+                    continue
+                self.damaged.add(_problem(exc), _bad_event(one, exc))
+                read = self.event_count + len(good)
+                if self._from_first and self.damaged.total > read + LEAD:
+                    raise TraceError("corrupt", f"{self.path}: {self.damaged.refusal(read)}") from None
+                continue
+            good.append(one)
+        framed = bytearray(b"[" + b",".join(good) + b"]")
+        return decoder.decode(framed), framed
+
+    def refuse_if_damaged(self) -> None:
+        """Raise TraceError when more than half of the events read were left out as damaged."""
+        message = self.damaged.refused(self.event_count) if self.judge else None
+        if message is not None:
+            raise TraceError("corrupt", f"{self.path}: {message}")
 
     def _split(self, buf: bytearray, limit: int) -> tuple[int, list[Event], memoryview] | None:
         """Find the last event boundary ``},{`` in ``buf`` (which starts at an event) that yields a
@@ -837,15 +875,18 @@ class TraceReader:
                 except TraceError as exc:
                     raise with_gzip_note(exc, handle.ignored_note()) from exc
                 self.gzip_note = handle.ignored_note()
+                self.refuse_if_damaged()
                 return
         start, end = self.region()
         yield from self.iter_range(start, end)
+        self.refuse_if_damaged()
 
     def iter_range(self, start: int, end: int) -> Iterator[TraceChunk]:
         """Events of a plain file between two event boundaries (``start`` at a ``{``, ``end`` after a ``}``,
         give or take spaces and a comma)."""
         if self.ts_base is None:
             self.events_start()  # the base of string times is the same for every range of the file
+        self._from_first = start == self._events_at
         with self._plain() as handle:
             handle.seek(start)
             self.bytes_read = start
@@ -878,7 +919,8 @@ class TraceReader:
                             f"{self._malformed_where(len(buf))} (corrupt trace)",
                         )
                     self.event_count += len(decoded[0])
-                    yield TraceChunk(*decoded)
+                    if decoded[0]:  # (every event of it damaged: none)
+                        yield TraceChunk(*decoded)
                     return
                 found = self._split(buf, limit=8)
                 if found is None:
@@ -893,7 +935,8 @@ class TraceReader:
                     continue
                 cut, events, text = found
                 self.event_count += len(events)
-                yield TraceChunk(events, text)
+                if events:
+                    yield TraceChunk(events, text)
                 rest = _next_nonspace(buf, cut)
                 if rest < len(buf) and buf[rest] == 0x2C:
                     rest += 1
@@ -925,6 +968,7 @@ class TraceReader:
         return end
 
     def _iter_stream(self, handle: BinaryIO) -> Iterator[TraceChunk]:
+        self._from_first = True
         buf = self._head(handle)
         eof = False
         more = True
@@ -1066,10 +1110,15 @@ def _decimal(text: bytes) -> Decimal | None:
     return value
 
 
+def _problem(exc: msgspec.DecodeError) -> str:
+    """msgspec's words for what is wrong with one event, its path made relative to the event."""
+    return str(exc).replace("`$[0]", "`event")
+
+
 def _bad_event(raw: bytes, exc: msgspec.DecodeError) -> str:
     """One line: what is wrong with the event ``raw`` (msgspec's words, its path made relative to the
     event), and its start."""
-    problem = str(exc).replace("`$[0]", "`event")
+    problem = _problem(exc)
     text = " ".join(raw[:_SNIPPET].decode("utf-8", "replace").split())  # one line, however it was indented
     return f"an event of the wrong shape ({problem}): {text}{'...' if len(raw) > _SNIPPET else ''}"
 
@@ -1181,6 +1230,7 @@ def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) ->
     trace.repaired_names = reader.repaired_names
     trace.repaired_values = reader.repaired_values
     trace.gzip_note = reader.gzip_note
+    trace.damaged = reader.damaged
     return trace
 
 

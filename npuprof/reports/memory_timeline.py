@@ -204,6 +204,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         from npuprof.analysis.trace_repairs import unwritten_notes
 
         data.notes.extend(unwritten_notes(loaded.repaired_values))
+    if loaded.damaged.total:  # docs/formats.md, "Damaged events"
+        data.notes.append(loaded.damaged.note())
     if loaded.gzip_note:
         data.notes.append(loaded.gzip_note)
     return data

@@ -783,6 +783,8 @@ def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = 
         from npuprof.analysis.trace_repairs import unwritten_notes
 
         folded.notes.extend(unwritten_notes(loaded.repaired_values))
+    if loaded.damaged.total:  # docs/formats.md, "Damaged events"
+        folded.notes.append(loaded.damaged.note())
     if loaded.gzip_note:
         folded.notes.append(loaded.gzip_note)
     return folded

@@ -1,0 +1,130 @@
+"""A few damaged events (a number or a list where an event should be, a dur that is a string, a pid that is
+an object) are left out, counted and said in one line by every reader; the rest is read as without them. A
+trace made mostly of them is still refused (docs/formats.md, "Damaged events")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import PID, T0, cpu_trace, write_rank_dir, x
+
+from npuprof.analysis.parse import parse_rank_dir
+from npuprof.analysis.trace_loader import TraceError, load_trace
+from npuprof.reports import memory_timeline as mt
+from npuprof.reports import stacks
+
+SUMMARY = "npuprof_summary.json"
+DAMAGE = {  # how each event is damaged, and what the reader says was wrong
+    "number": (lambda e: 42, "Expected `object`, got `int` - at `event`"),
+    "list": (lambda e: [1, 2], "Expected `object`, got `array` - at `event`"),
+    "dur": (lambda e: {**e, "dur": "abc"}, "Expected `float`, got `str` - at `event.dur`"),
+    "pid": (lambda e: {**e, "pid": {"a": 1}}, "Expected `int | str`, got `object` - at `event.pid`"),
+}
+
+
+def _trace(damage: str | None) -> tuple[dict, dict[int, float]]:
+    """cpu_trace with three more steps whose operators are known, one damaged event in each (when
+    ``damage``); and the computing time of each step, from the events written undamaged."""
+    trace = cpu_trace()
+    events = trace["traceEvents"]
+    computing = {7: 300.0}  # cpu_trace's own step (its docstring)
+    for k, step in enumerate((8, 9, 10)):
+        start = 2000.0 + 1000.0 * k
+        events.append(x(f"ProfilerStep#{step}", "user_annotation", start, 1000))
+        ops = [x("aten::mm", "cpu_op", start + 100, 50 + 10 * k), x("aten::add", "cpu_op", start + 400, 30)]
+        events += ops
+        computing[step] = sum(o["dur"] for o in ops)
+        if damage is not None:
+            bad = x("aten::lost", "cpu_op", start + 600, 200)
+            events.append(DAMAGE[damage][0](bad))  # 200 µs more computing were it read
+    return trace, computing
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_few_damaged_events_are_left_out_and_said(tmp_path: Path, damage: str) -> None:
+    trace, computing = _trace(damage)
+    rank_dir = write_rank_dir(tmp_path, trace)
+    outcome = parse_rank_dir(rank_dir, workers=1)
+    assert outcome.ok, outcome
+    summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY).read_text())
+    assert {s["step"]: s["computing_us"] for s in summary["steps"]} == computing
+    assert "aten::lost" not in {o["name"] for o in summary["top_operators"]}
+    (note,) = [w for w in summary["warnings"] if "damaged" in w]
+    problem = DAMAGE[damage][1]
+    assert note.startswith(f"3 damaged event(s) left out ({problem} x3), the rest of the trace read"), note
+    assert f"the first: an event of the wrong shape ({problem}): " in note, note
+    view = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    names = [e["name"] for e in view if isinstance(e, dict) and "name" in e]
+    assert "aten::lost" not in names and names.count("aten::mm") == 4
+
+    (raw,) = rank_dir.glob("*.pt.trace.json")
+    loaded = load_trace(raw)
+    assert [e for e in loaded.events if e.name == "aten::lost"] == []
+    assert loaded.damaged.total == 3 and loaded.damaged.counts == {problem: 3}
+    folded = stacks.folded_from_trace(raw)
+    assert [n for n in folded.notes if "damaged" in n] == [loaded.damaged.note()]
+    # the time of the top spans of each thread (the steps, gloo's) and of the leaves aten::add, as written
+    written = [e for e in trace["traceEvents"] if isinstance(e, dict)]
+    lines = [line.rsplit(" ", 1) for line in folded.text().splitlines()]
+    assert "aten::lost" not in folded.text()
+    top = [e for e in written if e["name"].startswith(("ProfilerStep#", "gloo:"))]
+    assert sum(int(n) for _stack, n in lines) == sum(e["dur"] for e in top)
+    adds = [e["dur"] for e in written if e["name"] == "aten::add"]
+    assert sum(int(n) for stack, n in lines if stack.endswith(";aten::add")) == sum(adds)
+
+
+def test_a_damaged_memory_sample_is_left_out_of_the_memory_timeline(tmp_path: Path) -> None:
+    from analyse_support.handmade import cuda_trace
+
+    trace = cuda_trace()
+    bad = {**trace["traceEvents"][-1], "ts": T0 + 70, "pid": [PID]}
+    trace["traceEvents"].append(bad)
+    rank_dir = write_rank_dir(tmp_path, trace)
+    (raw,) = rank_dir.glob("*.pt.trace.json")
+    data = mt.load(raw)
+    (note,) = [n for n in data.notes if "damaged" in n]
+    problem = "Expected `int | str`, got `array` - at `event.pid`"
+    assert note.startswith(f"1 damaged event(s) left out ({problem} x1)"), note
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_trace_mostly_damaged_is_still_refused(tmp_path: Path, gz: bool) -> None:
+    """Of 9 events 5 damaged: refused, with the first one's message as it was; 4 of 8: read."""
+    good = [x(f"op{k}", "cpu_op", 10.0 * k, 5) for k in range(4)]
+    bad = [{**x("bad", "cpu_op", 1.0, 5), "dur": "abc"} for _ in range(5)]
+    for events, refused in ((good + bad, True), (good + bad[:4], False), (bad[:1] + good[:0], True)):
+        path = tmp_path / f"{len(events)}.pt.trace.json"
+        path.write_text(json.dumps({"traceEvents": events}))
+        if gz:
+            import gzip
+
+            path = path.with_suffix(".json.gz")
+            path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+        if not refused:
+            assert [e.name for e in load_trace(path).events] == [e["name"] for e in good]
+            continue
+        with pytest.raises(TraceError) as info:
+            load_trace(path)
+        message = str(info.value)
+        assert info.value.kind == "corrupt"
+        assert ": an event of the wrong shape (Expected `float`, got `str` - at `event.dur`): " in message
+        n_bad = sum(1 for e in events if e["name"] == "bad")
+        said = f"; {n_bad} of the trace's {len(events)} events are damaged so (corrupt trace)"
+        assert message.endswith(said), message
+
+
+def test_a_file_of_damaged_events_is_refused_before_it_is_read_through(tmp_path: Path) -> None:
+    """Reading from the first event, once the damaged events outnumber the others by damaged.LEAD the
+    trace is refused: the first 1,001 numbers of a million are all that is looked at."""
+    from npuprof.analysis import damaged
+    from npuprof.analysis.trace_loader import TraceReader
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [x("op", "cpu_op", 0, 5), *range(1_000_000)]}))
+    reader = TraceReader(path)
+    with pytest.raises(TraceError) as info:
+        list(reader)
+    assert reader.damaged.total == damaged.LEAD + 2
+    assert f"{damaged.LEAD + 2} of the trace's {damaged.LEAD + 3} events are damaged" in str(info.value)
