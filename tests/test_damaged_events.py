@@ -128,3 +128,37 @@ def test_a_file_of_damaged_events_is_refused_before_it_is_read_through(tmp_path:
         list(reader)
     assert reader.damaged.total == damaged.LEAD + 2
     assert f"{damaged.LEAD + 2} of the trace's {damaged.LEAD + 3} events are damaged" in str(info.value)
+
+
+def test_events_whose_args_are_out_of_range_are_left_out_of_every_table(tmp_path: Path) -> None:
+    """An External id beyond an int64 (a kernel of step 2), a correlation of 2**63 (a launch), an Addr
+    beyond an int64 and a Device Id beyond an int32 (allocator samples) refused the whole trace ("a number
+    in its args is out of range (corrupt trace)"); each is left out, said, the tables and the db as
+    without them: cuda_trace's documented figures (step 2 computes 100 µs, not 100 + the lost kernel's)."""
+    import sqlite3
+
+    from analyse_support.handmade import cuda_trace, mem
+
+    trace = cuda_trace()
+    sample = mem(60, 1 << 20, 1 << 40, 0xB0)  # would be the memory peak, were it read
+    trace["traceEvents"] += [
+        x("kernel_lost", "kernel", 1600, 300, pid=0, tid=7, stream=7, device=0, **{"External id": 2**64}),
+        x("cudaLaunchKernel", "cuda_runtime", 1590, 5, correlation=2**63),
+        {**sample, "args": {**sample["args"], "Addr": 2**64}},
+        {**sample, "args": {**sample["args"], "Device Id": 2**40}},
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    outcome = parse_rank_dir(rank_dir, workers=1, export_db=True)
+    assert outcome.ok, outcome
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    summary = json.loads((out / SUMMARY).read_text())
+    steps = {s["step"]: (s["computing_us"], s["communication_us"], s["free_us"]) for s in summary["steps"]}
+    assert steps == {1: (300.0, 250.0, 500.0), 2: (100.0, 200.0, 700.0)}  # cuda_trace's docstring
+    (note,) = [w for w in summary["warnings"] if "damaged" in w]
+    assert note.startswith("4 damaged event(s) left out (a number in its args is out of range x4)"), note
+    assert "the first: cannot read the event 'kernel_lost' (cat 'kernel', ts " in note, note
+    assert "kernel_lost" not in (out / "kernel_details.csv").read_text()
+    con = sqlite3.connect(out / "ascend_pytorch_profiler_0.db")
+    allocated = [a for (a,) in con.execute("SELECT totalAllocated FROM MEMORY_RECORD ORDER BY timestamp")]
+    assert allocated == [8192, 4096]  # the two samples written undamaged
+    con.close()

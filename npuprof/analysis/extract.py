@@ -572,6 +572,26 @@ _KIND_CODES: dict[type, int] = {
 TYPED_DECODER = msgspec.json.Decoder(list[functools.reduce(operator.or_, _KIND_CODES)])  # type: ignore[misc]
 
 
+# what add_chunk changes, undone when a chunk fails half-way (Extract._mark, _rollback)
+_SCALARS = ("event_count", "timeless", "first_ts", "last_ts", "mem_without_totals")
+_GROWING = (
+    "strings",
+    "string_ids",
+    "threads",
+    "thread_names",
+    "steps",
+    "comm_spans",
+    "dev_kind",
+    "dev_pid",
+    "dev_tid",
+    "mstx",
+    "frame_threads",
+    "frame_names",
+    "_frame_name_ids",
+)
+_COUNTERS = ("unread_phases", "unread_categories", "unread_uncategorised")
+
+
 class _Selection:
     """The events of one chunk each table uses (indices into the chunk, the events, their args)."""
 
@@ -932,11 +952,54 @@ class Extract:
         """Add consecutive events: :class:`ScanEvent` structs (or anything with the same attributes), or
         the typed structs of :data:`TYPED_DECODER`; then ``text``, the ``{...},{...}`` they were decoded
         from, is needed too, for the rare chunk only the generic walk handles (decoded again).
-        Raises EventError for an event it cannot read (this Extract is then unusable)."""
+        An event whose args it cannot read (an ``External id`` beyond an int64: damage) is left out, counted
+        in ``damaged`` (docs/formats.md, "Damaged events"): the chunk is added again without it. Raises
+        EventError when that fails too (this Extract is then unusable)."""
+        mark = self._mark()
         try:
             self._add_chunk(events, text)
-        except (msgspec.DecodeError, OverflowError) as exc:
-            raise EventError(_first_bad_event(events, exc)) from None
+        except (msgspec.DecodeError, OverflowError):
+            self._rollback(mark)
+            kept = []
+            for event in events:  # each on its own (the slow path of a damaged chunk only)
+                try:
+                    Extract()._add_chunk([event], None)
+                except (msgspec.DecodeError, OverflowError) as exc:
+                    problem = _args_problem(exc)
+                    self.damaged.add(problem, f"cannot read the event {_describe(event)}: {problem}")
+                    continue
+                kept.append(event)
+            try:
+                self._add_chunk(kept, None)
+            except (msgspec.DecodeError, OverflowError) as exc:
+                raise EventError(_first_bad_event(kept, exc)) from None
+
+    def _mark(self) -> tuple[list[Any], list[int], list[Counter[str]], list[int]]:
+        """What :meth:`_rollback` needs to undo a chunk's partial addition (a few lengths: no copy)."""
+        return (
+            [getattr(self, name) for name in _SCALARS],
+            [len(getattr(self, name)) for name in _GROWING],
+            [Counter(getattr(self, name)) for name in _COUNTERS],
+            list(map(len, self._parts.values())),
+        )
+
+    def _rollback(self, mark: tuple[list[Any], list[int], list[Counter[str]], list[int]]) -> None:
+        """Back to ``mark``: what a chunk that failed half-way added is taken away (the process names its
+        metadata set are set again, the same, when it is added again)."""
+        scalars, lengths, counters, parts = mark
+        for name, value in zip(_SCALARS, scalars, strict=True):
+            setattr(self, name, value)
+        for name, length in zip(_GROWING, lengths, strict=True):
+            grown = getattr(self, name)
+            if isinstance(grown, list):
+                del grown[length:]
+            else:  # a dict: its keys in the order they were added
+                while len(grown) > length:
+                    grown.popitem()
+        for name, counter in zip(_COUNTERS, counters, strict=True):
+            setattr(self, name, counter)
+        for part, length in zip(self._parts.values(), parts, strict=True):
+            del part[length:]
 
     def _add_chunk(self, events: list[Any], text: bytes | memoryview | None) -> None:
         n = len(events)
