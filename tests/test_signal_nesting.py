@@ -160,3 +160,14 @@ def test_sigchlds_handler_is_wrapped_while_npuprofs_sigterm_handler_is_installed
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["the script's handler ran: worker killed", "put back"], proc.stdout
+
+
+def test_what_the_wrapped_sigchld_handler_raises_shows_no_frame_of_npuprofs() -> None:
+    """torch's "DataLoader worker ... is killed" (a worker killed mid-capture) reaches the script with the
+    traceback it has without npuprof: the script's line, then torch's handler; the wrap's own frame was one
+    more entry between them, three lines with its source and carets."""
+    wrap = ChildSignalWrap(_worker_check, signals.SigtermGuard._handle.__code__, lambda: False)
+    with pytest.raises(RuntimeError, match="DataLoader worker") as caught:
+        wrap(signal.SIGCHLD, sys._getframe())
+    names = [entry.name for entry in caught.traceback]
+    assert names == [sys._getframe().f_code.co_name, "_worker_check"], names

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
@@ -42,7 +43,16 @@ class ChildSignalWrap:
     def __call__(self, signum: int, frame: FrameType | None) -> Any:
         if _inside(frame, self.term_code) and self.dying():
             return None
-        return self.handler(signum, frame)
+        try:
+            return self.handler(signum, frame)
+        except BaseException as exc:
+            # what the handler raises (torch's "DataLoader worker ... is killed") shows the traceback it has
+            # without npuprof: this frame taken off, as the step wrappers do (agent/steps.py,
+            # _off_the_traceback; a bare raise adds no entry again on Python 3.11+)
+            tb = exc.__traceback__
+            if tb is not None and tb.tb_next is not None and tb.tb_frame is sys._getframe():
+                exc.__traceback__ = tb.tb_next
+            raise
 
 
 def _inside(frame: FrameType | None, code: CodeType) -> bool:
