@@ -722,6 +722,10 @@ def test_a_step_on_function_that_raises_shows_no_frame_of_npuprof_in_its_traceba
         assert [file for file, _ in frames] == ["test_steps_units.py"] * 2 + ["job.py"] * len(frames[2:])
         assert [function for _, function in frames[2:]] == [name] * (3 if name == "fail" else 1), frames
     assert events.count(boundary()) == 3 + 1 + 1
+    for name, call in {"fail": lambda: module.fail(1, 2), "coro": lambda: module.coro(1).send(None)}.items():
+        with pytest.raises(TypeError, match="positional argument") as raised:
+            call()  # the script's wrong arguments: raised at its calling line, as without npuprof
+        assert [file for file, _ in _frames_of(raised.value)] == ["test_steps_units.py"] * 2, name
 
 
 def test_step_on_a_recursive_function_costs_the_job_no_recursion_depth(step_on: Any) -> None:

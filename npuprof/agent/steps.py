@@ -478,9 +478,11 @@ def _off_the_traceback(exc: BaseException) -> None:
     """Take the calling wrapper's frame off the head of ``exc``'s traceback, so that what the script's
     step function or optimizer raised reads as it would without npuprof: a bare ``raise`` then adds no
     entry for the wrapper again (Python 3.11+ re-raises the exception's own ``__traceback__``; 3.10 the
-    one it caught, the wrapper's frame left in). Only a traceback that goes on below the wrapper."""
+    one it caught, the wrapper's frame left in). One raised by the call itself (the script's wrong
+    arguments: ``train_step(1, 2)``'s TypeError) ends at the wrapper's frame, and is shown from the
+    script's calling line as without npuprof (the wrapper's entry was the last, helper-186)."""
     tb = exc.__traceback__
-    if tb is not None and tb.tb_next is not None and tb.tb_frame is _getframe(1):
+    if tb is not None and tb.tb_frame is _getframe(1):
         exc.__traceback__ = tb.tb_next
 
 
