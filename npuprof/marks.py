@@ -84,12 +84,13 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
     __slots__ = ("_open", "name", "stream")
 
     def __new__(cls, name: str, stream: Any = None) -> Any:
-        if name.__class__ is str or not (inspect.isfunction(name) or inspect.ismethod(name)):
+        if name.__class__ is str or not (callable(name) or isinstance(name, (staticmethod, classmethod))):
             return _new(cls)
         # ``@npuprof.range`` with no name: the function, ranged under its qualified name. It made a range
         # named "<function f at 0x...>" whose call by the script (``f(batch)``) wrapped its first argument
-        # and returned that wrapper: f's body never ran, without a word (helper-183)
-        return cls(getattr(name, "__qualname__", None) or name.__name__, stream)(name)
+        # and returned that wrapper: f's body never ran, without a word (helper-183); so it did of a class,
+        # a staticmethod or classmethod, a functools.partial, any other callable (helper-186)
+        return cls(_qualname(name), stream)(name)
 
     def __init__(self, name: str, stream: Any = None) -> None:
         self.name = name
@@ -167,6 +168,8 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         name, stream = self.name, self.stream
+        if isinstance(func, (staticmethod, classmethod)):  # above it in a class body: the function ranged
+            return type(func)(self(func.__func__))  # in it (a function alone took the instance as argument)
         if inspect.isgeneratorfunction(func):
             return _ranged_generator(func, name, stream)
         if inspect.isasyncgenfunction(func):
@@ -192,6 +195,15 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
                 range_end(range_id)
 
         return ranged
+
+
+def _qualname(target: Any) -> str:
+    """The name of a range ``@npuprof.range`` with no name makes: the qualified name of what it ranges (of
+    the function a staticmethod, classmethod or functools.partial holds; of an object's class)."""
+    while isinstance(target, (staticmethod, classmethod, functools.partial)):
+        target = target.func if isinstance(target, functools.partial) else target.__func__
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+    return name if isinstance(name, str) else type(target).__qualname__
 
 
 def _ranged_generator(func: Callable[..., Any], name: str, stream: Any) -> Callable[..., Any]:

@@ -5,6 +5,7 @@ with a high GC threshold, plain python without npuprof, and the torch_npu stand-
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import os
@@ -1266,5 +1267,38 @@ def test_a_range_decorator_with_no_name_ranges_the_function_under_its_name() -> 
         ], log
         with marks.range("named") as block:  # a range made with a name stays one
             assert isinstance(block, marks.range)
+
+        # helper-186: so it was of any other callable, each call returning a wrapper of its argument
+        log.clear()
+
+        @marks.range
+        class Batch:
+            def __init__(self, x: int) -> None:
+                self.x = x
+
+        class Steps:
+            @marks.range
+            @staticmethod
+            def fixed(x: int) -> int:
+                return x + 10
+
+            @marks.range
+            @classmethod
+            def made(cls, x: int) -> tuple[str, int]:
+                return cls.__name__, x
+
+        class Call:
+            def __call__(self, x: int) -> int:
+                return x * 3
+
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        partial = marks.range(functools.partial(add, 1))
+        assert Batch(5).x == 5 and Steps.fixed(1) == 11 and Steps().fixed(2) == 12
+        assert Steps.made(1) == ("Steps", 1) and Steps().made(2) == ("Steps", 2)
+        assert marks.range(Call())(2) == 6 and partial(2) == 3
+        names = [entry[1:].removeprefix(prefix) for entry in log if entry != "]"]
+        assert names == ["Batch", "Steps.fixed", "Steps.fixed", "Steps.made", "Steps.made", "Call", "add"]
     finally:
         marks._use(saved)
