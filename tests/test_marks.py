@@ -1222,6 +1222,20 @@ def test_a_gc_callbacks_entry_taken_out_by_the_script_is_said_not_taken_for_no_p
     assert len(record["events"]) == 1 and "removed" not in record, record
     assert not any(getattr(c, "__self__", None) is watch for c in kept)
 
+    class Callbacks(list):  # type: ignore[type-arg]
+        pass
+
+    watch = GcWatch(0)
+    try:
+        gc.callbacks = Callbacks()  # before the capture (helper-186): the watch went into it, never called
+        watch.start()
+        gc.collect()
+        record = watch.stop()
+    finally:
+        gc.callbacks = kept
+    assert len(record["events"]) == 1 and "removed" not in record, record
+    assert not any(getattr(c, "__self__", None) is watch for c in kept)
+
 
 def test_a_range_decorator_with_no_name_ranges_the_function_under_its_name() -> None:
     """helper-183: ``@npuprof.range`` with no name made a range named "<function f at 0x...>"; the
