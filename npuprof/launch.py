@@ -341,7 +341,7 @@ def _env_drops(command: list[str]) -> str | None:
 def _env_of(words: list[str]) -> str | None:
     """The line for what ``env WORDS`` does to npuprof's variables (see _env_drops), or None."""
     left = list(words)
-    emptied, unset, options = "", "", []
+    emptied, unset, options = "", [], []
     while left and left[0].startswith("-"):
         word = left.pop(0)
         options.append(word)
@@ -371,8 +371,8 @@ def _env_of(words: list[str]) -> str | None:
                     letters = letters[: position + 1]
                     break
         emptied = emptied or (word if "i" in letters else "")
-        if letters.endswith("u") and value in _HOOK_VARIABLES:
-            unset = value
+        if letters.endswith("u") and value in _HOOK_VARIABLES and value not in unset:
+            unset.append(value)  # each one named: dropping one -u of two captured nothing either
         elif letters.endswith("S"):
             left[:0] = value.split()  # shown as the words it is split into
             if options[-1] is value:
@@ -385,7 +385,8 @@ def _env_of(words: list[str]) -> str | None:
         if name == "PYTHONPATH":
             ours = str(BOOTSTRAP_DIR) in value.split(os.pathsep)
             replaced = "" if ours else word
-            unset = "" if ours and unset == name else unset
+            if ours and name in unset:
+                unset.remove(name)
     shown = " ".join(["env", *options])
     if emptied:
         return (
@@ -395,11 +396,12 @@ def _env_of(words: list[str]) -> str | None:
         )
     if unset:
         return (
-            f"{shown}: env removes {unset}, through which npuprof reaches the job's Python processes, so "
-            f"nothing will be captured; drop -u {unset} to profile it"
+            f"{shown}: env removes {' and '.join(unset)}, through which npuprof reaches the job's Python "
+            f"processes, so nothing will be captured; drop {' and '.join(f'-u {name}' for name in unset)} to "
+            "profile it"
             + (
                 " (unset it before npuprof run: npuprof then puts only its own directory there)"
-                if unset == "PYTHONPATH"
+                if "PYTHONPATH" in unset
                 else ""
             )
         )

@@ -582,6 +582,8 @@ def test_a_link_to_python_under_another_name_is_python(tmp_path: Path) -> None:
         (["env", "-uPYTHONPATH", "python3", "train.py"], "-u PYTHONPATH"),
         (["env", "--unset=PYTHONPATH", "python3", "train.py"], "-u PYTHONPATH"),
         (["env", "-C", "/tmp", "--unset", "NPUPROF_CONFIG", "python3", "t.py"], "-u NPUPROF_CONFIG"),
+        # helper-186: of two, the last alone was named ("drop -u NPUPROF_CONFIG to profile it": it did not)
+        (["env", "-u", "PYTHONPATH", "-u", "NPUPROF_CONFIG", "python3"], "-u PYTHONPATH and -u NPUPROF"),
         (["env", "PYTHONPATH=src", "python3", "train.py"], "PYTHONPATH=src npuprof run"),
         (["nice", "env", "A=1", "PYTHONPATH=src:lib", "python3", "t.py"], "PYTHONPATH=src:lib npuprof run"),
         (["env", "--ignore", "python3", "train.py"], None),  # env refuses an ambiguous option
