@@ -126,14 +126,13 @@ guard = signals.SigtermGuard(lambda: None, None)
 assert guard.install()
 wrap = signal.getsignal(signal.SIGCHLD)
 assert isinstance(wrap, ChildSignalWrap) and wrap.handler is reaper, wrap
-pid = os.fork()
-if pid == 0:
-    os._exit(0)
-try:
+try:  # the child's SIGCHLD may come before the fork returns here
+    if os.fork() == 0:
+        os._exit(0)
     time.sleep(10)
 except RuntimeError as exc:
     print("the script's handler ran:", exc)
-os.waitpid(pid, 0)
+os.wait()
 
 def later(signum, frame):
     pass
