@@ -74,3 +74,49 @@ def test_a_process_ends_without_waiting_on_a_pipe_that_stays_full() -> None:
     finally:
         released.set()
         os.close(read_end)
+
+
+def test_the_jobs_kept_in_memory_for_a_post_processor_far_behind_stay_bounded(tmp_path: Path) -> None:
+    """A CPU-bound job starves its post-processor (SCHED_IDLE): its pipe fills and every later capture's
+    job waited in the training process's memory, for days (helper-187: 300 jobs after 15,000 steps with a
+    capture every 50, +6.5 MB RSS). Past QUEUE_LIMIT waiting, the next ones go straight to its spool, parsed
+    after the job as those left at its end; those go after them, none replacing them."""
+    import os
+    import threading
+
+    from npuprof.owned_fd import OwnedFd
+    from npuprof.results import handover as wire
+    from npuprof.results import postprocess
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 4096)  # full: the post-processor is that far behind
+    os.set_blocking(write_end, True)
+    post = postprocess.Postprocessor(tmp_path, "run")
+    post.spool = tmp_path / "spool.jsonl"
+    handover = post._handover = postprocess._Handover(OwnedFd(write_end), post)
+    released = threading.Event()
+    handover._write = lambda job: released.wait(timeout=60)  # type: ignore[method-assign,assignment]
+    record = wire.record_plain(wire.CaptureRecord(status="complete", steps=[7]))
+    total = 2_000
+    try:
+        for n in range(total):
+            handover.put({"rank_dir": str(tmp_path / f"capture_{n}"), "record": record, "written": True})
+            assert handover.queue.qsize() <= postprocess.QUEUE_LIMIT <= 1_000, n  # a few MB at most
+        spilled = [wire.job_from_line(line).rank_dir for line in post.spool.read_bytes().splitlines()]
+        assert len(spilled) == total - postprocess.QUEUE_LIMIT
+        assert spilled[0].endswith(f"capture_{postprocess.QUEUE_LIMIT}") and spilled[-1].endswith(
+            f"_{total - 1}"
+        )
+        left = handover.drain(timeout_s=30)  # the process ends: the pipe still full
+        assert len(left) == postprocess.QUEUE_LIMIT  # the one in the writer's hands included
+        assert post.spool_left(left) == []
+    finally:
+        released.set()
+        os.close(read_end)
+    lines = post.spool.read_bytes().splitlines()
+    assert sorted(int(wire.job_from_line(line).rank_dir.rsplit("_", 1)[1]) for line in lines) == list(
+        range(total)
+    )

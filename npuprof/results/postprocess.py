@@ -45,7 +45,13 @@ GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
 DRAIN_STALLED_S = 0.5  # ... and how long for a pipe that stays full (the rest goes to the spool)
 SPOOL_PREFIX = ".npuprof_spool."  # + pid.restart.random (an exec keeps the pid).jsonl: jobs left at its end
+# (and those past QUEUE_LIMIT, appended during the run)
 SPOOL_LIMIT = 256 << 20  # a spool file larger than this is not one npuprof wrote
+# Jobs a training process keeps in memory for a post-processor that is behind (its pipe full); the next ones
+# go straight to its spool, parsed after the job as those left at its end: a CPU-bound job of days starves
+# the post-processor (SCHED_IDLE), and its queue grew by every capture (helper-187: 300 jobs queued after
+# 15,000 steps with a capture every 50, +6.5 MB RSS)
+QUEUE_LIMIT = 64
 POST_NOT_STARTED = "no post-processor could be started"  # logged by the agent, read by the run summary
 
 
@@ -257,6 +263,9 @@ class Postprocessor:
         if self._handover is not None and self._handover.broken and self._restarts < RESTARTS:
             self._restarts += 1
             dead, pipe_lost = self.pid, self._pipe is not None and not self._owns("pipe")
+            # the jobs spilled to its spool (_Handover._spill) go to the next one's, unless it lives on to
+            # read them itself (the script closed our pipe to it: it reads its spool at that EOF)
+            spilled = self.spool if self._handover.spilled and self._has_exited() else None
             self._let_go()  # held: the capture's end would continue it only after this
             self.forget()  # the old hand-over thread keeps what it still holds as files
             try:
@@ -264,6 +273,9 @@ class Postprocessor:
             except OSError as exc:
                 _agent_log().warning(f"no new post-processor ({exc!r}); captures are kept unparsed")
                 return False
+            if spilled is not None and self.spool is not None:
+                with contextlib.suppress(OSError):
+                    os.rename(spilled, self.spool)  # (a fresh name: nothing there yet)
             _agent_log().info(
                 replaced_because(dead, pipe_lost, dead is not None and _is_post_processor(dead))
             )
@@ -379,15 +391,12 @@ class Postprocessor:
             return jobs
         from npuprof.agent.memory_snapshot import pop_task
         from npuprof.results import handover as wire
-        from npuprof.results.atomic import write_text
 
         try:
             for job in jobs:
                 pop_task(job)  # a memory snapshot not copied yet cannot travel: that export is said missing
-            text = b"".join(wire.job_line(wire.job_from(job)) for job in jobs).decode(
-                "utf-8", "surrogateescape"
-            )
-            write_text(self.spool, text, fsync=False)
+            # after the jobs spilled there during the run (_Handover.put), if any
+            append_to_spool(self.spool, b"".join(wire.job_line(wire.job_from(job)) for job in jobs))
         except (OSError, TypeError, ValueError) as exc:
             _agent_log().warning(f"the captures left at the end could not be spooled ({exc!r})")
             return jobs
@@ -423,6 +432,7 @@ class _Handover:
         self.submitted = 0  # only the training thread counts up ...
         self.sent = 0  # ... and only the hand-over thread counts here (piped, or kept as files) ...
         self.sent_at_once = 0  # ... and the training thread here (written into the pipe by put())
+        self.spilled = 0  # ... and here (appended to the spool by put(): QUEUE_LIMIT jobs were waiting)
         self.broken = False
         self.current: dict[str, Any] | None = None
         self.thread: bool | None = None  # its thread started (npuprof.agent.threads: not listed)
@@ -433,10 +443,17 @@ class _Handover:
         self.copies: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the snapshots to copy, in order
         self.copier = False  # its thread started
 
+    def out(self) -> int:
+        """The jobs no longer this object's: piped (by either thread) or spilled to the spool."""
+        return self.sent + self.sent_at_once + self.spilled
+
     def put(self, job: dict[str, Any]) -> None:
         self.submitted += 1
         if self._write_at_once(job):
             self.sent_at_once += 1
+            return
+        if self._spill(job):
+            self.spilled += 1
             return
         self._queue_snapshot(job)
         self.queue.put(job)
@@ -447,6 +464,32 @@ class _Handover:
             if not threads.start(self._run, "npuprof-handover"):  # at shutdown on Python 3.12.0/3.12.1
                 self.thread = None
                 self._hand_over_here()
+
+    def _spill(self, job: dict[str, Any]) -> bool:
+        """Past QUEUE_LIMIT jobs waiting for the pipe (a post-processor far behind: a CPU-bound job starves
+        it), append this one to the post-processor's spool, read once the pipe is closed (parsed after the
+        job, as those left at its end), so that the jobs kept in memory stay bounded over days of captures.
+        Not a job with a memory snapshot to copy (it must reach the copier), nor when the spool cannot take
+        it (then it waits in memory, as before). One small append, at a capture's end only."""
+        spool = self.owner.spool if self.owner is not None else None
+        if spool is None or self.broken or self.submitted - 1 - self.out() < QUEUE_LIMIT:
+            return False
+        from npuprof.agent.memory_snapshot import TASK_KEY
+        from npuprof.results import handover
+
+        exports = job.get("exports")
+        if isinstance(exports, dict) and TASK_KEY in exports:
+            return False
+        try:
+            append_to_spool(spool, handover.job_line(handover.job_from(job)))
+        except (OSError, TypeError, ValueError):
+            return False
+        if not self.spilled:
+            _agent_log().info(
+                f"{QUEUE_LIMIT} captures wait for the post-processor (it is behind: the job leaves it little "
+                f"CPU): the next ones go to its spool {spool}, parsed after the job ends"
+            )
+        return True
 
     def _copy_apart(self, task: Any) -> None:
         """A memory snapshot copied by a thread of its own, in the order captures ended: a pipe the
@@ -587,7 +630,7 @@ class _Handover:
         """Write a small job straight into the pipe when that cannot block: nothing queued before it, no
         memory snapshot to copy, at most PIPE_BUF bytes (written whole) and that much room in the pipe.
         A process that ends right after its capture (``os._exit``) then loses nothing; else False."""
-        if self.broken or job.get("exports") or self.sent + self.sent_at_once != self.submitted - 1:
+        if self.broken or job.get("exports") or self.out() != self.submitted - 1:
             return False
         from npuprof.results import handover
 
@@ -660,7 +703,7 @@ class _Handover:
             task.hurry()
         now = time.monotonic()
         deadline, moving = now + timeout_s, now
-        while self.sent + self.sent_at_once < self.submitted and now < deadline:
+        while self.out() < self.submitted and now < deadline:
             if self.thread is None:  # none could start (at shutdown): nothing moves the jobs left
                 break
             if not self._stalled():
@@ -669,12 +712,12 @@ class _Handover:
                 break
             time.sleep(0.01)
             now = time.monotonic()
-        if self.sent + self.sent_at_once >= self.submitted:
+        if self.out() >= self.submitted:
             return []
         left: list[dict[str, Any]] = [] if self.current is None else [self.current]
         while not self.queue.empty():
             left.append(self.queue.get_nowait())
-        self.submitted = self.sent + self.sent_at_once  # these are the caller's now
+        self.submitted = self.out()  # these are the caller's now
         return left
 
 
@@ -689,6 +732,30 @@ def _keep_unparsed(job: dict[str, Any]) -> None:
     from npuprof.agent.capture import write_job_files
 
     write_job_files(job, _agent_log())
+
+
+def append_to_spool(spool: Path, data: bytes) -> None:
+    """Append ``data`` (whole job lines) to the post-processor's spool, made when absent (never through a
+    link, never blocking on a FIFO); raises OSError, with nothing of ``data`` left there when the disk
+    filled inside it (a line cut short would join the next one, and both be lost)."""
+    from npuprof.results.atomic import file_mode
+
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(spool, flags, file_mode())
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{spool} is not a regular file")
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError:
+            with contextlib.suppress(OSError):
+                end = os.lseek(fd, 0, os.SEEK_END)
+                os.ftruncate(fd, end - done)  # (O_APPEND: our bytes are the file's last, nobody else writes)
+            raise
+    finally:
+        os.close(fd)
 
 
 def replaced_because(pid: int | None, pipe_lost: bool, alive: bool) -> str:
@@ -1484,8 +1551,9 @@ def _remove_own_lock(lock: int) -> None:
 
 
 def spooled_jobs(spool: Path | None) -> Iterator[bytes]:
-    """The lines of the spool the training process wrote at its end (Postprocessor.spool_left), once; the
-    file is removed as it is read (a link or a FIFO of that name is never followed)."""
+    """The lines of the spool the training process wrote (past QUEUE_LIMIT jobs waiting, and at its end:
+    Postprocessor.spool_left), once, after the pipe has closed; the file is removed as it is read (a link
+    or a FIFO of that name is never followed)."""
     if spool is None:
         return
     try:
