@@ -120,3 +120,37 @@ def test_the_jobs_kept_in_memory_for_a_post_processor_far_behind_stay_bounded(tm
     assert sorted(int(wire.job_from_line(line).rank_dir.rsplit("_", 1)[1]) for line in lines) == list(
         range(total)
     )
+
+
+def test_chrome_trace_copies_without_a_post_processor_leave_no_exit_hook_per_capture(tmp_path: Path) -> None:
+    """--export-chrome-trace where no post-processor takes the copy: each capture's copy thread was
+    registered with atexit, one entry (and its thread) per capture for the job's life. One hook now, and
+    only the copies still running are kept; each copy is still whole."""
+    import atexit
+    import threading
+
+    from npuprof.agent import chrome_trace
+
+    class Log:
+        def info(self, message: str) -> None:
+            pass
+
+        def warn_once(self, key: str, message: str) -> None:
+            raise AssertionError(message)
+
+    source = tmp_path / "trace.json"
+    source.write_text('{"traceEvents": []}')
+    chrome_trace.copy_in_background(source, tmp_path / "copy_first.json", Log())
+    hooks = atexit._ncallbacks()
+    for n in range(300):
+        chrome_trace.copy_in_background(source, tmp_path / f"copy_{n}.json", Log())
+    assert atexit._ncallbacks() == hooks
+    for thread in threading.enumerate():
+        if thread.name == "npuprof-chrome-trace":
+            thread.join(30)
+    assert len(chrome_trace._copying) <= 300  # what was running at the last start: all done now
+    assert all(not thread.is_alive() for thread in chrome_trace._copying)
+    chrome_trace.copy_in_background(source, tmp_path / "copy_last.json", Log())
+    assert len(chrome_trace._copying) <= 2
+    chrome_trace._join_copies()
+    assert all((tmp_path / f"copy_{n}.json").read_text() == source.read_text() for n in range(300))

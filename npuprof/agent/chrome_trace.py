@@ -140,10 +140,24 @@ def copy_in_background(source: Path, target: Path, log: Any) -> None:
     except RuntimeError:  # no new thread at interpreter shutdown (Python 3.12.0/3.12.1): copied here
         _copy_from(handle, target, log)
         return
-    atexit.register(thread.join, EXIT_WAIT_S)
+    # One exit hook for all copies, and only the copies still running kept: an entry (and its thread) per
+    # capture piled up in atexit for the job's life, a capture every few steps for days (helper-187)
+    _copying[:] = [t for t in _copying if t.is_alive()]
+    _copying.append(thread)
+    if not _copying_joined:
+        _copying_joined.append(True)
+        atexit.register(_join_copies)
 
 
 EXIT_WAIT_S = 120.0  # the most the end of the process waits for a copy in progress
+_copying: list[threading.Thread] = []  # the copies started that were running at the last one's start
+_copying_joined: list[bool] = []  # _join_copies registered at exit (once)
+
+
+def _join_copies() -> None:
+    """At exit: wait for the copies in progress, EXIT_WAIT_S at most each, as before."""
+    for thread in list(_copying):
+        thread.join(EXIT_WAIT_S)
 
 
 def _copy_from(handle: Any, target: Path, log: Any) -> None:
