@@ -314,3 +314,35 @@ def test_input_dims_nested_too_deeply_give_no_traceback() -> None:
     assert ascend_shapes("[" * 50_000 + "]" * 50_000) == "N/A"
     assert ascend_shapes("[[4],[[8,4],[]],[]]") == '"4;8,4|;"'
     assert ascend_shapes('[[4],[[8,[1]]],{"a":1}]') == '"4;8,?;?"'
+
+
+def test_a_carriage_return_in_a_name_keeps_each_csv_row_one_row(tmp_path: Path) -> None:
+    """An operator and kernel named with a bare "\\r" (someone's trace): the tables wrote it unquoted (the
+    writer quoted a "\\n" alone), and Python's csv reader cut the row there, its cells spread over three
+    rows. Quoted now: every row as wide as the header, the name read back whole."""
+    from npuprof.analysis.parse import parse_rank_dir
+
+    name = "aten::real\rFAKE"
+    trace = cuda_trace()
+    trace["traceEvents"] += [
+        x(name, "cpu_op", 1080, 10, **{"External id": 6}),
+        x("cudaLaunchKernel", "cuda_runtime", 1082, 2, correlation=17, **{"External id": 6}),
+        x(name, "kernel", 1800, 5, pid=0, tid=7, correlation=17, stream=7, device=0, **{"External id": 6}),
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    for table, column in (
+        ("kernel_details.csv", "Name"),
+        ("operator_details.csv", "Name"),
+        ("op_statistic.csv", "OP Type"),
+    ):
+        with open(rank_dir / "ASCEND_PROFILER_OUTPUT" / table, newline="", encoding="utf-8") as handle:
+            header, *rows = list(csv.reader(handle))
+        assert [len(row) for row in rows] == [len(header)] * len(rows), table
+        assert name in [row[header.index(column)] for row in rows], table
+    # analyse's --format csv writes its rows (a rank dir's path among them) the same way
+    from npuprof.analysis.cells import csv_line
+
+    assert list(csv.reader([csv_line(["res/a\rb_ascend_pt", 1, None, 2.5])])) == [
+        ["res/a\rb_ascend_pt", "1", "", "2.5"]
+    ]

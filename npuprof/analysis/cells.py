@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -15,11 +16,21 @@ NA = "N/A"  # torch_npu's cell for a value it does not have
 LINES_BATCH = 1 << 16  # CSV rows formatted at a time
 
 
-def csv_cell(text: str) -> str:
-    """``text`` as the csv module writes it in a row (quoted when it holds a comma, quote or newline)."""
+def csv_line(row: Iterable[Any]) -> str:
+    """``row`` as one CSV row, without its line end: each cell as the csv module writes it, quoted when it
+    holds a comma, a quote, a newline or a carriage return. The tables end their rows with ``\n``, and a
+    writer told so quotes a cell's ``\n`` alone: a name holding a bare ``\r`` (someone's trace) was written
+    as it is, where Python's csv reader ends the row, the rest of it read as a row of its own
+    (docs/formats.md, "What the parser writes"). Told ``\r\n``, its default dialect's line end, the writer
+    quotes both; that line end is cut here."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow([text, ""])
+    csv.writer(buf, lineterminator="\r\n").writerow(row)
     return buf.getvalue()[:-2]
+
+
+def csv_cell(text: str) -> str:
+    """``text`` as a cell of ``csv_line``."""
+    return csv_line([text, ""])[:-1]
 
 
 class Memo(dict):  # type: ignore[type-arg]

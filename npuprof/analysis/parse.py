@@ -58,14 +58,12 @@ def write_csv(
 ) -> None:
     """``path`` (atomically): the header, then ``rows`` (cells) or ``lines`` (CSV text without line ends,
     any iterable: a generator keeps a few batches of a large table in memory, not all of it)."""
-    import csv
     import itertools
 
+    from npuprof.analysis.cells import csv_line
+
     with atomic_writer(path, "w") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(header)
-        if rows:
-            writer.writerows(rows)
+        handle.write("".join(csv_line(row) + "\n" for row in [header, *(rows or [])]))
         if lines is not None:
             lines = iter(lines)
             while batch := list(itertools.islice(lines, 200_000)):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -441,8 +439,6 @@ def render_csv(report: Report, table: str = "steps") -> str:
         if any(partial):  # a column only then: the layout of a report without partial steps stays as it was
             header = [*header, "partial"]
             rows = [[*row, flag] for row, flag in zip(rows, partial, strict=True)]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buf.getvalue()
+    from npuprof.analysis.cells import csv_line
+
+    return "".join(csv_line(row) + "\n" for row in [header, *rows])  # a rank dir's "\r" quoted too
