@@ -319,3 +319,23 @@ def test_the_npu_is_one_device_to_analyse_and_memory_timeline(tmp_path, device_t
         assert {row["Device Type"] for row in csv.DictReader(f)} == {"NPU:0"}
     data = mt.from_trace(next(rank_dir.glob("*.pt.trace.json")))
     assert data.device == "npu:0" and data.devices == ["npu:0"]
+
+
+def test_a_device_name_with_dollar_signs_is_drawn_as_text(tmp_path):
+    """helper-189: the plot's title drew the device as matplotlib's mathtext when it held two "$": a
+    memory_record.csv from someone else naming its device "npu:$\\frac{$" failed `memory-timeline -o
+    x.html` with a traceback from inside matplotlib's drawing. The name is plain text now."""
+    pytest.importorskip("matplotlib")
+    device = "npu:$\\frac{$"
+    path = tmp_path / "memory_record.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)",
+                         "Total Active(MB)", "Stream Ptr", "Device Type"])  # fmt: skip
+        writer.writerows([["PTA", "1000000.000", "1.0", "4.0", "1.0", "", device],
+                          ["PTA", "1000010.000", "2.0", "4.0", "2.0", "", device]])  # fmt: skip
+    data = mt.from_memory_record(path)
+    assert data.device == device
+    page = mt.html(data)
+    assert _png_of(page).startswith(PNG_MAGIC)
+    assert f"<title>Memory Timeline: {device}</title>" in page

@@ -623,7 +623,11 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
     axes.set_ylabel(f"Memory ({unit})")
     axes.set_ylim(bottom=0)
     allocated_line, reserved_line = peak_lines(data)
-    axes.set_title(f"Memory timeline: {data.device}\n{allocated_line}\n{reserved_line}")
+    # parse_math off in every text of the data's (the device, the note's file and component names): a
+    # name from someone's memory_record.csv with two "$" in it was drawn as mathtext, and one that is no
+    # valid mathtext ("npu:$\\frac{$") failed the drawing with a traceback (docs/formats.md, "Stacks and
+    # memory timeline files")
+    axes.set_title(f"Memory timeline: {data.device}\n{allocated_line}\n{reserved_line}", parse_math=False)
     axes.legend(loc="upper right")  # the figure's corner put it half outside the axes (helper-111)
     if data.source == SOURCE_TRACE:
         import textwrap
@@ -638,6 +642,7 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
             ha="left",
             fontsize=12,
             bbox={"facecolor": "lightyellow", "alpha": 0.9},
+            parse_math=False,
         )
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
