@@ -1512,3 +1512,31 @@ def test_an_event_whose_cat_is_null_has_no_category(tmp_path: Path) -> None:
     assert any("(none) x1" in w for w in summary["warnings"]), summary["warnings"]
     (read,) = [e for e in load_trace(next(rank_dir.glob("*.pt.trace.json"))).events if e.name == odd["name"]]
     assert read.cat == ""
+
+
+def test_export_stacks_and_memory_timeline_write_control_characters_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-189: a rank dir from someone else named with an escape sequence (OSC 0, which sets the
+    terminal's title, and an erase of the screen), a memory_record.csv naming its device so:
+    export-stacks and memory-timeline printed them as they are in their "wrote" lines, which the
+    terminal acted on. Written out as analyse writes them."""
+    from npuprof.cli.export_stacks import export_stacks
+    from npuprof.cli.memory_timeline import memory_timeline
+
+    hostile = "ev\x1b]0;pwned\x07il\x1b[2J"
+    shown = "ev\\x1b]0;pwned\\x07il\\x1b[2J"
+    rank_dir = write_rank_dir(tmp_path, cuda_trace(), name=hostile)
+    export_stacks(rank_dir, "self_cpu_time_total", tmp_path / "x.folded", None, 0.1, False, None)
+    record = tmp_path / "memory_record.csv"
+    with record.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)",
+                         "Total Active(MB)", "Stream Ptr", "Device Type"])  # fmt: skip
+        writer.writerow(["PTA", "1000000.000", "1.0", "4.0", "1.0", "", "npu:" + hostile])
+    memory_timeline(record, tmp_path / "m.json", None, None)
+    err = capsys.readouterr().err
+    assert err.count("wrote ") == 2, err
+    assert "\x1b" not in err and "\x07" not in err, err
+    assert f"{shown}_ascend_pt/host.1.pt.trace.json" in err, err
+    assert f"(npu:{shown.lower()}, 1 memory events" in err, err  # a device name is read lower-case

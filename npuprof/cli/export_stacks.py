@@ -25,8 +25,17 @@ def register(app: typer.Typer) -> None:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    print(f"npuprof export-stacks: {message}", file=sys.stderr)
+    _say(f"npuprof export-stacks: {message}")
     return typer.Exit(code)
+
+
+def _say(text: str) -> None:
+    """A line on stderr, a terminal's as often as not: the paths and names in it come from someone's rank
+    dir or trace (a directory named with an escape sequence retitled the terminal), shown with their
+    control characters written out, as analyse's are (cli/analyse.py)."""
+    from npuprof.reports.text import printable_lines
+
+    print(printable_lines(text), file=sys.stderr)
 
 
 def _check_output(path: Path, flag: str) -> Path:
@@ -135,9 +144,9 @@ def export_stacks(
     except OSError as exc:  # listing a directory it may not read
         raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
     for note in notes:
-        print(f"npuprof export-stacks: note: {note}", file=sys.stderr)
+        _say(f"npuprof export-stacks: note: {note}")
     for note in [*folded.notes, *_frames_missing(trace)]:
-        print(f"npuprof export-stacks: warning: {note}", file=sys.stderr)
+        _say(f"npuprof export-stacks: warning: {note}")
     if not folded.has_python_frames:
         print(
             "npuprof export-stacks: note: the trace has no Python stacks (python_function events), so "
@@ -167,4 +176,4 @@ def export_stacks(
     summary = f"{len(folded.integer_values())} stacks, {folded.total_us:,.0f} µs of {metric} from {trace}"
     for path in (out_path, svg_path):
         if path is not None:
-            print(f"wrote {path} ({summary})", file=sys.stderr)
+            _say(f"wrote {path} ({summary})")

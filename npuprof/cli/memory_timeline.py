@@ -27,8 +27,17 @@ _DEVICE = re.compile(r"cpu|(cuda|npu):\d{1,4}")
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    print(f"npuprof memory-timeline: {message}", file=sys.stderr)
+    _say(f"npuprof memory-timeline: {message}")
     return typer.Exit(code)
+
+
+def _say(text: str) -> None:
+    """A line on stderr, a terminal's as often as not: the paths and names in it come from someone's rank
+    dir or trace (a directory named with an escape sequence retitled the terminal), shown with their
+    control characters written out, as analyse's are (cli/analyse.py)."""
+    from npuprof.reports.text import printable_lines
+
+    print(printable_lines(text), file=sys.stderr)
 
 
 def memory_timeline(
@@ -113,16 +122,15 @@ def memory_timeline(
     except OSError as exc:
         raise _fail(f"cannot write {target}: {exc.strerror or exc}") from None
     for note in notes:
-        print(f"npuprof memory-timeline: note: {note}", file=sys.stderr)
+        _say(f"npuprof memory-timeline: note: {note}")
     if data.source == mt.SOURCE_TRACE:
         pending = _categories_pending(rank_dir)
-        print(f"npuprof memory-timeline: note: {pending or mt.source_note(data)}", file=sys.stderr)
+        _say(f"npuprof memory-timeline: note: {pending or mt.source_note(data)}")
     for note in data.notes:
-        print(f"npuprof memory-timeline: warning: {note}", file=sys.stderr)
-    print(
+        _say(f"npuprof memory-timeline: warning: {note}")
+    _say(
         f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
-        f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})",
-        file=sys.stderr,
+        f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})"
     )
 
 

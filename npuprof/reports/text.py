@@ -14,6 +14,12 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def printable_lines(text: str) -> str:
+    """``text`` with each line's control characters written as ``\\xNN``, its line breaks kept: a note of
+    several lines stays lines."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
 def shorten_middle(text: str, width: int) -> str:
     """``text`` cut in its middle to ``width`` characters, an ellipsis in place of what is cut: the start
     and the end of an operator or directory name are what tell it apart."""
