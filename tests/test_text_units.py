@@ -18,6 +18,17 @@ def test_control_characters_are_shown_as_escapes_and_others_kept() -> None:
     assert printable("") == ""
 
 
+def test_bidirectional_controls_and_invisible_characters_are_shown_as_escapes() -> None:
+    """helper-189: an operator named "safe" RLO "gnp.exe" (someone's trace) reads "safeexe.png" wherever
+    the text is shown with bidi (some terminals, the browser showing export-stacks' SVG), and a line
+    separator or a zero-width space hides in a name; printable wrote C0 and C1 controls out only."""
+    assert printable("safe\u202egnp.exe") == "safe\\u202egnp.exe"  # right-to-left override
+    assert printable("a\u2066b\u2069c\u200fd\u061c") == "a\\u2066b\\u2069c\\u200fd\\u061c"  # isolates, marks
+    assert printable("ls\u2028sep\u2029") == "ls\\u2028sep\\u2029"  # line, paragraph separators
+    assert printable("a\u200bb\ufeffc\u2060") == "a\\u200bb\\ufeffc\\u2060"  # zero-width
+    assert printable("é\x1b\u202e") == "é\\x1b\\u202e"
+
+
 @pytest.mark.parametrize(
     ("text", "width", "shown"),
     [

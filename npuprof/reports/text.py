@@ -7,11 +7,20 @@ import re
 # C0 and C1 control characters and DEL: in a name read from someone's trace, an escape sequence would act
 # on the terminal (clear it, recolour it, retitle it) instead of being read
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# the bidirectional controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), which reorder the
+# text after them where it is shown (a terminal that does bidi, a browser showing the flame graph:
+# "safe\u202egnp.exe" reads "safeexe.png"), the line and paragraph separators (U+2028, U+2029) and the
+# invisible ones (U+200B-U+200D, U+2060-U+2064, U+FEFF), which make two names look alike
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 
 def printable(text: str) -> str:
-    """``text`` with its control characters written as ``\\xNN``: shown, never acted on."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` with its control characters written as ``\\xNN`` and its bidirectional controls and
+    invisible characters as ``\\uNNNN``: shown, never acted on."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if text.isascii():  # (a flag of the string's: most names cost no second search)
+        return text
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def printable_lines(text: str) -> str:
