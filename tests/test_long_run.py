@@ -154,3 +154,44 @@ def test_chrome_trace_copies_without_a_post_processor_leave_no_exit_hook_per_cap
     assert len(chrome_trace._copying) <= 2
     chrome_trace._join_copies()
     assert all((tmp_path / f"copy_{n}.json").read_text() == source.read_text() for n in range(300))
+
+
+def test_jobs_spilled_to_a_post_processor_that_died_are_kept_unparsed_not_lost(tmp_path: Path) -> None:
+    """Past QUEUE_LIMIT jobs waiting, the next ones went to the post-processor's spool; when it died (killed
+    during the run) and none replaced it (the kill came after the last capture, or its restarts were spent),
+    the process's end handed back only the jobs still in memory: the spilled ones stayed in a spool nobody
+    reads, their captures never parsed nor said (helper-188). They are taken back, kept unparsed as the
+    others (docs/architecture.md, "The step path")."""
+    import os
+    import threading
+
+    from npuprof.owned_fd import OwnedFd
+    from npuprof.results import handover as wire
+    from npuprof.results import postprocess
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 4096)  # full: the post-processor is that far behind
+    os.set_blocking(write_end, True)
+    post = postprocess.Postprocessor(tmp_path, "run")
+    post.spool = tmp_path / "spool.jsonl"
+    handover = post._handover = postprocess._Handover(OwnedFd(write_end), post)
+    released = threading.Event()
+    handover._write = lambda job: released.wait(timeout=60)  # type: ignore[method-assign,assignment]
+    record = wire.record_plain(wire.CaptureRecord(status="complete", steps=[7]))
+    total = postprocess.QUEUE_LIMIT + 5
+    try:
+        for n in range(total):
+            handover.put({"rank_dir": str(tmp_path / f"capture_{n}"), "record": record, "written": True})
+        assert handover.spilled == 5
+        left = handover.drain(timeout_s=30)
+        handover.broken = True  # its pipe said EPIPE: the post-processor is gone, none replaced it
+        kept = post.spool_left(left)
+    finally:
+        released.set()
+        os.close(read_end)
+    assert sorted(int(job["rank_dir"].rsplit("_", 1)[1]) for job in kept) == list(range(total))
+    assert all(job["record"]["steps"] == [7] and job["written"] for job in kept)
+    assert not post.spool.exists()  # taken: not parsed a second time by anyone

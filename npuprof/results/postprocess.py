@@ -107,6 +107,9 @@ class Postprocessor:
         self._handover: _Handover | None = None
         self._restarts = 0
         self.spool: Path | None = None  # where the jobs still queued at the process's end go (spool_left)
+        # spools with jobs spilled to a post-processor that ended and was not replaced (or whose replacement
+        # could not take them): taken back at the process's end (spool_left), kept unparsed
+        self._orphaned: list[Path] = []
         self._pidfd: int | None = None  # signals reach our post-processor only, never a pid taken again
         self._ready_fd: int | None = None  # its line: its pid, and whether it may be held (_read_ready)
         self._ready = False
@@ -268,6 +271,8 @@ class Postprocessor:
             spilled = self.spool if self._handover.spilled and self._has_exited() else None
             self._let_go()  # held: the capture's end would continue it only after this
             self.forget()  # the old hand-over thread keeps what it still holds as files
+            if spilled is not None:
+                self._orphaned.append(spilled)  # until the next one has it
             try:
                 self.start()
             except OSError as exc:
@@ -276,6 +281,7 @@ class Postprocessor:
             if spilled is not None and self.spool is not None:
                 with contextlib.suppress(OSError):
                     os.rename(spilled, self.spool)  # (a fresh name: nothing there yet)
+                    self._orphaned.remove(spilled)
             _agent_log().info(
                 replaced_because(dead, pipe_lost, dead is not None and _is_post_processor(dead))
             )
@@ -387,7 +393,11 @@ class Postprocessor:
         closed (so it is whole by then): they are parsed after the job, as the others, and `npuprof run`
         waits for them. The jobs that could not be spooled (no post-processor, a full disk)."""
         handover = self._handover
-        if not jobs or self.spool is None or handover is None or handover.broken or self._has_exited():
+        gone = handover is None or handover.broken or self._has_exited()
+        if handover is not None and handover.spilled and gone and self.spool is not None:
+            self._orphaned.append(self.spool)  # its spilled jobs: no post-processor reads them now
+        jobs = jobs + self._take_back_spilled()
+        if not jobs or self.spool is None or gone:
             return jobs
         from npuprof.agent.memory_snapshot import pop_task
         from npuprof.results import handover as wire
@@ -401,6 +411,48 @@ class Postprocessor:
             _agent_log().warning(f"the captures left at the end could not be spooled ({exc!r})")
             return jobs
         return []
+
+    def _take_back_spilled(self) -> list[dict[str, Any]]:
+        """The jobs spilled (_Handover._spill) to spools no post-processor will read (it ended, none took
+        its place): taken back, to be kept unparsed as the jobs left in memory are, said; else they stayed in
+        a spool nobody reads, their captures neither parsed nor said (helper-188). Each spool is first
+        renamed to a name of ours, so that one still alive (the script closed our pipe to it) cannot read
+        it too."""
+        import msgspec
+
+        from npuprof.results import handover as wire
+
+        taken: list[dict[str, Any]] = []
+        orphaned, self._orphaned = self._orphaned, []
+        for spool in dict.fromkeys(orphaned):
+            ours = spool.with_name(f"{spool.name}.{os.getpid()}.taken")
+            try:
+                os.rename(spool, ours)
+            except OSError:  # none (read already, or nothing spilled)
+                continue
+            try:
+                data = layout.read_small(ours, SPOOL_LIMIT)
+            except OSError as exc:
+                _agent_log().warning(f"the captures spilled to {spool} could not be read back ({exc!r})")
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(ours)
+            bad = 0
+            for line in data.split(b"\n"):
+                if not line.strip():
+                    continue
+                try:
+                    taken.append(msgspec.to_builtins(wire.job_from_line(line)))
+                except (wire.HandoverError, TypeError, ValueError):
+                    bad += 1
+            if bad:
+                _agent_log().warning(f"{bad} capture job(s) spilled to {spool} could not be read back")
+        if taken:
+            _agent_log().warning(
+                f"{len(taken)} capture(s) spilled to the spool of a post-processor that has ended are kept "
+                "unparsed"
+            )
+        return taken
 
     def forget(self) -> None:
         """Close our end (in a forked child, only the child's copy): the post-processor then sees EOF
