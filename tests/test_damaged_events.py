@@ -162,3 +162,42 @@ def test_events_whose_args_are_out_of_range_are_left_out_of_every_table(tmp_path
     allocated = [a for (a,) in con.execute("SELECT totalAllocated FROM MEMORY_RECORD ORDER BY timestamp")]
     assert allocated == [8192, 4096]  # the two samples written undamaged
     con.close()
+
+
+@pytest.mark.parametrize("block", [64, 1 << 20])  # each event a chunk of its own; all in one chunk
+def test_the_damaged_event_quoted_first_is_the_first_of_the_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """The scan's note quoted the first event its tables could not read (an External id beyond an int64)
+    as "the first" even when an event of the wrong shape (a dur "abc") came before it: the reader's were
+    added after the tables' (helper-188). The first in the file is quoted, each counted once."""
+    from npuprof.analysis import scan
+
+    monkeypatch.setattr(scan, "BLOCK", block)
+    events = [
+        x("op0", "cpu_op", 0, 5),
+        x("lost_first", "cpu_op", 10, 5, **{"External id": 2**64}),
+        {**x("lost_second", "cpu_op", 20, 5), "dur": "abc"},
+        x("op3", "cpu_op", 30, 5),
+        x("lost_third", "cpu_op", 40, 5, **{"External id": 2**64}),
+        x("op5", "cpu_op", 50, 5),
+    ]
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    extract = scan.scan(path)[0]
+    assert extract.event_count == 3
+    assert extract.damaged.counts == {
+        "a number in its args is out of range": 2,
+        "Expected `float`, got `str` - at `event.dur`": 1,
+    }
+    assert extract.damaged.first.startswith("cannot read the event 'lost_first' (cat 'cpu_op', ts "), (
+        extract.damaged.first
+    )
+    # the reverse order: the event of the wrong shape first
+    events[1], events[2] = events[2], events[1]
+    path.write_text(json.dumps({"traceEvents": events}))
+    first = scan.scan(path)[0].damaged.first
+    assert first.startswith("an event of the wrong shape (Expected `float`, got `str` - at `event.dur`): "), (
+        first
+    )
+    assert '"lost_second"' in first, first

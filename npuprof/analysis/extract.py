@@ -358,6 +358,24 @@ def _first_bad_event(events: list[Any], error: Exception) -> str:
     return f"cannot read the events: {_args_problem(error)}"
 
 
+def first_unreadable(events: list[Any]) -> str | None:
+    """The first of ``events`` (as the scan's decoder reads them) whose args an Extract cannot read,
+    described as :meth:`Extract.add_chunk` says it when it leaves it out; None when it reads them all. The
+    reader asks it of the events before the first it leaves out itself, so that the first damaged event
+    quoted is the file's first (docs/formats.md, "Damaged events")."""
+    try:
+        Extract()._add_chunk(events, None)
+        return None
+    except (msgspec.DecodeError, OverflowError):
+        pass
+    for event in events:
+        try:
+            Extract()._add_chunk([event], None)
+        except (msgspec.DecodeError, OverflowError) as exc:
+            return f"cannot read the event {_describe(event)}: {_args_problem(exc)}"
+    return None
+
+
 def _describe(event: Any) -> str:
     cat = getattr(event, "cat", None) or type(event).__struct_config__.tag
     return f"{getattr(event, 'name', '')!r} (cat {cat!r}, ts {getattr(event, 'ts', None)!r})"

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, EventError, Extract
+from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, EventError, Extract, first_unreadable
 from npuprof.analysis.forked import Forked
 from npuprof.analysis.trace_loader import TraceError, TraceReader
 
@@ -29,6 +29,9 @@ def _scan_into(
     """Add the events of [start, end) to ``extract``; ``record``: keep the reader's cuts in
     ``extract.cuts`` (``start`` is the first event: they are where a serial read cuts)."""
     reader = TraceReader(path, block=BLOCK, fd=fd, decoder=TYPED_DECODER, fallback=SCAN_DECODER)
+    # one count of the events left out, the reader's and the tables', in the order of the file: the first
+    # quoted is the first damaged (docs/formats.md, "Damaged events")
+    reader.damaged, reader.first_check = extract.damaged, first_unreadable
     if record:
         reader.cuts = extract.cuts
     try:
@@ -37,7 +40,6 @@ def _scan_into(
         extract.repaired_strings += reader.repaired_strings
         extract.repaired_names += reader.repaired_names
         extract.repaired_values.update(reader.repaired_values)
-        extract.damaged.merge(reader.damaged)
     except EventError as exc:
         raise TraceError("corrupt", f"{path}: {exc} (corrupt trace)") from None
 

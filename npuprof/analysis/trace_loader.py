@@ -321,6 +321,9 @@ class TraceReader:
         self.judge = judge
         self.damaged = Damaged()  # events of the wrong shape left out (docs/formats.md, "Damaged events")
         self._from_first = False  # reading from the first event: the LEAD rule applies
+        # the events of a chunk before the first this reader leaves out -> the first of them a later reader
+        # of their args leaves out (the scan's tables: extract.first_unreadable), quoted first if any
+        self.first_check: Callable[[list[Any]], str | None] | None = None
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
 
@@ -620,6 +623,9 @@ class TraceReader:
             except msgspec.DecodeError as exc:
                 if not self.judge:
                     continue
+                if not self.damaged.first and self.first_check is not None and good:
+                    # (counted when that reader leaves it out: here only which comes first)
+                    self.damaged.first = self.first_check(decoder.decode(b"[" + b",".join(good) + b"]")) or ""
                 self.damaged.add(_problem(exc), _bad_event(one, exc))
                 read = self.event_count + len(good)
                 if self._from_first and self.damaged.total > read + LEAD:
