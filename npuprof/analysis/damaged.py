@@ -47,9 +47,12 @@ class Damaged:
             return None
         return self.refusal(read)
 
-    def refusal(self, read: int) -> str:
+    def refusal(self, read: int, early: bool = False) -> str:
+        """``early``: refused by the LEAD rule, the rest of the trace not read (its first events only are
+        counted: the trace itself may hold many more)."""
+        first = "first " if early else ""
         return (
-            f"{self.first}; {self.total} of the trace's {self.total + read} events are damaged so "
+            f"{self.first}; {self.total} of the trace's {first}{self.total + read} events are damaged so "
             "(corrupt trace)"
         )
 

@@ -629,7 +629,9 @@ class TraceReader:
                 self.damaged.add(_problem(exc), _bad_event(one, exc))
                 read = self.event_count + len(good)
                 if self._from_first and self.damaged.total > read + LEAD:
-                    raise TraceError("corrupt", f"{self.path}: {self.damaged.refusal(read)}") from None
+                    raise TraceError(
+                        "corrupt", f"{self.path}: {self.damaged.refusal(read, early=True)}"
+                    ) from None
                 continue
             good.append(one)
         framed = bytearray(b"[" + b",".join(good) + b"]")
