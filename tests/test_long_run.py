@@ -6,6 +6,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from conftest import npuprof, rank_dirs
 
@@ -195,3 +196,22 @@ def test_jobs_spilled_to_a_post_processor_that_died_are_kept_unparsed_not_lost(t
     assert sorted(int(job["rank_dir"].rsplit("_", 1)[1]) for job in kept) == list(range(total))
     assert all(job["record"]["steps"] == [7] and job["written"] for job in kept)
     assert not post.spool.exists()  # taken: not parsed a second time by anyone
+
+
+def test_the_spool_never_grows_past_what_its_reader_reads(tmp_path: Path, monkeypatch: Any) -> None:
+    """Jobs spilled during the run were appended to the spool whatever its size; past SPOOL_LIMIT its
+    reader (spooled_jobs) takes it for a file npuprof did not write and reads none of it: every spilled
+    capture lost without a word (helper-188). An append that would take it past the limit is refused:
+    the job waits in memory, or is kept unparsed at the end, as when the disk is full."""
+    from npuprof.results import postprocess
+
+    spool = tmp_path / "spool.jsonl"
+    line = b'{"rank_dir":"x"}\n'
+    monkeypatch.setattr(postprocess, "SPOOL_LIMIT", 10 * len(line))
+    appended = 0
+    for _ in range(15):
+        with contextlib.suppress(OSError):
+            postprocess.append_to_spool(spool, line)
+            appended += 1
+    assert appended == 10
+    assert list(postprocess.spooled_jobs(spool)) == [line.strip()] * 10

@@ -23,6 +23,7 @@ dead rank's peers waiting) and writes nothing to its stdout/stderr (a ``| tee`` 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -795,8 +796,11 @@ def append_to_spool(spool: Path, data: bytes) -> None:
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     fd = os.open(spool, flags, file_mode())
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(f"{spool} is not a regular file")
+        if status.st_size + len(data) > SPOOL_LIMIT:  # its reader would refuse it whole (spooled_jobs)
+            raise OSError(errno.EFBIG, f"{spool} would grow past {SPOOL_LIMIT >> 20} MiB")
         done = 0
         try:
             while done < len(data):
