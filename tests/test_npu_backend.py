@@ -635,6 +635,27 @@ def _assert_task_queue_as_real(view: list[dict[str, Any]], real: list[dict[str, 
         assert t < start[e["args"]["correlation_id"]]
 
 
+def _assert_fwdbwd_as_real(view: list[dict[str, Any]], real: list[dict[str, Any]]) -> None:
+    """torch_npu's fwdbwd flows as the real file has them (17 pairs there): the real forms, an ``s`` at the
+    start of a forward operator (``Fwd thread id`` 0) and an ``f`` at the start of the backward operator of
+    the same ``Sequence number``, which is the flow's id; placed right after the Python process's
+    metadata."""
+    ours = {(_form(e), e["ph"]) for e in view if e.get("cat") == "fwdbwd"}
+    assert ours == {(_form(e), e["ph"]) for e in real if e.get("cat") == "fwdbwd"}
+    ops = {(e["tid"], e["ts"]): e for e in view if e.get("cat") == "cpu_op"}
+    starts = {e["id"]: e for e in view if e.get("cat") == "fwdbwd" and e["ph"] == "s"}
+    ends = {e["id"]: e for e in view if e.get("cat") == "fwdbwd" and e["ph"] == "f"}
+    assert starts and sorted(starts) == sorted(ends)
+    for seq, start in starts.items():
+        fwd, bwd = ops[(start["tid"], start["ts"])], ops[(ends[seq]["tid"], ends[seq]["ts"])]
+        assert fwd["args"]["Sequence number"] == bwd["args"]["Sequence number"] == seq
+        assert fwd["args"]["Fwd thread id"] == 0 != bwd["args"]["Fwd thread id"]
+        assert float(start["ts"]) < float(ends[seq]["ts"])
+    kinds = [e.get("cat") or e["name"] for e in view]
+    first = kinds.index("fwdbwd")
+    assert kinds[first - 1] == "thread_sort_index" and view[first - 1]["pid"] == start["pid"]
+
+
 def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> None:
     """The stand-in's parsed output has the forms of the real files: trace_view.json a bare array with
     string epoch times and torch_npu's processes (labels, sort indexes, Overlap Analysis lanes), flows from
@@ -665,8 +686,10 @@ def test_the_standin_writes_what_torch_npu_writes(captured: dict[str, Any]) -> N
         assert device and all("cat" not in e and "Task Type" in e["args"] for e in device)
         flows = {(e["cat"], e["ph"]) for e in view if e.get("ph") in ("s", "f")}
         launches = {("async_npu", "s"), ("async_npu", "f"), ("HostToDevice", "s"), ("HostToDevice", "f")}
-        assert flows == launches | {("async_task_queue", "s"), ("async_task_queue", "f")}
+        queue = {("async_task_queue", "s"), ("async_task_queue", "f")}
+        assert flows == launches | queue | {("fwdbwd", "s"), ("fwdbwd", "f")}
         _assert_task_queue_as_real(view, real)
+        _assert_fwdbwd_as_real(view, real)
         # Level0 (the default): KernelViewParser's own columns (Device_id since June 2025, Block Num since
         # February 2026, the shapes since August 2026), not the 2023 release's full op summary
         real_header = _header(REAL / "kernel_details_2023.csv")

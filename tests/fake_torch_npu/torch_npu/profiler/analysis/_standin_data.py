@@ -18,7 +18,8 @@ array; ``ts`` a string of epoch microseconds with nanosecond decimals; the proce
 Hardware and Overlap Analysis with their labels and sort indexes; ``cpu_op`` operators, ProfilerStep#N
 among them, ``Input Dims`` / ``Input type`` as its strings; the task queue's ``Enqueue`` (``Enqueue@<launch>``
 in releases since June 2025) and ``Dequeue@<launch>`` spans with their ``async_task_queue`` flows, the
-consumer thread sorted after the others and holding the AscendCL calls; ``async_npu`` flows and
+consumer thread sorted after the others and holding the AscendCL calls; ``fwdbwd`` flows from each
+forward operator to its backward one by sequence number; ``async_npu`` flows and
 ``HostToDevice`` ones whose id is the task's connection id above 32 one-bits),
 kernel_details.csv (the header of the 2023 release at Level1 and Level2), operator_details.csv (a row per
 call), memory_record.csv (with profile_memory), op_statistic.csv and step_trace_time.csv; a table without rows
@@ -616,6 +617,7 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
     for tid, is_dequeue in tids.items():
         meta("thread_name", host, tid, "name", f"Thread {tid}")
         meta("thread_sort_index", host, tid, "sort_index", max(tids) + 1 if is_dequeue else tid)
+    events.extend(_fwdbwd_flows(ops))
     if tasks:
         process(DEVICE_PID, "Ascend Hardware", "NPU", 8)
         meta("thread_name", DEVICE_PID, STREAM, "name", f"Stream {STREAM}")
@@ -750,6 +752,39 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
             }
         )
     return events
+
+
+def _fwdbwd_flows(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """torch_npu's ``fwdbwd`` flows (FwkFileParser, after the Python process's metadata, as the real
+    trace_view.json has them): for each sequence number, from the forward operator of that number that
+    started last (``Fwd thread id`` 0) to the backward operator of that number (``Fwd thread id`` not 0),
+    the flow's id the sequence number; a number without both has none."""
+    forward: dict[int, dict[str, Any]] = {}
+    backward: dict[int, dict[str, Any]] = {}
+    for op in ops:
+        seq = op.get("seq")
+        if not isinstance(seq, int) or seq < 0:
+            continue
+        if op.get("fwd_tid"):
+            backward.setdefault(seq, op)
+        elif seq not in forward or op["start_ns"] >= forward[seq]["start_ns"]:
+            forward[seq] = op
+    flows = []
+    for seq in sorted(set(forward) & set(backward)):
+        for ph, op in (("s", forward[seq]), ("f", backward[seq])):
+            flows.append(
+                {
+                    "ph": ph,
+                    "bp": "e",
+                    "name": "fwdbwd",
+                    "id": seq,
+                    "pid": op["pid"],
+                    "tid": op["tid"],
+                    "ts": us(op["start_ns"]),
+                    "cat": "fwdbwd",
+                }
+            )
+    return flows
 
 
 def _queue_event(span: dict[str, Any], pid: int, name: str, cat: str) -> dict[str, Any]:
