@@ -229,6 +229,29 @@ def test_an_unselected_rank_does_nothing_and_start_step_0_cancels_a_planned_capt
     assert "cancelled (start_step 0)" in job.log()
 
 
+def test_a_planned_capture_replaced_by_a_request_for_other_ranks_is_said_dropped(tmp_path: Path) -> None:
+    """helper-190: steps 30-31 planned on every rank, then a trigger for rank 1 only: rank 0 dropped the
+    planned window without a word, and status showed it "planned: steps 30-31" long after step 31 (the
+    run's end: "planned, but the job ended before its first step")."""
+    from npuprof.cli.status import _processes
+    from npuprof.reports.run_summary import planned_not_reached
+
+    job = Job(tmp_path, rank=0)
+    job.steps(5)
+    job.write(start_step=30, active=2, trigger_id="a")
+    job.steps(2)
+    job.write(start_step=-1, active=2, is_rank=True, rank_list=[1], trigger_id="b")
+    job.steps(3)
+    assert job.captures() == []
+    text = job.log()
+    assert "the capture planned from step 30 is cancelled: replaced by a later change (capture 2" in text
+    (process,) = _processes(job.dir / "log")
+    assert process["planned"] is None, process
+    said = planned_not_reached(job.dir)
+    assert said.startswith("the capture planned from step 30 is cancelled: replaced"), said
+    assert "--cancel" not in said
+
+
 def test_a_cancel_ends_the_capture_in_flight_and_saves_what_it_recorded(tmp_path: Path) -> None:
     """--active 1000000 asked by mistake held every step's events until the job's end: a cancel now ends
     it with the step it arrives at; a request that is no cancel still waits for the capture's end."""

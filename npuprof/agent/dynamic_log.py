@@ -93,6 +93,8 @@ READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of 
 SKIPPED_RE = re.compile(r"^capture at step (?P<step>\d+) skipped: (?P<why>.+)$")
 NOT_EFFECTIVE = ": not effective"
 PROCESS_ENDS = "the process ends"  # a process image's last line
+# "the capture planned from step N is cancelled: replaced by a later change (...)": the last change wins
+REPLACED = "replaced by a later change"
 # a process image's first line: after "the process ends" it is the process again, after an os.exec*
 WATCHING = "watching "
 

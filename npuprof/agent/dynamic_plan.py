@@ -31,6 +31,7 @@ from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_reque
 from npuprof.agent.dynamic_log import (
     NOT_EFFECTIVE,
     PROCESS_ENDS,
+    REPLACED,
     STARTED_WITH,
     WATCHING,
     DynamicLogs,
@@ -269,6 +270,15 @@ class DynamicPlan:
                     "INFO", f"the capture planned from step {window.first} is cancelled (start_step 0)", step
                 )
             return
+        if window is not None and window.first > step:
+            # the last change wins (docs/architecture.md, "Dynamic capture"), and the log says so: status
+            # showed the dropped window as planned for ever when the new request was for other ranks
+            self._event(
+                "INFO",
+                f"the capture planned from step {window.first} is cancelled: {REPLACED} "
+                f"({request.describe()})",
+                step,
+            )
         rank = self._rank_fn()
         if not request.cfg.wants_rank(rank):
             self._event("INFO", f"rank {rank} is not selected ({request.describe()}): no capture here", step)

@@ -1012,7 +1012,7 @@ def planned_not_reached(directory: Path) -> str:
     """What became of the last capture a process's log in ``directory/log`` planned, when none began: the
     job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); in words, else
     ""."""
-    from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, SKIPPED_RE
+    from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, REPLACED, SKIPPED_RE
 
     found = ""
     for log in sorted((directory / "log").glob("dp_*.log")):
@@ -1035,8 +1035,8 @@ def planned_not_reached(directory: Path) -> str:
         if planned and (last_step is None or int(planned.split("-")[0]) > last_step):
             at = f" at step {last_step}" if last_step is not None else ""
             found = f"a capture of steps {planned} was planned, but the job ended{at}, before its first step"
-        elif cancelled:
-            found = f"{cancelled} (npuprof trigger --cancel)"
+        elif cancelled:  # by npuprof trigger --cancel, or by a later request (npuprof.agent.dynamic_plan)
+            found = cancelled if REPLACED in cancelled else f"{cancelled} (npuprof trigger --cancel)"
         elif missed:
             found = f"the request was not acted on: {missed}"
     return found
