@@ -91,6 +91,24 @@ def test_bad_values_fall_back_to_defaults_with_a_warning_naming_field_and_value(
     assert len(newer) == 1 and "not known to npuprof" in newer[0]
 
 
+def test_metadata_over_torch_npus_limits_is_cut_not_the_request_refused() -> None:
+    """helper-190: one entry over 4096 characters refused the whole request (no capture), where
+    docs/formats.md says an entry of a dynamic request is cut, and one past 50 KiB in all left out."""
+    entries = {"long": "x" * 5000, "nested": {"a": ["y" * 5000]}, "ok": "z"}
+    entries |= {f"fill{i}": "w" * 4000 for i in range(13)}  # 10 fit in 50 KiB with the three above
+    request, heard = _request({"start_step": -1, "active": 2, "metadata": entries})
+    assert request is not None and request.active == 2, heard
+    assert all(level == "WARNING" for level, _ in heard), heard
+    metadata = request.cfg.metadata
+    assert metadata["long"] == "x" * 4096 and metadata["ok"] == "z"
+    assert metadata["nested"] == json.dumps({"a": ["y" * 5000]})[:4096]
+    assert "fill9" in metadata and not {"fill10", "fill11", "fill12"} & metadata.keys()
+    said = " | ".join(message for _, message in heard)
+    assert "metadata 'long' cut from 5000 to 4096 characters" in said, said
+    assert "metadata 'fill10' left out: the entries reach 50 KiB in all" in said, said
+    request.cfg.validate()
+
+
 def test_a_start_step_that_is_no_step_makes_no_request_and_cancels_nothing(tmp_path: Path) -> None:
     """helper-124: start_step "250" (a string) fell back to its default, 0, which cancels: the capture in
     flight was cut and none at step 250 followed. Such content is not acted on at all now."""

@@ -111,6 +111,7 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
         warn(f"{FILE_LABEL}: min_free_space is the run's (npuprof run --min-free-space); ignored here")
         cfg.min_free_space = base.min_free_space
     cfg.output = _output(cfg.output, base.output, say)
+    _fit_metadata(cfg, warn)
     _reconcile(cfg, warn)
     try:
         cfg.validate()
@@ -183,6 +184,39 @@ def _output(prof_dir: str, run_output: str, say: Say) -> str:
         )
         return run_output
     return str(resolved)
+
+
+def _fit_metadata(cfg: ProfileConfig, warn: Callable[[str], None]) -> None:
+    """torch_npu's limits on metadata (4096 characters a value, a JSON value counting as its text, and 50 KiB
+    in all): an entry of a request over them is cut, or left out, with a warning (docs/formats.md,
+    "profiler_metadata.json"), as ``npuprof.agent.metadata`` does with what reaches the file. helper-190: the
+    request was refused whole, no capture for one long entry ("metadata: entry 'a' is over 4096
+    characters; this content is not acted on")."""
+    import json
+
+    from npuprof.config import METADATA_TOTAL_LIMIT, METADATA_VALUE_LIMIT
+
+    kept: dict[str, Any] = {}
+    total = 0
+    for key, value in cfg.metadata.items():
+        name = f"{FILE_LABEL}: metadata {str(key)[:40]!r}"
+        try:  # measured as ProfileConfig.validate measures it
+            text = value if isinstance(value, str) else json.dumps(value, allow_nan=False)
+        except ValueError:  # 1e400 reads as infinity
+            warn(f"{name} holds a number out of JSON's range (infinity or NaN); left out")
+            continue
+        if len(str(key)) > METADATA_VALUE_LIMIT:
+            warn(f"{name}: a key of {len(str(key))} characters; left out (torch_npu's limit is 4096)")
+            continue
+        if len(text) > METADATA_VALUE_LIMIT:
+            warn(f"{name} cut from {len(text)} to {METADATA_VALUE_LIMIT} characters (torch_npu's limit)")
+            value = text = text[:METADATA_VALUE_LIMIT]
+        if total + len(str(key)) + len(text) > METADATA_TOTAL_LIMIT:
+            warn(f"{name} left out: the entries reach 50 KiB in all (torch_npu's limit)")
+            continue
+        total += len(str(key)) + len(text)
+        kept[key] = value
+    cfg.metadata = kept
 
 
 def _reconcile(cfg: ProfileConfig, warn: Callable[[str], None]) -> None:
