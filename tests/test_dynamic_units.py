@@ -861,6 +861,48 @@ def test_trigger_refuses_a_request_larger_than_a_job_reads(
     assert request is not None and request.cfg.ranks == list(range(60001)), heard
 
 
+def test_a_trigger_says_it_replaces_a_cancel_some_running_ranks_had_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-190: `npuprof trigger --cancel`, then at once another trigger: rank 0 had read the cancel, rank
+    1 not (its poll came after the second write), so rank 1's capture of 200 steps went on to its end and
+    the new request waited for it; neither trigger said a word."""
+    from npuprof.cli.trigger import trigger_command
+
+    job = Job(tmp_path, rank=0)
+    job.steps(2)
+    job.write(start_step=-1, active=200)
+    job.steps(3)
+    # rank 1, another running process (pid 1 exists), had read the request of 200 steps only
+    (job.dir / "log" / f"dp_{os.uname().nodename}_1_rank_1.log").write_text(
+        "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+    )
+    trigger = {"directory": str(job.dir), "start_step": None, "active": 1, "warmup": 0, "ranks": None}
+    trigger_command(**trigger, cancel=True)
+    cancel_id = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
+    job.plan.poll_once()  # rank 0 reads the cancel
+    job.steps(2)
+    assert job.captures() == [(3, 6)]
+    assert f"(start_step 0: no capture (trigger {cancel_id}))" in job.log()
+    capsys.readouterr()
+    trigger_command(**trigger, cancel=False)
+    said = " ".join(capsys.readouterr().err.split())
+    assert (
+        f"this replaces the cancel {cancel_id}, which 1 of the 2 running processes had not picked up yet "
+        "(rank 1): the last change wins, they never act on it: a capture in flight there goes on"
+    ) in said, said
+    second_id = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
+    trigger_command(**trigger, cancel=False)  # read by no process: said as before
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"this replaces request {second_id}, which no process had picked up yet" in said, said
+    assert "running processes" not in said, said
+    third_id = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
+    job.plan.poll_once()  # read by rank 0 only
+    trigger_command(**trigger, cancel=False)
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"this replaces request {third_id}, which 1 of the 2 running processes had not" in said, said
+
+
 def test_a_request_for_many_ranks_is_told_by_their_ranges(tmp_path: Path) -> None:
     """A request for ranks 0-60000 was told with every rank number: each line of it 350 KB in the dynamic
     logs, which rotate at 200 KB, so that every line pushed the process's history out of them (and one

@@ -59,11 +59,11 @@ class Request:
     queued: bool = False  # arrived while a capture was in flight: runs after it
 
     def describe(self) -> str:
-        if self.start_step == NO_CAPTURE:
-            return "start_step 0: no capture"
+        label = f" (trigger {self.trigger_id})" if self.trigger_id else ""
+        if self.start_step == NO_CAPTURE:  # its id too: npuprof trigger tells who read a cancel by it
+            return f"start_step 0: no capture{label}"
         window = window_text(self.start_step, self.warmup, self.active)
         ranks = "every rank" if self.cfg.ranks is None else f"ranks {_ranks(self.cfg.ranks)}"
-        label = f" (trigger {self.trigger_id})" if self.trigger_id else ""
         return f"capture {window} on {ranks} into {self.cfg.output}{label}"
 
     def with_window(self, first: int) -> ProfileConfig:

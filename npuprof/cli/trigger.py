@@ -116,6 +116,7 @@ def trigger_command(**params: Any) -> None:
     data = (json.dumps(document, indent=4) + "\n").encode()
     _refuse_if_too_large(data, cfg.ranks)
     replaced = _request_not_picked_up(directory)
+    partly = "" if replaced else _request_not_picked_up_by_some(directory)
     target = _write(directory, data)
     sys.stdout.write(f"npuprof trigger: wrote {target}: {_describe(document, cfg)}\n")
     if replaced:
@@ -123,6 +124,8 @@ def trigger_command(**params: Any) -> None:
             f"npuprof trigger: note: this replaces request {replaced}, which no process had picked up yet "
             "(the last change wins)\n"
         )
+    if partly:
+        sys.stderr.write(f"npuprof trigger: note: this replaces {partly}\n")
     if cfg.ranks is not None:
         sys.stdout.write(
             "  (--ranks is torch_npu's is_rank: these captures are not parsed in the job; run npuprof "
@@ -164,6 +167,53 @@ def _request_not_picked_up(directory: Path) -> str:
     if unread.trigger_id:
         return unread.trigger_id
     return f"written at {time.strftime('%H:%M:%S', time.localtime(unread.changed))}"
+
+
+def _request_not_picked_up_by_some(directory: Path) -> str:
+    """The request DIR/profiler_config.json holds now (a cancel too), in words with the running processes
+    that have not read it yet, when some have and some not ("" otherwise). The last change wins: those
+    never act on it (helper-190: a --cancel followed at once by a trigger; rank 1 had not read the cancel
+    and recorded its 200 steps to the end, nothing said)."""
+    import json
+
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
+    from npuprof.agent.dynamic_log import FILE_NAME, READ_LIMIT
+    from npuprof.cli.status import _processes
+    from npuprof.results.layout import read_small
+
+    try:
+        data = json.loads(read_small(directory / CONFIG_NAME, 1 << 20))
+        trigger = data["trigger_id"] if isinstance(data, dict) else None
+        running = [p for p in _processes(directory / LOG_DIR) if p["state"] == "running"]
+    except (OSError, ValueError, RecursionError, KeyError):
+        return ""
+    if not isinstance(trigger, str) or not trigger or not running:
+        return ""
+    read: set[tuple[str, int]] = set()
+    for log in (directory / LOG_DIR).iterdir():
+        match = FILE_NAME.match(log.name)
+        if match is None or (match["host"], int(match["pid"])) in read:
+            continue
+        try:
+            if f"(trigger {trigger})".encode() in read_small(log, READ_LIMIT):
+                read.add((match["host"], int(match["pid"])))
+        except OSError:
+            continue
+    unread = [p for p in running if (p["host"], p["pid"]) not in read]
+    if not unread or len(unread) == len(running):
+        return ""  # read by every process that runs, or by none (said by _request_not_picked_up)
+    who = ", ".join(f"rank {p['rank']}" if p["rank"] >= 0 else f"pid {p['pid']}" for p in unread[:8])
+    who += f" and {len(unread) - 8} more" if len(unread) > 8 else ""
+    what = "the cancel" if data.get("start_step") == 0 else "request"
+    after = (
+        ": a capture in flight there goes on to its end, and this request waits for it"
+        if what == "the cancel"
+        else ""
+    )
+    return (
+        f"{what} {trigger}, which {len(unread)} of the {len(running)} running processes had not picked up "
+        f"yet ({who}): the last change wins, they never act on it{after}"
+    )
 
 
 def _note_if_nobody_watches(directory: Path) -> None:
