@@ -1158,3 +1158,14 @@ def test_status_says_a_request_no_process_has_read_yet(tmp_path: Path) -> None:
             "2020-01-01 00:00:00,000 [INFO] [1] npuprof.dynamic: [step 4] loaded: 2 step(s) (trigger t7)\n"
         )
     assert "t7" not in said()
+
+
+def test_status_shows_what_it_quotes_of_a_hand_edited_file_on_one_line(tmp_path: Path) -> None:
+    """helper-190: a trigger_id edited by hand with a newline and an escape sequence reached the terminal
+    as it is: status's first line broke in two and recoloured the rest."""
+    from npuprof.cli.status import _config_summary, render
+
+    (tmp_path / CONFIG_NAME).write_text(json.dumps({"start_step": -1, "trigger_id": "x\nfake\x1b[31mred"}))
+    text = render({"config": _config_summary(tmp_path), "processes": []})
+    assert "\x1b" not in text and "trigger x\\x0afake\\x1b[31mred" in text, text
+    assert len(text.splitlines()) == 2, text  # the file's line, and "no process has logged yet"

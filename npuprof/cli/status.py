@@ -293,7 +293,7 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"{written} was not read: no process of the job runs")
     if not processes:
         lines.append("no process has logged yet (the watcher starts when training starts)")
-        return "\n".join(lines) + "\n"
+        return _shown(lines)
     rows = [["rank", "host", "pid", "state", "steps done", "captures", "errors", "last capture / now"]]
     for p in processes:
         now = p["capturing"]
@@ -338,7 +338,16 @@ def render(report: dict[str, Any]) -> str:
         if p["last_warning"]:
             who = f"rank {p['rank']}" if p["rank"] >= 0 else f"pid {p['pid']}"
             lines.append(f"{who}: last warning ({p['warnings']} in all): {p['last_warning']}")
-    return "\n".join(lines) + "\n"
+    return _shown(lines)
+
+
+def _shown(lines: list[str]) -> str:
+    """The table's lines, each one line on the terminal: what they quote of the file and the logs (a
+    trigger_id edited by hand, an error's text) has its control characters written as ``\\xNN`` (helper-190:
+    a trigger_id holding a newline and an escape sequence reached the terminal as they are)."""
+    from npuprof.reports.text import printable
+
+    return "".join(printable(line) + "\n" for line in lines)
 
 
 def _first(steps: str) -> int:
