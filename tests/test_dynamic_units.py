@@ -1169,3 +1169,16 @@ def test_status_shows_what_it_quotes_of_a_hand_edited_file_on_one_line(tmp_path:
     text = render({"config": _config_summary(tmp_path), "processes": []})
     assert "\x1b" not in text and "trigger x\\x0afake\\x1b[31mred" in text, text
     assert len(text.splitlines()) == 2, text  # the file's line, and "no process has logged yet"
+
+
+def test_a_request_whose_trigger_id_no_line_names_is_read_when_the_job_reads_it(tmp_path: Path) -> None:
+    """helper-190: a trigger_id of 100 characters (edited by hand) was captured, but the watcher's lines do
+    not name such an id, and status and trigger looked for it: "not read yet" for ever."""
+    from npuprof.agent import dynamic_log
+
+    job = Job(tmp_path)
+    job.steps(3)
+    job.write(start_step=-1, active=1, trigger_id="y" * 100)
+    job.steps(3)
+    assert job.captures() == [(4, 4)]
+    assert dynamic_log.unread_request(job.dir) is None

@@ -33,6 +33,14 @@ def digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:20]
 
 
+def trigger_label(value: object) -> str:
+    """A file's ``trigger_id`` as the job's log lines name it ("(trigger ID)"): a printable string of at
+    most 80 characters, else "" (no line names it; its request is told by time). One rule for the watcher
+    and for who reads its logs (helper-190: an id of 100 characters was captured, and said unread for
+    ever)."""
+    return value if isinstance(value, str) and value.isprintable() and len(value) <= 80 else ""
+
+
 def held_request(raw: bytes) -> str:
     """`` (trigger ID)`` when ``raw`` (a profiler_config.json) holds a request sent by npuprof trigger, else
     "": what a job started on it names, the file being no request for it."""
@@ -42,8 +50,8 @@ def held_request(raw: bytes) -> str:
         return ""
     if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
         return ""
-    trigger = data.get("trigger_id")
-    return f" (trigger {trigger})" if isinstance(trigger, str) and trigger else ""
+    trigger = trigger_label(data.get("trigger_id"))
+    return f" (trigger {trigger})" if trigger else ""
 
 
 def prepare(path: str) -> tuple[Path, str, bool]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from npuprof.agent.dynamic_files import trigger_label
 from npuprof.results.logfile import open_regular
 
 ROTATE_BYTES = 200 * 1024
@@ -136,8 +137,8 @@ def request_before_start(directory: Path) -> UnreadRequest | None:
     if found is None:
         return None
     path, changed, data = found
-    trigger = data.get("trigger_id")
-    if not isinstance(trigger, str) or not trigger:
+    trigger = trigger_label(data.get("trigger_id"))
+    if not trigger:
         return None
     said = f"{STARTED_WITH} (trigger {trigger})"
     for log in sorted((directory / LOG_DIR).glob(f"{ACTION_PREFIX}*.log*")):
@@ -223,8 +224,7 @@ def unread_request(directory: Path, reader: Reader | None = None) -> UnreadReque
     if found is None:
         return None
     path, changed, data = found
-    trigger = data.get("trigger_id")
-    trigger = trigger if isinstance(trigger, str) else ""
+    trigger = trigger_label(data.get("trigger_id"))  # as the watcher's lines name it
     last_read = 0.0
     for log, fields in _logged_lines(directory, "*.log*", reader):  # action and monitor logs
         if trigger and f"(trigger {trigger})" in fields["message"]:

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from npuprof.agent.dynamic_files import trigger_label
 from npuprof.config import (
     ConfigError,
     ProfileConfig,
@@ -126,7 +127,7 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
         say("ERROR", f"{problem}; this content is not acted on")
         return None
     trigger = data.get("trigger_id")
-    label = trigger if isinstance(trigger, str) and trigger.isprintable() and len(trigger) <= 80 else None
+    label = trigger_label(trigger) or None
     return Request(start, warmup, active, cfg, digest, label)
 
 

@@ -176,18 +176,18 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
     and recorded its 200 steps to the end, nothing said)."""
     import json
 
-    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, trigger_label
     from npuprof.agent.dynamic_log import FILE_NAME, READ_LIMIT
     from npuprof.cli.status import _processes
     from npuprof.results.layout import read_small
 
     try:
         data = json.loads(read_small(directory / CONFIG_NAME, 1 << 20))
-        trigger = data["trigger_id"] if isinstance(data, dict) else None
+        trigger = trigger_label(data["trigger_id"]) if isinstance(data, dict) else ""
         running = [p for p in _processes(directory / LOG_DIR) if p["state"] == "running"]
     except (OSError, ValueError, RecursionError, KeyError):
         return ""
-    if not isinstance(trigger, str) or not trigger or not running:
+    if not trigger or not running:
         return ""
     read: set[tuple[str, int]] = set()
     for log in (directory / LOG_DIR).iterdir():
