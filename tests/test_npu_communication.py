@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 from conftest import ROOT, clean_env, npuprof, torch_native_abort
 
+from npuprof.analysis.db_export import double_hash
 from npuprof.results import layout
 
 pytestmark = pytest.mark.torchrun
@@ -86,6 +88,36 @@ def test_the_standin_writes_communication_as_torch_npu(run: Path) -> None:
             hccl = [r for r in csv.DictReader(handle) if r["Accelerator Core"] == "HCCL"]
         assert len(hccl) == sum(len(_ops(k)) for k in data.values())
         assert all(r.get("Task ID", "N/A") == "N/A" and r["Type"] == "hcom_allReduce_" for r in hccl)
+
+
+# HCCL's communicator names: <ip>%<interface>_<port>_<index>_<µs> (docs/formats.md, "profiler_metadata.json")
+HCCL_COMM_NAME = re.compile(r"^[^%_]+%[^_]+_\d+_\d+_\d+$")
+
+
+def test_the_standin_names_its_hccl_groups_in_profiler_metadata_as_torch_npu(run: Path) -> None:
+    """profiler_metadata.json's ``parallel_group_info``, which torch_npu's finalize_trace writes itself
+    (docs/formats.md, "profiler_metadata.json"): each HCCL group keyed by its communicator's name, the same
+    on every rank, with exactly ``group_name`` (``default_group`` for the default group), ``group_rank`` and
+    ``global_ranks``. msprof-analyze reads it by that key twice: compare names the trace_view.json thread
+    ``Group <key> Communication`` with its group_name, and cluster finds the group of communication.json as
+    msprof's hash of the key (whose last three digits are in the operators' names)."""
+    keys = set()
+    for rank_dir in layout.find_rank_dirs(run):
+        rank = layout.rank_of(rank_dir)
+        groups = json.loads((rank_dir / "profiler_metadata.json").read_text())["parallel_group_info"]
+        assert list(groups.values()) == [
+            {"group_name": "default_group", "group_rank": rank, "global_ranks": [0, 1]}
+        ]
+        (key,) = groups
+        assert HCCL_COMM_NAME.match(key), key
+        keys.add(key)
+        trace = json.loads((rank_dir / layout.PARSED_DIR / "trace_view.json").read_text())
+        threads = {e["args"]["name"] for e in trace if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        assert f"Group {key} Communication" in threads
+        names = [k for kinds in _comm(rank_dir).values() for k in _ops(kinds)]
+        assert names and {n.partition("@")[2] for n in names} == {str(double_hash(key))}
+        assert {n.partition("__")[2].split("_")[0] for n in names} == {str(double_hash(key))[-3:]}
+    assert len(keys) == 1
 
 
 def test_communication_totals_are_communication_json_s(run: Path) -> None:

@@ -21,7 +21,7 @@ import torch
 from .. import _calls
 from .._C._profiler import ProfilerActivity, _supported_npu_activities
 from ._profiler_path_creator import ProfPathCreator
-from .analysis import _standin_data
+from .analysis import _standin_comm, _standin_data
 from .analysis.prof_common_func._constant import Constant, collect_env_vars, print_warn_msg
 from .analysis.prof_common_func._utils import no_exception_func
 from .experimental_config import _ExperimentalConfig
@@ -191,6 +191,7 @@ class _ProfInterface:
     def _dump_metadata(self) -> None:
         if Constant.Text in self.experimental_config.export_type:
             self.metadata.update(collect_env_vars())
+        self._add_group_info_to_metadata()
         if not self.metadata:
             return
         if not ProfPathCreator().is_prof_inited:
@@ -198,6 +199,36 @@ class _ProfInterface:
             return
         _write_json(os.path.join(self.prof_path, Constant.PROFILER_META_DATA), self.metadata)
         self.metadata.clear()
+
+    def _add_group_info_to_metadata(self) -> None:
+        """torch_npu's ``parallel_group_info`` (docs/formats.md, "profiler_metadata.json"): each HCCL group of
+        the process keyed by its communicator's name, with ``group_name`` (the group's HCCL option
+        ``group_name``, "" without one; ``default_group`` for the default group), ``group_rank`` and
+        ``global_ranks`` (in the group's order); none when torch.distributed is not initialised. The
+        stand-in's gloo groups stand for HCCL ones (their collectives are its HCCL operators)."""
+        dist = torch.distributed
+        try:
+            if not (dist.is_available() and dist.is_initialized()):
+                return
+            c10d = dist.distributed_c10d
+            rank = dist.get_rank()
+            default = c10d._get_default_group()
+            info: dict[str, Any] = {}
+            for index, group in enumerate(c10d._world.pg_map):
+                ranks = dist.get_process_group_ranks(group)
+                if rank not in ranks:
+                    continue
+                name = "default_group" if group is default else ""
+                key = _standin_comm.comm_name(sorted(ranks), 0 if group is default else index)
+                info[key] = {
+                    "group_name": name,
+                    "group_rank": dist.get_group_rank(group, rank),
+                    "global_ranks": ranks,
+                }
+            if info:
+                self.metadata.update({"parallel_group_info": info})
+        except Exception as err:
+            print_warn_msg(f"Failed to get parallel group info, Exception: {err}.")
 
     def _check_params(self) -> None:
         if ProfilerActivity.NPU not in self.activities:

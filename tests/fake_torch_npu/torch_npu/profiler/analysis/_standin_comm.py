@@ -5,8 +5,11 @@ On the CPU the collectives run under gloo: Kineto records each as a ``gloo:<coll
 backend's worker thread, with its tensors' ``Input Dims`` and ``Input type``. At the end of a capture
 (``raw_collectives``) each becomes what HCCL leaves in CANN's data (``PROF_*/device_0/data/hccl.data``):
 an operator ``hcom_<op>__<group id>_<index>`` (``hcom_allReduce__445_2``: the index counts the group's
-operators) of the group (its name a number, as in the real files), over the span's time, moving its tensors'
-bytes. The gloo spans themselves are not framework operators then (under HCCL there are none).
+operators) of the group, over the span's time, moving its tensors' bytes. The group is the world's
+communicator (``comm``: its HCCL name, as trace_view.json's ``Group <name> Communication`` thread and
+profiler_metadata.json's ``parallel_group_info`` name it); ``group`` is msprof's hash of that name (a number,
+as in the real communication.json), ``<group id>`` its last three digits. The gloo spans themselves are
+not framework operators then (under HCCL there are none).
 
 ``communication`` and ``matrix`` write what torch_npu's CommunicationParser makes of CANN's analysis: the
 operators split by step (the device windows of FwkCANNRelationParser; a single window takes every operator),
@@ -68,10 +71,23 @@ TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA")
 GBPS = 5.0  # the stand-in's link: 5 GB/s (MB per ms)
 
 
-def _group_name(ranks: list[int]) -> str:
-    """A group's name as the real files have it: a number (``6297232067196334501``)."""
-    digest = hashlib.sha256(",".join(map(str, ranks)).encode()).digest()
-    return str(int.from_bytes(digest[:8], "big") >> 1)
+def comm_name(ranks: list[int], index: int = 0) -> str:
+    """The stand-in's HCCL communicator name of a group, in HCCL's form
+    ``<ip>%<interface>_<port>_<index>_<µs>`` (``90.90.92.240%enp189s0f0_60000_0_1732766162316022``), the
+    same on every rank of the group: what ``get_hccl_comm_name`` gives torch_npu's ``parallel_group_info``
+    (docs/formats.md, "profiler_metadata.json")."""
+    digest = hashlib.sha256(f"{index}:{','.join(map(str, ranks))}".encode()).digest()
+    return f"127.0.0.1%lo_60000_{index}_{int.from_bytes(digest[:8], 'big') % 10**16:016d}"
+
+
+def double_hash(text: str) -> int:
+    """msprof's hash of a communicator name (two 32-bit polynomial hashes, x29 and x131 a character, side by
+    side): the group's number in communication.json and the last three digits in its operators' names."""
+    a = b = 0
+    for ch in text:
+        a = (a * 29 + ord(ch)) & 0xFFFFFFFF
+        b = (b * 131 + ord(ch)) & 0xFFFFFFFF
+    return (a << 32) | b
 
 
 def _bytes(args: dict[str, Any]) -> int:
@@ -95,8 +111,8 @@ def raw_collectives(kineto: dict[str, Any], ns: Any) -> list[dict[str, Any]]:
     rank = int(info.get("rank", 0) or 0)
     world = int(info.get("world_size", 1) or 1)
     ranks = list(range(world))
-    group = _group_name(ranks)
-    group_id = int(group) % 1000
+    comm = comm_name(ranks)
+    group = str(double_hash(comm))
     out = []
     spans = sorted((e for e in kineto.get("traceEvents", []) if is_collective_span(e)), key=lambda e: e["ts"])
     for index, e in enumerate(spans):
@@ -106,9 +122,10 @@ def raw_collectives(kineto: dict[str, Any], ns: Any) -> list[dict[str, Any]]:
         start = ns(e["ts"])
         out.append(
             {
-                "name": f"hcom_{hcom}__{group_id}_{index}",
+                "name": f"hcom_{hcom}__{group[-3:]}_{index}",
                 "type": f"hcom_{hcom}_",
                 "group": group,
+                "comm": comm,
                 "start_ns": start,
                 "dur_ns": max(ns(e["ts"] + e.get("dur", 0)) - start, 1000),
                 "bytes": size,

@@ -715,14 +715,16 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
             }
         )
     # the HCCL process: each group's operators on its "Group <g> Communication" thread (the form of
-    # docs' spec §7; no real file here has one)
+    # docs' spec §7; no real file here has one), <g> the communicator's name, the key msprof-analyze's
+    # compare looks the thread up by in profiler_metadata.json's parallel_group_info
     comm = collectives(prof_path)
     groups = list(dict.fromkeys(c["group"] for c in comm))
+    names = {c["group"]: c.get("comm") or c["group"] for c in comm}
     if comm:
         hccl_pid = host * 100 + 4
         process(hccl_pid, "HCCL", "NPU", 9)
         for tid, group in enumerate(groups):
-            meta("thread_name", hccl_pid, tid, "name", f"Group {group} Communication")
+            meta("thread_name", hccl_pid, tid, "name", f"Group {names[group]} Communication")
             meta("thread_sort_index", hccl_pid, tid, "sort_index", tid)
         for c in comm:
             events.append(
