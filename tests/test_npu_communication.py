@@ -11,11 +11,13 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from analyse_support.recipes import msprof_analyze
 from conftest import ROOT, clean_env, npuprof, torch_native_abort
 
 from npuprof.analysis.db_export import double_hash
@@ -118,6 +120,41 @@ def test_the_standin_names_its_hccl_groups_in_profiler_metadata_as_torch_npu(run
         assert names and {n.partition("@")[2] for n in names} == {str(double_hash(key))}
         assert {n.partition("__")[2].split("_")[0] for n in names} == {str(double_hash(key))[-3:]}
     assert len(keys) == 1
+
+
+def test_distributed_args_on_the_npu_path_give_msprof_cluster_its_parallel_columns(
+    run: Path, tmp_path: Path
+) -> None:
+    """``distributed_args`` on the NPU path: torch_npu does not write it (Ascend's training frameworks hand it
+    over with ``add_metadata_json``), so npuprof's agent does, its view of torch.distributed as on the CPU
+    path (docs/formats.md, "profiler_metadata.json"); msprof-analyze's ``cluster`` then has its DP / PP / TP
+    Index columns, and names the group by parallel_group_info (judged by its files)."""
+    for rank_dir in layout.find_rank_dirs(run):
+        args = json.loads((rank_dir / "profiler_metadata.json").read_text())["distributed_args"]
+        assert args["rank"] == layout.rank_of(rank_dir) and args["world_size"] == 2
+        sizes = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size")
+        assert [args[k] for k in sizes] == [1, 1, 2]
+    exe = msprof_analyze()
+    if exe is None:
+        pytest.skip("msprof-analyze not installed (NPUPROF_MSPROF_ANALYZE): the cluster check is skipped")
+    work = tmp_path / "cluster"
+    shutil.copytree(run, work)
+    proc = subprocess.run(
+        [exe, "cluster", "-d", str(work), "-m", "all", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    out = work / "cluster_analysis_output"
+    with open(out / "cluster_step_trace_time.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    ranks = [r for r in rows if r["Type"] == "rank"]
+    assert ranks, (proc.stdout + proc.stderr)[-3000:]
+    indices = {(r["DP Index"], r["PP Index"], r["TP Index"]) for r in ranks}
+    assert indices == {("0", "0", "0"), ("1", "0", "0")}  # rank 1: the second data parallel replica
+    groups = json.loads((out / "communication_group.json").read_text())["comm_group_parallel_info"]
+    assert [(g["rank_set"], g["pg_name"]) for g in groups] == [([0, 1], "default_group")]
 
 
 def test_communication_totals_are_communication_json_s(run: Path) -> None:

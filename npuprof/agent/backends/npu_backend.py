@@ -28,6 +28,7 @@ from typing import Any
 
 from npuprof import options
 from npuprof.agent.backends.base import CaptureRefused, ScheduleFn, TraceReady, align_torch_style
+from npuprof.agent.metadata import distributed_info
 from npuprof.agent.own_mode import torch_npu_own_mode_active as torch_npu_own_mode_active
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
@@ -178,7 +179,7 @@ class _NpuSchedule:
     """npuprof's plan as a torch_npu schedule. torch_npu writes ``schedule.__dict__`` into
     profiler_info's ``common_config.schedule``; the slots keep the helpers out of it."""
 
-    __slots__ = ("__dict__", "_native", "_plan")
+    __slots__ = ("__dict__", "_native", "_plan", "_recording")
 
     def __init__(self, cfg: ProfileConfig, plan: ScheduleFn, native_action: Any) -> None:
         s = cfg.schedule
@@ -186,9 +187,13 @@ class _NpuSchedule:
         self.repeat, self.skip_first = s.repeat, s.skip_first
         self._plan = plan
         self._native = {action: getattr(native_action, action.name) for action in Action}
+        self._recording: Callable[[], None] | None = None  # run at each step that records
 
     def __call__(self, step: int) -> Any:
-        return self._native[self._plan(step)]
+        action = self._plan(step)
+        if action.recording and self._recording is not None:
+            self._recording()
+        return self._native[action]
 
 
 # ---- the backend -----------------------------------------------------------------------------------
@@ -259,9 +264,10 @@ class NpuBackend:
             finally:
                 self._reapply_metadata(prof)
 
+        plan = _NpuSchedule(cfg, schedule, tp.ProfilerAction)
         prof = tp.profile(
             activities=activities,
-            schedule=_NpuSchedule(cfg, schedule, tp.ProfilerAction),
+            schedule=plan,
             on_trace_ready=trace_ready,
             record_shapes=cfg.record_shapes,
             profile_memory=cfg.profile_memory,
@@ -273,7 +279,25 @@ class NpuBackend:
         prof._npuprof_trace_handler = handler
         if cfg.metadata:
             self.add_metadata(prof, cfg.metadata)
+        plan._recording = functools.partial(self._add_distributed_args, prof)
         return prof
+
+    def _add_distributed_args(self, prof: Any) -> None:
+        """``distributed_args`` into the capture's profiler_metadata.json, as the training frameworks on
+        Ascend hand it to torch_npu (``add_metadata_json``; torch_npu does not write it, and msprof-analyze's
+        ``cluster`` takes its DP / PP / TP columns from it): npuprof's view of torch.distributed, the one the
+        CPU path writes (docs/formats.md, "profiler_metadata.json"), unless the user gave their own. Run at
+        each recording step, so that a group initialised after the profiler was made is seen before the
+        capture ends; never a cause of a failed step."""
+        store = getattr(prof, "metadata", None)
+        if "distributed_args" in self._metadata or (isinstance(store, dict) and "distributed_args" in store):
+            return
+        try:
+            args = distributed_info().get("distributed_args")
+            if args:
+                prof.add_metadata_json("distributed_args", json.dumps(args))
+        except Exception:
+            pass
 
     def _trace_handler(self, cfg: ProfileConfig, worker: str) -> Callable[[Any], None]:
         from npuprof.results.atomic import make_dir
