@@ -166,3 +166,33 @@ def test_analyse_names_the_attempts_and_compares_the_latest(tmp_path: Path) -> N
         "across ranks: the captures of attempt 1 (torchrun restarted the job; an earlier attempt's are not"
     )
     assert "".join(f"{across} compared)".split()) in said, said
+
+
+def test_a_rank_only_an_earlier_attempt_captured_is_not_said_to_lack_whole_steps(tmp_path: Path) -> None:
+    """helper-193: torchrun's attempt 1 captured rank 0 only (rank 1's capture of it lost); the comparison
+    across ranks takes attempt 1 alone, and the line in its place said "no whole step on rank(s) 1; a
+    partial step is left out" of a rank with 2 whole steps, left out for its attempt."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    for rank in (0, 1):
+        _capture(tmp_path, rank, 0, {7: 5000, 8: 6000}, "20261205182103994")
+    _capture(tmp_path, 0, 1, {7: 1000}, "20261205182107130")
+    report = build_report(tmp_path, jobs=1)
+    whole = {
+        (r.rank, r.restart_count): [s.step for s in r.steps if s.partial is not True] for r in report.ranks
+    }
+    assert whole == {(0, 0): [7, 8], (1, 0): [7, 8], (0, 1): [7]}, whole  # rank 1: whole steps, attempt 0
+    assert report.cross_rank.restart_count == 1
+    assert [(s.step, s.ranks) for s in report.cross_rank.steps] == [(7, {"0": 1000.0})]
+    out = io.StringIO()
+    terminal.render_table(report, Console(file=out, width=400))
+    said = [line.strip() for line in out.getvalue().splitlines() if "across ranks" in line]
+    assert said == [
+        "step time across ranks: nothing to compare (no capture of attempt 1 on rank(s) 1: torchrun "
+        "restarted the job, and an earlier attempt's captures are not compared)"
+    ], said

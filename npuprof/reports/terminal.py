@@ -383,16 +383,29 @@ def _render_cross_rank(report: Report, console: Console) -> None:
 
 def _say_nothing_across(report: Report, compared: list[str], console: Console) -> None:
     """Ranks were reported but no step of two of them can be compared (--steps left one rank only partial
-    or no steps): one line, where the section would have been, so that it does not vanish unexplained."""
+    or no steps; torchrun's latest attempt captured one rank only): one line, where the section would have
+    been, so that it does not vanish unexplained."""
     known = sorted({r.rank for r in report.ranks if r.rank is not None})
     if len(known) < 2:
         return
-    missing = ", ".join(str(k) for k in known if str(k) not in compared)
-    asked = "" if report.steps_asked is msgspec.UNSET else f" among --steps {report.steps_asked}"
-    console.print(
-        f"step time across ranks: nothing to compare (no whole step{asked} on rank(s) {missing}; a partial "
-        "step is left out)"
-    )
+    missing = [k for k in known if str(k) not in compared]
+    latest = report.cross_rank.restart_count
+    earlier: list[int] = []  # ranks whose captures are all of an attempt before the latest (not compared)
+    if latest is not msgspec.UNSET:
+        attempts = {k: [r.restart_count for r in report.ranks if r.rank == k] for k in missing}
+        earlier = [k for k in missing if all(isinstance(a, int) and a != latest for a in attempts[k])]
+    why = []
+    if earlier:
+        why.append(
+            f"no capture of attempt {latest} on rank(s) {', '.join(map(str, earlier))}: torchrun restarted "
+            "the job, and an earlier attempt's captures are not compared"
+        )
+    if without := [k for k in missing if k not in earlier]:
+        asked = "" if report.steps_asked is msgspec.UNSET else f" among --steps {report.steps_asked}"
+        why.append(
+            f"no whole step{asked} on rank(s) {', '.join(map(str, without))}; a partial step is left out"
+        )
+    console.print(f"step time across ranks: nothing to compare ({'; '.join(why)})")
 
 
 def _say_rank(
