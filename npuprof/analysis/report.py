@@ -979,6 +979,37 @@ def cross_rank(
     return cross
 
 
+def ranks_not_here(read: list[_Read], cross: CrossRank) -> str | None:
+    """One line when the comparison across ranks covers several ranks but fewer than the job had: the
+    traces' world_size (docs/formats.md, "npuprof_summary.json"), the same in every capture compared, is
+    larger than the number of ranks whose captures are here (a rank whose capture was lost, not
+    recorded (--ranks), or not analysed: its statements, the slowest rank and the rank the others wait
+    for, are of the ranks here only). None when the captures do not say the size or disagree on it."""
+    latest = cross.restart_count if cross.restart_count is not msgspec.UNSET else None
+    kept = [
+        r
+        for r in read
+        if r.rank.rank is not None and (latest is None or r.rank.restart_count in (latest, msgspec.UNSET))
+    ]
+    compared = {k for s in cross.steps for k in s.ranks}
+    sizes = {r.summary.world_size for r in kept}
+    if len(compared) < 2 or len(sizes) != 1 or None in sizes:
+        return None
+    (size,) = sizes
+    here = {r.rank.rank for r in kept if r.rank.rank is not None}
+    if not size or len(here) >= size or any(k >= size for k in here):  # a rank beyond the size: no job's
+        return None
+    absent = [k for k in range(size) if k not in here]
+    spans = _step_spans(absent).split(", ")
+    shown = ", ".join(spans[:8]) + (", ..." if len(spans) > 8 else "")
+    return (
+        f"the job had {size} ranks (its traces' world_size); rank(s) {shown} ({len(absent)} of them) have no "
+        "capture in this report (not recorded, with --ranks; lost; not analysed; or in another run's "
+        f"captures): its comparison across ranks, the slowest rank and the rank the others wait for, is of "
+        f"the other {len(here)}"
+    )
+
+
 def latest_attempt(ranks: list[RankReport]) -> int | None:
     """The latest of torchrun's attempts the captures were made in, when they were made in more than one
     (their records' restart_count); else None."""
@@ -1344,6 +1375,8 @@ def _build_report(
     pooled = _pooled(read, steps, top)
     if pooled:
         report.pooled = pooled
+    if on_note and (line := ranks_not_here(read, report.cross_rank)) is not None:
+        on_note(line)
     unranked = _processes_without_a_rank(ranks)
     ranked = sorted({r.rank for r in ranks if r.rank is not None})
     if on_note and unranked > 1:
