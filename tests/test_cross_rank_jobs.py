@@ -7,21 +7,26 @@ from pathlib import Path
 
 from analyse_support.handmade import cpu_trace, write_rank_dir
 
-from npuprof.analysis.report import build_report
+from npuprof.analysis.report import build_report, far_apart_steps
 
 
-def _rank_dir(root: Path, rank: int, world: int, durations: dict[int, int]) -> Path:
-    """Rank ``rank`` of a job of ``world`` ranks (its trace's distributedInfo): one step of each number in
-    ``durations`` lasting its µs, one after the other."""
+def _rank_dir(
+    root: Path, rank: int, world: int, durations: dict[int, int], host: str = "vm", base_ns: int | None = None
+) -> Path:
+    """Rank ``rank`` of a job of ``world`` ranks (its trace's distributedInfo) on ``host``: one step of each
+    number in ``durations`` lasting its µs, one after the other; ``base_ns``: the trace's
+    baseTimeNanoseconds (its clock's epoch time of ts 0)."""
     trace = cpu_trace()
     trace["distributedInfo"].update(rank=rank, world_size=world)
+    if base_ns is not None:
+        trace["baseTimeNanoseconds"] = base_ns
     (template,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
     trace["traceEvents"].remove(template)
     ts = template["ts"]
     for step, dur in durations.items():
         trace["traceEvents"].append({**template, "name": f"ProfilerStep#{step}", "ts": ts, "dur": dur})
         ts += dur
-    return write_rank_dir(root, trace, rank=rank, name=f"vm_{100 + rank}_20261205182103{rank:03d}")
+    return write_rank_dir(root, trace, rank=rank, name=f"{host}_{100 + rank}_20261205182103{rank:03d}")
 
 
 def test_a_rank_missing_from_the_job_is_said(tmp_path: Path) -> None:
@@ -61,3 +66,44 @@ def test_a_rank_numbered_1000_with_one_other_names_the_999_absent(tmp_path: Path
         "the job had 1001 ranks (its traces' world_size); rank(s) 1-999 (999 of them) have no capture" in said
     )
     assert said.endswith("is of the other 2"), said
+
+
+def test_ranks_on_hosts_whose_clocks_differ_are_not_said_to_be_of_different_runs(tmp_path: Path) -> None:
+    """helper-193: a job on two hosts whose clocks are 5 s apart (node1's ahead): the note said the captures
+    were "likely of different runs (a reused directory?)" and the skew line stated a 5000 ms skew, though the
+    rank dirs say the two ranks ran on different hosts, whose clocks the starts are read on."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.reports import terminal
+
+    base, offset_ns = 1_780_000_000_000_000_000, 5 * 10**9
+    for rank in range(4):
+        host = f"node{rank // 2}"
+        _rank_dir(tmp_path, rank, 4, {6: 1000, 7: 1000}, host, base + offset_ns * (rank // 2))
+    report = build_report(tmp_path, jobs=1)
+    # each rank's step 6 starts at its trace's first step (cpu_trace's ts), its epoch time base + that: the
+    # latest start is node1's, offset_ns later
+    worst = max(report.cross_rank.start_skew, key=lambda s: s.skew_us)
+    assert (worst.skew_us, worst.earliest_rank, worst.latest_rank) == (offset_ns / 1000, 0, 2)
+    (note,) = far_apart_steps(report)
+    assert note == (
+        "step 6 started 5000 ms later on rank 2 than on rank 0, far longer than the step itself (1.000 ms): "
+        "the two ran on different hosts (node1, node0), whose clocks may differ by that much (each rank's "
+        "start is read on its own host's clock), or these captures are of different runs (a reused "
+        "directory?); the step start skew across hosts means little"
+    )
+    out = io.StringIO()
+    terminal.render_table(report, Console(file=out, width=400))
+    (skew,) = [line.strip() for line in out.getvalue().splitlines() if line.startswith("step start skew")]
+    assert skew == (
+        "step start skew: up to 5000.000 ms (step 6: rank 2 started after rank 0; on hosts node1 and node0: "
+        "two clocks, their offset in it)"
+    )
+    # the same starts on one host: one clock, so other runs
+    one = tmp_path / "one"
+    for rank in range(4):
+        _rank_dir(one, rank, 4, {6: 1000, 7: 1000}, "vm", base + offset_ns * (rank // 2))
+    (note,) = far_apart_steps(build_report(one, jobs=1))
+    assert "likely of different runs" in note and "different hosts" not in note, note

@@ -1100,21 +1100,45 @@ def repeated_steps(ranks: list[RankReport]) -> list[str]:
 SKEW_SUSPECT = 10  # a step started this many times its own length apart on two ranks: not one job's step
 
 
+def host_of(report: Report, rank: int) -> str | None:
+    """The worker (host) name the rank dirs of ``rank`` start with (``{worker}_{pid}_{time}_ascend_pt``,
+    docs/formats.md), when they all have one and the same; else None."""
+    names = [layout.parse_rank_dir_name(Path(r.rank_dir).name) for r in report.ranks if r.rank == rank]
+    workers = {fields["worker"] if fields else None for fields in names}
+    return workers.pop() if len(workers) == 1 else None
+
+
+def on_two_hosts(report: Report, one: int, other: int) -> tuple[str, str] | None:
+    """The hosts of ranks ``one`` and ``other`` when their rank dirs name different ones: their start
+    times are then of two clocks."""
+    first, second = host_of(report, one), host_of(report, other)
+    return (first, second) if first is not None and second is not None and first != second else None
+
+
 def far_apart_steps(report: Report) -> list[str]:
     """One line when some step started on two ranks further apart than SKEW_SUSPECT times the step's longest
     duration (and over a second): a synchronous job's ranks wait for each other every step, so such
-    captures are likely of different runs (a reused log directory) and their comparison means nothing."""
+    captures are likely of different runs (a reused log directory) and their comparison means nothing;
+    or, when the two ranks ran on different hosts, of one run whose hosts' clocks differ."""
     cross = report.cross_rank
     longest = {s.step: s.max_us for s in cross.steps}
     far = [s for s in cross.start_skew if s.skew_us > max(1e6, SKEW_SUSPECT * longest.get(s.step, math.inf))]
     if not far:
         return []
     worst = max(far, key=lambda s: s.skew_us)
-    return [
+    said = (
         f"step {worst.step} started {worst.skew_us / 1000:.0f} ms later on rank {worst.latest_rank} than on "
-        f"rank {worst.earliest_rank}, far longer than the step itself ({longest[worst.step] / 1000:.3f} ms): "
-        "these captures are likely of different runs (a reused directory?); the comparison across ranks "
-        "means little: analyse one run's captures at a time"
+        f"rank {worst.earliest_rank}, far longer than the step itself ({longest[worst.step] / 1000:.3f} ms)"
+    )
+    if (hosts := on_two_hosts(report, worst.latest_rank, worst.earliest_rank)) is not None:
+        return [
+            f"{said}: the two ran on different hosts ({hosts[0]}, {hosts[1]}), whose clocks may differ by "
+            "that much (each rank's start is read on its own host's clock), or these captures are of "
+            "different runs (a reused directory?); the step start skew across hosts means little"
+        ]
+    return [
+        f"{said}: these captures are likely of different runs (a reused directory?); the comparison across "
+        "ranks means little: analyse one run's captures at a time"
     ]
 
 

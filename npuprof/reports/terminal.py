@@ -374,10 +374,15 @@ def _render_cross_rank(report: Report, console: Console) -> None:
             if worst.skew_us <= 0:
                 console.print("step start skew: none (each step started at the same time on every rank)")
                 return
+            from npuprof.analysis.report import on_two_hosts
+
+            # each host's starts are read on its own clock: across hosts the skew holds their clocks' offset
+            hosts = on_two_hosts(report, worst.latest_rank, worst.earliest_rank)
+            clocks = f"; on hosts {hosts[0]} and {hosts[1]}: two clocks, their offset in it" if hosts else ""
             console.print(
                 f"step start skew: up to {_ms(worst.skew_us)} ms "
                 f"({'the capture' if worst.step is None else f'step {worst.step}'}: rank "
-                f"{worst.latest_rank} started after rank {worst.earliest_rank})"
+                f"{worst.latest_rank} started after rank {worst.earliest_rank}{clocks})"
             )
 
 
