@@ -903,6 +903,26 @@ def test_a_trigger_says_it_replaces_a_cancel_some_running_ranks_had_not_read(
     assert f"this replaces request {third_id}, which 1 of the 2 running processes had not" in said, said
 
 
+def test_a_cancel_followed_within_one_step_by_a_trigger_still_ends_the_capture_in_flight(
+    tmp_path: Path,
+) -> None:
+    """helper-194: the watcher loaded the cancel (its "loaded" line names its id, so npuprof trigger takes it
+    as read here) and then the next trigger before the training thread's next step: only the newest was
+    taken, and the capture of 200 steps went on to its end, the new request waiting behind it."""
+    job = Job(tmp_path, rank=0)
+    job.steps(2)
+    job.write(start_step=-1, active=200, trigger_id="a")
+    job.steps(3)
+    job.write(start_step=0, trigger_id="c")  # loaded by the watcher ...
+    job.write(start_step=-1, active=2, trigger_id="b")  # ... and this one too, within the same step
+    job.steps(5)
+    assert job.captures() == [(3, 6), (8, 9)], job.captures()
+    assert (
+        "the capture in flight ends with step 6, cancelled (start_step 0: no capture (trigger c))"
+        in job.log()
+    )
+
+
 def test_a_request_for_many_ranks_is_told_by_their_ranges(tmp_path: Path) -> None:
     """A request for ranks 0-60000 was told with every rank number: each line of it 350 KB in the dynamic
     logs, which rotate at 200 KB, so that every line pushed the process's history out of them (and one

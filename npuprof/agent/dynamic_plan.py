@@ -206,11 +206,14 @@ class DynamicPlan:
             )
 
     def _take_inbox(self, step: int) -> None:
-        newest: Request | None = None
+        # Each request the watcher loaded, in order (the last change wins, as each replaces the one before):
+        # a cancel followed within one step by another request still ends the capture in flight, as its
+        # "loaded" line, which npuprof trigger reads as acted on, says (docs/architecture.md, "Dynamic
+        # capture"; helper-194: it was skipped, and the capture of 200 steps went on to its end)
         while self._inbox:
-            newest = self._inbox.popleft()
-        if newest is None:
-            return
+            self._take(self._inbox.popleft(), step)
+
+    def _take(self, newest: Request, step: int) -> None:
         window = self._window
         if self._pending is not None:
             self._event(
