@@ -107,3 +107,17 @@ def test_ranks_on_hosts_whose_clocks_differ_are_not_said_to_be_of_different_runs
         _rank_dir(one, rank, 4, {6: 1000, 7: 1000}, "vm", base + offset_ns * (rank // 2))
     (note,) = far_apart_steps(build_report(one, jobs=1))
     assert "likely of different runs" in note and "different hosts" not in note, note
+
+
+def test_a_rank_here_without_a_step_compared_is_not_counted_in_the_comparison(tmp_path: Path) -> None:
+    """helper-194: ranks 0, 1 and 3 of 4 here, rank 3 with no step among --steps 6-8: the note said the
+    comparison "is of the other 3", where ranks 0 and 1 only were compared."""
+    for rank in (0, 1):
+        _rank_dir(tmp_path, rank, 4, {6: 1000, 7: 1000, 8: 1000})
+    _rank_dir(tmp_path, 3, 4, {9: 1000, 10: 1000})
+    notes: list[str] = []
+    report = build_report(tmp_path, steps=(6, 8), jobs=1, on_note=notes.append)
+    assert sorted({k for s in report.cross_rank.steps for k in s.ranks}) == ["0", "1"]
+    (said,) = [n for n in notes if "world_size" in n]
+    assert "rank(s) 2 (1 of them) have no capture" in said, said
+    assert said.endswith("is of 2 of the other 3 (rank(s) 3 have no whole step compared)"), said

@@ -1000,14 +1000,28 @@ def ranks_not_here(read: list[_Read], cross: CrossRank) -> str | None:
     if not size or len(here) >= size or any(k >= size for k in here):  # a rank beyond the size: no job's
         return None
     absent = [k for k in range(size) if k not in here]
-    spans = _step_spans(absent).split(", ")
-    shown = ", ".join(spans[:8]) + (", ..." if len(spans) > 8 else "")
+    shown = _spans_shown(absent)
+    # a rank here with no whole step in the comparison (--steps, a partial step) is not of it either
+    # (helper-194: "is of the other 3" where ranks 0 and 1 only were compared)
+    idle = sorted(k for k in here if str(k) not in compared)
+    of = f"the other {len(here)}"
+    if idle:
+        of = (
+            f"{len(here) - len(idle)} of the other {len(here)} (rank(s) {_spans_shown(idle)} have no whole "
+            "step compared)"
+        )
     return (
         f"the job had {size} ranks (its traces' world_size); rank(s) {shown} ({len(absent)} of them) have no "
         "capture in this report (not recorded, with --ranks; lost; not analysed; or in another run's "
         f"captures): its comparison across ranks, the slowest rank and the rank the others wait for, is of "
-        f"the other {len(here)}"
+        f"{of}"
     )
+
+
+def _spans_shown(numbers: list[int]) -> str:
+    """Sorted numbers as runs, the first 8 of them: a job of thousands of ranks stays one line."""
+    spans = _step_spans(numbers).split(", ")
+    return ", ".join(spans[:8]) + (", ..." if len(spans) > 8 else "")
 
 
 def latest_attempt(ranks: list[RankReport]) -> int | None:
