@@ -90,23 +90,23 @@ def test_ranks_on_hosts_whose_clocks_differ_are_not_said_to_be_of_different_runs
     (note,) = far_apart_steps(report)
     assert note == (
         "step 6 started 5000 ms later on rank 2 than on rank 0, far longer than the step itself (1.000 ms): "
-        "the two ran on different hosts (node1, node0), whose clocks may differ by that much (each rank's "
-        "start is read on its own host's clock), or these captures are of different runs (a reused "
-        "directory?); the step start skew across hosts means little"
+        "their rank dirs name two workers (node1, node0; by default their hosts), whose clocks may differ by "
+        "that much if they are two hosts (each rank's start is read on its own host's clock), or these "
+        "captures are of different runs (a reused directory?); the step start skew across hosts means little"
     )
     out = io.StringIO()
     terminal.render_table(report, Console(file=out, width=400))
     (skew,) = [line.strip() for line in out.getvalue().splitlines() if line.startswith("step start skew")]
     assert skew == (
-        "step start skew: up to 5000.000 ms (step 6: rank 2 started after rank 0; on hosts node1 and node0: "
-        "two clocks, their offset in it)"
+        "step start skew: up to 5000.000 ms (step 6: rank 2 started after rank 0; workers node1 and node0: "
+        "if two hosts, their clocks' offset in it)"
     )
     # the same starts on one host: one clock, so other runs
     one = tmp_path / "one"
     for rank in range(4):
         _rank_dir(one, rank, 4, {6: 1000, 7: 1000}, "vm", base + offset_ns * (rank // 2))
     (note,) = far_apart_steps(build_report(one, jobs=1))
-    assert "likely of different runs" in note and "different hosts" not in note, note
+    assert "likely of different runs" in note and "two workers" not in note, note
 
 
 def test_a_rank_here_without_a_step_compared_is_not_counted_in_the_comparison(tmp_path: Path) -> None:

@@ -1146,9 +1146,10 @@ def far_apart_steps(report: Report) -> list[str]:
     )
     if (hosts := on_two_hosts(report, worst.latest_rank, worst.earliest_rank)) is not None:
         return [
-            f"{said}: the two ran on different hosts ({hosts[0]}, {hosts[1]}), whose clocks may differ by "
-            "that much (each rank's start is read on its own host's clock), or these captures are of "
-            "different runs (a reused directory?); the step start skew across hosts means little"
+            f"{said}: their rank dirs name two workers ({hosts[0]}, {hosts[1]}; by default their hosts), "
+            "whose clocks may differ by that much if they are two hosts (each rank's start is read on its "
+            "own host's clock), or these captures are of different runs (a reused directory?); the step "
+            "start skew across hosts means little"
         ]
     return [
         f"{said}: these captures are likely of different runs (a reused directory?); the comparison across "

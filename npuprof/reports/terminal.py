@@ -378,7 +378,10 @@ def _render_cross_rank(report: Report, console: Console) -> None:
 
             # each host's starts are read on its own clock: across hosts the skew holds their clocks' offset
             hosts = on_two_hosts(report, worst.latest_rank, worst.earliest_rank)
-            clocks = f"; on hosts {hosts[0]} and {hosts[1]}: two clocks, their offset in it" if hosts else ""
+            # a worker name is the host's by default, not always (--worker-name rank$RANK): said as such
+            clocks = ""
+            if hosts is not None:
+                clocks = f"; workers {hosts[0]} and {hosts[1]}: if two hosts, their clocks' offset in it"
             console.print(
                 f"step start skew: up to {_ms(worst.skew_us)} ms "
                 f"({'the capture' if worst.step is None else f'step {worst.step}'}: rank "
