@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from analyse_support.handmade import T0, cpu_trace, cuda_trace, write_rank_dir, x
 
+from npuprof.analysis.communication import group_id
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 from npuprof.analysis.step_fields import STEP_HEADER
 
@@ -98,15 +99,64 @@ def test_operators_and_kernels(cuda_dir: Path) -> None:
 def test_communication(cuda_dir: Path) -> None:
     comm = json.loads((cuda_dir / "communication.json").read_text())
     assert set(comm) == {"step1", "step2"}
-    op = comm["step1"]["collective"]["allreduce__0@0"]
+    op = comm["step1"]["collective"][f"allreduce__0@{group_id('0')}"]
     assert op["Communication Time Info"]["Elapse Time(ms)"] == 0.25
     assert op["Communication Time Info"]["Start Timestamp(us)"] == T0 + 350
     assert op["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.004096
     assert "Total Op Info" in comm["step1"]["collective"] and "Total Op Info" in comm["step1"]["p2p"]
-    recv = comm["step2"]["p2p"]["recv__0@1"]
+    recv = comm["step2"]["p2p"][f"recv__0@{group_id('1')}"]
     assert recv["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.000512
     matrix = json.loads((cuda_dir / "communication_matrix.json").read_text())
-    assert matrix["1"]["collective"]["allreduce-total@0"]["0-0"]["Transit Size(MB)"] == 0.004096
+    assert (
+        matrix["1"]["collective"][f"allreduce-total@{group_id('0')}"]["0-0"]["Transit Size(MB)"] == 0.004096
+    )
+
+
+def test_the_groups_of_communication_json_trace_view_and_metadata_join(tmp_path: Path) -> None:
+    """helper-195: msprof-analyze's cluster finds a communication.json group (after ``@``) as msprof's hash
+    of a profiler_metadata.json ``parallel_group_info`` key, and compare a ``Group <key> Communication``
+    thread of trace_view.json by the key (docs/formats.md, "profiler_metadata.json"). The CPU/CUDA path
+    wrote torch's group name itself after ``@`` ("0", "1"), which no key hashes to: cluster's groups had no
+    pg_name. The agent's metadata of two real process groups (torch names them "0" and "1", as the trace
+    does) and the parse of a trace with collectives on both must join in all three files."""
+    import torch.distributed as dist
+
+    from npuprof.agent.metadata import build_metadata
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        dist.new_group([0], group_desc="pipeline")
+        meta = build_metadata({})
+    finally:
+        dist.destroy_process_group()
+    trace = cuda_trace()
+    trace["distributedInfo"]["pg_config"].append({"pg_name": "1", "pg_desc": "pipeline", "ranks": [0, 1]})
+    rank_dir = write_rank_dir(tmp_path, trace)
+    (rank_dir / "profiler_metadata.json").write_text(json.dumps(meta))
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    keys = set(meta["parallel_group_info"])
+    assert keys == {"0", "1"}
+    ids = {group_id(k): k for k in keys}
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    comm = json.loads((out / "communication.json").read_text())
+    named = {n.rpartition("@")[2] for s in comm.values() for ops in s.values() for n in ops if "@" in n}
+    matrix = json.loads((out / "communication_matrix.json").read_text())
+    named_m = {n.rpartition("@")[2] for s in matrix.values() for ops in s.values() for n in ops}
+    assert named == named_m == set(ids), (named, named_m, ids)
+    view = json.loads((out / "trace_view.json").read_text())
+    comm_pid = next(
+        e["pid"] for e in view if e.get("name") == "process_name" and e["args"]["name"] == "Communication"
+    )
+    threads = {
+        e["tid"]: e["args"]["name"]
+        for e in view
+        if e.get("pid") == comm_pid and e.get("name") == "thread_name"
+    }
+    assert set(threads.values()) == {f"Group {k} Communication" for k in keys}
+    hcom = [(e["name"], threads[e["tid"]]) for e in view if e.get("pid") == comm_pid and e.get("ph") == "X"]
+    assert len(hcom) == 2
+    for name, thread in hcom:  # hcom_allReduce__<last 3 digits of the group's hash>_<n>
+        assert name.split("__")[1].split("_")[0] == group_id(thread.split(" ")[1])[-3:], (name, thread)
 
 
 def test_memory_and_trace_view(cuda_dir: Path) -> None:
@@ -145,9 +195,9 @@ def test_cpu_only_overlap(tmp_path: Path) -> None:
     ) == (300, 300, 100, 200, 500, 100)
     comm = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
     assert (
-        comm["step7"]["collective"]["all_reduce__0@default"]["Communication Bandwidth Info"]["SDMA"][
-            "Transit Size(MB)"
-        ]
+        comm["step7"]["collective"][f"all_reduce__0@{group_id('default')}"]["Communication Bandwidth Info"][
+            "SDMA"
+        ]["Transit Size(MB)"]
         == 0.001024
     )
     # the device is the CPU: its tasks are the step thread's innermost operators and the gloo collectives

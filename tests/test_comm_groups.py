@@ -5,18 +5,24 @@ name the group of the call, and each gloo worker thread serves one process group
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from analyse_support.recipes import msprof_analyze
 from conftest import clean_env, load_trace, npuprof, rank_dirs, sched
+
+from npuprof.analysis.communication import group_id
 
 pytestmark = pytest.mark.torchrun
 
 JOB = """
 import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")
-sub = dist.new_group([0, 1])
+sub = dist.new_group([0, 1], group_desc="dp_shard")
 model = torch.nn.Linear(4, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for i in range(8):
@@ -31,7 +37,10 @@ os._exit(0)
 """
 
 
-def test_gloo_collectives_of_a_subgroup_are_named_with_that_group(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The job's result, run once for the module (copy it before changing it)."""
+    tmp_path = tmp_path_factory.mktemp("groups")
     script = tmp_path / "job.py"
     script.write_text(JOB)
     out = tmp_path / "result"
@@ -41,6 +50,10 @@ def test_gloo_collectives_of_a_subgroup_are_named_with_that_group(tmp_path: Path
         "run", "-o", str(out), *flags, "--", *torchrun, str(script), env=clean_env(), timeout=240
     )
     assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_gloo_collectives_of_a_subgroup_are_named_with_that_group(out: Path) -> None:
     dirs = rank_dirs(out)
     assert len(dirs) == 2
     for d in dirs:
@@ -55,4 +68,31 @@ def test_gloo_collectives_of_a_subgroup_are_named_with_that_group(tmp_path: Path
                     continue
                 size = round(record["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] * 1e6)
                 groups.setdefault(size, set()).add(name.rsplit("@", 1)[1])
-        assert groups == {16384: {subgroup}, 12: {default}}, (d.name, groups)
+        # each group as msprof's hash of its name (docs/formats.md, "profiler_metadata.json")
+        assert groups == {16384: {group_id(subgroup)}, 12: {group_id(default)}}, (d.name, groups)
+
+
+def test_msprof_cluster_names_each_group_by_parallel_group_info(out: Path, tmp_path: Path) -> None:
+    """helper-195: msprof-analyze's cluster joins communication.json's group (after ``@``) to msprof's hash
+    of a profiler_metadata.json ``parallel_group_info`` key (docs/formats.md, "profiler_metadata.json"); the
+    CPU path wrote torch's group name there, so no group had a group_id or pg_name (judged by its files)."""
+    exe = msprof_analyze()
+    if exe is None:
+        pytest.skip("msprof-analyze not installed (NPUPROF_MSPROF_ANALYZE): the cluster check is skipped")
+    work = tmp_path / "cluster"
+    shutil.copytree(out, work)
+    proc = subprocess.run(
+        [exe, "cluster", "-d", str(work), "-m", "all", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    found = work / "cluster_analysis_output" / "communication_group.json"
+    assert found.is_file(), (proc.stdout + proc.stderr)[-3000:]
+    groups = json.loads(found.read_text())["comm_group_parallel_info"]
+    named = {g["group_id"]: (g["group_name"], g["pg_name"], g["rank_set"]) for g in groups}
+    assert named == {
+        "0": (group_id("0"), "default_group", [0, 1]),
+        "1": (group_id("1"), "1", [0, 1]),
+    }, groups

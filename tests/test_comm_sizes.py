@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
 
+from npuprof.analysis.communication import group_id
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 
 
@@ -17,7 +18,7 @@ def _parse(root: Path, trace: dict) -> tuple[dict, dict]:
     assert parse_rank_dir(rank_dir).ok
     summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY_FILE).read_text())
     comm = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
-    return summary["communication"], comm["step7"]["collective"]["all_reduce__0@default"]
+    return summary["communication"], comm["step7"]["collective"][f"all_reduce__0@{group_id('default')}"]
 
 
 def test_size_known_from_input_dims(tmp_path: Path) -> None:

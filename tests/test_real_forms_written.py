@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from analyse_support.handmade import PID, T0, cpu_trace, cuda_trace, write_rank_dir, x
 
+from npuprof.analysis.communication import group_id
 from npuprof.analysis.parse import parse_rank_dir
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "ascend-real"
@@ -173,8 +174,10 @@ def test_the_communication_process_is_what_compare_reads(cuda: dict[str, Any]) -
     # the groups of the record_param_comms operators: "0" (all-reduce) and "1" (the receive)
     assert threads == {"Group 0 Communication", "Group 1 Communication"}
     ops = {e["name"]: e for e in view if e["pid"] == pid and e["ph"] == "X"}
-    assert set(ops) == {"hcom_allReduce__0_0", "hcom_receive__1_0"}
-    assert ops["hcom_allReduce__0_0"]["ts"] == _epoch(cuda["base"], T0 + 350)  # the device's NCCL kernel
+    # the last 3 digits of the group's hash in the name, as torch_npu's (docs/formats.md)
+    all_reduce = f"hcom_allReduce__{group_id('0')[-3:]}_0"
+    assert set(ops) == {all_reduce, f"hcom_receive__{group_id('1')[-3:]}_0"}
+    assert ops[all_reduce]["ts"] == _epoch(cuda["base"], T0 + 350)  # the device's NCCL kernel
 
 
 def test_operators_link_to_the_device_tasks_they_launched(cuda: dict[str, Any]) -> None:

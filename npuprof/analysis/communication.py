@@ -6,8 +6,11 @@ their device kernels (matched by External id) for the time on the device, and on
 spans of gloo's worker threads (size from their input dims and dtype; their group is the default one of
 ``distributedInfo``, or, with --msprof-tx, the group that the ``comm:`` ranges of the calls name for the
 worker thread: each process group has threads of its own).
-Operators are named ``<collective>__<n>@<group>``, n counting per group and collective, so the same
-operator has the same name on every rank of a group. Wait/synchronisation times need all ranks and are
+Operators are named ``<collective>__<n>@<group hash>``, n counting per group and collective, so the same
+operator has the same name on every rank of a group; the group is written as msprof's hash of its name
+(``group_id``), as torch_npu writes it: msprof-analyze's ``cluster`` finds the group's entry in
+profiler_metadata.json's ``parallel_group_info``, keyed by the name, through that hash (docs/formats.md,
+"profiler_metadata.json"). Wait/synchronisation times need all ranks and are
 reported as 0 here.
 """
 
@@ -102,6 +105,22 @@ class CommOp:
     def p2p(self) -> bool:
         low = self.name.lower()
         return any(low.startswith(p) or f"_{p}" in low for p in _P2P)
+
+
+@functools.lru_cache(maxsize=256)
+def double_hash(text: str) -> int:
+    """The 64-bit hash msprof gives group names (two 32-bit polynomial hashes side by side)."""
+    h0 = h1 = 0
+    for c in text:
+        h0 = (h0 * 29 + ord(c)) & 0xFFFFFFFF
+        h1 = (h1 * 131 + ord(c)) & 0xFFFFFFFF
+    return (h0 << 32) | h1
+
+
+def group_id(group: str) -> str:
+    """A group as communication.json and analysis.db name it: msprof's hash of its name, in decimal (the
+    name after ``@`` in torch_npu's operator keys; docs/formats.md, "What the parser writes")."""
+    return str(double_hash(group))
 
 
 def _dtype_size(dtype: Any) -> int | None:
@@ -513,7 +532,7 @@ def build(
         if step is None:
             continue
         kind = "p2p" if op.p2p else "collective"
-        key = f"{op.name}__{n}@{op.group}"
+        key = f"{op.name}__{n}@{group_id(op.group)}"
         comm.setdefault(step, {"collective": {}, "p2p": {}})[kind][key] = record
         per_kind.setdefault((step, kind, op.group), []).append((key, op))
     for step_data in comm.values():
@@ -521,11 +540,12 @@ def build(
             infos = list(step_data[kind].values())
             step_data[kind]["Total Op Info"] = _total(infos)
     # the matrix: this rank's self link for each operator type, with top/bottom/total aggregates
-    for (step, kind, group), items in per_kind.items():
+    for (step, kind, name_of_group), items in per_kind.items():
         by_type: dict[str, list[tuple[str, CommOp]]] = {}
         for key, op in items:
             by_type.setdefault(op.name, []).append((key, op))
         target = matrix.setdefault(step.replace("step", "") or "step", {}).setdefault(kind, {})
+        group = group_id(name_of_group)
         for name, members in by_type.items():
             local = members[0][1].ranks.index(rank) if rank is not None and rank in members[0][1].ranks else 0
             link = f"{local}-{local}"

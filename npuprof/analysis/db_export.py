@@ -35,7 +35,7 @@ from npuprof.analysis import db_schema as schema
 from npuprof.analysis import memory
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.cells import ns_of
-from npuprof.analysis.communication import CommOp, matrix_picks
+from npuprof.analysis.communication import CommOp, double_hash, matrix_picks
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.gc_layer import GcRecord
 from npuprof.analysis.marks_ranges import Spans
@@ -96,15 +96,6 @@ class DbSources:
     rank_dir: Path
     spans: Spans | None = None
     gc: GcRecord | None = None
-
-
-def double_hash(text: str) -> int:
-    """The 64-bit hash msprof gives group names (two 32-bit polynomial hashes side by side)."""
-    h0 = h1 = 0
-    for c in text:
-        h0 = (h0 * 29 + ord(c)) & 0xFFFFFFFF
-        h1 = (h1 * 131 + ord(c)) & 0xFFFFFFFF
-    return (h0 << 32) | h1
 
 
 def hccl_type(name: str) -> str:

@@ -31,6 +31,7 @@ import numpy as np
 
 from npuprof.analysis import intervals
 from npuprof.analysis import vocabulary as vocab
+from npuprof.analysis.communication import group_id
 from npuprof.analysis.extract import Extract
 from npuprof.analysis.forked import Forked
 from npuprof.analysis.gzip_members import GzipMembers
@@ -312,7 +313,8 @@ def _communication(comm_ops: list[Any], base_ns: int) -> list[bytes]:
     for op in comm_ops:
         n = seq.get((op.group, op.name), 0)
         seq[(op.group, op.name)] = n + 1
-        names.append(_ENC.encode(f"hcom_{hcom_name(op.name)}__{op.group}_{n}"))
+        # the last 3 digits of the group's hash, as torch_npu names them (docs/formats.md)
+        names.append(_ENC.encode(f"hcom_{hcom_name(op.name)}__{group_id(op.group)[-3:]}_{n}"))
     starts = np.array([op.ts for op in comm_ops], dtype=np.float64)
     ends = starts + np.array([op.dur for op in comm_ops], dtype=np.float64)
     tids = [groups[op.group] for op in comm_ops]
