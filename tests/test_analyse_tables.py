@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -133,9 +135,23 @@ def test_the_groups_of_communication_json_trace_view_and_metadata_join(tmp_path:
     trace["distributedInfo"]["pg_config"].append({"pg_name": "1", "pg_desc": "pipeline", "ranks": [0, 1]})
     rank_dir = write_rank_dir(tmp_path, trace)
     (rank_dir / "profiler_metadata.json").write_text(json.dumps(meta))
-    assert parse_rank_dir(rank_dir).status == "parsed"
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
     keys = set(meta["parallel_group_info"])
     assert keys == {"0", "1"}
+    # each group's name: default_group for the default one, else the description the job gave it
+    named_as = {"0": "default_group", "1": "pipeline"}
+    assert {k: v["group_name"] for k, v in meta["parallel_group_info"].items()} == named_as
+    (db,) = rank_dir.glob("ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db")
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        in_db = json.loads(dict(con.execute("SELECT name, value FROM META_DATA"))["parallel_group_info"])
+        op_groups = {
+            g
+            for (g,) in con.execute(
+                "SELECT s.value FROM COMMUNICATION_OP c JOIN STRING_IDS s ON s.id = c.groupName"
+            )
+        }
+    assert {k: v["group_name"] for k, v in in_db.items()} == named_as
+    assert op_groups == keys
     ids = {group_id(k): k for k in keys}
     out = rank_dir / "ASCEND_PROFILER_OUTPUT"
     comm = json.loads((out / "communication.json").read_text())

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -72,10 +74,12 @@ def test_gloo_collectives_of_a_subgroup_are_named_with_that_group(out: Path) -> 
         assert groups == {16384: {group_id(subgroup)}, 12: {group_id(default)}}, (d.name, groups)
 
 
-def test_msprof_cluster_names_each_group_by_parallel_group_info(out: Path, tmp_path: Path) -> None:
+def test_msprof_analyze_names_each_group_by_parallel_group_info(out: Path, tmp_path: Path) -> None:
     """helper-195: msprof-analyze's cluster joins communication.json's group (after ``@``) to msprof's hash
     of a profiler_metadata.json ``parallel_group_info`` key (docs/formats.md, "profiler_metadata.json"); the
-    CPU path wrote torch's group name there, so no group had a group_id or pg_name (judged by its files)."""
+    CPU path wrote torch's group name there, so no group had a group_id or pg_name (judged by its files).
+    Each group's group_name is the subgroup's group_desc (it was torch's number, "1"), which compare also
+    shows, by the ``Group <key> Communication`` thread of trace_view.json."""
     exe = msprof_analyze()
     if exe is None:
         pytest.skip("msprof-analyze not installed (NPUPROF_MSPROF_ANALYZE): the cluster check is skipped")
@@ -94,5 +98,19 @@ def test_msprof_cluster_names_each_group_by_parallel_group_info(out: Path, tmp_p
     named = {g["group_id"]: (g["group_name"], g["pg_name"], g["rank_set"]) for g in groups}
     assert named == {
         "0": (group_id("0"), "default_group", [0, 1]),
-        "1": (group_id("1"), "1", [0, 1]),
+        "1": (group_id("1"), "dp_shard", [0, 1]),  # the subgroup's group_desc
     }, groups
+    # compare names each group's communication by the group_name of the trace_view.json thread's key
+    base, other = rank_dirs(out)
+    proc = subprocess.run(
+        [exe, "compare", "-d", str(base), "-bp", str(other), "-o", str(tmp_path), "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    (sheet,) = tmp_path.glob("performance_comparison_result_*.xlsx")
+    with zipfile.ZipFile(sheet) as z:
+        texts = z.read("xl/sharedStrings.xml").decode()
+    rows = set(re.findall(r"\t([^<\t]+): Communication<", texts))
+    assert rows == {"default_group", "dp_shard"}, (rows, (proc.stdout + proc.stderr)[-2000:])

@@ -146,7 +146,8 @@ def test_collectives_are_communication_ops_in_hccls_naming(cuda_dir: Path) -> No
         (16, _ns(1590), _ns(1595), 10000, 100 * 2**32 + 300),  # the runtime call's own thread
     ]
     groups = json.loads(dict(con.execute("SELECT name, value FROM META_DATA"))["parallel_group_info"])
-    assert groups["0"] == {"group_name": "default_pg", "group_rank": 0, "global_ranks": [0, 1]}
+    # the default group is torch_npu's default_group (Kineto describes it default_pg)
+    assert groups["0"] == {"group_name": "default_group", "group_rank": 0, "global_ranks": [0, 1]}
     assert con.execute("SELECT * FROM RANK_DEVICE_MAP").fetchall() == [(0, 0)]
 
 

@@ -70,8 +70,9 @@ def distributed_info() -> dict[str, Any]:
         for group, name in list(c10d._world.pg_names.items()):
             try:
                 ranks = c10d.get_process_group_ranks(group)
+                world_group = group is c10d.GroupMember.WORLD
                 groups[str(name)] = {
-                    "group_name": "default_group" if group is c10d.GroupMember.WORLD else str(name),
+                    "group_name": group_label(str(name), _description(group), world_group),
                     "group_rank": c10d.get_rank(group),
                     "global_ranks": sorted(int(r) for r in ranks),
                 }
@@ -80,6 +81,28 @@ def distributed_info() -> dict[str, Any]:
         return {"distributed_args": args, "parallel_group_info": groups}
     except Exception:
         return {}
+
+
+def group_label(name: str, desc: Any, default: bool | None = None) -> str:
+    """A process group's ``group_name`` in ``parallel_group_info`` (docs/formats.md,
+    "profiler_metadata.json"): ``default_group`` for the default group (torch_npu's name for it; ``default``
+    None: the group torch names "0" or describes ``default_pg``), else the description the job gave it
+    (``new_group(group_desc=...)``, a DeviceMesh's ``mesh_<dim>``), else its name: torch describes a group
+    given none as ``undefined``, and torch before 2.3 describes none."""
+    text = "" if desc is None else str(desc)
+    if default is None:
+        default = text == "default_pg" or (name == "0" and text in ("", "undefined"))
+    if default:
+        return "default_group"
+    return name if text in ("", "undefined") else text
+
+
+def _description(group: Any) -> Any:
+    """torch's description of a process group (``pg_desc``; None before torch 2.3)."""
+    try:
+        return group.group_desc
+    except Exception:
+        return None
 
 
 def _count(text: str) -> int | None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from npuprof.agent.metadata import group_label
 from npuprof.analysis import db_schema as schema
 from npuprof.analysis import memory
 from npuprof.analysis import vocabulary as vocab
@@ -250,15 +251,10 @@ def _global_tid(pid: Any, tid: Any) -> int:
 
 
 def _group_label(name: str, desc: Any) -> str:
-    """A process group's ``group_name`` in ``parallel_group_info``: its description (``pg_desc``), else
-    ``default_group`` for torch's first group, "0" (the default one), else its own name, as the agent's
-    profiler_metadata.json names groups (docs/formats.md, "profiler_metadata.json"). Every group without a
-    description (torch before 2.3, an empty one) was ``default_group`` (helper-181)."""
-    if isinstance(desc, str) and desc:
-        return desc
-    if desc not in (None, ""):
-        return str(desc)
-    return "default_group" if name == "0" else name
+    """A process group's ``group_name`` in ``parallel_group_info``, named as the agent's
+    profiler_metadata.json names it (``metadata.group_label``; docs/formats.md, "profiler_metadata.json").
+    Every group without a description (torch before 2.3, an empty one) was ``default_group`` (helper-181)."""
+    return group_label(name, desc)
 
 
 def _group_entry(value: dict[str, Any]) -> dict[str, Any]:
