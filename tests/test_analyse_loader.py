@@ -150,6 +150,26 @@ def test_corrupt_range_of_a_forked_reader(synth: Path, tmp_path: Path, monkeypat
     assert "late.pt.trace.json" in str(info.value)
 
 
+def test_a_cut_before_damage_further_on_is_the_first_boundary_after_it(synth: Path, tmp_path: Path) -> None:
+    """The boundary search judged each "{" by decoding to the end of its 4 MB window: damage 500 KB on made
+    every "{" before it fail (and tried the repairs on all of it, each time), so the cut came after the
+    damage (a forked scan of such a trace took 30 s, not 0.1, and its first worker read the damaged part).
+    A "{" is judged on the bytes after it, and the cut is where the undamaged trace's would be."""
+    data = bytearray(synth.read_bytes())
+    start = len(data) // 2
+    at = start + 500_000
+    data[at : at + 40] = b"@" * 40
+    damaged = tmp_path / "damaged.pt.trace.json"
+    damaged.write_bytes(bytes(data))
+    # the first event starting at or after ``start``: the synthetic writer puts each event's "{" alone on a
+    # line indented by 2 (deeper objects by more); json reads an event from there
+    text = synth.read_text()
+    offset = text.index("\n  {\n", start - 3) + 3
+    event, _ = json.JSONDecoder().raw_decode(text, offset)
+    assert "ph" in event and offset < at
+    assert TraceReader(damaged).boundary_after(start, len(data)) == offset
+
+
 def test_reading_behind_a_decompression_equals_the_plain_scan(tmp_path: Path, monkeypatch) -> None:
     """A .gz trace is read behind its decompression (a forked process), then the rest is split: the
     columns are the same as a plain scan's."""

@@ -1072,10 +1072,13 @@ def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
 
 
 def _starts_events(window: bytes, brace: int) -> bool:
-    """Does an event start at ``brace``? What follows it, up to the window's last "}", must read as whole
-    events, or as their beginning (the window may end inside an event). A "{" inside an event (an object in
-    a list in its args, a "},{" in a string) fails: the text soon closes what it never opened."""
-    framed = b"[" + window[brace : window.rfind(b"}") + 1] + b"]"
+    """Does an event start at ``brace``? What follows it, up to the last "}" of the _LOOKAHEAD bytes after it
+    (of the window, for an event longer than that), must read as whole events, or as their beginning. A "{"
+    inside an event (an object in a list in its args, a "},{" in a string) fails: the text soon closes what
+    it never opened. Read to the window's end, each "{" before a damaged event megabytes on was decoded up to
+    it and its repairs tried on all of it: a forked scan of a trace damaged near a cut took 30 s, not 0.1."""
+    stop = window.rfind(b"}", brace, brace + _LOOKAHEAD)
+    framed = b"[" + window[brace : (stop if stop > brace else window.rfind(b"}")) + 1] + b"]"
     for attempt in range(2):
         try:
             _RAW_EVENTS.decode(framed)
