@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from analyse_support.recipes import msprof_analyze
+from analyse_support.recipes import cluster_of, msprof_analyze
 from conftest import clean_env, load_trace, npuprof, rank_dirs, sched
 
 from npuprof.analysis.communication import group_id
@@ -83,17 +82,9 @@ def test_msprof_analyze_names_each_group_by_parallel_group_info(out: Path, tmp_p
     exe = msprof_analyze()
     if exe is None:
         pytest.skip("msprof-analyze not installed (NPUPROF_MSPROF_ANALYZE): the cluster check is skipped")
-    work = tmp_path / "cluster"
-    shutil.copytree(out, work)
-    proc = subprocess.run(
-        [exe, "cluster", "-d", str(work), "-m", "all", "--force"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
-    found = work / "cluster_analysis_output" / "communication_group.json"
-    assert found.is_file(), (proc.stdout + proc.stderr)[-3000:]
+    output, log = cluster_of(exe, out, tmp_path / "cluster")
+    found = output / "communication_group.json"
+    assert found.is_file(), log[-3000:]
     groups = json.loads(found.read_text())["comm_group_parallel_info"]
     named = {g["group_id"]: (g["group_name"], g["pg_name"], g["rank_set"]) for g in groups}
     assert named == {

@@ -11,13 +11,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from analyse_support.recipes import msprof_analyze
+from analyse_support.recipes import cluster_of, msprof_analyze
 from conftest import ROOT, clean_env, npuprof, torch_native_abort
 
 from npuprof.analysis.db_export import double_hash
@@ -137,20 +136,11 @@ def test_distributed_args_on_the_npu_path_give_msprof_cluster_its_parallel_colum
     exe = msprof_analyze()
     if exe is None:
         pytest.skip("msprof-analyze not installed (NPUPROF_MSPROF_ANALYZE): the cluster check is skipped")
-    work = tmp_path / "cluster"
-    shutil.copytree(run, work)
-    proc = subprocess.run(
-        [exe, "cluster", "-d", str(work), "-m", "all", "--force"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
-    out = work / "cluster_analysis_output"
+    out, log = cluster_of(exe, run, tmp_path / "cluster")
     with open(out / "cluster_step_trace_time.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     ranks = [r for r in rows if r["Type"] == "rank"]
-    assert ranks, (proc.stdout + proc.stderr)[-3000:]
+    assert ranks, log[-3000:]
     indices = {(r["DP Index"], r["PP Index"], r["TP Index"]) for r in ranks}
     assert indices == {("0", "0", "0"), ("1", "0", "0")}  # rank 1: the second data parallel replica
     groups = json.loads((out / "communication_group.json").read_text())["comm_group_parallel_info"]

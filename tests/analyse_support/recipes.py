@@ -52,6 +52,20 @@ def run_recipes(python: str, cluster: Path, *modes: str) -> str:
     return proc.stdout + proc.stderr
 
 
+def cluster_of(exe: str, result: Path, work: Path) -> tuple[Path, str]:
+    """``msprof-analyze cluster -m all`` on a copy of ``result`` at ``work``: its output folder and its log
+    (judge by the files: it exits 0 when it fails)."""
+    shutil.copytree(result, work)
+    proc = subprocess.run(
+        [exe, "cluster", "-d", str(work), "-m", "all", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    return work / "cluster_analysis_output", proc.stdout + proc.stderr
+
+
 def rows(db: Path, table: str) -> list[dict[str, Any]]:
     """The rows of ``table`` as dicts ([] when the db or the table is missing)."""
     if not db.is_file():
