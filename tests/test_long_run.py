@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +44,12 @@ def test_a_profiler_npuprof_has_done_with_is_freed_at_once(out: Path, tmp_path: 
     assert json.loads(report.read_text()) <= 1
 
 
-def test_a_process_ends_without_waiting_on_a_pipe_that_stays_full() -> None:
-    """Captures came faster than they were parsed: at the process's end the jobs still queued wait to reach
-    the post-processor's pipe, 5 s at most, then go to its spool. A pipe that stays full moves none of them:
-    every process of the job waited the whole 5 s at its exit (helper-133: 344 captures queued). It stops
-    waiting once the pipe has stayed full for DRAIN_STALLED_S."""
+@contextlib.contextmanager
+def _handover_to_a_full_pipe(post: Any = None) -> Iterator[Any]:
+    """A hand-over (``post``'s, if given) whose post-processor's pipe is full and whose writer blocks: the
+    post-processor that far behind. The writer is let go and the pipe closed after."""
     import os
     import threading
-    import time
 
     from npuprof.owned_fd import OwnedFd
     from npuprof.results import postprocess
@@ -59,12 +58,28 @@ def test_a_process_ends_without_waiting_on_a_pipe_that_stays_full() -> None:
     os.set_blocking(write_end, False)
     with contextlib.suppress(BlockingIOError):
         while True:
-            os.write(write_end, b"x" * 4096)  # full: the post-processor is that far behind
+            os.write(write_end, b"x" * 4096)  # full
     os.set_blocking(write_end, True)
-    handover = postprocess._Handover(OwnedFd(write_end))
+    handover = postprocess._Handover(OwnedFd(write_end), post)
+    if post is not None:
+        post._handover = handover
     released = threading.Event()
     handover._write = lambda job: released.wait(timeout=60)  # type: ignore[method-assign,assignment]
     try:
+        yield handover
+    finally:
+        released.set()
+        os.close(read_end)
+
+
+def test_a_process_ends_without_waiting_on_a_pipe_that_stays_full() -> None:
+    """Captures came faster than they were parsed: at the process's end the jobs still queued wait to reach
+    the post-processor's pipe, 5 s at most, then go to its spool. A pipe that stays full moves none of them:
+    every process of the job waited the whole 5 s at its exit (helper-133: 344 captures queued). It stops
+    waiting once the pipe has stayed full for DRAIN_STALLED_S."""
+    import time
+
+    with _handover_to_a_full_pipe() as handover:
         for n in range(4):
             handover.put({"n": n})
         began = time.monotonic()
@@ -72,9 +87,6 @@ def test_a_process_ends_without_waiting_on_a_pipe_that_stays_full() -> None:
         waited = time.monotonic() - began
         assert [job["n"] for job in left] == [0, 1, 2, 3]  # the one in the writer's hands included
         assert waited < 10, waited  # not the 30 s it was given (0.5 s stalled, under any load)
-    finally:
-        released.set()
-        os.close(read_end)
 
 
 def test_the_jobs_kept_in_memory_for_a_post_processor_far_behind_stay_bounded(tmp_path: Path) -> None:
@@ -82,27 +94,15 @@ def test_the_jobs_kept_in_memory_for_a_post_processor_far_behind_stay_bounded(tm
     job waited in the training process's memory, for days (helper-187: 300 jobs after 15,000 steps with a
     capture every 50, +6.5 MB RSS). Past QUEUE_LIMIT waiting, the next ones go straight to its spool, parsed
     after the job as those left at its end; those go after them, none replacing them."""
-    import os
-    import threading
 
-    from npuprof.owned_fd import OwnedFd
     from npuprof.results import handover as wire
     from npuprof.results import postprocess
 
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    with contextlib.suppress(BlockingIOError):
-        while True:
-            os.write(write_end, b"x" * 4096)  # full: the post-processor is that far behind
-    os.set_blocking(write_end, True)
     post = postprocess.Postprocessor(tmp_path, "run")
     post.spool = tmp_path / "spool.jsonl"
-    handover = post._handover = postprocess._Handover(OwnedFd(write_end), post)
-    released = threading.Event()
-    handover._write = lambda job: released.wait(timeout=60)  # type: ignore[method-assign,assignment]
     record = wire.record_plain(wire.CaptureRecord(status="complete", steps=[7]))
     total = 2_000
-    try:
+    with _handover_to_a_full_pipe(post) as handover:
         for n in range(total):
             handover.put({"rank_dir": str(tmp_path / f"capture_{n}"), "record": record, "written": True})
             assert handover.queue.qsize() <= postprocess.QUEUE_LIMIT <= 1_000, n  # a few MB at most
@@ -114,9 +114,6 @@ def test_the_jobs_kept_in_memory_for_a_post_processor_far_behind_stay_bounded(tm
         left = handover.drain(timeout_s=30)  # the process ends: the pipe still full
         assert len(left) == postprocess.QUEUE_LIMIT  # the one in the writer's hands included
         assert post.spool_left(left) == []
-    finally:
-        released.set()
-        os.close(read_end)
     lines = post.spool.read_bytes().splitlines()
     assert sorted(int(wire.job_from_line(line).rank_dir.rsplit("_", 1)[1]) for line in lines) == list(
         range(total)
@@ -163,36 +160,21 @@ def test_jobs_spilled_to_a_post_processor_that_died_are_kept_unparsed_not_lost(t
     the process's end handed back only the jobs still in memory: the spilled ones stayed in a spool nobody
     reads, their captures never parsed nor said (helper-188). They are taken back, kept unparsed as the
     others (docs/architecture.md, "The step path")."""
-    import os
-    import threading
 
-    from npuprof.owned_fd import OwnedFd
     from npuprof.results import handover as wire
     from npuprof.results import postprocess
 
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    with contextlib.suppress(BlockingIOError):
-        while True:
-            os.write(write_end, b"x" * 4096)  # full: the post-processor is that far behind
-    os.set_blocking(write_end, True)
     post = postprocess.Postprocessor(tmp_path, "run")
     post.spool = tmp_path / "spool.jsonl"
-    handover = post._handover = postprocess._Handover(OwnedFd(write_end), post)
-    released = threading.Event()
-    handover._write = lambda job: released.wait(timeout=60)  # type: ignore[method-assign,assignment]
     record = wire.record_plain(wire.CaptureRecord(status="complete", steps=[7]))
     total = postprocess.QUEUE_LIMIT + 5
-    try:
+    with _handover_to_a_full_pipe(post) as handover:
         for n in range(total):
             handover.put({"rank_dir": str(tmp_path / f"capture_{n}"), "record": record, "written": True})
         assert handover.spilled == 5
         left = handover.drain(timeout_s=30)
         handover.broken = True  # its pipe said EPIPE: the post-processor is gone, none replaced it
         kept = post.spool_left(left)
-    finally:
-        released.set()
-        os.close(read_end)
     assert sorted(int(job["rank_dir"].rsplit("_", 1)[1]) for job in kept) == list(range(total))
     assert all(job["record"]["steps"] == [7] and job["written"] for job in kept)
     assert not post.spool.exists()  # taken: not parsed a second time by anyone
