@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analyse_support.handmade import cpu_trace, write_rank_dir
+from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
 
 from npuprof.analysis.report import build_report, far_apart_steps
 
@@ -20,12 +20,7 @@ def _rank_dir(
     trace["distributedInfo"].update(rank=rank, world_size=world)
     if base_ns is not None:
         trace["baseTimeNanoseconds"] = base_ns
-    (template,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
-    trace["traceEvents"].remove(template)
-    ts = template["ts"]
-    for step, dur in durations.items():
-        trace["traceEvents"].append({**template, "name": f"ProfilerStep#{step}", "ts": ts, "dur": dur})
-        ts += dur
+    with_steps(trace, durations)
     return write_rank_dir(root, trace, rank=rank, name=f"{host}_{100 + rank}_20261205182103{rank:03d}")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from analyse_support.handmade import cpu_trace, write_rank_dir
+from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
 from conftest import clean_env, npuprof
 from test_export_type import _Backend, _NoAnnotations, _Post
 
@@ -126,12 +126,7 @@ def _capture(root: Path, rank: int, restart: int | None, durations: dict[int, in
     ``durations`` lasting its µs, one after the other."""
     trace = cpu_trace()
     trace["distributedInfo"]["rank"] = rank
-    (template,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
-    trace["traceEvents"].remove(template)
-    ts = template["ts"]
-    for step, dur in durations.items():
-        trace["traceEvents"].append({**template, "name": f"ProfilerStep#{step}", "ts": ts, "dur": dur})
-        ts += dur
+    with_steps(trace, durations)
     rank_dir = write_rank_dir(root, trace, rank=rank, name=f"vm_{rank}{restart}_{stamp}")
     _record(rank_dir, rank, sorted(durations), restart, 0)
     return rank_dir

@@ -175,6 +175,18 @@ def cuda_trace(rank: int = 0) -> dict:
     }
 
 
+def with_steps(trace: dict, durations: dict[int, int]) -> dict:
+    """``trace`` (cpu_trace's) with its one step replaced by one step of each number in ``durations`` lasting
+    its µs, one after the other from the first's start."""
+    (template,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
+    trace["traceEvents"].remove(template)
+    ts = template["ts"]
+    for step, dur in durations.items():
+        trace["traceEvents"].append({**template, "name": f"ProfilerStep#{step}", "ts": ts, "dur": dur})
+        ts += dur
+    return trace
+
+
 def cpu_trace() -> dict:
     """CPU only, one step [0, 1000): main-thread ops [100, 300) and [500, 600) (computing 300, the nested
     op adds nothing); a gloo all_reduce on a worker thread [250, 550) -> communication 300, overlapped
