@@ -21,6 +21,7 @@ DAMAGE = {  # how each event is damaged, and what the reader says was wrong
     "list": (lambda e: [1, 2], "Expected `object`, got `array` - at `event`"),
     "dur": (lambda e: {**e, "dur": "abc"}, "Expected `float`, got `str` - at `event.dur`"),
     "pid": (lambda e: {**e, "pid": {"a": 1}}, "Expected `int | str`, got `object` - at `event.pid`"),
+    "ts": (lambda e: {**e, "ts": "soon"}, "Expected a time, got a `str` that is no number - at `event.ts`"),
 }
 
 
@@ -202,3 +203,35 @@ def test_the_damaged_event_quoted_first_is_the_first_of_the_trace(
         first
     )
     assert '"lost_second"' in first, first
+
+
+def test_a_string_time_that_is_no_time_in_torch_npus_trace_leaves_out_that_event_only(tmp_path: Path) -> None:
+    """torch_npu's trace_view.json (tests/fixtures/ascend-real, SOURCE.md there) with the ``ts`` of one
+    operator made "soon": that event is left out and said; every other event is read with the time it had
+    (before, the whole trace was refused)."""
+    real = json.loads((Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json").read_text())
+    ops = [i for i, e in enumerate(real) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    victim = ops[len(ops) // 2]
+    damaged = [dict(e) for e in real]
+    damaged[victim]["ts"] = "soon"
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(damaged))
+
+    (tmp_path / "real.json").write_text(json.dumps(real))
+    whole = load_trace(tmp_path / "real.json")
+    loaded = load_trace(path)
+    problem = "Expected a time, got a `str` that is no number - at `event.ts`"
+    assert loaded.damaged.counts == {problem: 1}
+    assert loaded.damaged.first.startswith(f"an event of the wrong shape ({problem}): ")
+    assert len(loaded.events) == len(whole.events) - 1
+    lost = real[victim]
+    kept = [(e.name, e.ts) for e in loaded.events]
+    expected = [(e.name, e.ts) for e in whole.events]
+    gone = [k for k, e in enumerate(whole.events) if e.name == lost["name"] and e.dur == lost["dur"]]
+    assert len(gone) == 1 and kept == expected[: gone[0]] + expected[gone[0] + 1 :]
+    # the times are torch_npu's epoch µs: the first operator's, read independently from the file
+    first_op = real[ops[0]]
+    base_us = loaded.ts_base
+    same = [e.ts for e in loaded.events if (e.name, e.dur) == (first_op["name"], first_op["dur"])]
+    read_first = same[0]
+    assert abs(read_first + base_us - float(first_op["ts"])) < 0.01

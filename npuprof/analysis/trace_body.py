@@ -37,7 +37,7 @@ from npuprof.analysis.extract import SCAN_DECODER, Extract, positions
 from npuprof.analysis.forked import Forked
 from npuprof.analysis.scan import BLOCK  # the scan's chunks: its cuts are the body's (split_point)
 from npuprof.analysis.tables import ns_of_texts, us_texts
-from npuprof.analysis.trace_loader import TraceReader
+from npuprof.analysis.trace_loader import TraceReader, raw_ts_is_no_time
 
 MIN_SPLIT = 8 << 20  # bytes of events below which one process writes them all
 OVERLAP_PROCESS_RE = re.compile(r"(?i)^\s*overlap analysis\s*$")
@@ -248,19 +248,23 @@ def write_body(
 def _undamaged(events: list[Any], text: memoryview) -> list[Any]:
     """The events of a chunk (decoded from ``text``) that the scan reads: those it left out as damaged
     (a ``pid`` that is an object, a ``dur`` that is a string: docs/formats.md, "Damaged events") are left
-    out of trace_view.json too. Only a trace the scan found damaged is checked so."""
+    out of trace_view.json too, and so are those whose ``ts`` is a string that is no time. Only a trace the
+    scan found damaged is checked so."""
     framed = b"[" + bytes(text) + b"]"
     try:
         SCAN_DECODER.decode(framed)
-        return events
     except msgspec.DecodeError:
         pass
+    else:
+        timeless = [raw_ts_is_no_time(e.ts) if e.ts is not UNSET else False for e in events]
+        return [e for e, no in zip(events, timeless, strict=True) if not no] if any(timeless) else events
     raws = _RAWS.decode(framed)
     kept = []
     for event, raw in zip(events, raws, strict=True):
         with contextlib.suppress(msgspec.DecodeError):
             SCAN_DECODER.decode(b"[" + bytes(raw) + b"]")
-            kept.append(event)
+            if event.ts is UNSET or not raw_ts_is_no_time(event.ts):
+                kept.append(event)
     return kept
 
 

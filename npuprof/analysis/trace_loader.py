@@ -439,7 +439,11 @@ class TraceReader:
             try:
                 sum(map(_TS, events))  # C speed; a string time (or a ts that is no number) stops it
             except (TypeError, AttributeError):
-                self._string_times(events)
+                try:
+                    self._string_times(events)
+                except _NoTime:  # a string ts that is no time ("soon"): that event is damaged, left out
+                    events, framed = self._without_damaged(_RAW_EVENTS.decode(framed), times=True)
+                    self._string_times(events)
             else:
                 if self.ts_base and events and max(map(_TS, events)) >= self.ts_base:
                     self._rebase_numbers(events, range(len(events)))
@@ -574,11 +578,7 @@ class TraceReader:
     def _number(self, text: str, event: Any) -> float:
         value = _decimal(text.encode("utf-8", "replace"))
         if value is None:
-            raise TraceError(
-                "corrupt",
-                f"{self.path}: an event of the wrong shape (its ts {text[:40]!r} is no time): "
-                f"{getattr(event, 'name', '')!r}",
-            )
+            raise _NoTime(text)
         return float(value - (self.ts_base or 0))
 
     def _set_base(self, window: bytes | bytearray) -> None:
@@ -609,17 +609,20 @@ class TraceReader:
             return None
         return self._without_damaged(raws)
 
-    def _without_damaged(self, raws: list[msgspec.Raw]) -> tuple[list[Any], bytearray]:
+    def _without_damaged(self, raws: list[msgspec.Raw], times: bool = False) -> tuple[list[Any], bytearray]:
         """JSON values some of which are no events this reader reads (a number, a ``dur`` that is a string:
         damage): those left out, counted in ``damaged`` (docs/formats.md, "Damaged events"), the others
-        decoded together; (events, their text framed in ``[]``). Reading from the first event, the trace is
-        refused (TraceError) once the events left out outnumber those read by ``damaged.LEAD``."""
+        decoded together; (events, their text framed in ``[]``). ``times``: a string ``ts`` that is no
+        decimal number is damage too. Reading from the first event, the trace is refused (TraceError) once
+        the events left out outnumber those read by ``damaged.LEAD``."""
         decoder = self.fallback or self.decoder
         good: list[bytes] = []
         for raw in raws:
             one = bytes(raw)
             try:
-                decoder.decode(b"[" + one + b"]")
+                (event,) = decoder.decode(b"[" + one + b"]")
+                if times and _no_time(event):
+                    raise msgspec.ValidationError(_NO_TIME)
             except msgspec.DecodeError as exc:
                 if not self.judge:
                     continue
@@ -1119,6 +1122,25 @@ def _decimal(text: bytes) -> Decimal | None:
     if not value.is_finite() or abs(value) > TIME_LIMIT:
         return None
     return value
+
+
+class _NoTime(ValueError):
+    """A string ``ts`` that is no decimal number: its event is damaged (TraceReader._decode)."""
+
+
+_NO_TIME = "Expected a time, got a `str` that is no number - at `event.ts`"
+
+
+def _no_time(event: Any) -> bool:
+    ts = getattr(event, "ts", None)
+    return type(ts) is str and _decimal(ts.encode("utf-8", "replace")) is None
+
+
+def raw_ts_is_no_time(raw: Any) -> bool:
+    """Whether a ``ts`` kept as its JSON text (bytes, msgspec.Raw) is a string that is no time: its event
+    is damaged (docs/formats.md, "Damaged events")."""
+    text = bytes(raw) if raw is not None else b""
+    return text[:1] == b'"' and _decimal(text[1:-1]) is None
 
 
 def _problem(exc: msgspec.DecodeError) -> str:
