@@ -234,6 +234,30 @@ def test_read_only_results_with_no_room_anywhere_give_no_advice_that_already_fai
         assert list(scratch.iterdir()) == []
 
 
+def test_a_scratch_root_that_fails_for_another_reason_than_room_is_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of the suite under load: read-only results whose scratch tables failed too were said to have
+    "no room" anywhere, whatever the failure (every exception of the scratch parse was taken for that);
+    each root's own reason is said."""
+    import errno
+
+    from npuprof.analysis import report
+
+    rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    scratch = _tables_fail(
+        monkeypatch,
+        tmp_path,
+        lambda out_dir, scratch: errno.EIO if out_dir.is_relative_to(scratch) else errno.EROFS,
+    )
+    made = report.build_report(rank_dir, jobs=1)
+    said = " ".join(str(p) for p in made.problems)
+    assert "no room" not in said, said
+    assert f"nor in {scratch} (Input/output error: {scratch}/" in said, said
+    assert list(scratch.iterdir()) == []
+
+
 _KILLED_DURING_THE_REPORT = """
 import errno, os, signal, sys
 from pathlib import Path

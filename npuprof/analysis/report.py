@@ -702,10 +702,11 @@ def _in_scratch(
     ``trace``: a bare trace's file (a rank dir's is found in it)."""
     if not (outcome.no_space or outcome.read_only):
         return out_dir
-    elsewhere = _tables_elsewhere(outcome, scratch, trace)
+    why_not: list[str] = []
+    elsewhere = _tables_elsewhere(outcome, scratch, trace, why_not)
     if elsewhere is None:
         if outcome.read_only:  # its advice, its trace analysed alone, would meet the same walls
-            outcome.reason = _no_scratch_either(outcome.reason)
+            outcome.reason = _no_scratch_either(outcome.reason, why_not)
         return out_dir
     if on_note and outcome.no_space:
         on_note(
@@ -724,26 +725,28 @@ def _in_scratch(
     return elsewhere
 
 
-def _no_scratch_either(reason: str) -> str:
+def _no_scratch_either(reason: str, why_not: list[str]) -> str:
     """A read-only capture's failure (parse.failure_reason) once no scratch directory could take its tables
-    either: the advice to analyse its trace file alone (tables in the user's cache) is left out, as that
-    cache could not take them (helper-156)."""
+    either (``why_not``: why each, :func:`_tables_elsewhere`): the advice to analyse its trace file alone
+    (tables in the user's cache) is left out, as that cache could not take them (helper-156)."""
     from npuprof.results.paths import trace_cache_root
 
     said = reason.split("; its tables cannot be written there", 1)[0]
-    roots = ", ".join(root or "TMPDIR" for root in SCRATCH_ROOTS)
+    roots = "; ".join(why_not) or ", ".join(root or "TMPDIR" for root in SCRATCH_ROOTS)
     return (
         f"{said}; its tables can be written neither there, nor in the user's cache ({trace_cache_root()}), "
-        f"nor in {roots} (no room): analyse a copy in a writable place, or set XDG_CACHE_HOME to a writable "
-        "folder"
+        f"nor in {roots}: analyse a copy in a writable place, or set XDG_CACHE_HOME to a writable folder"
     )
 
 
-def _tables_elsewhere(outcome: ParseOutcome, scratch: ScratchDirs, trace: Path | None = None) -> Path | None:
+def _tables_elsewhere(
+    outcome: ParseOutcome, scratch: ScratchDirs, trace: Path | None = None, why_not: list[str] | None = None
+) -> Path | None:
     """A capture whose tables could not be written: its tables made in a new scratch directory (made by
     ``scratch``, which removes it), the first of SCRATCH_ROOTS with room for them; ``outcome``
-    then reads as parsed. None when none has room or the parse fails there too. ``trace``: a bare trace's
-    file (a rank dir's is found in it)."""
+    then reads as parsed. None when none has room or the parse fails there too; ``why_not`` gets why, a
+    root each (before, every failure was said as "no room": a run under load saw a parse fail in both).
+    ``trace``: a bare trace's file (a rank dir's is found in it)."""
     import shutil
     import tempfile
 
@@ -754,24 +757,41 @@ def _tables_elsewhere(outcome: ParseOutcome, scratch: ScratchDirs, trace: Path |
         size = plain_size(raw)
     except OSError:
         return None
+    why = why_not if why_not is not None else []
     for root in SCRATCH_ROOTS:
+        where = root or "TMPDIR"
         try:  # gettempdir() raises when no temporary directory can take a file (all full)
             base = root or tempfile.gettempdir()
+            where = root or f"TMPDIR ({base})"
             if shutil.disk_usage(base).free < SCRATCH_SHARE * size:
+                why.append(f"{where} (no room)")
                 continue
             made = scratch.make(base)
-        except OSError:
+        except OSError as exc:
+            why.append(f"{where} ({exc.strerror or exc})")
             continue
         out_dir = made / layout.PARSED_DIR
         try:
             out_dir.mkdir()
             write_outputs(raw, out_dir, outcome.rank, 1)
-        except Exception:
+        except Exception as exc:
+            why.append(f"{where} ({_scratch_failure(exc)})")
             continue
         _keep_what_the_report_reads(out_dir)
         outcome.status = "parsed"
         return out_dir
     return None
+
+
+def _scratch_failure(exc: Exception) -> str:
+    """Why tables could not be made in a scratch root, in a few words."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no room"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return f"{type(exc).__name__}: {exc}"
 
 
 def plain_size(raw: Path) -> int:
