@@ -235,3 +235,38 @@ def test_a_string_time_that_is_no_time_in_torch_npus_trace_leaves_out_that_event
     same = [e.ts for e in loaded.events if (e.name, e.dur) == (first_op["name"], first_op["dur"])]
     read_first = same[0]
     assert abs(read_first + base_us - float(first_op["ts"])) < 0.01
+
+
+@pytest.mark.parametrize("reader", ["load", "scan"])
+def test_a_chunk_of_only_timeless_events_leaves_later_string_times_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    """torch_npu's string times with a run of events whose ts is "soon" longer than a chunk: that chunk,
+    all left out, held no string time, and the reader took its decoder for one that keeps ts as written:
+    every later string ts stayed text (analyse failed: "could not convert string to float: 'soon'";
+    helper-197). Each event after it is read with the time it was written with."""
+    from decimal import Decimal
+
+    from npuprof.analysis import scan
+    from npuprof.analysis.trace_loader import TraceReader
+
+    def op(name: str, ts: str) -> dict:
+        return {"ph": "X", "name": name, "cat": "cpu_op", "pid": 1, "tid": 1, "ts": ts, "dur": 1, "args": {}}
+
+    good = [op(f"a{k}", f"1704161511{k:06d}.{k % 1000:03d}") for k in range(1000)]
+    lost = [op("lost", "soon") for _ in range(1500)]  # ~135 KB: more than a chunk of the reader below
+    later = [op(f"b{k}", f"1704161512{k:06d}.{k % 1000:03d}") for k in range(2000)]
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(good + lost + later))
+    base = 1704161511000000 // 10**12 * 10**12
+    expected = [(e["name"], float(Decimal(e["ts"]) - base)) for e in good + later]
+    if reader == "load":
+        loaded = TraceReader(path, block=4096)
+        read = [(e.name, e.ts) for chunk in loaded for e in chunk.events]
+        assert read == expected
+        assert loaded.damaged.total == len(lost)
+    else:
+        monkeypatch.setattr(scan, "BLOCK", 4096)
+        extract = scan.scan(path)[0]
+        assert extract.event_count == len(expected)
+        assert extract.damaged.total == len(lost)

@@ -437,17 +437,25 @@ class TraceReader:
                 self.repaired_values[kind] = self.repaired_values.get(kind, 0) + count
         if not self._texts_kept:
             try:
-                sum(map(_TS, events))  # C speed; a string time (or a ts that is no number) stops it
-            except (TypeError, AttributeError):
-                try:
-                    self._string_times(events)
-                except _NoTime:  # a string ts that is no time ("soon"): that event is damaged, left out
-                    events, framed = self._without_damaged(_RAW_EVENTS.decode(framed), times=True)
-                    self._string_times(events)
-            else:
-                if self.ts_base and events and max(map(_TS, events)) >= self.ts_base:
-                    self._rebase_numbers(events, range(len(events)))
+                self._times(events)
+            except _NoTime:  # a string ts that is no time ("soon"): that event is damaged, left out
+                events, framed = self._without_damaged(_RAW_EVENTS.decode(framed), times=True)
+                # the rest as any chunk: those left may hold no string time at all (helper-197: then
+                # _string_times took this decoder for one that keeps ts as written, and every later
+                # chunk's string times stayed text)
+                self._times(events)
         return events, memoryview(framed)[1:-1]
+
+    def _times(self, events: list[Any]) -> None:
+        """The times of a chunk's events made numbers (string times) or moved to ``ts_base`` (numbers in a
+        trace of string times). Raises _NoTime for a string ts that is no time."""
+        try:
+            sum(map(_TS, events))  # C speed; a string time (or a ts that is no number) stops it
+        except (TypeError, AttributeError):
+            self._string_times(events)
+        else:
+            if self.ts_base and events and max(map(_TS, events)) >= self.ts_base:
+                self._rebase_numbers(events, range(len(events)))
 
     def _events_of(self, framed: bytearray) -> list[Any] | None:
         """The events of ``[...]``, by the decoder or the fallback; None when it is not JSON they read."""
