@@ -270,3 +270,32 @@ def test_a_chunk_of_only_timeless_events_leaves_later_string_times_read(
         extract = scan.scan(path)[0]
         assert extract.event_count == len(expected)
         assert extract.damaged.total == len(lost)
+
+
+@pytest.mark.parametrize("bad", ["1e400", "0x10", "9" * 70, "99999999999999999999"])
+def test_a_damaged_first_time_does_not_set_the_base_of_the_others(tmp_path: Path, bad: str) -> None:
+    """The base of torch_npu's string times came from the first string ts whatever it held: a damaged
+    first event's "1e400" or "0x10" made it 0 (every other time read through a float, its nanoseconds
+    lost), a 70-digit one 10^69 (every time shifted by it; helper-197). It comes from the first that is a
+    time: each other event is read to the nanosecond it was written with."""
+    from decimal import Decimal
+
+    good = [
+        {
+            "ph": "X",
+            "name": f"op{k}",
+            "cat": "cpu_op",
+            "pid": 1,
+            "tid": 1,
+            "ts": f"1704161511{k:06d}.123",
+            "dur": 1,
+        }
+        for k in range(5)
+    ]
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps([{**good[0], "name": "lost", "ts": bad}, *good]))
+    loaded = load_trace(path)
+    assert loaded.damaged.total == 1
+    assert [(e.name, Decimal(repr(e.ts)) + loaded.ts_base) for e in loaded.events] == [
+        (e["name"], Decimal(e["ts"])) for e in good
+    ]

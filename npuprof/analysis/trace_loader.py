@@ -109,7 +109,7 @@ _PH_KEY = re.compile(rb'"ph"\s*:')
 TS_BASE_STEP = 10**12
 BASE_TIME_KEY = "baseTimeNanoseconds"  # Kineto's: its ts are µs after this; set for string times too
 BASE_WINDOW = 64 << 10  # the base comes from the first string ts in this many bytes of events
-_FIRST_STRING_TS = re.compile(rb'"ts"\s*:\s*"\s*(-?\d+)')
+_FIRST_STRING_TS = re.compile(rb'"ts"\s*:\s*"(\s*(-?\d+)[^"\\]*)"')  # (the whole text, its integer part)
 _LEADING_ZEROS = re.compile(rb"(^|,)0+(?=\d)")
 _FLOATS = msgspec.json.Decoder(list[float])
 _STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the fallback is tried first
@@ -591,9 +591,14 @@ class TraceReader:
 
     def _set_base(self, window: bytes | bytearray) -> None:
         """The base of string times, from the first string ts in ``window`` (the first BASE_WINDOW bytes
-        of events); 0 when there is none, or when it is below TS_BASE_STEP."""
-        found = _FIRST_STRING_TS.search(window)
-        first = int(found.group(1)) if found else 0
+        of events) that is a time (helper-197: a damaged first event's "1e400" made it 0, losing every other
+        time's nanoseconds; a 70-digit one made it 10^69); 0 when there is none, or when it is below
+        TS_BASE_STEP."""
+        first = 0
+        for found in _FIRST_STRING_TS.finditer(window):
+            if _decimal(found.group(1)) is not None:
+                first = int(found.group(2))
+                break
         self.ts_base = first // TS_BASE_STEP * TS_BASE_STEP if first >= TS_BASE_STEP else 0
         if self.ts_base:
             self.meta.setdefault(BASE_TIME_KEY, self.ts_base * 1000)
