@@ -541,8 +541,8 @@ class TraceReader:
             return None
         if len(whole) != len(texts):  # a text held a comma
             return None
-        if not base:
-            return whole
+        if not base:  # a time beyond TIME_LIMIT, as a number is (helper-197: "1e300" was read as one)
+            return whole if whole and min(whole) >= -TIME_LIMIT and max(whole) <= TIME_LIMIT else None
         # within [B, B + step) a plain decimal is the base's digits and 12 more: dropping the former is
         # exact; an exponent, or a text the rounding of "whole" let in, fails one of the range checks
         if "e" in joined or "E" in joined or min(whole) < base or max(whole) >= base + TS_BASE_STEP:
