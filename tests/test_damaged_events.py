@@ -319,3 +319,33 @@ def test_a_damaged_first_time_does_not_set_the_base_of_the_others(tmp_path: Path
     assert [(e.name, Decimal(repr(e.ts)) + loaded.ts_base) for e in loaded.events] == [
         (e["name"], Decimal(e["ts"])) for e in good
     ]
+
+
+@pytest.mark.parametrize("form", ["kineto", "array"])
+def test_a_string_time_with_an_underscore_is_no_time(tmp_path: Path, form: str) -> None:
+    """Python's Decimal reads "1_000" as 1000: such a ts was read as that time, not left out as a string
+    that is no number (helper-197)."""
+    from decimal import Decimal
+
+    good = [
+        {
+            "ph": "X",
+            "name": f"op{k}",
+            "cat": "cpu_op",
+            "pid": 1,
+            "tid": 1,
+            "ts": f"1704161511{k:06d}.5",
+            "dur": 1,
+        }
+        for k in range(4)
+    ]
+    if form == "kineto":
+        good = [{**e, "ts": 10.0 * k} for k, e in enumerate(good)]
+    events = [*good[:2], {**good[0], "name": "lost", "ts": "1_000"}, *good[2:]]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events} if form == "kineto" else events))
+    loaded = load_trace(path)
+    assert loaded.damaged.total == 1
+    assert [(e.name, Decimal(repr(e.ts)) + loaded.ts_base) for e in loaded.events] == [
+        (e["name"], Decimal(str(e["ts"]))) for e in good
+    ]

@@ -1126,7 +1126,7 @@ def _starts_events(window: bytes, brace: int) -> bool:
 def _decimal(text: bytes) -> Decimal | None:
     """The finite number a string time holds (within TIME_LIMIT), or None."""
     text = text.strip()
-    if not text or len(text) > 64:
+    if not text or len(text) > 64 or b"_" in text:  # "1_000": Python's Decimal only (helper-197)
         return None
     try:
         value = Decimal(text.decode("ascii"))
