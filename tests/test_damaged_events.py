@@ -349,3 +349,28 @@ def test_a_string_time_with_an_underscore_is_no_time(tmp_path: Path, form: str) 
     assert [(e.name, Decimal(repr(e.ts)) + loaded.ts_base) for e in loaded.events] == [
         (e["name"], Decimal(str(e["ts"]))) for e in good
     ]
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_string_time_written_with_escapes_is_in_trace_view_as_in_the_tables(
+    tmp_path: Path, damaged: bool
+) -> None:
+    """A string ts written with JSON escapes ("\\u0031...": "1000050") is read as that time by the tables;
+    trace_view.json wrote it as "0.000", or, in a trace with a damaged event, left it out as no time
+    (helper-197). It holds it with its time, as the tables do."""
+    trace = cpu_trace()
+    if damaged:
+        trace["traceEvents"].append({**x("aten::lost", "cpu_op", 700, 5), "ts": "soon"})
+    trace["traceEvents"].append({**x("aten::escaped", "cpu_op", 800, 5), "ts": "ESCAPED"})
+    written = T0 + 800
+    rank_dir = write_rank_dir(tmp_path, trace)
+    (raw,) = rank_dir.glob("*.pt.trace.json")
+    escaped = '"' + "".join(f"\\u{ord(c):04x}" for c in str(int(written))) + '"'
+    raw.write_text(raw.read_text().replace('"ESCAPED"', escaped))
+    assert [e.ts for e in load_trace(raw).events if e.name == "aten::escaped"] == [written]
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    view = json.loads((out / "trace_view.json").read_text())
+    assert [e["ts"] for e in view if e.get("name") == "aten::escaped"] == [f"{written:.3f}"]
+    summary = json.loads((out / SUMMARY).read_text())
+    assert "aten::escaped" in {o["name"] for o in summary["top_operators"]}

@@ -83,6 +83,7 @@ def _reprs(values: np.ndarray) -> list[str]:
 # ---- times as torch_npu writes them: epoch microseconds, as text with nanosecond decimals ------------------
 _NUM_WIDTH = 32  # characters of a time's text that the array parse reads (longer ones go through Decimal)
 _POS = np.arange(_NUM_WIDTH)
+_STRING = msgspec.json.Decoder(str)
 
 
 def ns_of_texts(texts: list[bytes]) -> np.ndarray:
@@ -117,8 +118,14 @@ def ns_of_texts(texts: list[bytes]) -> np.ndarray:
         from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
         for i in bad.tolist():
+            text = texts[i].strip()
+            if text[:1] == b'"' and b"\\" in text:  # escapes ("\u0031"): the string they write (helper-197)
+                try:
+                    text = _STRING.decode(text).encode("utf-8", "replace")
+                except msgspec.DecodeError:
+                    pass
             try:
-                value = Decimal(texts[i].strip(b'" ').decode()) * 1000
+                value = Decimal(text.strip(b'" ').decode()) * 1000
                 ns[i] = int(value.to_integral_value(ROUND_HALF_UP)) if value.is_finite() else 0
             except (InvalidOperation, UnicodeDecodeError, OverflowError, ValueError):
                 ns[i] = 0

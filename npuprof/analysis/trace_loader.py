@@ -1153,7 +1153,15 @@ def raw_ts_is_no_time(raw: Any) -> bool:
     """Whether a ``ts`` kept as its JSON text (bytes, msgspec.Raw) is a string that is no time: its event
     is damaged (docs/formats.md, "Damaged events")."""
     text = bytes(raw) if raw is not None else b""
-    return text[:1] == b'"' and _decimal(text[1:-1]) is None
+    if text[:1] != b'"':
+        return False
+    if b"\\" in text:  # escapes ("\u0031"): the string they write, as the decoders read it (helper-197)
+        try:
+            value = _ANY.decode(text)
+        except msgspec.DecodeError:
+            return True
+        return _no_time(EventHead(ts=value))
+    return _decimal(text[1:-1]) is None
 
 
 def _problem(exc: msgspec.DecodeError) -> str:
