@@ -374,3 +374,30 @@ def test_a_string_time_written_with_escapes_is_in_trace_view_as_in_the_tables(
     assert [e["ts"] for e in view if e.get("name") == "aten::escaped"] == [f"{written:.3f}"]
     summary = json.loads((out / SUMMARY).read_text())
     assert "aten::escaped" in {o["name"] for o in summary["top_operators"]}
+
+
+def test_a_timeless_event_before_another_damaged_one_is_said_first(tmp_path: Path) -> None:
+    """A ts "soon" before a dur "abc" in one chunk: the scan's check of the events before the dur's (which of
+    them its tables leave out) got the "soon" one and raised "could not convert string to float: 'soon'"
+    (analyse failed; helper-197), and the readers quoted the dur's as the first. Both are left out, the
+    first in the file quoted first."""
+    from npuprof.analysis import scan
+
+    events = [
+        x("op0", "cpu_op", 0, 5),
+        {**x("lost_first", "cpu_op", 10, 5), "ts": "soon"},
+        {**x("lost_second", "cpu_op", 20, 5), "dur": "abc"},
+        x("op3", "cpu_op", 30, 5),
+        x("op4", "cpu_op", 40, 5),
+        x("op5", "cpu_op", 50, 5),
+    ]
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    counts = {DAMAGE["ts"][1]: 1, DAMAGE["dur"][1]: 1}
+    extract = scan.scan(path)[0]
+    loaded = load_trace(path)
+    assert extract.event_count == len(loaded.events) == 4
+    for damaged in (extract.damaged, loaded.damaged):
+        assert damaged.counts == counts
+        assert damaged.first.startswith(f"an event of the wrong shape ({DAMAGE['ts'][1]}): "), damaged.first
+        assert '"lost_first"' in damaged.first, damaged.first

@@ -620,7 +620,10 @@ class TraceReader:
                 at = self.malformed_at + 1
                 self.malformed_what = _NOT_JSON.get(bytes(framed[at : at + 9]).lstrip(b"-")[:3], "")
             return None
-        return self._without_damaged(raws)
+        # a string ts that is no time is damage too, in the same pass: those before the first other damage
+        # are quoted first, and the scan's check of the events before it (first_check) never sees one
+        # (helper-197: its "soon" raised "could not convert string to float", a traceback)
+        return self._without_damaged(raws, times=True)
 
     def _without_damaged(self, raws: list[msgspec.Raw], times: bool = False) -> tuple[list[Any], bytearray]:
         """JSON values some of which are no events this reader reads (a number, a ``dur`` that is a string:
