@@ -401,3 +401,21 @@ def test_a_timeless_event_before_another_damaged_one_is_said_first(tmp_path: Pat
         assert damaged.counts == counts
         assert damaged.first.startswith(f"an event of the wrong shape ({DAMAGE['ts'][1]}): "), damaged.first
         assert '"lost_first"' in damaged.first, damaged.first
+
+
+def test_export_stacks_says_the_complete_events_without_a_time_it_left_out(tmp_path: Path) -> None:
+    """A complete event without a ts (or a dur) is left out by analyse, said in one line; export-stacks left
+    it out unsaid (helper-197). It says it as analyse does."""
+    trace = cpu_trace()
+    no_ts, no_dur = x("aten::no_ts", "cpu_op", 150, 20), x("aten::no_dur", "cpu_op", 160, 20)
+    del no_ts["ts"], no_dur["dur"]
+    trace["traceEvents"] += [no_ts, no_dur]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY).read_text())
+    (said,) = [w for w in summary["warnings"] if "without a ts or a dur" in w]
+    assert said.startswith("2 complete event(s) without a ts or a dur were left out")
+    (raw,) = rank_dir.glob("*.pt.trace.json")
+    folded = stacks.folded_from_trace(raw)
+    assert "aten::no_" not in folded.text()
+    assert [n for n in folded.notes if "without a ts" in n] == [said]

@@ -769,8 +769,13 @@ def folded_from_events(
 
 
 def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = False) -> FoldedStacks:
-    loaded = load(trace)
+    timeless = [0]
+    loaded = load(trace, timeless)
     folded = folded_from_events(loaded.events, metric, keep_idle)
+    if timeless[0]:  # said as analyse says it (helper-197: left out unsaid)
+        from npuprof.reports.trace_events import timeless_note
+
+        folded.notes.append(timeless_note(timeless[0]))
     if loaded.repaired_strings:  # helper-123: frames of U+FFFD without a word
         from npuprof.analysis.trace_repairs import not_text_note
 

@@ -31,11 +31,29 @@ def wanted(ev: Any) -> bool:
     return ev.ph in ("s", "f", "t", "M") or ev.name == vocab.MEMORY_EVENT
 
 
-def load(path: Path) -> Trace:
+def timeless_note(count: int) -> str:
+    """What a reader says of the complete events without a ts or a dur it left out (analyse's words)."""
+    return (
+        f"{count} complete event(s) without a ts or a dur were left out (no profiler writes them so: the "
+        "trace was edited or damaged)"
+    )
+
+
+def load(path: Path, timeless: list[int] | None = None) -> Trace:
     """The trace with the events ``wanted`` (in file order; times as trace_loader gives them: string
-    times relative to ``Trace.ts_base``). Raises TraceReadError."""
+    times relative to ``Trace.ts_base``). ``timeless``: a one-item list the complete events without a ts
+    or a dur (left out) are counted into. Raises TraceReadError."""
+
+    def counted(ev: Any) -> bool:  # wanted, counting what it leaves out for want of a time
+        if ev.ph == "X":
+            if no_time(ev.ts) or no_time(ev.dur):
+                timeless[0] += 1  # type: ignore[index]
+                return False
+            return True
+        return ev.ph in ("s", "f", "t", "M") or ev.name == vocab.MEMORY_EVENT
+
     try:
-        return load_trace(path, keep=wanted)
+        return load_trace(path, keep=wanted if timeless is None else counted)
     except TraceError as exc:
         raise TraceReadError(str(exc)) from exc
     except OSError as exc:
