@@ -8,12 +8,13 @@ the fly) is read in blocks, each block is cut at an event boundary and decoded w
 :class:`Event` structs whose ``args`` stay undecoded (``msgspec.Raw``) until asked for.
 
 Times: ``ts`` is a number of µs, or a string (torch_npu: epoch µs with nanosecond decimals,
-``"1704161511420306.491"``, 19 digits, more than a float holds). A trace with string times is read relative
-to an integer base ``B`` µs: the integer part of its first string ``ts`` (in the first ``BASE_WINDOW`` bytes
-of events) rounded down to a multiple of ``TS_BASE_STEP`` (10^12 µs, ~11.6 days, so the ranks of one job
-share it). Each string ``ts`` becomes the float ``ts - B``, computed on the decimal text (the base's leading
-digits dropped, never rounded through a float), so its nanoseconds are kept: offsets stay below ~2 * 10^12
-µs, where a float resolves 0.25 ns and the shortest ``repr`` of an offset gives back the text's decimals.
+``"1704161511420306.491"``, 19 digits, more than a float holds). A trace with string times is read relative to
+an integer base ``B`` µs: the integer part of its first string ``ts`` that is a time (in the first
+``BASE_WINDOW`` bytes of events) rounded down to a multiple of ``TS_BASE_STEP`` (10^12 µs, ~11.6 days, so the
+ranks of one job share it). Each string ``ts`` becomes the float ``ts - B``, computed on the decimal text (the
+base's leading digits dropped, never rounded through a float), so its nanoseconds are kept: offsets stay below
+~2 * 10^12 µs, where a float resolves 0.25 ns and the shortest ``repr`` of an offset gives back the text's
+decimals.
 ``B`` is in ``TraceReader.ts_base`` / ``Trace.ts_base`` and, when not 0, in
 ``meta["baseTimeNanoseconds"]`` (``B * 1000``) unless the trace has that key itself: the same meaning as
 Kineto's key (``ts`` are µs after it), so every reader that adds Kineto's base to its times gets the file's
