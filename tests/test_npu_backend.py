@@ -943,11 +943,16 @@ def forked_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
         env["FAKE_TORCH_NPU_LOG"] = str(tmp / f"calls-{name}.jsonl")
     job = tmp / "job.py"
     job.write_text(
-        "import json, os, sys, threading\n"
+        "import gc, json, os, sys, threading\n"
         "import torch, torch._dynamo, torch_npu  # once here, not in each child\n"
         f"sys.path.insert(0, {str(TRAIN.parent)!r})\n"
         "import train\n"
         "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
+        # the parent's objects (torch's) out of the collections of its children and their DataLoader
+        # workers: each gc.collect() there (a worker's, START_FAILS's, an exit's) would walk them all and so
+        # copy the parent's heap (~0.3 CPU-s each, 14 of them); what a child makes (its model, optimizer
+        # and profiler) is collected there as before
+        "gc.freeze()\n"
         f"scenarios, done, failed = {scenarios!r}, {{}}, []\n"
         "for name, (env, argv, source) in scenarios.items():\n"
         "    sys.stdout.flush(); sys.stderr.flush()\n"
