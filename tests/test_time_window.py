@@ -18,7 +18,10 @@ JOB = str(SCRIPTS / "timed_job.py")
 DELAY_S, DURATION_S = 1.0, 1.0
 # The most a job runs: long enough for the delay, the first profiler start (seconds on a busy machine) and
 # the window; it ends once its capture is complete (timed_job.py --until-captured): a margin costs nothing.
-JOB_S = 15.0
+# The start runs on the job's main thread (its import of torch._inductor) and its time counts in this: on a
+# host at 4 times its load (helper-196: busy loops beside two test files) the window began 9 to 18.5 s after
+# the import, and 15 s left it 0.16 s of a job that was ending.
+JOB_S = 60.0
 STEP_SLEEP_S = 0.15  # timed_job.py --steps sleeps this long in each step
 
 
@@ -97,10 +100,12 @@ def test_a_job_without_steps_gets_one_window_of_the_asked_length(no_steps: dict)
     assert DURATION_S * 0.9 <= length <= DURATION_S + 0.6
     times = no_steps["times"]
     # The clock starts while `import torch` runs; the window opens once it has finished, after the delay
-    # (plus the first profiler start, which takes seconds on a busy machine: 5.3 s in a loaded CI run).
+    # (plus the first profiler start, which takes seconds on a busy machine: 5.3 s in a loaded CI run, 8 to
+    # 17.5 s on a host at 4 times its load). On time, as its record says (no "opened ... s after its start"
+    # above); a window that waited for the job's end (JOB_S) is still seen here.
     assert start >= times["before_import"] + DELAY_S - 0.05
     assert start >= times["after_import"] - 0.05
-    assert start <= times["after_import"] + DELAY_S + 8.0
+    assert start <= times["after_import"] + DELAY_S + 30.0 < times["after_import"] + JOB_S
     mms = [e for e in events if e["name"] == "aten::mm"]
     assert 4 <= len(mms) <= 12  # one each 0.1 s of the window
 
