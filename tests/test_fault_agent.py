@@ -273,8 +273,8 @@ def test_same_pid_in_another_namespace_does_not_block_training(out: Path, tmp_pa
 def foreign_locks_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One `npuprof run` (4 steps, one recorded) into an output directory whose .npuprof_pending holds
     another run's lock, held (its post-processor still busy), and a FIFO named like a lock: each is
-    skipped by name alone, apart, so the two tests below share the run. Its result, how long it took,
-    and whether the other run's lock was still there after it, while still held."""
+    skipped by name alone, apart, so the two tests below share the run. Its result, how long it took
+    after the training, and whether the other run's lock was still there after it, while still held."""
     out = tmp_path_factory.mktemp("foreign_locks") / "result"
     pending = out / ".npuprof_pending"
     pending.mkdir(parents=True)
@@ -282,10 +282,13 @@ def foreign_locks_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     other = pending / "0123456789ab.otherhost.77.abcd.lock"
     lock = os.open(other, os.O_WRONLY | os.O_CREAT, 0o640)
     fcntl.flock(lock, fcntl.LOCK_EX)  # another run's post-processor, still busy
+    # timed from the training's end (its marker), not from the run's start: a run of this size took 45 s on a
+    # host at 4 times its load (helper-196); a run that waits for the other run's lock times out
+    trained = tmp_path_factory.mktemp("foreign_locks_marker") / "trained"
     try:
-        started = time.monotonic()
-        result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"), timeout=60)
-        took = time.monotonic() - started
+        train = trainer("--steps", "4", "--marker", str(trained))
+        result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *train, timeout=120)
+        took = time.time() - trained.stat().st_mtime if trained.exists() else float("inf")
         kept = other.exists()
     finally:
         os.close(lock)
