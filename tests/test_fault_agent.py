@@ -249,7 +249,7 @@ def test_same_pid_in_another_namespace_does_not_block_training(out: Path, tmp_pa
         "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o640)\n"
         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
         "open(sys.argv[2], 'w').write('held')\n"
-        "time.sleep(60)\n"
+        "time.sleep(600)\n"
     )
     held = tmp_path / "held"
     script.write_text(
@@ -264,9 +264,11 @@ def test_same_pid_in_another_namespace_does_not_block_training(out: Path, tmp_pa
         f"open({str(tmp_path / 'took')!r}, 'w').write(str(time.monotonic() - start))\n"
         "holder.kill()\n"
     )
-    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script), timeout=60)
+    # the other holder keeps its lock 600 s: training blocked behind it times out. The model and optimizer
+    # (torch._dynamo's import) took 9 s beside four busy loops (helper-196), more on a host more loaded
+    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script), timeout=120)
     assert result.returncode == 0, result.stderr
-    assert float((tmp_path / "took").read_text()) < 20  # the other holder keeps its lock for 60 s
+    assert float((tmp_path / "took").read_text()) < 45
 
 
 @pytest.fixture(scope="module")
