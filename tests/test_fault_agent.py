@@ -349,7 +349,7 @@ def test_planted_links_and_fifos_in_the_output_dir_are_not_followed(out: Path, t
     out.mkdir()
     (out / "npuprof.log").symlink_to(victim_log)
     (out / ".npuprof_pending").symlink_to(victim_dir)
-    result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"), timeout=60)
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"), timeout=120)
     assert result.returncode == 0, result.stderr
     assert victim_log.read_text() == "keep me\n"
     assert victim_lock.exists()
@@ -539,7 +539,7 @@ def test_a_profiler_start_that_fails_after_torch_enabled_it_is_still_stopped(
         "    model(torch.randn(4, 8)).sum().backward()\n"
         "print('own events:', len(own.events()) > 0)\n"
     )
-    result = npuprof("run", "-o", str(out), *sched(1, 0, 3), "--", sys.executable, str(script), timeout=60)
+    result = npuprof("run", "-o", str(out), *sched(1, 0, 3), "--", sys.executable, str(script), timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "enabled after: False" in result.stdout and "own events: True" in result.stdout, result.stdout
     assert "broken process group" in result.stderr
@@ -567,7 +567,7 @@ def test_a_next_cycles_prepare_that_fails_at_a_captures_end_does_not_crash_the_j
         "print('enabled after:', torch.autograd._profiler_enabled())\n"
     )
     flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2", "--repeat", "3"]
-    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=60)
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "enabled after: False" in result.stdout, result.stdout
     assert "the next cycle could not prepare" in result.stderr
@@ -637,7 +637,7 @@ def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
     out = tmpfs("8m") / "result"
     result = npuprof(
         "run", "-o", str(out), "--min-free-space", "16MiB", *sched(1, 1, 2), "--",
-        *trainer("--steps", "6"), timeout=60,
+        *trainer("--steps", "6"), timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "skipped" in line and "free" in line]
@@ -668,7 +668,7 @@ def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_writt
     "the reason is not known" under the skip's own warning (helper-97); the free space is the reason."""
     out = _full_disk(tmpfs)
     assert os.statvfs(out).f_bavail == 0
-    result = npuprof("run", "-o", str(out), *sched(1, 1, 2), "--", *trainer("--steps", "6"), timeout=60)
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 2), "--", *trainer("--steps", "6"), timeout=120)
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())  # the note may be wrapped to the terminal's width
     last = said[said.index("npuprof: no capture was written") :]
@@ -684,7 +684,7 @@ def test_a_full_disk_is_named_as_the_reason_with_min_free_space_0(tmpfs) -> None
     out = _full_disk(tmpfs)
     result = npuprof(
         "run", "-o", str(out), "--min-free-space", "0", *sched(1, 1, 2), "--", *trainer("--steps", "6"),
-        timeout=60,
+        timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
@@ -741,7 +741,7 @@ def test_disk_full_during_export_leaves_no_partial_trace(tmpfs) -> None:
     out = tmpfs("600k") / "result"
     result = npuprof(
         "run", "-o", str(out), "--min-free-space", "0", "--record-shapes", "--with-stack", *sched(1, 1, 4),
-        "--", *trainer("--steps", "8"), timeout=60,
+        "--", *trainer("--steps", "8"), timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
