@@ -1008,3 +1008,30 @@ def test_memory_record_sizes_no_device_has_are_left_out_and_said(tmp_path: Path)
     times, sizes = json.loads(target.read_text())
     assert times == [t, t + 1000, t + 2000]
     assert [sum(row) for row in sizes] == [round(a * 2**20) for a, _r in good]
+
+
+def test_communication_step_keys_of_odd_digits_cost_no_rank_and_steps_written_twice_are_summed(
+    tmp_path: Path,
+) -> None:
+    """helper-200: a communication.json key "step²" ("²".isdigit() is True, int("²") raises) ended the rank in
+    'not analysed' over one key; "step1" and "step01" (one step) kept only the later's figures by step
+    while the total had both. In-process: the summary of the rank dir, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+
+    def op(ms: float, mb: float) -> dict:
+        return {
+            "Communication Time Info": {"Elapse Time(ms)": ms},
+            "Communication Bandwidth Info": {"RDMA": {"Transit Size(MB)": mb}},
+        }
+
+    data = {
+        "step²": {"collective": {"a": op(1.0, 2.0)}},
+        "step1": {"collective": {"b": op(3.0, 4.0)}},
+        "step01": {"p2p": {"c": op(5.0, 6.0)}},
+    }
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(data))
+    summary = ascend_output.summary_of(d)
+    assert summary.communication == {"operators": 3, "time_us": 9000.0, "size_mb": 12.0}
+    assert summary.communication_by_step == {"1": {"operators": 2, "time_us": 8000.0, "size_mb": 10.0}}

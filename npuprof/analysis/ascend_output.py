@@ -563,8 +563,14 @@ def _communication(
         if not count:
             continue
         figures = {"operators": count, "time_us": round(time_ms * 1000, 3), "size_mb": round(size_mb, 6)}
-        if str(key).startswith("step") and str(key)[4:].isdigit():  # "step<N>": what --steps sums
-            by_step[str(int(str(key)[4:]))] = figures
+        number = str(key)[4:]
+        # "step<N>": what --steps sums. ASCII digits only: str.isdigit() also takes "²", which int() refuses
+        # (helper-200: a key "step²" cost the rank its whole report); "step1" and "step01" are one step
+        if str(key).startswith("step") and number.isascii() and number.isdigit():
+            into = by_step.setdefault(str(int(number)), {"operators": 0, "time_us": 0.0, "size_mb": 0.0})
+            into["operators"] = int(into["operators"]) + count
+            into["time_us"] = round(float(into["time_us"]) + figures["time_us"], 3)
+            into["size_mb"] = round(float(into["size_mb"]) + figures["size_mb"], 6)
         total = {
             "operators": int(total["operators"]) + count,
             "time_us": round(float(total.get("time_us", 0.0)) + figures["time_us"], 3),
