@@ -1035,3 +1035,40 @@ def test_communication_step_keys_of_odd_digits_cost_no_rank_and_steps_written_tw
     summary = ascend_output.summary_of(d)
     assert summary.communication == {"operators": 3, "time_us": 9000.0, "size_mb": 12.0}
     assert summary.communication_by_step == {"1": {"operators": 2, "time_us": 8000.0, "size_mb": 10.0}}
+
+
+def test_cells_past_any_real_figure_are_damage_not_summed_to_infinity(tmp_path: Path) -> None:
+    """helper-200: two kernel, operator or communication cells of 1e308 summed to inf, which analyse's JSON
+    wrote as Infinity (no JSON to a strict reader); a step's Computing of 1e300 was its duration. Cells past
+    ascend_output.MAX_CELL are read as damaged and said. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+    from npuprof.analysis.summary_schema import as_plain
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 1e300, 1.0, 4.0, 1.0)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    kernels = (out / "kernel_details.csv").read_text(encoding="utf-8-sig").splitlines()
+    header = next(csv.reader([kernels[0]]))
+    rows = [next(csv.reader([line])) for line in kernels[1:3]]
+    for row in rows:
+        row[header.index("Duration(us)")] = "1e308"
+    with open(out / "kernel_details.csv", "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    with open(out / "operator_details.csv", "w", newline="") as f:
+        csv.writer(f).writerows(
+            [
+                ["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER],
+                *[["x", "", "", 1e308, 1e308, 0, 0, 0, 0]] * 2,
+            ]
+        )
+    op = {"Communication Time Info": {"Elapse Time(ms)": 1e308}}
+    (out / "communication.json").write_text(json.dumps({"step1": {"collective": {"a": op, "b": op}}}))
+    summary = ascend_output.summary_of(d)
+    json.dumps(as_plain(summary), allow_nan=False)  # raises on inf or nan
+    (step,) = summary.steps
+    assert step.duration_us == 5.0  # 1.0 + 4.0: Computing counted as 0, said
+    assert summary.communication == {"operators": 2, "time_us": 0.0, "size_mb": 0.0}
+    said = " ".join(summary.warnings)
+    assert "no value for Computing" in said and "2 of its 3 rows have no number" not in said
+    assert "kernel_details.csv: 2 of its 2 rows" in said or "all 2 rows have no number" in said
+    assert "operator_details.csv: 2 row(s) have a time that is no duration" in said
+    assert "communication.json: 2 operation(s) have no 'Elapse Time(ms)' number" in said

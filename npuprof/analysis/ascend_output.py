@@ -181,12 +181,29 @@ def _rows(path: Path) -> Iterator[dict[str, str]]:
         raise AscendTableError(f"{path.name}: {exc}") from None
 
 
+# no figure of torch_npu's tables comes near: 1e18 µs is 31,700 years (an epoch µs time now is 1.7e15), 1e18
+# MB a zettabyte. A cell beyond it is damage: read, two such (1e308) summed to inf, which analyse's JSON wrote
+# as Infinity, no JSON at all to a strict reader (helper-200)
+MAX_CELL = 1e18
+
+
 def _number(text: str | None) -> float | None:
-    """A cell as a finite float; None for torch_npu's ``N/A``, an empty cell or a damaged one."""
+    """A cell as a finite float within ±MAX_CELL; None for torch_npu's ``N/A``, an empty cell or a damaged
+    one."""
     if text is None:
         return None
     try:
         value = float(text.strip())
+    except ValueError:
+        return None
+    return value if abs(value) <= MAX_CELL else None
+
+
+def _size(text: str | None) -> float | None:
+    """A memory size cell as a finite float, however large (sizes no device has are told apart from cells
+    that are no number, and said: MAX_DEVICE_MB)."""
+    try:
+        value = float((text or "").strip())
     except ValueError:
         return None
     return value if math.isfinite(value) else None
@@ -474,10 +491,10 @@ def _allocator_rows(path: Path) -> tuple[str, list[tuple[str, str, float, float,
     impossible = 0
     for row in _rows(path):
         text = row.get("Timestamp(us)") or ""
-        t, allocated = _number(text), _number(row.get("Total Allocated(MB)"))
+        t, allocated = _number(text), _size(row.get("Total Allocated(MB)"))
         if t is None or allocated is None:
             continue
-        component, reserved = row.get("Component") or "", _number(row.get("Total Reserved(MB)"))
+        component, reserved = row.get("Component") or "", _size(row.get("Total Reserved(MB)"))
         if not 0 <= allocated <= MAX_DEVICE_MB or (
             reserved is not None and not 0 <= reserved <= MAX_DEVICE_MB
         ):
