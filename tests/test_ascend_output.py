@@ -1072,3 +1072,37 @@ def test_cells_past_any_real_figure_are_damage_not_summed_to_infinity(tmp_path: 
     assert "kernel_details.csv: 2 of its 2 rows" in said or "all 2 rows have no number" in said
     assert "operator_details.csv: 2 row(s) have a time that is no duration" in said
     assert "communication.json: 2 operation(s) have no 'Elapse Time(ms)' number" in said
+
+
+def test_memory_record_rows_with_no_number_are_said_not_dropped_without_a_word(tmp_path: Path) -> None:
+    """helper-200: memory_record.csv rows whose Timestamp(us) or Total Allocated(MB) was no number (N/A, a
+    date; a file whose columns are Timestamp(ns) / Total Allocated(KB)) were left out without a word, a
+    whole file of them (or a header alone) read as no memory; analyse and memory-timeline say them now.
+    In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+    from npuprof.reports.memory_timeline import from_memory_record
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    rows = [
+        ["PTA", "1699529622790611\t", 10.0, 20.0, 10.0, 1, "NPU:0"],
+        ["PTA", "N/A", 90.0, 95.0, 10.0, 1, "NPU:0"],
+        ["PTA", "2023-11-09 12:00:00", 80.0, 85.0, 10.0, 1, "NPU:0"],
+        ["PTA", "1699529622790700\t", 30.0, 40.0, 10.0, 1, "NPU:0"],
+    ]
+    _memory_record(out, rows)
+    summary = ascend_output.summary_of(d)
+    assert summary.memory == {"peak_allocated_mb": 30.0, "peak_reserved_mb": 40.0}  # the two readable rows
+    note = "memory_record.csv: 2 row(s) have no number for 'Timestamp(us)' or 'Total Allocated(MB)'"
+    assert any(w.startswith(note) for w in summary.warnings), summary.warnings
+    assert note in from_memory_record(out / "memory_record.csv").origin
+
+    other_unit = (
+        "Component,Timestamp(ns),Total Allocated(KB),Device Type\nPTA,1699529622790611000,10240,NPU:0\n"
+    )
+    (out / "memory_record.csv").write_text(other_unit)
+    summary = ascend_output.summary_of(d)
+    assert summary.memory == {}
+    assert any(w.startswith("memory_record.csv: 1 row(s) have no number") for w in summary.warnings)
+    (out / "memory_record.csv").write_text(other_unit.splitlines()[0] + "\n")
+    assert "no memory_record.csv rows: no memory figures" in ascend_output.summary_of(d).warnings

@@ -449,10 +449,14 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
 
 def _memory(path: Path, warnings: list[str]) -> list[tuple[float, float, float | None]]:
     """(time epoch µs, allocated MB, reserved MB) of the allocator's records (:func:`_allocator_rows`),
-    every device's; records of impossible sizes are left out, said in ``warnings``."""
-    _component, rows, impossible = _allocator_rows(path)
+    every device's; records of impossible sizes or with no number are left out, said in ``warnings``."""
+    _component, rows, impossible, unread = _allocator_rows(path)
     if impossible:
         warnings.append(impossible_memory_note(impossible))
+    if unread:
+        warnings.append(unread_memory_note(unread))
+    elif not rows and not impossible:
+        warnings.append(f"no {MEMORY_FILE} rows: no memory figures")
     return sorted(((t, a, r) for _d, _text, t, a, r in rows), key=lambda row: row[0])  # stable in ties
 
 
@@ -463,11 +467,24 @@ def impossible_memory_note(records: int) -> str:
     )
 
 
-def allocator_records(path: Path) -> tuple[str, dict[str, list[tuple[int, float, float | None]]], int]:
+def unread_memory_note(unread: int) -> str:
+    """helper-200: rows whose time or allocated size was no number (N/A, a date, another unit's column:
+    Timestamp(ns), Total Allocated(KB)) were left out without a word, a whole file of them read as no
+    memory at all."""
+    return (
+        f"{MEMORY_FILE}: {unread} row(s) have no number for 'Timestamp(us)' or 'Total Allocated(MB)' "
+        "(a damaged file, or columns of another name?): left out"
+    )
+
+
+def allocator_records(
+    path: Path,
+) -> tuple[str, dict[str, list[tuple[int, float, float | None]]], int, int]:
     """memory_record.csv's allocator records by device (``Device Type`` as written, ``NPU:0``): (time
     epoch ns, exact from the cell's digits; allocated MB; reserved MB), with the component they are of, and
-    how many records of impossible sizes were left out. Raises AscendTableError when it cannot be read."""
-    component, rows, impossible = _allocator_rows(path)
+    how many records of impossible sizes, and how many rows with no number for the time or allocated size,
+    were left out. Raises AscendTableError when it cannot be read."""
+    component, rows, impossible, unread = _allocator_rows(path)
     by_device: dict[str, list[tuple[int, float, float | None]]] = {}
     for device, text, t, allocated, reserved in rows:
         try:
@@ -475,7 +492,7 @@ def allocator_records(path: Path) -> tuple[str, dict[str, list[tuple[int, float,
         except (InvalidOperation, ValueError, OverflowError):
             ns = round(t * 1000)
         by_device.setdefault(device, []).append((ns, allocated, reserved))
-    return component, by_device, impossible
+    return component, by_device, impossible, unread
 
 
 # which component's rows are the allocator's, in order of preference: PyTorch's caching allocator (PTA),
@@ -483,16 +500,20 @@ def allocator_records(path: Path) -> tuple[str, dict[str, list[tuple[int, float,
 ALLOCATOR_COMPONENTS = (ALLOCATOR_COMPONENT, "PTA+GE", "APP")
 
 
-def _allocator_rows(path: Path) -> tuple[str, list[tuple[str, str, float, float, float | None]], int]:
+def _allocator_rows(
+    path: Path,
+) -> tuple[str, list[tuple[str, str, float, float, float | None]], int, int]:
     """(component, [(device, time text, time µs, allocated MB, reserved MB)], how many records of the file
-    had impossible sizes, left out) of one component: the first of ALLOCATOR_COMPONENTS the file has, else
-    the first it lists (components are pools of their own: their totals are never mixed)."""
+    had impossible sizes, how many no number for the time or allocated size, both left out) of one
+    component: the first of ALLOCATOR_COMPONENTS the file has, else the first it lists (components are
+    pools of their own: their totals are never mixed)."""
     rows: dict[str, list[tuple[str, str, float, float, float | None]]] = {}
-    impossible = 0
+    impossible = unread = 0
     for row in _rows(path):
         text = row.get("Timestamp(us)") or ""
         t, allocated = _number(text), _size(row.get("Total Allocated(MB)"))
         if t is None or allocated is None:
+            unread += 1
             continue
         component, reserved = row.get("Component") or "", _size(row.get("Total Reserved(MB)"))
         if not 0 <= allocated <= MAX_DEVICE_MB or (
@@ -502,7 +523,7 @@ def _allocator_rows(path: Path) -> tuple[str, list[tuple[str, str, float, float,
             continue
         rows.setdefault(component, []).append((row.get("Device Type") or "", text, t, allocated, reserved))
     component = next((c for c in ALLOCATOR_COMPONENTS if c in rows), next(iter(rows), ""))
-    return component, rows.get(component, []), impossible
+    return component, rows.get(component, []), impossible, unread
 
 
 def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, int | float | None]:

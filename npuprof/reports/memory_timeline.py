@@ -219,10 +219,11 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
         AscendTableError,
         allocator_records,
         impossible_memory_note,
+        unread_memory_note,
     )
 
     try:
-        component, by_device, impossible = allocator_records(path)
+        component, by_device, impossible, unread = allocator_records(path)
     except AscendTableError as exc:
         raise MemoryTimelineError(f"cannot read {exc}") from None
     mib = 1 << 20
@@ -235,8 +236,9 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
         )
     merged = {name: rows for name, rows in merged.items() if rows}
     if not merged:
+        why = f": {unread_memory_note(unread)}" if unread else ""
         raise MemoryTimelineError(
-            f"{path.name} holds no allocator records (Timestamp(us), Total Allocated(MB))"
+            f"{path.name} holds no allocator records (Timestamp(us), Total Allocated(MB)){why}"
         )
     base_ns = min(ns for rows in merged.values() for ns, _a, _r in rows)
     per_device = {  # times as µs after the first record: a float holds those to the ns
@@ -246,6 +248,8 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
     origin = path.name if component == ALLOCATOR_COMPONENT else f"{path.name} (component {component or '-'})"
     if impossible:
         origin += f"; {impossible_memory_note(impossible)}"
+    if unread:
+        origin += f"; {unread_memory_note(unread)}"
     return _from_records(per_device, device, base_ns, origin)
 
 
