@@ -1106,3 +1106,22 @@ def test_memory_record_rows_with_no_number_are_said_not_dropped_without_a_word(t
     assert any(w.startswith("memory_record.csv: 1 row(s) have no number") for w in summary.warnings)
     (out / "memory_record.csv").write_text(other_unit.splitlines()[0] + "\n")
     assert "no memory_record.csv rows: no memory figures" in ascend_output.summary_of(d).warnings
+
+
+def test_a_step_table_cut_short_leaves_its_last_row_out_and_says_so(tmp_path: Path) -> None:
+    """helper-201: step_trace_time.csv cut by a copy (no line break at its end, the last row short:
+    "0,2,200,2") read that row as step 2 of made-up figures, said only as "no value for ... (counted as
+    0)". The short row is left out and said, as kernel_details.csv's are. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    table.write_bytes(table.read_bytes() + b"0,2,200,2")
+    summary = ascend_output.summary_of(d)
+    assert [(s.step, s.duration_us) for s in summary.steps] == [(1, 55.0)]  # 50 + 1 + 4
+    said = " ".join(summary.warnings)
+    assert "step_trace_time.csv looks cut short (1 row(s) with fewer cells than its header): left out" in said
+    assert "no value for" not in said
+    table.write_bytes(table.read_bytes().split(b"\n", 1)[0] + b"\n0,2,200,2")
+    with pytest.raises(ascend_output.AscendTableError, match=r"has no rows whole: .* looks cut short"):
+        ascend_output.summary_of(d)

@@ -222,14 +222,20 @@ def _step_id(text: str | None) -> int | None:
     return int(value) if value is not None and value == int(value) else None
 
 
-def _cut_short(path: Path, short_rows: int) -> str:
+def _is_short(row: dict[str | None, Any]) -> bool:
+    """A row with fewer cells than the header (csv.DictReader fills the cells it lacks with None)."""
+    return None in row.values()
+
+
+def _cut_short(path: Path, short_rows: int, then: str = "its last figures may be wrong") -> str:
     """A warning when the table looks cut (a copy or a write that stopped mid-row: no row of torch_npu's has
-    fewer cells than the header), else "". A last row without a line break is not a sign: Ascend's own
-    2025 kernel table ends so, every row whole (tests/fixtures' kernel_details_2025.csv)."""
+    fewer cells than the header, :func:`_is_short`), else "". A last row without a line break is not a
+    sign: Ascend's own 2025 kernel table ends so, every row whole (tests/fixtures' kernel_details_2025.csv).
+    ``then`` says what became of those rows."""
     if not short_rows:
         return ""
     what = f"{short_rows} row(s) with fewer cells than its header"
-    return f"{path.name} looks cut short ({what}): its last figures may be wrong"
+    return f"{path.name} looks cut short ({what}): {then}"
 
 
 def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], int, int]:
@@ -238,7 +244,7 @@ def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], in
     cells than the header."""
     kernels, unreadable, short = [], 0, 0
     for row in _rows(path):
-        if None in row.values():  # csv.DictReader's filler for the cells a short row lacks
+        if _is_short(row):
             short += 1
         start, duration = _number(row.get("Start Time(us)")), _number(row.get("Duration(us)"))
         if start is None or duration is None or duration < 0:
@@ -272,8 +278,13 @@ def _steps(
     for step, _name, start, _dur in kernels:
         if start < first_task.get(step, math.inf):
             first_task[step] = start
-    rows, device_id, missing, negative, bad_steps = [], None, set(), set(), []
+    rows, device_id, missing, negative, bad_steps, short = [], None, set(), set(), [], 0
     for row in _rows(path):
+        if _is_short(row):
+            # helper-201: a row cut off by a copy ("0,2,200,2") was a step of made-up figures, its missing
+            # cells counted as 0; it is left out, said as kernel_details.csv's short rows are
+            short += 1
+            continue
         if device_id is None:
             device_id = _step_id(row.get("Device_id"))
         values = {}
@@ -296,8 +307,11 @@ def _steps(
         if step is None and (row.get("Step") or "").strip():
             bad_steps.append(row["Step"].strip())
         rows.append((step, values))
+    cut = _cut_short(path, short, "left out of the steps")
     if not rows:
-        raise AscendTableError(f"{STEP_FILE} has no rows")
+        raise AscendTableError(f"{STEP_FILE} has no rows" + (f" whole: {cut}" if cut else ""))
+    if cut:
+        warnings.append(cut)
     if missing:
         warnings.append(f"{STEP_FILE} has no value for {', '.join(sorted(missing))} (counted as 0)")
     if negative:
