@@ -1125,3 +1125,21 @@ def test_a_step_table_cut_short_leaves_its_last_row_out_and_says_so(tmp_path: Pa
     table.write_bytes(table.read_bytes().split(b"\n", 1)[0] + b"\n0,2,200,2")
     with pytest.raises(ascend_output.AscendTableError, match=r"has no rows whole: .* looks cut short"):
         ascend_output.summary_of(d)
+
+
+def test_an_unclosed_quote_in_the_step_table_says_the_rows_it_took(tmp_path: Path) -> None:
+    """helper-201: a quote never closed in step_trace_time.csv read the rest of the file into one cell:
+    the later steps vanished, said only as "no value for Preparing". The loss is said, with its line.
+    In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(n, 50.0, 1.0, 4.0, 1.0) for n in (1, 2, 3, 4)]
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    table = d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    lines = table.read_bytes().split(b"\r\n")  # csv.writer's line end; lines 1 (header) to 5 (step 4)
+    lines[2] = lines[2].replace(b",2,", b',"2,', 1)  # line 3, step 2's row: its Step cell opens a quote
+    table.write_bytes(b"\r\n".join(lines))
+    summary = ascend_output.summary_of(d)
+    assert [s.step for s in summary.steps] == [1]
+    said = " ".join(summary.warnings)
+    assert "step_trace_time.csv: a quote at line 3 is not closed on its line: the 2 line(s) after it" in said

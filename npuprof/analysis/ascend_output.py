@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator
@@ -181,6 +182,36 @@ def _rows(path: Path) -> Iterator[dict[str, str]]:
         raise AscendTableError(f"{path.name}: {exc}") from None
 
 
+def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any]]]:
+    """csv.DictReader's rows of the table (:func:`_rows`), each with the line it starts on (the header's is
+    1), so that damage can be said where it is."""
+    try:
+        with _open_table(path) as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            start = reader.line_num + 1
+            for cells in reader if header is not None else ():
+                if cells:  # DictReader skips blank lines
+                    row: dict[str | None, Any] = dict(zip(header, cells, strict=False))
+                    if len(cells) > len(header):
+                        row[None] = cells[len(header) :]
+                    row.update((key, None) for key in header[len(cells) :])
+                    yield start, row
+                start = reader.line_num + 1
+    except layout.UnsafeFileError as exc:
+        raise AscendTableError(f"{path.name} is {exc.strerror}") from None
+    except (OSError, csv.Error) as exc:
+        raise AscendTableError(f"{path.name}: {exc}") from None
+
+
+def _cells(row: dict[str | None, Any]) -> list[str]:
+    """The text of every cell of a row of :func:`_numbered_rows`, those past the header's included."""
+    return [c for v in row.values() for c in (v if isinstance(v, list) else [v]) if isinstance(c, str)]
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the line ends a table opened with newline="" is split at
+
+
 # no figure of torch_npu's tables comes near: 1e18 µs is 31,700 years (an epoch µs time now is 1.7e15), 1e18
 # MB a zettabyte. A cell beyond it is damage: read, two such (1e308) summed to inf, which analyse's JSON wrote
 # as Infinity, no JSON at all to a strict reader (helper-200)
@@ -279,7 +310,16 @@ def _steps(
         if start < first_task.get(step, math.inf):
             first_task[step] = start
     rows, device_id, missing, negative, bad_steps, short = [], None, set(), set(), [], 0
-    for row in _rows(path):
+    for line, row in _numbered_rows(path):
+        # helper-201: a quote not closed on its line read the lines after it into one cell (to the file's
+        # end, when never closed): the steps there vanished, said only as "no value for Preparing"
+        taken = sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for c in _cells(row))
+        if taken or any(_LINE_BREAK.search(c) for c in _cells(row)):
+            warnings.append(
+                f"{STEP_FILE}: a quote at line {line} is not closed on its line: the {taken} line(s) after "
+                "it were read into one cell, their rows lost (that row left out of the steps too)"
+            )
+            continue
         if _is_short(row):
             # helper-201: a row cut off by a copy ("0,2,200,2") was a step of made-up figures, its missing
             # cells counted as 0; it is left out, said as kernel_details.csv's short rows are
