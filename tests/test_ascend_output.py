@@ -1143,3 +1143,19 @@ def test_an_unclosed_quote_in_the_step_table_says_the_rows_it_took(tmp_path: Pat
     assert [s.step for s in summary.steps] == [1]
     said = " ".join(summary.warnings)
     assert "step_trace_time.csv: a quote at line 3 is not closed on its line: the 2 line(s) after it" in said
+
+
+def test_a_step_table_line_of_bytes_that_are_no_utf8_is_left_out_and_said(tmp_path: Path) -> None:
+    """helper-201: a line of step_trace_time.csv that was no UTF-8 (damaged bytes) read as a step "-" of
+    zeros, said only as "no value for ... (counted as 0)". It is left out and said. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(n, 50.0, 1.0, 4.0, 1.0) for n in (1, 2)])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    lines = table.read_bytes().split(b"\r\n")
+    table.write_bytes(b"\r\n".join([*lines[:2], b"\xff\xfe\x80garbage", *lines[2:]]))  # line 3
+    summary = ascend_output.summary_of(d)
+    assert [s.step for s in summary.steps] == [1, 2]
+    said = " ".join(summary.warnings)
+    assert "step_trace_time.csv: 1 line(s) are not UTF-8 text (damaged bytes; line 3): left out" in said
+    assert "counted as 0" not in said and "cut short" not in said

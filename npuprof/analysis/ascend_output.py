@@ -309,8 +309,11 @@ def _steps(
     for step, _name, start, _dur in kernels:
         if start < first_task.get(step, math.inf):
             first_task[step] = start
-    rows, device_id, missing, negative, bad_steps, short = [], None, set(), set(), [], 0
+    rows, device_id, missing, negative, bad_steps, short, not_text = [], None, set(), set(), [], 0, []
     for line, row in _numbered_rows(path):
+        if any("\ufffd" in c for c in _cells(row)):  # bytes that are no UTF-8 (the table's numbers never are)
+            not_text.append(line)  # helper-201: such a line was a step "-" of zeros, said as "counted as 0"
+            continue
         # helper-201: a quote not closed on its line read the lines after it into one cell (to the file's
         # end, when never closed): the steps there vanished, said only as "no value for Preparing"
         taken = sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for c in _cells(row))
@@ -347,6 +350,12 @@ def _steps(
         if step is None and (row.get("Step") or "").strip():
             bad_steps.append(row["Step"].strip())
         rows.append((step, values))
+    if not_text:
+        shown = ", ".join(map(str, not_text[:5])) + (", ..." if len(not_text) > 5 else "")
+        warnings.append(
+            f"{STEP_FILE}: {len(not_text)} line(s) are not UTF-8 text (damaged bytes; line {shown}): "
+            "left out of the steps"
+        )
     cut = _cut_short(path, short, "left out of the steps")
     if not rows:
         raise AscendTableError(f"{STEP_FILE} has no rows" + (f" whole: {cut}" if cut else ""))
