@@ -792,7 +792,7 @@ def test_negative_times_and_a_step_that_is_no_number_are_named(tmp_path: Path) -
     warnings = " ".join(rank["warnings"])
     # Preparing may be negative (a step's first task before its start): not named
     assert "step_trace_time.csv has negative times in Computing (a damaged table?)" in warnings
-    assert "step_trace_time.csv has a Step that is not a whole number ('x1')" in warnings
+    assert "step_trace_time.csv has 1 Step cell(s) that are no step number (ASCII digits: 'x1')" in warnings
 
 
 def test_a_rank_dir_renamed_is_analysed_by_what_it_holds(tmp_path: Path) -> None:
@@ -1159,3 +1159,32 @@ def test_a_step_table_line_of_bytes_that_are_no_utf8_is_left_out_and_said(tmp_pa
     said = " ".join(summary.warnings)
     assert "step_trace_time.csv: 1 line(s) are not UTF-8 text (damaged bytes; line 3): left out" in said
     assert "counted as 0" not in said and "cut short" not in said
+
+
+def test_step_ids_are_ascii_digits_and_others_are_said_as_such(tmp_path: Path) -> None:
+    """helper-201: step ids were read as floats: a Step "1_0" was step 10 (float() takes underscores),
+    "1e300" a step '-' said to be "not a whole number", a kernel_details.csv Step Id of 1.5 put its kernel
+    in no step without a word. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(1, 50.0, 1.0, 4.0, 1.0), _step(2, 50.0, 1.0, 4.0, 1.0), _step(3, 50.0, 1.0, 4.0, 1.0)]
+    steps[1][1], steps[2][1] = "1_0", "1e300"
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    kernels = _kernels("kernel_details_2023.csv")
+    kernels[0]["Step Id"] = "1.5"
+    with open(out / "kernel_details.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, list(kernels[0]))
+        writer.writeheader()
+        writer.writerows(kernels)
+    summary = ascend_output.summary_of(d)
+    assert [s.step for s in summary.steps] == [1, None, None]
+    said = " ".join(summary.warnings)
+    assert (
+        "step_trace_time.csv has 2 Step cell(s) that are no step number (ASCII digits: '1_0', '1e300')"
+        in said
+    )
+    assert (
+        "kernel_details.csv has 1 Step Id cell(s) that are no step number (ASCII digits: '1.5'): in no"
+        in said
+    )

@@ -89,9 +89,11 @@ def summary_of(rank_dir: Path) -> Summary:
     unreadable = 0
     if (out / KERNEL_FILE).is_file() and not lacking:
         try:
-            kernels, unreadable, short = _kernels(out / KERNEL_FILE)
+            kernels, unreadable, short, bad_steps = _kernels(out / KERNEL_FILE)
             if cut := _cut_short(out / KERNEL_FILE, short):
                 warnings.append(cut)
+            if bad_steps:
+                warnings.append(_bad_step_ids_note(out / KERNEL_FILE, "Step Id", bad_steps, "in no step"))
         except AscendTableError as exc:
             warnings.append(f"{exc}: no top kernels")
             lacking = "unread"
@@ -249,8 +251,18 @@ def _duration(text: str | None) -> float | None:
 
 
 def _step_id(text: str | None) -> int | None:
-    value = _number(text)
-    return int(value) if value is not None and value == int(value) else None
+    """A step (or device) number as torch_npu writes it: ASCII digits, nothing else. helper-201: read as a
+    float, "1_0" was step 10 (float() takes underscores), "1e300" a step '-' said to be no whole number."""
+    digits = (text or "").strip()
+    return int(digits) if digits.isascii() and digits.isdigit() else None
+
+
+def _bad_step_ids_note(path: Path, column: str, bad: list[str], then: str) -> str:
+    """What is said of cells of a step column that are not empty and no step number (:func:`_step_id`)."""
+    shown = ", ".join(repr(s) for s in bad[:3]) + (", ..." if len(bad) > 3 else "")
+    return (
+        f"{path.name} has {len(bad)} {column} cell(s) that are no step number (ASCII digits: {shown}): {then}"
+    )
 
 
 def _is_short(row: dict[str | None, Any]) -> bool:
@@ -269,11 +281,11 @@ def _cut_short(path: Path, short_rows: int, then: str = "its last figures may be
     return f"{path.name} looks cut short ({what}): {then}"
 
 
-def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], int, int]:
+def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], int, int, list[str]]:
     """(step, name, start epoch µs, duration µs) of each device task, how many rows had no number for
-    the start or the duration (``N/A``, a damaged cell, a row cut short), and how many rows had fewer
-    cells than the header."""
-    kernels, unreadable, short = [], 0, 0
+    the start or the duration (``N/A``, a damaged cell, a row cut short), how many rows had fewer
+    cells than the header, and the Step Id cells that were neither empty nor a step number."""
+    kernels, unreadable, short, bad_steps = [], 0, 0, []
     for row in _rows(path):
         if _is_short(row):
             short += 1
@@ -281,8 +293,11 @@ def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], in
         if start is None or duration is None or duration < 0:
             unreadable += 1
             continue
-        kernels.append((_step_id(row.get("Step Id")), row.get("Name") or "", start, duration))
-    return kernels, unreadable, short
+        step = _step_id(row.get("Step Id"))
+        if step is None and (row.get("Step Id") or "").strip():  # helper-201: "1.5" was in no step, unsaid
+            bad_steps.append((row.get("Step Id") or "").strip())
+        kernels.append((step, row.get("Name") or "", start, duration))
+    return kernels, unreadable, short, bad_steps
 
 
 def _steps(
@@ -366,8 +381,7 @@ def _steps(
     if negative:
         warnings.append(f"{STEP_FILE} has negative times in {', '.join(sorted(negative))} (a damaged table?)")
     if bad_steps:
-        shown = ", ".join(repr(s) for s in bad_steps[:3])
-        warnings.append(f"{STEP_FILE} has a Step that is not a whole number ({shown}): shown as step '-'")
+        warnings.append(_bad_step_ids_note(path, "Step", bad_steps, "shown as step '-'"))
     numbers = Counter(step for step, _ in rows if step is not None)
     repeated = sorted(step for step, k in numbers.items() if k > 1)
     if repeated:
