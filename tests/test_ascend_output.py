@@ -321,8 +321,9 @@ def test_communication_files_of_unforeseen_forms_cost_their_rank_a_warning_not_t
     )
     by_rank = {r["rank"]: r for r in _report(tmp_path)["ranks"]}
     assert by_rank[0]["communication"] == {"operators": 1, "time_us": 0.0, "size_mb": 0.0}
-    assert "communication.json: 1 operation(s) have no 'Elapse Time(ms)' number" in " ".join(
-        by_rank[0]["warnings"]
+    assert (
+        "communication.json: 1 operation(s) have no 'Elapse Time(ms)' that is a duration (no number"
+        in " ".join(by_rank[0]["warnings"])
     )
     assert by_rank[1]["communication"] == {"operators": 0}
     assert "communication.json is not torch_npu's form (no step with 'collective' or 'p2p'" in " ".join(
@@ -1071,7 +1072,9 @@ def test_cells_past_any_real_figure_are_damage_not_summed_to_infinity(tmp_path: 
     assert "no value for Computing" in said and "2 of its 3 rows have no number" not in said
     assert "kernel_details.csv: 2 of its 2 rows" in said or "all 2 rows have no number" in said
     assert "operator_details.csv: 2 row(s) have a time that is no duration" in said
-    assert "communication.json: 2 operation(s) have no 'Elapse Time(ms)' number" in said
+    assert (
+        "communication.json: 2 operation(s) have no 'Elapse Time(ms)' that is a duration (no number" in said
+    )
 
 
 def test_memory_record_rows_with_no_number_are_said_not_dropped_without_a_word(tmp_path: Path) -> None:
@@ -1188,3 +1191,31 @@ def test_step_ids_are_ascii_digits_and_others_are_said_as_such(tmp_path: Path) -
         "kernel_details.csv has 1 Step Id cell(s) that are no step number (ASCII digits: '1.5'): in no"
         in said
     )
+
+
+def test_negative_communication_times_and_sizes_are_damage_said_not_summed(tmp_path: Path) -> None:
+    """helper-201: communication.json's 'Elapse Time(ms)' -1 and 'Transit Size(MB)' -2 were added in
+    without a word (time_us -1000). They are counted as damaged cells are, and said. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+
+    def op(ms: float, mb: float) -> dict:
+        return {
+            "Communication Time Info": {"Elapse Time(ms)": ms},
+            "Communication Bandwidth Info": {
+                "RDMA": {"Transit Size(MB)": mb},
+                "HCCS": {"Transit Size(MB)": 1},
+            },
+        }
+
+    data = {"step1": {"collective": {"a": op(-1.0, -2.0), "b": op(3.0, 4.0)}}}
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(data))
+    summary = ascend_output.summary_of(d)
+    # a: no time, its HCCS 1 MB only; b: 3 ms, 4 + 1 MB
+    assert summary.communication == {"operators": 2, "time_us": 3000.0, "size_mb": 6.0}
+    said = " ".join(summary.warnings)
+    assert (
+        "1 operation(s) have no 'Elapse Time(ms)' that is a duration (no number, or a negative one)" in said
+    )
+    assert "communication.json: 1 operation(s) have a negative 'Transit Size(MB)'" in said

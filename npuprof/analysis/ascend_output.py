@@ -656,7 +656,7 @@ def _communication(
             f"{COMMUNICATION_FILE} is not torch_npu's form (an object of steps): no communication totals"
         )
         return total
-    in_form, without_time = False, 0
+    in_form, without_time, without_size = False, 0, 0
     for key, step in data.items():
         count, time_ms, size_mb = 0, 0.0, 0.0
         for kind in ("collective", "p2p"):
@@ -672,9 +672,12 @@ def _communication(
                     if isinstance(time_info, dict)
                     else None
                 )
-                without_time += elapse is None
-                time_ms += elapse or 0.0
-                size_mb += _transit_mb(op.get("Communication Bandwidth Info"))
+                # helper-201: a negative time (-1 ms) or size was added in, unsaid: damage, as no number is
+                without_time += elapse is None or elapse < 0
+                time_ms += elapse if elapse is not None and elapse >= 0 else 0.0
+                mb, negative_size = _transit_mb(op.get("Communication Bandwidth Info"))
+                without_size += negative_size
+                size_mb += mb
         if not count:
             continue
         figures = {"operators": count, "time_us": round(time_ms * 1000, 3), "size_mb": round(size_mb, 6)}
@@ -696,24 +699,32 @@ def _communication(
             f"{COMMUNICATION_FILE} is not torch_npu's form (no step with 'collective' or 'p2p' "
             "operations): no communication totals"
         )
-    elif without_time:
-        warnings.append(
-            f"{COMMUNICATION_FILE}: {without_time} operation(s) have no 'Elapse Time(ms)' number: "
-            "counted without their time"
-        )
+    else:
+        if without_time:
+            warnings.append(
+                f"{COMMUNICATION_FILE}: {without_time} operation(s) have no 'Elapse Time(ms)' that is a "
+                "duration (no number, or a negative one): counted without their time"
+            )
+        if without_size:
+            warnings.append(
+                f"{COMMUNICATION_FILE}: {without_size} operation(s) have a negative 'Transit Size(MB)' "
+                "(a damaged file?): counted without it"
+            )
     return total
 
 
-def _transit_mb(bandwidth: Any) -> float:
-    """The MB an operation moved: every transport's, where SDMA (when present) already sums HCCS and PCIE."""
+def _transit_mb(bandwidth: Any) -> tuple[float, bool]:
+    """The MB an operation moved: every transport's, where SDMA (when present) already sums HCCS and PCIE;
+    and whether a transport's size was negative (damage: left out of the sum)."""
     if not isinstance(bandwidth, dict):
-        return 0.0
+        return 0.0, False
     skip = SDMA_PARTS if "SDMA" in bandwidth else ()
-    return sum(
+    sizes = [
         _number(str(info.get("Transit Size(MB)", ""))) or 0.0
         for name, info in bandwidth.items()
         if isinstance(info, dict) and name not in skip
-    )
+    ]
+    return sum(mb for mb in sizes if mb >= 0), any(mb < 0 for mb in sizes)
 
 
 def _world_size(rank_dir: Path) -> int | None:
