@@ -1219,3 +1219,27 @@ def test_negative_communication_times_and_sizes_are_damage_said_not_summed(tmp_p
         "1 operation(s) have no 'Elapse Time(ms)' that is a duration (no number, or a negative one)" in said
     )
     assert "communication.json: 1 operation(s) have a negative 'Transit Size(MB)'" in said
+
+
+def test_memory_records_of_a_negative_time_are_left_out_and_said(tmp_path: Path) -> None:
+    """helper-201: a memory_record.csv Timestamp(us) of -5 was read as a time, before every step: its
+    record counted as what each step started with (a peak of 900 MB no step had). Left out and said."""
+    from npuprof.analysis import ascend_output
+    from npuprof.reports.memory_timeline import from_memory_record
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    first_task = min(float(k["Start Time(us)"]) for k in _kernels("kernel_details_2023.csv"))
+    rows = [
+        ["PTA", "-5", 900.0, 950.0, 10.0, 1, "NPU:0"],
+        ["PTA", f"{first_task:.3f}\t", 30.0, 40.0, 10.0, 1, "NPU:0"],
+    ]
+    _memory_record(out, rows)
+    summary = ascend_output.summary_of(d)
+    assert summary.memory == {"peak_allocated_mb": 30.0, "peak_reserved_mb": 40.0}
+    (step,) = summary.steps
+    assert step.memory_peak_mb == 30.0
+    note = "1 row(s) have no number for 'Timestamp(us)' or 'Total Allocated(MB)', or a negative time"
+    note = f"memory_record.csv: {note}"
+    assert any(w.startswith(note) for w in summary.warnings), summary.warnings
+    assert note in from_memory_record(out / "memory_record.csv").origin

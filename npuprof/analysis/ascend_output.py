@@ -549,8 +549,8 @@ def unread_memory_note(unread: int) -> str:
     Timestamp(ns), Total Allocated(KB)) were left out without a word, a whole file of them read as no
     memory at all."""
     return (
-        f"{MEMORY_FILE}: {unread} row(s) have no number for 'Timestamp(us)' or 'Total Allocated(MB)' "
-        "(a damaged file, or columns of another name?): left out"
+        f"{MEMORY_FILE}: {unread} row(s) have no number for 'Timestamp(us)' or 'Total Allocated(MB)', or a "
+        "negative time (a damaged file, or columns of another name?): left out"
     )
 
 
@@ -589,7 +589,8 @@ def _allocator_rows(
     for row in _rows(path):
         text = row.get("Timestamp(us)") or ""
         t, allocated = _number(text), _size(row.get("Total Allocated(MB)"))
-        if t is None or allocated is None:
+        # helper-201: a negative time was read, that record then counting as what every step started with
+        if t is None or t < 0 or allocated is None:
             unread += 1
             continue
         component, reserved = row.get("Component") or "", _size(row.get("Total Reserved(MB)"))
