@@ -1167,11 +1167,12 @@ def test_a_step_table_line_of_bytes_that_are_no_utf8_is_left_out_and_said(tmp_pa
 def test_step_ids_are_ascii_digits_and_others_are_said_as_such(tmp_path: Path) -> None:
     """helper-201: step ids were read as floats: a Step "1_0" was step 10 (float() takes underscores),
     "1e300" a step '-' said to be "not a whole number", a kernel_details.csv Step Id of 1.5 put its kernel
-    in no step without a word. In-process, no subprocess."""
+    in no step without a word. A step written "4.0" (a writer through pandas, a column of ints with gaps) is
+    still step 4, as before. In-process, no subprocess."""
     from npuprof.analysis import ascend_output
 
-    steps = [_step(1, 50.0, 1.0, 4.0, 1.0), _step(2, 50.0, 1.0, 4.0, 1.0), _step(3, 50.0, 1.0, 4.0, 1.0)]
-    steps[1][1], steps[2][1] = "1_0", "1e300"
+    steps = [_step(k, 50.0, 1.0, 4.0, 1.0) for k in (1, 2, 3, 4)]
+    steps[1][1], steps[2][1], steps[3][1] = "1_0", "1e300", "4.0"
     d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
     out = d / "ASCEND_PROFILER_OUTPUT"
     kernels = _kernels("kernel_details_2023.csv")
@@ -1181,7 +1182,7 @@ def test_step_ids_are_ascii_digits_and_others_are_said_as_such(tmp_path: Path) -
         writer.writeheader()
         writer.writerows(kernels)
     summary = ascend_output.summary_of(d)
-    assert [s.step for s in summary.steps] == [1, None, None]
+    assert [s.step for s in summary.steps] == [1, None, None, 4]
     said = " ".join(summary.warnings)
     assert (
         "step_trace_time.csv has 2 Step cell(s) that are no step number (ASCII digits: '1_0', '1e300')"

@@ -251,10 +251,14 @@ def _duration(text: str | None) -> float | None:
 
 
 def _step_id(text: str | None) -> int | None:
-    """A step (or device) number as torch_npu writes it: ASCII digits, nothing else. helper-201: read as a
-    float, "1_0" was step 10 (float() takes underscores), "1e300" a step '-' said to be no whole number."""
+    """A step (or device) number as torch_npu writes it: ASCII digits, or digits and a point and zeros (a
+    writer through pandas makes a column of ints with gaps floats: "3.0"); nothing else. helper-201: read as
+    a float, "1_0" was step 10 (float() takes underscores), "1e300" a step '-' said to be no whole number."""
     digits = (text or "").strip()
-    return int(digits) if digits.isascii() and digits.isdigit() else None
+    whole, point, zeros = digits.partition(".")
+    if point and (zeros.strip("0") or not zeros):
+        return None
+    return int(whole) if whole.isascii() and whole.isdigit() else None
 
 
 def _bad_step_ids_note(path: Path, column: str, bad: list[str], then: str) -> str:
