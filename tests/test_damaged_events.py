@@ -237,6 +237,11 @@ def test_a_string_time_that_is_no_time_in_torch_npus_trace_leaves_out_that_event
     assert abs(read_first + base_us - float(first_op["ts"])) < 0.01
 
 
+def _op(name: str, ts: str) -> dict:
+    """An operator of torch_npu's trace_view.json form: its ``ts`` a string of epoch µs."""
+    return {"ph": "X", "name": name, "cat": "cpu_op", "pid": 1, "tid": 1, "ts": ts, "dur": 1, "args": {}}
+
+
 @pytest.mark.parametrize("reader", ["load", "scan"])
 def test_a_chunk_of_only_timeless_events_leaves_later_string_times_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
@@ -250,12 +255,9 @@ def test_a_chunk_of_only_timeless_events_leaves_later_string_times_read(
     from npuprof.analysis import scan
     from npuprof.analysis.trace_loader import TraceReader
 
-    def op(name: str, ts: str) -> dict:
-        return {"ph": "X", "name": name, "cat": "cpu_op", "pid": 1, "tid": 1, "ts": ts, "dur": 1, "args": {}}
-
-    good = [op(f"a{k}", f"1704161511{k:06d}.{k % 1000:03d}") for k in range(1000)]
-    lost = [op("lost", "soon") for _ in range(1500)]  # ~135 KB: more than a chunk of the reader below
-    later = [op(f"b{k}", f"1704161512{k:06d}.{k % 1000:03d}") for k in range(2000)]
+    good = [_op(f"a{k}", f"1704161511{k:06d}.{k % 1000:03d}") for k in range(1000)]
+    lost = [_op("lost", "soon") for _ in range(1500)]  # ~135 KB: more than a chunk of the reader below
+    later = [_op(f"b{k}", f"1704161512{k:06d}.{k % 1000:03d}") for k in range(2000)]
     path = tmp_path / "trace_view.json"
     path.write_text(json.dumps(good + lost + later))
     base = 1704161511000000 // 10**12 * 10**12
@@ -300,18 +302,7 @@ def test_a_damaged_first_time_does_not_set_the_base_of_the_others(tmp_path: Path
     time: each other event is read to the nanosecond it was written with."""
     from decimal import Decimal
 
-    good = [
-        {
-            "ph": "X",
-            "name": f"op{k}",
-            "cat": "cpu_op",
-            "pid": 1,
-            "tid": 1,
-            "ts": f"1704161511{k:06d}.123",
-            "dur": 1,
-        }
-        for k in range(5)
-    ]
+    good = [_op(f"op{k}", f"1704161511{k:06d}.123") for k in range(5)]
     path = tmp_path / "trace_view.json"
     path.write_text(json.dumps([{**good[0], "name": "lost", "ts": bad}, *good]))
     loaded = load_trace(path)
@@ -327,18 +318,7 @@ def test_a_string_time_with_an_underscore_is_no_time(tmp_path: Path, form: str) 
     that is no number (helper-197)."""
     from decimal import Decimal
 
-    good = [
-        {
-            "ph": "X",
-            "name": f"op{k}",
-            "cat": "cpu_op",
-            "pid": 1,
-            "tid": 1,
-            "ts": f"1704161511{k:06d}.5",
-            "dur": 1,
-        }
-        for k in range(4)
-    ]
+    good = [_op(f"op{k}", f"1704161511{k:06d}.5") for k in range(4)]
     if form == "kineto":
         good = [{**e, "ts": 10.0 * k} for k, e in enumerate(good)]
     events = [*good[:2], {**good[0], "name": "lost", "ts": "1_000"}, *good[2:]]
