@@ -175,18 +175,15 @@ def _table_bytes(path: Path) -> bytes:
 
 
 def _rows(path: Path) -> Iterator[dict[str, str]]:
-    try:
-        with _open_table(path) as handle:
-            yield from csv.DictReader(handle)
-    except layout.UnsafeFileError as exc:
-        raise AscendTableError(f"{path.name} is {exc.strerror}") from None
-    except (OSError, csv.Error) as exc:
-        raise AscendTableError(f"{path.name}: {exc}") from None
+    """csv.DictReader's rows of the table (:func:`_numbered_rows`, without their lines)."""
+    for _line, row in _numbered_rows(path):
+        yield row  # type: ignore[misc]
 
 
 def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any]]]:
-    """csv.DictReader's rows of the table (:func:`_rows`), each with the line it starts on (the header's is
-    1), so that damage can be said where it is."""
+    """The rows of the table as csv.DictReader gives them (a row's cells past the header under the key None,
+    the cells it lacks None; blank lines skipped), each with the line it starts on (the header's is 1), so
+    that damage can be said where it is."""
     try:
         with _open_table(path) as handle:
             reader = csv.reader(handle)

@@ -1149,8 +1149,12 @@ _NO_TIME = "Expected a time, got a `str` that is no number - at `event.ts`"
 
 
 def _no_time(event: Any) -> bool:
-    ts = getattr(event, "ts", None)
-    return type(ts) is str and _decimal(ts.encode("utf-8", "replace")) is None
+    return _text_is_no_time(getattr(event, "ts", None))
+
+
+def _text_is_no_time(value: Any) -> bool:
+    """Whether a decoded ``ts`` is a string that is no time."""
+    return type(value) is str and _decimal(value.encode("utf-8", "replace")) is None
 
 
 def raw_ts_is_no_time(raw: Any) -> bool:
@@ -1164,7 +1168,7 @@ def raw_ts_is_no_time(raw: Any) -> bool:
             value = _ANY.decode(text)
         except msgspec.DecodeError:
             return True
-        return _no_time(EventHead(ts=value))
+        return _text_is_no_time(value)
     return _decimal(text[1:-1]) is None
 
 
