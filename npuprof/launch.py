@@ -707,9 +707,12 @@ def _forward_signals(
         received.append(signum)
         if signum == signal.SIGINT:
             now = time.monotonic()
-            # one Ctrl-C passed on again by a wrapper (`timeout`) arrives twice within microseconds: one
-            if not interrupts or now - interrupts[-1] > SAME_CTRL_C_S:
-                interrupts.append(now)
+            # one Ctrl-C passed on again by a wrapper (`timeout`) arrives twice within microseconds: one,
+            # and passed on once (a second copy raised KeyboardInterrupt again inside the job's own
+            # `except KeyboardInterrupt:` handler, which then never ran)
+            if interrupts and now - interrupts[-1] <= SAME_CTRL_C_S:
+                return
+            interrupts.append(now)
         if not pgid_holder:
             return  # not started yet: run_child passes it on once it is
         if signum == signal.SIGINT and len(interrupts) >= 2:

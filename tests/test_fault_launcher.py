@@ -1002,6 +1002,44 @@ def test_a_sigint_flood_while_the_job_is_killed_does_not_enter_the_kill_again(
         _kill_quietly(job.pid, group=True)
 
 
+def test_one_ctrl_c_received_twice_reaches_the_job_once() -> None:
+    """CI failure of stop 50: under `timeout`, one Ctrl-C reaches the launcher twice (the terminal's and
+    the one timeout passes on); both were passed on, and the second raised KeyboardInterrupt again inside
+    the job's own `except KeyboardInterrupt:` handler. Counted as one Ctrl-C, it is passed on once."""
+    from npuprof import launch
+
+    counter = (
+        "import signal, sys, time\n"
+        "n = 0\n"
+        "def count(*_):\n"
+        "    global n\n"
+        "    n += 1\n"
+        "def report(*_):\n"
+        "    print(n, flush=True)\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGINT, count)\n"
+        "signal.signal(signal.SIGUSR1, report)\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    time.sleep(1)\n"
+    )
+    job = subprocess.Popen([sys.executable, "-c", counter], stdout=subprocess.PIPE, text=True,
+                           start_new_session=True)  # fmt: skip
+    try:
+        assert job.stdout is not None and job.stdout.readline() == "ready\n"
+        with launch._forward_signals([job.pid]) as received:
+            handler = signal.getsignal(signal.SIGINT)
+            handler(signal.SIGINT, None)  # type: ignore[operator]
+            time.sleep(launch.SAME_CTRL_C_S / 2)  # the job has run its handler: a second copy would count
+            handler(signal.SIGINT, None)  # type: ignore[operator]  # the same Ctrl-C, passed on by a wrapper
+        os.kill(job.pid, signal.SIGUSR1)  # after the SIGINTs sent: Python runs SIGINT's handler first
+        assert job.wait(timeout=10) == 0
+        assert job.stdout.read() == "1\n"
+        assert received == [signal.SIGINT, signal.SIGINT]
+    finally:
+        _kill_quietly(job.pid, group=True)
+
+
 @pytest.mark.parametrize("limit", [40, 66])
 def test_a_low_open_file_limit_still_gets_the_capture_parsed_and_never_hangs(out: Path, limit: int) -> None:
     """helper-98: the post-processor's descriptors were copied above 63 on their way into it: under `ulimit
