@@ -399,3 +399,29 @@ def test_export_stacks_says_the_complete_events_without_a_time_it_left_out(tmp_p
     folded = stacks.folded_from_trace(raw)
     assert "aten::no_" not in folded.text()
     assert [n for n in folded.notes if "without a ts" in n] == [said]
+
+
+def test_trace_view_leaves_out_the_complete_events_without_a_time_analyse_says_it_left_out(
+    tmp_path: Path,
+) -> None:
+    """helper-197's leftover: analyse said the complete events without a ts or a dur were left out, and
+    trace_view.json still held them (a ts-less X event: a reader of it takes time 0 or fails). They are left
+    out there too; every other event of the trace is still written."""
+    trace = cpu_trace()
+    no_ts, no_dur = x("aten::no_ts", "cpu_op", 150, 20), x("aten::no_dur", "cpu_op", 160, 20)
+    del no_ts["ts"], no_dur["dur"]
+    trace["traceEvents"] += [no_ts, no_dur]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    view = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    written = [e for e in view if isinstance(e, dict) and e.get("ph") == "X"]
+    assert not [e for e in written if e["name"].startswith("aten::no_")]
+    assert all("ts" in e and "dur" in e for e in written)
+    kept = [
+        e["name"]
+        for e in trace["traceEvents"]
+        if e.get("ph") == "X" and not e["name"].startswith("aten::no_")
+    ]
+    assert sorted(n for n in kept if n.startswith("aten::")) == sorted(
+        e["name"] for e in written if e["name"].startswith("aten::")
+    )

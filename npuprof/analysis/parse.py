@@ -762,7 +762,7 @@ def _write_outputs(
                 base_ns,
                 stacks,
                 trace_body.overlap_pids(extract),
-                damaged=bool(extract.damaged.total),
+                damaged=bool(extract.damaged.total or extract.timeless),
             )
             ops = tables.nest(extract)
             nested.publish(ops)

@@ -248,24 +248,34 @@ def write_body(
 def _undamaged(events: list[Any], text: memoryview) -> list[Any]:
     """The events of a chunk (decoded from ``text``) that the scan reads: those it left out as damaged
     (a ``pid`` that is an object, a ``dur`` that is a string: docs/formats.md, "Damaged events") are left
-    out of trace_view.json too, and so are those whose ``ts`` is a string that is no time. Only a trace the
-    scan found damaged is checked so."""
+    out of trace_view.json too, and so are those whose ``ts`` is a string that is no time and the complete
+    events without a ``ts`` or a ``dur`` (said by analyse as left out). Only a trace the scan found damaged
+    is checked so."""
     framed = b"[" + bytes(text) + b"]"
     try:
         SCAN_DECODER.decode(framed)
     except msgspec.DecodeError:
         pass
     else:
-        timeless = [raw_ts_is_no_time(e.ts) if e.ts is not UNSET else False for e in events]
+        timeless = list(map(_no_time, events))
         return [e for e, no in zip(events, timeless, strict=True) if not no] if any(timeless) else events
     raws = _RAWS.decode(framed)
     kept = []
     for event, raw in zip(events, raws, strict=True):
         with contextlib.suppress(msgspec.DecodeError):
             SCAN_DECODER.decode(b"[" + bytes(raw) + b"]")
-            if event.ts is UNSET or not raw_ts_is_no_time(event.ts):
+            if not _no_time(event):
                 kept.append(event)
     return kept
+
+
+def _no_time(event: Any) -> bool:
+    """Whether the scan leaves ``event`` out for its time: a ``ts`` that is a string but no time, or a
+    complete event without a ``ts`` or a ``dur``."""
+    if event.ts is not UNSET and raw_ts_is_no_time(event.ts):
+        return True
+    complete = type(event) is _PHASED["X"] or (isinstance(event, _Event) and event.ph == "X")
+    return complete and (event.ts is UNSET or event.dur is UNSET)
 
 
 def _rewrite(events: list[Any], base_ns: int, stacks: Stacks | None, drop: frozenset[Any]) -> list[Any]:
