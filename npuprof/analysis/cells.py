@@ -86,6 +86,15 @@ _POS = np.arange(_NUM_WIDTH)
 _STRING = msgspec.json.Decoder(str)
 
 
+def json_string_text(text: bytes) -> bytes | None:
+    """The UTF-8 text of the JSON string ``text`` (quoted, its escapes such as ``\\u0031`` decoded as every
+    JSON reader decodes them); None when it is no JSON string."""
+    try:
+        return _STRING.decode(text).encode("utf-8", "replace")
+    except msgspec.DecodeError:
+        return None
+
+
 def ns_of_texts(texts: list[bytes]) -> np.ndarray:
     """Nanoseconds (int64) of times in µs written as JSON numbers (``b"5298017518195.893"``, or quoted):
     exact for the digits given (a 4th decimal rounds half up); parsed as arrays, the rare exponent form or
@@ -120,10 +129,7 @@ def ns_of_texts(texts: list[bytes]) -> np.ndarray:
         for i in bad.tolist():
             text = texts[i].strip()
             if text[:1] == b'"' and b"\\" in text:  # escapes ("\u0031"): the string they write (helper-197)
-                try:
-                    text = _STRING.decode(text).encode("utf-8", "replace")
-                except msgspec.DecodeError:
-                    pass
+                text = json_string_text(text) or text
             try:
                 value = Decimal(text.strip(b'" ').decode()) * 1000
                 ns[i] = int(value.to_integral_value(ROUND_HALF_UP)) if value.is_finite() else 0

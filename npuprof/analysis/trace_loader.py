@@ -57,6 +57,7 @@ from typing import Annotated, Any, BinaryIO
 import msgspec
 
 from npuprof.analysis import torch_files
+from npuprof.analysis.cells import json_string_text
 from npuprof.analysis.damaged import LEAD, Damaged
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
 from npuprof.analysis.trace_repairs import SURROGATE_ESCAPE, repaired_names, repaired_strings, repaired_values
@@ -1164,11 +1165,8 @@ def raw_ts_is_no_time(raw: Any) -> bool:
     if text[:1] != b'"':
         return False
     if b"\\" in text:  # escapes ("\u0031"): the string they write, as the decoders read it (helper-197)
-        try:
-            value = _ANY.decode(text)
-        except msgspec.DecodeError:
-            return True
-        return _text_is_no_time(value)
+        decoded = json_string_text(text)
+        return decoded is None or _decimal(decoded) is None
     return _decimal(text[1:-1]) is None
 
 
