@@ -1148,6 +1148,25 @@ def test_an_unclosed_quote_in_the_step_table_says_the_rows_it_took(tmp_path: Pat
     assert "step_trace_time.csv: a quote at line 3 is not closed on its line: the 2 line(s) after it" in said
 
 
+def test_a_quote_never_closed_on_the_step_tables_last_line_is_said_as_such(tmp_path: Path) -> None:
+    """helper-202: a quote opened on step_trace_time.csv's last line (the file ending in its cell) was said
+    as "the 0 line(s) after it were read into one cell, their rows lost": no line was. It is said as a
+    quote never closed, that row left out. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(n, 50.0, 1.0, 4.0, 1.0) for n in (1, 2, 3)])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    lines = table.read_bytes().split(b"\r\n")  # header, steps 1 to 3 (line 4), b"" after the last line end
+    assert lines[-1] == b"" and len(lines) == 5
+    lines[3] = lines[3].replace(b",3,", b',"3,', 1)
+    table.write_bytes(b"\r\n".join(lines))
+    summary = ascend_output.summary_of(d)
+    assert [s.step for s in summary.steps] == [1, 2]
+    said = " ".join(summary.warnings)
+    assert "step_trace_time.csv: a quote at line 4 is never closed" in said, summary.warnings
+    assert "0 line(s)" not in said and "cut short" not in said
+
+
 def test_a_step_table_line_of_bytes_that_are_no_utf8_is_left_out_and_said(tmp_path: Path) -> None:
     """helper-201: a line of step_trace_time.csv that was no UTF-8 (damaged bytes) read as a step "-" of
     zeros, said only as "no value for ... (counted as 0)". It is left out and said. In-process."""

@@ -333,10 +333,16 @@ def _steps(
         # helper-201: a quote not closed on its line read the lines after it into one cell (to the file's
         # end, when never closed): the steps there vanished, said only as "no value for Preparing"
         taken = sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for c in _cells(row))
-        if taken or any(_LINE_BREAK.search(c) for c in _cells(row)):
+        if taken:
             warnings.append(
                 f"{STEP_FILE}: a quote at line {line} is not closed on its line: the {taken} line(s) after "
                 "it were read into one cell, their rows lost (that row left out of the steps too)"
+            )
+            continue
+        if any(_LINE_BREAK.search(c) for c in _cells(row)):  # the last line: no line after it was taken
+            warnings.append(
+                f"{STEP_FILE}: a quote at line {line} is never closed (the table ends inside it: a cut "
+                "line?): that row is left out of the steps"
             )
             continue
         if _is_short(row):
