@@ -1183,6 +1183,58 @@ def test_a_step_table_line_of_bytes_that_are_no_utf8_is_left_out_and_said(tmp_pa
     assert "counted as 0" not in said and "cut short" not in said
 
 
+def test_kernel_rows_of_a_quote_left_open_or_bytes_no_utf8_are_said_with_their_lines(tmp_path: Path) -> None:
+    """helper-202: in kernel_details.csv a quote not closed on its line read the lines after it into one cell
+    (their kernels lost, said only as a row "cut short"), and bytes that are no UTF-8 gave a kernel a name of
+    U+FFFD, unsaid. The rows are left out, said with their lines; a row whose damaged bytes are in its name
+    only keeps its figures and is kept, said. The real 2023 table, damaged here; expected values from its
+    undamaged lines. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    lines = (REAL / "kernel_details_2023.csv").read_bytes().split(b"\n")  # lines[0]: line 1, the header
+    quoted = next(i for i, line in enumerate(lines) if i and b'"' not in line)  # an HCCL row: no quotes
+    closes = next(i for i in range(quoted + 1, len(lines)) if b'"' in lines[i])  # the next quote closes it
+    name_at, duration_at = closes + 3, closes + 6
+    damaged = list(lines)
+    for at, cell, edit in ((quoted, 4, b'"%s'), (name_at, 4, b"%s\xff!"), (duration_at, 8, b"\xfe%s")):
+        cells = damaged[at].split(b",", 9)  # Name is the 5th cell, Duration(us) the 9th: no quote before
+        cells[cell] = edit % cells[cell]
+        damaged[at] = b",".join(cells)
+    (d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").write_bytes(b"\n".join(damaged))
+
+    kept = [line for i, line in enumerate(lines) if not quoted <= i <= closes and i != duration_at]
+    rows = list(csv.DictReader(b"\n".join(kept).decode("utf-8-sig").splitlines()))
+    summary = ascend_output.summary_of(d)
+    assert (
+        summary.events
+        == sum(k.count for k in summary.kernel_totals)
+        == len(rows)
+        == len(lines) - 2 - (closes - quoted + 1) - 1
+    )
+    assert math.isclose(
+        sum(k.total_us for k in summary.kernel_totals),
+        sum(float(r["Duration(us)"]) for r in rows),
+        abs_tol=0.01,
+    )
+    name = damaged[name_at].split(b",")[4].decode("utf-8", "replace")
+    assert name.endswith("\ufffd!") and name in {k.name for k in summary.kernel_totals}
+    said = " ".join(summary.warnings)
+    assert (
+        f"kernel_details.csv: a quote at line {quoted + 1} is not closed on its line: the {closes - quoted} "
+        "line(s) after it were read into that row, their rows lost" in said
+    ), summary.warnings
+    assert (
+        f"kernel_details.csv: 1 line(s) are not UTF-8 text (damaged bytes; line {duration_at + 1}): left"
+        in said
+    )
+    assert (
+        f"kernel_details.csv: 1 line(s) are not UTF-8 text in 'Name' only (damaged bytes; line {name_at + 1})"
+        in said
+    )
+    assert "cut short" not in said and "no number for" not in said
+
+
 def test_step_ids_are_ascii_digits_and_others_are_said_as_such(tmp_path: Path) -> None:
     """helper-201: step ids were read as floats: a Step "1_0" was step 10 (float() takes underscores),
     "1e300" a step '-' said to be "not a whole number", a kernel_details.csv Step Id of 1.5 put its kernel

@@ -86,10 +86,11 @@ def summary_of(rank_dir: Path) -> Summary:
     warnings: list[str] = [PARSED_BY_TORCH_NPU]
     lacking = _lacking(out / KERNEL_FILE, KERNEL_COLUMNS)
     kernels: list[tuple[int | None, str, float, float]] = []
-    unreadable = 0
+    unreadable, damaged = 0, []
     if (out / KERNEL_FILE).is_file() and not lacking:
         try:
-            kernels, unreadable, short, bad_steps = _kernels(out / KERNEL_FILE)
+            kernels, unreadable, short, bad_steps, damaged = _kernels(out / KERNEL_FILE)
+            warnings.extend(damaged)
             if cut := _cut_short(out / KERNEL_FILE, short):
                 warnings.append(cut)
             if bad_steps:
@@ -108,7 +109,7 @@ def summary_of(rank_dir: Path) -> Summary:
             f"{KERNEL_FILE}: {some} have no number for 'Start Time(us)' or 'Duration(us)' (a damaged or "
             "cut file?): they are left out of the top kernels and of the steps' device time"
         )
-    elif not kernels:
+    elif not kernels and not damaged:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
     steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
     memory_rows: list[tuple[float, float, float | None]] = []
@@ -203,12 +204,83 @@ def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any]]]:
         raise AscendTableError(f"{path.name}: {exc}") from None
 
 
-def _cells(row: dict[str | None, Any]) -> list[str]:
-    """The text of every cell of a row of :func:`_numbered_rows`, those past the header's included."""
-    return [c for v in row.values() for c in (v if isinstance(v, list) else [v]) if isinstance(c, str)]
+def _cells(row: dict[str | None, Any]) -> list[tuple[str | None, str]]:
+    """(column, text) of every cell of a row of :func:`_numbered_rows`, those past the header's included
+    (column None)."""
+    return [
+        (key, c) for key, v in row.items() for c in (v if isinstance(v, list) else [v]) if isinstance(c, str)
+    ]
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the line ends a table opened with newline="" is split at
+
+
+def _lines(lines: list[int]) -> str:
+    return ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+
+
+class _Damage:
+    """The rows of one table that are damaged, and how, to be said with their lines: a quote not closed on
+    its line (csv reads the lines after it into that row's cells, their rows lost) and bytes that are no
+    UTF-8 (read as U+FFFD). A row with damaged bytes in a column of ``read`` (every column when None: the
+    figures and the keys a row is counted under) is left out; one with them only in other cells (a name)
+    keeps its figures and is kept, the bytes shown as U+FFFD."""
+
+    def __init__(self, name: str, read: tuple[str, ...] | None = None):
+        self.name, self.read = name, read
+        self.quotes: list[tuple[int, int]] = []  # (line, how many lines after it the row took)
+        self.not_text: list[int] = []  # left out
+        self.kept: list[int] = []
+        self.kept_in: set[str] = set()
+
+    def leaves_out(self, line: int, row: dict[str | None, Any]) -> bool:
+        """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`)."""
+        cells = _cells(row)
+        if any(_LINE_BREAK.search(c) for _k, c in cells):
+            self.quotes.append((line, sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for _k, c in cells)))
+            return True
+        damaged = [k for k, c in cells if "\ufffd" in c]
+        if not damaged:
+            return False
+        if self.read is None or any(k in self.read for k in damaged):
+            self.not_text.append(line)
+            return True
+        self.kept.append(line)
+        self.kept_in.update("cells past its header" if k is None else repr(k) for k in damaged)
+        return False
+
+    def notes(self, then: str) -> list[str]:
+        """What is said of the damaged rows; ``then``: what those left out are left out of."""
+        notes = []
+        if len(self.quotes) == 1 and self.quotes[0][1]:
+            line, taken = self.quotes[0]
+            notes.append(
+                f"{self.name}: a quote at line {line} is not closed on its line: the {taken} line(s) after "
+                f"it were read into that row, their rows lost (that row left out of {then} too)"
+            )
+        elif len(self.quotes) == 1:  # on the last line: no line after it was taken
+            notes.append(
+                f"{self.name}: a quote at line {self.quotes[0][0]} is never closed (the table ends inside "
+                f"it: a cut line?): that row is left out of {then}"
+            )
+        elif self.quotes:
+            lines, taken = _lines([q for q, _t in self.quotes]), sum(t for _q, t in self.quotes)
+            notes.append(
+                f"{self.name}: quotes at lines {lines} are not closed on their lines: the {taken} line(s) "
+                f"after them were read into their rows, those rows lost (theirs left out of {then} too)"
+            )
+        if self.not_text:
+            notes.append(
+                f"{self.name}: {len(self.not_text)} line(s) are not UTF-8 text (damaged bytes; line "
+                f"{_lines(self.not_text)}): left out of {then}"
+            )
+        if self.kept:
+            columns = ", ".join(sorted(self.kept_in))
+            notes.append(
+                f"{self.name}: {len(self.kept)} line(s) are not UTF-8 text in {columns} only (damaged bytes; "
+                f"line {_lines(self.kept)}): kept, their figures whole, those bytes shown as U+FFFD"
+            )
+        return notes
 
 
 # no figure of torch_npu's tables comes near: 1e18 µs is 31,700 years (an epoch µs time now is 1.7e15), 1e18
@@ -282,12 +354,20 @@ def _cut_short(path: Path, short_rows: int, then: str = "its last figures may be
     return f"{path.name} looks cut short ({what}): {then}"
 
 
-def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], int, int, list[str]]:
+def _kernels(
+    path: Path,
+) -> tuple[list[tuple[int | None, str, float, float]], int, int, list[str], list[str]]:
     """(step, name, start epoch µs, duration µs) of each device task, how many rows had no number for
     the start or the duration (``N/A``, a damaged cell, a row cut short), how many rows had fewer
-    cells than the header, and the Step Id cells that were neither empty nor a step number."""
+    cells than the header, the Step Id cells that were neither empty nor a step number, and what is said
+    of the rows damaged past reading (:class:`_Damage`: left out)."""
     kernels, unreadable, short, bad_steps = [], 0, 0, []
-    for row in _rows(path):
+    # helper-202: a quote not closed on its line took the lines after it into one cell (their kernels lost,
+    # said as a row cut short), bytes that are no UTF-8 gave a kernel a name of U+FFFD, unsaid
+    damage = _Damage(KERNEL_FILE, read=("Step Id", "Start Time(us)", "Duration(us)"))
+    for line, row in _numbered_rows(path):
+        if damage.leaves_out(line, row):
+            continue
         if _is_short(row):
             short += 1
         start, duration = _number(row.get("Start Time(us)")), _number(row.get("Duration(us)"))
@@ -298,7 +378,7 @@ def _kernels(path: Path) -> tuple[list[tuple[int | None, str, float, float]], in
         if step is None and (row.get("Step Id") or "").strip():  # helper-201: "1.5" was in no step, unsaid
             bad_steps.append((row.get("Step Id") or "").strip())
         kernels.append((step, row.get("Name") or "", start, duration))
-    return kernels, unreadable, short, bad_steps
+    return kernels, unreadable, short, bad_steps, damage.notes("the top kernels and the steps' starts")
 
 
 def _steps(
@@ -325,25 +405,13 @@ def _steps(
     for step, _name, start, _dur in kernels:
         if start < first_task.get(step, math.inf):
             first_task[step] = start
-    rows, device_id, missing, negative, bad_steps, short, not_text = [], None, set(), set(), [], 0, []
+    rows, device_id, missing, negative, bad_steps, short = [], None, set(), set(), [], 0
+    # helper-201: a quote not closed on its line read the lines after it into one cell, the steps there
+    # vanishing, said only as "no value for Preparing"; a line of bytes that are no UTF-8 was a step "-" of
+    # zeros. Every cell of the table is a figure: a row with either is left out
+    damage = _Damage(STEP_FILE)
     for line, row in _numbered_rows(path):
-        if any("\ufffd" in c for c in _cells(row)):  # bytes that are no UTF-8 (the table's numbers never are)
-            not_text.append(line)  # helper-201: such a line was a step "-" of zeros, said as "counted as 0"
-            continue
-        # helper-201: a quote not closed on its line read the lines after it into one cell (to the file's
-        # end, when never closed): the steps there vanished, said only as "no value for Preparing"
-        taken = sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for c in _cells(row))
-        if taken:
-            warnings.append(
-                f"{STEP_FILE}: a quote at line {line} is not closed on its line: the {taken} line(s) after "
-                "it were read into one cell, their rows lost (that row left out of the steps too)"
-            )
-            continue
-        if any(_LINE_BREAK.search(c) for c in _cells(row)):  # the last line: no line after it was taken
-            warnings.append(
-                f"{STEP_FILE}: a quote at line {line} is never closed (the table ends inside it: a cut "
-                "line?): that row is left out of the steps"
-            )
+        if damage.leaves_out(line, row):
             continue
         if _is_short(row):
             # helper-201: a row cut off by a copy ("0,2,200,2") was a step of made-up figures, its missing
@@ -372,12 +440,7 @@ def _steps(
         if step is None and (row.get("Step") or "").strip():
             bad_steps.append(row["Step"].strip())
         rows.append((step, values))
-    if not_text:
-        shown = ", ".join(map(str, not_text[:5])) + (", ..." if len(not_text) > 5 else "")
-        warnings.append(
-            f"{STEP_FILE}: {len(not_text)} line(s) are not UTF-8 text (damaged bytes; line {shown}): "
-            "left out of the steps"
-        )
+    warnings.extend(damage.notes("the steps"))
     cut = _cut_short(path, short, "left out of the steps")
     if not rows:
         raise AscendTableError(f"{STEP_FILE} has no rows" + (f" whole: {cut}" if cut else ""))
