@@ -1222,7 +1222,7 @@ def test_kernel_rows_of_a_quote_left_open_or_bytes_no_utf8_are_said_with_their_l
     said = " ".join(summary.warnings)
     assert (
         f"kernel_details.csv: a quote at line {quoted + 1} is not closed on its line: the {closes - quoted} "
-        "line(s) after it were read into that row, their rows lost" in said
+        "line(s) after it were misread, their rows lost" in said
     ), summary.warnings
     assert (
         f"kernel_details.csv: 1 line(s) are not UTF-8 text (damaged bytes; line {duration_at + 1}): left"
@@ -1233,6 +1233,65 @@ def test_kernel_rows_of_a_quote_left_open_or_bytes_no_utf8_are_said_with_their_l
         in said
     )
     assert "cut short" not in said and "no number for" not in said
+
+
+def test_operator_rows_of_a_quote_left_open_or_bytes_no_utf8_are_said_and_torch_npus_own_lines_kept(
+    tmp_path: Path,
+) -> None:
+    """helper-202: in operator_details.csv a quote not closed on its line read the lines after it into one
+    cell, read as an operator of that text, and the rest of the row whose quote closed it as one named "8"
+    with its times; bytes that are no UTF-8 named an operator U+FFFD; all unsaid. The rows are left out and
+    said with their lines (one damaged in its name only is kept, said). torch_npu's own cells of lines
+    (Input Shapes, Call Stack: a break after each ";") are no damage. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    header = ["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER]
+    rows = [
+        ["aten::mm", "4,4;\r\n4,4", "a.py(1): f;\r\nb.py(2): g", 10, 20, 5, 5, 0, 0],
+        ["aten::add", "", "", 3, 3, 1, 1, 0, 0],  # a quote opened before its name
+        ["aten::relu", "", "", 2, 2, 1, 1, 0, 0],
+        ["aten::mm", "8,8;\r\n8,8", "a.py(1): f;\r\nc.py(3): h", 30, 40, 6, 6, 0, 0],  # closes that quote
+        ["aten::add", "", "", 4, 5, 1, 1, 0, 0],  # a byte no UTF-8 in its name
+        ["aten::mul", "", "", 7, 7, 1, 1, 0, 0],  # one in its Host Self Duration(us)
+        ["aten::mm", "2,2", "a.py(1): f;\r\nb.py(2): g", 1, 1, 1, 1, 0, 0],
+    ]
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "operator_details.csv", "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "operator_details.csv"
+    data = table.read_bytes()
+    line_of, at = [], 2  # the line each row starts on (the header is line 1): a row of n breaks takes n + 1
+    for row in rows:
+        line_of.append(at)
+        at += 1 + sum(str(cell).count("\r\n") for cell in row)
+    data = data.replace(b"\r\naten::add,,,3,", b'\r\n"aten::add,,,3,', 1)
+    data = data.replace(b"\r\naten::add,,,4,", b"\r\naten::a\xffdd,,,4,", 1)
+    data = data.replace(b"\r\naten::mul,,,7,", b"\r\naten::mul,,,\xfe7,", 1)
+    table.write_bytes(data)
+
+    expected: dict[str, list[float]] = {}
+    for k, row in enumerate(rows):
+        if k in (1, 2, 3, 5):  # the quote's row, the rows it took, the one whose quote closed it; aten::mul
+            continue
+        name = "aten::a\ufffddd" if k == 4 else str(row[0])
+        acc = expected.setdefault(name, [0, 0.0, 0.0, 0.0])
+        for i, value in enumerate((1, row[3], row[4], row[6])):
+            acc[i] += float(value)
+    summary = ascend_output.summary_of(d)
+    got = {o.name: [o.count, o.self_us, o.total_us, o.device_us] for o in summary.operator_totals}
+    assert got == expected
+    said = " ".join(summary.warnings)
+    taken = line_of[4] - 1 - line_of[1]  # to the end of the row whose quote closed it
+    assert (
+        f"operator_details.csv: a quote at line {line_of[1]} is not closed on its line: the {taken} line(s) "
+        "after it were misread, their rows lost" in said
+    ), summary.warnings
+    assert (
+        f"operator_details.csv: 1 line(s) are not UTF-8 text (damaged bytes; line {line_of[5]}): left" in said
+    )
+    kept = f"1 line(s) are not UTF-8 text in 'Name' only (damaged bytes; line {line_of[4]}): kept"
+    assert f"operator_details.csv: {kept}" in said
+    assert "no duration" not in said
 
 
 def test_step_ids_are_ascii_digits_and_others_are_said_as_such(tmp_path: Path) -> None:

@@ -213,6 +213,9 @@ def _cells(row: dict[str | None, Any]) -> list[tuple[str | None, str]]:
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the line ends a table opened with newline="" is split at
+# torch_npu writes operator_details.csv's Input Shapes and Call Stack with a line break after each ";" (one
+# input, one frame a line; the cell quoted): a break there is its own, not a quote left open
+_OWN_BREAK = re.compile(r";(?:\r\n|\r|\n)")
 
 
 def _lines(lines: list[int]) -> str:
@@ -224,21 +227,38 @@ class _Damage:
     its line (csv reads the lines after it into that row's cells, their rows lost) and bytes that are no
     UTF-8 (read as U+FFFD). A row with damaged bytes in a column of ``read`` (every column when None: the
     figures and the keys a row is counted under) is left out; one with them only in other cells (a name)
-    keeps its figures and is kept, the bytes shown as U+FFFD."""
+    keeps its figures and is kept, the bytes shown as U+FFFD. ``multiline``: the columns whose line breaks
+    after ";" are torch_npu's own (_OWN_BREAK).
 
-    def __init__(self, name: str, read: tuple[str, ...] | None = None):
-        self.name, self.read = name, read
+    In such a table a quote left open can close on the quote that opens a later row's cell of lines, and
+    that row's line then ends the damaged row (its last cell ending in ";"): the lines after, to the end of
+    that cell and its row, come as rows of their own, out of step with the header (an operator named "8",
+    its times another's). They are left out with the damaged row, their lines counted with it."""
+
+    def __init__(self, name: str, read: tuple[str, ...] | None = None, multiline: tuple[str, ...] = ()):
+        self.name, self.read, self.multiline = name, read, multiline
         self.quotes: list[tuple[int, int]] = []  # (line, how many lines after it the row took)
         self.not_text: list[int] = []  # left out
         self.kept: list[int] = []
         self.kept_in: set[str] = set()
+        self._split = False  # the last row ended inside a cell of lines a quote left open split
 
     def leaves_out(self, line: int, row: dict[str | None, Any]) -> bool:
         """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`)."""
         cells = _cells(row)
-        if any(_LINE_BREAK.search(c) for _k, c in cells):
-            self.quotes.append((line, sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for _k, c in cells)))
-            return True
+        lines = sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for _k, c in cells)
+        if self._split:
+            at, taken = self.quotes[-1]
+            self.quotes[-1] = (at, taken + 1 + lines)
+        elif any(_LINE_BREAK.search(_OWN_BREAK.sub(";", c) if k in self.multiline else c) for k, c in cells):
+            self.quotes.append((line, lines))
+        else:
+            self._split = False
+            return self._not_text(line, cells)
+        self._split = bool(self.multiline) and bool(cells) and cells[-1][1].endswith(";")
+        return True
+
+    def _not_text(self, line: int, cells: list[tuple[str | None, str]]) -> bool:
         damaged = [k for k, c in cells if "\ufffd" in c]
         if not damaged:
             return False
@@ -256,7 +276,7 @@ class _Damage:
             line, taken = self.quotes[0]
             notes.append(
                 f"{self.name}: a quote at line {line} is not closed on its line: the {taken} line(s) after "
-                f"it were read into that row, their rows lost (that row left out of {then} too)"
+                f"it were misread, their rows lost (that row left out of {then} too)"
             )
         elif len(self.quotes) == 1:  # on the last line: no line after it was taken
             notes.append(
@@ -267,7 +287,7 @@ class _Damage:
             lines, taken = _lines([q for q, _t in self.quotes]), sum(t for _q, t in self.quotes)
             notes.append(
                 f"{self.name}: quotes at lines {lines} are not closed on their lines: the {taken} line(s) "
-                f"after them were read into their rows, those rows lost (theirs left out of {then} too)"
+                f"after them were misread, those rows lost (theirs left out of {then} too)"
             )
         if self.not_text:
             notes.append(
@@ -568,13 +588,19 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
         return []
     groups: dict[str, list[float]] = {}
     damaged = 0
-    for row in _rows(path):
+    # helper-202: a quote not closed on its line took the lines after it into one cell, their operators lost
+    # and the row read as an operator of that cell's text; bytes that are no UTF-8 named an operator U+FFFD
+    damage = _Damage(OPERATOR_FILE, read=_OPERATOR_TIMES, multiline=("Input Shapes", "Call Stack"))
+    for line, row in _numbered_rows(path):
+        if damage.leaves_out(line, row):
+            continue
         acc = groups.setdefault(row.get("Name") or "", [0, 0.0, 0.0, 0.0])
         acc[0] += 1
         times = [_duration(row.get(column)) for column in _OPERATOR_TIMES]
         damaged += any(t is None for t in times)
         for k, t in enumerate(times, 1):
             acc[k] += t or 0.0
+    warnings.extend(damage.notes("the top operators"))
     if damaged:
         warnings.append(
             f"{OPERATOR_FILE}: {damaged} row(s) have a time that is no duration (not a number, or negative): "
