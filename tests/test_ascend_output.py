@@ -1111,6 +1111,46 @@ def test_memory_record_rows_with_no_number_are_said_not_dropped_without_a_word(t
     assert "no memory_record.csv rows: no memory figures" in ascend_output.summary_of(d).warnings
 
 
+def test_memory_record_rows_of_a_quote_left_open_or_bytes_no_utf8_are_said_with_their_lines(
+    tmp_path: Path,
+) -> None:
+    """helper-202: in memory_record.csv a quote not closed on its line read the lines after it into one
+    cell (their records lost, said as one row of no number), and bytes that are no UTF-8 in a Component put
+    a record in a pool of its own, left out unsaid. Both are left out and said with their lines, by analyse
+    and by memory-timeline. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+    from npuprof.reports.memory_timeline import from_memory_record
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    rows = [
+        ["PTA", "1699529622790611\t", 10.0, 20.0, 10.0, 1, "NPU:0"],  # line 2
+        ["PTA", "1699529622790620\t", 70.0, 80.0, 10.0, 1, "NPU:0"],  # line 3: a byte no UTF-8 in PTA
+        ["PTA", "1699529622790630\t", 30.0, 40.0, 10.0, 1, "NPU:0"],
+        ["PTA", "1699529622790640\t", 90.0, 95.0, 10.0, 1, "NPU:0"],  # line 5: a quote opened, never closed
+        ["PTA", "1699529622790650\t", 95.0, 99.0, 10.0, 1, "NPU:0"],
+    ]
+    _memory_record(out, rows)
+    table = out / "memory_record.csv"
+    lines = table.read_bytes().split(b"\r\n")
+    lines[2], lines[4] = lines[2].replace(b"PTA", b"P\xffTA"), b'"' + lines[4]
+    table.write_bytes(b"\r\n".join(lines))
+    whole = [rows[0], rows[2]]
+    expected = {"peak_allocated_mb": max(r[2] for r in whole), "peak_reserved_mb": max(r[3] for r in whole)}
+    summary = ascend_output.summary_of(d)
+    assert summary.memory == expected
+    quote = (
+        "memory_record.csv: a quote at line 5 is not closed on its line: the 1 line(s) after it were "
+        "misread, their rows lost"
+    )
+    not_text = "memory_record.csv: 1 line(s) are not UTF-8 text (damaged bytes; line 3): left out"
+    said = " ".join(summary.warnings)
+    assert quote in said and not_text in said, summary.warnings
+    assert "no number" not in said
+    origin = from_memory_record(table).origin
+    assert quote in origin and not_text in origin, origin
+
+
 def test_a_step_table_cut_short_leaves_its_last_row_out_and_says_so(tmp_path: Path) -> None:
     """helper-201: step_trace_time.csv cut by a copy (no line break at its end, the last row short:
     "0,2,200,2") read that row as step 2 of made-up figures, said only as "no value for ... (counted as

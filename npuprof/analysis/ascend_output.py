@@ -175,12 +175,6 @@ def _table_bytes(path: Path) -> bytes:
         return handle.read()
 
 
-def _rows(path: Path) -> Iterator[dict[str, str]]:
-    """csv.DictReader's rows of the table (:func:`_numbered_rows`, without their lines)."""
-    for _line, row in _numbered_rows(path):
-        yield row  # type: ignore[misc]
-
-
 def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any]]]:
     """The rows of the table as csv.DictReader gives them (a row's cells past the header under the key None,
     the cells it lacks None; blank lines skipped), each with the line it starts on (the header's is 1), so
@@ -623,12 +617,13 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
 def _memory(path: Path, warnings: list[str]) -> list[tuple[float, float, float | None]]:
     """(time epoch µs, allocated MB, reserved MB) of the allocator's records (:func:`_allocator_rows`),
     every device's; records of impossible sizes or with no number are left out, said in ``warnings``."""
-    _component, rows, impossible, unread = _allocator_rows(path)
+    _component, rows, impossible, unread, damaged = _allocator_rows(path)
+    warnings.extend(damaged)
     if impossible:
         warnings.append(impossible_memory_note(impossible))
     if unread:
         warnings.append(unread_memory_note(unread))
-    elif not rows and not impossible:
+    elif not rows and not impossible and not damaged:
         warnings.append(f"no {MEMORY_FILE} rows: no memory figures")
     return sorted(((t, a, r) for _d, _text, t, a, r in rows), key=lambda row: row[0])  # stable in ties
 
@@ -652,12 +647,13 @@ def unread_memory_note(unread: int) -> str:
 
 def allocator_records(
     path: Path,
-) -> tuple[str, dict[str, list[tuple[int, float, float | None]]], int, int]:
+) -> tuple[str, dict[str, list[tuple[int, float, float | None]]], int, int, list[str]]:
     """memory_record.csv's allocator records by device (``Device Type`` as written, ``NPU:0``): (time
     epoch ns, exact from the cell's digits; allocated MB; reserved MB), with the component they are of, and
     how many records of impossible sizes, and how many rows with no number for the time or allocated size,
-    were left out. Raises AscendTableError when it cannot be read."""
-    component, rows, impossible, unread = _allocator_rows(path)
+    were left out, and what is said of the rows damaged past reading (:class:`_Damage`: left out). Raises
+    AscendTableError when it cannot be read."""
+    component, rows, impossible, unread, damaged = _allocator_rows(path)
     by_device: dict[str, list[tuple[int, float, float | None]]] = {}
     for device, text, t, allocated, reserved in rows:
         try:
@@ -665,7 +661,7 @@ def allocator_records(
         except (InvalidOperation, ValueError, OverflowError):
             ns = round(t * 1000)
         by_device.setdefault(device, []).append((ns, allocated, reserved))
-    return component, by_device, impossible, unread
+    return component, by_device, impossible, unread, damaged
 
 
 # which component's rows are the allocator's, in order of preference: PyTorch's caching allocator (PTA),
@@ -675,14 +671,23 @@ ALLOCATOR_COMPONENTS = (ALLOCATOR_COMPONENT, "PTA+GE", "APP")
 
 def _allocator_rows(
     path: Path,
-) -> tuple[str, list[tuple[str, str, float, float, float | None]], int, int]:
+) -> tuple[str, list[tuple[str, str, float, float, float | None]], int, int, list[str]]:
     """(component, [(device, time text, time µs, allocated MB, reserved MB)], how many records of the file
-    had impossible sizes, how many no number for the time or allocated size, both left out) of one
-    component: the first of ALLOCATOR_COMPONENTS the file has, else the first it lists (components are
-    pools of their own: their totals are never mixed)."""
+    had impossible sizes, how many no number for the time or allocated size, both left out, what is said
+    of the rows damaged past reading) of one component: the first of ALLOCATOR_COMPONENTS the file has,
+    else the first it lists (components are pools of their own: their totals are never mixed)."""
     rows: dict[str, list[tuple[str, str, float, float, float | None]]] = {}
     impossible = unread = 0
-    for row in _rows(path):
+    # helper-202: a quote not closed on its line took the lines after it into one cell, their records lost
+    # (said as one row of no number); bytes that are no UTF-8 in a Component put a record in a pool of its
+    # own, left out unsaid. Component and Device Type are keys the records are counted under: read as figures
+    damage = _Damage(
+        MEMORY_FILE,
+        read=("Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Device Type"),
+    )
+    for line, row in _numbered_rows(path):
+        if damage.leaves_out(line, row):
+            continue
         text = row.get("Timestamp(us)") or ""
         t, allocated = _number(text), _size(row.get("Total Allocated(MB)"))
         # helper-201: a negative time was read, that record then counting as what every step started with
@@ -697,7 +702,7 @@ def _allocator_rows(
             continue
         rows.setdefault(component, []).append((row.get("Device Type") or "", text, t, allocated, reserved))
     component = next((c for c in ALLOCATOR_COMPONENTS if c in rows), next(iter(rows), ""))
-    return component, rows.get(component, []), impossible, unread
+    return component, rows.get(component, []), impossible, unread, damage.notes("the memory figures")
 
 
 def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, int | float | None]:

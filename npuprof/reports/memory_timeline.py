@@ -223,7 +223,7 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
     )
 
     try:
-        component, by_device, impossible, unread = allocator_records(path)
+        component, by_device, impossible, unread, damaged = allocator_records(path)
     except AscendTableError as exc:
         raise MemoryTimelineError(f"cannot read {exc}") from None
     mib = 1 << 20
@@ -236,7 +236,8 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
         )
     merged = {name: rows for name, rows in merged.items() if rows}
     if not merged:
-        why = f": {unread_memory_note(unread)}" if unread else ""
+        notes = [*damaged, unread_memory_note(unread)] if unread else damaged
+        why = f": {'; '.join(notes)}" if notes else ""
         raise MemoryTimelineError(
             f"{path.name} holds no allocator records (Timestamp(us), Total Allocated(MB)){why}"
         )
@@ -250,6 +251,7 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
         origin += f"; {impossible_memory_note(impossible)}"
     if unread:
         origin += f"; {unread_memory_note(unread)}"
+    origin += "".join(f"; {note}" for note in damaged)
     return _from_records(per_device, device, base_ns, origin)
 
 
