@@ -1207,6 +1207,25 @@ def test_a_quote_never_closed_on_the_step_tables_last_line_is_said_as_such(tmp_p
     assert "0 line(s)" not in said and "cut short" not in said
 
 
+def test_a_step_table_whose_every_row_is_damaged_says_why_it_has_no_rows(tmp_path: Path) -> None:
+    """helper-202: a step_trace_time.csv whose only row was damaged (a quote left open, bytes that are no
+    UTF-8) cost the rank its report as "has no rows", the damage unsaid (the warnings that said it are
+    dropped with the rank's summary). The error says it. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    header, row, end = table.read_bytes().split(b"\r\n")
+    for damaged, said in (
+        (row.replace(b",1,", b',"1,', 1), "a quote at line 2 is never closed"),
+        (row.replace(b",1,", b",\xff1,", 1), "1 line(s) are not UTF-8 text (damaged bytes; line 2)"),
+    ):
+        table.write_bytes(b"\r\n".join([header, damaged, end]))
+        with pytest.raises(ascend_output.AscendTableError, match=r"has no rows whole: ") as raised:
+            ascend_output.summary_of(d)
+        assert said in str(raised.value)
+
+
 def test_a_step_table_line_of_bytes_that_are_no_utf8_is_left_out_and_said(tmp_path: Path) -> None:
     """helper-201: a line of step_trace_time.csv that was no UTF-8 (damaged bytes) read as a step "-" of
     zeros, said only as "no value for ... (counted as 0)". It is left out and said. In-process."""

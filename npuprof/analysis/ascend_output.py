@@ -454,10 +454,12 @@ def _steps(
         if step is None and (row.get("Step") or "").strip():
             bad_steps.append(row["Step"].strip())
         rows.append((step, values))
-    warnings.extend(damage.notes("the steps"))
+    damaged = damage.notes("the steps")
+    warnings.extend(damaged)
     cut = _cut_short(path, short, "left out of the steps")
     if not rows:
-        raise AscendTableError(f"{STEP_FILE} has no rows" + (f" whole: {cut}" if cut else ""))
+        why = "; ".join([*damaged, cut] if cut else damaged)
+        raise AscendTableError(f"{STEP_FILE} has no rows" + (f" whole: {why}" if why else ""))
     if cut:
         warnings.append(cut)
     if missing:
