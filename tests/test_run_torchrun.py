@@ -126,7 +126,8 @@ opt = torch.optim.SGD(layer.parameters(), lr=0.01)
 for step in range(8):
     loss = layer(AllReduced.apply(torch.randn(8, 32, requires_grad=True))).sum()
     if rank == 0:
-        time.sleep(0.04)  # rank 0 is late: rank 1 waits ~40 ms a step inside the backward
+        time.sleep(0.1)  # rank 0 is late: rank 1 waits ~100 ms a step inside the backward (a loaded host's
+        # pause of rank 1 must pass 30 ms before rank 0 reads as waiting: 40 ms left it 12)
     loss.backward()
     opt.step()
     opt.zero_grad()
@@ -137,7 +138,7 @@ os._exit(0)
 
 def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(out: Path, tmp_path: Path) -> None:
     """Real gloo: rank 1 spends most of each step in the backward of a Function that all-reduces, waiting
-    for rank 0, which sleeps 40 ms first. Its steps are mostly exposed communication, not computing, and
+    for rank 0, which sleeps 100 ms first. Its steps are mostly exposed communication, not computing, and
     rank 0 is the rank the others wait for (before: rank 1 read ~95% computing, ~0% exposed, no rank
     named)."""
     script = tmp_path / "late_peer.py"
