@@ -27,6 +27,7 @@ from conftest import (
     npuprof,
     rank_dirs,
     sched,
+    small_tmpfs,
     stderr_until,
     trainer,
 )
@@ -654,7 +655,11 @@ def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
 
 def _full_disk(tmpfs) -> Path:
     """An output directory on a 2 MB tmpfs with no byte left."""
-    mount = tmpfs("2m")
+    return _fill(tmpfs("2m"))
+
+
+def _fill(mount: Path) -> Path:
+    """An output directory made on the tmpfs ``mount``, then every byte of it taken."""
     out = mount / "result"
     out.mkdir()
     with open(mount / "filler", "wb") as f, contextlib.suppress(OSError):
@@ -678,14 +683,27 @@ def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_writt
     assert "so the captures were skipped" in last and "not known" not in last, last
 
 
-def test_a_full_disk_is_named_as_the_reason_with_min_free_space_0(tmpfs) -> None:
+@pytest.fixture(scope="module")
+def full_disk_min_free_0_run(tmp_path_factory: pytest.TempPathFactory):
+    """One `npuprof run --min-free-space 0` (nothing skipped ahead) of 8 steps, a window of one step every
+    other step (--repeat 0, --wait 1), into an output directory on a 2 MB tmpfs with no byte left: each
+    window's capture fails for want of room, npuprof.log takes no line. Read by the two tests below while
+    the tmpfs is mounted: its result and output directory."""
+    with small_tmpfs(tmp_path_factory.mktemp("full_disk") / "tmpfs", "2m") as mount:
+        out = _fill(mount)
+        assert os.statvfs(out).f_bavail == 0
+        result = npuprof(
+            "run", "-o", str(out), "--min-free-space", "0", "--repeat", "0", "--wait", "1", "--warmup", "0",
+            "--active", "1", "--skip-first", "0", "--no-analyse", "--", *trainer("--steps", "8"), timeout=90,
+        )  # fmt: skip
+        yield {"result": result, "out": out}
+
+
+def test_a_full_disk_is_named_as_the_reason_with_min_free_space_0(full_disk_min_free_0_run: dict) -> None:
     """helper-103: with --min-free-space 0 nothing is skipped ahead; the capture fails for want of room,
-    npuprof.log takes no line, and the last line said "the reason is not known"."""
-    out = _full_disk(tmpfs)
-    result = npuprof(
-        "run", "-o", str(out), "--min-free-space", "0", *sched(1, 1, 2), "--", *trainer("--steps", "6"),
-        timeout=120,
-    )  # fmt: skip
+    npuprof.log takes no line, and the last line said "the reason is not known". (The run of the test of
+    empty directories below: every one of its windows fails so.)"""
+    result, out = full_disk_min_free_0_run["result"], full_disk_min_free_0_run["out"]
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
     last = said[said.index("npuprof: no capture was written") :]
@@ -896,20 +914,10 @@ def test_a_post_processor_the_script_reaped_is_replaced_before_the_next_capture(
     assert "takes the next captures" in (out / "npuprof.log").read_text()
 
 
-def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(tmpfs) -> None:
+def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(full_disk_min_free_0_run: dict) -> None:
     """Each window on a disk too full for its record left an empty *_ascend_pt directory (and a log line
     blaming a missing file)."""
-    mount = tmpfs("400k")
-    out = mount / "result"
-    out.mkdir()
-    # every byte of it taken
-    with open(mount / "filler", "wb", buffering=0) as handle, contextlib.suppress(OSError):
-        while True:
-            handle.write(b"x" * 4096)
-    result = npuprof(
-        "run", "-o", str(out), "--min-free-space", "0", "--repeat", "0", "--wait", "1", "--warmup", "0",
-        "--active", "1", "--skip-first", "0", "--no-analyse", "--", *trainer("--steps", "8"), timeout=90,
-    )  # fmt: skip
+    result, out = full_disk_min_free_0_run["result"], full_disk_min_free_0_run["out"]
     assert result.returncode == 0, result.stderr
     empty = [d for d in out.glob("*_ascend_pt") if not any(d.iterdir())]
     assert empty == [], empty
