@@ -370,15 +370,31 @@ def test_many_steps_across_ranks_shows_the_widest_spread(tmp_path: Path) -> None
     assert f"the 10 of {len(common)} steps with the largest spread across ranks" in caption
 
 
-def test_force_without_the_raw_trace_reads_the_tables_of_the_earlier_parse(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def analysed_run(tmp_path_factory) -> Path:
+    """One `npuprof run` (skip 1, record 2 of 5 steps), its capture analysed by the run, as it ended: the
+    output directory. The two tests below each take a copy of it (they delete its files)."""
+    out = tmp_path_factory.mktemp("analysed_run") / "out"
+    run = run_trainer(out, *sched(1, 0, 2), train=("--steps", "5"), analyse=True)
+    assert run.returncode == 0, run.stderr
+    return out
+
+
+def _copy_of(run: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    shutil.copytree(run, out, symlinks=True)
+    return out
+
+
+def test_force_without_the_raw_trace_reads_the_tables_of_the_earlier_parse(
+    analysed_run: Path, tmp_path: Path
+) -> None:
     """helper-129: a capture of `npuprof run` whose raw trace was deleted after its parse (to save space):
     `analyse --force` said "torch_npu's parse left none of its tables in ASCEND_PROFILER_OUTPUT/ ...
     FRAMEWORK/, PROF_* are gone: capture again" beside its whole tables, which a plain `analyse` reported.
     --force has nothing to parse again there: the tables stand, reported with a warning that says why;
     with the tables gone too, the reason names the missing trace, not torch_npu."""
-    out = tmp_path / "out"
-    run = run_trainer(out, *sched(1, 0, 2), train=("--steps", "5"), analyse=True)
-    assert run.returncode == 0, run.stderr
+    out = _copy_of(analysed_run, tmp_path)
     (rank_dir,) = out.glob("*_ascend_pt")
     first = npuprof("analyse", str(out), "--format", "json")
     assert first.returncode == 0, first.stderr
@@ -399,13 +415,13 @@ def test_force_without_the_raw_trace_reads_the_tables_of_the_earlier_parse(tmp_p
     assert "torch_npu" not in gone.stderr, gone.stderr
 
 
-def test_force_without_the_raw_trace_does_not_drop_a_db_asked_for_in_silence(tmp_path: Path) -> None:
+def test_force_without_the_raw_trace_does_not_drop_a_db_asked_for_in_silence(
+    analysed_run: Path, tmp_path: Path
+) -> None:
     """helper-131: `analyse --force --export-type db` on a capture whose raw trace was deleted after its
     parse reported the earlier tables with exit 0 and wrote no db, with no word of it (without --force the
     same command says the trace is missing). The db cannot be made without the trace: it says so."""
-    out = tmp_path / "out"
-    run = run_trainer(out, *sched(1, 0, 2), train=("--steps", "5"), analyse=True)
-    assert run.returncode == 0, run.stderr
+    out = _copy_of(analysed_run, tmp_path)
     (rank_dir,) = out.glob("*_ascend_pt")
     for raw in rank_dir.glob("*.pt.trace.json*"):
         raw.unlink()
