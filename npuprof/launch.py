@@ -619,6 +619,9 @@ class JobEnd:
     # received once the job's process group was gone (reaped), before the caller took the signals over:
     # the launcher's own, as those that come during its post-processing wait
     after_the_end: list[int] = dataclasses.field(default_factory=list)
+    # when each Ctrl-C that counted came (time.monotonic): a copy of the last one that comes after the job's
+    # end is the same Ctrl-C (counts_as_ctrl_c)
+    interrupts: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -690,29 +693,42 @@ def _kill_run(pgid: int, run_id: str | None) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def counts_as_ctrl_c(interrupts: list[float]) -> bool:
+    """Whether a SIGINT received now is a Ctrl-C of its own (then noted in ``interrupts``, the times of
+    those that counted), not a copy of the last one: one Ctrl-C passed on again by a wrapper (`timeout`)
+    arrives twice, the copy within SAME_CTRL_C_S (as late as the wrapper is scheduled)."""
+    now = time.monotonic()
+    if interrupts and now - interrupts[-1] <= SAME_CTRL_C_S:
+        return False
+    interrupts.append(now)
+    return True
+
+
 @contextlib.contextmanager
 def _forward_signals(
-    pgid_holder: list[int], run_id: str | None = None, unreached: list[int] | None = None
+    pgid_holder: list[int],
+    run_id: str | None = None,
+    unreached: list[int] | None = None,
+    interrupts: list[float] | None = None,
 ) -> Iterator[list[int]]:
     """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
     kills the group and every other process of the run (SIGKILL): torchrun's workers lead sessions of their
     own, and torchrun killed so cannot end them. A signal ignored when npuprof started stays ignored, in the
     job too (nohup). Yields every signal received; those that found the group gone (the job reaped, before
-    run_child blocks them) go to ``unreached`` too: they were the launcher's alone."""
+    run_child blocks them) go to ``unreached`` too: they were the launcher's alone. ``interrupts`` gets the
+    time of each Ctrl-C that counted (a SIGINT's copy within SAME_CTRL_C_S is none)."""
     received: list[int] = []
-    interrupts: list[float] = []  # when each Ctrl-C that counts came
+    interrupts = [] if interrupts is None else interrupts
     killing: list[bool] = []  # non-empty while the handler kills the run's processes
 
     def forward(signum: int, frame: object) -> None:
         received.append(signum)
-        if signum == signal.SIGINT:
-            now = time.monotonic()
-            # one Ctrl-C passed on again by a wrapper (`timeout`) arrives twice within microseconds: one,
-            # and passed on once (a second copy raised KeyboardInterrupt again inside the job's own
-            # `except KeyboardInterrupt:` handler, which then never ran)
-            if interrupts and now - interrupts[-1] <= SAME_CTRL_C_S:
-                return
-            interrupts.append(now)
+        # one Ctrl-C passed on again by a wrapper (`timeout`) arrives twice: one, and passed on once (a
+        # second copy raised KeyboardInterrupt again inside the job's own `except KeyboardInterrupt:`
+        # handler, which then never ran)
+        if signum == signal.SIGINT and not counts_as_ctrl_c(interrupts):
+            return
+        ctrl_c = len(interrupts)  # this one's number, if a Ctrl-C
         if not pgid_holder:
             return  # not started yet: run_child passes it on once it is
         if signum == signal.SIGINT and len(interrupts) >= 2:
@@ -721,7 +737,7 @@ def _forward_signals(
             killing.append(True)
             try:
                 _kill_run(pgid_holder[0], run_id)
-                if len(interrupts) == 2 and interrupts[-1] == now:  # said once, as it counts
+                if ctrl_c == 2:  # said once, by the Ctrl-C that counts as the second
                     sys.stderr.write(
                         "npuprof: second SIGINT (Ctrl-C): killed the job's processes (SIGKILL)\n"
                     )
@@ -823,9 +839,10 @@ def run_child(
     pgid: list[int] = []
     terminal = _Terminal()
     unreached: list[int] = []
+    interrupts: list[float] = []
     with (
         _terminal_signals_ignored() as reset_in_child,
-        _forward_signals(pgid, run_id, unreached) as received,
+        _forward_signals(pgid, run_id, unreached, interrupts) as received,
     ):
         try:
             pid = _spawn(command, env, reset_in_child)
@@ -850,7 +867,7 @@ def run_child(
         finally:
             terminal.take_back(pid)
     # once the group is gone every later signal finds it gone: the unreached ones are the last received
-    return JobEnd(returncode, received[: len(received) - len(unreached)], list(unreached))
+    return JobEnd(returncode, received[: len(received) - len(unreached)], list(unreached), interrupts)
 
 
 def _spawn(command: list[str], env: dict[str, str], reset: tuple[int, ...] = _RESET_IN_CHILD) -> int:

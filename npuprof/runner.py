@@ -21,6 +21,7 @@ from npuprof.launch import (
     LaunchError,
     child_environment,
     config_payload,
+    counts_as_ctrl_c,
     die_of,
     injection_warnings,
     new_run_id,
@@ -185,10 +186,13 @@ class _HeldSignals:
     first one stops the wait. ``restore()`` puts the previous handlers back; ``death()`` is the signal the
     launcher then dies of."""
 
-    def __init__(self, already: list[int] | None = None) -> None:
+    def __init__(self, already: list[int] | None = None, interrupts: list[float] | None = None) -> None:
         # ``already``: received after the job's end, before these handlers (run_child's forwarder found the
         # job gone): they count as the first ones, and stop the wait once it begins
         self.received: list[int] = list(already or [])
+        # when each Ctrl-C counted, run_child's included: a SIGINT within SAME_CTRL_C_S of the last is a
+        # copy of it (`timeout` passes its own on), and not a Ctrl-C of its own
+        self.interrupts: list[float] = list(interrupts or [])
         self.stopper: int | None = None  # the signal that stopped the wait
         self.waiting = False
         # not one ignored when npuprof started: a hang-up after the job killed the launcher
@@ -196,6 +200,8 @@ class _HeldSignals:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # blocked by run_child at the job's end
 
     def _on(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGINT and not counts_as_ctrl_c(self.interrupts):
+            return  # a copy of the last Ctrl-C (`timeout`'s): counted, npuprof died of SIGINT (helper-203)
         self.received.append(signum)
         if self.waiting:
             self.waiting = False  # only the first one stops the wait
@@ -596,7 +602,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         return _error(str(exc), 127)
     elapsed = time.monotonic() - started
     log.job_ended = True
-    held = _HeldSignals(end.after_the_end)
+    held = _HeldSignals(end.after_the_end, end.interrupts)
     try:
         with contextlib.suppress(_StopWaiting):  # one handled at the very edge of the wait's own try
             stopped_by = next((sig for sig in end.forwarded if sig in _DEATHS), None)

@@ -1408,3 +1408,61 @@ def test_a_signal_that_comes_after_the_jobs_end_is_the_launchers_and_stops_the_w
     finally:
         post.kill()
         post.wait()
+
+
+def test_one_ctrl_c_received_twice_after_the_jobs_end_stops_the_wait_and_kills_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """helper-203: under `timeout`, one Ctrl-C reaches npuprof twice (the terminal's, then timeout's copy).
+    Dropped as a copy while the job ran, it was counted again once the job had ended: the copy that came
+    after the job's end, or during the post-processing wait, made npuprof die of SIGINT where one Ctrl-C
+    only stops the wait (the job's exit code stands, and a shell loop around it goes on)."""
+    from npuprof import launch
+
+    monkeypatch.setattr(launch, "SAME_CTRL_C_S", 60.0)  # however slow this machine: the same Ctrl-C
+    reaped = launch._wait
+
+    def reaped_then_interrupted(pid: int, terminal: object) -> int:
+        code = reaped(pid, terminal)  # type: ignore[arg-type]
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # type: ignore[operator]  # the Ctrl-C
+        return code
+
+    monkeypatch.setattr(launch, "_wait", reaped_then_interrupted)
+    try:
+        end = launch.run_child(["true"], dict(os.environ))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, launch.FORWARDED_SIGNALS)  # run_child leaves them held
+    assert (end.returncode, end.after_the_end, len(end.interrupts)) == (0, [signal.SIGINT], 1)
+    held = runner._HeldSignals(end.after_the_end, end.interrupts)
+    try:
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # type: ignore[operator]  # timeout's copy
+        with pytest.raises(runner._StopWaiting):
+            held.begin_waiting()
+    finally:
+        held.restore()
+    assert held.death() is None
+
+    # during the wait: the copy neither stops it again nor counts
+    held = runner._HeldSignals()
+    try:
+        held.begin_waiting()
+        handler = signal.getsignal(signal.SIGINT)
+        with pytest.raises(runner._StopWaiting):
+            handler(signal.SIGINT, None)  # type: ignore[operator]
+        handler(signal.SIGINT, None)  # type: ignore[operator]
+    finally:
+        held.restore()
+    assert held.received == [signal.SIGINT] and held.death() is None
+
+    # a Ctrl-C of its own after the one that stopped the wait: npuprof dies of it, as before
+    monkeypatch.setattr(launch, "SAME_CTRL_C_S", -1.0)
+    held = runner._HeldSignals()
+    try:
+        held.begin_waiting()
+        handler = signal.getsignal(signal.SIGINT)
+        with pytest.raises(runner._StopWaiting):
+            handler(signal.SIGINT, None)  # type: ignore[operator]
+        handler(signal.SIGINT, None)  # type: ignore[operator]
+    finally:
+        held.restore()
+    assert held.death() == signal.SIGINT
