@@ -622,6 +622,17 @@ class JobEnd:
     # when each Ctrl-C that counted came (time.monotonic): a copy of the last one that comes after the job's
     # end is the same Ctrl-C (counts_as_ctrl_c)
     interrupts: list[float] = dataclasses.field(default_factory=list)
+    at_the_terminal: bool = False  # the job held the terminal (the launcher gave it) when it ended
+
+    def terminal_signal(self) -> int | None:
+        """The terminal's Ctrl-C or Ctrl-\\ that the job died of, or None. The terminal sent it to the job's
+        group alone (the launcher gave it the terminal): without npuprof it reaches the launcher's own group
+        too, where a shell that runs npuprof without job control (`bash train_all.sh`, whose loop stops at
+        Ctrl-C only if the shell got it as well), a pipeline's other commands or make wait (helper-203)."""
+        if self.at_the_terminal and -self.returncode in (signal.SIGINT, signal.SIGQUIT):
+            job_signal = -self.returncode
+            return None if job_signal in self.forwarded else job_signal
+        return None
 
     @property
     def exit_code(self) -> int:
@@ -647,9 +658,10 @@ class JobEnd:
         return received[0] if received else None
 
 
-def die_of(signum: int) -> None:
+def die_of(signum: int, group: bool = False) -> None:
     """End the launcher by ``signum`` at its default action (the parent sees WIFSIGNALED); returns only if
-    the signal did not kill it."""
+    the signal did not kill it. ``group``: sent to the launcher's whole process group (a terminal's signal
+    that only the job got: JobEnd.terminal_signal)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -660,6 +672,9 @@ def die_of(signum: int) -> None:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    if group:
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgrp(), signum)
     os.kill(os.getpid(), signum)
 
 
@@ -861,13 +876,15 @@ def run_child(
                 on_start(pid)
         try:
             returncode = _wait(pid, terminal)
+            at_the_terminal = terminal.held_by(pid)
             # held (pending, not lost) from here until the caller takes them over: the forwarders are
             # about to go, and a signal then would kill the launcher before its record (helper-96)
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
         finally:
             terminal.take_back(pid)
     # once the group is gone every later signal finds it gone: the unreached ones are the last received
-    return JobEnd(returncode, received[: len(received) - len(unreached)], list(unreached), interrupts)
+    forwarded = received[: len(received) - len(unreached)]
+    return JobEnd(returncode, forwarded, list(unreached), interrupts, at_the_terminal)
 
 
 def _spawn(command: list[str], env: dict[str, str], reset: tuple[int, ...] = _RESET_IN_CHILD) -> int:

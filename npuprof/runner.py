@@ -402,7 +402,7 @@ def _finish(end: JobEnd) -> int:
     """The launcher's exit code; it dies of the job's signal instead when shells expect so."""
     signum = end.death_signal()
     if signum is not None:
-        die_of(signum)
+        die_of(signum, group=signum == end.terminal_signal())
     return end.exit_code
 
 

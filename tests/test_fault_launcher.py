@@ -162,6 +162,52 @@ def test_ctrl_c_stops_a_shell_loop_around_npuprof(out: Path, tmp_path: Path) -> 
     assert shell.returncode == -signal.SIGINT
 
 
+@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
+def test_ctrl_c_at_a_terminal_stops_a_shell_script_looping_over_npuprof(out: Path, tmp_path: Path) -> None:
+    """helper-203: `bash train_all.sh` at a terminal, its loop running `npuprof run`: npuprof gives the
+    terminal to the job, so Ctrl-C reached the job alone, not the shell (in npuprof's process group, as a
+    shell without job control runs its commands); the job and npuprof died of SIGINT, and the shell, which
+    stops at Ctrl-C only when it got SIGINT too, went on with the next run. Without npuprof it stops."""
+    import pty
+
+    flag = tmp_path / "ran-once"
+    script = _job_script(
+        tmp_path,
+        f"if os.path.exists({str(flag)!r}):\n    sys.exit(0)\nopen({str(flag)!r}, 'w')\ntime.sleep(60)\n",
+    )
+    run = shlex.join([*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script)])
+    loop = f'for i in 1 2; do {run}; echo "after-$i"; done'
+    pid, master = pty.fork()
+    if pid == 0:  # a session leader with the pty as its terminal; the shell is not interactive
+        os.execve("/bin/bash", ["bash", "-c", loop], clean_env(TERM="dumb"))
+    seen = bytearray()
+    job = status = None
+    try:
+        _wait_for((tmp_path / "started").exists, "the job to start")
+        job = int((tmp_path / "started").read_text())
+        _wait_for(lambda: os.tcgetpgrp(master) == job, "npuprof to give the job the terminal")
+        os.write(master, b"\x03")  # Ctrl-C
+        deadline = time.monotonic() + 60
+        while b"after-" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the shell and all it ran are gone
+                    break
+                seen.extend(chunk)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        _kill_quietly(job, group=True)
+        if status is None:  # not reaped: still the shell's pid
+            _kill_quietly(pid)
+            os.waitpid(pid, 0)
+        os.close(master)
+    assert b"after-" not in seen, f"the loop went on after Ctrl-C: {bytes(seen[-2000:])!r}"
+    assert os.waitstatus_to_exitcode(status) == -signal.SIGINT
+    assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 128 + signal.SIGINT
+
+
 def test_sighup_to_npuprof_ends_the_job_and_npuprof_dies_of_it(out: Path, tmp_path: Path) -> None:
     script = _job_script(tmp_path, "time.sleep(30)\n")
     proc = subprocess.Popen(
