@@ -729,20 +729,23 @@ def _forward_signals(
     """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
     kills the group and every other process of the run (SIGKILL): torchrun's workers lead sessions of their
     own, and torchrun killed so cannot end them. A signal ignored when npuprof started stays ignored, in the
-    job too (nohup). Yields every signal received; those that found the group gone (the job reaped, before
-    run_child blocks them) go to ``unreached`` too: they were the launcher's alone. ``interrupts`` gets the
-    time of each Ctrl-C that counted (a SIGINT's copy within SAME_CTRL_C_S is none)."""
+    job too (nohup). Yields every signal received, less the copies of a Ctrl-C; those that found the group
+    gone (the job reaped, before run_child blocks them) go to ``unreached`` too: they were the launcher's
+    alone. ``interrupts`` gets the time of each Ctrl-C that counted (a SIGINT's copy within SAME_CTRL_C_S is
+    none)."""
     received: list[int] = []
     interrupts = [] if interrupts is None else interrupts
     killing: list[bool] = []  # non-empty while the handler kills the run's processes
 
     def forward(signum: int, frame: object) -> None:
-        received.append(signum)
         # one Ctrl-C passed on again by a wrapper (`timeout`) arrives twice: one, and passed on once (a
         # second copy raised KeyboardInterrupt again inside the job's own `except KeyboardInterrupt:`
-        # handler, which then never ran)
+        # handler, which then never ran); the copy is not among those received (helper-203: the record
+        # said it was passed on, and one that came after an unreached SIGINT put that one among those
+        # passed on to the job)
         if signum == signal.SIGINT and not counts_as_ctrl_c(interrupts):
             return
+        received.append(signum)
         ctrl_c = len(interrupts)  # this one's number, if a Ctrl-C
         if not pgid_holder:
             return  # not started yet: run_child passes it on once it is
