@@ -383,6 +383,9 @@ class _SignalsBeforeTheJob:
         self.previous = {sig: signal.signal(sig, self._stop) for sig in _not_ignored(self.SIGNALS)}
 
     def _stop(self, signum: int, _frame: Any) -> None:
+        # the others held until npuprof dies: a second one (`timeout`'s copy of a Ctrl-C) raised
+        # KeyboardInterrupt inside the record's write, which then said nothing of the run's end (helper-203)
+        signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
         self.restore()
         with contextlib.suppress(Exception):
             for payload in self.payloads:

@@ -1016,6 +1016,43 @@ def test_a_signal_before_the_job_starts_ends_the_run_record(out: Path, tmp_path:
     assert record["end"] is not None and not list(out.glob(".npuprof_payload*"))
 
 
+def test_a_ctrl_cs_copy_while_the_record_is_ended_before_the_job_starts_keeps_the_records_end(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-203: under `timeout`, one Ctrl-C reaches npuprof twice; the copy that landed while npuprof
+    wrote the run record's end (stopped before the job started) raised KeyboardInterrupt inside that write:
+    "npuprof: aborted", and a record saying nothing of the run's end (exit code null)."""
+    launcher = (
+        "import os, signal, sys\n"
+        "import npuprof.runner as runner\n"
+        "from npuprof.results import run_record\n"
+        "def signalled(command):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return []\n"
+        "runner.injection_warnings = signalled\n"
+        "write = run_record.RunRecord.write\n"
+        "def copy_then_write(self, *args, **kwargs):\n"
+        "    if self.content.get('end') is not None:  # the end's write: timeout's copy lands now\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return write(self, *args, **kwargs)\n"
+        "run_record.RunRecord.write = copy_then_write\n"
+        "from npuprof.cli.main import main\n"
+        "sys.argv = ['npuprof', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    marker = tmp_path / "ran"
+    result = subprocess.run(
+        [sys.executable, "-c", launcher, "run", "-o", str(out), "--", sys.executable, "-c",
+         f"open({str(marker)!r}, 'w')"],
+        env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == -signal.SIGINT, result.stderr
+    assert "aborted" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not marker.exists()
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert (record["exit_code"], record["error"]) == (130, "stopped by SIGINT before the job started")
+
+
 def test_a_sigint_flood_while_the_job_is_killed_does_not_enter_the_kill_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
