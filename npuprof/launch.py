@@ -794,6 +794,7 @@ class _Terminal:
 
     def __init__(self) -> None:
         self.fd: int | None = None
+        self.stopped_with_the_job = False  # the launcher stopped itself, mirroring the job's stop
         try:
             fd = sys.stdin.fileno()
             if os.isatty(fd):
@@ -832,6 +833,26 @@ class _Terminal:
 
 
 @contextlib.contextmanager
+def _continued_with_the_launcher(pgid_holder: list[int], terminal: _Terminal) -> Iterator[None]:
+    """A SIGCONT to the launcher continues a stopped job too. `timeout` follows its signal with SIGCONT to
+    the command and to its own process group, not to the job's: a stopped job never took the signal, and
+    `timeout -s INT` (or QUIT, USR1, ...: not followed by SIGCONT of ours) of a stopped job never ended
+    (helper-203). Not while the launcher mirrors a job-control stop: it continues the job itself once it has
+    given it the terminal."""
+
+    def continued(signum: int, frame: object) -> None:
+        if pgid_holder and not terminal.stopped_with_the_job and _stopped(pgid_holder[0]):
+            _kill_group(pgid_holder[0], signal.SIGCONT)
+
+    previous = signal.signal(signal.SIGCONT, continued)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError, TypeError):  # None: set outside Python
+            signal.signal(signal.SIGCONT, previous)
+
+
+@contextlib.contextmanager
 def _terminal_signals_ignored() -> Iterator[tuple[int, ...]]:
     """The launcher ignores TERMINAL_ONLY while the job runs (tcsetpgrp from a background group raises
     SIGTTOU too); yields the signals the job gets at their defaults: not those ignored when npuprof started
@@ -861,6 +882,7 @@ def run_child(
     with (
         _terminal_signals_ignored() as reset_in_child,
         _forward_signals(pgid, run_id, unreached, interrupts) as received,
+        _continued_with_the_launcher(pgid, terminal),
     ):
         try:
             pid = _spawn(command, env, reset_in_child)
@@ -946,9 +968,13 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
     terminal.take_back(pgid)
     # SIGTSTP, not SIGSTOP: an outer npuprof mirrors it in turn, the shell shows "Stopped" as for the job,
     # and the kernel discards it in an orphaned process group, where nobody could continue us.
-    os.kill(os.getpid(), signal.SIGTSTP)
-    terminal.give_to(pgid)
-    _kill_group(pgid, signal.SIGCONT)
+    terminal.stopped_with_the_job = True
+    try:
+        os.kill(os.getpid(), signal.SIGTSTP)
+        terminal.give_to(pgid)
+        _kill_group(pgid, signal.SIGCONT)
+    finally:
+        terminal.stopped_with_the_job = False
 
 
 class LaunchError(RuntimeError):

@@ -1576,3 +1576,33 @@ def test_a_ctrl_cs_copy_after_the_jobs_end_is_not_recorded_as_passed_on(
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, launch.FORWARDED_SIGNALS)  # run_child leaves them held
     assert (end.returncode, end.forwarded, end.after_the_end) == (0, [], [signal.SIGINT])
+
+
+def test_a_sigcont_to_the_launcher_continues_a_stopped_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """helper-203: `timeout -s INT 5 npuprof run` of a stopped job (SIGSTOP) never ended: timeout follows
+    its signal with SIGCONT to npuprof and its own process group, not to the job's, and npuprof passed on
+    the SIGINT alone (without npuprof, the job ends: SIGCONT reaches it in timeout's group)."""
+    import threading
+
+    from npuprof import launch
+
+    reaped = launch._wait
+
+    def stopped_then_timed_out(pid: int, terminal: object) -> int:
+        os.kill(pid, signal.SIGSTOP)
+        _wait_for(lambda: _state(pid) == "T", "the job to stop")
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # type: ignore[operator]  # timeout's signal
+        os.kill(os.getpid(), signal.SIGCONT)  # then timeout's SIGCONT, to npuprof
+        never_continued = threading.Timer(30, _kill_quietly, (pid,))
+        never_continued.start()
+        try:
+            return reaped(pid, terminal)  # type: ignore[arg-type]
+        finally:
+            never_continued.cancel()
+
+    monkeypatch.setattr(launch, "_wait", stopped_then_timed_out)
+    try:
+        end = launch.run_child(["sleep", "60"], dict(os.environ))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, launch.FORWARDED_SIGNALS)  # run_child leaves them held
+    assert (end.returncode, end.forwarded) == (-signal.SIGINT, [signal.SIGINT])
