@@ -698,14 +698,17 @@ def _stopped(pid: int) -> bool:
         return False
 
 
-def _kill_run(pgid: int, run_id: str | None) -> None:
-    """SIGKILL to the job's process group and to every other process of the run."""
-    _kill_group(pgid, signal.SIGKILL)
+def _kill_run(pgid: int, run_id: str | None) -> bool:
+    """SIGKILL to the job's process group and to every other process of the run; False when none was
+    left to kill."""
+    killed = _kill_group(pgid, signal.SIGKILL)
     from npuprof.job_processes import processes_of_the_run
 
     for pid in processes_of_the_run(run_id):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+            killed = True
+    return killed
 
 
 def counts_as_ctrl_c(interrupts: list[float]) -> bool:
@@ -754,7 +757,10 @@ def _forward_signals(
                 return
             killing.append(True)
             try:
-                _kill_run(pgid_holder[0], run_id)
+                if not _kill_run(pgid_holder[0], run_id):  # the job reaped: the launcher's own, as below
+                    if unreached is not None:
+                        unreached.append(signum)
+                    return
                 if ctrl_c == 2:  # said once, by the Ctrl-C that counts as the second
                     sys.stderr.write(
                         "npuprof: second SIGINT (Ctrl-C): killed the job's processes (SIGKILL)\n"

@@ -1123,6 +1123,26 @@ def test_one_ctrl_c_received_twice_reaches_the_job_once() -> None:
         _kill_quietly(job.pid, group=True)
 
 
+def test_a_second_ctrl_c_after_the_job_was_reaped_kills_nothing_and_says_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-203's leftover: a second Ctrl-C that came once the job was reaped (before the launcher took
+    its signals over) said "killed the job's processes" though none was left; it is the launcher's own,
+    as any signal that finds the job gone (it stops the post-processing wait)."""
+    from npuprof import launch
+
+    job = subprocess.Popen(["true"], start_new_session=True)
+    job.wait(timeout=10)
+    monkeypatch.setattr(launch, "SAME_CTRL_C_S", -1.0)  # every SIGINT a Ctrl-C of its own
+    unreached: list[int] = []
+    with launch._forward_signals([job.pid], "run-gone", unreached) as received:
+        handler = signal.getsignal(signal.SIGINT)
+        handler(signal.SIGINT, None)  # type: ignore[operator]
+        handler(signal.SIGINT, None)  # type: ignore[operator]
+    assert "killed" not in capsys.readouterr().err
+    assert received == unreached == [signal.SIGINT, signal.SIGINT]
+
+
 @pytest.mark.parametrize("limit", [40, 66])
 def test_a_low_open_file_limit_still_gets_the_capture_parsed_and_never_hangs(out: Path, limit: int) -> None:
     """helper-98: the post-processor's descriptors were copied above 63 on their way into it: under `ulimit
