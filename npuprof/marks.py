@@ -79,11 +79,13 @@ _new = object.__new__
 
 
 class range:  # the public name: npuprof.range, a context manager and a decorator
-    """``with npuprof.range("name"):`` or ``@npuprof.range("name")``: a range around the block or call."""
+    """``with npuprof.range("name"):`` or ``@npuprof.range("name")``: a range around the block or call.
+    With no name (``@npuprof.range``, ``@npuprof.range()``, ``with npuprof.range():``) the range is named by
+    the qualified name of the function it ranges, or of the one whose ``with`` enters it."""
 
     __slots__ = ("_open", "name", "stream")
 
-    def __new__(cls, name: str, stream: Any = None) -> Any:
+    def __new__(cls, name: Any = None, stream: Any = None) -> Any:
         if name.__class__ is str or not (callable(name) or isinstance(name, (staticmethod, classmethod))):
             return _new(cls)
         # ``@npuprof.range`` with no name: the function, ranged under its qualified name. It made a range
@@ -92,7 +94,9 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
         # a staticmethod or classmethod, a functools.partial, any other callable (helper-186)
         return cls(_qualname(name), stream)(name)
 
-    def __init__(self, name: str, stream: Any = None) -> None:
+    def __init__(self, name: Any = None, stream: Any = None) -> None:
+        # None: named by what it ranges (``__call__``) or by the code of its ``with`` (``__enter__``).
+        # ``@npuprof.range()`` raised TypeError (no name given), a call that "never raises" (helper-205)
         self.name = name
         self.stream = stream
         # the ranges this object opened and has not ended, innermost last, per thread or asyncio task that
@@ -107,7 +111,14 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
         gate = _gate
         if gate is not None and not gate._is_profiler_enabled:
             return self  # nothing recorded, nothing to end (outside captures: the cost of a call, bench/)
-        range_id = range_start(self.name, self.stream)
+        name = self.name
+        if name is None:
+            try:
+                code = _getframe(1).f_code
+                name = getattr(code, "co_qualname", code.co_name)
+            except ValueError:  # entered from C with no Python frame above
+                name = "range"
+        range_id = range_start(name, self.stream)
         if range_id <= 0:
             return self
         owner = _owner()
@@ -168,6 +179,8 @@ class range:  # the public name: npuprof.range, a context manager and a decorato
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         name, stream = self.name, self.stream
+        if name is None:  # ``@npuprof.range()``: as ``@npuprof.range``
+            name = _qualname(func)
         if isinstance(func, (staticmethod, classmethod)):  # above it in a class body: the function ranged
             return type(func)(self(func.__func__))  # in it (a function alone took the instance as argument)
         if inspect.isgeneratorfunction(func):
