@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from test_steps_units import World, _world, iterate, make, sgd
+
 
 class _Log:
     """A marks implementation that writes each range's start and end into a list."""
@@ -68,3 +71,40 @@ def test_a_range_called_with_no_name_is_named_by_its_function_and_never_raises()
         ], log
     finally:
         marks._use(saved)
+
+
+def test_a_critic_stepping_first_several_times_an_iteration_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A WGAN whose critic's loop (5 steps) comes before the generator's step: the critic steps first, so it
+    counts steps, 5 an iteration (60 steps for 12 iterations), and nothing said so; the generator stepping
+    first is said (the two alternate). Said once now, on stderr too."""
+    world: World = _world(monkeypatch)
+    dw, critic = make(sgd("Critic"))
+    gw, gen = make(sgd("Gen"))
+    for _ in range(4):
+        for _ in range(5):
+            iterate(dw, critic)
+        iterate(gw, gen)
+    said = [line for kind, line in world.log.lines if kind == "warn_once"]
+    assert said == [
+        "the optimizer Critic (2 parameters) counts steps and steps 5 times to each step() of Gen (2 "
+        "parameters) (steps 5-15): each of its step() is a step; if one iteration of your job runs those 5 "
+        "(a WGAN's critic loop before its generator's step), it holds as many steps: to count iterations, "
+        "name the function of one iteration with --step-on MODULE:QUALNAME"
+    ]
+    assert world.controller.step == 20  # counted as before: one step a critic step
+
+
+@pytest.mark.parametrize("times", [(1, 1), (1, 2)], ids=["one-each", "second-twice"])
+def test_two_optimizers_stepping_about_as_often_say_nothing(
+    monkeypatch: pytest.MonkeyPatch, times: tuple[int, int]
+) -> None:
+    """The other side of the test above: D then G once each an iteration; D once, G twice."""
+    world: World = _world(monkeypatch)
+    aw, a = make(sgd("A"))
+    bw, b = make(sgd("B"))
+    for _ in range(6):
+        for opt_w, opt, n in ((aw, a, times[0]), (bw, b, times[1])):
+            for _ in range(n):
+                iterate(opt_w, opt)
+    assert [kind for kind, _ in world.log.lines] == ["info"], world.log.lines
+    assert world.controller.step == 6

@@ -58,6 +58,11 @@ class OptimizerSteps:
         self._taken_from: weakref.WeakSet[Any] = weakref.WeakSet()
         self._first_taken_at = 0
         self._said_alternating = False
+        # Each other optimizer's (weakly) step at its last step() and the steps between its last two: the
+        # primary stepping as many times, several, between each two of them (a WGAN's critic stepping first,
+        # its loop before each generator step) makes several steps an iteration: said once (_less_often)
+        self._other_steps: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+        self._said_less_often = False
         self._switches = 0  # changes of the primary after the first (logged up to SWITCHES_LOGGED)
         self.in_scaler = 0
         self.pending = 0  # the thread id whose primary step is to be counted when its step() returns
@@ -180,6 +185,8 @@ class OptimizerSteps:
             return False
         self._in_a_row = max(self._in_a_row, count)
         if count < SWITCH_AFTER:
+            if not self._said_less_often:
+                self._less_often(optimizer, primary)
             return False
         # Its earlier steps were not boundaries: counted now (unless a capture records: its step holds
         # them), so that the step numbers stay the job's iterations.
@@ -211,6 +218,28 @@ class OptimizerSteps:
             ),
         )
         return True
+
+    def _less_often(self, optimizer: Any, primary: Any) -> None:
+        """``optimizer`` steps and is not the primary: when the primary stepped the same number of times,
+        several, between each of its last three steps, each step() of the primary is a step, several per
+        iteration of a job whose iteration steps both: a WGAN whose critic's loop comes before the generator's
+        step counted 5 steps an iteration without a word, where the generator stepping first is said
+        (``_alternating``) (helper-205). Said once, on stderr too, hedged: an optimizer stepped every N
+        iterations (a second model's) makes the same pattern, its steps the iterations."""
+        now = self.controller.step
+        last, gap = self._other_steps.get(optimizer, (-1, 0))
+        self._other_steps[optimizer] = (now, now - last if last >= 0 else 0)
+        if last < 0 or now - last < 2 or now - last != gap or self._said_alternating:
+            return
+        self._said_less_often = True
+        self.log.warn_once(
+            "optimizer-steps-more-often",
+            f"the optimizer {_described(primary)} counts steps and steps {gap} times to each step() of "
+            f"{_described(optimizer)} (steps {last - gap}-{now}): each of its step() is a step; if one "
+            f"iteration of your job runs those {gap} (a WGAN's critic loop before its generator's step), it "
+            "holds as many steps: to count iterations, name the function of one iteration with --step-on "
+            "MODULE:QUALNAME",
+        )
 
     def _alternating(self) -> None:
         """The primary steps again and the optimizer it took over from stepped meanwhile (fewer than
