@@ -108,3 +108,56 @@ def test_two_optimizers_stepping_about_as_often_say_nothing(
                 iterate(opt_w, opt)
     assert [kind for kind, _ in world.log.lines] == ["info"], world.log.lines
     assert world.controller.step == 6
+
+
+def _report(restart_counts: list[int]) -> Any:
+    import json
+
+    from npuprof.analysis.report_schema import REPORT_VERSION, read_report
+    from npuprof.analysis.summary_schema import SUMMARY_ORDER
+
+    step = {"step": 6, **dict.fromkeys(SUMMARY_ORDER, 0.0), "duration_us": 1000.0}
+    ranks = [
+        {
+            "rank": rank, "rank_dir": f"out/vm_{100 + rank}_ascend_pt", "status": "parsed", "device": "CPU",
+            "trace": "t.json", "steps": [step], "step_time_mean_us": 1000.0, "top_operators": [],
+            "top_kernels": [], "memory_peak_mb": None, "memory_peak_reserved_mb": None, "communication": {},
+            "restart_count": count,
+        }
+        for rank, count in enumerate(restart_counts)
+    ]  # fmt: skip
+    cross = {"steps": [], "slowest": None, "start_skew": []}
+    return read_report(
+        json.dumps(
+            {
+                "version": REPORT_VERSION,
+                "path": "out",
+                "steps_filter": None,
+                "ranks": ranks,
+                "problems": [],
+                "cross_rank": cross,
+            }
+        )
+    )
+
+
+def test_a_torchrun_job_never_restarted_has_no_attempt_in_its_titles() -> None:
+    """Every torchrun job's rank titles said "attempt 0" (its records keep TORCHELASTIC_RESTART_COUNT),
+    where the README's example of a 2-rank torchrun report has none and says analyse names the attempt of a
+    restarted job's captures. Named only when some capture is of a later attempt."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.reports import terminal
+
+    def titles(counts: list[int]) -> list[str]:
+        out = io.StringIO()
+        terminal.render_table(_report(counts), Console(file=out, width=200))
+        return [line.strip() for line in out.getvalue().splitlines() if line.startswith("rank ")]
+
+    assert titles([0, 0]) == ["rank 0  (CPU, out/vm_100_ascend_pt)", "rank 1  (CPU, out/vm_101_ascend_pt)"]
+    assert titles([0, 1]) == [
+        "rank 0  (CPU, attempt 0, out/vm_100_ascend_pt)",
+        "rank 1  (CPU, attempt 1, out/vm_101_ascend_pt)",
+    ]

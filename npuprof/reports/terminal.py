@@ -122,11 +122,18 @@ def _sections(report: Report) -> list[RankReport]:
     return sections
 
 
-def _title(r: RankReport) -> str:
+def _restarted(report: Report) -> bool:
+    """Whether torchrun restarted the job of these captures: some capture is of an attempt after the first."""
+    return any(isinstance(r.restart_count, int) and r.restart_count > 0 for r in report.ranks)
+
+
+def _title(r: RankReport, restarted: bool = True) -> str:
     rank = r.rank if r.rank is not None else "-"
     if r.captures is msgspec.UNSET:
-        # torchrun's attempt, where the record says it: a restarted job's ranks have a capture of each
-        attempt = "" if r.restart_count is msgspec.UNSET else f"attempt {r.restart_count}, "
+        # torchrun's attempt, where the record says it: a restarted job's ranks have a capture of each. Only
+        # then: every torchrun job's title said "attempt 0", unlike the README's example (helper-205)
+        named = restarted and r.restart_count is not msgspec.UNSET
+        attempt = f"attempt {r.restart_count}, " if named else ""
         return f"rank {rank}  ({r.device}, {attempt}{r.rank_dir})"
     first, last = (Path(r.captures[k]).name for k in (0, -1))
     return f"rank {rank}  ({r.device}, {len(r.captures)} captures pooled, in {r.rank_dir}: {first} .. {last})"
@@ -159,8 +166,8 @@ def _partial_line(r: RankReport) -> str | None:
     )
 
 
-def _steps_table(r: RankReport) -> Table:
-    title = _title(r)
+def _steps_table(r: RankReport, restarted: bool = True) -> Table:
+    title = _title(r, restarted)
     shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
     # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
     steps = Table(
@@ -180,7 +187,8 @@ def _steps_table(r: RankReport) -> Table:
 def render_table(report: Report, console: Console) -> None:
     sections = [r for r in _sections(report) if not (report.steps_asked and not r.steps)]
     # (none of the steps asked: named in one line on stderr, not an empty table each)
-    step_tables = [_steps_table(r) for r in sections]
+    restarted = _restarted(report)
+    step_tables = [_steps_table(r, restarted) for r in sections]
     # one look for every rank's step table: one too wide for its rules loses them, and so do the others
     plain = any(_needed(console, t) > console.width for t in step_tables)
     for r, steps in zip(sections, step_tables, strict=True):
