@@ -7,7 +7,7 @@ from pathlib import Path
 
 from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
 
-from npuprof.analysis.report import build_report, far_apart_steps
+from npuprof.analysis.report import build_report, far_apart_steps, repeated_steps
 
 
 def _rank_dir(
@@ -116,3 +116,32 @@ def test_a_rank_here_without_a_step_compared_is_not_counted_in_the_comparison(tm
     (said,) = [n for n in notes if "world_size" in n]
     assert "rank(s) 2 (1 of them) have no capture" in said, said
     assert said.endswith("is of 2 of the other 3 (rank(s) 3 have no whole step compared)"), said
+
+
+def test_a_rank_without_steps_is_not_compared_with_the_steps_of_the_others(tmp_path: Path) -> None:
+    """helper-206: ranks 0-2 with steps 6-8 and rank 3 whose trace has no ProfilerStep (its one row is the
+    whole capture, 3 ms): the report said "slowest rank: 3 (mean step 3.000 ms, ...): an outlier", and
+    the same of the rank the others wait for, its whole capture taken for one step."""
+    for rank, slow in ((0, 0), (1, 100), (2, 0)):
+        _rank_dir(tmp_path, rank, 4, {6: 1000 + slow, 7: 1000 + slow, 8: 1000 + slow})
+    trace = cpu_trace()
+    trace["distributedInfo"].update(rank=3, world_size=4)
+    with_steps(trace, {})
+    trace["traceEvents"].append(
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 100, "tid": 100, "ts": 1_003_000, "dur": 1}
+    )
+    write_rank_dir(tmp_path, trace, rank=3, name="vm_103_20261205182103003")
+    notes: list[str] = []
+    report = build_report(tmp_path, jobs=1, on_note=notes.append)
+    (whole,) = [r for r in report.ranks if r.rank == 3]
+    assert [s.step for s in whole.steps] == [None] and whole.steps[0].duration_us > 2000
+    cross = report.cross_rank
+    assert cross.slowest is not None and cross.slowest.rank == 1, cross.slowest
+    assert cross.slowest.mean_step_us == 1100
+    assert cross.straggler is not None and cross.straggler.rank == 1, cross.straggler
+    said = [n for n in repeated_steps(report.ranks) if "rank(s) 3" in n]
+    assert said == [
+        "rank(s) 3 have no step (no ProfilerStep: the row is the whole capture): left out of the slowest "
+        "rank and the rank the others wait for"
+    ]
+    assert not [n for n in repeated_steps(report.ranks) if "no step was captured on every rank" in n]

@@ -936,6 +936,12 @@ def cross_rank(
     # rank has in two captures (a rank started again) counts once, the later capture's, as in the table.
     by_rank: dict[int, dict[Any, tuple[float, float]]] = {}  # step -> (step time, minus exposed comm)
     waited = False
+    # a capture without ProfilerStep has one row, the whole capture (step None): beside ranks with steps it
+    # is in the table but not compared, its time that of many steps (helper-206: a rank's whole capture of
+    # 6 steps was "slowest rank: 3 (mean step 352 ms, +505.7% vs the median): an outlier")
+    stepped = any(
+        s.step is not None and s.partial is not True for r in ranks if r.rank is not None for s in r.steps
+    )
     for r in ranks:  # in time order within a rank (rank dirs are named by their start)
         if r.rank is None:
             continue
@@ -944,6 +950,8 @@ def cross_rank(
             if s.partial is not True:
                 start = s.start_us + shift_us if start_known(s.start_us) else math.nan
                 by_step.setdefault(s.step, {})[r.rank] = (s.duration_us, start)
+                if s.step is None and stepped:
+                    continue
                 exposed = s.comm_not_overlapped_us or 0.0
                 waited = waited or exposed > 0
                 by_rank.setdefault(r.rank, {})[s.step] = (s.duration_us, s.duration_us - exposed)
@@ -1122,6 +1130,13 @@ def repeated_steps(ranks: list[RankReport]) -> list[str]:
     for r in ranks:
         if r.rank is not None:
             steps_of.setdefault(r.rank, set()).update(s.step for s in r.steps if s.partial is not True)
+    whole_only = sorted(k for k, steps in steps_of.items() if steps == {None})
+    if whole_only and len(whole_only) < len(steps_of):  # cross_rank leaves them out beside ranks with steps
+        notes.append(
+            f"rank(s) {_spans_shown(whole_only)} have no step (no ProfilerStep: the row is the whole "
+            "capture): left out of the slowest rank and the rank the others wait for"
+        )
+        steps_of = {k: steps for k, steps in steps_of.items() if steps != {None}}
     if len(steps_of) > 1 and all(steps_of.values()) and not set.intersection(*steps_of.values()):
         shown = "; ".join(f"rank {k}: {_step_list(v)}" for k, v in sorted(steps_of.items())[:4])
         notes.append(
