@@ -145,3 +145,19 @@ def test_a_rank_without_steps_is_not_compared_with_the_steps_of_the_others(tmp_p
         "rank and the rank the others wait for"
     ]
     assert not [n for n in repeated_steps(report.ranks) if "no step was captured on every rank" in n]
+
+
+def test_a_rank_without_steps_is_not_counted_in_the_comparison_of_a_job_with_a_rank_absent(
+    tmp_path: Path,
+) -> None:
+    """helper-206: ranks 0 and 1 of 4 with steps, rank 3 without a ProfilerStep, rank 2 absent: the note
+    said the comparison "is of the other 3", rank 3 left out of it."""
+    for rank in (0, 1):
+        _rank_dir(tmp_path, rank, 4, {6: 1000, 7: 1000})
+    trace = cpu_trace()
+    trace["distributedInfo"].update(rank=3, world_size=4)
+    write_rank_dir(tmp_path, with_steps(trace, {}), rank=3, name="vm_103_20261205182103003")
+    notes: list[str] = []
+    build_report(tmp_path, jobs=1, on_note=notes.append)
+    (said,) = [n for n in notes if "world_size" in n]
+    assert said.endswith("is of 2 of the other 3 (rank(s) 3 have no whole step compared)"), said

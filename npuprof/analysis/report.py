@@ -1020,6 +1020,8 @@ def ranks_not_here(read: list[_Read], cross: CrossRank) -> str | None:
         if r.rank.rank is not None and (latest is None or r.rank.restart_count in (latest, msgspec.UNSET))
     ]
     compared = {k for s in cross.steps for k in s.ranks}
+    if any(s.step is not None for s in cross.steps):  # a whole capture's row beside steps: not compared
+        compared = {k for s in cross.steps if s.step is not None for k in s.ranks}
     sizes = {r.summary.world_size for r in kept}
     if len(compared) < 2 or len(sizes) != 1 or None in sizes:
         return None
