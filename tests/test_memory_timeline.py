@@ -339,3 +339,28 @@ def test_a_device_name_with_dollar_signs_is_drawn_as_text(tmp_path):
     page = mt.html(data)
     assert _png_of(page).startswith(PNG_MAGIC)
     assert f"<title>Memory Timeline: {device}</title>" in page
+
+
+def test_memory_events_of_two_processes_in_one_trace_are_summed_not_interleaved(tmp_path):
+    """helper-209: a trace holding two processes' [memory] events (traces merged into one) took each
+    record's Total Allocated as the device's: each process's allocator counts only its own, so the timeline
+    went 64, 8, 128, 16 MiB for processes holding 64 + 8, then 128 + 16 MiB, and its peak said 128 MiB."""
+    mib = 1 << 20
+    records = [(1, 10, 64, 64), (2, 15, 8, 8), (1, 20, 64, 128), (2, 25, 8, 16)]  # pid, ts, MiB, total MiB
+    events = [
+        {
+            **_memory_event(
+                ts, {"Device Type": 0, "Device Id": -1, "Bytes": b * mib, "Total Allocated": t * mib}
+            )
+        }
+        | {"pid": pid, "tid": pid}
+        for pid, ts, b, t in records
+    ]
+    path = tmp_path / "merged.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    data = mt.from_trace(path)
+    times, sizes = data.coalesce()
+    assert times == [10, 15, 20, 25]
+    assert [sum(row) // mib for row in sizes] == [64, 72, 136, 144]
+    assert mt.peak_allocated(data) == 144 * mib
+    assert "2 processes" in mt.source_note(data)

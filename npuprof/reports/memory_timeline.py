@@ -144,7 +144,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     loaded = load(trace)
     base_ns = _time_base_ns(loaded)
     unread = 0  # [memory] events whose fields are not numbers (helper-123: left out without a word)
-    per_device: dict[str, list[tuple[float, int, int, int]]] = {}
+    # device -> pid -> records: each process's allocator keeps its own totals (helper-209)
+    per_process: dict[str, dict[object, list[tuple[float, int, int, int]]]] = {}
     bytes_only: dict[str, list[tuple[float, int]]] = {}  # torch before 1.10: no Total Allocated
     for ev in loaded.events:
         if ev.name != vocab.MEMORY_EVENT:
@@ -162,7 +163,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         except (KeyError, TypeError, ValueError, OverflowError):
             unread += 1
             continue
-        per_device.setdefault(name, []).append(record)
+        per_process.setdefault(name, {}).setdefault(ev.pid, []).append(record)
+    per_device = {name: _all_processes(by_pid) for name, by_pid in per_process.items()}
     summed = False
     before: dict[str, int] = {}  # device -> what its frees show was allocated before the capture
     for name, changes in bytes_only.items():
@@ -193,6 +195,13 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         else "the trace"
     )
     data = _from_records(per_device, device, base_ns, origin)
+    processes = per_process.get(data.device, {})
+    if len(processes) > 1 and not summed:
+        pids = ", ".join(map(str, list(processes)[:4])) + (" ..." if len(processes) > 4 else "")
+        data.origin = (
+            f"the trace's [memory] events of {len(processes)} processes (pid {pids}), "
+            "each process's allocator totals summed"
+        )
     if data.device in before:
         data.origin += f"{SUMMED_FROM} {before[data.device]:,} bytes"
     data.notes = _reading_notes(loaded.repaired_strings, unread)
@@ -209,6 +218,39 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     if loaded.gzip_note:
         data.notes.append(loaded.gzip_note)
     return data
+
+
+def _all_processes(
+    by_pid: dict[object, list[tuple[float, int, int, int]]],
+) -> list[tuple[float, int, int, int]]:
+    """One device's records of every process in the trace as one series: each record the sum of every
+    process's latest totals, its bytes that sum's change. A trace holding several processes' ``[memory]``
+    events (traces merged into one) gave each record the totals of its own process alone (helper-209: the
+    timeline went 64, 8, 128, 16 MiB for two processes holding 64 + 8 then 128 + 16 MiB). A process counts
+    from what its first record shows it held before it."""
+    if len(by_pid) == 1:
+        return next(iter(by_pid.values()))
+    latest: dict[object, tuple[int, int]] = {}
+    merged = [
+        (ts, pid, allocated, reserved, nbytes)
+        for pid, rows in by_pid.items()
+        for ts, allocated, reserved, nbytes in rows
+    ]
+    merged.sort(key=lambda r: r[0])
+    for pid, rows in by_pid.items():
+        first = min(rows, key=lambda r: r[0])
+        latest[pid] = (first[1] - first[3], 0)
+    allocated_sum = sum(a for a, _r in latest.values())
+    reserved_sum = 0
+    out: list[tuple[float, int, int, int]] = []
+    for ts, pid, allocated, reserved, _nbytes in merged:
+        before = allocated_sum
+        old_allocated, old_reserved = latest[pid]
+        allocated_sum += allocated - old_allocated
+        reserved_sum += reserved - old_reserved
+        latest[pid] = (allocated, reserved)
+        out.append((ts, allocated_sum, reserved_sum, allocated_sum - before))
+    return out
 
 
 def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
