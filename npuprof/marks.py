@@ -485,6 +485,12 @@ class _TorchMarks:
         self.gate = None if nvtx else state
         # torch's own record_function (its span, and what else it does on this release: CUPTI's monitor)
         self._span = torch.autograd.profiler.record_function
+        # whether torch's profiler records this thread: its flag above is the process's, but torch records
+        # the thread that started it (and those it hands its state to), not threads already running nor
+        # those started since (helper-207: their marks were listed in npuprof_marks.json as recorded, and a
+        # range of theirs said "still open when the capture ended", none of them in the trace)
+        autograd = getattr(getattr(torch, "_C", None), "_autograd", None)
+        self._here = getattr(autograd, "_profiler_enabled", None)
         self.nvtx = nvtx
         self._cuda = torch.cuda if nvtx else None
         self._nvtx: Any = None  # torch.cuda.nvtx once CUDA is initialised
@@ -521,7 +527,7 @@ class _TorchMarks:
             name = str(message)
             if self._cuda is not None:
                 self._nvtx_call("mark", name)
-            if not self._state._is_profiler_enabled:
+            if not self._state._is_profiler_enabled or not self._records_here():
                 return
             span = self._span(_listed(name, "mark"))
             span.__enter__()
@@ -534,7 +540,7 @@ class _TorchMarks:
             name = str(message)
             nvtx_id = self._nvtx_call("range_start", name) if self._cuda is not None else None
             span = None
-            if self._state._is_profiler_enabled:
+            if self._state._is_profiler_enabled and self._records_here():
                 span = self._span(_listed(name, kind) if kind else _traced(name))
                 span.__enter__()
             if span is None and nvtx_id is None:
@@ -544,6 +550,16 @@ class _TorchMarks:
             return range_id
         except Exception:
             return 0
+
+    def _records_here(self) -> bool:
+        """Whether the profiler running records this thread (asked only while one runs: ~40 ns)."""
+        here = self._here
+        if here is None:
+            return True
+        try:
+            return bool(here())
+        except Exception:
+            return True
 
     def range_end(self, range_id: int) -> None:
         try:
