@@ -24,6 +24,7 @@ import sys
 from _thread import get_ident
 from collections.abc import Callable
 from sys import _getframe
+from time import time_ns
 from typing import Any
 
 __all__ = ["mark", "range", "range_end", "range_start"]
@@ -38,6 +39,9 @@ _shown: dict[str, str] = {}
 # names traced alike (``ü`` and ``%C3%BC``), get a name of their own each (``_listed``)
 _owners: dict[str, tuple[str, str]] = {}
 _names_over = 0
+# (name in the trace, epoch ns) of the ranges of the capture in flight ended by a thread torch's profiler does
+# not record, whose span torch ends with the capture (``_ended_elsewhere``); bounded as the names
+_ends: list[tuple[str, int]] = []
 _capturing = False  # an npuprof capture records in this process (set by npuprof's agent)
 _capture_serial = 0  # counts the captures begun: a range open at a capture's end was opened in it or before
 _impl: Any = None  # the implementation, chosen at the first call once torch is imported
@@ -338,6 +342,7 @@ def capture_began() -> None:
     _shown.clear()
     _owners.clear()
     _names_over = 0
+    _ends.clear()
     _capture_serial += 1
     _capturing = True
 
@@ -356,6 +361,9 @@ def capture_ended() -> dict[str, Any]:
     open_names = getattr(_impl, "open_names", None)
     if open_names is not None and (still_open := open_names(_capture_serial)):
         ended["open_at_end"] = still_open  # torch ends their spans with the capture (docs/formats.md)
+    if _ends:  # ended by a thread torch does not record: the parser ends their spans there
+        ended["ended_elsewhere"] = [{"name": name, "end_ns": at} for name, at in _ends]
+        _ends.clear()
     end_spans = getattr(_impl, "end_spans", None)
     if end_spans is not None:
         end_spans()
@@ -375,6 +383,7 @@ def _after_fork_in_child() -> None:
     global _capturing
     _capturing = False  # the parent's capture is not the child's
     _names.clear()
+    _ends.clear()
     _shown.clear()
     _owners.clear()
 
@@ -568,7 +577,15 @@ class _TorchMarks:
             return
         if opened is None:
             return
-        box, nvtx_id, _name, _serial = opened
+        box, nvtx_id, _name, serial = opened
+        if (
+            box
+            and _capturing
+            and serial == _capture_serial
+            and self._state._is_profiler_enabled
+            and not self._records_here()
+        ):
+            _ended_elsewhere(box)
         _end(box)
         if nvtx_id is not None:
             self._nvtx_call("range_end", nvtx_id)
@@ -594,6 +611,21 @@ class _TorchMarks:
     def open_names(self, serial: int) -> list[str]:
         """The names of the ranges opened in capture ``serial`` whose end has not come."""
         return sorted({name for box, _n, name, at in list(self._open.values()) if box and at == serial})
+
+
+def _ended_elsewhere(box: list[Any]) -> None:
+    """A range of the capture in flight ended by a thread torch's profiler does not record (a thread that
+    a range opened by the training thread is handed to, a generator resumed in a thread pool): torch does
+    not see that end and ends the span with the capture. Its time is noted, for the parser to end the span
+    there (docs/formats.md, "npuprof_marks.json"; helper-207: a range of 20 ms was 175 ms in analyse)."""
+    if len(_ends) >= NAMES_LIMIT:
+        return
+    try:
+        name = box[0].name
+    except (IndexError, AttributeError):
+        return
+    if isinstance(name, str):
+        _ends.append((name, time_ns()))
 
 
 def _end(box: list[Any]) -> None:

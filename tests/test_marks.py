@@ -769,6 +769,42 @@ def test_marks_of_a_thread_the_profiler_does_not_record_are_not_listed_as_record
         marks._use(saved_impl)
 
 
+def test_a_range_ended_by_a_thread_the_profiler_does_not_record_notes_when_it_ended() -> None:
+    """helper-207: torch never sees a range_end made in a thread it does not record, and ends the span at
+    the capture's end (20 ms became 175 ms in analyse); the capture notes when it ended, for the parser."""
+    import threading
+    import time
+
+    import torch  # noqa: F401  (the marks' implementation is picked once torch is imported)
+    from torch.profiler import profile
+
+    from npuprof import marks
+
+    saved_impl = marks._impl
+    marks.use_backend("torch-cpu")
+    try:
+        with profile():
+            marks.capture_began()
+            handed = marks.range_start("handed")
+            mine = marks.range_start("mine")
+            before = time.time_ns()
+            worker = threading.Thread(target=marks.range_end, args=(handed,))
+            worker.start()
+            worker.join()
+            after = time.time_ns()
+            marks.range_end(mine)  # its own thread: torch sees that end
+        ended = marks.capture_ended()
+        ((entry),) = ended["ended_elsewhere"]
+        assert entry["name"] == "handed" and before <= entry["end_ns"] <= after, ended
+        assert "open_at_end" not in ended
+        with profile():
+            marks.capture_began()
+            ended = marks.capture_ended()
+        assert "ended_elsewhere" not in ended  # each capture its own
+    finally:
+        marks._use(saved_impl)
+
+
 def test_a_range_ended_by_another_thread_as_the_capture_ends_is_exited_once() -> None:
     """A capture's end ends the spans of the ranges still open (end_spans) while another thread may end
     one of them (range_end of a collective's comm: range): both exited the same span, whose C++ record two

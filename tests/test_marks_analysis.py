@@ -286,6 +286,46 @@ def test_ranges_across_ranks_sum_the_ranks_and_name_the_longest(tmp_path: Path) 
     assert json.loads(terminal.render_json(report))["cross_rank"]["ranges"] == cross
 
 
+def test_a_range_ended_by_a_thread_torch_does_not_record_ends_where_it_ended(tmp_path: Path) -> None:
+    """helper-207: a range the training thread opened and another thread ended (a worker handed its id, a
+    generator resumed in a thread pool): torch never sees that end and ends the span with the capture, so
+    a range of 20 ms was 175 ms in analyse. The capture notes the end (``ended_elsewhere``); the parser
+    ends the span there, the first of that name that holds the moment, and no other."""
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    trace = marked_trace(comm_in_trace=False)
+    # two "load" ranges on the training thread run to the capture's end (4000 µs); one at 1100 was ended
+    # at 1300 by another thread, the other (at 2100) at 2400.5; a third, ended in its own thread, stays
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e["name"] != "load"] + [
+        _x("load", "user_annotation", 1100, 2900),
+        _x("load", "user_annotation", 2100, 1900),
+        _x("load", "user_annotation", 3000, 100.5),
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace, rank=0, name="host_0_2025")
+    marks = {
+        "version": 1,
+        "names": {"tick": "mark", "load": "range"},
+        "names_not_listed": 0,
+        "ended_elsewhere": [
+            {"name": "load", "end_ns": _ns(2400.5)},
+            {"name": "load", "end_ns": _ns(1300)},
+            {"name": "tick", "end_ns": _ns(1500)},  # no range: ignored
+            {"name": "load", "end_ns": "soon"},  # no time: ignored
+        ],
+    }
+    (rank_dir / "npuprof_marks.json").write_text(json.dumps(marks))
+    data = json.loads(terminal.render_json(build_report(rank_dir, jobs=1)))
+    (ranges,) = [r for r in data["ranks"][0]["ranges"] if r["name"] == "load"]
+    assert (ranges["count"], ranges["total_us"], ranges["max_us"]) == (3, 200.0 + 300.5 + 100.5, 300.5), (
+        ranges
+    )
+    layer = sorted(
+        (e["ts"], e["dur"]) for e in _trace_view(rank_dir) if e["name"] == "load" and e["pid"] == MSPROFTX_PID
+    )
+    assert [float(d) for _, d in layer] == [200.0, 300.5, 100.5], layer
+
+
 def test_a_capture_without_marks_or_gc_keeps_its_outputs_as_they_were(tmp_path: Path) -> None:
     from npuprof.analysis.report import build_report
     from npuprof.reports import terminal

@@ -106,5 +106,6 @@ class RankAnnotations:
             record = self.want.comm_ranges
             if self.spans is not None or record is not None:
                 spans = self.spans if self.spans is not None else marks_ranges.Spans()
+                spans = marks_ranges.with_ends(spans, self.want, base_ns)
                 self._merged = marks_ranges.with_comm_ranges(spans, record, base_ns)
         return self._merged

@@ -83,6 +83,8 @@ class Wanted:
     comm_ranges: CommRecord | None = None
     # the names the trace holds in another form (agent's marks._traced): the trace's -> the name called
     shown: dict[str, str] = field(default_factory=dict)
+    # (name in the trace, epoch ns): ranges ended by a thread torch does not record (``ended_elsewhere``)
+    ends: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def in_trace(self) -> bool:
@@ -95,6 +97,7 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
     A side file that cannot be read is named through ``warn`` and counts as absent."""
     names: dict[str, str] = {}
     shown: dict[str, str] = {}
+    ends: list[tuple[str, int]] = []
     path = rank_dir / MARKS_FILE
     if path.is_file():
         try:
@@ -112,6 +115,18 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
                     f"{over} mark(s) and range(s) recorded under names past the first {len(names):,} of the "
                     "capture are not shown (their names were not listed: npuprof.marks.NAMES_LIMIT)"
                 )
+            elsewhere = value.get("ended_elsewhere")
+            if isinstance(elsewhere, list):
+                ends = [
+                    (e["name"], e["end_ns"])
+                    for e in elsewhere
+                    if isinstance(e, dict)
+                    and isinstance(e.get("name"), str)
+                    and names.get(e["name"]) == "range"
+                    and isinstance(e.get("end_ns"), int)
+                    and not isinstance(e.get("end_ns"), bool)
+                    and e["end_ns"] >= 0
+                ]
             still_open = value.get("open_at_end")
             if isinstance(still_open, list) and still_open:
                 still = ", ".join(repr(_cut(str(n))) for n in still_open[:5]) + (
@@ -133,7 +148,7 @@ def wanted(rank_dir: Path, warn: Callable[[str], None]) -> Wanted | None:
         comm = False
     else:
         comm = any(_msprof_tx(info) for info in sorted(rank_dir.glob("profiler_info*.json")))
-    return Wanted(names, comm, record, shown) if names or comm or record is not None else None
+    return Wanted(names, comm, record, shown, ends) if names or comm or record is not None else None
 
 
 def _cut(name: str, width: int = 80) -> str:
@@ -311,6 +326,31 @@ def with_comm_ranges(spans: Spans, record: CommRecord | None, base_ns: int) -> S
             column.append(value)
     order = sorted(range(len(columns[0])), key=columns[4].__getitem__)  # stable: trace order at a tie
     return Spans(*([column[i] for i in order] for column in columns))
+
+
+def with_ends(spans: Spans, want: Wanted, base_ns: int) -> Spans:
+    """``spans`` with each range that ``want.ends`` says a thread torch does not record ended (its span
+    running to the capture's end: torch never saw that end) ending there: of the spans of its name that
+    hold that moment, the one that began first. helper-207: a range the training thread opened and a
+    worker thread ended 20 ms later was 175 ms, to the capture's end, in analyse and trace_view.json."""
+    if not want.ends or not len(spans):
+        return spans
+    by_name: dict[str, list[int]] = {}
+    for i, (name, kind) in enumerate(zip(spans.name, spans.kind, strict=True)):
+        if kind == "range":
+            by_name.setdefault(name, []).append(i)
+    dur = list(spans.dur_ns)
+    for traced, end_ns in sorted(want.ends, key=lambda e: e[1]):
+        at_ns = end_ns - base_ns  # ns of the trace
+        held = [
+            i
+            for i in by_name.get(want.shown.get(traced, traced), ())
+            if spans.ts[i] * 1000 <= at_ns < spans.ts[i] * 1000 + dur[i]
+        ]
+        if held:
+            first = min(held, key=spans.ts.__getitem__)
+            dur[first] = max(0, round(at_ns - spans.ts[first] * 1000))
+    return Spans(spans.name, spans.kind, spans.pid, spans.tid, spans.ts, dur)
 
 
 def _columns(spans: Spans) -> tuple[list[Any], ...]:
