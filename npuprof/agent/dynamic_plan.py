@@ -313,6 +313,9 @@ class DynamicPlan:
 
     def _forget_parent(self) -> None:
         self._ended = False
+        # its captures are its own: its log's "capture N of steps" counted on from the parent's, which
+        # npuprof status shows as the child's count (helper-207: 3 for its first capture)
+        self._captures_ended = 0
         self._inbox.clear()
         self._events.clear()
         self._window = None
