@@ -69,3 +69,25 @@ def test_a_forked_child_numbers_its_own_captures(tmp_path: Path) -> None:
     assert row["capture_count"] == 1, row
     text = next((job.dir / "log").glob(f"dp_*_{result['pid']}_rank_*.log")).read_text()
     assert "capture 1 of steps" in text and "capture 2 of" not in text, text
+
+
+def test_a_forked_child_does_not_take_again_a_request_its_parent_read(tmp_path: Path) -> None:
+    """A child forked less than 5 s (the clock slack) after a request its parent captured took it for its
+    own and captured it again, from its step 1; the parent's reading of it is the child's."""
+    job = Job(tmp_path)
+    job.steps(3)
+    job.write(start_step=-1, active=1, trigger_id="parent")
+    job.steps(4)
+    assert job.captures() == [(4, 4)]
+
+    def child(job: Job) -> dict[str, Any]:
+        job.steps(6)
+        job.write(start_step=-1, active=2, trigger_id="child")  # its own request is its own
+        job.steps(4)
+        job.plan.poll_once()
+        return {"pid": os.getpid()}
+
+    result = _in_child(job, child)
+    assert result["events"] == [["begin", 7], ["finish", 8]], result
+    text = next((job.dir / "log").glob(f"dp_*_{result['pid']}_rank_*.log")).read_text()
+    assert "(trigger parent)" not in text and "the process this one forked from read the file" in text, text

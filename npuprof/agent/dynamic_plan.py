@@ -384,6 +384,16 @@ class DynamicPlan:
                 self._step(),
             )
             return
+        if current == self._seen:
+            # a forked child that trains: the process it forked from read this content (and acted on it);
+            # made less than 5 s before the fork, it took it for its own and captured again (helper-207)
+            self.logs.action(
+                "INFO",
+                "the process this one forked from read the file as it is: not a request for it; edit it, or "
+                "run npuprof trigger, to capture",
+                self._step(),
+            )
+            return
         changed = self._changed_at()
         if self._changed_before_this_process(changed) and not self._unread_request_of_this_run(changed):
             self._seen = current
