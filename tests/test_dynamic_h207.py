@@ -91,3 +91,23 @@ def test_a_forked_child_does_not_take_again_a_request_its_parent_read(tmp_path: 
     assert result["events"] == [["begin", 7], ["finish", 8]], result
     text = next((job.dir / "log").glob(f"dp_*_{result['pid']}_rank_*.log")).read_text()
     assert "(trigger parent)" not in text and "the process this one forked from read the file" in text, text
+
+
+def test_a_request_whose_capture_was_skipped_neither_holds_back_nor_becomes_the_next(tmp_path: Path) -> None:
+    """A request whose capture could not begin (the script's own profiler ran, the disk was full) kept its
+    window: a later request was said to wait for "a capture" that did not run, and the decision it asked
+    for opened the skipped request's window after all (500 steps) with its settings; the later one never
+    ran."""
+    job = Job(tmp_path)
+    job.steps(3)
+    refusal = job.controller._refusal
+    job.controller._refusal = lambda step: (False, "the script's own profiler is running")  # type: ignore[method-assign]
+    job.write(start_step=-1, active=500, with_stack=True, trigger_id="long")
+    job.steps(3)
+    job.controller._refusal = refusal  # type: ignore[method-assign]
+    job.write(start_step=-1, active=2, trigger_id="again")
+    job.steps(5)
+    assert job.captures() == [(7, 8)], job.captures()
+    assert not job.backend.configs[-1].with_stack
+    text = job.log()
+    assert "capture at step 4 skipped" in text and "waits for its end" not in text, text

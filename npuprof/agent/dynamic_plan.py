@@ -147,6 +147,12 @@ class DynamicPlan:
         """What the controller did (from the training thread): logged by the watcher."""
         if kind == "ended":
             self._captures_ended += 1  # said in the line: npuprof status counts them after a rotation too
+        window = self._window
+        if kind == "skipped" and window is not None and window.first <= step <= window.last:
+            # the request did not capture (said below): its window is gone. Kept, it held a later request
+            # back ("a capture runs ... waits for its end") and the decision that request asked for opened
+            # it after all, with the skipped request's settings, for the rest of its steps (helper-207)
+            self._window = None
         messages = {
             "began": ("INFO", f"capture started at step {step} into {detail}"),
             "ended": ("INFO", f"capture {self._captures_ended} of steps {detail}"),
