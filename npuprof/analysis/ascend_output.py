@@ -62,7 +62,18 @@ def parsed_by_torch_npu(rank_dir: Path) -> bool:
     out = rank_dir / layout.PARSED_DIR
     if not (out / STEP_FILE).is_file() and not (out / KERNEL_FILE).is_file():
         return False
+    if parsed_by_npuprof(rank_dir):
+        return False
     return not (out / SUMMARY_FILE).exists() and layout.find_raw_trace(rank_dir) is None
+
+
+def parsed_by_npuprof(rank_dir: Path) -> bool:
+    """npuprof recorded this capture with torch's own profiler (its record's backend is not torch_npu): its
+    tables are npuprof's parse of a Kineto trace, never torch_npu's, even once its summary and its trace
+    are gone (helper-208: read as torch_npu's, a CPU capture was reported as an NPU one, its operators'
+    calls counted once each and listed again as "kernels by device time")."""
+    backend = (layout.read_capture_record(rank_dir) or {}).get("backend")
+    return isinstance(backend, str) and backend != "torch_npu"
 
 
 def db_only_by_torch_npu(rank_dir: Path) -> bool:

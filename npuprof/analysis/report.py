@@ -398,6 +398,15 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
         data = layout.read_regular(parsed_dir / SUMMARY_FILE)
     except OSError as exc:
         why = f"no readable {SUMMARY_FILE} ({exc.strerror or exc}; parsed by another tool?)"
+        if (
+            ascend_output.parsed_by_npuprof(parsed_dir.parent)
+            and layout.find_raw_trace(parsed_dir.parent) is None
+        ):
+            # --force has nothing to parse again (helper-208)
+            return (
+                None,
+                why + "; its raw trace is gone too (deleted since its parse?): nothing to report it from",
+            )
         return None, why + "; re-run with --force"
     try:
         return read_summary(data), ""
