@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
 from pathlib import Path
 
+import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 from npuprof.analysis.report import build_report
-from npuprof.results import layout
+from npuprof.owned_fd import OwnedFd
+from npuprof.results import layout, postprocess
 
 
 def _npuprof_cpu_capture(root: Path) -> Path:
@@ -40,3 +45,27 @@ def test_npuprofs_own_tables_without_their_summary_and_trace_are_not_read_as_tor
     assert SUMMARY_FILE in problem.reason and "raw trace is gone" in problem.reason
     forced = build_report(tmp_path / "out", jobs=1, force=True)
     assert not forced.ranks and forced.problems[0].status == "missing"
+
+
+def test_a_dead_post_processor_is_not_said_to_run_beside_the_captures_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed a fourth time (not replaced: three times at most a process) with three captures handed to it
+    and not done, the post-processor still counted as running beside every later capture: each record
+    said "the post-processor ran during this capture (3 earlier captures waited for it): its work may have
+    slowed these steps", shown by the run's summary and analyse, beside "not parsed or gzipped (no
+    post-processor)"."""
+    child = subprocess.Popen(["true"])
+    pidfd = os.pidfd_open(child.pid)
+    try:
+        select.select([pidfd], [], [], 30)  # it has ended (a zombie until reaped below)
+        post = postprocess.Postprocessor(tmp_path, "abcdef123456")
+        post._spawned = object()  # started by `npuprof run` (holdable), its pid known, its pidfd ours
+        post._pid, post._pidfd = child.pid, pidfd
+        post._owned["pidfd"] = OwnedFd(pidfd)
+        monkeypatch.setattr(post, "backlog", lambda: 3)  # handed over, never done
+        post.hold(True)  # the next capture begins
+        assert post.runs_beside == 0
+    finally:
+        os.close(pidfd)
+        child.wait()

@@ -312,7 +312,10 @@ class Postprocessor:
                     f"{HOLD_BACKLOG} wait, so that they do not all wait for the job's end"
                 )
         holdable = self._spawned is not None and self._known_spawn() and self._owns("pidfd")
-        self.runs_beside = waiting if waiting > HOLD_BACKLOG and holdable else 0
+        # a post-processor that has died (killed, and not replaced: RESTARTS) runs beside no capture, though
+        # the captures it held still count as waiting (helper-208: each later capture said it had run)
+        beside = waiting > HOLD_BACKLOG and holdable and not self._has_exited()
+        self.runs_beside = waiting if beside else 0
         if not held and not holdable:
             self._let_go()  # the script closed our pidfd of it (os.closerange) while it was held
             return
