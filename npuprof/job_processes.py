@@ -83,7 +83,7 @@ def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this host (another user's too; a zombie counts)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # a pid beyond any pid_t (a name planted: helper-208)
         return False
     except OSError:  # another user's: it exists
         return True

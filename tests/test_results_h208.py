@@ -69,3 +69,37 @@ def test_a_dead_post_processor_is_not_said_to_run_beside_the_captures_after_it(
     finally:
         os.close(pidfd)
         child.wait()
+
+
+def test_pids_no_process_can_have_are_no_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result tree is untrusted (README, "Safety"), and so is /dev/shm: a run record whose launcher pid
+    is beyond any pid_t made every `npuprof analyse` of the directory end in a traceback (OverflowError
+    from os.kill); a scratch directory planted in /dev/shm with such a pid, or with digits int() refuses
+    ("²"), did the same to every analyse that needed scratch tables."""
+    from npuprof.analysis import scratch
+
+    out = tmp_path / "out"
+    rank_dir = _npuprof_cpu_capture(out)
+    huge = 10**20
+    record = {
+        "run_id": "abcdef123456",
+        "start": "2026-01-01T00:00:00+0000",
+        "launcher_pid": huge,
+        "host": os.uname().nodename,
+        "end": None,
+    }
+    (out / layout.RUN_RECORD).write_text(json.dumps(record))
+    capture = json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())
+    (rank_dir / layout.CAPTURE_RECORD).write_text(
+        json.dumps({**capture, "run_id": "abcdef123456", "pid": huge})
+    )
+    assert layout.record_launcher_alive(record) is None
+    report = build_report(out, jobs=1)
+    assert len(report.ranks) == 1, report.problems
+    # the scratch directories of dead analyses are removed; these are no live one's
+    base = tmp_path / "shm"
+    planted = [base / f"{scratch.PREFIX}{scratch._host()}-{pid}-x" for pid in (str(huge), str(2**31), "²")]
+    for folder in planted:
+        folder.mkdir(parents=True)
+    scratch.remove_left_by_the_dead(base)
+    assert [f.name for f in planted if f.exists()] == [planted[2].name]  # not a pid: not ours, kept

@@ -34,7 +34,8 @@ def remove_left_by_the_dead(base: Path) -> None:
         return
     for name in names:
         pid = name[len(mine) :].split("-", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
+        # ASCII digits only: int() refuses others that isdigit() takes ("²": helper-208)
+        if pid.isascii() and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(base / name, ignore_errors=True)
 
 

@@ -536,7 +536,7 @@ def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # a pid beyond any pid_t: none runs (helper-208)
         return True
     except OSError:
         return False
@@ -757,7 +757,7 @@ def _alive_since(pid: int, start: Any) -> bool:
     ``start`` (the record's ISO time, to the second): a pid reused by a later process does not count."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # a record's pid beyond any pid_t (helper-208)
         return False
     except PermissionError:
         pass
