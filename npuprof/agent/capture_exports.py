@@ -244,7 +244,7 @@ def _npuprof_work_folded(content: bytes) -> bytes:
     values: dict[str, int] = {}
     for line in content.decode("utf-8", "replace").splitlines():
         path, _, value = line.rpartition(" ")
-        if not path or not value.isdigit():
+        if not path or not (value.isascii() and value.isdigit()):
             return content  # not the folded form: kept as written
         frames: list[str] = []
         for frame in path.split(";"):

@@ -165,7 +165,7 @@ def shown_nowhere(output: str, run_id: str) -> list[tuple[str, str]]:
             when, _, rest = text.partition("\t")
             where, _, warning = rest.partition("\t")
             if warning:
-                found.append((int(when) if when.isdigit() else 0, where, warning))
+                found.append((int(when) if when.isascii() and when.isdigit() else 0, where, warning))
     except OSError:
         pass
     finally:

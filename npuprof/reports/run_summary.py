@@ -737,7 +737,7 @@ def _windows_skipped(agents: list[tuple[str, str, str]]) -> tuple[int, str, bool
     seen: dict[str, int] = {}
     last = ""
     for pid, _level, message in agents:
-        if message.startswith(WINDOWS_SKIPPED_AT_EXIT) and message[len(WINDOWS_SKIPPED_AT_EXIT) :].isdigit():
+        if message.startswith(WINDOWS_SKIPPED_AT_EXIT) and _digits(message[len(WINDOWS_SKIPPED_AT_EXIT) :]):
             at_exit[pid] = int(message[len(WINDOWS_SKIPPED_AT_EXIT) :])
         elif message.startswith(CAPTURE_SKIPPED) and " skipped: " in message:
             seen[pid] = seen.get(pid, 0) + 1
@@ -769,7 +769,7 @@ def _ranks_that_recorded_nothing(
     for pid, _level, message in agents:
         if ready := _READY.match(message):
             ranks[pid] = ready["rank"]
-        elif message.startswith(STEPS_AT_EXIT) and message[len(STEPS_AT_EXIT) :].isdigit():
+        elif message.startswith(STEPS_AT_EXIT) and _digits(message[len(STEPS_AT_EXIT) :]):
             counts[pid] = int(message[len(STEPS_AT_EXIT) :])
         elif message.startswith(NOTHING_COUNTED_AT_EXIT):
             uncountable[pid] = message[len(NOTHING_COUNTED_AT_EXIT) :]
@@ -830,7 +830,13 @@ def _why_not_finalised(capture: CaptureSummary, agents: list[tuple[str, str, str
 def _exit_counts(messages: list[str], prefix: str) -> list[int]:
     """The counts the agents logged at exit after ``prefix``, one per process."""
     counts = [m.removeprefix(prefix) for m in messages if m.startswith(prefix)]
-    return [int(c) for c in counts if c.isdigit()]
+    return [int(c) for c in counts if _digits(c)]
+
+
+def _digits(text: str) -> bool:
+    """Whether ``text`` is a count as the agents log it: ASCII digits (``"²".isdigit()`` is True, and
+    ``int`` refuses it: a log line so damaged cost the run its summary)."""
+    return text.isascii() and text.isdigit()
 
 
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
