@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import typer
 from conftest import clean_env
+from conftest import npuprof as npuprof_cli
 
 import npuprof.runner
 from npuprof.cli import run_flags
@@ -91,6 +92,8 @@ def test_fast_path_and_typer_build_the_same_config(
         ["--active", "-1", "--", "x"],
         ["--active", " 2", "--", "x"],
         ["--active", "1e2", "--", "x"],
+        ["--active", "9" * 5000, "--", "x"],  # int() refuses over 4300 digits (helper-211)
+        ["--skip-first=" + "9" * 19, "--", "x"],
         ["--bogus", "--", "x"],
         ["python", "train.py"],
         ["--"],
@@ -135,3 +138,14 @@ def test_importing_the_cli_loads_neither_typer_nor_rich() -> None:
     result = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_number_too_long_for_int_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """`--skip-first` of 5000 digits passed the fast path's digits check, and int() raised ValueError
+    (Python refuses over 4300 digits): a traceback, exit 1 (helper-211)."""
+    result = npuprof_cli("run", "--skip-first", "9" * 5000, "--", "x", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("npuprof run: error: Invalid value for '--skip-first'"), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

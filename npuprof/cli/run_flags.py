@@ -26,7 +26,9 @@ for _option in RUN_OPTIONS:
             OPTIONS[_flag] = (_option.key, _option.kind)
 BOOL_FLAGS = tuple(o.key for o in RUN_OPTIONS if o.kind == "bool")
 
-_INT = re.compile(r"[0-9]+")
+# at most 18 digits: int() refuses more than 4300 (a ValueError, a traceback: helper-211), and no step
+# count is longer; typer says what is wrong with a longer one
+_INT = re.compile(r"[0-9]{1,18}")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]*)?")
 COMPLETE_VAR = "_NPUPROF_COMPLETE"
 
