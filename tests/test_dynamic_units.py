@@ -380,6 +380,16 @@ def test_dynamic_excludes_the_schedule_flags_and_prof_config_path_stands_for_it(
         c.ConfigError, match=r"PROF_CONFIG_PATH \(taken as --dynamic\).*unset PROF_CONFIG_PATH"
     ):
         run_flags.build_config(None, {"skip_first": 2}, environ={"PROF_CONFIG_PATH": "cfgdir"})
+    # a time window too: the line named --dynamic, which was not given, and not the variable (helper-211)
+    for window in ({"delay": 1.0}, {"duration": 2.0}):
+        flag = "--" + next(iter(window))
+        with pytest.raises(
+            c.ConfigError,
+            match=rf"^PROF_CONFIG_PATH \(taken as --dynamic\): excludes {flag} .*unset PROF_CONFIG_PATH$",
+        ):
+            run_flags.build_config(None, window, environ={"PROF_CONFIG_PATH": "cfgdir"})
+        with pytest.raises(c.ConfigError, match=rf"^--dynamic: excludes {flag} .*; drop it$"):
+            run_flags.build_config(None, {**window, "dynamic": "d"}, environ={})
     with pytest.raises(c.ConfigError, match="--poll-interval"):
         run_flags.build_config(None, {"poll_interval": 0.01, "dynamic": "d"}, environ={})
     # the help's default, "auto", is a value the flag takes

@@ -109,8 +109,10 @@ def fast_run(argv: list[str]) -> int | None:
     return execute(cfg, command)
 
 
-# what --dynamic excludes: the config file says when and where to capture
-_STATIC_KEYS = (*(o.key for o in RUN_OPTIONS if o.in_schedule), "ranks")
+# what --dynamic excludes: the config file says when and where to capture (a time window too: with
+# PROF_CONFIG_PATH standing for --dynamic, ProfileConfig's own "exclude --dynamic" named no variable to
+# unset, helper-211)
+_STATIC_KEYS = (*(o.key for o in RUN_OPTIONS if o.in_schedule), "ranks", "delay", "duration")
 
 
 def build_config(
@@ -126,7 +128,8 @@ def build_config(
         static = [o.flag for o in RUN_OPTIONS if o.key in _STATIC_KEYS and o.key in flags]
         static += ["--config"] if config_file is not None else []
         if static:
-            fix = "drop them" + (f", or unset {ENV_DYNAMIC}" if source[0] != "--dynamic" else "")
+            fix = "drop them" if len(static) > 1 else "drop it"
+            fix += f", or unset {ENV_DYNAMIC}" if source[0] != "--dynamic" else ""
             raise c.ConfigError(
                 source[0],
                 f"excludes {', '.join(static)} (the file's start_step, active, is_rank and rank_list say "
