@@ -85,8 +85,11 @@ def _frames_missing(trace: Path) -> list[str]:
 
 
 def export_stacks(
-    source: Annotated[
-        Path, typer.Argument(help="A rank directory (*_ascend_pt) or a trace file.", show_default=False)
+    source: Annotated[  # a str: a Path would have made "" the current directory (helper-211)
+        str,
+        typer.Argument(
+            help="A rank directory (*_ascend_pt) or a trace file.", metavar="source", show_default=False
+        ),
     ],
     metric: Annotated[
         str,
@@ -120,6 +123,8 @@ def export_stacks(
         ),
     ] = None,
 ) -> None:
+    if not source:
+        raise _fail("source: is empty; give a rank directory (*_ascend_pt) or a trace file", 2)
     if metric not in METRICS:
         raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
     if not 0 <= min_width < float("inf"):  # nan, inf and negatives are no width
@@ -134,7 +139,7 @@ def export_stacks(
 
     notes: list[str] = []
     try:
-        trace = find_trace(source, rank, notes)
+        trace = find_trace(Path(source), rank, notes)
         for flag, path in (("-o", out_path), ("--svg", svg_path)):
             if path is not None and (problem := overwrite_problem(path, trace)):
                 raise _fail(f"{flag} {path}: {problem}: give another file name", 2)

@@ -41,10 +41,12 @@ def _say(text: str) -> None:
 
 
 def memory_timeline(
-    source: Annotated[
-        Path,
+    source: Annotated[  # a str: a Path would have made "" the current directory (helper-211)
+        str,
         typer.Argument(
-            help="A rank directory (*_ascend_pt), a trace file or a *.raw.json.gz.", show_default=False
+            help="A rank directory (*_ascend_pt), a trace file or a *.raw.json.gz.",
+            metavar="source",
+            show_default=False,
         ),
     ],
     output: Annotated[
@@ -74,6 +76,10 @@ def memory_timeline(
     from npuprof.reports import memory_timeline as mt
     from npuprof.results.paths import UnsafePathError, output_file_problem, resolve_output_path
 
+    if not source:
+        raise _fail(
+            "source: is empty; give a rank directory (*_ascend_pt), a trace file or a *.raw.json.gz", 2
+        )
     try:
         fmt = mt.format_of(output)
         target = resolve_output_path(output, "-o")
@@ -103,7 +109,7 @@ def memory_timeline(
 
     notes: list[str] = []
     try:
-        rank_dir = single_rank_dir(source, rank, notes)
+        rank_dir = single_rank_dir(Path(source), rank, notes)
         if rank_dir.is_dir() and (status := layout.capture_status(rank_dir)).in_progress:
             raise _fail(f"{rank_dir}: {status.detail}; run this again once the capture has ended")
         read = rank_dir if rank_dir.is_file() else layout.find_trace_of_rank(rank_dir)

@@ -45,6 +45,8 @@ def status_command(
     """Show what each process of a `npuprof run --dynamic DIR` job did, from DIR/log/."""
     if output_format not in FORMATS:
         _fail(f"--format: unknown {output_format!r}; use table or json")
+    if not directory:  # Path("") is the current directory (helper-211)
+        _fail("DIR: is empty; give the directory of npuprof run --dynamic DIR")
     root = Path(directory)
     logs = root / "log"
     if not root.exists():

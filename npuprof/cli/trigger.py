@@ -70,6 +70,8 @@ def trigger_command(**params: Any) -> None:
     from npuprof import config as c
     from npuprof.results.layout import RANK_DIR_SUFFIX
 
+    if not params["directory"]:  # Path("") is the current directory (helper-211)
+        _fail("DIR", "is empty", "give the directory of npuprof run --dynamic DIR")
     directory = Path(params.pop("directory"))
     start_step, active, warmup = params.pop("start_step"), params.pop("active"), params.pop("warmup")
     cancel = params.pop("cancel")

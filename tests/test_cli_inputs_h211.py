@@ -1,0 +1,49 @@
+"""Bad command-line input found by helper-211: one line naming what is wrong and the fix, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import npuprof
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["export-stacks", ""],
+            "npuprof export-stacks: source: is empty; give a rank directory (*_ascend_pt) or a trace file",
+        ),
+        (
+            ["memory-timeline", "", "-o", "m.json"],
+            "npuprof memory-timeline: source: is empty; give a rank directory (*_ascend_pt), a trace file or "
+            "a *.raw.json.gz",
+        ),
+        (
+            ["trigger", ""],
+            "npuprof trigger: error: DIR: is empty; give the directory of npuprof run --dynamic DIR",
+        ),
+        (
+            ["status", ""],
+            "npuprof status: error: DIR: is empty; give the directory of npuprof run --dynamic DIR",
+        ),
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    """typer's Path made "" the current directory: export-stacks '' and memory-timeline '' read the capture
+    the current directory held, trigger '' wrote a request into it (analyse, run -o and --config refuse
+    "" already)."""
+    rank_dir = tmp_path / "host_1_20260101000000000_ascend_pt"  # a capture, and a dynamic DIR's files
+    rank_dir.mkdir()
+    (rank_dir / "host.1.pt.trace.json").write_text('{"traceEvents": []}')
+    (tmp_path / "profiler_config.json").write_text("{}")
+    (tmp_path / "log").mkdir()
+    result = npuprof(*args, cwd=rank_dir if args[0] != "trigger" and args[0] != "status" else tmp_path)
+    assert result.returncode == 2, result
+    assert result.stderr.splitlines() == [line]
+    assert result.stdout == ""
+    assert (tmp_path / "profiler_config.json").read_text() == "{}"
+    assert sorted(p.name for p in rank_dir.iterdir()) == ["host.1.pt.trace.json"]
