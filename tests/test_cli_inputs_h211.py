@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import npuprof
+from conftest import clean_env, npuprof
 
 
 @pytest.mark.parametrize(
@@ -47,3 +47,24 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
     assert result.stdout == ""
     assert (tmp_path / "profiler_config.json").read_text() == "{}"
     assert sorted(p.name for p in rank_dir.iterdir()) == ["host.1.pt.trace.json"]
+
+
+@pytest.mark.parametrize(
+    "args, last_words",
+    [
+        (["--help"], ["memory-timeline", "info"]),
+        ([], ["memory-timeline", "info"]),
+        (["export-stacks", "--help"], ["--keep-idle-threads", "--rank"]),
+        (["trigger", "--help"], ["--export-type", "Examples:"]),
+    ],
+)
+def test_help_is_whole_where_stdout_cannot_encode_every_character(
+    args: list[str], last_words: list[str]
+) -> None:
+    """In an ASCII locale (LC_ALL=C without Python's UTF-8 mode, PYTHONIOENCODING=ascii) the 'µs' of
+    export-stacks' help raised UnicodeEncodeError, which stopped stdout: `npuprof --help` ended after its
+    first panel, `npuprof export-stacks --help` at its Usage line, exit 0; the character is escaped now."""
+    result = npuprof(*args, env=clean_env(PYTHONIOENCODING="ascii", COLUMNS="80"))
+    assert result.returncode == (2 if not args else 0), result.stderr
+    for word in last_words:
+        assert word in result.stdout, result.stdout

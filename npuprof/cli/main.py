@@ -193,6 +193,8 @@ def main() -> None:
 
 def _main() -> None:
     guard_streams()
+    if _asks_for_help(sys.argv[1:]):
+        _help_in_any_locale()
     if sys.argv[1:] == ["--version"]:
         from npuprof import __version__
 
@@ -210,6 +212,23 @@ def _main() -> None:
         if code is not None:
             _leave(code)
     _leave(_run_typer())
+
+
+def _asks_for_help(argv: list[str]) -> bool:
+    """-h/--help before ``--``, or a command line that typer answers with the help (no arguments)."""
+    before = argv[: argv.index("--")] if "--" in argv else argv
+    return any(a in ("-h", "--help") for a in before) or argv in ([], ["trigger"], ["status"])
+
+
+def _help_in_any_locale() -> None:
+    """Help is text for a reader: a character the locale cannot encode (export-stacks' 'µs' in an ASCII
+    locale) is written escaped. Its UnicodeEncodeError stopped stdout (GuardedStream), and the help ended
+    at its Usage line, exit 0 (helper-211)."""
+    stream = getattr(sys.stdout, "stream", sys.stdout)
+    try:
+        stream.reconfigure(errors="backslashreplace")
+    except (AttributeError, ValueError, OSError):
+        pass
 
 
 def _run_typer() -> int:
