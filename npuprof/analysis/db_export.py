@@ -104,6 +104,15 @@ def hccl_type(name: str) -> str:
     return f"hcom_{_HCCL_NAMES.get(name.lower(), name)}_"
 
 
+# Tables torch_npu creates only when it has rows for them (its memory parser returns before creating them
+# without profile_memory), and whose readers take a table that exists for data: msprof-analyze's
+# compare and advisor read max(totalReserved) of an empty MEMORY_RECORD as None and divided it, so a capture
+# without --profile-memory got no compare workbook and no advisor Overall Summary (helper-210). Other
+# empty tables stay: msprof-analyze's free_analysis joins COMMUNICATION_OP whether or not there were
+# collectives, and fails without it.
+ONLY_WITH_ROWS = frozenset({"MEMORY_RECORD", "OP_MEMORY"})
+
+
 def write_databases(out_dir: Path, src: DbSources) -> list[str]:
     """Write both files into ``out_dir``; return their names. Both are written under temporary names and
     renamed when both are complete, the profiler db last (it is what makes a rank dir "have a db")."""
@@ -173,8 +182,12 @@ def _write_db(
         con.execute("BEGIN")
         for statement in schema.create_statements(tables):
             con.execute(statement)
+        filled: set[str] = set()
         for table, table_rows in rows:
-            con.executemany(schema.insert_statement(table, tables), table_rows)
+            if con.executemany(schema.insert_statement(table, tables), table_rows).rowcount > 0:
+                filled.add(table)
+        for table in ONLY_WITH_ROWS & (tables.keys() - filled):
+            con.execute(f"DROP TABLE {table}")
         for statement in indexes:
             con.execute(statement)
         con.execute("COMMIT")
