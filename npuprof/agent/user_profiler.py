@@ -6,7 +6,9 @@ recording phase, fails with "Profiler is already enabled" and can crash libtorch
 profiler in its wait or warm-up phase does not set it, so it cannot tell npuprof to stay away. Here the
 start and stop of every torch profiler object are followed instead (``torch.profiler.profile`` and
 ``_KinetoProfile``, as context managers or by ``start()``/``stop()``; ``torch.autograd.profiler.profile``
-as a context manager), npuprof's own objects excepted.
+as a context manager; torch_npu's ``torch_npu.profiler.profile`` and ``_KinetoProfile``, which are torch_npu's
+own classes, not torch's: its profiler neither goes through torch's nor sets torch's flag, and its
+``dynamic_profile`` opens a ``profile`` of its own), npuprof's own objects excepted.
 
 The policy: when the script starts a profiler, a capture of ours in flight is finished there (what it
 recorded is kept); while any of the script's profilers runs, npuprof opens none (one warning); once they
@@ -63,19 +65,34 @@ def install(controller: Any, log: AgentLog) -> bool:
     _installed["controller"] = controller
     _installed["log"] = log
     _wrap_classes(autograd_profiler, {"profile": (("__enter__",), ("__exit__",))})
-    module = sys.modules.get(PROFILER_MODULE)
-    if module is not None:
-        _wrap_profiler_module(module)
-    else:
-        sys.meta_path.insert(0, _WhenLoaded(PROFILER_MODULE, _wrap_profiler_module))
+    for name in FOLLOWED:
+        _follow_module(name)
     return True
 
 
 PROFILER_MODULE = "torch.profiler.profiler"
+TORCH_NPU_PROFILER_MODULE = "torch_npu.profiler.profiler"
+# the modules whose profiler classes are followed, each class with its start and stop methods (torch_npu's
+# ``profile.__enter__`` / ``__exit__`` / ``__del__`` and its dynamic_profile go through them)
+_START_STOP = {"_KinetoProfile": (("start",), ("stop",)), "profile": (("start",), ("stop",))}
+FOLLOWED: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    PROFILER_MODULE: _START_STOP,
+    TORCH_NPU_PROFILER_MODULE: _START_STOP,
+}
 
 
-def _wrap_profiler_module(module: Any) -> None:
-    _wrap_classes(module, {"_KinetoProfile": (("start",), ("stop",)), "profile": (("start",), ("stop",))})
+def _follow_module(name: str) -> None:
+    """Wrap the classes ``FOLLOWED[name]`` names now, or once the module has loaded (torch_npu's is imported
+    after torch, if at all)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        _wrap_module(module, name)
+    else:
+        sys.meta_path.insert(0, _WhenLoaded(name, functools.partial(_wrap_module, name=name)))
+
+
+def _wrap_module(module: Any, name: str) -> None:
+    _wrap_classes(module, FOLLOWED[name])
 
 
 def _wrap_classes(module: Any, methods: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> None:
@@ -190,10 +207,11 @@ def _started_where() -> str:
     ``Trainer(profiler="pytorch")``, accelerate's ``ProfileKwargs``), which a user did not call a profiler."""
     import os
 
-    torch = sys.modules.get("torch")
     skipped = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-    if torch is not None and getattr(torch, "__file__", None):
-        skipped.append(os.path.dirname(os.path.abspath(torch.__file__)))
+    for package in ("torch", "torch_npu"):  # torch_npu's profile.__enter__ and @no_exception_func too
+        module = sys.modules.get(package)
+        if module is not None and getattr(module, "__file__", None):
+            skipped.append(os.path.dirname(os.path.abspath(module.__file__)))
     skipped = [root + os.sep for root in skipped]
     frame = sys._getframe(1)
     while frame is not None:

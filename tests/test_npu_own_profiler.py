@@ -1,0 +1,177 @@
+"""The training script's own torch_npu profiler: torch_npu's ``profile`` and ``_KinetoProfile`` are its
+own classes (Ascend/pytorch ``torch_npu/profiler/profiler.py``), not torch's, and its profiler neither goes
+through torch's nor sets torch's ``_is_profiler_enabled``. npuprof must follow their start and stop itself,
+or two profilers run in one process (helper-213)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+import textwrap
+import weakref
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import capture_record, clean_env, npuprof
+
+from npuprof.agent import user_profiler
+from npuprof.results import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = ROOT / "tests" / "fake_torch_npu"
+
+# torch_npu's classes as the real module shapes them: profile(_KinetoProfile) with its own start / stop,
+# __enter__ / __exit__ calling them, and no base class of torch's
+REAL_SHAPE = """
+calls = []
+
+
+class _KinetoProfile:
+    def start(self):
+        calls.append(("kineto.start", self))
+
+    def stop(self):
+        calls.append(("kineto.stop", self))
+
+
+class profile(_KinetoProfile):
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        calls.append(("profile.start", self))
+
+    def stop(self):
+        calls.append(("profile.stop", self))
+"""
+
+
+class _Controller:
+    backend = None
+    prof: Any = object()  # a capture of npuprof's in flight
+
+    def __init__(self) -> None:
+        self.finished: list[str] = []
+
+    def finish_early(self, reason: str) -> None:
+        self.finished.append(reason)
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def warn_once(self, key: str, message: str) -> None:
+        self.lines.append(("warn_once", message))
+
+    def warning(self, message: str) -> None:
+        self.lines.append(("warning", message))
+
+    def info(self, message: str) -> None:
+        self.lines.append(("info", message))
+
+
+def test_torch_npus_own_profiler_classes_are_followed_once_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch_npu.profiler.profiler loaded after npuprof began following: its profile (by start() and as a
+    context manager) and _KinetoProfile end npuprof's capture before they start, and npuprof resumes once
+    they have stopped; npuprof's own torch_npu profiler is not the script's."""
+    methods = user_profiler.FOLLOWED["torch_npu.profiler.profiler"]
+    name = "h213_torch_npu_profiler_shape"
+    (tmp_path / f"{name}.py").write_text(REAL_SHAPE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setitem(user_profiler.FOLLOWED, name, methods)
+    controller, log = _Controller(), _Log()
+    monkeypatch.setattr(user_profiler, "_installed", {"controller": controller, "log": log})
+    monkeypatch.setattr(user_profiler, "_running", weakref.WeakSet())
+    monkeypatch.setattr(user_profiler, "_ours", weakref.WeakSet())
+    try:
+        user_profiler._follow_module(name)
+        module = importlib.import_module(name)
+        ours = module.profile()
+        user_profiler.mark_ours(ours)
+        ours.start()
+        assert not user_profiler.running() and controller.finished == []
+        with module.profile():
+            assert user_profiler.running()
+        assert not user_profiler.running()
+        kineto = module._KinetoProfile()
+        kineto.start()
+        assert user_profiler.running()
+        kineto.stop()
+        assert not user_profiler.running()
+        assert controller.finished == ["the training script started its own profiler"] * 2
+        assert [c[0] for c in module.calls] == [
+            "profile.start",
+            "profile.start",
+            "profile.stop",
+            "kineto.start",
+            "kineto.stop",
+        ]
+        assert [line for line in log.lines if line[0] == "info"] == [
+            ("info", "the training script's own profiler stopped; npuprof resumes at its next window")
+        ] * 2
+    finally:
+        sys.modules.pop(name, None)
+
+
+SCRIPT = """
+import os, sys
+import torch
+import torch_npu
+import torch_npu.profiler as tp
+
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def step():
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+for _ in range(4):
+    step()
+# npuprof's capture records now (steps 3 to 6); the script profiles three steps itself
+with tp.profile(activities=[tp.ProfilerActivity.CPU], on_trace_ready=tp.tensorboard_trace_handler("mine")):
+    for _ in range(3):
+        step()
+for _ in range(3):
+    step()
+print("trained", flush=True)
+"""
+
+
+def test_a_script_running_torch_npus_profiler_makes_npuprof_step_aside(tmp_path: Path) -> None:
+    """With the torch_npu stand-in, a script that profiles with torch_npu.profiler.profile while npuprof's
+    capture records: npuprof's capture ends there (kept), the warning names the script's line, not
+    torch_npu's, and the job is not ended by two profilers at once."""
+    (tmp_path / "own.py").write_text(textwrap.dedent(SCRIPT))
+    env = clean_env(
+        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAKE_TORCH_NPU_LOG=str(tmp_path / "calls.jsonl"),
+    )
+    env = {k: v for k, v in env.items() if not k.startswith(("FAKE_TORCH_NPU_API", "KINETO_USE_DAEMON"))}
+    out = tmp_path / "out"
+    flags = ["--skip-first", "2", "--warmup", "1", "--active", "4", "--repeat", "1"]
+    proc = npuprof(
+        "run", "-o", str(out), "--worker-name", "w", *flags, "--", sys.executable, "own.py",
+        cwd=tmp_path, env=env, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    said = [line for line in proc.stderr.splitlines() if "steps aside" in line]
+    assert len(said) == 1, proc.stderr
+    assert re.search(r"started at \S*own\.py:\d+, in <module>\)", said[0]), said[0]
+    (rank_dir,) = layout.find_rank_dirs(out)
+    assert capture_record(rank_dir)["detail"] == "the training script started its own profiler"
