@@ -777,10 +777,12 @@ def test_one_profiler_for_every_capture_and_the_last_one_kept_at_exit(tmp_path: 
         ("start", 1, "WARMUP"),
         ("step", 2, "RECORD"),
         ("step", 3, "RECORD_AND_SAVE"),
+        ("tensorboard_trace_handler",),  # each later capture pointed at -o again (helper-213)
         ("step", 4, "WARMUP"),
         ("handler_fn",),
         ("step", 5, "RECORD"),
         ("step", 6, "RECORD_AND_SAVE"),
+        ("tensorboard_trace_handler",),
         ("step", 7, "WARMUP"),
         ("handler_fn",),
         ("step", 8, "RECORD"),

@@ -175,3 +175,42 @@ def test_a_script_running_torch_npus_profiler_makes_npuprof_step_aside(tmp_path:
     assert re.search(r"started at \S*own\.py:\d+, in <module>\)", said[0]), said[0]
     (rank_dir,) = layout.find_rank_dirs(out)
     assert capture_record(rank_dir)["detail"] == "the training script started its own profiler"
+
+
+HANDLER_SCRIPT = """
+import os
+import torch
+import torch_npu
+import torch_npu.profiler as tp
+
+model = torch.nn.Linear(8, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(12):
+    if i == 4:  # made for a profiler the script may start later: torch_npu's path creator now points there
+        handler = tp.tensorboard_trace_handler(os.path.abspath("mine"), worker_name="script")
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+print("trained", flush=True)
+"""
+
+
+def test_a_trace_handler_the_script_makes_never_takes_npuprofs_next_capture(tmp_path: Path) -> None:
+    """torch_npu's path creator is one per process and tensorboard_trace_handler points it when called:
+    npuprof's later captures (one profiler for all of them) still go under -o, none into the script's dir."""
+    (tmp_path / "handler.py").write_text(HANDLER_SCRIPT)
+    env = clean_env(
+        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        FAKE_TORCH_NPU_LOG=str(tmp_path / "calls.jsonl"),
+    )
+    env = {k: v for k, v in env.items() if not k.startswith(("FAKE_TORCH_NPU_API", "KINETO_USE_DAEMON"))}
+    out = tmp_path / "out"
+    flags = ["--skip-first", "1", "--active", "2", "--repeat", "3"]
+    proc = npuprof(
+        "run", "-o", str(out), "--worker-name", "w", *flags, "--", sys.executable, "handler.py",
+        cwd=tmp_path, env=env, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert not (tmp_path / "mine").exists() or not list((tmp_path / "mine").iterdir())
+    assert [capture_record(d)["steps"] for d in layout.find_rank_dirs(out)] == [[2, 3], [5, 6], [8, 9]]

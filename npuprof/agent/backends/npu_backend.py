@@ -179,7 +179,7 @@ class _NpuSchedule:
     """npuprof's plan as a torch_npu schedule. torch_npu writes ``schedule.__dict__`` into
     profiler_info's ``common_config.schedule``; the slots keep the helpers out of it."""
 
-    __slots__ = ("__dict__", "_native", "_plan", "_recording")
+    __slots__ = ("__dict__", "_last", "_native", "_new_capture", "_plan", "_recording")
 
     def __init__(self, cfg: ProfileConfig, plan: ScheduleFn, native_action: Any) -> None:
         s = cfg.schedule
@@ -188,11 +188,19 @@ class _NpuSchedule:
         self._plan = plan
         self._native = {action: getattr(native_action, action.name) for action in Action}
         self._recording: Callable[[], None] | None = None  # run at each step that records
+        # run as each capture after the first begins (torch_npu creates its rank dir right after): the script
+        # may have pointed torch_npu's process-wide path creator elsewhere (its own tensorboard_trace_handler)
+        self._new_capture: Callable[[], None] | None = None
+        self._last = Action.NONE
 
     def __call__(self, step: int) -> Any:
         action = self._plan(step)
         if action.recording and self._recording is not None:
             self._recording()
+        begins = action is not Action.NONE and self._last in (Action.NONE, Action.RECORD_AND_SAVE)
+        self._last = action
+        if begins and self._new_capture is not None:
+            self._new_capture()
         return self._native[action]
 
 
@@ -280,6 +288,17 @@ class NpuBackend:
         if cfg.metadata:
             self.add_metadata(prof, cfg.metadata)
         plan._recording = functools.partial(self._add_distributed_args, prof)
+        pointed = [True]  # the handler above points torch_npu at -o for the first capture
+
+        def new_capture() -> None:
+            if pointed.pop() if pointed else False:
+                return
+            try:
+                self._trace_handler(cfg, worker or default_worker(cfg))
+            except Exception:  # never a cause of a failed step: the capture goes where torch_npu says
+                pass
+
+        plan._new_capture = new_capture
         return prof
 
     def _add_distributed_args(self, prof: Any) -> None:
