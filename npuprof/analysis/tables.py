@@ -407,7 +407,15 @@ def _device_kernels(
             pos = np.clip(np.searchsorted(es, d_ext), 0, len(es) - 1)
             hit = es[pos] == d_ext
             op_of[hit] = o[pos[hit]]
-    wait = intervals.waits(d_ts, d_ts + d_dur, d_stream)  # since the stream's earlier tasks ended
+    # since the stream's earlier tasks ended: a stream of its device (each GPU's default stream is "stream
+    # 7"; helper-212: a trace of one process driving two GPUs timed a task of GPU 1 from GPU 0's tasks)
+    d_device = np.frombuffer(x.dev_device, dtype=np.int64)
+    lane = (
+        np.unique(np.stack([d_device, d_stream]), axis=1, return_inverse=True)[1].reshape(-1)
+        if n
+        else d_stream
+    )
+    wait = intervals.waits(d_ts, d_ts + d_dur, lane)
     # the task kinds and cores as string ids; a communication kernel's core is COMM_CORE
     kind_codes = {k: i for i, k in enumerate(dict.fromkeys(x.dev_kind))}
     kind_of = np.fromiter(map(kind_codes.__getitem__, x.dev_kind), np.int64, n)
