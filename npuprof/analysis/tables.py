@@ -412,7 +412,7 @@ def _device_kernels(
     d_device = np.frombuffer(x.dev_device, dtype=np.int64)
     lane = (
         np.unique(np.stack([d_device, d_stream]), axis=1, return_inverse=True)[1].reshape(-1)
-        if n
+        if n and d_device.min() != d_device.max()  # one device (nearly every trace): its stream ids
         else d_stream
     )
     wait = intervals.waits(d_ts, d_ts + d_dur, lane)
