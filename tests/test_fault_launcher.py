@@ -986,13 +986,15 @@ def test_ctrl_c_while_npuprof_starts_dies_of_it_without_a_traceback() -> None:
     assert (result.returncode, result.stderr) == (-signal.SIGINT, "npuprof: aborted\n")
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
-def test_a_signal_before_the_job_starts_ends_the_run_record(out: Path, tmp_path: Path, signame: str) -> None:
-    """SIGTERM between the run record and the job's start killed npuprof with a record saying nothing of
-    the run's end (exit code null): the record now says why, and npuprof dies of the signal."""
+def _stopped_before_the_job(
+    out: Path, marker: Path, signame: str, patch: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``npuprof run`` that gets ``signame`` between its run record and the job's start (``patch``: more
+    Python run in the launcher first); the job would create ``marker``."""
     launcher = (
         "import os, signal, sys\n"
         "import npuprof.runner as runner\n"
+        f"{patch}"
         "def signalled(command):\n"
         f"    os.kill(os.getpid(), signal.{signame})\n"
         "    return []\n"
@@ -1001,12 +1003,19 @@ def test_a_signal_before_the_job_starts_ends_the_run_record(out: Path, tmp_path:
         "sys.argv = ['npuprof', *sys.argv[1:]]\n"
         "main()\n"
     )
-    marker = tmp_path / "ran"
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", launcher, "run", "-o", str(out), "--", sys.executable, "-c",
          f"open({str(marker)!r}, 'w')"],
         env=clean_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_before_the_job_starts_ends_the_run_record(out: Path, tmp_path: Path, signame: str) -> None:
+    """SIGTERM between the run record and the job's start killed npuprof with a record saying nothing of
+    the run's end (exit code null): the record now says why, and npuprof dies of the signal."""
+    marker = tmp_path / "ran"
+    result = _stopped_before_the_job(out, marker, signame)
     signum = getattr(signal, signame)
     assert result.returncode == -signum, result.stderr
     assert "Traceback" not in result.stderr and not marker.exists()
@@ -1022,30 +1031,17 @@ def test_a_ctrl_cs_copy_while_the_record_is_ended_before_the_job_starts_keeps_th
     """helper-203: under `timeout`, one Ctrl-C reaches npuprof twice; the copy that landed while npuprof
     wrote the run record's end (stopped before the job started) raised KeyboardInterrupt inside that write:
     "npuprof: aborted", and a record saying nothing of the run's end (exit code null)."""
-    launcher = (
-        "import os, signal, sys\n"
-        "import npuprof.runner as runner\n"
+    copy_at_the_end = (
         "from npuprof.results import run_record\n"
-        "def signalled(command):\n"
-        "    os.kill(os.getpid(), signal.SIGINT)\n"
-        "    return []\n"
-        "runner.injection_warnings = signalled\n"
         "write = run_record.RunRecord.write\n"
         "def copy_then_write(self, *args, **kwargs):\n"
         "    if self.content.get('end') is not None:  # the end's write: timeout's copy lands now\n"
         "        os.kill(os.getpid(), signal.SIGINT)\n"
         "    return write(self, *args, **kwargs)\n"
         "run_record.RunRecord.write = copy_then_write\n"
-        "from npuprof.cli.main import main\n"
-        "sys.argv = ['npuprof', *sys.argv[1:]]\n"
-        "main()\n"
     )
     marker = tmp_path / "ran"
-    result = subprocess.run(
-        [sys.executable, "-c", launcher, "run", "-o", str(out), "--", sys.executable, "-c",
-         f"open({str(marker)!r}, 'w')"],
-        env=clean_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = _stopped_before_the_job(out, marker, "SIGINT", copy_at_the_end)
     assert result.returncode == -signal.SIGINT, result.stderr
     assert "aborted" not in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert not marker.exists()

@@ -152,17 +152,22 @@ print("trained", flush=True)
 """
 
 
-def test_a_script_running_torch_npus_profiler_makes_npuprof_step_aside(tmp_path: Path) -> None:
-    """With the torch_npu stand-in, a script that profiles with torch_npu.profiler.profile while npuprof's
-    capture records: npuprof's capture ends there (kept), the warning names the script's line, not
-    torch_npu's, and the job is not ended by two profilers at once."""
-    (tmp_path / "own.py").write_text(textwrap.dedent(SCRIPT))
+def _standin_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a job that imports the torch_npu stand-in (its calls logged in tmp_path)."""
     env = clean_env(
         PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
         TORCH_DEVICE_BACKEND_AUTOLOAD="0",
         FAKE_TORCH_NPU_LOG=str(tmp_path / "calls.jsonl"),
     )
-    env = {k: v for k, v in env.items() if not k.startswith(("FAKE_TORCH_NPU_API", "KINETO_USE_DAEMON"))}
+    return {k: v for k, v in env.items() if not k.startswith(("FAKE_TORCH_NPU_API", "KINETO_USE_DAEMON"))}
+
+
+def test_a_script_running_torch_npus_profiler_makes_npuprof_step_aside(tmp_path: Path) -> None:
+    """With the torch_npu stand-in, a script that profiles with torch_npu.profiler.profile while npuprof's
+    capture records: npuprof's capture ends there (kept), the warning names the script's line, not
+    torch_npu's, and the job is not ended by two profilers at once."""
+    (tmp_path / "own.py").write_text(textwrap.dedent(SCRIPT))
+    env = _standin_env(tmp_path)
     out = tmp_path / "out"
     flags = ["--skip-first", "2", "--warmup", "1", "--active", "4", "--repeat", "1"]
     proc = npuprof(
@@ -199,12 +204,7 @@ def test_a_trace_handler_the_script_makes_never_takes_npuprofs_next_capture(tmp_
     """torch_npu's path creator is one per process and tensorboard_trace_handler points it when called:
     npuprof's later captures (one profiler for all of them) still go under -o, none into the script's dir."""
     (tmp_path / "handler.py").write_text(HANDLER_SCRIPT)
-    env = clean_env(
-        PYTHONPATH=os.pathsep.join([str(STANDIN), str(ROOT)]),
-        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
-        FAKE_TORCH_NPU_LOG=str(tmp_path / "calls.jsonl"),
-    )
-    env = {k: v for k, v in env.items() if not k.startswith(("FAKE_TORCH_NPU_API", "KINETO_USE_DAEMON"))}
+    env = _standin_env(tmp_path)
     out = tmp_path / "out"
     flags = ["--skip-first", "1", "--active", "2", "--repeat", "3"]
     proc = npuprof(
