@@ -1433,3 +1433,77 @@ def test_memory_records_of_a_negative_time_are_left_out_and_said(tmp_path: Path)
     note = f"memory_record.csv: {note}"
     assert any(w.startswith(note) for w in summary.warnings), summary.warnings
     assert note in from_memory_record(out / "memory_record.csv").origin
+
+
+def _torch_npu_capture_without_device_tables(root: Path) -> Path:
+    """A torch_npu capture as the script's own profiler leaves it when it cuts npuprof's capture off at a
+    step's start: complete, torch_npu's parse ran (its trace_view.json, its operator table) but wrote no
+    kernel_details.csv or step_trace_time.csv, there being no device work; its PROF_* raw data kept."""
+    d = root / "w_4242_20261206081217148_ascend_pt"
+    (d / "PROF_000001_20261206081217153_ABCDEFGHIJKLMNOP" / "device_0" / "data").mkdir(parents=True)
+    (d / "profiler_info.json").write_text(json.dumps({"config": {}}))
+    tables = d / "ASCEND_PROFILER_OUTPUT"
+    tables.mkdir()
+    step = {
+        "ph": "X",
+        "name": "ProfilerStep#3",
+        "pid": 1,
+        "tid": 1,
+        "ts": "1796544737150000.000",
+        "dur": 1184,
+    }
+    (tables / "trace_view.json").write_text(json.dumps([step]))
+    (tables / "operator_details.csv").write_text("Name,Input Shapes\nOptimizer.zero_grad#SGD.zero_grad,\n")
+    record = {"status": "complete", "run_id": "r1", "pid": 4242, "backend": "torch_npu", "steps": [3]}
+    record.update(detail="the training script started its own profiler", last_step_partial=True, parse=True)
+    (d / "npuprof_capture.json").write_text(json.dumps(record))
+    return d
+
+
+def test_a_capture_torch_npu_parsed_without_device_tables_is_not_said_unparsed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-214: a capture the script's profiler cut off at a step boundary holds no device work, and
+    torch_npu's parse writes no kernel or step table for it; the run said "1 complete capture(s) not parsed
+    when npuprof ended ...: npuprof analyse parses them", though torch_npu had parsed it."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import captures_of_run
+
+    _torch_npu_capture_without_device_tables(tmp_path)
+    (capture,) = captures_of_run(tmp_path, "r1")
+    assert capture.parsed, capture
+    assert capture.detail.startswith("the training script started its own profiler; torch_npu parsed it but")
+    log = tmp_path / "npuprof.log"
+    log.write_text("2026-12-06 08:12:15 [INFO] [launcher pid=6 run=r1] run r1 starts: python own.py\n")
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "not parsed" not in said and "npuprof analyse parses them" not in said, said
+    assert "wrote no kernel_details.csv or step_trace_time.csv: it found no device work there" in said, said
+
+
+def test_analyse_reads_the_trace_view_of_a_capture_torch_npu_parsed_without_device_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-214: where torch_npu is installed, analyse ran its parser again on such a capture (its raw
+    data kept), which again wrote no table, and said "failed: torch_npu's parser wrote none of its tables";
+    without torch_npu the same capture was reported from its trace_view.json."""
+    import types
+
+    from npuprof.analysis import report
+    from npuprof.analysis.parse import parse_rank_dir
+
+    d = _torch_npu_capture_without_device_tables(tmp_path)
+    parses: list[str] = []
+    module = types.ModuleType("torch_npu.profiler.profiler")
+    module.analyse = parses.append  # type: ignore[attr-defined]  # torch_npu's parse: nothing more written
+    for name in ("torch_npu", "torch_npu.profiler", "torch_npu.profiler.profiler"):
+        monkeypatch.setitem(sys.modules, name, module)
+    outcome = parse_rank_dir(d)
+    assert parses == [str(d)]
+    assert outcome.status == "missing", outcome
+    assert "torch_npu parsed it but wrote no kernel_details.csv" in outcome.reason
+    notes: list[str] = []
+    instead = report._trace_view_instead(outcome, False, 1, False, notes.append)
+    assert instead is not None and instead[0].ok, (instead, notes)
+    assert "trace_view.json is analysed instead" in notes[0]

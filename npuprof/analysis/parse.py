@@ -309,6 +309,11 @@ def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
         if not done.exists():
             write_text(done, "")
         outcome.status = "parsed"
+    elif layout.torch_npu_parsed_without_device_tables(rank_dir):
+        # no device work in it (or its device data did not parse): its trace_view.json is read instead
+        # (report._trace_view_instead), as where torch_npu is not installed
+        outcome.status = "missing"
+        outcome.reason = layout.TORCH_NPU_NO_DEVICE_TABLES
     else:
         outcome.status = "failed"
         outcome.reason = (

@@ -115,6 +115,23 @@ def has_torch_npu_tables(rank_dir: Path) -> bool:
     return any((parsed / name).is_file() for name in TORCH_NPU_TABLES) or has_profiler_db(rank_dir)
 
 
+# a torch_npu capture whose parse wrote its trace_view.json and neither table (helper-214: one that the
+# script's own profiler cut off at a step's start, no device work in it, was said "not parsed ... npuprof
+# analyse parses them", and analyse then said torch_npu's parser "wrote none of its tables")
+TORCH_NPU_NO_DEVICE_TABLES = (
+    "torch_npu parsed it but wrote no kernel_details.csv or step_trace_time.csv: it found no device work "
+    "there (a capture cut off at a step's start holds none), or its device data did not parse (torch_npu's "
+    "messages say which); npuprof analyse reads its trace_view.json instead"
+)
+
+
+def torch_npu_parsed_without_device_tables(rank_dir: Path) -> bool:
+    """torch_npu's parse of ``rank_dir`` wrote its trace_view.json (host side) but neither of its step and
+    kernel tables nor its db: parsed, with nothing of the device in its tables."""
+    view = rank_dir / PARSED_DIR / "trace_view.json"
+    return view.is_file() and not view.is_symlink() and not has_torch_npu_tables(rank_dir)
+
+
 def holds_profiler_db(parsed: Path) -> bool:
     """:func:`has_profiler_db` for the directory the tables are in (a bare trace's ``<trace>.npuprof/``)."""
     if not _is_real_dir(parsed):

@@ -140,7 +140,9 @@ def _dir_contents(path: Path) -> tuple[int, bool]:
 def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
     parsed = rank_dir / layout.PARSED_DIR
     if record.get("backend") == "torch_npu":
-        return layout.has_torch_npu_tables(rank_dir)
+        return layout.has_torch_npu_tables(rank_dir) or layout.torch_npu_parsed_without_device_tables(
+            rank_dir
+        )
     return (parsed / layout.ANALYSE_DONE).exists()
 
 
@@ -192,6 +194,9 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             # start): analyse marks it and leaves it out of the means; the summary's star says so too
             first = f"step {steps[0]} is partial: recording began inside it"
             detail = f"{first}; {detail}" if detail else first
+        if record.get("backend") == "torch_npu" and layout.torch_npu_parsed_without_device_tables(rank_dir):
+            note = layout.TORCH_NPU_NO_DEVICE_TABLES
+            detail = f"{detail}; {note}" if detail else note
         if half_written := _remove_half_written(rank_dir, status.status):
             detail = f"{detail}; {half_written}" if detail else half_written
         size, record_only = _dir_contents(rank_dir)
