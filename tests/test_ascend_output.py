@@ -1507,3 +1507,31 @@ def test_analyse_reads_the_trace_view_of_a_capture_torch_npu_parsed_without_devi
     instead = report._trace_view_instead(outcome, False, 1, False, notes.append)
     assert instead is not None and instead[0].ok, (instead, notes)
     assert "trace_view.json is analysed instead" in notes[0]
+
+
+def test_a_capture_torch_npus_parse_left_without_tables_is_not_blamed_on_a_post_processor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-214: torch_npu parses a capture in the job's own process (npuprof starts no post-processor for
+    it); when that parse failed the run said "not parsed when npuprof ended (a post-processor stopped,
+    killed, or still at work in the background: see npuprof.log)", and npuprof.log said nothing of it."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import captures_of_run
+
+    d = _torch_npu_capture_without_device_tables(tmp_path)
+    shutil.rmtree(d / "ASCEND_PROFILER_OUTPUT")  # its parse failed: nothing written
+    (d / "FRAMEWORK").mkdir()
+    (capture,) = captures_of_run(tmp_path, "r1")
+    assert (capture.parsed, capture.backend) == (False, "torch_npu"), capture
+    log = tmp_path / "npuprof.log"
+    log.write_text("2026-12-06 08:12:15 [INFO] [launcher pid=6 run=r1] run r1 starts: python own.py\n")
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "post-processor" not in said, said
+    assert (
+        "1 complete capture(s) not parsed when npuprof ended (torch_npu's own parse, run in the job's "
+        "process at each capture's end, wrote none of its tables into ASCEND_PROFILER_OUTPUT/: its [ERROR] "
+        "or [WARNING] lines in the job's output say why): npuprof analyse runs torch_npu's parser on them "
+        "again"
+    ) in said, said

@@ -180,14 +180,22 @@ def print_run_summary(
             + " DIR -o FILE, npuprof ".join(asked)
             + " DIR -o FILE make them)"
         )
-        why = (
-            _parse_failure(lines, left)
-            or "a post-processor stopped, killed, or still at work in the background"
-        )
-        console.print(
-            f"{unparsed} complete capture(s) not parsed when npuprof ended ({escape(why)}: see "
-            f"{escape(str(log_path))}): npuprof analyse parses them" + (made if asked else "")
-        )
+        why = _parse_failure(lines, left)
+        if not why and all(c.backend == "torch_npu" for c in left):
+            # torch_npu parsed them in the job's own process, no post-processor: npuprof.log holds nothing of
+            # it (helper-214: "a post-processor stopped, killed, ...: see npuprof.log")
+            failed = escape(TORCH_NPU_PARSE_FAILED)
+            console.print(
+                f"{unparsed} complete capture(s) not parsed when npuprof ended ({failed}): "
+                "npuprof analyse runs torch_npu's parser on them again, where torch_npu is installed"
+                + (made if asked else "")
+            )
+        else:
+            why = why or "a post-processor stopped, killed, or still at work in the background"
+            console.print(
+                f"{unparsed} complete capture(s) not parsed when npuprof ended ({escape(why)}: see "
+                f"{escape(str(log_path))}): npuprof analyse parses them" + (made if asked else "")
+            )
     if cfg.export_stacks or cfg.memory_timeline:  # parsed, yet without them (the unparsed: said above)
         done = [c for c in captures if c.status == "complete" and c.parsed]
         _say_exports_not_made(console, done, cfg, log_path)
@@ -342,6 +350,12 @@ def _being_parsed(left: list[CaptureSummary]) -> list[CaptureSummary]:
     """Those of ``left`` a parse is at work on (helper-139: an `analyse --force` beside the run's end made
     its captures "not parsed ... a post-processor stopped, killed, or still at work")."""
     return [c for c in left if layout.parse_at_work(c.rank_dir / layout.PARSED_DIR)]
+
+
+TORCH_NPU_PARSE_FAILED = (
+    "torch_npu's own parse, run in the job's process at each capture's end, wrote none of its tables into "
+    "ASCEND_PROFILER_OUTPUT/: its [ERROR] or [WARNING] lines in the job's output say why"
+)
 
 
 def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[CaptureSummary]:

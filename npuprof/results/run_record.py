@@ -104,6 +104,8 @@ class CaptureSummary:
     parse_asked: bool | None = None  # False: --no-analyse, a trigger's "analyse": false; None: not said
     # torchrun's attempt its process ran in (the record's restart_count: 0 the first); None: not said
     restart_count: int | None = None
+    # the record's backend: "torch_npu" parses in the job's process (its own parser), not in a post-processor
+    backend: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         found = {
@@ -214,6 +216,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 record_only=record_only,
                 parse_asked=record.get("parse") if isinstance(record.get("parse"), bool) else None,
                 restart_count=restart_count_of(record),
+                backend=record.get("backend") if isinstance(record.get("backend"), str) else None,
             )
         )
     # a rank's captures of a job torchrun restarted: the first attempt's before the next's (a dir's name
