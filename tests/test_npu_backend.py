@@ -1207,3 +1207,48 @@ def test_a_torch_npu_profiler_whose_start_failed_is_never_stopped_by_its_destruc
     assert not _rank_dirs_of(result)
     made = [c["call"] for c in result["log"]]
     assert "profile" in made and "profile.stop" not in made, made
+
+
+def test_op_attr_is_reported_where_the_db_export_asked_cannot_be_given() -> None:
+    """helper-214: `--export-type text,db --op-attr` on a torch_npu whose _ExperimentalConfig takes one export
+    type (6.0.0's `export_type: str`): the list is not handed over (reported), torch_npu exports text and
+    drops op_attr ("op_attr switch is invalid with export type set as text"); --op-attr was not reported."""
+    import types
+
+    from npuprof.agent.backends.npu_backend import NpuBackend
+    from npuprof.config import ProfileConfig
+
+    class _ExperimentalConfig:  # the 6.0.0 signature (Ascend/pytorch experimental_config.py)
+        def __init__(
+            self,
+            profiler_level: str = "Level0",
+            aic_metrics: str = "ACL_AICORE_NONE",
+            l2_cache: bool = False,
+            msprof_tx: bool = False,
+            data_simplification: bool = True,
+            record_op_args: bool = False,
+            op_attr: bool = False,
+            gc_detect_threshold: float | None = None,
+            export_type: str = "text",
+        ) -> None:
+            pass
+
+    def tensorboard_trace_handler(dir_name=None, worker_name=None, analyse_flag=True):
+        return None
+
+    tp = types.SimpleNamespace(
+        _ExperimentalConfig=_ExperimentalConfig,
+        ProfilerLevel=types.SimpleNamespace(
+            Level0="Level0", Level1="Level1", Level2="Level2", Level_none="None"
+        ),
+        AiCMetrics=types.SimpleNamespace(AiCoreNone="ACL_AICORE_NONE"),
+        ExportType=types.SimpleNamespace(Text="text", Db="db"),
+        tensorboard_trace_handler=tensorboard_trace_handler,
+    )
+    backend = NpuBackend.__new__(NpuBackend)
+    backend._tp = tp
+    assert sorted(backend.ignored_flags(ProfileConfig(export_type="text,db", op_attr=True))) == [
+        "--export-type text,db (this torch_npu takes one export type, not a list: give text or db)",
+        "--op-attr (torch_npu records operator attributes only with --export-type db)",
+    ]
+    assert backend.ignored_flags(ProfileConfig(export_type="db", op_attr=True)) == []

@@ -231,13 +231,19 @@ class NpuBackend:
                         "with the npu activity)"
                     )
         else:
-            ignored.extend(experimental_kwargs(cfg, tp)[1])
+            kwargs, unsupported = experimental_kwargs(cfg, tp)
+            ignored.extend(unsupported)
             if cfg.aic_metrics != "AiCoreNone" and cfg.level in ("Level0", "Level_none"):
                 ignored.append(
                     f"{flag_text(cfg, 'aic_metrics')} (needs --level 1 or 2; torch_npu resets it "
                     "at level 0 and none)"
                 )
-            if cfg.op_attr and not cfg.export_db:
+            # the export type torch_npu gets: none (its text) where the installed release cannot take the
+            # one asked (helper-214: --export-type text,db --op-attr on a release taking one type)
+            exported = kwargs.get("export_type")
+            db = getattr(getattr(tp, "ExportType", None), "Db", "db")
+            db = db in (exported if isinstance(exported, list) else [exported])
+            if cfg.op_attr and "op_attr" in kwargs and not db:
                 ignored.append("--op-attr (torch_npu records operator attributes only with --export-type db)")
         if "cpu" not in cfg.activities:
             for attr in ("record_shapes", "with_stack", "with_modules", "with_flops", "gc_detect_threshold"):
