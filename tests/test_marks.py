@@ -1401,3 +1401,58 @@ def test_a_range_decorator_with_no_name_ranges_the_function_under_its_name() -> 
         assert names == ["Batch", "Steps.fixed", "Steps.fixed", "Steps.made", "Steps.made", "Call", "add"]
     finally:
         marks._use(saved)
+
+
+def test_the_gc_watch_leaves_a_scripts_append_and_pop_and_one_shot_callbacks_as_they_were() -> None:
+    """helper-215: the watch's entry went last in gc.callbacks. A script that measures each step's
+    collections with ``gc.callbacks.append(cb)`` ... ``gc.callbacks.pop()`` (a capture beginning at the
+    step boundary between the two) popped the watch's entry instead of its own: its callback stayed in
+    for good (counting each collection twice in the next steps, and outside them), the capture's
+    npuprof_gc.json had no pause and blamed the script. A one-shot callback before the watch's, which
+    removes itself, made Python skip the watch's call (it walks the list as it changes): that pause was
+    lost without a word. The watch's entry is first."""
+    import gc
+
+    from npuprof.agent.gc_watch import GcWatch
+
+    seen: list[str] = []
+
+    def cb(phase: str, info: dict[str, int]) -> None:
+        seen.append(phase)
+
+    kept = list(gc.callbacks)
+    watch = GcWatch(0)
+    try:
+        gc.callbacks.append(cb)  # the script's step begins
+        watch.start()  # a capture begins at the step boundary inside it
+        gc.collect()
+        gc.callbacks.pop()  # the script's step ends: its own entry out
+        assert cb not in gc.callbacks
+        seen.clear()
+        gc.collect()
+        assert seen == []  # the script's callback is no longer called
+        gc.callbacks.append(cb)  # the next step
+        gc.collect()
+        gc.callbacks.pop()
+        assert seen == ["start", "stop"]  # once a collection, not twice
+        record = watch.stop()
+        assert len(record["events"]) == 3 and "removed" not in record, record
+
+        def once(phase: str, info: dict[str, int]) -> None:  # removes itself at its first call
+            gc.callbacks.remove(once)
+
+        def once_at_stop(phase: str, info: dict[str, int]) -> None:
+            if phase == "stop":
+                gc.callbacks.remove(once_at_stop)
+
+        for one_shot in (once, once_at_stop):
+            gc.callbacks.append(one_shot)
+            watch = GcWatch(0)
+            watch.start()
+            gc.collect()
+            gc.collect()
+            record = watch.stop()
+            assert one_shot not in gc.callbacks
+            assert len(record["events"]) == 2, (one_shot.__name__, record)
+    finally:
+        gc.callbacks[:] = kept

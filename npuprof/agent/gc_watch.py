@@ -42,7 +42,12 @@ class GcWatch:
             other.stop()
         self._offset_ns = _epoch_offset_ns()
         self._callbacks = _called_callbacks()
-        self._callbacks.append(self._callback)
+        # first, not last (helper-215): a script's ``gc.callbacks.append(cb)`` ... ``gc.callbacks.pop()``
+        # around a step popped the watch's entry when a capture began between the two, leaving the
+        # script's callback in for good (its own counts doubled, npuprof's pauses gone); and Python walks
+        # the list as it changes, so a callback before the watch's that removed itself (a one-shot) made
+        # the watch miss that collection's start or end, its pause lost without a word
+        self._callbacks.insert(0, self._callback)
         _watches.append(self)
 
     def stop(self) -> dict[str, Any]:
