@@ -246,12 +246,25 @@ def _peaks(allocations: list[list[Any]], device: str) -> tuple[int | None, int |
     wanted = torch.device(device)
     allocated: int | None = None
     reserved: int | None = None
+    cpu_changes: list[tuple[int, int]] = []
     for row in allocations:
         where = torch.device(row[7])
         if where.type != wanted.type or (wanted.type != "cpu" and (wanted.index or 0) != (where.index or 0)):
             continue
+        if wanted.type == "cpu":
+            cpu_changes.append((int(row[2]), int(row[6])))
+            continue
         allocated = max(allocated or 0, int(row[8]))
         reserved = max(reserved or 0, int(row[9]))
+    if cpu_changes:
+        # torch's CPU totals keep each block of an earlier capture freed between captures (helper-215,
+        # analysis/memory.py's memory_columns): the capture's own changes, summed, from the least they
+        # show was there
+        total = lowest = highest = 0
+        for _ts, change in sorted(cpu_changes):
+            total += change
+            lowest, highest = min(lowest, total), max(highest, total)
+        allocated = highest - lowest
     if wanted.type == "cpu" and not reserved:
         reserved = None  # the CPU allocator keeps no cache
     return allocated, reserved

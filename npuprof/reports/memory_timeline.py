@@ -146,7 +146,9 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     unread = 0  # [memory] events whose fields are not numbers (helper-123: left out without a word)
     # device -> pid -> records: each process's allocator keeps its own totals (helper-209)
     per_process: dict[str, dict[object, list[tuple[float, int, int, int]]]] = {}
-    bytes_only: dict[str, list[tuple[float, int]]] = {}  # torch before 1.10: no Total Allocated
+    bytes_only: dict[str, list[tuple[float, int]]] = {}  # torch before 1.10: no Total Allocated; the CPU
+    without_totals: set[str] = set()
+    summed_pids: dict[str, dict[object, None]] = {}  # in order of appearance
     for ev in loaded.events:
         if ev.name != vocab.MEMORY_EVENT:
             continue
@@ -156,8 +158,13 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             ts, nbytes = float(ev.ts), int(args.get("Bytes", 0))
             if not math.isfinite(ts * 1000):  # a time no timeline can place (ns must fit a float)
                 continue
-            if "Total Allocated" not in args:
+            if "Total Allocated" not in args or name == "cpu":
+                # on the CPU torch's totals keep each block of an earlier capture freed between captures
+                # (analysis/memory.py's memory_columns): the capture's own Bytes are summed there too
                 bytes_only.setdefault(name, []).append((ts, nbytes))
+                if "Total Allocated" not in args:
+                    without_totals.add(name)
+                summed_pids.setdefault(name, {})[ev.pid] = None
                 continue
             record = (ts, int(args["Total Allocated"]), int(args.get("Total Reserved", 0)), nbytes)
         except (KeyError, TypeError, ValueError, OverflowError):
@@ -170,7 +177,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     for name, changes in bytes_only.items():
         if name in per_device:
             continue  # the device's own totals are there: its records without them add nothing
-        summed = True
+        summed = summed or name in without_totals
         total, records = 0, []
         for ts, nbytes in sorted(changes):  # the running sum from the capture's start (before: unknown)
             total += nbytes
@@ -195,7 +202,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         else "the trace"
     )
     data = _from_records(per_device, device, base_ns, origin)
-    processes = per_process.get(data.device, {})
+    processes = per_process.get(data.device) or summed_pids.get(data.device, {})
     if len(processes) > 1 and not summed:
         pids = ", ".join(map(str, list(processes)[:4])) + (" ..." if len(processes) > 4 else "")
         data.origin = (

@@ -1,0 +1,69 @@
+"""helper-215: CPU memory figures of a process's later captures. torch's CPU totals (c10's
+ProfiledCPUMemoryReporter) keep each block allocated while a profiler recorded until its free is seen while
+one records: a block of an earlier capture freed between two captures stays in the totals for good. A job
+captured 43 times (``--repeat 0 --active 1``) showed the same step at 3.6 MB in its first capture and 50.7
+MB in its last, in `npuprof analyse`, memory-timeline from the trace and the categorised timeline's "Max
+memory allocated" (53 MB, its plot peaking at 12.7 MiB): a leak the job does not have. On the CPU the
+figures are the capture's own changes, summed (from the least its frees show was there)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from analyse_support.handmade import cpu_trace, mem, write_rank_dir, x
+
+from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
+
+MiB = 1 << 20
+STALE = 50 * MiB  # blocks of earlier captures freed between captures, still in torch's totals
+# (ts, Bytes) of the capture: 1 MiB allocated in step 1 and freed, 2 MiB in step 2 and freed
+CHANGES = [(100, MiB), (200, -MiB), (1100, 2 * MiB), (1200, -2 * MiB)]
+
+
+def _cpu_events() -> list[dict]:
+    events, total = [], STALE
+    for ts, nbytes in CHANGES:
+        total += nbytes
+        event = mem(ts, nbytes, total, 0x1000 + ts)
+        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
+        events.append(event)
+    return events
+
+
+def test_analyse_leaves_out_what_torch_kept_of_earlier_captures(tmp_path: Path) -> None:
+    trace = cpu_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
+    trace["traceEvents"] += [x("ProfilerStep#8", "user_annotation", 1000, 1000), *_cpu_events()]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    assert summary["memory"]["peak_allocated_mb"] == 2.0, summary["memory"]
+    assert [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]] == [(7, 1.0), (8, 2.0)]
+    with (out / "memory_record.csv").open() as f:
+        assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [1.0, 0.0, 2.0, 0.0]
+
+
+def test_memory_timeline_from_the_trace_and_the_categorised_peak_leave_it_out_too(tmp_path: Path) -> None:
+    from npuprof.reports import memory_timeline as mt
+    from npuprof.reports.memory_categories import _peaks
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": _cpu_events()}))
+    data = mt.from_trace(path)
+    assert data.device == "cpu"
+    assert [sum(row) for row in data.coalesce()[1]] == [MiB, 0, 2 * MiB, 0]
+    assert mt.peak_allocated(data) == 2 * MiB
+
+    # the snapshot's allocation rows: (kind, parent, ts, id, ptr, allocation id, bytes, device, total
+    # allocated, total reserved)
+    rows, total = [], STALE
+    for ts, nbytes in CHANGES:
+        total += nbytes
+        rows.append([2, -1, ts, 0, 0x1000 + ts, ts, nbytes, "cpu", total, 0])
+    assert _peaks(rows, "cpu") == (2 * MiB, None)
+    # a capture whose first change frees a block of the capture before (still in torch's totals): it held
+    # that block when it began
+    assert _peaks([[2, -1, 5, 0, 8, 1, -3 * MiB, "cpu", STALE, 0], *rows], "cpu") == (3 * MiB, None)
