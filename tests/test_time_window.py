@@ -474,7 +474,7 @@ def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -
         "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "def train_step():\n"
         "    m(torch.randn(4, 16)).sum().backward(); opt.step(); time.sleep(0.02)\n"
-        "time.sleep(0.5)  # set-up before the first call\n"
+        "time.sleep(2.0)  # set-up before the first call, longer than a loaded host makes step 0\n"
         "for _ in range(6):\n"
         "    train_step()\n"
     )
@@ -484,7 +484,9 @@ def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     (rank,) = json.loads(npuprof("analyse", str(out), "--format", "json").stdout)["ranks"]
     first = rank["steps"][0]
-    assert first["step"] == 0 and not first.get("partial") and first["duration_us"] < 400_000
+    # without the set-up: its first optimizer step's lazy work took step 0 to 495 ms on a loaded CI host,
+    # past the 400 ms bound a 0.5 s set-up allowed
+    assert first["step"] == 0 and not first.get("partial") and first["duration_us"] < 1_500_000
 
 
 def _window_run(tmp_path: Path, script: Path, delay: str, duration: str) -> tuple[Path, str]:
