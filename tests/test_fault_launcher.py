@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import SCRIPTS, capture_record, clean_env, npuprof, rank_dirs, sched, small_tmpfs
@@ -1542,19 +1543,19 @@ def test_one_ctrl_c_received_twice_after_the_jobs_end_stops_the_wait_and_kills_n
     assert held.death() is None
 
     # during the wait: the copy neither stops it again nor counts
-    held = runner._HeldSignals()
-    try:
-        held.begin_waiting()
-        handler = signal.getsignal(signal.SIGINT)
-        with pytest.raises(runner._StopWaiting):
-            handler(signal.SIGINT, None)  # type: ignore[operator]
-        handler(signal.SIGINT, None)  # type: ignore[operator]
-    finally:
-        held.restore()
+    held = _two_sigints_while_waiting()
     assert held.received == [signal.SIGINT] and held.death() is None
 
     # a Ctrl-C of its own after the one that stopped the wait: npuprof dies of it, as before
     monkeypatch.setattr(launch, "SAME_CTRL_C_S", -1.0)
+    held = _two_sigints_while_waiting()
+    assert held.death() == signal.SIGINT
+
+
+def _two_sigints_while_waiting() -> Any:
+    """The launcher's post-processing wait (runner._HeldSignals) given two SIGINTs, the first stopping it."""
+    from npuprof import runner
+
     held = runner._HeldSignals()
     try:
         held.begin_waiting()
@@ -1564,7 +1565,7 @@ def test_one_ctrl_c_received_twice_after_the_jobs_end_stops_the_wait_and_kills_n
         handler(signal.SIGINT, None)  # type: ignore[operator]
     finally:
         held.restore()
-    assert held.death() == signal.SIGINT
+    return held
 
 
 def test_a_ctrl_cs_copy_after_the_jobs_end_is_not_recorded_as_passed_on(
