@@ -281,3 +281,31 @@ def test_slowest_rank_at_its_edges(means: dict[int, float], z: float | None, out
     found = slowest_rank(means)
     assert found is not None
     assert (found.modified_z, found.outlier) == (z, outlier), found
+
+
+def test_ranks_that_all_sit_very_close_have_no_outlier_by_z_score_alone() -> None:
+    """Eight ranks within 0.1% of each other and one 1.5% slower: the deviation is tiny, so its modified
+    z-score is huge, yet 1.5% is no outlier a user acts on; 20% slower beside the same eight is one."""
+    close = {r: 1000.0 + r * 0.1 for r in range(8)}  # 1000.0 .. 1000.7
+    found = slowest_rank({**close, 8: 1015.0})
+    assert found is not None and found.rank == 8
+    median = 1000.4  # of the nine: 1000.0 .. 1000.7 and 1015.0
+    mad = statistics.median(abs(v - median) for v in [*close.values(), 1015.0])  # 0.3
+    assert found.modified_z == round(0.6745 * (1015.0 - median) / mad, 2) and found.modified_z > 3.5
+    assert found.slower_than_median_pct == round((1015.0 - median) / median * 100, 2)
+    assert not found.outlier
+    slow = slowest_rank({**close, 8: 1200.0})
+    assert slow is not None and slow.outlier
+
+
+def test_a_close_rank_with_a_large_z_score_is_said_to_be_within_5_percent() -> None:
+    from rich.console import Console
+
+    from npuprof.reports.terminal import _say_rank
+
+    console = Console(record=True, width=200)
+    _say_rank(console, "slowest rank", 8, "mean step 1.015 ms", 1.46, False, False)
+    _say_rank(console, "slowest rank", 3, "mean step 1.080 ms", 8.0, False, False)
+    said = console.export_text()
+    assert "slowest rank: 8 (mean step 1.015 ms, +1.5% vs the median): within 5% of the median" in said
+    assert "slowest rank: 3 (mean step 1.080 ms, +8.0% vs the median): within the normal spread" in said

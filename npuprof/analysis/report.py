@@ -71,7 +71,10 @@ from npuprof.results.handover import restart_count_of
 from npuprof.results.paths import missing_home
 
 BARE_SUFFIX = ".npuprof"  # a bare trace's tables go to <trace>.npuprof/
-OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) above which a rank is an outlier
+OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) above which a rank is an outlier ...
+# ... when it is also this much slower than the median: ranks that all sit within a fraction of a percent
+# have a tiny deviation, and one 1% slower had a z-score of 50
+OUTLIER_MIN_EXCESS = 0.05
 SMALL_GROUP_EXCESS = 0.10  # with fewer than 3 ranks: slower than the median by more than this
 SMALL_GROUP_STEPS = 5  # ... in at least this many shared steps ...
 SMALL_GROUP_CONSISTENCY = 0.8  # ... and in this share of them
@@ -875,11 +878,11 @@ def slowest_rank(
     per_step: dict[int, dict[Any, float]] | None = None,
 ) -> Slowest | None:
     """The slowest rank by mean step time, and whether it is an outlier (modified z-score over the ranks'
-    median absolute deviation; with fewer than 3 ranks, > 10% above the median, by its mean and, when
-    ``medians`` gives each rank's median step, by that too: one slow step of a short capture, a warm-up or
-    a checkpoint, lifts a mean by itself and does not make a rank slow; and for 2 ranks, when ``per_step``
-    gives each rank's time of each step, in at least SMALL_GROUP_STEPS steps they share and 80% of those:
-    two ranks' few steps differ by chance that much on a loaded host)."""
+    median absolute deviation, and more than 5% above the median; with fewer than 3 ranks, > 10% above the
+    median, by its mean and, when ``medians`` gives each rank's median step, by that too: one slow step of
+    a short capture, a warm-up or a checkpoint, lifts a mean by itself and does not make a rank slow; and
+    for 2 ranks, when ``per_step`` gives each rank's time of each step, in at least SMALL_GROUP_STEPS steps
+    they share and 80% of those: two ranks' few steps differ by chance that much on a loaded host)."""
     if len(means) < 2:
         return None
     undecided: int | None = None
@@ -890,7 +893,7 @@ def slowest_rank(
     excess = (worst - med) / med if med > 0 else 0.0
     if len(values) >= 3 and mad > 0:
         z = 0.6745 * (worst - med) / mad
-        outlier = z > OUTLIER_Z
+        outlier = z > OUTLIER_Z and excess > OUTLIER_MIN_EXCESS
     else:
         z = None
         outlier = excess > SMALL_GROUP_EXCESS

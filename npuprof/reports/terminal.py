@@ -446,8 +446,13 @@ def _say_rank(
             f"not judged: with 2 ranks it takes {SMALL_GROUP_STEPS} whole steps both have, and they have "
             f"{too_few_steps} (capture more steps)"
         )
+    elif outlier:
+        verdict = "[bold red]an outlier[/bold red]"
     else:
-        verdict = "[bold red]an outlier[/bold red]" if outlier else "within the normal spread"
+        from npuprof.analysis.report import OUTLIER_MIN_EXCESS
+
+        small = above <= OUTLIER_MIN_EXCESS * 100  # whatever its z-score: ranks that all sit very close
+        verdict = f"within {OUTLIER_MIN_EXCESS:.0%} of the median" if small else "within the normal spread"
     console.print(f"{what}: {rank} ({figure}, {above:+.1f}% vs the median): {verdict}")
 
 
