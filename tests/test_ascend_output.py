@@ -1535,3 +1535,71 @@ def test_a_capture_torch_npus_parse_left_without_tables_is_not_blamed_on_a_post_
         "or [WARNING] lines in the job's output say why): npuprof analyse runs torch_npu's parser on them "
         "again"
     ) in said, said
+
+
+def test_operator_and_memory_rows_of_more_or_fewer_cells_than_the_header_are_left_out_and_said(
+    tmp_path: Path,
+) -> None:
+    """helper-217: operator_details.csv and memory_record.csv rows with fewer or more cells than the header
+    were read shifted, unsaid: an operator that lost its Call Stack cell had its Device Total as its Host
+    Total, a memory record that lost a cell its Total Active as its reserved size, one with a cell too many
+    in front its Timestamp as its allocated size (said as "no number"). They are left out and said with
+    their lines, as step_trace_time.csv's short rows are; the good rows still read. In-process."""
+    from npuprof.analysis import ascend_output
+    from npuprof.reports.memory_timeline import from_memory_record
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    header = ["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER]
+    rows: list[list[object]] = [
+        ["aten::mm", "", "", 10, 20, 5, 5, 0, 0],
+        ["aten::add", "", 3, 30, 1, 1, 0, 0],  # line 3: its Call Stack cell lost
+        ["aten::relu", "", "", "", 2, 2, 1, 1, 0, 0],  # line 4: a cell too many
+        ["aten::add", "", "", 7, 8, 1, 1, 0, 0],
+    ]
+    with open(out / "operator_details.csv", "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    t = 1699529622790611
+    records: list[list[object]] = [
+        ["PTA", t, 10.0, 20.0, 10.0, 1, "NPU:0"],
+        ["PTA", t + 10, 20.0, 40.0, 1, "NPU:0"],  # line 3: Total Reserved(MB) lost
+        ["x", "PTA", t + 20, 30.0, 90.0, 10.0, 1, "NPU:0"],  # line 4: a cell too many in front
+        ["PTA", t + 30, 12.0, 25.0, 12.0, 1, "NPU:0"],
+        ["PTA", t + 40, 5.0],  # line 6: cut short
+    ]
+    _memory_record(out, records)
+    with open(out / "operator_details.csv", newline="") as f:
+        whole = [r for r in csv.DictReader(f) if None not in r and None not in r.values()]
+    expected: dict[str, list[float]] = {}
+    for r in whole:
+        acc = expected.setdefault(r["Name"], [0, 0.0, 0.0, 0.0])
+        for i, column in enumerate(("Host Self Duration(us)", "Host Total Duration(us)"), 1):
+            acc[i] += float(r[column])
+        acc[0] += 1
+        acc[3] += float(r["Device Total Duration(us)"])
+    assert expected == {"aten::mm": [1, 10.0, 20.0, 5.0], "aten::add": [1, 7.0, 8.0, 1.0]}
+    summary = ascend_output.summary_of(d)
+    got = {o.name: [o.count, o.self_us, o.total_us, o.device_us] for o in summary.operator_totals}
+    assert got == expected
+    with open(out / "memory_record.csv", newline="") as f:
+        good = [r for r in csv.DictReader(f) if None not in r and None not in r.values()]
+    assert summary.memory == {
+        "peak_allocated_mb": max(float(r["Total Allocated(MB)"]) for r in good),
+        "peak_reserved_mb": max(float(r["Total Reserved(MB)"]) for r in good),
+    }
+    said = " ".join(summary.warnings)
+    for note in (
+        "operator_details.csv looks cut short (1 row(s) with fewer cells than its header): left out of the "
+        "top operators (line 3)",
+        "operator_details.csv has 1 row(s) with more cells than its header (two rows run together?): left "
+        "out of the top operators (line 4)",
+        "memory_record.csv looks cut short (2 row(s) with fewer cells than its header): left out of the "
+        "memory figures (line 3, 6)",
+        "memory_record.csv has 1 row(s) with more cells than its header (two rows run together?): left out "
+        "of the memory figures (line 4)",
+    ):
+        assert note in said, summary.warnings
+    assert "no number" not in said
+    timeline = from_memory_record(out / "memory_record.csv")
+    assert "memory_record.csv looks cut short (2 row(s)" in timeline.origin
+    assert "more cells than its header" in timeline.origin

@@ -368,6 +368,42 @@ def _is_short(row: dict[str | None, Any]) -> bool:
     return None in row.values()
 
 
+class _Shape:
+    """The rows of one table whose cells are not the header's in number, left out and said with their
+    lines: fewer (a copy or a write that stopped mid-row, a cell lost) or more (two rows run together, a
+    comma not quoted). Either way the cells after the first one lost or added are read under other columns'
+    names: an operator's Device Total Duration(us) as its Host Total, a record's Total Active(MB) as its
+    Total Reserved (docs/formats.md, "What the parser writes": every row of torch_npu's has its header's
+    cells)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.short: list[int] = []
+        self.long: list[int] = []
+
+    def leaves_out(self, line: int, row: dict[str | None, Any]) -> bool:
+        if _is_short(row):
+            self.short.append(line)
+        elif None in row:
+            self.long.append(line)
+        else:
+            return False
+        return True
+
+    def notes(self, then: str) -> list[str]:
+        """What is said of the rows left out; ``then``: what they are left out of."""
+        notes = []
+        if self.short:
+            cut = _cut_short(Path(self.name), len(self.short), f"left out of {then}")
+            notes.append(f"{cut} (line {_lines(self.short)})")
+        if self.long:
+            notes.append(
+                f"{self.name} has {len(self.long)} row(s) with more cells than its header (two rows run "
+                f"together?): left out of {then} (line {_lines(self.long)})"
+            )
+        return notes
+
+
 def _cut_short(path: Path, short_rows: int, then: str = "its last figures may be wrong") -> str:
     """A warning when the table looks cut (a copy or a write that stopped mid-row: no row of torch_npu's has
     fewer cells than the header, :func:`_is_short`), else "". A last row without a line break is not a
@@ -598,8 +634,11 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
     # helper-202: a quote not closed on its line took the lines after it into one cell, their operators lost
     # and the row read as an operator of that cell's text; bytes that are no UTF-8 named an operator U+FFFD
     damage = _Damage(OPERATOR_FILE, read=_OPERATOR_TIMES, multiline=("Input Shapes", "Call Stack"))
+    # helper-217: a row of fewer or more cells than the header was read with its times shifted (a row that
+    # lost its Call Stack: its Device Total as its Host Total), unsaid
+    shape = _Shape(OPERATOR_FILE)
     for line, row in _numbered_rows(path):
-        if damage.leaves_out(line, row):
+        if damage.leaves_out(line, row) or shape.leaves_out(line, row):
             continue
         acc = groups.setdefault(row.get("Name") or "", [0, 0.0, 0.0, 0.0])
         acc[0] += 1
@@ -607,7 +646,7 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
         damaged += any(t is None for t in times)
         for k, t in enumerate(times, 1):
             acc[k] += t or 0.0
-    warnings.extend(damage.notes("the top operators"))
+    warnings.extend([*damage.notes("the top operators"), *shape.notes("the top operators")])
     if damaged:
         warnings.append(
             f"{OPERATOR_FILE}: {damaged} row(s) have a time that is no duration (not a number, or negative): "
@@ -698,8 +737,11 @@ def _allocator_rows(
         MEMORY_FILE,
         read=("Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)", "Device Type"),
     )
+    # helper-217: a row of fewer or more cells than the header was read shifted (its Total Active(MB) as
+    # its reserved size) or said as one of no number
+    shape = _Shape(MEMORY_FILE)
     for line, row in _numbered_rows(path):
-        if damage.leaves_out(line, row):
+        if damage.leaves_out(line, row) or shape.leaves_out(line, row):
             continue
         text = row.get("Timestamp(us)") or ""
         t, allocated = _number(text), _size(row.get("Total Allocated(MB)"))
@@ -715,7 +757,8 @@ def _allocator_rows(
             continue
         rows.setdefault(component, []).append((row.get("Device Type") or "", text, t, allocated, reserved))
     component = next((c for c in ALLOCATOR_COMPONENTS if c in rows), next(iter(rows), ""))
-    return component, rows.get(component, []), impossible, unread, damage.notes("the memory figures")
+    notes = [*damage.notes("the memory figures"), *shape.notes("the memory figures")]
+    return component, rows.get(component, []), impossible, unread, notes
 
 
 def _memory_peaks(rows: list[tuple[float, float, float | None]]) -> dict[str, int | float | None]:
