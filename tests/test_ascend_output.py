@@ -1603,3 +1603,82 @@ def test_operator_and_memory_rows_of_more_or_fewer_cells_than_the_header_are_lef
     timeline = from_memory_record(out / "memory_record.csv")
     assert "memory_record.csv looks cut short (2 row(s)" in timeline.origin
     assert "more cells than its header" in timeline.origin
+
+
+def test_a_quote_never_closed_on_a_last_line_without_a_line_break_is_said_alike_in_every_table(
+    tmp_path: Path,
+) -> None:
+    """helper-217: a quote opened on a table's last line, the file ending there without a line break (a cut
+    copy), left no sign in the cells (csv reads the text up to the end as the cell): opened before the
+    row's last cells it was said "cut short" (step_trace_time.csv, kernel_details.csv; "no number" in
+    memory_record.csv and nothing in operator_details.csv before their short rows were said), and opened
+    in the last cell the row was read as whole, unsaid. Each table says it as the quote never closed it
+    is, that row left out; the rows before it read. The real 2025 kernel table, which ends without a line
+    break. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+    from npuprof.reports.memory_timeline import from_memory_record
+
+    tables = {
+        "step_trace_time.csv": "the steps",
+        "kernel_details.csv": "the top kernels and the steps' starts",
+        "operator_details.csv": "the top operators",
+        "memory_record.csv": "the memory figures",
+    }
+    for cells_after in (0, 2):  # the quote opens the last cell, or the one two before it
+        d = _rank_dir(
+            tmp_path / str(cells_after),
+            0,
+            "kernel_details_2025.csv",
+            [_step(n, 5.0, 1.0, 4.0, 1.0) for n in (1, 2)],
+        )
+        out = d / "ASCEND_PROFILER_OUTPUT"
+        with open(out / "operator_details.csv", "w", newline="") as f:
+            csv.writer(f).writerows(
+                [
+                    ["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER],
+                    ["aten::mm", "", "", 10, 20, 5, 5, 0, 0],
+                    ["aten::add", "", "", 3, 4, 1, 1, 0, 0],
+                ]
+            )
+        t = 1699529622790611
+        _memory_record(
+            out, [["PTA", t, 10.0, 20.0, 10.0, 1, "NPU:0"], ["PTA", t + 10, 99.0, 99.0, 1, 1, "NPU:0"]]
+        )
+        whole: dict[str, list[dict[str, str]]] = {}
+        for name in tables:
+            data = (out / name).read_bytes().rstrip(b"\r\n")
+            last = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+            cell = len(data)
+            for _ in range(cells_after + 1):
+                cell = data.rfind(b",", 0, cell)
+            assert cell > last and b'"' not in data[cell:]
+            (out / name).write_bytes(data[: cell + 1] + b'"' + data[cell + 1 :])  # no line break after it
+            whole[name] = list(csv.DictReader(data[:last].decode("utf-8-sig").splitlines()))
+        summary = ascend_output.summary_of(d)
+        said = " ".join(summary.warnings)
+        for name, then in tables.items():
+            line = len(whole[name]) + 2
+            never = "is never closed (the table ends inside it: a cut line?)"
+            assert f"{name}: a quote at line {line} {never}: that row is left out of {then}" in said, said
+        assert "cut short" not in said and "no number" not in said and "no duration" not in said
+        assert (
+            [s.step for s in summary.steps] == [int(r["Step"]) for r in whole["step_trace_time.csv"]] == [1]
+        )
+        kernels = whole["kernel_details.csv"]
+        assert summary.events == len(kernels) == 28
+        assert math.isclose(
+            sum(k.total_us for k in summary.kernel_totals),
+            sum(float(r["Duration(us)"]) for r in kernels),
+            abs_tol=0.01,
+        )
+        assert [(o.name, o.self_us, o.total_us) for o in summary.operator_totals] == [
+            (r["Name"], float(r["Host Self Duration(us)"]), float(r["Host Total Duration(us)"]))
+            for r in whole["operator_details.csv"]
+        ]
+        (record,) = whole["memory_record.csv"]
+        assert summary.memory == {
+            "peak_allocated_mb": float(record["Total Allocated(MB)"]),
+            "peak_reserved_mb": float(record["Total Reserved(MB)"]),
+        }
+        origin = from_memory_record(out / "memory_record.csv").origin
+        assert "memory_record.csv: a quote at line 3 is never closed" in origin

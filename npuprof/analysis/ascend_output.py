@@ -186,27 +186,62 @@ def _table_bytes(path: Path) -> bytes:
         return handle.read()
 
 
-def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any]]]:
+def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any], bool]]:
     """The rows of the table as csv.DictReader gives them (a row's cells past the header under the key None,
     the cells it lacks None; blank lines skipped), each with the line it starts on (the header's is 1), so
-    that damage can be said where it is."""
+    that damage can be said where it is, and whether the table ends inside a quote that row opened (its
+    last line has no line break: csv gives the quote's text up to the end as a cell, the row short by the
+    cells it lost, no sign of the quote left)."""
+    record: list[str] = []  # the lines of the row being read
+
+    def lines(handle: TextIO) -> Iterator[str]:
+        for text in handle:
+            record.append(text)
+            yield text
+
     try:
         with _open_table(path) as handle:
-            reader = csv.reader(handle)
+            reader = csv.reader(lines(handle))
             header = next(reader, None)
             start = reader.line_num + 1
             for cells in reader if header is not None else ():
+                open_at_end = record[-1][-1:] not in ("\r", "\n") and _ends_inside_a_quote("".join(record))
+                record.clear()
                 if cells:  # DictReader skips blank lines
                     row: dict[str | None, Any] = dict(zip(header, cells, strict=False))
                     if len(cells) > len(header):
                         row[None] = cells[len(header) :]
                     row.update((key, None) for key in header[len(cells) :])
-                    yield start, row
+                    yield start, row, open_at_end
                 start = reader.line_num + 1
+            record.clear()
     except layout.UnsafeFileError as exc:
         raise AscendTableError(f"{path.name} is {exc.strerror}") from None
     except (OSError, csv.Error) as exc:
         raise AscendTableError(f"{path.name}: {exc}") from None
+
+
+def _ends_inside_a_quote(text: str) -> bool:
+    """Whether the CSV text of one row ends inside a quoted cell, read as Python's csv reader reads it: a
+    quote opens a cell only at its start, ``""`` inside is a quote, text after the closing quote is kept
+    up to the next comma."""
+    at = 0
+    while at < len(text):  # at a cell's start
+        if text[at] == '"':
+            at += 1
+            while True:
+                close = text.find('"', at)
+                if close < 0:
+                    return True
+                if not text.startswith('"', close + 1):
+                    at = close + 1
+                    break
+                at = close + 2  # "" inside the cell
+        comma = text.find(",", at)
+        if comma < 0:
+            return False
+        at = comma + 1
+    return False
 
 
 def _cells(row: dict[str | None, Any]) -> list[tuple[str | None, str]]:
@@ -248,8 +283,9 @@ class _Damage:
         self.kept_in: set[str] = set()
         self._split = False  # the last row ended inside a cell of lines a quote left open split
 
-    def leaves_out(self, line: int, row: dict[str | None, Any]) -> bool:
-        """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`)."""
+    def leaves_out(self, line: int, row: dict[str | None, Any], open_at_end: bool = False) -> bool:
+        """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`);
+        ``open_at_end``: the table ends inside a quote it opened (:func:`_numbered_rows`)."""
         cells = _cells(row)
         lines = sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for _k, c in cells)
         if self._split:
@@ -257,6 +293,11 @@ class _Damage:
             self.quotes[-1] = (at, taken + 1 + lines)
         elif any(_LINE_BREAK.search(_OWN_BREAK.sub(";", c) if k in self.multiline else c) for k, c in cells):
             self.quotes.append((line, lines))
+        elif open_at_end:
+            # helper-217: without a line break after it, the quote left no sign in the cells: the row was
+            # said "cut short" (step, kernel tables), "no number" (memory) or read (operators, its times
+            # another's); lines it holds are torch_npu's own (a Call Stack cut inside)
+            self.quotes.append((line, 0))
         else:
             self._split = False
             return self._not_text(line, cells)
@@ -426,8 +467,8 @@ def _kernels(
     # helper-202: a quote not closed on its line took the lines after it into one cell (their kernels lost,
     # said as a row cut short), bytes that are no UTF-8 gave a kernel a name of U+FFFD, unsaid
     damage = _Damage(KERNEL_FILE, read=("Step Id", "Start Time(us)", "Duration(us)"))
-    for line, row in _numbered_rows(path):
-        if damage.leaves_out(line, row):
+    for line, row, open_at_end in _numbered_rows(path):
+        if damage.leaves_out(line, row, open_at_end):
             continue
         if _is_short(row):
             short += 1
@@ -471,8 +512,8 @@ def _steps(
     # vanishing, said only as "no value for Preparing"; a line of bytes that are no UTF-8 was a step "-" of
     # zeros. Every cell of the table is a figure: a row with either is left out
     damage = _Damage(STEP_FILE)
-    for line, row in _numbered_rows(path):
-        if damage.leaves_out(line, row):
+    for line, row, open_at_end in _numbered_rows(path):
+        if damage.leaves_out(line, row, open_at_end):
             continue
         if _is_short(row):
             # helper-201: a row cut off by a copy ("0,2,200,2") was a step of made-up figures, its missing
@@ -637,8 +678,8 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
     # helper-217: a row of fewer or more cells than the header was read with its times shifted (a row that
     # lost its Call Stack: its Device Total as its Host Total), unsaid
     shape = _Shape(OPERATOR_FILE)
-    for line, row in _numbered_rows(path):
-        if damage.leaves_out(line, row) or shape.leaves_out(line, row):
+    for line, row, open_at_end in _numbered_rows(path):
+        if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
             continue
         acc = groups.setdefault(row.get("Name") or "", [0, 0.0, 0.0, 0.0])
         acc[0] += 1
@@ -740,8 +781,8 @@ def _allocator_rows(
     # helper-217: a row of fewer or more cells than the header was read shifted (its Total Active(MB) as
     # its reserved size) or said as one of no number
     shape = _Shape(MEMORY_FILE)
-    for line, row in _numbered_rows(path):
-        if damage.leaves_out(line, row) or shape.leaves_out(line, row):
+    for line, row, open_at_end in _numbered_rows(path):
+        if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
             continue
         text = row.get("Timestamp(us)") or ""
         t, allocated = _number(text), _size(row.get("Total Allocated(MB)"))
