@@ -1682,3 +1682,37 @@ def test_a_quote_never_closed_on_a_last_line_without_a_line_break_is_said_alike_
         }
         origin = from_memory_record(out / "memory_record.csv").origin
         assert "memory_record.csv: a quote at line 3 is never closed" in origin
+
+
+def test_step_and_kernel_rows_of_more_cells_than_the_header_are_left_out_and_said(tmp_path: Path) -> None:
+    """helper-217: only rows of fewer cells were told in step_trace_time.csv and kernel_details.csv: a step
+    row with a cell too many in front was read as step 0 of its columns' neighbours' figures, and two
+    kernel rows run together (a line break lost) as one kernel, the second lost; both unsaid. They are left
+    out and said with their lines, as operator_details.csv's and memory_record.csv's. The real 2023 table,
+    damaged here; expected values from its whole rows. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    steps = [
+        _step(1, 50.0, 1.0, 4.0, 1.0),
+        ["x", *_step(2, 60.0, 1.0, 4.0, 1.0)],
+        _step(3, 70.0, 1.0, 4.0, 1.0),
+    ]
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    table = d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = table.read_bytes().split(b"\n")
+    lines[5:7] = [lines[5] + b"," + lines[6]]  # line 6: the rows of lines 6 and 7 run together
+    table.write_bytes(b"\n".join(lines))
+    with open(table, newline="", encoding="utf-8-sig") as f:
+        kernels = [r for r in csv.DictReader(f) if None not in r]
+    summary = ascend_output.summary_of(d)
+    assert summary.events == len(kernels) == len(_kernels("kernel_details_2023.csv")) - 2
+    assert math.isclose(
+        sum(k.total_us for k in summary.kernel_totals),
+        sum(float(r["Duration(us)"]) for r in kernels),
+        abs_tol=0.01,
+    )
+    assert [(s.step, s.duration_us) for s in summary.steps] == [(1, 55.0), (3, 75.0)]
+    said = " ".join(summary.warnings)
+    more = "row(s) with more cells than its header (two rows run together?): left out of"
+    assert f"kernel_details.csv has 1 {more} the top kernels and the steps' starts (line 6)" in said, said
+    assert f"step_trace_time.csv has 1 {more} the steps (line 3)" in said, said

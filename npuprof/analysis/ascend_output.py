@@ -417,13 +417,15 @@ class _Shape:
     Total Reserved (docs/formats.md, "What the parser writes": every row of torch_npu's has its header's
     cells)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, short: bool = True):
+        """``short``: whether rows of fewer cells are left out here (the step and kernel tables say theirs
+        with :func:`_cut_short`)."""
+        self.name, self.short_too = name, short
         self.short: list[int] = []
         self.long: list[int] = []
 
     def leaves_out(self, line: int, row: dict[str | None, Any]) -> bool:
-        if _is_short(row):
+        if self.short_too and _is_short(row):
             self.short.append(line)
         elif None in row:
             self.long.append(line)
@@ -467,8 +469,11 @@ def _kernels(
     # helper-202: a quote not closed on its line took the lines after it into one cell (their kernels lost,
     # said as a row cut short), bytes that are no UTF-8 gave a kernel a name of U+FFFD, unsaid
     damage = _Damage(KERNEL_FILE, read=("Step Id", "Start Time(us)", "Duration(us)"))
+    # helper-217: a row of more cells than the header (two rows run together: the second's kernel lost) was
+    # read as whole, unsaid
+    shape = _Shape(KERNEL_FILE, short=False)
     for line, row, open_at_end in _numbered_rows(path):
-        if damage.leaves_out(line, row, open_at_end):
+        if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
             continue
         if _is_short(row):
             short += 1
@@ -480,7 +485,8 @@ def _kernels(
         if step is None and (row.get("Step Id") or "").strip():  # helper-201: "1.5" was in no step, unsaid
             bad_steps.append((row.get("Step Id") or "").strip())
         kernels.append((step, row.get("Name") or "", start, duration))
-    return kernels, unreadable, short, bad_steps, damage.notes("the top kernels and the steps' starts")
+    then = "the top kernels and the steps' starts"
+    return kernels, unreadable, short, bad_steps, [*damage.notes(then), *shape.notes(then)]
 
 
 def _steps(
@@ -512,8 +518,11 @@ def _steps(
     # vanishing, said only as "no value for Preparing"; a line of bytes that are no UTF-8 was a step "-" of
     # zeros. Every cell of the table is a figure: a row with either is left out
     damage = _Damage(STEP_FILE)
+    # helper-217: a row of more cells than the header was read shifted (a cell too many in front: a step 0
+    # of another column's figures), unsaid
+    shape = _Shape(STEP_FILE, short=False)
     for line, row, open_at_end in _numbered_rows(path):
-        if damage.leaves_out(line, row, open_at_end):
+        if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
             continue
         if _is_short(row):
             # helper-201: a row cut off by a copy ("0,2,200,2") was a step of made-up figures, its missing
@@ -542,7 +551,7 @@ def _steps(
         if step is None and (row.get("Step") or "").strip():
             bad_steps.append(row["Step"].strip())
         rows.append((step, values))
-    damaged = damage.notes("the steps")
+    damaged = [*damage.notes("the steps"), *shape.notes("the steps")]
     warnings.extend(damaged)
     cut = _cut_short(path, short, "left out of the steps")
     if not rows:
