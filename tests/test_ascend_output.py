@@ -1716,3 +1716,42 @@ def test_step_and_kernel_rows_of_more_cells_than_the_header_are_left_out_and_sai
     more = "row(s) with more cells than its header (two rows run together?): left out of"
     assert f"kernel_details.csv has 1 {more} the top kernels and the steps' starts (line 6)" in said, said
     assert f"step_trace_time.csv has 1 {more} the steps (line 3)" in said, said
+
+
+def test_a_quote_left_open_past_csvs_field_limit_keeps_the_rows_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-217: a quote left open in memory_record.csv (no quotes after it) took more than csv's field
+    limit (128 KiB) into one cell: csv refused the table, and all its 5,000 records were lost, said as
+    "field larger than field limit (131072)". The quote is said as in a small table, the records before it
+    read; past npuprof's own limit (CELL_LIMIT, made small here) the table is read up to that row, said.
+    In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+    from npuprof.reports.memory_timeline import from_memory_record
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    t = 1699529622790611
+    _memory_record(out, [["PTA", f"{t + k}\t", 10.0 + k % 50, 200.0, 10.0, 1, "NPU:0"] for k in range(5000)])
+    lines = (out / "memory_record.csv").read_bytes().split(b"\r\n")
+    lines[100] = b'"' + lines[100]  # line 101
+    (out / "memory_record.csv").write_bytes(b"\r\n".join(lines))
+    assert len(b"".join(lines[100:])) > csv.field_size_limit()
+    before = list(csv.DictReader(b"\r\n".join(lines[:100]).decode().splitlines()))
+    peak = max(float(r["Total Allocated(MB)"]) for r in before)
+    summary = ascend_output.summary_of(d)
+    assert summary.memory == {"peak_allocated_mb": peak, "peak_reserved_mb": 200.0}
+    said = " ".join(summary.warnings)
+    quote = "memory_record.csv: a quote at line 101 is not closed on its line: the 4900 line(s) after it"
+    assert quote in said, summary.warnings
+    assert "field limit" not in said
+    monkeypatch.setattr(ascend_output, "CELL_LIMIT", 1 << 17)
+    summary = ascend_output.summary_of(d)
+    assert summary.memory == {"peak_allocated_mb": peak, "peak_reserved_mb": 200.0}
+    ended = (
+        "memory_record.csv: a quote at line 101 is not closed within 0.125 MiB: the table is not read past "
+        "it (that row and those after it left out of the memory figures)"
+    )
+    assert ended in " ".join(summary.warnings), summary.warnings
+    assert ended in from_memory_record(out / "memory_record.csv").origin
+    assert csv.field_size_limit() == 128 * 1024  # the process's own limit left as it was

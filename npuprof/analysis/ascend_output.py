@@ -186,12 +186,19 @@ def _table_bytes(path: Path) -> bytes:
         return handle.read()
 
 
-def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any], bool]]:
+# the longest cell read: csv's default (128 KiB) refused a table whose quote left open took more text than
+# that (a memory_record.csv of 5,000 records lost them all, said as "field larger than field limit"), and a
+# Call Stack cell of a deep stack may be long; no cell of torch_npu's comes near this
+CELL_LIMIT = 64 << 20
+
+
+def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str | None, Any], bool]]:
     """The rows of the table as csv.DictReader gives them (a row's cells past the header under the key None,
     the cells it lacks None; blank lines skipped), each with the line it starts on (the header's is 1), so
     that damage can be said where it is, and whether the table ends inside a quote that row opened (its
     last line has no line break: csv gives the quote's text up to the end as a cell, the row short by the
-    cells it lost, no sign of the quote left)."""
+    cells it lost, no sign of the quote left). A cell past CELL_LIMIT (a quote left open) ends the
+    table there, told to ``damage``, the rows before it read."""
     record: list[str] = []  # the lines of the row being read
 
     def lines(handle: TextIO) -> Iterator[str]:
@@ -199,6 +206,8 @@ def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any], boo
             record.append(text)
             yield text
 
+    limit = csv.field_size_limit(max(csv.field_size_limit(), CELL_LIMIT))
+    start = 1
     try:
         with _open_table(path) as handle:
             reader = csv.reader(lines(handle))
@@ -217,8 +226,14 @@ def _numbered_rows(path: Path) -> Iterator[tuple[int, dict[str | None, Any], boo
             record.clear()
     except layout.UnsafeFileError as exc:
         raise AscendTableError(f"{path.name} is {exc.strerror}") from None
-    except (OSError, csv.Error) as exc:
+    except csv.Error as exc:
+        if not str(exc).startswith("field larger than field limit") or start == 1:
+            raise AscendTableError(f"{path.name}: {exc}") from None
+        damage.read_to = start  # helper-217
+    except OSError as exc:
         raise AscendTableError(f"{path.name}: {exc}") from None
+    finally:
+        csv.field_size_limit(limit)
 
 
 def _ends_inside_a_quote(text: str) -> bool:
@@ -282,6 +297,7 @@ class _Damage:
         self.kept: list[int] = []
         self.kept_in: set[str] = set()
         self._split = False  # the last row ended inside a cell of lines a quote left open split
+        self.read_to = 0  # the line of the row whose cell past CELL_LIMIT ended the reading (_numbered_rows)
 
     def leaves_out(self, line: int, row: dict[str | None, Any], open_at_end: bool = False) -> bool:
         """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`);
@@ -318,6 +334,12 @@ class _Damage:
     def notes(self, then: str) -> list[str]:
         """What is said of the damaged rows; ``then``: what those left out are left out of."""
         notes = []
+        if self.read_to:
+            limit = f"{CELL_LIMIT / (1 << 20):g} MiB"
+            notes.append(
+                f"{self.name}: a quote at line {self.read_to} is not closed within {limit}: the table is not "
+                f"read past it (that row and those after it left out of {then})"
+            )
         if len(self.quotes) == 1 and self.quotes[0][1]:
             line, taken = self.quotes[0]
             notes.append(
@@ -472,7 +494,7 @@ def _kernels(
     # helper-217: a row of more cells than the header (two rows run together: the second's kernel lost) was
     # read as whole, unsaid
     shape = _Shape(KERNEL_FILE, short=False)
-    for line, row, open_at_end in _numbered_rows(path):
+    for line, row, open_at_end in _numbered_rows(path, damage):
         if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
             continue
         if _is_short(row):
@@ -521,7 +543,7 @@ def _steps(
     # helper-217: a row of more cells than the header was read shifted (a cell too many in front: a step 0
     # of another column's figures), unsaid
     shape = _Shape(STEP_FILE, short=False)
-    for line, row, open_at_end in _numbered_rows(path):
+    for line, row, open_at_end in _numbered_rows(path, damage):
         if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
             continue
         if _is_short(row):
@@ -687,7 +709,7 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
     # helper-217: a row of fewer or more cells than the header was read with its times shifted (a row that
     # lost its Call Stack: its Device Total as its Host Total), unsaid
     shape = _Shape(OPERATOR_FILE)
-    for line, row, open_at_end in _numbered_rows(path):
+    for line, row, open_at_end in _numbered_rows(path, damage):
         if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
             continue
         acc = groups.setdefault(row.get("Name") or "", [0, 0.0, 0.0, 0.0])
@@ -790,7 +812,7 @@ def _allocator_rows(
     # helper-217: a row of fewer or more cells than the header was read shifted (its Total Active(MB) as
     # its reserved size) or said as one of no number
     shape = _Shape(MEMORY_FILE)
-    for line, row, open_at_end in _numbered_rows(path):
+    for line, row, open_at_end in _numbered_rows(path, damage):
         if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
             continue
         text = row.get("Timestamp(us)") or ""
