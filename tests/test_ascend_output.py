@@ -1755,3 +1755,24 @@ def test_a_quote_left_open_past_csvs_field_limit_keeps_the_rows_before_it(
     assert ended in " ".join(summary.warnings), summary.warnings
     assert ended in from_memory_record(out / "memory_record.csv").origin
     assert csv.field_size_limit() == 128 * 1024  # the process's own limit left as it was
+
+
+def test_an_operator_table_whose_every_row_is_damaged_is_not_said_to_have_no_rows(tmp_path: Path) -> None:
+    """helper-217: an operator_details.csv whose only rows were left out as damaged (cut short, a quote left
+    open) was said both so and as "no operator_details.csv rows", which it has; the kernel and memory
+    tables said only the damage. A table of its header alone still says it has no rows. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "operator_details.csv"
+    header = ["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER]
+    for rows, said in (
+        ([["aten::mm", "", 10, 20, 5, 5, 0, 0]], "operator_details.csv looks cut short (1 row(s)"),
+        ([], "no operator_details.csv rows: no top operators"),
+    ):
+        with open(table, "w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+        summary = ascend_output.summary_of(d)
+        assert summary.operator_totals == []
+        notes = [w for w in summary.warnings if "operator_details.csv" in w]
+        assert len(notes) == 1 and notes[0].startswith(said), summary.warnings

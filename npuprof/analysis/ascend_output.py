@@ -130,8 +130,10 @@ def summary_of(rank_dir: Path) -> Summary:
     except AscendTableError as exc:
         warnings.append(f"{exc}: no memory figures")
     try:
+        said = len(warnings)
         operators = _top_operators(out / OPERATOR_FILE, warnings)  # every name, largest first
-        if not operators and (out / OPERATOR_FILE).is_file():
+        # helper-217: not when its rows were left out as damaged (said), as the kernel and memory tables
+        if not operators and (out / OPERATOR_FILE).is_file() and len(warnings) == said:
             warnings.append(f"no {OPERATOR_FILE} rows: no top operators")
     except AscendTableError as exc:
         warnings.append(f"{exc}: no top operators")
