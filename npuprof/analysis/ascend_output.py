@@ -117,8 +117,9 @@ def summary_of(rank_dir: Path) -> Summary:
         rows = unreadable + len(kernels)
         some = f"{unreadable} of its {rows} rows" if kernels else f"all {rows} rows"
         warnings.append(
-            f"{KERNEL_FILE}: {some} have no number for 'Start Time(us)' or 'Duration(us)' (a damaged or "
-            "cut file?): they are left out of the top kernels and of the steps' device time"
+            f"{KERNEL_FILE}: {some} have no number for 'Start Time(us)' or 'Duration(us)', or a negative "
+            "duration (a damaged or cut file?): they are left out of the top kernels and of the steps' "
+            "device time"  # helper-217: a duration of -5.5 was said to be no number
         )
     elif not kernels and not damaged:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
