@@ -1797,3 +1797,32 @@ def test_kernel_rows_of_a_negative_duration_are_said_as_such_not_as_no_number(tm
         f"kernel_details.csv: 1 of its {len(rows)} rows have no number for 'Start Time(us)' or "
         "'Duration(us)', or a negative duration (a damaged or cut file?)" in said
     ), said
+
+
+def test_rows_on_one_line_of_text_are_not_looked_at_cell_by_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-217: every cell of every row was looked at for a quote left open or damaged bytes (~100 µs a
+    row: a kernel table of 236,400 rows took 25 s to read). A row on one line of UTF-8 text can hold
+    neither (unless the table ends inside it): only the others are looked at (the damage they hold is
+    still said: the tests above). In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = table.read_bytes().split(b"\n")
+    cells = lines[7].split(
+        b",", 9
+    )  # line 8: a damaged byte in its Duration(us), the 9th cell (no quote before)
+    cells[8] = b"\xfe" + cells[8]
+    lines[7] = b",".join(cells)
+    table.write_bytes(b"\n".join(lines))
+    looked: list[dict] = []
+    of_row = ascend_output._cells
+    monkeypatch.setattr(ascend_output, "_cells", lambda row: looked.append(row) or of_row(row))
+    summary = ascend_output.summary_of(d)
+    assert summary.events == len(_kernels("kernel_details_2023.csv")) - 1
+    assert "kernel_details.csv: 1 line(s) are not UTF-8 text (damaged bytes; line 8)" in " ".join(
+        summary.warnings
+    )
+    assert len(looked) == 1, looked  # the damaged row

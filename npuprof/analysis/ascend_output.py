@@ -195,19 +195,27 @@ def _table_bytes(path: Path) -> bytes:
 CELL_LIMIT = 64 << 20
 
 
-def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str | None, Any], bool]]:
+# what _numbered_rows knows of a row's text, for _Damage.leaves_out
+PLAIN = 0  # one line of UTF-8 text, not the last: no quote left open, no damaged bytes (nothing to look for)
+LOOK = 1  # look for them, cell by cell
+OPEN_AT_END = 2  # the table ends inside a quote the row opened, without a line break after it
+
+
+def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str | None, Any], int]]:
     """The rows of the table as csv.DictReader gives them (a row's cells past the header under the key None,
     the cells it lacks None; blank lines skipped), each with the line it starts on (the header's is 1), so
-    that damage can be said where it is, and whether the table ends inside a quote that row opened (its
-    last line has no line break: csv gives the quote's text up to the end as a cell, the row short by the
-    cells it lost, no sign of the quote left). A cell past CELL_LIMIT (a quote left open) ends the
+    that damage can be said where it is, and what its text says of damage (PLAIN, LOOK or OPEN_AT_END: its
+    last line has no line break, and csv gives the quote's text up to the end as a cell, the row short by
+    the cells it lost, no sign of the quote left). A cell past CELL_LIMIT (a quote left open) ends the
     table there, told to ``damage``, the rows before it read."""
     record: list[str] = []  # the lines of the row being read
+    ended = []  # the table's last line has been read
 
     def lines(handle: TextIO) -> Iterator[str]:
         for text in handle:
             record.append(text)
             yield text
+        ended.append(True)
 
     limit = csv.field_size_limit(max(csv.field_size_limit(), CELL_LIMIT))
     start = 1
@@ -216,15 +224,23 @@ def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str 
             reader = csv.reader(lines(handle))
             header = next(reader, None)
             start = reader.line_num + 1
+            record.clear()
             for cells in reader if header is not None else ():
-                open_at_end = record[-1][-1:] not in ("\r", "\n") and _ends_inside_a_quote("".join(record))
+                # helper-217: looking at every cell of every row cost ~100 µs a row (a kernel table of
+                # 236,400 rows: 25 s), where a row on one line of text can hold no damage looked for
+                if len(record) == 1 and not ended and "\ufffd" not in record[0]:
+                    kind = PLAIN
+                elif record[-1][-1:] not in ("\r", "\n") and _ends_inside_a_quote("".join(record)):
+                    kind = OPEN_AT_END
+                else:
+                    kind = LOOK
                 record.clear()
                 if cells:  # DictReader skips blank lines
                     row: dict[str | None, Any] = dict(zip(header, cells, strict=False))
                     if len(cells) > len(header):
                         row[None] = cells[len(header) :]
                     row.update((key, None) for key in header[len(cells) :])
-                    yield start, row, open_at_end
+                    yield start, row, kind
                 start = reader.line_num + 1
             record.clear()
     except layout.UnsafeFileError as exc:
@@ -302,9 +318,11 @@ class _Damage:
         self._split = False  # the last row ended inside a cell of lines a quote left open split
         self.read_to = 0  # the line of the row whose cell past CELL_LIMIT ended the reading (_numbered_rows)
 
-    def leaves_out(self, line: int, row: dict[str | None, Any], open_at_end: bool = False) -> bool:
+    def leaves_out(self, line: int, row: dict[str | None, Any], kind: int = LOOK) -> bool:
         """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`);
-        ``open_at_end``: the table ends inside a quote it opened (:func:`_numbered_rows`)."""
+        ``kind``: what :func:`_numbered_rows` saw of its text."""
+        if kind == PLAIN and not self._split:
+            return False
         cells = _cells(row)
         lines = sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for _k, c in cells)
         if self._split:
@@ -312,7 +330,7 @@ class _Damage:
             self.quotes[-1] = (at, taken + 1 + lines)
         elif any(_LINE_BREAK.search(_OWN_BREAK.sub(";", c) if k in self.multiline else c) for k, c in cells):
             self.quotes.append((line, lines))
-        elif open_at_end:
+        elif kind == OPEN_AT_END:
             # helper-217: without a line break after it, the quote left no sign in the cells: the row was
             # said "cut short" (step, kernel tables), "no number" (memory) or read (operators, its times
             # another's); lines it holds are torch_npu's own (a Call Stack cut inside)
@@ -497,8 +515,8 @@ def _kernels(
     # helper-217: a row of more cells than the header (two rows run together: the second's kernel lost) was
     # read as whole, unsaid
     shape = _Shape(KERNEL_FILE, short=False)
-    for line, row, open_at_end in _numbered_rows(path, damage):
-        if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
+    for line, row, kind in _numbered_rows(path, damage):
+        if damage.leaves_out(line, row, kind) or shape.leaves_out(line, row):
             continue
         if _is_short(row):
             short += 1
@@ -546,8 +564,8 @@ def _steps(
     # helper-217: a row of more cells than the header was read shifted (a cell too many in front: a step 0
     # of another column's figures), unsaid
     shape = _Shape(STEP_FILE, short=False)
-    for line, row, open_at_end in _numbered_rows(path, damage):
-        if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
+    for line, row, kind in _numbered_rows(path, damage):
+        if damage.leaves_out(line, row, kind) or shape.leaves_out(line, row):
             continue
         if _is_short(row):
             # helper-201: a row cut off by a copy ("0,2,200,2") was a step of made-up figures, its missing
@@ -712,8 +730,8 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
     # helper-217: a row of fewer or more cells than the header was read with its times shifted (a row that
     # lost its Call Stack: its Device Total as its Host Total), unsaid
     shape = _Shape(OPERATOR_FILE)
-    for line, row, open_at_end in _numbered_rows(path, damage):
-        if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
+    for line, row, kind in _numbered_rows(path, damage):
+        if damage.leaves_out(line, row, kind) or shape.leaves_out(line, row):
             continue
         acc = groups.setdefault(row.get("Name") or "", [0, 0.0, 0.0, 0.0])
         acc[0] += 1
@@ -815,8 +833,8 @@ def _allocator_rows(
     # helper-217: a row of fewer or more cells than the header was read shifted (its Total Active(MB) as
     # its reserved size) or said as one of no number
     shape = _Shape(MEMORY_FILE)
-    for line, row, open_at_end in _numbered_rows(path, damage):
-        if damage.leaves_out(line, row, open_at_end) or shape.leaves_out(line, row):
+    for line, row, kind in _numbered_rows(path, damage):
+        if damage.leaves_out(line, row, kind) or shape.leaves_out(line, row):
             continue
         text = row.get("Timestamp(us)") or ""
         t, allocated = _number(text), _size(row.get("Total Allocated(MB)"))
