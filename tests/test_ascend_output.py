@@ -1826,3 +1826,29 @@ def test_rows_on_one_line_of_text_are_not_looked_at_cell_by_cell(
         summary.warnings
     )
     assert len(looked) == 1, looked  # the damaged row
+
+
+def test_rows_of_empty_cells_are_blank_rows_not_steps_of_zeros(tmp_path: Path) -> None:
+    """helper-217: a row of empty cells (",,,,": a spreadsheet saves its blank rows so) was read as a step
+    '-' of 0 ms in step_trace_time.csv (in the report's steps, said only as "no value ... (counted as 0)"),
+    an operator named "" in operator_details.csv, and a damaged row of no number in kernel_details.csv and
+    memory_record.csv. Such rows are blank rows, skipped as blank lines are. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(
+        tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0), [""] * 11, [""] * 11]
+    )
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    table = out / "kernel_details.csv"
+    table.write_bytes(table.read_bytes() + b"," * 32 + b"\n")
+    with open(out / "operator_details.csv", "w", newline="") as f:
+        header = ["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER]
+        csv.writer(f).writerows([header, ["aten::mm", "", "", 10, 20, 5, 5, 0, 0], [""] * 9])
+    _memory_record(out, [["PTA", 1699529622790611, 10.0, 20.0, 10.0, 1, "NPU:0"], [""] * 7])
+    summary = ascend_output.summary_of(d)
+    assert [(s.step, s.duration_us) for s in summary.steps] == [(1, 55.0)]
+    assert [o.name for o in summary.operator_totals] == ["aten::mm"]
+    assert summary.events == len(_kernels("kernel_details_2023.csv"))
+    assert summary.memory == {"peak_allocated_mb": 10.0, "peak_reserved_mb": 20.0}
+    said = " ".join(summary.warnings)
+    assert "counted as 0" not in said and "no number" not in said and "no start time" not in said, said

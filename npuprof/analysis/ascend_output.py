@@ -235,7 +235,9 @@ def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str 
                 else:
                     kind = LOOK
                 record.clear()
-                if cells:  # DictReader skips blank lines
+                # DictReader skips blank lines; a row of empty cells is one too (a spreadsheet saves its blank
+                # rows so: helper-217, read as a step '-' of 0 ms, an operator named "", a damaged record)
+                if any(cells):
                     row: dict[str | None, Any] = dict(zip(header, cells, strict=False))
                     if len(cells) > len(header):
                         row[None] = cells[len(header) :]
