@@ -1778,24 +1778,31 @@ def test_an_operator_table_whose_every_row_is_damaged_is_not_said_to_have_no_row
         assert len(notes) == 1 and notes[0].startswith(said), summary.warnings
 
 
-def test_kernel_rows_of_a_negative_duration_are_said_as_such_not_as_no_number(tmp_path: Path) -> None:
+def test_kernel_rows_of_a_negative_duration_or_start_are_said_as_such_not_as_no_number(
+    tmp_path: Path,
+) -> None:
     """helper-217: kernel_details.csv rows of a negative Duration(us) were left out, said as rows that "have
-    no number" for it, which they have. In-process, no subprocess."""
+    no number" for it, which they have; one of a negative Start Time(us) (before 1970) was read, its step
+    then starting there (-1.7e15 µs), unsaid. Both are left out and said. In-process, no subprocess."""
     from npuprof.analysis import ascend_output
 
     rows = _kernels("kernel_details_2025.csv")
     rows[3]["Duration(us)"] = "-5.5"
+    first = min(range(len(rows)), key=lambda k: float(rows[k]["Start Time(us)"]))
+    rows[first]["Start Time(us)"] = "-" + rows[first]["Start Time(us)"]
     d = _rank_dir(tmp_path, 0, "kernel_details_2025.csv", [_step(19, 5000.0, 100.0, 400.0, 12.5)])
     with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     summary = ascend_output.summary_of(d)
-    assert summary.events == len(rows) - 1
+    assert summary.events == len(rows) - 2
+    second = min(float(r["Start Time(us)"]) for k, r in enumerate(rows) if k not in (3, first))
+    assert summary.steps[0].start_us == round(second - 12.5, 3)
     said = " ".join(summary.warnings)
     assert (
-        f"kernel_details.csv: 1 of its {len(rows)} rows have no number for 'Start Time(us)' or "
-        "'Duration(us)', or a negative duration (a damaged or cut file?)" in said
+        f"kernel_details.csv: 2 of its {len(rows)} rows have no number for 'Start Time(us)' or "
+        "'Duration(us)', or a negative one (a damaged or cut file?)" in said
     ), said
 
 

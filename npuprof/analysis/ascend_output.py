@@ -118,8 +118,8 @@ def summary_of(rank_dir: Path) -> Summary:
         some = f"{unreadable} of its {rows} rows" if kernels else f"all {rows} rows"
         warnings.append(
             f"{KERNEL_FILE}: {some} have no number for 'Start Time(us)' or 'Duration(us)', or a negative "
-            "duration (a damaged or cut file?): they are left out of the top kernels and of the steps' "
-            "device time"  # helper-217: a duration of -5.5 was said to be no number
+            "one (a damaged or cut file?): they are left out of the top kernels and of the steps' device "
+            "time"  # helper-217: a duration of -5.5 was said to be no number
         )
     elif not kernels and not damaged:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
@@ -523,7 +523,8 @@ def _kernels(
         if _is_short(row):
             short += 1
         start, duration = _number(row.get("Start Time(us)")), _number(row.get("Duration(us)"))
-        if start is None or duration is None or duration < 0:
+        # helper-217: a negative start (before 1970) was read, the step then starting there, unsaid
+        if start is None or duration is None or start < 0 or duration < 0:
             unreadable += 1
             continue
         step = _step_id(row.get("Step Id"))
