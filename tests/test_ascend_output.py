@@ -1859,3 +1859,26 @@ def test_rows_of_empty_cells_are_blank_rows_not_steps_of_zeros(tmp_path: Path) -
     assert summary.memory == {"peak_allocated_mb": 10.0, "peak_reserved_mb": 20.0}
     said = " ".join(summary.warnings)
     assert "counted as 0" not in said and "no number" not in said and "no start time" not in said, said
+
+
+def test_rows_ending_in_a_comma_the_header_lacks_are_read(tmp_path: Path) -> None:
+    """helper-217: rows with more cells than the header are left out (their cells may be another column's),
+    but a row whose cells past the header are empty (every row ending in a comma, as some tools write) has
+    its cells where the header says: each table is read whole. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(n, 50.0, 1.0, 4.0, 1.0) for n in (1, 2)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    with open(out / "operator_details.csv", "w", newline="") as f:
+        header = ["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER]
+        csv.writer(f).writerows([header, ["aten::mm", "", "", 10, 20, 5, 5, 0, 0]])
+    _memory_record(out, [["PTA", 1699529622790611, 10.0, 20.0, 10.0, 1, "NPU:0"]])
+    for name in ("step_trace_time.csv", "kernel_details.csv", "operator_details.csv", "memory_record.csv"):
+        head, *rows = (out / name).read_bytes().splitlines()
+        (out / name).write_bytes(b"\n".join([head, *(row + b"," for row in rows)]) + b"\n")
+    summary = ascend_output.summary_of(d)
+    assert [s.step for s in summary.steps] == [1, 2]
+    assert summary.events == len(_kernels("kernel_details_2023.csv"))
+    assert [(o.name, o.total_us) for o in summary.operator_totals] == [("aten::mm", 20.0)]
+    assert summary.memory == {"peak_allocated_mb": 10.0, "peak_reserved_mb": 20.0}
+    assert "more cells" not in " ".join(summary.warnings), summary.warnings

@@ -472,7 +472,7 @@ class _Shape:
     def leaves_out(self, line: int, row: dict[str | None, Any]) -> bool:
         if self.short_too and _is_short(row):
             self.short.append(line)
-        elif None in row:
+        elif any(c.strip() for c in row.get(None) or ()):  # empty cells past the header: a trailing comma
             self.long.append(line)
         else:
             return False
