@@ -1882,3 +1882,33 @@ def test_rows_ending_in_a_comma_the_header_lacks_are_read(tmp_path: Path) -> Non
     assert [(o.name, o.total_us) for o in summary.operator_totals] == [("aten::mm", 20.0)]
     assert summary.memory == {"peak_allocated_mb": 10.0, "peak_reserved_mb": 20.0}
     assert "more cells" not in " ".join(summary.warnings), summary.warnings
+
+
+def test_a_header_repeated_inside_a_table_is_no_row(tmp_path: Path) -> None:
+    """helper-217: two tables joined into one (`cat`, the second with its BOM) put the second's header inside
+    the first: step_trace_time.csv read it as a step '-' of 0 ms (said as "no value ... (counted as 0)" and
+    a Step that is no number), kernel_details.csv as a row of no number. It is no row, said as a repeated
+    header. In-process, no subprocess."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    for name in ("step_trace_time.csv", "kernel_details.csv"):
+        data = (out / name).read_bytes()
+        again = (
+            data.replace(b"\r\n", b"\n").replace(b",1,50.0,", b",2,60.0,")
+            if name.startswith("step")
+            else data
+        )
+        (out / name).write_bytes(data + b"\xef\xbb\xbf" + again)
+    summary = ascend_output.summary_of(d)
+    assert [(s.step, s.duration_us) for s in summary.steps] == [(1, 55.0), (2, 65.0)]
+    assert summary.events == 2 * len(_kernels("kernel_details_2023.csv"))
+    said = " ".join(summary.warnings)
+    kernels = len(_kernels("kernel_details_2023.csv")) + 2
+    assert (
+        f"kernel_details.csv: its header is repeated at line {kernels} (tables joined?): not read as a row"
+        in said
+    )
+    assert "step_trace_time.csv: its header is repeated at line 3 (tables joined?)" in said, said
+    assert "counted as 0" not in said and "no number" not in said and "'-'" not in said

@@ -237,7 +237,10 @@ def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str 
                 record.clear()
                 # DictReader skips blank lines; a row of empty cells is one too (a spreadsheet saves its blank
                 # rows so: helper-217, read as a step '-' of 0 ms, an operator named "", a damaged record)
-                if any(cells):
+                # helper-217: two tables joined (the second's header, its BOM kept, was a step '-' of 0 ms)
+                if cells[:1] and [cells[0].lstrip("\ufeff"), *cells[1:]] == header:
+                    damage.headers.append(start)
+                elif any(cells):
                     row: dict[str | None, Any] = dict(zip(header, cells, strict=False))
                     if len(cells) > len(header):
                         row[None] = cells[len(header) :]
@@ -319,6 +322,7 @@ class _Damage:
         self.kept_in: set[str] = set()
         self._split = False  # the last row ended inside a cell of lines a quote left open split
         self.read_to = 0  # the line of the row whose cell past CELL_LIMIT ended the reading (_numbered_rows)
+        self.headers: list[int] = []  # lines that repeat the header (_numbered_rows)
 
     def leaves_out(self, line: int, row: dict[str | None, Any], kind: int = LOOK) -> bool:
         """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`);
@@ -379,6 +383,11 @@ class _Damage:
             notes.append(
                 f"{self.name}: quotes at lines {lines} are not closed on their lines: the {taken} line(s) "
                 f"after them were misread, those rows lost (theirs left out of {then} too)"
+            )
+        if self.headers:
+            notes.append(
+                f"{self.name}: its header is repeated at line {_lines(self.headers)} (tables joined?): not "
+                "read as a row"
             )
         if self.not_text:
             notes.append(
