@@ -104,6 +104,8 @@ def analyse(
         raise typer.BadParameter("must be at least 1", param_hint="--top")
     if jobs is not None and jobs < 1:
         raise typer.BadParameter("must be at least 1 (or leave it out for one per core)", param_hint="-j")
+    if run is not None and not run.strip():  # "" was taken as no --run: the latest run, without a word
+        raise typer.BadParameter("is empty; give a run id (or its start), or all", param_hint="--run")
     export_db = _export_db(export_type)
 
     from rich.console import Console
