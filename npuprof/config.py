@@ -703,6 +703,9 @@ def config_from_json(
     _guarded(on_bad, lambda: exp.update(_expect({} if given is None else given, dict, _EXPERIMENTAL, path)))
     if "mstx" in exp and "msprof_tx" not in exp:  # the newer releases' name of msprof_tx
         exp["msprof_tx"] = exp["mstx"]
+    elif "mstx" in exp and exp["mstx"] != exp["msprof_tx"]:  # one switch said two ways: msprof_tx won
+        _guarded(on_bad, lambda: _refuse_two_names(exp, path))  # silently; neither is taken
+        exp.pop("msprof_tx")
     exp.pop("mstx", None)
     known_exp = {*nested, *_UNUSED_EXPERIMENTAL_KEYS}
     _unknown_keys(
@@ -729,6 +732,15 @@ def config_from_json(
                 "of them; text is written (as torch_npu does)"
             )
     return cfg
+
+
+def _refuse_two_names(exp: dict[str, Any], path: str) -> None:
+    raise ConfigError(
+        f"{path}: {_EXPERIMENTAL}.msprof_tx",
+        f"is {_shown(exp['msprof_tx'])} and {_EXPERIMENTAL}.mstx (newer torch_npu's name of the same switch) "
+        f"{_shown(exp['mstx'])}",
+        "keep one of the two keys",
+    )
 
 
 def _guarded(on_bad: Any, apply: Any) -> None:

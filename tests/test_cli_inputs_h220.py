@@ -35,3 +35,33 @@ def test_analyse_an_empty_run_is_refused_not_taken_for_the_latest(
         "npuprof analyse: error: Invalid value for --run: is empty; give a run id (or its start), or all; "
         "see npuprof analyse --help"
     ]
+
+
+def _config_file(tmp_path: Path, text: str) -> str:
+    file = tmp_path / "profiler_config.json"
+    file.write_text(text)
+    file.chmod(0o600)
+    return str(file)
+
+
+def test_msprof_tx_and_mstx_that_disagree_are_refused(tmp_path: Path) -> None:
+    """``msprof_tx: true`` beside ``mstx: false`` (the newer releases' name of the same switch) took
+    msprof_tx without a word. Refused, naming both; a dynamic capture's reader (on_bad) hears of it and takes
+    neither."""
+    from npuprof.config import ConfigError, config_from_json, load_config_file
+
+    path = _config_file(tmp_path, '{"experimental_config": {"msprof_tx": true, "mstx": false}}')
+    with pytest.raises(ConfigError) as refused:
+        load_config_file(path)
+    assert refused.value.one_line() == (
+        f"{path}: experimental_config.msprof_tx: is true and experimental_config.mstx (newer torch_npu's "
+        "name of the same switch) false; keep one of the two keys"
+    )
+    bad: list[ConfigError] = []
+    data = {"experimental_config": {"msprof_tx": False, "mstx": True}}
+    assert config_from_json(data, "f.json", on_bad=bad.append).msprof_tx is False  # the base's value
+    assert [e.source for e in bad] == ["f.json: experimental_config.msprof_tx"]
+    for same in (True, False):  # the two names agreeing, or one alone: as before
+        both = {"experimental_config": {"msprof_tx": same, "mstx": same}}
+        assert config_from_json(both, "f.json").msprof_tx is same
+        assert config_from_json({"experimental_config": {"mstx": same}}, "f.json").msprof_tx is same
