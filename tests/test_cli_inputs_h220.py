@@ -65,3 +65,30 @@ def test_msprof_tx_and_mstx_that_disagree_are_refused(tmp_path: Path) -> None:
         both = {"experimental_config": {"msprof_tx": same, "mstx": same}}
         assert config_from_json(both, "f.json").msprof_tx is same
         assert config_from_json({"experimental_config": {"mstx": same}}, "f.json").msprof_tx is same
+
+
+def _run_flags(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, list]:
+    """``npuprof run ARGS`` up to the launcher: (exit code, stderr, [(config, command)] it was given)."""
+    import npuprof.runner
+
+    given: list = []
+    monkeypatch.setattr(npuprof.runner, "execute", lambda cfg, command: given.append((cfg, command)) or 0)
+    code, err = _cli(monkeypatch, capsys, "run", *args)
+    return code, err, given
+
+
+def test_a_short_flag_with_an_equals_sign_takes_the_value_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``npuprof run -o=rr`` made a directory named ``=rr`` (click's reading of a short flag); argparse
+    (torchrun, memray) reads ``rr``, as ``--output=rr``. The command's own ``-o=x`` is left as it is."""
+    out = tmp_path / "rr"
+    for command in (["--", "python", "x.py", "-o=zz"], ["python", "x.py", "-o=zz"]):
+        code, err, given = _run_flags(monkeypatch, capsys, f"-o={out}", "--with-stack", *command)
+        assert (code, err) == (0, "")
+        assert [(Path(cfg.output), argv) for cfg, argv in given] == [(out, ["python", "x.py", "-o=zz"])]
+    code, err, given = _run_flags(monkeypatch, capsys, "-o=", "--", "python", "x.py")
+    assert (code, given) == (2, [])
+    assert err == "npuprof run: error: --output: is empty; give a directory, e.g. -o npuprof_result\n"

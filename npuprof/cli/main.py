@@ -193,6 +193,7 @@ def main() -> None:
 
 def _main() -> None:
     guard_streams()
+    sys.argv[1:] = short_option_values(sys.argv[1:])
     if _asks_for_help(sys.argv[1:]):
         _help_in_any_locale()
     if sys.argv[1:] == ["--version"]:
@@ -212,6 +213,32 @@ def _main() -> None:
         if code is not None:
             _leave(code)
     _leave(_run_typer())
+
+
+def short_option_values(argv: list[str]) -> list[str]:
+    """``-o=rr`` as argparse reads it (torchrun, memray; ``--output=rr``): the value ``rr``. click reads
+    ``-o=rr`` as ``-o`` given ``=rr``, and ``npuprof run -o=rr`` made a directory named ``=rr``. Only
+    npuprof's own flags change: nothing after ``--``, nor from the first word of ``run``'s command on."""
+    if not argv:
+        return argv
+    from npuprof.cli.run_flags import OPTIONS
+
+    out = argv[:1]
+    takes_value = False  # the word before is a flag that takes a value: this word is that value
+    for i, word in enumerate(argv[1:], start=1):
+        if word == "--" or (argv[0] == "run" and not takes_value and not word.startswith("-")):
+            return out + argv[i:]
+        if not takes_value and len(word) > 2 and word[0] == "-" and word[1].isalpha() and word[2] == "=":
+            out += [word[:2] + word[3:]] if len(word) > 3 else [word[:2], ""]  # -o= : empty, refused so
+            continue
+        out.append(word)
+        if takes_value:
+            takes_value = False
+            continue
+        spec = OPTIONS.get(word) if argv[0] == "run" else None
+        short = len(word) == 2 and word[0] == "-" and word[1].isalpha() and word != "-h"
+        takes_value = short or (spec is not None and not isinstance(spec[1], bool))
+    return out
 
 
 def _asks_for_help(argv: list[str]) -> bool:
