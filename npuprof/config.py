@@ -939,6 +939,8 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
         cfg.min_free_space = str(value)
     elif key == "poll_interval":
         cfg.poll_interval = parse_poll_interval(str(value), option.flag)
+    elif key == "gc_detect_threshold":
+        cfg.gc_detect_threshold = parse_gc_threshold(value) if isinstance(value, str) else value
     elif key == "export_chrome_trace":
         text = str(value)  # "-" kept, for validate to refuse (not stdout: a file named "-")
         cfg.export_chrome_trace = os.path.abspath(text) if text.strip() and text != "-" else text
@@ -957,6 +959,20 @@ def parse_poll_interval(value: str, flag: str = "--poll-interval") -> float | No
     except ValueError:
         fix = f"e.g. {flag} 2"
         raise ConfigError(flag, f"must be a number of seconds or auto, got {value!r}", fix) from None
+
+
+def parse_gc_threshold(value: str, flag: str = "--gc-detect-threshold") -> float | None:
+    """Milliseconds (their range checked by ``ProfileConfig.validate``), or ``off`` (None: no GC detection,
+    whatever a --config file's threshold; the flag's shown default)."""
+    text = value.strip()
+    if text.lower() == "off":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        fix = f"e.g. {flag} 10, or {flag} off"
+        problem = f"must be a number of milliseconds or off, got {_shown(value)}"
+        raise ConfigError(flag, problem, fix) from None
 
 
 def _match_choice(value: str, choices: tuple[str, ...], flag: str) -> str:

@@ -202,12 +202,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option(
         "gc_detect_threshold",
         ("--gc-detect-threshold",),
-        "float",
+        "str",  # milliseconds, or "off" (config.parse_gc_threshold)
         "off",
-        "Record Python GC pauses of at least MS (0 = all).",
+        "Record Python GC pauses of at least MS (0 = all; off = none, over a --config file's).",
         WHAT,
-        "torch_npu `gc_detect_threshold` (0 = all GCs); on torch.profiler npuprof records the pauses into "
-        "`npuprof_gc.json` of each capture",
+        "torch_npu `gc_detect_threshold` (0 = all GCs; `off` = none, over a `--config` file's threshold); on "
+        "torch.profiler npuprof records the pauses into `npuprof_gc.json` of each capture",
         metavar="MS",
         config_key="experimental_config.gc_detect_threshold",
         npu_keywords=("gc_detect_threshold",),
@@ -465,7 +465,7 @@ def flag_text(option: Option, value: object) -> str:
     if option.key == "level":
         shown = {"Level_none": "none", "Level0": "0", "Level1": "1", "Level2": "2"}
         return f"{option.flag} {shown.get(str(value), value)}"
-    if option.kind == "float" and isinstance(value, float):
+    if isinstance(value, float):  # a float option, or --gc-detect-threshold's milliseconds
         return f"{option.flag} {value:g}"
     return f"{option.flag} {value}"
 

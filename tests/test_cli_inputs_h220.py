@@ -92,3 +92,27 @@ def test_a_short_flag_with_an_equals_sign_takes_the_value_after_it(
     code, err, given = _run_flags(monkeypatch, capsys, "-o=", "--", "python", "x.py")
     assert (code, given) == (2, [])
     assert err == "npuprof run: error: --output: is empty; give a directory, e.g. -o npuprof_result\n"
+
+
+def test_gc_detect_threshold_off_switches_off_the_config_files_threshold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --config file's gc_detect_threshold could not be switched off from the command line: the flag took
+    numbers only ('off', its shown default, was "not a valid float"). ``off`` is None, on both paths."""
+    config = _config_file(tmp_path, '{"experimental_config": {"gc_detect_threshold": 5}}')
+    out = tmp_path / "out"
+    for flags in (["--gc-detect-threshold", "off"], ["--gc-detect-threshold=OFF"], ["--with-stack"]):
+        for output in (["-o", str(out)], [f"-o{out}"]):  # the fast path; typer (a form it leaves to typer)
+            code, err, given = _run_flags(
+                monkeypatch, capsys, *output, "--config", config, *flags, "--", "python"
+            )
+            assert (code, err) == (0, ""), flags
+            assert given[0][0].gc_detect_threshold == (5.0 if "--with-stack" in flags else None)
+    code, err, given = _run_flags(monkeypatch, capsys, "--gc-detect-threshold", "2.5", "--", "python")
+    assert given[0][0].gc_detect_threshold == 2.5
+    code, err, given = _run_flags(monkeypatch, capsys, "--gc-detect-threshold", "never", "--", "python")
+    assert (code, given) == (2, [])
+    assert err == (
+        'npuprof run: error: --gc-detect-threshold: must be a number of milliseconds or off, got "never"; '
+        "e.g. --gc-detect-threshold 10, or --gc-detect-threshold off\n"
+    )
