@@ -12,7 +12,8 @@ from npuprof.cli import main
 
 
 def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    """``npuprof ARGS`` as main() runs it (the fast path of run included): (exit code, stderr)."""
+    """``npuprof ARGS`` as main() runs it (the fast path of run included): (exit code, stderr); stdout is
+    kept in ``_cli.out``."""
 
     def leave(code: int) -> None:
         raise SystemExit(code)
@@ -22,7 +23,9 @@ def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *a
     monkeypatch.setattr(main, "guard_streams", lambda: None)
     with pytest.raises(SystemExit) as ended:
         main._main()
-    return int(ended.value.code or 0), capsys.readouterr().err
+    written = capsys.readouterr()
+    _cli.out = written.out  # type: ignore[attr-defined]
+    return int(ended.value.code or 0), written.err
 
 
 def test_analyse_an_empty_run_is_refused_not_taken_for_the_latest(
@@ -116,3 +119,24 @@ def test_gc_detect_threshold_off_switches_off_the_config_files_threshold(
         'npuprof run: error: --gc-detect-threshold: must be a number of milliseconds or off, got "never"; '
         "e.g. --gc-detect-threshold 10, or --gc-detect-threshold off\n"
     )
+
+
+@pytest.mark.parametrize(
+    "args, code", [(["trigger", "--help"], 0), (["trigger", "-h", "cfg"], 0), (["trigger"], 2)]
+)
+def test_trigger_help_at_80_columns_cuts_no_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], code: int
+) -> None:
+    """typer's rich panels cut `npuprof trigger --help`'s flags at 80 columns (``--gc-detect-thresho…``,
+    ``--data-simplificat…``, ``--no-record-op-ar…``); laid out as `run --help` (cli/run_help.py) now."""
+    from npuprof.cli.trigger import TRIGGER_OPTIONS
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert _cli(monkeypatch, capsys, *args) == (code, "")
+    out: str = _cli.out  # type: ignore[attr-defined]
+    assert max(len(line) for line in out.splitlines()) <= 80 and "\u2026" not in out
+    words = set(out.replace(",", " ").split())
+    for option in TRIGGER_OPTIONS:
+        flags = [*option.flags, *([f"--no-{option.flag[2:]}"] if option.kind == "bool" else [])]
+        assert set(flags) <= words, flags
+    assert {"DIR", "--start-step", "--active", "--warmup", "--cancel", "--help", "Examples:"} <= words

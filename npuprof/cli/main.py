@@ -196,6 +196,11 @@ def _main() -> None:
     sys.argv[1:] = short_option_values(sys.argv[1:])
     if _asks_for_help(sys.argv[1:]):
         _help_in_any_locale()
+    if sys.argv[1:2] == ["trigger"] and _asks_for_help(sys.argv[1:]):
+        from npuprof.cli.trigger import print_help
+
+        print_help()  # laid out for 80 columns, never cutting a flag
+        _leave(0 if sys.argv[2:] else 2)  # (no arguments: the help, and exit 2, as typer answers)
     if sys.argv[1:] == ["--version"]:
         from npuprof import __version__
 

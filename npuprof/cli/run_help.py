@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from npuprof.options import RUN_OPTIONS, Option
 
@@ -46,6 +47,39 @@ def flag_text(option: Option) -> str:
 
 def render(width: int | None = None, epilog: str = "") -> str:
     """The whole help text, lines no longer than ``width`` (the terminal's, within 60..100)."""
+    panels: dict[str, list[tuple[str, str]]] = {}
+    for option in RUN_OPTIONS:
+        default = "" if option.default in ("", "-") else f" [default: {option.default}]"
+        panels.setdefault(option.panel, []).append((flag_text(option), option.help + default))
+    return layout(USAGE, SUMMARY, panels, width, epilog)
+
+
+def render_params(
+    usage: str, summary: str, params: list[Any], width: int | None = None, epilog: str = ""
+) -> str:
+    """The help of a typer command (its click ``params``) laid out as `run`'s: `npuprof trigger --help`,
+    whose rich panels cut the names of `run`'s flags it shares at 80 columns (``--gc-detect-thresho…``)."""
+    panels: dict[str, list[tuple[str, str]]] = {}
+    for param in params:
+        text = (getattr(param, "help", None) or "").replace("\\[", "[")
+        if param.param_type_name == "argument":
+            names = param.metavar or param.name.upper()
+            panel, text = "Arguments", f"{text} [required]" if param.required else text
+        else:
+            panel = getattr(param, "rich_help_panel", None) or "Options"
+            names = " / ".join([", ".join(param.opts), *param.secondary_opts])
+            if not param.is_flag:
+                names += f" {param.metavar or param.type.name.upper()}"
+            if param.show_default and not param.is_flag and param.default is not None:
+                text += f" [default: {param.default}]"
+        panels.setdefault(panel, []).append((names, text))
+    return layout(usage, summary, panels, width, epilog)
+
+
+def layout(
+    usage: str, summary: str, panels: dict[str, list[tuple[str, str]]], width: int | None, epilog: str
+) -> str:
+    """Each panel's flags on a line of their own, their help wrapped and indented under them."""
     import shutil  # here, not at the top: `npuprof run`'s start path imports this module
     import textwrap
 
@@ -56,18 +90,12 @@ def render(width: int | None = None, epilog: str = "") -> str:
             width = int(columns)
     width = max(MIN_WIDTH, min(width, MAX_WIDTH))
     wrap = textwrap.TextWrapper(width=width, initial_indent=" " * INDENT, subsequent_indent=" " * INDENT)
-    out = [USAGE, "", SUMMARY, ""]
-    panels: dict[str, list[Option]] = {}
-    for option in RUN_OPTIONS:
-        panels.setdefault(option.panel, []).append(option)
-    for panel, options in panels.items():
+    out = [usage, "", *textwrap.wrap(summary, width=width), ""]
+    for panel, entries in panels.items():
         out.extend(textwrap.wrap(panel + ":", width=width))
-        for option in options:
-            out.extend(
-                textwrap.wrap(flag_text(option), width=width, initial_indent="  ", subsequent_indent="    ")
-            )
-            default = "" if option.default in ("", "-") else f" [default: {option.default}]"
-            out.extend(wrap.wrap(option.help + default))
+        for names, text in entries:
+            out.extend(textwrap.wrap(names, width=width, initial_indent="  ", subsequent_indent="    "))
+            out.extend(wrap.wrap(text))
         out.append("")
     out.append("Other:")
     out.append("  -h, --help")

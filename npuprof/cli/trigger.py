@@ -27,21 +27,31 @@ NEXT_STEP = -1  # = npuprof.agent.dynamic_request.NEXT_STEP (kept import-free he
 EPILOG = """
 Examples:
 
-  npuprof trigger cfg                                   # record 1 step, from the next step, on every rank
+  npuprof trigger cfg    (record 1 step, from the next step, on every rank)
 
-  npuprof trigger cfg --active 2 --ranks 0,7            # 2 steps from the next step, on ranks 0 and 7
+  npuprof trigger cfg --active 2 --ranks 0,7    (2 steps from the next step, on ranks 0 and 7)
 
-  npuprof trigger cfg --start-step 5000 --level 1 --with-stack    # steps 5000.. (a step already passed:
-                                                                  # not effective, said in the logs)
+  npuprof trigger cfg --start-step 5000 --level 1 --with-stack    (steps 5000..; a step already passed: not effective, said in the logs)
 
-  npuprof trigger cfg --cancel                          # start_step 0: drop a planned capture, end
-                                                        # one in flight at the next step
+  npuprof trigger cfg --cancel    (start_step 0: drop a planned capture, end one in flight at the next step)
 
-Each process of the job reads DIR/profiler_config.json every poll interval (2 s, then the time of one
-step, at least 1 s), and starts the capture at the next step boundary. A trigger during a capture runs
-after it; --cancel ends it. npuprof status DIR says what each rank did. Flags not given take npuprof
-run's defaults.
-"""
+Each process of the job reads DIR/profiler_config.json every poll interval (2 s, then the time of one step, at least 1 s), and starts the capture at the next step boundary. A trigger during a capture runs after it; --cancel ends it. npuprof status DIR says what each rank did. Flags not given take npuprof run's defaults.
+"""  # noqa: E501 (one paragraph a line: cli/run_help.py's layout wraps it to the terminal)
+
+
+def print_help() -> None:
+    """`npuprof trigger --help`, laid out as `run`'s (cli/run_help.py): typer's rich panels cut the names of
+    the flags it shares with `run` at 80 columns (``--gc-detect-thresho…``, ``--data-simplificat…``)."""
+    from npuprof.cli.main import get_app
+    from npuprof.cli.run_help import render_params
+
+    command = typer.main.get_command(get_app()).commands["trigger"]  # type: ignore[attr-defined]
+    summary = (
+        "Ask a job running under `npuprof run --dynamic DIR` to capture: writes DIR/profiler_config.json."
+    )
+    sys.stdout.write(
+        render_params("Usage: npuprof trigger [OPTIONS] DIR", summary, command.params, epilog=EPILOG)
+    )
 
 
 LONG_CAPTURE_STEPS = 1000  # more steps than this in one capture gets a word on memory
