@@ -708,13 +708,14 @@ def config_from_json(
         exp.pop("msprof_tx")
     exp.pop("mstx", None)
     known_exp = {*nested, *_UNUSED_EXPERIMENTAL_KEYS}
-    _unknown_keys(
-        sorted(set(exp) - known_exp), known_exp | {"mstx"}, f"{path}: {_EXPERIMENTAL}", warn, on_bad
-    )
+    _unknown_keys(sorted(set(exp) - known_exp), known_exp | {"mstx"}, path, warn, on_bad, _EXPERIMENTAL + ".")
     for table, values in ((top, data), (nested, exp)):
         for key, option in table.items():
-            if key in values:
-                _guarded(on_bad, lambda o=option, k=key, v=values: _set_from_file(cfg, o, v[k], k, path))
+            if key in values:  # named as the README's flag table names it: experimental_config.profiler_level
+                _guarded(
+                    on_bad,
+                    lambda o=option, v=values[key]: _set_from_file(cfg, o, v, o.config_key, path),
+                )
     if schedule:
         _apply_file_schedule(cfg, data, path)
     _guarded(on_bad, lambda: _apply_file_ranks(cfg, data, path, warn))
@@ -753,7 +754,9 @@ def _guarded(on_bad: Any, apply: Any) -> None:
         on_bad(exc)
 
 
-def _unknown_keys(unknown: list[str], known: set[str], where: str, warn: Any, on_bad: Any) -> None:
+def _unknown_keys(
+    unknown: list[str], known: set[str], where: str, warn: Any, on_bad: Any, section: str = ""
+) -> None:
     """A key close to a known one is a misspelling: refused (through ``on_bad`` when lenient) with "did you
     mean". Any other is taken for a key of a torch_npu release npuprof does not know: one warning names
     them all, and they are ignored."""
@@ -767,9 +770,9 @@ def _unknown_keys(unknown: list[str], known: set[str], where: str, warn: Any, on
     for key in unknown:
         close = difflib.get_close_matches(key.lower(), lowered, n=1, cutoff=_MISSPELT_RATIO)
         if close:
-            misspelt.append(f"{_key_names([key])} (did you mean {lowered[close[0]]}?)")
+            misspelt.append(f"{_key_names([section + key])} (did you mean {section}{lowered[close[0]]}?)")
         else:
-            newer.append(key)
+            newer.append(section + key)
     if newer and warn is not None:
         warn(
             f"{where}: {_key_names(newer)}: not known to npuprof (keys of a newer torch_npu release?); "
@@ -989,7 +992,10 @@ def in_file_terms(exc: ConfigError, label: str) -> ConfigError:
 
     for option in RUN_OPTIONS:
         if exc.source in option.flags and option.config_key:
-            fix = exc.fix if exc.fix and "--" not in exc.fix else f"fix {option.config_key} in the file"
+            flags = [f for o in RUN_OPTIONS for f in o.flags if f in exc.fix.split()] + ["--"] * (
+                "--" in exc.fix
+            )
+            fix = exc.fix if exc.fix and not flags else f"fix {option.config_key} in the file"
             return ConfigError(f"{label}: {option.config_key}", exc.problem, fix)
     return exc
 

@@ -140,3 +140,34 @@ def test_trigger_help_at_80_columns_cuts_no_flag(
         flags = [*option.flags, *([f"--no-{option.flag[2:]}"] if option.kind == "bool" else [])]
         assert set(flags) <= words, flags
     assert {"DIR", "--start-step", "--active", "--warmup", "--cancel", "--help", "Examples:"} <= words
+
+
+def test_config_file_errors_name_each_key_one_way(tmp_path: Path) -> None:
+    """A key of experimental_config was named bare by one check (``f.json: profiler_level: ...``) and dotted
+    by another (``f.json: experimental_config.aic_metrics: ...``), misspelt ones as ``f.json:
+    experimental_config: unknown key(s) l2_cach``, and a file's empty prof_dir was told to use ``-o``. Every
+    message names the key as the README's flag table does, and says to fix it in the file."""
+    from npuprof.config import ConfigError, config_from_json, in_file_terms
+    from npuprof.options import RUN_OPTIONS
+
+    nested = [o for o in RUN_OPTIONS if o.config_key and "." in o.config_key and o.kind == "bool"]
+    for option in nested:
+        section, key = option.config_key.split(".")  # type: ignore[union-attr]
+        with pytest.raises(ConfigError) as refused:
+            config_from_json({section: {key: "yes"}}, "f.json")
+        assert refused.value.source == f"f.json: {option.config_key}"
+    bad: list[ConfigError] = []
+    config_from_json(
+        {"experimental_config": {"profiler_level": "Level9", "l2_cach": True}}, "f.json", on_bad=bad.append
+    )
+    assert [e.one_line() for e in bad] == [
+        "f.json: unknown key(s) experimental_config.l2_cach (did you mean experimental_config.l2_cache?); "
+        'see docs/formats.md, "profiler_config.json"',
+        "f.json: experimental_config.profiler_level: unknown level 'Level9'; use none, 0, 1 or 2",
+    ]
+    with pytest.raises(ConfigError) as refused:
+        config_from_json({"prof_dir": " "}, "f.json").validate()
+    assert (
+        in_file_terms(refused.value, "f.json").one_line()
+        == "f.json: prof_dir: is empty; fix prof_dir in the file"
+    )
