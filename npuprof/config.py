@@ -1032,9 +1032,16 @@ def parse_config_bytes(raw: bytes, name: str, source: str) -> Any:
     if len(raw) > CONFIG_FILE_LIMIT:
         raise ConfigError(source, f"{name!r} is over 1 MiB: not a profiler_config.json", "fix the file")
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_once_each)
     except RecursionError:
         raise ConfigError(source, f"{name!r} nests too deeply to be a config", "fix the file") from None
+    except _KeyTwice as exc:
+        key = _key_names([exc.key])
+        raise ConfigError(
+            source,
+            f"{name!r} gives {key} twice in one object (a JSON reader keeps the last, torch_npu's too)",
+            f"keep one {key}",
+        ) from None
     except ValueError as exc:  # UnicodeDecodeError included
         raise ConfigError(source, f"{name!r} is not valid JSON ({exc})", "fix the file") from None
 
@@ -1071,6 +1078,22 @@ def _warn_on_stderr(line: str) -> None:
         sys.stderr.write(f"npuprof run: warning: {line}\n")
     except (OSError, ValueError):
         pass
+
+
+class _KeyTwice(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of a config file, each key given once: ``"active": 2`` edited above a forgotten
+    ``"active": 5`` was read as 5 without a word."""
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        seen: set[str] = set()
+        raise _KeyTwice(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return document
 
 
 def _no_constant(name: str) -> Any:

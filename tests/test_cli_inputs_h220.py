@@ -171,3 +171,23 @@ def test_config_file_errors_name_each_key_one_way(tmp_path: Path) -> None:
         in_file_terms(refused.value, "f.json").one_line()
         == "f.json: prof_dir: is empty; fix prof_dir in the file"
     )
+
+
+def test_a_key_given_twice_in_a_config_file_is_refused(tmp_path: Path) -> None:
+    """``{"active": 2, "active": 5, ...}`` (a value edited above a forgotten one) was read as 5 without a
+    word, as json.loads keeps the last; so in experimental_config and metadata."""
+    from npuprof.config import ConfigError, load_config_file
+
+    for text, key in (
+        ('{"start_step": 1, "active": 2, "active": 5}', "active"),
+        ('{"experimental_config": {"l2_cache": true, "l2_cache": false}}', "l2_cache"),
+        ('{"metadata": {"dp": 1, "dp": 2}}', "dp"),
+    ):
+        path = _config_file(tmp_path, text)
+        with pytest.raises(ConfigError) as refused:
+            load_config_file(path)
+        assert refused.value.one_line() == (
+            f"--config: {path!r} gives {key} twice in one object (a JSON reader keeps the last, torch_npu's "
+            f"too); keep one {key}"
+        )
+    assert load_config_file(_config_file(tmp_path, '{"start_step": 1, "active": 5}')).schedule.active == 5
