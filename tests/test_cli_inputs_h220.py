@@ -3,6 +3,7 @@ and the fix, exit 2; never a traceback, never a silent misreading. In-process: n
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -191,3 +192,16 @@ def test_a_key_given_twice_in_a_config_file_is_refused(tmp_path: Path) -> None:
             f"too); keep one {key}"
         )
     assert load_config_file(_config_file(tmp_path, '{"start_step": 1, "active": 5}')).schedule.active == 5
+
+
+def test_trigger_names_a_long_warm_up_in_its_memory_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``npuprof trigger DIR --warmup 5000`` was told ``--active 1: a capture holds every step's events``:
+    the warm-up (the profiler on, its steps not kept) was what made the capture long."""
+    from npuprof.config import template_json
+
+    _config_file(tmp_path, json.dumps(template_json()))  # as the job's --dynamic left it
+    code, err = _cli(monkeypatch, capsys, "trigger", str(tmp_path), "--warmup", "5000")
+    assert code == 0
+    assert "npuprof trigger: note: --warmup 5000 --active 1: a capture holds every step's events" in err

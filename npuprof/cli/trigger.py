@@ -146,10 +146,12 @@ def trigger_command(**params: Any) -> None:
     sys.stdout.write(f"  each process picks it up within its poll interval; see npuprof status {directory}\n")
     _note_if_nobody_watches(directory)
     if not cancel and active + warmup > LONG_CAPTURE_STEPS:
+        steps = (
+            f"--warmup {warmup} --active {active}" if warmup else f"--active {active}"
+        )  # (warm-up records)
         sys.stderr.write(
-            f"npuprof trigger: note: --active {active}: a capture holds every step's events in memory until "
-            f"it ends (often megabytes a step); npuprof trigger {directory} --cancel ends it at the next "
-            "step\n"
+            f"npuprof trigger: note: {steps}: a capture holds every step's events in memory until it ends "
+            f"(often megabytes a step); npuprof trigger {directory} --cancel ends it at the next step\n"
         )
 
 
