@@ -1010,6 +1010,13 @@ def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileC
     try:
         raw = read_config_bytes(file, "the file")
     except OSError as exc:
+        if file.is_dir() and not file.is_symlink():  # torch_npu's PROF_CONFIG_PATH names a directory
+            inside = file / "profiler_config.json"
+            raise ConfigError(
+                "--config",
+                f"cannot read {str(file)!r}: a directory, not a regular file",
+                f"give the file ({str(inside)!r}), or --dynamic {str(file)!r} to watch it while the job runs",
+            ) from None
         raise ConfigError(
             "--config", f"cannot read {str(file)!r}: {_why(exc)}", "give an existing file"
         ) from None

@@ -205,3 +205,17 @@ def test_trigger_names_a_long_warm_up_in_its_memory_note(
     code, err = _cli(monkeypatch, capsys, "trigger", str(tmp_path), "--warmup", "5000")
     assert code == 0
     assert "npuprof trigger: note: --warmup 5000 --active 1: a capture holds every step's events" in err
+
+
+def test_a_directory_given_as_config_names_the_file_in_it(tmp_path: Path) -> None:
+    """torch_npu's PROF_CONFIG_PATH names a directory, and ``--config DIR`` was told only "not a regular
+    file; give an existing file": the file in it, or --dynamic DIR, is what the user meant."""
+    from npuprof.config import ConfigError, load_config_file
+
+    with pytest.raises(ConfigError) as refused:
+        load_config_file(tmp_path)
+    assert refused.value.one_line() == (
+        f"--config: cannot read {str(tmp_path)!r}: a directory, not a regular file; give the file "
+        f"({str(tmp_path / 'profiler_config.json')!r}), or --dynamic {str(tmp_path)!r} to watch it while the "
+        "job runs"
+    )
