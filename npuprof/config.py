@@ -473,6 +473,12 @@ def parse_metadata_json(items: list[str], source: str = "--metadata-json") -> di
             raise ConfigError(source, f"{key}: {_shown(text)} is not JSON ({exc})", fix) from None
         if _depth(value) > METADATA_JSON_DEPTH:
             raise _too_deep(source, key, fix)
+        try:  # 1e400 reads as infinity: named here, as the flag the user gave (not as --metadata)
+            json.dumps(value, allow_nan=False)
+        except ValueError:
+            raise ConfigError(
+                source, f"{key}: holds a number out of JSON's range (infinity or NaN)", "give a finite number"
+            ) from None
         result[key] = value
     return result
 

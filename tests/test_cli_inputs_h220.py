@@ -219,3 +219,16 @@ def test_a_directory_given_as_config_names_the_file_in_it(tmp_path: Path) -> Non
         f"({str(tmp_path / 'profiler_config.json')!r}), or --dynamic {str(tmp_path)!r} to watch it while the "
         "job runs"
     )
+
+
+def test_metadata_json_out_of_range_names_its_own_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--metadata-json k=1e400`` (infinity) was refused as ``--metadata: entry 'k' ...``, a flag the user
+    did not give."""
+    code, err, given = _run_flags(monkeypatch, capsys, "--metadata-json", "k=[1e400]", "--", "python")
+    assert (code, given) == (2, [])
+    assert err == (
+        "npuprof run: error: --metadata-json: k: holds a number out of JSON's range (infinity or NaN); give "
+        "a finite number\n"
+    )
