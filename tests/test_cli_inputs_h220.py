@@ -232,3 +232,19 @@ def test_metadata_json_out_of_range_names_its_own_flag(
         "npuprof run: error: --metadata-json: k: holds a number out of JSON's range (infinity or NaN); give "
         "a finite number\n"
     )
+
+
+def test_a_flags_second_word_before_the_dashes_is_not_run_as_the_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--min-free-space 5 GiB -- python ...`` ran the command ``GiB -- python ...``: exit 127, "command not
+    found: 'GiB'", nothing saying that the flag took one word. A word before ``--`` that names no command is
+    refused as the flag's stray value; one that names a command is still the command (its own ``--``)."""
+    code, err, given = _run_flags(monkeypatch, capsys, "--min-free-space", "5", "GiB", "--", "python", "x.py")
+    assert (code, given) == (2, [])
+    assert err == (
+        "npuprof run: error: 'GiB': before -- is not a command: --min-free-space takes one value (SIZE); the "
+        "command goes after --\n"
+    )
+    code, err, given = _run_flags(monkeypatch, capsys, "--with-stack", sys.executable, "x.py", "--", "y")
+    assert (code, err) == (0, "") and given[0][1] == [sys.executable, "x.py", "--", "y"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import sys
 from typing import Annotated, Any, Optional
@@ -56,8 +57,10 @@ def _refuse_words_taken_for_the_command(command: list[str]) -> None:
         return
     end = raw.index("--")
     start = len(raw) - len(command)
-    if not (0 < start < end) or raw[start:] != command or not _VALUE_LIKE.fullmatch(command[0]):
+    if not (0 < start < end) or raw[start:] != command:
         return
+    if not (_VALUE_LIKE.fullmatch(command[0]) or _no_such_command(command[0])):
+        return  # (a command whose own arguments hold a "--": python train.py -- --lr 1)
     before = raw[start - 1]
     option = _option_named(before)
     if option is None and start >= 2 and _option_named(raw[start - 2]) is not None:
@@ -72,6 +75,14 @@ def _refuse_words_taken_for_the_command(command: list[str]) -> None:
     else:
         why = "it is no flag's value"
     _fail(repr(command[0]), f"before -- is not a command: {why}", "the command goes after --")
+
+
+def _no_such_command(word: str) -> bool:
+    """``--min-free-space 5 GiB -- python ...`` ran the command ``GiB -- python ...`` (exit 127, "command not
+    found: 'GiB'"): a word before ``--`` that names no command is a flag's stray value, never the command."""
+    import shutil
+
+    return not os.path.exists(word) if "/" in word else shutil.which(word) is None
 
 
 def _words_of(option: Option) -> tuple[str, ...]:
