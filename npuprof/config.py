@@ -301,8 +301,9 @@ class ProfileConfig:
         text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)  # escaping makes it ~6x larger
         try:
             text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates (e.g. undecodable argv bytes): keep them escaped
-            text = json.dumps(document, separators=(",", ":"))
+            os.fsencode(text)  # the environment's encoding: ASCII in a C/POSIX locale without UTF-8 mode
+        except UnicodeEncodeError:  # lone surrogates (e.g. undecodable argv bytes), or an 'é' that the
+            text = json.dumps(document, separators=(",", ":"))  # locale cannot encode: kept escaped
         return text
 
     # ---- views used by writers ----------------------------------------------------------------

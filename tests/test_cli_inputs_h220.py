@@ -248,3 +248,18 @@ def test_a_flags_second_word_before_the_dashes_is_not_run_as_the_command(
     )
     code, err, given = _run_flags(monkeypatch, capsys, "--with-stack", sys.executable, "x.py", "--", "y")
     assert (code, err) == (0, "") and given[0][1] == [sys.executable, "x.py", "--", "y"]
+
+
+def test_a_non_ascii_value_in_a_posix_locale_reaches_the_job(tmp_path: Path) -> None:
+    """LC_ALL=POSIX without Python's UTF-8 mode: ``--metadata k=é`` ended `npuprof run` in a traceback
+    (UnicodeEncodeError from posix_spawn: NPUPROF_CONFIG held an 'é' the locale's ASCII cannot encode) and
+    the job never ran. The payload keeps such a character escaped; the job reads the same value."""
+    from conftest import clean_env, npuprof
+
+    show = "import os, json; print(ascii(json.loads(os.environ['NPUPROF_CONFIG'])['config']['metadata']))"
+    env = clean_env(LC_ALL="POSIX", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0")
+    result = npuprof(
+        "run", "-o", str(tmp_path / "out"), "--metadata", "k=é", "--", sys.executable, "-c", show, env=env
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout.splitlines() == ["{'k': '\\xe9'}"]
