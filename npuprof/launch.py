@@ -135,7 +135,7 @@ def config_payload(cfg: ProfileConfig, run: dict[str, object], output: Path) -> 
     Metadata holding bytes that are not UTF-8 goes to the captures with those bytes as ``\\xNN`` (their
     profiler_metadata.json is text for other tools); the run record keeps them exactly."""
     metadata, notes = text_metadata(cfg.metadata)
-    if notes:
+    if metadata != cfg.metadata:  # (an 'é' read in a C locale: changed to text without a note)
         cfg = dataclasses.replace(cfg, metadata=metadata)
     payload = _config_payload(cfg, run, output)
     payload.notes = notes
@@ -167,13 +167,26 @@ def text_metadata(metadata: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     result: dict[str, Any] = {}
     for key, value in metadata.items():
         text_key, text_value = _as_text(key), _as_text(value)
-        if text_key != key or text_value != value:
+        if _undecodable(key) or _undecodable(value):  # (an 'é' read in a C locale is UTF-8: no note)
             notes.append(
                 f"--metadata {text_key}: not valid UTF-8; the captures get its bytes written as \\xNN "
                 "(npuprof_run.json keeps them exactly)"
             )
         result[text_key] = text_value
     return result, notes
+
+
+def _undecodable(value: Any) -> bool:
+    """Whether ``value`` holds bytes, read with surrogateescape, that are not UTF-8."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8", "surrogateescape").decode("utf-8")
+        except UnicodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_undecodable(k) or _undecodable(v) for k, v in value.items())
+    return isinstance(value, list) and any(_undecodable(v) for v in value)
 
 
 def _as_text(value: Any) -> Any:

@@ -263,3 +263,14 @@ def test_a_non_ascii_value_in_a_posix_locale_reaches_the_job(tmp_path: Path) -> 
     )
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert result.stdout.splitlines() == ["{'k': '\\xe9'}"]
+
+
+def test_metadata_read_in_a_c_locale_is_not_called_invalid_utf8() -> None:
+    """In a C/POSIX locale Python reads ``--metadata k=é`` as the bytes c3 a9 (surrogate escapes): valid
+    UTF-8, which the captures get as 'é'; it was said to be "not valid UTF-8; the captures get its bytes
+    written as \\xNN". Bytes that are not UTF-8 are still said to be."""
+    from npuprof.launch import text_metadata
+
+    assert text_metadata({"k": "\udcc3\udca9", "l": ["\udcc3\udca9"]}) == ({"k": "é", "l": ["é"]}, [])
+    texts, notes = text_metadata({"team": "a\udcffb"})
+    assert texts == {"team": "a\\xffb"} and len(notes) == 1 and "not valid UTF-8" in notes[0]
