@@ -96,6 +96,8 @@ def test_a_short_flag_with_an_equals_sign_takes_the_value_after_it(
     code, err, given = _run_flags(monkeypatch, capsys, "-o=", "--", "python", "x.py")
     assert (code, given) == (2, [])
     assert err == "npuprof run: error: --output: is empty; give a directory, e.g. -o npuprof_result\n"
+    code, err, given = _run_flags(monkeypatch, capsys, "-h=x", "--", "python", "x.py")  # -h takes no value
+    assert (code, given, err) == (2, [], "npuprof run: error: No such option: -=; see npuprof run --help\n")
 
 
 def test_gc_detect_threshold_off_switches_off_the_config_files_threshold(

@@ -234,6 +234,9 @@ def short_option_values(argv: list[str]) -> list[str]:
         if word == "--" or (argv[0] == "run" and not takes_value and not word.startswith("-")):
             return out + argv[i:]
         if not takes_value and len(word) > 2 and word[0] == "-" and word[1].isalpha() and word[2] == "=":
+            if word[1] == "h":  # -h takes no value: click's message, as before
+                out.append(word)
+                continue
             out += [word[:2] + word[3:]] if len(word) > 3 else [word[:2], ""]  # -o= : empty, refused so
             continue
         out.append(word)
