@@ -276,3 +276,23 @@ def test_metadata_read_in_a_c_locale_is_not_called_invalid_utf8() -> None:
     assert text_metadata({"k": "\udcc3\udca9", "l": ["\udcc3\udca9"]}) == ({"k": "é", "l": ["é"]}, [])
     texts, notes = text_metadata({"team": "a\udcffb"})
     assert texts == {"team": "a\\xffb"} and len(notes) == 1 and "not valid UTF-8" in notes[0]
+
+
+def test_prof_config_path_that_is_no_directory_name_is_named_as_itself(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """PROF_CONFIG_PATH=' ': the note "is taken as --dynamic", then an error naming --dynamic, a flag the user
+    never gave; a newline in it broke the note in two. The error names the variable, the note is one line."""
+    from npuprof.cli import run_flags
+    from npuprof.config import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        run_flags.build_config(None, {}, environ={"PROF_CONFIG_PATH": " "})
+    assert refused.value.one_line() == (
+        'PROF_CONFIG_PATH (taken as --dynamic): " " is not a directory name; unset PROF_CONFIG_PATH, or give '
+        "it a directory"
+    )
+    capsys.readouterr()
+    assert run_flags.build_config(None, {}, environ={"PROF_CONFIG_PATH": "a\nb"}).dynamic == "a\nb"
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("npuprof: PROF_CONFIG_PATH='a\\nb' is taken as --dynamic 'a\\nb', and removed")

@@ -156,7 +156,12 @@ def build_config(
             c.set_option(cfg, option, flags[option.key])
     if cfg.dynamic is not None:
         cfg.schedule = c.Schedule(off=True)  # only the watched file starts captures
-    cfg.validate()
+    try:
+        cfg.validate()
+    except c.ConfigError as exc:
+        if source is None or source[0] == "--dynamic" or exc.source != "--dynamic":
+            raise
+        raise c.ConfigError(source[0], exc.problem, f"unset {ENV_DYNAMIC}, or give it a directory") from None
     _check_trace_dir(cfg.export_chrome_trace)
     return cfg
 
@@ -206,8 +211,9 @@ def _dynamic_source(flags: dict[str, object], environ: dict[str, str]) -> tuple[
         return "--dynamic", str(given)
     if not from_env:
         return None
+    shown = from_env if from_env.isprintable() else repr(from_env)  # a newline must not end the line
     _note(
-        f"{ENV_DYNAMIC}={from_env} is taken as --dynamic {from_env}, and removed from the job's environment "
+        f"{ENV_DYNAMIC}={shown} is taken as --dynamic {shown}, and removed from the job's environment "
         "so that torch_npu's own dynamic profiling does not run beside npuprof's"
     )
     return f"{ENV_DYNAMIC} (taken as --dynamic)", from_env
