@@ -267,6 +267,14 @@ class ProfileConfig:
                 f"{_shown(self.export_chrome_trace)} is not a file name{stdout}",
                 "e.g. trace.json",
             )
+        if self.export_chrome_trace is not None and any(
+            c < " " or c == "\x7f" for c in self.export_chrome_trace
+        ):
+            raise ConfigError(  # as --output: a newline would break every line that names the trace
+                "--export-chrome-trace",
+                f"{_shown(self.export_chrome_trace)} holds a control character",
+                "give a file name without one",
+            )
 
     def _validate_dynamic(self) -> None:
         if self.dynamic is not None and (not self.dynamic.strip() or "\0" in self.dynamic):

@@ -1,9 +1,11 @@
 """Bad command-line and config-file input found by helper-220: one line naming the flag (or the file's key)
-and the fix, exit 2; never a traceback, never a silent misreading. In-process: no subprocess."""
+and the fix, exit 2; never a traceback, never a silent misreading. In-process, but for one plain-Python
+subprocess (a POSIX locale)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -296,3 +298,17 @@ def test_prof_config_path_that_is_no_directory_name_is_named_as_itself(
     assert run_flags.build_config(None, {}, environ={"PROF_CONFIG_PATH": "a\nb"}).dynamic == "a\nb"
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("npuprof: PROF_CONFIG_PATH='a\\nb' is taken as --dynamic 'a\\nb', and removed")
+
+
+def test_export_chrome_trace_with_a_control_character_is_refused_as_output_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-o 'a\\nb'`` is refused (a control character), ``--export-chrome-trace 't\\n.json'`` was taken: a
+    trace file whose name breaks every line that names it (the run's summary, the log)."""
+    code, err, given = _run_flags(monkeypatch, capsys, "--export-chrome-trace", "t\n.json", "--", "python")
+    assert (code, given) == (2, [])
+    shown = json.dumps(os.path.abspath("t\n.json"))
+    assert err == (
+        f"npuprof run: error: --export-chrome-trace: {shown} holds a control character; give a file name "
+        "without one\n"
+    )
