@@ -780,11 +780,15 @@ def _unknown_keys(
     import difflib  # only when a file has a key npuprof does not know
 
     lowered = {k.lower(): k for k in known}
+    placed = _placed_keys()
     misspelt: list[str] = []
     newer: list[str] = []
     for key in unknown:
         close = difflib.get_close_matches(key.lower(), lowered, n=1, cutoff=_MISSPELT_RATIO)
-        if close:
+        meant = placed.get(key.lower().replace("-", "_"))
+        if meant is not None:  # a key of the other level, or the flag's name: never a newer release's key
+            misspelt.append(f"{_key_names([section + key])} (did you mean {meant}?)")
+        elif close:
             misspelt.append(f"{_key_names([section + key])} (did you mean {section}{lowered[close[0]]}?)")
         else:
             newer.append(section + key)
@@ -798,6 +802,20 @@ def _unknown_keys(
         if on_bad is None:
             raise error
         on_bad(error)
+
+
+def _placed_keys() -> dict[str, str]:
+    """Each option's key as the file places it (``experimental_config.profiler_level``), by its last part
+    and by its flag's name (``gc_detect_threshold`` at the top level, ``level``): such a key in the wrong
+    place was warned as a newer release's and ignored, and the file's setting lost."""
+    from npuprof.options import RUN_OPTIONS
+
+    placed = {key: key for key in (*_SCHEDULE_KEYS, *_RANK_KEYS)}
+    for option in RUN_OPTIONS:
+        if option.config_key:
+            for name in (option.config_key.rpartition(".")[2], option.key):
+                placed.setdefault(name, option.config_key)
+    return placed
 
 
 def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: str) -> None:

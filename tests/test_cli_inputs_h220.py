@@ -312,3 +312,33 @@ def test_export_chrome_trace_with_a_control_character_is_refused_as_output_is(
         f"npuprof run: error: --export-chrome-trace: {shown} holds a control character; give a file name "
         "without one\n"
     )
+
+
+def test_a_key_at_the_wrong_level_or_named_as_its_flag_is_refused_not_ignored() -> None:
+    """``{"gc_detect_threshold": 5}`` at the top level (its place: experimental_config), ``{"level": 1}`` (the
+    flag's name) or ``experimental_config.with_stack`` were warned as "keys of a newer torch_npu release?"
+    and ignored: the run went on without the setting the file asked for. Refused with the key meant; a key
+    npuprof cannot place is still warned and ignored."""
+    from npuprof.config import ConfigError, config_from_json
+
+    for data, meant in (
+        (
+            {"gc_detect_threshold": 5},
+            "gc_detect_threshold (did you mean experimental_config.gc_detect_threshold?)",
+        ),
+        ({"level": 1}, "level (did you mean experimental_config.profiler_level?)"),
+        (
+            {"experimental_config": {"with_stack": True}},
+            "experimental_config.with_stack (did you mean with_stack?)",
+        ),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            config_from_json(data, "f.json")
+        assert refused.value.one_line() == (
+            f'f.json: unknown key(s) {meant}; see docs/formats.md, "profiler_config.json"'
+        )
+    warned: list[str] = []
+    config_from_json({"host_sys_new": 1}, "f.json", warn=warned.append)
+    assert warned == [
+        "f.json: host_sys_new: not known to npuprof (keys of a newer torch_npu release?); ignored"
+    ]
