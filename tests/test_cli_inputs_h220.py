@@ -342,3 +342,18 @@ def test_a_key_at_the_wrong_level_or_named_as_its_flag_is_refused_not_ignored() 
     assert warned == [
         "f.json: host_sys_new: not known to npuprof (keys of a newer torch_npu release?); ignored"
     ]
+
+
+@pytest.mark.parametrize("flag", ["--nproc-per-node", "--nproc_per_node=8", "--standalone"])
+def test_a_torchrun_flag_given_to_run_says_to_start_torchrun_after_the_dashes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    """``npuprof run --nproc-per-node 8 train.py`` (torchrun left out) was told "No such option:
+    --nproc-per-node; see npuprof run --help", which names no fix: the flag is torchrun's."""
+    code, err, given = _run_flags(monkeypatch, capsys, flag, "train.py")
+    name = flag.split("=")[0]
+    assert (code, given) == (2, [])
+    assert err == (
+        f"npuprof run: error: {name} is torchrun's flag, not npuprof's; start torchrun after --: npuprof run "
+        f"[flags] -- torchrun {name} ... train.py\n"
+    )

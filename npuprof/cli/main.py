@@ -281,7 +281,13 @@ def _run_typer() -> int:
             where = f"npuprof {command}"  # an option the command's parser refused: its help is the one
         message = " ".join(exc.format_message().split()).rstrip(".")
         message = _in_our_words(message)
-        if message:  # (no_args_is_help shows the help, then raises with no message)
+        launcher = _launchers_flag(message) if where == "npuprof run" else None
+        if launcher is not None:  # `npuprof run --nproc-per-node 8 train.py`: torchrun itself was left out
+            sys.stderr.write(
+                f"{where}: error: {launcher} is torchrun's flag, not npuprof's; start torchrun after --: "
+                f"npuprof run [flags] -- torchrun {launcher} ... train.py\n"
+            )
+        elif message:  # (no_args_is_help shows the help, then raises with no message)
             sys.stderr.write(f"{where}: error: {message}; see {where} --help\n")
         return 2
     except (typer.Abort, KeyboardInterrupt):
@@ -296,6 +302,43 @@ def _run_typer() -> int:
         command = f"npuprof {sys.argv[1]}" if len(sys.argv) > 1 else "npuprof"
         sys.stderr.write(f"{command}: interrupted (Ctrl-C); run it again\n")
     return result if isinstance(result, int) else 0
+
+
+# torchrun's own flags (as it reads them, `-` or `_`): given to `npuprof run`, torchrun was left out
+_TORCHRUN_FLAGS = frozenset(
+    {
+        "nproc-per-node",
+        "nnodes",
+        "node-rank",
+        "master-addr",
+        "master-port",
+        "rdzv-backend",
+        "rdzv-endpoint",
+        "rdzv-id",
+        "rdzv-conf",
+        "standalone",
+        "max-restarts",
+        "monitor-interval",
+        "local-ranks-filter",
+        "redirects",
+        "tee",
+        "log-dir",
+        "no-python",
+        "run-path",
+        "role",
+        "local-addr",
+    }
+)
+
+
+def _launchers_flag(message: str) -> str | None:
+    """The flag of ``No such option: --nproc-per-node ...`` when it is torchrun's, else None."""
+    words = message.split()
+    if message.startswith("No such option: ") and len(words) > 3:
+        flag = words[3]
+        if flag.startswith("--") and flag[2:].split("=")[0].replace("_", "-") in _TORCHRUN_FLAGS:
+            return flag.split("=")[0]
+    return None
 
 
 def _in_our_words(message: str) -> str:
