@@ -1072,6 +1072,80 @@ def test_a_disk_that_fills_during_analyse_is_named_and_leaves_no_table(
     assert "npuprof analyse TRACE" in denied
 
 
+def test_a_failed_re_parse_keeps_the_earlier_complete_tables_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-216: `npuprof analyse --force` on a full disk (a tmpfs: the new trace_view.json written, a CSV
+    cut) or of a trace damaged since its first parse deleted the good tables of that parse with its own
+    (and analyse.done before it began): the rank then had nothing left. The earlier complete set is put
+    back as it was (the same files, analyse.done too) and the reason says so; a bare trace's the same; where
+    hard links fail, the tables are deleted as before."""
+    import errno
+
+    from npuprof.analysis import parse, report
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse.parse_rank_dir(rank_dir).status == "parsed"
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+
+    def stamps(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+        return {
+            p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(folder.iterdir())
+        }
+
+    earlier = stamps(tables)
+    assert "analyse.done" in earlier and "kernel_details.csv" in earlier
+    real_csv = parse.write_csv
+    calls = {"n": 0}
+
+    def full_disk(path: Path, *args: object, **kwargs: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # step_trace_time.csv written, kernel_details.csv cut by the full disk
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_csv(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parse, "write_csv", full_disk)
+    outcome = parse.parse_rank_dir(rank_dir, force=True)
+    assert calls["n"] == 2
+    assert outcome.status == "failed" and outcome.no_space and outcome.kept_earlier, outcome
+    assert outcome.reason.startswith("the disk is full"), outcome.reason
+    assert outcome.reason.endswith("; the tables of its earlier parse are kept as they were"), outcome.reason
+    assert stamps(tables) == earlier  # no hidden link, no temporary file left either
+    # a trace damaged since: the same
+    monkeypatch.setattr(parse, "write_csv", real_csv)
+    trace = rank_dir / "host.1.pt.trace.json"
+    text = trace.read_bytes()
+    trace.write_bytes(text[: len(text) // 2] + b"@@@{{{" + text[len(text) // 2 + 6 :])
+    outcome = parse.parse_rank_dir(rank_dir, force=True)
+    assert not outcome.ok and outcome.kept_earlier, outcome
+    assert "kept as they were" in outcome.reason and stamps(tables) == earlier
+    # a bare trace's tables
+    bare = tmp_path / "bare.json"
+    bare.write_bytes(text)
+    assert report._parse_bare(bare, force=False, workers=1)[0].status == "parsed"
+    bare_tables = tmp_path / f"bare.json{report.BARE_SUFFIX}"
+    bare_earlier = stamps(bare_tables)
+    calls["n"] = 0
+    monkeypatch.setattr(parse, "write_csv", full_disk)
+    outcome, out_dir = report._parse_bare(bare, force=True, workers=1)
+    assert out_dir == bare_tables and outcome.status == "failed" and outcome.kept_earlier, outcome
+    assert "kept as they were" in outcome.reason and stamps(bare_tables) == bare_earlier
+
+    # no hard links there: deleted, as before (no set short of some looks parsed)
+    def no_links(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(parse, "write_csv", real_csv)
+    rank_dir = write_rank_dir(tmp_path / "c", cpu_trace())
+    assert parse.parse_rank_dir(rank_dir).status == "parsed"
+    calls["n"] = 0
+    monkeypatch.setattr(parse, "write_csv", full_disk)
+    monkeypatch.setattr(parse.os, "link", no_links)
+    outcome = parse.parse_rank_dir(rank_dir, force=True)
+    assert outcome.status == "failed" and not outcome.kept_earlier and "kept" not in outcome.reason
+    assert not [p.name for p in (rank_dir / "ASCEND_PROFILER_OUTPUT").iterdir()]
+
+
 def test_a_symbolic_link_above_the_rank_dir_is_followed_and_one_at_its_tables_is_not(tmp_path: Path) -> None:
     """A home or scratch directory that is a link (`-o` already takes one): analyse refused every rank
     dir under it ("passes through the symbolic link"), even parsed ones. A link above is followed now, as

@@ -41,6 +41,7 @@ class ParseOutcome:
     files: list[str] = field(default_factory=list)
     no_space: bool = False  # failed for a full disk (or quota): the report can be made elsewhere
     read_only: bool = False  # its tables could not be written there (permissions, a read-only mount)
+    kept_earlier: bool = False  # failed, and the tables of an earlier complete parse were put back
 
     @property
     def ok(self) -> bool:
@@ -216,6 +217,78 @@ def drop_tables(out_dir: Path, before: dict[str, tuple[int, int]]) -> None:
                 os.unlink(out_dir / name)
     with contextlib.suppress(OSError):
         remove_leftovers(out_dir)
+
+
+class EarlierTables:
+    """The tables of an earlier complete parse (``analyse.done`` there) kept aside while ``out_dir`` is
+    parsed again: each hard-linked under the hidden name of a parse's leftover (``.NAME.PID-HEX12.old``,
+    which :func:`remove_leftovers` deletes once this process is gone), so that a re-parse that fails (a full
+    disk, a trace damaged since) puts them back as they were (:meth:`put_back`) instead of deleting them
+    (docs/formats.md: nothing partial looks complete, and nothing complete is lost to a failed re-parse).
+    Nothing is kept where there was no complete set or where a link fails (a file system without hard
+    links): a failed parse then deletes the tables as before (:func:`drop_tables`)."""
+
+    def __init__(self, out_dir: Path | None, done: str = layout.ANALYSE_DONE) -> None:
+        self.out_dir = out_dir or Path()
+        self.aside: dict[str, str] = {}  # name -> its hidden link
+        self.whole = False
+        if out_dir is None:  # nothing kept
+            return
+        try:
+            entries = list(os.scandir(out_dir))
+        except OSError:
+            return
+        names = [
+            entry.name
+            for entry in entries
+            if (entry.name == done or entry.name.endswith(TABLE_SUFFIXES))
+            and (entry.is_file(follow_symlinks=False) or entry.is_symlink())
+        ]
+        if done not in names:
+            return
+        tag = f"{os.getpid()}-{os.urandom(6).hex()}"  # its writer's, as atomic.temp_name's
+        for name in names:
+            aside = str(out_dir / f".{name}.{tag}.old")
+            try:
+                os.link(out_dir / name, aside, follow_symlinks=False)
+            except OSError:
+                self.drop()
+                return
+            self.aside[name] = aside
+        self.whole = True
+
+    def put_back(self) -> bool:
+        """After a failed parse: every table now there replaced by the earlier set, as it was (the same
+        files); False (nothing done) when no set was kept, and when a rename fails midway (the caller then
+        deletes the tables: no mix of two parses is left)."""
+        if not self.whole:
+            return False
+        for name in table_stamps(self.out_dir):
+            if name not in self.aside:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.out_dir / name)
+        try:
+            for name, aside in list(self.aside.items()):
+                os.replace(aside, self.out_dir / name)
+                del self.aside[name]
+        except OSError:  # some put back, not all: none is left to look complete
+            for name in [*table_stamps(self.out_dir), layout.ANALYSE_DONE]:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.out_dir / name)
+            return False
+        return True
+
+    def drop(self) -> None:
+        """Delete the links not put back (the parse succeeded, or the set could not be kept)."""
+        for aside in self.aside.values():
+            with contextlib.suppress(OSError):
+                os.unlink(aside)
+        self.aside.clear()
+        self.whole = False
+
+
+# said after a failed re-parse's own reason when the earlier tables were put back (EarlierTables)
+EARLIER_TABLES_KEPT = "the tables of its earlier parse are kept as they were"
 
 
 def _capture_asked_for_db(rank_dir: Path) -> bool:
@@ -429,15 +502,17 @@ def parse_rank_dir(
             return outcome
         if heed_read_only and (kept := _kept_read_only(out_dir)):
             raise PermissionError(errno.EACCES, kept, str(out_dir))
-        if done.exists():
-            done.unlink()
         make_dir(out_dir)
         with alone_in(out_dir) as alone:
             if alone:
                 remove_leftovers(out_dir)
+            # only a parse that has the folder to itself keeps (and puts back) an earlier set
+            earlier = EarlierTables(out_dir if alone else None)
             # a db already there is rewritten with the tables: it never describes an older parse
             before = table_stamps(out_dir)
             try:
+                if done.exists():
+                    done.unlink()
                 try:
                     outcome.files = write_outputs(
                         raw, out_dir, outcome.rank, workers, export_db or has_db, notes
@@ -450,9 +525,16 @@ def parse_rank_dir(
                         gzipped, out_dir, outcome.rank, workers, export_db or has_db, notes
                     )
             except BaseException:
-                if alone:  # a set of tables short of some is not left to look parsed (Ascend's tools)
+                # a set of tables short of some is not left to look parsed (Ascend's tools); an earlier
+                # complete set is put back as it was
+                if alone and earlier.put_back():
+                    outcome.kept_earlier = True
+                    remove_leftovers(out_dir)
+                elif alone:
                     drop_tables(out_dir, before)
                 raise
+            finally:
+                earlier.drop()
             # under the lock: a parse that gets it next takes no temporary file of ours for a dead one's
             write_text(done, "")
         outcome.files.append(layout.ANALYSE_DONE)
@@ -475,6 +557,8 @@ def parse_rank_dir(
             )
             if os.environ.get("NPUPROF_DEBUG"):
                 traceback.print_exc()
+        if outcome.kept_earlier:
+            outcome.reason += f"; {EARLIER_TABLES_KEPT}"
     finally:
         outcome.seconds = round(time.perf_counter() - t0, 3)
     return outcome

@@ -34,7 +34,9 @@ from npuprof.analysis.annotation_schema import (
     read_annotations,
 )
 from npuprof.analysis.parse import (
+    EARLIER_TABLES_KEPT,
     SUMMARY_FILE,
+    EarlierTables,
     ParseOutcome,
     alone_in,
     drop_tables,
@@ -250,8 +252,6 @@ def _parse_bare(
     try:
         from npuprof.analysis.trace_loader import TraceError
 
-        if done.exists():
-            done.unlink()
         if home is not None:  # read-only as the caller sees it: the scratch tables serve
             raise FileNotFoundError(errno.ENOENT, "the home directory does not exist", home)
         make_dir(out_dir)
@@ -260,8 +260,19 @@ def _parse_bare(
         with alone_in(out_dir) as alone:
             if alone:  # what a parse killed mid-way left, as parse_rank_dir removes it (helper-172)
                 remove_leftovers(out_dir)
-            identity = _identity(trace)
-            outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
+            earlier = EarlierTables(out_dir if alone else None)  # put back if this parse fails
+            try:
+                if done.exists():
+                    done.unlink()
+                identity = _identity(trace)
+                outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
+            except BaseException:
+                if alone and earlier.put_back():
+                    outcome.kept_earlier = True
+                    remove_leftovers(out_dir)
+                raise
+            finally:
+                earlier.drop()
             write_text(done, identity)
         outcome.status = "parsed"
     except TraceError as exc:
@@ -271,8 +282,10 @@ def _parse_bare(
         # an OSError here is the tables' folder's (the trace was readable): a scratch folder may take them
         outcome.no_space = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
         outcome.read_only = isinstance(exc, OSError) and not outcome.no_space
-        if alone:
+        if alone and not outcome.kept_earlier:
             drop_tables(out_dir, before)  # a set short of some tables does not look parsed
+    if outcome.kept_earlier:
+        outcome.reason += f"; {EARLIER_TABLES_KEPT}"
     if outcome.status != "parsed":
         with contextlib.suppress(OSError):
             out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty
@@ -721,8 +734,13 @@ def _in_scratch(
             outcome.reason = _no_scratch_either(outcome.reason, why_not)
         return out_dir
     if on_note and outcome.no_space:
+        kept = (
+            f"its new tables are not kept there ({EARLIER_TABLES_KEPT})"
+            if outcome.kept_earlier
+            else "its tables are not kept there"
+        )
         on_note(
-            f"{outcome.rank_dir}: the disk is full: its tables are not kept there; this report is made from "
+            f"{outcome.rank_dir}: the disk is full: {kept}; this report is made from "
             f"tables in {elsewhere.parent}, removed afterwards (free some space, then npuprof analyse it "
             "again to keep them)"
         )
