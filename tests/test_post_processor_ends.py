@@ -159,3 +159,25 @@ def test_a_post_processor_held_when_the_script_closed_its_pipe_is_let_go(
         post.forget()
     (line,) = said.lines
     assert postprocess.deaths_in([line]) == set() and postprocess.pipe_closed(line), line
+
+
+def test_the_post_processor_that_ends_after_the_last_replacement_is_said_too(
+    tmp_path: Path, said: Said, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-216: four kills of a training process's post-processor read "found dead 3 time(s)" in the
+    run's summary: the one killed after RESTARTS replacements was not replaced, and not said either. It is
+    said once (a death the summary counts), and its captures are kept unparsed."""
+    monkeypatch.setattr(postprocess, "RESTARTS", 0)  # the last replacement made
+    post = postprocess.Postprocessor(tmp_path, RUN_ID)
+    post.start()
+    old = post_processor_pid(post)
+    try:
+        os.kill(old, signal.SIGKILL)
+        wait_for_end(old)
+        assert not post.submit(_job(tmp_path))
+        assert not post.submit(_job(tmp_path / "later"))
+    finally:
+        post.forget()
+    (line,) = said.lines
+    assert postprocess.deaths_in([line]) == {str(old)}, line
+    assert "not replaced" in line and "kept unparsed" in line, line

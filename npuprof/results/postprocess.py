@@ -107,6 +107,7 @@ class Postprocessor:
         self._owned: dict[str, OwnedFd] = {}
         self._handover: _Handover | None = None
         self._restarts = 0
+        self._given_up = False  # said: its post-processor ended with RESTARTS replacements made
         self.spool: Path | None = None  # where the jobs still queued at the process's end go (spool_left)
         # spools with jobs spilled to a post-processor that ended and was not replaced (or whose replacement
         # could not take them): taken back at the process's end (spool_left), kept unparsed
@@ -285,6 +286,15 @@ class Postprocessor:
                     self._orphaned.remove(spilled)
             _agent_log().info(
                 replaced_because(dead, pipe_lost, dead is not None and _is_post_processor(dead))
+            )
+        elif self._handover is not None and self._handover.broken and not self._given_up:
+            # the one that ended after RESTARTS replacements is said too (the run summary counts these
+            # lines: helper-216, 4 kills read "found dead 3 time(s)"), once
+            self._given_up = True
+            dead, pipe_lost = self.pid, self._pipe is not None and not self._owns("pipe")
+            self._let_go()
+            _agent_log().warning(
+                replaced_because(dead, pipe_lost, dead is not None and _is_post_processor(dead), NOT_REPLACED)
             )
         if self._pipe is None or self._handover is None or self._handover.broken:
             return False
@@ -817,13 +827,21 @@ def append_to_spool(spool: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def replaced_because(pid: int | None, pipe_lost: bool, alive: bool) -> str:
+# what follows the end of the post-processor that ended after RESTARTS replacements
+NOT_REPLACED = (
+    f"not replaced ({RESTARTS} times at most a process): the next captures are kept unparsed, npuprof "
+    "analyse parses them"
+)
+
+
+def replaced_because(pid: int | None, pipe_lost: bool, alive: bool, then: str = "") -> str:
     """The agent's line when a new post-processor replaces post-processor ``pid`` (None: not known yet),
-    ``alive`` or not. Only one that ended while our pipe to it was ours died of something else (killed, out
-    of memory): the run summary counts those lines as deaths (:func:`deaths_in`). One whose pipe the script
-    closed (``os.closerange``) ends of that, at EOF, once done with what it was handed (helper-151: such a
-    child's summary read "found dead (killed? out of memory?)")."""
-    then = "a new one takes the next captures"
+    ``alive`` or not (``then``: what follows instead, where none replaces it). Only one that ended while our
+    pipe to it was ours died of something else (killed, out of memory): the run summary counts those lines
+    as deaths (:func:`deaths_in`). One whose pipe the script closed (``os.closerange``) ends of that, at
+    EOF, once done with what it was handed (helper-151: such a child's summary read "found dead (killed?
+    out of memory?)")."""
+    then = then or "a new one takes the next captures"
     if pipe_lost and pid is None:
         return (
             f"{PIPE_CLOSED} its post-processor (os.closerange?), its pid not known yet: that ends it; {then}"
