@@ -1146,6 +1146,39 @@ def test_a_failed_re_parse_keeps_the_earlier_complete_tables_as_they_were(
     assert not [p.name for p in (rank_dir / "ASCEND_PROFILER_OUTPUT").iterdir()]
 
 
+def test_a_failed_parse_names_the_table_not_its_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-216: a write that failed on its temporary file (a full disk or a quota when it is made, a
+    rename refused) named that file, ``.step_trace_time.csv.123-0a1b2c3d4e5f.tmp``, which is never there;
+    the reason names the table (a private temporary file of tempfile's: its folder)."""
+    import errno
+
+    from npuprof.analysis import parse
+    from npuprof.results import atomic
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+
+    def quota(path: Path, *_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), str(atomic.temp_name(path)))
+
+    monkeypatch.setattr(parse, "write_csv", quota)
+    outcome = parse.parse_rank_dir(rank_dir)
+    assert outcome.status == "failed" and outcome.no_space, outcome
+    assert f"{os.strerror(errno.EDQUOT)}: {tables / 'step_trace_time.csv'})" in outcome.reason, outcome.reason
+    assert ".tmp" not in outcome.reason, outcome.reason
+    spooled = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tables / "tmpe9yl15i2"))
+    assert f"{os.strerror(errno.ENOSPC)}: {tables}/)" in parse.failure_reason(spooled)
+    renamed = PermissionError(
+        errno.EACCES, "Permission denied", str(tables / ".op_statistic.csv.7-00aa11bb22cc.tmp")
+    )
+    assert parse.failure_reason(renamed).startswith(f"Permission denied: {tables / 'op_statistic.csv'};")
+    assert parse.failure_reason(OSError(errno.EIO, "Input/output error", "/x/.mine.tmp")).endswith(
+        "/x/.mine.tmp"
+    )
+
+
 def test_a_symbolic_link_above_the_rank_dir_is_followed_and_one_at_its_tables_is_not(tmp_path: Path) -> None:
     """A home or scratch directory that is a link (`-o` already takes one): analyse refused every rank
     dir under it ("passes through the symbolic link"), even parsed ones. A link above is followed now, as

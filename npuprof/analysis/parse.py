@@ -567,21 +567,44 @@ def parse_rank_dir(
 def failure_reason(exc: BaseException) -> str:
     """Why a parse failed, in words: a full disk (or quota) says so and what to do, any other OS error
     names its file; the rest by the exception's name and message."""
+    filename = written_file(exc.filename) if isinstance(exc, OSError) else None
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return (
-            f"the disk is full ({exc.strerror}{f': {exc.filename}' if exc.filename else ''}); "
+            f"the disk is full ({exc.strerror}{f': {filename}' if filename else ''}); "
             "no partial set of tables is left: free some space, then npuprof analyse it again"
         )
     if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        where = f": {exc.filename}" if exc.filename else ""
+        where = f": {filename}" if filename else ""
         return (
             f"{exc.strerror}{where}; its tables cannot be written there: analyse a copy in a writable "
             f"place, or its trace file itself (npuprof analyse TRACE: the tables then go to "
             f"{trace_cache_root()})"
         )
     if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror}" + (f": {exc.filename}" if exc.filename else "")
+        return f"{exc.strerror}" + (f": {filename}" if filename else "")
     return f"{type(exc).__name__}: {exc}"
+
+
+def written_file(filename: Any) -> Any:
+    """The file a failed write was making, as a user knows it: a writer's temporary file
+    (``.NAME.PID-HEX12.tmp``, atomic.temp_name; a re-parse's ``.NAME.PID-HEX12.old``) is its table
+    ``NAME``; a private temporary file of tempfile's (``tmpXXXXXXXX``: a trace's decompressed copy, the
+    overlays spooled) is the folder it was made in (helper-216: the reason named
+    ``.trace_view.json.123-0a1b2c3d4e5f.tmp``, a file that is never there). Anything else as it is."""
+    import re
+
+    from npuprof.results.atomic import writer_pid
+
+    if not isinstance(filename, str) or not filename:
+        return filename
+    head, _, name = filename.rpartition("/")
+    temp = name.removesuffix(".old") + ".tmp" if name.endswith(".old") else name
+    if writer_pid(temp) is not None:
+        base = temp[1:].removesuffix(".tmp").removesuffix(".tmp")
+        return f"{head}/{base.rsplit('.', 1)[0]}" if head else base.rsplit(".", 1)[0]
+    if re.fullmatch(r"tmp[a-z0-9_]{8}", name):
+        return f"{head}/" if head else filename
+    return filename
 
 
 def _side_outputs(

@@ -45,6 +45,7 @@ from npuprof.analysis.parse import (
     remove_leftovers,
     table_stamps,
     write_outputs,
+    written_file,
 )
 from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here too, as before
     REPORT_VERSION,  # noqa: F401
@@ -820,7 +821,7 @@ def _scratch_failure(exc: Exception) -> str:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return "no room"
     if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+        return f"{exc.strerror}: {written_file(exc.filename)}" if exc.filename else exc.strerror
     return f"{type(exc).__name__}: {exc}"
 
 
