@@ -234,3 +234,35 @@ def test_a_bare_traces_failed_parse_leaves_the_tables_of_one_at_work_beside_it(
     outcome, _ = report._parse_bare(trace, force=True, workers=1)
     assert outcome.status == "failed"
     assert not [p.name for p in tables.glob("*.csv")]
+
+
+def test_the_earlier_tables_a_killed_re_parse_kept_aside_are_put_back(tmp_path: Path) -> None:
+    """helper-216: `analyse --force` killed -9 mid-way keeps the earlier complete set as hard links
+    (.NAME.PID-HEX12.old) beside a half-written new one, analyse.done gone; the next parse deleted those
+    links as the dead parse's leftovers, so when it failed too (the disk still full, the trace damaged
+    since) nothing complete was left. The dead parse's set is put back first, and then kept as ever."""
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse.parse_rank_dir(rank_dir).status == "parsed"
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+
+    def stamps() -> dict[str, tuple[int, int, bytes]]:
+        return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes()) for p in tables.iterdir()}
+
+    earlier = stamps()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    tag = f"{int(gone.stdout)}-0123456789ab"  # the killed parse's
+    for name in earlier:
+        os.link(tables / name, tables / f".{name}.{tag}.old")
+    (tables / "analyse.done").unlink()
+    (tables / "trace_view.json").unlink()  # its new one not written yet
+    atomic.write_text(tables / "kernel_details.csv", "Name\n")  # its new one
+    trace = rank_dir / "host.1.pt.trace.json"
+    text = trace.read_bytes()
+    trace.write_bytes(text[: len(text) // 2] + b"@@@{{{" + text[len(text) // 2 + 6 :])  # damaged since
+    outcome = parse.parse_rank_dir(rank_dir)
+    assert not outcome.ok and outcome.kept_earlier, outcome
+    assert stamps() == earlier  # as before the killed parse, and no link of it left

@@ -224,12 +224,12 @@ class EarlierTables:
     parsed again: each hard-linked under the hidden name of a parse's leftover (``.NAME.PID-HEX12.old``,
     which :func:`remove_leftovers` deletes once this process is gone), so that a re-parse that fails (a full
     disk, a trace damaged since) puts them back as they were (:meth:`put_back`) instead of deleting them
-    (docs/formats.md: nothing partial looks complete, and nothing complete is lost to a failed re-parse).
+    (docs/formats.md, "The result tree": a parse that fails).
     Nothing is kept where there was no complete set or where a link fails (a file system without hard
     links): a failed parse then deletes the tables as before (:func:`drop_tables`)."""
 
     def __init__(self, out_dir: Path | None, done: str = layout.ANALYSE_DONE) -> None:
-        self.out_dir = out_dir or Path()
+        self.out_dir, self.done = out_dir or Path(), done
         self.aside: dict[str, str] = {}  # name -> its hidden link
         self.whole = False
         if out_dir is None:  # nothing kept
@@ -247,7 +247,8 @@ class EarlierTables:
         if done not in names:
             return
         tag = f"{os.getpid()}-{os.urandom(6).hex()}"  # its writer's, as atomic.temp_name's
-        for name in names:
+        # analyse.done's link made last, dropped first: where it is, the whole set is (of_a_killed_parse)
+        for name in sorted(names, key=lambda name: name == done):
             aside = str(out_dir / f".{name}.{tag}.old")
             try:
                 os.link(out_dir / name, aside, follow_symlinks=False)
@@ -278,11 +279,43 @@ class EarlierTables:
             return False
         return True
 
+    @classmethod
+    def of_a_killed_parse(cls, out_dir: Path, done: str = layout.ANALYSE_DONE) -> EarlierTables:
+        """The set a parse killed mid-way (kill -9) had kept aside, to be put back before ``out_dir`` is
+        parsed again (a parse that has it to itself; none has written analyse.done since): without it, a
+        next parse that failed too (the disk still full) left no complete set, as the killed one's links
+        were deleted as its leftovers. Empty (``put_back`` does nothing) unless one dead parse's
+        ``analyse.done`` link is there, which is made after all its others and deleted before them."""
+        kept = cls(None, done)
+        kept.out_dir = out_dir
+        try:
+            if os.path.lexists(out_dir / done):
+                return kept
+            entries = [entry for entry in os.scandir(out_dir) if entry.name.endswith(".old")]
+        except OSError:
+            return kept
+        marks = [
+            entry
+            for entry in entries
+            if entry.name.startswith(f".{done}.") and entry.is_file() and _left_by_a_dead_parse(entry)
+        ]
+        if len(marks) != 1:
+            return kept
+        tag = marks[0].name[len(done) + 2 : -len(".old")]
+        aside: dict[str, str] = {}
+        for entry in entries:
+            name = entry.name[1 : -len(f".{tag}.old")]
+            if entry.name.endswith(f".{tag}.old") and (name == done or name.endswith(TABLE_SUFFIXES)):
+                aside[name] = entry.path
+        kept.aside = dict(sorted(aside.items(), key=lambda item: item[0] == done))  # done put back last
+        kept.whole = True
+        return kept
+
     def drop(self) -> None:
         """Delete the links not put back (the parse succeeded, or the set could not be kept)."""
-        for aside in self.aside.values():
+        for name in sorted(self.aside, key=lambda name: name != self.done):  # analyse.done's first
             with contextlib.suppress(OSError):
-                os.unlink(aside)
+                os.unlink(self.aside[name])
         self.aside.clear()
         self.whole = False
 
@@ -505,6 +538,7 @@ def parse_rank_dir(
         make_dir(out_dir)
         with alone_in(out_dir) as alone:
             if alone:
+                EarlierTables.of_a_killed_parse(out_dir).put_back()
                 remove_leftovers(out_dir)
             # only a parse that has the folder to itself keeps (and puts back) an earlier set
             earlier = EarlierTables(out_dir if alone else None)

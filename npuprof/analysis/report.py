@@ -260,6 +260,7 @@ def _parse_bare(
         # that has the folder to itself deletes a set it left short
         with alone_in(out_dir) as alone:
             if alone:  # what a parse killed mid-way left, as parse_rank_dir removes it (helper-172)
+                EarlierTables.of_a_killed_parse(out_dir).put_back()
                 remove_leftovers(out_dir)
             earlier = EarlierTables(out_dir if alone else None)  # put back if this parse fails
             try:
