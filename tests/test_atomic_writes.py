@@ -266,3 +266,36 @@ def test_the_earlier_tables_a_killed_re_parse_kept_aside_are_put_back(tmp_path: 
     outcome = parse.parse_rank_dir(rank_dir)
     assert not outcome.ok and outcome.kept_earlier, outcome
     assert stamps() == earlier  # as before the killed parse, and no link of it left
+
+
+def test_a_parse_whose_tables_another_failed_parse_deleted_is_not_marked_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-216: two parses of one folder at once (an analyse beside the run's post-processor, or two
+    analyses): the one with the folder to itself failed (a full disk) and deleted every table there, those
+    the other had written too; the other wrote the rest and analyse.done, and a set short of some tables
+    looked parsed. It fails instead, without analyse.done, and says why."""
+    import fcntl
+
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    tables.mkdir()
+    real = parse.write_outputs
+
+    def beside_a_failing_parse(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        written = real(raw, out_dir, *args, **kwargs)  # type: ignore[arg-type]
+        (out_dir / "kernel_details.csv").unlink()  # the other parse's drop_tables
+        return written
+
+    monkeypatch.setattr(parse, "write_outputs", beside_a_failing_parse)
+    fd = os.open(tables, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other parse, at work
+        outcome = parse.parse_rank_dir(rank_dir)
+    finally:
+        os.close(fd)
+    assert outcome.status == "failed" and "deleted meanwhile by another parse" in outcome.reason, outcome
+    assert str(tables / "kernel_details.csv") in outcome.reason, outcome.reason
+    assert not (tables / "analyse.done").exists()

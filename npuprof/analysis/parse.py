@@ -324,6 +324,20 @@ class EarlierTables:
 EARLIER_TABLES_KEPT = "the tables of its earlier parse are kept as they were"
 
 
+def tables_still_there(out_dir: Path, written: Iterable[str]) -> None:
+    """Raise (FileNotFoundError) when a table this parse wrote is gone from ``out_dir`` before its
+    analyse.done is: a parse beside it that had the folder to itself failed meanwhile and deleted every
+    table there, this one's too (:func:`drop_tables`), and analyse.done would have marked the set left,
+    short of them, as parsed (helper-216)."""
+    for name in written:
+        if not os.path.lexists(out_dir / name):
+            raise FileNotFoundError(
+                errno.ENOENT,
+                "deleted meanwhile by another parse of this folder that failed (run npuprof analyse again)",
+                str(out_dir / name),
+            )
+
+
 def _capture_asked_for_db(rank_dir: Path) -> bool:
     """Whether the capture was made with ``--export-type db`` (its profiler_info's ``_export_type``), so that
     a later parse (``--no-analyse``, then ``npuprof analyse``) writes the db without being told again."""
@@ -558,6 +572,7 @@ def parse_rank_dir(
                     outcome.files = write_outputs(
                         gzipped, out_dir, outcome.rank, workers, export_db or has_db, notes
                     )
+                tables_still_there(out_dir, outcome.files)
             except BaseException:
                 # a set of tables short of some is not left to look parsed (Ascend's tools); an earlier
                 # complete set is put back as it was

@@ -44,6 +44,7 @@ from npuprof.analysis.parse import (
     parse_rank_dir,
     remove_leftovers,
     table_stamps,
+    tables_still_there,
     write_outputs,
     written_file,
 )
@@ -268,6 +269,7 @@ def _parse_bare(
                     done.unlink()
                 identity = _identity(trace)
                 outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
+                tables_still_there(out_dir, outcome.files)
             except BaseException:
                 if alone and earlier.put_back():
                     outcome.kept_earlier = True
