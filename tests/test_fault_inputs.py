@@ -1146,6 +1146,32 @@ def test_a_failed_re_parse_keeps_the_earlier_complete_tables_as_they_were(
     assert not [p.name for p in (rank_dir / "ASCEND_PROFILER_OUTPUT").iterdir()]
 
 
+def test_a_re_parse_that_cannot_write_analyse_done_keeps_the_earlier_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-216: the disk full when the re-parse's analyse.done was written (every table written, the
+    earlier set's links already dropped): neither set was left complete. The earlier one is put back."""
+    import errno
+
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse.parse_rank_dir(rank_dir).status == "parsed"
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    earlier = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in tables.iterdir()}
+    real = parse.write_text
+
+    def full_at_the_end(path: Path, *args: object, **kwargs: object) -> None:
+        if Path(path).name == "analyse.done":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parse, "write_text", full_at_the_end)
+    outcome = parse.parse_rank_dir(rank_dir, force=True)
+    assert outcome.status == "failed" and outcome.kept_earlier, outcome
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in tables.iterdir()} == earlier
+
+
 def test_a_failed_parse_names_the_table_not_its_temporary_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

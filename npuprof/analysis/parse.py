@@ -573,6 +573,9 @@ def parse_rank_dir(
                         gzipped, out_dir, outcome.rank, workers, export_db or has_db, notes
                     )
                 tables_still_there(out_dir, outcome.files)
+                # under the lock: a parse that gets it next takes no temporary file of ours for a dead one's;
+                # inside the try: a full disk here puts the earlier set back too
+                write_text(done, "")
             except BaseException:
                 # a set of tables short of some is not left to look parsed (Ascend's tools); an earlier
                 # complete set is put back as it was
@@ -584,8 +587,6 @@ def parse_rank_dir(
                 raise
             finally:
                 earlier.drop()
-            # under the lock: a parse that gets it next takes no temporary file of ours for a dead one's
-            write_text(done, "")
         outcome.files.append(layout.ANALYSE_DONE)
         outcome.status = "parsed"
     except UnsafePathError as exc:

@@ -270,6 +270,7 @@ def _parse_bare(
                 identity = _identity(trace)
                 outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
                 tables_still_there(out_dir, outcome.files)
+                write_text(done, identity)  # inside the try: a full disk here puts the earlier set back too
             except BaseException:
                 if alone and earlier.put_back():
                     outcome.kept_earlier = True
@@ -277,7 +278,6 @@ def _parse_bare(
                 raise
             finally:
                 earlier.drop()
-            write_text(done, identity)
         outcome.status = "parsed"
     except TraceError as exc:
         outcome.status, outcome.reason = exc.kind, str(exc)
