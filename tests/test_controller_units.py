@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -1029,6 +1030,62 @@ def test_boundaries_of_other_threads_are_ignored_and_said_once() -> None:
     ]
     rig.run(1)
     assert rig.sink.events == [("begin", 1), ("finish", 1, "", "complete", 2)]
+
+
+def test_a_thread_that_steps_while_the_driver_does_not_takes_over() -> None:
+    """helper-219: one sanity step on the main thread, then training in a thread of its own: the main
+    thread drove (alive, joining the thread) and every step of the thread was ignored, no capture."""
+    plan = TorchPlan(skip_first=5, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)  # step 0 on the main thread: it drives
+    main = rig.c.driver
+
+    def train() -> None:
+        deadline = time.monotonic() + 10
+        while not _joining(main) and time.monotonic() < deadline:
+            time.sleep(0.001)  # until the main thread is in join(), as a script's is while its thread trains
+        rig.run(7)
+
+    ident = _ident_of(train, "train")
+    assert rig.c.step == 8  # the job's iterations: 1 + 7
+    assert rig.sink.events[0] == ("begin", 5)
+    assert rig.sink.events[1][:2] == ("finish", 6)
+    assert rig.c.driver is None or rig.c.driver == ident
+    assert (
+        "info",
+        "thread train takes over counting the steps: it stepped 3 times while the thread that counted them "
+        'waited for other threads (docs/architecture.md, "Step boundaries")',
+    ) in rig.log.lines
+    rig.run(1)  # the main thread steps again once the other ended: it drives again
+    assert rig.c.step == 9 and rig.c.driver is not None
+
+
+def test_no_thread_takes_over_while_the_driver_does_other_work() -> None:
+    """A thread training beside the driving one (which waits on an event here, not for threads to end):
+    its steps are ignored as before, however many."""
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, done = rig.c.driver, threading.Event()
+
+    def side() -> None:
+        rig.run(7)
+        done.set()
+
+    thread = threading.Thread(target=side, name="side")
+    thread.start()
+    assert done.wait(10)
+    thread.join(10)
+    assert rig.c.driver == main and rig.c.step == 1
+
+
+def _joining(ident: int | None) -> bool:
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    return frame is not None and frame.f_code.co_name in ("join", "_wait_for_tstate_lock")
+
+
+def _ident_of(fn: Any, name: str) -> int:
+    return run_on_thread(fn, name, timeout=20)
 
 
 def test_a_profiler_opened_at_arm_on_a_thread_that_never_steps() -> None:

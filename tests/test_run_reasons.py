@@ -128,6 +128,24 @@ def test_steps_taken_on_a_thread_that_does_not_drive_are_the_reason() -> None:
     assert why.endswith("their steps were not counted"), why
 
 
+def test_steps_of_a_thread_that_took_over_are_no_reason() -> None:
+    """helper-219: the thread then took over counting (4 steps counted): too few steps is the reason."""
+    foreign = (
+        AGENT + "step boundaries from thread Thread-1 (train) are ignored: another thread drives the "
+        'profiler (one thread only: docs/architecture.md, "Step boundaries")'
+    )
+    took = (
+        AGENT + "thread Thread-1 (train) takes over counting the steps: it stepped 3 times while the thread "
+        'that counted them waited for other threads (docs/architecture.md, "Step boundaries")'
+    )
+    elsewhere = foreign.replace("pid=7", "pid=8")  # another process's steps, never taken over
+    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, took])
+    assert "the schedule needs 9 steps" in why, why
+    assert why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, took, elsewhere]).endswith(
+        "their steps were not counted"
+    )
+
+
 def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: Path) -> None:
     """`--step-on pkg.train:step -- python -m pkg.train`: the module is __main__ there, never imported."""
     import subprocess

@@ -55,6 +55,7 @@ class Controller:
         self.armed = False
         self.arm_sticks = arm_sticks
         self.step = 0  # the step in progress, as the real controller's
+        self.takes_over = False  # foreign_boundary makes the calling thread drive
 
     def arm(self, at_a_step_start: bool = False) -> None:
         self.armed = self.arm_sticks
@@ -69,8 +70,11 @@ class Controller:
         self.step += 1
         self.events.append((ME, thread))
 
-    def foreign_boundary(self) -> None:
+    def foreign_boundary(self) -> bool:
         self.events.append("foreign")
+        if self.takes_over:  # as the real one does once a thread stepped 3 times alone (helper-219)
+            self.driver = get_ident()
+        return self.takes_over
 
     def steps_missed(self, count: int, why: str = "") -> bool:
         self.step += count
@@ -555,6 +559,17 @@ def test_steps_on_a_thread_that_does_not_drive_are_passed_over(world: World) -> 
         b_,
         "A",
     ]
+
+
+def test_a_thread_that_takes_over_counts_that_step(world: World) -> None:
+    """helper-219: the controller's foreign_boundary makes the thread drive: its step is a boundary."""
+    events = world.events
+    w, opt = make(sgd("TakenOver"), events, "T")
+    iterate(w, opt)
+    world.controller.driver = get_ident()
+    world.controller.takes_over = True
+    ident = _on_thread(lambda: iterate(w, opt))
+    assert events == ["arm", "T", boundary(), "T", "foreign", (ME, ident)]
 
 
 def test_the_thread_that_steps_is_the_one_told(world: World) -> None:

@@ -10,7 +10,8 @@ and the controller asks it again at the next step boundary; a plan may also hear
 Threads: torch's profiler belongs to the thread that starts it (its callbacks are thread-local); stepping
 or stopping it from another thread, or leaving it running when that thread ends, crashes libtorch. So one
 thread drives the controller: the first that takes a step boundary (or that opens a profiler when armed).
-Boundaries from other threads are ignored, never waited on. When the driving thread ends (a training
+Boundaries from other threads are ignored, never waited on (one that takes 3 in a row, the driving
+thread none and no profiler open, takes over). When the driving thread ends (a training
 thread, a pool worker), a capture in flight is finalised in that thread as it ends, and the next thread
 to take a boundary drives from then on.
 """
@@ -36,6 +37,9 @@ NEVER = 1 << 62
 EXIT_WAIT_S = 5.0
 OTHER_THREAD_WAIT_S = 2.0
 THREADS_LOGGED = 10  # the threads taking the steps over that the log names
+# Boundaries a thread that does not drive takes in a row, the driving one taking none, that make it drive
+# (when no profiler is open), as an optimizer takes over counting (agent/steps.py, SWITCH_AFTER).
+TAKE_OVER_AFTER = 3
 # Frames a decision may use beyond the job's recursion limit: a boundary reached near that limit (a step
 # called deep in recursive code) must cost the job's stack no more than the hook's own frames, where
 # starting or exporting a capture takes dozens more (helper-152).
@@ -127,6 +131,8 @@ class CaptureController:
         self._guard: object | None = None  # the token of the driving thread's guard
         self._finish_requested: tuple[str, str] | None = None
         self._foreign_reported = False
+        self._foreign: tuple[int, int] | None = None  # (thread, step) of the last ignored boundary's
+        self._foreign_count = 0  # boundaries that thread took in a row at that step (see foreign_boundary)
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
@@ -215,6 +221,10 @@ class CaptureController:
         if not self._lock.acquire(blocking=False):
             less_stack(raised)
             return
+        if self.driver not in (None, get_ident()):  # taken over since this boundary began (_take_over)
+            self._lock.release()
+            less_stack(raised)
+            return
         decision_begins()
         try:
             requested, self._finish_requested = self._finish_requested, None
@@ -230,10 +240,10 @@ class CaptureController:
 
     def _claim(self) -> bool:
         """A boundary from a thread that does not drive: it becomes the driver when there is none (the
-        first boundary, or the driver has ended); otherwise it is ignored."""
+        first boundary, or the driver has ended) or when it takes over (``foreign_boundary``); otherwise
+        it is ignored."""
         if self.driver is not None:
-            self.foreign_boundary()
-            return False
+            return self.foreign_boundary()
         if not self._lock.acquire(blocking=False):
             return False
         try:
@@ -244,10 +254,25 @@ class CaptureController:
         finally:
             self._lock.release()
 
-    def foreign_boundary(self) -> None:
-        """A step on a thread that does not drive: ignored (said once in the log)."""
+    def foreign_boundary(self) -> bool:
+        """A step on a thread that does not drive: ignored (said once in the log), unless this thread has
+        stepped ``TAKE_OVER_AFTER`` times while the driving one did not once, no profiler is open and the
+        driving one waits for other threads (``join``, a future's result): this one then drives, True (a
+        sanity step on the main thread before training moves to a thread of its own, which was never
+        counted: docs/architecture.md, "Step boundaries"; helper-219)."""
+        ident = get_ident()
+        if self._foreign != (ident, self.step):
+            self._foreign, self._foreign_count = (ident, self.step), 0
+        self._foreign_count += 1
+        if (
+            self._foreign_count % TAKE_OVER_AFTER == 0
+            and self.prof is None
+            and _waits_for_other_threads(self.driver)
+            and self._take_over(ident)
+        ):
+            return True
         if self._foreign_reported:
-            return
+            return False
         self._foreign_reported = True
         name = threading.current_thread().name
         if self.step == 0 and self.prof is not None:  # opened when armed, on a thread that never steps
@@ -262,6 +287,28 @@ class CaptureController:
             f"step boundaries from thread {name} are ignored: another thread drives the profiler "
             '(one thread only: docs/architecture.md, "Step boundaries")'
         )
+        return False
+
+    def _take_over(self, ident: int) -> bool:
+        """This thread drives from now on, its earlier steps (not boundaries then) counted, when no
+        decision is under way and still no profiler is open and the driver has not stepped since."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self.prof is not None or self._stopping or self._foreign != (ident, self.step):
+                return False
+            name = threading.current_thread().name
+            self.log.info(
+                f"thread {name} takes over counting the steps: it stepped {self._foreign_count} times while "
+                'the thread that counted them waited for other threads (docs/architecture.md, "Step '
+                'boundaries")'
+            )
+            self.steps_missed(self._foreign_count - 1, f"thread {name} took over counting")
+            self._foreign, self._foreign_count, self._foreign_reported = None, 0, False
+            self._claim_for(ident)
+            return True
+        finally:
+            self._lock.release()
 
     def _claim_for(self, ident: int) -> None:
         self.driver = ident
@@ -816,6 +863,39 @@ class CaptureController:
         self._thread_guards = threading.local()
         self._finish_requested = None
         self._foreign_reported = False
+        self._foreign, self._foreign_count = None, 0
+
+
+# Where a driving thread that stopped stepping waits for other threads to finish (their steps may then take
+# over): Thread.join, the interpreter's wait for non-daemon threads at exit, a future's result.
+_WAITS_FOR_THREADS = {
+    "/threading.py": ("join", "_shutdown"),
+    "/concurrent/futures/_base.py": ("result", "wait", "as_completed", "_result_or_cancel"),
+}
+_WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wait_for_tstate_lock, ...)
+
+
+def _waits_for_other_threads(driver: int | None) -> bool:
+    """Whether thread ``driver`` waits for other threads to end or hand a result (its innermost frame is
+    threading's, and one of the next few is in ``_WAITS_FOR_THREADS``), or is gone. Looked at only when
+    another thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the driving one never
+    takes over while the driving one trains (or waits for its data)."""
+    import sys
+
+    frame = sys._current_frames().get(driver) if driver is not None else None
+    if frame is None:
+        return driver is not None  # a driver that ended without its guard: none is left to step
+    if not frame.f_code.co_filename.endswith("/threading.py"):
+        return False
+    for _ in range(_WAIT_FRAMES):
+        if frame is None:
+            return False
+        code = frame.f_code
+        for suffix, names in _WAITS_FOR_THREADS.items():
+            if code.co_name in names and code.co_filename.endswith(suffix):
+                return True
+        frame = frame.f_back
+    return False
 
 
 # Profilers that must never be stopped, held until the process ends: one a forked child inherited (torch_npu's

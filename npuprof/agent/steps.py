@@ -155,9 +155,8 @@ class OptimizerSteps:
         """Whether this step of ``optimizer`` on thread ``me`` is a step boundary (see the class). The
         fast path (the primary, on the driving thread) is a few comparisons."""
         driver = self.controller.driver
-        if driver is not None and driver != me:
-            self.controller.foreign_boundary()
-            return False
+        if driver is not None and driver != me and not self.controller.foreign_boundary():
+            return False  # another thread drives (unless this one just took over: controller.py)
         primary = self._primary
         if primary is not None and optimizer is primary():
             if self._in_a_row:

@@ -579,6 +579,8 @@ def why_no_capture(
     messages: list[str] = []
     nested_lines: list[str] = []  # launchers of npuprof runs the job ran, not agents of this run
     errors: list[str] = []
+    foreign: list[tuple[str, str]] = []  # (pid, message): steps ignored on a thread that does not drive
+    took_over: set[str] = set()  # pids where such a thread then took over counting: its steps counted
     others = _agents_of_other_runs(lines, run_id)
     for line in lines:
         match = _AGENT_LINE.search(line)
@@ -589,6 +591,10 @@ def why_no_capture(
             nested_lines.append(message)
             continue
         messages.append(message)
+        if message.startswith(FOREIGN_STEPS):
+            foreign.append((match["pid"], message))
+        elif TOOK_OVER in message:
+            took_over.add(match["pid"])
         if match["level"] == "ERROR":
             errors.append(message)
         if ready := _READY.match(message):
@@ -638,8 +644,8 @@ def why_no_capture(
         )
     if errors:
         return f"{failed}npuprof's agent failed in the job ({_short(errors[0])})"
-    for message in messages:
-        if message.startswith(FOREIGN_STEPS):
+    for pid, message in foreign:
+        if pid not in took_over:
             return f"{failed}{_short(message)}; their steps were not counted"
     if unselected:
         wanted = {str(rank) for rank in cfg.ranks or []}
@@ -856,6 +862,7 @@ def _digits(text: str) -> bool:
 STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent.steps.wrap_step_function
 # logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
 FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
+TOOK_OVER = " takes over counting the steps: "  # logged by npuprof.agent.controller._take_over
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
 
 
