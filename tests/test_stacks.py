@@ -574,6 +574,28 @@ def test_a_frame_open_when_the_profiler_started_is_named_as_its_calls_are(tmp_pa
     assert ("s.py(18):_<module>", "s.py(17):_train_step") in _folded_of(tmp_path, events)
 
 
+def test_frames_open_at_the_start_are_renamed_at_epoch_times(tmp_path: Path) -> None:
+    """helper-219: a real capture's times (epoch µs, `python -m pkg.train`): main's ts + dur came out one
+    float rounding past <module>'s, though both end at the capture's end, so the chain of frames open at
+    the start stopped there and the step function stayed two boxes, (12) and (9)."""
+    py = "python_function"
+
+    def at(name: str, cat: str, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    events = [
+        at("pkg/train.py(29): <module>", py, 5694744237895.186, 131382.687),
+        at("pkg/train.py(23): main", py, 5694744237896.627, 131381.246),  # ends as <module> does
+        at("pkg/train.py(12): step", py, 5694744237898.353, 14577.845),  # open at the start
+        at("aten::mm", "cpu_op", 5694744237998.353, 100.0),
+        at("pkg/train.py(9): step", py, 5694744271688.055, 5546.1),  # a call: its def line
+        at("aten::mm", "cpu_op", 5694744271700.0, 200.0),
+    ]
+    names = {frame for stack in _folded_of(tmp_path, events) for frame in stack}
+    assert "pkg/train.py(12):_step" not in names, names
+    assert "pkg/train.py(9):_step" in names, names
+
+
 def test_rank_picks_that_ranks_latest_capture_of_a_result(tmp_path):
     """helper-125: export-stacks and memory-timeline on a result of several ranks could only say "give one of
     them"; --rank N reads that rank's latest capture (said when it had several)."""

@@ -468,6 +468,10 @@ def _callers_first(run: list[tuple[int, TraceEvent]], cat: str) -> list[tuple[in
 _PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
 OPEN_AT_START_US = 100.0  # torch records the frames open when it starts one after another, µs apart
 OPEN_AT_START_MAX = 256  # frames looked at for them (a deeper stack at the start keeps its outer names)
+# Frames open at the start all end at the capture's end: ts + dur of two of them, each exact in ns, differ
+# by a float's rounding at epoch-µs magnitudes (5694744237895.186 + 131382.687 < 5694744237896.627 +
+# 131381.246), which cut the chain there and left the step function two boxes (helper-219)
+ENDS_AS_ONE = 0.01  # µs
 
 
 def _frames_open_at_start(
@@ -490,7 +494,7 @@ def _frames_open_at_start(
             ts, last = float(ev.ts or 0.0), chain[-1] if chain else None
             if last is not None and not (
                 ts - float(last.ts or 0.0) <= OPEN_AT_START_US
-                and ts + float(ev.dur or 0.0) <= float(last.ts or 0.0) + float(last.dur or 0.0)
+                and ts + float(ev.dur or 0.0) <= float(last.ts or 0.0) + float(last.dur or 0.0) + ENDS_AS_ONE
             ):
                 break
             chain.append(ev)
