@@ -596,6 +596,18 @@ def test_frames_open_at_the_start_are_renamed_at_epoch_times(tmp_path: Path) -> 
     assert "pkg/train.py(9):_step" in names, names
 
 
+def test_frames_torch_could_not_name_are_said(tmp_path: Path) -> None:
+    """helper-219: every frame of a script 训练.py (--with-stack) was `unknown` in the stacks, unexplained."""
+    py = "python_function"
+    events = [ev("unknown", py, 0, 1000), ev("unknown", py, 10, 500), ev("aten::mm", "cpu_op", 20, 100)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert st.UNNAMED_NOTE in st.folded_from_trace(path).notes
+    events[0]["name"] = events[1]["name"] = "train.py(3): step"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert st.UNNAMED_NOTE not in st.folded_from_trace(path).notes
+
+
 def test_rank_picks_that_ranks_latest_capture_of_a_result(tmp_path):
     """helper-125: export-stacks and memory-timeline on a result of several ranks could only say "give one of
     them"; --rank N reads that rank's latest capture (said when it had several)."""

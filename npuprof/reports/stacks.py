@@ -45,6 +45,14 @@ from npuprof.reports.trace_events import TraceEvent, device_labelled, load, proc
 
 HOST_METRIC = "self_cpu_time_total"
 STEP_FRAME = "ProfilerStep"  # every ProfilerStep#N (_frame_of)
+# torch 2.13's Chrome trace writes this for a name it cannot hold (docs/formats.md): every frame of a script
+# 训练.py or a function 步骤 (--with-stack), a record_function range of the script's (helper-219)
+UNNAMED_FRAME = "unknown"
+UNNAMED_NOTE = (
+    "frames named 'unknown' are torch's name for a Python file, function or range whose name has a "
+    "character its trace cannot hold (outside printable ASCII, a quote, a backslash): the trace does not "
+    "have their names; an ASCII name shows"
+)
 DEVICE_METRICS = ("self_cuda_time_total", "self_npu_time_total")
 METRICS = (HOST_METRIC, *DEVICE_METRICS)
 
@@ -776,6 +784,8 @@ def folded_from_events(
             f"left out {len(idle)} thread(s) that ran no torch work and only waited (tid "
             f"{', '.join(str(t) for _p, t in idle)}); npuprof export-stacks --keep-idle-threads keeps them"
         )
+    if UNNAMED_FRAME in tree.trie.frame and metric == HOST_METRIC:
+        result.notes.append(UNNAMED_NOTE)
     if tree.trie.folded_deeper:
         result.notes.append(
             f"call paths deeper than {MAX_DEPTH} frames end in one frame, {DEEPER_FRAME}, that holds the "
