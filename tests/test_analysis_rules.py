@@ -304,8 +304,10 @@ def test_a_close_rank_with_a_large_z_score_is_said_to_be_within_5_percent() -> N
     from npuprof.reports.terminal import _say_rank
 
     console = Console(record=True, width=200)
-    _say_rank(console, "slowest rank", 8, "mean step 1.015 ms", 1.46, False, False)
-    _say_rank(console, "slowest rank", 3, "mean step 1.080 ms", 8.0, False, False)
+    _say_rank(console, "slowest rank", 8, "mean step 1.015 ms", 1.46, False, False, z=9.2)
+    _say_rank(console, "slowest rank", 3, "mean step 1.080 ms", 8.0, False, False, z=9.2)
+    _say_rank(console, "slowest rank", 1, "mean step 1.003 ms", 0.3, False, False)  # 2 ranks: no z-score
     said = console.export_text()
     assert "slowest rank: 8 (mean step 1.015 ms, +1.5% vs the median): within 5% of the median" in said
     assert "slowest rank: 3 (mean step 1.080 ms, +8.0% vs the median): within the normal spread" in said
+    assert "slowest rank: 1 (mean step 1.003 ms, +0.3% vs the median): within the normal spread" in said

@@ -369,14 +369,24 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         if slow:
             figure = f"mean step {_ms(slow.mean_step_us)} ms"
             standing = (slow.slower_than_median_pct, slow.outlier, slow.mean_step_us <= slow.median_us)
-            _say_rank(console, "slowest rank", slow.rank, figure, *standing, slow.too_few_steps)
+            _say_rank(
+                console, "slowest rank", slow.rank, figure, *standing, slow.too_few_steps, slow.modified_z
+            )
         waited_for = cross.straggler
         if waited_for:
             busy = f"busy {_ms(waited_for.busy_us)} ms a step outside exposed communication"
             above = waited_for.busier_than_median_pct
             standing = (above, waited_for.outlier, waited_for.busy_us <= waited_for.median_busy_us)
             few = waited_for.too_few_steps
-            _say_rank(console, "rank the others wait for", waited_for.rank, busy, *standing, few)
+            _say_rank(
+                console,
+                "rank the others wait for",
+                waited_for.rank,
+                busy,
+                *standing,
+                few,
+                waited_for.modified_z,
+            )
         if cross.start_skew:
             worst = max(cross.start_skew, key=lambda s: s.skew_us)
             if worst.skew_us <= 0:
@@ -433,9 +443,10 @@ def _say_rank(
     outlier: bool,
     at_median: bool,
     too_few_steps: int | msgspec.UnsetType = msgspec.UNSET,
+    z: float | None = None,
 ) -> None:
     """One line naming a rank, its figure and how far above the median it is, and whether it is an outlier
-    (or, for 2 ranks sharing too few steps, that this cannot be told)."""
+    (or, for 2 ranks sharing too few steps, that this cannot be told); ``z``: its modified z-score."""
     if at_median:  # the largest figure is the median's: no rank stands out (e.g. all equal)
         console.print(f"{what}: none stands out (the largest, rank {rank}'s {figure}, is the median)")
         return
@@ -449,10 +460,11 @@ def _say_rank(
     elif outlier:
         verdict = "[bold red]an outlier[/bold red]"
     else:
-        from npuprof.analysis.report import OUTLIER_MIN_EXCESS
+        from npuprof.analysis.report import OUTLIER_MIN_EXCESS, OUTLIER_Z
 
-        small = above <= OUTLIER_MIN_EXCESS * 100  # whatever its z-score: ranks that all sit very close
-        verdict = f"within {OUTLIER_MIN_EXCESS:.0%} of the median" if small else "within the normal spread"
+        # a z-score above the bar, not the excess: ranks that all sit very close (README, "analyse")
+        close = z is not None and z > OUTLIER_Z and above <= OUTLIER_MIN_EXCESS * 100
+        verdict = f"within {OUTLIER_MIN_EXCESS:.0%} of the median" if close else "within the normal spread"
     console.print(f"{what}: {rank} ({figure}, {above:+.1f}% vs the median): {verdict}")
 
 
