@@ -1164,6 +1164,38 @@ def test_a_steps_memory_peak_is_over_its_whole_host_span_on_torch_npus_window(
     assert {s["step"]: s["memory_peak_mb"] for s in rank["steps"]} == expected
 
 
+def test_a_torch_npu_capture_of_the_cpu_activity_only_is_an_npu_run_without_device_figures(
+    tmp_path: Path,
+) -> None:
+    """torch_npu given the CPU activity only collects no CANN data (its ProfilerMgr starts msprof only for
+    the NPU activity: no PROF_* directory) and parses with its ONLY_FWK_CONFIG: trace_view.json (the
+    framework's events, no Overlap Analysis), operator_details.csv and memory_record.csv, no device table.
+    analyse reads its trace_view.json, and (helper-218) called the rank's device "CPU" and the capture a
+    "CPU-only trace (the CPU is the device: comp is its operators' time ...)": on an NPU run the operators
+    only launch what the NPU computes. It is the NPU's capture, with its device work unrecorded, said so."""
+    flags = ["--activities", "cpu", "--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
+    result = run_npuprof(tmp_path, flags, 5)
+    assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
+    (rank_dir,) = layout.find_rank_dirs(result["out"])
+    assert not list(rank_dir.glob("PROF_*"))
+    out = rank_dir / layout.PARSED_DIR
+    assert sorted(p.name for p in out.iterdir()) == ["operator_details.csv", "trace_view.json"]
+    view = json.loads((out / "trace_view.json").read_text())
+    assert set(_meta_values(view, "process_name", "name").values()) == {"Python"}
+    steps = _trace_steps(out / "trace_view.json")
+    assert steps == [2, 3]
+    done = npuprof("analyse", str(result["out"]), env=clean_env())
+    assert done.returncode == 0, done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "CPU-only" not in said and "the CPU is the device" not in said, said
+    assert "rank -  (NPU, " in done.stdout, said
+    assert "torch_npu recorded no device work: its profiler was given the CPU activity only" in said
+    report = npuprof("analyse", str(result["out"]), "--format", "json", env=clean_env())
+    (rank,) = json.loads(report.stdout)["ranks"]
+    assert rank["device"] == "NPU" and [s["step"] for s in rank["steps"]] == steps
+    assert not rank["top_kernels"]
+
+
 def test_an_output_dir_torch_npu_refuses_is_said_and_nothing_is_written_elsewhere(tmp_path: Path) -> None:
     """helper-126: torch_npu's tensorboard_trace_handler is under @no_exception_func
     (since August 2024): when it refuses the directory (releases before June 2026 refuse a path with a

@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from npuprof.analysis import pooling, runs
+from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.annotation_schema import (
     ANNOTATIONS_FILE,
     Annotations,
@@ -1443,6 +1444,9 @@ def _build_report(
             continue
         if summary.rank is None and outcome.rank is not None:
             summary.rank = outcome.rank
+        if (no_device := _npu_capture_without_device_work(outcome.rank_dir, summary)) is not None:
+            summary.device = "NPU"
+            summary.warnings = [*(summary.warnings or []), no_device]
         steps_there.update(s.step for s in summary.steps if isinstance(s.step, int))
         annotations, trouble = _load_annotations(out_dir)
         rank = rank_report(summary, outcome.rank_dir, outcome.status, steps, top, annotations)
@@ -1553,6 +1557,27 @@ def _trace_view_instead(
     bare, out_dir = _parse_bare(view, force, jobs, export_db, on_note, in_cache=True)
     bare.rank_dir, bare.rank = rank_dir, outcome.rank  # parse_rank_dir read it (profiler_info_<rank>.json)
     return bare, out_dir
+
+
+def _npu_capture_without_device_work(rank_dir: Path, summary: Summary) -> str | None:
+    """What to say of a torch_npu capture whose trace_view.json (analysed instead of its tables,
+    ``_trace_view_instead``) holds no device work, or None for any other: its device is the NPU, never
+    "CPU-only" (the operators only launched what the NPU computed, unrecorded). torch_npu records none when
+    its profiler was not given the NPU activity (its parse then writes no device table: docs/formats.md,
+    "torch_npu's own output"), or when the capture held no launch."""
+    if summary.device != "CPU" or not layout.torch_npu_parsed_without_device_tables(rank_dir):
+        return None
+    if layout.find_raw_trace(rank_dir) is not None:
+        return None
+    activities = layout.torch_npu_activities(rank_dir)
+    if activities is not None and "NPU" not in activities:
+        why = "its profiler was given the CPU activity only (--activities cpu)"
+    else:
+        why = "none in this capture"
+    return (
+        f"{vocab.NO_NPU_WORK}: {why}; comp is its host operators' time (they launch what the NPU "
+        "computes, not recorded here), free the rest of the step, and no figure here is the NPU's"
+    )
 
 
 def _rank_dir_of_tables(path: Path) -> Path | None:

@@ -83,6 +83,9 @@ COMM_OP_THREAD_RE = re.compile(r"(?i)communication")
 # in a warning about complete events left out that may be device work (the report then does not call the
 # trace CPU-only without saying so)
 MAYBE_DEVICE_WORK = "possible device work"
+# the warning's start on a torch_npu capture whose trace_view.json holds no device work: its device is the
+# NPU all the same, its figures the host's (report._npu_capture_without_device_work)
+NO_NPU_WORK = "torch_npu recorded no device work"
 NO_EVENTS = "the trace holds no events"  # the warning's start: the report then claims nothing of the device
 # trace_view.json's layers that repeat what the host's threads did (docs/formats.md): the GC pauses
 # (category "GC", process "Python GC") and the MsprofTx marks and ranges (no category; args

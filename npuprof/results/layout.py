@@ -435,6 +435,24 @@ def rank_of(rank_dir: Path) -> int | None:
     return None
 
 
+def torch_npu_activities(rank_dir: Path) -> set[str] | None:
+    """The activities a torch_npu profiler was given, from its profiler_info*.json
+    (``config.common_config.activities``, ``["ProfilerActivity.CPU", ...]``): ``{"CPU", "NPU"}`` or part
+    of it; None when no such file says (none, not a regular file, over 1 MiB, damaged)."""
+    try:
+        infos = sorted(p for p in rank_dir.iterdir() if _INFO_RE.match(p.name))
+    except OSError:
+        return None
+    for path in infos:
+        try:
+            listed = read_json_record(path, 1 << 20)["config"]["common_config"]["activities"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(listed, list) and all(isinstance(a, str) for a in listed):
+            return {a.rsplit(".", 1)[-1].upper() for a in listed}
+    return None
+
+
 @dataclass(frozen=True)
 class CaptureStatus:
     status: str  # complete | incomplete | capturing (still recording: its run is alive) | unknown

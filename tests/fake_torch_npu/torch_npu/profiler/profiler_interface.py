@@ -112,7 +112,12 @@ class _ProfInterface:
             with open(scratch, encoding="utf-8") as f:
                 recording = json.load(f)
             os.unlink(scratch)
-        _standin_data.record_raw(self.prof_path, recording, record_shapes=self.record_shapes)
+        _standin_data.record_raw(
+            self.prof_path,
+            recording,
+            record_shapes=self.record_shapes,
+            npu=ProfilerActivity.NPU in self.activities,
+        )
         self._dump_profiler_info()
         self._dump_metadata()
         ProfPathCreator().is_prof_inited = False

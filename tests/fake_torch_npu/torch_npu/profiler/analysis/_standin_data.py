@@ -150,9 +150,11 @@ def prof_dir(prof_path: str) -> str | None:
 
 
 # ---- recording -------------------------------------------------------------------------------------------
-def record_raw(prof_path: str, kineto: dict[str, Any], record_shapes: bool = True) -> None:
+def record_raw(prof_path: str, kineto: dict[str, Any], record_shapes: bool = True, npu: bool = True) -> None:
     """Write the FRAMEWORK/ and PROF_*/ data of a capture from the Kineto recording (a Chrome trace dict,
-    recorded with shapes; the operators keep theirs only with ``record_shapes``)."""
+    recorded with shapes; the operators keep theirs only with ``record_shapes``). Without the NPU activity
+    (``npu`` False) CANN collects nothing: torch_npu's ProfilerMgr starts msprof only for it (npu_trace), so
+    the rank dir has no PROF_* directory, only FRAMEWORK/ (the task queue's marks included)."""
     base = int(kineto.get("baseTimeNanoseconds") or 0)
 
     def ns(ts: float) -> int:
@@ -207,6 +209,8 @@ def record_raw(prof_path: str, kineto: dict[str, Any], record_shapes: bool = Tru
     apis, tasks, marks = _device_work(ops)
     if marks:
         _jsonl(os.path.join(framework, OP_MARK), marks)
+    if not npu:
+        return
     _jsonl(os.path.join(cann, API_EVENTS), apis)
     _jsonl(os.path.join(cann, DEVICE_TASKS), tasks)
     collectives = _standin_comm.raw_collectives(kineto, ns)
@@ -738,6 +742,8 @@ def trace_view(prof_path: str) -> list[dict[str, Any]]:
                     "ph": "X",
                 }
             )
+    if not cann:  # TraceViewParser without CANN's data: the framework's events only (FwkFileParser)
+        return events
     # Overlap Analysis, as CANN's timeline has it: over the whole capture, not per step
     process(overlap_pid, "Overlap Analysis", "NPU", 11)
     for tid, name in enumerate(LANES):
@@ -824,7 +830,11 @@ def parse(prof_path: str, output: str) -> None:
             json.dump(events, f)
     ops = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", OP_RANGE))
     cann = prof_dir(prof_path)
-    tasks = _read_jsonl(os.path.join(cann, DEVICE_TASKS)) if cann else []
+    if not cann:  # torch_npu's ONLY_FWK_CONFIG (no CANN data: CPU activity only): three tables, no more
+        _operator_table(output, ops, {})
+        _memory_table(prof_path, output)
+        return
+    tasks = _read_jsonl(os.path.join(cann, DEVICE_TASKS))
     ranges = step_range(prof_path, ops, tasks)
     kernel_rows, stats = [], {}
     previous_end = None
@@ -883,6 +893,31 @@ def parse(prof_path: str, output: str) -> None:
     device_of: dict[int, float] = {}
     for task in tasks:
         device_of[task["op_index"]] = device_of.get(task["op_index"], 0.0) + task["dur_ns"] / 1000
+    _operator_table(output, ops, device_of)
+    _memory_table(prof_path, output)
+    grand = sum(sum(v) for v in stats.values()) or 1.0
+    _csv(
+        os.path.join(output, "op_statistic.csv"),
+        OP_STAT_HEADER,
+        [
+            [
+                t,
+                c,
+                len(v),
+                round(sum(v), 3),
+                round(min(v), 3),
+                round(sum(v) / len(v), 3),
+                round(max(v), 3),
+                round(sum(v) / grand * 100, 2),
+            ]
+            for (t, c), v in stats.items()
+        ],
+    )
+    _csv(os.path.join(output, "step_trace_time.csv"), *step_table(ops, _lane_work(tasks, comm), ranges))
+
+
+def _operator_table(output: str, ops: list[dict[str, Any]], device_of: dict[int, float]) -> None:
+    """operator_details.csv: ``device_of`` the device time of each operator's own tasks (by index)."""
     # as torch_npu's OperatorViewParser: a row per operator call, its host self time its duration less its
     # children's, its device total its own tasks' and those of the operators inside it
     parent = _parents(ops)
@@ -914,6 +949,9 @@ def parse(prof_path: str, output: str) -> None:
             ]
         )
     _csv(os.path.join(output, "operator_details.csv"), OPERATOR_HEADER, rows)
+
+
+def _memory_table(prof_path: str, output: str) -> None:
     # as torch_npu's MemoryViewParser: the allocator's (PTA) samples, times with a tab after them
     samples = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", MEMORY_USAGE))
     _csv(
@@ -932,25 +970,6 @@ def parse(prof_path: str, output: str) -> None:
             for m in sorted(samples, key=lambda m: m["time_ns"])
         ],
     )
-    grand = sum(sum(v) for v in stats.values()) or 1.0
-    _csv(
-        os.path.join(output, "op_statistic.csv"),
-        OP_STAT_HEADER,
-        [
-            [
-                t,
-                c,
-                len(v),
-                round(sum(v), 3),
-                round(min(v), 3),
-                round(sum(v) / len(v), 3),
-                round(max(v), 3),
-                round(sum(v) / grand * 100, 2),
-            ]
-            for (t, c), v in stats.items()
-        ],
-    )
-    _csv(os.path.join(output, "step_trace_time.csv"), *step_table(ops, _lane_work(tasks, comm), ranges))
 
 
 def _level(prof_path: str) -> str:
