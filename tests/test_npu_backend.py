@@ -1062,15 +1062,23 @@ def test_torch_npus_own_stacks_and_memory_timeline_are_kept(memory_run: dict[str
     log = (result["out"] / "npuprof.log").read_text()
     assert "memory timeline skipped" not in log and "gave nothing" not in log
     # its memory_record.csv (the allocator's rows, times with a tab after them, as torch_npu writes them)
-    # gives the rank's peak in analyse, read without torch_npu
+    # gives the rank's peak in analyse, read without torch_npu; with the NPU activity CANN's application
+    # totals (APP: no allocated size) come first, and were each said "no number ... a damaged file"
+    # (helper-218)
     with open(rank_dir / layout.PARSED_DIR / "memory_record.csv", newline="") as f:
-        records = list(csv.DictReader(f))
-    assert records and all(r["Component"] == "PTA" and r["Timestamp(us)"].endswith("\t") for r in records)
+        every = list(csv.DictReader(f))
+    records = [r for r in every if r["Component"] == "PTA"]
+    assert records and all(r["Timestamp(us)"].endswith("\t") for r in records)
+    app = [r for r in every if r["Component"] == "APP"]
+    assert app and every[: len(app)] == app and all(r["Total Allocated(MB)"] == "" for r in app)
+    assert len(every) == len(app) + len(records)
     done = npuprof("analyse", str(result["out"]), "--format", "json", env=clean_env())
     (rank,) = json.loads(done.stdout)["ranks"]
     assert rank["memory_peak_mb"] == pytest.approx(
         max(float(r["Total Allocated(MB)"]) for r in records), abs=1e-3
     )
+    assert not [w for w in rank.get("warnings", []) if "memory_record.csv" in w], rank["warnings"]
+    assert "memory_record.csv" not in done.stderr, done.stderr
 
 
 def test_stacks_torch_npu_gives_nothing_for_are_built_from_its_trace_view(

@@ -849,6 +849,11 @@ def _allocator_rows(
         if damage.leaves_out(line, row, kind) or shape.leaves_out(line, row):
             continue
         text = row.get("Timestamp(us)") or ""
+        if row.get("Component") == "APP" and not (row.get("Total Allocated(MB)") or "").strip():
+            # CANN's application total (npu_mem: no allocated size, its ddr + hbm as Total Reserved), which
+            # torch_npu writes with the NPU activity and profile_memory: no damage, not the allocator's
+            # (helper-218: each one was said "no number ... a damaged file")
+            continue
         t, allocated = _number(text), _size(row.get("Total Allocated(MB)"))
         # helper-201: a negative time was read, that record then counting as what every step started with
         if t is None or t < 0 or allocated is None:

@@ -22,15 +22,16 @@ consumer thread sorted after the others and holding the AscendCL calls; ``fwdbwd
 forward operator to its backward one by sequence number; ``async_npu`` flows and
 ``HostToDevice`` ones whose id is the task's connection id above 32 one-bits),
 kernel_details.csv (the header of the 2023 release at Level1 and Level2), operator_details.csv (a row per
-call), memory_record.csv (with profile_memory), op_statistic.csv and step_trace_time.csv; a table without rows
-is not written. The Overlap Analysis lanes are CANN's, over the whole capture (Free: the gaps between device
-work); the steps of kernel_details.csv and step_trace_time.csv are torch_npu's device windows (``step_range``:
-from the step's first task to the later of its last task's end and the host span's end), its lanes counted
-whole in the window holding their start (``step_table``; no Device_id column before June 2025). ``stacks`` is
-its export_stacks (to a ``.log`` file). A rank's gloo collectives become HCCL operators (kernel_details.csv
-rows of core HCCL, an ``HCCL`` process in trace_view.json, the Communication lanes) and communication.json and
-communication_matrix.json (``_standin_comm``). At Level0 (the default) kernel_details.csv has its shorter
-header (``LEVEL0_KERNEL_HEADER``).
+call), memory_record.csv and operator_memory.csv (with profile_memory; with the NPU activity too, CANN's APP
+rows first in memory_record.csv, and npu_module_mem.csv), op_statistic.csv and step_trace_time.csv; a table
+without rows is not written. The Overlap Analysis lanes are CANN's, over the whole capture (Free: the gaps
+between device work); the steps of kernel_details.csv and step_trace_time.csv are torch_npu's device windows
+(``step_range``: from the step's first task to the later of its last task's end and the host span's end), its
+lanes counted whole in the window holding their start (``step_table``; no Device_id column before June 2025).
+``stacks`` is its export_stacks (to a ``.log`` file). A rank's gloo collectives become HCCL operators
+(kernel_details.csv rows of core HCCL, an ``HCCL`` process in trace_view.json, the Communication lanes) and
+communication.json and communication_matrix.json (``_standin_comm``). At Level0 (the default)
+kernel_details.csv has its shorter header (``LEVEL0_KERNEL_HEADER``).
 Nothing here uses npuprof.
 """
 
@@ -54,6 +55,13 @@ OP_MARK = "torch.op_mark"
 API_EVENTS = os.path.join("host", "data", "api_event.data.slice_0")
 DEVICE_TASKS = os.path.join("device_0", "data", "hwts.data.0.slice_0")
 HCCL_OPS = os.path.join("device_0", "data", _standin_comm.HCCL_DATA)
+# CANN's sampling of the device's memory (profile_memory with the NPU activity: ProfilerMgr asks for
+# ACL_PROF_TASK_MEMORY and sys-hardware-mem at 50 Hz): the application's total (npu_mem: event APP, ddr + hbm
+# in "memory(KB)", no allocated size) and each module's reserved memory (npu_module_mem)
+NPU_MEM = os.path.join("device_0", "data", "npu_mem.data.0.slice_0")
+NPU_MODULE_MEM = os.path.join("device_0", "data", "npu_module_mem.data.0.slice_0")
+SAMPLE_NS = 20_000_000
+MODULES = (("SLOG", 2048.0), ("RUNTIME", 6144.0), ("HCCL", 1024.0))  # reserved KB each (CANN's module names)
 STREAM = 2
 EAGER_MODEL = 4294967295
 DEVICE_PID = 800  # torch_npu's "Ascend Hardware" pid in Ascend's public sample
@@ -88,6 +96,24 @@ MEMORY_RECORD_HEADER = [
     "Stream Ptr",
     "Device Type",
 ]
+OPERATOR_MEMORY_HEADER = [
+    "Name",
+    "Size(KB)",
+    "Allocation Time(us)",
+    "Release Time(us)",
+    "Active Release Time(us)",
+    "Duration(us)",
+    "Active Duration(us)",
+    "Allocation Total Allocated(MB)",
+    "Allocation Total Reserved(MB)",
+    "Allocation Total Active(MB)",
+    "Release Total Allocated(MB)",
+    "Release Total Reserved(MB)",
+    "Release Total Active(MB)",
+    "Stream Ptr",
+    "Device Type",
+]
+NPU_MODULE_MEM_HEADER = ["Device_id", "Component", "Timestamp(us)", "Total Reserved(MB)", "Device"]
 OPERATOR_HEADER = [
     "Name",
     "Input Shapes",
@@ -213,6 +239,25 @@ def record_raw(prof_path: str, kineto: dict[str, Any], record_shapes: bool = Tru
         return
     _jsonl(os.path.join(cann, API_EVENTS), apis)
     _jsonl(os.path.join(cann, DEVICE_TASKS), tasks)
+    if memory and ops:  # CANN samples the device's memory from the capture's start to its end
+        first, last = ops[0]["start_ns"], max(op["end_ns"] for op in ops)
+        peak = max(m["total_reserved"] for m in memory)
+        times = [*range(first, last, SAMPLE_NS), last]
+        _jsonl(
+            os.path.join(cann, NPU_MEM),
+            [
+                {"event": "APP", "time_ns": t, "memory_kb": peak / 1024 + 512 * 1024, "device": 0}
+                for t in times
+            ],
+        )
+        _jsonl(
+            os.path.join(cann, NPU_MODULE_MEM),
+            [
+                {"component": name, "time_ns": t, "reserved_kb": kb, "device": 0}
+                for t in times
+                for name, kb in MODULES
+            ],
+        )
     collectives = _standin_comm.raw_collectives(kineto, ns)
     if collectives:
         _jsonl(os.path.join(cann, HCCL_OPS), collectives)
@@ -832,7 +877,7 @@ def parse(prof_path: str, output: str) -> None:
     cann = prof_dir(prof_path)
     if not cann:  # torch_npu's ONLY_FWK_CONFIG (no CANN data: CPU activity only): three tables, no more
         _operator_table(output, ops, {})
-        _memory_table(prof_path, output)
+        _memory_table(prof_path, output, ops)
         return
     tasks = _read_jsonl(os.path.join(cann, DEVICE_TASKS))
     ranges = step_range(prof_path, ops, tasks)
@@ -894,7 +939,7 @@ def parse(prof_path: str, output: str) -> None:
     for task in tasks:
         device_of[task["op_index"]] = device_of.get(task["op_index"], 0.0) + task["dur_ns"] / 1000
     _operator_table(output, ops, device_of)
-    _memory_table(prof_path, output)
+    _memory_table(prof_path, output, ops)
     grand = sum(sum(v) for v in stats.values()) or 1.0
     _csv(
         os.path.join(output, "op_statistic.csv"),
@@ -951,25 +996,110 @@ def _operator_table(output: str, ops: list[dict[str, Any]], device_of: dict[int,
     _csv(os.path.join(output, "operator_details.csv"), OPERATOR_HEADER, rows)
 
 
-def _memory_table(prof_path: str, output: str) -> None:
-    # as torch_npu's MemoryViewParser: the allocator's (PTA) samples, times with a tab after them
-    samples = _read_jsonl(os.path.join(prof_path, "FRAMEWORK", MEMORY_USAGE))
+def _memory_table(prof_path: str, output: str, ops: list[dict[str, Any]] | None = None) -> None:
+    """memory_record.csv and operator_memory.csv as torch_npu's MemoryPrepareParser and MemoryViewParser
+    write them, and npu_module_mem.csv as its IntegrateParser copies CANN's: with CANN's samples (the NPU
+    activity), memory_record.csv's APP rows first (npu_mem's: ``Total Reserved(MB)`` its ddr + hbm, no
+    allocated, active or stream value), then the allocator's (PTA) samples; times with a tab after them."""
+    samples = sorted(
+        _read_jsonl(os.path.join(prof_path, "FRAMEWORK", MEMORY_USAGE)), key=lambda m: m["time_ns"]
+    )
+    cann = prof_dir(prof_path)
+    app = _read_jsonl(os.path.join(cann, NPU_MEM)) if cann else []
+    rows: list[list[Any]] = [
+        ["APP", us(a["time_ns"]) + "\t", "", a["memory_kb"] / 1024, "", "", f"NPU:{a['device']}"] for a in app
+    ]
+    rows += [
+        [
+            "PTA",
+            us(m["time_ns"]) + "\t",
+            m["total_allocated"] / 2**20,
+            m["total_reserved"] / 2**20,
+            m["total_allocated"] / 2**20,
+            0,
+            "NPU:0",
+        ]
+        for m in samples
+    ]
+    _csv(os.path.join(output, "memory_record.csv"), MEMORY_RECORD_HEADER, rows)
     _csv(
-        os.path.join(output, "memory_record.csv"),
-        MEMORY_RECORD_HEADER,
+        os.path.join(output, "operator_memory.csv"),
+        OPERATOR_MEMORY_HEADER,
+        _operator_memory(samples, ops or []),
+    )
+    modules = _read_jsonl(os.path.join(cann, NPU_MODULE_MEM)) if cann else []
+    _csv(
+        os.path.join(output, "npu_module_mem.csv"),
+        NPU_MODULE_MEM_HEADER,
         [
             [
-                "PTA",
+                m["device"],
+                m["component"],
                 us(m["time_ns"]) + "\t",
-                m["total_allocated"] / 2**20,
-                m["total_reserved"] / 2**20,
-                m["total_allocated"] / 2**20,
-                0,
-                "NPU:0",
+                str(m["reserved_kb"] / 1024),
+                f"NPU:{m['device']}",
             ]
-            for m in sorted(samples, key=lambda m: m["time_ns"])
+            for m in modules
         ],
     )
+
+
+def _operator_memory(samples: list[dict[str, Any]], ops: list[dict[str, Any]]) -> list[list[Any]]:
+    """operator_memory.csv's rows (MemoryPrepareParser): each allocation of an address paired with the
+    next release of it (a release with no allocation before it left out; an allocation released after the
+    capture: its release cells empty), in the order of the allocations, named by the operator open at the
+    allocation on its thread (innermost), "" when none; sizes in KB, totals in MB."""
+    by_ptr: dict[Any, list[dict[str, Any]]] = {}
+    for m in samples:
+        by_ptr.setdefault(m["ptr"], []).append(m)
+    pairs: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    for records in by_ptr.values():
+        opened = None
+        for m in records:
+            if m["alloc_size"] > 0:
+                if opened is not None:
+                    pairs.append((opened, None))
+                opened = m
+            elif opened is not None:
+                pairs.append((opened, m))
+                opened = None
+        if opened is not None:
+            pairs.append((opened, None))
+    pairs.sort(key=lambda pair: pair[0]["time_ns"])
+
+    def name_at(m: dict[str, Any]) -> str:
+        inner = None
+        for op in ops:
+            if op["tid"] == m.get("tid") and op["start_ns"] <= m["time_ns"] <= op["end_ns"]:
+                inner = op  # ops are sorted by start, longest first: the last one holding it is innermost
+        return inner["name"] if inner else ""
+
+    rows = []
+    for alloc, free in pairs:
+        mb = [
+            alloc["total_allocated"] / 2**20,
+            alloc["total_reserved"] / 2**20,
+            alloc["total_allocated"] / 2**20,
+        ]
+        row = [name_at(alloc), alloc["alloc_size"] / 1024, us(alloc["time_ns"]) + "\t"]
+        if free is None:
+            row += [None, None, None, None, *mb, None, None, None]
+        else:
+            released = [
+                free["total_allocated"] / 2**20,
+                free["total_reserved"] / 2**20,
+                free["total_allocated"] / 2**20,
+            ]
+            row += [
+                us(free["time_ns"]) + "\t",
+                None,
+                us(free["time_ns"] - alloc["time_ns"]) + "\t",
+                None,
+                *mb,
+                *released,
+            ]
+        rows.append([*row, 0, "NPU:0"])
+    return rows
 
 
 def _level(prof_path: str) -> str:
