@@ -93,14 +93,22 @@ class _ProfInterface:
         if self._kineto is None:
             self._kineto = self._new_kineto()
         self.start_monotonic = time.monotonic_ns()
+        # torch_npu's profiler is its own (npu_profiler.cpp: its state in the thread's PROFILER_STATE, so
+        # torch._C._autograd._profiler_enabled() says True on this thread, as torch's does here), and never
+        # sets torch's Python flag torch.autograd.profiler._is_profiler_enabled, which torch's Kineto
+        # profiler underneath sets: it is left as it was
+        enabled = torch.autograd.profiler._is_profiler_enabled
         self._kineto.start_trace()
+        torch.autograd.profiler._set_is_profiler_enabled(enabled)
         if ProfilerActivity.CPU in self.activities and self.experimental_config.with_gc:
             _calls.record("gc_detect.start", threshold=self.experimental_config.gc_detect_threshold)
         _calls.record("start_trace", prof_path=self.prof_path)
 
     def stop_trace(self) -> None:
         if self._kineto is not None:
+            enabled = torch.autograd.profiler._is_profiler_enabled
             self._kineto.stop_trace()
+            torch.autograd.profiler._set_is_profiler_enabled(enabled)
         _calls.record("stop_trace", prof_path=self.prof_path)
 
     def finalize_trace(self) -> None:
