@@ -1033,11 +1033,13 @@ def test_a_child_forked_during_a_capture_never_stops_the_parents_profiler(
 def memory_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One job read by the two tests below (their flags together): stacks, shapes and memory recorded, the
     stacks and the memory timeline exported, torch_npu's data kept whole; skip 1, warm up 1, record 3 of
-    6 steps, each loading its data for 20 ms and holding a 48 MB buffer before its optimizer's update."""
+    6 steps, each loading its data for 20 ms and holding a 48 MB buffer before its optimizer's update; with
+    record_op_args, whose operator arguments torch_npu dumps into ``<rank dir>_op_args/`` beside the rank
+    dir (ProfilerMgr::Start), no rank dir of its own."""
     tmp = tmp_path_factory.mktemp("npu-memory")
     flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "3"]
     flags += ["--with-stack", "--record-shapes", "--profile-memory", "--no-data-simplification"]
-    flags += ["--export-stacks", "self_cpu_time_total", "--memory-timeline", "json"]
+    flags += ["--export-stacks", "self_cpu_time_total", "--memory-timeline", "json", "--record-op-args"]
     result = run_npuprof(tmp, flags, 6, NPU_TRAIN_LOAD_S="0.02", NPU_TRAIN_BUFFER_MB="48")
     assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
     return result
@@ -1079,6 +1081,12 @@ def test_torch_npus_own_stacks_and_memory_timeline_are_kept(memory_run: dict[str
     )
     assert not [w for w in rank.get("warnings", []) if "memory_record.csv" in w], rank["warnings"]
     assert "memory_record.csv" not in done.stderr, done.stderr
+    # record_op_args: the dump beside the rank dir is none (neither a rank nor a problem of analyse's)
+    assert sorted(p.name for p in result["out"].iterdir() if p.is_dir()) == [
+        rank_dir.name,
+        f"{rank_dir.name}_op_args",
+    ]
+    assert json.loads(done.stdout)["problems"] == []
 
 
 def test_stacks_torch_npu_gives_nothing_for_are_built_from_its_trace_view(

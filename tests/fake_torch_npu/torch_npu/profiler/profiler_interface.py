@@ -102,6 +102,13 @@ class _ProfInterface:
         torch.autograd.profiler._set_is_profiler_enabled(enabled)
         if ProfilerActivity.CPU in self.activities and self.experimental_config.with_gc:
             _calls.record("gc_detect.start", threshold=self.experimental_config.gc_detect_threshold)
+        if getattr(self.experimental_config, "record_op_args", False):
+            # ProfilerMgr::Start: AclopStartDumpArgs into the rank dir's path + "_op_args", a sibling of it
+            # (the AOE tuner's operator arguments), whatever the activities; CANN's files, placeholders here
+            dump = self.prof_path.rstrip("/") + "_op_args"
+            os.makedirs(dump, mode=0o750, exist_ok=True)
+            with open(os.path.join(dump, f"op_args_{os.getpid()}.bin"), "ab") as f:
+                f.write(b"stand-in operator arguments\n")
         _calls.record("start_trace", prof_path=self.prof_path)
 
     def stop_trace(self) -> None:
