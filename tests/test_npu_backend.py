@@ -1193,6 +1193,11 @@ def test_a_torch_npu_capture_of_the_cpu_activity_only_is_an_npu_run_without_devi
     result = run_npuprof(tmp_path, flags, 5)
     assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
     (rank_dir,) = layout.find_rank_dirs(result["out"])
+    # the run's summary and analyse's note say why there is no device table, and blame no parse
+    # (helper-218: "it found no device work there ..., or its device data did not parse")
+    run_said = " ".join((result["proc"].stdout + result["proc"].stderr).split())
+    assert "recorded with the CPU activity only (--activities cpu): torch_npu collects no" in run_said
+    assert "did not parse" not in run_said, run_said
     assert not list(rank_dir.glob("PROF_*"))
     out = rank_dir / layout.PARSED_DIR
     assert sorted(p.name for p in out.iterdir()) == ["operator_details.csv", "trace_view.json"]
@@ -1206,6 +1211,8 @@ def test_a_torch_npu_capture_of_the_cpu_activity_only_is_an_npu_run_without_devi
     assert "CPU-only" not in said and "the CPU is the device" not in said, said
     assert "rank -  (NPU, " in done.stdout, said
     assert "torch_npu recorded no device work: its profiler was given the CPU activity only" in said
+    assert "torch_npu writes no step_trace_time.csv for a capture of the CPU activity only: its" in said
+    assert "stop short" not in said, said
     report = npuprof("analyse", str(result["out"]), "--format", "json", env=clean_env())
     (rank,) = json.loads(report.stdout)["ranks"]
     assert rank["device"] == "NPU" and [s["step"] for s in rank["steps"]] == steps

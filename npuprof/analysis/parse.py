@@ -433,7 +433,7 @@ def _parse_ascend(rank_dir: Path, outcome: ParseOutcome) -> ParseOutcome:
         # no device work in it (or its device data did not parse): its trace_view.json is read instead
         # (report._trace_view_instead), as where torch_npu is not installed
         outcome.status = "missing"
-        outcome.reason = layout.TORCH_NPU_NO_DEVICE_TABLES
+        outcome.reason = layout.torch_npu_no_device_tables_note(rank_dir)
     else:
         outcome.status = "failed"
         outcome.reason = (

@@ -1549,10 +1549,15 @@ def _trace_view_instead(
     ):
         return None
     if on_note:
+        activities = layout.torch_npu_activities(rank_dir)
+        why = (
+            "torch_npu writes no step_trace_time.csv for a capture of the CPU activity only"
+            if activities is not None and "NPU" not in activities
+            else "torch_npu's tables stop short of step_trace_time.csv"
+        )
         on_note(
-            f"{rank_dir}: torch_npu's tables stop short of step_trace_time.csv: its "
-            f"{layout.PARSED_DIR}/trace_view.json is analysed instead (the tables made from it go to the "
-            "user's cache, not into torch_npu's folder)"
+            f"{rank_dir}: {why}: its {layout.PARSED_DIR}/trace_view.json is analysed instead (the tables "
+            "made from it go to the user's cache, not into torch_npu's folder)"
         )
     bare, out_dir = _parse_bare(view, force, jobs, export_db, on_note, in_cache=True)
     bare.rank_dir, bare.rank = rank_dir, outcome.rank  # parse_rank_dir read it (profiler_info_<rank>.json)

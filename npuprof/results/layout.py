@@ -125,6 +125,23 @@ TORCH_NPU_NO_DEVICE_TABLES = (
 )
 
 
+# the same, of a capture whose profiler was not given the NPU activity: torch_npu collects no device data
+# then and writes no device table by design (helper-218: the note above blamed its parse)
+TORCH_NPU_CPU_ACTIVITY_ONLY = (
+    "recorded with the CPU activity only (--activities cpu): torch_npu collects no device data then and "
+    "writes no kernel_details.csv or step_trace_time.csv; npuprof analyse reads its trace_view.json (the "
+    "host's side)"
+)
+
+
+def torch_npu_no_device_tables_note(rank_dir: Path) -> str:
+    """What to say of a rank dir ``torch_npu_parsed_without_device_tables``: why it has no device table."""
+    activities = torch_npu_activities(rank_dir)
+    if activities is not None and "NPU" not in activities:
+        return TORCH_NPU_CPU_ACTIVITY_ONLY
+    return TORCH_NPU_NO_DEVICE_TABLES
+
+
 def torch_npu_parsed_without_device_tables(rank_dir: Path) -> bool:
     """torch_npu's parse of ``rank_dir`` wrote its trace_view.json (host side) but neither of its step and
     kernel tables nor its db: parsed, with nothing of the device in its tables."""

@@ -197,7 +197,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             first = f"step {steps[0]} is partial: recording began inside it"
             detail = f"{first}; {detail}" if detail else first
         if record.get("backend") == "torch_npu" and layout.torch_npu_parsed_without_device_tables(rank_dir):
-            note = layout.TORCH_NPU_NO_DEVICE_TABLES
+            note = layout.torch_npu_no_device_tables_note(rank_dir)
             detail = f"{detail}; {note}" if detail else note
         if half_written := _remove_half_written(rank_dir, status.status):
             detail = f"{detail}; {half_written}" if detail else half_written
