@@ -1190,7 +1190,7 @@ def test_a_torch_npu_capture_of_the_cpu_activity_only_is_an_npu_run_without_devi
     "CPU-only trace (the CPU is the device: comp is its operators' time ...)": on an NPU run the operators
     only launch what the NPU computes. It is the NPU's capture, with its device work unrecorded, said so."""
     flags = ["--activities", "cpu", "--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2"]
-    result = run_npuprof(tmp_path, flags, 5)
+    result = run_npuprof(tmp_path, [*flags, "--profile-memory"], 5, NPU_TRAIN_BUFFER_MB="24")
     assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
     (rank_dir,) = layout.find_rank_dirs(result["out"])
     # the run's summary and analyse's note say why there is no device table, and blame no parse
@@ -1200,7 +1200,8 @@ def test_a_torch_npu_capture_of_the_cpu_activity_only_is_an_npu_run_without_devi
     assert "did not parse" not in run_said, run_said
     assert not list(rank_dir.glob("PROF_*"))
     out = rank_dir / layout.PARSED_DIR
-    assert sorted(p.name for p in out.iterdir()) == ["operator_details.csv", "trace_view.json"]
+    tables = ["memory_record.csv", "operator_details.csv", "operator_memory.csv", "trace_view.json"]
+    assert sorted(p.name for p in out.iterdir()) == tables
     view = json.loads((out / "trace_view.json").read_text())
     assert set(_meta_values(view, "process_name", "name").values()) == {"Python"}
     steps = _trace_steps(out / "trace_view.json")
@@ -1217,6 +1218,29 @@ def test_a_torch_npu_capture_of_the_cpu_activity_only_is_an_npu_run_without_devi
     (rank,) = json.loads(report.stdout)["ranks"]
     assert rank["device"] == "NPU" and [s["step"] for s in rank["steps"]] == steps
     assert not rank["top_kernels"]
+    # its memory figures from memory_record.csv (trace_view.json holds no memory event; they were "-"):
+    # each step's peak over its ProfilerStep span, with the last record before it, computed here by hand
+    spans = {
+        int(e["name"].split("#")[1]): (
+            decimal.Decimal(e["ts"]),
+            decimal.Decimal(e["ts"]) + decimal.Decimal(str(e["dur"])),
+        )
+        for e in view
+        if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")
+    }
+    with open(out / "memory_record.csv", newline="") as handle:
+        records = sorted(
+            (decimal.Decimal(r["Timestamp(us)"].strip()), float(r["Total Allocated(MB)"]))
+            for r in csv.DictReader(handle)
+            if r["Component"] == "PTA"
+        )
+    expected = {}
+    for step, (lo, hi) in spans.items():
+        before = [a for t, a in records if t < lo][-1:]
+        expected[step] = round(max(before + [a for t, a in records if lo <= t < hi]), 3)
+    assert all(peak >= 24 for peak in expected.values()), expected
+    assert {s["step"]: s["memory_peak_mb"] for s in rank["steps"]} == expected
+    assert rank["memory_peak_mb"] == round(max(a for _t, a in records), 3)
 
 
 def test_an_output_dir_torch_npu_refuses_is_said_and_nothing_is_written_elsewhere(tmp_path: Path) -> None:

@@ -785,6 +785,11 @@ def _memory(path: Path, warnings: list[str]) -> list[tuple[float, float, float |
     return sorted(((t, a, r) for _d, _text, t, a, r in rows), key=lambda row: row[0])  # stable in ties
 
 
+def memory_records(path: Path, warnings: list[str]) -> list[tuple[float, float, float | None]]:
+    """:func:`_memory`: memory_record.csv's allocator records, what was left out said in ``warnings``."""
+    return _memory(path, warnings)
+
+
 def impossible_memory_note(records: int) -> str:
     return (
         f"{records} record(s) of {MEMORY_FILE} with a size no device has (negative, or over "

@@ -1447,6 +1447,7 @@ def _build_report(
         if (no_device := _npu_capture_without_device_work(outcome.rank_dir, summary)) is not None:
             summary.device = "NPU"
             summary.warnings = [*(summary.warnings or []), no_device]
+            _memory_of_torch_npu(outcome.rank_dir, summary)
         steps_there.update(s.step for s in summary.steps if isinstance(s.step, int))
         annotations, trouble = _load_annotations(out_dir)
         rank = rank_report(summary, outcome.rank_dir, outcome.status, steps, top, annotations)
@@ -1581,8 +1582,47 @@ def _npu_capture_without_device_work(rank_dir: Path, summary: Summary) -> str | 
         why = "none in this capture"
     return (
         f"{vocab.NO_NPU_WORK}: {why}; comp is its host operators' time (they launch what the NPU "
-        "computes, not recorded here), free the rest of the step, and no figure here is the NPU's"
+        "computes, not recorded here), free the rest of the step: no time here is the NPU's"
     )
+
+
+def _memory_of_torch_npu(rank_dir: Path, summary: Summary) -> None:
+    """The memory figures of a torch_npu capture analysed from its trace_view.json, which holds no memory
+    event, from the memory_record.csv torch_npu wrote beside it (with profile_memory, whatever the
+    activities): as ``ascend_output.summary_of`` reads them, each step's peak over its ProfilerStep span
+    and the last record before it (what it started with). The figures ``summary`` has are kept."""
+    from bisect import bisect_left
+
+    from npuprof.analysis import ascend_output
+
+    path = rank_dir / layout.PARSED_DIR / ascend_output.MEMORY_FILE
+    if summary.memory.get("peak_allocated_mb") is not None or path.is_symlink() or not path.is_file():
+        return
+    said: list[str] = []
+    try:
+        rows = ascend_output.memory_records(path, said)
+    except (ascend_output.AscendTableError, OSError) as exc:
+        rows, said = [], [f"{ascend_output.MEMORY_FILE}: {exc}: no memory figures"]
+    if said:
+        summary.warnings = [*(summary.warnings or []), *said]
+    if not rows:
+        return
+    base_us = (summary.time_base_ns or 0) / 1000
+    times = [t - base_us for t, _a, _r in rows]
+    for step in summary.steps:
+        if math.copysign(1.0, step.start_us) < 0:  # a start not known (ascend_output.UNKNOWN_START)
+            continue
+        first = bisect_left(times, step.start_us)
+        end = bisect_left(times, step.start_us + step.duration_us)
+        inside = rows[max(first - 1, 0) : end] if end > 0 else []
+        step.memory_peak_mb = round(max(a for _t, a, _r in inside), 3) if inside else None
+        reserved = [r for _t, _a, r in inside if r is not None]
+        step.memory_peak_reserved_mb = round(max(reserved), 3) if reserved else None
+    reserved = [r for _t, _a, r in rows if r is not None]
+    summary.memory = {
+        "peak_allocated_mb": round(max(a for _t, a, _r in rows), 3),
+        "peak_reserved_mb": round(max(reserved), 3) if reserved else None,
+    }
 
 
 def _rank_dir_of_tables(path: Path) -> Path | None:
