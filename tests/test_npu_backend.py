@@ -1200,7 +1200,13 @@ def test_a_torch_npu_capture_of_the_cpu_activity_only_is_an_npu_run_without_devi
     assert "did not parse" not in run_said, run_said
     assert not list(rank_dir.glob("PROF_*"))
     out = rank_dir / layout.PARSED_DIR
-    tables = ["memory_record.csv", "operator_details.csv", "operator_memory.csv", "trace_view.json"]
+    tables = [
+        "analyse.done",
+        "memory_record.csv",
+        "operator_details.csv",
+        "operator_memory.csv",
+        "trace_view.json",
+    ]
     assert sorted(p.name for p in out.iterdir()) == tables
     view = json.loads((out / "trace_view.json").read_text())
     assert set(_meta_values(view, "process_name", "name").values()) == {"Python"}
