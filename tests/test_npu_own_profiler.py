@@ -243,8 +243,9 @@ def test_a_torch_npu_profiler_recording_before_npuprofs_window_keeps_npuprof_off
     ``_profiler_enabled()`` sees); the stand-in, recording with torch's profiler underneath, set it, so a
     script's torch_npu profiler already recording when npuprof's window came was refused by that flag in
     the tests, never by npuprof's following of torch_npu's classes, on which the real one depends
-    (helper-218: with that following off, npuprof started a second profiler in the tests only on a real
-    NPU). npuprof opens no capture while it records, and says so once."""
+    (helper-218: with that following off, this test passed on the old stand-in, its flag keeping npuprof
+    off, where a real NPU would run two profilers). npuprof opens no capture while it records, and says so
+    once."""
     (tmp_path / "early.py").write_text(EARLY_SCRIPT)
     out = tmp_path / "out"
     flags = ["--skip-first", "2", "--warmup", "1", "--active", "2", "--repeat", "1"]

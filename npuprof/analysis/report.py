@@ -1569,8 +1569,8 @@ def _npu_capture_without_device_work(rank_dir: Path, summary: Summary) -> str | 
     """What to say of a torch_npu capture whose trace_view.json (analysed instead of its tables,
     ``_trace_view_instead``) holds no device work, or None for any other: its device is the NPU, never
     "CPU-only" (the operators only launched what the NPU computed, unrecorded). torch_npu records none when
-    its profiler was not given the NPU activity (its parse then writes no device table: docs/formats.md,
-    "torch_npu's own output"), or when the capture held no launch."""
+    its profiler was not given the NPU activity (its parse then writes no device table: README, "Analysing:
+    npuprof analyse"), or when the capture held no launch."""
     if summary.device != "CPU" or not layout.torch_npu_parsed_without_device_tables(rank_dir):
         return None
     if layout.find_raw_trace(rank_dir) is not None:
