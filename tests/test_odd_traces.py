@@ -1540,3 +1540,21 @@ def test_export_stacks_and_memory_timeline_write_control_characters_out(
     assert "\x1b" not in err and "\x07" not in err, err
     assert f"{shown}_ascend_pt/host.1.pt.trace.json" in err, err
     assert f"(npu:{shown.lower()}, 1 memory events" in err, err  # a device name is read lower-case
+
+
+def test_operators_that_overlap_without_nesting_count_each_microsecond_once(tmp_path: Path) -> None:
+    """helper-221: aten::B begins inside aten::A and ends 50 µs after it (threads interleaved, times
+    rounded): B's whole 100 µs was taken from A's, A's self time 0 for the 50 µs it ran alone, the self
+    times 100 µs for a thread busy 150. Each µs goes to the innermost operator open: A 50, B 100."""
+    trace = {
+        "traceEvents": [
+            x("ProfilerStep#1", "user_annotation", 0, 1000),
+            x("aten::P", "cpu_op", 50, 170, **{"External id": 3}),  # [50, 220): around A, not all of B
+            x("aten::A", "cpu_op", 100, 100, **{"External id": 1}),
+            x("aten::B", "cpu_op", 150, 100, **{"External id": 2}),
+        ]
+    }
+    summary = _summary(write_rank_dir(tmp_path, trace))
+    got = {op["name"]: (op["self_us"], op["total_us"]) for op in summary["operator_totals"]}
+    assert got == {"aten::P": (50.0, 170.0), "aten::A": (50.0, 100.0), "aten::B": (100.0, 100.0)}
+    assert summary["steps"][0]["computing_us"] == sum(s for s, _t in got.values()) == 200.0

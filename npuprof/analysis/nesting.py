@@ -9,7 +9,9 @@ faster than the walk; otherwise (overlapping ranges, negative or non-finite time
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import math
 
 import numpy as np
 
@@ -116,3 +118,54 @@ def _stack_walk(
         if stack and has_dev:
             dtot[stack[-1]] += dtot[j]
     return np.array(par, dtype=np.int64), np.array(csum), np.array(dtot)
+
+
+def self_times(
+    thread: np.ndarray, ts: np.ndarray, dur: np.ndarray, parent: np.ndarray, child_sum: np.ndarray
+) -> np.ndarray:
+    """Each operator's self time (operators sorted as for :func:`walk`, ``parent`` and ``child_sum`` its
+    results): its duration less its children's, and on a thread where an operator runs past the end of its
+    parent (B begins inside A and ends after it: threads interleaved, times rounded), the time it was the
+    innermost operator open (the last one opened), so that the self times add up to the thread's busy
+    time, each µs counted once (docs/formats.md). Taking B's whole duration from A's left A no self time
+    for the part it ran alone (helper-221)."""
+    own = np.maximum(dur - child_sum, 0.0)
+    child = np.flatnonzero(parent >= 0)
+    end = ts + dur
+    overran = child[end[child] > end[parent[child]]]
+    if not len(overran):
+        return own
+    for th in np.unique(thread[overran]).tolist():
+        rows = np.flatnonzero(thread == th)
+        if not (np.isfinite(ts[rows]).all() and np.isfinite(end[rows]).all()):
+            continue  # no time order to follow (the reader names such times)
+        t_ts = ts[rows].tolist()
+        own[rows] = _innermost_time(t_ts, np.maximum(end[rows], ts[rows]).tolist())
+    return own
+
+
+def _innermost_time(ts_l: list[float], end_l: list[float]) -> list[float]:
+    """Per operator (in the walk's order, ``end_l`` none before its start), the time it is the last opened
+    of those open."""
+    own = [0.0] * len(ts_l)
+    ends: list[tuple[float, int]] = []  # heap of (end, index): the open operators
+    opened: list[int] = []  # heap of -index: the last opened on top; closed ones dropped lazily
+    closed: set[int] = set()
+    now = -math.inf
+    for k in [*range(len(ts_l)), None]:
+        start = math.inf if k is None else ts_l[k]
+        while ends and ends[0][0] <= start:  # those that end before the next one opens
+            end, done = heapq.heappop(ends)
+            own[-opened[0]] += end - now
+            now = end
+            closed.add(done)
+            while opened and -opened[0] in closed:
+                heapq.heappop(opened)
+        if k is None:
+            break
+        if opened:
+            own[-opened[0]] += start - now
+        now = start
+        heapq.heappush(ends, (end_l[k], k))
+        heapq.heappush(opened, -k)
+    return own

@@ -140,7 +140,7 @@ def nest(x: Extract) -> OpView:
         hit[pos_ok] = ext_sorted[pos[pos_ok]] == dext[pos_ok]
         np.add.at(dev_self, ext_sorted_idx[pos[hit]], ddur[hit])
     parent, child_sum, dev_total = nesting.walk(thread, ts, dur, dev_self)
-    self_time = np.maximum(dur - child_sum, 0.0)
+    self_time = nesting.self_times(thread, ts, dur, parent, child_sum)
     return OpView(thread, ts, dur, name, shapes, stack, ext, self_time, parent, dev_self, dev_total)
 
 
