@@ -393,6 +393,30 @@ def test_python_frames_that_overlap_without_nesting_say_the_time_not_in_the_stac
     assert st.folded_from_trace(path).notes == []
 
 
+def test_a_span_cut_at_its_parents_end_inside_another_span_is_said_though_no_time_is_lost(tmp_path):
+    """helper-221: ``aten::B`` [150, 250) begins inside ``aten::A`` [100, 200) and runs 50 µs past it, both
+    inside ``aten::P`` [50, 220) inside the step: B is cut at A's end, and its last 50 µs went to P (20) and
+    the step (30) without a word, the lines adding up to the thread's busy time (the helper-179 warning
+    counted only the busy time in no stack, 0 here). The warning names the 50 µs an operator ran past the
+    operator it began in (Python frames and ranges cut by design, docs/README's stacks section, are not
+    counted)."""
+    events = [
+        ev("ProfilerStep#1", "user_annotation", 0, 1000),
+        ev("aten::P", "cpu_op", 50, 170),
+        ev("aten::A", "cpu_op", 100, 100),
+        ev("aten::B", "cpu_op", 150, 100),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    folded = st.folded_from_trace(path)
+    values = _parse_lines(folded.text())
+    step = ("ProfilerStep",)
+    assert values == {step: 830, (*step, "aten::P"): 70, (*step, "aten::P", "aten::A"): 50,
+                      (*step, "aten::P", "aten::A", "aten::B"): 50}  # fmt: skip
+    (said,) = [n for n in folded.notes if "aten::B" in n]
+    assert "0 µs of those threads' busy time is in no stack, and 50 µs that operators ran past" in said, said
+
+
 def test_a_range_opened_in_one_function_and_closed_in_another_keeps_the_callers(tmp_path):
     """``opener()`` enters a range and calls ``work()``; ``closer()`` calls ``work()`` and exits it
     (helper-88: the range was lifted out of ``opener`` and took its ``work`` with it: a call path

@@ -140,6 +140,8 @@ class _Node:
     npuprof_work: bool = False  # npuprof's own work: what it calls is folded into its node
     range_machinery: bool = False  # a Python frame of torch's record_function (RANGE_MACHINERY)
     step: bool = False  # a ProfilerStep#N span
+    # an operator (cpu_op), its own end before any clipping: operators nest, as RecordFunction ranges do
+    operator_end: float | None = None
 
 
 class _PathTrie:
@@ -310,11 +312,12 @@ def _build_host_tree(
     keep_idle: bool = True,
     idle: list[tuple[object, object]] | None = None,
     overlaps: list[str] | None = None,
-    unnested: list[tuple[tuple[object, object], float, list[str]]] | None = None,
+    unnested: list[tuple[tuple[object, object], float, list[str], float]] | None = None,
 ) -> _HostTree:
     """``idle`` receives the threads left out as idle (when ``keep_idle`` is False); ``overlaps`` the
     steps cut where the next one began; ``unnested`` the threads whose spans overlapped without nesting
-    so that part of their busy time is in no stack: (thread, µs not counted, the names of spans cut)."""
+    so that part of their busy time is in no stack, or an operator's time in another span's: (thread, µs
+    not counted, the names of spans cut, µs operators ran past the operator they began in)."""
     kinds = kinds or _Processes(set(), set(), set(), {})
     idle = [] if idle is None else idle
     overlaps = [] if overlaps is None else overlaps
@@ -354,6 +357,7 @@ def _build_host_tree(
         step_starts = sorted(float(ev.ts or 0.0) for ev in steps)
         thread_self: dict[int, float] = defaultdict(float)  # merged into self_time after the thread
         cut_names: list[str] = []  # spans that ran past the end of their parent, not by a clock's rounding
+        op_cut_us = 0.0  # the time operators ran past the operator they began in (helper-221)
         for _, ev in items:
             ts = float(ev.ts or 0.0)
             end = step_ends.get(id(ev)) or ts + max(float(ev.dur or 0.0), 0.0)
@@ -378,11 +382,15 @@ def _build_host_tree(
                     _close(call, thread_self)
             parent = stack[-1] if stack else None
             name = opened_before.get(id(ev), ev.name)
+            own_end = end
             if parent is not None and end > parent.end:
                 if _crosses_step_end(stack, cat, is_step, end):
                     carried.append((_frame_of(name, is_step), end))
                 elif end > parent.end + OVERRUN_US:
                     cut_names.append(name)
+                    # past the operator's own end, not where a frame above it cut it (by design)
+                    if parent.operator_end is not None and cat == vocab.CPU_OP:
+                        op_cut_us += max(end - max(parent.operator_end, parent.end), 0.0)
                 end = parent.end  # a child that overruns its parent (clock rounding): clip it
             has_python = has_python or cat == vocab.PYTHON_FUNCTION
             framed = parent is not None and parent.framed
@@ -409,7 +417,14 @@ def _build_host_tree(
                 parent.child_time += end - ts
             machinery = cat == vocab.PYTHON_FUNCTION and any(mark in ev.name for mark in RANGE_MACHINERY)
             node = _Node(
-                ts, end, node_id, framed=framed, npuprof_work=work, range_machinery=machinery, step=is_step
+                ts,
+                end,
+                node_id,
+                framed=framed,
+                npuprof_work=work,
+                range_machinery=machinery,
+                step=is_step,
+                operator_end=own_end if cat == vocab.CPU_OP else None,
             )
             stack.append(node)
             node_of_event[id(ev)] = node_id
@@ -427,9 +442,11 @@ def _build_host_tree(
         for node_id, value in thread_self.items():
             self_time[node_id] += value
         if cut_names:  # the totals are the thread's busy time (docs/formats.md): say what is not in them
-            missing = _busy_us(items) - math.fsum(thread_self.values())
-            if missing > OVERRUN_US:
-                unnested.append((thread, missing, cut_names))
+            # (helper-221: what an operator ran past the operator it began in, inside a span around both,
+            # is in that span's stack: no µs lost, yet not where it ran; said too)
+            missing = max(_busy_us(items) - math.fsum(thread_self.values()), 0.0)
+            if missing > OVERRUN_US or op_cut_us > OVERRUN_US:
+                unnested.append((thread, missing, cut_names, op_cut_us))
     return _HostTree(trie, self_time, spans, node_of_event, has_python, runtime_nodes, aliases)
 
 
@@ -758,21 +775,28 @@ def folded_from_events(
     kinds = _processes(events)
     idle: list[tuple[object, object]] = []
     overlaps: list[str] = []
-    unnested: list[tuple[tuple[object, object], float, list[str]]] = []
+    unnested: list[tuple[tuple[object, object], float, list[str], float]] = []
     tree = _build_host_tree(events, kinds.device | kinds.other, kinds, keep_idle, idle, overlaps, unnested)
     result = FoldedStacks(metric, has_python_frames=tree.has_python_frames)
     if unnested and metric == HOST_METRIC:
-        lost = sum(missing for _t, missing, _n in unnested)
-        names = list(dict.fromkeys(name for _t, _m, cut in unnested for name in cut))
+        lost = sum(missing for _t, missing, _n, _c in unnested)
+        op_cut_us = sum(cut for _t, _m, _n, cut in unnested)
+        moved = (
+            f", and {op_cut_us:,.0f} µs that operators ran past the operator they began in is not in their "
+            "stacks (in no stack or another span's)"
+            if op_cut_us > OVERRUN_US
+            else ""
+        )
+        names = list(dict.fromkeys(name for _t, _m, cut, _c in unnested for name in cut))
         shown = ", ".join(map(printable, names[:3])) + (
             f" and {len(names) - 3} more" if len(names) > 3 else ""
         )
-        cut_count = sum(len(cut) for _t, _m, cut in unnested)
-        tids = ", ".join(str(t) for (_p, t), _m, _n in unnested)
+        cut_count = sum(len(cut) for _t, _m, cut, _c in unnested)
+        tids = ", ".join(str(t) for (_p, t), _m, _n, _c in unnested)
         result.notes.append(
             f"{cut_count} span(s) on {len(unnested)} thread(s) ran past the end of the span they began in, "
             f"overlapping it without nesting in it ({shown}; a broken trace?): cut there, so {lost:,.0f} µs "
-            f"of those threads' busy time is in no stack (tid {tids})"
+            f"of those threads' busy time is in no stack{moved} (tid {tids})"
         )
     if overlaps:
         shown = ", ".join(overlaps[:3]) + (f" and {len(overlaps) - 3} more" if len(overlaps) > 3 else "")
