@@ -364,3 +364,41 @@ def test_memory_events_of_two_processes_in_one_trace_are_summed_not_interleaved(
     assert [sum(row) // mib for row in sizes] == [64, 72, 136, 144]
     assert mt.peak_allocated(data) == 144 * mib
     assert "2 processes" in mt.source_note(data)
+
+
+def test_records_of_one_time_listed_out_of_order_follow_their_totals(tmp_path):
+    """helper-221: at 20 µs a 100-byte block is freed (total 0) and a 200-byte one allocated (total 200),
+    the trace listing the alloc first: the timeline took the free's total as the value at 20 and showed 0
+    bytes until 30, the 200-byte block held all that time not drawn. Each record's total less its bytes
+    is the total before it: that order is the one that happened, whatever the listing's."""
+    records = [(10, 100, 100), (20, 200, 200), (20, -100, 0), (30, -200, 0)]  # ts, Bytes, Total Allocated
+    events = [
+        _memory_event(ts, {"Device Type": 1, "Device Id": 0, "Bytes": nbytes, "Total Allocated": total})
+        for ts, nbytes, total in records
+    ]
+    path = tmp_path / "t.json"
+    for listed in (events, [events[0], events[2], events[1], events[3]]):  # either listing: one timeline
+        path.write_text(json.dumps({"traceEvents": listed}))
+        data = mt.from_trace(path)
+        times, sizes = data.coalesce()
+        assert times == [10, 20, 30]
+        assert [sum(row) for row in sizes] == [100, 200, 0]
+        assert mt.peak_allocated(data) == 200
+    # from 100 at 40: a 64-byte block allocated and freed, then 256 allocated; listed 256 first: both the
+    # 256 and the 64 start at 100, and only the 64 first takes in every record (ends at 356)
+    later = [(40, 256, 356), (40, -64, 100), (40, 64, 164)]
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": events
+                + [
+                    _memory_event(
+                        ts, {"Device Type": 1, "Device Id": 0, "Bytes": nbytes, "Total Allocated": total}
+                    )
+                    for ts, nbytes, total in [(35, 100, 100), *later]
+                ]
+            }
+        )
+    )
+    times, sizes = mt.from_trace(path).coalesce()
+    assert (times[-1], sum(sizes[-1])) == (40, 356)

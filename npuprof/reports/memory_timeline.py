@@ -171,7 +171,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             unread += 1
             continue
         per_process.setdefault(name, {}).setdefault(ev.pid, []).append(record)
-    per_device = {name: _all_processes(by_pid) for name, by_pid in per_process.items()}
+    per_device = {
+        name: _all_processes({pid: _in_chain_order(rows) for pid, rows in by_pid.items()})
+        for name, by_pid in per_process.items()
+    }
     summed = False
     before: dict[str, int] = {}  # device -> what its frees show was allocated before the capture
     for name, changes in bytes_only.items():
@@ -225,6 +228,83 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     if loaded.gzip_note:
         data.notes.append(loaded.gzip_note)
     return data
+
+
+def _in_chain_order(rows: list[tuple[float, int, int, int]]) -> list[tuple[float, int, int, int]]:
+    """One process's records by time; those of one time in the order their totals show they happened: each
+    record's Total Allocated less its Bytes is the total before it. A trace can list a free before the alloc
+    that came first at the same timestamp (torch_npu's µs times, threads' events merged): the timeline then
+    showed the total after the free until the next record (helper-221: 0 bytes for a 200-byte block held
+    from 20 to 30 µs). Where no such order takes in every record of that time, the trace's is kept."""
+    rows = sorted(rows, key=lambda r: r[0])
+    out: list[tuple[float, int, int, int]] = []
+    i = 0
+    while i < len(rows):
+        j = i + 1
+        while j < len(rows) and rows[j][0] == rows[i][0]:
+            j += 1
+        group = rows[i:j]
+        if len(group) > 1:
+            group = _chained(group, out[-1][1] if out else None) or group
+        out.extend(group)
+        i = j
+    return out
+
+
+def _chained(group: list[tuple[float, int, int, int]], before: int | None) -> list | None:
+    """``group`` in an order where each record's total less its bytes is the one before's total, starting
+    from ``before`` when known: the trace's order when it is one, else the first found starting from
+    ``before``, from a total no other record of the group ends at, or from any record's total before it
+    (a capture's first time: what was there before is unknown); None when there is none."""
+    pre = [total - nbytes for _ts, total, _r, nbytes in group]
+    if (before is None or pre[0] == before) and all(pre[k] == group[k - 1][1] for k in range(1, len(group))):
+        return group
+    after = {total for _ts, total, _r, _b in group}
+    starts = [before] if before is not None else []
+    starts += [p for p in pre if p not in after] + pre
+    by_start: dict[int, list[int]] = {}
+    for k, p in enumerate(pre):
+        by_start.setdefault(p, []).append(k)  # the trace's order first
+    budget = [20 * len(group) + 1000]  # steps of the search, for all starts: a group is a few records
+    for start in list(dict.fromkeys(starts))[:16]:
+        order = _chain_from(start, group, by_start, budget)
+        if order is not None:
+            return [group[k] for k in order]
+    return None
+
+
+def _chain_from(
+    start: int, group: list[tuple[float, int, int, int]], by_start: dict[int, list[int]], budget: list[int]
+) -> list[int] | None:
+    """The records of ``group`` (indexes) in an order that chains their totals from ``start``, by a depth
+    first search taking the trace's order first (an allocation and its free can both start at one total);
+    None when there is none or ``budget`` runs out."""
+    used = [False] * len(group)
+    chain: list[int] = []
+    tried: list[int] = [0]  # per level, how many of its candidates were tried
+    current = start
+    while budget[0] > 0:
+        budget[0] -= 1
+        if len(chain) == len(group):
+            return chain
+        options = by_start.get(current, [])
+        i = tried[-1]
+        while i < len(options) and used[options[i]]:
+            i += 1
+        if i < len(options):
+            tried[-1] = i + 1
+            k = options[i]
+            used[k] = True
+            chain.append(k)
+            tried.append(0)
+            current = group[k][1]
+            continue
+        tried.pop()  # no way on from here: back one record
+        if not chain:
+            return None
+        used[chain.pop()] = False
+        current = group[chain[-1]][1] if chain else start
+    return None
 
 
 def _all_processes(
