@@ -67,3 +67,37 @@ def test_memory_timeline_from_the_trace_and_the_categorised_peak_leave_it_out_to
     # a capture whose first change frees a block of the capture before (still in torch's totals): it held
     # that block when it began
     assert _peaks([[2, -1, 5, 0, 8, 1, -3 * MiB, "cpu", STALE, 0], *rows], "cpu") == (3 * MiB, None)
+
+
+def test_a_block_allocated_and_freed_in_one_microsecond_lifts_nothing(tmp_path: Path) -> None:
+    """helper-221: a 3 MiB block allocated and freed at the same µs (150), the free listed first (as a sort
+    by bytes put it, or a trace's order): the sum dipped to -2 MiB there, so the capture "started at 2 MiB"
+    and every figure after was 2 MiB too high (analyse: step 8 at 4 MiB for its 2, memory_record.csv 2 MiB
+    at the end for 0; memory-timeline too, for any listing). A free comes after its allocation: at one
+    time allocations go first, the least the frees show was there (here nothing)."""
+    from npuprof.reports import memory_timeline as mt
+
+    block = []
+    for nbytes in (-3 * MiB, 3 * MiB):
+        event = mem(150, nbytes, STALE, 0x9000)
+        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
+        block.append(event)
+    events = _cpu_events()
+    events[1:1] = block  # after the 1 MiB allocated at 100
+    trace = cpu_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
+    trace["traceEvents"] += [x("ProfilerStep#8", "user_annotation", 1000, 1000), *events]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    assert summary["memory"]["peak_allocated_mb"] == 4.0, summary["memory"]  # 1 MiB + the block
+    assert [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]] == [(7, 4.0), (8, 2.0)]
+    with (out / "memory_record.csv").open() as f:
+        assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [1.0, 4.0, 1.0, 0.0, 2.0, 0.0]
+    for listed in (events, [events[0], events[2], events[1], *events[3:]]):
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"traceEvents": listed}))
+        data = mt.from_trace(path)
+        assert [sum(row) for row in data.coalesce()[1]] == [MiB, MiB, 0, 2 * MiB, 0]
+        assert mt.peak_allocated(data) == 4 * MiB

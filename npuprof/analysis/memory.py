@@ -82,14 +82,18 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
     ids = np.frombuffer(x.mem_devid, dtype=np.int32) if len(x.mem_devid) else np.full(len(cols["ts"]), -1)
     ids = np.where(ids >= 0, ids.astype(np.int64), NO_ID)
     cols["device"] = cols["devtype"].astype(np.int64) * DEVICE_KEY + ids
-    order = np.argsort(cols["ts"], kind="stable")
+    missing = np.isnan(cols["alloc"]) | (cols["devtype"] == 0)
+    # by time; the rows summed below (missing) at one time allocations first: the least their frees show
+    # was there (a block allocated and freed in one µs, listed free first, lifted the whole capture by its
+    # size: helper-221); the others as listed, their totals say the order
+    order = np.lexsort((np.where(missing, -np.nan_to_num(cols["bytes"]), 0.0), cols["ts"]))
     cols = {k: v[order] for k, v in cols.items()}
     # torch's CPU totals (c10's ProfiledCPUMemoryReporter) keep every block allocated while a profiler
     # recorded until its free is seen while one records: a block of an earlier capture freed between two
     # captures stays in them for good, so that each capture of a process showed more than the one before
     # (helper-215: the same step 3.6 MB in the first of 43 captures, 50.7 MB in the last). On the CPU the
     # figures are the running sum of the capture's own Bytes, as for a torch without totals
-    missing = np.isnan(cols["alloc"]) | (cols["devtype"] == 0)
+    missing = missing[order]
     if missing.any():  # torch before 1.10: Bytes only; each device's running sum from the capture's start
         alloc = cols["alloc"].copy()
         for code in np.unique(cols["device"][missing]).tolist():

@@ -182,7 +182,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             continue  # the device's own totals are there: its records without them add nothing
         summed = summed or name in without_totals
         total, records = 0, []
-        for ts, nbytes in sorted(changes):  # the running sum from the capture's start (before: unknown)
+        # the running sum from the capture's start (before: unknown); at one time allocations before frees:
+        # the least its frees show was there (sorted by bytes, a block allocated and freed in one µs was
+        # freed first, and the whole timeline lifted by its size: helper-221)
+        for ts, nbytes in sorted(changes, key=lambda c: (c[0], -c[1])):
             total += nbytes
             records.append((ts, total, 0, nbytes))
         # frees of memory allocated before the capture (an accelerator's allocator reports them) took the
