@@ -1021,6 +1021,7 @@ def _write_outputs(
                         notes := rank_note
                         + extract.warnings()
                         + tables.link_notes(tabs, extract)
+                        + tables.process_notes(tabs, extract)
                         + tables.lane_notes(tabs)
                         + tables.device_notes(tabs, extract)
                         + _db_warning(db_note)

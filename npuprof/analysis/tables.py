@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from npuprof.analysis import intervals, launch_flows, nesting
+from npuprof.analysis import intervals, launch_flows, nesting, process_links
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.ascend_tables import EAGER_MODEL, KernelTable, OperatorTable, OpStatTable
 
@@ -128,7 +128,12 @@ def nest(x: Extract) -> OpView:
     ext = np.frombuffer(x.op_ext, dtype=np.int64)[order] if n else np.zeros(0, np.int64)
     # device time launched by each op (kernels carry the launching op's External id)
     dev_self = np.zeros(n)
-    if n and len(x.dev_ts):
+    found = process_links.launchers(x, thread, ext) if n else None
+    if found is not None:
+        task_op = found[0]
+        hit = task_op >= 0
+        np.add.at(dev_self, task_op[hit], np.frombuffer(x.dev_dur, dtype=np.float64)[hit])
+    elif n and len(x.dev_ts):
         dext = np.frombuffer(x.dev_ext, dtype=np.int64)
         ddur = np.frombuffer(x.dev_dur, dtype=np.float64)
         valid = ext >= 0
@@ -214,6 +219,13 @@ def device_notes(tabs: RankTables, x: Extract) -> list[str]:
         f"the trace holds device work of {len(devices)} devices ({shown}): each step's computing, "
         "communication and free time count it as one device's (the union of their busy time)"
     ]
+
+
+def process_notes(tabs: RankTables, x: Extract) -> list[str]:
+    """A warning for the device tasks that any of several processes of the trace could have launched
+    (process_links.py): linked to no operator."""
+    found = process_links.launchers(x, tabs.ops.thread, tabs.ops.ext) if tabs.ops is not None else None
+    return process_links.ambiguous_note(found[1] if found is not None else 0)
 
 
 def lane_notes(tabs: RankTables) -> list[str]:
@@ -399,7 +411,10 @@ def _device_kernels(
         when[hit] = lt[pos[hit]]
     # the launching operator, by External id
     op_of = np.full(n, -1, dtype=np.int64)
-    if len(ops.ext):
+    found = process_links.launchers(x, ops.thread, ops.ext)
+    if found is not None:  # several processes' operators, their External ids meeting
+        op_of = found[0]
+    elif len(ops.ext):
         valid = np.flatnonzero(ops.ext >= 0)
         o = valid[np.argsort(ops.ext[valid], kind="stable")]
         es = ops.ext[o]

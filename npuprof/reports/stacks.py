@@ -685,12 +685,23 @@ def _external_id(args: dict[str, object]) -> object:
 
 
 def _device_links(
-    events: list[TraceEvent], tree: _HostTree, device_events: list[TraceEvent]
+    events: list[TraceEvent],
+    tree: _HostTree,
+    device_events: list[TraceEvent],
+    ambiguous: list[int] | None = None,
 ) -> dict[int, int]:
-    """id(device event) -> host trie node of the call that launched it."""
+    """id(device event) -> host trie node of the call that launched it. A trace of several processes (each
+    numbering its launches' correlation ids and its operators' External ids on its own) links a task to a
+    call of its own process (analysis/process_links.py; helper-221: one process's gemm was drawn under
+    the other's aten::add, the correlation id's last launch in the file); ``ambiguous`` receives the count
+    of tasks any of several processes could have launched, linked to none."""
+    from npuprof.analysis import process_links
+
     links: dict[int, int] = {}
-    by_corr: dict[object, int] = {}
-    by_external: dict[object, int] = {}
+    codes: dict[object, int] = {}  # pid -> process number
+    by_corr: dict[object, dict[int, int]] = {}  # correlation -> process -> node of its (last) launch
+    launches: dict[object, list[tuple[int, float]]] = {}
+    by_external: dict[object, dict[int, int]] = {}  # External id -> process -> node of its first operator
     for ev in events:
         node = tree.node_of_event.get(id(ev))
         if node is None or not ev.args:
@@ -700,14 +711,16 @@ def _device_links(
             args = ev.args_dict()
             correlation, external = _link_id(args, "correlation"), _external_id(args)
             cat = _cat(ev)
+            proc = codes.setdefault(ev.pid, len(codes))
             if correlation is not None and cat not in (
                 vocab.CPU_OP,
                 vocab.USER_ANNOTATION,
                 vocab.PYTHON_FUNCTION,
             ):
-                by_corr[correlation] = node
+                by_corr.setdefault(correlation, {})[proc] = node
+                launches.setdefault(correlation, []).append((proc, float(ev.ts or 0.0)))
             elif external is not None and cat in (vocab.CPU_OP, vocab.USER_ANNOTATION):
-                by_external.setdefault(external, node)
+                by_external.setdefault(external, {}).setdefault(proc, node)
 
     flow_start: dict[object, int] = {}
     # (device pid, tid, ts) -> the launch flows ending there, by rank (Kineto's ac2g, then torch_npu's
@@ -724,20 +737,36 @@ def _device_links(
         elif ev.ph in ("f", "t"):
             flow_end[(ev.pid, ev.tid, round(float(ev.ts), 3))].append((rank, (ev.cat, ev.id)))
 
-    for ev in device_events:
-        args = ev.args_dict()
-        correlation, external = _link_id(args, "correlation"), _external_id(args)
-        node = by_corr.get(correlation) if correlation is not None else None
+    ids = [_task_ids(ev) for ev in device_events]
+    owners = {ext: set(procs) for ext, procs in by_external.items()}
+    tasks = (
+        (corr, ext, float(ev.ts or 0.0), ev.pid) for (corr, ext), ev in zip(ids, device_events, strict=True)
+    )
+    hosts = process_links.task_processes(tasks, launches, owners) if len(codes) > 1 else [None] * len(ids)
+    for ev, (correlation, external), host in zip(device_events, ids, hosts, strict=True):
+        if host == process_links.AMBIGUOUS:
+            if ambiguous is not None:
+                ambiguous[0] += 1
+            continue
+        calls = by_corr.get(correlation) if correlation is not None else None
+        node = (calls.get(host) if host is not None else next(reversed(calls.values()))) if calls else None
         if node is None and ev.ts is not None:
             for _rank, key in sorted(flow_end.get((ev.pid, ev.tid, round(float(ev.ts), 3)), ())):
                 node = flow_start.get(key)
                 if node is not None:
                     break
         if node is None and external is not None:
-            node = by_external.get(external)
+            ops = by_external.get(external)
+            node = (ops.get(host) if host is not None else next(iter(ops.values()))) if ops else None
         if node is not None:
             links[id(ev)] = node
     return links
+
+
+def _task_ids(ev: TraceEvent) -> tuple[object, object]:
+    """(correlation, External id) of a device task, None where it has none that links."""
+    args = ev.args_dict()
+    return _link_id(args, "correlation"), _external_id(args)
 
 
 def _link_id(args: dict[str, object], key: str) -> int | float | str | None:
@@ -830,7 +859,14 @@ def folded_from_events(
             f"the trace has no device kernels, so {metric} is empty (a CPU-only capture?); "
             f"use --metric {HOST_METRIC}"
         )
-    links = _device_links(events, tree, device_events)
+    ambiguous = [0]
+    links = _device_links(events, tree, device_events, ambiguous)
+    if ambiguous[0]:
+        result.notes.append(
+            f"{ambiguous[0]} device task(s) could have been launched by any of several processes of this "
+            "trace (each numbers its launches' correlation ids and its operators' External ids on its own, "
+            f"and theirs meet here): under {UNLINKED_FRAME}"
+        )
     # summed per (launching node, kernel) first: a path is built once per pair, not once per kernel (a
     # path is up to MAX_DEPTH frames long, and hashing it costs as much)
     per_launcher: dict[tuple[int | None, str], float] = defaultdict(float)

@@ -1,0 +1,124 @@
+"""Which process launched which device task, in a trace holding several host processes' operators (traces
+merged into one, a DataLoader worker's events beside the main process's).
+
+Each process numbers its operators' ``External id`` and its launches' ``correlation`` from counters of its
+own, while a task links to the operator that launched it by those ids (docs/formats.md, "Traces npuprof
+reads"): two processes give the same ids to different operators, and a task of one was linked to the
+other's operator (helper-221: process A's 200 µs gemm counted as process B's ``aten::add``'s device time).
+A task is the process's whose runtime call of its correlation id launched it: the one such process; of
+several, the only one whose call began before the task did, else the one whose other tasks (settled so)
+ran on the task's device. Without a launch of its id, the one process with an operator of its External
+id. A task still any of several processes' is linked to none, and said (:data:`AMBIGUOUS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import numpy as np
+
+from npuprof.analysis.extract import Extract
+
+UNKNOWN = -1  # no launch and no operator of the task's ids: it is linked as before (to nothing)
+AMBIGUOUS = -2  # any of several processes' tasks
+
+
+def task_processes(
+    tasks: Iterable[tuple[Any, Any, float, Hashable]],
+    launches: dict[Any, list[tuple[int, float]]],
+    ext_owners: dict[Any, set[int]],
+) -> list[int]:
+    """The process (a number) of each task ``(correlation, External id, start, device)``, UNKNOWN or
+    AMBIGUOUS; ``launches``: correlation -> its runtime calls (process, start); ``ext_owners``: External
+    id -> the processes with an operator of it."""
+    out: list[int] = []
+    pending: list[tuple[int, Hashable, set[int]]] = []
+    device_hosts: dict[Hashable, set[int]] = {}  # device -> the processes of its tasks settled by a launch
+    for i, (corr, ext, ts, device) in enumerate(tasks):
+        calls = launches.get(corr) if corr is not None else None
+        if calls:
+            procs = {p for p, _t in calls}
+            if len(procs) > 1:
+                procs = {p for p, t in calls if t <= ts} or procs
+            if len(procs) == 1:
+                (proc,) = procs
+                out.append(proc)
+                device_hosts.setdefault(device, set()).add(proc)
+                continue
+        else:
+            procs = ext_owners.get(ext, set()) if ext is not None else set()
+            if len(procs) <= 1:
+                out.append(next(iter(procs)) if procs else UNKNOWN)
+                continue
+        out.append(AMBIGUOUS)
+        pending.append((i, device, procs))
+    for i, device, procs in pending:
+        owner = device_hosts.get(device, set())
+        if len(owner) == 1 and owner <= procs:
+            out[i] = next(iter(owner))
+    return out
+
+
+def launchers(x: Extract, op_thread: np.ndarray, op_ext: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Per device task, the operator that launched it (an index into ``op_thread`` / ``op_ext``, the
+    operators in the tables' order; the first of a process's operators with the task's External id), -1
+    for none, and how many tasks with an External id could be any of several processes' (linked to none);
+    None when the operators are one process's, or no two processes share an External id (a task's
+    External id then names its operator)."""
+    n_ops = len(op_ext)
+    if not n_ops or not len(x.dev_ts):
+        return None
+    codes: dict[Any, int] = {}  # pid -> process number, in the order of their threads
+    thread_code = np.array([codes.setdefault(pid, len(codes)) for pid, _tid in x.threads], np.int64)
+    linked = np.flatnonzero(op_ext >= 0)
+    if len(codes) < 2 or not len(linked):
+        return None
+    op_code = thread_code[op_thread[linked]]
+    if (op_code == op_code[0]).all():
+        return None  # one process's operators
+    shared = np.unique(op_ext[linked])
+    pairs = np.unique(np.stack([op_code, op_ext[linked]]), axis=1)
+    if pairs.shape[1] == len(shared):
+        return None  # no id shared by two processes
+    first: dict[tuple[int, int], int] = {}
+    ext_owners: dict[Any, set[int]] = {}
+    for i, code, ext in zip(linked.tolist(), op_code.tolist(), op_ext[linked].tolist(), strict=True):
+        if first.setdefault((code, ext), i) == i:
+            ext_owners.setdefault(ext, set()).add(code)
+    launches: dict[Any, list[tuple[int, float]]] = {}
+    for corr, pid, ts in zip(
+        np.asarray(x.launch_corr, dtype=np.int64).tolist(),
+        np.asarray(x.launch_pid, dtype=np.int64).tolist(),
+        np.asarray(x.launch_ts, dtype=np.float64).tolist(),
+        strict=True,
+    ):
+        if pid >= 0:  # a process id that is a number (extract's launch_pid)
+            launches.setdefault(corr, []).append((codes.setdefault(pid, len(codes)), ts))
+    d_ext = np.asarray(x.dev_ext, dtype=np.int64).tolist()
+    tasks = zip(
+        np.asarray(x.dev_corr, dtype=np.int64).tolist(),
+        [e if e >= 0 else None for e in d_ext],
+        np.asarray(x.dev_ts, dtype=np.float64).tolist(),
+        list(x.dev_pid),
+        strict=True,
+    )
+    hosts = task_processes(tasks, launches, ext_owners)
+    out = np.fromiter(
+        (first.get((host, ext), -1) if host >= 0 else -1 for host, ext in zip(hosts, d_ext, strict=True)),
+        np.int64,
+        len(d_ext),
+    )
+    ambiguous = sum(1 for host, ext in zip(hosts, d_ext, strict=True) if host == AMBIGUOUS and ext >= 0)
+    return out, ambiguous
+
+
+def ambiguous_note(count: int) -> list[str]:
+    """The warning for the tasks :func:`launchers` could not give a process."""
+    if not count:
+        return []
+    return [
+        f"{count} device task(s) could have been launched by any of several processes of this trace (each "
+        "process numbers its operators' External ids and its launches' correlation ids on its own, and "
+        "theirs meet here): linked to no operator, their time is the device's, in no operator's device time"
+    ]

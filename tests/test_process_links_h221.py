@@ -1,0 +1,107 @@
+"""helper-221: a trace holding two processes' operators (traces merged into one, a DataLoader worker's
+events beside the main process's): each process numbers its operators' External ids and its launches'
+correlation ids on its own, so their ids meet, and a task is linked to an operator of the process that
+launched it. Each answer is worked out here from the events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from analyse_support.handmade import write_rank_dir, x
+
+from npuprof.analysis import process_links
+from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
+from npuprof.reports import stacks as st
+
+A, B = 100, 200  # the two host processes; GPU 0 is A's (pid 0), GPU 1 B's (pid 1)
+
+
+def _kernel(name: str, ts: float, dur: float, gpu: int, corr: int, ext: int) -> dict:
+    args = {"correlation": corr, "stream": 7, "device": gpu, "External id": ext}
+    return x(name, "kernel", ts, dur, pid=gpu, tid=7, **args)
+
+
+def _launch(pid: int, ts: float, corr: int, ext: int) -> dict:
+    return x(
+        "cudaLaunchKernel", "cuda_runtime", ts, 5, pid=pid, tid=pid, correlation=corr, **{"External id": ext}
+    )
+
+
+def _trace(with_mul: bool = True) -> dict:
+    """A: aten::mm (ext 1) launches gemm (correlation 11, GPU 0, 200 µs), aten::relu (ext 2) relu_k (12,
+    30 µs). B: aten::add (ext 1) launches add_k (11, GPU 1, 50 µs), aten::mul (ext 3) mul_k (13, GPU 1,
+    10 µs). Both 11s launched before either kernel began: add_k is B's because B's mul_k, its correlation
+    B's alone, ran on GPU 1 too; without mul_k nothing tells add_k's process."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
+        for pid, name in ((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
+    ]
+    events += [
+        x("ProfilerStep#1", "user_annotation", 0, 1000, pid=A, tid=A),
+        x("aten::mm", "cpu_op", 10, 40, pid=A, tid=A, **{"External id": 1}),
+        _launch(A, 20, 11, 1),
+        x("aten::relu", "cpu_op", 60, 20, pid=A, tid=A, **{"External id": 2}),
+        _launch(A, 65, 12, 2),
+        x("aten::add", "cpu_op", 12, 15, pid=B, tid=B, **{"External id": 1}),
+        _launch(B, 22, 11, 1),
+        _kernel("gemm", 100, 200, 0, 11, 1),
+        _kernel("relu_k", 320, 30, 0, 12, 2),
+        _kernel("add_k", 120, 50, 1, 11, 1),
+    ]
+    if with_mul:
+        events += [
+            x("aten::mul", "cpu_op", 30, 10, pid=B, tid=B, **{"External id": 3}),
+            _launch(B, 32, 13, 3),
+            _kernel("mul_k", 200, 10, 1, 13, 3),
+        ]
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def _summary(tmp_path: Path, trace: dict) -> dict:
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).status == "parsed"
+    return json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY_FILE).read_text())
+
+
+def test_analyse_gives_each_process_its_own_tasks(tmp_path: Path) -> None:
+    """gemm (A's) was counted as A's aten::mm's and B's add_k too (the first operator of External id 1):
+    mm 250 µs of device time, aten::add 0."""
+    summary = _summary(tmp_path / "a", _trace())
+    device = {op["name"]: op["device_us"] for op in summary["operator_totals"]}
+    assert device == {"aten::mm": 200.0, "aten::relu": 30.0, "aten::add": 50.0, "aten::mul": 10.0}
+    assert not any("several processes" in w for w in summary.get("warnings", []))
+    # nothing tells add_k's process: linked to no operator, and said
+    summary = _summary(tmp_path / "b", _trace(with_mul=False))
+    device = {op["name"]: op["device_us"] for op in summary["operator_totals"]}
+    assert device == {"aten::mm": 200.0, "aten::relu": 30.0, "aten::add": 0.0}
+    (said,) = [w for w in summary["warnings"] if "several processes" in w]
+    assert said.startswith("1 device task(s) could have been launched by any of several processes"), said
+
+
+def test_export_stacks_draws_each_task_under_its_own_process(tmp_path: Path) -> None:
+    """gemm was drawn under B's aten::add (the last launch of correlation 11 in the file), A's aten::mm
+    launching nothing."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_trace()))
+    folded = st.folded_from_trace(path, metric="self_cuda_time_total")
+    assert folded.integer_values() == {
+        ("ProfilerStep", "aten::mm", "gemm"): 200,
+        ("ProfilerStep", "aten::relu", "relu_k"): 30,
+        ("aten::add", "add_k"): 50,
+        ("aten::mul", "mul_k"): 10,
+    }
+    path.write_text(json.dumps(_trace(with_mul=False)))
+    folded = st.folded_from_trace(path, metric="self_cuda_time_total")
+    assert folded.integer_values()[(st.UNLINKED_FRAME, "add_k")] == 50
+    assert ("ProfilerStep", "aten::mm", "gemm") in folded.integer_values()
+    assert any(n.startswith("1 device task(s) could have been launched by any of") for n in folded.notes)
+
+
+def test_a_launch_after_the_task_began_is_not_its_launch() -> None:
+    """Correlation 7 launched by process 0 at 10 and process 1 at 50: the task starting at 20 is process
+    0's, the one at 60 either's (no other task settles its device), one with no launch its operator's."""
+    launches = {7: [(0, 10.0), (1, 50.0)]}
+    tasks = [(7, 1, 20.0, "gpu0"), (7, 1, 60.0, "gpu9"), (None, 5, 1.0, "gpu0"), (None, 6, 1.0, "gpu0")]
+    got = process_links.task_processes(tasks, launches, {5: {1}, 6: {0, 1}})
+    assert got == [0, process_links.AMBIGUOUS, 1, 0]  # ext 6: both; GPU 0's settled tasks are process 0's
