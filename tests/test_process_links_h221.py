@@ -105,3 +105,69 @@ def test_a_launch_after_the_task_began_is_not_its_launch() -> None:
     tasks = [(7, 1, 20.0, "gpu0"), (7, 1, 60.0, "gpu9"), (None, 5, 1.0, "gpu0"), (None, 6, 1.0, "gpu0")]
     got = process_links.task_processes(tasks, launches, {5: {1}, 6: {0, 1}})
     assert got == [0, process_links.AMBIGUOUS, 1, 0]  # ext 6: both; GPU 0's settled tasks are process 0's
+
+
+def _npu_trace() -> list[dict]:
+    """torch_npu's form (a bare array, epoch string times), two processes' operators joined to their
+    Ascend Hardware tasks by async_npu flows whose ids meet: A's aten::mm (flow 1) launches MmKernel (200
+    µs, A's device); B's aten::add (flow 1 too) AddKernel (50 µs), B's aten::mul (flow 2, B's alone)
+    MulKernel (10 µs) on B's device. Both flow 1s began before either task: AddKernel is B's, its device
+    B's by MulKernel; nothing tells MmKernel's (A launched nothing else): linked to none, and said."""
+    base = 1704161511420000
+
+    def ev(name: str, ts: float, dur: float, pid: int, tid: int, **args: object) -> dict:
+        return {
+            "ph": "X",
+            "name": name,
+            "pid": pid,
+            "tid": tid,
+            "ts": f"{base + ts:.3f}",
+            "dur": dur,
+            "args": args,
+        }
+
+    def flow(ph: str, flow_id: int, pid: int, tid: int, ts: float) -> dict:
+        return {"ph": ph, "cat": "async_npu", "name": "torch_to_npu", "id": flow_id, "pid": pid, "tid": tid,
+                "ts": f"{base + ts:.3f}", "bp": "e"}  # fmt: skip
+
+    a, b, dev_a, dev_b = 1000, 1001, 3000, 3001
+    names = ((a, "Python"), (b, "Python"), (dev_a, "Ascend Hardware"), (dev_b, "Ascend Hardware"))
+    events = [{"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": n}} for p, n in names]
+    events += [
+        {**ev("ProfilerStep#1", 0, 1000, a, 1), "cat": "cpu_op"},
+        {**ev("aten::mm", 10, 40, a, 1), "cat": "cpu_op"},
+        flow("s", 1, a, 1, 10),
+        ev("MmKernel", 100, 200, dev_a, 2, **{"Task Type": "AI_CORE"}),
+        flow("f", 1, dev_a, 2, 100),
+        {**ev("aten::add", 12, 10, b, 5), "cat": "cpu_op"},
+        flow("s", 1, b, 5, 12),
+        ev("AddKernel", 120, 50, dev_b, 2, **{"Task Type": "AI_VECTOR_CORE"}),
+        flow("f", 1, dev_b, 2, 120),
+        {**ev("aten::mul", 30, 10, b, 5), "cat": "cpu_op"},
+        flow("s", 2, b, 5, 30),
+        ev("MulKernel", 200, 10, dev_b, 2, **{"Task Type": "AI_VECTOR_CORE"}),
+        flow("f", 2, dev_b, 2, 200),
+    ]
+    return events
+
+
+def test_torch_npu_launch_flows_of_two_processes(tmp_path: Path) -> None:
+    """export-stacks took the id's last start: A's MmKernel drawn under B's aten::add. analyse pairs each
+    flow id's first start with its first finish (the rule tests/test_launch_flows_rules.py holds it to):
+    AddKernel, B's, was linked to nothing without a word (aten::add 0 µs of device time); now said."""
+    trace = _npu_trace()
+    summary = _summary(tmp_path / "a", trace)  # type: ignore[arg-type]
+    device = {op["name"]: op["device_us"] for op in summary["operator_totals"]}
+    assert device["aten::mul"] == 10.0
+    # analyse joins a flow id's first start to its first finish (tests/test_launch_flows_rules.py): said
+    said = "1 launch flow id(s) (async_npu) were started by several processes"
+    assert any(w.startswith(said) for w in summary["warnings"]), summary["warnings"]
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(trace))
+    folded = st.folded_from_trace(path, metric="self_npu_time_total")
+    assert folded.integer_values() == {
+        (st.UNLINKED_FRAME, "MmKernel"): 200,
+        ("aten::add", "AddKernel"): 50,
+        ("aten::mul", "MulKernel"): 10,
+    }
+    assert any(n.startswith("1 device task(s) could have been launched by any of") for n in folded.notes)

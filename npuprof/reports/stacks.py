@@ -722,7 +722,7 @@ def _device_links(
             elif external is not None and cat in (vocab.CPU_OP, vocab.USER_ANNOTATION):
                 by_external.setdefault(external, {}).setdefault(proc, node)
 
-    flow_start: dict[object, int] = {}
+    flow_start: dict[object, dict[int, int]] = {}  # (cat, id) -> process -> node of its (last) start
     # (device pid, tid, ts) -> the launch flows ending there, by rank (Kineto's ac2g, then torch_npu's
     # async_npu from the operator, then HostToDevice from the CANN runtime call)
     flow_end: dict[tuple[object, object, float], list[tuple[int, object]]] = defaultdict(list)
@@ -733,34 +733,52 @@ def _device_links(
         if ev.ph == "s":
             node = _innermost_at(tree.spans_of(ev.pid, ev.tid), float(ev.ts))
             if node is not None:
-                flow_start[(ev.cat, ev.id)] = node
+                proc = codes.setdefault(ev.pid, len(codes))
+                flow_start.setdefault((ev.cat, ev.id), {})[proc] = node
+                launches.setdefault((_FLOW, ev.cat, ev.id), []).append((proc, float(ev.ts)))
         elif ev.ph in ("f", "t"):
             flow_end[(ev.pid, ev.tid, round(float(ev.ts), 3))].append((rank, (ev.cat, ev.id)))
 
-    ids = [_task_ids(ev) for ev in device_events]
-    owners = {ext: set(procs) for ext, procs in by_external.items()}
-    tasks = (
-        (corr, ext, float(ev.ts or 0.0), ev.pid) for (corr, ext), ev in zip(ids, device_events, strict=True)
-    )
-    hosts = process_links.task_processes(tasks, launches, owners) if len(codes) > 1 else [None] * len(ids)
-    for ev, (correlation, external), host in zip(device_events, ids, hosts, strict=True):
+    # per task: the correlation id of a launch, else the first flow (by rank) ending at it from a call
+    keys: list[tuple[object, object, object]] = []
+    for ev in device_events:
+        correlation, external = _task_ids(ev)
+        ends = sorted(flow_end.get((ev.pid, ev.tid, round(float(ev.ts), 3)), ())) if ev.ts is not None else ()
+        flow = next((key for _rank, key in ends if key in flow_start), None)
+        keys.append((correlation if correlation in by_corr else None, flow, external))
+    hosts: list[int | None] = [None] * len(keys)  # one process (or none): every id is its own
+    if len(codes) > 1:  # several processes: which one's call launched each task
+        owners = {ext: set(procs) for ext, procs in by_external.items()}
+        tasks = (
+            (_launch_key(corr, flow), ext, float(ev.ts or 0.0), ev.pid)
+            for (corr, flow, ext), ev in zip(keys, device_events, strict=True)
+        )
+        hosts = list(process_links.task_processes(tasks, launches, owners))
+    for ev, (correlation, flow, external), host in zip(device_events, keys, hosts, strict=True):
         if host == process_links.AMBIGUOUS:
             if ambiguous is not None:
                 ambiguous[0] += 1
             continue
-        calls = by_corr.get(correlation) if correlation is not None else None
-        node = (calls.get(host) if host is not None else next(reversed(calls.values()))) if calls else None
-        if node is None and ev.ts is not None:
-            for _rank, key in sorted(flow_end.get((ev.pid, ev.tid, round(float(ev.ts), 3)), ())):
-                node = flow_start.get(key)
-                if node is not None:
-                    break
-        if node is None and external is not None:
-            ops = by_external.get(external)
-            node = (ops.get(host) if host is not None else next(iter(ops.values()))) if ops else None
+        node = None
+        # the launch of the correlation id, else the flow's start, else the operator of the External id
+        for found in (by_corr.get(correlation), flow_start.get(flow), by_external.get(external)):
+            if found:
+                node = found.get(host) if host is not None else next(iter(found.values()))
+            if node is not None:
+                break
         if node is not None:
             links[id(ev)] = node
     return links
+
+
+def _launch_key(correlation: object, flow: object) -> object:
+    """A task's key among the launches: its correlation id, else (_FLOW, cat, id) of its flow."""
+    if correlation is not None:
+        return correlation
+    return (_FLOW, *flow) if isinstance(flow, tuple) else None
+
+
+_FLOW = "flow"  # a launch found by its flow, keyed (_FLOW, cat, id) beside correlation ids
 
 
 def _task_ids(ev: TraceEvent) -> tuple[object, object]:
