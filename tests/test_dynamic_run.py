@@ -47,10 +47,12 @@ class LiveJob:
         )
         self.out: list[str] = []
         self.err: list[str] = []
-        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(
-                target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True
-            ).start()
+        self.readers = [
+            threading.Thread(target=lambda s=stream, k=sink: k.extend(iter(s.readline, "")), daemon=True)
+            for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))
+        ]
+        for reader in self.readers:
+            reader.start()
 
     def step(self, rank: int = 0) -> int:
         """The last step this rank printed (``rank R step S``)."""
@@ -76,10 +78,15 @@ class LiveJob:
     def finish(self, stop: Path, timeout: float = 120) -> int:
         stop.touch()
         try:
-            return self.proc.wait(timeout=timeout)
+            code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise
+        # its last lines (the run's summary) may still be in the pipes when it has ended: read them all (a
+        # loaded host once missed the whole summary)
+        for reader in self.readers:
+            reader.join(timeout=30)
+        return code
 
     def kill(self) -> None:
         """The launcher; the job follows it (it gets SIGTERM when the launcher dies)."""
