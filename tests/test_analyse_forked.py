@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -102,3 +103,41 @@ def _alive(pid: int) -> bool:
             return f.read().rpartition(b")")[2].split()[0] != b"Z"
     except (OSError, IndexError):
         return False
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_parse_pool_workers_die_with_analyse(how: str) -> None:
+    """helper-223: an analyse of several unparsed rank dirs, ended by SIGTERM or kill -9, left the
+    processes of its parsing pool (report.parse_all) sleeping for good, their parent gone (two such
+    processes of a killed analyse were still there 38 minutes later). A real parent process: its pool's
+    workers say their pids and would parse for 60 s; it is killed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, time\nfrom pathlib import Path\nfrom npuprof.analysis import report\n"
+         "def slow(d, *args):\n    print(os.getpid(), flush=True)\n    time.sleep(60)\n"
+         "report.parse_rank_dir = slow\n"
+         "report.parse_all([Path('/nonexistent/a'), Path('/nonexistent/b')], 2, False)\n"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    workers: list[int] = []
+    try:
+        assert parent.stdout is not None
+        workers = [int(parent.stdout.readline()), int(parent.stdout.readline())]
+        parent.send_signal(getattr(signal, how))
+        assert parent.wait(10) == -getattr(signal, how)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.02)
+        left = [w for w in workers if _alive(w)]
+        assert not left, f"the parsing processes {left} outlived analyse"
+    finally:
+        parent.kill()
+        parent.wait()
+        for w in workers:  # without the fix: not left sleeping after the test
+            with contextlib.suppress(OSError):
+                os.kill(w, signal.SIGKILL)

@@ -47,7 +47,7 @@ class Forked:
             code = 0
             try:
                 os.close(read_fd)
-                _die_with(parent)
+                die_with(parent)
                 if after_fork is not None:
                     after_fork(True)
                 try:
@@ -107,11 +107,12 @@ class Forked:
         return value
 
 
-def _die_with(parent: int) -> None:
+def die_with(parent: int) -> None:
     """In a forked child: be killed when ``parent`` dies (Linux's PR_SET_PDEATHSIG). An analyse ended by
     SIGTERM (``timeout``, a scheduler) or kill -9 left its children working: their db renamed into a rank
     dir that the next analyse parses again, their scratch written after the parent had removed it
-    (helper-172). Where the call is not there, nothing changes."""
+    (helper-172); so did it leave the processes of its parsing pool (report.parse_all), for good
+    (helper-223). Where the call is not there, nothing changes."""
     if not sys.platform.startswith("linux"):
         return
     try:

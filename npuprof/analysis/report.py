@@ -34,6 +34,7 @@ from npuprof.analysis.annotation_schema import (
     StepRange,
     read_annotations,
 )
+from npuprof.analysis.forked import die_with
 from npuprof.analysis.parse import (
     EARLIER_TABLES_KEPT,
     SUMMARY_FILE,
@@ -333,7 +334,12 @@ def parse_all(
     if not todo:
         return [results[d] for d in rank_dirs]
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+    # each worker dies with this process: an analyse ended by SIGTERM or kill -9 left them sleeping for good
+    # (their queue's pipe held open by themselves), as it once left its forked children (forked.die_with)
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(todo)), mp_context=ctx, initializer=die_with, initargs=(os.getpid(),)
+    )
+    with pool:
         futures = {pool.submit(parse_rank_dir, d, force, 1, d in db_dirs): d for d in todo}
         for fut in as_completed(futures):
             d = futures[fut]
