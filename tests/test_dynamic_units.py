@@ -716,6 +716,28 @@ def test_status_drops_the_plan_a_finished_capture_carried_out(tmp_path: Path) ->
     assert process["planned"] is None and process["capturing"] is None and len(process["captures"]) == 1
 
 
+def test_status_says_a_capture_cut_short(tmp_path: Path) -> None:
+    """helper-223: a job stopped by Ctrl-C during a capture of 50 steps: the run's summary marked it
+    "complete*" (the process died before the capture's last step; step 85 partial), npuprof status showed
+    "steps 53-85 complete in DIR", its log line's note dropped, in the table and in the JSON."""
+    from npuprof.cli.status import _processes, render
+
+    note = (
+        "the process died of an uncaught KeyboardInterrupt before the capture's last step; step 85 is partial"
+    )
+    (tmp_path / "dp_vm_1_rank_0.log").write_text(
+        "2026-12-02 07:25:41,100 [INFO] [1] npuprof.dynamic: [step 53] capture started at step 53 into /o/d\n"
+        f"2026-12-02 07:25:42,100 [INFO] [1] npuprof.dynamic: [step 85] capture 1 of steps 53-85 complete in"
+        f" /o/d ({note})\n"
+    )
+    (process,) = _processes(tmp_path)
+    assert process["captures"] == [
+        {"steps": "53-85", "status": "complete", "directory": "/o/d", "note": note}
+    ]
+    report = {"config": {"file": "cfg/profiler_config.json", "content": None}, "processes": [process]}
+    assert f"steps 53-85 complete in /o/d ({note})" in " ".join(render(report).split())
+
+
 def test_status_counts_captures_whose_lines_rotated_out_of_the_logs(tmp_path: Path) -> None:
     """helper-124: 32 captures read as 18 once the oldest lines had rotated out (the heartbeat alone writes
     ~124 KB a day): each end line now carries the process's count so far."""

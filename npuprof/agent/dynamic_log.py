@@ -26,7 +26,7 @@ ROTATE_BYTES = 200 * 1024
 # a capture's end, as npuprof.agent.dynamic_plan logs it (the count since 2026-12: its captures so far)
 ENDED_RE = re.compile(
     r"^capture (?:(?P<count>\d+) )?of steps (?P<first>\d+)-(?P<last>\d+) (?P<status>\S+) in (?P<where>.+?)"
-    r"(?: \(.*\))?$"
+    r"(?: \((?P<note>.*)\))?$"  # the note: the capture's record's detail (a step cut short, ...)
 )
 ACTION_PREFIX = "dp_"
 MONITOR_PREFIX = "monitor_dp_"

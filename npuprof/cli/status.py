@@ -246,13 +246,14 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["warnings"] += 1
         info["last_warning"] = f"{fields['time']} {message}"
     if (ended := ENDED_RE.match(message)) is not None:
-        info["captures"].append(
-            {
-                "steps": f"{ended['first']}-{ended['last']}",
-                "status": ended["status"],
-                "directory": ended["where"],
-            }
-        )
+        capture = {
+            "steps": f"{ended['first']}-{ended['last']}",
+            "status": ended["status"],
+            "directory": ended["where"],
+        }
+        if ended["note"]:  # a capture cut short (its last step partial) did not read as whole (helper-223)
+            capture["note"] = ended["note"]
+        info["captures"].append(capture)
         info["capture_count"] = max(info["capture_count"] + 1, int(ended["count"] or 0))
         info["_highest_count"] = max(info.get("_highest_count", 0), int(ended["count"] or 0))
         info["capturing"] = None
@@ -315,6 +316,8 @@ def render(report: dict[str, Any]) -> str:
             doing = f"request at step {missed['step']} {missed['why']}"
         elif last is not None:
             doing = f"steps {last['steps']} {last['status']} in {last['directory']}"
+            if last.get("note"):
+                doing += f" ({last['note']})"
         else:
             doing = "-"
         step = "-" if p["last_step"] is None else f"{p['last_step']} ({(p['last_seen'] or '')[11:19]})"
