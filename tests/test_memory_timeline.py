@@ -151,6 +151,21 @@ def test_offline_from_memory_events_matches_the_trace_totals(tmp_path):
     assert "Max memory reserved: " in html and "Categories UNKNOWN" in html
 
 
+def test_a_trace_given_whose_rank_dir_holds_the_categories_names_them(tmp_path):
+    """helper-223: the trace of a capture made with --memory-timeline, given itself, was rendered without
+    categories (as asked) with a note to capture again with --memory-timeline raw.json.gz, the flags the
+    run had; the note now names its rank dir, which holds the categorised timeline."""
+    rank_dir = full_capture()
+    assert (rank_dir / mt.RAW_FILE).is_file()
+    out = tmp_path / "m.json"
+    proc = cli("memory-timeline", str(trace_of(rank_dir)), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "UNKNOWN" in proc.stderr and "--memory-timeline raw.json.gz" not in proc.stderr, proc.stderr
+    assert f"For categories: npuprof memory-timeline {rank_dir} -o {out} (its rank dir" in " ".join(
+        proc.stderr.split()
+    )
+
+
 def test_bad_input_names_what_is_missing(tmp_path):
     rank_dir = full_capture()
     wrong = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json"), "--device", "cuda:0")

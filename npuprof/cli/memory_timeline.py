@@ -130,13 +130,31 @@ def memory_timeline(
     for note in notes:
         _say(f"npuprof memory-timeline: note: {note}")
     if data.source == mt.SOURCE_TRACE:
-        pending = _categories_pending(rank_dir)
-        _say(f"npuprof memory-timeline: note: {pending or mt.source_note(data)}")
+        note = mt.source_note(data)
+        if beside := _categories_beside(rank_dir, output):  # not: capture again with the flags it had
+            note = f"{note.partition(' For categories: ')[0]} {beside}"
+        _say(f"npuprof memory-timeline: note: {_categories_pending(rank_dir) or note}")
     for note in data.notes:
         _say(f"npuprof memory-timeline: warning: {note}")
     _say(
         f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
         f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})"
+    )
+
+
+def _categories_beside(trace: Path, output: Path) -> str | None:
+    """For a trace given whose rank dir holds the capture's categorised timeline (a run with
+    --memory-timeline): where the categories are. The note told to capture again with the flags the run
+    had (helper-223)."""
+    import shlex
+
+    from npuprof.reports import memory_timeline as mt
+
+    if not trace.is_file() or not (trace.parent / mt.RAW_FILE).is_file():
+        return None
+    return (
+        f"For categories: npuprof memory-timeline {shlex.quote(str(trace.parent))} -o "
+        f"{shlex.quote(str(output))} (its rank dir holds the capture's categorised timeline, {mt.RAW_FILE})."
     )
 
 
