@@ -195,9 +195,12 @@ class ProfileConfig:
                 raise ConfigError(
                     "--memory-timeline", f"unknown format {fmt!r}", "use " + ", ".join(MEMORY_FORMATS)
                 )
-        if self.export_stacks and not self.with_stack:
+        # with --dynamic, each capture's with_stack, record_shapes and profile_memory are the file's, which
+        # npuprof trigger writes (README, "Dynamic capture"): a capture without them is warned of in the
+        # dynamic logs and writes none (agent/dynamic_request.py); a flag of run's would have no effect
+        if self.export_stacks and not self.with_stack and self.dynamic is None:
             raise ConfigError("--export-stacks", "needs Python stacks in the trace", "add --with-stack")
-        if self.memory_timeline:
+        if self.memory_timeline and self.dynamic is None:
             missing = [
                 flag
                 for flag, on in (

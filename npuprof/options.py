@@ -370,7 +370,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "At each capture, write flame-graph stacks for self_cpu_time_total / self_npu_time_total / "
         "self_cuda_time_total (needs --with-stack); repeatable.",
         OUTPUT,
-        "write `stacks_<METRIC>.folded` at each capture (needs `--with-stack`)",
+        "write `stacks_<METRIC>.folded` at each capture (needs `--with-stack`; with `--dynamic`, each "
+        "request's `with_stack`: `npuprof trigger DIR --with-stack`)",
         metavar="METRIC",
     ),
     Option(
@@ -382,7 +383,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "--profile-memory --record-shapes --with-stack); repeatable.",
         OUTPUT,
         "`html`, `json`, `json.gz`, `raw.json.gz` at each capture (needs `--profile-memory --record-shapes "
-        "--with-stack`)",
+        "--with-stack`; with `--dynamic`, each request's: `npuprof trigger DIR` with those flags)",
         metavar="FORMAT",
     ),
     Option(

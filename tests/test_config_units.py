@@ -242,6 +242,17 @@ def test_good_values_are_accepted(fields: dict[str, Any]) -> None:
     assert cfg.validate() is cfg
 
 
+def test_dynamic_takes_exports_whose_flags_each_request_sets() -> None:
+    """helper-223: `npuprof run --dynamic cfg --export-stacks self_cpu_time_total` was refused ("add
+    --with-stack"), though with --dynamic each capture's with_stack (record_shapes, profile_memory) is the
+    file's, which npuprof trigger writes (a run's --with-stack had no effect there): a capture without them
+    is warned of in the dynamic logs and writes none (docs: README, "Dynamic capture")."""
+    cfg = ProfileConfig(dynamic="cfg", export_stacks=["self_cpu_time_total"], memory_timeline=["html"])
+    assert cfg.validate() is cfg
+    bad = ProfileConfig(dynamic="cfg", export_stacks=["self_xpu_time_total"])  # a name is still checked
+    assert error_of(bad.validate).startswith("--export-stacks: unknown metric 'self_xpu_time_total'")
+
+
 # ---- metadata limits (docs/formats.md, "profiler_metadata.json") -------------------------------------------
 def test_metadata_entries_at_most_4096_characters() -> None:
     ProfileConfig(metadata={"k" * 4096: "v", "list": ["x" * 4092]}).validate()  # '["x…x"]' is 4096
