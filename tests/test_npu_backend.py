@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -1155,24 +1156,7 @@ def test_a_steps_memory_peak_is_over_its_whole_host_span_on_torch_npus_window(
     (rank_dir,) = layout.find_rank_dirs(result["out"])
     out = rank_dir / layout.PARSED_DIR
     view = json.loads((out / "trace_view.json").read_text())
-    spans = {
-        int(e["name"].split("#")[1]): (
-            decimal.Decimal(e["ts"]),
-            decimal.Decimal(e["ts"]) + decimal.Decimal(str(e["dur"])),
-        )
-        for e in view
-        if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")
-    }
-    with open(out / "memory_record.csv", newline="") as handle:
-        records = sorted(
-            (decimal.Decimal(r["Timestamp(us)"].strip()), float(r["Total Allocated(MB)"]))
-            for r in csv.DictReader(handle)
-            if r["Component"] == "PTA"
-        )
-    expected = {}
-    for step, (lo, hi) in spans.items():
-        before = [a for t, a in records if t < lo][-1:]
-        expected[step] = round(max(before + [a for t, a in records if lo <= t < hi]), 3)
+    expected, _ = _step_peaks_by_hand(view, out)
     assert sorted(expected) == [2, 3, 4] and all(peak >= 48 for peak in expected.values()), expected
     report = npuprof("analyse", str(result["out"]), "--format", "json", env=clean_env())
     assert report.returncode == 0, report.stderr
@@ -1226,24 +1210,7 @@ def test_a_torch_npu_capture_of_the_cpu_activity_only_is_an_npu_run_without_devi
     assert not rank["top_kernels"]
     # its memory figures from memory_record.csv (trace_view.json holds no memory event; they were "-"):
     # each step's peak over its ProfilerStep span, with the last record before it, computed here by hand
-    spans = {
-        int(e["name"].split("#")[1]): (
-            decimal.Decimal(e["ts"]),
-            decimal.Decimal(e["ts"]) + decimal.Decimal(str(e["dur"])),
-        )
-        for e in view
-        if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")
-    }
-    with open(out / "memory_record.csv", newline="") as handle:
-        records = sorted(
-            (decimal.Decimal(r["Timestamp(us)"].strip()), float(r["Total Allocated(MB)"]))
-            for r in csv.DictReader(handle)
-            if r["Component"] == "PTA"
-        )
-    expected = {}
-    for step, (lo, hi) in spans.items():
-        before = [a for t, a in records if t < lo][-1:]
-        expected[step] = round(max(before + [a for t, a in records if lo <= t < hi]), 3)
+    expected, records = _step_peaks_by_hand(view, out)
     assert all(peak >= 24 for peak in expected.values()), expected
     assert {s["step"]: s["memory_peak_mb"] for s in rank["steps"]} == expected
     assert rank["memory_peak_mb"] == round(max(a for _t, a in records), 3)
@@ -1337,3 +1304,25 @@ def test_op_attr_is_reported_where_the_db_export_asked_cannot_be_given() -> None
         "--op-attr (torch_npu records operator attributes only with --export-type db)",
     ]
     assert backend.ignored_flags(ProfileConfig(export_type="db", op_attr=True)) == []
+
+
+def _step_peaks_by_hand(view: list[dict], out: Path) -> tuple[dict[int, float], list[tuple[Decimal, float]]]:
+    """Each step's memory peak in MB computed here from torch_npu's files: the allocator (PTA) records of
+    memory_record.csv inside the step's ProfilerStep span of trace_view.json, and the last one before it
+    (what the step started with); with those records, by time."""
+    spans = {
+        int(e["name"].split("#")[1]): (Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(str(e["dur"])))
+        for e in view
+        if e.get("cat") == "cpu_op" and e["name"].startswith("ProfilerStep#")
+    }
+    with open(out / "memory_record.csv", newline="") as handle:
+        records = sorted(
+            (Decimal(r["Timestamp(us)"].strip()), float(r["Total Allocated(MB)"]))
+            for r in csv.DictReader(handle)
+            if r["Component"] == "PTA"
+        )
+    expected = {}
+    for step, (lo, hi) in spans.items():
+        before = [a for t, a in records if t < lo][-1:]
+        expected[step] = round(max(before + [a for t, a in records if lo <= t < hi]), 3)
+    return expected, records
