@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from npuprof.agent import recursion_limit, user_profiler
 from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules, release_profiler
-from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
+from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 from npuprof.agent.profile_hook import ProfileHookWatch
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.agent.signals import decision_begins, decision_ends, sigint_held_back
@@ -255,6 +255,17 @@ class CaptureController:
             self._lock.release()
 
     def foreign_boundary(self) -> bool:
+        """``_foreign_boundary``, whose failure (it looks at another thread's frames) never reaches the
+        training thread that stepped: said once, that thread's steps ignored as before."""
+        try:
+            return self._foreign_boundary()
+        except Exception as exc:
+            if raised_by_a_signal_handler(exc):
+                raise  # the script's own exception (its signal handler ran inside our code): it is theirs
+            report_failure("a step boundary of a thread that does not drive the profiler", exc, self.log)
+            return False
+
+    def _foreign_boundary(self) -> bool:
         """A step on a thread that does not drive: ignored (said once in the log), unless this thread has
         stepped ``TAKE_OVER_AFTER`` times while the driving one did not once, no profiler is open and the
         driving one waits for other threads (``join``, a future's result): this one then drives, True (a

@@ -229,6 +229,20 @@ def raised_by_a_signal_handler(exc: BaseException) -> bool:
     return False
 
 
+def report_failure(what: str, exc: Exception, log: AgentLog | None = None) -> None:
+    """A failure of npuprof's own code inside the user's training (caught there): logged with its
+    traceback (in ``log``, the process's by default), said once on stderr; training goes on."""
+    import traceback
+
+    log = log or get_log()
+    logged = log.error(f"{what} failed: {exc!r}\n{traceback.format_exc()}")
+    where = f"details in {log.path}" if logged else f"{log.path or 'the log'} could not take the details"
+    log.warn_once(
+        "failure:" + what,
+        f"{what} failed ({exc!r}); profiling of this process may be incomplete, training goes on; {where}",
+    )
+
+
 def never_raise(what: str, on_error: Callable[[], None] | None = None) -> Callable[[F], F]:
     """Decorate code that runs inside the user's training: failures are logged, reported once,
     and never reach the user's code. ``on_error`` may switch the failing part off."""
@@ -241,20 +255,7 @@ def never_raise(what: str, on_error: Callable[[], None] | None = None) -> Callab
             except Exception as exc:
                 if raised_by_a_signal_handler(exc):
                     raise
-                import traceback
-
-                log = get_log()
-                logged = log.error(f"{what} failed: {exc!r}\n{traceback.format_exc()}")
-                where = (
-                    f"details in {log.path}"
-                    if logged
-                    else f"{log.path or 'the log'} could not take the details"
-                )
-                log.warn_once(
-                    "failure:" + what,
-                    f"{what} failed ({exc!r}); profiling of this process may be incomplete, "
-                    f"training goes on; {where}",
-                )
+                report_failure(what, exc)
                 if on_error is not None:
                     try:
                         on_error()

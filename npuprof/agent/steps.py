@@ -17,7 +17,7 @@ from typing import Any
 
 from npuprof.agent import recursion_limit
 from npuprof.agent.controller import CaptureController
-from npuprof.agent.log import AgentLog
+from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 
 SWITCH_AFTER = 3  # steps of another optimizer, the primary not stepping meanwhile, that make it primary
 SWITCHES_LOGGED = 10  # changes of the primary that the log names (an optimizer made at each iteration)
@@ -327,19 +327,24 @@ class OptimizerSteps:
             )
 
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.in_scaler or self._compiling():  # torch.compile traces the step's hooks too
-            return
-        me = get_ident()
-        primary = self._primary
-        if primary is not None and optimizer is primary() and self.controller.driver in (me, None):
-            if self._in_a_row:  # the fast path, inline: the primary, on the driving thread
-                self._primary_stepped()
-        elif not self._counts(optimizer, me):
-            return
-        if getattr(type(optimizer).step, "__npuprof_step__", False):
-            self.pending = me  # taken when the outermost step() returns
-        else:
-            self.controller.on_boundary()  # a step this module could not wrap: count it here
+        try:  # npuprof's own failure never reaches the script's optimizer.step() (free when none)
+            if self.in_scaler or self._compiling():  # torch.compile traces the step's hooks too
+                return
+            me = get_ident()
+            primary = self._primary
+            if primary is not None and optimizer is primary() and self.controller.driver in (me, None):
+                if self._in_a_row:  # the fast path, inline: the primary, on the driving thread
+                    self._primary_stepped()
+            elif not self._counts(optimizer, me):
+                return
+            if getattr(type(optimizer).step, "__npuprof_step__", False):
+                self.pending = me  # taken when the outermost step() returns
+            else:
+                self.controller.on_boundary()  # a step this module could not wrap: count it here
+        except Exception as exc:
+            if raised_by_a_signal_handler(exc):
+                raise  # the script's own exception (its signal handler ran inside our code): it is theirs
+            report_failure("the optimizer step hook", exc, self.log)
 
     def _wrap_grad_scaler(self) -> None:
         from torch.amp.grad_scaler import GradScaler
