@@ -597,3 +597,24 @@ def test_a_capture_cut_short_by_an_uncaught_exception_says_so(
         monkeypatch.setattr(sys, name, raised, raising=False)
     agent._finalise_at_exit("training ended")
     assert reasons == [f"{detail} before the capture's last step; step 8 is partial"]
+
+
+def test_a_window_that_passed_while_a_thread_took_over_is_the_reason() -> None:
+    """Mine, by hand: a sanity step on the main thread, then 200 short steps in a thread, the main thread
+    slow to reach join(): the thread took over at its 18th step, the window of steps 5-8 had passed
+    uncounted (logged as a warning), and the summary said 'npuprof's log holds no reason it recorded
+    none'."""
+    took = (
+        AGENT + "thread train takes over counting the steps: it stepped 18 times while the thread that "
+        'counted them waited for other threads (docs/architecture.md, "Step boundaries")'
+    )
+    passed = AGENT.replace("[INFO]", "[WARNING]") + (
+        "capture window not recorded: steps 5-8 of its window passed uncounted (thread train took over "
+        "counting)"
+    )
+    at_exit = AGENT + "steps counted in this process: 201"
+    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, took, passed, at_exit])
+    assert why == (
+        "capture window not recorded: steps 5-8 of its window passed uncounted (thread train took over "
+        "counting)"
+    ), why

@@ -705,6 +705,9 @@ def why_no_capture(
             "torch.compile'd code is not seen); count the returns of your own step function with --step-on "
             "MODULE:QUALNAME, or capture by time with --delay and --duration"
         )
+    passed = [m for m in messages if m.startswith(WINDOW_UNCOUNTED)]
+    if passed:  # its window passed while another optimizer or thread took over counting
+        return f"{failed}{_short(passed[0])}"
     if counts and max(counts) > first:  # the capture was due: what stopped it is not in the log
         return (
             f"{failed}a process counted {max(counts)} steps, past the start of the schedule's first capture "
@@ -739,6 +742,8 @@ def why_no_capture(
 
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
 CAPTURE_SKIPPED = "capture at step "  # "capture at step N skipped: why", logged by npuprof.agent.controller
+# logged by npuprof.agent.controller.steps_missed: steps of a window passed uncounted (a take-over)
+WINDOW_UNCOUNTED = "capture window not recorded: "
 TRACE_NOT_WRITTEN = "the trace of "  # "the trace of steps 6-8 was not written: why", npuprof.agent.capture
 
 
