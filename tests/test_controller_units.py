@@ -1080,6 +1080,64 @@ def test_no_thread_takes_over_while_the_driver_does_other_work() -> None:
     assert rig.c.driver == main and rig.c.step == 1
 
 
+def test_no_thread_takes_over_while_the_driver_waits_for_its_data_in_a_future() -> None:
+    """helper-222: the driving thread waits in a future's result() for its next batch, loaded by an
+    executor's thread, while a thread beside it trains a small model of its own, 3 steps a batch: that
+    thread took over (the driver waited 'for threads'), every later step of the driver was ignored and the
+    capture recorded the side thread's loop. Only a wait for the stepping thread itself hands over."""
+    import concurrent.futures
+
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, stepped = rig.c.driver, threading.Event()
+
+    def side() -> None:
+        deadline = time.monotonic() + 10
+        while not _waiting_in(main, "result") and time.monotonic() < deadline:
+            time.sleep(0.001)
+        rig.run(7)
+        stepped.set()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as loader:
+        thread = threading.Thread(target=side, name="side")
+        thread.start()
+        loader.submit(stepped.wait, 10).result(10)  # the driver's data: ready once the side thread stepped
+        thread.join(10)
+    assert rig.c.driver == main and rig.c.step == 1
+
+
+def test_a_thread_running_the_future_the_driver_waits_for_takes_over() -> None:
+    """The driver waits for the result of the training it handed to an executor: that thread takes over."""
+    import concurrent.futures
+
+    plan = TorchPlan(skip_first=5, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main = rig.c.driver
+
+    def train() -> int:
+        deadline = time.monotonic() + 10
+        while not _waiting_in(main, "result") and time.monotonic() < deadline:
+            time.sleep(0.001)
+        rig.run(7)
+        return threading.get_ident()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ident = pool.submit(train).result(20)
+    assert rig.c.step == 8 and rig.c.driver in (None, ident)
+    assert rig.sink.events[0] == ("begin", 5)
+
+
+def _waiting_in(ident: int | None, name: str) -> bool:
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    while frame is not None:
+        if frame.f_code.co_name == name:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _joining(ident: int | None) -> bool:
     frame = sys._current_frames().get(ident) if ident is not None else None
     return frame is not None and frame.f_code.co_name in ("join", "_wait_for_tstate_lock")

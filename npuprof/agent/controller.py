@@ -887,10 +887,12 @@ _WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wa
 
 
 def _waits_for_other_threads(driver: int | None) -> bool:
-    """Whether thread ``driver`` waits for other threads to end or hand a result (its innermost frame is
-    threading's, and one of the next few is in ``_WAITS_FOR_THREADS``), or is gone. Looked at only when
-    another thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the driving one never
-    takes over while the driving one trains (or waits for its data)."""
+    """Whether thread ``driver`` waits for the calling thread to end or hand a result (its innermost frame
+    is threading's, one of the next few is in ``_WAITS_FOR_THREADS`` and waits for this thread: its
+    ``join``, the exit's wait while this thread is not a daemon, a future this thread runs), or is gone.
+    Looked at only when this thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the
+    driving one never takes over while the driving one trains, nor while it waits for its data (a loader's
+    future, a prefetch thread's join: helper-222; docs/architecture.md, "Step boundaries")."""
     import sys
 
     frame = sys._current_frames().get(driver) if driver is not None else None
@@ -904,9 +906,47 @@ def _waits_for_other_threads(driver: int | None) -> bool:
         code = frame.f_code
         for suffix, names in _WAITS_FOR_THREADS.items():
             if code.co_name in names and code.co_filename.endswith(suffix):
-                return True
+                try:
+                    return _waits_for_this_thread(code.co_name, frame)
+                except Exception:  # another thread's frame, changing as it is read: not known, no
+                    return False
         frame = frame.f_back
     return False
+
+
+def _waits_for_this_thread(name: str, frame: Any) -> bool:
+    """The wait ``name`` of another thread's ``frame`` (one of ``_WAITS_FOR_THREADS``) waits for the
+    calling thread: joins it, or the exit's wait (it is not a daemon), or a future it runs."""
+    me = threading.current_thread()
+    if name == "_shutdown":
+        return not me.daemon
+    waited = frame.f_locals
+    if name == "join":
+        return waited.get("self") is me
+    mine = _futures_run_here()
+    if not mine:
+        return False
+    if name == "result":
+        return any(f is waited.get("self") for f in mine)
+    if name == "_result_or_cancel":
+        return any(f is waited.get("fut") for f in mine)
+    return any(f is g for g in tuple(waited.get("fs") or ()) for f in mine)  # wait, as_completed
+
+
+def _futures_run_here() -> list[Any]:
+    """The futures whose work the calling thread runs (an executor's work items on its stack)."""
+    import sys
+
+    futures = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "run" and code.co_filename.endswith("/concurrent/futures/thread.py"):
+            future = getattr(frame.f_locals.get("self"), "future", None)
+            if future is not None:
+                futures.append(future)
+        frame = frame.f_back
+    return futures
 
 
 # Profilers that must never be stopped, held until the process ends: one a forked child inherited (torch_npu's
