@@ -101,3 +101,38 @@ def test_a_block_allocated_and_freed_in_one_microsecond_lifts_nothing(tmp_path: 
         data = mt.from_trace(path)
         assert [sum(row) for row in data.coalesce()[1]] == [MiB, MiB, 0, 2 * MiB, 0]
         assert mt.peak_allocated(data) == 4 * MiB
+
+
+def test_a_block_freed_beside_another_allocated_in_one_microsecond_was_held_before(tmp_path: Path) -> None:
+    """helper-222: at µs 150 a 3 MiB block held since before the capture (0xA000, never allocated in it) is
+    freed and another (0xB000) allocated, the allocation listed first. Putting every allocation of one time
+    before its frees (helper-221, right for a block allocated and freed in that µs) had the free take back
+    the new block: the sum never went below 0, so the capture showed nothing held before 150 (the freed
+    block) nor after it (the new one, never freed: memory_record.csv ending at 0 MiB, step 8 at 2 for 4).
+    Only the free of a block allocated at that time goes after its allocation: this free goes first."""
+    from npuprof.reports import memory_timeline as mt
+
+    block = []
+    for nbytes, addr in ((3 * MiB, 0xB000), (-3 * MiB, 0xA000)):
+        event = mem(150, nbytes, STALE, addr)
+        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
+        block.append(event)
+    events = _cpu_events()
+    events[1:1] = block  # after the 1 MiB allocated at 100
+    trace = cpu_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
+    trace["traceEvents"] += [x("ProfilerStep#8", "user_annotation", 1000, 1000), *events]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    # the least the free shows: 2 MiB held before (3 MiB freed, 1 of it maybe the block of 100)
+    assert [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]] == [(7, 3.0), (8, 4.0)]
+    with (out / "memory_record.csv").open() as f:
+        assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [3.0, 0.0, 3.0, 2.0, 4.0, 2.0]
+    for listed in (events, [events[0], events[2], events[1], *events[3:]]):
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"traceEvents": listed}))
+        data = mt.from_trace(path)
+        assert [sum(row) for row in data.coalesce()[1]] == [3 * MiB, 3 * MiB, 2 * MiB, 4 * MiB, 2 * MiB]
+        assert mt.peak_allocated(data) == 4 * MiB

@@ -83,10 +83,14 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
     ids = np.where(ids >= 0, ids.astype(np.int64), NO_ID)
     cols["device"] = cols["devtype"].astype(np.int64) * DEVICE_KEY + ids
     missing = np.isnan(cols["alloc"]) | (cols["devtype"] == 0)
-    # by time; the rows summed below (missing) at one time allocations first: the least their frees show
-    # was there (a block allocated and freed in one µs, listed free first, lifted the whole capture by its
-    # size: helper-221); the others as listed, their totals say the order
-    order = np.lexsort((np.where(missing, -np.nan_to_num(cols["bytes"]), 0.0), cols["ts"]))
+    # by time; the rows summed below (missing) at one time as summing_keys puts them (a block allocated
+    # and freed in one µs after its allocation, other frees first); the others as listed, their totals say
+    # the order
+    keys = np.zeros(len(missing), np.int8)
+    keys[missing] = summing_keys(
+        cols["ts"][missing], cols["bytes"][missing], cols["addr"][missing], cols["device"][missing]
+    )
+    order = np.lexsort((keys, cols["ts"]))
     cols = {k: v[order] for k, v in cols.items()}
     # torch's CPU totals (c10's ProfiledCPUMemoryReporter) keep every block allocated while a profiler
     # recorded until its free is seen while one records: a block of an earlier capture freed between two
@@ -104,6 +108,60 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
             alloc[rows] = running - min(float(running.min()), 0.0)
         cols["alloc"] = alloc
     return cols
+
+
+def summing_keys(ts: np.ndarray, nbytes: np.ndarray, addr: np.ndarray, device: Any = None) -> np.ndarray:
+    """Where each change goes among those of its time when Bytes are summed (0 first): an allocation 1; a
+    free 2, after them, when it frees a block allocated at that time and not held before it (allocated and
+    freed in one µs: listed free first, the sum dipped below 0 by its size and the whole capture was lifted
+    by it, helper-221), or when its address is unknown (0: the least it shows); any other free 0, before
+    them: its block was held before that time (put after an allocation beside it, it took that block
+    back, and neither the freed block before nor the new one after was shown, helper-222). A block is held
+    before a time when its allocations before it outnumber its frees, its first change a free (held since
+    before the capture) counting as one allocation more."""
+    n = len(ts)
+    keys = np.where(nbytes < 0, 0, 1).astype(np.int8)
+    if not n:
+        return keys
+    device = np.zeros(n, np.int64) if device is None else np.asarray(device)
+    # only the blocks freed at a time something is allocated are looked at (none, as a rule: a trace's
+    # times in ns are seldom equal), each with all its changes
+    by_time = np.argsort(ts, kind="stable")
+    new_time = np.flatnonzero(np.r_[True, ts[by_time][1:] != ts[by_time][:-1]])
+    times_with = np.maximum.reduceat(nbytes[by_time] > 0, new_time) & np.maximum.reduceat(
+        nbytes[by_time] < 0, new_time
+    )
+    mixed = np.zeros(n, bool)
+    mixed[by_time] = np.repeat(times_with, np.diff(np.r_[new_time, n]))
+    if not (mixed & (nbytes < 0)).any():
+        return keys
+    rows = np.flatnonzero(np.isin(addr, addr[mixed & (nbytes < 0)]))
+    keys[rows] = _free_keys(ts[rows], nbytes[rows], addr[rows], device[rows])
+    return keys
+
+
+def _free_keys(ts: np.ndarray, nbytes: np.ndarray, addr: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """summing_keys of the changes of some blocks, each with all its changes."""
+    n = len(ts)
+    keys = np.where(nbytes < 0, 0, 1).astype(np.int8)
+    by_block = np.lexsort((np.arange(n), ts, addr, device))  # each block's changes in time order
+    a, t, d, b = addr[by_block], ts[by_block], device[by_block], nbytes[by_block]
+    same_block = np.zeros(n, bool)
+    same_block[1:] = (a[1:] == a[:-1]) & (d[1:] == d[:-1])
+    starts = ~(same_block & np.r_[False, t[1:] == t[:-1]])  # each (block, time) group's first change
+    group = np.cumsum(starts) - 1
+    block = np.cumsum(~same_block) - 1
+    first = np.flatnonzero(starts)
+    allocated = np.maximum.reduceat(b > 0, first)
+    freed = np.maximum.reduceat(b < 0, first)
+    sign = np.sign(b).astype(np.int64)
+    before = np.cumsum(sign) - sign  # the changes of the rows before, all blocks
+    before = before - before[~same_block][block]  # ... of this block only
+    held_since_start = (freed & ~allocated)[group[~same_block]]  # by block: its first change a free
+    held = before[first] + held_since_start[block[first]] > 0
+    after = (b < 0) & ((a == 0) | (allocated[group] & ~held[group]))
+    keys[by_block[after]] = 2
+    return keys
 
 
 def peak_rows(cols: dict[str, np.ndarray]) -> np.ndarray:

@@ -146,7 +146,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     unread = 0  # [memory] events whose fields are not numbers (helper-123: left out without a word)
     # device -> pid -> records: each process's allocator keeps its own totals (helper-209)
     per_process: dict[str, dict[object, list[tuple[float, int, int, int]]]] = {}
-    bytes_only: dict[str, list[tuple[float, int]]] = {}  # torch before 1.10: no Total Allocated; the CPU
+    bytes_only: dict[str, list[tuple[float, int, int]]] = {}  # torch < 1.10: no Total Allocated; the CPU
     without_totals: set[str] = set()
     summed_pids: dict[str, dict[object, None]] = {}  # in order of appearance
     for ev in loaded.events:
@@ -161,7 +161,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             if "Total Allocated" not in args or name == "cpu":
                 # on the CPU torch's totals keep each block of an earlier capture freed between captures
                 # (analysis/memory.py's memory_columns): the capture's own Bytes are summed there too
-                bytes_only.setdefault(name, []).append((ts, nbytes))
+                bytes_only.setdefault(name, []).append((ts, nbytes, int(args.get("Addr", 0))))
                 if "Total Allocated" not in args:
                     without_totals.add(name)
                 summed_pids.setdefault(name, {})[ev.pid] = None
@@ -175,6 +175,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         name: _all_processes({pid: _in_chain_order(rows) for pid, rows in by_pid.items()})
         for name, by_pid in per_process.items()
     }
+    import numpy as np
+
+    from npuprof.analysis.memory import summing_keys
+
     summed = False
     before: dict[str, int] = {}  # device -> what its frees show was allocated before the capture
     for name, changes in bytes_only.items():
@@ -182,10 +186,12 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             continue  # the device's own totals are there: its records without them add nothing
         summed = summed or name in without_totals
         total, records = 0, []
-        # the running sum from the capture's start (before: unknown); at one time allocations before frees:
-        # the least its frees show was there (sorted by bytes, a block allocated and freed in one µs was
-        # freed first, and the whole timeline lifted by its size: helper-221)
-        for ts, nbytes in sorted(changes, key=lambda c: (c[0], -c[1])):
+        # the running sum from the capture's start (before: unknown); at one time as analyse sums them
+        # (analysis/memory.py's summing_keys: a block allocated and freed in one µs after its allocation,
+        # helper-221; other frees first, their blocks held before, helper-222), else as listed
+        keys = summing_keys(*(np.array(column) for column in zip(*changes, strict=True))).tolist()
+        for i in sorted(range(len(changes)), key=lambda i: (changes[i][0], keys[i])):
+            ts, nbytes, _addr = changes[i]
             total += nbytes
             records.append((ts, total, 0, nbytes))
         # frees of memory allocated before the capture (an accelerator's allocator reports them) took the
