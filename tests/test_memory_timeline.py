@@ -417,3 +417,23 @@ def test_records_of_one_time_listed_out_of_order_follow_their_totals(tmp_path):
     )
     times, sizes = mt.from_trace(path).coalesce()
     assert (times[-1], sum(sizes[-1])) == (40, 356)
+
+
+def test_thousands_of_records_of_one_time_are_put_in_order_quickly() -> None:
+    """helper-222: the records of one time are chained by their totals (helper-221) by a search that began
+    each step's scan of the records starting at a total from the first, used ones included: 20,000 records
+    of one time (a trace whose times were rounded, or all set to one) took 3.8 s, 40,000 about 15, growing
+    as the square; memory-timeline seemed to hang. The scan starts past the used ones: same order, ms."""
+    import random
+    import time
+
+    rows, total = [], 0
+    for k in range(40_000):
+        nbytes = 512 if k % 2 == 0 else -512
+        total += nbytes
+        rows.append((5.0, total, total, nbytes))
+    random.Random(7).shuffle(rows)
+    began = time.perf_counter()
+    ordered = mt._in_chain_order(rows)
+    assert time.perf_counter() - began < 2.0
+    assert all(ordered[k][1] - ordered[k][3] == ordered[k - 1][1] for k in range(1, len(ordered)))

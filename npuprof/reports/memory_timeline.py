@@ -291,15 +291,22 @@ def _chain_from(
     used = [False] * len(group)
     chain: list[int] = []
     tried: list[int] = [0]  # per level, how many of its candidates were tried
+    # per total, the candidates before this one are all used: each level began its scan at the first, and
+    # 20,000 records of one time took minutes (helper-222)
+    unused_from: dict[int, int] = {}
+    place = {k: n for options in by_start.values() for n, k in enumerate(options)}
     current = start
     while budget[0] > 0:
         budget[0] -= 1
         if len(chain) == len(group):
             return chain
         options = by_start.get(current, [])
-        i = tried[-1]
+        first = unused_from.get(current, 0)
+        i = max(tried[-1], first)
         while i < len(options) and used[options[i]]:
             i += 1
+        if tried[-1] <= first:
+            unused_from[current] = i
         if i < len(options):
             tried[-1] = i + 1
             k = options[i]
@@ -311,7 +318,10 @@ def _chain_from(
         tried.pop()  # no way on from here: back one record
         if not chain:
             return None
-        used[chain.pop()] = False
+        k = chain.pop()
+        used[k] = False
+        total_before = group[k][1] - group[k][3]
+        unused_from[total_before] = min(unused_from.get(total_before, 0), place[k])
         current = group[chain[-1]][1] if chain else start
     return None
 
