@@ -116,10 +116,11 @@ def test_parse_pool_workers_die_with_analyse(how: str) -> None:
     import sys
     import time
 
+    # each worker says its pid in one write: two print()s interleaved on the pipe ("1234" "5678" "\n" "\n")
     parent = subprocess.Popen(
         [sys.executable, "-c",
          "import os, time\nfrom pathlib import Path\nfrom npuprof.analysis import report\n"
-         "def slow(d, *args):\n    print(os.getpid(), flush=True)\n    time.sleep(60)\n"
+         "def slow(d, *args):\n    os.write(1, b'%d\\n' % os.getpid())\n    time.sleep(60)\n"
          "report.parse_rank_dir = slow\n"
          "report.parse_all([Path('/nonexistent/a'), Path('/nonexistent/b')], 2, False)\n"],
         stdout=subprocess.PIPE, text=True,
