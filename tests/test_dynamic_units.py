@@ -1234,3 +1234,21 @@ def test_a_request_whose_trigger_id_no_line_names_is_read_when_the_job_reads_it(
     job.steps(3)
     assert job.captures() == [(4, 4)]
     assert dynamic_log.unread_request(job.dir) is None
+
+
+def test_the_action_log_is_in_time_order_when_an_event_waits_behind_a_heartbeat(tmp_path: Path) -> None:
+    """helper-224: "poll interval now ..." stamped 10:46:33 (a step's event, written by the watcher at its
+    next poll) came after the watcher's own lines stamped 10:46:34 of that poll: the events wait for no
+    line of the watcher's now."""
+    from npuprof.agent.dynamic_log import parse_line
+
+    job = Job(tmp_path)
+    job.steps(3)
+    job.plan._event("INFO", "an event of the training thread", 3)  # as _measure queues its line
+    job.plan._last_beat = -1e9  # the heartbeat is due at this poll
+    when = job.plan._events[-1][0]
+    while time.time() < when + 0.01:  # the poll's own lines are stamped later than the event
+        time.sleep(0.005)
+    job.write(start_step=-1, active=1)  # a poll: its "loaded" lines, the heartbeat, then the events
+    stamps = [f["time"] for f in map(parse_line, job.log(poll=False).splitlines()) if f is not None]
+    assert stamps == sorted(stamps), job.log(poll=False)

@@ -347,9 +347,7 @@ class DynamicPlan:
             import traceback
 
             self.agent_log.error(f"the dynamic-capture watcher failed: {exc!r}\n{traceback.format_exc()}")
-            self.logs.action(
-                "ERROR", f"the watcher failed ({exc!r}): no more dynamic captures in this process"
-            )
+            self._say("ERROR", f"the watcher failed ({exc!r}): no more dynamic captures in this process")
 
     def interval(self) -> float:
         if self.fixed_interval is not None:
@@ -369,7 +367,7 @@ class DynamicPlan:
             logs.mkdir(mode=0o750, exist_ok=True)
         except OSError:
             pass
-        self.logs.action(
+        self._say(
             "INFO",
             f"{WATCHING}{self.file} every {self.interval():g} s"
             + (" (then the time of step 10 to 11, 1 to 5 s)" if self.fixed_interval is None else "")
@@ -384,7 +382,7 @@ class DynamicPlan:
         current = digest(raw)
         if self.baseline is None or current == self.baseline:
             self._seen = current
-            self.logs.action(
+            self._say(
                 "INFO",
                 f"{STARTED_WITH}{held_request(raw)}: edit it, or run npuprof trigger, to capture",
                 self._step(),
@@ -393,7 +391,7 @@ class DynamicPlan:
         if current == self._seen:
             # a forked child that trains: the process it forked from read this content (and acted on it);
             # made less than 5 s before the fork, it took it for its own and captured again (helper-207)
-            self.logs.action(
+            self._say(
                 "INFO",
                 "the process this one forked from read the file as it is: not a request for it; edit it, or "
                 "run npuprof trigger, to capture",
@@ -403,7 +401,7 @@ class DynamicPlan:
         changed = self._changed_at()
         if self._changed_before_this_process(changed) and not self._unread_request_of_this_run(changed):
             self._seen = current
-            self.logs.action(
+            self._say(
                 "INFO",
                 "the file was changed before this process began: not a request for it; edit it, or run "
                 "npuprof trigger, to capture",
@@ -412,7 +410,7 @@ class DynamicPlan:
             return
         if self._read_before_exec():
             self._seen = current
-            self.logs.action(
+            self._say(
                 "INFO",
                 "this process read the file before it replaced itself (os.exec*): not a request for it "
                 "again; edit it, or run npuprof trigger, to capture",
@@ -493,7 +491,7 @@ class DynamicPlan:
         if problem == self._problem:
             return
         self._problem = problem
-        self.logs.action(level, problem, self._step())
+        self._say(level, problem, self._step())
         self.logs.monitor(level, f"{MONITOR_FAILED}: {problem}")
 
     def _handle(self, raw: bytes, current: str) -> None:
@@ -519,15 +517,15 @@ class DynamicPlan:
             if controller is not None:
                 controller.replan()
         for level, message in heard:
-            self.logs.action(level, message, step)
+            self._say(level, message, step)
         if request is None:
             problems = [message for level, message in heard if level == "ERROR"]
             self.logs.monitor("ERROR", f"{MONITOR_FAILED}: {problems[0] if problems else 'not a request'}")
             return
         self.logs.monitor("INFO", f"{MONITOR_LOADED}: {request.describe()}")
-        self.logs.action("INFO", f"loaded: {request.describe()}", step)
+        self._say("INFO", f"loaded: {request.describe()}", step)
         if passed:
-            self.logs.action(
+            self._say(
                 "WARNING",
                 f"start_step {request.start_step} has passed (the job is at step {step}){NOT_EFFECTIVE}",
                 step,
@@ -543,7 +541,14 @@ class DynamicPlan:
         if step is None or step == self._beat_step or now - self._last_beat < HEARTBEAT_S:
             return
         self._last_beat, self._beat_step = now, step
-        self.logs.action("INFO", f"at step {step}", step)
+        self._say("INFO", f"at step {step}", step)
+
+    def _say(self, level: str, message: str, step: int | None = None) -> None:
+        """A line of the watcher's own, after the training thread's events queued before it: they are
+        stamped earlier, and the log is read in time order (docs/architecture.md, "Dynamic capture";
+        helper-224: "poll interval now ..." of 10:46:33 came after the heartbeat of 10:46:34)."""
+        self._flush_events()
+        self.logs.action(level, message, step)
 
     def _flush_events(self) -> None:
         while self._events:
