@@ -1252,3 +1252,35 @@ def test_the_action_log_is_in_time_order_when_an_event_waits_behind_a_heartbeat(
     job.write(start_step=-1, active=1)  # a poll: its "loaded" lines, the heartbeat, then the events
     stamps = [f["time"] for f in map(parse_line, job.log(poll=False).splitlines()) if f is not None]
     assert stamps == sorted(stamps), job.log(poll=False)
+
+
+def test_two_triggers_at_the_same_moment_the_second_says_it_replaces_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-224: two `npuprof trigger` on one DIR at once each looked for a request not picked up yet,
+    found none, and wrote: one request silently won. The look is made slow here to open that window."""
+    import threading
+
+    from npuprof.cli import trigger as trigger_module
+
+    job = Job(tmp_path, rank=0)
+    job.steps(2)
+    looked = trigger_module._request_not_picked_up
+
+    def slow_look(directory: Path) -> str:
+        said = looked(directory)
+        time.sleep(0.3)
+        return said
+
+    monkeypatch.setattr(trigger_module, "_request_not_picked_up", slow_look)
+    trigger = {"directory": str(job.dir), "start_step": None, "warmup": 0, "ranks": None, "cancel": False}
+    threads = [
+        threading.Thread(target=trigger_module.trigger_command, kwargs={**trigger, "active": n})
+        for n in (1, 2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    said = " ".join(capsys.readouterr().err.split())
+    assert said.count("which no process had picked up yet (the last change wins)") == 1, said

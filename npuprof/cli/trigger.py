@@ -3,11 +3,13 @@ writing DIR/profiler_config.json atomically (docs/architecture.md, "Dynamic capt
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -54,6 +56,7 @@ def print_help() -> None:
     )
 
 
+LOCK_WAIT_S = 5.0  # the longest wait for another trigger's look and write (milliseconds when it runs)
 LONG_CAPTURE_STEPS = 1000  # more steps than this in one capture gets a word on memory
 
 
@@ -127,9 +130,10 @@ def trigger_command(**params: Any) -> None:
     document[c.TRIGGER_ID_KEY] = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
     data = (json.dumps(document, indent=4) + "\n").encode()
     _refuse_if_too_large(data, cfg.ranks)
-    replaced = _request_not_picked_up(directory)
-    partly = "" if replaced else _request_not_picked_up_by_some(directory)
-    target = _write(directory, data)
+    with _one_trigger_at_a_time(directory):
+        replaced = _request_not_picked_up(directory)
+        partly = "" if replaced else _request_not_picked_up_by_some(directory)
+        target = _write(directory, data)
     sys.stdout.write(f"npuprof trigger: wrote {target}: {_describe(document, cfg)}\n")
     if replaced:
         sys.stderr.write(
@@ -153,6 +157,39 @@ def trigger_command(**params: Any) -> None:
             f"npuprof trigger: note: {steps}: a capture holds every step's events in memory until it ends "
             f"(often megabytes a step); npuprof trigger {directory} --cancel ends it at the next step\n"
         )
+
+
+@contextlib.contextmanager
+def _one_trigger_at_a_time(directory: Path) -> Iterator[None]:
+    """Two `npuprof trigger` on one DIR at the same moment: each looked for a request not picked up yet,
+    found none, and wrote; the last rename won and neither said so (helper-224). The look and the write are
+    one step now, under an advisory lock on DIR itself (flock on the directory: no lock file, which
+    docs/architecture.md's dynamic capture has none of, and a SIGKILL frees it), so the second sees the
+    first's request and says it replaces it. Where DIR cannot be locked (missing, a file system without
+    flock), it goes on without: as before; so after waiting LOCK_WAIT_S for a holder that
+    stopped."""
+    import fcntl
+
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break  # its holder stopped (^Z): not waited for longer
+                time.sleep(0.02)
+            except OSError:
+                break
+        yield
+    finally:
+        os.close(fd)  # frees the lock
 
 
 def _refuse_if_too_large(data: bytes, ranks: list[int] | None) -> None:
