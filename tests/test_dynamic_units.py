@@ -1284,3 +1284,45 @@ def test_two_triggers_at_the_same_moment_the_second_says_it_replaces_the_first(
         thread.join()
     said = " ".join(capsys.readouterr().err.split())
     assert said.count("which no process had picked up yet (the last change wins)") == 1, said
+
+
+@pytest.mark.parametrize("planned", [False, True])
+def test_status_finds_the_capture_a_killed_process_began_before_its_watcher_logged_it(
+    tmp_path: Path, planned: bool
+) -> None:
+    """helper-224: a rank killed (kill -9) about 1 s into a capture: "capture planned" and "capture started"
+    are written by the watcher at its next poll, so the log held only "loaded" (seen: kill -9 as the rank
+    dir appeared), and status said "-" while the run's summary listed the capture incomplete; with "capture
+    planned" logged, status said the capture was never reached. Its rank dir tells it."""
+    from npuprof.cli.status import _processes, render
+    from npuprof.job_processes import pid_alive
+
+    pid = 4194000  # beyond this host's pids: gone
+    assert not pid_alive(pid)
+    host, out = os.uname().nodename, tmp_path / "out"
+    logs = tmp_path / "cfg" / "log"
+    logs.mkdir(parents=True)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 2)) + ",000"
+    request = f"capture 2 step(s) from the next step on every rank into {out} (trigger t1)"
+    (logs / f"dp_{host}_{pid}_rank_0.log").write_text(
+        f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step 0] watching it every 2 s\n"
+        f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step 50] loaded: {request}\n"
+        + (
+            f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step 50] capture planned: steps 52-53 ({request})\n"
+            * planned
+        )
+    )
+    rank_dir = out / f"{host}_{pid}_20261206104633123_ascend_pt"
+    rank_dir.mkdir(parents=True)
+    record = {"status": "capturing", "pid": pid, "steps": [52], "updated_ns": time.time_ns()}
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    (process,) = _processes(logs)
+    assert process["capturing"] == {"from_step": 52, "directory": str(rank_dir)}, process
+    assert process["not_captured"] is None and process["planned"] is None, process
+    table = render({"config": {"file": "f", "start_step": 0}, "processes": [process]})
+    assert f"capture from step 52 never finished (the process died): {rank_dir}" in table, table
+    # a process that reused the pid later, or a record of another process: not its capture
+    record["updated_ns"] = time.time_ns() - 3600 * 10**9
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    (process,) = _processes(logs)
+    assert process["capturing"] is None, process

@@ -21,6 +21,12 @@ FORMATS = ("table", "json")
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
 _STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
 _PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
+# where a request's capture goes, in its "loaded" and "capture planned" lines: "loaded: D", "capture planned:
+# steps A-B (D)", D being npuprof/agent/dynamic_request.py's Request.describe()
+_REQUEST_INTO = (
+    re.compile(r"^loaded: capture .* into (?P<into>.+?)(?: \(trigger [^()]*\))?$"),
+    re.compile(r"^capture planned: steps \d+-\d+ \(capture .* into (?P<into>.+?)(?: \(trigger [^()]*\))?\)$"),
+)
 _CANCELLED = re.compile(r"^the capture planned from step \d+ is cancelled")
 
 EPILOG = """
@@ -220,6 +226,11 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
                 info["rejected"] += 1
     if info["state"] == "running" and host == os.uname().nodename and not pid_alive(pid):
         info["state"] = "gone (no end line: killed?)"
+    asked = info.pop("_asked_into", None)
+    if info["state"].startswith("gone") and info["capturing"] is None and asked is not None:
+        info["capturing"] = _begun_unlogged(pid, info["planned"], asked)
+        if info["capturing"] is not None:
+            info["planned"] = info["not_captured"] = None
     planned, last = info["planned"], info["last_step"]
     if planned and info["state"] != "running" and last is not None and _first(planned) > last:
         info["planned"] = None  # the process ended before that capture's first step
@@ -228,6 +239,38 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
     if rank == UNKNOWN_RANK:
         info["rank"] = -1
     return info
+
+
+def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, str]) -> dict[str, Any] | None:
+    """The capture a killed process had begun when its log says only that a request was loaded (or
+    planned): the lines "capture planned" and "capture started" are written by the watcher at its next poll
+    (1 to 5 s later; a training step never writes the logs, docs/architecture.md "Dynamic capture"), so a
+    kill -9 in between lost them and status showed "-" while the run's summary listed the capture as
+    incomplete (helper-224). Its rank dir in the request's directory says it: the process's pid in its
+    name, its record "capturing" (from a step of the planned window), made after the request was logged
+    (a pid used again by a later process is not it)."""
+    from npuprof.results import layout
+
+    where, when = asked
+    try:
+        planned_at = time.mktime(time.strptime(when.split(",")[0], "%Y-%m-%d %H:%M:%S")) - 1.0
+        candidates = sorted(Path(where).glob(f"*_{pid}_*{layout.RANK_DIR_SUFFIX}"))
+    except (OSError, ValueError):
+        return None
+    last = int(planned.split("-", 1)[1]) if planned else None
+    for rank_dir in reversed(candidates[-16:]):  # the newest first
+        record = layout.read_capture_record(rank_dir)
+        if not isinstance(record, dict) or record.get("pid") != pid or record.get("status") != "capturing":
+            continue
+        steps, updated = record.get("steps"), record.get("updated_ns")
+        if not (isinstance(steps, list) and steps and isinstance(steps[0], int)):
+            continue
+        if last is not None and steps[0] > last:
+            continue
+        if not isinstance(updated, int) or updated / 1e9 < planned_at:
+            continue
+        return {"from_step": steps[0], "directory": str(rank_dir)}
+    return None
 
 
 def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
@@ -245,6 +288,9 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     elif fields["level"] == "WARNING":
         info["warnings"] += 1
         info["last_warning"] = f"{fields['time']} {message}"
+    for pattern in _REQUEST_INTO:
+        if (into := pattern.match(message)) is not None:
+            info["_asked_into"] = (into["into"], fields["time"])
     if (ended := ENDED_RE.match(message)) is not None:
         capture = {
             "steps": f"{ended['first']}-{ended['last']}",
