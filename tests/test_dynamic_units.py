@@ -1326,3 +1326,25 @@ def test_status_finds_the_capture_a_killed_process_began_before_its_watcher_logg
     (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
     (process,) = _processes(logs)
     assert process["capturing"] is None, process
+
+
+def test_a_request_read_while_the_training_thread_was_blocked_and_then_replaced_is_told_by_status(
+    tmp_path: Path,
+) -> None:
+    """helper-224: two triggers read by the watcher while the training thread was blocked (a long step):
+    the first never ran, and only the action log said so (at INFO, naming the second): status showed the
+    second's capture and nothing else."""
+    from npuprof.cli.status import _processes, render
+
+    job = Job(tmp_path, rank=0)
+    job.steps(2)
+    job.write(start_step=-1, active=1, trigger_id="first")  # read; the training thread takes no step
+    job.write(start_step=-1, active=2, trigger_id="second")
+    job.steps(4)
+    assert job.captures() == [(3, 4)]
+    job.log()
+    (process,) = _processes(job.dir / "log")
+    table = render({"config": {"file": "f", "start_step": 0}, "processes": [process]})
+    assert (
+        "last warning (1 in all)" in table and "(trigger first)) never ran: replaced by a later" in table
+    ), table

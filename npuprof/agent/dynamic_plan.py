@@ -222,8 +222,14 @@ class DynamicPlan:
     def _take(self, newest: Request, step: int) -> None:
         window = self._window
         if self._pending is not None:
+            # a warning, naming the request that never ran: said at INFO with the new one's name only, it
+            # reached neither npuprof status nor the trigger that sent it (helper-224: two triggers read
+            # while the training thread was blocked; the first never ran, the log alone said so)
             self._event(
-                "INFO", f"the waiting request is replaced by a later change ({newest.describe()})", step
+                "WARNING",
+                f"the waiting request ({self._pending.describe()}) never ran: {REPLACED} "
+                f"({newest.describe()})",
+                step,
             )
         if window is not None and newest.start_step == NO_CAPTURE and window.first <= step <= window.record:
             # a cancel during the warm-up (or read at the boundary into the first recorded step, which
