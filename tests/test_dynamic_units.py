@@ -1348,3 +1348,21 @@ def test_a_request_read_while_the_training_thread_was_blocked_and_then_replaced_
     assert (
         "last warning (1 in all)" in table and "(trigger first)) never ran: replaced by a later" in table
     ), table
+
+
+def test_a_trigger_says_when_its_start_step_has_passed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-224: `npuprof trigger --start-step 5` with the job at step 861: written, and only the job's
+    log said it was not effective."""
+    from npuprof.cli.trigger import trigger_command
+
+    job = Job(tmp_path, rank=0)
+    job.steps(20)
+    job.log()  # the watcher's heartbeat: at step 20
+    trigger = {"directory": str(job.dir), "active": 1, "warmup": 0, "ranks": None, "cancel": False}
+    trigger_command(**trigger, start_step=5)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "--start-step 5 has passed in every running process (their logs are at step 20 or later)" in said
+    trigger_command(**trigger, start_step=500)
+    assert "has passed" not in capsys.readouterr().err

@@ -149,6 +149,8 @@ def trigger_command(**params: Any) -> None:
         )
     sys.stdout.write(f"  each process picks it up within its poll interval; see npuprof status {directory}\n")
     _note_if_nobody_watches(directory)
+    if not cancel and start_step is not None:
+        _note_if_start_step_passed(directory, start_step)
     if not cancel and active + warmup > LONG_CAPTURE_STEPS:
         steps = (
             f"--warmup {warmup} --active {active}" if warmup else f"--active {active}"
@@ -283,6 +285,29 @@ def _note_if_nobody_watches(directory: Path) -> None:
             "has ended): unless a job on it is starting (its first process takes it), this request is read "
             "by no one, and a job started later on it takes the file as no request\n"
         )
+
+
+def _note_if_start_step_passed(directory: Path, start_step: int) -> None:
+    """--start-step N that the running processes have passed by their logs (a step a log names is one
+    done: the job is at least there): each takes the request as not effective, which only its log said
+    (helper-224: --start-step 5 at step 861, nothing said by npuprof trigger)."""
+    from npuprof.agent.dynamic_files import LOG_DIR
+    from npuprof.cli.status import _processes
+
+    try:
+        running = [p for p in _processes(directory / LOG_DIR) if p["state"] == "running"]
+    except OSError:
+        return
+    passed = [p for p in running if p["last_step"] is not None and p["last_step"] >= start_step]
+    if not passed:
+        return
+    least = min(p["last_step"] for p in passed)
+    which = "every" if len(passed) == len(running) else f"{len(passed)} of the {len(running)}"
+    sys.stderr.write(
+        f"npuprof trigger: note: --start-step {start_step} has passed in {which} running process "
+        f"(their logs are at step {least} or later): there it is not effective; omit --start-step for the "
+        "next step\n"
+    )
 
 
 def _describe(document: dict[str, Any], cfg: Any) -> str:
