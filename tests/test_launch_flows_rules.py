@@ -16,22 +16,47 @@ from npuprof.analysis import launch_flows, scan
 
 
 def reference_link(x: Any) -> tuple[np.ndarray, np.ndarray, int]:
-    """The rule, spelled out: each flow id's first start and first finish; the start finds the operator of
-    its thread starting then (the shortest; of equal ones, the later); the finish the first task of its
-    process and stream starting then, else the first of its process starting then; a task keeping its own
-    id, a new id (above all) for an operator without one."""
+    """The rule, spelled out: each flow id's first start and first finish; of an id several processes
+    started, each finish is the process's that started it (the only one; of several, the only one whose
+    start came at or before the finish, else the one whose other finishes, settled so, are on its device
+    (its pid); else none's) and each process's first start joins the first finish that is its own; the
+    start finds the operator of its thread starting then (the shortest; of equal ones, the later); the
+    finish the first task of its process and stream starting then, else the first of its process starting
+    then; a task keeping its own id, a new id (above all) for an operator without one."""
     op_ext, dev_ext = list(map(int, x.op_ext)), list(map(int, x.dev_ext))
     keys = list(x.threads)
-    firsts: dict[int, dict[bool, int]] = {}
+    rows: dict[int, dict[bool, list[int]]] = {}
     for row, (flow, start) in enumerate(zip(x.fl_id.tolist(), x.fl_start.tolist(), strict=True)):
-        firsts.setdefault(flow, {}).setdefault(bool(start), row)
+        rows.setdefault(flow, {True: [], False: []})[bool(start)].append(row)
+    both = {flow: ends for flow, ends in rows.items() if ends[True] and ends[False]}
+    owner: dict[int, Any] = {}  # finish row -> its process (a pid), or None
+    settled: dict[Any, set[Any]] = {}  # device pid -> the processes of its finishes settled by the starts
+    for ends in both.values():
+        for f in ends[False]:
+            starters = {int(x.fl_pid[s]) for s in ends[True]}
+            if len(starters) > 1:
+                starters = {int(x.fl_pid[s]) for s in ends[True] if x.fl_ts[s] <= x.fl_ts[f]} or starters
+            owner[f] = next(iter(starters)) if len(starters) == 1 else None
+            if owner[f] is not None:
+                settled.setdefault(int(x.fl_pid[f]), set()).add(owner[f])
+    for ends in both.values():
+        for f in ends[False]:
+            starters = {int(x.fl_pid[s]) for s in ends[True]}
+            on_device = settled.get(int(x.fl_pid[f]), set())
+            if owner[f] is None and len(on_device) == 1 and on_device <= starters:
+                owner[f] = next(iter(on_device))
+    joined = []  # (flow, start row, finish row)
+    for flow, ends in both.items():
+        if len({int(x.fl_pid[s]) for s in ends[True]}) == 1:
+            joined.append((flow, ends[True][0], ends[False][0]))
+            continue
+        for proc in {int(x.fl_pid[s]) for s in ends[True]}:
+            own = [f for f in ends[False] if owner[f] == proc]
+            if own:
+                joined.append((flow, next(s for s in ends[True] if x.fl_pid[s] == proc), own[0]))
     top = max([-1, *op_ext, *dev_ext])
     pairs = []
-    for flow in sorted(firsts):
-        ends = firsts[flow]
-        if True not in ends or False not in ends:
-            continue
-        s, f = ends[True], ends[False]
+    for _flow, s, f in sorted(joined, key=lambda j: (j[0], j[2])):
         op = None
         for i in range(len(x.op_ts)):
             same_start = keys[x.op_thread[i]] == (x.fl_pid[s], x.fl_tid[s]) and x.op_ts[i] == x.fl_ts[s]

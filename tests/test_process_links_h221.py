@@ -152,16 +152,28 @@ def _npu_trace() -> list[dict]:
 
 
 def test_torch_npu_launch_flows_of_two_processes(tmp_path: Path) -> None:
-    """export-stacks took the id's last start: A's MmKernel drawn under B's aten::add. analyse pairs each
-    flow id's first start with its first finish (the rule tests/test_launch_flows_rules.py holds it to):
-    AddKernel, B's, was linked to nothing without a word (aten::add 0 µs of device time); now said."""
+    """export-stacks took the id's last start: A's MmKernel drawn under B's aten::add. analyse paired each
+    flow id's first start with its first finish: A's aten::mm with MmKernel (a guess: both flow 1s began
+    before it, A launched nothing else), AddKernel, B's, linked to nothing (aten::add 0 µs of device
+    time); it now resolves the id as export-stacks does (helper-225)."""
     trace = _npu_trace()
     summary = _summary(tmp_path / "a", trace)  # type: ignore[arg-type]
     device = {op["name"]: op["device_us"] for op in summary["operator_totals"]}
     assert device["aten::mul"] == 10.0
-    # analyse joins a flow id's first start to its first finish (tests/test_launch_flows_rules.py): said
-    said = "1 launch flow id(s) (async_npu) were started by several processes"
+    # analyse joins each process's first start of a flow id to the first finish that is its own
+    # (tests/test_launch_flows_rules.py, helper-225): AddKernel is B's, MmKernel linked to none, and said
+    assert device["aten::add"] == 50.0
+    assert device.get("aten::mm", 0.0) == 0.0
+    said = "1 device task(s) could have been launched by any of several processes"
     assert any(w.startswith(said) for w in summary["warnings"]), summary["warnings"]
+    # B's flow 1 begun after MmKernel did (at 110): MmKernel is A's, the only one started before it
+    add_at, late_at = f"{1704161511420000 + 12:.3f}", f"{1704161511420000 + 110:.3f}"
+    late = [{**e, "ts": late_at} if (e["pid"], e.get("ts")) == (1001, add_at) else e for e in trace]
+    assert sum(e is not o for e, o in zip(late, trace, strict=True)) == 2  # aten::add and its flow start
+    summary = _summary(tmp_path / "late", late)  # type: ignore[arg-type]
+    device = {op["name"]: op["device_us"] for op in summary["operator_totals"]}
+    assert (device["aten::mm"], device["aten::add"], device["aten::mul"]) == (200.0, 50.0, 10.0)
+    assert not any("several processes" in w for w in summary.get("warnings", [])), summary["warnings"]
     path = tmp_path / "trace_view.json"
     path.write_text(json.dumps(trace))
     folded = st.folded_from_trace(path, metric="self_npu_time_total")

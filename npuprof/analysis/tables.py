@@ -225,15 +225,9 @@ def process_notes(tabs: RankTables, x: Extract) -> list[str]:
     """A warning for the device tasks that any of several processes of the trace could have launched
     (process_links.py): linked to no operator."""
     found = process_links.launchers(x, tabs.ops.thread, tabs.ops.ext) if tabs.ops is not None else None
-    notes = process_links.ambiguous_note(found[1] if found is not None else 0)
-    shared = getattr(x, "_flows_shared", 0)  # torch_npu's launch flows (launch_flows.py)
-    if shared:
-        notes.append(
-            f"{shared} launch flow id(s) (async_npu) were started by several processes of this trace (each "
-            "numbers its flows on its own): each joins its first start to its first finish, which may be "
-            "another process's task, and links its other tasks to no operator"
-        )
-    return notes
+    ambiguous = found[1] if found is not None else 0
+    ambiguous += getattr(x, "_flows_ambiguous", 0)  # torch_npu's launch flows (launch_flows.py)
+    return process_links.ambiguous_note(ambiguous)
 
 
 def lane_notes(tabs: RankTables) -> list[str]:
