@@ -86,6 +86,22 @@ def launchers(x: Extract, op_thread: np.ndarray, op_ext: np.ndarray) -> tuple[np
     for i, code, ext in zip(linked.tolist(), op_code.tolist(), op_ext[linked].tolist(), strict=True):
         if first.setdefault((code, ext), i) == i:
             ext_owners.setdefault(ext, set()).add(code)
+    hosts, _launches = _task_hosts(x, codes, ext_owners)
+    d_ext = np.asarray(x.dev_ext, dtype=np.int64).tolist()
+    out = np.fromiter(
+        (first.get((host, ext), -1) if host >= 0 else -1 for host, ext in zip(hosts, d_ext, strict=True)),
+        np.int64,
+        len(d_ext),
+    )
+    ambiguous = sum(1 for host, ext in zip(hosts, d_ext, strict=True) if host == AMBIGUOUS and ext >= 0)
+    return out, ambiguous
+
+
+def _task_hosts(
+    x: Extract, codes: dict[Any, int], ext_owners: dict[Any, set[int]]
+) -> tuple[list[int], dict[Any, list[tuple[int, float]]]]:
+    """Each device task's process (:func:`task_processes`), and the runtime calls by correlation id
+    (process, start), in the file's order; ``codes``: pid -> process number, added to for launches'."""
     launches: dict[Any, list[tuple[int, float]]] = {}
     for corr, pid, ts in zip(
         np.asarray(x.launch_corr, dtype=np.int64).tolist(),
@@ -103,14 +119,48 @@ def launchers(x: Extract, op_thread: np.ndarray, op_ext: np.ndarray) -> tuple[np
         list(x.dev_pid),
         strict=True,
     )
-    hosts = task_processes(tasks, launches, ext_owners)
-    out = np.fromiter(
-        (first.get((host, ext), -1) if host >= 0 else -1 for host, ext in zip(hosts, d_ext, strict=True)),
-        np.int64,
-        len(d_ext),
-    )
-    ambiguous = sum(1 for host, ext in zip(hosts, d_ext, strict=True) if host == AMBIGUOUS and ext >= 0)
-    return out, ambiguous
+    return task_processes(tasks, launches, ext_owners), launches
+
+
+def launch_times(
+    x: Extract, op_thread: np.ndarray, op_ext: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per device task, the start of its own process's first runtime call of its correlation id (the
+    time that gives its step, tables._device_kernels) and what to take: 1 that time, -1 none (a task any
+    of several processes' launched: its own start), 0 as for one process (the id's first call, in any
+    process: a task no call of a numbered process launched). None when no correlation id is launched by
+    two processes (its first call is then its own; helper-225: process B's call of id 5 in step 1 gave A's
+    kernel, launched in step 2, step 1)."""
+    lc = np.asarray(x.launch_corr, dtype=np.int64)
+    lp = np.asarray(x.launch_pid, dtype=np.int64)
+    if len(lc) < 2 or not len(x.dev_ts) or lp.min() == lp.max():
+        return None  # one process's calls (nearly every trace)
+    if np.unique(np.stack([lc, lp]), axis=1).shape[1] == len(np.unique(lc)):
+        return None  # no correlation id called by two processes
+    codes: dict[Any, int] = {}
+    thread_code = np.array([codes.setdefault(pid, len(codes)) for pid, _tid in x.threads], np.int64)
+    ext_owners: dict[Any, set[int]] = {}
+    linked = np.flatnonzero(op_ext >= 0)
+    for code, ext in zip(thread_code[op_thread[linked]].tolist(), op_ext[linked].tolist(), strict=True):
+        ext_owners.setdefault(ext, set()).add(code)
+    hosts, launches = _task_hosts(x, codes, ext_owners)
+    times = np.zeros(len(hosts), np.float64)
+    take = np.zeros(len(hosts), np.int8)
+    for i, (corr, host) in enumerate(
+        zip(np.asarray(x.dev_corr, dtype=np.int64).tolist(), hosts, strict=True)
+    ):
+        calls = launches.get(corr)
+        if not calls:
+            continue  # no numbered process's call: as before
+        if host == AMBIGUOUS:
+            take[i] = -1
+            continue
+        own = next((t for p, t in calls if p == host), None)
+        if own is None:
+            take[i] = -1
+        else:
+            times[i], take[i] = own, 1
+    return times, take
 
 
 def ambiguous_note(count: int) -> list[str]:

@@ -411,6 +411,11 @@ def _device_kernels(
         pos = np.clip(np.searchsorted(lc, d_corr), 0, len(lc) - 1)
         hit = lc[pos] == d_corr
         when[hit] = lt[pos[hit]]
+        own = process_links.launch_times(
+            x, ops.thread, ops.ext
+        )  # a correlation id called by several processes
+        if own is not None:  # the task's own process's call (process_links.py), else its own start
+            when = np.where(own[1] > 0, own[0], np.where(own[1] < 0, d_ts, when))
     # the launching operator, by External id
     op_of = np.full(n, -1, dtype=np.int64)
     found = process_links.launchers(x, ops.thread, ops.ext)

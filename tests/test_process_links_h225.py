@@ -1,0 +1,66 @@
+"""helper-225: the step a device task is counted in, in a trace holding two processes whose correlation ids
+meet (traces merged into one): the time of its own process's runtime call of its correlation id, not of the
+id's first call in any process (docs/formats.md, kernel_details.csv). Answers worked out from the events."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from analyse_support.handmade import write_rank_dir, x
+
+from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
+
+A, B = 100, 200  # the two host processes; GPU 0 is A's (pid 0), GPU 1 B's (pid 1)
+
+
+def _kernel(name: str, ts: float, dur: float, gpu: int, corr: int, ext: int) -> dict:
+    args = {"correlation": corr, "stream": 7, "device": gpu, "External id": ext}
+    return x(name, "kernel", ts, dur, pid=gpu, tid=7, **args)
+
+
+def _launch(pid: int, ts: float, corr: int, ext: int) -> dict:
+    return x(
+        "cudaLaunchKernel", "cuda_runtime", ts, 5, pid=pid, tid=pid, correlation=corr, **{"External id": ext}
+    )
+
+
+def _trace() -> dict:
+    """A's steps: 1 [0, 100), 2 [100, 200), 3 [200, 400). B (first in the file): aten::add (ext 1) calls
+    correlation 5 at 12 (step 1's time): add_k on GPU 1 at 30. A: aten::mm (ext 1) calls 5 at 155 (step 2):
+    gemm on GPU 0 at 210 (step 3's time); aten::relu (ext 2) calls 6 at 178: relu_k on GPU 0 at 320. Both
+    5s were called before gemm began; GPU 0 is A's by relu_k: gemm is A's, launched in step 2 (the id's
+    first call, B's, put it in step 1); add_k is B's (only B's call came before it): step 1."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
+        for pid, name in ((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
+    ]
+    events += [
+        x("aten::add", "cpu_op", 10, 10, pid=B, tid=B, **{"External id": 1}),
+        _launch(B, 12, 5, 1),
+        _kernel("add_k", 30, 50, 1, 5, 1),
+        x("ProfilerStep#1", "user_annotation", 0, 100, pid=A, tid=A),
+        x("ProfilerStep#2", "user_annotation", 100, 100, pid=A, tid=A),
+        x("ProfilerStep#3", "user_annotation", 200, 200, pid=A, tid=A),
+        x("aten::mm", "cpu_op", 150, 20, pid=A, tid=A, **{"External id": 1}),
+        _launch(A, 155, 5, 1),
+        x("aten::relu", "cpu_op", 175, 10, pid=A, tid=A, **{"External id": 2}),
+        _launch(A, 178, 6, 2),
+        _kernel("gemm", 210, 100, 0, 5, 1),
+        _kernel("relu_k", 320, 30, 0, 6, 2),
+    ]
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def test_a_task_is_in_the_step_of_its_own_process_call(tmp_path: Path) -> None:
+    """kernel_details' Step Id (by the launch's time, tables._device_kernels): gemm was step 1's."""
+    rank_dir = write_rank_dir(tmp_path, _trace())
+    assert parse_rank_dir(rank_dir, workers=1).status == "parsed"
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    device = {op["name"]: op["device_us"] for op in summary["operator_totals"]}
+    assert device == {"aten::mm": 100.0, "aten::relu": 30.0, "aten::add": 50.0}
+    with (out / "kernel_details.csv").open(newline="") as f:
+        steps = {row["Name"]: row["Step Id"] for row in csv.DictReader(f)}
+    assert steps == {"add_k": "1", "gemm": "2", "relu_k": "2"}
