@@ -8,8 +8,9 @@ import csv
 import json
 from pathlib import Path
 
-from analyse_support.handmade import write_rank_dir, x
+from analyse_support.handmade import T0, write_rank_dir, x
 
+from npuprof.analysis import communication, scan
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 
 A, B = 100, 200  # the two host processes; GPU 0 is A's (pid 0), GPU 1 B's (pid 1)
@@ -64,3 +65,34 @@ def test_a_task_is_in_the_step_of_its_own_process_call(tmp_path: Path) -> None:
     with (out / "kernel_details.csv").open(newline="") as f:
         steps = {row["Name"]: row["Step Id"] for row in csv.DictReader(f)}
     assert steps == {"add_k": "1", "gemm": "2", "relu_k": "2"}
+
+
+def _comm_trace() -> dict:
+    """A's all_reduce (record_param_comms, External id 5) launches ncclKernel (correlation 21, GPU 0, 300 µs
+    at 100); B's aten::add (External id 5 too: B numbers its own) launches add_k (correlation 30, B's
+    alone, GPU 1, 50 µs at 500), the id's last task in the file. The all_reduce's device time is
+    ncclKernel's: add_k is B's (only B called 30)."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
+        for pid, name in ((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
+    ]
+    comm = {"External id": 5, "Collective name": "allreduce", "In msg nelems": 1024, "dtype": "Float"}
+    events += [
+        x("ProfilerStep#1", "user_annotation", 0, 1000, pid=A, tid=A),
+        x("record_param_comms", "cpu_op", 10, 20, pid=A, tid=A, **comm),
+        _launch(A, 15, 21, 5),
+        x("aten::add", "cpu_op", 40, 10, pid=B, tid=B, **{"External id": 5}),
+        _launch(B, 42, 30, 5),
+        _kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 100, 300, 0, 21, 5),
+        _kernel("add_k", 500, 50, 1, 30, 5),
+    ]
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def test_a_collective_takes_its_own_process_task(tmp_path: Path) -> None:
+    """communication._device_tasks took the id's last task, B's add_k: the all_reduce 50 µs at 500."""
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(_comm_trace()))
+    extract, meta, _end = scan.scan(trace)
+    (op,) = communication.collect(extract, meta)
+    assert (op.name, op.ts, op.dur, op.corr) == ("allreduce", T0 + 100, 300.0, 21)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from npuprof.analysis import process_links
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.extract import Extract, npu_dims
 from npuprof.analysis.rounding import rounded
@@ -174,24 +175,43 @@ def _ranks_in_text(text: str) -> tuple[int, ...]:
     return tuple(_int_list(value)) if isinstance(value, list) else ()
 
 
-def _device_tasks(x: Extract) -> dict[int, tuple[float, float, int]]:
+def _device_tasks(x: Extract) -> dict[tuple[Any, int], tuple[float, float, int]]:
     """(start, duration, correlation id) of the last device task with each External id that a host
     communication span carries (``record_param_comms``, ``nccl:all_reduce``): the time NCCL/HCCL spent
-    on the device."""
-    wanted = {vocab.external_id(args) for _name, _ts, _dur, _thread, args in x.comm_spans}
-    wanted = {ext for ext in wanted if ext >= 0}
-    if not wanted or not len(x.dev_ts):
+    on the device; keyed (None, id), or (the span's pid, id) in a trace of several processes whose records
+    carry one id (each numbers its own: a task is its own process's, process_links.py, docs/formats.md;
+    helper-225: process B's 50 µs add_k, External id 5 as A's all_reduce, was taken as that all_reduce's)."""
+    keys = list(x.threads)
+    by_pid: dict[int, set[Any]] = {}
+    for _name, _ts, _dur, thread, args in x.comm_spans:
+        ext = vocab.external_id(args)
+        if ext >= 0:
+            by_pid.setdefault(ext, set()).add(keys[thread][0])
+    if not by_pid or not len(x.dev_ts):
         return {}
     d_ext = np.frombuffer(x.dev_ext, dtype=np.int64)
+    found_hosts = process_links.hosts_for_ids(x, by_pid)
+    if found_hosts is not None:  # several processes' records carry one id: each task to its own's
+        hosts, codes = found_hosts
+        pid_of = {code: pid for pid, code in codes.items()}
+        d_ts, d_dur = np.frombuffer(x.dev_ts, dtype=np.float64), np.frombuffer(x.dev_dur, dtype=np.float64)
+        d_corr = np.frombuffer(x.dev_corr, dtype=np.int64)
+        out: dict[tuple[Any, int], tuple[float, float, int]] = {}
+        for i in np.flatnonzero(np.isin(d_ext, np.fromiter(by_pid, np.int64, len(by_pid)))).tolist():
+            if hosts[i] >= 0:  # in file order: the last one stays
+                out[(pid_of[hosts[i]], int(d_ext[i]))] = (float(d_ts[i]), float(d_dur[i]), int(d_corr[i]))
+        return out
     order = np.argsort(d_ext, kind="stable")  # equal ids keep file order: the last one is the last
-    ids = np.array(sorted(wanted), dtype=np.int64)
+    ids = np.array(sorted(by_pid), dtype=np.int64)
     last = np.searchsorted(d_ext[order], ids, side="right") - 1
     found = (last >= 0) & (d_ext[order][np.maximum(last, 0)] == ids)
     task = order[last[found]]
     d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)[task].tolist()
     d_dur = np.frombuffer(x.dev_dur, dtype=np.float64)[task].tolist()
     d_corr = np.frombuffer(x.dev_corr, dtype=np.int64)[task].tolist()
-    return dict(zip(ids[found].tolist(), zip(d_ts, d_dur, d_corr, strict=True), strict=True))
+    return dict(
+        zip(((None, e) for e in ids[found].tolist()), zip(d_ts, d_dur, d_corr, strict=True), strict=False)
+    )
 
 
 def _world(dist: dict[str, Any]) -> Sequence[int]:
@@ -245,6 +265,8 @@ def collect(x: Extract, meta: dict[str, Any], calls: Sequence[Call] = ()) -> lis
     default_group = str(default_pg.get("pg_name", "default"))
     default_ranks: Sequence[int] = _ranks_of(default_pg.get("ranks", [])) or _world(dist)
     dev_by_ext = _device_tasks(x)
+    keys = list(x.threads)
+    by_process = any(pid is not None for pid, _ext in dev_by_ext)  # keyed by the span's process too
     ops: list[CommOp] = []
     gloo: list[tuple[int, int, float]] = []  # (index in ops, thread, start) of the gloo spans
     # record_param_comms, where torch writes it, is the record of each collective: the backend's spans
@@ -263,7 +285,7 @@ def collect(x: Extract, meta: dict[str, Any], calls: Sequence[Call] = ()) -> lis
             element = _dtype_size(dtype)
             group = str(args.get("Process Group Name", default_group))
             ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
-            dev = dev_by_ext.get(vocab.external_id(args))
+            dev = dev_by_ext.get((keys[thread][0] if by_process else None, vocab.external_id(args)))
             if dev is not None:
                 ts, dur, corr = dev
         else:  # gloo:all_reduce and friends
@@ -278,7 +300,9 @@ def collect(x: Extract, meta: dict[str, Any], calls: Sequence[Call] = ()) -> lis
             count = _as_float(_nelems(dims))
             element = _dtype_size(dtype) if dims is not None else None
             group, ranks = default_group, default_ranks
-            dev = dev_by_ext.get(vocab.external_id(args))  # torch 1.8-1.10 nccl: its kernel
+            dev = dev_by_ext.get(
+                (keys[thread][0] if by_process else None, vocab.external_id(args))
+            )  # torch 1.8-1.10 nccl: its kernel
             if dev is not None:
                 ts, dur, corr = dev
             gloo.append((len(ops), thread, ts))

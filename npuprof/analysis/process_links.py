@@ -163,6 +163,30 @@ def launch_times(
     return times, take
 
 
+def hosts_for_ids(x: Extract, exts: dict[int, set[Any]]) -> tuple[list[int], dict[Any, int]] | None:
+    """Per device task, its process (:func:`task_processes`: a number, UNKNOWN or AMBIGUOUS), and the
+    numbers of the processes (pid -> number), for matching tasks to the External ids ``exts`` (id -> the
+    pids of the host records carrying it: communication's spans); None when each id of ``exts`` is one
+    process's, in those records and the operators (a task's External id then names its process's)."""
+    if not len(x.dev_ts) or len({pid for pid, _tid in x.threads}) < 2:
+        return None
+    codes: dict[Any, int] = {}
+    thread_code = np.array([codes.setdefault(pid, len(codes)) for pid, _tid in x.threads], np.int64)
+    op_ext = np.asarray(x.op_ext, dtype=np.int64)
+    linked = np.flatnonzero(op_ext >= 0)
+    op_code = thread_code[np.asarray(x.op_thread, dtype=np.int64)[linked]]
+    wanted = np.isin(op_ext[linked], np.fromiter(exts, np.int64, len(exts)))
+    owners = {ext: {codes.setdefault(pid, len(codes)) for pid in pids} for ext, pids in exts.items()}
+    for code, ext in zip(op_code[wanted].tolist(), op_ext[linked][wanted].tolist(), strict=True):
+        owners[ext].add(code)
+    if all(len(procs) < 2 for procs in owners.values()):
+        return None  # no id of theirs carried by two processes (nearly every trace)
+    ext_owners: dict[Any, set[int]] = {}
+    for code, ext in zip(op_code.tolist(), op_ext[linked].tolist(), strict=True):
+        ext_owners.setdefault(ext, set()).add(code)
+    return _task_hosts(x, codes, ext_owners)[0], codes
+
+
 def ambiguous_note(count: int) -> list[str]:
     """The warning for the tasks :func:`launchers` could not give a process."""
     if not count:
