@@ -183,3 +183,26 @@ def test_torch_npu_launch_flows_of_two_processes(tmp_path: Path) -> None:
         ("aten::mul", "MulKernel"): 10,
     }
     assert any(n.startswith("1 device task(s) could have been launched by any of") for n in folded.notes)
+
+
+def _flow_starts(tmp_path: Path, trace: dict) -> dict[str, int]:
+    """The process of the async_npu flow start each device task of trace_view.json's is reached from."""
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).status == "parsed"
+    view = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    events = view["traceEvents"] if isinstance(view, dict) else view
+    starts = {e["id"]: e["pid"] for e in events if e.get("cat") == "async_npu" and e["ph"] == "s"}
+    tasks = {(e["pid"], e["ts"]): e["name"] for e in events if e.get("cat") == "kernel"}
+    return {
+        tasks[(e["pid"], e["ts"])]: starts[e["id"]]
+        for e in events
+        if e.get("cat") == "async_npu" and e["ph"] == "f"
+    }
+
+
+def test_trace_view_flows_start_at_the_task_own_process_operator(tmp_path: Path) -> None:
+    """helper-225: npuprof's flows matched by External id alone, the first operator of the id: add_k's
+    started at A's aten::mm; each starts at its own process's now, and add_k, any of both processes' when
+    mul_k does not tell GPU 1's, has none."""
+    assert _flow_starts(tmp_path / "a", _trace()) == {"gemm": A, "relu_k": A, "add_k": B, "mul_k": B}
+    assert _flow_starts(tmp_path / "b", _trace(with_mul=False)) == {"gemm": A, "relu_k": A}

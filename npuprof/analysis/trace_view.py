@@ -29,7 +29,7 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
-from npuprof.analysis import intervals
+from npuprof.analysis import intervals, process_links
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.communication import group_id
 from npuprof.analysis.extract import Extract
@@ -323,23 +323,29 @@ def _communication(comm_ops: list[Any], base_ns: int) -> list[bytes]:
 
 def _flows(x: Extract, base_ns: int) -> Iterator[bytes]:
     """``async_npu`` flows (torch_npu's ``torch_to_npu``) from each operator to the device tasks it
-    launched (matched by Kineto's External id); none when some device tasks have no category, or when the
+    launched (matched by Kineto's External id, in a trace of several processes whose ids meet the task's own
+    process's operator, process_links.py); none when some device tasks have no category, or when the
     trace has such flows already (torch_npu's form: its events are kept, flows included)."""
     n = len(x.dev_ts)
     if not n or not len(x.op_ts) or len(x.dev_tid) != n or len(x.fl_id):
         return
     o_ext = np.frombuffer(x.op_ext, dtype=np.int64)
     d_ext = np.frombuffer(x.dev_ext, dtype=np.int64)
-    valid = np.flatnonzero(o_ext >= 0)
-    order = valid[np.argsort(o_ext[valid], kind="stable")]
-    sorted_ext = o_ext[order]
-    if not len(sorted_ext):
-        return
-    pos = np.clip(np.searchsorted(sorted_ext, d_ext), 0, len(sorted_ext) - 1)
-    hit = np.flatnonzero((sorted_ext[pos] == d_ext) & (d_ext >= 0))
+    found = process_links.launchers(x, np.frombuffer(x.op_thread, dtype=np.int32), o_ext)
+    if found is not None:  # several processes' External ids meet: a task's own process's operator
+        hit = np.flatnonzero(found[0] >= 0)  # (helper-225: B's add_k drawn from A's aten::mm)
+        op = found[0][hit]
+    else:
+        valid = np.flatnonzero(o_ext >= 0)
+        order = valid[np.argsort(o_ext[valid], kind="stable")]
+        sorted_ext = o_ext[order]
+        if not len(sorted_ext):
+            return
+        pos = np.clip(np.searchsorted(sorted_ext, d_ext), 0, len(sorted_ext) - 1)
+        hit = np.flatnonzero((sorted_ext[pos] == d_ext) & (d_ext >= 0))
+        op = order[pos[hit]]
     if not len(hit):
         return
-    op = order[pos[hit]]
     keys = list(x.threads)
     # one template per thread at each end: the s event on the operator's, the f event on the task's
     threads, s_which = np.unique(np.frombuffer(x.op_thread, dtype=np.int32)[op], return_inverse=True)
