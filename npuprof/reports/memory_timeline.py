@@ -139,9 +139,9 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     """UNKNOWN-category data from the trace's ``[memory]`` events for ``device`` (default: the first
     accelerator in the data, else cpu)."""
     from npuprof.analysis import vocabulary as vocab
-    from npuprof.reports.trace_events import load
+    from npuprof.reports.trace_events import load, memory_record
 
-    loaded = load(trace)
+    loaded = load(trace, keep=memory_record)  # only the [memory] events: the spans are not read here
     base_ns = _time_base_ns(loaded)
     unread = 0  # [memory] events whose fields are not numbers (helper-123: left out without a word)
     # device -> pid -> records: each process's allocator keeps its own totals (helper-209)

@@ -10,6 +10,7 @@ every event's args costs 4x the time and twice the memory on big traces (bench/R
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,12 @@ def wanted(ev: Any) -> bool:
     return ev.ph in ("s", "f", "t", "M") or ev.name == vocab.MEMORY_EVENT
 
 
+def memory_record(ev: Any) -> bool:
+    """The events memory-timeline reads from a trace: the ``[memory]`` records ``wanted`` keeps. Keeping the
+    spans too held ~3x the trace's size in memory on a 500 MB trace for nothing (bench/README.md)."""
+    return ev.name == vocab.MEMORY_EVENT and wanted(ev)
+
+
 def timeless_note(count: int) -> str:
     """What a reader says of the complete events without a ts or a dur it left out (analyse's words)."""
     return (
@@ -39,21 +46,19 @@ def timeless_note(count: int) -> str:
     )
 
 
-def load(path: Path, timeless: list[int] | None = None) -> Trace:
-    """The trace with the events ``wanted`` (in file order; times as trace_loader gives them: string
-    times relative to ``Trace.ts_base``). ``timeless``: a one-item list the complete events without a ts
-    or a dur (left out) are counted into. Raises TraceReadError."""
+def load(path: Path, timeless: list[int] | None = None, keep: Callable[[Any], bool] = wanted) -> Trace:
+    """The trace with the events ``keep`` accepts (default ``wanted``; in file order; times as trace_loader
+    gives them: string times relative to ``Trace.ts_base``). ``timeless``: a one-item list the complete
+    events without a ts or a dur (left out) are counted into. Raises TraceReadError."""
 
-    def counted(ev: Any) -> bool:  # wanted, counting what it leaves out for want of a time
-        if ev.ph == "X":
-            if no_time(ev.ts) or no_time(ev.dur):
-                timeless[0] += 1  # type: ignore[index]
-                return False
-            return True
-        return ev.ph in ("s", "f", "t", "M") or ev.name == vocab.MEMORY_EVENT
+    def counted(ev: Any) -> bool:  # keep, counting the complete events it leaves out for want of a time
+        if ev.ph == "X" and (no_time(ev.ts) or no_time(ev.dur)):
+            timeless[0] += 1  # type: ignore[index]
+            return False
+        return keep(ev)
 
     try:
-        return load_trace(path, keep=wanted if timeless is None else counted)
+        return load_trace(path, keep=keep if timeless is None else counted)
     except TraceError as exc:
         raise TraceReadError(str(exc)) from exc
     except OSError as exc:

@@ -1,0 +1,89 @@
+"""memory-timeline keeps only the events it reads from a trace: a --profile-memory --with-stack capture
+is a third [memory] instants and a third spans, and keeping both held ~3x the trace's size in memory
+(bench/README.md). In-process, a small trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from npuprof.reports import memory_timeline as mt
+from npuprof.reports import trace_events
+
+
+def _trace(path: Path) -> Path:
+    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}}]
+    allocated = 1 << 20
+    for k in range(20):
+        t = 100.0 * k
+        events.append(
+            {
+                "ph": "X",
+                "cat": "python_function",
+                "name": "train.py(3): step",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 80.0,
+                "args": {"Python id": 2 * k, "Python parent id": 0},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 10,
+                "dur": 50.0,
+                "args": {"External id": k + 1},
+            }
+        )
+        for sign in (1, -1):
+            allocated += sign * 4096
+            events.append(
+                {
+                    "ph": "i",
+                    "s": "t",
+                    "cat": "cpu_instant_event",
+                    "name": "[memory]",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t + 20 + 10 * (sign < 0),
+                    "args": {
+                        "Total Allocated": allocated,
+                        "Total Reserved": 1 << 22,
+                        "Bytes": sign * 4096,
+                        "Device Type": 1,
+                        "Device Id": 0,
+                    },
+                }
+            )
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.fixture
+def kept(monkeypatch: pytest.MonkeyPatch) -> list[list]:
+    """The events each trace_events.load returned, as loaded."""
+    loads: list[list] = []
+    real = trace_events.load_trace
+
+    def recording(path, keep=None):
+        loaded = real(path, keep=keep)
+        loads.append(list(loaded.events))
+        return loaded
+
+    monkeypatch.setattr(trace_events, "load_trace", recording)
+    return loads
+
+
+def test_memory_timeline_keeps_only_the_memory_events(tmp_path: Path, kept: list[list]) -> None:
+    trace = _trace(tmp_path / "t.pt.trace.json")
+    data = mt.from_trace(trace)
+    assert len(kept) == 1 and len(kept[0]) == 40, [ev.name for ev in kept[0]]
+    assert {ev.name for ev in kept[0]} == {"[memory]"}
+    assert data.max_allocated == (1 << 20) + 4096
