@@ -1,6 +1,6 @@
-"""memory-timeline keeps only the events it reads from a trace: a --profile-memory --with-stack capture
-is a third [memory] instants and a third spans, and keeping both held ~3x the trace's size in memory
-(bench/README.md). In-process, a small trace."""
+"""export-stacks and memory-timeline keep only the events they read from a trace: a --profile-memory
+--with-stack capture is a third [memory] instants and a third spans, and keeping both for either command
+held ~3x the trace's size in memory (bench/README.md). In-process, a small trace."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from npuprof.reports import memory_timeline as mt
+from npuprof.reports import stacks as st
 from npuprof.reports import trace_events
 
 
@@ -87,3 +88,12 @@ def test_memory_timeline_keeps_only_the_memory_events(tmp_path: Path, kept: list
     assert len(kept) == 1 and len(kept[0]) == 40, [ev.name for ev in kept[0]]
     assert {ev.name for ev in kept[0]} == {"[memory]"}
     assert data.max_allocated == (1 << 20) + 4096
+
+
+def test_export_stacks_leaves_the_memory_instants_out(tmp_path: Path, kept: list[list]) -> None:
+    trace = _trace(tmp_path / "t.pt.trace.json")
+    folded = st.folded_from_trace(trace)
+    assert len(kept) == 1 and "[memory]" not in {ev.name for ev in kept[0]}
+    assert len(kept[0]) == 41  # the 40 spans and the process name
+    # the stacks of every event the reports read (memory instants included) are the same
+    assert folded.text() == st.folded_from_events(trace_events.load_events(trace)).text()

@@ -41,7 +41,7 @@ from pathlib import Path
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.trace_repairs import mended_frame_name
 from npuprof.reports.text import printable
-from npuprof.reports.trace_events import TraceEvent, device_labelled, load, process_names
+from npuprof.reports.trace_events import TraceEvent, device_labelled, load, process_names, span_or_flow
 
 HOST_METRIC = "self_cpu_time_total"
 STEP_FRAME = "ProfilerStep"  # every ProfilerStep#N (_frame_of)
@@ -903,7 +903,7 @@ def folded_from_events(
 
 def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = False) -> FoldedStacks:
     timeless = [0]
-    loaded = load(trace, timeless)
+    loaded = load(trace, timeless, keep=span_or_flow)  # not its [memory] instants: no stack is made of them
     folded = folded_from_events(loaded.events, metric, keep_idle)
     if timeless[0]:  # said as analyse says it (helper-197: left out unsaid)
         from npuprof.reports.trace_events import timeless_note

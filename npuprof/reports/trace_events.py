@@ -32,6 +32,14 @@ def wanted(ev: Any) -> bool:
     return ev.ph in ("s", "f", "t", "M") or ev.name == vocab.MEMORY_EVENT
 
 
+def span_or_flow(ev: Any) -> bool:
+    """The events export-stacks reads: ``wanted``'s but its ``[memory]`` instants, which no stack is made of
+    (a third of a ``--profile-memory`` capture's events, kept for nothing: bench/README.md)."""
+    if ev.ph == "X":
+        return not (no_time(ev.ts) or no_time(ev.dur))
+    return ev.ph in ("s", "f", "t", "M")
+
+
 def memory_record(ev: Any) -> bool:
     """The events memory-timeline reads from a trace: the ``[memory]`` records ``wanted`` keeps. Keeping the
     spans too held ~3x the trace's size in memory on a 500 MB trace for nothing (bench/README.md)."""
