@@ -29,6 +29,7 @@ keeps them.
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import itertools
 import math
@@ -85,6 +86,7 @@ class StacksError(ValueError):
     """The input cannot give the requested stacks; the message is one line for the user."""
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a trace's frames are a few names, each met thousands of times
 def sanitise_frame(name: str) -> str:
     """One frame of a folded line: no separator of the format in it, addresses merged, control
     characters shown as ``\\xNN`` (a name from someone's trace must not act on a terminal); a Windows path
