@@ -24,6 +24,12 @@ ROWS = {
         "2 post-processors at once",
         "one post-processor's peak against its trace",
     ],
+    "reports_bench.py": [
+        "export-stacks, mix, 2 MB: CPU time",
+        "export-stacks, string-ts, 2 MB: memory",
+        "memory-timeline, mix, 2 MB: memory",
+        "memory-timeline, string-ts, 2 MB: CPU time",
+    ],
 }
 # overhead.py, export_stall.py and dynamic_latency.py are left out here: their --quick runs start several
 # training processes each (~15-30 s of CPU apiece), which the suite's 10-minute budget cannot carry; run
