@@ -77,20 +77,7 @@ def test_a_block_allocated_and_freed_in_one_microsecond_lifts_nothing(tmp_path: 
     time allocations go first, the least the frees show was there (here nothing)."""
     from npuprof.reports import memory_timeline as mt
 
-    block = []
-    for nbytes in (-3 * MiB, 3 * MiB):
-        event = mem(150, nbytes, STALE, 0x9000)
-        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
-        block.append(event)
-    events = _cpu_events()
-    events[1:1] = block  # after the 1 MiB allocated at 100
-    trace = cpu_trace()
-    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
-    trace["traceEvents"] += [x("ProfilerStep#8", "user_annotation", 1000, 1000), *events]
-    rank_dir = write_rank_dir(tmp_path, trace)
-    assert parse_rank_dir(rank_dir, workers=1).ok
-    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
-    summary = json.loads((out / SUMMARY_FILE).read_text())
+    events, out, summary = _parsed_with_records_at_150(tmp_path, ((-3 * MiB, 0x9000), (3 * MiB, 0x9000)))
     assert summary["memory"]["peak_allocated_mb"] == 4.0, summary["memory"]  # 1 MiB + the block
     assert [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]] == [(7, 4.0), (8, 2.0)]
     with (out / "memory_record.csv").open() as f:
@@ -112,20 +99,7 @@ def test_a_block_freed_beside_another_allocated_in_one_microsecond_was_held_befo
     Only the free of a block allocated at that time goes after its allocation: this free goes first."""
     from npuprof.reports import memory_timeline as mt
 
-    block = []
-    for nbytes, addr in ((3 * MiB, 0xB000), (-3 * MiB, 0xA000)):
-        event = mem(150, nbytes, STALE, addr)
-        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
-        block.append(event)
-    events = _cpu_events()
-    events[1:1] = block  # after the 1 MiB allocated at 100
-    trace = cpu_trace()
-    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
-    trace["traceEvents"] += [x("ProfilerStep#8", "user_annotation", 1000, 1000), *events]
-    rank_dir = write_rank_dir(tmp_path, trace)
-    assert parse_rank_dir(rank_dir, workers=1).ok
-    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
-    summary = json.loads((out / SUMMARY_FILE).read_text())
+    events, out, summary = _parsed_with_records_at_150(tmp_path, ((3 * MiB, 0xB000), (-3 * MiB, 0xA000)))
     # the least the free shows: 2 MiB held before (3 MiB freed, 1 of it maybe the block of 100)
     assert [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]] == [(7, 3.0), (8, 4.0)]
     with (out / "memory_record.csv").open() as f:
@@ -136,3 +110,24 @@ def test_a_block_freed_beside_another_allocated_in_one_microsecond_was_held_befo
         data = mt.from_trace(path)
         assert [sum(row) for row in data.coalesce()[1]] == [3 * MiB, 3 * MiB, 2 * MiB, 4 * MiB, 2 * MiB]
         assert mt.peak_allocated(data) == 4 * MiB
+
+
+def _parsed_with_records_at_150(
+    tmp_path: Path, records: tuple[tuple[int, int], ...]
+) -> tuple[list, Path, dict]:
+    """The CPU trace of _cpu_events with ``records`` ((bytes, address), in that order) at µs 150, after the
+    1 MiB allocated at 100, in steps 7 and 8, parsed: its events, tables folder and summary."""
+    block = []
+    for nbytes, addr in records:
+        event = mem(150, nbytes, STALE, addr)
+        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
+        block.append(event)
+    events = _cpu_events()
+    events[1:1] = block
+    trace = cpu_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
+    trace["traceEvents"] += [x("ProfilerStep#8", "user_annotation", 1000, 1000), *events]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    return events, out, json.loads((out / SUMMARY_FILE).read_text())

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from analyse_support.handmade import kernel_on as _kernel
+from analyse_support.handmade import launch_in as _launch
 from analyse_support.handmade import write_rank_dir, x
 
 from npuprof.analysis import process_links
@@ -15,17 +17,6 @@ from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 from npuprof.reports import stacks as st
 
 A, B = 100, 200  # the two host processes; GPU 0 is A's (pid 0), GPU 1 B's (pid 1)
-
-
-def _kernel(name: str, ts: float, dur: float, gpu: int, corr: int, ext: int) -> dict:
-    args = {"correlation": corr, "stream": 7, "device": gpu, "External id": ext}
-    return x(name, "kernel", ts, dur, pid=gpu, tid=7, **args)
-
-
-def _launch(pid: int, ts: float, corr: int, ext: int) -> dict:
-    return x(
-        "cudaLaunchKernel", "cuda_runtime", ts, 5, pid=pid, tid=pid, correlation=corr, **{"External id": ext}
-    )
 
 
 def _trace(with_mul: bool = True) -> dict:

@@ -9,22 +9,13 @@ import json
 from pathlib import Path
 
 from analyse_support.handmade import T0, write_rank_dir, x
+from analyse_support.handmade import kernel_on as _kernel
+from analyse_support.handmade import launch_in as _launch
 
 from npuprof.analysis import communication, scan
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 
 A, B = 100, 200  # the two host processes; GPU 0 is A's (pid 0), GPU 1 B's (pid 1)
-
-
-def _kernel(name: str, ts: float, dur: float, gpu: int, corr: int, ext: int) -> dict:
-    args = {"correlation": corr, "stream": 7, "device": gpu, "External id": ext}
-    return x(name, "kernel", ts, dur, pid=gpu, tid=7, **args)
-
-
-def _launch(pid: int, ts: float, corr: int, ext: int) -> dict:
-    return x(
-        "cudaLaunchKernel", "cuda_runtime", ts, 5, pid=pid, tid=pid, correlation=corr, **{"External id": ext}
-    )
 
 
 def _trace() -> dict:

@@ -24,6 +24,19 @@ def x(name: str, cat: str, ts: float, dur: float, pid: Any = PID, tid: Any = PID
     }
 
 
+def kernel_on(name: str, ts: float, dur: float, gpu: int, corr: int, ext: int) -> dict:
+    """A CUDA kernel on GPU ``gpu`` (its process id ``gpu``, stream 7), linked by ``corr`` / ``ext``."""
+    args = {"correlation": corr, "stream": 7, "device": gpu, "External id": ext}
+    return x(name, "kernel", ts, dur, pid=gpu, tid=7, **args)
+
+
+def launch_in(pid: int, ts: float, corr: int, ext: int) -> dict:
+    """A 5 µs cudaLaunchKernel of host process ``pid`` (on its thread ``pid``) of correlation ``corr``."""
+    return x(
+        "cudaLaunchKernel", "cuda_runtime", ts, 5, pid=pid, tid=pid, correlation=corr, **{"External id": ext}
+    )
+
+
 def mem(ts: float, nbytes: int, allocated: int, addr: int) -> dict:
     return {
         "ph": "i",
