@@ -6,6 +6,7 @@ Linux's /proc only; elsewhere none are found."""
 from __future__ import annotations
 
 import os
+import re
 import time
 
 ENV_MARKER = b"NPUPROF_CONFIG="
@@ -61,13 +62,26 @@ def is_a_process_of_run(pid: int, run_id: str | None) -> bool:
     """Whether process ``pid``'s environment holds run ``run_id``'s payload."""
     if not run_id:
         return False
-    environ = _environ(pid)
-    return ENV_MARKER in environ and run_id.encode() in environ
+    payload = _payload(_environ(pid))
+    # the id whole, inside the payload: not a longer id, nor the id within another variable (a path)
+    return (
+        payload is not None
+        and re.search(rb"(?<!\w)" + re.escape(run_id.encode()) + rb"(?!\w)", payload) is not None
+    )
 
 
 def is_a_run_process(pid: int) -> bool:
     """Whether process ``pid``'s environment holds an npuprof run's payload (a process of some run)."""
-    return ENV_MARKER in _environ(pid)
+    return _payload(_environ(pid)) is not None
+
+
+def _payload(environ: bytes) -> bytes | None:
+    """The value of the ``NPUPROF_CONFIG`` variable in an environment as /proc has it (NUL-separated
+    ``NAME=value`` entries), or None without one."""
+    for entry in environ.split(b"\0"):
+        if entry.startswith(ENV_MARKER):
+            return entry[len(ENV_MARKER) :]
+    return None
 
 
 def _environ(pid: int) -> bytes:

@@ -548,8 +548,12 @@ def test_a_capture_whose_process_outlived_its_killed_launcher_is_in_progress(tmp
     ours = subprocess.Popen(
         sleep, env=clean_env(NPUPROF_CONFIG='{"run": {"id": "r1"}}'), stdout=subprocess.PIPE
     )
+    # another run's, whose id starts as ours, in a directory whose path holds ours (a clone in /tmp/dur1
+    # was taken for run r1's process: the id was looked for anywhere in the environment)
     other = subprocess.Popen(
-        sleep, env=clean_env(NPUPROF_CONFIG='{"run": {"id": "r2"}}'), stdout=subprocess.PIPE
+        sleep,
+        env=clean_env(NPUPROF_CONFIG='{"run": {"id": "r12"}}', WORKDIR="/tmp/dur1"),
+        stdout=subprocess.PIPE,
     )
     try:
         for proc in (ours, other):
