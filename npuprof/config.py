@@ -183,6 +183,9 @@ class ProfileConfig:
         if self.op_attr and self.level == "Level_none":
             raise ConfigError("--op-attr", "needs a profiler level other than none", "add --level 0")
         self.schedule.validate()
+        if self.ranks:  # parse_ranks makes them so; a payload written by hand may not (npuprof/payload.py)
+            _check_rank(min(self.ranks), "--ranks")
+            _check_rank(max(self.ranks), "--ranks")
         if self.step_on is not None:
             parse_step_on(self.step_on)
         for metric in self.export_stacks:

@@ -9,11 +9,20 @@ KeyError. Imported only in the training processes (msgspec stays off the launche
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import msgspec
 
-from npuprof.config import PAYLOAD_VERSION, ProfileConfig, decode_env_payload, is_safe_name
+from npuprof.config import (
+    MAX_RANK,
+    PAYLOAD_VERSION,
+    ConfigError,
+    ProfileConfig,
+    decode_env_payload,
+    is_safe_name,
+)
 
 
 class RunFacts(msgspec.Struct, kw_only=True):
@@ -57,4 +66,20 @@ def read_payload(value: str) -> tuple[ProfileConfig, RunFacts]:
     for field, value in (("worker_name", config.worker_name), ("run_id", run.run_id or None)):
         if value is not None and not is_safe_name(value):
             raise PayloadError(f"NPUPROF_CONFIG is damaged ({field} {value!r} is no file name)")
+    # every value in range, as the launcher's flags are: a payload written by hand (a child started without
+    # npuprof run) with a --wait of -1 or an empty output was taken as it was. Not metadata's lengths:
+    # the launcher checked them on the values given, then wrote bytes that are not UTF-8 as \xNN, four
+    # characters each (launch.text_metadata); a number JSON cannot hold is refused all the same.
+    try:
+        dataclasses.replace(config, metadata={}).validate()
+        json.dumps(config.metadata, allow_nan=False)
+    except ConfigError as exc:
+        raise PayloadError(f"NPUPROF_CONFIG is damaged ({exc.source}: {exc.problem})") from None
+    except ValueError:
+        raise PayloadError("NPUPROF_CONFIG is damaged (a metadata number out of JSON's range)") from None
+    for field, number in (("launcher_pid", run.launcher_pid), ("start_ns", run.start_ns)):
+        if number is not None and not 0 < number < 1 << 63:
+            raise PayloadError(f"NPUPROF_CONFIG is damaged (run.{field} {number!r} is out of range)")
+    if any(not 0 <= rank <= MAX_RANK for rank in run.shown_local_ranks or ()):
+        raise PayloadError(f"NPUPROF_CONFIG is damaged (run.shown_local_ranks {run.shown_local_ranks!r})")
     return config, run

@@ -146,6 +146,48 @@ def test_a_payload_of_another_version_or_damaged_is_named(change, expected: str)
     assert expected in str(caught.value), caught.value
 
 
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda c, r: c["schedule"].update(wait=-1), "(--wait: must be an integer >= 0, got -1)"),
+        (lambda c, r: c["schedule"].update(active=0), "(--active: must be an integer >= 1, got 0)"),
+        (lambda c, r: c.update(delay=-5.0), "(--delay: must be 0 to 1e8 seconds, got -5.0)"),
+        (lambda c, r: c.update(gc_detect_threshold=-1.0), "(--gc-detect-threshold: must be 0 to 1e9 ms"),
+        (lambda c, r: c.update(output=""), "(--output: is empty)"),
+        (lambda c, r: c.update(activities=["gpu"]), "(--activities: unknown activity 'gpu')"),
+        (lambda c, r: c.update(ranks=[-1]), "(--ranks: rank -1 is not in 0-1048575)"),
+        (lambda c, r: c.update(step_on="nocolon"), "(--step-on: 'nocolon' is not MODULE:QUALNAME)"),
+        (lambda c, r: c.update(metadata={"k": float("nan")}), "a metadata number out of JSON's range"),
+        (lambda c, r: r.update(launcher_pid=-1), "(run.launcher_pid -1 is out of range)"),
+        (lambda c, r: r.update(shown_local_ranks=[-2]), "(run.shown_local_ranks [-2])"),
+    ],
+)
+def test_a_payload_out_of_range_is_refused_as_the_flags_are(change, expected: str) -> None:
+    """A payload written by hand (a child started without npuprof run) was typed but not range-checked: a
+    --wait of -1, an empty output, a NaN in metadata reached the agent. The agent says the PayloadError in
+    one line and trains on without profiling (the test above)."""
+    from npuprof.config import ProfileConfig
+    from npuprof.payload import PayloadError, read_payload
+
+    document = json.loads(ProfileConfig().to_env({"run_id": "r"}))
+    change(document["config"], document["run"])
+    with pytest.raises(PayloadError) as caught:
+        read_payload(json.dumps(document))
+    assert expected in str(caught.value), caught.value
+
+
+def test_metadata_the_launcher_wrote_as_escapes_is_read_whole() -> None:
+    """The launcher writes bytes that are not UTF-8 as \\xNN (launch.text_metadata): a value within the
+    4096-character limit as given is longer in the payload, and still read."""
+    from npuprof.config import ProfileConfig
+    from npuprof.launch import text_metadata
+    from npuprof.payload import read_payload
+
+    metadata, _notes = text_metadata({"k": "\udcff" * 4000})
+    config, _run = read_payload(ProfileConfig(metadata=metadata).to_env({"run_id": "r"}))
+    assert config.metadata == {"k": "\\xff" * 4000}
+
+
 def test_a_job_given_a_payload_it_cannot_read_trains_on_and_says_why_once(tmp_path: Path) -> None:
     """A job whose npuprof differs from the launcher's (a container with another install): one line on
     stderr, no traceback, the job's exit code unchanged."""
