@@ -963,7 +963,8 @@ def test_a_number_flag_given_no_whole_number_says_so_in_its_words(flag: str, val
     result = npuprof("run", flag, value, "--", sys.executable, "-c", "pass")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"npuprof run: error: Invalid value for '{flag}': must be a whole number; see npuprof run --help"
+        f"npuprof run: error: Invalid value for '{flag}': '{value}' is not a whole number; "
+        "see npuprof run --help"
     ]
 
 

@@ -342,12 +342,17 @@ def _launchers_flag(message: str) -> str | None:
 
 
 def _in_our_words(message: str) -> str:
-    """A number flag given text or a fraction: click (typer < 0.29) and pydantic (typer >= 0.29) wording."""
+    """A number flag given text or a fraction: click (typer < 0.29) and pydantic (typer >= 0.29) wording.
+    Click's names the value (as repr: a quote, a byte that is not UTF-8 read in a C locale stay readable),
+    and so does ours: ``--repeat 0x10`` was said as "must be a whole number", leaving the user to find which
+    word was meant."""
     import re
 
+    quoted = r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+    message = re.sub(quoted + r" is not a valid int(?:eger)?", r"\1 is not a whole number", message)
+    message = re.sub(quoted + r" is not a valid float", r"\1 is not a number", message)
     return re.sub(
-        r"'[^']*' is not a valid int(?:eger)?"
-        r"|Input should be a valid integer, "
+        r"Input should be a valid integer, "
         r"(?:unable to parse string as an integer|got a number with a fractional part)",
         "must be a whole number",
         message,

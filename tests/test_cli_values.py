@@ -1,0 +1,67 @@
+"""How `npuprof run` reads the values of its flags: numbers as Python reads them, a bad one named as given,
+a flag given twice (README, "`npuprof run` flags"). In-process: no job starts."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from npuprof.cli import main
+
+
+def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``npuprof ARGS`` as main() runs it (the fast path of run included): (exit code, stderr); the config
+    a run would have started with is kept in ``_cli.config`` (None: none started)."""
+    import npuprof.runner
+
+    started: list[Any] = []
+
+    def leave(code: int) -> None:
+        raise SystemExit(code)
+
+    def execute(cfg: Any, command: list[str]) -> int:
+        started.append(cfg)
+        return 0
+
+    monkeypatch.setattr(sys, "argv", ["npuprof", *args])
+    monkeypatch.setattr(main, "_leave", leave)
+    monkeypatch.setattr(main, "guard_streams", lambda: None)
+    monkeypatch.setattr(npuprof.runner, "execute", execute)
+    with pytest.raises(SystemExit) as ended:
+        main._main()
+    _cli.config = started[0] if started else None  # type: ignore[attr-defined]
+    return int(ended.value.code or 0), capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--repeat", "0x10", "'0x10' is not a whole number"),
+        ("--active", "1.5", "'1.5' is not a whole number"),
+        ("--skip-first", "x\udcff", "'x\\udcff' is not a whole number"),  # a byte read in a C locale
+        ("--wait", "a'b", '"a\'b" is not a whole number'),
+        ("--delay", "0x1", "'0x1' is not a number"),
+    ],
+)
+def test_a_bad_number_is_named_as_given(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str, value: str, said: str
+) -> None:
+    """``--repeat 0x10`` was said as "must be a whole number", without the word it was about."""
+    code, err = _cli(monkeypatch, capsys, "run", flag, value, "--", "python", "-c", "pass")
+    assert (code, _cli.config) == (2, None)  # type: ignore[attr-defined]
+    assert err.splitlines() == [
+        f"npuprof run: error: Invalid value for '{flag}': {said}; see npuprof run --help"
+    ]
+
+
+@pytest.mark.parametrize("value", ["3", "+3", " 3 ", "0_3", "٣", "３"])
+def test_a_whole_number_is_read_as_python_reads_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    """As argparse's ``type=int``: a sign, spaces around it, underscores between digits, any script's
+    digits (documented in the README)."""
+    code, err = _cli(monkeypatch, capsys, "run", "--repeat", value, "--", "python", "-c", "pass")
+    assert (code, err) == (0, "")
+    assert _cli.config.schedule.repeat == 3  # type: ignore[attr-defined]
