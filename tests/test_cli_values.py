@@ -65,3 +65,52 @@ def test_a_whole_number_is_read_as_python_reads_it(
     code, err = _cli(monkeypatch, capsys, "run", "--repeat", value, "--", "python", "-c", "pass")
     assert (code, err) == (0, "")
     assert _cli.config.schedule.repeat == 3  # type: ignore[attr-defined]
+
+
+# the fast path takes the first form, typer the second ("+3" is no plain number to the fast path)
+@pytest.mark.parametrize("three", ["3", "+3"])
+def test_a_flag_given_two_values_says_which_is_used(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], three: str
+) -> None:
+    """The last wins, as in argparse and nsys, and a value overridden by another is said in one line
+    (a wrapper's ``-o`` under the user's is no mistake; ``--repeat 2 ... --repeat 3`` may be)."""
+    args = ["--repeat", "2", "--with-stack", "-o", "a", "--repeat", three, "--no-with-stack", "--output=b"]
+    code, err = _cli(monkeypatch, capsys, "run", *args, "--", "python", "-c", "pass")
+    cfg = _cli.config  # type: ignore[attr-defined]
+    assert (code, cfg.schedule.repeat, cfg.with_stack, cfg.output) == (0, 3, False, "b")
+    assert err.splitlines() == [
+        f"npuprof run: warning: --repeat is given 2 times: --repeat 2, then --repeat {three}; the last is "
+        "used",
+        "npuprof run: warning: --with-stack is given 2 times: --with-stack, then --no-with-stack; the last "
+        "is used",
+        "npuprof run: warning: --output is given 2 times: -o a, then --output b; the last is used",
+    ]
+    code, err = _cli(monkeypatch, capsys, "run", "--repeat", "3", "--repeat", three, "--", "python")
+    assert (code, err) == (0, "")  # the same value twice (3 and +3 too): nothing to say
+
+
+@pytest.mark.parametrize("three", ["3", "+3"])
+def test_a_metadata_key_given_by_both_flags_is_the_last_ones(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], three: str
+) -> None:
+    """``--metadata-json dp=2 --metadata dp=1`` gave dp 2: --metadata-json's entries went in after every
+    --metadata's, whatever came last."""
+    args = ["--repeat", three, "--metadata-json", "dp=2", "--metadata", "dp=1", "--metadata", "tp=4"]
+    code, err = _cli(monkeypatch, capsys, "run", *args, "--", "python")
+    assert (code, _cli.config.metadata) == (0, {"dp": "1", "tp": "4"})  # type: ignore[attr-defined]
+    assert err.splitlines() == [
+        "npuprof run: warning: metadata dp is given 2 times: --metadata-json dp=2, then --metadata dp=1; the "
+        "last is used"
+    ]
+
+
+def test_a_bad_flag_beside_a_repeated_one_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _cli(
+        monkeypatch, capsys, "run", "--wait", "1", "--wait", "2", "--active", "0", "--", "python"
+    )
+    assert (code, err) == (
+        2,
+        "npuprof run: error: --active: must be an integer >= 1, got 0; e.g. --active 3\n",
+    )

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from npuprof.cli.run_flags import build_config
+from npuprof.cli.run_flags import build_config, given_twice
 
 # Typer reads these annotations at start-up; Optional[] keeps "given or not" visible for --config merging.
 # ruff: noqa: UP045
@@ -34,10 +34,13 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
     # first: in `--worker-name --ranks 0 --` the fault is --worker-name's, not the stray 0's
     _refuse_flags_taken_as_values(flags, config)
     _refuse_words_taken_for_the_command(list(command))
+    notes, order = given_twice(sys.argv[2:] if sys.argv[1:2] == ["run"] else [])
     try:
-        cfg = build_config(config, flags)
+        cfg = build_config(config, flags, metadata_order=order)
     except ConfigError as exc:
         _fail_line(exc.one_line())
+    for line in notes:
+        sys.stderr.write(f"npuprof run: warning: {line}\n")
     from npuprof.runner import execute
 
     raise typer.Exit(execute(cfg, list(command or [])))

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from npuprof.options import ENV_DYNAMIC, RUN_OPTIONS
+from npuprof.options import BY_KEY, ENV_DYNAMIC, RUN_OPTIONS
 
 # flag -> (option key, kind): "str", "int", "float", "path", "list" (repeatable) or a bool flag's value
 OPTIONS: dict[str, tuple[str, object]] = {}
@@ -99,11 +99,14 @@ def fast_run(argv: list[str]) -> int | None:
     flags, config, command = parsed
     from npuprof.config import ConfigError
 
+    notes, order = given_twice(argv)
     try:
-        cfg = build_config(config, flags)
+        cfg = build_config(config, flags, metadata_order=order)
     except ConfigError as exc:
         sys.stderr.write(f"npuprof run: error: {exc.one_line()}\n")
         return 2
+    for line in notes:
+        _note(line, "npuprof run: warning")
     from npuprof.runner import execute
 
     return execute(cfg, command)
@@ -116,10 +119,15 @@ _STATIC_KEYS = (*(o.key for o in RUN_OPTIONS if o.in_schedule), "ranks", "delay"
 
 
 def build_config(
-    config_file: str | Path | None, flags: dict[str, object], environ: dict[str, str] | None = None
+    config_file: str | Path | None,
+    flags: dict[str, object],
+    environ: dict[str, str] | None = None,
+    metadata_order: list[str] | None = None,
 ):
     """The base (defaults or --config FILE), then every flag the user gave, then validation. ``environ``'s
-    PROF_CONFIG_PATH (default: the process's) stands for --dynamic when that flag is not given."""
+    PROF_CONFIG_PATH (default: the process's) stands for --dynamic when that flag is not given.
+    ``metadata_order``: the keys ``metadata`` and ``metadata_json`` in the order their flags were given
+    (given_twice), so that a KEY given by both is the last one's."""
     from npuprof import config as c
 
     source = _dynamic_source(flags, os.environ if environ is None else environ)
@@ -151,9 +159,14 @@ def build_config(
                 "recorded)",
                 "set start_step 0 in the file, or drop the time window",
             )
+    interleaved = _interleaved_metadata(flags, metadata_order)
     for option in RUN_OPTIONS:
         if option.key in flags and option.key != "config":
+            if interleaved is not None and option.key in _METADATA_KEYS:
+                continue
             c.set_option(cfg, option, flags[option.key])
+    for key, item in interleaved or ():
+        c.set_option(cfg, BY_KEY[key], [item])
     if cfg.dynamic is not None:
         cfg.schedule = c.Schedule(off=True)  # only the watched file starts captures
     try:
@@ -164,6 +177,82 @@ def build_config(
         raise c.ConfigError(source[0], exc.problem, f"unset {ENV_DYNAMIC}, or give it a directory") from None
     _check_trace_dir(cfg.export_chrome_trace)
     return cfg
+
+
+_METADATA_KEYS = ("metadata", "metadata_json")
+
+
+def _interleaved_metadata(flags: dict[str, object], order: list[str] | None) -> list[tuple[str, str]] | None:
+    """(key, KEY=VALUE) of --metadata and --metadata-json in the order given, when both were given and
+    ``order`` matches them; else None (each flag's entries in turn: --metadata-json's won whatever came
+    last)."""
+    if order is None or not all(isinstance(flags.get(key), list) for key in _METADATA_KEYS):
+        return None
+    left: dict[str, list[str]] = {key: list(flags[key]) for key in _METADATA_KEYS}  # type: ignore[call-overload]
+    if sorted(order) != sorted(key for key, items in left.items() for _ in items):
+        return None
+    return [(key, left[key].pop(0)) for key in order]
+
+
+def given_twice(argv: list[str]) -> tuple[list[str], list[str]]:
+    """One warning line for each flag before ``--`` given twice with different values (the last wins, as
+    in argparse and nsys: a wrapper's default overridden by a later flag is no mistake, but two values
+    that disagree may be), and for each --metadata/--metadata-json KEY given two values; and the order of
+    the --metadata and --metadata-json words (build_config's ``metadata_order``)."""
+    seen: dict[str, list[tuple[str, str, object]]] = {}  # key -> (flag, value as said, value)
+    entries: dict[str, list[tuple[str, str]]] = {}
+    order: list[str] = []
+    end = argv.index("--") if "--" in argv else len(argv)
+    i = 0
+    while i < end:
+        token = argv[i]
+        name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        i += 1
+        spec = OPTIONS.get(name)
+        if spec is None and token.startswith("-o") and len(token) > 2 and not token.startswith("--"):
+            # -oDIR, and -o=DIR read as --output=DIR (cli/main.py)
+            name, eq, inline = "-o", "=", token[3:] if token.startswith("-o=") else token[2:]
+            spec = OPTIONS[name]
+        if spec is None:
+            if token.startswith("-"):
+                continue  # no flag of ours: typer refuses it
+            break  # the command, started without --
+        key, kind = spec
+        if isinstance(kind, bool):
+            seen.setdefault(key, []).append((name, name, kind))
+            continue
+        if not eq:
+            if i >= end:
+                break
+            inline, i = argv[i], i + 1
+        if key in _METADATA_KEYS:
+            order.append(key)
+            entries.setdefault(inline.partition("=")[0].strip(), []).append((name, inline))
+        elif kind != "list":
+            seen.setdefault(key, []).append((name, _said(inline), _value(kind, inline)))
+    notes: list[str] = []
+    for key, given in seen.items():
+        if len({value for _, _, value in given}) > 1:
+            values = ", then ".join(said if said == name else f"{name} {said}" for name, said, _ in given)
+            notes.append(f"{BY_KEY[key].flag} is given {len(given)} times: {values}; the last is used")
+    for key, given in entries.items():
+        if key and len(set(given)) > 1:
+            values = ", then ".join(f"{name} {_said(item)}" for name, item in given)
+            notes.append(f"metadata {_said(key)} is given {len(given)} times: {values}; the last is used")
+    return notes, order
+
+
+def _value(kind: object, text: str) -> object:
+    """What a value means, to compare two: ``--repeat 3`` and ``--repeat +3`` agree."""
+    try:
+        return int(text) if kind == "int" else float(text) if kind == "float" else text
+    except ValueError:
+        return text
+
+
+def _said(value: str) -> str:
+    """A value as a warning shows it: as given when plain, else quoted (a newline must not end the line)."""
+    return value if value.isprintable() and value.strip() == value and value else repr(value)
 
 
 def _check_window(flags: dict[str, object]) -> None:
@@ -219,8 +308,8 @@ def _dynamic_source(flags: dict[str, object], environ: dict[str, str]) -> tuple[
     return f"{ENV_DYNAMIC} (taken as --dynamic)", from_env
 
 
-def _note(line: str) -> None:
+def _note(line: str, prefix: str = "npuprof") -> None:
     try:
-        sys.stderr.write(f"npuprof: {line}\n")
+        sys.stderr.write(f"{prefix}: {line}\n")
     except (OSError, ValueError):
         pass
