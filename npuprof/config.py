@@ -456,12 +456,21 @@ def _check_rank(rank: int, source: str) -> None:
 
 
 def _shown(value: Any) -> str:
-    """``value`` for an error message: JSON, cut short (a config value can be a whole document)."""
+    """``value`` for an error message: JSON, cut short (a config value can be a whole document). Letters
+    beyond ASCII as they are (``--worker-name`` of 65 'é' was said as 65 ``\\u00e9``), what is not
+    printable escaped (a lone surrogate: a byte of a C-locale argument; a bidirectional control)."""
     try:
-        text = json.dumps(value)
+        text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         text = repr(value)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else _escaped(c) for c in text)
     return text if len(text) <= _SHOWN_LIMIT else text[: _SHOWN_LIMIT - 3] + "..."
+
+
+def _escaped(character: str) -> str:
+    code = ord(character)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def parse_metadata(items: list[str], source: str = "--metadata") -> dict[str, str]:

@@ -114,3 +114,16 @@ def test_a_bad_flag_beside_a_repeated_one_is_one_line(
         2,
         "npuprof run: error: --active: must be an integer >= 1, got 0; e.g. --active 3\n",
     )
+
+
+def test_a_bad_value_beyond_ascii_is_shown_as_written(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--worker-name`` of 65 'é' (130 bytes: over 128) was said as ``"\\u00e9\\u00e9...``; what cannot be
+    shown (a right-to-left override, a byte read in a C locale) stays escaped."""
+    code, err = _cli(monkeypatch, capsys, "run", "--worker-name", "é" * 65, "--", "python")
+    assert code == 2
+    assert err.startswith('npuprof run: error: --worker-name: "' + "é" * 65 + '" may hold only letters')
+    code, err = _cli(monkeypatch, capsys, "run", "--worker-name", "n\u202eé\udcff", "--", "python")
+    assert code == 2
+    assert err.startswith('npuprof run: error: --worker-name: "n\\u202eé\\udcff" may hold only letters')
