@@ -117,6 +117,16 @@ def _schedule(key: str, default: int, help: str, doc: str) -> Option:
     return Option(key, ("--" + key.replace("_", "-"),), "int", str(default), help, SCHEDULE, doc, metavar="N")
 
 
+# what one time window (--delay/--duration) and --dynamic exclude (cli/run_flags.py refuses them together)
+_STEP_FLAGS = ("--skip-first", "--wait", "--warmup", "--active", "--repeat")
+
+
+def _named(flags: tuple[str, ...], quote: str = "") -> str:
+    """``--a, --b and --c`` (``quote``: the README's backticks)."""
+    words = [f"{quote}{flag}{quote}" for flag in flags]
+    return ", ".join(words[:-1]) + " and " + words[-1]
+
+
 RUN_OPTIONS: tuple[Option, ...] = (
     Option(
         "activities",
@@ -239,11 +249,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "float",
         "off",
         "Record one time window instead of the schedule, starting SECONDS after npuprof wakes in the "
-        "process (at import torch), with --duration; also for jobs without steps.",
+        "process (at import torch), with --duration; also for jobs without steps. Excludes "
+        f"{_named((*_STEP_FLAGS, '--dynamic'))}.",
         SCHEDULE,
         "one capture of a time window, as `nsys profile --delay`: it starts SECONDS after npuprof's agent "
         "wakes in each process (the script's `import torch`), whether or not the job has steps; excludes "
-        "the four schedule flags above and `--dynamic`. See [Time windows](#time-windows---delay---duration)",
+        f"{_named((*_STEP_FLAGS, '--dynamic'), '`')}. See [Time windows](#time-windows---delay---duration)",
         metavar="SECONDS",
     ),
     Option(
@@ -251,10 +262,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
         ("--duration",),
         "float",
         "until the process ends",
-        "Length of the time window in seconds; alone, the window starts when npuprof wakes (--delay 0).",
+        "Length of the time window in seconds; alone, the window starts when npuprof wakes (--delay 0). "
+        f"Excludes {_named((*_STEP_FLAGS, '--dynamic'))}.",
         SCHEDULE,
         "the window's length (`--delay` alone: until the process ends; `--duration` alone: from the agent's "
-        "wake); with steps it ends at the first step boundary after SECONDS",
+        "wake); with steps it ends at the first step boundary after SECONDS; excludes "
+        f"{_named((*_STEP_FLAGS, '--dynamic'), '`')}",
         metavar="SECONDS",
     ),
     Option(
@@ -429,12 +442,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "path",
         "off",
         "Watch DIR/profiler_config.json (made from torch_npu's template if absent): edit it, or run "
-        "npuprof trigger DIR, to capture while the job runs. Excludes the schedule flags, --ranks and "
-        "--config.",
+        "npuprof trigger DIR, to capture while the job runs. Excludes "
+        f"{_named((*_STEP_FLAGS, '--delay', '--duration', '--ranks', '--config'))}.",
         DYNAMIC,
         "captures start when `DIR/profiler_config.json` changes (`npuprof trigger DIR` writes it); the "
-        "file's keys set each capture, these flags the rest; excludes the schedule flags, `--ranks` and "
-        "`--config`. "
+        "file's keys set each capture, these flags the rest; excludes "
+        f"{_named((*_STEP_FLAGS, '--delay', '--duration', '--ranks', '--config'), '`')}. "
         "`PROF_CONFIG_PATH` in npuprof's environment is taken as this flag and kept from the job's. See "
         "[Dynamic capture](#dynamic-capture-npuprof-trigger-npuprof-status)",
         metavar="DIR",

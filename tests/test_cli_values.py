@@ -127,3 +127,34 @@ def test_a_bad_value_beyond_ascii_is_shown_as_written(
     code, err = _cli(monkeypatch, capsys, "run", "--worker-name", "n\u202eé\udcff", "--", "python")
     assert code == 2
     assert err.startswith('npuprof run: error: --worker-name: "n\\u202eé\\udcff" may hold only letters')
+
+
+_SAMPLE = {"int": 1, "float": 1.0, "str": "all", "path": "/tmp/npuprof_sample", "list": []}
+
+
+@pytest.mark.parametrize("key", ["delay", "duration", "dynamic"])
+def test_the_flags_an_option_excludes_are_the_ones_its_help_and_doc_name(key: str) -> None:
+    """``--delay``'s README line said it "excludes the four schedule flags above" (five are refused),
+    ``--dynamic``'s help "the schedule flags" (--step-on, of that panel, is not refused; --delay is)."""
+    from npuprof.cli.run_flags import build_config
+    from npuprof.config import ConfigError
+    from npuprof.options import BY_KEY, RUN_OPTIONS
+
+    option = BY_KEY[key]
+    refused = []
+    for other in RUN_OPTIONS:
+        if other is option or other.kind in ("bool", "list") or {key, other.key} <= {"delay", "duration"}:
+            continue  # (--delay and --duration go together)
+        value = _SAMPLE[other.kind] if other.key != "step_on" else "m:f"
+        flags = {key: _SAMPLE[option.kind], **({} if other.key == "config" else {other.key: value})}
+        try:
+            build_config("/nonexistent/p.json" if other.key == "config" else None, flags, environ={})
+        except ConfigError as exc:
+            if "exclude" in exc.problem:
+                refused.append(other.flag)
+    assert refused, key
+    for flag in refused:
+        assert flag in option.help and f"`{flag}`" in option.doc, (flag, option.help, option.doc)
+    for other in RUN_OPTIONS:  # and no flag it takes is named as excluded
+        if other.flag not in refused and other is not option:
+            assert f"`{other.flag}`" not in option.doc.partition("exclude")[2].partition(".")[0], other.flag
