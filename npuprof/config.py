@@ -287,6 +287,12 @@ class ProfileConfig:
             raise ConfigError(
                 "--dynamic", f"{_shown(self.dynamic)} is not a directory name", "e.g. --dynamic cfg"
             )
+        if self.dynamic is not None and any(c < " " or c == "\x7f" for c in self.dynamic):
+            raise ConfigError(  # as --output: a newline broke the launcher's log line and the commands it
+                "--dynamic",  # suggests (npuprof trigger DIR)
+                f"{_shown(self.dynamic)} holds a control character",
+                "give a directory name without one",
+            )
         if self.poll_interval is None:
             return
         if self.dynamic is None:

@@ -295,7 +295,12 @@ def test_prof_config_path_that_is_no_directory_name_is_named_as_itself(
         "it a directory"
     )
     capsys.readouterr()
-    assert run_flags.build_config(None, {}, environ={"PROF_CONFIG_PATH": "a\nb"}).dynamic == "a\nb"
+    with pytest.raises(ConfigError) as refused:  # as --dynamic's (helper-229: it cut the launcher's lines)
+        run_flags.build_config(None, {}, environ={"PROF_CONFIG_PATH": "a\nb"})
+    assert refused.value.one_line() == (
+        'PROF_CONFIG_PATH (taken as --dynamic): "a\\nb" holds a control character; unset PROF_CONFIG_PATH, '
+        "or give it a directory"
+    )
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("npuprof: PROF_CONFIG_PATH='a\\nb' is taken as --dynamic 'a\\nb', and removed")
 

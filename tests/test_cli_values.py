@@ -158,3 +158,18 @@ def test_the_flags_an_option_excludes_are_the_ones_its_help_and_doc_name(key: st
     for other in RUN_OPTIONS:  # and no flag it takes is named as excluded
         if other.flag not in refused and other is not option:
             assert f"`{other.flag}`" not in option.doc.partition("exclude")[2].partition(".")[0], other.flag
+
+
+@pytest.mark.parametrize("name", ["d\nx", "d\tx", "d\x1b[2Jx"])
+def test_a_dynamic_directory_with_a_control_character_is_refused_as_output_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """``--dynamic $'d\\nx'`` was taken: the launcher's log line and the `npuprof trigger` command it
+    suggests were cut in two, and the directory was made."""
+    code, err = _cli(monkeypatch, capsys, "run", "--dynamic", name, "--", "python")
+    assert (code, _cli.config) == (2, None)  # type: ignore[attr-defined]
+    shown = name.replace("\n", "\\n").replace("\t", "\\t").replace("\x1b", "\\u001b")
+    assert err == (
+        f'npuprof run: error: --dynamic: "{shown}" holds a control character; give a directory name '
+        "without one\n"
+    )
