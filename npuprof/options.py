@@ -393,10 +393,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "list",
         "-",
         "At each capture, export the memory timeline: html, json, json.gz or raw.json.gz (needs "
-        "--profile-memory --record-shapes --with-stack); repeatable.",
+        "--profile-memory --record-shapes --with-stack; on an NPU --with-modules does for --with-stack); "
+        "repeatable.",
         OUTPUT,
         "`html`, `json`, `json.gz`, `raw.json.gz` at each capture (needs `--profile-memory --record-shapes "
-        "--with-stack`; with `--dynamic`, each request's: `npuprof trigger DIR` with those flags)",
+        "--with-stack`, on an NPU `--with-modules` in place of `--with-stack`; with `--dynamic`, each "
+        "request's: `npuprof trigger DIR` with those flags)",
         metavar="FORMAT",
     ),
     Option(

@@ -13,7 +13,7 @@ from npuprof.cli import main
 
 def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     """``npuprof ARGS`` as main() runs it (the fast path of run included): (exit code, stderr); the config
-    a run would have started with is kept in ``_cli.config`` (None: none started)."""
+    a run would have started with is kept in ``_cli.config`` (None: none started), stdout in ``_cli.out``."""
     import npuprof.runner
 
     started: list[Any] = []
@@ -32,7 +32,9 @@ def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *a
     with pytest.raises(SystemExit) as ended:
         main._main()
     _cli.config = started[0] if started else None  # type: ignore[attr-defined]
-    return int(ended.value.code or 0), capsys.readouterr().err
+    written = capsys.readouterr()
+    _cli.out = written.out  # type: ignore[attr-defined]
+    return int(ended.value.code or 0), written.err
 
 
 @pytest.mark.parametrize(
@@ -173,3 +175,33 @@ def test_a_dynamic_directory_with_a_control_character_is_refused_as_output_is(
         f'npuprof run: error: --dynamic: "{shown}" holds a control character; give a directory name '
         "without one\n"
     )
+
+
+def _help_of(text: str, flag: str) -> str:
+    """``flag``'s entry of a --help text, as one line."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(flag + " "))
+    entry = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("        "):
+            break
+        entry.append(line)
+    return " ".join(" ".join(entry).split())
+
+
+def test_help_lines_say_what_the_flags_do(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run's --memory-timeline took --with-modules for --with-stack (on an NPU it does) and its help said
+    only --with-stack; trigger's help took run's lines: a --config file trigger has none of, --analyse on
+    where --ranks turns it off, a poll interval of "at least 1 s" (1 to 5 s, or run's --poll-interval)."""
+    monkeypatch.setenv("COLUMNS", "100")
+    args = ["--profile-memory", "--record-shapes", "--with-modules", "--memory-timeline", "html"]
+    assert _cli(monkeypatch, capsys, "run", *args, "--", "python") == (0, "")
+    _cli(monkeypatch, capsys, "run", "--help")
+    assert "--with-modules" in _help_of(_cli.out, "--memory-timeline")  # type: ignore[attr-defined]
+    _cli(monkeypatch, capsys, "trigger", "--help")
+    said = _cli.out  # type: ignore[attr-defined]
+    assert "--config" not in _help_of(said, "--gc-detect-threshold")
+    assert "off with --ranks" in _help_of(said, "--analyse")
+    assert "1 to 5 s" in " ".join(said.split())

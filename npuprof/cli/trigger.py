@@ -37,7 +37,7 @@ Examples:
 
   npuprof trigger cfg --cancel    (start_step 0: drop a planned capture, end one in flight at the next step)
 
-Each process of the job reads DIR/profiler_config.json every poll interval (2 s, then the time of one step, at least 1 s), and starts the capture at the next step boundary. A trigger during a capture runs after it; --cancel ends it. npuprof status DIR says what each rank did. Flags not given take npuprof run's defaults.
+Each process of the job reads DIR/profiler_config.json every poll interval (2 s, then the time of step 10 to 11, 1 to 5 s; or npuprof run's --poll-interval), and starts the capture at the next step boundary. A trigger during a capture runs after it; --cancel ends it. npuprof status DIR says what each rank did. Flags not given take npuprof run's defaults.
 """  # noqa: E501 (one paragraph a line: cli/run_help.py's layout wraps it to the terminal)
 
 
@@ -355,20 +355,24 @@ def _fail_line(line: str) -> None:
     raise typer.Exit(2)
 
 
+# run's help lines that say otherwise of trigger: -o is this capture's, by default the run's output; trigger
+# has no --config; --ranks writes torch_npu's is_rank, which turns parsing off unless --analyse is given
+_OWN_HELP = {
+    "output": "Where the capture goes (prof_dir) \\[default: the run's --output].",
+    "gc_detect_threshold": "Record Python GC pauses of at least MS (0 = all; off = none). \\[default: off]",
+    "analyse": "Parse each capture into ASCEND_PROFILER_OUTPUT/ in the background. \\[default: on; off with "
+    "--ranks, as torch_npu's is_rank]",
+}
+
+
 def _parameter(option: Option) -> inspect.Parameter:
-    """run's parameter for ``option``; -o says where this capture goes, by default the run's output."""
-    if option.key != "output":
-        return _typer_parameter(option)
-    info = typer.Option(
-        *option.flags,
-        metavar=option.metavar,
-        help="Where the capture goes (prof_dir) \\[default: the run's --output].",
-        rich_help_panel=option.panel,
-        show_default=False,
-    )
-    return inspect.Parameter(
-        option.key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[Optional[str], info]
-    )
+    """run's parameter for ``option``, with trigger's own help line where run's would mislead."""
+    parameter = _typer_parameter(option)
+    if option.key not in _OWN_HELP:
+        return parameter
+    info = parameter.annotation.__metadata__[0]  # a typer.Option made for this parameter alone
+    info.help = _OWN_HELP[option.key]
+    return parameter
 
 
 def _signature() -> inspect.Signature:
