@@ -72,6 +72,8 @@ ENV_PAYLOAD_INLINE_LIMIT = 64 * 1024
 # The form of NPUPROF_CONFIG (npuprof/payload.py reads it); raise it when a reader could misread the new form.
 PAYLOAD_VERSION = 1
 ENV_PAYLOAD_FILE_PREFIX = "@"
+# The payload file: metadata at its limits is ~250 KiB of JSON, written as \xNN escapes (launch.text_metadata)
+ENV_PAYLOAD_FILE_LIMIT = 16 << 20
 
 
 class ConfigError(ValueError):
@@ -590,13 +592,35 @@ def decode_env_payload(value: str) -> dict[str, Any]:
     """NPUPROF_CONFIG as the launcher wrote it: the JSON document itself, or ``@/abs/path`` of a file
     holding it (for a payload too large for one environment string)."""
     if value.startswith(ENV_PAYLOAD_FILE_PREFIX):
-        fd = os.open(value[len(ENV_PAYLOAD_FILE_PREFIX) :], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as handle:
-            value = handle.read().decode("utf-8")
+        value = _payload_file_text(value[len(ENV_PAYLOAD_FILE_PREFIX) :])
     payload = json.loads(value)
     if not isinstance(payload, dict):
         raise ValueError(f"{value[:40]!r}...: the npuprof payload must be a JSON object")
     return payload
+
+
+def _payload_file_text(path: str) -> str:
+    """The payload file the launcher wrote, read in a process of the job. A regular file only, at most
+    ENV_PAYLOAD_FILE_LIMIT bytes: ``@/some/fifo`` set by hand blocked the job's ``import torch`` for good,
+    ``@/dev/zero`` read until memory ran out (ValueError for both)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path!r} is not a regular file")
+        chunks, left = [], ENV_PAYLOAD_FILE_LIMIT + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    if left <= 0:
+        raise ValueError(f"{path!r} is over {ENV_PAYLOAD_FILE_LIMIT >> 20} MiB: no npuprof payload")
+    return b"".join(chunks).decode("utf-8")
 
 
 def _check_metadata(metadata: dict[str, Any]) -> None:

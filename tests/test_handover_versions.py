@@ -188,6 +188,37 @@ def test_metadata_the_launcher_wrote_as_escapes_is_read_whole() -> None:
     assert config.metadata == {"k": "\\xff" * 4000}
 
 
+def test_a_payload_file_that_is_no_regular_file_or_too_large_is_refused_at_once(tmp_path: Path) -> None:
+    """``NPUPROF_CONFIG=@/some/fifo`` (set by hand) blocked the job's ``import torch`` for good (the agent
+    reads it there); a file over 16 MiB is no payload (``@/dev/zero`` read until memory ran out)."""
+    import threading
+
+    from npuprof.payload import PayloadError, read_payload
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    said: list[str] = []
+
+    def read() -> None:
+        try:
+            read_payload(f"@{fifo}")
+        except PayloadError as exc:
+            said.append(str(exc))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # blocked in open(): a writer lets it go
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(5)
+    assert said == [f"NPUPROF_CONFIG cannot be read ({str(fifo)!r} is not a regular file)"]
+    large = tmp_path / "large.json"
+    with open(large, "wb") as handle:
+        handle.truncate((16 << 20) + 1)
+    with pytest.raises(PayloadError, match=r"large.json' is over 16 MiB: no npuprof payload\)$"):
+        read_payload(f"@{large}")
+
+
 def test_a_job_given_a_payload_it_cannot_read_trains_on_and_says_why_once(tmp_path: Path) -> None:
     """A job whose npuprof differs from the launcher's (a container with another install): one line on
     stderr, no traceback, the job's exit code unchanged."""
