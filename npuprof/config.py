@@ -1012,10 +1012,10 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
         cfg.metadata.update(parse_metadata(list(value)))
     elif key == "metadata_json":
         cfg.metadata.update(parse_metadata_json(list(value)))
-    elif key == "export_stacks":
-        cfg.export_stacks = list(value)
+    elif key == "export_stacks":  # each once: a metric given twice was reported twice as ignored
+        cfg.export_stacks = list(dict.fromkeys(value))
     elif key == "memory_timeline":
-        cfg.memory_timeline = [str(f).lstrip(".") for f in value]
+        cfg.memory_timeline = list(dict.fromkeys(str(f).lstrip(".") for f in value))
     elif key == "min_free_space":
         cfg.min_free_space = str(value)
     elif key == "poll_interval":

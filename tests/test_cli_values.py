@@ -205,3 +205,16 @@ def test_help_lines_say_what_the_flags_do(
     assert "--config" not in _help_of(said, "--gc-detect-threshold")
     assert "off with --ranks" in _help_of(said, "--analyse")
     assert "1 to 5 s" in " ".join(said.split())
+
+
+def test_a_repeatable_flag_given_the_same_value_twice_takes_it_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--export-stacks self_npu_time_total`` twice put the metric twice into the config (and its "ignored
+    on this backend" report twice); ``html`` and ``.html`` are one format."""
+    args = ["--with-stack", "--profile-memory", "--record-shapes"]
+    args += ["--export-stacks", "self_npu_time_total", "--export-stacks", "self_npu_time_total"]
+    args += ["--memory-timeline", "html", "--memory-timeline", ".html", "--memory-timeline", "json"]
+    assert _cli(monkeypatch, capsys, "run", *args, "--", "python") == (0, "")
+    cfg = _cli.config  # type: ignore[attr-defined]
+    assert (cfg.export_stacks, cfg.memory_timeline) == (["self_npu_time_total"], ["html", "json"])
