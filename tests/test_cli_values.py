@@ -218,3 +218,29 @@ def test_a_repeatable_flag_given_the_same_value_twice_takes_it_once(
     assert _cli(monkeypatch, capsys, "run", *args, "--", "python") == (0, "")
     cfg = _cli.config  # type: ignore[attr-defined]
     assert (cfg.export_stacks, cfg.memory_timeline) == (["self_npu_time_total"], ["html", "json"])
+
+
+def test_trigger_says_a_flag_given_two_values_as_run_does(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof trigger DIR --active 2 ... --active 3` took 3 without a word; DIR among the flags."""
+    import json
+
+    from npuprof.config import template_json
+
+    (tmp_path / "profiler_config.json").write_text(json.dumps(template_json()))
+    args = ["--active", "2", str(tmp_path), "--with-stack", "--active", "3", "--no-with-stack"]
+    code, err = _cli(monkeypatch, capsys, "trigger", *args, "--start-step", "7", "--start-step", "9")
+    assert code == 0, err
+    written = json.loads((tmp_path / "profiler_config.json").read_text())
+    assert (written["active"], written["with_stack"], written["start_step"]) == (3, False, 9)
+    warned = [line for line in err.splitlines() if "given" in line]
+    assert warned == [
+        "npuprof trigger: warning: --active is given 2 times: --active 2, then --active 3; the last is used",
+        "npuprof trigger: warning: --with-stack is given 2 times: --with-stack, then --no-with-stack; the "
+        "last is used",
+        "npuprof trigger: warning: --start-step is given 2 times: --start-step 7, then --start-step 9; the "
+        "last is used",
+    ]
+    code, err = _cli(monkeypatch, capsys, "trigger", str(tmp_path / "none"), "--active", "2", "--active", "3")
+    assert code == 2 and len(err.splitlines()) == 1, err  # refused: that one line alone

@@ -194,11 +194,16 @@ def _interleaved_metadata(flags: dict[str, object], order: list[str] | None) -> 
     return [(key, left[key].pop(0)) for key in order]
 
 
-def given_twice(argv: list[str]) -> tuple[list[str], list[str]]:
+def given_twice(
+    argv: list[str], options: dict[str, tuple[str, object]] | None = None, command_follows: bool = True
+) -> tuple[list[str], list[str]]:
     """One warning line for each flag before ``--`` given twice with different values (the last wins, as
     in argparse and nsys: a wrapper's default overridden by a later flag is no mistake, but two values
     that disagree may be), and for each --metadata/--metadata-json KEY given two values; and the order of
-    the --metadata and --metadata-json words (build_config's ``metadata_order``)."""
+    the --metadata and --metadata-json words (build_config's ``metadata_order``). ``options``: the flags to
+    look for (default: run's); ``command_follows``: the first word that is no flag starts the command (run),
+    else it is an argument among the flags (trigger's DIR)."""
+    options = OPTIONS if options is None else options
     seen: dict[str, list[tuple[str, str, object]]] = {}  # key -> (flag, value as said, value)
     entries: dict[str, list[tuple[str, str]]] = {}
     order: list[str] = []
@@ -208,14 +213,14 @@ def given_twice(argv: list[str]) -> tuple[list[str], list[str]]:
         token = argv[i]
         name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
         i += 1
-        spec = OPTIONS.get(name)
-        if spec is None and token.startswith("-o") and len(token) > 2 and not token.startswith("--"):
+        spec = options.get(name)
+        if spec is None and token.startswith("-o") and len(token) > 2 and "-o" in options:
             # -oDIR, and -o=DIR read as --output=DIR (cli/main.py)
             name, eq, inline = "-o", "=", token[3:] if token.startswith("-o=") else token[2:]
-            spec = OPTIONS[name]
+            spec = options[name]
         if spec is None:
-            if token.startswith("-"):
-                continue  # no flag of ours: typer refuses it
+            if token.startswith("-") or not command_follows:
+                continue  # no flag of ours (typer refuses it), or an argument
             break  # the command, started without --
         key, kind = spec
         if isinstance(kind, bool):
@@ -234,7 +239,8 @@ def given_twice(argv: list[str]) -> tuple[list[str], list[str]]:
     for key, given in seen.items():
         if len({value for _, _, value in given}) > 1:
             values = ", then ".join(said if said == name else f"{name} {said}" for name, said, _ in given)
-            notes.append(f"{BY_KEY[key].flag} is given {len(given)} times: {values}; the last is used")
+            flag = BY_KEY[key].flag if key in BY_KEY else given[0][0]
+            notes.append(f"{flag} is given {len(given)} times: {values}; the last is used")
     for key, given in entries.items():
         if key and len(set(given)) > 1:
             values = ", then ".join(f"{name} {_said(item)}" for name, item in given)
