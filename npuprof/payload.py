@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any
 
 import msgspec
@@ -77,6 +78,17 @@ def read_payload(value: str) -> tuple[ProfileConfig, RunFacts]:
         raise PayloadError(f"NPUPROF_CONFIG is damaged ({exc.source}: {exc.problem})") from None
     except ValueError:
         raise PayloadError("NPUPROF_CONFIG is damaged (a metadata number out of JSON's range)") from None
+    for field, path in (
+        ("output", config.output),
+        ("dynamic", config.dynamic),
+        ("export_chrome_trace", config.export_chrome_trace),
+        ("log", run.log),
+        ("output", run.output),
+    ):
+        try:  # a JSON escape can hold what no argument can: a surrogate the file system cannot encode
+            os.fsencode(path or "")
+        except UnicodeError:
+            raise PayloadError(f"NPUPROF_CONFIG is damaged ({field} {path!r} is no usable path)") from None
     for field, number in (("launcher_pid", run.launcher_pid), ("start_ns", run.start_ns)):
         if number is not None and not 0 < number < 1 << 63:
             raise PayloadError(f"NPUPROF_CONFIG is damaged (run.{field} {number!r} is out of range)")

@@ -159,6 +159,8 @@ def test_a_payload_of_another_version_or_damaged_is_named(change, expected: str)
         (lambda c, r: c.update(step_on="nocolon"), "(--step-on: 'nocolon' is not MODULE:QUALNAME)"),
         (lambda c, r: c.update(metadata={"k": float("nan")}), "a metadata number out of JSON's range"),
         (lambda c, r: r.update(launcher_pid=-1), "(run.launcher_pid -1 is out of range)"),
+        (lambda c, r: c.update(output="/o/\ud800"), "(output '/o/\\ud800' is no usable path)"),
+        (lambda c, r: r.update(log="/o/\ud800.log"), "(log '/o/\\ud800.log' is no usable path)"),
         (lambda c, r: r.update(shown_local_ranks=[-2]), "(run.shown_local_ranks [-2])"),
     ],
 )
