@@ -299,3 +299,28 @@ def test_a_parse_whose_tables_another_failed_parse_deleted_is_not_marked_parsed(
     assert outcome.status == "failed" and "deleted meanwhile by another parse" in outcome.reason, outcome
     assert str(tables / "kernel_details.csv") in outcome.reason, outcome.reason
     assert not (tables / "analyse.done").exists()
+
+
+def test_a_failed_forced_parse_of_symlinked_tables_leaves_no_link_aside(tmp_path: Path) -> None:
+    """Tables a user linked in from elsewhere (each a symbolic link): `analyse --force` keeps them aside as
+    hard links of the links; a re-parse that failed put them back by rename(2), which does nothing between
+    two links of one inode, and remove_leftovers deletes plain files only: a `.NAME.PID-HEX12.old` link per
+    table stayed for good (two failed ones kept a killed parse's set from being put back:
+    EarlierTables.of_a_killed_parse wants one). The links' targets are never written."""
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse.parse_rank_dir(rank_dir).status == "parsed"
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for table in sorted(tables.iterdir()):
+        table.rename(elsewhere / table.name)
+        table.symlink_to(elsewhere / table.name)
+    kept = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    (rank_dir / "host.1.pt.trace.json").write_text("{not a trace")  # damaged since
+    outcome = parse.parse_rank_dir(rank_dir, force=True)
+    assert not outcome.ok and outcome.kept_earlier, outcome
+    assert sorted(os.listdir(tables)) == sorted(kept)  # nothing aside left
+    assert all((tables / name).is_symlink() for name in kept)
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == kept

@@ -270,7 +270,13 @@ class EarlierTables:
                     os.unlink(self.out_dir / name)
         try:
             for name, aside in list(self.aside.items()):
-                os.replace(aside, self.out_dir / name)
+                if _same_entry(aside, self.out_dir / name):
+                    # rename(2) between two links of one inode does nothing and leaves the aside name;
+                    # a table that is a symbolic link (linked in from elsewhere) is not a leftover
+                    # remove_leftovers deletes (plain files only): it was left beside it for good
+                    os.unlink(aside)
+                else:
+                    os.replace(aside, self.out_dir / name)
                 del self.aside[name]
         except OSError:  # some put back, not all: none is left to look complete
             for name in [*table_stamps(self.out_dir), layout.ANALYSE_DONE]:
@@ -318,6 +324,14 @@ class EarlierTables:
                 os.unlink(self.aside[name])
         self.aside.clear()
         self.whole = False
+
+
+def _same_entry(one: str | Path, other: str | Path) -> bool:
+    """Whether two names are links of one inode (neither followed)."""
+    try:
+        return os.path.samestat(os.lstat(one), os.lstat(other))
+    except OSError:
+        return False
 
 
 # said after a failed re-parse's own reason when the earlier tables were put back (EarlierTables)
