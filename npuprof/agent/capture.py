@@ -291,6 +291,7 @@ class CaptureWriter:
             pid=os.getpid(),
             rank=fields.pop("rank") if "rank" in fields else self.rank_fn(),
             worker=self.worker,
+            host=os.uname().nodename,
             backend=self.backend.name,
             device=self.backend.device,
             updated_ns=time.time_ns(),

@@ -52,6 +52,9 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # torchrun's TORCHELASTIC_RESTART_COUNT in the recording process: 0 in a job's first attempt, N after its
     # N-th elastic restart; absent outside torchrun (and in records of older npuprof)
     restart_count: int | msgspec.UnsetType = msgspec.UNSET
+    # the node the recording process ran on (os.uname().nodename): a dir named by --worker-name does not
+    # say it, and a pid is checked only there; absent in records of older npuprof
+    host: str | msgspec.UnsetType = msgspec.UNSET
     version: int = RECORD_VERSION
 
 

@@ -518,11 +518,11 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
         return CaptureStatus(STATUS_COMPLETE, UNFINALISED_RECORD)
     if status == STATUS_CAPTURING:
         alive = live_launcher(rank_dir.parent, record.run_id)
-        if alive and not _capturing_process_gone(rank_dir, record.pid):
+        if alive and not _capturing_process_gone(rank_dir, record.pid, record.host):
             return CaptureStatus(STATUS_CAPTURING, f"in progress: its run is still going ({alive})")
         if (elsewhere := launcher_elsewhere(rank_dir.parent, record.run_id)) is not None:
             return CaptureStatus(STATUS_CAPTURING, f"in progress: {elsewhere}")
-        if _capturing_process_lives(rank_dir, record.pid, record.run_id, record.updated_ns):
+        if _capturing_process_lives(rank_dir, record.pid, record.run_id, record.updated_ns, record.host):
             still = f"in progress: its process (pid {record.pid}) still runs, its npuprof run gone"
             return CaptureStatus(STATUS_CAPTURING, still)
         return CaptureStatus(STATUS_INCOMPLETE, detail or NOT_FINALISED)
@@ -578,13 +578,22 @@ def _is_ip_address(name: str) -> bool:
     return True
 
 
-def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
-    """The process that captured into ``rank_dir`` ran on this host (the dir's name starts with this
-    host's short name and its pid, as npuprof names it without --worker-name) and is gone: killed, while
-    its run goes on (a subprocess of the script, a torchrun worker restarted)."""
+def _ran_here(rank_dir: Path, pid: Any, host: Any) -> bool:
+    """Whether the process ``pid`` that captured into ``rank_dir`` ran on this host: its record's ``host``
+    says so, or (a record of older npuprof, without one) the dir's name starts with this host's short
+    name and its pid, as npuprof names it without --worker-name. A dir named by --worker-name was never
+    taken to be this host's: its process killed (kill -9) read "in progress" as long as its run went on."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
-    if not rank_dir.name.startswith(f"{short_host_name()}_{pid}_"):
+    if isinstance(host, str):
+        return host == os.uname().nodename
+    return rank_dir.name.startswith(f"{short_host_name()}_{pid}_")
+
+
+def _capturing_process_gone(rank_dir: Path, pid: Any, host: Any = None) -> bool:
+    """The process that captured into ``rank_dir`` ran on this host (:func:`_ran_here`) and is gone:
+    killed, while its run goes on (a subprocess of the script, a torchrun worker restarted)."""
+    if not _ran_here(rank_dir, pid, host):
         return False
     try:
         os.kill(pid, 0)
@@ -595,12 +604,14 @@ def _capturing_process_gone(rank_dir: Path, pid: Any) -> bool:
     return False
 
 
-def _capturing_process_lives(rank_dir: Path, pid: Any, run_id: str | None, began_ns: Any) -> bool:
+def _capturing_process_lives(
+    rank_dir: Path, pid: Any, run_id: str | None, began_ns: Any, host: Any = None
+) -> bool:
     """The process that captured into ``rank_dir`` on this host still runs, though its launcher is gone: a
     job whose first process is not Python (`bash -c "python train.py; ..."`) runs on after `npuprof run`
     was killed, and its capture in flight was called interrupted while it recorded (helper-158). Told by
     the run's payload in its environment and a start before the capture's (not a pid used again)."""
-    if not rank_dir.name.startswith(f"{short_host_name()}_{pid}_") or not isinstance(began_ns, int):
+    if not _ran_here(rank_dir, pid, host) or not isinstance(began_ns, int):
         return False
     from npuprof.job_processes import is_a_process_of_run
 
