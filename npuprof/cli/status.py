@@ -224,7 +224,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
                 info["loads"] += 1
             elif "load json failed" in fields["message"]:
                 info["rejected"] += 1
-    if info["state"] == "running" and host == os.uname().nodename and not pid_alive(pid):
+    if info["state"] == "running" and host == os.uname().nodename and not _the_writer_lives(pid):
         info["state"] = "gone (no end line: killed?)"
     asked = info.pop("_asked_into", None)
     if info["state"].startswith("gone") and info["capturing"] is None and asked is not None:
@@ -239,6 +239,19 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
     if rank == UNKNOWN_RANK:
         info["rank"] = -1
     return info
+
+
+def _the_writer_lives(pid: int) -> bool:
+    """Whether the process that wrote this log still runs: its pid exists and is no zombie (killed with
+    kill -9, not reaped yet by a parent busy elsewhere: a multiprocessing child's parent in a collective;
+    status said "running" until it was)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")
+    except (OSError, ValueError, IndexError):
+        return True  # no /proc: the signal check is all there is
 
 
 def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, str]) -> dict[str, Any] | None:

@@ -1,0 +1,33 @@
+"""`npuprof status` of a --dynamic process killed with kill -9 (its log has no end line) that its parent
+has not reaped yet: "gone", not "running" (docs/architecture.md, "Dynamic capture": a process whose log
+has no end line and whose pid no longer exists on this host)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from npuprof.cli import status
+
+
+def test_a_killed_process_not_reaped_yet_is_gone(tmp_path: Path) -> None:
+    logs = tmp_path / "log"
+    logs.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime()) + ",469"
+        line = f"{stamp} [INFO] [{child.pid}] npuprof.dynamic: [step 0] watching it every 1 s\n"
+        (logs / f"dp_{os.uname().nodename}_{child.pid}_rank_0.log").write_text(line)
+        assert [p["state"] for p in status._processes(logs)] == ["running"]
+        child.kill()  # not waited for: a zombie until its parent reaps it
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert [p["state"] for p in status._processes(logs)] == ["gone (no end line: killed?)"]
+    finally:
+        child.kill()
+        child.wait()
