@@ -518,7 +518,7 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
         return CaptureStatus(STATUS_COMPLETE, UNFINALISED_RECORD)
     if status == STATUS_CAPTURING:
         alive = live_launcher(rank_dir.parent, record.run_id)
-        if alive and not _capturing_process_gone(rank_dir, record.pid, record.host):
+        if alive and not _capturing_process_gone(rank_dir, record.pid, record.host, record.updated_ns):
             return CaptureStatus(STATUS_CAPTURING, f"in progress: its run is still going ({alive})")
         if (elsewhere := launcher_elsewhere(rank_dir.parent, record.run_id)) is not None:
             return CaptureStatus(STATUS_CAPTURING, f"in progress: {elsewhere}")
@@ -590,9 +590,11 @@ def _ran_here(rank_dir: Path, pid: Any, host: Any) -> bool:
     return rank_dir.name.startswith(f"{short_host_name()}_{pid}_")
 
 
-def _capturing_process_gone(rank_dir: Path, pid: Any, host: Any = None) -> bool:
+def _capturing_process_gone(rank_dir: Path, pid: Any, host: Any = None, began_ns: Any = None) -> bool:
     """The process that captured into ``rank_dir`` ran on this host (:func:`_ran_here`) and is gone:
-    killed, while its run goes on (a subprocess of the script, a torchrun worker restarted)."""
+    killed, while its run goes on (a subprocess of the script, a torchrun worker restarted). A zombie (killed,
+    its parent not reaping it yet) is gone, and so is a pid a process begun after the record's ``began_ns``
+    has now (a restarted worker can get it again): both read "in progress" for as long as the run went on."""
     if not _ran_here(rank_dir, pid, host):
         return False
     try:
@@ -601,7 +603,15 @@ def _capturing_process_gone(rank_dir: Path, pid: Any, host: Any = None) -> bool:
         return True
     except OSError:
         return False
-    return False
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        if text[text.rindex(")") + 2 :].split()[0] in ("Z", "X"):
+            return True
+    except (OSError, ValueError, IndexError):
+        return False
+    started = process_start_time(pid)
+    # 2 s: /proc's boot time is whole seconds
+    return isinstance(began_ns, int) and started is not None and started > began_ns / 1e9 + 2
 
 
 def _capturing_process_lives(
