@@ -283,6 +283,8 @@ def _parse_bare(
         outcome.status = "parsed"
     except TraceError as exc:
         outcome.status, outcome.reason = exc.kind, str(exc)
+        if alone and not outcome.kept_earlier:
+            drop_tables(out_dir, before)  # the trace written while it was read: no table of it is kept
     except Exception as exc:
         outcome.status, outcome.reason = "failed", failure_reason(exc)
         # an OSError here is the tables' folder's (the trace was readable): a scratch folder may take them

@@ -1,0 +1,67 @@
+"""A trace rewritten in place while a parse reads it (torch's export_chrome_trace into the same path, while
+`npuprof analyse` runs): the parse is refused with one reason, and no table of a mix of two versions is
+kept or marked parsed (docs/formats.md, "The result tree": a parse that fails)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from analyse_support.handmade import cpu_trace, cuda_trace, write_rank_dir
+
+from npuprof.analysis import parse, report
+from npuprof.analysis import scan as scan_module
+
+
+@pytest.fixture
+def rewritten_while_read(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The next parse's trace is rewritten in place (same inode) with another trace once it is scanned,
+    before trace_view.json is written from its bytes. Append a trace's path to arm it."""
+    armed: list[Path] = []
+    real = scan_module.scan
+
+    def scan(*args: object, **kwargs: object) -> object:
+        scanned = real(*args, **kwargs)  # type: ignore[arg-type]
+        while armed:
+            armed.pop().write_text(json.dumps(cuda_trace(), indent=2))
+        return scanned
+
+    monkeypatch.setattr(scan_module, "scan", scan)
+    return armed
+
+
+def test_a_rank_dir_whose_trace_is_rewritten_is_not_parsed(
+    tmp_path: Path, rewritten_while_read: list[Path]
+) -> None:
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    rewritten_while_read.append(rank_dir / "host.1.pt.trace.json")
+    outcome = parse.parse_rank_dir(rank_dir)
+    assert outcome.status == "changed" and "written while it was read" in outcome.reason, outcome
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    assert not (tables / "analyse.done").exists() and not list(tables.glob("*.csv")), sorted(tables.iterdir())
+    assert parse.parse_rank_dir(rank_dir).status == "parsed"  # written whole now: parsed
+
+
+def test_a_forced_parse_of_a_rewritten_trace_keeps_the_earlier_tables(
+    tmp_path: Path, rewritten_while_read: list[Path]
+) -> None:
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse.parse_rank_dir(rank_dir).status == "parsed"
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    earlier = {p.name: p.read_bytes() for p in tables.iterdir()}
+    rewritten_while_read.append(rank_dir / "host.1.pt.trace.json")
+    outcome = parse.parse_rank_dir(rank_dir, force=True)
+    assert outcome.status == "changed" and outcome.kept_earlier, outcome
+    assert {p.name: p.read_bytes() for p in tables.iterdir()} == earlier
+
+
+def test_a_bare_trace_rewritten_while_read_leaves_no_tables(
+    tmp_path: Path, rewritten_while_read: list[Path]
+) -> None:
+    trace = tmp_path / "t.pt.trace.json"
+    trace.write_text(json.dumps(cpu_trace(), indent=2))
+    rewritten_while_read.append(trace)
+    outcome, out_dir = report._parse_bare(trace, False, 1)
+    assert outcome.status == "changed" and str(trace) in outcome.reason, outcome
+    assert not out_dir.exists() or not any(out_dir.iterdir())
