@@ -80,6 +80,12 @@ def load_snapshot(path: Path) -> dict[str, Any]:
 
     try:
         value = msgspec.msgpack.decode(read_small(path, SNAPSHOT_LIMIT))
+    except FileNotFoundError:
+        # the training process writes it (its hand-over thread): a full disk there left none, and the line
+        # said "cannot read PATH: [Errno 2] No such file or directory: 'PATH'", the cause only in the log
+        raise MemoryTimelineError(
+            f"the training process did not write {path.name} (a full disk? npuprof.log says why)"
+        ) from None
     except (OSError, msgspec.DecodeError) as exc:
         raise MemoryTimelineError(f"cannot read {path}: {exc}") from None
     if not isinstance(value, dict) or value.get("format") != FORMAT:
