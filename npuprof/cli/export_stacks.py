@@ -56,7 +56,9 @@ def _check_output(path: Path, flag: str) -> Path:
     return target
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str, written: Path | None = None) -> None:
+    """Write ``text`` to ``path``; on failure, one line that names ``written`` too (the folded stacks
+    written before the SVG failed: a full disk took only the SVG, and the line said nothing of them)."""
     from npuprof.results.atomic import write_text
     from npuprof.results.paths import is_stream
 
@@ -67,7 +69,8 @@ def _write(path: Path, text: str) -> None:
         else:
             write_text(path, text)
     except OSError as exc:
-        raise _fail(f"cannot write {path}: {exc.strerror or exc}") from None
+        kept = f" ({written} was written)" if written is not None else ""
+        raise _fail(f"cannot write {path}: {exc.strerror or exc}{kept}") from None
 
 
 def _frames_missing(trace: Path) -> list[str]:
@@ -177,6 +180,7 @@ def export_stacks(
         _write(
             svg_path,
             render_svg(folded.integer_values(), title=title, unit_label=kind, min_width_px=min_width),
+            None if to_stdout else out_path,
         )
     summary = f"{len(folded.integer_values())} stacks, {folded.total_us:,.0f} µs of {metric} from {trace}"
     for path in (out_path, svg_path):
