@@ -65,3 +65,29 @@ def test_a_bare_trace_rewritten_while_read_leaves_no_tables(
     outcome, out_dir = report._parse_bare(trace, False, 1)
     assert outcome.status == "changed" and str(trace) in outcome.reason, outcome
     assert not out_dir.exists() or not any(out_dir.iterdir())
+
+
+def test_stacks_of_a_trace_rewritten_while_read_are_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import typer
+
+    from npuprof.cli.export_stacks import export_stacks
+    from npuprof.reports import stacks
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    trace = rank_dir / "host.1.pt.trace.json"
+    real = stacks.folded_from_trace
+
+    def rewritten(*args: object, **kwargs: object) -> object:
+        folded = real(*args, **kwargs)  # type: ignore[arg-type]
+        trace.write_text(json.dumps(cuda_trace(), indent=2))  # in place, as the stacks were read
+        return folded
+
+    monkeypatch.setattr(stacks, "folded_from_trace", rewritten)
+    out = tmp_path / "x.folded"
+    with pytest.raises(typer.Exit) as ended:
+        export_stacks(str(rank_dir), "self_cpu_time_total", out, None, 0.1, False, None)
+    assert ended.value.exit_code == 1 and not out.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"npuprof export-stacks: {trace}: the trace was written while it was read"), line

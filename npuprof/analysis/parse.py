@@ -842,43 +842,15 @@ def _write_outputs(
 ) -> list[str]:
     phase = _Phases()
     written: list[str] = []
-    read_as = _TraceVersion(raw)
+    from npuprof.analysis.trace_loader import TraceVersion
+
+    read_as = TraceVersion(raw)
     try:
         written = _write_outputs_of(raw, out_dir, rank, workers, superseded, export_db, notes, phase, written)
         read_as.still_the_same()
     finally:
         read_as.close()
     return written
-
-
-class _TraceVersion:
-    """The trace file as a parse began to read it (its inode, size and modification time, held open), to
-    tell at its end whether it was written meanwhile: a trace rewritten in place (torch's
-    export_chrome_trace into the same path, while `npuprof analyse` read it) gave tables of one version
-    and a trace_view.json of another, reported and marked parsed. A rename over its path (npuprof's own
-    writes) leaves the open file whole; the parse read that one."""
-
-    def __init__(self, raw: Path) -> None:
-        self.raw = raw
-        self.fd = os.open(raw, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        self.began = self._stamp()
-
-    def _stamp(self) -> tuple[int, int]:
-        info = os.fstat(self.fd)
-        return info.st_size, info.st_mtime_ns
-
-    def still_the_same(self) -> None:
-        from npuprof.analysis.trace_loader import TraceError
-
-        if self._stamp() != self.began:
-            raise TraceError(
-                "changed",
-                f"{self.raw}: the trace was written while it was read (another process writes it): its "
-                "tables would mix two versions and are not kept; analyse it again once it is written",
-            )
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 def _write_outputs_of(

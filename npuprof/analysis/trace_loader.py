@@ -183,6 +183,35 @@ class TraceError(Exception):
         return (TraceError, (self.kind, str(self)))
 
 
+class TraceVersion:
+    """The trace file as a reader began to read it (its inode held open, its size and modification time),
+    to tell at its end whether it was written meanwhile: a trace rewritten in place (torch's
+    export_chrome_trace into the same path while `npuprof analyse` or `export-stacks` read it) gave tables
+    of one version and a trace_view.json of another, reported and marked parsed. A rename over its path
+    (npuprof's own writes) leaves the open file whole; the reader read that one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.began = self._stamp()
+
+    def _stamp(self) -> tuple[int, int]:
+        info = os.fstat(self.fd)
+        return info.st_size, info.st_mtime_ns
+
+    def still_the_same(self, what: str = "its tables") -> None:
+        """Raise TraceError (kind ``changed``) when the file was written since; ``what`` was made of it."""
+        if self._stamp() != self.began:
+            raise TraceError(
+                "changed",
+                f"{self.path}: the trace was written while it was read (another process writes it): {what} "
+                "would mix two versions and are not kept; read it again once it is written",
+            )
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 @dataclass
 class TraceChunk:
     """Consecutive events and the exact bytes (``text``: ``{...},{...}``) they were decoded from."""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
+
+T = TypeVar("T")
 
 METRICS = ("self_cpu_time_total", "self_npu_time_total", "self_cuda_time_total")
 # -o names of standard output (those of /dev are links, refused as output files otherwise: helper-100)
@@ -73,6 +76,20 @@ def _write(path: Path, text: str, written: Path | None = None) -> None:
         raise _fail(f"cannot write {path}: {exc.strerror or exc}{kept}") from None
 
 
+def _read_whole(trace: Path, read: Callable[[], T]) -> T:
+    """``read()`` of ``trace``, refused (TraceError) when the file was written meanwhile: stacks of a trace
+    rewritten in place as they were read mix two versions (trace_loader.TraceVersion)."""
+    from npuprof.analysis.trace_loader import TraceVersion
+
+    version = TraceVersion(trace)
+    try:
+        result = read()
+        version.still_the_same("the stacks")
+    finally:
+        version.close()
+    return result
+
+
 def _frames_missing(trace: Path) -> list[str]:
     """What the capture record of the trace's rank dir says of Python frames missing from the trace (the
     job's own profile hook replaced torch's tracer: agent/profile_hook.py)."""
@@ -136,6 +153,7 @@ def export_stacks(
     out_path = None if to_stdout or output is None else _check_output(output, "-o")
     svg_path = None if svg is None else _check_output(svg, "--svg")
 
+    from npuprof.analysis.trace_loader import TraceError
     from npuprof.reports import stacks as st
     from npuprof.reports.inputs import InputError, find_trace, overwrite_problem
     from npuprof.reports.trace_events import TraceReadError
@@ -146,8 +164,8 @@ def export_stacks(
         for flag, path in (("-o", out_path), ("--svg", svg_path)):
             if path is not None and (problem := overwrite_problem(path, trace)):
                 raise _fail(f"{flag} {path}: {problem}: give another file name", 2)
-        folded = st.folded_from_trace(trace, metric, keep_idle_threads)
-    except (InputError, TraceReadError, st.StacksError) as exc:
+        folded = _read_whole(trace, lambda: st.folded_from_trace(trace, metric, keep_idle_threads))
+    except (InputError, TraceReadError, TraceError, st.StacksError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:  # listing a directory it may not read
         raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
