@@ -91,3 +91,32 @@ def test_stacks_of_a_trace_rewritten_while_read_are_not_written(
     assert ended.value.exit_code == 1 and not out.exists()
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"npuprof export-stacks: {trace}: the trace was written while it was read"), line
+
+
+def test_a_memory_timeline_of_a_trace_rewritten_while_read_is_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import typer
+    from analyse_support.handmade import mem
+
+    from npuprof.cli.memory_timeline import memory_timeline
+    from npuprof.reports import memory_timeline as mt
+
+    with_memory = cpu_trace()
+    with_memory["traceEvents"] += [mem(110, 4096, 4096, 1), mem(700, -4096, 0, 1)]
+    rank_dir = write_rank_dir(tmp_path, with_memory)
+    trace = rank_dir / "host.1.pt.trace.json"
+    real = mt.load
+
+    def rewritten(*args: object, **kwargs: object) -> object:
+        data = real(*args, **kwargs)  # type: ignore[arg-type]
+        trace.write_text(json.dumps(cpu_trace(), indent=2))  # in place, as it was read
+        return data
+
+    monkeypatch.setattr(mt, "load", rewritten)
+    out = tmp_path / "m.json"
+    with pytest.raises(typer.Exit) as ended:
+        memory_timeline(str(rank_dir), out, None, None)
+    assert ended.value.exit_code == 1 and not out.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"npuprof memory-timeline: {trace}: the trace was written while it was read"), line

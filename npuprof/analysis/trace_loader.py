@@ -192,7 +192,8 @@ class TraceVersion:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        # never blocks: a FIFO planted under a trace's name is refused by the reader, not waited on here
+        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         self.began = self._stamp()
 
     def _stamp(self) -> tuple[int, int]:
@@ -205,7 +206,7 @@ class TraceVersion:
             raise TraceError(
                 "changed",
                 f"{self.path}: the trace was written while it was read (another process writes it): {what} "
-                "would mix two versions and are not kept; read it again once it is written",
+                "would mix two versions: not kept; read it again once it is written",
             )
 
     def close(self) -> None:

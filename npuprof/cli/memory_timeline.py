@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -103,6 +104,7 @@ def memory_timeline(
                 "(or ask for .json, .json.gz or .raw.json.gz, which need nothing more)"
             )
 
+    from npuprof.analysis.trace_loader import TraceError
     from npuprof.reports.inputs import InputError, overwrite_problem, single_rank_dir
     from npuprof.reports.trace_events import TraceReadError
     from npuprof.results import layout
@@ -116,8 +118,8 @@ def memory_timeline(
         read = read or rank_dir / mt.RAW_FILE  # its categorised data, read before any trace
         if problem := overwrite_problem(target, read):
             raise _fail(f"-o {output}: {problem}: give another file name", 2)
-        data = mt.load(rank_dir, device)
-    except (InputError, TraceReadError, mt.MemoryTimelineError) as exc:
+        data = _load_whole(read, lambda: mt.load(rank_dir, device), mt.SOURCE_TRACE)
+    except (InputError, TraceReadError, TraceError, mt.MemoryTimelineError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
@@ -140,6 +142,25 @@ def memory_timeline(
         f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
         f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})"
     )
+
+
+def _load_whole(read: Path, load: Callable[[], Any], from_trace: str) -> Any:
+    """``load()``, refused (TraceError) when it read the trace ``read`` (its ``source`` is ``from_trace``)
+    and that file was written meanwhile: a timeline of a trace rewritten in place as it was read mixes two
+    versions (trace_loader.TraceVersion)."""
+    from npuprof.analysis.trace_loader import TraceVersion
+
+    try:
+        version = TraceVersion(read)
+    except OSError:  # not there (a rank dir of categorised data alone): load() says what it lacks
+        return load()
+    try:
+        data = load()
+        if getattr(data, "source", None) == from_trace:
+            version.still_the_same("the memory timeline")
+    finally:
+        version.close()
+    return data
 
 
 def _categories_beside(trace: Path, output: Path) -> str | None:
