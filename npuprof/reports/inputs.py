@@ -22,6 +22,11 @@ def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | No
         from npuprof.results.paths import why_missing
 
         raise InputError(f"{source} {why_missing(source)}")
+    if not source.is_dir() and not source.is_file():  # said "cannot read SOURCE: Not a directory"
+        from npuprof.results.paths import not_a_plain_file
+
+        kind = not_a_plain_file(os.stat(source)) or "not a regular file"
+        raise InputError(f"{source} is {kind}, neither a rank directory nor a trace file")
     if source.is_dir() and not layout.is_rank_dir(source):
         traces = sorted(p.name for p in source.iterdir() if p.name.endswith(layout.KINETO_SUFFIXES))
         if len(traces) > 1:  # torch's tensorboard_trace_handler: a trace per rank and capture, side by side
