@@ -324,3 +324,32 @@ def test_a_failed_forced_parse_of_symlinked_tables_leaves_no_link_aside(tmp_path
     assert sorted(os.listdir(tables)) == sorted(kept)  # nothing aside left
     assert all((tables / name).is_symlink() for name in kept)
     assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == kept
+
+
+def test_a_failed_parse_keeps_a_users_own_file_beside_the_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parse that fails (a full disk) deletes the tables it wrote and an earlier parse's, so that no set
+    short of some looks complete; it deleted every .csv / .json / .db there, a file of the user's
+    (notes.csv, a tool's output) with them."""
+    import errno
+
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    tables.mkdir()
+    (tables / "my_notes.csv").write_text("mine\n")
+    (tables / "communication.json").write_text("{}")  # an earlier parse's, left without analyse.done
+    real = parse.write_csv
+
+    def full(path: Path, *args: object, **kwargs: object) -> None:
+        if Path(path).name == "kernel_details.csv":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parse, "write_csv", full)
+    outcome = parse.parse_rank_dir(rank_dir)
+    assert outcome.status == "failed" and outcome.no_space, outcome
+    assert sorted(os.listdir(tables)) == ["my_notes.csv"]
+    assert (tables / "my_notes.csv").read_text() == "mine\n"

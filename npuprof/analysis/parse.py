@@ -206,13 +206,33 @@ def table_stamps(out_dir: Path) -> dict[str, tuple[int, int]]:
     return stamps
 
 
+def is_own_table(name: str) -> bool:
+    """Whether ``name`` is a file a parse of npuprof's writes into ASCEND_PROFILER_OUTPUT/ (docs/formats.md,
+    "The result tree"): a table, the summary, the annotations, the db export."""
+    from npuprof.analysis.annotation_schema import ANNOTATIONS_FILE
+
+    return (
+        name in ALWAYS_WRITTEN
+        or name in SIDE_TABLES
+        or name in (ANNOTATIONS_FILE, layout.ANALYSIS_DB)
+        or (name.startswith("ascend_pytorch_profiler") and name.endswith(".db"))
+    )
+
+
+SIDE_TABLES = ("communication.json", "communication_matrix.json", "memory_record.csv", "operator_memory.csv")
+
+
 def drop_tables(out_dir: Path, before: dict[str, tuple[int, int]]) -> None:
     """After a parse that failed (a full disk): when it wrote any table (one not as in ``before``), delete
-    every table of ``out_dir`` (npuprof's own output directory of the capture), so that no set short of
-    some, or mixing two parses, looks complete; when it wrote none, an earlier parse's set stays whole."""
+    the tables of ``out_dir`` (npuprof's own output directory of the capture): those it wrote, and those of
+    an earlier parse, so that no set short of some, or mixing two parses, looks complete; when it wrote
+    none, an earlier parse's set stays whole. A file of the user's there (``notes.csv``, a tool's output:
+    a name no parse writes, not written by this one) is not a table: a failed parse deleted it too."""
     now = table_stamps(out_dir)
     if any(before.get(name) != stamp for name, stamp in now.items()):
-        for name in now:
+        for name, stamp in now.items():
+            if before.get(name) == stamp and not is_own_table(name):
+                continue
             with contextlib.suppress(OSError):
                 os.unlink(out_dir / name)
     with contextlib.suppress(OSError):
