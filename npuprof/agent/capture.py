@@ -50,6 +50,9 @@ class CaptureWriter:
         self.rank_dir: Path | None = None
         self.first_step = 0
         self.first_step_partial = False
+        # the step whose boundary started the profiler of the next capture and the ms that took (set by the
+        # controller; docs/formats.md, the capture record's start_ms)
+        self.start_cost: tuple[int, float] | None = None
         self.start_info: dict[str, Any] = {}
         self.captures = 0
         self.post = post if post is not None else postprocess.Postprocessor(self.output, run.get("run_id"))
@@ -174,6 +177,9 @@ class CaptureWriter:
             files[layout.METADATA_FILE] = build_metadata(self.cfg.metadata, self.log.warn_once)
             files.update(side_files)
         exports = self._extras(prof, rank_dir)
+        # this capture's own start (the next one's is measured again): the step whose boundary held it
+        started, self.start_cost = self.start_cost, None
+        start = {"start_after_step": started[0], "start_ms": started[1]} if started is not None else {}
         record = self._record(
             status,
             steps=steps,
@@ -183,6 +189,7 @@ class CaptureWriter:
             first_step_partial=True if self.first_step_partial and steps else None,
             extras=[p.name for p in exports.written] if exports else [],
             rank=rank,
+            **start,
         )
         own = not self.backend.writes_own_layout
         job = {
@@ -272,6 +279,7 @@ class CaptureWriter:
 
     def abandon(self, detail: str, steps: list[int] | None = None) -> None:
         """Mark the capture in flight incomplete; ``steps``: those it was to hold, when known."""
+        self.start_cost = None
         self.annotations.end()
         try:
             if self.rank_dir is not None and self.rank_dir.exists():

@@ -66,6 +66,8 @@ class CaptureSink(Protocol):
     def steps_begin_at(self, step: int) -> None: ...
 
     first_step_partial: bool  # the capture began inside its first step (set by the controller)
+    # (the step whose boundary started the profiler, the ms it took): for the next capture's record
+    start_cost: tuple[int, float] | None
 
 
 def later_start_avoids_it(cfg: Any) -> str:
@@ -120,6 +122,7 @@ class CaptureController:
         self._stop_status = "complete"
         self._stop_last = 0  # the last step of a capture being stopped
         self._no_steps = False  # armed by a timed plan's tick: no ProfilerStep spans (one window)
+        self._inside_a_step = False  # a decision taken between two step boundaries (_decide_inside_a_step)
         self._replanned = False
         self._discarding = False  # a capture that could not begin: its trace, if any, is dropped
         # Threads (see the module's docstring): the driving thread's id, the thread the profiler in flight
@@ -405,7 +408,11 @@ class CaptureController:
         """``_decide()`` between two step boundaries: a capture that begins here has its first step cut,
         which its record says (helper-95)."""
         closed = self.prof is None
-        self._decide()
+        self._inside_a_step = True
+        try:
+            self._decide()
+        finally:
+            self._inside_a_step = False
         if closed and self.prof is not None and self.sink is not None:
             self.sink.first_step_partial = True
 
@@ -608,17 +615,31 @@ class CaptureController:
         self._tell_profiling(True)
         self.log.info(f"profiler starts at step {step} ({wanted.name}) on {self.backend.name}")
         hook = self._hooks.before_start(wanted.recording and self.cfg.with_stack)
+        starting = time.perf_counter()
         try:
             self._profiler_call(self.prof.start, recording=False)
         except BaseException:
             self._tell_profiling(False)
             raise
+        self._note_start_cost(step, starting)
         if wanted.recording:
             self._hooks.started(hook, self.cfg.with_stack)
         recording = getattr(self.plan, "recording_started", None)
         if recording is not None:
             recording()  # a time window counts its duration from here (the first start takes seconds)
         return True
+
+    def _note_start_cost(self, step: int, starting: float) -> None:
+        """The profiler's start at the boundary that ends step ``step - 1`` runs inside that step's
+        optimizer.step() (or --step-on function's) call: a timer of the user's around that step counts it,
+        no table shows it (README, "Comparing with your own timer"; the first start of a process with no
+        optimizer takes torch seconds). Kept on the sink for the capture's record (``start_ms``); None
+        for a start between two boundaries (a time window, the first optimizer's creation)."""
+        if self.sink is None:
+            return
+        at_a_boundary = step >= 1 and not self._no_steps and not self._inside_a_step
+        took = round((time.perf_counter() - starting) * 1000, 1)
+        self.sink.start_cost = (step - 1, took) if at_a_boundary else None
 
     def _note_capture_start(self, previous: Action, now: Action, step: int, started: bool = True) -> bool:
         """Begin the capture's files when recording begins. An OSError there (a full disk, no permission)

@@ -94,6 +94,11 @@ class RankReport(msgspec.Struct, kw_only=True):
     # not recorded (older npuprof, not npuprof's capture) or that step is not reported
     export_after_step: int | UnsetType = UNSET
     export_ms: Finite | UnsetType = UNSET
+    # the profiler's start, at the boundary that ended step start_after_step (before the capture's warm-up
+    # or first step): the ms it took the training process there, which a timer of the user's around that
+    # step counts and no table shows; the record's start_after_step and start_ms, absent when not recorded
+    start_after_step: int | UnsetType = UNSET
+    start_ms: Finite | UnsetType = UNSET
     # the epoch time (ns) the steps' start_us count from; absent when they are epoch µs themselves
     time_base_ns: int | UnsetType = UNSET
     # in Report.pooled only: the rank dirs pooled, in order (rank_dir is then the directory holding them)

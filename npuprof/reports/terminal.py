@@ -207,6 +207,14 @@ def render_table(report: Report, console: Console) -> None:
                 f"own around that step counts and this table does not{each}[/dim]",
                 highlight=False,
             )
+        if r.start_ms is not msgspec.UNSET:
+            console.print(
+                f"[dim]the profiler started at the end of step {r.start_after_step}, inside its "
+                f"optimizer.step() (or --step-on function's) call: that took the training process "
+                f"{r.start_ms:.1f} ms, which a timer of your own around step {r.start_after_step} counts and "
+                "no table shows[/dim]",
+                highlight=False,
+            )
         if r.top_operators:
             ops = Table(title="top operators by self time", title_justify="left")
             for col, just in (

@@ -49,6 +49,12 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # ms of the training process's time the capture's end took after its last step had closed (the trace
     # export, and the stacks / memory copy asked for); None: not measured (older npuprof, a failed export)
     export_ms: float | None = None
+    # the profiler's start, at the boundary that ended step start_after_step (inside that step's
+    # optimizer.step() or --step-on call: a timer of the user's around it counts it), in ms; absent when it
+    # started in step 0 or between two boundaries (a time window), in later captures of a profiler kept
+    # running and in records of older npuprof
+    start_after_step: int | msgspec.UnsetType = msgspec.UNSET
+    start_ms: float | msgspec.UnsetType = msgspec.UNSET
     # torchrun's TORCHELASTIC_RESTART_COUNT in the recording process: 0 in a job's first attempt, N after its
     # N-th elastic restart; absent outside torchrun (and in records of older npuprof)
     restart_count: int | msgspec.UnsetType = msgspec.UNSET
