@@ -89,6 +89,14 @@ def test_analyse_names_the_start_and_the_step_that_holds_it(tmp_path: Path) -> N
         "the profiler started at the end of step 4, inside its optimizer.step() (or --step-on function's) "
         "call: that took the training process 1815.9 ms, which a timer of your own around step 4 counts"
     ) in said, said
+    # a start of a ms or so (a later one in the process) is no news beside a step: in the JSON only
+    record["start_ms"] = 0.8
+    (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
+    report = build_report(tmp_path, jobs=1)
+    assert report.ranks[0].start_ms == 0.8
+    out = io.StringIO()
+    terminal.render_table(report, Console(file=out, width=400))
+    assert "the profiler started" not in out.getvalue()
     # a record without them (older npuprof, a start inside a step): nothing said
     (rank_dir / layout.CAPTURE_RECORD).write_text(
         json.dumps({"status": "complete", "rank": 0, "steps": [6, 7, 8]})

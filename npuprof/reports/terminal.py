@@ -21,6 +21,10 @@ T = TypeVar("T")
 MIN_NAME_WIDTH = 16
 MAX_STEP_ROWS = 30  # a step table longer than this shows only
 SHOWN_WHEN_MANY = 10  # the steps that matter most, plus a row over all of them
+# the profiler's start is named under the step table from this many ms (a later start takes about 1 ms: no
+# news beside a step; the first one tens of ms, seconds in a process with no optimizer: README, "Comparing
+# with your own timer"); the JSON has it whatever it took
+START_SAID_FROM_MS = 5.0
 WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
 CAPTION_TAIL = {"duration_us": ", then all whole steps (mean ms)", "spread_us": ""}
 
@@ -207,7 +211,7 @@ def render_table(report: Report, console: Console) -> None:
                 f"own around that step counts and this table does not{each}[/dim]",
                 highlight=False,
             )
-        if r.start_ms is not msgspec.UNSET:
+        if r.start_ms is not msgspec.UNSET and r.start_ms >= START_SAID_FROM_MS:
             console.print(
                 f"[dim]the profiler started at the end of step {r.start_after_step}, inside its "
                 f"optimizer.step() (or --step-on function's) call: that took the training process "
