@@ -584,6 +584,7 @@ class CaptureController:
             self.log.warn_once(f"ignored-flags:{text}", f"ignored on the {self.backend.name} backend: {text}")
 
     def _open(self, step: int, wanted: Action) -> bool:
+        starting = time.perf_counter()  # the capture's set-up and torch's start: see _note_start_cost
         try:
             self._ensure_sink()
         except OSError as exc:  # npuprof's own modules loaded here: a job holding every descriptor (EMFILE)
@@ -615,7 +616,6 @@ class CaptureController:
         self._tell_profiling(True)
         self.log.info(f"profiler starts at step {step} ({wanted.name}) on {self.backend.name}")
         hook = self._hooks.before_start(wanted.recording and self.cfg.with_stack)
-        starting = time.perf_counter()
         try:
             self._profiler_call(self.prof.start, recording=False)
         except BaseException:
@@ -630,11 +630,12 @@ class CaptureController:
         return True
 
     def _note_start_cost(self, step: int, starting: float) -> None:
-        """The profiler's start at the boundary that ends step ``step - 1`` runs inside that step's
-        optimizer.step() (or --step-on function's) call: a timer of the user's around that step counts it,
-        no table shows it (README, "Comparing with your own timer"; the first start of a process with no
-        optimizer takes torch seconds). Kept on the sink for the capture's record (``start_ms``); None
-        for a start between two boundaries (a time window, the first optimizer's creation)."""
+        """The profiler's start (the capture's set-up: the sink, torch's profiler object, the hooks of a
+        running profiler; then torch's start()) at the boundary that ends step ``step - 1`` runs inside
+        that step's optimizer.step() (or --step-on function's) call: a timer of the user's around that step
+        counts it, no table shows it (README, "Comparing with your own timer"; the first start of a process
+        with no optimizer takes torch seconds). Kept on the sink for the capture's record (``start_ms``);
+        None for a start in step 0 or between two boundaries (a time window)."""
         if self.sink is None:
             return
         at_a_boundary = step >= 1 and not self._no_steps and not self._inside_a_step
