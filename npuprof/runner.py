@@ -456,6 +456,11 @@ def command_problem(program: str) -> tuple[str, int] | None:
     but not executable), checked before anything is made; None when it can. Searched as launch.run_child
     searches: the job's $PATH is npuprof's."""
     not_executable = f"{program!r} is not executable (chmod +x it, or run it with its interpreter)", 126
+    # helper-231: `-- ./train.py` of a script with no #! line was told to chmod +x it, after which it was
+    # refused as "neither a binary nor a script with a #! line": such a file runs by its interpreter only
+    by_interpreter = "run it with its interpreter"
+    if program.endswith(".py"):
+        by_interpreter += f": `-- python {program}`"
     try:
         found = program if "/" in program else which(program, os.environ.get("PATH", os.defpath))
     except FileNotFoundError:
@@ -471,10 +476,15 @@ def command_problem(program: str) -> tuple[str, int] | None:
         return f"command not found: {program!r}", 127
     if os.path.isdir(found):
         return f"{program!r} is a directory, not a command", 126
+    if not _starts_like_a_program(found):
+        if not os.access(found, os.X_OK):
+            return f"{program!r} is not executable, nor a script with a #! line ({by_interpreter})", 126
+        return (
+            f"{program!r} is neither a binary nor a script with a #! line ({by_interpreter})",
+            126,
+        )
     if not os.access(found, os.X_OK):
         return not_executable
-    if not _starts_like_a_program(found):
-        return f"{program!r} is neither a binary nor a script with a #! line (no interpreter)", 126
     if (interpreter := _missing_interpreter(found)) is not None:  # exec()'s ENOENT: not "command not found"
         crlf = (
             " (its #! line ends in \\r: Windows line endings; dos2unix it)"

@@ -289,6 +289,24 @@ def test_a_command_that_cannot_run_gives_126_as_a_shell_does(tmp_path: Path, kin
     assert not out.exists()
 
 
+def test_a_script_with_no_interpreter_line_is_told_to_run_with_one(tmp_path: Path) -> None:
+    """helper-231: `-- ./train.py` of a script with no #! line was told "chmod +x it", after which it was
+    refused as "neither a binary nor a script with a #! line": it runs by its interpreter only."""
+    from npuprof.runner import command_problem
+
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    for mode in (0o644, 0o755):
+        script.chmod(mode)
+        message, code = command_problem(str(script)) or ("", 0)
+        assert code == 126 and "chmod" not in message, message
+        assert f"run it with its interpreter: `-- python {script}`" in message, message
+    script.write_text("#!/bin/sh\necho hi\n")  # a #! script: making it executable is the fix
+    script.chmod(0o644)
+    message, code = command_problem(str(script)) or ("", 0)
+    assert code == 126 and "chmod +x it" in message, message
+
+
 def test_a_script_whose_interpreter_is_missing_is_not_said_not_found(tmp_path: Path) -> None:
     from npuprof.runner import command_problem
 
