@@ -1129,6 +1129,101 @@ def test_a_thread_running_the_future_the_driver_waits_for_takes_over() -> None:
     assert rig.sink.events[0] == ("begin", 5)
 
 
+def _polled_training(rig: Rig, poll: Any) -> int:
+    """One step on this thread (it drives), then 7 on thread "train" while this thread runs ``poll(t)``
+    (``t``: the training thread, ``started``: set just before the poll begins); the thread's ident."""
+    rig.run(1)
+    started = threading.Event()
+
+    def train() -> None:
+        assert started.wait(10)
+        time.sleep(0.05)  # inside the poll's loop by now
+        rig.run(7)
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    poll(thread, started)
+    thread.join(10)
+    return thread.ident or 0
+
+
+def test_a_thread_the_driver_polls_until_it_ends_takes_over() -> None:
+    """``while t.is_alive(): time.sleep(...)`` waits for the thread as ``t.join()`` does (a main thread that
+    stays able to take Ctrl-C): it was not taken for a wait, every step of the thread was ignored and
+    nothing was captured."""
+    plan = TorchPlan(skip_first=5, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+
+    def poll(t: threading.Thread, started: threading.Event) -> None:
+        started.set()
+        deadline = time.monotonic() + 10
+        while t.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    ident = _polled_training(rig, poll)
+    assert rig.c.step == 8 and rig.c.driver in (None, ident)
+    assert rig.sink.events[0] == ("begin", 5)
+
+    rig = Rig(plan)  # a list of threads, asked in a generator expression, between waits on an event
+
+    def poll_all(t: threading.Thread, started: threading.Event) -> None:
+        threads, idle = [t], threading.Event()
+        started.set()
+        deadline = time.monotonic() + 10
+        while any(thread.is_alive() for thread in threads) and time.monotonic() < deadline:
+            idle.wait(0.005)
+
+    ident = _polled_training(rig, poll_all)
+    assert rig.c.step == 8 and rig.sink.events[0] == ("begin", 5)
+
+
+def test_no_thread_takes_over_from_a_driver_that_polls_another_thread_or_works_while_it_asks() -> None:
+    """A poll of another thread's ``is_alive()`` (a logger's), or a loop that works (no sleep) while it
+    asks the training thread's: the driver may step again, the thread's steps stay ignored."""
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+
+    def poll_logger(t: threading.Thread, started: threading.Event) -> None:
+        logger = threading.Thread(target=t.join, args=(10,), name="logger")  # ends with the training
+        logger.start()
+        started.set()
+        while logger.is_alive():
+            time.sleep(0.005)
+
+    def busy(t: threading.Thread, started: threading.Event) -> None:
+        started.set()
+        deadline = time.monotonic() + 10
+        while t.is_alive() and time.monotonic() < deadline:
+            sum(range(500))
+
+    for poll in (poll_logger, busy):
+        rig = Rig(plan)
+        _polled_training(rig, poll)
+        assert rig.c.step == 1 and rig.c.driver == threading.get_ident(), poll.__name__
+
+
+def test_a_poll_whose_variables_cannot_be_read_is_no_poll_and_no_failure() -> None:
+    """The poll's look reads the driver's variables (``self``'s attributes): an object that refuses one
+    (its ``__getattribute__`` raises) made the take-over check fail, said as npuprof's failure ("profiling
+    of this process may be incomplete") on the training thread's step. Not a poll, nothing said."""
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+
+    class Guarded:
+        def __getattribute__(self, name: str) -> Any:
+            if name == "__dict__":
+                raise RuntimeError("no look inside")
+            return object.__getattribute__(self, name)
+
+        def poll(self, t: threading.Thread, started: threading.Event) -> None:
+            self.worker = t
+            started.set()
+            while self.worker.is_alive():
+                time.sleep(0.005)
+
+    rig = Rig(plan)
+    _polled_training(rig, Guarded().poll)
+    assert rig.c.step == 1 and not [line for line in rig.log.lines if line[0] != "info"], rig.log.lines
+
+
 def _waiting_in(ident: int | None, name: str) -> bool:
     frame = sys._current_frames().get(ident) if ident is not None else None
     while frame is not None:

@@ -24,7 +24,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from npuprof.agent import recursion_limit, user_profiler
+from npuprof.agent import polling, recursion_limit, user_profiler
 from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules, release_profiler
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 from npuprof.agent.profile_hook import ProfileHookWatch
@@ -911,7 +911,8 @@ _WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wa
 def _waits_for_other_threads(driver: int | None) -> bool:
     """Whether thread ``driver`` waits for the calling thread to end or hand a result (its innermost frame
     is threading's, one of the next few is in ``_WAITS_FOR_THREADS`` and waits for this thread: its
-    ``join``, the exit's wait while this thread is not a daemon, a future this thread runs), or is gone.
+    ``join``, the exit's wait while this thread is not a daemon, a future this thread runs; or it polls
+    this thread's ``is_alive()`` between sleeps: ``polling.polls_this_thread``), or is gone.
     Looked at only when this thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the
     driving one never takes over while the driving one trains, nor while it waits for its data (a loader's
     future, a prefetch thread's join: helper-222; docs/architecture.md, "Step boundaries")."""
@@ -920,6 +921,11 @@ def _waits_for_other_threads(driver: int | None) -> bool:
     frame = sys._current_frames().get(driver) if driver is not None else None
     if frame is None:
         return driver is not None  # a driver that ended without its guard: none is left to step
+    try:
+        if polling.polls_this_thread(frame):  # while t.is_alive(): time.sleep(0.1), as join() waits
+            return True
+    except Exception:  # another thread's frame and variables, changing as they are read: not known, no
+        pass
     if not frame.f_code.co_filename.endswith("/threading.py"):
         return False
     for _ in range(_WAIT_FRAMES):

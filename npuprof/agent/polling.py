@@ -1,0 +1,162 @@
+"""Whether a thread polls another one until it ends: ``while t.is_alive(): time.sleep(0.1)``, the wait of
+a script that keeps its main thread able to take Ctrl-C or print progress, instead of ``t.join()``
+(docs/architecture.md, "Step boundaries": a thread the driving one waits for takes over counting).
+
+Read from the polling thread's frames (by another thread, at a step boundary that thread takes): the
+first frame outside ``threading`` must be, on its current line, calling a sleep or a wait (``time.sleep``,
+``Event.wait``, ``join`` with a timeout), inside a loop (the bytecode a backward jump spans) that asks
+``is_alive()`` (``active_count()``: every thread), and the thread it asks about (a variable on that loop's
+line that asks) must be the caller: that variable (a local, a global), an element of it (a list of
+threads), or an attribute of it when it is ``self``. A loop that trains and asks ``is_alive()`` of a
+thread beside it is at a training call, not a sleep; a ``join()`` of another thread after a poll loop
+(in another branch of the script) is outside that loop.
+"""
+
+from __future__ import annotations
+
+import dis
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# The calls a polling loop waits in, and the ones that ask whether the thread is still there.
+WAIT_CALLS = frozenset({"sleep", "wait", "join"})
+ASKS_ALIVE = frozenset({"is_alive"})
+ASKS_ALL = frozenset({"active_count"})
+_FRAMES = 6  # frames looked at from the innermost (Condition.wait, Event.wait, then the script's loop)
+_ELEMENTS = 256  # elements of one variable (a list of threads) looked at
+_KEPT = 64  # code objects whose names are kept (see _by_identity)
+# Bytecode read at most in one code object (~25 ms, once, on a training step): beyond, not a poll.
+_READ_BYTES = 16384
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
+_INLINE = 64  # expressions nested in one code object read (a module of thousands: read once, on a step)
+
+
+def polls_this_thread(frame: Any) -> bool:
+    """Whether the thread whose innermost frame is ``frame`` polls the calling thread until it ends."""
+    for _ in range(_FRAMES):
+        if frame is None:
+            return False
+        if not frame.f_code.co_filename.endswith("/threading.py"):
+            break
+        frame = frame.f_back
+    else:
+        return False
+    if frame is None or _names_of(frame.f_code).isdisjoint(ASKS_ALIVE | ASKS_ALL):
+        return False  # (the cheap look first: a driver in any code of the job's)
+    lines, loops = _read(frame.f_code)
+    if lines.get(frame.f_lineno, frozenset()).isdisjoint(WAIT_CALLS):
+        return False
+    me, at = threading.current_thread(), frame.f_lasti
+    variables, globals_ = frame.f_locals, frame.f_globals
+    for start, end, asked in loops:
+        if not start <= at <= end:
+            continue
+        if not asked.isdisjoint(ASKS_ALL) and not me.daemon:
+            return True  # active_count() > 1 counts this thread until it ends
+        for name in asked:
+            value = variables[name] if name in variables else globals_.get(name)
+            if _holds(name, value, me):
+                return True
+    return False
+
+
+def _holds(name: str, value: Any, me: threading.Thread) -> bool:
+    """Whether ``value`` is ``me``, holds it (a list, a dict's values), or has it as an attribute
+    (``self``)."""
+    if value is me:
+        return True
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items: Any = value
+    elif isinstance(value, dict):
+        items = value.values()
+    elif name == "self":
+        items = getattr(value, "__dict__", {}).values()
+    else:
+        return False
+    for count, item in enumerate(list(items)):
+        if item is me:
+            return True
+        if count >= _ELEMENTS:
+            break
+    return False
+
+
+def _by_identity(read: Callable[[Any], T]) -> Callable[[Any], T]:
+    """``read(code)`` kept for the last ``_KEPT`` code objects, found by identity: hashing a code object
+    hashes all the code nested in it (a module's: its functions), at each look."""
+    kept: dict[int, tuple[Any, T]] = {}
+
+    def cached(code: Any) -> T:
+        found = kept.get(id(code))
+        if found is not None and found[0] is code:
+            return found[1]
+        value = read(code)
+        if len(kept) >= _KEPT:
+            kept.clear()
+        kept[id(code)] = (code, value)
+        return value
+
+    return cached
+
+
+@_by_identity
+def _names_of(code: Any) -> frozenset[str]:
+    """The names ``code`` and the expressions nested in it (``_inline_code``) use."""
+    names = set(code.co_names)
+    for const in _inline_code(code):
+        names |= _names_of(const)
+    return frozenset(names)
+
+
+@_by_identity
+def _read(code: Any) -> tuple[dict[int, frozenset[str]], list[tuple[int, int, frozenset[str]]]]:
+    """The names each line of ``code`` and of the expressions nested in it (``_inline_code``) loads
+    (variables, attributes, methods), and its loops that ask ``is_alive()`` or ``active_count()``: the
+    bytecode a backward jump spans, with the names of its lines that ask (the thread asked about among
+    them). Nothing for code of more than ``_READ_BYTES`` bytes."""
+    if len(code.co_code) > _READ_BYTES:
+        return {}, []
+    line_at: dict[int, int] = {}
+    for start, end, line in code.co_lines():
+        if line is not None:
+            line_at.update(dict.fromkeys(range(start, end, 2), line))
+    inline = {id(const): const for const in _inline_code(code)}
+    loaded: list[tuple[int, int, frozenset[str]]] = []  # (offset, line, names) of each load
+    jumps: list[tuple[int, int]] = []
+    for instruction in dis.get_instructions(code):
+        offset, value = instruction.offset, instruction.argval
+        line = line_at.get(offset)
+        if instruction.opcode in _JUMPS and isinstance(value, int) and value <= offset:
+            jumps.append((value, offset))
+        if line is None or not instruction.opname.startswith("LOAD_"):
+            continue
+        if isinstance(value, str):
+            loaded.append((offset, line, frozenset((value,))))
+        elif id(value) in inline:
+            loaded.append((offset, line, _names_of(value)))
+    lines: dict[int, set[str]] = {}
+    for _, line, names in loaded:
+        lines.setdefault(line, set()).update(names)
+    loops = []
+    for start, end in jumps:
+        spanned: dict[int, set[str]] = {}
+        for offset, line, names in loaded:
+            if start <= offset <= end:
+                spanned.setdefault(line, set()).update(names)
+        asked = [names for names in spanned.values() if not names.isdisjoint(ASKS_ALIVE | ASKS_ALL)]
+        if asked:
+            loops.append((start, end, frozenset().union(*asked)))
+    return {line: frozenset(names) for line, names in lines.items()}, loops
+
+
+def _inline_code(code: Any) -> list[Any]:
+    """The code of the expressions written inside ``code``'s lines (a generator expression, a
+    comprehension, a lambda), not of the functions and classes it defines (a module's would be all of
+    them: slower to read, and their names are not its lines'); the first ``_INLINE``."""
+    inline = [
+        const for const in code.co_consts if hasattr(const, "co_lines") and const.co_name.startswith("<")
+    ]
+    return inline[:_INLINE]

@@ -1,0 +1,70 @@
+"""agent/polling.py: what a driving thread's frames must show to be taken for a poll of the stepping one
+(docs/architecture.md, "Step boundaries"); its cost, paid on a training step of another thread."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+from npuprof.agent import polling
+
+
+def test_a_code_object_too_big_to_read_on_a_step_is_not_read() -> None:
+    """A script of thousands of lines at its top level, naming is_alive: its bytecode was decoded whole,
+    0.45 s on the training thread's step for 3000 lines of comprehensions; now left unread (no poll)."""
+    lines = "\n".join(f"x{i} = [t.is_alive() for t in ts] + [f(a) for a in range(3)]" for i in range(600))
+    big = compile(lines, "big.py", "exec")
+    assert polling._read(big) == ({}, [])
+    small = compile("while t.is_alive():\n    time.sleep(1)\n", "small.py", "exec")
+    names = polling._read(small)[0]
+    assert {"t", "is_alive"} <= names[1] and {"time", "sleep"} <= names[2]
+
+
+def test_only_the_expressions_of_a_code_objects_lines_are_its_names() -> None:
+    """A generator expression's names are its line's; a function the module defines is not read with it
+    (a module's would be every function's)."""
+    code = compile(
+        "def f():\n    return worker.is_alive()\nwhile any(t.is_alive() for t in ts):\n    sleep(1)\n",
+        "m.py",
+        "exec",
+    )
+    read = polling._read(code)
+    assert {"any", "ts", "is_alive"} <= read[0][3] and 2 not in read[0]
+    assert polling._read(code) is read  # kept, found again by identity
+
+
+def _polled_by_this_thread(wait: Any) -> bool:
+    """Whether a thread started here finds this one polling it while this one runs ``wait(thread)``."""
+    me, seen = threading.get_ident(), []
+
+    def look() -> None:
+        time.sleep(0.02)
+        seen.append(polling.polls_this_thread(sys._current_frames()[me]))
+
+    thread = threading.Thread(target=look)
+    thread.start()
+    wait(thread)
+    thread.join(10)
+    return seen == [True]
+
+
+def _wait(thread: threading.Thread, other: threading.Thread | None = None) -> None:
+    if other is None:
+        while thread.is_alive():
+            time.sleep(0.002)
+    else:
+        other.join(10)  # the same code polls the thread, in the branch not taken
+
+
+def test_a_join_of_another_thread_beside_a_poll_loop_is_not_a_poll() -> None:
+    """A script that polls its trainer in one branch and joins a logger in another (both at its top level,
+    one code object): the join, a wait on a line of code that asks the trainer's is_alive(), was taken for
+    a poll of the trainer, which took over from the main thread waiting for the logger (seen: "thread
+    trainer takes over counting the steps", where a join of another thread hands nothing over). Only a
+    wait inside the loop that asks is a poll."""
+    assert _polled_by_this_thread(_wait)
+    logger = threading.Thread(target=time.sleep, args=(0.1,))
+    logger.start()
+    assert not _polled_by_this_thread(lambda thread: _wait(thread, logger))
