@@ -1030,7 +1030,35 @@ def test_boundaries_of_other_threads_are_ignored_and_said_once() -> None:
         )
     ]
     rig.run(1)
-    assert rig.sink.events == [("begin", 1), ("finish", 1, "", "complete", 2)]
+    main = threading.current_thread().name
+    noted = (
+        "other threads took steps during this capture (thread helper first), not counted and not in its "
+        f"trace: its steps are thread {main}'s alone"
+    )
+    assert rig.sink.events == [("begin", 1), ("finish", 1, noted, "complete", 2)]
+
+
+def test_each_capture_says_once_that_other_threads_stepped_beside_it() -> None:
+    """A pool's workers each stepping: the first drives, the others' steps were ignored and nothing said
+    so: "steps 4-5 complete" of a 24-step job were one worker's 4th and 5th of its 7, the trace its alone.
+    Each capture during which another thread stepped says so in its record, once; one without, nothing."""
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=2, repeat=3)
+    rig = Rig(plan)
+    main = threading.current_thread().name
+    rig.run(1)  # capture 1-2 begins
+    for name in ("worker_1", "worker_2"):
+        _thread(lambda: rig.run(2), name)
+    rig.run(2)  # its end; capture 3-4 begins
+    rig.run(2)  # no other thread stepped during this one; capture 5-6 begins
+    _thread(lambda: rig.run(1), "worker_2")
+    rig.run(2)
+    said = "first), not counted and not in its trace: its steps are thread"
+    other = "other threads took steps during this capture (thread"
+    assert [event[:3] for event in rig.sink.events if event[0] == "finish"] == [
+        ("finish", 2, f"{other} worker_1 {said} {main}'s alone"),
+        ("finish", 4, ""),
+        ("finish", 6, f"{other} worker_2 {said} {main}'s alone"),
+    ]
 
 
 def test_a_thread_that_steps_while_the_driver_does_not_takes_over() -> None:

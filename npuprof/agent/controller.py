@@ -136,6 +136,7 @@ class CaptureController:
         self._foreign_reported = False
         self._foreign: tuple[int, int] | None = None  # (thread, step) of the last ignored boundary's
         self._foreign_count = 0  # boundaries that thread took in a row at that step (see foreign_boundary)
+        self._foreign_noted: list[str] | None = None  # the notes of the capture told of them (see above)
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
@@ -285,6 +286,8 @@ class CaptureController:
             and self._take_over(ident)
         ):
             return True
+        if self.prof is not None and self.step and self._foreign_noted is not self._capture_notes:
+            self._note_foreign_steps()
         if self._foreign_reported:
             return False
         self._foreign_reported = True
@@ -302,6 +305,20 @@ class CaptureController:
             '(one thread only: docs/architecture.md, "Step boundaries")'
         )
         return False
+
+    def _note_foreign_steps(self) -> None:
+        """Once a capture (its notes' list, new at each capture, says which): its record says that another
+        thread stepped while it was open, steps neither counted nor in its trace (their profiler callbacks
+        are the driving thread's alone): a pool's workers, a thread training while the one that opened the
+        capture waits for it. Its steps looked like all the job's (docs/architecture.md, "Step
+        boundaries"). Not at step 0, where a profiler opened when armed says it counted none itself."""
+        notes = self._foreign_noted = self._capture_notes
+        driver = self.driver
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
+        notes.append(
+            f"other threads took steps during this capture (thread {threading.current_thread().name} first), "
+            f"not counted and not in its trace: its steps are thread {names.get(driver, driver)}'s alone"
+        )
 
     def _take_over(self, ident: int) -> bool:
         """This thread drives from now on, its earlier steps (not boundaries then) counted, when no
