@@ -1089,6 +1089,41 @@ def test_a_thread_that_steps_while_the_driver_does_not_takes_over() -> None:
     assert rig.c.step == 9 and rig.c.driver is not None
 
 
+def test_a_thread_the_driver_waits_for_takes_over_between_the_steps_of_another() -> None:
+    """Two pool workers each training, their steps interleaved, after one step on the main thread, which
+    then waits for their futures: each boundary of the one reset the other's count, neither reached 3 in
+    a row, and nothing of the job's 25 steps was captured. Each thread's steps are its own count now."""
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, turn = rig.c.driver, threading.Condition()
+    order = itertools.cycle(["A", "B"])
+    now = [next(order)]
+
+    def train(me: str) -> None:
+        deadline = time.monotonic() + 10
+        while not _joining(main) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        for _ in range(5):
+            with turn:
+                assert turn.wait_for(lambda: now[0] == me, 10)
+                rig.run(1)
+                now[0] = next(order)
+                turn.notify_all()
+
+    threads = [threading.Thread(target=train, args=(name,), name=name) for name in "AB"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert (
+        "info",
+        "thread A takes over counting the steps: it stepped 3 times while the thread that counted them "
+        'waited for other threads (docs/architecture.md, "Step boundaries")',
+    ) in rig.log.lines
+    assert rig.c.step >= 1 + 5  # A's 5 steps (B's from A's end on, maybe)
+
+
 def test_no_thread_takes_over_while_the_driver_does_other_work() -> None:
     """A thread training beside the driving one (which waits on an event here, not for threads to end):
     its steps are ignored as before, however many."""

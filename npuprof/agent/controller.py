@@ -40,6 +40,7 @@ THREADS_LOGGED = 10  # the threads taking the steps over that the log names
 # Boundaries a thread that does not drive takes in a row, the driving one taking none, that make it drive
 # (when no profiler is open), as an optimizer takes over counting (agent/steps.py, SWITCH_AFTER).
 TAKE_OVER_AFTER = 3
+FOREIGN_THREADS_COUNTED = 64  # threads whose boundaries are counted at once (a thread per step: bounded)
 # Frames a decision may use beyond the job's recursion limit: a boundary reached near that limit (a step
 # called deep in recursive code) must cost the job's stack no more than the hook's own frames, where
 # starting or exporting a capture takes dozens more (helper-152).
@@ -134,8 +135,9 @@ class CaptureController:
         self._guard: object | None = None  # the token of the driving thread's guard
         self._finish_requested: tuple[str, str] | None = None
         self._foreign_reported = False
-        self._foreign: tuple[int, int] | None = None  # (thread, step) of the last ignored boundary's
-        self._foreign_count = 0  # boundaries that thread took in a row at that step (see foreign_boundary)
+        # The step of the last ignored boundary, and the boundaries each thread took at that step, the
+        # driving one taking none (see foreign_boundary): one tuple, replaced whole, read by any thread.
+        self._foreign: tuple[int, dict[int, int]] = (-1, {})
         self._foreign_noted: list[str] | None = None  # the notes of the capture told of them (see above)
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
@@ -271,16 +273,20 @@ class CaptureController:
 
     def _foreign_boundary(self) -> bool:
         """A step on a thread that does not drive: ignored (said once in the log), unless this thread has
-        stepped ``TAKE_OVER_AFTER`` times while the driving one did not once, no profiler is open and the
-        driving one waits for other threads (``join``, a future's result): this one then drives, True (a
+        stepped ``TAKE_OVER_AFTER`` times while the driving one did not once (other threads' steps between
+        them do not count against it: a pool's workers that each train interleave theirs), no profiler is
+        open and the driving one waits for other threads (``join``, a future's result): this one then
+        drives, True (a
         sanity step on the main thread before training moves to a thread of its own, which was never
         counted: docs/architecture.md, "Step boundaries"; helper-219)."""
-        ident = get_ident()
-        if self._foreign != (ident, self.step):
-            self._foreign, self._foreign_count = (ident, self.step), 0
-        self._foreign_count += 1
+        ident, step = get_ident(), self.step
+        foreign = self._foreign
+        if foreign[0] != step or len(foreign[1]) > FOREIGN_THREADS_COUNTED:
+            foreign = self._foreign = (step, {})
+        counts = foreign[1]
+        count = counts[ident] = counts.get(ident, 0) + 1  # each thread's own: a pool's workers interleave
         if (
-            self._foreign_count % TAKE_OVER_AFTER == 0
+            count % TAKE_OVER_AFTER == 0
             and self.prof is None
             and _waits_for_other_threads(self.driver)
             and self._take_over(ident)
@@ -326,16 +332,18 @@ class CaptureController:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            if self.prof is not None or self._stopping or self._foreign != (ident, self.step):
+            step, counts = self._foreign
+            count = counts.get(ident, 0)
+            if self.prof is not None or self._stopping or step != self.step or not count:
                 return False
             name = threading.current_thread().name
             self.log.info(
-                f"thread {name} takes over counting the steps: it stepped {self._foreign_count} times while "
+                f"thread {name} takes over counting the steps: it stepped {count} times while "
                 'the thread that counted them waited for other threads (docs/architecture.md, "Step '
                 'boundaries")'
             )
-            self.steps_missed(self._foreign_count - 1, f"thread {name} took over counting")
-            self._foreign, self._foreign_count, self._foreign_reported = None, 0, False
+            self.steps_missed(count - 1, f"thread {name} took over counting")
+            self._foreign, self._foreign_reported = (-1, {}), False
             self._claim_for(ident)
             return True
         finally:
@@ -913,7 +921,7 @@ class CaptureController:
         self._thread_guards = threading.local()
         self._finish_requested = None
         self._foreign_reported = False
-        self._foreign, self._foreign_count = None, 0
+        self._foreign = (-1, {})
 
 
 # Where a driving thread that stopped stepping waits for other threads to finish (their steps may then take
