@@ -577,6 +577,26 @@ def test_a_thread_that_takes_over_counts_that_step(world: World) -> None:
     assert events == ["arm", "T", boundary(), "T", "foreign", (ME, ident)]
 
 
+def test_a_thread_that_takes_over_counts_its_own_optimizer_at_once(world: World) -> None:
+    """A sanity step of the main thread's optimizer, then a pool's worker training a model of its own
+    took over (the main thread waiting for it): its optimizer was not the primary, its step no boundary,
+    and it took 3 more steps to take over as an optimizer, a window in them lost ("steps 4-5 of its
+    window passed uncounted (the optimizer SGD took over counting)"). Its optimizer counts from there."""
+    events = world.events
+    w, opt = make(sgd("Sanity"), events, "S")
+    iterate(w, opt)
+    world.controller.driver = get_ident()
+    world.controller.takes_over = True
+    uw, own = make(sgd("Own"), events, "U")
+    ident = _on_thread(lambda: [iterate(uw, own) for _ in range(2)])
+    assert events == ["arm", "S", boundary(), "U", "foreign", (ME, ident), "U", (ME, ident)]
+    assert world.steps.primary is own
+    assert (
+        "info",
+        "the optimizer Own now counts steps (the thread it steps on took over counting the steps)",
+    ) in world.log.lines
+
+
 def test_the_thread_that_steps_is_the_one_told(world: World) -> None:
     w, opt = make(sgd("Threaded"))
     ident = _on_thread(lambda: iterate(w, opt))  # no driver yet: any thread may step

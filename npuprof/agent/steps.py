@@ -155,14 +155,25 @@ class OptimizerSteps:
         """Whether this step of ``optimizer`` on thread ``me`` is a step boundary (see the class). The
         fast path (the primary, on the driving thread) is a few comparisons."""
         driver = self.controller.driver
-        if driver is not None and driver != me and not self.controller.foreign_boundary():
-            return False  # another thread drives (unless this one just took over: controller.py)
+        if driver is not None and driver != me:
+            if not self.controller.foreign_boundary():
+                return False  # another thread drives (unless this one just took over: controller.py)
+            self._thread_took_over(optimizer)
         primary = self._primary
         if primary is not None and optimizer is primary():
             if self._in_a_row:
                 self._primary_stepped()
             return True
         return self._another(optimizer)
+
+    def _thread_took_over(self, optimizer: Any) -> None:
+        """This thread took the steps over from a driving one that waits for it (its steps before counted
+        by the controller): its optimizer counts from now on, the one that counted being the waiting
+        thread's. A pool's worker training a model of its own took 3 more steps to take over as an
+        optimizer, a window in them lost ("steps 4-5 of its window passed uncounted")."""
+        primary = self.primary
+        if primary is not None and optimizer is not primary:
+            self._switch(optimizer, "the thread it steps on took over counting the steps")
 
     def _primary_stepped(self) -> None:
         if self._displaced is not None:
