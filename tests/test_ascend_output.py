@@ -1912,3 +1912,26 @@ def test_a_header_repeated_inside_a_table_is_no_row(tmp_path: Path) -> None:
     )
     assert "step_trace_time.csv: its header is repeated at line 3 (tables joined?)" in said, said
     assert "counted as 0" not in said and "no number" not in said and "'-'" not in said
+
+
+def test_negative_step_figures_count_as_0_not_into_the_steps_duration(tmp_path: Path) -> None:
+    """helper-228: a Computing of -1000 was summed into its step's duration (-1000 + 100 + 400: a step of
+    -500 µs) and shown, "a damaged table?" said beside it. A negative figure counts as 0, said; Preparing
+    may be negative (a task before the host span). In-process."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(1, 5000.0, 100.0, 400.0, -20.0), _step(2, -1000.0, 100.0, -400.0, 12.5)]
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    expected = {}
+    for row in rows:  # by hand: each of the three parts, a negative one as 0
+        parts = [float(row[c]) for c in ("Computing", "Communication(Not Overlapped)", "Free")]
+        expected[int(row["Step"])] = sum(max(p, 0.0) for p in parts)
+    summary = ascend_output.summary_of(d)
+    assert {s.step: s.duration_us for s in summary.steps} == expected == {1: 5500.0, 2: 100.0}
+    step2 = summary.steps[1]
+    assert (step2.computing_us, step2.free_us, step2.comm_not_overlapped_us) == (0.0, 0.0, 100.0)
+    assert summary.steps[0].preparing_us == -20.0
+    said = " ".join(summary.warnings)
+    assert "has negative times in Computing, Free (a damaged table?): counted as 0" in said

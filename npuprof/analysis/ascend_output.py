@@ -600,7 +600,10 @@ def _steps(
             if value is None:
                 missing.add(column)
             elif value < 0 and column != "Preparing":  # preparing is negative when a step's task starts early
+                # helper-228: a Computing of -1000 was summed into the step's duration (500 - 1000: a step
+                # of -500 µs), only "a damaged table?" said; counted as 0, as a cell of no number is
                 negative.add(column)
+                value = 0.0
             values[key] = value or 0.0
         step = _step_id(row.get("Step"))
         if step is None and (row.get("Step") or "").strip():
@@ -617,7 +620,10 @@ def _steps(
     if missing:
         warnings.append(f"{STEP_FILE} has no value for {', '.join(sorted(missing))} (counted as 0)")
     if negative:
-        warnings.append(f"{STEP_FILE} has negative times in {', '.join(sorted(negative))} (a damaged table?)")
+        warnings.append(
+            f"{STEP_FILE} has negative times in {', '.join(sorted(negative))} (a damaged table?): "
+            "counted as 0"
+        )
     if bad_steps:
         warnings.append(_bad_step_ids_note(path, "Step", bad_steps, "shown as step '-'"))
     numbers = Counter(step for step, _ in rows if step is not None)
