@@ -1935,3 +1935,35 @@ def test_negative_step_figures_count_as_0_not_into_the_steps_duration(tmp_path: 
     assert summary.steps[0].preparing_us == -20.0
     said = " ".join(summary.warnings)
     assert "has negative times in Computing, Free (a damaged table?): counted as 0" in said
+
+
+def test_tables_starting_with_two_byte_order_marks_are_read_by_their_columns(tmp_path: Path) -> None:
+    """helper-228: a table written over itself, or copied by a tool that adds its own BOM, starts with two;
+    read as UTF-8 with one, the second was text of the first column's name: kernel_details.csv had no
+    "Step Id" (every kernel in no step, the steps' starts unknown) and memory_record.csv no "Component"
+    (every pool's records mixed into one series: GE's 900 MB taken as the allocator's peak), unsaid.
+    In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    kernels = _kernels("kernel_details_2023.csv")
+    rows = [
+        ["PTA", "1699529622790600.000", 100.0, 200.0, 100.0, 0, "NPU:0"],
+        ["GE", "1699529622790601.000", 900.0, 900.0, 900.0, 0, "NPU:0"],
+        ["PTA", "1699529622790700.000", 150.0, 200.0, 150.0, 0, "NPU:0"],
+    ]
+    _memory_record(out, rows)
+    bom = "\ufeff".encode()
+    for name in ("kernel_details.csv", "memory_record.csv", "step_trace_time.csv"):
+        raw = (out / name).read_bytes()
+        (out / name).write_bytes(bom * 2 + raw.removeprefix(bom))
+    summary = ascend_output.summary_of(d)
+    # by hand: the step's first task, less its Preparing; the step of each kernel as written
+    first = min(float(k["Start Time(us)"]) for k in kernels if k["Step Id"] == "1")
+    (step,) = summary.steps
+    assert step.start_us == round(first - 12.5, 3)
+    assert {k.step for k in summary.top_kernels} == {int(k["Step Id"]) for k in kernels} == {1}
+    assert summary.device_id == 0
+    assert summary.memory == {"peak_allocated_mb": 150.0, "peak_reserved_mb": 200.0}  # PTA's alone
+    assert not [w for w in summary.warnings if "no start time" in w or "no number" in w]

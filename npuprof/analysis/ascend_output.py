@@ -171,11 +171,20 @@ def _lacking(path: Path, columns: tuple[str, ...]) -> str:
     file is not there or cannot be read: said where it is read)."""
     try:
         with _open_table(path) as handle:
-            header = next(csv.reader(handle), [])
+            header = _header(next(csv.reader(handle), []))
     except (OSError, csv.Error):
         return ""
     missing = [c for c in columns if c not in header]
     return ", ".join(repr(c) for c in missing)
+
+
+def _header(cells: list[str]) -> list[str]:
+    """A table's first row as its header, without the byte order marks in front of its first cell: the file
+    is read as UTF-8 with one BOM (utf-8-sig), and a table written over itself, or copied by a tool that adds
+    its own, starts with two, the second read as text of the first column's name (helper-228:
+    kernel_details.csv had no "Step Id", every kernel in no step; memory_record.csv no "Component", every
+    pool's records one series; unsaid; docs/formats.md)."""
+    return [cells[0].lstrip("\ufeff"), *cells[1:]] if cells else cells
 
 
 def _open_table(path: Path) -> TextIO:
@@ -223,6 +232,7 @@ def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str 
         with _open_table(path) as handle:
             reader = csv.reader(lines(handle))
             header = next(reader, None)
+            header = None if header is None else _header(header)
             start = reader.line_num + 1
             record.clear()
             for cells in reader if header is not None else ():
