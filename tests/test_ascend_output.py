@@ -1967,3 +1967,45 @@ def test_tables_starting_with_two_byte_order_marks_are_read_by_their_columns(tmp
     assert summary.device_id == 0
     assert summary.memory == {"peak_allocated_mb": 150.0, "peak_reserved_mb": 200.0}  # PTA's alone
     assert not [w for w in summary.warnings if "no start time" in w or "no number" in w]
+
+
+def test_times_past_an_int64_of_nanoseconds_are_left_out_and_said_with_their_lines(tmp_path: Path) -> None:
+    """helper-228: torch_npu's times are int64 ns; a memory record at 9.3e15 µs became a raw event of 9.3e18
+    ns in memory-timeline's output (past the int64 torch's raw events hold), and a kernel starting there was
+    read as the step's first task. Such rows are left out, said with their lines. In-process."""
+    from npuprof.analysis import ascend_output
+    from npuprof.reports import memory_timeline
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    kernels = _kernels("kernel_details_2023.csv")
+    header = list(kernels[0])
+    kernels[0]["Start Time(us)"] = "9300000000000000.5"
+    kernels[3]["Duration(us)"] = "9223372036854775.9"  # rounds to a float below 2**63 ns, the text past it
+    with open(out / "kernel_details.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, header)
+        w.writeheader()
+        w.writerows(kernels)
+    rows = [
+        ["PTA", "1699529622790600.125", 100.0, 200.0, 100.0, 0, "NPU:0"],
+        ["PTA", "9300000000000000.5", 900.0, 900.0, 900.0, 0, "NPU:0"],
+        ["PTA", "1699529622790700.000", 150.0, 200.0, 150.0, 0, "NPU:0"],
+    ]
+    _memory_record(out, rows)
+    data = memory_timeline.from_memory_record(out / "memory_record.csv")
+    kept = [r for r in rows if float(r[1]) < 2**63 / 1000]
+    assert [event[0] for event in data.raw] == [
+        int(r[1].replace(".", "")) * 10 ** (3 - len(r[1].split(".")[1])) for r in kept
+    ]
+    assert data.max_allocated == round(150.0 * 2**20)
+    past = "have a 'Timestamp(us)' past 9.2e+15 µs (beyond 2**63 ns: no clock's time; a damaged file?)"
+    assert f"memory_record.csv: 1 row(s) {past}: left out of the memory figures (line 3)" in data.origin
+    summary = ascend_output.summary_of(d)
+    # by hand: the step starts at its first task that is a time, less its Preparing
+    first = min(float(k["Start Time(us)"]) for k in kernels[1:] if k["Step Id"] == "1")
+    assert summary.steps[0].start_us == round(first - 12.5, 3)
+    assert summary.memory == {"peak_allocated_mb": 150.0, "peak_reserved_mb": 200.0}
+    assert sum(k.count for k in summary.kernel_totals) == len(kernels) - 2
+    said = " ".join(summary.warnings)
+    assert "kernel_details.csv: 2 row(s) have a 'Start Time(us)' or 'Duration(us)' past 9.2e+15 µs" in said
+    assert "left out of the top kernels and the steps' starts (line 2, 5)" in said

@@ -417,6 +417,19 @@ class _Damage:
 # MB a zettabyte. A cell beyond it is damage: read, two such (1e308) summed to inf, which analyse's JSON wrote
 # as Infinity, no JSON at all to a strict reader (helper-200)
 MAX_CELL = 1e18
+# torch_npu's times are int64 nanoseconds, written as µs: none is past 2**63 ns (9.223e15 µs, the year 2262).
+# A time or duration cell past this bound (below it, whatever a float of the cell rounds to) is damage, left
+# out and said (helper-228: a memory record at 9.3e15 µs became a raw event of 9.3e18 ns, past the int64
+# that torch's raw memory events hold; docs/formats.md)
+MAX_TIME_US = 9.2e15
+
+
+def _past_time_note(name: str, columns: str, lines: list[int], then: str) -> str:
+    """What is said of the rows left out for a time past MAX_TIME_US in ``columns``."""
+    return (
+        f"{name}: {len(lines)} row(s) have a {columns} past {MAX_TIME_US:.2g} µs (beyond 2**63 ns: no "
+        f"clock's time; a damaged file?): left out of {then} (line {_lines(lines)})"
+    )
 
 
 def _number(text: str | None) -> float | None:
@@ -529,7 +542,7 @@ def _kernels(
     the start or the duration (``N/A``, a damaged cell, a row cut short), how many rows had fewer
     cells than the header, the Step Id cells that were neither empty nor a step number, and what is said
     of the rows damaged past reading (:class:`_Damage`: left out)."""
-    kernels, unreadable, short, bad_steps = [], 0, 0, []
+    kernels, unreadable, short, bad_steps, past = [], 0, 0, [], []
     # helper-202: a quote not closed on its line took the lines after it into one cell (their kernels lost,
     # said as a row cut short), bytes that are no UTF-8 gave a kernel a name of U+FFFD, unsaid
     damage = _Damage(KERNEL_FILE, read=("Step Id", "Start Time(us)", "Duration(us)"))
@@ -542,6 +555,9 @@ def _kernels(
         if _is_short(row):
             short += 1
         start, duration = _number(row.get("Start Time(us)")), _number(row.get("Duration(us)"))
+        if (start is not None and start > MAX_TIME_US) or (duration is not None and duration > MAX_TIME_US):
+            past.append(line)
+            continue
         # helper-217: a negative start (before 1970) was read, the step then starting there, unsaid
         if start is None or duration is None or start < 0 or duration < 0:
             unreadable += 1
@@ -551,7 +567,10 @@ def _kernels(
             bad_steps.append((row.get("Step Id") or "").strip())
         kernels.append((step, row.get("Name") or "", start, duration))
     then = "the top kernels and the steps' starts"
-    return kernels, unreadable, short, bad_steps, [*damage.notes(then), *shape.notes(then)]
+    notes = [*damage.notes(then), *shape.notes(then)]
+    if past:
+        notes.append(_past_time_note(KERNEL_FILE, "'Start Time(us)' or 'Duration(us)'", past, then))
+    return kernels, unreadable, short, bad_steps, notes
 
 
 def _steps(
@@ -856,6 +875,7 @@ def _allocator_rows(
     else the first it lists (components are pools of their own: their totals are never mixed)."""
     rows: dict[str, list[tuple[str, str, float, float, float | None]]] = {}
     impossible = unread = 0
+    past: list[int] = []
     # helper-202: a quote not closed on its line took the lines after it into one cell, their records lost
     # (said as one row of no number); bytes that are no UTF-8 in a Component put a record in a pool of its
     # own, left out unsaid. Component and Device Type are keys the records are counted under: read as figures
@@ -880,6 +900,9 @@ def _allocator_rows(
         if t is None or t < 0 or allocated is None:
             unread += 1
             continue
+        if t > MAX_TIME_US:
+            past.append(line)
+            continue
         component, reserved = row.get("Component") or "", _size(row.get("Total Reserved(MB)"))
         if not 0 <= allocated <= MAX_DEVICE_MB or (
             reserved is not None and not 0 <= reserved <= MAX_DEVICE_MB
@@ -889,6 +912,8 @@ def _allocator_rows(
         rows.setdefault(component, []).append((row.get("Device Type") or "", text, t, allocated, reserved))
     component = next((c for c in ALLOCATOR_COMPONENTS if c in rows), next(iter(rows), ""))
     notes = [*damage.notes("the memory figures"), *shape.notes("the memory figures")]
+    if past:
+        notes.append(_past_time_note(MEMORY_FILE, "'Timestamp(us)'", past, "the memory figures"))
     return component, rows.get(component, []), impossible, unread, notes
 
 
