@@ -413,3 +413,36 @@ def test_export_stacks_says_the_complete_events_without_a_time_it_left_out(tmp_p
     assert sorted(n for n in kept if n.startswith("aten::")) == sorted(
         e["name"] for e in written if e["name"].startswith("aten::")
     )
+
+
+def test_times_whose_epoch_nanoseconds_pass_an_int64_are_damaged_events(tmp_path: Path) -> None:
+    """helper-228: a ts of 9.3e15 µs was within the bound (1e18 µs) but not its nanoseconds: with Kineto's
+    base added they wrapped past 2**63, and kernel_details.csv said the kernel started at
+    -9146744073709451.616; a dur of 3e15 µs (95 years) was a kernel's. A ts past 2**62 ns and a dur past
+    2**61 ns are damaged events, left out and said (docs/formats.md, "Damaged events")."""
+    import csv
+
+    from analyse_support.handmade import cuda_trace
+
+    base = 1_700_000_000_000_000_000
+    trace = {**cuda_trace(), "baseTimeNanoseconds": base}
+    trace["traceEvents"] += [
+        {**x("kernel_late", "kernel", 0, 5, pid=0, tid=7, stream=7, device=0), "ts": 9.3e15},
+        x("kernel_long", "kernel", 1600, 3e15, pid=0, tid=7, stream=7, device=0),
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    outcome = parse_rank_dir(rank_dir, workers=1)
+    assert outcome.ok, outcome
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    # by hand: each kernel's epoch start, its trace time (µs) plus the base, to the ns
+    lost = ("kernel_late", "kernel_long")
+    kept = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["name"] not in lost]
+    expected = sorted(f"{q}.{r:03d}" for q, r in (divmod(round(e["ts"] * 1000) + base, 1000) for e in kept))
+    with open(out / "kernel_details.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(r["Start Time(us)"] for r in rows) == expected
+    summary = json.loads((out / SUMMARY).read_text())
+    (note,) = [w for w in summary["warnings"] if "damaged" in w]
+    assert note.startswith("2 damaged event(s) left out (Expected `float` <= "), note
+    steps = {s["step"]: (s["computing_us"], s["communication_us"], s["free_us"]) for s in summary["steps"]}
+    assert steps == {1: (300.0, 250.0, 500.0), 2: (100.0, 200.0, 700.0)}  # cuda_trace's docstring

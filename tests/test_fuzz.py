@@ -370,8 +370,8 @@ TYPED_FIELDS = {
     "ph": st.sampled_from(["X", "X", "X", "i", "I", "M", "s", "f", "t", "B", ""]),
     "cat": st.sampled_from(CATS),
     "name": st.sampled_from(NAMES) | st.text(max_size=6),
-    "ts": st.floats(-10, 3000) | st.sampled_from([0.0, 1e17, -1e17]),
-    "dur": st.floats(-10, 1500) | st.sampled_from([0.0, 1e17]),
+    "ts": st.floats(-10, 3000) | st.sampled_from([0.0, 4e15, -4e15]),  # huge, within trace_loader.TIME_LIMIT
+    "dur": st.floats(-10, 1500) | st.sampled_from([0.0, 2e15]),  # huge, within its DURATION_LIMIT
     "pid": st.sampled_from([0, 100, 101, "Spans", "stream 7"]),
     "tid": st.sampled_from([0, 7, 100, 101, "stream 7"]),
     "id": SMALL_INTS | st.text(max_size=3),

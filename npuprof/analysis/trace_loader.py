@@ -118,12 +118,17 @@ _STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the
 _RETRY_EVERY = 32  # ... and the decoder again every this many chunks (a later part of the trace may fit)
 
 
-# A time (µs) beyond ~31,700 years is no time a profiler wrote; bounding it keeps every sum and product of
-# the tables finite (1e308 + 1e308 would be inf, which JSON cannot hold).
-TIME_LIMIT = 1e18
-Time = Annotated[float, msgspec.Meta(ge=-TIME_LIMIT, le=TIME_LIMIT)]
+# A time (µs) beyond ~146 years from its clock's zero is no time a profiler wrote; bounding it keeps every sum
+# and product of the tables finite (1e308 + 1e308 would be inf, which JSON cannot hold) and the tables' epoch
+# nanoseconds within an int64 (docs/formats.md, "Damaged events"): a ts of 2**62 ns at most, plus Kineto's
+# baseTimeNanoseconds (below 2**62: tables.base_ns_of), and a dur of 2**61 ns at most. helper-228: a ts of
+# 9.3e15 µs was read (the bound was 1e18 µs) and written to kernel_details.csv as -9146744073709451.616,
+# its nanoseconds wrapped past 2**63; a dur past 9.2e15 µs became 0 ns.
+TIME_LIMIT = (1 << 62) / 1000  # µs, for a ts: 4.6e15, the year 2116 as an epoch time
+DURATION_LIMIT = (1 << 61) / 1000  # µs, for a dur: 73 years
+Time = Annotated[float, msgspec.Meta(ge=-DURATION_LIMIT, le=DURATION_LIMIT)]
 # a ts as decoded: a number, or torch_npu's string (turned into a number by TraceReader before use)
-TimeOrText = Time | str
+TimeOrText = Annotated[float, msgspec.Meta(ge=-TIME_LIMIT, le=TIME_LIMIT)] | str
 # The value of a ts or dur the event does not have: -0.0, equal to 0.0 in every sum and comparison (so
 # nothing changes for a reader that does not ask), told apart by its sign (``no_time``). No profiler writes
 # "-0" for a time.
