@@ -2009,3 +2009,35 @@ def test_times_past_an_int64_of_nanoseconds_are_left_out_and_said_with_their_lin
     said = " ".join(summary.warnings)
     assert "kernel_details.csv: 2 row(s) have a 'Start Time(us)' or 'Duration(us)' past 9.2e+15 µs" in said
     assert "left out of the top kernels and the steps' starts (line 2, 5)" in said
+
+
+def test_tasks_longer_than_their_whole_step_are_said_with_their_lines(tmp_path: Path) -> None:
+    """helper-228: a kernel_details.csv task of 1e12 µs (11 days) was the top kernel of a step of 2.9 s,
+    unsaid. torch_npu's step holds its tasks whole (docs/formats.md, "Step breakdown"): a task longer than
+    its step (Computing + Communication(Not Overlapped) + Free) says one table is damaged or of another
+    capture. Which is not known: the task is counted as written, said with its line. In-process."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(19, 2_000_000.0, 0.0, 900_000.0, 12.5)]
+    d = _rank_dir(tmp_path, 0, "kernel_details_2025.csv", steps)
+    assert not [w for w in ascend_output.summary_of(d).warnings if "longer than" in w]  # the real table
+    kernels = _kernels("kernel_details_2025.csv")
+    kernels[2]["Duration(us)"] = "1e12"
+    kernels[5]["Duration(us)"] = "2900001.5"  # 1.5 µs longer than the step
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(kernels[0]))
+        w.writeheader()
+        w.writerows(kernels)
+    summary = ascend_output.summary_of(d)
+    # by hand: every task counted as written
+    totals: dict[str, float] = {}
+    for k in kernels:
+        totals[k["Name"]] = totals.get(k["Name"], 0.0) + float(k["Duration(us)"])
+    assert {k.name: k.total_us for k in summary.kernel_totals} == {n: round(t, 3) for n, t in totals.items()}
+    (said,) = [w for w in summary.warnings if "longer than" in w]
+    assert said == (
+        "kernel_details.csv: 2 task(s) last longer than their whole step in step_trace_time.csv (Computing + "
+        f"Communication(Not Overlapped) + Free; the longest: {kernels[2]['Name']!r}, 1000000000000 µs in "
+        "step 19 of 2900000 µs, line 4): one of the two tables is damaged or of another capture; their "
+        "durations are counted as written (line 4, 7)"
+    )

@@ -97,10 +97,10 @@ def summary_of(rank_dir: Path) -> Summary:
     warnings: list[str] = [PARSED_BY_TORCH_NPU]
     lacking = _lacking(out / KERNEL_FILE, KERNEL_COLUMNS)
     kernels: list[tuple[int | None, str, float, float]] = []
-    unreadable, damaged = 0, []
+    unreadable, damaged, kernel_lines = 0, [], []
     if (out / KERNEL_FILE).is_file() and not lacking:
         try:
-            kernels, unreadable, short, bad_steps, damaged = _kernels(out / KERNEL_FILE)
+            kernels, unreadable, short, bad_steps, damaged, kernel_lines = _kernels(out / KERNEL_FILE)
             warnings.extend(damaged)
             if cut := _cut_short(out / KERNEL_FILE, short):
                 warnings.append(cut)
@@ -123,7 +123,9 @@ def summary_of(rank_dir: Path) -> Summary:
         )
     elif not kernels and not damaged:
         warnings.append(f"no {KERNEL_FILE} rows: no top kernels")
-    steps, device_id = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
+    steps, device_id, whole = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
+    if longer := _longer_than_their_step(kernels, kernel_lines, whole):
+        warnings.append(longer)
     memory_rows: list[tuple[float, float, float | None]] = []
     operators: list[TopOperator] = []
     try:
@@ -537,12 +539,12 @@ def _cut_short(path: Path, short_rows: int, then: str = "its last figures may be
 
 def _kernels(
     path: Path,
-) -> tuple[list[tuple[int | None, str, float, float]], int, int, list[str], list[str]]:
+) -> tuple[list[tuple[int | None, str, float, float]], int, int, list[str], list[str], list[int]]:
     """(step, name, start epoch µs, duration µs) of each device task, how many rows had no number for
     the start or the duration (``N/A``, a damaged cell, a row cut short), how many rows had fewer
-    cells than the header, the Step Id cells that were neither empty nor a step number, and what is said
-    of the rows damaged past reading (:class:`_Damage`: left out)."""
-    kernels, unreadable, short, bad_steps, past = [], 0, 0, [], []
+    cells than the header, the Step Id cells that were neither empty nor a step number, what is said
+    of the rows damaged past reading (:class:`_Damage`: left out), and the line of each task."""
+    kernels, unreadable, short, bad_steps, past, lines = [], 0, 0, [], [], []
     # helper-202: a quote not closed on its line took the lines after it into one cell (their kernels lost,
     # said as a row cut short), bytes that are no UTF-8 gave a kernel a name of U+FFFD, unsaid
     damage = _Damage(KERNEL_FILE, read=("Step Id", "Start Time(us)", "Duration(us)"))
@@ -566,16 +568,48 @@ def _kernels(
         if step is None and (row.get("Step Id") or "").strip():  # helper-201: "1.5" was in no step, unsaid
             bad_steps.append((row.get("Step Id") or "").strip())
         kernels.append((step, row.get("Name") or "", start, duration))
+        lines.append(line)
     then = "the top kernels and the steps' starts"
     notes = [*damage.notes(then), *shape.notes(then)]
     if past:
         notes.append(_past_time_note(KERNEL_FILE, "'Start Time(us)' or 'Duration(us)'", past, then))
-    return kernels, unreadable, short, bad_steps, notes
+    return kernels, unreadable, short, bad_steps, notes, lines
+
+
+# how much longer than its step a task may be, for the tables' rounding (to 0.001 or 0.01 µs each)
+STEP_SLACK_US = 1.0
+
+
+def _longer_than_their_step(
+    kernels: list[tuple[int | None, str, float, float]], lines: list[int], whole: dict[int, float]
+) -> str:
+    """What is said of the tasks that last longer than their whole step (``whole``: the step table's
+    duration of each step whose three parts it wrote as numbers), else "". torch_npu's step runs from its
+    first task to the later of its last task's end and its host span's end (docs/formats.md, "Step
+    breakdown"): no task of the step is longer. One of the two tables is damaged or not of this capture,
+    and which is not known: the tasks are kept, said (helper-228: a duration of 1e12 µs was the top kernel
+    of a step of 5.5 ms, unsaid)."""
+    longer = [
+        (duration, line, step, name)
+        for (step, name, _start, duration), line in zip(kernels, lines, strict=True)
+        if step in whole and duration > whole[step] + STEP_SLACK_US
+    ]
+    if not longer:
+        return ""
+    duration, line, step, name = max(longer, key=lambda k: (k[0], -k[1]))
+    return (
+        f"{KERNEL_FILE}: {len(longer)} task(s) last longer than their whole step in {STEP_FILE} (Computing + "
+        f"Communication(Not Overlapped) + Free; the longest: {name!r}, {duration:.15g} µs in step {step} of "
+        f"{whole[step]:.15g} µs, line {line}): one of the two tables is damaged or of another capture; their "
+        f"durations are counted as written (line {_lines(sorted(k[1] for k in longer))})"
+    )
 
 
 def _steps(
     path: Path, kernels: list[tuple[int | None, str, float, float]], trace_view: Path, warnings: list[str]
-) -> tuple[list[dict[str, Any]], int | None]:
+) -> tuple[list[dict[str, Any]], int | None, dict[int, float]]:
+    """The steps of the step table, its device id, and the duration of each step whose Computing,
+    Communication(Not Overlapped) and Free it wrote as numbers, none negative (the longest of its rows)."""
     if not path.is_file():
         hint = (
             f"; its trace can be analysed on its own: npuprof analyse {trace_view}"
@@ -598,6 +632,7 @@ def _steps(
         if start < first_task.get(step, math.inf):
             first_task[step] = start
     rows, device_id, missing, negative, bad_steps, short = [], None, set(), set(), [], 0
+    whole: dict[int, float] = {}
     # helper-201: a quote not closed on its line read the lines after it into one cell, the steps there
     # vanishing, said only as "no value for Preparing"; a line of bytes that are no UTF-8 was a step "-" of
     # zeros. Every cell of the table is a figure: a row with either is left out
@@ -615,7 +650,7 @@ def _steps(
             continue
         if device_id is None:
             device_id = _step_id(row.get("Device_id"))
-        values = {}
+        values, parts = {}, 0
         for key, column in (
             ("computing_us", "Computing"),
             ("comm_not_overlapped_us", "Communication(Not Overlapped)"),
@@ -633,11 +668,16 @@ def _steps(
                 # of -500 µs), only "a damaged table?" said; counted as 0, as a cell of no number is
                 negative.add(column)
                 value = 0.0
+            elif column in _STEP_PARTS:
+                parts += 1
             values[key] = value or 0.0
         step = _step_id(row.get("Step"))
         if step is None and (row.get("Step") or "").strip():
             bad_steps.append(row["Step"].strip())
         rows.append((step, values))
+        if step is not None and parts == len(_STEP_PARTS):
+            duration = values["computing_us"] + values["comm_not_overlapped_us"] + values["free_us"]
+            whole[step] = max(whole.get(step, 0.0), duration)
     damaged = [*damage.notes("the steps"), *shape.notes("the steps")]
     warnings.extend(damaged)
     cut = _cut_short(path, short, "left out of the steps")
@@ -694,7 +734,10 @@ def _steps(
                 s["start_us"] = s[_WINDOW] = UNKNOWN_START  # and no memory peak
     for s in steps:
         s["start_us"] = round(s["start_us"], 3)
-    return steps, device_id
+    return steps, device_id, whole
+
+
+_STEP_PARTS = ("Computing", "Communication(Not Overlapped)", "Free")  # what a step's duration is made of
 
 
 def _profiler_steps(trace_view: Path) -> dict[int, tuple[float, float]]:
