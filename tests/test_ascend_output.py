@@ -2041,3 +2041,20 @@ def test_tasks_longer_than_their_whole_step_are_said_with_their_lines(tmp_path: 
         "step 19 of 2900000 µs, line 4): one of the two tables is damaged or of another capture; their "
         "durations are counted as written (line 4, 7)"
     )
+
+
+def test_a_preparing_that_puts_its_steps_start_before_1970_leaves_that_start_unknown(tmp_path: Path) -> None:
+    """helper-228: a Preparing of 1e17 µs (a damaged cell) started its step at -9.8e16 µs, before 1970, and
+    one of -1e16 µs in the year 2340; both starts were compared across ranks, unsaid. Such a start is not
+    known (as a step's without a task), said; the other steps' are first task less Preparing. In-process."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(1, 5000.0, 100.0, 400.0, 1e17), _step(1, 5000.0, 100.0, 400.0, -1e16)]
+    steps.append(_step(1, 5000.0, 100.0, 400.0, 12.5))
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    summary = ascend_output.summary_of(d)
+    first = min(float(k["Start Time(us)"]) for k in _kernels("kernel_details_2023.csv"))
+    assert [s.start_us for s in summary.steps] == [-0.0, -0.0, round(first - 12.5, 3)]
+    assert [math.copysign(1, s.start_us) for s in summary.steps[:2]] == [-1, -1]  # UNKNOWN_START
+    said = " ".join(summary.warnings)
+    assert "step_trace_time.csv: the Preparing of step(s) [1, 1] puts their start before 1970 or past" in said

@@ -702,7 +702,7 @@ def _steps(
     host_spans = None
     if any(step not in first_task for step, _ in rows):
         host_spans = _profiler_steps(trace_view)
-    steps = []
+    steps, misplaced = [], []
     for step, values in rows:
         duration = values["computing_us"] + values["comm_not_overlapped_us"] + values["free_us"]
         if step in first_task:
@@ -710,6 +710,11 @@ def _steps(
             # torch_npu's window runs from the first task to the later of the last task's end and the host
             # span's end (docs/formats.md): from the host step's start to there, the step's memory window
             window_end = first_task[step] + duration
+            if not 0 <= start <= MAX_TIME_US:
+                # helper-228: a Preparing of 1e17 µs started the step at -9.8e16 µs (before 1970), that
+                # start compared across ranks, unsaid
+                misplaced.append(step)
+                start = window_end = UNKNOWN_START  # and no memory peak
         elif host_spans and step in host_spans:
             start, window_end = host_spans[step]
         else:
@@ -722,6 +727,12 @@ def _steps(
                 **values,
                 _WINDOW: window_end,
             }
+        )
+    if misplaced:
+        warnings.append(
+            f"{STEP_FILE}: the Preparing of step(s) {misplaced} puts their start before 1970 or past "
+            f"{MAX_TIME_US:.2g} µs (a damaged table?): their start (skew across ranks, memory peak) is not "
+            "known"
         )
     unknown = [s["step"] for s in steps if math.isnan(s["start_us"])]
     if unknown:
