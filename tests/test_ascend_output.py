@@ -2058,3 +2058,28 @@ def test_a_preparing_that_puts_its_steps_start_before_1970_leaves_that_start_unk
     assert [math.copysign(1, s.start_us) for s in summary.steps[:2]] == [-1, -1]  # UNKNOWN_START
     said = " ".join(summary.warnings)
     assert "step_trace_time.csv: the Preparing of step(s) [1, 1] puts their start before 1970 or past" in said
+
+
+def test_json_files_starting_with_two_byte_order_marks_are_read(tmp_path: Path) -> None:
+    """helper-228: communication.json written over itself (two BOMs in front) was "unreadable (Expecting
+    value: line 1 column 1 (char 0))", its totals lost, and profiler_metadata.json's world size unread. The
+    BOMs in front are dropped, as the CSV tables'. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    op = {
+        "Communication Time Info": {"Elapse Time(ms)": 1.5},
+        "Communication Bandwidth Info": {
+            "HCCS": {"Transit Size(MB)": 2.0},
+            "RDMA": {"Transit Size(MB)": 0.5},
+        },
+    }
+    data = {"step1": {"collective": {"a": op, "b": op}}}
+    bom = "\ufeff".encode()
+    (out / "communication.json").write_bytes(bom * 2 + json.dumps(data).encode())
+    (d / "profiler_metadata.json").write_bytes(bom * 2 + b'{"distributed_args": {"world_size": 8}}')
+    summary = ascend_output.summary_of(d)
+    assert summary.communication == {"operators": 2, "time_us": 2 * 1.5 * 1000, "size_mb": 2 * (2.0 + 0.5)}
+    assert summary.world_size == 8
+    assert not [w for w in summary.warnings if "communication.json" in w]

@@ -196,8 +196,17 @@ def _open_table(path: Path) -> TextIO:
 
 
 def _table_bytes(path: Path) -> bytes:
+    """A JSON file of torch_npu's, without the byte order marks in front: json reads one, and a file written
+    over itself has two (helper-228: communication.json was "unreadable (Expecting value: line 1 column 1)",
+    its totals lost; as :func:`_header`)."""
     with open(layout.open_regular(path), "rb") as handle:
-        return handle.read()
+        data = handle.read()
+    while data.startswith(BOM):
+        data = data[len(BOM) :]
+    return data
+
+
+BOM = "\ufeff".encode()
 
 
 # the longest cell read: csv's default (128 KiB) refused a table whose quote left open took more text than
