@@ -2083,3 +2083,35 @@ def test_json_files_starting_with_two_byte_order_marks_are_read(tmp_path: Path) 
     assert summary.communication == {"operators": 2, "time_us": 2 * 1.5 * 1000, "size_mb": 2 * (2.0 + 0.5)}
     assert summary.world_size == 8
     assert not [w for w in summary.warnings if "communication.json" in w]
+
+
+def test_cells_of_underscores_or_other_scripts_digits_are_no_number(tmp_path: Path) -> None:
+    """helper-228: float() read a kernel's Duration(us) "1_000" as 1000, a step's Computing "５０００" (full
+    width) as 5000 and a record's Total Allocated(MB) "١٠٠" (Arabic-Indic) as 100, where the trace reader
+    refuses "1_000" as a time: no writer of these tables makes them. They are cells of no number, said.
+    In-process."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(1, 5000.0, 100.0, 400.0, 12.5)]
+    steps[0][2] = "５０００"
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    kernels = _kernels("kernel_details_2023.csv")
+    kernels[0]["Duration(us)"] = "1_000"
+    with open(out / "kernel_details.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(kernels[0]))
+        w.writeheader()
+        w.writerows(kernels)
+    rows = [
+        ["PTA", "1699529622790600.000", "١٠٠", 200.0, 100.0, 0, "NPU:0"],
+        ["PTA", "1699529622790700.000", 50.0, 200.0, 50.0, 0, "NPU:0"],
+    ]
+    _memory_record(out, rows)
+    summary = ascend_output.summary_of(d)
+    assert summary.steps[0].duration_us == 100.0 + 400.0  # Computing counted as 0, said
+    assert summary.events == len(kernels) - 1
+    assert summary.memory == {"peak_allocated_mb": 50.0, "peak_reserved_mb": 200.0}
+    said = " ".join(summary.warnings)
+    assert "step_trace_time.csv has no value for Computing (counted as 0)" in said
+    assert f"kernel_details.csv: 1 of its {len(kernels)} rows have no number for 'Start Time(us)'" in said
+    assert "memory_record.csv: 1 row(s) have no number for 'Timestamp(us)' or 'Total Allocated(MB)'" in said

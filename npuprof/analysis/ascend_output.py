@@ -449,17 +449,27 @@ def _number(text: str | None) -> float | None:
     if text is None:
         return None
     try:
-        value = float(text.strip())
+        value = _float(text)
     except ValueError:
         return None
     return value if abs(value) <= MAX_CELL else None
+
+
+def _float(text: str) -> float:
+    """A cell's number as torch_npu writes one: ASCII, no "_". float() also takes "1_000" (1000) and digits
+    of other scripts ("１２３", "١٢٣": 123), which no writer of these tables makes: damage, read as a figure
+    (helper-228; trace times refuse them too, docs/formats.md). ValueError for any other text."""
+    text = text.strip()
+    if not text.isascii() or "_" in text:
+        raise ValueError(text)
+    return float(text)
 
 
 def _size(text: str | None) -> float | None:
     """A memory size cell as a finite float, however large (sizes no device has are told apart from cells
     that are no number, and said: MAX_DEVICE_MB)."""
     try:
-        value = float((text or "").strip())
+        value = _float(text or "")
     except ValueError:
         return None
     return value if math.isfinite(value) else None
