@@ -2115,3 +2115,33 @@ def test_cells_of_underscores_or_other_scripts_digits_are_no_number(tmp_path: Pa
     assert "step_trace_time.csv has no value for Computing (counted as 0)" in said
     assert f"kernel_details.csv: 1 of its {len(kernels)} rows have no number for 'Start Time(us)'" in said
     assert "memory_record.csv: 1 row(s) have no number for 'Timestamp(us)' or 'Total Allocated(MB)'" in said
+
+
+def test_a_byte_order_mark_starting_a_row_is_dropped_and_said(tmp_path: Path) -> None:
+    """helper-228: a table joined after another without its header (`cat` of two files, the second's BOM
+    kept) had a row starting with a BOM: memory_record.csv's "\\ufeffPTA" was a pool of its own, its 900 MB
+    record left out unsaid (peak 100 MB); a kernel's Step Id "\\ufeff1" was in no step. The BOM is dropped,
+    the row read, said. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    rows = [
+        ["PTA", "1699529622790600.000", 100.0, 200.0, 100.0, 0, "NPU:0"],
+        ["PTA", "1699529622790700.000", 900.0, 950.0, 900.0, 0, "NPU:0"],
+    ]
+    _memory_record(out, rows)
+    for name in ("memory_record.csv", "kernel_details.csv"):
+        lines = (out / name).read_text(encoding="utf-8-sig").splitlines(keepends=True)
+        lines[2] = "\ufeff" + lines[2]  # the row of line 3
+        (out / name).write_text("".join(lines), encoding="utf-8")
+    summary = ascend_output.summary_of(d)
+    kernels = _kernels("kernel_details_2023.csv")
+    assert summary.memory == {"peak_allocated_mb": 900.0, "peak_reserved_mb": 950.0}
+    # by hand: every kernel in its step, Step Id as written
+    assert sum(k.count for k in summary.top_kernels if k.step is None) == 0
+    assert summary.events == len(kernels)
+    said = " ".join(summary.warnings)
+    for name in ("memory_record.csv", "kernel_details.csv"):
+        assert f"{name}: a byte order mark starts line 3 (tables joined?): dropped, the row read" in said
+    assert "no step number" not in said

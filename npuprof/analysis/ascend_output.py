@@ -259,9 +259,16 @@ def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str 
                 # DictReader skips blank lines; a row of empty cells is one too (a spreadsheet saves its blank
                 # rows so: helper-217, read as a step '-' of 0 ms, an operator named "", a damaged record)
                 # helper-217: two tables joined (the second's header, its BOM kept, was a step '-' of 0 ms)
-                if cells[:1] and [cells[0].lstrip("\ufeff"), *cells[1:]] == header:
+                # a BOM at a row's start: a table joined after another, without its header (helper-228:
+                # memory_record.csv's "\ufeffPTA" was a pool of its own, its records left out unsaid)
+                bom = bool(cells) and cells[0].startswith("\ufeff")
+                if bom:
+                    cells[0] = cells[0].lstrip("\ufeff")
+                if cells[:1] and cells == header:
                     damage.headers.append(start)
                 elif any(cells):
+                    if bom:
+                        damage.boms.append(start)
                     row: dict[str | None, Any] = dict(zip(header, cells, strict=False))
                     if len(cells) > len(header):
                         row[None] = cells[len(header) :]
@@ -344,6 +351,7 @@ class _Damage:
         self._split = False  # the last row ended inside a cell of lines a quote left open split
         self.read_to = 0  # the line of the row whose cell past CELL_LIMIT ended the reading (_numbered_rows)
         self.headers: list[int] = []  # lines that repeat the header (_numbered_rows)
+        self.boms: list[int] = []  # lines of rows a byte order mark starts (_numbered_rows)
 
     def leaves_out(self, line: int, row: dict[str | None, Any], kind: int = LOOK) -> bool:
         """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`);
@@ -409,6 +417,11 @@ class _Damage:
             notes.append(
                 f"{self.name}: its header is repeated at line {_lines(self.headers)} (tables joined?): not "
                 "read as a row"
+            )
+        if self.boms:
+            notes.append(
+                f"{self.name}: a byte order mark starts line {_lines(self.boms)} (tables joined?): dropped, "
+                "the row read"
             )
         if self.not_text:
             notes.append(
