@@ -2045,11 +2045,12 @@ def test_tasks_longer_than_their_whole_step_are_said_with_their_lines(tmp_path: 
 
 def test_a_preparing_that_puts_its_steps_start_before_1970_leaves_that_start_unknown(tmp_path: Path) -> None:
     """helper-228: a Preparing of 1e17 µs (a damaged cell) started its step at -9.8e16 µs, before 1970, and
-    one of -1e16 µs in the year 2340; both starts were compared across ranks, unsaid. Such a start is not
+    one of -1e16 µs in the year 2340 (here 2e15 and -8e15: figures past 9.2e15 µs count as 0, said); both
+    starts were compared across ranks, unsaid. Such a start is not
     known (as a step's without a task), said; the other steps' are first task less Preparing. In-process."""
     from npuprof.analysis import ascend_output
 
-    steps = [_step(1, 5000.0, 100.0, 400.0, 1e17), _step(1, 5000.0, 100.0, 400.0, -1e16)]
+    steps = [_step(1, 5000.0, 100.0, 400.0, 2e15), _step(1, 5000.0, 100.0, 400.0, -8e15)]
     steps.append(_step(1, 5000.0, 100.0, 400.0, 12.5))
     d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
     summary = ascend_output.summary_of(d)
@@ -2145,3 +2146,20 @@ def test_a_byte_order_mark_starting_a_row_is_dropped_and_said(tmp_path: Path) ->
     for name in ("memory_record.csv", "kernel_details.csv"):
         assert f"{name}: a byte order mark starts line 3 (tables joined?): dropped, the row read" in said
     assert "no step number" not in said
+
+
+def test_step_figures_past_an_int64_of_nanoseconds_count_as_0(tmp_path: Path) -> None:
+    """helper-228: a step's Computing of 9e17 µs (28,500 years; within the 1e18 µs bound of figures) was
+    its duration, and a Preparing of -9e17 µs its start. torch_npu's figures are int64 nanoseconds: one past
+    9.2e15 µs is no value, counted as 0 and said. In-process."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(1, 9e17, 100.0, 400.0, -9e17)]
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    summary = ascend_output.summary_of(d)
+    first = min(float(k["Start Time(us)"]) for k in _kernels("kernel_details_2023.csv"))
+    (step,) = summary.steps
+    assert (step.duration_us, step.computing_us, step.preparing_us) == (100.0 + 400.0, 0.0, 0.0)
+    assert step.start_us == round(first, 3)  # the first task, less a Preparing of 0
+    said = " ".join(summary.warnings)
+    assert "step_trace_time.csv has no value for Computing, Preparing (counted as 0)" in said

@@ -693,6 +693,8 @@ def _steps(
             ("preparing_us", "Preparing"),
         ):
             value = _number(row.get(column))
+            if value is not None and abs(value) > MAX_TIME_US:  # helper-228: 9e17 µs was a step's duration
+                value = None
             if value is None:
                 missing.add(column)
             elif value < 0 and column != "Preparing":  # preparing is negative when a step's task starts early
