@@ -2189,3 +2189,26 @@ def test_operator_rows_whose_self_time_passes_their_total_are_said(tmp_path: Pat
         "operator_details.csv: 1 row(s) have a 'Host Self Duration(us)' longer than their 'Host Total "
         "Duration(us)' (no call's own time is: a damaged table?): counted as written (line 3)" in said
     )
+
+
+def test_kernel_rows_repeating_an_earlier_task_whole_are_said(tmp_path: Path) -> None:
+    """helper-228: kernel_details.csv joined with itself (`cat`, the second with its BOM) counted every task
+    twice, its top kernels' counts and times doubled, said only as a repeated header. Each row is still
+    counted (helper-217's decision: both tables' rows are read); the rows that repeat an earlier task whole
+    are said with their lines. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5e6, 100.0, 400.0, 12.5)])
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    data = (out / "kernel_details.csv").read_bytes()
+    (out / "kernel_details.csv").write_bytes(data + b"\xef\xbb\xbf" + data)
+    kernels = _kernels("kernel_details_2023.csv")
+    summary = ascend_output.summary_of(d)
+    assert summary.events == 2 * len(kernels)
+    said = " ".join(summary.warnings)
+    n = len(kernels)  # by hand: the second copy's rows, after both headers (lines 1 and n + 2)
+    assert (
+        f"kernel_details.csv: {n} row(s) repeat an earlier task whole (its step, name, start and duration: a "
+        "table written twice, or joined with itself?): each is counted, in the top kernels' "
+        f"counts and times (line {n + 3}, {n + 4}, {n + 5}, {n + 6}, {n + 7}, ...)" in said
+    )

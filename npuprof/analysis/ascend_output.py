@@ -605,7 +605,28 @@ def _kernels(
     notes = [*damage.notes(then), *shape.notes(then)]
     if past:
         notes.append(_past_time_note(KERNEL_FILE, "'Start Time(us)' or 'Duration(us)'", past, then))
+    if repeated := _repeated(kernels, lines):
+        # helper-228: a table joined with itself counted every task twice, said only as a repeated header
+        notes.append(
+            f"{KERNEL_FILE}: {len(repeated)} row(s) repeat an earlier task whole (its step, name, start and "
+            "duration: a table written twice, or joined with itself?): each is counted, in "
+            f"the top kernels' counts and times (line {_lines(repeated)})"
+        )
     return kernels, unreadable, short, bad_steps, notes, lines
+
+
+def _repeated(kernels: list[tuple[int | None, str, float, float]], lines: list[int]) -> list[int]:
+    """The lines of the tasks that repeat an earlier one whole: its step, name, start (to the table's
+    0.001 µs) and duration, which no two tasks share. One C-level pass when there are none."""
+    if len(set(kernels)) == len(kernels):
+        return []
+    seen: set[tuple[int | None, str, float, float]] = set()
+    repeated = []
+    for task, line in zip(kernels, lines, strict=True):
+        if task in seen:
+            repeated.append(line)
+        seen.add(task)
+    return repeated
 
 
 # how much longer than its step a task may be, for the tables' rounding (to 0.001 or 0.01 µs each)
