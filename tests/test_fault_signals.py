@@ -23,7 +23,6 @@ from conftest import (
     WAITS_FOR_POST_PROCESSING,
     capture_record,
     clean_env,
-    hold_a_run_lock,
     load_trace,
     npuprof,
     rank_dirs,
@@ -663,18 +662,40 @@ def test_a_ctrl_c_while_torch_collects_the_events_is_delivered_after_the_capture
     assert "own profiler" not in err, err
 
 
+def _hold_a_run_lock_without_torch(output: Path, ready: Path, pids: Path) -> str:
+    """conftest.hold_a_run_lock for a job with no agent (no torch): the lines of a job script that leave a
+    process holding a post-processor's lock of this run (the same name: RUN_ID.HOST.1.0a0b0c0d.lock in
+    OUTPUT/.npuprof_pending) for 60 s, so that `npuprof run` waits for it after the job; ``pids`` gets
+    "HOLDER JOB". The run's id is the run record's (npuprof_run.json, written before the job starts)."""
+    hold = (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); open(sys.argv[2], 'w').close(); time.sleep(60)"
+    )
+    return (
+        "import json, os, subprocess, sys, time\n"
+        f"run_id = json.load(open(os.path.join({str(output)!r}, 'npuprof_run.json')))['run_id']\n"
+        f"pending = os.path.join({str(output)!r}, '.npuprof_pending')\n"
+        "os.makedirs(pending, exist_ok=True)\n"
+        "lock = os.path.join(pending, f'{run_id}.{os.uname().nodename}.1.0a0b0c0d.lock')\n"
+        f"holder = subprocess.Popen([sys.executable, '-c', {hold!r}, lock, {str(ready)!r}],\n"
+        "    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"while not os.path.exists({str(ready)!r}):\n"
+        "    time.sleep(0.01)\n"
+        f"open({str(pids) + '.part'!r}, 'w').write(f'{{holder.pid}} {{os.getpid()}}')\n"
+        f"os.replace({str(pids) + '.part'!r}, {str(pids)!r})\n"
+    )
+
+
 def _signalled_while_npuprof_waits(out: Path, tmp_path: Path, signals: tuple[int, ...]) -> tuple[int, str]:
     """A job that exits 3 while a post-processor of its run holds its lock (npuprof waits for it), then
-    ``signals`` sent to npuprof at once: (npuprof's exit status, its stderr)."""
+    ``signals`` sent to npuprof at once: (npuprof's exit status, its stderr). No torch: the launcher's wait
+    for the locks of its run (.npuprof_pending) and its signals are at stake, not a capture; the job takes
+    the run's id from the run record the launcher wrote before starting it."""
     pids = tmp_path / "pids"
-    script = _script(
-        tmp_path,
-        "stall.py",
-        STEP + "import sys\n"
-        "for _ in range(4):\n"
-        "    step()\n" + hold_a_run_lock(out, tmp_path / "held", pids) + "sys.exit(3)\n",
-    )
-    with _launched("run", "-o", str(out), *sched(1, 1, 1), "--", sys.executable, str(script)) as proc:
+    script = _script(tmp_path, "stall.py", _hold_a_run_lock_without_torch(out, tmp_path / "held", pids) + (
+        "sys.exit(3)\n"
+    ))  # fmt: skip
+    with _launched("run", "-o", str(out), "--", sys.executable, str(script)) as proc:
         try:
             job_over = lambda: pids.exists() and not _running(int(pids.read_text().split()[1]))  # noqa: E731
             _wait_for(job_over, "the job's end")
@@ -789,9 +810,51 @@ def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keep
     assert any("capture finished early at step 4" in line for line in log), log
 
 
-@pytest.mark.parametrize("closed", [4096, 65536])
+_CLOSED = (4096, 65536)
+
+
+@pytest.fixture(scope="module")
+def closes_all_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run --no-analyse` (skip 4, record 30) of a _forked_job whose children, one after the
+    other, are the script of the test below with each of _CLOSED (scenario "closes-N"): each closes every
+    descriptor from 3 to N at its 7th step, opens 8 files of its own (root/closes-N.mine.I), signals itself
+    SIGUSR1 3 times a step after it, writes its files and dies of the SIGTERM it sends itself after its
+    14th step; the job then dies of SIGTERM too (npuprof's 143). Its exit status, output, output directory
+    and root (_forked)."""
+    root = tmp_path_factory.mktemp("closes_all")
+
+    def closes_all(closed: int) -> str:
+        mine = root / f"closes-{closed}.mine"
+        return STEP + (
+            "import os, signal\n"
+            "got = []\n"
+            "signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))\n"
+            "files = []\n"
+            "for s in range(14):\n"
+            "    step()\n"
+            "    if s == 6:\n"
+            f"        os.closerange(3, {closed})\n"
+            f"        files = [os.open(f'{mine}.{{i}}', os.O_WRONLY | os.O_CREAT) for i in range(8)]\n"
+            "    if s > 6:\n"
+            "        for _ in range(3):\n"
+            "            os.kill(os.getpid(), signal.SIGUSR1)\n"
+            "for fd in files:\n"
+            "    os.write(fd, b'DATA'); os.close(fd)\n"
+            "assert len(got) == 21, got\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "step()\n"
+        )
+
+    scenarios = {f"closes-{closed}": closes_all(closed) for closed in _CLOSED}
+    job = _forked_job(root, scenarios, dict.fromkeys(scenarios, -signal.SIGTERM), -signal.SIGTERM)
+    flags = [*sched(4, 0, 30), "--no-analyse"]
+    rc, stdout, stderr = _run("run", "-o", str(root / "result"), *flags, "--", *job)
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
+
+
+@pytest.mark.parametrize("closed", _CLOSED)
 def test_a_script_that_closes_every_descriptor_never_gets_signal_bytes_in_its_files(
-    out: Path, tmp_path: Path, closed: int
+    closes_all_run: dict, closed: int
 ) -> None:
     """helper-110: a script closed every descriptor during a capture (os.closerange(3, 4096), as daemon
     helpers do) and opened files of its own; one took the number of the SIGTERM guard's wakeup pipe, and
@@ -799,40 +862,21 @@ def test_a_script_that_closes_every_descriptor_never_gets_signal_bytes_in_its_fi
     bytes in the script's file. The pipe now sits near the top of the descriptor table, out of the range a
     script's files get; closed too (closerange up to 65536), a new one replaces it at the next step
     boundary, so that no signal prints "Exception ignored ... signal wakeup fd" either, and a SIGTERM still
-    finalises the capture (helper-113: the first fix put SIG_DFL back, and a SIGTERM then lost it)."""
-    mine = tmp_path / "mine"
-    script = _script(
-        tmp_path,
-        "closes_all.py",
-        STEP + "import os, signal\n"
-        "got = []\n"
-        "signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))\n"
-        "files = []\n"
-        "for s in range(14):\n"
-        "    step()\n"
-        "    if s == 6:\n"
-        f"        os.closerange(3, {closed})\n"
-        f"        files = [os.open(f'{mine}.{{i}}', os.O_WRONLY | os.O_CREAT) for i in range(8)]\n"
-        "    if s > 6:\n"
-        "        for _ in range(3):\n"
-        "            os.kill(os.getpid(), signal.SIGUSR1)\n"
-        "for fd in files:\n"
-        "    os.write(fd, b'DATA'); os.close(fd)\n"
-        "assert len(got) == 21, got\n"
-        "os.kill(os.getpid(), signal.SIGTERM)\n"
-        "step()\n",
-    )
-    flags = [*sched(4, 0, 30), "--no-analyse"]
-    rc, _, err = _run("run", "-o", str(out), *flags, "--", sys.executable, str(script))
-    assert rc == 128 + signal.SIGTERM, err
+    finalises the capture (helper-113: the first fix put SIG_DFL back, and a SIGTERM then lost it).
+    (closes_all_run's 'closes-CLOSED' child: its stderr, its log lines and its capture; the job's exit
+    status, 143, only when each child died of its SIGTERM.)"""
+    pid, code, _, err, dirs = _forked(closes_all_run, f"closes-{closed}")
+    assert code == -signal.SIGTERM and closes_all_run["rc"] == 128 + signal.SIGTERM, (code, err)
+    mine = closes_all_run["root"] / f"closes-{closed}.mine"
     assert [Path(f"{mine}.{i}").read_bytes() for i in range(8)] == [b"DATA"] * 8
     assert "Exception ignored" not in err and "Traceback" not in err, err
     assert "found dead" not in err, err  # its post-processor, out of reach, is alive (helper-110)
-    renewed = "the script closed npuprof's SIGTERM pipe (os.closerange?): a new one replaces it" in _log(out)
+    log = "\n".join(line for line in _log(closes_all_run["out"]).splitlines() if f"[agent pid={pid} " in line)
+    renewed = "the script closed npuprof's SIGTERM pipe (os.closerange?): a new one replaces it" in log
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     pipe_floor = min(8192 if soft == resource.RLIM_INFINITY else soft, 8192) - 64  # near the top, below 8192
-    assert renewed is (closed > pipe_floor), _log(out)
-    (rank_dir,) = rank_dirs(out)
+    assert renewed is (closed > pipe_floor), log
+    (rank_dir,) = dirs
     record = capture_record(rank_dir)
     assert record["status"] == "complete" and "stopped by SIGTERM" in record["detail"], record
     assert record["steps"] == list(range(4, 15)), record  # the SIGTERM came after the 14th step
@@ -937,28 +981,26 @@ _PASSED_ON = (signal.SIGHUP, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR)
 def passed_on_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One `npuprof run --no-analyse` of a running job that notes each signal it hears (_PASSED_ON, and
     SIGCONT) in a file, sent _PASSED_ON one after the other, each once the job heard the one before; the
-    job waits for all four, then half a second more (a SIGCONT after them would be heard), steps once and
-    ends. Its exit status, stderr, what it heard and npuprof's run record."""
+    job waits for all four, then half a second more (a SIGCONT after them would be heard), and ends. Its
+    exit status, stderr, what it heard and npuprof's run record. No torch: the launcher's passing on is at
+    stake, not a capture (npuprof's agent leaves these signals to the script)."""
     root = tmp_path_factory.mktemp("passed_on")
     out, ready, heard = root / "result", root / "ready", root / "heard"
     script = _script(
         root,
         "reloads_and_checkpoints.py",
-        STEP + "import os, signal, time\n"
+        "import os, signal, time\n"
         "def note(signum, frame):\n"
         f"    open({str(heard)!r}, 'a').write(signal.Signals(signum).name + '\\n')\n"
         "def heard_all():\n"
         f"    return os.path.exists({str(heard)!r}) and len(open({str(heard)!r}).read().split()) >= 4\n"
         "for signum in (signal.SIGHUP, signal.SIGCONT, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR):\n"
         "    signal.signal(signum, note)\n"
-        "for s in range(3):\n"
-        "    step()\n"
         f"open({str(ready)!r}, 'w').close()\n"
         "deadline = time.monotonic() + 60\n"
         "while time.monotonic() < deadline and not heard_all():\n"
         "    time.sleep(0.05)\n"
-        "time.sleep(0.5)\n"
-        "step()\n",
+        "time.sleep(0.5)\n",
     )
     with _launched("run", "-o", str(out), "--no-analyse", "--", sys.executable, str(script)) as job:
         _wait_for(ready.exists, "the job to be ready")
@@ -1103,11 +1145,12 @@ def test_two_signals_at_once_reach_the_job(out: Path, tmp_path: Path) -> None:
     """helper-90: SIGTERM then SIGINT sent together to `npuprof run` were, one time in two, delivered to
     the launcher's spawn-service thread, whose signals the main thread (waiting for the job) handled only
     once the job had ended: the job ran on to its end and exited 0. Three tries: the race lost at least one
-    of them in ~90 % of runs before the fix."""
-    script = _script(tmp_path, "slow.py", STEP + (
+    of them in ~90 % of runs before the fix. No torch: the launcher's passing on is at stake (its
+    spawn-service thread is started for every job), not a capture."""
+    script = _script(tmp_path, "slow.py", (
         "import sys, time\n"
         "for i in range(400):\n"
-        "    step(); time.sleep(0.03)\n"
+        "    time.sleep(0.03)\n"
         "    if i == 8: print('steady', flush=True)\n"
         "print('done', flush=True)\n"
     ))  # fmt: skip
@@ -1128,12 +1171,12 @@ def test_two_signals_at_once_reach_the_job(out: Path, tmp_path: Path) -> None:
 def test_a_job_dead_of_sigquit_makes_the_launcher_die_of_it_as_of_sigint(out: Path, tmp_path: Path) -> None:
     """helper-90: Ctrl-\\ at a terminal reaches the job alone (the launcher gives it the terminal); it died
     of SIGQUIT and npuprof exited 131, where a shell cooperates at SIGQUIT as at SIGINT (Ctrl-C: npuprof
-    dies of it). The job here sends itself the signal, as the terminal would send it to its group."""
-    script = _script(tmp_path, "quit.py", STEP + (
+    dies of it). The job here sends itself the signal, as the terminal would send it to its group. No
+    torch: the launcher's exit status for the job's death is at stake, not a capture (npuprof's agent
+    leaves SIGQUIT alone)."""
+    script = _script(tmp_path, "quit.py", (
         "import os, resource, signal\n"
         "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
-        "for i in range(10):\n"
-        "    step()\n"
         "os.kill(os.getpid(), signal.SIGQUIT)\n"
     ))  # fmt: skip
     code, _out, err = _run("run", "-o", str(out), "--", sys.executable, str(script))
