@@ -378,18 +378,22 @@ def _python(version: str) -> str:
 def test_a_step_function_run_in_spawned_workers_is_told_as_such(tmp_path: Path) -> None:
     """helper-125: with mp.spawn the workers run the script as __mp_main__, where npuprof does not watch; the
     first process defined the function and never called it, and the summary blamed the schedule ("the job
-    ended before the schedule's first capture")."""
+    ended before the schedule's first capture"). The worker is started as torch.multiprocessing.spawn starts
+    it (multiprocessing.get_context("spawn").Process), without torch: npuprof wraps nothing in __mp_main__,
+    and a train_step it did wrap would count its 8 returns without torch (the agent needs none to wake)."""
     script = tmp_path / "spawned.py"
     script.write_text(
-        "import torch, torch.multiprocessing as mp\n"
-        "def train_step(m, opt):\n"
-        "    m(torch.randn(2, 4)).sum().backward(); opt.step()\n"
+        "import multiprocessing as mp\n"
+        "def train_step(losses):\n"
+        "    losses.append(len(losses))\n"
         "def worker(rank):\n"
-        "    m = torch.nn.Linear(4, 4); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "    losses = []\n"
         "    for _ in range(8):\n"
-        "        train_step(m, opt)\n"
+        "        train_step(losses)\n"
         "if __name__ == '__main__':\n"
-        "    mp.spawn(worker, nprocs=1)\n"
+        "    p = mp.get_context('spawn').Process(target=worker, args=(0,))\n"
+        "    p.start(); p.join()\n"
+        "    raise SystemExit(p.exitcode)\n"
     )
     proc = _run(tmp_path / "out", "train_step", (1, 0, 2), [sys.executable, str(script)])
     assert proc.returncode == 0, proc.stderr[-3000:]
