@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from stacks_support import (
     FLAMEGRAPH_LINE,
     capture,
+    captures,
     cli,
     exports_record,
     full_capture,
@@ -61,10 +62,23 @@ def _thread_busy_us(events: list[dict]) -> float:
     return total
 
 
+@pytest.fixture(scope="module")
+def made() -> None:
+    """The three real captures of this module ("full" as full_capture() asks it, "plain", "nostack"), made
+    by one process that imports torch once (stacks_support.captures: a forked child each); the tests then
+    get each from the cache by full_capture() / capture(NAME, ...) as before."""
+    full = ("--torch-stacks", "--stacks", "self_cpu_time_total", "--memory-format", "html", "json", "json.gz")
+    captures({
+        "full": (*full, "raw.json.gz"),  # full_capture()'s arguments, the same
+        "plain": ("--no-memory", "--stacks", "self_cpu_time_total", "--memory-format", "json"),
+        "nostack": ("--no-stack", "--no-memory"),
+    })  # fmt: skip
+
+
 # ------------------------------------------------------------------ in the run
 
 
-def test_in_run_stacks_are_rebuilt_from_the_trace():
+def test_in_run_stacks_are_rebuilt_from_the_trace(made):
     rank_dir = full_capture()
     record = exports_record(rank_dir)
     path = rank_dir / "stacks_self_cpu_time_total.folded"
@@ -78,7 +92,7 @@ def test_in_run_stacks_are_rebuilt_from_the_trace():
     assert oct(path.stat().st_mode & 0o777) == oct(0o640)
 
 
-def test_in_run_memory_timeline_without_its_flags_names_them():
+def test_in_run_memory_timeline_without_its_flags_names_them(made):
     rank_dir = capture("plain", "--no-memory", "--stacks", "self_cpu_time_total", "--memory-format", "json")
     record = exports_record(rank_dir)
     path = rank_dir / "stacks_self_cpu_time_total.folded"
@@ -95,7 +109,7 @@ def test_in_run_memory_timeline_without_its_flags_names_them():
 # ------------------------------------------------------------------ offline
 
 
-def test_offline_totals_match_the_trace_and_torch_self_times():
+def test_offline_totals_match_the_trace_and_torch_self_times(made):
     rank_dir = full_capture()
     folded = st.folded_from_trace(trace_of(rank_dir), st.HOST_METRIC)
     values = _parse_lines(folded.text())
@@ -194,7 +208,7 @@ def test_an_svg_of_stacks_thousands_of_frames_deep_is_drawn(tmp_path):
     assert len(groups) == depth + 2  # all, the tower, f0;g
 
 
-def test_no_python_stacks_is_operator_nesting_with_a_note(tmp_path):
+def test_no_python_stacks_is_operator_nesting_with_a_note(tmp_path, made):
     rank_dir = capture("nostack", "--no-stack", "--no-memory")
     proc = cli("export-stacks", str(rank_dir), "-o", str(tmp_path / "s.folded"))
     assert proc.returncode == 0, proc.stderr
@@ -239,7 +253,7 @@ def test_device_time_goes_to_the_launching_stack(tmp_path, with_correlation, wit
     assert any(path[-1] == "cudaLaunchKernel" for path in host.values)
 
 
-def test_cli_bad_input(tmp_path):
+def test_cli_bad_input(tmp_path, made):
     rank_dir = full_capture()
     bad = cli("export-stacks", str(rank_dir), "--metric", "self_gpu_time")
     assert bad.returncode == 2 and "--metric" in bad.stderr and "self_cpu_time_total" in bad.stderr

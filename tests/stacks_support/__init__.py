@@ -92,3 +92,46 @@ def load_trace_json(path: Path) -> list[dict]:
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     return json.loads(data)["traceEvents"]
+
+
+def captures(specs: dict[str, tuple[str, ...]]) -> dict[str, Path]:
+    """The rank dirs of several real captures, each as ``capture(name, *args)`` makes it (run once per test
+    session and shared: a later capture(name) gets it from the cache). Those not made yet are made by ONE
+    process that imports torch once, then runs capture.py for each, as its __main__ with its own argv, in a
+    child forked one after the other (a fresh process of its own: its own profiler, model and exports),
+    which ends as the script does; each capture then costs no import of torch of its own (~2.5 CPU-s)."""
+    global _root
+    todo = {name: args for name, args in specs.items() if name not in _cache}
+    if todo:
+        if _root is None:
+            _root = Path(tempfile.mkdtemp(prefix="npuprof_stacks_tests_"))
+            atexit.register(shutil.rmtree, _root, True)
+        argvs = {name: [str(CAPTURE_SCRIPT), str(_root / name), *args] for name, args in todo.items()}
+        job = _root / f"captures_{len(_cache)}.py"
+        job.write_text(
+            "import gc, os, runpy, sys\n"
+            "import torch, torch._dynamo, torch.profiler  # once here, not in each child\n"
+            f"argvs, failed = {argvs!r}, []\n"
+            "for name, argv in argvs.items():\n"
+            "    sys.stdout.flush(); sys.stderr.flush()\n"
+            "    gc.freeze()  # the parent's objects out of the child's collections\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        sys.argv = argv\n"
+            "        runpy.run_path(argv[0], run_name='__main__')\n"
+            "        sys.exit(0)\n"
+            "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+            "    if code:\n"
+            "        failed.append(f'{name} (exit code {code})')\n"
+            "if failed:\n"
+            "    sys.exit('captures failed: ' + ', '.join(failed))\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, str(job)], cwd=REPO, env=env(), capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for name in todo:
+            dirs = sorted(p for p in (_root / name).iterdir() if p.name.endswith("_ascend_pt"))
+            assert len(dirs) == 1, dirs
+            _cache[name] = dirs[0]
+    return {name: _cache[name] for name in specs}
