@@ -7,6 +7,7 @@ import csv
 import gzip
 import json
 import os
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -597,24 +598,51 @@ def test_array_keys_after_the_events_are_read_as_keys(tmp_path: Path, gz: bool) 
     assert rank["device"] != "CPU"
 
 
+@pytest.fixture(scope="module")
+def plain_rank(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The one rank of `npuprof analyse` of cpu_trace() as it is (plain.json, not gzipped): the same run
+    for both variants of the test below, run once."""
+    return _analysed_text(tmp_path_factory.mktemp("plain") / "plain.json", json.dumps(cpu_trace()), False)
+
+
 @pytest.mark.parametrize("gz", [False, True])
-def test_a_long_array_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool) -> None:
+def test_a_long_array_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool, plain_rank: dict) -> None:
     """Chrome's samples of a long recording: 1.5 MB of objects, each holding an array, after the events.
-    The look back from the end found no key there (1 MiB, 16 arrays at most): "corrupt"."""
+    The look back from the end found no key there (1 MiB, 16 arrays at most): "corrupt". (plain_rank: the
+    trace without them, analysed once for both variants.)"""
     trace = cpu_trace()
     samples = [{"cpu": 0, "tid": 1, "ts": str(i), "stack": [1, 2, i]} for i in range(25000)]
     text = json.dumps({**trace, "samples": samples, "stackFrames": {"1": {"name": "f"}}})
     assert len(text) - text.index('"samples"') > 1 << 20
     rank = _analysed_text(tmp_path / "long.json", text, gz)
-    plain = _analysed_text(tmp_path / "plain.json", json.dumps(trace), False)
-    assert rank["steps"] == plain["steps"] and rank["top_operators"] == plain["top_operators"]
+    assert trace == cpu_trace()  # the trace plain_rank analysed
+    assert rank["steps"] == plain_rank["steps"] and rank["top_operators"] == plain_rank["top_operators"]
+
+
+@pytest.fixture(scope="module")
+def cut_refusal(tmp_path_factory: pytest.TempPathFactory):
+    """`npuprof analyse` of a trace's text cut 50 bytes before its end (cut.json, never gzipped), run once
+    per text: the gz variants of the test below write the same text, gzipped or not, and cut it alike."""
+    done: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def refusal(text: str) -> subprocess.CompletedProcess[str]:
+        if text not in done:
+            cut = tmp_path_factory.mktemp("cut") / "cut.json"
+            cut.write_bytes(text.encode()[: len(text) - 50])
+            done[text] = npuprof("analyse", str(cut), env=clean_env())
+        return done[text]
+
+    return refusal
 
 
 @pytest.mark.parametrize("gz", [False, True])
 @pytest.mark.parametrize("after", ["long string", "brackets in a string"])
-def test_any_value_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool, after: str) -> None:
+def test_any_value_after_the_events_is_read_as_a_key(
+    tmp_path: Path, gz: bool, after: str, cut_refusal
+) -> None:
     """A key after the events holding one string longer than the look back from the end (1 MiB), or 100
-    "]" inside a string (64 were tried): refused as "truncated" (helper-84), though json.load reads it."""
+    "]" inside a string (64 were tried): refused as "truncated" (helper-84), though json.load reads it.
+    (The cut file is the text cut, never gzipped: cut_refusal analyses it once for both gz variants.)"""
     trace = cpu_trace()
     value = "x" * (1 << 20) + "y" if after == "long string" else "a]b" * 100
     text = json.dumps({**trace, "note": value, "displayTimeUnit": "ms"})
@@ -624,9 +652,7 @@ def test_any_value_after_the_events_is_read_as_a_key(tmp_path: Path, gz: bool, a
     assert [
         (s["step"], s["duration_us"], s["computing_us"], s["communication_us"]) for s in rank["steps"]
     ] == [(7, 1000.0, 300.0, 300.0)]
-    cut = tmp_path / "cut.json"  # the same file cut inside that value is still said to be truncated
-    cut.write_bytes(text.encode()[: len(text) - 50])
-    result = npuprof("analyse", str(cut), env=clean_env())
+    result = cut_refusal(text)  # the same file cut inside that value is still said to be truncated
     assert result.returncode == 1 and "truncated" in result.stderr, result.stderr
 
 
