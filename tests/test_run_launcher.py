@@ -24,10 +24,13 @@ from conftest import (
 )
 
 
-def test_exit_code_passes_through(out: Path) -> None:
-    result = npuprof(
-        "run", "-o", str(out), "--no-analyse", "--", *trainer("--steps", "2", "--exit-code", "3")
-    )
+def test_exit_code_passes_through(out: Path, tmp_path: Path) -> None:
+    """The job's exit code is npuprof's and the run record's. No torch: the launcher passes on the code it
+    waited for (the job had no capture either: 2 steps, the default schedule skips 5); a torch job with
+    npuprof's agent exiting 1 is test_fault_agent's crashes_run."""
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    result = npuprof("run", "-o", str(out), "--no-analyse", "--", sys.executable, str(script))
     assert result.returncode == 3
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 3
 
