@@ -1267,7 +1267,21 @@ def test_a_decorated_generator_has_a_range_around_each_of_its_steps() -> None:
         marks._use(saved)
 
 
-def test_a_gc_callbacks_entry_taken_out_by_the_script_is_said_not_taken_for_no_pauses(tmp_path: Path) -> None:
+@pytest.fixture
+def heap_frozen() -> Any:
+    """The test's collections skip the objects alive before it (gc.freeze: this process's torch and pytest,
+    ~0.15 CPU-s a full collection otherwise): Python calls gc.callbacks for each one all the same, with its
+    phases and info, and a GC watch's threshold of 0 keeps every pause. Unfrozen after it."""
+    import gc
+
+    gc.freeze()
+    yield
+    gc.unfreeze()
+
+
+def test_a_gc_callbacks_entry_taken_out_by_the_script_is_said_not_taken_for_no_pauses(
+    tmp_path: Path, heap_frozen: None
+) -> None:
     """helper-183: a script that ran ``gc.callbacks.clear()`` during a capture took the GC watch's entry
     out with its own: the collections after that were missing from npuprof_gc.json without a word (a job
     collecting ~100 ms a step showed GC in its first step only, 28.7% of the time against 99%). The file
@@ -1403,7 +1417,9 @@ def test_a_range_decorator_with_no_name_ranges_the_function_under_its_name() -> 
         marks._use(saved)
 
 
-def test_the_gc_watch_leaves_a_scripts_append_and_pop_and_one_shot_callbacks_as_they_were() -> None:
+def test_the_gc_watch_leaves_a_scripts_append_and_pop_and_one_shot_callbacks_as_they_were(
+    heap_frozen: None,
+) -> None:
     """helper-215: the watch's entry went last in gc.callbacks. A script that measures each step's
     collections with ``gc.callbacks.append(cb)`` ... ``gc.callbacks.pop()`` (a capture beginning at the
     step boundary between the two) popped the watch's entry instead of its own: its callback stayed in
