@@ -813,7 +813,8 @@ class _Terminal:
 
     def __init__(self) -> None:
         self.fd: int | None = None
-        self.stopped_with_the_job = False  # the launcher stopped itself, mirroring the job's stop
+        self.stopped_with_the_job = False  # the launcher stops itself, mirroring the job's stop
+        self.continued = 0  # the SIGCONTs the launcher has handled
         try:
             fd = sys.stdin.fileno()
             if os.isatty(fd):
@@ -860,6 +861,7 @@ def _continued_with_the_launcher(pgid_holder: list[int], terminal: _Terminal) ->
     given it the terminal."""
 
     def continued(signum: int, frame: object) -> None:
+        terminal.continued += 1
         if pgid_holder and not terminal.stopped_with_the_job and _stopped(pgid_holder[0]):
             _kill_group(pgid_holder[0], signal.SIGCONT)
 
@@ -984,12 +986,26 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
         # It touched the terminal in the instant before we handed it over: it may use it now.
         _kill_group(pgid, signal.SIGCONT)
         return
-    terminal.take_back(pgid)
     # SIGTSTP, not SIGSTOP: an outer npuprof mirrors it in turn, the shell shows "Stopped" as for the job,
     # and the kernel discards it in an orphaned process group, where nobody could continue us.
+    # Held (blocked) until we know we were not continued meanwhile. Sent plainly, a SIGCONT to us between
+    # the job's stop and ours was lost: we stopped for good, and the job, which its handler continued, ran
+    # on (with no exit code for the shell until a second `fg`). Now one handled before the check drops
+    # the stop, and one that comes after it discards the held stop (the kernel's doing). A second Ctrl-Z,
+    # which reaches our group once we hold the terminal, is held with ours: it stopped us inside this
+    # function, and `fg` found us stopping again (docs/architecture.md, "Process model").
     terminal.stopped_with_the_job = True
     try:
-        os.kill(os.getpid(), signal.SIGTSTP)
+        continued = terminal.continued
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTSTP])
+        try:
+            terminal.take_back(pgid)
+            os.kill(os.getpid(), signal.SIGTSTP)
+            # (a handler pending from before the kill runs at the latest as _stopped is called)
+            if not _stopped(pgid) or terminal.continued != continued:
+                signal.sigtimedwait([signal.SIGTSTP], 0)  # continued meanwhile: our stop is dropped
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # we stop here, unless continued since the kill
         terminal.give_to(pgid)
         _kill_group(pgid, signal.SIGCONT)
     finally:

@@ -1,0 +1,110 @@
+"""The launcher mirrors a job-control stop of its job (Ctrl-Z: docs/architecture.md, "Process model"):
+it stops itself once the job has stopped, and continues the job once it is continued. A signal that comes
+between the job's stop and the launcher's own must not leave either of them stopped for good.
+
+Each case runs `launch.run_child` in a small Python process (no torch, no npuprof CLI: ~0.1 s) whose
+stdin is a terminal and whose process group is one of this session's, as a shell's job is; its job is a
+Python that stops itself with SIGTSTP, then exits 7. The signal that races the launcher's stop is sent
+from inside the window, through ``_Terminal.take_back``, which runs there."""
+
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import clean_env
+
+import npuprof
+
+ROOT = Path(npuprof.__file__).resolve().parent.parent
+
+LAUNCHER = r"""
+import os, signal, sys
+from npuprof import launch
+
+race = sys.argv[1]
+take_back = launch._Terminal.take_back
+
+def racing(self, job):  # once: at the job's stop (the job's end takes the terminal back too)
+    global race
+    take_back(self, job)
+    race, now = "", race
+    if now == "sigcont":  # `kill -CONT` to npuprof, `timeout`'s SIGCONT, as the job has just stopped
+        os.kill(os.getpid(), signal.SIGCONT)
+    elif now == "ctrl-z":  # Ctrl-Z pressed again: the terminal's SIGTSTP now reaches npuprof's group
+        os.killpg(os.getpgrp(), signal.SIGTSTP)
+
+launch._Terminal.take_back = racing
+job = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTSTP); raise SystemExit(7)"]
+sys.exit(launch.run_child(job, dict(os.environ)).exit_code)
+"""
+
+
+def _state(pid: int) -> str:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return "gone"
+    return text[text.rindex(")") + 2]
+
+
+def _run(race: str, continues: int) -> int:
+    """Run the launcher with ``race``; send SIGCONT to its group (what `fg` does) each time it is found
+    stopped, ``continues`` times at most. How often it stopped; it must end with the job's exit code."""
+    master, slave = pty.openpty()  # its other side open throughout: a closed one is no terminal
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER, race], env=clean_env(PYTHONPATH=str(ROOT)), stdin=slave,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=os.setpgrp,  # process_group=0: 3.11
+        )  # fmt: skip
+    finally:
+        os.close(slave)
+    stops = 0
+    deadline = time.monotonic() + 20
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _state(proc.pid) == "T":
+                if stops == continues:  # left stopped: give it a moment, a stop may be on its way out
+                    time.sleep(0.5)
+                    if _state(proc.pid) == "T":
+                        break
+                    continue
+                stops += 1
+                os.killpg(proc.pid, signal.SIGCONT)
+                while _state(proc.pid) == "T" and time.monotonic() < deadline:
+                    time.sleep(0.005)
+            time.sleep(0.005)
+        stuck = proc.poll() is None
+        stderr = b"" if stuck else proc.communicate()[1]
+    finally:
+        state = _state(proc.pid)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)
+    assert not stuck, f"npuprof left in state {state} after {stops} SIGCONT(s)"
+    assert proc.returncode == 7, stderr.decode(errors="replace")
+    return stops
+
+
+@pytest.mark.parametrize("race", ["none", "sigcont"])
+def test_a_sigcont_as_the_job_stops_leaves_neither_stopped(race: str) -> None:
+    """Without a race npuprof stops with its job and one SIGCONT (`fg`) ends both. A SIGCONT that came
+    between the job's stop and npuprof's own was lost: its handler continued the job, then npuprof stopped
+    itself, and nothing continued it (the job's end and exit code waited for a second `fg`)."""
+    stops = _run(race, continues=1)
+    assert stops == (1 if race == "none" else 0)
+
+
+def test_ctrl_z_pressed_twice_needs_one_fg() -> None:
+    """A second Ctrl-Z once npuprof has taken the terminal back stopped it there; `fg` continued it, its
+    SIGCONT handler continued the job, and npuprof then stopped itself again: the job ran on in the
+    background while the shell said npuprof was stopped, and its exit code waited for another `fg`."""
+    stops = _run("ctrl-z", continues=1)
+    assert stops == 1
