@@ -815,6 +815,7 @@ class _Terminal:
         self.fd: int | None = None
         self.stopped_with_the_job = False  # the launcher stops itself, mirroring the job's stop
         self.continued = 0  # the SIGCONTs the launcher has handled
+        self.said_left_stopped = False
         try:
             fd = sys.stdin.fileno()
             if os.isatty(fd):
@@ -850,6 +851,11 @@ class _Terminal:
 
     def held_by(self, job: int) -> bool:
         return self._owner() == job
+
+    def continued_since(self, count: int) -> bool:
+        """Whether a SIGCONT was handled since ``continued`` was ``count`` (called, this runs a handler
+        still pending first)."""
+        return self.continued != count
 
 
 @contextlib.contextmanager
@@ -1006,10 +1012,37 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
                 signal.sigtimedwait([signal.SIGTSTP], 0)  # continued meanwhile: our stop is dropped
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # we stop here, unless continued since the kill
+        if (
+            stop_signal != signal.SIGTSTP
+            and _stopped(pgid)
+            and not terminal.continued_since(continued)
+            and not terminal.held_by(os.getpgrp())
+        ):
+            # Our stop was discarded: our process group is orphaned (its parent gone, or in another
+            # session), where no shell continues us or gives us the terminal. Continued, the job touched
+            # the terminal again and stopped again at once: npuprof and the job spun so for ever, at full
+            # CPU. Left stopped, as a stop is without a terminal (docs/architecture.md, "Process model").
+            _say_left_stopped(pgid, stop_signal, terminal)
+            return
         terminal.give_to(pgid)
         _kill_group(pgid, signal.SIGCONT)
     finally:
         terminal.stopped_with_the_job = False
+
+
+def _say_left_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
+    if terminal.said_left_stopped:
+        return
+    terminal.said_left_stopped = True
+    touched = "reading" if stop_signal == signal.SIGTTIN else "writing to or setting"
+    sys.stderr.write(
+        f"npuprof: the job (pid {pgid}) stopped {touched} the terminal from the background "
+        f"({signal.Signals(stop_signal).name}), and npuprof cannot stop with it (its process group is "
+        "orphaned, or it ignores SIGTSTP): no shell can bring it to the foreground, so the job is left "
+        f"stopped (without npuprof, the terminal would have failed it with EIO); `kill -CONT -{pgid}` "
+        f"continues it, `kill -TERM -{pgid}` ends it\n"
+    )
+    sys.stderr.flush()
 
 
 class LaunchError(RuntimeError):

@@ -9,6 +9,7 @@ from inside the window, through ``_Terminal.take_back``, which runs there."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import signal
@@ -108,3 +109,76 @@ def test_ctrl_z_pressed_twice_needs_one_fg() -> None:
     background while the shell said npuprof was stopped, and its exit code waited for another `fg`."""
     stops = _run("ctrl-z", continues=1)
     assert stops == 1
+
+
+ORPHANED = r"""
+import os, sys
+from npuprof import launch
+
+calls = sys.argv[1]
+on_job_stopped = launch._on_job_stopped
+
+def counted(pgid, stop_signal, terminal):
+    with open(calls, "a") as f:
+        f.write(f"stop {stop_signal}\n")
+    on_job_stopped(pgid, stop_signal, terminal)
+
+def started(pid):
+    with open(calls, "a") as f:
+        f.write(f"job {pid}\n")
+
+launch._on_job_stopped = counted
+job = [sys.executable, "-c", "input()"]
+sys.exit(launch.run_child(job, dict(os.environ), on_start=started).exit_code)
+"""
+
+
+def test_a_job_that_reads_the_terminal_is_left_stopped_where_npuprof_cannot_stop(tmp_path: Path) -> None:
+    """`(npuprof run -- python -c 'input()' < /dev/tty &)` in an interactive shell: npuprof's process group
+    is orphaned (its parent gone), the shell holds the terminal, the job reads it and stops (SIGTTIN). The
+    kernel discards npuprof's own stop there; npuprof then continued the job, which stopped again at once:
+    both spun for ever at full CPU. Without npuprof the read fails (EIO); here the job is left stopped, and
+    npuprof says so once. npuprof here leads the terminal's session: its group is orphaned (pytest, its
+    parent, is of another session); another group holds the terminal, as a shell would."""
+    calls, stderr, holder_pid = tmp_path / "calls", tmp_path / "stderr", tmp_path / "holder"
+    pid, master = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            holder = os.fork()
+            if holder == 0:
+                os.setpgid(0, 0)
+                time.sleep(60)  # (ends at the terminal's hang-up, when npuprof, its session leader, ends)
+                os._exit(0)
+            os.setpgid(holder, holder)
+            os.tcsetpgrp(0, holder)
+            holder_pid.write_text(str(holder))
+            os.dup2(os.open(stderr, os.O_WRONLY | os.O_CREAT, 0o600), 2)
+            env = clean_env(PYTHONPATH=str(ROOT))
+            os.execve(sys.executable, [sys.executable, "-c", ORPHANED, str(calls)], env)
+        finally:
+            os._exit(127)
+    job = holder = None
+    try:
+        deadline = time.monotonic() + 20
+        while (
+            "stop" not in (said := calls.read_text() if calls.exists() else "")
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.02)
+        time.sleep(0.5)  # a spin stops it again and again meanwhile
+        said = calls.read_text()
+        job = int(said.split()[1])
+        holder = int(holder_pid.read_text())
+        assert said.count("stop") == 1, f"npuprof continued the job {said.count('stop')} times"
+        assert _state(job) == "T" and _state(pid) != "T"
+        note = stderr.read_text()
+        assert note.count("is left stopped") == 1 and f"kill -CONT -{job}" in note, note
+    finally:
+        for group in (job, holder):
+            if group is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(master)
