@@ -993,7 +993,11 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
         _kill_group(pgid, signal.SIGCONT)
         return
     # SIGTSTP, not SIGSTOP: an outer npuprof mirrors it in turn, the shell shows "Stopped" as for the job,
-    # and the kernel discards it in an orphaned process group, where nobody could continue us.
+    # and the kernel discards it in an orphaned process group, where nobody could continue us. To our whole
+    # process group, as the terminal's would reach it without npuprof: the shell reports a job stopped once
+    # all its processes are, and a pipeline's other commands (`npuprof run ... | tee log`) or a process
+    # that waits for npuprof (`bash -c 'npuprof run ...; ...'`, `timeout`, make) ran on: the shell hung,
+    # holding no terminal, until a second Ctrl-Z.
     # Held (blocked) until we know we were not continued meanwhile. Sent plainly, a SIGCONT to us between
     # the job's stop and ours was lost: we stopped for good, and the job, which its handler continued, ran
     # on (with no exit code for the shell until a second `fg`). Now one handled before the check drops
@@ -1006,10 +1010,15 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTSTP])
         try:
             terminal.take_back(pgid)
-            os.kill(os.getpid(), signal.SIGTSTP)
+            try:
+                os.killpg(os.getpgrp(), signal.SIGTSTP)
+            except OSError:
+                os.kill(os.getpid(), signal.SIGTSTP)
             # (a handler pending from before the kill runs at the latest as _stopped is called)
             if not _stopped(pgid) or terminal.continued != continued:
-                signal.sigtimedwait([signal.SIGTSTP], 0)  # continued meanwhile: our stop is dropped
+                signal.sigtimedwait([signal.SIGTSTP], 0)  # continued meanwhile: our stop is dropped,
+                with contextlib.suppress(OSError):  # and the rest of our group goes on too
+                    os.killpg(os.getpgrp(), signal.SIGCONT)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # we stop here, unless continued since the kill
         if (

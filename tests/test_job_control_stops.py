@@ -26,7 +26,7 @@ import npuprof
 ROOT = Path(npuprof.__file__).resolve().parent.parent
 
 LAUNCHER = r"""
-import os, signal, sys
+import os, signal, sys, time
 from npuprof import launch
 
 race = sys.argv[1]
@@ -42,6 +42,14 @@ def racing(self, job):  # once: at the job's stop (the job's end takes the termi
         os.killpg(os.getpgrp(), signal.SIGTSTP)
 
 launch._Terminal.take_back = racing
+if len(sys.argv) > 2:  # another process of npuprof's group: a pipeline's `tee`, a `bash -c` around it
+    sibling = os.fork()
+    if sibling == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # (not holding our stderr's pipe)
+        time.sleep(60)
+        os._exit(0)
+    with open(sys.argv[2], "w") as f:
+        f.write(str(sibling))
 job = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTSTP); raise SystemExit(7)"]
 sys.exit(launch.run_child(job, dict(os.environ)).exit_code)
 """
@@ -55,18 +63,21 @@ def _state(pid: int) -> str:
     return text[text.rindex(")") + 2]
 
 
-def _run(race: str, continues: int) -> int:
+def _run(race: str, continues: int, sibling: Path | None = None) -> tuple[int, list[str]]:
     """Run the launcher with ``race``; send SIGCONT to its group (what `fg` does) each time it is found
-    stopped, ``continues`` times at most. How often it stopped; it must end with the job's exit code."""
+    stopped, ``continues`` times at most. How often it stopped, and the state of the other process of its
+    group (``sibling``: where its pid is written) at each stop; it must end with the job's exit code."""
     master, slave = pty.openpty()  # its other side open throughout: a closed one is no terminal
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER, race], env=clean_env(PYTHONPATH=str(ROOT)), stdin=slave,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=os.setpgrp,  # process_group=0: 3.11
+            [sys.executable, "-c", LAUNCHER, race, *([str(sibling)] if sibling else [])],
+            env=clean_env(PYTHONPATH=str(ROOT)), stdin=slave, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, preexec_fn=os.setpgrp,  # process_group=0: 3.11
         )  # fmt: skip
     finally:
         os.close(slave)
     stops = 0
+    sibling_states: list[str] = []
     deadline = time.monotonic() + 20
     try:
         while proc.poll() is None and time.monotonic() < deadline:
@@ -76,6 +87,8 @@ def _run(race: str, continues: int) -> int:
                     if _state(proc.pid) == "T":
                         break
                     continue
+                if sibling is not None:
+                    sibling_states.append(_state(int(sibling.read_text())))
                 stops += 1
                 os.killpg(proc.pid, signal.SIGCONT)
                 while _state(proc.pid) == "T" and time.monotonic() < deadline:
@@ -85,13 +98,13 @@ def _run(race: str, continues: int) -> int:
         stderr = b"" if stuck else proc.communicate()[1]
     finally:
         state = _state(proc.pid)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # (the sibling too)
+        proc.wait()
         os.close(master)
     assert not stuck, f"npuprof left in state {state} after {stops} SIGCONT(s)"
     assert proc.returncode == 7, stderr.decode(errors="replace")
-    return stops
+    return stops, sibling_states
 
 
 @pytest.mark.parametrize("race", ["none", "sigcont"])
@@ -99,7 +112,7 @@ def test_a_sigcont_as_the_job_stops_leaves_neither_stopped(race: str) -> None:
     """Without a race npuprof stops with its job and one SIGCONT (`fg`) ends both. A SIGCONT that came
     between the job's stop and npuprof's own was lost: its handler continued the job, then npuprof stopped
     itself, and nothing continued it (the job's end and exit code waited for a second `fg`)."""
-    stops = _run(race, continues=1)
+    stops, _ = _run(race, continues=1)
     assert stops == (1 if race == "none" else 0)
 
 
@@ -107,8 +120,18 @@ def test_ctrl_z_pressed_twice_needs_one_fg() -> None:
     """A second Ctrl-Z once npuprof has taken the terminal back stopped it there; `fg` continued it, its
     SIGCONT handler continued the job, and npuprof then stopped itself again: the job ran on in the
     background while the shell said npuprof was stopped, and its exit code waited for another `fg`."""
-    stops = _run("ctrl-z", continues=1)
+    stops, _ = _run("ctrl-z", continues=1)
     assert stops == 1
+
+
+def test_the_stop_reaches_the_rest_of_npuprofs_process_group(tmp_path: Path) -> None:
+    """`npuprof run ... | tee log`, `bash -c 'npuprof run ...; echo done'`, `timeout 60 npuprof run ...`: the
+    terminal's Ctrl-Z reaches the job's group alone (npuprof gave it the terminal), and npuprof stopped
+    itself alone. The shell, which reports a job stopped once all its processes are, waited on while tee,
+    bash or timeout ran: it hung, holding no terminal, until a second Ctrl-Z. Without npuprof the one
+    Ctrl-Z stops them all."""
+    stops, sibling_states = _run("none", continues=1, sibling=tmp_path / "sibling")
+    assert (stops, sibling_states) == (1, ["T"])
 
 
 ORPHANED = r"""
