@@ -87,8 +87,11 @@ def _run(race: str, continues: int, sibling: Path | None = None) -> tuple[int, l
                     if _state(proc.pid) == "T":
                         break
                     continue
-                if sibling is not None:
-                    sibling_states.append(_state(int(sibling.read_text())))
+                if sibling is not None:  # sent its stop with ours: it stops once scheduled
+                    other, until = int(sibling.read_text()), time.monotonic() + 5
+                    while _state(other) != "T" and time.monotonic() < until:
+                        time.sleep(0.005)
+                    sibling_states.append(_state(other))
                 stops += 1
                 os.killpg(proc.pid, signal.SIGCONT)
                 while _state(proc.pid) == "T" and time.monotonic() < deadline:
@@ -183,15 +186,15 @@ def test_a_job_that_reads_the_terminal_is_left_stopped_where_npuprof_cannot_stop
     job = holder = None
     try:
         deadline = time.monotonic() + 20
-        while (
-            "stop" not in (said := calls.read_text() if calls.exists() else "")
-            and time.monotonic() < deadline
-        ):
+        while time.monotonic() < deadline and not (calls.exists() and "stop" in calls.read_text()):
             time.sleep(0.02)
-        time.sleep(0.5)  # a spin stops it again and again meanwhile
-        said = calls.read_text()
-        job = int(said.split()[1])
+        job = int(calls.read_text().split()[1])
         holder = int(holder_pid.read_text())
+        # the note comes once npuprof has left the job stopped; a spin (before) never says it
+        while time.monotonic() < deadline and "left stopped" not in stderr.read_text():
+            time.sleep(0.02)
+        time.sleep(0.3)  # a spin would stop it again and again meanwhile
+        said = calls.read_text()
         assert said.count("stop") == 1, f"npuprof continued the job {said.count('stop')} times"
         assert _state(job) == "T" and _state(pid) != "T"
         note = stderr.read_text()
