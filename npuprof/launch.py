@@ -816,6 +816,7 @@ class _Terminal:
         self.stopped_with_the_job = False  # the launcher stops itself, mirroring the job's stop
         self.continued = 0  # the SIGCONTs the launcher has handled
         self.said_left_stopped = False
+        self.job_ended = False  # the job was reaped: nothing to give the terminal to
         try:
             fd = sys.stdin.fileno()
             if os.isatty(fd):
@@ -868,7 +869,12 @@ def _continued_with_the_launcher(pgid_holder: list[int], terminal: _Terminal) ->
 
     def continued(signum: int, frame: object) -> None:
         terminal.continued += 1
-        if pgid_holder and not terminal.stopped_with_the_job and _stopped(pgid_holder[0]):
+        if not pgid_holder or terminal.stopped_with_the_job or terminal.job_ended:
+            return
+        # `fg` of a launcher stopped alone (`kill -TSTP`): the shell gave the terminal to its group, where the
+        # job, which ran on, would not have it
+        terminal.give_to(pgid_holder[0])
+        if _stopped(pgid_holder[0]):
             _kill_group(pgid_holder[0], signal.SIGCONT)
 
     previous = signal.signal(signal.SIGCONT, continued)
@@ -877,6 +883,67 @@ def _continued_with_the_launcher(pgid_holder: list[int], terminal: _Terminal) ->
     finally:
         with contextlib.suppress(OSError, ValueError, TypeError):  # None: set outside Python
             signal.signal(signal.SIGCONT, previous)
+
+
+@contextlib.contextmanager
+def _ctrl_z_at_the_launchers_group(pgid_holder: list[int], terminal: _Terminal) -> Iterator[None]:
+    """Ctrl-Z of a terminal that the launcher's own group holds reaches the job. The launcher gives the job
+    the terminal when it starts it in the foreground, but a shell's `fg` of a job that runs (after `bg`, or
+    `npuprof run ... &`) gives it to the launcher's group and sends no SIGCONT: Ctrl-Z then stopped the
+    launcher alone, the job training on. A SIGTSTP that comes then gives the job the terminal and is passed
+    on to it; the job's stop is then mirrored (_on_job_stopped). Any other SIGTSTP (`kill -TSTP` while the
+    job holds the terminal) stops the launcher alone, as before. Only with a terminal, and not when SIGTSTP
+    was ignored when npuprof started."""
+    if not terminal.present or signal.getsignal(signal.SIGTSTP) != signal.SIG_DFL:
+        yield
+        return
+
+    def tstp(signum: int, frame: object) -> None:
+        if terminal.stopped_with_the_job:
+            # the launcher stops for the job's stop already: a second Ctrl-Z that reached its group once it
+            # took the terminal back would stop it a second time, past `fg` (run late, after that `fg`, the
+            # job has the terminal again for the next one)
+            return
+        if pgid_holder and not terminal.job_ended and terminal.held_by(os.getpgrp()):
+            terminal.give_to(pgid_holder[0])
+            if _kill_group(pgid_holder[0], signal.SIGTSTP):
+                return
+        _stop_the_launcher()
+
+    signal.signal(signal.SIGTSTP, tstp)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def _launchers_stop_held() -> Iterator[None]:
+    """A SIGTSTP of the launcher's own sent in the block is held (blocked) until the block ends, where the
+    launcher stops, unless a SIGCONT since discarded the stop (the kernel's doing) or the block took it back
+    (``signal.sigtimedwait``). Held at its default action, a handler of ours (_ctrl_z_at_the_launchers_group)
+    put aside until the launcher is continued: unblocked, the stop ran that handler instead of stopping the
+    launcher. An ignored SIGTSTP stays ignored."""
+    handler = signal.getsignal(signal.SIGTSTP)
+    ours = handler not in (signal.SIG_DFL, signal.SIG_IGN, None)
+    if ours:
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+    try:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTSTP])
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # the launcher stops here
+    finally:
+        if ours:
+            signal.signal(signal.SIGTSTP, handler)
+
+
+def _stop_the_launcher() -> None:
+    """Stop the launcher alone by SIGTSTP at its default action until continued (_launchers_stop_held)."""
+    with _launchers_stop_held():
+        os.kill(os.getpid(), signal.SIGTSTP)
 
 
 @contextlib.contextmanager
@@ -910,6 +977,7 @@ def run_child(
         _terminal_signals_ignored() as reset_in_child,
         _forward_signals(pgid, run_id, unreached, interrupts) as received,
         _continued_with_the_launcher(pgid, terminal),
+        _ctrl_z_at_the_launchers_group(pgid, terminal),
     ):
         try:
             pid = _spawn(command, env, reset_in_child)
@@ -928,6 +996,7 @@ def run_child(
                 on_start(pid)
         try:
             returncode = _wait(pid, terminal)
+            terminal.job_ended = True
             at_the_terminal = terminal.held_by(pid)
             # held (pending, not lost) from here until the caller takes them over: the forwarders are
             # about to go, and a signal then would kill the launcher before its record (helper-96)
@@ -988,8 +1057,10 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
         # Without a terminal no shell's job control stops and continues us: whoever stopped the job
         # (`kill -TSTP` from a scheduler) continues it alone, as a non-interactive shell waits on.
         return
-    if stop_signal != signal.SIGTSTP and terminal.held_by(pgid):
-        # It touched the terminal in the instant before we handed it over: it may use it now.
+    if stop_signal != signal.SIGTSTP and (terminal.held_by(pgid) or terminal.held_by(os.getpgrp())):
+        # It touched the terminal in the instant before we handed it over, or while the launcher's group
+        # held it (a shell's `fg` of a running job gives it to us, not to the job): it may use it now.
+        terminal.give_to(pgid)
         _kill_group(pgid, signal.SIGCONT)
         return
     # SIGTSTP, not SIGSTOP: an outer npuprof mirrors it in turn, the shell shows "Stopped" as for the job,
@@ -1003,12 +1074,12 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
     # on (with no exit code for the shell until a second `fg`). Now one handled before the check drops
     # the stop, and one that comes after it discards the held stop (the kernel's doing). A second Ctrl-Z,
     # which reaches our group once we hold the terminal, is held with ours: it stopped us inside this
-    # function, and `fg` found us stopping again (docs/architecture.md, "Process model").
+    # function, and `fg` found us stopping again (docs/architecture.md, "Process model"). Held at SIGTSTP's
+    # default action (_launchers_stop_held): unblocked, our own stop ran our Ctrl-Z handler instead.
     terminal.stopped_with_the_job = True
     try:
         continued = terminal.continued
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTSTP])
-        try:
+        with _launchers_stop_held():
             terminal.take_back(pgid)
             try:
                 os.killpg(os.getpgrp(), signal.SIGTSTP)
@@ -1019,8 +1090,7 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
                 signal.sigtimedwait([signal.SIGTSTP], 0)  # continued meanwhile: our stop is dropped,
                 with contextlib.suppress(OSError):  # and the rest of our group goes on too
                     os.killpg(os.getpgrp(), signal.SIGCONT)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # we stop here, unless continued since the kill
+        # (stopped as the block ended, unless continued since the kill; continued here)
         if (
             stop_signal != signal.SIGTSTP
             and _stopped(pgid)

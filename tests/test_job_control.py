@@ -1,0 +1,128 @@
+"""Job control through a real terminal: an interactive bash in a pty (its controlling terminal), `npuprof run`
+of a plain Python job (no torch), Ctrl-Z, `fg`, `bg` as a user types them (docs/architecture.md, Launcher)."""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import clean_env
+
+pytestmark = pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash for an interactive shell")
+
+
+def _state(pid: int) -> str:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2]
+
+
+def _parent(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[1])
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _kill_quietly(pid: int | None, group: bool = False) -> None:
+    if pid is not None:
+        try:
+            (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class _Terminal:
+    """An interactive bash on a pty: what is typed, and what the terminal shows."""
+
+    def __init__(self) -> None:
+        import pty
+
+        env = clean_env(PS1="prompt> ", TERM="dumb")
+        pid, master = pty.fork()
+        if pid == 0:  # a session leader with the pty as its controlling terminal
+            os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], env)
+        self.pid, self.master, self.seen, self.read_to = pid, master, bytearray(), 0
+        self.expect(b"prompt> ")
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def expect(self, needle: bytes, timeout: float = 20.0) -> None:
+        """Wait until the terminal shows ``needle`` after what was expected before."""
+        deadline = time.monotonic() + timeout
+        while (found := self.seen.find(needle, self.read_to)) < 0:
+            left = deadline - time.monotonic()
+            shown = bytes(self.seen[-1500:])
+            assert left > 0, f"timed out waiting for {needle!r}; the terminal shows {shown!r}"
+            ready, _, _ = select.select([self.master], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    self.seen.extend(os.read(self.master, 65536))
+                except OSError:  # EIO: the shell is gone
+                    break
+        self.read_to = found + len(needle)
+
+    def foreground(self) -> int:
+        return os.tcgetpgrp(self.master)
+
+    def close(self) -> None:
+        _kill_quietly(self.pid)
+        os.waitpid(self.pid, 0)
+        os.close(self.master)
+
+
+def _job(tmp_path: Path, code: int) -> tuple[str, Path, Path]:
+    """`npuprof run` of a job that writes its pid to ``started``, then sleeps until the file ``go`` exists
+    and exits with ``code``."""
+    started, go = tmp_path / "started", tmp_path / "go"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, pathlib, sys, time\n"
+        f"pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
+        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.02)\n"
+        f"sys.exit({code})\n"
+    )
+    run = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", "--"]
+    return shlex.join([*run, sys.executable, str(script)]), started, go
+
+
+def test_ctrl_z_after_fg_of_a_job_run_in_the_background_stops_the_job_too(tmp_path: Path) -> None:
+    """`npuprof run ... &` (or Ctrl-Z then `bg`), then `fg`: the shell gives the terminal to npuprof's process
+    group, not the job's, and sends a running job no SIGCONT. Ctrl-Z then reached npuprof alone: the shell
+    said "Stopped" while the job trained on (and a job reading the terminal was stopped by SIGTTIN)."""
+    command, started, go = _job(tmp_path, 5)
+    terminal = _Terminal()
+    job = launcher = None
+    try:
+        terminal.type(command.encode() + b" > /dev/null &\n")
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        launcher = _parent(job)
+        terminal.type(b"fg\n")
+        _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+        terminal.type(b"\x1a")  # Ctrl-Z: to the terminal's foreground group, npuprof's
+        terminal.expect(b"Stopped")
+        _wait_for(lambda: _state(launcher) == "T", "npuprof to stop")
+        _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=5)
+        terminal.type(b"fg\n")
+        _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal after fg")
+        go.touch()
+        terminal.type(b"echo exit-code-$?\n")
+        terminal.expect(b"exit-code-5", timeout=60)
+    finally:
+        _kill_quietly(job, group=True)
+        _kill_quietly(launcher)
+        terminal.close()
