@@ -1067,8 +1067,10 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
     # and the kernel discards it in an orphaned process group, where nobody could continue us. To our whole
     # process group, as the terminal's would reach it without npuprof: the shell reports a job stopped once
     # all its processes are, and a pipeline's other commands (`npuprof run ... | tee log`) or a process
-    # that waits for npuprof (`bash -c 'npuprof run ...; ...'`, `timeout`, make) ran on: the shell hung,
-    # holding no terminal, until a second Ctrl-Z.
+    # that waits for npuprof (a script without job control, `bash train.sh`; `bash -c 'npuprof run ...;
+    # ...'`, `timeout`, make) ran on: the shell hung, holding no terminal, until a second Ctrl-Z. Whatever
+    # stopped the job, not only a Ctrl-Z while it held the terminal: the kernel's SIGTTIN/SIGTTOU of a read
+    # from the background stops the reader's whole group too (`bash train.sh &` ran on, said running).
     # Held (blocked) until we know we were not continued meanwhile. Sent plainly, a SIGCONT to us between
     # the job's stop and ours was lost: we stopped for good, and the job, which its handler continued, ran
     # on (with no exit code for the shell until a second `fg`). Now one handled before the check drops

@@ -126,3 +126,70 @@ def test_ctrl_z_after_fg_of_a_job_run_in_the_background_stops_the_job_too(tmp_pa
         _kill_quietly(job, group=True)
         _kill_quietly(launcher)
         terminal.close()
+
+
+def test_ctrl_z_of_npuprof_run_by_a_script_stops_the_script_too(tmp_path: Path) -> None:
+    """`bash train.sh` at an interactive shell, the script running `npuprof run` (no job control: npuprof is
+    in the script's process group): npuprof gives the job the terminal, so Ctrl-Z reached the job alone, and
+    npuprof mirrored the stop on itself alone. The script ran on, waiting for it, and the interactive shell,
+    which reports a job stopped only once all its processes are, waited on: no prompt, the terminal taken
+    from the job. Without npuprof Ctrl-Z stops the script with its command."""
+    command, started, go = _job(tmp_path, 5)
+    terminal = _Terminal()
+    job = script = None
+    try:
+        terminal.type(f"bash -c {shlex.quote(f'{command}; echo script-exit-code-$?')}\n".encode())
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        launcher = _parent(job)
+        script = _parent(launcher)
+        _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal")
+        terminal.type(b"\x1a")  # Ctrl-Z: to the job's group, which holds the terminal
+        terminal.expect(b"Stopped", timeout=10)
+        assert _state(script) == "T" and _state(launcher) == "T" and _state(job) == "T"
+        go.touch()
+        terminal.type(b"fg\n")
+        terminal.expect(b"script-exit-code-5", timeout=60)
+    finally:
+        _kill_quietly(job, group=True)
+        _kill_quietly(script, group=True)  # the script's group: the script and npuprof
+        terminal.close()
+
+
+def test_a_script_run_in_the_background_stops_with_its_job_at_a_read_of_the_terminal(tmp_path: Path) -> None:
+    """`bash train.sh &`, the script running `npuprof run` of a job that reads the terminal: the kernel stops
+    the reader's whole process group (SIGTTIN), and the shell says the script stopped; `fg` then lets the
+    job read. Through npuprof the SIGTTIN reaches the job's group alone: npuprof mirrors it on its whole
+    process group too, not on itself alone (the script ran on, the shell said it was running, and nothing
+    did until a `kill -CONT`)."""
+    started = tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, pathlib, sys\n"
+        f"pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
+        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "sys.exit(len(input()))\n"
+    )
+    run = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", "--"]
+    command = shlex.join([*run, sys.executable, str(script)]) + " > /dev/null"
+    terminal = _Terminal()
+    job = shell_script = None
+    try:
+        terminal.type(f"bash -c {shlex.quote(f'{command}; echo script-exit-code-$?')} &\n".encode())
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        launcher = _parent(job)
+        shell_script = _parent(launcher)
+        _wait_for(lambda: _state(job) == "T", "the job to stop reading the terminal (SIGTTIN)")
+        _wait_for(lambda: _state(shell_script) == "T", "the script to stop with npuprof", timeout=10)
+        assert _state(launcher) == "T"
+        terminal.type(b"jobs\n")
+        terminal.expect(b"Stopped")
+        terminal.type(b"fg\n")
+        _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal after fg")
+        terminal.type(b"four\n")
+        terminal.expect(b"script-exit-code-4", timeout=60)
+    finally:
+        _kill_quietly(job, group=True)
+        _kill_quietly(shell_script, group=True)
+        terminal.close()
