@@ -741,6 +741,7 @@ def _forward_signals(
     run_id: str | None = None,
     unreached: list[int] | None = None,
     interrupts: list[float] | None = None,
+    terminal: _Terminal | None = None,
 ) -> Iterator[list[int]]:
     """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
     kills the group and every other process of the run (SIGKILL): torchrun's workers lead sessions of their
@@ -748,7 +749,7 @@ def _forward_signals(
     job too (nohup). Yields every signal received, less the copies of a Ctrl-C; those that found the group
     gone (the job reaped, before run_child blocks them) go to ``unreached`` too: they were the launcher's
     alone. ``interrupts`` gets the time of each Ctrl-C that counted (a SIGINT's copy within SAME_CTRL_C_S is
-    none)."""
+    none). ``terminal``: one the launcher's group holds while the job runs is given to the job first."""
     received: list[int] = []
     interrupts = [] if interrupts is None else interrupts
     killing: list[bool] = []  # non-empty while the handler kills the run's processes
@@ -765,6 +766,12 @@ def _forward_signals(
         ctrl_c = len(interrupts)  # this one's number, if a Ctrl-C
         if not pgid_holder:
             return  # not started yet: run_child passes it on once it is
+        if terminal is not None and not (terminal.stopped_with_the_job or terminal.job_ended):
+            # a shell's `fg` of a running job gave the launcher's group the terminal (see
+            # _ctrl_z_at_the_launchers_group): its Ctrl-C came here, and a second one, which a job that
+            # stops gracefully at the first takes as "now", killed the run (SIGKILL). The job gets the
+            # terminal, and its next Ctrl-C, itself.
+            terminal.give_to(pgid_holder[0])
         if signum == signal.SIGINT and len(interrupts) >= 2:
             if killing:  # a flood of SIGINTs lands here again while the processes are listed (helper-96)
                 return
@@ -975,7 +982,7 @@ def run_child(
     interrupts: list[float] = []
     with (
         _terminal_signals_ignored() as reset_in_child,
-        _forward_signals(pgid, run_id, unreached, interrupts) as received,
+        _forward_signals(pgid, run_id, unreached, interrupts, terminal) as received,
         _continued_with_the_launcher(pgid, terminal),
         _ctrl_z_at_the_launchers_group(pgid, terminal),
     ):

@@ -193,3 +193,46 @@ def test_a_script_run_in_the_background_stops_with_its_job_at_a_read_of_the_term
         _kill_quietly(job, group=True)
         _kill_quietly(shell_script, group=True)
         terminal.close()
+
+
+def test_a_second_ctrl_c_after_fg_of_a_job_run_in_the_background_reaches_the_job(tmp_path: Path) -> None:
+    """`npuprof run ... &` then `fg`: npuprof's group holds the terminal, so the first Ctrl-C came to npuprof
+    (passed on), and the second one, which a job that stops gracefully at the first takes as "now", made
+    npuprof kill the job's processes with SIGKILL (exit 137, its capture lost). Without npuprof both reach the
+    job; the job gets the terminal at the first one now."""
+    started = tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, pathlib, signal, sys, time\n"
+        "def interrupted(signum, frame):\n"
+        "    interrupted.count += 1\n"
+        "    print(f'interrupted-{interrupted.count}', file=sys.stderr, flush=True)\n"
+        "    if interrupted.count == 2:\n"
+        "        sys.exit(9)\n"
+        "interrupted.count = 0\n"
+        "signal.signal(signal.SIGINT, interrupted)\n"
+        f"pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
+        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "while True:\n    time.sleep(0.02)\n"
+    )
+    run = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", "--"]
+    terminal = _Terminal()
+    job = launcher = None
+    try:
+        terminal.type(shlex.join([*run, sys.executable, str(script)]).encode() + b" &\n")
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        launcher = _parent(job)
+        terminal.type(b"fg\n")
+        _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+        terminal.type(b"\x03")  # Ctrl-C: to npuprof's group, passed on
+        terminal.expect(b"interrupted-1")
+        time.sleep(0.3)  # a Ctrl-C of its own, not a copy of the first (launch.SAME_CTRL_C_S)
+        terminal.type(b"\x03")
+        terminal.expect(b"interrupted-2")
+        terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
+        terminal.expect(b"exit-code-9-of-42")
+    finally:
+        _kill_quietly(job, group=True)
+        _kill_quietly(launcher)
+        terminal.close()
