@@ -11,6 +11,7 @@ runs under `npuprof run`, so that npuprof's own agent and controller drive the b
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -111,6 +112,8 @@ def each(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     torch_npu (the stand-in reads its knobs at import) or npuprof: what a process of its own would do,
     without importing torch once a run."""
     import torch  # noqa: F401  (the only thing the children share)
+
+    gc.freeze()  # torch's objects out of the children's collections and this process's last one
 
     results = []
     for spec in runs:
