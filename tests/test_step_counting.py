@@ -158,6 +158,7 @@ for opt, n in ((opt1, 7), (opt2, 8)):
             loss = head(body(torch.randn(8, 16))).pow(2).mean()
         opt.zero_grad(); loss.backward(); opt.step()
         i += 1
+import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
 """
 
 
@@ -258,6 +259,7 @@ for _ in range(12):
     model(torch.randn(8, 16)).pow(2).mean().backward()
     opt_step()
 print("weights", round(model.weight.sum().item(), 5))
+import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
 """
 
 
@@ -354,6 +356,7 @@ def _own_sigterm_script(tmp_path: Path, install_early: bool) -> Path:
             time.sleep(0.02)
         with open(sys.argv[1], "w") as f:
             f.write(f"stopped gracefully after {{i}} steps\\n")
+        import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
         sys.exit(3)
         """,
     )
