@@ -149,7 +149,10 @@ def test_step_on_counts_returns_of_a_named_function(out: Path, tmp_path: Path) -
         "        return x\n"
     )
     script = tmp_path / "serve.py"
-    script.write_text("from mypkg.infer import Engine\ne = Engine()\nfor _ in range(7):\n    e.generate(3)\n")
+    script.write_text(
+        "from mypkg.infer import Engine\ne = Engine()\nfor _ in range(7):\n    e.generate(3)\n"
+        "import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs first)\n"
+    )
     env = clean_env(PYTHONPATH=str(tmp_path))
     result = npuprof(
         "run",
@@ -263,6 +266,7 @@ def test_captures_begun_within_one_millisecond_are_all_kept(out: Path, tmp_path:
         "vars(layout.time).update(vars(time), time=lambda: 1.8e9)\n"
         "for _ in range(5):\n"
         "    train_step()\n"
+        "import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs first)\n"
     )
     flags = ["--no-analyse", "--step-on", "__main__:train_step", *sched(0, 0, 1), "--repeat", "0"]
     result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script))
@@ -370,6 +374,7 @@ window = torch.profiler.schedule(wait=1, warmup=1, active=1)  # repeats: a secon
 with torch.profiler.profile(schedule=window, on_trace_ready=lambda p: None) as prof:
     for _ in range(8):
         train(); prof.step()
+import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
 """
 
 
