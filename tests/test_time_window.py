@@ -23,6 +23,10 @@ DELAY_S, DURATION_S = 1.0, 1.0
 # the import, and 15 s left it 0.16 s of a job that was ending.
 JOB_S = 60.0
 STEP_SLEEP_S = 0.15  # timed_job.py --steps sleeps this long in each step
+# the last line of the job scripts below: what they made (torch's objects above all) is kept out of the
+# interpreter's last collection, which walks them all (~0.5 CPU-s a process); atexit, npuprof's
+# finalisation of a capture still open included, runs before it, as before
+FREEZE = "import gc; gc.freeze()\n"
 
 
 def _run(root: Path, *flags: str, steps: bool = False) -> dict:
@@ -190,7 +194,7 @@ def test_a_window_shorter_than_a_step_records_that_step_whole(tmp_path: Path) ->
         "import torch.distributed.elastic.agent.server\n"
         "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for _ in range(int(sys.argv[1])):\n"
-        "    m(torch.randn(4, 16)).sum().backward(); time.sleep(0.8); opt.step()\n"
+        "    m(torch.randn(4, 16)).sum().backward(); time.sleep(0.8); opt.step()\n" + FREEZE
     )
     # the window opens after the first step even on a loaded machine (torch's import took over 4 s beside
     # three other test files: the window then opened before the first step, which analyse rightly called
@@ -253,6 +257,7 @@ def train():
 
 worker = threading.Thread(target=train); worker.start(); worker.join()
 print("joined")
+import gc; gc.freeze()  # see FREEZE
 """
 
 
@@ -374,7 +379,7 @@ def test_delay_alone_in_a_job_without_steps_records_to_the_end_and_calls_nothing
         "a, t = torch.randn(64, 64), time.time()\n"
         "while time.time() - t < 1.5:\n"
         "    a = (a @ a) / 64\n"
-        "    time.sleep(0.005)\n"  # a few hundred operators, not a million: the export stays short
+        "    time.sleep(0.005)\n" + FREEZE  # a few hundred operators, not a million: the export stays short
     )
     out = tmp_path / "out"
     result = npuprof("run", "-o", str(out), "--delay", "0.5", "--", sys.executable, str(script), timeout=120)
@@ -394,7 +399,7 @@ def test_a_window_open_when_the_optimizer_is_made_marks_step_0_partial(tmp_path:
         "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "time.sleep(1.0)  # set-up after the optimizer exists\n"
         "for i in range(30):\n"
-        "    m(torch.randn(4, 16)).sum().backward(); opt.step(); opt.zero_grad(); time.sleep(0.05)\n"
+        "    m(torch.randn(4, 16)).sum().backward(); opt.step(); opt.zero_grad(); time.sleep(0.05)\n" + FREEZE
     )
     out = tmp_path / "out"
     # 1 s of the window after the set-up: Kineto's start under load (3 test workers on 2 cores) took most of
@@ -425,7 +430,7 @@ def test_a_capture_of_partial_steps_only_takes_the_mean_over_them_all(tmp_path: 
         "import time, torch\n"
         "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "m(torch.randn(4, 16)).sum().backward(); opt.step()\n"
-        "time.sleep(0.2)\n"
+        "time.sleep(0.2)\n" + FREEZE
     )
     out = tmp_path / "out"
     flags = ["--skip-first", "0", "--warmup", "0", "--active", "5"]
@@ -446,11 +451,11 @@ def test_steps_choosing_only_the_partial_step_do_not_say_it_left_the_mean(tmp_pa
     when every step reported is partial (helper-96)."""
     script = tmp_path / "dies.py"
     script.write_text(
-        "import torch\n"
+        "import gc, torch\n"
         "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for i in range(12):\n"
         "    m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "    if i == 7: raise SystemExit(3)\n"
+        "    if i == 7: gc.freeze(); raise SystemExit(3)  # gc.freeze(): see FREEZE\n"
     )
     out = tmp_path / "out"
     result = npuprof("run", "-o", str(out), *sched(6, 0, 3), "--", sys.executable, str(script), timeout=180)
@@ -476,7 +481,7 @@ def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -
         "    m(torch.randn(4, 16)).sum().backward(); opt.step(); time.sleep(0.02)\n"
         "time.sleep(2.0)  # set-up before the first call, longer than a loaded host makes step 0\n"
         "for _ in range(6):\n"
-        "    train_step()\n"
+        "    train_step()\n" + FREEZE
     )
     out = tmp_path / "out"
     flags = ["--step-on", "__main__:train_step", "--skip-first", "0", "--warmup", "0", "--active", "3"]
@@ -530,7 +535,7 @@ def test_a_window_the_timer_cannot_open_in_a_job_without_steps_is_said(
         "end = time.time() + 3\n"
         "while time.time() < end:\n"
         "    with torch.no_grad(): m(torch.randn(8, 64)).sum().item()\n"
-        "    time.sleep(0.02)\n"
+        "    time.sleep(0.02)\n" + FREEZE
     )  # fmt: skip
     _, text = _window_run(tmp_path, script, "0.5", "1")
     assert f"no capture was written (exit code 0): the window could not open at its time: {why}" in text, text
@@ -559,7 +564,7 @@ def test_a_window_whose_signal_the_job_takes_while_it_records_closes_or_is_said(
         + "    if not took and time.monotonic() - t0 > 1.2:\n"
         "        signal.signal(signal.SIGRTMIN + 6, lambda s, f: None); took = True\n"
         "    if seen is None and torch._C._autograd._profiler_enabled():\n"
-        "        seen = time.monotonic()\n"
+        "        seen = time.monotonic()\n" + FREEZE
     )  # fmt: skip
     out, text = _window_run(tmp_path, script, "1", "0.5")
     said = "the window could not close at its time: the job took the timer's signal over"
