@@ -13,6 +13,10 @@ import pytest
 from conftest import ROOT, clean_env, npuprof, rank_dirs
 
 BOOTSTRAP = ROOT / "npuprof" / "_bootstrap"
+# the last line of the torch job scripts below: what they made (torch's objects above all) is kept out of
+# the interpreter's last collection, which walks them all (~0.5 CPU-s a process); atexit, npuprof's
+# finalisation, runs before it, as before
+FREEZE = "import gc; gc.freeze()\n"
 
 
 def _user_site(tmp_path: Path, body: str) -> Path:
@@ -92,7 +96,7 @@ def test_failing_user_sitecustomize_is_reported_as_python_reports_it_and_the_job
         "m = torch.nn.Linear(4, 4); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for _ in range(10):\n"
         "    m(torch.randn(2, 4)).sum().backward(); o.step()\n"
-        "print('ran')\n"
+        "print('ran')\n" + FREEZE
     )
     bare = subprocess.run([sys.executable, "-c", "pass"], env=clean_env(PYTHONPATH=str(site)),
                           capture_output=True, text=True, timeout=60)  # fmt: skip
@@ -162,7 +166,7 @@ def test_a_folder_named_npuprof_beside_the_script_does_not_hide_the_agent(
         "import torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(8):\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n" + FREEZE
     )
     # a namespace package for Python, as the first run's `-o npuprof` left it for every run after it
     (tmp_path / "npuprof" / "not_a_package").mkdir(parents=True)
@@ -202,7 +206,7 @@ def test_a_script_of_its_own_named_npuprof_keeps_working(tmp_path: Path, form: s
         "import torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(6):\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n" + imported
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n" + imported + FREEZE
     )  # fmt: skip
     # (run bare, the script prints "mine" and exits 0: under npuprof it must do the same, checked below)
     console = Path(sys.executable).with_name("npuprof")  # `python -m npuprof` here would run npuprof.py
@@ -247,7 +251,7 @@ def test_a_job_started_with_stdout_or_stderr_closed_gets_no_npuprof_descriptor_t
         "    except OSError:\n"
         "        found.append('closed')\n"
         "with open(sys.argv[1], 'w') as report:\n"
-        "    report.write(json.dumps(found))\n"
+        "    report.write(json.dumps(found))\n" + FREEZE
     )
     report, out = tmp_path / "report.txt", tmp_path / "out"
     closing = " ".join(f"{fd}>&-" for fd in closed.split())
