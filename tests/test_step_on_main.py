@@ -180,6 +180,7 @@ model = torch.nn.Linear(8, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for _ in range(6):
     train_step(model, opt, torch.randn(4, 8))
+import gc; gc.freeze()  # skip the exit-time collection over torch's objects
 """
 
 

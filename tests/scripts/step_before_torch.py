@@ -6,6 +6,7 @@ The loop calls ``Trainer.step`` only through a bound method saved before the loo
 calls ``train_step`` only through a reference saved right after its ``def``: each return counts once,
 whichever of the two ``--step-on`` names. Call ``k`` (from 0) runs in a ``call#k`` range."""
 
+import gc
 import os
 import sys
 
@@ -49,3 +50,4 @@ for _ in range(int(sys.argv[1])):
 if dist.is_initialized():
     dist.destroy_process_group()
     os._exit(0)  # see tests/test_run_torchrun.py: a worker may abort at exit after destroy_process_group
+gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
