@@ -6,6 +6,7 @@ With --until-captured DIR the job ends as soon as its own capture under DIR is c
 so), SECONDS being then the most it runs; the --join-first thread then ends 1.6 s after that, S being the
 most it waits (and OUT says when it ended)."""
 
+import gc
 import glob
 import json
 import os
@@ -77,3 +78,4 @@ while time.monotonic() < end:
         time.sleep(0.1)
     if captured():
         break
+gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
