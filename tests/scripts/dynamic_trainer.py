@@ -8,6 +8,7 @@ that begins next), so that a test knows how far the job is; stops once ``--stop 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 from pathlib import Path
@@ -60,6 +61,7 @@ def main() -> None:
         dist.destroy_process_group()
         atexit._run_exitfuncs()  # npuprof's exit hooks (its last log lines), then:
         os._exit(0)  # a gloo worker can abort at interpreter exit after destroy_process_group
+    gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
 
 
 if __name__ == "__main__":
