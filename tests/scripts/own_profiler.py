@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import os
@@ -99,6 +100,7 @@ def not_traces() -> None:
 
 if __name__ == "__main__":
     (OUT / "tb").mkdir(parents=True)
+    gc.freeze()  # the parent's objects (torch's) out of the forked worker's collections
     child = multiprocessing.get_context("fork").Process(target=worker, args=(1,))
     child.start()
     worker(0)
@@ -108,3 +110,4 @@ if __name__ == "__main__":
     labelled_steps()
     not_traces()
     os.sync()
+    gc.freeze()  # skip the exit-time collection over torch's objects
