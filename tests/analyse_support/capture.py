@@ -5,6 +5,7 @@ Usage: python capture.py OUT_ROOT [--gzip-rank R]
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
@@ -64,6 +65,7 @@ def main() -> None:
         dist.destroy_process_group()
         sys.stdout.flush()
         os._exit(0)
+    gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
 
 
 if __name__ == "__main__":
