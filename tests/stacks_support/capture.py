@@ -13,6 +13,7 @@ profiler is started with ``experimental_config=_ExperimentalConfig(verbose=True)
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 import time
@@ -116,3 +117,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
