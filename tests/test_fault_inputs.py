@@ -366,6 +366,7 @@ _SLOW_TRAINING = (
     "    if go.exists():\n"
     "        break\n"
     "    time.sleep(0.02)\n"
+    "import gc; gc.freeze()\n"  # skip the exit-time collection over torch's objects
 )
 
 
@@ -719,6 +720,7 @@ def test_no_capture_from_a_child_with_an_environment_of_its_own_says_it_was_not_
     """helper-125: a wrapper that starts its trainer with env= of its own (a PYTHONPATH of its repo) was told
     "no process of the job imported torch.optim", though the child trained: npuprof never reached it."""
     trains = "import torch\nm = torch.nn.Linear(2, 2)\ntorch.optim.SGD(m.parameters(), lr=0.1).step()\n"
+    trains += "import gc; gc.freeze()\n"  # skip the exit-time collection over torch's objects
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(
         "import os, subprocess, sys\n"
@@ -762,6 +764,7 @@ def test_no_capture_because_the_job_died_before_its_first_step(out: Path) -> Non
     job = (
         "import torch\n"
         "opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)\n"
+        "import gc; gc.freeze()\n"  # skip the exit-time collection over torch's objects
         "raise SystemExit(5)\n"
     )
     proc = npuprof("run", "-o", str(out), "--", sys.executable, "-c", job)
@@ -1261,6 +1264,7 @@ def test_an_output_dir_replaced_between_two_captures_is_said_beside_the_one_left
         "    opt.zero_grad(); m(torch.randn(4, 8)).sum().backward(); opt.step()\n"
         "    if i == 5:  # moved aside whole (a removal races the post-processor's writes in it)\n"
         "        os.rename(sys.argv[1], sys.argv[1] + '.old'); os.makedirs(sys.argv[1])\n"
+        "import gc; gc.freeze()\n"  # skip the exit-time collection over torch's objects
     )
     flags = [
         "--skip-first",
@@ -1311,6 +1315,7 @@ def test_a_rank_dir_removed_during_its_capture_is_said_so_not_blamed_on_the_disk
         f"    if i == {10 if removed == 'output-dir-after-the-capture' else 7}:\n"
         + remove
         + "print('done')\n"
+        + "import gc; gc.freeze()\n"  # skip the exit-time collection over torch's objects
     )
     done = subprocess.run(
         [*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script), str(out)],
