@@ -122,6 +122,7 @@ for i in range(7):
     sgd.step()
     seen.append([post._held, post.backlog()])
 json.dump(seen, open(sys.argv[1], "w"))
+import gc; gc.freeze()  # skip the exit-time collection over torch's objects
 """
 
 
@@ -406,6 +407,7 @@ class Trainer:
 trainer = Trainer(sys.argv[1])
 trainer.fit(16, daemonise_at=6)
 print(json.dumps(trainer.check()))
+import gc; gc.freeze()  # skip the exit-time collection over torch's objects
 """
 
 
