@@ -47,6 +47,7 @@ for i in range(14):  # iteration i is step i; captures: steps 6-8 and 10-12
     opt.zero_grad()
 outer.disable()
 print("SEEN " + json.dumps(seen))
+import gc; gc.freeze()  # skip the exit-time collection over torch's objects
 """
 
 
