@@ -71,6 +71,7 @@ def main() -> None:
     if distributed:
         dist.destroy_process_group()
         os._exit(0)  # see tests/test_run_torchrun.py: a worker may abort at exit after destroy_process_group
+    gc.freeze()  # skip the exit-time collection over torch's objects (after the GC-watch's capture)
 
 
 if __name__ == "__main__":
