@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from npuprof.bounded_read import read_at_most
+
 ACTIVITIES = ("cpu", "npu")
 LEVELS = {"none": "Level_none", "0": "Level0", "1": "Level1", "2": "Level2"}
 AIC_METRICS = (
@@ -609,18 +611,12 @@ def _payload_file_text(path: str) -> str:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError(f"{path!r} is not a regular file")
-        chunks, left = [], ENV_PAYLOAD_FILE_LIMIT + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        data = read_at_most(fd, ENV_PAYLOAD_FILE_LIMIT)
     finally:
         os.close(fd)
-    if left <= 0:
+    if len(data) > ENV_PAYLOAD_FILE_LIMIT:
         raise ValueError(f"{path!r} is over {ENV_PAYLOAD_FILE_LIMIT >> 20} MiB: no npuprof payload")
-    return b"".join(chunks).decode("utf-8")
+    return data.decode("utf-8")
 
 
 def _check_metadata(metadata: dict[str, Any]) -> None:
@@ -1144,14 +1140,7 @@ def read_config_bytes(file: str | os.PathLike[str], what: str) -> bytes:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(0, "not a regular file")
         check_file(fd, os.fspath(file), what)
-        chunks, left = [], CONFIG_FILE_LIMIT + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return read_at_most(fd, CONFIG_FILE_LIMIT, 1 << 16)
     finally:
         os.close(fd)
 

@@ -211,17 +211,20 @@ def stderr_until(proc: subprocess.Popen[str], text: str, limit_s: float = 60) ->
 
 # gloo's known teardown abort: a torchrun worker can die at interpreter exit after destroy_process_group()
 def hold_a_run_lock(output: Path, ready: Path, pids: Path) -> str:
-    """Lines of a job script (after its steps, with the agent armed) that leave a process holding a
-    post-processor's lock of this run for 60 s, so that `npuprof run` waits for it after the job; ``pids``
-    gets "HOLDER JOB". (A post-processor stopped by the script no longer does: the launcher continues it.)"""
+    """Lines of a job script that leave a process holding a post-processor's lock of this run for 60 s
+    (RUN_ID.HOST.1.0a0b0c0d.lock in OUTPUT/.npuprof_pending), so that `npuprof run` waits for it after the
+    job; ``pids`` gets "HOLDER JOB". The run's id is read where the agent reads it, the payload `npuprof run`
+    gives the job: no torch is needed (the launcher's wait for its run's locks is at stake, whoever holds
+    them). (A post-processor stopped by the script no longer does: the launcher continues it.)"""
     hold = (
         "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640); "
         "fcntl.flock(fd, fcntl.LOCK_EX); open(sys.argv[2], 'w').close(); time.sleep(60)"
     )
     return (
         "import os, subprocess, sys, time\n"
-        "from npuprof.agent import entry\n"
-        "run_id = entry._state['agent'].run['run_id']\n"
+        "from npuprof import ENV_CONFIG\n"
+        "from npuprof.payload import read_payload\n"
+        "run_id = read_payload(os.environ[ENV_CONFIG])[1].run_id\n"
         f"pending = os.path.join({str(output)!r}, '.npuprof_pending')\n"
         "os.makedirs(pending, exist_ok=True)\n"
         "lock = os.path.join(pending, f'{run_id}.{os.uname().nodename}.1.0a0b0c0d.lock')\n"

@@ -23,6 +23,7 @@ from conftest import (
     WAITS_FOR_POST_PROCESSING,
     capture_record,
     clean_env,
+    hold_a_run_lock,
     npuprof,
     rank_dirs,
     sched,
@@ -798,37 +799,13 @@ def test_sigint_during_an_export_is_delivered_after_it(tmp_path: Path) -> None:
     assert done.stdout.strip() == "['export done', 'interrupt']", done.stderr
 
 
-# what a process holding a lock of the run runs: the lock's path and the file it makes once it holds it
-_HOLD = (
-    "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640); "
-    "fcntl.flock(fd, fcntl.LOCK_EX); open(sys.argv[2], 'w').close(); time.sleep(60)"
-)
-
-
 def _ends_then_holds_a_run_lock(out: Path, tmp_path: Path, then: str = "") -> Path:
     """A plain Python job (no torch: what these tests check is the launcher's wait after the job, the
     signal it is sent then and its record, no capture) that leaves a process holding a post-processor's
-    lock of its run (its pid and the job's in ``tmp_path/post.pid``), so that `npuprof run` waits after it,
-    as conftest.hold_a_run_lock does in a job whose agent has started; ``then`` runs last. The run's id is
-    read where the agent reads it, the payload `npuprof run` gives the job."""
-    held, pids = tmp_path / "held", tmp_path / "post.pid"
+    lock of its run (conftest.hold_a_run_lock; its pid and the job's in ``tmp_path/post.pid``), so that
+    `npuprof run` waits after it; ``then`` runs last."""
     script = tmp_path / "stall.py"
-    script.write_text(
-        "import os, subprocess, sys, time\n"
-        "from npuprof import ENV_CONFIG\n"
-        "from npuprof.payload import read_payload\n"
-        "run_id = read_payload(os.environ[ENV_CONFIG])[1].run_id\n"
-        f"pending = os.path.join({str(out)!r}, '.npuprof_pending')\n"
-        "os.makedirs(pending, exist_ok=True)\n"
-        "lock = os.path.join(pending, f'{run_id}.{os.uname().nodename}.1.0a0b0c0d.lock')\n"
-        f"holder = subprocess.Popen([sys.executable, '-c', {_HOLD!r}, lock, {str(held)!r}],\n"
-        "    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-        f"while not os.path.exists({str(held)!r}):\n"
-        "    time.sleep(0.01)\n"
-        f"open({str(pids) + '.part'!r}, 'w').write(f'{{holder.pid}} {{os.getpid()}}')\n"
-        f"os.replace({str(pids) + '.part'!r}, {str(pids)!r})\n"  # whole once it exists: the tests poll it
-        + then
-    )
+    script.write_text(hold_a_run_lock(out, tmp_path / "held", tmp_path / "post.pid") + then)
     return script
 
 

@@ -23,6 +23,7 @@ from conftest import (
     WAITS_FOR_POST_PROCESSING,
     capture_record,
     clean_env,
+    hold_a_run_lock,
     load_trace,
     npuprof,
     rank_dirs,
@@ -664,37 +665,13 @@ def test_a_ctrl_c_while_torch_collects_the_events_is_delivered_after_the_capture
     assert "own profiler" not in err, err
 
 
-def _hold_a_run_lock_without_torch(output: Path, ready: Path, pids: Path) -> str:
-    """conftest.hold_a_run_lock for a job with no agent (no torch): the lines of a job script that leave a
-    process holding a post-processor's lock of this run (the same name: RUN_ID.HOST.1.0a0b0c0d.lock in
-    OUTPUT/.npuprof_pending) for 60 s, so that `npuprof run` waits for it after the job; ``pids`` gets
-    "HOLDER JOB". The run's id is the run record's (npuprof_run.json, written before the job starts)."""
-    hold = (
-        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640); "
-        "fcntl.flock(fd, fcntl.LOCK_EX); open(sys.argv[2], 'w').close(); time.sleep(60)"
-    )
-    return (
-        "import json, os, subprocess, sys, time\n"
-        f"run_id = json.load(open(os.path.join({str(output)!r}, 'npuprof_run.json')))['run_id']\n"
-        f"pending = os.path.join({str(output)!r}, '.npuprof_pending')\n"
-        "os.makedirs(pending, exist_ok=True)\n"
-        "lock = os.path.join(pending, f'{run_id}.{os.uname().nodename}.1.0a0b0c0d.lock')\n"
-        f"holder = subprocess.Popen([sys.executable, '-c', {hold!r}, lock, {str(ready)!r}],\n"
-        "    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-        f"while not os.path.exists({str(ready)!r}):\n"
-        "    time.sleep(0.01)\n"
-        f"open({str(pids) + '.part'!r}, 'w').write(f'{{holder.pid}} {{os.getpid()}}')\n"
-        f"os.replace({str(pids) + '.part'!r}, {str(pids)!r})\n"
-    )
-
-
 def _signalled_while_npuprof_waits(out: Path, tmp_path: Path, signals: tuple[int, ...]) -> tuple[int, str]:
     """A job that exits 3 while a post-processor of its run holds its lock (npuprof waits for it), then
     ``signals`` sent to npuprof at once: (npuprof's exit status, its stderr). No torch: the launcher's wait
     for the locks of its run (.npuprof_pending) and its signals are at stake, not a capture; the job takes
     the run's id from the run record the launcher wrote before starting it."""
     pids = tmp_path / "pids"
-    script = _script(tmp_path, "stall.py", _hold_a_run_lock_without_torch(out, tmp_path / "held", pids) + (
+    script = _script(tmp_path, "stall.py", hold_a_run_lock(out, tmp_path / "held", pids) + (
         "sys.exit(3)\n"
     ))  # fmt: skip
     with _launched("run", "-o", str(out), "--", sys.executable, str(script)) as proc:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from npuprof.bounded_read import read_at_most
+
 RUN_RECORD = "npuprof_run.json"
 RUN_LOG = "npuprof.log"
 PENDING_DIR = ".npuprof_pending"  # lock files of background post-processors still running
@@ -238,17 +240,9 @@ def read_small(path: str | os.PathLike[str], limit: int = RECORD_LIMIT) -> bytes
     large is not one npuprof wrote)."""
     fd = open_regular(path)
     try:
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        data = read_at_most(fd, limit)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if len(data) > limit:
         why = f"over {limit >> 10} KiB, too large for an npuprof record: not read"
         note_skipped(path, why)
