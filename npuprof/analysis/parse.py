@@ -860,13 +860,13 @@ def _write_outputs(
     export_db: bool,
     notes: Sequence[str] = (),
 ) -> list[str]:
-    phase = _Phases()
-    written: list[str] = []
+    """The rank's tables (`_write_outputs_of`), refused as ``changed`` when the trace was written while they
+    were made of it (TraceVersion)."""
     from npuprof.analysis.trace_loader import TraceVersion
 
     read_as = TraceVersion(raw)
     try:
-        written = _write_outputs_of(raw, out_dir, rank, workers, superseded, export_db, notes, phase, written)
+        written = _write_outputs_of(raw, out_dir, rank, workers, superseded, export_db, notes)
         read_as.still_the_same()
     finally:
         read_as.close()
@@ -881,9 +881,9 @@ def _write_outputs_of(
     superseded: _Superseded,
     export_db: bool,
     notes: Sequence[str],
-    phase: _Phases,
-    written: list[str],
 ) -> list[str]:
+    phase = _Phases()
+    written: list[str] = []
     # trace_view.json is written from the (plain) raw trace, event by event, in torch_npu's form: read from
     # the raw file itself, or for a .gz one from a private decompressed copy (read behind its decompression
     # with -j > 1). With -j > 1 a forked process writes the events while this one builds the tables.
