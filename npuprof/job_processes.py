@@ -102,3 +102,15 @@ def pid_alive(pid: int) -> bool:
     except OSError:  # another user's: it exists
         return True
     return True
+
+
+def ended_unreaped(pid: int) -> bool | None:
+    """Whether process ``pid`` has ended though its parent has not reaped it yet (a zombie: killed with
+    kill -9 while its parent is busy elsewhere), as /proc tells; None where /proc cannot tell (gone, or no
+    /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+        return text[text.rindex(b")") + 2 :][:1] in (b"Z", b"X")
+    except (OSError, ValueError):
+        return None

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, PROCESS_ENDS, SKIPPED_RE, WATCHING
-from npuprof.job_processes import pid_alive
+from npuprof.job_processes import ended_unreaped, pid_alive
 
 FORMATS = ("table", "json")
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
@@ -245,13 +245,7 @@ def _the_writer_lives(pid: int) -> bool:
     """Whether the process that wrote this log still runs: its pid exists and is no zombie (killed with
     kill -9, not reaped yet by a parent busy elsewhere: a multiprocessing child's parent in a collective;
     status said "running" until it was)."""
-    if not pid_alive(pid):
-        return False
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        return text[text.rindex(")") + 2 :].split()[0] not in ("Z", "X")
-    except (OSError, ValueError, IndexError):
-        return True  # no /proc: the signal check is all there is
+    return pid_alive(pid) and not ended_unreaped(pid)  # no /proc: the signal check is all there is
 
 
 def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, str]) -> dict[str, Any] | None:

@@ -597,12 +597,11 @@ def _capturing_process_gone(rank_dir: Path, pid: Any, host: Any = None, began_ns
         return True
     except OSError:
         return False
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        if text[text.rindex(")") + 2 :].split()[0] in ("Z", "X"):
-            return True
-    except (OSError, ValueError, IndexError):
-        return False
+    from npuprof.job_processes import ended_unreaped
+
+    ended = ended_unreaped(pid)
+    if ended is not False:
+        return bool(ended)  # None: /proc cannot tell
     started = process_start_time(pid)
     # 2 s: /proc's boot time is whole seconds
     return isinstance(began_ns, int) and started is not None and started > began_ns / 1e9 + 2
