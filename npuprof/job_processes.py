@@ -9,6 +9,8 @@ import os
 import re
 import time
 
+from npuprof.proc_stat import has_ended, state_of
+
 ENV_MARKER = b"NPUPROF_CONFIG="
 POSTPROCESS_MODULE = b"npuprof.results.postprocess"
 # multiprocessing's own trackers: they never train, and end once their clients have (helper-125: mp.spawn's
@@ -108,9 +110,5 @@ def ended_unreaped(pid: int) -> bool | None:
     """Whether process ``pid`` has ended though its parent has not reaped it yet (a zombie: killed with
     kill -9 while its parent is busy elsewhere), as /proc tells; None where /proc cannot tell (gone, or no
     /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read()
-        return text[text.rindex(b")") + 2 :][:1] in (b"Z", b"X")
-    except (OSError, ValueError):
-        return None
+    state = state_of(pid)
+    return None if state is None else has_ended(state)

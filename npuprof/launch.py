@@ -16,6 +16,7 @@ from typing import Any
 from npuprof import ENV_CONFIG, ENV_LAUNCHER_PID
 from npuprof.config import ENV_PAYLOAD_FILE_PREFIX, ENV_PAYLOAD_INLINE_LIMIT, ProfileConfig
 from npuprof.options import ENV_DYNAMIC
+from npuprof.proc_stat import state_of
 from npuprof.signal_names import SIGSTKFLT
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
@@ -704,11 +705,7 @@ def _kill_group(pgid: int, signum: int) -> bool:
 
 def _stopped(pid: int) -> bool:
     """Whether process ``pid`` (the job's first, which leads its group) is stopped by a signal now."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rpartition(b")")[2].split()[0] == b"T"
-    except (OSError, IndexError):
-        return False
+    return state_of(pid) == b"T"
 
 
 def _kill_run(pgid: int, run_id: str | None) -> bool:

@@ -30,6 +30,7 @@ from npuprof.launch import (
     shown_local_ranks,
     which,
 )
+from npuprof.proc_stat import start_ticks
 from npuprof.results import free_space, layout, logfile, run_record
 from npuprof.results.atomic import make_dir
 from npuprof.results.paths import UnsafePathError, character_torch_cannot_write, resolve_output_path
@@ -44,7 +45,7 @@ def _record_the_job(record: run_record.RunRecord, pid: int) -> None:
     launcher its parent (`bash -c 'setup; exec python train.py'` with npuprof run killed during the setup).
     With its start (``job_start_ticks``, kept across exec): a later process given the same pid is not it."""
     record.content["job_pid"] = pid
-    record.content["job_start_ticks"] = layout.process_start_ticks(pid)
+    record.content["job_start_ticks"] = start_ticks(pid)
     record.write()
 
 

@@ -219,7 +219,7 @@ def _note_the_jobs_first_process() -> None:
 
 def _start_ticks() -> str:
     """This process's start in clock ticks after boot (/proc/self/stat's field 22, kept across exec), as
-    npuprof.results.layout.process_start_ticks reads it; "" where it cannot be read. One small read."""
+    npuprof.proc_stat.start_ticks reads it; "" where it cannot be read. One small read."""
     try:
         fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
         try:

@@ -645,18 +645,18 @@ def _set_parent_death_signal(signum: int) -> bool:
 
 def _process_runs(pid: int) -> bool:
     """Whether ``pid`` exists and has not ended (a zombie nobody reaped yet has ended)."""
+    from npuprof.proc_stat import has_ended, state_of
+
+    state = state_of(pid)
+    if state is not None:
+        return not has_ended(state)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-        return text[text.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
-    except (OSError, ValueError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            return True
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
         return True
+    return True
 
 
 def _first_process_of_the_job(run: dict[str, Any]) -> bool:
@@ -672,9 +672,9 @@ def _first_process_of_the_job(run: dict[str, Any]) -> bool:
     # the pid with the process's start: a process of the run given the first one's pid once it had died
     # (the pids wrapped round), leading a group of its own, inherited the mark or reads the record's pid,
     # and trained on where it took itself for the first process and ended (helper-165)
-    from npuprof.results.layout import process_start_ticks
+    from npuprof.proc_stat import start_ticks
 
-    started = process_start_ticks()
+    started = start_ticks("self")
     if os.environ.get(ENV_JOB_PID) == f"{pid}:{'' if started is None else started}":
         return True
     record = _run_record(run) or {}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.bounded_read import read_at_most
+from npuprof.proc_stat import has_ended, start_ticks, state_of
 
 RUN_RECORD = "npuprof_run.json"
 RUN_LOG = "npuprof.log"
@@ -829,35 +830,23 @@ def _alive_since(pid: int, start: Any) -> bool:
         pass
     except OSError:
         return False
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    state = state_of(pid)
+    if state is None:
         return True  # no /proc: the signal check is all there is
-    fields = text[text.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):
+    if has_ended(state):
         return False
     with contextlib.suppress(OSError):  # another program under a pid that collides (a container's)
         if b"npuprof" not in Path(f"/proc/{pid}/cmdline").read_bytes():
             return False
-    started = _process_start(int(fields[19]))
+    started = process_start_time(pid)
     recorded = iso_seconds(start)
     return started is None or recorded is None or started <= recorded + 2
 
 
 def process_start_time(pid: int | str = "self") -> float | None:
     """When process ``pid`` began (epoch s, to the clock tick), from /proc; None where that is not known."""
-    ticks = process_start_ticks(pid)
+    ticks = start_ticks(pid)
     return None if ticks is None else _process_start(ticks)
-
-
-def process_start_ticks(pid: int | str = "self") -> int | None:
-    """When process ``pid`` began, in clock ticks after boot (/proc/PID/stat's field 22, starttime: kept
-    across exec, never the same for a later process given the same pid); None where that is not known."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        return int(text[text.rindex(")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _process_start(ticks: int) -> float | None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npuprof.owned_fd import OwnedFd, above_stdio
+from npuprof.proc_stat import stat_fields
 from npuprof.results import layout, logfile, spawner
 from npuprof.results.atomic import atomic_writer
 
@@ -1414,18 +1415,8 @@ def _serves_us(pid: int) -> bool:
 def _is_stopped_post_processor(pid: int) -> bool:
     """``pid`` is a post-processor stopped by a signal or a tracer (state T or t in /proc; False where
     that is not known)."""
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return bool(fields) and fields[0] in (b"T", b"t") and _is_post_processor(pid)
-
-
-def _stat_fields(pid: int) -> list[bytes]:
-    """The fields of /proc/PID/stat after the command's name (state, ppid, ...); [] where not readable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-    except OSError:
-        return []
-    return text[text.rfind(b")") + 2 :].split()
 
 
 def continue_when_orphaned(ready_fd: int | None) -> None:
@@ -1507,7 +1498,7 @@ def _run_in(args: list[bytes]) -> str | None:
 
 
 def _is_zombie(pid: int) -> bool:
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return bool(fields) and fields[0] == b"Z"
 
 
@@ -1580,7 +1571,7 @@ def _lock_holders(output: Path, run_id: str) -> list[int]:
 
 
 def _parent_of(pid: int) -> int | None:
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 

@@ -1,0 +1,37 @@
+"""One read of /proc/PID/stat, the line Linux keeps for each process: its state (R, S, T stopped, Z ended
+but not reaped, ...) and its start in clock ticks after boot. The command's name, in parentheses, may hold
+spaces and parentheses itself, so the fields are those after the last ')'. Linux only; elsewhere nothing
+is known and every function says so (an empty list, None)."""
+
+from __future__ import annotations
+
+
+def stat_fields(pid: int | str) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command's name (state, ppid, ...); [] where not readable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except (OSError, ValueError):
+        return []
+    return text[text.rfind(b")") + 2 :].split()
+
+
+def state_of(pid: int | str) -> bytes | None:
+    """Process ``pid``'s state letter (b"R", b"S", b"T", b"Z", ...); None where not known."""
+    fields = stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def has_ended(state: bytes | None) -> bool:
+    """A state of a process that has ended: a zombie its parent has not reaped yet, or one being reaped."""
+    return state in (b"Z", b"X")
+
+
+def start_ticks(pid: int | str) -> int | None:
+    """When process ``pid`` began, in clock ticks after boot (field 22, starttime: kept across exec, never
+    the same for a later process given the same pid); None where not known."""
+    fields = stat_fields(pid)
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
