@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from stacks_support import (
     FLAMEGRAPH_LINE,
+    FULL_CAPTURE_ARGS,
     capture,
     captures,
     cli,
@@ -67,9 +68,8 @@ def made() -> None:
     """The three real captures of this module ("full" as full_capture() asks it, "plain", "nostack"), made
     by one process that imports torch once (stacks_support.captures: a forked child each); the tests then
     get each from the cache by full_capture() / capture(NAME, ...) as before."""
-    full = ("--torch-stacks", "--stacks", "self_cpu_time_total", "--memory-format", "html", "json", "json.gz")
     captures({
-        "full": (*full, "raw.json.gz"),  # full_capture()'s arguments, the same
+        "full": FULL_CAPTURE_ARGS,
         "plain": ("--no-memory", "--stacks", "self_cpu_time_total", "--memory-format", "json"),
         "nostack": ("--no-stack", "--no-memory"),
     })  # fmt: skip

@@ -50,19 +50,22 @@ def capture(name: str, *args: str) -> Path:
     return dirs[0]
 
 
+# stacks + shapes + memory on; every export asked; torch's own export_stacks beside them
+FULL_CAPTURE_ARGS = (
+    "--torch-stacks",
+    "--stacks",
+    "self_cpu_time_total",
+    "--memory-format",
+    "html",
+    "json",
+    "json.gz",
+    "raw.json.gz",
+)
+
+
 def full_capture() -> Path:
-    """Stacks + shapes + memory on; every export asked; torch's own export_stacks beside them."""
-    return capture(
-        "full",
-        "--torch-stacks",
-        "--stacks",
-        "self_cpu_time_total",
-        "--memory-format",
-        "html",
-        "json",
-        "json.gz",
-        "raw.json.gz",
-    )
+    """The capture made with FULL_CAPTURE_ARGS."""
+    return capture("full", *FULL_CAPTURE_ARGS)
 
 
 def exports_record(rank_dir: Path) -> dict:
