@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sqlite3
 from pathlib import Path
 
 from analyse_support.handmade import T0, write_rank_dir, x
@@ -87,3 +88,23 @@ def test_a_collective_takes_its_own_process_task(tmp_path: Path) -> None:
     extract, meta, _end = scan.scan(trace)
     (op,) = communication.collect(extract, meta)
     assert (op.name, op.ts, op.dur, op.corr) == ("allreduce", T0 + 100, 300.0, 21)
+
+
+def test_the_db_takes_each_task_launch_from_its_own_process(tmp_path: Path) -> None:
+    """The db's CANN_API launch of each task (joined to it by connectionId, as msprof-analyze's free_analysis
+    reads it) is its own process's call of its correlation id: gemm's is A's at 155, not B's at 12, the
+    id's first call in the file (helper-247)."""
+    rank_dir = write_rank_dir(tmp_path, _trace())
+    assert parse_rank_dir(rank_dir, workers=1, export_db=True).status == "parsed"
+    con = sqlite3.connect(rank_dir / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")
+    strings = dict(con.execute("SELECT id, value FROM STRING_IDS"))
+    launches = con.execute(
+        "SELECT i.name, c.startNs, c.globalTid FROM TASK t JOIN COMPUTE_TASK_INFO i USING (globalTaskId) "
+        "JOIN CANN_API c ON c.connectionId = t.connectionId WHERE c.type = 10000"
+    ).fetchall()
+    got = {strings[name]: (start, tid) for name, start, tid in launches}
+
+    def call(pid: int, ts: float) -> tuple[int, int]:  # launch_in's call: on thread pid of process pid
+        return round((T0 + ts) * 1000), (pid << 32) | pid
+
+    assert got == {"add_k": call(B, 12), "gemm": call(A, 155), "relu_k": call(A, 178)}

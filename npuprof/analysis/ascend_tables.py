@@ -103,6 +103,8 @@ class KernelTable:
     input_shapes: np.ndarray  # string id of Kineto's Input Dims text; -1 for none
     # the operator (index into the OpView) that launched each task, -1 for none: for the db export
     launcher: np.ndarray | None = None
+    # each task's runtime call, an index into the extract's launch_* columns, -1 for none: the db's CANN_API
+    launch: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.start_ns)

@@ -619,8 +619,8 @@ class _Tables:
 
     def launches(self, taken: set[int]) -> list[tuple[Any, ...]]:
         """CANN_API: the host launch of each task (type ``node``, name ``launch``, as CANN's node-level
-        launch): a CUDA task's runtime call (matched by correlation id), on the CPU the operator itself; not
-        for the tasks of collectives (their host call is there already, ``taken``)."""
+        launch): a CUDA task's runtime call (kernel_details' own: ``KernelTable.launch``), on the CPU the
+        operator itself; not for the tasks of collectives (their host call is there already, ``taken``)."""
         k, x, ops = self.src.tables.kernels, self.src.extract, self.src.ops
         if k.launcher is None or not len(k):
             return []
@@ -629,15 +629,12 @@ class _Tables:
             start = k.start_ns[rows]
             end = start + ns_of(k.duration_us[rows])
         else:
-            lc = np.frombuffer(x.launch_corr, dtype=np.int64)
-            if not len(lc):
+            if k.launch is None or not len(x.launch_corr):
                 return []
-            order = np.argsort(lc, kind="stable")
-            lc = lc[order]
-            pos = np.clip(np.searchsorted(lc, k.task_id), 0, len(lc) - 1)
-            found = (lc[pos] == k.task_id) & (k.task_id >= 0)
-            rows = np.flatnonzero(found)
-            at = order[pos[rows]]
+            # the call kernel_details' Step Id takes: in a trace of several processes whose correlation ids
+            # meet, the task's own process's (helper-247: B's call of id 5 was A's kernel's launch)
+            rows = np.flatnonzero(k.launch >= 0)
+            at = k.launch[rows]
             start = ns_of(np.frombuffer(x.launch_ts, dtype=np.float64)[at]) + self.src.base_ns
             end = start + ns_of(np.frombuffer(x.launch_dur, dtype=np.float64)[at])
         launcher = k.launcher[rows]

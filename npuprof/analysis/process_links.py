@@ -122,15 +122,16 @@ def _task_hosts(
     return task_processes(tasks, launches, ext_owners), launches
 
 
-def launch_times(
+def own_launches(
     x: Extract, op_thread: np.ndarray, op_ext: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per device task, the start of its own process's first runtime call of its correlation id (the
-    time that gives its step, tables._device_kernels) and what to take: 1 that time, -1 none (a task any
-    of several processes' launched: its own start), 0 as for one process (the id's first call, in any
-    process: a task no call of a numbered process launched). None when no correlation id is launched by
-    two processes (its first call is then its own; helper-225: process B's call of id 5 in step 1 gave A's
-    kernel, launched in step 2, step 1)."""
+    """Per device task, its own process's first runtime call of its correlation id (an index into the
+    extract's ``launch_*`` columns) and what to take: 1 that call, -1 none (a task any of several processes'
+    launched, or whose process made no call of the id), 0 as for one process (the id's first call, in any
+    process: a task no call of a numbered process launched). None when no correlation id is called by two
+    processes (its first call is then its own; helper-225: process B's call of id 5 in step 1 gave A's
+    kernel, launched in step 2, step 1). kernel_details' Step Id and the db's CANN_API launch rows both
+    take it (tables._launch_rows)."""
     lc = np.asarray(x.launch_corr, dtype=np.int64)
     lp = np.asarray(x.launch_pid, dtype=np.int64)
     if len(lc) < 2 or not len(x.dev_ts) or lp.min() == lp.max():
@@ -144,23 +145,23 @@ def launch_times(
     for code, ext in zip(thread_code[op_thread[linked]].tolist(), op_ext[linked].tolist(), strict=True):
         ext_owners.setdefault(ext, set()).add(code)
     hosts, launches = _task_hosts(x, codes, ext_owners)
-    times = np.zeros(len(hosts), np.float64)
+    first_call: dict[tuple[Any, int], int] = {}  # (correlation, process) -> its first call's row
+    for row, (corr, pid) in enumerate(zip(lc.tolist(), lp.tolist(), strict=True)):
+        if pid >= 0:
+            first_call.setdefault((corr, codes[pid]), row)
+    rows = np.full(len(hosts), -1, np.int64)
     take = np.zeros(len(hosts), np.int8)
     for i, (corr, host) in enumerate(
         zip(np.asarray(x.dev_corr, dtype=np.int64).tolist(), hosts, strict=True)
     ):
-        calls = launches.get(corr)
-        if not calls:
+        if not launches.get(corr):
             continue  # no numbered process's call: as before
-        if host == AMBIGUOUS:
-            take[i] = -1
-            continue
-        own = next((t for p, t in calls if p == host), None)
+        own = first_call.get((corr, host)) if host >= 0 else None
         if own is None:
             take[i] = -1
         else:
-            times[i], take[i] = own, 1
-    return times, take
+            rows[i], take[i] = own, 1
+    return rows, take
 
 
 def hosts_for_ids(x: Extract, exts: dict[int, set[Any]]) -> tuple[list[int], dict[Any, int]] | None:

@@ -189,8 +189,9 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     device_id = device_id_of(x)
     steps = breakdown(windows, device_work(x, ops) if on_device else host_work(x, ops))
     step_numbers = windows.numbers if x.steps else None
+    launch = _launch_rows(x, ops)
     if on_device:
-        kernels, op_stats = _device_kernels(x, ops, windows, step_numbers, base_ns)
+        kernels, op_stats = _device_kernels(x, ops, windows, step_numbers, base_ns, launch)
     else:
         kernels, op_stats = _cpu_kernels(x, ops, windows, step_numbers, base_ns), _cpu_op_stats(x, ops)
     summary = {
@@ -390,10 +391,44 @@ def _busiest_thread(ops: OpView) -> np.ndarray:
     return ops.thread == int(np.argmax(busy))
 
 
+def _launch_rows(x: Extract, ops: OpView) -> np.ndarray:
+    """Per device task (the extract's order), its runtime call: an index into the extract's ``launch_*``
+    columns, -1 for none. The call of its correlation id; in a trace of several processes whose ids meet,
+    its own process's (process_links.own_launches), none where that is not known."""
+    rows = np.full(len(x.dev_ts), -1, np.int64)
+    if not len(x.launch_corr):
+        return rows
+    d_corr = np.frombuffer(x.dev_corr, dtype=np.int64)
+    lc = np.frombuffer(x.launch_corr, dtype=np.int64)
+    o = np.argsort(lc, kind="stable")
+    pos = np.clip(np.searchsorted(lc[o], d_corr), 0, len(lc) - 1)
+    hit = lc[o][pos] == d_corr
+    rows[hit] = o[pos[hit]]
+    own = process_links.own_launches(x, ops.thread, ops.ext)  # a correlation id called by several processes
+    if own is not None:
+        rows = np.where(own[1] > 0, own[0], np.where(own[1] < 0, -1, rows))
+    return rows
+
+
+def _step_times(x: Extract, launch: np.ndarray) -> np.ndarray:
+    """The time that gives each device task its step (docs/formats.md, kernel_details.csv's Step Id): its
+    runtime launch's start when known (``launch``: _launch_rows), else its own start."""
+    d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
+    if not len(x.launch_ts):
+        return d_ts.copy()
+    return np.where(launch >= 0, np.frombuffer(x.launch_ts, dtype=np.float64)[np.maximum(launch, 0)], d_ts)
+
+
 def _device_kernels(
-    x: Extract, ops: OpView, windows: StepWindows, step_numbers: tuple[int | None, ...] | None, base_ns: int
+    x: Extract,
+    ops: OpView,
+    windows: StepWindows,
+    step_numbers: tuple[int | None, ...] | None,
+    base_ns: int,
+    launch: np.ndarray,
 ) -> tuple[KernelTable, OpStatTable]:
-    """kernel_details (the device tasks, by start) and op_statistic (by the task's type and core)."""
+    """kernel_details (the device tasks, by start) and op_statistic (by the task's type and core);
+    ``launch``: each task's runtime call (:func:`_launch_rows`)."""
     n = len(x.dev_ts)
     d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
     d_dur = np.frombuffer(x.dev_dur, dtype=np.float64)
@@ -401,21 +436,7 @@ def _device_kernels(
     d_corr = np.frombuffer(x.dev_corr, dtype=np.int64)
     d_stream = np.frombuffer(x.dev_stream, dtype=np.int64)
     d_name = np.frombuffer(x.dev_name, dtype=np.int32)
-    # step of each task: by its launch time when the runtime launch is known, else its own start
-    when = d_ts.copy()
-    if len(x.launch_corr):
-        lc = np.frombuffer(x.launch_corr, dtype=np.int64)
-        lt = np.frombuffer(x.launch_ts, dtype=np.float64)
-        o = np.argsort(lc, kind="stable")
-        lc, lt = lc[o], lt[o]
-        pos = np.clip(np.searchsorted(lc, d_corr), 0, len(lc) - 1)
-        hit = lc[pos] == d_corr
-        when[hit] = lt[pos[hit]]
-        own = process_links.launch_times(
-            x, ops.thread, ops.ext
-        )  # a correlation id called by several processes
-        if own is not None:  # the task's own process's call (process_links.py), else its own start
-            when = np.where(own[1] > 0, own[0], np.where(own[1] < 0, d_ts, when))
+    when = _step_times(x, launch)
     # the launching operator, by External id
     op_of = np.full(n, -1, dtype=np.int64)
     found = process_links.launchers(x, ops.thread, ops.ext)
@@ -474,6 +495,7 @@ def _device_kernels(
         mix_block_dim=np.zeros(n, np.int64),
         input_shapes=shapes.astype(np.int64),
         launcher=launcher,
+        launch=launch[by_start],
     )
     # op_statistic: groups in order of first appearance, of the durations as kernel_details rounds them
     span = len(x.strings) + 1
