@@ -39,3 +39,32 @@ def test_a_stream_of_two_devices_waits_on_its_own_device(tmp_path: Path, old: bo
     rows = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
     waits = {r["Name"]: float(r["Wait Time(us)"]) for r in rows}
     assert waits == {"kernel_a": 0.0, "gpu1_k": 0.0, "kernel_b": 400.0}
+
+
+def test_a_kernel_is_in_the_step_that_launched_it_in_the_table_and_the_report(tmp_path: Path) -> None:
+    """helper-247: kernel_details.csv put a task in the step of its runtime launch (torch_npu's rule, a step
+    holding the device work it launched: docs/formats.md), the report's top kernels in the step of its own
+    start. gemm, launched at 85 in step 1 [0, 100), runs at [150, 190) in step 2's window; relu_k is
+    launched and runs in step 2; copy_k has no launch in the trace: its own start (130) gives step 2."""
+    launch = "cuda_runtime"
+    events = [
+        x("ProfilerStep#1", "user_annotation", 0, 100),
+        x("ProfilerStep#2", "user_annotation", 100, 100),
+        x("aten::mm", "cpu_op", 80, 10, **{"External id": 1}),
+        x("cudaLaunchKernel", launch, 85, 3, correlation=3, **{"External id": 1}),
+        x("aten::relu", "cpu_op", 110, 10, **{"External id": 2}),
+        x("cudaLaunchKernel", launch, 112, 3, correlation=4, **{"External id": 2}),
+        x("gemm", "kernel", 150, 40, pid=0, tid=7, device=0, stream=7, correlation=3, **{"External id": 1}),
+        x("relu_k", "kernel", 190, 5, pid=0, tid=7, device=0, stream=7, correlation=4, **{"External id": 2}),
+        x("copy_k", "kernel", 130, 10, pid=0, tid=8, device=0, stream=8, correlation=9),
+    ]
+    expected = {("gemm", 1), ("relu_k", 2), ("copy_k", 2)}
+    rank_dir = write_rank_dir(tmp_path, {"schemaVersion": 1, "traceEvents": events})
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    rows = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+    assert {(r["Name"], int(r["Step Id"])) for r in rows} == expected
+    from npuprof.analysis.report import build_report
+
+    for step in (1, 2):
+        (rank,) = build_report(rank_dir, steps=(step, step), jobs=1).ranks
+        assert {(k.name, step) for k in rank.top_kernels} == {e for e in expected if e[1] == step}

@@ -199,7 +199,7 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
         "device_id": device_id,
         "steps": steps.summary_steps(),
         "top_operators": _top_ops(x, ops, windows),
-        "top_kernels": _top_kernels(x, windows),
+        "top_kernels": _top_kernels(x, windows, launch),
         **_totals(x, ops),
     }
     return RankTables(device, device_id, steps, kernels, _operator_table(x, ops), op_stats, summary, ops)
@@ -412,7 +412,8 @@ def _launch_rows(x: Extract, ops: OpView) -> np.ndarray:
 
 def _step_times(x: Extract, launch: np.ndarray) -> np.ndarray:
     """The time that gives each device task its step (docs/formats.md, kernel_details.csv's Step Id): its
-    runtime launch's start when known (``launch``: _launch_rows), else its own start."""
+    runtime launch's start when known (``launch``: _launch_rows), else its own start. kernel_details and the
+    summary's top kernels both count a task in that step."""
     d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
     if not len(x.launch_ts):
         return d_ts.copy()
@@ -764,11 +765,14 @@ def _top_ops(x: Extract, ops: OpView, windows: StepWindows) -> list[dict[str, An
     return _grouped_top(step_idx, ops.name.astype(np.int64), weights, x.strings, windows, fields, calls)
 
 
-def _top_kernels(x: Extract, windows: StepWindows) -> list[dict[str, Any]]:
+def _top_kernels(x: Extract, windows: StepWindows, launch: np.ndarray) -> list[dict[str, Any]]:
+    """Per step and name, the device tasks, each in kernel_details.csv's step (:func:`_step_times`): a
+    task launched in one step and run in the next is the first's (helper-247: by its own start the report's
+    per-step counts differed from the table's)."""
     if not len(x.dev_ts):
         return []
-    d_ts = np.frombuffer(x.dev_ts, dtype=np.float64)
-    step_idx = windows.index_of(d_ts) if x.steps else np.zeros(len(d_ts), np.int64)
+    when = _step_times(x, launch)
+    step_idx = windows.index_of(when) if x.steps else np.zeros(len(when), np.int64)
     return _grouped_top(
         step_idx,
         np.frombuffer(x.dev_name, dtype=np.int32).astype(np.int64),
