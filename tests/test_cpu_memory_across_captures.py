@@ -26,7 +26,8 @@ def _cpu_events() -> list[dict]:
     events, total = [], STALE
     for ts, nbytes in CHANGES:
         total += nbytes
-        event = mem(ts, nbytes, total, 0x1000 + ts)
+        # a block's address by its size: its free has its allocation's, as torch writes them
+        event = mem(ts, nbytes, total, 0x1000 + abs(nbytes))
         event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
         events.append(event)
     return events
@@ -62,7 +63,8 @@ def test_memory_timeline_from_the_trace_and_the_categorised_peak_leave_it_out_to
     rows, total = [], STALE
     for ts, nbytes in CHANGES:
         total += nbytes
-        rows.append([2, -1, ts, 0, 0x1000 + ts, ts, nbytes, "cpu", total, 0])
+        # a block's address by its size: its free has its allocation's, as torch writes them
+        rows.append([2, -1, ts, 0, 0x1000 + abs(nbytes), ts, nbytes, "cpu", total, 0])
     assert _peaks(rows, "cpu") == (2 * MiB, None)
     # a capture whose first change frees a block of the capture before (still in torch's totals): it held
     # that block when it began
@@ -100,16 +102,18 @@ def test_a_block_freed_beside_another_allocated_in_one_microsecond_was_held_befo
     from npuprof.reports import memory_timeline as mt
 
     events, out, summary = _parsed_with_records_at_150(tmp_path, ((3 * MiB, 0xB000), (-3 * MiB, 0xA000)))
-    # the least the free shows: 2 MiB held before (3 MiB freed, 1 of it maybe the block of 100)
-    assert [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]] == [(7, 3.0), (8, 4.0)]
+    # 0xA000's first change is its free: its 3 MiB were held since before the capture (helper-247; the
+    # least the sum alone shows was 2 MiB, as if 1 of them were the block of 100, at another address). So:
+    # 3 held, +1 at 100 (4), at 150 A freed (1) and B allocated (4), -1 at 200 (3), +2 (5), -2 (3)
+    assert [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]] == [(7, 4.0), (8, 5.0)]
     with (out / "memory_record.csv").open() as f:
-        assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [3.0, 0.0, 3.0, 2.0, 4.0, 2.0]
+        assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [4.0, 1.0, 4.0, 3.0, 5.0, 3.0]
     for listed in (events, [events[0], events[2], events[1], *events[3:]]):
         path = tmp_path / "t.json"
         path.write_text(json.dumps({"traceEvents": listed}))
         data = mt.from_trace(path)
-        assert [sum(row) for row in data.coalesce()[1]] == [3 * MiB, 3 * MiB, 2 * MiB, 4 * MiB, 2 * MiB]
-        assert mt.peak_allocated(data) == 4 * MiB
+        assert [sum(row) for row in data.coalesce()[1]] == [4 * MiB, 4 * MiB, 3 * MiB, 5 * MiB, 3 * MiB]
+        assert mt.peak_allocated(data) == 5 * MiB
 
 
 def _parsed_with_records_at_150(
@@ -131,3 +135,52 @@ def _parsed_with_records_at_150(
     assert parse_rank_dir(rank_dir, workers=1).ok
     out = rank_dir / "ASCEND_PROFILER_OUTPUT"
     return events, out, json.loads((out / SUMMARY_FILE).read_text())
+
+
+# (ts, Bytes, address) of a capture whose process held a 100 MiB block (0xA, allocated while an earlier
+# capture recorded: torch reports its free) when it began
+HELD_BEFORE = [(100, 50 * MiB, 0xB), (200, -100 * MiB, 0xA), (300, 200 * MiB, 0xC)]
+
+
+def test_a_block_freed_in_the_capture_and_allocated_before_it_counts_from_the_start(tmp_path: Path) -> None:
+    """helper-247: the block 0xA, never allocated in the capture, is freed after 0xB was allocated: held
+    100 MiB at the start, then 150, 50, 250. The least the sum alone showed was held before is 50 (its low,
+    -50, after the free), so the capture peaked at 200 MiB in analyse, memory-timeline from the trace and
+    the categorised timeline's "Max memory allocated", for the 250 the process held."""
+    from npuprof.reports import memory_timeline as mt
+    from npuprof.reports.memory_categories import _peaks
+
+    held = -sum(nbytes for _ts, nbytes, addr in HELD_BEFORE if nbytes < 0)  # freed, never allocated here
+    expected, total = [], held
+    for _ts, nbytes, _addr in HELD_BEFORE:
+        total += nbytes
+        expected.append(total)
+    assert expected == [150 * MiB, 50 * MiB, 250 * MiB]
+    events = []
+    for ts, nbytes, addr in HELD_BEFORE:
+        event = mem(ts, nbytes, STALE + nbytes, addr)  # torch's CPU totals: not read
+        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
+        events.append(event)
+    trace = cpu_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"] + events
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    assert summary["memory"]["peak_allocated_mb"] == max(expected) / MiB
+    assert [s["memory_peak_mb"] for s in summary["steps"]] == [max(expected) / MiB]
+    with (out / "memory_record.csv").open() as f:
+        assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [e / MiB for e in expected]
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    data = mt.from_trace(path)
+    assert [sum(row) for row in data.coalesce()[1]] == expected
+    assert mt.peak_allocated(data) == max(expected)
+    assert data.origin.endswith(f"{mt.SUMMED_FROM} {held:,} bytes")
+
+    rows = [
+        [2, -1, ts * 1000, 0, addr, i, nbytes, "cpu", STALE, 0]
+        for i, (ts, nbytes, addr) in enumerate(HELD_BEFORE)
+    ]
+    assert _peaks(rows, "cpu") == (max(expected), None)

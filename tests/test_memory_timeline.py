@@ -262,9 +262,12 @@ def _memory_event(ts: int, args: dict) -> dict:
 
 
 def _bytes_only_trace(path: Path, changes: list[tuple[int, int]], device_type: int = 1) -> Path:
-    """[memory] events as torch before 1.10 wrote them: Bytes, no allocator totals."""
+    """[memory] events as torch before 1.10 wrote them: Bytes, no allocator totals; a block's address by
+    its size (its free has its allocation's, as torch writes them)."""
     events = [
-        _memory_event(ts, {"Device Type": device_type, "Device Id": 0, "Bytes": nbytes, "Addr": 0x1000 + ts})
+        _memory_event(
+            ts, {"Device Type": device_type, "Device Id": 0, "Bytes": nbytes, "Addr": 0x1000 + abs(nbytes)}
+        )
         for ts, nbytes in changes
     ]
     path.write_text(json.dumps({"traceEvents": events}))

@@ -1101,7 +1101,8 @@ def test_memory_events_of_torch_before_1_10_bytes_only_are_summed(tmp_path: Path
     trace = cpu_trace()
     changes = [(110, 4096), (120, 1 << 20), (300, -4096), (600, 2048)]
     for ts, nbytes in changes:
-        event = mem(ts, nbytes, 0, 0x1000 + ts)
+        # a block's address by its size: its free has its allocation's, as torch writes them
+        event = mem(ts, nbytes, 0, 0x1000 + abs(nbytes))
         event["args"] = {"Bytes": nbytes, "Device Type": 0, "Device Id": -1}
         trace["traceEvents"].append(event)
     running = peak = 0
@@ -1468,7 +1469,8 @@ def test_bytes_only_memory_whose_first_frees_take_the_sum_below_zero_starts_at_w
     trace = cpu_trace()
     changes = [(110, -1000), (120, 500), (300, 300)]
     for ts, nbytes in changes:
-        event = mem(ts, nbytes, 0, 0x1000 + ts)
+        # a block's address by its size: its free has its allocation's, as torch writes them
+        event = mem(ts, nbytes, 0, 0x1000 + abs(nbytes))
         event["args"] = {"Bytes": nbytes, "Device Type": 0, "Device Id": -1}
         trace["traceEvents"].append(event)
     rank_dir = write_rank_dir(tmp_path, trace)

@@ -102,12 +102,27 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
         alloc = cols["alloc"].copy()
         for code in np.unique(cols["device"][missing]).tolist():
             rows = missing & (cols["device"] == code)
-            running = np.cumsum(cols["bytes"][rows])
-            # frees of memory allocated before the capture take the sum below 0, which no memory is: it
-            # starts at the least they show was there, as memory-timeline's does (helper-179)
-            alloc[rows] = running - min(float(running.min()), 0.0)
+            changes = cols["bytes"][rows]
+            alloc[rows] = np.cumsum(changes) + held_before(changes, cols["addr"][rows])
         cols["alloc"] = alloc
     return cols
+
+
+def held_before(nbytes: np.ndarray, addr: np.ndarray) -> float:
+    """What one allocator's changes in a capture, in the order they are summed (:func:`summing_keys` at one
+    time), show was allocated before the capture began: every block the capture frees without having
+    allocated it (its address's first change a free: torch reports the free of a block allocated while an
+    earlier capture recorded, docs/formats.md, "npuprof_summary.json"), and no less than the running sum goes
+    below 0 (frees at an unknown address, 0), which no memory is (helper-179). By the least the sum showed
+    alone, a block held since before the capture and freed after another was allocated was not counted
+    (helper-247: 100 MiB held, 50 allocated, the 100 freed, 200 allocated peaked at 200, not 250)."""
+    if not len(nbytes):
+        return 0.0
+    deficit = -min(float(np.cumsum(nbytes).min()), 0.0)
+    known = addr != 0
+    _blocks, first = np.unique(addr[known], return_index=True)
+    first_change = nbytes[known][first]
+    return max(float(-first_change[first_change < 0].sum()), deficit)
 
 
 def summing_keys(ts: np.ndarray, nbytes: np.ndarray, addr: np.ndarray, device: Any = None) -> np.ndarray:

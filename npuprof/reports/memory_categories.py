@@ -252,25 +252,35 @@ def _peaks(allocations: list[list[Any]], device: str) -> tuple[int | None, int |
     wanted = torch.device(device)
     allocated: int | None = None
     reserved: int | None = None
-    cpu_changes: list[tuple[int, int]] = []
+    cpu_changes: list[tuple[int, int, int]] = []  # time ns, bytes, address
     for row in allocations:
         where = torch.device(row[7])
         if where.type != wanted.type or (wanted.type != "cpu" and (wanted.index or 0) != (where.index or 0)):
             continue
         if wanted.type == "cpu":
-            cpu_changes.append((int(row[2]), int(row[6])))
+            cpu_changes.append((int(row[2]), int(row[6]), int(row[4])))
             continue
         allocated = max(allocated or 0, int(row[8]))
         reserved = max(reserved or 0, int(row[9]))
     if cpu_changes:
         # torch's CPU totals keep each block of an earlier capture freed between captures (helper-215,
-        # analysis/memory.py's memory_columns): the capture's own changes, summed, from the least they
-        # show was there
-        total = lowest = highest = 0
-        for _ts, change in sorted(cpu_changes):
-            total += change
-            lowest, highest = min(lowest, total), max(highest, total)
-        allocated = highest - lowest
+        # analysis/memory.py's memory_columns): the capture's own changes, summed as analyse sums them,
+        # from what they show was there
+        allocated = _summed_peak(cpu_changes)
     if wanted.type == "cpu" and not reserved:
         reserved = None  # the CPU allocator keeps no cache
     return allocated, reserved
+
+
+def _summed_peak(changes: list[tuple[int, int, int]]) -> int:
+    """The most allocated of ``changes`` (time, bytes, address) summed in the order analyse sums them, from
+    what they show was allocated before the first (analysis/memory.py: summing_keys, held_before)."""
+    import numpy as np
+
+    from npuprof.analysis.memory import held_before, summing_keys
+
+    times, nbytes, addresses = (np.array(column) for column in zip(*changes, strict=True))
+    sizes = nbytes.astype(np.float64)
+    order = np.lexsort((summing_keys(times, sizes, addresses), times))
+    running = np.cumsum(sizes[order])
+    return round(held_before(sizes[order], addresses[order]) + max(float(running.max()), 0.0))

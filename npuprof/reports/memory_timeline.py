@@ -177,7 +177,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     }
     import numpy as np
 
-    from npuprof.analysis.memory import summing_keys
+    from npuprof.analysis.memory import held_before, summing_keys
 
     summed = False
     before: dict[str, int] = {}  # device -> what its frees show was allocated before the capture
@@ -190,17 +190,17 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         # (analysis/memory.py's summing_keys: a block allocated and freed in one µs after its allocation,
         # helper-221; other frees first, their blocks held before, helper-222), else as listed
         keys = summing_keys(*(np.array(column) for column in zip(*changes, strict=True))).tolist()
-        for i in sorted(range(len(changes)), key=lambda i: (changes[i][0], keys[i])):
-            ts, nbytes, _addr = changes[i]
-            total += nbytes
-            records.append((ts, total, 0, nbytes))
-        # frees of memory allocated before the capture (an accelerator's allocator reports them) took the
-        # sum below 0, which no memory is: it starts at the least those frees show was there (helper-179:
-        # "Max memory allocated: -200 bytes" and a plot all below its axis)
-        lowest = min(total for _ts, total, _r, _b in records)
-        if lowest < 0:
-            before[name] = -lowest
-            records = [(ts, total - lowest, reserved, nbytes) for ts, total, reserved, nbytes in records]
+        in_order = [changes[i] for i in sorted(range(len(changes)), key=lambda i: (changes[i][0], keys[i]))]
+        # frees of memory allocated before the capture took the sum below 0, which no memory is (helper-179:
+        # "Max memory allocated: -200 bytes" and a plot all below its axis): it starts at what they show
+        # was there (analysis/memory.py's held_before)
+        _times, nbytes, addresses = zip(*in_order, strict=True)
+        total = round(held_before(np.array(nbytes, np.float64), np.array(addresses)))
+        if total:
+            before[name] = total
+        for ts, change, _addr in in_order:
+            total += change
+            records.append((ts, total, 0, change))
         per_device[name] = records
     if not per_device:
         raise MemoryTimelineError(
