@@ -10,6 +10,7 @@ import re
 import shutil
 import sys
 from collections import defaultdict
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -316,6 +317,33 @@ def test_the_peak_holds_what_the_first_free_shows_was_allocated(tmp_path):
     data = mt.from_trace(path)
     assert mt.peak_allocated(data) == expected
     assert f"({expected:,} bytes)" in mt.peak_lines(data)[0]
+
+
+def test_the_plots_time_0_is_the_first_memory_event_and_says_when_that_was(tmp_path):
+    """helper-247: the plot's "Time (ms)" counted from its first point without saying which moment that
+    was (the capture's start? its first step?), so it could not be set beside the trace. Time 0 is the
+    first memory event, named on the page and the axis with its epoch time (UTC); a trace whose times are
+    no epoch times names it in the trace's own µs."""
+    from datetime import datetime, timedelta, timezone
+
+    base_ns = 1_767_225_600 * 10**9  # Kineto's baseTimeNanoseconds: 2026-01-01 00:00:00 UTC
+    events = [
+        _memory_event(ts, {"Device Type": 1, "Device Id": 0, "Bytes": nbytes, "Total Allocated": total})
+        for ts, nbytes, total in [(1500.25, 4096, 4096), (3000, -4096, 0)]
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"baseTimeNanoseconds": base_ns, "traceEvents": events}))
+    first = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=1500)  # µs, as the .json
+    epoch_us = base_ns // 1000 + 1500
+    said = f"Time 0: the first memory event ({first:%Y-%m-%d %H:%M:%S.%f} UTC, epoch {epoch_us} µs)."
+    page = mt.render(mt.from_trace(path), tmp_path / "m.html").read_text()
+    assert said in page, page[:600]
+    times = json.loads(mt.render(mt.from_trace(path), tmp_path / "m.json").read_text())[0]
+    assert times[0] == epoch_us
+
+    path.write_text(json.dumps({"traceEvents": events}))  # no time base: the trace's own clock
+    page = unescape(mt.html(mt.from_trace(path)))
+    assert "Time 0: the first memory event (at 1,500 µs of the trace's clock)." in page, page[:600]
 
 
 @pytest.mark.parametrize("device_type", [9, 20])

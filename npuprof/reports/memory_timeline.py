@@ -654,6 +654,28 @@ def write_meta(data: MemoryData, path: Path) -> None:
 
 
 UNITS = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
+EPOCH_FROM_US = 10**15  # 2001-09-09 in epoch µs: an earlier time 0 is a trace's own clock, not an epoch time
+
+
+def time_zero_us(data: MemoryData) -> int:
+    """The plot's time 0, in the µs of the .json's times: the timeline's first memory event (what was
+    allocated before the capture is placed there). One rule for every source (docs/formats.md, "Stacks
+    and memory timeline files"): the capture's start and its first step are not in every source."""
+    times, _sizes = data.coalesce()
+    return min(times) if times else 0
+
+
+def time_zero_text(data: MemoryData) -> str:
+    """What the plot's time 0 is, as its axis and the page say it: the first memory event, with its epoch
+    time in UTC (or the trace's own µs, for a trace whose times are no epoch times)."""
+    t0 = time_zero_us(data)
+    if t0 < EPOCH_FROM_US:
+        return f"the first memory event (at {t0:,} µs of the trace's clock)"
+    from datetime import datetime, timezone
+
+    second, micro = divmod(t0, 10**6)
+    when = datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return f"the first memory event ({when}.{micro:06d} UTC, epoch {t0} µs)"
 
 
 def peak_allocated(data: MemoryData) -> int:
@@ -740,7 +762,7 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
     times, sizes = data.coalesce()
     if not times:
         times, sizes = [0], [[0] * (len(CATEGORIES) + 1)]
-    t0 = min(times)
+    t0 = time_zero_us(data)
     ms = [(t - t0) / 1e3 for t in times]
     unit, unit_size = unit_of(data)
     fig = Figure(figsize=figsize, dpi=dpi)
@@ -773,7 +795,7 @@ def png(data: MemoryData, figsize: tuple[float, float] = (20, 12), dpi: int = 80
             linewidth=1.5,
             label="reserved",
         )
-    axes.set_xlabel("Time (ms)")
+    axes.set_xlabel(f"Time (ms) since {time_zero_text(data)}", parse_math=False)
     axes.set_ylabel(f"Memory ({unit})")
     axes.set_ylim(bottom=0)
     allocated_line, reserved_line = peak_lines(data)
@@ -812,7 +834,8 @@ def html(data: MemoryData) -> str:
     return f"""<html>
 <head><meta charset="utf-8" /><title>Memory Timeline: {escape(data.device)}</title></head>
 <body>
-  <p>{escape(allocated_line)}<br>{escape(reserved_line)}<br>{escape(source_note(data))}</p>
+  <p>{escape(allocated_line)}<br>{escape(reserved_line)}<br>Time 0: {escape(time_zero_text(data))}.<br>
+  {escape(source_note(data))}</p>
   <img src='data:image/png;base64,{encoded}'>
 </body>
 </html>
