@@ -5,12 +5,13 @@ launched it. Each answer is worked out here from the events."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
+from analyse_support.handmade import T0, mem, write_rank_dir, x
 from analyse_support.handmade import kernel_on as _kernel
 from analyse_support.handmade import launch_in as _launch
-from analyse_support.handmade import write_rank_dir, x
 
 from npuprof.analysis import process_links
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
@@ -197,3 +198,39 @@ def test_trace_view_flows_start_at_the_task_own_process_operator(tmp_path: Path)
     mul_k does not tell GPU 1's, has none."""
     assert _flow_starts(tmp_path / "a", _trace()) == {"gemm": A, "relu_k": A, "add_k": B, "mul_k": B}
     assert _flow_starts(tmp_path / "b", _trace(with_mul=False)) == {"gemm": A, "relu_k": A}
+
+
+def test_a_block_is_freed_by_its_own_process_in_operator_memory(tmp_path: Path) -> None:
+    """helper-247: two processes' blocks at one address (each process has its own address space; a forked
+    worker has its parent's layout): A's aten::empty allocates 1000 bytes at 0xA at 5 and frees them at 30,
+    B's aten::zeros 2000 bytes at 0xA at 10, freed at 40. operator_memory.csv paired B's allocation with A's
+    free (20 µs) and left A's without a release."""
+
+    def block(ts: float, nbytes: int, pid: int) -> dict:
+        event = mem(ts, nbytes, 0, 0xA)
+        event.update(pid=pid, tid=pid)
+        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
+        return event
+
+    changes = [(5, 1000, A), (10, 2000, B), (30, -1000, A), (40, -2000, B)]
+    events = [
+        x("ProfilerStep#1", "user_annotation", 0, 100, pid=A, tid=A),
+        x("aten::empty", "cpu_op", 0, 20, pid=A, tid=A, **{"External id": 1}),
+        x("aten::zeros", "cpu_op", 8, 4, pid=B, tid=B, **{"External id": 1}),
+        *(block(ts, nbytes, pid) for ts, nbytes, pid in changes),
+    ]
+    rank_dir = write_rank_dir(tmp_path, {"schemaVersion": 1, "traceEvents": events})
+    assert parse_rank_dir(rank_dir, workers=1).status == "parsed"
+    expected = {}  # each allocation's release: the next free of its process
+    for ts, nbytes, pid in changes:
+        if nbytes > 0:
+            freed = next(t for t, n, p in changes if p == pid and n == -nbytes)
+            expected[{A: "aten::empty", B: "aten::zeros"}[pid]] = (T0 + ts, T0 + freed, float(freed - ts))
+    with (rank_dir / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv").open(newline="") as f:
+        rows = {
+            r["Name"]: tuple(
+                float(r[k] or "nan") for k in ("Allocation Time(us)", "Release Time(us)", "Duration(us)")
+            )
+            for r in csv.DictReader(f)
+        }
+    assert rows == expected

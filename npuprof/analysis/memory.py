@@ -79,6 +79,10 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
             ("thread", np.int32),
         )
     }
+    # each row's process (a number): each process has its own address space, so a block is a process's
+    codes: dict[Any, int] = {}
+    process_of_thread = np.array([codes.setdefault(pid, len(codes)) for pid, _tid in x.threads], np.int64)
+    cols["process"] = process_of_thread[cols["thread"]]
     ids = np.frombuffer(x.mem_devid, dtype=np.int32) if len(x.mem_devid) else np.full(len(cols["ts"]), -1)
     ids = np.where(ids >= 0, ids.astype(np.int64), NO_ID)
     cols["device"] = cols["devtype"].astype(np.int64) * DEVICE_KEY + ids
@@ -269,18 +273,24 @@ def _enclosing_op(ops: OpView, thread: np.ndarray, ts: np.ndarray) -> np.ndarray
 
 def pair_allocations(cols: dict[str, np.ndarray], ops: OpView) -> tuple[np.ndarray, ...]:
     """(allocations, their releases, their operators): the indices of the allocation events, of the
-    release of the same address that follows each (-1: none), and of the innermost operator open on the
-    allocating thread (-1: none)."""
-    ts, nbytes, addr, device = cols["ts"], cols["bytes"], cols["addr"], cols["device"]
+    release of the same address of the same process that follows each (-1: none), and of the innermost
+    operator open on the allocating thread (-1: none). Two processes of one trace (traces merged, a forked
+    worker's layout) use the same addresses for blocks of their own (helper-247: process B's free paired
+    with A's allocation)."""
+    ts, nbytes, addr = cols["ts"], cols["bytes"], cols["addr"]
+    device, process = cols["device"], cols["process"]
     allocs = np.flatnonzero(nbytes > 0)
-    order = np.lexsort((ts, addr, device))
+    order = np.lexsort((ts, addr, process, device))
     pos_in = np.empty(len(ts), dtype=np.int64)
     pos_in[order] = np.arange(len(ts))
     nxt = pos_in[allocs] + 1
     release = np.full(len(allocs), -1, dtype=np.int64)
     ok = nxt < len(ts)
     cand = order[np.minimum(nxt, len(ts) - 1)]
-    ok &= (addr[cand] == addr[allocs]) & (device[cand] == device[allocs]) & (nbytes[cand] < 0)
+    same_block = (
+        (addr[cand] == addr[allocs]) & (device[cand] == device[allocs]) & (process[cand] == process[allocs])
+    )
+    ok &= same_block & (nbytes[cand] < 0)
     release[ok] = cand[ok]
     owner = _enclosing_op(ops, cols["thread"][allocs], ts[allocs])
     return allocs, release, owner
