@@ -184,3 +184,35 @@ def test_a_block_freed_in_the_capture_and_allocated_before_it_counts_from_the_st
         for i, (ts, nbytes, addr) in enumerate(HELD_BEFORE)
     ]
     assert _peaks(rows, "cpu") == (max(expected), None)
+
+
+def test_a_block_held_before_is_told_by_its_own_process_address(tmp_path: Path) -> None:
+    """helper-247: two processes in one trace, each with its own addresses: A allocates 10 MiB at 0xA (10
+    µs), then B frees its 100 MiB block at 0xA, held since before the capture (20 µs). Read by address
+    alone, 0xA's first change was A's allocation and B's block was not held: the capture started at the 90
+    MiB its sum went below 0, for the 100 B held."""
+    from npuprof.reports import memory_timeline as mt
+
+    a, b = 300, 400
+    changes = [(10, 10 * MiB, a), (20, -100 * MiB, b)]
+    held = 100 * MiB  # B's block: freed by B, never allocated by B in the capture
+    expected = [held + 10 * MiB, held + 10 * MiB - 100 * MiB]
+    events = []
+    for ts, nbytes, pid in changes:
+        event = mem(ts, nbytes, STALE, 0xA)
+        event.update(pid=pid, tid=pid)
+        event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
+        events.append(event)
+    trace = cpu_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"] + events
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    with (out / "memory_record.csv").open() as f:
+        assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [e / MiB for e in expected]
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    assert summary["memory"]["peak_allocated_mb"] == max(expected) / MiB
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert [sum(row) for row in mt.from_trace(path).coalesce()[1]] == expected

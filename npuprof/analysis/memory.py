@@ -107,24 +107,26 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
         for code in np.unique(cols["device"][missing]).tolist():
             rows = missing & (cols["device"] == code)
             changes = cols["bytes"][rows]
-            alloc[rows] = np.cumsum(changes) + held_before(changes, cols["addr"][rows])
+            alloc[rows] = np.cumsum(changes) + held_before(changes, cols["addr"][rows], cols["process"][rows])
         cols["alloc"] = alloc
     return cols
 
 
-def held_before(nbytes: np.ndarray, addr: np.ndarray) -> float:
+def held_before(nbytes: np.ndarray, addr: np.ndarray, process: np.ndarray | None = None) -> float:
     """What one allocator's changes in a capture, in the order they are summed (:func:`summing_keys` at one
     time), show was allocated before the capture began: every block the capture frees without having
     allocated it (its address's first change a free: torch reports the free of a block allocated while an
     earlier capture recorded, docs/formats.md, "npuprof_summary.json"), and no less than the running sum goes
     below 0 (frees at an unknown address, 0), which no memory is (helper-179). By the least the sum showed
     alone, a block held since before the capture and freed after another was allocated was not counted
-    (helper-247: 100 MiB held, 50 allocated, the 100 freed, 200 allocated peaked at 200, not 250)."""
+    (helper-247: 100 MiB held, 50 allocated, the 100 freed, 200 allocated peaked at 200, not 250).
+    ``process``: each change's process (a number), whose addresses are its own; None: one process."""
     if not len(nbytes):
         return 0.0
     deficit = -min(float(np.cumsum(nbytes).min()), 0.0)
     known = addr != 0
-    _blocks, first = np.unique(addr[known], return_index=True)
+    blocks = addr[known] if process is None else np.stack([np.asarray(process)[known], addr[known]])
+    _blocks, first = np.unique(blocks, return_index=True, axis=None if process is None else 1)
     first_change = nbytes[known][first]
     return max(float(-first_change[first_change < 0].sum()), deficit)
 

@@ -146,8 +146,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     unread = 0  # [memory] events whose fields are not numbers (helper-123: left out without a word)
     # device -> pid -> records: each process's allocator keeps its own totals (helper-209)
     per_process: dict[str, dict[object, list[tuple[float, int, int, int]]]] = {}
-    bytes_only: dict[str, list[tuple[float, int, int]]] = {}  # torch < 1.10: no Total Allocated; the CPU
+    # time, bytes, address, block (a number per process and address; 0: address unknown)
+    bytes_only: dict[str, list[tuple[float, int, int, int]]] = {}  # torch < 1.10: no Total Allocated; the CPU
     without_totals: set[str] = set()
+    blocks: dict[tuple[object, int], int] = {}  # (process, address) -> its number: each process's addresses
     summed_pids: dict[str, dict[object, None]] = {}  # in order of appearance
     for ev in loaded.events:
         if ev.name != vocab.MEMORY_EVENT:
@@ -161,7 +163,9 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             if "Total Allocated" not in args or name == "cpu":
                 # on the CPU torch's totals keep each block of an earlier capture freed between captures
                 # (analysis/memory.py's memory_columns): the capture's own Bytes are summed there too
-                bytes_only.setdefault(name, []).append((ts, nbytes, int(args.get("Addr", 0))))
+                address = int(args.get("Addr", 0))
+                block = blocks.setdefault((ev.pid, address), len(blocks) + 1) if address else 0
+                bytes_only.setdefault(name, []).append((ts, nbytes, address, block))
                 if "Total Allocated" not in args:
                     without_totals.add(name)
                 summed_pids.setdefault(name, {})[ev.pid] = None
@@ -189,16 +193,16 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         # the running sum from the capture's start (before: unknown); at one time as analyse sums them
         # (analysis/memory.py's summing_keys: a block allocated and freed in one µs after its allocation,
         # helper-221; other frees first, their blocks held before, helper-222), else as listed
-        keys = summing_keys(*(np.array(column) for column in zip(*changes, strict=True))).tolist()
+        keys = summing_keys(*(np.array(column) for column in list(zip(*changes, strict=True))[:3])).tolist()
         in_order = [changes[i] for i in sorted(range(len(changes)), key=lambda i: (changes[i][0], keys[i]))]
         # frees of memory allocated before the capture took the sum below 0, which no memory is (helper-179:
         # "Max memory allocated: -200 bytes" and a plot all below its axis): it starts at what they show
         # was there (analysis/memory.py's held_before)
-        _times, nbytes, addresses = zip(*in_order, strict=True)
-        total = round(held_before(np.array(nbytes, np.float64), np.array(addresses)))
+        _times, nbytes, _addresses, block_of = zip(*in_order, strict=True)
+        total = round(held_before(np.array(nbytes, np.float64), np.array(block_of, np.int64)))
         if total:
             before[name] = total
-        for ts, change, _addr in in_order:
+        for ts, change, _addr, _block in in_order:
             total += change
             records.append((ts, total, 0, change))
         per_device[name] = records
