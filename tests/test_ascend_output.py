@@ -2212,3 +2212,49 @@ def test_kernel_rows_repeating_an_earlier_task_whole_are_said(tmp_path: Path) ->
         "table written twice, or joined with itself?): each is counted, in the top kernels' "
         f"counts and times (line {n + 3}, {n + 4}, {n + 5}, {n + 6}, {n + 7}, ...)" in said
     )
+
+
+def test_nul_bytes_are_damaged_bytes_said_and_never_a_kernels_name(tmp_path: Path) -> None:
+    """helper-243: a NUL inside kernel_details.csv's Name reached the report's kernels (and its JSON and
+    CSV) unsaid, one in a Duration(us) was said as "no number", and a tail zero-filled by a crash was a row
+    of its own; on Python 3.10, whose csv refuses NULs, the whole table was unread. A NUL is read as bytes
+    that are no UTF-8 are: a row with one in a figure is left out, one with it in its name only kept, its
+    figures whole, each said with its line. The real 2025 table, damaged here. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2025.csv", [_step(19, 2_000_000.0, 0.0, 900_000.0, 12.5)])
+    kernels = _kernels("kernel_details_2025.csv")
+    header = list(kernels[0])
+    name_at, duration_at = 3, 7  # rows (0-based); their lines: + 2
+    damaged = [dict(k) for k in kernels]
+    damaged[name_at]["Name"] = damaged[name_at]["Name"][:3] + "\x00\x00" + damaged[name_at]["Name"][3:]
+    damaged[duration_at]["Duration(us)"] = damaged[duration_at]["Duration(us)"] + "\x00"
+    table = d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with open(table, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, header)
+        w.writeheader()
+        w.writerows(damaged)
+        f.write("\x00" * 300)  # the tail a crash left zero-filled
+    summary = ascend_output.summary_of(d)
+    # by hand: every row but the one whose duration holds a NUL, the damaged name's NULs as U+FFFD
+    kept = [k for i, k in enumerate(kernels) if i != duration_at]
+    assert summary.events == len(kept)
+    names = {k.name for k in summary.kernel_totals}
+    assert not [n for n in names if "\x00" in n]
+    assert damaged[name_at]["Name"].replace("\x00", "\ufffd") in names
+    assert math.isclose(
+        sum(k.total_us for k in summary.kernel_totals),
+        sum(float(k["Duration(us)"]) for k in kept),
+        abs_tol=0.01,
+    )
+    said = " ".join(summary.warnings)
+    last = len(kernels) + 2  # the header is line 1, the zero-filled tail the line after the last row
+    assert (
+        f"kernel_details.csv: 2 line(s) are not UTF-8 text (damaged bytes; line {duration_at + 2}, {last}): "
+        "left out" in said
+    ), summary.warnings
+    assert (
+        f"kernel_details.csv: 1 line(s) are not UTF-8 text in 'Name' only (damaged bytes; line {name_at + 2})"
+        in said
+    )
+    assert "no number" not in said
