@@ -2208,8 +2208,8 @@ def test_kernel_rows_repeating_an_earlier_task_whole_are_said(tmp_path: Path) ->
     said = " ".join(summary.warnings)
     n = len(kernels)  # by hand: the second copy's rows, after both headers (lines 1 and n + 2)
     assert (
-        f"kernel_details.csv: {n} row(s) repeat an earlier task whole (its step, name, start and duration: a "
-        "table written twice, or joined with itself?): each is counted, in the top kernels' "
+        f"kernel_details.csv: {n} row(s) repeat an earlier task whole (its step, stream, name, start and "
+        "duration: a table written twice, or joined with itself?): each is counted, in the top kernels' "
         f"counts and times (line {n + 3}, {n + 4}, {n + 5}, {n + 6}, {n + 7}, ...)" in said
     )
 
@@ -2258,3 +2258,26 @@ def test_nul_bytes_are_damaged_bytes_said_and_never_a_kernels_name(tmp_path: Pat
         in said
     )
     assert "no number" not in said
+
+
+def test_tasks_alike_on_two_streams_are_no_repeat(tmp_path: Path) -> None:
+    """helper-243: two tasks of one step, name, start and duration on two streams (a collective's tasks on
+    its streams, run at once) were said to repeat one another, as a table joined with itself. A repeat is of
+    the same stream too; the one on the same stream is still said. The real 2023 table, edited. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5e6, 100.0, 400.0, 12.5)])
+    kernels = _kernels("kernel_details_2023.csv")
+    other = next(s for s in (str(n) for n in range(1000)) if s not in {k["Stream ID"] for k in kernels})
+    kernels.insert(5, {**kernels[4], "Stream ID": other})  # line 7: kernels[4]'s task on another stream
+    kernels.insert(9, dict(kernels[8]))  # line 11: kernels[8] again, on its stream
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(kernels[0]))
+        w.writeheader()
+        w.writerows(kernels)
+    summary = ascend_output.summary_of(d)
+    assert summary.events == len(kernels)  # each counted
+    (said,) = [w for w in summary.warnings if "repeat an earlier task" in w]
+    assert said.startswith("kernel_details.csv: 1 row(s) repeat an earlier task whole") and said.endswith(
+        "(line 11)"
+    ), said

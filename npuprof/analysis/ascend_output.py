@@ -582,6 +582,7 @@ def _kernels(
     cells than the header, the Step Id cells that were neither empty nor a step number, what is said
     of the rows damaged past reading (:class:`_Damage`: left out), and the line of each task."""
     kernels, unreadable, short, bad_steps, past, lines = [], 0, 0, [], [], []
+    streams: list[str] = []
     # helper-202: a quote not closed on its line took the lines after it into one cell (their kernels lost,
     # said as a row cut short), bytes that are no UTF-8 gave a kernel a name of U+FFFD, unsaid
     damage = _Damage(KERNEL_FILE, read=("Step Id", "Start Time(us)", "Duration(us)"))
@@ -605,29 +606,35 @@ def _kernels(
         if step is None and (row.get("Step Id") or "").strip():  # helper-201: "1.5" was in no step, unsaid
             bad_steps.append((row.get("Step Id") or "").strip())
         kernels.append((step, row.get("Name") or "", start, duration))
+        streams.append((row.get("Stream ID") or "").strip())
         lines.append(line)
     then = "the top kernels and the steps' starts"
     notes = [*damage.notes(then), *shape.notes(then)]
     if past:
         notes.append(_past_time_note(KERNEL_FILE, "'Start Time(us)' or 'Duration(us)'", past, then))
-    if repeated := _repeated(kernels, lines):
+    if repeated := _repeated(kernels, streams, lines):
         # helper-228: a table joined with itself counted every task twice, said only as a repeated header
         notes.append(
-            f"{KERNEL_FILE}: {len(repeated)} row(s) repeat an earlier task whole (its step, name, start and "
-            "duration: a table written twice, or joined with itself?): each is counted, in "
+            f"{KERNEL_FILE}: {len(repeated)} row(s) repeat an earlier task whole (its step, stream, name, "
+            "start and duration: a table written twice, or joined with itself?): each is counted, in "
             f"the top kernels' counts and times (line {_lines(repeated)})"
         )
     return kernels, unreadable, short, bad_steps, notes, lines
 
 
-def _repeated(kernels: list[tuple[int | None, str, float, float]], lines: list[int]) -> list[int]:
-    """The lines of the tasks that repeat an earlier one whole: its step, name, start (to the table's
-    0.001 µs) and duration, which no two tasks share. One C-level pass when there are none."""
-    if len(set(kernels)) == len(kernels):
+def _repeated(
+    kernels: list[tuple[int | None, str, float, float]], streams: list[str], lines: list[int]
+) -> list[int]:
+    """The lines of the tasks that repeat an earlier one whole: its step, stream, name, start (to the
+    table's 0.001 µs) and duration, which no two tasks share. Two streams may each run a task of one name
+    at one time (a collective's tasks on its streams; helper-243: such a pair was said to be a table joined
+    with itself). One C-level pass when there are none."""
+    tasks = list(zip(kernels, streams, strict=True))
+    if len(set(tasks)) == len(tasks):
         return []
-    seen: set[tuple[int | None, str, float, float]] = set()
+    seen: set[tuple[tuple[int | None, str, float, float], str]] = set()
     repeated = []
-    for task, line in zip(kernels, lines, strict=True):
+    for task, line in zip(tasks, lines, strict=True):
         if task in seen:
             repeated.append(line)
         seen.add(task)
