@@ -1406,7 +1406,8 @@ def test_negative_communication_times_and_sizes_are_damage_said_not_summed(tmp_p
     assert summary.communication == {"operators": 2, "time_us": 3000.0, "size_mb": 6.0}
     said = " ".join(summary.warnings)
     assert (
-        "1 operation(s) have no 'Elapse Time(ms)' that is a duration (no number, or a negative one)" in said
+        "1 operation(s) have no 'Elapse Time(ms)' that is a duration (no number, a negative one, or one past "
+        "9.2e+12 ms: beyond 2**63 ns): counted without their time" in said
     )
     assert "communication.json: 1 operation(s) have a negative 'Transit Size(MB)'" in said
 
@@ -2281,3 +2282,26 @@ def test_tasks_alike_on_two_streams_are_no_repeat(tmp_path: Path) -> None:
     assert said.startswith("kernel_details.csv: 1 row(s) repeat an earlier task whole") and said.endswith(
         "(line 11)"
     ), said
+
+
+def test_communication_times_past_an_int64_of_nanoseconds_are_damage_said(tmp_path: Path) -> None:
+    """helper-243: communication.json's 'Elapse Time(ms)' was bounded only as any figure (1e18), where every
+    other time of torch_npu's stops at 2**63 ns: an operation of 1e15 ms (31,700 years) was the rank's
+    communication time, unsaid. It is counted without its time, said. In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+    int64_ms = 2**63 / 1e6  # 9.22e12 ms
+
+    def op(ms: float) -> dict:
+        return {"Communication Time Info": {"Elapse Time(ms)": ms}}
+
+    times = {"a": 1e15, "b": 2.5, "c": int64_ms * 1.01, "d": 4.0}
+    data = {"step1": {"collective": {name: op(ms) for name, ms in times.items()}}}
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(data))
+    summary = ascend_output.summary_of(d)
+    kept = [ms for ms in times.values() if ms < int64_ms]
+    assert summary.communication == {"operators": len(times), "time_us": sum(kept) * 1000, "size_mb": 0.0}
+    assert summary.communication_by_step == {"1": summary.communication}
+    said = " ".join(summary.warnings)
+    assert f"communication.json: {len(times) - len(kept)} operation(s) have no 'Elapse Time(ms)'" in said

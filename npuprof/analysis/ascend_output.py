@@ -1117,9 +1117,12 @@ def _communication(
                     if isinstance(time_info, dict)
                     else None
                 )
-                # helper-201: a negative time (-1 ms) or size was added in, unsaid: damage, as no number is
-                without_time += elapse is None or elapse < 0
-                time_ms += elapse if elapse is not None and elapse >= 0 else 0.0
+                # helper-201: a negative time (-1 ms) or size was added in, unsaid: damage, as no number is;
+                # helper-243: so is one past MAX_TIME_US, as every other time (1e15 ms was 31,700 years)
+                if elapse is None or not 0 <= elapse <= MAX_TIME_US / 1000:
+                    without_time += 1
+                else:
+                    time_ms += elapse
                 mb, negative_size = _transit_mb(op.get("Communication Bandwidth Info"))
                 without_size += negative_size
                 size_mb += mb
@@ -1148,7 +1151,8 @@ def _communication(
         if without_time:
             warnings.append(
                 f"{COMMUNICATION_FILE}: {without_time} operation(s) have no 'Elapse Time(ms)' that is a "
-                "duration (no number, or a negative one): counted without their time"
+                f"duration (no number, a negative one, or one past {MAX_TIME_US / 1000:.2g} ms: beyond 2**63 "
+                "ns): counted without their time"
             )
         if without_size:
             warnings.append(
