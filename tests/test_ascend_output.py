@@ -2305,3 +2305,30 @@ def test_communication_times_past_an_int64_of_nanoseconds_are_damage_said(tmp_pa
     assert summary.communication_by_step == {"1": summary.communication}
     said = " ".join(summary.warnings)
     assert f"communication.json: {len(times) - len(kept)} operation(s) have no 'Elapse Time(ms)'" in said
+
+
+def test_tasks_of_a_capture_without_steps_longer_than_its_whole_are_said(tmp_path: Path) -> None:
+    """helper-243: the tasks of no step were not checked for their length, while those of a step are: in a
+    capture without steps (kernel_details.csv without Step Id, step_trace_time.csv one row of no Step, the
+    capture's whole) a task of 1e12 µs was its top kernel, unsaid. That row bounds them as a step bounds its
+    own. The real 2023 table, its Step Id left out. In-process."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(1, 900_000.0, 100.0, 50_000.0, 0.0)]
+    steps[0][1] = ""  # no step: the capture as one
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    kernels = _kernels("kernel_details_2023.csv")
+    kernels[6]["Duration(us)"] = "1e12"
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, [c for c in kernels[0] if c != "Step Id"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(kernels)
+    summary = ascend_output.summary_of(d)
+    assert summary.events == len(kernels)  # counted as written
+    whole = 900_000.0 + 100.0 + 50_000.0  # by hand: Computing + Communication(Not Overlapped) + Free
+    longer = [i for i, k in enumerate(kernels) if float(k["Duration(us)"]) > whole + 1.0]
+    assert longer == [6]
+    (said,) = [w for w in summary.warnings if "longer than" in w]
+    assert (
+        f"the longest: {kernels[6]['Name']!r}, 1000000000000 µs in step - of {whole:.15g} µs, line 8)" in said
+    ), said

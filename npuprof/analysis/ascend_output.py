@@ -646,14 +646,16 @@ STEP_SLACK_US = 1.0
 
 
 def _longer_than_their_step(
-    kernels: list[tuple[int | None, str, float, float]], lines: list[int], whole: dict[int, float]
+    kernels: list[tuple[int | None, str, float, float]], lines: list[int], whole: dict[int | None, float]
 ) -> str:
     """What is said of the tasks that last longer than their whole step (``whole``: the step table's
-    duration of each step whose three parts it wrote as numbers), else "". torch_npu's step runs from its
+    duration of each step whose three parts it wrote as numbers; under None, the row of a capture without
+    steps, which holds its every task), else "". torch_npu's step runs from its
     first task to the later of its last task's end and its host span's end (docs/formats.md, "Step
     breakdown"): no task of the step is longer. One of the two tables is damaged or not of this capture,
     and which is not known: the tasks are kept, said (helper-228: a duration of 1e12 µs was the top kernel
-    of a step of 5.5 ms, unsaid)."""
+    of a step of 5.5 ms, unsaid; helper-243: a task of no step was not checked, nor in a capture without
+    steps, whose one row spans it whole)."""
     longer = [
         (duration, line, step, name)
         for (step, name, _start, duration), line in zip(kernels, lines, strict=True)
@@ -664,7 +666,8 @@ def _longer_than_their_step(
     duration, line, step, name = max(longer, key=lambda k: (k[0], -k[1]))
     return (
         f"{KERNEL_FILE}: {len(longer)} task(s) last longer than their whole step in {STEP_FILE} (Computing + "
-        f"Communication(Not Overlapped) + Free; the longest: {name!r}, {duration:.15g} µs in step {step} of "
+        f"Communication(Not Overlapped) + Free; the longest: {name!r}, {duration:.15g} µs in step "
+        f"{'-' if step is None else step} of "
         f"{whole[step]:.15g} µs, line {line}): one of the two tables is damaged or of another capture; their "
         f"durations are counted as written (line {_lines(sorted(k[1] for k in longer))})"
     )
@@ -672,7 +675,7 @@ def _longer_than_their_step(
 
 def _steps(
     path: Path, kernels: list[tuple[int | None, str, float, float]], trace_view: Path, warnings: list[str]
-) -> tuple[list[dict[str, Any]], int | None, dict[int, float]]:
+) -> tuple[list[dict[str, Any]], int | None, dict[int | None, float]]:
     """The steps of the step table, its device id, and the duration of each step whose Computing,
     Communication(Not Overlapped) and Free it wrote as numbers, none negative (the longest of its rows)."""
     if not path.is_file():
@@ -697,7 +700,7 @@ def _steps(
         if start < first_task.get(step, math.inf):
             first_task[step] = start
     rows, device_id, missing, negative, bad_steps, short = [], None, set(), set(), [], 0
-    whole: dict[int, float] = {}
+    whole: dict[int | None, float] = {}
     # helper-201: a quote not closed on its line read the lines after it into one cell, the steps there
     # vanishing, said only as "no value for Preparing"; a line of bytes that are no UTF-8 was a step "-" of
     # zeros. Every cell of the table is a figure: a row with either is left out
@@ -742,7 +745,9 @@ def _steps(
         if step is None and (row.get("Step") or "").strip():
             bad_steps.append(row["Step"].strip())
         rows.append((step, values))
-        if step is not None and parts == len(_STEP_PARTS):
+        # a row of no Step: a capture without steps as one, holding every task (npuprof's own table writes it
+        # so: step_breakdown.StepBreakdown.ascend_rows), the bound of the tasks of no step
+        if (step is not None or not (row.get("Step") or "").strip()) and parts == len(_STEP_PARTS):
             duration = values["computing_us"] + values["comm_not_overlapped_us"] + values["free_us"]
             whole[step] = max(whole.get(step, 0.0), duration)
     damaged = [*damage.notes("the steps"), *shape.notes("the steps")]
