@@ -346,3 +346,32 @@ def test_a_carriage_return_in_a_name_keeps_each_csv_row_one_row(tmp_path: Path) 
     assert list(csv.reader([csv_line(["res/a\rb_ascend_pt", 1, None, 2.5])])) == [
         ["res/a\rb_ascend_pt", "1", "", "2.5"]
     ]
+
+
+def test_times_past_an_int64_of_nanoseconds_read_as_0_never_wrapped() -> None:
+    """helper-243: ns_of_texts summed a time of 16 digits of µs into an int64 that wrapped past 2**63 ns:
+    "9999999999999999.999" was -8446744073709551617 ns (the year 1702), where a longer text past it was 0.
+    Its callers bound their times; the function now holds on any text: one past an int64 of ns is 0, as one
+    of no number is. Expected values from Decimal, here."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    from npuprof.analysis.cells import ns_of_texts
+
+    def by_hand(text: bytes) -> int:
+        ns = int((Decimal(text.strip(b'"').decode()) * 1000).to_integral_value(ROUND_HALF_UP))
+        return ns if -(2**63) <= ns < 2**63 else 0
+
+    texts = [
+        b"9999999999999999.999",
+        b"-9999999999999999.999",
+        b"9223372036854775.807",  # 2**63 - 1 ns: the last that fits
+        b"9223372036854775.808",
+        b"-9223372036854775.808",  # -2**63 ns
+        b"-9223372036854775.809",
+        b'"9300000000000000.000"',  # torch_npu's string form
+        b"9000000000000000.5",
+        b"1704161511420306.4915",  # a 4th decimal rounds half up
+        b"5298017518195.893",
+    ]
+    assert ns_of_texts(texts).tolist() == [by_hand(t) for t in texts]
+    assert by_hand(texts[0]) == 0 and by_hand(texts[2]) == 2**63 - 1  # the test's own bound holds

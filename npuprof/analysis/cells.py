@@ -98,7 +98,8 @@ def json_string_text(text: bytes) -> bytes | None:
 def ns_of_texts(texts: list[bytes]) -> np.ndarray:
     """Nanoseconds (int64) of times in µs written as JSON numbers (``b"5298017518195.893"``, or quoted):
     exact for the digits given (a 4th decimal rounds half up); parsed as arrays, the rare exponent form or
-    over-long text through Decimal."""
+    over-long text through Decimal. A text of no number, or of a time past an int64 of nanoseconds
+    (±9.22e15 µs), is 0."""
     n = len(texts)
     if not n:
         return np.zeros(0, np.int64)
@@ -122,7 +123,10 @@ def ns_of_texts(texts: list[bytes]) -> np.ndarray:
     fourth = np.where(is_digit & (power == -1), digits, 0).sum(axis=1)
     ns = np.where(neg, -(ns + (fourth >= 5)), ns + (fourth >= 5))
     other = ~(is_digit | is_dot | (m == 0)) & ~((_POS == 0) & neg[:, None])
-    bad = np.flatnonzero(other.any(axis=1) | (length > _NUM_WIDTH) | (dot[:, 0] - neg > 16))
+    # 16 digits of µs from a 9 on may pass an int64 of ns, which the sum above wraps (helper-243:
+    # 9999999999999999.999 was -8446744073709551617); Decimal's result is checked when it is stored
+    near_int64 = (dot[:, 0] - neg == 16) & (m[np.arange(n), neg.astype(np.intp)] == 57)
+    bad = np.flatnonzero(other.any(axis=1) | (length > _NUM_WIDTH) | (dot[:, 0] - neg > 16) | near_int64)
     if len(bad):
         from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
