@@ -2332,3 +2332,33 @@ def test_tasks_of_a_capture_without_steps_longer_than_its_whole_are_said(tmp_pat
     assert (
         f"the longest: {kernels[6]['Name']!r}, 1000000000000 µs in step - of {whole:.15g} µs, line 8)" in said
     ), said
+
+
+def test_tasks_of_a_step_the_step_table_has_no_row_for_are_said(tmp_path: Path) -> None:
+    """helper-243: step_trace_time.csv without the row of a step kernel_details.csv's tasks are in (a row
+    deleted, or tables of two captures): the step was gone from the report and its tasks stayed in the top
+    kernels, unsaid. torch_npu writes a row for every step its tasks are in: said, the tasks counted. The
+    real 2023 table, its tasks spread over steps 1 to 4 and the rows of 2 and 4 left out. In-process."""
+    from npuprof.analysis import ascend_output
+
+    steps = [_step(3, 5e6, 100.0, 400.0, 12.5), _step(1, 5e6, 100.0, 400.0, 12.5)]  # out of order too
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    kernels = _kernels("kernel_details_2023.csv")
+    for i, k in enumerate(kernels):
+        k["Step Id"] = str(i % 4 + 1)
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(kernels[0]), lineterminator="\r\n")
+        w.writeheader()
+        w.writerows(kernels)
+    summary = ascend_output.summary_of(d)
+    assert [s.step for s in summary.steps] == [3, 1]
+    assert summary.events == len(kernels)
+    # by hand: the tasks of steps 2 and 4, from the table as csv reads it
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", newline="") as f:
+        rowless = [r for r in csv.DictReader(f) if r["Step Id"] in ("2", "4")]
+    assert {k.step for k in summary.top_kernels} == {1, 2, 3, 4}  # counted, in their steps
+    said = " ".join(summary.warnings)
+    assert (
+        f"kernel_details.csv has {len(rowless)} task(s) of 2 step(s) that step_trace_time.csv has no row for "
+        "(step 2, 4: a row lost, or tables of two captures?)" in said
+    ), summary.warnings

@@ -126,6 +126,8 @@ def summary_of(rank_dir: Path) -> Summary:
     steps, device_id, whole = _steps(out / STEP_FILE, kernels, out / TRACE_VIEW_FILE, warnings)
     if longer := _longer_than_their_step(kernels, kernel_lines, whole):
         warnings.append(longer)
+    if rowless := _steps_without_a_row(kernels, steps):
+        warnings.append(rowless)
     memory_rows: list[tuple[float, float, float | None]] = []
     operators: list[TopOperator] = []
     try:
@@ -643,6 +645,26 @@ def _repeated(
 
 # how much longer than its step a task may be, for the tables' rounding (to 0.001 or 0.01 µs each)
 STEP_SLACK_US = 1.0
+
+
+def _steps_without_a_row(
+    kernels: list[tuple[int | None, str, float, float]], steps: list[dict[str, Any]]
+) -> str:
+    """What is said of the kernel table's steps that the step table has no row for, else "". torch_npu
+    writes a row for each step its tasks are in (docs/formats.md, "Step breakdown"): a row was lost, or the
+    tables are of two captures (helper-243: a step's row deleted, its tasks stayed in the top kernels and
+    the step was gone from the report, unsaid)."""
+    shown = {s["step"] for s in steps}
+    tasks = Counter(step for step, _name, _start, _dur in kernels if step is not None and step not in shown)
+    if not tasks:
+        return ""
+    numbers = sorted(tasks)
+    listed = ", ".join(map(str, numbers[:5])) + (", ..." if len(numbers) > 5 else "")
+    return (
+        f"{KERNEL_FILE} has {sum(tasks.values())} task(s) of {len(numbers)} step(s) that {STEP_FILE} has no "
+        f"row for (step {listed}: a row lost, or tables of two captures?): they are counted in the top "
+        "kernels; those steps are not shown"
+    )
 
 
 def _longer_than_their_step(
