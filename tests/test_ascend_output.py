@@ -47,7 +47,9 @@ def _rank_dir(root: Path, rank: int, kernels: str, steps: list[list[object]], st
     return d
 
 
-def _step(step: int, computing: float, not_overlapped: float, free: float, preparing: float) -> list[object]:
+def _step(
+    step: int | str, computing: float, not_overlapped: float, free: float, preparing: float
+) -> list[object]:
     overlapped, bubble = 10.0, 0.0
     stage = computing + not_overlapped + free - bubble
     comm = not_overlapped + overlapped
@@ -793,7 +795,10 @@ def test_negative_times_and_a_step_that_is_no_number_are_named(tmp_path: Path) -
     warnings = " ".join(rank["warnings"])
     # Preparing may be negative (a step's first task before its start): not named
     assert "step_trace_time.csv has negative times in Computing (a damaged table?)" in warnings
-    assert "step_trace_time.csv has 1 Step cell(s) that are no step number (ASCII digits: 'x1')" in warnings
+    assert (
+        "step_trace_time.csv has 1 Step cell(s) that are no step number (ASCII digits, at most 18: 'x1')"
+        in warnings
+    )
 
 
 def test_a_rank_dir_renamed_is_analysed_by_what_it_holds(tmp_path: Path) -> None:
@@ -1374,12 +1379,12 @@ def test_step_ids_are_ascii_digits_and_others_are_said_as_such(tmp_path: Path) -
     assert [s.step for s in summary.steps] == [1, None, None, 4]
     said = " ".join(summary.warnings)
     assert (
-        "step_trace_time.csv has 2 Step cell(s) that are no step number (ASCII digits: '1_0', '1e300')"
-        in said
+        "step_trace_time.csv has 2 Step cell(s) that are no step number (ASCII digits, at most 18: '1_0', "
+        "'1e300')" in said
     )
     assert (
-        "kernel_details.csv has 1 Step Id cell(s) that are no step number (ASCII digits: '1.5'): in no"
-        in said
+        "kernel_details.csv has 1 Step Id cell(s) that are no step number (ASCII digits, at most 18: "
+        "'1.5'): in no" in said
     )
 
 
@@ -2361,4 +2366,32 @@ def test_tasks_of_a_step_the_step_table_has_no_row_for_are_said(tmp_path: Path) 
     assert (
         f"kernel_details.csv has {len(rowless)} task(s) of 2 step(s) that step_trace_time.csv has no row for "
         "(step 2, 4: a row lost, or tables of two captures?)" in said
+    ), summary.warnings
+
+
+def test_step_numbers_of_more_digits_than_an_int64_holds_are_no_step_number(tmp_path: Path) -> None:
+    """helper-243: a Step cell of 5,000 digits was past Python's limit on int(): the rank was unreadable
+    ("Exceeds the limit (4300 digits)"), the only one of the report; one of 30 digits was a step no int64
+    holds; so was communication.json's key "step" and 5,000 digits. A step number is ASCII digits, at most
+    18 (below 2**63): others are no step number, said, the cell shown cut (such a key's operations count in
+    the rank's total, as any key's that is no step). The real 2023 table. In-process."""
+    from npuprof.analysis import ascend_output
+
+    huge, wide = "9" * 5000, "1" * 30
+    steps = [_step(huge, 5000.0, 100.0, 400.0, 12.5), _step(wide, 5000.0, 100.0, 400.0, 12.5)]
+    steps.append(_step("0" * 40 + "1", 5000.0, 100.0, 400.0, 12.5))  # leading zeros: step 1
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps)
+    summary = ascend_output.summary_of(d)
+    assert [s.step for s in summary.steps] == [None, None, 1]
+    assert all(s.step is None or s.step < 2**63 for s in summary.steps)
+    op = {"Communication Time Info": {"Elapse Time(ms)": 1.5}}
+    data = {f"step{n}": {"collective": {"a": op}} for n in (huge, wide, "1")}
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(data))
+    summary = ascend_output.summary_of(d)
+    assert summary.communication == {"operators": 3, "time_us": 3 * 1500.0, "size_mb": 0.0}
+    assert summary.communication_by_step == {"1": {"operators": 1, "time_us": 1500.0, "size_mb": 0.0}}
+    said = " ".join(summary.warnings)
+    assert (
+        "step_trace_time.csv has 2 Step cell(s) that are no step number (ASCII digits, at most 18: "
+        f"'{huge[:40]}...', '{wide}'): shown as step '-'" in said
     ), summary.warnings

@@ -506,19 +506,29 @@ def _duration(text: str | None) -> float | None:
 def _step_id(text: str | None) -> int | None:
     """A step (or device) number as torch_npu writes it: ASCII digits, or digits and a point and zeros (a
     writer through pandas makes a column of ints with gaps floats: "3.0"); nothing else. helper-201: read as
-    a float, "1_0" was step 10 (float() takes underscores), "1e300" a step '-' said to be no whole number."""
+    a float, "1_0" was step 10 (float() takes underscores), "1e300" a step '-' said to be no whole number.
+    At most STEP_DIGITS digits (leading zeros aside): helper-243: a cell of 5,000 digits was past Python's
+    limit on int(), the rank unreadable, and one of 30 a step no int64 holds."""
     digits = (text or "").strip()
     whole, point, zeros = digits.partition(".")
     if point and (zeros.strip("0") or not zeros):
         return None
-    return int(whole) if whole.isascii() and whole.isdigit() else None
+    if not (whole.isascii() and whole.isdigit()) or len(whole.lstrip("0")) > STEP_DIGITS:
+        return None
+    return int(whole)
+
+
+STEP_DIGITS = 18  # a step number's digits at most: below 2**63, in an int64 (as a database's integers are)
+SHOWN_CELL = 40  # the characters of a cell a note shows
 
 
 def _bad_step_ids_note(path: Path, column: str, bad: list[str], then: str) -> str:
     """What is said of cells of a step column that are not empty and no step number (:func:`_step_id`)."""
-    shown = ", ".join(repr(s) for s in bad[:3]) + (", ..." if len(bad) > 3 else "")
+    cut = [s if len(s) <= SHOWN_CELL else f"{s[:SHOWN_CELL]}..." for s in bad[:3]]
+    shown = ", ".join(map(repr, cut)) + (", ..." if len(bad) > 3 else "")
     return (
-        f"{path.name} has {len(bad)} {column} cell(s) that are no step number (ASCII digits: {shown}): {then}"
+        f"{path.name} has {len(bad)} {column} cell(s) that are no step number (ASCII digits, at most "
+        f"{STEP_DIGITS}: {shown}): {then}"
     )
 
 
@@ -1158,8 +1168,14 @@ def _communication(
         figures = {"operators": count, "time_us": round(time_ms * 1000, 3), "size_mb": round(size_mb, 6)}
         number = str(key)[4:]
         # "step<N>": what --steps sums. ASCII digits only: str.isdigit() also takes "²", which int() refuses
-        # (helper-200: a key "step²" cost the rank its whole report); "step1" and "step01" are one step
-        if str(key).startswith("step") and number.isascii() and number.isdigit():
+        # (helper-200: a key "step²" cost the rank its whole report); "step1" and "step01" are one step;
+        # no more digits than a step number has (helper-243: "step" and 5,000 digits cost the rank too)
+        if (
+            str(key).startswith("step")
+            and number.isascii()
+            and number.isdigit()
+            and _step_id(number) is not None
+        ):
             into = by_step.setdefault(str(int(number)), {"operators": 0, "time_us": 0.0, "size_mb": 0.0})
             into["operators"] = int(into["operators"]) + count
             into["time_us"] = round(float(into["time_us"]) + figures["time_us"], 3)
