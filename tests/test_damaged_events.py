@@ -446,3 +446,32 @@ def test_times_whose_epoch_nanoseconds_pass_an_int64_are_damaged_events(tmp_path
     assert note.startswith("2 damaged event(s) left out (Expected `float` <= "), note
     steps = {s["step"]: (s["computing_us"], s["communication_us"], s["free_us"]) for s in summary["steps"]}
     assert steps == {1: (300.0, 250.0, 500.0), 2: (100.0, 200.0, 700.0)}  # cuda_trace's docstring
+
+
+def test_events_whose_end_with_the_base_passes_an_int64_of_nanoseconds_are_damaged(tmp_path: Path) -> None:
+    """helper-243: a ts within its bound (2**62 ns) and a dur within its own (2**61 ns) summed past 2**62
+    ns, and with a base near 2**62 ns the end passed 2**63: trace_view.json's Free lane of that step began
+    at -8446744073709558.616 µs (wrapped), and the db export failed with OverflowError. An event whose end
+    (ts + dur) is past 2**62 ns is a damaged event, left out and said (docs/formats.md, "Damaged events")."""
+    from analyse_support.handmade import cuda_trace
+
+    base = 2**62 - 10**15  # ns, within base_ns_of's bound
+    late, long = 4e15 - T0, 2e15  # µs: the ts (4e15, under 2**62 ns) and dur (under 2**61 ns) each in bound
+    assert (base + (T0 + late + long) * 1000) > 2**63  # their end, with the base, passes an int64
+    trace = {**cuda_trace(), "baseTimeNanoseconds": base}
+    trace["traceEvents"] += [
+        x("ProfilerStep#3", "user_annotation", late, long),
+        x("kernel_late", "kernel", late + 10, long - 20, pid=0, tid=7, stream=7, device=0),
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    outcome = parse_rank_dir(rank_dir, workers=1)
+    assert outcome.ok, outcome
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    view = json.loads((out / "trace_view.json").read_text())
+    lanes = [e for e in view if isinstance(e, dict) and e.get("name") in ("Computing", "Free")]
+    assert lanes and all(0 <= float(e["ts"]) < 2**63 / 1000 for e in lanes), lanes
+    summary = json.loads((out / SUMMARY).read_text())
+    (note,) = [w for w in summary.get("warnings", []) if "damaged" in w]
+    assert note.startswith("2 damaged event(s) left out (its end (ts + dur) is beyond 4.6e+15 µs x2)"), note
+    steps = {s["step"]: (s["computing_us"], s["communication_us"], s["free_us"]) for s in summary["steps"]}
+    assert steps == {1: (300.0, 250.0, 500.0), 2: (100.0, 200.0, 700.0)}  # cuda_trace's docstring
