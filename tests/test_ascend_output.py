@@ -1414,7 +1414,10 @@ def test_negative_communication_times_and_sizes_are_damage_said_not_summed(tmp_p
         "1 operation(s) have no 'Elapse Time(ms)' that is a duration (no number, a negative one, or one past "
         "9.2e+12 ms: beyond 2**63 ns): counted without their time" in said
     )
-    assert "communication.json: 1 operation(s) have a negative 'Transit Size(MB)'" in said
+    assert (
+        "communication.json: 1 operation(s) have a 'Transit Size(MB)' that is no size (no number, or a"
+        in said
+    )
 
 
 def test_memory_records_of_a_negative_time_are_left_out_and_said(tmp_path: Path) -> None:
@@ -2395,3 +2398,30 @@ def test_step_numbers_of_more_digits_than_an_int64_holds_are_no_step_number(tmp_
         "step_trace_time.csv has 2 Step cell(s) that are no step number (ASCII digits, at most 18: "
         f"'{huge[:40]}...', '{wide}'): shown as step '-'" in said
     ), summary.warnings
+
+
+def test_communication_sizes_of_no_number_are_damage_said_not_counted_as_0(tmp_path: Path) -> None:
+    """helper-243: communication.json's 'Transit Size(MB)' of no number ("abc", null, 1e300: past any
+    figure) was counted as 0 MB, unsaid, where a negative one is said. torch_npu writes a number for every
+    transport: such a size is left out of the sum and said; a transport without the key moved nothing.
+    In-process."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 50.0, 1.0, 4.0, 1.0)])
+
+    def op(*sizes: object) -> dict:
+        links = {f"link{k}": {"Transit Size(MB)": mb} for k, mb in enumerate(sizes)}
+        return {"Communication Time Info": {"Elapse Time(ms)": 1.0}, "Communication Bandwidth Info": links}
+
+    ops = {"a": op("abc", 2.0), "b": op(None), "c": op(1e300, 0.5), "d": op(3.0, 4.0)}
+    ops["e"] = {
+        "Communication Bandwidth Info": {"RDMA": {"Transit Time(ms)": 0}, "HCCS": {"Transit Size(MB)": 1}}
+    }
+    data = {"step1": {"collective": ops}}
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(data))
+    summary = ascend_output.summary_of(d)
+    # by hand: the sizes that are numbers, none negative nor past any figure
+    sizes = [2.0, 0.5, 3.0, 4.0, 1.0]
+    assert summary.communication["size_mb"] == sum(sizes)
+    said = " ".join(summary.warnings)
+    assert "communication.json: 3 operation(s) have a 'Transit Size(MB)' that is no size (no number" in said

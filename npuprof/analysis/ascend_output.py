@@ -1160,8 +1160,8 @@ def _communication(
                     without_time += 1
                 else:
                     time_ms += elapse
-                mb, negative_size = _transit_mb(op.get("Communication Bandwidth Info"))
-                without_size += negative_size
+                mb, damaged_size = _transit_mb(op.get("Communication Bandwidth Info"))
+                without_size += damaged_size
                 size_mb += mb
         if not count:
             continue
@@ -1199,24 +1199,26 @@ def _communication(
             )
         if without_size:
             warnings.append(
-                f"{COMMUNICATION_FILE}: {without_size} operation(s) have a negative 'Transit Size(MB)' "
-                "(a damaged file?): counted without it"
+                f"{COMMUNICATION_FILE}: {without_size} operation(s) have a 'Transit Size(MB)' that is no "
+                "size (no number, or a negative one: a damaged file?): counted without it"
             )
     return total
 
 
 def _transit_mb(bandwidth: Any) -> tuple[float, bool]:
     """The MB an operation moved: every transport's, where SDMA (when present) already sums HCCS and PCIE;
-    and whether a transport's size was negative (damage: left out of the sum)."""
+    and whether a transport's size was no number or negative (damage: left out of the sum; helper-243: one
+    of no number, "abc" or 1e300, was counted as 0, unsaid). A transport without the key moved nothing."""
     if not isinstance(bandwidth, dict):
         return 0.0, False
     skip = SDMA_PARTS if "SDMA" in bandwidth else ()
     sizes = [
-        _number(str(info.get("Transit Size(MB)", ""))) or 0.0
+        _number(str(info["Transit Size(MB)"]))
         for name, info in bandwidth.items()
-        if isinstance(info, dict) and name not in skip
+        if isinstance(info, dict) and name not in skip and "Transit Size(MB)" in info
     ]
-    return sum(mb for mb in sizes if mb >= 0), any(mb < 0 for mb in sizes)
+    kept = [mb for mb in sizes if mb is not None and mb >= 0]
+    return sum(kept), len(kept) < len(sizes)
 
 
 def _world_size(rank_dir: Path) -> int | None:
