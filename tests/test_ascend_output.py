@@ -2425,3 +2425,36 @@ def test_communication_sizes_of_no_number_are_damage_said_not_counted_as_0(tmp_p
     assert summary.communication["size_mb"] == sum(sizes)
     said = " ".join(summary.warnings)
     assert "communication.json: 3 operation(s) have a 'Transit Size(MB)' that is no size (no number" in said
+
+
+def test_an_unquoted_cell_past_the_cell_limit_leaves_out_its_line_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-243: a line of kernel_details.csv holding a cell past the cell limit with no quote around it
+    (a run of damaged bytes without a line break) was said to be "a quote ... not closed", and every row
+    after it was lost. No quote holds the lines after it: that line is left out alone, said, the rest read.
+    The real 2023 table (CELL_LIMIT made small here). In-process."""
+    from npuprof.analysis import ascend_output
+
+    monkeypatch.setattr(ascend_output, "CELL_LIMIT", 1 << 17)
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5e6, 100.0, 400.0, 12.5)])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = table.read_bytes().split(b"\n")
+    lines.insert(5, b"1,2,3,4," + b"x" * (1 << 18) + b",5")  # line 6
+    table.write_bytes(b"\n".join(lines))
+    kernels = _kernels("kernel_details_2023.csv")  # by hand: every row of the real table
+    summary = ascend_output.summary_of(d)
+    assert summary.events == len(kernels)
+    assert math.isclose(
+        sum(k.total_us for k in summary.kernel_totals),
+        sum(float(k["Duration(us)"]) for k in kernels),
+        abs_tol=0.01,
+    )
+    said = " ".join(summary.warnings)
+    assert (
+        "kernel_details.csv: line 6 hold(s) a cell past 0.125 MiB with no quote around it (no cell of "
+        "torch_npu's comes near: damaged bytes?): left out of the top kernels and the steps' starts, the "
+        "rows after read" in said
+    ), summary.warnings
+    assert "quote at line" not in said
+    assert csv.field_size_limit() == 128 * 1024  # the process's own limit left as it was

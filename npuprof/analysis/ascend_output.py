@@ -228,8 +228,9 @@ def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str 
     the cells it lacks None; blank lines skipped), each with the line it starts on (the header's is 1), so
     that damage can be said where it is, and what its text says of damage (PLAIN, LOOK or OPEN_AT_END: its
     last line has no line break, and csv gives the quote's text up to the end as a cell, the row short by
-    the cells it lost, no sign of the quote left). A cell past CELL_LIMIT (a quote left open) ends the
-    table there, told to ``damage``, the rows before it read."""
+    the cells it lost, no sign of the quote left). A cell past CELL_LIMIT ends the table there when a quote
+    left open took it (what follows is the quote's text), told to ``damage``, the rows before it read; a
+    line that is such a cell unquoted is left out alone, told to ``damage``, the rows after it read."""
     record: list[str] = []  # the lines of the row being read
     ended = []  # the table's last line has been read
 
@@ -253,7 +254,19 @@ def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str 
             header = None if header is None else _header(header)
             start = reader.line_num + 1
             record.clear()
-            for cells in reader if header is not None else ():
+            while header is not None:
+                try:
+                    cells = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    # the reader goes on at the next line: only where no quote holds what follows
+                    if not _an_unquoted_cell_past_the_limit(exc, record):
+                        raise
+                    damage.huge.append(start)
+                    record.clear()
+                    start = reader.line_num + 1
+                    continue
                 # helper-217: looking at every cell of every row cost ~100 µs a row (a kernel table of
                 # 236,400 rows: 25 s), where a row on one line of text can hold no damage looked for
                 if len(record) == 1 and not ended and "\ufffd" not in record[0]:
@@ -293,6 +306,13 @@ def _numbered_rows(path: Path, damage: _Damage) -> Iterator[tuple[int, dict[str 
         raise AscendTableError(f"{path.name}: {exc}") from None
     finally:
         csv.field_size_limit(limit)
+
+
+def _an_unquoted_cell_past_the_limit(exc: csv.Error, record: list[str]) -> bool:
+    """Whether csv refused a row (its lines so far ``record``) for a cell past the field limit that no quote
+    holds: one line of text that is no table's (a run of damaged bytes without a line break; helper-243:
+    said as a quote left open, every row after it lost)."""
+    return str(exc).startswith("field larger than field limit") and not _ends_inside_a_quote("".join(record))
 
 
 def _ends_inside_a_quote(text: str) -> bool:
@@ -359,6 +379,9 @@ class _Damage:
         self.read_to = 0  # the line of the row whose cell past CELL_LIMIT ended the reading (_numbered_rows)
         self.headers: list[int] = []  # lines that repeat the header (_numbered_rows)
         self.boms: list[int] = []  # lines of rows a byte order mark starts (_numbered_rows)
+        self.huge: list[
+            int
+        ] = []  # lines holding a cell past CELL_LIMIT with no quote around it (_numbered_rows)
 
     def leaves_out(self, line: int, row: dict[str | None, Any], kind: int = LOOK) -> bool:
         """Whether the row at ``line`` is damaged past reading (recorded, to be said by :meth:`notes`);
@@ -419,6 +442,12 @@ class _Damage:
             notes.append(
                 f"{self.name}: quotes at lines {lines} are not closed on their lines: the {taken} line(s) "
                 f"after them were misread, those rows lost (theirs left out of {then} too)"
+            )
+        if self.huge:
+            notes.append(
+                f"{self.name}: line {_lines(self.huge)} hold(s) a cell past {CELL_LIMIT / (1 << 20):g} MiB "
+                "with no quote around it (no cell of torch_npu's comes near: damaged bytes?): left out of "
+                f"{then}, the rows after read"
             )
         if self.headers:
             notes.append(
