@@ -244,3 +244,82 @@ def test_trigger_says_a_flag_given_two_values_as_run_does(
     ]
     code, err = _cli(monkeypatch, capsys, "trigger", str(tmp_path / "none"), "--active", "2", "--active", "3")
     assert code == 2 and len(err.splitlines()) == 1, err  # refused: that one line alone
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "warned"),
+    [
+        (
+            "analyse",
+            ["--top", "3", "-j2", "--top", "4", "--jobs=3"],
+            ["--top is given 2 times: --top 3, then --top 4", "--jobs is given 2 times: -j 2, then --jobs 3"],
+        ),
+        (
+            "analyze",
+            ["--force", "-j", "2", "--force", "--jobs", "3"],
+            ["--jobs is given 2 times: -j 2, then --jobs 3"],
+        ),
+        (
+            "status",
+            ["--format", "table", "--format=json"],
+            ["--format is given 2 times: --format table, then --format json"],
+        ),
+        (
+            "export-stacks",
+            ["-m", "self_cpu_time_total", "--metric", "self_npu_time_total"],
+            ["--metric is given 2 times: -m self_cpu_time_total, then --metric self_npu_time_total"],
+        ),
+        (
+            "memory-timeline",
+            ["-oa.json", "-o", "b.json"],
+            ["--output is given 2 times: -o a.json, then -o b.json"],
+        ),
+    ],
+)
+def test_every_report_command_says_a_flag_given_two_values_as_run_does(
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    args: list[str],
+    warned: list[str],
+) -> None:
+    """`npuprof analyse --top 3 ... --top 4` (status, export-stacks, memory-timeline) took the last without
+    a word, where run and trigger say it (each flag named by its long form, ``analyze`` as ``analyse``)."""
+    (tmp_path / "log").mkdir()  # (what status reads)
+    monkeypatch.chdir(tmp_path)
+    shown = "analyse" if command == "analyze" else command
+    _code, err = _cli(monkeypatch, capsys, command, str(tmp_path), *args)
+    said = [line for line in err.splitlines() if " is given " in line]
+    assert said == [f"npuprof {shown}: warning: {line}; the last is used" for line in warned]
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("analyse", ["--top", "3", "--top", "+3", "-j2", "--jobs", "2"]),
+        ("status", ["--format", "json", "--format=json"]),
+        (
+            "export-stacks",
+            ["--min-width", "1", "--min-width", "1.0", "--keep-idle-threads", "--keep-idle-threads"],
+        ),
+    ],
+)
+def test_a_flag_given_the_same_value_twice_says_nothing(
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    args: list[str],
+) -> None:
+    (tmp_path / "log").mkdir()
+    _code, err = _cli(monkeypatch, capsys, command, str(tmp_path), *args)
+    assert " is given " not in err and "Invalid" not in err, err
+
+
+def test_a_refused_value_beside_a_repeated_flag_of_analyse_is_one_line(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _cli(monkeypatch, capsys, "analyse", str(tmp_path), "--top", "3", "--top", "0")
+    assert (code, err.count("\n")) == (2, 1), err
+    assert err.startswith("npuprof analyse: error: Invalid value for --top: must be at least 1")

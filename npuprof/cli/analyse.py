@@ -107,6 +107,9 @@ def analyse(
     if run is not None and not run.strip():  # "" was taken as no --run: the latest run, without a word
         raise typer.BadParameter("is empty; give a run id (or its start), or all", param_hint="--run")
     export_db = _export_db(export_type)
+    from npuprof.cli.main import warn_flags_given_twice
+
+    warn_flags_given_twice("analyse")
 
     from rich.console import Console
 

@@ -152,6 +152,9 @@ def export_stacks(
     to_stdout = (output is None and svg is None) or (output is not None and str(output) in STDOUT_NAMES)
     out_path = None if to_stdout or output is None else _check_output(output, "-o")
     svg_path = None if svg is None else _check_output(svg, "--svg")
+    from npuprof.cli.main import warn_flags_given_twice
+
+    warn_flags_given_twice("export-stacks")
 
     from npuprof.analysis.trace_loader import TraceError
     from npuprof.reports import stacks as st

@@ -21,7 +21,9 @@ def info(
     if output_format not in FORMATS:
         sys.stderr.write(f"npuprof info: error: --format: unknown {output_format!r}; use table or json\n")
         raise typer.Exit(2)
-    from npuprof.cli.main import check_stdout
+    from npuprof.cli.main import check_stdout, warn_flags_given_twice
+
+    warn_flags_given_twice("info")
     from npuprof.machine_info import gather
 
     facts = gather()

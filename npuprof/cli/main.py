@@ -174,6 +174,56 @@ def check_stdout(command: str, what: str) -> None:
     raise typer.Exit(1)
 
 
+def warn_flags_given_twice(command: str) -> None:
+    """One warning line on stderr for each flag of this command given two values (the last wins), in
+    `npuprof run`'s words (run_flags.given_twice; README, "`npuprof run` flags"): analyse, status and the
+    rest took the last without a word. Called once the command's flags are found good."""
+    for line in flags_given_twice():
+        sys.stderr.write(f"npuprof {command}: warning: {line}\n")
+
+
+def flags_given_twice() -> list[str]:
+    """given_twice's lines for the words after ``npuprof COMMAND``, the command's flags read from its
+    typer parameters (the spelling used: ``analyze`` is ``analyse``'s)."""
+    argv = sys.argv[2:]
+    if sum(word.startswith("-") for word in argv) < 2:
+        return []  # nothing given twice: typer's command not built again
+    import typer
+
+    commands = getattr(typer.main.get_command(get_app()), "commands", {})
+    if sys.argv[1] not in commands:  # (a test calling the command's function)
+        return []
+    from npuprof.cli.run_flags import given_twice
+
+    options, names = _flags_of(commands[sys.argv[1]].params)
+    return given_twice(argv, options, command_follows=False, names=names)[0]
+
+
+def _flags_of(params: list[Any]) -> tuple[dict[str, tuple[str, object]], dict[str, str]]:
+    """click's parameters as given_twice reads flags: flag -> (key, kind or a bool flag's value), and the
+    flag that names each key (its long form)."""
+    options: dict[str, tuple[str, object]] = {}
+    names: dict[str, str] = {}
+    for param in params:
+        opts = [o for o in param.opts if o.startswith("-")]
+        if not opts:
+            continue  # an argument
+        names[param.name] = max(opts, key=len)
+        if getattr(param, "is_flag", False):
+            options |= {o: (param.name, True) for o in opts}
+            options |= {o: (param.name, False) for o in param.secondary_opts}
+            continue
+        kind = "list" if getattr(param, "multiple", False) else _kind_of(param.type.name)
+        options |= {o: (param.name, kind) for o in opts}
+    return options, names
+
+
+def _kind_of(type_name: str) -> str:
+    """A click type's name as given_twice's kind: click says "integer", "integer range", "float", "text",
+    the click typer 0.28 carries "int", "int range", "str"."""
+    return "int" if type_name.startswith("int") else "float" if type_name.startswith("float") else "str"
+
+
 def main() -> None:
     try:
         _main()

@@ -104,6 +104,9 @@ def memory_timeline(
                 "(or ask for .json, .json.gz or .raw.json.gz, which need nothing more)"
             )
 
+    from npuprof.cli.main import warn_flags_given_twice
+
+    warn_flags_given_twice("memory-timeline")
     from npuprof.analysis.trace_loader import TraceError
     from npuprof.reports.inputs import InputError, overwrite_problem, single_rank_dir
     from npuprof.reports.trace_events import TraceReadError

@@ -195,14 +195,18 @@ def _interleaved_metadata(flags: dict[str, object], order: list[str] | None) -> 
 
 
 def given_twice(
-    argv: list[str], options: dict[str, tuple[str, object]] | None = None, command_follows: bool = True
+    argv: list[str],
+    options: dict[str, tuple[str, object]] | None = None,
+    command_follows: bool = True,
+    names: dict[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """One warning line for each flag before ``--`` given twice with different values (the last wins, as
     in argparse and nsys: a wrapper's default overridden by a later flag is no mistake, but two values
     that disagree may be), and for each --metadata/--metadata-json KEY given two values; and the order of
     the --metadata and --metadata-json words (build_config's ``metadata_order``). ``options``: the flags to
     look for (default: run's); ``command_follows``: the first word that is no flag starts the command (run),
-    else it is an argument among the flags (trigger's DIR)."""
+    else it is an argument among the flags (trigger's DIR); ``names``: the flag that names each key in a
+    warning (default: run's)."""
     options = OPTIONS if options is None else options
     seen: dict[str, list[tuple[str, str, object]]] = {}  # key -> (flag, value as said, value)
     entries: dict[str, list[tuple[str, str]]] = {}
@@ -214,9 +218,9 @@ def given_twice(
         name, eq, inline = token.partition("=") if token.startswith("--") else (token, "", "")
         i += 1
         spec = options.get(name)
-        if spec is None and token.startswith("-o") and len(token) > 2 and "-o" in options:
+        if spec is None and _short_with_value(token, options):
             # -oDIR, and -o=DIR read as --output=DIR (cli/main.py)
-            name, eq, inline = "-o", "=", token[3:] if token.startswith("-o=") else token[2:]
+            name, eq, inline = token[:2], "=", token[3:] if token[2] == "=" else token[2:]
             spec = options[name]
         if spec is None:
             if token.startswith("-") or not command_follows:
@@ -239,13 +243,19 @@ def given_twice(
     for key, given in seen.items():
         if len({value for _, _, value in given}) > 1:
             values = ", then ".join(said if said == name else f"{name} {said}" for name, said, _ in given)
-            flag = BY_KEY[key].flag if key in BY_KEY else given[0][0]
+            flag = names[key] if names else BY_KEY[key].flag if key in BY_KEY else given[0][0]
             notes.append(f"{flag} is given {len(given)} times: {values}; the last is used")
     for key, given in entries.items():
         if key and len(set(given)) > 1:
             values = ", then ".join(f"{name} {_said(item)}" for name, item in given)
             notes.append(f"metadata {_said(key)} is given {len(given)} times: {values}; the last is used")
     return notes, order
+
+
+def _short_with_value(token: str, options: dict[str, tuple[str, object]]) -> bool:
+    """``-j4``: a short flag that takes a value, given it in the same word."""
+    spec = options.get(token[:2]) if len(token) > 2 and token[1] != "-" else None
+    return spec is not None and not isinstance(spec[1], bool)
 
 
 def _value(kind: object, text: str) -> object:

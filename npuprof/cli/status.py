@@ -64,6 +64,9 @@ def status_command(
             run_output_hint(root, "status")
             or f"{directory}: no log/ directory; is it the directory of npuprof run --dynamic?"
         )
+    from npuprof.cli.main import warn_flags_given_twice
+
+    warn_flags_given_twice("status")
     report = {
         "directory": str(root.resolve()),
         "config": _config_summary(root),

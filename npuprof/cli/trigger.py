@@ -60,23 +60,6 @@ LOCK_WAIT_S = 5.0  # the longest wait for another trigger's look and write (mill
 LONG_CAPTURE_STEPS = 1000  # more steps than this in one capture gets a word on memory
 
 
-def _given_twice() -> list[str]:
-    """A line for each flag given two values (the last wins), as `npuprof run` says (README, "`npuprof run`
-    flags")."""
-    from npuprof.cli.run_flags import OPTIONS, given_twice
-
-    keys = {o.key for o in TRIGGER_OPTIONS}
-    ours: dict[str, tuple[str, object]] = {f: spec for f, spec in OPTIONS.items() if spec[0] in keys}
-    ours |= {
-        "--start-step": ("start_step", "int"),
-        "--active": ("active", "int"),
-        "--warmup": ("warmup", "int"),
-    }
-    ours["--cancel"] = ("cancel", True)
-    raw = sys.argv[2:] if sys.argv[1:2] == ["trigger"] else []
-    return given_twice(raw, ours, command_follows=False)[0]
-
-
 def _was_given(flag: str) -> bool:
     return any(arg == flag or arg.startswith(f"{flag}=") for arg in sys.argv[2:])
 
@@ -151,8 +134,9 @@ def trigger_command(**params: Any) -> None:
         replaced = _request_not_picked_up(directory)
         partly = "" if replaced else _request_not_picked_up_by_some(directory)
         target = _write(directory, data)
-    for line in _given_twice():  # (once written: a refused request says one line)
-        sys.stderr.write(f"npuprof trigger: warning: {line}\n")
+    from npuprof.cli.main import warn_flags_given_twice
+
+    warn_flags_given_twice("trigger")  # (once written: a refused request says one line)
     sys.stdout.write(f"npuprof trigger: wrote {target}: {_describe(document, cfg)}\n")
     if replaced:
         sys.stderr.write(
