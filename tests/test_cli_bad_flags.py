@@ -68,3 +68,24 @@ def test_help_is_whole_where_stdout_cannot_encode_every_character(
     assert result.returncode == (2 if not args else 0), result.stderr
     for word in last_words:
         assert word in result.stdout, result.stdout
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def test_every_typer_the_package_allows_carries_its_own_click() -> None:
+    """``typer>=0.12`` let an environment keep a typer that takes click from pip: typer 0.12 with click 8.5
+    raised TypeError building every command (a traceback for ``npuprof analyse --top x``), 0.13-0.15 with
+    click >= 8.2 on ``npuprof status``; click 8.2.0 put "(env var: 'None')" in every bad value's message.
+    Typer carries its own click from 0.26 (its metadata requires none), and 0.26.0-0.26.6 garbled "No
+    such option"; the suite runs on the typer installed, which must be one the package allows."""
+    import re
+    from importlib import metadata
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    low, high = re.search(r'"typer>=([0-9.]+),<([0-9.]+)"', text).groups()  # type: ignore[union-attr]
+    assert _version(low) >= (0, 27)
+    installed = _version(metadata.version("typer"))
+    assert _version(low) <= installed < _version(high)
+    assert not [r for r in metadata.requires("typer") or [] if re.match(r"click\b", r)]
