@@ -64,3 +64,31 @@ def test_a_later_process_group_gives_its_own_rank(monkeypatch: pytest.MonkeyPatc
     assert ranks.current_rank() == 3
     second.state["initialised"] = False
     assert ranks.current_rank() == 3
+
+
+@pytest.mark.parametrize(
+    ("local_rank", "hidden"), [("²", False), ("", False), ("-1", False), ("0", False), (" 1 ", True)]
+)
+def test_a_local_rank_that_is_no_number_leaves_profiling_on(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, local_rank: str, hidden: bool
+) -> None:
+    """torchrun --local-ranks-filter 0 and ``LOCAL_RANK=²`` (``"²".isdigit()``, and ``int("²")`` a
+    ValueError): the agent did not start, profiling was off in the process, its reason a ValueError's
+    repr. A LOCAL_RANK that is no number leaves the output taken as seen."""
+    import json
+
+    from npuprof import ENV_CONFIG
+    from npuprof.agent import entry
+    from npuprof.config import ProfileConfig
+
+    document = json.loads(
+        ProfileConfig(output=str(tmp_path)).to_env({"run_id": "r", "log": str(tmp_path / "l")})
+    )
+    document["run"]["shown_local_ranks"] = [0]
+    monkeypatch.setenv(ENV_CONFIG, json.dumps(document))
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    monkeypatch.setattr(entry, "Agent", lambda cfg, run, log: log)  # what _start decided, no agent built
+    monkeypatch.setattr(entry, "set_log", lambda log: None)
+    monkeypatch.setitem(entry._state, "agent", None)
+    log = entry._start()
+    assert log is not None and log.output_hidden is hidden

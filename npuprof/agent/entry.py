@@ -106,8 +106,7 @@ def _start() -> Agent | None:
         AgentLog(where or None, "bootstrap").error(f"{AGENT_START_FAILED}{exc}")
         return None
     run = msgspec.structs.asdict(facts)
-    shown, local_rank = facts.shown_local_ranks, os.environ.get("LOCAL_RANK", "")
-    hidden = shown is not None and local_rank.isdigit() and int(local_rank) not in shown
+    hidden = _output_hidden(facts.shown_local_ranks)
     log = AgentLog(facts.log, "agent", facts.run_id, output_hidden=hidden)
     log.keep_a_descriptor()
     set_log(log)
@@ -119,6 +118,15 @@ def _start() -> Agent | None:
     agent = Agent(cfg, run, log)
     _state["agent"] = agent
     return agent
+
+
+def _output_hidden(shown_local_ranks: list[int] | None) -> bool:
+    """Whether torchrun's --local-ranks-filter leaves this process's output unseen; not when LOCAL_RANK
+    is no number (``LOCAL_RANK=²`` raised a ValueError there, and profiling was off in the process)."""
+    from npuprof.agent.ranks import local_rank_from_env
+
+    local_rank = local_rank_from_env()
+    return shown_local_ranks is not None and local_rank is not None and local_rank not in shown_local_ranks
 
 
 def _torch_npu_own_mode() -> str | None:

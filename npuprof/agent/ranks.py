@@ -11,10 +11,21 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK")
 def rank_from_env(environ: dict[str, str] | None = None) -> int | None:
     env = os.environ if environ is None else environ
     for name in RANK_VARIABLES:
-        value = env.get(name, "").strip()
-        if value.isascii() and value.isdigit():
-            return int(value)
+        rank = _whole_number(env.get(name, ""))
+        if rank is not None:
+            return rank
     return None
+
+
+def local_rank_from_env() -> int | None:
+    """``LOCAL_RANK``, or None when it is unset or no whole number of ASCII digits."""
+    return _whole_number(os.environ.get("LOCAL_RANK", ""))
+
+
+def _whole_number(text: str) -> int | None:
+    """``"²".isdigit()`` is True and ``int("²")`` a ValueError: such a value is no number here."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 # The rank torch.distributed last gave: a capture that ends after destroy_process_group() (at exit, the
