@@ -161,3 +161,58 @@ def test_a_rank_without_steps_is_not_counted_in_the_comparison_of_a_job_with_a_r
     build_report(tmp_path, jobs=1, on_note=notes.append)
     (said,) = [n for n in notes if "world_size" in n]
     assert said.endswith("is of 2 of the other 3 (rank(s) 3 have no whole step compared)"), said
+
+
+def _recorded_by(rank_dir: Path, run_id: str, rank: int) -> None:
+    import json
+
+    record = {"status": "complete", "run_id": run_id, "rank": rank, "steps": [6, 7]}
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+
+
+def _run_record(root: Path, run_id: str, ranks: list[int] | None, name: str = "npuprof_run.json") -> None:
+    import json
+
+    record = {"run_id": run_id, "config": {"output": str(root), "ranks": ranks}, "captures": []}
+    (root / name).write_text(json.dumps(record))
+
+
+def test_the_ranks_that_ranks_left_out_are_named_from_the_runs_record(tmp_path: Path) -> None:
+    """`npuprof run --ranks 0` of a 2-rank job: `npuprof analyse` showed rank 0 alone and said nothing of
+    rank 1, as of a job of one rank. Its traces say 2 ranks, its run record --ranks 0: rank 1 is named."""
+    world, picked = 2, [0]
+    for rank in picked:
+        _recorded_by(_rank_dir(tmp_path, rank, world, {6: 1000, 7: 1000}), "7977faaa2450", rank)
+    _run_record(tmp_path, "7977faaa2450", picked)
+    notes: list[str] = []
+    report = build_report(tmp_path, jobs=1, on_note=notes.append)
+    assert [r.rank for r in report.ranks] == picked
+    left_out = sorted(set(range(world)) - set(picked))
+    assert [n for n in notes if "world_size" in n] == [
+        f"the job had {world} ranks (its traces' world_size); rank(s) {left_out[0]} (1 of them) were not "
+        "captured: run 7977faaa2450 was started with --ranks 0 (its npuprof_run.json)"
+    ], notes
+    _run_record(tmp_path, "7977faaa2450", None)  # a record without --ranks: one rank here says nothing
+    notes.clear()
+    build_report(tmp_path, jobs=1, on_note=notes.append)
+    assert not [n for n in notes if "world_size" in n], notes
+
+
+def test_ranks_left_out_and_a_rank_lost_are_told_apart(tmp_path: Path) -> None:
+    """--ranks 0-2 of a 5-rank job whose rank 2's capture is not here: ranks 3-4 were not asked for, rank 2
+    was (its capture lost), and ranks 0 and 1 are compared."""
+    world, asked, here = 5, [0, 1, 2], [0, 1]
+    for rank in here:
+        _recorded_by(_rank_dir(tmp_path, rank, world, {6: 1000, 7: 1000}), "aaaa11112222", rank)
+    _run_record(tmp_path, "aaaa11112222", asked)
+    notes: list[str] = []
+    build_report(tmp_path, jobs=1, on_note=notes.append)
+    left_out = [k for k in range(world) if k not in asked]
+    lost = [k for k in asked if k not in here]
+    assert (left_out, lost) == ([3, 4], [2])
+    assert [n for n in notes if "world_size" in n] == [
+        f"the job had {world} ranks (its traces' world_size); rank(s) 3-4 (2 of them) were not captured: run "
+        "aaaa11112222 was started with --ranks 0-2 (its npuprof_run.json); rank(s) 2 (1 of them), which it "
+        "selected, have no capture in this report (lost; not analysed; or in another run's captures); its "
+        "comparison across ranks, the slowest rank and the rank the others wait for, is of the other 2"
+    ], notes

@@ -17,7 +17,7 @@ import os
 import shlex
 import stat
 import statistics
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -1064,11 +1064,12 @@ def cross_rank(
 
 
 def ranks_not_here(read: list[_Read], cross: CrossRank) -> str | None:
-    """One line when the comparison across ranks covers several ranks but fewer than the job had: the
-    traces' world_size (docs/formats.md, "npuprof_summary.json"), the same in every capture compared, is
-    larger than the number of ranks whose captures are here (a rank whose capture was lost, not
-    recorded (--ranks), or not analysed: its statements, the slowest rank and the rank the others wait
-    for, are of the ranks here only). None when the captures do not say the size or disagree on it."""
+    """One line when the captures here hold fewer ranks than the job had: the traces' world_size
+    (docs/formats.md, "npuprof_summary.json"), the same in every capture compared, is larger than the
+    number of ranks whose captures are here. The ranks that the run's --ranks left out (its record says
+    it) are named as such, even beside one rank; the others (a capture lost, not analysed) are said when
+    several ranks are compared: its statements, the slowest rank and the rank the others wait for, are of
+    the ranks here only. None when the captures do not say the size or disagree on it."""
     latest = cross.restart_count if cross.restart_count is not msgspec.UNSET else None
     kept = [
         r
@@ -1079,14 +1080,17 @@ def ranks_not_here(read: list[_Read], cross: CrossRank) -> str | None:
     if any(s.step is not None for s in cross.steps):  # a whole capture's row beside steps: not compared
         compared = {k for s in cross.steps if s.step is not None for k in s.ranks}
     sizes = {r.summary.world_size for r in kept}
-    if len(compared) < 2 or len(sizes) != 1 or None in sizes:
+    if len(sizes) != 1 or None in sizes:
         return None
     (size,) = sizes
     here = {r.rank.rank for r in kept if r.rank.rank is not None}
     if not size or len(here) >= size or any(k >= size for k in here):  # a rank beyond the size: no job's
         return None
     absent = [k for k in range(size) if k not in here]
-    shown = _spans_shown(absent)
+    picked = _ranks_picked(r.rank.rank_dir for r in kept)
+    left_out = [k for k in absent if picked is not None and k not in picked[1]]
+    if len(compared) < 2 and not left_out:
+        return None
     # a rank here with no whole step in the comparison (--steps, a partial step) is not of it either
     # (helper-194: "is of the other 3" where ranks 0 and 1 only were compared)
     idle = sorted(k for k in here if str(k) not in compared)
@@ -1096,12 +1100,60 @@ def ranks_not_here(read: list[_Read], cross: CrossRank) -> str | None:
             f"{len(here) - len(idle)} of the other {len(here)} (rank(s) {_spans_shown(idle)} have no whole "
             "step compared)"
         )
-    return (
-        f"the job had {size} ranks (its traces' world_size); rank(s) {shown} ({len(absent)} of them) have no "
-        "capture in this report (not recorded, with --ranks; lost; not analysed; or in another run's "
-        f"captures): its comparison across ranks, the slowest rank and the rank the others wait for, is of "
-        f"{of}"
+    comparison = (
+        f"its comparison across ranks, the slowest rank and the rank the others wait for, is of {of}"
+        if len(compared) >= 2
+        else ""
     )
+    size_said = f"the job had {size} ranks (its traces' world_size); "
+    if picked is None:
+        return (
+            f"{size_said}rank(s) {_spans_shown(absent)} ({len(absent)} of them) have no capture in this "
+            f"report (not recorded, with --ranks; lost; not analysed; or in another run's captures): "
+            f"{comparison}"
+        )
+    run = f"run {'+'.join(picked[0])}"
+    asked = f"--ranks {_step_spans(picked[1])}"
+    said = []
+    if left_out:
+        said.append(
+            f"rank(s) {_spans_shown(left_out)} ({len(left_out)} of them) were not captured: {run} was "
+            f"started with {asked} (its npuprof_run.json)"
+        )
+    if lost := [k for k in absent if k not in left_out]:
+        which = "it" if left_out else f"{run}'s {asked}"
+        said.append(
+            f"rank(s) {_spans_shown(lost)} ({len(lost)} of them), which {which} selected, have no capture in "
+            "this report (lost; not analysed; or in another run's captures)"
+        )
+    return size_said + "; ".join([*said, *([comparison] if comparison else [])])
+
+
+def _ranks_picked(rank_dirs: Iterable[str]) -> tuple[list[str], list[int]] | None:
+    """(the run ids, the ranks their --ranks selected) when the runs of these captures were started with
+    --ranks, as their records beside them say (npuprof_run*.json: the same --ranks in each, npuprof run
+    inside torchrun writing one a worker); None when a record does not say, or they differ."""
+    run_ids: set[str] = set()
+    places: set[Path] = set()
+    for rank_dir in rank_dirs:
+        run_id = (layout.read_capture_record(Path(rank_dir)) or {}).get("run_id")
+        if not isinstance(run_id, str):
+            return None
+        run_ids.add(run_id)
+        places.add(Path(rank_dir).parent)
+    picks: dict[str, tuple[int, ...] | None] = {}
+    for place in places:
+        for _path, record in layout.read_run_records(place):
+            if record.get("run_id") in run_ids:
+                config = record.get("config")
+                ranks = config.get("ranks") if isinstance(config, dict) else None
+                valid = isinstance(ranks, list) and all(type(k) is int for k in ranks)
+                picks[record["run_id"]] = tuple(sorted(ranks)) if valid else None  # type: ignore[arg-type]
+    chosen = set(picks.values())
+    if set(picks) != run_ids or len(chosen) != 1 or None in chosen:
+        return None
+    (selected,) = chosen
+    return sorted(run_ids), list(selected or ())
 
 
 def _spans_shown(numbers: list[int]) -> str:
