@@ -323,3 +323,17 @@ def test_a_refused_value_beside_a_repeated_flag_of_analyse_is_one_line(
     code, err = _cli(monkeypatch, capsys, "analyse", str(tmp_path), "--top", "3", "--top", "0")
     assert (code, err.count("\n")) == (2, 1), err
     assert err.startswith("npuprof analyse: error: Invalid value for --top: must be at least 1")
+
+
+@pytest.mark.parametrize("typed", ["memory_timeline", "export_stacks"])
+def test_a_command_spelled_with_an_underscore_points_at_the_commands_help(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], typed: str
+) -> None:
+    """`npuprof memory_timeline x` said "npuprof memory_timeline: error: No such command ...; see npuprof
+    memory_timeline --help", a help that is no command either."""
+    code, err = _cli(monkeypatch, capsys, typed, "x")
+    spelled = typed.replace("_", "-")
+    assert (code, err) == (
+        2,
+        f"npuprof: error: No such command '{typed}'. Did you mean '{spelled}'?; see npuprof --help\n",
+    )

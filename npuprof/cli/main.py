@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import typer
 
 COMMAND_MODULES = ("run", "trigger", "status", "analyse", "export_stacks", "memory_timeline", "info")
+# as typed: `npuprof memory_timeline` is no command (its error named `npuprof memory_timeline --help`)
+COMMAND_NAMES = (*(name.replace("_", "-") for name in COMMAND_MODULES), "analyze")
 _app: list[typer.Typer] = []
 
 
@@ -327,7 +329,7 @@ def _run_typer() -> int:
     except usage_error as exc:
         where = exc.ctx.command_path if exc.ctx is not None else "npuprof"
         command = sys.argv[1] if len(sys.argv) > 1 else ""
-        if where == "npuprof" and command.replace("-", "_") in COMMAND_MODULES:
+        if where == "npuprof" and command in COMMAND_NAMES:
             where = f"npuprof {command}"  # an option the command's parser refused: its help is the one
         message = " ".join(exc.format_message().split()).rstrip(".")
         message = _in_our_words(message)
