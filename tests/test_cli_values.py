@@ -337,3 +337,31 @@ def test_a_command_spelled_with_an_underscore_points_at_the_commands_help(
         2,
         f"npuprof: error: No such command '{typed}'. Did you mean '{spelled}'?; see npuprof --help\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "start"),
+    [
+        (["analyse", "{}"], "npuprof analyse: nothing to analyse: {} does not exist"),
+        (["status", "{}"], "npuprof status: error: {} does not exist"),
+        (["trigger", "{}"], "npuprof trigger: error: {}: no profiler_config.json there"),
+        (["export-stacks", "{}"], "npuprof export-stacks: {} does not exist"),
+        (["memory-timeline", "{}", "-o", "m.json"], "npuprof memory-timeline: {} does not exist"),
+    ],
+)
+@pytest.mark.parametrize("name", ["a\nb", "a\x1b[2Jb"])
+def test_a_path_with_a_newline_or_an_escape_is_one_line_written_out(
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    start: str,
+    name: str,
+) -> None:
+    """`npuprof analyse $'a\\nb'` said "a" on one line and "b does not exist" on the next (status, trigger,
+    export-stacks and memory-timeline too), and analyse's ``\\x1b[2J`` cleared the terminal."""
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli(monkeypatch, capsys, *[a.format(name) for a in args])
+    shown = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name)
+    assert code in (1, 2)
+    assert err.count("\n") == 1 and err.startswith(start.format(shown)), err

@@ -168,14 +168,14 @@ def analyse(
             run=run,
         )
     except RunChoiceError as exc:
-        print(f"npuprof analyse: error: --run: {exc}", file=sys.stderr)
+        _say_one_line(f"npuprof analyse: error: --run: {exc}")
         raise typer.Exit(2) from None
     except NothingToAnalyse as exc:
         _warn_skipped(layout.take_skipped())
-        print(f"npuprof analyse: nothing to analyse: {exc}{_runs_still_going(target)}", file=sys.stderr)
+        _say_one_line(f"npuprof analyse: nothing to analyse: {exc}{_runs_still_going(target)}")
         raise typer.Exit(1) from None
     except OSError as exc:  # a directory it may not list (each rank's own trouble is in its outcome)
-        print(f"npuprof analyse: cannot read {target}: {exc.strerror or exc}", file=sys.stderr)
+        _say_one_line(f"npuprof analyse: cannot read {target}: {exc.strerror or exc}")
         raise typer.Exit(1) from None
     finally:
         if progress_ctx is not None:
@@ -259,6 +259,14 @@ def _say(text: str) -> None:
     from npuprof.reports.text import printable
 
     print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr)
+
+
+def _say_one_line(text: str) -> None:
+    """An error line: the path in it is the user's, a newline or an escape sequence in it written out
+    (``npuprof analyse $'a\\nb'`` said "a", then "b does not exist", on a line of its own)."""
+    from npuprof.reports.text import printable
+
+    print(printable(text), file=sys.stderr)
 
 
 def _check_tree(path: Path) -> None:

@@ -28,7 +28,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    _say(f"npuprof export-stacks: {message}")
+    """One line, its newlines written out too: the paths in it are the user's (cli/analyse.py)."""
+    from npuprof.reports.text import printable
+
+    print(printable(f"npuprof export-stacks: {message}"), file=sys.stderr)
     return typer.Exit(code)
 
 

@@ -28,7 +28,10 @@ _DEVICE = re.compile(r"cpu|(cuda|npu):\d{1,4}")
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    _say(f"npuprof memory-timeline: {message}")
+    """One line, its newlines written out too: the paths in it are the user's (cli/analyse.py)."""
+    from npuprof.reports.text import printable
+
+    print(printable(f"npuprof memory-timeline: {message}"), file=sys.stderr)
     return typer.Exit(code)
 
 

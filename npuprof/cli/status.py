@@ -81,7 +81,9 @@ def status_command(
 
 
 def _fail(line: str) -> None:
-    sys.stderr.write(f"npuprof status: error: {line}\n")
+    from npuprof.reports.text import printable
+
+    sys.stderr.write(f"npuprof status: error: {printable(line)}\n")  # DIR's newline written out
     raise typer.Exit(2)
 
 

@@ -354,7 +354,9 @@ def _fail(source: str, problem: str, fix: str) -> None:
 
 
 def _fail_line(line: str) -> None:
-    sys.stderr.write(f"npuprof trigger: error: {line}\n")
+    from npuprof.reports.text import printable
+
+    sys.stderr.write(f"npuprof trigger: error: {printable(line)}\n")  # DIR's newline written out
     raise typer.Exit(2)
 
 
