@@ -365,3 +365,19 @@ def test_a_path_with_a_newline_or_an_escape_is_one_line_written_out(
     shown = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in name)
     assert code in (1, 2)
     assert err.count("\n") == 1 and err.startswith(start.format(shown)), err
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("-o", "npuprof export-stacks: -o: is empty; give a file name (-o - writes the stacks to stdout)\n"),
+        ("--svg", "npuprof export-stacks: --svg: is empty; give a file name\n"),
+    ],
+)
+def test_an_empty_stacks_file_is_said_empty_not_the_current_directory(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str, said: str
+) -> None:
+    """`npuprof export-stacks DIR -o ''` said "-o .: <the current directory> is a directory": typer made the
+    empty word a Path, the current directory."""
+    monkeypatch.chdir(tmp_path)
+    assert _cli(monkeypatch, capsys, "export-stacks", str(tmp_path), flag, "") == (2, said)

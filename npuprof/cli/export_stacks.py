@@ -123,11 +123,11 @@ def export_stacks(
             "(device kernel time, given to the stack that launched each kernel).",
         ),
     ] = "self_cpu_time_total",
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Folded stacks file ('-' = stdout).")
+    output: Annotated[  # str, as source: a Path made "-o ''" the current directory
+        str | None, typer.Option("--output", "-o", help="Folded stacks file ('-' = stdout).")
     ] = None,
     svg: Annotated[
-        Path | None, typer.Option("--svg", help="Also write an interactive SVG flame graph.")
+        str | None, typer.Option("--svg", help="Also write an interactive SVG flame graph.")
     ] = None,
     min_width: Annotated[
         float, typer.Option("--min-width", help="SVG: leave out frames narrower than this (px).")
@@ -150,11 +150,15 @@ def export_stacks(
         raise _fail("source: is empty; give a rank directory (*_ascend_pt) or a trace file", 2)
     if metric not in METRICS:
         raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
+    if output == "":
+        raise _fail("-o: is empty; give a file name (-o - writes the stacks to stdout)", 2)
+    if svg == "":
+        raise _fail("--svg: is empty; give a file name", 2)
     if not 0 <= min_width < float("inf"):  # nan, inf and negatives are no width
         raise _fail(f"--min-width {min_width}: give a width in pixels, 0 or more (e.g. 0.1)", 2)
     to_stdout = (output is None and svg is None) or (output is not None and str(output) in STDOUT_NAMES)
-    out_path = None if to_stdout or output is None else _check_output(output, "-o")
-    svg_path = None if svg is None else _check_output(svg, "--svg")
+    out_path = None if to_stdout or output is None else _check_output(Path(output), "-o")
+    svg_path = None if svg is None else _check_output(Path(svg), "--svg")
     from npuprof.cli.main import warn_flags_given_twice
 
     warn_flags_given_twice("export-stacks")
