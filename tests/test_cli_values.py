@@ -381,3 +381,18 @@ def test_an_empty_stacks_file_is_said_empty_not_the_current_directory(
     empty word a Path, the current directory."""
     monkeypatch.chdir(tmp_path)
     assert _cli(monkeypatch, capsys, "export-stacks", str(tmp_path), flag, "") == (2, said)
+
+
+def test_a_memory_timeline_file_that_is_a_link_names_its_flag_once(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof memory-timeline DIR -o link.json` said "-o: -o 'link.json' is a symbolic link ..."."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.json").symlink_to(tmp_path / "elsewhere.json")
+    code, err = _cli(monkeypatch, capsys, "memory-timeline", str(tmp_path), "-o", "link.json")
+    target = tmp_path / "elsewhere.json"
+    assert (code, err) == (
+        2,
+        f"npuprof memory-timeline: -o 'link.json' is a symbolic link (-> '{target}'); give the real path "
+        "instead\n",
+    )

@@ -86,9 +86,12 @@ def memory_timeline(
         )
     try:
         fmt = mt.format_of(output)
-        target = resolve_output_path(output, "-o")
-    except (mt.MemoryTimelineError, UnsafePathError) as exc:
+    except mt.MemoryTimelineError as exc:
         raise _fail(f"-o: {exc}", 2) from None
+    try:
+        target = resolve_output_path(output, "-o")
+    except UnsafePathError as exc:  # it names -o itself: "-o: -o 'm.json': cannot look up ..."
+        raise _fail(str(exc), 2) from None
     problem = output_file_problem(target)
     if problem is not None:
         raise _fail(f"-o {output}: {problem}: give a file name", 2)
