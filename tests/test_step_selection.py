@@ -45,6 +45,7 @@ def test_only_numbered_steps_are_chosen() -> None:
         ("3-x", "is not a step, range or list of them"),
         ("\u0663", "is not a step, range or list of them"),  # an Arabic-Indic 3 (helper-81)
         ("5-3", "the range 5-3 ends before it starts"),
+        ("1-" + "9" * 5000, "is not a step, range or list of them"),  # no step; not int()'s own words
     ],
 )
 def test_what_is_refused_says_how_to_write_it(text: str, why: str) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_PART_RE = re.compile(r"^([0-9]+)(?:(-)([0-9]+)?)?$")
+# at most 18 digits, as npuprof run's numbers (cli/run_flags.py): int() refuses over 4300, and its
+# ValueError ("Exceeds the limit (4300 digits) ...; use sys.set_int_max_str_digits()") was the message
+_PART_RE = re.compile(r"^([0-9]{1,18})(?:(-)([0-9]{1,18})?)?$")
 EXAMPLES = "3, 3-5, 10- or 3,5,8-10"
 
 
