@@ -529,12 +529,18 @@ def _std_of(ranks: dict[int, int], rank: int) -> int:
 
 
 def _filtered_local_ranks(value: str | None) -> list[int] | None:
+    """The local ranks ``--local-ranks-filter`` names, as torchrun reads them; none of them a number no
+    rank has (torchrun takes ``-1``, which shows no rank: in the job's payload it was "damaged", and
+    profiling was off in every process)."""
+    from npuprof.config import MAX_RANK
+
     if not value:
         return None  # torchrun shows every rank's output
     try:
-        return [int(rank) for rank in value.split(",")]
+        named = [int(rank) for rank in value.split(",")]
     except ValueError:
         return None  # torchrun refuses it
+    return [rank for rank in named if 0 <= rank <= MAX_RANK]
 
 
 def _std_of_ranks(value: str | None) -> dict[int, int] | None:

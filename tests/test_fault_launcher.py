@@ -1624,3 +1624,17 @@ def test_a_sigcont_to_the_launcher_continues_a_stopped_job(monkeypatch: pytest.M
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, launch.FORWARDED_SIGNALS)  # run_child leaves them held
     assert (end.returncode, end.forwarded) == (-signal.SIGINT, [signal.SIGINT])
+
+
+@pytest.mark.parametrize(("given", "shown"), [("-1", []), ("1,-1", [1]), ("0,1048576", [0])])
+def test_a_local_ranks_filter_naming_no_rank_leaves_profiling_on(given: str, shown: list[int]) -> None:
+    """`torchrun --local-ranks-filter -1` (torchrun takes it, and shows no rank's output) went into the
+    job's payload as is, which every process then refused as damaged: profiling was off in all of them."""
+    from npuprof.config import ProfileConfig
+    from npuprof.payload import read_payload
+
+    command = ["torchrun", "--nproc-per-node", "2", "--local-ranks-filter", given, "t.py"]
+    ranks = shown_local_ranks(command, {})
+    assert ranks == shown
+    _config, run = read_payload(ProfileConfig().to_env({"run_id": "r", "shown_local_ranks": ranks}))
+    assert run.shown_local_ranks == shown
