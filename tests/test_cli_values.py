@@ -396,3 +396,19 @@ def test_a_memory_timeline_file_that_is_a_link_names_its_flag_once(
         f"npuprof memory-timeline: -o 'link.json' is a symbolic link (-> '{target}'); give the real path "
         "instead\n",
     )
+
+
+def test_a_misspelt_analyse_is_offered_analyse_alone(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof anaylse x` was offered "'analyse', 'analyze'": the alias, a hidden command, as a second
+    command. ``analyze`` still runs analyse, and says so in analyse's name."""
+    assert _cli(monkeypatch, capsys, "anaylse", "x") == (
+        2,
+        "npuprof: error: No such command 'anaylse'. Did you mean 'analyse'?; see npuprof --help\n",
+    )
+    missing = tmp_path / "none"
+    assert _cli(monkeypatch, capsys, "analyze", str(missing)) == (
+        1,
+        f"npuprof analyse: nothing to analyse: {missing} does not exist\n",
+    )

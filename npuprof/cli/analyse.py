@@ -375,4 +375,3 @@ def register(app: typer.Typer) -> None:
         help="Parse rank dirs into the Ascend tables and report step time, top operators "
         "and kernels, memory and cross-rank skew.",
     )(analyse)
-    app.command("analyze", hidden=True, help="Same as analyse.")(analyse)

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 
 COMMAND_MODULES = ("run", "trigger", "status", "analyse", "export_stacks", "memory_timeline", "info")
 # as typed: `npuprof memory_timeline` is no command (its error named `npuprof memory_timeline --help`)
-COMMAND_NAMES = (*(name.replace("_", "-") for name in COMMAND_MODULES), "analyze")
+COMMAND_NAMES = tuple(name.replace("_", "-") for name in COMMAND_MODULES)
+# other spellings of a command, read as the command itself: a hidden command of typer's was suggested
+# beside it ("No such command 'anaylse'. Did you mean 'analyse', 'analyze'?")
+ALIASES = {"analyze": "analyse"}
 _app: list[typer.Typer] = []
 
 
@@ -186,7 +189,7 @@ def warn_flags_given_twice(command: str) -> None:
 
 def flags_given_twice() -> list[str]:
     """given_twice's lines for the words after ``npuprof COMMAND``, the command's flags read from its
-    typer parameters (the spelling used: ``analyze`` is ``analyse``'s)."""
+    typer parameters."""
     argv = sys.argv[2:]
     if sum(word.startswith("-") for word in argv) < 2:
         return []  # nothing given twice: typer's command not built again
@@ -245,6 +248,7 @@ def main() -> None:
 
 def _main() -> None:
     guard_streams()
+    sys.argv[1:2] = [ALIASES.get(word, word) for word in sys.argv[1:2]]
     sys.argv[1:] = short_option_values(sys.argv[1:])
     if _asks_for_help(sys.argv[1:]):
         _help_in_any_locale()
