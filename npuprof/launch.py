@@ -1084,7 +1084,10 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
     # Held (blocked) until we know we were not continued meanwhile. Sent plainly, a SIGCONT to us between
     # the job's stop and ours was lost: we stopped for good, and the job, which its handler continued, ran
     # on (with no exit code for the shell until a second `fg`). Now one handled before the check drops
-    # the stop, and one that comes after it discards the held stop (the kernel's doing). A second Ctrl-Z,
+    # the stop, and one that comes after it discards the held stop (the kernel's doing). Whatever continues
+    # us continues the rest of our group, which our stop reached: a SIGCONT to us alone (`kill -CONT`,
+    # `timeout`'s), or one that discarded our held stop, left a pipeline's `tee` stopped while the job wrote
+    # into its pipe (until `fg`; docs/architecture.md, "Process model"). A second Ctrl-Z,
     # which reaches our group once we hold the terminal, is held with ours: it stopped us inside this
     # function, and `fg` found us stopping again (docs/architecture.md, "Process model"). Held at SIGTSTP's
     # default action (_launchers_stop_held): unblocked, our own stop ran our Ctrl-Z handler instead.
@@ -1093,15 +1096,10 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
         continued = terminal.continued
         with _launchers_stop_held():
             terminal.take_back(pgid)
-            try:
-                os.killpg(os.getpgrp(), signal.SIGTSTP)
-            except OSError:
-                os.kill(os.getpid(), signal.SIGTSTP)
+            group_stopped = _stop_the_launchers_group()
             # (a handler pending from before the kill runs at the latest as _stopped is called)
             if not _stopped(pgid) or terminal.continued != continued:
-                signal.sigtimedwait([signal.SIGTSTP], 0)  # continued meanwhile: our stop is dropped,
-                with contextlib.suppress(OSError):  # and the rest of our group goes on too
-                    os.killpg(os.getpgrp(), signal.SIGCONT)
+                signal.sigtimedwait([signal.SIGTSTP], 0)  # continued meanwhile: our stop is dropped
         # (stopped as the block ended, unless continued since the kill; continued here)
         if (
             stop_signal != signal.SIGTSTP
@@ -1115,10 +1113,22 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
             # CPU. Left stopped, as a stop is without a terminal (docs/architecture.md, "Process model").
             _say_left_stopped(pgid, stop_signal, terminal)
             return
+        if group_stopped:
+            _kill_group(os.getpgrp(), signal.SIGCONT)
         terminal.give_to(pgid)
         _kill_group(pgid, signal.SIGCONT)
     finally:
         terminal.stopped_with_the_job = False
+
+
+def _stop_the_launchers_group() -> bool:
+    """SIGTSTP to the launcher's whole process group, else to the launcher alone; whether the group got it."""
+    try:
+        os.killpg(os.getpgrp(), signal.SIGTSTP)
+        return True
+    except OSError:
+        os.kill(os.getpid(), signal.SIGTSTP)
+        return False
 
 
 def _say_left_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:

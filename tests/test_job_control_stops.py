@@ -35,13 +35,24 @@ take_back = launch._Terminal.take_back
 def racing(self, job):  # once: at the job's stop (the job's end takes the terminal back too)
     global race
     take_back(self, job)
-    race, now = "", race
-    if now == "sigcont":  # `kill -CONT` to npuprof, `timeout`'s SIGCONT, as the job has just stopped
+    if race == "sigcont":  # `kill -CONT` to npuprof, `timeout`'s SIGCONT, as the job has just stopped
+        race = ""
         os.kill(os.getpid(), signal.SIGCONT)
-    elif now == "ctrl-z":  # Ctrl-Z pressed again: the terminal's SIGTSTP now reaches npuprof's group
+    elif race == "ctrl-z":  # Ctrl-Z pressed again: the terminal's SIGTSTP now reaches npuprof's group
+        race = ""
         os.killpg(os.getpgrp(), signal.SIGTSTP)
 
+set_mask = signal.pthread_sigmask
+
+def late(how, mask):  # the SIGCONT after npuprof stopped its group, as its own held stop is let go
+    global race
+    if race == "sigcont-late" and how == signal.SIG_SETMASK and signal.SIGTSTP in signal.sigpending():
+        race = ""
+        os.kill(os.getpid(), signal.SIGCONT)
+    return set_mask(how, mask)
+
 launch._Terminal.take_back = racing
+signal.pthread_sigmask = late
 if len(sys.argv) > 2:  # another process of npuprof's group: a pipeline's `tee`, a `bash -c` around it
     sibling = os.fork()
     if sibling == 0:
@@ -51,7 +62,16 @@ if len(sys.argv) > 2:  # another process of npuprof's group: a pipeline's `tee`,
     with open(sys.argv[2], "w") as f:
         f.write(str(sibling))
 job = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTSTP); raise SystemExit(7)"]
-sys.exit(launch.run_child(job, dict(os.environ)).exit_code)
+code = launch.run_child(job, dict(os.environ)).exit_code
+if len(sys.argv) > 2:  # its state as npuprof ends (after, the kernel hangs up a stopped orphaned group)
+    until = time.monotonic() + 2
+    while (state := open(f"/proc/{sibling}/stat").read().rpartition(")")[2].split()[0]) == "T":
+        if time.monotonic() > until:
+            break
+        time.sleep(0.01)
+    with open(sys.argv[2] + ".end", "w") as f:
+        f.write(state)
+sys.exit(code)
 """
 
 
@@ -63,10 +83,14 @@ def _state(pid: int) -> str:
     return text[text.rindex(")") + 2]
 
 
-def _run(race: str, continues: int, sibling: Path | None = None) -> tuple[int, list[str]]:
-    """Run the launcher with ``race``; send SIGCONT to its group (what `fg` does) each time it is found
-    stopped, ``continues`` times at most. How often it stopped, and the state of the other process of its
-    group (``sibling``: where its pid is written) at each stop; it must end with the job's exit code."""
+def _run(
+    race: str, continues: int, sibling: Path | None = None, group: bool = True
+) -> tuple[int, list[str], str]:
+    """Run the launcher with ``race``; send SIGCONT to its group (what `fg` does; ``group`` False: to
+    npuprof's pid alone, as `kill -CONT` or `timeout` does) each time it is found stopped, ``continues``
+    times at most. How often it stopped, the state of the other process of its group (``sibling``: where
+    its pid is written) at each stop and as the job has ended ("S" once running on, asleep: it sleeps);
+    it must end with the job's exit code."""
     master, slave = pty.openpty()  # its other side open throughout: a closed one is no terminal
     try:
         proc = subprocess.Popen(
@@ -93,12 +117,13 @@ def _run(race: str, continues: int, sibling: Path | None = None) -> tuple[int, l
                         time.sleep(0.005)
                     sibling_states.append(_state(other))
                 stops += 1
-                os.killpg(proc.pid, signal.SIGCONT)
+                (os.killpg if group else os.kill)(proc.pid, signal.SIGCONT)
                 while _state(proc.pid) == "T" and time.monotonic() < deadline:
                     time.sleep(0.005)
             time.sleep(0.005)
         stuck = proc.poll() is None
         stderr = b"" if stuck else proc.communicate()[1]
+        sibling_end = "" if sibling is None else Path(f"{sibling}.end").read_text()
     finally:
         state = _state(proc.pid)
         with contextlib.suppress(ProcessLookupError):
@@ -107,7 +132,7 @@ def _run(race: str, continues: int, sibling: Path | None = None) -> tuple[int, l
         os.close(master)
     assert not stuck, f"npuprof left in state {state} after {stops} SIGCONT(s)"
     assert proc.returncode == 7, stderr.decode(errors="replace")
-    return stops, sibling_states
+    return stops, sibling_states, sibling_end
 
 
 @pytest.mark.parametrize("race", ["none", "sigcont"])
@@ -115,7 +140,7 @@ def test_a_sigcont_as_the_job_stops_leaves_neither_stopped(race: str) -> None:
     """Without a race npuprof stops with its job and one SIGCONT (`fg`) ends both. A SIGCONT that came
     between the job's stop and npuprof's own was lost: its handler continued the job, then npuprof stopped
     itself, and nothing continued it (the job's end and exit code waited for a second `fg`)."""
-    stops, _ = _run(race, continues=1)
+    stops, _, _ = _run(race, continues=1)
     assert stops == (1 if race == "none" else 0)
 
 
@@ -123,7 +148,7 @@ def test_ctrl_z_pressed_twice_needs_one_fg() -> None:
     """A second Ctrl-Z once npuprof has taken the terminal back stopped it there; `fg` continued it, its
     SIGCONT handler continued the job, and npuprof then stopped itself again: the job ran on in the
     background while the shell said npuprof was stopped, and its exit code waited for another `fg`."""
-    stops, _ = _run("ctrl-z", continues=1)
+    stops, _, _ = _run("ctrl-z", continues=1)
     assert stops == 1
 
 
@@ -133,8 +158,20 @@ def test_the_stop_reaches_the_rest_of_npuprofs_process_group(tmp_path: Path) -> 
     itself alone. The shell, which reports a job stopped once all its processes are, waited on while tee,
     bash or timeout ran: it hung, holding no terminal, until a second Ctrl-Z. Without npuprof the one
     Ctrl-Z stops them all."""
-    stops, sibling_states = _run("none", continues=1, sibling=tmp_path / "sibling")
+    stops, sibling_states, _ = _run("none", continues=1, sibling=tmp_path / "sibling")
     assert (stops, sibling_states) == (1, ["T"])
+
+
+@pytest.mark.parametrize("race", ["none", "sigcont-late"])
+def test_a_sigcont_to_npuprof_alone_continues_the_rest_of_its_group(tmp_path: Path, race: str) -> None:
+    """npuprof stops its whole process group with its job (`npuprof run ... | tee log`: tee stops too). A
+    SIGCONT to npuprof's pid alone (`kill -CONT`, `timeout`'s) once it had stopped ("none"), or in the
+    instant between its stop of the group and its own held stop ("sigcont-late": the SIGCONT discards
+    that stop), continued npuprof and its job but left tee stopped until `fg`: the job, writing into
+    the pipe, hung once it was full. What npuprof stopped goes on with it now."""
+    stops, _, sibling_end = _run(race, continues=1, sibling=tmp_path / "sibling", group=False)
+    assert stops == (1 if race == "none" else 0)
+    assert sibling_end == "S"
 
 
 ORPHANED = r"""
