@@ -59,8 +59,8 @@ TERMINATING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQ
 JOB_CONTROL_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 # Only the terminal means these for a process (one touching it from the background). Sent to the launcher
 # (`kill -TTIN`, in a shell's session) they stopped it alone while the job ran on: ignored while the job runs.
-# SIGWINCH and SIGURG need nothing: ignored by default, and a resized terminal signals its foreground group,
-# the job's. SIGTSTP stays: a shell's kill -TSTP stops its non-interactive shell, not the job it waits for.
+# SIGURG needs nothing (ignored by default); SIGWINCH is passed on (_resizes_reach_the_job). SIGTSTP stays:
+# a shell's kill -TSTP stops its non-interactive shell, not the job it waits for.
 TERMINAL_ONLY = (signal.SIGTTIN, signal.SIGTTOU)
 # Python ignores these; ignored signals survive exec, so the job gets them back at their defaults (and
 # TERMINAL_ONLY, unless ignored when npuprof started: _terminal_signals_ignored)
@@ -896,6 +896,33 @@ def _continued_with_the_launcher(pgid_holder: list[int], terminal: _Terminal) ->
 
 
 @contextlib.contextmanager
+def _resizes_reach_the_job(pgid_holder: list[int], terminal: _Terminal) -> Iterator[None]:
+    """SIGWINCH received is passed on to the job, which gets the terminal with it when the launcher's group
+    holds it. A resized terminal signals its foreground group: the job's, once the launcher gave it the
+    terminal, but a shell's `fg` of a job that runs (after `bg`, or `npuprof run ... &`) gives it to the
+    launcher's group (see _ctrl_z_at_the_launchers_group), and so does `npuprof run ... < file`: the launcher
+    ignored the resize there, and the job kept the old size. Not when SIGWINCH was ignored when npuprof
+    started: the job inherits that."""
+    if signal.getsignal(signal.SIGWINCH) == signal.SIG_IGN:
+        yield
+        return
+
+    def resized(signum: int, frame: object) -> None:
+        if not pgid_holder or terminal.job_ended:
+            return
+        if not terminal.stopped_with_the_job:
+            terminal.give_to(pgid_holder[0])
+        _kill_group(pgid_holder[0], signal.SIGWINCH)
+
+    previous = signal.signal(signal.SIGWINCH, resized)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError, TypeError):  # None: set outside Python
+            signal.signal(signal.SIGWINCH, previous)
+
+
+@contextlib.contextmanager
 def _ctrl_z_at_the_launchers_group(pgid_holder: list[int], terminal: _Terminal) -> Iterator[None]:
     """Ctrl-Z of a terminal that the launcher's own group holds reaches the job. The launcher gives the job
     the terminal when it starts it in the foreground, but a shell's `fg` of a job that runs (after `bg`, or
@@ -988,6 +1015,7 @@ def run_child(
         _forward_signals(pgid, run_id, unreached, interrupts, terminal) as received,
         _continued_with_the_launcher(pgid, terminal),
         _ctrl_z_at_the_launchers_group(pgid, terminal),
+        _resizes_reach_the_job(pgid, terminal),
     ):
         try:
             pid = _spawn(command, env, reset_in_child)

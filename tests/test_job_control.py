@@ -239,3 +239,45 @@ def test_a_second_ctrl_c_after_fg_of_a_job_run_in_the_background_reaches_the_job
         _kill_quietly(job, group=True)
         _kill_quietly(launcher)
         terminal.close()
+
+
+def test_a_resize_after_fg_of_a_job_run_in_the_background_reaches_the_job(tmp_path: Path) -> None:
+    """`npuprof run ... &` then `fg`: the shell gives the terminal to npuprof's process group, so a resize
+    of the terminal signalled npuprof (SIGWINCH, which it ignored), never the job: a progress bar or a
+    curses UI kept the old width. Without npuprof the job gets it."""
+    import fcntl
+    import struct
+    import termios
+
+    started = tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, pathlib, signal, sys, time\n"
+        "def resized(signum, frame):\n"
+        "    size = os.get_terminal_size(sys.stderr.fileno())\n"
+        "    print(f'resized-to-{size.columns}x{size.lines}', file=sys.stderr, flush=True)\n"
+        "    sys.exit(4)\n"
+        "signal.signal(signal.SIGWINCH, resized)\n"
+        f"pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
+        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "while True:\n    time.sleep(0.02)\n"
+    )
+    run = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", "--"]
+    terminal = _Terminal()
+    job = launcher = None
+    try:
+        terminal.type(shlex.join([*run, sys.executable, str(script)]).encode() + b" &\n")
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        launcher = _parent(job)
+        terminal.type(b"fg\n")
+        _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+        rows, columns = 31, 97
+        fcntl.ioctl(terminal.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        terminal.expect(f"resized-to-{columns}x{rows}".encode())
+        terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
+        terminal.expect(b"exit-code-4-of-42")
+    finally:
+        _kill_quietly(job, group=True)
+        _kill_quietly(launcher)
+        terminal.close()
