@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import clean_env
+from conftest import WAITS_FOR_POST_PROCESSING, clean_env, hold_a_run_lock
 
 pytestmark = pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash for an interactive shell")
 
@@ -279,5 +279,43 @@ def test_a_resize_after_fg_of_a_job_run_in_the_background_reaches_the_job(tmp_pa
         terminal.expect(b"exit-code-4-of-42")
     finally:
         _kill_quietly(job, group=True)
+        _kill_quietly(launcher)
+        terminal.close()
+
+
+def _lock_holder_job(tmp_path: Path, code: int) -> tuple[str, Path]:
+    """`npuprof run` of a job that leaves a process holding a post-processor's lock of its run (npuprof
+    waits for it after the job), then exits with ``code``; ``pids`` gets "HOLDER JOB"."""
+    pids = tmp_path / "pids"
+    out = tmp_path / "out"
+    script = tmp_path / "job.py"
+    script.write_text(hold_a_run_lock(out, tmp_path / "held", pids) + f"sys.exit({code})\n")
+    run = [sys.executable, "-m", "npuprof", "run", "-o", str(out), "--no-analyse", "--"]
+    return shlex.join([*run, sys.executable, str(script)]), pids
+
+
+def test_ctrl_z_while_npuprof_waits_for_post_processing_stops_it_and_fg_gets_the_jobs_exit_code(
+    tmp_path: Path,
+) -> None:
+    """The job has ended; npuprof waits for a post-processor of its run (it holds the terminal back):
+    Ctrl-Z stops npuprof, the shell says so and gives a prompt; `fg` lets the wait go on, and the job's
+    exit code comes out once the post-processor is done, as when nothing stopped it."""
+    command, pids = _lock_holder_job(tmp_path, 3)
+    terminal = _Terminal()
+    holder = launcher = None
+    try:
+        terminal.type(f"{command}\n".encode())
+        terminal.expect(WAITS_FOR_POST_PROCESSING.encode())
+        holder = int(pids.read_text().split()[0])
+        launcher = terminal.foreground()  # npuprof leads its shell job's group, which has the terminal back
+        terminal.type(b"\x1a")  # Ctrl-Z: to npuprof's group, which holds the terminal again
+        terminal.expect(b"Stopped")
+        terminal.expect(b"prompt> ")
+        _kill_quietly(holder)  # the post-processor is done meanwhile
+        terminal.type(b"fg\n")
+        terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
+        terminal.expect(b"exit-code-3-of-42", timeout=60)
+    finally:
+        _kill_quietly(holder)
         _kill_quietly(launcher)
         terminal.close()
