@@ -817,22 +817,41 @@ def _forward_signals(
 
 
 class _Terminal:
-    """The controlling terminal on stdin, if any. Like a shell, the launcher gives it to the job's process
-    group while it is in the foreground, so Ctrl-C, Ctrl-Z and interactive debuggers reach the job as
-    without npuprof, and takes it back when the job stops or ends."""
+    """The terminal on stdin, else the controlling terminal, if any. Like a shell, the launcher gives it to
+    the job's process group while it is in the foreground, so Ctrl-C, Ctrl-Z and interactive debuggers reach
+    the job as without npuprof, and takes it back when the job stops or ends (``close`` once the job has)."""
 
     def __init__(self) -> None:
-        self.fd: int | None = None
         self.stopped_with_the_job = False  # the launcher stops itself, mirroring the job's stop
         self.continued = 0  # the SIGCONTs the launcher has handled
         self.said_left_stopped = False
         self.job_ended = False  # the job was reaped: nothing to give the terminal to
-        try:
-            fd = sys.stdin.fileno()
-            if os.isatty(fd):
-                self.fd = fd
-        except (OSError, ValueError, AttributeError):
-            pass
+        self._opened = False
+        self.fd = _terminal_on_stdin()
+        self.on_stdin = self.fd is not None
+        if self.fd is None:
+            # `npuprof run ... < /dev/null > log 2>&1` at a shell: its job control signals npuprof's group
+            # from the controlling terminal all the same; not given to the job, Ctrl-Z stopped npuprof alone
+            # while the job trained on (docs/architecture.md, "Process model")
+            self.fd = _controlling_terminal()
+            self._opened = self.fd is not None
+
+    def may_have_made(self, job: int, stop_signal: int) -> bool:
+        """Whether this stop of the job may be the terminal's (a shell's job control then continues us):
+        with the terminal on stdin, any; else SIGTTIN/SIGTTOU, or a SIGTSTP while the job's group or ours
+        holds the terminal (Ctrl-Z). A scheduler's `kill -TSTP` of a job started with stdin redirected by
+        a process that has a terminal, which that process holds, is continued by the scheduler alone."""
+        if self.on_stdin:
+            return True
+        if not self.present:
+            return False
+        return stop_signal != signal.SIGTSTP or self.held_by(job) or self.held_by(os.getpgrp())
+
+    def close(self) -> None:
+        if self._opened and self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self._opened, self.fd = False, None
 
     @property
     def present(self) -> bool:
@@ -869,6 +888,22 @@ class _Terminal:
         return self.continued != count
 
 
+def _terminal_on_stdin() -> int | None:
+    try:
+        fd = sys.stdin.fileno()
+        return fd if os.isatty(fd) else None
+    except (OSError, ValueError, AttributeError):  # (no sys.stdin: None)
+        return None
+
+
+def _controlling_terminal() -> int | None:
+    """A descriptor of the controlling terminal (/dev/tty; closed at exec), or None without one."""
+    try:
+        return os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # ENXIO: no controlling terminal (a batch job, setsid)
+        return None
+
+
 @contextlib.contextmanager
 def _continued_with_the_launcher(pgid_holder: list[int], terminal: _Terminal) -> Iterator[None]:
     """A SIGCONT to the launcher continues a stopped job too. `timeout` follows its signal with SIGCONT to
@@ -900,9 +935,8 @@ def _resizes_reach_the_job(pgid_holder: list[int], terminal: _Terminal) -> Itera
     """SIGWINCH received is passed on to the job, which gets the terminal with it when the launcher's group
     holds it. A resized terminal signals its foreground group: the job's, once the launcher gave it the
     terminal, but a shell's `fg` of a job that runs (after `bg`, or `npuprof run ... &`) gives it to the
-    launcher's group (see _ctrl_z_at_the_launchers_group), and so does `npuprof run ... < file`: the launcher
-    ignored the resize there, and the job kept the old size. Not when SIGWINCH was ignored when npuprof
-    started: the job inherits that."""
+    launcher's group (see _ctrl_z_at_the_launchers_group): the launcher ignored the resize there, and the job
+    kept the old size. Not when SIGWINCH was ignored when npuprof started: the job inherits that."""
     if signal.getsignal(signal.SIGWINCH) == signal.SIG_IGN:
         yield
         return
@@ -1011,6 +1045,7 @@ def run_child(
     unreached: list[int] = []
     interrupts: list[float] = []
     with (
+        contextlib.closing(terminal),
         _terminal_signals_ignored() as reset_in_child,
         _forward_signals(pgid, run_id, unreached, interrupts, terminal) as received,
         _continued_with_the_launcher(pgid, terminal),
@@ -1091,7 +1126,7 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
     """Mirror a job-control stop of the job, as its shell would see it without npuprof: take the terminal
     back and stop the launcher (the shell then reports the job stopped and takes its terminal); once
     continued (``fg``, ``bg``, SIGCONT), give the job the terminal again if it is ours, and continue it."""
-    if stop_signal not in JOB_CONTROL_STOPS or not terminal.present:
+    if stop_signal not in JOB_CONTROL_STOPS or not terminal.may_have_made(pgid, stop_signal):
         # Without a terminal no shell's job control stops and continues us: whoever stopped the job
         # (`kill -TSTP` from a scheduler) continues it alone, as a non-interactive shell waits on.
         return

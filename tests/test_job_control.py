@@ -319,3 +319,33 @@ def test_ctrl_z_while_npuprof_waits_for_post_processing_stops_it_and_fg_gets_the
         _kill_quietly(holder)
         _kill_quietly(launcher)
         terminal.close()
+
+
+def test_ctrl_z_of_npuprof_run_with_stdin_not_the_terminal_stops_the_job(tmp_path: Path) -> None:
+    """`npuprof run ... < /dev/null > log 2>&1` at a shell (a long job whose output goes to a file): npuprof
+    looked for the terminal on stdin alone, so it never gave it to the job. The terminal's Ctrl-Z reached
+    npuprof's group and stopped npuprof alone: the shell said "Stopped" while the job trained on (and a
+    second Ctrl-C killed the job with SIGKILL, where without npuprof both reach it). The job gets the
+    controlling terminal, wherever stdin comes from."""
+    command, started, go = _job(tmp_path, 5)
+    terminal = _Terminal()
+    job = launcher = None
+    try:
+        terminal.type(command.encode() + b" < /dev/null > /dev/null 2>&1\n")
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        launcher = _parent(job)
+        _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal")
+        terminal.type(b"\x1a")  # Ctrl-Z
+        terminal.expect(b"Stopped")
+        for pid, who in ((launcher, "npuprof"), (job, "the job")):
+            _wait_for(lambda pid=pid: _state(pid) == "T", f"{who} to stop", timeout=5)
+        terminal.type(b"fg\n")
+        _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal after fg")
+        go.touch()
+        terminal.type(b"echo exit-code-$?\n")
+        terminal.expect(b"exit-code-5", timeout=60)
+    finally:
+        _kill_quietly(job, group=True)
+        _kill_quietly(launcher)
+        terminal.close()
