@@ -349,3 +349,46 @@ def test_ctrl_z_of_npuprof_run_with_stdin_not_the_terminal_stops_the_job(tmp_pat
         _kill_quietly(job, group=True)
         _kill_quietly(launcher)
         terminal.close()
+
+
+def test_a_hang_up_while_npuprof_waits_for_post_processing_keeps_the_record_and_kills_npuprof(
+    tmp_path: Path,
+) -> None:
+    """The terminal goes away (ssh dropped, window closed) after the job has ended, while npuprof waits for
+    a post-processor: the kernel's SIGHUP stops the wait, and every later write to the terminal fails (EIO).
+    The run record still gets the job's end and exit code, and npuprof dies of SIGHUP, as it does of one
+    sent while it waits. npuprof leads the terminal's session here, as in `ssh -t host npuprof run ...`."""
+    import json
+    import pty
+
+    command, pids = _lock_holder_job(tmp_path, 3)
+    pid, master = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        argv = shlex.split(command)
+        os.execve(argv[0], argv, clean_env())
+    holder = status = None
+    try:
+        seen = bytearray()
+        deadline = time.monotonic() + 30
+        while WAITS_FOR_POST_PROCESSING.encode() not in seen:
+            assert time.monotonic() < deadline, f"npuprof never said it waits: {bytes(seen)!r}"
+            if select.select([master], [], [], 0.2)[0]:
+                seen.extend(os.read(master, 65536))
+        holder = int(pids.read_text().split()[0])
+        os.close(master)  # the hang-up
+        master = -1
+        deadline = time.monotonic() + 30
+        while (ended := os.waitpid(pid, os.WNOHANG))[0] != pid and time.monotonic() < deadline:
+            time.sleep(0.02)
+        status = ended[1] if ended[0] == pid else None
+    finally:
+        _kill_quietly(holder)
+        if status is None:
+            _kill_quietly(pid)
+            os.waitpid(pid, 0)
+        if master >= 0:
+            os.close(master)
+    assert status is not None, "npuprof did not end at the hang-up"
+    assert os.waitstatus_to_exitcode(status) == -signal.SIGHUP
+    record = json.loads((tmp_path / "out" / "npuprof_run.json").read_text())
+    assert record["exit_code"] == 3 and record["end"] is not None, record
