@@ -826,6 +826,7 @@ class _Terminal:
         self.continued = 0  # the SIGCONTs the launcher has handled
         self.said_left_stopped = False
         self.job_ended = False  # the job was reaped: nothing to give the terminal to
+        self.ctrl_z_before_the_job = False  # a Ctrl-Z came as the job was started
         self._opened = False
         self.fd = _terminal_on_stdin()
         self.on_stdin = self.fd is not None
@@ -970,6 +971,11 @@ def _ctrl_z_at_the_launchers_group(pgid_holder: list[int], terminal: _Terminal) 
         return
 
     def tstp(signum: int, frame: object) -> None:
+        if not pgid_holder and terminal.held_by(os.getpgrp()):
+            # Ctrl-Z while the job is started (handled as the spawn returns): passed on once it runs, by
+            # run_child; stopping the launcher alone left the new job training on
+            terminal.ctrl_z_before_the_job = True
+            return
         if terminal.stopped_with_the_job:
             # the launcher stops for the job's stop already: a second Ctrl-Z that reached its group once it
             # took the terminal back would stop it a second time, past `fg` (run late, after that `fg`, the
@@ -1064,6 +1070,8 @@ def run_child(
         terminal.give_to(pid)
         for signum in dict.fromkeys(received):  # those that came while it was being started
             _kill_group(pid, signum)
+        if terminal.ctrl_z_before_the_job:
+            _kill_group(pid, signal.SIGTSTP)
         if on_start is not None:
             with contextlib.suppress(Exception):  # never the job's wait
                 on_start(pid)

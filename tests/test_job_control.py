@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import WAITS_FOR_POST_PROCESSING, clean_env, hold_a_run_lock
 
+import npuprof
+
+ROOT = Path(npuprof.__file__).resolve().parent.parent
+
 pytestmark = pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash for an interactive shell")
 
 
@@ -392,3 +396,46 @@ def test_a_hang_up_while_npuprof_waits_for_post_processing_keeps_the_record_and_
     assert os.waitstatus_to_exitcode(status) == -signal.SIGHUP
     record = json.loads((tmp_path / "out" / "npuprof_run.json").read_text())
     assert record["exit_code"] == 3 and record["end"] is not None, record
+
+
+STARTING = r"""
+import os, signal, sys
+from npuprof import launch
+
+spawn = launch._spawn
+
+def spawning(*args):  # Ctrl-Z as npuprof starts the job: the terminal's SIGTSTP, to npuprof's group, which
+    pid = spawn(*args)  # holds the terminal until the job is given it
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(str(pid))
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    os.killpg(os.getpgrp(), signal.SIGTSTP)
+    return pid
+
+launch._spawn = spawning
+job = [sys.executable, "-c", "import time; time.sleep(1); raise SystemExit(7)"]
+sys.exit(launch.run_child(job, dict(os.environ)).exit_code)
+"""
+
+
+def test_ctrl_z_as_npuprof_starts_the_job_stops_the_job_too(tmp_path: Path) -> None:
+    """A Ctrl-Z that came while npuprof started the job (its SIGTSTP handled as the spawn returned, before
+    the job was known) stopped npuprof alone: the shell said "Stopped" while the job trained on, here to its
+    end. It is passed on once the job runs, as the signals that come while it starts are."""
+    started = tmp_path / "started"  # the job's pid
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(STARTING)
+    terminal = _Terminal()
+    job = None
+    try:
+        command = [sys.executable, str(launcher), str(started)]
+        terminal.type(f"PYTHONPATH={shlex.quote(str(ROOT))} {shlex.join(command)}\n".encode())
+        terminal.expect(b"Stopped")
+        job = int(started.read_text())
+        _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=5)
+        terminal.type(b"fg\n")
+        terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
+        terminal.expect(b"exit-code-7-of-42")
+    finally:
+        _kill_quietly(job, group=True)
+        terminal.close()
