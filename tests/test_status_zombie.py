@@ -31,3 +31,25 @@ def test_a_killed_process_not_reaped_yet_is_gone(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_dead_process_whose_pid_a_later_process_holds_is_gone(tmp_path: Path) -> None:
+    """A rank killed (no end line) whose pid the kernel gave to a later process read "running" for as long
+    as that process lived: the pid's process began after the log was last written, so it is not its
+    writer. Told by the log's modification time, not its lines' (their local time is the job's time
+    zone, which may not be status's)."""
+    from npuprof.results.layout import process_start_time
+
+    began = process_start_time()
+    assert began is not None
+    logs = tmp_path / "log"
+    logs.mkdir()
+    log = logs / f"dp_{os.uname().nodename}_{os.getpid()}_rank_0.log"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(began + 3600))  # its lines' times say nothing
+    log.write_text(f"{stamp},000 [INFO] [{os.getpid()}] npuprof.dynamic: [step 0] watching it every 1 s\n")
+    os.utime(log, (began - 600, began - 600))  # written 10 minutes before this process began
+    assert [p["state"] for p in status._processes(logs)] == ["gone (no end line: killed?)"]
+    # the later process is a watcher too, in the same log (same host, pid and rank): it runs
+    with log.open("a") as handle:
+        handle.write(f"{stamp},000 [INFO] [{os.getpid()}] npuprof.dynamic: [step 0] watching it every 1 s\n")
+    assert [p["state"] for p in status._processes(logs)] == ["running"]

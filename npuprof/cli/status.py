@@ -4,6 +4,7 @@ went, the errors, and whether the process still runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,9 @@ from npuprof.job_processes import ended_unreaped, pid_alive
 
 FORMATS = ("table", "json")
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
+# /proc's boot time is in whole seconds and a start in clock ticks, a log line's time to the ms: a process
+# begun more than this after its log's "watching" line is another one, given the pid again
+START_SLACK_S = 2.0
 _STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
 _PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
 # where a request's capture goes, in its "loaded" and "capture planned" lines: "loaded: D", "capture planned:
@@ -36,7 +40,8 @@ Examples:
 
   npuprof status cfg --format json    # everything, for scripts
 
-A process whose log has no end line and whose pid is gone on this host is shown as "gone" (killed).
+A process whose log has no end line and whose pid is gone on this host (or held by a process begun
+after its logs were last written: the pid given again) is shown as "gone" (killed).
 """
 
 
@@ -229,7 +234,8 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
                 info["loads"] += 1
             elif "load json failed" in fields["message"]:
                 info["rejected"] += 1
-    if info["state"] == "running" and host == os.uname().nodename and not _the_writer_lives(pid):
+    here = host == os.uname().nodename
+    if info["state"] == "running" and here and not _the_writer_lives(pid, _last_written(paths)):
         info["state"] = "gone (no end line: killed?)"
     asked = info.pop("_asked_into", None)
     if info["state"].startswith("gone") and info["capturing"] is None and asked is not None:
@@ -246,11 +252,29 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
     return info
 
 
-def _the_writer_lives(pid: int) -> bool:
-    """Whether the process that wrote this log still runs: its pid exists and is no zombie (killed with
+def _the_writer_lives(pid: int, last_written: float | None) -> bool:
+    """Whether the process that wrote this log still runs: its pid exists, is no zombie (killed with
     kill -9, not reaped yet by a parent busy elsewhere: a multiprocessing child's parent in a collective;
-    status said "running" until it was)."""
-    return pid_alive(pid) and not ended_unreaped(pid)  # no /proc: the signal check is all there is
+    status said "running" until it was), and began before its logs were last written (``last_written``,
+    their modification time: a clock of this host's, whatever time zone wrote their lines): a pid the kernel
+    gave again to a later process is not the writer's (a dead rank read as running for as long as another
+    process held its pid)."""
+    if not pid_alive(pid) or ended_unreaped(pid):  # no /proc: the signal check is all there is
+        return False
+    from npuprof.results.layout import process_start_time
+
+    started = process_start_time(pid)
+    # 2 s: /proc's boot time is whole seconds
+    return started is None or last_written is None or started <= last_written + 2
+
+
+def _last_written(paths: dict[str, list[Path]]) -> float | None:
+    """When a process's logs were last written (epoch s), None when none can be looked up."""
+    times = []
+    for path in (*paths["action"], *paths["monitor"]):
+        with contextlib.suppress(OSError):
+            times.append(os.lstat(path).st_mtime)
+    return max(times, default=None)
 
 
 def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, str]) -> dict[str, Any] | None:
