@@ -353,3 +353,61 @@ def test_a_failed_parse_keeps_a_users_own_file_beside_the_tables(
     assert outcome.status == "failed" and outcome.no_space, outcome
     assert sorted(os.listdir(tables)) == ["my_notes.csv"]
     assert (tables / "my_notes.csv").read_text() == "mine\n"
+
+
+def test_a_put_back_that_fails_midway_loses_neither_the_earlier_tables_nor_the_users_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`analyse --force` failing (a full disk), then putting the earlier complete set back and failing
+    midway (the disk still full): every table already put back was deleted with the failed parse's, and so
+    was a file of the user's there (notes.csv); the links not yet put back were dropped as leftovers. Nothing
+    of ours is left to look parsed, the user's file stays, and the next parse puts the earlier set back."""
+    import errno
+
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse.parse_rank_dir(rank_dir).status == "parsed"
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    (tables / "notes.csv").write_text("mine\n")
+
+    def contents() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in tables.iterdir()}
+
+    earlier = contents()
+    assert "analyse.done" in earlier and len(earlier) > 4, earlier
+    real_write, real_link, real_replace = parse.write_text, os.link, os.replace
+    calls = {"left": -1}  # armed (the put back's link and rename calls before one fails) once the parse fails
+
+    def full(path: Path, *args: object, **kwargs: object) -> None:
+        if Path(path).name == "analyse.done":  # every table written again: each is put back
+            calls["left"] = 4
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real_write(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def failing(real: object) -> object:
+        def call(*args: object, **kwargs: object) -> None:
+            if calls["left"] == 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            calls["left"] -= calls["left"] > 0
+            real(*args, **kwargs)  # type: ignore[operator]
+
+        return call
+
+    monkeypatch.setattr(parse, "write_text", full)
+    monkeypatch.setattr(os, "link", failing(real_link))
+    monkeypatch.setattr(os, "replace", failing(real_replace))
+    outcome = parse.parse_rank_dir(rank_dir, force=True)
+    monkeypatch.undo()
+    assert outcome.status == "failed" and outcome.no_space and not outcome.kept_earlier, outcome
+    assert calls["left"] == 0  # the put back failed midway
+    assert "kept aside, put back by the next npuprof analyse" in outcome.reason, outcome.reason
+    shown = sorted(name for name in os.listdir(tables) if not name.startswith("."))
+    assert shown == ["notes.csv"], shown  # no set short of some looks parsed; the user's file stays
+    assert (tables / "notes.csv").read_text() == "mine\n"
+    # the next parse (the trace damaged since: it fails too) puts the earlier set back, as it was
+    trace = rank_dir / "host.1.pt.trace.json"
+    trace.write_text("{not a trace")
+    outcome = parse.parse_rank_dir(rank_dir)
+    assert not outcome.ok and outcome.kept_earlier, outcome
+    assert contents() == earlier

@@ -42,6 +42,7 @@ class ParseOutcome:
     no_space: bool = False  # failed for a full disk (or quota): the report can be made elsewhere
     read_only: bool = False  # its tables could not be written there (permissions, a read-only mount)
     kept_earlier: bool = False  # failed, and the tables of an earlier complete parse were put back
+    held_earlier: bool = False  # failed, and those could not all be put back: kept aside for the next parse
 
     @property
     def ok(self) -> bool:
@@ -141,10 +142,26 @@ def remove_leftovers(out_dir: Path) -> None:
     ``trace_view.json`` it had moved aside: ``.trace_view.json.<...>.old``); only plain files, and not those
     of a parse that still runs (helper-139: one started while another held the lock outlives it, and the
     next to take the lock deleted its files under it: its parse failed)."""
-    for entry in os.scandir(out_dir):
+    entries = list(os.scandir(out_dir))
+    held = _sets_aside_unparsed(out_dir, entries)
+    for entry in entries:
+        if entry.name.endswith(held):
+            continue
         if entry.is_file(follow_symlinks=False) and _left_by_a_dead_parse(entry):
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
+
+
+def _sets_aside_unparsed(out_dir: Path, entries: list[os.DirEntry[str]]) -> tuple[str, ...]:
+    """The endings (``.PID-HEX12.old``) of the sets of tables kept aside (:class:`EarlierTables`) while
+    ``out_dir`` holds no parse (no analyse.done): such a set is the only complete one left (a put back
+    that failed midway), kept until a parse writes analyse.done or puts it back."""
+    if os.path.lexists(out_dir / layout.ANALYSE_DONE):
+        return ()
+    mark = f".{layout.ANALYSE_DONE}."
+    return tuple(
+        e.name[len(mark) - 1 :] for e in entries if e.name.startswith(mark) and e.name.endswith(".old")
+    )
 
 
 def _left_by_a_dead_parse(entry: os.DirEntry[str]) -> bool:
@@ -252,6 +269,7 @@ class EarlierTables:
         self.out_dir, self.done = out_dir or Path(), done
         self.aside: dict[str, str] = {}  # name -> its hidden link
         self.whole = False
+        self.held = False  # a put back failed midway: the links stay for the next parse
         if out_dir is None:  # nothing kept
             return
         try:
@@ -280,30 +298,37 @@ class EarlierTables:
 
     def put_back(self) -> bool:
         """After a failed parse: every table now there replaced by the earlier set, as it was (the same
-        files); False (nothing done) when no set was kept, and when a rename fails midway (the caller then
-        deletes the tables: no mix of two parses is left)."""
+        files); False (nothing put back) when no set was kept, and when a link or rename fails midway: then
+        no table of ours is left to look parsed, and the links aside stay (:attr:`held`) for the next parse
+        to put back (:meth:`of_a_killed_parse`). Each name is put back from a new link of its aside one, so
+        that those stay until the whole set is back: a rename that consumed them deleted, on a failure
+        midway, the tables already put back with the failed parse's, and the links not yet put back were
+        dropped as leftovers; the earlier set was lost, and a file of the user's there with it."""
         if not self.whole:
             return False
-        for name in table_stamps(self.out_dir):
-            if name not in self.aside:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.out_dir / name)
         try:
-            for name, aside in list(self.aside.items()):
-                if _same_entry(aside, self.out_dir / name):
-                    # rename(2) between two links of one inode does nothing and leaves the aside name;
-                    # a table that is a symbolic link (linked in from elsewhere) is not a leftover
-                    # remove_leftovers deletes (plain files only): it was left beside it for good
-                    os.unlink(aside)
-                else:
-                    os.replace(aside, self.out_dir / name)
-                del self.aside[name]
-        except OSError:  # some put back, not all: none is left to look complete
-            for name in [*table_stamps(self.out_dir), layout.ANALYSE_DONE]:
+            for name in table_stamps(self.out_dir):
+                if name not in self.aside:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.out_dir / name)
+            for name, aside in self.aside.items():  # analyse.done's last
+                if not _same_entry(aside, self.out_dir / name):
+                    _link_over(aside, self.out_dir / name)
+        except OSError:
+            self._hold()
+            return False
+        self.drop()
+        return True
+
+    def _hold(self) -> None:
+        """A put back failed midway: our tables there (the failed parse's, the earlier ones already put
+        back, which their links aside still hold) are deleted, a file of another name (the user's) is not;
+        the links aside are kept for the next parse."""
+        for name in {*table_stamps(self.out_dir), *self.aside}:
+            if is_own_table(name) or name == self.done:
                 with contextlib.suppress(OSError):
                     os.unlink(self.out_dir / name)
-            return False
-        return True
+        self.held = True
 
     @classmethod
     def of_a_killed_parse(cls, out_dir: Path, done: str = layout.ANALYSE_DONE) -> EarlierTables:
@@ -338,12 +363,29 @@ class EarlierTables:
         return kept
 
     def drop(self) -> None:
-        """Delete the links not put back (the parse succeeded, or the set could not be kept)."""
+        """Delete the links not put back (the parse succeeded, or the set could not be kept); not those of a
+        put back that failed midway, the only copy of the earlier set."""
+        if self.held:
+            return
         for name in sorted(self.aside, key=lambda name: name != self.done):  # analyse.done's first
             with contextlib.suppress(OSError):
                 os.unlink(self.aside[name])
         self.aside.clear()
         self.whole = False
+
+
+def _link_over(source: str, target: Path) -> None:
+    """``target`` made a link of ``source``'s inode (never followed), by a new link renamed over it."""
+    from npuprof.results.atomic import temp_name
+
+    temp = temp_name(target)
+    os.link(source, temp, follow_symlinks=False)
+    try:
+        os.replace(temp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def _same_entry(one: str | Path, other: str | Path) -> bool:
@@ -356,6 +398,10 @@ def _same_entry(one: str | Path, other: str | Path) -> bool:
 
 # said after a failed re-parse's own reason when the earlier tables were put back (EarlierTables)
 EARLIER_TABLES_KEPT = "the tables of its earlier parse are kept as they were"
+# said instead when they could not all be put back (EarlierTables.held)
+EARLIER_TABLES_HELD = (
+    "the tables of its earlier parse are kept aside, put back by the next npuprof analyse of it"
+)
 
 
 def tables_still_there(out_dir: Path, written: Iterable[str]) -> None:
@@ -617,6 +663,7 @@ def parse_rank_dir(
                     outcome.kept_earlier = True
                     remove_leftovers(out_dir)
                 elif alone:
+                    outcome.held_earlier = earlier.held
                     drop_tables(out_dir, before)
                 raise
             finally:
@@ -643,6 +690,8 @@ def parse_rank_dir(
                 traceback.print_exc()
         if outcome.kept_earlier:
             outcome.reason += f"; {EARLIER_TABLES_KEPT}"
+        elif outcome.held_earlier:
+            outcome.reason += f"; {EARLIER_TABLES_HELD}"
     finally:
         outcome.seconds = round(time.perf_counter() - t0, 3)
     return outcome

@@ -36,6 +36,7 @@ from npuprof.analysis.annotation_schema import (
 )
 from npuprof.analysis.forked import die_with
 from npuprof.analysis.parse import (
+    EARLIER_TABLES_HELD,
     EARLIER_TABLES_KEPT,
     SUMMARY_FILE,
     EarlierTables,
@@ -277,6 +278,7 @@ def _parse_bare(
                 if alone and earlier.put_back():
                     outcome.kept_earlier = True
                     remove_leftovers(out_dir)
+                outcome.held_earlier = earlier.held
                 raise
             finally:
                 earlier.drop()
@@ -294,6 +296,8 @@ def _parse_bare(
             drop_tables(out_dir, before)  # a set short of some tables does not look parsed
     if outcome.kept_earlier:
         outcome.reason += f"; {EARLIER_TABLES_KEPT}"
+    elif outcome.held_earlier:
+        outcome.reason += f"; {EARLIER_TABLES_HELD}"
     if outcome.status != "parsed":
         with contextlib.suppress(OSError):
             out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty
