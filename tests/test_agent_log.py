@@ -197,3 +197,87 @@ def test_a_line_cut_short_is_taken_back_only_while_it_ends_the_file(
     other.append(b"a line of another process\n")
     assert not logfile.log(path, "INFO", "agent", "third")
     assert path.read_text().endswith("a line of another process\n")
+
+
+def _half_of_each_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """os.write as a disk that fills inside the data: half of it is written."""
+    import os
+
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data)[: len(data) // 2]))
+
+
+def test_a_dynamic_log_line_the_disk_cut_short_is_taken_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --dynamic log's line cut short by a full disk stayed, and the next line ran into it: npuprof status
+    read the two as one (the capture's end line lost). A line is whole or absent."""
+    from npuprof.agent.dynamic_log import append, format_line, parse_line
+
+    path = str(tmp_path / "dp_vm_7_rank_0.log")
+    first = format_line("INFO", "capture started at step 3 into /o/d", step=3)
+    second = format_line("INFO", "capture 1 of steps 3-4 complete in /o/d", step=5)
+    with monkeypatch.context() as patched:
+        _half_of_each_write(patched)
+        assert not append(path, first)
+    assert append(path, second)
+    lines = Path(path).read_text().splitlines(keepends=True)
+    assert lines == [second], lines
+    assert parse_line(lines[0]) is not None
+
+
+def test_a_dynamic_log_on_a_full_tmpfs_holds_whole_lines_only(tmp_path: Path) -> None:
+    """The same on a real tmpfs of two pages, written until full."""
+    from conftest import small_tmpfs
+
+    from npuprof.agent.dynamic_log import append, format_line
+
+    with small_tmpfs(tmp_path / "tmpfs", "8k") as mount:
+        path = str(mount / "dp_vm_7_rank_0.log")
+        lines = [format_line("INFO", f"at step {n} " + "x" * 90, step=n) for n in range(200)]
+        results = [append(path, line) for line in lines]
+        assert results[0] and not results[-1]
+        kept = results.index(False)
+        assert Path(path).read_text() == "".join(lines[:kept])
+
+
+def test_a_note_of_a_capture_root_the_disk_cut_short_is_taken_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """.npuprof_elsewhere/'s line of a --dynamic prof_dir outside -o, cut short by a full disk, ran into the
+    next one: the run's summary and analyse then looked for its captures in a directory joined of both."""
+    from npuprof.results import layout
+
+    with monkeypatch.context() as patched:
+        _half_of_each_write(patched)
+        layout.note_capture_root(tmp_path, "r1", Path("/data/first/captures"))
+    layout.note_capture_root(tmp_path, "r1", Path("/data/second"))
+    assert layout.capture_roots(tmp_path, "r1") == [Path("/data/second")]
+
+
+def test_records_a_torn_line_ran_into_are_read_apart(tmp_path: Path) -> None:
+    """A line a full disk cut short that could not be taken back (another process had appended after it)
+    joins the next writer's: the run's summary and npuprof status read both as one, the second's record
+    lost. Each is read on its own."""
+    from npuprof.cli.status import _processes
+    from npuprof.reports.run_summary import run_log_lines
+
+    log = tmp_path / "npuprof.log"
+    log.write_text(
+        "2026-12-06 10:00:00 [INFO] [launcher pid=1 run=r1] run r1 starts: python t.py\n"
+        "2026-12-06 10:00:01 [WARNING] [agent pid=2 run=r1] capture at step 4 skipped: [Errno 28] No sp"
+        "2026-12-06 10:00:02 [INFO] [agent pid=3 run=r1] steps counted in this process: 9\n"
+    )
+    lines = run_log_lines(log, "r1")
+    assert lines[-1] == "2026-12-06 10:00:02 [INFO] [agent pid=3 run=r1] steps counted in this process: 9"
+    assert lines[-2].endswith("No sp"), lines
+    dynamic = tmp_path / "log"
+    dynamic.mkdir()
+    (dynamic / "dp_elsewhere_7_rank_0.log").write_text(
+        "2026-12-06 10:00:00,000 [INFO] [7] npuprof.dynamic: [step 3] capture started at step 3 into /o"
+        "2026-12-06 10:00:01,000 [INFO] [7] npuprof.dynamic: [step 5] capture 1 of steps 3-4 complete in "
+        "/o/d\n"
+    )
+    (process,) = _processes(dynamic)
+    assert process["captures"] == [{"steps": "3-4", "status": "complete", "directory": "/o/d"}]
+    assert process["last_step"] == 5

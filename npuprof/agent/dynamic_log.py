@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.agent.dynamic_files import trigger_label
-from npuprof.results.logfile import open_regular
+from npuprof.results.logfile import log_records, open_regular, write_whole
 
 ROTATE_BYTES = 200 * 1024
 # a capture's end, as npuprof.agent.dynamic_plan logs it (the count since 2026-12: its captures so far)
@@ -43,7 +43,7 @@ FILE_NAME = re.compile(
 def append(path: str, line: str, limit: int = ROTATE_BYTES) -> bool:
     """Append ``line`` to the log at ``path`` (never through a link, never blocking on a FIFO); first move
     a log that this line would take past ``limit`` to ``path.1``. False when nothing was written."""
-    data = line.encode("utf-8", "replace")
+    data = line.encode("utf-8", "replace")  # (its size, for the rotation)
     opened = open_regular(path)
     if opened is None:
         return False
@@ -57,8 +57,7 @@ def append(path: str, line: str, limit: int = ROTATE_BYTES) -> bool:
             if opened is None:
                 return False
             fd = opened[0]
-        os.write(fd, data)
-        return True
+        return write_whole(fd, line)  # a line a full disk cut short is taken back: none joins the next
     except OSError:
         return False
     finally:
@@ -203,7 +202,7 @@ def _logged_lines(
             text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
         except OSError:
             continue
-        for line in text.splitlines():
+        for line in log_records(text):
             fields = parse_line(line)
             if fields is not None and (reader is None or reader.covers(fields)):
                 yield log, fields

@@ -94,9 +94,10 @@ def _fail(line: str) -> None:
 
 def _read(path: Path) -> list[str]:
     from npuprof.results.layout import read_small
+    from npuprof.results.logfile import log_records
 
     try:
-        return read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace").splitlines()
+        return log_records(read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace"))
     except OSError:
         return []
 

@@ -457,11 +457,12 @@ def run_log_lines(log_path: Path, run_id: str) -> list[str]:
     """The lines of npuprof.log (and its rotated ``.1``) from this run's start line on (included); read
     without following a link or blocking on a FIFO, at most LOG_READ_LIMIT bytes a file."""
     from npuprof.results.layout import read_small
+    from npuprof.results.logfile import log_records
 
     lines: list[str] = []
     for path in (log_path.with_name(log_path.name + ".1"), log_path):
         try:
-            lines += read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace").splitlines()
+            lines += log_records(read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace"))
         except OSError:
             continue
     start = f"run {run_id} starts:"
@@ -1079,9 +1080,10 @@ def _dynamic_log_fields(log: Path) -> list[dict[str, Any]]:
     following a link, at most LOG_READ_LIMIT bytes; [] when it cannot be read."""
     from npuprof.agent.dynamic_log import parse_line
     from npuprof.results.layout import read_small
+    from npuprof.results.logfile import log_records
 
     try:
         text = read_small(log, LOG_READ_LIMIT).decode("utf-8", "replace")
     except OSError:
         return []
-    return [fields for line in text.splitlines() if (fields := parse_line(line)) is not None]
+    return [fields for line in log_records(text) if (fields := parse_line(line)) is not None]

@@ -662,6 +662,8 @@ def note_capture_root(output: Path, run_id: str, root: Path) -> None:
     """Remember in ``output`` that run ``run_id`` captured into ``root`` (a --dynamic request's prof_dir
     outside ``output``), so that the run's summary, record and report find those captures too. One file
     per process, a line per directory, appended (never followed if it is a link)."""
+    from npuprof.results.logfile import write_whole
+
     folder = output / ELSEWHERE_DIR
     with contextlib.suppress(FileExistsError):
         os.mkdir(folder, 0o750)
@@ -670,7 +672,8 @@ def note_capture_root(output: Path, run_id: str, root: Path) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(f"{run_id}.{os.uname().nodename}.{os.getpid()}", flags, 0o640, dir_fd=dir_fd)
         try:
-            os.write(fd, (os.fspath(root) + "\n").encode("utf-8", "surrogateescape"))
+            # a line a full disk cut short is taken back: none joins the next into another path
+            write_whole(fd, os.fspath(root) + "\n", "surrogateescape")
         finally:
             os.close(fd)
     finally:

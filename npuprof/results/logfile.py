@@ -10,6 +10,7 @@ taken back, so that the next writer's line does not join it.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 
@@ -37,6 +38,17 @@ def format_line(level: str, who: str, message: str, run_id: str = "") -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     run = f" run={run_id}" if run_id else ""
     return f"{stamp} [{level}] [{who} pid={os.getpid()}{run}] {message}\n"
+
+
+# the start of a record (npuprof.log's or a --dynamic log's: a time, a level, the writer) inside a line
+_RECORD_INSIDE = re.compile(r"(?<=.)(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})? \[[A-Z]+\] \[)")
+
+
+def log_records(text: str) -> list[str]:
+    """``text``'s lines, each split where another record begins inside it: a line a full disk cut short
+    (its take back can fail: another process appended after it) runs into the next writer's, and both were
+    misread as one record, the second's fields lost."""
+    return [part for line in text.splitlines() for part in _RECORD_INSIDE.split(line)]
 
 
 def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result] | None:
@@ -73,10 +85,10 @@ def append_line(path: str | os.PathLike[str], line: str) -> bool:
         os.close(fd)
 
 
-def write_whole(fd: int, line: str) -> bool:
+def write_whole(fd: int, line: str, errors: str = "replace") -> bool:
     """Append ``line`` through ``fd`` (opened O_APPEND); False, and no part of it left, when a disk that
     filled inside it cut it short: no torn line for the next writer's to join. Raises OSError."""
-    data = line.encode("utf-8", "replace")
+    data = line.encode("utf-8", errors)
     written = os.write(fd, data)
     if written < len(data):
         _take_back(fd, written)
