@@ -4,6 +4,7 @@ tests/test_fault_inputs.py."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -16,15 +17,18 @@ from npuprof.reports.run_summary import why_no_capture
 AGENT = "2026-12-02 07:00:00 [INFO] [agent pid=7] "
 READY = AGENT + "agent ready in /w/train.py (rank None)"
 COUNTED = AGENT + "steps are counted on the optimizer SGD (the first optimizer to step)"
+# an agent's line as its process ends (npuprof/agent/entry.py): one of these, always
+NO_OPTIMIZER = AGENT + "no step counted in this process: it made no optimizer"
+FOUR_STEPS = AGENT + "steps counted in this process: 4"
 
 
 def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() -> None:
-    why = why_no_capture(ProfileConfig(), 0, [READY])
+    why = why_no_capture(ProfileConfig(), 0, [READY, NO_OPTIMIZER])
     assert why.startswith("no step was counted: no optimizer's step() ran in the job"), why
     assert "--step-on MODULE:QUALNAME" in why and "--delay" in why
     # a job that ended so with an error code: failed (its own error output says why), or one that trains
     # without an optimizer and exits with a code of its own (helper-95): both told
-    failed = why_no_capture(ProfileConfig(), 2, [READY])
+    failed = why_no_capture(ProfileConfig(), 2, [READY, NO_OPTIMIZER])
     assert failed == (
         "the job failed (exit code 2) before any optimizer's step() ran (one step is one optimizer.step()): "
         "if it failed, its own error output says why; if it trains without an optimizer, count the returns "
@@ -32,7 +36,7 @@ def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() 
         "--duration"
     ), failed
     # an optimizer stepped, too few times: the schedule is named instead
-    assert "the schedule needs 9 steps" in why_no_capture(ProfileConfig(), 0, [READY, COUNTED])
+    assert "the schedule needs 9 steps" in why_no_capture(ProfileConfig(), 0, [READY, COUNTED, FOUR_STEPS])
 
 
 def test_ranks_asked_of_a_job_that_has_none() -> None:
@@ -139,7 +143,7 @@ def test_steps_of_a_thread_that_took_over_are_no_reason() -> None:
         'that counted them waited for other threads (docs/architecture.md, "Step boundaries")'
     )
     elsewhere = foreign.replace("pid=7", "pid=8")  # another process's steps, never taken over
-    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, took])
+    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, took, FOUR_STEPS])
     assert "the schedule needs 9 steps" in why, why
     assert why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, took, elsewhere]).endswith(
         "their steps were not counted"
@@ -193,7 +197,7 @@ def test_a_job_ended_by_a_signal_is_named_so_and_gets_no_advice_on_counting_step
     assert why == "the job was ended by SIGTERM (exit code 143) before a step was counted", why
     why = why_no_capture(ProfileConfig(), 137, [READY, COUNTED], died_of=signal.SIGKILL)
     assert why.startswith("the job was ended by SIGKILL (exit code 137) before the schedule's first capture")
-    failed = why_no_capture(ProfileConfig(), 3, [READY])
+    failed = why_no_capture(ProfileConfig(), 3, [READY, NO_OPTIMIZER])
     assert failed.startswith("the job failed (exit code 3) before any optimizer"), failed
     # an exit code of 128 + N: a wrapper shell's report of a process a signal ended, or the script's own
     # `sys.exit(130)`; not a death of the job's process (helper-76: "ended by SIGINT" for sys.exit(130))
@@ -561,6 +565,54 @@ def test_a_rank_that_made_no_optimizer_is_not_said_to_be_killed(
         "step 6 (pid 8)"
     ) in said, said
     assert "os._exit" not in said, said
+
+
+def test_a_process_killed_before_its_first_step_is_not_said_to_have_stepped_no_optimizer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`npuprof run -- bash -c 'python train.py; echo done'`, train.py killed with kill -9 (the
+    out-of-memory killer) after making its optimizer, before its first step: the job ended 0, and the reason
+    was "no optimizer's step() ran in the job", with advice on --step-on. Every agent logs a line as its
+    process ends (a process without a rank too); one that logged none never reached its end."""
+    from types import SimpleNamespace
+
+    from npuprof.agent import entry, window_plan
+
+    logged: list[str] = []
+    agent = entry.Agent.__new__(entry.Agent)
+    agent.cfg = ProfileConfig()
+    agent.log = SimpleNamespace(info=logged.append)  # type: ignore[assignment]
+    agent.controller = SimpleNamespace(  # type: ignore[assignment]
+        armed=False, step_function_wrapped=False, step=0, finish_early=lambda reason: None
+    )
+    agent._hand_over_the_rest = lambda: None  # type: ignore[method-assign]
+    monkeypatch.setattr(window_plan, "starts_workers", lambda: False)
+    for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    agent._counts_logged_in = None  # type: ignore[assignment]
+    agent._ready_in = os.getpid() + 1  # type: ignore[assignment]  # a forked child (a DataLoader worker)
+    agent._finalise_at_exit("training ended")
+    assert logged == [], logged  # says nothing, as before: it never said it was ready
+    agent._ready_in = os.getpid()  # type: ignore[assignment]  # the process whose agent said ready
+    agent._finalise_at_exit("training ended")
+    assert logged == [NO_OPTIMIZER.removeprefix(AGENT)], logged  # a process without a rank ends so too
+
+    why = why_no_capture(ProfileConfig(), 0, [READY])
+    assert why.startswith("a process of the job (pid 7) never reached its exit"), why
+    assert "killed by a signal" in why and "optimizer" not in why and "--step-on" not in why, why
+    # torchrun's own process (it starts the workers, says so at its end) beside a worker killed so
+    other = "2026-12-02 07:00:00 [INFO] [agent pid=8] "
+    lines = [other + "agent ready in torchrun (rank None)", READY.replace("None", "0")]
+    lines.append(other + "this process started the job's workers (torchrun): they record, not it")
+    why = why_no_capture(ProfileConfig(), 1, lines)
+    assert why.startswith("the job failed (exit code 1) and a process of the job (pid 7) never"), why
+    # beside a process that ended normally having made no optimizer (a pool's worker ended by SIGTERM,
+    # say): that one is the news
+    lines = [READY, other + "agent ready in /w/pool.py (rank None)", other + NO_OPTIMIZER.removeprefix(AGENT)]
+    assert "no optimizer's step() ran" in why_no_capture(ProfileConfig(), 0, lines)
+    # the job's own death by a signal says it already
+    why = why_no_capture(ProfileConfig(), 137, [READY], died_of=signal.SIGKILL)
+    assert why == "the job was ended by SIGKILL (exit code 137) before a step was counted", why
 
 
 @pytest.mark.parametrize(

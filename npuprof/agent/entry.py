@@ -173,6 +173,7 @@ class Agent:
         self.hooked: set[str] = set()
         self._mp_after_fork = False  # multiprocessing's after-fork hook registered (in a forked child)
         self._counts_logged_in = 0  # the pid whose step count was logged at its exit (once a process)
+        self._ready_in = os.getpid()  # its "agent ready" line names this process (not a child forked from it)
         self._exit_hooks()
         from npuprof.agent.comm_marks import install_at_wake
 
@@ -364,7 +365,10 @@ class Agent:
                 if starts_workers():  # its rank (SLURM_PROCID under srun) is not a rank that records
                     self._counts_logged_in = os.getpid()
                     self.log.info(STARTS_WORKERS_AT_EXIT)
-                elif ended_by == "training ended" and _has_rank():  # a rank that only logs, or serves data
+                # a rank that only logs, or serves data; and any process whose agent said it was ready: one
+                # that says nothing at its end did not reach it (killed), as the run's summary reads it (a
+                # forked DataLoader worker, never said ready, says nothing unless it has a rank, as before)
+                elif ended_by == "training ended" and (_has_rank() or self._ready_in == os.getpid()):
                     self._counts_logged_in = os.getpid()
                     self.log.info(f"{NOTHING_COUNTED_AT_EXIT}{_nothing_to_count(self.cfg)}")
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps

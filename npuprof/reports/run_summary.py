@@ -583,11 +583,18 @@ def why_no_capture(
     foreign: list[tuple[str, str]] = []  # (pid, message): steps ignored on a thread that does not drive
     took_over: set[str] = set()  # pids where such a thread then took over counting: its steps counted
     others = _agents_of_other_runs(lines, run_id)
+    awake: list[str] = []  # pids whose agent was ready
+    said_at_exit: set[str] = set()  # pids whose agent logged its line at the process's end
+    idle: set[str] = set()  # pids whose agent said at the process's end that it had nothing to count
     for line in lines:
         match = _AGENT_LINE.search(line)
         if match is None or match["pid"] in others:
             continue
         message = match["message"]
+        if message.startswith(_AT_EXIT):
+            said_at_exit.add(match["pid"])
+        if message.startswith(NOTHING_COUNTED_AT_EXIT):
+            idle.add(match["pid"])
         if message.startswith(NESTED_RUN):
             nested_lines.append(message)
             continue
@@ -600,6 +607,7 @@ def why_no_capture(
             errors.append(message)
         if ready := _READY.match(message):
             ready_ranks.append(ready["rank"])
+            awake.append(match["pid"])
         elif selected := _NOT_SELECTED.match(message):
             unselected.append(selected["rank"])
     ended = _how_the_job_ended(exit_code, died_of)
@@ -694,6 +702,11 @@ def why_no_capture(
     if killed and not counted:
         return f"{ended} before a step was counted"  # the user stopped it: no advice on counting steps
     counts = _exit_counts(messages, STEPS_AT_EXIT)
+    unended = list(dict.fromkeys(pid for pid in awake if pid not in said_at_exit))
+    # no process said what it counted, nor that it made no optimizer (a pool's workers it ended by SIGTERM
+    # would be blamed), and the job's own end names no signal: one that said nothing was killed
+    if unended and not counts and not idle.intersection(awake) and not (killed or died_of):
+        return f"{failed}{_ended_unsaid(unended)}"
     if not cfg.step_on and not any(m.startswith(OPTIMIZER_COUNTED) for m in messages) and not any(counts):
         if exit_code:  # most likely it failed before training (bad arguments): its own error is the news
             return (
@@ -851,6 +864,23 @@ def _why_not_finalised(capture: CaptureSummary, agents: list[tuple[str, str, str
         if message.startswith(TRACE_NOT_WRITTEN) and " was not written: " in message and where in message:
             return f"its record could not be finalised: {message}"  # the process may have trained on
     return layout.NOT_FINALISED
+
+
+# what an agent logs as its process ends normally (npuprof/agent/entry.py): one of these, always
+_AT_EXIT = (STEPS_AT_EXIT, NOTHING_COUNTED_AT_EXIT, STARTS_WORKERS_AT_EXIT)
+
+
+def _ended_unsaid(pids: list[str]) -> str:
+    """The processes whose agent woke and that logged nothing at their end (npuprof/agent/entry.py logs a
+    line there, always): they were killed, or left by os._exit or os.exec*. A process killed before its
+    first step read as "no optimizer's step() ran in the job", and advice on counting steps."""
+    shown = ", ".join(pids[:8]) + (", ..." if len(pids) > 8 else "")
+    which = "a process of the job (pid" if len(pids) == 1 else f"{len(pids)} processes of the job (pids"
+    return (
+        f"{which} {shown}) never reached its exit, so the steps it counted are not known: it was killed "
+        "by a signal (kill -9, the out-of-memory killer, SIGTERM: whatever started it names the signal) "
+        "or left by os._exit or os.exec*, before any capture began in it"
+    )
 
 
 def _exit_counts(messages: list[str], prefix: str) -> list[int]:
