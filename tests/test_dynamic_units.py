@@ -1366,3 +1366,61 @@ def test_a_trigger_says_when_its_start_step_has_passed(
     assert "--start-step 5 has passed in every running process (their logs are at step 20 or later)" in said
     trigger_command(**trigger, start_step=500)
     assert "has passed" not in capsys.readouterr().err
+
+
+def test_a_trigger_says_it_replaces_a_request_taken_and_not_begun(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second `npuprof trigger` after every process had taken the first (its window planned for a later
+    step, or waiting for the capture in flight) and before its capture began: the first never ran, and only
+    each process's log said so; the trigger said nothing. A request only loaded is not told (its capture may
+    have begun: the log says so at the watcher's next poll), nor one a cancel replaces."""
+    from npuprof.cli.trigger import trigger_command
+
+    job = Job(tmp_path, rank=0)
+    job.steps(2)
+    trigger = {"directory": str(job.dir), "active": 1, "warmup": 0, "ranks": None, "cancel": False}
+    trigger_command(**trigger, start_step=500)
+    first = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
+    job.plan.poll_once()  # loaded
+    job.steps(1)  # planned: steps 500-500
+    job.log()
+    capsys.readouterr()
+    trigger_command(**trigger, start_step=None)
+    said = " ".join(capsys.readouterr().err.split())
+    assert (
+        f"this replaces request {first}, which 1 of the 1 running processes had taken and not begun (rank 0: "
+        "planned: steps 500-500): the last change wins, it never runs there"
+    ) in said, said
+    second = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
+    job.plan.poll_once()  # loaded: its capture may have begun since (the log says so at the next poll)
+    trigger_command(**{**trigger, "active": 3}, start_step=None)
+    assert second not in capsys.readouterr().err
+    job.plan.poll_once()
+    job.steps(1)  # its capture begins
+    trigger_command(**trigger, start_step=None)
+    third = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
+    job.plan.poll_once()
+    job.steps(1)  # the third waits for the capture in flight
+    job.log()
+    trigger_command(**trigger, start_step=None)
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"this replaces request {third}, which 1 of the 1 running processes had taken" in said, said
+    assert "and not begun (rank 0: waiting for the capture in flight)" in said, said
+    job.steps(5)
+    job.log()
+    trigger_command(**trigger, start_step=500)
+    job.plan.poll_once()
+    job.steps(1)  # planned: steps 500-500
+    job.log()
+    trigger_command(**{**trigger, "cancel": True}, start_step=None)  # what a cancel is for: no note
+    assert "taken and not begun" not in capsys.readouterr().err
+    trigger_command(**trigger, start_step=None)
+    last = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
+    job.plan.poll_once()
+    job.steps(3)  # its capture begins (and ends): nothing to say of it
+    job.log()
+    assert job.captures() == [(4, 6), (8, 8), (12, 12)]  # the third never ran
+    trigger_command(**trigger, start_step=None)
+    said = capsys.readouterr().err
+    assert last not in said and "taken and not begun" not in said, said

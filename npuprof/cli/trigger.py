@@ -133,6 +133,7 @@ def trigger_command(**params: Any) -> None:
     with _one_trigger_at_a_time(directory):
         replaced = _request_not_picked_up(directory)
         partly = "" if replaced else _request_not_picked_up_by_some(directory)
+        waiting = "" if replaced or cancel else _request_taken_not_begun(directory)  # a cancel means it
         target = _write(directory, data)
     from npuprof.cli.main import warn_flags_given_twice
 
@@ -145,6 +146,8 @@ def trigger_command(**params: Any) -> None:
         )
     if partly:
         sys.stderr.write(f"npuprof trigger: note: this replaces {partly}\n")
+    if waiting:
+        sys.stderr.write(f"npuprof trigger: note: this replaces {waiting}\n")
     if cfg.ranks is not None:
         sys.stdout.write(
             "  (--ranks is torch_npu's is_rank: these captures are not parsed in the job; run npuprof "
@@ -270,6 +273,90 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
         f"{what} {trigger}, which {len(unread)} of the {len(running)} running processes had not picked up "
         f"yet ({who}): the last change wins, they never act on it{after}"
     )
+
+
+def _request_taken_not_begun(directory: Path) -> str:
+    """The request DIR/profiler_config.json holds now, in words with the running processes that have taken
+    it and not begun its capture (its window planned from a step they have not reached, or waiting for the
+    capture in flight), "" when there are none. The last change wins: there it never runs. A second trigger
+    before the first's capture began replaced it without a word; only each process's log said so. (A
+    request only loaded is not told: the training thread's lines reach the log at the watcher's next poll,
+    so its capture may have begun.)"""
+    import json
+
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, trigger_label
+    from npuprof.cli.status import _processes
+    from npuprof.results.layout import read_small
+
+    try:
+        data = json.loads(read_small(directory / CONFIG_NAME, 1 << 20))
+        asks = isinstance(data, dict) and data.get("start_step") not in (0, None)
+        trigger = trigger_label(data["trigger_id"]) if asks else ""
+        processes = _processes(directory / LOG_DIR)
+    except (OSError, ValueError, RecursionError, KeyError):
+        return ""
+    running = {(p["host"], p["pid"]): p for p in processes if p["state"] == "running"}
+    if not trigger or not running:
+        return ""
+    waiting = []
+    for key, message in _last_lines_naming(directory, f"(trigger {trigger})", set(running)).items():
+        if state := _not_begun(message, running[key]):
+            rank = running[key]["rank"]
+            waiting.append(f"{f'rank {rank}' if rank >= 0 else f'pid {key[1]}'}: {state}")
+    if not waiting:
+        return ""
+    shown = "; ".join(sorted(waiting)[:8]) + ("; ..." if len(waiting) > 8 else "")
+    return (
+        f"request {trigger}, which {len(waiting)} of the {len(running)} running processes had taken and not "
+        f"begun ({shown}): the last change wins, it never runs there"
+    )
+
+
+def _last_lines_naming(
+    directory: Path, said: str, processes: set[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """For each of ``processes`` (host, pid), the message of its latest action-log line that names ``said``
+    or starts a capture (one begun after the request's plan is the request's)."""
+    from npuprof.agent.dynamic_files import LOG_DIR
+    from npuprof.agent.dynamic_log import ACTION_PREFIX, FILE_NAME, READ_LIMIT, parse_line
+    from npuprof.results.layout import read_small
+    from npuprof.results.logfile import log_records
+
+    last: dict[tuple[str, int], tuple[str, str]] = {}  # (time, message)
+    for log in sorted((directory / LOG_DIR).glob(f"{ACTION_PREFIX}*.log*"), reverse=True):  # .1 first
+        match = FILE_NAME.match(log.name)
+        key = (match["host"], int(match["pid"])) if match else None
+        if key not in processes:
+            continue
+        try:
+            text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for fields in filter(None, map(parse_line, log_records(text))):
+            message = fields["message"]
+            if (said in message or message.startswith(CAPTURE_STARTED)) and fields["time"] >= last.get(
+                key, ("", "")
+            )[0]:
+                last[key] = (fields["time"], message)
+    return {key: message for key, (_, message) in last.items()}
+
+
+CAPTURE_STARTED = "capture started at step "  # npuprof/agent/dynamic_plan.py's line
+
+
+def _not_begun(message: str, process: dict[str, Any]) -> str:
+    """What a process's latest line about a request says of a capture it has surely not begun ("" when it
+    began one, may have, or will not: not selected, a step passed, cancelled), by its state in its logs
+    (npuprof status's: the steps it has done, a capture in flight)."""
+    if message.startswith("capture planned: steps "):
+        steps = message.split()[3]
+        first = int(steps.split("-")[0])
+        return (
+            f"planned: steps {steps}" if process["last_step"] is None or first > process["last_step"] else ""
+        )
+    if "the new request waits for its end" in message and process["capturing"] is not None:
+        return "waiting for the capture in flight"
+    return ""
 
 
 def _note_if_nobody_watches(directory: Path) -> None:
