@@ -424,7 +424,7 @@ def _run_unprofiled(command: list[str], output: str, exc: OSError) -> int:
 def _prepare_dynamic(cfg: ProfileConfig) -> tuple[str, str]:
     """--dynamic DIR made ready (npuprof.agent.dynamic_files.prepare): the baseline digest of its
     profiler_config.json, and the line that tells the user what to do. Raises ValueError or OSError."""
-    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, held_request, prepare
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, held_request, prepare, why_unwritable
 
     directory, baseline, created = prepare(cfg.dynamic or "")
     cfg.dynamic = str(directory)
@@ -439,11 +439,18 @@ def _prepare_dynamic(cfg: ProfileConfig) -> tuple[str, str]:
         if held:
             made += f"; the request it holds{held} was sent before this job: no request for it"
     target = shell_word(str(directory))
-    return baseline, (
-        f"dynamic capture: {directory / CONFIG_NAME} ({made}) is watched; edit it, or run "
-        f"`npuprof trigger {target} --active 2`, to capture; `npuprof status {target}` says what each rank "
-        f"did (logs in {directory / LOG_DIR})"
-    )
+    # a folder mounted read-only on the nodes: the watchers read the file, and log nothing (helper-244: the
+    # line pointed at `npuprof trigger` and `npuprof status`, which then had nothing to write or to read)
+    ask = f"edit it, or run `npuprof trigger {target} --active 2`, to capture"
+    if why := why_unwritable(directory):
+        ask = f"it cannot be changed from here ({why}): change it where it can be, to capture"
+    told = f"`npuprof status {target}` says what each rank did (logs in {directory / LOG_DIR})"
+    if why := why_unwritable(directory / LOG_DIR):
+        told = (
+            f"warning: its processes cannot log what they do in {directory / LOG_DIR} ({why}), so npuprof "
+            "status will show nothing; captures still work"
+        )
+    return baseline, f"dynamic capture: {directory / CONFIG_NAME} ({made}) is watched; {ask}; {told}"
 
 
 def shell_word(text: str) -> str:

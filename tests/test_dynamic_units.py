@@ -1424,3 +1424,36 @@ def test_a_trigger_says_it_replaces_a_request_taken_and_not_begun(
     trigger_command(**trigger, start_step=None)
     said = capsys.readouterr().err
     assert last not in said and "taken and not begun" not in said, said
+
+
+def test_a_dynamic_folder_on_a_read_only_file_system_is_said_so(tmp_path: Path) -> None:
+    """A --dynamic folder mounted read-only where the job runs (a shared folder, rw on the login node): run
+    said to use `npuprof trigger` and `npuprof status` there, which had nothing to write or to read (the
+    watchers' warning went to npuprof.log alone), and status said "no process has logged yet" as if the job
+    had not begun training."""
+    import subprocess
+
+    from conftest import small_tmpfs
+
+    from npuprof import runner
+    from npuprof.cli import status
+
+    with small_tmpfs(tmp_path / "tmpfs", "1m") as mount:
+        prepare(str(mount / "cfg"))
+        os.chmod(mount, 0o750)
+        writable = runner._prepare_dynamic(c.ProfileConfig(dynamic=str(mount / "cfg")))[1]
+        assert "edit it, or run `npuprof trigger" in writable and "says what each rank did" in writable
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        line = runner._prepare_dynamic(c.ProfileConfig(dynamic=str(mount / "cfg")))[1]
+        assert "it cannot be changed from here (a read-only file system)" in line, line
+        assert "npuprof trigger" not in line and "says what each rank did" not in line, line
+        assert (
+            f"warning: its processes cannot log what they do in {mount / 'cfg' / 'log'} (a read-only file "
+            "system), so npuprof status will show nothing; captures still work"
+        ) in line, line
+        unwritable = status._logs_unwritable(mount / "cfg" / "log")
+        assert (
+            unwritable == f"{mount / 'cfg' / 'log'} is on a read-only file system: no process can log there"
+        )
+        report = {"config": {"file": "f", "start_step": 0}, "processes": [], "logs_unwritable": unwritable}
+        assert unwritable in status.render(report)

@@ -78,6 +78,17 @@ def prepare(path: str) -> tuple[Path, str, bool]:
     return directory, digest(raw), created
 
 
+def why_unwritable(directory: Path) -> str:
+    """Why this process cannot make files in ``directory`` ("" when it can): a read-only file system (a
+    shared folder mounted so on the nodes), or its permissions."""
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "a read-only file system"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "" if os.access(directory, os.W_OK | os.X_OK) else "not writable by you"
+
+
 def _make_dir(path: Path) -> None:
     try:
         path.mkdir(mode=DIR_MODE, parents=True)

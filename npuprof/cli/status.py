@@ -79,6 +79,8 @@ def status_command(
     }
     if (unread := _unread(root)) is not None:
         report["unread_request"] = unread
+    if (unwritable := _logs_unwritable(logs)) is not None:
+        report["logs_unwritable"] = unwritable
     from npuprof.cli.main import check_stdout
 
     sys.stdout.write(json.dumps(report, indent=2) + "\n" if output_format == "json" else render(report))
@@ -100,6 +102,16 @@ def _read(path: Path) -> list[str]:
         return log_records(read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace"))
     except OSError:
         return []
+
+
+def _logs_unwritable(logs: Path) -> str | None:
+    """Why no process of the job can write in DIR/log/ (a read-only file system: a shared folder mounted
+    so), None when they may: "no process has logged yet" read as if the job had not begun training."""
+    try:
+        read_only = bool(os.statvfs(logs).f_flag & os.ST_RDONLY)
+    except OSError:
+        return None
+    return f"{logs} is on a read-only file system: no process can log there" if read_only else None
 
 
 def _unread(root: Path) -> dict[str, Any] | None:
@@ -377,6 +389,8 @@ def render(report: dict[str, Any]) -> str:
             )
         else:
             lines.append(f"{written} was not read: no process of the job runs")
+    if (unwritable := report.get("logs_unwritable")) is not None:
+        lines.append(unwritable)
     if not processes:
         lines.append("no process has logged yet (the watcher starts when training starts)")
         return _shown(lines)
