@@ -411,3 +411,30 @@ def test_a_put_back_that_fails_midway_loses_neither_the_earlier_tables_nor_the_u
     outcome = parse.parse_rank_dir(rank_dir)
     assert not outcome.ok and outcome.kept_earlier, outcome
     assert contents() == earlier
+
+
+def test_a_killed_writers_temporary_file_under_a_pid_another_process_took_since_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post-processor killed -9 while it gzipped a trace (or torch while it wrote one) left a temporary file
+    of gigabytes under its pid; a process started since under that pid (a container's pids start again at
+    1) kept it as "its live writer's" for as long as that one lived. Removed, as parse's own leftovers are;
+    the file of a writer that started before it stays."""
+    from npuprof.results import layout
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        left = tmp_path / f".host.1.pt.trace.json.gz.{other.pid}-0123456789ab.tmp"
+        left.write_bytes(b"\x1f\x8b" + b"\0" * 4096)
+        old = time.time() - 120
+        os.utime(left, (old, old))
+        assert atomic.remove_dead_writers_temps(tmp_path) == {} and left.exists()  # its writer: alive
+        real = layout.process_start_time
+        monkeypatch.setattr(
+            layout, "process_start_time", lambda p="self": time.time() + 60 if p == other.pid else real(p)
+        )
+        assert atomic.remove_dead_writers_temps(tmp_path) == {left.name: 4098}
+        assert not left.exists()
+    finally:
+        other.kill()
+        other.wait()

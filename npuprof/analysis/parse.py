@@ -185,13 +185,11 @@ def _left_by_a_dead_parse(entry: os.DirEntry[str]) -> bool:
         pass  # another user's process: alive
     except OSError:
         return False
-    started = layout.process_start_time(pid)
     try:
         changed = entry.stat(follow_symlinks=False).st_ctime
     except OSError:
         return False
-    # the writer made (or renamed) its file after it started; 2 s: /proc's boot time is whole seconds
-    return started is not None and started > changed + 2
+    return layout.started_after(pid, changed)  # the writer made (or renamed) its file after it started
 
 
 ALWAYS_WRITTEN = (

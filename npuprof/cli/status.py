@@ -20,9 +20,6 @@ from npuprof.job_processes import ended_unreaped, pid_alive
 
 FORMATS = ("table", "json")
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
-# /proc's boot time is in whole seconds and a start in clock ticks, a log line's time to the ms: a process
-# begun more than this after its log's "watching" line is another one, given the pid again
-START_SLACK_S = 2.0
 _STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
 _PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
 # where a request's capture goes, in its "loaded" and "capture planned" lines: "loaded: D", "capture planned:
@@ -274,11 +271,11 @@ def _the_writer_lives(pid: int, last_written: float | None) -> bool:
     process held its pid)."""
     if not pid_alive(pid) or ended_unreaped(pid):  # no /proc: the signal check is all there is
         return False
-    from npuprof.results.layout import process_start_time
+    if last_written is None:
+        return True
+    from npuprof.results.layout import started_after
 
-    started = process_start_time(pid)
-    # 2 s: /proc's boot time is whole seconds
-    return started is None or last_written is None or started <= last_written + 2
+    return not started_after(pid, last_written)
 
 
 def _last_written(paths: dict[str, list[Path]]) -> float | None:

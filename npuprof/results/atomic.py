@@ -113,14 +113,27 @@ def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> dict[str
             info = entry.stat(follow_symlinks=False)
             if not stat.S_ISREG(info.st_mode) or now - info.st_mtime < idle_s:
                 continue
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
-                removed[entry.name] = info.st_size
-        except (OSError, OverflowError):
+            if not _writer_gone(pid, info.st_ctime):
+                continue
+        except OSError:
             continue
+        with contextlib.suppress(OSError):
+            os.unlink(entry.path)
+            removed[entry.name] = info.st_size
     return removed
+
+
+def _writer_gone(pid: int, changed: float) -> bool:
+    """Whether the writer ``pid`` of a file last changed at ``changed`` has ended: no process has the pid,
+    or the one that has it began after the file was written (a pid given again: the file's gigabytes were
+    kept as long as that process lived). Raises OSError when it cannot be told (another user's pid)."""
+    from npuprof.results.layout import started_after
+
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return True
+    return started_after(pid, changed)
 
 
 def writer_pid(name: str) -> int | None:

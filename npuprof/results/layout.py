@@ -603,9 +603,7 @@ def _capturing_process_gone(rank_dir: Path, pid: Any, host: Any = None, began_ns
     ended = ended_unreaped(pid)
     if ended is not False:
         return bool(ended)  # None: /proc cannot tell
-    started = process_start_time(pid)
-    # 2 s: /proc's boot time is whole seconds
-    return isinstance(began_ns, int) and started is not None and started > began_ns / 1e9 + 2
+    return isinstance(began_ns, int) and started_after(pid, began_ns / 1e9)
 
 
 def _capturing_process_lives(
@@ -850,6 +848,14 @@ def process_start_time(pid: int | str = "self") -> float | None:
     """When process ``pid`` began (epoch s, to the clock tick), from /proc; None where that is not known."""
     ticks = start_ticks(pid)
     return None if ticks is None else _process_start(ticks)
+
+
+def started_after(pid: int, when: float) -> bool:
+    """Whether the process that has ``pid`` now began after ``when`` (epoch s): it is then another one than
+    a writer seen before ``when``, given the pid again (a container's pids start again at 1). 2 s of slack:
+    /proc's boot time is whole seconds. False where /proc cannot tell."""
+    started = process_start_time(pid)
+    return started is not None and started > when + 2
 
 
 def _process_start(ticks: int) -> float | None:
