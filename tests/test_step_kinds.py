@@ -1,6 +1,6 @@
 """--step-on on functions of every kind (in-process, with a controller that records what it is told):
 an ``async def`` stays a coroutine function and its boundary comes when the awaited call returns, a
-generator's when it is exhausted; a class or an object called (an nn.Module) is refused with one line
+generator's at each item it yields; a class or an object called (an nn.Module) is refused with one line
 and left as it is, since a function in its place would break ``isinstance``, subclassing, attributes."""
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ class Recorder:
 
     def on_boundary(self) -> None:
         self.events.append("boundary")
+
+    def inside_a_decision(self) -> bool:
+        return "deciding" in self.events
 
 
 class Log:
@@ -72,20 +75,96 @@ def test_an_async_step_stays_a_coroutine_function_and_ends_after_its_body() -> N
     assert events == ["body starts", "body ends", "boundary"] * 2
 
 
-def test_a_generator_step_ends_when_it_is_exhausted() -> None:
+def test_a_generator_step_is_each_item_with_the_loops_body() -> None:
+    """A loop ``for loss in train_steps(n): ...`` whose generator makes a step and yields: one step an
+    item, ending as the loop comes back for the next (counted once a generator, at its end, the 20 steps
+    of the loop were one), so that each holds the generator's work for the item and the body's; the
+    generator's end adds none. Its return value reaches ``yield from`` as without npuprof."""
     events: list[str] = []
 
-    def train_step(n: int):
+    def train_steps(n: int):
         for i in range(n):
-            events.append(f"item {i}")
+            events.append(f"step {i}")
             yield i
+        events.append("after the last")
         return "done"
 
-    module = _module(train_step=train_step)
-    assert wrap_step_function(module, "train_step", Recorder(events), Log())  # type: ignore[arg-type]
-    assert inspect.isgeneratorfunction(module.train_step)
-    assert list(module.train_step(2)) == [0, 1]
-    assert events == ["item 0", "item 1", "boundary"]
+    module = _module(train_steps=train_steps)
+    assert wrap_step_function(module, "train_steps", Recorder(events), Log())  # type: ignore[arg-type]
+    assert inspect.isgeneratorfunction(module.train_steps)
+    for loss in module.train_steps(20):
+        events.append(f"body {loss}")
+    expected = [e for i in range(20) for e in (f"step {i}", f"body {i}", "boundary")] + ["after the last"]
+    assert events == expected
+
+    def whole():
+        result = yield from module.train_steps(1)
+        events.append(f"returned {result}")
+
+    events.clear()
+    list(whole())
+    assert events == ["step 0", "boundary", "after the last", "returned done"]
+
+
+def test_a_generators_send_throw_close_and_raise_reach_it_and_count_as_its_resumptions_do() -> None:
+    """What the consumer sends or throws reaches the generator, each ending the item before as a ``next``
+    does; a ``break`` ends the item it leaves, then closes the generator (its ``finally`` run); a
+    resumption that raises ends a step too, as a call that raises; a generator that yields nothing is one
+    step, at its end."""
+    events: list[str] = []
+
+    def train_steps():
+        received = []
+        try:
+            while True:
+                try:
+                    got = yield len(received)
+                    received.append(got)
+                    events.append(f"got {got}")
+                except ValueError as exc:
+                    events.append(f"handled {exc}")
+                    if str(exc) == "fatal":
+                        raise RuntimeError("gave up") from exc
+        finally:
+            events.append("closed")
+
+    def nothing():
+        events.append("ran")
+        return
+        yield
+
+    module = _module(train_steps=train_steps, nothing=nothing)
+    for name in ("train_steps", "nothing"):
+        assert wrap_step_function(module, name, Recorder(events), Log())  # type: ignore[arg-type]
+    gen = module.train_steps()
+    assert next(gen) == 0 and gen.send("a") == 1
+    assert gen.throw(ValueError("skip")) == 1
+    with pytest.raises(RuntimeError, match="gave up"):
+        gen.throw(ValueError("fatal"))
+    assert events == [
+        "boundary",
+        "got a",
+        "boundary",
+        "handled skip",
+        "boundary",
+        "handled fatal",
+        "closed",
+        "boundary",
+    ]
+    events.clear()
+    for count in module.train_steps():
+        if count == 0:
+            break
+    assert events == ["boundary", "closed"]
+    events.clear()
+    assert list(module.nothing()) == []
+    assert events == ["ran", "boundary"]
+    # closed by the collector inside one of npuprof's decisions: no boundary nested in it
+    gen = module.train_steps()
+    next(gen)
+    events[:] = ["deciding"]
+    gen.close()
+    assert events == ["deciding", "closed"]
 
 
 def test_a_plain_function_keeps_its_result_and_its_name() -> None:

@@ -761,7 +761,7 @@ def test_a_step_on_function_that_raises_shows_no_frame_of_npuprof_in_its_traceba
         frames = _frames_of(raised.value)
         assert [file for file, _ in frames] == ["test_steps_units.py"] * 2 + ["job.py"] * len(frames[2:])
         assert [function for _, function in frames[2:]] == [name] * (3 if name == "fail" else 1), frames
-    assert events.count(boundary()) == 3 + 1 + 1
+    assert events.count(boundary()) == 3 + 2 + 1  # gen: its item, then the resumption that raised
     for name, call in {"fail": lambda: module.fail(1, 2), "coro": lambda: module.coro(1).send(None)}.items():
         with pytest.raises(TypeError, match="positional argument") as raised:
             call()  # the script's wrong arguments: raised at its calling line, as without npuprof

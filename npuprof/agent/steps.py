@@ -457,7 +457,7 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 controller.on_boundary()
 
         stepped: Callable[..., Any] = stepped_async
-    elif inspect.isgeneratorfunction(func):  # ... when the generator is exhausted
+    elif inspect.isgeneratorfunction(func):  # ... one step an item it yields (see _items_as_steps)
 
         @functools.wraps(func)
         def stepped_generator(*args: Any, **kwargs: Any) -> Any:
@@ -466,12 +466,10 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
             if not controller.armed:  # checked here: a call less on every step
                 arm()
             try:
-                return (yield from func(*args, **kwargs))
+                return (yield from _items_as_steps(func(*args, **kwargs), controller))
             except BaseException as exc:
                 _off_the_traceback(exc)
                 raise
-            finally:
-                controller.on_boundary()
 
         stepped = stepped_generator
     else:
@@ -516,6 +514,45 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     controller.step_function_wrapped = True  # its count is logged at exit, 0 included (never called)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
+
+
+def _items_as_steps(gen: Any, controller: Any) -> Any:
+    """Drive the generator ``gen`` of a --step-on generator function for its consumer, one step an item:
+    the item's iteration (the generator's work for it, then the loop's body) ends when the loop comes
+    back for the next item, or leaves (a ``break`` closes the generator). So a loop ``for loss in
+    train_steps(): ...`` counts as its body sees it, whether the generator makes the step and yields
+    (counted once a generator, at its end, a capture of steps 5-7 held three whole epochs) or yields the
+    batch its body trains on; the generator's end after its last item adds no step, one that yields nothing
+    is one step, and a resumption that raises ends one as a call that raises does (README, "The step
+    function"). What the consumer sends or throws goes on to ``gen`` as ``yield from`` passes it."""
+    resume: Any = gen.send
+    value: Any = None
+    yielded = False
+    while True:
+        try:
+            item = resume(value)
+        except StopIteration as stop:
+            if not yielded:
+                controller.on_boundary()
+            return stop.value
+        except BaseException as exc:
+            _off_the_traceback(exc)
+            controller.on_boundary()
+            raise
+        yielded = True
+        try:
+            value = yield item
+            resume = gen.send
+        except GeneratorExit:
+            # closed by the loop's break, or by the collector: at the interpreter's teardown, or inside one
+            # of npuprof's own decisions on this thread (a boundary there would step the profiler it steps)
+            if not sys.is_finalizing() and not controller.inside_a_decision():
+                controller.on_boundary()
+            gen.close()
+            raise
+        except BaseException as exc:  # thrown in by the consumer: ``gen`` may handle it
+            resume, value = gen.throw, exc
+        controller.on_boundary()
 
 
 def _off_the_traceback(exc: BaseException) -> None:
