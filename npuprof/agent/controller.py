@@ -137,8 +137,9 @@ class CaptureController:
         self._foreign_reported = False
         # The step of the last ignored boundary, and the boundaries each thread took at that step, the
         # driving one taking none (see foreign_boundary): one tuple, replaced whole, read by any thread.
-        self._foreign: tuple[int, dict[int, int]] = (-1, {})
+        self._foreign: tuple[int, dict[threading.Thread, int]] = (-1, {})
         self._foreign_noted: list[str] | None = None  # the notes of the capture told of them (see above)
+        self._held_noted: list[str] | None = None  # ... told that its thread waits for the stepping one
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
@@ -284,7 +285,10 @@ class CaptureController:
         if foreign[0] != step or len(foreign[1]) > FOREIGN_THREADS_COUNTED:
             foreign = self._foreign = (step, {})
         counts = foreign[1]
-        count = counts[ident] = counts.get(ident, 0) + 1  # each thread's own: a pool's workers interleave
+        # each thread's own (a pool's workers interleave), by its Thread object: a thread started after
+        # another one ended may get its id, and took the ended one's steps as its own
+        me = threading.current_thread()
+        count = counts[me] = counts.get(me, 0) + 1
         if (
             count % TAKE_OVER_AFTER == 0
             and self.prof is None
@@ -294,6 +298,13 @@ class CaptureController:
             return True
         if self.prof is not None and self.step and self._foreign_noted is not self._capture_notes:
             self._note_foreign_steps()
+        if (
+            count % TAKE_OVER_AFTER == 0
+            and self.prof is not None
+            and self._held_noted is not self._capture_notes
+            and _waits_for_other_threads(self.driver)
+        ):
+            self._say_capture_held_by_a_waiting_driver()
         if self._foreign_reported:
             return False
         self._foreign_reported = True
@@ -326,6 +337,42 @@ class CaptureController:
             f"not counted and not in its trace: its steps are thread {names.get(driver, driver)}'s alone"
         )
 
+    def _say_capture_held_by_a_waiting_driver(self) -> None:
+        """This thread would take the steps over, but the driving thread that waits for it has a profiler
+        open (a window opened at the step after a sanity step, before training moved to a thread of its
+        own): torch's profiler belongs to the thread that started it (docs/architecture.md, "Step
+        boundaries"), so that capture records the wait, no step of this thread, and no step is counted
+        while it is open. Only the record said "other threads took steps", and "training ended before the
+        capture's last step" at the exit that closed it: said once on stderr, with a schedule that avoids
+        it, and in the capture's record."""
+        name = threading.current_thread().name
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
+        driver = names.get(self.driver, self.driver)
+        self._held_noted = self._capture_notes
+        if self.action.recording:
+            self.note_for_capture(
+                f"it records thread {driver}'s wait for thread {name}, which took the steps (torch's "
+                "profiler cannot be handed to another thread)"
+            )
+            held = f"that capture records thread {driver}'s wait, none of thread {name}'s steps"
+        else:  # warming up: the window's recording would begin at a boundary of thread {driver}
+            held = f"its window, warming up, records none of thread {name}'s steps"
+        self.log.warn_once(
+            "capture-held-by-a-waiting-thread",
+            f"thread {name} takes the steps while thread {driver}, which has npuprof's profiler open (at its "
+            f"step {self.step}), waits for it: torch's profiler belongs to the thread that started it and "
+            f"cannot be handed over, so {held}, and steps are not counted until it closes "
+            f"({self._later_window(self.step)})",
+        )
+
+    def _later_window(self, step: int) -> str:
+        """How a window opened on a thread that then waits for another one that trains is avoided: one
+        that opens once the training thread has taken over counting (``TAKE_OVER_AFTER`` steps)."""
+        if getattr(self.cfg, "timed", False):
+            return "a --delay that ends once training runs on that thread avoids this"
+        later = step + TAKE_OVER_AFTER
+        return f"a schedule that starts at step {later} or later, --skip-first N, avoids this"
+
     def _take_over(self, ident: int) -> bool:
         """This thread drives from now on, its earlier steps (not boundaries then) counted, when no
         decision is under way and still no profiler is open and the driver has not stepped since."""
@@ -333,7 +380,7 @@ class CaptureController:
             return False
         try:
             step, counts = self._foreign
-            count = counts.get(ident, 0)
+            count = counts.get(threading.current_thread(), 0)
             if self.prof is not None or self._stopping or step != self.step or not count:
                 return False
             name = threading.current_thread().name
