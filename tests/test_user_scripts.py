@@ -94,20 +94,58 @@ def test_a_critic_stepping_first_several_times_an_iteration_is_said(monkeypatch:
     assert world.controller.step == 20  # counted as before: one step a critic step
 
 
-@pytest.mark.parametrize("times", [(1, 1), (1, 2)], ids=["one-each", "second-twice"])
-def test_two_optimizers_stepping_about_as_often_say_nothing(
-    monkeypatch: pytest.MonkeyPatch, times: tuple[int, int]
+def test_an_optimizer_stepping_twice_in_iterations_apart_is_not_said_to_step_more_often(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The other side of the test above: D then G once each an iteration; D once, G twice."""
+    """The counting optimizer's step with another's two steps before it, then one without, then again
+    with two: not the pattern of an optimizer stepped every other iteration (two steps of the other before
+    each of the counting one's), nothing said."""
+    world: World = _world(monkeypatch)
+    aw, a = make(sgd("A"))
+    bw, b = make(sgd("B"))
+    for others in (0, 2, 0, 2, 0, 2, 0):
+        for _ in range(others):
+            iterate(bw, b)
+        iterate(aw, a)
+    assert [kind for kind, _ in world.log.lines] == ["info"], world.log.lines
+    assert world.controller.step == 7
+
+
+def test_two_optimizers_stepping_once_each_an_iteration_say_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other side of the test above: D then G once each an iteration."""
     world: World = _world(monkeypatch)
     aw, a = make(sgd("A"))
     bw, b = make(sgd("B"))
     for _ in range(6):
-        for opt_w, opt, n in ((aw, a, times[0]), (bw, b, times[1])):
-            for _ in range(n):
-                iterate(opt_w, opt)
+        iterate(aw, a)
+        iterate(bw, b)
     assert [kind for kind, _ in world.log.lines] == ["info"], world.log.lines
     assert world.controller.step == 6
+
+
+def test_a_discriminator_stepping_first_every_other_iteration_is_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GAN whose discriminator steps first, every other iteration, the generator at each: the
+    discriminator counts steps (the generator's 2 steps in a row never take over), so 12 iterations were
+    6 steps, each holding 2, and nothing said so. Said once now, on stderr too, hedged: a generator
+    stepped twice an iteration makes the same pattern."""
+    world: World = _world(monkeypatch)
+    dw, disc = make(sgd("Disc"))
+    gw, gen = make(sgd("Gen"))
+    iterations = 12
+    for i in range(iterations):
+        if i % 2 == 0:
+            iterate(dw, disc)
+        iterate(gw, gen)
+    said = [line for kind, line in world.log.lines if kind == "warn_once"]
+    assert said == [
+        "the optimizer Disc (2 parameters) counts steps and Gen (2 parameters) steps 2 times to each of its "
+        "step() (steps 1-2): each step holds 2 step() of Gen; if one iteration of your job steps Gen once "
+        "(Disc stepped every 2 iterations: a discriminator's), a step holds 2 iterations: to count "
+        "iterations, name the function of one iteration with --step-on MODULE:QUALNAME"
+    ]
+    assert world.controller.step == iterations // 2  # counted as before: one step a discriminator step
 
 
 def _report(restart_counts: list[int]) -> Any:

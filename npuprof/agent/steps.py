@@ -63,6 +63,10 @@ class OptimizerSteps:
         # its loop before each generator step) makes several steps an iteration: said once (_less_often)
         self._other_steps: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
         self._said_less_often = False
+        # Each other optimizer (weakly) that stepped several times between the primary's last two steps,
+        # how many, and the step then: as many again by the primary's next step is said once (_more_often)
+        self._between: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
+        self._said_more_often = False
         self._switches = 0  # changes of the primary after the first (logged up to SWITCHES_LOGGED)
         self.in_scaler = 0
         self.pending = 0  # the thread id whose primary step is to be counted when its step() returns
@@ -178,6 +182,8 @@ class OptimizerSteps:
     def _primary_stepped(self) -> None:
         if self._displaced is not None:
             self._alternating()
+        if not self._said_more_often and (self._in_a_row > 1 or self._between):
+            self._more_often()
         self._others.clear()
         self._in_a_row = 0
 
@@ -249,6 +255,35 @@ class OptimizerSteps:
             f"iteration of your job runs those {gap} (a WGAN's critic loop before its generator's step), it "
             "holds as many steps: to count iterations, name the function of one iteration with --step-on "
             "MODULE:QUALNAME",
+        )
+
+    def _more_often(self) -> None:
+        """The primary steps: another optimizer that stepped as many times, several (fewer than
+        ``SWITCH_AFTER``), since each of the primary's last two steps makes each step hold that many of its
+        step(): a GAN whose discriminator, stepping first, steps every other iteration counted one step per
+        two iterations without a word (the generator's two steps in a row never took over). Said once, on
+        stderr too, hedged as ``_less_often`` is: a job whose iteration steps the other twice (a generator
+        stepped twice an iteration) makes the same pattern, its steps the iterations."""
+        before, self._between = self._between, weakref.WeakKeyDictionary()
+        now = self.controller.step
+        for optimizer, count in list(self._others.items()):
+            if count < 2:
+                continue
+            if before.get(optimizer) == (count, now - 1) and not self._said_alternating:
+                self._said_more_often = True
+                self._say_more_often(optimizer, count)
+                return
+            self._between[optimizer] = (count, now)
+
+    def _say_more_often(self, optimizer: Any, count: int) -> None:
+        now, primary, name = self.controller.step, self.primary, type(optimizer).__name__
+        self.log.warn_once(
+            "optimizer-steps-less-often",
+            f"the optimizer {_described(primary)} counts steps and {_described(optimizer)} steps {count} "
+            f"times to each of its step() (steps {now - 1}-{now}): each step holds {count} step() of {name}; "
+            f"if one iteration of your job steps {name} once ({type(primary).__name__} stepped every "
+            f"{count} iterations: a discriminator's), a step holds {count} iterations: to count iterations, "
+            "name the function of one iteration with --step-on MODULE:QUALNAME",
         )
 
     def _alternating(self) -> None:
