@@ -167,6 +167,14 @@ def boundary() -> tuple[str, int]:
     return (ME, get_ident())
 
 
+# how the warning that two optimizers alternate ends (hedged: one stepped once an epoch looks the same)
+ALTERNATES = (
+    "several per iteration of a job whose iteration steps both (a WGAN's generator and its critic's loop; "
+    "one step an iteration when the other steps once an epoch): to count iterations, name the function of "
+    "one iteration with --step-on MODULE:QUALNAME"
+)
+
+
 # ---- installing and arming ------------------------------------------------------------------------
 def test_install_hooks_torch_and_the_first_optimizer_arms(monkeypatch: pytest.MonkeyPatch) -> None:
     original_init = optimizer_module.Optimizer.__init__
@@ -377,8 +385,7 @@ def test_another_optimizer_stepping_3_times_alone_becomes_primary(world: World) 
         # A stepped again between two steps of B: it was not given up, the two alternate
         "the optimizer OptA (2 parameters) still steps after OptB (2 parameters) took over counting steps "
         "(at step 2, when it stepped 3 times in a row): the two alternate, so from step 2 on a step is one "
-        "step() of OptB (2 parameters), several per iteration of the job; to count iterations, name the "
-        "function of one iteration with --step-on MODULE:QUALNAME",
+        "step() of OptB (2 parameters), " + ALTERNATES,
     ]
 
 
@@ -418,8 +425,7 @@ def test_a_primary_that_takes_over_from_one_still_stepping_says_steps_are_its_ow
     assert said == [
         "the optimizer Gen (2 parameters) still steps after Critic (2 parameters) took over counting steps "
         "(at step 1, when it stepped 3 times in a row): the two alternate, so from step 1 on a step is one "
-        "step() of Critic (2 parameters), several per iteration of the job; to count iterations, name the "
-        "function of one iteration with --step-on MODULE:QUALNAME"
+        "step() of Critic (2 parameters), " + ALTERNATES
     ]
 
 
@@ -439,8 +445,7 @@ def test_a_generator_stepping_between_two_critics_taking_turns_is_said_to_altern
         "the optimizer Gen (2 parameters) still steps while CriticA (2 parameters) and CriticB "
         "(2 parameters) take over counting steps from each other (from step 1, each when it stepped 3 times "
         "in a row): the optimizers alternate, so from step 1 on a step is one step() of the one counting "
-        "then, several per iteration of the job; to count iterations, name the function of one iteration "
-        "with --step-on MODULE:QUALNAME"
+        "then, " + ALTERNATES
     ]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_steps_units import World, _world, iterate, make, sgd
+from test_steps_units import ALTERNATES, World, _world, iterate, make, sgd
 
 
 class _Log:
@@ -92,6 +92,30 @@ def test_a_critic_stepping_first_several_times_an_iteration_is_said(monkeypatch:
         "name the function of one iteration with --step-on MODULE:QUALNAME"
     ]
     assert world.controller.step == 20  # counted as before: one step a critic step
+
+
+def test_an_optimizer_stepped_once_an_epoch_before_its_batches_is_not_said_to_make_iterations_several(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second optimizer stepped once at each epoch's start, before the epoch's 8 batches: it steps first
+    and counts, the batches' optimizer takes over at its third step, and the first one stepping again
+    looks like a WGAN's generator before its critic's loop. The steps are the batches, one an iteration,
+    which stderr called "several per iteration of the job": hedged now."""
+    world: World = _world(monkeypatch)
+    ew, per_epoch = make(sgd("PerEpoch"))
+    bw, per_batch = make(sgd("PerBatch"))
+    epochs, batches = 3, 8
+    for _ in range(epochs):
+        iterate(ew, per_epoch)
+        for _ in range(batches):
+            iterate(bw, per_batch)
+    said = [line for kind, line in world.log.lines if kind == "warn_once"]
+    assert said == [
+        "the optimizer PerEpoch (2 parameters) still steps after PerBatch (2 parameters) took over counting "
+        "steps (at step 1, when it stepped 3 times in a row): the two alternate, so from step 1 on a step is "
+        "one step() of PerBatch (2 parameters), " + ALTERNATES
+    ]
+    assert world.controller.step == 1 + epochs * batches  # the first epoch step, then one a batch
 
 
 def test_an_optimizer_stepping_twice_in_iterations_apart_is_not_said_to_step_more_often(

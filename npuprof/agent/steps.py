@@ -347,13 +347,17 @@ class OptimizerSteps:
         )
 
     def _say_alternating(self, what: str) -> None:
-        """Once a run: the optimizers alternate (``_alternating``, ``_turn_between_take_overs``)."""
+        """Once a run: the optimizers alternate (``_alternating``, ``_turn_between_take_overs``). Hedged:
+        an optimizer stepped once an epoch, before the epoch's batches, makes the same pattern as a
+        WGAN's generator stepped before its critic's loop, and its steps are the iterations ("several per
+        iteration of the job" was said of such a job's right count)."""
         self._displaced = None
         self._said_alternating = True
         self.log.warn_once(
             "optimizer-alternates",
-            f"{what}, several per iteration of the job; to count iterations, name the function of one "
-            "iteration with --step-on MODULE:QUALNAME",
+            f"{what}, several per iteration of a job whose iteration steps both (a WGAN's generator and its "
+            "critic's loop; one step an iteration when the other steps once an epoch): to count iterations, "
+            "name the function of one iteration with --step-on MODULE:QUALNAME",
         )
 
     def _switch(self, optimizer: Any, why: str) -> None:
