@@ -1147,6 +1147,45 @@ def test_a_capture_open_on_a_driver_that_waits_for_the_stepping_thread_is_said_o
     assert notes.count(note) == (0 if warmup else 1), notes
 
 
+class _GilHandedOver:
+    """``time`` for the controller, its ``sleep(0)`` (a yield of the GIL) long enough that the thread
+    yielded to surely runs (the interpreter's switch interval is huge in the test below)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds or 0.05)
+
+
+def test_a_thread_that_steps_while_the_driver_is_still_in_its_start_takes_over_at_its_third_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The thread that trains holds the GIL through steps shorter than the switch interval, so the main
+    thread that will join it is still inside its ``Thread.start()`` at the thread's third step: no wait
+    was seen, and 12-21 steps of a Linear 8x8 passed before one was (a window at step 4 lost, half the
+    runs). The controller lets the main thread run, then looks again: the take-over is at the third step.
+    The switch interval is made huge so that the main thread runs only when the stepping thread lets it."""
+    monkeypatch.setattr(controller_module, "time", _GilHandedOver())
+    plan = TorchPlan(skip_first=4, wait=0, warmup=0, active=3, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)  # a sanity step on the main thread, which drives
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        _ident_of(lambda: rig.run(20), "train")
+    finally:
+        sys.setswitchinterval(interval)
+    assert (
+        "info",
+        "thread train takes over counting the steps: it stepped 3 times while the thread that counted them "
+        'waited for other threads (docs/architecture.md, "Step boundaries")',
+    ) in rig.log.lines, rig.log.lines
+    assert rig.c.step == 1 + 20
+    assert [event[:2] for event in rig.sink.events] == [("begin", 4), ("finish", 6)]
+
+
 def test_a_thread_the_driver_waits_for_takes_over_between_the_steps_of_another() -> None:
     """Two pool workers each training, their steps interleaved, after one step on the main thread, which
     then waits for their futures: each boundary of the one reset the other's count, neither reached 3 in

@@ -981,6 +981,37 @@ _WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wa
 
 
 def _waits_for_other_threads(driver: int | None) -> bool:
+    """``_waits_now``, and when ``driver`` is still inside ``Thread.start()`` of the calling thread (which
+    has begun: it steps), once more after this thread has let it run: a step shorter than the
+    interpreter's switch interval keeps the GIL from it, and 12-21 steps of a thread that trains while the
+    main thread joins it passed uncounted before it was seen in ``join()``, a window in them lost."""
+    if _waits_now(driver):
+        return True
+    if not _starts_this_thread(driver):
+        return False
+    time.sleep(0)  # the GIL to the driver, which returns from start() into its wait
+    return _waits_now(driver)
+
+
+def _starts_this_thread(driver: int | None) -> bool:
+    """Whether thread ``driver`` is inside ``Thread.start()`` of the calling thread."""
+    import sys
+
+    me = threading.current_thread()
+    frame = sys._current_frames().get(driver) if driver is not None else None
+    for _ in range(_WAIT_FRAMES):
+        if frame is None or not frame.f_code.co_filename.endswith("/threading.py"):
+            return False
+        if frame.f_code.co_name == "start":
+            try:
+                return frame.f_locals.get("self") is me
+            except Exception:  # another thread's frame, changing as it is read: not known, no
+                return False
+        frame = frame.f_back
+    return False
+
+
+def _waits_now(driver: int | None) -> bool:
     """Whether thread ``driver`` waits for the calling thread to end or hand a result (its innermost frame
     is threading's, one of the next few is in ``_WAITS_FOR_THREADS`` and waits for this thread: its
     ``join``, the exit's wait while this thread is not a daemon, a future this thread runs; or it polls
