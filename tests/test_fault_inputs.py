@@ -353,6 +353,61 @@ def test_analyse_into_a_closed_pipe_or_a_full_disk(tmp_path: Path) -> None:
     assert line.startswith("npuprof analyse:") and "No space left" in line
 
 
+def test_output_cut_short_under_pythonunbuffered_is_an_error_not_a_success(tmp_path: Path) -> None:
+    """helper-248: with PYTHONUNBUFFERED=1 (many containers set it) sys.stdout writes to a bare FileIO,
+    whose short write CPython's TextIOWrapper takes as whole: `npuprof export-stacks RANK_DIR | head -1`
+    exited 0, and `> file` on a disk that filled kept its first 64 KiB and exited 0, unsaid. A reader
+    that leaves during a write now ends the command with 141, as a tool killed by SIGPIPE."""
+    text = "x" * (1 << 20)  # far more than a pipe holds: the write is blocked when the reader leaves
+    code = (
+        "import sys\n"
+        "from npuprof.cli.main import check_stdout, guard_streams\n"
+        "guard_streams()\n"
+        f"sys.stdout.write('x' * {len(text)})\n"
+        "try:\n"
+        "    check_stdout('npuprof export-stacks', 'the stacks')\n"
+        "except Exception as ended:\n"  # typer.Exit, as the command raises it
+        "    sys.exit(ended.exit_code)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=clean_env(PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10) == b"x" * 10  # as `head -c 10`: some of it, then gone
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 128 + signal.SIGPIPE, err
+    assert err == ""
+
+
+def test_every_byte_gets_out_through_short_writes_under_pythonunbuffered() -> None:
+    """A short write that is no error (a signal during a blocked write to a pipe) left the rest of the
+    text unwritten; it is written on from where the file stopped."""
+    import io
+
+    from npuprof.cli.main import GuardedStream
+
+    class ShortWrites(io.RawIOBase):
+        def __init__(self) -> None:
+            self.got = bytearray()
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data) -> int:  # type: ignore[override]
+            self.got += bytes(data[:7])
+            return min(len(data), 7)
+
+    raw = ShortWrites()
+    stream = GuardedStream(io.TextIOWrapper(raw, encoding="utf-8", write_through=True))  # type: ignore[arg-type]
+    text = "step 3 ended the capture: 7.7 ms µs\n" * 50
+    stream.write(text)
+    stream.flush()
+    assert stream.error is None
+    assert raw.got.decode("utf-8") == text
+
+
 # ---- 4. a run still in flight ----------------------------------------------------------------------------
 _SLOW_TRAINING = (
     "import pathlib, sys, time, torch\n"

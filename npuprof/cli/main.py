@@ -109,7 +109,10 @@ class GuardedStream:
             try:
                 if self.stream is None:
                     raise OSError(errno.EBADF, "closed")
-                return self.stream.write(text)
+                raw = _unbuffered_file_under(self.stream)
+                if raw is None:
+                    return self.stream.write(text)
+                _write_whole(raw, self.stream, text)
             except (OSError, ValueError) as exc:
                 self._failed(exc)
         return len(text)
@@ -142,6 +145,29 @@ class GuardedStream:
         if self.stream is None:
             raise AttributeError(name)
         return getattr(self.stream, name)
+
+
+def _unbuffered_file_under(stream: Any) -> io.RawIOBase | None:
+    """The bare file under a text stream Python opened unbuffered (``python -u``, ``PYTHONUNBUFFERED=1``,
+    set in many containers: ``sys.stdout.buffer`` is then a FileIO), else None. Such a TextIOWrapper
+    hands each write to the file once and drops what a short write left: ``export-stacks > file`` on a
+    disk that filled kept the first 64 KiB and exited 0, and ``| head`` exited 0, not 141."""
+    under = getattr(stream, "buffer", None)
+    return under if isinstance(under, io.RawIOBase) else None
+
+
+def _write_whole(raw: io.RawIOBase, stream: Any, text: str) -> None:
+    """``text`` encoded as ``stream`` encodes it, written to ``raw`` until every byte is out: a short
+    write goes on from where it stopped, so the write that cannot go on raises (EPIPE, ENOSPC)."""
+    stream.flush()
+    data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    while data:
+        written = raw.write(data)
+        if written is None:  # a non-blocking descriptor that is full
+            raise BlockingIOError(errno.EAGAIN, "the output would block")
+        if written == 0:  # a file that takes nothing would be written to for ever
+            raise OSError(errno.EIO, "the output took no byte")
+        data = data[written:]
 
 
 def guard_streams() -> None:
