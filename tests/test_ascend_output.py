@@ -1482,7 +1482,9 @@ def test_a_capture_torch_npu_parsed_without_device_tables_is_not_said_unparsed(
     _torch_npu_capture_without_device_tables(tmp_path)
     (capture,) = captures_of_run(tmp_path, "r1")
     assert capture.parsed, capture
-    assert capture.detail.startswith("the training script started its own profiler; torch_npu parsed it but")
+    assert capture.detail.startswith(
+        "the training script started its own profiler; step 3 is partial; torch_npu parsed it but"
+    )
     log = tmp_path / "npuprof.log"
     log.write_text("2026-12-06 08:12:15 [INFO] [launcher pid=6 run=r1] run r1 starts: python own.py\n")
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")

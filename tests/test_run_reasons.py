@@ -408,6 +408,31 @@ def test_a_capture_partial_at_both_ends_says_both(tmp_path: Path) -> None:
     assert capture.detail.endswith("step 20 is partial")
 
 
+def test_a_capture_sigterm_finalised_says_its_last_step_is_partial(tmp_path: Path) -> None:
+    """helper-248: `timeout -s TERM` around a run stopped a capture inside its step 36; the summary said
+    "* <dir>: stopped by SIGTERM", where a Ctrl-C's said "...; step 36 is partial" (as analyse says both):
+    the step read as whole. It is said for every capture whose record marks its last step partial."""
+    import json
+
+    from npuprof.results import layout
+    from npuprof.results.run_record import captures_of_run
+
+    for pid, partial in ((7, True), (8, False)):
+        rank_dir = tmp_path / f"vm_{pid}_20261203000000000_ascend_pt"
+        rank_dir.mkdir()
+        record = {
+            "run_id": "r1",
+            "pid": pid,
+            "status": layout.STATUS_COMPLETE,
+            "steps": [31, 32, 33, 34, 35, 36],
+            "last_step_partial": partial,
+            "detail": "stopped by SIGTERM",
+        }
+        (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
+    details = {c.pid: c.detail for c in captures_of_run(tmp_path, "r1")}
+    assert details == {7: "stopped by SIGTERM; step 36 is partial", 8: "stopped by SIGTERM"}
+
+
 def test_two_nodes_sharing_output_and_pids_each_read_their_own_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

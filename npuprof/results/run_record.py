@@ -196,6 +196,10 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             # start): analyse marks it and leaves it out of the means; the summary's star says so too
             first = f"step {steps[0]} is partial: recording began inside it"
             detail = f"{first}; {detail}" if detail else first
+        last = layout.partial_step(record)
+        if last is not None and f"step {last} is partial" not in detail:
+            # a capture SIGTERM finalised says only "stopped by SIGTERM": its last step read as whole
+            detail = f"{detail}; step {last} is partial" if detail else f"step {last} is partial"
         if record.get("backend") == "torch_npu" and layout.torch_npu_parsed_without_device_tables(rank_dir):
             note = layout.torch_npu_no_device_tables_note(rank_dir)
             detail = f"{detail}; {note}" if detail else note
