@@ -47,3 +47,27 @@ def test_ctrl_c_in_a_command_says_so(
     monkeypatch.setattr(sys, "argv", ["npuprof", "analyse"])
     assert main._run_typer() == 130
     assert capsys.readouterr().err == "npuprof analyse: interrupted (Ctrl-C); run it again\n"
+
+
+def test_every_command_is_described_in_one_paragraph_even_under_python_oo() -> None:
+    """helper-248: `npuprof --help` broke info's description after "Python," (its docstring's line break),
+    and with PYTHONOPTIMIZE=2 (python -OO drops docstrings) run, trigger, status and info were listed with
+    no description at all. Each command's help is given as one line of text, whatever the optimisation."""
+    import json
+    import subprocess
+
+    code = (
+        "import json, typer\n"
+        "from npuprof.cli.main import get_app\n"
+        "group = typer.main.get_command(get_app())\n"
+        "print(json.dumps({name: command.help for name, command in group.commands.items()}))\n"
+    )
+    for flags in ([], ["-OO"]):
+        done = subprocess.run(
+            [sys.executable, *flags, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        helps = json.loads(done.stdout)
+        assert sorted(helps) == sorted(COMMANDS), helps
+        for name, text in helps.items():
+            assert text and len(text.split()) > 3 and "\n" not in text, (flags, name, text)

@@ -9,6 +9,12 @@ from typing import Annotated
 import typer
 
 FORMATS = ("table", "json")
+# given as help=, not read from the docstring: a docstring's line break showed in `npuprof --help`, and
+# python -OO (PYTHONOPTIMIZE=2) drops docstrings, leaving the command without a description
+HELP = (
+    "Show the backend npuprof would use in this environment (and why), the versions of npuprof, Python, "
+    "torch, torch_npu and CANN, and what the profiler here supports."
+)
 
 
 def info(
@@ -16,8 +22,7 @@ def info(
         str, typer.Option("--format", help="table (default) or json.", show_default=False)
     ] = "table",
 ) -> None:
-    """Show the backend npuprof would use in this environment (and why), the versions of npuprof, Python,
-    torch, torch_npu and CANN, and what the profiler here supports."""
+    """`npuprof info` (HELP)."""
     if output_format not in FORMATS:
         sys.stderr.write(f"npuprof info: error: --format: unknown {output_format!r}; use table or json\n")
         raise typer.Exit(2)
@@ -45,4 +50,4 @@ def render(facts: dict) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("info")(info)
+    app.command("info", help=HELP)(info)

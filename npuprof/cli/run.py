@@ -14,12 +14,12 @@ from npuprof.cli.run_flags import build_config, given_twice
 
 # Typer reads these annotations at start-up; Optional[] keeps "given or not" visible for --config merging.
 # ruff: noqa: UP045
-from npuprof.cli.run_help import EPILOG
+from npuprof.cli.run_help import EPILOG, SUMMARY
 from npuprof.options import RUN_OPTIONS, Option
 
 
 def run_command(ctx: typer.Context, **params: Any) -> None:
-    """Run COMMAND with profiling injected: no change to the training script."""
+    """`npuprof run` (run_help.SUMMARY)."""
     from npuprof.config import ConfigError
 
     command = params.pop("command", None)
@@ -167,6 +167,7 @@ def _fail_line(line: str) -> None:
 def register(app: typer.Typer) -> None:
     app.command(
         "run",
+        help=SUMMARY,
         epilog=EPILOG,
         context_settings={"allow_interspersed_args": False, "ignore_unknown_options": False},
     )(run_command)

@@ -19,6 +19,7 @@ from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, PROCESS_ENDS, SKI
 from npuprof.job_processes import ended_unreaped, pid_alive
 
 FORMATS = ("table", "json")
+HELP = "Show what each process of a `npuprof run --dynamic DIR` job did, from DIR/log/."  # cli/info.py
 LOG_READ_LIMIT = 1 << 20  # each log rotates at 200 KB: a larger file is not one of ours
 _STARTED = re.compile(r"^capture started at step (?P<step>\d+) into (?P<where>.+)$")
 _PLANNED = re.compile(r"^capture planned: steps (?P<steps>\d+-\d+)")
@@ -50,7 +51,7 @@ def status_command(
         str, typer.Option("--format", help="table (default) or json.", show_default=False)
     ] = "table",
 ) -> None:
-    """Show what each process of a `npuprof run --dynamic DIR` job did, from DIR/log/."""
+    """`npuprof status` (HELP)."""
     if output_format not in FORMATS:
         _fail(f"--format: unknown {output_format!r}; use table or json")
     if not directory:  # Path("") is the current directory (helper-211)
@@ -492,4 +493,4 @@ def _window_line(config: dict[str, Any]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("status", epilog=EPILOG, no_args_is_help=True)(status_command)
+    app.command("status", help=HELP, epilog=EPILOG, no_args_is_help=True)(status_command)

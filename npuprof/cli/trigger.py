@@ -25,6 +25,8 @@ TRIGGER_OPTIONS = tuple(
     o for o in RUN_OPTIONS if (o.config_key and o.key != "min_free_space") or o.key == "ranks"
 )
 NEXT_STEP = -1  # = npuprof.agent.dynamic_request.NEXT_STEP (kept import-free here)
+# help=, not the docstring (cli/info.py)
+HELP = "Ask a job running under `npuprof run --dynamic DIR` to capture: writes DIR/profiler_config.json."
 
 EPILOG = """
 Examples:
@@ -79,7 +81,7 @@ def _not_a_directory(path: Path) -> str:
 
 
 def trigger_command(**params: Any) -> None:
-    """Ask a job running under `npuprof run --dynamic DIR` to capture: writes DIR/profiler_config.json."""
+    """`npuprof trigger` (HELP)."""
     from npuprof import config as c
     from npuprof.results.layout import RANK_DIR_SUFFIX
 
@@ -529,4 +531,4 @@ trigger_command.__annotations__ = {
 
 
 def register(app: typer.Typer) -> None:
-    app.command("trigger", epilog=EPILOG, no_args_is_help=True)(trigger_command)
+    app.command("trigger", help=HELP, epilog=EPILOG, no_args_is_help=True)(trigger_command)
