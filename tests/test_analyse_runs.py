@@ -308,3 +308,36 @@ def test_the_directory_a_dynamic_job_watches_is_named_as_such(tmp_path: Path) ->
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
     assert "the directory npuprof run --dynamic watches" in result.stderr, result.stderr
     assert f"npuprof status {cfg}" in result.stderr and "npuprof_result" in result.stderr, result.stderr
+
+
+def test_a_rank_dirs_own_trace_is_analysed_as_its_rank_dir(tmp_path: Path) -> None:
+    """helper-248: `npuprof analyse <rank dir>/<its .pt.trace.json.gz>` (or its tables' trace_view.json)
+    read the file as a bare trace: the capture's record went unread, so the step the job died in (SIGTERM)
+    counted whole in the mean step time, and the trace's tables were written into the rank dir
+    (`<trace>.npuprof/`). The rank dir is analysed, and a note says so, as for its tables' folder."""
+    from analyse_support.handmade import with_steps
+
+    from npuprof.analysis.report import build_report
+    from npuprof.results import layout
+
+    durations = {7: 1000, 8: 5000}  # step 8: cut short by SIGTERM, its length no step's
+    rank_dir = write_rank_dir(tmp_path, with_steps(cpu_trace(), durations), rank=0)
+    record = {"status": "complete", "run_id": "r1", "rank": 0, "steps": [7, 8], "last_step_partial": True}
+    (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps({**record, "detail": "stopped by SIGTERM"}))
+    (trace,) = rank_dir.glob("*.pt.trace.json")
+    notes: list[str] = []
+    report = build_report(trace, jobs=1, on_note=notes.append)
+    (rank,) = report.ranks
+    assert [(s.step, s.partial is True) for s in rank.steps] == [(7, False), (8, True)]
+    assert rank.step_time_mean_us == durations[7]
+    assert notes == [f"{trace} is the trace of the rank directory {rank_dir}: that is analysed"]
+    assert not list(rank_dir.glob("*.npuprof"))  # nothing of a bare trace's written into the rank dir
+    view = rank_dir / layout.PARSED_DIR / layout.PARSED_TRACE  # the tables' trace, once parsed
+    assert view.is_file()
+    notes.clear()
+    assert build_report(view, jobs=1, on_note=notes.append).ranks[0].step_time_mean_us == durations[7]
+    assert notes == [f"{view} is the trace of the rank directory {rank_dir}: that is analysed"]
+    # a trace beside the rank dirs, none's own, is still a bare trace
+    loose = tmp_path / "loose.pt.trace.json"
+    loose.write_text(trace.read_text())
+    assert build_report(loose, jobs=1).ranks[0].step_time_mean_us == (durations[7] + durations[8]) / 2

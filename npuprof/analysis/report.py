@@ -1416,6 +1416,10 @@ def _build_report(
         if on_note:
             on_note(f"{path} is the tables' folder of the rank directory {rank_dir}: that is analysed")
         path = rank_dir
+    elif run is None and (rank_dir := _rank_dir_of_trace(path)) is not None:  # --run: a usage error below
+        if on_note:
+            on_note(f"{path} is the trace of the rank directory {rank_dir}: that is analysed")
+        path = rank_dir
     if is_bare_trace(path):
         if run is not None:
             why = "--run picks a run of a directory"
@@ -1717,6 +1721,20 @@ def _rank_dir_of_tables(path: Path) -> Path | None:
         return None
     # as the user named it where that is the same folder (a relative path stays relative in the report)
     return path.parent if path.name == layout.PARSED_DIR and not path.is_symlink() else owner
+
+
+def _rank_dir_of_trace(path: Path) -> Path | None:
+    """The rank dir whose trace ``path`` is (its raw trace, or its tables' trace_view.json). Read as a bare
+    trace, the capture's record went unread: a last step the job died in counted in the mean step time,
+    unmarked, the export's cost went unsaid, and the trace's tables were written into the rank dir."""
+    if not path.is_file():
+        return None
+    if path.name == layout.PARSED_TRACE and (owner := _rank_dir_of_tables(path.parent)) is not None:
+        return owner
+    if not layout.holds_a_capture(path.parent):
+        return None
+    raw = layout.find_raw_trace(path.parent)
+    return path.parent if raw is not None and raw.resolve() == path.resolve() else None
 
 
 def _processes_without_a_rank(ranks: list[RankReport]) -> int:
