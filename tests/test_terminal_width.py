@@ -272,6 +272,39 @@ def test_run_summary_says_when_a_parsed_capture_lacks_the_exports_asked_for(
     assert "lack their" not in capsys.readouterr().err
 
 
+def test_a_dynamic_request_without_stacks_or_memory_lacks_no_exports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-248: `npuprof run --dynamic DIR --export-stacks ... --memory-timeline json`, then `npuprof
+    trigger DIR --active 2` without --with-stack: the agent made no stacks for that capture, as its log
+    says, and the summary said "1 capture(s) lack their --export-stacks files (not made by the
+    post-processor ...)", blaming it. A capture made without with_stack (or, unparsed, without
+    profile_memory / record_shapes) lacks nothing; one made with them still does."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    asked = ProfileConfig(export_stacks=["self_cpu_time_total"], memory_timeline=["json"])
+    log = tmp_path / "npuprof.log"
+    said = {}
+    for recorded in (False, True):
+        rank_dir = tmp_path / f"vm_{int(recorded)}_20261202121245485_ascend_pt"
+        rank_dir.mkdir()
+        record = {"status": "complete", "backend": "torch-cpu"}
+        (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+        options = {"with_stack": recorded, "profile_memory": recorded, "record_shapes": recorded}
+        (rank_dir / "profiler_info.json").write_text(json.dumps({"config": {"common_config": options}}))
+        for parsed in (True, False):
+            capture = CaptureSummary(rank_dir, "complete", None, 1, [80, 81], 1, "", parsed)
+            print_run_summary(tmp_path, [capture], 0, asked, log)
+            said[recorded, parsed] = " ".join(capsys.readouterr().err.split())
+    assert "lack" not in said[False, True] and "lack" not in said[False, False], said
+    assert "1 capture(s) lack their --export-stacks files" in said[True, True], said
+    assert "their --export-stacks and --memory-timeline files were not made either" in said[True, False], said
+    assert "files were not made" not in said[False, False], said
+
+
 def test_analyse_never_cuts_a_figure_at_80_columns(tmp_path: Path) -> None:
     """A 123,456.789 ms step numbered 1234567 (an output piped to a file: 80 columns): every figure of
     the steps table is whole (rich cut them to "12345…"), and the table still fits 80 columns."""

@@ -340,10 +340,18 @@ def _exports_lacking(capture: CaptureSummary, cfg: ProfileConfig) -> list[str]:
 
     lacking = exports_not_made(capture.rank_dir, cfg.export_stacks)
     formats = cfg.memory_timeline
-    if "memory-timeline" not in lacking and formats:
+    if "memory-timeline" not in lacking and formats and _recorded_memory(capture.rank_dir):
         made = any((capture.rank_dir / MEMORY_FILE.format(fmt=fmt)).exists() for fmt in formats)
         lacking += [] if made else ["memory-timeline"]
     return lacking
+
+
+def _recorded_memory(rank_dir: Path) -> bool:
+    """Whether the capture recorded what a memory timeline needs: a --dynamic request without
+    profile_memory or record_shapes makes none (its log says so), and none is missing there."""
+    from npuprof.results.layout import recorded_option
+
+    return all(recorded_option(rank_dir, key) is not False for key in ("profile_memory", "record_shapes"))
 
 
 def _being_parsed(left: list[CaptureSummary]) -> list[CaptureSummary]:

@@ -202,14 +202,15 @@ def exports_not_made(rank_dir: Path, stacks: Sequence[str]) -> list[str]:
     """What a finished capture lacks of the exports asked for (``memory-timeline``, ``export-stacks``):
     its memory snapshot left (the post-processor removes it once the timeline is written: it stopped, or
     was killed, before), a stacks file missing for a metric its backend records (``stacks``: the run's
-    --export-stacks metrics)."""
+    --export-stacks metrics) in a capture that recorded Python stacks."""
     from npuprof.agent.capture import metric_fits
     from npuprof.agent.capture_exports import stacks_file_name
     from npuprof.agent.memory_snapshot import SNAPSHOT_FILE
     from npuprof.results import layout
 
     missing = ["memory-timeline"] if (rank_dir / SNAPSHOT_FILE).exists() else []
-    if stacks:
+    # a --dynamic request without with_stack makes no stacks (its log says so): none are missing there
+    if stacks and layout.recorded_option(rank_dir, "with_stack") is not False:
         backend = (layout.read_capture_record(rank_dir) or {}).get("backend")
         if isinstance(backend, str) and any(
             metric_fits(m, backend) and not (rank_dir / stacks_file_name(m)).exists() for m in stacks

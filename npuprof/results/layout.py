@@ -451,17 +451,31 @@ def torch_npu_activities(rank_dir: Path) -> set[str] | None:
     """The activities a torch_npu profiler was given, from its profiler_info*.json
     (``config.common_config.activities``, ``["ProfilerActivity.CPU", ...]``): ``{"CPU", "NPU"}`` or part
     of it; None when no such file says (none, not a regular file, over 1 MiB, damaged)."""
+    listed = _common_config_value(rank_dir, "activities")
+    if isinstance(listed, list) and all(isinstance(a, str) for a in listed):
+        return {a.rsplit(".", 1)[-1].upper() for a in listed}
+    return None
+
+
+def recorded_option(rank_dir: Path, key: str) -> bool | None:
+    """A collection option the capture was made with (profiler_info*.json's ``config.common_config``:
+    ``with_stack``, ``profile_memory``...; with --dynamic each request sets them); None when no file says."""
+    said = _common_config_value(rank_dir, key)
+    return said if isinstance(said, bool) else None
+
+
+def _common_config_value(rank_dir: Path, key: str) -> Any:
+    """``config.common_config[key]`` of the first profiler_info*.json of ``rank_dir`` that holds it, else
+    None (none, not a regular file, over 1 MiB, damaged)."""
     try:
         infos = sorted(p for p in rank_dir.iterdir() if _INFO_RE.match(p.name))
     except OSError:
         return None
     for path in infos:
         try:
-            listed = read_json_record(path, 1 << 20)["config"]["common_config"]["activities"]
+            return read_json_record(path, 1 << 20)["config"]["common_config"][key]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if isinstance(listed, list) and all(isinstance(a, str) for a in listed):
-            return {a.rsplit(".", 1)[-1].upper() for a in listed}
     return None
 
 
