@@ -404,8 +404,37 @@ def test_a_capture_partial_at_both_ends_says_both(tmp_path: Path) -> None:
     }
     (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
     (capture,) = captures_of_run(tmp_path, "r1")
-    assert capture.detail.startswith("step 0 is partial: recording began inside it; training ended"), capture
+    assert capture.detail.startswith(
+        "step 0 is partial: not a whole training step: it holds the set-up since the first optimizer was "
+        "made, or began where a time window opened; training ended"
+    ), capture
     assert capture.detail.endswith("step 20 is partial")
+
+
+def test_a_capture_from_step_0_is_not_said_to_begin_inside_it(tmp_path: Path) -> None:
+    """helper-248: `npuprof run --skip-first 0 --warmup 0` records step 0 from its start (the first
+    optimizer's creation), set-up included; the summary said "step 0 is partial: recording began inside
+    it" and analyse "the capture began inside this step, not at its start", untrue there. Both now say
+    why it is no whole step in words true of a schedule's capture and of a time window's."""
+    import json
+
+    from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
+
+    from npuprof.analysis.report import build_report
+    from npuprof.results import layout
+    from npuprof.results.run_record import captures_of_run
+
+    rank_dir = write_rank_dir(tmp_path, with_steps(cpu_trace(), {0: 6000, 1: 3000}), rank=0)
+    record = {"run_id": "r1", "status": layout.STATUS_COMPLETE, "steps": [0, 1], "first_step_partial": True}
+    record["last_step_partial"] = False
+    (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
+    why = "not a whole training step: it holds the set-up since the first optimizer was made"
+    (capture,) = captures_of_run(tmp_path, "r1")
+    assert capture.detail.startswith(f"step 0 is partial: {why}"), capture.detail
+    (rank,) = build_report(tmp_path, jobs=1).ranks
+    assert (rank.partial_step, rank.step_time_mean_us) == (0, 3000)
+    assert isinstance(rank.partial_reason, str) and rank.partial_reason.startswith(why), rank.partial_reason
+    assert "began inside" not in capture.detail + rank.partial_reason
 
 
 def test_a_capture_sigterm_finalised_says_its_last_step_is_partial(tmp_path: Path) -> None:

@@ -703,11 +703,7 @@ def partial_steps(rank_dir: Path, summary: Summary) -> list[tuple[int, str]]:
     found = [stub] if (stub := trailing_stub(summary)) is not None else []
     record = layout.read_capture_record(rank_dir)
     if (began := layout.partial_first_step(record)) is not None:
-        why = (
-            "the capture began inside this step, not at its start: step 0 begins when the first optimizer "
-            "is made, and a time window opens where its clock says"
-        )
-        found.append((began, why))
+        found.append((began, layout.FIRST_STEP_PARTIAL_WHY))
     cut = layout.partial_step(record)
     if cut is not None:
         found.append((cut, str((record or {}).get("detail") or "the capture ended during this step")))

@@ -645,6 +645,15 @@ def owner_of_tables_folder(path: Path) -> Path | None:
     return real.parent if real.name == PARSED_DIR and real.is_dir() else None
 
 
+# Why a record's first_step_partial step is no whole step, for the run's summary and analyse. A capture from
+# the start (--skip-first 0) begins with step 0 itself, which runs from the first optimizer's creation: the
+# words were "the capture began inside this step", untrue there (docs/formats.md, first_step_partial).
+FIRST_STEP_PARTIAL_WHY = (
+    "not a whole training step: it holds the set-up since the first optimizer was made, or began where a "
+    "time window opened"
+)
+
+
 def partial_first_step(record: dict[str, Any] | None) -> int | None:
     """The step a capture began inside of (a time window opened between two boundaries), or None."""
     if not record or record.get("first_step_partial") is not True:

@@ -194,7 +194,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
         if record.get("first_step_partial") is True and steps and f"step {steps[0]} is partial" not in detail:
             # recording began inside its first step (at the optimizer's creation, or a time window's
             # start): analyse marks it and leaves it out of the means; the summary's star says so too
-            first = f"step {steps[0]} is partial: recording began inside it"
+            first = f"step {steps[0]} is partial: {layout.FIRST_STEP_PARTIAL_WHY}"
             detail = f"{first}; {detail}" if detail else first
         last = layout.partial_step(record)
         if last is not None and f"step {last} is partial" not in detail:
