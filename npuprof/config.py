@@ -1097,7 +1097,7 @@ def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileC
     except ValueError as exc:  # not trusted
         raise ConfigError("--config", str(exc)) from None
     data = parse_config_bytes(raw, str(file), "--config")
-    return config_from_json(data, str(file), warn=warn or _warn_on_stderr)
+    return config_from_json(data, str(file), warn=warn or warn_on_stderr)
 
 
 def _why(exc: OSError) -> str:
@@ -1145,7 +1145,7 @@ def read_config_bytes(file: str | os.PathLike[str], what: str) -> bytes:
         os.close(fd)
 
 
-def _warn_on_stderr(line: str) -> None:
+def warn_on_stderr(line: str) -> None:
     import sys
 
     try:

@@ -688,3 +688,28 @@ def test_a_time_window_excludes_a_config_files_start_step(tmp_path: Path) -> Non
     for name, document in (("c.json", {"record_shapes": True}), ("t.json", {"start_step": 0})):
         cfg = run_flags.build_config(file(name, document), {"delay": 1.0}, environ={})
         assert cfg.delay == 1.0
+
+
+def test_a_config_file_asking_for_no_capture_is_said_before_the_job_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-248: `npuprof run --config profiler_config.json` with torch_npu's template (start_step 0) ran
+    the whole job and only then said "no capture was written ... start_step is 0"; it is said at the
+    start too, unless a flag or a time window asks for captures."""
+    from npuprof.cli import run_flags
+
+    path = tmp_path / "profiler_config.json"
+    path.write_text(json.dumps({"start_step": 0, "active": 2}))
+    path.chmod(0o644)
+    assert run_flags.build_config(path, {}, environ={}).schedule.off
+    said = " ".join(capsys.readouterr().err.split())
+    assert said == (
+        f"npuprof run: warning: {path}: start_step 0 asks for no capture (as torch_npu's template does): "
+        "the job runs without one; set start_step in the file, or give --skip-first / --active"
+    )
+    for flags in ({"active": 2}, {"skip_first": 3}):  # the flags' schedule records
+        assert not run_flags.build_config(path, flags, environ={}).schedule.off
+        assert capsys.readouterr().err == "", flags
+    for flags in ({"delay": 1.0}, {"duration": 2.0}):  # a time window records
+        run_flags.build_config(path, flags, environ={})
+        assert capsys.readouterr().err == "", flags

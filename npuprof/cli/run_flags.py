@@ -12,8 +12,12 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from npuprof.options import BY_KEY, ENV_DYNAMIC, RUN_OPTIONS
+
+if TYPE_CHECKING:
+    from npuprof.config import ProfileConfig
 
 # flag -> (option key, kind): "str", "int", "float", "path", "list" (repeatable) or a bool flag's value
 OPTIONS: dict[str, tuple[str, object]] = {}
@@ -176,7 +180,18 @@ def build_config(
             raise
         raise c.ConfigError(source[0], exc.problem, f"unset {ENV_DYNAMIC}, or give it a directory") from None
     _check_trace_dir(cfg.export_chrome_trace)
+    if config_file is not None and _no_capture_asked(cfg):
+        # said at the end of the run too, when a job of hours has run without one
+        c.warn_on_stderr(
+            f"{config_file}: start_step 0 asks for no capture (as torch_npu's template does): the job runs "
+            "without one; set start_step in the file, or give --skip-first / --active"
+        )
     return cfg
+
+
+def _no_capture_asked(cfg: ProfileConfig) -> bool:
+    """A config file's ``start_step: 0`` and no flag or time window that asks for captures."""
+    return cfg.schedule.off and cfg.dynamic is None and cfg.delay is None and cfg.duration is None
 
 
 _METADATA_KEYS = ("metadata", "metadata_json")
