@@ -1212,6 +1212,28 @@ def test_status_says_a_request_no_process_has_read_yet(tmp_path: Path) -> None:
     assert "t7" not in said()
 
 
+def test_status_says_a_request_for_other_ranks_captured_nothing_here(tmp_path: Path) -> None:
+    """helper-248: `npuprof trigger DIR --ranks 1` to a job of one process (no rank): its log said "rank
+    None is not selected (...): no capture here", and status showed "-", as if no request had come."""
+    from npuprof.agent.dynamic_log import NOT_SELECTED
+    from npuprof.cli.status import _processes, render
+
+    (tmp_path / "log").mkdir()
+    log = tmp_path / "log" / f"dp_{os.uname().nodename}_{os.getpid()}_rank_-1.log"
+    line = f"{time.strftime('%Y-%m-%d %H:%M:%S')},000 [INFO] [1] npuprof.dynamic: [step {{}}] {{}}\n"
+    request = "capture 2 step(s) from the next step on ranks 1,3-4 into /out (trigger t8)"
+    log.write_text(
+        line.format(3, "watching it")
+        + line.format(59, f"loaded: {request}")
+        + line.format(61, NOT_SELECTED.format(rank=None, request=request))
+    )
+    (process,) = _processes(tmp_path / "log")
+    why = "not for this process's rank (it asks for ranks 1,3-4)"
+    assert process["not_captured"] == {"step": 61, "why": why}
+    text = render({"config": {"file": "cfg", "problem": "-"}, "processes": [process]})
+    assert f"request at step 61 {why}" in text, text
+
+
 def test_status_shows_what_it_quotes_of_a_hand_edited_file_on_one_line(tmp_path: Path) -> None:
     """helper-190: a trigger_id edited by hand with a newline and an escape sequence reached the terminal
     as it is: status's first line broke in two and recoloured the rest."""

@@ -92,6 +92,10 @@ READ_LIMIT = 1 << 22  # each log rotates at 200 KB: a larger file is not one of 
 # the run's summary): a capture that could not begin, and a request that had no effect
 SKIPPED_RE = re.compile(r"^capture at step (?P<step>\d+) skipped: (?P<why>.+)$")
 NOT_EFFECTIVE = ": not effective"
+# a request for other ranks, in the process's log: "rank R is not selected (capture ... on ranks 1 into
+# DIR (trigger T)): no capture here" (written by dynamic_plan.py, read by status)
+NOT_SELECTED = "rank {rank} is not selected ({request}): no capture here"
+NOT_SELECTED_RE = re.compile(r"^rank (?P<rank>\S+) is not selected \((?P<request>.+)\): no capture here$")
 PROCESS_ENDS = "the process ends"  # a process image's last line
 # "the capture planned from step N is cancelled: replaced by a later change (...)": the last change wins
 REPLACED = "replaced by a later change"

@@ -30,6 +30,7 @@ from typing import Any
 from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_request
 from npuprof.agent.dynamic_log import (
     NOT_EFFECTIVE,
+    NOT_SELECTED,
     PROCESS_ENDS,
     REPLACED,
     STARTED_WITH,
@@ -296,7 +297,7 @@ class DynamicPlan:
             )
         rank = self._rank_fn()
         if not request.cfg.wants_rank(rank):
-            self._event("INFO", f"rank {rank} is not selected ({request.describe()}): no capture here", step)
+            self._event("INFO", NOT_SELECTED.format(rank=rank, request=request.describe()), step)
             return
         first = step if request.start_step == NEXT_STEP else request.start_step
         if first < step:

@@ -15,7 +15,14 @@ from typing import Annotated, Any
 
 import typer
 
-from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, PROCESS_ENDS, SKIPPED_RE, WATCHING
+from npuprof.agent.dynamic_log import (
+    ENDED_RE,
+    NOT_EFFECTIVE,
+    NOT_SELECTED_RE,
+    PROCESS_ENDS,
+    SKIPPED_RE,
+    WATCHING,
+)
 from npuprof.job_processes import ended_unreaped, pid_alive
 
 FORMATS = ("table", "json")
@@ -30,6 +37,7 @@ _REQUEST_INTO = (
     re.compile(r"^capture planned: steps \d+-\d+ \(capture .* into (?P<into>.+?)(?: \(trigger [^()]*\))?\)$"),
 )
 _CANCELLED = re.compile(r"^the capture planned from step \d+ is cancelled")
+_RANKS_ASKED = re.compile(r" on (?P<ranks>ranks [\d,-]+) into ")  # in a Request.describe()
 
 EPILOG = """
 Examples:
@@ -365,6 +373,11 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     elif message.endswith(NOT_EFFECTIVE) and fields["step"] is not None:
         why = message.removesuffix(NOT_EFFECTIVE)
         info["not_captured"] = {"step": int(fields["step"]), "why": f"not effective: {why}"}
+    elif (other := NOT_SELECTED_RE.match(message)) is not None and fields["step"] is not None:
+        # shown as "-" before, as if no request had come: a --ranks 1 sent to a job of one process
+        ranks = _RANKS_ASKED.search(other["request"])
+        asked = f" (it asks for {ranks['ranks']})" if ranks else ""
+        info["not_captured"] = {"step": int(fields["step"]), "why": f"not for this process's rank{asked}"}
     elif message == PROCESS_ENDS:
         info["state"] = "ended"
     elif message.startswith(WATCHING):  # the image an os.exec* started (same pid, same log) watches again
