@@ -127,6 +127,55 @@ def test_captures_still_queued_at_the_end_are_parsed_after_it(tmp_path: Path) ->
     assert again == record
 
 
+def test_a_memory_snapshot_still_being_copied_at_the_end_is_said_lost_for_that_reason(tmp_path: Path) -> None:
+    """A job ending within 5 s of a capture whose event tree takes longer to copy (the exit's wait for the
+    hand-over ran out) spooled its job without the snapshot file: the post-processor said the training
+    process had not written it, "a full disk? npuprof.log says why" (nothing there said why), the spool's
+    line blamed "captures came faster than they were parsed", and the record named the file. The end now
+    says why the memory timeline is missing, with the fix, and the record names no such file."""
+    from types import SimpleNamespace
+
+    from analyse_support.handmade import cpu_trace, write_rank_dir
+
+    from npuprof.agent.entry import Agent
+    from npuprof.agent.log import AgentLog, get_log, set_log
+    from npuprof.agent.memory_snapshot import SNAPSHOT_FILE
+    from npuprof.results import handover
+    from npuprof.results.extras import not_produced_notes
+
+    log_path = tmp_path / layout.RUN_LOG
+    rank_dir = write_rank_dir(tmp_path, cpu_trace(), name="host_1_20250101000000000")
+    (trace,) = rank_dir.glob("*.pt.trace.json")
+    record = handover.CaptureRecord(status="complete", trace=trace.name, steps=[7], extras=[SNAPSHOT_FILE])
+    job = {
+        "rank_dir": str(rank_dir), "trace": str(trace), "record": handover.record_plain(record),
+        "written": True,
+        "exports": {"memory_snapshot": SNAPSHOT_FILE, "memory_formats": ["json"], "memory_device": "cpu"},
+    }  # fmt: skip
+    previous = get_log()
+    agent_log = AgentLog(str(log_path), "agent", RUN_ID)
+    set_log(agent_log)
+    try:
+        post = postprocess.Postprocessor(tmp_path, RUN_ID)
+        post.start()
+        pid = post_processor_pid(post)
+        post.drain = lambda: [job]  # type: ignore[method-assign]  # the exit's wait ran out on the copy
+        Agent._hand_over_the_rest(SimpleNamespace(post=post, log=agent_log))  # type: ignore[arg-type]
+        post.forget()  # the training process ends: the pipe closes, the spool is read
+        wait_for_end(pid)
+    finally:
+        set_log(previous)
+    lines = log_path.read_text().splitlines()
+    (note,) = not_produced_notes(lines)  # what `npuprof run` shows at the end
+    assert note.startswith(
+        f"memory_timeline.* not produced ({rank_dir.name}): the process ended before the copy"
+    )
+    assert f"npuprof memory-timeline {rank_dir}" in note
+    assert not any("full disk" in line or "faster than they were parsed" in line for line in lines)
+    assert any("(a memory snapshot was still being copied)" in line for line in lines)
+    assert json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())["extras"] == []
+
+
 def test_the_post_processor_is_held_while_a_capture_records_and_goes_on_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

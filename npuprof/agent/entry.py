@@ -403,12 +403,20 @@ class Agent:
         self.post.hold(False)  # nothing records any more (a capture the finalise could not stop included)
         left = self.post.drain()
         spooled = len(left)
+        from npuprof.results.postprocess import uncopied_snapshot
+
+        # (before spool_left, which takes such a snapshot out of its job)
+        held_by_a_copy = any(uncopied_snapshot(job) for job in left)
         left = self.post.spool_left(left)
         if spooled > len(left):
+            why = (
+                "a memory snapshot was still being copied"
+                if held_by_a_copy
+                else "captures came faster than they were parsed"
+            )
             self.log.info(
                 f"{spooled - len(left)} capture(s) still queued at the process's end go to the "
-                f"post-processor through {self.post.spool}: parsed after the job ends (captures came faster "
-                "than they were parsed)"
+                f"post-processor through {self.post.spool}: parsed after the job ends ({why})"
             )
         if left:
             from npuprof.agent.capture import write_job_files

@@ -61,6 +61,11 @@ def _quoted(path: Path) -> str:
     return shlex.quote(str(path))
 
 
+def memory_from_trace_fix(rank_dir: Path) -> str:
+    """The fix of a memory timeline whose snapshot is missing: the trace's memory events, uncategorised."""
+    return f"npuprof memory-timeline {_quoted(rank_dir)} -o memory.html (from the trace, no categories)"
+
+
 # ---------------------------------------------------------------- the post-processor's part
 
 
@@ -137,8 +142,7 @@ def _memory(rank_dir: Path, job: ExportsJob, say: Say) -> list[str]:
     try:
         data = from_snapshot(snapshot, job.memory_device, strict=False)
     except mt.MemoryTimelineError as exc:
-        fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o memory.html (from the trace, no categories)"
-        say(not_produced("memory_timeline.*", str(exc), fix), "WARNING")
+        say(not_produced("memory_timeline.*", str(exc), memory_from_trace_fix(rank_dir)), "WARNING")
         return []
     _, sizes = data.coalesce()
     # the CPU allocator counts from the start of profiling only, so the categorised peak can be the larger

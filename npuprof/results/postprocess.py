@@ -420,8 +420,9 @@ class Postprocessor:
         try:
             for job in jobs:
                 pop_task(job)  # a memory snapshot not copied yet cannot travel: that export is said missing
+            spooled = [without_uncopied_snapshot(job) for job in jobs]
             # after the jobs spilled there during the run (_Handover.put), if any
-            append_to_spool(self.spool, b"".join(wire.job_line(wire.job_from(job)) for job in jobs))
+            append_to_spool(self.spool, b"".join(wire.job_line(wire.job_from(job)) for job in spooled))
         except (OSError, TypeError, ValueError) as exc:
             _agent_log().warning(f"the captures left at the end could not be spooled ({exc!r})")
             return jobs
@@ -786,6 +787,43 @@ class _Handover:
             left.append(self.queue.get_nowait())
         self.submitted = self.out()  # these are the caller's now
         return left
+
+
+def uncopied_snapshot(job: dict[str, Any]) -> str | None:
+    """The memory snapshot ``job`` asks the post-processor to read and this process has not written (its
+    copy still under way, or not begun), by name; None when the job asks for none or it is written (the
+    copy is renamed into place whole: results/atomic.py)."""
+    exports = job.get("exports")
+    name = exports.get("memory_snapshot") if isinstance(exports, dict) else None
+    if not isinstance(name, str) or not name or (Path(job["rank_dir"]) / name).exists():
+        return None
+    return name
+
+
+def without_uncopied_snapshot(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` as spooled at the process's end. One whose memory snapshot is still being copied
+    (HANDOVER_DRAIN_S ran out: a big capture's event tree, its copy begun late) loses it with the process: the
+    categorised timeline is said lost here, for that reason, and a copy of the job without the snapshot is
+    spooled, its record naming no such file. The post-processor looked for the file and said the training
+    process had not written it ("a full disk? npuprof.log says why"), and the record named a file that never
+    was. (A copy: the hand-over thread may still hold the job.)"""
+    name = uncopied_snapshot(job)
+    if name is None:
+        return job
+    exports = {**job["exports"], "memory_snapshot": None}
+    record = job.get("record")
+    if isinstance(record, dict) and isinstance(record.get("extras"), list):
+        record = {**record, "extras": [extra for extra in record["extras"] if extra != name]}
+    from npuprof.results.extras import memory_from_trace_fix, not_produced_line
+
+    rank_dir = Path(job["rank_dir"])
+    why = (
+        f"the process ended before the copy of its memory snapshot was done (at its exit a training process "
+        f"waits at most {HANDOVER_DRAIN_S:g} s for its captures' hand-over)"
+    )
+    fix = memory_from_trace_fix(rank_dir)
+    _agent_log().warning(not_produced_line(rank_dir, "memory_timeline.*", why, fix))
+    return {**job, "exports": exports, "record": record}
 
 
 def _agent_log() -> Any:
