@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -577,6 +578,61 @@ def test_captures_left_unparsed_after_the_script_closed_the_pipe_say_so(
     )
     print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
     said = " ".join(capsys.readouterr().err.split())
+    assert "a post-processor stopped, killed, or still at work in the background" in said, said
+
+
+def test_captures_left_on_the_way_by_a_process_killed_after_its_capture_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SIGTERM to the job after a capture's end and before its hand-over (seconds with --memory-timeline:
+    the snapshot's copy comes first) left it unparsed, and the summary blamed "a post-processor stopped,
+    killed, or still at work in the background: see npuprof.log", where nothing was said of one: its
+    post-processor never got the capture. A process that logged its exit lines is not said to be killed."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.logfile import STEPS_AT_EXIT
+    from npuprof.results.postprocess import post_processor_of_run_lives
+    from npuprof.results.run_record import CaptureSummary
+
+    run = f"r{os.urandom(6).hex()}"  # of this test alone: a live post-processor of the run is looked for
+    name = "vm_7_20261203000000000_ascend_pt"
+    log = tmp_path / "npuprof.log"
+    lines = (
+        f"2026-12-03 00:00:00 [INFO] [launcher pid=6 run={run}] run {run} starts: python train.py\n"
+        f"2026-12-03 00:00:01 [INFO] [agent pid=7 run={run}] agent ready in train.py (rank None, run {run})\n"
+        f"2026-12-03 00:00:02 [INFO] [agent pid=7 run={run}] capture of steps 6-8 written to "
+        f"{tmp_path / name}\n"
+    )
+    log.write_text(lines)
+    capture = CaptureSummary(tmp_path / name, "complete", None, 7, [6, 7, 8], 1000, "", False)
+    print_run_summary(tmp_path, [capture], 128 + 15, ProfileConfig(), log, run_id=run)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "killed, or still at work" not in said, said
+    assert (
+        "1 complete capture(s) not parsed when npuprof ended (their process ended without its exit lines and "
+        "the job's exit code is 143 (128 + SIGTERM): killed before it handed them over?: see"
+    ) in said, said
+    print_run_summary(tmp_path, [capture], 128 + 15, ProfileConfig(), log, run_id=run, died_of=signal.SIGTERM)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "its exit lines and the job died of SIGTERM: killed before it handed them over?: see" in said, said
+    # a post-processor of the run still at work (its wait cut short by Ctrl-C): it may have them
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "npuprof.results.postprocess", "--run", run]
+    )
+    try:
+        while not post_processor_of_run_lives(run):  # its command line, once it has been exec'd
+            assert sleeper.poll() is None
+        print_run_summary(tmp_path, [capture], 128 + 15, ProfileConfig(), log, run_id=run)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    said = " ".join(capsys.readouterr().err.split())
+    assert "killed before it handed them" not in said, said
+    assert "a post-processor stopped, killed, or still at work in the background" in said, said
+    # the same job, its process having logged its exit: the kill is not what left the capture unparsed
+    log.write_text(lines + f"2026-12-03 00:00:03 [INFO] [agent pid=7 run={run}] {STEPS_AT_EXIT}9\n")
+    print_run_summary(tmp_path, [capture], 128 + 15, ProfileConfig(), log, run_id=run)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "killed before it handed them" not in said, said
     assert "a post-processor stopped, killed, or still at work in the background" in said, said
 
 

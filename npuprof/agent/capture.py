@@ -24,6 +24,7 @@ from npuprof.agent.signals import export_hold
 from npuprof.config import ProfileConfig
 from npuprof.results import handover, layout, postprocess
 from npuprof.results.atomic import make_dir, write_json
+from npuprof.results.logfile import KEPT_UNPARSED
 
 if TYPE_CHECKING:
     from npuprof.agent.capture_exports import CaptureExports
@@ -375,7 +376,7 @@ def write_job_files(job: dict[str, Any], log: AgentLog) -> None:
         for line in unfinished_exports(rank_dir, job["exports"]):
             log.warning(f"{rank_dir.name}: {line}")
     if job.get("written"):
-        log.warning(f"{rank_dir.name}: not parsed or gzipped (no post-processor); run npuprof analyse")
+        log.warning(f"{rank_dir.name}{KEPT_UNPARSED}")
         return
     try:
         for name, content in job["files"].items():
@@ -384,7 +385,7 @@ def write_job_files(job: dict[str, Any], log: AgentLog) -> None:
     except OSError as exc:
         log.error(f"{rank_dir.name}: could not write the capture's files: {exc!r}")
         return
-    log.warning(f"{rank_dir.name}: not parsed or gzipped (no post-processor); run npuprof analyse")
+    log.warning(f"{rank_dir.name}{KEPT_UNPARSED}")
 
 
 def metric_fits(metric: str, backend: str) -> bool:

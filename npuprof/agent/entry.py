@@ -414,9 +414,10 @@ class Agent:
                 if held_by_a_copy
                 else "captures came faster than they were parsed"
             )
+            from npuprof.results.logfile import SPOOLED_AT_EXIT
+
             self.log.info(
-                f"{spooled - len(left)} capture(s) still queued at the process's end go to the "
-                f"post-processor through {self.post.spool}: parsed after the job ends ({why})"
+                f"{spooled - len(left)}{SPOOLED_AT_EXIT}{self.post.spool}: parsed after the job ends ({why})"
             )
         if left:
             from npuprof.agent.capture import write_job_files

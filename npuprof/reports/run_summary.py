@@ -17,9 +17,11 @@ from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
 from npuprof.results.logfile import (
     AGENT_START_FAILED,
+    KEPT_UNPARSED,
     NESTED_RUN,
     NOTHING_COUNTED_AT_EXIT,
     SPAWNED_CHILD,
+    SPOOLED_AT_EXIT,
     STARTS_WORKERS_AT_EXIT,
     STEPS_AT_EXIT,
     WINDOWS_SKIPPED_AT_EXIT,
@@ -180,7 +182,9 @@ def print_run_summary(
             + " DIR -o FILE, npuprof ".join(asked)
             + " DIR -o FILE make them)"
         )
-        why = _parse_failure(lines, left)
+        why = _parse_failure(lines, left) or _killed_before_the_hand_over(
+            agents, left, exit_code, died_of, run_id
+        )
         if not why and all(c.backend == "torch_npu" for c in left):
             # torch_npu parsed them in the job's own process, no post-processor: npuprof.log holds nothing of
             # it (helper-214: "a post-processor stopped, killed, ...: see npuprof.log")
@@ -401,6 +405,41 @@ def _parse_failure(lines: list[str], left: list[CaptureSummary]) -> str:
             f"once it had been replaced {RESTARTS} times (os.closerange?)"
         )
     return ""
+
+
+# what an agent logs at its exit, or as it hands the captures left over to the post-processor's spool
+_EXIT_LINES = (STEPS_AT_EXIT, NOTHING_COUNTED_AT_EXIT, SPOOLED_AT_EXIT, KEPT_UNPARSED)
+
+
+def _killed_before_the_hand_over(
+    agents: list[tuple[str, str, str]],
+    left: list[CaptureSummary],
+    exit_code: int,
+    died_of: int | None,
+    run_id: str | None,
+) -> str:
+    """Why ``left`` were not parsed when the job died of a signal, their processes logged nothing at their
+    exit and no post-processor of the run is left at work: they died with their captures still on the way
+    to the post-processor (a SIGTERM between a capture's end and its hand-over, which a --memory-timeline
+    copy makes seconds long), and the summary blamed "a post-processor stopped, killed, or still at work",
+    of which npuprof.log said nothing. "" when that is not so."""
+    signum = died_of or (exit_code - 128 if 128 < exit_code < 128 + 65 else 0)
+    # torch_npu parses in the job's own process: no post-processor is handed its captures
+    if not signum or not run_id or all(c.backend == "torch_npu" for c in left):
+        return ""
+    from npuprof.results.postprocess import post_processor_of_run_lives
+
+    if post_processor_of_run_lives(run_id):  # a wait for it cut short (Ctrl-C): it may have them still
+        return ""
+    pids = {str(c.pid) for c in left}
+    if None in {c.pid for c in left} or any(
+        pid in pids and any(marker in message for marker in _EXIT_LINES) for pid, _level, message in agents
+    ):
+        return ""
+    name = signal_name(signum)
+    # a wrapper (sh) exits 128 + N for a process of its own that signal N ended
+    ended = f"the job died of {name}" if died_of else f"the job's exit code is {exit_code} (128 + {name})"
+    return f"their process ended without its exit lines and {ended}: killed before it handed them over?"
 
 
 def _shown_dir(rank_dir: Path, output: Path) -> str:

@@ -29,6 +29,9 @@ STEPS_AT_EXIT = "steps counted in this process: "
 NOTHING_COUNTED_AT_EXIT = "no step counted in this process: "
 WINDOWS_SKIPPED_AT_EXIT = "capture windows skipped in this process: "
 STARTS_WORKERS_AT_EXIT = "this process started the job's workers (torchrun): they record, not it"
+# logged at the process's exit for the captures not handed over yet: to the spool, or kept unparsed
+SPOOLED_AT_EXIT = " capture(s) still queued at the process's end go to the post-processor through "
+KEPT_UNPARSED = ": not parsed or gzipped (no post-processor); run npuprof analyse"
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 

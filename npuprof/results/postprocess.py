@@ -1515,6 +1515,11 @@ def own_post_processors_at_work(output: Path | None = None, run_id: str | None =
     return found
 
 
+def post_processor_of_run_lives(run_id: str) -> bool:
+    """Whether a post-processor of run ``run_id`` still runs on this host (at work on what it was handed)."""
+    return bool(_post_processors_of_run(run_id))
+
+
 def _post_processors_of_run(run_id: str) -> list[int]:
     """The live post-processors on this host whose command line names run ``run_id`` (``--run``)."""
     found = []
