@@ -176,6 +176,19 @@ def test_a_memory_snapshot_still_being_copied_at_the_end_is_said_lost_for_that_r
     assert json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())["extras"] == []
 
 
+def test_a_file_where_the_lock_folder_goes_is_named_when_no_post_processor_starts(tmp_path: Path) -> None:
+    """A regular file at <output>/.npuprof_pending (a hostile or damaged output dir) left every capture
+    unparsed and ungzipped, and the run said "no post-processor could be started (Not a directory)",
+    naming nothing to fix; the path is said."""
+    (tmp_path / layout.PENDING_DIR).write_text("not a folder")
+    post = postprocess.Postprocessor(tmp_path, RUN_ID)
+    with pytest.raises(NotADirectoryError) as raised:
+        post.start()
+    said = postprocess.not_started(raised.value)
+    planted = tmp_path / layout.PENDING_DIR
+    assert f"{postprocess.POST_NOT_STARTED} (Not a directory: {planted}): " in said, said
+
+
 def test_the_post_processor_is_held_while_a_capture_records_and_goes_on_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -57,10 +57,17 @@ QUEUE_LIMIT = 64
 POST_NOT_STARTED = "no post-processor could be started"  # logged by the agent, read by the run summary
 
 
+# what the process lacks, not the path it was opening then: said without the path
+_LACKING_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN)
+
+
 def not_started(exc: OSError) -> str:
-    """The agent's warning when it could start no post-processor (no descriptor or process left)."""
+    """The agent's warning when it could start no post-processor (no descriptor or process left, or a file
+    planted where its lock folder goes: the path is said, "Not a directory" alone named nothing to fix)."""
+    named = exc.strerror and exc.filename and exc.errno not in _LACKING_RESOURCES
+    where = f": {exc.filename}" if named else ""
     return (
-        f"{POST_NOT_STARTED} ({exc.strerror or exc}): captures are written in the step, unparsed; "
+        f"{POST_NOT_STARTED} ({exc.strerror or exc}{where}): captures are written in the step, unparsed; "
         "npuprof analyse parses them after the job"
     )
 
