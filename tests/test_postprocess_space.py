@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -142,6 +143,14 @@ def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
     assert problem.status == "failed" and problem.reason.startswith("the disk is full"), problem
 
 
+def _loose_copy(rank_dir: Path, folder: Path) -> Path:
+    """A copy of the rank dir's trace alone in ``folder``: a bare trace (one inside its rank dir is analysed
+    as that rank dir, its capture record read)."""
+    (trace,) = rank_dir.glob("*.pt.trace.json")
+    folder.mkdir(parents=True)
+    return Path(shutil.copy2(trace, folder / trace.name))
+
+
 def test_analyse_of_read_only_results_with_no_writable_cache_reports_from_tables_made_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -154,7 +163,7 @@ def test_analyse_of_read_only_results_with_no_writable_cache_reports_from_tables
     from npuprof.analysis import report
 
     rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
-    (bare,) = rank_dir.glob("*.pt.trace.json")
+    bare = _loose_copy(rank_dir, tmp_path / "results" / "loose")
     cache = tmp_path / "cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     scratch = _tables_fail(
@@ -186,17 +195,17 @@ def test_a_missing_home_is_not_made_for_the_cache(tmp_path: Path, monkeypatch: p
     from npuprof.analysis import report
 
     rank_dir = write_rank_dir(tmp_path / "results", cpu_trace())
-    (bare,) = rank_dir.glob("*.pt.trace.json")
+    bare = _loose_copy(rank_dir, tmp_path / "loose")
     home = tmp_path / "nonexistent"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     scratch = _tables_fail(monkeypatch, tmp_path, lambda out_dir, _: None)
-    rank_dir.chmod(0o555)  # nothing beside the trace, root included
+    bare.parent.chmod(0o555)  # nothing beside the trace, root included
     try:
         notes: list[str] = []
         made = report.build_report(bare, jobs=1, on_note=notes.append)
     finally:
-        rank_dir.chmod(0o755)
+        bare.parent.chmod(0o755)
     assert not home.exists()
     assert not made.problems and [s.step for s in made.ranks[0].steps] == [7], made.problems
     (note,) = notes  # no word of tables going to a cache in the missing home
