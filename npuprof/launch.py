@@ -923,12 +923,8 @@ def _continued_with_the_launcher(pgid_holder: list[int], terminal: _Terminal) ->
         if _stopped(pgid_holder[0]):
             _kill_group(pgid_holder[0], signal.SIGCONT)
 
-    previous = signal.signal(signal.SIGCONT, continued)
-    try:
+    with _handled_in_the_block(signal.SIGCONT, continued):
         yield
-    finally:
-        with contextlib.suppress(OSError, ValueError, TypeError):  # None: set outside Python
-            signal.signal(signal.SIGCONT, previous)
 
 
 @contextlib.contextmanager
@@ -949,12 +945,19 @@ def _resizes_reach_the_job(pgid_holder: list[int], terminal: _Terminal) -> Itera
             terminal.give_to(pgid_holder[0])
         _kill_group(pgid_holder[0], signal.SIGWINCH)
 
-    previous = signal.signal(signal.SIGWINCH, resized)
+    with _handled_in_the_block(signal.SIGWINCH, resized):
+        yield
+
+
+@contextlib.contextmanager
+def _handled_in_the_block(signum: int, handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """``handler`` for ``signum`` during the block, the handler found before put back after it."""
+    previous = signal.signal(signum, handler)
     try:
         yield
     finally:
         with contextlib.suppress(OSError, ValueError, TypeError):  # None: set outside Python
-            signal.signal(signal.SIGWINCH, previous)
+            signal.signal(signum, previous)
 
 
 @contextlib.contextmanager

@@ -103,6 +103,39 @@ def _job(tmp_path: Path, code: int) -> tuple[str, Path, Path]:
     return shlex.join([*run, sys.executable, str(script)]), started, go
 
 
+def _job_handling(tmp_path: Path, handler: str) -> tuple[str, Path]:
+    """`npuprof run` of a job that runs ``handler`` (Python lines installing a signal handler), writes its
+    pid to ``started``, then sleeps until a signal ends it."""
+    started = tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, pathlib, signal, sys, time\n"
+        + handler
+        + f"pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
+        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "while True:\n    time.sleep(0.02)\n"
+    )
+    run = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", "--"]
+    return shlex.join([*run, sys.executable, str(script)]), started
+
+
+def _in_the_background_then_fg(terminal: _Terminal, command: str, started: Path) -> tuple[int, int]:
+    """``command &`` at the shell, then `fg` once its job has started: the job's pid and npuprof's (both
+    killed here if `fg` does not give npuprof the terminal)."""
+    terminal.type(command.encode() + b" &\n")
+    _wait_for(started.exists, "the job to start")
+    job = int(started.read_text())
+    launcher = _parent(job)
+    try:
+        terminal.type(b"fg\n")
+        _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+    except BaseException:
+        _kill_quietly(job, group=True)
+        _kill_quietly(launcher)
+        raise
+    return job, launcher
+
+
 def test_ctrl_z_after_fg_of_a_job_run_in_the_background_stops_the_job_too(tmp_path: Path) -> None:
     """`npuprof run ... &` (or Ctrl-Z then `bg`), then `fg`: the shell gives the terminal to npuprof's process
     group, not the job's, and sends a running job no SIGCONT. Ctrl-Z then reached npuprof alone: the shell
@@ -111,12 +144,7 @@ def test_ctrl_z_after_fg_of_a_job_run_in_the_background_stops_the_job_too(tmp_pa
     terminal = _Terminal()
     job = launcher = None
     try:
-        terminal.type(command.encode() + b" > /dev/null &\n")
-        _wait_for(started.exists, "the job to start")
-        job = int(started.read_text())
-        launcher = _parent(job)
-        terminal.type(b"fg\n")
-        _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+        job, launcher = _in_the_background_then_fg(terminal, command + " > /dev/null", started)
         terminal.type(b"\x1a")  # Ctrl-Z: to the terminal's foreground group, npuprof's
         terminal.expect(b"Stopped")
         _wait_for(lambda: _state(launcher) == "T", "npuprof to stop")
@@ -207,31 +235,20 @@ def test_a_second_ctrl_c_after_fg_of_a_job_run_in_the_background_reaches_the_job
     (passed on), and the second one, which a job that stops gracefully at the first takes as "now", made
     npuprof kill the job's processes with SIGKILL (exit 137, its capture lost). Without npuprof both reach the
     job; the job gets the terminal at the first one now."""
-    started = tmp_path / "started"
-    script = tmp_path / "job.py"
-    script.write_text(
-        "import os, pathlib, signal, sys, time\n"
+    command, started = _job_handling(
+        tmp_path,
         "def interrupted(signum, frame):\n"
         "    interrupted.count += 1\n"
         "    print(f'interrupted-{interrupted.count}', file=sys.stderr, flush=True)\n"
         "    if interrupted.count == 2:\n"
         "        sys.exit(9)\n"
         "interrupted.count = 0\n"
-        "signal.signal(signal.SIGINT, interrupted)\n"
-        f"pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
-        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
-        "while True:\n    time.sleep(0.02)\n"
+        "signal.signal(signal.SIGINT, interrupted)\n",
     )
-    run = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", "--"]
     terminal = _Terminal()
     job = launcher = None
     try:
-        terminal.type(shlex.join([*run, sys.executable, str(script)]).encode() + b" &\n")
-        _wait_for(started.exists, "the job to start")
-        job = int(started.read_text())
-        launcher = _parent(job)
-        terminal.type(b"fg\n")
-        _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+        job, launcher = _in_the_background_then_fg(terminal, command, started)
         terminal.type(b"\x03")  # Ctrl-C: to npuprof's group, passed on
         terminal.expect(b"interrupted-1")
         time.sleep(0.3)  # a Ctrl-C of its own, not a copy of the first (launch.SAME_CTRL_C_S)
@@ -253,29 +270,18 @@ def test_a_resize_after_fg_of_a_job_run_in_the_background_reaches_the_job(tmp_pa
     import struct
     import termios
 
-    started = tmp_path / "started"
-    script = tmp_path / "job.py"
-    script.write_text(
-        "import os, pathlib, signal, sys, time\n"
+    command, started = _job_handling(
+        tmp_path,
         "def resized(signum, frame):\n"
         "    size = os.get_terminal_size(sys.stderr.fileno())\n"
         "    print(f'resized-to-{size.columns}x{size.lines}', file=sys.stderr, flush=True)\n"
         "    sys.exit(4)\n"
-        "signal.signal(signal.SIGWINCH, resized)\n"
-        f"pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
-        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
-        "while True:\n    time.sleep(0.02)\n"
+        "signal.signal(signal.SIGWINCH, resized)\n",
     )
-    run = [sys.executable, "-m", "npuprof", "run", "-o", str(tmp_path / "out"), "--no-analyse", "--"]
     terminal = _Terminal()
     job = launcher = None
     try:
-        terminal.type(shlex.join([*run, sys.executable, str(script)]).encode() + b" &\n")
-        _wait_for(started.exists, "the job to start")
-        job = int(started.read_text())
-        launcher = _parent(job)
-        terminal.type(b"fg\n")
-        _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+        job, launcher = _in_the_background_then_fg(terminal, command, started)
         rows, columns = 31, 97
         fcntl.ioctl(terminal.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         terminal.expect(f"resized-to-{columns}x{rows}".encode())
