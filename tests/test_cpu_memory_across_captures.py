@@ -33,13 +33,18 @@ def _cpu_events() -> list[dict]:
     return events
 
 
-def test_analyse_leaves_out_what_torch_kept_of_earlier_captures(tmp_path: Path) -> None:
+def _parsed_with(tmp_path: Path, events: list[dict]) -> Path:
+    """cpu_trace() with ``events`` in place of its [memory] events, written as a rank dir and parsed: its
+    tables folder."""
     trace = cpu_trace()
-    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
-    trace["traceEvents"] += [x("ProfilerStep#8", "user_annotation", 1000, 1000), *_cpu_events()]
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"] + events
     rank_dir = write_rank_dir(tmp_path, trace)
     assert parse_rank_dir(rank_dir, workers=1).ok
-    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    return rank_dir / "ASCEND_PROFILER_OUTPUT"
+
+
+def test_analyse_leaves_out_what_torch_kept_of_earlier_captures(tmp_path: Path) -> None:
+    out = _parsed_with(tmp_path, [x("ProfilerStep#8", "user_annotation", 1000, 1000), *_cpu_events()])
     summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["memory"]["peak_allocated_mb"] == 2.0, summary["memory"]
     assert [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]] == [(7, 1.0), (8, 2.0)]
@@ -128,12 +133,7 @@ def _parsed_with_records_at_150(
         block.append(event)
     events = _cpu_events()
     events[1:1] = block
-    trace = cpu_trace()
-    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
-    trace["traceEvents"] += [x("ProfilerStep#8", "user_annotation", 1000, 1000), *events]
-    rank_dir = write_rank_dir(tmp_path, trace)
-    assert parse_rank_dir(rank_dir, workers=1).ok
-    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    out = _parsed_with(tmp_path, [x("ProfilerStep#8", "user_annotation", 1000, 1000), *events])
     return events, out, json.loads((out / SUMMARY_FILE).read_text())
 
 
@@ -161,11 +161,7 @@ def test_a_block_freed_in_the_capture_and_allocated_before_it_counts_from_the_st
         event = mem(ts, nbytes, STALE + nbytes, addr)  # torch's CPU totals: not read
         event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
         events.append(event)
-    trace = cpu_trace()
-    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"] + events
-    rank_dir = write_rank_dir(tmp_path, trace)
-    assert parse_rank_dir(rank_dir, workers=1).ok
-    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    out = _parsed_with(tmp_path, events)
     summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["memory"]["peak_allocated_mb"] == max(expected) / MiB
     assert [s["memory_peak_mb"] for s in summary["steps"]] == [max(expected) / MiB]
@@ -203,11 +199,7 @@ def test_a_block_held_before_is_told_by_its_own_process_address(tmp_path: Path) 
         event.update(pid=pid, tid=pid)
         event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
         events.append(event)
-    trace = cpu_trace()
-    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"] + events
-    rank_dir = write_rank_dir(tmp_path, trace)
-    assert parse_rank_dir(rank_dir, workers=1).ok
-    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    out = _parsed_with(tmp_path, events)
     with (out / "memory_record.csv").open() as f:
         assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [e / MiB for e in expected]
     summary = json.loads((out / SUMMARY_FILE).read_text())
