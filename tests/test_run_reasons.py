@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -636,6 +638,22 @@ def test_captures_left_on_the_way_by_a_process_killed_after_its_capture_say_so(
     assert "a post-processor stopped, killed, or still at work in the background" in said, said
 
 
+def _agent_at_its_exit(info: Callable[[str], object], **controller: object) -> Any:
+    """npuprof's agent as its process ends (only what _finalise_at_exit reads): its log lines go to
+    ``info``, its controller has ``controller``'s attributes and wraps no step function."""
+    from types import SimpleNamespace
+
+    from npuprof.agent import entry
+
+    agent = entry.Agent.__new__(entry.Agent)
+    agent.cfg = ProfileConfig()
+    agent.log = SimpleNamespace(info=info)  # type: ignore[assignment]
+    agent.controller = SimpleNamespace(step_function_wrapped=False, **controller)  # type: ignore[assignment]
+    agent._counts_logged_in = None  # type: ignore[assignment]
+    agent._hand_over_the_rest = lambda: None  # type: ignore[method-assign]
+    return agent
+
+
 def test_a_rank_that_made_no_optimizer_is_not_said_to_be_killed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -643,19 +661,11 @@ def test_a_rank_that_made_no_optimizer_is_not_said_to_be_killed(
     normally: the summary said 'rank 1 recorded nothing: it ended without logging the steps it counted (by
     os._exit, or killed)'. Its agent now says at exit that it had nothing to count steps on, and the
     summary says that instead."""
-    from types import SimpleNamespace
 
-    from npuprof.agent import entry, window_plan
+    from npuprof.agent import window_plan
 
     logged: list[str] = []
-    agent = entry.Agent.__new__(entry.Agent)
-    agent.cfg = ProfileConfig()
-    agent.log = SimpleNamespace(info=logged.append)  # type: ignore[assignment]
-    agent.controller = SimpleNamespace(  # type: ignore[assignment]
-        armed=False, step_function_wrapped=False, step=0, finish_early=lambda reason: None
-    )
-    agent._counts_logged_in = None  # type: ignore[assignment]
-    agent._hand_over_the_rest = lambda: None  # type: ignore[method-assign]
+    agent = _agent_at_its_exit(logged.append, armed=False, step=0, finish_early=lambda reason: None)
     monkeypatch.setattr(window_plan, "starts_workers", lambda: False)
     monkeypatch.setenv("RANK", "1")
     agent._finalise_at_exit("training ended")
@@ -684,18 +694,11 @@ def test_a_process_killed_before_its_first_step_is_not_said_to_have_stepped_no_o
     out-of-memory killer) after making its optimizer, before its first step: the job ended 0, and the reason
     was "no optimizer's step() ran in the job", with advice on --step-on. Every agent logs a line as its
     process ends (a process without a rank too); one that logged none never reached its end."""
-    from types import SimpleNamespace
 
-    from npuprof.agent import entry, window_plan
+    from npuprof.agent import window_plan
 
     logged: list[str] = []
-    agent = entry.Agent.__new__(entry.Agent)
-    agent.cfg = ProfileConfig()
-    agent.log = SimpleNamespace(info=logged.append)  # type: ignore[assignment]
-    agent.controller = SimpleNamespace(  # type: ignore[assignment]
-        armed=False, step_function_wrapped=False, step=0, finish_early=lambda reason: None
-    )
-    agent._hand_over_the_rest = lambda: None  # type: ignore[method-assign]
+    agent = _agent_at_its_exit(logged.append, armed=False, step=0, finish_early=lambda reason: None)
     monkeypatch.setattr(window_plan, "starts_workers", lambda: False)
     for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
         monkeypatch.delenv(name, raising=False)
@@ -742,19 +745,11 @@ def test_a_capture_cut_short_by_an_uncaught_exception_says_so(
 ) -> None:
     """A script that raised to the top inside a capture: its capture said "training ended before the
     capture's last step", as if the job had ended well; only the job's exit code told otherwise."""
-    from types import SimpleNamespace
-
-    from npuprof.agent import entry
 
     reasons: list[str] = []
-    agent = entry.Agent.__new__(entry.Agent)
-    agent.cfg = ProfileConfig()
-    agent.log = SimpleNamespace(info=lambda line: None)  # type: ignore[assignment]
-    agent.controller = SimpleNamespace(  # type: ignore[assignment]
-        armed=True, step_function_wrapped=False, step=8, windows_skipped=0, finish_early=reasons.append
+    agent = _agent_at_its_exit(
+        lambda line: None, armed=True, step=8, windows_skipped=0, finish_early=reasons.append
     )
-    agent._counts_logged_in = None  # type: ignore[assignment]
-    agent._hand_over_the_rest = lambda: None  # type: ignore[method-assign]
     for name in ("last_exc", "last_value"):  # 3.12 keeps the first, and the second as before
         monkeypatch.setattr(sys, name, raised, raising=False)
     agent._finalise_at_exit("training ended")
