@@ -311,19 +311,96 @@ def test_a_capture_left_unfinalised_is_told_by_what_its_agent_logged(
     assert why in said and said.count("".join(left.split())) == 1, said
 
 
-def _summary_of_one_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str], log_text: str) -> str:
-    """The run summary of a run r1 with one complete, parsed capture, over the log ``log_text``: its
-    words, one space between each."""
+def _summary_of_one_capture(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    log_text: str,
+    cfg: ProfileConfig | None = None,
+    more: tuple[tuple[int, list[int]], ...] = (),
+) -> str:
+    """The run summary of a run r1 (``cfg``, the default's if None) with one complete, parsed capture of
+    rank 0 (pid 7), and ``more`` of them ((rank, steps) each, pid 7 + the rank), over the log ``log_text``:
+    its words, one space between each."""
     from npuprof.reports.run_summary import print_run_summary
     from npuprof.results.run_record import CaptureSummary
 
     log = tmp_path / "npuprof.log"
     log.write_text(log_text)
-    capture = CaptureSummary(
-        tmp_path / "vm_7_20261203000000000_ascend_pt", "complete", 0, 7, [6, 7], 1000, "", True
-    )
-    print_run_summary(tmp_path, [capture], 0, ProfileConfig(), log, run_id="r1")
+    made = enumerate(((0, [6, 7]), *more))
+    captures = [
+        CaptureSummary(
+            tmp_path / f"vm_{7 + k}_2026120300000000{n}_ascend_pt",
+            "complete",
+            k,
+            7 + k,
+            steps,
+            1000,
+            "",
+            True,
+        )
+        for n, (k, steps) in made
+    ]
+    print_run_summary(tmp_path, captures, 0, cfg or ProfileConfig(), log, run_id="r1")
     return " ".join(capsys.readouterr().err.split())
+
+
+def test_the_ranks_that_ranks_left_out_are_named_in_the_run_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof run --ranks 0 -- torchrun --nproc-per-node 2 ...`: the summary listed rank 0's capture
+    alone, rank 1 never named (`npuprof analyse` names it); it now says --ranks left it out."""
+    said = _summary_of_one_capture(
+        tmp_path,
+        capsys,
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
+        "2026-12-03 00:00:02 [INFO] [agent pid=8] rank 1 not selected (--ranks); no capture at step 6\n"
+        "2026-12-03 00:00:03 [INFO] [agent pid=7] steps counted in this process: 12\n"
+        "2026-12-03 00:00:03 [INFO] [agent pid=8] steps counted in this process: 12\n",
+        ProfileConfig(ranks=[0]),
+    )
+    assert "rank(s) 1 (1 of them) were not captured: this run was started with --ranks 0" in said, said
+    assert "rank 1 recorded nothing" not in said, said  # as asked: not a rank that failed to record
+    everyone = _summary_of_one_capture(
+        tmp_path,
+        capsys,
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n",
+        ProfileConfig(ranks=[0, 1]),
+        more=((1, [6, 7]),),
+    )
+    assert "were not captured" not in everyone, everyone
+
+
+def test_a_rank_that_ended_before_its_second_capture_under_repeat_2_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--repeat 2, torchrun, rank 1 ending during its second warm-up: it had one capture and the summary
+    said nothing of the second; it now says how many it made and where the next one was to record."""
+    cfg = ProfileConfig()
+    cfg.schedule.repeat = 2
+    skip_first, wait, warmup, active = 5, 0, 1, 3
+    cfg.schedule.skip_first, cfg.schedule.wait, cfg.schedule.warmup = skip_first, wait, warmup
+    cfg.schedule.active = active
+    second = skip_first + (wait + warmup + active) + wait + warmup  # torch.profiler.schedule's 2nd record
+    said = _summary_of_one_capture(
+        tmp_path,
+        capsys,
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
+        "2026-12-03 00:00:03 [INFO] [agent pid=7] steps counted in this process: 20\n"
+        "2026-12-03 00:00:03 [INFO] [agent pid=8] steps counted in this process: 10\n",
+        cfg,
+        more=((0, [10, 12]), (1, [6, 8])),
+    )
+    assert (
+        "rank 1 made 1 of the 2 captures the schedule asks (--repeat 2): it counted 10 step(s); its "
+        f"capture 2 records from step {second} (pid 8)"
+    ) in said, said
+    assert "rank 0 made" not in said, said
 
 
 def test_a_rank_whose_profiling_stopped_after_an_error_is_named_beside_the_others_captures(

@@ -7,6 +7,7 @@ import re
 import shlex
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -231,8 +232,10 @@ def print_run_summary(
             more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
             console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
     running = outliving_the_job(run_id)  # said below: they may record yet
-    for note in _ranks_that_recorded_nothing(agents, captures, cfg, {str(pid) for pid in running}):
+    for note in _ranks_short_of_captures(agents, captures, cfg, {str(pid) for pid in running}):
         console.print(f"[bold yellow]npuprof:[/] {escape(note)}", soft_wrap=True)
+    if unselected := _ranks_left_out(agents, cfg):
+        console.print(f"npuprof: {escape(unselected)}", soft_wrap=True)
     stopped = _profiling_stopped(agents)
     if stopped:
         first, log_name = escape(stopped[0]), escape(str(log_path))
@@ -835,40 +838,37 @@ def _windows_skipped(agents: list[tuple[str, str, str]]) -> tuple[int, str, bool
 CONTROL_FAILED = "capture control failed at step "  # logged by npuprof.agent.controller, an ERROR
 
 
-def _ranks_that_recorded_nothing(
+def _ranks_short_of_captures(
     agents: list[tuple[str, str, str]],
     captures: list[CaptureSummary],
     cfg: ProfileConfig,
     running: Collection[str] = (),
 ) -> list[str]:
-    """One line for each rank of the job that the schedule was to record but that has no capture, with the
-    steps its processes counted (helper-129: a torchrun rank that never reached a step was left unsaid: the
-    summary listed the other rank's capture alone, as if the job had one). Not for --dynamic or a time
-    window (their captures come from a request or the clock), nor a rank --ranks leaves out, nor one whose
-    process still runs (``running``: pids; the summary says they may record yet)."""
+    """One line for each rank of the job that made fewer captures than the schedule asks (``repeat``; one
+    at least where it is 0), with the steps its processes counted and the step its next capture records
+    from (helper-129: a torchrun rank that never reached a step was left unsaid: the summary listed the other
+    rank's capture alone, as if the job had one; a rank that ended in its second warm-up under --repeat 2
+    silently had one capture). Not for --dynamic or a time window (their captures come from a request or
+    the clock), nor a rank --ranks leaves out, nor one whose process still runs (``running``: pids; the
+    summary says they may record yet)."""
     if cfg.dynamic or cfg.timed or cfg.schedule.off:
         return []
-    ranks: dict[str, str] = {}
+    ranks = _ranks_of_agents(agents)
     counts: dict[str, int] = {}
     uncountable: dict[str, str] = {}  # pid -> why it had nothing to count steps on
-    starters: set[str] = set()
     for pid, _level, message in agents:
-        if ready := _READY.match(message):
-            ranks[pid] = ready["rank"]
-        elif message.startswith(STEPS_AT_EXIT) and _digits(message[len(STEPS_AT_EXIT) :]):
+        if message.startswith(STEPS_AT_EXIT) and _digits(message[len(STEPS_AT_EXIT) :]):
             counts[pid] = int(message[len(STEPS_AT_EXIT) :])
         elif message.startswith(NOTHING_COUNTED_AT_EXIT):
             uncountable[pid] = message[len(NOTHING_COUNTED_AT_EXIT) :]
-        elif message.startswith(STARTS_WORKERS_AT_EXIT):
-            starters.add(pid)  # its rank is its node's (SLURM_PROCID under srun), not one that records
-    for pid in starters:
-        ranks.pop(pid, None)
-    recorded = {str(c.rank) for c in captures}
+    made = Counter(str(c.rank) for c in captures)
     wanted = None if cfg.ranks is None else {str(rank) for rank in cfg.ranks}
-    first = cfg.schedule.skip_first + cfg.schedule.wait + cfg.schedule.warmup
+    schedule = cfg.schedule
+    asked = max(schedule.repeat, 1)
+    cycle = schedule.wait + schedule.warmup + schedule.active
     notes = []
-    for rank in sorted(set(ranks.values()) - recorded - {"None"}, key=lambda r: (len(r), r)):
-        if wanted is not None and rank not in wanted:
+    for rank in sorted(set(ranks.values()) - {"None"}, key=lambda r: (len(r), r)):
+        if (wanted is not None and rank not in wanted) or made[rank] >= asked:
             continue
         pids = [pid for pid, its in ranks.items() if its == rank]
         if any(pid in running for pid in pids):  # helper-131: said "it ended ...", then it recorded
@@ -881,11 +881,54 @@ def _ranks_that_recorded_nothing(
             counted = f"{idle[0]}, so it counted no step"
         else:
             counted = "it ended without logging the steps it counted (by os._exit, or killed)"
-        notes.append(
-            f"rank {rank} recorded nothing: {counted}; the schedule records from step {first} "
-            f"(pid {', '.join(pids)})"
-        )
+        # torch.profiler.schedule's cycles: capture k (from 0) records from this step
+        start = schedule.skip_first + made[rank] * cycle + schedule.wait + schedule.warmup
+        if made[rank]:
+            notes.append(
+                f"rank {rank} made {made[rank]} of the {asked} captures the schedule asks (--repeat "
+                f"{schedule.repeat}): {counted}; its capture {made[rank] + 1} records from step {start} "
+                f"(pid {', '.join(pids)})"
+            )
+        else:
+            notes.append(
+                f"rank {rank} recorded nothing: {counted}; the schedule records from step {start} "
+                f"(pid {', '.join(pids)})"
+            )
     return notes
+
+
+def _ranks_of_agents(agents: list[tuple[str, str, str]]) -> dict[str, str]:
+    """pid -> the rank its agent said it was ready in ("None": no rank), less the processes that start a
+    node's workers (their rank is their node's, SLURM_PROCID under srun, not one that records)."""
+    ranks: dict[str, str] = {}
+    starters: set[str] = set()
+    for pid, _level, message in agents:
+        if ready := _READY.match(message):
+            ranks[pid] = ready["rank"]
+        elif message.startswith(STARTS_WORKERS_AT_EXIT):
+            starters.add(pid)
+    return {pid: rank for pid, rank in ranks.items() if pid not in starters}
+
+
+def _ranks_left_out(agents: list[tuple[str, str, str]], cfg: ProfileConfig) -> str:
+    """The line naming the ranks whose processes ran but that --ranks did not select (they only counted
+    steps: no capture of theirs is listed, and no other line says why); "" when there are none. Worded as
+    `npuprof analyse` words it (npuprof.analysis.report.ranks_not_here)."""
+    if cfg.ranks is None:
+        return ""
+    seen = {int(rank) for rank in _ranks_of_agents(agents).values() if _digits(rank)}
+    for _pid, _level, message in agents:
+        if (unselected := _NOT_SELECTED.match(message)) and _digits(unselected["rank"]):
+            seen.add(int(unselected["rank"]))
+    left_out = sorted(seen - set(cfg.ranks))
+    if not left_out:
+        return ""
+    from npuprof.analysis.report import _spans_shown
+
+    return (
+        f"rank(s) {_spans_shown(left_out)} ({len(left_out)} of them) were not captured: this run was started "
+        f"with --ranks {_spans_shown(sorted(cfg.ranks))}"
+    )
 
 
 def _profiling_stopped(agents: list[tuple[str, str, str]]) -> list[str]:
