@@ -764,7 +764,7 @@ def test_status_counts_captures_whose_lines_rotated_out_of_the_logs(tmp_path: Pa
         "2026-12-02 07:26:42,100 [INFO] [3] npuprof.dynamic: [step 23] capture 4 of steps 21-22 complete in p"
     )
     late = {p["rank"]: p["capture_count"] for p in _processes(tmp_path) if p["pid"] == 3}
-    assert late == {-1: 3, 0: 1}, late  # the two whose lines rotated out were the first rank's
+    assert late == {None: 3, 0: 1}, late  # the two whose lines rotated out were the first rank's
     # the later row's log rotated, the first row made none (helper-128): 0 and 40, not 38 and 2
     (tmp_path / "dp_vm_3_rank_-1.log").write_text(
         "2026-12-02 07:25:42,100 [INFO] [3] npuprof.dynamic: [step 13] capture planned: steps 14-15 (x)\n"
@@ -776,7 +776,7 @@ def test_status_counts_captures_whose_lines_rotated_out_of_the_logs(tmp_path: Pa
         " in q\n"
     )
     late = {p["rank"]: p["capture_count"] for p in _processes(tmp_path) if p["pid"] == 3}
-    assert late == {-1: 0, 0: 40}, late
+    assert late == {None: 0, 0: 40}, late
     assert all("_highest_count" not in p for p in _processes(tmp_path))
     report = {"config": {"file": "cfg/profiler_config.json", "content": None}, "processes": [first, second]}
     row = next(line for line in render(report).splitlines() if line.startswith("0 "))
@@ -1479,3 +1479,26 @@ def test_a_dynamic_folder_on_a_read_only_file_system_is_said_so(tmp_path: Path) 
         )
         report = {"config": {"file": "f", "start_step": 0}, "processes": [], "logs_unwritable": unwritable}
         assert unwritable in status.render(report)
+
+
+def test_status_json_gives_a_process_without_a_rank_as_null(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof status --format json` gave a process without a rank as -1 (torch_npu's name for it in the
+    log's file name), `npuprof analyse --format json` as null: a JSON reader took -1 for a rank. Both are
+    null now; the table still shows "-", and the lines name such a process by its pid."""
+    from npuprof.cli.status import status_command
+
+    logs = tmp_path / "log"
+    logs.mkdir()
+    error = "2026-12-02 07:25:41,100 [ERROR] [1] npuprof.dynamic: [step 2] load json failed: x\n"
+    (logs / "dp_vm_4242_rank_-1.log").write_text(error)
+    (logs / "dp_vm_4343_rank_1.log").write_text(error)
+    status_command(str(tmp_path), "json")
+    processes = json.loads(capsys.readouterr().out)["processes"]
+    assert [(p["pid"], p["rank"]) for p in processes] == [(4343, 1), (4242, None)], processes
+    status_command(str(tmp_path), "table")
+    table = capsys.readouterr().out
+    assert "pid 4242: last error" in table and "rank 1: last error" in table, table
+    rows = [line.split() for line in table.splitlines() if line.split()[1:3] == ["vm", "4242"]]
+    assert [row[0] for row in rows] == ["-"], table

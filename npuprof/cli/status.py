@@ -192,7 +192,7 @@ def _processes(logs: Path) -> list[dict[str, Any]]:
         files.setdefault(key, {"action": [], "monitor": []})[kind].insert(0 if match["backup"] else 1, entry)
     processes = [_process(key, paths) for key, paths in files.items()]
     _split_counts(processes)
-    return sorted(processes, key=lambda p: (p["rank"] < 0, p["rank"], p["host"], p["pid"]))
+    return sorted(processes, key=lambda p: (p["rank"] is None, p["rank"] or 0, p["host"], p["pid"]))
 
 
 def _split_counts(processes: list[dict[str, Any]]) -> None:
@@ -266,8 +266,9 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
         info["planned"] = None  # the process ended before that capture's first step
         why = f"never reached: steps {planned} planned, the process ended at step {last}"
         info["not_captured"] = {"step": last, "why": why}
+    # torch_npu's -1 in the log's name: null in the JSON, as in analyse's (docs/formats.md)
     if rank == UNKNOWN_RANK:
-        info["rank"] = -1
+        info["rank"] = None
     return info
 
 
@@ -431,7 +432,7 @@ def render(report: dict[str, Any]) -> str:
         step = "-" if p["last_step"] is None else f"{p['last_step']} ({(p['last_seen'] or '')[11:19]})"
         rows.append(
             [
-                "-" if p["rank"] < 0 else str(p["rank"]),
+                "-" if p["rank"] is None else str(p["rank"]),
                 p["host"],
                 str(p["pid"]),
                 p["state"],
@@ -446,12 +447,15 @@ def render(report: dict[str, Any]) -> str:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
     for p in processes:
         if p["errors"]:
-            who = f"rank {p['rank']}" if p["rank"] >= 0 else f"pid {p['pid']}"
-            lines.append(f"{who}: last error: {p['errors'][-1]}")
+            lines.append(f"{process_named(p)}: last error: {p['errors'][-1]}")
         if p["last_warning"]:
-            who = f"rank {p['rank']}" if p["rank"] >= 0 else f"pid {p['pid']}"
-            lines.append(f"{who}: last warning ({p['warnings']} in all): {p['last_warning']}")
+            lines.append(f"{process_named(p)}: last warning ({p['warnings']} in all): {p['last_warning']}")
     return _shown(lines)
+
+
+def process_named(process: dict[str, Any]) -> str:
+    """A process of ``_processes`` as its lines name it: "rank N", or "pid P" for one without a rank."""
+    return f"pid {process['pid']}" if process["rank"] is None else f"rank {process['rank']}"
 
 
 def _shown(lines: list[str]) -> str:

@@ -239,7 +239,7 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
 
     from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, trigger_label
     from npuprof.agent.dynamic_log import FILE_NAME, READ_LIMIT
-    from npuprof.cli.status import _processes
+    from npuprof.cli.status import _processes, process_named
     from npuprof.results.layout import read_small
 
     try:
@@ -263,7 +263,7 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
     unread = [p for p in running if (p["host"], p["pid"]) not in read]
     if not unread or len(unread) == len(running):
         return ""  # read by every process that runs, or by none (said by _request_not_picked_up)
-    who = ", ".join(f"rank {p['rank']}" if p["rank"] >= 0 else f"pid {p['pid']}" for p in unread[:8])
+    who = ", ".join(process_named(p) for p in unread[:8])
     who += f" and {len(unread) - 8} more" if len(unread) > 8 else ""
     what = "the cancel" if data.get("start_step") == 0 else "request"
     after = (
@@ -287,7 +287,7 @@ def _request_taken_not_begun(directory: Path) -> str:
     import json
 
     from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, trigger_label
-    from npuprof.cli.status import _processes
+    from npuprof.cli.status import _processes, process_named
     from npuprof.results.layout import read_small
 
     try:
@@ -303,8 +303,7 @@ def _request_taken_not_begun(directory: Path) -> str:
     waiting = []
     for key, message in _last_lines_naming(directory, f"(trigger {trigger})", set(running)).items():
         if state := _not_begun(message, running[key]):
-            rank = running[key]["rank"]
-            waiting.append(f"{f'rank {rank}' if rank >= 0 else f'pid {key[1]}'}: {state}")
+            waiting.append(f"{process_named(running[key])}: {state}")
     if not waiting:
         return ""
     shown = "; ".join(sorted(waiting)[:8]) + ("; ..." if len(waiting) > 8 else "")
