@@ -475,3 +475,40 @@ def test_events_whose_end_with_the_base_passes_an_int64_of_nanoseconds_are_damag
     assert note.startswith("2 damaged event(s) left out (its end (ts + dur) is beyond 4.6e+15 µs x2)"), note
     steps = {s["step"]: (s["computing_us"], s["communication_us"], s["free_us"]) for s in summary["steps"]}
     assert steps == {1: (300.0, 250.0, 500.0), 2: (100.0, 200.0, 700.0)}  # cuda_trace's docstring
+
+
+def test_export_stacks_leaves_out_the_events_ending_past_the_bound_as_analyse_does(tmp_path: Path) -> None:
+    """helper-243 bounded analyse's events by their end (ts + dur past 2**62 ns: damaged); export-stacks
+    read them on its own and kept them unsaid: 2e15 µs (63 years) of one operator's self time, and of one
+    kernel's device time, in the folded lines and the SVG. They are left out and said in one line, with
+    analyse's words (docs/formats.md, "Damaged events"); the rest is read as without them."""
+    from analyse_support.handmade import cuda_trace, kernel_on
+
+    late, long = 4e15 - T0, 2e15  # µs: each within its own bound, their end past 2**62 ns
+    assert T0 + late <= 2**62 / 1000 and long <= 2**61 / 1000 and T0 + late + long > 2**62 / 1000
+    host = {
+        "traceEvents": [
+            x("aten::outer", "cpu_op", 0, 10),
+            x("aten::inner", "cpu_op", 2, 4),
+            x("aten::late", "cpu_op", late, long),
+            x("aten::late_inner", "cpu_op", late + 1, long - 2),
+        ]
+    }
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps(host))
+    folded = stacks.folded_from_trace(path)
+    assert folded.lines() == ["aten::outer 6", "aten::outer;aten::inner 4"]
+    (note,) = [n for n in folded.notes if "damaged" in n]
+    assert note.startswith("2 damaged event(s) left out (its end (ts + dur) is beyond 4.6e+15 µs x2)"), note
+    assert "'aten::late'" in note
+
+    device = cuda_trace()
+    kept = sum(e["dur"] for e in device["traceEvents"] if e.get("cat") == "kernel")
+    device["traceEvents"].append(kernel_on("kernel_late", late, long, gpu=0, corr=99, ext=2))
+    path = tmp_path / "device.json"
+    path.write_text(json.dumps(device))
+    folded = stacks.folded_from_trace(path, "self_cuda_time_total")
+    assert "kernel_late" not in folded.text()
+    assert folded.total_us == kept
+    (note,) = [n for n in folded.notes if "damaged" in n]
+    assert note.startswith("1 damaged event(s) left out (its end (ts + dur) is beyond 4.6e+15 µs x1)"), note

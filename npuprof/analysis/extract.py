@@ -39,7 +39,17 @@ import numpy as np
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.damaged import Damaged
-from npuprof.analysis.trace_loader import EMPTY_RAW, NO_TIME, TIME_LIMIT, ScanEvent, Time, TimeOrText, no_time
+from npuprof.analysis.trace_loader import (
+    EMPTY_RAW,
+    END_PROBLEM,
+    NO_TIME,
+    TIME_LIMIT,
+    ScanEvent,
+    Time,
+    TimeOrText,
+    described_event,
+    no_time,
+)
 
 
 class EventError(ValueError):
@@ -354,7 +364,7 @@ def _first_bad_event(events: list[Any], error: Exception) -> str:
         try:
             Extract()._add_chunk([event], None)
         except (msgspec.DecodeError, OverflowError) as exc:
-            return f"cannot read the event {_describe(event)}: {_args_problem(exc)}"
+            return f"cannot read the event {described_event(event)}: {_args_problem(exc)}"
     return f"cannot read the events: {_args_problem(error)}"
 
 
@@ -372,13 +382,8 @@ def first_unreadable(events: list[Any]) -> str | None:
         try:
             Extract()._add_chunk([event], None)
         except (msgspec.DecodeError, OverflowError) as exc:
-            return f"cannot read the event {_describe(event)}: {_args_problem(exc)}"
+            return f"cannot read the event {described_event(event)}: {_args_problem(exc)}"
     return None
-
-
-def _describe(event: Any) -> str:
-    cat = getattr(event, "cat", None) or type(event).__struct_config__.tag
-    return f"{getattr(event, 'name', '')!r} (cat {cat!r}, ts {getattr(event, 'ts', None)!r})"
 
 
 def _args_problem(exc: Exception) -> str:
@@ -984,7 +989,7 @@ class Extract:
                     Extract()._add_chunk([event], None)
                 except (msgspec.DecodeError, OverflowError) as exc:
                     problem = _args_problem(exc)
-                    self.damaged.add(problem, f"cannot read the event {_describe(event)}: {problem}")
+                    self.damaged.add(problem, f"cannot read the event {described_event(event)}: {problem}")
                     continue
                 kept.append(event)
             try:
@@ -1225,9 +1230,9 @@ class Extract:
         far = np.flatnonzero(is_x & (start + dur > TIME_LIMIT))
         if not len(far):
             return is_x
-        problem = f"its end (ts + dur) is beyond {TIME_LIMIT:.2g} µs"
         for i in far.tolist():
-            self.damaged.add(problem, f"cannot read the event {_describe(events[i])}: {problem}")
+            said = f"cannot read the event {described_event(events[i])}: {END_PROBLEM}"
+            self.damaged.add(END_PROBLEM, said)
         is_x = is_x.copy()
         is_x[far] = False
         return is_x

@@ -129,6 +129,22 @@ DURATION_LIMIT = (1 << 61) / 1000  # µs, for a dur: 73 years
 Time = Annotated[float, msgspec.Meta(ge=-DURATION_LIMIT, le=DURATION_LIMIT)]
 # a ts as decoded: a number, or torch_npu's string (turned into a number by TraceReader before use)
 TimeOrText = Annotated[float, msgspec.Meta(ge=-TIME_LIMIT, le=TIME_LIMIT)] | str
+# A complete event ending past TIME_LIMIT (its ts and dur each within bound, their sum not) is left out by
+# every reader (docs/formats.md, "Damaged events"): its end plus Kineto's base passes an int64 of ns.
+END_PROBLEM = f"its end (ts + dur) is beyond {TIME_LIMIT:.2g} µs"
+
+
+def ends_past_limit(ts: Any, dur: float) -> bool:
+    """Whether a complete event's end (``ts`` a number) is beyond TIME_LIMIT."""
+    return isinstance(ts, float) and ts + dur > TIME_LIMIT
+
+
+def described_event(event: Any) -> str:
+    """An event as a damaged-event message quotes it: its name, category and ts."""
+    cat = getattr(event, "cat", None) or type(event).__struct_config__.tag
+    return f"{getattr(event, 'name', '')!r} (cat {cat!r}, ts {getattr(event, 'ts', None)!r})"
+
+
 # The value of a ts or dur the event does not have: -0.0, equal to 0.0 in every sum and comparison (so
 # nothing changes for a reader that does not ask), told apart by its sign (``no_time``). No profiler writes
 # "-0" for a time.

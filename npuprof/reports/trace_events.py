@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.trace_loader import Event, Trace, TraceError, load_trace, no_time
+from npuprof.analysis.trace_loader import (
+    END_PROBLEM,
+    Event,
+    Trace,
+    TraceError,
+    described_event,
+    ends_past_limit,
+    load_trace,
+    no_time,
+)
 
 TraceEvent = Event  # the reports' name for it
 
@@ -57,20 +66,33 @@ def timeless_note(count: int) -> str:
 def load(path: Path, timeless: list[int] | None = None, keep: Callable[[Any], bool] = wanted) -> Trace:
     """The trace with the events ``keep`` accepts (default ``wanted``; in file order; times as trace_loader
     gives them: string times relative to ``Trace.ts_base``). ``timeless``: a one-item list the complete
-    events without a ts or a dur (left out) are counted into. Raises TraceReadError."""
+    events without a ts or a dur (left out) are counted into. The complete events that end past TIME_LIMIT
+    are left out and counted in ``Trace.damaged`` (docs/formats.md, "Damaged events"). Raises
+    TraceReadError."""
+
+    far: list[Any] = []  # the complete events ending past TIME_LIMIT: [the first, then None per other]
 
     def counted(ev: Any) -> bool:  # keep, counting the complete events it leaves out for want of a time
         if ev.ph == "X" and (no_time(ev.ts) or no_time(ev.dur)):
-            timeless[0] += 1  # type: ignore[index]
+            if timeless is not None:
+                timeless[0] += 1
             return False
-        return keep(ev)
+        if not keep(ev):
+            return False
+        if ev.ph == "X" and ends_past_limit(ev.ts, ev.dur):  # as analyse leaves them out (helper-243)
+            far.append(None if far else described_event(ev))
+            return False
+        return True
 
     try:
-        return load_trace(path, keep=keep if timeless is None else counted)
+        loaded = load_trace(path, keep=counted)
     except TraceError as exc:
         raise TraceReadError(str(exc)) from exc
     except OSError as exc:
         raise TraceReadError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    for first in far:
+        loaded.damaged.add(END_PROBLEM, f"cannot read the event {first}: {END_PROBLEM}")
+    return loaded
 
 
 def load_events(path: Path) -> list[Event]:
