@@ -512,3 +512,36 @@ def test_export_stacks_leaves_out_the_events_ending_past_the_bound_as_analyse_do
     assert folded.total_us == kept
     (note,) = [n for n in folded.notes if "damaged" in n]
     assert note.startswith("1 damaged event(s) left out (its end (ts + dur) is beyond 4.6e+15 µs x1)"), note
+
+
+def test_export_stacks_says_the_negative_durations_it_counts_as_zero(tmp_path: Path) -> None:
+    """A negative dur (no profiler writes one) is counted as 0 µs by analyse and said (helper-112);
+    export-stacks counted it as 0 µs too, host and device time, without a word. It says it, with analyse's
+    words; the rest of the stacks as without that event."""
+    from analyse_support.handmade import cuda_trace, kernel_on
+
+    host = {
+        "traceEvents": [
+            x("aten::outer", "cpu_op", 0, 10),
+            x("aten::backwards", "cpu_op", 2000, -50),
+            x("aten::after", "cpu_op", 2010, 5),
+        ]
+    }
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps(host))
+    folded = stacks.folded_from_trace(path)
+    assert folded.lines() == ["aten::after 5", "aten::outer 10"]
+    said = "1 step, operator, device or Python event(s) with a negative duration"
+    assert [n for n in folded.notes if "negative" in n] == [
+        f"{said} (the trace is damaged or was edited) are counted as 0 µs long"
+    ]
+
+    device = cuda_trace()
+    kept = sum(e["dur"] for e in device["traceEvents"] if e.get("cat") == "kernel")
+    device["traceEvents"].append(kernel_on("kernel_backwards", 1600, -7, gpu=0, corr=99, ext=2))
+    path = tmp_path / "device.json"
+    path.write_text(json.dumps(device))
+    folded = stacks.folded_from_trace(path, "self_cuda_time_total")
+    assert "kernel_backwards" not in folded.text()
+    assert folded.total_us == kept
+    assert len([n for n in folded.notes if n.startswith(said)]) == 1

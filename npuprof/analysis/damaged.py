@@ -64,3 +64,11 @@ class Damaged:
             f"{self.total} damaged event(s) left out ({shown}{more}), the rest of the trace read as written; "
             f"the first: {self.first}"
         )
+
+
+def negative_durations_note(count: int) -> str:
+    """What a reader says of the events whose negative ``dur`` it read as 0 µs (no profiler writes one)."""
+    return (
+        f"{count} step, operator, device or Python event(s) with a negative duration (the trace is damaged "
+        "or was edited) are counted as 0 µs long"
+    )

@@ -38,7 +38,7 @@ import msgspec
 import numpy as np
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.damaged import Damaged
+from npuprof.analysis.damaged import Damaged, negative_durations_note
 from npuprof.analysis.trace_loader import (
     EMPTY_RAW,
     END_PROBLEM,
@@ -882,10 +882,7 @@ class Extract:
                 "string times and Kineto's times after its baseTimeNanoseconds keep each ns)"
             )
         if self.negative_durations:
-            notes.append(
-                f"{self.negative_durations} step, operator, device or Python event(s) with a negative "
-                "duration (the trace is damaged or was edited) are counted as 0 µs long"
-            )
+            notes.append(negative_durations_note(self.negative_durations))
         return notes
 
     def _resolve_pending(self) -> None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npuprof.analysis import vocabulary as vocab
+from npuprof.analysis.damaged import negative_durations_note
 from npuprof.analysis.trace_repairs import mended_frame_name
 from npuprof.reports.text import printable
 from npuprof.reports.trace_events import TraceEvent, device_labelled, load, process_names, span_or_flow
@@ -827,6 +828,9 @@ def folded_from_events(
     unnested: list[tuple[tuple[object, object], float, list[str], float]] = []
     tree = _build_host_tree(events, kinds.device | kinds.other, kinds, keep_idle, idle, overlaps, unnested)
     result = FoldedStacks(metric, has_python_frames=tree.has_python_frames)
+    negative = sum(1 for ev in events if ev.ph == "X" and float(ev.dur or 0.0) < 0)
+    if negative:  # each read as 0 µs long, as analyse reads them (helper-112); said as it says it
+        result.notes.append(negative_durations_note(negative))
     if unnested and metric == HOST_METRIC:
         lost = sum(missing for _t, missing, _n, _c in unnested)
         op_cut_us = sum(cut for _t, _m, _n, cut in unnested)
