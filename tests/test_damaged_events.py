@@ -545,3 +545,33 @@ def test_export_stacks_says_the_negative_durations_it_counts_as_zero(tmp_path: P
     assert "kernel_backwards" not in folded.text()
     assert folded.total_us == kept
     assert len([n for n in folded.notes if n.startswith(said)]) == 1
+
+
+def test_memory_samples_whose_numbers_no_allocator_writes_are_left_out_and_said(tmp_path: Path) -> None:
+    """memory-timeline read a [memory] event's numbers with int(): a Total Allocated of 10**30 bytes, a
+    Bytes of 1.5e300 (a 301-digit integer), "50" and true as byte counts were all read, and the raw.json.gz
+    it wrote was refused by memory-timeline itself ("a number is out of range"). Such events are left out
+    and counted in one note (analyse's tables refuse a string or a bool there too); the rest as written, and
+    the raw.json.gz reads back. With nothing else left, the error says why, not "no [memory] events"."""
+    from analyse_support.handmade import mem
+
+    good = [mem(0, 100, 100, 1), mem(20, -100, 0, 1)]
+    bad = [mem(10, 10**30, 10**30 + 100, 2), mem(11, 1.5e300, 100, 3), mem(12, "50", 150, 4)]
+    bad.append({**mem(13, 1, 101, 5), "args": {**mem(13, 1, 101, 5)["args"], "Total Allocated": True}})
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [*good, *bad]}))
+    data = mt.from_trace(path)
+    expected = [[T0, T0 + 20], [[0] * 8 + [100], [0] * 8 + [0]]]  # good's times (epoch µs) and totals
+    assert [list(column) for column in data.coalesce()] == expected
+    assert (
+        f"{len(bad)} [memory] event(s) whose fields are not numbers (a damaged trace?): left out"
+        in data.notes
+    )
+    raw = mt.render(data, tmp_path / "memory.raw.json.gz")
+    assert [list(column) for column in mt.load(raw).coalesce()] == expected
+
+    path.write_text(json.dumps({"traceEvents": bad}))
+    with pytest.raises(
+        mt.MemoryTimelineError, match=f"no readable \\[memory\\] events: {len(bad)} \\[memory\\]"
+    ):
+        mt.from_trace(path)

@@ -62,6 +62,10 @@ SUMMED_FROM = "; started at"
 
 RawEvent = tuple[int, int, int, int]
 _INT64 = 1 << 63  # torch writes each number of a raw event as an int64
+# A [memory] event's byte count beyond this is no allocator's (4 EiB): bounded so that the difference of two,
+# a raw event's numbytes, is an int64 as read_raw requires (a total of 10**30 bytes was written to a
+# raw.json.gz that memory-timeline then refused: "a number is out of range")
+_BYTES_LIMIT = 1 << 62
 
 
 class MemoryTimelineError(ValueError):
@@ -156,21 +160,21 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             continue
         args = ev.args_dict()
         try:
-            name = device_name(int(args.get("Device Type", 0)), int(args.get("Device Id", -1)))
-            ts, nbytes = float(ev.ts), int(args.get("Bytes", 0))
+            name = device_name(_id(args, "Device Type", 0), _id(args, "Device Id", -1))
+            ts, nbytes = float(ev.ts), _number(args, "Bytes", 0)
             if not math.isfinite(ts * 1000):  # a time no timeline can place (ns must fit a float)
                 continue
             if "Total Allocated" not in args or name == "cpu":
                 # on the CPU torch's totals keep each block of an earlier capture freed between captures
                 # (analysis/memory.py's memory_columns): the capture's own Bytes are summed there too
-                address = int(args.get("Addr", 0))
+                address = _id(args, "Addr", 0)
                 block = blocks.setdefault((ev.pid, address), len(blocks) + 1) if address else 0
                 bytes_only.setdefault(name, []).append((ts, nbytes, address, block))
                 if "Total Allocated" not in args:
                     without_totals.add(name)
                 summed_pids.setdefault(name, {})[ev.pid] = None
                 continue
-            record = (ts, int(args["Total Allocated"]), int(args.get("Total Reserved", 0)), nbytes)
+            record = (ts, _number(args, "Total Allocated", 0), _number(args, "Total Reserved", 0), nbytes)
         except (KeyError, TypeError, ValueError, OverflowError):
             unread += 1
             continue
@@ -206,6 +210,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
             total += change
             records.append((ts, total, 0, change))
         per_device[name] = records
+    if not per_device and unread:
+        raise MemoryTimelineError(
+            f"{trace.name} has no readable [memory] events: {_reading_notes(0, unread)[0]}"
+        )
     if not per_device:
         raise MemoryTimelineError(
             f"{trace.name} has no [memory] events: capture with {CAPTURE_FLAGS} "
@@ -405,6 +413,27 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
         origin += f"; {unread_memory_note(unread)}"
     origin += "".join(f"; {note}" for note in damaged)
     return _from_records(per_device, device, base_ns, origin)
+
+
+def _number(args: dict[str, Any], key: str, default: int) -> int:
+    """The byte count a [memory] event's args hold at ``key`` (``default`` without it); ValueError when it is
+    no number (a string, a bool: analyse's tables refuse them too, docs/formats.md "Damaged events"), not
+    finite, or beyond _BYTES_LIMIT either side of 0."""
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} is no number")
+    if not (math.isfinite(value) and -_BYTES_LIMIT < value < _BYTES_LIMIT):
+        raise ValueError(f"{key} is out of range")
+    return int(value)
+
+
+def _id(args: dict[str, Any], key: str, default: int) -> int:
+    """The int64 a [memory] event's args hold at ``key`` (an address, a device's type or number), as
+    analyse's tables read it; ValueError for anything else (a string, a float, a bool)."""
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not -_INT64 <= value < _INT64:
+        raise ValueError(f"{key} is no int64")
+    return value
 
 
 def _ns(us: float) -> int:
