@@ -66,6 +66,9 @@ _INT64 = 1 << 63  # torch writes each number of a raw event as an int64
 # a raw event's numbytes, is an int64 as read_raw requires (a total of 10**30 bytes was written to a
 # raw.json.gz that memory-timeline then refused: "a number is out of range")
 _BYTES_LIMIT = 1 << 62
+# A raw event's time is epoch ns in an int64, -1 meaning "before the capture" (torch's layout, coalesce): a
+# [memory] event before 1970 would read as that, or as no time at all
+_OFF_TIMELINE = "its epoch time (ts after the trace's base) is before 1970 or past 2**63 ns"
 
 
 class MemoryTimelineError(ValueError):
@@ -143,6 +146,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     """UNKNOWN-category data from the trace's ``[memory]`` events for ``device`` (default: the first
     accelerator in the data, else cpu)."""
     from npuprof.analysis import vocabulary as vocab
+    from npuprof.analysis.trace_loader import described_event
     from npuprof.reports.trace_events import load, memory_record
 
     loaded = load(trace, keep=memory_record)  # only the [memory] events: the spans are not read here
@@ -162,7 +166,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         try:
             name = device_name(_id(args, "Device Type", 0), _id(args, "Device Id", -1))
             ts, nbytes = float(ev.ts), _number(args, "Bytes", 0)
-            if not math.isfinite(ts * 1000):  # a time no timeline can place (ns must fit a float)
+            if not 0 <= base_ns + _ns(ts) < _INT64:
+                loaded.damaged.add(
+                    _OFF_TIMELINE, f"cannot read the event {described_event(ev)}: {_OFF_TIMELINE}"
+                )
                 continue
             if "Total Allocated" not in args or name == "cpu":
                 # on the CPU torch's totals keep each block of an earlier capture freed between captures
