@@ -136,6 +136,19 @@ def _in_the_background_then_fg(terminal: _Terminal, command: str, started: Path)
     return job, launcher
 
 
+def _both_stop_and_fg_ends_the_job(terminal: _Terminal, launcher: int, job: int, go: Path, code: int) -> None:
+    """After a Ctrl-Z: the shell says Stopped, npuprof and the job stop; `fg` gives the job the terminal
+    again, and the job, let go, ends with ``code`` as the shell sees it."""
+    terminal.expect(b"Stopped")
+    _wait_for(lambda: _state(launcher) == "T", "npuprof to stop")
+    _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=5)
+    terminal.type(b"fg\n")
+    _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal after fg")
+    go.touch()
+    terminal.type(b"echo exit-code-$?\n")
+    terminal.expect(f"exit-code-{code}".encode(), timeout=60)
+
+
 def test_ctrl_z_after_fg_of_a_job_run_in_the_background_stops_the_job_too(tmp_path: Path) -> None:
     """`npuprof run ... &` (or Ctrl-Z then `bg`), then `fg`: the shell gives the terminal to npuprof's process
     group, not the job's, and sends a running job no SIGCONT. Ctrl-Z then reached npuprof alone: the shell
@@ -146,14 +159,7 @@ def test_ctrl_z_after_fg_of_a_job_run_in_the_background_stops_the_job_too(tmp_pa
     try:
         job, launcher = _in_the_background_then_fg(terminal, command + " > /dev/null", started)
         terminal.type(b"\x1a")  # Ctrl-Z: to the terminal's foreground group, npuprof's
-        terminal.expect(b"Stopped")
-        _wait_for(lambda: _state(launcher) == "T", "npuprof to stop")
-        _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=5)
-        terminal.type(b"fg\n")
-        _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal after fg")
-        go.touch()
-        terminal.type(b"echo exit-code-$?\n")
-        terminal.expect(b"exit-code-5", timeout=60)
+        _both_stop_and_fg_ends_the_job(terminal, launcher, job, go, 5)
     finally:
         _kill_quietly(job, group=True)
         _kill_quietly(launcher)
@@ -347,14 +353,7 @@ def test_ctrl_z_of_npuprof_run_with_stdin_not_the_terminal_stops_the_job(tmp_pat
         launcher = _parent(job)
         _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal")
         terminal.type(b"\x1a")  # Ctrl-Z
-        terminal.expect(b"Stopped")
-        for pid, who in ((launcher, "npuprof"), (job, "the job")):
-            _wait_for(lambda pid=pid: _state(pid) == "T", f"{who} to stop", timeout=5)
-        terminal.type(b"fg\n")
-        _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal after fg")
-        go.touch()
-        terminal.type(b"echo exit-code-$?\n")
-        terminal.expect(b"exit-code-5", timeout=60)
+        _both_stop_and_fg_ends_the_job(terminal, launcher, job, go, 5)
     finally:
         _kill_quietly(job, group=True)
         _kill_quietly(launcher)
