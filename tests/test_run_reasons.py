@@ -25,6 +25,14 @@ NO_OPTIMIZER = AGENT + "no step counted in this process: it made no optimizer"
 FOUR_STEPS = AGENT + "steps counted in this process: 4"
 
 
+# the log of a 2-rank torchrun job as its agents start (launcher pid 6, ranks 0 and 1 in pids 7 and 8)
+TWO_RANKS_READY = (
+    "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
+    "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
+    "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
+)
+
+
 def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() -> None:
     why = why_no_capture(ProfileConfig(), 0, [READY, NO_OPTIMIZER])
     assert why.startswith("no step was counted: no optimizer's step() ran in the job"), why
@@ -352,10 +360,8 @@ def test_the_ranks_that_ranks_left_out_are_named_in_the_run_summary(
     said = _summary_of_one_capture(
         tmp_path,
         capsys,
-        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
-        "2026-12-03 00:00:02 [INFO] [agent pid=8] rank 1 not selected (--ranks); no capture at step 6\n"
+        TWO_RANKS_READY
+        + "2026-12-03 00:00:02 [INFO] [agent pid=8] rank 1 not selected (--ranks); no capture at step 6\n"
         "2026-12-03 00:00:03 [INFO] [agent pid=7] steps counted in this process: 12\n"
         "2026-12-03 00:00:03 [INFO] [agent pid=8] steps counted in this process: 12\n",
         ProfileConfig(ranks=[0]),
@@ -365,9 +371,7 @@ def test_the_ranks_that_ranks_left_out_are_named_in_the_run_summary(
     everyone = _summary_of_one_capture(
         tmp_path,
         capsys,
-        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n",
+        TWO_RANKS_READY,
         ProfileConfig(ranks=[0, 1]),
         more=((1, [6, 7]),),
     )
@@ -388,10 +392,7 @@ def test_a_rank_that_ended_before_its_second_capture_under_repeat_2_is_said(
     said = _summary_of_one_capture(
         tmp_path,
         capsys,
-        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
-        "2026-12-03 00:00:03 [INFO] [agent pid=7] steps counted in this process: 20\n"
+        TWO_RANKS_READY + "2026-12-03 00:00:03 [INFO] [agent pid=7] steps counted in this process: 20\n"
         "2026-12-03 00:00:03 [INFO] [agent pid=8] steps counted in this process: 10\n",
         cfg,
         more=((0, [10, 12]), (1, [6, 8])),
@@ -411,10 +412,8 @@ def test_a_rank_whose_profiling_stopped_after_an_error_is_named_beside_the_other
     said = _summary_of_one_capture(
         tmp_path,
         capsys,
-        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=9] agent ready in train.py (rank 1, run r2)\n"
+        TWO_RANKS_READY
+        + "2026-12-03 00:00:01 [INFO] [agent pid=9] agent ready in train.py (rank 1, run r2)\n"
         "2026-12-03 00:00:02 [ERROR] [agent pid=9] capture control failed at step 5: ValueError('r2')\n"
         "2026-12-03 00:00:02 [ERROR] [agent pid=8] capture control failed at step 2: OSError(24, 'Too many "
         'open files\')\nTraceback (most recent call last):\n  File "x.py", line 1, in f\nOSError: 24\n',
@@ -751,10 +750,7 @@ def test_a_rank_that_made_no_optimizer_is_not_said_to_be_killed(
     said = _summary_of_one_capture(
         tmp_path,
         capsys,
-        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
-        "2026-12-03 00:00:01 [INFO] [agent pid=8] agent ready in train.py (rank 1, run r1)\n"
-        "2026-12-03 00:00:02 [INFO] [agent pid=7] steps counted in this process: 12\n"
+        TWO_RANKS_READY + "2026-12-03 00:00:02 [INFO] [agent pid=7] steps counted in this process: 12\n"
         f"2026-12-03 00:00:02 [INFO] [agent pid=8] {logged[0]}\n",
     )
     assert (
