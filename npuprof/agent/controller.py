@@ -18,6 +18,7 @@ to take a boundary drives from then on.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from _thread import get_ident
@@ -995,8 +996,6 @@ def _waits_for_other_threads(driver: int | None) -> bool:
 
 def _starts_this_thread(driver: int | None) -> bool:
     """Whether thread ``driver`` is inside ``Thread.start()`` of the calling thread."""
-    import sys
-
     me = threading.current_thread()
     frame = sys._current_frames().get(driver) if driver is not None else None
     for _ in range(_WAIT_FRAMES):
@@ -1019,8 +1018,6 @@ def _waits_now(driver: int | None) -> bool:
     Looked at only when this thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the
     driving one never takes over while the driving one trains, nor while it waits for its data (a loader's
     future, a prefetch thread's join: helper-222; docs/architecture.md, "Step boundaries")."""
-    import sys
-
     frame = sys._current_frames().get(driver) if driver is not None else None
     if frame is None:
         return driver is not None  # a driver that ended without its guard: none is left to step
@@ -1066,8 +1063,6 @@ def _waits_for_this_thread(name: str, frame: Any) -> bool:
 
 def _futures_run_here() -> list[Any]:
     """The futures whose work the calling thread runs (an executor's work items on its stack)."""
-    import sys
-
     futures = []
     frame = sys._getframe(1)
     while frame is not None:
@@ -1127,7 +1122,5 @@ class _DriverGuard:
 
 
 def _profiler_already_enabled() -> bool:
-    import sys
-
     autograd_profiler = sys.modules.get("torch.autograd.profiler")
     return bool(getattr(autograd_profiler, "_is_profiler_enabled", False))
