@@ -9,7 +9,7 @@ import csv
 import json
 from pathlib import Path
 
-from analyse_support.handmade import T0, mem, write_rank_dir, x
+from analyse_support.handmade import T0, mem, process_names, write_rank_dir, x
 from analyse_support.handmade import kernel_on as _kernel
 from analyse_support.handmade import launch_in as _launch
 
@@ -25,10 +25,7 @@ def _trace(with_mul: bool = True) -> dict:
     30 µs). B: aten::add (ext 1) launches add_k (11, GPU 1, 50 µs), aten::mul (ext 3) mul_k (13, GPU 1,
     10 µs). Both 11s launched before either kernel began: add_k is B's because B's mul_k, its correlation
     B's alone, ran on GPU 1 too; without mul_k nothing tells add_k's process."""
-    events = [
-        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
-        for pid, name in ((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
-    ]
+    events = process_names((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
     events += [
         x("ProfilerStep#1", "user_annotation", 0, 1000, pid=A, tid=A),
         x("aten::mm", "cpu_op", 10, 40, pid=A, tid=A, **{"External id": 1}),

@@ -9,7 +9,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from analyse_support.handmade import T0, write_rank_dir, x
+from analyse_support.handmade import T0, process_names, write_rank_dir, x
 from analyse_support.handmade import kernel_on as _kernel
 from analyse_support.handmade import launch_in as _launch
 
@@ -25,10 +25,7 @@ def _trace() -> dict:
     gemm on GPU 0 at 210 (step 3's time); aten::relu (ext 2) calls 6 at 178: relu_k on GPU 0 at 320. Both
     5s were called before gemm began; GPU 0 is A's by relu_k: gemm is A's, launched in step 2 (the id's
     first call, B's, put it in step 1); add_k is B's (only B's call came before it): step 1."""
-    events = [
-        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
-        for pid, name in ((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
-    ]
+    events = process_names((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
     events += [
         x("aten::add", "cpu_op", 10, 10, pid=B, tid=B, **{"External id": 1}),
         _launch(B, 12, 5, 1),
@@ -64,10 +61,7 @@ def _comm_trace() -> dict:
     at 100); B's aten::add (External id 5 too: B numbers its own) launches add_k (correlation 30, B's
     alone, GPU 1, 50 µs at 500), the id's last task in the file. The all_reduce's device time is
     ncclKernel's: add_k is B's (only B called 30)."""
-    events = [
-        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
-        for pid, name in ((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
-    ]
+    events = process_names((A, "python3"), (B, "python3"), (0, "GPU 0"), (1, "GPU 1"))
     comm = {"External id": 5, "Collective name": "allreduce", "In msg nelems": 1024, "dtype": "Float"}
     events += [
         x("ProfilerStep#1", "user_annotation", 0, 1000, pid=A, tid=A),

@@ -30,6 +30,14 @@ def kernel_on(name: str, ts: float, dur: float, gpu: int, corr: int, ext: int) -
     return x(name, "kernel", ts, dur, pid=gpu, tid=7, **args)
 
 
+def process_names(*named: tuple[int, str]) -> list[dict]:
+    """The process_name metadata events of (pid, name) pairs, as Kineto writes them."""
+    return [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
+        for pid, name in named
+    ]
+
+
 def launch_in(pid: int, ts: float, corr: int, ext: int) -> dict:
     """A 5 µs cudaLaunchKernel of host process ``pid`` (on its thread ``pid``) of correlation ``corr``."""
     return x(
