@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 from analyse_support.handmade import cpu_trace, mem, write_rank_dir, x
 
@@ -31,6 +32,15 @@ def _cpu_events() -> list[dict]:
         event["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
         events.append(event)
     return events
+
+
+def _timeline_of(tmp_path: Path, events: list[dict]) -> Any:
+    """memory-timeline's data read from a trace of ``events`` alone."""
+    from npuprof.reports import memory_timeline as mt
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return mt.from_trace(path)
 
 
 def _parsed_with(tmp_path: Path, events: list[dict]) -> Path:
@@ -56,9 +66,7 @@ def test_memory_timeline_from_the_trace_and_the_categorised_peak_leave_it_out_to
     from npuprof.reports import memory_timeline as mt
     from npuprof.reports.memory_categories import _peaks
 
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": _cpu_events()}))
-    data = mt.from_trace(path)
+    data = _timeline_of(tmp_path, _cpu_events())
     assert data.device == "cpu"
     assert [sum(row) for row in data.coalesce()[1]] == [MiB, 0, 2 * MiB, 0]
     assert mt.peak_allocated(data) == 2 * MiB
@@ -90,9 +98,7 @@ def test_a_block_allocated_and_freed_in_one_microsecond_lifts_nothing(tmp_path: 
     with (out / "memory_record.csv").open() as f:
         assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [1.0, 4.0, 1.0, 0.0, 2.0, 0.0]
     for listed in (events, [events[0], events[2], events[1], *events[3:]]):
-        path = tmp_path / "t.json"
-        path.write_text(json.dumps({"traceEvents": listed}))
-        data = mt.from_trace(path)
+        data = _timeline_of(tmp_path, listed)
         assert [sum(row) for row in data.coalesce()[1]] == [MiB, MiB, 0, 2 * MiB, 0]
         assert mt.peak_allocated(data) == 4 * MiB
 
@@ -114,9 +120,7 @@ def test_a_block_freed_beside_another_allocated_in_one_microsecond_was_held_befo
     with (out / "memory_record.csv").open() as f:
         assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [4.0, 1.0, 4.0, 3.0, 5.0, 3.0]
     for listed in (events, [events[0], events[2], events[1], *events[3:]]):
-        path = tmp_path / "t.json"
-        path.write_text(json.dumps({"traceEvents": listed}))
-        data = mt.from_trace(path)
+        data = _timeline_of(tmp_path, listed)
         assert [sum(row) for row in data.coalesce()[1]] == [4 * MiB, 4 * MiB, 3 * MiB, 5 * MiB, 3 * MiB]
         assert mt.peak_allocated(data) == 5 * MiB
 
@@ -168,9 +172,7 @@ def test_a_block_freed_in_the_capture_and_allocated_before_it_counts_from_the_st
     with (out / "memory_record.csv").open() as f:
         assert [float(r["Total Allocated(MB)"]) for r in csv.DictReader(f)] == [e / MiB for e in expected]
 
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    data = mt.from_trace(path)
+    data = _timeline_of(tmp_path, events)
     assert [sum(row) for row in data.coalesce()[1]] == expected
     assert mt.peak_allocated(data) == max(expected)
     assert data.origin.endswith(f"{mt.SUMMED_FROM} {held:,} bytes")
@@ -187,7 +189,6 @@ def test_a_block_held_before_is_told_by_its_own_process_address(tmp_path: Path) 
     µs), then B frees its 100 MiB block at 0xA, held since before the capture (20 µs). Read by address
     alone, 0xA's first change was A's allocation and B's block was not held: the capture started at the 90
     MiB its sum went below 0, for the 100 B held."""
-    from npuprof.reports import memory_timeline as mt
 
     a, b = 300, 400
     changes = [(10, 10 * MiB, a), (20, -100 * MiB, b)]
@@ -205,6 +206,4 @@ def test_a_block_held_before_is_told_by_its_own_process_address(tmp_path: Path) 
     summary = json.loads((out / SUMMARY_FILE).read_text())
     assert summary["memory"]["peak_allocated_mb"] == max(expected) / MiB
 
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    assert [sum(row) for row in mt.from_trace(path).coalesce()[1]] == expected
+    assert [sum(row) for row in _timeline_of(tmp_path, events).coalesce()[1]] == expected
