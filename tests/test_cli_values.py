@@ -255,6 +255,11 @@ def test_trigger_says_a_flag_given_two_values_as_run_does(
             ["--top is given 2 times: --top 3, then --top 4", "--jobs is given 2 times: -j 2, then --jobs 3"],
         ),
         (
+            "analyse",
+            ["--steps", "3,3", "--steps", "3-4"],
+            ["--steps is given 2 times: --steps 3,3, then --steps 3-4"],
+        ),
+        (
             "analyze",
             ["--force", "-j", "2", "--force", "--jobs", "3"],
             ["--jobs is given 2 times: -j 2, then --jobs 3"],
@@ -298,6 +303,7 @@ def test_every_report_command_says_a_flag_given_two_values_as_run_does(
     ("command", "args"),
     [
         ("analyse", ["--top", "3", "--top", "+3", "-j2", "--jobs", "2"]),
+        ("analyse", ["--steps", "3", "--steps", "3,3", "--steps=3-3"]),
         ("status", ["--format", "json", "--format=json"]),
         (
             "export-stacks",

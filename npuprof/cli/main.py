@@ -13,6 +13,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import typer
 
 COMMAND_MODULES = ("run", "trigger", "status", "analyse", "export_stacks", "memory_timeline", "info")
@@ -245,8 +247,18 @@ def _flags_of(params: list[Any]) -> tuple[dict[str, tuple[str, object]], dict[st
             options |= {o: (param.name, False) for o in param.secondary_opts}
             continue
         kind = "list" if getattr(param, "multiple", False) else _kind_of(param.type.name)
-        options |= {o: (param.name, kind) for o in opts}
+        options |= {o: (param.name, _MEANINGS.get(param.name, kind)) for o in opts}
     return options, names
+
+
+def _steps_meant(text: str) -> object:
+    from npuprof.analysis.step_selection import parse_steps
+
+    return parse_steps(text)
+
+
+# a flag whose values agree when they mean the same, however written: analyse's --steps 3 and 3,3
+_MEANINGS: dict[str, Callable[[str], object]] = {"steps": _steps_meant}
 
 
 def _kind_of(type_name: str) -> str:

@@ -274,8 +274,11 @@ def _short_with_value(token: str, options: dict[str, tuple[str, object]]) -> boo
 
 
 def _value(kind: object, text: str) -> object:
-    """What a value means, to compare two: ``--repeat 3`` and ``--repeat +3`` agree."""
+    """What a value means, to compare two: ``--repeat 3`` and ``--repeat +3`` agree; a kind that is a
+    function reads the meaning itself (analyse's ``--steps 3`` and ``--steps 3,3``)."""
     try:
+        if callable(kind):
+            return kind(text)
         return int(text) if kind == "int" else float(text) if kind == "float" else text
     except ValueError:
         return text
