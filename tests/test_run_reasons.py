@@ -329,27 +329,50 @@ def _summary_of_one_capture(
     """The run summary of a run r1 (``cfg``, the default's if None) with one complete, parsed capture of
     rank 0 (pid 7), and ``more`` of them ((rank, steps) each, pid 7 + the rank), over the log ``log_text``:
     its words, one space between each."""
+    made = [(0, 7, [6, 7], None), *((k, 7 + k, steps, None) for k, steps in more)]
+    return _summary_of_captures(tmp_path, capsys, log_text, cfg or ProfileConfig(), made)
+
+
+def _summary_of_captures(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    log_text: str,
+    cfg: ProfileConfig,
+    made: list[tuple[int | None, int, list[int], int | None]],
+) -> str:
+    """The run summary of a run r1 whose complete, parsed captures are ``made`` (rank, pid, steps,
+    torchrun's attempt each), over the log ``log_text``: its words, one space between each."""
     from npuprof.reports.run_summary import print_run_summary
     from npuprof.results.run_record import CaptureSummary
 
     log = tmp_path / "npuprof.log"
     log.write_text(log_text)
-    made = enumerate(((0, [6, 7]), *more))
     captures = [
         CaptureSummary(
-            tmp_path / f"vm_{7 + k}_2026120300000000{n}_ascend_pt",
+            tmp_path / f"vm_{pid}_2026120300000{n:04}_ascend_pt",
             "complete",
-            k,
-            7 + k,
+            rank,
+            pid,
             steps,
             1000,
             "",
             True,
+            restart_count=attempt,
         )
-        for n, (k, steps) in made
+        for n, (rank, pid, steps, attempt) in enumerate(made)
     ]
-    print_run_summary(tmp_path, captures, 0, cfg or ProfileConfig(), log, run_id="r1")
+    print_run_summary(tmp_path, captures, 0, cfg, log, run_id="r1")
     return " ".join(capsys.readouterr().err.split())
+
+
+def _repeat_2() -> tuple[ProfileConfig, int, int]:
+    """--repeat 2 over --skip-first 5 --wait 0 --warmup 1 --active 3, and the steps its first and second
+    captures record from (torch.profiler.schedule's cycles, by hand)."""
+    cfg = ProfileConfig()
+    cfg.schedule.repeat = 2
+    cfg.schedule.skip_first, cfg.schedule.wait, cfg.schedule.warmup, cfg.schedule.active = 5, 0, 1, 3
+    first = 5 + 0 + 1
+    return cfg, first, first + (0 + 1 + 3)
 
 
 def test_the_ranks_that_ranks_left_out_are_named_in_the_run_summary(
@@ -848,3 +871,52 @@ def test_a_window_that_passed_while_a_thread_took_over_is_the_reason() -> None:
         "capture window not recorded: steps 5-8 of its window passed uncounted (thread train took over "
         "counting)"
     ), why
+
+
+def _agent_said(pid: int, message: str) -> str:
+    return f"2026-12-03 00:00:01 [INFO] [agent pid={pid}] {message}\n"
+
+
+def test_a_process_without_a_rank_that_ended_before_its_second_capture_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python train.py` (no RANK), --repeat 2, the script ending in its second warm-up: the summary
+    listed its one capture and said nothing of the second (only ranked processes were counted). An
+    evaluation process of the job that never stepped is still not named."""
+    cfg, _first, second = _repeat_2()
+    log = (
+        _agent_said(7, "agent ready in train.py (rank None, run r1)")
+        + _agent_said(9, "agent ready in evaluate.py (rank None, run r1)")
+        + _agent_said(7, "steps counted in this process: 10")
+        + _agent_said(9, "no step counted in this process: it made no optimizer")
+    )
+    said = _summary_of_captures(tmp_path, capsys, log, cfg, [(None, 7, [6, 8], None)])
+    assert (
+        "process 7 (no rank) made 1 of the 2 captures the schedule asks (--repeat 2): it counted 10 step(s); "
+        f"its capture 2 records from step {second}"
+    ) in said, said
+    assert "process 9" not in said and "recorded nothing" not in said, said
+
+
+def test_a_process_that_learnt_its_rank_after_its_agent_woke_goes_by_its_captures_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch.multiprocessing.spawn, no RANK: each agent woke before init_process_group and said "rank None",
+    and the captures' records name ranks 0 and 1. A process that made its captures is not named as one
+    without a rank that recorded nothing; one that fell short is named by its rank."""
+    cfg, _first, second = _repeat_2()
+    log = ""
+    for pid, steps in ((7, 20), (8, 10)):
+        log += _agent_said(pid, "agent ready in train.py (rank None, run r1)")
+        log += _agent_said(pid, f"steps counted in this process: {steps}")
+    made: list[tuple[int | None, int, list[int], int | None]] = [
+        (0, 7, [6, 8], None),
+        (0, 7, [10, 12], None),
+        (1, 8, [6, 8], None),
+    ]
+    said = _summary_of_captures(tmp_path, capsys, log, cfg, made)
+    assert (
+        "npuprof: rank 1 made 1 of the 2 captures the schedule asks (--repeat 2): it counted 10 step(s); its "
+        f"capture 2 records from step {second} (pid 8)"
+    ) in said, said
+    assert "no rank" not in said and "rank 0" not in said, said

@@ -848,12 +848,14 @@ def _ranks_short_of_captures(
     at least where it is 0), with the steps its processes counted and the step its next capture records
     from (helper-129: a torchrun rank that never reached a step was left unsaid: the summary listed the other
     rank's capture alone, as if the job had one; a rank that ended in its second warm-up under --repeat 2
-    silently had one capture). Not for --dynamic or a time window (their captures come from a request or
-    the clock), nor a rank --ranks leaves out, nor one whose process still runs (``running``: pids; the
-    summary says they may record yet)."""
+    silently had one capture). A process without a rank is counted on its own, when it stepped or
+    captured; one whose agent woke before its rank was known (mp.spawn, no RANK) goes by its captures'
+    rank. Not for --dynamic or a time window (their captures come from a request or the clock), nor a
+    rank --ranks leaves out, nor one whose process still runs (``running``: pids; the summary says they may
+    record yet)."""
     if cfg.dynamic or cfg.timed or cfg.schedule.off:
         return []
-    ranks = _ranks_of_agents(agents)
+    ranks = _ranks_learnt_from_captures(_ranks_of_agents(agents), captures)
     counts: dict[str, int] = {}
     uncountable: dict[str, str] = {}  # pid -> why it had nothing to count steps on
     for pid, _level, message in agents:
@@ -861,19 +863,27 @@ def _ranks_short_of_captures(
             counts[pid] = int(message[len(STEPS_AT_EXIT) :])
         elif message.startswith(NOTHING_COUNTED_AT_EXIT):
             uncountable[pid] = message[len(NOTHING_COUNTED_AT_EXIT) :]
-    made = Counter(str(c.rank) for c in captures)
+    made = Counter(str(c.rank) if c.rank is not None else f"pid {c.pid}" for c in captures)
+    makers: dict[str, list[str]] = {}  # a rank, or "pid N" for a process without one: its pids
+    for pid, rank in ranks.items():
+        makers.setdefault(rank if rank != "None" else f"pid {pid}", []).append(pid)
     wanted = None if cfg.ranks is None else {str(rank) for rank in cfg.ranks}
     schedule = cfg.schedule
     asked = max(schedule.repeat, 1)
     cycle = schedule.wait + schedule.warmup + schedule.active
     notes = []
-    for rank in sorted(set(ranks.values()) - {"None"}, key=lambda r: (len(r), r)):
+    for rank in sorted(makers, key=lambda r: (r.startswith("pid "), len(r), r)):
         if (wanted is not None and rank not in wanted) or made[rank] >= asked:
             continue
-        pids = [pid for pid, its in ranks.items() if its == rank]
+        pids = makers[rank]
         if any(pid in running for pid in pids):  # helper-131: said "it ended ...", then it recorded
             continue
         known = [counts[pid] for pid in pids if pid in counts]
+        rankless = rank.startswith("pid ")
+        if rankless and not made[rank] and not any(known):
+            continue  # no rank, no step: not a process that trains (an evaluation's, a spawned worker's)
+        who = f"process {pids[0]} (no rank)" if rankless else f"rank {rank}"
+        pids_said = "" if rankless else f" (pid {', '.join(pids)})"
         idle = [uncountable[pid] for pid in pids if pid in uncountable]
         if known:
             counted = f"it counted {max(known)} step(s)"
@@ -885,16 +895,23 @@ def _ranks_short_of_captures(
         start = schedule.skip_first + made[rank] * cycle + schedule.wait + schedule.warmup
         if made[rank]:
             notes.append(
-                f"rank {rank} made {made[rank]} of the {asked} captures the schedule asks (--repeat "
-                f"{schedule.repeat}): {counted}; its capture {made[rank] + 1} records from step {start} "
-                f"(pid {', '.join(pids)})"
+                f"{who} made {made[rank]} of the {asked} captures the schedule asks (--repeat "
+                f"{schedule.repeat}): {counted}; its capture {made[rank] + 1} records from step {start}"
+                f"{pids_said}"
             )
         else:
             notes.append(
-                f"rank {rank} recorded nothing: {counted}; the schedule records from step {start} "
-                f"(pid {', '.join(pids)})"
+                f"{who} recorded nothing: {counted}; the schedule records from step {start}{pids_said}"
             )
     return notes
+
+
+def _ranks_learnt_from_captures(ranks: dict[str, str], captures: list[CaptureSummary]) -> dict[str, str]:
+    """``ranks`` (pid -> rank), a process's "None" replaced by the rank its captures' records name: its
+    agent woke before torch.distributed gave it one (torch.multiprocessing.spawn, no RANK in the
+    environment), and it was taken for a process without a rank that recorded nothing."""
+    learnt = {str(c.pid): str(c.rank) for c in captures if c.rank is not None and c.pid is not None}
+    return {pid: learnt.get(pid, rank) if rank == "None" else rank for pid, rank in ranks.items()}
 
 
 def _ranks_of_agents(agents: list[tuple[str, str, str]]) -> dict[str, str]:
