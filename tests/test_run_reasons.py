@@ -920,3 +920,34 @@ def test_a_process_that_learnt_its_rank_after_its_agent_woke_goes_by_its_capture
         f"capture 2 records from step {second} (pid 8)"
     ) in said, said
     assert "no rank" not in said and "rank 0" not in said, said
+
+
+def test_hundreds_of_ranks_in_the_same_state_share_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torchrun, 200 ranks, --repeat 2: 129 ranks ending after their first capture got 129 lines of the
+    same words. They now share one, the ranks as ranges; the odd one (no capture) keeps its own, and the
+    ranks that made both captures get none."""
+    cfg, first, second = _repeat_2()
+    short = [*range(128), 130]
+    log, made = "", []
+    for rank in range(200):
+        pid = 1000 + rank
+        log += _agent_said(pid, f"agent ready in train.py (rank {rank}, run r1)")
+        steps = 10 if rank in short else 3 if rank == 128 else 14
+        log += _agent_said(pid, f"steps counted in this process: {steps + rank % 2}")
+        if rank != 128:
+            made.append((rank, pid, [6, 8], None))
+        if rank not in short and rank != 128:
+            made.append((rank, pid, [10, 12], None))
+    said = _summary_of_captures(tmp_path, capsys, log, cfg, made)
+    pids = ", ".join(str(1000 + rank) for rank in short[:8])
+    assert (
+        "npuprof: ranks 0-127, 130 (129 of them) made 1 of the 2 captures the schedule asks (--repeat 2): "
+        f"each counted 10 to 11 step(s); their capture 2 records from step {second} (pids {pids}, ...)"
+    ) in said, said
+    assert (
+        f"npuprof: rank 128 recorded nothing: it counted 3 step(s); the schedule records from step {first} "
+        "(pid 1128)"
+    ) in said, said
+    assert said.count("npuprof: rank") == 2, said

@@ -8,6 +8,7 @@ import shlex
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -844,15 +845,16 @@ def _ranks_short_of_captures(
     cfg: ProfileConfig,
     running: Collection[str] = (),
 ) -> list[str]:
-    """One line for each rank of the job that made fewer captures than the schedule asks (``repeat``; one
-    at least where it is 0), with the steps its processes counted and the step its next capture records
+    """The lines on the ranks of the job that made fewer captures than the schedule asks (``repeat``; one
+    at least where it is 0), with the steps their processes counted and the step their next capture records
     from (helper-129: a torchrun rank that never reached a step was left unsaid: the summary listed the other
     rank's capture alone, as if the job had one; a rank that ended in its second warm-up under --repeat 2
     silently had one capture). A process without a rank is counted on its own, when it stepped or
     captured; one whose agent woke before its rank was known (mp.spawn, no RANK) goes by its captures'
-    rank. Not for --dynamic or a time window (their captures come from a request or the clock), nor a
-    rank --ranks leaves out, nor one whose process still runs (``running``: pids; the summary says they may
-    record yet)."""
+    rank. The ranks in the same state share a line (a job of hundreds of ranks had a line each). Not for
+    --dynamic or a time window (their captures come from a request or the clock), nor a rank --ranks
+    leaves out, nor one whose process still runs (``running``: pids; the summary says they may record
+    yet)."""
     if cfg.dynamic or cfg.timed or cfg.schedule.off:
         return []
     ranks = _ranks_learnt_from_captures(_ranks_of_agents(agents), captures)
@@ -863,47 +865,98 @@ def _ranks_short_of_captures(
             counts[pid] = int(message[len(STEPS_AT_EXIT) :])
         elif message.startswith(NOTHING_COUNTED_AT_EXIT):
             uncountable[pid] = message[len(NOTHING_COUNTED_AT_EXIT) :]
-    made = Counter(str(c.rank) if c.rank is not None else f"pid {c.pid}" for c in captures)
-    makers: dict[str, list[str]] = {}  # a rank, or "pid N" for a process without one: its pids
-    for pid, rank in ranks.items():
-        makers.setdefault(rank if rank != "None" else f"pid {pid}", []).append(pid)
+    made = Counter(_maker_of_capture(c) for c in captures)
     wanted = None if cfg.ranks is None else {str(rank) for rank in cfg.ranks}
-    schedule = cfg.schedule
-    asked = max(schedule.repeat, 1)
-    cycle = schedule.wait + schedule.warmup + schedule.active
-    notes = []
-    for rank in sorted(makers, key=lambda r: (r.startswith("pid "), len(r), r)):
-        if (wanted is not None and rank not in wanted) or made[rank] >= asked:
+    makers: dict[_Maker, list[str]] = {}
+    for pid, rank in ranks.items():
+        makers.setdefault(_Maker(rank, pid if rank == "None" else None), []).append(pid)
+    groups: dict[_Shortfall, list[tuple[_Maker, list[str], list[int]]]] = {}
+    asked = max(cfg.schedule.repeat, 1)
+    # in rank order: a line comes where its first rank does
+    for maker, pids in sorted(makers.items(), key=lambda item: _place(item[0])):
+        if (wanted is not None and maker.rank not in wanted) or made[maker] >= asked:
             continue
-        pids = makers[rank]
         if any(pid in running for pid in pids):  # helper-131: said "it ended ...", then it recorded
             continue
         known = [counts[pid] for pid in pids if pid in counts]
-        rankless = rank.startswith("pid ")
-        if rankless and not made[rank] and not any(known):
+        if maker.pid is not None and not made[maker] and not any(known):
             continue  # no rank, no step: not a process that trains (an evaluation's, a spawned worker's)
-        who = f"process {pids[0]} (no rank)" if rankless else f"rank {rank}"
-        pids_said = "" if rankless else f" (pid {', '.join(pids)})"
-        idle = [uncountable[pid] for pid in pids if pid in uncountable]
-        if known:
-            counted = f"it counted {max(known)} step(s)"
-        elif idle:  # helper-153: a rank that only logs ended normally, and was said to be killed
-            counted = f"{idle[0]}, so it counted no step"
-        else:
-            counted = "it ended without logging the steps it counted (by os._exit, or killed)"
-        # torch.profiler.schedule's cycles: capture k (from 0) records from this step
-        start = schedule.skip_first + made[rank] * cycle + schedule.wait + schedule.warmup
-        if made[rank]:
-            notes.append(
-                f"{who} made {made[rank]} of the {asked} captures the schedule asks (--repeat "
-                f"{schedule.repeat}): {counted}; its capture {made[rank] + 1} records from step {start}"
-                f"{pids_said}"
-            )
-        else:
-            notes.append(
-                f"{who} recorded nothing: {counted}; the schedule records from step {start}{pids_said}"
-            )
-    return notes
+        idle = "" if known else next((uncountable[pid] for pid in pids if pid in uncountable), "")
+        state = _Shortfall(made[maker], maker.pid is not None, bool(known), idle)
+        groups.setdefault(state, []).append((maker, pids, [max(known)] if known else []))
+    return [_shortfall_said(state, members, cfg) for state, members in groups.items()]
+
+
+@dataclass(frozen=True)
+class _Maker:
+    """Who a capture is counted for: a rank, or a process without a rank."""
+
+    rank: str  # "None": no rank
+    pid: str | None  # only for a process without a rank
+
+
+@dataclass(frozen=True)
+class _Shortfall:
+    """What the makers said in one line share."""
+
+    made: int
+    rankless: bool
+    counted: bool  # they logged the steps they counted
+    idle: str  # else, why they had nothing to count ("": they ended without a word)
+
+
+def _maker_of_capture(capture: CaptureSummary) -> _Maker:
+    rank = str(capture.rank)
+    pid = str(capture.pid) if rank == "None" else None
+    return _Maker(rank, pid)
+
+
+def _place(maker: _Maker) -> tuple[bool, int, int]:
+    """The ranks in their order, then the processes without one."""
+    return (maker.pid is not None, int(maker.rank) if _digits(maker.rank) else -1, int(maker.pid or 0))
+
+
+def _shortfall_said(
+    state: _Shortfall, members: list[tuple[_Maker, list[str], list[int]]], cfg: ProfileConfig
+) -> str:
+    """One line of ``_ranks_short_of_captures``: a rank's, or the ranks' in the same state."""
+    from npuprof.analysis.report import _spans_shown
+
+    schedule = cfg.schedule
+    asked = max(schedule.repeat, 1)
+    cycle = schedule.wait + schedule.warmup + schedule.active
+    # torch.profiler.schedule's cycles: capture k (from 0) records from this step
+    start = schedule.skip_first + state.made * cycle + schedule.wait + schedule.warmup
+    one = len(members) == 1
+    pids = [pid for _maker, its, _known in members for pid in its]
+    shown_pids = ", ".join(pids[:8]) + (", ..." if len(pids) > 8 else "")
+    if state.rankless:
+        who = f"process {shown_pids} (no rank)" if one else f"processes {shown_pids} (no rank)"
+        pids_said = ""
+    else:
+        numbers = sorted(int(m.rank) for m, _pids, _known in members if _digits(m.rank))
+        many = f"ranks {_spans_shown(numbers)} ({len(numbers)} of them)"
+        who = f"rank {members[0][0].rank}" if one else many
+        pids_said = f" (pid {shown_pids})" if one else f" (pids {shown_pids})"
+    known = [n for _maker, _pids, counted in members for n in counted]
+    if state.counted:
+        low, high = min(known), max(known)
+        steps = str(low) if low == high else f"{low} to {high}"
+        counted = f"it counted {steps} step(s)" if one else f"each counted {steps} step(s)"
+    elif state.idle:  # helper-153: a rank that only logs ended normally, and was said to be killed
+        counted = f"{state.idle}, so it counted no step"
+        counted = counted if one else f"each: {counted}"
+    else:
+        ended = "it" if one else "each"
+        counted = f"{ended} ended without logging the steps it counted (by os._exit, or killed)"
+    its = "its" if one else "their"
+    if state.made:
+        return (
+            f"{who} made {state.made} of the {asked} captures the schedule asks (--repeat "
+            f"{schedule.repeat}): {counted}; {its} capture {state.made + 1} records from step {start}"
+            f"{pids_said}"
+        )
+    return f"{who} recorded nothing: {counted}; the schedule records from step {start}{pids_said}"
 
 
 def _ranks_learnt_from_captures(ranks: dict[str, str], captures: list[CaptureSummary]) -> dict[str, str]:
