@@ -951,3 +951,60 @@ def test_hundreds_of_ranks_in_the_same_state_share_one_line(
         "(pid 1128)"
     ) in said, said
     assert said.count("npuprof: rank") == 2, said
+
+
+def test_a_ranks_captures_are_counted_in_each_attempt_torchrun_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchrun --max-restarts 1, --repeat 2: both ranks killed after their first capture, restarted, and
+    ending again after one: each rank had 2 captures over the two attempts, and the summary said nothing
+    short. Each attempt's ranks are counted apart now, the attempt named, from the agents' ready lines."""
+    from npuprof.agent.entry import _attempt
+
+    cfg, _first, second = _repeat_2()
+    log, made = "", []
+    for attempt, pids in ((0, (7, 8)), (1, (9, 10))):
+        monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", str(attempt))
+        for rank, pid in enumerate(pids):
+            log += _agent_said(pid, f"agent ready in train.py (rank {rank}, run r1{_attempt()})")
+            if attempt:
+                log += _agent_said(pid, "steps counted in this process: 9")
+            made.append((rank, pid, [6, 8], attempt))
+    said = _summary_of_captures(tmp_path, capsys, log, cfg, made)
+    assert (
+        "ranks 0-1 (2 of them) in attempt 0 made 1 of the 2 captures the schedule asks (--repeat 2): each "
+        "ended without logging the steps it counted (by os._exit, or killed); their capture 2 records from "
+        f"step {second} (pids 7, 8)"
+    ) in said, said
+    assert (
+        "ranks 0-1 (2 of them) in attempt 1 made 1 of the 2 captures the schedule asks (--repeat 2): each "
+        f"counted 9 step(s); their capture 2 records from step {second} (pids 9, 10)"
+    ) in said, said
+    assert said.index("in attempt 0 made") < said.index("in attempt 1 made"), said
+
+
+def test_a_restart_that_captured_nothing_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchrun --max-restarts 1: the first attempt made its captures, the second was killed before its
+    first: the summary said nothing of a restart (no capture was of attempt 1) and nothing short (each
+    rank had its capture). It now says the job restarted, and what the second attempt's ranks made."""
+    from npuprof.agent.entry import _attempt
+
+    cfg, first, _second = _repeat_2()
+    cfg.schedule.repeat = 1
+    log = ""
+    for attempt, pids in ((0, (7, 8)), (1, (9, 10))):
+        monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", str(attempt))
+        for rank, pid in enumerate(pids):
+            log += _agent_said(pid, f"agent ready in train.py (rank {rank}, run r1{_attempt()})")
+    made: list[tuple[int | None, int, list[int], int | None]] = [(0, 7, [6, 8], 0), (1, 8, [6, 8], 0)]
+    said = _summary_of_captures(tmp_path, capsys, log, cfg, made)
+    assert (
+        "npuprof: torchrun restarted the job 1 time(s): these captures are all of attempt 0 "
+        "(TORCHELASTIC_RESTART_COUNT; 0: the first)"
+    ) in said, said
+    assert (
+        "ranks 0-1 (2 of them) in attempt 1 recorded nothing: each ended without logging the steps it "
+        f"counted (by os._exit, or killed); the schedule records from step {first} (pids 9, 10)"
+    ) in said, said

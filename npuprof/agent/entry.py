@@ -178,7 +178,8 @@ class Agent:
         from npuprof.agent.comm_marks import install_at_wake
 
         install_at_wake(cfg, log)  # --msprof-tx: communication ranges (never raises)
-        log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()}, run {run.get('run_id')})")
+        run_said = f"run {run.get('run_id')}{_attempt()}"
+        log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()}, {run_said})")
         self._follow_the_launcher()
 
     @never_raise("installing the step hooks")
@@ -706,6 +707,15 @@ def _has_rank() -> bool:
     from npuprof.agent.ranks import current_rank
 
     return current_rank() is not None
+
+
+def _attempt() -> str:
+    """The ready line's ", attempt N" under torchrun (its TORCHELASTIC_RESTART_COUNT): the run's summary
+    counts a rank's captures in each attempt apart."""
+    from npuprof.results.handover import restart_count_from_env
+
+    attempt = restart_count_from_env(os.environ)
+    return "" if attempt is None else f", attempt {attempt}"
 
 
 def _nothing_to_count(cfg: Any) -> str:

@@ -152,13 +152,13 @@ def print_run_summary(
             f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"
         )
-    if restarted := _restarts_said(attempts):
-        console.print(f"[bold yellow]npuprof:[/] {escape(restarted)}", soft_wrap=True)
-    if replaced:  # the captures listed are those made since (helper-114: one lost with it, unsaid)
-        console.print(f"[bold yellow]npuprof:[/] {escape(replaced_words(output))}", soft_wrap=True)
     lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
     others = _agents_of_other_runs(lines, run_id)
     agents = _agent_lines(lines, others)  # this run's agents' lines, parsed once
+    if restarted := _restarts_said(attempts, set(_attempts_of_agents(agents).values())):
+        console.print(f"[bold yellow]npuprof:[/] {escape(restarted)}", soft_wrap=True)
+    if replaced:  # the captures listed are those made since (helper-114: one lost with it, unsaid)
+        console.print(f"[bold yellow]npuprof:[/] {escape(replaced_words(output))}", soft_wrap=True)
     for c in listed:
         if c.detail:
             detail = _why_not_finalised(c, agents) if c.detail == layout.NOT_FINALISED else c.detail
@@ -296,19 +296,23 @@ def print_run_summary(
             )
 
 
-def _restarts_said(attempts: set[int]) -> str:
+def _restarts_said(attempts: set[int], ran: Collection[int] = ()) -> str:
     """The line on torchrun's elastic restarts, from the attempts (TORCHELASTIC_RESTART_COUNT) the
-    captures were made in; "" when none is after the first."""
-    if not attempts or max(attempts) == 0:
+    captures were made in and those the agents ran in (``ran``: a later attempt may have captured nothing,
+    its ranks' lines below name it); "" when none is after the first."""
+    restarts = max([*attempts, *ran], default=0)
+    if not restarts:
         return ""
-    latest = max(attempts)
-    said = f"torchrun restarted the job {latest} time(s)"
+    said = f"torchrun restarted the job {restarts} time(s)"
     if len(attempts) > 1:
         return (
             f"{said}: the attempt column is its TORCHELASTIC_RESTART_COUNT (0: the first attempt); npuprof "
-            f"analyse compares the ranks of the latest attempt ({latest})"
+            f"analyse compares the ranks of the latest attempt ({max(attempts)})"
         )
-    return f"{said}: these captures are all of attempt {latest} (TORCHELASTIC_RESTART_COUNT; 0: the first)"
+    if attempts:
+        only = next(iter(attempts))
+        return f"{said}: these captures are all of attempt {only} (TORCHELASTIC_RESTART_COUNT; 0: the first)"
+    return f"{said} (TORCHELASTIC_RESTART_COUNT; 0: the first attempt)"
 
 
 def _still_running(pids: list[int]) -> str:
@@ -456,7 +460,10 @@ LOG_READ_LIMIT = 4 << 20  # npuprof.log rotates at 1 MiB: a larger file is not o
 _AGENT_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)(?: run=\w+)?\] (?P<message>.*)$")
 # "(rank N, run ID)"; "(rank N)" before the run was named: the lines of agents of another run (npuprof
 # started inside torchrun: a launcher per worker, all logging into one npuprof.log) are not this run's
-_READY = re.compile(r"^agent ready in .* \(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?\)$")
+_READY = re.compile(
+    r"^agent ready in .* \(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?"
+    r"(?:, attempt (?P<attempt>[0-9]+))?\)$"  # torchrun's TORCHELASTIC_RESTART_COUNT (npuprof.agent.entry)
+)
 _NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
 
 
@@ -849,7 +856,8 @@ def _ranks_short_of_captures(
     at least where it is 0), with the steps their processes counted and the step their next capture records
     from (helper-129: a torchrun rank that never reached a step was left unsaid: the summary listed the other
     rank's capture alone, as if the job had one; a rank that ended in its second warm-up under --repeat 2
-    silently had one capture). A process without a rank is counted on its own, when it stepped or
+    silently had one capture). A rank is counted in each of torchrun's attempts apart (its captures of
+    attempt 0 and 1 made 2 of --repeat 2), a process without a rank on its own when it stepped or
     captured; one whose agent woke before its rank was known (mp.spawn, no RANK) goes by its captures'
     rank. The ranks in the same state share a line (a job of hundreds of ranks had a line each). Not for
     --dynamic or a time window (their captures come from a request or the clock), nor a rank --ranks
@@ -858,6 +866,10 @@ def _ranks_short_of_captures(
     if cfg.dynamic or cfg.timed or cfg.schedule.off:
         return []
     ranks = _ranks_learnt_from_captures(_ranks_of_agents(agents), captures)
+    attempts = _attempts_of_agents(agents)
+    for c in captures:  # a line lost from the log: the capture's record knows its attempt too
+        if c.pid is not None and c.restart_count is not None:
+            attempts.setdefault(str(c.pid), c.restart_count)
     counts: dict[str, int] = {}
     uncountable: dict[str, str] = {}  # pid -> why it had nothing to count steps on
     for pid, _level, message in agents:
@@ -869,7 +881,7 @@ def _ranks_short_of_captures(
     wanted = None if cfg.ranks is None else {str(rank) for rank in cfg.ranks}
     makers: dict[_Maker, list[str]] = {}
     for pid, rank in ranks.items():
-        makers.setdefault(_Maker(rank, pid if rank == "None" else None), []).append(pid)
+        makers.setdefault(_Maker(rank, attempts.get(pid), pid if rank == "None" else None), []).append(pid)
     groups: dict[_Shortfall, list[tuple[_Maker, list[str], list[int]]]] = {}
     asked = max(cfg.schedule.repeat, 1)
     # in rank order: a line comes where its first rank does
@@ -882,16 +894,18 @@ def _ranks_short_of_captures(
         if maker.pid is not None and not made[maker] and not any(known):
             continue  # no rank, no step: not a process that trains (an evaluation's, a spawned worker's)
         idle = "" if known else next((uncountable[pid] for pid in pids if pid in uncountable), "")
-        state = _Shortfall(made[maker], maker.pid is not None, bool(known), idle)
+        state = _Shortfall(maker.attempt, made[maker], maker.pid is not None, bool(known), idle)
         groups.setdefault(state, []).append((maker, pids, [max(known)] if known else []))
-    return [_shortfall_said(state, members, cfg) for state, members in groups.items()]
+    restarted = any(attempt for attempt in attempts.values())
+    return [_shortfall_said(state, members, cfg, restarted) for state, members in groups.items()]
 
 
 @dataclass(frozen=True)
 class _Maker:
-    """Who a capture is counted for: a rank, or a process without a rank."""
+    """Who a capture is counted for: a rank in one of torchrun's attempts, or a process without a rank."""
 
     rank: str  # "None": no rank
+    attempt: int | None  # TORCHELASTIC_RESTART_COUNT; None: not under torchrun
     pid: str | None  # only for a process without a rank
 
 
@@ -899,6 +913,7 @@ class _Maker:
 class _Shortfall:
     """What the makers said in one line share."""
 
+    attempt: int | None
     made: int
     rankless: bool
     counted: bool  # they logged the steps they counted
@@ -908,16 +923,26 @@ class _Shortfall:
 def _maker_of_capture(capture: CaptureSummary) -> _Maker:
     rank = str(capture.rank)
     pid = str(capture.pid) if rank == "None" else None
-    return _Maker(rank, pid)
+    return _Maker(rank, capture.restart_count, pid)
 
 
-def _place(maker: _Maker) -> tuple[bool, int, int]:
-    """The ranks in their order, then the processes without one."""
-    return (maker.pid is not None, int(maker.rank) if _digits(maker.rank) else -1, int(maker.pid or 0))
+def _place(maker: _Maker) -> tuple[bool, int, int, int]:
+    """The ranks by attempt, each attempt's in their order, then the processes without one."""
+    rank = int(maker.rank) if _digits(maker.rank) else -1
+    return (maker.pid is not None, -1 if maker.attempt is None else maker.attempt, rank, int(maker.pid or 0))
+
+
+def _attempts_of_agents(agents: list[tuple[str, str, str]]) -> dict[str, int]:
+    """pid -> the attempt of torchrun's its agent said it was ready in (TORCHELASTIC_RESTART_COUNT)."""
+    attempts: dict[str, int] = {}
+    for pid, _level, message in agents:
+        if (ready := _READY.match(message)) and ready["attempt"] is not None:
+            attempts[pid] = int(ready["attempt"])
+    return attempts
 
 
 def _shortfall_said(
-    state: _Shortfall, members: list[tuple[_Maker, list[str], list[int]]], cfg: ProfileConfig
+    state: _Shortfall, members: list[tuple[_Maker, list[str], list[int]]], cfg: ProfileConfig, restarted: bool
 ) -> str:
     """One line of ``_ranks_short_of_captures``: a rank's, or the ranks' in the same state."""
     from npuprof.analysis.report import _spans_shown
@@ -938,6 +963,8 @@ def _shortfall_said(
         many = f"ranks {_spans_shown(numbers)} ({len(numbers)} of them)"
         who = f"rank {members[0][0].rank}" if one else many
         pids_said = f" (pid {shown_pids})" if one else f" (pids {shown_pids})"
+    if restarted and state.attempt is not None:
+        who += f" in attempt {state.attempt}"
     known = [n for _maker, _pids, counted in members for n in counted]
     if state.counted:
         low, high = min(known), max(known)
