@@ -158,6 +158,9 @@ class ProfileConfig:
     delay: float | None = None
     duration: float | None = None
     export_chrome_trace: str | None = None  # also a plain Chrome trace of each capture here (absolute)
+    # option key -> what the user wrote for a value that no flag gave: a config file's key and value, so
+    # that the agent's notices name it (options.given_text) and not a flag never typed
+    given_as: dict[str, str] = field(default_factory=dict, compare=False)
 
     # ---- validation -------------------------------------------------------------------------
     def validate(self) -> ProfileConfig:
@@ -890,6 +893,7 @@ def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: 
         cfg.min_free_space = parse_min_free_space(value, source)
     else:  # a new option with a config key must say here how its value is read
         raise AssertionError(f"no config-file reader for {option.key}")
+    cfg.given_as[option.key] = f"{key} {_shown(value)} ({path})"
 
 
 def _known_export_type(value: Any) -> bool:
@@ -989,6 +993,7 @@ def json_from_config(cfg: ProfileConfig, prof_dir: str | None = None) -> dict[st
 def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
     """One command-line option's value (as the flag parsers give it) onto ``cfg``."""
     key = option.key
+    cfg.given_as.pop(key, None)  # the flag's value: a config file's is not what the user wrote last
     if option.in_schedule:
         setattr(cfg.schedule, key, value)
         cfg.schedule.off = False  # a schedule flag asks for captures, whatever a config file said

@@ -10,6 +10,11 @@ This module imports nothing: the launcher's fast path reads it at every start.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from npuprof.config import ProfileConfig
+
 # Which backends act on an option; the others report it once as ignored when it differs from its default.
 EVERY_BACKEND = "every"
 TORCH_NPU_ONLY = "torch_npu"
@@ -484,6 +489,15 @@ def flag_text(option: Option, value: object) -> str:
     if isinstance(value, float):  # a float option, or --gc-detect-threshold's milliseconds
         return f"{option.flag} {value:g}"
     return f"{option.flag} {value}"
+
+
+def given_text(cfg: ProfileConfig, option: Option) -> str:
+    """What the user wrote for ``cfg``'s value of ``option``: a config file's key and value where it came
+    from one (named by its flag, the user read of a flag never typed), else the flag as typed."""
+    from npuprof.reports.text import printable
+
+    written = cfg.given_as.get(option.key)
+    return printable(written) if written else flag_text(option, getattr(cfg, option.key))
 
 
 def markdown_table() -> str:

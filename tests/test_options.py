@@ -63,7 +63,8 @@ def test_every_option_is_a_config_field_with_the_default_it_shows() -> None:
         assert option.key in source, f"{option.key} is not a ProfileConfig field"
         assert option.default == _shown_default(option.key, source[option.key]), option.key
     assert c.ProfileConfig().min_free_space == c.MIN_FREE_SPACE_AUTO
-    fields = {f.name for f in dataclasses.fields(c.ProfileConfig)} - {"schedule"}
+    # given_as: where the others' values came from, no option of its own
+    fields = {f.name for f in dataclasses.fields(c.ProfileConfig)} - {"schedule", "given_as"}
     assert fields <= set(BY_KEY), f"fields without an option: {fields - set(BY_KEY)}"
 
 
@@ -181,3 +182,27 @@ def test_a_torch_npu_option_is_reported_as_ignored_on_torch_profiler(option) -> 
     backend.use_cuda, backend.name = False, "torch-cpu"
     ignored = backend.ignored_flags(cfg)
     assert any(line.startswith(option.flag) or line.startswith("--no-" + option.flag[2:]) for line in ignored)
+
+
+def test_a_config_files_key_ignored_on_the_cpu_is_named_as_the_file_wrote_it(tmp_path: Path) -> None:
+    """`npuprof run --config cfg.json` on the CPU, the file setting experimental_config.profiler_level: the
+    warning said "ignored on the torch-cpu backend: --level 2", a flag the user never typed. Where each
+    value came from travels with the configuration to the job's processes (NPUPROF_CONFIG), and the
+    warning names the file's key and value; a flag given over the file's value is named as the flag."""
+    from npuprof.agent.backends.torch_backend import TorchBackend
+    from npuprof.payload import read_payload
+
+    path = tmp_path / "cfg.json"
+    path.write_text('{"experimental_config": {"profiler_level": "Level2", "l2_cache": true}}')
+    backend = TorchBackend.__new__(TorchBackend)
+    backend.use_cuda, backend.name = False, "torch-cpu"
+
+    def ignored_in_the_job(flags: dict[str, object]) -> list[str]:
+        config, _run = read_payload(run_flags.build_config(str(path), flags).to_env({"run_id": "r1"}))
+        return sorted(backend.ignored_flags(config))
+
+    assert ignored_in_the_job({}) == [
+        f"experimental_config.l2_cache true ({path})",
+        f'experimental_config.profiler_level "Level2" ({path})',
+    ]
+    assert ignored_in_the_job({"level": "1"}) == ["--level 1", f"experimental_config.l2_cache true ({path})"]

@@ -225,7 +225,9 @@ def test_config_file_is_the_base_and_flags_override(out: Path, tmp_path: Path) -
     assert info["config"]["experimental_config"]["_export_type"] == "text"  # invalid falls back to text
     meta = json.loads((d / "profiler_metadata.json").read_text())
     assert meta["team"] == "perf" and meta["distributed_args"] == {"tp": 2}
-    assert "ignored on the torch-cpu backend: --level" in result.stderr
+    # named as the file wrote it: the user typed no --level
+    level = f'experimental_config.profiler_level "Level1" ({config})'
+    assert f"ignored on the torch-cpu backend: {level}" in result.stderr, result.stderr
     assert not (tmp_path / "ignored").exists()
 
 

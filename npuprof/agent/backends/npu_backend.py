@@ -67,8 +67,8 @@ _EXPERIMENTAL_KEYWORDS: dict[str, tuple[str, ...]] = {o.key: o.npu_keywords for 
 
 
 def flag_text(cfg: ProfileConfig, attr: str) -> str:
-    """How the user would have written ``cfg.<attr>`` on the command line."""
-    return options.flag_text(options.BY_KEY[attr], getattr(cfg, attr))
+    """How the user wrote ``cfg.<attr>``: on the command line, or in a config file."""
+    return options.given_text(cfg, options.BY_KEY[attr])
 
 
 def _given(cfg: ProfileConfig, attr: str) -> bool:
@@ -244,13 +244,15 @@ class NpuBackend:
             db = getattr(getattr(tp, "ExportType", None), "Db", "db")
             db = db in (exported if isinstance(exported, list) else [exported])
             if cfg.op_attr and "op_attr" in kwargs and not db:
-                ignored.append("--op-attr (torch_npu records operator attributes only with --export-type db)")
+                why = "torch_npu records operator attributes only with --export-type db"
+                ignored.append(f"{flag_text(cfg, 'op_attr')} ({why})")
         if "cpu" not in cfg.activities:
             for attr in ("record_shapes", "with_stack", "with_modules", "with_flops", "gc_detect_threshold"):
                 if _given(cfg, attr):
                     ignored.append(f"{flag_text(cfg, attr)} (needs the cpu activity)")
         if not cfg.analyse and "analyse_flag" not in _accepted_keywords(tp.tensorboard_trace_handler):
-            ignored.append("--no-analyse (this torch_npu's tensorboard_trace_handler always parses)")
+            why = "this torch_npu's tensorboard_trace_handler always parses"
+            ignored.append(f"{flag_text(cfg, 'analyse')} ({why})")
         if not cfg.gzip:
             ignored.append("--no-gzip (torch_npu writes its own raw data; there is no Kineto trace to gzip)")
         for metric in cfg.export_stacks:

@@ -12,7 +12,7 @@ from typing import Any
 from npuprof.agent.backends.base import ScheduleFn, TraceReady, align_torch_style
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
-from npuprof.options import TORCH_NPU_ONLY_OPTIONS, flag_text
+from npuprof.options import BY_KEY, TORCH_NPU_ONLY_OPTIONS, given_text
 from npuprof.owned_fd import room_for
 from npuprof.results import atomic, layout
 
@@ -33,7 +33,7 @@ class TorchBackend:
 
     def ignored_flags(self, cfg: ProfileConfig) -> list[str]:
         ignored = [
-            flag_text(option, getattr(cfg, option.key))
+            given_text(cfg, option)
             for option in TORCH_NPU_ONLY_OPTIONS
             if getattr(cfg, option.key) != getattr(_DEFAULTS, option.key)
         ]
@@ -41,7 +41,9 @@ class TorchBackend:
 
         ignored += [f"--export-stacks {m}" for m in cfg.export_stacks if not metric_fits(m, self.name)]
         if cfg.activities == ["npu"] and not self.use_cuda:
-            ignored.append("--activities npu (no accelerator here; the CPU is profiled)")
+            from_file = "activities" in cfg.given_as
+            activities = given_text(cfg, BY_KEY["activities"]) if from_file else "--activities npu"
+            ignored.append(f"{activities} (no accelerator here; the CPU is profiled)")
         return ignored
 
     def _activities(self, cfg: ProfileConfig) -> list[Any]:
