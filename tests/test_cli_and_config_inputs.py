@@ -362,3 +362,26 @@ def test_a_torchrun_flag_given_to_run_says_to_start_torchrun_after_the_dashes(
         f"npuprof run: error: {name} is torchrun's flag, not npuprof's; start torchrun after --: npuprof run "
         f"[flags] -- torchrun {name} ... train.py\n"
     )
+
+
+def test_a_file_value_a_flag_conflicts_with_is_named_as_the_file_wrote_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof run --config f.json --level none`, the file setting experimental_config.op_attr: the error
+    was "--op-attr: needs a profiler level other than none; add --level 0", a flag the user never typed and
+    a fix against the one typed. It names the file's key now; a typed --op-attr is still the flag."""
+    config = tmp_path / "f.json"
+    config.write_text('{"experimental_config": {"op_attr": true}}')
+    config.chmod(0o600)
+    run = ("run", "--config", str(config), "--level", "none", "-o", str(tmp_path / "out"))
+    code, err = _cli(monkeypatch, capsys, *run, "--", "python", "train.py")
+    assert (code, err) == (
+        2,
+        f"npuprof run: error: {config}: experimental_config.op_attr: needs a profiler level other than none; "
+        "fix experimental_config.op_attr in the file\n",
+    )
+    code, err = _cli(monkeypatch, capsys, *run, "--op-attr", "--", "python", "train.py")
+    assert (code, err) == (
+        2,
+        "npuprof run: error: --op-attr: needs a profiler level other than none; add --level 0\n",
+    )

@@ -176,6 +176,8 @@ def build_config(
     try:
         cfg.validate()
     except c.ConfigError as exc:
+        if config_file is not None and _set_by_the_file(cfg, exc.source):  # the flag was never typed
+            raise c.in_file_terms(exc, str(config_file)) from None
         if source is None or source[0] == "--dynamic" or exc.source != "--dynamic":
             raise
         raise c.ConfigError(source[0], exc.problem, f"unset {ENV_DYNAMIC}, or give it a directory") from None
@@ -187,6 +189,11 @@ def build_config(
             "without one; set start_step in the file, or give --skip-first / --active"
         )
     return cfg
+
+
+def _set_by_the_file(cfg: ProfileConfig, flag: str) -> bool:
+    """Whether the value ``flag`` stands for came from the config file (no flag given over it)."""
+    return any(flag in option.flags and option.key in cfg.given_as for option in RUN_OPTIONS)
 
 
 def _no_capture_asked(cfg: ProfileConfig) -> bool:
