@@ -158,8 +158,9 @@ class ProfileConfig:
     delay: float | None = None
     duration: float | None = None
     export_chrome_trace: str | None = None  # also a plain Chrome trace of each capture here (absolute)
-    # option key -> what the user wrote for a value that no flag gave: a config file's key and value, so
-    # that the agent's notices name it (options.given_text) and not a flag never typed
+    # option key -> what the user wrote for a value that no flag gave: a config file's key and value, or
+    # PROF_CONFIG_PATH=DIR for --dynamic, so that the messages name it (options.given_text, runner's
+    # dynamic_named) and not a flag never typed
     given_as: dict[str, str] = field(default_factory=dict, compare=False)
 
     # ---- validation -------------------------------------------------------------------------

@@ -426,7 +426,7 @@ def _prepare_dynamic(cfg: ProfileConfig) -> tuple[str, str]:
     profiler_config.json, and the line that tells the user what to do. Raises ValueError or OSError."""
     from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, held_request, prepare, why_unwritable
 
-    directory, baseline, created = prepare(cfg.dynamic or "")
+    directory, baseline, created = prepare(cfg.dynamic or "", dynamic_named(cfg))
     cfg.dynamic = str(directory)
     made = "written from torch_npu's template" if created else "kept as it is"
     if not created:
@@ -451,6 +451,13 @@ def _prepare_dynamic(cfg: ProfileConfig) -> tuple[str, str]:
             "status will show nothing; captures still work"
         )
     return baseline, f"dynamic capture: {directory / CONFIG_NAME} ({made}) is watched; {ask}; {told}"
+
+
+def dynamic_named(cfg: ProfileConfig) -> str:
+    """How the user gave the dynamic directory: --dynamic, or the PROF_CONFIG_PATH npuprof took for it."""
+    from npuprof.options import ENV_DYNAMIC
+
+    return ENV_DYNAMIC if cfg.given_as.get("dynamic", "").startswith(f"{ENV_DYNAMIC}=") else "--dynamic"
 
 
 def shell_word(text: str) -> str:
@@ -539,7 +546,11 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         except ValueError as exc:  # a symlink, or a file or directory someone else could write
             return _error(str(exc))
         except OSError as exc:
-            return _error(f"--dynamic {cfg.dynamic!r}: {exc.strerror or exc}; give a directory you can write")
+            named = dynamic_named(cfg)
+            unset = f", or unset {named}" if named != "--dynamic" else ""
+            return _error(
+                f"{named} {cfg.dynamic!r}: {exc.strerror or exc}; give a directory you can write{unset}"
+            )
     try:
         output = prepare_output(cfg)
     except UnsafePathError as exc:

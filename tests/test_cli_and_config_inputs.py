@@ -385,3 +385,31 @@ def test_a_file_value_a_flag_conflicts_with_is_named_as_the_file_wrote_it(
         2,
         "npuprof run: error: --op-attr: needs a profiler level other than none; add --level 0\n",
     )
+
+
+def test_a_dynamic_directory_from_prof_config_path_is_named_by_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PROF_CONFIG_PATH (torch_npu's variable, taken as --dynamic) naming a directory npuprof refuses: the
+    error said "--dynamic '/x': ...", a flag the user never typed. It names the variable, and unsetting it
+    as a fix; --dynamic itself is still named as the flag."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    missing = "/proc/no-such-dir"
+    run = ("run", "-o", str(tmp_path / "out"), "--", "python", "train.py")
+    said: dict[str, str] = {}
+    for value in (str(shared), missing):
+        monkeypatch.setenv("PROF_CONFIG_PATH", value)
+        code, err = _cli(monkeypatch, capsys, *run)
+        assert code == 2, err
+        said[value] = err.splitlines()[-1]
+    refused = f"npuprof run: error: PROF_CONFIG_PATH '{shared}' is writable by others"
+    assert said[str(shared)].startswith(refused), said
+    assert said[missing] == (
+        f"npuprof run: error: PROF_CONFIG_PATH '{missing}': No such file or directory; give a directory you "
+        "can write, or unset PROF_CONFIG_PATH"
+    )
+    monkeypatch.delenv("PROF_CONFIG_PATH")
+    code, err = _cli(monkeypatch, capsys, "run", "--dynamic", str(shared), *run[1:])
+    assert code == 2 and f"npuprof run: error: --dynamic '{shared}' is writable by others" in err, err

@@ -54,27 +54,28 @@ def held_request(raw: bytes) -> str:
     return f" (trigger {trigger})" if trigger else ""
 
 
-def prepare(path: str) -> tuple[Path, str, bool]:
+def prepare(path: str, named: str = "--dynamic") -> tuple[Path, str, bool]:
     """Make ``path`` ready for the watchers, at `npuprof run`'s start: the directory (0o750) and ``log/``,
     and the template profiler_config.json when there is none (an existing one is never overwritten).
     Returns (the directory resolved once, the file's digest now, whether the template was written).
-    Raises ValueError (a symlink, a file or directory someone else could write) or OSError."""
+    Raises ValueError (a symlink, a file or directory someone else could write) or OSError; the messages
+    name the directory as the user gave it (``named``: the flag, or PROF_CONFIG_PATH)."""
     from npuprof.config import read_config_bytes
     from npuprof.file_trust import check_directory
     from npuprof.results.paths import resolve_output_path
 
-    directory = resolve_output_path(path, "--dynamic")
+    directory = resolve_output_path(path, named)
     _make_dir(directory)
-    check_directory(str(directory), "--dynamic")
+    check_directory(str(directory), named)
     logs = directory / LOG_DIR
     _make_dir(logs)
-    check_directory(str(logs), "--dynamic's log directory")
+    check_directory(str(logs), f"{named}'s log directory")
     created = _create_template(directory / CONFIG_NAME)
     if stat.S_ISLNK(os.lstat(directory / CONFIG_NAME).st_mode):
         raise ValueError(
             f"{str(directory / CONFIG_NAME)!r} is a symbolic link (never followed); put the file itself there"
         )
-    raw = read_config_bytes(directory / CONFIG_NAME, "--dynamic's profiler_config.json")
+    raw = read_config_bytes(directory / CONFIG_NAME, f"{named}'s profiler_config.json")
     return directory, digest(raw), created
 
 

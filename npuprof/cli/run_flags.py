@@ -171,6 +171,8 @@ def build_config(
             c.set_option(cfg, option, flags[option.key])
     for key, item in interleaved or ():
         c.set_option(cfg, BY_KEY[key], [item])
+    if source is not None and source[0] != "--dynamic":  # its messages name the variable, not the flag
+        cfg.given_as["dynamic"] = f"{ENV_DYNAMIC}={source[1]}"
     if cfg.dynamic is not None:
         cfg.schedule = c.Schedule(off=True)  # only the watched file starts captures
     try:
