@@ -2460,3 +2460,67 @@ def test_an_unquoted_cell_past_the_cell_limit_leaves_out_its_line_alone(
     ), summary.warnings
     assert "quote at line" not in said
     assert csv.field_size_limit() == 128 * 1024  # the process's own limit left as it was
+
+
+def _memory_window_steps(windows: list[tuple[float, float]]) -> list[dict[str, object]]:
+    """Steps as ascend_output._steps hands them on: each with the end of its memory window."""
+    from npuprof.analysis import ascend_output
+    from npuprof.analysis.step_fields import SUMMARY_ORDER
+
+    return [
+        {"step": i, **dict.fromkeys(SUMMARY_ORDER, 0.0), "start_us": lo, ascend_output._WINDOW: hi}
+        for i, (lo, hi) in enumerate(windows)
+    ]
+
+
+def _peaks_by_hand(
+    rows: list[tuple[float, float, float | None]], lo: float, hi: float
+) -> tuple[float | None, float | None]:
+    """The last record before ``lo`` (when it is before ``hi`` too: a window that ends before it starts
+    holds nothing else) and every record in [lo, hi): their largest sizes, record by record."""
+    before = [r for r in rows if r[0] < lo][-1:]
+    before = [r for r in before if r[0] < hi]
+    inside = before + [r for r in rows if lo <= r[0] < hi]
+    reserved = [r for _t, _a, r in inside if r is not None]
+    return (
+        round(max(a for _t, a, _r in inside), 3) if inside else None,
+        round(max(reserved), 3) if reserved else None,
+    )
+
+
+def test_memory_peaks_of_overlapping_step_windows_are_each_windows_records(tmp_path: Path) -> None:
+    """Windows that overlap, hold no record, start before or end past every record, or end before they
+    start, and records without a reserved size: each step's peaks are those of its own records."""
+    import random
+
+    from npuprof.analysis import ascend_output
+
+    rng = random.Random(7)
+    times = sorted(rng.uniform(0, 1000) for _ in range(300))
+    rows = [(t, rng.uniform(0, 500), rng.choice([None, rng.uniform(0, 600)])) for t in times]
+    windows = [(-5.0, -1.0), (-5.0, 2000.0), (1500.0, 1600.0), (400.0, 300.0), (times[10], times[10])]
+    windows += [(t, t + rng.uniform(0, 400)) for t in (rng.uniform(-50, 1050) for _ in range(200))]
+    steps = ascend_output._with_memory(_memory_window_steps(windows), rows)
+    got = [(s.memory_peak_mb, s.memory_peak_reserved_mb) for s in steps]
+    assert got == [_peaks_by_hand(rows, lo, hi) for lo, hi in windows]
+    assert got[1] == (round(max(r[1] for r in rows), 3), round(max(r[2] for r in rows if r[2]), 3))
+    last = rows[-1]  # what a window past every record started with
+    assert got[0] == (None, None) and got[2] == (round(last[1], 3), last[2] and round(last[2], 3))
+
+
+def test_memory_peaks_of_many_overlapping_step_windows_take_no_time_per_record_and_step() -> None:
+    """A damaged step table whose 300 windows each hold all 500k memory records took 57 s, each window read
+    record by record; 400 such windows over 100k records take well under a second of CPU now (30 s
+    before)."""
+    import time
+
+    from npuprof.analysis import ascend_output
+
+    rows = [(float(t), float(t % 977), float(t % 1009)) for t in range(100_000)]
+    windows = [(float(i), 100_000.0 + i) for i in range(400)]
+    steps = _memory_window_steps(windows)
+    start = time.process_time()
+    peaks = ascend_output._with_memory(steps, rows)
+    took = time.process_time() - start
+    assert [(s.memory_peak_mb, s.memory_peak_reserved_mb) for s in peaks[:1]] == [(976.0, 1008.0)]
+    assert took < 1.5, f"{took:.2f} s of CPU"
