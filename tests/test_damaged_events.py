@@ -4,6 +4,7 @@ trace made mostly of them is still refused (docs/formats.md, "Damaged events")."
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -164,6 +165,53 @@ def test_events_whose_args_are_out_of_range_are_left_out_of_every_table(tmp_path
     allocated = [a for (a,) in con.execute("SELECT totalAllocated FROM MEMORY_RECORD ORDER BY timestamp")]
     assert allocated == [8192, 4096]  # the two samples written undamaged
     con.close()
+
+
+def test_allocator_samples_of_sizes_no_allocator_has_are_left_out_not_made_a_figure(tmp_path: Path) -> None:
+    """helper-257: a [memory] Total Allocated of 1.5e300 bytes was analyse's memory peak (1.4e294 MB), in
+    the summary and memory_record.csv; memory-timeline bounded the same args at 2**62 bytes. Bytes, Total
+    Allocated and Total Reserved past 2**62 either side of 0 are damage now, left out and said."""
+    from analyse_support.handmade import cuda_trace, mem
+
+    trace = cuda_trace()
+    sample = mem(60, 1 << 20, 1 << 21, 0xB0)
+    trace["traceEvents"] += [
+        mem(61, 1 << 20, int(1.5e300), 0xB1),
+        mem(62, 1 << 20, 1 << 62, 0xB2),
+        {**sample, "args": {**sample["args"], "Bytes": -1.5e300}},
+        {**sample, "args": {**sample["args"], "Total Reserved": 2.0**70}},
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, workers=1).ok
+    out = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    summary = json.loads((out / SUMMARY).read_text())
+    # cuda_trace's own two samples: 8192 and 4096 bytes allocated, 4 MiB reserved
+    assert summary["memory"] == {"peak_allocated_mb": round(8192 / 2**20, 3), "peak_reserved_mb": 4.0}
+    (note,) = [w for w in summary["warnings"] if "damaged" in w]
+    assert note.startswith("4 damaged event(s) left out ("), note
+    assert "at `args.Total Allocated` x2" in note and "at `args.Bytes` x1" in note, note
+    assert "at `args.Total Reserved` x1" in note, note
+    with open(out / "memory_record.csv", newline="") as f:
+        allocated = [float(row["Total Allocated(MB)"]) for row in csv.DictReader(f)]
+    assert allocated == [round(8192 / 2**20, 6), round(4096 / 2**20, 6)]
+
+
+def test_a_cpu_sample_of_a_total_no_allocator_has_is_left_out_by_memory_timeline_as_by_analyse(
+    tmp_path: Path,
+) -> None:
+    """On the CPU memory-timeline sums the Bytes and never read the totals: a sample whose Total Allocated
+    was 2**62 bytes, which analyse leaves out as damaged, was summed there (150 bytes, not 100)."""
+    from analyse_support.handmade import mem
+
+    def on_cpu(event: dict) -> dict:
+        return {**event, "args": {**event["args"], "Device Type": 0, "Device Id": -1, "Total Reserved": 0}}
+
+    path = tmp_path / "trace.json"
+    events = [on_cpu(mem(0, 100, 100, 1)), on_cpu(mem(5, 50, 1 << 62, 2))]
+    path.write_text(json.dumps({"traceEvents": events}))
+    data = mt.from_trace(path, "cpu")
+    assert data.coalesce()[1][-1][-1] == 100
+    assert "1 [memory] event(s) whose fields are not numbers (a damaged trace?): left out" in data.notes
 
 
 @pytest.mark.parametrize("block", [64, 1 << 20])  # each event a chunk of its own; all in one chunk

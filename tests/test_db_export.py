@@ -638,28 +638,29 @@ def test_the_run_points_at_msprof_analyze_only_when_a_db_was_written(tmp_path: P
 
 
 def test_memory_totals_beyond_an_int64_are_kept_as_sqlite_keeps_them(tmp_path: Path) -> None:
-    """helper-181: a [memory] event of a damaged trace with a Total Allocated of 2**64 - 1 (an unsigned
-    64-bit -1) and Bytes of 2**63 went into MEMORY_RECORD and OP_MEMORY as -2**63 (numpy's cast of a float
-    beyond an int64, with a RuntimeWarning on stderr). Such an integer is kept as SQLite keeps one written
-    into an INTEGER column, a REAL; the other rows' integers are as before."""
-    trace = handmade.cuda_trace()
-    huge_total, huge_bytes = 2**64 - 1, 2**63
-    trace["traceEvents"] += [
-        handmade.mem(700, huge_bytes, huge_total, 0x9000),
-        handmade.mem(800, -huge_bytes, 4096, 0x9000),
-    ]
+    """helper-181: a total beyond an int64 went into MEMORY_RECORD as -2**63 (numpy's cast of a float beyond
+    an int64, with a RuntimeWarning on stderr). A trace's own sizes stop at 2**62 now (a larger one is a
+    damaged event, tests/test_damaged_events.py), but the CPU's totals are the running sum of its Bytes
+    (analysis/memory.py): three blocks of just under 2**62 bytes pass an int64. Such a total is kept as
+    SQLite keeps an integer written into an INTEGER column, a REAL; the others are integers as before."""
+    trace = handmade.cpu_trace()
+    block = 2**62 - 1024  # a float holds it exactly
+    for k in range(3):
+        sample = handmade.mem(100 + 100 * k, block, block, 0x9000 + k)
+        sample["args"].update({"Device Type": 0, "Device Id": -1, "Total Reserved": 0})
+        trace["traceEvents"].append(sample)
     rank_dir = handmade.write_rank_dir(tmp_path, trace)
     assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
     con = _db(rank_dir)
     expected = sqlite3.connect(":memory:")
     expected.execute("CREATE TABLE t (v INTEGER)")
-    expected.executemany("INSERT INTO t VALUES (?)", [(str(huge_total),), (str(huge_bytes),), (4096,)])
+    expected.executemany("INSERT INTO t VALUES (?)", [(str(block * k),) for k in (1, 2, 3)])
     stored = expected.execute("SELECT v, typeof(v) FROM t").fetchall()
-    assert stored == [(float(huge_total), "real"), (float(huge_bytes), "real"), (4096, "integer")]
-    memory = con.execute("SELECT totalAllocated, typeof(totalAllocated) FROM MEMORY_RECORD").fetchall()
-    assert memory[-2:] == [stored[0], stored[2]]
+    assert [kind for _v, kind in stored] == ["integer", "integer", "real"]
+    memory = "SELECT totalAllocated, typeof(totalAllocated) FROM MEMORY_RECORD ORDER BY timestamp"
+    assert con.execute(memory).fetchall() == stored
     sizes = con.execute("SELECT size, typeof(size), allocationTotalAllocated FROM OP_MEMORY").fetchall()
-    assert sizes[-1] == (*stored[1], stored[0][0])
+    assert sorted(sizes, key=lambda row: row[2]) == [(block, "integer", v) for v, _kind in stored]
 
 
 def test_a_process_group_without_a_description_is_named_by_its_name(tmp_path: Path) -> None:

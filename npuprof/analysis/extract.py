@@ -44,6 +44,7 @@ from npuprof.analysis.trace_loader import (
     END_PROBLEM,
     NO_TIME,
     TIME_LIMIT,
+    Bytes,
     ScanEvent,
     Time,
     TimeOrText,
@@ -99,9 +100,9 @@ class LaunchArgs(msgspec.Struct, gc=False):
 
 class MemArgs(msgspec.Struct, gc=False):
     # NaN when absent: torch before 1.10 wrote only Bytes (analysis/memory.py sums them instead)
-    allocated: float = msgspec.field(name="Total Allocated", default=math.nan)
-    reserved: float = msgspec.field(name="Total Reserved", default=math.nan)  # unknown before torch 1.10
-    nbytes: float = msgspec.field(name="Bytes", default=0)
+    allocated: Bytes = msgspec.field(name="Total Allocated", default=math.nan)
+    reserved: Bytes = msgspec.field(name="Total Reserved", default=math.nan)  # unknown before torch 1.10
+    nbytes: Bytes = msgspec.field(name="Bytes", default=0)
     addr: int = msgspec.field(name="Addr", default=0)
     device_type: int = msgspec.field(name="Device Type", default=0)
     device_id: int = msgspec.field(name="Device Id", default=-1)

@@ -129,6 +129,11 @@ DURATION_LIMIT = (1 << 61) / 1000  # µs, for a dur: 73 years
 Time = Annotated[float, msgspec.Meta(ge=-DURATION_LIMIT, le=DURATION_LIMIT)]
 # a ts as decoded: a number, or torch_npu's string (turned into a number by TraceReader before use)
 TimeOrText = Annotated[float, msgspec.Meta(ge=-TIME_LIMIT, le=TIME_LIMIT)] | str
+# A [memory] event's byte count (Bytes, Total Allocated, Total Reserved) beyond this either side of 0 is no
+# allocator's (4 EiB): bounded so that the difference of two, a raw event's numbytes, is an int64, and so
+# that analyse's figures are finite (helper-257: a Total Allocated of 1.5e300 was a peak of 1.4e294 MB)
+BYTES_LIMIT = 1 << 62
+Bytes = Annotated[float, msgspec.Meta(gt=-float(BYTES_LIMIT), lt=float(BYTES_LIMIT))]
 # A complete event ending past TIME_LIMIT (its ts and dur each within bound, their sum not) is left out by
 # every reader (docs/formats.md, "Damaged events"): its end plus Kineto's base passes an int64 of ns.
 END_PROBLEM = f"its end (ts + dur) is beyond {TIME_LIMIT:.2g} µs"

@@ -62,10 +62,9 @@ SUMMED_FROM = "; started at"
 
 RawEvent = tuple[int, int, int, int]
 _INT64 = 1 << 63  # torch writes each number of a raw event as an int64
-# A [memory] event's byte count beyond this is no allocator's (4 EiB): bounded so that the difference of two,
-# a raw event's numbytes, is an int64 as read_raw requires (a total of 10**30 bytes was written to a
+# A [memory] event's byte count beyond trace_loader.BYTES_LIMIT is no allocator's: a raw event's numbytes, the
+# difference of two, must be an int64 as read_raw requires (a total of 10**30 bytes was written to a
 # raw.json.gz that memory-timeline then refused: "a number is out of range")
-_BYTES_LIMIT = 1 << 62
 # A raw event's time is epoch ns in an int64, -1 meaning "before the capture" (torch's layout, coalesce): a
 # [memory] event before 1970 would read as that, or as no time at all
 _OFF_TIMELINE = "its epoch time (ts after the trace's base) is before 1970 or past 2**63 ns"
@@ -166,6 +165,9 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         try:
             name = device_name(_id(args, "Device Type", 0), _id(args, "Device Id", -1))
             ts, nbytes = float(ev.ts), _number(args, "Bytes", 0)
+            # read on the CPU too, where they are not used: a total no allocator has is a damaged event, as
+            # analyse leaves it out (analysis/trace_loader.BYTES_LIMIT)
+            allocated, reserved = _number(args, "Total Allocated", 0), _number(args, "Total Reserved", 0)
             if not 0 <= base_ns + _ns(ts) < _INT64:
                 loaded.damaged.add(
                     _OFF_TIMELINE, f"cannot read the event {described_event(ev)}: {_OFF_TIMELINE}"
@@ -181,7 +183,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
                     without_totals.add(name)
                 summed_pids.setdefault(name, {})[ev.pid] = None
                 continue
-            record = (ts, _number(args, "Total Allocated", 0), _number(args, "Total Reserved", 0), nbytes)
+            record = (ts, allocated, reserved, nbytes)
         except (KeyError, TypeError, ValueError, OverflowError):
             unread += 1
             continue
@@ -425,11 +427,13 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
 def _number(args: dict[str, Any], key: str, default: int) -> int:
     """The byte count a [memory] event's args hold at ``key`` (``default`` without it); ValueError when it is
     no number (a string, a bool: analyse's tables refuse them too, docs/formats.md "Damaged events"), not
-    finite, or beyond _BYTES_LIMIT either side of 0."""
+    finite, or beyond trace_loader.BYTES_LIMIT either side of 0."""
+    from npuprof.analysis.trace_loader import BYTES_LIMIT
+
     value = args.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{key} is no number")
-    if not (math.isfinite(value) and -_BYTES_LIMIT < value < _BYTES_LIMIT):
+    if not (math.isfinite(value) and -BYTES_LIMIT < value < BYTES_LIMIT):
         raise ValueError(f"{key} is out of range")
     return int(value)
 
