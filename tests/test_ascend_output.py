@@ -2524,3 +2524,39 @@ def test_memory_peaks_of_many_overlapping_step_windows_take_no_time_per_record_a
     took = time.process_time() - start
     assert [(s.memory_peak_mb, s.memory_peak_reserved_mb) for s in peaks[:1]] == [(976.0, 1008.0)]
     assert took < 1.5, f"{took:.2f} s of CPU"
+
+
+def test_a_line_break_inside_a_quoted_kernel_name_is_read_as_csv_reads_it(tmp_path: Path) -> None:
+    """A kernel Name holding a line break, quoted (csv.writer writes it so; torch_npu writes none), was said
+    "a quote at line N is not closed on its line: the 1 line(s) after it were misread, their rows lost" and
+    its kernel left out. It is one cell, as csv reads it: the kernel counted, the break said as what it is.
+    A quote left open still is one (the real 2023 table; expected values read with Python's csv)."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    table = d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with open(table, newline="", encoding="utf-8-sig") as f:
+        header, *rows = list(csv.reader(f))
+    at = len(rows) // 2
+    rows[at][header.index("Name")] = "Mat\nMul"
+    with open(table, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([header, *rows])
+    line = 1 + at + 1  # the header is line 1, no cell before this row holds a line break
+
+    summary = ascend_output.summary_of(d)
+    assert summary.events == sum(k.count for k in summary.kernel_totals) == len(rows)
+    assert "Mat\nMul" in {k.name for k in summary.kernel_totals}
+    said = " ".join(summary.warnings)
+    assert "not closed" not in said and "never closed" not in said, summary.warnings
+    assert (
+        f"kernel_details.csv: 1 row(s) hold a line break inside a quoted cell of 'Name' (line {line}; "
+        in said
+    ), summary.warnings
+
+    # the same row with its quote left open: its Name takes the rest of the row, commas and all, up to
+    # the quote of its next cell; that row is left out, said
+    text = table.read_text(encoding="utf-8").replace('"Mat\nMul"', '"Mat\nMul')
+    table.write_text(text, encoding="utf-8")
+    summary = ascend_output.summary_of(d)
+    assert summary.events == len(rows) - 1
+    assert f"kernel_details.csv: a quote at line {line} is not closed" in " ".join(summary.warnings)

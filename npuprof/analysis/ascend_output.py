@@ -377,6 +377,8 @@ class _Damage:
         self.not_text: list[int] = []  # left out
         self.kept: list[int] = []
         self.kept_in: set[str] = set()
+        self.breaks: list[int] = []  # rows holding a line break inside a quoted text cell: read
+        self.broken_in: set[str] = set()
         self._split = False  # the last row ended inside a cell of lines a quote left open split
         self.read_to = 0  # the line of the row whose cell past CELL_LIMIT ended the reading (_numbered_rows)
         self.headers: list[int] = []  # lines that repeat the header (_numbered_rows)
@@ -392,10 +394,17 @@ class _Damage:
             return False
         cells = _cells(row)
         lines = sum(len(_LINE_BREAK.findall(c.rstrip("\r\n"))) for _k, c in cells)
+        own = self.multiline
+        broken = [k for k, c in cells if _LINE_BREAK.search(_OWN_BREAK.sub(";", c) if k in own else c)]
         if self._split:
             at, taken = self.quotes[-1]
             self.quotes[-1] = (at, taken + 1 + lines)
-        elif any(_LINE_BREAK.search(_OWN_BREAK.sub(";", c) if k in self.multiline else c) for k, c in cells):
+        elif broken and self._cells_of_lines(row, broken):
+            self.breaks.append(line)
+            self.broken_in.update(map(repr, broken))
+            self._split = False
+            return self._not_text(line, cells)
+        elif broken:
             self.quotes.append((line, lines))
         elif kind == OPEN_AT_END:
             # helper-217: without a line break after it, the quote left no sign in the cells: the row was
@@ -407,6 +416,18 @@ class _Damage:
             return self._not_text(line, cells)
         self._split = bool(self.multiline) and bool(cells) and cells[-1][1].endswith(";")
         return True
+
+    def _cells_of_lines(self, row: dict[str | None, Any], broken: list[str | None]) -> bool:
+        """Whether the line breaks of the cells ``broken`` of a row are text those cells hold, as csv reads
+        them, not a quote left open: the row has the header's cells, and those cells are text (no column
+        of ``read``) holding no comma. A quote left open holds the rest of its line and the lines after it,
+        each a row of the table's commas; the row it ends on can still have the header's cells, its figures
+        another row's (helper-217)."""
+        if None in row or None in row.values():
+            return False
+        if self.read is None or any(k is None or k in self.read for k in broken):
+            return False
+        return not any("," in row[k] for k in broken)
 
     def _not_text(self, line: int, cells: list[tuple[str | None, str]]) -> bool:
         damaged = [k for k, c in cells if "\ufffd" in c]
@@ -444,6 +465,12 @@ class _Damage:
             notes.append(
                 f"{self.name}: quotes at lines {lines} are not closed on their lines: the {taken} line(s) "
                 f"after them were misread, those rows lost (theirs left out of {then} too)"
+            )
+        if self.breaks:
+            notes.append(
+                f"{self.name}: {len(self.breaks)} row(s) hold a line break inside a quoted cell of "
+                f"{', '.join(sorted(self.broken_in))} (line {_lines(self.breaks)}; torch_npu writes none: an "
+                "edited table?): read as csv reads it, the break part of that cell"
             )
         if self.huge:
             notes.append(
