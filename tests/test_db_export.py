@@ -100,6 +100,27 @@ def test_tasks_and_kernels_are_the_device_tasks(cuda_dir: Path) -> None:
     ]
 
 
+def test_the_tasks_of_a_process_that_drove_two_gpus_are_each_on_its_own_device(tmp_path: Path) -> None:
+    """The db's TASK.deviceId was the rank's device (0) for every task, and msprof-analyze reads it as the
+    task's device (its kernel summary's device_id): a kernel of GPU 1 said it ran on GPU 0. Each task is on
+    the device its kernel's args say (cuda_trace's six on GPU 0, one more on GPU 1); NPU_INFO names both."""
+    trace = _cuda_trace()
+    trace["traceEvents"] += [
+        *handmade.process_names((1, "GPU 1")),
+        handmade.kernel_on("kernel_on_gpu1", 1700, 40, gpu=1, corr=90, ext=5),
+    ]
+    rank_dir = handmade.write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, export_db=True).ok
+    con = _db(rank_dir)
+    devices = con.execute("SELECT startNs, deviceId FROM TASK ORDER BY startNs").fetchall()
+    assert devices == [
+        (_ns(100), 0), (_ns(250), 0), (_ns(350), 0), (_ns(1100), 0), (_ns(1300), 0), (_ns(1600), 0),
+        (_ns(1700), 1),
+    ]  # fmt: skip
+    assert sorted(con.execute("SELECT id FROM NPU_INFO")) == [(0,), (1,)]
+    con.close()
+
+
 def test_operators_are_linked_to_the_tasks_they_launched(cuda_dir: Path) -> None:
     con = _db(cuda_dir)
     s = _strings(con)

@@ -105,6 +105,8 @@ class KernelTable:
     launcher: np.ndarray | None = None
     # each task's runtime call, an index into the extract's launch_* columns, -1 for none: the db's CANN_API
     launch: np.ndarray | None = None
+    # each task's device as the trace says it (a kernel's args.device), -1 where it does not: the db's TASK
+    device: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.start_ns)

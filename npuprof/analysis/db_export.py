@@ -403,7 +403,8 @@ class _Tables:
         yield "META_DATA", self.meta_data()
         yield "HOST_INFO", [self.host_info()]
         yield "RANK_DEVICE_MAP", [(self.src.rank if self.src.rank is not None else -1, self.device_id)]
-        yield "NPU_INFO", [(self.device_id, self.src.tables.device)]
+        devices = dict.fromkeys([self.device_id, *sorted(set(self.task_devices()))])
+        yield "NPU_INFO", [(device, self.src.tables.device) for device in devices]
         yield "SESSION_TIME_INFO", [self.session()]
         yield from schema.ENUMS.items()
         yield "STEP_TIME", self.step_time()
@@ -569,6 +570,14 @@ class _Tables:
         rows = list(zip(groups[order].tolist(), self.task_links[launched[order]].tolist(), strict=True))
         return sorted(rows + self.extra_links, key=lambda row: row[0])
 
+    def task_devices(self) -> list[int]:
+        """Each task's device: the trace's for the task where it says one (a kernel's args.device: a process
+        that drove two GPUs), else the rank's (helper-257: every task was the rank's device, 0)."""
+        k = self.src.tables.kernels
+        if k.device is None:
+            return [self.device_id] * len(k)
+        return np.where(k.device >= 0, k.device, self.device_id).tolist()
+
     def tasks(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         k, x = self.src.tables.kernels, self.src.extract
         m = len(k)
@@ -590,7 +599,7 @@ class _Tables:
             zip(
                 start.tolist(),
                 end.tolist(),
-                [self.device_id] * m,
+                self.task_devices(),
                 self.task_links.tolist(),
                 range(m),
                 [self.host_pid] * m,

@@ -497,6 +497,7 @@ def _device_kernels(
         input_shapes=shapes.astype(np.int64),
         launcher=launcher,
         launch=launch[by_start],
+        device=d_device[by_start],
     )
     # op_statistic: groups in order of first appearance, of the durations as kernel_details rounds them
     span = len(x.strings) + 1
