@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,37 @@ def test_a_cpu_sample_of_a_total_no_allocator_has_is_left_out_by_memory_timeline
     data = mt.from_trace(path, "cpu")
     assert data.coalesce()[1][-1][-1] == 100
     assert "1 [memory] event(s) whose fields are not numbers (a damaged trace?): left out" in data.notes
+
+
+def test_cpu_bytes_whose_sum_passes_an_int64_give_a_clear_error_not_a_raw_file_that_is_refused(
+    tmp_path: Path,
+) -> None:
+    """On the CPU memory-timeline sums the samples' Bytes (each below 2**62): three frees of blocks held
+    before the capture, then three allocations, held 3 x (2**62 - 1024) bytes before it, past an int64.
+    A raw.json.gz was written whose numbers no int64 holds, and memory-timeline refused its own file ("a
+    number is out of range"). The CPU's timeline is refused at once, saying why; a device beside it keeps
+    its own."""
+    from analyse_support.handmade import mem
+
+    block = 2**62 - 1024
+
+    def on_cpu(event: dict) -> dict:
+        return {**event, "args": {**event["args"], "Device Type": 0, "Device Id": -1, "Total Reserved": 0}}
+
+    frees = [on_cpu(mem(10 * k, -block, 0, 0x100 + k)) for k in range(3)]
+    allocations = [on_cpu(mem(100 + 10 * k, block, block, 0x200 + k)) for k in range(3)]
+    assert 3 * block >= 2**63  # what the frees show was held before the capture
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [*frees, *allocations]}))
+    said = re.escape("the cpu [memory] events' Bytes, summed, pass 2**63 bytes")
+    with pytest.raises(mt.MemoryTimelineError, match=said):
+        mt.from_trace(path)
+    gpu = mem(5, 4096, 4096, 0x300)  # cuda:0's own totals
+    path.write_text(json.dumps({"traceEvents": [*frees, *allocations, gpu]}))
+    data = mt.from_trace(path)
+    assert data.device == "cuda:0" and data.coalesce()[1][-1][-1] == 4096
+    with pytest.raises(mt.MemoryTimelineError, match=said):
+        mt.from_trace(path, "cpu")
 
 
 @pytest.mark.parametrize("block", [64, 1 << 20])  # each event a chunk of its own; all in one chunk

@@ -198,6 +198,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
 
     summed = False
     before: dict[str, int] = {}  # device -> what its frees show was allocated before the capture
+    too_large: dict[str, str] = {}  # device -> why its summed Bytes give no timeline
     for name, changes in bytes_only.items():
         if name in per_device:
             continue  # the device's own totals are there: its records without them add nothing
@@ -218,7 +219,18 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         for ts, change, _addr, _block in in_order:
             total += change
             records.append((ts, total, 0, change))
+        if max(r[1] for r in records) >= _INT64 or records[0][1] - records[0][3] >= _INT64:
+            # each sample's Bytes is below 2**62, their sum is not: a raw event's numbytes is an int64, and a
+            # raw.json.gz was written that read_raw then refused ("a number is out of range")
+            too_large[name] = (
+                f"the {name} [memory] events' Bytes, summed, pass 2**63 bytes (8 EiB: no allocator holds "
+                f"that; a damaged trace?): no timeline of {name}"
+            )
+            continue
         per_device[name] = records
+    wanted = normalise_device(device) if device is not None else None
+    if too_large and (wanted in too_large or not per_device):
+        raise MemoryTimelineError(too_large[wanted if wanted in too_large else next(iter(too_large))])
     if not per_device and unread:
         raise MemoryTimelineError(
             f"{trace.name} has no readable [memory] events: {_reading_notes(0, unread)[0]}"
