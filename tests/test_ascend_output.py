@@ -2508,24 +2508,6 @@ def test_memory_peaks_of_overlapping_step_windows_are_each_windows_records(tmp_p
     assert got[0] == (None, None) and got[2] == (round(last[1], 3), last[2] and round(last[2], 3))
 
 
-def test_memory_peaks_of_many_overlapping_step_windows_take_no_time_per_record_and_step() -> None:
-    """A damaged step table whose 300 windows each hold all 500k memory records took 57 s, each window read
-    record by record; 400 such windows over 100k records take well under a second of CPU now (30 s
-    before)."""
-    import time
-
-    from npuprof.analysis import ascend_output
-
-    rows = [(float(t), float(t % 977), float(t % 1009)) for t in range(100_000)]
-    windows = [(float(i), 100_000.0 + i) for i in range(400)]
-    steps = _memory_window_steps(windows)
-    start = time.process_time()
-    peaks = ascend_output._with_memory(steps, rows)
-    took = time.process_time() - start
-    assert [(s.memory_peak_mb, s.memory_peak_reserved_mb) for s in peaks[:1]] == [(976.0, 1008.0)]
-    assert took < 1.5, f"{took:.2f} s of CPU"
-
-
 def test_a_line_break_inside_a_quoted_kernel_name_is_read_as_csv_reads_it(tmp_path: Path) -> None:
     """A kernel Name holding a line break, quoted (csv.writer writes it so; torch_npu writes none), was said
     "a quote at line N is not closed on its line: the 1 line(s) after it were misread, their rows lost" and
