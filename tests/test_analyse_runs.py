@@ -341,3 +341,31 @@ def test_a_rank_dirs_own_trace_is_analysed_as_its_rank_dir(tmp_path: Path) -> No
     loose = tmp_path / "loose.pt.trace.json"
     loose.write_text(trace.read_text())
     assert build_report(loose, jobs=1).ranks[0].step_time_mean_us == (durations[7] + durations[8]) / 2
+
+
+def test_a_partial_steps_reason_says_it_is_partial_once(tmp_path: Path) -> None:
+    """helper-258: a capture of `--repeat 0` cut by the job's end, whose record's detail has a note after
+    "step 40 is partial" (the post-processor ran during it), was reported as "step 40 is partial
+    (training ended ...; step 40 is partial; the post-processor ran ...)": the clause is left out wherever
+    it sits, the notes kept."""
+    import io
+
+    from analyse_support.handmade import with_steps
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+    from npuprof.results import layout
+
+    rank_dir = write_rank_dir(tmp_path, with_steps(cpu_trace(), {39: 1000, 40: 5000}), rank=0)
+    ended = "training ended before the capture's last step"
+    late = "the post-processor ran during this capture"
+    for detail in (f"{ended}; step 40 is partial; {late}", "step 40 is partial"):
+        record = {"status": "complete", "rank": 0, "steps": [39, 40], "last_step_partial": True}
+        (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps({**record, "detail": detail}))
+        out = io.StringIO()
+        terminal.render_table(build_report(tmp_path, jobs=1), Console(file=out, width=400))
+        said = " ".join(out.getvalue().split())
+        assert said.count("step 40 is partial") == 1, said
+        expected = f"({ended}; {late})" if ended in detail else "(the capture ended during it)"
+        assert f"step 40 is partial {expected}: left out of the mean step time" in said, said

@@ -143,6 +143,14 @@ def _title(r: RankReport, restarted: bool = True) -> str:
     return f"rank {rank}  ({r.device}, {len(r.captures)} captures pooled, in {r.rank_dir}: {first} .. {last})"
 
 
+def _reason_unsaid(reason: str, step: int) -> str:
+    """The record's reason for a partial step without its own "step N is partial" clause, wherever the
+    record put it (a note may follow it: the post-processor ran during the capture), since the line says
+    it first."""
+    said = f"step {step} is partial"
+    return "; ".join(c for c in reason.split("; ") if c != said) or "the capture ended during it"
+
+
 def _partial_line(r: RankReport) -> str | None:
     partial = [s.step for s in r.steps if s.partial is True]
     if len(partial) == len(r.steps) > 1:
@@ -157,8 +165,7 @@ def _partial_line(r: RankReport) -> str | None:
         )
     if r.partial_step is msgspec.UNSET:
         return None
-    said = f"; step {r.partial_step} is partial"  # the record's reason may say it already
-    reason = escape(str(r.partial_reason or "the capture ended during it").removesuffix(said))
+    reason = escape(_reason_unsaid(str(r.partial_reason or ""), r.partial_step))
     if partial == [s.step for s in r.steps]:  # the only step reported (--steps): the mean is its time
         return (
             f"[yellow]step {r.partial_step} is partial[/yellow] ({reason}): the only step reported, so the "
