@@ -146,3 +146,41 @@ def test_a_process_that_replaced_itself_keeps_the_traces_of_its_first_image(
     assert _target(one, None, 1, start, log) == tmp_path / "one" / f"trace_pid{pid}_step1.json"
     (tmp_path / "one" / f"trace_pid{pid}_step1.json").write_text("the second image's")
     assert _target(one, None, 1, start, log) == tmp_path / "one" / f"trace_pid{pid}_step1_2.json"
+
+
+class _ProcessGroup:
+    """torch.distributed as the agent sees it in a rank that torch.multiprocessing.spawn started: no
+    launcher variable, a process group of ``world`` ranks."""
+
+    def __init__(self, world: int) -> None:
+        self.world = world
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_world_size(self) -> int:
+        return self.world
+
+
+def test_ranks_started_by_spawn_each_get_a_trace_named_by_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-258: DDP started with torch.multiprocessing.spawn (no WORLD_SIZE) wrote rank 0's trace as
+    trace.json and rank 1's as trace_rank1_pid..._step4.json, with a warning that the name was taken:
+    the process group's world size says the run writes several, as WORLD_SIZE does."""
+    from npuprof.agent.chrome_trace import _target
+    from npuprof.config import ProfileConfig
+
+    for name in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = ProfileConfig(export_chrome_trace=str(tmp_path / "trace.json"))
+    log = _Log()
+    monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(2))
+    pid = os.getpid()
+    assert _target(cfg, 0, 4, time.time_ns(), log) == tmp_path / f"trace_rank0_pid{pid}_step4.json"
+    monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(1))  # one rank: the name given
+    assert _target(cfg, 0, 4, time.time_ns(), log) == tmp_path / "trace.json"
+    assert not log.warnings

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from npuprof.agent.ranks import one_rank_of_several
 from npuprof.config import ProfileConfig
 from npuprof.results.atomic import file_mode, temp_name
 
@@ -25,13 +26,16 @@ WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "P
 
 
 def several_traces(cfg: ProfileConfig, environ: dict[str, str] | None = None) -> bool:
-    """Whether this run may write more than one trace: more than one process, or more than one capture
-    per process. Then each name carries rank, pid and first step (the seed's multi-card advice)."""
+    """Whether this run may write more than one trace: more than one process (a launcher's world size, or
+    torch.distributed's once initialised), or more than one capture per process. Then each name carries
+    rank, pid and first step (the seed's multi-card advice)."""
     env = os.environ if environ is None else environ
     for name in WORLD_SIZE_VARIABLES:
         value = env.get(name, "").strip()
         if value.isascii() and value.isdigit() and int(value) > 1:
             return True
+    if one_rank_of_several():  # ranks started without a launcher (torch.multiprocessing.spawn)
+        return True
     if cfg.timed:
         return False
     return cfg.dynamic is not None or cfg.schedule.repeat != 1

@@ -4,6 +4,7 @@ and its worker name (the prefix of its rank dirs)."""
 from __future__ import annotations
 
 import os
+import sys
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK")
 
@@ -38,8 +39,6 @@ def current_rank() -> int | None:
     rank = rank_from_env()
     if rank is not None:
         return rank
-    import sys
-
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
@@ -47,6 +46,17 @@ def current_rank() -> int | None:
     except Exception:
         pass
     return _last_process_group_rank
+
+
+def one_rank_of_several() -> bool:
+    """Whether torch.distributed is initialised here with more than one rank (never imported for this)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return bool(
+            dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        )
+    except Exception:  # a torch without it, a group torn down
+        return False
 
 
 def worker_name(configured: str | None) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from typing import Any
 
 from npuprof.agent import child_signal, threads
 from npuprof.agent.child_signal import ChildSignalWrap
+from npuprof.agent.ranks import one_rank_of_several
 from npuprof.owned_fd import OwnedFd, moved_high, room_for
 
 HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before the watcher acts
@@ -242,7 +242,7 @@ class SigtermGuard:
             signal.set_wakeup_fd(wakeup)
             return False
         self._previous = previous
-        self._grace = PEER_GRACE_S if _one_rank_of_several() else HANDLER_GRACE_S
+        self._grace = PEER_GRACE_S if one_rank_of_several() else HANDLER_GRACE_S
         signal.signal(signal.SIGTERM, self._handle)
         self._installed = True
         self._wrap_child_signal()
@@ -543,17 +543,6 @@ class SigtermGuard:
                 "the process dies now, as without npuprof; the capture in flight is lost"
             )
         _die_of(signal.SIGTERM)
-
-
-def _one_rank_of_several() -> bool:
-    """Whether torch.distributed is initialised here with more than one rank (never imported for this)."""
-    dist = sys.modules.get("torch.distributed")
-    try:
-        return bool(
-            dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-        )
-    except Exception:  # a torch without it, a group torn down
-        return False
 
 
 def _die_of(signum: int) -> None:
