@@ -382,6 +382,27 @@ def test_a_range_opened_inside_a_python_call_holds_what_runs_in_it(tmp_path):
     assert sum(values.values()) == pytest.approx(1000, abs=6)  # the thread's time, the overlap µs aside
 
 
+def test_a_range_of_npuprof_range_holds_what_runs_in_it(tmp_path):
+    """helper-258: ``with npuprof.range("fwd"):`` opens its record_function inside npuprof's own calls
+    (marks.py's ``__enter__``, ``range_start``): the range was clipped to the µs of those calls and what ran
+    in it (the forward pass) went to the script's frame, a flame graph showing "fwd" empty. It now nests in
+    the script's frame and holds its work, as torch's own record_function does. Times in µs."""
+    marks = "/site-packages/npuprof/marks.py"
+    events = [
+        ev("job.py(5): step", "python_function", 0, 1000),
+        ev(f"{marks}(114): __enter__", "python_function", 100, 12),
+        ev(f"{marks}(63): range_start", "python_function", 101, 10),
+        ev("torch/_ops.py(1089): __call__", "python_function", 103, 5),
+        ev("fwd", "user_annotation", 106, 794),  # [106, 900)
+        ev("aten::linear", "cpu_op", 200, 600),  # [200, 800)
+        ev(f"{marks}(140): __exit__", "python_function", 890, 20),
+    ]
+    values = _folded_of(tmp_path, events)
+    step = "job.py(5):_step"
+    assert values[(step, "fwd", "aten::linear")] == 600
+    assert not [stack for stack in values if "aten::linear" in stack and "fwd" not in stack], values
+
+
 def test_python_frames_that_overlap_without_nesting_say_the_time_not_in_the_stacks(tmp_path):
     """helper-179: a broken trace whose Python frames overlap without nesting (``inner`` begins inside
     ``outer`` and ends 50 µs after it) lost the 50 µs ``inner`` ran alone without a word: the lines added up

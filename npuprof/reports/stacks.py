@@ -129,8 +129,15 @@ class FoldedStacks:
 
 
 OVERRUN_US = 1.0  # a span ending this much after its parent: not the clocks' rounding
-# Python frames of the code that opens a record_function range (its __enter__, the op call under it)
-RANGE_MACHINERY = ("torch/autograd/profiler.py", "torch/_ops.py", "_record_function_enter", "torch/profiler/")
+# Python frames of the code that opens a record_function range (its __enter__, the op call under it;
+# npuprof.range's and npuprof.range_start's calls, which open one: README, "Marks")
+RANGE_MACHINERY = (
+    "torch/autograd/profiler.py",
+    "torch/_ops.py",
+    "_record_function_enter",
+    "torch/profiler/",
+    "npuprof/marks.py",
+)
 
 
 @dataclass
