@@ -403,6 +403,38 @@ def test_a_range_of_npuprof_range_holds_what_runs_in_it(tmp_path):
     assert not [stack for stack in values if "aten::linear" in stack and "fwd" not in stack], values
 
 
+def test_a_range_whose_name_the_trace_cannot_hold_is_named_as_called(tmp_path):
+    """helper-258: ``npuprof.range('load "a"')`` is in torch's trace as ``load %22a%22`` (its quotes would
+    break the JSON); analyse shows it as called, from the capture's npuprof_marks.json, but export-stacks
+    showed ``load_%22a%22`` (in the file written during the run too). Both show ``load_"a"`` now, from the
+    raw trace or the parse's trace_view.json."""
+    from npuprof.analysis.marks_ranges import MARKS_FILE
+
+    rank_dir = tmp_path / "vm_1_20261206120000000_ascend_pt"
+    (rank_dir / layout.PARSED_DIR).mkdir(parents=True)
+    called, traced = 'load "a"', "load %22a%22"
+    marks = {"version": 1, "names": {traced: "range"}, "names_not_listed": 0, "shown": {traced: called}}
+    (rank_dir / MARKS_FILE).write_text(json.dumps(marks))
+    events = [ev("ProfilerStep#1", "user_annotation", 0, 100), ev(traced, "user_annotation", 10, 50)]
+    for trace in (rank_dir / "vm.1.pt.trace.json", rank_dir / layout.PARSED_DIR / layout.PARSED_TRACE):
+        trace.write_text(json.dumps({"traceEvents": events}))
+        values = _parse_lines(st.folded_from_trace(trace).text())
+        assert values == {("ProfilerStep",): 50, ("ProfilerStep", 'load_"a"'): 50}, (trace, values)
+    # the file the post-processor writes during the run
+    from npuprof.agent.capture_exports import stacks_file_name
+    from npuprof.results.extras import finish_exports
+    from npuprof.results.handover import ExportsJob
+
+    raw = rank_dir / "vm.1.pt.trace.json"
+    finish_exports(rank_dir, raw, ExportsJob(stacks=[st.HOST_METRIC]), lambda _message, _level: None)
+    written = _parse_lines((rank_dir / stacks_file_name(st.HOST_METRIC)).read_text())
+    assert written == {("ProfilerStep",): 50, ("ProfilerStep", 'load_"a"'): 50}, written
+    # a trace outside a rank dir keeps the names it has
+    bare = tmp_path / "t.json"
+    bare.write_text(json.dumps({"traceEvents": events}))
+    assert ("ProfilerStep", "load_%22a%22") in _parse_lines(st.folded_from_trace(bare).text())
+
+
 def test_python_frames_that_overlap_without_nesting_say_the_time_not_in_the_stacks(tmp_path):
     """helper-179: a broken trace whose Python frames overlap without nesting (``inner`` begins inside
     ``outer`` and ends 50 µs after it) lost the 50 µs ``inner`` ran alone without a word: the lines added up

@@ -914,9 +914,28 @@ def folded_from_events(
     return result
 
 
+def ranges_as_called(events: list[TraceEvent], rank_dir: Path) -> None:
+    """The user's ranges and marks whose names torch's trace cannot hold (a quote, a backslash, a character
+    outside printable ASCII), which npuprof.range put in it as ``%XX``, renamed as the script called them,
+    from the capture's marks file (README, "Marks"), as analyse shows them. Nothing without that file."""
+    from npuprof.analysis.marks_ranges import wanted
+
+    want = wanted(rank_dir, lambda _said_by_analyse: None)
+    if want is None or not want.shown:
+        return
+    for ev in events:
+        if ev.cat == vocab.USER_ANNOTATION and (called := want.shown.get(ev.name)) is not None:
+            ev.name = called
+
+
 def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = False) -> FoldedStacks:
+    from npuprof.results import layout
+
     timeless = [0]
     loaded = load(trace, timeless, keep=span_or_flow)  # not its [memory] instants: no stack is made of them
+    ranges_as_called(
+        loaded.events, trace.parent.parent if trace.parent.name == layout.PARSED_DIR else trace.parent
+    )
     folded = folded_from_events(loaded.events, metric, keep_idle)
     if timeless[0]:  # said as analyse says it (helper-197: left out unsaid)
         from npuprof.reports.trace_events import timeless_note

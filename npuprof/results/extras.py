@@ -84,7 +84,7 @@ def _stacks(rank_dir: Path, trace: Path | None, metrics: list[str], say: Say) ->
     import time
 
     from npuprof.agent.capture_exports import stacks_file_name
-    from npuprof.reports.stacks import StacksError, folded_from_events
+    from npuprof.reports.stacks import StacksError, folded_from_events, ranges_as_called
     from npuprof.reports.trace_events import load_events
     from npuprof.results.atomic import write_text
     from npuprof.results.layout import find_trace_of_rank
@@ -104,6 +104,7 @@ def _stacks(rank_dir: Path, trace: Path | None, metrics: list[str], say: Say) ->
         for metric in metrics:
             say(not_produced(stacks_file_name(metric), f"the trace cannot be read ({exc})"), "WARNING")
         return []
+    ranges_as_called(events, rank_dir)
     written = []
     for metric in metrics:
         name = stacks_file_name(metric)
