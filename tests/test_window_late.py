@@ -328,3 +328,36 @@ def test_a_window_a_step_boundary_opened_after_distributed_set_up_names_the_set_
     late, why = _the_late_note(plan, notes)
     assert late >= 1.2, late
     assert why == f"the timer held its signal back: {held}, and no step boundary came sooner", why
+
+
+def test_a_window_the_process_ended_says_how_long_its_profiler_start_took(monkeypatch: Any) -> None:
+    """helper-258: a 3 s inference job (no optimizer) under --delay 1 --duration 0.5 recorded 60 ms, the
+    process's first profiler start (torch imports torch._dynamo then) having taken 2.5 s of the window,
+    and its record said only "the process ended before the time window's end". It says the start's time
+    too, from SLOW_START_S on; a quick start leaves the words as they were."""
+    from npuprof.agent import window_plan
+
+    # (seconds the timer's handler imports for the start before it opens the window, then the start's own)
+    for (imports_s, start_s), said in (((0.0, 2.5), "2.5 s"), ((1.5, 0.1), "1.6 s"), ((0.0, 0.2), None)):
+        plan, _notes, _sent = _bare_plan(monkeypatch)
+        clock = [plan.start_at]
+        _move_the_clock_by_hand(monkeypatch, clock)
+
+        def imported_alone(modules: Any, seconds: float = imports_s, moved: list[float] = clock) -> bool:
+            moved[0] += seconds
+            return True
+
+        monkeypatch.setattr(window_plan, "imported_alone", imported_alone)
+        assert plan._start_imported()  # the handler's imports (torch._inductor) before it opens the window
+        plan.refresh(0)  # the window opens: its profiler starts
+        assert plan.state == window_plan.OPEN
+        clock[0] += start_s
+        plan.recording_started()
+        clock[0] += 0.06  # the process ends
+        plan.process_ends()
+        words = plan.ended_early()
+        assert words.startswith("the process ended before the time window's end"), words
+        if said is None:
+            assert words == "the process ended before the time window's end", words
+        else:
+            assert f"the profiler's start took {said} of the process's time before the window" in words, words

@@ -374,12 +374,14 @@ class Agent:
                     self.log.info(f"{NOTHING_COUNTED_AT_EXIT}{_nothing_to_count(self.cfg)}")
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
-                late = ""
+                from npuprof.agent.window_plan import ENDED_EARLY
+
+                late, ended_early = "", ENDED_EARLY
                 if hasattr(controller.plan, "late_by"):
                     controller.plan.process_ends()
-                    late = controller.plan.late_by()
+                    late, ended_early = controller.plan.late_by(), controller.plan.ended_early()
                 # --delay alone records until the process ends: that is its end, not a cut
-                reason = late or ("the process ended before the time window's end" if timed_end else "")
+                reason = late or (ended_early if timed_end else "")
             elif getattr(controller, "steps_elsewhere", None) and controller.step == 0:
                 elsewhere = controller.steps_elsewhere
                 reason = (

@@ -41,6 +41,9 @@ KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
 TAKEN_GRACE_S = 1.0  # the signal taken over: how long a wait of Python's may be interrupted before it is said
 LATE_S = 0.5  # a window the timer could not close that closes this much after its end says so (KICK_EVERY_S+)
+# a profiler start this long, of a window the process's end cut short, is said as why it recorded so little
+SLOW_START_S = 1.0
+ENDED_EARLY = "the process ended before the time window's end"
 # what torch's profiler imports as it starts (``hasattr(torch, "_inductor")`` in ``prepare_trace``; it imports
 # torch._dynamo too): imported by the kick before it opens the window, with other threads' imports held back
 IMPORTED_BY_A_START = ("torch._inductor",)
@@ -70,6 +73,8 @@ class WindowPlan:
         self.state = WAITING
         self.began_step: int | None = None
         self.began_at: float | None = None
+        self.opened_at: float | None = None  # when the window opened: its profiler's start begins there
+        self.start_imports_s = 0.0  # the kick's imports for that start, before it opened (_start_imported)
         # seconds from the window's start to the first moment the main thread could open it (the step
         # boundary that did, or the timer's signal handler's first run), and why, when LATE_OPEN_S or more
         # (agent/window_lateness.py: the watch the timer and the handler report to)
@@ -115,6 +120,7 @@ class WindowPlan:
                 self.log.info("--delay/--duration: no window in a DataLoader worker")
                 return
             self.state = OPEN
+            self.opened_at = now
             self._time_the_opening(now)
             if self.duration is not None:  # a window opened late (no boundary came sooner) keeps its length
                 self.end_at = now + self.duration
@@ -197,6 +203,14 @@ class WindowPlan:
             self._no_kick_why = f"no timer signal ({exc!r})"
             return False
 
+    def _start_imported(self) -> bool:
+        """``imported_alone`` of what the profiler's start imports, its time counted into the start's."""
+        importing = time.monotonic()
+        try:
+            return imported_alone(IMPORTED_BY_A_START)
+        finally:
+            self.start_imports_s += time.monotonic() - importing
+
     def _on_kick(self, signum: int, frame: Any) -> None:
         try:
             unsafe = _unsafe_moment(frame) or another_thread_imports()
@@ -206,7 +220,7 @@ class WindowPlan:
             # torch's imports for a profiler start (seconds of CPU), not in a process that opens no window:
             # one that shows only now that it starts workers (torchrun's code run in a script) decides so
             opens = self.state != WAITING or not starts_workers()
-            if opens and self.controller.prof is None and not imported_alone(IMPORTED_BY_A_START):
+            if opens and self.controller.prof is None and not self._start_imported():
                 return  # another thread began an import meanwhile
             self.opening.deciding = threading.get_ident()
             try:
@@ -279,6 +293,21 @@ class WindowPlan:
         if late < LATE_S:
             return ""
         return f"the window closed {late:.1f} s after its end: {self._no_kick_why}"
+
+    def ended_early(self) -> str:
+        """Said of a window the process's end cut short; with the profiler's start when it took SLOW_START_S
+        or more (README, "Time windows": a 3 s inference job's window of 0.5 s recorded 60 ms, its first
+        start having taken 2.5 s, and said only that the process ended first)."""
+        if self.opened_at is None or self.began_at is None:
+            return ENDED_EARLY
+        took = self.start_imports_s + self.began_at - self.opened_at
+        if took < SLOW_START_S:
+            return ENDED_EARLY
+        return (
+            f"{ENDED_EARLY}: the profiler's start took {took:.1f} s of the "
+            "process's time before the window recorded (a process's first start may take seconds: torch "
+            "imports torch._dynamo then, unless an optimizer was made)"
+        )
 
     def process_ends(self) -> None:
         """The job's end finalises the window now: the timer has nothing more to say of it."""
