@@ -389,7 +389,14 @@ def _render_cross_rank(report: Report, console: Console) -> None:
             figure = f"mean step {_ms(slow.mean_step_us)} ms"
             standing = (slow.slower_than_median_pct, slow.outlier, slow.mean_step_us <= slow.median_us)
             _say_rank(
-                console, "slowest rank", slow.rank, figure, *standing, slow.too_few_steps, slow.modified_z
+                console,
+                "slowest rank",
+                slow.rank,
+                figure,
+                *standing,
+                slow.too_few_steps,
+                slow.modified_z,
+                len(ranks),
             )
         waited_for = cross.straggler
         if waited_for:
@@ -405,6 +412,7 @@ def _render_cross_rank(report: Report, console: Console) -> None:
                 *standing,
                 few,
                 waited_for.modified_z,
+                len(ranks),
             )
         if cross.start_skew:
             worst = max(cross.start_skew, key=lambda s: s.skew_us)
@@ -463,9 +471,11 @@ def _say_rank(
     at_median: bool,
     too_few_steps: int | msgspec.UnsetType = msgspec.UNSET,
     z: float | None = None,
+    ranks: int = 0,
 ) -> None:
     """One line naming a rank, its figure and how far above the median it is, and whether it is an outlier
-    (or, for 2 ranks sharing too few steps, that this cannot be told); ``z``: its modified z-score."""
+    (or, for 2 ranks sharing too few steps, that this cannot be told); ``z``: its modified z-score;
+    ``ranks``: how many are compared."""
     if at_median:  # the largest figure is the median's: no rank stands out (e.g. all equal)
         console.print(f"{what}: none stands out (the largest, rank {rank}'s {figure}, is the median)")
         return
@@ -479,12 +489,29 @@ def _say_rank(
     elif outlier:
         verdict = "[bold red]an outlier[/bold red]"
     else:
-        from npuprof.analysis.report import OUTLIER_MIN_EXCESS, OUTLIER_Z
+        from npuprof.analysis.report import OUTLIER_MIN_EXCESS, OUTLIER_Z, SMALL_GROUP_EXCESS
 
         # a z-score above the bar, not the excess: ranks that all sit very close (README, "analyse")
         close = z is not None and z > OUTLIER_Z and above <= OUTLIER_MIN_EXCESS * 100
         verdict = f"within {OUTLIER_MIN_EXCESS:.0%} of the median" if close else "within the normal spread"
+        if z is None and above > SMALL_GROUP_EXCESS * 100:
+            verdict += _above_by_its_mean_alone(ranks)
     console.print(f"{what}: {rank} ({figure}, {above:+.1f}% vs the median): {verdict}")
+
+
+def _above_by_its_mean_alone(ranks: int) -> str:
+    """Why a rank more than SMALL_GROUP_EXCESS above the median by its mean is no outlier where there is no
+    z-score (2 ranks; more whose deviation is 0): the rule's other tests (README, "analyse"), which its
+    mean alone does not pass (a 2-rank job's "+19.1% vs the median: within the normal spread" read as a
+    contradiction)."""
+    from npuprof.analysis.report import SMALL_GROUP_CONSISTENCY, SMALL_GROUP_EXCESS
+
+    who = "with 2 ranks" if ranks == 2 else "with most ranks alike"
+    steps = f" and in {SMALL_GROUP_CONSISTENCY:.0%} of the steps both have" if ranks == 2 else ""
+    return (
+        f" ({who}, an outlier is more than {SMALL_GROUP_EXCESS:.0%} above the median by its mean, by its "
+        f"median step{steps}: a few slow steps are not)"
+    )
 
 
 def render_json(report: Report | dict[str, Any]) -> str:
