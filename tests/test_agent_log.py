@@ -281,3 +281,12 @@ def test_records_a_torn_line_ran_into_are_read_apart(tmp_path: Path) -> None:
     (process,) = _processes(dynamic)
     assert process["captures"] == [{"steps": "3-4", "status": "complete", "directory": "/o/d"}]
     assert process["last_step"] == 5
+    # the lines as written since helper-256, the writer's UTC offset after the time
+    (dynamic / "dp_elsewhere_7_rank_0.log").write_text(
+        "2026-12-06 10:00:00,000 +0530 [INFO] [7] npuprof.dynamic: [step 3] capture started at step 3 into /o"
+        "2026-12-06 10:00:01,000 +0530 [INFO] [7] npuprof.dynamic: [step 6] capture 1 of steps 3-5 complete "
+        "in /o/e\n"
+    )
+    (process,) = _processes(dynamic)
+    assert process["captures"] == [{"steps": "3-5", "status": "complete", "directory": "/o/e"}]
+    assert process["last_step"] == 6

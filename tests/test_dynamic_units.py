@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -1210,6 +1211,55 @@ def test_status_says_a_request_no_process_has_read_yet(tmp_path: Path) -> None:
             "2020-01-01 00:00:00,000 [INFO] [1] npuprof.dynamic: [step 4] loaded: 2 step(s) (trigger t7)\n"
         )
     assert "t7" not in said()
+
+
+@contextlib.contextmanager
+def _time_zone(tz: str) -> Iterator[None]:
+    """This process's local time in ``tz`` (a POSIX TZ: no tzdata needed) for the block."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = tz
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+@pytest.mark.parametrize(("job_zone", "status_zone"), [("KIR-14", "SST+11"), ("SST+11", "KIR-14")])
+def test_a_hand_written_requests_read_or_not_is_right_across_time_zones(
+    tmp_path: Path, job_zone: str, status_zone: str
+) -> None:
+    """helper-256: a request written by hand (no trigger id) is read when a process's "loaded:" line comes
+    after the file's change; status compared the line's local time, taken in its own time zone, with the
+    file's mtime: a job at UTC+14 and status at UTC-11 (or the reverse) were 25 hours apart, a request
+    not read said read and one read said "not read yet"."""
+    from npuprof.agent.dynamic_log import format_line
+    from npuprof.cli.status import _unread
+
+    (tmp_path / "log").mkdir()
+    log = tmp_path / "log" / f"dp_{os.uname().nodename}_{os.getpid()}_rank_0.log"
+    config = tmp_path / CONFIG_NAME
+    config.write_text(json.dumps({"start_step": -1, "active": 2}))
+    now = time.time()
+
+    def loaded_at(ago: float) -> None:
+        with _time_zone(job_zone):
+            line = format_line("INFO", "loaded: 2 step(s) from the next step", step=4, when=now - ago)
+        log.write_text(line)
+
+    os.utime(config, (now - 60, now - 60))
+    loaded_at(600)  # an earlier request's line: this one is not read
+    with _time_zone(status_zone):
+        unread = _unread(tmp_path)
+    assert unread is not None and unread["trigger_id"] is None, unread
+    os.utime(config, (now - 600, now - 600))
+    loaded_at(60)  # read a minute ago
+    with _time_zone(status_zone):
+        assert _unread(tmp_path) is None
 
 
 def test_status_says_a_request_for_other_ranks_captured_nothing_here(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ goes on. `npuprof status` reads them back with :func:`parse_line`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -31,8 +32,11 @@ ENDED_RE = re.compile(
 ACTION_PREFIX = "dp_"
 MONITOR_PREFIX = "monitor_dp_"
 UNKNOWN_RANK = -1  # torch_npu's name for a process without a rank
+# the writer's local time and, since 2026-12, its UTC offset: the job and `npuprof status` may be in two time
+# zones (a TZ of the job's own, a login node's), and an hour repeats at the end of summer time
 _LINE = re.compile(
-    r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \[(?P<level>[A-Z]+)\] \[(?P<pid>\d+)\] "
+    r"^(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})(?: (?P<offset>[+-]\d{4}))? "
+    r"\[(?P<level>[A-Z]+)\] \[(?P<pid>\d+)\] "
     r"(?P<who>[^:]+): (?:\[step (?P<step>-?\d+)\] )?(?P<message>.*)$"
 )
 FILE_NAME = re.compile(
@@ -69,9 +73,16 @@ def format_line(
     level: str, message: str, who: str = "npuprof.dynamic", step: int | None = None, when: float | None = None
 ) -> str:
     now = time.time() if when is None else when
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now * 1000) % 1000:03d}"
+    local = time.localtime(now)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", local) + f",{int(now * 1000) % 1000:03d} {_offset(local)}"
     where = f"[step {step}] " if step is not None else ""
     return f"{stamp} [{level}] [{os.getpid()}] {who}: {where}{' '.join(message.splitlines())}\n"
+
+
+def _offset(local: time.struct_time) -> str:
+    """``local``'s UTC offset as ``+HHMM`` (strftime's %z is not that on every platform)."""
+    minutes = (local.tm_gmtoff or 0) // 60
+    return f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
 
 
 def parse_line(line: str) -> dict[str, str] | None:
@@ -169,7 +180,7 @@ class Reader:
         return match is not None and (match["host"], int(match["pid"])) == (self.host, self.pid)
 
     def covers(self, fields: dict[str, str]) -> bool:
-        return self.since <= _stamp(fields) <= self.until
+        return self.since <= line_time(fields) <= self.until
 
 
 def read_before_exec(directory: Path, reader: Reader) -> bool:
@@ -187,7 +198,7 @@ def _last_end(directory: Path, reader: Reader) -> float | None:
     last = None
     for _log, fields in _logged_lines(directory, f"{ACTION_PREFIX}*.log*", reader):
         if fields["message"] == PROCESS_ENDS:
-            last = max(last or 0.0, _stamp(fields))
+            last = max(last or 0.0, line_time(fields))
     return last
 
 
@@ -212,9 +223,25 @@ def _logged_lines(
                 yield log, fields
 
 
-def _stamp(fields: dict[str, str]) -> float:
+def line_time(fields: dict[str, str]) -> float:
+    """A parsed line's moment (epoch s): by its UTC offset; a line without one (an older npuprof's) is
+    taken in this process's time zone, as before."""
     day, ms = fields["time"].split(",")
-    return time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+    offset = fields.get("offset")
+    if not offset:
+        return time.mktime(time.strptime(day, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+    return _second(day, offset) + int(ms) / 1000
+
+
+@functools.lru_cache(maxsize=4096)
+def _second(day: str, offset: str) -> float:
+    """``day`` (``YYYY-mm-dd HH:MM:SS``) at UTC ``offset`` (``+HHMM``) as epoch s; the lines of a log share
+    their seconds: strptime once for each (status reads thousands of lines a process)."""
+    import calendar
+
+    parsed = time.strptime(day, "%Y-%m-%d %H:%M:%S")
+    sign = -1 if offset[0] == "-" else 1
+    return calendar.timegm(parsed) - sign * (int(offset[1:3]) * 3600 + int(offset[3:5]) * 60)
 
 
 def unread_request(directory: Path, reader: Reader | None = None) -> UnreadRequest | None:
@@ -233,7 +260,7 @@ def unread_request(directory: Path, reader: Reader | None = None) -> UnreadReque
         if trigger and f"(trigger {trigger})" in fields["message"]:
             return None  # loaded, queued, replaced, or not for this rank: read
         if log.name.startswith(ACTION_PREFIX) and fields["message"].startswith("loaded: "):
-            last_read = max(last_read, _stamp(fields))
+            last_read = max(last_read, line_time(fields))
     if not trigger and last_read >= changed - 1.0:  # the log's clock has ms; the file's may be a tick ahead
         return None
     return UnreadRequest(path, changed, trigger)

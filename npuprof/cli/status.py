@@ -22,6 +22,7 @@ from npuprof.agent.dynamic_log import (
     PROCESS_ENDS,
     SKIPPED_RE,
     WATCHING,
+    line_time,
 )
 from npuprof.job_processes import ended_unreaped, pid_alive
 
@@ -207,12 +208,13 @@ def _split_counts(processes: list[dict[str, Any]]) -> None:
         if len(same) < 2:
             continue
         before = 0
-        for p in sorted(same, key=lambda p: p["first_seen"] or ""):
+        for p in sorted(same, key=lambda p: p.get("_first_seen_at", 0.0)):
             counted = p.pop("_highest_count", 0)
             p["capture_count"] = max(len(p["captures"]), counted - before) if counted else len(p["captures"])
             before = max(before, counted)
     for process in processes:
-        process.pop("_highest_count", None)
+        for internal in ("_highest_count", "_first_seen_at", "_last_seen_at"):
+            process.pop(internal, None)
 
 
 def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[str, Any]:
@@ -297,7 +299,7 @@ def _last_written(paths: dict[str, list[Path]]) -> float | None:
     return max(times, default=None)
 
 
-def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, str]) -> dict[str, Any] | None:
+def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, float]) -> dict[str, Any] | None:
     """The capture a killed process had begun when its log says only that a request was loaded (or
     planned): the lines "capture planned" and "capture started" are written by the watcher at its next poll
     (1 to 5 s later; a training step never writes the logs, docs/architecture.md "Dynamic capture"), so a
@@ -308,8 +310,8 @@ def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, str]) -> di
     from npuprof.results import layout
 
     where, when = asked
+    planned_at = when - 1.0  # (the line's ms against the record's ns: the second it was in)
     try:
-        planned_at = time.mktime(time.strptime(when.split(",")[0], "%Y-%m-%d %H:%M:%S")) - 1.0
         candidates = sorted(Path(where).glob(f"*_{pid}_*{layout.RANK_DIR_SUFFIX}"))
     except (OSError, ValueError):
         return None
@@ -335,10 +337,13 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     # newest step and time are kept, not the last line's
     if fields["step"] is not None and (info["last_step"] is None or int(fields["step"]) >= info["last_step"]):
         info["last_step"] = int(fields["step"])
-    if info["last_seen"] is None or fields["time"] > info["last_seen"]:
-        info["last_seen"] = fields["time"]
-    if info["first_seen"] is None or fields["time"] < info["first_seen"]:
-        info["first_seen"] = fields["time"]
+    # by the moment, not the text: a line's local time repeats an hour as summer time ends, and a script
+    # may change its TZ (the offset beside it tells)
+    moment = line_time(fields)
+    if info["last_seen"] is None or moment > info["_last_seen_at"]:
+        info["last_seen"], info["_last_seen_at"] = fields["time"], moment
+    if info["first_seen"] is None or moment < info["_first_seen_at"]:
+        info["first_seen"], info["_first_seen_at"] = fields["time"], moment
     if fields["level"] == "ERROR":
         info["errors"].append(f"{fields['time']} {message}")
     elif fields["level"] == "WARNING":
@@ -346,7 +351,7 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["last_warning"] = f"{fields['time']} {message}"
     for pattern in _REQUEST_INTO:
         if (into := pattern.match(message)) is not None:
-            info["_asked_into"] = (into["into"], fields["time"])
+            info["_asked_into"] = (into["into"], moment)
     if (ended := ENDED_RE.match(message)) is not None:
         capture = {
             "steps": f"{ended['first']}-{ended['last']}",

@@ -319,11 +319,11 @@ def _last_lines_naming(
     """For each of ``processes`` (host, pid), the message of its latest action-log line that names ``said``
     or starts a capture (one begun after the request's plan is the request's)."""
     from npuprof.agent.dynamic_files import LOG_DIR
-    from npuprof.agent.dynamic_log import ACTION_PREFIX, FILE_NAME, READ_LIMIT, parse_line
+    from npuprof.agent.dynamic_log import ACTION_PREFIX, FILE_NAME, READ_LIMIT, line_time, parse_line
     from npuprof.results.layout import read_small
     from npuprof.results.logfile import log_records
 
-    last: dict[tuple[str, int], tuple[str, str]] = {}  # (time, message)
+    last: dict[tuple[str, int], tuple[float, str]] = {}  # (moment, message)
     for log in sorted((directory / LOG_DIR).glob(f"{ACTION_PREFIX}*.log*"), reverse=True):  # .1 first
         match = FILE_NAME.match(log.name)
         key = (match["host"], int(match["pid"])) if match else None
@@ -335,10 +335,10 @@ def _last_lines_naming(
             continue
         for fields in filter(None, map(parse_line, log_records(text))):
             message = fields["message"]
-            if (said in message or message.startswith(CAPTURE_STARTED)) and fields["time"] >= last.get(
-                key, ("", "")
-            )[0]:
-                last[key] = (fields["time"], message)
+            moment = line_time(fields)  # (the job's time zone may not be this one's: its offset tells)
+            earlier = last.get(key, (0.0, ""))[0]
+            if (said in message or message.startswith(CAPTURE_STARTED)) and moment >= earlier:
+                last[key] = (moment, message)
     return {key: message for key, (_, message) in last.items()}
 
 

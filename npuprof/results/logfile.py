@@ -44,7 +44,10 @@ def format_line(level: str, who: str, message: str, run_id: str = "") -> str:
 
 
 # the start of a record (npuprof.log's or a --dynamic log's: a time, a level, the writer) inside a line
-_RECORD_INSIDE = re.compile(r"(?<=.)(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})? \[[A-Z]+\] \[)")
+# (a --dynamic log's time has its UTC offset after it: npuprof/agent/dynamic_log.py)
+_RECORD_INSIDE = re.compile(
+    r"(?<=.)(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})?(?: [+-]\d{4})? \[[A-Z]+\] \[)"
+)
 
 
 def log_records(text: str) -> list[str]:
