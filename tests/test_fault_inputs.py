@@ -1139,7 +1139,7 @@ def test_a_failed_re_parse_keeps_the_earlier_complete_tables_as_they_were(
     cut) or of a trace damaged since its first parse deleted the good tables of that parse with its own
     (and analyse.done before it began): the rank then had nothing left. The earlier complete set is put
     back as it was (the same files, analyse.done too) and the reason says so; a bare trace's the same; where
-    hard links fail, the tables are deleted as before."""
+    hard links fail, they are moved aside and back (helper-256: they were deleted)."""
     import errno
 
     from npuprof.analysis import parse, report
@@ -1191,19 +1191,41 @@ def test_a_failed_re_parse_keeps_the_earlier_complete_tables_as_they_were(
     assert out_dir == bare_tables and outcome.status == "failed" and outcome.kept_earlier, outcome
     assert "kept as they were" in outcome.reason and stamps(bare_tables) == bare_earlier
 
-    # no hard links there: deleted, as before (no set short of some looks parsed)
+    # no hard links there (helper-256: a file system without them, a tmpfs out of inodes): the earlier set
+    # and a file of the user's are kept too (they were deleted)
     def no_links(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.EPERM, "Operation not permitted")
 
     monkeypatch.setattr(parse, "write_csv", real_csv)
     rank_dir = write_rank_dir(tmp_path / "c", cpu_trace())
     assert parse.parse_rank_dir(rank_dir).status == "parsed"
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    (tables / "notes.csv").write_text("mine\n")
+    earlier = stamps(tables)
     calls["n"] = 0
     monkeypatch.setattr(parse, "write_csv", full_disk)
     monkeypatch.setattr(parse.os, "link", no_links)
     outcome = parse.parse_rank_dir(rank_dir, force=True)
-    assert outcome.status == "failed" and not outcome.kept_earlier and "kept" not in outcome.reason
-    assert not [p.name for p in (rank_dir / "ASCEND_PROFILER_OUTPUT").iterdir()]
+    assert calls["n"] == 2
+    assert outcome.status == "failed" and outcome.kept_earlier, outcome
+    assert outcome.reason.endswith("; the tables of its earlier parse are kept as they were"), outcome.reason
+    assert stamps(tables) == earlier
+    # a parse killed while it moved the set aside (analyse.done and one table moved, the rest in place):
+    # the next parse, failing too, keeps the whole set
+    dead = 2**22 + 7  # above any pid_max: no process has it
+    tag = f"{dead}-{'0' * 12}"
+    os.rename(tables / "analyse.done", tables / f".analyse.done.{tag}{parse.MOVING}")
+    os.rename(tables / "kernel_details.csv", tables / f".kernel_details.csv.{tag}.old")
+    calls["n"] = 0
+    outcome = parse.parse_rank_dir(rank_dir, force=True)
+    assert outcome.status == "failed" and outcome.kept_earlier, outcome
+    assert stamps(tables) == earlier
+    # a parse that succeeds there replaces the set: nothing aside is left, the user's file stays
+    monkeypatch.setattr(parse, "write_csv", real_csv)
+    assert parse.parse_rank_dir(rank_dir, force=True).status == "parsed"
+    now = stamps(tables)
+    assert set(now) == set(earlier) and now["notes.csv"] == earlier["notes.csv"], sorted(now)
+    assert now["kernel_details.csv"][0] != earlier["kernel_details.csv"][0]  # written again
 
 
 def test_a_re_parse_that_cannot_write_analyse_done_keeps_the_earlier_tables(

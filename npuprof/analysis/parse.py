@@ -159,8 +159,11 @@ def _sets_aside_unparsed(out_dir: Path, entries: list[os.DirEntry[str]]) -> tupl
     if os.path.lexists(out_dir / layout.ANALYSE_DONE):
         return ()
     mark = f".{layout.ANALYSE_DONE}."
+    tags = [
+        e.name[len(mark) :] for e in entries if e.name.startswith(mark) and e.name.endswith((".old", MOVING))
+    ]
     return tuple(
-        e.name[len(mark) - 1 :] for e in entries if e.name.startswith(mark) and e.name.endswith(".old")
+        f".{tag.removesuffix(MOVING).removesuffix('.old')}{end}" for tag in tags for end in (".old", MOVING)
     )
 
 
@@ -172,9 +175,10 @@ def _left_by_a_dead_parse(entry: os.DirEntry[str]) -> bool:
     from npuprof.results.atomic import writer_pid
 
     name = entry.name
-    if not name.startswith(".") or not name.endswith((".tmp", ".old")):
+    if not name.startswith(".") or not name.endswith((".tmp", ".old", MOVING)):
         return False
-    pid = writer_pid(name.removesuffix(".old") + ".tmp" if name.endswith(".old") else name)
+    kept = name.endswith((".old", MOVING))  # a set kept aside (EarlierTables): named as its writer's .tmp
+    pid = writer_pid(name.removesuffix(".old").removesuffix(MOVING) + ".tmp" if kept else name)
     if pid is None or pid == os.getpid():
         return True
     try:
@@ -260,14 +264,19 @@ class EarlierTables:
     which :func:`remove_leftovers` deletes once this process is gone), so that a re-parse that fails (a full
     disk, a trace damaged since) puts them back as they were (:meth:`put_back`) instead of deleting them
     (docs/formats.md, "The result tree": a parse that fails).
-    Nothing is kept where there was no complete set or where a link fails (a file system without hard
-    links): a failed parse then deletes the tables as before (:func:`drop_tables`)."""
+    Where a link fails (a file system without hard links, a tmpfs out of inodes) our tables and analyse.done
+    are moved aside under those names instead (:attr:`moved`; the user's files stay where they are), and
+    moved back on a failure: they were deleted with the failed parse's (helper-256). Nothing is kept where
+    there was no complete set."""
 
     def __init__(self, out_dir: Path | None, done: str = layout.ANALYSE_DONE) -> None:
         self.out_dir, self.done = out_dir or Path(), done
-        self.aside: dict[str, str] = {}  # name -> its hidden link
+        self.aside: dict[str, str] = {}  # name -> its hidden link (or, moved, its hidden name)
         self.whole = False
         self.held = False  # a put back failed midway: the links stay for the next parse
+        self.moved = False  # no links could be made: the set itself was moved aside
+        self.partly_moved = False  # a killed parse's set, moved aside in part (of_a_killed_parse)
+        self._restored: list[str] = []  # names a put back moved back (their hidden names gone)
         if out_dir is None:  # nothing kept
             return
         try:
@@ -290,9 +299,31 @@ class EarlierTables:
                 os.link(out_dir / name, aside, follow_symlinks=False)
             except OSError:
                 self.drop()
+                self._move_aside([name for name in names if is_own_table(name) or name == done], tag)
                 return
             self.aside[name] = aside
         self.whole = True
+
+    def _move_aside(self, names: list[str], tag: str) -> None:
+        """No link could be made: ``names`` renamed to their hidden names. analyse.done goes first, to its
+        ``.moving`` name (no set short of some looks parsed), and is renamed to its ``.old`` one, the mark
+        that the whole set is aside, last: a parse killed in between left the rest in place, which
+        :meth:`of_a_killed_parse` then keeps. A rename refused midway moves them back."""
+        moving = str(self.out_dir / f".{self.done}.{tag}{MOVING}")
+        try:
+            for name in sorted(names, key=lambda name: name != self.done):
+                aside = moving if name == self.done else str(self.out_dir / f".{name}.{tag}.old")
+                os.replace(self.out_dir / name, aside)
+                self.aside[name] = aside
+            self.aside[self.done] = str(self.out_dir / f".{self.done}.{tag}.old")
+            os.replace(moving, self.aside[self.done])
+        except OSError:
+            for moved, hidden in self.aside.items():
+                with contextlib.suppress(OSError):
+                    os.replace(moving if moved == self.done else hidden, self.out_dir / moved)
+            self.aside.clear()
+            return
+        self.whole = self.moved = True
 
     def put_back(self) -> bool:
         """After a failed parse: every table now there replaced by the earlier set, as it was (the same
@@ -305,25 +336,55 @@ class EarlierTables:
         if not self.whole:
             return False
         try:
-            for name in table_stamps(self.out_dir):
-                if name not in self.aside:
+            for name in table_stamps(self.out_dir) if not self.partly_moved else ():
+                if name not in self.aside and is_own_table(name):  # the failed parse's (never the user's)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(self.out_dir / name)
-            for name, aside in self.aside.items():  # analyse.done's last
-                if not _same_entry(aside, self.out_dir / name):
-                    _link_over(aside, self.out_dir / name)
+            for name in sorted(self.aside, key=lambda name: name == self.done):  # analyse.done's last
+                if not _same_entry(self.aside[name], self.out_dir / name):
+                    self._restore(name)
         except OSError:
             self._hold()
             return False
         self.drop()
         return True
 
+    def _restore(self, name: str) -> None:
+        """``name`` made its earlier file again: a new link of the one aside, or, where links fail (a set
+        moved aside, or a killed parse's so kept), the file aside moved back."""
+        aside = self.aside[name]
+        try:
+            _link_over(aside, self.out_dir / name)
+        except OSError:
+            if not self.moved and not self._links_fail(aside):
+                raise
+            os.replace(aside, self.out_dir / name)
+            self._restored.append(name)
+
+    def _links_fail(self, aside: str) -> bool:
+        """Whether no link of ``aside`` can be made here (a killed parse's set moved aside)."""
+        from npuprof.results.atomic import temp_name
+
+        probe = temp_name(Path(aside))
+        try:
+            os.link(aside, probe, follow_symlinks=False)
+        except OSError:
+            return True
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+        return False
+
     def _hold(self) -> None:
         """A put back failed midway: our tables there (the failed parse's, the earlier ones already put
         back, which their links aside still hold) are deleted, a file of another name (the user's) is not;
-        the links aside are kept for the next parse."""
+        the links aside are kept for the next parse. An earlier file already moved back (its hidden name
+        gone) is moved aside again first: the only copy."""
+        for name in list(self._restored):
+            with contextlib.suppress(OSError):
+                os.replace(self.out_dir / name, self.aside[name])
+                self._restored.remove(name)
         for name in {*table_stamps(self.out_dir), *self.aside}:
-            if is_own_table(name) or name == self.done:
+            if (is_own_table(name) or name == self.done) and name not in self._restored:
                 with contextlib.suppress(OSError):
                     os.unlink(self.out_dir / name)
         self.held = True
@@ -340,7 +401,7 @@ class EarlierTables:
         try:
             if os.path.lexists(out_dir / done):
                 return kept
-            entries = [entry for entry in os.scandir(out_dir) if entry.name.endswith(".old")]
+            entries = [entry for entry in os.scandir(out_dir) if entry.name.endswith((".old", MOVING))]
         except OSError:
             return kept
         marks = [
@@ -350,13 +411,16 @@ class EarlierTables:
         ]
         if len(marks) != 1:
             return kept
-        tag = marks[0].name[len(done) + 2 : -len(".old")]
-        aside: dict[str, str] = {}
+        # killed while it moved its set aside (no links there): the rest is still in place, and it wrote
+        # nothing yet; nothing in place is deleted (put_back)
+        kept.moved = kept.partly_moved = marks[0].name.endswith(MOVING)
+        tag = marks[0].name[len(done) + 2 :].removesuffix(MOVING).removesuffix(".old")
+        aside: dict[str, str] = {done: marks[0].path}
         for entry in entries:
             name = entry.name[1 : -len(f".{tag}.old")]
-            if entry.name.endswith(f".{tag}.old") and (name == done or name.endswith(TABLE_SUFFIXES)):
+            if entry.name.endswith(f".{tag}.old") and name.endswith(TABLE_SUFFIXES):
                 aside[name] = entry.path
-        kept.aside = dict(sorted(aside.items(), key=lambda item: item[0] == done))  # done put back last
+        kept.aside = aside
         kept.whole = True
         return kept
 
@@ -394,6 +458,8 @@ def _same_entry(one: str | Path, other: str | Path) -> bool:
         return False
 
 
+# analyse.done's hidden name while a set is moved aside (EarlierTables._move_aside)
+MOVING = ".moving"
 # said after a failed re-parse's own reason when the earlier tables were put back (EarlierTables)
 EARLIER_TABLES_KEPT = "the tables of its earlier parse are kept as they were"
 # said instead when they could not all be put back (EarlierTables.held)
