@@ -367,6 +367,31 @@ def test_a_job_stopped_by_sigterm_during_a_capture_is_ended_in_status(tmp_path: 
     _ended_in_status_with_its_capture_complete(cfg, out)
 
 
+def test_a_job_stopped_by_sigterm_between_captures_is_said_stopped_by_it(tmp_path: Path) -> None:
+    """helper-256: outside a capture npuprof had no SIGTERM handler: the process died with no end line,
+    and status said "gone (no end line: killed?)". The SIGTERM a scheduler sends (here to npuprof, which
+    passes it on) is logged as such, and the job still dies of it."""
+    cfg, stop, out = tmp_path / "cfg", tmp_path / "stop", tmp_path / "out"
+    job = LiveJob(
+        ["run", "-o", str(out), "--dynamic", str(cfg), "--poll-interval", str(POLL_S), "--",
+         sys.executable, SCRIPT, "--stop", str(stop), "--sleep", "0.03"],
+        tmp_path,
+    )  # fmt: skip
+    job.wait_for("the watcher", lambda: "is not a request" in logs(cfg))
+    job.wait_for("a few steps", lambda: job.step() >= 3)
+    job.proc.send_signal(signal.SIGTERM)
+    assert job.proc.wait(timeout=120) == -signal.SIGTERM, "".join(job.err)[-3000:]
+    for reader in job.readers:
+        reader.join(timeout=30)
+    assert "the job was ended by SIGTERM (exit code 143)" in "".join(job.err), "".join(job.err)[-3000:]
+    said = logs(cfg).splitlines()
+    assert said[-2].endswith("stopped by SIGTERM: the process dies of it"), said[-3:]
+    assert said[-1].endswith("the process ends"), said[-3:]
+    (process,) = json.loads(npuprof("status", str(cfg), "--format", "json").stdout)["processes"]
+    assert process["state"] == "ended (SIGTERM)" and process["captures"] == [], process
+    assert rank_dirs(out) == []
+
+
 # ---- the launcher and the two commands (no training) ---------------------------------------------------
 def test_the_launcher_makes_the_template_once_and_keeps_prof_config_path_from_the_job(tmp_path: Path) -> None:
     show = [sys.executable, "-c", "import os; print('job sees', os.environ.get('PROF_CONFIG_PATH'))"]

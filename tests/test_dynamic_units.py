@@ -1262,6 +1262,140 @@ def test_a_hand_written_requests_read_or_not_is_right_across_time_zones(
         assert _unread(tmp_path) is None
 
 
+_SIGTERM_WHILE_BLOCKED_BETWEEN_CAPTURES = """\
+import ctypes, os, signal, sys, time
+from npuprof.agent import signals
+
+class Log:
+    def __getattr__(self, name):
+        return lambda *args: print(name, *args, file=sys.stderr, flush=True)
+
+def said(what):
+    def write():
+        with open(sys.argv[1], "a") as f:
+            f.write(what + " " + repr(time.monotonic()) + "\\n")
+    return write
+
+guard = signals.SigtermGuard(
+    said("handler"), Log(), recording=lambda: False, on_term_unhandled=said("unhandled")
+)
+assert guard.install()
+mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER
+libc = ctypes.CDLL(None)  # (the GIL released, as in a collective)
+libc.pthread_mutex_lock(mutex)
+said("blocked")()
+os.kill(os.getppid(), signal.SIGUSR1)  # the test sends SIGTERM now
+libc.pthread_mutex_lock(mutex)  # locked twice: blocked in C for ever, no Python handler runs
+print("lived on", file=sys.stderr)
+"""
+
+
+def test_a_sigterm_between_captures_while_the_main_thread_is_blocked_is_said_and_not_waited_for(
+    tmp_path: Path,
+) -> None:
+    """helper-256: --dynamic keeps npuprof's SIGTERM handler between captures, so that the SIGTERM is
+    logged (status said "gone (no end line: killed?)"). A main thread blocked outside Python (a collective
+    whose peer never comes) never runs it: with nothing recording, the watcher does not give it the
+    capture's second (5 s in one rank of several) but says the SIGTERM itself at once, and the process
+    dies of it, as without npuprof."""
+    import signal as signal_module
+    import subprocess
+
+    from conftest import clean_env
+
+    said = tmp_path / "said"
+    script = tmp_path / "blocked.py"
+    script.write_text(_SIGTERM_WHILE_BLOCKED_BETWEEN_CAPTURES)
+    ready = []
+    previous = signal_module.signal(signal_module.SIGUSR1, lambda *_: ready.append(1))
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(said)], env=clean_env(), stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while not ready and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        time.sleep(0.2)  # inside pthread_join
+        sent = time.monotonic()
+        proc.send_signal(signal_module.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        died = time.monotonic()
+    finally:
+        signal_module.signal(signal_module.SIGUSR1, previous)
+    assert proc.returncode == -signal_module.SIGTERM, err
+    lines = said.read_text().split()
+    assert lines[0::2] == ["blocked", "unhandled"], lines  # the watcher said it; the handler never ran
+    assert float(lines[3]) - sent < signals_grace() and died - sent < 5, (lines, sent, died)
+    assert "lived on" not in err and "blocked outside Python" not in err, err
+
+
+def test_the_sigterm_guard_kept_between_captures_is_looked_after_at_a_step_boundary_the_watcher_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-256: --dynamic keeps npuprof's SIGTERM handler between captures, where no recorded step looks
+    after it. A SIGCHLD handler the script sets after training began (a DataLoader's first iterator) ran
+    unwrapped inside it: a group SIGTERM ends the workers within microseconds, and that handler raising
+    "DataLoader worker ... is killed" at the handler's first instruction made the job die of it, not of
+    SIGTERM (helper-105). A script that took the wakeup fd (asyncio) left no watcher: blocked in C++, the
+    job would ignore SIGTERM (helper-114). The dynamic watcher asks for one step boundary when it sees the
+    first, and every UPKEEP_S for the second (only the main thread can see it), where the guard wraps the
+    one and gives SIGTERM its default action back for the other; no other step is asked for."""
+    import signal as signal_module
+
+    from npuprof.agent import dynamic_plan
+    from npuprof.agent.child_signal import ChildSignalWrap
+    from npuprof.agent.signals import SigtermGuard
+
+    job = Job(tmp_path)
+    guard = SigtermGuard(lambda: None, AgentLog(None, "test"), recording=lambda: False)
+    before = signal_module.getsignal(signal_module.SIGCHLD)
+    theirs = os.pipe()
+    assert guard.install()
+    try:
+        job.plan.keep_up(guard.child_signal_unwrapped, guard.check_pipe)
+        job.plan.poll_once()
+        job.steps(20)  # the poll interval measured (and the first look's upkeep done): nothing is asked now
+        assert job.controller.next_check > 10**9
+
+        def workers_check(signum: int, frame: object) -> None:
+            raise RuntimeError("DataLoader worker (pid 1) is killed by signal: Terminated.")
+
+        signal_module.signal(signal_module.SIGCHLD, workers_check)
+        job.steps(3)
+        assert signal_module.getsignal(signal_module.SIGCHLD) is workers_check  # no step wraps it by itself
+        job.plan.poll_once()
+        assert job.controller.next_check == 0  # one decision asked
+        job.steps(1)
+        wrapped = signal_module.getsignal(signal_module.SIGCHLD)
+        assert isinstance(wrapped, ChildSignalWrap) and wrapped.handler is workers_check
+        job.plan.poll_once()
+        assert job.controller.next_check > 10**9  # nothing new, and UPKEEP_S not passed: none asked
+        # the script takes the wakeup fd (asyncio's add_signal_handler)
+        os.set_blocking(theirs[1], False)
+        signal_module.set_wakeup_fd(theirs[1])
+        job.steps(3)
+        assert signal_module.getsignal(signal_module.SIGTERM) == guard._handle
+        monkeypatch.setattr(dynamic_plan, "UPKEEP_S", 0.0)
+        job.plan.poll_once()
+        job.steps(1)
+        assert signal_module.getsignal(signal_module.SIGTERM) == signal_module.SIG_DFL
+        assert signal_module.set_wakeup_fd(-1) == theirs[1]  # theirs left as it is
+    finally:
+        guard.uninstall()
+        signal_module.set_wakeup_fd(-1)
+        signal_module.signal(signal_module.SIGCHLD, before)
+        signal_module.signal(signal_module.SIGTERM, signal_module.SIG_DFL)
+        for fd in theirs:
+            os.close(fd)
+
+
+def signals_grace() -> float:
+    """The time a handler is given when a capture records (agent/signals.py): not waited here."""
+    from npuprof.agent.signals import HANDLER_GRACE_S
+
+    return HANDLER_GRACE_S
+
+
 def test_status_says_a_request_for_other_ranks_captured_nothing_here(tmp_path: Path) -> None:
     """helper-248: `npuprof trigger DIR --ranks 1` to a job of one process (no rank): its log said "rank
     None is not selected (...): no capture here", and status showed "-", as if no request had come."""

@@ -82,6 +82,11 @@ def wrap(term_code: CodeType, dying: Callable[[], bool]) -> ChildSignalWrap | No
     return wrapped
 
 
+def handler_now() -> Any:
+    """SIGCHLD's handler now (any thread may ask)."""
+    return _getsignal(signal.SIGCHLD)
+
+
 def wrapped_now(wrapped: ChildSignalWrap | None) -> bool:
     """Whether ``wrapped`` is SIGCHLD's handler now (at each recorded step boundary: cheap)."""
     try:

@@ -108,6 +108,9 @@ NOT_EFFECTIVE = ": not effective"
 NOT_SELECTED = "rank {rank} is not selected ({request}): no capture here"
 NOT_SELECTED_RE = re.compile(r"^rank (?P<rank>\S+) is not selected \((?P<request>.+)\): no capture here$")
 PROCESS_ENDS = "the process ends"  # a process image's last line
+# before it, when a signal ends the process (read by status): "stopped by SIGTERM: the process dies of it"
+STOPPED_BY = "stopped by {signal}: the process dies of it"
+STOPPED_BY_RE = re.compile(r"^stopped by (?P<signal>\S+): the process dies of it$")
 # "the capture planned from step N is cancelled: replaced by a later change (...)": the last change wins
 REPLACED = "replaced by a later change"
 # a process image's first line: after "the process ends" it is the process again, after an os.exec*

@@ -24,6 +24,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from npuprof.agent.dynamic_log import (
     PROCESS_ENDS,
     REPLACED,
     STARTED_WITH,
+    STOPPED_BY,
     WATCHING,
     DynamicLogs,
     skipped_line,
@@ -48,6 +50,7 @@ MIN_POLL_S = 1.0  # the floor of the measured interval
 MAX_POLL_S = 5.0
 MEASURED_STEPS = (10, 11)  # the interval between these two step boundaries becomes the poll interval
 HEARTBEAT_S = 60.0  # "at step N" in the action log, at most this often (npuprof status reads it)
+UPKEEP_S = 60.0  # the SIGTERM guard's check on the main thread between captures, this often (keep_up)
 CLOCK_TICK_SLACK_S = 1.0  # /proc's start time is to the clock tick, a log line's to the ms: both this host's
 CLOCK_SLACK_S = 5.0  # a file server's clock may be behind this host's: a change this close is the process's
 MONITOR_LOADED = "Dynamic profiler process load json success"
@@ -114,8 +117,17 @@ class DynamicPlan:
         self._pid: int | None = None
         self._watch_thread = watch
         self._thread: bool | None = None  # its watcher started (npuprof.agent.threads: not listed)
+        # a check the watcher makes and the duty the training thread then does at a decision (the agent's
+        # SIGTERM guard's, keep_up)
+        self._upkeep: tuple[Callable[[], Any], Callable[[], None]] | None = None
+        self._upkeep_asked: Any = None  # what the check last found, asked for once
+        self._upkeep_last = 0.0  # when the watcher last asked (monotonic)
+        self._upkeep_due = False  # asked, not done yet
         self._stop = threading.Event()
         self._ended = False
+        # the last lines come from the exit, a SIGTERM handler (maybe interrupting them) or the SIGTERM
+        # watcher's thread: once
+        self._ending = threading.RLock()
         if watch:  # registered before the agent's own exit hook: runs after it, so its last capture is logged
             atexit.register(self._at_exit)
 
@@ -138,8 +150,21 @@ class DynamicPlan:
         self._thread = True
         threads.start(self._watch, "npuprof-dynamic")
 
+    def keep_up(self, check: Callable[[], Any], duty: Callable[[], None]) -> None:
+        """``duty`` done by the training thread at the decision the watcher asks for when its ``check``
+        finds something new (not None), and every UPKEEP_S: a step boundary that costs ~2 µs. Between
+        captures there is no decision otherwise, and npuprof's SIGTERM handler, which --dynamic keeps there,
+        is to wrap a SIGCHLD handler the script set after training began (agent/child_signal.py) and to
+        give SIGTERM its default action back once the script took the wakeup fd (asyncio: a main thread
+        blocked in C++ then never ran the handler, and the job ignored SIGTERM; SigtermGuard.check_pipe),
+        which only the main thread can see."""
+        self._upkeep = (check, duty)
+
     def refresh(self, step: int) -> None:
         """Called by the training thread at each decision, before it asks for ``step``'s action."""
+        if self._upkeep_due and self._upkeep is not None:
+            self._upkeep_due = False
+            self._upkeep[1]()
         self._measure(step)
         self._take_inbox(step)
         self._promote(step)
@@ -335,6 +360,7 @@ class DynamicPlan:
         self._pending = None
         self._step10 = None
         self._stop = threading.Event()
+        self._ending = threading.RLock()  # the parent's may have been held at the fork
         self.logs = DynamicLogs(self.directory, self._rank)
 
     # ---- the watcher thread ------------------------------------------------------------------------------
@@ -473,6 +499,7 @@ class DynamicPlan:
             current = digest(raw)
             if current != self._seen:
                 self._handle(raw, current)
+        self._ask_for_upkeep()
         self._heartbeat()
         self._flush_events()
 
@@ -542,6 +569,16 @@ class DynamicPlan:
         if request.start_step != NO_CAPTURE and space is not None:
             space.start()  # free space is watched once captures may come (npuprof.agent.disk_guard)
 
+    def _ask_for_upkeep(self) -> None:
+        if self._upkeep is None:
+            return
+        found = self._upkeep[0]()
+        now = time.monotonic()
+        new = found is not None and found is not self._upkeep_asked
+        if (new or now - self._upkeep_last >= UPKEEP_S) and self.controller is not None:
+            self._upkeep_asked, self._upkeep_last, self._upkeep_due = found, now, True
+            self.controller.replan()
+
     def _heartbeat(self) -> None:
         step = self._step()
         now = time.monotonic()
@@ -562,15 +599,19 @@ class DynamicPlan:
             when, level, message, step = self._events.popleft()
             self.logs.action(level, message, step, when=when)
 
-    def at_exit(self) -> None:
-        """The process ends (atexit, or os._exit through the agent): the events not yet written, then
-        "the process ends"; once."""
-        self._at_exit()
+    def at_exit(self, signalled: str = "") -> None:
+        """The process ends (atexit, or os._exit through the agent; ``signalled``: it dies of that signal):
+        the events not yet written, then "the process ends"; once."""
+        self._at_exit(signalled)
 
-    def _at_exit(self) -> None:
-        if self._pid != os.getpid() or self._ended:
-            return  # never watched in this process (a forked DataLoader worker, say), or said already
-        self._ended = True
+    def _at_exit(self, signalled: str = "") -> None:
+        with self._ending:
+            if self._pid != os.getpid() or self._ended:
+                return  # never watched in this process (a forked DataLoader worker, say), or said already
+            self._ended = True
+            self._last_lines(signalled)
+
+    def _last_lines(self, signalled: str) -> None:
         try:
             self._stop.set()
             inbox = list(self._inbox)  # read by the next step boundary, which will not come
@@ -585,6 +626,8 @@ class DynamicPlan:
                     + NOT_EFFECTIVE,
                     step,
                 )
+            if signalled:
+                self._event("WARNING", STOPPED_BY.format(signal=signalled), self._step())
             self._flush_events()
             self.logs.action("INFO", PROCESS_ENDS, self._step())
             self.logs.monitor("INFO", MONITOR_DONE)

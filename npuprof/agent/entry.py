@@ -150,7 +150,13 @@ class Agent:
 
         self.worker = worker_name(cfg.worker_name)
         self.disk = DiskGuard(cfg.output, getattr(cfg, "min_free_space", "auto"), log)
-        self.sigterm = SigtermGuard(self._on_sigterm, log, on_term_after_export=self._hand_over_the_rest)
+        self.sigterm = SigtermGuard(
+            self._on_sigterm,
+            log,
+            on_term_after_export=self._handed_over_on_sigterm,
+            recording=lambda: self.controller.prof is not None,
+            on_term_unhandled=lambda: _plans_last_lines(self.controller, "SIGTERM"),
+        )
         self._native_exit: _NativeExit | None = None  # set once a profiler of ours has run here
         self.controller = CaptureController(
             cfg,
@@ -255,8 +261,12 @@ class Agent:
             if self._native_exit is None:
                 self._native_exit = _NativeExit.prepare()
             self._finalise_at_os_exit()
-        else:
+        elif not self._dynamic():
             self.sigterm.uninstall()
+
+    def _dynamic(self) -> bool:
+        """--dynamic: its plan writes the logs `npuprof status` reads, and their last lines at the end."""
+        return hasattr(self.controller.plan, "at_exit")
 
     def _on_new_cycle(self) -> None:
         """A running profiler begins another capture (--repeat): a SIGTERM guard left out at its start for
@@ -304,8 +314,13 @@ class Agent:
         compete with the first recorded steps; only in a process that may record."""
         from npuprof.agent.ranks import current_rank
 
-        if hasattr(self.controller.plan, "at_exit"):  # --dynamic: its logs' last lines (npuprof status)
+        if self._dynamic():  # its logs' last lines (npuprof status), however the process ends
             self._finalise_at_os_exit()
+            # between captures too (uninstalled at none's end): a SIGTERM is logged as such, and the
+            # process still dies of it (agent/signals.py); status said "gone (no end line: killed?)"
+            if self.sigterm.install():
+                guard = self.sigterm
+                self.controller.plan.keep_up(guard.child_signal_unwrapped, guard.check_pipe)
         rank = current_rank()
         if rank is not None and not self.cfg.wants_rank(rank):
             return
@@ -398,7 +413,13 @@ class Agent:
         """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""
         self.controller.finish_early("stopped by SIGTERM")
         self._hand_over_the_rest()
-        _plans_last_lines(self.controller)
+        _plans_last_lines(self.controller, "SIGTERM")
+
+    def _handed_over_on_sigterm(self) -> None:
+        """A SIGTERM held during a trace export that wrote the capture: the hand-over is left, and the
+        plan's last lines."""
+        self._hand_over_the_rest()
+        _plans_last_lines(self.controller, "SIGTERM")
 
     def _hand_over_the_rest(self) -> None:
         """Jobs the pipe could not take in time go to the post-processor's spool, parsed after the job;
@@ -772,10 +793,13 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     setattr(os, name, leave)
 
 
-def _plans_last_lines(controller: Any) -> None:
-    """--dynamic: the plan's last log lines (the capture's end, "the process ends"), which status reads."""
+def _plans_last_lines(controller: Any, signalled: str = "") -> None:
+    """--dynamic: the plan's last log lines (the capture's end, ``signalled``'s, "the process ends"), which
+    status reads."""
     plan_exit = getattr(getattr(controller, "plan", None), "at_exit", None)
-    if plan_exit is not None:
+    if plan_exit is not None and signalled:
+        plan_exit(signalled)
+    elif plan_exit is not None:
         plan_exit()
 
 

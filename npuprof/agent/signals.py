@@ -47,6 +47,10 @@ PEER_GRACE_S = 5.0
 # each raise is one signal's; a few in a row are all a dying job sends
 QUIET_TRIES = 8
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
+# The same outside a capture (--dynamic keeps the guard between captures, to log the SIGTERM): nothing is
+# finalised there, so a main thread that has not started the handler by then (blocked in C++) is not
+# waited for; the watcher logs the SIGTERM itself and the process dies of it, as without npuprof.
+IDLE_GRACE_S = 0.05
 
 # Free descriptors the guard leaves to the job and to the trace writes beside its own pipe: in a job that
 # holds nearly all of its descriptors the capture's files come first (the guard is then not installed).
@@ -189,13 +193,23 @@ class SigtermGuard:
     """Installs the finalising SIGTERM handler while a capture runs, and removes it after.
 
     ``on_term`` finalises the capture in flight; ``on_term_after_export`` (default: nothing) runs instead
-    when the SIGTERM was held during an export that wrote a trace: only the hand-over is left to do."""
+    when the SIGTERM was held during an export that wrote a trace: only the hand-over is left to do.
+    ``recording`` says whether a profiler of ours runs (default: always, as the guard is installed only
+    then unless --dynamic keeps it); ``on_term_unhandled`` runs on the watcher thread when the process
+    dies of a SIGTERM the main thread did not handle (blocked outside Python), just before it does."""
 
     def __init__(
-        self, on_term: Callable[[], None], log: Any, on_term_after_export: Callable[[], None] | None = None
+        self,
+        on_term: Callable[[], None],
+        log: Any,
+        on_term_after_export: Callable[[], None] | None = None,
+        recording: Callable[[], bool] | None = None,
+        on_term_unhandled: Callable[[], None] | None = None,
     ) -> None:
         self._on_term = on_term
         self._on_term_after_export = on_term_after_export
+        self._recording = recording
+        self._on_term_unhandled = on_term_unhandled
         self._log = log
         self._read_fd: int | None = None
         self._write_fd: int | None = None
@@ -257,6 +271,18 @@ class SigtermGuard:
             return
         self._child_wrap = child_signal.wrap(SigtermGuard._handle.__code__, self._owns_sigterm)
 
+    def child_signal_unwrapped(self) -> Any:
+        """SIGCHLD's Python handler when it runs unwrapped while the guard is installed (set after it: a
+        DataLoader's first iterator after training began), else None. Any thread may ask: --dynamic's
+        watcher does, between captures (no recorded step boundary wraps it there)."""
+        if not self._installed:
+            return None
+        try:
+            handler = child_signal.handler_now()
+        except (OSError, ValueError, AttributeError):
+            return None
+        return handler if callable(handler) and not isinstance(handler, ChildSignalWrap) else None
+
     def _new_pipe(self) -> bool:
         """A new wakeup pipe and its watcher: none yet, or the last closed by the script, its numbers maybe
         the script's files now (the old watcher sees EOF once both ends are closed, or its read end is no
@@ -293,7 +319,8 @@ class SigtermGuard:
         self._forget_current()
 
     def check_pipe(self) -> None:
-        """At each recorded step boundary, whether the wakeup pipe still wakes the watcher.
+        """At each recorded step boundary (and, with --dynamic, a minute apart between captures:
+        DynamicPlan.keep_up), whether the wakeup pipe still wakes the watcher.
 
         A script that closed every descriptor (``os.closerange``) closed its write end too, which Python's C
         signal handler writes to at each signal (into whatever file the number holds now, or an "Exception
@@ -534,14 +561,21 @@ class SigtermGuard:
             )
             _die_of(signal.SIGTERM)
             return
-        if self._handler_started.wait(self._grace):
+        recording = self._recording is None or self._recording()
+        if self._handler_started.wait(self._grace if recording else IDLE_GRACE_S):
             threading.Event().wait(HANDLER_LIMIT_S)  # the handler kills the process before this ends
             self._log.error(f"finalising the capture on SIGTERM took over {HANDLER_LIMIT_S:.0f} s; dying now")
         else:
-            self._log.warning(
-                "SIGTERM while the main thread is blocked outside Python (e.g. in a collective): "
-                "the process dies now, as without npuprof; the capture in flight is lost"
-            )
+            if recording:
+                self._log.warning(
+                    "SIGTERM while the main thread is blocked outside Python (e.g. in a collective): "
+                    "the process dies now, as without npuprof; the capture in flight is lost"
+                )
+            if self._on_term_unhandled is not None:
+                try:
+                    self._on_term_unhandled()
+                except Exception as exc:
+                    self._log.error(f"saying the SIGTERM failed: {exc!r}")
         _die_of(signal.SIGTERM)
 
 

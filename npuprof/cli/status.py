@@ -21,6 +21,7 @@ from npuprof.agent.dynamic_log import (
     NOT_SELECTED_RE,
     PROCESS_ENDS,
     SKIPPED_RE,
+    STOPPED_BY_RE,
     WATCHING,
     line_time,
 )
@@ -258,6 +259,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
     here = host == os.uname().nodename
     if info["state"] == "running" and here and not _the_writer_lives(pid, _last_written(paths)):
         info["state"] = "gone (no end line: killed?)"
+    info.pop("_stopped_by", None)  # its "the process ends" line lost (a full disk)
     asked = info.pop("_asked_into", None)
     if info["state"].startswith("gone") and info["capturing"] is None and asked is not None:
         info["capturing"] = _begun_unlogged(pid, info["planned"], asked)
@@ -384,12 +386,16 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         ranks = _RANKS_ASKED.search(other["request"])
         asked = f" (it asks for {ranks['ranks']})" if ranks else ""
         info["not_captured"] = {"step": int(fields["step"]), "why": f"not for this process's rank{asked}"}
+    elif (stopped := STOPPED_BY_RE.match(message)) is not None:
+        info["_stopped_by"] = stopped["signal"]
     elif message == PROCESS_ENDS:
-        info["state"] = "ended"
+        signalled = info.pop("_stopped_by", None)
+        info["state"] = f"ended ({signalled})" if signalled else "ended"
     elif message.startswith(WATCHING):  # the image an os.exec* started (same pid, same log) watches again
-        if info["state"] == "ended" and fields["step"] is not None:
+        if info["state"].startswith("ended") and fields["step"] is not None:
             info["last_step"] = int(fields["step"])  # it counts its steps from 0 again
         info["state"] = "running"
+        info.pop("_stopped_by", None)
 
 
 def render(report: dict[str, Any]) -> str:
