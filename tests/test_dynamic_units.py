@@ -1396,6 +1396,36 @@ def signals_grace() -> float:
     return HANDLER_GRACE_S
 
 
+def test_status_tells_a_live_writer_from_a_pid_given_again_by_its_start_whatever_the_clock_did(
+    tmp_path: Path,
+) -> None:
+    """helper-256: status told a process's pid given again to a later process by the wall clock (its logs'
+    modification time against /proc's boot time, which moves with the clock): a clock set forward an hour
+    after a live process last logged (stalled, or between heartbeats) made it "gone (no end line:
+    killed?)". Its first line gives its start in ticks after boot, which no clock moves: running; and a
+    pid now held by another process than the one that logged is gone, however recent its log."""
+    from npuprof.agent.dynamic_log import STARTED_AT, WATCHING, format_line
+    from npuprof.cli.status import _processes
+    from npuprof.proc_stat import start_ticks
+
+    ticks = start_ticks(os.getpid())
+    began = process_start_time()
+    assert ticks is not None and began is not None
+    (tmp_path / "log").mkdir()
+    log = tmp_path / "log" / f"dp_{os.uname().nodename}_{os.getpid()}_rank_0.log"
+
+    def state(logged_ticks: int, written: float) -> str:
+        start = STARTED_AT.format(ticks=logged_ticks)
+        line = f"{WATCHING}cfg every 2 s; host h, pid {os.getpid()}, rank 0, {start}"
+        log.write_text(format_line("INFO", line, step=3, when=written))
+        os.utime(log, (written, written))
+        (process,) = _processes(tmp_path / "log")
+        return process["state"]
+
+    assert state(ticks, began - 3600) == "running"  # written before the clock went an hour forward
+    assert state(ticks - 100, time.time()).startswith("gone"), "a later process holds the writer's pid"
+
+
 def test_status_says_a_request_for_other_ranks_captured_nothing_here(tmp_path: Path) -> None:
     """helper-248: `npuprof trigger DIR --ranks 1` to a job of one process (no rank): its log said "rank
     None is not selected (...): no capture here", and status showed "-", as if no request had come."""

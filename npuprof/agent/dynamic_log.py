@@ -115,6 +115,10 @@ STOPPED_BY_RE = re.compile(r"^stopped by (?P<signal>\S+): the process dies of it
 REPLACED = "replaced by a later change"
 # a process image's first line: after "the process ends" it is the process again, after an os.exec*
 WATCHING = "watching "
+# in that line and the heartbeat: the process's start in clock ticks after boot (/proc/PID/stat), by which
+# status tells the writer from a later process given its pid, whatever the wall clock did since
+STARTED_AT = "started at tick {ticks}"
+STARTED_AT_RE = re.compile(r"started at tick (?P<ticks>\d+)")
 
 
 def skipped_line(step: int, why: str) -> str:

@@ -34,6 +34,7 @@ from npuprof.agent.dynamic_log import (
     NOT_SELECTED,
     PROCESS_ENDS,
     REPLACED,
+    STARTED_AT,
     STARTED_WITH,
     STOPPED_BY,
     WATCHING,
@@ -404,7 +405,7 @@ class DynamicPlan:
             "INFO",
             f"{WATCHING}{self.file} every {self.interval():g} s"
             + (" (then the time of step 10 to 11, 1 to 5 s)" if self.fixed_interval is None else "")
-            + f"; host {self.logs.host}, pid {os.getpid()}, rank {self.logs.rank()}",
+            + f"; host {self.logs.host}, pid {os.getpid()}, rank {self.logs.rank()}{self._started_at()}",
             self._step(),
         )
         if self.logs.lost:
@@ -585,7 +586,15 @@ class DynamicPlan:
         if step is None or step == self._beat_step or now - self._last_beat < HEARTBEAT_S:
             return
         self._last_beat, self._beat_step = now, step
-        self._say("INFO", f"at step {step}", step)
+        self._say("INFO", f"at step {step}{self._started_at()}", step)
+
+    @staticmethod
+    def _started_at() -> str:
+        """The end of the first line and the heartbeat: this process's start (npuprof status reads it)."""
+        from npuprof.proc_stat import start_ticks
+
+        ticks = start_ticks("self")
+        return "" if ticks is None else ", " + STARTED_AT.format(ticks=ticks)
 
     def _say(self, level: str, message: str, step: int | None = None) -> None:
         """A line of the watcher's own, after the training thread's events queued before it: they are

@@ -21,6 +21,7 @@ from npuprof.agent.dynamic_log import (
     NOT_SELECTED_RE,
     PROCESS_ENDS,
     SKIPPED_RE,
+    STARTED_AT_RE,
     STOPPED_BY_RE,
     WATCHING,
     line_time,
@@ -48,8 +49,8 @@ Examples:
 
   npuprof status cfg --format json    # everything, for scripts
 
-A process whose log has no end line and whose pid is gone on this host (or held by a process begun
-after its logs were last written: the pid given again) is shown as "gone" (killed).
+A process whose log has no end line and whose pid is gone on this host (or held by another process: the
+pid given again) is shown as "gone" (killed).
 """
 
 
@@ -257,7 +258,8 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
             elif "load json failed" in fields["message"]:
                 info["rejected"] += 1
     here = host == os.uname().nodename
-    if info["state"] == "running" and here and not _the_writer_lives(pid, _last_written(paths)):
+    ticks = info.pop("_start_ticks", None)
+    if info["state"] == "running" and here and not _the_writer_lives(pid, _last_written(paths), ticks):
         info["state"] = "gone (no end line: killed?)"
     info.pop("_stopped_by", None)  # its "the process ends" line lost (a full disk)
     asked = info.pop("_asked_into", None)
@@ -276,15 +278,22 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
     return info
 
 
-def _the_writer_lives(pid: int, last_written: float | None) -> bool:
+def _the_writer_lives(pid: int, last_written: float | None, ticks: int | None = None) -> bool:
     """Whether the process that wrote this log still runs: its pid exists, is no zombie (killed with
     kill -9, not reaped yet by a parent busy elsewhere: a multiprocessing child's parent in a collective;
     status said "running" until it was), and began before its logs were last written (``last_written``,
     their modification time: a clock of this host's, whatever time zone wrote their lines): a pid the kernel
     gave again to a later process is not the writer's (a dead rank read as running for as long as another
-    process held its pid)."""
+    process held its pid). The start its lines give (``ticks``, after boot) tells it exactly: the modification
+    time and /proc's boot time are wall-clock times, which a clock set forward since the last line moves
+    apart (a live process that logged nothing since, stalled or between heartbeats, said "gone")."""
     if not pid_alive(pid) or ended_unreaped(pid):  # no /proc: the signal check is all there is
         return False
+    from npuprof.proc_stat import start_ticks
+
+    now = start_ticks(pid) if ticks is not None else None
+    if now is not None:
+        return now == ticks
     if last_written is None:
         return True
     from npuprof.results.layout import started_after
@@ -335,6 +344,8 @@ def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, float]) -> 
 
 def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     message = fields["message"]
+    if (started := STARTED_AT_RE.search(message)) is not None:
+        info["_start_ticks"] = int(started["ticks"])
     # lines of a process reach its log out of order (an event queued behind a later heartbeat): the
     # newest step and time are kept, not the last line's
     if fields["step"] is not None and (info["last_step"] is None or int(fields["step"]) >= info["last_step"]):
