@@ -864,6 +864,33 @@ def test_trigger_refuses_an_output_that_is_a_link_as_run_does(
     assert not (tmp_path / "profiler_config.json").exists()
 
 
+@pytest.mark.parametrize("points_to", ["elsewhere.json", "profiler_config.json"])  # a file; a loop
+def test_trigger_refuses_a_config_file_that_is_a_link_and_leaves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], points_to: str
+) -> None:
+    """helper-256: the job refuses a profiler_config.json that is a symbolic link (a FIFO, a directory: not
+    a regular file), and trigger refused those, but renamed its file over a link: the user's link was lost
+    without a word. It is refused, and left as it was."""
+    import typer
+
+    from npuprof.cli.trigger import trigger_command
+
+    (tmp_path / "log").mkdir()
+    (tmp_path / "elsewhere.json").write_text("{}")
+    link = tmp_path / CONFIG_NAME
+    link.symlink_to(points_to)
+    with pytest.raises(typer.Exit) as exit_code:
+        trigger_command(directory=str(tmp_path), start_step=None, active=1, warmup=0, cancel=False)
+    assert exit_code.value.exit_code == 2
+    said = capsys.readouterr().err
+    assert said == (
+        f"npuprof trigger: error: {link} is a symbolic link, which the job refuses to read; npuprof does not "
+        "replace it: remove it, then trigger again\n"
+    ), said
+    assert link.is_symlink() and os.readlink(link) == points_to
+    assert (tmp_path / "elsewhere.json").read_text() == "{}"
+
+
 def test_trigger_refuses_a_request_larger_than_a_job_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

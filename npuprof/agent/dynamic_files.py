@@ -124,6 +124,11 @@ def write_request(directory: Path, data: bytes) -> Path:
 
     check_directory(str(directory), "the dynamic directory")
     target = directory / CONFIG_NAME
+    if os.path.islink(target):  # the user's link: replaced by the rename, it was lost without a word
+        raise ValueError(
+            f"{target} is a symbolic link, which the job refuses to read; npuprof does not replace it: "
+            "remove it, then trigger again"
+        )
     with atomic_writer(target) as handle:
         handle.write(data)
     return target
