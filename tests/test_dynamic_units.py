@@ -1453,6 +1453,21 @@ def test_status_tells_a_live_writer_from_a_pid_given_again_by_its_start_whatever
     assert state(ticks - 100, time.time()).startswith("gone"), "a later process holds the writer's pid"
 
 
+def test_status_takes_no_fifo_or_folder_named_as_a_log_for_a_process(tmp_path: Path) -> None:
+    """helper-256: a FIFO or a folder in log/ named as a process's log (dp_HOST_1_rank_0.log) was shown as a
+    process, "running" when its pid ran (pid 1 always does), and npuprof trigger counted it among the
+    running processes that had not read its request."""
+    from npuprof.cli.status import _processes
+
+    logs = tmp_path / "log"
+    logs.mkdir()
+    host = os.uname().nodename
+    os.mkfifo(logs / f"dp_{host}_1_rank_0.log")
+    (logs / f"dp_{host}_{os.getpid()}_rank_1.log").mkdir()
+    (logs / f"monitor_dp_{host}_{os.getppid()}_rank_2.log").mkdir()
+    assert _processes(logs) == []
+
+
 def test_status_says_a_request_for_other_ranks_captured_nothing_here(tmp_path: Path) -> None:
     """helper-248: `npuprof trigger DIR --ranks 1` to a job of one process (no rank): its log said "rank
     None is not selected (...): no capture here", and status showed "-", as if no request had come."""

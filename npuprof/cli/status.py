@@ -187,8 +187,8 @@ def _processes(logs: Path) -> list[dict[str, Any]]:
     files: dict[tuple[str, int, int], dict[str, list[Path]]] = {}
     for entry in sorted(logs.iterdir()):
         match = FILE_NAME.match(entry.name)
-        if match is None or entry.is_symlink():
-            continue
+        if match is None or not entry.is_file() or entry.is_symlink():
+            continue  # a link, a FIFO or a folder of that name is no process's log (its pid may run: pid 1)
         key = (match["host"], int(match["pid"]), int(match["rank"]))
         kind = "monitor" if match["monitor"] else "action"
         # the backup first: its lines are the older ones
