@@ -1098,7 +1098,7 @@ def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileC
                 f"give the file ({str(inside)!r}), or --dynamic {str(file)!r} to watch it while the job runs",
             ) from None
         raise ConfigError(
-            "--config", f"cannot read {str(file)!r}: {_why(exc)}", "give an existing file"
+            "--config", f"cannot read {str(file)!r}: {unreadable_because(exc)}", "give an existing file"
         ) from None
     except ValueError as exc:  # not trusted
         raise ConfigError("--config", str(exc)) from None
@@ -1106,7 +1106,8 @@ def load_config_file(path: str | os.PathLike[str], warn: Any = None) -> ProfileC
     return config_from_json(data, str(file), warn=warn or warn_on_stderr)
 
 
-def _why(exc: OSError) -> str:
+def unreadable_because(exc: OSError) -> str:
+    """Why a config file could not be read (read_config_bytes), in words: O_NOFOLLOW's ELOOP is a link."""
     import errno
 
     if exc.errno == errno.ELOOP:

@@ -1468,6 +1468,27 @@ def test_status_takes_no_fifo_or_folder_named_as_a_log_for_a_process(tmp_path: P
     assert _processes(logs) == []
 
 
+def test_a_config_file_replaced_by_a_link_while_the_job_runs_is_said_to_be_one(tmp_path: Path) -> None:
+    """helper-256: the file made a symbolic link while the job runs (to a file of the same content, or a
+    loop) was logged "is not read: Too many levels of symbolic links" (O_NOFOLLOW's error): a link to a
+    real file read as a loop. It is named a link; a FIFO or a folder put there is no regular file."""
+    job = Job(tmp_path)
+    job.steps(3)
+    path = job.dir / CONFIG_NAME
+    real = tmp_path / "shared.json"
+    real.write_text(json.dumps({**c.template_json(), "start_step": -1}))
+    os.unlink(path)
+    path.symlink_to(real)
+    job.steps(2)
+    said = job.log()
+    assert f"{path} is not read: it is a symbolic link (links are not followed)" in said, said
+    assert "Too many levels" not in said
+    os.unlink(path)
+    os.mkfifo(path)
+    assert f"{path} is not read: not a regular file" in job.log()
+    assert job.captures() == []
+
+
 def test_status_says_a_request_for_other_ranks_captured_nothing_here(tmp_path: Path) -> None:
     """helper-248: `npuprof trigger DIR --ranks 1` to a job of one process (no rank): its log said "rank
     None is not selected (...): no capture here", and status showed "-", as if no request had come."""

@@ -505,7 +505,7 @@ class DynamicPlan:
         self._flush_events()
 
     def _read(self) -> bytes | None:
-        from npuprof.config import read_config_bytes
+        from npuprof.config import read_config_bytes, unreadable_because
         from npuprof.file_trust import check_directory
 
         try:
@@ -515,7 +515,8 @@ class DynamicPlan:
             self._report("WARNING", f"{self.file} is missing; waiting for it")
             return None
         except (OSError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            # (a link is named so: "Too many levels of symbolic links" was said of a link to a real file)
+            reason = unreadable_because(exc) if isinstance(exc, OSError) else str(exc)
             self._report("ERROR", f"{self.file} is not read: {reason}")
             return None
         self._problem = None
