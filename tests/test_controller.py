@@ -187,7 +187,10 @@ def test_low_disk_skips_a_window_and_stops_one_in_flight() -> None:
     class Space:
         ok = True
 
-        def describe(self) -> str:
+        def ok_for(self, path: str) -> bool:
+            return self.ok
+
+        def describe(self, path: str) -> str:
             return "only 1 MiB free"
 
     space = Space()

@@ -523,7 +523,10 @@ def test_low_disk_skips_windows_and_ends_one_in_flight() -> None:
     class Space:
         ok = False
 
-        def describe(self) -> str:
+        def ok_for(self, path: str) -> bool:
+            return self.ok
+
+        def describe(self, path: str) -> str:
             return "only 1 MiB free"
 
     space = Space()
@@ -1655,7 +1658,10 @@ def test_after_a_fork_nothing_of_the_parents_threads_or_files_is_kept() -> None:
     class Space:
         ok = True
 
-        def describe(self) -> str:
+        def ok_for(self, path: str) -> bool:
+            return self.ok
+
+        def describe(self, path: str) -> str:
             return "full"
 
     space = Space()

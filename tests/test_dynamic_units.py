@@ -17,6 +17,7 @@ from test_controller import Backend, Sink
 
 from npuprof import config as c
 from npuprof.agent.controller import NEVER, CaptureController
+from npuprof.agent.disk_guard import DiskGuard
 from npuprof.agent.dynamic_files import CONFIG_NAME, prepare
 from npuprof.agent.dynamic_log import append
 from npuprof.agent.dynamic_plan import DynamicPlan
@@ -151,7 +152,9 @@ def test_is_rank_selects_ranks_and_turns_parsing_off_and_prof_dir_is_under_the_r
 class Job:
     """A controller with a DynamicPlan (no watcher thread: the test polls), a recording backend and sink."""
 
-    def __init__(self, tmp: Path, rank: int | None = 0, poll: float | None = 0.1) -> None:
+    def __init__(
+        self, tmp: Path, rank: int | None = 0, poll: float | None = 0.1, space: object = None
+    ) -> None:
         self.dir = tmp / "cfg"
         directory, baseline, _ = prepare(str(self.dir))
         self.dir = directory
@@ -166,6 +169,7 @@ class Job:
             sink_factory=lambda b: self.sink,
             log=AgentLog(None, "test"),
             rank_fn=lambda: rank,
+            space=space,
         )
         self.controller.arm()
         self.plan.first_look()
@@ -221,6 +225,52 @@ def test_an_edit_during_a_capture_runs_after_it_and_the_last_edit_wins(tmp_path:
     assert job.captures() == [(4, 7), (9, 10)]  # a new capture begins two steps after the last one's end
     assert job.backend.configs[-1].with_flops and not job.backend.configs[-1].with_stack
     assert "waits for its end" in job.log()
+
+
+def _elsewhere_nearly_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Job, Path]:
+    """A job whose -o has 3.8 GiB free and whose tmp_path/elsewhere 400 KiB, below --min-free-space 1MiB."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    real_statvfs = os.statvfs
+    block = 4096
+
+    def statvfs(path: str) -> os.statvfs_result:
+        real = real_statvfs(path)  # a path not made yet raises as it would
+        free = 100 if Path(path).is_relative_to(elsewhere) else 10**6
+        return os.statvfs_result((block, block, 10**6, free, free, *real[5:]))
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    space = DiskGuard(str(tmp_path / "out"), "1MiB", AgentLog(None, "test"), interval_s=3600)
+    return Job(tmp_path, space=space), elsewhere
+
+
+def test_a_prof_dir_on_a_filesystem_below_min_free_space_is_not_captured_into(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The free space watched was -o's: a request's prof_dir on a nearly full filesystem was filled."""
+    job, elsewhere = _elsewhere_nearly_full(tmp_path, monkeypatch)
+    job.steps(2)
+    job.write(start_step=-1, active=2, prof_dir=str(elsewhere / "prof"))
+    job.steps(4)
+    assert job.captures() == []
+    assert job.sink.events == [("skipped", 3)]
+    assert f"only 400.0 KiB free at {elsewhere / 'prof'}" in job.log()
+    job.write(start_step=-1, active=2, prof_dir="./", trigger_id="back-to-o")
+    job.steps(4)
+    assert job.captures() == [(7, 8)]
+
+
+def test_a_capture_in_flight_is_not_stopped_for_the_room_of_the_next_requests_prof_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job, elsewhere = _elsewhere_nearly_full(tmp_path, monkeypatch)
+    job.steps(2)
+    job.write(start_step=-1, active=4)  # into -o: steps 3-6
+    job.steps(2)  # in flight
+    job.write(start_step=-1, active=2, prof_dir=str(elsewhere / "prof"), trigger_id="next")  # waits for it
+    job.steps(8)
+    assert job.sink.events[:2] == [("begin", 3, False), ("finish", 6, "complete")]
+    assert [event[0] for event in job.sink.events[2:]] == ["skipped"]
 
 
 def test_an_absolute_start_step_and_one_already_passed(tmp_path: Path) -> None:

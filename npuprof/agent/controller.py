@@ -544,8 +544,8 @@ class CaptureController:
             if not self._open(step, wanted):
                 return  # the window was skipped
         else:
-            if self.space is not None and not self.space.ok:
-                reason = f"stopped at step {step}: {self.space.describe()}"
+            if self.space is not None and not self.space.ok_for(self.cfg.output):
+                reason = f"stopped at step {step}: {self.space.describe(self.cfg.output)}"
                 self.finish_early(
                     reason, status="incomplete", last=step - 1
                 )  # step has not begun in the trace
@@ -632,14 +632,14 @@ class CaptureController:
         if user_profiler.running() or _profiler_already_enabled():
             user_profiler.report(self.log, step)
             return False, "the script's own profiler is running (npuprof records nothing meanwhile)"
-        if self.space is not None and not self.space.ok:
-            message = f"capture at step {step} skipped: {self.space.describe()}"
+        if self.space is not None and not self.space.ok_for(self.cfg.output):
+            message = f"capture at step {step} skipped: {self.space.describe(self.cfg.output)}"
             self.windows_skipped += 1
             self.log.warn_once("disk-space", message + "; training goes on")
             if self.sink is not None or self._ensure_sink():
                 assert self.sink is not None
                 self.sink.skipped(step, message)
-            return False, self.space.describe()
+            return False, self.space.describe(self.cfg.output)
         return None
 
     def _ensure_sink(self) -> bool:

@@ -548,6 +548,7 @@ class DynamicPlan:
         request = parse_request(raw, current, self.base, say)
         passed = request is not None and 0 < request.start_step <= (step if step is not None else -1)
         if request is not None and not passed:
+            self._watch_space(request)
             self._inbox.append(request)
             controller = self.controller
             if controller is not None:
@@ -566,10 +567,15 @@ class DynamicPlan:
                 f"start_step {request.start_step} has passed (the job is at step {step}){NOT_EFFECTIVE}",
                 step,
             )
-            return
+
+    def _watch_space(self, request: Request) -> None:
+        """Free space is watched once captures may come (npuprof.agent.disk_guard), on the filesystem of
+        the request's ``prof_dir`` (measured here, before a step boundary can take the request)."""
         space = getattr(self.controller, "space", None)
-        if request.start_step != NO_CAPTURE and space is not None:
-            space.start()  # free space is watched once captures may come (npuprof.agent.disk_guard)
+        if request.start_step == NO_CAPTURE or space is None:
+            return
+        space.watch(request.cfg.output)
+        space.start()
 
     def _ask_for_upkeep(self) -> None:
         if self._upkeep is None:
