@@ -108,6 +108,35 @@ def test_parse_and_gzip_keep_the_free_space_asked(
         assert "not gzipped (it needs about" in log and "the plain trace is kept" in log, log
 
 
+def test_what_the_post_processor_says_of_a_capture_outside_the_run_output_is_in_the_runs_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --dynamic request's prof_dir outside -o on a nearly full disk: the post-processor wrote "not
+    analysed (...)" into prof_dir/npuprof.log, and the run's summary, which reads -o's log, said instead
+    "a post-processor stopped, killed, or still at work in the background: see <-o>/npuprof.log"."""
+    output, rank_dir = tmp_path / "out", write_rank_dir(tmp_path / "prof", cpu_trace())
+    output.mkdir()
+    job = _job(rank_dir)
+    _free(monkeypatch, rank_dir, 10 * MIB)  # nothing beyond the 10 MiB that must stay free
+    spool = output / f"{postprocess.SPOOL_PREFIX}1.0.abcdef.jsonl"
+    spool.write_bytes(handover.job_line(job))  # read once its pipe (stdin, at EOF here) is done
+    argv = postprocess._postprocessor_argv(spool, 4, 5, 6, "run1")[3:]  # after `python -m module`
+    for flag in ("--lock-fd", "--ready-fd", "--parent-fd"):  # none here: this process is no post-processor
+        del argv[argv.index(flag) : argv.index(flag) + 2]
+    monkeypatch.setattr(postprocess, "yield_to_training", lambda: None)  # not this test process's priority
+    monkeypatch.setattr(postprocess, "_RUN_LOG", {}, raising=False)  # set by main: not left to later tests
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read_end))
+    try:
+        assert postprocess.main(argv) == 1
+    finally:
+        sys.stdin.close()
+    log = (output / layout.RUN_LOG).read_text() if (output / layout.RUN_LOG).exists() else ""
+    assert f"[postprocess pid={os.getpid()}] {rank_dir.name}: not analysed (it needs about" in log
+    assert not (rank_dir.parent / layout.RUN_LOG).exists()
+
+
 def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

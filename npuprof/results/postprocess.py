@@ -983,11 +983,14 @@ def _start_by_launcher(fds: list[int], spool: Path, run_id: str) -> spawner.Spaw
 
 def _postprocessor_argv(spool: Path, lock_fd: int, ready_fd: int, parent_fd: int, run_id: str) -> list[str]:
     """The post-processor's command line, its job pipe on stdin and the other descriptors at these numbers;
-    ``--run``: by it the launcher finds one the job started itself (:func:`own_post_processors_at_work`)."""
+    ``--run``: by it the launcher finds one the job started itself (:func:`own_post_processors_at_work`);
+    ``--log``: the run's log, beside the spool in the run's output directory (a --dynamic request's
+    prof_dir outside it had the post-processor's lines in a log of its own, which the run's summary never
+    read: it blamed "a post-processor stopped, killed, or still at work" for a full disk there)."""
     return [
         sys.executable, "-m", "npuprof.results.postprocess", "--parent", str(os.getpid()),
         "--spool", str(spool), "--lock-fd", str(lock_fd), "--ready-fd", str(ready_fd),
-        "--parent-fd", str(parent_fd), "--run", run_id,
+        "--parent-fd", str(parent_fd), "--run", run_id, "--log", str(spool.with_name(layout.RUN_LOG)),
     ]  # fmt: skip
 
 
@@ -1156,11 +1159,15 @@ def gzip_file(plain: Path) -> Path:
 
 
 _JOB_RUN = {"id": ""}  # the run of the job at work, which tags its log lines
+# the run's npuprof.log (--log), where the run's summary reads what this process said of each capture;
+# without it, the log beside the rank dir
+_RUN_LOG: dict[str, Path] = {}
 
 
 def _log(rank_dir: Path, message: str, level: str = "INFO") -> None:
     line = f"{rank_dir.name}: {message}"
-    logfile.log(rank_dir.parent / layout.RUN_LOG, level, "postprocess", line, _JOB_RUN["id"])
+    path = _RUN_LOG.get("path", rank_dir.parent / layout.RUN_LOG)
+    logfile.log(path, level, "postprocess", line, _JOB_RUN["id"])
 
 
 def _db_missing(rank_dir: Path) -> int:
@@ -1640,6 +1647,8 @@ def main(argv: list[str] | None = None) -> int:
     spool = Path(args[args.index("--spool") + 1]) if "--spool" in args else None
     ready = int(args[args.index("--ready-fd") + 1]) if "--ready-fd" in args else None
     parent_fd = int(args[args.index("--parent-fd") + 1]) if "--parent-fd" in args else None
+    if "--log" in args:
+        _RUN_LOG["path"] = Path(args[args.index("--log") + 1])
     _take_settings(args)  # before the ready line: held from then on, a stopped one would run unpinned after
     continue_when_orphaned(ready)
     if lock is not None:
