@@ -219,6 +219,39 @@ def test_a_link_planted_as_the_elsewhere_notes_is_not_followed(tmp_path: Path) -
     assert layout.capture_roots(out, "abcdef123456") == []
 
 
+def test_a_capture_into_a_prof_dir_below_the_output_is_the_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--dynamic with a relative prof_dir (`sub`): its captures, below -o, were not noted, and the run's
+    summary, which looks into -o itself, said "no capture was written"; analyse of -o reports them and
+    sends nobody to analyse -o/sub apart."""
+    from test_export_type import _Backend, _NoAnnotations, _Post
+
+    from npuprof.agent import capture
+    from npuprof.agent.log import AgentLog
+    from npuprof.analysis.report import build_report
+    from npuprof.config import ProfileConfig
+    from npuprof.results.run_record import captures_of_run
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)  # marks are process-wide state
+    out, sub = tmp_path / "out", tmp_path / "out" / "sub"
+    out.mkdir()  # made by npuprof run
+    cfg, request = ProfileConfig(output=str(out)).validate(), ProfileConfig(output=str(sub)).validate()
+    run = {"run_id": "abcdef123456", "output": str(out)}
+    backend, log = _Backend(False, sub), AgentLog(None, "t")
+    writer = capture.CaptureWriter(cfg, run, backend, log, lambda: 0, "w", _Post())
+    writer.begin(3, request)
+    writer.finish(None, 4)
+    found = captures_of_run(out, "abcdef123456")
+    assert [(c.rank_dir.parent, c.steps, c.status) for c in found] == [(sub, [3, 4], "complete")]
+    (trace,) = found[0].rank_dir.glob("*.pt.trace.json")
+    trace.write_text(json.dumps(cpu_trace()))
+    notes: list[str] = []
+    report = build_report(out, jobs=1, on_note=notes.append)
+    assert [r.rank_dir for r in report.ranks] == [str(found[0].rank_dir)]
+    assert not [note for note in notes if "also captured into" in note], notes
+
+
 def test_ranks_whose_step_started_far_apart_are_said_to_be_of_different_runs(tmp_path: Path) -> None:
     """Trace files of two runs left in one directory (a reused log dir): step 7 of rank 1 started 20 s
     after rank 0's, a 1 ms step; the report compared them without a word."""

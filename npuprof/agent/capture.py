@@ -99,14 +99,15 @@ class CaptureWriter:
 
     def _note_root(self) -> None:
         """A capture into a directory besides the run's -o (--dynamic's prof_dir) is noted in -o, once per
-        directory, so that the run's summary and report find it."""
+        directory, so that the run's summary and report find it; one below -o too (a relative prof_dir,
+        ``sub``): the summary looks into -o itself only, and said of its captures that none was written."""
         run_output, run_id = self.run.get("output"), self.run.get("run_id")
         if not run_output or not isinstance(run_id, str) or self.output in self._roots_noted:
             return
         self._roots_noted.add(self.output)
         root = Path(os.path.abspath(self.output))
-        if root.is_relative_to(os.path.abspath(run_output)):
-            return  # under -o: found there
+        if root == Path(os.path.abspath(run_output)):
+            return  # found there
         try:
             layout.note_capture_root(Path(run_output), run_id, root)
         except OSError as exc:

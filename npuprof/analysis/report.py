@@ -105,7 +105,7 @@ def is_bare_trace(path: Path) -> bool:
 
 
 def _roots_of_the_runs_in(path: Path) -> list[Path]:
-    """The directories outside ``path`` that the runs recorded in it captured into (--dynamic prof_dir)."""
+    """The directories besides ``path`` that the runs recorded in it captured into (--dynamic prof_dir)."""
     roots: list[Path] = []
     for _record_path, record in layout.read_run_records(path):
         run_id = record.get("run_id")
@@ -1933,8 +1933,11 @@ def _one_run(
             on_note(line)
         for line in _captures_not_here(path, run_ids, {d.name for d in rank_dirs}):
             on_note(line)
+        reported = {d.resolve().parent for d in rank_dirs}
         for run_id in run_ids:
             for root in layout.capture_roots(path, run_id):
+                if root in reported:
+                    continue  # a prof_dir below the directory analysed: its captures are in this report
                 there = "analyse it there" if root.is_dir() else "it is gone"
                 on_note(f"run {run_id} also captured into {root} (a --dynamic prof_dir): {there}")
     if len(found) > 1 and on_note is not None:
