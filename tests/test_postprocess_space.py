@@ -137,6 +137,21 @@ def test_what_the_post_processor_says_of_a_capture_outside_the_run_output_is_in_
     assert not (rank_dir.parent / layout.RUN_LOG).exists()
 
 
+def test_a_capture_an_analyse_parsed_first_is_not_said_analysed_by_the_post_processor(tmp_path: Path) -> None:
+    """`npuprof analyse` of a run in flight parsed a capture before its post-processor, which then logged
+    "analysed in 0.1 s: " with no file: it had written none."""
+    from npuprof.analysis.parse import parse_rank_dir
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    job = _job(rank_dir)
+    job.gzip = False
+    assert postprocess.run_job(job) == 0
+    log = (tmp_path / layout.RUN_LOG).read_text()
+    assert f"{rank_dir.name}: already analysed (by another parse, an npuprof analyse?)" in log, log
+    assert "analysed in" not in log, log
+
+
 def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

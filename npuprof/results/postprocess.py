@@ -1245,7 +1245,10 @@ def _parse(rank_dir: Path, job: CaptureJob) -> int:
         why = f"{outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
         _log(rank_dir, f"not analysed ({why}); run npuprof analyse on it later", "WARNING")
         return 1
-    _log(rank_dir, f"analysed in {outcome.seconds:.1f} s: {', '.join(outcome.files)}")
+    if outcome.status == "cached":  # an `npuprof analyse` of the run in flight parsed it first
+        _log(rank_dir, "already analysed (by another parse, an npuprof analyse?): its tables are kept")
+    else:
+        _log(rank_dir, f"analysed in {outcome.seconds:.1f} s: {', '.join(outcome.files)}")
     if job.export_db and not layout.has_profiler_db(rank_dir):
         return _db_missing(rank_dir)
     return 0
