@@ -558,6 +558,21 @@ def test_low_disk_skips_windows_and_ends_one_in_flight() -> None:
     assert plan.refreshed == [0, 2, 5, 6, 7, 8, 9, 10]
 
 
+def test_the_only_window_that_cannot_begin_is_not_said_to_be_tried_again() -> None:
+    """--repeat 1 (the default): one window; its skip said "the next window is tried", and none came."""
+    plan = TorchPlan(skip_first=1, wait=1, warmup=1, active=1, repeat=1)  # warm-up 2, record 3, then none
+    rig = Rig(plan)
+    rig.sink.begin_error = OSError(28, "No space left on device")
+    rig.run(10)
+    assert rig.sink.events == [("abandon", "capture at step 3 skipped: [Errno 28] No space left on device")]
+    assert rig.log.lines[1] == (
+        "warn_once",
+        "capture-begin",
+        "capture at step 3 skipped: [Errno 28] No space left on device; training goes on, no later window "
+        "is planned",
+    )
+
+
 def test_a_capture_that_cannot_begin_is_skipped_and_the_next_window_tried() -> None:
     plan = TorchPlan(skip_first=1, wait=1, warmup=1, active=1, repeat=0)  # windows: warm 2, record 3; 5, 6
     rig = Rig(plan)

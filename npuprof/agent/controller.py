@@ -740,13 +740,18 @@ class CaptureController:
 
     def _windows_skipped_for(self, step: int, exc: Exception, forever: bool = False) -> str:
         """A window that could not begin for ``exc`` (a full disk, no permission, no descriptor left): said
-        once, counted, the next window tried; none, ``forever`` (the profiler refuses this process)."""
+        once, counted, the next window tried; none, ``forever`` (the profiler refuses this process). The
+        line says which: "the next window is tried" was said of the only window of --repeat 1 (the default)
+        and of a --dynamic request, which is over once skipped."""
         message = f"capture at step {step} skipped: {exc}"
         self.windows_skipped += 1
         self._tell_plan("skipped", step, str(exc))
-        then = "no capture opens there" if forever else "the next window is tried"
-        self.log.warn_once("capture-begin", f"{message}; training goes on, {then}")
         self._skip(step, forever=forever)
+        if forever:
+            then = "no capture opens there"
+        else:
+            then = "no later window is planned" if self.next_check == NEVER else "the next window is tried"
+        self.log.warn_once("capture-begin", f"{message}; training goes on, {then}")
         return message
 
     def _discard_profiler(self, started: bool) -> None:
