@@ -104,16 +104,6 @@ def is_bare_trace(path: Path) -> bool:
     return sniff_trace(path, named=True) is not None
 
 
-def _roots_of_the_runs_in(path: Path) -> list[Path]:
-    """The directories besides ``path`` that the runs recorded in it captured into (--dynamic prof_dir)."""
-    roots: list[Path] = []
-    for _record_path, record in layout.read_run_records(path):
-        run_id = record.get("run_id")
-        if isinstance(run_id, str):
-            roots += [r for r in layout.capture_roots(path, run_id) if r not in roots]
-    return roots
-
-
 TRACES_DEPTH = 3  # logs/<run>/ (tensorboard_trace_handler's) to logs/plugins/profile/<date>/ (TensorBoard's)
 TRACES_DIRS_SEEN = 200  # directories looked into at most, for that
 
@@ -1452,7 +1442,7 @@ def _build_report(
     elif path.is_dir():
         rank_dirs = layout.find_rank_dirs(path)
         if not rank_dirs:
-            elsewhere = _roots_of_the_runs_in(path)
+            elsewhere = layout.roots_of_the_runs_in(path)
             if elsewhere:
                 raise NothingToAnalyse(
                     f"no *_ascend_pt rank directory under {path}; its run captured into "

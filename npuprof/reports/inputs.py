@@ -45,6 +45,13 @@ def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | No
             )
         return source
     found = layout.find_rank_dirs(source)
+    if not found and (elsewhere := layout.roots_of_the_runs_in(source)):
+        # a run whose captures all went to --dynamic prof_dirs: "no trace" here, or memory-timeline's "capture
+        # with --profile-memory ...", sent the user to capture again what was captured there
+        raise InputError(
+            f"no rank directory under {source}; its run captured into {', '.join(map(str, elsewhere))} (a "
+            "--dynamic prof_dir): give a capture there"
+        )
     if rank is not None:
         return _latest_of_rank(source, found, rank, notes)
     if len(found) == 1:

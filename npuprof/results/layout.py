@@ -723,6 +723,16 @@ def capture_roots(output: Path, run_id: str) -> list[Path]:
     return roots
 
 
+def roots_of_the_runs_in(path: Path) -> list[Path]:
+    """The directories besides ``path`` that the runs recorded in it captured into (--dynamic prof_dir)."""
+    roots: list[Path] = []
+    for _record_path, record in read_run_records(path):
+        run_id = record.get("run_id")
+        if isinstance(run_id, str):
+            roots += [r for r in capture_roots(path, run_id) if r not in roots]
+    return roots
+
+
 def parse_at_work(out_dir: Path) -> bool:
     """Whether a parse holds ``out_dir``'s lock now (``analysis.parse.alone_in``): an `npuprof analyse`
     (``--force`` takes ``analyse.done`` away while it writes), or a post-processor still at work. Asked
