@@ -152,6 +152,29 @@ def test_a_capture_an_analyse_parsed_first_is_not_said_analysed_by_the_post_proc
     assert "analysed in" not in log, log
 
 
+@pytest.mark.parametrize("extra", [0.5, 2.0])
+def test_the_chrome_trace_copy_keeps_the_free_space_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: float
+) -> None:
+    """--export-chrome-trace's copy (--no-gzip, or another disk than -o's) wrote the whole plain trace
+    whatever room was left: the disk went below --min-free-space, as the parse and the gzip never take it."""
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    job = _job(rank_dir)
+    job.analyse, job.gzip = False, False
+    target = tmp_path / "chrome.json"
+    job.chrome_trace = (job.trace or "", str(target))
+    size = os.path.getsize(job.trace or "")
+    _free(monkeypatch, rank_dir, 10 * MIB + int(size * extra))  # beyond the 10 MiB that must stay free
+    status = postprocess.run_job(job)
+    log = (tmp_path / layout.RUN_LOG).read_text() if (tmp_path / layout.RUN_LOG).exists() else ""
+    if extra > 1:
+        assert status == 0 and target.read_bytes() == Path(job.trace or "").read_bytes(), log
+    else:
+        assert status == 1 and not target.exists()
+        assert f"not produced: --export-chrome-trace: {target}: not copied (it needs about" in log, log
+        assert "less than --min-free-space (10.0 MiB)" in log, log
+
+
 def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

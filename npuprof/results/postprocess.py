@@ -1204,7 +1204,7 @@ def run_job(job: CaptureJob) -> int:
         _log(rank_dir, f"could not write the capture's files: {exc!r}", "ERROR")
         return 1
     if job.chrome_trace is not None:
-        status |= _copy_chrome_trace(rank_dir, *job.chrome_trace)
+        status |= _copy_chrome_trace(rank_dir, *job.chrome_trace, job.min_free_space)
     trace_bytes = _size_of(job.trace)
     parse_short = (
         _short_of_space(rank_dir, job.min_free_space, PARSE_SPACE_FACTOR * trace_bytes) if job.analyse else ""
@@ -1331,24 +1331,29 @@ def _mib(n: float) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
 
-def _copy_chrome_trace(rank_dir: Path, source: str, target: str) -> int:
+def _copy_chrome_trace(rank_dir: Path, source: str, target: str, min_free_space: str) -> int:
     """--export-chrome-trace's copy (npuprof.agent.chrome_trace); 1 when it failed, which is logged as
-    "not produced" (shown at the end of the run)."""
+    "not produced" (shown at the end of the run). Not made where it would take the target's disk below
+    --min-free-space, as the parse and the gzip are not: a copy of the whole plain trace per capture took
+    that disk to 0 bytes, where the job's own writes were promised the room."""
     from npuprof.agent.chrome_trace import copy_trace
-    from npuprof.results.extras import not_produced
 
+    short = _short_of_space(Path(target).parent, min_free_space, _size_of(source))
+    if short:
+        return _chrome_trace_not_produced(rank_dir, f"{target}: not copied ({short})")
     try:
         copy_trace(Path(source), Path(target))
     except OSError as exc:
-        why = f"{target}: {exc.strerror or exc}"
-        _log(
-            rank_dir,
-            not_produced("--export-chrome-trace", why, "choose a writable path with space"),
-            "WARNING",
-        )
-        return 1
+        return _chrome_trace_not_produced(rank_dir, f"{target}: {exc.strerror or exc}")
     _log(rank_dir, f"--export-chrome-trace: {target} (copied)")
     return 0
+
+
+def _chrome_trace_not_produced(rank_dir: Path, why: str) -> int:
+    from npuprof.results.extras import not_produced
+
+    _log(rank_dir, not_produced("--export-chrome-trace", why, "choose a writable path with space"), "WARNING")
+    return 1
 
 
 def _finish_exports(rank_dir: Path, job: CaptureJob, record: dict[str, Any]) -> int:
