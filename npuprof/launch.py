@@ -55,7 +55,7 @@ SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `time
 # Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).
 TERMINATING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Stops made by a shell's job control (Ctrl-Z, a background job touching the terminal): the launcher mirrors
-# them. Not SIGSTOP: debuggers and samplers (ptrace) stop the job with it and continue only the job.
+# them. SIGSTOP only while the job holds the terminal (_mirrored).
 JOB_CONTROL_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 # Only the terminal means these for a process (one touching it from the background). Sent to the launcher
 # (`kill -TTIN`, in a shell's session) they stopped it alone while the job ran on: ignored while the job runs.
@@ -1128,20 +1128,30 @@ def _wait(pid: int, terminal: _Terminal) -> int:
         except ChildProcessError:  # pragma: no cover - reaped elsewhere
             return 0
         if os.WIFSTOPPED(status):
-            _on_job_stopped(pid, os.WSTOPSIG(status), terminal)
+            if _mirrored(pid, os.WSTOPSIG(status), terminal):
+                _on_job_stopped(pid, os.WSTOPSIG(status), terminal)
             continue
         return os.waitstatus_to_exitcode(status)
+
+
+def _mirrored(pgid: int, stop_signal: int, terminal: _Terminal) -> bool:
+    """Whether the launcher mirrors this stop of the job (_on_job_stopped). A SIGSTOP (`kill -STOP`, a job
+    that stops itself to wait for a debugger) only while the job holds the terminal: a shell reports its
+    foreground job stopped by it as by Ctrl-Z and takes the terminal back, where npuprof left the terminal
+    with the stopped job and waited on: the terminal froze, its Ctrl-C and Ctrl-Z pending on the stopped
+    job. ptrace's stops (gdb or py-spy attaching) are the tracer's alone and never reach this wait."""
+    if stop_signal == signal.SIGSTOP:
+        return terminal.held_by(pgid)
+    # Without a terminal no shell's job control stops and continues us: whoever stopped the job
+    # (`kill -TSTP` from a scheduler) continues it alone, as a non-interactive shell waits on.
+    return stop_signal in JOB_CONTROL_STOPS and terminal.may_have_made(pgid, stop_signal)
 
 
 def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
     """Mirror a job-control stop of the job, as its shell would see it without npuprof: take the terminal
     back and stop the launcher (the shell then reports the job stopped and takes its terminal); once
     continued (``fg``, ``bg``, SIGCONT), give the job the terminal again if it is ours, and continue it."""
-    if stop_signal not in JOB_CONTROL_STOPS or not terminal.may_have_made(pgid, stop_signal):
-        # Without a terminal no shell's job control stops and continues us: whoever stopped the job
-        # (`kill -TSTP` from a scheduler) continues it alone, as a non-interactive shell waits on.
-        return
-    if stop_signal != signal.SIGTSTP and (terminal.held_by(pgid) or terminal.held_by(os.getpgrp())):
+    if stop_signal in TERMINAL_ONLY and (terminal.held_by(pgid) or terminal.held_by(os.getpgrp())):
         # It touched the terminal in the instant before we handed it over, or while the launcher's group
         # held it (a shell's `fg` of a running job gives it to us, not to the job): it may use it now.
         terminal.give_to(pgid)
@@ -1170,13 +1180,18 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
         continued = terminal.continued
         with _launchers_stop_held():
             terminal.take_back(pgid)
-            group_stopped = _stop_the_launchers_group()
+            group_stopped = _stop_the_launchers_group(stop_signal)
             # (a handler pending from before the kill runs at the latest as _stopped is called)
             if not _stopped(pgid) or terminal.continued != continued:
                 signal.sigtimedwait([signal.SIGTSTP], 0)  # continued meanwhile: our stop is dropped
         # (stopped as the block ended, unless continued since the kill; continued here)
+        if stop_signal == signal.SIGSTOP and _stopped(pgid) and not terminal.continued_since(continued):
+            # our stop was discarded (an orphaned process group: `ssh -t host npuprof run`): the job stays
+            # stopped, as it stopped itself, with the terminal it held; SIGCONT continues it
+            terminal.give_to(pgid)
+            return
         if (
-            stop_signal != signal.SIGTSTP
+            stop_signal in TERMINAL_ONLY
             and _stopped(pgid)
             and not terminal.continued_since(continued)
             and not terminal.held_by(os.getpgrp())
@@ -1195,14 +1210,17 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
         terminal.stopped_with_the_job = False
 
 
-def _stop_the_launchers_group() -> bool:
-    """SIGTSTP to the launcher's whole process group, else to the launcher alone; whether the group got it."""
-    try:
-        os.killpg(os.getpgrp(), signal.SIGTSTP)
-        return True
-    except OSError:
-        os.kill(os.getpid(), signal.SIGTSTP)
-        return False
+def _stop_the_launchers_group(stop_signal: int) -> bool:
+    """SIGTSTP to the launcher's whole process group, else to the launcher alone; whether the group got it.
+    A SIGSTOP stops the launcher alone: the kernel's stops the one process (`timeout`, which runs npuprof in
+    the foreground, was stopped with it and could not end the job in time), and a shell running npuprof
+    shows it stopped."""
+    if stop_signal != signal.SIGSTOP:
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgrp(), signal.SIGTSTP)
+            return True
+    os.kill(os.getpid(), signal.SIGTSTP)
+    return False
 
 
 def _say_left_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:

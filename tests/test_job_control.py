@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import select
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -441,6 +442,101 @@ def test_ctrl_z_as_npuprof_starts_the_job_stops_the_job_too(tmp_path: Path) -> N
         terminal.type(b"fg\n")
         terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
         terminal.expect(b"exit-code-7-of-42")
+    finally:
+        _kill_quietly(job, group=True)
+        terminal.close()
+
+
+SELF_STOPPING = r"""
+import os, sys
+from npuprof import launch
+
+def started(pid):
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(str(pid))
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+
+job = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSTOP); raise SystemExit(7)"]
+sys.exit(launch.run_child(job, dict(os.environ), on_start=started).exit_code)
+"""
+
+
+def test_a_job_that_stops_itself_with_sigstop_at_the_terminal_is_shown_stopped(tmp_path: Path) -> None:
+    """A job in the foreground stopped by SIGSTOP (its own, as one that waits for a debugger to attach;
+    `kill -STOP` from elsewhere): a shell running it bare says "Stopped" and takes the terminal back.
+    npuprof waited on, leaving the terminal with the stopped job: it froze, Ctrl-C and Ctrl-Z pending on
+    the job. The stop is mirrored as a Ctrl-Z's is; `fg` continues the job, whose exit code comes back."""
+    started = tmp_path / "started"
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(SELF_STOPPING)
+    terminal = _Terminal()
+    job = None
+    try:
+        command = [sys.executable, str(launcher), str(started)]
+        terminal.type(f"PYTHONPATH={shlex.quote(str(ROOT))} {shlex.join(command)}\n".encode())
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        terminal.expect(b"Stopped", timeout=10)
+        assert _state(job) == "T"
+        terminal.type(b"fg\n")
+        terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
+        terminal.expect(b"exit-code-7-of-42")
+    finally:
+        _kill_quietly(job, group=True)
+        terminal.close()
+
+
+def test_a_job_stopped_by_sigstop_where_npuprof_cannot_stop_stays_stopped(tmp_path: Path) -> None:
+    """npuprof leads the terminal's session (`ssh -t host npuprof run ...`): its process group is orphaned,
+    where the kernel discards its own stop. A job that stopped itself with SIGSTOP (to wait for a debugger)
+    must stay stopped with the terminal, not be continued by npuprof; a SIGCONT continues it."""
+    import pty
+
+    started = tmp_path / "started"
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(SELF_STOPPING)
+    pid, master = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        env = clean_env(PYTHONPATH=str(ROOT))
+        os.execve(sys.executable, [sys.executable, str(launcher), str(started)], env)
+    job = status = None
+    try:
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        _wait_for(lambda: _state(job) == "T", "the job to stop itself", timeout=10)
+        time.sleep(0.5)  # npuprof, had it continued the job, would have by now
+        assert _state(job) == "T" and os.tcgetpgrp(master) == job
+        os.kill(job, signal.SIGCONT)
+        deadline = time.monotonic() + 20
+        while (ended := os.waitpid(pid, os.WNOHANG))[0] != pid and time.monotonic() < deadline:
+            time.sleep(0.02)
+        status = ended[1] if ended[0] == pid else None
+    finally:
+        if status is None:
+            _kill_quietly(job, group=True)
+            _kill_quietly(pid)
+            os.waitpid(pid, 0)
+        os.close(master)
+    assert status is not None and os.waitstatus_to_exitcode(status) == 7
+
+
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="needs coreutils' timeout")
+def test_timeout_ends_a_job_that_stopped_itself_with_sigstop_in_time(tmp_path: Path) -> None:
+    """`timeout 2 npuprof run ...` at a prompt, of a job that stops itself with SIGSTOP: bare, `timeout 2
+    python ...` ends it 2 s later (exit 124), the kernel's SIGSTOP stopping the job alone. npuprof stopped
+    its whole process group, `timeout` with it, which then ended nothing: the shell said "Stopped". npuprof
+    stops alone for a SIGSTOP."""
+    started = tmp_path / "started"
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(SELF_STOPPING)
+    terminal = _Terminal()
+    job = None
+    try:
+        command = ["timeout", "2", "env", f"PYTHONPATH={ROOT}", sys.executable, str(launcher), str(started)]
+        terminal.type(f"{shlex.join(command)}; echo exit-code-$?-of-$((40 + 2))\n".encode())
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        terminal.expect(b"exit-code-124-of-42", timeout=15)
     finally:
         _kill_quietly(job, group=True)
         terminal.close()
