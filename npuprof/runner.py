@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import signal
 import stat
@@ -47,6 +48,22 @@ def _record_the_job(record: run_record.RunRecord, pid: int) -> None:
     record.content["job_pid"] = pid
     record.content["job_start_ticks"] = start_ticks(pid)
     record.write()
+
+
+def _stderr_shows_nothing() -> bool:
+    """Whether nothing written to stderr can be seen: a write to it failed (the launcher's GuardedStream
+    drops every later one), or it is a terminal that was hung up (every write fails with EIO)."""
+    from npuprof.cli.main import stream_error
+
+    if stream_error("stderr") is not None:
+        return True
+    try:
+        os.write(sys.stderr.fileno(), b"")
+    except (ValueError, AttributeError, io.UnsupportedOperation):  # closed, or no sys.stderr at all
+        return True
+    except OSError as exc:
+        return exc.errno == errno.EIO
+    return False
 
 
 def _error(message: str, code: int = 2) -> int:
@@ -690,6 +707,10 @@ def _after_the_job(
     if late_problem and not problem:
         _note(f"could not update {str(record.path or output)!r}: {late_problem}")
     log.write(f"run {run_id} ends: exit code {end.exit_code}, {len(captures)} capture(s)")
+    if _stderr_shows_nothing():
+        # a closed terminal: the summary's wait for the processes that outlive the job (up to 1 s,
+        # job_processes.OUTLIVE_SETTLE_S) kept npuprof from its hang-up's death, for lines nobody sees
+        return
     from npuprof.reports.run_summary import print_run_summary
 
     died_of = -end.returncode if end.returncode < 0 else None
