@@ -1211,16 +1211,22 @@ def _on_job_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
 
 
 def _stop_the_launchers_group(stop_signal: int) -> bool:
-    """SIGTSTP to the launcher's whole process group, else to the launcher alone; whether the group got it.
-    A SIGSTOP stops the launcher alone: the kernel's stops the one process (`timeout`, which runs npuprof in
-    the foreground, was stopped with it and could not end the job in time), and a shell running npuprof
-    shows it stopped."""
+    """Stop the launcher (SIGTSTP) and its process group as the job's stop would have without npuprof;
+    whether the group got a signal. A SIGTTIN/SIGTTOU goes to the group as itself, as the kernel's reaches
+    the reader's whole group: `timeout`, which ignores them, ran on bare and ended the job in time, and was
+    stopped by SIGTSTP with npuprof (`bash -c 'timeout 60 npuprof run ...'` reading the terminal hung for
+    ever); the launcher ignores them while the job runs, and stops by its own SIGTSTP. A SIGSTOP stops the
+    launcher alone: the kernel's stops the one process, and a shell running npuprof shows it stopped."""
+    group_got_it = False
     if stop_signal != signal.SIGSTOP:
+        group_signal = stop_signal if stop_signal in TERMINAL_ONLY else signal.SIGTSTP
         with contextlib.suppress(OSError):
-            os.killpg(os.getpgrp(), signal.SIGTSTP)
-            return True
+            os.killpg(os.getpgrp(), group_signal)
+            group_got_it = True
+        if group_got_it and group_signal == signal.SIGTSTP:
+            return True  # the launcher's own stop with it
     os.kill(os.getpid(), signal.SIGTSTP)
-    return False
+    return group_got_it
 
 
 def _say_left_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:

@@ -544,3 +544,41 @@ def test_timeout_ends_a_job_that_stopped_itself_with_sigstop_in_time(tmp_path: P
     finally:
         _kill_quietly(job, group=True)
         terminal.close()
+
+
+READING = r"""
+import os, sys
+from npuprof import launch
+
+def started(pid):
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(str(pid))
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+
+job = [sys.executable, "-c", "input()"]
+sys.exit(launch.run_child(job, dict(os.environ), on_start=started).exit_code)
+"""
+
+
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="needs coreutils' timeout")
+def test_timeout_in_a_script_ends_a_job_that_reads_the_terminal_in_time(tmp_path: Path) -> None:
+    """`bash -c 'timeout 2 npuprof run ...'` (a script: `timeout` runs npuprof in a process group of its
+    own, in the background) of a job that reads the terminal: the kernel stops the reader's group by
+    SIGTTIN, which `timeout` ignores, ending the job 2 s later (exit 124) bare. npuprof stopped its group
+    by SIGTSTP, `timeout` included: the job, npuprof and `timeout` stayed stopped for ever, the script
+    waiting. The group gets SIGTTIN, as from the kernel."""
+    started = tmp_path / "started"
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(READING)
+    terminal = _Terminal()
+    job = None
+    try:
+        command = ["timeout", "2", "env", f"PYTHONPATH={ROOT}", sys.executable, str(launcher), str(started)]
+        script = f"{shlex.join(command)}; echo exit-code-$?-of-$((40 + 2))"
+        terminal.type(f"bash -c {shlex.quote(script)}\n".encode())
+        _wait_for(started.exists, "the job to start")
+        job = int(started.read_text())
+        terminal.expect(b"exit-code-124-of-42", timeout=15)
+    finally:
+        _kill_quietly(job, group=True)
+        terminal.close()
