@@ -224,7 +224,7 @@ def test_a_script_run_in_the_background_stops_with_its_job_at_a_read_of_the_term
         shell_script = _parent(launcher)
         _wait_for(lambda: _state(job) == "T", "the job to stop reading the terminal (SIGTTIN)")
         _wait_for(lambda: _state(shell_script) == "T", "the script to stop with npuprof", timeout=10)
-        assert _state(launcher) == "T"
+        _wait_for(lambda: _state(launcher) == "T", "npuprof to stop with its script", timeout=10)
         terminal.type(b"jobs\n")
         terminal.expect(b"Stopped")
         terminal.type(b"fg\n")

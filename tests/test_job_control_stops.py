@@ -65,7 +65,8 @@ job = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIG
 code = launch.run_child(job, dict(os.environ)).exit_code
 if len(sys.argv) > 2:  # its state as npuprof ends (after, the kernel hangs up a stopped orphaned group)
     until = time.monotonic() + 2
-    while (state := open(f"/proc/{sibling}/stat").read().rpartition(")")[2].split()[0]) == "T":
+    # "R" an instant after a SIGCONT, on a busy machine, before it sleeps again
+    while (state := open(f"/proc/{sibling}/stat").read().rpartition(")")[2].split()[0]) in ("T", "R"):
         if time.monotonic() > until:
             break
         time.sleep(0.01)
