@@ -847,6 +847,7 @@ with torch.profiler.profile(schedule=window, on_trace_ready=ready) as prof:
     for _ in range(4):  # the loop ends inside the window: the profiler stops at the with's end
         model(torch.randn(128, 1024)).sum().backward()
         prof.step()
+import gc; gc.freeze()  # the trace is written at the with's end: torch's objects out of the exit's collection
 """
 
 
