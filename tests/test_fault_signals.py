@@ -565,6 +565,50 @@ def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(s
     assert "no capture was written" not in said and f"{written} capture(s) in" in said, said
 
 
+def test_a_sigterm_while_the_memory_snapshot_is_copied_keeps_the_categorised_timeline(
+    out: Path, tmp_path: Path
+) -> None:
+    """The memory snapshot is copied after the capture's end, paced to leave the GIL to training (over a
+    minute for 100,000 events), and npuprof's SIGTERM handler was put down at that end: a SIGTERM
+    meanwhile (a scheduler's, torchrun's) killed the job at once, the categorised timeline lost with no
+    word of it, the capture left unparsed and ungzipped. The handler now stays for the copy, which the
+    SIGTERM hurries; the post-processor categorises it, and the job still dies of SIGTERM."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    script = _script(
+        tmp_path,
+        "term_during_copy.py",
+        "import os, signal, torch\n"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for i in range(4):\n"
+        "    opt.zero_grad(); x = torch.randn(4, 8)\n"
+        "    for _ in range(150 if i > 1 else 1):  # ~3,400 events to copy: paced, a second or so\n"
+        "        x = x + 1\n"
+        "    model(x).sum().backward(); opt.step()\n"
+        f"out = {str(out)!r}\n"
+        "dirs = [os.path.join(out, d) for d in os.listdir(out) if d.endswith('_ascend_pt')]\n"
+        "copied = [d for d in dirs if os.path.exists(os.path.join(d, 'memory_timeline.snapshot.msgpack'))]\n"
+        f"open({str(before)!r}, 'w').write(f'{{len(dirs)}} {{len(copied)}}')\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        f"open({str(after)!r}, 'w').write('went on')\n",
+    )
+    rc, _, err = _run(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 2), "--with-stack", "--record-shapes",
+        "--profile-memory", "--memory-timeline", "json", "--", sys.executable, str(script),
+    )  # fmt: skip
+    assert before.read_text() == "1 0", "the copy was done before the SIGTERM: this run shows nothing"
+    assert rc == 128 + signal.SIGTERM and not after.exists(), (rc, err[-2000:])
+    (rank_dir,) = rank_dirs(out)
+    assert capture_record(rank_dir)["steps"] == [2, 3]
+    kept = sorted(p.name for p in rank_dir.iterdir())
+    assert "memory_timeline.json" in kept, (kept, err[-2000:])
+    times, sizes = json.loads((rank_dir / "memory_timeline.json").read_text())
+    meta = json.loads((rank_dir / "memory_timeline.meta.json").read_text())
+    assert meta["source"] == "categorised" and len(times) == len(sizes) > 0, meta
+    parameter = 1 + meta["categories"].index("PARAMETER")  # after the 0 each row begins with
+    weight_and_bias = (8 * 8 + 8) * 4  # float32
+    assert max(row[parameter] for row in sizes) == weight_and_bias, sizes[:3]
+
+
 # ---- fault 5: npuprof's SIGTERM handler, called after its capture -----------------------------------
 @pytest.mark.parametrize("when", ["after-capture", "during-capture"])
 def test_a_handler_chained_to_npuprofs_stops_gracefully(sigterm_run: dict, when: str) -> None:

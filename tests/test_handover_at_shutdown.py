@@ -88,3 +88,39 @@ def test_a_full_pipe_at_shutdown_does_not_hold_the_exit(
     finally:
         os.close(read_end)  # a write still waiting fails then (EPIPE), and the thread ends
         putting.join(timeout=10)
+
+
+def test_a_drain_inside_the_exits_drain_keeps_the_exits_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM landing while the exit waits for the hand-over (npuprof's handler stays installed while
+    a memory snapshot is copied) drains again from its handler: that wait must end at the exit's own
+    bound, not 5 s after it (the exit then took up to twice what docs/architecture.md says)."""
+    import time
+
+    read_end, write_end = os.pipe()
+    handover = postprocess._Handover(OwnedFd(write_end))
+    handover.thread = True  # a hand-over thread that never moves the job: the wait runs to its bound
+    handover.queue.put({"n": 0})
+    handover.submitted = 1
+    handover.task = Copy()  # a copy under way: the wait is not cut short as a stalled pipe's
+    inner: list[float] = []
+    sleep = time.sleep
+
+    def signal_lands(seconds: float) -> None:  # the first pause of the exit's wait runs the handler
+        if not inner:
+            began = time.monotonic()
+            inner.append(0.0)
+            handover.drain(timeout_s=5)
+            inner[0] = time.monotonic() - began
+        sleep(seconds)
+
+    monkeypatch.setattr(postprocess.time, "sleep", signal_lands)
+    try:
+        began = time.monotonic()
+        handover.drain(timeout_s=0.5)
+        outer = time.monotonic() - began
+    finally:
+        monkeypatch.undo()
+        os.close(read_end)
+        os.close(write_end)
+    assert inner and inner[0] < 1.0, inner
+    assert outer < 1.5, outer

@@ -95,6 +95,7 @@ class CaptureController:
         on_profiling: Any = None,
         on_new_cycle: Any = None,
         on_recorded_step: Any = None,
+        on_idle_decision: Any = None,
     ) -> None:
         self.base_cfg = cfg
         self.cfg = cfg  # the configuration of the capture in flight (or the next one)
@@ -108,6 +109,8 @@ class CaptureController:
         self._on_profiling = on_profiling  # told when a profiler of ours starts (True) and stops (False)
         self._on_new_cycle = on_new_cycle  # told when a running profiler of ours begins another capture
         self._on_recorded_step = on_recorded_step  # told at each step boundary while a profiler of ours runs
+        # told at a decision taken while no profiler of ours runs (decide_at_next_step asks for one)
+        self._on_idle_decision = on_idle_decision
         self.step = 0
         self.windows_skipped = 0  # capture windows that could not record (no room, no directory)
         self.next_check = 0
@@ -241,10 +244,23 @@ class CaptureController:
                 self.finish_early(*requested, last=self.step - 1)
                 return
             self._sync()
+            if self.prof is None and self._on_idle_decision is not None:
+                self._tell_idle_decision()
         finally:
             less_stack(raised)
             self._lock.release()
             decision_ends()  # the script's handlers deferred during an export run now (agent/signals.py)
+
+    def decide_at_next_step(self) -> None:
+        """From any thread: the next step boundary of the driving thread takes a decision (a plain store:
+        a decision the driver schedules meanwhile may overwrite it, and the one after then serves)."""
+        self.next_check = 0
+
+    def _tell_idle_decision(self) -> None:
+        try:
+            self._on_idle_decision()
+        except Exception as exc:
+            self.log.warning(f"idle decision hook failed: {exc!r}")
 
     def _claim(self) -> bool:
         """A boundary from a thread that does not drive: it becomes the driver when there is none (the

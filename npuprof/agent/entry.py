@@ -154,9 +154,11 @@ class Agent:
             self._on_sigterm,
             log,
             on_term_after_export=self._handed_over_on_sigterm,
-            recording=lambda: self.controller.prof is not None,
+            # a capture records, or its memory snapshot's copy is left (the handler's grace, not the idle one)
+            recording=lambda: self.controller.prof is not None or self._guard_kept,
             on_term_unhandled=lambda: _plans_last_lines(self.controller, "SIGTERM"),
         )
+        self._guard_kept = False  # the SIGTERM guard stays past a capture for its snapshot's copy
         self._native_exit: _NativeExit | None = None  # set once a profiler of ours has run here
         self.controller = CaptureController(
             cfg,
@@ -170,6 +172,7 @@ class Agent:
             on_profiling=self._on_profiling,
             on_new_cycle=self._on_new_cycle,
             on_recorded_step=self.sigterm.check_pipe,
+            on_idle_decision=self._put_sigterm_guard_down,
         )
         from npuprof.results.postprocess import Postprocessor
 
@@ -261,12 +264,32 @@ class Agent:
             if self._native_exit is None:
                 self._native_exit = _NativeExit.prepare()
             self._finalise_at_os_exit()
-        elif not self._dynamic():
+        elif self._dynamic():
+            pass  # the guard stays between captures: a SIGTERM is logged, and hands the rest over
+        elif self.post is not None and self.post.copying():
+            self._keep_sigterm_guard_for_the_copy()
+        else:
             self.sigterm.uninstall()
 
     def _dynamic(self) -> bool:
         """--dynamic: its plan writes the logs `npuprof status` reads, and their last lines at the end."""
         return hasattr(self.controller.plan, "at_exit")
+
+    def _keep_sigterm_guard_for_the_copy(self) -> None:
+        """The capture's memory snapshot is copied after its end, paced (a minute or more for 100,000
+        events): a SIGTERM meanwhile killed the process at once, the categorised timeline lost. The guard
+        stays: a SIGTERM then hands the rest over as at exit (the copy at full speed, within the exit's
+        bound), and the process dies of it. Put down at the next step boundary once the copy is done."""
+        post = self.post
+        self._guard_kept = True
+        self.sigterm.keep_while(post.copying)
+        post.when_copied(self.controller.decide_at_next_step)
+
+    def _put_sigterm_guard_down(self) -> None:
+        """At a decision with no profiler of ours running: a guard kept for a copy now done goes."""
+        if self._guard_kept and not (self.post is not None and self.post.copying()):
+            self._guard_kept = False
+            self.sigterm.uninstall()
 
     def _on_new_cycle(self) -> None:
         """A running profiler begins another capture (--repeat): a SIGTERM guard left out at its start for

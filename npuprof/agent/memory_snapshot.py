@@ -10,9 +10,9 @@ The step itself only takes the tree's roots (``experimental_event_tree()``: refe
 alive after the profiler moves on, ~20 µs). The copy is made by a :class:`SnapshotTask` run by the
 capture's hand-over thread before it hands the job to the post-processor (npuprof.results.postprocess), in
 slices of ``SLICE_EVENTS`` events with a pause of ``PAUSE_FACTOR`` times the slice's CPU time after each,
-so that the training thread waits at most one short slice for the GIL, and rarely. At exit (or without a
-hand-over thread), or when more than ``WAITING_SNAPSHOTS`` captures' snapshots wait behind it, it runs at
-once, without pauses.
+so that the training thread waits at most one short slice for the GIL, and rarely. At exit or on SIGTERM
+(or without a hand-over thread), or when more than ``WAITING_SNAPSHOTS`` captures' snapshots wait behind
+it, it runs at once, without pauses.
 
 The copy (``memory_timeline.snapshot.msgpack``; docs/formats.md) holds, in the tree's depth-first order:
 

@@ -8,6 +8,10 @@ thread, woken through ``signal.set_wakeup_fd``, gives the handler ``HANDLER_GRAC
 back to the default and the signal raised again: the process dies as without npuprof (the capture stays
 marked "capturing", read as interrupted).
 
+The guard stays installed past a capture's end while its memory snapshot is copied (``keep_while``): a
+SIGTERM then hands the rest over as the exit does, the copy at full speed within the exit's bound, before
+the process dies of it; once the copy is done it acts as SIG_DFL until the main thread puts it down.
+
 A trace export (the profiler's stop or step that collects and writes the trace: seconds for a big one)
 holds SIGTERM back, at most ``HANDLER_LIMIT_S``: the watcher waits for it rather than killing the process
 after ``HANDLER_GRACE_S``, and the handler only notes the signal. Once the block ends the signal is
@@ -233,10 +237,13 @@ class SigtermGuard:
         self._renewed_said = False
         self._pipe_was_lost = False  # the watcher left its pipe, closed or taken by the script
         self._child_wrap: ChildSignalWrap | None = None  # SIGCHLD's handler kept out of ours (child_signal)
+        # installed past its capture's end while this says work is left (keep_while): a memory snapshot's copy
+        self._kept_while: Callable[[], bool] | None = None
 
     def install(self) -> bool:
         """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
         if self._installed:
+            self._kept_while = None  # a capture again: SIGTERM finalises it
             return True
         if not threads.on_main_thread():
             return False
@@ -302,9 +309,28 @@ class SigtermGuard:
         threads.start(self._watch, "npuprof-sigterm")
         return True
 
+    def keep_while(self, pending: Callable[[], bool]) -> None:
+        """The capture has ended and work of it is left that a SIGTERM would lose (its memory snapshot's
+        copy): installed while ``pending()`` says so, the handler doing what ``on_term`` does (hand the
+        rest over, within the exit's bound) before the process dies of SIGTERM. Once nothing is pending it
+        acts as SIG_DFL at once, until ``uninstall`` from the main thread."""
+        if self._installed:
+            self._kept_while = pending
+
+    def _nothing_left(self) -> bool:
+        """Kept past the capture's end, with none of that work left now (keep_while)."""
+        kept = self._kept_while
+        if kept is None:
+            return False
+        try:
+            return not kept()
+        except Exception:
+            return True
+
     def uninstall(self) -> None:
         if not self._installed or not threads.on_main_thread():
             return
+        self._kept_while = None
         if self._finalising:  # the capture ends inside the handler: it puts SIG_DFL back itself
             return
         if signal.getsignal(signal.SIGTERM) == self._handle:
@@ -395,6 +421,7 @@ class SigtermGuard:
             child_signal.unwrap(self._child_wrap)
         self._child_wrap = None
         self._installed = False
+        self._kept_while = None
         self._forget_current()
         self._exporting = self._held = self._finalising = False
         self._renewing = threading.Lock()  # the parent's watcher may have held it at the fork
@@ -424,7 +451,8 @@ class SigtermGuard:
         self._handler_started.set()
         self._finalising = True
         try:
-            self._on_term()
+            if not self._nothing_left():
+                self._on_term()
         finally:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
@@ -552,6 +580,9 @@ class SigtermGuard:
         )
 
     def _give_handler_time(self) -> None:
+        if self._nothing_left():  # nothing for the handler to save: dies as without npuprof
+            _die_of(signal.SIGTERM)
+            return
         # During a trace export the main thread delivers the signal when done, within the limit.
         exporting = not self._export_done.is_set()
         if exporting and not self._export_done.wait(max(0.0, self._export_deadline - time.monotonic())):

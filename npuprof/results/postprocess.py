@@ -409,6 +409,15 @@ class Postprocessor:
             return []
         return self._handover.drain(timeout_s)
 
+    def copying(self) -> bool:
+        """A memory snapshot of this process's captures is still being copied, or waits for its copy."""
+        return self._handover is not None and self._handover.copying()
+
+    def when_copied(self, callback: Callable[[], None]) -> None:
+        """``callback`` is called (from the copying thread, once) when no snapshot copy is left."""
+        if self._handover is not None:
+            self._handover.when_copied(callback)
+
     def spool_left(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """At the process's end, the jobs the pipe could not take in time (captures came faster than they
         were parsed) go to the post-processor through its spool file, which it reads once the pipe is
@@ -517,6 +526,8 @@ class _Handover:
         self.snapshots_taken = 0  # ... and by the copier as it takes them
         self.copies: queue.SimpleQueue[Any] = queue.SimpleQueue()  # the snapshots to copy, in order
         self.copier = False  # its thread started
+        self.copied_callback: Callable[[], None] | None = None  # when_copied's, called once
+        self.deadline: float | None = None  # the exit's bound, while drain() waits (one for nested calls)
 
     def out(self) -> int:
         """The jobs no longer this object's: piped (by either thread) or spilled to the spool."""
@@ -585,8 +596,8 @@ class _Handover:
         while True:
             task = self.copies.get()
             leave_trace()
+            self.task = task  # before it is counted taken: copying() is never False in between
             self.snapshots_taken += 1
-            self.task = task
             # more waiting behind it than the bound: no pauses from its start (helper-102: each copy began
             # slow, and the waiting ones grew with every capture)
             behind = self.snapshots_put - self.snapshots_taken
@@ -595,6 +606,27 @@ class _Handover:
             except Exception as exc:  # never a traceback from this thread (run itself never raises)
                 _agent_log().error(f"copying a memory snapshot failed: {exc!r}")
             self.task = None
+            if not self.copying():
+                self._tell_copied()
+
+    def copying(self) -> bool:
+        """A snapshot is being copied, or waits for its copy."""
+        return self.task is not None or self.snapshots_taken < self.snapshots_put
+
+    def when_copied(self, callback: Callable[[], None]) -> None:
+        """``callback`` once no copy is left: at once when none is."""
+        self.copied_callback = callback
+        if not self.copying():
+            self._tell_copied()
+
+    def _tell_copied(self) -> None:
+        callback, self.copied_callback = self.copied_callback, None
+        if callback is None:
+            return
+        try:
+            callback()
+        except Exception as exc:  # never a traceback from this thread
+            _agent_log().error(f"the end of the memory snapshots' copy could not be told: {exc!r}")
 
     def _run(self) -> None:
         with contextlib.suppress(AttributeError, OSError, ValueError):
@@ -767,6 +799,18 @@ class _Handover:
         except (OSError, ValueError):
             return False
 
+    def _wait_for_the_pipe(self, now: float, deadline: float) -> None:
+        moving = now
+        while self.out() < self.submitted and now < deadline:
+            if self.thread is None:  # none could start (at shutdown): nothing moves the jobs left
+                break
+            if not self._stalled():
+                moving = now
+            elif now - moving >= DRAIN_STALLED_S:
+                break
+            time.sleep(0.01)
+            now = time.monotonic()
+
     def drain(self, timeout_s: float) -> list[dict[str, Any]]:
         """Wait for the queued jobs to reach the pipe, at most ``timeout_s``, and not once the pipe has stayed
         full for DRAIN_STALLED_S with no snapshot being copied: a post-processor that many captures behind
@@ -777,16 +821,15 @@ class _Handover:
         if task is not None:
             task.hurry()
         now = time.monotonic()
-        deadline, moving = now + timeout_s, now
-        while self.out() < self.submitted and now < deadline:
-            if self.thread is None:  # none could start (at shutdown): nothing moves the jobs left
-                break
-            if not self._stalled():
-                moving = now
-            elif now - moving >= DRAIN_STALLED_S:
-                break
-            time.sleep(0.01)
-            now = time.monotonic()
+        # a SIGTERM landing in the exit's own wait drains again from its handler: within the same bound
+        outer = self.deadline is None
+        deadline = now + timeout_s if outer else min(now + timeout_s, self.deadline or now)
+        self.deadline = deadline
+        try:
+            self._wait_for_the_pipe(now, deadline)
+        finally:
+            if outer:
+                self.deadline = None
         if self.out() >= self.submitted:
             return []
         left: list[dict[str, Any]] = [] if self.current is None else [self.current]
