@@ -280,9 +280,12 @@ class Agent:
         events): a SIGTERM meanwhile killed the process at once, the categorised timeline lost. The guard
         stays: a SIGTERM then hands the rest over as at exit (the copy at full speed, within the exit's
         bound), and the process dies of it. Put down at the next step boundary once the copy is done."""
+        from npuprof.agent.signals import KeptWork
+        from npuprof.results.postprocess import HANDOVER_DRAIN_S
+
         post = self.post
         self._guard_kept = True
-        self.sigterm.keep_while(post.copying)
+        self.sigterm.keep_while(KeptWork(post.copying, post.finish_copies, HANDOVER_DRAIN_S))
         post.when_copied(self.controller.decide_at_next_step)
 
     def _put_sigterm_guard_down(self) -> None:

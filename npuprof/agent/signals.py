@@ -34,6 +34,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from npuprof.agent import child_signal, threads
@@ -238,12 +239,12 @@ class SigtermGuard:
         self._pipe_was_lost = False  # the watcher left its pipe, closed or taken by the script
         self._child_wrap: ChildSignalWrap | None = None  # SIGCHLD's handler kept out of ours (child_signal)
         # installed past its capture's end while this says work is left (keep_while): a memory snapshot's copy
-        self._kept_while: Callable[[], bool] | None = None
+        self._kept: KeptWork | None = None
 
     def install(self) -> bool:
         """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
         if self._installed:
-            self._kept_while = None  # a capture again: SIGTERM finalises it
+            self._kept = None  # a capture again: SIGTERM finalises it
             return True
         if not threads.on_main_thread():
             return False
@@ -309,28 +310,36 @@ class SigtermGuard:
         threads.start(self._watch, "npuprof-sigterm")
         return True
 
-    def keep_while(self, pending: Callable[[], bool]) -> None:
+    def keep_while(self, work: KeptWork) -> None:
         """The capture has ended and work of it is left that a SIGTERM would lose (its memory snapshot's
-        copy): installed while ``pending()`` says so, the handler doing what ``on_term`` does (hand the
+        copy): installed while ``work.pending()`` says so, the handler doing what ``on_term`` does (hand the
         rest over, within the exit's bound) before the process dies of SIGTERM. Once nothing is pending it
         acts as SIG_DFL at once, until ``uninstall`` from the main thread."""
         if self._installed:
-            self._kept_while = pending
+            self._kept = work
 
     def _nothing_left(self) -> bool:
         """Kept past the capture's end, with none of that work left now (keep_while)."""
-        kept = self._kept_while
+        kept = self._kept
         if kept is None:
             return False
         try:
-            return not kept()
+            return not kept.pending()
         except Exception:
             return True
+
+    def _finish_kept(self, kept: KeptWork, within_s: float) -> bool:
+        """The kept work hurried and waited for, at most ``within_s`` (0: only hurried); whether done."""
+        try:
+            return kept.finish(max(0.0, within_s))
+        except Exception as exc:
+            self._log.error(f"finishing the memory snapshot's copy on SIGTERM failed: {exc!r}")
+            return False
 
     def uninstall(self) -> None:
         if not self._installed or not threads.on_main_thread():
             return
-        self._kept_while = None
+        self._kept = None
         if self._finalising:  # the capture ends inside the handler: it puts SIG_DFL back itself
             return
         if signal.getsignal(signal.SIGTERM) == self._handle:
@@ -421,7 +430,7 @@ class SigtermGuard:
             child_signal.unwrap(self._child_wrap)
         self._child_wrap = None
         self._installed = False
-        self._kept_while = None
+        self._kept = None
         self._forget_current()
         self._exporting = self._held = self._finalising = False
         self._renewing = threading.Lock()  # the parent's watcher may have held it at the fork
@@ -580,9 +589,12 @@ class SigtermGuard:
         )
 
     def _give_handler_time(self) -> None:
-        if self._nothing_left():  # nothing for the handler to save: dies as without npuprof
-            _die_of(signal.SIGTERM)
-            return
+        arrived, kept = time.monotonic(), self._kept
+        if kept is not None:
+            if self._nothing_left():  # nothing for the handler to save: dies as without npuprof
+                _die_of(signal.SIGTERM)
+                return
+            self._finish_kept(kept, 0.0)  # at full speed from now, whoever waits for it
         # During a trace export the main thread delivers the signal when done, within the limit.
         exporting = not self._export_done.is_set()
         if exporting and not self._export_done.wait(max(0.0, self._export_deadline - time.monotonic())):
@@ -593,11 +605,15 @@ class SigtermGuard:
             _die_of(signal.SIGTERM)
             return
         recording = self._recording is None or self._recording()
-        if self._handler_started.wait(self._grace if recording else IDLE_GRACE_S):
+        started = self._handler_started.wait(self._grace if recording else IDLE_GRACE_S)
+        if not started and kept is not None:
+            self._copy_while_blocked(kept, arrived)
+            started = self._handler_started.is_set()  # the main thread came back meanwhile: it ends us
+        if started:
             threading.Event().wait(HANDLER_LIMIT_S)  # the handler kills the process before this ends
             self._log.error(f"finalising the capture on SIGTERM took over {HANDLER_LIMIT_S:.0f} s; dying now")
         else:
-            if recording:
+            if recording and kept is None:
                 self._log.warning(
                     "SIGTERM while the main thread is blocked outside Python (e.g. in a collective): "
                     "the process dies now, as without npuprof; the capture in flight is lost"
@@ -608,6 +624,25 @@ class SigtermGuard:
                 except Exception as exc:
                     self._log.error(f"saying the SIGTERM failed: {exc!r}")
         _die_of(signal.SIGTERM)
+
+    def _copy_while_blocked(self, kept: KeptWork, arrived: float) -> None:
+        """The handler cannot run (the main thread is blocked outside Python): the kept work is waited
+        for here, within its bound from the signal's arrival, before the process dies of SIGTERM."""
+        done = self._finish_kept(kept, arrived + kept.within_s - time.monotonic())
+        copied = "copied first" if done else f"not copied within {kept.within_s:g} s"
+        self._log.warning(
+            "SIGTERM while the main thread is blocked outside Python (e.g. in a collective) after a "
+            f"capture: the process dies now, its memory snapshot {copied}"
+        )
+
+
+@dataclass(frozen=True)
+class KeptWork:
+    """Work of an ended capture that a SIGTERM would lose: its memory snapshot's copy."""
+
+    pending: Callable[[], bool]
+    finish: Callable[[float], bool]  # hurry it and wait at most that many seconds (from any thread): done?
+    within_s: float  # the most a SIGTERM waits for it, from its arrival (the exit's own bound)
 
 
 def _die_of(signum: int) -> None:

@@ -413,6 +413,12 @@ class Postprocessor:
         """A memory snapshot of this process's captures is still being copied, or waits for its copy."""
         return self._handover is not None and self._handover.copying()
 
+    def finish_copies(self, timeout_s: float) -> bool:
+        """From any thread (a SIGTERM's watcher while the main thread is blocked): the snapshots' copies at
+        full speed, then their jobs into the pipe, waited for at most ``timeout_s`` (0: only hurried);
+        whether no copy is left."""
+        return self._handover is None or self._handover.finish_copies(timeout_s)
+
     def when_copied(self, callback: Callable[[], None]) -> None:
         """``callback`` is called (from the copying thread, once) when no snapshot copy is left."""
         if self._handover is not None:
@@ -612,6 +618,17 @@ class _Handover:
     def copying(self) -> bool:
         """A snapshot is being copied, or waits for its copy."""
         return self.task is not None or self.snapshots_taken < self.snapshots_put
+
+    def finish_copies(self, timeout_s: float) -> bool:
+        """No more pauses; the jobs handed over (drain's wait, nothing taken back), at most ``timeout_s``;
+        whether no copy is left."""
+        self.hurry = True
+        task = self.task
+        if task is not None:
+            task.hurry()
+        now = time.monotonic()
+        self._wait_for_the_pipe(now, now + timeout_s)
+        return not self.copying()
 
     def when_copied(self, callback: Callable[[], None]) -> None:
         """``callback`` once no copy is left: at once when none is."""

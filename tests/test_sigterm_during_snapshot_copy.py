@@ -1,0 +1,105 @@
+"""A SIGTERM while a capture's memory snapshot is still being copied, the main thread blocked outside Python
+(a collective whose peer died): npuprof's handler cannot run there, and the watcher that kills the process
+after a second (docs/architecture.md, "Signals") lost the copy. It now finishes the copy first, within the
+exit's bound. Plain Python: the guard and the hand-over as the agent wires them, a copy that says how it was
+run, and a main thread blocked in a mutex locked twice (no Python handler runs until it returns)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import clean_env
+
+_BLOCKED_DURING_THE_COPY = """\
+import ctypes, os, sys, threading, time
+from npuprof.agent.memory_snapshot import TASK_KEY
+from npuprof.agent.signals import KeptWork, SigtermGuard
+from npuprof.owned_fd import OwnedFd
+from npuprof.results import postprocess
+
+class Log:
+    def __getattr__(self, name):
+        return lambda *args: print(name, *args, file=sys.stderr, flush=True)
+
+class PacedCopy:
+    \"\"\"A copy of a minute paced, of 2 s hurried (more than the second the handler is given to start);
+    run once, whoever comes first.\"\"\"
+    def __init__(self):
+        self.hurried, self.lock, self.done = threading.Event(), threading.Lock(), False
+    def hurry(self):
+        self.hurried.set()
+    def run(self, pause=True):
+        with self.lock:
+            if self.done:
+                return
+            if pause:
+                self.hurried.wait(60)
+            time.sleep(2)
+            with open(sys.argv[1], "w") as f:
+                f.write("copied")
+            self.done = True
+
+read_end, write_end = os.pipe()
+handover = postprocess._Handover(OwnedFd(write_end))
+guard = SigtermGuard(lambda: None, Log())
+assert guard.install()
+handover.put({"exports": {TASK_KEY: PacedCopy()}, "rank_dir": "/nonexistent", "n": 0})
+guard.keep_while(KeptWork(handover.copying, handover.finish_copies, postprocess.HANDOVER_DRAIN_S))
+print("blocking", flush=True)
+libc = ctypes.CDLL(None)
+mutex = ctypes.create_string_buffer(128)
+libc.pthread_mutex_lock(mutex)
+libc.pthread_mutex_lock(mutex)  # for ever, the GIL released
+"""
+
+
+def _wait_until_blocked(pid: int) -> None:
+    """Until the main thread has waited in a futex for 0.2 s (the mutex: no other wait of its lasts that
+    long here); 0.5 s where the kernel does not say."""
+    wchan = Path(f"/proc/{pid}/wchan")
+    deadline, since = time.monotonic() + 20, None
+    while time.monotonic() < deadline:
+        try:
+            where = wchan.read_text()
+        except OSError:
+            where = ""
+        if where in ("", "0"):  # hidden (kptr_restrict) or no such file
+            time.sleep(0.5)
+            return
+        waits = where.startswith("futex")
+        now = time.monotonic()
+        since = (since or now) if waits else None
+        if since is not None and now - since >= 0.2:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the job never blocked in its mutex")
+
+
+def test_a_sigterm_while_blocked_during_the_copy_finishes_the_copy_then_dies_of_it(tmp_path: Path) -> None:
+    copied = tmp_path / "copied"
+    job = subprocess.Popen(
+        [sys.executable, "-c", _BLOCKED_DURING_THE_COPY, str(copied)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    try:
+        assert job.stdout is not None and job.stdout.readline() == "blocking\n", job.communicate(timeout=30)
+        _wait_until_blocked(job.pid)
+        sent = time.monotonic()
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    assert job.returncode == -signal.SIGTERM, err
+    assert copied.exists(), err  # a minute paced: only the hurried copy is done this soon
+    assert "memory snapshot copied first" in err, err
+    assert took < 5 + 3, took  # the exit's bound from the signal, and the interpreter's start aside
