@@ -1240,21 +1240,27 @@ def test_a_thread_the_driver_waits_for_takes_over_between_the_steps_of_another()
 
 
 def test_no_thread_takes_over_while_the_driver_does_other_work() -> None:
-    """A thread training beside the driving one (which waits on an event here, not for threads to end):
-    its steps are ignored as before, however many."""
+    """A thread training beside the driving one, which waits on an event that a third thread sets (its
+    data, say), not the stepping one: its steps are ignored as before, however many."""
     plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
     rig = Rig(plan)
     rig.run(1)
-    main, done = rig.c.driver, threading.Event()
+    main, stepped, ready = rig.c.driver, threading.Event(), threading.Event()
 
     def side() -> None:
-        rig.run(7)
-        done.set()
+        _train_once_waited(rig, main, "wait")
+        stepped.set()
 
-    thread = threading.Thread(target=side, name="side")
-    thread.start()
-    assert done.wait(10)
-    thread.join(10)
+    def loader() -> None:
+        stepped.wait(10)
+        ready.set()
+
+    threads = [threading.Thread(target=side, name="side"), threading.Thread(target=loader, name="loader")]
+    for thread in threads:
+        thread.start()
+    assert ready.wait(10)
+    for thread in threads:
+        thread.join(10)
     assert rig.c.driver == main and rig.c.step == 1
 
 
@@ -1305,6 +1311,255 @@ def test_a_thread_running_the_future_the_driver_waits_for_takes_over() -> None:
         ident = pool.submit(train).result(20)
     assert rig.c.step == 8 and rig.c.driver in (None, ident)
     assert rig.sink.events[0] == ("begin", 5)
+
+
+def _train_once_waited(rig: Rig, driver: int | None, wait: str) -> None:
+    """Once thread ``driver`` is inside ``wait`` called by this file's code (not ``Thread.start()``'s wait
+    for this thread to begin), 7 step boundaries on this thread."""
+    deadline = time.monotonic() + 10
+    while not _called_here(driver, wait) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    rig.run(7)
+
+
+def _called_here(ident: int | None, name: str) -> bool:
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    while frame is not None:
+        if frame.f_code.co_name == name and frame.f_back and frame.f_back.f_code.co_filename == __file__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _event_set(rig: Rig) -> None:
+    main, done = threading.get_ident(), threading.Event()
+
+    def train() -> None:
+        _train_once_waited(rig, main, "wait")
+        done.set()
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    assert done.wait(10)
+    thread.join(10)
+
+
+def _event_polled(rig: Rig) -> None:
+    main, done = threading.get_ident(), threading.Event()
+
+    def train() -> None:
+        _train_once_waited(rig, main, "wait")
+        done.set()
+
+    thread = threading.Thread(target=train, name="train", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not done.wait(0.005) and time.monotonic() < deadline:
+        pass
+    thread.join(10)
+
+
+def _train_into(rig: Rig, driver: int, results: Any) -> None:
+    _train_once_waited(rig, driver, "get")
+    results.put(7)
+
+
+def _queue_result(rig: Rig) -> None:
+    import queue
+
+    results: queue.Queue[int] = queue.Queue()
+    thread = threading.Thread(target=_train_into, args=(rig, threading.get_ident(), results), name="train")
+    thread.start()
+    assert results.get(timeout=10) == 7
+    thread.join(10)
+
+
+def _queue_fed(rig: Rig) -> None:
+    """The driver feeds a bounded queue that the thread takes its next batch from."""
+    import queue
+
+    main, batches = threading.get_ident(), queue.Queue(maxsize=1)
+    batches.put(0)
+
+    def train() -> None:
+        _train_once_waited(rig, main, "put")
+        batches.get(timeout=10)
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    batches.put(1, timeout=10)
+    thread.join(10)
+
+
+def _queue_joined(rig: Rig) -> None:
+    import queue
+
+    main, work = threading.get_ident(), queue.Queue()
+    work.put("epoch")
+
+    def train() -> None:
+        work.get(timeout=10)
+        _train_once_waited(rig, main, "join")
+        work.task_done()
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    work.join()
+    thread.join(10)
+
+
+def _semaphore(rig: Rig) -> None:
+    main, finished = threading.get_ident(), threading.Semaphore(0)
+
+    def train() -> None:
+        _train_once_waited(rig, main, "acquire")
+        finished.release()
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    assert finished.acquire(timeout=10)
+    thread.join(10)
+
+
+def _barrier(rig: Rig) -> None:
+    main, meet = threading.get_ident(), threading.Barrier(2, timeout=10)
+
+    def train() -> None:
+        _train_once_waited(rig, main, "wait")
+        meet.wait()
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    meet.wait()
+    thread.join(10)
+
+
+def _condition(rig: Rig) -> None:
+    main, changed, state = threading.get_ident(), threading.Condition(), []
+
+    def train() -> None:
+        _train_once_waited(rig, main, "wait_for")
+        with changed:
+            state.append("done")
+            changed.notify_all()
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    with changed:
+        assert changed.wait_for(lambda: state, 10)
+    thread.join(10)
+
+
+class _Trainer(threading.Thread):
+    def __init__(self, rig: Rig, driver: int) -> None:
+        super().__init__(name="train")
+        self.rig, self.driver, self.done = rig, driver, threading.Event()
+
+    def run(self) -> None:
+        _train_once_waited(self.rig, self.driver, "wait")
+        self.done.set()
+
+
+def _thread_subclass(rig: Rig) -> None:
+    thread = _Trainer(rig, threading.get_ident())
+    thread.start()
+    assert thread.done.wait(10)
+    thread.join(10)
+
+
+_FINISHED = threading.Event()
+
+
+def _train_then_finish(rig: Rig, driver: int) -> None:
+    _train_once_waited(rig, driver, "wait")
+    _FINISHED.set()
+
+
+def _module_global(rig: Rig) -> None:
+    global _FINISHED
+    _FINISHED = threading.Event()
+    thread = threading.Thread(target=_train_then_finish, args=(rig, threading.get_ident()), name="train")
+    thread.start()
+    assert _FINISHED.wait(10)
+    thread.join(10)
+
+
+def _executor_work_item(rig: Rig) -> None:
+    import concurrent.futures
+
+    main, done = threading.get_ident(), threading.Event()
+
+    def train() -> None:
+        _train_once_waited(rig, main, "wait")
+        done.set()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(train)
+        assert done.wait(10)
+
+
+@pytest.mark.parametrize(
+    "waits",
+    [
+        _event_set,
+        _event_polled,
+        _queue_result,
+        _queue_fed,
+        _queue_joined,
+        _semaphore,
+        _barrier,
+        _condition,
+        _thread_subclass,
+        _module_global,
+        _executor_work_item,
+    ],
+    ids=lambda waits: waits.__name__.strip("_"),
+)
+def test_a_thread_that_releases_what_the_driver_waits_on_takes_over(waits: Any) -> None:
+    """A sanity step on the main thread, then training in a thread of its own, the main thread waiting
+    for it in an event it sets at its end (a queue it puts its result into, a semaphore, a barrier...):
+    every step of the thread was ignored ("another thread drives the profiler"), no capture was written.
+    A wait on what the stepping thread releases is a wait for it: the thread takes over counting."""
+    plan = TorchPlan(skip_first=5, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    waits(rig)
+    assert rig.c.step == 8  # the job's iterations: 1 + 7
+    assert [event[:2] for event in rig.sink.events] == [("begin", 5), ("finish", 6)]
+
+
+@pytest.mark.parametrize("also_takes_batches", [False, True], ids=["own-data", "same-queue"])
+def test_no_thread_takes_over_from_a_driver_waiting_for_a_batch_the_thread_does_not_put(
+    also_takes_batches: bool,
+) -> None:
+    """helper-222's job with a queue: the driver waits in ``get()`` for its next batch, put by a loader
+    thread, while a thread beside it trains a model of its own (or one that takes batches from that queue
+    too): neither puts into the driver's queue, their steps stay ignored."""
+    import queue
+
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, batches, stepped = rig.c.driver, queue.Queue(), threading.Event()
+
+    def side() -> None:
+        _train_once_waited(rig, main, "get")
+        stepped.set()
+        if also_takes_batches:
+            batches.get(timeout=10)
+
+    def loader() -> None:
+        stepped.wait(10)
+        for batch in range(2):
+            batches.put(batch)
+
+    threads = [threading.Thread(target=side, name="side"), threading.Thread(target=loader, name="loader")]
+    for thread in threads:
+        thread.start()
+    batches.get(timeout=10)
+    for thread in threads:
+        thread.join(10)
+    assert rig.c.driver == main and rig.c.step == 1
 
 
 def _polled_training(rig: Rig, poll: Any) -> int:

@@ -25,7 +25,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from npuprof.agent import polling, recursion_limit, user_profiler
+from npuprof.agent import polling, recursion_limit, released_waits, user_profiler
 from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules, release_profiler
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 from npuprof.agent.profile_hook import ProfileHookWatch
@@ -1034,8 +1034,9 @@ def _starts_this_thread(driver: int | None) -> bool:
 def _waits_now(driver: int | None) -> bool:
     """Whether thread ``driver`` waits for the calling thread to end or hand a result (its innermost frame
     is threading's, one of the next few is in ``_WAITS_FOR_THREADS`` and waits for this thread: its
-    ``join``, the exit's wait while this thread is not a daemon, a future this thread runs; or it polls
-    this thread's ``is_alive()`` between sleeps: ``polling.polls_this_thread``), or is gone.
+    ``join``, the exit's wait while this thread is not a daemon, a future this thread runs, an event, a
+    queue... that this thread's code releases: ``released_waits``; or it polls this thread's
+    ``is_alive()`` between sleeps: ``polling.polls_this_thread``), or is gone.
     Looked at only when this thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the
     driving one never takes over while the driving one trains, nor while it waits for its data (a loader's
     future, a prefetch thread's join: helper-222; docs/architecture.md, "Step boundaries")."""
@@ -1049,9 +1050,10 @@ def _waits_now(driver: int | None) -> bool:
         pass
     if not frame.f_code.co_filename.endswith("/threading.py"):
         return False
+    innermost = frame
     for _ in range(_WAIT_FRAMES):
         if frame is None:
-            return False
+            break
         code = frame.f_code
         for suffix, names in _WAITS_FOR_THREADS.items():
             if code.co_name in names and code.co_filename.endswith(suffix):
@@ -1060,7 +1062,10 @@ def _waits_now(driver: int | None) -> bool:
                 except Exception:  # another thread's frame, changing as it is read: not known, no
                     return False
         frame = frame.f_back
-    return False
+    try:  # an event this thread sets, a queue it puts its result into
+        return released_waits.waits_on_what_this_thread_releases(innermost)
+    except Exception:  # another thread's frame and objects, changing as they are read: not known, no
+        return False
 
 
 def _waits_for_this_thread(name: str, frame: Any) -> bool:
@@ -1084,16 +1089,8 @@ def _waits_for_this_thread(name: str, frame: Any) -> bool:
 
 def _futures_run_here() -> list[Any]:
     """The futures whose work the calling thread runs (an executor's work items on its stack)."""
-    futures = []
-    frame = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "run" and code.co_filename.endswith("/concurrent/futures/thread.py"):
-            future = getattr(frame.f_locals.get("self"), "future", None)
-            if future is not None:
-                futures.append(future)
-        frame = frame.f_back
-    return futures
+    items = released_waits.work_items_run_here()
+    return [item.future for item in items if getattr(item, "future", None) is not None]
 
 
 # Profilers that must never be stopped, held until the process ends: one a forked child inherited (torch_npu's

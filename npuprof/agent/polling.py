@@ -44,7 +44,7 @@ def polls_this_thread(frame: Any) -> bool:
         frame = frame.f_back
     else:
         return False
-    if frame is None or _names_of(frame.f_code).isdisjoint(ASKS_ALIVE | ASKS_ALL):
+    if frame is None or names_of(frame.f_code).isdisjoint(ASKS_ALIVE | ASKS_ALL):
         return False  # (the cheap look first: a driver in any code of the job's)
     lines, loops = _read(frame.f_code)
     if lines.get(frame.f_lineno, frozenset()).isdisjoint(WAIT_CALLS):
@@ -58,12 +58,12 @@ def polls_this_thread(frame: Any) -> bool:
             return True  # active_count() > 1 counts this thread until it ends
         for name in asked:
             value = variables[name] if name in variables else globals_.get(name)
-            if _holds(name, value, me):
+            if holds(name, value, me):
                 return True
     return False
 
 
-def _holds(name: str, value: Any, me: threading.Thread) -> bool:
+def holds(name: str, value: Any, me: object) -> bool:
     """Whether ``value`` is ``me``, holds it (a list, a dict's values), or has it as an attribute
     (``self``)."""
     if value is me:
@@ -103,11 +103,11 @@ def _by_identity(read: Callable[[Any], T]) -> Callable[[Any], T]:
 
 
 @_by_identity
-def _names_of(code: Any) -> frozenset[str]:
+def names_of(code: Any) -> frozenset[str]:
     """The names ``code`` and the expressions nested in it (``_inline_code``) use."""
     names = set(code.co_names)
     for const in _inline_code(code):
-        names |= _names_of(const)
+        names |= names_of(const)
     return frozenset(names)
 
 
@@ -136,7 +136,7 @@ def _read(code: Any) -> tuple[dict[int, frozenset[str]], list[tuple[int, int, fr
         if isinstance(value, str):
             loaded.append((offset, line, frozenset((value,))))
         elif id(value) in inline:
-            loaded.append((offset, line, _names_of(value)))
+            loaded.append((offset, line, names_of(value)))
     lines: dict[int, set[str]] = {}
     for _, line, names in loaded:
         lines.setdefault(line, set()).update(names)

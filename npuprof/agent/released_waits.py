@@ -1,0 +1,136 @@
+"""Whether a thread waits on an object that the calling thread releases: an ``Event`` it sets, a ``Queue``
+it puts into (or takes from, or marks ``task_done``), a ``Condition`` it notifies, a ``Semaphore`` it
+releases, a ``Barrier`` it waits at too (docs/architecture.md, "Step boundaries": a thread the driving one
+waits for takes over counting).
+
+The waiting thread's side is read from its frames: the outermost of the standard library's waits among its
+innermost frames, and the object that wait is a method of. The calling thread's side is read from what it
+runs, not from its frames' variables (reading those keeps a snapshot of them, a batch's tensors, alive until
+the frame ends on Python 3.10-3.12): its ``Thread``'s target and arguments, or its subclass's ``run`` and
+attributes, and the executor work items on its stack. The object must be reachable from there (an argument,
+a closure's variable, a global the code names, or an attribute of one of those) and that code must name the
+call that releases it. A loader thread that fills the driver's queue never steps, so it never takes over;
+a thread training beside the driver that takes batches from the driver's queue too (``get``) releases
+nothing the driver waits on.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import sys
+import threading
+from typing import Any
+
+from npuprof.agent import polling
+
+# (the waiting object's class, its method that waits, the calls of another thread that end the wait)
+_RELEASES: tuple[tuple[type, str, frozenset[str]], ...] = (
+    (queue.Queue, "get", frozenset({"put", "put_nowait"})),
+    (queue.Queue, "put", frozenset({"get", "get_nowait"})),
+    (queue.Queue, "join", frozenset({"task_done"})),
+    (threading.Event, "wait", frozenset({"set"})),
+    (threading.Barrier, "wait", frozenset({"wait"})),
+    (threading.Semaphore, "acquire", frozenset({"release"})),
+    (threading.Condition, "wait", frozenset({"notify", "notify_all"})),
+    (threading.Condition, "wait_for", frozenset({"notify", "notify_all"})),
+)
+_WAIT_FILES = ("/threading.py", "/queue.py")
+_WAIT_FRAMES = 6  # Condition.wait, Condition.wait_for, Barrier._wait, Barrier.wait, Semaphore.__enter__
+_OWN_FRAMES = 256  # frames of the calling thread looked at for the executor work items it runs
+_UNWRAPS = 8  # partials and bound methods unwrapped around one callable
+
+
+def waits_on_what_this_thread_releases(frame: Any) -> bool:
+    """Whether the thread whose innermost frame is ``frame`` waits on an object that the calling thread's
+    code releases."""
+    waited = waited_on(frame)
+    if waited is None:
+        return False
+    owner, releases = waited
+    return any(_releases(run, owner, releases) for run in _what_this_thread_runs())
+
+
+def waited_on(frame: Any) -> tuple[Any, frozenset[str]] | None:
+    """The object the thread at ``frame`` waits on and the calls that release it: the outermost of the
+    standard library's waits among its innermost frames (an ``Event``'s wait, not its condition's)."""
+    found = None
+    for _ in range(_WAIT_FRAMES):
+        if frame is None or not frame.f_code.co_filename.endswith(_WAIT_FILES):
+            break
+        name, owner = frame.f_code.co_name, frame.f_locals.get("self")
+        for kind, waits, releases in _RELEASES:
+            if name == waits and isinstance(owner, kind):
+                found = (owner, releases)
+                break
+        frame = frame.f_back
+    return found
+
+
+def work_items_run_here() -> list[Any]:
+    """The executor work items (``concurrent.futures.thread._WorkItem``) the calling thread runs."""
+    items = []
+    frame = sys._getframe(1)
+    for _ in range(_OWN_FRAMES):
+        if frame is None:
+            break
+        code = frame.f_code
+        if code.co_name == "run" and code.co_filename.endswith("/concurrent/futures/thread.py"):
+            item = frame.f_locals.get("self")
+            if item is not None:
+                items.append(item)
+        frame = frame.f_back
+    return items
+
+
+def _what_this_thread_runs() -> list[tuple[Any, list[Any]]]:
+    """Each callable the calling thread runs, with the objects it is given: its thread's target and its
+    arguments, a ``Thread`` subclass's own ``run`` and the thread, the executor work items it runs."""
+    thread = threading.current_thread()
+    runs = []
+    target = getattr(thread, "_target", None)
+    if target is not None:
+        args, kwargs = getattr(thread, "_args", ()), getattr(thread, "_kwargs", None) or {}
+        runs.append((target, [*args, *kwargs.values()]))
+    run = getattr(type(thread), "run", None)
+    if run is not None and run is not threading.Thread.run:
+        runs.append((run, [thread]))
+    for item in work_items_run_here():
+        args, kwargs = getattr(item, "args", ()), getattr(item, "kwargs", None) or {}
+        runs.append((getattr(item, "fn", None), [*args, *kwargs.values()]))
+    return runs
+
+
+def _releases(run: tuple[Any, list[Any]], owner: Any, releases: frozenset[str]) -> bool:
+    """Whether the code of ``run`` names one of ``releases`` and can reach ``owner``."""
+    function, given = run
+    for _ in range(_UNWRAPS):
+        if isinstance(function, functools.partial):
+            given = [*given, *function.args, *function.keywords.values()]
+            function = function.func
+        elif hasattr(function, "__func__") and hasattr(function, "__self__"):
+            given = [*given, function.__self__]
+            function = function.__func__
+        else:
+            break
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return False
+    names = polling.names_of(code)
+    if names.isdisjoint(releases):
+        return False
+    cells = _closure_values(function)
+    known = getattr(function, "__globals__", {})
+    named = [known[name] for name in names if name in known]
+    # "self": an attribute of the value counts too (a thread's self.done, a trainer's self.queue)
+    return any(polling.holds("self", value, owner) for value in (*given, *cells, *named))
+
+
+def _closure_values(function: Any) -> list[Any]:
+    values = []
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # a closure's variable not bound yet
+            pass
+    return values
