@@ -1675,6 +1675,35 @@ def _ident_of(fn: Any, name: str) -> int:
     return run_on_thread(fn, name, timeout=20)
 
 
+@pytest.mark.parametrize("made_there", [True, False], ids=["optimizer-made-in-the-worker", "inherited"])
+def test_a_dataloader_worker_that_steps_an_optimizer_records_nothing(
+    monkeypatch: pytest.MonkeyPatch, made_there: bool
+) -> None:
+    """A DataLoader worker whose ``__getitem__`` (or a thread it starts) steps an optimizer, one made there
+    or inherited through the fork: each worker recorded captures of its own, listed beside the training
+    process's as its steps 6-8. It records nothing, starts nothing, and says why once."""
+    from torch.utils.data._utils import worker
+
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan, arm=not made_there)  # the training process made its optimizer before the fork, or not
+    armed_before = rig.armed
+    rig.c.reset_after_fork()
+    monkeypatch.setattr(worker, "_worker_info", worker.WorkerInfo(id=0, num_workers=2, seed=1, dataset=None))
+    if made_there:
+        rig.c.arm()
+    rig.run(6)
+    rig.c.arm()  # another optimizer made there
+    rig.run(2)
+    assert rig.sink.events == [] and rig.made == [] and rig.armed == armed_before
+    assert [line for line in rig.log.lines if "DataLoader" in line[-1]] == [
+        (
+            "info",
+            "optimizer steps in a DataLoader worker are not the job's iterations: this process records "
+            "nothing",
+        )
+    ]
+
+
 def test_a_profiler_opened_at_arm_on_a_thread_that_never_steps() -> None:
     plan = TorchPlan(skip_first=0, wait=0, warmup=0, active=3, repeat=1)  # records from step 0
     rig = Rig(plan)  # armed here: this thread opened the profiler and drives

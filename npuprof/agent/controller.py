@@ -25,7 +25,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from npuprof.agent import polling, recursion_limit, released_waits, user_profiler
+from npuprof.agent import polling, recursion_limit, released_waits, user_profiler, window_plan
 from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules, release_profiler
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 from npuprof.agent.profile_hook import ProfileHookWatch
@@ -152,6 +152,7 @@ class CaptureController:
         self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
         self._profiler_failed = ""  # prof.start() / prof.step() raised: when (see _must_not_stop)
         self._hooks = ProfileHookWatch(log)  # --with-stack and the job's own sys.setprofile hook
+        self._loader_worker: bool | None = None  # this process is a DataLoader worker (once known)
         bind = getattr(plan, "bind", None)
         if bind is not None:
             bind(self)
@@ -165,7 +166,7 @@ class CaptureController:
     def arm(self, at_a_step_start: bool = False) -> None:
         """Step 0 begins: the first optimizer exists (the set-up until its first step is then in step 0), or
         the step function is first called (``at_a_step_start``: step 0 is whole)."""
-        if self.armed:
+        if self.armed or self._in_a_loader_worker():
             return
         self.armed = True
         self._armed_on = get_ident()
@@ -261,6 +262,24 @@ class CaptureController:
             self._on_idle_decision()
         except Exception as exc:
             self.log.warning(f"idle decision hook failed: {exc!r}")
+
+    def _in_a_loader_worker(self) -> bool:
+        """Whether this process is a DataLoader worker, which records nothing (looked at once a process,
+        said once): the optimizer steps taken there (a model fitted to each sample in ``__getitem__``, or
+        in a thread the worker starts) are not the job's iterations, and each worker's captures were
+        listed beside the training process's as its steps 6-8 (docs/architecture.md, "Safety", signals)."""
+        if self._loader_worker is None:
+            try:  # (called from the script's Optimizer(): a failure to look must not reach it)
+                self._loader_worker = window_plan.a_dataloader_worker()
+            except Exception:  # not known: this process records as any other
+                self._loader_worker = False
+            if self._loader_worker:
+                self.enabled = False
+                self.log.info(
+                    "optimizer steps in a DataLoader worker are not the job's iterations: this process "
+                    "records nothing"
+                )
+        return self._loader_worker
 
     def _claim(self) -> bool:
         """A boundary from a thread that does not drive: it becomes the driver when there is none (the
@@ -513,7 +532,7 @@ class CaptureController:
 
     # ---- the decision --------------------------------------------------------------------------
     def _sync(self) -> None:
-        if not self.enabled:
+        if not self.enabled or self._in_a_loader_worker():
             self.next_check = NEVER
             return
         self._replanned = False
@@ -991,6 +1010,7 @@ class CaptureController:
         self._finish_requested = None
         self._foreign_reported = False
         self._foreign = (-1, {})
+        self._loader_worker = None  # a DataLoader worker is forked; it says so once it runs its loop
 
 
 # Where a driving thread that stopped stepping waits for other threads to finish (their steps may then take

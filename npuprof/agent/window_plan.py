@@ -489,6 +489,11 @@ def in_dataloader_worker(code: list[tuple[str, str]]) -> bool:
     return any(filename.endswith(_WORKER_LOOP) for filename, _name in code)
 
 
+def a_dataloader_worker() -> bool:
+    """Whether this process is a DataLoader worker (:func:`in_dataloader_worker`), asked from any thread."""
+    return in_dataloader_worker(_main_thread_code())
+
+
 def spawned_child_starting(code: list[tuple[str, str]]) -> bool:
     """Whether this is a spawned multiprocessing child still unpickling what it will run (its process
     object, with a DataLoader's dataset: seconds for a large one): it imported torch already, but whether
