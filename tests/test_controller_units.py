@@ -1562,6 +1562,57 @@ def test_no_thread_takes_over_from_a_driver_waiting_for_a_batch_the_thread_does_
     assert rig.c.driver == main and rig.c.step == 1
 
 
+def _train_once_in_select(rig: Rig, driver: int | None) -> None:
+    """Once thread ``driver``'s event loop waits in its selector, 7 step boundaries on this thread."""
+    deadline = time.monotonic() + 10
+    while not _waiting_in(driver, "select") and time.monotonic() < deadline:
+        time.sleep(0.001)
+    rig.run(7)
+
+
+@pytest.mark.parametrize("gathered", [False, True], ids=["awaited", "gathered"])
+def test_a_thread_an_event_loop_awaits_alone_takes_over(gathered: bool) -> None:
+    """A sanity step on the main thread, then ``asyncio.run(main())`` whose only task awaits
+    ``asyncio.to_thread(train)`` (or a gather of it): the loop waits in its selector for that thread alone,
+    and all its steps were ignored, no capture. The thread takes over counting."""
+    import asyncio
+
+    plan = TorchPlan(skip_first=5, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+
+    async def main(driver: int) -> None:
+        training = asyncio.to_thread(_train_once_in_select, rig, driver)
+        await (asyncio.gather(training) if gathered else training)
+
+    asyncio.run(main(threading.get_ident()))
+    assert rig.c.step == 8
+    assert [event[:2] for event in rig.sink.events] == [("begin", 5), ("finish", 6)]
+
+
+def test_no_thread_takes_over_from_an_event_loop_that_awaits_its_data_from_another_thread() -> None:
+    """The event loop's task trains and awaits its next batch from ``asyncio.to_thread(load)`` while
+    another task's thread trains a model of its own: the loop waits for its loader, not for that thread."""
+    import asyncio
+
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    stepped = threading.Event()
+
+    def side(driver: int) -> None:
+        _train_once_in_select(rig, driver)
+        stepped.set()
+
+    async def main(driver: int) -> None:
+        beside = asyncio.create_task(asyncio.to_thread(side, driver))
+        assert await asyncio.to_thread(stepped.wait, 10)  # the loop's next batch
+        await beside
+
+    asyncio.run(main(threading.get_ident()))
+    assert rig.c.driver == threading.get_ident() and rig.c.step == 1
+
+
 def _polled_training(rig: Rig, poll: Any) -> int:
     """One step on this thread (it drives), then 7 on thread "train" while this thread runs ``poll(t)``
     (``t``: the training thread, ``started``: set just before the poll begins); the thread's ident."""

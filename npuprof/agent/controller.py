@@ -1069,7 +1069,10 @@ def _waits_now(driver: int | None) -> bool:
     except Exception:  # another thread's frame and variables, changing as they are read: not known, no
         pass
     if not frame.f_code.co_filename.endswith("/threading.py"):
-        return False
+        try:  # an event loop whose only task awaits asyncio.to_thread(train)
+            return released_waits.loop_awaits_only_this_thread(frame)
+        except Exception:  # another thread's frame and loop, changing as they are read: not known, no
+            return False
     innermost = frame
     for _ in range(_WAIT_FRAMES):
         if frame is None:

@@ -67,6 +67,37 @@ def waited_on(frame: Any) -> tuple[Any, frozenset[str]] | None:
     return found
 
 
+def loop_awaits_only_this_thread(frame: Any) -> bool:
+    """Whether the thread whose innermost frame is ``frame`` runs an asyncio event loop that waits in its
+    selector while every task of it awaits the work this thread does (``await asyncio.to_thread(train)``,
+    ``loop.run_in_executor``), or another task (``gather``) in turn: a loop whose task sleeps, waits for
+    its data from another thread or for I/O, or is ready to run, is not waiting for this thread alone."""
+    asyncio = sys.modules.get("asyncio")
+    caller = frame.f_back if frame.f_code.co_filename.endswith("/selectors.py") else None
+    if asyncio is None or caller is None or caller.f_code.co_name != "_run_once":
+        return False
+    loop = caller.f_locals.get("self")
+    ours = [waiter for item in work_items_run_here() for waiter in _awaited(item, asyncio)]
+    if not ours or not isinstance(loop, asyncio.AbstractEventLoop):
+        return False
+    waiters = [getattr(task, "_fut_waiter", None) for task in asyncio.all_tasks(loop)]
+    # a task awaiting another task (or a gather of tasks) waits for what that one awaits
+    leaves = [waiter for waiter in waiters if not isinstance(waiter, asyncio.Task) and not _gathers(waiter)]
+    return bool(leaves) and all(any(waiter is mine for mine in ours) for waiter in leaves)
+
+
+def _awaited(item: Any, asyncio: Any) -> list[Any]:
+    """The asyncio futures that the future of executor work item ``item`` completes (``wrap_future``'s
+    chain, a closure of the callback it adds)."""
+    callbacks = getattr(getattr(item, "future", None), "_done_callbacks", None) or ()
+    return [value for fn in callbacks for value in _closure_values(fn) if isinstance(value, asyncio.Future)]
+
+
+def _gathers(waiter: Any) -> bool:
+    """Whether ``waiter`` is ``asyncio.gather``'s future, done when its children (tasks) are."""
+    return waiter is not None and hasattr(waiter, "_children")
+
+
 def work_items_run_here() -> list[Any]:
     """The executor work items (``concurrent.futures.thread._WorkItem``) the calling thread runs."""
     items = []
