@@ -143,6 +143,35 @@ def test_steps_taken_on_a_thread_that_does_not_drive_are_the_reason() -> None:
     assert why.endswith("their steps were not counted"), why
 
 
+def test_a_capture_held_by_the_waiting_driver_is_the_reason_with_what_avoids_it() -> None:
+    """A window opened at the step after a sanity step, on the main thread, which then joined the training
+    thread: stderr said once that the capture was held and which --skip-first avoids it, but the run's last
+    line said only that the thread's steps were ignored. It names the held capture and its fix now."""
+    foreign = (
+        AGENT + "step boundaries from thread train are ignored: another thread drives the profiler (one "
+        'thread only: docs/architecture.md, "Step boundaries")'
+    )
+    held = (
+        "thread train takes the steps while thread MainThread, which has npuprof's profiler open (at its "
+        "step 1), waits for it: torch's profiler belongs to the thread that started it and cannot be handed "
+        "over, so its window, warming up, records none of thread train's steps, and steps are not counted "
+        "until it closes (a schedule that starts at step 4 or later, --skip-first N, avoids this)"
+    )
+    warned = AGENT.replace("[INFO]", "[WARNING]") + held
+    assert why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, warned]) == (
+        "thread train takes the steps while thread MainThread, which has npuprof's profiler open (at its "
+        "step 1), waits for it; torch's profiler cannot be handed over, so none of those steps was "
+        "recorded: a schedule that starts at step 4 or later, --skip-first N, avoids this"
+    )
+    bare = warned.removesuffix(" (a schedule that starts at step 4 or later, --skip-first N, avoids this)")
+    assert why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, bare]) == held.removesuffix(
+        " (a schedule that starts at step 4 or later, --skip-first N, avoids this)"
+    )  # a form not known: the whole line
+    elsewhere = warned.replace("pid=7", "pid=8")  # another process's capture was held: not this one's reason
+    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, elsewhere])
+    assert why.endswith("their steps were not counted"), why
+
+
 def test_steps_of_a_thread_that_took_over_are_no_reason() -> None:
     """helper-219: the thread then took over counting (4 steps counted): too few steps is the reason."""
     foreign = (

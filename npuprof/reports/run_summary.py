@@ -640,6 +640,7 @@ def why_no_capture(
     errors: list[str] = []
     foreign: list[tuple[str, str]] = []  # (pid, message): steps ignored on a thread that does not drive
     took_over: set[str] = set()  # pids where such a thread then took over counting: its steps counted
+    held: dict[str, str] = {}  # pid: why such a thread could not take over (a capture open on the driver)
     others = _agents_of_other_runs(lines, run_id)
     awake: list[str] = []  # pids whose agent was ready
     said_at_exit: set[str] = set()  # pids whose agent logged its line at the process's end
@@ -661,6 +662,8 @@ def why_no_capture(
             foreign.append((match["pid"], message))
         elif TOOK_OVER in message:
             took_over.add(match["pid"])
+        elif HELD_BY_A_WAITING_DRIVER in message:
+            held.setdefault(match["pid"], message)
         if match["level"] == "ERROR":
             errors.append(message)
         if ready := _READY.match(message):
@@ -712,6 +715,8 @@ def why_no_capture(
     if errors:
         return f"{failed}npuprof's agent failed in the job ({_short(errors[0])})"
     for pid, message in foreign:
+        if pid in held:  # the capture held by the waiting driver is the reason, and says what avoids it
+            return f"{failed}{_held_in_short(held[pid])}"
         if pid not in took_over:
             return f"{failed}{_short(message)}; their steps were not counted"
     if unselected:
@@ -1086,6 +1091,8 @@ STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent
 # logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
 FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
 TOOK_OVER = " takes over counting the steps: "  # logged by npuprof.agent.controller._take_over
+# logged by npuprof.agent.controller._say_capture_held_by_a_waiting_driver
+HELD_BY_A_WAITING_DRIVER = ", which has npuprof's profiler open (at its step "
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
 
 
@@ -1150,6 +1157,18 @@ def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
 
 
 _RUN_STARTS = re.compile(r"\] run \S+ starts: (?P<command>.*)$")
+
+
+def _held_in_short(message: str) -> str:
+    """The warning of a capture held by a driver that waits for the stepping thread
+    (``HELD_BY_A_WAITING_DRIVER``), said again as the run's last line: who waited for whom, and what avoids
+    it (its last parenthesis); the whole line where it has not that form."""
+    who, _, why = message.partition(": torch's profiler belongs")
+    fix = why[why.rfind(" (") + 2 : -1] if why.endswith(")") and " (" in why else ""
+    if not fix:
+        return _short(message)
+    handed = "torch's profiler cannot be handed over, so none of those steps was recorded"
+    return _short(f"{who}; {handed}: {fix}")
 
 
 def _short(message: str, limit: int = 400) -> str:
