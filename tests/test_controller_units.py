@@ -1316,10 +1316,14 @@ def test_a_thread_running_the_future_the_driver_waits_for_takes_over() -> None:
 def _train_once_waited(rig: Rig, driver: int | None, wait: str) -> None:
     """Once thread ``driver`` is inside ``wait`` called by this file's code (not ``Thread.start()``'s wait
     for this thread to begin), 7 step boundaries on this thread."""
+    _until_called_here(driver, wait)
+    rig.run(7)
+
+
+def _until_called_here(driver: int | None, wait: str) -> None:
     deadline = time.monotonic() + 10
     while not _called_here(driver, wait) and time.monotonic() < deadline:
         time.sleep(0.001)
-    rig.run(7)
 
 
 def _called_here(ident: int | None, name: str) -> bool:
@@ -1336,6 +1340,21 @@ def _event_set(rig: Rig) -> None:
 
     def train() -> None:
         _train_once_waited(rig, main, "wait")
+        done.set()
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    assert done.wait(10)
+    thread.join(10)
+
+
+def _event_set_after_its_loop(rig: Rig) -> None:
+    main, done = threading.get_ident(), threading.Event()
+
+    def train() -> None:
+        _until_called_here(main, "wait")
+        for _ in range(7):  # the steps in this function's own loop, the event set after it
+            rig.run(1)
         done.set()
 
     thread = threading.Thread(target=train, name="train")
@@ -1502,6 +1521,7 @@ def _executor_work_item(rig: Rig) -> None:
     "waits",
     [
         _event_set,
+        _event_set_after_its_loop,
         _event_polled,
         _queue_result,
         _queue_fed,
@@ -1559,6 +1579,31 @@ def test_no_thread_takes_over_from_a_driver_waiting_for_a_batch_the_thread_does_
     batches.get(timeout=10)
     for thread in threads:
         thread.join(10)
+    assert rig.c.driver == main and rig.c.step == 1
+
+
+def test_no_thread_takes_over_from_a_driver_waiting_for_what_the_thread_hands_over_at_its_steps() -> None:
+    """A teacher thread trains and puts its outputs into the queue the driver (the student) takes them from,
+    every 7th step: its code puts into that queue, but inside its loop, so the driver's wait ends and it
+    goes on with its own steps. Only a hand-over after the thread's loop (its result) is a wait for it."""
+    import queue
+
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, outputs = rig.c.driver, queue.Queue()
+
+    def teacher() -> None:
+        _until_called_here(main, "get")
+        for step in range(7):
+            rig.run(1)
+            if step % 7 == 6:
+                outputs.put(step)
+
+    thread = threading.Thread(target=teacher, name="teacher")
+    thread.start()
+    assert outputs.get(timeout=10) == 6
+    thread.join(10)
     assert rig.c.driver == main and rig.c.step == 1
 
 

@@ -27,10 +27,10 @@ ASKS_ALIVE = frozenset({"is_alive"})
 ASKS_ALL = frozenset({"active_count"})
 _FRAMES = 6  # frames looked at from the innermost (Condition.wait, Event.wait, then the script's loop)
 _ELEMENTS = 256  # elements of one variable (a list of threads) looked at
-_KEPT = 64  # code objects whose names are kept (see _by_identity)
+_KEPT = 64  # code objects whose names are kept (see by_identity)
 # Bytecode read at most in one code object (~25 ms, once, on a training step): beyond, not a poll.
-_READ_BYTES = 16384
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
+READ_BYTES = 16384
+JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
 _INLINE = 64  # expressions nested in one code object read (a module of thousands: read once, on a step)
 
 
@@ -84,7 +84,7 @@ def holds(name: str, value: Any, me: object) -> bool:
     return False
 
 
-def _by_identity(read: Callable[[Any], T]) -> Callable[[Any], T]:
+def by_identity(read: Callable[[Any], T]) -> Callable[[Any], T]:
     """``read(code)`` kept for the last ``_KEPT`` code objects, found by identity: hashing a code object
     hashes all the code nested in it (a module's: its functions), at each look."""
     kept: dict[int, tuple[Any, T]] = {}
@@ -102,7 +102,7 @@ def _by_identity(read: Callable[[Any], T]) -> Callable[[Any], T]:
     return cached
 
 
-@_by_identity
+@by_identity
 def names_of(code: Any) -> frozenset[str]:
     """The names ``code`` and the expressions nested in it (``_inline_code``) use."""
     names = set(code.co_names)
@@ -111,13 +111,13 @@ def names_of(code: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-@_by_identity
+@by_identity
 def _read(code: Any) -> tuple[dict[int, frozenset[str]], list[tuple[int, int, frozenset[str]]]]:
     """The names each line of ``code`` and of the expressions nested in it (``_inline_code``) loads
     (variables, attributes, methods), and its loops that ask ``is_alive()`` or ``active_count()``: the
     bytecode a backward jump spans, with the names of its lines that ask (the thread asked about among
-    them). Nothing for code of more than ``_READ_BYTES`` bytes."""
-    if len(code.co_code) > _READ_BYTES:
+    them). Nothing for code of more than ``READ_BYTES`` bytes."""
+    if len(code.co_code) > READ_BYTES:
         return {}, []
     line_at: dict[int, int] = {}
     for start, end, line in code.co_lines():
@@ -129,7 +129,7 @@ def _read(code: Any) -> tuple[dict[int, frozenset[str]], list[tuple[int, int, fr
     for instruction in dis.get_instructions(code):
         offset, value = instruction.offset, instruction.argval
         line = line_at.get(offset)
-        if instruction.opcode in _JUMPS and isinstance(value, int) and value <= offset:
+        if instruction.opcode in JUMPS and isinstance(value, int) and value <= offset:
             jumps.append((value, offset))
         if line is None or not instruction.opname.startswith("LOAD_"):
             continue

@@ -9,13 +9,16 @@ runs, not from its frames' variables (reading those keeps a snapshot of them, a 
 the frame ends on Python 3.10-3.12): its ``Thread``'s target and arguments, or its subclass's ``run`` and
 attributes, and the executor work items on its stack. The object must be reachable from there (an argument,
 a closure's variable, a global the code names, or an attribute of one of those) and that code must name the
-call that releases it. A loader thread that fills the driver's queue never steps, so it never takes over;
-a thread training beside the driver that takes batches from the driver's queue too (``get``) releases
-nothing the driver waits on.
+call that releases it; a result's release (an event set, a queue put into) outside the loop that code's
+frame is in. A loader thread that fills the driver's queue never steps, so it never takes over; a thread
+training beside the driver that takes batches from the driver's queue too (``get``) releases nothing the
+driver waits on, and one that puts its outputs into that queue at its steps (a teacher's) puts inside its
+loop. It also tells whether an asyncio event loop awaits nothing but this thread's work.
 """
 
 from __future__ import annotations
 
+import dis
 import functools
 import queue
 import sys
@@ -24,16 +27,17 @@ from typing import Any
 
 from npuprof.agent import polling
 
-# (the waiting object's class, its method that waits, the calls of another thread that end the wait)
-_RELEASES: tuple[tuple[type, str, frozenset[str]], ...] = (
-    (queue.Queue, "get", frozenset({"put", "put_nowait"})),
-    (queue.Queue, "put", frozenset({"get", "get_nowait"})),
-    (queue.Queue, "join", frozenset({"task_done"})),
-    (threading.Event, "wait", frozenset({"set"})),
-    (threading.Barrier, "wait", frozenset({"wait"})),
-    (threading.Semaphore, "acquire", frozenset({"release"})),
-    (threading.Condition, "wait", frozenset({"notify", "notify_all"})),
-    (threading.Condition, "wait_for", frozenset({"notify", "notify_all"})),
+# (the waiting object's class, its method that waits, the calls of another thread that end the wait, and
+# whether that call must come once the thread's loop has ended: a result handed over, not a batch taken)
+_RELEASES: tuple[tuple[type, str, frozenset[str], bool], ...] = (
+    (queue.Queue, "get", frozenset({"put", "put_nowait"}), True),
+    (queue.Queue, "put", frozenset({"get", "get_nowait"}), False),
+    (queue.Queue, "join", frozenset({"task_done"}), False),
+    (threading.Event, "wait", frozenset({"set"}), True),
+    (threading.Barrier, "wait", frozenset({"wait"}), True),
+    (threading.Semaphore, "acquire", frozenset({"release"}), True),
+    (threading.Condition, "wait", frozenset({"notify", "notify_all"}), True),
+    (threading.Condition, "wait_for", frozenset({"notify", "notify_all"}), True),
 )
 _WAIT_FILES = ("/threading.py", "/queue.py")
 _WAIT_FRAMES = 6  # Condition.wait, Condition.wait_for, Barrier._wait, Barrier.wait, Semaphore.__enter__
@@ -47,21 +51,21 @@ def waits_on_what_this_thread_releases(frame: Any) -> bool:
     waited = waited_on(frame)
     if waited is None:
         return False
-    owner, releases = waited
-    return any(_releases(run, owner, releases) for run in _what_this_thread_runs())
+    return any(_releases(run, *waited) for run in _what_this_thread_runs())
 
 
-def waited_on(frame: Any) -> tuple[Any, frozenset[str]] | None:
-    """The object the thread at ``frame`` waits on and the calls that release it: the outermost of the
-    standard library's waits among its innermost frames (an ``Event``'s wait, not its condition's)."""
+def waited_on(frame: Any) -> tuple[Any, frozenset[str], bool] | None:
+    """The object the thread at ``frame`` waits on, the calls that release it and whether they must come
+    after the releasing thread's loop (``_RELEASES``): the outermost of the standard library's waits among
+    its innermost frames (an ``Event``'s wait, not its condition's)."""
     found = None
     for _ in range(_WAIT_FRAMES):
         if frame is None or not frame.f_code.co_filename.endswith(_WAIT_FILES):
             break
         name, owner = frame.f_code.co_name, frame.f_locals.get("self")
-        for kind, waits, releases in _RELEASES:
+        for kind, waits, releases, after_the_loop in _RELEASES:
             if name == waits and isinstance(owner, kind):
-                found = (owner, releases)
+                found = (owner, releases, after_the_loop)
                 break
         frame = frame.f_back
     return found
@@ -132,8 +136,9 @@ def _what_this_thread_runs() -> list[tuple[Any, list[Any]]]:
     return runs
 
 
-def _releases(run: tuple[Any, list[Any]], owner: Any, releases: frozenset[str]) -> bool:
-    """Whether the code of ``run`` names one of ``releases`` and can reach ``owner``."""
+def _releases(run: tuple[Any, list[Any]], owner: Any, releases: frozenset[str], after_the_loop: bool) -> bool:
+    """Whether the code of ``run`` names one of ``releases`` and can reach ``owner`` (``after_the_loop``: a
+    call of one that the loop this thread runs in that code does not span, ``_called_once_its_loop_ends``)."""
     function, given = run
     for _ in range(_UNWRAPS):
         if isinstance(function, functools.partial):
@@ -154,7 +159,49 @@ def _releases(run: tuple[Any, list[Any]], owner: Any, releases: frozenset[str]) 
     known = getattr(function, "__globals__", {})
     named = [known[name] for name in names if name in known]
     # "self": an attribute of the value counts too (a thread's self.done, a trainer's self.queue)
-    return any(polling.holds("self", value, owner) for value in (*given, *cells, *named))
+    if not any(polling.holds("self", value, owner) for value in (*given, *cells, *named)):
+        return False
+    return not after_the_loop or _called_once_its_loop_ends(code, releases)
+
+
+def _called_once_its_loop_ends(code: Any, releases: frozenset[str]) -> bool:
+    """Whether ``code``, run by this thread, calls one of ``releases`` outside every loop that spans the
+    instruction it is at (``def run(): train(); done.set()``; ``for ...: step(); done.set()`` after the
+    loop). A call inside that loop (a teacher's outputs put into the student's queue at each of its steps, a
+    barrier met at each step) releases the waiting thread every step or so, which then goes on with its own
+    steps: that wait is not for this thread to end. No frame of this thread runs ``code``: not known, no."""
+    frame = sys._getframe(1)
+    for _ in range(_OWN_FRAMES):
+        if frame is None or frame.f_code is code:
+            break
+        frame = frame.f_back
+    if frame is None or frame.f_code is not code:
+        return False
+    loops, calls = _loops_and_calls(code)
+    at = frame.f_lasti
+    around = [(start, end) for start, end in loops if start <= at <= end]
+    return any(
+        not any(start <= offset <= end for start, end in around)
+        for name in releases
+        for offset in calls.get(name, ())
+    )
+
+
+@polling.by_identity
+def _loops_and_calls(code: Any) -> tuple[list[tuple[int, int]], dict[str, list[int]]]:
+    """The bytecode spans of ``code``'s loops (a backward jump's), and where it loads each attribute or
+    method it calls (``done.set``: at ``set``'s load). Nothing for code of more than
+    ``polling.READ_BYTES`` bytes."""
+    if len(code.co_code) > polling.READ_BYTES:
+        return [], {}
+    loops, calls = [], {}
+    for instruction in dis.get_instructions(code):
+        offset, value = instruction.offset, instruction.argval
+        if instruction.opcode in polling.JUMPS and isinstance(value, int) and value <= offset:
+            loops.append((value, offset))
+        elif instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(value, str):
+            calls.setdefault(value, []).append(offset)
+    return loops, calls
 
 
 def _closure_values(function: Any) -> list[Any]:
