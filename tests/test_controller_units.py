@@ -1051,7 +1051,8 @@ def test_boundaries_of_other_threads_are_ignored_and_said_once() -> None:
     assert ignored == [
         (
             "info",
-            "step boundaries from thread helper are ignored: another thread drives the profiler "
+            f"step boundaries from thread helper are ignored: thread {threading.current_thread().name} "
+            "drives the profiler "
             '(one thread only: docs/architecture.md, "Step boundaries")',
         )
     ]

@@ -140,7 +140,13 @@ def test_steps_taken_on_a_thread_that_does_not_drive_are_the_reason() -> None:
     )
     why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign])
     assert why.startswith("step boundaries from thread Thread-1 (train) are ignored"), why
-    assert why.endswith("their steps were not counted"), why
+    # and how the steps reach the thread that trains (a main thread that waits in a way not read as a wait
+    # for it, after a step of its own: the line said nothing of what to change)
+    assert why.endswith(
+        "their steps were not counted: they move to a thread only while the thread that drives waits for "
+        "it (join() it, a future's result(), an event or queue that thread sets after its loop); or take no "
+        "step before training moves there"
+    ), why
 
 
 def test_a_capture_held_by_the_waiting_driver_is_the_reason_with_what_avoids_it() -> None:
@@ -169,7 +175,7 @@ def test_a_capture_held_by_the_waiting_driver_is_the_reason_with_what_avoids_it(
     )  # a form not known: the whole line
     elsewhere = warned.replace("pid=7", "pid=8")  # another process's capture was held: not this one's reason
     why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, elsewhere])
-    assert why.endswith("their steps were not counted"), why
+    assert "their steps were not counted" in why, why
 
 
 def test_steps_of_a_thread_that_took_over_are_no_reason() -> None:
@@ -185,9 +191,8 @@ def test_steps_of_a_thread_that_took_over_are_no_reason() -> None:
     elsewhere = foreign.replace("pid=7", "pid=8")  # another process's steps, never taken over
     why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, took, FOUR_STEPS])
     assert "the schedule needs 9 steps" in why, why
-    assert why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, took, elsewhere]).endswith(
-        "their steps were not counted"
-    )
+    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, took, elsewhere])
+    assert why.startswith("step boundaries from thread Thread-1 (train) are ignored"), why
 
 
 def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: Path) -> None:

@@ -353,9 +353,10 @@ class CaptureController:
                 f"on thread {name}: no steps are counted ({later_start_avoids_it(self.cfg)})",
             )
             return
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
         self.log.info(
-            f"step boundaries from thread {name} are ignored: another thread drives the profiler "
-            '(one thread only: docs/architecture.md, "Step boundaries")'
+            f"step boundaries from thread {name} are ignored: thread {names.get(self.driver, self.driver)} "
+            'drives the profiler (one thread only: docs/architecture.md, "Step boundaries")'
         )
         return False
 

@@ -718,7 +718,7 @@ def why_no_capture(
         if pid in held:  # the capture held by the waiting driver is the reason, and says what avoids it
             return f"{failed}{_held_in_short(held[pid])}"
         if pid not in took_over:
-            return f"{failed}{_short(message)}; their steps were not counted"
+            return f"{failed}{_short(message)}; their steps were not counted{_MOVE_THE_STEPS}"
     if unselected:
         wanted = {str(rank) for rank in cfg.ranks or []}
         if not any(rank in wanted for rank in ready_ranks):
@@ -1091,6 +1091,12 @@ STEPS_COUNTED_AT = "steps counted at each return of "  # logged by npuprof.agent
 # logged by npuprof.agent.controller.foreign_boundary: the job stepped on a thread that does not drive
 FOREIGN_STEPS = ("step boundaries from thread ", "npuprof's profiler started on the thread that created")
 TOOK_OVER = " takes over counting the steps: "  # logged by npuprof.agent.controller._take_over
+# what the run's last line adds to FOREIGN_STEPS's "step boundaries from thread X are ignored": how the
+# steps move to the thread that trains (docs/architecture.md, "Step boundaries")
+_MOVE_THE_STEPS = (
+    ": they move to a thread only while the thread that drives waits for it (join() it, a future's result(), "
+    "an event or queue that thread sets after its loop); or take no step before training moves there"
+)
 # logged by npuprof.agent.controller._say_capture_held_by_a_waiting_driver
 HELD_BY_A_WAITING_DRIVER = ", which has npuprof's profiler open (at its step "
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
