@@ -1802,10 +1802,23 @@ def test_a_dataloader_worker_that_steps_an_optimizer_records_nothing(
 
 
 def test_a_profiler_opened_at_arm_on_a_thread_that_never_steps() -> None:
+    """The optimizer made on this thread, which opens the profiler (step 0) and then joins the thread that
+    takes every step: said twice, as a profiler started on the wrong thread (--skip-first 1 avoids it) and
+    as a capture held by a waiting driver ("a schedule that starts at step 3 or later" avoids it), two
+    fixes for one fact, the second needlessly late (no thread drives a window at step 1: the first to step
+    does). Said once, the first."""
     plan = TorchPlan(skip_first=0, wait=0, warmup=0, active=3, repeat=1)  # records from step 0
     rig = Rig(plan)  # armed here: this thread opened the profiler and drives
     assert rig.sink.events == [("begin", 0)]
-    _thread(lambda: rig.run(2), "loop")
+    main = threading.get_ident()
+
+    def loop() -> None:
+        deadline = time.monotonic() + 10
+        while not _joining(main) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        rig.run(6)
+
+    _thread(loop, "loop")
     message = (
         "npuprof's profiler started on the thread that created the optimizer, but steps are taken on "
         "thread loop: no steps are counted (a schedule that starts later, --skip-first 1, avoids this)"

@@ -337,6 +337,7 @@ class CaptureController:
         if (
             count % TAKE_OVER_AFTER == 0
             and self.prof is not None
+            and self.step  # (step 0: a profiler opened when armed, said below with its own fix)
             and self._held_noted is not self._capture_notes
             and _waits_for_other_threads(self.driver)
         ):
