@@ -1608,6 +1608,72 @@ def test_no_thread_takes_over_from_a_driver_waiting_for_what_the_thread_hands_ov
     assert rig.c.driver == main and rig.c.step == 1
 
 
+def _fed_training(rig: Rig, batches: Any) -> None:
+    """This thread steps once, then runs a thread that takes a step for each item it takes from
+    ``batches`` (None: its end), while this thread puts 9 items into it, each after 5 ms of loading."""
+
+    def consume() -> None:
+        while batches.get(timeout=10) is not None:
+            rig.run(1)
+
+    rig.run(1)
+    thread = threading.Thread(target=consume, name="consume")
+    thread.start()
+    for item in range(9):
+        time.sleep(0.005)  # loading the next batch, slower than a step
+        batches.put(item)
+    batches.put(None)
+    thread.join(10)
+
+
+def test_a_thread_fed_its_batches_by_the_driver_takes_over() -> None:
+    """A sanity step on the main thread, then a thread that trains on the batches the main thread loads
+    and puts into a queue.Queue, slower than it trains: the main thread was seldom blocked in put(), and
+    every step of the thread was ignored, no capture. A loop that puts into the queue the stepping thread
+    takes from feeds that thread: it takes over counting."""
+    import queue
+
+    plan = TorchPlan(skip_first=5, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    _fed_training(rig, queue.Queue())
+    assert rig.c.step == 10  # the job's iterations: 1 + 9
+    assert [event[:2] for event in rig.sink.events] == [("begin", 5), ("finish", 6)]
+
+
+def test_no_thread_takes_over_from_a_driver_that_puts_into_another_queue() -> None:
+    """The driver's loop puts into a queue of its own (a logger's, say), not the one the stepping thread
+    takes its batches from, which a loader thread fills: that thread is not fed by it, its steps stay
+    ignored (looked at before the driver joins it, which hands them over)."""
+    import queue
+
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    batches, logs, taken = queue.Queue(), queue.Queue(), []
+
+    def consume() -> None:
+        while batches.get(timeout=10) is not None:
+            rig.run(1)
+            taken.append(1)
+
+    def load() -> None:
+        for item in range(9):
+            time.sleep(0.005)
+            batches.put(item)
+        batches.put(None)
+
+    threads = [threading.Thread(target=consume, name="consume"), threading.Thread(target=load, name="load")]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(taken) < 9 and time.monotonic() < deadline:
+        time.sleep(0.005)
+        logs.put(len(taken))
+    assert rig.c.driver == threading.get_ident() and rig.c.step == 1
+    for thread in threads:
+        thread.join(10)
+
+
 def _train_once_in_select(rig: Rig, driver: int | None) -> None:
     """Once thread ``driver``'s event loop waits in its selector, 7 step boundaries on this thread."""
     deadline = time.monotonic() + 10

@@ -1068,6 +1068,8 @@ def _waits_now(driver: int | None) -> bool:
     try:
         if polling.polls_this_thread(frame):  # while t.is_alive(): time.sleep(0.1), as join() waits
             return True
+        if released_waits.feeds_this_thread(frame):  # for batch in loader: q.put(batch)
+            return True
     except Exception:  # another thread's frame and variables, changing as they are read: not known, no
         pass
     if not frame.f_code.co_filename.endswith("/threading.py"):

@@ -43,6 +43,14 @@ _WAIT_FILES = ("/threading.py", "/queue.py")
 _WAIT_FRAMES = 6  # Condition.wait, Condition.wait_for, Barrier._wait, Barrier.wait, Semaphore.__enter__
 _OWN_FRAMES = 256  # frames of the calling thread looked at for the executor work items it runs
 _UNWRAPS = 8  # partials and bound methods unwrapped around one callable
+# A feeder's loop hands the batches over with these calls, its consumer takes them with those.
+_HANDS = frozenset({"put", "put_nowait"})
+_TAKES = frozenset({"get", "get_nowait"})
+_FEEDER_FRAMES = 32  # frames of the feeding thread looked at (its loop, under a data loader's code)
+_ATTRIBUTES = 256  # attributes of one object looked at for a queue
+_VARIABLE_LOADS = frozenset(
+    {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE"}
+)
 
 
 def waits_on_what_this_thread_releases(frame: Any) -> bool:
@@ -139,6 +147,18 @@ def _what_this_thread_runs() -> list[tuple[Any, list[Any]]]:
 def _releases(run: tuple[Any, list[Any]], owner: Any, releases: frozenset[str], after_the_loop: bool) -> bool:
     """Whether the code of ``run`` names one of ``releases`` and can reach ``owner`` (``after_the_loop``: a
     call of one that the loop this thread runs in that code does not span, ``_called_once_its_loop_ends``)."""
+    code, reached = _code_and_reach(run)
+    if code is None or polling.names_of(code).isdisjoint(releases):
+        return False
+    # "self": an attribute of the value counts too (a thread's self.done, a trainer's self.queue)
+    if not any(polling.holds("self", value, owner) for value in reached):
+        return False
+    return not after_the_loop or _called_once_its_loop_ends(code, releases)
+
+
+def _code_and_reach(run: tuple[Any, list[Any]]) -> tuple[Any, list[Any]]:
+    """The code ``run``'s callable runs (through partials and bound methods) and the values it reaches
+    without running: what it is given, its closure's variables, the globals its code names."""
     function, given = run
     for _ in range(_UNWRAPS):
         if isinstance(function, functools.partial):
@@ -151,17 +171,88 @@ def _releases(run: tuple[Any, list[Any]], owner: Any, releases: frozenset[str], 
             break
     code = getattr(function, "__code__", None)
     if code is None:
-        return False
-    names = polling.names_of(code)
-    if names.isdisjoint(releases):
-        return False
-    cells = _closure_values(function)
+        return None, []
     known = getattr(function, "__globals__", {})
-    named = [known[name] for name in names if name in known]
-    # "self": an attribute of the value counts too (a thread's self.done, a trainer's self.queue)
-    if not any(polling.holds("self", value, owner) for value in (*given, *cells, *named)):
-        return False
-    return not after_the_loop or _called_once_its_loop_ends(code, releases)
+    named = [known[name] for name in polling.names_of(code) if name in known]
+    return code, [*given, *_closure_values(function), *named]
+
+
+def feeds_this_thread(frame: Any) -> bool:
+    """Whether the thread whose innermost frame is ``frame`` runs a loop that puts into a ``queue.Queue``
+    the calling thread's code takes from (``get``): a main thread that took a sanity step, then loads the
+    batches of the thread that trains, slower than it trains, so that it is seldom blocked in ``put``. Its
+    own steps would reset the calling thread's count (a main thread that trains and feeds another trainer
+    at each of its steps), so it does not train in that loop. Read from the feeding frame's variables (a
+    function's snapshot on Python 3.10-3.12, as a poll's: ``polling``), only once its code puts in a loop
+    that spans where it is."""
+    taken = _queues_this_thread_takes_from()
+    for _ in range(_FEEDER_FRAMES):
+        if frame is None or not taken:
+            return False
+        code = frame.f_code
+        if not polling.names_of(code).isdisjoint(_HANDS):
+            receivers = _put_receivers_in_its_loop(code, frame.f_lasti)
+            fed = [_value_of(path, frame) for path in receivers]
+            if any(value is mine for value in fed for mine in taken):
+                return True
+        frame = frame.f_back
+    return False
+
+
+def _queues_this_thread_takes_from() -> list[Any]:
+    """The ``queue.Queue`` objects that what the calling thread runs reaches and whose ``get`` its code
+    names (or an attribute of what it reaches: ``self.batches``)."""
+    found: list[Any] = []
+    for run in _what_this_thread_runs():
+        code, reached = _code_and_reach(run)
+        if code is None or polling.names_of(code).isdisjoint(_TAKES):
+            continue
+        for value in reached:
+            if isinstance(value, queue.Queue):
+                found.append(value)
+                continue
+            attributes = list(getattr(value, "__dict__", {}).values())[:_ATTRIBUTES]
+            found += [item for item in attributes if isinstance(item, queue.Queue)]
+    return found
+
+
+def _put_receivers_in_its_loop(code: Any, at: int) -> list[tuple[str, ...]]:
+    """What ``code`` calls ``put`` on inside a loop that spans instruction ``at``: each as a variable's
+    name and the attributes taken from it (``self.batches.put``: ``("self", "batches")``)."""
+    loops, _calls = _loops_and_calls(code)
+    around = [(start, end) for start, end in loops if start <= at <= end]
+    return [path for offset, path in _puts(code) if any(start <= offset <= end for start, end in around)]
+
+
+@polling.by_identity
+def _puts(code: Any) -> list[tuple[int, tuple[str, ...]]]:
+    """Where ``code`` loads ``put`` (``_HANDS``) and on what: the variable loaded before it and the
+    attributes between (none when that is not a plain name: a call's result, an item)."""
+    if len(code.co_code) > polling.READ_BYTES:
+        return []
+    found, path = [], ()  # path: the name and attributes loaded just before, in order
+    for instruction in dis.get_instructions(code):
+        name, value = instruction.opname, instruction.argval
+        if name in ("LOAD_ATTR", "LOAD_METHOD") and value in _HANDS and path:
+            found.append((instruction.offset, path))
+            path = ()
+        elif name in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(value, str) and path:
+            path = (*path, value)
+        elif name in _VARIABLE_LOADS and isinstance(value, str):
+            path = (value,)
+        else:
+            path = ()
+    return found
+
+
+def _value_of(path: tuple[str, ...], frame: Any) -> Any:
+    """The object ``path`` (a variable's name, then attributes) names in ``frame``, read from instance
+    dictionaries only (no property of the script's runs); None when not there."""
+    variables = frame.f_locals
+    value = variables[path[0]] if path[0] in variables else frame.f_globals.get(path[0])
+    for attribute in path[1:]:
+        value = getattr(value, "__dict__", {}).get(attribute)
+    return value
 
 
 def _called_once_its_loop_ends(code: Any, releases: frozenset[str]) -> bool:
