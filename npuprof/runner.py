@@ -483,6 +483,14 @@ def shell_word(text: str) -> str:
     return shlex.quote(text)
 
 
+def command_line(command: list[str]) -> str:
+    """``command`` as one line a shell takes back: a multi-line ``python -c`` program is one record of
+    npuprof.log, never lines that read as records of their own."""
+    from npuprof.reports.run_summary import shell_quote
+
+    return " ".join(shell_quote(word) for word in command)
+
+
 def command_problem(program: str) -> tuple[str, int] | None:
     """Why ``program`` cannot be started, with the shell's exit code for it (127: not found, 126: found
     but not executable), checked before anything is made; None when it can. Searched as launch.run_child
@@ -607,7 +615,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     problem = record.write()
     if problem:
         _note(f"cannot write the run record in {str(output)!r}: {problem}; the job runs without it")
-    log.write(f"run {run_id} starts: {' '.join(command)}")
+    log.write(f"run {run_id} starts: {command_line(command)}")
     _tell_an_outer_run(run_id, output)
     if disk_warning:
         log.write(disk_warning, "WARNING")

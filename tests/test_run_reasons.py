@@ -1042,3 +1042,32 @@ def test_a_restart_that_captured_nothing_is_said(
         "ranks 0-1 (2 of them) in attempt 1 recorded nothing: each ended without logging the steps it "
         f"counted (by os._exit, or killed); the schedule records from step {first} (pids 9, 10)"
     ) in said, said
+
+
+def test_a_multi_line_program_is_one_record_of_the_log_and_none_of_its_lines_is_read_as_npuprofs(
+    tmp_path: Path,
+) -> None:
+    """`npuprof run -- python -c PROGRAM`: "starts: COMMAND" wrote the program as it is, one record over
+    several lines, and a line of it like the bootstrap's was reported as the agent failing to start."""
+    from conftest import npuprof
+
+    planted = "[ERROR] [bootstrap pid=1] agent failed to start, training goes on without profiling: planted"
+    program = f"import sys\n# {planted}\nsys.exit(0)"
+    done = npuprof("run", "-o", str(tmp_path / "r"), "--", sys.executable, "-c", program)
+    assert done.returncode == 0, done.stderr
+    assert "planted" not in done.stderr, done.stderr
+    log = (tmp_path / "r" / "npuprof.log").read_text()
+    started = [line for line in log.splitlines() if " starts: " in line]
+    assert len(started) == 1 and "sys.exit(0)" in started[0], log
+    # a shell takes the command back as it was run
+    command = started[0].split(" starts: ", 1)[1]
+    echoed = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, check=True)
+    assert echoed.stdout.split(b"\0")[:-1] == [os.fsencode(sys.executable), b"-c", program.encode()]
+
+
+def test_a_script_whose_path_the_log_quotes_is_named_as_main() -> None:
+    """The start line quotes the command as a shell would take it: a script's path with a blank is one
+    word there, read back whole."""
+    started = "2026-12-02 07:00:00 [INFO] [launcher pid=6] run abc starts: python '/my job/pkg/train.py' -v"
+    why = " ".join(why_no_capture(ProfileConfig(step_on="pkg.train:step"), 0, [started]).split())
+    assert "the job runs /my job/pkg/train.py, the file of pkg.train, as its script" in why, why

@@ -384,8 +384,11 @@ def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[C
     return [c for c, w in zip(captures, wanted, strict=True) if c.status == "complete" and not c.parsed and w]
 
 
+# a record's time and level, up to its writer: the patterns below match there only, never a record's text
+# (a `python -c` program logged in "run ID starts: COMMAND" holding a line like one of npuprof's own)
+_RECORD_HEAD = r"^[^[]*\[[A-Z]+\] "
 _PARSE_FAILED = re.compile(
-    r"\[postprocess pid=\d+(?: run=\w+)?\] (?P<dir>\S+): "
+    _RECORD_HEAD + r"\[postprocess pid=\d+(?: run=\w+)?\] (?P<dir>\S+): "
     r"(?P<why>(?:not analysed|analysis failed|could not write).*)$"
 )
 
@@ -457,7 +460,9 @@ def _shown_dir(rank_dir: Path, output: Path) -> str:
 
 
 LOG_READ_LIMIT = 4 << 20  # npuprof.log rotates at 1 MiB: a larger file is not ours to read
-_AGENT_LINE = re.compile(r"\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)(?: run=\w+)?\] (?P<message>.*)$")
+_AGENT_LINE = re.compile(
+    r"^[^[]*\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)(?: run=\w+)?\] (?P<message>.*)$"
+)
 # "(rank N, run ID)"; "(rank N)" before the run was named: the lines of agents of another run (npuprof
 # started inside torchrun: a launcher per worker, all logging into one npuprof.log) are not this run's
 _READY = re.compile(
@@ -490,7 +495,8 @@ def _analyse_reports_another_run(output: Path, run_id: str) -> bool:
 
 
 _CHROME_TRACE = re.compile(
-    r"\[(?:agent pid=(?P<pid>\d+)|postprocess pid=\d+)(?: run=\w+)?\] (?:(?P<rank_dir>[^/\s]+?): )?"
+    _RECORD_HEAD
+    + r"\[(?:agent pid=(?P<pid>\d+)|postprocess pid=\d+)(?: run=\w+)?\] (?:(?P<rank_dir>[^/\s]+?): )?"
     r"--export-chrome-trace: (?P<path>/.+?)(?: \(copied\))?$"
 )
 
@@ -600,7 +606,7 @@ def _agents_of_other_runs(lines: list[str], run_id: str | None) -> set[str]:
     return others
 
 
-_BOOTSTRAP_LINE = re.compile(r"\[ERROR\] \[bootstrap pid=\d+\] (?P<message>.*)$")
+_BOOTSTRAP_LINE = re.compile(r"^[^[]*\[ERROR\] \[bootstrap pid=\d+\] (?P<message>.*)$")
 
 
 def _agent_start_failures(lines: list[str]) -> list[str]:
@@ -1156,13 +1162,22 @@ def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
     if any(f" -m {module} " in f" {command} " for command in commands):
         return f"; the job runs {module} as its script (-m), {main}"
     path = module.replace(".", "/") + ".py"
-    for word in (word for command in commands for word in command.split()):
+    for word in (word for command in commands for word in _shell_words(command)):
         if word == path or word.endswith(f"/{path}"):
             return f"; the job runs {word}, the file of {module}, as its script, {main}"
     return ""
 
 
-_RUN_STARTS = re.compile(r"\] run \S+ starts: (?P<command>.*)$")
+def _shell_words(command: str) -> list[str]:
+    """The words of a logged command (quoted by runner.command_line); split at blanks where it is not
+    shell syntax (a $'...' word, an older npuprof's unquoted line)."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+_RUN_STARTS = re.compile(_RECORD_HEAD + r"\[launcher pid=\d+(?: run=\w+)?\] run \S+ starts: (?P<command>.*)$")
 
 
 def _held_in_short(message: str) -> str:
