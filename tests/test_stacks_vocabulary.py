@@ -89,3 +89,81 @@ def test_npuprofs_own_frames_and_threads_stay_out_of_the_stacks(tmp_path: Path) 
     assert folded.values[("train.py(20):_<module>", "[npuprof]")] == 18
     assert folded.values[("train.py(20):_<module>", "torch/optim/sgd.py(80):_step")] == 40 - 10
     assert folded.total_us == 100 + 30
+
+
+MARKS = "/venv/lib/python3.11/site-packages/npuprof/marks.py"
+
+
+def test_npuprof_ranges_show_no_frame_of_npuprofs_marks(tmp_path: Path) -> None:
+    """``with npuprof.range("fwd"):`` and ``@npuprof.range("bwd")`` showed marks.py's ``__enter__``,
+    ``range_start``, ``__exit__`` and the decorator's ``ranged`` as frames of the script's graph. As for the
+    step wrapper: the decorator's frame passes its time to its caller, opening and ending a range is one
+    "[npuprof]" frame; the ranges hold what ran in them. Times in µs."""
+    events = [
+        _x("python_function", "train.py(20): <module>", 0, 1000, tid=1),
+        _x("python_function", f"{MARKS}(114): __enter__", 100, 12, tid=1),
+        _x("python_function", f"{MARKS}(63): range_start", 101, 10, tid=1),
+        _x("python_function", "torch/_ops.py(1089): __call__", 103, 5, tid=1),
+        _x("user_annotation", "fwd", 106, 794, tid=1),  # [106, 900)
+        _x("cpu_op", "aten::linear", 200, 600, tid=1),
+        _x("python_function", f"{MARKS}(140): __exit__", 890, 8, tid=1),
+        _x("python_function", f"{MARKS}(80): range_end", 891, 6, tid=1),
+        # the decorator's wrapper around the script's function
+        _x("python_function", f"{MARKS}(207): ranged", 920, 70, tid=1),
+        _x("python_function", f"{MARKS}(63): range_start", 921, 5, tid=1),
+        _x("user_annotation", "bwd", 926, 60, tid=1),  # [926, 986)
+        _x("python_function", "train.py(9): backward", 927, 55, tid=1),
+        _x("cpu_op", "aten::mm", 930, 40, tid=1),
+        _x("python_function", f"{MARKS}(80): range_end", 983, 2, tid=1),
+        # a thread of the script's with Python frames only, npuprof.mark's among them, stays
+        _x("python_function", "loader.py(9): prefetch", 0, 30, tid=3),
+        _x("python_function", f"{MARKS}(54): mark", 10, 3, tid=3),
+    ]
+    folded = st.folded_from_trace(_write(tmp_path / "t.json", events), "self_cpu_time_total")
+    module, npuprof = "train.py(20):_<module>", "[npuprof]"
+    # __enter__ up to the range's start; the range's own time less the operator and __exit__; the wrapper's
+    # own time (70 less range_start and bwd) goes to the module
+    enter, opened = 106 - 100, 5
+    expected = {
+        (module,): 1000 - enter - 794 - opened - 60,
+        (module, npuprof): enter + opened,
+        (module, "fwd"): 794 - 600 - 8,
+        (module, "fwd", npuprof): 8,
+        (module, "fwd", "aten::linear"): 600,
+        (module, "bwd"): 60 - 55 - 2,
+        (module, "bwd", npuprof): 2,
+        (module, "bwd", "train.py(9):_backward"): 55 - 40,
+        (module, "bwd", "train.py(9):_backward", "aten::mm"): 40,
+        ("loader.py(9):_prefetch",): 30 - 3,
+        ("loader.py(9):_prefetch", npuprof): 3,
+    }
+    assert folded.values == expected, folded.values
+
+
+def test_npuprof_ranges_leave_the_call_stacks_of_operators_and_torch_npus_stacks(tmp_path: Path) -> None:
+    """The same frames in an operator's "Call stack" (torch_npu's trace_view.json) and in the stacks file
+    torch_npu's export_stacks writes during the run."""
+    from npuprof.agent.capture_exports import _npuprof_work_folded
+
+    def op(name: str, ts: float, dur: float, *stack: str) -> dict:
+        return {**_x("cpu_op", name, ts, dur, tid=1), "args": {"Call stack": ";".join(stack)}}
+
+    events = [
+        op("aten::linear", 0, 50, f"{MARKS}(114): __enter__", "train.py(20): <module>"),
+        op("aten::mm", 60, 40, "train.py(9): backward", f"{MARKS}(207): ranged", "train.py(20): <module>"),
+    ]
+    folded = st.folded_from_trace(_write(tmp_path / "t.json", events), "self_cpu_time_total")
+    module = "train.py(20):_<module>"
+    assert folded.values == {
+        (module, "aten::linear"): 50,
+        (module, "train.py(9):_backward", "aten::mm"): 40,
+    }, folded.values
+    written = (
+        f"{module};{MARKS}(114):___enter__;{MARKS}(63):_range_start;aten::empty 5\n"
+        f"{module};{MARKS}(207):_ranged;train.py(9):_backward;aten::mm 40\n"
+        f"{module};{MARKS}(207):_ranged;{MARKS}(63):_range_start 3\n"
+    ).encode()
+    assert _npuprof_work_folded(written).decode().splitlines() == [
+        f"{module};[npuprof] {5 + 3}",
+        f"{module};train.py(9):_backward;aten::mm 40",
+    ]

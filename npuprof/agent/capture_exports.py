@@ -250,7 +250,7 @@ def _npuprof_work_folded(content: bytes) -> bytes:
         for frame in path.split(";"):
             if vocab.is_npuprof_wrapper_frame(frame):
                 continue
-            if vocab.is_npuprof_frame(frame):
+            if vocab.is_npuprof_stack_frame(frame):
                 frames.append(vocab.NPUPROF_WORK)
                 break
             frames.append(frame)

@@ -183,16 +183,27 @@ def is_npuprof_frame(name: str) -> bool:
 
 
 # npuprof's wrappers around the script's own calls (its step function, Optimizer.step, a collective, the
-# script's profiler, an import): the calls below them are the script's. Any other npuprof frame is npuprof's
-# own work (a step boundary stepping torch's profiler, say), and what it calls is npuprof's too.
+# script's profiler, an import, a function under ``@npuprof.range``: marks.py's ``ranged*``): the calls below
+# them are the script's. Any other npuprof frame is npuprof's own work (a step boundary stepping torch's
+# profiler, a range opened or ended), and what it calls is npuprof's too.
 _NPUPROF_WRAPPER_RE = re.compile(
-    r"(?:^|[/\\])npuprof[/\\](?:agent[/\\](?:steps|user_profiler|comm_marks)\.py|_bootstrap[/\\][^/\\(]*\.py)\("
+    r"(?:^|[/\\])npuprof[/\\](?:agent[/\\](?:steps|user_profiler|comm_marks)\.py\(|_bootstrap[/\\][^/\\(]*\.py\("
+    r"|marks\.py\(\d+\):[ _]ranged)"
 )
+# npuprof.range's and npuprof.mark's code (marks.py), called by the script itself: export-stacks shows it as
+# it shows npuprof's other frames (README, "export-stacks"); analyse keeps it (is_npuprof_frame: a thread
+# that runs it is the script's, and its operators stay on marks.py's lines)
+_NPUPROF_MARKS_RE = re.compile(r"(?:^|[/\\])npuprof[/\\]marks\.py\(")
 NPUPROF_WORK = "[npuprof]"  # the frame export-stacks shows for npuprof's own work in the script's threads
 
 
 def is_npuprof_wrapper_frame(name: str) -> bool:
     return _NPUPROF_WRAPPER_RE.search(name) is not None
+
+
+def is_npuprof_stack_frame(name: str) -> bool:
+    """A frame export-stacks does not show as the script's: npuprof's own (is_npuprof_frame) or its marks'."""
+    return is_npuprof_frame(name) or _NPUPROF_MARKS_RE.search(name) is not None
 
 
 def is_comm_name(name: str) -> bool:

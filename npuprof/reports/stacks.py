@@ -312,7 +312,7 @@ def _call_stack(ev: TraceEvent) -> list[str]:
     else:
         return []
     frames = [f.strip() for f in frames]
-    return [sanitise_frame(f) for f in reversed(frames) if f and not vocab.is_npuprof_frame(f)]
+    return [sanitise_frame(f) for f in reversed(frames) if f and not vocab.is_npuprof_stack_frame(f)]
 
 
 def _build_host_tree(
@@ -407,7 +407,7 @@ def _build_host_tree(
             work = parent is not None and parent.npuprof_work
             if work:
                 node_id = parent.node_id  # folded into npuprof's frame
-            elif cat == vocab.PYTHON_FUNCTION and vocab.is_npuprof_frame(ev.name):
+            elif cat == vocab.PYTHON_FUNCTION and vocab.is_npuprof_stack_frame(ev.name):
                 if parent is not None and vocab.is_npuprof_wrapper_frame(ev.name):
                     node_id = parent.node_id  # a wrapper of the script's call: its time goes to its caller
                 else:  # npuprof's own work (a step boundary): one frame, not the script's
