@@ -486,9 +486,17 @@ def shell_word(text: str) -> str:
 def command_line(command: list[str]) -> str:
     """``command`` as one line a shell takes back: a multi-line ``python -c`` program is one record of
     npuprof.log, never lines that read as records of their own."""
+    return " ".join(_one_record(word) for word in command)
+
+
+def _one_record(word: str) -> str:
+    """``word`` quoted; one holding what reads as a record's start (its time, level and writer: a program
+    that writes or reads npuprof.log), which the log's readers split off as a record of its own
+    (logfile.log_records), with its "[" escaped."""
     from npuprof.reports.run_summary import shell_quote
 
-    return " ".join(shell_quote(word) for word in command)
+    quoted = shell_quote(word)
+    return quoted if len(logfile.log_records(f"x {quoted}")) == 1 else shell_quote(word, escaped="[")
 
 
 def command_problem(program: str) -> tuple[str, int] | None:

@@ -1051,14 +1051,18 @@ def test_a_multi_line_program_is_one_record_of_the_log_and_none_of_its_lines_is_
     several lines, and a line of it like the bootstrap's was reported as the agent failing to start."""
     from conftest import npuprof
 
+    from npuprof.results.logfile import log_records
+
     planted = "[ERROR] [bootstrap pid=1] agent failed to start, training goes on without profiling: planted"
-    program = f"import sys\n# {planted}\nsys.exit(0)"
+    # a line as a record of npuprof.log is written, its time first (a program that reads the log)
+    timed = "2026-12-02 07:00:00 " + planted.replace("planted", "timed")
+    program = f"import sys\n# {planted}\n# {timed}\nsys.exit(0)"
     done = npuprof("run", "-o", str(tmp_path / "r"), "--", sys.executable, "-c", program)
     assert done.returncode == 0, done.stderr
-    assert "planted" not in done.stderr, done.stderr
+    assert "planted" not in done.stderr and "timed" not in done.stderr, done.stderr
     log = (tmp_path / "r" / "npuprof.log").read_text()
-    started = [line for line in log.splitlines() if " starts: " in line]
-    assert len(started) == 1 and "sys.exit(0)" in started[0], log
+    started = [record for record in log_records(log) if "planted" in record or "timed" in record]
+    assert len(started) == 1 and " starts: " in started[0] and "sys.exit(0)" in started[0], log
     # a shell takes the command back as it was run
     command = started[0].split(" starts: ", 1)[1]
     echoed = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, check=True)

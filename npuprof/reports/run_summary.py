@@ -1197,10 +1197,11 @@ def _short(message: str, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def shell_quote(text: str) -> str:
+def shell_quote(text: str, escaped: str = "") -> str:
     """``text`` quoted for a POSIX shell; a path with bytes that are not UTF-8 (surrogateescape) or not
-    printable as bash's ``$'...'`` with ``\\xNN`` escapes, so that it can be pasted back exactly."""
-    if text.isprintable():
+    printable, or holding a character of ``escaped``, as bash's ``$'...'`` with ``\\xNN`` escapes, so that it
+    can be pasted back exactly."""
+    if text.isprintable() and not any(char in text for char in escaped):
         try:
             text.encode("utf-8")
             return shlex.quote(text)
@@ -1213,7 +1214,7 @@ def shell_quote(text: str) -> str:
     out = []
     for byte in data:
         char = chr(byte)
-        if 0x20 <= byte < 0x7F and char not in "\\'":
+        if 0x20 <= byte < 0x7F and char not in "\\'" and char not in escaped:
             out.append(char)
         else:
             out.append(f"\\x{byte:02x}")
