@@ -451,18 +451,22 @@ def test_ctrl_z_as_npuprof_starts_the_job_stops_the_job_too(tmp_path: Path) -> N
         terminal.close()
 
 
-SELF_STOPPING = r"""
-import os, sys
-from npuprof import launch
+def _launcher_of(job_code: str) -> str:
+    """A launcher script running ``python -c job_code`` under npuprof's launch.run_child, the job's pid
+    written to argv[1] once it starts, exiting with the job's exit code."""
+    return (
+        "import os, sys\n"
+        "from npuprof import launch\n\n"
+        "def started(pid):\n"
+        "    with open(sys.argv[1] + '.tmp', 'w') as f:\n"
+        "        f.write(str(pid))\n"
+        "    os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n\n"
+        f"job = [sys.executable, '-c', {job_code!r}]\n"
+        "sys.exit(launch.run_child(job, dict(os.environ), on_start=started).exit_code)\n"
+    )
 
-def started(pid):
-    with open(sys.argv[1] + ".tmp", "w") as f:
-        f.write(str(pid))
-    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 
-job = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSTOP); raise SystemExit(7)"]
-sys.exit(launch.run_child(job, dict(os.environ), on_start=started).exit_code)
-"""
+SELF_STOPPING = _launcher_of("import os, signal; os.kill(os.getpid(), signal.SIGSTOP); raise SystemExit(7)")
 
 
 def test_a_job_that_stops_itself_with_sigstop_at_the_terminal_is_shown_stopped(tmp_path: Path) -> None:
@@ -546,18 +550,7 @@ def test_timeout_ends_a_job_that_stopped_itself_with_sigstop_in_time(tmp_path: P
         terminal.close()
 
 
-READING = r"""
-import os, sys
-from npuprof import launch
-
-def started(pid):
-    with open(sys.argv[1] + ".tmp", "w") as f:
-        f.write(str(pid))
-    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
-
-job = [sys.executable, "-c", "input()"]
-sys.exit(launch.run_child(job, dict(os.environ), on_start=started).exit_code)
-"""
+READING = _launcher_of("input()")
 
 
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="needs coreutils' timeout")
