@@ -25,7 +25,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from npuprof.agent import polling, recursion_limit, released_waits, user_profiler, window_plan
+from npuprof.agent import frames, polling, recursion_limit, released_waits, user_profiler, window_plan
 from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules, release_profiler
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 from npuprof.agent.profile_hook import ProfileHookWatch
@@ -1040,7 +1040,7 @@ def _waits_for_other_threads(driver: int | None) -> bool:
 def _starts_this_thread(driver: int | None) -> bool:
     """Whether thread ``driver`` is inside ``Thread.start()`` of the calling thread."""
     me = threading.current_thread()
-    frame = sys._current_frames().get(driver) if driver is not None else None
+    frame = frames.current_frames().get(driver) if driver is not None else None
     for _ in range(_WAIT_FRAMES):
         if frame is None or not frame.f_code.co_filename.endswith("/threading.py"):
             return False
@@ -1062,7 +1062,7 @@ def _waits_now(driver: int | None) -> bool:
     Looked at only when this thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the
     driving one never takes over while the driving one trains, nor while it waits for its data (a loader's
     future, a prefetch thread's join: helper-222; docs/architecture.md, "Step boundaries")."""
-    frame = sys._current_frames().get(driver) if driver is not None else None
+    frame = frames.current_frames().get(driver) if driver is not None else None
     if frame is None:
         return driver is not None  # a driver that ended without its guard: none is left to step
     try:

@@ -4,6 +4,7 @@ interrupted before it starts or stops a profiler)."""
 from __future__ import annotations
 
 import _imp
+import gc
 import importlib
 import os
 import sys
@@ -21,6 +22,21 @@ CAPTURE_CODE = tuple(
 )
 
 
+def current_frames() -> dict[int, Any]:
+    """``sys._current_frames()`` with Python's cyclic collection held off. It builds a frame object for each
+    thread while holding the interpreter's lock on its list of threads; a collection set off by one of those
+    allocations runs finalizers there, and one that lets another thread run, which then needs that list (a
+    thread starting or ending), deadlocks the process: a test run hung in it at a controller's arming, every
+    time (docs/architecture.md, "Safety")."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def runs_code_of(frame: Any, parts: tuple[str, ...]) -> bool:
     """Whether ``frame`` or a frame under it runs code from a file whose name holds one of ``parts``."""
     while frame is not None:
@@ -36,9 +52,7 @@ def another_thread_imports() -> bool:
     modules itself (torch._inductor): beside another thread's half-done import of torch._dynamo (an
     optimizer being made) that is a circular import, or a deadlock, in that thread."""
     me = threading.get_ident()
-    return any(
-        runs_code_of(frame, IMPORTING) for ident, frame in sys._current_frames().items() if ident != me
-    )
+    return any(runs_code_of(frame, IMPORTING) for ident, frame in current_frames().items() if ident != me)
 
 
 def imported_alone(names: tuple[str, ...]) -> bool:

@@ -23,7 +23,13 @@ import time
 from typing import Any
 
 from npuprof.agent import window_lateness
-from npuprof.agent.frames import PROFILER_UNSAFE, another_thread_imports, imported_alone, runs_code_of
+from npuprof.agent.frames import (
+    PROFILER_UNSAFE,
+    another_thread_imports,
+    current_frames,
+    imported_alone,
+    runs_code_of,
+)
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
 from npuprof.signal_names import signal_name
@@ -373,7 +379,7 @@ class WindowPlan:
         assert KICK_SIGNAL is not None
         if KICK_INTERRUPTING is None or signal.getsignal(KICK_INTERRUPTING) != self._on_kick:  # type: ignore[arg-type]
             return KICK_SIGNAL
-        frame = sys._current_frames().get(main_ident)
+        frame = current_frames().get(main_ident)
         return KICK_INTERRUPTING if in_python_wait(frame) else KICK_SIGNAL
 
 
@@ -472,7 +478,7 @@ _BOOTSTRAP = (os.path.join("multiprocessing", "process.py"), "_bootstrap")
 
 def _main_thread_code() -> list[tuple[str, str]]:
     """(file, function) of the main thread's frames, innermost first."""
-    frame = sys._current_frames().get(threading.main_thread().ident or -1)
+    frame = current_frames().get(threading.main_thread().ident or -1)
     found = []
     while frame is not None:
         found.append((frame.f_code.co_filename, frame.f_code.co_name))

@@ -1,0 +1,68 @@
+"""npuprof reads other threads' frames (the controller at its arming and at a hand-over of step counting,
+time windows): through ``frames.current_frames``, never ``sys._current_frames`` itself, which can deadlock the
+job when a collection runs inside it (docs/architecture.md, "Safety")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, clean_env
+
+# A collection inside sys._current_frames() (set off by the frame objects it builds, with the thread list's
+# lock held) runs a finalizer that starts a thread, which needs that lock: with threads blocked beside the
+# main one (a job's loader threads), the process hangs there for ever.
+DEADLOCK = """
+import gc, sys, threading
+from npuprof.agent.frames import current_frames
+
+read = sys._current_frames if sys.argv[1] == "bare" else current_frames
+stop = threading.Event()
+for _ in range(4):
+    threading.Thread(target=stop.wait).start()
+
+
+class StartsAThread:
+    def __del__(self):
+        thread = threading.Thread(target=int)
+        thread.start()
+        thread.join()
+
+
+for _ in range(20):
+    gc.disable()
+    garbage = StartsAThread()
+    garbage.cycle = garbage
+    del garbage
+    gc.set_threshold(1)
+    gc.enable()
+    read()
+stop.set()
+print("read", flush=True)
+"""
+
+
+def _reads(how: str, timeout: float) -> bool:
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", DEADLOCK, how],
+            env=clean_env(PYTHONPATH=str(ROOT)),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0 and done.stdout == "read\n"
+
+
+def test_reading_other_threads_frames_never_deadlocks_in_a_collection() -> None:
+    assert _reads("npuprof", timeout=30)
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="Python 3.11 builds frame objects there lazily")
+def test_the_deadlock_is_python_s_own_where_collection_runs_inside_the_read() -> None:
+    """The case above shows the hazard on this Python: sys._current_frames() itself hangs in it (3.11.7
+    here; 3.10's frames are objects already, and 3.12.1 and 3.13.0 read the case)."""
+    assert not _reads("bare", timeout=5)
