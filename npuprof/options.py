@@ -415,9 +415,11 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "0 = never skip; auto = the default.",
         OUTPUT,
         "below this much free space on the output's filesystem (a `--dynamic` request's `prof_dir`'s, for "
-        "its capture), captures are skipped (warned once; the job runs) and no capture is parsed, gzipped or "
-        "copied for `--export-chrome-trace`. `500MiB`, `2G` (K/M/G/T and KiB… are powers of 1024), "
-        "`10GB` (KB/MB/GB: powers of 1000), `3%` of the filesystem, `0` = never skip, `auto` = the default",
+        "its capture), captures are skipped (warned once; the job runs) and no capture is parsed, gzipped, "
+        "copied for `--export-chrome-trace` or given its `--export-stacks` / `--memory-timeline` files (each "
+        "named at the run's end with the command that makes it later). `500MiB`, `2G` (K/M/G/T and KiB… "
+        "are powers of 1024), `10GB` (KB/MB/GB: powers of 1000), `3%` of the filesystem, `0` = never skip, "
+        "`auto` = the default",
         metavar="SIZE",
         config_key="min_free_space",
     ),

@@ -5,6 +5,7 @@ failed). The free space is set here by replacing statvfs; the capture is a real 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -173,6 +174,67 @@ def test_the_chrome_trace_copy_keeps_the_free_space_asked(
         assert status == 1 and not target.exists()
         assert f"not produced: --export-chrome-trace: {target}: not copied (it needs about" in log, log
         assert "less than --min-free-space (10.0 MiB)" in log, log
+
+
+_RAW = [[i * 1000, 1, 512 + i, i % 8] for i in range(20_000)]
+
+
+def _exports_job(rank_dir: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[handover.CaptureJob, Path]:
+    """A capture with --export-stacks and --memory-timeline json to finish; its memory snapshot a stand-in
+    whose categorised timeline is 20,000 allocations (categorising a real one needs torch)."""
+    from npuprof.agent.memory_snapshot import SNAPSHOT_FILE
+    from npuprof.reports import memory_categories
+    from npuprof.reports import memory_timeline as mt
+    from npuprof.reports.stacks import HOST_METRIC
+
+    snapshot = rank_dir / SNAPSHOT_FILE
+    snapshot.write_bytes(b"stand-in")
+    data = mt.MemoryData("cpu", mt.SOURCE_CATEGORISED, _RAW, 1 << 20, 2 << 20)  # type: ignore[arg-type]
+    monkeypatch.setattr(memory_categories, "from_snapshot", lambda *_args, **_kwargs: data)
+    job = _job(rank_dir)
+    job.analyse, job.gzip = False, False
+    job.exports = handover.ExportsJob(
+        stacks=[HOST_METRIC], memory_formats=["json"], memory_device="cpu", memory_snapshot=SNAPSHOT_FILE
+    )
+    return job, snapshot
+
+
+@pytest.mark.parametrize("room", [100, 8000, 100 * MIB])
+def test_stacks_and_memory_timeline_keep_the_free_space_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: int
+) -> None:
+    """The stacks and memory timeline files the post-processor writes were written whatever room was left:
+    the disk the job writes to went below --min-free-space (10 MiB here), where the parse, the gzip and the
+    chrome trace copy never take it. Each file is left, named at the run's end with the command that makes
+    it later; the memory snapshot stays for that command. ``room``: bytes free beyond the 10 MiB, less than
+    any file (100), enough for the stacks only (8000), for everything."""
+    from npuprof.results.extras import not_produced_notes
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    job, snapshot = _exports_job(rank_dir, monkeypatch)
+    _free(monkeypatch, rank_dir, 10 * MIB + room)
+    postprocess.run_job(job)
+    lines = (tmp_path / layout.RUN_LOG).read_text().splitlines()
+    stacks = rank_dir / "stacks_self_cpu_time_total.folded"
+    timeline = {rank_dir / "memory_timeline.raw.json.gz", rank_dir / "memory_timeline.json"}
+    notes = sorted(not_produced_notes(lines))  # what `npuprof run` shows at the end
+    if room > MIB:
+        assert stacks.exists() and all(path.exists() for path in timeline) and not snapshot.exists(), lines
+        assert notes == [], lines
+        return
+    assert not any(path.exists() for path in timeline) and snapshot.read_bytes() == b"stand-in", lines
+    assert not list(rank_dir.glob(".*.tmp")), list(rank_dir.iterdir())
+    where = f"({rank_dir.name}): not written (it needs about"
+    assert notes[0].startswith(f"memory_timeline.* not produced {where}"), notes
+    assert f"fix: npuprof memory-timeline {rank_dir} -o memory.html" in notes[0], notes
+    assert all("less than --min-free-space (10.0 MiB)" in note for note in notes), notes
+    if room > 1000:  # the stacks file (5 lines) fits; the gzipped timeline alone does not
+        assert len(gzip.compress(json.dumps(_RAW).encode())) > room
+        assert stacks.stat().st_size < room and len(notes) == 1, notes
+        return
+    assert not stacks.exists() and len(notes) == 2, notes
+    assert notes[1].startswith(f"stacks_self_cpu_time_total.folded not produced {where}"), notes
+    assert f"fix: npuprof export-stacks {rank_dir} --metric self_cpu_time_total" in notes[1], notes
 
 
 def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(

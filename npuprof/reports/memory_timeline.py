@@ -30,7 +30,7 @@ from typing import Any
 from npuprof.analysis.gzip_members import GzipMembers, is_gzip
 from npuprof.analysis.vocabulary import DEVICE_TYPES
 from npuprof.results import layout
-from npuprof.results.atomic import write_bytes, write_text
+from npuprof.results.atomic import utf8_bytes, write_bytes
 
 # torch.profiler._memory_profiler order (_CATEGORY_TO_INDEX); None there is UNKNOWN here.
 CATEGORIES = (
@@ -678,35 +678,41 @@ def _fill_peaks_from_trace(data: MemoryData, rank_dir: Path) -> None:
 
 def render(data: MemoryData, path: Path) -> Path:
     """Write ``data`` to ``path`` in the format its suffix names (atomically)."""
-    fmt = format_of(path)
-    if fmt == "raw.json.gz":
-        write_bytes(path, gzip.compress(json.dumps(data.raw).encode(), mtime=0))
-    elif fmt == "json":
-        write_text(path, json.dumps(list(data.coalesce())))
-    elif fmt == "json.gz":
-        write_bytes(path, gzip.compress(json.dumps(list(data.coalesce())).encode(), mtime=0))
-    else:
-        write_text(path, html(data))
+    write_bytes(path, encoded(data, format_of(path)))
     return path
 
 
+def encoded(data: MemoryData, fmt: str) -> bytes:
+    """The file's bytes of ``data`` in format ``fmt``, made whole before anything is written: its size is
+    known before the disk is asked for it (--min-free-space)."""
+    if fmt == "raw.json.gz":
+        return gzip.compress(json.dumps(data.raw).encode(), mtime=0)
+    if fmt == "json":
+        return json.dumps(list(data.coalesce())).encode()
+    if fmt == "json.gz":
+        return gzip.compress(json.dumps(list(data.coalesce())).encode(), mtime=0)
+    return utf8_bytes(html(data))
+
+
 def write_meta(data: MemoryData, path: Path) -> None:
-    write_text(
-        path,
-        json.dumps(
-            {
-                "device": data.device,
-                "source": data.source,
-                "max_allocated_bytes": data.max_allocated,
-                "max_reserved_bytes": data.max_reserved,
-                "categories": list(CATEGORIES),
-                "actions": {str(k): v for k, v in ACTIONS.items()},
-                "raw_format": "[timestamp_ns (-1: before the capture), action, numbytes, category index]",
-            },
-            indent=4,
-        )
-        + "\n",
+    write_bytes(path, meta_bytes(data))
+
+
+def meta_bytes(data: MemoryData) -> bytes:
+    """The bytes of the timeline's .meta.json."""
+    text = json.dumps(
+        {
+            "device": data.device,
+            "source": data.source,
+            "max_allocated_bytes": data.max_allocated,
+            "max_reserved_bytes": data.max_reserved,
+            "categories": list(CATEGORIES),
+            "actions": {str(k): v for k, v in ACTIONS.items()},
+            "raw_format": "[timestamp_ns (-1: before the capture), action, numbytes, category index]",
+        },
+        indent=4,
     )
+    return utf8_bytes(text + "\n")
 
 
 UNITS = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))

@@ -158,11 +158,15 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True
 def write_text(path: str | os.PathLike[str], text: str, *, fsync: bool = True) -> None:
     """UTF-8 text. Lone surrogates (bytes that were not UTF-8, read with surrogateescape, e.g. from a path)
     go back to their original bytes; none can make the write fail."""
+    write_bytes(path, utf8_bytes(text), fsync=fsync)
+
+
+def utf8_bytes(text: str) -> bytes:
+    """The bytes :func:`write_text` writes of ``text``."""
     try:
-        data = text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError:
-        data = text.encode("utf-8", "surrogateescape" if _escaped_bytes_only(text) else "backslashreplace")
-    write_bytes(path, data, fsync=fsync)
+        return text.encode("utf-8", "surrogateescape" if _escaped_bytes_only(text) else "backslashreplace")
 
 
 def _escaped_bytes_only(text: str) -> bool:

@@ -69,24 +69,37 @@ def memory_from_trace_fix(rank_dir: Path) -> str:
 # ---------------------------------------------------------------- the post-processor's part
 
 
-def finish_exports(rank_dir: Path, trace: Path | None, job: ExportsJob, say: Say) -> list[str]:
+def finish_exports(
+    rank_dir: Path, trace: Path | None, job: ExportsJob, say: Say, min_free_space: str = "0"
+) -> list[str]:
     """Write the requested stacks and memory timeline files of one capture; the names written. What cannot
-    be written is logged as "not produced", with its fix."""
+    be written is logged as "not produced", with its fix. No file takes the disk below ``min_free_space``
+    (--min-free-space): each is made whole in memory first, so its exact size is asked for."""
     written: list[str] = []
     if job.stacks:
-        written += _stacks(rank_dir, trace, job.stacks, say)
+        written += _stacks(rank_dir, trace, job.stacks, say, min_free_space)
     if job.memory_snapshot:
-        written += _memory(rank_dir, job, say)
+        written += _memory(rank_dir, job, say, min_free_space)
     return written
 
 
-def _stacks(rank_dir: Path, trace: Path | None, metrics: list[str], say: Say) -> list[str]:
+def _no_room(rank_dir: Path, min_free_space: str, content: Sequence[bytes]) -> str:
+    """Why writing ``content`` into ``rank_dir`` is left ("not written (...)"), or "" when there is room."""
+    from npuprof.results.free_space import short_of_room
+
+    short = short_of_room(rank_dir, min_free_space, sum(len(part) for part in content))
+    return f"not written ({short})" if short else ""
+
+
+def _stacks(
+    rank_dir: Path, trace: Path | None, metrics: list[str], say: Say, min_free_space: str
+) -> list[str]:
     import time
 
     from npuprof.agent.capture_exports import stacks_file_name
     from npuprof.reports.stacks import StacksError, folded_from_events, ranges_as_called
     from npuprof.reports.trace_events import load_events
-    from npuprof.results.atomic import write_text
+    from npuprof.results.atomic import utf8_bytes, write_bytes
     from npuprof.results.layout import find_trace_of_rank
 
     if trace is None or not trace.is_file():
@@ -120,8 +133,13 @@ def _stacks(rank_dir: Path, trace: Path | None, metrics: list[str], say: Say) ->
         if not text:
             say(not_produced(name, "the trace holds no time for this metric"), "WARNING")
             continue
+        content = utf8_bytes(text)
+        no_room = _no_room(rank_dir, min_free_space, [content])
+        if no_room:
+            say(not_produced(name, no_room, fix), "WARNING")
+            continue
         try:
-            write_text(rank_dir / name, text)
+            write_bytes(rank_dir / name, content)
         except OSError as exc:
             say(not_produced(name, f"it could not be written ({exc.strerror or exc})", fix), "WARNING")
             continue
@@ -130,12 +148,13 @@ def _stacks(rank_dir: Path, trace: Path | None, metrics: list[str], say: Say) ->
     return written
 
 
-def _memory(rank_dir: Path, job: ExportsJob, say: Say) -> list[str]:
+def _memory(rank_dir: Path, job: ExportsJob, say: Say, min_free_space: str) -> list[str]:
     import time
 
     from npuprof.agent.capture_exports import memory_file_name
     from npuprof.reports import memory_timeline as mt
     from npuprof.reports.memory_categories import from_snapshot
+    from npuprof.results.atomic import write_bytes
 
     assert job.memory_snapshot is not None
     snapshot = rank_dir / job.memory_snapshot
@@ -150,11 +169,16 @@ def _memory(rank_dir: Path, job: ExportsJob, say: Say) -> list[str]:
     data.max_allocated = max(data.max_allocated or 0, max((sum(row) for row in sizes), default=0))
     if not data.raw:
         say(f"memory timeline: no memory events for {data.device} in this capture", "WARNING")
+    raw, meta = mt.encoded(data, "raw.json.gz"), mt.meta_bytes(data)
+    fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o memory.html"
+    no_room = _no_room(rank_dir, min_free_space, [raw, meta])
+    if no_room:  # the snapshot stays, as below
+        say(not_produced("memory_timeline.*", no_room, fix), "WARNING")
+        return []
     try:
-        mt.render(data, rank_dir / mt.RAW_FILE)
-        mt.write_meta(data, rank_dir / mt.META_FILE)
+        write_bytes(rank_dir / mt.RAW_FILE, raw)
+        write_bytes(rank_dir / mt.META_FILE, meta)
     except OSError as exc:  # the snapshot stays: npuprof memory-timeline can finish it
-        fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o memory.html"
         say(not_produced("memory_timeline.*", f"not writable ({exc.strerror or exc})", fix), "WARNING")
         return []
     written = [mt.RAW_FILE, mt.META_FILE]
@@ -165,11 +189,17 @@ def _memory(rank_dir: Path, job: ExportsJob, say: Say) -> list[str]:
         name = memory_file_name(fmt)
         fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o {name}"
         try:
-            mt.render(data, rank_dir / name)
+            content = mt.encoded(data, fmt)
         except mt.PlotUnavailableError:
             why = "the plot needs matplotlib, which is not installed"
             say(not_produced(name, why, f"{PLOT_FIX}, then {fix}"), "WARNING")
             continue
+        no_room = _no_room(rank_dir, min_free_space, [content])
+        if no_room:
+            say(not_produced(name, no_room, fix), "WARNING")
+            continue
+        try:
+            write_bytes(rank_dir / name, content)
         except OSError as exc:
             say(not_produced(name, f"it could not be written ({exc.strerror or exc})", fix), "WARNING")
             continue

@@ -32,3 +32,25 @@ def shortfall(output: Path, spec: str) -> str | None:
         f"only {human_bytes(free)} free on the filesystem of --output {str(output)!r}, below "
         f"--min-free-space {spec} ({human_bytes(need)})"
     )
+
+
+def short_of_room(directory: Path, spec: str, wanted: float) -> str:
+    """Why writing ``wanted`` more bytes into ``directory`` would take its disk below --min-free-space
+    (``spec``), or "" when it would not (or when that cannot be told): the job's own writes (checkpoints)
+    must find the room the run promised them."""
+    try:
+        st = os.statvfs(directory)
+        free = st.f_bavail * st.f_frsize
+        needed = required_free_bytes(spec, st.f_blocks * st.f_frsize)
+    except Exception:  # not known: the writes themselves fail and say so
+        return ""
+    if not needed or free - wanted >= needed:
+        return ""
+    return (
+        f"it needs about {_mib(wanted)} and {_mib(free)} is free: that would leave less than "
+        f"--min-free-space ({_mib(needed)})"
+    )
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):.1f} MiB"

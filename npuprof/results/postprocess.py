@@ -1368,27 +1368,9 @@ def _size_of(path: str | None) -> int:
 
 
 def _short_of_space(rank_dir: Path, spec: str, wanted: float) -> str:
-    """Why writing ``wanted`` more bytes into ``rank_dir`` would take its disk below --min-free-space
-    (``spec``), or "" when it would not (or when that cannot be told): the job's own writes (checkpoints)
-    must find the room the run promised them."""
-    try:
-        from npuprof.config import required_free_bytes
+    from npuprof.results.free_space import short_of_room
 
-        st = os.statvfs(rank_dir)
-        free = st.f_bavail * st.f_frsize
-        needed = required_free_bytes(spec, st.f_blocks * st.f_frsize)
-    except Exception:  # not known: the writes themselves fail and say so
-        return ""
-    if not needed or free - wanted >= needed:
-        return ""
-    return (
-        f"it needs about {_mib(wanted)} and {_mib(free)} is free: that would leave less than "
-        f"--min-free-space ({_mib(needed)})"
-    )
-
-
-def _mib(n: float) -> str:
-    return f"{n / (1 << 20):.1f} MiB"
+    return short_of_room(rank_dir, spec, wanted)
 
 
 def _copy_chrome_trace(rank_dir: Path, source: str, target: str, min_free_space: str) -> int:
@@ -1427,7 +1409,8 @@ def _finish_exports(rank_dir: Path, job: CaptureJob, record: dict[str, Any]) -> 
         _log(rank_dir, message, level)
 
     try:
-        written = finish_exports(rank_dir, Path(job.trace) if job.trace else None, job.exports, say)
+        trace = Path(job.trace) if job.trace else None
+        written = finish_exports(rank_dir, trace, job.exports, say, job.min_free_space)
     except Exception as exc:
         _log(rank_dir, f"stacks / memory timeline failed: {exc!r}", "ERROR")
         return 1
