@@ -252,6 +252,41 @@ def test_a_capture_into_a_prof_dir_below_the_output_is_the_runs(
     assert not [note for note in notes if "also captured into" in note], notes
 
 
+def test_a_dynamic_capture_skipped_for_space_is_recorded_in_its_own_prof_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --dynamic request skipped for lack of space left its record in the last capture's prof_dir (-o at
+    first): `npuprof status` / `analyse` of the request's prof_dir found nothing there. It lands in the
+    request's prof_dir now, once for each, which the run notes in -o as it does its captures'."""
+    from test_export_type import _Backend, _NoAnnotations, _Post
+
+    from npuprof.agent import capture
+    from npuprof.agent.log import AgentLog
+    from npuprof.config import ProfileConfig
+    from npuprof.results import layout
+    from npuprof.results.run_record import captures_of_run
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)  # marks are process-wide state
+    out, first, full = tmp_path / "out", tmp_path / "first", tmp_path / "full" / "prof"
+    out.mkdir()  # made by npuprof run
+    cfg, request = ProfileConfig(output=str(out)).validate(), ProfileConfig(output=str(first)).validate()
+    run = {"run_id": "abcdef123456", "output": str(out)}
+    writer = capture.CaptureWriter(
+        cfg, run, _Backend(False, first), AgentLog(None, "t"), lambda: 0, "w", _Post()
+    )
+    why = f"capture at step 9 skipped: only 400.0 KiB free at {full}, below --min-free-space (1.0 MiB)"
+    writer.skipped(2, why.replace("step 9", "step 2"), str(out))  # a request into -o, before any capture
+    writer.begin(3, request)
+    writer.finish(None, 4)
+    writer.skipped(9, why, str(full))
+    writer.skipped(12, why.replace("step 9", "step 12"), str(full))  # said once for each directory
+    by_dir = {(c.rank_dir.parent, tuple(c.steps), c.status) for c in captures_of_run(out, "abcdef123456")}
+    assert by_dir == {(out, (2,), "incomplete"), (first, (3, 4), "complete"), (full, (9,), "incomplete")}
+    (skipped,) = layout.find_rank_dirs(full, levels=1)
+    assert layout.read_capture_record(skipped)["detail"] == why  # what status and analyse show of it
+    assert len(layout.find_rank_dirs(first, levels=1)) == 1
+
+
 def test_ranks_whose_step_started_far_apart_are_said_to_be_of_different_runs(tmp_path: Path) -> None:
     """Trace files of two runs left in one directory (a reused log dir): step 7 of rank 1 started 20 s
     after rank 0's, a 1 ms step; the report compared them without a word."""

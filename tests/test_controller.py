@@ -60,6 +60,7 @@ class Backend:
 class Sink:
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
+        self.skipped_into: list[str] = []  # the directory each skipped capture was to write into
 
     def begin(self, step: int, cfg: ProfileConfig) -> None:
         self.events.append(("begin", step, cfg.record_shapes))
@@ -78,8 +79,9 @@ class Sink:
     def abandon(self, detail: str) -> None:
         self.events.append(("abandon", detail))
 
-    def skipped(self, step: int, detail: str) -> None:
+    def skipped(self, step: int, detail: str, output: str) -> None:
         self.events.append(("skipped", step))
+        self.skipped_into.append(output)
 
 
 class WindowPlan:

@@ -170,7 +170,7 @@ class Sink:
             raise self.abandon_error
         self.events.append(("abandon", detail))
 
-    def skipped(self, step: int, detail: str) -> None:
+    def skipped(self, step: int, detail: str, output: str) -> None:
         self.events.append(("skipped", step, detail))
 
     def steps_begin_at(self, step: int) -> None:

@@ -254,6 +254,7 @@ def test_a_prof_dir_on_a_filesystem_below_min_free_space_is_not_captured_into(
     job.steps(4)
     assert job.captures() == []
     assert job.sink.events == [("skipped", 3)]
+    assert job.sink.skipped_into == [str(elsewhere / "prof")]  # its record goes where it was to write
     assert f"only 400.0 KiB free at {elsewhere / 'prof'}" in job.log()
     job.write(start_step=-1, active=2, prof_dir="./", trigger_id="back-to-o")
     job.steps(4)

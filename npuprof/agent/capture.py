@@ -57,7 +57,7 @@ class CaptureWriter:
         self.start_info: dict[str, Any] = {}
         self.captures = 0
         self.post = post if post is not None else postprocess.Postprocessor(self.output, run.get("run_id"))
-        self._skip_reported = False
+        self._skips_reported: set[Path] = set()  # the directories a skipped capture was recorded in
         self._roots_noted: set[Path] = set()
         self.annotations = CaptureAnnotations(backend, log)  # marks, communication ranges, GC pauses
 
@@ -74,7 +74,7 @@ class CaptureWriter:
             "syscntEnable": False,
         }
         self.annotations.begin(self.cfg)
-        self._note_root()
+        self._note_root(self.output)
         if self.backend.writes_own_layout:
             self.rank_dir = None
             return
@@ -97,15 +97,15 @@ class CaptureWriter:
         self._start_postprocessor()
         self.log.info(f"capture started at step {step} into {rank_dir}")
 
-    def _note_root(self) -> None:
+    def _note_root(self, output: Path) -> None:
         """A capture into a directory besides the run's -o (--dynamic's prof_dir) is noted in -o, once per
         directory, so that the run's summary and report find it; one below -o too (a relative prof_dir,
         ``sub``): the summary looks into -o itself only, and said of its captures that none was written."""
         run_output, run_id = self.run.get("output"), self.run.get("run_id")
-        if not run_output or not isinstance(run_id, str) or self.output in self._roots_noted:
+        if not run_output or not isinstance(run_id, str) or output in self._roots_noted:
             return
-        self._roots_noted.add(self.output)
-        root = Path(os.path.abspath(self.output))
+        self._roots_noted.add(output)
+        root = Path(os.path.abspath(output))
         if root == Path(os.path.abspath(run_output)):
             return  # found there
         try:
@@ -262,15 +262,20 @@ class CaptureWriter:
         job["files"] = {}
         job["written"] = True
 
-    def skipped(self, step: int, detail: str) -> None:
-        """A capture that could not run (no disk space): leave one small rank dir saying so, the first
-        time only, so that `npuprof analyse` names it."""
-        if self._skip_reported or self.backend.writes_own_layout:
+    def skipped(self, step: int, detail: str, output: str) -> None:
+        """A capture that could not run (no disk space): leave one small rank dir saying so in ``output``,
+        the directory it was to write into (a --dynamic request's prof_dir: the record went into the last
+        capture's, where `npuprof status` / `analyse` of the prof_dir did not find it), the first time
+        only for each, so that `npuprof analyse` names it."""
+        where = Path(output)
+        if where in self._skips_reported or self.backend.writes_own_layout:
             return
-        self._skip_reported = True
+        self._skips_reported.add(where)
+        self._note_root(where)
         rank_dir = None
         try:
-            rank_dir = layout.new_rank_dir(self.output, self.worker)
+            make_dir(where)
+            rank_dir = layout.new_rank_dir(where, self.worker)
             record = self._record(layout.STATUS_INCOMPLETE, steps=[step], detail=detail)
             write_json(rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
         except OSError as exc:

@@ -63,7 +63,7 @@ class CaptureSink(Protocol):
 
     def abandon(self, detail: str) -> None: ...
 
-    def skipped(self, step: int, detail: str) -> None: ...
+    def skipped(self, step: int, detail: str, output: str) -> None: ...
 
     def steps_begin_at(self, step: int) -> None: ...
 
@@ -675,7 +675,7 @@ class CaptureController:
             self.log.warn_once("disk-space", message + "; training goes on")
             if self.sink is not None or self._ensure_sink():
                 assert self.sink is not None
-                self.sink.skipped(step, message)
+                self.sink.skipped(step, message, self.cfg.output)
             return False, self.space.describe(self.cfg.output)
         return None
 
