@@ -228,6 +228,8 @@ def test_stacks_and_memory_timeline_keep_the_free_space_asked(
     assert notes[0].startswith(f"memory_timeline.* not produced {where}"), notes
     assert f"fix: npuprof memory-timeline {rank_dir} -o memory.html" in notes[0], notes
     assert all("less than --min-free-space (10.0 MiB)" in note for note in notes), notes
+    above = f"{room} B" if room < 1024 else f"{room / 1024:.1f} KiB"  # what is free beyond the 10 MiB
+    assert all(f"only {above} is free above what must stay free" in note for note in notes), notes
     if room > 1000:  # the stacks file (5 lines) fits; the gzipped timeline alone does not
         assert len(gzip.compress(json.dumps(_RAW).encode())) > room
         assert stacks.stat().st_size < room and len(notes) == 1, notes

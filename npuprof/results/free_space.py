@@ -46,11 +46,9 @@ def short_of_room(directory: Path, spec: str, wanted: float) -> str:
         return ""
     if not needed or free - wanted >= needed:
         return ""
+    # the room above the floor, not the free space: "14.9 MiB is free ... (14.9 MiB)" read as room enough
+    above = human_bytes(max(free - needed, 0))
     return (
-        f"it needs about {_mib(wanted)} and {_mib(free)} is free: that would leave less than "
-        f"--min-free-space ({_mib(needed)})"
+        f"it needs about {human_bytes(wanted)}, only {above} is free above what must stay free: that would "
+        f"leave less than --min-free-space ({human_bytes(needed)})"
     )
-
-
-def _mib(n: float) -> str:
-    return f"{n / (1 << 20):.1f} MiB"
