@@ -99,7 +99,7 @@ def _stacks(
     from npuprof.agent.capture_exports import stacks_file_name
     from npuprof.reports.stacks import StacksError, folded_from_events, ranges_as_called
     from npuprof.reports.trace_events import load_events
-    from npuprof.results.atomic import utf8_bytes, write_bytes
+    from npuprof.results.atomic import utf8_bytes
     from npuprof.results.layout import find_trace_of_rank
 
     if trace is None or not trace.is_file():
@@ -133,19 +133,28 @@ def _stacks(
         if not text:
             say(not_produced(name, "the trace holds no time for this metric"), "WARNING")
             continue
-        content = utf8_bytes(text)
-        no_room = _no_room(rank_dir, min_free_space, [content])
-        if no_room:
-            say(not_produced(name, no_room, fix), "WARNING")
-            continue
-        try:
-            write_bytes(rank_dir / name, content)
-        except OSError as exc:
-            say(not_produced(name, f"it could not be written ({exc.strerror or exc})", fix), "WARNING")
+        if not _wrote(rank_dir, name, utf8_bytes(text), min_free_space, fix, say):
             continue
         written.append(name)
         say(f"wrote {name} ({len(text.splitlines())} stacks, {time.perf_counter() - started:.2f} s)", "INFO")
     return written
+
+
+def _wrote(rank_dir: Path, name: str, content: bytes, min_free_space: str, fix: str, say: Say) -> bool:
+    """``content`` written as ``rank_dir/name`` where it leaves the room --min-free-space keeps; else it is
+    said not produced, why, and ``fix``."""
+    from npuprof.results.atomic import write_bytes
+
+    no_room = _no_room(rank_dir, min_free_space, [content])
+    if no_room:
+        say(not_produced(name, no_room, fix), "WARNING")
+        return False
+    try:
+        write_bytes(rank_dir / name, content)
+    except OSError as exc:
+        say(not_produced(name, f"it could not be written ({exc.strerror or exc})", fix), "WARNING")
+        return False
+    return True
 
 
 def _memory(rank_dir: Path, job: ExportsJob, say: Say, min_free_space: str) -> list[str]:
@@ -194,16 +203,8 @@ def _memory(rank_dir: Path, job: ExportsJob, say: Say, min_free_space: str) -> l
             why = "the plot needs matplotlib, which is not installed"
             say(not_produced(name, why, f"{PLOT_FIX}, then {fix}"), "WARNING")
             continue
-        no_room = _no_room(rank_dir, min_free_space, [content])
-        if no_room:
-            say(not_produced(name, no_room, fix), "WARNING")
-            continue
-        try:
-            write_bytes(rank_dir / name, content)
-        except OSError as exc:
-            say(not_produced(name, f"it could not be written ({exc.strerror or exc})", fix), "WARNING")
-            continue
-        written.append(name)
+        if _wrote(rank_dir, name, content, min_free_space, fix, say):
+            written.append(name)
     say(f"wrote the memory timeline ({', '.join(written)}; {time.perf_counter() - started:.2f} s)", "INFO")
     return written
 
