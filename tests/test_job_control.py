@@ -300,6 +300,19 @@ def test_a_resize_after_fg_of_a_job_run_in_the_background_reaches_the_job(tmp_pa
         terminal.close()
 
 
+def _type_launcher(terminal: _Terminal, launcher: Path, started: Path) -> None:
+    """Run the launcher script at the shell, in the foreground (npuprof's code from this checkout)."""
+    command = [sys.executable, str(launcher), str(started)]
+    terminal.type(f"PYTHONPATH={shlex.quote(str(ROOT))} {shlex.join(command)}\n".encode())
+
+
+def _fg_gives_exit_code_7(terminal: _Terminal) -> None:
+    """`fg` continues the stopped job, whose exit code (7) the shell then has."""
+    terminal.type(b"fg\n")
+    terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
+    terminal.expect(b"exit-code-7-of-42")
+
+
 def _lock_holder_job(tmp_path: Path, code: int) -> tuple[str, Path]:
     """`npuprof run` of a job that leaves a process holding a post-processor's lock of its run (npuprof
     waits for it after the job), then exits with ``code``; ``pids`` gets "HOLDER JOB"."""
@@ -438,14 +451,11 @@ def test_ctrl_z_as_npuprof_starts_the_job_stops_the_job_too(tmp_path: Path) -> N
     terminal = _Terminal()
     job = None
     try:
-        command = [sys.executable, str(launcher), str(started)]
-        terminal.type(f"PYTHONPATH={shlex.quote(str(ROOT))} {shlex.join(command)}\n".encode())
+        _type_launcher(terminal, launcher, started)
         terminal.expect(b"Stopped")
         job = int(started.read_text())
         _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=5)
-        terminal.type(b"fg\n")
-        terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
-        terminal.expect(b"exit-code-7-of-42")
+        _fg_gives_exit_code_7(terminal)
     finally:
         _kill_quietly(job, group=True)
         terminal.close()
@@ -480,15 +490,12 @@ def test_a_job_that_stops_itself_with_sigstop_at_the_terminal_is_shown_stopped(t
     terminal = _Terminal()
     job = None
     try:
-        command = [sys.executable, str(launcher), str(started)]
-        terminal.type(f"PYTHONPATH={shlex.quote(str(ROOT))} {shlex.join(command)}\n".encode())
+        _type_launcher(terminal, launcher, started)
         _wait_for(started.exists, "the job to start")
         job = int(started.read_text())
         terminal.expect(b"Stopped", timeout=10)
         assert _state(job) == "T"
-        terminal.type(b"fg\n")
-        terminal.type(b"echo exit-code-$?-of-$((40 + 2))\n")
-        terminal.expect(b"exit-code-7-of-42")
+        _fg_gives_exit_code_7(terminal)
     finally:
         _kill_quietly(job, group=True)
         terminal.close()
