@@ -109,7 +109,7 @@ class CaptureController:
         self._on_profiling = on_profiling  # told when a profiler of ours starts (True) and stops (False)
         self._on_new_cycle = on_new_cycle  # told when a running profiler of ours begins another capture
         self._on_recorded_step = on_recorded_step  # told at each step boundary while a profiler of ours runs
-        # told at a decision taken while no profiler of ours runs (decide_at_next_step asks for one)
+        # told at a decision taken while no profiler of ours runs (replan asks for one)
         self._on_idle_decision = on_idle_decision
         self.step = 0
         self.windows_skipped = 0  # capture windows that could not record (no room, no directory)
@@ -251,11 +251,6 @@ class CaptureController:
             less_stack(raised)
             self._lock.release()
             decision_ends()  # the script's handlers deferred during an export run now (agent/signals.py)
-
-    def decide_at_next_step(self) -> None:
-        """From any thread: the next step boundary of the driving thread takes a decision (a plain store:
-        a decision the driver schedules meanwhile may overwrite it, and the one after then serves)."""
-        self.next_check = 0
 
     def _tell_idle_decision(self) -> None:
         try:
@@ -527,8 +522,9 @@ class CaptureController:
             self.sink.first_step_partial = True
 
     def replan(self) -> None:
-        """The plan changed (a config watcher's thread, say): look again at the next step boundary.
-        The flag is set before ``next_check`` so that a decision being taken right now cannot hide it."""
+        """The plan changed (a config watcher's thread, say), or work is done that a decision acts on (a
+        memory snapshot's copy): look again at the next step boundary. The flag is set before ``next_check``
+        so that a decision being taken right now cannot hide it."""
         self._replanned = True
         self.next_check = 0
 

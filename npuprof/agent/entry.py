@@ -286,7 +286,7 @@ class Agent:
         post = self.post
         self._guard_kept = True
         self.sigterm.keep_while(KeptWork(post.copying, post.finish_copies, HANDOVER_DRAIN_S))
-        post.when_copied(self.controller.decide_at_next_step)
+        post.when_copied(self.controller.replan)
 
     def _put_sigterm_guard_down(self) -> None:
         """At a decision with no profiler of ours running: a guard kept for a copy now done goes."""
