@@ -155,7 +155,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "nn.Module hierarchy of operators (torch.profiler: TorchScript only; eager modules come with "
         "--with-stack).",
         "the keyword of the same name, on every backend; torch.profiler's covers TorchScript only: eager "
-        "modules (`nn.Module: X` frames) come from its Python tracer, `--with-stack`",
+        "modules (`nn.Module: X` frames) come from its Python tracer, `--with-stack` (given without it, "
+        "where the job's Python has no torch_npu, `npuprof run` warns at start)",
     ),
     Option(
         "level",

@@ -369,3 +369,50 @@ def test_snapshots_are_copied_while_the_pipe_is_full(tmp_path: Path) -> None:
     finally:
         pipe_full.set()
         os.close(read_end)
+
+
+def _notes_where_torch_npu(present: bool, monkeypatch: pytest.MonkeyPatch, **flags: object) -> list[str]:
+    """preflight_notes of `npuprof run FLAGS -- python train.py` (this Python), torch_npu found or not."""
+    import importlib.util
+
+    from npuprof.cli import run_flags
+    from npuprof.results.extras import preflight_notes
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        if name == "torch_npu":
+            return SimpleNamespace(name=name) if present else None
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    return preflight_notes(run_flags.build_config(None, flags), [sys.executable, "train.py"])
+
+
+def test_with_modules_without_with_stack_is_said_at_start_where_it_adds_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--with-modules on the CPU (torch.profiler: TorchScript modules only) without --with-stack added
+    nothing and said nothing; one warning names both flags and the fix. Not on an NPU (torch_npu's
+    with_modules records eager modules), not with --with-stack, not with --dynamic (each request's own)."""
+    (note,) = _notes_where_torch_npu(False, monkeypatch, with_modules=True)
+    assert note.startswith("--with-modules without --with-stack adds nothing on CPU and CUDA"), note
+    assert note.endswith("fix: add --with-stack, or drop --with-modules"), note
+    assert _notes_where_torch_npu(True, monkeypatch, with_modules=True) == []
+    assert _notes_where_torch_npu(False, monkeypatch, with_modules=True, with_stack=True) == []
+    assert _notes_where_torch_npu(False, monkeypatch, with_modules=True, dynamic="cfg") == []
+    # with --memory-timeline the memory timeline's own line says it, with the same fix: one line, not two
+    memory = {"record_shapes": True, "profile_memory": True, "memory_timeline": ["json"]}
+    (note,) = _notes_where_torch_npu(False, monkeypatch, with_modules=True, **memory)
+    assert note.startswith("--memory-timeline: on CPU and CUDA torch's memory profiler needs --with-stack")
+
+
+def test_with_modules_warning_reaches_stderr_once_and_the_exit_code_stands(tmp_path: Path) -> None:
+    """The launcher says it before the job starts (a plain Python job: no torch needed to show it)."""
+    result = npuprof(
+        "run", "-o", str(tmp_path / "out"), "--with-modules", "--",
+        sys.executable, "-c", "import sys; sys.exit(3)",
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "--with-modules without --with-stack" in line]
+    assert len(lines) == 1 and lines[0].startswith("npuprof: "), result.stderr

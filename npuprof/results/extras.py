@@ -259,10 +259,25 @@ def exports_not_made(rank_dir: Path, stacks: Sequence[str]) -> list[str]:
 
 
 def preflight_notes(cfg: Any, command: Sequence[str]) -> list[str]:
-    """Requested outputs that the launcher can already tell will not be produced, when the job runs this
-    Python: one line each, with the fix. Costs a few stat calls; imports nothing."""
+    """Requested outputs that the launcher can already tell will not be produced, and flags that will add
+    nothing, when the job runs this Python: one line each, with the fix. Costs a few stat calls; imports
+    nothing."""
+    if not runs_this_python(command):
+        return []
+    notes = _memory_timeline_notes(cfg)
+    if not notes and _modules_without_stacks(cfg):
+        notes.append(
+            "--with-modules without --with-stack adds nothing on CPU and CUDA: torch's profiler records the "
+            "module hierarchy of TorchScript only, eager nn.Module frames come from its Python tracer "
+            "(--with-stack; --with-modules stands in for it only on Ascend NPUs); fix: add --with-stack, or "
+            "drop --with-modules"
+        )
+    return notes
+
+
+def _memory_timeline_notes(cfg: Any) -> list[str]:
     formats = list(getattr(cfg, "memory_timeline", []) or [])
-    if not formats or not runs_this_python(command):
+    if not formats:
         return []
     import importlib.util
 
@@ -272,17 +287,26 @@ def preflight_notes(cfg: Any, command: Sequence[str]) -> list[str]:
             "--memory-timeline html: matplotlib is not installed for this Python, so memory_timeline.html "
             f"will not be written; fix: {PLOT_FIX} (json, json.gz and raw.json.gz need nothing more)"
         )
-    if (
-        getattr(cfg, "with_modules", False)
-        and not getattr(cfg, "with_stack", False)
-        and importlib.util.find_spec("torch_npu") is None
-    ):
+    if _modules_without_stacks(cfg):
         notes.append(
             "--memory-timeline: on CPU and CUDA torch's memory profiler needs --with-stack (--with-modules "
             "stands in for it only on Ascend NPUs), so no memory timeline will be written; "
             "fix: add --with-stack"
         )
     return notes
+
+
+def _modules_without_stacks(cfg: Any) -> bool:
+    """--with-modules without --with-stack where the job will run torch.profiler (no torch_npu for this
+    Python), and the run's flags are each capture's (with --dynamic, the request file's are)."""
+    import importlib.util
+
+    return (
+        bool(getattr(cfg, "with_modules", False))
+        and not getattr(cfg, "with_stack", False)
+        and getattr(cfg, "dynamic", None) is None
+        and importlib.util.find_spec("torch_npu") is None
+    )
 
 
 def runs_this_python(command: Sequence[str]) -> bool:
