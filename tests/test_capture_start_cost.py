@@ -87,6 +87,59 @@ def test_the_record_keeps_its_captures_start_and_the_next_capture_its_own(
     first, second = (job["record"] for job in post.jobs)
     assert (first["start_after_step"], first["start_ms"]) == (4, 1815.9), first
     assert "start_ms" not in second and "start_after_step" not in second, second
+    assert first["step_on"] is None and second["step_on"] is None  # optimizer.step() counted the steps
+
+
+def test_the_record_names_the_step_on_function_its_steps_ended_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An evaluation job with no optimizer (--step-on): analyse said its start ran "inside its
+    optimizer.step() (or --step-on function's) call"; the record says which function."""
+    from npuprof.agent import capture
+    from npuprof.agent.log import AgentLog
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)
+    cfg = ProfileConfig(output=str(tmp_path), step_on="evalpkg.run:Evaluator.batch").validate()
+    post = _Post()
+    writer = capture.CaptureWriter(
+        cfg, {"run_id": "r"}, _Backend(False, tmp_path), AgentLog(None, "t"), lambda: 0, "w", post
+    )
+    writer.start_cost = (4, 12.5)
+    writer.begin(6)
+    writer.finish(None, 8)
+    (job,) = post.jobs
+    assert job["record"]["step_on"] == "evalpkg.run:Evaluator.batch"
+
+
+def _start_line(tmp_path: Path, record: dict[str, Any]) -> str:
+    """analyse's line of the profiler's start, for a rank dir with this capture record."""
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    rank_dir = next(tmp_path.glob("*_ascend_pt"), None) or write_rank_dir(
+        tmp_path, with_steps(cpu_trace(), {6: 24000, 7: 18000, 8: 38000}), rank=0
+    )
+    (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
+    out = io.StringIO()
+    terminal.render_table(build_report(tmp_path, jobs=1), Console(file=out, width=400))
+    said = " ".join(out.getvalue().split())
+    start = said.index("the profiler started")
+    return said[start : said.index("no table shows", start)]
+
+
+def test_analyse_names_the_call_the_start_ran_inside_as_the_record_says(tmp_path: Path) -> None:
+    record = {"status": "complete", "rank": 0, "steps": [6, 7, 8], "start_after_step": 4, "start_ms": 40.0}
+    took = "that took the training process 40.0 ms, which a timer of your own around step 4 counts and "
+    old = _start_line(tmp_path, record)  # a record of older npuprof: both said, as before
+    assert old == "the profiler started at the end of step 4, inside its optimizer.step() (or --step-on " + (
+        f"function's) call: {took}"
+    )
+    assert _start_line(tmp_path, {**record, "step_on": None}) == (
+        f"the profiler started at the end of step 4, inside its optimizer.step() call: {took}"
+    )
+    assert _start_line(tmp_path, {**record, "step_on": "__main__:evaluate"}) == (
+        f"the profiler started at the end of step 4, inside its call of __main__:evaluate (--step-on): {took}"
+    )
 
 
 def test_analyse_names_the_start_and_the_step_that_holds_it(tmp_path: Path) -> None:

@@ -191,6 +191,7 @@ class CaptureWriter:
             first_step_partial=True if self.first_step_partial and steps else None,
             extras=[p.name for p in exports.written] if exports else [],
             rank=rank,
+            step_on=self.cfg.step_on,
             **start,
         )
         own = not self.backend.writes_own_layout

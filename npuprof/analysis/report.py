@@ -713,17 +713,19 @@ def capture_end_cost(rank_dir: Path) -> tuple[int, float] | None:
     return last, float(took)
 
 
-def capture_start_cost(rank_dir: Path) -> tuple[int, float] | None:
-    """The step whose boundary started the capture's profiler and the ms that start took the training
-    process (the record's ``start_after_step``, ``start_ms``: inside that step's optimizer.step() or
-    --step-on call), or None when not recorded."""
+def capture_start_cost(rank_dir: Path) -> tuple[int, float, str | msgspec.UnsetType | None] | None:
+    """The step whose boundary started the capture's profiler, the ms that start took the training
+    process (the record's ``start_after_step``, ``start_ms``) and the call it ran inside (``step_on``: the
+    --step-on function, None for optimizer.step(), UNSET where the record does not say), or None when not
+    recorded."""
     record = layout.read_capture_record(rank_dir) or {}
     took, after = record.get("start_ms"), record.get("start_after_step")
     if not isinstance(took, int | float) or isinstance(took, bool) or not math.isfinite(took) or took < 0:
         return None
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
         return None
-    return after, float(took)
+    step_on = record.get("step_on", msgspec.UNSET)
+    return after, float(took), step_on if step_on is None or isinstance(step_on, str) else msgspec.UNSET
 
 
 SCRATCH_ROOTS = ("/dev/shm", None)  # None: the system's temporary directory (TMPDIR)
@@ -1529,7 +1531,7 @@ def _build_report(
         if end_cost is not None and end_cost[0] not in cut and any(s.step == end_cost[0] for s in rank.steps):
             rank.export_after_step, rank.export_ms = end_cost
         if (start_cost := capture_start_cost(outcome.rank_dir)) is not None:
-            rank.start_after_step, rank.start_ms = start_cost
+            rank.start_after_step, rank.start_ms, rank.step_on = start_cost
         if outcome.status == "cached" and outcome.reason:  # --force with nothing to parse again
             rank.warnings = [*(rank.warnings or []), outcome.reason]
         if not partials and (said := recorded_detail(outcome.rank_dir)):

@@ -99,6 +99,9 @@ class RankReport(msgspec.Struct, kw_only=True):
     # step counts and no table shows; the record's start_after_step and start_ms, absent when not recorded
     start_after_step: int | UnsetType = UNSET
     start_ms: Finite | UnsetType = UNSET
+    # the call that start ran inside, from the record: the --step-on function, None for optimizer.step();
+    # absent when the record does not say it (older npuprof) or no start is reported
+    step_on: str | UnsetType | None = UNSET
     # the epoch time (ns) the steps' start_us count from; absent when they are epoch µs themselves
     time_base_ns: int | UnsetType = UNSET
     # in Report.pooled only: the rank dirs pooled, in order (rank_dir is then the directory holding them)

@@ -195,6 +195,13 @@ def _steps_table(r: RankReport, restarted: bool = True) -> Table:
     return steps
 
 
+def _step_call(step_on: str | msgspec.UnsetType | None) -> str:
+    """The call whose return ends a step, as the capture record says it (an older record does not)."""
+    if step_on is msgspec.UNSET:
+        return "optimizer.step() (or --step-on function's) call"
+    return "optimizer.step() call" if step_on is None else f"call of {step_on} (--step-on)"
+
+
 def render_table(report: Report, console: Console) -> None:
     sections = [r for r in _sections(report) if not (report.steps_asked and not r.steps)]
     # (none of the steps asked: named in one line on stderr, not an empty table each)
@@ -221,7 +228,7 @@ def render_table(report: Report, console: Console) -> None:
         if r.start_ms is not msgspec.UNSET and r.start_ms >= START_SAID_FROM_MS:
             console.print(
                 f"[dim]the profiler started at the end of step {r.start_after_step}, inside its "
-                f"optimizer.step() (or --step-on function's) call: that took the training process "
+                f"{escape(_step_call(r.step_on))}: that took the training process "
                 f"{r.start_ms:.1f} ms, which a timer of your own around step {r.start_after_step} counts and "
                 "no table shows[/dim]",
                 highlight=False,

@@ -55,6 +55,9 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # running and in records of older npuprof
     start_after_step: int | msgspec.UnsetType = msgspec.UNSET
     start_ms: float | msgspec.UnsetType = msgspec.UNSET
+    # the call whose returns ended the steps: the --step-on MODULE:QUALNAME, None for optimizer.step();
+    # absent in records of older npuprof (and in those of captures that never finished)
+    step_on: str | msgspec.UnsetType | None = msgspec.UNSET
     # torchrun's TORCHELASTIC_RESTART_COUNT in the recording process: 0 in a job's first attempt, N after its
     # N-th elastic restart; absent outside torchrun (and in records of older npuprof)
     restart_count: int | msgspec.UnsetType = msgspec.UNSET
