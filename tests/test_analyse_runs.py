@@ -9,6 +9,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
@@ -285,6 +286,83 @@ def test_a_dynamic_capture_skipped_for_space_is_recorded_in_its_own_prof_dir(
     (skipped,) = layout.find_rank_dirs(full, levels=1)
     assert layout.read_capture_record(skipped)["detail"] == why  # what status and analyse show of it
     assert len(layout.find_rank_dirs(first, levels=1)) == 1
+
+
+def _skipping_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_only: set[Path]
+) -> tuple[Any, list[str]]:
+    """A capture writer whose run's -o is ``tmp_path/out``, the directories ``read_only`` refusing a rank
+    dir as a read-only filesystem does (root writes into a 0o555 directory); and its log."""
+    import errno
+
+    from test_export_type import _Backend, _NoAnnotations, _Post
+
+    from npuprof.agent import capture
+    from npuprof.agent.log import AgentLog
+    from npuprof.config import ProfileConfig
+    from npuprof.results import layout
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)  # marks are process-wide state
+    new_rank_dir = layout.new_rank_dir
+
+    def refused_where_read_only(output: Path, worker: str) -> Path:
+        if Path(output) in read_only:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(output))
+        return new_rank_dir(output, worker)
+
+    monkeypatch.setattr(layout, "new_rank_dir", refused_where_read_only)
+    out = tmp_path / "out"
+    out.mkdir()
+    log = AgentLog(None, "t")
+    lines: list[str] = []
+    monkeypatch.setattr(log, "warning", lines.append)
+    monkeypatch.setattr(log, "error", lines.append)
+    cfg = ProfileConfig(output=str(out)).validate()
+    run = {"run_id": "abcdef123456", "output": str(out)}
+    writer = capture.CaptureWriter(cfg, run, _Backend(False, out), log, lambda: 0, "w", _Post())
+    return writer, lines
+
+
+def test_a_capture_skipped_into_a_read_only_prof_dir_is_recorded_in_the_runs_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --dynamic request's prof_dir on a read-only filesystem (its free space 0: skipped for space) logged
+    "could not record the skipped capture": stderr and status said the skip, the record was lost. It goes
+    into the run's -o now, which the run's summary and analyse of -o read, naming the prof_dir and why."""
+    from npuprof.results import layout
+    from npuprof.results.run_record import captures_of_run
+
+    read_only = tmp_path / "ro" / "prof"
+    read_only.mkdir(parents=True)
+    writer, lines = _skipping_writer(tmp_path, monkeypatch, {read_only})
+    why = f"capture at step 9 skipped: only 0 B free at {read_only}, below --min-free-space (1.0 MiB)"
+    writer.skipped(9, why, str(read_only))
+    out = tmp_path / "out"
+    (skip,) = captures_of_run(out, "abcdef123456")
+    assert (skip.rank_dir.parent, skip.steps, skip.status) == (out, [9], "incomplete")
+    detail = layout.read_capture_record(skip.rank_dir)["detail"]
+    assert detail == f"{why}; recorded here: {read_only} cannot be written (Read-only file system)"
+    assert lines == [
+        f"the capture skipped at step 9 is recorded in {skip.rank_dir}: {read_only} cannot be written "
+        "(Read-only file system)"
+    ]
+    assert list(read_only.iterdir()) == []
+
+
+def test_a_skip_no_directory_takes_says_its_log_line_is_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o read-only too: nothing is left but the log's line, which holds what the record would have."""
+    out = tmp_path / "out"
+    read_only = tmp_path / "ro"
+    writer, lines = _skipping_writer(tmp_path, monkeypatch, {read_only, out})
+    why = f"capture at step 4 skipped: only 0 B free at {read_only}, below --min-free-space (1.0 MiB)"
+    writer.skipped(4, why, str(read_only))
+    assert lines == [
+        f"the capture skipped at step 4 has no record but this line: {read_only} cannot be written "
+        f"(Read-only file system), nor {out} (Read-only file system); {why}"
+    ]
+    assert list(out.iterdir()) == []
 
 
 def test_ranks_whose_step_started_far_apart_are_said_to_be_of_different_runs(tmp_path: Path) -> None:

@@ -267,23 +267,47 @@ class CaptureWriter:
         """A capture that could not run (no disk space): leave one small rank dir saying so in ``output``,
         the directory it was to write into (a --dynamic request's prof_dir: the record went into the last
         capture's, where `npuprof status` / `analyse` of the prof_dir did not find it), the first time
-        only for each, so that `npuprof analyse` names it."""
+        only for each, so that `npuprof analyse` names it. Where ``output`` takes no record (read-only), it
+        goes into the run's -o, which the run's summary and `npuprof analyse` of -o read."""
         where = Path(output)
         if where in self._skips_reported or self.backend.writes_own_layout:
             return
         self._skips_reported.add(where)
-        self._note_root(where)
+        try:
+            self._record_skip(where, step, detail)
+        except OSError as exc:
+            self._record_skip_in_the_runs_output(where, step, detail, exc)
+        else:
+            self._note_root(where)
+
+    def _record_skip(self, where: Path, step: int, detail: str) -> Path:
         rank_dir = None
         try:
             make_dir(where)
             rank_dir = layout.new_rank_dir(where, self.worker)
             record = self._record(layout.STATUS_INCOMPLETE, steps=[step], detail=detail)
             write_json(rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
-        except OSError as exc:
-            self.log.error(f"could not record the skipped capture: {exc!r}")
+        except OSError:
             if rank_dir is not None:  # no empty directory that analyse would call a capture
                 with contextlib.suppress(OSError):
                     rank_dir.rmdir()
+            raise
+        return rank_dir
+
+    def _record_skip_in_the_runs_output(self, where: Path, step: int, detail: str, exc: OSError) -> None:
+        """The skip's record, which ``where`` could not take, in the run's -o, its detail naming ``where``
+        and why; where -o cannot take it either, the log line is its record, and says so."""
+        why = f"{where} cannot be written ({exc.strerror or repr(exc)})"
+        run_output = self.run.get("output")
+        if isinstance(run_output, str) and os.path.abspath(run_output) != os.path.abspath(where):
+            try:
+                rank_dir = self._record_skip(Path(run_output), step, f"{detail}; recorded here: {why}")
+            except OSError as again:
+                why += f", nor {run_output} ({again.strerror or repr(again)})"
+            else:
+                self.log.warning(f"the capture skipped at step {step} is recorded in {rank_dir}: {why}")
+                return
+        self.log.error(f"the capture skipped at step {step} has no record but this line: {why}; {detail}")
 
     def abandon(self, detail: str, steps: list[int] | None = None) -> None:
         """Mark the capture in flight incomplete; ``steps``: those it was to hold, when known."""
