@@ -303,6 +303,8 @@ def test_snapshots_waiting_behind_a_slow_copy_make_it_go_at_full_speed(tmp_path:
     from npuprof.results import postprocess
 
     class SlowCopy:
+        left_for_room = ""  # written (SnapshotTask: not left for --min-free-space)
+
         def __init__(self) -> None:
             self.hurried = threading.Event()
             self.started = threading.Event()
@@ -344,6 +346,8 @@ def test_snapshots_are_copied_while_the_pipe_is_full(tmp_path: Path) -> None:
     from npuprof.results import postprocess
 
     class Copy:
+        left_for_room = ""  # written (SnapshotTask: not left for --min-free-space)
+
         def __init__(self) -> None:
             self.done = threading.Event()
             self.lock = threading.Lock()

@@ -22,6 +22,8 @@ def no_thread_starts(monkeypatch: pytest.MonkeyPatch) -> None:
 class Copy:
     """A memory snapshot's copy, which says how it was run."""
 
+    left_for_room = ""  # written (SnapshotTask: not left for --min-free-space)
+
     def __init__(self) -> None:
         self.hurried = False
         self.paused: bool | None = None

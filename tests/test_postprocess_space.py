@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from analyse_support.handmade import cpu_trace, write_rank_dir
@@ -525,3 +526,176 @@ def test_the_scratch_room_asked_for_a_gzipped_trace_is_its_plain_size(tmp_path: 
     barely = tmp_path / "random.pt.trace.json.gz"  # incompressible: still 8x, as before
     barely.write_bytes(gzip.compress(os.urandom(4096)))
     assert plain_size(barely) == 8 * barely.stat().st_size
+
+
+class _NpuProfile:
+    """torch_npu's profile as npuprof's step uses it (the stand-in's API, tests/fake_torch_npu): its
+    collection flags on its interface (prof.prof_if), its stacks written as folded lines, its memory
+    timeline as a gzipped raw timeline, each into the path it is given."""
+
+    STACKS = b"train.py(9): step;aten::mm 1200\ntrain.py(9): step;aten::add 300\n"
+
+    def __init__(self) -> None:
+        self.prof_if = SimpleNamespace(record_shapes=True, profile_memory=True, with_stack=True)
+        self.asked: list[str] = []
+
+    def export_stacks(self, path: str, metric: str) -> None:
+        self.asked.append("export_stacks")
+        Path(path).write_bytes(self.STACKS)
+
+    def export_memory_timeline(self, path: str, device: str) -> None:
+        self.asked.append("export_memory_timeline")
+        Path(path).write_bytes(gzip.compress(json.dumps(_RAW).encode()))
+
+
+def _npu_capture_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free_bytes: int
+) -> tuple[Path, list[str], _NpuProfile, list[str]]:
+    """The step's exports of a torch_npu capture (--export-stacks, --memory-timeline json, --min-free-space
+    10MiB), ``free_bytes`` free as the disk guard's thread last measured; the rank dir, the log's lines,
+    the profile, and the statvfs calls made during the step's part."""
+    from test_export_type import _NoAnnotations, _Post
+
+    from npuprof.agent import capture
+    from npuprof.agent.disk_guard import DiskGuard
+    from npuprof.agent.log import AgentLog
+    from npuprof.config import ProfileConfig
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)  # marks are process-wide state
+    out = tmp_path / "out"
+    rank_dir = out / "w_1_20250101000000000_ascend_pt"
+    rank_dir.mkdir(parents=True)
+    asked: list[str] = []
+
+    def statvfs(path: object) -> SimpleNamespace:
+        asked.append(str(path))
+        return SimpleNamespace(f_bavail=free_bytes, f_frsize=1, f_blocks=1 << 30)
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    log = AgentLog(None, "t")
+    cfg = ProfileConfig(
+        output=str(out),
+        min_free_space="10MiB",
+        with_stack=True,
+        record_shapes=True,
+        profile_memory=True,
+        export_stacks=["self_cpu_time_total"],
+        memory_timeline=["json"],
+    ).validate()
+    guard = DiskGuard(cfg.output, cfg.min_free_space, log)
+    guard.check()  # what its thread does every 2 s (it warns of a disk below the floor)
+    asked.clear()
+    lines: list[str] = []
+    monkeypatch.setattr(log, "warning", lines.append)
+    backend = SimpleNamespace(name="torch_npu", device="npu:0", writes_own_layout=True)
+    writer = capture.CaptureWriter(cfg, {"run_id": "r"}, backend, log, lambda: 0, "w", _Post(), space=guard)
+    prof = _NpuProfile()
+    writer._extras(prof, rank_dir)
+    return rank_dir, lines, prof, asked
+
+
+@pytest.mark.parametrize("room", [100, 8000, 100 * MIB])
+def test_torch_npus_own_exports_in_the_step_keep_the_free_space_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: int
+) -> None:
+    """On torch_npu the stacks and the memory timeline are its own exports, written by the training step,
+    and were written whatever room was left, where the post-processor's keep --min-free-space. They keep it
+    now as the disk guard last measured it (no statvfs in the step), each said not produced with its fix.
+    ``room``: bytes free beyond the 10 MiB: less than any file (100), the stacks only (8000), all."""
+    from npuprof.results.extras import not_produced_notes
+
+    rank_dir, lines, prof, asked = _npu_capture_end(tmp_path, monkeypatch, 10 * MIB + room)
+    assert asked == [], "statvfs on the step path"
+    assert prof.asked == ["export_stacks", "export_memory_timeline"]
+    stacks = rank_dir / "stacks_self_cpu_time_total.folded"
+    timeline = [rank_dir / "memory_timeline.raw.json.gz", rank_dir / "memory_timeline.json"]
+    notes = sorted(not_produced_notes([f"[WARNING] [agent pid=1] {line}" for line in lines]))
+    assert not [p for p in rank_dir.iterdir() if p.name.startswith(".")], list(rank_dir.iterdir())
+    if room > MIB:
+        assert stacks.read_bytes() == _NpuProfile.STACKS and all(p.exists() for p in timeline), lines
+        assert json.loads(timeline[1].read_text()), "an empty timeline"
+        assert notes == [], lines
+        return
+    assert not any(p.exists() for p in timeline), lines
+    assert len(gzip.compress(json.dumps(_RAW).encode())) > room  # the raw timeline alone does not fit
+    where = f"({rank_dir.name}): not written (it needs about"
+    assert notes[0].startswith(f"memory_timeline.* not produced {where}"), notes
+    assert f"fix: npuprof memory-timeline {rank_dir} -o memory.html" in notes[0], notes
+    above = f"{room} B" if room < 1024 else f"{room / 1024:.1f} KiB"
+    assert all(f"only {above} is free above what must stay free" in note for note in notes), notes
+    if room > len(_NpuProfile.STACKS):
+        assert stacks.read_bytes() == _NpuProfile.STACKS and len(notes) == 1, notes
+        return
+    assert not stacks.exists() and len(notes) == 2, notes
+    assert notes[1].startswith(f"stacks_self_cpu_time_total.folded not produced {where}"), notes
+    assert f"fix: npuprof export-stacks {rank_dir} --metric self_cpu_time_total" in notes[1], notes
+
+
+def test_torch_npus_exports_are_not_asked_for_on_a_disk_below_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below --min-free-space already: torch_npu's exports write scratch files of their own size, so they
+    are not asked for at all."""
+    rank_dir, lines, prof, asked = _npu_capture_end(tmp_path, monkeypatch, 3 * MIB)
+    assert asked == [] and prof.asked == []
+    assert sorted(p.name for p in rank_dir.iterdir()) == []
+    below = f"only 3.0 MiB free at {rank_dir.parent}, below --min-free-space (10.0 MiB)"
+    assert sorted(lines) == [
+        f"{rank_dir.name}: not produced: memory_timeline.*: not made ({below}); fix: npuprof memory-timeline "
+        f"{rank_dir} -o memory.html (from the trace, no categories)",
+        f"{rank_dir.name}: not produced: stacks_self_cpu_time_total.folded: not made ({below}); fix: npuprof "
+        f"export-stacks {rank_dir} --metric self_cpu_time_total -o stacks_self_cpu_time_total.folded",
+    ]
+
+
+@pytest.mark.parametrize("room", [100, 100 * MIB])
+def test_the_memory_snapshot_keeps_the_free_space_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: int
+) -> None:
+    """The memory snapshot the capture's hand-over thread writes (the event tree's copy, megabytes) was
+    written whatever room was left. Where it would cross --min-free-space it is not written, said not
+    produced with the fix from the trace, and the job handed over asks for no snapshot: the
+    post-processor said again "the training process did not write" it, and the record named it."""
+    from npuprof.agent import memory_snapshot, threads
+    from npuprof.owned_fd import OwnedFd
+    from npuprof.results.extras import not_produced_notes
+
+    content = b"s" * 5000
+    monkeypatch.setattr(memory_snapshot.SnapshotTask, "_copy", lambda self: None)
+    monkeypatch.setattr(memory_snapshot.SnapshotTask, "encode", lambda self: content)
+    monkeypatch.setattr(threads, "start", lambda target, name: False)  # the hand-over runs here
+    rank_dir = tmp_path / "w_1_20250101000000000_ascend_pt"
+    rank_dir.mkdir()
+    monkeypatch.setattr(
+        os, "statvfs", lambda path: SimpleNamespace(f_bavail=10 * MIB + room, f_frsize=1, f_blocks=1 << 30)
+    )
+    lines: list[str] = []
+    prof = SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=SimpleNamespace(experimental_event_tree=lambda: []))
+    )
+    path = rank_dir / memory_snapshot.SNAPSHOT_FILE
+    task = memory_snapshot.SnapshotTask(prof, path, lines.append, "10MiB")
+    record = {"status": "complete", "extras": [path.name]}
+    exports = {"memory_snapshot": path.name, "memory_formats": ["json"], memory_snapshot.TASK_KEY: task}
+    read_end, write_end = os.pipe()
+    handover = postprocess._Handover(OwnedFd(write_end))
+    sent: list[Any] = []
+    handover._write = lambda job: sent.append(job) or True  # type: ignore[method-assign,func-returns-value]
+    try:
+        handover.put({"rank_dir": str(rank_dir), "exports": exports, "record": record})
+    finally:
+        os.close(read_end)
+    (job,) = sent
+    if room > MIB:
+        assert path.read_bytes() == content and lines == []
+        assert job["exports"]["memory_snapshot"] == path.name and job["record"]["extras"] == [path.name]
+        return
+    assert not path.exists() and not list(rank_dir.iterdir())
+    assert job["exports"]["memory_snapshot"] is None and job["record"]["extras"] == [], job
+    (note,) = not_produced_notes([f"[WARNING] [agent pid=1] {line}" for line in lines])
+    assert note == (
+        f"memory_timeline.* not produced ({rank_dir.name}): its memory snapshot was not written (it needs "
+        "about 4.9 KiB, only 100 B is free above what must stay free: that would leave less than "
+        f"--min-free-space (10.0 MiB)); fix: npuprof memory-timeline {rank_dir} -o memory.html (from the "
+        "trace, no categories)"
+    )

@@ -28,6 +28,7 @@ class Log:
 class PacedCopy:
     \"\"\"A copy of a minute paced, of 2 s hurried (more than the second the handler is given to start);
     run once, whoever comes first.\"\"\"
+    left_for_room = ""
     def __init__(self):
         self.hurried, self.lock, self.done = threading.Event(), threading.Lock(), False
     def hurry(self):

@@ -40,8 +40,10 @@ class CaptureWriter:
         rank_fn: Any,
         worker: str,
         post: postprocess.Postprocessor | None = None,
+        space: Any = None,
     ) -> None:
         self.cfg = cfg
+        self.space = space  # the disk guard (npuprof.agent.disk_guard), or None
         self.run = run
         self.backend = backend
         self.log = log
@@ -373,10 +375,17 @@ class CaptureWriter:
                 memory_formats=list(self.cfg.memory_timeline),
                 device=self.backend.device,
                 log=self.log.warning,
+                min_free_space=str(getattr(self.cfg, "min_free_space", "auto")),
+                short_of=self._short_of,
             )
         except Exception as exc:
             self.log.warning(f"stack / memory export failed: {exc!r}")
             return None
+
+    def _short_of(self, wanted: int) -> str:
+        """Why writing ``wanted`` bytes into this capture's directory would take its disk below
+        --min-free-space, as the disk guard last measured it (in the step: no statvfs here)."""
+        return self.space.short_of(self.cfg.output, wanted) if self.space is not None else ""
 
 
 def _write_record_even_on_a_full_disk(path: Path, record: dict[str, Any]) -> None:

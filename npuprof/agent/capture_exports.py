@@ -14,6 +14,10 @@ On torch.profiler (CPU, CUDA):
 On torch_npu the exports are torch_npu's own (``export_stacks``, ``export_memory_timeline``), made in the
 step as before: they read the raw data torch_npu wrote, through the live profiler object. Stacks it gives
 nothing for (its parse deleted that data) are built by the post-processor from the parse's trace_view.json.
+Their files are held to --min-free-space as the post-processor's are, each made whole in memory first; in
+the step the free space is the disk guard's last measurement (npuprof.agent.disk_guard: no statvfs on the
+step path), less what the step wrote since. The memory snapshot is written by the hand-over thread, which
+asks the disk itself.
 
 Nothing here raises: every failure goes to ``log`` and the capture goes on. What could not be produced is
 logged as a "not produced" line (npuprof.results.extras.not_produced_line), which `npuprof run` shows at
@@ -23,6 +27,7 @@ the end of the run.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +38,8 @@ from npuprof.agent import memory_snapshot
 
 STACKS_FILE = "stacks_{metric}.folded"
 MEMORY_FILE = "memory_timeline.{fmt}"
+# why writing that many more bytes would take the disk below --min-free-space; "" when it would not
+ShortOf = Callable[[int], str]
 
 
 def stacks_file_name(metric: str) -> str:
@@ -79,12 +86,16 @@ def export_capture_extras(
     memory_formats: list[str],
     device: str,
     log: Callable[[str], None],
+    min_free_space: str = "0",
+    short_of: ShortOf | None = None,
 ) -> CaptureExports:
     """The step's part of the requested stacks and memory timeline of the capture that just ended.
-    Never raises."""
+    ``min_free_space``: --min-free-space, which the memory snapshot's write keeps; ``short_of``: the step's
+    own check of the same (torch_npu's exports), from the disk guard's measurement. Never raises."""
     rank_dir = Path(rank_dir)
     if device.startswith("npu"):
-        return _torch_npu_exports(prof, rank_dir, stacks_metrics, memory_formats, device, log)
+        room = _StepRoom(short_of)
+        return _torch_npu_exports(prof, rank_dir, stacks_metrics, memory_formats, device, log, room)
     from npuprof.config import MEMORY_FORMATS  # imports on this path stay few: it is the step's
 
     result = CaptureExports()
@@ -95,7 +106,7 @@ def export_capture_extras(
         known = ", ".join(MEMORY_FORMATS)
         log(f"memory timeline: unknown format(s) {', '.join(unknown)} ignored; use {known}")
     if formats:
-        snapshot = _memory_snapshot(prof, rank_dir, device, log)
+        snapshot = _memory_snapshot(prof, rank_dir, device, log, min_free_space)
         if snapshot is not None:
             path, task = snapshot
             result.written.append(path)
@@ -128,7 +139,7 @@ def _flag(prof: Any, name: str) -> bool:
 
 
 def _memory_snapshot(
-    prof: Any, rank_dir: Path, device: str, log: Callable[[str], None]
+    prof: Any, rank_dir: Path, device: str, log: Callable[[str], None], min_free_space: str
 ) -> tuple[Path, memory_snapshot.SnapshotTask] | None:
     """The snapshot's path and its task (the step only takes the tree's roots), or None when the capture
     cannot give a memory timeline (said in the log)."""
@@ -146,7 +157,7 @@ def _memory_snapshot(
         return None
     path = rank_dir / memory_snapshot.SNAPSHOT_FILE
     try:
-        task = memory_snapshot.SnapshotTask(prof, path, log)
+        task = memory_snapshot.SnapshotTask(prof, path, log, min_free_space)
     except Exception as exc:
         from npuprof.results.extras import not_produced_line
 
@@ -158,6 +169,46 @@ def _memory_snapshot(
 # ---------------------------------------------------------------- torch_npu: its own exports, in the step
 
 
+class _StepRoom:
+    """The room the step's exports may take above --min-free-space: ``short_of`` (the disk guard's last
+    measurement; None: not watched) less what they wrote since."""
+
+    def __init__(self, short_of: ShortOf | None) -> None:
+        self._short_of = short_of
+        self.taken = 0
+
+    def short_of(self, wanted: int) -> str:
+        return self._short_of(self.taken + wanted) if self._short_of is not None else ""
+
+    def below_floor(self) -> str:
+        """Why nothing may be written (the disk was below --min-free-space when last measured), or ""."""
+        return self._short_of(0) if self._short_of is not None else ""
+
+
+def _write_held(
+    rank_dir: Path, files: dict[str, bytes], room: _StepRoom, what: str, fix: str, log: Callable[[str], None]
+) -> list[Path]:
+    """``files`` (name: content) written into ``rank_dir``; none when together they would take the disk
+    below --min-free-space, or up to one that fails: said as ``what`` "not produced", with ``fix``."""
+    from npuprof.results.atomic import write_bytes
+    from npuprof.results.extras import not_produced_line
+
+    size = sum(len(content) for content in files.values())
+    short = room.short_of(size)
+    if short:
+        log(not_produced_line(rank_dir, what, f"not written ({short})", fix))
+        return []
+    written = []
+    try:
+        for name, content in files.items():
+            write_bytes(rank_dir / name, content)
+            written.append(rank_dir / name)
+    except OSError as exc:
+        log(not_produced_line(rank_dir, what, f"it could not be written ({exc.strerror or exc})", fix))
+    room.taken += sum(len(files[path.name]) for path in written)
+    return written
+
+
 def _torch_npu_exports(
     prof: Any,
     rank_dir: Path,
@@ -165,30 +216,38 @@ def _torch_npu_exports(
     memory_formats: list[str],
     device: str,
     log: Callable[[str], None],
+    room: _StepRoom,
 ) -> CaptureExports:
     """torch_npu's own exports; the stacks it gives nothing for are left to the post-processor, which
     builds them as ``npuprof export-stacks`` does from the parse's trace_view.json (its call stacks)."""
     result = CaptureExports()
     left: list[str] = []
     for metric in dict.fromkeys(stacks_metrics):
+        name = stacks_file_name(metric)
+        fix = f"npuprof export-stacks {shlex.quote(str(rank_dir))} --metric {metric} -o {name}"
+        if short := room.below_floor():  # torch_npu's own scratch file would take room too
+            from npuprof.results.extras import not_produced_line
+
+            log(not_produced_line(rank_dir, name, f"not made ({short})", fix))
+            continue
         try:
-            path = _npu_export_stacks(prof, rank_dir, metric, log)
+            content = _npu_export_stacks(prof, rank_dir, metric, log)
         except Exception as exc:
             log(
                 f"export-stacks {metric}: torch_npu's export_stacks failed ({type(exc).__name__}: {exc}); "
                 "npuprof builds them from trace_view.json"
             )
             left.append(metric)
+            continue
+        if content is None:
+            left.append(metric)
         else:
-            if path is None:
-                left.append(metric)
-            else:
-                result.written.append(path)
+            result.written += _write_held(rank_dir, {name: content}, room, name, fix, log)
     if left:
         result.job = {"stacks": left}
     if memory_formats:
         try:
-            result.written.extend(_npu_export_memory(prof, rank_dir, memory_formats, device, log))
+            result.written.extend(_npu_export_memory(prof, rank_dir, memory_formats, device, log, room))
         except Exception as exc:
             log(f"memory timeline: failed: {type(exc).__name__}: {exc}")
     return result
@@ -207,9 +266,8 @@ def _scratch(rank_dir: Path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _npu_export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[str], None]) -> Path | None:
-    from npuprof.results.atomic import write_bytes
-
+def _npu_export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[str], None]) -> bytes | None:
+    """torch_npu's stacks of ``metric``, folded as npuprof's own are; None when it gave none."""
     content = b""
     with _scratch(rank_dir) as tmp:
         # torch_npu writes its stacks to a ".log" file whatever the name asked (helper-122: StackViewParser
@@ -228,9 +286,7 @@ def _npu_export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[st
             "trace_view.json"
         )
         return None
-    target = rank_dir / stacks_file_name(metric)
-    write_bytes(target, _npuprof_work_folded(content))
-    return target
+    return _npuprof_work_folded(content)
 
 
 def _npuprof_work_folded(content: bytes) -> bytes:
@@ -260,13 +316,21 @@ def _npuprof_work_folded(content: bytes) -> bytes:
 
 
 def _npu_export_memory(
-    prof: Any, rank_dir: Path, formats: list[str], device: str, log: Callable[[str], None]
+    prof: Any, rank_dir: Path, formats: list[str], device: str, log: Callable[[str], None], room: _StepRoom
 ) -> list[Path]:
     from npuprof.reports import memory_timeline as mt
+    from npuprof.results.extras import memory_from_trace_fix, not_produced_line
 
     missing = _missing_flags(prof, device)
     if missing:
         log(f"memory timeline skipped: it needs {' '.join(missing)}")
+        return []
+    if short := room.short_of(0):  # torch_npu's own scratch file would take room too
+        log(
+            not_produced_line(
+                rank_dir, "memory_timeline.*", f"not made ({short})", memory_from_trace_fix(rank_dir)
+            )
+        )
         return []
     with _scratch(rank_dir) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch marks export_memory_timeline deprecated
@@ -276,14 +340,19 @@ def _npu_export_memory(
     _, sizes = mt.coalesce(raw)
     allocated = max((sum(row) for row in sizes), default=0)
     data = mt.MemoryData(device, mt.SOURCE_CATEGORISED, raw, allocated, None, devices=[device])
-    written = [mt.render(data, rank_dir / mt.RAW_FILE)]
-    mt.write_meta(data, rank_dir / mt.META_FILE)
-    written.append(rank_dir / mt.META_FILE)
+    base = {mt.RAW_FILE: mt.encoded(data, "raw.json.gz"), mt.META_FILE: mt.meta_bytes(data)}
+    written = _write_held(rank_dir, base, room, "memory_timeline.*", memory_from_trace_fix(rank_dir), log)
+    if not written:
+        return []
     for fmt in dict.fromkeys(formats):
         if fmt == "raw.json.gz" or fmt not in mt.FORMATS:
             continue
+        name = memory_file_name(fmt)
         try:
-            written.append(mt.render(data, rank_dir / memory_file_name(fmt)))
+            content = mt.encoded(data, fmt)
         except mt.PlotUnavailableError as exc:
             log(f"memory timeline: {exc}")
+            continue
+        fix = f"npuprof memory-timeline {shlex.quote(str(rank_dir))} -o {name}"
+        written += _write_held(rank_dir, {name: content}, room, name, fix, log)
     return written

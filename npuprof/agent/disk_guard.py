@@ -59,6 +59,19 @@ class DiskGuard:
         room = self._room.get(path)
         return room is None or room[0] >= room[1]
 
+    def short_of(self, path: str, wanted: int) -> str:
+        """Why writing ``wanted`` more bytes into ``path`` would take its disk below --min-free-space, as
+        last measured (the step's own writes ask here: no statvfs on the step path); "" when it would not,
+        or when ``path`` is not measured. ``wanted`` 0: whether it is below already."""
+        room = self._room.get(path)
+        if room is None:
+            return ""
+        if wanted <= 0:
+            return "" if self.ok_for(path) else self.describe(path)
+        from npuprof.results.free_space import room_words
+
+        return room_words(wanted, *room)
+
     def describe(self, path: str) -> str:
         free, needed = (human_bytes(n) for n in self._room.get(path, (0, 0)))
         return f"only {free} free at {path}, below --min-free-space ({needed})"

@@ -332,7 +332,9 @@ class Agent:
         from npuprof.agent.capture import CaptureWriter
         from npuprof.agent.ranks import current_rank
 
-        return CaptureWriter(self.cfg, self.run, backend, self.log, current_rank, self.worker, self.post)
+        return CaptureWriter(
+            self.cfg, self.run, backend, self.log, current_rank, self.worker, self.post, space=self.disk
+        )
 
     @never_raise("starting the background post-processor")
     def _prepare(self) -> None:

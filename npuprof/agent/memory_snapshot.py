@@ -63,11 +63,14 @@ def pop_task(job: dict[str, Any]) -> SnapshotTask | None:
 class SnapshotTask:
     """The copy of one capture's event tree into ``path``; run once, by whoever comes first."""
 
-    def __init__(self, prof: Any, path: Path, log: Callable[[str], None]) -> None:
-        """``log`` takes the problems; the copy's figures go to the agent's log as information."""
+    def __init__(self, prof: Any, path: Path, log: Callable[[str], None], min_free_space: str = "0") -> None:
+        """``log`` takes the problems; the copy's figures go to the agent's log as information. The file is
+        not written where it would take the disk below ``min_free_space`` (--min-free-space)."""
         self.roots = prof.profiler.kineto_results.experimental_event_tree()
         self.path = path
         self.log = log
+        self.min_free_space = min_free_space
+        self.left_for_room = ""  # why the file was not written for --min-free-space, said in the log
         self.events: list[tuple[Any, ...]] = []
         self.tensors: list[tuple[Any, ...]] = []
         self.cpu_s = 0.0
@@ -97,12 +100,34 @@ class SnapshotTask:
             finally:
                 self.roots = []  # the tree can go now
             self.events, self.tensors = [], []  # in ``data`` now: the job may wait long in a full pipe
+            if not self._room_for(data):
+                return
             try:
                 from npuprof.results.atomic import write_bytes
 
                 write_bytes(self.path, data, fsync=False)
             except OSError as exc:
                 self.log(f"{self.path.parent.name}: memory snapshot not written: {exc!r}")
+
+    def _room_for(self, data: bytes) -> bool:
+        """Whether ``data`` leaves the room --min-free-space keeps; else said, the categorised timeline
+        not produced. A statvfs: this runs off the step (the hand-over thread, or the process's end), but
+        where no post-processor took the capture, in the step that ended it, beside the write itself."""
+        from npuprof.results.free_space import short_of_room
+
+        short = short_of_room(self.path.parent, self.min_free_space, len(data))
+        if not short:
+            return True
+        from npuprof.results.extras import memory_from_trace_fix, not_produced_line
+
+        self.left_for_room = f"its memory snapshot was not written ({short})"
+        rank_dir = self.path.parent
+        self.log(
+            not_produced_line(
+                rank_dir, "memory_timeline.*", self.left_for_room, memory_from_trace_fix(rank_dir)
+            )
+        )
+        return False
 
     def _copy(self) -> None:
         from npuprof.agent.untraced import leave_trace

@@ -44,6 +44,12 @@ def short_of_room(directory: Path, spec: str, wanted: float) -> str:
         needed = required_free_bytes(spec, st.f_blocks * st.f_frsize)
     except Exception:  # not known: the writes themselves fail and say so
         return ""
+    return room_words(wanted, free, needed)
+
+
+def room_words(wanted: float, free: int, needed: int) -> str:
+    """Why writing ``wanted`` bytes where ``free`` are free would leave less than ``needed`` (the floor
+    --min-free-space keeps), or "" when it would not."""
     if not needed or free - wanted >= needed:
         return ""
     # the room above the floor, not the free space: "14.9 MiB is free ... (14.9 MiB)" read as room enough

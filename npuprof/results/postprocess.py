@@ -440,9 +440,8 @@ class Postprocessor:
         from npuprof.results import handover as wire
 
         try:
-            for job in jobs:
-                pop_task(job)  # a memory snapshot not copied yet cannot travel: that export is said missing
-            spooled = [without_uncopied_snapshot(job) for job in jobs]
+            # a memory snapshot not copied yet cannot travel: that export is said missing
+            spooled = [without_uncopied_snapshot(job, pop_task(job)) for job in jobs]
             # after the jobs spilled there during the run (_Handover.put), if any
             append_to_spool(self.spool, b"".join(wire.job_line(wire.job_from(job)) for job in spooled))
         except (OSError, TypeError, ValueError) as exc:
@@ -749,6 +748,8 @@ class _Handover:
         if task is None:
             return
         task.run(pause=not self.hurry)  # done by the copier already, or under way there (waited for)
+        if task.left_for_room:  # said by the task: the post-processor must not look for the file
+            job.update(without_snapshot(job))
 
     def _write_at_once(self, job: dict[str, Any]) -> bool:
         """Write a small job straight into the pipe when that cannot block: nothing queued before it, no
@@ -867,20 +868,18 @@ def uncopied_snapshot(job: dict[str, Any]) -> str | None:
     return name
 
 
-def without_uncopied_snapshot(job: dict[str, Any]) -> dict[str, Any]:
+def without_uncopied_snapshot(job: dict[str, Any], task: Any = None) -> dict[str, Any]:
     """``job`` as spooled at the process's end. One whose memory snapshot is still being copied
     (HANDOVER_DRAIN_S ran out: a big capture's event tree, its copy begun late) loses it with the process: the
     categorised timeline is said lost here, for that reason, and a copy of the job without the snapshot is
     spooled, its record naming no such file. The post-processor looked for the file and said the training
     process had not written it ("a full disk? npuprof.log says why"), and the record named a file that never
-    was. (A copy: the hand-over thread may still hold the job.)"""
-    name = uncopied_snapshot(job)
-    if name is None:
+    was. (A copy: the hand-over thread may still hold the job.) ``task``: the job's snapshot task; one that
+    left the file unwritten for --min-free-space has said so."""
+    if uncopied_snapshot(job) is None:
         return job
-    exports = {**job["exports"], "memory_snapshot": None}
-    record = job.get("record")
-    if isinstance(record, dict) and isinstance(record.get("extras"), list):
-        record = {**record, "extras": [extra for extra in record["extras"] if extra != name]}
+    if task is not None and task.left_for_room:
+        return without_snapshot(job)
     from npuprof.results.extras import memory_from_trace_fix, not_produced_line
 
     rank_dir = Path(job["rank_dir"])
@@ -890,6 +889,16 @@ def without_uncopied_snapshot(job: dict[str, Any]) -> dict[str, Any]:
     )
     fix = memory_from_trace_fix(rank_dir)
     _agent_log().warning(not_produced_line(rank_dir, "memory_timeline.*", why, fix))
+    return without_snapshot(job)
+
+
+def without_snapshot(job: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``job`` that asks for no memory snapshot, its record naming none."""
+    name = job["exports"].get("memory_snapshot")
+    exports = {**job["exports"], "memory_snapshot": None}
+    record = job.get("record")
+    if isinstance(record, dict) and isinstance(record.get("extras"), list):
+        record = {**record, "extras": [extra for extra in record["extras"] if extra != name]}
     return {**job, "exports": exports, "record": record}
 
 
