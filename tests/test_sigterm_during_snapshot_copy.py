@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import clean_env
 
-_BLOCKED_DURING_THE_COPY = """\
+_A_COPY_UNDER_WAY = """\
 import ctypes, os, sys, threading, time
 from npuprof.agent.memory_snapshot import TASK_KEY
 from npuprof.agent.signals import KeptWork, SigtermGuard
@@ -46,16 +46,46 @@ class PacedCopy:
 
 read_end, write_end = os.pipe()
 handover = postprocess._Handover(OwnedFd(write_end))
-guard = SigtermGuard(lambda: None, Log())
-assert guard.install()
-handover.put({"exports": {TASK_KEY: PacedCopy()}, "rank_dir": "/nonexistent", "n": 0})
-guard.keep_while(KeptWork(handover.copying, handover.finish_copies, postprocess.HANDOVER_DRAIN_S))
+"""
+_BLOCKED = """\
 print("blocking", flush=True)
 libc = ctypes.CDLL(None)
 mutex = ctypes.create_string_buffer(128)
 libc.pthread_mutex_lock(mutex)
 libc.pthread_mutex_lock(mutex)  # for ever, the GIL released
 """
+_BLOCKED_DURING_THE_COPY = f"""\
+{_A_COPY_UNDER_WAY}
+guard = SigtermGuard(lambda: None, Log())
+assert guard.install()
+handover.put({{"exports": {{TASK_KEY: PacedCopy()}}, "rank_dir": "/nonexistent", "n": 0}})
+guard.keep_while(KeptWork(handover.copying, handover.finish_copies, postprocess.HANDOVER_DRAIN_S))
+{_BLOCKED}"""
+# --dynamic: the guard installed when training starts stays between captures, the agent's wiring itself
+_BLOCKED_DURING_A_DYNAMIC_CAPTURES_COPY = f"""\
+{_A_COPY_UNDER_WAY}
+from pathlib import Path
+from npuprof.agent import entry
+
+class Plan:
+    def at_exit(self, signalled=""):
+        print("the process ends", signalled, file=sys.stderr, flush=True)
+
+class Controller:
+    prof, plan = None, Plan()
+
+agent = entry.Agent.__new__(entry.Agent)
+agent.log, agent.controller, agent._guard_kept = Log(), Controller(), False
+agent.post = postprocess.Postprocessor(Path("/nonexistent"))
+agent.post._handover = handover
+agent.sigterm = SigtermGuard(
+    lambda: None, agent.log, recording=lambda: False,
+    on_term_unhandled=lambda: entry._plans_last_lines(agent.controller, "SIGTERM"),
+)
+assert agent.sigterm.install()
+handover.put({{"exports": {{TASK_KEY: PacedCopy()}}, "rank_dir": "/nonexistent", "n": 0}})
+agent._on_profiling(False)  # the capture's end, its snapshot still to copy
+{_BLOCKED}"""
 
 
 def _wait_until_blocked(pid: int) -> None:
@@ -81,9 +111,27 @@ def _wait_until_blocked(pid: int) -> None:
 
 
 def test_a_sigterm_while_blocked_during_the_copy_finishes_the_copy_then_dies_of_it(tmp_path: Path) -> None:
+    copied, err = _terminated_while_blocked(_BLOCKED_DURING_THE_COPY, tmp_path)
+    assert copied.exists(), err  # a minute paced: only the hurried copy is done this soon
+    assert "memory snapshot copied first" in err, err
+
+
+def test_a_dynamic_capture_keeps_its_copy_from_a_sigterm_while_blocked(tmp_path: Path) -> None:
+    """--dynamic keeps the guard between captures, and its end kept no copy: a main thread blocked
+    outside Python was given the idle 50 ms, and the process died with the copy lost. The copy is done
+    first as without --dynamic, and the plan's last lines ("the process ends") are still written."""
+    copied, err = _terminated_while_blocked(_BLOCKED_DURING_A_DYNAMIC_CAPTURES_COPY, tmp_path)
+    assert copied.exists(), err
+    assert "memory snapshot copied first" in err, err
+    assert "the process ends SIGTERM" in err, err
+
+
+def _terminated_while_blocked(script: str, tmp_path: Path) -> tuple[Path, str]:
+    """``script`` run until its main thread blocks, then sent SIGTERM: the file its copy writes, stderr.
+    It must die of the SIGTERM within the exit's bound."""
     copied = tmp_path / "copied"
     job = subprocess.Popen(
-        [sys.executable, "-c", _BLOCKED_DURING_THE_COPY, str(copied)],
+        [sys.executable, "-c", script, str(copied)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -101,6 +149,5 @@ def test_a_sigterm_while_blocked_during_the_copy_finishes_the_copy_then_dies_of_
             job.kill()
             job.communicate()
     assert job.returncode == -signal.SIGTERM, err
-    assert copied.exists(), err  # a minute paced: only the hurried copy is done this soon
-    assert "memory snapshot copied first" in err, err
     assert took < 5 + 3, took  # the exit's bound from the signal, and the interpreter's start aside
+    return copied, err

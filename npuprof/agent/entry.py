@@ -154,8 +154,8 @@ class Agent:
             self._on_sigterm,
             log,
             on_term_after_export=self._handed_over_on_sigterm,
-            # a capture records, or its memory snapshot's copy is left (the handler's grace, not the idle one)
-            recording=lambda: self.controller.prof is not None or self._guard_kept,
+            # a capture records (the handler's grace, not the idle one; the guard knows of a copy it keeps)
+            recording=lambda: self.controller.prof is not None,
             on_term_unhandled=lambda: _plans_last_lines(self.controller, "SIGTERM"),
         )
         self._guard_kept = False  # the SIGTERM guard stays past a capture for its snapshot's copy
@@ -264,10 +264,10 @@ class Agent:
             if self._native_exit is None:
                 self._native_exit = _NativeExit.prepare()
             self._finalise_at_os_exit()
-        elif self._dynamic():
-            pass  # the guard stays between captures: a SIGTERM is logged, and hands the rest over
         elif self.post is not None and self.post.copying():
             self._keep_sigterm_guard_for_the_copy()
+        elif self._dynamic():
+            pass  # the guard stays between captures: a SIGTERM is logged, and hands the rest over
         else:
             self.sigterm.uninstall()
 
@@ -279,14 +279,18 @@ class Agent:
         """The capture's memory snapshot is copied after its end, paced (a minute or more for 100,000
         events): a SIGTERM meanwhile killed the process at once, the categorised timeline lost. The guard
         stays: a SIGTERM then hands the rest over as at exit (the copy at full speed, within the exit's
-        bound), and the process dies of it. Put down at the next step boundary once the copy is done."""
+        bound), and the process dies of it. Put down at the next step boundary once the copy is done; with
+        --dynamic it stays between captures anyway, and the copy is waited for there too (a main thread
+        blocked outside Python was given 50 ms, the copy lost)."""
         from npuprof.agent.signals import KeptWork
         from npuprof.results.postprocess import HANDOVER_DRAIN_S
 
         post = self.post
-        self._guard_kept = True
-        self.sigterm.keep_while(KeptWork(post.copying, post.finish_copies, HANDOVER_DRAIN_S))
-        post.when_copied(self.controller.replan)
+        stays = self._dynamic()
+        self.sigterm.keep_while(KeptWork(post.copying, post.finish_copies, HANDOVER_DRAIN_S), stays=stays)
+        if not stays:
+            self._guard_kept = True
+            post.when_copied(self.controller.replan)
 
     def _put_sigterm_guard_down(self) -> None:
         """At a decision with no profiler of ours running: a guard kept for a copy now done goes."""

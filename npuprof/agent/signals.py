@@ -10,7 +10,8 @@ marked "capturing", read as interrupted).
 
 The guard stays installed past a capture's end while its memory snapshot is copied (``keep_while``): a
 SIGTERM then hands the rest over as the exit does, the copy at full speed within the exit's bound, before
-the process dies of it; once the copy is done it acts as SIG_DFL until the main thread puts it down.
+the process dies of it; once the copy is done it acts as SIG_DFL until the main thread puts it down (with
+--dynamic, which keeps it between captures, as it does there).
 
 A trace export (the profiler's stop or step that collects and writes the trace: seconds for a big one)
 holds SIGTERM back, at most ``HANDLER_LIMIT_S``: the watcher waits for it rather than killing the process
@@ -240,6 +241,7 @@ class SigtermGuard:
         self._child_wrap: ChildSignalWrap | None = None  # SIGCHLD's handler kept out of ours (child_signal)
         # installed past its capture's end while this says work is left (keep_while): a memory snapshot's copy
         self._kept: KeptWork | None = None
+        self._stays = False  # installed between captures all the same (--dynamic): kept work done, idle
 
     def install(self) -> bool:
         """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
@@ -310,23 +312,33 @@ class SigtermGuard:
         threads.start(self._watch, "npuprof-sigterm")
         return True
 
-    def keep_while(self, work: KeptWork) -> None:
+    def keep_while(self, work: KeptWork, stays: bool = False) -> None:
         """The capture has ended and work of it is left that a SIGTERM would lose (its memory snapshot's
         copy): installed while ``work.pending()`` says so, the handler doing what ``on_term`` does (hand the
-        rest over, within the exit's bound) before the process dies of SIGTERM. Once nothing is pending it
-        acts as SIG_DFL at once, until ``uninstall`` from the main thread."""
+        rest over, within the exit's bound) before the process dies of SIGTERM, and the watcher waiting for
+        the work when the main thread cannot run it. Once nothing is pending it acts as SIG_DFL at once,
+        until ``uninstall`` from the main thread; or, ``stays`` (--dynamic keeps the guard between
+        captures), as it does between captures."""
         if self._installed:
-            self._kept = work
+            self._kept, self._stays = work, stays
 
     def _nothing_left(self) -> bool:
-        """Kept past the capture's end, with none of that work left now (keep_while)."""
+        """Kept past the capture's end only for work of it, none of which is left now (keep_while)."""
         kept = self._kept
-        if kept is None:
+        if kept is None or self._stays:
             return False
         try:
             return not kept.pending()
         except Exception:
             return True
+
+    def _pending_kept(self) -> KeptWork | None:
+        """The kept work (keep_while) while some of it is left."""
+        kept = self._kept
+        try:
+            return kept if kept is not None and kept.pending() else None
+        except Exception:
+            return None
 
     def _finish_kept(self, kept: KeptWork, within_s: float) -> bool:
         """The kept work hurried and waited for, at most ``within_s`` (0: only hurried); whether done."""
@@ -589,11 +601,11 @@ class SigtermGuard:
         )
 
     def _give_handler_time(self) -> None:
-        arrived, kept = time.monotonic(), self._kept
+        arrived, kept = time.monotonic(), self._pending_kept()
+        if self._nothing_left():  # nothing for the handler to save: dies as without npuprof
+            _die_of(signal.SIGTERM)
+            return
         if kept is not None:
-            if self._nothing_left():  # nothing for the handler to save: dies as without npuprof
-                _die_of(signal.SIGTERM)
-                return
             self._finish_kept(kept, 0.0)  # at full speed from now, whoever waits for it
         # During a trace export the main thread delivers the signal when done, within the limit.
         exporting = not self._export_done.is_set()
@@ -604,7 +616,7 @@ class SigtermGuard:
             )
             _die_of(signal.SIGTERM)
             return
-        recording = self._recording is None or self._recording()
+        recording = kept is not None or self._recording is None or self._recording()
         started = self._handler_started.wait(self._grace if recording else IDLE_GRACE_S)
         if not started and kept is not None:
             self._copy_while_blocked(kept, arrived)
