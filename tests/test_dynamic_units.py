@@ -768,26 +768,32 @@ def test_status_drops_the_plan_a_finished_capture_carried_out(tmp_path: Path) ->
     assert process["planned"] is None and process["capturing"] is None and len(process["captures"]) == 1
 
 
-def test_status_says_a_capture_cut_short(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "where", ["/o/d", "/data/run (2)/vm_1_20261202072541100_ascend_pt"], ids=["dir", "parenthesis-in-dir"]
+)
+def test_status_says_a_capture_cut_short(tmp_path: Path, where: str) -> None:
     """helper-223: a job stopped by Ctrl-C during a capture of 50 steps: the run's summary marked it
     "complete*" (the process died before the capture's last step; step 85 partial), npuprof status showed
-    "steps 53-85 complete in DIR", its log line's note dropped, in the table and in the JSON."""
+    "steps 53-85 complete in DIR", its log line's note dropped, in the table and in the JSON. A prof_dir
+    with " (" in its name ("run (2)", a copy's) had the JSON's directory cut there ("/data/run"), the rest
+    of it read as the note's start."""
     from npuprof.cli.status import _processes, render
 
     note = (
         "the process died of an uncaught KeyboardInterrupt before the capture's last step; step 85 is partial"
     )
     (tmp_path / "dp_vm_1_rank_0.log").write_text(
-        "2026-12-02 07:25:41,100 [INFO] [1] npuprof.dynamic: [step 53] capture started at step 53 into /o/d\n"
+        "2026-12-02 07:25:41,100 [INFO] [1] npuprof.dynamic: [step 53] capture started at step 53 into "
+        f"{where}\n"
         f"2026-12-02 07:25:42,100 [INFO] [1] npuprof.dynamic: [step 85] capture 1 of steps 53-85 complete in"
-        f" /o/d ({note})\n"
+        f" {where} ({note})\n"
     )
     (process,) = _processes(tmp_path)
     assert process["captures"] == [
-        {"steps": "53-85", "status": "complete", "directory": "/o/d", "note": note}
+        {"steps": "53-85", "status": "complete", "directory": where, "note": note}
     ]
     report = {"config": {"file": "cfg/profiler_config.json", "content": None}, "processes": [process]}
-    assert f"steps 53-85 complete in /o/d ({note})" in " ".join(render(report).split())
+    assert f"steps 53-85 complete in {where} ({note})" in " ".join(render(report).split())
 
 
 def test_status_counts_captures_whose_lines_rotated_out_of_the_logs(tmp_path: Path) -> None:

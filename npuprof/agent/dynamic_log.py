@@ -26,7 +26,10 @@ from npuprof.results.logfile import log_records, open_regular, write_whole
 ROTATE_BYTES = 200 * 1024
 # a capture's end, as npuprof.agent.dynamic_plan logs it (the count since 2026-12: its captures so far)
 ENDED_RE = re.compile(
-    r"^capture (?:(?P<count>\d+) )?of steps (?P<first>\d+)-(?P<last>\d+) (?P<status>\S+) in (?P<where>.+?)"
+    r"^capture (?:(?P<count>\d+) )?of steps (?P<first>\d+)-(?P<last>\d+) (?P<status>\S+) in "
+    # a capture's directory (*_ascend_pt) whole, " (" in the prof_dir above it included ("run (2)": its
+    # end was read as a note's start); else (torch_npu's layout: the prof_dir) up to the note
+    r"(?P<where>.+?_ascend_pt|.+?)"
     r"(?: \((?P<note>.*)\))?$"  # the note: the capture's record's detail (a step cut short, ...)
 )
 ACTION_PREFIX = "dp_"
