@@ -272,6 +272,42 @@ def test_run_summary_says_when_a_parsed_capture_lacks_the_exports_asked_for(
     assert "lack their" not in capsys.readouterr().err
 
 
+def test_a_post_processor_killed_after_the_categorised_timeline_leaves_its_formats_said_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post-processor killed (kill -9) after it wrote memory_timeline.raw.json.gz and removed the
+    snapshot, while it drew memory_timeline.html: the summary said nothing, the html asked for missing.
+    Until it is done with the capture its record names the snapshot, not the raw file; once done, a format
+    it could not make was logged "not produced" (said there, not again here)."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    rank_dir = tmp_path / "vm_1_20261202121245485_ascend_pt"
+    rank_dir.mkdir()
+    record = {"status": "complete", "backend": "torch-cpu", "extras": ["memory_timeline.snapshot.msgpack"]}
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    (rank_dir / "memory_timeline.raw.json.gz").write_bytes(b"")
+    (rank_dir / "memory_timeline.meta.json").write_text("{}")
+    (rank_dir / "memory_timeline.json").write_text("[[], []]")
+    capture = CaptureSummary(rank_dir, "complete", None, 1, [6], 1, "", True)
+    log = tmp_path / "npuprof.log"
+    asked = ProfileConfig(memory_timeline=["json", "html"])
+    print_run_summary(tmp_path, [capture], 0, asked, log)
+    said = " ".join(capsys.readouterr().err.split())
+    assert (
+        f"1 capture(s) lack their --memory-timeline files (not made by the post-processor, or not yet where "
+        f"it goes on in the background: see {log}): npuprof memory-timeline {rank_dir} -o FILE makes them"
+    ) in said, said
+    print_run_summary(tmp_path, [capture], 0, ProfileConfig(memory_timeline=["json"]), log)
+    assert "lack their" not in capsys.readouterr().err  # what was asked is there
+    record["extras"] = ["memory_timeline.raw.json.gz", "memory_timeline.meta.json", "memory_timeline.json"]
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))  # its post-processor was done
+    print_run_summary(tmp_path, [capture], 0, asked, log)
+    assert "lack their" not in capsys.readouterr().err
+
+
 def test_a_dynamic_request_without_stacks_or_memory_lacks_no_exports(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -331,7 +331,7 @@ def _say_exports_not_made(
 
     lacking: dict[str, list[CaptureSummary]] = {}
     for c in captures:
-        for what in exports_not_made(c.rank_dir, cfg.export_stacks):
+        for what in exports_not_made(c.rank_dir, cfg.export_stacks, cfg.memory_timeline):
             lacking.setdefault(what, []).append(c)
     for what, which in lacking.items():
         first = shell_quote(str(which[0].rank_dir))
@@ -350,7 +350,7 @@ def _exports_lacking(capture: CaptureSummary, cfg: ProfileConfig) -> list[str]:
     from npuprof.agent.capture_exports import MEMORY_FILE
     from npuprof.results.extras import exports_not_made
 
-    lacking = exports_not_made(capture.rank_dir, cfg.export_stacks)
+    lacking = exports_not_made(capture.rank_dir, cfg.export_stacks, cfg.memory_timeline)
     formats = cfg.memory_timeline
     if "memory-timeline" not in lacking and formats and _recorded_memory(capture.rank_dir):
         made = any((capture.rank_dir / MEMORY_FILE.format(fmt=fmt)).exists() for fmt in formats)

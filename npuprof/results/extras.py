@@ -234,17 +234,20 @@ def unfinished_exports(rank_dir: Path, job: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def exports_not_made(rank_dir: Path, stacks: Sequence[str]) -> list[str]:
+def exports_not_made(rank_dir: Path, stacks: Sequence[str], memory_formats: Sequence[str] = ()) -> list[str]:
     """What a finished capture lacks of the exports asked for (``memory-timeline``, ``export-stacks``):
     its memory snapshot left (the post-processor removes it once the timeline is written: it stopped, or
-    was killed, before), a stacks file missing for a metric its backend records (``stacks``: the run's
-    --export-stacks metrics) in a capture that recorded Python stacks."""
+    was killed, before), or the timeline's formats asked for (``memory_formats``: the run's
+    --memory-timeline) unwritten by a post-processor stopped after it removed it; a stacks file missing
+    for a metric its backend records (``stacks``: the run's --export-stacks metrics) in a capture that
+    recorded Python stacks."""
     from npuprof.agent.capture import metric_fits
     from npuprof.agent.capture_exports import stacks_file_name
     from npuprof.agent.memory_snapshot import SNAPSHOT_FILE
     from npuprof.results import layout
 
-    missing = ["memory-timeline"] if (rank_dir / SNAPSHOT_FILE).exists() else []
+    snapshot_left = (rank_dir / SNAPSHOT_FILE).exists()
+    missing = ["memory-timeline"] if snapshot_left or _formats_left(rank_dir, memory_formats) else []
     # a --dynamic request without with_stack makes no stacks (its log says so): none are missing there
     if stacks and layout.recorded_option(rank_dir, "with_stack") is not False:
         backend = (layout.read_capture_record(rank_dir) or {}).get("backend")
@@ -253,6 +256,23 @@ def exports_not_made(rank_dir: Path, stacks: Sequence[str]) -> list[str]:
         ):
             missing.append("export-stacks")
     return missing
+
+
+def _formats_left(rank_dir: Path, formats: Sequence[str]) -> bool:
+    """The post-processor wrote the categorised timeline (its raw file; the snapshot is then removed) and
+    stopped before the formats asked for (killed while it drew the html: the run's summary said nothing):
+    a format's file is missing and the capture record, rewritten once it is done with the capture (what
+    it could not make is logged "not produced" then), does not name the raw file yet."""
+    from npuprof.agent.capture_exports import memory_file_name
+    from npuprof.reports.memory_timeline import FORMATS, RAW_FILE
+    from npuprof.results import layout
+
+    if not (rank_dir / RAW_FILE).exists():
+        return False
+    if not any(f in FORMATS and not (rank_dir / memory_file_name(f)).exists() for f in formats):
+        return False
+    extras = (layout.read_capture_record(rank_dir) or {}).get("extras")
+    return not (isinstance(extras, list) and RAW_FILE in extras)
 
 
 # ---------------------------------------------------------------- before the job starts
