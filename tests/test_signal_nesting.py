@@ -67,6 +67,43 @@ def test_a_scripts_handler_raising_inside_npuprofs_sigterm_handler_keeps_the_cap
     assert "DataLoader worker" not in proc.stderr and "lived on" not in proc.stderr, proc.stderr
 
 
+_CTRL_C_DURING_THE_FINALISE = """\
+import os, signal, sys, time
+from npuprof.agent import signals
+
+class Log:
+    def __getattr__(self, name):
+        return lambda *args: print(name, *args, file=sys.stderr, flush=True)
+
+def on_term():  # the capture stopped, then its hand-over: a Ctrl-C comes in between
+    signal.raise_signal(signal.SIGINT)
+    with open(sys.argv[1], "w") as f:
+        f.write("handed over")
+
+guard = signals.SigtermGuard(on_term, Log())
+assert guard.install()
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(5)
+print("lived on", file=sys.stderr)
+"""
+
+
+def test_a_ctrl_c_during_npuprofs_sigterm_finalise_is_dropped_as_the_job_dies(tmp_path: Path) -> None:
+    """A Ctrl-C after a `kill` of the job (it seemed slow to go) raised KeyboardInterrupt inside npuprof's
+    SIGTERM handler, once the capture was stopped: its hand-over was cut short (a memory snapshot's copy
+    lost; --dynamic's "stopped by SIGTERM" unlogged) and the job died of the SIGTERM all the same. The
+    Ctrl-C is dropped there, as in the finalise at the job's exit."""
+    done = tmp_path / "handed"
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(_CTRL_C_DURING_THE_FINALISE)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(done)], env=clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert done.read_text() == "handed over", proc.stderr
+    assert "KeyboardInterrupt" not in proc.stderr and "lived on" not in proc.stderr, proc.stderr
+
+
 def test_a_scripts_handler_raising_inside_a_sigterm_not_npuprofs_passes_the_raise_on() -> None:
     """A SIGTERM npuprof does not handle (its guard is not installed; the script chained to its handler):
     the process lives on, so a raise of the script's handler inside it reaches the script as it would

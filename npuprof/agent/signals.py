@@ -473,7 +473,8 @@ class SigtermGuard:
         self._finalising = True
         try:
             if not self._nothing_left():
-                self._on_term()
+                with sigint_held_back(deliver=False):  # the process dies of SIGTERM: see sigint_held_back
+                    self._on_term()
         finally:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
@@ -555,7 +556,8 @@ class SigtermGuard:
         self._finalising = True
         try:
             if self._on_term_after_export is not None:
-                self._on_term_after_export()
+                with sigint_held_back(deliver=False):  # dropped, as in _handle
+                    self._on_term_after_export()
         except Exception as exc:
             self._log.error(f"handing the capture over on SIGTERM failed: {exc!r}")
         finally:
@@ -697,7 +699,10 @@ def note_exported() -> None:
 @contextlib.contextmanager
 def sigint_held_back(deliver: bool = True) -> Iterator[None]:
     """Hold SIGINT back for the duration of the block (main thread only), then deliver it (or, without
-    ``deliver``, drop it: the process is ending anyway)."""
+    ``deliver``, drop it: the process is ending anyway). The SIGTERM handler's finalise and hand-over
+    drop it: a Ctrl-C after a `kill` (the job seemed slow to go) raised KeyboardInterrupt there once the
+    capture was stopped, cutting its hand-over short (a memory snapshot's copy lost, --dynamic's "stopped
+    by SIGTERM" unlogged), and the process died of the SIGTERM all the same."""
     if not threads.on_main_thread():
         yield
         return
