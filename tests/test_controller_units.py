@@ -1518,11 +1518,68 @@ def _executor_work_item(rig: Rig) -> None:
         assert done.wait(10)
 
 
+def _set_in_a_helper(rig: Rig) -> None:
+    """``def run(): train(); finish()``, the event set in ``finish()``."""
+    main, done = threading.get_ident(), threading.Event()
+
+    def finish() -> None:
+        done.set()
+
+    def run() -> None:
+        _train_once_waited(rig, main, "wait")
+        finish()
+
+    thread = threading.Thread(target=run, name="train")
+    thread.start()
+    assert done.wait(10)
+    thread.join(10)
+
+
+def _train_then_set(rig: Rig, driver: int, done: threading.Event) -> None:
+    _until_called_here(driver, "wait")
+    for _ in range(7):  # the steps in this function's loop, the event set after it
+        rig.run(1)
+    done.set()
+
+
+def _set_after_the_loop_of_a_function_called(rig: Rig) -> None:
+    """``def run(): train(done)``, the event set after the loop of ``train``."""
+    main, done = threading.get_ident(), threading.Event()
+
+    def run() -> None:
+        _train_then_set(rig, main, done)
+
+    thread = threading.Thread(target=run, name="train")
+    thread.start()
+    assert done.wait(10)
+    thread.join(10)
+
+
+class _FinishingTrainer(_Trainer):
+    def run(self) -> None:
+        _train_once_waited(self.rig, self.driver, "wait")
+        self.finish()
+
+    def finish(self) -> None:
+        self.done.set()
+
+
+def _set_in_a_method(rig: Rig) -> None:
+    """A ``Thread`` subclass whose ``run`` trains, then calls ``self.finish()``, which sets the event."""
+    thread = _FinishingTrainer(rig, threading.get_ident())
+    thread.start()
+    assert thread.done.wait(10)
+    thread.join(10)
+
+
 @pytest.mark.parametrize(
     "waits",
     [
         _event_set,
         _event_set_after_its_loop,
+        _set_in_a_helper,
+        _set_after_the_loop_of_a_function_called,
+        _set_in_a_method,
         _event_polled,
         _queue_result,
         _queue_fed,
@@ -1583,10 +1640,69 @@ def test_no_thread_takes_over_from_a_driver_waiting_for_a_batch_the_thread_does_
     assert rig.c.driver == main and rig.c.step == 1
 
 
-def test_no_thread_takes_over_from_a_driver_waiting_for_what_the_thread_hands_over_at_its_steps() -> None:
+def _teach(rig: Rig, driver: int | None, outputs: Any) -> None:
+    """7 steps, the outputs put into ``outputs`` at the 7th, inside the loop."""
+    _until_called_here(driver, "get")
+    for step in range(7):
+        rig.run(1)
+        if step % 7 == 6:
+            outputs.put(step)
+
+
+@pytest.mark.parametrize("calls", [3, 4])
+def test_a_release_is_looked_for_three_calls_deep_at_most(calls: int) -> None:
+    """``def run(): train(); a()``, ``a`` calling ``b`` calling ``c`` that sets the event: found three
+    calls deep (the work on a step stays bounded), not four."""
+    from npuprof.agent import released_waits
+
+    main, done, answers = threading.get_ident(), threading.Event(), []
+
+    def c3() -> None:
+        done.set()
+
+    def b3() -> None:
+        c3()
+
+    def a3() -> None:
+        b3()
+
+    def d4() -> None:
+        done.set()
+
+    def c4() -> None:
+        d4()
+
+    def b4() -> None:
+        c4()
+
+    def a4() -> None:
+        b4()
+
+    a = a3 if calls == 3 else a4
+
+    def train() -> None:
+        _until_called_here(main, "wait")
+        answers.append(released_waits.waits_on_what_this_thread_releases(sys._current_frames()[main]))
+
+    def run() -> None:
+        train()
+        a()
+
+    thread = threading.Thread(target=run, name="train")
+    thread.start()
+    assert done.wait(10)
+    thread.join(10)
+    assert answers == [calls == 3]
+
+
+@pytest.mark.parametrize("where", ["its-loop", "a-helper-in-its-loop", "the-loop-of-a-function-called"])
+def test_no_thread_takes_over_from_a_driver_waiting_for_what_the_thread_hands_over_at_its_steps(
+    where: str,
+) -> None:
     """A teacher thread trains and puts its outputs into the queue the driver (the student) takes them from,
-    every 7th step: its code puts into that queue, but inside its loop, so the driver's wait ends and it
-    goes on with its own steps. Only a hand-over after the thread's loop (its result) is a wait for it."""
+    every 7th step: its code puts into that queue, but inside its loop (or calls a function that does, in
+    its loop, or runs that loop in a function it calls), so the driver's wait ends and it goes on with its
+    own steps. Only a hand-over after the thread's loop (its result) is a wait for it."""
     import queue
 
     plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
@@ -1594,12 +1710,20 @@ def test_no_thread_takes_over_from_a_driver_waiting_for_what_the_thread_hands_ov
     rig.run(1)
     main, outputs = rig.c.driver, queue.Queue()
 
+    def hand(step: int) -> None:
+        outputs.put(step)
+
     def teacher() -> None:
+        if where == "the-loop-of-a-function-called":
+            _teach(rig, main, outputs)
+            return
         _until_called_here(main, "get")
         for step in range(7):
             rig.run(1)
-            if step % 7 == 6:
+            if step % 7 == 6 and where == "its-loop":
                 outputs.put(step)
+            elif step % 7 == 6:
+                hand(step)
 
     thread = threading.Thread(target=teacher, name="teacher")
     thread.start()

@@ -8,21 +8,25 @@ innermost frames, and the object that wait is a method of. The calling thread's 
 runs, not from its frames' variables (reading those keeps a snapshot of them, a batch's tensors, alive until
 the frame ends on Python 3.10-3.12): its ``Thread``'s target and arguments, or its subclass's ``run`` and
 attributes, and the executor work items on its stack. The object must be reachable from there (an argument,
-a closure's variable, a global the code names, or an attribute of one of those) and that code must name the
-call that releases it; a result's release (an event set, a queue put into) outside the loop that code's
-frame is in. A loader thread that fills the driver's queue never steps, so it never takes over; a thread
-training beside the driver that takes batches from the driver's queue too (``get``) releases nothing the
-driver waits on, and one that puts its outputs into that queue at its steps (a teacher's) puts inside its
-loop. It also tells whether an asyncio event loop awaits nothing but this thread's work.
+a closure's variable, a global the code names, or an attribute of one of those) and that code, or a function
+it calls, must name the call that releases it; a result's release (an event set, a queue put into) once the
+loop this thread is in ends. A loader thread that fills the driver's queue never steps, so it never takes
+over; a thread training beside the driver that takes batches from the driver's queue too (``get``) releases
+nothing the driver waits on, and one that puts its outputs into that queue at its steps (a teacher's) puts
+inside its loop. It also tells whether an asyncio event loop awaits nothing but this thread's work.
 """
 
 from __future__ import annotations
 
+import bisect
 import dis
 import functools
+import os
 import queue
 import sys
 import threading
+import types
+from collections.abc import Callable
 from typing import Any
 
 from npuprof.agent import polling
@@ -48,6 +52,26 @@ _HANDS = frozenset({"put", "put_nowait"})
 _TAKES = frozenset({"get", "get_nowait"})
 _FEEDER_FRAMES = 32  # frames of the feeding thread looked at (its loop, under a data loader's code)
 _ATTRIBUTES = 256  # attributes of one object looked at for a queue
+_HELPER_DEPTH = 3  # calls followed from a function the thread's code calls into the functions it calls
+_HELPERS = 32  # functions looked into for one wait
+_REACHED = 2048  # values looked at for the waited object, from those of the outermost frame on
+_CALLABLE_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"})  # a function called by its name
+# instructions after which a function does not run on to the next one: it returns or raises, or jumps
+_ENDS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+_GOES_TO = frozenset(
+    {
+        "JUMP_FORWARD",
+        "JUMP_ABSOLUTE",
+        "JUMP_BACKWARD",
+        "JUMP_BACKWARD_NO_INTERRUPT",
+        "JUMP",
+        "JUMP_NO_INTERRUPT",
+    }
+)
+_NPUPROF = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # npuprof's own frames
+# what _reachable_after found, by code object (its identity: hashing one hashes its nested code) and place
+_REACHABLE: dict[tuple[int, int], tuple[Any, set[int]]] = {}
+_KEPT_PLACES = 256
 _VARIABLE_LOADS = frozenset(
     {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE"}
 )
@@ -145,20 +169,21 @@ def _what_this_thread_runs() -> list[tuple[Any, list[Any]]]:
 
 
 def _releases(run: tuple[Any, list[Any]], owner: Any, releases: frozenset[str], after_the_loop: bool) -> bool:
-    """Whether the code of ``run`` names one of ``releases`` and can reach ``owner`` (``after_the_loop``: a
-    call of one that the loop this thread runs in that code does not span, ``_called_once_its_loop_ends``)."""
-    code, reached = _code_and_reach(run)
-    if code is None or polling.names_of(code).isdisjoint(releases):
+    """Whether the code of ``run``, or of a function it calls (``_helpers``), names one of ``releases`` and
+    can reach ``owner`` (``after_the_loop``: a call of one once the loop this thread runs in ends,
+    ``_released_once_its_loop_ends``)."""
+    function, given = _unwrapped(run)
+    code = getattr(function, "__code__", None)
+    if code is None:
         return False
-    # "self": an attribute of the value counts too (a thread's self.done, a trainer's self.queue)
-    if not any(polling.holds("self", value, owner) for value in reached):
-        return False
-    return not after_the_loop or _called_once_its_loop_ends(code, releases)
+    reach = [*given, *_closure_values(function), *_named_globals(code, function.__globals__)]
+    if after_the_loop:
+        return _released_once_its_loop_ends(function, reach, owner, releases)
+    return _releases_in(function, reach, owner, releases, set())
 
 
-def _code_and_reach(run: tuple[Any, list[Any]]) -> tuple[Any, list[Any]]:
-    """The code ``run``'s callable runs (through partials and bound methods) and the values it reaches
-    without running: what it is given, its closure's variables, the globals its code names."""
+def _unwrapped(run: tuple[Any, list[Any]]) -> tuple[Any, list[Any]]:
+    """The function ``run``'s callable runs (through partials and bound methods) and what it is given."""
     function, given = run
     for _ in range(_UNWRAPS):
         if isinstance(function, functools.partial):
@@ -169,12 +194,196 @@ def _code_and_reach(run: tuple[Any, list[Any]]) -> tuple[Any, list[Any]]:
             function = function.__func__
         else:
             break
+    return function, given
+
+
+def _code_and_reach(run: tuple[Any, list[Any]]) -> tuple[Any, list[Any]]:
+    """The code ``run``'s callable runs (through partials and bound methods) and the values it reaches
+    without running: what it is given, its closure's variables, the globals its code names."""
+    function, given = _unwrapped(run)
     code = getattr(function, "__code__", None)
     if code is None:
         return None, []
-    known = getattr(function, "__globals__", {})
-    named = [known[name] for name in polling.names_of(code) if name in known]
+    named = _named_globals(code, getattr(function, "__globals__", {}))
     return code, [*given, *_closure_values(function), *named]
+
+
+def _named_globals(code: Any, known: dict[str, Any]) -> list[Any]:
+    return [known[name] for name in polling.names_of(code) if name in known]
+
+
+def _reaches(reach: list[Any], owner: Any) -> bool:
+    # "self": an attribute of the value counts too (a thread's self.done, a trainer's self.queue)
+    return any(polling.holds("self", value, owner) for value in reach[:_REACHED])
+
+
+def _releases_in(
+    function: Any, reach: list[Any], owner: Any, releases: frozenset[str], seen: set[Any], depth: int = 0
+) -> bool:
+    """Whether ``function``'s code, or a function it calls, names one of ``releases`` and reaches ``owner``:
+    a helper run whole (``def finish(): done.set()``). ``depth``: the calls that lead to ``function`` from
+    the thread's code, ``_HELPER_DEPTH`` at most."""
+    code = function.__code__
+    if code in seen or len(seen) >= _HELPERS:
+        return False
+    seen.add(code)
+    reach = [*reach, *_closure_values(function), *_named_globals(code, function.__globals__)]
+    if not polling.names_of(code).isdisjoint(releases) and _reaches(reach, owner):
+        return True
+    if depth >= _HELPER_DEPTH:
+        return False
+    helpers = _helpers(code, _anywhere, function.__globals__, function, reach)
+    return any(_releases_in(fn, its_reach, owner, releases, seen, depth + 1) for fn, its_reach in helpers)
+
+
+def _anywhere(_offset: int) -> bool:
+    return True
+
+
+def _released_once_its_loop_ends(
+    function: Any, reach: list[Any], owner: Any, releases: frozenset[str]
+) -> bool:
+    """Whether this thread, running ``function`` (its thread's target), calls one of ``releases`` on
+    ``owner`` once the loop it is in ends: in a frame of its own from ``function``'s inward, after where
+    that frame is and outside every loop that spans it, or in a function called there (``def run():
+    train(); finish()``, ``def train(done): for ...: step()`` then ``done.set()``). The frames are looked at
+    inward until the first one in a loop: what runs deeper (a teacher's outputs put into the student's
+    queue at each of its steps, a barrier met at each step) releases the waiting thread every step or so,
+    which then goes on with its own steps: that wait is not for this thread to end. No frame of this
+    thread runs ``function``: not known, no. Read from the frames' code and place, never their variables."""
+    frames = _own_frames_from(function.__code__)
+    seen: set[Any] = set()
+    for index, frame in enumerate(frames):
+        code, at = frame.f_code, frame.f_lasti
+        if index:
+            reach = [*reach, *_named_globals(code, frame.f_globals)]
+        loops, calls = _loops_and_calls(code)
+        around = [(start, end) for start, end in loops if start <= at <= end]
+        ahead = _reachable_after(code, at)
+
+        def later(offset: int, ahead: set[int] = ahead, around: list[tuple[int, int]] = around) -> bool:
+            return offset in ahead and not any(start <= offset <= end for start, end in around)
+
+        released = any(later(offset) for name in releases for offset in calls.get(name, ()))
+        if released and _reaches(reach, owner):
+            return True
+        running = frames[index + 1].f_code if index + 1 < len(frames) else None
+        known = function if index == 0 else None  # an inner frame's function is not known (its globals are)
+        for helper, its_reach in _helpers(code, later, frame.f_globals, known, reach):
+            if helper.__code__ is not running and _releases_in(helper, its_reach, owner, releases, seen, 1):
+                return True
+        if around:
+            return False
+    return False
+
+
+def _reachable_after(code: Any, at: int) -> set[int]:
+    """The offsets of ``code`` that running on from instruction ``at`` can reach, by its jumps: not what
+    follows a ``return`` (an exception's handler neither, but for the inline copy of a ``finally``).
+    ``at`` may lie in the instruction's inline cache (a call's, on Python 3.11+)."""
+    kept = _REACHABLE.get((id(code), at))
+    if kept is not None and kept[0] is code:
+        return kept[1]
+    starts, successors = _successors(code)
+    found = bisect.bisect_right(starts, at) - 1
+    seen: set[int] = set()
+    todo = list(successors[starts[found]]) if found >= 0 else []
+    while todo:
+        offset = todo.pop()
+        if offset not in seen:
+            seen.add(offset)
+            todo += successors.get(offset, ())
+    if len(_REACHABLE) >= _KEPT_PLACES:
+        _REACHABLE.clear()
+    _REACHABLE[(id(code), at)] = (code, seen)
+    return seen
+
+
+@polling.by_identity
+def _successors(code: Any) -> tuple[list[int], dict[int, tuple[int, ...]]]:
+    """Where each instruction of ``code`` starts, and where it may go next. Nothing for code of more than
+    ``polling.READ_BYTES`` bytes."""
+    if len(code.co_code) > polling.READ_BYTES:
+        return [], {}
+    instructions = list(dis.get_instructions(code))
+    successors = {}
+    for index, instruction in enumerate(instructions):
+        name, target = instruction.opname, instruction.argval
+        after = (instructions[index + 1].offset,) if index + 1 < len(instructions) else ()
+        if name in _ENDS:
+            successors[instruction.offset] = ()
+        elif instruction.opcode in polling.JUMPS and isinstance(target, int):
+            successors[instruction.offset] = (target,) if name in _GOES_TO else (*after, target)
+        else:
+            successors[instruction.offset] = after
+    return [instruction.offset for instruction in instructions], successors
+
+
+def _own_frames_from(code: Any) -> list[Any]:
+    """The calling thread's frames from the one that runs ``code`` inward, up to npuprof's own; none when
+    no frame of ``_OWN_FRAMES`` runs it."""
+    outward = []
+    frame = sys._getframe(1)
+    for _ in range(_OWN_FRAMES):
+        if frame is None:
+            return []
+        outward.append(frame)
+        if frame.f_code is code:
+            break
+        frame = frame.f_back
+    else:
+        return []
+    inward = outward[::-1]
+    for index, frame in enumerate(inward):
+        if frame.f_code.co_filename.startswith(_NPUPROF):
+            return inward[:index]
+    return inward
+
+
+def _helpers(
+    code: Any, wanted: Callable[[int], bool], known: dict[str, Any], function: Any, reach: list[Any]
+) -> list[tuple[Any, list[Any]]]:
+    """The Python functions ``code`` calls at an offset ``wanted`` accepts, each with the values it
+    reaches: a global's (``known``), a closure's variable (of ``function``, when known), a method of a
+    value reached (``self.finish()``) or a module's function (``utils.finish()``)."""
+    closure = _closure_by_name(function) if function is not None else {}
+    found = []
+    for name, offsets in _variables_loaded(code).items():
+        value = closure[name] if name in closure else known.get(name)
+        if isinstance(value, types.FunctionType) and any(wanted(offset) for offset in offsets):
+            found.append((value, reach))
+    _loops, calls = _loops_and_calls(code)
+    for name, offsets in calls.items():
+        if not any(wanted(offset) for offset in offsets):
+            continue
+        for value in reach[:_ATTRIBUTES]:
+            method = _function_of(value, name)
+            if method is not None:
+                found.append((method, [*reach, value]))
+    return found[:_HELPERS]
+
+
+def _function_of(value: Any, name: str) -> Any:
+    """The Python function ``value.name`` would call, read from its class's (or module's) dictionaries,
+    never running a property or ``__getattr__`` of the script's; None if not one."""
+    if isinstance(value, types.ModuleType):
+        found = vars(value).get(name)
+    else:
+        found = next((vars(kind)[name] for kind in type(value).__mro__ if name in vars(kind)), None)
+    return found if isinstance(found, types.FunctionType) else None
+
+
+@polling.by_identity
+def _variables_loaded(code: Any) -> dict[str, list[int]]:
+    """Where ``code`` loads each global or closure's variable (a function it may call). Nothing for code of
+    more than ``polling.READ_BYTES`` bytes."""
+    if len(code.co_code) > polling.READ_BYTES:
+        return {}
+    loaded: dict[str, list[int]] = {}
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in _CALLABLE_LOADS and isinstance(instruction.argval, str):
+            loaded.setdefault(instruction.argval, []).append(instruction.offset)
+    return loaded
 
 
 def feeds_this_thread(frame: Any) -> bool:
@@ -255,29 +464,6 @@ def _value_of(path: tuple[str, ...], frame: Any) -> Any:
     return value
 
 
-def _called_once_its_loop_ends(code: Any, releases: frozenset[str]) -> bool:
-    """Whether ``code``, run by this thread, calls one of ``releases`` outside every loop that spans the
-    instruction it is at (``def run(): train(); done.set()``; ``for ...: step(); done.set()`` after the
-    loop). A call inside that loop (a teacher's outputs put into the student's queue at each of its steps, a
-    barrier met at each step) releases the waiting thread every step or so, which then goes on with its own
-    steps: that wait is not for this thread to end. No frame of this thread runs ``code``: not known, no."""
-    frame = sys._getframe(1)
-    for _ in range(_OWN_FRAMES):
-        if frame is None or frame.f_code is code:
-            break
-        frame = frame.f_back
-    if frame is None or frame.f_code is not code:
-        return False
-    loops, calls = _loops_and_calls(code)
-    at = frame.f_lasti
-    around = [(start, end) for start, end in loops if start <= at <= end]
-    return any(
-        not any(start <= offset <= end for start, end in around)
-        for name in releases
-        for offset in calls.get(name, ())
-    )
-
-
 @polling.by_identity
 def _loops_and_calls(code: Any) -> tuple[list[tuple[int, int]], dict[str, list[int]]]:
     """The bytecode spans of ``code``'s loops (a backward jump's), and where it loads each attribute or
@@ -293,6 +479,17 @@ def _loops_and_calls(code: Any) -> tuple[list[tuple[int, int]], dict[str, list[i
         elif instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(value, str):
             calls.setdefault(value, []).append(offset)
     return loops, calls
+
+
+def _closure_by_name(function: Any) -> dict[str, Any]:
+    cells = getattr(function, "__closure__", None) or ()
+    named = {}
+    for name, cell in zip(function.__code__.co_freevars, cells, strict=False):
+        try:
+            named[name] = cell.cell_contents
+        except ValueError:  # a closure's variable not bound yet
+            pass
+    return named
 
 
 def _closure_values(function: Any) -> list[Any]:
