@@ -1572,10 +1572,30 @@ def _set_in_a_method(rig: Rig) -> None:
     thread.join(10)
 
 
+def _joined_through_a_supervisor(rig: Rig) -> None:
+    """The driver joins a supervisor thread, which starts the training thread and joins it."""
+    main, supervisor_ident = threading.get_ident(), []
+
+    def train() -> None:
+        _until_called_here(supervisor_ident[0], "join")
+        _train_once_waited(rig, main, "join")
+
+    def supervise() -> None:
+        supervisor_ident.append(threading.get_ident())
+        trainer = threading.Thread(target=train, name="train")
+        trainer.start()
+        trainer.join(10)
+
+    supervisor = threading.Thread(target=supervise, name="supervise")
+    supervisor.start()
+    supervisor.join(20)
+
+
 @pytest.mark.parametrize(
     "waits",
     [
         _event_set,
+        _joined_through_a_supervisor,
         _event_set_after_its_loop,
         _set_in_a_helper,
         _set_after_the_loop_of_a_function_called,
@@ -1730,6 +1750,68 @@ def test_no_thread_takes_over_from_a_driver_waiting_for_what_the_thread_hands_ov
     assert outputs.get(timeout=10) == 6
     thread.join(10)
     assert rig.c.driver == main and rig.c.step == 1
+
+
+def test_no_thread_takes_over_from_a_driver_joining_a_thread_that_waits_for_something_else() -> None:
+    """The driver joins a thread (a logger's) that waits for an event a third thread sets, not for the
+    thread that trains beside them: that thread's steps stay ignored."""
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, stepped, flushed, logger_ident = rig.c.driver, threading.Event(), threading.Event(), []
+
+    def log() -> None:
+        logger_ident.append(threading.get_ident())
+        assert flushed.wait(10)
+
+    def side() -> None:
+        _until_called_here(logger_ident[0], "wait")
+        _train_once_waited(rig, main, "join")
+        stepped.set()
+
+    def flush() -> None:
+        assert stepped.wait(10)
+        flushed.set()
+
+    logger = threading.Thread(target=log, name="logger")
+    logger.start()
+    others = [threading.Thread(target=side, name="side"), threading.Thread(target=flush, name="flush")]
+    for thread in others:
+        thread.start()
+    logger.join(20)
+    for thread in others:
+        thread.join(10)
+    assert rig.c.driver == main and rig.c.step == 1
+
+
+@pytest.mark.parametrize("joins_it", [True, False], ids=["joins-it", "waits-for-another"])
+def test_the_exit_waits_for_a_daemon_thread_through_a_thread_that_joins_it(joins_it: bool) -> None:
+    """At exit the main thread waits for the threads that are no daemons: one that joins a daemon thread
+    that trains makes the exit wait for that daemon too (one that waits for anything else does not)."""
+    stepping, other, answers, idents = threading.Event(), threading.Event(), [], []
+
+    def train() -> None:
+        deadline = time.monotonic() + 10
+        while not idents or not _waiting_in(idents[0], "join" if joins_it else "wait"):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
+        answers.append(controller_module._waits_for_this_thread("_shutdown", None))
+        stepping.set()
+
+    trainer = threading.Thread(target=train, name="train", daemon=True)
+
+    def supervise() -> None:
+        idents.append(threading.get_ident())
+        trainer.start()
+        trainer.join(10) if joins_it else other.wait(10)
+
+    supervisor = threading.Thread(target=supervise, name="supervise")
+    supervisor.start()
+    assert stepping.wait(10)
+    other.set()
+    supervisor.join(10)
+    assert answers == [joins_it]
 
 
 def _fed_training(rig: Rig, batches: Any) -> None:

@@ -1018,6 +1018,8 @@ _WAITS_FOR_THREADS = {
     "/concurrent/futures/_base.py": ("result", "wait", "as_completed", "_result_or_cancel"),
 }
 _WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wait_for_tstate_lock, ...)
+_THROUGH = 2  # threads a wait may go through to the stepping one: the driver joins one that joins it
+_THREADS_THROUGH = 8  # non-daemon threads looked at for the exit's wait
 
 
 def _waits_for_other_threads(driver: int | None) -> bool:
@@ -1049,7 +1051,7 @@ def _starts_this_thread(driver: int | None) -> bool:
     return False
 
 
-def _waits_now(driver: int | None) -> bool:
+def _waits_now(driver: int | None, through: int = 0) -> bool:
     """Whether thread ``driver`` waits for the calling thread to end or hand a result (its innermost frame
     is threading's, one of the next few is in ``_WAITS_FOR_THREADS`` and waits for this thread: its
     ``join``, the exit's wait while this thread is not a daemon, a future this thread runs, an event, a
@@ -1057,10 +1059,11 @@ def _waits_now(driver: int | None) -> bool:
     ``is_alive()`` between sleeps: ``polling.polls_this_thread``), or is gone.
     Looked at only when this thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the
     driving one never takes over while the driving one trains, nor while it waits for its data (a loader's
-    future, a prefetch thread's join: helper-222; docs/architecture.md, "Step boundaries")."""
+    future, a prefetch thread's join: helper-222; docs/architecture.md, "Step boundaries"). ``through``:
+    the threads joined on the way to ``driver`` (``_waits_through``)."""
     frame = frames.current_frames().get(driver) if driver is not None else None
-    if frame is None:
-        return driver is not None  # a driver that ended without its guard: none is left to step
+    if frame is None:  # a driver that ended without its guard: none is left to step (a thread it joined
+        return driver is not None and not through  # that ended is waited for no more)
     try:
         if polling.polls_this_thread(frame):  # while t.is_alive(): time.sleep(0.1), as join() waits
             return True
@@ -1081,7 +1084,7 @@ def _waits_now(driver: int | None) -> bool:
         for suffix, names in _WAITS_FOR_THREADS.items():
             if code.co_name in names and code.co_filename.endswith(suffix):
                 try:
-                    return _waits_for_this_thread(code.co_name, frame)
+                    return _waits_for_this_thread(code.co_name, frame, through)
                 except Exception:  # another thread's frame, changing as it is read: not known, no
                     return False
         frame = frame.f_back
@@ -1091,15 +1094,21 @@ def _waits_now(driver: int | None) -> bool:
         return False
 
 
-def _waits_for_this_thread(name: str, frame: Any) -> bool:
+def _waits_for_this_thread(name: str, frame: Any, through: int = 0) -> bool:
     """The wait ``name`` of another thread's ``frame`` (one of ``_WAITS_FOR_THREADS``) waits for the
-    calling thread: joins it, or the exit's wait (it is not a daemon), or a future it runs."""
+    calling thread: joins it, or the exit's wait (it is not a daemon), or a future it runs; or joins, or
+    waits at exit for, a thread that waits for it in turn (``_waits_through``)."""
     me = threading.current_thread()
     if name == "_shutdown":
-        return not me.daemon
+        if not me.daemon:
+            return True
+        waiting = threading.main_thread()
+        others = [t for t in threading.enumerate() if not t.daemon and t is not me and t is not waiting]
+        return any(_waits_through(thread, through) for thread in others[:_THREADS_THROUGH])
     waited = frame.f_locals
     if name == "join":
-        return waited.get("self") is me
+        joined = waited.get("self")
+        return joined is me or _waits_through(joined, through)
     mine = _futures_run_here()
     if not mine:
         return False
@@ -1108,6 +1117,15 @@ def _waits_for_this_thread(name: str, frame: Any) -> bool:
     if name == "_result_or_cancel":
         return any(f is waited.get("fut") for f in mine)
     return any(f is g for g in tuple(waited.get("fs") or ()) for f in mine)  # wait, as_completed
+
+
+def _waits_through(thread: Any, through: int) -> bool:
+    """Whether ``thread``, which the driver joins (or waits for at exit), waits for the calling thread:
+    a supervisor thread that starts the training thread and joins it, the main thread joining the
+    supervisor. ``_THROUGH`` such threads at most on the way."""
+    if not isinstance(thread, threading.Thread) or through >= _THROUGH:
+        return False
+    return _waits_now(thread.ident, through + 1)
 
 
 def _futures_run_here() -> list[Any]:
