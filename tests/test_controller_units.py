@@ -1814,6 +1814,72 @@ def test_the_exit_waits_for_a_daemon_thread_through_a_thread_that_joins_it(joins
     assert answers == [joins_it]
 
 
+def _paused_until_signalled(rig: Rig, sends: bool) -> None:
+    """This thread steps once, then waits in ``signal.pause()`` for SIGUSR1, which a thread that takes 7
+    steps sends after its loop (``sends``), or another thread after those steps; each sends it again until
+    the pause has ended, so that a signal sent before it began does not leave it waiting."""
+    import os
+    import signal
+
+    rig.run(1)
+    pausing, woken, stepped = threading.Event(), threading.Event(), threading.Event()
+
+    def steps() -> None:
+        assert pausing.wait(10)
+        time.sleep(0.05)  # inside signal.pause() by now
+        rig.run(7)
+
+    def train() -> None:
+        try:
+            steps()
+        finally:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            while not woken.wait(0.5):
+                os.kill(os.getpid(), signal.SIGUSR1)
+
+    def train_beside() -> None:
+        try:
+            steps()
+        finally:
+            stepped.set()
+
+    def wake() -> None:
+        assert stepped.wait(20)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+        while not woken.wait(0.5):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+
+    before = signal.signal(signal.SIGUSR1, lambda *_: None)
+    try:
+        threads = [threading.Thread(target=train if sends else train_beside, name="train")]
+        threads += [] if sends else [threading.Thread(target=wake, name="wake")]
+        for thread in threads:
+            thread.start()
+        pausing.set()
+        signal.pause()
+        woken.set()
+        for thread in threads:
+            thread.join(10)
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+@pytest.mark.parametrize("sends", [True, False], ids=["the-thread-sends-it", "another-thread-sends-it"])
+def test_a_thread_that_sends_the_signal_the_driver_pauses_for_takes_over(sends: bool) -> None:
+    """A sanity step on the main thread, then ``signal.pause()`` there until the training thread's
+    ``os.kill(os.getpid(), signal.SIGUSR1)`` after its loop: every step of the thread was ignored, no
+    capture. The thread takes over counting; a pause that another thread's signal ends keeps them
+    ignored."""
+    plan = TorchPlan(skip_first=5 if sends else 50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    _paused_until_signalled(rig, sends)
+    if sends:
+        assert rig.c.step == 8  # the job's iterations: 1 + 7
+        assert [event[:2] for event in rig.sink.events] == [("begin", 5), ("finish", 6)]
+    else:
+        assert rig.c.driver == threading.get_ident() and rig.c.step == 1
+
+
 def _fed_training(rig: Rig, batches: Any) -> None:
     """This thread steps once, then runs a thread that takes a step for each item it takes from
     ``batches`` (None: its end), while this thread puts 9 items into it, each after 5 ms of loading."""

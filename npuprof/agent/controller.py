@@ -1072,8 +1072,10 @@ def _waits_now(driver: int | None, through: int = 0) -> bool:
     except Exception:  # another thread's frame and variables, changing as they are read: not known, no
         pass
     if not frame.f_code.co_filename.endswith("/threading.py"):
-        try:  # an event loop whose only task awaits asyncio.to_thread(train)
-            return released_waits.loop_awaits_only_this_thread(frame)
+        try:  # an event loop whose only task awaits asyncio.to_thread(train); signal.pause()
+            if released_waits.loop_awaits_only_this_thread(frame):
+                return True
+            return released_waits.pauses_for_a_signal_this_thread_sends(frame)
         except Exception:  # another thread's frame and loop, changing as they are read: not known, no
             return False
     innermost = frame

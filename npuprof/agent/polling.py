@@ -63,6 +63,12 @@ def polls_this_thread(frame: Any) -> bool:
     return False
 
 
+def names_on_line(frame: Any) -> frozenset[str]:
+    """The names the line ``frame`` is at loads (a call it is in: ``signal.pause()``)."""
+    lines, _loops = _read(frame.f_code)
+    return lines.get(frame.f_lineno, frozenset())
+
+
 def holds(name: str, value: Any, me: object) -> bool:
     """Whether ``value`` is ``me``, holds it (a list, a dict's values), or has it as an attribute
     (``self``)."""

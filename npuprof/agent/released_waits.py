@@ -52,6 +52,10 @@ _HANDS = frozenset({"put", "put_nowait"})
 _TAKES = frozenset({"get", "get_nowait"})
 _FEEDER_FRAMES = 32  # frames of the feeding thread looked at (its loop, under a data loader's code)
 _ATTRIBUTES = 256  # attributes of one object looked at for a queue
+# A thread waiting for a signal calls one of these; the other sends it to the process with one of those.
+_PAUSES = frozenset({"pause", "sigwait", "sigwaitinfo", "sigtimedwait"})
+_SIGNALS = frozenset({"kill", "pthread_kill"})  # (raise_signal's is the sending thread's: no pause ends)
+THIS_PROCESS = object()  # what a signal's sender releases (``_reaches``)
 _HELPER_DEPTH = 3  # calls followed from a function the thread's code calls into the functions it calls
 _HELPERS = 32  # functions looked into for one wait
 _REACHED = 2048  # values looked at for the waited object, from those of the outermost frame on
@@ -84,6 +88,17 @@ def waits_on_what_this_thread_releases(frame: Any) -> bool:
     if waited is None:
         return False
     return any(_releases(run, *waited) for run in _what_this_thread_runs())
+
+
+def pauses_for_a_signal_this_thread_sends(frame: Any) -> bool:
+    """Whether the thread whose innermost frame is ``frame`` waits for a signal (``signal.pause()``,
+    ``sigwait``: its current line calls one) that the calling thread's code sends to this process once its
+    loop ends (``os.kill(os.getpid(), signal.SIGUSR1)``, ``signal.pthread_kill``)."""
+    if frame is None or polling.names_of(frame.f_code).isdisjoint(_PAUSES):  # (the cheap look first)
+        return False
+    if polling.names_on_line(frame).isdisjoint(_PAUSES):
+        return False
+    return any(_releases(run, THIS_PROCESS, _SIGNALS, True) for run in _what_this_thread_runs())
 
 
 def waited_on(frame: Any) -> tuple[Any, frozenset[str], bool] | None:
@@ -212,7 +227,12 @@ def _named_globals(code: Any, known: dict[str, Any]) -> list[Any]:
     return [known[name] for name in polling.names_of(code) if name in known]
 
 
-def _reaches(reach: list[Any], owner: Any) -> bool:
+def _reaches(reach: list[Any], owner: Any, code: Any) -> bool:
+    """Whether ``code``, reaching ``reach``, releases ``owner``: reaches it, or sends its signal to this
+    process when ``owner`` is ``THIS_PROCESS`` (``os.kill`` of ``os.getpid()``, not of a child's pid)."""
+    if owner is THIS_PROCESS:
+        names = polling.names_of(code)
+        return "kill" not in names or "getpid" in names
     # "self": an attribute of the value counts too (a thread's self.done, a trainer's self.queue)
     return any(polling.holds("self", value, owner) for value in reach[:_REACHED])
 
@@ -228,7 +248,7 @@ def _releases_in(
         return False
     seen.add(code)
     reach = [*reach, *_closure_values(function), *_named_globals(code, function.__globals__)]
-    if not polling.names_of(code).isdisjoint(releases) and _reaches(reach, owner):
+    if not polling.names_of(code).isdisjoint(releases) and _reaches(reach, owner, code):
         return True
     if depth >= _HELPER_DEPTH:
         return False
@@ -265,7 +285,7 @@ def _released_once_its_loop_ends(
             return offset in ahead and not any(start <= offset <= end for start, end in around)
 
         released = any(later(offset) for name in releases for offset in calls.get(name, ()))
-        if released and _reaches(reach, owner):
+        if released and _reaches(reach, owner, code):
             return True
         running = frames[index + 1].f_code if index + 1 < len(frames) else None
         known = function if index == 0 else None  # an inner frame's function is not known (its globals are)
