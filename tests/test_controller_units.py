@@ -19,6 +19,7 @@ import itertools
 import sys
 import threading
 import time
+import types
 import warnings
 from typing import Any
 
@@ -2043,6 +2044,169 @@ def test_a_thread_the_driver_polls_until_it_ends_takes_over() -> None:
 
     ident = _polled_training(rig, poll_all)
     assert rig.c.step == 8 and rig.sink.events[0] == ("begin", 5)
+
+
+_STATE: dict[str, bool] = {}
+_RUN = types.SimpleNamespace(done=False)  # any object with attributes: a trainer's, say
+_DONE = False
+
+
+def _poll_item() -> None:
+    deadline = time.monotonic() + 10
+    while not _STATE["done"] and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _poll_attribute() -> None:
+    deadline = time.monotonic() + 10
+    while not _RUN.done and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _poll_global() -> None:
+    deadline = time.monotonic() + 10
+    while not _DONE and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _set_item() -> None:
+    _STATE["done"] = True
+
+
+def _set_attribute() -> None:
+    _RUN.done = True
+
+
+def _set_global() -> None:
+    global _DONE
+    _DONE = True
+
+
+def _flag_polled_training(rig: Rig, poll: Any, flag: Any) -> None:
+    """One step on this thread, then 7 on thread "train", which then stores the flag (``flag()``) while
+    this thread runs ``poll()``, a loop that sleeps until the flag is set."""
+    global _DONE
+    _STATE["done"], _RUN.done, _DONE = False, False, False
+    rig.run(1)
+    started = threading.Event()
+
+    def train() -> None:
+        assert started.wait(10)
+        time.sleep(0.05)  # inside the poll's loop by now
+        for _ in range(7):
+            rig.run(1)
+        flag()
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    started.set()
+    poll()
+    thread.join(10)
+
+
+@pytest.mark.parametrize(
+    ("poll", "flag"),
+    [(_poll_item, _set_item), (_poll_attribute, _set_attribute), (_poll_global, _set_global)],
+    ids=["item", "attribute", "global"],
+)
+def test_a_thread_that_sets_the_flag_the_driver_polls_takes_over(poll: Any, flag: Any) -> None:
+    """``while not state["done"]: time.sleep(0.1)`` (or an object's ``.done``, or a global ``done``),
+    the training thread storing the flag after its loop: it waits for that thread as ``join()`` does, and
+    every step of the thread was ignored, no capture. The thread takes over counting."""
+    plan = TorchPlan(skip_first=5, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    _flag_polled_training(rig, poll, flag)
+    assert rig.c.step == 8
+    assert [event[:2] for event in rig.sink.events] == [("begin", 5), ("finish", 6)]
+
+
+@pytest.mark.parametrize("nonlocal_flag", [False, True], ids=["item", "nonlocal"])
+def test_a_flag_a_variable_of_the_drivers_function_holds_is_named_with_its_fix(nonlocal_flag: bool) -> None:
+    """``state = {"done": False}`` in the driver's function (or ``done``, which the thread stores as
+    ``nonlocal``), polled there: reading it would read that frame's variables (kept alive by the read on
+    Python 3.10-3.12), so its steps stay ignored; the log said only that the thread's steps were ignored,
+    not which wait or what to change. It names the flag polled and what hands the steps over, once."""
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    state, done, started = {"done": False}, False, threading.Event()
+
+    def steps() -> None:
+        assert started.wait(10)
+        time.sleep(0.05)  # inside the poll's loop by now
+        for _ in range(7):
+            rig.run(1)
+
+    def train() -> None:
+        steps()
+        state["done"] = True
+
+    def train_nonlocal() -> None:
+        nonlocal done
+        steps()
+        done = True
+
+    thread = threading.Thread(target=train_nonlocal if nonlocal_flag else train, name="train")
+    thread.start()
+    started.set()
+    deadline = time.monotonic() + 10
+    if nonlocal_flag:
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.005)
+    else:
+        while not state["done"] and time.monotonic() < deadline:
+            time.sleep(0.005)
+    thread.join(10)
+    assert rig.c.driver == threading.get_ident() and rig.c.step == 1
+    said = [line[-1] for line in rig.log.lines if "does not read" in line[-1]]
+    main, flag = threading.current_thread().name, "done" if nonlocal_flag else "state['done']"
+    assert said == [
+        f"thread train's steps are not counted: thread {main} waits for it polling {flag}, a variable of "
+        "its function, which npuprof does not read (that would keep its variables alive); wait on a "
+        "threading.Event that thread sets (or join() it, or keep the flag in a module global)"
+    ], rig.log.lines
+
+
+def test_no_thread_takes_over_from_a_driver_polling_a_flag_the_thread_does_not_set_after_its_loop() -> None:
+    """A flag the thread stores at each of its steps (its progress), or one a third thread stores, is not
+    a wait for the stepping thread to end: its steps stay ignored."""
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    started, stepped = threading.Event(), threading.Event()
+    _STATE["done"] = False
+
+    def train() -> None:
+        assert started.wait(10)
+        time.sleep(0.05)
+        for step in range(7):
+            rig.run(1)
+            _STATE["done"] = step == 6
+
+    def other() -> None:
+        assert stepped.wait(10)
+        _set_item()
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    started.set()
+    _poll_item()
+    thread.join(10)
+    assert rig.c.driver == threading.get_ident() and rig.c.step == 1
+
+    _STATE["done"] = False
+
+    def beside() -> None:
+        rig.run(7)
+        stepped.set()
+
+    threads = [threading.Thread(target=beside, name="beside"), threading.Thread(target=other, name="other")]
+    for thread in threads:
+        thread.start()
+    _poll_item()
+    for thread in threads:
+        thread.join(10)
+    assert rig.c.driver == threading.get_ident() and rig.c.step == 1
 
 
 def test_no_thread_takes_over_from_a_driver_that_polls_another_thread_or_works_while_it_asks() -> None:

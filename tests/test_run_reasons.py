@@ -178,6 +178,25 @@ def test_a_capture_held_by_the_waiting_driver_is_the_reason_with_what_avoids_it(
     assert "their steps were not counted" in why, why
 
 
+def test_a_wait_for_the_thread_that_npuprof_does_not_read_is_the_reason_with_its_fix() -> None:
+    """The main thread polled a flag of its function's (``while not state["done"]: time.sleep(1)``), which
+    npuprof does not read: the last line said only that a thread's steps were ignored, and to join() it.
+    The line that names that wait and its fix is the reason, for its own process only."""
+    foreign = (
+        AGENT + "step boundaries from thread train are ignored: thread MainThread drives the profiler (one "
+        'thread only: docs/architecture.md, "Step boundaries")'
+    )
+    unread = (
+        "thread train's steps are not counted: thread MainThread waits for it polling state['done'], a "
+        "variable of its function, which npuprof does not read (that would keep its variables alive); wait "
+        "on a threading.Event that thread sets (or join() it, or keep the flag in a module global)"
+    )
+    assert why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, AGENT + unread]) == unread
+    elsewhere = AGENT.replace("pid=7", "pid=8") + unread  # another process's wait: not this one's reason
+    why = why_no_capture(ProfileConfig(), 0, [READY, COUNTED, foreign, elsewhere])
+    assert "their steps were not counted" in why, why
+
+
 def test_steps_of_a_thread_that_took_over_are_no_reason() -> None:
     """helper-219: the thread then took over counting (4 steps counted): too few steps is the reason."""
     foreign = (

@@ -144,6 +144,7 @@ class CaptureController:
         self._foreign: tuple[int, dict[threading.Thread, int]] = (-1, {})
         self._foreign_noted: list[str] | None = None  # the notes of the capture told of them (see above)
         self._held_noted: list[str] | None = None  # ... told that its thread waits for the stepping one
+        self._unread_wait_said = False  # the driver's wait npuprof does not read was named (once)
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
@@ -327,6 +328,8 @@ class CaptureController:
             and self._take_over(ident)
         ):
             return True
+        if count % TAKE_OVER_AFTER == 0 and self.prof is None and not self._unread_wait_said:
+            self._say_unread_wait()
         if self.prof is not None and self.step and self._foreign_noted is not self._capture_notes:
             self._note_foreign_steps()
         if (
@@ -355,6 +358,28 @@ class CaptureController:
             'drives the profiler (one thread only: docs/architecture.md, "Step boundaries")'
         )
         return False
+
+    def _say_unread_wait(self) -> None:
+        """Once: the driving thread waits for this one in a way npuprof does not read (a flag that a
+        variable of its function holds, polled in a sleeping loop: read, it would be from that frame's
+        variables, ``released_waits.unread_flag``), named with what hands the steps over; the run's last
+        line when no capture was written (docs/architecture.md, "Step boundaries")."""
+        frame = frames.current_frames().get(self.driver) if self.driver is not None else None
+        try:
+            flag = released_waits.unread_flag(frame)
+        except Exception:  # another thread's frame, changing as it is read: not known, nothing said
+            return
+        if not flag:
+            return
+        self._unread_wait_said = True
+        name = threading.current_thread().name
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
+        driver = names.get(self.driver, self.driver)
+        self.log.info(
+            f"thread {name}'s steps are not counted: thread {driver} waits for it polling {flag}"
+            f"{UNREAD_WAIT}; wait on a threading.Event that thread sets (or join() it, or keep the flag in a "
+            "module global)"
+        )
 
     def _note_foreign_steps(self) -> None:
         """Once a capture (its notes' list, new at each capture, says which): its record says that another
@@ -1008,6 +1033,7 @@ class CaptureController:
         self._finish_requested = None
         self._foreign_reported = False
         self._foreign = (-1, {})
+        self._unread_wait_said = False
         self._loader_worker = None  # a DataLoader worker is forked; it says so once it runs its loop
 
 
@@ -1017,6 +1043,10 @@ _WAITS_FOR_THREADS = {
     "/threading.py": ("join", "_shutdown"),
     "/concurrent/futures/_base.py": ("result", "wait", "as_completed", "_result_or_cancel"),
 }
+# what the line naming a wait npuprof does not read says of it (npuprof/reports/run_summary.py finds it)
+UNREAD_WAIT = (
+    ", a variable of its function, which npuprof does not read (that would keep its variables alive)"
+)
 _WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wait_for_tstate_lock, ...)
 _THROUGH = 2  # threads a wait may go through to the stepping one: the driver joins one that joins it
 _THREADS_THROUGH = 8  # non-daemon threads looked at for the exit's wait
@@ -1068,6 +1098,8 @@ def _waits_now(driver: int | None, through: int = 0) -> bool:
         if polling.polls_this_thread(frame):  # while t.is_alive(): time.sleep(0.1), as join() waits
             return True
         if released_waits.feeds_this_thread(frame):  # for batch in loader: q.put(batch)
+            return True
+        if released_waits.polls_a_flag_this_thread_sets(frame):  # while not state["done"]: time.sleep(1)
             return True
     except Exception:  # another thread's frame and variables, changing as they are read: not known, no
         pass

@@ -27,7 +27,7 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from npuprof.agent import polling
 
@@ -56,6 +56,17 @@ _ATTRIBUTES = 256  # attributes of one object looked at for a queue
 _PAUSES = frozenset({"pause", "sigwait", "sigwaitinfo", "sigtimedwait"})
 _SIGNALS = frozenset({"kill", "pthread_kill"})  # (raise_signal's is the sending thread's: no pause ends)
 THIS_PROCESS = object()  # what a signal's sender releases (``_reaches``)
+_SCOPES = {
+    "LOAD_GLOBAL": "global",
+    "LOAD_NAME": "global",  # a module's code: its globals
+    "LOAD_FAST": "local",
+    "LOAD_FAST_CHECK": "local",
+    "LOAD_DEREF": "local",
+}
+_NONLOCAL = "nonlocal "  # a closure's variable stored, told from a global of the same name
+_FLAGS = 16  # variables (and their keys) read in one polling loop, looked at
+# what a global the polling loop reads holds when it is no flag: a module (``time``), a function, a class
+_NO_FLAG = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
 _HELPER_DEPTH = 3  # calls followed from a function the thread's code calls into the functions it calls
 _HELPERS = 32  # functions looked into for one wait
 _REACHED = 2048  # values looked at for the waited object, from those of the outermost frame on
@@ -87,7 +98,8 @@ def waits_on_what_this_thread_releases(frame: Any) -> bool:
     waited = waited_on(frame)
     if waited is None:
         return False
-    return any(_releases(run, *waited) for run in _what_this_thread_runs())
+    owner, releases, after_the_loop = waited
+    return any(_releases(run, owner, _calling(releases), after_the_loop) for run in _what_this_thread_runs())
 
 
 def pauses_for_a_signal_this_thread_sends(frame: Any) -> bool:
@@ -98,7 +110,69 @@ def pauses_for_a_signal_this_thread_sends(frame: Any) -> bool:
         return False
     if polling.names_on_line(frame).isdisjoint(_PAUSES):
         return False
-    return any(_releases(run, THIS_PROCESS, _SIGNALS, True) for run in _what_this_thread_runs())
+    return any(_releases(run, THIS_PROCESS, _calling(_SIGNALS), True) for run in _what_this_thread_runs())
+
+
+class _Globals(NamedTuple):
+    """A module's globals, one of which (a flag) a polling loop reads."""
+
+    namespace: dict[str, Any]
+
+
+ANY_OWNER = object()  # a flag whose owner is not read: only the code that stores it is (``unread_flag``)
+
+
+def polls_a_flag_this_thread_sets(frame: Any) -> bool:
+    """Whether the thread whose innermost frame is ``frame`` sleeps in a loop that reads a flag the calling
+    thread's code stores once its loop ends: ``while not state["done"]: time.sleep(0.1)``, ``state["done"]
+    = True`` after the training loop (or ``.done`` of an object, or a global ``done``). Only a flag that a
+    module's global holds is read (from the module's globals): one a function's variable holds would be
+    read from that frame's variables (``unread_flag``)."""
+    for scope, root, key, globals_ in _flags_polled(frame):
+        if scope != "global" or root not in globals_ or isinstance(globals_[root], _NO_FLAG):
+            continue
+        owner = globals_[root] if key else _Globals(globals_)
+        sought = _storing(frozenset({key or root}))
+        if any(_releases(run, owner, sought, True) for run in _what_this_thread_runs()):
+            return True
+    return False
+
+
+def unread_flag(frame: Any) -> str:
+    """The flag (``state["done"]``, a ``done`` the thread's code stores as ``nonlocal``), a variable of the
+    function that the thread whose innermost frame is ``frame`` polls in a sleeping loop, whose key the
+    calling thread's code stores once its loop ends: the wait ``polls_a_flag_this_thread_sets`` does not
+    read; "" when there is none."""
+    for scope, root, key, _globals in _flags_polled(frame):
+        sought = _storing(frozenset({key or f"{_NONLOCAL}{root}"}))
+        if scope == "local" and any(
+            _releases(run, ANY_OWNER, sought, True) for run in _what_this_thread_runs()
+        ):
+            return f"{root}{key}"
+    return ""
+
+
+def _flags_polled(frame: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The flags a loop of the first frame outside threading's and queue's code (an ``Event.wait``'s)
+    reads, when that frame's line calls a sleep or a wait inside that loop: each as its variable's scope
+    ("global" or "local"), name and key (``["done"]``, ``.done``, "" for the variable itself), with the
+    frame's globals."""
+    for _ in range(_WAIT_FRAMES):
+        if frame is None or not frame.f_code.co_filename.endswith(_WAIT_FILES):
+            break
+        frame = frame.f_back
+    if frame is None or polling.names_of(frame.f_code).isdisjoint(polling.WAIT_CALLS):
+        return []  # (the cheap look first: a driver in any code of the job's)
+    if polling.names_on_line(frame).isdisjoint(polling.WAIT_CALLS):
+        return []
+    code, at = frame.f_code, frame.f_lasti
+    loops, _calls = _loops_and_calls(code)
+    around = [(start, end) for start, end in loops if start <= at <= end]
+    read = [
+        flag for offset, *flag in _flags_read(code) if any(start <= offset <= end for start, end in around)
+    ]
+    unique = list(dict.fromkeys(tuple(flag) for flag in read))[:_FLAGS]
+    return [(scope, root, key, frame.f_globals) for scope, root, key in unique]
 
 
 def waited_on(frame: Any) -> tuple[Any, frozenset[str], bool] | None:
@@ -183,9 +257,34 @@ def _what_this_thread_runs() -> list[tuple[Any, list[Any]]]:
     return runs
 
 
-def _releases(run: tuple[Any, list[Any]], owner: Any, releases: frozenset[str], after_the_loop: bool) -> bool:
-    """Whether the code of ``run``, or of a function it calls (``_helpers``), names one of ``releases`` and
-    can reach ``owner`` (``after_the_loop``: a call of one once the loop this thread runs in ends,
+class _Sought(NamedTuple):
+    """What a thread's code does that ends another thread's wait: calls of these methods (``set``), or
+    stores into these keys (``["done"]``, ``.done``, a global ``done``), and where its code does each."""
+
+    names: frozenset[str]
+    where: Callable[[Any], dict[str, list[int]]]  # offsets by name, in the code itself
+    named: Callable[[Any], Any]  # the names the code and the expressions nested in it do
+
+
+def _calling(releases: frozenset[str]) -> _Sought:
+    return _Sought(releases, _calls, polling.names_of)
+
+
+def _storing(keys: frozenset[str]) -> _Sought:
+    return _Sought(keys, _stores, _stored)
+
+
+def _stored(code: Any) -> Any:
+    return _stores(code).keys()
+
+
+def _calls(code: Any) -> dict[str, list[int]]:
+    return _loops_and_calls(code)[1]
+
+
+def _releases(run: tuple[Any, list[Any]], owner: Any, releases: _Sought, after_the_loop: bool) -> bool:
+    """Whether the code of ``run``, or of a function it calls (``_helpers``), does one of ``releases`` and
+    can reach ``owner`` (``after_the_loop``: once the loop this thread runs in ends,
     ``_released_once_its_loop_ends``)."""
     function, given = _unwrapped(run)
     code = getattr(function, "__code__", None)
@@ -227,9 +326,14 @@ def _named_globals(code: Any, known: dict[str, Any]) -> list[Any]:
     return [known[name] for name in polling.names_of(code) if name in known]
 
 
-def _reaches(reach: list[Any], owner: Any, code: Any) -> bool:
-    """Whether ``code``, reaching ``reach``, releases ``owner``: reaches it, or sends its signal to this
-    process when ``owner`` is ``THIS_PROCESS`` (``os.kill`` of ``os.getpid()``, not of a child's pid)."""
+def _reaches(reach: list[Any], owner: Any, code: Any, known: dict[str, Any]) -> bool:
+    """Whether ``code``, reaching ``reach`` and globals ``known``, releases ``owner``: reaches it, or sends
+    its signal to this process when ``owner`` is ``THIS_PROCESS`` (``os.kill`` of ``os.getpid()``, not of
+    a child's pid), or has those globals when ``owner`` is a module's (a global flag it stores)."""
+    if isinstance(owner, _Globals):
+        return known is owner.namespace
+    if owner is ANY_OWNER:
+        return True
     if owner is THIS_PROCESS:
         names = polling.names_of(code)
         return "kill" not in names or "getpid" in names
@@ -238,9 +342,9 @@ def _reaches(reach: list[Any], owner: Any, code: Any) -> bool:
 
 
 def _releases_in(
-    function: Any, reach: list[Any], owner: Any, releases: frozenset[str], seen: set[Any], depth: int = 0
+    function: Any, reach: list[Any], owner: Any, releases: _Sought, seen: set[Any], depth: int = 0
 ) -> bool:
-    """Whether ``function``'s code, or a function it calls, names one of ``releases`` and reaches ``owner``:
+    """Whether ``function``'s code, or a function it calls, does one of ``releases`` and reaches ``owner``:
     a helper run whole (``def finish(): done.set()``). ``depth``: the calls that lead to ``function`` from
     the thread's code, ``_HELPER_DEPTH`` at most."""
     code = function.__code__
@@ -248,11 +352,12 @@ def _releases_in(
         return False
     seen.add(code)
     reach = [*reach, *_closure_values(function), *_named_globals(code, function.__globals__)]
-    if not polling.names_of(code).isdisjoint(releases) and _reaches(reach, owner, code):
+    known = function.__globals__
+    if not releases.names.isdisjoint(releases.named(code)) and _reaches(reach, owner, code, known):
         return True
     if depth >= _HELPER_DEPTH:
         return False
-    helpers = _helpers(code, _anywhere, function.__globals__, function, reach)
+    helpers = _helpers(code, _anywhere, known, function, reach)
     return any(_releases_in(fn, its_reach, owner, releases, seen, depth + 1) for fn, its_reach in helpers)
 
 
@@ -260,10 +365,8 @@ def _anywhere(_offset: int) -> bool:
     return True
 
 
-def _released_once_its_loop_ends(
-    function: Any, reach: list[Any], owner: Any, releases: frozenset[str]
-) -> bool:
-    """Whether this thread, running ``function`` (its thread's target), calls one of ``releases`` on
+def _released_once_its_loop_ends(function: Any, reach: list[Any], owner: Any, releases: _Sought) -> bool:
+    """Whether this thread, running ``function`` (its thread's target), does one of ``releases`` on
     ``owner`` once the loop it is in ends: in a frame of its own from ``function``'s inward, after where
     that frame is and outside every loop that spans it, or in a function called there (``def run():
     train(); finish()``, ``def train(done): for ...: step()`` then ``done.set()``). The frames are looked at
@@ -277,15 +380,16 @@ def _released_once_its_loop_ends(
         code, at = frame.f_code, frame.f_lasti
         if index:
             reach = [*reach, *_named_globals(code, frame.f_globals)]
-        loops, calls = _loops_and_calls(code)
+        loops, _calls = _loops_and_calls(code)
+        done = releases.where(code)
         around = [(start, end) for start, end in loops if start <= at <= end]
         ahead = _reachable_after(code, at)
 
         def later(offset: int, ahead: set[int] = ahead, around: list[tuple[int, int]] = around) -> bool:
             return offset in ahead and not any(start <= offset <= end for start, end in around)
 
-        released = any(later(offset) for name in releases for offset in calls.get(name, ()))
-        if released and _reaches(reach, owner, code):
+        released = any(later(offset) for name in releases.names for offset in done.get(name, ()))
+        if released and _reaches(reach, owner, code, frame.f_globals):
             return True
         running = frames[index + 1].f_code if index + 1 < len(frames) else None
         known = function if index == 0 else None  # an inner frame's function is not known (its globals are)
@@ -482,6 +586,55 @@ def _value_of(path: tuple[str, ...], frame: Any) -> Any:
     for attribute in path[1:]:
         value = getattr(value, "__dict__", {}).get(attribute)
     return value
+
+
+@polling.by_identity
+def _flags_read(code: Any) -> list[tuple[int, str, str, str]]:
+    """Where ``code`` reads a variable, an item of it by a constant key or an attribute of it: each as the
+    offset, the variable's scope ("global", "local"), its name and the key (``["done"]``, ``.done``, "").
+    Nothing for code of more than ``polling.READ_BYTES`` bytes."""
+    if len(code.co_code) > polling.READ_BYTES:
+        return []
+    instructions = list(dis.get_instructions(code))
+    found = []
+    for index, instruction in enumerate(instructions):
+        scope = _SCOPES.get(instruction.opname)
+        if scope is None or not isinstance(instruction.argval, str):
+            continue
+        following = [(i.opname, i.argval) for i in instructions[index + 1 : index + 3]]
+        key = ""
+        if following and following[0][0] == "LOAD_ATTR" and isinstance(following[0][1], str):
+            key = f".{following[0][1]}"
+        elif len(following) == 2 and following[0][0] == "LOAD_CONST" and following[1][0] == "BINARY_SUBSCR":
+            key = f"[{following[0][1]!r}]"
+        found.append((instruction.offset, scope, instruction.argval, key))
+    return found
+
+
+@polling.by_identity
+def _stores(code: Any) -> dict[str, list[int]]:
+    """Where ``code`` stores a flag: an item by a constant key (``["done"]``) or an attribute (``.done``)
+    of a variable, a global (``done``) or a closure's variable (``nonlocal done``). Nothing for code of
+    more than ``polling.READ_BYTES`` bytes."""
+    if len(code.co_code) > polling.READ_BYTES:
+        return {}
+    instructions = list(dis.get_instructions(code))
+    found: dict[str, list[int]] = {}
+    for index, instruction in enumerate(instructions):
+        name, value = instruction.opname, instruction.argval
+        before = [(i.opname, i.argval) for i in instructions[max(index - 2, 0) : index]]
+        key = None
+        if name == "STORE_GLOBAL":
+            key = value
+        elif name == "STORE_DEREF":
+            key = f"{_NONLOCAL}{value}"
+        elif name == "STORE_ATTR" and before and before[-1][0] in _VARIABLE_LOADS | {"LOAD_FAST_LOAD_FAST"}:
+            key = f".{value}"
+        elif name == "STORE_SUBSCR" and len(before) == 2 and before[1][0] == "LOAD_CONST":
+            key = f"[{before[1][1]!r}]" if before[0][0] in _VARIABLE_LOADS else None
+        if isinstance(key, str):
+            found.setdefault(key, []).append(instruction.offset)
+    return found
 
 
 @polling.by_identity

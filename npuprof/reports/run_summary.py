@@ -647,6 +647,7 @@ def why_no_capture(
     foreign: list[tuple[str, str]] = []  # (pid, message): steps ignored on a thread that does not drive
     took_over: set[str] = set()  # pids where such a thread then took over counting: its steps counted
     held: dict[str, str] = {}  # pid: why such a thread could not take over (a capture open on the driver)
+    unread: dict[str, str] = {}  # pid: the wait of the driver for such a thread that npuprof does not read
     others = _agents_of_other_runs(lines, run_id)
     awake: list[str] = []  # pids whose agent was ready
     said_at_exit: set[str] = set()  # pids whose agent logged its line at the process's end
@@ -670,6 +671,8 @@ def why_no_capture(
             took_over.add(match["pid"])
         elif HELD_BY_A_WAITING_DRIVER in message:
             held.setdefault(match["pid"], message)
+        elif UNREAD_WAIT in message:
+            unread.setdefault(match["pid"], message)
         if match["level"] == "ERROR":
             errors.append(message)
         if ready := _READY.match(message):
@@ -723,6 +726,8 @@ def why_no_capture(
     for pid, message in foreign:
         if pid in held:  # the capture held by the waiting driver is the reason, and says what avoids it
             return f"{failed}{_held_in_short(held[pid])}"
+        if pid in unread and pid not in took_over:  # the wait not read, named with what hands the steps over
+            return f"{failed}{_short(unread[pid])}"
         if pid not in took_over:
             return f"{failed}{_short(message)}; their steps were not counted{_MOVE_THE_STEPS}"
     if unselected:
@@ -1103,6 +1108,8 @@ _MOVE_THE_STEPS = (
     ": they move to a thread only while the thread that drives waits for it (join() it, a future's result(), "
     "an event or queue that thread sets after its loop); or take no step before training moves there"
 )
+# logged by npuprof.agent.controller._say_unread_wait: the driver's wait for the thread, not read, and its fix
+UNREAD_WAIT = ", a variable of its function, which npuprof does not read"
 # logged by npuprof.agent.controller._say_capture_held_by_a_waiting_driver
 HELD_BY_A_WAITING_DRIVER = ", which has npuprof's profiler open (at its step "
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
