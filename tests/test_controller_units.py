@@ -1998,6 +1998,43 @@ def test_no_thread_takes_over_from_an_event_loop_that_awaits_its_data_from_anoth
     assert rig.c.driver == threading.get_ident() and rig.c.step == 1
 
 
+def test_an_event_loop_ticking_beside_the_thread_it_awaits_is_named_with_its_fix() -> None:
+    """``asyncio.run(main())`` whose task awaits ``asyncio.to_thread(train)`` while another task ticks
+    (``await asyncio.sleep`` in a loop, printing progress): the ticker may step between its sleeps, so the
+    thread's steps stay ignored, and the last line said only that they were, and to join() the thread.
+    A line names that wait and what hands the steps over (no step on the loop's thread before)."""
+    import asyncio
+
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    trained = threading.Event()
+
+    def train(driver: int) -> None:
+        _train_once_in_select(rig, driver)
+        trained.set()
+
+    async def tick() -> None:
+        while not trained.is_set():
+            await asyncio.sleep(0.05)
+
+    async def main(driver: int) -> None:
+        ticker = asyncio.create_task(tick())
+        await asyncio.to_thread(train, driver)
+        await ticker
+
+    asyncio.run(main(threading.get_ident()))
+    assert rig.c.driver == threading.get_ident() and rig.c.step == 1
+    said = [line[-1] for line in rig.log.lines if "asyncio event loop" in line[-1]]
+    main_name = threading.current_thread().name
+    assert said == [
+        f"thread asyncio_0's steps are not counted: thread {main_name} waits for it in an asyncio event "
+        "loop beside a task that sleeps (a ticker), which may step between its sleeps, so npuprof does not "
+        "read it as a wait for that thread; take the first step in thread asyncio_0 too (none on the "
+        "loop's thread before training moves there)"
+    ], rig.log.lines
+
+
 def _polled_training(rig: Rig, poll: Any) -> int:
     """One step on this thread (it drives), then 7 on thread "train" while this thread runs ``poll(t)``
     (``t``: the training thread, ``started``: set just before the poll begins); the thread's ident."""

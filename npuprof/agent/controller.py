@@ -360,26 +360,44 @@ class CaptureController:
         return False
 
     def _say_unread_wait(self) -> None:
-        """Once: the driving thread waits for this one in a way npuprof does not read (a flag that a
-        variable of its function holds, polled in a sleeping loop: read, it would be from that frame's
-        variables, ``released_waits.unread_flag``), named with what hands the steps over; the run's last
-        line when no capture was written (docs/architecture.md, "Step boundaries")."""
+        """Once: the driving thread waits for this one in a way npuprof does not read, named with what
+        hands the steps over; the run's last line when no capture was written (docs/architecture.md, "Step
+        boundaries"): a flag that a variable of its function holds, polled in a sleeping loop (read, it
+        would be from that frame's variables, ``released_waits.unread_flag``), or an event loop awaiting
+        this thread's work beside a task that sleeps (``released_waits.loop_ticks_beside_this_thread``)."""
         frame = frames.current_frames().get(self.driver) if self.driver is not None else None
+        name = threading.current_thread().name
         try:
-            flag = released_waits.unread_flag(frame)
+            how = self._unread_wait_of(frame, name)
         except Exception:  # another thread's frame, changing as it is read: not known, nothing said
             return
-        if not flag:
+        if not how:
             return
         self._unread_wait_said = True
-        name = threading.current_thread().name
         names = {thread.ident: thread.name for thread in threading.enumerate()}
         driver = names.get(self.driver, self.driver)
-        self.log.info(
-            f"thread {name}'s steps are not counted: thread {driver} waits for it polling {flag}"
-            f"{UNREAD_WAIT}; wait on a threading.Event that thread sets (or join() it, or keep the flag in a "
-            "module global)"
-        )
+        self.log.info(f"thread {name}{UNREAD_WAIT}{driver} waits for it {how}")
+
+    @staticmethod
+    def _unread_wait_of(frame: Any, name: str) -> str:
+        """How the thread whose innermost frame is ``frame`` waits for this one (``name``), unread, and
+        its fix; "" when it does not so wait."""
+        if frame is None:
+            return ""
+        flag = released_waits.unread_flag(frame)
+        if flag:
+            return (
+                f"polling {flag}, a variable of its function, which npuprof does not read (that would keep "
+                "its variables alive); wait on a threading.Event that thread sets (or join() it, or keep the "
+                "flag in a module global)"
+            )
+        if released_waits.loop_ticks_beside_this_thread(frame):
+            return (
+                "in an asyncio event loop beside a task that sleeps (a ticker), which may step between its "
+                "sleeps, so npuprof does not read it as a wait for that thread; take the first step in "
+                f"thread {name} too (none on the loop's thread before training moves there)"
+            )
+        return ""
 
     def _note_foreign_steps(self) -> None:
         """Once a capture (its notes' list, new at each capture, says which): its record says that another
@@ -1044,9 +1062,7 @@ _WAITS_FOR_THREADS = {
     "/concurrent/futures/_base.py": ("result", "wait", "as_completed", "_result_or_cancel"),
 }
 # what the line naming a wait npuprof does not read says of it (npuprof/reports/run_summary.py finds it)
-UNREAD_WAIT = (
-    ", a variable of its function, which npuprof does not read (that would keep its variables alive)"
-)
+UNREAD_WAIT = "'s steps are not counted: thread "
 _WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wait_for_tstate_lock, ...)
 _THROUGH = 2  # threads a wait may go through to the stepping one: the driver joins one that joins it
 _THREADS_THROUGH = 8  # non-daemon threads looked at for the exit's wait

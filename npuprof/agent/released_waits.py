@@ -197,18 +197,60 @@ def loop_awaits_only_this_thread(frame: Any) -> bool:
     selector while every task of it awaits the work this thread does (``await asyncio.to_thread(train)``,
     ``loop.run_in_executor``), or another task (``gather``) in turn: a loop whose task sleeps, waits for
     its data from another thread or for I/O, or is ready to run, is not waiting for this thread alone."""
+    waiting = _loop_waiting(frame)
+    if waiting is None:
+        return False
+    _loop, ours, leaves = waiting
+    return all(any(waiter is mine for mine in ours) for waiter in leaves)
+
+
+def loop_ticks_beside_this_thread(frame: Any) -> bool:
+    """Whether the thread whose innermost frame is ``frame`` runs an asyncio event loop that waits in its
+    selector while a task awaits the work this thread does and every other one sleeps (``await
+    asyncio.sleep``: a progress ticker), which ``loop_awaits_only_this_thread`` does not take for a wait:
+    the ticker's code may step between its sleeps, and nothing but its coroutine's variables ties its
+    loop to this thread's work."""
+    waiting = _loop_waiting(frame)
+    if waiting is None:
+        return False
+    loop, ours, leaves = waiting
+    others = [waiter for waiter in leaves if not any(waiter is mine for mine in ours)]
+    if len(others) == len(leaves) or not others:
+        return False
+    sleeps = _sleeps_of(loop)
+    return all(any(waiter is sleep for sleep in sleeps) for waiter in others)
+
+
+def _loop_waiting(frame: Any) -> tuple[Any, list[Any], list[Any]] | None:
+    """The asyncio event loop of the thread whose innermost frame is ``frame`` when it waits in its
+    selector, the futures of its that this thread's work completes, and the futures its tasks await (a
+    task awaiting another task, or a gather of tasks, waits for what that one awaits); None when it does
+    not wait there or awaits no work of this thread."""
     asyncio = sys.modules.get("asyncio")
     caller = frame.f_back if frame.f_code.co_filename.endswith("/selectors.py") else None
     if asyncio is None or caller is None or caller.f_code.co_name != "_run_once":
-        return False
+        return None
     loop = caller.f_locals.get("self")
     ours = [waiter for item in work_items_run_here() for waiter in _awaited(item, asyncio)]
     if not ours or not isinstance(loop, asyncio.AbstractEventLoop):
-        return False
+        return None
     waiters = [getattr(task, "_fut_waiter", None) for task in asyncio.all_tasks(loop)]
-    # a task awaiting another task (or a gather of tasks) waits for what that one awaits
     leaves = [waiter for waiter in waiters if not isinstance(waiter, asyncio.Task) and not _gathers(waiter)]
-    return bool(leaves) and all(any(waiter is mine for mine in ours) for waiter in leaves)
+    return (loop, ours, leaves) if leaves else None
+
+
+def _sleeps_of(loop: Any) -> list[Any]:
+    """The futures ``asyncio.sleep`` awaits in ``loop``: those its timers (the first ``_ATTRIBUTES``) will
+    complete."""
+    futures = sys.modules.get("asyncio.futures")
+    complete = getattr(futures, "_set_result_unless_cancelled", None)
+    timers = list(getattr(loop, "_scheduled", ()))[:_ATTRIBUTES]
+    found = []
+    for timer in timers:
+        args = getattr(timer, "_args", None) or ()
+        if complete is not None and getattr(timer, "_callback", None) is complete and args:
+            found.append(args[0])
+    return found
 
 
 def _awaited(item: Any, asyncio: Any) -> list[Any]:

@@ -1109,7 +1109,7 @@ _MOVE_THE_STEPS = (
     "an event or queue that thread sets after its loop); or take no step before training moves there"
 )
 # logged by npuprof.agent.controller._say_unread_wait: the driver's wait for the thread, not read, and its fix
-UNREAD_WAIT = ", a variable of its function, which npuprof does not read"
+UNREAD_WAIT = "'s steps are not counted: thread "
 # logged by npuprof.agent.controller._say_capture_held_by_a_waiting_driver
 HELD_BY_A_WAITING_DRIVER = ", which has npuprof's profiler open (at its step "
 STEP_ON_REFUSED = "; no steps counted"  # ends the line npuprof.agent.steps logs for a target it cannot wrap
