@@ -55,7 +55,7 @@ _ATTRIBUTES = 256  # attributes of one object looked at for a queue
 # A thread waiting for a signal calls one of these; the other sends it to the process with one of those.
 _PAUSES = frozenset({"pause", "sigwait", "sigwaitinfo", "sigtimedwait"})
 _SIGNALS = frozenset({"kill", "pthread_kill"})  # (raise_signal's is the sending thread's: no pause ends)
-THIS_PROCESS = object()  # what a signal's sender releases (``_reaches``)
+_THIS_PROCESS = object()  # what a signal's sender releases (``_reaches``)
 _SCOPES = {
     "LOAD_GLOBAL": "global",
     "LOAD_NAME": "global",  # a module's code: its globals
@@ -110,7 +110,7 @@ def pauses_for_a_signal_this_thread_sends(frame: Any) -> bool:
         return False
     if polling.names_on_line(frame).isdisjoint(_PAUSES):
         return False
-    return any(_releases(run, THIS_PROCESS, _calling(_SIGNALS), True) for run in _what_this_thread_runs())
+    return any(_releases(run, _THIS_PROCESS, _calling(_SIGNALS), True) for run in _what_this_thread_runs())
 
 
 class _Globals(NamedTuple):
@@ -119,7 +119,7 @@ class _Globals(NamedTuple):
     namespace: dict[str, Any]
 
 
-ANY_OWNER = object()  # a flag whose owner is not read: only the code that stores it is (``unread_flag``)
+_ANY_OWNER = object()  # a flag whose owner is not read: only the code that stores it is (``unread_flag``)
 
 
 def polls_a_flag_this_thread_sets(frame: Any) -> bool:
@@ -146,7 +146,7 @@ def unread_flag(frame: Any) -> str:
     for scope, root, key, _globals in _flags_polled(frame):
         sought = _storing(frozenset({key or f"{_NONLOCAL}{root}"}))
         if scope == "local" and any(
-            _releases(run, ANY_OWNER, sought, True) for run in _what_this_thread_runs()
+            _releases(run, _ANY_OWNER, sought, True) for run in _what_this_thread_runs()
         ):
             return f"{root}{key}"
     return ""
@@ -370,13 +370,13 @@ def _named_globals(code: Any, known: dict[str, Any]) -> list[Any]:
 
 def _reaches(reach: list[Any], owner: Any, code: Any, known: dict[str, Any]) -> bool:
     """Whether ``code``, reaching ``reach`` and globals ``known``, releases ``owner``: reaches it, or sends
-    its signal to this process when ``owner`` is ``THIS_PROCESS`` (``os.kill`` of ``os.getpid()``, not of
+    its signal to this process when ``owner`` is ``_THIS_PROCESS`` (``os.kill`` of ``os.getpid()``, not of
     a child's pid), or has those globals when ``owner`` is a module's (a global flag it stores)."""
     if isinstance(owner, _Globals):
         return known is owner.namespace
-    if owner is ANY_OWNER:
+    if owner is _ANY_OWNER:
         return True
-    if owner is THIS_PROCESS:
+    if owner is _THIS_PROCESS:
         names = polling.names_of(code)
         return "kill" not in names or "getpid" in names
     # "self": an attribute of the value counts too (a thread's self.done, a trainer's self.queue)
@@ -384,15 +384,15 @@ def _reaches(reach: list[Any], owner: Any, code: Any, known: dict[str, Any]) -> 
 
 
 def _releases_in(
-    function: Any, reach: list[Any], owner: Any, releases: _Sought, seen: set[Any], depth: int = 0
+    function: Any, reach: list[Any], owner: Any, releases: _Sought, seen: set[int], depth: int = 0
 ) -> bool:
     """Whether ``function``'s code, or a function it calls, does one of ``releases`` and reaches ``owner``:
     a helper run whole (``def finish(): done.set()``). ``depth``: the calls that lead to ``function`` from
     the thread's code, ``_HELPER_DEPTH`` at most."""
     code = function.__code__
-    if code in seen or len(seen) >= _HELPERS:
+    if id(code) in seen or len(seen) >= _HELPERS:
         return False
-    seen.add(code)
+    seen.add(id(code))  # (by identity: hashing a code object hashes the code nested in it)
     reach = [*reach, *_closure_values(function), *_named_globals(code, function.__globals__)]
     known = function.__globals__
     if not releases.names.isdisjoint(releases.named(code)) and _reaches(reach, owner, code, known):
@@ -417,7 +417,7 @@ def _released_once_its_loop_ends(function: Any, reach: list[Any], owner: Any, re
     which then goes on with its own steps: that wait is not for this thread to end. No frame of this
     thread runs ``function``: not known, no. Read from the frames' code and place, never their variables."""
     frames = _own_frames_from(function.__code__)
-    seen: set[Any] = set()
+    seen: set[int] = set()
     for index, frame in enumerate(frames):
         code, at = frame.f_code, frame.f_lasti
         if index:
@@ -434,8 +434,8 @@ def _released_once_its_loop_ends(function: Any, reach: list[Any], owner: Any, re
         if released and _reaches(reach, owner, code, frame.f_globals):
             return True
         running = frames[index + 1].f_code if index + 1 < len(frames) else None
-        known = function if index == 0 else None  # an inner frame's function is not known (its globals are)
-        for helper, its_reach in _helpers(code, later, frame.f_globals, known, reach):
+        its_function = function if index == 0 else None  # an inner frame's is not known (its globals are)
+        for helper, its_reach in _helpers(code, later, frame.f_globals, its_function, reach):
             if helper.__code__ is not running and _releases_in(helper, its_reach, owner, releases, seen, 1):
                 return True
         if around:
