@@ -730,6 +730,9 @@ def _after_the_job(
     from npuprof.reports.run_summary import print_run_summary
 
     died_of = -end.returncode if end.returncode < 0 else None
-    print_run_summary(
+    no_capture = print_run_summary(
         output, captures, end.exit_code, cfg, log_path, run_id, bool(reach_warnings), died_of, replaced
     )
+    if no_capture:  # for npuprof analyse, export-stacks and memory-timeline of this output later
+        record.content.update(no_capture=no_capture)
+        record.write()

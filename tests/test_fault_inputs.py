@@ -12,6 +12,7 @@ import contextlib
 import gzip
 import json
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -856,6 +857,39 @@ def test_no_capture_because_the_job_ran_too_few_steps_still_names_the_schedule(t
     assert proc.returncode == 0
     text = " ".join(proc.stderr.split())
     assert "records from step 11" in text and "needs 13 steps" in text, proc.stderr
+
+
+def test_a_run_without_captures_is_told_by_the_reason_its_end_gave(too_few_steps_run) -> None:
+    """helper-267: of the output of a run that captured nothing, `npuprof analyse OUT` said "no rank directory
+    (a capture) under OUT, and it is not a trace file", export-stacks "OUT has no trace" and memory-timeline
+    "capture with --profile-memory ...", flags that were not the problem. Each names the run and gives the
+    line its end gave (the run's record keeps it)."""
+    from npuprof.reports.inputs import InputError, single_rank_dir
+
+    out, proc = too_few_steps_run  # (the run test_no_waiting_message_when_nothing_was_captured reads)
+    (end,) = [line for line in proc.stderr.splitlines() if line.startswith("npuprof: no capture was written")]
+    ran = "npuprof run -- " + shlex.join(trainer("--steps", "3"))
+    expected = f"{out} is the output of {ran}, whose end said: {end.removeprefix('npuprof: ')}"
+    report = npuprof("analyse", str(out))
+    assert report.returncode == 1
+    assert report.stderr == f"npuprof analyse: nothing to analyse: {expected}\n", report.stderr
+    with pytest.raises(InputError) as refused:  # export-stacks' and memory-timeline's input
+        single_rank_dir(out)
+    assert str(refused.value) == expected
+
+
+def test_a_run_record_without_the_reason_points_to_the_runs_log(tmp_path: Path) -> None:
+    """A run whose end could not say why (its stderr closed) or an older npuprof's record: the log named."""
+    from npuprof.reports.inputs import InputError, single_rank_dir
+
+    record = {"run_id": "abc", "command": ["python", "my train.py"], "start": "2026-12-06T20:00:00+0000"}
+    (tmp_path / "npuprof_run.json").write_text(json.dumps({**record, "end": "2026-12-06T20:01:00+0000"}))
+    with pytest.raises(InputError) as refused:
+        single_rank_dir(tmp_path)
+    assert str(refused.value) == (
+        f"{tmp_path} is the output of npuprof run -- python 'my train.py', which wrote no capture; "
+        f"{tmp_path / 'npuprof.log'} tells what its processes did"
+    )
 
 
 # ---- 7. the partial last step ----------------------------------------------------------------------------

@@ -1466,6 +1466,8 @@ def _build_report(
                     f"directory it ran in); npuprof status {shlex.quote(str(path))} tells what each process "
                     "did"
                 )
+            if (said := layout.run_without_captures(path)) is not None:
+                raise NothingToAnalyse(said)
             raise NothingToAnalyse(f"no rank directory (a capture) under {path}, and it is not a trace file")
         rank_dirs = _one_run(path, rank_dirs, run, on_note)
         db_dirs, notes = plan_db(rank_dirs, export_db)

@@ -52,6 +52,10 @@ def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | No
             f"no rank directory under {source}; its run captured into {', '.join(map(str, elsewhere))} (a "
             "--dynamic prof_dir): give a capture there"
         )
+    if not found and (said := layout.run_without_captures(source)) is not None:
+        # "has no trace", or memory-timeline's "capture with --profile-memory ...", read as if the flags
+        # were wrong where the run captured nothing at all
+        raise InputError(said)
     if rank is not None:
         return _latest_of_rank(source, found, rank, notes)
     if len(found) == 1:

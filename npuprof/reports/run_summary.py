@@ -56,50 +56,14 @@ def print_run_summary(
     reach_warned: bool = False,
     died_of: int | None = None,
     replaced: bool = False,
-) -> None:
+) -> str | None:
     """``died_of``: the signal the job's process died of (its exit code then reads 128 + it); ``replaced``:
-    the output directory was removed and made again during the run."""
+    the output directory was removed and made again during the run. Returns the line of a run without
+    captures (None when there are captures)."""
     if not captures:
-        unwritable = _unwritable(output)
-        if unwritable:
-            # npuprof.log could not hold the reason either: say what is known, and no pointer to it
-            _note(f"no capture was written (exit code {exit_code}): the output directory {unwritable}.")
-            return
-        if replaced:  # what its log said before is gone: its later lines would mislead (helper-110, -113)
-            _note(f"no capture was written (exit code {exit_code}): {replaced_words(output)}.")
-            return
-        lines = run_log_lines(log_path, run_id) if run_id else []
-        short = None
-        if run_id and not lines:  # a full disk is the reason, --min-free-space 0 or not (helper-103)
-            full = f"the filesystem of --output {str(output)!r} is full (0 B free)"
-            short = free_space.shortfall(output, cfg.min_free_space) or (
-                full if free_space.full(output) else None
-            )
-        if short:
-            # npuprof.log could not be written for want of space: that is the reason the captures were not
-            _note(
-                f"no capture was written (exit code {exit_code}): {short}, so the captures were skipped and "
-                f"{log_path} could not be written (see the warnings above); free some space, or give "
-                "--output on another disk."
-            )
-            return
-        if run_id and not lines:  # what the agents said is not there to read: no reason can be given
-            _note(
-                f"no capture was written (exit code {exit_code}); {log_path} does not hold this run's lines "
-                "(it could not be written, or read back: see the warnings above), so the reason is not known."
-            )
-            return
-        running = outliving_the_job(run_id)
-        if running:  # a process that outlived the job's first one (a daemon it forked) may still capture
-            _note(
-                f"no capture was written yet (exit code {exit_code}): the job's first process ended, but "
-                f"{_still_running(running)}; what they capture lands in {output} as they go: npuprof analyse "
-                f"{shell_quote(str(output))} once they end. See {log_path}."
-            )
-            return
-        why = why_no_capture(cfg, exit_code, lines, reach_warned, run_id, died_of)
-        _note(f"no capture was written (exit code {exit_code}): {why}. See {log_path}.")
-        return
+        line = no_capture_line(output, exit_code, cfg, log_path, run_id, reach_warned, died_of, replaced)
+        _note(line)
+        return line
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -294,6 +258,54 @@ def print_run_summary(
                 f"kill); a new one takes the captures after it, {RESTARTS} times at most a process; see "
                 f"{escape(str(log_path))}"
             )
+
+
+def no_capture_line(
+    output: Path,
+    exit_code: int,
+    cfg: ProfileConfig,
+    log_path: Path,
+    run_id: str | None,
+    reach_warned: bool,
+    died_of: int | None,
+    replaced: bool,
+) -> str:
+    """The line that ends a run without captures: why none was written (the arguments as
+    :func:`print_run_summary`'s)."""
+    unwritable = _unwritable(output)
+    if unwritable:
+        # npuprof.log could not hold the reason either: say what is known, and no pointer to it
+        return f"no capture was written (exit code {exit_code}): the output directory {unwritable}."
+    if replaced:  # what its log said before is gone: its later lines would mislead (helper-110, -113)
+        return f"no capture was written (exit code {exit_code}): {replaced_words(output)}."
+    lines = run_log_lines(log_path, run_id) if run_id else []
+    short = None
+    if run_id and not lines:  # a full disk is the reason, --min-free-space 0 or not (helper-103)
+        full = f"the filesystem of --output {str(output)!r} is full (0 B free)"
+        short = free_space.shortfall(output, cfg.min_free_space) or (
+            full if free_space.full(output) else None
+        )
+    if short:
+        # npuprof.log could not be written for want of space: that is the reason the captures were not
+        return (
+            f"no capture was written (exit code {exit_code}): {short}, so the captures were skipped and "
+            f"{log_path} could not be written (see the warnings above); free some space, or give "
+            "--output on another disk."
+        )
+    if run_id and not lines:  # what the agents said is not there to read: no reason can be given
+        return (
+            f"no capture was written (exit code {exit_code}); {log_path} does not hold this run's lines "
+            "(it could not be written, or read back: see the warnings above), so the reason is not known."
+        )
+    running = outliving_the_job(run_id)
+    if running:  # a process that outlived the job's first one (a daemon it forked) may still capture
+        return (
+            f"no capture was written yet (exit code {exit_code}): the job's first process ended, but "
+            f"{_still_running(running)}; what they capture lands in {output} as they go: npuprof analyse "
+            f"{shell_quote(str(output))} once they end. See {log_path}."
+        )
+    why = why_no_capture(cfg, exit_code, lines, reach_warned, run_id, died_of)
+    return f"no capture was written (exit code {exit_code}): {why}. See {log_path}."
 
 
 def _restarts_said(attempts: set[int], ran: Collection[int] = ()) -> str:

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import stat
 import time
 from collections.abc import Iterator
@@ -825,6 +826,28 @@ def run_of_capture_going(rank_dir: Path) -> str | None:
     other host's words), or None: while it goes, its post-processor may still write into the capture."""
     run_id = (read_capture_record(rank_dir) or {}).get("run_id")
     return live_launcher(rank_dir.parent, run_id) or launcher_elsewhere(rank_dir.parent, run_id)
+
+
+def run_without_captures(output: Path) -> str | None:
+    """What to say of ``output`` when a report command finds no capture in it but run records: the latest
+    run's command and why it wrote none, as its end said (the record's ``no_capture``). None when
+    ``output`` holds no run record, or when that run still goes (its captures may yet come: each command
+    says so its own way)."""
+    records = [record for _path, record in read_run_records(output)]
+    if not records:
+        return None
+    latest = max(records, key=lambda record: iso_seconds(record.get("start")) or 0.0)
+    if record_launcher_alive(latest) or record_elsewhere(latest):
+        return None
+    command = latest.get("command")
+    ran = "npuprof run" + (f" -- {shlex.join(map(str, command))}" if isinstance(command, list) else "")
+    said = latest.get("no_capture")
+    if isinstance(said, str) and said:
+        return f"{output} is the output of {ran}, whose end said: {said}"
+    return (
+        f"{output} is the output of {ran}, which wrote no capture; {output / 'npuprof.log'} tells what "
+        "its processes did"
+    )
 
 
 def run_record_of(output: Path, run_id: Any) -> dict[str, Any] | None:
