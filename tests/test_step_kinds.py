@@ -230,3 +230,51 @@ def test_the_range_decorator_keeps_an_async_function_awaitable() -> None:
 
     assert inspect.iscoroutinefunction(fetch) and fetch.__name__ == "fetch"
     assert asyncio.run(fetch(1)) == 2
+
+
+def _globals_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """npuprof.agent.steps as the interpreter's teardown leaves it: every global set to None (Python clears
+    a module's dict so), while the objects it made are still being freed."""
+    from npuprof.agent import steps
+
+    for name in [n for n in vars(steps) if not n.startswith("__")]:
+        monkeypatch.setattr(steps, name, None)
+
+
+def test_a_step_function_freed_at_the_interpreters_teardown_prints_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """helper-267: `--step-on __main__:handle` with a script ending in gc.freeze() (as inference servers
+    do) printed "Exception ignored in: <function _Rebound.__del__ ...> AttributeError: 'NoneType' object
+    has no attribute 'suppress'" at exit: the wrapper was freed after npuprof's module had been cleared;
+    a --step-on generator or coroutine left open so printed "Exception ignored in: <generator object ...>"
+    ("<coroutine object ...>")."""
+    events: list[str] = []
+
+    def handle(x: int) -> int:
+        return x
+
+    def batches():
+        while True:
+            yield len(events)
+
+    class Pending:
+        def __await__(self):
+            yield
+
+    async def serve() -> None:
+        await Pending()
+
+    module = _module(handle=handle, batches=batches, serve=serve)
+    for name in ("handle", "batches", "serve"):
+        assert wrap_step_function(module, name, Recorder(events), Log())  # type: ignore[arg-type]
+    rebound = module.handle.__npuprof_rebound__
+    left_open = module.batches()
+    next(left_open)
+    awaiting = module.serve()
+    awaiting.send(None)
+    _globals_gone(monkeypatch)
+    rebound.__del__()  # nothing escapes it (what escapes a __del__ Python prints as "Exception ignored")
+    left_open.close()  # nor the generator's close by the collector
+    awaiting.close()  # nor the coroutine's
+    assert events == ["boundary", "boundary"]  # each ended as a break (a cancel) ends it

@@ -480,6 +480,9 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
         controller.arm(at_a_step_start=True)
 
     if inspect.iscoroutinefunction(func):  # the boundary comes when the awaited call returns
+        # the closure's own: a coroutine the collector closes at the interpreter's teardown finds this
+        # module's globals (sys, _off_the_traceback) and the controller's set to None
+        is_finalizing = sys.is_finalizing
 
         @functools.wraps(func)
         async def stepped_async(*args: Any, **kwargs: Any) -> Any:
@@ -489,11 +492,14 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 arm()
             try:
                 return await func(*args, **kwargs)
+            except GeneratorExit:  # closed before its end: no traceback is shown
+                raise
             except BaseException as exc:
                 _off_the_traceback(exc)
                 raise
             finally:
-                controller.on_boundary()
+                if not is_finalizing():
+                    controller.on_boundary()
 
         stepped: Callable[..., Any] = stepped_async
     elif inspect.isgeneratorfunction(func):  # ... one step an item it yields (see _items_as_steps)
@@ -506,6 +512,8 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
                 arm()
             try:
                 return (yield from _items_as_steps(func(*args, **kwargs), controller))
+            except GeneratorExit:  # closed: no traceback is shown (and at the interpreter's teardown, this
+                raise  # module's globals, _off_the_traceback among them, are None)
             except BaseException as exc:
                 _off_the_traceback(exc)
                 raise
@@ -555,7 +563,7 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     return True
 
 
-def _items_as_steps(gen: Any, controller: Any) -> Any:
+def _items_as_steps(gen: Any, controller: Any, is_finalizing: Callable[[], bool] = sys.is_finalizing) -> Any:
     """Drive the generator ``gen`` of a --step-on generator function for its consumer, one step an item:
     the item's iteration (the generator's work for it, then the loop's body) ends when the loop comes
     back for the next item, or leaves (a ``break`` closes the generator). So a loop ``for loss in
@@ -563,7 +571,9 @@ def _items_as_steps(gen: Any, controller: Any) -> Any:
     (counted once a generator, at its end, a capture of steps 5-7 held three whole epochs) or yields the
     batch its body trains on; the generator's end after its last item adds no step, one that yields nothing
     is one step, and a resumption that raises ends one as a call that raises does (README, "The step
-    function"). What the consumer sends or throws goes on to ``gen`` as ``yield from`` passes it."""
+    function"). What the consumer sends or throws goes on to ``gen`` as ``yield from`` passes it.
+    ``is_finalizing`` is bound here: a generator the collector closes at the interpreter's teardown finds
+    this module's globals (``sys``) set to None."""
     resume: Any = gen.send
     value: Any = None
     yielded = False
@@ -585,7 +595,7 @@ def _items_as_steps(gen: Any, controller: Any) -> Any:
         except GeneratorExit:
             # closed by the loop's break, or by the collector: at the interpreter's teardown, or inside one
             # of npuprof's own decisions on this thread (a boundary there would step the profiler it steps)
-            if not sys.is_finalizing() and not controller.inside_a_decision():
+            if not is_finalizing() and not controller.inside_a_decision():
                 controller.on_boundary()
             gen.close()
             raise
@@ -702,6 +712,9 @@ class _Rebound:
     not freed: that reference still counts."""
 
     __slots__ = ("controller", "log", "module", "qualname")
+    # the class's own: a wrapper freed as the interpreter tears modules down (a script ending with
+    # gc.freeze()) finds this module's globals, sys and contextlib, set to None
+    _finalizing = staticmethod(sys.is_finalizing)
 
     def __init__(self, module: Any, qualname: str, controller: CaptureController, log: AgentLog) -> None:
         self.module = module
@@ -711,7 +724,7 @@ class _Rebound:
 
     def __del__(self) -> None:
         try:
-            if sys.is_finalizing():
+            if self._finalizing():
                 return
             name = f"{getattr(self.module, '__name__', '?')}:{self.qualname}"
             if _deleted_top_level(self.module, self.qualname):  # `del train_step`, a def to come: watched
@@ -728,8 +741,10 @@ class _Rebound:
             if not wrap_step_function(self.module, self.qualname, self.controller, self.log):
                 self.log.warning(f"--step-on {name} was bound again, to something not callable{STEP_ON_LOST}")
         except Exception as exc:  # never in the script's way (a __del__ only prints what escapes it)
-            with contextlib.suppress(Exception):
+            try:
                 self.log.warning(f"--step-on: following a new binding failed: {exc!r}")
+            except Exception:
+                pass
 
 
 STEP_ON_LOST = "; later steps are not counted"
