@@ -120,6 +120,31 @@ def test_a_capture_that_could_not_begin_is_the_reason() -> None:
     assert why == "capture at step 6 skipped: [Errno 36] File name too long: '/out/www...'", why
 
 
+def test_the_scripts_own_profiler_that_stopped_after_the_window_began_says_what_records_after_it() -> None:
+    """helper-267: a script profiling its first steps itself (a `with profile(...)` around steps 0-4) kept
+    npuprof's window of steps 5-8 from opening, its warm-up at step 5 beginning before the `with` ended;
+    the end said only "the training script runs its own profiler; npuprof steps aside while it runs", as
+    if it ran through steps 5-8."""
+    warned = AGENT.replace("[INFO]", "[WARNING]") + (
+        "the training script runs its own profiler; npuprof steps aside while it runs (started at "
+        "/w/train.py:4, in <module>)"
+    )
+    kept_out = AGENT + "no capture at step 5: the training script's own profiler runs"
+    stopped = AGENT + "the training script's own profiler stopped; npuprof resumes at its next window"
+    steps = AGENT + "steps counted in this process: 15"
+    said = (
+        "the training script runs its own profiler; npuprof steps aside while it runs (started at "
+        "/w/train.py:4, in <module>)"
+    )
+    why = why_no_capture(ProfileConfig(), 0, [READY, warned, COUNTED, kept_out, stopped, steps])
+    assert why == (
+        f"{said}; it ran at step 5, where a capture was to begin, and stopped later, no capture window of "
+        "the schedule coming after: a --skip-first past the steps it profiles records after it"
+    ), why
+    # still running at the job's end: the warning says all
+    assert why_no_capture(ProfileConfig(), 0, [READY, warned, COUNTED, kept_out, steps]) == said
+
+
 def test_an_output_replaced_by_a_file_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from npuprof.reports.run_summary import print_run_summary
 

@@ -24,6 +24,7 @@ import weakref
 from typing import Any
 
 from npuprof.agent.log import AgentLog
+from npuprof.results.logfile import OWN_PROFILER_KEPT_OUT, OWN_PROFILER_STOPPED
 
 # npuprof's own profiler objects, and the script's profilers that have started and not stopped.
 _ours: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -48,7 +49,7 @@ def running() -> bool:
 
 def report(log: AgentLog, step: int) -> None:
     log.warn_once("user-profiler", WARNING)
-    log.info(f"no capture at step {step}: the training script's own profiler runs")
+    log.info(f"no capture at step {step}{OWN_PROFILER_KEPT_OUT}")
 
 
 def install(controller: Any, log: AgentLog) -> bool:
@@ -227,6 +228,4 @@ def _stopped(prof: Any) -> None:
     if prof in _running:
         _running.discard(prof)
         if not _running:
-            _installed["log"].info(
-                "the training script's own profiler stopped; npuprof resumes at its next window"
-            )
+            _installed["log"].info(OWN_PROFILER_STOPPED)

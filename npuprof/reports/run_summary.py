@@ -22,6 +22,8 @@ from npuprof.results.logfile import (
     KEPT_UNPARSED,
     NESTED_RUN,
     NOTHING_COUNTED_AT_EXIT,
+    OWN_PROFILER_KEPT_OUT,
+    OWN_PROFILER_STOPPED,
     SPAWNED_CHILD,
     SPOOLED_AT_EXIT,
     STARTS_WORKERS_AT_EXIT,
@@ -718,7 +720,7 @@ def why_no_capture(
     # own profiler): that is the reason, whatever else the log says
     for message in messages:
         if "its own profiler" in message or "steps aside" in message:
-            return f"{failed}{_short(message)}"
+            return f"{failed}{_short(message)}{_own_profiler_stopped_before_the_end(messages)}"
     # No agent said it was ready, yet agents logged: the log lost its start (its directory removed and
     # made again during the run: helper-110), and what they logged says more than "no process woke"
     if not ready_ranks and not messages:
@@ -1209,6 +1211,25 @@ def _held_in_short(message: str) -> str:
         return _short(message)
     handed = "torch's profiler cannot be handed over, so none of those steps was recorded"
     return _short(f"{who}; {handed}: {fix}")
+
+
+_KEPT_OUT_AT = re.compile(rf"^no capture at step (\d+){re.escape(OWN_PROFILER_KEPT_OUT)}$")
+
+
+def _own_profiler_stopped_before_the_end(messages: list[str]) -> str:
+    """What to add to "npuprof steps aside" when the script's own profiler kept capture windows from
+    opening and stopped after the last of them, the schedule holding no window after its stop: "" when
+    it ran on (the warning says all)."""
+    matches = enumerate(map(_KEPT_OUT_AT.match, messages))
+    kept_out = [(index, int(match[1])) for index, match in matches if match]
+    if not kept_out or OWN_PROFILER_STOPPED not in messages[kept_out[-1][0] :]:
+        return ""
+    steps = [step for _index, step in kept_out]
+    at = f"step {steps[0]}" if len(steps) == 1 else f"steps {', '.join(map(str, steps))}"
+    return (
+        f"; it ran at {at}, where a capture was to begin, and stopped later, no capture window of the "
+        "schedule coming after: a --skip-first past the steps it profiles records after it"
+    )
 
 
 def _short(message: str, limit: int = 400) -> str:

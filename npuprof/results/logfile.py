@@ -32,6 +32,9 @@ STARTS_WORKERS_AT_EXIT = "this process started the job's workers (torchrun): the
 # logged at the process's exit for the captures not handed over yet: to the spool, or kept unparsed
 SPOOLED_AT_EXIT = " capture(s) still queued at the process's end go to the post-processor through "
 KEPT_UNPARSED = ": not parsed or gzipped (no post-processor); run npuprof analyse"
+# the script's own profiler (npuprof/agent/user_profiler.py): a window it kept from opening, and its stop
+OWN_PROFILER_KEPT_OUT = ": the training script's own profiler runs"  # after "no capture at step N"
+OWN_PROFILER_STOPPED = "the training script's own profiler stopped; npuprof resumes at its next window"
 _FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
