@@ -194,3 +194,19 @@ def test_files_of_a_result_given_for_their_directory_name_it(
             )
             it = "it is " if command == "analyse" else ""
             assert err == f"{prefix}{path}: {it}{what}\n", (command, err)
+
+
+def test_a_list_of_number_pairs_is_not_taken_for_torchs_memory_timeline() -> None:
+    """helper-267: a script's own step timings, json.dump([[step, seconds], ...]), given to analyse by
+    mistake were "torch's memory timeline plot data (export_memory_timeline's .json ...)". That file is
+    [times, sizes by category]: a list of times, then a list of lists, however long the times run."""
+    from npuprof.analysis.torch_files import describe
+
+    timings = json.dumps([[step, 0.05 + step / 1000] for step in range(1, 24)]).encode()
+    assert describe(timings) is None
+    times = [1_796_589_437_107_265 + 10 * i for i in range(5000)]
+    sizes = [[0, 288, 0, 0, 0, 0, 288, 0, 1024 * i] for i in range(5000)]
+    for head in (json.dumps([times, sizes]).encode(), json.dumps([times[:3], sizes[:3]]).encode()):
+        assert head[: 64 << 10].count(b"[[") == (1 if len(head) > 64 << 10 else 2)
+        said = describe(head[: 64 << 10])
+        assert said is not None and said.startswith("torch's memory timeline plot data"), said

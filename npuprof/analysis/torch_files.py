@@ -16,7 +16,9 @@ WANTED = (
 )
 _NUM = rb"\s*-?\d+\s*"
 _RAW_TIMELINE = re.compile(rb"\[\s*\[" + rb",".join([_NUM] * 4) + rb"\]")  # [[ns, action, bytes, category]
-_TIMELINE = re.compile(rb"\[\s*\[\s*-?\d")  # [[times...], [[sizes...]...]]
+# [[times...], [[sizes...]...]]: the list of times, then a list of lists (or the times run past the head);
+# a list of number pairs ([[1, 0.05], [2, 0.04]]: a script's own timings) is not one
+_TIMELINE = re.compile(rb"\[\s*\[\s*-?\d[^\[\]]*(?:\]\s*,\s*\[\s*\[|\Z)")
 _EXECUTION_TRACE = re.compile(rb'"schema"\s*:\s*"[^"]*chakra|"nodes"\s*:\s*\[')
 _FOLDED_LINE = re.compile(rb"[^\s{\[\"][^\n]*\S \d+\r?")  # frame;frame;... 123
 
