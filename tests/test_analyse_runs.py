@@ -170,6 +170,57 @@ def test_a_later_run_that_wrote_no_capture_is_named(tmp_path: Path) -> None:
     ], result.stderr
 
 
+def test_a_run_started_right_after_the_reported_one_ended_is_named_though_within_seconds(
+    tmp_path: Path,
+) -> None:
+    """helper-267: two runs one after the other into one -o (a script's `npuprof run ...; npuprof run ...`,
+    the second left without a capture): the second began within a second of the first's last capture, and
+    was taken for a part of its job (as a worker's npuprof inside torchrun is), the first's table reported
+    with no word of it. A run that began after the reported run's npuprof had ended (its record's last
+    write; the later run's record name holds its start to the ms) is a later one; one that began before,
+    a part."""
+    host = os.uname().nodename
+    now = time.time()
+
+    def iso(t: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
+
+    def record(name: str, content: dict, written: float) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"host": host, "exit_code": 0, **content}))
+        os.utime(path, ns=(int(written * 1e9), int(written * 1e9)))
+        return path
+
+    def stamped(t: float, pid: int) -> str:
+        seconds = time.strftime("%Y%m%d%H%M%S", time.localtime(t))
+        return f"npuprof_run.{seconds}{int(t * 1000) % 1000:03d}.{pid}.json"
+
+    rank_dir = _capture(tmp_path, None, "aaaa11112222", 2000, now - 1)  # its last write: now
+    captures = [{"rank_dir": str(rank_dir)}]
+    record(
+        "npuprof_run.json",
+        {"run_id": "aaaa11112222", "start": iso(now - 5), "end": iso(now), "captures": captures},
+        now,
+    )
+    later = record(
+        stamped(now + 0.6, 901),
+        {"run_id": "bbbb11112222", "start": iso(now + 0.6), "end": iso(now + 2), "captures": []},
+        now + 2,
+    )
+    record(
+        stamped(now - 1, 902),
+        {"run_id": "cccc11112222", "start": iso(now - 1), "end": iso(now + 1), "captures": []},
+        now + 2,
+    )
+    result = npuprof("analyse", str(tmp_path), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if "wrote no capture" in line]
+    assert notes == [
+        f"npuprof analyse: note: a later run here, bbbb11112222 (started {iso(now + 0.6)}, exit code 0), "
+        f"wrote no capture (see {later.name} and npuprof.log); this report is of an earlier run"
+    ], result.stderr
+
+
 def test_a_run_whose_npuprof_was_killed_is_said_to_have_no_known_exit_code(tmp_path: Path) -> None:
     """kill -9 of npuprof leaves its run record without an end: the report of that run says the job's exit
     code is not known; once the record has its end, the note is gone."""

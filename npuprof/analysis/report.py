@@ -17,6 +17,7 @@ import os
 import shlex
 import stat
 import statistics
+import time
 from collections.abc import Callable, Iterable, Sequence, Set
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -1831,7 +1832,9 @@ def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
     wrote no capture: the default report is of the latest run that has captures, which is then not the
     latest run."""
     notes = []
-    for record_path, record in layout.read_run_records(path):
+    records = list(layout.read_run_records(path))
+    finished = _ends_of_runs(records, reported.run_ids)
+    for record_path, record in records:
         try:
             written = record_path.stat().st_mtime_ns
         except OSError:
@@ -1841,7 +1844,9 @@ def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
         run_id = record.get("run_id")
         if not isinstance(run_id, str) or run_id in reported.run_ids:
             continue
-        if _started_s(record) <= reported.ended + runs.SLACK_S:
+        if _started_s(record) <= reported.ended + runs.SLACK_S and not _began_after(
+            record_path, finished.get(record.get("host"))
+        ):
             continue  # began while the run reported recorded: a part of its job (inside torchrun, --ranks)
         ended = f", exit code {record['exit_code']}" if isinstance(record.get("exit_code"), int) else ""
         notes.append(
@@ -1849,6 +1854,37 @@ def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
             f"(see {record_path.name} and npuprof.log); this report is of an earlier run"
         )
     return notes
+
+
+def _ends_of_runs(records: list[tuple[Path, dict[str, Any]]], run_ids: Sequence[str]) -> dict[Any, int]:
+    """Per host, when the last of the ``run_ids`` recorded there ended: its record's last write (ns), made
+    as its npuprof ends. A run begun after that is no part of their job, however soon after (runs one
+    after the other in a script: its start is to the second, and within a few seconds of their last
+    capture)."""
+    ends: dict[Any, int] = {}
+    for record_path, record in records:
+        if record.get("run_id") not in run_ids or record.get("end") is None:
+            continue
+        try:
+            written = record_path.stat().st_mtime_ns
+        except OSError:
+            continue
+        ends[record.get("host")] = max(ends.get(record.get("host"), 0), written)
+    return ends
+
+
+def _began_after(record_path: Path, end_ns: int | None) -> bool:
+    """Whether the run of ``record_path`` began after ``end_ns`` (a run of the same host), told by the
+    local time to the millisecond its name holds (``npuprof_run.<YYYYmmddHHMMSSmmm>.<pid>.json``: the
+    first run in a directory, ``npuprof_run.json``, holds none)."""
+    stamp = record_path.name.split(".")[1] if record_path.name.count(".") >= 3 else ""
+    if end_ns is None or len(stamp) != 17 or not stamp.isdigit():
+        return False
+    try:
+        began = time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S")) + int(stamp[14:]) / 1000
+    except (ValueError, OverflowError):
+        return False
+    return began * 1e9 > end_ns
 
 
 def _started_s(record: dict[str, Any]) -> float:
