@@ -1360,10 +1360,8 @@ def said(what):
             f.write(what + " " + repr(time.monotonic()) + "\\n")
     return write
 
-guard = signals.SigtermGuard(
-    said("handler"), Log(), recording=lambda: False, on_term_unhandled=said("unhandled")
-)
-assert guard.install()
+guard = signals.SigtermGuard(said("handler"), Log(), on_term_unhandled=said("unhandled"))
+assert guard.install_for_session()
 mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER
 libc = ctypes.CDLL(None)  # (the GIL released, as in a collective)
 libc.pthread_mutex_lock(mutex)
@@ -1431,10 +1429,10 @@ def test_the_sigterm_guard_kept_between_captures_is_looked_after_at_a_step_bound
     from npuprof.agent.signals import SigtermGuard
 
     job = Job(tmp_path)
-    guard = SigtermGuard(lambda: None, AgentLog(None, "test"), recording=lambda: False)
+    guard = SigtermGuard(lambda: None, AgentLog(None, "test"))
     before = signal_module.getsignal(signal_module.SIGCHLD)
     theirs = os.pipe()
-    assert guard.install()
+    assert guard.install_for_session()
     try:
         job.plan.keep_up(guard.child_signal_unwrapped, guard.check_pipe)
         job.plan.poll_once()

@@ -59,7 +59,7 @@ _BLOCKED_DURING_THE_COPY = f"""\
 guard = SigtermGuard(lambda: None, Log())
 assert guard.install()
 handover.put({{"exports": {{TASK_KEY: PacedCopy()}}, "rank_dir": "/nonexistent", "n": 0}})
-guard.keep_while(KeptWork(handover.copying, handover.finish_copies, postprocess.HANDOVER_DRAIN_S))
+guard.capture_ended(KeptWork(handover.copying, handover.finish_copies, postprocess.HANDOVER_DRAIN_S))
 {_BLOCKED}"""
 # --dynamic: the guard installed when training starts stays between captures, the agent's wiring itself
 _BLOCKED_DURING_A_DYNAMIC_CAPTURES_COPY = f"""\
@@ -73,16 +73,18 @@ class Plan:
 
 class Controller:
     prof, plan = None, Plan()
+    def replan(self):  # asked by the copier once done: a decision at the next step boundary
+        pass
 
 agent = entry.Agent.__new__(entry.Agent)
-agent.log, agent.controller, agent._guard_kept = Log(), Controller(), False
+agent.log, agent.controller = Log(), Controller()
 agent.post = postprocess.Postprocessor(Path("/nonexistent"))
 agent.post._handover = handover
 agent.sigterm = SigtermGuard(
-    lambda: None, agent.log, recording=lambda: False,
-    on_term_unhandled=lambda: entry._plans_last_lines(agent.controller, "SIGTERM"),
+    lambda: None, agent.log, on_term_unhandled=lambda: entry._plans_last_lines(agent.controller, "SIGTERM")
 )
-assert agent.sigterm.install()
+assert agent.sigterm.install_for_session()  # training starts
+assert agent.sigterm.install()  # a capture
 handover.put({{"exports": {{TASK_KEY: PacedCopy()}}, "rank_dir": "/nonexistent", "n": 0}})
 agent._on_profiling(False)  # the capture's end, its snapshot still to copy
 {_BLOCKED}"""

@@ -9,11 +9,14 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npuprof import ENV_JOB_PID, ENV_LAUNCHER_PID
 from npuprof.agent import threads
 from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
+
+if TYPE_CHECKING:
+    from npuprof.agent.signals import KeptWork
 
 _state: dict[str, Any] = {}
 
@@ -154,11 +157,8 @@ class Agent:
             self._on_sigterm,
             log,
             on_term_after_export=self._handed_over_on_sigterm,
-            # a capture records (the handler's grace, not the idle one; the guard knows of a copy it keeps)
-            recording=lambda: self.controller.prof is not None,
             on_term_unhandled=lambda: _plans_last_lines(self.controller, "SIGTERM"),
         )
-        self._guard_kept = False  # the SIGTERM guard stays past a capture for its snapshot's copy
         self._native_exit: _NativeExit | None = None  # set once a profiler of ours has run here
         self.controller = CaptureController(
             cfg,
@@ -172,7 +172,7 @@ class Agent:
             on_profiling=self._on_profiling,
             on_new_cycle=self._on_new_cycle,
             on_recorded_step=self.sigterm.check_pipe,
-            on_idle_decision=self._put_sigterm_guard_down,
+            on_idle_decision=self.sigterm.put_down_if_copied,
         )
         from npuprof.results.postprocess import Postprocessor
 
@@ -264,39 +264,28 @@ class Agent:
             if self._native_exit is None:
                 self._native_exit = _NativeExit.prepare()
             self._finalise_at_os_exit()
-        elif self.post is not None and self.post.copying():
-            self._keep_sigterm_guard_for_the_copy()
-        elif self._dynamic():
-            pass  # the guard stays between captures: a SIGTERM is logged, and hands the rest over
         else:
-            self.sigterm.uninstall()
+            self.sigterm.capture_ended(self._copy_left())
 
     def _dynamic(self) -> bool:
         """--dynamic: its plan writes the logs `npuprof status` reads, and their last lines at the end."""
         return hasattr(self.controller.plan, "at_exit")
 
-    def _keep_sigterm_guard_for_the_copy(self) -> None:
-        """The capture's memory snapshot is copied after its end, paced (a minute or more for 100,000
-        events): a SIGTERM meanwhile killed the process at once, the categorised timeline lost. The guard
-        stays: a SIGTERM then hands the rest over as at exit (the copy at full speed, within the exit's
-        bound), and the process dies of it. Put down at the next step boundary once the copy is done; with
-        --dynamic it stays between captures anyway, and the copy is waited for there too (a main thread
-        blocked outside Python was given 50 ms, the copy lost)."""
+    def _copy_left(self) -> KeptWork | None:
+        """The ended capture's memory snapshot, still being copied, paced (a minute or more for 100,000
+        events), where a SIGTERM killed the process at once, the categorised timeline lost: the SIGTERM
+        guard's ``copy`` duty (a SIGTERM hands the rest over as at exit, the copy at full speed within the
+        exit's bound, and the process dies of it). The copier asks for a decision once done, where the
+        guard goes (``put_down_if_copied``); with --dynamic the session's duty keeps it after that (a main
+        thread blocked outside Python was given the session's 50 ms, the copy lost)."""
         from npuprof.agent.signals import KeptWork
         from npuprof.results.postprocess import HANDOVER_DRAIN_S
 
         post = self.post
-        stays = self._dynamic()
-        self.sigterm.keep_while(KeptWork(post.copying, post.finish_copies, HANDOVER_DRAIN_S), stays=stays)
-        if not stays:
-            self._guard_kept = True
-            post.when_copied(self.controller.replan)
-
-    def _put_sigterm_guard_down(self) -> None:
-        """At a decision with no profiler of ours running: a guard kept for a copy now done goes."""
-        if self._guard_kept and not (self.post is not None and self.post.copying()):
-            self._guard_kept = False
-            self.sigterm.uninstall()
+        if post is None or not post.copying():
+            return None
+        post.when_copied(self.controller.replan)
+        return KeptWork(post.copying, post.finish_copies, HANDOVER_DRAIN_S)
 
     def _on_new_cycle(self) -> None:
         """A running profiler begins another capture (--repeat): a SIGTERM guard left out at its start for
@@ -336,9 +325,7 @@ class Agent:
         from npuprof.agent.capture import CaptureWriter
         from npuprof.agent.ranks import current_rank
 
-        return CaptureWriter(
-            self.cfg, self.run, backend, self.log, current_rank, self.worker, self.post, space=self.disk
-        )
+        return CaptureWriter(self.cfg, self.run, backend, self.log, current_rank, self.worker, self.post)
 
     @never_raise("starting the background post-processor")
     def _prepare(self) -> None:
@@ -348,9 +335,10 @@ class Agent:
 
         if self._dynamic():  # its logs' last lines (npuprof status), however the process ends
             self._finalise_at_os_exit()
-            # between captures too (uninstalled at none's end): a SIGTERM is logged as such, and the
-            # process still dies of it (agent/signals.py); status said "gone (no end line: killed?)"
-            if self.sigterm.install():
+            # between captures too (the guard's session duty, kept past each capture): a SIGTERM is logged
+            # as such, and the process still dies of it (agent/signals.py); status said "gone (no end
+            # line: killed?)"
+            if self.sigterm.install_for_session():
                 guard = self.sigterm
                 self.controller.plan.keep_up(guard.child_signal_unwrapped, guard.check_pipe)
         rank = current_rank()

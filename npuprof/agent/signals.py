@@ -8,10 +8,10 @@ thread, woken through ``signal.set_wakeup_fd``, gives the handler ``HANDLER_GRAC
 back to the default and the signal raised again: the process dies as without npuprof (the capture stays
 marked "capturing", read as interrupted).
 
-The guard stays installed past a capture's end while its memory snapshot is copied (``keep_while``): a
-SIGTERM then hands the rest over as the exit does, the copy at full speed within the exit's bound, before
-the process dies of it; once the copy is done it acts as SIG_DFL until the main thread puts it down (with
---dynamic, which keeps it between captures, as it does there).
+The guard is installed for one or more duties (``Duties``): a capture that records, an ended capture's
+memory snapshot still being copied, a --dynamic session between captures. They say what a SIGTERM must
+finish before the process dies of it, and how long the watcher waits for a main thread that does not start
+the handler; the handler goes when none is left.
 
 A trace export (the profiler's stop or step that collects and writes the trace: seconds for a big one)
 holds SIGTERM back, at most ``HANDLER_LIMIT_S``: the watcher waits for it rather than killing the process
@@ -35,7 +35,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from npuprof.agent import child_signal, threads
@@ -53,9 +53,9 @@ PEER_GRACE_S = 5.0
 # each raise is one signal's; a few in a row are all a dying job sends
 QUIET_TRIES = 8
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
-# The same outside a capture (--dynamic keeps the guard between captures, to log the SIGTERM): nothing is
-# finalised there, so a main thread that has not started the handler by then (blocked in C++) is not
-# waited for; the watcher logs the SIGTERM itself and the process dies of it, as without npuprof.
+# HANDLER_GRACE_S for a --dynamic session's duty alone (between captures): nothing is finalised there, so a
+# main thread that has not started the handler by then (blocked in C++) is not waited for; the watcher logs
+# the SIGTERM itself and the process dies of it, as without npuprof.
 IDLE_GRACE_S = 0.05
 
 # Free descriptors the guard leaves to the job and to the trace writes beside its own pipe: in a job that
@@ -195,27 +195,85 @@ def _do_nothing(signum: int, frame: Any) -> None:
     """The handler of the script's signals while a process about to die of SIGTERM finalises."""
 
 
-class SigtermGuard:
-    """Installs the finalising SIGTERM handler while a capture runs, and removes it after.
+@dataclass(frozen=True)
+class KeptWork:
+    """Work of an ended capture that a SIGTERM would lose: its memory snapshot's copy."""
 
-    ``on_term`` finalises the capture in flight; ``on_term_after_export`` (default: nothing) runs instead
-    when the SIGTERM was held during an export that wrote a trace: only the hand-over is left to do.
-    ``recording`` says whether a profiler of ours runs (default: always, as the guard is installed only
-    then unless --dynamic keeps it); ``on_term_unhandled`` runs on the watcher thread when the process
-    dies of a SIGTERM the main thread did not handle (blocked outside Python), just before it does."""
+    pending: Callable[[], bool]
+    finish: Callable[[float], bool]  # hurry it and wait at most that many seconds (from any thread): done?
+    within_s: float  # the most a SIGTERM waits for it, from its arrival (the exit's own bound)
+
+    def done(self) -> bool:
+        """Nothing pending (a check that fails leaves nothing to wait for)."""
+        try:
+            return not self.pending()
+        except Exception:
+            return True
+
+
+@dataclass(frozen=True)
+class Duties:
+    """Why npuprof's SIGTERM handler is installed, and so what a SIGTERM must finish before the process dies
+    of it (docs/architecture.md, "Signals"). Whatever the duty, a handler the main thread runs calls
+    ``on_term``, and the watcher that finds it never started calls ``on_term_unhandled``; the duty decides
+    the rest:
+
+    - ``capture``: a profiler of ours runs. ``on_term`` finalises the capture and hands it over; the main
+      thread gets the handler's grace (HANDLER_GRACE_S; PEER_GRACE_S in one rank of several) and, blocked
+      outside Python past it, the capture is said lost.
+    - ``copy``: an ended capture's memory snapshot is still being copied (paced). The watcher hurries the
+      copy as the signal comes, ``on_term`` hands it over; a main thread that never starts the handler has
+      the copy waited for by the watcher, within ``copy.within_s`` of the signal. Once it is done nothing
+      is left: the process dies at once, as without npuprof. A capture that begins takes the copy into
+      its own hand-over (never both).
+    - ``session``: --dynamic, between captures. ``on_term`` writes the dynamic logs' last lines; a main
+      thread that has not started the handler within IDLE_GRACE_S is not waited for.
+
+    Each change replaces the whole value; the watcher reads it once, as the signal comes."""
+
+    capture: bool = False
+    copy: KeptWork | None = None
+    session: bool = False
+
+    def any(self) -> bool:
+        return self.capture or self.copy is not None or self.session
+
+    def nothing_left(self) -> bool:
+        """Held for a copy alone, and it is done: a SIGTERM finds nothing to finish."""
+        return self.copy is not None and not (self.capture or self.session) and self.copy.done()
+
+    def pending_copy(self) -> KeptWork | None:
+        """The copy, while some of it is left."""
+        return self.copy if self.copy is not None and not self.copy.done() else None
+
+    def grace_s(self, handler_grace_s: float) -> float:
+        """How long the watcher waits for the main thread to start the handler."""
+        return handler_grace_s if self.capture or self.pending_copy() is not None else IDLE_GRACE_S
+
+
+class SigtermGuard:
+    """npuprof's SIGTERM handler, installed while it has a duty (``Duties``) and removed after.
+
+    ``on_term`` finishes what the duties hold (finalises a capture in flight, hands the rest over, writes
+    --dynamic's last lines); ``on_term_after_export`` (default: nothing) runs instead when the SIGTERM was
+    held during an export that wrote a trace: only the hand-over is left to do. ``on_term_unhandled`` runs
+    on the watcher thread when the process dies of a SIGTERM the main thread did not handle (blocked
+    outside Python), just before it does.
+
+    The duties change through ``install`` (a capture), ``install_for_session`` (--dynamic),
+    ``capture_ended`` (its copy, if any, kept) and ``put_down_if_copied``."""
 
     def __init__(
         self,
         on_term: Callable[[], None],
         log: Any,
         on_term_after_export: Callable[[], None] | None = None,
-        recording: Callable[[], bool] | None = None,
         on_term_unhandled: Callable[[], None] | None = None,
     ) -> None:
         self._on_term = on_term
         self._on_term_after_export = on_term_after_export
-        self._recording = recording
         self._on_term_unhandled = on_term_unhandled
+        self._duties = Duties()  # why it is (or is to be) installed: kept while the script takes SIGTERM
         self._log = log
         self._read_fd: int | None = None
         self._write_fd: int | None = None
@@ -239,14 +297,39 @@ class SigtermGuard:
         self._renewed_said = False
         self._pipe_was_lost = False  # the watcher left its pipe, closed or taken by the script
         self._child_wrap: ChildSignalWrap | None = None  # SIGCHLD's handler kept out of ours (child_signal)
-        # installed past its capture's end while this says work is left (keep_while): a memory snapshot's copy
-        self._kept: KeptWork | None = None
-        self._stays = False  # installed between captures all the same (--dynamic): kept work done, idle
 
     def install(self) -> bool:
+        """A profiler of ours starts (the ``capture`` duty): whether the handler is installed."""
+        self._duties = replace(self._duties, capture=True, copy=None)
+        return self._install()
+
+    def install_for_session(self) -> bool:
+        """--dynamic's training starts (the ``session`` duty): whether the handler is installed. The duty
+        stays even when it is not: a handler installed for a later capture then stays after it."""
+        self._duties = replace(self._duties, session=True)
+        return self._install()
+
+    def capture_ended(self, left: KeptWork | None = None) -> None:
+        """The capture's profiler has stopped; ``left``: its memory snapshot's copy, still to be done. The
+        handler stays for the copy and for a --dynamic session, else goes (from the main thread)."""
+        copy = left if self._installed else None
+        self._duties = replace(self._duties, capture=False, copy=copy)
+        if not self._duties.any():
+            self.uninstall()
+
+    def put_down_if_copied(self) -> None:
+        """At a step boundary with no profiler of ours (the copier asks for one once done): a handler
+        kept for a copy now done goes."""
+        copy = self._duties.copy
+        if copy is None or not copy.done():
+            return
+        self._duties = replace(self._duties, copy=None)
+        if not self._duties.any():
+            self.uninstall()
+
+    def _install(self) -> bool:
         """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
         if self._installed:
-            self._kept = None  # a capture again: SIGTERM finalises it
             return True
         if not threads.on_main_thread():
             return False
@@ -312,34 +395,6 @@ class SigtermGuard:
         threads.start(self._watch, "npuprof-sigterm")
         return True
 
-    def keep_while(self, work: KeptWork, stays: bool = False) -> None:
-        """The capture has ended and work of it is left that a SIGTERM would lose (its memory snapshot's
-        copy): installed while ``work.pending()`` says so, the handler doing what ``on_term`` does (hand the
-        rest over, within the exit's bound) before the process dies of SIGTERM, and the watcher waiting for
-        the work when the main thread cannot run it. Once nothing is pending it acts as SIG_DFL at once,
-        until ``uninstall`` from the main thread; or, ``stays`` (--dynamic keeps the guard between
-        captures), as it does between captures."""
-        if self._installed:
-            self._kept, self._stays = work, stays
-
-    def _nothing_left(self) -> bool:
-        """Kept past the capture's end only for work of it, none of which is left now (keep_while)."""
-        kept = self._kept
-        if kept is None or self._stays:
-            return False
-        try:
-            return not kept.pending()
-        except Exception:
-            return True
-
-    def _pending_kept(self) -> KeptWork | None:
-        """The kept work (keep_while) while some of it is left."""
-        kept = self._kept
-        try:
-            return kept if kept is not None and kept.pending() else None
-        except Exception:
-            return None
-
     def _finish_kept(self, kept: KeptWork, within_s: float) -> bool:
         """The kept work hurried and waited for, at most ``within_s`` (0: only hurried); whether done."""
         try:
@@ -349,9 +404,9 @@ class SigtermGuard:
             return False
 
     def uninstall(self) -> None:
+        """From the main thread: SIGTERM's default action back (its duties stay, for a later install)."""
         if not self._installed or not threads.on_main_thread():
             return
-        self._kept = None
         if self._finalising:  # the capture ends inside the handler: it puts SIG_DFL back itself
             return
         if signal.getsignal(signal.SIGTERM) == self._handle:
@@ -442,7 +497,7 @@ class SigtermGuard:
             child_signal.unwrap(self._child_wrap)
         self._child_wrap = None
         self._installed = False
-        self._kept = None
+        self._duties = Duties()
         self._forget_current()
         self._exporting = self._held = self._finalising = False
         self._renewing = threading.Lock()  # the parent's watcher may have held it at the fork
@@ -472,7 +527,7 @@ class SigtermGuard:
         self._handler_started.set()
         self._finalising = True
         try:
-            if not self._nothing_left():
+            if not self._duties.nothing_left():
                 with sigint_held_back(deliver=False):  # the process dies of SIGTERM: see sigint_held_back
                     self._on_term()
         finally:
@@ -603,8 +658,9 @@ class SigtermGuard:
         )
 
     def _give_handler_time(self) -> None:
-        arrived, kept = time.monotonic(), self._pending_kept()
-        if self._nothing_left():  # nothing for the handler to save: dies as without npuprof
+        arrived, duties = time.monotonic(), self._duties
+        kept = duties.pending_copy()
+        if duties.nothing_left():  # nothing for the handler to save: dies as without npuprof
             _die_of(signal.SIGTERM)
             return
         if kept is not None:
@@ -618,8 +674,7 @@ class SigtermGuard:
             )
             _die_of(signal.SIGTERM)
             return
-        recording = kept is not None or self._recording is None or self._recording()
-        started = self._handler_started.wait(self._grace if recording else IDLE_GRACE_S)
+        started = self._handler_started.wait(duties.grace_s(self._grace))
         if not started and kept is not None:
             self._copy_while_blocked(kept, arrived)
             started = self._handler_started.is_set()  # the main thread came back meanwhile: it ends us
@@ -627,7 +682,7 @@ class SigtermGuard:
             threading.Event().wait(HANDLER_LIMIT_S)  # the handler kills the process before this ends
             self._log.error(f"finalising the capture on SIGTERM took over {HANDLER_LIMIT_S:.0f} s; dying now")
         else:
-            if recording and kept is None:
+            if duties.capture:
                 self._log.warning(
                     "SIGTERM while the main thread is blocked outside Python (e.g. in a collective): "
                     "the process dies now, as without npuprof; the capture in flight is lost"
@@ -648,15 +703,6 @@ class SigtermGuard:
             "SIGTERM while the main thread is blocked outside Python (e.g. in a collective) after a "
             f"capture: the process dies now, its memory snapshot {copied}"
         )
-
-
-@dataclass(frozen=True)
-class KeptWork:
-    """Work of an ended capture that a SIGTERM would lose: its memory snapshot's copy."""
-
-    pending: Callable[[], bool]
-    finish: Callable[[float], bool]  # hurry it and wait at most that many seconds (from any thread): done?
-    within_s: float  # the most a SIGTERM waits for it, from its arrival (the exit's own bound)
 
 
 def _die_of(signum: int) -> None:

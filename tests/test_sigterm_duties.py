@@ -1,0 +1,122 @@
+"""npuprof's SIGTERM handler is installed for duties (agent/signals.py, Duties; docs/architecture.md,
+"Signals"): a capture that records, an ended capture's memory snapshot still being copied, a --dynamic
+session between captures. In-process, as the agent drives the guard: which duties keep the handler
+installed, and how long the watcher waits for a main thread that does not start it."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from npuprof.agent.log import AgentLog
+from npuprof.agent.signals import Duties, KeptWork, SigtermGuard
+
+# docs/architecture.md: a capture's handler gets 1 s, a --dynamic session's 50 ms
+CAPTURE_GRACE_S = 1.0
+SESSION_GRACE_BELOW_S = 0.1
+
+
+class Copy:
+    """A memory snapshot's copy whose end the test decides."""
+
+    def __init__(self) -> None:
+        self.left = True
+
+    def work(self) -> KeptWork:
+        return KeptWork(lambda: self.left, lambda timeout_s: not self.left, 5.0)
+
+
+@contextmanager
+def guard_in_this_process() -> Iterator[SigtermGuard]:
+    guard = SigtermGuard(lambda: None, AgentLog(None, "test"))
+    try:
+        yield guard
+    finally:
+        guard.uninstall()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+
+
+def handler_now() -> Any:
+    return signal.getsignal(signal.SIGTERM)
+
+
+def test_a_capture_without_a_copy_left_puts_the_handler_down_at_its_end() -> None:
+    with guard_in_this_process() as guard:
+        assert guard.install()
+        assert handler_now() == guard._handle
+        guard.capture_ended(None)
+        assert handler_now() == signal.SIG_DFL
+
+
+def test_the_handler_stays_for_the_copy_until_a_step_boundary_after_it_is_done() -> None:
+    copy = Copy()
+    with guard_in_this_process() as guard:
+        assert guard.install()
+        guard.capture_ended(copy.work())
+        assert handler_now() == guard._handle
+        guard.put_down_if_copied()  # a step boundary while the copy goes on
+        assert handler_now() == guard._handle
+        copy.left = False
+        guard.put_down_if_copied()
+        assert handler_now() == signal.SIG_DFL
+
+
+def test_a_capture_that_begins_during_a_copy_takes_it_into_its_own_hand_over() -> None:
+    copy = Copy()
+    with guard_in_this_process() as guard:
+        assert guard.install()
+        guard.capture_ended(copy.work())
+        assert guard.install()  # the next capture: its finalise hands the copy over with the rest
+        guard.capture_ended(None)  # ended with nothing left to copy (the agent asks the post-processor)
+        assert handler_now() == signal.SIG_DFL
+
+
+def test_a_dynamic_session_keeps_the_handler_past_each_capture() -> None:
+    with guard_in_this_process() as guard:
+        assert guard.install_for_session()
+        for _ in range(2):
+            assert guard.install()
+            guard.capture_ended(None)
+            assert handler_now() == guard._handle
+
+
+def test_a_session_whose_handler_the_script_held_at_training_start_keeps_one_a_capture_installs() -> None:
+    """The script's own SIGTERM handler is left alone; once it gave SIGTERM its default action back, a
+    capture installs npuprof's, and the session keeps it past that capture (helper-256's rule)."""
+
+    def theirs(signum: int, frame: Any) -> None:
+        pass
+
+    with guard_in_this_process() as guard:
+        signal.signal(signal.SIGTERM, theirs)
+        assert not guard.install_for_session()
+        assert handler_now() is theirs
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        assert guard.install()
+        guard.capture_ended(None)
+        assert handler_now() == guard._handle
+
+
+def test_each_duty_gives_the_main_thread_its_own_grace() -> None:
+    copy = Copy().work()
+    assert Duties(capture=True).grace_s(CAPTURE_GRACE_S) == CAPTURE_GRACE_S
+    assert Duties(copy=copy).grace_s(CAPTURE_GRACE_S) == CAPTURE_GRACE_S
+    assert Duties(capture=True, session=True).grace_s(CAPTURE_GRACE_S) == CAPTURE_GRACE_S
+    assert Duties(session=True).grace_s(CAPTURE_GRACE_S) < SESSION_GRACE_BELOW_S
+
+
+def test_a_copy_done_leaves_nothing_for_a_sigterm_to_finish_unless_another_duty_holds() -> None:
+    copy = Copy()
+
+    def broken() -> bool:
+        raise OSError("gone")
+
+    assert not Duties(copy=copy.work()).nothing_left()
+    copy.left = False
+    assert Duties(copy=copy.work()).nothing_left()
+    assert not Duties(copy=copy.work(), session=True).nothing_left()
+    assert not Duties().nothing_left()  # no duty: the handler is not npuprof's to run
+    assert Duties(copy=KeptWork(broken, lambda timeout_s: True, 5.0)).nothing_left()
