@@ -643,6 +643,7 @@ class JobEnd:
     # end is the same Ctrl-C (counts_as_ctrl_c)
     interrupts: list[float] = dataclasses.field(default_factory=list)
     at_the_terminal: bool = False  # the job held the terminal (the launcher gave it) when it ended
+    stopped_s: float = 0.0  # how long the job was stopped (_JobStops), of the time it ran
 
     def terminal_signal(self) -> int | None:
         """The terminal's Ctrl-C or Ctrl-\\ that the job died of, or None. The terminal sent it to the job's
@@ -827,6 +828,7 @@ class _Terminal:
         self.said_left_stopped = False
         self.job_ended = False  # the job was reaped: nothing to give the terminal to
         self.ctrl_z_before_the_job = False  # a Ctrl-Z came as the job was started
+        self.job_stops = _JobStops()  # told by the wait (_wait), which is given this object
         self._opened = False
         self.fd = _terminal_on_stdin()
         self.on_stdin = self.fd is not None
@@ -887,6 +889,25 @@ class _Terminal:
         """Whether a SIGCONT was handled since ``continued`` was ``count`` (called, this runs a handler
         still pending first)."""
         return self.continued != count
+
+
+class _JobStops:
+    """How long the job was stopped (Ctrl-Z, SIGSTOP, a scheduler's suspend), from the stop its wait reports
+    to the continuation it reports (a stop the job dies in counts until its end): the run record gives it
+    beside the run's wall time, which counts it (docs/formats.md)."""
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self._since: float | None = None
+
+    def stopped(self) -> None:
+        if self._since is None:
+            self._since = time.monotonic()
+
+    def continued(self) -> None:
+        if self._since is not None:
+            self.total_s += time.monotonic() - self._since
+            self._since = None
 
 
 def _terminal_on_stdin() -> int | None:
@@ -1089,7 +1110,9 @@ def run_child(
             terminal.take_back(pid)
     # once the group is gone every later signal finds it gone: the unreached ones are the last received
     forwarded = received[: len(received) - len(unreached)]
-    return JobEnd(returncode, forwarded, list(unreached), interrupts, at_the_terminal)
+    terminal.job_stops.continued()  # (ended stopped: killed)
+    stopped_s = terminal.job_stops.total_s
+    return JobEnd(returncode, forwarded, list(unreached), interrupts, at_the_terminal, stopped_s)
 
 
 def _spawn(command: list[str], env: dict[str, str], reset: tuple[int, ...] = _RESET_IN_CHILD) -> int:
@@ -1122,12 +1145,16 @@ def _wait(pid: int, terminal: _Terminal) -> int:
     """The child's return code as subprocess gives it (-N when killed by signal N)."""
     while True:
         try:
-            _, status = os.waitpid(pid, os.WUNTRACED)
+            _, status = os.waitpid(pid, os.WUNTRACED | os.WCONTINUED)
         except KeyboardInterrupt:  # pragma: no cover - our handler replaces SIGINT's default
             continue
         except ChildProcessError:  # pragma: no cover - reaped elsewhere
             return 0
+        if os.WIFCONTINUED(status):
+            terminal.job_stops.continued()
+            continue
         if os.WIFSTOPPED(status):
+            terminal.job_stops.stopped()
             if _mirrored(pid, os.WSTOPSIG(status), terminal):
                 _on_job_stopped(pid, os.WSTOPSIG(status), terminal)
             continue

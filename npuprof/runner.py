@@ -716,6 +716,7 @@ def _after_the_job(
         end=run_record.now_iso(),
         exit_code=end.exit_code,
         wall_seconds=round(elapsed, 3),
+        stopped_seconds=round(end.stopped_s, 3),
         signals_forwarded=end.forwarded,
         captures=[c.as_dict() for c in captures],
     )

@@ -1631,6 +1631,43 @@ def test_a_sigcont_to_the_launcher_continues_a_stopped_job(monkeypatch: pytest.M
     assert (end.returncode, end.forwarded) == (-signal.SIGINT, [signal.SIGINT])
 
 
+def test_the_time_the_job_was_stopped_is_said_apart_from_the_time_it_ran() -> None:
+    """npuprof_run.json's wall_seconds counts the time the job was stopped (Ctrl-Z and `fg` an hour later,
+    kill -STOP, a scheduler's suspend) and nothing said so; the launcher's wait now sees the job's stops
+    and continuations, and the record gives their time as stopped_seconds. In-process: a job stopped for
+    about a second, then running 1.5 s more; counted until its end, the stop would take that too."""
+    import threading
+
+    from npuprof import launch
+
+    stopped_for: list[float] = []
+    job: list[int] = []
+
+    def stop_continue_end() -> None:
+        _wait_for(lambda: bool(job), "the job to start")
+        os.kill(job[0], signal.SIGSTOP)
+        _wait_for(lambda: _state(job[0]) == "T", "the job to stop")
+        seen = time.monotonic()
+        time.sleep(1.0)
+        stopped_for.append(time.monotonic() - seen)
+        os.kill(job[0], signal.SIGCONT)
+        time.sleep(1.5)
+        os.kill(job[0], signal.SIGTERM)
+
+    driver = threading.Thread(target=stop_continue_end, daemon=True)
+    driver.start()
+    try:
+        end = launch.run_child(["sleep", "60"], dict(os.environ), on_start=job.append)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, launch.FORWARDED_SIGNALS)  # run_child leaves them held
+        _kill_quietly(job[0] if job else None)
+    driver.join(5)
+    assert end.returncode == -signal.SIGTERM
+    # from the stop the wait reported to the continuation it reported: at least most of the second the
+    # test saw the job stopped, and nothing of the 1.5 s it ran after
+    assert 0.5 <= end.stopped_s < stopped_for[0] + 1.0, (end.stopped_s, stopped_for)
+
+
 @pytest.mark.parametrize(("given", "shown"), [("-1", []), ("1,-1", [1]), ("0,1048576", [0])])
 def test_a_local_ranks_filter_naming_no_rank_leaves_profiling_on(given: str, shown: list[int]) -> None:
     """`torchrun --local-ranks-filter -1` (torchrun takes it, and shows no rank's output) went into the

@@ -999,6 +999,10 @@ def test_timeouts_other_signals_end_a_stopped_job_too(out: Path, tmp_path: Path,
     one without torch for SIGSTKFLT)."""
     returncode, err = _signal_a_stopped_job(out, tmp_path, signum, trains=False)
     assert returncode == -signum, err
+    # stopped from its third step until npuprof continued it with the signal (0.5 s after it was seen to
+    # stop): said apart from the wall time, which counts it
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert 0 < record["stopped_seconds"] < record["wall_seconds"], record
 
 
 _PASSED_ON = (signal.SIGHUP, signal.SIGXCPU, signal.SIGALRM, signal.SIGPWR)
