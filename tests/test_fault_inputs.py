@@ -753,8 +753,12 @@ def test_no_waiting_message_when_nothing_was_captured(too_few_steps_run) -> None
 
 # ---- 6. why no capture was written ---------------------------------------------------------------------
 def test_no_capture_because_no_rank_was_selected(out: Path) -> None:
+    """A rank --ranks does not select writes nothing (its schedule would record step 1 of 3), logs why, and
+    the summary names --ranks and the ranks it saw (was also test_run_capture's own job)."""
     proc = run_trainer(out, "--ranks", "1", *sched(1, 0, 1), train=("--steps", "3"), env=clean_env(RANK="0"))
     assert proc.returncode == 0, proc.stderr
+    assert rank_dirs(out) == []
+    assert "rank 0 not selected" in (out / "npuprof.log").read_text()
     assert len(_one_line_each(proc.stderr, "no capture was written")) == 1
     text = " ".join(proc.stderr.split())
     assert "--ranks" in text and "ranks seen: 0" in text, proc.stderr

@@ -299,13 +299,7 @@ def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
     assert max(profiler_steps(d)) <= 3
 
 
-def test_unselected_rank_writes_nothing(out: Path) -> None:
-    env = clean_env(RANK="0")
-    result = npuprof("run", "-o", str(out), "--ranks", "1", "--", *trainer("--steps", "10"), env=env)
-    assert result.returncode == 0, result.stderr
-    assert rank_dirs(out) == []
-    assert "no capture was written" in result.stderr
-    assert "rank 0 not selected" in (out / "npuprof.log").read_text()
+# (a rank --ranks does not select: test_fault_inputs' test_no_capture_because_no_rank_was_selected)
 
 
 @pytest.fixture(scope="module")
