@@ -279,14 +279,40 @@ def test_captures_begun_within_one_millisecond_are_all_kept(out: Path, tmp_path:
     assert all(r["status"] == "complete" for r in records), records
 
 
-def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
-    marker = tmp_path / "done"
-    result = run_trainer(
-        out, *sched(1, 0, 6), train=("--steps", "8", "--own-profiler-at", "3", "--marker", str(marker))
-    )
+OWN_PROFILER_FLAGS = ["--no-analyse", *sched(1, 0, 6)]
+
+
+@pytest.fixture(scope="module")
+def own_profilers_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Path, subprocess.CompletedProcess[str], dict[str, int]]:
+    """One `npuprof run -o OUT OWN_PROFILER_FLAGS` (record steps 1-6) of a forked_job whose children, one
+    after the other, each start a profiler of their own (each a fresh training process to npuprof, as its
+    own job was): "trainer" runs `trainer.py --steps 8 --own-profiler-at 3 --marker ROOT/done` (inside
+    npuprof's capture), "scheduled" OWN_SCHEDULED (after it). (ROOT, OUT, the result, each one's pid.)"""
+    root = tmp_path_factory.mktemp("own_profilers")
+    out = root / "result"
+    scenarios = {
+        "trainer": trainer_in_process(
+            "--steps", "8", "--own-profiler-at", "3", "--marker", str(root / "done")
+        ),
+        "scheduled": OWN_SCHEDULED,
+    }
+    job, pids = forked_job(root, scenarios)
+    result = npuprof("run", "-o", str(out), *OWN_PROFILER_FLAGS, "--", *job, timeout=120)
+    return root, out, result, json.loads(pids.read_text()) if pids.exists() else {}
+
+
+def _captures_of(out: Path, pid: int) -> list[Path]:
+    return [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
+
+
+def test_the_user_own_profiler_wins(own_profilers_run) -> None:
+    """(own_profilers_run's "trainer" child: was a job of its own.)"""
+    root, out, result, pid_of = own_profilers_run
     assert result.returncode == 0, result.stderr
-    assert marker.exists()
-    assert (tmp_path / "own_trace.json").exists()
+    assert (root / "done").exists()
+    assert (root / "own_trace.json").exists()
     assert "runs its own profiler" in result.stderr or "started its own profiler" in result.stderr
     # where it was started, which says whose it is when a framework starts one (helper-135: Lightning's
     # Trainer(profiler="pytorch"), accelerate's ProfileKwargs; "the training script" had started none)
@@ -294,7 +320,7 @@ def test_the_user_own_profiler_wins(out: Path, tmp_path: Path) -> None:
     start_line = next(i for i, line in enumerate(lines, 1) if "own_profiler.start()" in line)
     said = " ".join(result.stderr.split())
     assert f"(started at {SCRIPTS / 'trainer.py'}:{start_line}, in main)" in said, result.stderr
-    (d,) = rank_dirs(out)
+    (d,) = _captures_of(out, pid_of["trainer"])
     assert capture_record(d)["detail"] == "the training script started its own profiler"
     assert max(profiler_steps(d)) <= 3
 
@@ -358,37 +384,40 @@ def test_dataloader_worker_processes_do_not_capture(scheduled) -> None:
     assert "Traceback" not in result.stderr
 
 
+# (the lines on stderr around it: the warning is this child's, not another's of own_profilers_run's job)
 OWN_SCHEDULED = """
-import torch
+import sys, torch
+print("--- scheduled begins ---", file=sys.stderr, flush=True)
 model = torch.nn.Linear(16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 def train():
     opt.zero_grad(); model(torch.randn(8, 16)).sum().backward(); opt.step()
-for _ in range(6):
+for _ in range(9):  # npuprof's capture (steps 1-6) ends before the script's profiler
     train()
 window = torch.profiler.schedule(wait=1, warmup=1, active=1)  # repeats: a second cycle warns
 with torch.profiler.profile(schedule=window, on_trace_ready=lambda p: None) as prof:
     for _ in range(8):
         train(); prof.step()
-import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
+print("--- scheduled ends ---", file=sys.stderr, flush=True)
 """
 
 
-def test_torchs_warnings_to_the_scripts_own_profiler_are_not_hidden(out: Path, tmp_path: Path) -> None:
+def test_torchs_warnings_to_the_scripts_own_profiler_are_not_hidden(own_profilers_run) -> None:
     """npuprof marks torch's once-only "clears events at the end of each cycle" warning as shown for its
-    own cycles; the script's own scheduled profiler, started after npuprof's capture, lost it."""
-    script = tmp_path / "own.py"
-    script.write_text(OWN_SCHEDULED)
+    own cycles; the script's own scheduled profiler, started after npuprof's capture, lost it.
+    (own_profilers_run's "scheduled" child: was a job of its own.)"""
     # torch's own text, as it warns without npuprof (torch.profiler.profiler, the second cycle's start), read
     # from its source file: importing torch here would cost this test process seconds of CPU
     torch_spec = importlib.util.find_spec("torch")  # finds the package without importing it
     assert torch_spec is not None and torch_spec.submodule_search_locations
     source = Path(next(iter(torch_spec.submodule_search_locations)), "profiler", "profiler.py").read_text()
     assert "Profiler clears events at the end of each cycle" in source
-    result = npuprof("run", "-o", str(out), *sched(1, 0, 2), "--", sys.executable, str(script), timeout=120)
+    _root, out, result, pid_of = own_profilers_run
     assert result.returncode == 0, result.stderr
-    assert rank_dirs(out)  # npuprof captured before the script's profiler
-    assert "Profiler clears events at the end of each cycle" in result.stderr
+    (d,) = _captures_of(out, pid_of["scheduled"])  # npuprof captured before the script's profiler
+    assert capture_record(d)["steps"] == [1, 2, 3, 4, 5, 6]
+    child = result.stderr.split("--- scheduled begins ---", 1)[1].split("--- scheduled ends ---", 1)[0]
+    assert "Profiler clears events at the end of each cycle" in child, result.stderr
 
 
 def test_a_rank_still_running_when_the_first_process_ends_is_not_said_to_have_recorded_nothing(
