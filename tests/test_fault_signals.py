@@ -565,19 +565,32 @@ def test_a_sigterm_while_the_capture_record_is_first_written_keeps_the_capture(s
     assert "no capture was written" not in said and f"{written} capture(s) in" in said, said
 
 
-def test_a_sigterm_while_the_memory_snapshot_is_copied_keeps_the_categorised_timeline(
-    out: Path, tmp_path: Path
-) -> None:
-    """The memory snapshot is copied after the capture's end, paced to leave the GIL to training (over a
-    minute for 100,000 events), and npuprof's SIGTERM handler was put down at that end: a SIGTERM
-    meanwhile (a scheduler's, torchrun's) killed the job at once, the categorised timeline lost with no
-    word of it, the capture left unparsed and ungzipped. The handler now stays for the copy, which the
-    SIGTERM hurries; the post-processor categorises it, and the job still dies of SIGTERM."""
-    before, after = tmp_path / "before", tmp_path / "after"
-    script = _script(
-        tmp_path,
-        "term_during_copy.py",
-        "import os, signal, torch\n"
+_MEMORY_FLAGS = (
+    "--no-analyse", *sched(1, 1, 2), "--with-stack", "--record-shapes", "--profile-memory",
+    "--memory-timeline", "json",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def memory_timeline_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run _MEMORY_FLAGS` (skip 1, warm up 1, record 2: steps 2-3, a categorised memory
+    timeline) of a _forked_job whose children, one after the other, are the scripts of the two tests below:
+    "ctrl-c-at-exit" ends inside its capture, a Ctrl-C landing as npuprof's finalise at exit stops the
+    profiler (it exits 0); "term-during-copy" sends itself SIGTERM while its memory snapshot is copied
+    (it dies of it); the job then dies of SIGTERM too (npuprof's 143). Its exit status, output, output
+    directory and root (_forked)."""
+    root = tmp_path_factory.mktemp("memory_timeline")
+    out = root / "result"
+    scenarios = {
+        "ctrl-c-at-exit": STEP + "import os, signal, torch.profiler as tp\n"
+        "stop = tp.profile.stop\n"
+        "def interrupted_stop(self, *args):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return stop(self, *args)\n"
+        "tp.profile.stop = interrupted_stop\n"
+        "for s in range(3):  # its capture (steps 2-3) still records when the script ends\n"
+        "    step()\n",
+        "term-during-copy": "import os, signal, torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for i in range(4):\n"
         "    opt.zero_grad(); x = torch.randn(4, 8)\n"
@@ -585,19 +598,36 @@ def test_a_sigterm_while_the_memory_snapshot_is_copied_keeps_the_categorised_tim
         "        x = x + 1\n"
         "    model(x).sum().backward(); opt.step()\n"
         f"out = {str(out)!r}\n"
-        "dirs = [os.path.join(out, d) for d in os.listdir(out) if d.endswith('_ascend_pt')]\n"
+        "mine = f'_{os.getpid()}_'  # its own captures (HOST_PID_TIME_ascend_pt), not the child's before it\n"
+        "dirs = [os.path.join(out, d) for d in os.listdir(out) if d.endswith('_ascend_pt') and mine in d]\n"
         "copied = [d for d in dirs if os.path.exists(os.path.join(d, 'memory_timeline.snapshot.msgpack'))]\n"
-        f"open({str(before)!r}, 'w').write(f'{{len(dirs)}} {{len(copied)}}')\n"
+        f"open({str(root / 'before')!r}, 'w').write(f'{{len(dirs)}} {{len(copied)}}')\n"
         "os.kill(os.getpid(), signal.SIGTERM)\n"
-        f"open({str(after)!r}, 'w').write('went on')\n",
+        f"open({str(root / 'after')!r}, 'w').write('went on')\n",
+    }
+    codes = {"ctrl-c-at-exit": 0, "term-during-copy": -signal.SIGTERM}
+    job = _forked_job(root, scenarios, codes, -signal.SIGTERM)
+    rc, stdout, stderr = _run("run", "-o", str(out), *_MEMORY_FLAGS, "--", *job)
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": out, "root": root}
+
+
+def test_a_sigterm_while_the_memory_snapshot_is_copied_keeps_the_categorised_timeline(
+    memory_timeline_run: dict,
+) -> None:
+    """The memory snapshot is copied after the capture's end, paced to leave the GIL to training (over a
+    minute for 100,000 events), and npuprof's SIGTERM handler was put down at that end: a SIGTERM
+    meanwhile (a scheduler's, torchrun's) killed the job at once, the categorised timeline lost with no
+    word of it, the capture left unparsed and ungzipped. The handler now stays for the copy, which the
+    SIGTERM hurries; the post-processor categorises it, and the job still dies of SIGTERM.
+    (memory_timeline_run's 'term-during-copy' child: was a job of its own.)"""
+    root, rc, err = memory_timeline_run["root"], memory_timeline_run["rc"], memory_timeline_run["stderr"]
+    _, code, _, _, dirs = _forked(memory_timeline_run, "term-during-copy")
+    assert (root / "before").read_text() == "1 0", (
+        "the copy was done before the SIGTERM: this run shows nothing"
     )
-    rc, _, err = _run(
-        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 2), "--with-stack", "--record-shapes",
-        "--profile-memory", "--memory-timeline", "json", "--", sys.executable, str(script),
-    )  # fmt: skip
-    assert before.read_text() == "1 0", "the copy was done before the SIGTERM: this run shows nothing"
-    assert rc == 128 + signal.SIGTERM and not after.exists(), (rc, err[-2000:])
-    (rank_dir,) = rank_dirs(out)
+    assert code == -signal.SIGTERM and not (root / "after").exists(), (code, err[-2000:])
+    assert rc == 128 + signal.SIGTERM, (rc, err[-2000:])
+    (rank_dir,) = dirs
     assert capture_record(rank_dir)["steps"] == [2, 3]
     kept = sorted(p.name for p in rank_dir.iterdir())
     assert "memory_timeline.json" in kept, (kept, err[-2000:])
@@ -752,32 +782,18 @@ def test_sigusr1_while_npuprof_waits_for_post_processing_ends_the_wait_with_the_
 
 
 def test_a_ctrl_c_during_the_finalise_at_exit_keeps_the_capture_and_its_memory_timeline(
-    out: Path, tmp_path: Path
+    memory_timeline_run: dict,
 ) -> None:
     """The job ends inside a capture; npuprof finalises it at exit, and a Ctrl-C lands as the profiler
     stops. It used to escape the finalise (a traceback of npuprof's frames on the job's stderr) and skip
-    the hand-over of the memory snapshot: no memory timeline, and no word of it."""
-    script = _script(
-        tmp_path,
-        "ctrl_c_at_exit.py",
-        STEP + "import os, signal, torch.profiler as tp\n"
-        "stop = tp.profile.stop\n"
-        "def interrupted_stop(self, *args):\n"
-        "    os.kill(os.getpid(), signal.SIGINT)\n"
-        "    return stop(self, *args)\n"
-        "tp.profile.stop = interrupted_stop\n"
-        "for s in range(4):\n"
-        "    step()\n",
-    )
-    rc, _, err = _run(
-        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 5), "--with-stack", "--record-shapes",
-        "--profile-memory", "--memory-timeline", "json", "--", sys.executable, str(script),
-    )  # fmt: skip
-    assert rc == 0, err  # as Python: a KeyboardInterrupt in an exit callback changes no exit code
+    the hand-over of the memory snapshot: no memory timeline, and no word of it.
+    (memory_timeline_run's 'ctrl-c-at-exit' child: was a job of its own.)"""
+    _, code, _, err, dirs = _forked(memory_timeline_run, "ctrl-c-at-exit")
+    assert code == 0, err  # as Python: a KeyboardInterrupt in an exit callback changes no exit code
     assert "Traceback" not in err and "Exception ignored" not in err, err
-    (rank_dir,) = rank_dirs(out)
+    (rank_dir,) = dirs
     record = capture_record(rank_dir)
-    assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
+    assert record["status"] == "complete" and record["steps"] == [2, 3], record
     assert (rank_dir / "memory_timeline.json").is_file(), sorted(p.name for p in rank_dir.iterdir())
 
 
