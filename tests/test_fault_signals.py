@@ -267,35 +267,64 @@ def test_a_fork_during_a_capture_leaves_the_child_alone_and_the_parent_capture_c
 
 
 # ---- fault 2: SIGPIPE from a dead post-processor ------------------------------------------------------
-def test_a_killed_post_processor_never_kills_the_job_with_sigpipe(out: Path, tmp_path: Path) -> None:
-    done = tmp_path / "done"
-    script = _script(
-        tmp_path,
-        "sigpipe.py",
-        STEP + "import os, signal, time\n"
+# a 48 KB job a capture (the hand-over pipe fills after a capture or two)
+_BIG_METADATA = tuple(f"--metadata=k{i}={'x' * 4000}" for i in range(12))
+
+
+@pytest.fixture(scope="module")
+def busy_post_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run` (skip 1, warm up 1, record 2, twice: steps 2-3 and 5-6; _BIG_METADATA) of a
+    _forked_job whose children, one after the other, are the scripts of the two tests below: "sigpipe"
+    kills its post-processor before it trains, "os-exit" stops its post-processor and ends by os._exit
+    right after the step that exports its second capture; each must exit 0, and the job then does. Its exit
+    status, output, output directory and root (_forked)."""
+    root = tmp_path_factory.mktemp("busy_post")
+    scenarios = {
+        "sigpipe": STEP + "import os, signal, time\n"
         "signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as command-line tools do\n"
         "from npuprof.agent import entry\n"
-        "import time\n"
         "while entry._state['agent'].post.pid is None: time.sleep(0.005)  # `npuprof run`'s reply\n"
         "post = entry._state['agent'].post.pid\n"
         "import select; gone = os.pidfd_open(post)\n"
         "os.kill(post, signal.SIGKILL); select.select([gone], [], [])  # it has died\n"
         "for _ in range(10):\n"
         "    step()\n"
-        f"open({str(done)!r}, 'w').write('trained')\n"
-        "import gc; gc.freeze()\n",  # skip the exit-time collection over torch's objects
+        f"open({str(root / 'sigpipe.done')!r}, 'w').write('trained')\n",
+        "os-exit": STEP + "import os, signal, subprocess\n"
+        "from npuprof.agent import entry\n"
+        "import time\n"
+        "while entry._state['agent'].post.pid is None: time.sleep(0.005)  # `npuprof run`'s reply\n"
+        "post = entry._state['agent'].post.pid\n"
+        "entry._state['agent'].post.hold = lambda held: None  # npuprof's hold would continue it\n"
+        "os.kill(post, signal.SIGSTOP)  # busy: it reads nothing for a while\n"
+        "for _ in range(7):  # the second capture's trace is exported in the 7th step\n"
+        "    step()\n"
+        "subprocess.Popen(['sh', '-c', f'sleep 3; kill -CONT {post}'], start_new_session=True)\n"
+        "os._exit(0)  # skip the slow teardown, as launchers do\n",
+    }
+    job = _forked_job(root, scenarios, dict.fromkeys(scenarios, 0), 0)
+    out = root / "result"
+    rc, stdout, stderr = _run(
+        "run", "-o", str(out), *sched(1, 1, 2), "--repeat", "2", *_BIG_METADATA, "--", *job
     )
-    rc, _, err = _run("run", "-o", str(out), *sched(1, 1, 2), "--", sys.executable, str(script), timeout=90)
-    assert rc == 0, f"the job died ({rc}): {err[-2000:]}"
-    assert done.exists() and "Traceback" not in err, err
-    (d,) = rank_dirs(out)
-    record = capture_record(d)
-    assert record["status"] == "complete" and record["steps"] == [2, 3], record
-    assert (d / "profiler_info.json").exists() or list(d.glob("profiler_info*.json"))
-    assert _log(out).count("post-processor") >= 1
-    analysed = npuprof("analyse", str(out), timeout=120)  # parses what the post-processor could not
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": out, "root": root}
+
+
+def test_a_killed_post_processor_never_kills_the_job_with_sigpipe(busy_post_run: dict) -> None:
+    """(busy_post_run's 'sigpipe' child: was a job of its own, recording steps 2-3 only.)"""
+    pid, code, _, err, dirs = _forked(busy_post_run, "sigpipe")
+    assert code == 0 and busy_post_run["rc"] == 0, f"the job died ({code}): {err[-2000:]}"
+    assert (busy_post_run["root"] / "sigpipe.done").exists() and "Traceback" not in err, err
+    records = [capture_record(d) for d in dirs]
+    assert [(r["status"], r["steps"]) for r in records] == [("complete", [2, 3]), ("complete", [5, 6])]
+    for d in dirs:
+        assert (d / "profiler_info.json").exists() or list(d.glob("profiler_info*.json"))
+    its_log = [line for line in _log(busy_post_run["out"]).splitlines() if f"[agent pid={pid} " in line]
+    assert sum(line.count("post-processor") for line in its_log) >= 1, its_log
+    analysed = npuprof("analyse", str(busy_post_run["out"]), timeout=120)  # parses what it could not
     assert analysed.returncode == 0, analysed.stderr
-    assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+    for d in dirs:
+        assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
 
 
 # ---- fault 3: the launcher killed with SIGKILL ----------------------------------------------------------
@@ -664,37 +693,19 @@ def test_npuprofs_handler_reinstalled_after_its_capture_acts_as_sig_dfl(sigterm_
 
 
 # ---- fault 6: os._exit right after the last step --------------------------------------------------------
-def test_os_exit_right_after_the_last_step_leaves_a_complete_record(out: Path, tmp_path: Path) -> None:
+def test_os_exit_right_after_the_last_step_leaves_a_complete_record(busy_post_run: dict) -> None:
     """The hand-over to the post-processor is asynchronous: an os._exit right after the step that exported
     the trace must still leave the capture recorded complete. A busy post-processor (stopped here, so that
-    the pipe is full after the first capture's job) makes the loss certain rather than likely."""
-    script = _script(
-        tmp_path,
-        "fast_exit.py",
-        STEP + "import os, signal, subprocess\n"
-        "from npuprof.agent import entry\n"
-        "import time\n"
-        "while entry._state['agent'].post.pid is None: time.sleep(0.005)  # `npuprof run`'s reply\n"
-        "post = entry._state['agent'].post.pid\n"
-        "entry._state['agent'].post.hold = lambda held: None  # npuprof's hold would continue it\n"
-        "os.kill(post, signal.SIGSTOP)  # busy: it reads nothing for a while\n"
-        "for _ in range(7):  # the second capture's trace is exported in the 7th step\n"
-        "    step()\n"
-        "subprocess.Popen(['sh', '-c', f'sleep 3; kill -CONT {post}'], start_new_session=True)\n"
-        "os._exit(0)  # skip the slow teardown, as launchers do\n",
-    )
-    metadata = [f"--metadata=k{i}={'x' * 4000}" for i in range(12)]  # a 48 KB job a capture
-    rc, _, err = _run(
-        "run", "-o", str(out), *sched(1, 1, 2), "--repeat", "2", *metadata, "--",
-        sys.executable, str(script),
-    )  # fmt: skip
-    assert rc == 0, err
-    records = [capture_record(d) for d in rank_dirs(out)]
+    the pipe is full after the first capture's job) makes the loss certain rather than likely.
+    (busy_post_run's 'os-exit' child: was a job of its own.)"""
+    _, code, _, err, dirs = _forked(busy_post_run, "os-exit")
+    assert code == 0 and busy_post_run["rc"] == 0, err
+    records = [capture_record(d) for d in dirs]
     assert [r["status"] for r in records] == ["complete", "complete"], records
     assert [r["steps"] for r in records] == [[2, 3], [5, 6]]
-    for d in rank_dirs(out):
+    for d in dirs:
         assert list(d.glob("profiler_info*.json")), sorted(p.name for p in d.iterdir())
-    analysed = npuprof("analyse", str(out), "--format", "json", timeout=120)
+    analysed = npuprof("analyse", str(busy_post_run["out"]), "--format", "json", timeout=120)
     assert analysed.returncode == 0, analysed.stderr
     assert "interrupted" not in analysed.stderr
     assert len(json.loads(analysed.stdout)["ranks"]) >= 1
