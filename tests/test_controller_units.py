@@ -1034,6 +1034,52 @@ def test_the_first_thread_to_step_drives_and_its_end_finishes_the_capture() -> N
     assert rig.c.step == 5 and rig.c.driver is not None
 
 
+def test_a_thread_that_dies_of_an_exception_names_it_and_the_scripts_hook_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It said only "the training thread ended", where the main thread's end names what it died of."""
+    heard: list[tuple[type, str, str]] = []
+    script_hook = lambda args: heard.append((args.exc_type, str(args.exc_value), args.thread.name))  # noqa: E731
+    monkeypatch.setattr(threading, "excepthook", script_hook)
+    plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=4, repeat=1)
+    rig = Rig(plan)
+
+    def train() -> None:
+        rig.run(3)
+        raise ValueError("bad batch at step 3\nsecond line")
+
+    thread = threading.Thread(target=train, name="trainer")
+    thread.start()
+    thread.join(10)
+    assert rig.sink.events == [
+        ("begin", 2),
+        (
+            "finish",
+            3,
+            "the training thread died of an uncaught ValueError (bad batch at step 3) before the capture's "
+            "last step; step 3 is partial",
+            "complete",
+            3,
+        ),
+    ]
+    assert heard == [(ValueError, "bad batch at step 3\nsecond line", "trainer")]  # the script's hook, once
+
+
+def test_a_thread_that_ends_by_system_exit_just_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)
+    rig = Rig(TorchPlan(skip_first=2, wait=0, warmup=0, active=4, repeat=1))
+
+    def train() -> None:
+        rig.run(3)
+        raise SystemExit(3)
+
+    thread = threading.Thread(target=train, name="trainer")
+    thread.start()
+    thread.join(10)
+    detail = rig.sink.events[-1][2]
+    assert detail == "the training thread ended before the capture's last step; step 3 is partial"
+
+
 def test_boundaries_of_other_threads_are_ignored_and_said_once() -> None:
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=1, repeat=1)
     rig = Rig(plan)

@@ -174,6 +174,16 @@ def test_steps_taken_on_a_thread_that_does_not_drive_are_the_reason() -> None:
     ), why
 
 
+@pytest.mark.parametrize("ended", ["ended", "died of an uncaught ValueError (bad batch)"])
+def test_a_capture_cut_short_by_its_threads_end_is_the_reason_whatever_ended_the_thread(ended: str) -> None:
+    finished = (
+        AGENT + f"capture finished early at step 3: the training thread {ended} before the capture's last "
+        "step; step 3 is partial"
+    )
+    why = why_no_capture(ProfileConfig(), 0, [READY, AGENT + "steps are counted on thread trainer", finished])
+    assert why.startswith("the thread npuprof recorded on ended inside the capture"), why
+
+
 def test_a_capture_held_by_the_waiting_driver_is_the_reason_with_what_avoids_it() -> None:
     """A window opened at the step after a sanity step, on the main thread, which then joined the training
     thread: stderr said once that the capture was held and which --skip-first avoids it, but the run's last

@@ -25,7 +25,15 @@ from _thread import get_ident
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from npuprof.agent import frames, polling, recursion_limit, released_waits, user_profiler, window_plan
+from npuprof.agent import (
+    frames,
+    polling,
+    recursion_limit,
+    released_waits,
+    thread_deaths,
+    user_profiler,
+    window_plan,
+)
 from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modules, release_profiler
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 from npuprof.agent.profile_hook import ProfileHookWatch
@@ -477,7 +485,8 @@ class CaptureController:
         if threading.current_thread() is not threading.main_thread():
             # Told when this thread ends (its thread-local values are released in it, as it ends).
             self._guard = token = object()  # the guard itself is the thread's alone: it must die with it
-            self._thread_guards.guard = _DriverGuard(self, token)
+            self._thread_guards.guard = guard = _DriverGuard(self, token)
+            thread_deaths.name_this_threads_death_on(guard)
             self.driving_threads += 1
             name = threading.current_thread().name
             if self.driving_threads <= THREADS_LOGGED:  # a thread per step, for days: not a line each
@@ -486,16 +495,18 @@ class CaptureController:
                 self.log.info(f"steps are counted on thread {name}; later threads that take the steps over "
                               "are not logged")  # fmt: skip
 
-    def driver_ended(self, token: object) -> None:
-        """Runs in the driving thread as it ends: finish the capture it owns, let another thread drive."""
+    def driver_ended(self, token: object, died_of: str | None = None) -> None:
+        """Runs in the driving thread as it ends (of ``died_of``, an uncaught exception, where it did):
+        finish the capture it owns, let another thread drive."""
         if token is not self._guard:
             return
         self._guard = None
         ident = get_ident()
         try:
             if self.prof is not None and self._prof_thread == ident:
+                ended = f"died of {died_of}" if died_of else "ended"
                 self.finish_early(
-                    f"the training thread ended before the capture's last step; step {self.step} is partial"
+                    f"the training thread {ended} before the capture's last step; step {self.step} is partial"
                 )
         finally:
             self.driver = None
@@ -1215,17 +1226,19 @@ def _keep_unstopped(prof: Any) -> None:
 
 
 class _DriverGuard:
-    """Kept in a thread-local of the driving thread: released in that thread as it ends."""
+    """Kept in a thread-local of the driving thread: released in that thread as it ends. ``died_of`` is
+    what it died of, where an uncaught exception ended it (agent/thread_deaths.py)."""
 
-    __slots__ = ("controller", "token")
+    __slots__ = ("controller", "died_of", "token")
 
     def __init__(self, controller: CaptureController, token: object) -> None:
         self.controller = controller
         self.token = token
+        self.died_of: str | None = None
 
     def __del__(self) -> None:
         try:
-            self.controller.driver_ended(self.token)
+            self.controller.driver_ended(self.token, self.died_of)
         except Exception:  # never from a finaliser: the capture stays "capturing" (read as interrupted)
             pass
 

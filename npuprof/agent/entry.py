@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from npuprof import ENV_JOB_PID, ENV_LAUNCHER_PID
 from npuprof.agent import threads
 from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
+from npuprof.agent.thread_deaths import uncaught_named
 
 if TYPE_CHECKING:
     from npuprof.agent.signals import KeptWork
@@ -597,17 +598,7 @@ def _died_of_uncaught_exception() -> str | None:
     exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
     if not isinstance(exc, BaseException):
         return None
-    try:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    except Exception:  # a __str__ of the job's that fails
-        text = ""
-    if len(text) > UNCAUGHT_TEXT_CHARS:
-        text = text[: UNCAUGHT_TEXT_CHARS - 1] + "…"
-    named = type(exc).__name__ + (f" ({text})" if text else "")
-    return f"the process died of an uncaught {named}"
-
-
-UNCAUGHT_TEXT_CHARS = 80  # of the exception's message in a capture's detail
+    return f"the process died of {uncaught_named(exc)}"
 
 
 class _NativeExit:

@@ -761,7 +761,7 @@ def why_no_capture(
     for message in messages:
         if message.startswith(TRACE_NOT_WRITTEN) and " was not written: " in message:  # lost (helper-94)
             return f"{failed}{_short(message)}"
-        if "the training thread ended before the capture's last step" in message:
+        if re.search(r"the training thread (ended|died of .*) before the capture's last step", message):
             moved = sum(1 for m in messages if m.startswith("steps are counted on thread"))
             each = f" (the steps moved to a new thread {moved} times)" if moved > 1 else ""
             return (
