@@ -4,11 +4,16 @@ job when a collection runs inside it (docs/architecture.md, "Safety")."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+import threading
+from typing import Any
 
 import pytest
 from conftest import ROOT, clean_env
+
+from npuprof.agent import frames
 
 # A collection inside sys._current_frames() (set off by the frame objects it builds, with the thread list's
 # lock held) runs a finalizer that starts a thread, which needs that lock: with threads blocked beside the
@@ -66,3 +71,28 @@ def test_the_deadlock_is_python_s_own_where_collection_runs_inside_the_read() ->
     """The case above shows the hazard on this Python: sys._current_frames() itself hangs in it (3.11.7
     here; 3.10's frames are objects already, and 3.12.1 and 3.13.0 read the case)."""
     assert not _reads("bare", timeout=5)
+
+
+def test_a_gc_disable_another_thread_makes_during_the_read_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """npuprof held collection off around every read and turned it back on after: a script's gc.disable()
+    made by another thread in between was undone. Only Python 3.11 needs it held off (test above)."""
+    monkeypatch.setattr(frames, "COLLECTS_INSIDE_THE_READ", False, raising=False)  # as on 3.10, 3.12+
+    read = sys._current_frames
+
+    def read_while_the_script_turns_collection_off() -> dict[int, Any]:
+        script = threading.Thread(target=gc.disable)
+        script.start()
+        script.join()
+        return read()
+
+    monkeypatch.setattr(sys, "_current_frames", read_while_the_script_turns_collection_off)
+    was_enabled = gc.isenabled()
+    gc.enable()
+    try:
+        assert threading.get_ident() in frames.current_frames()
+        assert not gc.isenabled()
+    finally:
+        if was_enabled:
+            gc.enable()
+        else:
+            gc.disable()

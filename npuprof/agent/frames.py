@@ -22,12 +22,24 @@ CAPTURE_CODE = tuple(
 )
 
 
+# Python 3.11 alone builds a frame object for each thread inside ``sys._current_frames()``, with the
+# interpreter's lock on its list of threads held: 3.10's frames are objects already, and from 3.12 a
+# collection runs only between bytecodes, never inside an allocation (tests/test_current_frames.py).
+COLLECTS_INSIDE_THE_READ = sys.version_info[:2] == (3, 11)
+
+
 def current_frames() -> dict[int, Any]:
-    """``sys._current_frames()`` with Python's cyclic collection held off. It builds a frame object for each
-    thread while holding the interpreter's lock on its list of threads; a collection set off by one of those
-    allocations runs finalizers there, and one that lets another thread run, which then needs that list (a
-    thread starting or ending), deadlocks the process: a test run hung in it at a controller's arming, every
-    time (docs/architecture.md, "Safety")."""
+    """``sys._current_frames()``, with Python's cyclic collection held off where one can run inside it.
+    There (3.11) a collection set off by one of the frame objects it builds runs finalizers with the
+    interpreter's lock on its list of threads held, and one that lets another thread run, which then needs
+    that list (a thread starting or ending), deadlocks the process: a test run hung in it at a
+    controller's arming, every time (docs/architecture.md, "Safety").
+
+    Collection is the process's one switch: a ``gc.disable()`` that another thread makes while it is held
+    off here changes nothing that can be seen, and is undone when it is turned back on. So it is held off
+    only on 3.11, where it must be."""
+    if not COLLECTS_INSIDE_THE_READ:
+        return sys._current_frames()
     enabled = gc.isenabled()
     gc.disable()
     try:
