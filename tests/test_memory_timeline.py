@@ -467,3 +467,42 @@ def test_thousands_of_records_of_one_time_are_put_in_order_quickly() -> None:
     ordered = mt._in_chain_order(rows)
     assert sorted(ordered) == sorted(rows)
     assert all(ordered[k][1] - ordered[k][3] == ordered[k - 1][1] for k in range(1, len(ordered)))
+
+
+def _categorised_rank_dir(root: Path, devices: list[tuple[int, int]]) -> Path:
+    """A rank dir with categorised data and no memory_timeline.meta.json beside it, and a trace whose
+    [memory] events are of ``devices`` (Device Type, Device Id), 4096 bytes allocated on each."""
+    from analyse_support.handmade import write_rank_dir
+
+    events = [
+        _memory_event(10 + i, {"Device Type": kind, "Device Id": id_, "Bytes": 4096, "Total Allocated": 4096})
+        for i, (kind, id_) in enumerate(devices)
+    ]
+    rank_dir = write_rank_dir(root, {"traceEvents": events})
+    with gzip.open(rank_dir / mt.RAW_FILE, "wt") as raw:
+        json.dump([[1000, 2, 4096, 1], [2000, 4, 4096, 1]], raw)
+    return rank_dir
+
+
+def test_categorised_data_without_its_record_says_so_and_takes_the_traces_device(tmp_path: Path) -> None:
+    """It said "unknown device" and no more, with the trace's [memory] events of one GPU beside it."""
+    data = mt.load(_categorised_rank_dir(tmp_path / "one", [(0, -1), (1, 0)]))  # the CPU's, cuda:0's
+    assert data.device == "cuda:0" and data.devices == ["cuda:0"]
+    assert data.notes == [
+        "memory_timeline.meta.json is missing: read as cuda:0, the trace's [memory] events' device "
+        "(--device DEVICE names another)"
+    ]
+    two = mt.load(_categorised_rank_dir(tmp_path / "two", [(1, 0), (1, 1)]))  # two GPUs: either may be it
+    assert two.device == "unknown device" and two.max_allocated is None
+    assert two.notes == [
+        "memory_timeline.meta.json is missing: the device is unknown, one of the trace's cuda:0, cuda:1 "
+        "(--device DEVICE names it)"
+    ]
+    alone = _categorised_rank_dir(tmp_path / "alone", [(1, 0)])
+    next(alone.glob("*.pt.trace.json")).unlink()
+    (alone / mt.META_FILE).write_text('{"source": "categorised"}\n')
+    data = mt.load(alone)
+    assert data.device == "unknown device"
+    assert data.notes == [
+        "memory_timeline.meta.json names no device: the device is unknown (--device DEVICE names it)"
+    ]

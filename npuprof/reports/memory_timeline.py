@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -574,13 +575,14 @@ def read_meta(path: Path) -> dict[str, object]:
 
 
 def from_raw(raw_path: Path, device: str | None = None) -> MemoryData:
-    meta = read_meta(raw_path.with_name(META_FILE)) if raw_path.name == RAW_FILE else {}
+    meta_path = raw_path.with_name(META_FILE)
+    meta = read_meta(meta_path) if raw_path.name == RAW_FILE else {}
     stored = str(meta.get("device") or "")
     if device is not None and stored and normalise_device(device) != stored:
         raise MemoryTimelineError(
             f"--device {device}: no categorised memory data for it; the data holds: {stored}"
         )
-    chosen = stored or (normalise_device(device) if device else "unknown device")
+    chosen = stored or (normalise_device(device) if device else UNKNOWN_DEVICE)
 
     def _int(key: str) -> int | None:
         value = meta.get(key)
@@ -595,8 +597,31 @@ def from_raw(raw_path: Path, device: str | None = None) -> MemoryData:
         max_reserved=_int("max_reserved_bytes"),
         devices=[chosen],
     )
+    if chosen == UNKNOWN_DEVICE and raw_path.name == RAW_FILE:  # torch's own export names no device
+        notes.append(f"{META_FILE} {_why_no_device(meta_path, meta)}{_DEVICE_UNKNOWN}")
     data.notes = notes
     return data
+
+
+UNKNOWN_DEVICE = "unknown device"
+_DEVICE_UNKNOWN = ": the device is unknown (--device DEVICE names it)"
+
+
+def _why_no_device(meta_path: Path, meta: dict[str, object]) -> str:
+    """Why the categorised data's companion record names no device."""
+    if meta:
+        return "names no device"
+    return "cannot be read" if os.path.lexists(meta_path) else "is missing"
+
+
+def _device_of_the_trace(devices: list[str]) -> str | None:
+    """The device categorised data without its record is of, read from the devices of the trace's
+    [memory] events: its one accelerator (the CPU's events are there beside it), else the CPU when it is
+    the only one; None when that leaves a choice."""
+    accelerators = [d for d in devices if d != "cpu"]
+    if len(accelerators) == 1:
+        return accelerators[0]
+    return "cpu" if devices == ["cpu"] else None
 
 
 def load(source: Path, device: str | None = None) -> MemoryData:
@@ -609,8 +634,8 @@ def load(source: Path, device: str | None = None) -> MemoryData:
         raw_path = source / RAW_FILE
         if raw_path.is_file():
             data = from_raw(raw_path, device)
-            if data.max_reserved is None or data.max_allocated is None:
-                _fill_peaks_from_trace(data, source)
+            if data.max_reserved is None or data.max_allocated is None or data.device == UNKNOWN_DEVICE:
+                _fill_from_trace(data, source)
             return data
         snapshot = source / SNAPSHOT_FILE
         if snapshot.is_file():
@@ -659,14 +684,26 @@ def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
     )
 
 
-def _fill_peaks_from_trace(data: MemoryData, rank_dir: Path) -> None:
+def _fill_from_trace(data: MemoryData, rank_dir: Path) -> None:
+    """The peaks, and an unknown device, of categorised data from the rank dir's trace."""
     trace = layout.find_raw_trace(rank_dir)
     if trace is None:
         return
+    unknown = data.device == UNKNOWN_DEVICE
     try:
-        peaks = from_trace(trace, data.device if data.device != "unknown device" else None)
+        peaks = from_trace(trace, None if unknown else data.device)
     except (MemoryTimelineError, ValueError):
         return
+    if unknown:
+        device = _device_of_the_trace(peaks.devices)
+        if device is None:  # the peaks would be a guessed device's
+            seen = ", ".join(peaks.devices)
+            held = f": the device is unknown, one of the trace's {seen} (--device DEVICE names it)"
+            data.notes = [note.replace(_DEVICE_UNKNOWN, held) for note in data.notes]
+            return
+        data.device, data.devices = device, [device]
+        read = f": read as {device}, the trace's [memory] events' device (--device DEVICE names another)"
+        data.notes = [note.replace(_DEVICE_UNKNOWN, read) for note in data.notes]
     if data.max_allocated is None:
         data.max_allocated = peaks.max_allocated
     if data.max_reserved is None:
