@@ -482,6 +482,10 @@ def test_trigger_says_when_no_process_watches_the_directory(tmp_path: Path) -> N
     directory, _, _ = prepare(str(tmp_path / "cfg"))
     log = directory / "log"
     log.mkdir(exist_ok=True)
+    (directory / CONFIG).unlink()  # log/ alone: said nothing, as if a job read it
+    early = npuprof("trigger", str(directory), "--active", "2")
+    assert early.returncode == 0 and f"no process has watched {directory} yet" in early.stderr, early.stderr
+    assert "reads this request when it begins" in early.stderr, early.stderr
     host = os.uname().nodename
     (log / f"dp_{host}_{os.getpid()}_rank_0.log").write_text(
         "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"

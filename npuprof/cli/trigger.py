@@ -361,16 +361,26 @@ def _not_begun(message: str, process: dict[str, Any]) -> str:
 
 
 def _note_if_nobody_watches(directory: Path) -> None:
-    """Every process the logs know of has ended (or died): nobody will read the request, and a job started
-    later on DIR takes the file as it finds it, as no request."""
+    """No process of a job watches DIR: none has yet (its logs name none), or every one the logs know of
+    has ended (or died). A job launched on it that has not begun training reads the request when it does;
+    a job launched later takes the file as it finds it as no request (docs/architecture.md, "The
+    baseline")."""
     from npuprof.agent.dynamic_files import LOG_DIR
     from npuprof.cli.status import _processes
 
     try:
         processes = _processes(directory / LOG_DIR)
+    except FileNotFoundError:
+        processes = []
     except OSError:
         return
-    if processes and all(p["state"] != "running" for p in processes):
+    if not processes:
+        sys.stderr.write(
+            f"npuprof trigger: note: no process has watched {directory} yet (its log/ names none): a job "
+            "launched on it that has not begun training reads this request when it begins; one launched "
+            "after now takes the file as no request (trigger once the job runs)\n"
+        )
+    elif all(p["state"] != "running" for p in processes):
         sys.stderr.write(
             f"npuprof trigger: note: no process watches {directory} now (every process its logs know of "
             "has ended): unless a job on it is starting (its first process takes it), this request is read "
