@@ -1006,19 +1006,13 @@ def test_the_summary_says_the_output_went_read_only_rather_than_blaming_the_sche
     assert "cannot be reached" in " ".join(capsys.readouterr().err.split())
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["run", "--export-chrome-trace", "{fifo}", "--", sys.executable, "-c", "print(1)"],
-        ["memory-timeline", "{src}", "-o", "{fifo}"],
-    ],
-)
-def test_a_fifo_given_as_an_output_file_is_refused_and_left_alone(tmp_path: Path, command: list[str]) -> None:
+def test_a_fifo_given_as_an_output_file_is_refused_and_left_alone(tmp_path: Path) -> None:
     """A device or FIFO named as an output file was replaced by the file (as root, -o /dev/null replaced
-    the system's /dev/null): one line, exit 2, the node as it was, nothing run or written."""
+    the system's /dev/null): one line, exit 2, the node as it was, nothing run or written. (The text
+    streams of export-stacks and memory-timeline are written into: a FIFO is a reader there.)"""
     fifo = tmp_path / "node.json"
     os.mkfifo(fifo)
-    args = [a.format(fifo=fifo, src=tmp_path / "none") for a in command]
+    args = ["run", "--export-chrome-trace", str(fifo), "--", sys.executable, "-c", "print(1)"]
     result = npuprof(*args, cwd=tmp_path, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "is a FIFO (writing the file would replace it)" in result.stderr
@@ -1065,6 +1059,29 @@ def test_export_stacks_into_dev_null_or_a_fifo_writes_into_it_as_it_is(tmp_path:
         named = npuprof("export-stacks", str(trace), "-o", name, timeout=60)
         assert named.returncode == 0 and named.stdout == plain.stdout, named.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and sorted(p.name for p in tmp_path.iterdir()) == [fifo.name]
+
+
+def test_export_stacks_into_a_shells_process_substitution_writes_into_its_pipe(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o >(gzip > x.gz)` hands over /dev/fd/63, a link to the shell's pipe: refused as a symbolic link."""
+    import typer
+
+    from npuprof.cli.export_stacks import export_stacks
+
+    trace = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
+    monkeypatch.setattr(sys, "argv", ["npuprof", "export-stacks", str(trace)])
+    export_stacks(str(trace), "self_cpu_time_total", "-", None, 0.1, False, None)
+    plain = capsys.readouterr().out
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as pipe:
+        try:
+            export_stacks(str(trace), "self_cpu_time_total", f"/dev/fd/{write_end}", None, 0.1, False, None)
+        except typer.Exit as exc:
+            raise AssertionError(f"exit {exc.exit_code}: {capsys.readouterr().err}") from None
+        finally:
+            os.close(write_end)
+        assert plain and pipe.read() == plain.encode()
 
 
 @pytest.mark.parametrize("command", [["analyse"], ["status"], ["trigger"], ["export-stacks"]])

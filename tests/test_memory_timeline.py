@@ -506,3 +506,61 @@ def test_categorised_data_without_its_record_says_so_and_takes_the_traces_device
     assert data.notes == [
         "memory_timeline.meta.json names no device: the device is unknown (--device DEVICE names it)"
     ]
+
+
+def _timeline_into(output: str, rank_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`npuprof memory-timeline RANK_DIR -o OUTPUT` in this process; exits 0."""
+    import typer
+
+    from npuprof.cli.memory_timeline import memory_timeline
+
+    monkeypatch.setattr(sys, "argv", ["npuprof", "memory-timeline", str(rank_dir), "-o", output])
+    try:
+        memory_timeline(str(rank_dir), Path(output), None, None)
+    except typer.Exit as exc:
+        raise AssertionError(f"exit {exc.exit_code}") from None
+
+
+def test_a_stream_as_output_is_written_into_as_export_stacks_writes_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o -`, `-o /dev/stdout`, a named pipe and a shell's `-o >(...)` were refused (a FIFO: the file
+    would replace it; "-": no format; /dev/fd/63: a symbolic link), where export-stacks writes into them;
+    a stream whose name has no suffix gets the .json, the text format."""
+    import os
+    import threading
+
+    from analyse_support.handmade import write_rank_dir
+
+    events = [
+        _memory_event(ts, {"Device Type": 1, "Device Id": 0, "Bytes": 4096, "Total Allocated": total})
+        for ts, total in [(10, 4096), (11, 8192)]
+    ]
+    rank_dir = write_rank_dir(tmp_path, {"traceEvents": events})
+    unknown = CATEGORIES_IN_ROWS - 1  # each row: torch's base 0, then the categories, UNKNOWN last
+    expected = [[10, 11], [[0] * unknown + [4096], [0] * unknown + [8192]]]
+
+    for name in ("-", "/dev/stdout"):
+        _timeline_into(name, rank_dir, monkeypatch)
+        assert json.loads(capsys.readouterr().out) == expected, name
+
+    fifo = tmp_path / "memory.json.gz"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    _timeline_into(str(fifo), rank_dir, monkeypatch)
+    reader.join(10)
+    assert json.loads(gzip.decompress(got[0])) == expected
+
+    read_end, write_end = os.pipe()  # what a shell's >(...) hands over: /dev/fd/63
+    with os.fdopen(read_end, "rb") as pipe:
+        try:
+            _timeline_into(f"/dev/fd/{write_end}", rank_dir, monkeypatch)
+        finally:
+            os.close(write_end)
+        assert json.loads(pipe.read()) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == [rank_dir.name, fifo.name]
+
+
+CATEGORIES_IN_ROWS = 9  # torch's _memory_profiler: a base 0 and its 8 categories

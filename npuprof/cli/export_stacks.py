@@ -45,8 +45,16 @@ def _say(text: str) -> None:
 
 
 def _check_output(path: Path, flag: str) -> Path:
-    from npuprof.results.paths import UnsafePathError, is_stream, output_file_problem, resolve_output_path
+    from npuprof.results.paths import (
+        UnsafePathError,
+        descriptor_stream,
+        is_stream,
+        output_file_problem,
+        resolve_output_path,
+    )
 
+    if descriptor_stream(path):  # -o >(...): the shell's pipe, a link to this process's own descriptor
+        return path
     try:
         target = resolve_output_path(path, flag)
     except UnsafePathError as exc:

@@ -58,7 +58,7 @@ def memory_timeline(
         typer.Option(
             "--output",
             "-o",
-            help="memory.html | memory.json | memory.json.gz | memory.raw.json.gz",
+            help="memory.html | memory.json | memory.json.gz | memory.raw.json.gz; - (stdout: .json)",
             show_default=False,
         ),
     ],
@@ -77,24 +77,34 @@ def memory_timeline(
         ),
     ] = None,
 ) -> None:
+    from npuprof.cli.export_stacks import STDOUT_NAMES
     from npuprof.reports import memory_timeline as mt
-    from npuprof.results.paths import UnsafePathError, output_file_problem, resolve_output_path
+    from npuprof.results.paths import (
+        UnsafePathError,
+        descriptor_stream,
+        is_stream,
+        output_file_problem,
+        resolve_output_path,
+    )
 
     if not source:
         raise _fail(
             "source: is empty; give a rank directory (*_ascend_pt), a trace file or a *.raw.json.gz", 2
         )
+    to_stdout = str(output) in STDOUT_NAMES
+    as_given = to_stdout or descriptor_stream(output)  # -o >(...): a link to this process's own pipe
     try:
-        fmt = mt.format_of(output)
-    except mt.MemoryTimelineError as exc:
-        raise _fail(f"-o: {exc}", 2) from None
-    try:
-        target = resolve_output_path(output, "-o")
+        target = output if as_given else resolve_output_path(output, "-o")
     except UnsafePathError as exc:  # it names -o itself: "-o: -o 'm.json': cannot look up ..."
         raise _fail(str(exc), 2) from None
-    problem = output_file_problem(target)
+    stream = to_stdout or is_stream(target)  # stdout, /dev/null, a named pipe: written into as it is
+    try:
+        fmt = _stream_format(output) if stream else mt.format_of(output)
+    except mt.MemoryTimelineError as exc:
+        raise _fail(f"-o: {exc}", 2) from None
+    problem = None if stream else output_file_problem(target)
     if problem is not None:
-        raise _fail(f"-o {output}: {problem}: give a file name", 2)
+        raise _fail(f"-o {output}: {problem}: give a file name (-o - writes .json to stdout)", 2)
     if device is not None and not _DEVICE.fullmatch(mt.normalise_device(device)):
         raise _fail(f"--device {device!r}: not a device; give cpu, cuda:N or npu:N", 2)
     if fmt == "html":
@@ -125,7 +135,7 @@ def memory_timeline(
             raise _fail(f"{rank_dir}: {status.detail}; run this again once the capture has ended")
         read = rank_dir if rank_dir.is_file() else layout.find_trace_of_rank(rank_dir)
         read = read or rank_dir / mt.RAW_FILE  # its categorised data, read before any trace
-        if problem := overwrite_problem(target, read):
+        if not stream and (problem := overwrite_problem(target, read)):
             raise _fail(f"-o {output}: {problem}: give another file name", 2)
         data = _load_whole(read, lambda: mt.load(rank_dir, device), mt.SOURCE_TRACE)
     except (InputError, TraceReadError, TraceError, mt.MemoryTimelineError) as exc:
@@ -133,7 +143,13 @@ def memory_timeline(
     except OSError as exc:
         raise _fail(f"cannot read {source}: {exc.strerror or exc}") from None
     try:
-        mt.render(data, target)
+        if to_stdout:
+            _write_stdout(mt.encoded(data, fmt))
+        elif stream:
+            with open(target, "wb") as into:
+                into.write(mt.encoded(data, fmt))
+        else:
+            mt.render(data, target)
     except mt.MemoryTimelineError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
@@ -148,9 +164,28 @@ def memory_timeline(
     for note in data.notes:
         _say(f"npuprof memory-timeline: warning: {note}")
     _say(
-        f"wrote {target} ({data.device}, {len(data.raw)} memory events, from "
+        f"wrote {'stdout' if to_stdout else target} ({data.device}, {len(data.raw)} memory events, from "
         f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})"
     )
+
+
+def _stream_format(output: Path) -> str:
+    """The format of a stream given as -o: its name's suffix where it has one (a named pipe m.json.gz),
+    else .json, the text one (``-o -``, ``/dev/stdout``, a shell's ``>(...)``)."""
+    from npuprof.reports import memory_timeline as mt
+
+    try:
+        return mt.format_of(output)
+    except mt.MemoryTimelineError:
+        return "json"
+
+
+def _write_stdout(content: bytes) -> None:
+    """The timeline on stdout (its .json: text), lost to no failed write without a word."""
+    from npuprof.cli.main import check_stdout
+
+    sys.stdout.write(content.decode("utf-8"))
+    check_stdout("npuprof memory-timeline", "the timeline")
 
 
 def _load_whole(read: Path, load: Callable[[], Any], from_trace: str) -> Any:

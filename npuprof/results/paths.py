@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -57,13 +58,33 @@ def not_a_plain_file(info: os.stat_result) -> str | None:
 
 
 def is_stream(path: str | os.PathLike[str]) -> bool:
-    """``path`` is a character device or a FIFO itself (not a link to one): ``/dev/null``, a named pipe.
-    Written into, never replaced (what ``cp x /dev/null`` does)."""
+    """``path`` is a character device or a FIFO itself (not a link to one): ``/dev/null``, a named pipe;
+    or a descriptor of this process open on one (``descriptor_stream``). Written into, never replaced
+    (what ``cp x /dev/null`` does)."""
+    if descriptor_stream(path):
+        return True
     try:
         mode = os.lstat(path).st_mode
     except OSError:
         return False
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+_DESCRIPTOR_PATH = re.compile(r"/(?:dev|proc/self)/fd/(\d{1,9})")
+
+
+def descriptor_stream(path: str | os.PathLike[str]) -> bool:
+    """``path`` is ``/dev/fd/N`` (or ``/proc/self/fd/N``) of a descriptor this process has open on a pipe
+    or a character device: a shell's ``-o >(gzip > x.gz)`` (``/dev/fd/63``). A symbolic link, but to the
+    user's own descriptor, which no one else can have planted: written into, as a named pipe is."""
+    match = _DESCRIPTOR_PATH.fullmatch(os.fspath(path))
+    if match is None:
+        return False
+    try:
+        mode = os.fstat(int(match[1])).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
 def output_file_problem(path: str | os.PathLike[str]) -> str | None:
