@@ -23,6 +23,7 @@ from conftest import (
     WAITS_FOR_POST_PROCESSING,
     capture_record,
     clean_env,
+    forked_job,
     hold_a_run_lock,
     npuprof,
     rank_dirs,
@@ -213,11 +214,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
-# ---- fault 3: the post-processor inherited the training process's sockets -------------------------
-def test_post_processor_inherits_no_descriptor_and_writes_no_output(out: Path, tmp_path: Path) -> None:
-    report = tmp_path / "fds.json"
-    script = tmp_path / "inherit.py"
-    script.write_text(
+# ---- faults 3 and 4: the post-processor inherited the training process's sockets; a pid-named lock ------
+def _inherits_script(report: Path) -> str:
+    """A training process with an inheritable listening socket and pipe end (as gloo's: no close-on-exec)
+    that writes to ``report`` the links of its post-processor's descriptors, and its own socket's and
+    pipe's."""
+    return (
         "import json, os, socket, torch\n"
         "listener = socket.socket(); listener.bind(('127.0.0.1', 0)); listener.listen()\n"
         "os.set_inheritable(listener.fileno(), True)  # as gloo's sockets: no close-on-exec\n"
@@ -234,24 +236,14 @@ def test_post_processor_inherits_no_descriptor_and_writes_no_output(out: Path, t
         "links = {fd: target for fd in map(int, os.listdir(fds)) if (target := link(fd))}\n"
         f"json.dump({{'links': links, 'socket': os.readlink(f'/proc/self/fd/{{listener.fileno()}}'),\n"
         f"           'pipe': os.readlink(f'/proc/self/fd/{{w}}')}}, open({str(report)!r}, 'w'))\n"
-        + FREEZE_AT_EXIT
     )
-    time.sleep(0)  # the post-processor closes inherited fds at spawn: no delay needed before reading
-    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script))
-    assert result.returncode == 0, result.stderr
-    data = json.loads(report.read_text())
-    links = {int(k): v for k, v in data["links"].items()}
-    assert data["socket"] not in links.values()
-    assert data["pipe"] not in links.values()
-    assert links[1] == links[2] == "/dev/null"
-    assert links[0].startswith("pipe:")
 
 
-# ---- fault 4: a pid-named lock taken with a blocking flock ---------------------------------------
-def test_same_pid_in_another_namespace_does_not_block_training(out: Path, tmp_path: Path) -> None:
-    """Another container's process with our pid holds '<pid>.lock' in the shared pending dir."""
-    script = tmp_path / "samepid.py"
-    holder = tmp_path / "holder.py"
+def _same_pid_script(root: Path, out: Path) -> str:
+    """A training process that first has another process (another container's, with its pid) hold
+    '<its pid>.lock' in the output's pending dir for 600 s, then makes its model and optimizer, and writes
+    how long they took to ``root/took``."""
+    holder = root / "holder.py"
     holder.write_text(
         "import fcntl, os, sys, time\n"
         "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o640)\n"
@@ -259,8 +251,8 @@ def test_same_pid_in_another_namespace_does_not_block_training(out: Path, tmp_pa
         "open(sys.argv[2], 'w').write('held')\n"
         "time.sleep(600)\n"
     )
-    held = tmp_path / "held"
-    script.write_text(
+    held = root / "held"
+    return (
         "import os, subprocess, sys, time\n"
         f"pending = os.path.join({str(out)!r}, '.npuprof_pending'); os.makedirs(pending, exist_ok=True)\n"
         "same_pid = os.path.join(pending, f'{os.getpid()}.lock')\n"
@@ -269,14 +261,43 @@ def test_same_pid_in_another_namespace_does_not_block_training(out: Path, tmp_pa
         "import torch\n"
         "start = time.monotonic()\n"
         "model = torch.nn.Linear(4, 4); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        f"open({str(tmp_path / 'took')!r}, 'w').write(str(time.monotonic() - start))\n"
-        "holder.kill()\n" + FREEZE_AT_EXIT
+        f"open({str(root / 'took')!r}, 'w').write(str(time.monotonic() - start))\n"
+        "holder.kill()\n"
     )
+
+
+@pytest.fixture(scope="module")
+def post_processor_start_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run` (its default schedule) of a job that imports torch once and forks two children one
+    after the other (conftest.forked_job), each a training process of its own to npuprof, which starts a
+    post-processor for it: 'inherits' (_inherits_script) and 'same-pid' (_same_pid_script). Its result
+    and the files the children wrote (the directory ``root``)."""
+    root = tmp_path_factory.mktemp("post_processor_start")
+    out = root / "result"
+    scenarios = {"inherits": _inherits_script(root / "fds.json"), "same-pid": _same_pid_script(root, out)}
+    job, _pids = forked_job(root, scenarios)
     # the other holder keeps its lock 600 s: training blocked behind it times out. The model and optimizer
     # (torch._dynamo's import) took 9 s beside four busy loops (helper-196), more on a host more loaded
-    result = npuprof("run", "-o", str(out), "--", sys.executable, str(script), timeout=120)
+    result = npuprof("run", "-o", str(out), "--", *job, timeout=120)
+    return {"result": result, "root": root}
+
+
+def test_post_processor_inherits_no_descriptor_and_writes_no_output(post_processor_start_run: dict) -> None:
+    result = post_processor_start_run["result"]
     assert result.returncode == 0, result.stderr
-    assert float((tmp_path / "took").read_text()) < 45
+    data = json.loads((post_processor_start_run["root"] / "fds.json").read_text())
+    links = {int(k): v for k, v in data["links"].items()}
+    assert data["socket"] not in links.values()
+    assert data["pipe"] not in links.values()
+    assert links[1] == links[2] == "/dev/null"
+    assert links[0].startswith("pipe:")
+
+
+def test_same_pid_in_another_namespace_does_not_block_training(post_processor_start_run: dict) -> None:
+    """Another container's process with our pid holds '<pid>.lock' in the shared pending dir."""
+    result = post_processor_start_run["result"]
+    assert result.returncode == 0, result.stderr
+    assert float((post_processor_start_run["root"] / "took").read_text()) < 45
 
 
 @pytest.fixture(scope="module")
@@ -857,48 +878,6 @@ def test_a_job_stopped_by_sigterm_is_waited_for_only_so_long_after_its_end(out: 
     assert record["exit_code"] == 128 + signal.SIGTERM and record["end"] is not None
 
 
-def _periodic_captures(out: Path, tmp_path: Path, kill_at: int, steps: int, prelude: str = ""):
-    """`npuprof run` (a capture of steps 5-6, then every 7 steps) of a script that runs ``prelude``, then
-    kills its post-processor (kill -9) after step ``kill_at``; its exit code must be 0."""
-    script = tmp_path / "periodic.py"
-    script.write_text(
-        "import os, signal, time, torch\n"
-        f"{prelude}"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        f"for step in range({steps}):\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        f"    if step == {kill_at}:\n"
-        "        from npuprof.agent import entry\n"
-        "        os.kill(entry._state['agent'].post.pid, signal.SIGKILL)\n"
-        "        time.sleep(0.5)  # dead before the next hand-over\n"
-        "    time.sleep(0.05)\n" + FREEZE_AT_EXIT
-    )
-    result = npuprof(
-        "run", "-o", str(out), "--repeat", "0", "--wait", "4", "--warmup", "1", "--active", "2",
-        "--skip-first", "0", "--", sys.executable, str(script), timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return result
-
-
-def _unparsed(out: Path) -> list[str]:
-    return [d.name for d in rank_dirs(out) if not (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()]
-
-
-def test_a_post_processor_killed_mid_run_is_replaced_for_the_next_captures(out: Path, tmp_path: Path) -> None:
-    """A job of days with periodic captures: one kill -9 of the post-processor (an OOM kill, say) left
-    every later capture unparsed and its raw trace plain. A new one takes the next captures."""
-    result = _periodic_captures(out, tmp_path, kill_at=6, steps=40)
-    dirs = rank_dirs(out)
-    assert len(dirs) >= 5, dirs
-    # at most the capture in the pipe when it died is left unparsed, and none after it
-    assert len(_unparsed(out)) <= 1, _unparsed(out)
-    assert (dirs[-1] / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
-    assert list(dirs[-1].glob("*.pt.trace.json.gz"))
-    said = " ".join(result.stderr.split())  # the run summary, whatever its width
-    assert "a background post-processor was found dead 1 time(s)" in said, result.stderr
-
-
 REAP_EVERY_CHILD = """def reap(*_):
     try:
         while os.waitpid(-1, os.WNOHANG)[0]:
@@ -909,15 +888,81 @@ signal.signal(signal.SIGCHLD, reap)
 """
 
 
+def _kills_its_post_processor(kill_at: int, steps: int, prelude: str = "") -> str:
+    """A training script that runs ``prelude``, then kills its post-processor (kill -9) after step
+    ``kill_at`` of ``steps``."""
+    return (
+        "import os, signal, time, torch\n"
+        f"{prelude}"
+        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        f"for step in range({steps}):\n"
+        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        f"    if step == {kill_at}:\n"
+        "        from npuprof.agent import entry\n"
+        "        os.kill(entry._state['agent'].post.pid, signal.SIGKILL)\n"
+        "        time.sleep(0.5)  # dead before the next hand-over\n"
+        "    time.sleep(0.05)\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def killed_post_processors_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run` (a capture of steps 5-6, then every 7 steps) of a job that imports torch once and
+    forks two children one after the other (conftest.forked_job), each a training process of its own to
+    npuprof, with a post-processor of its own that it kills (kill -9): 'killed' after step 6 of 40,
+    'reaped' after step 5 of 20 (inside steps 5-6) once it has set a SIGCHLD handler that reaps every
+    child. The job must exit 0. Its result, output directory and each child's pid."""
+    root = tmp_path_factory.mktemp("killed_post_processors")
+    scenarios = {
+        "killed": _kills_its_post_processor(kill_at=6, steps=40),
+        "reaped": _kills_its_post_processor(kill_at=5, steps=20, prelude=REAP_EVERY_CHILD),
+    }
+    job, pids = forked_job(root, scenarios)
+    out = root / "result"
+    result = npuprof(
+        "run", "-o", str(out), "--repeat", "0", "--wait", "4", "--warmup", "1", "--active", "2",
+        "--skip-first", "0", "--", *job, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return {"result": result, "out": out, "pids": json.loads(pids.read_text())}
+
+
+def _unparsed(dirs: list[Path]) -> list[str]:
+    return [d.name for d in dirs if not (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()]
+
+
+def _dirs_of(out: Path, pid: int) -> list[Path]:
+    return [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
+
+
+def test_a_post_processor_killed_mid_run_is_replaced_for_the_next_captures(
+    killed_post_processors_run: dict,
+) -> None:
+    """A job of days with periodic captures: one kill -9 of the post-processor (an OOM kill, say) left
+    every later capture unparsed and its raw trace plain. A new one takes the next captures."""
+    run = killed_post_processors_run
+    dirs = _dirs_of(run["out"], run["pids"]["killed"])
+    assert len(dirs) >= 5, dirs
+    # at most the capture in the pipe when it died is left unparsed, and none after it
+    assert len(_unparsed(dirs)) <= 1, _unparsed(dirs)
+    assert (dirs[-1] / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
+    assert list(dirs[-1].glob("*.pt.trace.json.gz"))
+    said = " ".join(run["result"].stderr.split())  # the run summary, whatever its width
+    # one kill -9 in each of the job's two training processes
+    assert "a background post-processor was found dead 2 time(s)" in said, run["result"].stderr
+
+
 def test_a_post_processor_the_script_reaped_is_replaced_before_the_next_capture(
-    out: Path, tmp_path: Path
+    killed_post_processors_run: dict,
 ) -> None:
     """A script that reaps every child (a SIGCHLD handler calling waitpid(-1)) reaped our killed
     post-processor before we could: the capture handed over next went into its closed pipe, unparsed."""
-    _periodic_captures(out, tmp_path, kill_at=5, steps=20, prelude=REAP_EVERY_CHILD)  # inside steps 5-6
-    assert len(rank_dirs(out)) >= 2
-    assert not _unparsed(out), (out / "npuprof.log").read_text()
-    assert "takes the next captures" in (out / "npuprof.log").read_text()
+    out, pid = killed_post_processors_run["out"], killed_post_processors_run["pids"]["reaped"]
+    dirs = _dirs_of(out, pid)
+    assert len(dirs) >= 2, dirs
+    log = [line for line in (out / "npuprof.log").read_text().splitlines() if f"[agent pid={pid} " in line]
+    assert not _unparsed(dirs), log
+    assert any("takes the next captures" in line for line in log), log
 
 
 def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(full_disk_min_free_0_run: dict) -> None:
