@@ -305,8 +305,9 @@ def test_bad_values_exit_2_with_one_line(tmp_path: Path, flags: list[str], flag:
     assert not (tmp_path / "out").exists()
 
 
-# torchrun's code run in the launcher's own process, as `accelerate launch` runs it (distrib_run.run(args))
-IN_PROCESS_TORCHRUN = "import sys, torch.distributed.run as r; r.run(r.parse_args(sys.argv[1:]))"
+# torchrun's code run in the launcher's own process, as `accelerate launch` runs it (distrib_run.run(args));
+# its end is not what is tested (FREEZE)
+IN_PROCESS_TORCHRUN = "import sys, torch.distributed.run as r; r.run(r.parse_args(sys.argv[1:]))\n" + FREEZE
 
 
 # DeepSpeed's per-node launcher as it starts the workers of one node: it imports torch and torchrun's elastic
@@ -317,7 +318,9 @@ import torch.distributed.elastic.agent.server
 env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
 command = [sys.executable, "-u", *sys.argv[1:]]
 ranks = [subprocess.Popen(command, env=dict(env, RANK=r, LOCAL_RANK=r)) for r in "01"]
-sys.exit(max(rank.wait() for rank in ranks))
+codes = [rank.wait() for rank in ranks]
+import gc; gc.freeze()  # see FREEZE
+sys.exit(max(codes))
 """
 
 
