@@ -449,6 +449,7 @@ try:
 except KeyboardInterrupt:
     with open(sys.argv[1], "w") as f:
         f.write(f"interrupted at {i}\\n")
+    import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
     raise
 """
 
