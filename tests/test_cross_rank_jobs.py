@@ -216,3 +216,79 @@ def test_ranks_left_out_and_a_rank_lost_are_told_apart(tmp_path: Path) -> None:
         "selected, have no capture in this report (lost; not analysed; or in another run's captures); its "
         "comparison across ranks, the slowest rank and the rank the others wait for, is of the other 2"
     ], notes
+
+
+def _with_start(rank_dir: Path, rank: int, steps: list[int], after: int, took_ms: float) -> None:
+    """``rank_dir``'s capture record: its profiler started at the end of step ``after``, took ``took_ms``."""
+    import json
+
+    from npuprof.results import layout
+
+    record = {
+        "status": "complete",
+        "rank": rank,
+        "steps": steps,
+        "start_after_step": after,
+        "start_ms": took_ms,
+    }
+    (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
+
+
+def test_a_skew_made_by_one_ranks_profiler_start_is_said_to_be_it(tmp_path: Path) -> None:
+    """helper-275: `npuprof trigger DIR --active 3` on a 2-rank DDP job whose rank 1 had captured before:
+    rank 0's first profiler start took 30.7 ms at the end of step 313, rank 1's a ms, and the report said
+    "step start skew: up to 29.323 ms (step 314: rank 0 started after rank 1)" as of the job, where the
+    other steps were 0.3-2.8 ms apart."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.reports import terminal
+
+    base, late_us, drift_us = 1_780_000_000_000_000_000, 29_000, 2_000
+    steps = [314, 315, 316]
+    # rank 0 starts step 314 late_us after rank 1 and ends it with rank 1 (DDP's all-reduce), then its
+    # step 315 lasts drift_us longer: step 316 starts drift_us after rank 1's
+    early = _rank_dir(tmp_path, 1, 2, {314: 52_500, 315: 60_000, 316: 57_000}, base_ns=base)
+    late = _rank_dir(
+        tmp_path,
+        0,
+        2,
+        {314: 52_500 - late_us, 315: 60_000 + drift_us, 316: 57_000},
+        base_ns=base + late_us * 1000,
+    )
+    _with_start(early, 1, steps, 313, 0.9)
+    _with_start(late, 0, steps, 313, 30.7)
+    report = build_report(tmp_path, jobs=1)
+    skews = {s.step: s for s in report.cross_rank.start_skew}
+    assert (skews[314].skew_us, skews[314].latest_rank, skews[314].profiler_start_ms) == (late_us, 0, 30.7)
+    assert skews[316].skew_us == drift_us and "profiler_start_ms" not in _json_fields(skews[316])
+    out = io.StringIO()
+    terminal.render_table(report, Console(file=out, width=400))
+    (line,) = [x.strip() for x in out.getvalue().splitlines() if x.startswith("step start skew")]
+    assert line == (
+        f"step start skew: up to {late_us / 1000:.3f} ms (step 314: rank 0 started after rank 1; its "
+        "profiler started right before it, which took rank 0 30.7 ms: the profiler's cost, not the job's; "
+        f"up to {drift_us / 1000:.3f} ms on the other steps (step 316))"
+    )
+    # both ranks' starts as slow there (their first capture), or a warm-up step after the start: the skew is
+    # the job's, said as before
+    for early_ms, after in ((30.0, 313), (0.9, 312)):
+        _with_start(early, 1, steps, after, early_ms)
+        _with_start(late, 0, steps, after, 30.7)
+        report = build_report(tmp_path, jobs=1)
+        skews = {s.step: s for s in report.cross_rank.start_skew}
+        assert "profiler_start_ms" not in _json_fields(skews[314]), (early_ms, after)
+        out = io.StringIO()
+        terminal.render_table(report, Console(file=out, width=400))
+        (line,) = [x.strip() for x in out.getvalue().splitlines() if x.startswith("step start skew")]
+        assert (
+            line == f"step start skew: up to {late_us / 1000:.3f} ms (step 314: rank 0 started after rank 1)"
+        )
+
+
+def _json_fields(value: object) -> dict:
+    """The fields ``value`` (a msgspec Struct) would write to JSON: an unset one is absent."""
+    import msgspec
+
+    return msgspec.to_builtins(value)

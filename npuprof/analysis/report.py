@@ -1012,6 +1012,7 @@ def cross_rank(
         means[rank] = round(statistics.fmean(_of_steps(durations, shared)), 3)
         medians[rank] = statistics.median(_of_steps(durations, shared))
     steps_out, skew = [], []
+    started = _profiler_starts(ranks)
     for step in sorted(by_step, key=lambda s: (s is None, s if isinstance(s, int) else 0)):
         per = by_step[step]
         durs = {k: v[0] for k, v in per.items()}
@@ -1035,6 +1036,7 @@ def cross_rank(
                     latest_rank=late,
                 )
             )
+            _blame_profiler_start(skew[-1], started)
     step_times = {rank: dict(times) for rank, times in whole.items()}
     slowest = slowest_rank(means, medians, step_times)
     cross = CrossRank(steps=steps_out, slowest=slowest, start_skew=skew, ranges=ranges)
@@ -1054,6 +1056,28 @@ def cross_rank(
                 too_few_steps=most.too_few_steps,
             )
     return cross
+
+
+def _profiler_starts(ranks: list[RankReport]) -> dict[tuple[int, Any], float]:
+    """(rank, step) -> the ms the rank's profiler start took at the boundary right before that step (its
+    capture's first recorded step when the capture has no warm-up), from the capture records."""
+    started: dict[tuple[int, Any], float] = {}
+    for r in ranks:
+        if r.rank is not None and isinstance(r.start_after_step, int) and isinstance(r.start_ms, float | int):
+            started[(r.rank, r.start_after_step + 1)] = float(r.start_ms)
+    return started
+
+
+def _blame_profiler_start(skew: StartSkew, started: dict[tuple[int, Any], float]) -> None:
+    """Mark ``skew`` as the profiler's own when the latest rank's profiler start right before the step
+    took at least half the skew more than the earliest rank's there (a rank's first capture starts slower
+    than a later one: a --dynamic request, ranks starting on different captures)."""
+    late_ms = started.get((skew.latest_rank, skew.step))
+    if late_ms is None:
+        return
+    beyond_us = (late_ms - started.get((skew.earliest_rank, skew.step), 0.0)) * 1000
+    if skew.skew_us > 0 and beyond_us >= skew.skew_us / 2:
+        skew.profiler_start_ms = late_ms
 
 
 def ranks_not_here(read: list[_Read], cross: CrossRank) -> str | None:

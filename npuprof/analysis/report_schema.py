@@ -163,6 +163,10 @@ class StartSkew(msgspec.Struct, kw_only=True):
     skew_us: Finite
     earliest_rank: int
     latest_rank: int
+    # the latest rank's profiler started at the boundary right before this step and took it this many ms
+    # (its capture record's start_ms), at least half the skew beyond the earliest rank's own start there:
+    # the skew is the profiler's start, not the job's (absent otherwise)
+    profiler_start_ms: Finite | UnsetType = UNSET
 
 
 class CrossRange(msgspec.Struct, kw_only=True):

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.report_schema import RankReport, Report, ReportStep, json_value
+from npuprof.analysis.report_schema import RankReport, Report, ReportStep, StartSkew, json_value
 from npuprof.analysis.step_fields import STEP_TIME_FIELDS
 from npuprof.reports.text import printable, shorten_middle, shorten_range_name
 
@@ -437,8 +437,26 @@ def _render_cross_rank(report: Report, console: Console) -> None:
             console.print(
                 f"step start skew: up to {_ms(worst.skew_us)} ms "
                 f"({'the capture' if worst.step is None else f'step {worst.step}'}: rank "
-                f"{worst.latest_rank} started after rank {worst.earliest_rank}{clocks})"
+                f"{worst.latest_rank} started after rank {worst.earliest_rank}{clocks}"
+                f"{_profiler_start_in_skew(worst, cross.start_skew)})"
             )
+
+
+def _profiler_start_in_skew(worst: StartSkew, skews: list[StartSkew]) -> str:
+    """When the largest skew is the late rank's profiler start right before the step (report.py's
+    profiler_start_ms): that said, and the largest skew of the steps it did not delay."""
+    if worst.profiler_start_ms is msgspec.UNSET:
+        return ""
+    said = (
+        f"; its profiler started right before it, which took rank {worst.latest_rank} "
+        f"{worst.profiler_start_ms:.1f} ms: the profiler's cost, not the job's"
+    )
+    others = [s for s in skews if s.profiler_start_ms is msgspec.UNSET]
+    if not others:
+        return said
+    other = max(others, key=lambda s: s.skew_us)
+    step = "the capture" if other.step is None else f"step {other.step}"
+    return f"{said}; up to {_ms(other.skew_us)} ms on the other steps ({step})"
 
 
 def _say_nothing_across(report: Report, compared: list[str], console: Console) -> None:
