@@ -413,3 +413,21 @@ def test_a_dynamic_directory_from_prof_config_path_is_named_by_the_variable(
     monkeypatch.delenv("PROF_CONFIG_PATH")
     code, err = _cli(monkeypatch, capsys, "run", "--dynamic", str(shared), *run[1:])
     assert code == 2 and f"npuprof run: error: --dynamic '{shared}' is writable by others" in err, err
+
+
+@pytest.mark.parametrize("given", [["--rank", "1"], ["--rank=1"]])
+def test_analyse_rank_names_the_rank_dir_to_give_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], given: list[str]
+) -> None:
+    """helper-275: ``npuprof analyse result/ --rank 1`` (export-stacks' and memory-timeline's flag) was told
+    "No such option: --rank (Possible options: --run)", --run being a run id, not a rank."""
+    code, err = _cli(monkeypatch, capsys, "analyse", str(tmp_path), *given)
+    assert code == 2
+    assert err.splitlines() == [
+        "npuprof analyse: error: --rank is not a flag of analyse: give that rank's directory "
+        "(the *_ascend_pt under the result dir, which npuprof run's summary lists) to report it "
+        "alone; export-stacks and memory-timeline take --rank N"
+    ]
+    # another unknown flag keeps click's suggestion
+    code, err = _cli(monkeypatch, capsys, "analyse", str(tmp_path), "--rnk", "1")
+    assert code == 2 and "No such option: --rnk" in err, err

@@ -376,7 +376,14 @@ def _run_typer() -> int:
         message = " ".join(exc.format_message().split()).rstrip(".")
         message = _in_our_words(message)
         launcher = _launchers_flag(message) if where == "npuprof run" else None
-        if launcher is not None:  # `npuprof run --nproc-per-node 8 train.py`: torchrun itself was left out
+        if where == "npuprof analyse" and _no_such_option(message) == "--rank":
+            # click suggests --run (a run id) for it: the rank is chosen by its directory
+            sys.stderr.write(
+                f"{where}: error: --rank is not a flag of analyse: give that rank's directory "
+                "(the *_ascend_pt under the result dir, which npuprof run's summary lists) to report it "
+                "alone; export-stacks and memory-timeline take --rank N\n"
+            )
+        elif launcher is not None:  # `npuprof run --nproc-per-node 8 train.py`: torchrun itself was left out
             sys.stderr.write(
                 f"{where}: error: {launcher} is torchrun's flag, not npuprof's; start torchrun after --: "
                 f"npuprof run [flags] -- torchrun {launcher} ... train.py\n"
@@ -425,13 +432,19 @@ _TORCHRUN_FLAGS = frozenset(
 )
 
 
-def _launchers_flag(message: str) -> str | None:
-    """The flag of ``No such option: --nproc-per-node ...`` when it is torchrun's, else None."""
+def _no_such_option(message: str) -> str | None:
+    """The flag of ``No such option: --rank ...`` (its ``=value`` left out), else None."""
     words = message.split()
     if message.startswith("No such option: ") and len(words) > 3:
-        flag = words[3]
-        if flag.startswith("--") and flag[2:].split("=")[0].replace("_", "-") in _TORCHRUN_FLAGS:
-            return flag.split("=")[0]
+        return words[3].split("=")[0]
+    return None
+
+
+def _launchers_flag(message: str) -> str | None:
+    """The flag of ``No such option: --nproc-per-node ...`` when it is torchrun's, else None."""
+    flag = _no_such_option(message)
+    if flag is not None and flag.startswith("--") and flag[2:].replace("_", "-") in _TORCHRUN_FLAGS:
+        return flag
     return None
 
 
