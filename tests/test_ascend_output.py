@@ -1520,6 +1520,35 @@ def test_analyse_reads_the_trace_view_of_a_capture_torch_npu_parsed_without_devi
     assert "trace_view.json is analysed instead" in notes[0]
 
 
+def test_a_raw_capture_of_the_cpu_activity_alone_is_parsed_by_torch_npu_not_said_to_hold_no_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-273: torch_npu's capture of the CPU activity alone leaves FRAMEWORK/ and no PROF_* (no CANN
+    data); unparsed, it was "missing: no trace in this directory", torch_npu's parser never run on it, and
+    without torch_npu nothing said it was needed."""
+    import types
+
+    from npuprof.analysis.parse import parse_rank_dir
+
+    d = tmp_path / "w_4242_20261206081217148_ascend_pt"
+    (d / "FRAMEWORK").mkdir(parents=True)
+    (d / "FRAMEWORK" / "torch.op_range").write_bytes(b"\x00" * 64)
+    (d / "profiler_info_0.json").write_text(json.dumps({"config": {}, "rank_id": 0}))
+    names = ("torch_npu", "torch_npu.profiler", "torch_npu.profiler.profiler")
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, None)  # not installed: its import fails
+    outcome = parse_rank_dir(d)
+    assert outcome.status == "needs_torch_npu", outcome
+    parses: list[str] = []
+    module = types.ModuleType("torch_npu.profiler.profiler")
+    module.analyse = parses.append  # type: ignore[attr-defined]  # torch_npu's parse, writing nothing here
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, module)
+    outcome = parse_rank_dir(d)
+    assert parses == [str(d)], outcome
+    assert outcome.status == "failed", outcome
+
+
 def test_a_capture_torch_npus_parse_left_without_tables_is_not_blamed_on_a_post_processor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

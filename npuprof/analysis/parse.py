@@ -522,7 +522,7 @@ def _torch_npu_left_nothing(out_dir: Path) -> bool:
 
 
 def _nothing_to_parse_again(rank_dir: Path) -> bool:
-    return layout.find_raw_trace(rank_dir) is None and not _is_ascend_raw(rank_dir)
+    return layout.find_raw_trace(rank_dir) is None and not layout.holds_ascend_raw_data(rank_dir)
 
 
 # helper-129: said instead "torch_npu's parse left none of its tables", beside them
@@ -540,10 +540,6 @@ TORCH_NPU_LEFT_NOTHING = (
 )
 
 
-def _is_ascend_raw(rank_dir: Path) -> bool:
-    return (rank_dir / "FRAMEWORK").is_dir() or any(p.is_dir() for p in rank_dir.glob("PROF_*"))
-
-
 def _torch_npu_parse_failed(rank_dir: Path, out_dir: Path) -> bool:
     """A torch_npu rank dir (its raw data, or its profiler_info) whose ASCEND_PROFILER_OUTPUT/ holds none of
     its tables nor npuprof's summary: torch_npu's parse failed there, though it may have written
@@ -551,7 +547,7 @@ def _torch_npu_parse_failed(rank_dir: Path, out_dir: Path) -> bool:
     data is left, else said (_no_trace_reason), never taken as done."""
     if layout.find_raw_trace(rank_dir) is not None:
         return False
-    if not (_is_ascend_raw(rank_dir) or any(rank_dir.glob("profiler_info*.json"))):
+    if not (layout.holds_ascend_raw_data(rank_dir) or any(rank_dir.glob("profiler_info*.json"))):
         return False
     return not (out_dir / SUMMARY_FILE).exists() and not layout.has_torch_npu_tables(rank_dir)
 
@@ -680,7 +676,7 @@ def parse_rank_dir(
                 else _no_trace_reason(out_dir)
             )
             return outcome
-        if layout.find_raw_trace(rank_dir) is None and _is_ascend_raw(rank_dir):
+        if layout.find_raw_trace(rank_dir) is None and layout.holds_ascend_raw_data(rank_dir):
             return _parse_ascend(rank_dir, outcome)
         raw = layout.find_raw_trace(rank_dir)
         if raw is None:

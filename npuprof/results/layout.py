@@ -300,6 +300,12 @@ def holds_a_capture(path: Path) -> bool:
     return False
 
 
+def holds_ascend_raw_data(rank_dir: Path) -> bool:
+    """Whether ``rank_dir`` holds torch_npu's raw data for its parser: FRAMEWORK/ or a PROF_* directory. A
+    capture of the CPU activity alone has FRAMEWORK/ only (torch_npu collects no CANN data then)."""
+    return (rank_dir / "FRAMEWORK").is_dir() or any(p.is_dir() for p in rank_dir.glob("PROF_*"))
+
+
 def holds_rank_dirs_only(path: Path) -> bool:
     """A directory named like a rank dir that holds no capture of its own (no record, info, tables or
     trace) but rank dirs: a result dir renamed or copied as ``exp_ascend_pt``. It is searched, not read as
@@ -509,7 +515,7 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
     (status ``capturing``) while the launcher of its run still runs on this host, else incomplete."""
     record = rank_dir / CAPTURE_RECORD
     if not os.path.lexists(record):
-        has_data = find_raw_trace(rank_dir) is not None or any(rank_dir.glob("PROF_*"))
+        has_data = find_raw_trace(rank_dir) is not None or holds_ascend_raw_data(rank_dir)
         return CaptureStatus(STATUS_COMPLETE if has_data else "unknown", "no npuprof capture record")
     try:
         data = read_json_record(record, CAPTURE_RECORD_LIMIT)
