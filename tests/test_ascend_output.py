@@ -1549,6 +1549,28 @@ def test_a_raw_capture_of_the_cpu_activity_alone_is_parsed_by_torch_npu_not_said
     assert outcome.status == "failed", outcome
 
 
+@pytest.mark.parametrize("raw", ["FRAMEWORK", "PROF_000001_20261206081217153_ABCDEFGHIJKLMNOP"])
+def test_stacks_and_memory_of_raw_data_not_parsed_yet_send_to_its_parse_not_to_capture_again(
+    tmp_path: Path, raw: str
+) -> None:
+    """helper-273: export-stacks said a rank dir of torch_npu's raw data, not parsed yet, "has no trace", and
+    memory-timeline sent the user to capture again with --profile-memory: its parse writes the trace."""
+    from npuprof.reports import memory_timeline
+    from npuprof.reports.inputs import InputError, find_trace
+
+    d = tmp_path / "w_4242_20261206081217148_ascend_pt"
+    (d / raw).mkdir(parents=True)
+    (d / "profiler_info_0.json").write_text(json.dumps({"config": {}, "rank_id": 0}))
+    with pytest.raises(InputError) as stacks:
+        find_trace(d)
+    with pytest.raises(memory_timeline.MemoryTimelineError) as memory:
+        memory_timeline.load(d)
+    for said in (str(stacks.value), str(memory.value)):
+        assert f"{d} has no trace yet: it holds torch_npu's raw data (FRAMEWORK/, PROF_*), unparsed" in said
+        assert f"run `npuprof analyse {d}` where torch_npu and CANN are installed" in said
+        assert "capture with" not in said, said
+
+
 def test_a_capture_torch_npus_parse_left_without_tables_is_not_blamed_on_a_post_processor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

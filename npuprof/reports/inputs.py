@@ -108,6 +108,8 @@ def find_trace(source: Path, rank: int | None = None, notes: list[str] | None = 
     if not source.is_dir():
         raise InputError(f"{source} is neither a rank directory nor a trace file")
     trace = layout.find_trace_of_rank(source)
+    if trace is None and (unparsed := unparsed_raw_data(source)):
+        raise InputError(f"{source} has no trace yet: {unparsed}")
     if trace is None:
         status = layout.capture_status(source)
         why = f" (capture {status.status}: {status.detail})" if not status.complete and status.detail else ""
@@ -115,6 +117,23 @@ def find_trace(source: Path, rank: int | None = None, notes: list[str] | None = 
             f"{source} has no trace (*.pt.trace.json[.gz] or {layout.PARSED_DIR}/{PARSED_TRACE}){why}"
         )
     return trace
+
+
+def unparsed_raw_data(rank_dir: Path) -> str | None:
+    """What to do with a rank dir holding torch_npu's raw data (FRAMEWORK/, PROF_*) that no parse has turned
+    into its trace_view.json yet (helper-273: said to have no trace, or to need capturing again); None for
+    any other."""
+    if not layout.holds_ascend_raw_data(rank_dir) or layout.has_torch_npu_tables(rank_dir):
+        return None  # (parsed: its db, or tables without the trace, are said as they were)
+    if (rank_dir / layout.PARSED_DIR / PARSED_TRACE).is_file():
+        return None
+    from npuprof.reports.run_summary import shell_quote
+
+    return (
+        "it holds torch_npu's raw data (FRAMEWORK/, PROF_*), unparsed: run "
+        f"`npuprof analyse {shell_quote(str(rank_dir))}` where torch_npu and CANN are installed (torch_npu's "
+        f"parser writes {layout.PARSED_DIR}/{PARSED_TRACE} from it), then this again"
+    )
 
 
 def overwrite_problem(target: Path, trace: Path) -> str | None:

@@ -664,7 +664,7 @@ def load(source: Path, device: str | None = None) -> MemoryData:
 
 def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
     from npuprof.analysis.ascend_output import MEMORY_FILE
-    from npuprof.reports.inputs import PARSED_TRACE
+    from npuprof.reports.inputs import PARSED_TRACE, unparsed_raw_data
     from npuprof.reports.trace_events import TraceReadError
 
     parsed = rank_dir / layout.PARSED_DIR
@@ -677,6 +677,8 @@ def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
                 raise
     if records.is_file():
         return from_memory_record(records, device)
+    if unparsed := unparsed_raw_data(rank_dir):
+        raise MemoryTimelineError(f"{rank_dir} has no trace yet: {unparsed}")
     raise MemoryTimelineError(
         f"{rank_dir} has neither {RAW_FILE} nor a raw trace (*.pt.trace.json[.gz]), nor torch_npu's "
         f"{layout.PARSED_DIR}/{PARSED_TRACE} or {MEMORY_FILE}: capture with {CAPTURE_FLAGS} "
