@@ -1571,6 +1571,31 @@ def test_stacks_and_memory_of_raw_data_not_parsed_yet_send_to_its_parse_not_to_c
         assert "capture with" not in said, said
 
 
+def test_warnings_and_notes_naming_a_rank_dir_with_a_newline_stay_one_line_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-273: a rank dir whose name holds a newline split each warning, note and "not analysed" line
+    naming it in two, the second line no npuprof's."""
+    from npuprof.cli.analyse import analyse
+
+    steps = [_step(1, 100.0, 20.0, 30.0, 5.0)]
+    first = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps, stamp=123)
+    second = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", steps, stamp=456)
+    second = second.rename(second.with_name("node0\nb_4000_20240101120000456_ascend_pt"))
+    raw = tmp_path / "node1\nc_4001_20240101120000123_ascend_pt"
+    (raw / "FRAMEWORK").mkdir(parents=True)
+    for name in ("torch_npu", "torch_npu.profiler", "torch_npu.profiler.profiler"):
+        monkeypatch.setitem(sys.modules, name, None)  # not installed: the raw one is not analysed
+    analyse(str(tmp_path), fmt="json")
+    lines = capsys.readouterr().err.splitlines()
+    assert all(line.startswith("npuprof analyse: ") for line in lines), lines
+    shown = [line for line in lines if "node0\\x0ab_" in line]
+    assert any(line.startswith("npuprof analyse: warning: ") for line in shown), lines  # no operator_details
+    assert any(first.name in line and "step 1 in 2 captures" in line for line in shown), lines
+    not_analysed = [line for line in lines if line.startswith("npuprof analyse: not analysed: ")]
+    assert any("node1\\x0ac_" in line for line in not_analysed), lines
+
+
 def test_a_capture_torch_npus_parse_left_without_tables_is_not_blamed_on_a_post_processor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -204,7 +204,7 @@ def analyse(
             if note == PARSED_BY_TORCH_NPU:
                 by_torch_npu += 1
                 continue
-            _say(f"npuprof analyse: warning: {r.rank_dir}: {note}")
+            _say_one_line(f"npuprof analyse: warning: {r.rank_dir}: {note}")
         if step_range is not None and not r.steps:
             without.append(r.rank_dir)
     if by_torch_npu:
@@ -216,16 +216,16 @@ def analyse(
         asked = step_range.text if step_range is not None else ""
         shown = ", ".join(without[:3]) + (f" and {len(without) - 3} more" if len(without) > 3 else "")
         which = "this capture" if len(without) == 1 else f"{len(without)} of the {len(report.ranks)} captures"
-        _say(f"npuprof analyse: note: no step of --steps {asked} in {which}: {shown}")
+        _say_one_line(f"npuprof analyse: note: no step of --steps {asked} in {which}: {shown}")
     for line in [*repeated_steps(report.ranks), *far_apart_steps(report), *stalled_partial_steps(report)]:
-        _note(line)
+        _say_one_line(f"npuprof analyse: note: {line}")
     if top > TOP_PER_STEP:
         _note(
             f"--top {top}: the parse keeps each step's top {TOP_PER_STEP} operators and kernels, so at most "
             f"those are shown (the CSVs of ASCEND_PROFILER_OUTPUT hold all)"
         )
     for p in report.problems:
-        _say(
+        _say_one_line(
             f"npuprof analyse: not analysed: {p.rank_dir}: {p.status}" + (f": {p.reason}" if p.reason else "")
         )
     if report.ranks:
@@ -262,8 +262,9 @@ def _say(text: str) -> None:
 
 
 def _say_one_line(text: str) -> None:
-    """An error line: the path in it is the user's, a newline or an escape sequence in it written out
-    (``npuprof analyse $'a\\nb'`` said "a", then "b does not exist", on a line of its own)."""
+    """An error line, or a warning or note naming a rank dir: the path in it is the user's, a newline or an
+    escape sequence in it written out (``npuprof analyse $'a\\nb'`` said "a", then "b does not exist", on a
+    line of its own; helper-273: a rank dir named so split each of its warnings in two)."""
     from npuprof.reports.text import printable
 
     print(printable(text), file=sys.stderr)
@@ -288,7 +289,7 @@ def _check_tree(path: Path) -> None:
 
 def _warn_skipped(lines: list[str]) -> None:
     for line in lines:
-        _say(f"npuprof analyse: warning: skipped {line}")
+        _say_one_line(f"npuprof analyse: warning: skipped {line}")
 
 
 def _runs_still_going(target: Path) -> str:
