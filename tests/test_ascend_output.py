@@ -1596,6 +1596,34 @@ def test_warnings_and_notes_naming_a_rank_dir_with_a_newline_stay_one_line_each(
     assert any("node1\\x0ac_" in line for line in not_analysed), lines
 
 
+def test_msprof_analyzes_cluster_output_is_named_with_the_result_dir_to_give(tmp_path: Path) -> None:
+    """helper-273: msprof-analyze writes cluster_analysis_output/ into the result dir it reads; given it (or
+    its real cluster_step_trace_time.csv) the readers said only "no rank directory" or "neither a result
+    directory nor a trace file", and memory-timeline read that table as a memory_record.csv of no
+    records."""
+    from npuprof.analysis.report import NothingToAnalyse, build_report
+    from npuprof.reports import memory_timeline
+    from npuprof.reports.inputs import InputError, find_trace
+
+    result = tmp_path / "result"
+    _rank_dir(result, 0, "kernel_details_2023.csv", [_step(1, 100.0, 20.0, 30.0, 5.0)])
+    output = result / "cluster_analysis_output"
+    output.mkdir()
+    table = output / "cluster_step_trace_time.csv"
+    shutil.copyfile(REAL / table.name, table)
+    said = f"msprof-analyze's cluster output of the result directory {result} (its tables across ranks), "
+    said += f"not a capture: give that directory, {result}"
+    for given in (output, table):
+        with pytest.raises(NothingToAnalyse) as analysed:
+            build_report(given, jobs=1)
+        assert said in str(analysed.value), analysed.value
+    with pytest.raises(InputError) as stacks:
+        find_trace(output)
+    with pytest.raises(memory_timeline.MemoryTimelineError) as memory:
+        memory_timeline.load(table)
+    assert said in str(stacks.value) and said in str(memory.value), (stacks.value, memory.value)
+
+
 def test_a_capture_torch_npus_parse_left_without_tables_is_not_blamed_on_a_post_processor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

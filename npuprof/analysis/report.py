@@ -1491,6 +1491,10 @@ def _build_report(
                     f"directory it ran in); npuprof status {shlex.quote(str(path))} tells what each process "
                     "did"
                 )
+            if path.name == layout.CLUSTER_OUTPUT:
+                from npuprof.analysis.torch_files import cluster_output_note
+
+                raise NothingToAnalyse(f"{path} is {cluster_output_note(path)}")
             if (said := layout.run_without_captures(path)) is not None:
                 raise NothingToAnalyse(said)
             raise NothingToAnalyse(f"no rank directory (a capture) under {path}, and it is not a trace file")

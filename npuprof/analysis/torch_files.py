@@ -93,7 +93,18 @@ def describe_place(path: Path) -> str | None:
         )
     if _holds_a_capture(parent):
         return f"a file of the capture in {parent}, not a trace: give that directory, {parent}"
+    if parent.name == layout.CLUSTER_OUTPUT:
+        return f"a file of {cluster_output_note(parent)}"
     return None
+
+
+def cluster_output_note(folder: Path) -> str:
+    """What msprof-analyze's cluster output (``cluster_analysis_output/``, its tables across ranks, which it
+    writes into the result directory it is given) is, and the directory to give instead."""
+    return (
+        f"msprof-analyze's cluster output of the result directory {folder.parent} (its tables across ranks), "
+        f"not a capture: give that directory, {folder.parent}"
+    )
 
 
 def _holds_a_capture(directory: Path) -> bool:

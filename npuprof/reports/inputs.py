@@ -27,6 +27,10 @@ def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | No
 
         kind = not_a_plain_file(os.stat(source)) or "not a regular file"
         raise InputError(f"{source} is {kind}, neither a rank directory nor a trace file")
+    if source.is_dir() and source.name == layout.CLUSTER_OUTPUT and not layout.find_rank_dirs(source):
+        from npuprof.analysis.torch_files import cluster_output_note
+
+        raise InputError(f"{source} is {cluster_output_note(source)}")
     if source.is_dir() and not layout.is_rank_dir(source):
         traces = sorted(p.name for p in source.iterdir() if p.name.endswith(layout.KINETO_SUFFIXES))
         if len(traces) > 1:  # torch's tensorboard_trace_handler: a trace per rank and capture, side by side

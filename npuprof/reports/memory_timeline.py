@@ -653,6 +653,10 @@ def load(source: Path, device: str | None = None) -> MemoryData:
         raise MemoryTimelineError(f"{source} {what}")
     if source.name.endswith(".raw.json.gz") or source.name == RAW_FILE:
         return from_raw(source, device)
+    if source.parent.name == layout.CLUSTER_OUTPUT:  # its tables: no memory record among them
+        from npuprof.analysis.torch_files import cluster_output_note
+
+        raise MemoryTimelineError(f"{source}: a file of {cluster_output_note(source.parent)}")
     if source.name.lower().endswith(".csv"):  # torch_npu's memory_record.csv
         return from_memory_record(source, device)
     if source.name.endswith(".snapshot.msgpack"):

@@ -33,6 +33,7 @@ ELSEWHERE_DIR = ".npuprof_elsewhere"  # per run and process: the directories it 
 RANK_DIR_SUFFIX = "_ascend_pt"
 PARSED_DIR = "ASCEND_PROFILER_OUTPUT"
 PARSED_TRACE = "trace_view.json"  # torch_npu's parsed trace, in PARSED_DIR
+CLUSTER_OUTPUT = "cluster_analysis_output"  # msprof-analyze's tables across ranks, in the result dir it read
 ANALYSE_DONE = "analyse.done"
 CAPTURE_RECORD = "npuprof_capture.json"  # {"status": "capturing"|"complete"|"incomplete", ...}
 METADATA_FILE = "profiler_metadata.json"
