@@ -1624,6 +1624,24 @@ def test_msprof_analyzes_cluster_output_is_named_with_the_result_dir_to_give(tmp
     assert said in str(stacks.value) and said in str(memory.value), (stacks.value, memory.value)
 
 
+def test_a_step_whose_tasks_lost_their_step_id_is_not_said_to_have_no_task(tmp_path: Path) -> None:
+    """helper-273: a kernel_details.csv whose Step Id cells were all emptied (a spreadsheet's edit) gave "no
+    start time for steps [1] (no task in kernel_details.csv, ...)" of a table of 591 tasks."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 100.0, 20.0, 30.0, 5.0)])
+    rows = _kernels("kernel_details_2023.csv")
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**row, "Step Id": ""} for row in rows)
+    summary = ascend_output.summary_of(d)
+    (said,) = [w for w in summary.warnings if w.startswith("no start time for steps [1]")]
+    tasks = len(rows)
+    assert f"no task of theirs in kernel_details.csv: {tasks} of its {tasks} tasks have no Step Id" in said
+    assert [s.start_us for s in summary.steps] == [ascend_output.UNKNOWN_START]
+
+
 def test_a_capture_torch_npus_parse_left_without_tables_is_not_blamed_on_a_post_processor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

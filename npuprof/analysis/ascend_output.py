@@ -898,9 +898,14 @@ def _steps(
         )
     unknown = [s["step"] for s in steps if math.isnan(s["start_us"])]
     if unknown:
+        # helper-273: said "no task in kernel_details.csv" of a table whose tasks all had an empty Step Id
+        stepless = sum(1 for step, _name, _start, _dur in kernels if step is None)
+        why = f"no task of theirs in {KERNEL_FILE}"
+        if stepless and None not in unknown:
+            why += f": {stepless} of its {len(kernels)} tasks have no Step Id"
         warnings.append(
-            f"no start time for steps {unknown} (no task in {KERNEL_FILE}, no ProfilerStep in "
-            f"{TRACE_VIEW_FILE}): their start skew across ranks is not known"
+            f"no start time for steps {unknown} ({why}; no ProfilerStep in {TRACE_VIEW_FILE}): their start "
+            "skew across ranks is not known"
         )
         for s in steps:
             if math.isnan(s["start_us"]):
