@@ -235,9 +235,7 @@ def test_stacks_and_memory_timeline_keep_the_free_space_asked(
         assert len(gzip.compress(json.dumps(_RAW).encode())) > room
         assert stacks.stat().st_size < room and len(notes) == 1, notes
         return
-    assert not stacks.exists() and len(notes) == 2, notes
-    assert notes[1].startswith(f"stacks_self_cpu_time_total.folded not produced {where}"), notes
-    assert f"fix: npuprof export-stacks {rank_dir} --metric self_cpu_time_total" in notes[1], notes
+    _stacks_said_not_produced(stacks, notes, where, rank_dir)
 
 
 def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
@@ -626,9 +624,7 @@ def test_torch_npus_own_exports_in_the_step_keep_the_free_space_asked(
     if room > len(_NpuProfile.STACKS):
         assert stacks.read_bytes() == _NpuProfile.STACKS and len(notes) == 1, notes
         return
-    assert not stacks.exists() and len(notes) == 2, notes
-    assert notes[1].startswith(f"stacks_self_cpu_time_total.folded not produced {where}"), notes
-    assert f"fix: npuprof export-stacks {rank_dir} --metric self_cpu_time_total" in notes[1], notes
+    _stacks_said_not_produced(stacks, notes, where, rank_dir)
 
 
 def test_torch_npus_exports_are_not_asked_for_on_a_disk_below_the_floor(
@@ -699,3 +695,10 @@ def test_the_memory_snapshot_keeps_the_free_space_asked(
         f"--min-free-space (10.0 MiB)); fix: npuprof memory-timeline {rank_dir} -o memory.html (from the "
         "trace, no categories)"
     )
+
+
+def _stacks_said_not_produced(stacks: Path, notes: list[str], where: str, rank_dir: Path) -> None:
+    """The stacks file left out, said in the second note with its fix."""
+    assert not stacks.exists() and len(notes) == 2, notes
+    assert notes[1].startswith(f"stacks_self_cpu_time_total.folded not produced {where}"), notes
+    assert f"fix: npuprof export-stacks {rank_dir} --metric self_cpu_time_total" in notes[1], notes

@@ -56,14 +56,8 @@ def test_a_scripts_handler_raising_inside_npuprofs_sigterm_handler_keeps_the_cap
     raise left the handler unstarted, the watcher killed the process a second later, the capture lost. Now
     the raise is dropped, the handlers are quieted, the capture is finalised and the process dies of
     SIGTERM."""
-    done = tmp_path / "finalised"
-    script = tmp_path / "raised_inside.py"
-    script.write_text(_RAISED_INSIDE_THE_HANDLER)
-    proc = subprocess.run(
-        [sys.executable, str(script), str(done)], env=clean_env(), capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == -signal.SIGTERM, proc.stderr
-    assert done.read_text() == "finalised"
+    proc, done = _dies_of_sigterm(tmp_path, _RAISED_INSIDE_THE_HANDLER)
+    assert done == "finalised", proc.stderr
     assert "DataLoader worker" not in proc.stderr and "lived on" not in proc.stderr, proc.stderr
 
 
@@ -93,15 +87,21 @@ def test_a_ctrl_c_during_npuprofs_sigterm_finalise_is_dropped_as_the_job_dies(tm
     SIGTERM handler, once the capture was stopped: its hand-over was cut short (a memory snapshot's copy
     lost; --dynamic's "stopped by SIGTERM" unlogged) and the job died of the SIGTERM all the same. The
     Ctrl-C is dropped there, as in the finalise at the job's exit."""
-    done = tmp_path / "handed"
-    script = tmp_path / "ctrl_c.py"
-    script.write_text(_CTRL_C_DURING_THE_FINALISE)
+    proc, done = _dies_of_sigterm(tmp_path, _CTRL_C_DURING_THE_FINALISE)
+    assert done == "handed over", proc.stderr
+    assert "KeyboardInterrupt" not in proc.stderr and "lived on" not in proc.stderr, proc.stderr
+
+
+def _dies_of_sigterm(tmp_path: Path, source: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """``source`` run as a script, which must die of SIGTERM: its result, and what it wrote into the file
+    its first argument names ("" when none)."""
+    done, script = tmp_path / "done", tmp_path / "job.py"
+    script.write_text(source)
     proc = subprocess.run(
         [sys.executable, str(script), str(done)], env=clean_env(), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == -signal.SIGTERM, proc.stderr
-    assert done.read_text() == "handed over", proc.stderr
-    assert "KeyboardInterrupt" not in proc.stderr and "lived on" not in proc.stderr, proc.stderr
+    return proc, done.read_text() if done.exists() else ""
 
 
 def test_a_scripts_handler_raising_inside_a_sigterm_not_npuprofs_passes_the_raise_on() -> None:
