@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _standin_jobs import importing_torch_optim, stepping_job, stepping_script
 from analyse_support.handmade import cpu_trace, write_rank_dir
 from conftest import clean_env, npuprof, rank_dirs, run_trainer, sched, trainer
 
@@ -739,9 +740,11 @@ def too_few_steps_run(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """A schedule that records from step 11 around a job of 3 steps, so nothing is captured: (the output
-    directory, the result), read by the two tests of it."""
+    directory, the result), read by the tests of it. Its steps are a plain-Python job's (no capture, no
+    torch: tests/_standin_jobs.py)."""
     out = tmp_path_factory.mktemp("too-few-steps") / "result"
-    return out, run_trainer(out, *sched(10, 1, 2), train=("--steps", "3"))
+    job = stepping_job(out.parent, 3)
+    return out, npuprof("run", "-o", str(out), "--no-analyse", *sched(10, 1, 2), *job)
 
 
 def test_no_waiting_message_when_nothing_was_captured(too_few_steps_run) -> None:
@@ -755,7 +758,10 @@ def test_no_waiting_message_when_nothing_was_captured(too_few_steps_run) -> None
 def test_no_capture_because_no_rank_was_selected(out: Path) -> None:
     """A rank --ranks does not select writes nothing (its schedule would record step 1 of 3), logs why, and
     the summary names --ranks and the ranks it saw (was also test_run_capture's own job)."""
-    proc = run_trainer(out, "--ranks", "1", *sched(1, 0, 1), train=("--steps", "3"), env=clean_env(RANK="0"))
+    job = stepping_job(out.parent, 3)  # plain Python: rank selection comes before any capture
+    proc = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--ranks", "1", *sched(1, 0, 1), *job, env=clean_env(RANK="0")
+    )
     assert proc.returncode == 0, proc.stderr
     assert rank_dirs(out) == []
     assert "rank 0 not selected" in (out / "npuprof.log").read_text()
@@ -767,7 +773,9 @@ def test_no_capture_because_no_rank_was_selected(out: Path) -> None:
 
 def test_no_capture_because_the_step_on_module_was_never_imported(out: Path) -> None:
     step_on = ("--step-on", "never_imported_mod:step")
-    proc = npuprof("run", "-o", str(out), *step_on, "--", *trainer("--steps", "3"))
+    # plain Python: the job imports a stand-in torch.optim, which must not wake the agent either
+    job, path = importing_torch_optim(out.parent)
+    proc = npuprof("run", "-o", str(out), *step_on, "--", *job, env=clean_env(**path))
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stderr.split())
     assert "never_imported_mod" in text and "no process of the job imported" in text, proc.stderr
@@ -874,7 +882,7 @@ def test_a_run_without_captures_is_told_by_the_reason_its_end_gave(too_few_steps
     # the run's end line as the terminal showed it, wrapped to its width where long (a longer tmp path)
     start = proc.stderr.index("npuprof: no capture was written")
     end = " ".join(proc.stderr[start:].split("\nnpuprof:")[0].split("\nnext:")[0].split())
-    ran = "npuprof run -- " + shlex.join(trainer("--steps", "3"))
+    ran = "npuprof run -- " + shlex.join([sys.executable, str(stepping_script(out.parent)), "3"])
     expected = f"{out} is the output of {ran}, whose end said: {end.removeprefix('npuprof: ')}"
     report = npuprof("analyse", str(out))
     assert report.returncode == 1
@@ -1143,11 +1151,11 @@ def test_no_reason_is_made_up_when_the_log_could_not_be_written(out: Path, tmp_p
     """With npuprof.log unwritable (a full disk; here a directory of that name), the summary said "no
     process of the job imported torch.optim" of a job that stepped: the reason is not known, it says so."""
     (out / "npuprof.log").mkdir(parents=True)
-    result = run_trainer(out, train=("--steps", "3"))
+    result = npuprof("run", "-o", str(out), "--no-analyse", *stepping_job(out.parent, 3))  # plain Python
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
     assert "does not hold this run's lines" in said and "the reason is not known" in said, said
-    assert "imported torch.optim" not in said
+    assert "no process of the job" not in said  # (with --step-on: "... defined train_step in its __main__")
 
 
 def test_a_disk_that_fills_during_analyse_is_named_and_leaves_no_table(

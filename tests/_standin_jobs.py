@@ -1,0 +1,51 @@
+"""Plain-Python jobs that stand in for torch ones where no capture is recorded.
+
+`--step-on __main__:train_step` wakes npuprof's agent at the script's `def train_step` and counts a step at
+each of its returns (docs/architecture.md, "Step boundaries"): the agent logs, selects ranks and counts as
+it does for optimizer steps, and needs torch only once a capture begins (its backend). A job that ends
+before the schedule's first capture therefore runs the agent's path up to there without `import torch`,
+at a tenth of a torch job's CPU time.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+STEP_ON = ("--step-on", "__main__:train_step")
+
+
+def stepping_script(directory: Path, name: str = "steps.py") -> Path:
+    """A script that calls ``train_step`` ``argv[1]`` times (3 when not given) and exits 0."""
+    script = directory / name
+    script.write_text(
+        "import sys\n"
+        "def train_step(i):\n"
+        "    return i * 2\n"
+        "for i in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):\n"
+        "    train_step(i)\n"
+    )
+    return script
+
+
+def stepping_job(directory: Path, steps: int, name: str = "steps.py") -> list[str]:
+    """``--step-on`` and the command of a job of ``steps`` steps, to follow ``npuprof run -o OUT``'s
+    flags (the ``--`` included)."""
+    return [*STEP_ON, "--", sys.executable, str(stepping_script(directory, name)), str(steps)]
+
+
+def importing_torch_optim(directory: Path) -> tuple[list[str], dict[str, str]]:
+    """A job that imports ``torch.optim.optimizer`` from a stand-in package of empty modules, meeting
+    npuprof's default trigger (docs/architecture.md, "Process model") without torch: its command and the
+    PYTHONPATH that finds the stand-in (the job checks that it imported the stand-in)."""
+    package = directory / "standin" / "torch"
+    (package / "optim").mkdir(parents=True, exist_ok=True)
+    for module in ("__init__.py", "optim/__init__.py", "optim/optimizer.py"):
+        (package / module).write_text("")
+    script = directory / "imports_torch_optim.py"
+    script.write_text(
+        "import sys\n"
+        "import torch.optim.optimizer\n"
+        "assert torch.optim.optimizer.__file__.startswith(sys.argv[1])\n"
+    )
+    return [sys.executable, str(script), str(package.parent)], {"PYTHONPATH": str(package.parent)}
