@@ -34,18 +34,26 @@ def stepping_job(directory: Path, steps: int, name: str = "steps.py") -> list[st
     return [*STEP_ON, "--", sys.executable, str(stepping_script(directory, name)), str(steps)]
 
 
-def importing_torch_optim(directory: Path) -> tuple[list[str], dict[str, str]]:
-    """A job that imports ``torch.optim.optimizer`` from a stand-in package of empty modules, meeting
-    npuprof's default trigger (docs/architecture.md, "Process model") without torch: its command and the
-    PYTHONPATH that finds the stand-in (the job checks that it imported the stand-in)."""
+def standin_torch(directory: Path) -> Path:
+    """A stand-in ``torch`` package of empty modules (``torch.optim``, ``torch.optim.optimizer``) under
+    ``directory``: the folder to put on the job's PYTHONPATH. Importing ``torch.optim.optimizer`` meets
+    npuprof's default trigger (docs/architecture.md, "Process model") without torch; an agent that wakes
+    there and reads its payload fails or steps aside as it would with torch."""
     package = directory / "standin" / "torch"
     (package / "optim").mkdir(parents=True, exist_ok=True)
     for module in ("__init__.py", "optim/__init__.py", "optim/optimizer.py"):
         (package / module).write_text("")
+    return package.parent
+
+
+def importing_torch_optim(directory: Path) -> tuple[list[str], dict[str, str]]:
+    """A job that imports ``torch.optim.optimizer`` from standin_torch's package: its command and the
+    PYTHONPATH that finds the stand-in (the job checks that it imported the stand-in)."""
+    folder = standin_torch(directory)
     script = directory / "imports_torch_optim.py"
     script.write_text(
         "import sys\n"
         "import torch.optim.optimizer\n"
         "assert torch.optim.optimizer.__file__.startswith(sys.argv[1])\n"
     )
-    return [sys.executable, str(script), str(package.parent)], {"PYTHONPATH": str(package.parent)}
+    return [sys.executable, str(script), str(folder)], {"PYTHONPATH": str(folder)}
