@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _standin_jobs import standin_torch
 from conftest import ROOT, clean_env, npuprof, rank_dirs
 
 BOOTSTRAP = ROOT / "npuprof" / "_bootstrap"
@@ -201,13 +202,17 @@ def test_a_script_of_its_own_named_npuprof_keeps_working(tmp_path: Path, form: s
         if form == "npuprof.py"
         else ("import npuprof.helper\nprint(npuprof.helper.X)\n")
     )
-    script = tmp_path / "train.py"
-    script.write_text(
+    env, steps = clean_env(), (
         "import torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(6):\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n" + imported + FREEZE
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
     )  # fmt: skip
+    if form == "npuprof.py":  # the agent fails at its start, before any capture: plain Python will do
+        env = clean_env(PYTHONPATH=str(standin_torch(tmp_path)))
+        steps = "import torch.optim.optimizer\nassert 'standin' in torch.optim.optimizer.__file__\n"
+    script = tmp_path / "train.py"
+    script.write_text(steps + imported + FREEZE)
     # (run bare, the script prints "mine" and exits 0: under npuprof it must do the same, checked below)
     console = Path(sys.executable).with_name("npuprof")  # `python -m npuprof` here would run npuprof.py
     if not console.is_file():
@@ -215,7 +220,7 @@ def test_a_script_of_its_own_named_npuprof_keeps_working(tmp_path: Path, form: s
     schedule = ("--skip-first", "1", "--warmup", "1", "--active", "2")
     result = subprocess.run(
         [str(console), "run", "-o", str(tmp_path / "out"), *schedule, "--", sys.executable, str(script)],
-        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0 and result.stdout == "mine\n", result.stderr
     if form == "npuprof.py":
