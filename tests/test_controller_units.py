@@ -991,6 +991,70 @@ def test_finish_early_from_another_thread_gives_up_waiting(monkeypatch: pytest.M
     assert rig.c.next_check == NEVER
 
 
+def _decision_blocked_on_a_thread(rig: Rig) -> tuple[threading.Thread, threading.Event, threading.Event]:
+    """A training thread records steps 1-2; its decision at the boundary of step 3 (the profiler's step)
+    blocks until the test sets the second event."""
+    blocked, release = threading.Event(), threading.Event()
+
+    def train() -> None:
+        rig.run(2)
+        prof = rig.c.prof
+        step = prof.step
+
+        def held_step() -> None:
+            blocked.set()
+            release.wait(10)
+            step()
+
+        prof.step = held_step
+        rig.run(1)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    assert blocked.wait(10)
+    return trainer, blocked, release
+
+
+def test_finish_early_waits_out_the_recording_threads_decision_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGTERM's handler asks the recording thread, inside a decision that outlasts the usual wait, to
+    finish: it is never waited for past DECISION_WAIT_S (no lock is taken: the decision may never end),
+    and the capture is finished as that decision ends, not a step later."""
+    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.01)
+    monkeypatch.setattr(controller_module, "DECISION_WAIT_S", 0.3, raising=False)
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    trainer, _, release = _decision_blocked_on_a_thread(rig)
+    start = time.monotonic()
+    rig.c.finish_early("stopped by SIGTERM")
+    took = time.monotonic() - start
+    assert 0.3 <= took < 3.0, took
+    assert rig.log.lines[-1] == (
+        "warning",
+        "the thread recording the capture did not finish it in time (stopped by SIGTERM)",
+    )
+    assert rig.sink.events == [("begin", 1)]
+    release.set()
+    trainer.join(10)
+    assert rig.sink.events == [("begin", 1), ("finish", 2, "stopped by SIGTERM", "complete", 3)]
+
+
+def test_finish_early_during_a_decision_past_the_usual_wait_is_done_as_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.01)
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    trainer, _, release = _decision_blocked_on_a_thread(rig)
+    threading.Timer(0.3, release.set).start()  # the decision ends after the usual wait
+    rig.c.finish_early("stopped by SIGTERM")
+    assert rig.c.prof is None
+    assert rig.sink.events == [("begin", 1), ("finish", 2, "stopped by SIGTERM", "complete", 3)]
+    assert not any(line[0] == "warning" for line in rig.log.lines)
+    trainer.join(10)
+
+
 def test_a_request_to_finish_that_comes_after_the_capture_ended(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.01)
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)  # windows at 2, 4, 6

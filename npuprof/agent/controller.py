@@ -38,13 +38,17 @@ from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modu
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 from npuprof.agent.profile_hook import ProfileHookWatch
 from npuprof.agent.schedule import Action, CapturePlan
-from npuprof.agent.signals import decision_begins, decision_ends, sigint_held_back
+from npuprof.agent.signals import HANDLER_LIMIT_S, decision_begins, decision_ends, sigint_held_back
 from npuprof.config import ProfileConfig
 
 NEVER = 1 << 62
 # How long a thread that is not the recording one waits for it to finish a capture (see finish_early).
 EXIT_WAIT_S = 5.0
 OTHER_THREAD_WAIT_S = 2.0
+# ... while that thread is inside a step-boundary decision (it finishes the capture as the decision ends):
+# a SIGTERM's handler waits this long at most, within the HANDLER_LIMIT_S its watcher gives it, the rest
+# left to the hand-over (docs/architecture.md, "Signals").
+DECISION_WAIT_S = HANDLER_LIMIT_S / 2
 THREADS_LOGGED = 10  # the threads taking the steps over that the log names
 # Boundaries a thread that does not drive takes in a row, the driving one taking none, that make it drive
 # (when no profiler is open), as an optimizer takes over counting (agent/steps.py, SWITCH_AFTER).
@@ -143,6 +147,7 @@ class CaptureController:
         self.driver: int | None = None
         self._prof_thread: int | None = None
         self._lock = threading.RLock()  # re-entrant: a signal handler may finish a capture mid-decision
+        self._deciding = False  # the lock's holder is inside _decide (another thread may read it)
         self._thread_guards = threading.local()
         self._guard: object | None = None  # the token of the driving thread's guard
         self._finish_requested: tuple[str, str] | None = None
@@ -247,19 +252,28 @@ class CaptureController:
             less_stack(raised)
             return
         decision_begins()
+        self._deciding = True
         try:
-            requested, self._finish_requested = self._finish_requested, None
-            if requested is not None and self.prof is not None:
-                # asked by another thread; at this boundary the step before is the trace's last
-                self.finish_early(*requested, last=self.step - 1)
+            if self._finish_if_asked():
                 return
             self._sync()
             if self.prof is None and self._on_idle_decision is not None:
                 self._tell_idle_decision()
+            self._finish_if_asked()  # asked during this decision (a SIGTERM's handler waits for it)
         finally:
+            self._deciding = False
             less_stack(raised)
             self._lock.release()
             decision_ends()  # the script's handlers deferred during an export run now (agent/signals.py)
+
+    def _finish_if_asked(self) -> bool:
+        """Finish the capture in flight when another thread asked for it; at this boundary the step before
+        is the trace's last. Whether it did."""
+        requested, self._finish_requested = self._finish_requested, None
+        if requested is None or self.prof is None:
+            return False
+        self.finish_early(*requested, last=self.step - 1)
+        return True
 
     def _tell_idle_decision(self) -> None:
         try:
@@ -997,11 +1011,18 @@ class CaptureController:
         self.log.info(f"capture to finish at the next step of the thread that records it: {reason}")
         if not wait:
             return
-        deadline = time.monotonic() + (EXIT_WAIT_S if exiting else OTHER_THREAD_WAIT_S)
-        while self.prof is not None and time.monotonic() < deadline:
+        asked = time.monotonic()
+        deadline = asked + (EXIT_WAIT_S if exiting else OTHER_THREAD_WAIT_S)
+        while self.prof is not None and self._still_waiting(asked, deadline, exiting):
             time.sleep(0.005)
         if self.prof is not None:
             self.log.warning(f"the thread recording the capture did not finish it in time ({reason})")
+
+    def _still_waiting(self, asked: float, deadline: float, exiting: bool) -> bool:
+        """Before ``deadline``; past it, while the recording thread is still in the decision it finishes
+        the capture at the end of (a trace export, torch's start), at most DECISION_WAIT_S from ``asked``."""
+        now = time.monotonic()
+        return now < deadline or (not exiting and self._deciding and now < asked + DECISION_WAIT_S)
 
     def _finish_early(self, reason: str, status: str = "complete", last: int | None = None) -> None:
         """Stop the profiler now; ``last``: the capture's last step (default: the one in flight). An
@@ -1058,6 +1079,7 @@ class CaptureController:
         self._prof_thread = None
         self._guard = None
         self._lock = threading.RLock()
+        self._deciding = False
         self._thread_guards = threading.local()
         self._finish_requested = None
         self._foreign_reported = False

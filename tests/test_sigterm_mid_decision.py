@@ -1,0 +1,135 @@
+"""SIGTERM while the thread that records a capture is inside a step-boundary decision (the controller's
+lock held: torch's start or a trace export take seconds there): npuprof's handler, on the main thread,
+asked that thread to finish at its next step and waited 2 s; a decision that took longer left the capture
+"capturing" as the process died of SIGTERM (docs/architecture.md, "Signals"). Plain Python: the controller
+drives a profiler of the test's, whose step() blocks until the test says."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import clean_env
+
+_DECISION_BLOCKED_AT_SIGTERM = """\
+import os, signal, sys, threading, time
+from npuprof.agent import controller as controller_module, signals
+from npuprof.agent.controller import CaptureController
+from npuprof.agent.schedule import SchedulePlan
+from npuprof.config import ProfileConfig
+
+out, block_s, on = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+controller_module.OTHER_THREAD_WAIT_S = 0.1  # the 2 s the handler waits for another thread, made short
+blocked, released = threading.Event(), threading.Event()
+
+class Log:
+    def __getattr__(self, name):
+        return lambda *args: print(name, *args, file=sys.stderr, flush=True) or True
+
+class Schedule:  # steps 1-5 recorded
+    off, skip_first, wait, warmup, active, repeat = False, 1, 0, 0, 5, 1
+
+class Profiler:
+    def __init__(self, on_trace_ready):
+        self.on_trace_ready, self.steps = on_trace_ready, 0
+    def start(self):
+        pass
+    def step(self):  # the decision at the boundary of step 3 holds the lock this long
+        self.steps += 1
+        if self.steps == 2:
+            blocked.set()
+            time.sleep(block_s)
+            released.set()
+    def stop(self):
+        self.on_trace_ready(self)
+
+class Backend:
+    name, device, writes_own_layout = "test", "cpu", False
+    def ignored_flags(self, cfg):
+        return []
+    def create_profiler(self, cfg, schedule, on_trace_ready):
+        return Profiler(on_trace_ready)
+    def align(self, prof, step):
+        pass
+
+class Sink:
+    rank_dir = out
+    def begin(self, step, cfg):
+        pass
+    def finish(self, prof, last, detail="", status="complete", last_partial=False, ending_since=None):
+        with open(out, "w") as f:
+            f.write(f"{last} {detail}")
+    def abandon(self, detail):
+        pass
+    def skipped(self, *args):
+        pass
+
+controller = CaptureController(
+    ProfileConfig(), SchedulePlan(Schedule()), backend_factory=Backend, sink_factory=lambda backend: Sink(),
+    log=Log(), rank_fn=lambda: 0,
+)
+
+def on_term():
+    controller.finish_early("stopped by SIGTERM")
+    print("handed over" if released.is_set() else "handed over inside the decision", file=sys.stderr)
+
+guard = signals.SigtermGuard(on_term, Log())
+assert guard.install()
+controller.arm()
+
+def train():  # the training thread drives (as a job whose main thread only waits)
+    for _ in range(6):
+        controller.on_boundary()
+
+def kill():  # once the decision sleeps: a signal just before a sleep begins waits for its end (Python's race)
+    blocked.wait(30)
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+if on == "main":
+    threading.Thread(target=kill, daemon=True).start()
+    train()
+else:
+    threading.Thread(target=train, daemon=True).start()
+    kill()
+time.sleep(30)
+print("lived on", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    ("on", "kept", "when"),
+    [
+        # the handler, on the main thread, stops the profiler itself mid-decision (the lock is re-entrant):
+        # step 3, begun at that boundary, is the capture's last
+        ("main", "3", "inside the decision"),
+        # the decision holds the lock 0.6 s, past the 0.1 s the handler gave it (2 s in a job): the capture
+        # is finished as it ends, its steps 1 and 2 whole, step 3 only begun
+        ("thread", "2", ""),
+    ],
+)
+def test_sigterm_while_the_recording_thread_decides_finalises_the_capture_first(
+    tmp_path: Path, on: str, kept: str, when: str
+) -> None:
+    """The capture is finalised and handed over, and the process dies of SIGTERM."""
+    out = tmp_path / "capture"
+    script = tmp_path / "mid_decision.py"
+    script.write_text(_DECISION_BLOCKED_AT_SIGTERM)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out), "0.6", on],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    took = time.monotonic() - start
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert out.read_text() == f"{kept} stopped by SIGTERM", proc.stderr
+    assert " ".join(filter(None, ["handed over", when])) + "\n" in proc.stderr, proc.stderr
+    assert "lived on" not in proc.stderr, proc.stderr
+    assert took < 20, took  # within the 20 s the handler is given (HANDLER_LIMIT_S)
