@@ -16,6 +16,7 @@ These are the fast tests of bench/mutation.py's "controller" group (no subproces
 from __future__ import annotations
 
 import itertools
+import signal
 import sys
 import threading
 import time
@@ -1053,6 +1054,45 @@ def test_finish_early_during_a_decision_past_the_usual_wait_is_done_as_it_ends(
     assert rig.sink.events == [("begin", 1), ("finish", 2, "stopped by SIGTERM", "complete", 3)]
     assert not any(line[0] == "warning" for line in rig.log.lines)
     trainer.join(10)
+
+
+@pytest.mark.parametrize("where", ["the capture's first files", "torch's start"])
+def test_a_ctrl_c_as_a_capture_opens_comes_once_it_has_started(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The KeyboardInterrupt came inside the opening: the lock was let go, but the capture in flight was a
+    profiler never started, stepped at each boundary after and recorded as complete at exit."""
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=3, repeat=1)
+    rig = Rig(plan)
+
+    def ctrl_c() -> None:
+        signal.raise_signal(signal.SIGINT)
+
+    if where == "torch's start":
+        start_trace = RecordingProfile.start_trace
+        monkeypatch.setattr(RecordingProfile, "start_trace", lambda prof: (ctrl_c(), start_trace(prof)))
+    else:
+        begin = rig.sink.begin
+        rig.sink.begin = lambda step, cfg: (ctrl_c(), begin(step, cfg))  # type: ignore[method-assign]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            rig.run(1)  # the capture opens at the first boundary
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert rig.backend.trace == [("prepare", 1), ("start", 1)]
+    assert rig.sink.events == [("begin", 1)] and rig.profiling == [True]
+    free: list[bool] = []
+
+    def take_the_lock() -> None:
+        free.append(rig.c._lock.acquire(blocking=False))
+        if free[0]:
+            rig.c._lock.release()
+
+    run_on_thread(take_the_lock)
+    assert free == [True]
+    rig.run(4)  # the script caught it and trains on: the capture ends where its plan says
+    assert rig.sink.events == [("begin", 1), ("finish", 3, "", "complete", 4)]
 
 
 def test_a_request_to_finish_that_comes_after_the_capture_ended(monkeypatch: pytest.MonkeyPatch) -> None:

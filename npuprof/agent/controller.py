@@ -642,7 +642,11 @@ class CaptureController:
                 self._tell_plan("skipped", step, why)
                 self._skip(step, forever)
                 return
-            if not self._open(step, wanted):
+            # A Ctrl-C in the capture's first files or torch's start left a profiler never started as the
+            # capture in flight, stepped and recorded as complete at exit: it comes once the start is done.
+            with sigint_held_back():
+                opened = self._open(step, wanted)
+            if not opened:
                 return  # the window was skipped
         else:
             if self.space is not None and not self.space.ok_for(self.cfg.output):
