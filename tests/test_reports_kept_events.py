@@ -73,8 +73,8 @@ def kept(monkeypatch: pytest.MonkeyPatch) -> list[list]:
     loads: list[list] = []
     real = trace_events.load_trace
 
-    def recording(path, keep=None):
-        loaded = real(path, keep=keep)
+    def recording(path, keep=None, **options):
+        loaded = real(path, keep=keep, **options)
         loads.append(list(loaded.events))
         return loaded
 

@@ -1321,16 +1321,20 @@ def iter_chunks(path: str | Path, block: int = DEFAULT_BLOCK) -> tuple[TraceRead
     return reader, iter(reader)
 
 
-def load_trace(path: str | Path, keep: Callable[[Event], bool] | None = None) -> Trace:
+def load_trace(
+    path: str | Path, keep: Callable[[Event], bool] | None = None, block: int = DEFAULT_BLOCK
+) -> Trace:
     """Load a Chrome trace of either form (:func:`sniff_trace`), gzipped or not, whatever its name.
 
     Returns ``Trace(events, meta)``; ``events`` are :class:`Event` structs in file order, ``meta`` the
     top-level keys besides ``traceEvents``. With ``keep``, only events for which ``keep(event)`` is true are
     kept and their ``args`` are copied out of the read buffer, so memory is proportional to what is kept
     (pass e.g. ``lambda e: e.cat == "python_function"``). Without it every event is kept and memory is
-    about twice the uncompressed size. Raises :class:`TraceError` (``kind``: missing / truncated / corrupt).
+    about twice the uncompressed size. ``block``: the bytes of event text decoded at a time (all of them
+    decoded, then left out or kept: a few times ``block`` on top of what is kept). Raises
+    :class:`TraceError` (``kind``: missing / truncated / corrupt).
     """
-    reader = TraceReader(path)
+    reader = TraceReader(path, block)
     events: list[Event] = []
     for chunk in reader:
         if keep is None:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.damaged import negative_durations_note
+from npuprof.analysis.trace_loader import EMPTY_RAW
 from npuprof.analysis.trace_repairs import mended_frame_name
 from npuprof.reports.text import printable
 from npuprof.reports.trace_events import TraceEvent, device_labelled, load, process_names, span_or_flow
@@ -323,11 +324,14 @@ def _build_host_tree(
     idle: list[tuple[object, object]] | None = None,
     overlaps: list[str] | None = None,
     unnested: list[tuple[tuple[object, object], float, list[str], float]] | None = None,
+    links: bool = True,
 ) -> _HostTree:
-    """``idle`` receives the threads left out as idle (when ``keep_idle`` is False); ``overlaps`` the
-    steps cut where the next one began; ``unnested`` the threads whose spans overlapped without nesting
-    so that part of their busy time is in no stack, or an operator's time in another span's: (thread, µs
-    not counted, the names of spans cut, µs operators ran past the operator they began in)."""
+    """``links``: keep what device tasks are linked to their launches by (``spans``, ``node_of_event``:
+    one entry per host event; a device metric's). ``idle`` receives the threads left out as idle (when
+    ``keep_idle`` is False); ``overlaps`` the steps cut where the next one began; ``unnested`` the threads
+    whose spans overlapped without nesting so that part of their busy time is in no stack, or an operator's
+    time in another span's: (thread, µs not counted, the names of spans cut, µs operators ran past the
+    operator they began in)."""
     kinds = kinds or _Processes(set(), set(), set(), {})
     idle = [] if idle is None else idle
     overlaps = [] if overlaps is None else overlaps
@@ -359,7 +363,7 @@ def _build_host_tree(
         step_ids = {id(ev) for ev in steps}
         step_ends = _step_ends(steps, overlaps)
         stack: list[_Node] = []
-        thread_spans: list[tuple[float, float, int]] = []
+        thread_spans: list[tuple[float, float, int]] | None = [] if links else None
         # the user's ranges that ran on past the end of the step they began in (frame, their end), outer
         # first: carried into the next step (helper-121: the step boundary, at optimizer.step()'s return,
         # falls inside a range around the whole iteration; its rest read as the next step's own time)
@@ -437,18 +441,21 @@ def _build_host_tree(
                 operator_end=own_end if cat == vocab.CPU_OP else None,
             )
             stack.append(node)
-            node_of_event[id(ev)] = node_id
+            if links:
+                node_of_event[id(ev)] = node_id
             # a launch below MAX_DEPTH is in the DEEPER_FRAME, not the frame itself: its kernels stay below it
             if (cat in vocab.RUNTIME_CATS or ev.pid in kinds.runtime) and trie.frame[node_id] != DEEPER_FRAME:
                 runtime_nodes.add(node_id)
-            thread_spans.append((ts, end, node_id))
+            if thread_spans is not None:
+                thread_spans.append((ts, end, node_id))
             if is_step and carried:
                 carried = _carry_into(stack, carried, trie, thread_spans, ts, node.end)
             elif is_step:
                 carried = []
         while stack:
             carried = _pop(stack, thread_self, carried, step_starts, trie, thread_spans)
-        spans[thread] = thread_spans
+        if thread_spans is not None:
+            spans[thread] = thread_spans
         for node_id, value in thread_self.items():
             self_time[node_id] += value
         if cut_names:  # the totals are the thread's busy time (docs/formats.md): say what is not in them
@@ -582,7 +589,7 @@ def _pop(
     carried: list[tuple[str, float]],
     step_starts: list[float],
     trie: _PathTrie,
-    thread_spans: list[tuple[float, float, int]],
+    thread_spans: list[tuple[float, float, int]] | None,
 ) -> list[tuple[str, float]]:
     """Close the top of ``stack``; a step closing with ranges carried past its end opens them again after
     it, until the next step begins (or for good after the last). Returns what is still carried."""
@@ -599,7 +606,7 @@ def _carry_into(
     stack: list[_Node],
     carried: list[tuple[str, float]],
     trie: _PathTrie,
-    thread_spans: list[tuple[float, float, int]],
+    thread_spans: list[tuple[float, float, int]] | None,
     start: float,
     until: float,
 ) -> list[tuple[str, float]]:
@@ -617,7 +624,8 @@ def _carry_into(
         if parent is not None:
             parent.child_time += node.end - node.ts
         stack.append(node)
-        thread_spans.append((node.ts, node.end, node.node_id))
+        if thread_spans is not None:
+            thread_spans.append((node.ts, node.end, node.node_id))
         if end > until + OVERRUN_US:
             still.append((frame, end))
     return still
@@ -833,7 +841,9 @@ def folded_from_events(
     idle: list[tuple[object, object]] = []
     overlaps: list[str] = []
     unnested: list[tuple[tuple[object, object], float, list[str], float]] = []
-    tree = _build_host_tree(events, kinds.device | kinds.other, kinds, keep_idle, idle, overlaps, unnested)
+    tree = _build_host_tree(
+        events, kinds.device | kinds.other, kinds, keep_idle, idle, overlaps, unnested, metric != HOST_METRIC
+    )
     result = FoldedStacks(metric, has_python_frames=tree.has_python_frames)
     negative = sum(1 for ev in events if ev.ph == "X" and float(ev.dur or 0.0) < 0)
     if negative:  # each read as 0 µs long, as analyse reads them (helper-112); said as it says it
@@ -928,11 +938,49 @@ def ranges_as_called(events: list[TraceEvent], rank_dir: Path) -> None:
             ev.name = called
 
 
+# The args keys the stacks read (Call stack, correlation, External id / external id, Python id / Python
+# parent id, an mstx mark's event_type), as they appear in the raw args; a backslash may escape a key's
+# letters, so args with one are kept whole too
+_ARGS_READ = (b'"Call stack"', b"correlation", b"xternal id", b"Python", vocab.MSTX_ARGS_KEY, b"\\")
+
+
+def _args_read(ev: TraceEvent) -> bool:
+    """Whether the stacks may read the event's ``args``: a metadata event's, or args naming a key read."""
+    if ev.ph == "M":
+        return True
+    raw = bytes(ev.args)
+    return any(key in raw for key in _ARGS_READ)
+
+
+class _Slimmed:
+    """The events export-stacks reads (``span_or_flow``), each held in less memory: its repeated strings
+    (names, categories, phases, pids, tids) one object each, its ``args`` dropped where no key the stacks
+    read is in them. Held whole, a trace's events took ~4x its size (bench/README.md)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[object, object] = {}
+
+    def __call__(self, ev: TraceEvent) -> bool:
+        if not span_or_flow(ev):
+            return False
+        seen = self._seen
+        ev.name = seen.setdefault(ev.name, ev.name)  # type: ignore[assignment]
+        ev.cat = seen.setdefault(ev.cat, ev.cat)  # type: ignore[assignment]
+        ev.ph = seen.setdefault(ev.ph, ev.ph)  # type: ignore[assignment]
+        ev.pid = seen.setdefault(ev.pid, ev.pid)  # type: ignore[assignment]
+        ev.tid = seen.setdefault(ev.tid, ev.tid)  # type: ignore[assignment]
+        if ev.args and not _args_read(ev):
+            ev.args = EMPTY_RAW
+        return True
+
+
 def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = False) -> FoldedStacks:
+    from npuprof.analysis.scan import BLOCK as SCAN_BLOCK
     from npuprof.results import layout
 
     timeless = [0]
-    loaded = load(trace, timeless, keep=span_or_flow)  # not its [memory] instants: no stack is made of them
+    # not its [memory] instants (no stack is made of them), in analyse's blocks: memory is what is kept
+    loaded = load(trace, timeless, keep=_Slimmed(), block=SCAN_BLOCK)
     ranges_as_called(
         loaded.events, trace.parent.parent if trace.parent.name == layout.PARSED_DIR else trace.parent
     )

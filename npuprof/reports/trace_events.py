@@ -16,6 +16,7 @@ from typing import Any
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.trace_loader import (
+    DEFAULT_BLOCK,
     END_PROBLEM,
     Event,
     Trace,
@@ -63,12 +64,17 @@ def timeless_note(count: int) -> str:
     )
 
 
-def load(path: Path, timeless: list[int] | None = None, keep: Callable[[Any], bool] = wanted) -> Trace:
+def load(
+    path: Path,
+    timeless: list[int] | None = None,
+    keep: Callable[[Any], bool] = wanted,
+    block: int = DEFAULT_BLOCK,
+) -> Trace:
     """The trace with the events ``keep`` accepts (default ``wanted``; in file order; times as trace_loader
     gives them: string times relative to ``Trace.ts_base``). ``timeless``: a one-item list the complete
     events without a ts or a dur (left out) are counted into. The complete events that end past TIME_LIMIT
     are left out and counted in ``Trace.damaged`` (docs/formats.md, "Damaged events"). Raises
-    TraceReadError."""
+    TraceReadError. ``block``: load_trace's."""
 
     far: list[Any] = []  # the complete events ending past TIME_LIMIT: [the first, then None per other]
 
@@ -85,7 +91,7 @@ def load(path: Path, timeless: list[int] | None = None, keep: Callable[[Any], bo
         return True
 
     try:
-        loaded = load_trace(path, keep=counted)
+        loaded = load_trace(path, keep=counted, block=block)
     except TraceError as exc:
         raise TraceReadError(str(exc)) from exc
     except OSError as exc:
