@@ -941,21 +941,16 @@ def ranges_as_called(events: list[TraceEvent], rank_dir: Path) -> None:
 # The args keys the stacks read (Call stack, correlation, External id / external id, Python id / Python
 # parent id, an mstx mark's event_type), as they appear in the raw args; a backslash may escape a key's
 # letters, so args with one are kept whole too
-_ARGS_READ = (b'"Call stack"', b"correlation", b"xternal id", b"Python", vocab.MSTX_ARGS_KEY, b"\\")
-
-
-def _args_read(ev: TraceEvent) -> bool:
-    """Whether the stacks may read the event's ``args``: a metadata event's, or args naming a key read."""
-    if ev.ph == "M":
-        return True
-    raw = bytes(ev.args)
-    return any(key in raw for key in _ARGS_READ)
+_ARGS_READ = re.compile(
+    b'"Call stack"|correlation|xternal id|Python|' + re.escape(vocab.MSTX_ARGS_KEY) + rb"|\\"
+)
 
 
 class _Slimmed:
     """The events export-stacks reads (``span_or_flow``), each held in less memory: its repeated strings
     (names, categories, phases, pids, tids) one object each, its ``args`` dropped where no key the stacks
-    read is in them. Held whole, a trace's events took ~4x its size (bench/README.md)."""
+    read is in them (a metadata event's kept). Held whole, a trace's events took ~4x its size
+    (bench/README.md)."""
 
     def __init__(self) -> None:
         self._seen: dict[object, object] = {}
@@ -963,13 +958,13 @@ class _Slimmed:
     def __call__(self, ev: TraceEvent) -> bool:
         if not span_or_flow(ev):
             return False
-        seen = self._seen
-        ev.name = seen.setdefault(ev.name, ev.name)  # type: ignore[assignment]
-        ev.cat = seen.setdefault(ev.cat, ev.cat)  # type: ignore[assignment]
-        ev.ph = seen.setdefault(ev.ph, ev.ph)  # type: ignore[assignment]
-        ev.pid = seen.setdefault(ev.pid, ev.pid)  # type: ignore[assignment]
-        ev.tid = seen.setdefault(ev.tid, ev.tid)  # type: ignore[assignment]
-        if ev.args and not _args_read(ev):
+        once = self._seen.setdefault
+        ev.name = once(ev.name, ev.name)  # type: ignore[assignment]
+        ev.cat = once(ev.cat, ev.cat)  # type: ignore[assignment]
+        ev.ph = once(ev.ph, ev.ph)  # type: ignore[assignment]
+        ev.pid = once(ev.pid, ev.pid)  # type: ignore[assignment]
+        ev.tid = once(ev.tid, ev.tid)  # type: ignore[assignment]
+        if ev.args and ev.ph != "M" and _ARGS_READ.search(ev.args) is None:
             ev.args = EMPTY_RAW
         return True
 
