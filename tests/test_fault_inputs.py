@@ -1094,6 +1094,30 @@ def test_export_stacks_into_a_shells_process_substitution_writes_into_its_pipe(
         assert plain and pipe.read() == plain.encode()
 
 
+def test_export_stacks_into_a_pipe_whose_reader_stopped_ends_as_sigpipe_would(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o >(head -1)` whose reader had read enough said "cannot write /dev/fd/63: Broken pipe" and exited
+    1, where `| head -1` exits 141 quietly: both end as SIGPIPE would now."""
+    import signal
+
+    import typer
+
+    from npuprof.cli.export_stacks import export_stacks
+
+    trace = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
+    monkeypatch.setattr(sys, "argv", ["npuprof", "export-stacks", str(trace)])
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone
+    try:
+        with pytest.raises(typer.Exit) as ended:
+            export_stacks(str(trace), "self_cpu_time_total", f"/dev/fd/{write_end}", None, 0.1, False, None)
+    finally:
+        os.close(write_end)
+    assert ended.value.exit_code == 128 + signal.SIGPIPE
+    assert "Broken pipe" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", [["analyse"], ["status"], ["trigger"], ["export-stacks"]])
 def test_a_path_too_long_to_look_up_is_one_line(tmp_path: Path, command: list[str]) -> None:
     result = npuprof(*command, str(tmp_path / ("x" * 300)), timeout=60)

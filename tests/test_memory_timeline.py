@@ -563,4 +563,32 @@ def test_a_stream_as_output_is_written_into_as_export_stacks_writes_one(
     assert sorted(p.name for p in tmp_path.iterdir()) == [rank_dir.name, fifo.name]
 
 
+def test_a_pipe_whose_reader_stopped_ends_the_command_as_sigpipe_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o >(head -c 10)` whose reader had read enough: "cannot write ...: Broken pipe", exit 1, where
+    `-o - | head -c 10` exits 141 quietly; both end as SIGPIPE would now."""
+    import os
+    import signal
+
+    import typer
+    from analyse_support.handmade import write_rank_dir
+
+    from npuprof.cli.memory_timeline import memory_timeline
+
+    events = [_memory_event(10, {"Device Type": 1, "Device Id": 0, "Bytes": 4096, "Total Allocated": 4096})]
+    rank_dir = write_rank_dir(tmp_path, {"traceEvents": events})
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone
+    output = f"/dev/fd/{write_end}"
+    monkeypatch.setattr(sys, "argv", ["npuprof", "memory-timeline", str(rank_dir), "-o", output])
+    try:
+        with pytest.raises(typer.Exit) as ended:
+            memory_timeline(str(rank_dir), Path(output), None, None)
+    finally:
+        os.close(write_end)
+    assert ended.value.exit_code == 128 + signal.SIGPIPE
+    assert "Broken pipe" not in capsys.readouterr().err
+
+
 CATEGORIES_IN_ROWS = 9  # torch's _memory_profiler: a base 0 and its 8 categories

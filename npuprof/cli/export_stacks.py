@@ -73,6 +73,7 @@ def _check_output(path: Path, flag: str) -> Path:
 def _write(path: Path, text: str, written: Path | None = None) -> None:
     """Write ``text`` to ``path``; on failure, one line that names ``written`` too (the folded stacks
     written before the SVG failed: a full disk took only the SVG, and the line said nothing of them)."""
+    from npuprof.cli.main import exit_if_reader_gone
     from npuprof.results.atomic import write_text
     from npuprof.results.paths import is_stream
 
@@ -83,6 +84,7 @@ def _write(path: Path, text: str, written: Path | None = None) -> None:
         else:
             write_text(path, text)
     except OSError as exc:
+        exit_if_reader_gone(exc)
         kept = f" ({written} was written)" if written is not None else ""
         raise _fail(f"cannot write {path}: {exc.strerror or exc}{kept}") from None
 

@@ -190,8 +190,6 @@ def check_stdout(command: str, what: str) -> None:
     """``what`` must not be lost without a word: stdout that could not be written (a full disk, a closed
     descriptor) is an error (exit 1); a reader that stopped reading (``| head``) ends the command as
     SIGPIPE would (exit 141), quietly."""
-    import signal
-
     import typer
 
     try:
@@ -201,10 +199,21 @@ def check_stdout(command: str, what: str) -> None:
         error = exc
     if error is None:
         return
-    if error.errno == errno.EPIPE:
-        raise typer.Exit(128 + signal.SIGPIPE)
+    exit_if_reader_gone(error)
     print(f"{command}: cannot write {what} to stdout: {error.strerror or error}", file=sys.stderr)
     raise typer.Exit(1)
+
+
+def exit_if_reader_gone(error: OSError) -> None:
+    """A pipe whose reader stopped reading (``| head``, ``-o >(head)``, a named pipe's reader gone) ends the
+    command as SIGPIPE would (exit 141), quietly: ``-o >(head)`` said "cannot write ...: Broken pipe" and
+    exited 1 where ``| head`` exited 141."""
+    import signal
+
+    import typer
+
+    if error.errno == errno.EPIPE:
+        raise typer.Exit(128 + signal.SIGPIPE)
 
 
 def warn_flags_given_twice(command: str) -> None:

@@ -153,6 +153,9 @@ def memory_timeline(
     except mt.MemoryTimelineError as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
+        from npuprof.cli.main import exit_if_reader_gone
+
+        exit_if_reader_gone(exc)
         raise _fail(f"cannot write {target}: {exc.strerror or exc}") from None
     for note in notes:
         _say(f"npuprof memory-timeline: note: {note}")
