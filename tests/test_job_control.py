@@ -541,20 +541,7 @@ def test_timeout_ends_a_job_that_stopped_itself_with_sigstop_in_time(tmp_path: P
     python ...` ends it 2 s later (exit 124), the kernel's SIGSTOP stopping the job alone. npuprof stopped
     its whole process group, `timeout` with it, which then ended nothing: the shell said "Stopped". npuprof
     stops alone for a SIGSTOP."""
-    started = tmp_path / "started"
-    launcher = tmp_path / "launcher.py"
-    launcher.write_text(SELF_STOPPING)
-    terminal = _Terminal()
-    job = None
-    try:
-        command = ["timeout", "2", "env", f"PYTHONPATH={ROOT}", sys.executable, str(launcher), str(started)]
-        terminal.type(f"{shlex.join(command)}; echo exit-code-$?-of-$((40 + 2))\n".encode())
-        _wait_for(started.exists, "the job to start")
-        job = int(started.read_text())
-        terminal.expect(b"exit-code-124-of-42", timeout=15)
-    finally:
-        _kill_quietly(job, group=True)
-        terminal.close()
+    _timeout_2_ends_it(tmp_path, SELF_STOPPING, in_a_script=False)
 
 
 READING = _launcher_of("input()")
@@ -567,15 +554,21 @@ def test_timeout_in_a_script_ends_a_job_that_reads_the_terminal_in_time(tmp_path
     SIGTTIN, which `timeout` ignores, ending the job 2 s later (exit 124) bare. npuprof stopped its group
     by SIGTSTP, `timeout` included: the job, npuprof and `timeout` stayed stopped for ever, the script
     waiting. The group gets SIGTTIN, as from the kernel."""
+    _timeout_2_ends_it(tmp_path, READING, in_a_script=True)
+
+
+def _timeout_2_ends_it(tmp_path: Path, source: str, in_a_script: bool) -> None:
+    """`timeout 2` of the launcher ``source`` typed at the terminal's prompt (``in_a_script``: inside `bash
+    -c`): it ends the job 2 s later, the shell seeing exit code 124."""
     started = tmp_path / "started"
     launcher = tmp_path / "launcher.py"
-    launcher.write_text(READING)
+    launcher.write_text(source)
     terminal = _Terminal()
     job = None
     try:
         command = ["timeout", "2", "env", f"PYTHONPATH={ROOT}", sys.executable, str(launcher), str(started)]
-        script = f"{shlex.join(command)}; echo exit-code-$?-of-$((40 + 2))"
-        terminal.type(f"bash -c {shlex.quote(script)}\n".encode())
+        line = f"{shlex.join(command)}; echo exit-code-$?-of-$((40 + 2))"
+        terminal.type(f"{f'bash -c {shlex.quote(line)}' if in_a_script else line}\n".encode())
         _wait_for(started.exists, "the job to start")
         job = int(started.read_text())
         terminal.expect(b"exit-code-124-of-42", timeout=15)
