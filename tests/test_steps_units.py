@@ -389,6 +389,30 @@ def test_another_optimizer_stepping_3_times_alone_becomes_primary(world: World) 
     ]
 
 
+def test_a_gan_whose_discriminator_is_frozen_keeps_step_numbers_the_iterations(world: World) -> None:
+    """A GAN whose discriminator, stepping first, is frozen after 3 iterations: the generator takes over at
+    its third step alone. Its first step after the discriminator's last was in that iteration, already
+    counted; it was counted again, so that ProfilerStep#6 recorded iteration 5 from then on (helper-280,
+    a capture's markers of each iteration)."""
+    events = world.events
+    gw, gen = make(sgd("Generator"), events, "G")
+    dw, disc = make(sgd("Discriminator"), events, "D")
+    iterations = 8
+    for it in range(iterations):
+        if it < 3:
+            iterate(dw, disc)
+        iterate(gw, gen)
+    b = boundary()
+    assert events == ["arm"] + ["D", b, "G"] * 3 + ["G", "G", ("missed", 1), b] + ["G", b] * 3
+    assert world.controller.step == iterations
+    assert world.log.lines[-1] == (
+        "info",
+        "the optimizer Generator now counts steps (it stepped 3 times, the previous primary Discriminator "
+        "not once meanwhile; its 1 earlier step(s) are counted too (not the one before them, in the "
+        "iteration of Discriminator's last step, which it stepped after in each iteration))",
+    )
+
+
 def test_two_other_optimizers_each_need_3_steps_of_their_own(world: World) -> None:
     events = world.events
     aw, a = make(sgd("PA"), events, "A")

@@ -67,6 +67,9 @@ class OptimizerSteps:
         # how many, and the step then: as many again by the primary's next step is said once (_more_often)
         self._between: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
         self._said_more_often = False
+        # Each other optimizer (weakly) that stepped once between two steps of the primary, after it in the
+        # iteration (a GAN's generator): its first step after the primary's last is in that iteration
+        self._partners: weakref.WeakSet[Any] = weakref.WeakSet()
         self._switches = 0  # changes of the primary after the first (logged up to SWITCHES_LOGGED)
         self.in_scaler = 0
         self.pending = 0  # the thread id whose primary step is to be counted when its step() returns
@@ -81,6 +84,7 @@ class OptimizerSteps:
     def primary(self, optimizer: Any) -> None:
         self._primary = None if optimizer is None else _weak(optimizer)
         self._others.clear()
+        self._partners.clear()
         self._in_a_row = 0
 
     def install(self) -> None:
@@ -184,8 +188,16 @@ class OptimizerSteps:
             self._alternating()
         if not self._said_more_often and (self._in_a_row > 1 or self._between):
             self._more_often()
+        self._note_partners()
         self._others.clear()
         self._in_a_row = 0
+
+    def _note_partners(self) -> None:
+        if self._partners:  # known already: walking _others cost a GAN ~1.5 us an iteration
+            return
+        for other, count in self._others.items():
+            if count == 1:
+                self._partners.add(other)
 
     def _another(self, optimizer: Any) -> bool:
         """A step of an optimizer that is not the primary: it may become the primary."""
@@ -205,8 +217,11 @@ class OptimizerSteps:
                 self._less_often(optimizer, primary)
             return False
         # Its earlier steps were not boundaries: counted now (unless a capture records: its step holds
-        # them), so that the step numbers stay the job's iterations.
-        earlier = count - 1
+        # them), so that the step numbers stay the job's iterations. A partner's first one was in the
+        # primary's last iteration, counted then (a GAN's generator, its discriminator frozen: each step N
+        # was iteration N-1 from then on).
+        partner = optimizer in self._partners
+        earlier = count - 1 - partner
         name = type(optimizer).__name__
         if self._taken_from and not self._said_alternating:
             self._turn_between_take_overs(optimizer, primary)
@@ -229,6 +244,12 @@ class OptimizerSteps:
             f"it stepped {count} times, the previous primary {type(primary).__name__} not once meanwhile; "
             + (
                 f"its {earlier} earlier step(s) are counted too"
+                + (
+                    f" (not the one before them, in the iteration of {type(primary).__name__}'s last step, "
+                    "which it stepped after in each iteration)"
+                    if partner
+                    else ""
+                )
                 if counted
                 else f"a capture records: its step {self.controller.step} holds {count} of them"
             ),
