@@ -169,9 +169,10 @@ def boundary() -> tuple[str, int]:
 
 # how the warning that two optimizers alternate ends (hedged: one stepped once an epoch looks the same)
 ALTERNATES = (
-    "several per iteration of a job whose iteration steps both (a WGAN's generator and its critic's loop; "
-    "one step an iteration when the other steps once an epoch): to count iterations, name the function of "
-    "one iteration with --step-on MODULE:QUALNAME"
+    "several per iteration of a job whose iteration steps both (a WGAN's generator and its critic's loop); "
+    "when the other steps less often (once an epoch, a discriminator trained every few iterations), a step "
+    "is one iteration, numbered one ahead of it: to count iterations, name the function of one iteration "
+    "with --step-on MODULE:QUALNAME"
 )
 
 
@@ -411,6 +412,49 @@ def test_a_gan_whose_discriminator_is_frozen_keeps_step_numbers_the_iterations(w
         "not once meanwhile; its 1 earlier step(s) are counted too (not the one before them, in the "
         "iteration of Discriminator's last step, which it stepped after in each iteration))",
     )
+
+
+def test_a_discriminator_trained_every_few_iterations_is_said_to_number_steps_one_ahead(
+    world: World,
+) -> None:
+    """A GAN whose discriminator, stepping first, trains every 4th iteration and its generator each one:
+    the generator takes over at its third step alone, the discriminator steps again, and the warning said
+    "several per iteration", where each step is one iteration, numbered one ahead of it (ProfilerStep#6
+    recorded iteration 5, helper-280: a capture's markers of each iteration)."""
+    gw, gen = make(sgd("Generator"))
+    dw, disc = make(sgd("Discriminator"))
+    iterations = 12
+    for it in range(iterations):
+        if it % 4 == 0:
+            iterate(dw, disc)
+        iterate(gw, gen)
+    assert world.controller.step == iterations + 1  # one step an iteration, one ahead
+    said = [line for kind, line in world.log.lines if kind == "warn_once"]
+    assert said == [
+        "the optimizer Discriminator (2 parameters) still steps after Generator (2 parameters) took over "
+        "counting steps (at step 1, when it stepped 3 times in a row): the two alternate, so from step 1 on "
+        "a step is one step() of Generator (2 parameters), " + ALTERNATES
+    ]
+    assert "numbered one ahead" in said[0]
+
+
+def test_a_discriminator_trained_each_iteration_then_every_few_numbers_steps_as_iterations(
+    world: World,
+) -> None:
+    """The discriminator trains with its generator for 3 iterations, then every 4th from iteration 7: the
+    generator, which stepped once between its steps, takes over without counting its step of the
+    discriminator's last iteration again, so the steps are the iterations themselves, and the warning does
+    not say "numbered one ahead" of them."""
+    gw, gen = make(sgd("Generator"))
+    dw, disc = make(sgd("Discriminator"))
+    iterations, disc_trains = 12, {0, 1, 2, 7, 11}
+    for it in range(iterations):
+        if it in disc_trains:
+            iterate(dw, disc)
+        iterate(gw, gen)
+    assert world.controller.step == iterations
+    said = [line for kind, line in world.log.lines if kind == "warn_once"]
+    assert len(said) == 1 and "a step is one iteration: to count iterations" in said[0], said
 
 
 def test_two_other_optimizers_each_need_3_steps_of_their_own(world: World) -> None:

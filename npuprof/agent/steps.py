@@ -52,6 +52,7 @@ class OptimizerSteps:
         # it was not given up but steps less often (a WGAN's generator): said once, on stderr too.
         self._displaced: Any = None
         self._displaced_at = 0
+        self._displaced_in_step = False  # the take-over left out its partner's step: numbers are iterations
         # Every optimizer taken over from (weakly), and the step of the first take-over: one of them stepping
         # again, fewer than SWITCH_AFTER times, between two take-overs (a generator stepping once before two
         # critics that take over from each other in turn) alternates too (_turn_between_take_overs).
@@ -239,6 +240,7 @@ class OptimizerSteps:
                 "counting steps then"
             )
         self._displaced = _weak(primary)
+        self._displaced_in_step = partner
         self._switch(
             optimizer,
             f"it stepped {count} times, the previous primary {type(primary).__name__} not once meanwhile; "
@@ -322,7 +324,8 @@ class OptimizerSteps:
         self._say_alternating(
             f"the optimizer {_described(old)} still steps after {new} took over counting steps (at step "
             f"{at}, when it stepped {SWITCH_AFTER} times in a row): the two alternate, so from step {at} on "
-            f"a step is one step() of {new}"
+            f"a step is one step() of {new}",
+            numbered_ahead=not self._displaced_in_step,
         )
 
     def _turn_between_take_overs(self, optimizer: Any, primary: Any) -> None:
@@ -367,18 +370,22 @@ class OptimizerSteps:
             "count iterations (training in stages, each with its own optimizer, is counted right)",
         )
 
-    def _say_alternating(self, what: str) -> None:
+    def _say_alternating(self, what: str, numbered_ahead: bool = True) -> None:
         """Once a run: the optimizers alternate (``_alternating``, ``_turn_between_take_overs``). Hedged:
-        an optimizer stepped once an epoch, before the epoch's batches, makes the same pattern as a
-        WGAN's generator stepped before its critic's loop, and its steps are the iterations ("several per
-        iteration of the job" was said of such a job's right count)."""
+        an optimizer stepped once an epoch, before the epoch's batches, or a discriminator trained every
+        few iterations, before its generator, makes the same pattern as a WGAN's generator stepped before
+        its critic's loop, and its steps are the iterations ("several per iteration of the job" was said of
+        such a job's right count), each numbered one ahead where the other's first step and the iteration it
+        began were counted apart (not when the take-over knew them one iteration: ``_partners``)."""
         self._displaced = None
         self._said_alternating = True
+        numbered = ", numbered one ahead of it" if numbered_ahead else ""
         self.log.warn_once(
             "optimizer-alternates",
             f"{what}, several per iteration of a job whose iteration steps both (a WGAN's generator and its "
-            "critic's loop; one step an iteration when the other steps once an epoch): to count iterations, "
-            "name the function of one iteration with --step-on MODULE:QUALNAME",
+            "critic's loop); when the other steps less often (once an epoch, a discriminator trained every "
+            f"few iterations), a step is one iteration{numbered}: "
+            "to count iterations, name the function of one iteration with --step-on MODULE:QUALNAME",
         )
 
     def _switch(self, optimizer: Any, why: str) -> None:
