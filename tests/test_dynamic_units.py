@@ -1224,6 +1224,28 @@ def test_status_and_trigger_on_a_runs_output_name_the_directory_they_take(tmp_pa
             assert not (out / CONFIG_NAME).exists() and not (out / "log").exists()
 
 
+def test_status_and_trigger_on_a_run_that_wrote_no_capture_say_what_its_end_said(tmp_path: Path) -> None:
+    """`npuprof status OUT` (or trigger) on the output of a run that wrote no capture sent the user to
+    `npuprof analyse OUT ... reads its captures`, which then finds none. It says what the run's end said."""
+    from npuprof.reports.inputs import run_output_hint
+
+    why = "no capture: the job ran no optimizer step"
+    record = {
+        "run_id": "r1",
+        "command": ["python", "my train.py"],
+        "start": "2026-12-06T20:00:00+0000",
+        "end": "2026-12-06T20:01:00+0000",
+        "config": {"output": str(tmp_path), "dynamic": None},
+        "no_capture": why,
+    }
+    (tmp_path / "npuprof_run.json").write_text(json.dumps(record))
+    for command in ("status", "trigger"):
+        assert run_output_hint(tmp_path, command) == (
+            f"{tmp_path} is the output of npuprof run -- python 'my train.py', whose end said: {why}; "
+            f"it ran without --dynamic: nothing to {command}"
+        )
+
+
 def test_status_on_a_watched_dir_that_is_also_the_output_is_not_told_to_status_itself(tmp_path: Path) -> None:
     """helper-131: `npuprof run -o same --dynamic same`, its log/ removed since: `npuprof status same` said
     "same is the output of npuprof run --dynamic /…/same, not the directory it watches: npuprof status

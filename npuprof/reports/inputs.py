@@ -180,7 +180,8 @@ def _capture_file_problem(here: Path, name: str, rank_dir: Path) -> str | None:
 def run_output_hint(directory: Path, command: str) -> str | None:
     """What to run instead when ``npuprof status``/``trigger`` (``command``) is given a run's output (-o: its
     record beside its captures) rather than the directory of ``--dynamic DIR``: the watched directory the
-    latest run recorded, or ``npuprof analyse`` for a run without --dynamic. None for any other folder."""
+    latest run recorded, or ``npuprof analyse`` for a run without --dynamic (what its end said, when it wrote
+    no capture: analyse would find none). None for any other folder."""
     from npuprof.reports.run_summary import shell_quote
 
     records = sorted(layout.read_run_records(directory), key=lambda pr: _mtime(pr[0]))
@@ -195,6 +196,8 @@ def run_output_hint(directory: Path, command: str) -> str | None:
             f"{directory} is the output of npuprof run --dynamic {dynamic}, not the directory it watches: "
             f"npuprof {command} {shell_quote(dynamic)}"
         )
+    if not layout.find_rank_dirs(directory) and (said := layout.run_without_captures(directory)):
+        return f"{said}; it ran without --dynamic: nothing to {command}"
     return (
         f"{directory} is the output of npuprof run, which ran without --dynamic (nothing to {command}): "
         f"npuprof analyse {shell_quote(str(directory))} reads its captures"
