@@ -67,6 +67,27 @@ def test_a_summary_of_another_version_is_named_with_what_to_do(parsed: Path, ver
     assert expected in report["problems"][0]["reason"], report["problems"][0]["reason"]
 
 
+@pytest.mark.parametrize("force", [False, True])
+def test_an_older_summary_whose_trace_is_gone_is_not_sent_to_force(parsed: Path, force: bool) -> None:
+    """A summary of an older npuprof in a rank dir whose raw trace was deleted since (to save space) said
+    "re-run with --force"; with --force it said "this report is made from the tables of its earlier parse",
+    and no report was made. --force has nothing to parse: the line says so, with or without it."""
+    from npuprof.analysis.report import build_report
+
+    _rewrite_summary(parsed, lambda s: s.update(version=0))
+    for trace in parsed.glob("*.pt.trace.json*"):
+        trace.unlink()
+    report = build_report(parsed.parent, force=force, jobs=1)
+    assert report.ranks == []
+    (problem,) = report.problems
+    assert (problem.status, problem.reason) == (
+        "unreadable",
+        f"{SUMMARY_FILE}: written by an older npuprof (summary version 0, this one reads 1); an npuprof of "
+        "that version reads it; its raw trace is gone (deleted since its parse?): --force has nothing to "
+        "parse it again from",
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "names"),
     [

@@ -433,9 +433,15 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
             )
         return None, why + "; re-run with --force"
     try:
-        return read_summary(data), ""
+        return read_summary(data, trace_kept=not _raw_trace_gone(parsed_dir.parent)), ""
     except SummaryError as exc:
         return None, f"{SUMMARY_FILE}: {exc}"
+
+
+def _raw_trace_gone(rank_dir: Path) -> bool:
+    """Whether ``rank_dir`` holds nothing to parse again (its raw trace deleted since its parse, to save
+    space): --force cannot remake its tables."""
+    return layout.find_raw_trace(rank_dir) is None and not layout.holds_ascend_raw_data(rank_dir)
 
 
 def _load_annotations(parsed_dir: Path) -> tuple[Annotations | None, str]:
@@ -1538,9 +1544,9 @@ def _build_report(
         summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
         if summary is None:
             status = outcome.status if not outcome.ok else "unreadable"
-            problems.append(
-                Problem(rank_dir=str(outcome.rank_dir), status=status, reason=outcome.reason or why)
-            )
+            # a parse that went well only notes (--force with no trace left): the summary's trouble is the why
+            reason = why if outcome.ok and why else outcome.reason or why
+            problems.append(Problem(rank_dir=str(outcome.rank_dir), status=status, reason=reason))
             continue
         if summary.rank is None and outcome.rank is not None:
             summary.rank = outcome.rank

@@ -93,9 +93,22 @@ _WORDS = Words(
 )
 
 
-def read_summary(data: bytes) -> Summary:
-    """``npuprof_summary.json``'s bytes as a Summary, or SummaryError naming the problem."""
-    return decode_versioned(data, _SUMMARY_DECODER, SUMMARY_VERSION, SummaryError, _WORDS)
+# the raw trace deleted since the parse (to save space): --force has nothing to parse again
+_GONE = "its raw trace is gone (deleted since its parse?): --force has nothing to parse it again from"
+_WORDS_TRACE_GONE = Words(
+    not_ours="not a summary",
+    label="summary version",
+    newer_fix=f"upgrade npuprof to read it; {_GONE}",
+    older_fix=f"an npuprof of that version reads it; {_GONE}",
+    suffix=f"; {_GONE}",
+)
+
+
+def read_summary(data: bytes, trace_kept: bool = True) -> Summary:
+    """``npuprof_summary.json``'s bytes as a Summary, or SummaryError naming the problem and its fix
+    (``trace_kept`` False: the rank dir's raw trace is gone, so not --force)."""
+    words = _WORDS if trace_kept else _WORDS_TRACE_GONE
+    return decode_versioned(data, _SUMMARY_DECODER, SUMMARY_VERSION, SummaryError, words)
 
 
 def as_plain(summary: Summary) -> dict[str, Any]:
