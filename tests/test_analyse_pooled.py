@@ -208,3 +208,29 @@ def test_the_traces_of_one_tensorboard_worker_are_one_section(tmp_path: Path) ->
         (13, 1003),
     ]
     assert {o["name"]: o["count"] for o in pooled["top_operators"]} == {"aten::mm": 4}
+
+
+def test_a_copy_of_a_capture_is_counted_once_and_named(tmp_path: Path) -> None:
+    """A rank dir copied under the result dir (`cp -r`) was pooled with its original: its steps listed
+    twice, its operators' calls counted twice, with only a note that step 7 "may be different runs". The
+    copy is left out, a warning naming both."""
+    import shutil
+
+    from npuprof.analysis.report import build_report
+
+    dirs = _captures(tmp_path, 4, rank=0)
+    copy = tmp_path / "rank0_backup"
+    shutil.copytree(dirs[1], copy)
+    traces = [json.loads(next(d.glob("*.pt.trace.json")).read_text()) for d in dirs]
+    steps = sorted(int(e["name"].split("#")[1]) for t in traces for e in t["traceEvents"]
+                   if e["name"].startswith("ProfilerStep#"))  # fmt: skip
+    mm_calls = sum(e["name"] == "aten::mm" for t in traces for e in t["traceEvents"])
+    report = build_report(tmp_path, jobs=1)
+    assert sorted(r.rank_dir for r in report.ranks) == sorted(map(str, dirs))
+    (pooled,) = report.pooled
+    assert [s.step for s in pooled.steps] == steps
+    assert {o.name: o.count for o in pooled.top_operators}["aten::mm"] == mm_calls
+    (kept,) = [r for r in report.ranks if r.rank_dir == str(dirs[1])]
+    assert f"{dirs[1]} and {copy}: the same capture (a copy?); counted once, from {dirs[1]}" in " ".join(
+        kept.warnings or []
+    )

@@ -824,8 +824,10 @@ def test_a_rank_dir_renamed_is_analysed_by_what_it_holds(tmp_path: Path) -> None
     assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == [(4, 800.0)]
 
     # from above, beside a rank dir named as npuprof names them, each is a rank of one report (the renamed
-    # ones were left out without a word when a named one was there)
-    named = write_rank_dir(tmp_path, trace, rank=None, name="host_9_20250101000000000")
+    # ones were left out without a word when a named one was there); another capture: a copy of one would
+    # be counted once
+    other = {"traceEvents": [x("ProfilerStep#5", "user_annotation", 0, 900), x("aten::mm", "cpu_op", 10, 50)]}
+    named = write_rank_dir(tmp_path, other, rank=None, name="host_9_20250101000000000")
     report = _report(tmp_path, "--run", "all")  # runless captures of two directories: two "runs"
     assert sorted(r["rank_dir"] for r in report["ranks"]) == sorted(map(str, (theirs, ours, named)))
 

@@ -1581,6 +1581,9 @@ def _build_report(
             all_ranges.append((rank, range_totals(annotations.ranges, steps)))
         ranks.append(rank)
         read.append(_Read(rank, summary, annotations, partials))
+    read = _copies_left_out(read)
+    ranks = [item.rank for item in read]
+    all_ranges = [(r, found) for r, found in all_ranges if any(r is kept for kept in ranks)]
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, _started(r.rank_dir), r.rank_dir))
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
         there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
@@ -1786,6 +1789,34 @@ def _started(rank_dir: str) -> str:
     captures in time order, whatever their pids ("" for other names: first)."""
     named = layout.parse_rank_dir_name(Path(rank_dir).name)
     return named["stamp"] if named else ""
+
+
+def _copies_left_out(read: list[_Read]) -> list[_Read]:
+    """``read`` less the copies of a capture read from another directory (``cp -r`` of a rank dir under the
+    result dir): the same rank and the same summary, whose steps and operators were counted once per copy,
+    pooled too. The one kept is named as a rank dir is (else the first by path) and its warnings name the
+    copies left out."""
+    by_capture: dict[tuple[Any, bytes], list[_Read]] = {}
+    for item in read:
+        by_capture.setdefault((item.rank.rank, msgspec.json.encode(item.summary)), []).append(item)
+    left_out: set[int] = set()
+    for same in by_capture.values():
+        if len(same) < 2:
+            continue
+        kept, *copies = sorted(same, key=_kept_first)
+        left_out.update(id(copy) for copy in copies)
+        named = ", ".join(copy.rank.rank_dir for copy in copies)
+        kept.rank.warnings = [
+            *(kept.rank.warnings or []),
+            f"{kept.rank.rank_dir} and {named}: the same capture (a copy?); counted once, from "
+            f"{kept.rank.rank_dir}, the other{'s' if len(copies) > 1 else ''} left out of the report",
+        ]
+    return [item for item in read if id(item) not in left_out]
+
+
+def _kept_first(item: _Read) -> tuple[bool, str]:
+    """Of copies of one capture, the one named as npuprof names a rank dir first, then by path."""
+    return layout.parse_rank_dir_name(Path(item.rank.rank_dir).name) is None, item.rank.rank_dir
 
 
 def _pooled(read: list[_Read], steps: StepSelection | None, top: int) -> list[RankReport]:
