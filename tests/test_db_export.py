@@ -684,6 +684,25 @@ def test_memory_totals_beyond_an_int64_are_kept_as_sqlite_keeps_them(tmp_path: P
     assert sorted(sizes, key=lambda row: row[2]) == [(block, "integer", v) for v, _kind in stored]
 
 
+def test_steps_numbered_past_an_int64_are_said_to_be_left_out_of_step_time(tmp_path: Path) -> None:
+    """STEP_TIME's id is an SQLite INTEGER: steps numbered past 2**63 - 1 (a damaged or hand-made trace) were
+    left out of it without a word, the text tables and the report listing them. The rank's warning says
+    which, and how many."""
+    big = [2**63, 2**63 + 7, 10**30]
+    trace = handmade.with_steps(handmade.cpu_trace(), {5: 400, big[0]: 300, big[1]: 200, big[2]: 100})
+    rank_dir = handmade.write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    assert [row[0] for row in _db(rank_dir).execute("SELECT id FROM STEP_TIME")] == [5]
+    summary = json.loads((rank_dir / OUT / "npuprof_summary.json").read_text())
+    shown = ", ".join(f"ProfilerStep#{n}" for n in big)
+    (said,) = [w for w in summary["warnings"] if "STEP_TIME" in w]
+    assert said.startswith(f"{len(big)} step(s) numbered past 2**63 - 1 ({shown}) are not in the db's "), said
+    fitting = handmade.write_rank_dir(tmp_path / "fitting", handmade.cpu_trace())
+    assert parse_rank_dir(fitting, export_db=True).status == "parsed"
+    warnings = json.loads((fitting / OUT / "npuprof_summary.json").read_text()).get("warnings", [])
+    assert not [w for w in warnings if "STEP_TIME" in w]
+
+
 def test_a_process_group_without_a_description_is_named_by_its_name(tmp_path: Path) -> None:
     """helper-181: a pg_config entry whose pg_desc is empty, null or absent (torch before 2.3 writes none)
     was read, but every such group was "default_group" in parallel_group_info, a subgroup too (msprof-analyze

@@ -245,6 +245,25 @@ def _integers(values: np.ndarray) -> list[Any]:
     return [w if f else None if v != v else v for w, f, v in cells]  # v != v: NaN
 
 
+def _in_db(step: int) -> bool:
+    """Whether a step number fits STEP_TIME's id, an SQLite INTEGER (an int64)."""
+    return step < 1 << 63
+
+
+def steps_left_out(windows: StepWindows) -> list[str]:
+    """What the rank's warnings say of the steps STEP_TIME cannot hold (numbered past an int64: a damaged
+    or hand-made trace), which the text tables keep; none when every step fits."""
+    past = [n for n in windows.numbers if n is not None and not _in_db(n)]
+    if not past:
+        return []
+    shown = ", ".join(f"ProfilerStep#{n}" for n in past[:3]) + (", ..." if len(past) > 3 else "")
+    return [
+        f"{len(past)} step(s) numbered past 2**63 - 1 ({shown}) are not in the db's STEP_TIME, whose id is "
+        "an SQLite INTEGER (an int64); the text tables (step_trace_time.csv) and analysis.db's "
+        "StepTraceTime have them"
+    ]
+
+
 def _utf8(text: str) -> str:
     """``text`` as SQLite stores it (UTF-8): lone surrogates (bytes of a name that were not UTF-8) become
     U+FFFD."""
@@ -505,9 +524,7 @@ class _Tables:
         start = ns_of(w.start) + self.src.base_ns
         starts, ends = start.tolist(), (start + ns_of(w.end - w.start)).tolist()
         return [
-            (n, a, b)
-            for n, a, b in zip(w.numbers, starts, ends, strict=True)
-            if n is not None and n < 1 << 63  # an SQLite INTEGER
+            (n, a, b) for n, a, b in zip(w.numbers, starts, ends, strict=True) if n is not None and _in_db(n)
         ]
 
     def pytorch_api(self) -> Iterable[tuple[Any, ...]]:

@@ -1154,6 +1154,7 @@ def _write_outputs_of(
     peaks = side_result["peaks"]
     comm_summary = side_result["communication"]
     db_note = None
+    db_steps_note: list[str] = []
     if db_job is not None:
         try:
             db_result = db_job.result()
@@ -1164,6 +1165,10 @@ def _write_outputs_of(
         phase.report("(db)", *db_result["seconds"])
         written += db_result["files"]
         db_note = db_result.get("error")
+        if db_result["files"]:
+            from npuprof.analysis.db_export import steps_left_out
+
+            db_steps_note = steps_left_out(tables.step_windows(extract))
 
     world = meta.get("distributedInfo")
     world_size = world.get("world_size") if isinstance(world, dict) else None
@@ -1190,6 +1195,7 @@ def _write_outputs_of(
                         + tables.lane_notes(tabs)
                         + tables.device_notes(tabs, extract)
                         + _db_warning(db_note)
+                        + db_steps_note
                         + tables.base_ns_notes(meta)
                     )
                     else {}
