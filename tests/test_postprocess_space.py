@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -547,11 +548,15 @@ class _NpuProfile:
 
 
 def _npu_capture_end(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free_bytes: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    free_bytes: int,
+    torch_npu_wrote: Callable[[Path], None] | None = None,
 ) -> tuple[Path, list[str], _NpuProfile, list[str]]:
     """The step's exports of a torch_npu capture (--export-stacks, --memory-timeline json, --min-free-space
-    10MiB), ``free_bytes`` free as the disk guard's thread last measured; the rank dir, the log's lines,
-    the profile, and the statvfs calls made during the step's part."""
+    10MiB), ``free_bytes`` free as the disk guard's thread last measured (``torch_npu_wrote`` into the rank
+    dir after that, as its export in the step does); the rank dir, the log's lines, the profile, and the
+    statvfs calls made during the step's part."""
     from test_export_type import _NoAnnotations, _Post
 
     from npuprof.agent import capture
@@ -583,6 +588,8 @@ def _npu_capture_end(
     guard = DiskGuard(cfg.output, cfg.min_free_space, log)
     guard.check()  # what its thread does every 2 s (it warns of a disk below the floor)
     asked.clear()
+    if torch_npu_wrote is not None:
+        torch_npu_wrote(rank_dir)
     lines: list[str] = []
     monkeypatch.setattr(log, "warning", lines.append)
     backend = SimpleNamespace(name="torch_npu", device="npu:0", writes_own_layout=True)
@@ -642,6 +649,59 @@ def test_torch_npus_exports_are_not_asked_for_on_a_disk_below_the_floor(
         f"{rank_dir.name}: not produced: stacks_self_cpu_time_total.folded: not made ({below}); fix: npuprof "
         f"export-stacks {rank_dir} --metric self_cpu_time_total -o stacks_self_cpu_time_total.folded",
     ]
+
+
+def test_torch_npus_exports_count_what_its_export_wrote_since_the_disk_was_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch_npu writes its data and parse into the rank dir in the step that ends the capture, after the
+    disk guard's last measurement: its exports were judged by that measurement alone, and written into
+    room the trace had just taken. What was written since is counted (a file older than the measurement,
+    its data of earlier steps, is in it already)."""
+    from npuprof.results.extras import not_produced_notes
+
+    room = 100 * MIB
+    trace_bytes = room - 10  # leaves 10 B above the floor: no export fits
+    assert len(_NpuProfile.STACKS) > room - trace_bytes
+
+    def parse_in_the_step(rank_dir: Path) -> None:
+        earlier = rank_dir / "FRAMEWORK" / "torch.op_range"  # written during the capture, long before
+        earlier.parent.mkdir()
+        with earlier.open("wb") as handle:
+            handle.truncate(room)  # sparse: its size, no disk
+        os.utime(earlier, (time.time() - 3600, time.time() - 3600))
+        (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir()
+        with (rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").open("wb") as handle:
+            handle.truncate(trace_bytes)
+
+    free = 10 * MIB + room
+    rank_dir, lines, prof, asked = _npu_capture_end(tmp_path, monkeypatch, free, parse_in_the_step)
+    assert asked == [], "statvfs on the step path"
+    assert prof.asked == ["export_stacks", "export_memory_timeline"]  # made, then held back
+    notes = sorted(not_produced_notes([f"[WARNING] [agent pid=1] {line}" for line in lines]))
+    names = [n.split(" not produced")[0] for n in notes]
+    assert names == ["memory_timeline.*", "stacks_self_cpu_time_total.folded"], notes
+    above = f"only {room - trace_bytes} B is free above what must stay free"
+    assert all("not written (it needs about" in note and above in note for note in notes), notes
+    assert not (rank_dir / "stacks_self_cpu_time_total.folded").exists()
+
+
+def test_written_since_the_measurement_can_take_the_disk_below_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """12 MiB free when measured, 10 MiB to keep: 3 MiB written since leave it below, said with both."""
+    from npuprof.agent.disk_guard import DiskGuard
+    from npuprof.agent.log import AgentLog
+
+    measured = SimpleNamespace(f_bavail=12 * MIB, f_frsize=1, f_blocks=1 << 30)
+    monkeypatch.setattr(os, "statvfs", lambda _p: measured)
+    guard = DiskGuard(str(tmp_path), "10MiB", AgentLog(None, "t"))
+    guard.check()
+    assert guard.short_of(str(tmp_path), 0, written=MIB) == ""
+    assert guard.short_of(str(tmp_path), 0, written=3 * MIB) == (
+        f"only 9.0 MiB free at {tmp_path} once the 3.0 MiB written there since it was measured are counted, "
+        "below --min-free-space (10.0 MiB)"
+    )
 
 
 @pytest.mark.parametrize("room", [100, 100 * MIB])

@@ -367,6 +367,7 @@ class CaptureWriter:
 
         # Metrics that mean nothing on this backend were reported by Backend.ignored_flags.
         metrics = [m for m in self.cfg.export_stacks if metric_fits(m, self.backend.name)]
+        written = self._written_since_measured(rank_dir)
         try:
             return export_capture_extras(
                 prof,
@@ -376,16 +377,30 @@ class CaptureWriter:
                 device=self.backend.device,
                 log=self.log.warning,
                 min_free_space=str(getattr(self.cfg, "min_free_space", "auto")),
-                short_of=self._short_of,
+                short_of=lambda wanted: self._short_of(wanted, written),
             )
         except Exception as exc:
             self.log.warning(f"stack / memory export failed: {exc!r}")
             return None
 
-    def _short_of(self, wanted: int) -> str:
+    def _written_since_measured(self, rank_dir: Path) -> int:
+        """The bytes torch_npu wrote into ``rank_dir`` since the disk guard last measured its disk: its raw
+        data and parse, written in this step as the capture ended, which that measurement does not know.
+        0 on torch's profiler (its exports are the post-processor's, which measures the disk itself)."""
+        if not self.backend.writes_own_layout or self.space is None:
+            return 0
+        since = self.space.measured_at(self.cfg.output)
+        if since is None:
+            return 0
+        from npuprof.agent.disk_guard import bytes_written_since
+
+        return bytes_written_since(rank_dir, since)
+
+    def _short_of(self, wanted: int, written: int = 0) -> str:
         """Why writing ``wanted`` bytes into this capture's directory would take its disk below
-        --min-free-space, as the disk guard last measured it (in the step: no statvfs here)."""
-        return self.space.short_of(self.cfg.output, wanted) if self.space is not None else ""
+        --min-free-space, as the disk guard last measured it less ``written`` since (in the step: no statvfs
+        here)."""
+        return self.space.short_of(self.cfg.output, wanted, written) if self.space is not None else ""
 
 
 def _write_record_even_on_a_full_disk(path: Path, record: dict[str, Any]) -> None:

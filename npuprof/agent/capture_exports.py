@@ -16,8 +16,9 @@ step as before: they read the raw data torch_npu wrote, through the live profile
 nothing for (its parse deleted that data) are built by the post-processor from the parse's trace_view.json.
 Their files are held to --min-free-space as the post-processor's are, each made whole in memory first; in
 the step the free space is the disk guard's last measurement (npuprof.agent.disk_guard: no statvfs on the
-step path), less what the step wrote since. The memory snapshot is written by the hand-over thread, which
-asks the disk itself.
+step path), less what was written into the capture's directory since: torch_npu's data and parse, written
+in this very step as the capture ended (a stat of its files), and the exports themselves. The memory
+snapshot is written by the hand-over thread, which asks the disk itself.
 
 Nothing here raises: every failure goes to ``log`` and the capture goes on. What could not be produced is
 logged as a "not produced" line (npuprof.results.extras.not_produced_line), which `npuprof run` shows at

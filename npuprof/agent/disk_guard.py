@@ -9,7 +9,9 @@ incomplete. Each capture is judged by the filesystem it writes to: ``-o``'s, or 
 from __future__ import annotations
 
 import os
+import stat
 import threading
+import time
 from typing import Any
 
 from npuprof.byte_sizes import human_bytes
@@ -28,6 +30,7 @@ class DiskGuard:
         # (free, needed) bytes last measured in each directory watched; one not measured yet is ok (the
         # launcher checked -o before the job started)
         self._room: dict[str, tuple[int, int]] = {}
+        self._measured_at: dict[str, float] = {}  # time.time() of each directory's last measurement
         self._thread: bool | None = None  # its watcher started (npuprof.agent.threads: not listed)
 
     def start(self) -> None:
@@ -42,6 +45,7 @@ class DiskGuard:
     def forget_after_fork(self) -> None:
         self._thread = None  # threads do not survive fork; start() makes a new one when needed
         self._room.clear()
+        self._measured_at.clear()
 
     def watch(self, path: str) -> None:
         """Measure ``path`` too from now on: the directory a --dynamic request captures into (its
@@ -52,25 +56,41 @@ class DiskGuard:
         self._room.pop(path, None)  # the newest last: the oldest are let go first
         self._measure(path)
         while len(self._room) > WATCHED_MOST:
-            del self._room[next(p for p in self._room if p != self.path)]
+            oldest = next(p for p in self._room if p != self.path)
+            del self._room[oldest]
+            self._measured_at.pop(oldest, None)
 
     def ok_for(self, path: str) -> bool:
         """Whether a capture may write into ``path``, as last measured."""
         room = self._room.get(path)
         return room is None or room[0] >= room[1]
 
-    def short_of(self, path: str, wanted: int) -> str:
+    def measured_at(self, path: str) -> float | None:
+        """When ``path`` was last measured (``time.time()``), or None."""
+        return self._measured_at.get(path)
+
+    def short_of(self, path: str, wanted: int, written: int = 0) -> str:
         """Why writing ``wanted`` more bytes into ``path`` would take its disk below --min-free-space, as
-        last measured (the step's own writes ask here: no statvfs on the step path); "" when it would not,
-        or when ``path`` is not measured. ``wanted`` 0: whether it is below already."""
+        last measured (the step's own writes ask here: no statvfs on the step path) less ``written``, the
+        bytes written there since; "" when it would not, or when ``path`` is not measured. ``wanted`` 0:
+        whether it is below already."""
         room = self._room.get(path)
         if room is None:
             return ""
+        free, needed = room[0] - written, room[1]
         if wanted <= 0:
-            return "" if self.ok_for(path) else self.describe(path)
+            return "" if free >= needed else self._below(path, free, needed, written)
         from npuprof.results.free_space import room_words
 
-        return room_words(wanted, *room)
+        return room_words(wanted, free, needed)
+
+    def _below(self, path: str, free: int, needed: int, written: int) -> str:
+        if not written:
+            return self.describe(path)
+        return (
+            f"only {human_bytes(max(free, 0))} free at {path} once the {human_bytes(written)} written there "
+            f"since it was measured are counted, below --min-free-space ({human_bytes(needed)})"
+        )
 
     def describe(self, path: str) -> str:
         free, needed = (human_bytes(n) for n in self._room.get(path, (0, 0)))
@@ -87,14 +107,17 @@ class DiskGuard:
         try:
             from npuprof.config import required_free_bytes
 
+            when = time.time()
             st = _statvfs_of_the_place(path)
             room = (st.f_bavail * st.f_frsize, required_free_bytes(self.spec, st.f_blocks * st.f_frsize))
         except Exception as exc:  # an unreadable filesystem: let the writes themselves fail and say so
             self.log.warning(f"free space at {path} not known: {exc!r}")
             self._room.pop(path, None)
+            self._measured_at.pop(path, None)
             return
         was_ok = self.ok_for(path)
         self._room[path] = room
+        self._measured_at[path] = when
         if was_ok and not self.ok_for(path):
             self.log.warning(self.describe(path))
 
@@ -118,3 +141,24 @@ def _statvfs_of_the_place(path: str) -> os.statvfs_result:
             if parent == path:
                 raise
             path = parent
+
+
+# file times come from the kernel's coarse clock, up to a tick behind time.time(): a file written right after
+# a measurement may carry a time just before it
+MTIME_SLACK_S = 0.05
+
+
+def bytes_written_since(directory: str | os.PathLike[str], since: float) -> int:
+    """The bytes of the regular files under ``directory`` last modified at ``since`` or later: what was
+    written there after a measurement (torch_npu's data and parse, in the step that ended its capture).
+    Links are not followed; an entry that cannot be read counts nothing."""
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if st.st_mtime >= since - MTIME_SLACK_S and stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
