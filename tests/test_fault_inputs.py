@@ -116,6 +116,24 @@ def test_metadata_that_is_not_utf8_still_gives_a_complete_capture(not_utf8_run) 
     assert _strict_json(out / "npuprof_run.json")["config"]["metadata"] == {"team": f"a{XFF}b"}
 
 
+def test_paths_that_are_not_utf8_reach_a_strict_stdout_as_their_bytes(tmp_path: Path) -> None:
+    """Where the locale's stdout is strict (en_US.UTF-8; PYTHONIOENCODING=utf-8:strict here), `npuprof
+    analyse` of a directory named with a byte that is not UTF-8 wrote no report ("cannot write the report
+    to stdout: ... surrogates not allowed", exit 1), nor `npuprof status` its table. The name is written
+    as its bytes, as in the C locale."""
+    root = tmp_path / f"res{XFF}"
+    rank_dir = write_rank_dir(root, cpu_trace(), name=f"h{XFF}_1_20250101000000000")
+    watched = tmp_path / f"dyn{XFF}"
+    (watched / "log").mkdir(parents=True)
+    env = clean_env(PYTHONIOENCODING="utf-8:strict")
+    report = subprocess.run([*NPUPROF, "analyse", str(root), "--format", "csv"], capture_output=True, env=env)
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.splitlines()[-1].endswith(b"," + os.fsencode(str(rank_dir))), report.stdout
+    status = subprocess.run([*NPUPROF, "status", str(watched)], capture_output=True, env=env)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith(os.fsencode(str(watched))), status.stdout
+
+
 # ---- 2. FIFOs and symlinks planted in the result tree ------------------------------------------------
 def _planted_tree(root: Path, outside: Path) -> dict[str, Path]:
     """A result dir with one good rank dir and the traps: FIFOs as a capture record, a trace and the run

@@ -175,9 +175,23 @@ def _write_whole(raw: io.RawIOBase, stream: Any, text: str) -> None:
 def guard_streams() -> None:
     """Make sys.stdout and sys.stderr GuardedStreams (once): every terminal write of the launcher and of
     the report commands goes through them, rich's and typer's included."""
+    _file_names_as_their_bytes(sys.stdout)
     for name in ("stdout", "stderr"):
         if not isinstance(getattr(sys, name), GuardedStream):
             setattr(sys, name, GuardedStream(getattr(sys, name)))
+
+
+def _file_names_as_their_bytes(stream: Any) -> None:
+    """A path's bytes that are not UTF-8 (``os.fsdecode``'s surrogates, ``\udcff``) written to stdout as
+    those bytes, as Python already does in the C locale: where the locale's stdout is strict (en_US.UTF-8),
+    ``npuprof analyse`` of such a directory wrote no report ("cannot write the report to stdout: ...
+    surrogates not allowed", exit 1), and ``npuprof status`` none."""
+    if getattr(stream, "errors", None) != "strict":
+        return
+    try:
+        stream.reconfigure(errors="surrogateescape")
+    except (AttributeError, ValueError, OSError):
+        pass
 
 
 def stream_error(name: str) -> OSError | None:
