@@ -78,6 +78,37 @@ def test_a_few_damaged_events_are_left_out_and_said(tmp_path: Path, damage: str)
     assert sum(int(n) for stack, n in lines if stack.endswith(";aten::add")) == sum(adds)
 
 
+@pytest.mark.parametrize(("key", "value", "compact"), [("dur", "nan", False), ("ts", "-inf", True)])
+def test_a_time_of_nan_or_infinity_leaves_out_its_event_not_the_trace(
+    tmp_path: Path, key: str, value: str, compact: bool
+) -> None:
+    """A ts or dur of NaN or Infinity (Python's json.dump of a float nan or inf: a script's edit) made the
+    whole trace "corrupt", nothing reported. That event is left out and counted, as Perfetto drops it, and
+    the rest reported. cpu_trace without its aten::add [500, 600): computing aten::mm's [100, 300) alone,
+    gloo's [250, 550) overlapping it over [250, 300)."""
+    trace = cpu_trace()
+    (add,) = [e for e in trace["traceEvents"] if e["name"] == "aten::add"]
+    add[key] = float(value)
+    rank_dir = write_rank_dir(tmp_path, trace, compact=compact)
+    outcome = parse_rank_dir(rank_dir, workers=1)
+    assert outcome.ok, outcome
+    summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY).read_text())
+    (step,) = summary["steps"]
+    computing, communication, overlapped = 300 - 100, 300.0, 300 - 250
+    assert (step["duration_us"], step["computing_us"], step["communication_us"]) == (1000.0, computing, 300.0)
+    assert (step["overlapped_us"], step["comm_not_overlapped_us"]) == (overlapped, communication - overlapped)
+    assert step["free_us"] == 1000 - computing - (communication - overlapped)
+    assert {o["name"] for o in summary["top_operators"]} == {"aten::mm", "aten::empty"}
+    said = [w for w in summary["warnings"] if "NaN or Infinity" in w]
+    assert said == [
+        "1 event(s) have a ts or dur of NaN or Infinity, which is no JSON (Python's json.dump of a float nan "
+        "or inf: a script's edit of the trace?): those events are left out, counted with the damaged ones "
+        '(their time read as "?"), the rest of the trace read as written'
+    ]
+    damaged = [w for w in summary["warnings"] if w.startswith("1 damaged event(s) left out")]
+    assert len(damaged) == 1, summary["warnings"]
+
+
 def test_a_damaged_memory_sample_is_left_out_of_the_memory_timeline(tmp_path: Path) -> None:
     from analyse_support.handmade import cuda_trace
 

@@ -122,8 +122,9 @@ def test_a_negative_kernel_duration_counts_as_zero_in_every_table(tmp_path: Path
 
 
 def test_nan_written_by_pythons_json_is_named_where_it_stands(tmp_path: Path) -> None:
+    """A NaN that is no event's time (a ts or dur of NaN leaves that event out: test_damaged_events.py)."""
     trace = cpu_trace()
-    trace["traceEvents"][2]["dur"] = float("nan")
+    trace["traceEvents"][2]["args"]["Sequence number"] = float("nan")
     rank_dir = write_rank_dir(tmp_path, trace)
     text = next(rank_dir.glob("*.pt.trace.json")).read_text()
     outcome = parse_rank_dir(rank_dir, workers=1)
@@ -133,12 +134,13 @@ def test_nan_written_by_pythons_json_is_named_where_it_stands(tmp_path: Path) ->
 
 
 def test_infinity_in_the_first_event_of_a_bare_array_is_named(tmp_path: Path) -> None:
-    """torch_npu's form (a bare array) with `"dur": Infinity` in its first event: the reason gave the byte
+    """torch_npu's form (a bare array) with an arg of Infinity in its first event: the reason gave the byte
     but not what stood there (helper-84), which the same value in a later event got."""
     from npuprof.analysis.trace_loader import TraceError, TraceReader
 
     events = [{**e, "ts": f"{e['ts']:.3f}"} for e in cpu_trace()["traceEvents"]]  # torch_npu's string ts
-    text = json.dumps([{**events[1], "dur": float("inf")}, *events[2:], events[0]] * 200)
+    first = {**events[1], "args": {**events[1]["args"], "Sequence number": float("inf")}}  # no time's
+    text = json.dumps([first, *events[2:], events[0]] * 200)
     path = tmp_path / "trace_view.json"
     path.write_text(text)
     byte = text.encode().index(b"Infinity")

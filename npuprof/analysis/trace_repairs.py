@@ -8,7 +8,7 @@ event came from) stays right:
 
 * :func:`repaired_strings` -- unpaired UTF-16 surrogate escapes and bytes that are not UTF-8;
 * :func:`repaired_values` -- old releases' values that are no JSON (inf/nan/N/A bandwidths, unescaped
-  backslashes) and ``"cat": null``;
+  backslashes), ``"cat": null``, and a ``ts`` or ``dur`` of NaN or Infinity (its event then left out);
 * :func:`repaired_names` -- event names Kineto's writer left with a '"' or a control character unescaped.
 
 Each returns the rewritten text and how many it changed (None when nothing needed it); the ``*_note``
@@ -42,6 +42,12 @@ _NAME_LIMIT = 1 << 16  # bytes a damaged name may hold before its "pid"
 _BAD_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))')
 _BANDWIDTH_NO_NUMBER = re.compile(
     rb'"memory bandwidth \(GB/s\)"[ \t\r\n]*:([ \t\r\n]+(?:-?nan|inf|N/A))(?=[ \t\r\n]*[,}])'
+)
+# an event's "ts" or "dur" of NaN or Infinity, which Python's json.dump writes for a float nan or inf (a
+# script that edited the trace; torch never writes them): rewritten as the string "?" padded with spaces, a
+# time that is no number, so that event alone is left out as damaged, as Perfetto drops it, not the trace
+_TIME_NOT_A_NUMBER = re.compile(
+    rb'(?<!\\)"(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*(NaN|-?Infinity)(?=[ \t\r\n]*[,}])'
 )
 # an event's "cat" of null (some exporters write it so): no category, as an event without one; read as "" and
 # two spaces, silently (docs/formats.md, "Traces npuprof reads")
@@ -116,6 +122,13 @@ def repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int
             start, end = found.span(1)
             text[start:end] = b"null".ljust(end - start)
             counts[BANDWIDTH] = counts.get(BANDWIDTH, 0) + 1
+    if b"NaN" in framed or b"Infinity" in framed:
+        for found in _TIME_NOT_A_NUMBER.finditer(framed):
+            if text is None:
+                text = bytearray(framed)
+            start, end = found.span(1)
+            text[start:end] = b'"?"'.ljust(end - start)
+            counts[TIME_NOT_A_NUMBER] = counts.get(TIME_NOT_A_NUMBER, 0) + 1
     if b"null" in framed:
         for found in _NULL_CATEGORY.finditer(framed):
             if text is None:
@@ -204,7 +217,13 @@ def not_text_note(count: int) -> str:
 
 BANDWIDTH = "bandwidth"  # kinds of values torch wrote that are no JSON (repaired_values; unwritten_notes)
 BACKSLASH = "backslash"
+TIME_NOT_A_NUMBER = "time not a number"
 _UNWRITTEN = {
+    TIME_NOT_A_NUMBER: (
+        "{n} event(s) have a ts or dur of NaN or Infinity, which is no JSON (Python's json.dump of a float "
+        "nan or inf: a script's edit of the trace?): those events are left out, counted with the damaged "
+        'ones (their time read as "?"), the rest of the trace read as written'
+    ),
     BANDWIDTH: (
         '{n} copy or memset event(s) have a "memory bandwidth (GB/s)" of inf, nan or N/A, which is no '
         "JSON (torch 1.8's trace writer, for a copy of 0 µs: kineto#110, kineto#129): read as absent "
