@@ -1056,6 +1056,29 @@ def test_finish_early_during_a_decision_past_the_usual_wait_is_done_as_it_ends(
     trainer.join(10)
 
 
+def test_finish_early_at_exit_waits_out_the_recording_threads_decision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At exit (the main thread has ended, a daemon thread records) a decision of that thread that outlasts
+    EXIT_WAIT_S (a trace export) is waited for as a SIGTERM's is: the exit gave up at EXIT_WAIT_S and the
+    process ended with the thread mid-export, the capture left "capturing"."""
+    monkeypatch.setattr(controller_module, "EXIT_WAIT_S", 0.05)
+    monkeypatch.setattr(controller_module, "DECISION_WAIT_S", 5.0)
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    trainer, _, release = _decision_blocked_on_a_thread(rig)
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ended.join()
+    monkeypatch.setattr(controller_module.threading, "main_thread", lambda: ended)
+    threading.Timer(0.3, release.set).start()  # the decision ends well past EXIT_WAIT_S
+    rig.c.finish_early("training ended")
+    assert rig.c.prof is None
+    assert rig.sink.events == [("begin", 1), ("finish", 2, "training ended", "complete", 3)]
+    assert not any(line[0] == "warning" for line in rig.log.lines), rig.log.lines
+    trainer.join(10)
+
+
 @pytest.mark.parametrize("where", ["the capture's first files", "torch's start"])
 def test_a_ctrl_c_as_a_capture_opens_comes_once_it_has_started(
     where: str, monkeypatch: pytest.MonkeyPatch

@@ -1017,16 +1017,17 @@ class CaptureController:
             return
         asked = time.monotonic()
         deadline = asked + (EXIT_WAIT_S if exiting else OTHER_THREAD_WAIT_S)
-        while self.prof is not None and self._still_waiting(asked, deadline, exiting):
+        while self.prof is not None and self._still_waiting(asked, deadline):
             time.sleep(0.005)
         if self.prof is not None:
             self.log.warning(f"the thread recording the capture did not finish it in time ({reason})")
 
-    def _still_waiting(self, asked: float, deadline: float, exiting: bool) -> bool:
+    def _still_waiting(self, asked: float, deadline: float) -> bool:
         """Before ``deadline``; past it, while the recording thread is still in the decision it finishes
-        the capture at the end of (a trace export, torch's start), at most DECISION_WAIT_S from ``asked``."""
+        the capture at the end of (a trace export, torch's start), at most DECISION_WAIT_S from ``asked``.
+        At exit too: a daemon thread's export cut short there lost the capture."""
         now = time.monotonic()
-        return now < deadline or (not exiting and self._deciding and now < asked + DECISION_WAIT_S)
+        return now < deadline or (self._deciding and now < asked + DECISION_WAIT_S)
 
     def _finish_early(self, reason: str, status: str = "complete", last: int | None = None) -> None:
         """Stop the profiler now; ``last``: the capture's last step (default: the one in flight). An
