@@ -1079,6 +1079,46 @@ def test_finish_early_at_exit_waits_out_the_recording_threads_decision(
     trainer.join(10)
 
 
+def test_a_sigterm_waits_for_the_recording_threads_step_in_flight_and_its_export(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM while the thread that records is in the middle of a step longer than the 2 s a thread is
+    otherwise waited for: its boundary is waited for (at most DECISION_WAIT_S), and the finish begun there
+    (its trace export) past that bound too (FINISH_WAIT_S): the step in flight is the capture's last, whole.
+    It was lost: the handler gave up after 2 s and the process died of SIGTERM."""
+    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.01)
+    monkeypatch.setattr(controller_module, "DECISION_WAIT_S", 0.3)
+    monkeypatch.setattr(controller_module, "FINISH_WAIT_S", 10.0)
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    in_step = threading.Event()
+
+    def train() -> None:
+        rig.run(2)  # steps 1-2 recorded: step 2 in flight
+        stop = rig.c.prof.stop
+
+        def slow_export() -> None:
+            time.sleep(0.6)  # ends 0.8 s after the signal: past DECISION_WAIT_S
+            stop()
+
+        rig.c.prof.stop = slow_export
+        in_step.set()
+        time.sleep(0.2)  # the rest of step 2, longer than OTHER_THREAD_WAIT_S
+        rig.run(1)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    assert in_step.wait(10)
+    start = time.monotonic()
+    rig.c.finish_on_sigterm()
+    took = time.monotonic() - start
+    assert rig.c.prof is None, rig.log.lines
+    assert 0.7 <= took < 5.0, took
+    # finished at the boundary, before the profiler's step there: its trace ends with step 2
+    assert rig.sink.events == [("begin", 1), ("finish", 2, "stopped by SIGTERM", "complete", 2)]
+    trainer.join(10)
+
+
 @pytest.mark.parametrize("where", ["the capture's first files", "torch's start"])
 def test_a_ctrl_c_as_a_capture_opens_comes_once_it_has_started(
     where: str, monkeypatch: pytest.MonkeyPatch

@@ -23,6 +23,7 @@ from npuprof.agent.schedule import SchedulePlan
 from npuprof.config import ProfileConfig
 
 out, block_s, on = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+mid_step = on == "thread-mid-step"  # the thread's step 2 (between two boundaries) lasts block_s instead
 controller_module.OTHER_THREAD_WAIT_S = 0.1  # the 2 s the handler waits for another thread, made short
 blocked, released = threading.Event(), threading.Event()
 
@@ -40,7 +41,7 @@ class Profiler:
         pass
     def step(self):  # the decision at the boundary of step 3 holds the lock this long
         self.steps += 1
-        if self.steps == 2:
+        if self.steps == 2 and not mid_step:
             blocked.set()
             time.sleep(block_s)
             released.set()
@@ -74,7 +75,7 @@ controller = CaptureController(
 )
 
 def on_term():
-    controller.finish_early("stopped by SIGTERM")
+    controller.finish_on_sigterm()
     print("handed over" if released.is_set() else "handed over inside the decision", file=sys.stderr)
 
 guard = signals.SigtermGuard(on_term, Log())
@@ -82,8 +83,12 @@ assert guard.install()
 controller.arm()
 
 def train():  # the training thread drives (as a job whose main thread only waits)
-    for _ in range(6):
+    for boundary in range(6):
         controller.on_boundary()
+        if mid_step and boundary == 1:  # step 2 begins, recorded since step 1
+            blocked.set()
+            time.sleep(block_s)
+            released.set()
 
 def kill():  # once the decision sleeps: a signal just before a sleep begins waits for its end (Python's race)
     blocked.wait(30)
@@ -110,6 +115,10 @@ print("lived on", file=sys.stderr)
         # the decision holds the lock 0.6 s, past the 0.1 s the handler gave it (2 s in a job): the capture
         # is finished as it ends, its steps 1 and 2 whole, step 3 only begun
         ("thread", "2", ""),
+        # step 2, recorded by the thread, lasts 0.6 s past the signal (a step of seconds in a job): the
+        # handler waits for its boundary, where the thread finishes the capture, step 2 whole and its last;
+        # it waited 2 s (0.1 s here), then the capture was lost, "capturing" as the process died
+        ("thread-mid-step", "2", ""),
     ],
 )
 def test_sigterm_while_the_recording_thread_decides_finalises_the_capture_first(

@@ -45,10 +45,14 @@ NEVER = 1 << 62
 # How long a thread that is not the recording one waits for it to finish a capture (see finish_early).
 EXIT_WAIT_S = 5.0
 OTHER_THREAD_WAIT_S = 2.0
-# ... while that thread is inside a step-boundary decision (it finishes the capture as the decision ends):
-# a SIGTERM's handler waits this long at most, within the HANDLER_LIMIT_S its watcher gives it, the rest
-# left to the hand-over (docs/architecture.md, "Signals").
+# ... while that thread is inside a step-boundary decision (it finishes the capture as the decision ends),
+# and what a SIGTERM's handler waits for that thread's next step boundary: this long at most, within the
+# HANDLER_LIMIT_S its watcher gives it, the rest left to the finish and the hand-over (docs/architecture.md,
+# "Signals").
 DECISION_WAIT_S = HANDLER_LIMIT_S / 2
+# A finish under way on the recording thread (its trace export) is waited for this long from the ask: the
+# capture is on disk once it ends; the hand-over after it gets what is left of HANDLER_LIMIT_S.
+FINISH_WAIT_S = HANDLER_LIMIT_S - 2.0
 THREADS_LOGGED = 10  # the threads taking the steps over that the log names
 # Boundaries a thread that does not drive takes in a row, the driving one taking none, that make it drive
 # (when no profiler is open), as an optimizer takes over counting (agent/steps.py, SWITCH_AFTER).
@@ -978,14 +982,17 @@ class CaptureController:
             self.sink.abandon(detail)
 
     # ---- ending early --------------------------------------------------------------------------
-    def finish_early(self, reason: str, status: str = "complete", last: int | None = None) -> None:
+    def finish_early(
+        self, reason: str, status: str = "complete", last: int | None = None, wait_s: float | None = None
+    ) -> None:
         """Training ends (or a signal came, the user's profiler starts, the disk fills) while ours
         records: keep what was recorded, marked with ``reason`` (and ``status``); drop a warm-up. The
         next window is asked again (never a search: see ``_skip``).
 
         Only the thread the profiler belongs to may stop it: from any other thread this asks that thread
         to finish at its next step boundary (or as it ends), and waits for it a little (never on a step
-        boundary: this comes from the exit, or from the script starting its own profiler)."""
+        boundary: this comes from the exit, a SIGTERM, or the script starting its own profiler):
+        ``wait_s``, or EXIT_WAIT_S at exit, OTHER_THREAD_WAIT_S otherwise (see ``_still_waiting``)."""
         if self.prof is None:
             return
         try:
@@ -994,7 +1001,8 @@ class CaptureController:
             return
         if self._prof_thread not in (None, get_ident()) or not self._lock.acquire(blocking=False):
             less_stack(raised)
-            self._ask_the_recording_thread(reason, status, wait=self._prof_thread != get_ident())
+            wait = self._prof_thread != get_ident()
+            self._ask_the_recording_thread(reason, status, wait, wait_s)
             return
         decision_begins()  # the script's handlers deferred during the export run once all is done
         try:
@@ -1004,7 +1012,13 @@ class CaptureController:
             self._lock.release()
             decision_ends()
 
-    def _ask_the_recording_thread(self, reason: str, status: str, wait: bool) -> None:
+    def finish_on_sigterm(self) -> None:
+        """``finish_early`` from SIGTERM's handler: a thread that records is waited for up to its next step
+        boundary (a step of seconds), at most DECISION_WAIT_S, then for the finish it begins there (its
+        export) up to FINISH_WAIT_S; 2 s lost the capture of any longer step (helper-281)."""
+        self.finish_early("stopped by SIGTERM", wait_s=DECISION_WAIT_S)
+
+    def _ask_the_recording_thread(self, reason: str, status: str, wait: bool, wait_s: float | None) -> None:
         # At exit (the main thread has ended; a daemon thread still trains) no capture opens again: one
         # left recording in a thread that outlives the interpreter's exit crashes libtorch.
         exiting = not threading.main_thread().is_alive()
@@ -1015,19 +1029,25 @@ class CaptureController:
         self.log.info(f"capture to finish at the next step of the thread that records it: {reason}")
         if not wait:
             return
+        if wait_s is None:
+            wait_s = EXIT_WAIT_S if exiting else OTHER_THREAD_WAIT_S
         asked = time.monotonic()
-        deadline = asked + (EXIT_WAIT_S if exiting else OTHER_THREAD_WAIT_S)
-        while self.prof is not None and self._still_waiting(asked, deadline):
+        while self.prof is not None and self._still_waiting(asked, asked + wait_s):
             time.sleep(0.005)
         if self.prof is not None:
             self.log.warning(f"the thread recording the capture did not finish it in time ({reason})")
 
     def _still_waiting(self, asked: float, deadline: float) -> bool:
         """Before ``deadline``; past it, while the recording thread is still in the decision it finishes
-        the capture at the end of (a trace export, torch's start), at most DECISION_WAIT_S from ``asked``.
-        At exit too: a daemon thread's export cut short there lost the capture."""
+        the capture at the end of (a trace export, torch's start), at most DECISION_WAIT_S from ``asked``,
+        and while it is stopping the capture (its export begun: the capture is saved as it ends), at most
+        FINISH_WAIT_S. At exit too: a daemon thread's export cut short there lost the capture."""
         now = time.monotonic()
-        return now < deadline or (self._deciding and now < asked + DECISION_WAIT_S)
+        if now < deadline:
+            return True
+        return (self._deciding and now < asked + DECISION_WAIT_S) or (
+            self._stopping and now < asked + FINISH_WAIT_S
+        )
 
     def _finish_early(self, reason: str, status: str = "complete", last: int | None = None) -> None:
         """Stop the profiler now; ``last``: the capture's last step (default: the one in flight). An

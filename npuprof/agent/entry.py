@@ -432,7 +432,7 @@ class Agent:
 
     def _on_sigterm(self) -> None:
         """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""
-        self.controller.finish_early("stopped by SIGTERM")
+        self.controller.finish_on_sigterm()
         self._hand_over_the_rest()
         _plans_last_lines(self.controller, "SIGTERM")
 
