@@ -126,3 +126,70 @@ def test_a_drain_inside_the_exits_drain_keeps_the_exits_bound(monkeypatch: pytes
         os.close(write_end)
     assert inner and inner[0] < 1.0, inner
     assert outer < 1.5, outer
+
+
+class SlowCopy(Copy):
+    """A copy at full speed that takes ``seconds`` on the hand-over thread (a big capture's event tree)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.done = False
+
+    def run(self, pause: bool = True) -> None:
+        import time
+
+        time.sleep(self.seconds)
+        self.done = True
+
+
+@pytest.mark.parametrize(("copies_s", "kept"), [(5.0, True), (0.0, False)])
+def test_the_exit_waits_for_a_snapshot_copy_past_its_usual_bound(copies_s: float, kept: bool) -> None:
+    """At its normal end a training process waited 5 s for its captures' hand-over: a memory snapshot
+    whose copy took longer (175,000 events: 7 s on 2 shared cores) was lost with the process, though
+    nothing trained any more. The exit now waits for the copy (EXIT_COPY_WAIT_S); a SIGTERM's drain
+    (no copies_s) keeps its own bound."""
+    import time
+
+    read_end, write_end = os.pipe()
+    handover = postprocess._Handover(OwnedFd(write_end))
+    sent: list[Any] = []
+    handover._write = lambda job: sent.append(job) or True  # type: ignore[method-assign,func-returns-value]
+    copy = SlowCopy(0.6)
+    try:
+        handover.put({"exports": {TASK_KEY: copy}, "n": 0})
+        began = time.monotonic()
+        left = handover.drain(timeout_s=0.1, copies_s=copies_s)
+        took = time.monotonic() - began
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert copy.done is kept, took
+    assert (not left and [job["n"] for job in sent] == [0]) is kept, (left, sent)
+    assert took < (2.0 if kept else 0.5), took
+
+
+def test_the_exit_does_not_wait_for_copies_no_copier_thread_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the copier's thread could not start (at shutdown on 3.12.0/3.12.1) the hand-over thread makes
+    the copy and nothing counts it done: the exit's longer wait for copies would run to its end (60 s)."""
+    import time
+
+    start = threads.start
+
+    def no_copier(target: Any, name: str) -> bool:
+        return name != "npuprof-snapshots" and start(target, name)
+
+    monkeypatch.setattr(threads, "start", no_copier)
+    read_end, write_end = os.pipe()
+    handover = postprocess._Handover(OwnedFd(write_end))
+    handover._write = lambda job: True  # type: ignore[method-assign]
+    try:
+        handover.put({"exports": {TASK_KEY: SlowCopy(0.3)}, "n": 0})
+        began = time.monotonic()
+        handover.drain(timeout_s=0.1, copies_s=5.0)
+        took = time.monotonic() - began
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert not handover.copier
+    assert took < 2.0, took

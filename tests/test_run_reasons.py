@@ -837,7 +837,7 @@ def _agent_at_its_exit(info: Callable[[str], object], **controller: object) -> A
     agent.log = SimpleNamespace(info=info)  # type: ignore[assignment]
     agent.controller = SimpleNamespace(step_function_wrapped=False, **controller)  # type: ignore[assignment]
     agent._counts_logged_in = None  # type: ignore[assignment]
-    agent._hand_over_the_rest = lambda: None  # type: ignore[method-assign]
+    agent._hand_over_the_rest = lambda copies_s=0.0: None  # type: ignore[method-assign]
     return agent
 
 

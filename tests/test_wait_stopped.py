@@ -159,7 +159,7 @@ def test_a_memory_snapshot_still_being_copied_at_the_end_is_said_lost_for_that_r
         post = postprocess.Postprocessor(tmp_path, RUN_ID)
         post.start()
         pid = post_processor_pid(post)
-        post.drain = lambda: [job]  # type: ignore[method-assign]  # the exit's wait ran out on the copy
+        post.drain = lambda copies_s=0.0: [job]  # type: ignore[method-assign]  # the exit's wait ran out
         Agent._hand_over_the_rest(SimpleNamespace(post=post, log=agent_log))  # type: ignore[arg-type]
         post.forget()  # the training process ends: the pipe closes, the spool is read
         wait_for_end(pid)

@@ -428,7 +428,9 @@ class Agent:
                 ended = (_died_of_uncaught_exception() if ended_by == "training ended" else None) or ended_by
                 reason = f"{ended} before the capture's last step; step {controller.step} is partial"
             controller.finish_early(reason)
-            self._hand_over_the_rest()
+            from npuprof.results.postprocess import EXIT_COPY_WAIT_S
+
+            self._hand_over_the_rest(copies_s=EXIT_COPY_WAIT_S)  # nothing trains any more: see there
 
     def _on_sigterm(self) -> None:
         """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""
@@ -442,11 +444,12 @@ class Agent:
         self._hand_over_the_rest()
         _plans_last_lines(self.controller, "SIGTERM")
 
-    def _hand_over_the_rest(self) -> None:
+    def _hand_over_the_rest(self, copies_s: float = 0.0) -> None:
         """Jobs the pipe could not take in time go to the post-processor's spool, parsed after the job;
-        those it cannot take either are written here, unparsed."""
+        those it cannot take either are written here, unparsed. ``copies_s``: how long a memory snapshot's
+        copy still under way is waited for (the process's normal end; a SIGTERM's has its own 5 s)."""
         self.post.hold(False)  # nothing records any more (a capture the finalise could not stop included)
-        left = self.post.drain()
+        left = self.post.drain(copies_s=copies_s)
         spooled = len(left)
         from npuprof.results.postprocess import uncopied_snapshot
 

@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
 DRAIN_STALLED_S = 0.5  # ... and how long for a pipe that stays full (the rest goes to the spool)
+# At a normal exit, how long past HANDOVER_DRAIN_S it waits while a memory snapshot is still being copied
+# (at full speed, nothing else left to run): ~12 µs of CPU an event, 2.1 s for 175,000 events measured, 7 s
+# on 2 shared cores; 60 s covers millions of events, a tree of several GB. Not after a SIGTERM (its own 5 s).
+EXIT_COPY_WAIT_S = 60.0
 SPOOL_PREFIX = ".npuprof_spool."  # + pid.restart.random (an exec keeps the pid).jsonl: jobs left at its end
 # (and those past QUEUE_LIMIT, appended during the run)
 SPOOL_LIMIT = 256 << 20  # a spool file larger than this is not one npuprof wrote
@@ -403,11 +407,12 @@ class Postprocessor:
         except (OSError, ValueError):
             return False
 
-    def drain(self, timeout_s: float = HANDOVER_DRAIN_S) -> list[dict[str, Any]]:
-        """At exit: wait (bounded) until every queued job reached the pipe; the jobs that did not."""
+    def drain(self, timeout_s: float = HANDOVER_DRAIN_S, copies_s: float = 0.0) -> list[dict[str, Any]]:
+        """At exit: wait (bounded) until every queued job reached the pipe; the jobs that did not.
+        ``copies_s``: how long a memory snapshot's copy still under way is waited for (see _Handover)."""
         if self._handover is None:
             return []
-        return self._handover.drain(timeout_s)
+        return self._handover.drain(timeout_s, copies_s)
 
     def copying(self) -> bool:
         """A memory snapshot of this process's captures is still being copied, or waits for its copy."""
@@ -829,11 +834,27 @@ class _Handover:
             time.sleep(0.01)
             now = time.monotonic()
 
-    def drain(self, timeout_s: float) -> list[dict[str, Any]]:
+    def _wait_for_the_copies(self, until: float, copies_s: float) -> None:
+        """The copies under way past the exit's usual wait, said once on stderr (the exit seems to hang);
+        the jobs they free go to the pipe or, past the wait, the spool."""
+        _agent_log().warn_once(
+            "snapshot-copy-at-exit",
+            f"the process ends once its memory snapshot (--profile-memory) is copied, at most {copies_s:g} s "
+            "(the categorised memory timeline needs it; the trace is saved already)",
+        )
+        now = time.monotonic()
+        while self.copying() and now < until:
+            time.sleep(0.01)
+            now = time.monotonic()
+        self._wait_for_the_pipe(now, min(until, now + DRAIN_STALLED_S))
+
+    def drain(self, timeout_s: float, copies_s: float = 0.0) -> list[dict[str, Any]]:
         """Wait for the queued jobs to reach the pipe, at most ``timeout_s``, and not once the pipe has stayed
         full for DRAIN_STALLED_S with no snapshot being copied: a post-processor that many captures behind
         takes the rest from the spool all the same, and every process of the job waited the whole 5 s at its
-        exit (helper-133: 344 captures queued)."""
+        exit (helper-133: 344 captures queued). Past ``timeout_s``, while a memory snapshot is still being
+        copied, up to ``copies_s`` (a normal exit: EXIT_COPY_WAIT_S): the copy needs the live event tree,
+        which nothing can take over once the process ends (helper-281: 175,000 events: 7 s, 2 busy cores)."""
         self.hurry = True
         task = self.task
         if task is not None:
@@ -842,9 +863,13 @@ class _Handover:
         # a SIGTERM landing in the exit's own wait drains again from its handler: within the same bound
         outer = self.deadline is None
         deadline = now + timeout_s if outer else min(now + timeout_s, self.deadline or now)
-        self.deadline = deadline
+        copies_until = now + copies_s if outer else deadline
+        self.deadline = max(deadline, copies_until)
         try:
             self._wait_for_the_pipe(now, deadline)
+            # (only the copier's own thread counts a copy done: without it, nothing would say so)
+            if self.copier and self.copying() and time.monotonic() < copies_until:
+                self._wait_for_the_copies(copies_until, copies_s)
         finally:
             if outer:
                 self.deadline = None
@@ -885,7 +910,7 @@ def without_uncopied_snapshot(job: dict[str, Any], task: Any = None) -> dict[str
     rank_dir = Path(job["rank_dir"])
     why = (
         f"the process ended before the copy of its memory snapshot was done (at its exit a training process "
-        f"waits at most {HANDOVER_DRAIN_S:g} s for its captures' hand-over)"
+        f"waits at most {EXIT_COPY_WAIT_S:g} s for the copy, after a SIGTERM {HANDOVER_DRAIN_S:g} s)"
     )
     fix = memory_from_trace_fix(rank_dir)
     _agent_log().warning(not_produced_line(rank_dir, "memory_timeline.*", why, fix))
