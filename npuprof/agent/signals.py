@@ -674,7 +674,7 @@ class SigtermGuard:
             )
             _die_of(signal.SIGTERM)
             return
-        started = self._handler_started.wait(duties.grace_s(self._grace))
+        started = self._handler_started_within_grace(duties, kept)
         if not started and kept is not None:
             self._copy_while_blocked(kept, arrived)
             started = self._handler_started.is_set()  # the main thread came back meanwhile: it ends us
@@ -693,6 +693,23 @@ class SigtermGuard:
                 except Exception as exc:
                     self._log.error(f"saying the SIGTERM failed: {exc!r}")
         _die_of(signal.SIGTERM)
+
+    def _handler_started_within_grace(self, duties: Duties, kept: KeptWork | None) -> bool:
+        """Whether the main thread starts the handler within its grace. With a copy and no capture, the
+        grace ends once the copy is done too: the watcher hands it over itself (``_copy_while_blocked``)
+        and nothing is left, so the process dies as it would have at the signal. A blocked rank waited the
+        whole 5 s (PEER_GRACE_S) out however soon its copy was done (helper-281). A main thread that runs
+        Python starts it within IDLE_GRACE_S, as for a session: it does the hand-over then."""
+        grace = duties.grace_s(self._grace)
+        if duties.capture or kept is None:
+            return self._handler_started.wait(grace)
+        began = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= began + grace or (now >= began + IDLE_GRACE_S and kept.done()):
+                return self._handler_started.is_set()
+            if self._handler_started.wait(min(began + grace - now, 0.01)):
+                return True
 
     def _copy_while_blocked(self, kept: KeptWork, arrived: float) -> None:
         """The handler cannot run (the main thread is blocked outside Python): the kept work is waited
