@@ -1079,6 +1079,33 @@ def test_finish_early_at_exit_waits_out_the_recording_threads_decision(
     trainer.join(10)
 
 
+def test_the_finalise_of_an_os_exit_on_the_main_thread_waits_the_exits_time_for_a_thread_mid_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``os._exit`` (or ``os.exec*``) on the main thread, which is still alive, while a training thread
+    records and is in the middle of a step: the finalise waited OTHER_THREAD_WAIT_S, not the exit's
+    EXIT_WAIT_S, and the capture ended with the process; no capture opens after it either."""
+    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.05)
+    monkeypatch.setattr(controller_module, "EXIT_WAIT_S", 5.0)
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=2, repeat=0)  # windows 1-2, 3-4, ...
+    rig = Rig(plan)
+    in_step = threading.Event()
+
+    def train() -> None:
+        rig.run(1)  # step 1 recorded, in flight
+        in_step.set()
+        time.sleep(0.4)  # the rest of step 1, past OTHER_THREAD_WAIT_S
+        rig.run(4)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    assert in_step.wait(10)
+    rig.c.finish_at_exit("the process called os._exit")
+    assert rig.c.prof is None, rig.log.lines
+    trainer.join(10)
+    assert rig.sink.events == [("begin", 1), ("finish", 1, "the process called os._exit", "complete", 1)]
+
+
 def test_a_sigterm_waits_for_the_recording_threads_step_in_flight_and_its_export(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

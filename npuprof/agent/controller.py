@@ -1012,6 +1012,15 @@ class CaptureController:
             self._lock.release()
             decision_ends()
 
+    def finish_at_exit(self, reason: str) -> None:
+        """``finish_early`` as the process ends (atexit, ``os._exit``, ``os.exec*``): a thread that records
+        is waited for EXIT_WAIT_S and nothing opens again, whichever thread ends the process. An
+        ``os._exit`` on the main thread, which is still alive then, gave a training thread mid-step
+        OTHER_THREAD_WAIT_S, and its capture was lost past it (helper-281)."""
+        if self.prof is not None and self._prof_thread not in (None, get_ident()):
+            self.enabled = False
+        self.finish_early(reason, wait_s=EXIT_WAIT_S)
+
     def finish_on_sigterm(self) -> None:
         """``finish_early`` from SIGTERM's handler: a thread that records is waited for up to its next step
         boundary (a step of seconds), at most DECISION_WAIT_S, then for the finish it begins there (its

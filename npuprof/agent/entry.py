@@ -427,7 +427,7 @@ class Agent:
             else:
                 ended = (_died_of_uncaught_exception() if ended_by == "training ended" else None) or ended_by
                 reason = f"{ended} before the capture's last step; step {controller.step} is partial"
-            controller.finish_early(reason)
+            controller.finish_at_exit(reason)
             from npuprof.results.postprocess import EXIT_COPY_WAIT_S
 
             self._hand_over_the_rest(copies_s=EXIT_COPY_WAIT_S)  # nothing trains any more: see there
