@@ -40,6 +40,60 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     import compileall
 
     compileall.compile_dir(str(ROOT / "npuprof"), quiet=1)
+    if session.config.pluginmanager.has_plugin("dsession"):  # the controller of xdist's workers
+        _rewrite_test_modules_once(session.config)
+
+
+def _rewrite_test_modules_once(config: pytest.Config) -> None:
+    """Every xdist worker collects every test module, and pytest rewrites its asserts each time it finds no
+    cached rewrite (~10 CPU-s of this suite): under PYTHONDONTWRITEBYTECODE=1 it writes none, so each worker
+    paid it. The controller writes pytest's own cache once, before the workers start (they read it whatever
+    PYTHONDONTWRITEBYTECODE says; hash-checked, so an edited file is rewritten), on two processes. The
+    rewrite is pytest's own function: where it is gone (another pytest) or fails, the workers rewrite as
+    before."""
+    import concurrent.futures
+    import fnmatch
+    import multiprocessing
+
+    from _pytest.assertion import rewrite
+
+    if not all(hasattr(rewrite, name) for name in (*_PYTEST_REWRITE_API, "PYC_TAIL")):
+        return
+    patterns = [*config.getini("python_files"), "conftest.py"]
+    files = sorted(
+        {Path(__file__)}
+        | {
+            path
+            for arg in config.args
+            for path in _python_files_under(Path(config.invocation_params.dir, arg.split("::", 1)[0]))
+            if any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns)
+        }
+    )
+    global _REWRITE_CONFIG
+    _REWRITE_CONFIG = config
+    fork = multiprocessing.get_context("fork")
+    with contextlib.suppress(Exception), concurrent.futures.ProcessPoolExecutor(2, mp_context=fork) as pool:
+        list(pool.map(_write_rewritten, files, chunksize=8))
+
+
+_PYTEST_REWRITE_API = ("_rewrite_test", "_write_pyc", "_read_pyc", "get_cache_dir", "try_makedirs")
+_REWRITE_CONFIG: pytest.Config | None = None  # for the forked processes of _rewrite_test_modules_once
+
+
+def _python_files_under(path: Path) -> list[Path]:
+    return sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.suffix == ".py" else []
+
+
+def _write_rewritten(path: Path) -> None:
+    from _pytest.assertion import rewrite
+
+    pyc = rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
+    state = _REWRITE_CONFIG.stash[rewrite.assertstate_key]
+    if rewrite._read_pyc(path, pyc, state.trace) is not None:
+        return  # there, and its source's hash unchanged
+    source_hash, code = rewrite._rewrite_test(path, _REWRITE_CONFIG)
+    if rewrite.try_makedirs(pyc.parent):
+        rewrite._write_pyc(state, code, source_hash, pyc)
 
 
 ANALYSE_CAPTURE = Path(__file__).resolve().parent / "analyse_support" / "capture.py"
