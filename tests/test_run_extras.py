@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -11,45 +10,8 @@ from conftest import capture_record, clean_env, npuprof, rank_dirs, sched, train
 FAKE_TORCH_NPU = Path(__file__).resolve().parent / "fake_torch_npu"
 
 
-def test_run_writes_stacks_and_memory_timeline_per_capture(out: Path) -> None:
-    result = npuprof(
-        "run",
-        "-o",
-        str(out),
-        *sched(2, 1, 2),
-        "--no-analyse",
-        "--with-stack",
-        "--record-shapes",
-        "--profile-memory",
-        "--export-stacks",
-        "self_cpu_time_total",
-        "--memory-timeline",
-        "json",
-        "--memory-timeline",
-        "html",
-        "--",
-        *trainer("--steps", "6"),
-    )
-    assert result.returncode == 0, result.stderr
-    (d,) = rank_dirs(out)
-    stacks = (d / "stacks_self_cpu_time_total.folded").read_text().splitlines()
-    assert stacks, "export_stacks wrote an empty file"
-    for line in stacks:
-        frames, _, value = line.rpartition(" ")
-        assert frames and int(value) >= 0
-    assert any("trainer.py" in line for line in stacks)
-    raw = json.loads(gzip.decompress((d / "memory_timeline.raw.json.gz").read_bytes()))
-    assert raw and len(raw[0]) == 4
-    times, sizes = json.loads((d / "memory_timeline.json").read_text())
-    assert len(times) == len(sizes) > 0
-    html = (d / "memory_timeline.html").read_text()
-    assert "data:image/png;base64," in html and "Max memory allocated" in html
-    assert set(capture_record(d)["extras"]) >= {
-        "stacks_self_cpu_time_total.folded",
-        "memory_timeline.json",
-        "memory_timeline.html",
-        "memory_timeline.raw.json.gz",
-    }
+# --export-stacks and --memory-timeline in a run: tests/test_exports_offloaded.py (its files checked against
+# the trace itself); the html's content: tests/test_memory_timeline.py
 
 
 def test_flags_meaningless_on_cpu_are_reported_once_as_ignored(out: Path) -> None:
