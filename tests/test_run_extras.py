@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import capture_record, clean_env, npuprof, rank_dirs, sched, trainer
+from conftest import capture_record, clean_env, npuprof, profiler_steps, rank_dirs, sched, trainer
 
 FAKE_TORCH_NPU = Path(__file__).resolve().parent / "fake_torch_npu"
 
@@ -14,22 +14,22 @@ FAKE_TORCH_NPU = Path(__file__).resolve().parent / "fake_torch_npu"
 # the trace itself); the html's content: tests/test_memory_timeline.py
 
 
-def test_flags_meaningless_on_cpu_are_reported_once_as_ignored(out: Path) -> None:
-    result = npuprof(
-        "run",
-        "-o",
-        str(out),
-        *sched(1, 1, 1),
-        "--no-analyse",
-        "--with-stack",
-        "--export-stacks",
-        "self_cuda_time_total",
-        "--l2-cache",
-        "--gc-detect-threshold",
-        "5",
-        "--",
-        *trainer("--steps", "4"),
+def test_flags_meaningless_on_cpu_are_reported_once_and_the_users_sitecustomize_runs_where_it_profiles(
+    out: Path, tmp_path: Path
+) -> None:
+    """One job for two checks: the flags that mean nothing on the CPU are named once as ignored, and a
+    sitecustomize of the user's (on PYTHONPATH) still runs in the process npuprof profiles."""
+    site = tmp_path / "usersite"
+    site.mkdir()
+    marker = tmp_path / "user_site_pids"
+    (site / "sitecustomize.py").write_text(
+        f"import os\nwith open({str(marker)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
     )
+    result = npuprof(
+        "run", "-o", str(out), *sched(1, 1, 1), "--no-analyse", "--with-stack",
+        "--export-stacks", "self_cuda_time_total", "--l2-cache", "--gc-detect-threshold", "5",
+        "--", *trainer("--steps", "4"), env=clean_env(PYTHONPATH=str(site)),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("--export-stacks self_cuda_time_total") == 1
     (line,) = [x for x in result.stderr.splitlines() if "ignored on the torch-cpu backend" in x]
@@ -37,6 +37,9 @@ def test_flags_meaningless_on_cpu_are_reported_once_as_ignored(out: Path) -> Non
     assert "--gc-detect-threshold" not in line  # GC pauses are recorded on torch.profiler too
     (d,) = rank_dirs(out)
     assert not (d / "stacks_self_cuda_time_total.folded").exists()
+    assert profiler_steps(d) == [2]
+    # the rank dir is {worker}_{pid}_..._ascend_pt: the profiled process itself ran the user's hook
+    assert d.name.split("_")[-4] in marker.read_text().split()
 
 
 def test_run_on_the_torch_npu_stand_in(out: Path, tmp_path: Path) -> None:

@@ -139,28 +139,7 @@ def test_user_sitecustomize_still_runs(out: Path, tmp_path: Path) -> None:
     assert lines[1] == str(site / "sitecustomize.py")
 
 
-def test_user_sitecustomize_and_profiling_together(out: Path, tmp_path: Path) -> None:
-    site = tmp_path / "usersite"
-    site.mkdir()
-    marker = tmp_path / "user_site_pids"
-    (site / "sitecustomize.py").write_text(
-        f"import os\nwith open({str(marker)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
-    )
-    result = npuprof(
-        "run",
-        "-o",
-        str(out),
-        "--no-analyse",
-        *sched(1, 1, 1),
-        "--",
-        *trainer("--steps", "4"),
-        env=clean_env(PYTHONPATH=str(site)),
-    )
-    assert result.returncode == 0, result.stderr
-    (d,) = rank_dirs(out)
-    assert profiler_steps(d) == [2]
-    # the rank dir is {worker}_{pid}_..._ascend_pt: the profiled process itself ran the user's hook
-    assert d.name.split("_")[-4] in marker.read_text().split()
+# with profiling: tests/test_run_extras.py, ..._the_users_sitecustomize_runs_where_it_profiles
 
 
 def test_python_dash_S_and_non_python_commands_are_flagged(out: Path) -> None:
