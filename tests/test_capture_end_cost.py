@@ -8,6 +8,9 @@ import gzip
 import json
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from tests.conftest import capture_record, npuprof, rank_dirs, run_script, sched
 
@@ -35,20 +38,36 @@ TIMED_JOB = textwrap.dedent(
 )
 
 
-def test_the_capture_end_is_recorded_and_reported_beside_its_step(tmp_path: Path) -> None:
-    proc, out = run_script(tmp_path, TIMED_JOB, *sched(3, 1, 3), "--with-stack")
+@pytest.fixture(scope="module")
+def timed_run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """TIMED_JOB's 10 steps under skip 3, warm-up 1, record 3, twice (--with-stack): a capture of steps 4-6
+    that a step boundary ends, then one of steps 8-10 that the job's end ends, inside step 10. Each capture
+    analysed alone."""
+    tmp_path = tmp_path_factory.mktemp("timed")
+    proc, out = run_script(tmp_path, TIMED_JOB, *sched(3, 1, 3), "--repeat", "2", "--with-stack")
     assert proc.returncode == 0, proc.stderr
-    [rank_dir] = rank_dirs(out)
-    record = capture_record(rank_dir)
+    first, second = sorted(((capture_record(d), d) for d in rank_dirs(out)), key=lambda c: c[0]["steps"])
+    own = {int(k): v for k, v in json.loads((tmp_path / "job.py.steps.json").read_text()).items()}
+    return SimpleNamespace(captures=[first, second], own=own)
+
+
+def _analysed(rank_dir: Path) -> tuple[dict, str]:
+    """`npuprof analyse RANK_DIR`: its one section (--format json), and its text's words."""
+    report = npuprof("analyse", str(rank_dir), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    [rank] = json.loads(report.stdout)["ranks"]
+    return rank, " ".join(npuprof("analyse", str(rank_dir)).stdout.split())
+
+
+def test_the_capture_end_is_recorded_and_reported_beside_its_step(timed_run: SimpleNamespace) -> None:
+    record, rank_dir = timed_run.captures[0]
     assert record["status"] == "complete" and record["steps"] == [4, 5, 6], record
     took = record["export_ms"]
-    own = {int(k): v for k, v in json.loads((tmp_path / "job.py.steps.json").read_text()).items()}
+    own = timed_run.own
     # npuprof's steps count from 0 like the loop's: the capture ends inside the loop's step 6
     assert 0 < took * 1000 < own[6], (took, own)
 
-    report = npuprof("analyse", str(out), "--format", "json")
-    assert report.returncode == 0, report.stderr
-    [rank] = json.loads(report.stdout)["ranks"]
+    rank, said = _analysed(rank_dir)
     assert (rank["export_after_step"], rank["export_ms"]) == (6, took)
     table = {s["step"]: s["duration_us"] for s in rank["steps"]}
     # The user's step 6 holds the capture's end after the table's step 6 (by hand on an idle machine the gap
@@ -57,25 +76,21 @@ def test_the_capture_end_is_recorded_and_reported_beside_its_step(tmp_path: Path
     # step that held the capture's end would leave a gap of about 0: half of it tells them apart.
     gap_ms = (own[6] - table[6]) / 1000
     assert gap_ms >= took / 2, (gap_ms, took, own, table)
-
-    said = " ".join(npuprof("analyse", str(out)).stdout.split())
     assert f"step 6 ended the capture: writing its trace then took the training process {took:.1f} ms" in said
 
 
-def test_a_capture_the_job_ended_inside_has_no_step_boundary_to_add_its_end_to(tmp_path: Path) -> None:
-    """The window outlasts the job (steps 8-12 asked, 10 steps run): the capture ends as the job ends,
-    inside step 10; its end cost is recorded, but no step of the table is followed by it (helper-85: the
-    note read "step 10 ended the capture", which no timer of the user's is around)."""
-    proc, out = run_script(tmp_path, TIMED_JOB, *sched(7, 1, 5))
-    assert proc.returncode == 0, proc.stderr
-    [rank_dir] = rank_dirs(out)
-    record = capture_record(rank_dir)
-    assert record["steps"][-1] == 10 and record["last_step_partial"] is True, record
+def test_a_capture_the_job_ended_inside_has_no_step_boundary_to_add_its_end_to(
+    timed_run: SimpleNamespace,
+) -> None:
+    """The window outlasts the job (steps 8-10 asked, the job ends inside step 10): the capture ends as the
+    job ends; its end cost is recorded, but no step of the table is followed by it (helper-85: the note read
+    "step 10 ended the capture", which no timer of the user's is around)."""
+    record, rank_dir = timed_run.captures[1]
+    assert record["steps"] == [8, 9, 10] and record["last_step_partial"] is True, record
     assert record["export_ms"] > 0
-    report = npuprof("analyse", str(out), "--format", "json")
-    [rank] = json.loads(report.stdout)["ranks"]
+    rank, said = _analysed(rank_dir)
     assert rank["partial_step"] == 10 and "export_ms" not in rank and "export_after_step" not in rank, rank
-    assert "ended the capture" not in npuprof("analyse", str(out)).stdout
+    assert "ended the capture" not in said
 
 
 def test_a_pooled_section_says_its_last_captures_end(tmp_path: Path) -> None:
