@@ -205,10 +205,12 @@ def _walk(roots: list[Any], events: list[tuple[Any, ...]], tensors: list[tuple[A
     count = 0
     while stack:
         count += 1
-        if traced() is not None:  # a capture started: its Python tracer must not see this copy
-            untrace()
         if count % SLICE_EVENTS == 0:
             yield
+        # a capture started (most often during the pause after a slice): its Python tracer must not see
+        # this copy, not even the tensors of the event taken on resuming
+        if traced() is not None:
+            untrace()
         event, parent = pop()
         fields = event.extra_fields
         kind = type(fields)
