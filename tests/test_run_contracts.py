@@ -16,13 +16,14 @@ ENTRIES_AT_THE_VALUE_LIMIT = ["k=" + "v" * 4096]  # a value of exactly 4096 char
 ENTRIES_UNDER_THE_TOTAL = [f"k{i}=" + "v" * 4000 for i in range(12)]  # 12 x ~4 KB = 48 KB: under 50 KiB
 # A job carries several of these promises at once, each read back from its own file: --metadata from
 # profiler_metadata.json, --aic-metrics from profiler_info*.json. So each spelling of --aic-metrics shares
-# its run with the accepted --metadata entries named here (one job, not two); the last runs alone.
+# its run with the accepted --metadata entries named here (one job, not two); the last, torch_npu's own, the
+# run of the secrets in the environment (analysed: the gzip's test reads it too).
 AIC_SPELLING_RUN_WITH = {
     "pipeutilization": ENTRIES_AT_THE_VALUE_LIMIT,
     "PIPEUTILIZATION": ENTRIES_UNDER_THE_TOTAL,
-    "PipeUtilization": [],
 }
 SECRETS = {"NCCL_DEBUG": "INFO", "NCCL_API_KEY": "hunter2", "CUDA_SECRET_PATH": "s3cr3t", "HCCL_ALGO": "ring"}
+SECRETS_RUN_FLAGS = ["--aic-metrics", "PipeUtilization"]
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,18 @@ def _aic_and_metadata_flags(spelling: str) -> list[str]:
     return ["--aic-metrics", spelling, *_metadata_flags(AIC_SPELLING_RUN_WITH[spelling])]
 
 
+def _secrets_run(shared_run) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    return shared_run(SECRETS_RUN_FLAGS, env=SECRETS, analyse=True)
+
+
+def _run_with_spelling(shared_run, spelling: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    return (
+        shared_run(_aic_and_metadata_flags(spelling))
+        if spelling in AIC_SPELLING_RUN_WITH
+        else _secrets_run(shared_run)
+    )
+
+
 @pytest.mark.parametrize(
     ("entries", "accepted"),
     [
@@ -91,7 +104,7 @@ def test_metadata_limits(out: Path, shared_run, entries: list[str], accepted: bo
 
 def test_secrets_in_the_environment_are_not_recorded(shared_run) -> None:
     # the run test_gzip_replaces_the_plain_trace reads too (the trace's gzip is none of the metadata's)
-    out, result = shared_run([], env=SECRETS, analyse=True)
+    out, result = _secrets_run(shared_run)
     assert result.returncode == 0, result.stderr
     (rank_dir,) = rank_dirs(out)
     text = (rank_dir / "profiler_metadata.json").read_text()
@@ -103,7 +116,7 @@ def test_secrets_in_the_environment_are_not_recorded(shared_run) -> None:
 
 @pytest.mark.parametrize("spelling", ["pipeutilization", "PIPEUTILIZATION", "PipeUtilization"])
 def test_aic_metrics_any_case_is_recorded_as_torch_npu_spells_it(shared_run, spelling: str) -> None:
-    out, result = shared_run(_aic_and_metadata_flags(spelling))
+    out, result = _run_with_spelling(shared_run, spelling)
     assert result.returncode == 0, result.stderr
     (rank_dir,) = rank_dirs(out)
     (info,) = rank_dir.glob("profiler_info*.json")
@@ -111,7 +124,7 @@ def test_aic_metrics_any_case_is_recorded_as_torch_npu_spells_it(shared_run, spe
 
 
 def test_gzip_replaces_the_plain_trace(shared_run) -> None:
-    out, result = shared_run([], env=SECRETS, analyse=True)  # the run of the secrets' test
+    out, result = _secrets_run(shared_run)  # the run of the secrets' test
     assert result.returncode == 0, result.stderr
     (rank_dir,) = rank_dirs(out)
     traces = sorted(p.name for p in rank_dir.iterdir() if ".pt.trace.json" in p.name)
