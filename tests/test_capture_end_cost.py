@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import capture_record, npuprof, rank_dirs, run_script, sched
+from tests.conftest import capture_record, clean_env, npuprof, rank_dirs, run_script, sched
 
 # a job that times each of its steps itself, from zero_grad to the return of optimizer.step()
 # (npuprof's step boundary, and so the capture's end, runs inside optimizer.step)
@@ -80,17 +81,39 @@ def test_the_capture_end_is_recorded_and_reported_beside_its_step(timed_run: Sim
 
 
 def test_a_capture_the_job_ended_inside_has_no_step_boundary_to_add_its_end_to(
-    timed_run: SimpleNamespace,
+    timed_run: SimpleNamespace, tmp_path: Path
 ) -> None:
     """The window outlasts the job (steps 8-10 asked, the job ends inside step 10): the capture ends as the
     job ends; its end cost is recorded, but no step of the table is followed by it (helper-85: the note read
-    "step 10 ended the capture", which no timer of the user's is around)."""
+    "step 10 ended the capture", which no timer of the user's is around). That step is flagged partial and
+    left out of the mean."""
     record, rank_dir = timed_run.captures[1]
     assert record["steps"] == [8, 9, 10] and record["last_step_partial"] is True, record
     assert record["export_ms"] > 0
     rank, said = _analysed(rank_dir)
     assert rank["partial_step"] == 10 and "export_ms" not in rank and "export_after_step" not in rank, rank
     assert "ended the capture" not in said
+    assert [(s["step"], s.get("partial", False)) for s in rank["steps"]] == [
+        (8, False),
+        (9, False),
+        (10, True),
+    ]
+    assert "training ended" in rank["partial_reason"]
+    whole = [s["duration_us"] for s in rank["steps"][:2]]
+    assert rank["step_time_mean_us"] == pytest.approx(sum(whole) / 2, abs=0.01)
+    table = npuprof("analyse", str(rank_dir), env=clean_env(COLUMNS="200")).stdout
+    assert "10 (partial)" in table and "step 10 is partial" in table
+    assert table.count("is partial") == 1, table  # the reason's own "step 10 is partial" once
+    header, *rows = npuprof("analyse", str(rank_dir), "--format", "csv").stdout.splitlines()
+    assert header.endswith(",partial") and rows[-1].endswith(",True") and rows[0].endswith(",False")
+    # a capture stopped at a step boundary (detail said, last step whole) keeps every step in the mean
+    copy = tmp_path / rank_dir.name
+    shutil.copytree(rank_dir, copy)
+    (copy / "npuprof_capture.json").write_text(json.dumps({**record, "last_step_partial": False}))
+    (rank,) = json.loads(npuprof("analyse", str(copy), "--format", "json").stdout)["ranks"]
+    assert not any(s.get("partial") for s in rank["steps"]) and "partial_step" not in rank
+    everything = [s["duration_us"] for s in rank["steps"]]
+    assert rank["step_time_mean_us"] == pytest.approx(sum(everything) / 3, abs=0.01)
 
 
 def test_a_pooled_section_says_its_last_captures_end(tmp_path: Path) -> None:
