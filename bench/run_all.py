@@ -20,6 +20,7 @@ BENCHES = [
     "dynamic_latency.py",
     "marks.py",
     "marks_capture.py",
+    "handover.py",
     "scale.py",
 ]
 ANALYSE_BENCH = "analyse_bench.py"

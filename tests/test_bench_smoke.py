@@ -24,6 +24,10 @@ ROWS = {
         "2 post-processors at once",
         "one post-processor's peak against its trace",
     ],
+    "handover.py": [
+        "the driver polling a flag of its function's: npuprof's looks at the driver's wait",
+        "the driver polling an Event set elsewhere: npuprof's looks at the driver's wait",
+    ],
     "reports_bench.py": [
         "export-stacks, mix, 2 MB: CPU time",
         "export-stacks, string-ts, 2 MB: memory",

@@ -1446,6 +1446,82 @@ def test_a_thread_that_steps_while_the_driver_is_still_in_its_start_takes_over_a
     assert [event[:2] for event in rig.sink.events] == [("begin", 4), ("finish", 6)]
 
 
+def test_looks_at_a_driver_whose_wait_is_not_read_cost_the_stepping_thread_a_bounded_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread training beside a driver that polls a flag of its function's (a wait npuprof names once
+    and does not read) looked at the driver's wait every third step for the whole job: ~100 µs a look,
+    30-50 µs a 1 ms step (bench/handover.py). The looks after an empty one are spaced by their own cost:
+    what they take of the thread's time stays a small share, whatever the number of steps."""
+    from npuprof.agent import released_waits
+
+    looks: list[float] = []  # the CPU time of each look's parts, as the stepping thread spent it
+
+    def timed(look: Any) -> Any:
+        def spent(*args: Any) -> Any:
+            began = time.thread_time()
+            try:
+                return look(*args)
+            finally:
+                looks.append(time.thread_time() - began)
+
+        return spent
+
+    monkeypatch.setattr(
+        controller_module, "_waits_for_other_threads", timed(controller_module._waits_for_other_threads)
+    )
+    monkeypatch.setattr(released_waits, "unread_flag", timed(released_waits.unread_flag))
+    plan = TorchPlan(skip_first=10**6, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    state = {"done": False, "ran_s": 0.0}
+
+    def train() -> None:
+        began = time.monotonic()
+        while time.monotonic() - began < 0.3:
+            rig.run(1)
+            time.sleep(0.0001)  # a short step: the looks every third one took the most of it
+        state["ran_s"] = time.monotonic() - began
+        state["done"] = True
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    while not state["done"]:
+        time.sleep(0.005)
+    thread.join(10)
+    assert rig.c.driver == threading.get_ident() and rig.c.step == 1  # the wait was not read as one
+    assert any("polling state['done']" in line[-1] for line in rig.log.lines), rig.log.lines
+    assert looks, "the driver's wait was never looked at"
+    after_the_first = sum(looks[2:])  # (the first look reads the code: once)
+    assert after_the_first <= 0.01 * state["ran_s"], (len(looks), after_the_first, state["ran_s"])
+
+
+def test_a_thread_takes_over_from_a_driver_that_begins_its_wait_after_an_empty_look() -> None:
+    """The driver starts the training thread, then sets up more (a plain sleep: no wait for it) and only
+    then joins it: the looks that found nothing are spaced, not given up, and the thread takes over once
+    the driver joins it."""
+    plan = TorchPlan(skip_first=10**6, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, steps = rig.c.driver, {"taken": 0}
+
+    def train() -> None:
+        deadline = time.monotonic() + 20
+        while rig.c.driver == main and time.monotonic() < deadline:
+            rig.run(1)
+            steps["taken"] += 1
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    time.sleep(0.2)  # more set-up, the thread stepping and looking at this wait, no wait for it
+    looked_before_the_join = steps["taken"]
+    thread.join(30)
+    assert looked_before_the_join >= 3  # it had looked, and found nothing
+    assert rig.c.driver != main, rig.log.lines
+    assert rig.c.step == 1 + steps["taken"]
+
+
 def test_a_thread_the_driver_waits_for_takes_over_between_the_steps_of_another() -> None:
     """Two pool workers each training, their steps interleaved, after one step on the main thread, which
     then waits for their futures: each boundary of the one reset the other's count, neither reached 3 in

@@ -58,6 +58,12 @@ THREADS_LOGGED = 10  # the threads taking the steps over that the log names
 # (when no profiler is open), as an optimizer takes over counting (agent/steps.py, SWITCH_AFTER).
 TAKE_OVER_AFTER = 3
 FOREIGN_THREADS_COUNTED = 64  # threads whose boundaries are counted at once (a thread per step: bounded)
+# A look at the driving thread's wait that found none is followed by the next one only after this many
+# times its own CPU time, at most LOOK_SPACING_MAX_S later: a thread training beside a driver that waits
+# in a way nothing reads looked every third step for the whole job, ~30 µs a step (docs/architecture.md,
+# "Step boundaries").
+LOOK_SPACING = 1000
+LOOK_SPACING_MAX_S = 1.0
 # Frames a decision may use beyond the job's recursion limit: a boundary reached near that limit (a step
 # called deep in recursive code) must cost the job's stack no more than the hook's own frames, where
 # starting or exporting a capture takes dozens more (helper-152).
@@ -162,6 +168,7 @@ class CaptureController:
         self._foreign_noted: list[str] | None = None  # the notes of the capture told of them (see above)
         self._held_noted: list[str] | None = None  # ... told that its thread waits for the stepping one
         self._unread_wait_said = False  # the driver's wait npuprof does not read was named (once)
+        self._looks = threading.local()  # each thread's next look at the driver's wait (_look_due)
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
@@ -347,25 +354,25 @@ class CaptureController:
         # another one ended may get its id, and took the ended one's steps as its own
         me = threading.current_thread()
         count = counts[me] = counts.get(me, 0) + 1
-        if (
-            count % TAKE_OVER_AFTER == 0
-            and self.prof is None
-            and _waits_for_other_threads(self.driver)
-            and self._take_over(ident)
-        ):
+        looks = count % TAKE_OVER_AFTER == 0 and self._look_due()
+        began = time.thread_time() if looks else 0.0
+        waits = looks and self.prof is None and _waits_for_other_threads(self.driver)
+        if waits and self._take_over(ident):
             return True
-        if count % TAKE_OVER_AFTER == 0 and self.prof is None and not self._unread_wait_said:
+        if looks and self.prof is None and not self._unread_wait_said:
             self._say_unread_wait()
         if self.prof is not None and self.step and self._foreign_noted is not self._capture_notes:
             self._note_foreign_steps()
         if (
-            count % TAKE_OVER_AFTER == 0
+            looks
             and self.prof is not None
             and self.step  # (step 0: a profiler opened when armed, said below with its own fix)
             and self._held_noted is not self._capture_notes
             and _waits_for_other_threads(self.driver)
         ):
             self._say_capture_held_by_a_waiting_driver()
+        if looks and not waits:
+            self._space_looks(began)
         if self._foreign_reported:
             return False
         self._foreign_reported = True
@@ -384,6 +391,19 @@ class CaptureController:
             'drives the profiler (one thread only: docs/architecture.md, "Step boundaries")'
         )
         return False
+
+    def _look_due(self) -> bool:
+        """Whether the calling thread may look at the driving thread's wait now (``_space_looks``)."""
+        return time.monotonic() >= getattr(self._looks, "next_at", 0.0)
+
+    def _space_looks(self, began: float) -> None:
+        """The calling thread's look at the driving thread's wait, begun at CPU time ``began``, found no
+        wait for it: its next look comes ``LOOK_SPACING`` times that look's CPU time later (at most
+        ``LOOK_SPACING_MAX_S``), so that looking costs it ~0.1 % of its time, not every third step's
+        look for the whole job. Not after the first empty look only: a driver may begin its wait later
+        (it starts the thread, then sets up more before it joins it)."""
+        spent = time.thread_time() - began
+        self._looks.next_at = time.monotonic() + min(spent * LOOK_SPACING, LOOK_SPACING_MAX_S)
 
     def _say_unread_wait(self) -> None:
         """Once: the driving thread waits for this one in a way npuprof does not read, named with what
@@ -1119,6 +1139,7 @@ class CaptureController:
         self._foreign_reported = False
         self._foreign = (-1, {})
         self._unread_wait_said = False
+        self._looks = threading.local()
         self._loader_worker = None  # a DataLoader worker is forked; it says so once it runs its loop
 
 
