@@ -15,6 +15,7 @@ These are the fast tests of bench/mutation.py's "controller" group (no subproces
 
 from __future__ import annotations
 
+import functools
 import itertools
 import signal
 import sys
@@ -1522,6 +1523,30 @@ def test_a_thread_takes_over_from_a_driver_that_begins_its_wait_after_an_empty_l
     assert rig.c.step == 1 + steps["taken"]
 
 
+def test_a_thread_whose_supervisor_is_still_in_its_start_takes_over_at_its_third_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As above, the driver joining a supervisor that starts the training thread and joins it: at the
+    thread's third step the supervisor was still inside its ``Thread.start()``, no wait was seen, and the
+    next look (spaced: ``LOOK_SPACING``) came steps later, a window lost. The controller lets a thread
+    inside this one's start run, then looks again: the take-over is at the third step."""
+    monkeypatch.setattr(controller_module, "time", _GilHandedOver())
+    plan = TorchPlan(skip_first=4, wait=0, warmup=0, active=3, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)  # a sanity step on the main thread, which drives
+    trainer = threading.Thread(target=lambda: rig.run(20), name="train")
+    supervisor = threading.Thread(target=_supervised, args=(trainer,), name="supervisor")
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        supervisor.start()
+        supervisor.join(20)
+    finally:
+        sys.setswitchinterval(interval)
+    assert rig.c.step == 1 + 20, rig.log.lines
+    assert [event[:2] for event in rig.sink.events] == [("begin", 4), ("finish", 6)]
+
+
 def test_a_thread_the_driver_waits_for_takes_over_between_the_steps_of_another() -> None:
     """Two pool workers each training, their steps interleaved, after one step on the main thread, which
     then waits for their futures: each boundary of the one reset the other's count, neither reached 3 in
@@ -2563,12 +2588,17 @@ def test_no_thread_takes_over_from_a_driver_polling_a_flag_the_thread_does_not_s
 
 
 def test_no_thread_takes_over_from_a_driver_that_polls_another_thread_or_works_while_it_asks() -> None:
-    """A poll of another thread's ``is_alive()`` (a logger's), or a loop that works (no sleep) while it
-    asks the training thread's: the driver may step again, the thread's steps stay ignored."""
+    """A poll of another thread's ``is_alive()`` (a logger's, waiting for what a third thread sets), or a
+    loop that works (no sleep) while it asks the training thread's: the driver may step again, the
+    thread's steps stay ignored. (A logger that joins the training thread is waited for as a supervisor's
+    join: ``test_a_thread_a_supervisor_joins_takes_over_from_a_driver_waiting_for_the_supervisor``.)"""
     plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
 
     def poll_logger(t: threading.Thread, started: threading.Event) -> None:
-        logger = threading.Thread(target=t.join, args=(10,), name="logger")  # ends with the training
+        flushed = threading.Event()
+        flusher = threading.Thread(target=lambda: (t.join(10), flushed.set()), name="flusher")
+        logger = threading.Thread(target=flushed.wait, args=(10,), name="logger")  # ends with the training
+        flusher.start()
         logger.start()
         started.set()
         while logger.is_alive():
@@ -2584,6 +2614,83 @@ def test_no_thread_takes_over_from_a_driver_that_polls_another_thread_or_works_w
         rig = Rig(plan)
         _polled_training(rig, poll)
         assert rig.c.step == 1 and rig.c.driver == threading.get_ident(), poll.__name__
+
+
+def _supervised(t: threading.Thread, supervisors: list[int] | None = None) -> None:
+    """A supervisor's work: start the training thread, join it (its ident told to ``supervisors``)."""
+    if supervisors is not None:
+        supervisors.append(threading.get_ident())
+    t.start()
+    t.join(20)
+
+
+def _in_a_future(supervise: Any) -> None:
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="supervisor") as pool:
+        pool.submit(supervise).result(20)
+
+
+def _polling(supervise: Any) -> None:
+    supervisor = threading.Thread(target=supervise, name="supervisor")
+    supervisor.start()
+    while supervisor.is_alive():
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("waits", [_in_a_future, _polling], ids=["future-result", "is-alive-poll"])
+def test_a_thread_a_supervisor_joins_takes_over_from_a_driver_waiting_for_the_supervisor(waits: Any) -> None:
+    """One step on the main thread, then training in a thread that a supervisor starts and joins, the
+    main thread waiting for the supervisor in a ``concurrent.futures`` result (the supervisor an executor's
+    work) or polling its ``is_alive()``: as with a join of the supervisor, the thread takes over; each of
+    the thread's 7 steps was ignored, no capture."""
+    plan = TorchPlan(skip_first=5, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, supervisors = rig.c.driver, []
+
+    def train() -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if _joining(supervisors[0]) and _waiting_in(
+                main, "result" if waits is _in_a_future else "_polling"
+            ):
+                break
+            time.sleep(0.001)
+        rig.run(7)
+
+    trainer = threading.Thread(target=train, name="train")
+    waits(functools.partial(_supervised, trainer, supervisors))
+    assert rig.c.step == 8 and rig.c.driver in (None, trainer.ident), rig.log.lines
+    assert [event[:2] for event in rig.sink.events] == [("begin", 5), ("finish", 6)]
+
+
+def test_no_thread_takes_over_from_a_driver_waiting_for_a_future_whose_work_joins_another_thread() -> None:
+    """The executor's work the driver waits for joins a thread that loads its data (waiting for what a
+    third thread sets), while a thread beside it trains: not a wait for the stepping thread."""
+    import concurrent.futures
+
+    plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
+    rig = Rig(plan)
+    rig.run(1)
+    main, stepped, loaded = rig.c.driver, threading.Event(), threading.Event()
+
+    def side() -> None:
+        _train_once_waited(rig, main, "result")
+        stepped.set()
+
+    loader = threading.Thread(target=loaded.wait, args=(10,), name="loader")
+    threads = [
+        threading.Thread(target=side, name="side"),
+        threading.Thread(target=lambda: (stepped.wait(10), loaded.set()), name="setter"),
+    ]
+    for thread in threads:
+        thread.start()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(_supervised, loader).result(20)
+    for thread in threads:
+        thread.join(10)
+    assert rig.c.driver == main and rig.c.step == 1
 
 
 def test_a_poll_whose_variables_cannot_be_read_is_no_poll_and_no_failure() -> None:

@@ -1154,34 +1154,39 @@ UNREAD_WAIT = "'s steps are not counted: thread "
 _WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wait_for_tstate_lock, ...)
 _THROUGH = 2  # threads a wait may go through to the stepping one: the driver joins one that joins it
 _THREADS_THROUGH = 8  # non-daemon threads looked at for the exit's wait
+_WORKERS_LOOKED_AT = 64  # threads looked at for the executor thread that runs a future the driver waits for
+_WORK_ITEM_FRAMES = 32  # frames of such a thread looked at, outward from its join, for its work item
 
 
 def _waits_for_other_threads(driver: int | None) -> bool:
-    """``_waits_now``, and when ``driver`` is still inside ``Thread.start()`` of the calling thread (which
-    has begun: it steps), once more after this thread has let it run: a step shorter than the
-    interpreter's switch interval keeps the GIL from it, and 12-21 steps of a thread that trains while the
-    main thread joins it passed uncounted before it was seen in ``join()``, a window in them lost."""
+    """``_waits_now``, and when a thread is still inside ``Thread.start()`` of the calling thread (which
+    has begun: it steps), the driver or one it waits for (a supervisor that starts it, then joins it), once
+    more after this thread has let it run: a step shorter than the interpreter's switch interval keeps the
+    GIL from it, and 12-21 steps of a thread that trains while the main thread joins it passed uncounted
+    before it was seen in ``join()``, a window in them lost."""
     if _waits_now(driver):
         return True
-    if not _starts_this_thread(driver):
+    if not _a_thread_starts_this_one():
         return False
-    time.sleep(0)  # the GIL to the driver, which returns from start() into its wait
+    time.sleep(0)  # the GIL to the starting thread, which returns from start() into its wait
     return _waits_now(driver)
 
 
-def _starts_this_thread(driver: int | None) -> bool:
-    """Whether thread ``driver`` is inside ``Thread.start()`` of the calling thread."""
+def _a_thread_starts_this_one() -> bool:
+    """Whether a thread is inside ``Thread.start()`` of the calling thread."""
     me = threading.current_thread()
-    frame = frames.current_frames().get(driver) if driver is not None else None
-    for _ in range(_WAIT_FRAMES):
-        if frame is None or not frame.f_code.co_filename.endswith("/threading.py"):
-            return False
-        if frame.f_code.co_name == "start":
-            try:
-                return frame.f_locals.get("self") is me
-            except Exception:  # another thread's frame, changing as it is read: not known, no
-                return False
-        frame = frame.f_back
+    for frame in list(frames.current_frames().values())[:_WORKERS_LOOKED_AT]:
+        for _ in range(_WAIT_FRAMES):
+            if frame is None or not frame.f_code.co_filename.endswith("/threading.py"):
+                break
+            if frame.f_code.co_name == "start":
+                try:
+                    if frame.f_locals.get("self") is me:
+                        return True
+                except Exception:  # another thread's frame, changing as it is read: not known, no
+                    pass
+                break
+            frame = frame.f_back
     return False
 
 
@@ -1190,7 +1195,8 @@ def _waits_now(driver: int | None, through: int = 0) -> bool:
     is threading's, one of the next few is in ``_WAITS_FOR_THREADS`` and waits for this thread: its
     ``join``, the exit's wait while this thread is not a daemon, a future this thread runs, an event, a
     queue... that this thread's code releases: ``released_waits``; or it polls this thread's
-    ``is_alive()`` between sleeps: ``polling.polls_this_thread``), or is gone.
+    ``is_alive()`` between sleeps: ``polling.polls_this_thread``, or that of a thread that waits for it in
+    turn), or is gone.
     Looked at only when this thread stepped ``TAKE_OVER_AFTER`` times alone: a thread training beside the
     driving one never takes over while the driving one trains, nor while it waits for its data (a loader's
     future, a prefetch thread's join: helper-222; docs/architecture.md, "Step boundaries"). ``through``:
@@ -1199,8 +1205,8 @@ def _waits_now(driver: int | None, through: int = 0) -> bool:
     if frame is None:  # a driver that ended without its guard: none is left to step (a thread it joined
         return driver is not None and not through  # that ended is waited for no more)
     try:
-        if polling.polls_this_thread(frame):  # while t.is_alive(): time.sleep(0.1), as join() waits
-            return True
+        if polling.polls_this_thread(frame, lambda polled: _waits_through(polled, through)):
+            return True  # while t.is_alive(): time.sleep(0.1), as join() waits
         if released_waits.feeds_this_thread(frame):  # for batch in loader: q.put(batch)
             return True
         if released_waits.polls_a_flag_this_thread_sets(frame):  # while not state["done"]: time.sleep(1)
@@ -1235,7 +1241,8 @@ def _waits_now(driver: int | None, through: int = 0) -> bool:
 def _waits_for_this_thread(name: str, frame: Any, through: int = 0) -> bool:
     """The wait ``name`` of another thread's ``frame`` (one of ``_WAITS_FOR_THREADS``) waits for the
     calling thread: joins it, or the exit's wait (it is not a daemon), or a future it runs; or joins, or
-    waits at exit for, a thread that waits for it in turn (``_waits_through``)."""
+    waits at exit for, a thread that waits for it in turn (``_waits_through``), or waits for a future whose
+    executor thread joins it (``_a_worker_joins_this_thread``)."""
     me = threading.current_thread()
     if name == "_shutdown":
         if not me.daemon:
@@ -1247,14 +1254,56 @@ def _waits_for_this_thread(name: str, frame: Any, through: int = 0) -> bool:
     if name == "join":
         joined = waited.get("self")
         return joined is me or _waits_through(joined, through)
-    mine = _futures_run_here()
-    if not mine:
-        return False
     if name == "result":
-        return any(f is waited.get("self") for f in mine)
-    if name == "_result_or_cancel":
-        return any(f is waited.get("fut") for f in mine)
-    return any(f is g for g in tuple(waited.get("fs") or ()) for f in mine)  # wait, as_completed
+        futures = [waited.get("self")]
+    elif name == "_result_or_cancel":
+        futures = [waited.get("fut")]
+    else:  # wait, as_completed
+        futures = list(tuple(waited.get("fs") or ()))
+    if any(f is g for g in futures for f in _futures_run_here()):
+        return True
+    return _a_worker_joins_this_thread(futures, through)
+
+
+def _a_worker_joins_this_thread(futures: list[Any], through: int) -> bool:
+    """Whether the executor thread running one of ``futures`` joins the calling thread (or a thread that
+    waits for it in turn: ``_waits_through``): ``pool.submit(supervise).result()``, ``supervise`` starting
+    the training thread and joining it. Only a join: a future's work that waits for anything else (its
+    data, an event) is a loader's, whose waits are not for the stepping thread (helper-222)."""
+    if through >= _THROUGH or not futures:
+        return False
+    me = get_ident()
+    for ident, frame in list(frames.current_frames().items())[:_WORKERS_LOOKED_AT]:
+        join = _join_frame(frame) if ident != me else None
+        if join is not None and any(item.future is f for item in _work_items_of(join) for f in futures):
+            return _waits_for_this_thread("join", join, through + 1)
+    return False
+
+
+def _join_frame(frame: Any) -> Any:
+    """The frame of ``Thread.join`` among the innermost frames from ``frame`` (threading's), or None."""
+    for _ in range(_WAIT_FRAMES):
+        if frame is None or not frame.f_code.co_filename.endswith("/threading.py"):
+            return None
+        if frame.f_code.co_name == "join":
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _work_items_of(frame: Any) -> list[Any]:
+    """The executor work items run by the frames from ``frame`` outward (another thread's)."""
+    items = []
+    for _ in range(_WORK_ITEM_FRAMES):
+        if frame is None:
+            break
+        code = frame.f_code
+        if code.co_name == "run" and code.co_filename.endswith("/concurrent/futures/thread.py"):
+            item = frame.f_locals.get("self")
+            if hasattr(item, "future"):
+                items.append(item)
+        frame = frame.f_back
+    return items
 
 
 def _waits_through(thread: Any, through: int) -> bool:

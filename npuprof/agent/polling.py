@@ -27,6 +27,7 @@ ASKS_ALIVE = frozenset({"is_alive"})
 ASKS_ALL = frozenset({"active_count"})
 _FRAMES = 6  # frames looked at from the innermost (Condition.wait, Event.wait, then the script's loop)
 _ELEMENTS = 256  # elements of one variable (a list of threads) looked at
+_THROUGH = 8  # threads polled whose own wait is looked at (polls_this_thread's ``through``)
 _KEPT = 64  # code objects whose names are kept (see by_identity)
 # Bytecode read at most in one code object (~25 ms, once, on a training step): beyond, not a poll.
 READ_BYTES = 16384
@@ -34,8 +35,10 @@ JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis,
 _INLINE = 64  # expressions nested in one code object read (a module of thousands: read once, on a step)
 
 
-def polls_this_thread(frame: Any) -> bool:
-    """Whether the thread whose innermost frame is ``frame`` polls the calling thread until it ends."""
+def polls_this_thread(frame: Any, through: Callable[[threading.Thread], bool] | None = None) -> bool:
+    """Whether the thread whose innermost frame is ``frame`` polls the calling thread until it ends, or,
+    with ``through``, polls a thread ``through`` accepts (one that waits for the caller in turn: a
+    supervisor that joins it, ``while supervisor.is_alive(): time.sleep(1)``)."""
     for _ in range(_FRAMES):
         if frame is None:
             return False
@@ -51,6 +54,7 @@ def polls_this_thread(frame: Any) -> bool:
         return False
     me, at = threading.current_thread(), frame.f_lasti
     variables, globals_ = frame.f_locals, frame.f_globals
+    polled: list[threading.Thread] = []
     for start, end, asked in loops:
         if not start <= at <= end:
             continue
@@ -60,7 +64,8 @@ def polls_this_thread(frame: Any) -> bool:
             value = variables[name] if name in variables else globals_.get(name)
             if holds(name, value, me):
                 return True
-    return False
+            polled += [item for item in _held(name, value) if isinstance(item, threading.Thread)]
+    return through is not None and any(through(thread) for thread in polled[:_THROUGH])
 
 
 def names_on_line(frame: Any) -> frozenset[str]:
@@ -72,8 +77,12 @@ def names_on_line(frame: Any) -> frozenset[str]:
 def holds(name: str, value: Any, me: object) -> bool:
     """Whether ``value`` is ``me``, holds it (a list, a dict's values), or has it as an attribute
     (``self``)."""
-    if value is me:
-        return True
+    return any(item is me for item in _held(name, value))
+
+
+def _held(name: str, value: Any) -> list[Any]:
+    """``value`` and what it holds: the first ``_ELEMENTS`` elements of a list, a dict's values, or the
+    attributes of ``self``."""
     if isinstance(value, (list, tuple, set, frozenset)):
         items: Any = value
     elif isinstance(value, dict):
@@ -81,13 +90,8 @@ def holds(name: str, value: Any, me: object) -> bool:
     elif name == "self":
         items = getattr(value, "__dict__", {}).values()
     else:
-        return False
-    for count, item in enumerate(list(items)):
-        if item is me:
-            return True
-        if count >= _ELEMENTS:
-            break
-    return False
+        return [value]
+    return [value, *list(items)[:_ELEMENTS]]
 
 
 def by_identity(read: Callable[[Any], T]) -> Callable[[Any], T]:
