@@ -2343,7 +2343,8 @@ def test_an_event_loop_ticking_beside_the_thread_it_awaits_is_named_with_its_fix
     """``asyncio.run(main())`` whose task awaits ``asyncio.to_thread(train)`` while another task ticks
     (``await asyncio.sleep`` in a loop, printing progress): the ticker may step between its sleeps, so the
     thread's steps stay ignored, and the last line said only that they were, and to join() the thread.
-    A line names that wait and what hands the steps over (no step on the loop's thread before)."""
+    A line names that wait and what hands the steps over (no step on the loop's thread before), in the
+    function the script hands to the thread (asyncio_0 is no name of the script's)."""
     import asyncio
 
     plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
@@ -2371,8 +2372,8 @@ def test_an_event_loop_ticking_beside_the_thread_it_awaits_is_named_with_its_fix
     assert said == [
         f"thread asyncio_0's steps are not counted: thread {main_name} waits for it in an asyncio event "
         "loop beside a task that sleeps (a ticker), which may step between its sleeps, so npuprof does not "
-        "read it as a wait for that thread; take the first step in thread asyncio_0 too (none on the "
-        "loop's thread before training moves there)"
+        "read it as a wait for that thread; take the first step in train(), which thread asyncio_0 runs, "
+        "too (none on the loop's thread before training moves there)"
     ], rig.log.lines
 
 
@@ -2527,22 +2528,30 @@ def test_a_flag_a_variable_of_the_drivers_function_holds_is_named_with_its_fix(n
     thread = threading.Thread(target=train_nonlocal if nonlocal_flag else train, name="train")
     thread.start()
     started.set()
-    deadline = time.monotonic() + 10
+    deadline, polled_at = time.monotonic() + 10, []
     if nonlocal_flag:
         while not done and time.monotonic() < deadline:
-            time.sleep(0.005)
+            time.sleep(_a_pause_said_where(polled_at))
     else:
         while not state["done"] and time.monotonic() < deadline:
-            time.sleep(0.005)
+            time.sleep(_a_pause_said_where(polled_at))
     thread.join(10)
     assert rig.c.driver == threading.get_ident() and rig.c.step == 1
     said = [line[-1] for line in rig.log.lines if "does not read" in line[-1]]
     main, flag = threading.current_thread().name, "done" if nonlocal_flag else "state['done']"
+    function = sys._getframe().f_code.co_name
+    where = f"{function}() (test_controller_units.py:{polled_at[0]})"  # the user's loop, found by its line
     assert said == [
         f"thread train's steps are not counted: thread {main} waits for it polling {flag}, a variable of "
-        "its function, which npuprof does not read (that would keep its variables alive); wait on a "
+        f"{where}, which npuprof does not read (that would keep its variables alive); wait on a "
         "threading.Event that thread sets (or join() it, or keep the flag in a module global)"
     ], rig.log.lines
+
+
+def _a_pause_said_where(lines: list[int]) -> float:
+    """0.005 (s), the line of the caller's call kept in ``lines``."""
+    lines.append(sys._getframe(1).f_lineno)
+    return 0.005
 
 
 def test_no_thread_takes_over_from_a_driver_polling_a_flag_the_thread_does_not_set_after_its_loop() -> None:

@@ -18,6 +18,7 @@ to take a boundary drives from then on.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -433,15 +434,17 @@ class CaptureController:
         flag = released_waits.unread_flag(frame)
         if flag:
             return (
-                f"polling {flag}, a variable of its function, which npuprof does not read (that would keep "
-                "its variables alive); wait on a threading.Event that thread sets (or join() it, or keep the "
-                "flag in a module global)"
+                f"polling {flag}, a variable of {_place_of(released_waits.outside_the_waits(frame))}, which "
+                "npuprof does not read (that would keep its variables alive); wait on a threading.Event "
+                "that thread sets (or join() it, or keep the flag in a module global)"
             )
         if released_waits.loop_ticks_beside_this_thread(frame):
+            work = released_waits.work_run_here()
+            inside = f"in {work}(), which thread {name} runs," if work else f"in thread {name}"
             return (
                 "in an asyncio event loop beside a task that sleeps (a ticker), which may step between its "
-                "sleeps, so npuprof does not read it as a wait for that thread; take the first step in "
-                f"thread {name} too (none on the loop's thread before training moves there)"
+                "sleeps, so npuprof does not read it as a wait for that thread; take the first step "
+                f"{inside} too (none on the loop's thread before training moves there)"
             )
         return ""
 
@@ -1149,6 +1152,16 @@ _WAITS_FOR_THREADS = {
     "/threading.py": ("join", "_shutdown"),
     "/concurrent/futures/_base.py": ("result", "wait", "as_completed", "_result_or_cancel"),
 }
+
+
+def _place_of(frame: Any) -> str:
+    """``main() (train.py:27)``: the function ``frame`` runs and where, by its file's name."""
+    if frame is None:
+        return "its function"
+    code = frame.f_code
+    return f"{code.co_name}() ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+
+
 # what the line naming a wait npuprof does not read says of it (npuprof/reports/run_summary.py finds it)
 UNREAD_WAIT = "'s steps are not counted: thread "
 _WAIT_FRAMES = 6  # the frames looked at from the innermost (Condition.wait, _wait_for_tstate_lock, ...)

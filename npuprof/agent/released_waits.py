@@ -19,6 +19,7 @@ inside its loop. It also tells whether an asyncio event loop awaits nothing but 
 from __future__ import annotations
 
 import bisect
+import contextvars
 import dis
 import functools
 import os
@@ -157,10 +158,7 @@ def _flags_polled(frame: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
     reads, when that frame's line calls a sleep or a wait inside that loop: each as its variable's scope
     ("global" or "local"), name and key (``["done"]``, ``.done``, "" for the variable itself), with the
     frame's globals."""
-    for _ in range(_WAIT_FRAMES):
-        if frame is None or not frame.f_code.co_filename.endswith(_WAIT_FILES):
-            break
-        frame = frame.f_back
+    frame = outside_the_waits(frame)
     if frame is None or polling.names_of(frame.f_code).isdisjoint(polling.WAIT_CALLS):
         return []  # (the cheap look first: a driver in any code of the job's)
     if polling.names_on_line(frame).isdisjoint(polling.WAIT_CALLS):
@@ -173,6 +171,34 @@ def _flags_polled(frame: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
     ]
     unique = list(dict.fromkeys(tuple(flag) for flag in read))[:_FLAGS]
     return [(scope, root, key, frame.f_globals) for scope, root, key in unique]
+
+
+def outside_the_waits(frame: Any) -> Any:
+    """The first frame from ``frame`` outward that is not threading's or queue's code (an ``Event.wait``'s
+    caller), or None."""
+    for _ in range(_WAIT_FRAMES):
+        if frame is None or not frame.f_code.co_filename.endswith(_WAIT_FILES):
+            break
+        frame = frame.f_back
+    return frame
+
+
+def work_run_here() -> str:
+    """The name of the function the first executor work item the calling thread runs calls (``train``
+    of ``asyncio.to_thread(train)``, which runs it through a context's ``run``), or ""."""
+    for item in work_items_run_here():
+        function = getattr(item, "fn", None)
+        if isinstance(function, functools.partial) and _runs_in_a_context(function.func) and function.args:
+            function = function.args[0]
+        function, _given = _unwrapped((function, []))
+        return str(getattr(function, "__qualname__", "")).rsplit("<locals>.", 1)[-1]  # Trainer.fit, train
+    return ""
+
+
+def _runs_in_a_context(function: Any) -> bool:
+    return getattr(function, "__name__", "") == "run" and isinstance(
+        getattr(function, "__self__", None), contextvars.Context
+    )
 
 
 def waited_on(frame: Any) -> tuple[Any, frozenset[str], bool] | None:
