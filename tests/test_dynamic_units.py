@@ -789,9 +789,7 @@ def test_status_says_a_capture_cut_short(tmp_path: Path, where: str) -> None:
         f" {where} ({note})\n"
     )
     (process,) = _processes(tmp_path)
-    assert process["captures"] == [
-        {"steps": "53-85", "status": "complete", "directory": where, "note": note}
-    ]
+    assert process["captures"] == [{"steps": "53-85", "status": "complete", "directory": where, "note": note}]
     report = {"config": {"file": "cfg/profiler_config.json", "content": None}, "processes": [process]}
     assert f"steps 53-85 complete in {where} ({note})" in " ".join(render(report).split())
 
