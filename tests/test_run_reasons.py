@@ -940,6 +940,101 @@ def test_a_capture_cut_short_by_an_uncaught_exception_says_so(
     assert reasons == [f"{detail} before the capture's last step; step 8 is partial"]
 
 
+def _child_ends(raise_in_run: Callable[[], None], finalise: Callable[[], None]) -> None:
+    """A multiprocessing child's end as ``Process._bootstrap`` runs it: its exit finalizers (npuprof's
+    ``_at_exit`` among them) called in the ``finally`` of ``run()``, what ``run()`` raised still in flight."""
+    try:
+        try:
+            raise_in_run()
+        finally:
+            finalise()
+    except BaseException:  # multiprocessing turns it into the child's exit code
+        pass
+
+
+def _spawn_wrapped(fn: Callable[[], None]) -> Callable[[], None]:
+    """torch.multiprocessing.spawn's wrapper of a rank's function: an exception is caught, sent to the
+    parent and the rank leaves by sys.exit(1)."""
+
+    def wrapped() -> None:
+        try:
+            fn()
+        except Exception:
+            sys.exit(1)
+
+    return wrapped
+
+
+def _boom() -> None:
+    raise RuntimeError("boom in spawn\nsecond line")
+
+
+@pytest.mark.parametrize(
+    ("run", "detail"),
+    [
+        (_spawn_wrapped(_boom), "the process exited with code 1 after raising RuntimeError (boom in spawn)"),
+        (_boom, "the process died of an uncaught RuntimeError (boom in spawn)"),  # a bare Process
+        (lambda: sys.exit(3), "the process exited with code 3"),
+        (lambda: sys.exit("bad config"), "the process exited with code 1"),
+        (_spawn_wrapped(lambda: None), "training ended"),
+        (lambda: sys.exit(0), "training ended"),
+    ],
+    ids=["spawn-raises", "process-raises", "exit-3", "exit-text", "spawn-returns", "exit-0"],
+)
+def test_a_multiprocessing_childs_capture_says_what_failed_it(
+    monkeypatch: pytest.MonkeyPatch, run: Callable[[], None], detail: str
+) -> None:
+    """mp.spawn without torchrun, rank 1 raising RuntimeError at step 4 of a capture of steps 3-5: both
+    ranks' captures said "training ended before the capture's last step", as if both had ended well (the
+    same job under torchrun said "the process died of an uncaught RuntimeError (boom)")."""
+
+    reasons: list[str] = []
+    agent = _agent_at_its_exit(
+        lambda line: None, armed=True, step=4, windows_skipped=0, finish_early=reasons.append
+    )
+    for name in ("last_exc", "last_value"):  # a child keeps none: nothing reached the interpreter's top
+        monkeypatch.setattr(sys, name, None, raising=False)
+    _child_ends(run, lambda: agent._finalise_at_exit("training ended"))
+    assert reasons == [f"{detail} before the capture's last step; step 4 is partial"]
+
+
+def test_a_spawned_ranks_capture_is_finalised_where_what_failed_it_is_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rank of mp.spawn (start method spawn) is finalised from atexit, once the exception is gone: the
+    agent woken as the child imports the parent's main module also finalises it from multiprocessing's
+    exit finalizers, run in Process._bootstrap's finally (its registry cleared by the bootstrap first)."""
+    import weakref
+    from multiprocessing import util as mp_util
+
+    monkeypatch.setattr(mp_util, "_afterfork_registry", weakref.WeakValueDictionary())
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-c", "...", "--multiprocessing-fork"])
+    for name in ("last_exc", "last_value"):
+        monkeypatch.setattr(sys, name, None, raising=False)
+    monkeypatch.setattr("atexit.register", lambda fn: None)
+    monkeypatch.setattr(os, "register_at_fork", lambda **hooks: None)
+    reasons: list[str] = []
+    agent = _agent_at_its_exit(
+        lambda line: None, armed=True, step=4, windows_skipped=0, finish_early=reasons.append
+    )
+    agent._mp_after_fork = False
+    # (the registry itself: each Finalize holds it as a default argument) this process's, put back after
+    registry = mp_util._finalizer_registry
+    kept = dict(registry)
+    try:
+        agent._exit_hooks()
+        registry.clear()  # Process._bootstrap, as it starts
+        mp_util._run_after_forkers()
+        _child_ends(_spawn_wrapped(_boom), lambda: mp_util._run_finalizers(0))
+    finally:
+        registry.clear()
+        registry.update(kept)
+    assert reasons == [
+        "the process exited with code 1 after raising RuntimeError (boom in spawn) before the capture's "
+        "last step; step 4 is partial"
+    ]
+
+
 def test_a_window_that_passed_while_a_thread_took_over_is_the_reason() -> None:
     """Mine, by hand: a sanity step on the main thread, then 200 short steps in a thread, the main thread
     slow to reach join(): the thread took over at its 18th step, the window of steps 5-8 had passed

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from npuprof import ENV_JOB_PID, ENV_LAUNCHER_PID
 from npuprof.agent import threads
 from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
-from npuprof.agent.thread_deaths import uncaught_named
+from npuprof.agent.thread_deaths import exception_named, uncaught_named
 
 if TYPE_CHECKING:
     from npuprof.agent.signals import KeptWork
@@ -363,6 +363,9 @@ class Agent:
         atexit.register(self._at_exit)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._in_forked_child)
+        if _in_a_multiprocessing_child():
+            # (a rank of mp.spawn) finalised at the end of run() too, where what failed it is still known
+            self._finalise_at_multiprocessing_exit()
 
     @never_raise("finalising the capture at exit")
     def _at_exit(self, ended_by: str = "training ended") -> None:
@@ -593,15 +596,44 @@ def _held(method: Any, guard: Any, when: Any) -> Any:
     return held
 
 
+def _in_a_multiprocessing_child() -> bool:
+    """Started by multiprocessing: spawned (its command line says so while it imports the parent's main
+    module, before its bootstrap) or forked before this agent woke (its bootstrap names the parent)."""
+    from npuprof.agent.window_plan import a_multiprocessing_child
+
+    process = sys.modules.get("multiprocessing.process")
+    return a_multiprocessing_child() or (process is not None and process.parent_process() is not None)
+
+
 def _died_of_uncaught_exception() -> str | None:
     """ "the process died of an uncaught ValueError (bad batch)" when the script's main thread raised it to
     the top (the interpreter keeps it in ``sys.last_exc``, ``sys.last_value`` before 3.12, before its exit
-    callbacks run); None for any other end (a return, ``sys.exit``, a signal). A capture it cut short said
-    "training ended", as if the job had ended well (the job's exit code was the only sign)."""
+    callbacks run), or what failed a multiprocessing child; None for any other end (a return, the main
+    thread's ``sys.exit``, a signal). A capture it cut short said "training ended", as if the job had ended
+    well (the job's exit code was the only sign)."""
     exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-    if not isinstance(exc, BaseException):
+    if isinstance(exc, BaseException):
+        return f"the process died of {uncaught_named(exc)}"
+    return _multiprocessing_child_failed()
+
+
+def _multiprocessing_child_failed() -> str | None:
+    """What ends a multiprocessing child that failed, read while it ends: its exit finalizers (ours
+    included) run in ``Process._bootstrap``'s ``finally``, the exception that ends ``run()`` still in
+    flight. ``torch.multiprocessing.spawn`` catches a rank's exception and calls ``sys.exit(1)``: a rank
+    of an ``mp.spawn`` job that raised said "training ended". None at a normal end and in an atexit
+    callback (no exception is in flight there)."""
+    exc = sys.exc_info()[1]
+    if exc is None:
         return None
-    return f"the process died of {uncaught_named(exc)}"
+    if not isinstance(exc, SystemExit):
+        return f"the process died of {uncaught_named(exc)}"
+    if exc.code in (None, 0):
+        return None
+    code = exc.code if isinstance(exc.code, int) else 1  # Python prints any other object and exits 1
+    cause = exc.__context__
+    after = f" after raising {exception_named(cause)}" if cause is not None else ""
+    return f"the process exited with code {code}{after}"
 
 
 class _NativeExit:

@@ -19,13 +19,18 @@ _driving = threading.local()
 
 def uncaught_named(exc: BaseException) -> str:
     """ "an uncaught ValueError (bad batch)": the exception's type and the first line of its message."""
+    return "an uncaught " + exception_named(exc)
+
+
+def exception_named(exc: BaseException) -> str:
+    """ "ValueError (bad batch)": the exception's type and the first line of its message, cut short."""
     try:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     except Exception:  # a __str__ of the job's that fails
         text = ""
     if len(text) > UNCAUGHT_TEXT_CHARS:
         text = text[: UNCAUGHT_TEXT_CHARS - 1] + "…"
-    return "an uncaught " + type(exc).__name__ + (f" ({text})" if text else "")
+    return type(exc).__name__ + (f" ({text})" if text else "")
 
 
 def name_this_threads_death_on(guard: Any) -> None:
