@@ -635,6 +635,12 @@ def test_a_capture_whose_process_outlived_its_killed_launcher_is_in_progress(tmp
         for proc in (ours, other):
             assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
 
+        def said_of_ours_in_progress() -> str:
+            (detail,) = [
+                s.detail for d in out.glob(f"*_{ours.pid}_*") if (s := capture_status(d)).in_progress
+            ]
+            return detail
+
         def status(pid: int, began_ns: int) -> str:
             d = out / f"{short_host_name()}_{pid}_{began_ns}_ascend_pt"
             d.mkdir()
@@ -645,6 +651,15 @@ def test_a_capture_whose_process_outlived_its_killed_launcher_is_in_progress(tmp
         assert status(ours.pid, time.time_ns()) == "capturing"
         assert status(ours.pid, time.time_ns() - 3600 * 10**9) == "incomplete"  # its pid, an hour ago
         assert status(other.pid, time.time_ns()) == "incomplete"
+        assert said_of_ours_in_progress().endswith("its npuprof run gone")
+        # torchrun killed mid-capture, its ranks training on: the launcher's own summary of its run said
+        # "its npuprof run gone" as the launcher wrote it
+        (out / "npuprof_run.json").write_text(json.dumps({**record, "launcher_pid": os.getpid()}))
+        said = said_of_ours_in_progress()
+        assert (
+            said
+            == f"in progress: its process (pid {ours.pid}) still runs, after the job's first process ended"
+        )
     finally:
         for proc in (ours, other):
             proc.kill()

@@ -540,7 +540,11 @@ def capture_status(rank_dir: Path) -> CaptureStatus:
         if (elsewhere := launcher_elsewhere(rank_dir.parent, record.run_id)) is not None:
             return CaptureStatus(STATUS_CAPTURING, f"in progress: {elsewhere}")
         if _capturing_process_lives(rank_dir, record.pid, record.run_id, record.updated_ns, record.host):
-            still = f"in progress: its process (pid {record.pid}) still runs, its npuprof run gone"
+            still = f"in progress: its process (pid {record.pid}) still runs, " + (
+                "after the job's first process ended"
+                if _asked_by_its_launcher(rank_dir.parent, record.run_id)
+                else "its npuprof run gone"
+            )
             return CaptureStatus(STATUS_CAPTURING, still)
         return CaptureStatus(STATUS_INCOMPLETE, detail or NOT_FINALISED)
     return CaptureStatus(status, detail)
@@ -626,6 +630,17 @@ def _capturing_process_gone(rank_dir: Path, pid: Any, host: Any = None, began_ns
     if ended is not False:
         return bool(ended)  # None: /proc cannot tell
     return isinstance(began_ns, int) and started_after(pid, began_ns / 1e9)
+
+
+def _asked_by_its_launcher(output: Path, run_id: Any) -> bool:
+    """This process is the `npuprof run` of the run ``run_id`` (its summary, the job ended: torchrun
+    killed, its ranks training on): that run is not gone, as live_launcher, asked by it, would say."""
+    record = run_record_of(output, run_id) if isinstance(run_id, str) and run_id else None
+    return (
+        record is not None
+        and record.get("launcher_pid") == os.getpid()
+        and record.get("host") == os.uname().nodename
+    )
 
 
 def _capturing_process_lives(
