@@ -592,3 +592,25 @@ def test_a_pipe_whose_reader_stopped_ends_the_command_as_sigpipe_would(
 
 
 CATEGORIES_IN_ROWS = 9  # torch's _memory_profiler: a base 0 and its 8 categories
+
+
+def test_a_capture_whose_snapshot_was_never_written_says_its_categories_are_lost(tmp_path: Path) -> None:
+    """torchrun, rank 1 killed -9 one step after a capture made with --profile-memory --record-shapes
+    --with-stack --memory-timeline json, its memory snapshot still being copied: memory-timeline of its rank
+    dir drew the trace's totals and said "For categories: npuprof run --profile-memory --record-shapes
+    --with-stack --memory-timeline raw.json.gz", the flags the capture had."""
+    rank_dir = tmp_path / "vm_7_20261206235640213_ascend_pt"
+    rank_dir.mkdir()
+    _bytes_only_trace(rank_dir / "vm.1796601400240711267.pt.trace.json", [(10, 4096), (20, -4096)])
+    record = {"status": "complete", "run_id": "r1", "pid": 7, "steps": [3, 4]}
+
+    def said(extras: list[str]) -> str:
+        (rank_dir / "npuprof_capture.json").write_text(json.dumps({**record, "extras": extras}))
+        return mt.source_note(mt.load(rank_dir))
+
+    lost = said(["memory_timeline.snapshot.msgpack"])
+    assert "never wrote memory_timeline.snapshot.msgpack" in lost and "categories are lost" in lost, lost
+    assert "For categories: npuprof run" not in lost, lost
+    assert "For categories: npuprof run" in said([])  # a capture made without them
+    (rank_dir / "memory_timeline.json").write_text("{}")  # made from the snapshot, which was then removed
+    assert "For categories: npuprof run" in said(["memory_timeline.snapshot.msgpack"])

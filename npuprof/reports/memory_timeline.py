@@ -91,6 +91,7 @@ class MemoryData:
     devices: list[str] = field(default_factory=list)  # every device the data holds
     origin: str = "the trace"  # trace source only: where the allocator's totals were read
     notes: list[str] = field(default_factory=list)  # what the reader replaced or passed over
+    snapshot_lost: bool = False  # trace source: its capture record lists a memory snapshot never written
 
     def coalesce(self) -> tuple[list[int], list[list[int]]]:
         return coalesce(self.raw)
@@ -645,7 +646,9 @@ def load(source: Path, device: str | None = None) -> MemoryData:
         trace = layout.find_raw_trace(source)
         if trace is None:  # a rank dir torch_npu parsed: its trace_view.json, else its memory_record.csv
             return _from_parsed(source, device)
-        return from_trace(trace, device)
+        data = from_trace(trace, device)
+        data.snapshot_lost = _snapshot_never_written(source)
+        return data
     if not source.is_file():
         from npuprof.results.paths import why_missing
 
@@ -664,6 +667,17 @@ def load(source: Path, device: str | None = None) -> MemoryData:
 
         return from_snapshot(source, device)
     return from_trace(source, device)
+
+
+def _snapshot_never_written(rank_dir: Path) -> bool:
+    """Its capture record lists the memory snapshot, and neither it nor a timeline made from it (the
+    post-processor removes the snapshot once it has made one) is in ``rank_dir``."""
+    if SNAPSHOT_FILE not in ((layout.read_capture_record(rank_dir) or {}).get("extras") or []):
+        return False
+    try:
+        return not any(name.startswith("memory_timeline.") for name in os.listdir(rank_dir))
+    except OSError:
+        return False
 
 
 def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
@@ -815,6 +829,20 @@ def peak_lines(data: MemoryData) -> tuple[str, str]:
     return line_allocated, line_reserved
 
 
+_FOR_CATEGORIES = (
+    f"For categories: npuprof run {CAPTURE_FLAGS} --memory-timeline raw.json.gz, or with torch.profiler "
+    'yourself (profile_memory, record_shapes, with_stack) prof.export_memory_timeline("x.raw.json.gz"), then '
+    "npuprof memory-timeline x.raw.json.gz."
+)
+# A capture made with those flags whose process died (a rank killed by its peer's failure) while its snapshot
+# was copied: the advice sent the user to capture again with the flags the capture had.
+_SNAPSHOT_LOST = (
+    f"The capture was made for categories, but its training process never wrote {SNAPSHOT_FILE}, which its "
+    "capture record lists (killed while the snapshot was copied after the capture; a full disk is said in "
+    "npuprof.log): this capture's categories are lost."
+)
+
+
 def source_note(data: MemoryData) -> str:
     if data.source == SOURCE_TRACE:
         summed = data.origin.startswith("the trace's [memory] Bytes, summed")
@@ -838,10 +866,8 @@ def source_note(data: MemoryData) -> str:
             )
         return (
             f"Categories UNKNOWN: rendered from {_ORIGIN_TEXT.get(origin, origin)}"
-            f"{'' if summed else ' (allocator totals only)'}. "
-            f"{before} For categories: npuprof run {CAPTURE_FLAGS} --memory-timeline raw.json.gz, or with "
-            "torch.profiler yourself (profile_memory, record_shapes, with_stack) "
-            'prof.export_memory_timeline("x.raw.json.gz"), then npuprof memory-timeline x.raw.json.gz.'
+            f"{'' if summed else ' (allocator totals only)'}. {before} "
+            + (_SNAPSHOT_LOST if data.snapshot_lost else _FOR_CATEGORIES)
         )
     return "Categories from torch's memory profiler (export_memory_timeline)."
 
