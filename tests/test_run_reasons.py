@@ -803,6 +803,11 @@ def test_captures_left_on_the_way_by_a_process_killed_after_its_capture_say_so(
     print_run_summary(tmp_path, [capture], 128 + 15, ProfileConfig(), log, run_id=run, died_of=signal.SIGTERM)
     said = " ".join(capsys.readouterr().err.split())
     assert "its exit lines and the job died of SIGTERM: killed before it handed them over?: see" in said, said
+    # torchrun, rank 1 killed -9 one step after a --memory-timeline capture (its snapshot still copied):
+    # torchrun exits 1, and the summary blamed a post-processor
+    print_run_summary(tmp_path, [capture], 1, ProfileConfig(), log, run_id=run)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "its exit lines and the job failed (exit code 1): killed before it handed them over?: see" in said
     # a post-processor of the run still at work (its wait cut short by Ctrl-C): it may have them
     sleeper = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)", "npuprof.results.postprocess", "--run", run]

@@ -443,14 +443,16 @@ def _killed_before_the_hand_over(
     died_of: int | None,
     run_id: str | None,
 ) -> str:
-    """Why ``left`` were not parsed when the job died of a signal, their processes logged nothing at their
-    exit and no post-processor of the run is left at work: they died with their captures still on the way
-    to the post-processor (a SIGTERM between a capture's end and its hand-over, which a --memory-timeline
-    copy makes seconds long), and the summary blamed "a post-processor stopped, killed, or still at work",
-    of which npuprof.log said nothing. "" when that is not so."""
+    """Why ``left`` were not parsed when the job died of a signal or failed, their processes logged
+    nothing at their exit and no post-processor of the run is left at work: they died with their captures
+    still on the way to the post-processor (a SIGTERM between a capture's end and its hand-over, which a
+    --memory-timeline copy makes seconds long), and the summary blamed "a post-processor stopped, killed,
+    or still at work", of which npuprof.log said nothing. "" when that is not so."""
     signum = died_of or (exit_code - 128 if 128 < exit_code < 128 + 65 else 0)
-    # torch_npu parses in the job's own process: no post-processor is handed its captures
-    if not signum or not run_id or all(c.backend == "torch_npu" for c in left):
+    # torch_npu parses in the job's own process: no post-processor is handed its captures. A job that failed
+    # otherwise counts too: torchrun exits 1 when a rank of it is killed (kill -9, or its SIGTERM to the
+    # others once one has failed)
+    if not (signum or exit_code) or not run_id or all(c.backend == "torch_npu" for c in left):
         return ""
     from npuprof.results.postprocess import post_processor_of_run_lives
 
@@ -461,9 +463,12 @@ def _killed_before_the_hand_over(
         pid in pids and any(marker in message for marker in _EXIT_LINES) for pid, _level, message in agents
     ):
         return ""
-    name = signal_name(signum)
-    # a wrapper (sh) exits 128 + N for a process of its own that signal N ended
-    ended = f"the job died of {name}" if died_of else f"the job's exit code is {exit_code} (128 + {name})"
+    if not signum:
+        ended = f"the job failed (exit code {exit_code})"
+    elif died_of:
+        ended = f"the job died of {signal_name(signum)}"
+    else:  # a wrapper (sh) exits 128 + N for a process of its own that signal N ended
+        ended = f"the job's exit code is {exit_code} (128 + {signal_name(signum)})"
     return f"their process ended without its exit lines and {ended}: killed before it handed them over?"
 
 
