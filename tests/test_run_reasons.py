@@ -995,7 +995,7 @@ def test_a_multiprocessing_childs_capture_says_what_failed_it(
 
     reasons: list[str] = []
     agent = _agent_at_its_exit(
-        lambda line: None, armed=True, step=4, windows_skipped=0, finish_early=reasons.append
+        lambda line: None, armed=True, step=4, windows_skipped=0, finish_at_exit=reasons.append
     )
     for name in ("last_exc", "last_value"):  # a child keeps none: nothing reached the interpreter's top
         monkeypatch.setattr(sys, name, None, raising=False)
@@ -1020,7 +1020,7 @@ def test_a_spawned_ranks_capture_is_finalised_where_what_failed_it_is_known(
     monkeypatch.setattr(os, "register_at_fork", lambda **hooks: None)
     reasons: list[str] = []
     agent = _agent_at_its_exit(
-        lambda line: None, armed=True, step=4, windows_skipped=0, finish_early=reasons.append
+        lambda line: None, armed=True, step=4, windows_skipped=0, finish_at_exit=reasons.append
     )
     agent._mp_after_fork = False
     # (the registry itself: each Finalize holds it as a default argument) this process's, put back after

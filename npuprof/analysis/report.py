@@ -1804,6 +1804,9 @@ def _copies_left_out(read: list[_Read]) -> list[_Read]:
         if len(same) < 2:
             continue
         kept, *copies = sorted(same, key=_kept_first)
+        copies = [copy for copy in copies if _may_be_a_copy_of(copy, kept)]
+        if not copies:
+            continue
         left_out.update(id(copy) for copy in copies)
         named = ", ".join(copy.rank.rank_dir for copy in copies)
         kept.rank.warnings = [
@@ -1812,6 +1815,14 @@ def _copies_left_out(read: list[_Read]) -> list[_Read]:
             f"{kept.rank.rank_dir}, the other{'s' if len(copies) > 1 else ''} left out of the report",
         ]
     return [item for item in read if id(item) not in left_out]
+
+
+def _may_be_a_copy_of(copy: _Read, kept: _Read) -> bool:
+    """Whether ``copy`` may be a copy of ``kept``: not when npuprof named both, for two captures (another
+    process or another start: two captures of one process that recorded alike, a made-up pair in a test).
+    A copy keeps its original's name in another directory, or is given one of the user's."""
+    named = layout.parse_rank_dir_name(Path(copy.rank.rank_dir).name)
+    return named is None or named == layout.parse_rank_dir_name(Path(kept.rank.rank_dir).name)
 
 
 def _kept_first(item: _Read) -> tuple[bool, str]:
