@@ -142,3 +142,116 @@ def test_sigterm_while_the_recording_thread_decides_finalises_the_capture_first(
     assert " ".join(filter(None, ["handed over", when])) + "\n" in proc.stderr, proc.stderr
     assert "lived on" not in proc.stderr, proc.stderr
     assert took < 20, took  # within the 20 s the handler is given (HANDLER_LIMIT_S)
+
+
+_SIGTERM_WHILE_TORCH_STARTS = """\
+import os, signal, sys, time
+from types import SimpleNamespace
+from npuprof.agent import signals
+from npuprof.agent.controller import CaptureController
+from npuprof.agent.entry import Agent
+from npuprof.agent.schedule import SchedulePlan
+from npuprof.config import ProfileConfig
+
+out, warmup = sys.argv[1], int(sys.argv[2])
+
+class Log:
+    def __getattr__(self, name):
+        return lambda *args: print(name, *args, file=sys.stderr, flush=True) or True
+
+class Schedule:
+    off, skip_first, wait, active, repeat = False, 1, 0, 5, 1
+Schedule.warmup = warmup
+
+class Profiler:  # torch's order: the action changes, the trace is prepared, then enabled
+    def __init__(self, schedule, on_trace_ready):
+        self.schedule, self.on_trace_ready = schedule, on_trace_ready
+        self.step_num, self.action, self.enabled = 0, None, False
+    def start(self):
+        self.action = self.schedule(self.step_num)
+        if self.action.recording:
+            self.enable()
+    def step(self):
+        self.step_num += 1
+        before, self.action = self.action, self.schedule(self.step_num)
+        if self.action.recording and not before.recording:
+            self.enable()
+    def enable(self):  # a SIGTERM between the prepare (seconds, the first time) and the enable
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.3)
+        self.enabled = True
+    def stop(self):
+        if self.action.recording and not self.enabled:
+            print("stopped before it was enabled", file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGSEGV)  # what torch's stop_trace does there
+        self.on_trace_ready(self)
+
+class Backend:
+    name, device, writes_own_layout = "test", "cpu", False
+    def ignored_flags(self, cfg):
+        return []
+    def create_profiler(self, cfg, schedule, on_trace_ready):
+        return Profiler(schedule, on_trace_ready)
+    def align(self, prof, step):
+        prof.step_num = step
+
+class Sink:
+    rank_dir = out
+    def begin(self, step, cfg):
+        pass
+    def finish(self, prof, last, detail="", status="complete", last_partial=False, ending_since=None):
+        with open(out, "w") as f:
+            f.write(f"{last} {detail}")
+    def abandon(self, detail):
+        pass
+    def skipped(self, *args):
+        pass
+
+def on_profiling(active):
+    if active:
+        guard.install()
+
+def backend_factory():
+    backend = Backend()
+    Agent._hold_sigterm_in_profilers(SimpleNamespace(sigterm=guard, controller=controller), backend)
+    return backend
+
+controller = CaptureController(
+    ProfileConfig(), SchedulePlan(Schedule()), backend_factory=backend_factory,
+    sink_factory=lambda backend: Sink(), log=Log(), rank_fn=lambda: 0, on_profiling=on_profiling,
+)
+guard = signals.SigtermGuard(lambda: controller.finish_early("stopped by SIGTERM"), Log())
+controller.arm()
+for _ in range(8):
+    controller.on_boundary()
+print("lived on", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    ("warmup", "kept"),
+    [
+        (0, "1"),  # torch's start() of the profiler opens the window's first step
+        (1, "2"),  # the step() that ends the warm-up enables it
+    ],
+)
+def test_sigterm_while_torch_starts_the_profiler_waits_for_the_start(
+    tmp_path: Path, warmup: int, kept: str
+) -> None:
+    """A SIGTERM between the profiler's prepare and its enable: npuprof's handler stopped a profiler not
+    yet enabled there, which torch's stop_trace answers with SIGSEGV (exit 139 where the job dies of
+    SIGTERM). It waits for the start; the capture is then finalised, and the process dies of SIGTERM."""
+    out = tmp_path / "capture"
+    script = tmp_path / "starts.py"
+    script.write_text(_SIGTERM_WHILE_TORCH_STARTS)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out), str(warmup)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "stopped before it was enabled" not in proc.stderr, proc.stderr
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert out.read_text() == f"{kept} stopped by SIGTERM", proc.stderr
+    assert "lived on" not in proc.stderr, proc.stderr

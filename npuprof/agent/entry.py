@@ -222,14 +222,17 @@ class Agent:
     def _hold_sigterm_in_profilers(self, backend: Any) -> None:
         """SIGTERM waits (at most HANDLER_LIMIT_S) while our profiler collects and exports a trace: in the
         step() that ends a capture and in a stop() while it records, which take seconds for a big trace
-        (npuprof.agent.signals). Other calls are left alone."""
+        (npuprof.agent.signals). So it does while torch starts the profiler (its start(), and the step()
+        that ends a warm-up): its handler's stop() there, the profiler prepared and not yet enabled, killed
+        the job with SIGSEGV (docs/architecture.md, "Signals"). Other calls are left alone."""
         from npuprof.agent.schedule import Action
 
         create = backend.create_profiler
         guard = self.sigterm
         controller = self.controller
         saves = {
-            "step": lambda: controller.action is Action.RECORD_AND_SAVE,
+            "start": lambda: True,
+            "step": lambda: controller.action in (Action.RECORD_AND_SAVE, Action.WARMUP),
             "stop": lambda: controller.action.recording,
         }
 
