@@ -848,6 +848,31 @@ def test_finish_early_in_a_warmup_drops_it() -> None:
     assert ("info", "warm-up ended at step 2 before its capture began: exit") in rig.log.lines, rig.log.lines
 
 
+def test_a_sigterm_inside_a_warmups_stop_leaves_that_stop_to_end_it() -> None:
+    """A SIGTERM's handler runs finish_early on the thread that is stopping a warm-up (no hold defers it
+    there): it stopped the profiler again mid-stop, torch raised "Profiler is already enabled on this
+    thread", and the run's end said npuprof's agent failed. The stop under way ends it, once."""
+    plan = TorchPlan(skip_first=1, wait=0, warmup=2, active=1, repeat=1)
+    rig = Rig(plan)
+    rig.run(2)
+    prof = rig.backend.created[0][1]
+
+    class Trace(list):  # torch's trace calls as recorded; the SIGTERM comes once the stop's start is made
+        def append(self, call: tuple[str, int]) -> None:
+            if call[0] == "start" and ("start", call[1]) in self:  # torch: a second enable on this thread
+                raise RuntimeError("Profiler is already enabled on this thread.")
+            super().append(call)
+            if call[0] == "start":
+                rig.c.finish_early("stopped by SIGTERM")  # the handler, between two bytecodes of the stop
+
+    prof.trace = Trace(prof.trace)
+    rig.c.finish_early("exit")
+    assert prof.trace == [("prepare", 1), ("start", 2), ("stop", 2)]  # warm-up from step 1 (torch)
+    assert rig.sink.events == [("abandon", "exit")]
+    assert not [line for line in rig.log.lines if line[0] == "error"], rig.log.lines
+    assert rig.c.prof is None and rig.profiling == [True, False]
+
+
 def test_a_profiler_that_fails_to_stop_when_finished_early() -> None:
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=2)  # windows at 2 and 4
     rig = Rig(plan)

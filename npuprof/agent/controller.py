@@ -1016,7 +1016,7 @@ class CaptureController:
         to finish at its next step boundary (or as it ends), and waits for it a little (never on a step
         boundary: this comes from the exit, a SIGTERM, or the script starting its own profiler):
         ``wait_s``, or EXIT_WAIT_S at exit, OTHER_THREAD_WAIT_S otherwise (see ``_still_waiting``)."""
-        if self.prof is None:
+        if self.prof is None or self._stopping_here():
             return
         try:
             raised = more_stack()
@@ -1049,6 +1049,12 @@ class CaptureController:
         boundary (a step of seconds), at most DECISION_WAIT_S, then for the finish it begins there (its
         export) up to FINISH_WAIT_S; 2 s lost the capture of any longer step (helper-281)."""
         self.finish_early("stopped by SIGTERM", wait_s=DECISION_WAIT_S)
+
+    def _stopping_here(self) -> bool:
+        """Whether this thread is inside its own stop of the profiler: a SIGTERM's handler run there (a
+        warm-up's stop, which no hold defers) would stop it again mid-stop, torch then raising "Profiler is
+        already enabled", said as npuprof's failure at the run's end; the stop under way ends it."""
+        return self._stopping and self._prof_thread in (None, get_ident())
 
     def _ask_the_recording_thread(self, reason: str, status: str, wait: bool, wait_s: float | None) -> None:
         # At exit (the main thread has ended; a daemon thread still trains) no capture opens again: one
