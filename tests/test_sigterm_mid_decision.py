@@ -153,7 +153,7 @@ from npuprof.agent.entry import Agent
 from npuprof.agent.schedule import SchedulePlan
 from npuprof.config import ProfileConfig
 
-out, warmup = sys.argv[1], int(sys.argv[2])
+out, warmup, at = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
 class Log:
     def __getattr__(self, name):
@@ -177,10 +177,13 @@ class Profiler:  # torch's order: the action changes, the trace is prepared, the
         if self.action.recording and not before.recording:
             self.enable()
     def enable(self):  # a SIGTERM between the prepare (seconds, the first time) and the enable
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.3)
+        if at == "enable":
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.3)
         self.enabled = True
     def stop(self):
+        if self.action is None:
+            raise AssertionError("Profiler must be initialized before starting trace")  # torch's
         if self.action.recording and not self.enabled:
             print("stopped before it was enabled", file=sys.stderr, flush=True)
             os.kill(os.getpid(), signal.SIGSEGV)  # what torch's stop_trace does there
@@ -211,6 +214,13 @@ def on_profiling(active):
     if active:
         guard.install()
 
+class StartLog(Log):
+    def info(self, message):
+        print("info", message, file=sys.stderr, flush=True)
+        if at == "log" and message.startswith("profiler starts"):  # handler installed, torch's start to come
+            os.kill(os.getpid(), signal.SIGTERM)
+        return True
+
 def backend_factory():
     backend = Backend()
     Agent._hold_sigterm_in_profilers(SimpleNamespace(sigterm=guard, controller=controller), backend)
@@ -218,7 +228,7 @@ def backend_factory():
 
 controller = CaptureController(
     ProfileConfig(), SchedulePlan(Schedule()), backend_factory=backend_factory,
-    sink_factory=lambda backend: Sink(), log=Log(), rank_fn=lambda: 0, on_profiling=on_profiling,
+    sink_factory=lambda backend: Sink(), log=StartLog(), rank_fn=lambda: 0, on_profiling=on_profiling,
 )
 guard = signals.SigtermGuard(lambda: controller.finish_early("stopped by SIGTERM"), Log())
 controller.arm()
@@ -229,29 +239,34 @@ print("lived on", file=sys.stderr)
 
 
 @pytest.mark.parametrize(
-    ("warmup", "kept"),
+    ("warmup", "at", "kept"),
     [
-        (0, "1"),  # torch's start() of the profiler opens the window's first step
-        (1, "2"),  # the step() that ends the warm-up enables it
+        (0, "enable", "1"),  # torch's start() of the profiler opens the window's first step
+        (1, "enable", "2"),  # the step() that ends the warm-up enables it
+        # the handler installed as the profiler opens, before torch's start (its log line): its stop there
+        # raised, said at the run's end as npuprof's failure
+        (0, "log", "1"),
     ],
 )
 def test_sigterm_while_torch_starts_the_profiler_waits_for_the_start(
-    tmp_path: Path, warmup: int, kept: str
+    tmp_path: Path, warmup: int, at: str, kept: str
 ) -> None:
     """A SIGTERM between the profiler's prepare and its enable: npuprof's handler stopped a profiler not
     yet enabled there, which torch's stop_trace answers with SIGSEGV (exit 139 where the job dies of
-    SIGTERM). It waits for the start; the capture is then finalised, and the process dies of SIGTERM."""
+    SIGTERM); one before torch's start stopped a profiler never started. It waits for the start; the
+    capture is then finalised, and the process dies of SIGTERM."""
     out = tmp_path / "capture"
     script = tmp_path / "starts.py"
     script.write_text(_SIGTERM_WHILE_TORCH_STARTS)
     proc = subprocess.run(
-        [sys.executable, str(script), str(out), str(warmup)],
+        [sys.executable, str(script), str(out), str(warmup), at],
         env=clean_env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert "stopped before it was enabled" not in proc.stderr, proc.stderr
+    assert "could not finalise" not in proc.stderr, proc.stderr
     assert proc.returncode == -signal.SIGTERM, proc.stderr
     assert out.read_text() == f"{kept} stopped by SIGTERM", proc.stderr
     assert "lived on" not in proc.stderr, proc.stderr

@@ -39,7 +39,13 @@ from npuprof.agent.backends.base import Backend, CaptureRefused, load_range_modu
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failure
 from npuprof.agent.profile_hook import ProfileHookWatch
 from npuprof.agent.schedule import Action, CapturePlan
-from npuprof.agent.signals import HANDLER_LIMIT_S, decision_begins, decision_ends, sigint_held_back
+from npuprof.agent.signals import (
+    HANDLER_LIMIT_S,
+    decision_begins,
+    decision_ends,
+    export_hold,
+    sigint_held_back,
+)
 from npuprof.config import ProfileConfig
 
 NEVER = 1 << 62
@@ -804,6 +810,28 @@ class CaptureController:
         except CaptureRefused as exc:
             self._windows_skipped_for(step, exc, forever=True)
             return False
+        # A SIGTERM from here to the end of torch's start waits for it, as for an export: its handler's stop
+        # of a profiler made and not started raised ("Profiler must be initialized"), said at the run's end
+        # as npuprof's agent failing. The outer hold is --dynamic's (its handler is installed already), the
+        # inner one the handler's that _tell_profiling installs (docs/architecture.md, "Signals").
+        with export_hold():
+            if not self._before_start(step, wanted):
+                return False
+            self._tell_profiling(True)
+            with export_hold():
+                hook = self._start(step, wanted)
+        self._note_start_cost(step, starting)
+        if wanted.recording:
+            self._hooks.started(hook, self.cfg.with_stack)
+        recording = getattr(self.plan, "recording_started", None)
+        if recording is not None:
+            recording()  # a time window counts its duration from here (the first start takes seconds)
+        return True
+
+    def _before_start(self, step: int, wanted: Action) -> bool:
+        """The profiler made: what comes before torch's start (the capture's files); False when the
+        capture cannot begin (the window is skipped)."""
+        assert self.prof is not None and self.backend is not None
         try:
             load_range_modules()
         except Exception as exc:  # torch's own lazy import: the capture goes on without it loaded early
@@ -814,11 +842,12 @@ class CaptureController:
         user_profiler.mark_ours(self.prof)
         self.backend.align(self.prof, step)
         self.action = wanted
-        if not self._note_capture_start(Action.NONE, wanted, step, started=False):
-            return False
-        # the hooks of a running profiler (SIGTERM, os._exit) and the log line before torch's start, which
-        # opens the step in a recording window: their cost is not in it
-        self._tell_profiling(True)
+        return self._note_capture_start(Action.NONE, wanted, step, started=False)
+
+    def _start(self, step: int, wanted: Action) -> Any:
+        """torch's start, after the log line and the profile hook's look (returned), which open the step in
+        a recording window: their cost is not in it."""
+        assert self.prof is not None and self.backend is not None
         self.log.info(f"profiler starts at step {step} ({wanted.name}) on {self.backend.name}")
         hook = self._hooks.before_start(wanted.recording and self.cfg.with_stack)
         try:
@@ -826,13 +855,7 @@ class CaptureController:
         except BaseException:
             self._tell_profiling(False)
             raise
-        self._note_start_cost(step, starting)
-        if wanted.recording:
-            self._hooks.started(hook, self.cfg.with_stack)
-        recording = getattr(self.plan, "recording_started", None)
-        if recording is not None:
-            recording()  # a time window counts its duration from here (the first start takes seconds)
-        return True
+        return hook
 
     def _note_start_cost(self, step: int, starting: float) -> None:
         """The profiler's start (the capture's set-up: the sink, torch's profiler object, the hooks of a
