@@ -15,6 +15,7 @@ These are the fast tests of bench/mutation.py's "controller" group (no subproces
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import signal
@@ -2983,6 +2984,48 @@ def test_a_window_closed_before_the_first_boundary_says_so() -> None:
     assert finish[1] == 0 and finish[2].startswith(
         "the time window ended inside step 0, before the job's first step boundary"
     ), finish
+
+
+def test_a_ticks_end_of_the_window_leaves_the_scripts_handler_raise_into_the_script() -> None:
+    """The script's own handler (a timeout of its own, SIGUSR1 here) of a signal that came while the timer's
+    tick ended the window ran deferred, as in any export, but right where the stop returned, inside
+    npuprof's "could not finalise": its exception never reached the script (it caught no timeout) and
+    npuprof.log said npuprof failed. It is raised once the tick has let the controller go."""
+    from types import SimpleNamespace
+
+    from npuprof.agent.entry import Agent
+
+    class Timeout(Exception):
+        pass
+
+    def on_usr1(signum: int, frame: Any) -> None:
+        raise Timeout("request timed out")
+
+    plan = Timed()
+    rig = Rig(plan, arm=False)
+    guard = SimpleNamespace(export_hold=contextlib.nullcontext)  # SIGTERM's hold: not under test
+    Agent._hold_sigterm_in_profilers(SimpleNamespace(sigterm=guard, controller=rig.c), rig.backend)
+    plan.open = True
+    rig.c.tick()
+    prof = rig.backend.created[0][1]
+
+    class Trace(list):  # the script's signal comes as torch collects the trace
+        def append(self, call: tuple[str, int]) -> None:
+            super().append(call)
+            if call[0] == "stop":
+                signal.raise_signal(signal.SIGUSR1)
+
+    prof.trace = Trace(prof.trace)
+    previous = signal.signal(signal.SIGUSR1, on_usr1)
+    try:
+        plan.open = False
+        with pytest.raises(Timeout):
+            rig.c.tick()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert rig.sink.events == [("begin", 0), ("finish", -1, "", "complete", 0)]
+    assert not [line for line in rig.log.lines if line[0] == "error"], rig.log.lines
+    assert rig.c.prof is None and not rig.c.inside_a_decision()
 
 
 def test_a_tick_leaves_the_window_to_the_thread_that_trains() -> None:

@@ -4,6 +4,7 @@ recorded is not the time asked (docs/architecture.md, "Time windows")."""
 from __future__ import annotations
 
 import re
+import signal
 import sys
 import threading
 import time
@@ -361,3 +362,39 @@ def test_a_window_the_process_ended_says_how_long_its_profiler_start_took(monkey
             assert words == "the process ended before the time window's end", words
         else:
             assert f"the profiler's start took {said} of the process's time before the window" in words, words
+
+
+def test_what_the_scripts_handler_raises_in_the_timers_tick_reaches_the_script(monkeypatch: Any) -> None:
+    """The timer's handler keeps npuprof's own failures from the job, and kept the script's too: a timeout
+    of the script's (its SIGUSR1 handler raising) that came while the tick ended the window was written in
+    npuprof.log as "the timed window failed" and never reached the script. In-process: the handlers are
+    installed for real, the tick runs as the main thread would run it."""
+    from npuprof.agent import window_plan
+
+    class Timeout(Exception):
+        pass
+
+    def on_usr1(signum: int, frame: Any) -> None:
+        raise Timeout("request timed out")
+
+    def npuprofs_own_failure() -> None:
+        raise RuntimeError("npuprof's own")
+
+    plan, _, _ = _bare_plan(monkeypatch)
+    errors: list[str] = []
+    plan.log = SimpleNamespace(info=errors.append, warning=errors.append, error=errors.append)
+    assert window_plan.KICK_SIGNAL is not None
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGUSR1, window_plan.KICK_SIGNAL)}
+    signal.signal(signal.SIGUSR1, on_usr1)
+    signal.signal(window_plan.KICK_SIGNAL, plan._on_kick)  # the tick's handler is a handler too
+    try:
+        plan.controller.tick = lambda: signal.raise_signal(signal.SIGUSR1)
+        with pytest.raises(Timeout):
+            plan._on_kick(window_plan.KICK_SIGNAL, None)
+        assert errors == []
+        plan.controller.tick = npuprofs_own_failure
+        plan._on_kick(window_plan.KICK_SIGNAL, None)  # never into the job
+        assert errors == ['--delay/--duration: the timed window failed: RuntimeError("npuprof\'s own")']
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

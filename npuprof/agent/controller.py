@@ -576,39 +576,47 @@ class CaptureController:
         if not self._lock.acquire(blocking=False):
             less_stack(raised)
             return
+        # the script's handlers deferred during the window's export run once the lock is let go: raised
+        # inside the stop, what they raise (a timeout of its own) was npuprof's "could not finalise"
+        decision_begins()
         try:
-            refresh = getattr(self.plan, "refresh", None)
-            if refresh is not None:
-                refresh(self.step)
-            wanted = self.plan.action_at(self.step)
-            if self.prof is not None:
-                if wanted is Action.NONE:
-                    if self._no_steps:  # a job without steps: the window is the capture
-                        reason = self.plan.late_by() if hasattr(self.plan, "late_by") else ""
-                    elif self.step == 0:  # no boundary yet: the job has shown no step to wait for
-                        reason = (
-                            "the time window ended inside step 0, before the job's first step boundary "
-                            "(a window open before it is timed as in a job without steps); step 0 is partial"
-                        )
-                    else:
-                        reason = (
-                            f"the time window ended inside step {self.step} (no step boundary came within "
-                            f"the wait for one); step {self.step} is partial"
-                        )
-                    self._finish_early(reason, last=self.step)
-                return
-            if wanted is Action.NONE or not self.enabled:
-                return
-            if self.armed and self.driver is None and self._armed_on != get_ident():
-                return  # the job's steps are another thread's: the window opens at its first boundary
-            if not self.armed:
-                self._no_steps = True  # no step hook armed us: a window of a job without steps
-                self.arm()
-                return
-            self._decide_inside_a_step()
+            self._tick()
         finally:
             less_stack(raised)
             self._lock.release()
+            decision_ends()
+
+    def _tick(self) -> None:
+        """``tick`` under the lock."""
+        refresh = getattr(self.plan, "refresh", None)
+        if refresh is not None:
+            refresh(self.step)
+        wanted = self.plan.action_at(self.step)
+        if self.prof is not None:
+            if wanted is Action.NONE:
+                if self._no_steps:  # a job without steps: the window is the capture
+                    reason = self.plan.late_by() if hasattr(self.plan, "late_by") else ""
+                elif self.step == 0:  # no boundary yet: the job has shown no step to wait for
+                    reason = (
+                        "the time window ended inside step 0, before the job's first step boundary "
+                        "(a window open before it is timed as in a job without steps); step 0 is partial"
+                    )
+                else:
+                    reason = (
+                        f"the time window ended inside step {self.step} (no step boundary came within "
+                        f"the wait for one); step {self.step} is partial"
+                    )
+                self._finish_early(reason, last=self.step)
+            return
+        if wanted is Action.NONE or not self.enabled:
+            return
+        if self.armed and self.driver is None and self._armed_on != get_ident():
+            return  # the job's steps are another thread's: the window opens at its first boundary
+        if not self.armed:
+            self._no_steps = True  # no step hook armed us: a window of a job without steps
+            self.arm()
+            return
+        self._decide_inside_a_step()
 
     def _decide_inside_a_step(self) -> None:
         """``_decide()`` between two step boundaries: a capture that begins here has its first step cut,

@@ -206,10 +206,11 @@ def get_log() -> AgentLog:
     return _current
 
 
-def raised_by_a_signal_handler(exc: BaseException) -> bool:
+def raised_by_a_signal_handler(exc: BaseException, caught_in_a_handler: bool = False) -> bool:
     """Was ``exc`` raised by one of the process's Python signal handlers (the script's, or torch's
     DataLoader SIGCHLD check) that happened to run while npuprof's code ran? Such an exception is the
-    script's: it must reach the script exactly as it would without npuprof, not be taken for our failure."""
+    script's: it must reach the script exactly as it would without npuprof, not be taken for our failure.
+    ``caught_in_a_handler``: caught in npuprof's own handler (the timed window's), whose frame is not it."""
     import signal
 
     handlers = set()
@@ -222,6 +223,8 @@ def raised_by_a_signal_handler(exc: BaseException) -> bool:
         if code is not None:
             handlers.add(code)
     tb = exc.__traceback__
+    if caught_in_a_handler and tb is not None:
+        tb = tb.tb_next
     while tb is not None:
         if tb.tb_frame.f_code in handlers:
             return True

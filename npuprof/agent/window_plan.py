@@ -30,6 +30,7 @@ from npuprof.agent.frames import (
     imported_alone,
     runs_code_of,
 )
+from npuprof.agent.log import raised_by_a_signal_handler
 from npuprof.agent.schedule import Action
 from npuprof.config import ProfileConfig
 from npuprof.signal_names import signal_name
@@ -233,7 +234,9 @@ class WindowPlan:
                 self.controller.tick()
             finally:
                 self.opening.deciding = None
-        except Exception as exc:  # never into the job
+        except Exception as exc:  # never into the job, but what the script's own handler raised in it
+            if raised_by_a_signal_handler(exc, caught_in_a_handler=True):
+                raise
             self.log.error(f"--delay/--duration: the timed window failed: {exc!r}")
         finally:
             self.opening.handler_ran()
