@@ -177,7 +177,7 @@ class Profiler:  # torch's order: the action changes, the trace is prepared, the
         if self.action.recording and not before.recording:
             self.enable()
     def enable(self):  # a SIGTERM between the prepare (seconds, the first time) and the enable
-        if at == "enable":
+        if at in ("enable", "own"):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.3)
         self.enabled = True
@@ -231,9 +231,15 @@ controller = CaptureController(
     sink_factory=lambda backend: Sink(), log=StartLog(), rank_fn=lambda: 0, on_profiling=on_profiling,
 )
 guard = signals.SigtermGuard(lambda: controller.finish_early("stopped by SIGTERM"), Log())
+if at == "own":  # the script's own graceful handler, set before training: npuprof's is then never installed
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
 controller.arm()
-for _ in range(8):
-    controller.on_boundary()
+try:
+    for _ in range(8):
+        controller.on_boundary()
+except SystemExit:
+    controller.finish_early("training ended")  # as npuprof's finalise at the exit does
+    raise
 print("lived on", file=sys.stderr)
 """
 
@@ -270,3 +276,22 @@ def test_sigterm_while_torch_starts_the_profiler_waits_for_the_start(
     assert proc.returncode == -signal.SIGTERM, proc.stderr
     assert out.read_text() == f"{kept} stopped by SIGTERM", proc.stderr
     assert "lived on" not in proc.stderr, proc.stderr
+
+
+def test_the_scripts_own_sigterm_handler_runs_once_torch_has_started_the_profiler(tmp_path: Path) -> None:
+    """A script's graceful handler (sys.exit) run by a SIGTERM between the profiler's prepare and its enable
+    left a profiler half started, which the finalise at the exit stopped: SIGSEGV (exit 139 for a job that
+    exits 0). It runs once the start is done; the capture is finalised at the exit, the exit code 0."""
+    out = tmp_path / "capture"
+    script = tmp_path / "starts.py"
+    script.write_text(_SIGTERM_WHILE_TORCH_STARTS)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out), "0", "own"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "stopped before it was enabled" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == "1 training ended", proc.stderr
