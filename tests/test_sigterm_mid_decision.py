@@ -182,6 +182,11 @@ class Profiler:  # torch's order: the action changes, the trace is prepared, the
             time.sleep(0.3)
         self.enabled = True
     def stop(self):
+        if at == "warm-up stop" and not self.action.recording:  # torch enables a warm-up, then disables it
+            self.enabled = True
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.3)
+            self.enabled = False
         if self.action is None:
             raise AssertionError("Profiler must be initialized before starting trace")  # torch's
         if self.action.recording and not self.enabled:
@@ -189,12 +194,15 @@ class Profiler:  # torch's order: the action changes, the trace is prepared, the
             os.kill(os.getpid(), signal.SIGSEGV)  # what torch's stop_trace does there
         self.on_trace_ready(self)
 
+made = []
+
 class Backend:
     name, device, writes_own_layout = "test", "cpu", False
     def ignored_flags(self, cfg):
         return []
     def create_profiler(self, cfg, schedule, on_trace_ready):
-        return Profiler(schedule, on_trace_ready)
+        made.append(Profiler(schedule, on_trace_ready))
+        return made[-1]
     def align(self, prof, step):
         prof.step_num = step
 
@@ -231,8 +239,19 @@ controller = CaptureController(
     sink_factory=lambda backend: Sink(), log=StartLog(), rank_fn=lambda: 0, on_profiling=on_profiling,
 )
 guard = signals.SigtermGuard(lambda: controller.finish_early("stopped by SIGTERM"), Log())
-if at == "own":  # the script's own graceful handler, set before training: npuprof's is then never installed
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+if at in ("own", "warm-up stop"):  # the script's own graceful handler, set before training: npuprof's is
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # then never installed
+if at == "warm-up stop":  # the job ends in the window's warm-up: npuprof's finalise at the exit stops it
+    controller.arm()
+    for _ in range(3):
+        controller.on_boundary()
+    signals.decision_begins()  # as the exit's finalise: what the script's handlers raise stays there
+    try:
+        controller.finish_early("training ended")
+    finally:
+        signals.decision_ends(exiting=True)
+        print("left enabled" if made[0].enabled else "stopped whole", file=sys.stderr)
+    sys.exit(0)
 controller.arm()
 try:
     for _ in range(8):
@@ -295,3 +314,22 @@ def test_the_scripts_own_sigterm_handler_runs_once_torch_has_started_the_profile
     assert "stopped before it was enabled" not in proc.stderr, proc.stderr
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == "1 training ended", proc.stderr
+
+
+def test_the_scripts_own_sigterm_handler_waits_for_a_warm_ups_stop(tmp_path: Path) -> None:
+    """A script's graceful handler (sys.exit) run by a SIGTERM inside the stop of a warm-up at the job's
+    exit (torch enables the profiler there, then disables it) left the profiler enabled, and the job died
+    of SIGSEGV as the interpreter ended (139 for a job that exits 0), a traceback through npuprof's frames
+    on stderr. It runs once the stop is done."""
+    out = tmp_path / "capture"
+    script = tmp_path / "starts.py"
+    script.write_text(_SIGTERM_WHILE_TORCH_STARTS)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out), "5", "warm-up stop"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "stopped whole" in proc.stderr, proc.stderr

@@ -224,7 +224,9 @@ class Agent:
         step() that ends a capture and in a stop() while it records, which take seconds for a big trace
         (npuprof.agent.signals). So it does while torch starts the profiler (its start(), and the step()
         that ends a warm-up): its handler's stop() there, the profiler prepared and not yet enabled, killed
-        the job with SIGSEGV (docs/architecture.md, "Signals"). Other calls are left alone."""
+        the job with SIGSEGV (docs/architecture.md, "Signals"); and in a warm-up's stop(), which enables
+        the profiler and disables it: a script's handler that raised there (sys.exit) left it enabled, and
+        the job died of SIGSEGV as the interpreter ended. Other calls are left alone."""
         from npuprof.agent.schedule import Action
 
         create = backend.create_profiler
@@ -233,7 +235,7 @@ class Agent:
         saves = {
             "start": lambda: True,
             "step": lambda: controller.action in (Action.RECORD_AND_SAVE, Action.WARMUP),
-            "stop": lambda: controller.action.recording,
+            "stop": lambda: True,
         }
 
         def create_profiler(*args: Any, **kwargs: Any) -> Any:
