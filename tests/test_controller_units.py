@@ -874,6 +874,45 @@ def test_a_sigterm_inside_a_warmups_stop_leaves_that_stop_to_end_it() -> None:
     assert rig.c.prof is None and rig.profiling == [True, False]
 
 
+@pytest.mark.parametrize("exiting", [False, True])
+def test_what_the_scripts_handler_raises_as_a_capture_is_finalised_reaches_the_script(
+    monkeypatch: pytest.MonkeyPatch, exiting: bool
+) -> None:
+    """A script's own handler (its timeout: SIGALRM, SIGUSR1 here) that ran after the trace was written, as
+    the profiler was let go or the log line written (a slow disk), raised inside npuprof's finalise: its
+    exception never reached the script and npuprof.log said "could not finalise the capture". At the exit
+    (the main thread has ended) no code of the script would see it: the hand-over after it goes on."""
+
+    class Timeout(Exception):
+        pass
+
+    def on_usr1(signum: int, frame: Any) -> None:
+        raise Timeout("request timed out")
+
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    rig.run(3)
+    monkeypatch.setattr(
+        controller_module, "release_profiler", lambda prof: signal.raise_signal(signal.SIGUSR1)
+    )
+    if exiting:  # as Python's threading shutdown leaves it before the exit callbacks
+        monkeypatch.setattr(threading.main_thread(), "is_alive", lambda: False)
+    previous = signal.signal(signal.SIGUSR1, on_usr1)
+    try:
+        if exiting:
+            rig.c.finish_early("exit")
+        else:
+            with pytest.raises(Timeout):
+                rig.c.finish_early("exit")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert [e[:4] for e in rig.sink.events] == [("begin", 1), ("finish", 3, "exit", "complete")]
+    assert not [line for line in rig.log.lines if line[0] == "error"], rig.log.lines
+    said = ("info", "the script's signal handler raised Timeout('request timed out') as the process ended")
+    assert (said in rig.log.lines) is exiting, rig.log.lines
+    assert rig.c.prof is None and rig.profiling == [True, False]
+
+
 def test_a_profiler_that_fails_to_stop_when_finished_early() -> None:
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=2)  # windows at 2 and 4
     rig = Rig(plan)

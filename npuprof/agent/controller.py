@@ -1144,9 +1144,17 @@ class CaptureController:
             else:
                 self.log.info(f"time window ended at step {self.step}")
         except Exception as exc:
-            self.log.error(f"could not finalise the capture ({reason}): {exc!r}")
-            if self.sink is not None:
-                self.sink.abandon(f"{reason}; finalising failed: {exc!r}")
+            # the script's (its own timeout), once the trace is written (the stop itself defers the
+            # script's handlers: entry._hold_sigterm_in_profilers): passed on, but not at the exit, whose
+            # hand-over comes after this and which no code of the script would see it in
+            if not raised_by_a_signal_handler(exc):
+                self.log.error(f"could not finalise the capture ({reason}): {exc!r}")
+                if self.sink is not None:
+                    self.sink.abandon(f"{reason}; finalising failed: {exc!r}")
+            elif threading.main_thread().is_alive():
+                raise
+            else:
+                self.log.info(f"the script's signal handler raised {exc!r} as the process ended")
         finally:
             self.prof = None
             self.action = Action.NONE
