@@ -5,6 +5,7 @@ has no end line and whose pid no longer exists on this host)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -53,3 +54,43 @@ def test_a_dead_process_whose_pid_a_later_process_holds_is_gone(tmp_path: Path) 
     with log.open("a") as handle:
         handle.write(f"{stamp},000 [INFO] [{os.getpid()}] npuprof.dynamic: [step 0] watching it every 1 s\n")
     assert [p["state"] for p in status._processes(logs)] == ["running"]
+
+
+def test_a_stopped_process_is_stopped_and_told_how_to_resume(tmp_path: Path) -> None:
+    """A job paused with kill -STOP (or Ctrl-Z) was shown "running", and a request written meanwhile "not
+    read yet: each process reads the file at its poll interval", which it never did until resumed."""
+    from conftest import npuprof
+
+    logs = tmp_path / "log"
+    logs.mkdir()
+    (tmp_path / "profiler_config.json").write_text("{}")
+    tmp_path.chmod(0o700)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime()) + ",469"
+        line = f"{stamp} [INFO] [{child.pid}] npuprof.dynamic: [step 0] watching it every 1 s\n"
+        (logs / f"dp_{os.uname().nodename}_{child.pid}_rank_3.log").write_text(line)
+        os.kill(child.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert [p["state"] for p in status._processes(logs)] == ["stopped"]
+        triggered = npuprof("trigger", str(tmp_path), "--active", "2")
+        assert triggered.returncode == 0, triggered.stderr
+        told = " ".join(triggered.stderr.split())
+        assert f"rank 3 (pid {child.pid}) is stopped" in told and f"kill -CONT {child.pid}" in told, told
+        assert "no process watches" not in told, told
+        shown = npuprof("status", str(tmp_path)).stdout
+        assert "not read yet: the job's processes are stopped" in shown, shown
+        assert "poll interval" not in shown, shown
+        assert "rank 3: stopped" in shown and f"kill -CONT {child.pid}" in shown, shown
+        os.kill(child.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while [p["state"] for p in status._processes(logs)] != ["running"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert "poll interval" in npuprof("status", str(tmp_path)).stdout
+    finally:
+        child.kill()
+        child.wait()

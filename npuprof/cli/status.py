@@ -50,8 +50,10 @@ Examples:
   npuprof status cfg --format json    # everything, for scripts
 
 A process whose log has no end line and whose pid is gone on this host (or held by another process: the
-pid given again) is shown as "gone" (killed).
+pid given again) is shown as "gone" (killed); one stopped (kill -STOP, Ctrl-Z) as "stopped": it neither
+trains nor reads the file until kill -CONT PID resumes it.
 """
+RUNNING, STOPPED = "running", "stopped"
 
 
 def status_command(
@@ -272,10 +274,25 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
         info["planned"] = None  # the process ended before that capture's first step
         why = f"never reached: steps {planned} planned, the process ended at step {last}"
         info["not_captured"] = {"step": last, "why": why}
+    if info["state"] == RUNNING and here and _is_stopped(pid):
+        info["state"] = STOPPED
     # torch_npu's -1 in the log's name: null in the JSON, as in analyse's (docs/formats.md)
     if rank == UNKNOWN_RANK:
         info["rank"] = None
     return info
+
+
+def _is_stopped(pid: int) -> bool:
+    """A process stopped by a signal (kill -STOP, Ctrl-Z) or held by a debugger: "running" sent a user
+    who had paused the job to wait for a poll interval that never came (helper-286)."""
+    from npuprof.proc_stat import state_of
+
+    return state_of(pid) in (b"T", b"t")
+
+
+def is_alive(process: dict[str, Any]) -> bool:
+    """A process of ``_processes`` that has not ended: running, or stopped until resumed."""
+    return process["state"] in (RUNNING, STOPPED)
 
 
 def _the_writer_lives(pid: int, last_written: float | None, ticks: int | None = None) -> bool:
@@ -416,11 +433,13 @@ def render(report: dict[str, Any]) -> str:
     if (unread := report.get("unread_request")) is not None:
         trigger = f" (trigger {unread['trigger_id']})" if unread["trigger_id"] else ""
         written = f"the request written at {unread['changed'][11:]}{trigger}"
-        if not processes or any(p["state"] == "running" for p in processes):
+        if not processes or any(p["state"] == RUNNING for p in processes):
             lines.append(
                 f"{written} is not read yet: each process reads the file at its poll interval "
                 "(--poll-interval)"
             )
+        elif any(is_alive(p) for p in processes):
+            lines.append(f"{written} is not read yet: the job's processes are stopped (below)")
         else:
             lines.append(f"{written} was not read: no process of the job runs")
     if (unwritable := report.get("logs_unwritable")) is not None:
@@ -468,6 +487,11 @@ def render(report: dict[str, Any]) -> str:
     for row in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
     for p in processes:
+        if p["state"] == STOPPED:
+            lines.append(
+                f"{process_named(p)}: stopped (kill -STOP, Ctrl-Z): it neither trains nor reads the file "
+                f"until resumed: kill -CONT {p['pid']}"
+            )
         if p["errors"]:
             lines.append(f"{process_named(p)}: last error: {p['errors'][-1]}")
         if p["last_warning"]:

@@ -239,13 +239,13 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
 
     from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, trigger_label
     from npuprof.agent.dynamic_log import FILE_NAME, READ_LIMIT
-    from npuprof.cli.status import _processes, process_named
+    from npuprof.cli.status import _processes, is_alive, process_named
     from npuprof.results.layout import read_small
 
     try:
         data = json.loads(read_small(directory / CONFIG_NAME, 1 << 20))
         trigger = trigger_label(data["trigger_id"]) if isinstance(data, dict) else ""
-        running = [p for p in _processes(directory / LOG_DIR) if p["state"] == "running"]
+        running = [p for p in _processes(directory / LOG_DIR) if is_alive(p)]
     except (OSError, ValueError, RecursionError, KeyError):
         return ""
     if not trigger or not running:
@@ -287,7 +287,7 @@ def _request_taken_not_begun(directory: Path) -> str:
     import json
 
     from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, trigger_label
-    from npuprof.cli.status import _processes, process_named
+    from npuprof.cli.status import _processes, is_alive, process_named
     from npuprof.results.layout import read_small
 
     try:
@@ -297,7 +297,7 @@ def _request_taken_not_begun(directory: Path) -> str:
         processes = _processes(directory / LOG_DIR)
     except (OSError, ValueError, RecursionError, KeyError):
         return ""
-    running = {(p["host"], p["pid"]): p for p in processes if p["state"] == "running"}
+    running = {(p["host"], p["pid"]): p for p in processes if is_alive(p)}
     if not trigger or not running:
         return ""
     waiting = []
@@ -366,7 +366,7 @@ def _note_if_nobody_watches(directory: Path) -> None:
     a job launched later takes the file as it finds it as no request (docs/architecture.md, "The
     baseline")."""
     from npuprof.agent.dynamic_files import LOG_DIR
-    from npuprof.cli.status import _processes
+    from npuprof.cli.status import STOPPED, _processes, is_alive, process_named
 
     try:
         processes = _processes(directory / LOG_DIR)
@@ -380,11 +380,20 @@ def _note_if_nobody_watches(directory: Path) -> None:
             "launched on it that has not begun training reads this request when it begins; one launched "
             "after now takes the file as no request (trigger once the job runs)\n"
         )
-    elif all(p["state"] != "running" for p in processes):
+    elif all(not is_alive(p) for p in processes):
         sys.stderr.write(
             f"npuprof trigger: note: no process watches {directory} now (every process its logs know of "
             "has ended): unless a job on it is starting (its first process takes it), this request is read "
             "by no one, and a job started later on it takes the file as no request\n"
+        )
+    elif stopped := [p for p in processes if p["state"] == STOPPED]:
+        who = ", ".join(
+            process_named(p) + (f" (pid {p['pid']})" if p["rank"] is not None else "") for p in stopped
+        )
+        pids = " ".join(str(p["pid"]) for p in stopped)
+        sys.stderr.write(
+            f"npuprof trigger: note: {who} {'is' if len(stopped) == 1 else 'are'} stopped (kill -STOP, "
+            f"Ctrl-Z): this request is read once resumed: kill -CONT {pids}\n"
         )
 
 
@@ -393,10 +402,10 @@ def _note_if_start_step_passed(directory: Path, start_step: int) -> None:
     done: the job is at least there): each takes the request as not effective, which only its log said
     (helper-224: --start-step 5 at step 861, nothing said by npuprof trigger)."""
     from npuprof.agent.dynamic_files import LOG_DIR
-    from npuprof.cli.status import _processes
+    from npuprof.cli.status import _processes, is_alive
 
     try:
-        running = [p for p in _processes(directory / LOG_DIR) if p["state"] == "running"]
+        running = [p for p in _processes(directory / LOG_DIR) if is_alive(p)]
     except OSError:
         return
     passed = [p for p in running if p["last_step"] is not None and p["last_step"] >= start_step]
