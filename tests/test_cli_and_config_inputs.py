@@ -431,3 +431,26 @@ def test_analyse_rank_names_the_rank_dir_to_give_not_run(
     # another unknown flag keeps click's suggestion
     code, err = _cli(monkeypatch, capsys, "analyse", str(tmp_path), "--rnk", "1")
     assert code == 2 and "No such option: --rnk" in err, err
+
+
+def test_run_dynamic_names_its_collection_flags_that_each_request_sets_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`npuprof run --dynamic cfg --with-stack`, then `npuprof trigger cfg`: the capture had no stacks, and
+    nothing said so (the template and trigger write with_stack false). run now names such flags."""
+    from npuprof.agent.dynamic_request import parse_request
+    from npuprof.cli import run_flags
+    from npuprof.config import template_json
+
+    flags = {"dynamic": str(tmp_path / "cfg"), "with_stack": True, "level": "1", "gzip": False}
+    cfg = run_flags.build_config(None, flags, environ={})
+    said = " ".join(capsys.readouterr().err.split())
+    assert "--with-stack, --level 1 set only what a request leaves out" in said, said
+    assert f"npuprof trigger {tmp_path / 'cfg'} --with-stack --level 1`" in said, said
+    assert "--gzip" not in said, said  # the run's own: no key of the file
+    # what it says holds: the template's request takes neither from the run
+    raw = json.dumps({**template_json(), "start_step": -1}).encode()
+    request = parse_request(raw, "d", cfg, lambda level, line: None)
+    assert request is not None and (request.cfg.with_stack, request.cfg.level) == (False, "Level0")
+    run_flags.build_config(None, {"dynamic": str(tmp_path / "cfg"), "with_stack": False}, environ={})
+    assert capsys.readouterr().err == ""  # npuprof's default given again changes nothing

@@ -18,6 +18,7 @@ from npuprof.options import BY_KEY, ENV_DYNAMIC, RUN_OPTIONS
 
 if TYPE_CHECKING:
     from npuprof.config import ProfileConfig
+    from npuprof.options import Option
 
 # flag -> (option key, kind): "str", "int", "float", "path", "list" (repeatable) or a bool flag's value
 OPTIONS: dict[str, tuple[str, object]] = {}
@@ -184,6 +185,8 @@ def build_config(
             raise
         raise c.ConfigError(source[0], exc.problem, f"unset {ENV_DYNAMIC}, or give it a directory") from None
     _check_trace_dir(cfg.export_chrome_trace)
+    if cfg.dynamic is not None and (overridden := _flags_each_request_sets(flags, cfg)):
+        _warn_flags_each_request_sets(overridden, cfg)
     if config_file is not None and _no_capture_asked(cfg):
         # said at the end of the run too, when a job of hours has run without one
         c.warn_on_stderr(
@@ -191,6 +194,46 @@ def build_config(
             "without one; set start_step in the file, or give --skip-first / --active"
         )
     return cfg
+
+
+# npuprof trigger and torch_npu's template write every key of profiler_config.json; with --dynamic the
+# run's value of these stands only where a request leaves its key out (README, "Dynamic capture"). prof_dir
+# is not one: a relative one, the template's "./" included, is under -o; min_free_space is the run's.
+_PER_REQUEST_KEYS = (
+    *(o.key for o in RUN_OPTIONS if o.config_key and o.key not in ("output", "min_free_space")),
+    "metadata_json",
+)
+
+
+def _flags_each_request_sets(flags: dict[str, object], cfg: ProfileConfig) -> list[Option]:
+    """The flags given to `npuprof run --dynamic` that ask for other than npuprof's default of a key that
+    every request npuprof trigger or the template writes sets again: of no effect, and said nowhere
+    (helper-286: --with-stack given to run, then `npuprof trigger DIR`, recorded no stacks)."""
+    from npuprof.config import ProfileConfig
+
+    default = ProfileConfig()
+    field = {"metadata_json": "metadata"}
+    return [
+        BY_KEY[key]
+        for key in _PER_REQUEST_KEYS
+        if key in flags and getattr(cfg, field.get(key, key)) != getattr(default, field.get(key, key))
+    ]
+
+
+def _warn_flags_each_request_sets(options: list[Option], cfg: ProfileConfig) -> None:
+    """One line: which flags are each request's, and the trigger that asks for them."""
+    from npuprof.config import warn_on_stderr
+    from npuprof.options import flag_text
+    from npuprof.runner import shell_word
+
+    typed = ", ".join(o.flag if o.kind == "list" else flag_text(o, getattr(cfg, o.key)) for o in options)
+    asked = [flag_text(o, getattr(cfg, o.key)) for o in options if o.kind != "list"]
+    asked += ["--metadata KEY=VALUE"] if any(o.kind == "list" for o in options) else []
+    warn_on_stderr(
+        f"--dynamic: {typed} set only what a request leaves out of its profiler_config.json, and npuprof "
+        "trigger and torch_npu's template write every key (npuprof's defaults): give them to each request, "
+        f"`npuprof trigger {shell_word(cfg.dynamic or '')} {' '.join(asked)}`, or set the keys in the file"
+    )
 
 
 def _set_by_the_file(cfg: ProfileConfig, flag: str) -> bool:
