@@ -454,3 +454,31 @@ def test_run_dynamic_names_its_collection_flags_that_each_request_sets_again(
     assert request is not None and (request.cfg.with_stack, request.cfg.level) == (False, "Level0")
     run_flags.build_config(None, {"dynamic": str(tmp_path / "cfg"), "with_stack": False}, environ={})
     assert capsys.readouterr().err == ""  # npuprof's default given again changes nothing
+
+
+@pytest.mark.parametrize(
+    ("given", "instead"),
+    [
+        (["--export-stacks", "self_cpu_time_total"], "npuprof run --dynamic DIR, and --with-stack to each"),
+        (["--memory-timeline", "html"], "--profile-memory --record-shapes --with-stack to each trigger"),
+        (["--skip-first", "3"], "one window: --start-step N --warmup W --active M"),
+        (["--no-gzip"], "it is the job's, set as npuprof run starts"),
+    ],
+)
+def test_a_flag_of_run_given_to_trigger_says_whose_it_is_and_what_a_request_takes(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    given: list[str],
+    instead: str,
+) -> None:
+    """`npuprof trigger cfg --export-stacks ...` was told "No such option (Possible options: --export-type,
+    ...)": nothing said that the flag is run's, nor how a request asks for the stacks."""
+    code, err = _cli(monkeypatch, capsys, "trigger", str(tmp_path), *given)
+    assert code == 2 and not (tmp_path / "profiler_config.json").exists(), err
+    assert err.startswith(f"npuprof trigger: error: {given[0]} is a flag of npuprof run, not of trigger: "), (
+        err
+    )
+    assert instead in err and err.count("\n") == 1, err
+    code, err = _cli(monkeypatch, capsys, "trigger", str(tmp_path), "--export-stack", "x")  # a typo: click's
+    assert code == 2 and "No such option: --export-stack" in err, err

@@ -406,6 +406,8 @@ def _run_typer() -> int:
                 "(the *_ascend_pt under the result dir, which npuprof run's summary lists) to report it "
                 "alone; export-stacks and memory-timeline take --rank N\n"
             )
+        elif where == "npuprof trigger" and (why := _runs_flag_given_to_trigger(message)) is not None:
+            sys.stderr.write(f"{where}: error: {why}; see {where} --help\n")
         elif launcher is not None:  # `npuprof run --nproc-per-node 8 train.py`: torchrun itself was left out
             sys.stderr.write(
                 f"{where}: error: {launcher} is torchrun's flag, not npuprof's; start torchrun after --: "
@@ -461,6 +463,39 @@ def _no_such_option(message: str) -> str | None:
     if message.startswith("No such option: ") and len(words) > 3:
         return words[3].split("=")[0]
     return None
+
+
+# what a flag of run's that trigger has not (a capture's own flags are both's) means for a request
+_FOR_A_REQUEST = {
+    "export_stacks": "give it to npuprof run --dynamic DIR, and --with-stack to each trigger",
+    "memory_timeline": (
+        "give it to npuprof run --dynamic DIR, and --profile-memory --record-shapes --with-stack to each "
+        "trigger"
+    ),
+    "metadata_json": "each trigger takes --metadata KEY=VALUE (text), or set the file's metadata key",
+    "dynamic": "give its DIR as trigger's argument: npuprof trigger DIR [flags]",
+    "config": "trigger writes DIR/profiler_config.json itself; or edit that file by hand",
+    "delay": "a trigger asks for steps: --start-step N --warmup W --active M",
+    "duration": "a trigger asks for steps: --start-step N --warmup W --active M",
+}
+
+
+def _runs_flag_given_to_trigger(message: str) -> str | None:
+    """Why ``No such option: --export-stacks ...`` of `npuprof trigger` is a flag of run's, and what a
+    request takes instead; None for any other flag. click's "Possible options" named neither (helper-286)."""
+    from npuprof.cli.run_flags import OPTIONS
+    from npuprof.options import BY_KEY
+
+    flag = _no_such_option(message)
+    spec = OPTIONS.get(flag or "")
+    if spec is None:
+        return None
+    key = spec[0]
+    if BY_KEY[key].in_schedule:
+        instead = "a trigger asks for one window: --start-step N --warmup W --active M"
+    else:
+        instead = _FOR_A_REQUEST.get(key, "it is the job's, set as npuprof run starts, for every capture")
+    return f"{flag} is a flag of npuprof run, not of trigger: {instead}"
 
 
 def _launchers_flag(message: str) -> str | None:
