@@ -482,3 +482,26 @@ def test_a_flag_of_run_given_to_trigger_says_whose_it_is_and_what_a_request_take
     assert instead in err and err.count("\n") == 1, err
     code, err = _cli(monkeypatch, capsys, "trigger", str(tmp_path), "--export-stack", "x")  # a typo: click's
     assert code == 2 and "No such option: --export-stack" in err, err
+
+
+def test_trigger_help_puts_the_window_and_ranks_together_and_says_run_flags_are_not_used(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--ranks sat alone under run's "Schedule (torch.profiler.schedule semantics)" heading and the window's
+    flags under "Options"; "Flags not given take npuprof run's defaults" read as the flags the job was
+    started with, which a request never takes for the keys it writes (all of them)."""
+    monkeypatch.setenv("COLUMNS", "100")
+    assert _cli(monkeypatch, capsys, "trigger", "--help") == (0, "")
+    out: str = _cli.out  # type: ignore[attr-defined]
+    heading, under = "", {}
+    for line in out.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            heading = line
+        elif line.startswith("  --"):
+            under[line.split()[0]] = heading
+    assert "Schedule" not in " ".join(under.values()), under
+    assert {under[flag] for flag in ("--start-step", "--active", "--warmup", "--cancel", "--ranks")} == {
+        "Which steps and ranks:"
+    }, under
+    said = " ".join(out.split())
+    assert "not with the flags npuprof run was given" in said and "take npuprof run's defaults" not in said

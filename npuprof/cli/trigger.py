@@ -25,6 +25,9 @@ TRIGGER_OPTIONS = tuple(
     o for o in RUN_OPTIONS if (o.config_key and o.key != "min_free_space") or o.key == "ranks"
 )
 NEXT_STEP = -1  # = npuprof.agent.dynamic_request.NEXT_STEP (kept import-free here)
+# the request's window and ranks in one panel: --ranks sat alone under run's "Schedule
+# (torch.profiler.schedule semantics)", --start-step, --active and --warmup under "Options" (helper-286)
+WINDOW = "Which steps and ranks"
 # help=, not the docstring (cli/info.py)
 HELP = "Ask a job running under `npuprof run --dynamic DIR` to capture: writes DIR/profiler_config.json."
 
@@ -39,7 +42,7 @@ Examples:
 
   npuprof trigger cfg --cancel    (start_step 0: drop a planned capture, end one in flight at the next step)
 
-Each process of the job reads DIR/profiler_config.json every poll interval (2 s, then the time of step 10 to 11, 1 to 5 s; or npuprof run's --poll-interval), and starts the capture at the next step boundary. A trigger during a capture runs after it; --cancel ends it. npuprof status DIR says what each rank did. Flags not given take npuprof run's defaults.
+Each process of the job reads DIR/profiler_config.json every poll interval (2 s, then the time of step 10 to 11, 1 to 5 s; or npuprof run's --poll-interval), and starts the capture at the next step boundary. A trigger during a capture runs after it; --cancel ends it. npuprof status DIR says what each rank did. Flags not given are written with the defaults shown above, not with the flags npuprof run was given: a request says all it wants.
 """  # noqa: E501 (one paragraph a line: cli/run_help.py's layout wraps it to the terminal)
 
 
@@ -480,10 +483,11 @@ _OWN_HELP = {
 def _parameter(option: Option) -> inspect.Parameter:
     """run's parameter for ``option``, with trigger's own help line where run's would mislead."""
     parameter = _typer_parameter(option)
-    if option.key not in _OWN_HELP:
-        return parameter
     info = parameter.annotation.__metadata__[0]  # a typer.Option made for this parameter alone
-    info.help = _OWN_HELP[option.key]
+    if option.key == "ranks":
+        info.rich_help_panel = WINDOW
+    if option.key in _OWN_HELP:
+        info.help = _OWN_HELP[option.key]
     return parameter
 
 
@@ -508,6 +512,7 @@ def _signature() -> inspect.Signature:
                 typer.Option(
                     "--start-step",
                     metavar="N",
+                    rich_help_panel=WINDOW,
                     help="First step of the window, warm-up included (absolute, as ProfilerStep#N) "
                     "\\[default: the next step].",
                     show_default=False,
@@ -517,12 +522,19 @@ def _signature() -> inspect.Signature:
         ),
         option(
             "active",
-            Annotated[int, typer.Option("--active", metavar="N", help="Steps to record.")],
+            Annotated[
+                int, typer.Option("--active", metavar="N", help="Steps to record.", rich_help_panel=WINDOW)
+            ],
             1,
         ),
         option(
             "warmup",
-            Annotated[int, typer.Option("--warmup", metavar="N", help="Warm-up steps before them.")],
+            Annotated[
+                int,
+                typer.Option(
+                    "--warmup", metavar="N", help="Warm-up steps before them.", rich_help_panel=WINDOW
+                ),
+            ],
             0,
         ),
         option(
@@ -531,6 +543,7 @@ def _signature() -> inspect.Signature:
                 bool,
                 typer.Option(
                     "--cancel",
+                    rich_help_panel=WINDOW,
                     help="Write start_step 0: drop a planned capture; end one in flight at the next step.",
                 ),
             ],
