@@ -565,3 +565,44 @@ def test_comm_ranges_across_ranks_keep_their_op_and_size_at_80_columns() -> None
     assert rows[1].startswith("comm:reduc") and rows[1].endswith("16384") and "…" in rows[1], rows
     assert rows[2].endswith(",8256") and rows[3].endswith(",645") and rows[2] != rows[3], rows
     assert all(row.startswith("comm:all_g") and "…" in row for row in rows[2:]), rows
+
+
+def test_run_summary_names_dynamic_captures_whose_request_did_not_ask_what_the_exports_need(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`npuprof run --dynamic cfg --export-stacks ... --memory-timeline json`, then `npuprof trigger cfg`
+    (no --with-stack): the capture had neither file and the summary was clean; the dynamic log alone said
+    it."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def capture(name: str, steps: list[int], **recorded: bool) -> CaptureSummary:
+        rank_dir = tmp_path / name
+        rank_dir.mkdir()
+        (rank_dir / "npuprof_capture.json").write_text(
+            json.dumps({"status": "complete", "backend": "torch-cpu"})
+        )
+        common = {"record_shapes": False, "profile_memory": False, "with_stack": False, **recorded}
+        (rank_dir / "profiler_info.json").write_text(json.dumps({"config": {"common_config": common}}))
+        return CaptureSummary(rank_dir, "complete", None, 1, steps, 1, "", True)
+
+    bare = capture("vm_1_20261202121245485_ascend_pt", [74, 75])
+    stacks = capture("vm_1_20261202121246485_ascend_pt", [40, 41], with_stack=True)
+    (stacks.rank_dir / "stacks_self_cpu_time_total.folded").write_text("a;b 1\n")
+    asked = ProfileConfig(dynamic="cfg", export_stacks=["self_cpu_time_total"], memory_timeline=["json"])
+    print_run_summary(tmp_path, [bare, stacks], 0, asked, tmp_path / "npuprof.log")
+    said = " ".join(capsys.readouterr().err.split())
+    assert (
+        "--export-stacks: 1 capture(s) (steps 74-75) have no stacks: their request did not ask for "
+        "with_stack (each request says it: npuprof trigger cfg --with-stack)"
+    ) in said, said
+    assert (
+        "--memory-timeline: 2 capture(s) (steps 74-75, 40-41) have no memory timeline: their request did not "
+        "ask for profile_memory, record_shapes and with_stack (each request says it: npuprof trigger cfg "
+        "--profile-memory --record-shapes --with-stack)"
+    ) in said, said
+    print_run_summary(tmp_path, [stacks], 0, ProfileConfig(dynamic="cfg"), tmp_path / "npuprof.log")
+    assert "request did not ask" not in capsys.readouterr().err  # no export asked: nothing said

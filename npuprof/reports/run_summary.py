@@ -171,6 +171,8 @@ def print_run_summary(
     if cfg.export_stacks or cfg.memory_timeline:  # parsed, yet without them (the unparsed: said above)
         done = [c for c in captures if c.status == "complete" and c.parsed]
         _say_exports_not_made(console, done, cfg, log_path)
+        if cfg.dynamic is not None:
+            _say_requests_without_what_exports_need(console, captures, cfg)
     target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
     run_flag = f" --run {run_id}" if run_id and _analyse_reports_another_run(output, run_id) else ""
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
@@ -353,6 +355,52 @@ def _say_exports_not_made(
             f"{len(which)} capture(s) lack their --{what} files (not made by the post-processor, or not "
             f"yet where it goes on in the background: see "
             f"{escape(str(log_path))}): npuprof {what} {escape(first)} -o FILE makes them",
+            soft_wrap=True,
+        )
+
+
+def _say_requests_without_what_exports_need(
+    console: Console, captures: list[CaptureSummary], cfg: ProfileConfig
+) -> None:
+    """One line each for --export-stacks and --memory-timeline: the --dynamic captures whose request did not
+    record what they need (with_stack; profile_memory, record_shapes and with_stack), so have none. Only
+    the dynamic logs said it: a capture asked by `npuprof trigger DIR` alone ended without its stacks and
+    the summary was clean (helper-286)."""
+    from rich.markup import escape
+
+    from npuprof.results.layout import recorded_option
+
+    def lacks(capture: CaptureSummary, keys: tuple[str, ...]) -> list[str]:
+        return [key for key in keys if recorded_option(capture.rank_dir, key) is False]
+
+    asked = [c for c in captures if c.status == "complete" and not c.record_only]
+    target = shell_quote(cfg.dynamic or "DIR")
+    needs = []
+    if cfg.export_stacks:
+        without = [c for c in asked if lacks(c, ("with_stack",))]
+        needs.append(("--export-stacks", "stacks", without, "with_stack", "--with-stack"))
+    if cfg.memory_timeline:
+        memory = ("profile_memory", "record_shapes")
+        without = [c for c in asked if lacks(c, memory) or len(lacks(c, ("with_stack", "with_modules"))) == 2]
+        flags = "--profile-memory --record-shapes --with-stack"
+        needs.append(
+            (
+                "--memory-timeline",
+                "memory timeline",
+                without,
+                "profile_memory, record_shapes and with_stack",
+                flags,
+            )
+        )
+    for flag, made, which, keys, flags in needs:
+        if not which:
+            continue
+        steps = ", ".join(_steps(c.steps) for c in which[:3]) + (", ..." if len(which) > 3 else "")
+        console.print(
+            escape(
+                f"{flag}: {len(which)} capture(s) (steps {steps}) have no {made}: their request did not ask "
+                f"for {keys} (each request says it: npuprof trigger {target} {flags})"
+            ),
             soft_wrap=True,
         )
 
