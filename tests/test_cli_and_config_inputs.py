@@ -505,3 +505,22 @@ def test_trigger_help_puts_the_window_and_ranks_together_and_says_run_flags_are_
     }, under
     said = " ".join(out.split())
     assert "not with the flags npuprof run was given" in said and "take npuprof run's defaults" not in said
+
+
+def test_status_help_at_80_columns_wraps_its_note_as_one_paragraph(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The note under the examples had newlines of its own, which typer kept: at 80 columns it read as
+    lines cut half-way ("held by another process: the" / "pid given again) ...")."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert _cli(monkeypatch, capsys, "status", "--help") == (0, "")
+    out: str = _cli.out  # type: ignore[attr-defined]
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "A process whose log" in line)
+    paragraph = []
+    for line in lines[first:]:
+        if not line.strip():
+            break
+        paragraph.append(line.rstrip())
+    assert len(paragraph) > 1 and all(len(line) > 60 for line in paragraph[:-1]), paragraph
+    assert "stopped" in " ".join(paragraph) and "kill -CONT PID" in " ".join(paragraph)

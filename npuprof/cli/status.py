@@ -49,10 +49,8 @@ Examples:
 
   npuprof status cfg --format json    # everything, for scripts
 
-A process whose log has no end line and whose pid is gone on this host (or held by another process: the
-pid given again) is shown as "gone" (killed); one stopped (kill -STOP, Ctrl-Z) as "stopped": it neither
-trains nor reads the file until kill -CONT PID resumes it.
-"""
+A process whose log has no end line and whose pid is gone on this host (or held by another process: the pid given again) is shown as "gone" (killed); one stopped (kill -STOP, Ctrl-Z) as "stopped": it neither trains nor reads the file until kill -CONT PID resumes it.
+"""  # noqa: E501 (one paragraph a line: typer wraps each line to the terminal, a newline inside cut it short)
 RUNNING, STOPPED = "running", "stopped"
 
 
