@@ -94,3 +94,28 @@ def test_a_stopped_process_is_stopped_and_told_how_to_resume(tmp_path: Path) -> 
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_capture_ended_by_a_cancel_says_so(tmp_path: Path) -> None:
+    """`npuprof trigger DIR --active 100`, then `--cancel` at its 17th step: status said "steps 169-185
+    complete", read as the window asked for; the note says where the cancel ended it."""
+    logs = tmp_path / "log"
+    logs.mkdir()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime()) + ",469"
+    where = tmp_path / "vm_1_20261206234719959_ascend_pt"
+    lines = [
+        "[step 0] watching it every 1 s",
+        f"[step 169] capture started at step 169 into {where}",
+        "[step 185] the capture in flight ends with step 185, cancelled (start_step 0: no capture)",
+        f"[step 186] capture 1 of steps 169-185 complete in {where}",
+        f"[step 200] capture started at step 200 into {where}",
+        f"[step 202] capture 2 of steps 200-201 complete in {where}",
+    ]
+    log = logs / f"dp_{os.uname().nodename}_{os.getpid()}_rank_0.log"
+    log.write_text("".join(f"{stamp} [INFO] [{os.getpid()}] npuprof.dynamic: {line}\n" for line in lines))
+    (process,) = status._processes(logs)
+    assert [c.get("note") for c in process["captures"]] == ["cancelled at step 185", None], process
+    report = {"config": {"file": "f", "start_step": 0}, "processes": [process]}
+    assert f"steps 200-201 complete in {where}" in status.render(report)
+    process["captures"].pop()
+    assert f"steps 169-185 complete in {where} (cancelled at step 185)" in status.render(report)

@@ -40,6 +40,8 @@ _REQUEST_INTO = (
     re.compile(r"^capture planned: steps \d+-\d+ \(capture .* into (?P<into>.+?)(?: \(trigger [^()]*\))?\)$"),
 )
 _CANCELLED = re.compile(r"^the capture planned from step \d+ is cancelled")
+# npuprof/agent/dynamic_plan.py's line for `npuprof trigger DIR --cancel` during a capture
+_CUT_BY_CANCEL = re.compile(r"^the capture in flight ends with step (?P<step>\d+), cancelled")
 _RANKS_ASKED = re.compile(r" on (?P<ranks>ranks [\d,-]+) into ")  # in a Request.describe()
 
 EPILOG = """
@@ -215,7 +217,7 @@ def _split_counts(processes: list[dict[str, Any]]) -> None:
             p["capture_count"] = max(len(p["captures"]), counted - before) if counted else len(p["captures"])
             before = max(before, counted)
     for process in processes:
-        for internal in ("_highest_count", "_first_seen_at", "_last_seen_at"):
+        for internal in ("_highest_count", "_first_seen_at", "_last_seen_at", "_cancelled_at"):
             process.pop(internal, None)
 
 
@@ -388,6 +390,8 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         }
         if ended["note"]:  # a capture cut short (its last step partial) did not read as whole (helper-223)
             capture["note"] = ended["note"]
+        elif info.pop("_cancelled_at", None) == int(ended["last"]):  # read as the whole window asked
+            capture["note"] = f"cancelled at step {ended['last']}"
         info["captures"].append(capture)
         info["capture_count"] = max(info["capture_count"] + 1, int(ended["count"] or 0))
         info["_highest_count"] = max(info.get("_highest_count", 0), int(ended["count"] or 0))
@@ -401,6 +405,8 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
         info["not_captured"] = None
     elif _CANCELLED.match(message):
         info["planned"] = None
+    elif (cut := _CUT_BY_CANCEL.match(message)) is not None:
+        info["_cancelled_at"] = int(cut["step"])
     elif (skipped := SKIPPED_RE.match(message)) is not None:
         info["planned"] = None
         info["not_captured"] = {"step": int(skipped["step"]), "why": f"skipped: {skipped['why']}"}
