@@ -921,10 +921,20 @@ def _apply_file_schedule(cfg: ProfileConfig, data: dict[str, Any], path: str) ->
     start_step = _expect(data.get("start_step", 0), int, "start_step", path)
     active = _expect(data.get("active", 1), int, "active", path)
     warmup = _expect(data.get("warmup", 0), int, "warmup", path)
-    if start_step < 0 or active < 1 or warmup < 0:
-        raise ConfigError(
-            f"{path}: start_step/warmup/active", "start_step and warmup must be >= 0 and active >= 1"
+    if start_step < 0:
+        # -1 is what `npuprof trigger` writes: a file of a --dynamic directory given to --config (helper-286)
+        dynamic_only = (
+            " (-1, the next step, which npuprof trigger writes, is --dynamic's)" if start_step == -1 else ""
         )
+        raise ConfigError(
+            f"{path}: start_step",
+            f"must be >= 0, got {start_step}{dynamic_only}",
+            "set the step to start at (0: none)",
+        )
+    if warmup < 0:
+        raise ConfigError(f"{path}: warmup", f"must be >= 0, got {warmup}", "e.g. 0")
+    if active < 1:
+        raise ConfigError(f"{path}: active", f"must be >= 1, got {active}", "e.g. 3")
     if start_step > 0:
         cfg.schedule = Schedule(skip_first=start_step, wait=0, warmup=warmup, active=active, repeat=1)
     elif "start_step" in data:

@@ -713,3 +713,26 @@ def test_a_config_file_asking_for_no_capture_is_said_before_the_job_runs(
     for flags in ({"delay": 1.0}, {"duration": 2.0}):  # a time window records
         run_flags.build_config(path, flags, environ={})
         assert capsys.readouterr().err == "", flags
+
+
+def test_a_bad_schedule_in_a_config_file_names_the_key_its_value_and_the_fix(tmp_path: Path) -> None:
+    """A file npuprof trigger wrote (start_step -1), given to --config, was refused with "start_step/warmup/
+    active: start_step and warmup must be >= 0 and active >= 1": no key, no value, no fix."""
+    from npuprof.cli import run_flags
+
+    cases = {
+        "start_step": (
+            {"start_step": -1, "active": 2},
+            "must be >= 0, got -1 (-1, the next step, which "
+            "npuprof trigger writes, is --dynamic's); set the step to start at (0: none)",
+        ),
+        "warmup": ({"start_step": 10, "warmup": -2}, "must be >= 0, got -2; e.g. 0"),
+        "active": ({"start_step": 10, "active": 0}, "must be >= 1, got 0; e.g. 3"),
+    }
+    for key, (document, said) in cases.items():
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(document))
+        path.chmod(0o600)
+        with pytest.raises(ConfigError) as caught:
+            run_flags.build_config(path, {}, environ={})
+        assert caught.value.one_line() == f"{path}: {key}: {said}"
