@@ -606,3 +606,31 @@ def test_run_summary_names_dynamic_captures_whose_request_did_not_ask_what_the_e
     ) in said, said
     print_run_summary(tmp_path, [stacks], 0, ProfileConfig(dynamic="cfg"), tmp_path / "npuprof.log")
     assert "request did not ask" not in capsys.readouterr().err  # no export asked: nothing said
+
+
+def test_run_summary_says_why_a_capture_not_asked_to_be_parsed_reads_parsed_no(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`npuprof run --config tmpl.json --active 2` (torch_npu's template: "analyse": false), or a trigger
+    with --ranks: the summary's "parsed no" was unexplained, and read as a failed parse."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    rank_dir = tmp_path / "vm_1_20261202121245485_ascend_pt"
+    rank_dir.mkdir()
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps({"status": "complete", "backend": "torch-cpu"}))
+    unasked = CaptureSummary(rank_dir, "complete", None, 1, [6, 7], 1, "", False, parse_asked=False)
+    from_file = ProfileConfig(analyse=False, given_as={"analyse": "analyse false (tmpl.json)"})
+    print_run_summary(tmp_path, [unasked], 0, from_file, tmp_path / "npuprof.log")
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"1 capture(s) not parsed, as analyse false (tmpl.json) asks: npuprof analyse {tmp_path}" in said
+    print_run_summary(tmp_path, [unasked], 0, ProfileConfig(dynamic="cfg"), tmp_path / "npuprof.log")
+    said = " ".join(capsys.readouterr().err.split())
+    assert '1 capture(s) not parsed, as their request\'s "analyse": false asks' in said, said
+    asked = CaptureSummary(rank_dir, "complete", None, 1, [6, 7], 1, "", False, parse_asked=True)
+    print_run_summary(tmp_path, [asked], 0, ProfileConfig(), tmp_path / "npuprof.log")
+    assert " asks" not in capsys.readouterr().err  # one that was to be parsed: said otherwise, above
+    print_run_summary(tmp_path, [unasked], 0, ProfileConfig(analyse=False), tmp_path / "npuprof.log")
+    assert " asks" not in capsys.readouterr().err  # --no-analyse typed: nothing to explain

@@ -168,6 +168,12 @@ def print_run_summary(
                 f"{unparsed} complete capture(s) not parsed when npuprof ended ({escape(why)}: see "
                 f"{escape(str(log_path))}): npuprof analyse parses them" + (made if asked else "")
             )
+    if not_asked := _unparsed_as_asked(captures, cfg):
+        console.print(
+            escape(f"{len(not_asked)} capture(s) not parsed, as {_why_not_asked(cfg)}: ")
+            + f"npuprof analyse {escape(shell_quote(str(output)))} parses them",
+            soft_wrap=True,
+        )
     if cfg.export_stacks or cfg.memory_timeline:  # parsed, yet without them (the unparsed: said above)
         done = [c for c in captures if c.status == "complete" and c.parsed]
         _say_exports_not_made(console, done, cfg, log_path)
@@ -444,6 +450,31 @@ def _left_unparsed(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[C
     """Complete captures not parsed that were to be (their record says; an older one's: the run's flag)."""
     wanted = [cfg.analyse if c.parse_asked is None else c.parse_asked for c in captures]
     return [c for c, w in zip(captures, wanted, strict=True) if c.status == "complete" and not c.parsed and w]
+
+
+def _unparsed_as_asked(captures: list[CaptureSummary], cfg: ProfileConfig) -> list[CaptureSummary]:
+    """Complete captures left unparsed because their configuration said so: their "parsed: no" read as a
+    failure, unexplained (helper-286: a --config of torch_npu's template, "analyse": false). Not those of
+    a --no-analyse typed by the user."""
+    if cfg.dynamic is None and "analyse" not in cfg.given_as:
+        return []
+    wanted = [cfg.analyse if c.parse_asked is None else c.parse_asked for c in captures]
+    return [
+        c
+        for c, w in zip(captures, wanted, strict=True)
+        if c.status == "complete" and not c.parsed and not c.record_only and not w
+    ]
+
+
+def _why_not_asked(cfg: ProfileConfig) -> str:
+    if cfg.dynamic is not None:
+        return (
+            "their request's \"analyse\": false asks (torch_npu's template has it; npuprof trigger writes it "
+            "with --ranks or --no-analyse)"
+        )
+    from npuprof.options import BY_KEY, given_text
+
+    return f"{given_text(cfg, BY_KEY['analyse'])} asks"
 
 
 # a record's time and level, up to its writer: the patterns below match there only, never a record's text
