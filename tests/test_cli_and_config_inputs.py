@@ -524,3 +524,19 @@ def test_status_help_at_80_columns_wraps_its_note_as_one_paragraph(
         paragraph.append(line.rstrip())
     assert len(paragraph) > 1 and all(len(line) > 60 for line in paragraph[:-1]), paragraph
     assert "stopped" in " ".join(paragraph) and "kill -CONT PID" in " ".join(paragraph)
+
+
+@pytest.mark.parametrize(
+    ("given", "fix"), [(["--active", "2"], "drop it"), (["--active", "2", "--warmup", "1"], "drop them")]
+)
+def test_trigger_cancel_with_window_flags_says_drop_it_or_them(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    given: list[str],
+    fix: str,
+) -> None:
+    """`npuprof trigger cfg --cancel --active 2` was told "excludes --active ...; drop them"."""
+    code, err = _cli(monkeypatch, capsys, "trigger", str(tmp_path), "--cancel", *given)
+    assert code == 2 and err.endswith(f"(it asks for no capture); {fix}\n"), err
+    assert not (tmp_path / "profiler_config.json").exists()

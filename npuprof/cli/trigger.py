@@ -97,7 +97,8 @@ def trigger_command(**params: Any) -> None:
     if cancel:
         given = [f for f in ("--start-step", "--active", "--warmup") if _was_given(f)]
         if given:
-            _fail("--cancel", f"excludes {', '.join(given)} (it asks for no capture)", "drop them")
+            drop = "drop them" if len(given) > 1 else "drop it"
+            _fail("--cancel", f"excludes {', '.join(given)} (it asks for no capture)", drop)
     if start_step is not None and start_step < 1:
         _fail("--start-step", f"must be >= 1, got {start_step}", "omit it for the next step")
     if active < 1:
