@@ -634,3 +634,49 @@ def test_run_summary_says_why_a_capture_not_asked_to_be_parsed_reads_parsed_no(
     assert " asks" not in capsys.readouterr().err  # one that was to be parsed: said otherwise, above
     print_run_summary(tmp_path, [unasked], 0, ProfileConfig(analyse=False), tmp_path / "npuprof.log")
     assert " asks" not in capsys.readouterr().err  # --no-analyse typed: nothing to explain
+
+
+def test_run_summary_names_a_request_planned_for_a_step_the_job_never_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`npuprof trigger cfg --start-step 100000` on a job that ended at step 600, after other captures: the
+    summary listed those and said nothing of it (only a run without captures did). Another job's log in the
+    same log/ (pid 999) is not this run's."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "200")
+    cfg = tmp_path / "cfg"
+    (cfg / "log").mkdir(parents=True)
+    rank_dir = tmp_path / "vm_1234_20261202121245485_ascend_pt"
+    rank_dir.mkdir()
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps({"status": "complete", "backend": "torch-cpu"}))
+
+    def log(pid: int, *lines: str) -> None:
+        text = "".join(
+            f"2026-12-06 23:48:17,000 +0000 [INFO] [{pid}] npuprof.dynamic: {line}\n" for line in lines
+        )
+        (cfg / "log" / f"dp_vm_{pid}_rank_-1.log").write_text(text)
+
+    log(
+        999,
+        "[step 5] capture planned: steps 500-501 (capture 2 step(s) from step 500)",
+        "[step 9] the process ends",
+    )
+    capture = CaptureSummary(rank_dir, "complete", None, 1234, [63, 64], 1, "", True)
+    asked = ProfileConfig(dynamic=str(cfg))
+    print_run_summary(tmp_path, [capture], 0, asked, tmp_path / "npuprof.log")
+    assert "was planned" not in capsys.readouterr().err  # pid 999's, not this run's
+    log(
+        1234,
+        f"[step 65] capture 1 of steps 63-64 complete in {rank_dir}",
+        "[step 326] capture planned: steps 100000-100001 (capture 2 step(s) from step 100000 on every rank)",
+        "[step 600] the process ends",
+    )
+    print_run_summary(tmp_path, [capture], 0, asked, tmp_path / "npuprof.log")
+    said = " ".join(capsys.readouterr().err.split())
+    assert (
+        "npuprof: a capture of steps 100000-100001 was planned, but the job ended at step 600, before its "
+        f"first step (see npuprof status {cfg})"
+    ) in said, said

@@ -179,6 +179,8 @@ def print_run_summary(
         _say_exports_not_made(console, done, cfg, log_path)
         if cfg.dynamic is not None:
             _say_requests_without_what_exports_need(console, captures, cfg)
+    if cfg.dynamic is not None:
+        _say_request_not_reached(console, captures, Path(cfg.dynamic))
     target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
     run_flag = f" --run {run_id}" if run_id and _analyse_reports_another_run(output, run_id) else ""
     elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
@@ -363,6 +365,17 @@ def _say_exports_not_made(
             f"{escape(str(log_path))}): npuprof {what} {escape(first)} -o FILE makes them",
             soft_wrap=True,
         )
+
+
+def _say_request_not_reached(console: Console, captures: list[CaptureSummary], directory: Path) -> None:
+    """A request its processes planned for a step the job never reached (`npuprof trigger DIR --start-step
+    100000`): said at the end of a run without captures, not of one with (helper-286). The logs of the
+    processes that captured only: the directory's log/ keeps earlier jobs' too."""
+    from rich.markup import escape
+
+    pids = {c.pid for c in captures if c.pid is not None}
+    if pids and (found := planned_not_reached(directory, pids)).startswith(NOT_REACHED):
+        console.print(escape(f"npuprof: {found} (see npuprof status {shell_quote(str(directory))})"))
 
 
 def _say_requests_without_what_exports_need(
@@ -1423,14 +1436,20 @@ def before_start(directory: Path) -> str:
     )
 
 
-def planned_not_reached(directory: Path) -> str:
+NOT_REACHED = "a capture of steps "
+
+
+def planned_not_reached(directory: Path, pids: Collection[int] | None = None) -> str:
     """What became of the last capture a process's log in ``directory/log`` planned, when none began: the
     job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); in words, else
-    ""."""
-    from npuprof.agent.dynamic_log import ENDED_RE, NOT_EFFECTIVE, REPLACED, SKIPPED_RE
+    "". ``pids``: only the logs of these processes."""
+    from npuprof.agent.dynamic_log import ENDED_RE, FILE_NAME, NOT_EFFECTIVE, REPLACED, SKIPPED_RE
 
     found = ""
     for log in sorted((directory / "log").glob("dp_*.log")):
+        named = FILE_NAME.match(log.name)
+        if pids is not None and (named is None or int(named["pid"]) not in pids):
+            continue
         planned, cancelled, missed, last_step = "", "", "", None
         for fields in _dynamic_log_fields(log):
             if fields["step"] is not None:
@@ -1449,7 +1468,7 @@ def planned_not_reached(directory: Path) -> str:
                 planned, missed = "", message
         if planned and (last_step is None or int(planned.split("-")[0]) > last_step):
             at = f" at step {last_step}" if last_step is not None else ""
-            found = f"a capture of steps {planned} was planned, but the job ended{at}, before its first step"
+            found = f"{NOT_REACHED}{planned} was planned, but the job ended{at}, before its first step"
         elif cancelled:  # by npuprof trigger --cancel, or by a later request (npuprof.agent.dynamic_plan)
             found = cancelled if REPLACED in cancelled else f"{cancelled} (npuprof trigger --cancel)"
         elif missed:
