@@ -343,7 +343,10 @@ def _signal_name(signum: int | None) -> str:
 # -notify, Slurm's --signal), only end the wait: the job has ended, its exit code stands.
 _STOP_WAITING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 _DEATHS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-_QUIET_WAIT_S = 0.5  # how long post-processors may take to end before the launcher says it waits
+# How long post-processors may take to end before the launcher says it waits. One that was handed nothing
+# (a run without captures) may still be starting when a short job ends: on 2 busy cores it took over
+# 0.5 s to end, and the run said it waited for a post-processing job that never had one
+_QUIET_WAIT_S = 2.0
 # After a stop signal (SIGTERM, SIGHUP, SIGQUIT) passed on to the job: Slurm's KillWait and Kubernetes'
 # grace period are 30 s, the job's own finalise comes first, and the launcher must write its record
 STOPPED_JOB_WAIT_S = 10.0
