@@ -1212,6 +1212,72 @@ def test_a_sigterm_waits_for_the_recording_threads_step_in_flight_and_its_export
     trainer.join(10)
 
 
+class RangesOpened:
+    """torch's ``record_function`` as its profiler's step() and start() call it: the ProfilerStep ranges
+    entered, in order (what the trace holds)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered: list[int] = []
+        real = autograd_profiler.record_function
+        ranges = self
+
+        class Recorded(real):  # type: ignore[misc, valid-type]
+            def __enter__(self) -> Any:
+                if self.name.startswith("ProfilerStep#"):
+                    ranges.entered.append(int(self.name.removeprefix("ProfilerStep#")))
+                return super().__enter__()
+
+        monkeypatch.setattr(autograd_profiler, "record_function", Recorded)
+
+
+@pytest.mark.parametrize("where", ["inside torch's step", "before torch's step"])
+def test_a_sigterm_on_a_recorded_steps_boundary_records_the_steps_the_trace_holds(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A SIGTERM whose handler runs on the main thread at a recorded step's boundary, before torch opened
+    the next step's range (inside torch's step(), its last range closed; or before the step() call): the
+    record said "steps 2-4, step 4 partial" of a trace whose last range is step 3, whole. It says 2-3."""
+    ranges = RangesOpened(monkeypatch)
+    plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    rig.run(3)  # steps 2-3 recorded, step 3 in flight
+    prof = rig.c.prof
+    held: list[int] = []  # the ranges the trace holds as the handler runs
+
+    def sigterm() -> None:
+        held.extend(ranges.entered)
+        rig.c.finish_on_sigterm()
+
+    if where == "inside torch's step":
+        in_flight = prof.step_rec_fn
+
+        class ClosedThenSigterm:
+            def __exit__(self, *exc: Any) -> None:
+                in_flight.__exit__(*exc)
+                prof.step_rec_fn = None  # torch's next line: the handler runs once the range is let go
+                sigterm()
+
+        prof.step_rec_fn = ClosedThenSigterm()
+    else:
+        monkeypatch.setattr(plan, "refresh", lambda step: sigterm() if step == 4 else None)
+    rig.run(1)  # the boundary of step 4 (the process dies of the SIGTERM as its handler ends: not here)
+    assert held == [2, 3] and rig.sink.events[0] == ("begin", 2), (held, rig.sink.events)
+    assert rig.sink.events[1][:4] == ("finish", held[-1], "stopped by SIGTERM", "complete")
+    assert rig.sink.partials[0] is False
+
+
+def test_a_sigterm_inside_a_recorded_step_records_it_partial(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same SIGTERM once torch opened the step's range (in the step's own code): that step is the
+    capture's last, cut."""
+    ranges = RangesOpened(monkeypatch)
+    rig = Rig(TorchPlan(skip_first=2, wait=0, warmup=0, active=5, repeat=1))
+    rig.run(4)
+    rig.c.finish_on_sigterm()
+    assert ranges.entered == [2, 3, 4]
+    assert rig.sink.events[1][:4] == ("finish", ranges.entered[-1], "stopped by SIGTERM", "complete")
+    assert rig.sink.partials == [True]
+
+
 @pytest.mark.parametrize("where", ["the capture's first files", "torch's start"])
 def test_a_ctrl_c_as_a_capture_opens_comes_once_it_has_started(
     where: str, monkeypatch: pytest.MonkeyPatch

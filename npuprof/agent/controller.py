@@ -179,6 +179,7 @@ class CaptureController:
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
+        self._range_opened = 0  # the last step whose ProfilerStep range torch opened (its start or step())
         self._capture_notes: list[str] = []  # said in the record of the capture in flight (its detail)
         self._notes_for_next: list[str] = []  # for the capture that begins next
         self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
@@ -742,6 +743,7 @@ class CaptureController:
         hook = self._hooks.before_start(starts and self.cfg.with_stack)
         # torch runs the transitions, on_trace_ready included
         self._profiler_call(self.prof.step, recording=previous.recording)
+        self._range_opened = step
         self.action = wanted
         if starts:
             self._hooks.started(hook, self.cfg.with_stack)
@@ -828,6 +830,7 @@ class CaptureController:
             self._tell_profiling(True)
             with export_hold():
                 hook = self._start(step, wanted)
+            self._range_opened = step
         self._note_start_cost(step, starting)
         if wanted.recording:
             self._hooks.started(hook, self.cfg.with_stack)
@@ -1129,7 +1132,7 @@ class CaptureController:
         self._stopping = True
         self._stop_detail = reason
         self._stop_status = status
-        self._stop_last = self.step if last is None else last
+        self._stop_last = self._last_in_the_trace() if last is None else last
         try:
             recording = self.action.recording
             self._ending_since = time.perf_counter()
@@ -1163,6 +1166,15 @@ class CaptureController:
             self._stop_status = "complete"
             self._tell_profiling(False)
         self._skip(self.step, forever=False)
+
+    def _last_in_the_trace(self) -> int:
+        """The last step whose range the trace holds when the profiler stops now: the step in flight once
+        torch opened its range, else (a SIGTERM on its boundary, before or inside torch's step(), between
+        its closing the last range and opening the next) the step before it, whole. The record said
+        "6-7, step 7 partial" of a trace that holds step 6 only (docs/architecture.md, "Signals")."""
+        if self._range_opened < self.step and self._capture_first < self.step:
+            return self.step - 1
+        return self.step
 
     def reset_after_fork(self) -> None:
         """A forked child starts counting its own steps; the parent's profiler and files are not its."""
