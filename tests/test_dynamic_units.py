@@ -1018,6 +1018,47 @@ def test_a_trigger_says_it_replaces_a_cancel_some_running_ranks_had_not_read(
     assert f"this replaces request {third_id}, which 1 of the 2 running processes had not" in said, said
 
 
+def test_a_triggers_request_edited_by_hand_is_a_new_request_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-286: profiler_config.json written by `npuprof trigger`, then edited by hand (its trigger_id
+    kept): the job named the edit by that trigger, and status and trigger took it as read by that
+    trigger's lines. The edit is now a request written by hand: unread until a process loads it (by time),
+    captured, and not named by the earlier trigger."""
+    from npuprof.agent import dynamic_log
+    from npuprof.cli.status import _config_summary, _window_line
+    from npuprof.cli.trigger import _request_not_picked_up, trigger_command
+
+    job = Job(tmp_path, rank=0)
+    job.steps(2)
+    trigger_command(directory=str(job.dir), start_step=None, active=1, warmup=0, ranks=None, cancel=False)
+    path = job.dir / CONFIG_NAME
+    sent = json.loads(path.read_text())
+    unread = dynamic_log.unread_request(job.dir)
+    assert unread is not None and unread.trigger_id == sent["trigger_id"]  # the trigger's file: its id
+    job.plan.poll_once()
+    job.steps(3)
+    assert job.captures() == [(3, 3)] and dynamic_log.unread_request(job.dir) is None
+    path.write_text(json.dumps({**sent, "active": 2}, indent=2))  # the id kept
+    edited_at = time.time() + 5  # seconds after the job read the trigger's file
+    os.utime(path, (edited_at, edited_at))
+    unread = dynamic_log.unread_request(job.dir)
+    assert unread is not None and unread.trigger_id == "", unread
+    assert (
+        _request_not_picked_up(job.dir)
+        == f"written at {time.strftime('%H:%M:%S', time.localtime(edited_at))}"
+    )
+    config = _config_summary(job.dir)
+    assert "trigger_id" not in config and config["edited_since_trigger"] == sent["trigger_id"], config
+    assert _window_line(config).endswith(f"on every rank, edited by hand since trigger {sent['trigger_id']}")
+    job.plan.poll_once()
+    job.steps(4)
+    assert job.captures() == [(3, 3), (6, 7)]
+    loaded = [line for line in job.log().splitlines() if "loaded: " in line]
+    assert len(loaded) == 2 and f"(trigger {sent['trigger_id']})" in loaded[0], loaded
+    assert "(trigger " not in loaded[1], loaded
+
+
 def test_a_cancel_followed_within_one_step_by_a_trigger_still_ends_the_capture_in_flight(
     tmp_path: Path,
 ) -> None:

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 CONFIG_NAME = "profiler_config.json"
 LOG_DIR = "log"
@@ -41,6 +44,37 @@ def trigger_label(value: object) -> str:
     return value if isinstance(value, str) and value.isprintable() and len(value) <= 80 else ""
 
 
+# `npuprof trigger`'s id: its time, a random part, and a seal of the file it wrote (see request_trigger)
+_SEALED_ID = re.compile(r"^(?P<id>\d{8}-\d{6}-[0-9a-f]{6})-(?P<seal>[0-9a-f]{6})$")
+_NO_SEAL = "000000"
+
+
+def sealed_trigger_id(base: str, written: Callable[[str], bytes]) -> str:
+    """``base`` (``YYYYmmdd-HHMMSS-RRRRRR``) with the seal of the file ``written(id)`` makes: the digest of
+    its bytes with the seal's own place zeroed."""
+    return f"{base}-{digest(written(f'{base}-{_NO_SEAL}'))[:6]}"
+
+
+def request_trigger(data: dict[str, Any], raw: bytes) -> str:
+    """The trigger whose request ``raw`` (``data`` parsed from it) holds, as the job's lines name it
+    (trigger_label); "" when the file was changed since `npuprof trigger` wrote it, its id's seal no longer
+    the bytes': a hand edit that kept the id is a new request, told by time as any written by hand. It was
+    named by the earlier trigger, and taken as read by that trigger's lines (helper-286). An id with no seal
+    (an older npuprof's, or one typed by hand) names the request as before."""
+    label = trigger_label(data.get("trigger_id"))
+    sealed = _SEALED_ID.match(label)
+    if sealed is None:
+        return label
+    unsealed = raw.replace(f'"{label}"'.encode(), f'"{sealed["id"]}-{_NO_SEAL}"'.encode(), 1)
+    return label if digest(unsealed)[:6] == sealed["seal"] else ""
+
+
+def edited_trigger(data: dict[str, Any], raw: bytes) -> str:
+    """The id of the trigger whose file ``raw`` was edited by hand since (its seal broken), else ""."""
+    label = trigger_label(data.get("trigger_id"))
+    return label if label and not request_trigger(data, raw) else ""
+
+
 def held_request(raw: bytes) -> str:
     """`` (trigger ID)`` when ``raw`` (a profiler_config.json) holds a request sent by npuprof trigger, else
     "": what a job started on it names, the file being no request for it."""
@@ -50,7 +84,7 @@ def held_request(raw: bytes) -> str:
         return ""
     if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
         return ""
-    trigger = trigger_label(data.get("trigger_id"))
+    trigger = request_trigger(data, raw)
     return f" (trigger {trigger})" if trigger else ""
 
 

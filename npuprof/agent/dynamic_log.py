@@ -18,9 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from npuprof.agent.dynamic_files import trigger_label
 from npuprof.results.logfile import log_records, open_regular, write_whole
 
 ROTATE_BYTES = 200 * 1024
@@ -131,23 +129,25 @@ def skipped_line(step: int, why: str) -> str:
 STARTED_WITH = "the file as the job started is not a request"  # then " (trigger ID)" when it holds one
 
 
-def _request_file(directory: Path) -> tuple[Path, float, dict[str, Any]] | None:
-    """``directory``'s profiler_config.json, its last change (epoch s) and content, when it asks for a
-    capture (a start_step other than 0); else None."""
+def _request_file(directory: Path) -> tuple[Path, float, str] | None:
+    """``directory``'s profiler_config.json, its last change (epoch s) and the trigger that sent it as the
+    job's lines name it ("" for a request written or edited by hand: dynamic_files.request_trigger), when
+    it asks for a capture (a start_step other than 0); else None."""
     import json
 
-    from npuprof.agent.dynamic_files import CONFIG_NAME
+    from npuprof.agent.dynamic_files import CONFIG_NAME, request_trigger
     from npuprof.results.layout import read_small
 
     path = directory / CONFIG_NAME
     try:
         changed = os.stat(path).st_mtime
-        data = json.loads(read_small(path, 1 << 20))
+        raw = read_small(path, 1 << 20)
+        data = json.loads(raw)
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("start_step", 0) in (0, None):
         return None
-    return path, changed, data
+    return path, changed, request_trigger(data, raw)
 
 
 def request_before_start(directory: Path) -> UnreadRequest | None:
@@ -160,8 +160,7 @@ def request_before_start(directory: Path) -> UnreadRequest | None:
     found = _request_file(directory)
     if found is None:
         return None
-    path, changed, data = found
-    trigger = trigger_label(data.get("trigger_id"))
+    path, changed, trigger = found
     if not trigger:
         return None
     said = f"{STARTED_WITH} (trigger {trigger})"
@@ -263,8 +262,7 @@ def unread_request(directory: Path, reader: Reader | None = None) -> UnreadReque
     found = _request_file(directory)
     if found is None:
         return None
-    path, changed, data = found
-    trigger = trigger_label(data.get("trigger_id"))  # as the watcher's lines name it
+    path, changed, trigger = found  # as the watcher's lines name it
     last_read = 0.0
     for log, fields in _logged_lines(directory, "*.log*", reader):  # action and monitor logs
         if trigger and f"(trigger {trigger})" in fields["message"]:

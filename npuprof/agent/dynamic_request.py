@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from npuprof.agent.dynamic_files import trigger_label
+from npuprof.agent.dynamic_files import request_trigger
 from npuprof.config import (
     ConfigError,
     ProfileConfig,
@@ -126,8 +126,7 @@ def parse_request(raw: bytes, digest: str, base: ProfileConfig, say: Say) -> Req
         # its default (0) would cancel the capture in flight: a mistyped request must not (helper-124)
         say("ERROR", f"{problem}; this content is not acted on")
         return None
-    trigger = data.get("trigger_id")
-    label = trigger_label(trigger) or None
+    label = request_trigger(data, raw) or None
     return Request(start, warmup, active, cfg, digest, label)
 
 

@@ -142,13 +142,14 @@ def _unread(root: Path) -> dict[str, Any] | None:
 
 
 def _config_summary(root: Path) -> dict[str, Any]:
-    from npuprof.agent.dynamic_files import CONFIG_NAME
+    from npuprof.agent.dynamic_files import CONFIG_NAME, edited_trigger
     from npuprof.results.layout import read_small
 
     path = root / CONFIG_NAME
     summary: dict[str, Any] = {"file": str(path)}
     try:
-        text = read_small(path, LOG_READ_LIMIT).decode("utf-8", "replace")
+        raw = read_small(path, LOG_READ_LIMIT)
+        text = raw.decode("utf-8", "replace")
     except FileNotFoundError:
         summary["problem"] = "missing"
         return summary
@@ -171,6 +172,9 @@ def _config_summary(root: Path) -> dict[str, Any]:
     for key in ("is_rank", "rank_list", "trigger_id"):
         if key in data:
             summary[key] = data[key]
+    if edited := edited_trigger(data, raw):  # a new request, not that trigger's (helper-286)
+        del summary["trigger_id"]
+        summary["edited_since_trigger"] = edited
     # the window as the job reads it (npuprof/agent/dynamic_request.py): a bad value is its default
     from npuprof.agent.dynamic_request import NEXT_STEP, NO_CAPTURE, int_field
 
@@ -552,6 +556,8 @@ def _window_line(config: dict[str, Any]) -> str:
     else:
         ranks = f"ranks {_listed(rank_list)}"
     label = f", trigger {config['trigger_id']}" if "trigger_id" in config else ""
+    if "edited_since_trigger" in config:
+        label = f", edited by hand since trigger {config['edited_since_trigger']}"
     warmup = config.get("warmup", 0)
     warmup = warmup if isinstance(warmup, int) and warmup > 0 else 0
     from npuprof.agent.dynamic_request import window_text

@@ -133,8 +133,7 @@ def trigger_command(**params: Any) -> None:
     document["start_step"] = 0 if cancel else (start_step if start_step is not None else NEXT_STEP)
     document["active"] = active
     document["warmup"] = warmup
-    document[c.TRIGGER_ID_KEY] = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
-    data = (json.dumps(document, indent=4) + "\n").encode()
+    data = _sealed(document, f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}")
     _refuse_if_too_large(data, cfg.ranks)
     with _one_trigger_at_a_time(directory):
         replaced = _request_not_picked_up(directory)
@@ -171,6 +170,19 @@ def trigger_command(**params: Any) -> None:
             f"npuprof trigger: note: {steps}: a capture holds every step's events in memory until it ends "
             f"(often megabytes a step); npuprof trigger {directory} --cancel ends it at the next step\n"
         )
+
+
+def _sealed(document: dict[str, Any], base: str) -> bytes:
+    """The file's bytes, its trigger_id ``base`` sealed with them: an edit by hand that keeps the id is
+    then told from this request (dynamic_files.request_trigger)."""
+    from npuprof import config as c
+    from npuprof.agent.dynamic_files import sealed_trigger_id
+
+    def written(trigger_id: str) -> bytes:
+        document[c.TRIGGER_ID_KEY] = trigger_id
+        return (json.dumps(document, indent=4) + "\n").encode()
+
+    return written(sealed_trigger_id(base, written))
 
 
 @contextlib.contextmanager
@@ -241,14 +253,15 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
     and recorded its 200 steps to the end, nothing said)."""
     import json
 
-    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, trigger_label
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, request_trigger
     from npuprof.agent.dynamic_log import FILE_NAME, READ_LIMIT
     from npuprof.cli.status import _processes, is_alive, process_named
     from npuprof.results.layout import read_small
 
     try:
-        data = json.loads(read_small(directory / CONFIG_NAME, 1 << 20))
-        trigger = trigger_label(data["trigger_id"]) if isinstance(data, dict) else ""
+        raw = read_small(directory / CONFIG_NAME, 1 << 20)
+        data = json.loads(raw)
+        trigger = request_trigger(data, raw) if isinstance(data, dict) else ""
         running = [p for p in _processes(directory / LOG_DIR) if is_alive(p)]
     except (OSError, ValueError, RecursionError, KeyError):
         return ""
@@ -290,14 +303,15 @@ def _request_taken_not_begun(directory: Path) -> str:
     so its capture may have begun.)"""
     import json
 
-    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, trigger_label
+    from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, request_trigger
     from npuprof.cli.status import _processes, is_alive, process_named
     from npuprof.results.layout import read_small
 
     try:
-        data = json.loads(read_small(directory / CONFIG_NAME, 1 << 20))
+        raw = read_small(directory / CONFIG_NAME, 1 << 20)
+        data = json.loads(raw)
         asks = isinstance(data, dict) and data.get("start_step") not in (0, None)
-        trigger = trigger_label(data["trigger_id"]) if asks else ""
+        trigger = request_trigger(data, raw) if asks else ""
         processes = _processes(directory / LOG_DIR)
     except (OSError, ValueError, RecursionError, KeyError):
         return ""
