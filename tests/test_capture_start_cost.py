@@ -111,6 +111,30 @@ def test_the_record_names_the_step_on_function_its_steps_ended_in(
     assert job["record"]["step_on"] == "evalpkg.run:Evaluator.batch"
 
 
+def test_a_one_step_capture_is_logged_as_that_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """npuprof.log said "capture of steps 275-275 written to D" of a capture of one step; "step 275"."""
+    from npuprof.agent import capture
+    from npuprof.agent.log import AgentLog
+
+    said: list[str] = []
+
+    class Log(AgentLog):
+        def info(self, message: str) -> bool:
+            said.append(message)
+            return True
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)
+    cfg = ProfileConfig(output=str(tmp_path)).validate()
+    writer = capture.CaptureWriter(
+        cfg, {"run_id": "r"}, _Backend(False, tmp_path), Log(None, "t"), lambda: 0, "w", _Post()
+    )
+    for first, last in ((275, 275), (276, 277)):
+        writer.begin(first)
+        writer.finish(None, last)
+    written = [line.split(" written to ")[0] for line in said if " written to " in line]
+    assert written == ["capture of step 275", "capture of steps 276-277"], said
+
+
 def _start_line(tmp_path: Path, record: dict[str, Any]) -> str:
     """analyse's line of the profiler's start, for a rank dir with this capture record."""
     from npuprof.analysis.report import build_report

@@ -794,6 +794,32 @@ def test_status_says_a_capture_cut_short(tmp_path: Path, where: str) -> None:
     assert f"steps 53-85 complete in {where} ({note})" in " ".join(render(report).split())
 
 
+def test_status_says_a_one_step_capture_and_plan_as_one_step(tmp_path: Path) -> None:
+    """A capture of one step read "steps 275-275 complete in D" in status, its plan "planned: steps
+    280-280": "step 275", "step 280". The log lines keep "A-B" (an older npuprof status reads them)."""
+    from npuprof.cli.status import _processes, render
+
+    lines = {
+        273: "capture started at step 275 into o",
+        276: "capture 1 of steps 275-275 complete in o",
+        277: "capture planned: steps 280-280 (capture 1 step(s) from step 280 on every rank into o)",
+    }
+    (tmp_path / "dp_vm_1_rank_0.log").write_text(
+        "".join(
+            f"2026-12-02 07:25:4{i},100 [INFO] [1] npuprof.dynamic: [step {step}] {message}\n"
+            for i, (step, message) in enumerate(lines.items())
+        )
+    )
+    (process,) = _processes(tmp_path)
+    assert process["captures"][0]["steps"] == "275-275" and process["planned"] == "280-280", process
+    report = {"config": {"file": "cfg/profiler_config.json", "content": None}, "processes": [process]}
+    shown = " ".join(render(report).split())
+    assert "planned: step 280" in shown and "steps 280" not in shown, shown
+    process["planned"] = None  # the plan carried out: the last capture is shown
+    shown = " ".join(render(report).split())
+    assert "step 275 complete in o" in shown and "steps 275" not in shown, shown
+
+
 def test_status_counts_captures_whose_lines_rotated_out_of_the_logs(tmp_path: Path) -> None:
     """helper-124: 32 captures read as 18 once the oldest lines had rotated out (the heartbeat alone writes
     ~124 KB a day): each end line now carries the process's count so far."""
@@ -1798,14 +1824,14 @@ def test_a_trigger_says_it_replaces_a_request_taken_and_not_begun(
     trigger_command(**trigger, start_step=500)
     first = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
     job.plan.poll_once()  # loaded
-    job.steps(1)  # planned: steps 500-500
+    job.steps(1)  # planned: steps 500-500 (the log line's span)
     job.log()
     capsys.readouterr()
     trigger_command(**trigger, start_step=None)
     said = " ".join(capsys.readouterr().err.split())
     assert (
         f"this replaces request {first}, which 1 of the 1 running processes had taken and not begun (rank 0: "
-        "planned: steps 500-500): the last change wins, it never runs there"
+        "planned: step 500): the last change wins, it never runs there"
     ) in said, said
     second = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
     job.plan.poll_once()  # loaded: its capture may have begun since (the log says so at the next poll)
@@ -1826,7 +1852,7 @@ def test_a_trigger_says_it_replaces_a_request_taken_and_not_begun(
     job.log()
     trigger_command(**trigger, start_step=500)
     job.plan.poll_once()
-    job.steps(1)  # planned: steps 500-500
+    job.steps(1)  # planned: steps 500-500 (the log line's span)
     job.log()
     trigger_command(**{**trigger, "cancel": True}, start_step=None)  # what a cancel is for: no note
     assert "taken and not begun" not in capsys.readouterr().err

@@ -452,4 +452,6 @@ def metric_fits(metric: str, backend: str) -> bool:
 
 
 def _steps_text(steps: list[int]) -> str:
-    return f"steps {steps[0]}-{steps[-1]}" if steps else "a time window without steps"
+    if not steps:
+        return "a time window without steps"
+    return f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"

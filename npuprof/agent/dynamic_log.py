@@ -30,6 +30,15 @@ ENDED_RE = re.compile(
     r"(?P<where>.+?_ascend_pt|.+?)"
     r"(?: \((?P<note>.*)\))?$"  # the note: the capture's record's detail (a step cut short, ...)
 )
+
+
+def span_said(span: str) -> str:
+    """A log line's span of steps ("6-7") in words: "steps 6-7", "step 275" for "275-275". The lines
+    keep "A-B" (ENDED_RE and npuprof status's, an older npuprof's too, read them so)."""
+    first, _, last = span.partition("-")
+    return f"step {first}" if first == last else f"steps {span}"
+
+
 ACTION_PREFIX = "dp_"
 MONITOR_PREFIX = "monitor_dp_"
 UNKNOWN_RANK = -1  # torch_npu's name for a process without a rank

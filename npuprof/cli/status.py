@@ -25,6 +25,7 @@ from npuprof.agent.dynamic_log import (
     STOPPED_BY_RE,
     WATCHING,
     line_time,
+    span_said,
 )
 from npuprof.job_processes import ended_unreaped, pid_alive
 
@@ -276,7 +277,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
     planned, last = info["planned"], info["last_step"]
     if planned and info["state"] != "running" and last is not None and _first(planned) > last:
         info["planned"] = None  # the process ended before that capture's first step
-        why = f"never reached: steps {planned} planned, the process ended at step {last}"
+        why = f"never reached: {span_said(planned)} planned, the process ended at step {last}"
         info["not_captured"] = {"step": last, "why": why}
     if info["state"] == RUNNING and here and _is_stopped(pid):
         info["state"] = STOPPED
@@ -467,13 +468,13 @@ def render(report: dict[str, Any]) -> str:
         elif now is not None:
             doing = f"capturing from step {now['from_step']} into {now['directory']}"
         elif planned and (last is None or _first(planned) > _first(last["steps"])):
-            doing = f"planned: steps {planned}"
+            doing = f"planned: {span_said(planned)}"
         elif (missed := p["not_captured"]) is not None and (
             last is None or missed["step"] > _first(last["steps"])
         ):
             doing = f"request at step {missed['step']} {missed['why']}"
         elif last is not None:
-            doing = f"steps {last['steps']} {last['status']} in {last['directory']}"
+            doing = f"{span_said(last['steps'])} {last['status']} in {last['directory']}"
             if last.get("note"):
                 doing += f" ({last['note']})"
         else:

@@ -367,11 +367,15 @@ def _not_begun(message: str, process: dict[str, Any]) -> str:
     """What a process's latest line about a request says of a capture it has surely not begun ("" when it
     began one, may have, or will not: not selected, a step passed, cancelled), by its state in its logs
     (npuprof status's: the steps it has done, a capture in flight)."""
+    from npuprof.agent.dynamic_log import span_said
+
     if message.startswith("capture planned: steps "):
         steps = message.split()[3]
         first = int(steps.split("-")[0])
         return (
-            f"planned: steps {steps}" if process["last_step"] is None or first > process["last_step"] else ""
+            f"planned: {span_said(steps)}"
+            if process["last_step"] is None or first > process["last_step"]
+            else ""
         )
     if "the new request waits for its end" in message and process["capturing"] is not None:
         return "waiting for the capture in flight"
