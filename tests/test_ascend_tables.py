@@ -201,14 +201,15 @@ def test_op_statistic_columns_by_hand(cuda: tuple[tables.RankTables, Path]) -> N
 def test_cpu_capture_columns_by_hand(cpu: tuple[tables.RankTables, Path]) -> None:
     tabs, out = cpu
     k = tabs.kernels
-    # the step thread's innermost operators (aten::empty inside aten::mm, aten::add) and the gloo span
-    assert _texts(k, k.name) == _texts(k, k.type) == ["aten::empty", "gloo:all_reduce", "aten::add"]
+    # the step thread's operators that do their own work (aten::mm: 190 of its 200 µs; the aten::empty
+    # inside it is part of its task), aten::add, and the gloo span
+    assert _texts(k, k.name) == _texts(k, k.type) == ["aten::mm", "gloo:all_reduce", "aten::add"]
     assert _texts(k, k.core) == ["CPU", "GLOO", "CPU"]
     assert k.stream_names is not None
     assert [k.stream_names[s] for s in k.stream.tolist()] == ["100", "101", "100"]  # the threads' ids
-    assert k.start_ns.tolist() == [_epoch_ns(t) for t in (120, 250, 500)]
-    assert k.duration_us.tolist() == [10.0, 300.0, 100.0]
-    assert k.wait_us.tolist() == [0.0, 0.0, 500.0 - 130.0]  # aten::add after aten::empty ended
+    assert k.start_ns.tolist() == [_epoch_ns(t) for t in (100, 250, 500)]
+    assert k.duration_us.tolist() == [200.0, 300.0, 100.0]
+    assert k.wait_us.tolist() == [0.0, 0.0, 500.0 - 300.0]  # aten::add after aten::mm ended
     assert k.model_id.tolist() == k.task_id.tolist() == k.mix_block_dim.tolist() == [-1] * 3  # N/A
     assert k.block_dim.tolist() == [0] * 3
     assert k.step_numbers == (7,) and k.step.tolist() == [0, 0, 0]
@@ -221,6 +222,28 @@ def test_cpu_capture_columns_by_hand(cpu: tuple[tables.RankTables, Path]) -> Non
     assert stats.total_us.tolist() == [190.0, 100.0, 10.0]
     assert _texts(stats, stats.core) == ["CPU"] * 3
     assert (out / "op_statistic.csv").read_text().splitlines()[1:] == stats.csv_lines()
+
+
+def test_cpu_tasks_are_the_operators_that_do_their_own_work(tmp_path: Path) -> None:
+    """helper-288: on a CPU capture kernel_details listed only operators that call no other, so aten::mm
+    (which calls a 2 µs aten::resolve_conj) was no task: msprof-analyze's advisor and compare, which
+    sum these rows, found 47 ms of computing in 183 ms where npuprof's step_trace_time.csv had 179 ms,
+    and no matmul. An operator is a task when its own time is at least half its span; a wrapper of
+    little own time (an autograd node, aten::copy_ around a longer aten::empty) is not, its operators are."""
+    events = [
+        x("ProfilerStep#7", "user_annotation", 0, 1000),
+        x("AddmmBackward0", "cpu_op", 100, 300, **{"External id": 1}),  # own time 20 of 300
+        x("aten::mm", "cpu_op", 110, 280, **{"External id": 2}),  # own time 278 of 280
+        x("aten::resolve_conj", "cpu_op", 112, 2, **{"External id": 3}),
+        x("aten::add", "cpu_op", 500, 100, **{"External id": 4}),
+        x("aten::copy_", "cpu_op", 700, 100, **{"External id": 5}),  # own time 40 of 100
+        x("aten::empty", "cpu_op", 710, 60, **{"External id": 6}),
+    ]
+    trace = {"schemaVersion": 1, "traceEvents": events, "baseTimeNanoseconds": BASE_NS}
+    k = _parsed(tmp_path, trace, "host_1_20250101000000000")[0].kernels
+    assert _texts(k, k.name) == ["aten::mm", "aten::add", "aten::empty"]
+    assert k.start_ns.tolist() == [_epoch_ns(t) for t in (110, 500, 710)]
+    assert k.duration_us.tolist() == [280.0, 100.0, 60.0]
 
 
 def _repeats_trace(device: bool) -> dict:

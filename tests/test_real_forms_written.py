@@ -240,15 +240,16 @@ def test_kernel_details_has_the_real_header_and_ids(cuda: dict[str, Any]) -> Non
 
 
 def test_cpu_kernel_details_lists_the_cpu_tasks(tmp_path: Path) -> None:
-    """The device is the CPU: its tasks are the step thread's innermost operators and the collectives."""
+    """The device is the CPU: its tasks are the step thread's operators that do their own work (aten::mm,
+    190 of its 200 µs, holding aten::empty) and the collectives."""
     out = _parsed(tmp_path, cpu_trace())
     rows = _rows(out / "kernel_details.csv")
     assert [(r["Name"], r["Accelerator Core"], r["Stream ID"], r["Start Time(us)"]) for r in rows] == [
-        ("aten::empty", "CPU", str(PID), _epoch(0, T0 + 120)),
+        ("aten::mm", "CPU", str(PID), _epoch(0, T0 + 100)),
         ("gloo:all_reduce", "GLOO", "101", _epoch(0, T0 + 250)),
         ("aten::add", "CPU", str(PID), _epoch(0, T0 + 500)),
     ]
-    assert float(rows[2]["Wait Time(us)"]) == 370  # aten::add starts 370 µs after aten::empty ends
+    assert float(rows[2]["Wait Time(us)"]) == 200  # aten::add starts 200 µs after aten::mm ends
 
 
 # ---- Call stacks -------------------------------------------------------------------------------------------

@@ -520,21 +520,39 @@ def _device_kernels(
     return kernels, stats
 
 
+def _cpu_task_operators(ops: OpView, eligible: np.ndarray) -> np.ndarray:
+    """Which operators are the CPU's tasks: an eligible one that calls no other operator, or whose own
+    time is at least half its span (``aten::mm`` calling a 2 µs ``aten::resolve_conj`` computes for
+    itself), and that is inside no other task. A task's operators nested in it are not tasks: the rows
+    do not overlap, so their sum is their union (docs/formats.md, "What the parser writes")."""
+    n = len(ops.ts)
+    has = ops.parent >= 0
+    children_time = np.bincount(ops.parent[has], weights=ops.dur[has], minlength=n)
+    has_child = np.bincount(ops.parent[has], minlength=n) > 0
+    works = eligible & (~has_child | (ops.dur - children_time >= ops.dur / 2))
+    inside_task = np.zeros(n, bool)
+    while True:  # down the nesting, a level a round
+        parents = ops.parent[has]
+        below = np.zeros(n, bool)
+        below[has] = works[parents] | inside_task[parents]
+        if np.array_equal(below, inside_task):
+            return works & ~inside_task
+        inside_task = below
+
+
 def _cpu_kernels(
     x: Extract, ops: OpView, windows: StepWindows, step_numbers: tuple[int | None, ...] | None, base_ns: int
 ) -> KernelTable:
     """kernel_details when the device is the CPU: its tasks are the operators of the step thread(s)
-    that call no other operator (Accelerator Core ``CPU``) and the collectives of the communication
-    backends' threads (``gloo:all_reduce``, core ``GLOO``), each thread a stream."""
+    that do their work themselves (Accelerator Core ``CPU``, ``_cpu_task_operators``) and the
+    collectives of the communication backends' threads (``gloo:all_reduce``, core ``GLOO``), each thread
+    a stream."""
     strings = x.strings
     n = len(ops.ts)
     step_threads = {t for _n, _ts, _d, t in x.steps}
     on_step = np.isin(ops.thread, list(step_threads)) if step_threads else _busiest_thread(ops)
-    has_child = np.zeros(n, bool)
-    if n:
-        has_child[ops.parent[ops.parent >= 0]] = True
     comm_op = _name_flags(strings, vocab.is_comm_operator)[ops.name] if n else np.zeros(0, bool)
-    leaf = np.flatnonzero(on_step & ~has_child & ~comm_op)
+    leaf = np.flatnonzero(_cpu_task_operators(ops, on_step & ~comm_op))
     spans = [c for c in x.comm_spans if c[0].startswith(vocab.COMM_ANNOTATION_PREFIXES)]
     if not len(leaf) and not spans:
         return KernelTable.empty(strings, step_numbers)
