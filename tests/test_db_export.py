@@ -780,3 +780,28 @@ def test_msprof_compare_and_advisor_read_a_db_without_memory(tmp_path: Path) -> 
     (book,) = advisor.glob("log/mstt_advisor_*.xlsx")
     with zipfile.ZipFile(book) as z:
         assert "Overall Summary" in z.read("xl/workbook.xml").decode(), (log.stdout + log.stderr)[-3000:]
+
+
+def test_the_run_says_msprof_analyze_reads_each_ranks_latest_capture_only(tmp_path: Path) -> None:
+    """helper-288: `--repeat 2 --export-type db` ended with `msprof-analyze cluster -d OUT -m compute_op_sum`,
+    which read only the second capture ("Multiple profiling paths detected. Selected latest timestamp path",
+    an INFO line of its log): the first one's operators were in no table, and nothing said so."""
+    from npuprof.reports.run_summary import msprof_reads_latest_only
+    from npuprof.results.run_record import CaptureSummary
+
+    def capture(name: str, rank: int | None, db: bool) -> CaptureSummary:
+        tables = tmp_path / name / "ASCEND_PROFILER_OUTPUT"
+        tables.mkdir(parents=True)
+        if db:
+            (tables / f"ascend_pytorch_profiler{'' if rank is None else f'_{rank}'}.db").write_bytes(b"")
+        return CaptureSummary(tmp_path / name, "complete", rank, 1, [7, 8], 1, "", True)
+
+    two_of_one = [capture("a", None, True), capture("b", None, True)]
+    assert msprof_reads_latest_only(two_of_one) == (
+        "; it reads each rank's latest capture only: 1 of 2 left out, give it a folder of one capture per "
+        "rank for them"
+    )
+    ranks = [capture("r0", 0, True), capture("r1", 1, True), capture("r0b", 0, True)]
+    ranks.append(capture("r1b", 1, False))  # no db: msprof-analyze's db recipes do not see it
+    assert msprof_reads_latest_only(ranks).startswith("; it reads each rank's latest capture only: 1 of 3")
+    assert msprof_reads_latest_only(ranks[:2]) == ""  # one capture a rank: all read

@@ -48,6 +48,19 @@ def _steps(steps: list[int]) -> str:
     return str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"
 
 
+def msprof_reads_latest_only(captures: Collection[CaptureSummary]) -> str:
+    """What msprof-analyze's cluster leaves out of a run with several db captures of one rank (--repeat,
+    --dynamic): it reads each rank's latest capture only (README, "Interop"); "" when none is left out."""
+    with_db = [c for c in captures if layout.has_profiler_db(c.rank_dir)]
+    left_out = len(with_db) - len({c.rank for c in with_db})
+    if not left_out:
+        return ""
+    return (
+        f"; it reads each rank's latest capture only: {left_out} of {len(with_db)} left out, give it a "
+        "folder of one capture per rank for them"
+    )
+
+
 def print_run_summary(
     output: Path,
     captures: list[CaptureSummary],
@@ -248,7 +261,11 @@ def print_run_summary(
     if cfg.export_db and any(layout.has_profiler_db(c.rank_dir) for c in captures):
         # the db export is for msprof-analyze's recipes (README); where none was written, nothing to point at
         recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"
-        console.print(f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe)")
+        console.print(
+            f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe"
+            f"{escape(msprof_reads_latest_only(captures))})",
+            soft_wrap=True,
+        )
     if run_id:  # requested outputs that could not be produced, with their fix (npuprof/results/extras.py)
         from npuprof.results.extras import not_produced_notes
         from npuprof.results.postprocess import RESTARTS, deaths_in, pipe_closed
