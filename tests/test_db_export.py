@@ -128,7 +128,12 @@ def test_operators_are_linked_to_the_tasks_they_launched(cuda_dir: Path) -> None
     by_name: dict[str, list[tuple[Any, ...]]] = {}
     for name, *rest in api:
         by_name.setdefault(s[name], []).append(tuple(rest))
-    assert sorted(by_name) == ["aten::addmm", "aten::linear", "aten::mul", "record_param_comms"]
+    steps = ["ProfilerStep#1", "ProfilerStep#2"]  # the steps' spans, as torch_npu's PYTORCH_API has them
+    assert sorted(by_name) == [*steps, "aten::addmm", "aten::linear", "aten::mul", "record_param_comms"]
+    assert [by_name[step] for step in steps] == [
+        [(_ns(0), _ns(1000), None, 50001)],
+        [(_ns(1000), _ns(2000), None, 50001)],
+    ]
     assert by_name["aten::linear"] == [(_ns(10), _ns(110), None, 50001)]
     links: dict[int, set[int]] = {}
     for group, link in con.execute("SELECT id, connectionId FROM CONNECTION_IDS"):
@@ -615,7 +620,7 @@ def test_torch_npus_own_trace_view_gets_a_db_of_its_operators_and_tasks(tmp_path
         e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"
     }
     x_events = [e for e in events if e.get("ph") == "X"]
-    ops = [e for e in x_events if e.get("cat") == "cpu_op" and not e["name"].startswith("ProfilerStep#")]
+    ops = [e for e in x_events if e.get("cat") == "cpu_op"]  # its ProfilerStep#N spans among them, as here
     tasks = [e for e in x_events if processes.get(e["pid"]) == "Ascend Hardware"]
     flows = {e["id"] for e in events if e.get("cat") == "async_npu" and e["ph"] == "f"}
     (db,) = (tmp_path / "trace_view.json.npuprof").glob("ascend_pytorch_profiler*.db")
@@ -805,3 +810,25 @@ def test_the_run_says_msprof_analyze_reads_each_ranks_latest_capture_only(tmp_pa
     ranks.append(capture("r1b", 1, False))  # no db: msprof-analyze's db recipes do not see it
     assert msprof_reads_latest_only(ranks).startswith("; it reads each rank's latest capture only: 1 of 3")
     assert msprof_reads_latest_only(ranks[:2]) == ""  # one capture a rank: all read
+
+
+def test_the_steps_are_pytorch_api_rows_as_torch_npus(tmp_path: Path) -> None:
+    """helper-288: msprof-analyze finds a db's steps among its PYTORCH_API rows (``ProfilerStep#N``, as
+    torch_npu records them), where npuprof wrote none: `compare --base_step 11 --comparison_step 7` of two
+    db captures wrote no workbook ("There is no operator event data for step 11"), and advisor's timeline
+    dataset found no step. Each step is a row of type op over its span, on its thread."""
+    rank_dir = handmade.write_rank_dir(tmp_path, handmade.cpu_trace())  # ProfilerStep#7 [0, 1000), thread 100
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    con = _db(rank_dir)
+    s = _strings(con)
+    steps = [
+        (s[name], a, b, kind)
+        for name, a, b, kind in con.execute("SELECT name, startNs, endNs, type FROM PYTORCH_API")
+        if s[name].startswith("ProfilerStep")
+    ]
+    assert steps == [("ProfilerStep#7", _ns(0), _ns(1000), 50001)]  # ENUM_API_TYPE's op
+    (thread,) = con.execute(
+        "SELECT DISTINCT globalTid FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name "
+        "WHERE s.value IN ('ProfilerStep#7', 'aten::mm')"
+    ).fetchall()
+    assert thread[0] > 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import socket
@@ -528,6 +529,22 @@ class _Tables:
         ]
 
     def pytorch_api(self) -> Iterable[tuple[Any, ...]]:
+        return itertools.chain(self._operator_apis(), self._step_apis())
+
+    def _step_apis(self) -> list[tuple[Any, ...]]:
+        """A row per ``ProfilerStep#N`` span, as torch_npu records the step's range among its operators:
+        msprof-analyze finds the steps of a db there (compare's ``--base_step``, advisor's step filter)."""
+        rows = []
+        for number, ts, dur, thread in self.src.extract.steps:
+            start = int(ns_of(np.array([ts]))[0]) + self.src.base_ns
+            end = start + int(ns_of(np.array([dur]))[0])
+            name = self.s(f"{vocab.STEP_PREFIX}{number}")
+            rows.append(
+                (start, end, int(self.gtid[thread]), None, name, None, None, None, None, None, schema.API_OP)
+            )
+        return rows
+
+    def _operator_apis(self) -> Iterable[tuple[Any, ...]]:
         ops, x = self.src.ops, self.src.extract
         n = len(ops.ts)
         if not n:
