@@ -832,3 +832,22 @@ def test_the_steps_are_pytorch_api_rows_as_torch_npus(tmp_path: Path) -> None:
         "WHERE s.value IN ('ProfilerStep#7', 'aten::mm')"
     ).fetchall()
     assert thread[0] > 0
+
+
+def test_ranges_without_a_device_task_are_linked_to_none(tmp_path: Path) -> None:
+    """helper-288: a CPU capture with --with-stack and no range of the user's had only module spans in
+    MSTX_EVENTS, each with connectionId 4000000000 and no task: msprof-analyze's mstx_sum takes every range
+    whose connectionId is not 4294967295 (msprof's "no device task") and subtracted their tasks' missing
+    times ("unsupported operand type(s) for -: 'NoneType' and 'NoneType'", no table). Such ranges are
+    linked to 4294967295 now, as msprof's own; marks keep 4000000000."""
+    trace = handmade.cpu_trace()
+    trace["traceEvents"].append(
+        x("nn.Module: Linear_0", "python_function", 90, 220, **{"Python id": 1, "Python parent id": 0})
+    )
+    rank_dir = handmade.write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
+    con = _db(rank_dir)
+    s = _strings(con)
+    events = con.execute("SELECT message, domainId, eventType, connectionId FROM MSTX_EVENTS").fetchall()
+    assert [(s[m], s[d], t, c) for m, d, t, c in events] == [("Linear_0", "Module", 2, 4294967295)]
+    assert con.execute("SELECT count(*) FROM TASK WHERE connectionId = 4294967295").fetchone() == (0,)

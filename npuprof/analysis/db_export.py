@@ -757,7 +757,7 @@ class _Tables:
                     event, end, link = schema.MSTX_MARKER_EX, start, schema.MSTX_NO_DEVICE_LINK
                 else:
                     event, end = schema.MSTX_RANGE, start + int(dur)
-                    link = schema.MSTX_NO_DEVICE_LINK
+                    link = schema.UNSET  # as msprof's ranges without a device task: mstx_sum skips them
                     span = (start, end) if device is None else device[mark_id]
                     if span is not None:
                         link = schema.MSTX_FIRST_LINK + mark_id
@@ -827,8 +827,7 @@ class _Tables:
             gtid = _global_tid(*frame_threads[t]) if 0 <= t < len(frame_threads) else 0
             message = self.s(names[f][len(MODULE_PREFIX) :])
             rows.append(
-                (s, e, schema.MSTX_RANGE, schema.UNSET, 0, message, gtid, gtid, domain,
-                 schema.MSTX_NO_DEVICE_LINK)
+                (s, e, schema.MSTX_RANGE, schema.UNSET, 0, message, gtid, gtid, domain, schema.UNSET)
             )  # fmt: skip
         return rows
 
