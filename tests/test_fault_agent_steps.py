@@ -143,8 +143,9 @@ time.sleep(0.3)
 
 def test_steps_from_several_threads_do_not_crash(out: Path, tmp_path: Path) -> None:
     """Each way of stepping from threads (THREADS) in a forked child of one job, a training process of its
-    own to npuprof: each ends whole, its captures complete, each of one thread's steps in order, and each
-    whose capture ran off the main thread warns that no SIGTERM handler can be installed there."""
+    own to npuprof: each ends whole, its captures complete, each of one thread's steps in order, and none
+    whose capture ran off the main thread warns that no SIGTERM handler can be installed there (the main
+    thread installs it: agent/main_thread.py)."""
     flags = ["--skip-first", "2", "--warmup", "1", "--active", "3", "--repeat", "0"]
     # Kineto, driven from a thread other than the one that registered it (a pool thread here; it says so on
     # every such run), segfaulted once in ~3 loaded suite runs (twice in a row once, in CI of 2 December)
@@ -171,11 +172,12 @@ def test_steps_from_several_threads_do_not_crash(out: Path, tmp_path: Path) -> N
             assert record["status"] == "complete", (mode, record)
             steps = profiler_steps(d)  # one thread's steps, in order
             assert steps == list(range(steps[0], steps[0] + len(steps))), (mode, steps)
-        # captures recorded off the main thread cannot be finalised on SIGTERM: said, not silently (the
-        # process's log has it; the run's stderr once, whichever process said it first)
-        warned = any("no SIGTERM handler can be installed" in line for line in _log_of(out, pid))
-        assert warned is (mode != "main-and-thread"), (mode, _log_of(out, pid))
-    assert "no SIGTERM handler can be installed" in " ".join(result.stderr.split()), result.stderr[-2000:]
+        # captures recorded off the main thread ask the main thread for the handler (it was warned lost)
+        log = _log_of(out, pid)
+        assert not any("SIGTERM handler" in line and "cannot" in line for line in log), (mode, log)
+        asked = any("SIGTERM handler asked of the main thread" in line for line in log)
+        assert asked is (mode != "main-and-thread"), (mode, log)
+    assert "SIGTERM handler" not in result.stderr, result.stderr[-2000:]
 
 
 # ---- fault 2: the primary optimizer is replaced -----------------------------------------------------

@@ -407,6 +407,50 @@ def test_a_capture_left_unfinalised_is_told_by_what_its_agent_logged(
     assert why in said and said.count("".join(left.split())) == 1, said
 
 
+def test_a_capture_of_a_training_thread_whose_main_thread_never_installed_the_handler_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A capture recorded by a training thread asks the main thread for npuprof's SIGTERM handler; a main
+    thread outside Python for the whole capture (time.sleep, C code) never installed it, and a SIGTERM
+    killed the process at once: the summary said only "the process ended before the capture was
+    finalised". A process whose main thread did install it (pid 8: killed some other way), or left it to the
+    script's own handler (pid 9), keeps that guess."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    pids = (7, 8, 9)
+    dirs = [tmp_path / f"vm_{pid}_20261203000000000_ascend_pt" for pid in pids]
+    log = tmp_path / "npuprof.log"
+    log.write_text(
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
+        + "".join(
+            f"2026-12-03 00:00:01 [INFO] [agent pid={pid}] agent ready in train.py (rank None, run r1)\n"
+            f"2026-12-03 00:00:02 [INFO] [agent pid={pid}] SIGTERM handler asked of the main thread: "
+            "training runs on another thread\n"
+            for pid in pids
+        )
+        + "2026-12-03 00:00:02 [INFO] [agent pid=8] SIGTERM handler installed by the main thread\n"
+        + "2026-12-03 00:00:02 [INFO] [agent pid=9] SIGTERM handler left out by the main thread: the script "
+        "handles SIGTERM or holds the wakeup fd\n"
+    )
+    left = "the process ended before the capture was finalised"
+    captures = [
+        CaptureSummary(d, "incomplete", None, pid, [2], 414, left, False)
+        for d, pid in zip(dirs, pids, strict=True)
+    ]
+    print_run_summary(tmp_path, captures, 143, ProfileConfig(), log, run_id="r1")
+    said = "".join(capsys.readouterr().err.split())  # the line may be folded at any width
+
+    def words(text: str) -> str:
+        return "".join(text.split())
+
+    why = "had not installed npuprof's SIGTERM handler (only it may), so a SIGTERM ended the process at once"
+    assert said.count(words(why)) == 1, said
+    assert words(f"{dirs[0].name}: {left}: it recorded on a thread other than the main one") in said, said
+    assert words(f"{dirs[1].name}: {left}") + "*" in said, said
+    assert words(f"{dirs[2].name}: {left}") + "next:" in said, said
+
+
 def _summary_of_one_capture(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

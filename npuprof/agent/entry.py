@@ -263,9 +263,9 @@ class Agent:
             if not self.sigterm.install() and not threads.on_main_thread():
                 self.log.warn_once(
                     "sigterm-thread",
-                    "training runs in a thread other than the main one, where no SIGTERM handler can be "
-                    "installed: a SIGTERM ends the job without finalising the capture in flight (the job's "
-                    "end and Ctrl-C do finalise it)",
+                    "training runs in a thread other than the main one, and this Python cannot ask the "
+                    "main thread to install a SIGTERM handler: a SIGTERM ends the job without finalising "
+                    "the capture in flight (the job's end and Ctrl-C do finalise it)",
                 )
             if self._native_exit is None:
                 self._native_exit = _NativeExit.prepare()

@@ -62,6 +62,12 @@ IDLE_GRACE_S = 0.05
 # holds nearly all of its descriptors the capture's files come first (the guard is then not installed).
 SPARE_DESCRIPTORS = 4
 _current: SigtermGuard | None = None  # the guard installed now, if any (export_hold finds it here)
+# The log's lines of a handler a training thread's capture asked of the main thread, and of what the main
+# thread did: a capture left "capturing" after the first with neither other after it is named in the run's
+# summary (reports/run_summary._why_not_finalised)
+HANDLER_ASKED = "SIGTERM handler asked of the main thread"
+HANDLER_INSTALLED_THERE = "SIGTERM handler installed by the main thread"
+HANDLER_LEFT_OUT_THERE = "SIGTERM handler left out by the main thread"
 
 
 def _quiet_other_handlers() -> None:
@@ -94,13 +100,16 @@ _deferring = False  # script_handlers_deferred is in force (nested blocks are pa
 
 
 @contextlib.contextmanager
-def script_handlers_deferred() -> Iterator[None]:
+def script_handlers_deferred(redeliver: Callable[[list[int]], None] | None = None) -> Iterator[None]:
     """During a trace export on the main thread, the script's Python signal handlers (its own SIGTERM
     handler, torch's DataLoader SIGCHLD check, a SIGALRM watchdog) run after the block, not inside it: one
     that raises there (``sys.exit`` on SIGTERM; "DataLoader worker ... is killed" once a group SIGTERM ended
     the workers) cut the export short and lost the capture (helper-107). Each signal that came is raised
     again at the end, where its handler runs as it would have, a few seconds late. SIGINT has its own hold
-    (sigint_held_back); npuprof's own handlers are left alone."""
+    (sigint_held_back); npuprof's own handlers are left alone.
+
+    ``redeliver``: given the signals that came, in order, instead (a call the main thread makes for another
+    thread, where what a handler raises would reach no code of the script's: agent/main_thread.py)."""
     global _deferring
     if _deferring or not threads.on_main_thread():
         yield
@@ -132,9 +141,12 @@ def script_handlers_deferred() -> Iterator[None]:
                 signal.signal(signum, handler)
                 if signum in came:
                     again.append(signum)
-        _queued.extend(sorted(again))  # in the order Python runs handlers of signals pending at once
-        if not _decisions:
-            deliver_queued()
+        if redeliver is not None:
+            redeliver(sorted(again))
+        else:
+            _queued.extend(sorted(again))  # in the order Python runs handlers of signals pending at once
+            if not _decisions:
+                deliver_queued()
 
 
 _decisions = 0  # the main thread's step-boundary decisions in progress (CaptureController._decide)
@@ -242,6 +254,11 @@ class Duties:
         """Held for a copy alone, and it is done: a SIGTERM finds nothing to finish."""
         return self.copy is not None and not (self.capture or self.session) and self.copy.done()
 
+    def nothing_to_finish(self) -> bool:
+        """``nothing_left``, or no duty at all: a capture on a training thread ended and the main thread
+        has yet to put the handler down (``SigtermGuard._settle``). A SIGTERM ends the process at once."""
+        return not self.any() or self.nothing_left()
+
     def pending_copy(self) -> KeptWork | None:
         """The copy, while some of it is left."""
         return self.copy if self.copy is not None and not self.copy.done() else None
@@ -297,6 +314,7 @@ class SigtermGuard:
         self._renewed_said = False
         self._pipe_was_lost = False  # the watcher left its pipe, closed or taken by the script
         self._child_wrap: ChildSignalWrap | None = None  # SIGCHLD's handler kept out of ours (child_signal)
+        self._settle_asked = False  # the main thread is to install or put down the handler (_settle)
 
     def install(self) -> bool:
         """A profiler of ours starts (the ``capture`` duty): whether the handler is installed."""
@@ -328,11 +346,13 @@ class SigtermGuard:
             self.uninstall()
 
     def _install(self) -> bool:
-        """From the main thread, when SIGTERM has its default action and no wakeup fd is taken."""
+        """From the main thread, when SIGTERM has its default action and no wakeup fd is taken. From
+        another (a capture recorded by a training thread), the main thread installs it at its next bytecode
+        boundary (``_settle``); True once that is asked for."""
         if self._installed:
             return True
         if not threads.on_main_thread():
-            return False
+            return self._settle_on_main_thread()
         previous = signal.getsignal(signal.SIGTERM)
         if previous == self._handle:  # put back by the script after an earlier capture: ours again
             previous = self._previous
@@ -356,6 +376,36 @@ class SigtermGuard:
         global _current
         _current = self
         return True
+
+    def _settle_on_main_thread(self) -> bool:
+        """Ask the main thread to install or put down the handler as the duties then say (only it may set
+        a signal's handler): whether it was asked (agent/main_thread.py)."""
+        from npuprof.agent import main_thread
+
+        if self._settle_asked:
+            return True
+        self._settle_asked = True
+        if self._duties.any() and not self._installed:
+            self._log.info(f"{HANDLER_ASKED}: training runs on another thread")
+        if not main_thread.call_soon(self._settle):
+            self._settle_asked = False
+            return False
+        return True
+
+    def _settle(self) -> None:
+        """On the main thread: the handler installed while a duty is left, else put down."""
+        self._settle_asked = False
+        if not threading.main_thread().is_alive():
+            return  # the interpreter exits: its own finalise ends the capture (entry, finish_at_exit)
+        if self._duties.any():
+            if self._installed:
+                return
+            if self._install():
+                self._log.info(HANDLER_INSTALLED_THERE)
+            else:
+                self._log.info(f"{HANDLER_LEFT_OUT_THERE}: the script handles SIGTERM or holds the wakeup fd")
+        else:
+            self.uninstall()
 
     def _wrap_child_signal(self) -> None:
         """SIGCHLD's Python handler (a DataLoader's, set at its first iterator: maybe after the capture
@@ -404,8 +454,13 @@ class SigtermGuard:
             return False
 
     def uninstall(self) -> None:
-        """From the main thread: SIGTERM's default action back (its duties stay, for a later install)."""
-        if not self._installed or not threads.on_main_thread():
+        """SIGTERM's default action back (its duties stay, for a later install); asked of the main thread
+        from another. Until it acts, a SIGTERM with no duty left ends the process at once
+        (``Duties.nothing_to_finish``)."""
+        if not self._installed:
+            return
+        if not threads.on_main_thread():
+            self._settle_on_main_thread()
             return
         if self._finalising:  # the capture ends inside the handler: it puts SIG_DFL back itself
             return
@@ -497,6 +552,7 @@ class SigtermGuard:
             child_signal.unwrap(self._child_wrap)
         self._child_wrap = None
         self._installed = False
+        self._settle_asked = False
         self._duties = Duties()
         self._forget_current()
         self._exporting = self._held = self._finalising = False
@@ -527,7 +583,7 @@ class SigtermGuard:
         self._handler_started.set()
         self._finalising = True
         try:
-            if not self._duties.nothing_left():
+            if not self._duties.nothing_to_finish():
                 with sigint_held_back(deliver=False):  # the process dies of SIGTERM: see sigint_held_back
                     self._on_term()
         finally:
@@ -660,7 +716,7 @@ class SigtermGuard:
     def _give_handler_time(self) -> None:
         arrived, duties = time.monotonic(), self._duties
         kept = duties.pending_copy()
-        if duties.nothing_left():  # nothing for the handler to save: dies as without npuprof
+        if duties.nothing_to_finish():  # nothing for the handler to save: dies as without npuprof
             _die_of(signal.SIGTERM)
             return
         if kept is not None:

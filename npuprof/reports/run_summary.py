@@ -1194,7 +1194,31 @@ def _why_not_finalised(capture: CaptureSummary, agents: list[tuple[str, str, str
     for _pid, _level, message in agents:
         if message.startswith(TRACE_NOT_WRITTEN) and " was not written: " in message and where in message:
             return f"its record could not be finalised: {message}"  # the process may have trained on
+    if _handler_still_asked_of_the_main_thread(capture, agents):
+        return (
+            f"{layout.NOT_FINALISED}: it recorded on a thread other than the main one, and the main thread, "
+            "outside Python since it began (in C code, a sleep), had not installed npuprof's SIGTERM handler "
+            "(only it may), so a SIGTERM ended the process at once"
+        )
     return layout.NOT_FINALISED
+
+
+def _handler_still_asked_of_the_main_thread(
+    capture: CaptureSummary, agents: list[tuple[str, str, str]]
+) -> bool:
+    """Whether the capture's process last logged that its capture asked the main thread for a SIGTERM
+    handler, and not that the main thread installed it or left it out (agent/signals.py)."""
+    from npuprof.agent.signals import HANDLER_ASKED, HANDLER_INSTALLED_THERE, HANDLER_LEFT_OUT_THERE
+
+    asked = False
+    for pid, _level, message in agents:
+        if pid != str(capture.pid):
+            continue
+        if message.startswith(HANDLER_ASKED):
+            asked = True
+        elif message.startswith((HANDLER_INSTALLED_THERE, HANDLER_LEFT_OUT_THERE)):
+            asked = False  # the main thread acted on it
+    return asked
 
 
 # what an agent logs as its process ends normally (npuprof/agent/entry.py): one of these, always

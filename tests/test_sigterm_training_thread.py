@@ -1,0 +1,232 @@
+"""SIGTERM while a capture is recorded by a training thread, outside --dynamic (docs/architecture.md,
+"Signals"). Only the main thread may install a signal handler: a capture that began on another thread had
+none, and a SIGTERM (torchrun, Slurm, Kubernetes) killed the job at once, the capture "incomplete", "the
+process ended before the capture was finalised". The main thread now installs it at its next bytecode
+boundary, woken from a wait of the standard library (Thread.join), and puts it down once the capture ends.
+
+Plain Python: the controller drives a profiler of the test's, and the guard is told of each profiler's
+start and stop as the agent tells it (agent/entry.py, _on_profiling)."""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import clean_env
+
+from npuprof.agent import main_thread
+from npuprof.agent.log import AgentLog
+from npuprof.agent.signals import SigtermGuard
+
+_THREAD_TRAINS = """\
+import gc, os, signal, sys, threading, time
+from npuprof.agent import signals
+from npuprof.agent.controller import CaptureController
+from npuprof.agent.schedule import SchedulePlan
+from npuprof.config import ProfileConfig
+
+out, term_at, scripts_own = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "own-handler"
+
+class Log:
+    def __getattr__(self, name):
+        return lambda *args: print(name, *args, file=sys.stderr, flush=True) or True
+
+class Schedule:  # steps 1-3 recorded, then none
+    off, skip_first, wait, warmup, active, repeat = False, 1, 0, 0, 3, 1
+
+class Profiler:
+    def __init__(self, on_trace_ready):
+        self.on_trace_ready = on_trace_ready
+    def start(self):
+        pass
+    def step(self):
+        pass
+    def stop(self):
+        self.on_trace_ready(self)
+
+class Backend:
+    name, device, writes_own_layout = "test", "cpu", False
+    def ignored_flags(self, cfg):
+        return []
+    def create_profiler(self, cfg, schedule, on_trace_ready):
+        return Profiler(on_trace_ready)
+    def align(self, prof, step):
+        pass
+
+class Sink:
+    rank_dir = out
+    def begin(self, step, cfg):
+        pass
+    def finish(self, prof, last, detail="", status="complete", last_partial=False, ending_since=None):
+        with open(out, "w") as f:
+            f.write(f"{last} {detail}")
+    def abandon(self, detail):
+        pass
+    def skipped(self, *args):
+        pass
+
+def on_term():
+    controller.finish_on_sigterm()
+    print("handed over", file=sys.stderr, flush=True)
+
+guard = signals.SigtermGuard(on_term, Log())
+
+def on_profiling(active):  # as the agent does (agent/entry.py, _on_profiling)
+    if active:
+        print("install asked:", guard.install(), file=sys.stderr, flush=True)
+    else:
+        guard.capture_ended(None)
+
+controller = CaptureController(
+    ProfileConfig(), SchedulePlan(Schedule()), backend_factory=Backend, sink_factory=lambda backend: Sink(),
+    log=Log(), rank_fn=lambda: 0, on_profiling=on_profiling,
+)
+
+if scripts_own:
+    def own(signum, frame):
+        print("the script's handler", file=sys.stderr, flush=True)
+        os._exit(3)
+    signal.signal(signal.SIGTERM, own)
+
+def train():  # the main thread only joins this one, as a server's or a GUI's would
+    controller.arm()
+    for step in range(8):  # step 0 begins at arm(), each boundary begins the next
+        time.sleep(0.2)  # the step's work
+        if step == term_at:
+            print("handler at the signal:", signal.getsignal(signal.SIGTERM), file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.3)  # the rest of this step: the signal came in its middle
+        controller.on_boundary()
+    print("trained on", file=sys.stderr, flush=True)
+
+gc.freeze()
+thread = threading.Thread(target=train)
+thread.start()
+thread.join()
+"""
+
+
+def _job(tmp_path: Path, term_at: int, own: str = "") -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path / "capture"
+    script = tmp_path / "thread_trains.py"
+    script.write_text(_THREAD_TRAINS)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out), str(term_at), own or "-"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return proc, out
+
+
+def test_sigterm_during_a_capture_of_a_training_thread_finalises_it_and_the_job_dies_of_it(
+    tmp_path: Path,
+) -> None:
+    """Step 2 of the capture (steps 1-3) is in flight at the signal: the thread finishes the capture at
+    its boundary, that step whole and its last, and the process dies of SIGTERM (exit 143 in a shell)."""
+    proc, out = _job(tmp_path, term_at=2)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert out.read_text() == "2 stopped by SIGTERM", proc.stderr
+    assert "handed over" in proc.stderr
+    assert "trained on" not in proc.stderr
+
+
+def test_sigterm_after_a_training_threads_capture_ends_the_job_at_once_as_without_npuprof(
+    tmp_path: Path,
+) -> None:
+    """The capture ended at step 3: the main thread put the handler down, SIGTERM has its default action."""
+    proc, out = _job(tmp_path, term_at=5)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert f"handler at the signal: {signal.SIG_DFL!s}" in proc.stderr
+    assert out.read_text() == "3 ", proc.stderr  # finished where its schedule ends, before the signal
+    assert "handed over" not in proc.stderr
+
+
+def test_the_scripts_own_sigterm_handler_set_before_a_training_threads_capture_is_called(
+    tmp_path: Path,
+) -> None:
+    proc, _out = _job(tmp_path, term_at=2, own="own-handler")
+    assert proc.returncode == 3, proc.stderr
+    assert "the script's handler" in proc.stderr
+    assert "SIGTERM handler left out by the main thread" in proc.stderr  # the run's summary reads it
+    assert "handed over" not in proc.stderr
+
+
+def _signal_handler_within(seconds: float) -> object:
+    """SIGTERM's handler once it stops being the default, or the default after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return signal.getsignal(signal.SIGTERM)
+
+
+@pytest.mark.parametrize("waits_in", ["join", "event", "queue"])
+def test_a_main_thread_that_waits_installs_the_handler_a_training_thread_asks_for(waits_in: str) -> None:
+    """In-process: the test's own main thread waits (Thread.join, Event.wait, queue.get) while a thread
+    begins a capture; the main thread is woken and installs the handler, then puts it down at the capture's
+    end."""
+    guard = SigtermGuard(lambda: None, AgentLog(None, "test"))
+    seen: dict[str, object] = {}
+    ended = threading.Event()
+    results: queue.Queue[str] = queue.Queue()
+
+    def training_thread() -> None:
+        seen["asked"] = guard.install()
+        seen["during"] = _signal_handler_within(5.0)
+        guard.capture_ended(None)
+        ended.set()
+        results.put("trained")
+
+    thread = threading.Thread(target=training_thread)
+    try:
+        thread.start()
+        if waits_in == "event":
+            ended.wait(30)
+        elif waits_in == "queue":
+            results.get(timeout=30)
+        thread.join(30)
+        time.sleep(0.05)  # a bytecode boundary of the main thread after the capture's end
+        assert seen == {"asked": True, "during": guard._handle}
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        guard.uninstall()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+
+
+class _ScriptsError(Exception):
+    pass
+
+
+def test_a_scripts_handler_raising_during_the_main_threads_install_raises_in_the_scripts_code() -> None:
+    """A signal of the script's that comes while the main thread makes the call a training thread asked
+    for (agent/main_thread.py, a C callback) has its handler run after it, in the script's code: raised
+    inside the callback, what the handler raised (sys.exit, torch's DataLoader check) was dropped there."""
+
+    def scripts_handler(signum: int, frame: object) -> None:
+        raise _ScriptsError(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGUSR1, scripts_handler)
+    asked = threading.Event()
+
+    def training_thread() -> None:
+        main_thread.call_soon(lambda: signal.raise_signal(signal.SIGUSR1))  # it comes during the call
+        asked.set()
+        time.sleep(0.5)
+
+    thread = threading.Thread(target=training_thread)
+    try:
+        with pytest.raises(_ScriptsError, match=f"signal {int(signal.SIGUSR1)}"):
+            thread.start()
+            thread.join(30)
+        assert asked.is_set()
+    finally:
+        thread.join(30)
+        signal.signal(signal.SIGUSR1, previous)
