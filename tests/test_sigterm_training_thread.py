@@ -32,6 +32,9 @@ from npuprof.agent.schedule import SchedulePlan
 from npuprof.config import ProfileConfig
 
 out, term_at, scripts_own = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "own-handler"
+main_in_c = sys.argv[3] == "main-in-c"  # once the capture began, the main thread blocks in C code for good
+signals.HANDLER_GRACE_S = 0.2  # the 1 s the watcher gives the main thread, made short
+began = threading.Event()
 
 class Log:
     def __getattr__(self, name):
@@ -75,7 +78,9 @@ def on_term():
     controller.finish_on_sigterm()
     print("handed over", file=sys.stderr, flush=True)
 
-guard = signals.SigtermGuard(on_term, Log())
+guard = signals.SigtermGuard(
+    on_term, Log(), recorded_off_main=lambda: controller.recorded_off_the_main_thread()
+)
 
 def on_profiling(active):  # as the agent does (agent/entry.py, _on_profiling)
     if active:
@@ -97,17 +102,27 @@ if scripts_own:
 def train():  # the main thread only joins this one, as a server's or a GUI's would
     controller.arm()
     for step in range(8):  # step 0 begins at arm(), each boundary begins the next
-        time.sleep(0.2)  # the step's work
+        time.sleep(0.05)  # the step's work
         if step == term_at:
             print("handler at the signal:", signal.getsignal(signal.SIGTERM), file=sys.stderr, flush=True)
             os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.3)  # the rest of this step: the signal came in its middle
+            time.sleep(0.6)  # the rest of this step (past the watcher's grace)
         controller.on_boundary()
+        began.set()
     print("trained on", file=sys.stderr, flush=True)
+
+def block_in_c():  # a normal mutex locked twice: the second lock never returns, the GIL released
+    import ctypes
+    libc, mutex = ctypes.CDLL(None), ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER
+    libc.pthread_mutex_lock(mutex)
+    libc.pthread_mutex_lock(mutex)
 
 gc.freeze()
 thread = threading.Thread(target=train)
 thread.start()
+if main_in_c:
+    began.wait()  # the handler is installed here
+    block_in_c()
 thread.join()
 """
 
@@ -136,6 +151,19 @@ def test_sigterm_during_a_capture_of_a_training_thread_finalises_it_and_the_job_
     assert out.read_text() == "2 stopped by SIGTERM", proc.stderr
     assert "handed over" in proc.stderr
     assert "trained on" not in proc.stderr
+
+
+def test_sigterm_while_the_main_thread_is_blocked_in_c_still_finalises_a_training_threads_capture(
+    tmp_path: Path,
+) -> None:
+    """The main thread installed the handler, then blocked in C code (a C++ wait, a GUI's loop): it never
+    runs the handler, and the watcher said the capture lost after the 1 s grace (0.2 s here). The capture
+    belongs to the training thread, which finishes it: the watcher asks it, as the handler would have."""
+    proc, out = _job(tmp_path, term_at=2, own="main-in-c")
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert out.read_text() == "2 stopped by SIGTERM", proc.stderr
+    assert "handed over" in proc.stderr
+    assert "the capture in flight is lost" not in proc.stderr
 
 
 def test_sigterm_after_a_training_threads_capture_ends_the_job_at_once_as_without_npuprof(

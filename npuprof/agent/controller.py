@@ -1078,6 +1078,11 @@ class CaptureController:
             self.enabled = False
         self.finish_early(reason, wait_s=EXIT_WAIT_S)
 
+    def recorded_off_the_main_thread(self) -> bool:
+        """A profiler of ours runs and belongs to a thread other than the main one (any thread may ask)."""
+        owner = self._prof_thread
+        return self.prof is not None and owner is not None and owner != threading.main_thread().ident
+
     def finish_on_sigterm(self) -> None:
         """``finish_early`` from SIGTERM's handler: a thread that records is waited for up to its next step
         boundary (a step of seconds), at most DECISION_WAIT_S, then for the finish it begins there (its

@@ -159,6 +159,7 @@ class Agent:
             log,
             on_term_after_export=self._handed_over_on_sigterm,
             on_term_unhandled=lambda: _plans_last_lines(self.controller, "SIGTERM"),
+            recorded_off_main=lambda: self.controller.recorded_off_the_main_thread(),
         )
         self._native_exit: _NativeExit | None = None  # set once a profiler of ours has run here
         self.controller = CaptureController(

@@ -286,10 +286,13 @@ class SigtermGuard:
         log: Any,
         on_term_after_export: Callable[[], None] | None = None,
         on_term_unhandled: Callable[[], None] | None = None,
+        recorded_off_main: Callable[[], bool] | None = None,
     ) -> None:
         self._on_term = on_term
         self._on_term_after_export = on_term_after_export
         self._on_term_unhandled = on_term_unhandled
+        self._recorded_off_main = recorded_off_main  # the capture in flight belongs to another thread
+        self._claim = threading.Lock()  # taken by whoever finishes on a SIGTERM: the handler, or the watcher
         self._duties = Duties()  # why it is (or is to be) installed: kept while the script takes SIGTERM
         self._log = log
         self._read_fd: int | None = None
@@ -556,6 +559,7 @@ class SigtermGuard:
         self._duties = Duties()
         self._forget_current()
         self._exporting = self._held = self._finalising = False
+        self._claim = threading.Lock()  # the parent's handler or watcher may have held it at the fork
         self._renewing = threading.Lock()  # the parent's watcher may have held it at the fork
         self._pipe_was_lost = False
         self._export_done = threading.Event()  # the parent's may be waited on by a thread not here
@@ -580,6 +584,8 @@ class SigtermGuard:
             # handlers were quieted: a dying DataLoader worker's SIGCHLD raised in the export (helper-106)
             self._held = True
             return
+        if not self._claim.acquire(blocking=False):
+            return  # the watcher finishes the capture: this main thread came back too late
         self._handler_started.set()
         self._finalising = True
         try:
@@ -737,6 +743,8 @@ class SigtermGuard:
         if started:
             threading.Event().wait(HANDLER_LIMIT_S)  # the handler kills the process before this ends
             self._log.error(f"finalising the capture on SIGTERM took over {HANDLER_LIMIT_S:.0f} s; dying now")
+        elif duties.capture and self._finished_from_the_watcher():
+            pass
         else:
             if duties.capture:
                 self._log.warning(
@@ -749,6 +757,30 @@ class SigtermGuard:
                 except Exception as exc:
                     self._log.error(f"saying the SIGTERM failed: {exc!r}")
         _die_of(signal.SIGTERM)
+
+    def _finished_from_the_watcher(self) -> bool:
+        """The main thread, blocked outside Python, has not started the handler in its grace: a capture that
+        another thread records is finished from here, as the handler would have (it only asks that thread
+        and waits for it; the script's other handlers cannot run meanwhile). Whether it was."""
+        if self._recorded_off_main is None or not self._claim.acquire(blocking=False):
+            return False
+        try:
+            elsewhere = self._recorded_off_main()
+        except Exception:
+            elsewhere = False
+        if not elsewhere:
+            self._claim.release()
+            return False
+        self._finalising = True
+        self._log.warning(
+            "SIGTERM while the main thread is blocked outside Python: the capture, recorded by another "
+            "thread, is finished from npuprof's watcher"
+        )
+        try:
+            self._on_term()
+        except Exception as exc:
+            self._log.error(f"finalising the capture on SIGTERM failed: {exc!r}")
+        return True
 
     def _handler_started_within_grace(self, duties: Duties, kept: KeptWork | None) -> bool:
         """Whether the main thread starts the handler within its grace. With a copy and no capture, the
