@@ -49,22 +49,32 @@ def test_the_summary_written_is_read_back_whole(parsed: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("version", "expected"),
-    [
-        (2, "written by a newer npuprof (summary version 2, this one reads 1); upgrade npuprof"),
-        (0, "written by an older npuprof (summary version 0, this one reads 1); re-run with --force"),
-        (None, "written by an older npuprof (summary version None"),
-        ("1", "written by an older npuprof (summary version '1'"),
-    ],
-)
-def test_a_summary_of_another_version_is_named_with_what_to_do(parsed: Path, version, expected: str) -> None:
-    _rewrite_summary(parsed, lambda s: s.update(version=version))
+def test_a_newer_summary_is_named_with_what_to_do(parsed: Path) -> None:
+    _rewrite_summary(parsed, lambda s: s.update(version=2))
     result = _analyse(parsed.parent)
     assert "Traceback" not in result.stderr
     report = json.loads(result.stdout)
     assert [p["status"] for p in report["problems"]] == ["unreadable"]
+    expected = "written by a newer npuprof (summary version 2, this one reads 1); upgrade npuprof"
     assert expected in report["problems"][0]["reason"], report["problems"][0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("version", "said"),
+    [
+        (0, "summary version 0"),
+        (None, "summary version None"),
+        ("1", "summary version '1'"),
+    ],
+)
+def test_an_older_summary_is_parsed_again_from_its_trace(parsed: Path, version, said: str) -> None:
+    """It said "re-run with --force"; analyse does that itself now, and says so (helper-289)."""
+    _rewrite_summary(parsed, lambda s: s.update(version=version))
+    result = _analyse(parsed.parent)
+    assert json.loads(result.stdout)["problems"] == []
+    said = f"written by an older npuprof ({said}, this one reads 1): parsed again from its raw trace"
+    assert said in result.stderr, result.stderr
+    assert json.loads((parsed / "ASCEND_PROFILER_OUTPUT" / SUMMARY_FILE).read_text())["version"] == 1
 
 
 @pytest.mark.parametrize("force", [False, True])
@@ -98,10 +108,13 @@ def test_an_older_summary_whose_trace_is_gone_is_not_sent_to_force(parsed: Path,
     ],
 )
 def test_a_damaged_field_is_named(parsed: Path, change, names: str) -> None:
+    """With its trace there it is parsed again (tests/test_summary_rebuild.py); without, it is named."""
     _rewrite_summary(parsed, change)
+    for trace in parsed.glob("*.pt.trace.json*"):
+        trace.unlink()
     report = json.loads(_analyse(parsed.parent).stdout)
     reason = report["problems"][0]["reason"]
-    assert "damaged" in reason and names in reason and "--force" in reason, reason
+    assert "damaged" in reason and names in reason and "its raw trace is gone" in reason, reason
 
 
 def test_force_rewrites_a_summary_of_another_version(parsed: Path) -> None:

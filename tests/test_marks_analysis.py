@@ -372,6 +372,27 @@ def test_msprof_tx_off_leaves_comm_names_alone_and_damaged_side_files_become_war
     assert again.warnings == [f"npuprof_annotations.json: {newer}"]
 
 
+def test_cut_annotations_are_parsed_again_from_the_trace(tmp_path: Path) -> None:
+    """npuprof_annotations.json cut short (its trace intact) was a warning "re-run with --force" and the
+    ranges were left out; analyse parses the trace again itself and says so once."""
+    from npuprof.analysis.report import build_report
+
+    rank_dir = marked_rank_dir(tmp_path, comm_file=True)
+    annotations = rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_annotations.json"
+    build_report(rank_dir, jobs=1)
+    whole = annotations.read_bytes()
+    annotations.write_bytes(whole[: len(whole) // 2])
+    notes: list[str] = []
+    (rank,) = build_report(rank_dir, jobs=1, on_note=notes.append).ranks
+    assert [(r.name, r.count, r.total_us) for r in rank.ranges] == [(COMM, 2, 1400.0), ("load", 2, 500.5)]
+    assert not [w for w in rank.warnings or [] if "npuprof_annotations.json" in w]
+    (note,) = [n for n in notes if "parsed again" in n]
+    assert "npuprof_annotations.json: not npuprof's" in note and note.endswith(
+        "parsed again from its raw trace"
+    )
+    assert annotations.read_bytes() == whole
+
+
 def test_comm_ranges_come_from_their_side_file_alone_and_then_the_trace_is_not_read(tmp_path: Path) -> None:
     from npuprof.analysis import marks_ranges
     from npuprof.analysis.report import build_report

@@ -588,6 +588,7 @@ def parse_rank_dir(
     workers: int = 1,
     export_db: bool = False,
     heed_read_only: bool = True,
+    only_alone: bool = False,
 ) -> ParseOutcome:
     """Write ``rank_dir/ASCEND_PROFILER_OUTPUT/`` (all tables that apply, ``analyse.done`` last); with
     ``export_db`` also the SQLite files of torch_npu's db export (npuprof/analysis/db_export.py).
@@ -595,7 +596,9 @@ def parse_rank_dir(
     Skips a dir already parsed (``analyse.done`` present) unless ``force``, or ``export_db`` asks for a db
     it lacks. ``workers`` > 1 reads a big trace in that many processes. ``heed_read_only=False`` (the run's
     post-processor) writes in a rank dir its own run made without write bits (a job's ``umask 222``), as
-    root may. Never raises for bad input: see ``ParseOutcome.status``/``reason``.
+    root may. ``only_alone``: parse only when no other parse (a run's post-processor, another analyse) holds
+    its tables' folder, else answer "in progress" and write nothing. Never raises for bad input: see
+    ``ParseOutcome.status``/``reason``.
     """
     t0 = time.perf_counter()
     rank_dir = Path(rank_dir)
@@ -691,6 +694,9 @@ def parse_rank_dir(
             raise PermissionError(errno.EACCES, kept, str(out_dir))
         make_dir(out_dir)
         with alone_in(out_dir) as alone:
+            if only_alone and not alone:
+                outcome.status, outcome.reason = "in progress", ANOTHER_PARSE_AT_WORK
+                return outcome
             if alone:
                 EarlierTables.of_a_killed_parse(out_dir).put_back()
                 remove_leftovers(out_dir)
@@ -755,6 +761,12 @@ def parse_rank_dir(
     finally:
         outcome.seconds = round(time.perf_counter() - t0, 3)
     return outcome
+
+
+ANOTHER_PARSE_AT_WORK = (
+    "another parse is writing its tables now (its run's post-processor, or another npuprof analyse): "
+    "analyse it again once that has ended"
+)
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -37,6 +37,7 @@ from npuprof.analysis.annotation_schema import (
 )
 from npuprof.analysis.forked import die_with
 from npuprof.analysis.parse import (
+    ANOTHER_PARSE_AT_WORK,
     EARLIER_TABLES_HELD,
     EARLIER_TABLES_KEPT,
     SUMMARY_FILE,
@@ -217,9 +218,11 @@ def _parse_bare(
     export_db: bool = False,
     on_note: Callable[[str], None] | None = None,
     in_cache: bool = False,
+    only_alone: bool = False,
 ) -> tuple[ParseOutcome, Path]:
     """``trace``'s tables, beside it (``<trace>.npuprof/``), or in the user's cache where they cannot go
-    there or ``in_cache`` asks for it (a folder of another tool's that is not ours to write in)."""
+    there or ``in_cache`` asks for it (a folder of another tool's that is not ours to write in).
+    ``only_alone``: as parse_rank_dir's."""
     out_dir = bare_cache_dir(trace) if in_cache else trace.parent / (trace.name + BARE_SUFFIX)
     beside = out_dir / layout.ANALYSE_DONE
     if in_cache:
@@ -254,6 +257,9 @@ def _parse_bare(
         # a parse of the same trace at the same moment (two analyses of it) keeps its tables: only one
         # that has the folder to itself deletes a set it left short
         with alone_in(out_dir) as alone:
+            if only_alone and not alone:
+                outcome.status, outcome.reason = "in progress", ANOTHER_PARSE_AT_WORK
+                return outcome, out_dir
             if alone:  # what a parse killed mid-way left, as parse_rank_dir removes it (helper-172)
                 EarlierTables.of_a_killed_parse(out_dir).put_back()
                 remove_leftovers(out_dir)
@@ -436,6 +442,48 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
         return read_summary(data, trace_kept=not _raw_trace_gone(parsed_dir.parent)), ""
     except SummaryError as exc:
         return None, f"{SUMMARY_FILE}: {exc}"
+
+
+def _parsed_again(
+    outcome: ParseOutcome, out_dir: Path, why: str, jobs: int, on_note: Callable[[str], None] | None
+) -> tuple[ParseOutcome, Path] | None:
+    """A rank dir (or a bare trace) whose summary or annotations npuprof wrote are unreadable (cut short,
+    damaged, an older version) while its raw trace is there: parsed again from that trace, as one missing
+    its summary is, and said once (``why``: what was wrong); the outcome and its tables' folder. None where
+    that is not for this report to do: --force parsed it already, the tables are another tool's or a newer
+    npuprof's, or no trace is left to parse."""
+    source = outcome.rank_dir
+    bare = source.is_file()
+    if (
+        outcome.status != "cached"
+        or outcome.reason  # --force found nothing to parse again
+        or not os.path.lexists(out_dir / SUMMARY_FILE)  # torch_npu's tables
+        or _written_by_newer(out_dir)
+        or (not bare and (out_dir != source / layout.PARSED_DIR or layout.find_raw_trace(source) is None))
+    ):
+        return None
+    if bare:
+        again, out_dir = _parse_bare(source, True, jobs, only_alone=True)
+    else:
+        again = parse_rank_dir(source, force=True, workers=jobs, only_alone=True)
+    if not again.ok:
+        again.reason = f"{why}; not parsed again from its raw trace: {again.reason}"
+    elif on_note:
+        on_note(f"{source}: {why.split('; re-run with --force')[0]}: parsed again from its raw trace")
+    return again, out_dir
+
+
+def _written_by_newer(out_dir: Path) -> bool:
+    """Whether the summary or the annotations in ``out_dir`` are a newer npuprof's: never written over."""
+    from npuprof.analysis.annotation_schema import ANNOTATIONS_FILE, ANNOTATIONS_VERSION
+    from npuprof.analysis.summary_schema import SUMMARY_VERSION
+    from npuprof.analysis.versioned import written_by_newer
+
+    for name, current in ((SUMMARY_FILE, SUMMARY_VERSION), (ANNOTATIONS_FILE, ANNOTATIONS_VERSION)):
+        with contextlib.suppress(OSError):
+            if written_by_newer(layout.read_regular(out_dir / name), current):
+                return True
+    return False
 
 
 def _raw_trace_gone(rank_dir: Path) -> bool:
@@ -1542,6 +1590,12 @@ def _build_report(
     steps_there: set[int] = set()
     for outcome, out_dir in targets:
         summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
+        annotations, trouble = _load_annotations(out_dir) if summary is not None else (None, "")
+        unreadable = why if summary is None else trouble
+        if unreadable and (again := _parsed_again(outcome, out_dir, unreadable, jobs, on_note)) is not None:
+            outcome, out_dir = again
+            summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
+            annotations, trouble = _load_annotations(out_dir) if summary is not None else (None, "")
         if summary is None:
             status = outcome.status if not outcome.ok else "unreadable"
             # a parse that went well only notes (--force with no trace left): the summary's trouble is the why
@@ -1555,7 +1609,6 @@ def _build_report(
             summary.warnings = [*(summary.warnings or []), no_device]
             _memory_of_torch_npu(outcome.rank_dir, summary)
         steps_there.update(s.step for s in summary.steps if isinstance(s.step, int))
-        annotations, trouble = _load_annotations(out_dir)
         rank = rank_report(summary, outcome.rank_dir, outcome.status, steps, top, annotations)
         partials = partial_steps(outcome.rank_dir, summary)
         for step, reason in partials:

@@ -37,7 +37,7 @@ def decode_versioned(
     except (msgspec.DecodeError, RecursionError) as exc:
         raise error(f"{words.not_ours} ({_short(str(exc))}){words.suffix}") from None
     if version != current:
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > current
+        newer = _is_newer(version, current)
         shown = version if newer else _short(repr(version))
         raise error(
             f"written by {'a newer' if newer else 'an older'} npuprof ({words.label} {shown}, this one reads "
@@ -47,6 +47,19 @@ def decode_versioned(
         return decoder.decode(data)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise error(f"damaged ({_short(str(exc))}){words.suffix}") from None
+
+
+def written_by_newer(data: bytes | str, current: int) -> bool:
+    """Whether ``data`` names a version above ``current``: a newer npuprof's file, which this one neither
+    reads nor writes over."""
+    try:
+        return _is_newer(_VERSION_DECODER.decode(data).version, current)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+
+
+def _is_newer(version: Any, current: int) -> bool:
+    return isinstance(version, int) and not isinstance(version, bool) and version > current
 
 
 SHOWN_CHARS = 80  # of a value or a decoder's message in an error: a corrupt file's may be megabytes
