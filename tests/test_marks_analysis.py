@@ -393,6 +393,28 @@ def test_cut_annotations_are_parsed_again_from_the_trace(tmp_path: Path) -> None
     assert annotations.read_bytes() == whole
 
 
+@pytest.mark.parametrize("version", [0, 2])
+def test_unreadable_annotations_whose_trace_is_gone_are_not_sent_to_force(
+    tmp_path: Path, version: int
+) -> None:
+    """Their warning said "re-run with --force", which has nothing to parse again once the raw trace is
+    deleted (it keeps the tables as they are): it says that instead, as the summary's does."""
+    from npuprof.analysis.report import build_report
+
+    rank_dir = marked_rank_dir(tmp_path, comm_file=True)
+    build_report(rank_dir, jobs=1)
+    annotations = rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_annotations.json"
+    annotations.write_text(json.dumps({"version": version, "ranges": []}))
+    for trace in rank_dir.glob("*.pt.trace.json*"):
+        trace.unlink()
+    (rank,) = build_report(rank_dir, jobs=1).ranks
+    (warning,) = [w for w in rank.warnings or [] if w.startswith("npuprof_annotations.json: ")]
+    assert "re-run with --force" not in warning, warning
+    assert warning.endswith("--force has nothing to parse it again from"), warning
+    older = "an npuprof of that version reads it" if version < 1 else "upgrade npuprof to read it"
+    assert older in warning, warning
+
+
 def test_comm_ranges_come_from_their_side_file_alone_and_then_the_trace_is_not_read(tmp_path: Path) -> None:
     from npuprof.analysis import marks_ranges
     from npuprof.analysis.report import build_report

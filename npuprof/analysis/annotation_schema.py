@@ -14,7 +14,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from npuprof.analysis.summary_schema import Finite
-from npuprof.analysis.versioned import Words, decode_versioned
+from npuprof.analysis.versioned import Words, decode_versioned, trace_gone_words
 
 ANNOTATIONS_FILE = "npuprof_annotations.json"
 ANNOTATIONS_VERSION = 1
@@ -69,9 +69,14 @@ _WORDS = Words(
 )
 
 
-def read_annotations(data: bytes) -> Annotations:
-    """``npuprof_annotations.json``'s bytes as Annotations, or AnnotationsError naming the problem."""
-    return decode_versioned(data, _DECODER, ANNOTATIONS_VERSION, AnnotationsError, _WORDS)
+_WORDS_TRACE_GONE = trace_gone_words(_WORDS.not_ours, _WORDS.label)
+
+
+def read_annotations(data: bytes, trace_kept: bool = True) -> Annotations:
+    """``npuprof_annotations.json``'s bytes as Annotations, or AnnotationsError naming the problem
+    (``trace_kept`` False: the rank dir's raw trace is gone, so not --force)."""
+    words = _WORDS if trace_kept else _WORDS_TRACE_GONE
+    return decode_versioned(data, _DECODER, ANNOTATIONS_VERSION, AnnotationsError, words)
 
 
 def encode(annotations: Annotations) -> bytes:

@@ -74,6 +74,7 @@ from npuprof.analysis.scratch import ScratchDirs
 from npuprof.analysis.step_fields import STEP_TIME_FIELDS
 from npuprof.analysis.step_selection import StepSelection, of_range
 from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
+from npuprof.analysis.versioned import TRACE_GONE
 from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
 from npuprof.results.handover import restart_count_of
@@ -499,11 +500,18 @@ def _load_annotations(parsed_dir: Path) -> tuple[Annotations | None, str]:
     except FileNotFoundError:
         return None, ""
     except OSError as exc:
-        return None, f"{ANNOTATIONS_FILE}: {exc.strerror or exc}; re-run with --force"
+        fix = TRACE_GONE if _raw_trace_gone(parsed_dir.parent) else "re-run with --force"
+        return None, f"{ANNOTATIONS_FILE}: {exc.strerror or exc}; {fix}"
     try:
         return read_annotations(data), ""
     except AnnotationsError as exc:
-        return None, f"{ANNOTATIONS_FILE}: {exc}"
+        why = str(exc)
+    if _raw_trace_gone(parsed_dir.parent):  # asked only of an unreadable file: a report reads thousands
+        try:
+            read_annotations(data, trace_kept=False)
+        except AnnotationsError as exc:
+            why = str(exc)
+    return None, f"{ANNOTATIONS_FILE}: {why}"
 
 
 def _in_steps(step: Any, steps: StepSelection | None) -> bool:

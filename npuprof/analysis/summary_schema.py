@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import msgspec
 
 from npuprof.analysis.step_fields import SUMMARY_ORDER
-from npuprof.analysis.versioned import Words, decode_versioned
+from npuprof.analysis.versioned import Words, decode_versioned, trace_gone_words
 
 SUMMARY_VERSION = 1
 TOP_PER_STEP = 100  # the operators and kernels a summary keeps per step (the report's --top can show no more)
@@ -93,15 +93,7 @@ _WORDS = Words(
 )
 
 
-# the raw trace deleted since the parse (to save space): --force has nothing to parse again
-_GONE = "its raw trace is gone (deleted since its parse?): --force has nothing to parse it again from"
-_WORDS_TRACE_GONE = Words(
-    not_ours="not a summary",
-    label="summary version",
-    newer_fix=f"upgrade npuprof to read it; {_GONE}",
-    older_fix=f"an npuprof of that version reads it; {_GONE}",
-    suffix=f"; {_GONE}",
-)
+_WORDS_TRACE_GONE = trace_gone_words(_WORDS.not_ours, _WORDS.label)
 
 
 def read_summary(data: bytes, trace_kept: bool = True) -> Summary:

@@ -62,6 +62,21 @@ def _is_newer(version: Any, current: int) -> bool:
     return isinstance(version, int) and not isinstance(version, bool) and version > current
 
 
+# the raw trace deleted since the parse (to save space): --force has nothing to parse again
+TRACE_GONE = "its raw trace is gone (deleted since its parse?): --force has nothing to parse it again from"
+
+
+def trace_gone_words(not_ours: str, label: str) -> Words:
+    """The words of a file whose rank dir's raw trace is gone: no fix sends the user to --force."""
+    return Words(
+        not_ours=not_ours,
+        label=label,
+        newer_fix=f"upgrade npuprof to read it; {TRACE_GONE}",
+        older_fix=f"an npuprof of that version reads it; {TRACE_GONE}",
+        suffix=f"; {TRACE_GONE}",
+    )
+
+
 SHOWN_CHARS = 80  # of a value or a decoder's message in an error: a corrupt file's may be megabytes
 
 
