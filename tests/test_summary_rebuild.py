@@ -143,3 +143,18 @@ def test_a_real_torch_npu_traces_cut_summary_is_parsed_again(tmp_path: Path) -> 
     report = build_report(trace, jobs=1, on_note=notes.append)
     assert report.problems == [] and _steps(report) == expected
     assert [n for n in notes if "parsed again from its raw trace" in n]
+
+
+def test_annotations_an_earlier_parse_left_go_with_a_parse_that_writes_none(rank_dir: Path) -> None:
+    """A capture without marks, ranges or GC pauses: a damaged npuprof_annotations.json there (an earlier
+    parse's, its side files deleted since) was kept by every parse, so read as the new parse's, and analysed
+    again each time; the parse removes it."""
+    annotations = rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_annotations.json"
+    annotations.write_text('{"vers')
+    notes: list[str] = []
+    (rank,) = build_report(rank_dir.parent, jobs=1, on_note=notes.append).ranks
+    assert [n for n in notes if "parsed again" in n]
+    assert not annotations.exists() and not [w for w in rank.warnings or [] if "annotations" in w]
+    notes.clear()
+    build_report(rank_dir.parent, jobs=1, on_note=notes.append)
+    assert not [n for n in notes if "parsed again" in n]

@@ -7,6 +7,8 @@ report. Nothing here fails a parse: a side file or trace part that cannot be use
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +75,11 @@ class RankAnnotations:
 
     def write(self, out_dir: Path, windows: StepWindows, base_ns: int) -> list[str]:
         """Write ``npuprof_annotations.json`` into ``out_dir`` unless the capture had nothing of the kind;
-        return the names written."""
+        return the names written. One an earlier parse left there (of side files deleted since, or damaged)
+        is removed: it would be read as this parse's."""
         if self.empty:
+            with contextlib.suppress(OSError):  # none there; or a folder of that name: the user's
+                os.unlink(out_dir / ANNOTATIONS_FILE)
             return []
         fields: dict[str, Any] = {}
         if self.want is not None or self.layer is not None:
