@@ -440,7 +440,15 @@ def _load_summary(parsed_dir: Path) -> tuple[Summary | None, str]:
             )
         return None, why + "; re-run with --force"
     try:
-        return read_summary(data, trace_kept=not _raw_trace_gone(parsed_dir.parent)), ""
+        return read_summary(data), ""
+    except SummaryError as exc:
+        problem = exc
+    # its fix's words depend on whether a trace is left to parse again: looked up only for a summary that
+    # fails (a scan of the rank dir, for every rank of a big result otherwise)
+    if not _raw_trace_gone(parsed_dir.parent):
+        return None, f"{SUMMARY_FILE}: {problem}"
+    try:
+        return read_summary(data, trace_kept=False), ""
     except SummaryError as exc:
         return None, f"{SUMMARY_FILE}: {exc}"
 
