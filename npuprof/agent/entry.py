@@ -591,6 +591,7 @@ class Agent:
 
 
 def _held(method: Any, guard: Any, when: Any) -> Any:
+    from npuprof.agent.backends.base import HELD_MARK
     from npuprof.agent.signals import script_handlers_deferred
 
     def held(*args: Any, **kwargs: Any) -> Any:
@@ -599,6 +600,7 @@ def _held(method: Any, guard: Any, when: Any) -> Any:
         with guard.export_hold(), script_handlers_deferred():
             return method(*args, **kwargs)
 
+    setattr(held, HELD_MARK, True)  # what release_profiler takes out of a profiler let go of
     return held
 
 

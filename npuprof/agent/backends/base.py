@@ -67,7 +67,7 @@ def align_torch_style(prof: Any, step: int) -> None:
 def release_profiler(prof: Any) -> None:
     """A profiler stopped for good, its trace handed over: break the reference cycles it is in, so that it
     and the capture's events it holds are freed as npuprof lets go of it. torch's ``action_map`` holds the
-    profile's own bound methods, and npuprof's ``step``/``stop`` wrappers (entry._held) sit in its
+    profile's own bound methods, and npuprof's wrappers of its methods (entry._held) sit in its
     ``__dict__``: only a full collection freed it, hundreds of captures later, and ``--repeat 0`` (a new
     profiler each cycle) grew the job by the size of each capture's events (helper-133: 310 -> 762 MB over
     100 captures of 1,500 ops; a hand-written profiler kept for the whole job stayed at 334 MB)."""
@@ -76,8 +76,13 @@ def release_profiler(prof: Any) -> None:
         action_map.clear()
     own = getattr(prof, "__dict__", None)
     if isinstance(own, dict):
-        for name in ("step", "stop"):
-            own.pop(name, None)
+        # every wrapper of npuprof's, whichever methods it wraps (a list of names here missed the start()
+        # wrapper added later, and each stopped profiler stayed alive until a full collection again)
+        for name in [name for name, value in own.items() if getattr(value, HELD_MARK, False)]:
+            del own[name]
+
+
+HELD_MARK = "_npuprof_held"  # set on the wrappers entry._held puts in a profiler's __dict__
 
 
 def load_range_modules() -> None:
