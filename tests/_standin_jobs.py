@@ -57,3 +57,33 @@ def importing_torch_optim(directory: Path) -> tuple[list[str], dict[str, str]]:
         "assert torch.optim.optimizer.__file__.startswith(sys.argv[1])\n"
     )
     return [sys.executable, str(script), str(folder)], {"PYTHONPATH": str(folder)}
+
+
+# Pieces of the plain-Python scripts that drive npuprof's CaptureController with a profiler of the test's
+# (tests/test_sigterm_*.py): a log that prints each call's level and words on stderr, and a sink that writes
+# the capture's last step and detail into the script's ``out`` when the capture is finished.
+CONTROLLER_LOG = """\
+class Log:
+    def __getattr__(self, name):
+        return lambda *args: print(name, *args, file=sys.stderr, flush=True) or True
+"""
+
+CONTROLLER_SINK = """\
+class Sink:
+    rank_dir = out
+    def begin(self, step, cfg):
+        pass
+    def finish(self, prof, last, detail="", status="complete", last_partial=False, ending_since=None):
+        with open(out, "w") as f:
+            f.write(f"{last} {detail}")
+    def abandon(self, detail):
+        pass
+    def skipped(self, *args):
+        pass
+"""
+
+
+def with_controller_pieces(script: str) -> str:
+    """``script`` with its lines ``# (CONTROLLER_LOG)`` and ``# (CONTROLLER_SINK)`` made those pieces."""
+    with_log = script.replace("# (CONTROLLER_LOG)\n", CONTROLLER_LOG)
+    return with_log.replace("# (CONTROLLER_SINK)\n", CONTROLLER_SINK)

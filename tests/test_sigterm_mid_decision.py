@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from _standin_jobs import with_controller_pieces
 from conftest import clean_env
 
-_DECISION_BLOCKED_AT_SIGTERM = """\
+_DECISION_BLOCKED_AT_SIGTERM = with_controller_pieces("""\
 import os, signal, sys, threading, time
 from npuprof.agent import controller as controller_module, signals
 from npuprof.agent.controller import CaptureController
@@ -27,10 +28,7 @@ mid_step = on == "thread-mid-step"  # the thread's step 2 (between two boundarie
 controller_module.OTHER_THREAD_WAIT_S = 0.1  # the 2 s the handler waits for another thread, made short
 blocked, released = threading.Event(), threading.Event()
 
-class Log:
-    def __getattr__(self, name):
-        return lambda *args: print(name, *args, file=sys.stderr, flush=True) or True
-
+# (CONTROLLER_LOG)
 class Schedule:  # steps 1-5 recorded
     off, skip_first, wait, warmup, active, repeat = False, 1, 0, 0, 5, 1
 
@@ -57,18 +55,7 @@ class Backend:
     def align(self, prof, step):
         pass
 
-class Sink:
-    rank_dir = out
-    def begin(self, step, cfg):
-        pass
-    def finish(self, prof, last, detail="", status="complete", last_partial=False, ending_since=None):
-        with open(out, "w") as f:
-            f.write(f"{last} {detail}")
-    def abandon(self, detail):
-        pass
-    def skipped(self, *args):
-        pass
-
+# (CONTROLLER_SINK)
 controller = CaptureController(
     ProfileConfig(), SchedulePlan(Schedule()), backend_factory=Backend, sink_factory=lambda backend: Sink(),
     log=Log(), rank_fn=lambda: 0,
@@ -103,7 +90,7 @@ else:
     kill()
 time.sleep(30)
 print("lived on", file=sys.stderr)
-"""
+""")
 
 
 @pytest.mark.parametrize(
@@ -145,7 +132,7 @@ def test_sigterm_while_the_recording_thread_decides_finalises_the_capture_first(
     assert took < 20, took  # within the 20 s the handler is given (HANDLER_LIMIT_S)
 
 
-_SIGTERM_WHILE_TORCH_STARTS = """\
+_SIGTERM_WHILE_TORCH_STARTS = with_controller_pieces("""\
 import os, signal, sys, time
 from types import SimpleNamespace
 from npuprof.agent import signals
@@ -156,10 +143,7 @@ from npuprof.config import ProfileConfig
 
 out, warmup, at = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
-class Log:
-    def __getattr__(self, name):
-        return lambda *args: print(name, *args, file=sys.stderr, flush=True) or True
-
+# (CONTROLLER_LOG)
 class Schedule:
     off, skip_first, wait, active, repeat = False, 1, 0, 5, 1
 Schedule.warmup = warmup
@@ -207,18 +191,7 @@ class Backend:
     def align(self, prof, step):
         prof.step_num = step
 
-class Sink:
-    rank_dir = out
-    def begin(self, step, cfg):
-        pass
-    def finish(self, prof, last, detail="", status="complete", last_partial=False, ending_since=None):
-        with open(out, "w") as f:
-            f.write(f"{last} {detail}")
-    def abandon(self, detail):
-        pass
-    def skipped(self, *args):
-        pass
-
+# (CONTROLLER_SINK)
 def on_profiling(active):
     if active:
         guard.install()
@@ -261,7 +234,7 @@ except SystemExit:
     controller.finish_early("training ended")  # as npuprof's finalise at the exit does
     raise
 print("lived on", file=sys.stderr)
-"""
+""")
 
 
 @pytest.mark.parametrize(

@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 
 import pytest
+from _standin_jobs import with_controller_pieces
 from conftest import clean_env
 
 from npuprof.agent import main_thread
 from npuprof.agent.log import AgentLog
 from npuprof.agent.signals import SigtermGuard
 
-_THREAD_TRAINS = """\
+_THREAD_TRAINS = with_controller_pieces("""\
 import gc, os, signal, sys, threading, time
 from npuprof.agent import signals
 from npuprof.agent.controller import CaptureController
@@ -36,10 +37,7 @@ main_in_c = sys.argv[3] == "main-in-c"  # once the capture began, the main threa
 signals.HANDLER_GRACE_S = 0.2  # the 1 s the watcher gives the main thread, made short
 began = threading.Event()
 
-class Log:
-    def __getattr__(self, name):
-        return lambda *args: print(name, *args, file=sys.stderr, flush=True) or True
-
+# (CONTROLLER_LOG)
 class Schedule:  # steps 1-3 recorded, then none
     off, skip_first, wait, warmup, active, repeat = False, 1, 0, 0, 3, 1
 
@@ -62,18 +60,7 @@ class Backend:
     def align(self, prof, step):
         pass
 
-class Sink:
-    rank_dir = out
-    def begin(self, step, cfg):
-        pass
-    def finish(self, prof, last, detail="", status="complete", last_partial=False, ending_since=None):
-        with open(out, "w") as f:
-            f.write(f"{last} {detail}")
-    def abandon(self, detail):
-        pass
-    def skipped(self, *args):
-        pass
-
+# (CONTROLLER_SINK)
 def on_term():
     controller.finish_on_sigterm()
     print("handed over", file=sys.stderr, flush=True)
@@ -124,7 +111,7 @@ if main_in_c:
     began.wait()  # the handler is installed here
     block_in_c()
 thread.join()
-"""
+""")
 
 
 def _job(tmp_path: Path, term_at: int, own: str = "") -> tuple[subprocess.CompletedProcess[str], Path]:
