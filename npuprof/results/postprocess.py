@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 GZIP_LEVEL = 6
 HANDOVER_DRAIN_S = 5.0  # at exit, how long the training process waits for queued jobs to reach the pipe
 DRAIN_STALLED_S = 0.5  # ... and how long for a pipe that stays full (the rest goes to the spool)
-# At a normal exit, how long past HANDOVER_DRAIN_S it waits while a memory snapshot is still being copied
+# At a normal exit, how long in all (HANDOVER_DRAIN_S included) it waits while a memory snapshot is copied
 # (at full speed, nothing else left to run): ~12 µs of CPU an event, 2.1 s for 175,000 events measured, 7 s
 # on 2 shared cores; 60 s covers millions of events, a tree of several GB. Not after a SIGTERM (its own 5 s).
 EXIT_COPY_WAIT_S = 60.0
