@@ -389,6 +389,19 @@ def test_an_empty_stacks_file_is_said_empty_not_the_current_directory(
     assert _cli(monkeypatch, capsys, "export-stacks", str(tmp_path), flag, "") == (2, said)
 
 
+@pytest.mark.parametrize("name", ["flame.svg", "Flame.SVG"])
+def test_a_stacks_file_named_svg_is_refused_with_the_svg_flag_to_use(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """`npuprof export-stacks DIR -o flame.svg` wrote the folded text into flame.svg and said "wrote
+    flame.svg": a file no browser shows, where memory-timeline's -o picks its format by the suffix."""
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli(monkeypatch, capsys, "export-stacks", str(tmp_path), "-o", name)
+    assert (code, err.count("\n")) == (2, 1), err
+    assert err.startswith(f"npuprof export-stacks: -o {name}: ") and f"give --svg {name} " in err, err
+    assert not (tmp_path / name).exists()
+
+
 def test_a_memory_timeline_file_that_is_a_link_names_its_flag_once(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -164,6 +164,12 @@ def export_stacks(
         raise _fail("-o: is empty; give a file name (-o - writes the stacks to stdout)", 2)
     if svg == "":
         raise _fail("--svg: is empty; give a file name", 2)
+    if output is not None and str(output).lower().endswith(".svg"):  # memory-timeline's -o picks by suffix
+        raise _fail(
+            f"-o {output}: -o writes the folded stacks (text), not an SVG; give --svg {output} for the "
+            "flame graph (and -o with another name, such as cpu.stacks, for the stacks)",
+            2,
+        )
     if not 0 <= min_width < float("inf"):  # nan, inf and negatives are no width
         raise _fail(f"--min-width {min_width}: give a width in pixels, 0 or more (e.g. 0.1)", 2)
     to_stdout = (output is None and svg is None) or (output is not None and str(output) in STDOUT_NAMES)
