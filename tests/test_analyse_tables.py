@@ -388,3 +388,25 @@ def test_a_table_deleted_after_the_parse_makes_it_parse_again(tmp_path: Path) ->
     (out / "kernel_details.csv").unlink()
     assert parse_rank_dir(rank_dir).status == "parsed"
     assert (out / "kernel_details.csv").read_bytes() == kernels
+
+
+def test_the_cpu_only_note_names_the_command_that_shows_the_free_time(tmp_path: Path) -> None:
+    """helper-293: a training script's CPU capture showed steps 40-60% free and `prep ms` 0.2 while its
+    DataLoader waited 2-7 ms a step (the script's own timer, and the trace's enumerate(DataLoader) spans):
+    prep ends at the step's first operator, a logged loss.item(), and the note named no next command;
+    `npuprof export-stacks` shows the wait as the largest frame."""
+    import io
+    import shlex
+
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    rank_dir = write_rank_dir(tmp_path / "my run", cpu_trace(), rank=0)
+    out = io.StringIO()
+    terminal.render_table(build_report(tmp_path / "my run", jobs=1), Console(file=out, width=400))
+    said = " ".join(out.getvalue().split())
+    assert "no device kernels: CPU-only trace" in said and "prep ms runs to the step's first operator" in said
+    command = said.split("what the free time was: ", 1)[1]
+    assert shlex.split(command) == ["npuprof", "export-stacks", str(rank_dir), "--svg", "flame.svg"], said

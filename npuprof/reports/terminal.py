@@ -269,15 +269,27 @@ def render_table(report: Report, console: Console) -> None:
                 "left out)[/dim]"
             )
         elif r.device == "CPU":
-            console.print(
-                "[dim]no device kernels: CPU-only trace (the CPU is the device: comp is its operators' time, "
-                "free the rest of the step, the Python between operators and waits included)[/dim]"
-            )
+            console.print(f"[dim]{escape(_cpu_only_note(r.rank_dir))}[/dim]")
         _render_ranges(r, console)
         _render_gc(r, console)
         console.print()
     _render_cross_rank(report, console)
     _render_cross_ranges(report, console)
+
+
+def _cpu_only_note(rank_dir: str) -> str:
+    """What comp, free and prep ms are on a CPU-only trace, and the command that shows what the free time
+    was: prep ends at the step's first operator (docs/formats.md, "Preparing"), so a DataLoader's wait after
+    any operator of the step (a logged loss.item()) is free time, seen in no table."""
+    from npuprof.reports.run_summary import shell_quote
+
+    return printable(
+        "no device kernels: CPU-only trace (the CPU is the device: comp is its operators' time, free the "
+        "rest of the step, the Python between operators and waits included; prep ms runs to the step's first "
+        "operator, a loss.item() before the DataLoader's wait, say); what the free time was: npuprof "
+        "export-stacks "
+        f"{shell_quote(rank_dir)} --svg flame.svg"
+    )
 
 
 RANGE_COLUMNS = ("calls", "total ms", "mean ms", "max ms")
