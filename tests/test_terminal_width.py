@@ -680,3 +680,38 @@ def test_run_summary_names_a_request_planned_for_a_step_the_job_never_reached(
         "npuprof: a capture of steps 100000-100001 was planned, but the job ended at step 600, before its "
         f"first step (see npuprof status {cfg})"
     ) in said, said
+
+
+def test_run_summary_names_the_export_files_made_and_the_flame_graph_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-293: a run with --export-stacks and --memory-timeline html listed the capture directories and
+    `next: npuprof analyse`, and never said that the stacks and the timeline were made, nor where."""
+    import shlex
+
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", "400")
+    rank_dir = tmp_path / "my run" / "vm_1_20261202121245485_ascend_pt"
+    rank_dir.mkdir(parents=True)
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps({"status": "complete", "backend": "torch-cpu"}))
+    (rank_dir / "stacks_self_cpu_time_total.folded").write_text("a;b 1\n")
+    (rank_dir / "memory_timeline.html").write_text("<html></html>")
+    capture = CaptureSummary(rank_dir, "complete", None, 1, [6], 1, "", True)
+    log = tmp_path / "npuprof.log"
+    asked = ProfileConfig(export_stacks=["self_cpu_time_total"], memory_timeline=["html"], with_stack=True)
+    print_run_summary(tmp_path / "my run", [capture], 0, asked, log)
+    lines = capsys.readouterr().err.splitlines()
+    [line] = [x for x in lines if x.startswith("in each capture's directory: ")]
+    listed, command = line.removeprefix("in each capture's directory: ").split(" (a flame graph: ")
+    assert listed == "stacks_self_cpu_time_total.folded, memory_timeline.html", line
+    expected = ["npuprof", "export-stacks", str(rank_dir), "--svg", "flame.svg"]
+    assert shlex.split(command.removesuffix(")")) == expected, line
+    (rank_dir / "stacks_self_cpu_time_total.folded").unlink()  # the timeline alone: no flame graph to name
+    print_run_summary(tmp_path / "my run", [capture], 0, asked, log)
+    said = capsys.readouterr().err
+    assert "in each capture's directory: memory_timeline.html\n" in said and "flame graph" not in said, said
+    print_run_summary(tmp_path / "my run", [capture], 0, ProfileConfig(), log)  # nothing asked: nothing said
+    assert "in each capture's directory" not in capsys.readouterr().err

@@ -190,6 +190,7 @@ def print_run_summary(
     if cfg.export_stacks or cfg.memory_timeline:  # parsed, yet without them (the unparsed: said above)
         done = [c for c in captures if c.status == "complete" and c.parsed]
         _say_exports_not_made(console, done, cfg, log_path)
+        _say_exports_made(console, done, cfg)
         if cfg.dynamic is not None:
             _say_requests_without_what_exports_need(console, captures, cfg)
     if cfg.dynamic is not None:
@@ -382,6 +383,26 @@ def _say_exports_not_made(
             f"{escape(str(log_path))}): npuprof {what} {escape(first)} -o FILE makes them",
             soft_wrap=True,
         )
+
+
+def _say_exports_made(console: Console, captures: list[CaptureSummary], cfg: ProfileConfig) -> None:
+    """Where the --export-stacks / --memory-timeline files are (each capture's directory), and the command
+    that draws the stacks as a flame graph: the table lists directories only."""
+    from rich.markup import escape
+
+    from npuprof.agent.capture_exports import memory_file_name, stacks_file_name
+
+    stacks = [stacks_file_name(m) for m in cfg.export_stacks]
+    names = stacks + [memory_file_name(fmt) for fmt in cfg.memory_timeline]
+    made = [name for name in names if any((c.rank_dir / name).is_file() for c in captures)]
+    if not made:
+        return
+    drawn = [c for c in captures if any((c.rank_dir / name).is_file() for name in stacks)]
+    said = f"in each capture's directory: {', '.join(made)}"
+    if drawn:
+        first = shell_quote(str(drawn[0].rank_dir))
+        said += f" (a flame graph: npuprof export-stacks {first} --svg flame.svg)"
+    console.print(escape(said), soft_wrap=True)
 
 
 def _say_request_not_reached(console: Console, captures: list[CaptureSummary], directory: Path) -> None:
