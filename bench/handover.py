@@ -175,7 +175,7 @@ def main() -> int:
 def _rows(label: str, samples: dict[str, list[float]]) -> list[list[str]]:
     rows = []
     for how, baseline, name, budget in (
-        ("spaced", "no look", "npuprof's looks at the driver's wait", f"<= {BUDGET_US:g} µs"),
+        ("spaced", "no look", "npuprof's looks at the driver's wait", f"<= +{BUDGET_US:g} µs"),
         ("every third", "no look", "(for scale: a look every third step, as before)", "-"),
         ("no look", "empty", "(for scale: its boundary, looks taken out, vs an empty function)", "-"),
     ):

@@ -107,7 +107,9 @@ def verdict_follows_from_figures(line: str) -> bool:
     elif m := re.fullmatch(rf"<= x{NUMBER}", budget):
         ok = float(re.search(rf"x{NUMBER}", figures).group(1)) <= float(m.group(1))
     elif m := re.fullmatch(rf"<= \+{NUMBER} (\S+)(?: \(.*\))?", budget):  # "(+100 x 1.89)": a scaled budget
-        ok = float(re.search(rf"\+{NUMBER} {re.escape(m.group(2))}", figures).group(1)) <= float(m.group(1))
+        # the added figure, signed as printed ("+0.36 µs", "-1.36 µs": less than the baseline)
+        added = re.search(rf"(?<![\w.])([+-]\d+(?:\.\d+)?) {re.escape(m.group(2))}", figures)
+        ok = float(added.group(1)) <= float(m.group(1))
     elif m := re.fullmatch(rf"<= {NUMBER} (\S+)", budget):
         ok = float(re.search(rf"\+?{NUMBER} {re.escape(m.group(2))}", figures).group(1)) <= float(m.group(1))
     else:
