@@ -2420,11 +2420,14 @@ def test_no_thread_takes_over_from_a_driver_that_puts_into_another_queue() -> No
 
 
 def _train_once_in_select(rig: Rig, driver: int | None) -> None:
-    """Once thread ``driver``'s event loop waits in its selector, 7 step boundaries on this thread."""
+    """7 step boundaries on this thread, each once thread ``driver``'s event loop waits in its selector: a
+    look at its wait comes at most once in a while (controller.LOOK_SPACING), and a ticker beside it leaves
+    the selector every 50 ms (on busy cores, one look found it out of it, and nothing was said)."""
     deadline = time.monotonic() + 10
-    while not _waiting_in(driver, "select") and time.monotonic() < deadline:
-        time.sleep(0.001)
-    rig.run(7)
+    for _ in range(7):
+        while not _waiting_in(driver, "select") and time.monotonic() < deadline:
+            time.sleep(0.001)
+        rig.run(1)
 
 
 @pytest.mark.parametrize("gathered", [False, True], ids=["awaited", "gathered"])
