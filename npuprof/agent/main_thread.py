@@ -31,6 +31,7 @@ _PendingCall = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 _queued: list[Callable[[], None]] = []
 _lock = threading.Lock()
 _wake_ready: bool | None = None  # WAKE_SIGNAL's no-op handler set (None: not tried yet)
+_nothing: int | None = None  # the no-op handler's address
 
 
 def call_soon(call: Callable[[], None]) -> bool:
@@ -135,14 +136,29 @@ def _waits_on_a_lock(frame: Any) -> bool:
 
 
 def _wake_handler_set() -> bool:
-    """WAKE_SIGNAL's C-level handler is one that does nothing and interrupts waits (once a process)."""
+    """WAKE_SIGNAL's C-level handler is one that does nothing and interrupts waits (set once a process),
+    and still ours: the script may have set its own since, or put back the default action (that Python's
+    table still showed), which would end the job."""
     global _wake_ready
     if _wake_ready is None:
         _wake_ready = _set_wake_handler()
-    return _wake_ready
+    return _wake_ready and _kernels_handler() == _nothing
+
+
+def _kernels_handler() -> int | None:
+    """WAKE_SIGNAL's handler in the kernel's table, read with ``sigaction`` (its first member, on Linux)."""
+    try:
+        libc = ctypes.PyDLL(None)  # the GIL held: the main thread runs no further meanwhile
+        action = ctypes.create_string_buffer(512)  # larger than any libc's struct sigaction
+        if libc.sigaction(int(WAKE_SIGNAL), None, action) != 0:  # type: ignore[arg-type]
+            return None
+        return ctypes.c_void_p.from_buffer(action).value
+    except (AttributeError, OSError, ValueError, TypeError):
+        return None
 
 
 def _set_wake_handler() -> bool:
+    global _nothing
     if WAKE_SIGNAL is None or signal.getsignal(WAKE_SIGNAL) != signal.SIG_DFL:
         return False
     try:
@@ -155,6 +171,7 @@ def _set_wake_handler() -> bool:
             libc.signal(int(WAKE_SIGNAL), previous)
             return False
         libc.siginterrupt(int(WAKE_SIGNAL), 1)  # no SA_RESTART: the wait returns EINTR and CPython looks
+        _nothing = nothing
         return True
     except (AttributeError, OSError, ValueError, TypeError):
         return False
