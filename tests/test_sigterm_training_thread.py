@@ -110,7 +110,8 @@ thread.start()
 if main_in_c:
     began.wait()  # the handler is installed here
     block_in_c()
-thread.join()
+if sys.argv[3] != "falls-off":  # else the main thread runs to the script's end and waits there
+    thread.join()
 """)
 
 
@@ -151,6 +152,18 @@ def test_sigterm_while_the_main_thread_is_blocked_in_c_still_finalises_a_trainin
     assert out.read_text() == "2 stopped by SIGTERM", proc.stderr
     assert "handed over" in proc.stderr
     assert "the capture in flight is lost" not in proc.stderr
+
+
+def test_sigterm_while_the_main_thread_waits_at_the_scripts_end_finalises_a_training_threads_capture(
+    tmp_path: Path,
+) -> None:
+    """The script starts its training thread and ends (no join): the main thread waits for the thread in
+    the interpreter's exit (threading._shutdown) and still runs handlers there. It was not asked to
+    install one (taken for an exit under way) and SIGTERM killed the job at once, the capture lost."""
+    proc, out = _job(tmp_path, term_at=2, own="falls-off")
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert out.read_text() == "2 stopped by SIGTERM", proc.stderr
+    assert "handed over" in proc.stderr
 
 
 def test_sigterm_after_a_training_threads_capture_ends_the_job_at_once_as_without_npuprof(

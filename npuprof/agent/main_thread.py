@@ -132,7 +132,27 @@ def _wake_the_main_thread() -> None:
 def _waits_on_a_lock(frame: Any) -> bool:
     from npuprof.agent.window_plan import in_python_wait
 
-    return in_python_wait(frame) and os.path.basename(frame.f_code.co_filename) in _LOCK_WAITS
+    return (
+        in_python_wait(frame) and os.path.basename(frame.f_code.co_filename) in _LOCK_WAITS
+    ) or _is_shutdown(frame)
+
+
+def waits_for_threads_at_exit() -> bool:
+    """On the main thread: whether it has run the script to its end and waits there for the threads left
+    (``threading._shutdown``, a lock's wait), the interpreter's exit not begun: a training thread's capture
+    may go on for hours, and the main thread still runs the signals' handlers."""
+    frame = sys._getframe()
+    while frame is not None and not _is_shutdown(frame):
+        frame = frame.f_back
+    return frame is not None
+
+
+def _is_shutdown(frame: Any) -> bool:
+    return (
+        frame is not None
+        and frame.f_code.co_name == "_shutdown"
+        and os.path.basename(frame.f_code.co_filename) == "threading.py"
+    )
 
 
 def _wake_handler_set() -> bool:

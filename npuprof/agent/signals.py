@@ -397,8 +397,10 @@ class SigtermGuard:
 
     def _settle(self) -> None:
         """On the main thread: the handler installed while a duty is left, else put down."""
+        from npuprof.agent import main_thread
+
         self._settle_asked = False
-        if not threading.main_thread().is_alive():
+        if not threading.main_thread().is_alive() and not main_thread.waits_for_threads_at_exit():
             return  # the interpreter exits: its own finalise ends the capture (entry, finish_at_exit)
         if self._duties.any():
             if self._installed:
