@@ -9,6 +9,7 @@ start and stop as the agent tells it (agent/entry.py, _on_profiling)."""
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import subprocess
@@ -288,3 +289,32 @@ def test_a_wake_signal_the_script_took_or_set_back_to_its_default_is_never_sent(
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "the job went on\n"
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # 3.12+
+def test_a_child_forked_while_a_thread_asked_for_a_call_on_the_main_thread_is_not_hung_by_it() -> None:
+    """A fork (a DataLoader worker) while a training thread of the parent's held agent/main_thread.py's
+    lock, asking for the SIGTERM handler: the child's copy of the lock stayed taken, and its main thread
+    hung at its next pending call (or any call a thread of its own asked for)."""
+    held, forked = threading.Event(), threading.Event()
+
+    def training_thread() -> None:
+        with main_thread._lock:  # as call_soon holds it
+            held.set()
+            forked.wait(30)
+
+    thread = threading.Thread(target=training_thread)
+    thread.start()
+    try:
+        assert held.wait(30)
+        pid = os.fork()
+        if pid == 0:  # the child: a call asked for by a thread of its own
+            asked = threading.Thread(target=main_thread.call_soon, args=(lambda: None,), daemon=True)
+            asked.start()
+            asked.join(2)
+            os._exit(1 if asked.is_alive() else 0)
+    finally:
+        forked.set()
+        thread.join(30)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -96,6 +96,18 @@ def _signals_next(signals: list[int]) -> None:
         pass
 
 
+def _forget_in_child() -> None:
+    """A forked child asks for its own calls: the parent's are not its own, and the lock, which a training
+    thread of the parent's may have held at the fork, would stay taken in it (its main thread then hung at
+    its next pending call, and at any capture a thread of its own began)."""
+    global _lock
+    _lock = threading.Lock()
+    _queued.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
 _callback = _PendingCall(_make_queued_calls)  # kept for the process's life: the main thread may call it late
 
 
