@@ -44,7 +44,8 @@ def _late_window(tmp_path: Path, source: str, delay: str, duration: str) -> tupl
     record = capture_record(d)
     assert record["status"] == "complete", record
     said = re.search(r"the window opened (\d+\.\d) s after its start: ([^;]*)", record["detail"])
-    assert said, record["detail"]
+    if not said:
+        raise _OpenedOnTime(record["detail"])
     assert 2.0 <= float(said[1]) < 60, said[1]
     return record, float(said[1]), said[2], " ".join(result.stderr.split())
 
@@ -71,8 +72,19 @@ import gc; gc.freeze()  # skip the exit-time collection over torch's objects (at
 """
 
 
+class _OpenedOnTime(AssertionError):
+    """The capture's record says nothing of a late opening."""
+
+
 def test_a_window_whose_main_thread_is_held_in_c_code_says_it_opened_late(tmp_path: Path) -> None:
-    record, late, why, _ = _late_window(tmp_path, HELD_IN_C, "0.5", "0.5")
+    try:
+        record, late, why, _ = _late_window(tmp_path, HELD_IN_C, "0.5", "0.5")
+    except _OpenedOnTime:
+        # on a busy host the timer's signal can land in the few ms between `import torch` (which arms the
+        # window) and the read, while the main thread runs Python: the window then opens on time, rightly
+        # (once in a fresh-clone run beside other work). Once more; twice would be no race.
+        (tmp_path / "again").mkdir()
+        record, late, why, _ = _late_window(tmp_path / "again", HELD_IN_C, "0.5", "0.5")
     assert record["steps"] == [], record
     # its first signal run once the read returns; or, on a loaded host where the window's start came while
     # `import torch` ran (the handler runs there and opens nothing), none run for the read's seconds
