@@ -60,12 +60,24 @@ def importing_torch_optim(directory: Path) -> tuple[list[str], dict[str, str]]:
 
 
 # Pieces of the plain-Python scripts that drive npuprof's CaptureController with a profiler of the test's
-# (tests/test_sigterm_*.py): a log that prints each call's level and words on stderr, and a sink that writes
-# the capture's last step and detail into the script's ``out`` when the capture is finished.
+# (tests/test_sigterm_*.py): a log that prints each call's level and words on stderr, a backend that makes the
+# script's ``Profiler``, and a sink that writes the capture's last step and detail into the script's ``out``
+# when the capture is finished.
 CONTROLLER_LOG = """\
 class Log:
     def __getattr__(self, name):
         return lambda *args: print(name, *args, file=sys.stderr, flush=True) or True
+"""
+
+CONTROLLER_BACKEND = """\
+class Backend:
+    name, device, writes_own_layout = "test", "cpu", False
+    def ignored_flags(self, cfg):
+        return []
+    def create_profiler(self, cfg, schedule, on_trace_ready):
+        return Profiler(on_trace_ready)
+    def align(self, prof, step):
+        pass
 """
 
 CONTROLLER_SINK = """\
@@ -84,6 +96,8 @@ class Sink:
 
 
 def with_controller_pieces(script: str) -> str:
-    """``script`` with its lines ``# (CONTROLLER_LOG)`` and ``# (CONTROLLER_SINK)`` made those pieces."""
-    with_log = script.replace("# (CONTROLLER_LOG)\n", CONTROLLER_LOG)
-    return with_log.replace("# (CONTROLLER_SINK)\n", CONTROLLER_SINK)
+    """``script`` with each of its lines ``# (CONTROLLER_LOG)``, ``# (CONTROLLER_BACKEND)`` and
+    ``# (CONTROLLER_SINK)`` made that piece."""
+    for name, piece in (("LOG", CONTROLLER_LOG), ("BACKEND", CONTROLLER_BACKEND), ("SINK", CONTROLLER_SINK)):
+        script = script.replace(f"# (CONTROLLER_{name})\n", piece)
+    return script

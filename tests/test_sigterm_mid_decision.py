@@ -46,14 +46,7 @@ class Profiler:
     def stop(self):
         self.on_trace_ready(self)
 
-class Backend:
-    name, device, writes_own_layout = "test", "cpu", False
-    def ignored_flags(self, cfg):
-        return []
-    def create_profiler(self, cfg, schedule, on_trace_ready):
-        return Profiler(on_trace_ready)
-    def align(self, prof, step):
-        pass
+# (CONTROLLER_BACKEND)
 
 # (CONTROLLER_SINK)
 controller = CaptureController(
