@@ -1350,7 +1350,8 @@ def _a_worker_joins_this_thread(futures: list[Any], through: int) -> bool:
     me = get_ident()
     for ident, frame in list(frames.current_frames().items())[:_WORKERS_LOOKED_AT]:
         join = _join_frame(frame) if ident != me else None
-        if join is not None and any(item.future is f for item in _work_items_of(join) for f in futures):
+        items = released_waits.work_items_from(join, _WORK_ITEM_FRAMES) if join is not None else []
+        if any(item.future is f for item in items for f in futures):
             return _waits_for_this_thread("join", join, through + 1)
     return False
 
@@ -1364,21 +1365,6 @@ def _join_frame(frame: Any) -> Any:
             return frame
         frame = frame.f_back
     return None
-
-
-def _work_items_of(frame: Any) -> list[Any]:
-    """The executor work items run by the frames from ``frame`` outward (another thread's)."""
-    items = []
-    for _ in range(_WORK_ITEM_FRAMES):
-        if frame is None:
-            break
-        code = frame.f_code
-        if code.co_name == "run" and code.co_filename.endswith("/concurrent/futures/thread.py"):
-            item = frame.f_locals.get("self")
-            if hasattr(item, "future"):
-                items.append(item)
-        frame = frame.f_back
-    return items
 
 
 def _waits_through(thread: Any, through: int) -> bool:

@@ -293,15 +293,19 @@ def _gathers(waiter: Any) -> bool:
 
 def work_items_run_here() -> list[Any]:
     """The executor work items (``concurrent.futures.thread._WorkItem``) the calling thread runs."""
+    return work_items_from(sys._getframe(1), _OWN_FRAMES)
+
+
+def work_items_from(frame: Any, frames: int) -> list[Any]:
+    """The executor work items run by ``frame`` and up to ``frames`` frames outward from it (any thread's)."""
     items = []
-    frame = sys._getframe(1)
-    for _ in range(_OWN_FRAMES):
+    for _ in range(frames):
         if frame is None:
             break
         code = frame.f_code
         if code.co_name == "run" and code.co_filename.endswith("/concurrent/futures/thread.py"):
             item = frame.f_locals.get("self")
-            if item is not None:
+            if hasattr(item, "future"):
                 items.append(item)
         frame = frame.f_back
     return items
