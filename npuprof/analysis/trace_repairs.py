@@ -109,6 +109,21 @@ def repaired_names(framed: bytes | bytearray) -> tuple[bytearray, int] | None:
     return (text, names) if text is not None else None
 
 
+def _overwritten(
+    framed: bytes | bytearray, text: bytearray | None, pattern: re.Pattern[bytes], value: bytes
+) -> tuple[bytearray | None, int]:
+    """``text`` (a copy of ``framed`` made at the first match) with each match's group 1 in ``framed``
+    overwritten by ``value``, padded with spaces to the same length; and how many were."""
+    count = 0
+    for found in pattern.finditer(framed):
+        if text is None:
+            text = bytearray(framed)
+        start, end = found.span(1)
+        text[start:end] = value.ljust(end - start)
+        count += 1
+    return text, count
+
+
 def repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int]] | None:
     """``framed`` with the values old releases of torch's Kineto wrote that are no JSON (the regexes above)
     rewritten as JSON text of the same length, and how many of each kind (an event's "cat" of null, read as
@@ -116,24 +131,15 @@ def repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int
     text: bytearray | None = None
     counts: dict[str, int] = {}
     if b"memory bandwidth (GB/s)" in framed:
-        for found in _BANDWIDTH_NO_NUMBER.finditer(framed):
-            if text is None:
-                text = bytearray(framed)
-            start, end = found.span(1)
-            text[start:end] = b"null".ljust(end - start)
-            counts[BANDWIDTH] = counts.get(BANDWIDTH, 0) + 1
+        text, found = _overwritten(framed, text, _BANDWIDTH_NO_NUMBER, b"null")
+        if found:
+            counts[BANDWIDTH] = found
     if b"NaN" in framed or b"Infinity" in framed:
-        for found in _TIME_NOT_A_NUMBER.finditer(framed):
-            if text is None:
-                text = bytearray(framed)
-            start, end = found.span(1)
-            text[start:end] = b'"?"'.ljust(end - start)
-            counts[TIME_NOT_A_NUMBER] = counts.get(TIME_NOT_A_NUMBER, 0) + 1
+        text, found = _overwritten(framed, text, _TIME_NOT_A_NUMBER, b'"?"')
+        if found:
+            counts[TIME_NOT_A_NUMBER] = found
     if b"null" in framed:
-        for found in _NULL_CATEGORY.finditer(framed):
-            if text is None:
-                text = bytearray(framed)
-            text[found.start(1) : found.end(1)] = b'""  '
+        text, _ = _overwritten(framed, text, _NULL_CATEGORY, b'""')
     at = 0
     while b"\\" in framed and (found := _BAD_ESCAPE.search(text if text is not None else framed, at)):
         if text is None:
