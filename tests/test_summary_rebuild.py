@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
 
@@ -67,6 +68,39 @@ def test_an_unreadable_summary_is_parsed_again_from_its_trace(rank_dir: Path, da
     notes.clear()
     build_report(rank_dir.parent, jobs=1, on_note=notes.append)
     assert not [n for n in notes if "parsed again" in n]  # said once: the next report reads the new one
+
+
+def _without_parse_status(report) -> dict:
+    """The report as JSON, less each rank's parse status (parsed now, or cached)."""
+    data = msgspec.to_builtins(report)
+    for rank in data["ranks"]:
+        rank.pop("status")
+    return data
+
+
+def test_a_missing_summary_is_said_once_and_the_report_is_unchanged(tmp_path: Path) -> None:
+    """helper-298: a rank dir whose npuprof_summary.json was deleted (its raw trace there) was parsed again
+    without a word; one line says so now, for however many rank dirs, and the report is the one before."""
+    trace = with_steps(cpu_trace(), DURATIONS_US)
+    rank_dirs = [
+        write_rank_dir(tmp_path / "result", trace, r, f"host_{r}_202501010000000{r}") for r in range(3)
+    ]
+    before = _without_parse_status(build_report(tmp_path / "result", jobs=1))
+    for rank_dir in rank_dirs[:2]:
+        _summary(rank_dir).unlink()
+    notes: list[str] = []
+    after = build_report(tmp_path / "result", jobs=1, on_note=notes.append)
+    (note,) = [n for n in notes if "parsed again" in n]
+    assert note.startswith("2 rank dirs had tables gone") and SUMMARY_FILE in note, note
+    assert note.endswith("parsed again from their raw traces"), note
+    assert _without_parse_status(after) == before
+    _summary(rank_dirs[0]).unlink()
+    notes.clear()
+    build_report(tmp_path / "result", jobs=1, on_note=notes.append)
+    gone = f"{SUMMARY_FILE} gone from its ASCEND_PROFILER_OUTPUT/"
+    assert [n for n in notes if "parsed again" in n] == [
+        f"{rank_dirs[0]}: {gone}: parsed again from its raw trace"
+    ]
 
 
 def test_a_summary_is_not_parsed_again_under_another_parse_at_work(rank_dir: Path) -> None:

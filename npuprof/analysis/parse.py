@@ -43,6 +43,8 @@ class ParseOutcome:
     read_only: bool = False  # its tables could not be written there (permissions, a read-only mount)
     kept_earlier: bool = False  # failed, and the tables of an earlier complete parse were put back
     held_earlier: bool = False  # failed, and those could not all be put back: kept aside for the next parse
+    # the tables an earlier parse wrote (analyse.done there) that were gone, deleted since: parsed again
+    tables_missing: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -653,6 +655,8 @@ def parse_rank_dir(
         if ascend_output.parsed_by_torch_npu(rank_dir):  # its tables are read as they are, never re-parsed
             outcome.status = "cached"
             return outcome
+        if done.exists() and not force and layout.find_raw_trace(rank_dir) is not None:
+            outcome.tables_missing = [n for n in ALWAYS_WRITTEN if not os.path.isfile(out_dir / n)]
         status = layout.capture_status(rank_dir)
         notes: list[str] = []
         if (

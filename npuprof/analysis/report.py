@@ -482,6 +482,22 @@ def _parsed_again(
     return again, out_dir
 
 
+def tables_remade(outcomes: list[ParseOutcome]) -> str:
+    """One line for the rank dirs parsed again because tables an earlier parse wrote were gone (deleted by
+    hand, a cleaning script), their raw traces still there; "" when there were none."""
+    remade = [o for o in outcomes if o.status == "parsed" and o.tables_missing]
+    if not remade:
+        return ""
+    first = remade[0]
+    gone = ", ".join(first.tables_missing)
+    if len(remade) == 1:
+        return f"{first.rank_dir}: {gone} gone from its {layout.PARSED_DIR}/: parsed again from its raw trace"
+    return (
+        f"{len(remade)} rank dirs had tables gone from their {layout.PARSED_DIR}/ ({first.rank_dir}: "
+        f"{gone}, ...): parsed again from their raw traces"
+    )
+
+
 def _written_by_newer(out_dir: Path) -> bool:
     """Whether the summary or the annotations in ``out_dir`` are a newer npuprof's: never written over."""
     from npuprof.analysis.annotation_schema import ANNOTATIONS_FILE, ANNOTATIONS_VERSION
@@ -1575,7 +1591,10 @@ def _build_report(
                 on_note(note)
         if on_start:
             on_start(len(rank_dirs))
-        for outcome in parse_all(rank_dirs, jobs, force, on_done, db_dirs):
+        outcomes = parse_all(rank_dirs, jobs, force, on_done, db_dirs)
+        if on_note and (remade := tables_remade(outcomes)):
+            on_note(remade)
+        for outcome in outcomes:
             if (instead := _trace_view_instead(outcome, force, jobs, export_db, on_note)) is not None:
                 targets.append(instead)
                 continue
