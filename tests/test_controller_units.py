@@ -3111,7 +3111,7 @@ def test_a_ticks_end_of_the_window_leaves_the_scripts_handler_raise_into_the_scr
 
     plan = Timed()
     rig = Rig(plan, arm=False)
-    guard = SimpleNamespace(export_hold=contextlib.nullcontext)  # SIGTERM's hold: not under test
+    guard = SimpleNamespace(export_hold=lambda **_: contextlib.nullcontext())  # SIGTERM's: not under test
     Agent._hold_sigterm_in_profilers(SimpleNamespace(sigterm=guard, controller=rig.c), rig.backend)
     plan.open = True
     rig.c.tick()

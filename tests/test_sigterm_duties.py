@@ -6,10 +6,15 @@ installed, and how long the watcher waits for a main thread that does not start 
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from npuprof.agent import signals
 from npuprof.agent.log import AgentLog
 from npuprof.agent.signals import Duties, KeptWork, SigtermGuard
 
@@ -120,3 +125,29 @@ def test_a_copy_done_leaves_nothing_for_a_sigterm_to_finish_unless_another_duty_
     assert not Duties(copy=copy.work(), session=True).nothing_left()
     assert not Duties().nothing_left()  # no duty: the handler is not npuprof's to run
     assert Duties(copy=KeptWork(broken, lambda timeout_s: True, 5.0)).nothing_left()
+
+
+@pytest.mark.parametrize(
+    ("holding", "named"), [("the profiler's start", "the profiler's start"), (None, "a trace export")]
+)
+def test_a_sigterm_held_past_the_limit_names_what_held_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holding: str | None, named: str
+) -> None:
+    """helper-298: a SIGTERM during torch's start of the profiler (seconds the first time) that waited past
+    the limit was said to have come "during a trace export"; the line names what held it now."""
+    died: list[int] = []
+    monkeypatch.setattr(signals, "_die_of", died.append)
+    log_path = tmp_path / "npuprof.log"
+    guard = SigtermGuard(lambda: None, AgentLog(str(log_path), "test"))
+    try:
+        assert guard.install()
+        with signals.export_hold(*([holding] if holding else [])):
+            guard._export_deadline = time.monotonic() + 0.05  # the hold's limit, not 20 s
+            guard._give_handler_time()  # the watcher, as the signal comes
+    finally:
+        guard.uninstall()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+    assert died == [signal.SIGTERM]
+    (line,) = [line for line in log_path.read_text().splitlines() if "took over" in line]
+    assert f"SIGTERM during {named} that took over" in line, line

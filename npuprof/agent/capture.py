@@ -20,7 +20,7 @@ from npuprof.agent.backends.base import Backend
 from npuprof.agent.capture_annotations import CaptureAnnotations
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.metadata import build_metadata
-from npuprof.agent.signals import export_hold
+from npuprof.agent.signals import CAPTURE_FILES, export_hold
 from npuprof.config import ProfileConfig
 from npuprof.results import handover, layout, postprocess
 from npuprof.results.atomic import make_dir, write_json
@@ -82,7 +82,7 @@ class CaptureWriter:
             return
         # A SIGTERM waits until the capture's directory and record are made (a few ms): its finalise,
         # run inside them, found no capture and left only the record's temporary (helper-107).
-        with export_hold():
+        with export_hold(CAPTURE_FILES):
             make_dir(self.output)
             rank_dir = layout.new_rank_dir(self.output, self.worker)
             try:

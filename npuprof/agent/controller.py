@@ -41,6 +41,7 @@ from npuprof.agent.profile_hook import ProfileHookWatch
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.agent.signals import (
     HANDLER_LIMIT_S,
+    PROFILER_START,
     decision_begins,
     decision_ends,
     export_hold,
@@ -824,11 +825,11 @@ class CaptureController:
         # of a profiler made and not started raised ("Profiler must be initialized"), said at the run's end
         # as npuprof's agent failing. The outer hold is --dynamic's (its handler is installed already), the
         # inner one the handler's that _tell_profiling installs (docs/architecture.md, "Signals").
-        with export_hold():
+        with export_hold(PROFILER_START):
             if not self._before_start(step, wanted):
                 return False
             self._tell_profiling(True)
-            with export_hold():
+            with export_hold(PROFILER_START):
                 hook = self._start(step, wanted)
             self._range_opened = step
         self._note_start_cost(step, starting)

@@ -17,6 +17,8 @@ from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
 from npuprof.agent.thread_deaths import exception_named, uncaught_named
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from npuprof.agent.signals import KeptWork
 
 _state: dict[str, Any] = {}
@@ -229,6 +231,7 @@ class Agent:
         the profiler and disables it: a script's handler that raised there (sys.exit) left it enabled, and
         the job died of SIGSEGV as the interpreter ended. Other calls are left alone."""
         from npuprof.agent.schedule import Action
+        from npuprof.agent.signals import PROFILER_START, TRACE_EXPORT
 
         create = backend.create_profiler
         guard = self.sigterm
@@ -238,6 +241,13 @@ class Agent:
             "step": lambda: controller.action in (Action.RECORD_AND_SAVE, Action.WARMUP),
             "stop": lambda: True,
         }
+        # what each holds, as a SIGTERM waiting past the limit names it (a warm-up's last step starts the
+        # recording)
+        holds = {
+            "start": lambda: PROFILER_START,
+            "step": lambda: PROFILER_START if controller.action == Action.WARMUP else TRACE_EXPORT,
+            "stop": lambda: TRACE_EXPORT,
+        }
 
         def create_profiler(*args: Any, **kwargs: Any) -> Any:
             prof = create(*args, **kwargs)
@@ -246,7 +256,7 @@ class Agent:
                 if method is None:
                     continue
                 try:
-                    setattr(prof, name, _held(method, guard, when))
+                    setattr(prof, name, _held(method, guard, when, holds[name]))
                 except (AttributeError, TypeError):
                     pass  # the profiler cannot be wrapped: the export in on_trace_ready is still held
             return prof
@@ -590,14 +600,14 @@ class Agent:
         cls._prepare_trace = _prepare_trace
 
 
-def _held(method: Any, guard: Any, when: Any) -> Any:
+def _held(method: Any, guard: Any, when: Any, holding: Callable[[], str]) -> Any:
     from npuprof.agent.backends.base import HELD_MARK
     from npuprof.agent.signals import script_handlers_deferred
 
     def held(*args: Any, **kwargs: Any) -> Any:
         if not when():
             return method(*args, **kwargs)
-        with guard.export_hold(), script_handlers_deferred():
+        with guard.export_hold(holding=holding()), script_handlers_deferred():
             return method(*args, **kwargs)
 
     setattr(held, HELD_MARK, True)  # what release_profiler takes out of a profiler let go of

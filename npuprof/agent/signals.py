@@ -52,6 +52,10 @@ PEER_GRACE_S = 5.0
 # a script's handlers of other signals raising inside SIGTERM's before it quieted them (_quieted_for_term):
 # each raise is one signal's; a few in a row are all a dying job sends
 QUIET_TRIES = 8
+# what a SIGTERM held back waits for (export_hold), as the watcher names it past HANDLER_LIMIT_S
+TRACE_EXPORT = "a trace export"
+PROFILER_START = "the profiler's start"
+CAPTURE_FILES = "the making of the capture's directory"
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
 # HANDLER_GRACE_S for a --dynamic session's duty alone (between captures): nothing is finalised there, so a
 # main thread that has not started the handler by then (blocked in C++) is not waited for; the watcher logs
@@ -308,6 +312,7 @@ class SigtermGuard:
         self._export_done = threading.Event()
         self._export_done.set()
         self._export_deadline = 0.0
+        self._holding = TRACE_EXPORT  # what the hold is for, as the watcher names it
         self._held = False
         self._exported = False
         # finalising on a SIGTERM: another one is dropped (the process dies of the first once done; the
@@ -642,13 +647,15 @@ class SigtermGuard:
 
     # ---- a trace export ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def export_hold(self, limit_s: float = HANDLER_LIMIT_S) -> Iterator[None]:
-        """Hold SIGTERM back during the block (a profiler stop or step that may write a trace), at most
-        ``limit_s``; then deliver it. Nested blocks are part of the outer one."""
+    def export_hold(self, limit_s: float = HANDLER_LIMIT_S, holding: str = TRACE_EXPORT) -> Iterator[None]:
+        """Hold SIGTERM back during the block (a profiler stop or step that may write a trace, its start),
+        at most ``limit_s``; then deliver it. ``holding``: what the block does, as a SIGTERM that waits past
+        the limit names it. Nested blocks are part of the outer one."""
         if self._exporting or not self._owns_sigterm():
             yield
             return
         self._held = self._exported = False
+        self._holding = holding
         self._export_deadline = time.monotonic() + limit_s
         self._export_done.clear()
         self._exporting = True
@@ -733,7 +740,7 @@ class SigtermGuard:
         exporting = not self._export_done.is_set()
         if exporting and not self._export_done.wait(max(0.0, self._export_deadline - time.monotonic())):
             self._log.error(
-                f"SIGTERM during a trace export that took over {HANDLER_LIMIT_S:.0f} s: dying now; "
+                f"SIGTERM during {self._holding} that took over {HANDLER_LIMIT_S:.0f} s: dying now; "
                 "the capture in flight is lost"
             )
             _die_of(signal.SIGTERM)
@@ -831,14 +838,14 @@ def _c_default(signum: int) -> None:
 
 
 @contextlib.contextmanager
-def export_hold() -> Iterator[None]:
+def export_hold(holding: str = TRACE_EXPORT) -> Iterator[None]:
     """SIGTERM held back during the block (see SigtermGuard.export_hold) when npuprof's guard handles it
-    now; otherwise nothing changes."""
+    now; otherwise nothing changes. ``holding``: what the block does (a trace export, a profiler start)."""
     guard = _current
     if guard is None:
         yield
         return
-    with guard.export_hold():
+    with guard.export_hold(holding=holding):
         yield
 
 
