@@ -599,8 +599,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         )
     cfg.output = str(output)
     started_in = _identity(output)  # the directory itself: one removed and made again is another
-    short = free_space.shortfall(output, cfg.min_free_space)
-    disk_warning = f"{short}: captures will be skipped; the job runs" if short else None
+    disk_warning = free_space.skip_warning(output, cfg.min_free_space)
     if disk_warning:
         _note(disk_warning)
     log_path = output / layout.RUN_LOG

@@ -195,6 +195,9 @@ def test_low_disk_skips_a_window_and_stops_one_in_flight() -> None:
         def describe(self, path: str) -> str:
             return "only 1 MiB free"
 
+        def fix(self, path: str) -> str:
+            return "--min-free-space 0 turns the check off"
+
     space = Space()
     plan = WindowPlan(2, 5)
     controller, _, sink = _controller(plan, space=space)

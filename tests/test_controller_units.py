@@ -533,6 +533,9 @@ def test_low_disk_skips_windows_and_ends_one_in_flight() -> None:
         def describe(self, path: str) -> str:
             return "only 1 MiB free"
 
+        def fix(self, path: str) -> str:
+            return "--min-free-space 0 turns the check off"
+
     space = Space()
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=2, repeat=0)  # windows 2-3, 5-6, 8-9
     rig = Rig(plan, space=space)
@@ -554,7 +557,8 @@ def test_low_disk_skips_windows_and_ends_one_in_flight() -> None:
     assert rig.log.lines[0] == (
         "warn_once",
         "disk-space",
-        "capture at step 2 skipped: only 1 MiB free; training goes on",
+        "capture at step 2 skipped: only 1 MiB free; training goes on (--min-free-space 0 turns the check "
+        "off)",
     )
     assert ("info", "capture finished early at step 7: stopped at step 7: only 1 MiB free") in rig.log.lines
     assert plan.heard[0] == ("skipped", 2, "only 1 MiB free")  # the reason, for --dynamic status (helper-86)
@@ -3219,6 +3223,9 @@ def test_after_a_fork_nothing_of_the_parents_threads_or_files_is_kept() -> None:
 
         def describe(self, path: str) -> str:
             return "full"
+
+        def fix(self, path: str) -> str:
+            return "--min-free-space 0 turns the check off"
 
     space = Space()
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)  # windows at 2, 4, 6, ...

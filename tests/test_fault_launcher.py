@@ -850,8 +850,45 @@ def test_too_little_free_space_warns_once_and_the_job_runs(out: Path, tmp_path: 
     assert result.returncode == 0 and marker.exists()
     (line,) = [x for x in result.stderr.splitlines() if "--min-free-space" in x]
     assert line.startswith("npuprof:") and "captures will be skipped" in line
+    assert line.endswith("0 turns the check off)"), line
     result = npuprof("run", "-o", str(out), "--min-free-space", "0", "--", *job)
     assert result.returncode == 0 and "--min-free-space" not in result.stderr
+
+
+def test_the_start_warning_of_a_disk_below_the_default_floor_says_what_lets_captures_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-298: 3.9 GiB free on a 100 GiB disk is below the default floor (5 GiB): every capture was
+    skipped, and the line named --min-free-space with no value that would let them run."""
+    from npuprof.agent.disk_guard import DiskGuard
+    from npuprof.agent.log import AgentLog
+    from npuprof.results.free_space import skip_warning
+
+    gib = 1 << 30
+    free = 39 * gib // 10
+
+    def statvfs(path: object) -> os.statvfs_result:
+        return os.statvfs_result((1024, 1024, 100 * gib // 1024, free // 1024, free // 1024, 0, 0, 0, 0, 255))
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    line = skip_warning(tmp_path, "auto")
+    assert line == (
+        f"only 3.9 GiB free on the filesystem of --output {str(tmp_path)!r}, below --min-free-space auto "
+        "(5.0 GiB): captures will be skipped; the job runs (--min-free-space 1.9GiB lets them run, half the "
+        "free space left to them; 0 turns the check off)"
+    )
+    assert skip_warning(tmp_path, "1.9GiB") is None and skip_warning(tmp_path, "0") is None  # as it says
+    guard = DiskGuard(str(tmp_path), "auto", AgentLog(None, "test"))
+    guard.check()  # the agent's warning of a capture skipped says the same
+    assert not guard.ok_for(str(tmp_path))
+    assert guard.fix(str(tmp_path)).startswith("--min-free-space 1.9GiB lets them run")
+    free = 915 * gib // 10  # from 10 of the unit on, a whole number
+    assert skip_warning(tmp_path, "95%").endswith(
+        "the job runs (--min-free-space 45GiB lets them run, half the "
+        "free space left to them; 0 turns the check off)"
+    )
+    free = 300 << 10  # under 1 MiB: no floor is worth suggesting
+    assert skip_warning(tmp_path, "auto").endswith("the job runs (--min-free-space 0 turns the check off)")
 
 
 @pytest.mark.parametrize("value", ["lots", "5XB", "101%", "-1"])

@@ -784,7 +784,8 @@ class CaptureController:
         if self.space is not None and not self.space.ok_for(self.cfg.output):
             message = f"capture at step {step} skipped: {self.space.describe(self.cfg.output)}"
             self.windows_skipped += 1
-            self.log.warn_once("disk-space", message + "; training goes on")
+            fix = self.space.fix(self.cfg.output)
+            self.log.warn_once("disk-space", f"{message}; training goes on ({fix})")
             if self.sink is not None or self._ensure_sink():
                 assert self.sink is not None
                 self.sink.skipped(step, message, self.cfg.output)

@@ -96,6 +96,12 @@ class DiskGuard:
         free, needed = (human_bytes(n) for n in self._room.get(path, (0, 0)))
         return f"only {free} free at {path}, below --min-free-space ({needed})"
 
+    def fix(self, path: str) -> str:
+        """The --min-free-space values that let captures into ``path`` run, as last measured there."""
+        from npuprof.results.free_space import floor_advice
+
+        return floor_advice(self._room.get(path, (0, 0))[0])
+
     def check(self) -> None:
         for path in dict.fromkeys([self.path, *self._room]):
             self._measure(path)

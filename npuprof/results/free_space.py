@@ -20,6 +20,29 @@ def full(output: Path) -> bool:
 def shortfall(output: Path, spec: str) -> str | None:
     """ "only N free on the filesystem of --output ..., below --min-free-space ..." when the filesystem of
     ``output`` has less free space than ``spec`` asks; None when it has enough or cannot be asked."""
+    measured = _below_the_floor(output, spec)
+    return None if measured is None else _shortfall_words(output, spec, *measured)
+
+
+def skip_warning(output: Path, spec: str) -> str | None:
+    """The launcher's one line when the filesystem of ``output`` is below --min-free-space ``spec`` as the
+    job starts: what is free, and the values that let the captures run; None when it is not."""
+    measured = _below_the_floor(output, spec)
+    if measured is None:
+        return None
+    short = _shortfall_words(output, spec, *measured)
+    return f"{short}: captures will be skipped; the job runs ({floor_advice(measured[0])})"
+
+
+def _shortfall_words(output: Path, spec: str, free: int, need: int) -> str:
+    return (
+        f"only {human_bytes(free)} free on the filesystem of --output {str(output)!r}, below "
+        f"--min-free-space {spec} ({human_bytes(need)})"
+    )
+
+
+def _below_the_floor(output: Path, spec: str) -> tuple[int, int] | None:
+    """(free, needed) bytes on the filesystem of ``output`` when it is below --min-free-space ``spec``."""
     try:
         fs = os.statvfs(output)
     except OSError:
@@ -28,10 +51,26 @@ def shortfall(output: Path, spec: str) -> str | None:
     need = required_free_bytes(spec, total)
     if not need or free >= need:
         return None
-    return (
-        f"only {human_bytes(free)} free on the filesystem of --output {str(output)!r}, below "
-        f"--min-free-space {spec} ({human_bytes(need)})"
-    )
+    return free, need
+
+
+def floor_advice(free: int) -> str:
+    """How captures run on a disk with ``free`` bytes free, below --min-free-space: a floor of half of it
+    (the other half left to the captures, a value the flag takes), or the check turned off."""
+    floor = _size_flag_value(free // 2)
+    if floor is None:
+        return "--min-free-space 0 turns the check off"
+    return f"--min-free-space {floor} lets them run, half the free space left to them; 0 turns the check off"
+
+
+def _size_flag_value(n: int) -> str | None:
+    """``n`` bytes rounded down, as --min-free-space takes sizes (``1.9GiB``, ``450MiB``); None < 1 MiB."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if n >= size:
+            tenths = n * 10 // size  # tenths below 10 of the unit (1.9GiB), whole numbers above (45GiB)
+            whole = tenths % 10 == 0 or tenths >= 100
+            return f"{tenths // 10}{unit}" if whole else f"{tenths / 10:.1f}{unit}"
+    return None
 
 
 def short_of_room(directory: Path, spec: str, wanted: float) -> str:
