@@ -1921,3 +1921,37 @@ def test_status_json_gives_a_process_without_a_rank_as_null(
     assert "pid 4242: last error" in table and "rank 1: last error" in table, table
     rows = [line.split() for line in table.splitlines() if line.split()[1:3] == ["vm", "4242"]]
     assert [row[0] for row in rows] == ["-"], table
+
+
+@pytest.mark.parametrize(
+    ("hosts", "said"),
+    [
+        ((), "on the job's node it may exist; if not, the job makes it there when the capture begins"),
+        (("node7",), "on the job's node (node7) it may exist; if not, the job makes it there"),
+        ((os.uname().nodename,), "the job (on this machine) makes it when the capture begins"),
+    ],
+)
+def test_trigger_says_an_output_missing_here_is_made_by_the_job_or_may_be_on_its_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hosts: tuple[str, ...], said: str
+) -> None:
+    """helper-298: `npuprof trigger DIR -o /data/prfo` (a typo, or a directory of the job's node) was
+    written without a word. It is still written (it may exist where the job runs), with one note."""
+    from npuprof.cli.trigger import trigger_command
+
+    (tmp_path / "log").mkdir()
+    line = f"{time.strftime('%Y-%m-%d %H:%M:%S')},000 [INFO] [7] npuprof.dynamic: [step 3] watching it\n"
+    for host in hosts:
+        (tmp_path / "log" / f"dp_{host}_7_rank_0.log").write_text(line)
+    missing = tmp_path / "not" / "here"
+    trigger_command(
+        directory=str(tmp_path), start_step=None, active=1, warmup=0, cancel=False, output=str(missing)
+    )
+    assert json.loads((tmp_path / "profiler_config.json").read_text())["prof_dir"] == str(missing)
+    (note,) = [x for x in capsys.readouterr().err.splitlines() if " does not exist" in x]
+    assert note.startswith(f"npuprof trigger: note: -o {missing} does not exist on this machine: "), note
+    assert said in note and note.endswith("check the path if you meant a directory that exists"), note
+    missing.mkdir(parents=True)
+    trigger_command(
+        directory=str(tmp_path), start_step=None, active=1, warmup=0, cancel=False, output=str(missing)
+    )
+    assert " does not exist" not in capsys.readouterr().err

@@ -160,6 +160,8 @@ def trigger_command(**params: Any) -> None:
         )
     sys.stdout.write(f"  each process picks it up within its poll interval; see npuprof status {directory}\n")
     _note_if_nobody_watches(directory)
+    if prof_dir is not None:
+        _note_if_output_missing(Path(prof_dir), directory)
     if not cancel and start_step is not None:
         _note_if_start_step_passed(directory, start_step)
     if not cancel and active + warmup > LONG_CAPTURE_STEPS:
@@ -380,6 +382,36 @@ def _not_begun(message: str, process: dict[str, Any]) -> str:
     if "the new request waits for its end" in message and process["capturing"] is not None:
         return "waiting for the capture in flight"
     return ""
+
+
+def _note_if_output_missing(prof_dir: Path, directory: Path) -> None:
+    """-o names no directory here: the job makes it at the capture's start, a typo included. Where the job
+    runs on another node (its logs name other hosts, or none: DIR on a shared filesystem), it may exist
+    there; both are said."""
+    if os.path.lexists(prof_dir):
+        return
+    hosts = _hosts_watching(directory)
+    here = os.uname().nodename
+    if hosts == {here}:
+        where = "the job (on this machine) makes it when the capture begins"
+    else:
+        node = f"the job's node ({', '.join(sorted(hosts - {here}))})" if hosts - {here} else "the job's node"
+        where = f"on {node} it may exist; if not, the job makes it there when the capture begins"
+    sys.stderr.write(
+        f"npuprof trigger: note: -o {prof_dir} does not exist on this machine: {where}; check the path if "
+        "you meant a directory that exists\n"
+    )
+
+
+def _hosts_watching(directory: Path) -> set[str]:
+    """The hosts of the processes DIR's logs name (none when they cannot be read)."""
+    from npuprof.agent.dynamic_files import LOG_DIR
+    from npuprof.cli.status import _processes
+
+    try:
+        return {str(p["host"]) for p in _processes(directory / LOG_DIR)}
+    except OSError:
+        return set()
 
 
 def _note_if_nobody_watches(directory: Path) -> None:
