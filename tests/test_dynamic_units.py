@@ -284,6 +284,20 @@ def test_an_absolute_start_step_and_one_already_passed(tmp_path: Path) -> None:
     assert job.captures() == [(30, 31)]
 
 
+def test_a_process_without_a_rank_not_selected_says_it_counts_as_rank_0(tmp_path: Path) -> None:
+    """helper-298: a process without a rank (a plain script) sent a request for rank 1 logged "rank None is
+    not selected"; it says that it counts as rank 0, as --ranks takes it (README)."""
+    job = Job(tmp_path, rank=None)
+    job.steps(2)
+    job.write(start_step=-1, active=1, is_rank=True, rank_list=[1])
+    job.steps(5)
+    assert job.captures() == []
+    said = job.log()
+    assert "rank None" not in said, said
+    line = "rank 0 is not selected (a process without a rank counts as rank 0; capture 1 step(s)"
+    assert line in said, said
+
+
 def test_an_unselected_rank_does_nothing_and_start_step_0_cancels_a_planned_capture(tmp_path: Path) -> None:
     job = Job(tmp_path, rank=0)
     job.steps(2)
@@ -1631,23 +1645,36 @@ def test_a_config_file_replaced_by_a_link_while_the_job_runs_is_said_to_be_one(t
     assert job.captures() == []
 
 
-def test_status_says_a_request_for_other_ranks_captured_nothing_here(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("written_by", "why"),
+    [
+        # an older agent's line
+        ("helper-248", "not for this process's rank (it asks for ranks 1,3-4)"),
+        # today's (helper-298), the same line to an older reader: NOT_SELECTED_RE's rank and request
+        ("helper-298", "not for this process's rank (a process without a rank counts as rank 0; it asks for "
+         "ranks 1,3-4)"),
+    ],
+)  # fmt: skip
+def test_status_says_a_request_for_other_ranks_captured_nothing_here(
+    tmp_path: Path, written_by: str, why: str
+) -> None:
     """helper-248: `npuprof trigger DIR --ranks 1` to a job of one process (no rank): its log said "rank
     None is not selected (...): no capture here", and status showed "-", as if no request had come."""
-    from npuprof.agent.dynamic_log import NOT_SELECTED
+    from npuprof.agent.dynamic_log import NOT_SELECTED, NOT_SELECTED_RE, not_selected
     from npuprof.cli.status import _processes, render
 
     (tmp_path / "log").mkdir()
     log = tmp_path / "log" / f"dp_{os.uname().nodename}_{os.getpid()}_rank_-1.log"
     line = f"{time.strftime('%Y-%m-%d %H:%M:%S')},000 [INFO] [1] npuprof.dynamic: [step {{}}] {{}}\n"
     request = "capture 2 step(s) from the next step on ranks 1,3-4 into /out (trigger t8)"
+    old = NOT_SELECTED.format(rank=None, request=request)
+    written = old if written_by == "helper-248" else not_selected(None, request)
+    if written_by == "helper-298":
+        assert "None" not in written and NOT_SELECTED_RE.match(written)["request"].endswith(request)
     log.write_text(
-        line.format(3, "watching it")
-        + line.format(59, f"loaded: {request}")
-        + line.format(61, NOT_SELECTED.format(rank=None, request=request))
+        line.format(3, "watching it") + line.format(59, f"loaded: {request}") + line.format(61, written)
     )
     (process,) = _processes(tmp_path / "log")
-    why = "not for this process's rank (it asks for ranks 1,3-4)"
     assert process["not_captured"] == {"step": 61, "why": why}
     text = render({"config": {"file": "cfg", "problem": "-"}, "processes": [process]})
     assert f"request at step 61 {why}" in text, text

@@ -117,6 +117,18 @@ NOT_EFFECTIVE = ": not effective"
 # DIR (trigger T)): no capture here" (written by dynamic_plan.py, read by status)
 NOT_SELECTED = "rank {rank} is not selected ({request}): no capture here"
 NOT_SELECTED_RE = re.compile(r"^rank (?P<rank>\S+) is not selected \((?P<request>.+)\): no capture here$")
+# a process without a rank counts as rank 0 (README, --ranks): said so inside the brackets, so that a reader
+# of NOT_SELECTED_RE (an older status) still reads the line ("rank None" was written before, helper-298)
+RANKLESS = "a process without a rank counts as rank 0"
+
+
+def not_selected(rank: int | None, request: str) -> str:
+    """The NOT_SELECTED line of a process of ``rank`` (None: it has none) for the request ``request``."""
+    if rank is None:
+        return NOT_SELECTED.format(rank=0, request=f"{RANKLESS}; {request}")
+    return NOT_SELECTED.format(rank=rank, request=request)
+
+
 PROCESS_ENDS = "the process ends"  # a process image's last line
 # before it, when a signal ends the process (read by status): "stopped by SIGTERM: the process dies of it"
 STOPPED_BY = "stopped by {signal}: the process dies of it"

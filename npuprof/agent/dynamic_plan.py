@@ -31,7 +31,6 @@ from typing import Any
 from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_request
 from npuprof.agent.dynamic_log import (
     NOT_EFFECTIVE,
-    NOT_SELECTED,
     PROCESS_ENDS,
     REPLACED,
     STARTED_AT,
@@ -39,6 +38,7 @@ from npuprof.agent.dynamic_log import (
     STOPPED_BY,
     WATCHING,
     DynamicLogs,
+    not_selected,
     skipped_line,
 )
 from npuprof.agent.dynamic_request import NEXT_STEP, NO_CAPTURE, Request, parse_request
@@ -323,7 +323,7 @@ class DynamicPlan:
             )
         rank = self._rank_fn()
         if not request.cfg.wants_rank(rank):
-            self._event("INFO", NOT_SELECTED.format(rank=rank, request=request.describe()), step)
+            self._event("INFO", not_selected(rank, request.describe()), step)
             return
         first = step if request.start_step == NEXT_STEP else request.start_step
         if first < step:

@@ -20,6 +20,7 @@ from npuprof.agent.dynamic_log import (
     NOT_EFFECTIVE,
     NOT_SELECTED_RE,
     PROCESS_ENDS,
+    RANKLESS,
     SKIPPED_RE,
     STARTED_AT_RE,
     STOPPED_BY_RE,
@@ -421,7 +422,9 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     elif (other := NOT_SELECTED_RE.match(message)) is not None and fields["step"] is not None:
         # shown as "-" before, as if no request had come: a --ranks 1 sent to a job of one process
         ranks = _RANKS_ASKED.search(other["request"])
-        asked = f" (it asks for {ranks['ranks']})" if ranks else ""
+        said = [RANKLESS] if other["request"].startswith(RANKLESS) else []
+        said += [f"it asks for {ranks['ranks']}"] if ranks else []
+        asked = f" ({'; '.join(said)})" if said else ""
         info["not_captured"] = {"step": int(fields["step"]), "why": f"not for this process's rank{asked}"}
     elif (stopped := STOPPED_BY_RE.match(message)) is not None:
         info["_stopped_by"] = stopped["signal"]
