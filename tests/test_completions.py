@@ -40,3 +40,50 @@ def test_bash_script_loads(tmp_path: Path) -> None:
         ["bash", "-c", f"source {script} && complete -p npuprof"], capture_output=True, text=True
     )
     assert result.returncode == 0 and "_npuprof_completion" in result.stdout
+
+
+def _offered(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], incomplete: str
+) -> list[str]:
+    """What bash's Tab offers after ``npuprof ARGS INCOMPLETE``: the app asked in this process, as the
+    shipped script asks it (COMP_WORDS, COMP_CWORD)."""
+    from npuprof.cli.main import get_app
+
+    words = ["npuprof", *args, incomplete]
+    monkeypatch.setenv(COMPLETE_VAR, "complete_bash")
+    monkeypatch.setenv("COMP_WORDS", " ".join(words))
+    monkeypatch.setenv("COMP_CWORD", str(len(words) - 1))
+    with pytest.raises(SystemExit):
+        get_app()(prog_name="npuprof")
+    return capsys.readouterr().out.split()
+
+
+@pytest.mark.parametrize(
+    ("args", "incomplete", "offered"),
+    [
+        (["analyse", "--format"], "", ["table", "json", "csv"]),
+        (["analyse", "result/", "--format"], "c", ["csv"]),
+        (["analyse", "--csv-table"], "", ["steps", "ranges"]),
+        (["analyse", "--export-type"], "text", ["text", "text,db"]),
+        (
+            ["export-stacks", "--metric"],
+            "",
+            ["self_cpu_time_total", "self_npu_time_total", "self_cuda_time_total"],
+        ),
+        (["export-stacks", "-m"], "self_c", ["self_cpu_time_total", "self_cuda_time_total"]),
+        (["status", "--format"], "", ["table", "json"]),
+        (["run", "--export-stacks"], "self_n", ["self_npu_time_total"]),
+        (["run", "--memory-timeline"], "json", ["json", "json.gz"]),
+        (["run", "--level"], "", ["none", "0", "1", "2"]),
+        (["trigger", "cfg", "--aic-metrics"], "Mem", ["Memory", "MemoryL0", "MemoryUB"]),
+    ],
+)
+def test_an_option_of_fixed_values_completes_them(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    incomplete: str,
+    offered: list[str],
+) -> None:
+    """helper-298: Tab after analyse's --format or export-stacks' --metric offered file names."""
+    assert _offered(monkeypatch, capsys, args, incomplete) == offered

@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from npuprof.cli.completions import offering
+from npuprof.config import EXPORT_TYPES
+
 if TYPE_CHECKING:
     from npuprof.analysis.report_schema import Report
     from npuprof.analysis.step_selection import StepSelection
@@ -49,7 +52,11 @@ def analyse(
     top: Annotated[int, typer.Option("--top", help="Operators and kernels listed per rank.")] = 10,
     fmt: Annotated[
         str,
-        typer.Option("--format", help="table (rich, the default), json or csv (one row per rank and step)."),
+        typer.Option(
+            "--format",
+            help="table (rich, the default), json or csv (one row per rank and step).",
+            autocompletion=offering(FORMATS),
+        ),
     ] = "table",
     csv_table: Annotated[
         str | None,
@@ -59,6 +66,7 @@ def analyse(
             help="With --format csv: steps (the default) or ranges (the marks' and --msprof-tx's ranges "
             "per rank and name, then across ranks).",
             show_default=False,
+            autocompletion=offering(CSV_TABLES),
         ),
     ] = None,
     jobs: Annotated[
@@ -72,6 +80,7 @@ def analyse(
             metavar="text|db|text,db",
             help="db or text,db: also write each rank dir's SQLite files (ascend_pytorch_profiler_{rank}.db, "
             "analysis.db) that msprof-analyze's db recipes read, re-parsing a dir that lacks them.",
+            autocompletion=offering(EXPORT_TYPES),
         ),
     ] = "text",
     run: Annotated[

@@ -7,10 +7,22 @@ The scripts call back into ``npuprof`` for candidates, so every flag of every co
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 SHELLS = {"bash": "npuprof.bash", "zsh": "_npuprof", "fish": "npuprof.fish"}
 COMPLETE_VAR = "_NPUPROF_COMPLETE"
+
+
+def offering(values: Iterable[str]) -> Callable[[str], list[str]]:
+    """A typer ``autocompletion`` for an option that takes one of ``values``: those that begin with what is
+    typed (the shell's Tab after ``--format`` offered file names)."""
+    choices = tuple(values)
+
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in choices if value.startswith(incomplete)]
+
+    return complete
 
 
 def completion_script(shell: str) -> str:

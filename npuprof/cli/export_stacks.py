@@ -9,6 +9,8 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from npuprof.cli.completions import offering
+
 T = TypeVar("T")
 
 METRICS = ("self_cpu_time_total", "self_npu_time_total", "self_cuda_time_total")
@@ -131,6 +133,7 @@ def export_stacks(
             "-m",
             help="self_cpu_time_total (host self time), self_cuda_time_total or self_npu_time_total "
             "(device kernel time, given to the stack that launched each kernel).",
+            autocompletion=offering(METRICS),
         ),
     ] = "self_cpu_time_total",
     output: Annotated[  # str, as source: a Path made "-o ''" the current directory

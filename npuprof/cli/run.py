@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from npuprof.cli.completions import offering
 from npuprof.cli.run_flags import build_config, given_twice
 
 # Typer reads these annotations at start-up; Optional[] keeps "given or not" visible for --config merging.
@@ -131,9 +132,23 @@ def _typer_parameter(option: Option) -> inspect.Parameter:
         metavar=option.metavar if option.kind != "bool" else None,
         rich_help_panel=option.panel,
         show_default=False,
+        autocompletion=offering(values) if (values := _values_of(option)) else None,
     )
     annotation = Annotated[Optional[_PYTHON_TYPES[option.kind]], info]
     return inspect.Parameter(option.key, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+
+
+def _values_of(option: Option) -> tuple[str, ...]:
+    """The values an option takes one of (offered by the shell's completion); () for any other."""
+    from npuprof import config as c
+
+    return {
+        "level": tuple(c.LEVELS),
+        "aic_metrics": c.AIC_METRICS,
+        "export_type": c.EXPORT_TYPES,
+        "export_stacks": c.STACK_METRICS,
+        "memory_timeline": c.MEMORY_FORMATS,
+    }.get(option.key, ())
 
 
 def _signature() -> inspect.Signature:

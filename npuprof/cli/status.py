@@ -28,6 +28,7 @@ from npuprof.agent.dynamic_log import (
     line_time,
     span_said,
 )
+from npuprof.cli.completions import offering
 from npuprof.job_processes import ended_unreaped, pid_alive
 
 FORMATS = ("table", "json")
@@ -63,7 +64,10 @@ def status_command(
         str, typer.Argument(help="The directory given to npuprof run --dynamic.", metavar="DIR")
     ],
     output_format: Annotated[
-        str, typer.Option("--format", help="table (default) or json.", show_default=False)
+        str,
+        typer.Option(
+            "--format", help="table (default) or json.", show_default=False, autocompletion=offering(FORMATS)
+        ),
     ] = "table",
 ) -> None:
     """`npuprof status` (HELP)."""
