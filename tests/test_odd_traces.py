@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _forked_cli import npuprof  # forked from a process that imported npuprof's reports: see its doc
 from analyse_support.handmade import PID, cpu_trace, cuda_trace, mem, write_rank_dir, x
-from conftest import clean_env, npuprof
+from conftest import clean_env
 
 from npuprof.analysis.parse import SUMMARY_FILE, parse_rank_dir
 
