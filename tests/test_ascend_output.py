@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, npuprof
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from conftest import clean_env
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "ascend-real"
 STEP_HEADER = [
