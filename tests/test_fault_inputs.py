@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from _standin_jobs import importing_torch_optim, stepping_job, stepping_script
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import clean_env, npuprof, rank_dirs, sched, trainer
+from conftest import clean_env, rank_dirs, sched, trainer
 
 NPUPROF = [sys.executable, "-m", "npuprof"]
 XFF = os.fsdecode(b"\xff")  # what Python makes of the byte 0xff in argv, paths and the environment
