@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, clean_env, npuprof
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from conftest import SCRIPTS, clean_env
 
 
 @pytest.fixture(scope="module")
