@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import capture_record, clean_env, npuprof
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from conftest import capture_record, clean_env
 
 from npuprof.agent.backends.npu_backend import torch_npu_own_mode_active
 from npuprof.config import AIC_METRICS, LEVELS
