@@ -165,7 +165,7 @@ def npuprof(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     if not _servers or _servers[0].proc.poll() is not None:
         _servers[:] = [_Server()]
     server = _servers[0]
-    code, out, err = server.run(list(args), str(cwd or os.getcwd()), env, timeout)
+    code, out, err = server.run(list(args), os.path.abspath(cwd or os.getcwd()), env, timeout)
     return subprocess.CompletedProcess(
         [sys.executable, "-m", "npuprof", *args], code, _as_text(out), _as_text(err)
     )

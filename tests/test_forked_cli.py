@@ -36,12 +36,18 @@ def test_a_forked_command_gives_what_the_real_one_gives(tmp_path: Path, args: li
     assert answers[1] == answers[0]
 
 
-def test_a_forked_command_runs_in_its_working_directory_under_its_umask(tmp_path: Path) -> None:
-    rank = write_rank_dir(tmp_path / "r", cpu_trace())
+def test_a_forked_command_runs_in_its_working_directory_under_its_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The working directory given relative to the test's own, which the test changed after the server
+    started (in another)."""
+    assert forked("analyse", str(tmp_path / "none")).returncode == 1  # the server runs
+    rank = write_rank_dir(tmp_path / "w", cpu_trace())
+    monkeypatch.chdir(tmp_path)
     previous = os.umask(0o077)
     try:
-        done = forked("export-stacks", str(rank), "-o", "s.folded", cwd=tmp_path)
+        done = forked("export-stacks", str(rank), "-o", "s.folded", cwd=Path("w"))
     finally:
         os.umask(previous)
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "s.folded").stat().st_mode & 0o077 == 0
+    assert (tmp_path / "w" / "s.folded").stat().st_mode & 0o077 == 0
