@@ -12,8 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 
-from tests.conftest import capture_record, clean_env, npuprof, rank_dirs, run_script, sched
+from tests.conftest import capture_record, clean_env, rank_dirs, run_script, sched
 
 # a job that times each of its steps itself, from zero_grad to the return of optimizer.step()
 # (npuprof's step boundary, and so the capture's end, runs inside optimizer.step)
