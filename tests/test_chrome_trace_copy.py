@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import npuprof, rank_dirs
+from conftest import forked_job, npuprof, rank_dirs
 
 JOB = """
 import os, torch
@@ -78,23 +78,17 @@ def test_the_run_summary_names_the_chrome_traces_written() -> None:
 def test_processes_of_one_run_one_after_the_other_keep_each_their_trace(tmp_path: Path) -> None:
     """A job of two python processes in turn (no WORLD_SIZE): the second's trace replaced the first's at
     the one name given. The first keeps the name (a file of before the run is replaced, as torch's export
-    replaces it); the second's carries its pid, and the log says so."""
-    script = tmp_path / "job.py"
-    # each ends as scripts do, torch's objects kept out of the exit's last collection (~0.5 CPU-s a process;
-    # atexit, npuprof's finalisation, runs before it): the traces are written at the capture's end
-    script.write_text(JOB.replace("os._exit(0)", "print('PID', os.getpid())\nimport gc; gc.freeze()"))
-    driver = tmp_path / "driver.py"
-    driver.write_text(
-        "import subprocess, sys\n"
-        f"for _ in range(2):\n    subprocess.run([sys.executable, {str(script)!r}], check=True)\n"
-    )
+    replaces it); the second's carries its pid, and the log says so. The two are forked_job's scenarios:
+    each a fresh training process to npuprof, forked in turn by a job that imported torch once."""
+    job = JOB.replace("os._exit(0)", "print('PID', os.getpid(), flush=True)")
+    command, _pids = forked_job(tmp_path, {"first": job, "second": job})
     target = tmp_path / "exported" / "trace.json"
     target.parent.mkdir()
     target.write_text("of an earlier run")
     flags = ["--skip-first", "1", "--warmup", "0", "--active", "2", "--no-analyse"]
     result = npuprof(
         "run", "-o", str(tmp_path / "out"), *flags, "--export-chrome-trace", str(target),
-        "--", sys.executable, str(driver), timeout=180,
+        "--", *command, timeout=180,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     first, second = (int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("PID"))
