@@ -10,8 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import load_trace, npuprof, rank_dirs, run_trainer
+from conftest import load_trace, rank_dirs, run_trainer
 
 
 @pytest.fixture(scope="module")

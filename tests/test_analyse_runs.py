@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import clean_env, npuprof
+from conftest import clean_env
 
 from npuprof.analysis.report import cross_ranges
 from npuprof.analysis.report_schema import ReportRange

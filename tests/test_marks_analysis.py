@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import SCRIPTS, load_trace, npuprof, rank_dirs
+from conftest import SCRIPTS, load_trace, rank_dirs
 
 PID = 4242
 BASE_NS = 1_700_000_000_000_000_000  # Kineto's baseTimeNanoseconds: a ts of T µs is at BASE_NS + T * 1000

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import npuprof
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 
 HOST, GPU = 13721, 0
 

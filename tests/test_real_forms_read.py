@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import npuprof
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "ascend-real" / "trace_view.json"
 

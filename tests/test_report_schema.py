@@ -9,8 +9,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cuda_trace, write_rank_dir, x
-from conftest import npuprof
 
 from npuprof.analysis.report_schema import REPORT_VERSION, Report, ReportError, read_report
 from npuprof.cli.analyse import write_json

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
-from conftest import clean_env, npuprof
+from conftest import clean_env
 from test_export_type import _Backend, _NoAnnotations, _Post
 
 from npuprof.config import ProfileConfig

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import clean_env, npuprof
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from conftest import clean_env
 
 
 def _py(name: str, tid: int, ts: float, dur: float) -> dict:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import write_rank_dir, x
-from conftest import npuprof
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
