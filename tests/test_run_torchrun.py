@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from conftest import (
-    ROOT,
     capture_record,
     clean_env,
     npuprof,
@@ -23,7 +22,6 @@ from conftest import (
 )
 
 pytestmark = pytest.mark.torchrun
-EXAMPLE = str(ROOT / "examples" / "train.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
@@ -80,39 +78,6 @@ def test_around_torchrun_ranks_1_only(rank_1_only: tuple[subprocess.CompletedPro
     assert info["rank_id"] == 1
 
 
-def test_inside_torchrun_each_worker_runs_npuprof(out: Path) -> None:
-    args = [
-        *TORCHRUN,
-        "--no-python",
-        sys.executable,
-        "-m",
-        "npuprof",
-        "run",
-        "-o",
-        str(out),
-        *sched(2, 0, 1),
-        "--no-analyse",
-        "--",
-        sys.executable,
-        EXAMPLE,
-        "--steps",
-        "5",
-    ]
-
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(args, env=clean_env(), capture_output=True, text=True, timeout=180)
-
-    result = _once_more_on_torch_abort(run, out)
-    assert result.returncode == 0, result.stderr
-    dirs = rank_dirs(out)
-    assert sorted(capture_record(d)["rank"] for d in dirs) == [0, 1]
-    assert {p.name for d in dirs for p in d.glob("profiler_info_*.json")} == {
-        "profiler_info_0.json",
-        "profiler_info_1.json",
-    }
-    assert all(profiler_steps(d) == [2] for d in dirs)
-
-
 LATE_PEER = """
 import os, time
 import torch, torch.distributed as dist
@@ -148,15 +113,47 @@ os._exit(0)
 """
 
 
-def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(out: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def late_peer_inside_torchrun(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """torchrun of 2 workers, each `npuprof run` (skip 2, warm up 1, record 3) of LATE_PEER, into one
+    output directory: the captures of the tests of both (each worker's npuprof, a rank waiting for its
+    peer)."""
+    root = tmp_path_factory.mktemp("late_peer")
+    script, out = root / "late_peer.py", root / "out"
+    script.write_text(LATE_PEER)
+    npuprof_run = [sys.executable, "-m", "npuprof", "run", "-o", str(out), *sched(2, 1, 3), "--no-analyse"]
+    args = [*TORCHRUN, "--no-python", *npuprof_run, "--", sys.executable, str(script)]
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, env=clean_env(), capture_output=True, text=True, timeout=180)
+
+    return _once_more_on_torch_abort(run, out), out
+
+
+def test_inside_torchrun_each_worker_runs_npuprof(
+    late_peer_inside_torchrun: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, out = late_peer_inside_torchrun
+    assert result.returncode == 0, result.stderr
+    dirs = rank_dirs(out)
+    assert sorted(capture_record(d)["rank"] for d in dirs) == [0, 1]
+    assert {p.name for d in dirs for p in d.glob("profiler_info_*.json")} == {
+        "profiler_info_0.json",
+        "profiler_info_1.json",
+    }
+    assert all(profiler_steps(d) == [3, 4, 5] for d in dirs)
+
+
+def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(
+    late_peer_inside_torchrun: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     """Real gloo: rank 1 spends most of each step in the backward of a Function that all-reduces, waiting
     for rank 0, which sleeps 100 ms first. Its steps are mostly exposed communication, not computing, and
     rank 0 is the rank the others wait for (before: rank 1 read ~95% computing, ~0% exposed, no rank
     named)."""
-    script = tmp_path / "late_peer.py"
-    script.write_text(LATE_PEER)
-    args = ["run", "-o", str(out), *sched(2, 1, 3), "--", *TORCHRUN, str(script)]
-    result = _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out)
+    result, out = late_peer_inside_torchrun
     assert result.returncode == 0, result.stderr
     report = npuprof("analyse", str(out), "--format", "json")
     assert report.returncode == 0, report.stderr
