@@ -9,6 +9,7 @@ so a missed or doubled return would shift them."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,15 +17,22 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, clean_env, load_trace, npuprof, rank_dirs, sched, torch_native_abort
+from conftest import (
+    SCRIPTS,
+    capture_record,
+    clean_env,
+    load_trace,
+    npuprof,
+    rank_dirs,
+    sched,
+    torch_native_abort,
+)
 
 from npuprof.agent.steps import missing_target_message, similar_names
 
 BEFORE = SCRIPTS / "step_before_torch.py"  # defines train_step and Trainer before `import torch`
 AFTER = SCRIPTS / "step_after_torch.py"  # the same, after `import torch`
-# One worker: what is tested is torchrun's running of the script as __main__ and its own process, which has
-# no train_step; a second worker is another of the same (and costs a torch import and a profiler start)
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
 def _expected(skip_first: int, warmup: int, active: int) -> list[int]:
@@ -119,24 +127,41 @@ def test_python_dash_m(tmp_path: Path, script: Path, target: str, schedule: tupl
     _assert_steps_are_calls(d, _expected(*schedule))
 
 
-# ---- torchrun, 1 rank (gloo) -----------------------------------------------------------------------
-@pytest.mark.torchrun
-@pytest.mark.parametrize("script", [BEFORE, AFTER], ids=["before-torch", "after-torch"])
-def test_torchrun_workers_count_their_steps(tmp_path: Path, script: Path) -> None:
-    schedule = (2, 0, 2)
-    out = tmp_path / "out"
-    command = [*TORCHRUN, str(script), "5"]
+# ---- torchrun, 2 ranks (gloo) ----------------------------------------------------------------------
+# One job for both scripts: rank 0 runs BEFORE, rank 1 AFTER (the same model: their all-reduces pair up),
+# each as the __main__ of its worker (the shell execs python on it)
+TORCHRUN_SCRIPTS = {0: BEFORE, 1: AFTER}
+TORCHRUN_SCHEDULE = (2, 0, 2)
+
+
+@pytest.fixture(scope="module")
+def torchrun_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("torchrun") / "out"
+    before, after = (shlex.quote(str(TORCHRUN_SCRIPTS[rank])) for rank in (0, 1))
+    pick = f'if [ "$RANK" = 0 ]; then exec "$0" {before} 5; else exec "$0" {after} 5; fi'
+    command = [*TORCHRUN, "--no-python", "sh", "-c", pick, sys.executable]
     for _attempt in range(2):  # one retry, only for torch's own aborts (conftest)
-        proc = _run(out, "train_step", schedule, command)
+        proc = _run(out, "train_step", TORCHRUN_SCHEDULE, command)
         if proc.returncode == 0 or not torch_native_abort(proc.stderr):
             break
         shutil.rmtree(out, ignore_errors=True)
+    return proc, out
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("rank", [0, 1], ids=["before-torch", "after-torch"])
+def test_torchrun_workers_count_their_steps(
+    torchrun_job: tuple[subprocess.CompletedProcess[str], Path], rank: int
+) -> None:
+    proc, out = torchrun_job
     assert proc.returncode == 0, proc.stderr
-    (d,) = rank_dirs(out)  # the worker's: torchrun's own process records nothing
-    assert [p.name for p in d.glob("profiler_info*.json")] == ["profiler_info_0.json"]
-    _assert_steps_are_calls(d, _expected(*schedule))
+    dirs = {capture_record(d)["rank"]: d for d in rank_dirs(out)}
+    assert sorted(dirs) == [0, 1]  # the workers': torchrun's own process records nothing
+    assert [p.name for p in dirs[rank].glob("profiler_info*.json")] == [f"profiler_info_{rank}.json"]
+    _assert_steps_are_calls(dirs[rank], _expected(*TORCHRUN_SCHEDULE))
     log = (out / "npuprof.log").read_text()
-    assert log.count("steps counted at each return of __main__:train_step") == 1
+    assert f"agent ready in {TORCHRUN_SCRIPTS[rank]} (rank {rank}," in log, log  # the script it names
+    assert log.count("steps counted at each return of __main__:train_step") == 2
     # torchrun's own process has no train_step: said in the log, not on the terminal (the workers found it)
     assert "not found" not in proc.stderr
 
