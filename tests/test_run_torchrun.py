@@ -35,12 +35,12 @@ def _once_more_on_torch_abort(run: Callable[[], Any], out: Path) -> Any:
     return result
 
 
-ONE_RANK_NEVER_STEPS = """\
-import os, sys, torch, torch.distributed as dist
+RANK_0_NEVER_STEPS = """\
+import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 model = torch.nn.Linear(8, 8)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-if dist.get_rank() == int(sys.argv[1]):  # the other rank loads its data, finds none, leaves without a step
+if dist.get_rank() == 1:  # rank 0 loads its data, finds none, and leaves without a step
     for _ in range(8):
         opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
 dist.barrier()
@@ -54,10 +54,10 @@ def rank_1_only(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
     """`npuprof run --ranks 1` of a 2-rank job whose rank 0 never steps: rank 1's capture, and a rank
     --ranks leaves out that recorded nothing (one job serves the tests of both)."""
     root = tmp_path_factory.mktemp("rank_1_only")
-    script, out = root / "one_rank_never_steps.py", root / "out"
-    script.write_text(ONE_RANK_NEVER_STEPS)
+    script, out = root / "rank_0_never_steps.py", root / "out"
+    script.write_text(RANK_0_NEVER_STEPS)
     flags = ["--ranks", "1", *sched(2, 1, 2), "--no-analyse"]
-    args = ["run", "-o", str(out), *flags, "--", *TORCHRUN, str(script), "1"]
+    args = ["run", "-o", str(out), *flags, "--", *TORCHRUN, str(script)]
     return _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out), out
 
 
@@ -169,21 +169,53 @@ def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(
     assert straggler["rank"] == 0 and straggler["too_few_steps"] == 3, straggler
 
 
-def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(out: Path, tmp_path: Path) -> None:
+THREE_RANKS = """\
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+if rank == 0:
+    time.sleep(1.0)  # rank 1 meets npuprof's warning first
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+if rank != 2:  # rank 2 loads its data, finds none, and leaves without a step
+    for _ in range(8):
+        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+dist.barrier()
+dist.destroy_process_group()
+os._exit(0)
+"""
+
+
+@pytest.fixture(scope="module")
+def three_ranks_under_srun(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`npuprof run --op-attr` (skip 2, warm up 1, record 2) of a 3-rank job on a later srun node
+    (SLURM_PROCID 3), torchrun showing rank 0's output alone: rank 0 steps late, rank 1 steps, rank 2 never
+    steps. One job serves the tests of the three (a third rank costs less than a second job)."""
+    root = tmp_path_factory.mktemp("three_ranks")
+    script, out = root / "three_ranks.py", root / "out"
+    script.write_text(THREE_RANKS)
+    torchrun = [*TORCHRUN[:-1], "3", "--local-ranks-filter", "0", str(script)]
+    args = ["run", "-o", str(out), *sched(2, 1, 2), "--op-attr", "--no-analyse", "--", *torchrun]
+    env = clean_env(SLURM_PROCID="3")
+    return _once_more_on_torch_abort(lambda: npuprof(*args, env=env, timeout=180), out), out
+
+
+def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(
+    three_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
     """helper-129: with 2 ranks, rank 1 never stepping, the summary listed rank 0's capture alone (as if the
-    job had one rank) and said nothing of rank 1. It names the rank, the steps it counted and the step the
-    schedule records from (a rank --ranks leaves out is not named: the test after this one)."""
-    script = tmp_path / "one_rank_never_steps.py"
-    script.write_text(ONE_RANK_NEVER_STEPS)
-    args = ["run", "-o", str(out), *sched(2, 1, 2), "--no-analyse", "--", *TORCHRUN, str(script), "0"]
-    result = _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out)
+    job had one rank) and said nothing of rank 1. It names the rank (rank 2 here), the steps it counted and
+    the step the schedule records from (a rank --ranks leaves out is not named: the test after this one)."""
+    result, out = three_ranks_under_srun
     assert result.returncode == 0, result.stderr
-    assert [capture_record(d)["rank"] for d in rank_dirs(out)] == [0]
+    assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
     said = " ".join(result.stderr.split())
     # the script leaves by os._exit (gloo's teardown abort), which skips the count logged at exit
     lost = "it ended without logging the steps it counted (by os._exit, or killed)"
-    assert f"rank 1 recorded nothing: {lost}; the schedule records from step 3 (pid " in said, said
-    assert "rank 0 recorded nothing" not in said, said
+    assert f"rank 2 recorded nothing: {lost}; the schedule records from step 3 (pid " in said, said
+    assert "rank 0 recorded nothing" not in said and "rank 1 recorded nothing" not in said, said
 
 
 def test_a_rank_that_never_reaches_a_step_is_not_said_when_ranks_leaves_it_out(
@@ -195,55 +227,28 @@ def test_a_rank_that_never_reaches_a_step_is_not_said_when_ranks_leaves_it_out(
     assert "recorded nothing" not in result.stderr, result.stderr
 
 
-LATE_RANK_0 = """\
-import os, time, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-if dist.get_rank() == 0:
-    time.sleep(1.0)  # rank 1 meets npuprof's warning first
-model = torch.nn.Linear(8, 8)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for _ in range(4):
-    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
-dist.destroy_process_group()
-os._exit(0)
-"""
-
-
-@pytest.fixture(scope="module")
-def late_rank_0_under_srun(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """`npuprof run --op-attr` of a 2-rank job whose rank 0 steps late, torchrun showing rank 0's output
-    alone, on a later srun node (SLURM_PROCID 3): one job serves the tests of both."""
-    root = tmp_path_factory.mktemp("late_rank_0")
-    script, out = root / "late_rank_0.py", root / "out"
-    script.write_text(LATE_RANK_0)
-    filtered = [*TORCHRUN, "--local-ranks-filter", "0", str(script)]
-    args = ["run", "-o", str(out), *sched(1, 0, 1), "--op-attr", "--no-analyse", "--", *filtered]
-    env = clean_env(SLURM_PROCID="3")
-    return _once_more_on_torch_abort(lambda: npuprof(*args, env=env, timeout=180), out), out
-
-
 def test_a_warning_shown_once_is_shown_by_a_rank_whose_output_torchrun_shows(
-    late_rank_0_under_srun: tuple[subprocess.CompletedProcess[str], Path],
+    three_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
     """torchrun --local-ranks-filter 0 hides rank 1's output. A warning is shown once per run: rank 1 met
     it first and showed it, where nobody sees it, and rank 0 then kept it to itself: the user never saw it.
     Rank 1 leaves the showing to rank 0 now."""
-    result, out = late_rank_0_under_srun
+    result, out = three_ranks_under_srun
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("npuprof: ignored on the torch-cpu backend: --op-attr") == 1, result.stderr
     assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
 
 
 def test_torchrun_of_a_later_srun_node_is_no_rank_that_recorded_nothing(
-    late_rank_0_under_srun: tuple[subprocess.CompletedProcess[str], Path],
+    three_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
     """helper-131: under srun, torchrun's own process has SLURM_PROCID (its node's number, 3 here) and no
     RANK, so its agent said 'rank 3'; it never steps, and the summary said 'rank 3 recorded nothing' of a
     job whose two ranks (0 and 1) both recorded. torchrun's process says at exit that it started the
-    workers, and is no rank of the job."""
-    result, out = late_rank_0_under_srun
+    workers, and is no rank of the job: the one rank said to have recorded nothing is rank 2, which never
+    stepped."""
+    result, out = three_ranks_under_srun
     assert result.returncode == 0, result.stderr
     assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
-    assert "recorded nothing" not in result.stderr, result.stderr
+    said = " ".join(result.stderr.split())
+    assert said.count("recorded nothing") == 1 and "rank 2 recorded nothing: " in said, said
