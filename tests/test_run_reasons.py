@@ -50,6 +50,42 @@ def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() 
     assert "the schedule needs 9 steps" in why_no_capture(ProfileConfig(), 0, [READY, COUNTED, FOUR_STEPS])
 
 
+def _recorded_by_torchs_schedule(skip_first: int, wait: int, warmup: int, active: int) -> list[int]:
+    """The steps torch.profiler.schedule records in its first cycle, from its documented semantics: skip
+    ``skip_first`` steps, then wait, warm up, record."""
+    first = skip_first + wait + warmup
+    return list(range(first, first + active))
+
+
+@pytest.mark.parametrize(
+    ("flags", "step_on", "counted", "advice"),
+    [
+        ({}, None, 4, "--skip-first 0"),  # 4 optimizer steps: the default warm-up and 3 recorded fit
+        ({}, "__main__:evaluate", 1, "--skip-first 0 --warmup 0 --active 1"),  # one call ran the whole loop
+        ({}, None, 3, "--skip-first 0 --active 2"),
+        ({"wait": 2, "warmup": 2, "active": 2}, None, 5, "--skip-first 1 --wait 0"),
+    ],
+)
+def test_a_job_with_too_few_steps_is_told_the_schedule_that_fits_them(
+    flags: dict[str, int], step_on: str | None, counted: int, advice: str
+) -> None:
+    cfg = ProfileConfig(step_on=step_on)
+    for name, value in flags.items():
+        setattr(cfg.schedule, name, value)
+    lines = [READY, COUNTED, AGENT + f"steps counted in this process: {counted}"]
+    if step_on:
+        lines[1] = AGENT + f"steps counted at each return of {step_on}"
+    why = why_no_capture(cfg, 0, lines)
+    assert why.endswith(f": {advice} records within the steps it counted"), why
+    # what the advice asks records only steps the job finished (0 to counted - 1), and at least one
+    given = dict(zip(advice.split()[::2], map(int, advice.split()[1::2]), strict=True))
+    own = {name: getattr(cfg.schedule, name) for name in ("skip_first", "wait", "warmup", "active")}
+    schedule = own | {flag.removeprefix("--").replace("-", "_"): value for flag, value in given.items()}
+    recorded = _recorded_by_torchs_schedule(**schedule)
+    assert recorded and max(recorded) < counted, (advice, recorded)
+    assert max(_recorded_by_torchs_schedule(**own)) >= counted  # its own did not fit: the advice is news
+
+
 def test_ranks_asked_of_a_job_that_has_none() -> None:
     cfg = ProfileConfig(ranks=[1])
     unselected = AGENT + "rank None not selected (--ranks); no capture at step 6"

@@ -236,6 +236,8 @@ def test_too_few_steps_are_counted_in_the_reason(tmp_path: Path) -> None:
     text = " ".join(proc.stderr.split())
     assert "the schedule needs 7 steps (one step is one __main__:train_step()" in text, text
     assert "the most steps a process counted: 3)" in text, text
+    # its 3 steps hold the warm-up step and the 2 recorded ones when the schedule skips none
+    assert "counted: 3): --skip-first 0 records within the steps it counted." in text, text
 
 
 def test_a_step_function_defined_and_never_called_is_named_as_never_called(tmp_path: Path) -> None:

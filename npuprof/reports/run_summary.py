@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npuprof.byte_sizes import human_bytes
-from npuprof.config import ProfileConfig
+from npuprof.config import ProfileConfig, Schedule
 from npuprof.job_processes import outliving_the_job
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
@@ -971,10 +971,26 @@ def why_no_capture(
     most = f"; the most steps a process counted: {max(counts)}" if counts else ""
     if exit_code:
         return f"{ended} before the schedule's first capture, which records from step {first} ({what}{most})"
+    fits = ""
+    if any(counts):  # the flags that would have captured: a newcomer's next run
+        fits = f": {_flags_that_fit(schedule, max(counts))} records within the steps it counted"
     return (
         f"the job ended before the schedule's first capture, which records from step {first}; the "
-        f"schedule needs {need} steps ({what}{most})"
+        f"schedule needs {need} steps ({what}{most}){fits}"
     )
+
+
+def _flags_that_fit(schedule: Schedule, steps: int) -> str:
+    """The schedule flags whose first capture lies within ``steps`` counted steps (at least 1): a later
+    start, or, where one cycle is longer than that, no wait and a shorter warm-up and recording (steps
+    0..steps-1 are whole by then: their boundaries came)."""
+    wanted = {"skip_first": steps - schedule.wait - schedule.warmup - schedule.active}
+    if wanted["skip_first"] < 0:
+        warmup = min(schedule.warmup, steps - 1)
+        active = min(schedule.active, steps - warmup)
+        wanted = {"skip_first": steps - warmup - active, "wait": 0, "warmup": warmup, "active": active}
+    changed = {name: value for name, value in wanted.items() if getattr(schedule, name) != value}
+    return " ".join(f"--{name.replace('_', '-')} {value}" for name, value in changed.items())
 
 
 OPTIMIZER_COUNTED = "steps are counted on the optimizer "  # logged by npuprof.agent.steps
