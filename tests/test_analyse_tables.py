@@ -410,3 +410,26 @@ def test_the_cpu_only_note_names_the_command_that_shows_the_free_time(tmp_path: 
     assert "no device kernels: CPU-only trace" in said and "prep ms runs to the step's first operator" in said
     command = said.split("what the free time was: ", 1)[1]
     assert shlex.split(command) == ["npuprof", "export-stacks", str(rank_dir), "--svg", "flame.svg"], said
+
+
+def test_a_capture_in_which_no_operator_ran_is_said_so_not_sent_to_export_stacks(tmp_path: Path) -> None:
+    """A `--delay` window of a parent that waits in subprocess.run for the script that trains: its capture
+    holds the profiler's own span and no operator; analyse's CPU note sent the user to `npuprof
+    export-stacks` for its 100 % free time, which refuses such a trace ("no host operator events")."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+    from npuprof.reports.stacks import StacksError, folded_from_trace
+
+    trace = {"schemaVersion": 1, "traceEvents": [x("PyTorch Profiler (0)", "Trace", 0, 500_000)]}
+    rank_dir = write_rank_dir(tmp_path / "run", trace, rank=None)
+    out = io.StringIO()
+    terminal.render_table(build_report(tmp_path / "run", jobs=1), Console(file=out, width=400))
+    said = " ".join(out.getvalue().split())
+    assert "no operator ran in this capture" in said, said
+    assert "what the free time was" not in said, said
+    with pytest.raises(StacksError):  # what the old note sent the user to
+        folded_from_trace(rank_dir / "host.1.pt.trace.json")

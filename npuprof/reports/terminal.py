@@ -268,6 +268,8 @@ def render_table(report: Report, console: Console) -> None:
                 "[dim]no device kernels counted: read as a CPU-only trace (see the warning on the events "
                 "left out)[/dim]"
             )
+        elif r.device == "CPU" and not r.top_operators:
+            console.print(f"[dim]{escape(NO_OPERATOR_RAN)}[/dim]")
         elif r.device == "CPU":
             console.print(f"[dim]{escape(_cpu_only_note(r.rank_dir))}[/dim]")
         _render_ranges(r, console)
@@ -275,6 +277,15 @@ def render_table(report: Report, console: Console) -> None:
         console.print()
     _render_cross_rank(report, console)
     _render_cross_ranges(report, console)
+
+
+# A capture of a process that ran no torch operator while it recorded (a --delay window of the parent of
+# a subprocess that trains): export-stacks has no operator to build stacks from and refuses it.
+NO_OPERATOR_RAN = (
+    "no operator ran in this capture: the process did no torch work while it recorded (it waited, for a "
+    "subprocess or workers that train, whose captures are other rank dirs, say); npuprof export-stacks "
+    "has no operator to show of it"
+)
 
 
 def _cpu_only_note(rank_dir: str) -> str:
