@@ -86,6 +86,37 @@ def test_a_job_with_too_few_steps_is_told_the_schedule_that_fits_them(
     assert max(_recorded_by_torchs_schedule(**own)) >= counted  # its own did not fit: the advice is news
 
 
+def test_a_delay_longer_than_the_job_is_told_how_long_the_job_ran() -> None:
+    """An evaluation of 0.4 s run with --delay 2: the last line said only that the job ended before the
+    window began, not how long it ran, so not which --delay would do."""
+    due = "--delay: the process ended before its window began: due 2 s after the agent woke, it ended "
+    other = AGENT.replace("pid=7", "pid=8")
+    lines = [READY, NO_OPTIMIZER, AGENT + due + "0.4 s after", other + due + "1.3 s after"]
+    why = why_no_capture(ProfileConfig(delay=2.0), 0, lines)
+    assert why.startswith("the job ended before the --delay window began"), why
+    assert "the process that ran longest ended 1.3 s after it: a --delay under that opens it" in why, why
+    # an agent that logged no such line (an older npuprof's log) leaves the clock's start alone said
+    bare = why_no_capture(ProfileConfig(delay=2.0), 0, [READY, NO_OPTIMIZER])
+    assert bare == "the job ended before the --delay window began (the clock starts at `import torch`)", bare
+
+
+def test_a_plain_job_shorter_than_its_delay_says_how_long_it_ran(tmp_path: Path) -> None:
+    """The same from a real run: a plain-Python job of --step-on steps (its agent wakes at its `def`, no torch
+    needed) that sleeps 0.3 s in all, under --delay 30."""
+    from conftest import npuprof
+
+    script = tmp_path / "steps.py"
+    script.write_text(
+        "import time\ndef train_step():\n    time.sleep(0.1)\nfor _ in range(3):\n    train_step()\n"
+    )
+    flags = ["-o", str(tmp_path / "out"), "--delay", "30", "--step-on", "__main__:train_step"]
+    proc = npuprof("run", *flags, "--", sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    ran = float(said.split("the process that ran longest ended ", 1)[1].split(" s after it")[0])
+    assert 0.3 <= ran < 30, said  # its three sleeps came after the agent woke, and it never waited 30 s
+
+
 def test_ranks_asked_of_a_job_that_has_none() -> None:
     cfg = ProfileConfig(ranks=[1])
     unselected = AGENT + "rank None not selected (--ranks); no capture at step 6"

@@ -427,6 +427,9 @@ class Agent:
                 elif ended_by == "training ended" and (_has_rank() or self._ready_in == os.getpid()):
                     self._counts_logged_in = os.getpid()
                     self.log.info(f"{NOTHING_COUNTED_AT_EXIT}{_nothing_to_count(self.cfg)}")
+            not_begun = getattr(getattr(controller, "plan", None), "not_begun_at_exit", None)
+            if ended_by == "training ended" and not_begun is not None and (line := not_begun()):
+                self.log.info(line)
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
                 from npuprof.agent.window_plan import ENDED_EARLY

@@ -44,6 +44,8 @@ KICK_SIGNAL = signal.SIGRTMIN + 6 if hasattr(signal, "SIGRTMIN") else None
 KICK_INTERRUPTING = signal.SIGRTMIN + 7 if hasattr(signal, "SIGRTMIN") else None
 # said by the agent when the window's time came and nothing could open it; read by the run's last line
 WINDOW_NOT_OPENED = "--delay/--duration: the window could not open"
+# logged at the exit of a process whose --delay window had yet to begin; read by the run's last line
+WINDOW_DUE_AT_EXIT = "--delay: the process ended before its window began: "
 KICK_EVERY_S = 0.2  # a main thread busy in C++ runs the handler once it is back: ask again until then
 KICK_FOR_S = 30.0  # after that, the next step boundary (or the exit) decides
 TAKEN_GRACE_S = 1.0  # the signal taken over: how long a wait of Python's may be interrupted before it is said
@@ -93,6 +95,7 @@ class WindowPlan:
         self._no_kick_why = ""  # why the timer cannot make the main thread open the window, in words
         self._said_not_opened = False
         self._said_not_closed = False
+        self._said_not_begun = False
 
     # ---- CapturePlan -------------------------------------------------------------------------------
     def action_at(self, step: int) -> Action:
@@ -317,6 +320,15 @@ class WindowPlan:
             "process's time before the window recorded (a process's first start may take seconds: torch "
             "imports torch._dynamo then, unless an optimizer was made)"
         )
+
+    def not_begun_at_exit(self) -> str:
+        """The exit's log line of a window whose delay had not passed (how long the process ran since the
+        clock started, the --delay to give); "" for one that began."""
+        if self.state != WAITING or self.opened_at is not None or self._said_not_begun:
+            return ""
+        self._said_not_begun = True  # an exit's finalise may run twice (atexit, multiprocessing's finalizers)
+        ran = time.monotonic() - self.woke
+        return f"{WINDOW_DUE_AT_EXIT}due {self._delay:g} s after the agent woke, it ended {ran:.1f} s after"
 
     def process_ends(self) -> None:
         """The job's end finalises the window now: the timer has nothing more to say of it."""

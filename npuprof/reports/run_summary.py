@@ -916,7 +916,7 @@ def why_no_capture(
             if message.startswith(WINDOW_NOT_OPENED):
                 return f"{failed}{_short(message.removeprefix('--delay/--duration: '))}"
         flags = "--delay" if cfg.delay is not None else "--duration"
-        return f"{failed}the job ended before the {flags} window began (the clock starts at `import torch`)"
+        return f"{failed}the job ended before the {flags} window began{_delay_that_fits(messages)}"
     if cfg.schedule.off:
         return f"{failed}the config file's start_step is 0, which asks for no capture (as in torch_npu)"
     what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
@@ -977,6 +977,27 @@ def why_no_capture(
     return (
         f"the job ended before the schedule's first capture, which records from step {first}; the "
         f"schedule needs {need} steps ({what}{most}){fits}"
+    )
+
+
+_RAN_AFTER_WAKE = re.compile(r"it ended (?P<s>\d+(?:\.\d+)?) s after$")
+
+
+def _delay_that_fits(messages: list[str]) -> str:
+    """How long the job's processes ran after the window's clock started, and the --delay that would have
+    opened it, from their exit lines; the clock's start alone where none said."""
+    from npuprof.agent.window_plan import WINDOW_DUE_AT_EXIT
+
+    ran = [
+        float(m["s"])
+        for message in messages
+        if message.startswith(WINDOW_DUE_AT_EXIT) and (m := _RAN_AFTER_WAKE.search(message)) is not None
+    ]
+    if not ran:
+        return " (the clock starts at `import torch`)"
+    return (
+        f" (the clock starts at `import torch`; the process that ran longest ended {max(ran):.1f} s after "
+        "it: a --delay under that opens it)"
     )
 
 
