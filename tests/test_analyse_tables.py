@@ -431,5 +431,6 @@ def test_a_capture_in_which_no_operator_ran_is_said_so_not_sent_to_export_stacks
     said = " ".join(out.getvalue().split())
     assert "no operator ran in this capture" in said, said
     assert "what the free time was" not in said, said
-    with pytest.raises(StacksError):  # what the old note sent the user to
+    with pytest.raises(StacksError) as refused:  # what the old note sent the user to: it says why
         folded_from_trace(rank_dir / "host.1.pt.trace.json")
+    assert str(refused.value).startswith("no operator ran in this capture"), refused.value

@@ -87,6 +87,11 @@ MAYBE_DEVICE_WORK = "possible device work"
 # NPU all the same, its figures the host's (report._npu_capture_without_device_work)
 NO_NPU_WORK = "torch_npu recorded no device work"
 NO_EVENTS = "the trace holds no events"  # the warning's start: the report then claims nothing of the device
+# said of a capture with the profiler's own span and no operator (analyse's note, export-stacks' error)
+NO_OPERATOR_RAN = (
+    "no operator ran in this capture: the process did no torch work while it recorded (it waited, for a "
+    "subprocess or workers that train, whose captures are other rank dirs, say)"
+)
 # trace_view.json's layers that repeat what the host's threads did (docs/formats.md): the GC pauses
 # (category "GC", process "Python GC") and the MsprofTx marks and ranges (no category; args
 # "event_type", as CANN writes mstx data). Readers of host work leave them out.

@@ -887,6 +887,8 @@ def folded_from_events(
         )
     if metric == HOST_METRIC:
         if not tree.self_time:
+            if any(_cat(ev) == vocab.TRACE for ev in events):  # torch's profiler wrote it: nothing ran
+                raise StacksError(vocab.NO_OPERATOR_RAN)
             raise StacksError("the trace has no host operator events (is it a torch profiler trace?)")
         for node_id, value in tree.self_time.items():
             result.values[tree.trie.path(node_id)] = value

@@ -281,11 +281,7 @@ def render_table(report: Report, console: Console) -> None:
 
 # A capture of a process that ran no torch operator while it recorded (a --delay window of the parent of
 # a subprocess that trains): export-stacks has no operator to build stacks from and refuses it.
-NO_OPERATOR_RAN = (
-    "no operator ran in this capture: the process did no torch work while it recorded (it waited, for a "
-    "subprocess or workers that train, whose captures are other rank dirs, say); npuprof export-stacks "
-    "has no operator to show of it"
-)
+NO_OPERATOR_RAN = f"{vocab.NO_OPERATOR_RAN}; npuprof export-stacks has no operator to show of it"
 
 
 def _cpu_only_note(rank_dir: str) -> str:
