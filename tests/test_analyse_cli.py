@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import ANALYSE_CAPTURE, clean_env, npuprof, run_capture, run_trainer, sched
+from conftest import ANALYSE_CAPTURE, clean_env, run_capture, run_trainer, sched
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, capture_record, clean_env, npuprof, profiler_steps, rank_dirs, trainer
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from conftest import SCRIPTS, capture_record, clean_env, profiler_steps, rank_dirs, trainer
 
 from npuprof.agent.dynamic_log import FILE_NAME
 from npuprof.config import template_json

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import capture_record, npuprof, rank_dirs, run_script, sched
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from conftest import capture_record, rank_dirs, run_script, sched
 
 pytestmark = pytest.mark.skipif(
     sys.version_info >= (3, 12), reason="cProfile uses sys.monitoring from Python 3.12, not the profile hook"

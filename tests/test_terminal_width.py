@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, npuprof, rank_dirs, sched, trainer
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from conftest import clean_env, rank_dirs, sched, trainer
 
 from npuprof.options import RUN_OPTIONS
 

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, capture_record, clean_env, load_trace, npuprof, rank_dirs, sched
+from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from conftest import SCRIPTS, capture_record, clean_env, load_trace, rank_dirs, sched
 
 JOB = str(SCRIPTS / "timed_job.py")
 DELAY_S, DURATION_S = 1.0, 1.0
