@@ -69,18 +69,28 @@ def _was_given(flag: str) -> bool:
     return any(arg == flag or arg.startswith(f"{flag}=") for arg in sys.argv[2:])
 
 
-def _not_a_directory(path: Path) -> str:
+def _not_a_directory(path: Path, directory: Path) -> str:
     """Why ``path`` can be no directory ("" when it can): it, or the nearest part of it that exists, is
-    something else (a file)."""
+    something else (a file), or that part is not writable for a job on this machine (DIR's)."""
     for part in (path, *path.parents):
         try:
             if part.is_dir():
-                return "" if part == path or os.access(part, os.W_OK | os.X_OK) else f"{part} is not writable"
+                if part == path or _writable_for_the_job(part, directory):
+                    return ""
+                return f"{part} is not writable"
             if part.exists() or part.is_symlink():
                 return f"{part} exists and is not a directory"
         except OSError as exc:
             return f"cannot look up {part}: {exc.strerror or exc}"
     return ""
+
+
+def _writable_for_the_job(part: Path, directory: Path) -> bool:
+    """Whether the job can make a missing -o under ``part``, its nearest part that exists here. Where the
+    logs of ``directory`` (DIR) name a host other than this one, or none, the job may run on another node,
+    where the path may exist or be writable (/data missing here, / not writable for a user): it is taken,
+    and _note_if_output_missing says so."""
+    return os.access(part, os.W_OK | os.X_OK) or _hosts_watching(directory) != {os.uname().nodename}
 
 
 def trigger_command(**params: Any) -> None:
@@ -120,7 +130,7 @@ def trigger_command(**params: Any) -> None:
         _fail(
             "-o", f"{prof_dir!r} is inside a capture's directory (*_ascend_pt)", "give a directory of its own"
         )
-    if prof_dir is not None and (problem := _not_a_directory(Path(prof_dir))):
+    if prof_dir is not None and (problem := _not_a_directory(Path(prof_dir), directory)):
         _fail("-o", problem, "give a directory (it is made if it does not exist)")
     if prof_dir is not None:  # the job would refuse it (npuprof run -o refuses the same)
         from npuprof.results.paths import UnsafePathError, resolve_output_path
@@ -397,10 +407,20 @@ def _note_if_output_missing(prof_dir: Path, directory: Path) -> None:
     else:
         node = f"the job's node ({', '.join(sorted(hosts - {here}))})" if hosts - {here} else "the job's node"
         where = f"on {node} it may exist; if not, the job makes it there when the capture begins"
+        where += _unwritable_here(prof_dir)
     sys.stderr.write(
         f"npuprof trigger: note: -o {prof_dir} does not exist on this machine: {where}; check the path if "
         "you meant a directory that exists\n"
     )
+
+
+def _unwritable_here(path: Path) -> str:
+    """ ", if it may write there (PART is not writable here)" when the nearest part of the missing ``path``
+    that exists here is not writable: the job on another node makes it only where it may; else ""."""
+    part = next((p for p in path.parents if p.is_dir()), None)
+    if part is None or os.access(part, os.W_OK | os.X_OK):
+        return ""
+    return f", if it may write there ({part} is not writable here)"
 
 
 def _hosts_watching(directory: Path) -> set[str]:
