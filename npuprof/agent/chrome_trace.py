@@ -15,6 +15,7 @@ import atexit
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,15 +154,41 @@ def copy_in_background(source: Path, target: Path, log: Any) -> None:
         atexit.register(_join_copies)
 
 
-EXIT_WAIT_S = 120.0  # the most the end of the process waits for a copy in progress
+EXIT_WAIT_S = 120.0  # the most the end of the process waits for the copies in progress, all of them
+EXIT_SAID_AFTER_S = 1.0  # an exit held longer than this by a copy says why on stderr
 _copying: list[threading.Thread] = []  # the copies started that were running at the last one's start
 _copying_joined: list[bool] = []  # _join_copies registered at exit (once)
 
 
 def _join_copies() -> None:
-    """At exit: wait for the copies in progress, EXIT_WAIT_S at most each, as before."""
+    """At exit: wait for the copies in progress, EXIT_WAIT_S at most in all. Each was waited EXIT_WAIT_S in
+    turn, without a word: on a stalled filesystem ten copies held a finished job's exit 20 minutes."""
+    from npuprof.agent.log import get_log
+
+    started = time.monotonic()
+    running = _running_past(started + EXIT_SAID_AFTER_S)
+    if not running:
+        return
+    log = get_log()
+    log.warn_once(
+        "chrome-trace-copy-at-exit",
+        f"the process ends once its --export-chrome-trace copies ({len(running)}) are written, at most "
+        f"{EXIT_WAIT_S:g} s (the captures are saved already)",
+    )
+    left = _running_past(started + EXIT_WAIT_S)
+    if left:
+        log.warn_once(
+            "chrome-trace-copy-cut",
+            f"--export-chrome-trace: {len(left)} of its copies not written, the process ending "
+            f"{EXIT_WAIT_S:g} s into their wait (each capture's own trace, under -o, has the same events)",
+        )
+
+
+def _running_past(deadline: float) -> list[threading.Thread]:
+    """The copies still running at ``deadline`` (time.monotonic()), waited for until then."""
     for thread in list(_copying):
-        thread.join(EXIT_WAIT_S)
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [thread for thread in _copying if thread.is_alive()]
 
 
 def _copy_from(handle: Any, target: Path, log: Any) -> None:
