@@ -518,6 +518,8 @@ def command_problem(program: str) -> tuple[str, int] | None:
         found = ""
     except PermissionError:
         return not_executable
+    if program and _search_denied(found):
+        return f"{program!r}: permission denied (a directory on its path is not searchable by you)", 126
     if not program or not os.path.exists(found):
         if program.startswith("-"):  # helper-121: `npuprof run -- --active 3 python ...`
             return f"command not found: {program!r} (npuprof's flags go before --, the command after it)", 127
@@ -544,6 +546,19 @@ def command_problem(program: str) -> tuple[str, int] | None:
         )
         return f"{program!r}: its #! interpreter {interpreter!r} is not found{crlf}", 127
     return None
+
+
+def _search_denied(path: str) -> bool:
+    """Whether ``path`` cannot be looked up for a directory on it that this user may not search: exec()
+    fails with EACCES there (the shell: "Permission denied", 126), where os.path.exists said no such file
+    ("command not found", 127)."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _missing_interpreter(path: str) -> str | None:
