@@ -644,6 +644,8 @@ class JobEnd:
     interrupts: list[float] = dataclasses.field(default_factory=list)
     at_the_terminal: bool = False  # the job held the terminal (the launcher gave it) when it ended
     stopped_s: float = 0.0  # how long the job was stopped (_JobStops), of the time it ran
+    # when each signal received first came (time.monotonic): a batch system's SIGKILL follows its SIGTERM
+    first_came: dict[int, float] = dataclasses.field(default_factory=dict)
 
     def terminal_signal(self) -> int | None:
         """The terminal's Ctrl-C or Ctrl-\\ that the job died of, or None. The terminal sent it to the job's
@@ -746,6 +748,7 @@ def _forward_signals(
     unreached: list[int] | None = None,
     interrupts: list[float] | None = None,
     terminal: _Terminal | None = None,
+    first_came: dict[int, float] | None = None,
 ) -> Iterator[list[int]]:
     """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
     kills the group and every other process of the run (SIGKILL): torchrun's workers lead sessions of their
@@ -753,9 +756,11 @@ def _forward_signals(
     job too (nohup). Yields every signal received, less the copies of a Ctrl-C; those that found the group
     gone (the job reaped, before run_child blocks them) go to ``unreached`` too: they were the launcher's
     alone. ``interrupts`` gets the time of each Ctrl-C that counted (a SIGINT's copy within SAME_CTRL_C_S is
-    none). ``terminal``: one the launcher's group holds while the job runs is given to the job first."""
+    none), ``first_came`` the time each signal first came. ``terminal``: one the launcher's group holds
+    while the job runs is given to the job first."""
     received: list[int] = []
     interrupts = [] if interrupts is None else interrupts
+    first_came = {} if first_came is None else first_came
     killing: list[bool] = []  # non-empty while the handler kills the run's processes
 
     def forward(signum: int, frame: object) -> None:
@@ -767,6 +772,7 @@ def _forward_signals(
         if signum == signal.SIGINT and not counts_as_ctrl_c(interrupts):
             return
         received.append(signum)
+        first_came.setdefault(signum, time.monotonic())
         ctrl_c = len(interrupts)  # this one's number, if a Ctrl-C
         if not pgid_holder:
             return  # not started yet: run_child passes it on once it is
@@ -1074,10 +1080,11 @@ def run_child(
     terminal = _Terminal()
     unreached: list[int] = []
     interrupts: list[float] = []
+    first_came: dict[int, float] = {}
     with (
         contextlib.closing(terminal),
         _terminal_signals_ignored() as reset_in_child,
-        _forward_signals(pgid, run_id, unreached, interrupts, terminal) as received,
+        _forward_signals(pgid, run_id, unreached, interrupts, terminal, first_came) as received,
         _continued_with_the_launcher(pgid, terminal),
         _ctrl_z_at_the_launchers_group(pgid, terminal),
         _resizes_reach_the_job(pgid, terminal),
@@ -1112,7 +1119,7 @@ def run_child(
     forwarded = received[: len(received) - len(unreached)]
     terminal.job_stops.continued()  # (ended stopped: killed)
     stopped_s = terminal.job_stops.total_s
-    return JobEnd(returncode, forwarded, list(unreached), interrupts, at_the_terminal, stopped_s)
+    return JobEnd(returncode, forwarded, list(unreached), interrupts, at_the_terminal, stopped_s, first_came)
 
 
 def _spawn(command: list[str], env: dict[str, str], reset: tuple[int, ...] = _RESET_IN_CHILD) -> int:

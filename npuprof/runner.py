@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import math
 import os
 import signal
 import stat
@@ -251,14 +252,19 @@ class _HeldSignals:
 
 
 def _wait_for_post_processing(
-    output: Path, log_path: Path, run_id: str, held: _HeldSignals, stopped_by: int | None = None
+    output: Path,
+    log_path: Path,
+    run_id: str,
+    held: _HeldSignals,
+    stopped_by: int | None = None,
+    stopped_at: float | None = None,
 ) -> None:
     """Wait for this run's post-processors. Ctrl-C and the signals of ``_STOP_WAITING`` stop the wait (the
     work goes on in the background; ``held`` notes them for the launcher to die of once its record is
     written). A job ended by a signal that asks it to stop (``stopped_by``: a batch system's SIGTERM, whose
-    SIGKILL follows ~30 s later) is waited for STOPPED_JOB_WAIT_S at most. Says it waits only when a
-    post-processor still works after a moment: one that had nothing to do (no capture) ends as soon as the
-    job has."""
+    SIGKILL follows ~30 s later; come at ``stopped_at``, time.monotonic()) is waited for STOPPED_JOB_WAIT_S
+    at most, and not past STOPPED_JOB_END_S from the signal. Says it waits only when a post-processor still
+    works after a moment: one that had nothing to do (no capture) ends as soon as the job has."""
     from npuprof.results import postprocess, spawner
 
     if (
@@ -289,7 +295,7 @@ def _wait_for_post_processing(
             logfile.log(log_path, "INFO", "launcher", said, run_id)
     try:
         held.begin_waiting()
-        deadline = time.monotonic() + _QUIET_WAIT_S
+        deadline = min(time.monotonic() + _QUIET_WAIT_S, _stop_wait_end(stopped_by, stopped_at))
 
         def at_work() -> int:  # by their locks, or by pid where the script removed the locks
             return _busy_post_processors(output, run_id) or len(
@@ -300,10 +306,10 @@ def _wait_for_post_processing(
         while busy and time.monotonic() < deadline:
             time.sleep(0.02)
             busy = at_work()
+        stop_end = _stop_wait_end(stopped_by, stopped_at)
+        stop_wait_s = max(0.0, stop_end - time.monotonic())
         if busy:
-            at_most = (
-                f", {STOPPED_JOB_WAIT_S:.0f} s at most after {_signal_name(stopped_by)}" if stopped_by else ""
-            )
+            at_most = f", {stop_wait_s:.0f} s at most after {_signal_name(stopped_by)}" if stopped_by else ""
             _note(
                 f"waiting for {busy} background post-processing job(s) (gzip / analyse) to finish{at_most} "
                 "(Ctrl-C stops waiting; they go on)..."
@@ -315,7 +321,7 @@ def _wait_for_post_processing(
                 f"{pid}` lets it finish; Ctrl-C stops waiting"
             )
 
-        deadline_after_stop = time.monotonic() + STOPPED_JOB_WAIT_S if stopped_by else None
+        deadline_after_stop = stop_end if stopped_by else None
         postprocess.wait_for_pending(output, run_id, on_stopped=said_stopped, deadline=deadline_after_stop)
         # the launcher's own post-processors whose lock files the script removed, waited for by pid
         postprocess.wait_for_own_post_processors(
@@ -326,12 +332,22 @@ def _wait_for_post_processing(
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
     except TimeoutError:
         _note(
-            f"stopped waiting after {STOPPED_JOB_WAIT_S:.0f} s (the job was stopped by "
+            f"stopped waiting after {stop_wait_s:.0f} s (the job was stopped by "
             f"{_signal_name(stopped_by)}): post-processing goes on in the background; npuprof analyse "
             f"finishes what it could not (see {log_path})"
         )
     finally:
         held.waiting = False
+
+
+def _stop_wait_end(stopped_by: int | None, stopped_at: float | None) -> float:
+    """When the wait after a stop signal ends (time.monotonic()): STOPPED_JOB_WAIT_S from now, and no later
+    than STOPPED_JOB_END_S from the signal (a job whose finalise took 20 s of the 30 s had the launcher
+    write its record 32 s after the signal, past the SIGKILL); never, without a stop signal."""
+    if stopped_by is None:
+        return math.inf
+    now = time.monotonic()
+    return min(now + STOPPED_JOB_WAIT_S, (now if stopped_at is None else stopped_at) + STOPPED_JOB_END_S)
 
 
 def _signal_name(signum: int | None) -> str:
@@ -350,6 +366,9 @@ _QUIET_WAIT_S = 2.0
 # After a stop signal (SIGTERM, SIGHUP, SIGQUIT) passed on to the job: Slurm's KillWait and Kubernetes'
 # grace period are 30 s, the job's own finalise comes first, and the launcher must write its record
 STOPPED_JOB_WAIT_S = 10.0
+# ... and that wait ends this long after the signal at the latest, the job's finalise (up to 20 s:
+# docs/architecture.md, "Signals") included: the record is written before the SIGKILL
+STOPPED_JOB_END_S = 25.0
 
 
 def _busy_post_processors(output: Path, run_id: str) -> int:
@@ -688,7 +707,8 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     try:
         with contextlib.suppress(_StopWaiting):  # one handled at the very edge of the wait's own try
             stopped_by = next((sig for sig in end.forwarded if sig in _DEATHS), None)
-            _wait_for_post_processing(output, log_path, run_id, held, stopped_by)
+            stopped_at = end.first_came.get(stopped_by) if stopped_by is not None else None
+            _wait_for_post_processing(output, log_path, run_id, held, stopped_by, stopped_at)
         replaced = started_in is not None and _identity(output) not in (None, started_in)
         _after_the_job(
             output, cfg, record, log, run_id, end, elapsed, problem, payload, reach_warnings, replaced

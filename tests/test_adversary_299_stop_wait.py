@@ -1,0 +1,51 @@
+"""helper-299: the launcher's wait for post-processing after a batch system's SIGTERM, in-process."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Slurm's KillWait and Kubernetes' grace period: the SIGKILL comes this long after the SIGTERM
+SIGKILL_AFTER_S = 30.0
+# the job's own finalise after the SIGTERM: up to 20 s (docs/architecture.md, "Signals")
+FINALISE_S = 20.0
+
+
+def test_the_wait_after_a_sigterm_ends_before_the_sigkill_that_follows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM to `npuprof run` (scancel): the job took 20 s to finalise its capture, then the launcher
+    waited 2 s and 10 s more for post-processing from the job's end, and wrote its record 32 s after the
+    signal, killed first by the SIGKILL that comes at 30 s. The wait ends in time for the record."""
+    from npuprof import runner
+    from npuprof.results import layout, postprocess
+
+    (tmp_path / layout.PENDING_DIR).mkdir()
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run-x")  # no change of the post-processors' priority
+    monkeypatch.setattr(runner, "_busy_post_processors", lambda output, run_id: 1)
+    waits_until: list[float] = []
+
+    def post_processing_never_done(*args: Any, deadline: float | None = None, **kwargs: Any) -> int:
+        assert deadline is not None
+        waits_until.append(deadline)
+        raise TimeoutError  # as wait_for_pending past its deadline
+
+    monkeypatch.setattr(postprocess, "wait_for_pending", post_processing_never_done)
+    monkeypatch.setattr(runner, "_QUIET_WAIT_S", 0.1)  # the moment before the wait is said
+    sigterm_came = time.monotonic() - FINALISE_S
+    held = runner._HeldSignals()
+    try:
+        runner._wait_for_post_processing(
+            tmp_path, tmp_path / "npuprof.log", "run-x", held, signal.SIGTERM, sigterm_came
+        )
+    finally:
+        held.restore()
+    assert waits_until and waits_until[0] - sigterm_came < SIGKILL_AFTER_S - 2, waits_until[0] - sigterm_came
+    said = " ".join(capsys.readouterr().err.split())
+    (stopped_after,) = re.findall(r"stopped waiting after (\d+) s \(the job was stopped by SIGTERM\)", said)
+    assert FINALISE_S + int(stopped_after) < SIGKILL_AFTER_S, said
