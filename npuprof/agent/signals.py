@@ -57,6 +57,9 @@ TRACE_EXPORT = "a trace export"
 PROFILER_START = "the profiler's start"
 CAPTURE_FILES = "the making of the capture's directory"
 HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the capture, or an export to end
+# ... and the most from the signal's arrival to the process's death, a hold (an export, torch's start) and
+# the handler after it together: torchrun's and Slurm's SIGKILL comes 30 s after their SIGTERM
+SIGTERM_LIMIT_S = 28.0
 # HANDLER_GRACE_S for a --dynamic session's duty alone (between captures): nothing is finalised there, so a
 # main thread that has not started the handler by then (blocked in C++) is not waited for; the watcher logs
 # the SIGTERM itself and the process dies of it, as without npuprof.
@@ -750,8 +753,11 @@ class SigtermGuard:
             self._copy_while_blocked(kept, arrived)
             started = self._handler_started.is_set()  # the main thread came back meanwhile: it ends us
         if started:
-            threading.Event().wait(HANDLER_LIMIT_S)  # the handler kills the process before this ends
-            self._log.error(f"finalising the capture on SIGTERM took over {HANDLER_LIMIT_S:.0f} s; dying now")
+            threading.Event().wait(_handler_time_left(arrived))  # the handler kills the process before this
+            self._log.error(
+                f"finalising the capture on SIGTERM took too long ({time.monotonic() - arrived:.0f} s since "
+                "the signal); dying now"
+            )
         elif duties.capture and self._finished_from_the_watcher():
             pass
         else:
@@ -817,6 +823,13 @@ class SigtermGuard:
             "SIGTERM while the main thread is blocked outside Python (e.g. in a collective) after a "
             f"capture: the process dies now, its memory snapshot {copied}"
         )
+
+
+def _handler_time_left(arrived: float) -> float:
+    """What a started handler is given: HANDLER_LIMIT_S, within SIGTERM_LIMIT_S of the signal's arrival
+    (``arrived``). A hold of up to 20 s and the handler's 20 s after it let the process die 40 s after the
+    signal, its SIGKILL at 30 s first."""
+    return max(0.0, min(HANDLER_LIMIT_S, arrived + SIGTERM_LIMIT_S - time.monotonic()))
 
 
 def _die_of(signum: int) -> None:
