@@ -464,6 +464,54 @@ def test_steps_counted_late_over_a_window_are_said_by_the_capture_or_the_log() -
     assert held.c._capture_notes == []
 
 
+TURNS = ["A"] * 4 + ["B"] * 4 + ["A"] * 4 + ["B"] * 4 + ["A"] * 4 + ["B"] * 4  # model A 4 steps, B 4, x3
+
+
+def _run_turns(rig: Rig) -> list[tuple[int, int, int]]:
+    """The script's iterations under ``rig``: an optimizer's step is a boundary once it counts; the other
+    one takes over at its third step in a row, its two earlier steps missed (as agent/steps.py counts:
+    docs/architecture.md, "The optimizer that counts"). Each capture begun: (the script's iteration it
+    begins with, its first step, the step torch's profiler numbers ProfilerStep# from then)."""
+    primary, in_a_row, begun = TURNS[0], 0, []
+    for iteration, name in enumerate(TURNS):
+        if name != primary:
+            in_a_row += 1
+            if in_a_row < 3:
+                continue
+            rig.c.steps_missed(in_a_row - 1, f"the optimizer {name} took over counting")
+            primary, in_a_row = name, 0
+        before = len(rig.sink.events)
+        rig.c.on_boundary()
+        begun += [
+            (iteration + 1, event[1], rig.c.prof.step_num)
+            for event in rig.sink.events[before:]
+            if event[0] == "begin"
+        ]
+    return begun
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        dict(skip_first=2, wait=2, warmup=0, active=2, repeat=3),  # the profiler closes between windows
+        dict(skip_first=2, wait=0, warmup=2, active=2, repeat=3),  # kept open for the next window
+    ],
+)
+def test_steps_missed_inside_a_capture_count_once_it_ends(schedule: dict[str, int]) -> None:
+    """An optimizer takes over while a capture records (its step then holds three of the script's): the
+    steps missed are counted when that capture ends, so that every later capture begins at the script's
+    own iteration count, where torch's schedule over the script's iterations puts it."""
+    rig = Rig(TorchPlan(**schedule))
+    begun = _run_turns(rig)
+    fn = TorchPlan(**schedule).action_at
+    starts = [i for i in range(1, len(TURNS)) if fn(i).recording and fn(i - 1) is not Action.RECORD]
+    assert begun == [(i, i, i) for i in starts]
+    # each capture keeps its profiler's numbering: the step that holds three iterations is one step
+    finished = [event[1] for event in rig.sink.events if event[0] == "finish"]
+    assert finished == [i + schedule["active"] - 1 for i in starts]
+    assert rig.c.step == len(TURNS)
+
+
 # ---- windows that may not record --------------------------------------------------------------------
 def test_an_unselected_rank_never_records() -> None:
     plan = TorchPlan(skip_first=2, wait=0, warmup=0, active=1, repeat=0)

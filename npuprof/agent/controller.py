@@ -180,6 +180,9 @@ class CaptureController:
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
+        # Iterations that passed uncounted while a profiler of ours ran (steps_missed), and why: added to
+        # the step number once it stops (_count_missed_while_recording).
+        self._missed_while_recording = (0, "")
         self._range_opened = 0  # the last step whose ProfilerStep range torch opened (its start or step())
         self._capture_notes: list[str] = []  # said in the record of the capture in flight (its detail)
         self._notes_for_next: list[str] = []  # for the capture that begins next
@@ -231,25 +234,48 @@ class CaptureController:
 
     def steps_missed(self, count: int, why: str = "") -> bool:
         """``count`` iterations passed without a boundary (an optimizer taking over counts from its third
-        step): added to the step number when no capture is in flight (its profiler numbers its own
-        steps); True when added. Steps of a capture window among them had no warm-up or recording: the
-        capture that goes on says so in its record, a window that passed whole is logged."""
-        if self.prof is not None or count <= 0:
+        step): added to the step number now when no profiler of ours runs (True); else once it stops, at
+        the end of its capture, so that the capture keeps its profiler's numbering and later captures
+        land on the job's iterations (False). Steps of a capture window among them had no warm-up or
+        recording: the capture that goes on says so in its record, a window that passed whole is logged."""
+        if count <= 0:
             return False
-        first, self.step = self.step + 1, self.step + count
+        if self.prof is not None:
+            held, reason = self._missed_while_recording
+            self._missed_while_recording = (held + count, reason or why)
+            return False
+        self._count_missed(count, why)
+        return True
+
+    def _count_missed_while_recording(self, at_a_boundary: bool = False) -> bool:
+        """The profiler has stopped: the iterations missed while it ran are counted now; whether any were.
+        ``at_a_boundary``: the step in flight has just begun (none of its iterations ran)."""
+        count, why = self._missed_while_recording
+        if count <= 0 or self.prof is not None:
+            return False
+        self._missed_while_recording = (0, "")
+        self._count_missed(count, why, at_a_boundary)
+        self.log.info(f"the {count} step(s) that passed uncounted in the capture now count: step {self.step}")
+        return True
+
+    def _count_missed(self, count: int, why: str, at_a_boundary: bool = False) -> None:
+        """Add ``count`` to the step number; the first step a capture may open at comes after the step in
+        flight, or is it when that step has just begun."""
+        first = self.step if at_a_boundary else self.step + 1
+        self.step += count
+        opens_at = self.step if at_a_boundary else self.step + 1
         try:
-            planned = [s for s in range(first, self.step + 1) if self.plan.action_at(s) is not Action.NONE]
-            goes_on = self.plan.action_at(self.step + 1) is not Action.NONE
+            planned = [s for s in range(first, opens_at) if self.plan.action_at(s) is not Action.NONE]
+            goes_on = self.plan.action_at(opens_at) is not Action.NONE
         except Exception:  # a plan that cannot tell: nothing is said
             planned, goes_on = [], False
         if planned:
             span = f"step {planned[0]}" if len(planned) == 1 else f"steps {planned[0]}-{planned[-1]}"
             lost = f"{span} of its window passed uncounted ({why or 'an optimizer took over counting'})"
             if goes_on:
-                self._notes_for_next.append(f"{lost}: recorded from step {self.step + 1}")
+                self._notes_for_next.append(f"{lost}: recorded from step {opens_at}")
             else:
                 self.log.warning(f"capture window not recorded: {lost}")
-        return True
 
     def note_for_capture(self, note: str) -> None:
         """A fact about the capture in flight that its record's detail keeps (e.g. a step that holds
@@ -669,10 +695,12 @@ class CaptureController:
             self.next_check = NEVER
 
     def _advance(self) -> None:
-        step = self.step
         refresh = getattr(self.plan, "refresh", None)
         if refresh is not None:
-            refresh(step)
+            refresh(self.step)
+        self._decide_at(self.step)
+
+    def _decide_at(self, step: int) -> None:
         wanted = self.plan.action_at(step)
         if self.prof is None:
             if wanted is Action.NONE:
@@ -732,6 +760,9 @@ class CaptureController:
 
     def _step_profiler(self, step: int, wanted: Action) -> None:
         previous = self.action
+        if previous is Action.RECORD_AND_SAVE and self._missed_while_recording[0] > 0:
+            self._recount_after_capture()
+            return
         # The capture's files are begun before torch starts recording, so that their cost is not in the
         # first recorded step; after a window that saves at this boundary, once it is saved (one capture
         # at a time).
@@ -755,6 +786,15 @@ class CaptureController:
             self._schedule_next(step)
             return
         self.next_check = step + 1
+
+    def _recount_after_capture(self) -> None:
+        """The capture ends at this boundary and iterations passed uncounted while it recorded: torch's stop
+        saves it (its last step the one before this boundary), those iterations are counted, and this
+        boundary is decided again under the job's own step number: a profiler kept open for the next
+        window (--repeat) would go on numbering its steps from the capture's (docs/architecture.md)."""
+        self._close_quietly()  # torch's stop of a RECORD_AND_SAVE runs on_trace_ready, as its step() would
+        self._count_missed_while_recording(at_a_boundary=True)
+        self._decide_at(self.step)
 
     def _schedule_next(self, step: int) -> None:
         upcoming = self.plan.next_busy_step(step)
@@ -926,6 +966,7 @@ class CaptureController:
         """Stop the profiler of a capture that could not begin; whatever it recorded is dropped."""
         prof, self.prof = self.prof, None
         self.action = Action.NONE
+        self._count_missed_while_recording()
         if prof is None or not started:
             return
         self._discarding = True
@@ -1172,6 +1213,7 @@ class CaptureController:
             self._stop_detail = ""
             self._stop_status = "complete"
             self._tell_profiling(False)
+        self._count_missed_while_recording()
         self._skip(self.step, forever=False)
 
     def _last_in_the_trace(self) -> int:
@@ -1191,6 +1233,7 @@ class CaptureController:
         self.sink = None
         self.action = Action.NONE
         self.step = 0
+        self._missed_while_recording = (0, "")
         self.next_check = 0
         self.armed = False
         self._stopping = False

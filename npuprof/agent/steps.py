@@ -253,7 +253,8 @@ class OptimizerSteps:
                     else ""
                 )
                 if counted
-                else f"a capture records: its step {self.controller.step} holds {count} of them"
+                else f"a capture records: its step {self.controller.step} holds {count} of them, "
+                f"the {earlier} earlier counted once it ends"
             ),
         )
         return True
