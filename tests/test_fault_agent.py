@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _standin_jobs import STEP_ON, stepping_job
 from conftest import (
     SCRIPTS,
     WAITS_FOR_POST_PROCESSING,
@@ -31,6 +32,7 @@ from conftest import (
     small_tmpfs,
     stderr_until,
     trainer,
+    trainer_in_process,
 )
 
 DIST = str(SCRIPTS / "dist_trainer.py")
@@ -64,11 +66,15 @@ def _wait_for(predicate, proc: subprocess.Popen[str], what: str, limit_s: float 
 
 
 def _forked_trainers(
-    tmp_path: Path, scenarios: dict[str, list[str]], limit_s: float = 60
+    tmp_path: Path,
+    scenarios: dict[str, list[str]],
+    limit_s: float = 60,
+    env: dict[str, dict[str, str]] | None = None,
 ) -> tuple[list[str], Path]:
     """A job that imports torch once, then runs tests/scripts/trainer.py with each scenario's arguments in a
     child of its own, forked one after the other: a fresh training process to npuprof (it counts its own
-    steps, records its own captures), which ends as the trainer does (sys.exit: atexit runs). The pids go to
+    steps, records its own captures), which ends as the trainer does (sys.exit: atexit runs), with ``env``'s
+    variables of its scenario set in its environment (RANK, say) before it trains. The pids go to
     the JSON file given back; a child that fails, or has not ended ``limit_s`` after it began (then killed),
     makes the job fail naming its scenario."""
     pids = tmp_path / "forked_pids.json"
@@ -77,6 +83,7 @@ def _forked_trainers(
         "import gc, json, os, runpy, signal, sys, time\n"
         "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
         f"trainer, scenarios, pid_of, failed = {str(SCRIPTS / 'trainer.py')!r}, {scenarios!r}, {{}}, []\n"
+        f"env_of = {env or {}!r}\n"
         "for scenario, args in scenarios.items():\n"
         "    sys.stdout.flush(); sys.stderr.flush()\n"
         # the parent's objects (torch's) out of the collector's reach, as npuprof.analysis.forked does: else
@@ -85,6 +92,7 @@ def _forked_trainers(
         "    gc.freeze()\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
+        "        os.environ.update(env_of.get(scenario, {}))\n"
         "        sys.argv = [trainer, *args]\n"
         "        runpy.run_path(trainer, run_name='__main__')  # ends by sys.exit\n"
         "        sys.exit(0)\n"
@@ -105,37 +113,52 @@ def _forked_trainers(
 
 
 # ---- fault 1: --repeat 0 never returned ------------------------------------------------------------
-def test_repeat_0_returns(out: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def repeat_0_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run --repeat 0 --skip-first 2 --ranks 0` of a job that imports torch once and forks a
+    trainer of 14 steps for each scenario, one after the other (_forked_trainers; each child a training
+    process of its own to npuprof, ended by the job if it has not within 60 s): rank 0's
+    'ends-inside-capture' and 'user-profiler' (the first test below), and 'unselected', rank 1 (the
+    second). Its result, output directory and each child's pid."""
+    root = tmp_path_factory.mktemp("repeat_0")
+    scenarios = {
+        "ends-inside-capture": ["--steps", "14"],
+        "user-profiler": ["--steps", "14", "--own-profiler-at", "6", "--marker", str(root / "m")],
+        "unselected": ["--steps", "14"],
+    }
+    job, pids = _forked_trainers(root, scenarios, env={"unselected": {"RANK": "1"}})
+    out = root / "result"
+    result = npuprof(
+        "run", "-o", str(out), "--repeat", "0", "--skip-first", "2", "--ranks", "0", "--no-analyse", "--",
+        *job, env=clean_env(RANK="0"), timeout=150,
+    )  # fmt: skip
+    assert pids.exists(), result.stderr
+    return {"result": result, "out": out, "pids": json.loads(pids.read_text()), "scenarios": scenarios}
+
+
+def _records_of(out: Path, pid: int) -> list[dict]:
+    return [capture_record(d) for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
+
+
+def test_repeat_0_returns(repeat_0_run: dict) -> None:
     """Two of the ways --repeat 0 never returned, each in a forked child of one job (each a training process
     of its own to npuprof): training ends inside a capture (the atexit hook spun forever), and the user's
     own profiler (the "steps aside" path reached the same loop). Each child must end, its captures
     complete."""
-    scenarios = {
-        "ends-inside-capture": ["--steps", "14"],
-        "user-profiler": ["--steps", "14", "--own-profiler-at", "6", "--marker", str(tmp_path / "m")],
-    }
-    job, pids = _forked_trainers(tmp_path, scenarios)
-    result = npuprof(
-        "run", "-o", str(out), "--repeat", "0", "--skip-first", "2", "--no-analyse", "--", *job,
-        env=clean_env(RANK="0"), timeout=150,
-    )  # fmt: skip
+    result, pid_of = repeat_0_run["result"], repeat_0_run["pids"]
     assert result.returncode == 0, result.stderr
-    pid_of = json.loads(pids.read_text())
-    assert sorted(pid_of) == sorted(scenarios)
-    for scenario, pid in sorted(pid_of.items()):
-        records = [capture_record(d) for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
-        statuses = [r["status"] for r in records]
+    assert sorted(pid_of) == sorted(repeat_0_run["scenarios"])
+    for scenario in ("ends-inside-capture", "user-profiler"):
+        statuses = [r["status"] for r in _records_of(repeat_0_run["out"], pid_of[scenario])]
         assert statuses and all(s == "complete" for s in statuses), (scenario, statuses)
 
 
-def test_repeat_0_returns_on_an_unselected_rank(out: Path) -> None:
-    """--repeat 0: an unselected rank hung inside opt.step() at step 5."""
-    result = npuprof(
-        "run", "-o", str(out), "--repeat", "0", "--skip-first", "2", "--ranks", "1", "--no-analyse", "--",
-        *trainer("--steps", "14"), env=clean_env(RANK="0"), timeout=90,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert not out.exists() or rank_dirs(out) == []
+def test_repeat_0_returns_on_an_unselected_rank(repeat_0_run: dict) -> None:
+    """--repeat 0: an unselected rank hung inside opt.step() at step 5. (repeat_0_run's 'unselected' child,
+    rank 1 of --ranks 0: the job fails, naming it, if it has not ended within 60 s.)"""
+    result = repeat_0_run["result"]
+    assert result.returncode == 0 and "unselected" not in result.stderr, result.stderr
+    assert _records_of(repeat_0_run["out"], repeat_0_run["pids"]["unselected"]) == []
 
 
 def test_repeat_0_unselected_rank_under_torchrun_does_not_deadlock(out: Path) -> None:
@@ -302,10 +325,10 @@ def test_same_pid_in_another_namespace_does_not_block_training(post_processor_st
 
 @pytest.fixture(scope="module")
 def foreign_locks_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `npuprof run` (4 steps, one recorded) into an output directory whose .npuprof_pending holds
-    another run's lock, held (its post-processor still busy), and a FIFO named like a lock: each is
-    skipped by name alone, apart, so the two tests below share the run. Its result, how long it took
-    after the training, and whether the other run's lock was still there after it, while still held."""
+    """One `npuprof run --no-analyse` (4 steps, one recorded) into an output directory whose .npuprof_pending
+    holds another run's lock, held (its post-processor still busy), and a FIFO named like a lock: each is
+    skipped by name alone, apart, so the two tests below share the run. Its result, how long it took after the
+    training, and whether the other run's lock was still there after it, while still held."""
     out = tmp_path_factory.mktemp("foreign_locks") / "result"
     pending = out / ".npuprof_pending"
     pending.mkdir(parents=True)
@@ -318,7 +341,7 @@ def foreign_locks_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     trained = tmp_path_factory.mktemp("foreign_locks_marker") / "trained"
     try:
         train = trainer("--steps", "4", "--marker", str(trained))
-        result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *train, timeout=120)
+        result = npuprof("run", "-o", str(out), "--no-analyse", *sched(1, 1, 1), "--", *train, timeout=120)
         took = time.time() - trained.stat().st_mtime if trained.exists() else float("inf")
         kept = other.exists()
     finally:
@@ -419,23 +442,26 @@ def test_training_in_a_forked_multiprocessing_worker_is_profiled(out: Path, tmp_
 
 def test_a_child_forked_by_os_fork_that_trains_logs_its_step_count_once(out: Path, tmp_path: Path) -> None:
     """helper-121: a child of os.fork() that trained and ended by sys.exit logged "steps counted in this
-    process" twice (atexit and multiprocessing's exit finalizers both ran the agent's exit)."""
+    process" twice (atexit and multiprocessing's exit finalizers both ran the agent's exit). No torch: no
+    capture is due (skip 100), and the agent counts the steps of --step-on's function as it counts an
+    optimizer's (tests/_standin_jobs.py)."""
     script = tmp_path / "fork_train.py"
     script.write_text(
-        "import os, sys, torch\n"
+        "import multiprocessing.util, os, sys  # as torch imports it\n"
+        "def train_step(i):\n"
+        "    return i\n"
         "def train(n):\n"
-        "    m = torch.nn.Linear(8, 8); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-        "    for _ in range(n):\n"
-        "        o.zero_grad(); m(torch.randn(4, 8)).sum().backward(); o.step()\n"
+        "    for i in range(n):\n"
+        "        train_step(i)\n"
         "train(3)\n"
-        "import gc; gc.freeze()  # the parent's objects out of the child's collections and both exits'\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    train(5); sys.exit(0)\n"
         "_, status = os.waitpid(pid, 0)\n"
         "sys.exit(os.waitstatus_to_exitcode(status))\n"
     )
-    result = npuprof("run", "-o", str(out), *sched(100, 0, 1), "--", sys.executable, str(script), timeout=90)
+    flags = [*sched(100, 0, 1), *STEP_ON]
+    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=90)
     assert result.returncode == 0, result.stderr
     log = (out / "npuprof.log").read_text()
     counts = re.findall(r"\[agent pid=(\d+) run=\w+\] steps counted in this process: (\d+)", log)
@@ -496,11 +522,11 @@ print('trained 10 steps')
 
 @pytest.fixture(scope="module")
 def crashes_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `npuprof run` (skip 1, warm up 1, record 10) of a job that imports torch once and forks two
-    children one after the other, each a training process of its own to npuprof: 'no-thread' (torch's
-    profiler fails in its prepare; the test of it below) then 'raises' (the script raises at step 4, in the
-    capture). The job ends with the exit code of 'raises' when 'no-thread' ended with 0, else with 99 and
-    says so. Its result, output directory and each child's pid."""
+    """One `npuprof run --no-analyse` (skip 1, warm up 1, record 10) of a job that imports torch once and
+    forks two children one after the other, each a training process of its own to npuprof: 'no-thread'
+    (torch's profiler fails in its prepare; the test of it below) then 'raises' (the script raises at step 4,
+    in the capture). The job ends with the exit code of 'raises' when 'no-thread' ended with 0, else with 99
+    and says so. Its result, output directory and each child's pid."""
     root = tmp_path_factory.mktemp("crashes")
     out, pids, script = root / "result", root / "pids.json", root / "crashes.py"
     script.write_text(
@@ -522,7 +548,9 @@ def crashes_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "    sys.exit(99)\n"
         "sys.exit(code_of['raises'])\n"
     )
-    result = npuprof("run", "-o", str(out), *sched(1, 1, 10), "--", sys.executable, str(script), timeout=90)
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 10), "--", sys.executable, str(script), timeout=90
+    )
     return {"result": result, "out": out, "pids": json.loads(pids.read_text())}
 
 
@@ -551,29 +579,55 @@ def test_a_profiler_start_that_fails_inside_torch_does_not_crash_the_job(crashes
     assert any("the profiler failed as it began: not stopped" in line for line in log), log
 
 
-def test_a_profiler_start_that_fails_after_torch_enabled_it_is_still_stopped(
-    out: Path, tmp_path: Path
-) -> None:
+FAILS_LATE = """
+import torch, torch.profiler.profiler as pp
+original = pp._KinetoProfile._get_distributed_info
+def broken(self):
+    raise RuntimeError('broken process group')
+pp._KinetoProfile._get_distributed_info = broken
+model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(8):
+    model(torch.randn(4, 8)).sum().backward(); opt.step()
+print('enabled after:', torch.autograd._profiler_enabled())
+pp._KinetoProfile._get_distributed_info = original
+with torch.profiler.profile() as own:
+    model(torch.randn(4, 8)).sum().backward()
+print('own events:', len(own.events()) > 0)
+"""
+
+FILE_SIZE_LIMIT = 100 * 1024  # below the trace of 3 of tests/scripts/trainer.py's steps
+
+
+@pytest.fixture(scope="module")
+def late_failures_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run` (skip 1, record 3), under a file size limit (``ulimit -f``) of FILE_SIZE_LIMIT, of
+    a job that imports torch once and forks two children one after the other (conftest.forked_job), each a
+    training process of its own to npuprof: 'fails-late' (FAILS_LATE: torch's profiler fails after it was
+    enabled; no trace) then 'too-big' (8 steps of tests/scripts/trainer.py: its trace is over the limit).
+    The job fails naming each child that did not exit 0. Its result, output directory and each child's
+    pid."""
+    import resource
+
+    def limit_file_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, resource.RLIM_INFINITY))
+
+    root = tmp_path_factory.mktemp("late_failures")
+    out = root / "result"
+    job, pids = forked_job(root, {"fails-late": FAILS_LATE, "too-big": trainer_in_process("--steps", "8")})
+    command = [sys.executable, "-m", "npuprof", "run", "-o", str(out), *sched(1, 0, 3), "--", *job]
+    result = subprocess.run(
+        command, env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=limit_file_size
+    )
+    assert pids.exists(), result.stderr[-3000:]
+    return {"result": result, "out": out, "pids": json.loads(pids.read_text())}
+
+
+def test_a_profiler_start_that_fails_after_torch_enabled_it_is_still_stopped(late_failures_run: dict) -> None:
     """helper-127: a failure inside torch's start_trace after it enabled the profiler (its distributed
     metadata) was taken as "failed as it began": not stopped, so torch recorded every operator of the job
-    from then on. Stopped now; the script's own profiler works afterwards."""
-    script = tmp_path / "fails_late.py"
-    script.write_text(
-        "import torch, torch.profiler.profiler as pp\n"
-        "original = pp._KinetoProfile._get_distributed_info\n"
-        "def broken(self):\n"
-        "    raise RuntimeError('broken process group')\n"
-        "pp._KinetoProfile._get_distributed_info = broken\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for step in range(8):\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "print('enabled after:', torch.autograd._profiler_enabled())\n"
-        "pp._KinetoProfile._get_distributed_info = original\n"
-        "with torch.profiler.profile() as own:\n"
-        "    model(torch.randn(4, 8)).sum().backward()\n"
-        "print('own events:', len(own.events()) > 0)\n"
-    )
-    result = npuprof("run", "-o", str(out), *sched(1, 0, 3), "--", sys.executable, str(script), timeout=120)
+    from then on. Stopped now; the script's own profiler works afterwards. (late_failures_run's
+    'fails-late' child: the job fails naming it if it did not exit 0.)"""
+    result = late_failures_run["result"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "enabled after: False" in result.stdout and "own events: True" in result.stdout, result.stdout
     assert "broken process group" in result.stderr
@@ -600,7 +654,19 @@ def test_a_next_cycles_prepare_that_fails_at_a_captures_end_does_not_crash_the_j
         "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
         "print('enabled after:', torch.autograd._profiler_enabled())\n"
     )
-    flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "2", "--repeat", "3"]
+    flags = [
+        "--no-analyse",
+        "--skip-first",
+        "1",
+        "--wait",
+        "0",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--repeat",
+        "3",
+    ]
     result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "enabled after: False" in result.stdout, result.stdout
@@ -609,21 +675,15 @@ def test_a_next_cycles_prepare_that_fails_at_a_captures_end_does_not_crash_the_j
     assert capture_record(first)["steps"] == [2, 3]
 
 
-def test_a_file_size_limit_is_named_when_torch_writes_no_trace(out: Path) -> None:
-    """helper-124: under `ulimit -f` torch wrote no trace and npuprof asked "is the disk full?"."""
-    import resource
-
-    def limit_file_size() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, resource.RLIM_INFINITY))
-
-    command = [sys.executable, "-m", "npuprof", "run", "-o", str(out), *sched(1, 0, 3), "--"]
-    proc = subprocess.run(
-        [*command, *trainer("--steps", "8")],
-        env=clean_env(), capture_output=True, text=True, timeout=120, preexec_fn=limit_file_size,
-    )  # fmt: skip
+def test_a_file_size_limit_is_named_when_torch_writes_no_trace(late_failures_run: dict) -> None:
+    """helper-124: under `ulimit -f` torch wrote no trace and npuprof asked "is the disk full?".
+    (late_failures_run's 'too-big' child.)"""
+    proc = late_failures_run["result"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     said = "the job's file size limit of 102400 bytes (ulimit -f) too low?"
     assert said in proc.stderr, proc.stderr[-3000:]
+    (record,) = _records_of(late_failures_run["out"], late_failures_run["pids"]["too-big"])
+    assert record["status"] != "complete", record
 
 
 def test_kill_9_of_one_torchrun_rank_mid_capture(out: Path, tmp_path: Path) -> None:
@@ -668,10 +728,11 @@ def tmpfs(tmp_path: Path):
 
 
 def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
+    """No torch: the window is skipped before its capture begins (tests/_standin_jobs.py)."""
     out = tmpfs("8m") / "result"
     result = npuprof(
-        "run", "-o", str(out), "--min-free-space", "16MiB", *sched(1, 1, 2), "--",
-        *trainer("--steps", "6"), timeout=120,
+        "run", "-o", str(out), "--min-free-space", "16MiB", *sched(1, 1, 2), *stepping_job(tmp_path, 6),
+        timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "skipped" in line and "free" in line]
@@ -701,12 +762,15 @@ def _fill(mount: Path) -> Path:
     return out
 
 
-def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_written(tmpfs) -> None:
+def test_a_disk_too_full_for_the_log_is_named_as_the_reason_no_capture_was_written(
+    tmpfs, tmp_path: Path
+) -> None:
     """A disk with no byte free: npuprof.log and the capture record cannot be written, and the last line said
-    "the reason is not known" under the skip's own warning (helper-97); the free space is the reason."""
+    "the reason is not known" under the skip's own warning (helper-97); the free space is the reason. No
+    torch: the windows are skipped before their captures begin (tests/_standin_jobs.py)."""
     out = _full_disk(tmpfs)
     assert os.statvfs(out).f_bavail == 0
-    result = npuprof("run", "-o", str(out), *sched(1, 1, 2), "--", *trainer("--steps", "6"), timeout=120)
+    result = npuprof("run", "-o", str(out), *sched(1, 1, 2), *stepping_job(tmp_path, 6), timeout=120)
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())  # the note may be wrapped to the terminal's width
     last = said[said.index("npuprof: no capture was written") :]
@@ -722,12 +786,13 @@ def full_disk_min_free_0_run(tmp_path_factory: pytest.TempPathFactory):
     other step (--repeat 0, --wait 1), into an output directory on a 2 MB tmpfs with no byte left: each
     window's capture fails for want of room, npuprof.log takes no line. Read by the two tests below while
     the tmpfs is mounted: its result and output directory."""
-    with small_tmpfs(tmp_path_factory.mktemp("full_disk") / "tmpfs", "2m") as mount:
+    scripts = tmp_path_factory.mktemp("full_disk")
+    with small_tmpfs(scripts / "tmpfs", "2m") as mount:
         out = _fill(mount)
         assert os.statvfs(out).f_bavail == 0
         result = npuprof(
             "run", "-o", str(out), "--min-free-space", "0", "--repeat", "0", "--wait", "1", "--warmup", "0",
-            "--active", "1", "--skip-first", "0", "--no-analyse", "--", *trainer("--steps", "8"), timeout=90,
+            "--active", "1", "--skip-first", "0", "--no-analyse", *stepping_job(scripts, 8), timeout=90,
         )  # fmt: skip
         yield {"result": result, "out": out}
 
