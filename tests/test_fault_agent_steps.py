@@ -314,11 +314,39 @@ print('TRAINING DONE')
 """
 
 
-def test_a_nested_optimizer_step_counts_once_outside_the_outer_step(out: Path, tmp_path: Path) -> None:
-    result = _run(out, sched(3, 0, 3), _script(tmp_path, "nested", NESTED + FREEZE_AT_EXIT))
+OPTIMIZER_ON_MAIN = """
+model, opt = make()  # made on the main thread, stepped only on another
+t = threading.Thread(target=lambda: [iteration(model, opt) for _ in range(12)])
+t.start()
+t.join()
+print("TRAINING DONE")
+"""
+
+# the first capture armed as the first optimizer is made, before any step (on the main thread): steps 0-2
+ARMED_AT_THE_START = ["--skip-first", "0", "--warmup", "0", "--active", "3"]
+
+
+@pytest.fixture(scope="module")
+def armed_at_the_start_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run ARMED_AT_THE_START` of a job that imports torch once and forks two children one
+    after the other (_forked_scenarios), each a training process of its own to npuprof: 'nested' (NESTED)
+    and 'armed' (OPTIMIZER_ON_MAIN). Its result, output directory and each child's pid."""
+    root = tmp_path_factory.mktemp("armed_at_the_start")
+    out = root / "result"
+    scenarios = {"nested": NESTED, "armed": OPTIMIZER_ON_MAIN}
+    cmd, pids = _forked_scenarios(root, "armed_at_the_start", scenarios)
+    result = _run(out, ARMED_AT_THE_START, cmd)
     _assert_healthy(result, out)
-    (d,) = rank_dirs(out)
-    assert profiler_steps(d) == [3, 4, 5]
+    pid_of = _last_pids(pids)
+    assert sorted(pid_of) == sorted(scenarios)
+    return {"result": result, "out": out, "pids": pid_of}
+
+
+def test_a_nested_optimizer_step_counts_once_outside_the_outer_step(armed_at_the_start_run: dict) -> None:
+    """(armed_at_the_start_run's 'nested' child.)"""
+    out, pid = armed_at_the_start_run["out"], armed_at_the_start_run["pids"]["nested"]
+    (d,) = _dirs_of(out, pid)
+    assert profiler_steps(d) == [0, 1, 2]
     events = _events(d)
     # torch names the inner SGD.step after the instance's class too: the outer ones contain the inner ones
     nested = [e for e in events if e["name"].startswith("Optimizer.step#MySGD")]
@@ -440,14 +468,6 @@ for _ in range(20):  # each step on a new thread (a worker per request)
 print("TRAINING DONE")
 """
 
-OPTIMIZER_ON_MAIN = """
-model, opt = make()  # made on the main thread, stepped only on another
-t = threading.Thread(target=lambda: [iteration(model, opt) for _ in range(12)])
-t.start()
-t.join()
-print("TRAINING DONE")
-"""
-
 
 def test_the_summary_names_the_thread_when_steps_move_between_threads(out: Path, tmp_path: Path) -> None:
     """A step per new thread ended each capture with its thread: the summary said the job ended before
@@ -462,11 +482,10 @@ def test_the_summary_names_the_thread_when_steps_move_between_threads(out: Path,
     assert "later threads that take the steps over are not logged" in log
 
 
-def test_a_capture_armed_on_the_main_thread_says_where_the_steps_were(out: Path, tmp_path: Path) -> None:
-    result = _run(out, ["--skip-first", "0", "--warmup", "0", "--active", "3"],
-                  _script(tmp_path, "armed", OPTIMIZER_ON_MAIN + FREEZE_AT_EXIT))  # fmt: skip
-    _assert_healthy(result, out)
-    (d,) = rank_dirs(out)
+def test_a_capture_armed_on_the_main_thread_says_where_the_steps_were(armed_at_the_start_run: dict) -> None:
+    """(armed_at_the_start_run's 'armed' child.)"""
+    out, pid = armed_at_the_start_run["out"], armed_at_the_start_run["pids"]["armed"]
+    (d,) = _dirs_of(out, pid)
     detail = capture_record(d)["detail"]
     assert detail.startswith("no step was counted in it: the steps ran on thread"), detail
     assert "--skip-first 1, avoids this" in detail and "partial" not in detail
