@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _standin_jobs import STEP_ON
 from conftest import (
     WAITS_FOR_POST_PROCESSING,
     capture_record,
@@ -363,6 +364,8 @@ def test_kill_9_of_the_launcher_ends_the_job_but_not_its_children(out: Path, tmp
 
 
 def test_a_launcher_dead_before_the_agent_starts_still_ends_the_job(out: Path, tmp_path: Path) -> None:
+    """No torch: the agent wakes at the script's first step (--step-on, tests/_standin_jobs.py), after its
+    launcher died; what it does then, not a capture, is at stake."""
     go, pid_file, finished = tmp_path / "go", tmp_path / "pid", tmp_path / "finished"
     script = _script(
         tmp_path,
@@ -370,11 +373,14 @@ def test_a_launcher_dead_before_the_agent_starts_still_ends_the_job(out: Path, t
         "import os, time\n"
         f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
         f"while not os.path.exists({str(go)!r}):\n"
-        "    time.sleep(0.02)\n" + STEP + "for _ in range(1500):\n"
-        "    step(); time.sleep(0.02)\n"
+        "    time.sleep(0.02)\n"
+        "def train_step():\n"
+        "    time.sleep(0.02)\n"
+        "for _ in range(1500):\n"
+        "    train_step()\n"
         f"open({str(finished)!r}, 'w').write('trained on')\n",
     )
-    with _launched("run", "-o", str(out), "--", sys.executable, str(script)) as launcher:
+    with _launched("run", "-o", str(out), *STEP_ON, "--", sys.executable, str(script)) as launcher:
         _wait_for(pid_file.exists, "the job's start")
         job = int(pid_file.read_text())
         launcher.kill()
