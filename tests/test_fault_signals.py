@@ -879,8 +879,9 @@ def closes_all_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     other, are the script of the test below with each of _CLOSED (scenario "closes-N"): each closes every
     descriptor from 3 to N at its 7th step, opens 8 files of its own (root/closes-N.mine.I), signals itself
     SIGUSR1 3 times a step after it, writes its files and dies of the SIGTERM it sends itself after its
-    14th step; the job then dies of SIGTERM too (npuprof's 143). Its exit status, output, output directory
-    and root (_forked)."""
+    14th step; then the script of the test after it with each of _BLOCKED_HOW ("blocked-HOW"), which blocks
+    in C++ after its 8th step and is sent SIGTERM (_blocked); each child must die of SIGTERM, and the job
+    then does too (npuprof's 143). Its exit status, output, output directory and root (_forked)."""
     root = tmp_path_factory.mktemp("closes_all")
 
     def closes_all(closed: int) -> str:
@@ -906,6 +907,7 @@ def closes_all_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         )
 
     scenarios = {f"closes-{closed}": closes_all(closed) for closed in _CLOSED}
+    scenarios |= {f"blocked-{how}": _blocked(how, root / f"blocked-{how}") for how in _BLOCKED_HOW}
     job = _forked_job(root, scenarios, dict.fromkeys(scenarios, -signal.SIGTERM), -signal.SIGTERM)
     flags = [*sched(4, 0, 30), "--no-analyse"]
     rc, stdout, stderr = _run("run", "-o", str(root / "result"), *flags, "--", *job)
@@ -942,43 +944,48 @@ def test_a_script_that_closes_every_descriptor_never_gets_signal_bytes_in_its_fi
     assert record["steps"] == list(range(4, 15)), record  # the SIGTERM came after the 14th step
 
 
-@pytest.mark.parametrize("how", ["closerange", "takes-the-wakeup-fd"])
+_BLOCKED_HOW = ("closerange", "takes-the-wakeup-fd")
+# sent by a process of the child's (started as it blocks) a second after it blocks; SIGKILL if it still runs
+# 20 s later (then the child's exit code names the failure)
+_SIGTERM_WHEN_BLOCKED = (
+    "sleep 1; kill -TERM $1; for i in $(seq 200); do kill -0 $1 2>/dev/null || exit 0; sleep 0.1; done; "
+    "kill -KILL $1"
+)
+
+
+def _blocked(how: str, marker: Path) -> str:
+    """The script of a closes_all_run child that, inside its capture (steps 4-33), closes every descriptor
+    (the guard's pipe among them) with no step boundary after it (the next one would make a new pipe), or
+    takes the signal wakeup fd with steps after it (a step boundary is where npuprof can see it), then
+    writes ``marker`` and blocks in C++ for ever, sent SIGTERM (_SIGTERM_WHEN_BLOCKED)."""
+    takes = "        r, w = os.pipe(); os.set_blocking(w, False); signal.set_wakeup_fd(w)\n"
+    return STEP + (
+        "import os, signal, subprocess\n"
+        "for s in range(8):\n"
+        "    step()\n"
+        "    if s == 5:\n"
+        + (takes if how == "takes-the-wakeup-fd" else "        pass\n")
+        + ("os.closerange(3, 65536)\n" if how == "closerange" else "")
+        + f"open({str(marker)!r}, 'w').close()\n"
+        f"subprocess.Popen(['sh', '-c', {_SIGTERM_WHEN_BLOCKED!r}, 'sh', str(os.getpid())],\n"
+        "                 start_new_session=True)\n"
+        "torch.futures.Future().wait()  # blocked in C++ for ever\n"
+    )
+
+
+@pytest.mark.parametrize("how", _BLOCKED_HOW)
 def test_a_job_blocked_in_cpp_after_taking_npuprofs_pipe_still_dies_of_sigterm(
-    out: Path, tmp_path: Path, how: str
+    closes_all_run: dict, how: str
 ) -> None:
     """helper-114: a script that closed every descriptor (the guard's pipe among them) or took the signal
     wakeup fd itself (asyncio) during a capture, then blocked in C++ (a collective whose peer never comes),
     ignored SIGTERM for good: Python's handler waits for the main thread, and the watcher that kills the
-    job after 1 s saw nothing. Now it dies of it within seconds, as without npuprof."""
-    blocked = tmp_path / "blocked"
-    # the pipe closed with no step boundary after it (the next one would make a new pipe); the wakeup fd
-    # taken with steps after it (a step boundary is where npuprof can see it)
-    closes = "os.closerange(3, 65536)\n" if how == "closerange" else ""
-    takes = "        r, w = os.pipe(); os.set_blocking(w, False); signal.set_wakeup_fd(w)\n"
-    script = _script(
-        tmp_path,
-        "blocks.py",
-        STEP + "import os, signal\n"
-        "for s in range(6):\n"
-        "    step()\n"
-        "    if s == 2:\n"
-        + (takes if how != "closerange" else "        pass\n")
-        + closes
-        + f"open({str(blocked)!r}, 'w').close()\n"
-        "torch.futures.Future().wait()  # blocked in C++ for ever\n",
-    )
-    with _launched(
-        "run", "-o", str(out), "--no-analyse", *sched(1, 0, 50), "--", sys.executable, str(script)
-    ) as job:
-        _wait_for(blocked.exists, "the job to block")
-        time.sleep(0.5)
-        job.send_signal(signal.SIGTERM)
-        try:
-            _, err = job.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the job, blocked in C++, still ran 20 s after SIGTERM")
-    assert job.returncode == -signal.SIGTERM, err  # the launcher dies of it as its job did
-    assert "(exit code of the job: 143)" in err, err
+    job after 1 s saw nothing. Now it dies of it within seconds, as without npuprof. (closes_all_run's
+    'blocked-HOW' child: SIGKILLed, not dead of SIGTERM, if it still ran 20 s after its SIGTERM.)"""
+    _, code, _, err, _ = _forked(closes_all_run, f"blocked-{how}")
+    assert (closes_all_run["root"] / f"blocked-{how}").exists(), err  # it blocked
+    assert code == -signal.SIGTERM, (code, err[-2000:])
+    assert closes_all_run["rc"] == 128 + signal.SIGTERM, closes_all_run["stderr"][-2000:]
 
 
 def _signal_a_stopped_job(out: Path, tmp_path: Path, signum: int, trains: bool = True) -> tuple[int, str]:
