@@ -323,44 +323,10 @@ def test_same_pid_in_another_namespace_does_not_block_training(post_processor_st
     assert float((post_processor_start_run["root"] / "took").read_text()) < 45
 
 
-@pytest.fixture(scope="module")
-def foreign_locks_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `npuprof run --no-analyse` (4 steps, one recorded) into an output directory whose .npuprof_pending
-    holds another run's lock, held (its post-processor still busy), and a FIFO named like a lock: each is
-    skipped by name alone, apart, so the two tests below share the run. Its result, how long it took after the
-    training, and whether the other run's lock was still there after it, while still held."""
-    out = tmp_path_factory.mktemp("foreign_locks") / "result"
-    pending = out / ".npuprof_pending"
-    pending.mkdir(parents=True)
-    os.mkfifo(pending / "x.lock")
-    other = pending / "0123456789ab.otherhost.77.abcd.lock"
-    lock = os.open(other, os.O_WRONLY | os.O_CREAT, 0o640)
-    fcntl.flock(lock, fcntl.LOCK_EX)  # another run's post-processor, still busy
-    # timed from the training's end (its marker), not from the run's start: a run of this size took 45 s on a
-    # host at 4 times its load (helper-196); a run that waits for the other run's lock times out
-    trained = tmp_path_factory.mktemp("foreign_locks_marker") / "trained"
-    try:
-        train = trainer("--steps", "4", "--marker", str(trained))
-        result = npuprof("run", "-o", str(out), "--no-analyse", *sched(1, 1, 1), "--", *train, timeout=120)
-        took = time.time() - trained.stat().st_mtime if trained.exists() else float("inf")
-        kept = other.exists()
-    finally:
-        os.close(lock)
-    return {"result": result, "took": took, "kept": kept}
-
-
-def test_launcher_does_not_wait_for_another_runs_post_processor(foreign_locks_run: dict) -> None:
-    result = foreign_locks_run["result"]
-    assert result.returncode == 0, result.stderr
-    assert foreign_locks_run["took"] < 40
-    assert foreign_locks_run["kept"], "another run's lock was removed"
-
-
-# ---- fault 5: a blocking pipe write in the training step -----------------------------------------
-def test_a_stopped_post_processor_never_blocks_a_step(out: Path, tmp_path: Path) -> None:
-    timings = tmp_path / "steps.json"
-    script = tmp_path / "stopped.py"
-    script.write_text(
+def _stops_its_post_processor(timings: Path) -> str:
+    """A training script that stops its post-processor (SIGSTOP), then trains 14 steps and writes how long
+    each optimizer step took to ``timings``; the post-processor is continued after them (or after 7 s)."""
+    return (
         "import json, os, signal, threading, time, torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "from npuprof.agent import entry\n"
@@ -376,17 +342,67 @@ def test_a_stopped_post_processor_never_blocks_a_step(out: Path, tmp_path: Path)
         "    model(torch.randn(4, 8)).sum().backward()\n"
         "    t = time.monotonic(); opt.step(); durations.append(time.monotonic() - t)\n"
         f"json.dump(durations, open({str(timings)!r}, 'w'))\n"
-        "resume.cancel(); os.kill(post, signal.SIGCONT)\n" + FREEZE_AT_EXIT
+        "resume.cancel(); os.kill(post, signal.SIGCONT)\n"
     )
-    metadata = [f"--metadata=k{i}={'x' * 4000}" for i in range(12)]  # 48 KB a capture, 2 captures
-    result = npuprof(
-        "run", "-o", str(out), "--skip-first", "1", "--warmup", "1", "--active", "1", "--repeat", "3",
-        *metadata, "--no-analyse", "--", sys.executable, str(script), timeout=120,
-    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def foreign_locks_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run --no-analyse` (skip 1, warm up 1, record 1, 3 times; 48 KB of --metadata a capture)
+    into an output directory whose .npuprof_pending holds another run's lock, held (its post-processor
+    still busy), and a FIFO named like a lock: each is skipped by name alone, apart, so the tests below
+    share the run. Its job imports torch once and forks two children one after the other
+    (conftest.forked_job), each a training process of its own to npuprof: 'stopped'
+    (_stops_its_post_processor, timings in ``root/steps.json``), then 'trained' (4 steps of
+    tests/scripts/trainer.py, which marks its end). Its result, output directory, root, each child's pid,
+    how long the run took after the training, and whether the other run's lock was still there after it,
+    while still held."""
+    root = tmp_path_factory.mktemp("foreign_locks")
+    out = root / "result"
+    pending = out / ".npuprof_pending"
+    pending.mkdir(parents=True)
+    os.mkfifo(pending / "x.lock")
+    other = pending / "0123456789ab.otherhost.77.abcd.lock"
+    lock = os.open(other, os.O_WRONLY | os.O_CREAT, 0o640)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # another run's post-processor, still busy
+    # timed from the training's end (its marker), not from the run's start: a run of this size took 45 s on a
+    # host at 4 times its load (helper-196); a run that waits for the other run's lock times out
+    trained = root / "trained"
+    scenarios = {
+        "stopped": _stops_its_post_processor(root / "steps.json"),
+        "trained": trainer_in_process("--steps", "4", "--marker", str(trained)),
+    }
+    job, pids = forked_job(root, scenarios)
+    metadata = [f"--metadata=k{i}={'x' * 4000}" for i in range(12)]  # 48 KB a capture
+    try:
+        result = npuprof(
+            "run", "-o", str(out), "--no-analyse", *sched(1, 1, 1), "--repeat", "3", *metadata, "--", *job,
+            timeout=120,
+        )  # fmt: skip
+        took = time.time() - trained.stat().st_mtime if trained.exists() else float("inf")
+        kept = other.exists()
+    finally:
+        os.close(lock)
+    assert pids.exists(), result.stderr[-3000:]
+    pid_of = json.loads(pids.read_text())
+    return {"result": result, "out": out, "root": root, "pids": pid_of, "took": took, "kept": kept}
+
+
+def test_launcher_does_not_wait_for_another_runs_post_processor(foreign_locks_run: dict) -> None:
+    result = foreign_locks_run["result"]
     assert result.returncode == 0, result.stderr
-    durations = json.loads(timings.read_text())
+    assert foreign_locks_run["took"] < 40
+    assert foreign_locks_run["kept"], "another run's lock was removed"
+
+
+# ---- fault 5: a blocking pipe write in the training step -----------------------------------------
+def test_a_stopped_post_processor_never_blocks_a_step(foreign_locks_run: dict) -> None:
+    """(foreign_locks_run's 'stopped' child: its hand-over pipe fills after 2 captures of 48 KB.)"""
+    result = foreign_locks_run["result"]
+    assert result.returncode == 0, result.stderr
+    durations = json.loads((foreign_locks_run["root"] / "steps.json").read_text())
     assert max(durations) < 4.0, f"a step took {max(durations):.1f} s behind a stopped post-processor"
-    records = [capture_record(d) for d in rank_dirs(out)]
+    records = _records_of(foreign_locks_run["out"], foreign_locks_run["pids"]["stopped"])
     assert len(records) == 3 and all(r["status"] == "complete" for r in records)
 
 
