@@ -330,10 +330,16 @@ def test_a_killed_post_processor_never_kills_the_job_with_sigpipe(busy_post_run:
 
 # ---- fault 3: the launcher killed with SIGKILL ----------------------------------------------------------
 def test_kill_9_of_the_launcher_ends_the_job_but_not_its_children(out: Path, tmp_path: Path) -> None:
+    """The job's steps are its train_step's (--step-on): its child, a Python process of its own, wakes an
+    agent of its own at its train_step's definition without torch (tests/_standin_jobs.py), and takes no
+    step (no capture)."""
     ready, child_ready, pids = tmp_path / "ready", tmp_path / "child.ready", tmp_path / "pids"
     child = (
-        "import time, torch\n"
-        "m = torch.nn.Linear(2, 2); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "import time\n"
+        "def train_step():\n"
+        "    pass\n"
+        "from npuprof.agent import entry\n"
+        "assert entry._state['agent'] is not None, 'no agent woke'\n"
         f"open({str(child_ready)!r}, 'w').write('ready'); time.sleep(120)\n"
     )
     script = _script(
@@ -343,12 +349,15 @@ def test_kill_9_of_the_launcher_ends_the_job_but_not_its_children(out: Path, tmp
         f"grandchild = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{grandchild.pid}}')\n"
         + STEP
-        + "for i in range(3000):\n"
-        "    step(); time.sleep(0.02)\n"
+        + "def train_step():\n"
+        "    step()\n"
+        "for i in range(3000):\n"
+        "    train_step(); time.sleep(0.02)\n"
         "    if i == 4:\n"
         f"        open({str(ready)!r}, 'w').write('ready')\n",
     )
-    with _launched("run", "-o", str(out), *sched(1, 1, 2000), "--", sys.executable, str(script)) as launcher:
+    flags = [*sched(1, 1, 2000), *STEP_ON]
+    with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
         _wait_for(lambda: ready.exists() and child_ready.exists(), "training and its child")
         job, grandchild = map(int, pids.read_text().split())
         try:
