@@ -169,6 +169,34 @@ def test_the_exit_waits_for_a_snapshot_copy_past_its_usual_bound(copies_s: float
     assert took < (2.0 if kept else 0.5), took
 
 
+def test_the_job_a_copy_frees_at_exit_goes_to_the_pipe_when_the_hand_over_thread_is_late() -> None:
+    """Once the copy ended, the exit gave the hand-over thread 0.5 s to put the job it freed into the pipe:
+    on busy cores (a full test run beside other work) it was scheduled later, and the job went to the
+    spool though the pipe had room (test_the_exit_waits_for_a_snapshot_copy_past_its_usual_bound failed
+    so once). Here its write takes 0.8 s: the exit waits for it, within the copies' bound."""
+    import time
+
+    read_end, write_end = os.pipe()
+    handover = postprocess._Handover(OwnedFd(write_end))
+    sent: list[Any] = []
+
+    def late_write(job: dict[str, Any]) -> bool:
+        time.sleep(0.8)
+        sent.append(job)
+        return True
+
+    handover._write = late_write  # type: ignore[method-assign]
+    copy = SlowCopy(0.3)
+    try:
+        handover.put({"exports": {TASK_KEY: copy}, "n": 0})
+        left = handover.drain(timeout_s=0.1, copies_s=5.0)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert copy.done
+    assert left == [] and [job["n"] for job in sent] == [0], (left, sent)
+
+
 def test_the_exit_does_not_wait_for_copies_no_copier_thread_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the copier's thread could not start (at shutdown on 3.12.0/3.12.1) the hand-over thread makes
     the copy and nothing counts it done: the exit's longer wait for copies would run to its end (60 s)."""
