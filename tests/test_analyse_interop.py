@@ -25,6 +25,7 @@ from xml.etree import ElementTree
 import pytest
 from analyse_support.recipes import msprof_analyze as _msprof
 from analyse_support.recipes import python_of as _python_of
+from analyse_support.recipes import run_forked
 from conftest import npuprof
 
 from npuprof.analysis.synthetic import write_synthetic_trace
@@ -78,16 +79,10 @@ def _rank_dirs(result: Path) -> list[Path]:
 
 
 def _msprof_run(*args: str, cwd: Path) -> str:
+    """msprof-analyze with its workers forked (analyse_support/recipes.py, run_forked): the same code on the
+    same files, without a fresh interpreter for each worker."""
     assert MSPROF is not None
-    proc = subprocess.run(
-        [MSPROF, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
-    return proc.stdout + proc.stderr
+    return run_forked(MSPROF, *args, cwd=cwd, timeout=600)
 
 
 _NS = {
@@ -136,9 +131,19 @@ def _one(pattern: str, where: Path) -> Path:
 # ---- msprof-analyze ----------------------------------------------------------------------------------------
 @needs_msprof
 def test_msprof_analyze_cluster(result: Path, tmp_path: Path) -> None:
+    assert MSPROF is not None
     work = tmp_path / "cluster"
     shutil.copytree(result, work)
-    log = _msprof_run("cluster", "-d", str(work), "-m", "all", "--force", cwd=tmp_path)
+    # the executable itself, as a user runs it (its workers spawned): the one check of `cluster -m all` so
+    proc = subprocess.run(
+        [MSPROF, "cluster", "-d", str(work), "-m", "all", "--force"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    log = proc.stdout + proc.stderr
     table = work / "cluster_analysis_output" / "cluster_step_trace_time.csv"
     assert table.is_file(), log[-3000:]
     with open(table, newline="") as handle:

@@ -5,15 +5,13 @@ name the group of the call, and each gloo worker thread serves one process group
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from analyse_support.recipes import cluster_of, msprof_analyze
+from analyse_support.recipes import cluster_of, msprof_analyze, run_forked
 from conftest import clean_env, load_trace, npuprof, rank_dirs, sched
 
 from npuprof.analysis.communication import group_id
@@ -93,15 +91,9 @@ def test_msprof_analyze_names_each_group_by_parallel_group_info(out: Path, tmp_p
     }, groups
     # compare names each group's communication by the group_name of the trace_view.json thread's key
     base, other = rank_dirs(out)
-    proc = subprocess.run(
-        [exe, "compare", "-d", str(base), "-bp", str(other), "-o", str(tmp_path), "--force"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
+    log = run_forked(exe, "compare", "-d", str(base), "-bp", str(other), "-o", str(tmp_path), "--force")
     (sheet,) = tmp_path.glob("performance_comparison_result_*.xlsx")
     with zipfile.ZipFile(sheet) as z:
         texts = z.read("xl/sharedStrings.xml").decode()
     rows = set(re.findall(r"\t([^<\t]+): Communication<", texts))
-    assert rows == {"default_group", "dp_shard"}, (rows, (proc.stdout + proc.stderr)[-2000:])
+    assert rows == {"default_group", "dp_shard"}, (rows, log[-2000:])

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 from analyse_support import handmade
 from analyse_support.handmade import T0, x
-from analyse_support.recipes import msprof_analyze, python_of, rows, run_recipes
+from analyse_support.recipes import msprof_analyze, python_of, rows, run_forked, run_recipes
 
 from npuprof.analysis.parse import parse_rank_dir
 
@@ -767,24 +766,17 @@ def test_msprof_compare_and_advisor_read_a_db_without_memory(tmp_path: Path) -> 
     )
     for rank_dir in (base, other):
         assert parse_rank_dir(rank_dir, export_db=True).status == "parsed"
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     out = tmp_path / "compare"
-    log = subprocess.run(
-        [MSPROF, "compare", "-d", str(base), "-bp", str(other), "-o", str(out), "--force"],
-        capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
-    assert "'NoneType' and 'int'" not in log.stdout + log.stderr
+    log = run_forked(MSPROF, "compare", "-d", str(base), "-bp", str(other), "-o", str(out), "--force")
+    assert "'NoneType' and 'int'" not in log
     (workbook,) = out.glob("performance_comparison_result_*.xlsx")
     with zipfile.ZipFile(workbook) as z:
         assert "OverallMetrics" in z.read("xl/workbook.xml").decode()
     advisor = tmp_path / "advisor"
-    log = subprocess.run(
-        [MSPROF, "advisor", "all", "-d", str(base), "-o", str(advisor), "-l", "en", "--force"],
-        capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+    log = run_forked(MSPROF, "advisor", "all", "-d", str(base), "-o", str(advisor), "-l", "en", "--force")
     (book,) = advisor.glob("log/mstt_advisor_*.xlsx")
     with zipfile.ZipFile(book) as z:
-        assert "Overall Summary" in z.read("xl/workbook.xml").decode(), (log.stdout + log.stderr)[-3000:]
+        assert "Overall Summary" in z.read("xl/workbook.xml").decode(), log[-3000:]
 
 
 def test_the_run_says_msprof_analyze_reads_each_ranks_latest_capture_only(tmp_path: Path) -> None:

@@ -21,6 +21,19 @@ for mode in sys.argv[2:]:
     Interface(dict(base, mode=mode)).run()
 """
 
+# msprof-analyze's own command line in its Python, its workers forked. Its CLI imports its advisor, which
+# sets multiprocessing's start method to "spawn" for the whole process: every worker of cluster, compare
+# and advisor then starts a fresh interpreter that imports msprof-analyze and pandas again (~1.3
+# CPU-s each; `cluster -m all` 8.8 CPU-s, forked 1.4). Forked workers run the same code on the same files
+# and write the same tables; test_analyse_interop.py runs `cluster -m all` once as the executable does.
+_FORKED_CLI = """
+import multiprocessing, sys
+from msprof_analyze.cli.entrance import msprof_analyze_cli
+multiprocessing.set_start_method("fork", force=True)
+sys.argv[0] = "msprof-analyze"
+sys.exit(msprof_analyze_cli())
+"""
+
 
 def msprof_analyze() -> str | None:
     """The msprof-analyze executable (NPUPROF_MSPROF_ANALYZE, else on PATH), or None."""
@@ -39,6 +52,22 @@ def python_of(exe: str | None) -> str | None:
     return first[2:].strip() if first.startswith("#!") else None
 
 
+def run_forked(exe: str, *args: str, cwd: Path | None = None, timeout: float = 300) -> str:
+    """``msprof-analyze ARGS`` with forked workers (_FORKED_CLI); its log (it exits 0 when it fails: judge
+    by the files it writes)."""
+    python = python_of(exe)
+    assert python is not None, exe
+    proc = subprocess.run(
+        [python, "-c", _FORKED_CLI, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    return proc.stdout + proc.stderr
+
+
 def run_recipes(python: str, cluster: Path, *modes: str) -> str:
     """Run ``modes`` on ``cluster``; their log (msprof-analyze exits 0 even when a recipe fails: judge
     by the tables)."""
@@ -53,17 +82,11 @@ def run_recipes(python: str, cluster: Path, *modes: str) -> str:
 
 
 def cluster_of(exe: str, result: Path, work: Path) -> tuple[Path, str]:
-    """``msprof-analyze cluster -m all`` on a copy of ``result`` at ``work``: its output folder and its log
-    (judge by the files: it exits 0 when it fails)."""
+    """``msprof-analyze cluster -m all`` (run_forked) on a copy of ``result`` at ``work``: its output folder
+    and its log (judge by the files: it exits 0 when it fails)."""
     shutil.copytree(result, work)
-    proc = subprocess.run(
-        [exe, "cluster", "-d", str(work), "-m", "all", "--force"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
-    return work / "cluster_analysis_output", proc.stdout + proc.stderr
+    log = run_forked(exe, "cluster", "-d", str(work), "-m", "all", "--force")
+    return work / "cluster_analysis_output", log
 
 
 def rows(db: Path, table: str) -> list[dict[str, Any]]:
