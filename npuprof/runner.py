@@ -373,8 +373,9 @@ STOPPED_JOB_END_S = 25.0
 
 def _busy_post_processors(output: Path, run_id: str) -> int:
     """How many of this run's post-processors still hold their lock (are still working), but those whose
-    training process outlives the job. A lock file whose lock is free belongs to one that has ended; only
-    regular files are opened, never a link, never blocking on a FIFO."""
+    training process outlives the job and those dead whose lock a copy of it still holds. A lock file whose
+    lock is free belongs to one that has ended; only regular files are opened, never a link, never blocking
+    on a FIFO."""
     import fcntl
 
     from npuprof.results import postprocess
@@ -399,8 +400,7 @@ def _busy_post_processors(output: Path, run_id: str) -> int:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    # not one whose training outlives the job: it is not waited for (helper-116)
-                    busy += not postprocess.its_training_lives(dir_fd, name, fd)
+                    busy += not postprocess.not_waited_for(dir_fd, name, fd)
             except OSError:
                 continue
             finally:

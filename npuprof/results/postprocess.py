@@ -1225,10 +1225,7 @@ def _wait_for_lock(
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + _STOPPED_CHECK_S
                 pid = pid or _holder_of_lock(dir_fd, name, fd)
-                if pid is not None and _training_lives(pid):
-                    # a process of the job that outlives it (started in a session of its own) still
-                    # trains: its post-processor ends with it, maybe hours later (helper-116: the run
-                    # waited for it, "waiting for ... (gzip / analyse)" with nothing to do)
+                if pid is not None and _not_waited_for(pid):
                     return False
                 if on_stopped is not None and pid is not None and _is_stopped_post_processor(pid):
                     on_stopped(pid)
@@ -1510,11 +1507,20 @@ def _holder_of_lock(dir_fd: int, name: str, fd: int | None = None) -> int | None
     return int(text) if text.strip().isascii() and text.strip().isdigit() else None
 
 
-def its_training_lives(dir_fd: int, name: str, fd: int) -> bool:
-    """The post-processor holding lock ``name`` (open as ``fd``) serves a training process that still
-    lives: once the job has ended, a process of it that outlives it (started in a session of its own)."""
+def not_waited_for(dir_fd: int, name: str, fd: int) -> bool:
+    """Lock ``name`` (open as ``fd``) is held, but not by a post-processor to wait for
+    (:func:`_not_waited_for`)."""
     pid = _holder_of_lock(dir_fd, name, fd)
-    return pid is not None and _training_lives(pid)
+    return pid is not None and _not_waited_for(pid)
+
+
+def _not_waited_for(pid: int) -> bool:
+    """The post-processor ``pid`` that wrote itself into a held lock is not waited for: it has died, and a
+    copy of its lock's descriptor in another process (one forked while it was open) holds the lock, which
+    its death did not free (docs/architecture.md, "Process model"); or it serves a training process that
+    outlives the job (started in a session of its own): it ends with it, maybe hours later (helper-116: the
+    run waited for it, "waiting for ... (gzip / analyse)" with nothing to do)."""
+    return not _is_post_processor(pid) or _training_lives(pid)
 
 
 def _training_lives(pid: int) -> bool:
