@@ -110,3 +110,13 @@ def test_a_killed_post_processor_whose_lock_a_forked_copy_holds_ends_the_wait(tm
         assert copy > 0 and os.path.exists(f"/proc/{copy}")
         assert runner._busy_post_processors(tmp_path, RUN) == 0
         assert _wait_s(tmp_path, 10.0) < 5.0
+
+
+def test_another_runs_held_lock_is_neither_busy_nor_waited_for(tmp_path: Path) -> None:
+    """Another run's post-processor, busy in the same output directory: the launcher's count of busy ones
+    (its 'waiting for N ...' line and its first 2 s) and its wait pass it over, and leave its lock file."""
+    other = _lock_path(tmp_path, "ba9876543210", host="otherhost")
+    with _holder(other, fork=False):
+        assert runner._busy_post_processors(tmp_path, RUN) == 0
+        assert _wait_s(tmp_path, 10.0) < 5.0
+        assert other.exists()
