@@ -269,6 +269,8 @@ def _same_pid_script(root: Path, out: Path) -> str:
     holder = root / "holder.py"
     holder.write_text(
         "import fcntl, os, sys, time\n"
+        # the pending dir again: an earlier process's post-processor, ending, removes it once empty
+        "os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
         "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o640)\n"
         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
         "open(sys.argv[2], 'w').write('held')\n"
@@ -280,7 +282,9 @@ def _same_pid_script(root: Path, out: Path) -> str:
         f"pending = os.path.join({str(out)!r}, '.npuprof_pending'); os.makedirs(pending, exist_ok=True)\n"
         "same_pid = os.path.join(pending, f'{os.getpid()}.lock')\n"
         f"holder = subprocess.Popen([sys.executable, {str(holder)!r}, same_pid, {str(held)!r}])\n"
-        f"while not os.path.exists({str(held)!r}): time.sleep(0.01)\n"
+        f"while not os.path.exists({str(held)!r}):\n"
+        "    assert holder.poll() is None, f'the lock holder ended ({holder.returncode})'\n"
+        "    time.sleep(0.01)\n"
         "import torch\n"
         "start = time.monotonic()\n"
         "model = torch.nn.Linear(4, 4); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
