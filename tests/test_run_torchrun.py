@@ -35,18 +35,24 @@ def _once_more_on_torch_abort(run: Callable[[], Any], out: Path) -> Any:
     return result
 
 
-RANK_0_NEVER_STEPS = """\
-import os, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-model = torch.nn.Linear(8, 8)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-if dist.get_rank() == 1:  # rank 0 loads its data, finds none, and leaves without a step
-    for _ in range(8):
-        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
-dist.barrier()
-dist.destroy_process_group()
-os._exit(0)
-"""
+def _job_with_a_rank_that_never_steps(never: int, late: int | None = None) -> str:
+    """A gloo job whose rank ``never`` loads its data, finds none, and leaves without a step, the others
+    stepping 8 times (rank ``late`` a second after the rest)."""
+    return (
+        "import os, time, torch, torch.distributed as dist\n"
+        'dist.init_process_group("gloo")\n'
+        "rank = dist.get_rank()\n"
+        f"if rank == {late}:\n"
+        "    time.sleep(1.0)\n"
+        "model = torch.nn.Linear(8, 8)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        f"if rank != {never}:\n"
+        "    for _ in range(8):\n"
+        "        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "dist.barrier()\n"
+        "dist.destroy_process_group()\n"
+        "os._exit(0)\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +61,7 @@ def rank_1_only(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
     --ranks leaves out that recorded nothing (one job serves the tests of both)."""
     root = tmp_path_factory.mktemp("rank_1_only")
     script, out = root / "rank_0_never_steps.py", root / "out"
-    script.write_text(RANK_0_NEVER_STEPS)
+    script.write_text(_job_with_a_rank_that_never_steps(0))
     flags = ["--ranks", "1", *sched(2, 1, 2), "--no-analyse"]
     args = ["run", "-o", str(out), *flags, "--", *TORCHRUN, str(script)]
     return _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out), out
@@ -169,23 +175,6 @@ def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(
     assert straggler["rank"] == 0 and straggler["too_few_steps"] == 3, straggler
 
 
-THREE_RANKS = """\
-import os, time, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-if rank == 0:
-    time.sleep(1.0)  # rank 1 meets npuprof's warning first
-model = torch.nn.Linear(8, 8)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-if rank != 2:  # rank 2 loads its data, finds none, and leaves without a step
-    for _ in range(8):
-        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
-dist.barrier()
-dist.destroy_process_group()
-os._exit(0)
-"""
-
-
 @pytest.fixture(scope="module")
 def three_ranks_under_srun(
     tmp_path_factory: pytest.TempPathFactory,
@@ -195,7 +184,7 @@ def three_ranks_under_srun(
     steps. One job serves the tests of the three (a third rank costs less than a second job)."""
     root = tmp_path_factory.mktemp("three_ranks")
     script, out = root / "three_ranks.py", root / "out"
-    script.write_text(THREE_RANKS)
+    script.write_text(_job_with_a_rank_that_never_steps(2, late=0))  # rank 1 meets npuprof's warning first
     torchrun = [*TORCHRUN[:-1], "3", "--local-ranks-filter", "0", str(script)]
     args = ["run", "-o", str(out), *sched(2, 1, 2), "--op-attr", "--no-analyse", "--", *torchrun]
     env = clean_env(SLURM_PROCID="3")
