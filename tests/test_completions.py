@@ -72,6 +72,7 @@ def _offered(
         ),
         (["export-stacks", "-m"], "self_c", ["self_cpu_time_total", "self_cuda_time_total"]),
         (["status", "--format"], "", ["table", "json"]),
+        (["info", "--format"], "", ["table", "json"]),
         (["run", "--export-stacks"], "self_n", ["self_npu_time_total"]),
         (["run", "--memory-timeline"], "json", ["json", "json.gz"]),
         (["run", "--level"], "", ["none", "0", "1", "2"]),

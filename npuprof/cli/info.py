@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from npuprof.cli.completions import offering
+
 FORMATS = ("table", "json")
 # given as help=, not read from the docstring: a docstring's line break showed in `npuprof --help`, and
 # python -OO (PYTHONOPTIMIZE=2) drops docstrings, leaving the command without a description
@@ -19,7 +21,10 @@ HELP = (
 
 def info(
     output_format: Annotated[
-        str, typer.Option("--format", help="table (default) or json.", show_default=False)
+        str,
+        typer.Option(
+            "--format", help="table (default) or json.", show_default=False, autocompletion=offering(FORMATS)
+        ),
     ] = "table",
 ) -> None:
     """`npuprof info` (HELP)."""
