@@ -366,8 +366,9 @@ _QUIET_WAIT_S = 2.0
 # After a stop signal (SIGTERM, SIGHUP, SIGQUIT) passed on to the job: Slurm's KillWait and Kubernetes'
 # grace period are 30 s, the job's own finalise comes first, and the launcher must write its record
 STOPPED_JOB_WAIT_S = 10.0
-# ... and that wait ends this long after the signal at the latest, the job's finalise (up to 20 s:
-# docs/architecture.md, "Signals") included: the record is written before the SIGKILL
+# ... and that wait ends this long after the signal at the latest, the job's finalise (up to 20 s, within
+# 28 s of the signal after a hold: docs/architecture.md, "Signals") included: the record is written before
+# the SIGKILL
 STOPPED_JOB_END_S = 25.0
 
 
