@@ -308,6 +308,9 @@ def _wait_for_post_processing(
             busy = at_work()
         stop_end = _stop_wait_end(stopped_by, stopped_at)
         stop_wait_s = max(0.0, stop_end - time.monotonic())
+        if busy and stopped_by is not None and stop_end <= time.monotonic():
+            _note(_not_waited_after_stop(busy, stopped_by, stopped_at, log_path))
+            return
         if busy:
             at_most = f", {stop_wait_s:.0f} s at most after {_signal_name(stopped_by)}" if stopped_by else ""
             _note(
@@ -338,6 +341,18 @@ def _wait_for_post_processing(
         )
     finally:
         held.waiting = False
+
+
+def _not_waited_after_stop(busy: int, stopped_by: int, stopped_at: float | None, log_path: Path) -> str:
+    """Why the launcher does not wait for ``busy`` post-processors: the job, stopped by ``stopped_by`` at
+    ``stopped_at``, ended past the STOPPED_JOB_END_S its wait may last (a hold, then the finalise: 28 s)."""
+    ended = "" if stopped_at is None else f" {time.monotonic() - stopped_at:.0f} s"
+    return (
+        f"not waiting for {busy} background post-processing job(s): the job ended{ended} after "
+        f"{_signal_name(stopped_by)}, past the {STOPPED_JOB_END_S:.0f} s the wait may last before the "
+        "SIGKILL that follows it; post-processing goes on in the background; npuprof analyse finishes what "
+        f"it could not (see {log_path})"
+    )
 
 
 def _stop_wait_end(stopped_by: int | None, stopped_at: float | None) -> float:

@@ -49,3 +49,42 @@ def test_the_wait_after_a_sigterm_ends_before_the_sigkill_that_follows_it(
     said = " ".join(capsys.readouterr().err.split())
     (stopped_after,) = re.findall(r"stopped waiting after (\d+) s \(the job was stopped by SIGTERM\)", said)
     assert FINALISE_S + int(stopped_after) < SIGKILL_AFTER_S, said
+
+
+def test_a_job_that_ended_past_the_wait_after_a_sigterm_is_not_said_to_be_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profiler start held the SIGTERM, and the finalise after it ended 26 s after the signal (it may take
+    up to 28 s: docs/architecture.md, "Signals"), past the 25 s the launcher's wait may last: it said
+    'waiting for 1 background post-processing job(s) ..., 0 s at most after SIGTERM' and then at once
+    'stopped waiting after 0 s'. It says that it does not wait, and why."""
+    from npuprof import runner
+    from npuprof.results import layout, postprocess
+
+    (tmp_path / layout.PENDING_DIR).mkdir()
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run-x")  # no change of the post-processors' priority
+    monkeypatch.setattr(runner, "_busy_post_processors", lambda output, run_id: 1)
+    waited: list[float | None] = []
+
+    def post_processing_never_done(*args: Any, deadline: float | None = None, **kwargs: Any) -> int:
+        waited.append(deadline)
+        raise TimeoutError  # as wait_for_pending past its deadline
+
+    monkeypatch.setattr(postprocess, "wait_for_pending", post_processing_never_done)
+    monkeypatch.setattr(runner, "_QUIET_WAIT_S", 0.1)
+    sigterm_came = time.monotonic() - 26.0
+    held = runner._HeldSignals()
+    try:
+        runner._wait_for_post_processing(
+            tmp_path, tmp_path / "npuprof.log", "run-x", held, signal.SIGTERM, sigterm_came
+        )
+    finally:
+        held.restore()
+    said = " ".join(capsys.readouterr().err.split())
+    assert not waited, waited
+    assert "npuprof: waiting for" not in said and "stopped waiting" not in said, said
+    assert re.search(
+        r"not waiting for 1 background post-processing job\(s\): the job ended 26 s after SIGTERM, "
+        r"past the 25 s",
+        said,
+    ), said
