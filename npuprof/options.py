@@ -413,10 +413,11 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "str",
         "5GiB or 5%, whichever is smaller",
         "Skip captures when the output's filesystem has less free space, e.g. 500MiB, 2G, 10GB, 3%; "
-        "0 = never skip; auto = the default.",
+        "0 = never skip; auto = the default. Below it the warning gives the value that lets them run.",
         OUTPUT,
         "below this much free space on the output's filesystem (a `--dynamic` request's `prof_dir`'s, for "
-        "its capture), captures are skipped (warned once; the job runs) and no capture is parsed, gzipped, "
+        "its capture), captures are skipped (warned once, with what is free and the value that lets them "
+        "run: half of it; the job runs) and no capture is parsed, gzipped, "
         "copied for `--export-chrome-trace` or given its `--export-stacks` / `--memory-timeline` files (each "
         "named at the run's end with the command that makes it later). `500MiB`, `2G` (K/M/G/T and KiB… "
         "are powers of 1024), `10GB` (KB/MB/GB: powers of 1000), `3%` of the filesystem, `0` = never skip, "
