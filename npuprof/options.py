@@ -255,11 +255,13 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "float",
         "off",
         "Record one time window instead of the schedule, starting SECONDS after npuprof wakes in the "
-        "process (at import torch), with --duration; also for jobs without steps. Excludes "
+        "process (at import torch, or --step-on's function if it comes first), with --duration; also for "
+        "jobs without steps. Excludes "
         f"{_named((*_STEP_FLAGS, '--dynamic'))}.",
         SCHEDULE,
         "one capture of a time window, as `nsys profile --delay`: it starts SECONDS after npuprof's agent "
-        "wakes in each process (the script's `import torch`), whether or not the job has steps; excludes "
+        "wakes in each process (the script's `import torch`, or `--step-on`'s function where it is defined "
+        "or imported first), whether or not the job has steps; excludes "
         f"{_named((*_STEP_FLAGS, '--dynamic'), '`')}. See [Time windows](#time-windows---delay---duration)",
         metavar="SECONDS",
     ),

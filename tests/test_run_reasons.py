@@ -1340,3 +1340,23 @@ def test_a_script_whose_path_the_log_quotes_is_named_as_main() -> None:
     started = "2026-12-02 07:00:00 [INFO] [launcher pid=6] run abc starts: python '/my job/pkg/train.py' -v"
     why = " ".join(why_no_capture(ProfileConfig(step_on="pkg.train:step"), 0, [started]).split())
     assert "the job runs /my job/pkg/train.py, the file of pkg.train, as its script" in why, why
+
+
+@pytest.mark.parametrize(
+    ("step_on", "wake"),
+    [
+        ("__main__:evaluate", "the script's definition of evaluate"),
+        ("__main__:Evaluator.run", "the script's definition of Evaluator"),
+        ("mypkg.infer:Engine.generate", "the import of mypkg.infer"),
+    ],
+)
+def test_a_delay_under_step_on_names_where_its_clock_may_start(step_on: str, wake: str) -> None:
+    """--step-on wakes npuprof's agent where the function is defined (or its module imported), before
+    `import torch` when that comes first, and the window's clock starts there (README, "Time windows"): a
+    script sleeping 1 s before its `def evaluate`, that never imports torch, was told 'the clock starts at
+    `import torch`; the process that ran longest ended 1.0 s after it'."""
+    due = "--delay: the process ended before its window began: due 5 s after the agent woke, it ended "
+    lines = [READY, AGENT + due + "1.0 s after"]
+    why = why_no_capture(ProfileConfig(delay=5.0, step_on=step_on), 0, lines)
+    assert f"(the clock starts at `import torch`, or at {wake} when that comes first; " in why, why
+    assert "the process that ran longest ended 1.0 s after it" in why, why

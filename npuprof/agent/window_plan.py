@@ -1,13 +1,13 @@
 """--delay/--duration: one capture of a time window, as ``nsys profile --delay/--duration``
 (docs/architecture.md, "Time windows").
 
-The clock starts when the plan is made: when npuprof's agent wakes in the process (the script's
-``import torch``, which imports ``torch.optim``). A daemon timer thread wakes at the window's start and end
-and calls the controller's ``replan()``, so that the next step boundary decides. A job without steps
-never takes one, and torch's profiler must be started and stopped on the thread it belongs to: the
-timer then sends a real-time signal to the main thread, whose Python handler runs there between
-bytecodes (``CaptureController.tick``). The handler is installed only where the signal has its default
-action, and the timer sends it only while the handler is still ours.
+The clock starts when the plan is made: when npuprof's agent wakes in the process (the script's ``import
+torch``, which imports ``torch.optim``, or --step-on's function when it comes first). A daemon timer thread
+wakes at the window's start and end and calls the controller's ``replan()``, so that the next step boundary
+decides. A job without steps never takes one, and torch's profiler must be started and stopped on the thread
+it belongs to: the timer then sends a real-time signal to the main thread, whose Python handler runs there
+between bytecodes (``CaptureController.tick``). The handler is installed only where the signal has its
+default action, and the timer sends it only while the handler is still ours.
 
 ``action_at`` answers from a state that only the training thread changes (``refresh``, called before
 each decision): torch's profiler asks it again inside ``step()``, and both answers must agree.

@@ -916,7 +916,7 @@ def why_no_capture(
             if message.startswith(WINDOW_NOT_OPENED):
                 return f"{failed}{_short(message.removeprefix('--delay/--duration: '))}"
         flags = "--delay" if cfg.delay is not None else "--duration"
-        return f"{failed}the job ended before the {flags} window began{_delay_that_fits(messages)}"
+        return f"{failed}the job ended before the {flags} window began{_delay_that_fits(messages, cfg)}"
     if cfg.schedule.off:
         return f"{failed}the config file's start_step is 0, which asks for no capture (as in torch_npu)"
     what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
@@ -983,7 +983,7 @@ def why_no_capture(
 _RAN_AFTER_WAKE = re.compile(r"it ended (?P<s>\d+(?:\.\d+)?) s after$")
 
 
-def _delay_that_fits(messages: list[str]) -> str:
+def _delay_that_fits(messages: list[str], cfg: ProfileConfig) -> str:
     """How long the job's processes ran after the window's clock started, and the --delay that would have
     opened it, from their exit lines; the clock's start alone where none said."""
     from npuprof.agent.window_plan import WINDOW_DUE_AT_EXIT
@@ -993,12 +993,25 @@ def _delay_that_fits(messages: list[str]) -> str:
         for message in messages
         if message.startswith(WINDOW_DUE_AT_EXIT) and (m := _RAN_AFTER_WAKE.search(message)) is not None
     ]
+    clock = f"the clock starts at {_clock_start(cfg)}"
     if not ran:
-        return " (the clock starts at `import torch`)"
-    return (
-        f" (the clock starts at `import torch`; the process that ran longest ended {max(ran):.1f} s after "
-        "it: a --delay under that opens it)"
+        return f" ({clock})"
+    longest = f"the process that ran longest ended {max(ran):.1f} s after it"
+    return f" ({clock}; {longest}: a --delay under that opens it)"
+
+
+def _clock_start(cfg: ProfileConfig) -> str:
+    """Where a time window's clock starts: as npuprof's agent wakes, at `import torch` or, with --step-on,
+    where its function is defined or its module imported when that comes first (README, "Time windows")."""
+    if not cfg.step_on:
+        return "`import torch`"
+    module, _, qualname = cfg.step_on.partition(":")
+    first = (
+        f"the script's definition of {qualname.split('.')[0]}"
+        if module == "__main__"
+        else f"the import of {module}"
     )
+    return f"`import torch`, or at {first} when that comes first"
 
 
 def _flags_that_fit(schedule: Schedule, steps: int) -> str:
