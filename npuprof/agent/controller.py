@@ -265,17 +265,36 @@ class CaptureController:
         self.step += count
         opens_at = self.step if at_a_boundary else self.step + 1
         try:
-            planned = [s for s in range(first, opens_at) if self.plan.action_at(s) is not Action.NONE]
+            windows = self._windows_among(first, opens_at)
             goes_on = self.plan.action_at(opens_at) is not Action.NONE
         except Exception:  # a plan that cannot tell: nothing is said
-            planned, goes_on = [], False
-        if planned:
-            span = f"step {planned[0]}" if len(planned) == 1 else f"steps {planned[0]}-{planned[-1]}"
-            lost = f"{span} of its window passed uncounted ({why or 'an optimizer took over counting'})"
-            if goes_on:
+            windows, goes_on = [], False
+        why = why or "an optimizer took over counting"
+        for steps, closed in windows:
+            span = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+            lost = f"{span} of its window passed uncounted ({why})"
+            if goes_on and steps[-1] == opens_at - 1 and not closed:  # the capture at opens_at is its rest
                 self._notes_for_next.append(f"{lost}: recorded from step {opens_at}")
             else:
                 self.log.warning(f"capture window not recorded: {lost}")
+
+    def _windows_among(self, first: int, end: int) -> list[tuple[list[int], bool]]:
+        """The planned steps from ``first`` to before ``end``, one list per window, and whether the window
+        ended among them (its RECORD_AND_SAVE step): with --wait 0 the next window begins at the step after
+        it, and the steps of one that passed whole were said to be the next one's, which recorded all its
+        own."""
+        windows: list[tuple[list[int], bool]] = []
+        ended = True
+        for step in range(first, end):
+            action = self.plan.action_at(step)
+            if action is not Action.NONE:
+                if ended:
+                    windows.append(([], False))
+                windows[-1][0].append(step)
+            ended = action in (Action.NONE, Action.RECORD_AND_SAVE)
+            if action is Action.RECORD_AND_SAVE:
+                windows[-1] = (windows[-1][0], True)
+        return windows
 
     def note_for_capture(self, note: str) -> None:
         """A fact about the capture in flight that its record's detail keeps (e.g. a step that holds
