@@ -811,7 +811,11 @@ class CaptureController:
         saves it (its last step the one before this boundary), those iterations are counted, and this
         boundary is decided again under the job's own step number: a profiler kept open for the next
         window (--repeat) would go on numbering its steps from the capture's (docs/architecture.md)."""
-        self._close_quietly()  # torch's stop of a RECORD_AND_SAVE runs on_trace_ready, as its step() would
+        # torch's stop of a RECORD_AND_SAVE runs on_trace_ready, as its step() would; where it fails, the
+        # record said "capturing" for as long as the job ran on (abandon does nothing to a capture written)
+        failed = self._close_quietly()
+        if failed is not None and self.sink is not None:
+            self.sink.abandon(f"finalising failed: {failed!r}")
         self._count_missed_while_recording(at_a_boundary=True)
         self._decide_at(self.step)
 
@@ -1050,7 +1054,9 @@ class CaptureController:
             except Exception as exc:
                 self.log.warning(f"new capture hook failed: {exc!r}")
 
-    def _close_quietly(self) -> None:
+    def _close_quietly(self) -> Exception | None:
+        """Stop the profiler in flight, if any; what its stop raised (logged), if it did."""
+        failed = None
         prof, self.prof = self.prof, None
         if prof is not None:
             try:
@@ -1060,8 +1066,10 @@ class CaptureController:
                 release_profiler(prof)
             except Exception as exc:
                 self.log.warning(f"profiler stop failed: {exc!r}")
+                failed = exc
             self._tell_profiling(False)
         self.action = Action.NONE
+        return failed
 
     def _profiler_call(self, call: Callable[[], Any], recording: bool) -> None:
         """``prof.start`` / ``prof.step``; when one raises, what the profiler was doing (_must_not_stop)."""
