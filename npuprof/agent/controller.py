@@ -779,9 +779,12 @@ class CaptureController:
 
     def _step_profiler(self, step: int, wanted: Action) -> None:
         previous = self.action
-        if previous is Action.RECORD_AND_SAVE and self._missed_while_recording[0] > 0:
-            self._recount_after_capture()
-            return
+        if self._missed_while_recording[0] > 0:
+            if previous is Action.WARMUP and self._renumber_the_warm_up():
+                step, wanted = self.step, self.plan.action_at(self.step)
+            elif previous in (Action.WARMUP, Action.RECORD_AND_SAVE):
+                self._recount_after_capture()
+                return
         # The capture's files are begun before torch starts recording, so that their cost is not in the
         # first recorded step; after a window that saves at this boundary, once it is saved (one capture
         # at a time).
@@ -806,11 +809,28 @@ class CaptureController:
             return
         self.next_check = step + 1
 
+    def _renumber_the_warm_up(self) -> bool:
+        """A warm-up runs at this boundary and iterations passed uncounted in it: nothing was recorded, so
+        they count now and its profiler goes on from the job's step (a fresh one is aligned so: backend.align;
+        both torch's and torch_npu's step() number from ``step_num``), its capture then beginning at the
+        job's iteration. False, nothing done, where the job's step is outside any window: the warm-up is
+        stopped then (torch_npu says "Incorrect schedule" of a warm-up stopped, as of a WARMUP then NONE)."""
+        count, why = self._missed_while_recording
+        if self.plan.action_at(self.step + count) is Action.NONE:
+            return False
+        self._missed_while_recording = (0, "")
+        self._count_missed(count, why, at_a_boundary=True)
+        self.log.info(f"the {count} step(s) that passed uncounted in the warm-up now count: step {self.step}")
+        self.prof.step_num = self.step - 1  # its step() at this boundary takes it to self.step
+        return True
+
     def _recount_after_capture(self) -> None:
-        """The capture ends at this boundary and iterations passed uncounted while it recorded: torch's stop
-        saves it (its last step the one before this boundary), those iterations are counted, and this
-        boundary is decided again under the job's own step number: a profiler kept open for the next
-        window (--repeat) would go on numbering its steps from the capture's (docs/architecture.md)."""
+        """The capture ends at this boundary, or its warm-up goes on, and iterations passed uncounted
+        meanwhile: torch's stop saves the capture (its last step the one before this boundary) or drops the
+        warm-up, those iterations are counted, and this boundary is decided again under the job's own step
+        number: a profiler kept open for the next window (--repeat) would go on numbering its steps from the
+        capture's, and a warm-up's capture recorded iterations later than the steps its record named
+        (docs/architecture.md)."""
         # torch's stop of a RECORD_AND_SAVE runs on_trace_ready, as its step() would; where it fails, the
         # record said "capturing" for as long as the job ran on (abandon does nothing to a capture written)
         failed = self._close_quietly()
