@@ -453,6 +453,9 @@ class Agent:
             from npuprof.results.postprocess import EXIT_COPY_WAIT_S
 
             self._hand_over_the_rest(copies_s=EXIT_COPY_WAIT_S)  # nothing trains any more: see there
+            chrome_trace = sys.modules.get("npuprof.agent.chrome_trace")  # loaded by a copy, if one began
+            if chrome_trace is not None:
+                chrome_trace.wait_for_copies_at_exit()
 
     def _on_sigterm(self) -> None:
         """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""
