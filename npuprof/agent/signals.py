@@ -758,7 +758,7 @@ class SigtermGuard:
                 f"finalising the capture on SIGTERM took too long ({time.monotonic() - arrived:.0f} s since "
                 "the signal); dying now"
             )
-        elif duties.capture and self._finished_from_the_watcher():
+        elif duties.capture and self._finished_from_the_watcher(arrived):
             pass
         else:
             if duties.capture:
@@ -773,10 +773,13 @@ class SigtermGuard:
                     self._log.error(f"saying the SIGTERM failed: {exc!r}")
         _die_of(signal.SIGTERM)
 
-    def _finished_from_the_watcher(self) -> bool:
+    def _finished_from_the_watcher(self, arrived: float) -> bool:
         """The main thread, blocked outside Python, has not started the handler in its grace: a capture that
         another thread records is finished from here, as the handler would have (it only asks that thread
-        and waits for it; the script's other handlers cannot run meanwhile). Whether it was."""
+        and waits for it; the script's other handlers cannot run meanwhile), within what is left of
+        SIGTERM_LIMIT_S from the signal's arrival (``arrived``), as a started handler is: after a hold (an
+        export) and the grace, the thread's next boundary and its finish let the process die past the
+        SIGKILL at 30 s. Whether it was."""
         if self._recorded_off_main is None or not self._claim.acquire(blocking=False):
             return False
         try:
@@ -791,11 +794,24 @@ class SigtermGuard:
             "SIGTERM while the main thread is blocked outside Python: the capture, recorded by another "
             "thread, is finished from npuprof's watcher"
         )
+        cut = threading.Timer(_handler_time_left(arrived), self._finish_took_too_long, args=(arrived,))
+        cut.daemon = True
+        with contextlib.suppress(RuntimeError):  # no thread to be had: the finish's own waits bound it
+            cut.start()
         try:
             self._on_term()
         except Exception as exc:
             self._log.error(f"finalising the capture on SIGTERM failed: {exc!r}")
+        finally:
+            cut.cancel()
         return True
+
+    def _finish_took_too_long(self, arrived: float) -> None:
+        self._log.error(
+            f"finalising the capture on SIGTERM took too long ({time.monotonic() - arrived:.0f} s since the "
+            "signal); dying now"
+        )
+        _die_of(signal.SIGTERM)
 
     def _handler_started_within_grace(self, duties: Duties, kept: KeptWork | None) -> bool:
         """Whether the main thread starts the handler within its grace. With a copy and no capture, the
