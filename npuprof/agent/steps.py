@@ -254,7 +254,7 @@ class OptimizerSteps:
                 )
                 if counted
                 else f"a capture records: its step {self.controller.step} holds {count} of them, "
-                f"the {earlier} earlier counted once it ends"
+                f"the {earlier} earlier counted once it ends (at the next step boundary during a warm-up)"
             ),
         )
         return True
