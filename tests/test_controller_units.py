@@ -1264,6 +1264,183 @@ def test_a_sigterm_waits_for_the_recording_threads_step_in_flight_and_its_export
     trainer.join(10)
 
 
+# ---- a SIGTERM's waits, all counted from the signal (helper-304) ------------------------------------
+# torchrun's and Slurm's SIGKILL 30 s after their SIGTERM, npuprof's 28 s (of which 2 s for the hand-over),
+# the hold's 20 s, the controller's 10 s and 18 s, the watcher's 5 s grace in a rank of several
+# (docs/architecture.md, "Signals"): all scaled by SIGTERM_SCALE, in seconds of the signal's time.
+SIGTERM_SCALE = 0.15
+SIGTERM_DEATH_S = 28.0  # the most from the signal to the process's death
+SIGTERM_FINISH_S = 26.0  # ... less the hand-over's 2 s: when the finish is given up
+
+
+def _scaled(seconds: float) -> float:
+    return seconds * SIGTERM_SCALE
+
+
+class SigtermRig:
+    """A Rig whose capture a training thread records, under a SigtermGuard whose on_term is the agent's
+    (entry.Agent._on_sigterm: the controller's finish given the guard's ``finish_by``); the watcher's
+    death of SIGTERM recorded (when) instead of done."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, rig: Rig) -> None:
+        from npuprof.agent import signals
+
+        monkeypatch.setattr(signals, "HANDLER_LIMIT_S", _scaled(20.0))
+        monkeypatch.setattr(signals, "SIGTERM_LIMIT_S", _scaled(28.0))
+        monkeypatch.setattr(signals, "HAND_OVER_S", _scaled(2.0))
+        monkeypatch.setattr(controller_module, "DECISION_WAIT_S", _scaled(10.0))
+        monkeypatch.setattr(controller_module, "FINISH_WAIT_S", _scaled(18.0))
+        self.died: list[float] = []
+        monkeypatch.setattr(signals, "_die_of", lambda signum: self.died.append(time.monotonic()))
+        self.rig = rig
+        self.finished: list[float] = []  # when the finish ended (the hand-over begins)
+        self.guard = signals.SigtermGuard(
+            self.on_term, rig.log, recorded_off_main=rig.c.recorded_off_the_main_thread
+        )
+        self.watcher = threading.Thread(target=self.guard._give_handler_time)
+        self.arrived = 0.0
+
+    def on_term(self) -> None:
+        from npuprof.agent.entry import Agent
+
+        agent = types.SimpleNamespace(
+            controller=self.rig.c, sigterm=self.guard, _hand_over_the_rest=self.hand_over
+        )
+        Agent._on_sigterm(agent)  # type: ignore[arg-type]
+
+    def hand_over(self) -> None:
+        self.finished.append(time.monotonic())
+
+    def sigterm_during_a_hold(self, hold_s: float) -> None:
+        """The signal comes as a hold (torch's start of the profiler) begins, which lasts ``hold_s``."""
+        from npuprof.agent import signals
+
+        assert self.guard.install()
+        self.guard._grace = _scaled(signals.PEER_GRACE_S)
+        with signals.export_hold(signals.PROFILER_START):
+            self.guard._export_deadline = time.monotonic() + _scaled(20.0)  # the hold's limit, scaled
+            self.arrived = time.monotonic()
+            self.watcher.start()  # the watcher, as the signal comes
+            time.sleep(_scaled(hold_s))
+
+    def handled(self) -> None:
+        """The held signal delivered once the hold ends: the main thread runs the handler."""
+        self.guard._handler_started.set()
+        self.on_term()
+
+    def put_down(self) -> None:
+        self.watcher.join(10)
+        self.guard.uninstall()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+
+    def given_up(self) -> list[str]:
+        return [line[2] for line in self.rig.log.lines if line[:2] == ("warn_once", "sigterm-given-up")]
+
+
+def _step_in_flight_on_a_thread(rig: Rig) -> tuple[threading.Thread, threading.Event]:
+    """A training thread records steps 1-2 and stays in step 2 until the test sets the event."""
+    in_step, release = threading.Event(), threading.Event()
+
+    def train() -> None:
+        rig.run(2)
+        in_step.set()
+        release.wait(30)
+        rig.run(1)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    assert in_step.wait(10)
+    return trainer, release
+
+
+def test_a_sigterm_handled_after_a_hold_gives_up_on_the_step_in_flight_before_the_sigkill(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGTERM held 19.5 s by torch's start, then handled, the capture recorded by a thread mid-step: the
+    handler waited 10 s for that thread's boundary from its own start, 29.5 s after the signal, where the
+    watcher had killed the process at 28 s mid-wait (torchrun's SIGKILL at 30 s just after), the hand-over
+    never done and nothing said of what was waited for. It gives up 26 s after the signal, says so."""
+    rig = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1))
+    trainer, release = _step_in_flight_on_a_thread(rig)
+    sig = SigtermRig(monkeypatch, rig)
+    try:
+        sig.sigterm_during_a_hold(19.5)
+        sig.handled()
+    finally:
+        release.set()
+        trainer.join(10)
+        sig.put_down()
+    finished = sig.finished[0] - sig.arrived
+    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= finished < _scaled(SIGTERM_DEATH_S), finished
+    assert not sig.died or sig.died[0] > sig.finished[0], "the watcher killed the handler mid-wait"
+    (said,) = sig.given_up()
+    assert "(its next step boundary)" in said and "26 s after the signal" in said, said
+
+
+def test_a_sigterm_finished_by_the_watcher_after_a_hold_dies_before_the_sigkill(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The main thread blocked outside Python, a training thread recording mid-step, the signal during a
+    hold of 19.5 s: the watcher waited the hold, its 5 s grace, then finished the capture from there with
+    the controller's 10 s for the boundary counted from then: the process died 34.5 s after the signal,
+    SIGKILL first (exit 137, nothing written). It dies of SIGTERM 26 s after the signal, saying why."""
+    rig = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1))
+    trainer, release = _step_in_flight_on_a_thread(rig)
+    sig = SigtermRig(monkeypatch, rig)
+    try:
+        sig.sigterm_during_a_hold(19.5)
+        sig.watcher.join(10)  # the main thread stays blocked: the handler never runs
+    finally:
+        release.set()
+        trainer.join(10)
+        sig.put_down()
+    assert sig.died, "the watcher never let the process die"
+    died = sig.died[0] - sig.arrived
+    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= died < _scaled(SIGTERM_DEATH_S), died
+    (said,) = sig.given_up()
+    assert "(its next step boundary)" in said, said
+
+
+def test_a_sigterm_after_a_hold_gives_up_on_a_decisions_export_before_the_sigkill(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The handler, 12 s after the signal (a hold), finds the recording thread inside a decision that ends
+    8 s later and then exports the trace for long: the finish was waited for up to 18 s from the handler's
+    start, 30 s after the signal, past the SIGKILL. It is given up 26 s after the signal, its export
+    named."""
+    rig = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1))
+    trainer, _, decision_over = _decision_blocked_on_a_thread(rig)
+    export_over = threading.Event()
+    stop = rig.c.prof.stop
+
+    def long_export() -> None:
+        export_over.wait(30)
+        stop()
+
+    rig.c.prof.stop = long_export
+    sig = SigtermRig(monkeypatch, rig)
+    ends_the_decision = threading.Timer(_scaled(12.0 + 8.0), decision_over.set)
+    try:
+        ends_the_decision.start()  # counted from about the signal's arrival
+        sig.sigterm_during_a_hold(12.0)
+        sig.handled()
+    finally:
+        ends_the_decision.cancel()
+        decision_over.set()
+        export_over.set()
+        trainer.join(10)
+        sig.put_down()
+    assert rig.sink.events == [
+        ("begin", 1),
+        ("finish", 2, "stopped by SIGTERM", "complete", 3),
+    ]
+    finished = sig.finished[0] - sig.arrived
+    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= finished < _scaled(SIGTERM_DEATH_S), finished
+    (said,) = sig.given_up()
+    assert "(its trace export)" in said, said
+
+
 class RangesOpened:
     """torch's ``record_function`` as its profiler's step() and start() call it: the ProfilerStep ranges
     entered, in order (what the trace holds)."""

@@ -40,8 +40,10 @@ from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failu
 from npuprof.agent.profile_hook import ProfileHookWatch
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.agent.signals import (
+    HAND_OVER_S,
     HANDLER_LIMIT_S,
     PROFILER_START,
+    SIGTERM_LIMIT_S,
     decision_begins,
     decision_ends,
     export_hold,
@@ -59,8 +61,9 @@ OTHER_THREAD_WAIT_S = 2.0
 # "Signals").
 DECISION_WAIT_S = HANDLER_LIMIT_S / 2
 # A finish under way on the recording thread (its trace export) is waited for this long from the ask: the
-# capture is on disk once it ends; the hand-over after it gets what is left of HANDLER_LIMIT_S.
-FINISH_WAIT_S = HANDLER_LIMIT_S - 2.0
+# capture is on disk once it ends; the hand-over after it gets what is left of HANDLER_LIMIT_S. On SIGTERM
+# both waits also end SIGTERM_LIMIT_S - HAND_OVER_S after the signal (finish_on_sigterm's ``give_up_at``).
+FINISH_WAIT_S = HANDLER_LIMIT_S - HAND_OVER_S
 THREADS_LOGGED = 10  # the threads taking the steps over that the log names
 # Boundaries a thread that does not drive takes in a row, the driving one taking none, that make it drive
 # (when no profiler is open), as an optimizer takes over counting (agent/steps.py, SWITCH_AFTER).
@@ -1130,7 +1133,12 @@ class CaptureController:
 
     # ---- ending early --------------------------------------------------------------------------
     def finish_early(
-        self, reason: str, status: str = "complete", last: int | None = None, wait_s: float | None = None
+        self,
+        reason: str,
+        status: str = "complete",
+        last: int | None = None,
+        wait_s: float | None = None,
+        give_up_at: float | None = None,
     ) -> None:
         """Training ends (or a signal came, the user's profiler starts, the disk fills) while ours
         records: keep what was recorded, marked with ``reason`` (and ``status``); drop a warm-up. The
@@ -1139,7 +1147,8 @@ class CaptureController:
         Only the thread the profiler belongs to may stop it: from any other thread this asks that thread
         to finish at its next step boundary (or as it ends), and waits for it a little (never on a step
         boundary: this comes from the exit, a SIGTERM, or the script starting its own profiler):
-        ``wait_s``, or EXIT_WAIT_S at exit, OTHER_THREAD_WAIT_S otherwise (see ``_still_waiting``)."""
+        ``wait_s``, or EXIT_WAIT_S at exit, OTHER_THREAD_WAIT_S otherwise (see ``_still_waiting``), and never
+        past ``give_up_at`` (``time.monotonic``: a SIGTERM's, see ``finish_on_sigterm``)."""
         if self.prof is None or self._stopping_here():
             return
         try:
@@ -1149,7 +1158,7 @@ class CaptureController:
         if self._prof_thread not in (None, get_ident()) or not self._lock.acquire(blocking=False):
             less_stack(raised)
             wait = self._prof_thread != get_ident()
-            self._ask_the_recording_thread(reason, status, wait, wait_s)
+            self._ask_the_recording_thread(reason, status, wait, wait_s, give_up_at)
             return
         decision_begins()  # the script's handlers deferred during the export run once all is done
         try:
@@ -1173,11 +1182,14 @@ class CaptureController:
         owner = self._prof_thread
         return self.prof is not None and owner is not None and owner != threading.main_thread().ident
 
-    def finish_on_sigterm(self) -> None:
+    def finish_on_sigterm(self, give_up_at: float | None = None) -> None:
         """``finish_early`` from SIGTERM's handler: a thread that records is waited for up to its next step
         boundary (a step of seconds), at most DECISION_WAIT_S, then for the finish it begins there (its
-        export) up to FINISH_WAIT_S; 2 s lost the capture of any longer step (helper-281)."""
-        self.finish_early("stopped by SIGTERM", wait_s=DECISION_WAIT_S)
+        export) up to FINISH_WAIT_S; 2 s lost the capture of any longer step (helper-281). ``give_up_at``:
+        when the SIGTERM's finish must be done (``SigtermGuard.finish_by``, counted from the signal's
+        arrival): no wait goes past it, whatever held the handler or the watcher before (a hold, the
+        watcher's grace; docs/architecture.md, "Signals")."""
+        self.finish_early("stopped by SIGTERM", wait_s=DECISION_WAIT_S, give_up_at=give_up_at)
 
     def _stopping_here(self) -> bool:
         """Whether this thread is inside its own stop of the profiler: a SIGTERM's handler run there (a
@@ -1185,7 +1197,9 @@ class CaptureController:
         already enabled", said as npuprof's failure at the run's end; the stop under way ends it."""
         return self._stopping and self._prof_thread in (None, get_ident())
 
-    def _ask_the_recording_thread(self, reason: str, status: str, wait: bool, wait_s: float | None) -> None:
+    def _ask_the_recording_thread(
+        self, reason: str, status: str, wait: bool, wait_s: float | None, give_up_at: float | None = None
+    ) -> None:
         # At exit (the main thread has ended; a daemon thread still trains) no capture opens again: one
         # left recording in a thread that outlives the interpreter's exit crashes libtorch.
         exiting = not threading.main_thread().is_alive()
@@ -1199,17 +1213,41 @@ class CaptureController:
         if wait_s is None:
             wait_s = EXIT_WAIT_S if exiting else OTHER_THREAD_WAIT_S
         asked = time.monotonic()
-        while self.prof is not None and self._still_waiting(asked, asked + wait_s):
+        while self.prof is not None and self._still_waiting(asked, asked + wait_s, give_up_at):
             time.sleep(0.005)
-        if self.prof is not None:
+        if self.prof is None:
+            return
+        if give_up_at is not None and time.monotonic() >= give_up_at:
+            self._say_given_up_on_sigterm()
+        else:
             self.log.warning(f"the thread recording the capture did not finish it in time ({reason})")
 
-    def _still_waiting(self, asked: float, deadline: float) -> bool:
+    def _say_given_up_on_sigterm(self) -> None:
+        """Said once, on stderr too: what the finish was still waiting for as a SIGTERM's time ran out."""
+        waited_for = (
+            "its trace export"
+            if self._stopping
+            else "the step-boundary decision it is in"
+            if self._deciding
+            else "its next step boundary"
+        )
+        self.log.warn_once(
+            "sigterm-given-up",
+            f"SIGTERM: the thread recording the capture was waited for ({waited_for}) until "
+            f"{SIGTERM_LIMIT_S - HAND_OVER_S:.0f} s after the signal, and no longer: the process dies of it "
+            f"within {SIGTERM_LIMIT_S:.0f} s, before torchrun's or Slurm's SIGKILL; the capture in flight "
+            "is lost",
+        )
+
+    def _still_waiting(self, asked: float, deadline: float, give_up_at: float | None = None) -> bool:
         """Before ``deadline``; past it, while the recording thread is still in the decision it finishes
         the capture at the end of (a trace export, torch's start), at most DECISION_WAIT_S from ``asked``,
         and while it is stopping the capture (its export begun: the capture is saved as it ends), at most
-        FINISH_WAIT_S. At exit too: a daemon thread's export cut short there lost the capture."""
+        FINISH_WAIT_S. At exit too: a daemon thread's export cut short there lost the capture. Never at or
+        past ``give_up_at``."""
         now = time.monotonic()
+        if give_up_at is not None and now >= give_up_at:
+            return False
         if now < deadline:
             return True
         return (self._deciding and now < asked + DECISION_WAIT_S) or (

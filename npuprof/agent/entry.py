@@ -458,8 +458,9 @@ class Agent:
                 chrome_trace.wait_for_copies_at_exit()
 
     def _on_sigterm(self) -> None:
-        """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals)."""
-        self.controller.finish_on_sigterm()
+        """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals), its
+        waits counted from the signal's arrival."""
+        self.controller.finish_on_sigterm(self.sigterm.finish_by())
         self._hand_over_the_rest()
         _plans_last_lines(self.controller, "SIGTERM")
 

@@ -60,6 +60,9 @@ HANDLER_LIMIT_S = 20.0  # the most a started handler may take to finalise the ca
 # ... and the most from the signal's arrival to the process's death, a hold (an export, torch's start) and
 # the handler after it together: torchrun's and Slurm's SIGKILL comes 30 s after their SIGTERM
 SIGTERM_LIMIT_S = 28.0
+# ... of which a finish on SIGTERM (the controller's waits for the thread that records) leaves this much to
+# the hand-over after it: they end SIGTERM_LIMIT_S - HAND_OVER_S after the signal (SigtermGuard.finish_by)
+HAND_OVER_S = 2.0
 # HANDLER_GRACE_S for a --dynamic session's duty alone (between captures): nothing is finalised there, so a
 # main thread that has not started the handler by then (blocked in C++) is not waited for; the watcher logs
 # the SIGTERM itself and the process dies of it, as without npuprof.
@@ -326,6 +329,7 @@ class SigtermGuard:
         self._pipe_was_lost = False  # the watcher left its pipe, closed or taken by the script
         self._child_wrap: ChildSignalWrap | None = None  # SIGCHLD's handler kept out of ours (child_signal)
         self._settle_asked = False  # the main thread is to install or put down the handler (_settle)
+        self._term_arrived: float | None = None  # when the SIGTERM the process dies of came (_note_arrival)
 
     def install(self) -> bool:
         """A profiler of ours starts (the ``capture`` duty): whether the handler is installed."""
@@ -569,6 +573,7 @@ class SigtermGuard:
         self._duties = Duties()
         self._forget_current()
         self._exporting = self._held = self._finalising = False
+        self._term_arrived = None
         self._claim = threading.Lock()  # the parent's handler or watcher may have held it at the fork
         self._renewing = threading.Lock()  # the parent's watcher may have held it at the fork
         self._pipe_was_lost = False
@@ -583,10 +588,26 @@ class SigtermGuard:
     def _owns_sigterm(self) -> bool:
         return self._installed and signal.getsignal(signal.SIGTERM) == self._handle
 
+    def _note_arrival(self) -> float:
+        """When the SIGTERM npuprof handles came: the first to see it notes it (the watcher, woken as it
+        comes; the handler, maybe after a hold), and every wait on its way to the process's death counts
+        from it."""
+        if self._term_arrived is None:
+            self._term_arrived = time.monotonic()
+        return self._term_arrived
+
+    def finish_by(self) -> float:
+        """When (``time.monotonic``) the finish of this SIGTERM's capture must be done, or given up:
+        SIGTERM_LIMIT_S from the signal's arrival, less the hand-over's HAND_OVER_S. A finish begun after a
+        hold (up to 20 s) and the watcher's grace waited its own 18 s after them: the process died up to
+        43 s after the signal, torchrun's or Slurm's SIGKILL at 30 s first."""
+        return self._note_arrival() + SIGTERM_LIMIT_S - HAND_OVER_S
+
     def _handle(self, signum: int, frame: Any) -> None:
         if not self._quieted_for_term():
             self._act_as_previous(signum, frame)
             return
+        self._note_arrival()
         if self._finalising:
             return  # a second SIGTERM (scancel, systemd, pkill send more than one): the first ends us
         if self._exporting:
@@ -732,7 +753,7 @@ class SigtermGuard:
         )
 
     def _give_handler_time(self) -> None:
-        arrived, duties = time.monotonic(), self._duties
+        arrived, duties = self._note_arrival(), self._duties
         kept = duties.pending_copy()
         if duties.nothing_to_finish():  # nothing for the handler to save: dies as without npuprof
             _die_of(signal.SIGTERM)
