@@ -1277,23 +1277,47 @@ def _scaled(seconds: float) -> float:
     return seconds * SIGTERM_SCALE
 
 
+class SlowPipe:
+    """The post-processor's side of the hand-over (Postprocessor) as a pipe that keeps taking jobs slowly: its
+    drain takes the whole wait it is given."""
+
+    spool = None
+
+    def __init__(self) -> None:
+        self.drained: list[tuple[float, float]] = []  # each drain's start and end
+
+    def hold(self, held: bool) -> None:
+        pass
+
+    def drain(self, timeout_s: float, copies_s: float = 0.0) -> list[dict[str, Any]]:
+        began = time.monotonic()
+        time.sleep(timeout_s)
+        self.drained.append((began, time.monotonic()))
+        return []
+
+    def spool_left(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return jobs
+
+
 class SigtermRig:
     """A Rig whose capture a training thread records, under a SigtermGuard whose on_term is the agent's
-    (entry.Agent._on_sigterm: the controller's finish given the guard's ``finish_by``); the watcher's
-    death of SIGTERM recorded (when) instead of done."""
+    (entry.Agent._on_sigterm, its hand-over to a SlowPipe); the watcher's death of SIGTERM recorded (when)
+    instead of done."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, rig: Rig) -> None:
         from npuprof.agent import signals
+        from npuprof.results import postprocess
 
         monkeypatch.setattr(signals, "HANDLER_LIMIT_S", _scaled(20.0))
         monkeypatch.setattr(signals, "SIGTERM_LIMIT_S", _scaled(28.0))
         monkeypatch.setattr(signals, "HAND_OVER_S", _scaled(2.0))
         monkeypatch.setattr(controller_module, "DECISION_WAIT_S", _scaled(10.0))
         monkeypatch.setattr(controller_module, "FINISH_WAIT_S", _scaled(18.0))
+        monkeypatch.setattr(postprocess, "HANDOVER_DRAIN_S", _scaled(5.0))
         self.died: list[float] = []
         monkeypatch.setattr(signals, "_die_of", lambda signum: self.died.append(time.monotonic()))
         self.rig = rig
-        self.finished: list[float] = []  # when the finish ended (the hand-over begins)
+        self.pipe = SlowPipe()
         self.guard = signals.SigtermGuard(
             self.on_term, rig.log, recorded_off_main=rig.c.recorded_off_the_main_thread
         )
@@ -1304,12 +1328,18 @@ class SigtermRig:
         from npuprof.agent.entry import Agent
 
         agent = types.SimpleNamespace(
-            controller=self.rig.c, sigterm=self.guard, _hand_over_the_rest=self.hand_over
+            controller=self.rig.c, sigterm=self.guard, post=self.pipe, log=self.rig.log
         )
+        agent._hand_over_the_rest = functools.partial(Agent._hand_over_the_rest, agent)
         Agent._on_sigterm(agent)  # type: ignore[arg-type]
 
-    def hand_over(self) -> None:
-        self.finished.append(time.monotonic())
+    def finished(self) -> float:
+        """When the finish ended (the hand-over began), from the signal."""
+        return self.pipe.drained[0][0] - self.arrived
+
+    def handed_over(self) -> float:
+        """When the hand-over ended, from the signal (the handler's process dies of SIGTERM then)."""
+        return self.pipe.drained[0][1] - self.arrived
 
     def sigterm_during_a_hold(self, hold_s: float) -> None:
         """The signal comes as a hold (torch's start of the profiler) begins, which lasts ``hold_s``."""
@@ -1360,7 +1390,8 @@ def test_a_sigterm_handled_after_a_hold_gives_up_on_the_step_in_flight_before_th
     """A SIGTERM held 19.5 s by torch's start, then handled, the capture recorded by a thread mid-step: the
     handler waited 10 s for that thread's boundary from its own start, 29.5 s after the signal, where the
     watcher had killed the process at 28 s mid-wait (torchrun's SIGKILL at 30 s just after), the hand-over
-    never done and nothing said of what was waited for. It gives up 26 s after the signal, says so."""
+    never done and nothing said of what was waited for. It gives up 26 s after the signal, says so, and the
+    hand-over after it (a pipe that keeps taking jobs slowly) ends before 28 s, not 5 s later."""
     rig = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1))
     trainer, release = _step_in_flight_on_a_thread(rig)
     sig = SigtermRig(monkeypatch, rig)
@@ -1371,9 +1402,9 @@ def test_a_sigterm_handled_after_a_hold_gives_up_on_the_step_in_flight_before_th
         release.set()
         trainer.join(10)
         sig.put_down()
-    finished = sig.finished[0] - sig.arrived
-    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= finished < _scaled(SIGTERM_DEATH_S), finished
-    assert not sig.died or sig.died[0] > sig.finished[0], "the watcher killed the handler mid-wait"
+    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished() < _scaled(SIGTERM_DEATH_S), sig.finished()
+    assert sig.handed_over() < _scaled(SIGTERM_DEATH_S), sig.handed_over()
+    assert not sig.died or sig.died[0] > sig.pipe.drained[0][1], "the watcher killed the handler mid-wait"
     (said,) = sig.given_up()
     assert "(its next step boundary)" in said and "26 s after the signal" in said, said
 
@@ -1396,8 +1427,9 @@ def test_a_sigterm_finished_by_the_watcher_after_a_hold_dies_before_the_sigkill(
         trainer.join(10)
         sig.put_down()
     assert sig.died, "the watcher never let the process die"
+    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished(), sig.finished()
     died = sig.died[0] - sig.arrived
-    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= died < _scaled(SIGTERM_DEATH_S), died
+    assert sig.handed_over() <= died < _scaled(SIGTERM_DEATH_S), died
     (said,) = sig.given_up()
     assert "(its next step boundary)" in said, said
 
@@ -1435,8 +1467,8 @@ def test_a_sigterm_after_a_hold_gives_up_on_a_decisions_export_before_the_sigkil
         ("begin", 1),
         ("finish", 2, "stopped by SIGTERM", "complete", 3),
     ]
-    finished = sig.finished[0] - sig.arrived
-    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= finished < _scaled(SIGTERM_DEATH_S), finished
+    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished() < _scaled(SIGTERM_DEATH_S), sig.finished()
+    assert sig.handed_over() < _scaled(SIGTERM_DEATH_S), sig.handed_over()
     (said,) = sig.given_up()
     assert "(its trace export)" in said, said
 

@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -461,21 +462,29 @@ class Agent:
         """Finalise the capture in flight; the process then dies of SIGTERM (npuprof.agent.signals), its
         waits counted from the signal's arrival."""
         self.controller.finish_on_sigterm(self.sigterm.finish_by())
-        self._hand_over_the_rest()
+        self._hand_over_the_rest(until=self.sigterm.hand_over_by())
         _plans_last_lines(self.controller, "SIGTERM")
 
     def _handed_over_on_sigterm(self) -> None:
         """A SIGTERM held during a trace export that wrote the capture: the hand-over is left, and the
         plan's last lines."""
-        self._hand_over_the_rest()
+        self._hand_over_the_rest(until=self.sigterm.hand_over_by())
         _plans_last_lines(self.controller, "SIGTERM")
 
-    def _hand_over_the_rest(self, copies_s: float = 0.0) -> None:
+    def _hand_over_the_rest(self, copies_s: float = 0.0, until: float | None = None) -> None:
         """Jobs the pipe could not take in time go to the post-processor's spool, parsed after the job;
         those it cannot take either are written here, unparsed. ``copies_s``: how long a memory snapshot's
-        copy still under way is waited for (the process's normal end; a SIGTERM's has its own 5 s)."""
+        copy still under way is waited for (the process's normal end; a SIGTERM's has its own 5 s).
+        ``until``: when (``time.monotonic``) the wait for the pipe ends at the latest (a SIGTERM's
+        ``SigtermGuard.hand_over_by``), the rest spooled."""
         self.post.hold(False)  # nothing records any more (a capture the finalise could not stop included)
-        left = self.post.drain(copies_s=copies_s)
+        if until is None:
+            left = self.post.drain(copies_s=copies_s)
+        else:
+            from npuprof.results.postprocess import HANDOVER_DRAIN_S
+
+            drain_s = max(0.0, min(HANDOVER_DRAIN_S, until - time.monotonic()))
+            left = self.post.drain(drain_s, copies_s=copies_s)
         spooled = len(left)
         from npuprof.results.postprocess import uncopied_snapshot
 

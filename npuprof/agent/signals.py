@@ -603,6 +603,12 @@ class SigtermGuard:
         43 s after the signal, torchrun's or Slurm's SIGKILL at 30 s first."""
         return self._note_arrival() + SIGTERM_LIMIT_S - HAND_OVER_S
 
+    def hand_over_by(self) -> float:
+        """When the hand-over after that finish stops waiting for the post-processor's pipe (the rest is
+        spooled): half of HAND_OVER_S left to spool it and die. Its own 5 s after a finish given up at 26 s
+        let the process live to 31 s, past the SIGKILL (or the watcher's cut at 28 s, the jobs unspooled)."""
+        return self._note_arrival() + SIGTERM_LIMIT_S - HAND_OVER_S / 2
+
     def _handle(self, signum: int, frame: Any) -> None:
         if not self._quieted_for_term():
             self._act_as_previous(signum, frame)
