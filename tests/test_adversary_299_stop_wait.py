@@ -16,48 +16,14 @@ SIGKILL_AFTER_S = 30.0
 FINALISE_S = 20.0
 
 
-def test_the_wait_after_a_sigterm_ends_before_the_sigkill_that_follows_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """SIGTERM to `npuprof run` (scancel): the job took 20 s to finalise its capture, then the launcher
-    waited 2 s and 10 s more for post-processing from the job's end, and wrote its record 32 s after the
-    signal, killed first by the SIGKILL that comes at 30 s. The wait ends in time for the record."""
-    from npuprof import runner
-    from npuprof.results import layout, postprocess
-
-    (tmp_path / layout.PENDING_DIR).mkdir()
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run-x")  # no change of the post-processors' priority
-    monkeypatch.setattr(runner, "_busy_post_processors", lambda output, run_id: 1)
-    waits_until: list[float] = []
-
-    def post_processing_never_done(*args: Any, deadline: float | None = None, **kwargs: Any) -> int:
-        assert deadline is not None
-        waits_until.append(deadline)
-        raise TimeoutError  # as wait_for_pending past its deadline
-
-    monkeypatch.setattr(postprocess, "wait_for_pending", post_processing_never_done)
-    monkeypatch.setattr(runner, "_QUIET_WAIT_S", 0.1)  # the moment before the wait is said
-    sigterm_came = time.monotonic() - FINALISE_S
-    held = runner._HeldSignals()
-    try:
-        runner._wait_for_post_processing(
-            tmp_path, tmp_path / "npuprof.log", "run-x", held, signal.SIGTERM, sigterm_came
-        )
-    finally:
-        held.restore()
-    assert waits_until and waits_until[0] - sigterm_came < SIGKILL_AFTER_S - 2, waits_until[0] - sigterm_came
-    said = " ".join(capsys.readouterr().err.split())
-    (stopped_after,) = re.findall(r"stopped waiting after (\d+) s \(the job was stopped by SIGTERM\)", said)
-    assert FINALISE_S + int(stopped_after) < SIGKILL_AFTER_S, said
-
-
-def test_a_job_that_ended_past_the_wait_after_a_sigterm_is_not_said_to_be_waited_for(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A profiler start held the SIGTERM, and the finalise after it ended 26 s after the signal (it may take
-    up to 28 s: docs/architecture.md, "Signals"), past the 25 s the launcher's wait may last: it said
-    'waiting for 1 background post-processing job(s) ..., 0 s at most after SIGTERM' and then at once
-    'stopped waiting after 0 s'. It says that it does not wait, and why."""
+def _launcher_waits_after_sigterm(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    job_ended_after_s: float,
+) -> tuple[list[float | None], str]:
+    """The launcher's wait for one busy post-processor that never finishes, for a job that ended
+    ``job_ended_after_s`` after the SIGTERM: the deadlines it waited to, and what it said on stderr."""
     from npuprof import runner
     from npuprof.results import layout, postprocess
 
@@ -71,8 +37,8 @@ def test_a_job_that_ended_past_the_wait_after_a_sigterm_is_not_said_to_be_waited
         raise TimeoutError  # as wait_for_pending past its deadline
 
     monkeypatch.setattr(postprocess, "wait_for_pending", post_processing_never_done)
-    monkeypatch.setattr(runner, "_QUIET_WAIT_S", 0.1)
-    sigterm_came = time.monotonic() - 26.0
+    monkeypatch.setattr(runner, "_QUIET_WAIT_S", 0.1)  # the moment before the wait is said
+    sigterm_came = time.monotonic() - job_ended_after_s
     held = runner._HeldSignals()
     try:
         runner._wait_for_post_processing(
@@ -80,7 +46,31 @@ def test_a_job_that_ended_past_the_wait_after_a_sigterm_is_not_said_to_be_waited
         )
     finally:
         held.restore()
-    said = " ".join(capsys.readouterr().err.split())
+    return [w - sigterm_came if w is not None else None for w in waited], " ".join(
+        capsys.readouterr().err.split()
+    )
+
+
+def test_the_wait_after_a_sigterm_ends_before_the_sigkill_that_follows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM to `npuprof run` (scancel): the job took 20 s to finalise its capture, then the launcher
+    waited 2 s and 10 s more for post-processing from the job's end, and wrote its record 32 s after the
+    signal, killed first by the SIGKILL that comes at 30 s. The wait ends in time for the record."""
+    waited, said = _launcher_waits_after_sigterm(tmp_path, monkeypatch, capsys, FINALISE_S)
+    assert waited and waited[0] is not None and waited[0] < SIGKILL_AFTER_S - 2, waited
+    (stopped_after,) = re.findall(r"stopped waiting after (\d+) s \(the job was stopped by SIGTERM\)", said)
+    assert FINALISE_S + int(stopped_after) < SIGKILL_AFTER_S, said
+
+
+def test_a_job_that_ended_past_the_wait_after_a_sigterm_is_not_said_to_be_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profiler start held the SIGTERM, and the finalise after it ended 26 s after the signal (it may take
+    up to 28 s: docs/architecture.md, "Signals"), past the 25 s the launcher's wait may last: it said
+    'waiting for 1 background post-processing job(s) ..., 0 s at most after SIGTERM' and then at once
+    'stopped waiting after 0 s'. It says that it does not wait, and why."""
+    waited, said = _launcher_waits_after_sigterm(tmp_path, monkeypatch, capsys, 26.0)
     assert not waited, waited
     assert "npuprof: waiting for" not in said and "stopped waiting" not in said, said
     assert re.search(
