@@ -781,13 +781,9 @@ class SigtermGuard:
             started = self._handler_started.is_set()  # the main thread came back meanwhile: it ends us
         if started:
             threading.Event().wait(_handler_time_left(arrived))  # the handler kills the process before this
-            self._log.error(
-                f"finalising the capture on SIGTERM took too long ({time.monotonic() - arrived:.0f} s since "
-                "the signal); dying now"
-            )
-        elif duties.capture and self._finished_from_the_watcher(arrived):
-            pass
-        else:
+            self._finish_took_too_long(arrived)
+            return
+        if not (duties.capture and self._finished_from_the_watcher(arrived)):
             if duties.capture:
                 self._log.warning(
                     "SIGTERM while the main thread is blocked outside Python (e.g. in a collective): "
