@@ -27,6 +27,8 @@ def stalled_copies(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[threading.T
     for copy in copies:
         copy.start()
     monkeypatch.setattr(chrome_trace, "_copying", list(copies))
+    # the exit's wait is once a process: another test in this worker may have begun it already
+    monkeypatch.setattr(chrome_trace, "_exit_wait_began", [])
     yield copies
     release.set()
     for copy in copies:
