@@ -112,6 +112,7 @@ def test_steps_come_from_step_trace_time(cluster: tuple[Path, dict]) -> None:
     first_task = min(float(k["Start Time(us)"]) for k in _kernels("kernel_details_2023.csv"))
     assert s0["start_us"] == pytest.approx(first_task - 12.5, abs=1e-3)
     assert any("parsed by torch_npu" in w for w in r0["warnings"])
+    assert "data_us" not in s0  # torch_npu's tables do not carry it: not known
 
 
 def test_ranks_parsed_by_torch_npu_are_said_once_not_warned_each(cluster: tuple[Path, dict]) -> None:
@@ -159,6 +160,8 @@ def test_csv_format_lists_each_rank_and_step(cluster: tuple[Path, dict]) -> None
     rows = list(csv.DictReader(result.stdout.splitlines()))
     assert [(r["rank"], r["step"]) for r in rows] == [("0", "1"), ("1", "1")]
     assert [float(r["duration_us"]) for r in rows] == [5500.0, 6900.0]
+    # torch_npu's tables carry no DataLoader time: not known, an empty cell rather than a 0
+    assert [(r["data_us"], r["data_pct"]) for r in rows] == [("", ""), ("", "")]
 
 
 def test_2025_release_with_a_step_only_the_trace_view_knows(tmp_path: Path) -> None:

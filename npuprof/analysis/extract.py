@@ -605,6 +605,7 @@ _GROWING = (
     "thread_names",
     "steps",
     "comm_spans",
+    "data_fetches",
     "dev_kind",
     "dev_pid",
     "dev_tid",
@@ -649,6 +650,9 @@ class Extract:
         self.nested_steps: list[tuple[int, float, float, int]] = []
         # host-side communication spans (gloo:..., record_param_comms): name, ts, dur, thread, args dict
         self.comm_spans: list[tuple[str, float, float, int, dict[str, Any]]] = []
+        # the DataLoader's batch fetches recorded as user annotations (vocabulary.is_data_fetch): ts, dur,
+        # thread (those recorded as operators are among the operators)
+        self.data_fetches: list[tuple[float, float, int]] = []
         self.dev_kind: list[str] = []
         self.dev_pid: list[Any] = []
         self.dev_tid: list[Any] = []
@@ -1322,6 +1326,7 @@ class Extract:
         thread_streams: list[tuple[np.ndarray, int, list[Any]]] = []
         comm: list[tuple[int, str, float, float, tuple[Any, Any], Any]] = []
         steps: list[tuple[int, float, float, tuple[Any, Any]]] = []
+        fetches: list[tuple[float, float, tuple[Any, Any]]] = []
         ops, oi, oargs = sel.ops, sel.oi, sel.oargs
         op_names = list(map(_NAME, ops))
         at = _step_positions(op_names) if ops else []
@@ -1374,6 +1379,9 @@ class Extract:
                     steps.append((int(match.group(1)), ev.ts, ev.dur, (ev.pid, ev.tid)))
             elif name.startswith(vocab.COMM_ANNOTATION_PREFIXES):
                 comm.append((i, name, ev.ts, ev.dur, (ev.pid, ev.tid), ev.args))
+            elif vocab.is_data_fetch(name) and code == _ANNOT:
+                thread_streams.append((np.array([i]), 0, [(ev.pid, ev.tid)]))
+                fetches.append((ev.ts, ev.dur, (ev.pid, ev.tid)))
         mem_keys = list(map(_PIDTID, sel.mems))
         thread_streams.append((sel.mi, 0, mem_keys))
         pend = sel.pend
@@ -1397,6 +1405,7 @@ class Extract:
             self.thread(*key)
         threads = self.threads
         self.steps.extend((num, t, d, threads[key]) for num, t, d, key in steps)
+        self.data_fetches.extend((t, d, threads[key]) for t, d, key in fetches)
         for key, label in named:
             self.thread_names[threads[key]] = label
         streams = [(oi, 0, op_names), (oi, 1, shapes), (oi, 2, stacks), (sel.di, 0, dev_names)]
@@ -1523,6 +1532,7 @@ class Extract:
         self.steps.extend((n, ts, dur, int(tmap[t])) for n, ts, dur, t in other.steps)
         self.nested_steps.extend((n, ts, dur, int(tmap[t])) for n, ts, dur, t in other.nested_steps)
         self.comm_spans.extend((n, ts, d, int(tmap[t]), a) for n, ts, d, t, a in other.comm_spans)
+        self.data_fetches.extend((ts, d, int(tmap[t])) for ts, d, t in other.data_fetches)
         self.dev_kind.extend(other.dev_kind)
         self.dev_pid.extend(other.dev_pid)
         self.dev_tid.extend(other.dev_tid)

@@ -71,7 +71,7 @@ from npuprof.analysis.report_schema import (  # REPORT_VERSION: read from here t
     Straggler,
 )
 from npuprof.analysis.scratch import ScratchDirs
-from npuprof.analysis.step_fields import STEP_TIME_FIELDS
+from npuprof.analysis.step_fields import SHARES, STEP_CSV_FIELDS
 from npuprof.analysis.step_selection import StepSelection, of_range
 from npuprof.analysis.summary_schema import Summary, SummaryError, TopKernel, TopOperator, read_summary
 from npuprof.analysis.versioned import TRACE_GONE
@@ -632,6 +632,15 @@ def _add_gc(chosen: list[ReportStep], annotations: Annotations) -> ReportGc | No
     )
 
 
+def _add_shares(chosen: list[ReportStep]) -> None:
+    """Each step's percents of its duration (step_fields.SHARES), where the time is known."""
+    for s in chosen:
+        for key, share in SHARES:
+            part = getattr(s, key)
+            if part is not msgspec.UNSET:
+                setattr(s, share, round(100 * part / s.duration_us, 1) if s.duration_us else 0.0)
+
+
 def _trace_name(rank_dir: Path, name: str) -> str:
     """The raw trace's name as it is now: the post-processor gzips it after the parse that named it."""
     if name and not (rank_dir / name).exists() and (rank_dir / f"{name}.gz").exists():
@@ -650,6 +659,7 @@ def rank_report(
     """One rank's part of the report, from its summary: the steps chosen and the ``top`` operators and
     kernels over them; with ``annotations``, the ``top`` ranges and each step's GC time."""
     chosen = [ReportStep(**msgspec.structs.asdict(s)) for s in summary.steps if _in_steps(s.step, steps)]
+    _add_shares(chosen)
     durations = [s.duration_us for s in chosen]
     peaks = [p for s in chosen if (p := s.memory_peak_mb) is not None and p is not msgspec.UNSET]
     reserved = [p for s in chosen if (p := s.memory_peak_reserved_mb) is not None and p is not msgspec.UNSET]
@@ -2154,14 +2164,15 @@ def _one_run(
 
 
 def csv_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
-    """One row per rank and step (the --format csv output); ``gc_us`` and ``gc_pauses`` columns when
-    some rank detected GC (a report without GC keeps its layout)."""
-    header = ["rank", "step", *STEP_TIME_FIELDS, "memory_peak_mb", "rank_dir"]
+    """One row per rank and step (the --format csv output); ``data_us`` and ``data_pct`` always, empty
+    where not known; ``gc_us`` and ``gc_pauses`` columns when some rank detected GC (a report without GC
+    keeps its layout)."""
+    header = ["rank", "step", *STEP_CSV_FIELDS, "memory_peak_mb", "rank_dir"]
     rows = [
         [
             r.rank,
             s.step,
-            *(getattr(s, k) for k in STEP_TIME_FIELDS),
+            *(None if (v := getattr(s, k)) is msgspec.UNSET else v for k in STEP_CSV_FIELDS),
             None if s.memory_peak_mb is msgspec.UNSET else s.memory_peak_mb,
             r.rank_dir,
         ]

@@ -22,8 +22,10 @@ REPORT_VERSION = 1
 class ReportStep(SummaryStep, kw_only=True):  # type: ignore[misc,valid-type]
     """A step of the summary (its number and times), its GC time when the capture detected GC
     (``gc_us``: the pauses' time inside the step; ``gc_pauses``: the pauses overlapping it; both absent
-    otherwise), and whether the capture ended inside it (then ``partial`` is true; absent otherwise)."""
+    otherwise), whether the capture ended inside it (then ``partial`` is true; absent otherwise), and the
+    percent of its duration that ``data_us`` is (``data_pct``: absent with ``data_us``)."""
 
+    data_pct: Finite | UnsetType = UNSET
     gc_us: Finite | UnsetType = UNSET
     gc_pauses: int | UnsetType = UNSET
     partial: bool | UnsetType = UNSET

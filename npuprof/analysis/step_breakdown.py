@@ -13,7 +13,7 @@ import numpy as np
 
 from npuprof.analysis import intervals
 from npuprof.analysis.rounding import rounded
-from npuprof.analysis.step_fields import FIELDS, SUMMARY_ORDER
+from npuprof.analysis.step_fields import FIELDS, OPTIONAL_ORDER, SUMMARY_ORDER
 
 OVERLAP_LANES = ("Computing", "Communication(Not Overlapped)", "Free")
 
@@ -80,6 +80,8 @@ class Work:
     communication: intervals.Spans
     receive: intervals.Spans
     task_starts: np.ndarray
+    # the training thread's DataLoader fetches (disjoint, sorted); None when the trace holds none
+    data: intervals.Spans | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ class StepBreakdown:
     preparing: np.ndarray
     lanes: Lanes
     communication_spans: intervals.Spans
+    # the training thread's time inside DataLoader fetches (None: the trace holds no fetch, so not known)
+    data: np.ndarray | None = None
     # the steps overlap too much to draw their lanes (_breakdown_by_totals): lanes is empty
     lanes_left_out: bool = False
 
@@ -114,11 +118,11 @@ class StepBreakdown:
 
     def summary_steps(self) -> list[dict[str, object]]:
         """The steps of ``npuprof_summary.json``: the step number and its times (µs, 3 decimals)."""
-        columns = {key: rounded(getattr(self, _BY_SUMMARY[key].attr), 3) for key in SUMMARY_ORDER}
-        return [
-            {"step": num, **{key: columns[key][k] for key in SUMMARY_ORDER}}
-            for k, num in enumerate(self.windows.numbers)
-        ]
+        known = [key for key in OPTIONAL_ORDER if getattr(self, _BY_SUMMARY[key].attr) is not None]
+        keys = (*SUMMARY_ORDER, *known)
+        columns = {key: rounded(getattr(self, _BY_SUMMARY[key].attr), 3) for key in keys}
+        numbers = self.windows.numbers
+        return [{"step": num, **{key: columns[key][k] for key in keys}} for k, num in enumerate(numbers)]
 
 
 # pieces of work the steps may cut the work's spans (and themselves) into, per span, before their times come
@@ -131,7 +135,8 @@ PIECES_FLOOR = 1_000_000
 
 def breakdown(windows: StepWindows, work: Work) -> StepBreakdown:
     """Each step's computing, communication (overlapped or not), free, bubble and preparing time, and the
-    Overlap Analysis lanes. Works for overlapping steps too: every step is measured on its own."""
+    Overlap Analysis lanes, and the time spent fetching data. Works for overlapping steps too: every step
+    is measured on its own."""
     lo, hi, n = windows.start, windows.end, len(windows)
     busy = intervals.merge(work.computing, work.communication)
     kinds = (work.computing, work.communication, busy, work.receive)
@@ -191,6 +196,7 @@ def _of_totals(
         preparing=_preparing(lo, hi, work.task_starts),
         lanes=lanes,
         communication_spans=work.communication,
+        data=None if work.data is None else intervals.totals_in(work.data, lo, hi),
         lanes_left_out=lanes_left_out,
     )
 

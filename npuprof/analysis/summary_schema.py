@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from npuprof.analysis.step_fields import SUMMARY_ORDER
+from npuprof.analysis.step_fields import OPTIONAL_ORDER, SUMMARY_ORDER
 from npuprof.analysis.versioned import Words, decode_versioned, trace_gone_words
 
 SUMMARY_VERSION = 1
@@ -26,6 +26,8 @@ SummaryStep = msgspec.defstruct(
     [
         ("step", int | None),
         *((name, Finite) for name in SUMMARY_ORDER),  # start_us, then the step's times
+        # absent when the trace does not tell (data_us: no DataLoader fetch in it, or torch_npu's tables)
+        *((name, Finite | msgspec.UnsetType, msgspec.UNSET) for name in OPTIONAL_ORDER),
         # absent when the memory table had no row for the step, null when it had no peak
         ("memory_peak_mb", Finite | None | msgspec.UnsetType, msgspec.UNSET),
         ("memory_peak_reserved_mb", Finite | None | msgspec.UnsetType, msgspec.UNSET),  # as memory_peak_mb

@@ -5,7 +5,7 @@ formatted when written; the step breakdown is :mod:`npuprof.analysis.step_breakd
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -187,7 +187,8 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     windows = step_windows(x)
     device = _device_kind(x) if len(x.dev_ts) else "NPU" if on_device else "CPU"
     device_id = device_id_of(x)
-    steps = breakdown(windows, device_work(x, ops) if on_device else host_work(x, ops))
+    work = device_work(x, ops) if on_device else host_work(x, ops)
+    steps = breakdown(windows, replace(work, data=data_fetches(x, ops)))
     step_numbers = windows.numbers if x.steps else None
     launch = _launch_rows(x, ops)
     if on_device:
@@ -370,6 +371,23 @@ def host_work(x: Extract, ops: OpView) -> Work:
         receive=intervals.union(comm_s[recv], comm_e[recv]) if len(recv) else intervals.EMPTY,
         task_starts=np.sort(ops.ts[keep]),
     )
+
+
+def data_fetches(x: Extract, ops: OpView) -> intervals.Spans | None:
+    """The training thread's DataLoader batch fetches (vocabulary.is_data_fetch), operators or annotations,
+    as disjoint spans (a fetch inside another counts once): on the steps' threads, or every thread when the
+    trace has no steps. None when the trace holds no fetch at all: the job's data time is then not known
+    (a job that loads its batches by hand), which a 0 would misstate (docs/formats.md, "Step breakdown")."""
+    is_fetch = _name_flags(x.strings, vocab.is_data_fetch)[ops.name] if len(ops.name) else np.zeros(0, bool)
+    noted = np.array(x.data_fetches, dtype=np.float64).reshape(-1, 3)
+    if not is_fetch.any() and not len(noted):
+        return None
+    starts = np.concatenate([ops.ts[is_fetch], noted[:, 0]])
+    ends = starts + np.maximum(np.concatenate([ops.dur[is_fetch], noted[:, 1]]), 0.0)
+    threads = np.concatenate([ops.thread[is_fetch], noted[:, 2].astype(np.int32)])
+    step_threads = list({t for _n, _ts, _d, t in x.steps})
+    keep = np.isin(threads, step_threads) if step_threads else np.ones(len(threads), bool)
+    return intervals.union(starts[keep], ends[keep])
 
 
 def _ancestors_of(parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:

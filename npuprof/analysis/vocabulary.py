@@ -161,6 +161,15 @@ def step_inside(ts: float, dur: float, outer_ts: float, outer_dur: float) -> boo
 
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+# torch's DataLoader iterators record each batch fetch as ``enumerate(DataLoader)#<IterClass>.__next__``
+# (_SingleProcessDataLoaderIter, _MultiProcessingDataLoaderIter, a subclass's name): a cpu_op or a
+# user_annotation depending on the release (docs/formats.md, "Step breakdown")
+DATA_FETCH_PREFIX = "enumerate(DataLoader)#"
+
+
+def is_data_fetch(name: str) -> bool:
+    return name.startswith(DATA_FETCH_PREFIX)
+
 
 COMM_KERNEL_MARKS = ("nccl", "hccl", "rccl")
 COMM_TASK_PREFIXES = ("hcom_",)  # torch_npu's HCCL operators as device tasks: hcom_allReduce__123_0

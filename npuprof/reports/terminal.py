@@ -14,10 +14,13 @@ from rich.table import Table
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.report_schema import RankReport, Report, ReportStep, StartSkew, json_value
-from npuprof.analysis.step_fields import STEP_TIME_FIELDS
+from npuprof.analysis.step_fields import OPTIONAL_ORDER, STEP_TIME_FIELDS
 from npuprof.reports.text import printable, shorten_middle, shorten_range_name
 
 T = TypeVar("T")
+STEP_KEYS = (*STEP_TIME_FIELDS, *OPTIONAL_ORDER)
+# the step table's columns, as _step_row gives their cells
+STEP_COLUMNS = ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "data", "prep ms", "mem MiB")
 MIN_NAME_WIDTH = 16
 MAX_STEP_ROWS = 30  # a step table longer than this shows only
 SHOWN_WHEN_MANY = 10  # the steps that matter most, plus a row over all of them
@@ -25,6 +28,8 @@ SHOWN_WHEN_MANY = 10  # the steps that matter most, plus a row over all of them
 # news beside a step; the first one tens of ms, seconds in a process with no optimizer: README, "Comparing
 # with your own timer"); the JSON has it whatever it took
 START_SAID_FROM_MS = 5.0
+# the data-loading hint is said above this share of the whole steps' time (docs/formats.md, "Step breakdown")
+DATA_HINT_SHARE = 0.2
 WEIGHT_WORDS = {"duration_us": "step time", "spread_us": "spread across ranks"}
 CAPTION_TAIL = {"duration_us": ", then all whole steps (mean ms)", "spread_us": ""}
 
@@ -83,8 +88,9 @@ def _peak(s: ReportStep) -> float | None:
     return None if s.memory_peak_mb is msgspec.UNSET else s.memory_peak_mb
 
 
-def _step_row(label: str, times: dict[str, float], peak: float | None) -> list[str]:
+def _step_row(label: str, times: dict[str, float | None], peak: float | None) -> list[str]:
     d = times["duration_us"]
+    data = times["data_us"]
     return [
         label,
         _ms(d),
@@ -93,25 +99,39 @@ def _step_row(label: str, times: dict[str, float], peak: float | None) -> list[s
         _pct(times["comm_not_overlapped_us"], d),
         _pct(times["overlapped_us"], d),
         _pct(times["free_us"], d),
+        "-" if data is None else _pct(data, d),
         _ms(times["preparing_us"]),
         "-" if peak is None else f"{peak:.1f}",
     ]
 
 
-def _times(s: ReportStep) -> dict[str, float]:
-    return {k: getattr(s, k) for k in STEP_TIME_FIELDS}
+def _times(s: ReportStep) -> dict[str, float | None]:
+    """The step's times by key; None for one not known (OPTIONAL_ORDER's: no DataLoader fetch seen)."""
+    return {k: None if (v := getattr(s, k)) is msgspec.UNSET else v for k in STEP_KEYS}
+
+
+def _total(steps: list[ReportStep]) -> dict[str, float | None]:
+    """The steps' summed times; None for a time some step does not know."""
+    times = [_times(s) for s in steps]
+    values = {k: [t[k] for t in times] for k in STEP_KEYS}
+    return {k: None if None in v else sum(v) for k, v in values.items()}  # type: ignore[arg-type]
 
 
 def _all_steps_row(steps: list[ReportStep]) -> list[str]:
     """Every whole step at once (a partial step is left out, as from the mean step time): the mean step
     time, each part's share of the summed time, the mean preparation and the highest memory peak."""
-    steps = [s for s in steps if s.partial is not True] or steps
-    total = {k: sum(getattr(s, k) for s in steps) for k in STEP_TIME_FIELDS}
+    steps = _whole(steps)
+    total = _total(steps)
     peaks = [p for s in steps if (p := _peak(s)) is not None]
     row = _step_row("all", total, max(peaks, default=None))
-    row[1] = _ms(total["duration_us"] / len(steps))
-    row[7] = _ms(total["preparing_us"] / len(steps))
+    row[1] = _ms(total["duration_us"] / len(steps))  # type: ignore[operator]
+    row[8] = _ms(total["preparing_us"] / len(steps))  # type: ignore[operator]
     return row
+
+
+def _whole(steps: list[ReportStep]) -> list[ReportStep]:
+    """The steps less the partial ones (all of them when every one is partial)."""
+    return [s for s in steps if s.partial is not True] or steps
 
 
 def _sections(report: Report) -> list[RankReport]:
@@ -184,15 +204,22 @@ def _steps_table(r: RankReport, restarted: bool = True) -> Table:
     steps = Table(
         title=escape(printable(title)), title_justify="left", caption=caption, caption_justify="left"
     )
-    for col in ("step", "ms", "comp", "comm", "exposed", "overlap", "free", "prep ms", "mem MiB"):
-        steps.add_column(col, justify="right")
+    # the data column where the trace holds DataLoader fetches: a table without one keeps its width
+    keep = [k for k, col in enumerate(STEP_COLUMNS) if col != "data" or _knows_data(r.steps)]
+    for k in keep:
+        steps.add_column(STEP_COLUMNS[k], justify="right")
     for s in shown:
         label = str(s.step if s.step is not None else "-")
-        steps.add_row(*_step_row(label + (" (partial)" if s.partial is True else ""), _times(s), _peak(s)))
+        row = _step_row(label + (" (partial)" if s.partial is True else ""), _times(s), _peak(s))
+        steps.add_row(*(row[k] for k in keep))
     if caption:
         steps.add_section()
-        steps.add_row(*_all_steps_row(r.steps))
+        steps.add_row(*(_all_steps_row(r.steps)[k] for k in keep))
     return steps
+
+
+def _knows_data(steps: list[ReportStep]) -> bool:
+    return any(s.data_us is not msgspec.UNSET for s in steps)
 
 
 def _step_call(step_on: str | msgspec.UnsetType | None) -> str:
@@ -274,6 +301,8 @@ def render_table(report: Report, console: Console) -> None:
             console.print(f"[dim]{escape(_cpu_only_note(r.rank_dir))}[/dim]")
         _render_ranges(r, console)
         _render_gc(r, console)
+        if (line := _data_line(r.steps)) is not None:
+            console.print(line, highlight=False)
         console.print()
     _render_cross_rank(report, console)
     _render_cross_ranges(report, console)
@@ -323,6 +352,23 @@ def _render_ranges(r: RankReport, console: Console) -> None:
     for g, name, row in zip(r.ranges, names, cells, strict=True):
         table.add_row(escape(shorten_range_name(name, room)), g.kind, *row)
     print_whole(console, table)
+
+
+def _data_line(steps: list[ReportStep]) -> str | None:
+    """The hint when the training thread spent more than DATA_HINT_SHARE of the whole steps' time inside
+    the DataLoader's fetches (docs/formats.md, "Step breakdown"); None otherwise or when not known."""
+    whole = _whole(steps)
+    total = _total(whole)
+    data, duration = total["data_us"], total["duration_us"]
+    if data is None or not duration or data <= DATA_HINT_SHARE * duration:
+        return None
+    mean, step = _ms(data / len(whole)), _ms(duration / len(whole))
+    return (
+        f"[yellow]data loading: {_pct(data, duration)} of the step time[/yellow] (mean {mean} of {step} ms "
+        "a step) went to the training thread's batch fetches (enumerate(DataLoader)): it waits on the input "
+        "pipeline; more DataLoader workers (num_workers=), pin_memory=True or a cheaper "
+        "Dataset.__getitem__ feed it faster"
+    )
 
 
 def _render_gc(r: RankReport, console: Console) -> None:
