@@ -122,10 +122,50 @@ def test_a_negative_kernel_duration_counts_as_zero_in_every_table(tmp_path: Path
     assert durations == [0.0, 200.0], durations
 
 
-def test_nan_written_by_pythons_json_is_named_where_it_stands(tmp_path: Path) -> None:
-    """A NaN that is no event's time (a ts or dur of NaN leaves that event out: test_damaged_events.py)."""
+@pytest.mark.parametrize("compact", [False, True])
+def test_nan_or_infinity_in_args_is_read_as_unknown(tmp_path: Path, compact: bool) -> None:
+    """An arg of NaN or Infinity (Python's json.dump of a float nan or inf: a record_function's arg, a tool's)
+    made analyse refuse the whole trace, naming the byte. It is read as unknown ("?"), said in one line, and
+    every figure is the clean trace's (a ts or dur of NaN leaves that event out: test_damaged_events.py)."""
     trace = cpu_trace()
-    trace["traceEvents"][2]["args"]["Sequence number"] = float("nan")
+    odd = [float("nan"), float("inf"), -float("inf")]
+    trace["traceEvents"][2]["args"]["Sequence number"] = odd[0]
+    trace["traceEvents"][3]["args"]["lr"] = [0.5, *odd[1:]]
+    rank_dir = write_rank_dir(tmp_path, trace, compact=compact)
+    summary = _summary(rank_dir)
+    clean = _summary(write_rank_dir(tmp_path / "clean", cpu_trace()))
+    assert summary["steps"] == clean["steps"] and summary["top_operators"] == clean["top_operators"]
+    (note,) = [w for w in summary["warnings"] if "NaN or Infinity" in w]
+    assert note.startswith(f"{len(odd)} arg value(s) are NaN or Infinity, which is no JSON"), note
+    assert 'read as unknown (the string "?")' in note, note
+    from npuprof.analysis.trace_loader import load_trace
+
+    loaded = load_trace(next(rank_dir.glob("*.pt.trace.json")))
+    args = [e.args_dict() for e in loaded.events]
+    assert args[2]["Sequence number"] == "?" and args[3]["lr"] == [0.5, "?", "?"], args[2:4]
+    assert loaded.damaged.total == 0
+
+
+def test_nan_in_args_of_every_event_of_a_bare_array_read_in_small_blocks(tmp_path: Path) -> None:
+    """torch_npu's form with an arg of NaN in every event, read in blocks smaller than the file: the event
+    boundaries are still found (a value no JSON in every event hid them) and every event read."""
+    from npuprof.analysis.trace_loader import TraceReader
+
+    events = [{**e, "ts": f"{e['ts']:.3f}"} for e in cpu_trace()["traceEvents"]]  # torch_npu's string ts
+    odd = [{**e, "args": {**e.get("args", {}), "bandwidth": float("nan")}} for e in events] * 200
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(odd))
+    reader = TraceReader(path, block=4096)
+    read = [e for chunk in reader for e in chunk.events]
+    assert len(read) == len(odd) and {e.args_dict()["bandwidth"] for e in read} == {"?"}
+    assert reader.repaired_values == {"arg not a number": len(odd)}
+
+
+def test_nan_written_by_pythons_json_as_a_pid_is_named_where_it_stands(tmp_path: Path) -> None:
+    """A NaN as an event's own key (pid, tid, id) is still refused, naming its byte: read as "?", a pid
+    would be a process of its own."""
+    trace = cpu_trace()
+    trace["traceEvents"][2]["pid"] = float("nan")
     rank_dir = write_rank_dir(tmp_path, trace)
     text = next(rank_dir.glob("*.pt.trace.json")).read_text()
     outcome = parse_rank_dir(rank_dir, workers=1)
@@ -135,12 +175,12 @@ def test_nan_written_by_pythons_json_is_named_where_it_stands(tmp_path: Path) ->
 
 
 def test_infinity_in_the_first_event_of_a_bare_array_is_named(tmp_path: Path) -> None:
-    """torch_npu's form (a bare array) with an arg of Infinity in its first event: the reason gave the byte
+    """torch_npu's form (a bare array) with a tid of Infinity in its first event: the reason gave the byte
     but not what stood there (helper-84), which the same value in a later event got."""
     from npuprof.analysis.trace_loader import TraceError, TraceReader
 
     events = [{**e, "ts": f"{e['ts']:.3f}"} for e in cpu_trace()["traceEvents"]]  # torch_npu's string ts
-    first = {**events[1], "args": {**events[1]["args"], "Sequence number": float("inf")}}  # no time's
+    first = {**events[1], "tid": float("inf")}  # no time's: an event's own key, still refused
     text = json.dumps([first, *events[2:], events[0]] * 200)
     path = tmp_path / "trace_view.json"
     path.write_text(text)

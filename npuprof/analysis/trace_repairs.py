@@ -8,7 +8,8 @@ event came from) stays right:
 
 * :func:`repaired_strings` -- unpaired UTF-16 surrogate escapes and bytes that are not UTF-8;
 * :func:`repaired_values` -- old releases' values that are no JSON (inf/nan/N/A bandwidths, unescaped
-  backslashes), ``"cat": null``, and a ``ts`` or ``dur`` of NaN or Infinity (its event then left out);
+  backslashes), ``"cat": null``, a ``ts`` or ``dur`` of NaN or Infinity (its event then left out), and an
+  arg of NaN or Infinity (read as unknown);
 * :func:`repaired_names` -- event names Kineto's writer left with a '"' or a control character unescaped.
 
 Each returns the rewritten text and how many it changed (None when nothing needed it); the ``*_note``
@@ -18,6 +19,7 @@ functions say it in one line for the reports.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 # strings msgspec refuses though Python's json reads them: an unpaired UTF-16 surrogate escape (a path with
 # bytes that are not UTF-8, written by Python's json.dump: "\udcff"), and bytes that are not UTF-8. Each is
@@ -43,12 +45,20 @@ _BAD_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4
 _BANDWIDTH_NO_NUMBER = re.compile(
     rb'"memory bandwidth \(GB/s\)"[ \t\r\n]*:([ \t\r\n]+(?:-?nan|inf|N/A))(?=[ \t\r\n]*[,}])'
 )
-# an event's "ts" or "dur" of NaN or Infinity, which Python's json.dump writes for a float nan or inf (a
-# script that edited the trace; torch never writes them): rewritten as the string "?" padded with spaces, a
-# time that is no number, so that event alone is left out as damaged, as Perfetto drops it, not the trace
-_TIME_NOT_A_NUMBER = re.compile(
-    rb'(?<!\\)"(?:ts|dur)"[ \t\r\n]*:[ \t\r\n]*(NaN|-?Infinity)(?=[ \t\r\n]*[,}])'
-)
+# NaN or Infinity, which Python's json.dump writes for a float nan or inf (torch never writes them), each
+# rewritten as the string "?" padded with spaces (no room for null's 4 letters in a compact "k":NaN):
+# - an event's "ts" or "dur" (a script that edited the trace): a time that is no number, so that event alone
+#   is left out as damaged, as Perfetto drops it, not the trace;
+# - an arg (a key's value or a list's element: a record_function's float arg, a tool's): an unknown value;
+# - not a key's of the event's own (pid, tid, id...): a pid of "?" would read as a process of its own, so
+#   those stay refused, named with their byte.
+# Each NaN or Infinity is found with bytes.find and its key read backwards from it (a regex tried a match at
+# every '"' of the chunk: 0.4 s for 18 MB); a key whose quotes are escaped is text inside a string, no key.
+_NOT_A_NUMBER_TOKENS = (b"NaN", b"Infinity")
+_VALUE_ENDS = re.compile(rb"[ \t\r\n]*[,}\]]")
+_KEY_LIMIT = 1 << 10  # bytes of a key read back from its value
+_TIME_KEYS = frozenset((b"ts", b"dur"))
+_EVENT_KEYS = frozenset((b"name", b"ph", b"cat", b"pid", b"tid", b"id", b"args", b"s", b"bp"))
 # an event's "cat" of null (some exporters write it so): no category, as an event without one; read as "" and
 # two spaces, silently (docs/formats.md, "Traces npuprof reads")
 _NULL_CATEGORY = re.compile(rb'(?<=[{,])[ \t\r\n]*"cat"[ \t\r\n]*:[ \t\r\n]*(null)(?=[ \t\r\n]*[,}])')
@@ -124,6 +134,68 @@ def _overwritten(
     return text, count
 
 
+def _not_numbers_overwritten(
+    framed: bytes | bytearray, text: bytearray | None
+) -> tuple[bytearray | None, dict[str, int]]:
+    """``text`` (a copy of ``framed`` made at the first one, or ``framed`` with other repairs) with each time
+    and each arg of NaN or Infinity overwritten by ``"?"`` padded with spaces; and how many of each kind."""
+    source = text if text is not None else framed
+    found = [one for token in _NOT_A_NUMBER_TOKENS for one in _not_numbers(source, token)]
+    if found and text is None:
+        text = bytearray(framed)
+    counts: dict[str, int] = {}
+    for start, end, kind in found:
+        text[start:end] = b'"?"'.ljust(end - start)  # type: ignore[index]
+        counts[kind] = counts.get(kind, 0) + 1
+    return text, counts
+
+
+def _not_numbers(text: bytes | bytearray, token: bytes) -> Iterator[tuple[int, int, str]]:
+    """Where ``token`` (NaN, Infinity) stands in ``text`` as a time's or an arg's value, with its "-": (start,
+    end, its kind)."""
+    at = 0
+    while (at := text.find(token, at)) >= 0:
+        start, end = at, at + len(token)
+        at = end
+        if _VALUE_ENDS.match(text, end) is None:
+            continue
+        if token == b"Infinity" and start and text[start - 1] == 0x2D:  # "-"
+            start -= 1
+        kind = _kind_of_value_at(text, start)
+        if kind is not None:
+            yield start, end, kind
+
+
+def _kind_of_value_at(text: bytes | bytearray, start: int) -> str | None:
+    """TIME_NOT_A_NUMBER for a value at ``start`` that is a ts or dur, ARG_NOT_A_NUMBER for one that follows
+    a list's "[" or "," or an arg's key; None for anything else (a key of the event's own)."""
+    before = _before_space(text, start)
+    if before < 0:
+        return None
+    if text[before] in b"[,":
+        return ARG_NOT_A_NUMBER
+    if text[before] != 0x3A:  # ":"
+        return None
+    close = _before_space(text, before)
+    if close < 1 or text[close] != 0x22 or text[close - 1] == 0x5C:  # no '"' ending a key, or an escaped one
+        return None
+    opening = text.rfind(b'"', max(0, close - _KEY_LIMIT), close)
+    key = bytes(text[opening + 1 : close])
+    if opening < 0 or b"\\" in key or (opening and text[opening - 1] == 0x5C):
+        return None
+    if key in _TIME_KEYS:
+        return TIME_NOT_A_NUMBER
+    return None if key in _EVENT_KEYS else ARG_NOT_A_NUMBER
+
+
+def _before_space(text: bytes | bytearray, at: int) -> int:
+    """The last byte before ``at`` that is no JSON whitespace (-1 when none)."""
+    at -= 1
+    while at >= 0 and text[at] in b" \t\r\n":
+        at -= 1
+    return at
+
+
 def repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int]] | None:
     """``framed`` with the values old releases of torch's Kineto wrote that are no JSON (the regexes above)
     rewritten as JSON text of the same length, and how many of each kind (an event's "cat" of null, read as
@@ -135,9 +207,8 @@ def repaired_values(framed: bytes | bytearray) -> tuple[bytearray, dict[str, int
         if found:
             counts[BANDWIDTH] = found
     if b"NaN" in framed or b"Infinity" in framed:
-        text, found = _overwritten(framed, text, _TIME_NOT_A_NUMBER, b'"?"')
-        if found:
-            counts[TIME_NOT_A_NUMBER] = found
+        text, kinds = _not_numbers_overwritten(framed, text)
+        counts.update(kinds)
     if b"null" in framed:
         text, _ = _overwritten(framed, text, _NULL_CATEGORY, b'""')
     at = 0
@@ -224,7 +295,13 @@ def not_text_note(count: int) -> str:
 BANDWIDTH = "bandwidth"  # kinds of values torch wrote that are no JSON (repaired_values; unwritten_notes)
 BACKSLASH = "backslash"
 TIME_NOT_A_NUMBER = "time not a number"
+ARG_NOT_A_NUMBER = "arg not a number"
 _UNWRITTEN = {
+    ARG_NOT_A_NUMBER: (
+        "{n} arg value(s) are NaN or Infinity, which is no JSON (Python's json.dump of a float nan or inf: a "
+        "record_function's or a tool's arg?): read as unknown (the string \"?\"), the rest of the trace read "
+        "as written"
+    ),
     TIME_NOT_A_NUMBER: (
         "{n} event(s) have a ts or dur of NaN or Infinity, which is no JSON (Python's json.dump of a float "
         "nan or inf: a script's edit of the trace?): those events are left out, counted with the damaged "
