@@ -371,6 +371,8 @@ def test_log_records_agent_activity(scheduled) -> None:
     log = (out / "npuprof.log").read_text()
     assert "agent ready" in log and "capture of steps 3-4 written" in log
     assert "capture of steps 7-8 written" in log
+    # a process without a rank (a job of one process) says it counts as rank 0, never "rank None"
+    assert "rank None" not in log and ", a process without a rank counts as rank 0 (rank 0, run " in log, log
 
 
 def test_dataloader_worker_processes_do_not_capture(scheduled) -> None:

@@ -1197,6 +1197,31 @@ def test_a_process_without_a_rank_that_ended_before_its_second_capture_is_said(
     assert "process 9" not in said and "recorded nothing" not in said, said
 
 
+def test_a_process_without_a_rank_is_ready_as_rank_0_and_still_read_as_one_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent's ready line of a process without a rank read "(rank None, run R)": the "rank 0" that
+    --ranks counts it as (README) is said, in the form an older reader of the line parses, and the run's
+    summary still names it as a process without a rank."""
+    import re
+
+    from npuprof.agent.entry import ready_line
+
+    line = ready_line("train.py", None, "run r1")
+    assert "None" not in line, line
+    # the pattern of npuprof's readers before, as it was written
+    older = re.compile(r"^agent ready in .* \(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?\)$")
+    assert (older.match(line)["rank"], older.match(line)["run"]) == ("0", "r1"), line
+    assert ready_line("train.py", 3, "run r1") == "agent ready in train.py (rank 3, run r1)"
+    cfg, _first, second = _repeat_2()
+    log = _agent_said(7, line) + _agent_said(7, "steps counted in this process: 10")
+    said = _summary_of_captures(tmp_path, capsys, log, cfg, [(None, 7, [6, 8], None)])
+    assert (
+        "process 7 (no rank) made 1 of the 2 captures the schedule asks (--repeat 2): it counted 10 step(s); "
+        f"its capture 2 records from step {second}"
+    ) in said, said
+
+
 def test_a_process_that_learnt_its_rank_after_its_agent_woke_goes_by_its_captures_rank(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -193,7 +193,7 @@ class Agent:
 
         install_at_wake(cfg, log)  # --msprof-tx: communication ranges (never raises)
         run_said = f"run {run.get('run_id')}{_attempt()}"
-        log.info(f"agent ready in {sys.argv[0] or 'python'} (rank {current_rank()}, {run_said})")
+        log.info(ready_line(sys.argv[0] or "python", current_rank(), run_said))
         self._follow_the_launcher()
 
     @never_raise("installing the step hooks")
@@ -810,6 +810,18 @@ def _has_rank() -> bool:
     from npuprof.agent.ranks import current_rank
 
     return current_rank() is not None
+
+
+def ready_line(script: str, rank: int | None, run_said: str) -> str:
+    """The "agent ready" line of a process of ``rank`` (None: none known yet). A process without a rank reads
+    "(rank 0, ...)", as it counts (README, --ranks), the "rank None" older readers of the line took for a
+    rank named None; said before the brackets, where their pattern (run_summary._READY) reads any text, as
+    the dynamic path's "rank 0 is not selected" line says it (dynamic_log.not_selected)."""
+    if rank is None:
+        from npuprof.agent.dynamic_log import RANKLESS
+
+        return f"agent ready in {script}, {RANKLESS} (rank 0, {run_said})"
+    return f"agent ready in {script} (rank {rank}, {run_said})"
 
 
 def _attempt() -> str:

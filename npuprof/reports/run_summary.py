@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npuprof.agent.dynamic_log import RANKLESS
 from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig, Schedule
 from npuprof.job_processes import outliving_the_job
@@ -613,11 +614,21 @@ _AGENT_LINE = re.compile(
     r"^[^[]*\[(?P<level>[A-Z]+)\] \[agent pid=(?P<pid>\d+)(?: run=\w+)?\] (?P<message>.*)$"
 )
 # "(rank N, run ID)"; "(rank N)" before the run was named: the lines of agents of another run (npuprof
-# started inside torchrun: a launcher per worker, all logging into one npuprof.log) are not this run's
+# started inside torchrun: a launcher per worker, all logging into one npuprof.log) are not this run's. A
+# process without a rank says so before the brackets, its rank "0" (npuprof.agent.entry.ready_line), or
+# "rank None" before: either is read as the rank "None" (_rank_of)
 _READY = re.compile(
-    r"^agent ready in .* \(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?"
+    rf"^agent ready in .*?(?P<rankless>, {re.escape(RANKLESS)})? "
+    r"\(rank (?P<rank>[^,\s)]+)(?:, run (?P<run>\w+))?"
     r"(?:, attempt (?P<attempt>[0-9]+))?\)$"  # torchrun's TORCHELASTIC_RESTART_COUNT (npuprof.agent.entry)
 )
+
+
+def _rank_of(ready: re.Match[str]) -> str:
+    """The rank of a _READY line: "None" for a process without one, whichever way its line says it."""
+    return "None" if ready["rankless"] else ready["rank"]
+
+
 _NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
 
 
@@ -825,7 +836,7 @@ def why_no_capture(
         if match["level"] == "ERROR":
             errors.append(message)
         if ready := _READY.match(message):
-            ready_ranks.append(ready["rank"])
+            ready_ranks.append(_rank_of(ready))
             awake.append(match["pid"])
         elif selected := _NOT_SELECTED.match(message):
             unselected.append(selected["rank"])
@@ -1216,7 +1227,7 @@ def _ranks_of_agents(agents: list[tuple[str, str, str]]) -> dict[str, str]:
     starters: set[str] = set()
     for pid, _level, message in agents:
         if ready := _READY.match(message):
-            ranks[pid] = ready["rank"]
+            ranks[pid] = _rank_of(ready)
         elif message.startswith(STARTS_WORKERS_AT_EXIT):
             starters.add(pid)
     return {pid: rank for pid, rank in ranks.items() if pid not in starters}
@@ -1250,7 +1261,7 @@ def _profiling_stopped(agents: list[tuple[str, str, str]]) -> list[str]:
     stopped: list[str] = []
     for pid, level, message in agents:
         if ready := _READY.match(message):
-            ranks[pid] = ready["rank"]
+            ranks[pid] = _rank_of(ready)
         elif level == "ERROR" and message.startswith(CONTROL_FAILED):
             rank = ranks.get(pid, "None")
             who = f"pid {pid}" if rank == "None" else f"rank {rank}"
