@@ -434,3 +434,34 @@ def test_a_capture_in_which_no_operator_ran_is_said_so_not_sent_to_export_stacks
     with pytest.raises(StacksError) as refused:  # what the old note sent the user to: it says why
         folded_from_trace(rank_dir / "host.1.pt.trace.json")
     assert str(refused.value).startswith("no operator ran in this capture"), refused.value
+
+
+def test_prep_ms_of_a_step_in_which_nothing_ran_is_unknown_not_0(tmp_path: Path) -> None:
+    """Such a capture's step read "prep ms 0.000": a figure that looked measured, with no first operator to
+    measure it to. It is unknown: "-" in the table, null in the JSON, empty in the CSV; a step in which an
+    operator ran keeps its own (cpu_trace: the step's first operator, aten::mm, 100 µs after its start)."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    trace = {"schemaVersion": 1, "traceEvents": [x("PyTorch Profiler (0)", "Trace", 0, 500_000)]}
+    write_rank_dir(tmp_path / "idle", trace, rank=None)
+    report = build_report(tmp_path / "idle", jobs=1)
+    out = io.StringIO()
+    terminal.render_table(report, Console(file=out, width=400))
+    (row,) = [line.split() for line in out.getvalue().splitlines() if "500.000" in line]
+    cells = [c for c in row if c not in "│┃"]
+    assert cells == ["-", "500.000", "0.0%", "0.0%", "0.0%", "0.0%", "100.0%", "-", "-"], row
+    (step,) = json.loads(terminal.render_json(report))["ranks"][0]["steps"]
+    assert step["preparing_us"] is None and step["free_us"] == 500_000, step
+    (csv_row,) = csv.DictReader(io.StringIO(terminal.render_csv(report)))
+    assert csv_row["preparing_us"] == "" and float(csv_row["free_us"]) == 500_000, csv_row
+
+    write_rank_dir(tmp_path / "busy", cpu_trace(), rank=0)
+    busy = json.loads(terminal.render_json(build_report(tmp_path / "busy", jobs=1)))["ranks"][0]["steps"]
+    step_start = min(e["ts"] for e in cpu_trace()["traceEvents"] if e["name"].startswith("ProfilerStep#"))
+    first_op = min(e["ts"] for e in cpu_trace()["traceEvents"] if e.get("cat") == "cpu_op")
+    assert [s["preparing_us"] for s in busy] == [first_op - step_start], busy

@@ -708,6 +708,7 @@ def rank_report(
         warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,
         time_base_ns=summary.time_base_ns,
     )
+    _preparing_unknown_where_nothing_ran(summary, chosen)
     if empty := empty_steps(summary, chosen):
         report.warnings = [*(report.warnings or []), empty]
     if whole:
@@ -726,6 +727,19 @@ def rank_report(
         if annotations.warnings:
             report.warnings = [*(report.warnings or []), *annotations.warnings]
     return report
+
+
+def _preparing_unknown_where_nothing_ran(summary: Summary, chosen: list[ReportStep]) -> None:
+    """A step in which nothing ran (no computing, no communication, no operator or kernel of it: a capture
+    in which no operator ran) has no first task for its Preparing to run to, and the summary's 0 there
+    (docs/formats.md, "Step breakdown") is no measurement: it is unknown (None) in the report. Items of no
+    step (a table without a step column) may be of any step: then every step keeps its figure."""
+    busy = {item.step for item in [*summary.top_operators, *summary.top_kernels]}
+    if None in busy and any(s.step is not None for s in chosen):
+        return
+    for s in chosen:
+        if not s.computing_us and not s.communication_us and s.step not in busy:
+            s.preparing_us = None
 
 
 STUB_SHARE = 0.1  # a last step shorter than this share of the median step, with nothing in it, is a stub

@@ -23,8 +23,11 @@ class ReportStep(SummaryStep, kw_only=True):  # type: ignore[misc,valid-type]
     """A step of the summary (its number and times), its GC time when the capture detected GC
     (``gc_us``: the pauses' time inside the step; ``gc_pauses``: the pauses overlapping it; both absent
     otherwise), whether the capture ended inside it (then ``partial`` is true; absent otherwise), and the
-    percent of its duration that ``data_us`` is (``data_pct``: absent with ``data_us``)."""
+    percent of its duration that ``data_us`` is (``data_pct``: absent with ``data_us``). ``preparing_us`` is
+    null for a step in which nothing ran: no first task to measure it to (the summary's 0 then is no
+    measurement)."""
 
+    preparing_us: Finite | None  # type: ignore[assignment]
     data_pct: Finite | UnsetType = UNSET
     gc_us: Finite | UnsetType = UNSET
     gc_pauses: int | UnsetType = UNSET

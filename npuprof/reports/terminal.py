@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -111,10 +112,13 @@ def _times(s: ReportStep) -> dict[str, float | None]:
 
 
 def _total(steps: list[ReportStep]) -> dict[str, float | None]:
-    """The steps' summed times; None for a time some step does not know."""
+    """The steps' summed times (None for a time some step does not know), and their mean preparation."""
     times = [_times(s) for s in steps]
     values = {k: [t[k] for t in times] for k in STEP_KEYS}
-    return {k: None if None in v else sum(v) for k, v in values.items()}  # type: ignore[arg-type]
+    total = {k: None if None in v else sum(v) for k, v in values.items() if k != "preparing_us"}
+    prepared = [p for p in values["preparing_us"] if p is not None]  # unknown where nothing ran
+    total["preparing_us"] = statistics.fmean(prepared) if prepared else None  # a mean, not a sum
+    return total  # type: ignore[return-value]
 
 
 def _all_steps_row(steps: list[ReportStep]) -> list[str]:
@@ -125,7 +129,6 @@ def _all_steps_row(steps: list[ReportStep]) -> list[str]:
     peaks = [p for s in steps if (p := _peak(s)) is not None]
     row = _step_row("all", total, max(peaks, default=None))
     row[1] = _ms(total["duration_us"] / len(steps))  # type: ignore[operator]
-    row[8] = _ms(total["preparing_us"] / len(steps))  # type: ignore[operator]
     return row
 
 
