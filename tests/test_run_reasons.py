@@ -100,6 +100,34 @@ def test_a_delay_longer_than_the_job_is_told_how_long_the_job_ran() -> None:
     assert bare == "the job ended before the --delay window began (the clock starts at `import torch`)", bare
 
 
+def test_the_delay_advice_is_the_trainers_not_its_waiting_parents() -> None:
+    """A parent that imported torch and waited in subprocess.run for the trainer ran longest: the advice
+    named its 5.0 s, and a --delay under that (4 s) opened no window in the trainer, which ended 1.3 s after
+    its clock. The process that counted steps goes first; two of them, the last of them."""
+    due = "--delay: the process ended before its window began: due 9 s after the agent woke, it ended "
+    parent, trainer, other = (AGENT.replace("pid=7", f"pid={pid}") for pid in (7, 8, 9))
+    lines = [
+        parent + "agent ready in launch.py (rank 0, run r1)",
+        trainer + "agent ready in train.py (rank 0, run r1)",
+        trainer + COUNTED.removeprefix(AGENT),
+        trainer + "steps counted in this process: 12",
+        trainer + due + "1.3 s after",
+        parent + NO_OPTIMIZER.removeprefix(AGENT),
+        parent + due + "5.0 s after",
+    ]
+    why = why_no_capture(ProfileConfig(delay=9.0), 0, lines)
+    assert "the process that counted steps ended 1.3 s after it: a --delay under that opens it" in why, why
+    assert "5.0" not in why, why
+    # counted only at its exit (its optimizer's line lost), and a second trainer that ran longer
+    lines = [line for line in lines if "optimizer SGD" not in line]
+    lines += [other + "steps counted in this process: 3", other + due + "2.5 s after"]
+    why = why_no_capture(ProfileConfig(delay=9.0), 0, lines)
+    assert "the last of the processes that counted steps ended 2.5 s after it" in why, why
+    # no process counted a step (an evaluation): the longest, as before
+    why = why_no_capture(ProfileConfig(delay=9.0), 0, [line for line in lines if "steps counted" not in line])
+    assert "the process that ran longest ended 5.0 s after it" in why, why
+
+
 def test_a_plain_job_shorter_than_its_delay_says_how_long_it_ran(tmp_path: Path) -> None:
     """The same from a real run: a plain-Python job of --step-on steps (its agent wakes at its `def`, no torch
     needed) that sleeps 0.3 s in all, under --delay 30."""

@@ -802,6 +802,7 @@ def why_no_capture(
     ready_ranks: list[str] = []
     unselected: list[str] = []
     messages: list[str] = []
+    said: list[tuple[str, str]] = []  # (pid, message) of each of those
     nested_lines: list[str] = []  # launchers of npuprof runs the job ran, not agents of this run
     errors: list[str] = []
     foreign: list[tuple[str, str]] = []  # (pid, message): steps ignored on a thread that does not drive
@@ -825,6 +826,7 @@ def why_no_capture(
             nested_lines.append(message)
             continue
         messages.append(message)
+        said.append((match["pid"], message))
         if message.startswith(FOREIGN_STEPS):
             foreign.append((match["pid"], message))
         elif TOOK_OVER in message:
@@ -927,7 +929,7 @@ def why_no_capture(
             if message.startswith(WINDOW_NOT_OPENED):
                 return f"{failed}{_short(message.removeprefix('--delay/--duration: '))}"
         flags = "--delay" if cfg.delay is not None else "--duration"
-        return f"{failed}the job ended before the {flags} window began{_delay_that_fits(messages, cfg)}"
+        return f"{failed}the job ended before the {flags} window began{_delay_that_fits(said, cfg)}"
     if cfg.schedule.off:
         return f"{failed}the config file's start_step is 0, which asks for no capture (as in torch_npu)"
     what = "one step is one optimizer.step()" if not cfg.step_on else f"one step is one {cfg.step_on}()"
@@ -994,21 +996,39 @@ def why_no_capture(
 _RAN_AFTER_WAKE = re.compile(r"it ended (?P<s>\d+(?:\.\d+)?) s after$")
 
 
-def _delay_that_fits(messages: list[str], cfg: ProfileConfig) -> str:
+def _delay_that_fits(said: list[tuple[str, str]], cfg: ProfileConfig) -> str:
     """How long the job's processes ran after the window's clock started, and the --delay that would have
-    opened it, from their exit lines; the clock's start alone where none said."""
+    opened it, from their exit lines (``said``: pid, message); the clock's start alone where none said. The
+    process that counted steps goes first: a parent that waited in subprocess.run for the trainer ran
+    longest, and a --delay under its time opened no window in the trainer."""
     from npuprof.agent.window_plan import WINDOW_DUE_AT_EXIT
 
-    ran = [
-        float(m["s"])
-        for message in messages
+    ran = {
+        pid: float(m["s"])
+        for pid, message in said
         if message.startswith(WINDOW_DUE_AT_EXIT) and (m := _RAN_AFTER_WAKE.search(message)) is not None
-    ]
+    }
     clock = f"the clock starts at {_clock_start(cfg)}"
     if not ran:
         return f" ({clock})"
-    longest = f"the process that ran longest ended {max(ran):.1f} s after it"
+    trained = _counted_steps(said)
+    counted = [s for pid, s in ran.items() if pid in trained]
+    if counted and len(counted) < len(ran):
+        one = len(counted) == 1
+        which = "the process that counted steps" if one else "the last of the processes that counted steps"
+        return f" ({clock}; {which} ended {max(counted):.1f} s after it: a --delay under that opens it)"
+    longest = f"the process that ran longest ended {max(ran.values()):.1f} s after it"
     return f" ({clock}; {longest}: a --delay under that opens it)"
+
+
+def _counted_steps(said: list[tuple[str, str]]) -> set[str]:
+    """The pids that counted a step: their optimizer's or --step-on function's first, or a count at exit."""
+    return {
+        pid
+        for pid, message in said
+        if message.startswith((OPTIMIZER_COUNTED, STEPS_COUNTED_AT))
+        or (message.startswith(STEPS_AT_EXIT) and _digits(n := message[len(STEPS_AT_EXIT) :]) and int(n) > 0)
+    }
 
 
 def _clock_start(cfg: ProfileConfig) -> str:
