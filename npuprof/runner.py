@@ -295,7 +295,9 @@ def _wait_for_post_processing(
             logfile.log(log_path, "INFO", "launcher", said, run_id)
     try:
         held.begin_waiting()
-        deadline = min(time.monotonic() + _QUIET_WAIT_S, _stop_wait_end(stopped_by, stopped_at))
+        # one bound for the whole wait, its quiet start included: STOPPED_JOB_WAIT_S from the job's end
+        stop_end = _stop_wait_end(stopped_by, stopped_at)
+        deadline = min(time.monotonic() + _QUIET_WAIT_S, stop_end)
 
         def at_work() -> int:  # by their locks, or by pid where the script removed the locks
             return _busy_post_processors(output, run_id) or len(
@@ -306,7 +308,6 @@ def _wait_for_post_processing(
         while busy and time.monotonic() < deadline:
             time.sleep(0.02)
             busy = at_work()
-        stop_end = _stop_wait_end(stopped_by, stopped_at)
         stop_wait_s = max(0.0, stop_end - time.monotonic())
         if busy and stopped_by is not None and stop_end <= time.monotonic():
             _note(_not_waited_after_stop(busy, stopped_by, stopped_at, log_path))

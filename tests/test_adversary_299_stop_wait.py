@@ -14,6 +14,8 @@ import pytest
 SIGKILL_AFTER_S = 30.0
 # the job's own finalise after the SIGTERM: up to 20 s (docs/architecture.md, "Signals")
 FINALISE_S = 20.0
+# how long the launcher waits for post-processing after the job's end, stopped by SIGTERM (README)
+WAIT_AFTER_STOP_S = 10.0
 
 
 def _launcher_waits_after_sigterm(
@@ -21,9 +23,11 @@ def _launcher_waits_after_sigterm(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     job_ended_after_s: float,
+    quiet_s: float = 0.1,
 ) -> tuple[list[float | None], str]:
     """The launcher's wait for one busy post-processor that never finishes, for a job that ended
-    ``job_ended_after_s`` after the SIGTERM: the deadlines it waited to, and what it said on stderr."""
+    ``job_ended_after_s`` after the SIGTERM (its quiet first moment, before it says it waits, ``quiet_s``):
+    the deadlines it waited to, from the signal, and what it said on stderr."""
     from npuprof import runner
     from npuprof.results import layout, postprocess
 
@@ -37,7 +41,7 @@ def _launcher_waits_after_sigterm(
         raise TimeoutError  # as wait_for_pending past its deadline
 
     monkeypatch.setattr(postprocess, "wait_for_pending", post_processing_never_done)
-    monkeypatch.setattr(runner, "_QUIET_WAIT_S", 0.1)  # the moment before the wait is said
+    monkeypatch.setattr(runner, "_QUIET_WAIT_S", quiet_s)  # the moment before the wait is said
     sigterm_came = time.monotonic() - job_ended_after_s
     held = runner._HeldSignals()
     try:
@@ -78,3 +82,15 @@ def test_a_job_that_ended_past_the_wait_after_a_sigterm_is_not_said_to_be_waited
         r"past the 25 s",
         said,
     ), said
+
+
+def test_the_wait_after_a_sigterm_lasts_10_s_from_the_jobs_end_its_quiet_start_included(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The wait's bound was computed twice, before its quiet start and again after it: a job that ended 1 s
+    after the SIGTERM had its post-processors waited for 10 s from the end of that quiet start (2 s), 12 s
+    from its end, not the 10 s the wait may last."""
+    quiet_s, job_ended_after_s = 0.5, 1.0
+    waited, _said = _launcher_waits_after_sigterm(tmp_path, monkeypatch, capsys, job_ended_after_s, quiet_s)
+    (deadline,) = waited
+    assert deadline is not None and deadline - job_ended_after_s <= WAIT_AFTER_STOP_S + quiet_s / 4, waited
