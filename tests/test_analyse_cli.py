@@ -288,6 +288,30 @@ def test_bare_trace_and_nothing(one_rank: Path, tmp_path: Path) -> None:
     assert flag.returncode == 2 and "--steps" in flag.stderr
 
 
+def test_a_bare_traces_tables_have_the_profiler_info_msprof_analyze_looks_for(tmp_path: Path) -> None:
+    """msprof-analyze's advisor gave no Overall Summary of `<trace>.npuprof/`: it finds the profiling data by
+    a file named profiler_info* below the folder it is given (advisor/analyzer/overall's get_profile_path),
+    which a rank dir has and the bare trace's tables had not. They have one now; npuprof still reads the
+    folder holding the trace as that one trace, never the tables folder as a capture of its own."""
+    import os
+
+    from npuprof.analysis.report import NothingToAnalyse, build_report
+
+    bare = tmp_path / "x.pt.trace.json"
+    bare.write_text(json.dumps(cpu_trace()))
+    report = build_report(bare, jobs=1)
+    tables = tmp_path / "x.pt.trace.json.npuprof"
+    found = [
+        root for root, _dirs, files in os.walk(tables) if any(f.startswith("profiler_info") for f in files)
+    ]
+    assert found == [str(tables)], sorted(p.name for p in tables.iterdir())
+    again = build_report(tmp_path, jobs=1)
+    assert [r.rank_dir for r in again.ranks] == [r.rank_dir for r in report.ranks] == [str(bare)], again.ranks
+    assert not again.problems, again.problems
+    with pytest.raises(NothingToAnalyse, match="holds the tables npuprof analyse made for"):
+        build_report(tables, jobs=1)
+
+
 def test_module_entry(tmp_path: Path) -> None:
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     cmd = [sys.executable, "-m", "npuprof.analysis.parse", str(rank_dir)]

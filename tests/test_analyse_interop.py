@@ -193,6 +193,29 @@ def test_msprof_advisor_all_finds_the_steps_and_operators(result: Path, tmp_path
 
 
 @needs_msprof
+def test_msprof_advisor_sums_up_a_bare_traces_tables(result: Path, tmp_path: Path) -> None:
+    """`npuprof analyse trace.json` writes its tables to `trace.json.npuprof/`, where the advisor found no
+    profiling data for its Overall Summary (no profiler_info* file) and wrote none."""
+    from npuprof.results import layout
+
+    raw = layout.find_raw_trace(_rank_dirs(result)[0])
+    assert raw is not None
+    bare = Path(shutil.copy(raw, tmp_path / raw.name))
+    parsed = npuprof("analyse", str(bare))
+    assert parsed.returncode == 0, parsed.stderr
+    out = tmp_path / "advisor"
+    tables = tmp_path / f"{bare.name}.npuprof"
+    log = _msprof_run(
+        "advisor", "all", "-d", str(tables), "-o", str(out), "-l", "en", "--force", cwd=tmp_path
+    )
+    assert "Do analysis error" not in log, log[-3000:]
+    sheets = read_xlsx(_one("log/mstt_advisor_*.xlsx", out))
+    assert "Overall Summary" in sheets, sorted(sheets)
+    overall = {row[0].strip(): row[1:] for row in sheets["Overall Summary"][1:] if row}
+    assert float(overall["Computing Time"][0]) > 0
+
+
+@needs_msprof
 def test_msprof_advisor_computation_runs(result: Path, tmp_path: Path) -> None:
     rank0 = shutil.copytree(_rank_dirs(result)[0], tmp_path / _rank_dirs(result)[0].name)
     out = tmp_path / "computation"

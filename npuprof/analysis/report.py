@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import math
 import multiprocessing
 import os
@@ -80,7 +81,7 @@ from npuprof.results.atomic import make_dir, write_text
 from npuprof.results.handover import restart_count_of
 from npuprof.results.paths import missing_home
 
-BARE_SUFFIX = ".npuprof"  # a bare trace's tables go to <trace>.npuprof/
+BARE_SUFFIX = layout.BARE_TABLES_SUFFIX  # a bare trace's tables go to <trace>.npuprof/
 OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) above which a rank is an outlier ...
 # ... when it is also this much slower than the median: ranks that all sit within a fraction of a percent
 # have a tiny deviation, and one 1% slower had a z-score of 50
@@ -270,6 +271,8 @@ def _parse_bare(
                     done.unlink()
                 identity = _identity(trace)
                 outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
+                if out_dir.name == trace.name + BARE_SUFFIX:
+                    outcome.files.append(_profiler_info_for_msprof_analyze(out_dir))
                 tables_still_there(out_dir, outcome.files)
                 write_text(done, identity)  # inside the try: a full disk here puts the earlier set back too
             except BaseException:
@@ -300,6 +303,17 @@ def _parse_bare(
         with contextlib.suppress(OSError):
             out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty
     return outcome, out_dir
+
+
+def _profiler_info_for_msprof_analyze(out_dir: Path) -> str:
+    """A profiler_info.json in a bare trace's tables folder, as a rank dir has one: msprof-analyze's advisor
+    finds the profiling data it gives its Overall Summary of by a file named profiler_info* (its
+    get_profile_path), and gave none of ``<trace>.npuprof/`` without it. Its config is unknown, as that of
+    a trace whose profiler npuprof did not start; npuprof's readers take the folder for no capture
+    (layout.holds_a_capture). Returns the name written."""
+    name = layout.info_file_name(None)
+    write_text(out_dir / name, json.dumps({"config": {}}, indent=4))
+    return name
 
 
 def parse_all(

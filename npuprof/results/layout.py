@@ -33,6 +33,7 @@ ELSEWHERE_DIR = ".npuprof_elsewhere"  # per run and process: the directories it 
 RANK_DIR_SUFFIX = "_ascend_pt"
 PARSED_DIR = "ASCEND_PROFILER_OUTPUT"
 PARSED_TRACE = "trace_view.json"  # torch_npu's parsed trace, in PARSED_DIR
+BARE_TABLES_SUFFIX = ".npuprof"  # `npuprof analyse TRACE` writes a bare trace's tables to <trace>.npuprof/
 CLUSTER_OUTPUT = "cluster_analysis_output"  # msprof-analyze's tables across ranks, in the result dir it read
 ANALYSE_DONE = "analyse.done"
 CAPTURE_RECORD = "npuprof_capture.json"  # {"status": "capturing"|"complete"|"incomplete", ...}
@@ -283,10 +284,19 @@ def is_rank_dir(path: Path) -> bool:
     return path.is_dir() and path.name.endswith(RANK_DIR_SUFFIX)
 
 
+def is_bare_trace_tables(path: Path) -> bool:
+    """Whether ``path`` is the folder `npuprof analyse TRACE` wrote a bare trace's tables to, beside it."""
+    trace = path.name.removesuffix(BARE_TABLES_SUFFIX)
+    return bool(trace) and trace != path.name and (path.parent / trace).is_file()
+
+
 def holds_a_capture(path: Path) -> bool:
     """Whether ``path`` holds what a rank dir holds (a capture record, profiler_info*.json, torch_npu's
     ASCEND_PROFILER_OUTPUT/ or FRAMEWORK/), whatever its name: a rank dir renamed, or copied under
-    another name."""
+    another name. A bare trace's tables (:func:`is_bare_trace_tables`) are none, their profiler_info.json
+    (written for msprof-analyze) notwithstanding."""
+    if is_bare_trace_tables(path):
+        return False
     try:
         with os.scandir(path) as entries:
             for entry in entries:
