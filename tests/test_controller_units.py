@@ -531,10 +531,18 @@ def test_an_unknown_rank_is_asked_again_at_each_window() -> None:
     rig.run(4)
     assert plan.refreshed == [0, 3, 6, 9, 10]
     assert rig.sink.events == [("begin", 9), ("finish", 9, "", "complete", 10)]
+    # a process without a rank counts as rank 0, and says so ("rank None" before), in the form older readers
+    # of the line parse ("rank N not selected (--ranks)")
+    rankless = "a process without a rank counts as rank 0"
     assert rig.log.lines[:2] == [
-        ("info", "rank None not selected (--ranks); no capture at step 3"),
-        ("info", "rank None not selected (--ranks); no capture at step 6"),
+        ("info", f"rank 0 not selected (--ranks); {rankless}; no capture at step 3"),
+        ("info", f"rank 0 not selected (--ranks); {rankless}; no capture at step 6"),
     ]
+    from npuprof.reports.run_summary import why_no_capture
+
+    agent = "2026-12-02 07:00:00 [INFO] [agent pid=7] "
+    why = why_no_capture(ProfileConfig(ranks=[1]), 0, [agent + rig.log.lines[0][1]])
+    assert why.startswith("--ranks picks ranks, but the job is not distributed (no process has a rank"), why
 
 
 def test_while_the_scripts_profiler_runs_no_window_opens(monkeypatch: pytest.MonkeyPatch) -> None:

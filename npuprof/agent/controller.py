@@ -861,9 +861,11 @@ class CaptureController:
         why (for the plan: --dynamic's log and status say it)."""
         rank = self._rank_fn()
         if not self.cfg.wants_rank(rank):
-            self.log.info(f"rank {rank} not selected (--ranks); no capture at step {step}")
+            self.log.info(
+                f"{_rank_said(rank)} not selected (--ranks){_rankless(rank)}; no capture at step {step}"
+            )
             # an unknown rank may become known once the process group exists
-            return rank is not None, f"rank {rank} is not selected (--ranks)"
+            return rank is not None, f"{_rank_said(rank)} is not selected (--ranks{_rankless(rank)})"
         if user_profiler.running() or _profiler_already_enabled():
             user_profiler.report(self.log, step)
             return False, "the script's own profiler is running (npuprof records nothing meanwhile)"
@@ -1563,3 +1565,15 @@ class _DriverGuard:
 def _profiler_already_enabled() -> bool:
     autograd_profiler = sys.modules.get("torch.autograd.profiler")
     return bool(getattr(autograd_profiler, "_is_profiler_enabled", False))
+
+
+def _rank_said(rank: int | None) -> str:
+    """A process's rank as its lines say it: one without a rank counts as rank 0 (README, --ranks), and says
+    so (:func:`_rankless`) after the brackets older readers of the line parse ("rank None" before)."""
+    return f"rank {0 if rank is None else rank}"
+
+
+def _rankless(rank: int | None) -> str:
+    from npuprof.agent.dynamic_log import RANKLESS
+
+    return f"; {RANKLESS}" if rank is None else ""

@@ -629,7 +629,16 @@ def _rank_of(ready: re.Match[str]) -> str:
     return "None" if ready["rankless"] else ready["rank"]
 
 
-_NOT_SELECTED = re.compile(r"^rank (?P<rank>\S+) not selected \(--ranks\)")
+# "rank N not selected (--ranks); no capture at step S" (npuprof.agent.controller); a process without a
+# rank: "rank 0 not selected (--ranks); <RANKLESS>; ..." ("rank None" before)
+_NOT_SELECTED = re.compile(
+    rf"^rank (?P<rank>\S+) not selected \(--ranks\)(?P<rankless>; {re.escape(RANKLESS)})?"
+)
+
+
+def _unselected_rank(unselected: re.Match[str]) -> str:
+    """The rank of a _NOT_SELECTED line: "None" for a process without one, whichever way its line says it."""
+    return "None" if unselected["rankless"] else unselected["rank"]
 
 
 def _other_runs_in(output: Path, run_id: str) -> bool:
@@ -841,7 +850,7 @@ def why_no_capture(
             ready_ranks.append(_rank_of(ready))
             awake.append(match["pid"])
         elif selected := _NOT_SELECTED.match(message):
-            unselected.append(selected["rank"])
+            unselected.append(_unselected_rank(selected))
     ended = _how_the_job_ended(exit_code, died_of)
     failed = f"{ended} and " if exit_code else ""
     nested = nested_outputs(nested_lines, run_id)
@@ -1261,8 +1270,8 @@ def _ranks_left_out(agents: list[tuple[str, str, str]], cfg: ProfileConfig) -> s
         return ""
     seen = {int(rank) for rank in _ranks_of_agents(agents).values() if _digits(rank)}
     for _pid, _level, message in agents:
-        if (unselected := _NOT_SELECTED.match(message)) and _digits(unselected["rank"]):
-            seen.add(int(unselected["rank"]))
+        if (unselected := _NOT_SELECTED.match(message)) and _digits(rank := _unselected_rank(unselected)):
+            seen.add(int(rank))
     left_out = sorted(seen - set(cfg.ranks))
     if not left_out:
         return ""
