@@ -310,6 +310,10 @@ def test_a_bare_traces_tables_have_the_profiler_info_msprof_analyze_looks_for(tm
     assert not again.problems, again.problems
     with pytest.raises(NothingToAnalyse, match="holds the tables npuprof analyse made for"):
         build_report(tables, jobs=1)
+    # tables an older npuprof made, read again as they are (cached): they get one too
+    (tables / "profiler_info.json").unlink()
+    assert build_report(bare, jobs=1).ranks[0].status == "cached"
+    assert (tables / "profiler_info.json").is_file()
 
 
 def test_module_entry(tmp_path: Path) -> None:

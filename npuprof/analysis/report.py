@@ -245,6 +245,9 @@ def _parse_bare(
     if done.exists() and not force and (has_db or not export_db):
         if _made_from(done, trace):
             outcome.status = "cached"
+            if _beside(trace, out_dir) and not (out_dir / layout.info_file_name(None)).exists():
+                with contextlib.suppress(OSError):  # tables an older npuprof made: msprof-analyze's too
+                    _profiler_info_for_msprof_analyze(out_dir)
             return outcome, out_dir
         if on_note:
             on_note(f"{trace} was written (or touched) since its tables in {out_dir} were made: parsed again")
@@ -271,7 +274,7 @@ def _parse_bare(
                     done.unlink()
                 identity = _identity(trace)
                 outcome.files = write_outputs(trace, out_dir, None, workers, export_db or has_db)
-                if out_dir.name == trace.name + BARE_SUFFIX:
+                if _beside(trace, out_dir):
                     outcome.files.append(_profiler_info_for_msprof_analyze(out_dir))
                 tables_still_there(out_dir, outcome.files)
                 write_text(done, identity)  # inside the try: a full disk here puts the earlier set back too
@@ -303,6 +306,11 @@ def _parse_bare(
         with contextlib.suppress(OSError):
             out_dir.rmdir()  # made for nothing (a trace that could not be read): not left behind empty
     return outcome, out_dir
+
+
+def _beside(trace: Path, out_dir: Path) -> bool:
+    """Whether ``out_dir`` is the tables' folder beside ``trace`` (not the user's cache)."""
+    return out_dir == trace.parent / (trace.name + BARE_SUFFIX)
 
 
 def _profiler_info_for_msprof_analyze(out_dir: Path) -> str:
