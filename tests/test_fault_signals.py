@@ -202,69 +202,62 @@ def _section(text: str, scenario: str) -> str:
 _FORK_HOWS = ("os.fork", "mp-fork", "os.fork-after-capture")
 
 
-@pytest.fixture(scope="module")
-def fork_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `npuprof run` (skip 1, warm up 1, record 6: steps 2-7) of a _forked_job whose children, one
-    after the other, are the script of the test below with each of _FORK_HOWS; each must exit 0, and the
-    job then does. Each writes the exit code and the pid of the child it forks to root/HOW.code and
-    root/HOW.pid. Its exit status, output, output directory and root (_forked)."""
-    root = tmp_path_factory.mktemp("fork")
-
-    def forks(how: str) -> str:
-        fork_at = 9 if how.endswith("after-capture") else 4  # steps 2-7 are recorded
-        return STEP + (
-            "import multiprocessing as mp, os, sys\n"
-            "def child():\n"
-            "    for _ in range(6):\n"
-            "        step()\n"
-            "    sys.exit(7)\n"
-            "if __name__ == '__main__':\n"
-            "    for i in range(12):\n"
-            f"        if i == {fork_at}:\n"
-            f"            if {how.startswith('os.fork')!r}:\n"
-            "                pid = os.fork()\n"
-            "                if pid == 0:\n"
-            "                    child()\n"
-            "                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
-            "            else:\n"
-            "                worker = mp.get_context('fork').Process(target=child)\n"
-            "                worker.start(); worker.join(); code, pid = worker.exitcode, worker.pid\n"
-            f"            open({str(root / (how + '.code'))!r}, 'w').write(str(code))\n"
-            f"            open({str(root / (how + '.pid'))!r}, 'w').write(str(pid))\n"
-            "        step()\n"
-        )
-
-    job = _forked_job(root, {how: forks(how) for how in _FORK_HOWS}, dict.fromkeys(_FORK_HOWS, 0), 0)
-    rc, stdout, stderr = _run("run", "-o", str(root / "result"), *sched(1, 1, 6), "--", *job, timeout=150)
-    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
+def _fork_scenario(root: Path, how: str) -> str:
+    """The script of a sigterm_run child of the test below: 12 steps, steps 2-4 recorded; at step 3 (inside
+    the capture) or 9 (after it) it forks a child (os.fork, or multiprocessing's fork) that trains 6 steps
+    and exits 7; it writes that child's exit code and pid to root/HOW.code and root/HOW.pid."""
+    fork_at = 9 if how.endswith("after-capture") else 3  # steps 2-4 are recorded
+    return STEP + (
+        "import multiprocessing as mp, os, sys\n"
+        "def child():\n"
+        "    for _ in range(6):\n"
+        "        step()\n"
+        "    sys.exit(7)\n"
+        "if __name__ == '__main__':\n"
+        "    for i in range(12):\n"
+        f"        if i == {fork_at}:\n"
+        f"            if {how.startswith('os.fork')!r}:\n"
+        "                pid = os.fork()\n"
+        "                if pid == 0:\n"
+        "                    child()\n"
+        "                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "            else:\n"
+        "                worker = mp.get_context('fork').Process(target=child)\n"
+        "                worker.start(); worker.join(); code, pid = worker.exitcode, worker.pid\n"
+        f"            open({str(root / (how + '.code'))!r}, 'w').write(str(code))\n"
+        f"            open({str(root / (how + '.pid'))!r}, 'w').write(str(pid))\n"
+        "        step()\n"
+    )
 
 
 @pytest.mark.parametrize("how", _FORK_HOWS)
 def test_a_fork_during_a_capture_leaves_the_child_alone_and_the_parent_capture_complete(
-    fork_run: dict, how: str
+    sigterm_run: dict, how: str
 ) -> None:
     """The child inherits a running profiler: it must neither touch it nor record, say nothing, and exit
     with its own code. Once torch's profiler has run, a child ending by exit() hung in Kineto's exit-time
-    destructor (before, during or after a capture alike). (Each HOW's parent is a child of fork_run's job:
-    the job's stderr, all of theirs, is checked whole, and its log.)"""
-    root, err = fork_run["root"], fork_run["stderr"]
-    _, code, _, _, dirs = _forked(fork_run, how)
-    assert code == 0 and fork_run["rc"] == 0, err
+    destructor (before, during or after a capture alike). (Each HOW's parent is a child of sigterm_run's
+    job, run before the SIGTERM scenarios: what it and its child wrote on stderr, its section, is checked
+    whole, and the run's log.)"""
+    root = sigterm_run["root"]
+    _, code, _, err, dirs = _forked(sigterm_run, how)
+    assert code == 0 and sigterm_run["rc"] == 128 + signal.SIGTERM, err  # 143: each child ended as it should
     assert (root / f"{how}.code").read_text() == "7", "the child's exit code changed"
     assert "Traceback" not in err and _npuprof_lines(err) == [], err
+    recorded = [2, 3, 4]  # sched(1, 1, 3): skip step 0, warm up at 1
     (parent,) = [capture_record(d) for d in dirs]
-    assert parent["status"] == "complete" and parent["steps"] == [2, 3, 4, 5, 6, 7], parent
+    assert parent["status"] == "complete" and parent["steps"] == recorded, parent
     child = int((root / f"{how}.pid").read_text())
-    records = [capture_record(d) for d in rank_dirs(fork_run["out"])]
+    records = [capture_record(d) for d in rank_dirs(sigterm_run["out"])]
     of_child = [(r["status"], r["steps"]) for r in records if r["pid"] == child]
     if how.endswith("after-capture"):  # forked between captures: a child that trains records its own
-        assert of_child == [("complete", [2, 3, 4, 5, 6])], records
+        assert of_child == [("complete", recorded)], records
     else:
         assert of_child == [], records  # the child recorded nothing
     forked = {pid for pid, _ in json.loads((root / "pids.json").read_text()).values()}
     ours = forked | {int((root / f"{h}.pid").read_text()) for h in _FORK_HOWS}
     assert {r["pid"] for r in records} <= ours, records  # no capture of any other process
-    assert "ERROR" not in _log(fork_run["out"])
+    assert "ERROR" not in _log(sigterm_run["out"])
 
 
 # ---- fault 2: SIGPIPE from a dead post-processor ------------------------------------------------------
@@ -490,18 +483,20 @@ def _sigterm_scenarios(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def sigterm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `npuprof run` (skip 1, warm up 1, record 3: steps 2-4) of a _forked_job whose children are the
-    scenarios of _sigterm_scenarios, one after the other: the script's handler chained to npuprof's, its
+    """One `npuprof run` (skip 1, warm up 1, record 3: steps 2-4) of a _forked_job whose children are, one
+    after the other, the fork scenarios of _FORK_HOWS (_fork_scenario: each exits 0; fork_run's job before)
+    and those of _sigterm_scenarios: the script's handler chained to npuprof's, its
     SIGTERM after the capture and during it (each stops gracefully: exit 0); npuprof's handler put back
     after the capture, a SIGTERM as the trace export starts, a second one while the first's finalise
     exports, one as the capture's first record is written (each dies of SIGTERM). The job then dies of
     SIGTERM as they did (npuprof exits 143). Its exit status, output, output directory and root
     (_forked)."""
     root = tmp_path_factory.mktemp("sigterm")
-    scenarios = _sigterm_scenarios(root)
-    codes = {name: 0 if name.startswith("chained") else -signal.SIGTERM for name in scenarios}
+    scenarios = {how: _fork_scenario(root, how) for how in _FORK_HOWS} | _sigterm_scenarios(root)
+    ends_well = (*_FORK_HOWS, "chained-after-capture", "chained-during-capture")
+    codes = {name: 0 if name in ends_well else -signal.SIGTERM for name in scenarios}
     job = _forked_job(root, scenarios, codes, -signal.SIGTERM)
-    rc, stdout, stderr = _run("run", "-o", str(root / "result"), *sched(1, 1, 3), "--", *job, timeout=240)
+    rc, stdout, stderr = _run("run", "-o", str(root / "result"), *sched(1, 1, 3), "--", *job, timeout=300)
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
 
 
@@ -826,36 +821,32 @@ def test_a_ctrl_c_during_the_finalise_at_exit_keeps_the_capture_and_its_memory_t
 _HANDLER_ENDS = {"exits": "sys.exit(0)", "raises": "raise RuntimeError('boom')"}
 
 
-@pytest.fixture(scope="module")
-def sigterm_at_exit_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `npuprof run --no-analyse` (skip 1, warm up 1, record 5) of a _forked_job whose children, one
-    after the other, are the script of the test below with each way its handler ends (_HANDLER_ENDS: the
-    one that raises first); each must exit 3, and the job then does. Its exit status, output, output
-    directory and root (_forked)."""
-    root = tmp_path_factory.mktemp("sigterm_at_exit")
-    scenarios = {
-        name: STEP + "import os, signal, sys, torch.profiler as tp\n"
+_AT_EXIT_STEPS = 8  # closes_all_run records from step 4: the script ends inside its capture
+
+
+def _sigterm_at_exit(root: Path, name: str, ends: str) -> str:
+    """The script of a closes_all_run child of the test below ("at-exit-NAME"): its own graceful SIGTERM
+    handler (writing root/at-exit-NAME, then ``ends``), a SIGTERM sent as the profiler stops, and its end,
+    exit code 3, after _AT_EXIT_STEPS steps, inside its capture: npuprof finalises it at exit."""
+    return STEP + (
+        "import os, signal, sys, torch.profiler as tp\n"
         "def graceful(signum, frame):\n"
-        f"    open({str(root / name)!r}, 'w').write('graceful'); {ends}\n"
+        f"    open({str(root / f'at-exit-{name}')!r}, 'w').write('graceful'); {ends}\n"
         "signal.signal(signal.SIGTERM, graceful)\n"
         "stop = tp.profile.stop\n"
         "def interrupted_stop(self, *args):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    return stop(self, *args)\n"
         "tp.profile.stop = interrupted_stop\n"
-        "for s in range(4):\n"
+        f"for s in range({_AT_EXIT_STEPS}):\n"
         "    step()\n"
         "sys.exit(3)\n"
-        for name, ends in sorted(_HANDLER_ENDS.items(), key=lambda item: item[0] != "raises")
-    }
-    job = _forked_job(root, scenarios, dict.fromkeys(scenarios, 3), 3)
-    rc, stdout, stderr = _run("run", "-o", str(root / "result"), "--no-analyse", *sched(1, 1, 5), "--", *job)
-    return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
+    )
 
 
 @pytest.mark.parametrize("handler_ends", sorted(_HANDLER_ENDS))
 def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keeps_the_exit_code(
-    sigterm_at_exit_run: dict, handler_ends: str
+    closes_all_run: dict, handler_ends: str
 ) -> None:
     """A script with its own graceful SIGTERM handler (sys.exit(0)) ends inside a capture, and a SIGTERM
     lands while npuprof finalises it at exit: the handler was deferred through the export and raised
@@ -863,20 +854,22 @@ def test_a_sigterm_during_the_finalise_at_exit_runs_the_scripts_handler_and_keep
     atexit callback" and npuprof's frames, and cut the finalise short. The handler still runs (its
     marker), nothing is printed, the capture is whole and the job's own exit code (3) stays. A handler
     that fails is shown as Python shows an exit callback's error (helper-113: it was only logged).
-    (Each a child of sigterm_at_exit_run's job; 'exits' is the last, its output running to npuprof's end.)"""
-    pid, code, _, err, dirs = _forked(sigterm_at_exit_run, handler_ends)
-    assert code == 3 and sigterm_at_exit_run["rc"] == 3, (code, err)
+    (Each a child of closes_all_run's job, 'at-exit-HANDLER_ENDS': its section of the job's stderr, its log
+    lines and its capture; the job's exit status, 143, only when each child ended as it should.)"""
+    pid, code, _, err, dirs = _forked(closes_all_run, f"at-exit-{handler_ends}")
+    assert code == 3 and closes_all_run["rc"] == 128 + signal.SIGTERM, (code, err)
     if handler_ends == "exits":
         assert "Traceback" not in err and "Exception ignored" not in err, err
     else:
         assert "Exception ignored in the script's handler of signal 15 at exit:" in err, err
         assert "RuntimeError: boom" in err and "npuprof/" not in err.split("Exception ignored")[1], err
-    assert (sigterm_at_exit_run["root"] / handler_ends).read_text() == "graceful"
+    assert (closes_all_run["root"] / f"at-exit-{handler_ends}").read_text() == "graceful"
     (rank_dir,) = dirs
     record = capture_record(rank_dir)
-    assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
-    log = [line for line in _log(sigterm_at_exit_run["out"]).splitlines() if f"[agent pid={pid} " in line]
-    assert any("capture finished early at step 4" in line for line in log), log
+    # sched(4, 0, 30): from step 4 to the last, _AT_EXIT_STEPS, the partial step the exit ends
+    assert record["status"] == "complete" and record["steps"] == list(range(4, _AT_EXIT_STEPS + 1)), record
+    log = [line for line in _log(closes_all_run["out"]).splitlines() if f"[agent pid={pid} " in line]
+    assert any(f"capture finished early at step {_AT_EXIT_STEPS}" in line for line in log), log
 
 
 _CLOSED = (4096, 65536)
@@ -888,9 +881,12 @@ def closes_all_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     other, are the script of the test below with each of _CLOSED (scenario "closes-N"): each closes every
     descriptor from 3 to N at its 7th step, opens 8 files of its own (root/closes-N.mine.I), signals itself
     SIGUSR1 3 times a step after it, writes its files and dies of the SIGTERM it sends itself after its
-    14th step; then the script of the test after it with each of _BLOCKED_HOW ("blocked-HOW"), which blocks
-    in C++ after its 8th step and is sent SIGTERM (_blocked); each child must die of SIGTERM, and the job
-    then does too (npuprof's 143). Its exit status, output, output directory and root (_forked)."""
+    14th step; then the script of the SIGTERM-at-exit test with each way its handler ends (_HANDLER_ENDS,
+    the one that raises first: "at-exit-NAME", _sigterm_at_exit; each must exit 3: sigterm_at_exit_run's
+    job before); then the script of the test after it with each of _BLOCKED_HOW ("blocked-HOW"), which
+    blocks in C++ after its 8th step and is sent SIGTERM (_blocked); each other child must die of SIGTERM,
+    and the job then does too (npuprof's 143). Its exit status, output, output directory and root
+    (_forked)."""
     root = tmp_path_factory.mktemp("closes_all")
 
     def closes_all(closed: int) -> str:
@@ -916,8 +912,12 @@ def closes_all_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         )
 
     scenarios = {f"closes-{closed}": closes_all(closed) for closed in _CLOSED}
+    raises_first = sorted(_HANDLER_ENDS.items(), key=lambda item: item[0] != "raises")
+    at_exit = {f"at-exit-{name}": _sigterm_at_exit(root, name, ends) for name, ends in raises_first}
+    scenarios |= at_exit
     scenarios |= {f"blocked-{how}": _blocked(how, root / f"blocked-{how}") for how in _BLOCKED_HOW}
-    job = _forked_job(root, scenarios, dict.fromkeys(scenarios, -signal.SIGTERM), -signal.SIGTERM)
+    codes = dict.fromkeys(scenarios, -signal.SIGTERM) | dict.fromkeys(at_exit, 3)
+    job = _forked_job(root, scenarios, codes, -signal.SIGTERM)
     flags = [*sched(4, 0, 30), "--no-analyse"]
     rc, stdout, stderr = _run("run", "-o", str(root / "result"), *flags, "--", *job)
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
