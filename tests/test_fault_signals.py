@@ -496,7 +496,8 @@ def sigterm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     ends_well = (*_FORK_HOWS, "chained-after-capture", "chained-during-capture")
     codes = {name: 0 if name in ends_well else -signal.SIGTERM for name in scenarios}
     job = _forked_job(root, scenarios, codes, -signal.SIGTERM)
-    rc, stdout, stderr = _run("run", "-o", str(root / "result"), *sched(1, 1, 3), "--", *job, timeout=300)
+    flags = ["--no-analyse", *sched(1, 1, 3)]  # (no test reads an analysis of these captures)
+    rc, stdout, stderr = _run("run", "-o", str(root / "result"), *flags, "--", *job, timeout=300)
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "out": root / "result", "root": root}
 
 
@@ -544,7 +545,7 @@ _LOADER_TRAINING = (
 def _sigterm_during_the_export(out: Path, script: Path) -> tuple[int, str]:
     """``npuprof run`` of the script, recording steps 4-123, sent SIGTERM when torch's temporary trace file
     appears: npuprof's exit status and stderr."""
-    flags = ("--with-stack", "--record-shapes", *sched(3, 1, 120))
+    flags = ("--no-analyse", "--with-stack", "--record-shapes", *sched(3, 1, 120))
 
     def exporting() -> bool:  # torch's trace, not the capture record npuprof writes at its start
         return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*.pt.trace.json.*"))
@@ -1325,7 +1326,8 @@ def test_one_ctrl_c_passed_on_again_by_timeout_is_one_ctrl_c(out: Path, tmp_path
     group and from timeout passing its own on): npuprof took it for a second Ctrl-C and SIGKILLed the job,
     whose capture and KeyboardInterrupt handling were lost."""
     script = _script(tmp_path, "slow.py", STEP + (
-        "import time\n"
+        "import gc, time\n"
+        "gc.freeze()  # torch's objects out of the exit's collection (its KeyboardInterrupt ends it)\n"
         "try:\n"
         "    for i in range(200):\n"
         "        step(); time.sleep(0.05)\n"
@@ -1334,7 +1336,8 @@ def test_one_ctrl_c_passed_on_again_by_timeout_is_one_ctrl_c(out: Path, tmp_path
         "    print('interrupted', flush=True); raise\n"
     ))  # fmt: skip
     proc = subprocess.Popen(
-        ["timeout", "120", *NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script)],
+        ["timeout", "120", *NPUPROF, "run", "-o", str(out), "--no-analyse", "--", sys.executable,
+         str(script)],
         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
@@ -1375,7 +1378,7 @@ def test_sigterm_to_a_job_with_dataloader_workers_keeps_the_capture(out: Path, t
         f"        open({str(inside)!r}, 'w').close(); time.sleep(60)\n",
     )
     # with stacks, the finalise runs Python long enough for the SIGCHLD handler to run inside it
-    flags = ("--with-stack", "--record-shapes", *sched(1, 1, 8))
+    flags = ("--no-analyse", "--with-stack", "--record-shapes", *sched(1, 1, 8))
     with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
         _wait_for(inside.exists, "the step inside the capture")
         launcher.send_signal(signal.SIGTERM)
