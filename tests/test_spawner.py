@@ -66,6 +66,7 @@ while True:
 json.dump({"worker": worker, "reaped": reaped, "calls": len(calls), "held": held,
            "parents": sorted(parents), "launcher": os.getppid(),
            "cpus": [sorted(os.sched_getaffinity(0)), sorted(cpus)]}, open(sys.argv[1], "w"))
+import gc; gc.freeze()  # the exit-time collection skips torch's objects (its wait for children is over)
 """
 
 
