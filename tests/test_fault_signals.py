@@ -27,9 +27,11 @@ from conftest import (
     hold_a_run_lock,
     load_trace,
     npuprof,
+    profiler_steps,
     rank_dirs,
     sched,
     stderr_until,
+    trainer_in_process,
 )
 
 from npuprof.signal_names import SIGSTKFLT
@@ -488,11 +490,13 @@ def sigterm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     and those of _sigterm_scenarios: the script's handler chained to npuprof's, its
     SIGTERM after the capture and during it (each stops gracefully: exit 0); npuprof's handler put back
     after the capture, a SIGTERM as the trace export starts, a second one while the first's finalise
-    exports, one as the capture's first record is written (each dies of SIGTERM). The job then dies of
+    exports, one as the capture's first record is written, trainer.py's SIGTERM to itself as its step 3
+    begins ("signal-self") (each dies of SIGTERM). The job then dies of
     SIGTERM as they did (npuprof exits 143). Its exit status, output, output directory and root
     (_forked)."""
     root = tmp_path_factory.mktemp("sigterm")
     scenarios = {how: _fork_scenario(root, how) for how in _FORK_HOWS} | _sigterm_scenarios(root)
+    scenarios["signal-self"] = trainer_in_process("--steps", "8", "--signal-self-at", "3")
     ends_well = (*_FORK_HOWS, "chained-after-capture", "chained-during-capture")
     codes = {name: 0 if name in ends_well else -signal.SIGTERM for name in scenarios}
     job = _forked_job(root, scenarios, codes, -signal.SIGTERM)
@@ -513,6 +517,19 @@ def test_sigterm_during_the_trace_export_keeps_the_capture_and_the_job_still_die
     d, record = _died_of_sigterm_with_one_capture(sigterm_run["rc"], sigterm_run["stderr"], after, dirs)
     assert record["status"] == "complete" and record["steps"] == [2, 3, 4], record
     assert list(d.glob("*.pt.trace.json*")), "the exported trace was lost"
+
+
+def test_signal_death_gives_128_plus_n_and_finalises_the_capture(sigterm_run: dict) -> None:
+    """trainer.py sends itself SIGTERM as its step 3 begins, inside its capture: the capture is finalised,
+    and npuprof exits 128 + 15 for a job dead of SIGTERM. (sigterm_run's 'signal-self' child: was
+    test_run_launcher's job of its own, recording steps 1-3; the job dies of SIGTERM as its children did.)"""
+    _, code, _, err, dirs = _forked(sigterm_run, "signal-self")
+    assert code == -signal.SIGTERM, f"the child's exit code {code}: {err[-2000:]}"
+    assert sigterm_run["rc"] == 128 + signal.SIGTERM, sigterm_run["stderr"][-2000:]
+    (d,) = dirs
+    record = capture_record(d)
+    assert record["status"] == "complete" and record["detail"] == "stopped by SIGTERM", record
+    assert profiler_steps(d) == [2, 3]  # sched(1, 1, 3) records from step 2; the SIGTERM came in step 3
 
 
 def _died_of_sigterm_with_one_capture(rc: int, err: str, after: Path, dirs: list[Path]) -> tuple[Path, dict]:
