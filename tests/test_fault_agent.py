@@ -293,20 +293,47 @@ def _same_pid_script(root: Path, out: Path) -> str:
     )
 
 
+def _trains_in_a_forked_worker(pid_file: Path) -> str:
+    """A script that trains 10 steps in a fork-started multiprocessing worker only (the schedule's first
+    capture in it), and writes the worker's pid to ``pid_file``."""
+    return (
+        "import multiprocessing as mp, os, torch\n"
+        "def train(steps):\n"
+        "    model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for _ in range(steps):\n"
+        "        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        "if __name__ == '__main__':\n"
+        # the parent's objects (torch's) out of the worker's collections, as the forked jobs here do; the
+        # worker's own are collected as before
+        "    import gc; gc.freeze()\n"
+        "    worker = mp.get_context('fork').Process(target=train, args=(10,))\n"
+        "    worker.start(); worker.join()\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(worker.pid))\n"
+        "    raise SystemExit(worker.exitcode)\n"
+    )
+
+
 @pytest.fixture(scope="module")
 def post_processor_start_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `npuprof run` (its default schedule) of a job that imports torch once and forks two children one
+    """One `npuprof run` (its default schedule) of a job that imports torch once and forks three children one
     after the other (conftest.forked_job), each a training process of its own to npuprof, which starts a
-    post-processor for it: 'inherits' (_inherits_script) and 'same-pid' (_same_pid_script). Its result
-    and the files the children wrote (the directory ``root``)."""
+    post-processor for it: 'inherits' (_inherits_script), 'same-pid' (_same_pid_script) and 'worker'
+    (_trains_in_a_forked_worker: its worker's pid in ``root/worker.pid``). The job fails naming each child
+    that did not exit 0. Its result, output directory, the files the children wrote (the directory ``root``)
+    and each child's pid."""
     root = tmp_path_factory.mktemp("post_processor_start")
     out = root / "result"
-    scenarios = {"inherits": _inherits_script(root / "fds.json"), "same-pid": _same_pid_script(root, out)}
-    job, _pids = forked_job(root, scenarios)
+    scenarios = {
+        "inherits": _inherits_script(root / "fds.json"),
+        "same-pid": _same_pid_script(root, out),
+        "worker": _trains_in_a_forked_worker(root / "worker.pid"),
+    }
+    job, pids = forked_job(root, scenarios)
     # the other holder keeps its lock 600 s: training blocked behind it times out. The model and optimizer
     # (torch._dynamo's import) took 9 s beside four busy loops (helper-196), more on a host more loaded
     result = npuprof("run", "-o", str(out), "--", *job, timeout=120)
-    return {"result": result, "root": root}
+    assert pids.exists(), result.stderr[-3000:]
+    return {"result": result, "root": root, "out": out, "pids": json.loads(pids.read_text())}
 
 
 def test_post_processor_inherits_no_descriptor_and_writes_no_output(post_processor_start_run: dict) -> None:
@@ -437,29 +464,16 @@ def test_a_fifo_named_like_a_lock_does_not_hang_the_launcher(foreign_locks_run: 
 
 
 # ---- fault 10: training in a fork-started multiprocessing worker was not profiled -----------------
-def test_training_in_a_forked_multiprocessing_worker_is_profiled(out: Path, tmp_path: Path) -> None:
-    script = tmp_path / "forked.py"
-    script.write_text(
-        "import multiprocessing as mp, os, torch\n"
-        "def train(steps):\n"
-        "    model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "    for _ in range(steps):\n"
-        "        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "if __name__ == '__main__':\n"
-        # the parent's objects (torch's) out of the worker's collections, as the forked jobs here do, and out
-        # of the parent's last one (see FREEZE_AT_EXIT); the worker's own are collected as before
-        "    import gc; gc.freeze()\n"
-        "    worker = mp.get_context('fork').Process(target=train, args=(8,))\n"
-        "    worker.start(); worker.join()\n"
-        f"    open({str(tmp_path / 'pid')!r}, 'w').write(str(worker.pid))\n"
-        "    raise SystemExit(worker.exitcode)\n"
-    )
-    result = npuprof("run", "-o", str(out), *sched(2, 1, 2), "--", sys.executable, str(script), timeout=90)
+def test_training_in_a_forked_multiprocessing_worker_is_profiled(post_processor_start_run: dict) -> None:
+    """(post_processor_start_run's 'worker' child, which trains in its worker only, under the default
+    schedule: README, "--skip-first", which records steps 6-8.)"""
+    result, out = post_processor_start_run["result"], post_processor_start_run["out"]
     assert result.returncode == 0, result.stderr
-    (d,) = rank_dirs(out)
+    worker = int((post_processor_start_run["root"] / "worker.pid").read_text())
+    assert _records_of(out, post_processor_start_run["pids"]["worker"]) == []  # the worker's parent: none
+    (d,) = [d for d in rank_dirs(out) if capture_record(d)["pid"] == worker]
     record = capture_record(d)
-    assert record["pid"] == int((tmp_path / "pid").read_text())
-    assert record["status"] == "complete" and record["steps"] == [3, 4]
+    assert record["status"] == "complete" and record["steps"] == [6, 7, 8]
     assert (d / "ASCEND_PROFILER_OUTPUT" / "analyse.done").exists()
 
 
