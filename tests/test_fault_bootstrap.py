@@ -154,86 +154,111 @@ def test_agent_imported_from_the_bootstrap_leaves_sys_path_alone(tmp_path: Path)
     assert result.stdout == "npuprof.agent.entry True\n"
 
 
-@pytest.mark.parametrize("launcher", ["python -m npuprof", "the npuprof script"])
-def test_a_folder_named_npuprof_beside_the_script_does_not_hide_the_agent(
-    tmp_path: Path, launcher: str
-) -> None:
-    """helper-101: `-o npuprof` (or a clone of npuprof) beside the script: Python took the folder for a
-    namespace package `npuprof`, found before an editable install's finder, and profiling was off in the job
-    ("cannot import name 'ENV_CONFIG' from 'npuprof'"), every run after the first. The agent comes from the
-    bootstrap's own package then."""
-    script = tmp_path / "train.py"
+def _beside_a_folder_named_npuprof(
+    root: Path, launcher: list[str], own_helper: bool
+) -> subprocess.CompletedProcess[str]:
+    """``LAUNCHER run -o npuprof`` (skip 2, warm up 1, record 2) of ``python train.py`` (8 steps) in
+    ``root``, beside a folder npuprof that is a namespace package for Python, as the first run's `-o npuprof`
+    left it for every run after it. With ``own_helper`` the folder also holds the script's own module
+    npuprof/helper.py (no __init__.py), which train.py imports after its steps (after torch.optim, where the
+    agent starts) and prints its X: run bare, the script prints "mine" and exits 0."""
+    script = root / "train.py"
     script.write_text(
         "import torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(8):\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n" + FREEZE
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        + ("import npuprof.helper\nprint(npuprof.helper.X)\n" if own_helper else "")
+        + FREEZE
     )
-    # a namespace package for Python, as the first run's `-o npuprof` left it for every run after it
-    (tmp_path / "npuprof" / "not_a_package").mkdir(parents=True)
-    console = Path(sys.executable).with_name("npuprof")
-    if launcher == "the npuprof script" and not console.is_file():
-        pytest.skip(f"no npuprof script beside {sys.executable}")
-    command = [*([sys.executable, "-m", "npuprof"] if launcher == "python -m npuprof" else [str(console)])]
-    result = subprocess.run(
-        [*command, "run", "-o", "npuprof", "--skip-first", "2", "--warmup", "1", "--active", "2", "--",
+    (root / "npuprof" / "not_a_package").mkdir(parents=True)
+    if own_helper:
+        (root / "npuprof" / "helper.py").write_text("X = 'mine'\n")
+    return subprocess.run(
+        [*launcher, "run", "-o", "npuprof", "--skip-first", "2", "--warmup", "1", "--active", "2", "--",
          sys.executable, str(script)],
-        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120,
+        cwd=root, env=clean_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
+
+
+def _npuprof_script() -> Path:
+    """The npuprof script beside this Python (the test is skipped where there is none)."""
+    console = Path(sys.executable).with_name("npuprof")
+    if not console.is_file():
+        pytest.skip(f"no npuprof script beside {sys.executable}")
+    return console
+
+
+@pytest.fixture(scope="module")
+def script_beside_its_own_npuprof_folder(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One run by the npuprof script of _beside_a_folder_named_npuprof with the script's own
+    npuprof/helper.py: a folder named npuprof beside the script (the test of the agent's import below) that
+    holds the script's own code (the test of a script's own npuprof after it). Its result and the folder it
+    ran in."""
+    console = _npuprof_script()
+    root = tmp_path_factory.mktemp("npuprof_folder")
+    return _beside_a_folder_named_npuprof(root, [str(console)], own_helper=True), root
+
+
+@pytest.mark.parametrize("launcher", ["python -m npuprof", "the npuprof script"])
+def test_a_folder_named_npuprof_beside_the_script_does_not_hide_the_agent(
+    tmp_path: Path, launcher: str, request: pytest.FixtureRequest
+) -> None:
+    """helper-101: `-o npuprof` (or a clone of npuprof) beside the script: Python took the folder for a
+    namespace package `npuprof`, found before an editable install's finder, and profiling was off in the job
+    ("cannot import name 'ENV_CONFIG' from 'npuprof'"), every run after the first. The agent comes from the
+    bootstrap's own package then. (The npuprof script's run is script_beside_its_own_npuprof_folder's: its
+    folder holds the script's own npuprof/helper.py too.)"""
+    if launcher == "python -m npuprof":
+        root = tmp_path
+        result = _beside_a_folder_named_npuprof(root, [sys.executable, "-m", "npuprof"], own_helper=False)
+    else:
+        result, root = request.getfixturevalue("script_beside_its_own_npuprof_folder")
     assert result.returncode == 0, result.stderr
     assert "profiling is off" not in result.stderr and "agent failed" not in result.stderr, result.stderr
-    done = sorted((tmp_path / "npuprof").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done"))
+    done = sorted((root / "npuprof").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done"))
     assert len(done) == 1, result.stderr
 
 
 @pytest.mark.parametrize("form", ["npuprof/helper.py in a folder", "npuprof.py"])
-def test_a_script_of_its_own_named_npuprof_keeps_working(tmp_path: Path, form: str) -> None:
+def test_a_script_of_its_own_named_npuprof_keeps_working(
+    tmp_path: Path, form: str, request: pytest.FixtureRequest
+) -> None:
     """The script's own code named npuprof, imported after torch.optim (where the agent starts): a folder
     of modules without __init__.py stays importable through npuprof's package (its folder follows npuprof's
     own on the package's path), and a module npuprof.py is never replaced: profiling is then off in the
-    job, said in one line naming the file (helper-102: it was an obscure 'npuprof.agent' error)."""
-    if form == "npuprof.py":
-        (tmp_path / "npuprof.py").write_text("X = 'mine'\n")
-    else:
-        (tmp_path / "npuprof").mkdir()
-        (tmp_path / "npuprof" / "helper.py").write_text("X = 'mine'\n")
-    imported = (
-        "import npuprof\nprint(npuprof.X)\n"
-        if form == "npuprof.py"
-        else ("import npuprof.helper\nprint(npuprof.helper.X)\n")
-    )
-    env, steps = clean_env(), (
-        "import torch\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for _ in range(6):\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-    )  # fmt: skip
-    if form == "npuprof.py":  # the agent fails at its start, before any capture: plain Python will do
-        env = clean_env(PYTHONPATH=str(standin_torch(tmp_path)))
-        steps = "import torch.optim.optimizer\nassert 'standin' in torch.optim.optimizer.__file__\n"
+    job, said in one line naming the file (helper-102: it was an obscure 'npuprof.agent' error). (The
+    folder's run is script_beside_its_own_npuprof_folder's, its output in that folder.)"""
+    if form == "npuprof/helper.py in a folder":
+        result, root = request.getfixturevalue("script_beside_its_own_npuprof_folder")
+        # (run bare, the script prints "mine" and exits 0: under npuprof it must do the same)
+        assert result.returncode == 0 and result.stdout == "mine\n", result.stderr
+        assert list((root / "npuprof").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done")), result.stderr
+        return
+    (tmp_path / "npuprof.py").write_text("X = 'mine'\n")
+    # the agent fails at its start, before any capture: plain Python will do
+    env = clean_env(PYTHONPATH=str(standin_torch(tmp_path)))
+    steps = "import torch.optim.optimizer\nassert 'standin' in torch.optim.optimizer.__file__\n"
     script = tmp_path / "train.py"
-    script.write_text(steps + imported + FREEZE)
+    script.write_text(steps + "import npuprof\nprint(npuprof.X)\n" + FREEZE)
     # (run bare, the script prints "mine" and exits 0: under npuprof it must do the same, checked below)
-    console = Path(sys.executable).with_name("npuprof")  # `python -m npuprof` here would run npuprof.py
-    if not console.is_file():
-        pytest.skip(f"no npuprof script beside {sys.executable}")
+    console = _npuprof_script()  # `python -m npuprof` here would run npuprof.py
     schedule = ("--skip-first", "1", "--warmup", "1", "--active", "2")
     result = subprocess.run(
         [str(console), "run", "-o", str(tmp_path / "out"), *schedule, "--", sys.executable, str(script)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0 and result.stdout == "mine\n", result.stderr
-    if form == "npuprof.py":
-        why = f"a module named npuprof (['{tmp_path / 'npuprof.py'}']) hides npuprof's package"
-        assert why in result.stderr
-        # the last line says what failed, not that the script imported no torch.optim (helper-101, -102)
-        last = " ".join(result.stderr.split("npuprof: no capture was written")[-1].split())
-        assert last.startswith("(exit code 0): npuprof's agent failed to start in the job: ImportError"), last
-        assert last.endswith(
-            "hides npuprof's package: rename it\"). See " + str(tmp_path / "out" / "npuprof.log.")
-        ), last
-    else:
-        assert list((tmp_path / "out").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done")), result.stderr
+    why = f"a module named npuprof (['{tmp_path / 'npuprof.py'}']) hides npuprof's package"
+    assert why in result.stderr
+    # the last line says what failed, not that the script imported no torch.optim (helper-101, -102)
+    last = " ".join(result.stderr.split("npuprof: no capture was written")[-1].split())
+    assert last.startswith("(exit code 0): npuprof's agent failed to start in the job: ImportError"), last
+    assert last.endswith(
+        "hides npuprof's package: rename it\"). See " + str(tmp_path / "out" / "npuprof.log.")
+    ), last
 
 
 @pytest.mark.parametrize("closed", ["1", "2", "1 2"])
