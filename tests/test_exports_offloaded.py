@@ -33,21 +33,25 @@ def _blocked_matplotlib(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
-    """One capture of steps 3-4 (Adam: parameters, gradients and optimizer state) with both exports; the
-    html plot asked for while matplotlib cannot be imported."""
+    """Two captures back to back (skip 3, no warm-up, record 2, twice: steps 3-4, then 5-6; Adam:
+    parameters, gradients and optimizer state) with both exports; the html plot asked for while matplotlib
+    cannot be imported. The tests of the exports read the first capture (``rank_dir``, ``record``); the
+    test of a snapshot copied during the next capture reads the second (``second``) too."""
     root = tmp_path_factory.mktemp("offloaded")
     out = root / "result"
     env = clean_env(PYTHONPATH=str(_blocked_matplotlib(root)))
     result = npuprof(
-        "run", "-o", str(out), *sched(2, 1, 2), "--no-analyse", *CAPTURE_FLAGS,
-        "--export-stacks", "self_cpu_time_total",
+        "run", "-o", str(out), "--skip-first", "3", "--warmup", "0", "--active", "2", "--repeat", "2",
+        "--no-analyse", *CAPTURE_FLAGS, "--export-stacks", "self_cpu_time_total",
         "--memory-timeline", "json", "--memory-timeline", "html",
-        "--", *trainer("--steps", "6", "--optimizer", "adam"),
+        "--", *trainer("--steps", "8", "--optimizer", "adam", "--sleep", "0.05"),
         env=env, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    (rank_dir,) = rank_dirs(out)
-    return SimpleNamespace(out=out, rank_dir=rank_dir, stderr=result.stderr, record=capture_record(rank_dir))
+    first, second = rank_dirs(out)
+    return SimpleNamespace(
+        out=out, rank_dir=first, second=second, stderr=result.stderr, record=capture_record(first)
+    )
 
 
 def _trace_events(rank_dir: Path) -> list[dict]:
@@ -90,7 +94,7 @@ def test_the_step_hands_the_work_over(run: SimpleNamespace) -> None:
     ]
     assert capture_line["pid"] == training_pid
     assert capture_line["message"].endswith("memory snapshot: copied in the background")
-    (copied,) = [m for m in records if ": memory snapshot: " in m["message"]]
+    (copied,) = [m for m in records if m["message"].startswith(f"{run.rank_dir.name}: memory snapshot: ")]
     assert copied["pid"] == training_pid
     found = re.search(r"(\d+) events, (\d+) tensors, [\d.]+ ms of CPU in (.+)$", copied["message"])
     assert found and int(found[1]) > 50 and int(found[2]) > 50, copied["message"]
@@ -163,24 +167,20 @@ def test_memory_timeline_matches_the_allocator_records(run: SimpleNamespace) -> 
 
 
 def test_an_output_not_produced_is_named_at_the_end_with_its_fix(run: SimpleNamespace) -> None:
+    """(Each of the run's two captures is named once, with its fix.)"""
     tail = run.stderr[run.stderr.index("next: ") :]
-    assert len([x for x in tail.splitlines() if "memory_timeline.html not produced" in x]) == 1, tail
+    assert len([x for x in tail.splitlines() if "memory_timeline.html not produced" in x]) == 2, tail
     said = " ".join(tail.split())  # whole lines in a log, wrapped where COLUMNS is set: the words count
+    for rank_dir in (run.rank_dir, run.second):
+        assert said.count(f"memory_timeline.html not produced ({rank_dir.name})") == 1, tail
     assert "matplotlib" in said and "pip install 'npuprof[plot]'" in said, tail
 
 
-def test_a_snapshot_copied_during_the_next_capture_stays_out_of_its_trace(tmp_path: Path) -> None:
-    """Back-to-back captures (--wait 0 --warmup 0 --repeat 2): the hand-over thread copies capture 1's tree
-    while capture 2 records with --with-stack. torch's Python tracer hooks every thread; the copy used to
-    land in capture 2's trace (~4,000 `memory_snapshot.py` frames here) and slow its steps."""
-    out = tmp_path / "result"
-    result = npuprof(
-        "run", "-o", str(out), "--no-analyse", "--skip-first", "1", "--warmup", "0", "--active", "2",
-        "--repeat", "2", *CAPTURE_FLAGS, "--memory-timeline", "json",
-        "--", *trainer("--steps", "7", "--optimizer", "adam", "--sleep", "0.05"),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    first, second = rank_dirs(out)
+def test_a_snapshot_copied_during_the_next_capture_stays_out_of_its_trace(run: SimpleNamespace) -> None:
+    """Back-to-back captures (the run's: --warmup 0 --repeat 2): the hand-over thread copies capture 1's
+    tree while capture 2 records with --with-stack. torch's Python tracer hooks every thread; the copy used
+    to land in capture 2's trace (~4,000 `memory_snapshot.py` frames here) and slow its steps."""
+    first, second = run.rank_dir, run.second
     assert (second / "memory_timeline.json").is_file() and (first / "memory_timeline.json").is_file()
     events = [e for e in _trace_events(second) if e.get("cat") == "python_function"]
     copying = Counter((e["tid"], e["name"]) for e in events if "memory_snapshot.py" in e["name"])
@@ -190,7 +190,7 @@ def test_a_snapshot_copied_during_the_next_capture_stays_out_of_its_trace(tmp_pa
     per_thread = Counter(tid for tid, _name in copying)
     assert max(copying.values(), default=0) <= 1 and max(per_thread.values(), default=0) <= 4, copying
     assert any("trainer.py" in e["name"] for e in events)  # the tracer did record the training thread
-    assert "acc_events" not in result.stderr  # torch's warning on its second cycle: each is a capture here
+    assert "acc_events" not in run.stderr  # torch's warning on its second cycle: each is a capture here
 
 
 def test_with_modules_without_with_stack_is_named_at_the_end(tmp_path: Path) -> None:
