@@ -20,6 +20,10 @@ BOOTSTRAP = ROOT / "npuprof" / "_bootstrap"
 FREEZE = "import gc; gc.freeze()\n"
 
 
+# a user's sitecustomize that fails
+FAILING_SITECUSTOMIZE = "raise RuntimeError('user hook broke')\n"
+
+
 def _user_site(tmp_path: Path, body: str) -> Path:
     site = tmp_path / "usersite"
     site.mkdir()
@@ -87,27 +91,22 @@ def test_sys_path_matches_a_run_without_npuprof(out: Path, tmp_path: Path) -> No
 
 
 def test_failing_user_sitecustomize_is_reported_as_python_reports_it_and_the_job_is_profiled(
-    out: Path, tmp_path: Path
+    tmp_path: Path,
+    failing_sitecustomize_beside_a_npuprof_folder: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
     """helper-124: the job printed "Error in sitecustomize ... KeyError: 'sitecustomize'" (npuprof's module
-    gone from sys.modules) in place of the user's own error, which Python reports bare."""
-    site = _user_site(tmp_path, "raise RuntimeError('user hook broke')\n")
-    code = (
-        "import torch\n"
-        "m = torch.nn.Linear(4, 4); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-        "for _ in range(10):\n"
-        "    m(torch.randn(2, 4)).sum().backward(); o.step()\n"
-        "print('ran')\n" + FREEZE
-    )
+    gone from sys.modules) in place of the user's own error, which Python reports bare. (The run is
+    failing_sitecustomize_beside_a_npuprof_folder's, a folder named npuprof beside its script too.)"""
+    site = _user_site(tmp_path, FAILING_SITECUSTOMIZE)
     bare = subprocess.run([sys.executable, "-c", "pass"], env=clean_env(PYTHONPATH=str(site)),
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     said = "Error in sitecustomize; set PYTHONVERBOSE for traceback:\nRuntimeError: user hook broke\n"
     assert bare.stderr == said, bare.stderr
-    result = _run_python(out, code, str(site))
+    result, root = failing_sitecustomize_beside_a_npuprof_folder
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ran\n"
     assert said in result.stderr and "KeyError" not in result.stderr and "Traceback" not in result.stderr
-    assert len(rank_dirs(out)) == 1  # npuprof's hook was installed all the same
+    assert len(rank_dirs(root / "npuprof")) == 1  # npuprof's hook was installed all the same
 
 
 def test_a_script_importing_a_user_sitecustomize_that_raised_gets_the_users_again(
@@ -115,7 +114,7 @@ def test_a_script_importing_a_user_sitecustomize_that_raised_gets_the_users_agai
 ) -> None:
     """helper-90: after the user's hook raised, `import sitecustomize` in the script gave npuprof's module,
     silently; without npuprof Python runs the user's again (it raises again). Both the same now."""
-    site = _user_site(tmp_path, "raise RuntimeError('user hook broke')\n")
+    site = _user_site(tmp_path, FAILING_SITECUSTOMIZE)
     code = (
         "try:\n    import sitecustomize\nexcept RuntimeError as exc:\n    print('raised again:', exc)\n"
         "else:\n    print('imported', sitecustomize.__file__)\n"
@@ -155,20 +154,21 @@ def test_agent_imported_from_the_bootstrap_leaves_sys_path_alone(tmp_path: Path)
 
 
 def _beside_a_folder_named_npuprof(
-    root: Path, launcher: list[str], own_helper: bool
+    root: Path, launcher: list[str], own_helper: bool, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``LAUNCHER run -o npuprof`` (skip 2, warm up 1, record 2) of ``python train.py`` (8 steps) in
     ``root``, beside a folder npuprof that is a namespace package for Python, as the first run's `-o npuprof`
-    left it for every run after it. With ``own_helper`` the folder also holds the script's own module
-    npuprof/helper.py (no __init__.py), which train.py imports after its steps (after torch.optim, where the
-    agent starts) and prints its X: run bare, the script prints "mine" and exits 0."""
+    left it for every run after it; in ``env`` (clean_env() when not given). With ``own_helper`` the folder
+    also holds the script's own module npuprof/helper.py (no __init__.py), which train.py imports after its
+    steps (after torch.optim, where the agent starts) and prints its X: run bare, the script prints "mine"
+    and exits 0; without, train.py prints "ran" after its steps."""
     script = root / "train.py"
     script.write_text(
         "import torch\n"
         "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(8):\n"
         "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        + ("import npuprof.helper\nprint(npuprof.helper.X)\n" if own_helper else "")
+        + ("import npuprof.helper\nprint(npuprof.helper.X)\n" if own_helper else "print('ran')\n")
         + FREEZE
     )
     (root / "npuprof" / "not_a_package").mkdir(parents=True)
@@ -177,8 +177,20 @@ def _beside_a_folder_named_npuprof(
     return subprocess.run(
         [*launcher, "run", "-o", "npuprof", "--skip-first", "2", "--warmup", "1", "--active", "2", "--",
          sys.executable, str(script)],
-        cwd=root, env=clean_env(), capture_output=True, text=True, timeout=120,
+        cwd=root, env=env or clean_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def failing_sitecustomize_beside_a_npuprof_folder(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One run by `python -m npuprof` of _beside_a_folder_named_npuprof (train.py prints "ran") whose user
+    sitecustomize (on PYTHONPATH) raises: a folder named npuprof beside the script (the test of the agent's
+    import) and a failing user hook (the test of its report). Its result and the folder it ran in."""
+    root = tmp_path_factory.mktemp("failing_sitecustomize")
+    env = clean_env(PYTHONPATH=str(_user_site(root, FAILING_SITECUSTOMIZE)))
+    return _beside_a_folder_named_npuprof(root, [sys.executable, "-m", "npuprof"], False, env), root
 
 
 def _npuprof_script() -> Path:
@@ -204,18 +216,19 @@ def script_beside_its_own_npuprof_folder(
 
 @pytest.mark.parametrize("launcher", ["python -m npuprof", "the npuprof script"])
 def test_a_folder_named_npuprof_beside_the_script_does_not_hide_the_agent(
-    tmp_path: Path, launcher: str, request: pytest.FixtureRequest
+    launcher: str, request: pytest.FixtureRequest
 ) -> None:
     """helper-101: `-o npuprof` (or a clone of npuprof) beside the script: Python took the folder for a
     namespace package `npuprof`, found before an editable install's finder, and profiling was off in the job
     ("cannot import name 'ENV_CONFIG' from 'npuprof'"), every run after the first. The agent comes from the
-    bootstrap's own package then. (The npuprof script's run is script_beside_its_own_npuprof_folder's: its
-    folder holds the script's own npuprof/helper.py too.)"""
-    if launcher == "python -m npuprof":
-        root = tmp_path
-        result = _beside_a_folder_named_npuprof(root, [sys.executable, "-m", "npuprof"], own_helper=False)
-    else:
-        result, root = request.getfixturevalue("script_beside_its_own_npuprof_folder")
+    bootstrap's own package then. (`python -m npuprof`'s run is
+    failing_sitecustomize_beside_a_npuprof_folder's, its user sitecustomize raising; the npuprof script's is
+    script_beside_its_own_npuprof_folder's, its folder holding the script's own npuprof/helper.py too.)"""
+    fixture = {
+        "python -m npuprof": "failing_sitecustomize_beside_a_npuprof_folder",
+        "the npuprof script": "script_beside_its_own_npuprof_folder",
+    }[launcher]
+    result, root = request.getfixturevalue(fixture)
     assert result.returncode == 0, result.stderr
     assert "profiling is off" not in result.stderr and "agent failed" not in result.stderr, result.stderr
     done = sorted((root / "npuprof").glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/analyse.done"))
