@@ -508,21 +508,60 @@ def test_a_child_forked_by_os_fork_that_trains_logs_its_step_count_once(out: Pat
 
 
 # ---- fault 16: the profiler was stepped inside torch's Optimizer.step range -----------------------
+SECOND_PREPARE_FAILS = """
+import torch, torch.profiler.profiler as pp
+original, calls = pp._KinetoProfile.prepare_trace, [0]
+def prepare(self):
+    calls[0] += 1
+    if calls[0] == 2:
+        raise RuntimeError('the next cycle could not prepare')
+    return original(self)
+pp._KinetoProfile.prepare_trace = prepare
+model = torch.nn.Linear(8, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(20):
+    model(torch.randn(4, 8)).sum().backward(); opt.step()
+print('enabled after:', torch.autograd._profiler_enabled())
+"""
+
+
+@pytest.fixture(scope="module")
+def armed_at_the_optimizer_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run --no-analyse --no-gzip` (skip 0, warm up 1, record 3, twice, no wait between: the
+    first capture's warm-up begins as the optimizer is made, each capture's saving step() prepares the next
+    cycle) of a job that imports torch once and forks two children one after the other
+    (conftest.forked_job), each a training process of its own to npuprof: 'loader' (8 steps of
+    tests/scripts/trainer.py with 2 DataLoader workers) then 'second-prepare-fails' (SECOND_PREPARE_FAILS:
+    torch's prepare fails the second time, in the saving step() of the first capture). The job fails naming
+    each child that did not exit 0. Its result, output directory and each child's pid."""
+    root = tmp_path_factory.mktemp("armed_at_the_optimizer")
+    out = root / "result"
+    scenarios = {
+        "loader": trainer_in_process("--steps", "8", "--loader-workers", "2"),
+        "second-prepare-fails": SECOND_PREPARE_FAILS,
+    }
+    job, pids = forked_job(root, scenarios)
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "0", "--wait", "0", "--warmup", "1", "--active", "3",
+        "--repeat", "2", "--no-analyse", "--no-gzip", "--", *job, timeout=120,
+    )  # fmt: skip
+    assert pids.exists(), result.stderr[-3000:]
+    return {"result": result, "out": out, "pids": json.loads(pids.read_text())}
+
+
 def test_profiler_steps_outside_the_optimizer_step_range_and_dataloader_workers_forked_mid_capture_stay_idle(
-    out: Path,
+    armed_at_the_optimizer_run: dict,
 ) -> None:
     """One job for two faults: its DataLoader workers are forked (at ``iter()``, before step 1) while the
     first capture's warm-up, begun when the optimizer was made, records; each of its two captures is the
-    training process's alone, and no ProfilerStep of theirs begins inside an Optimizer.step."""
-    result = npuprof(
-        "run", "-o", str(out), "--skip-first", "0", "--warmup", "1", "--active", "3", "--repeat", "2",
-        "--no-analyse", "--no-gzip", "--", *trainer("--steps", "8", "--loader-workers", "2"), timeout=90,
-    )  # fmt: skip
+    training process's alone, and no ProfilerStep of theirs begins inside an Optimizer.step.
+    (armed_at_the_optimizer_run's 'loader' child.)"""
+    run = armed_at_the_optimizer_run
+    result, out, pid_of = run["result"], run["out"], run["pids"]
     assert result.returncode == 0, result.stderr
-    dirs = rank_dirs(out)
-    records = [capture_record(d) for d in dirs]  # the workers recorded nothing
+    assert {capture_record(d)["pid"] for d in rank_dirs(out)} <= set(pid_of.values())  # no worker's
+    dirs = _dirs_of(out, pid_of["loader"])
+    records = [capture_record(d) for d in dirs]
     assert [r["status"] for r in records] == ["complete", "complete"], records
-    assert len({r["pid"] for r in records}) == 1, records
     forked = "forked while a capture ran, records nothing"  # the premise: each worker forked mid-capture
     assert (out / "npuprof.log").read_text().count(forked) == 2
     checked = 0
@@ -671,45 +710,21 @@ def test_a_profiler_start_that_fails_after_torch_enabled_it_is_still_stopped(lat
 
 
 def test_a_next_cycles_prepare_that_fails_at_a_captures_end_does_not_crash_the_job(
-    out: Path, tmp_path: Path
+    armed_at_the_optimizer_run: dict,
 ) -> None:
     """helper-128: with --wait 0 --repeat, the step() that saves a capture also prepares the next cycle; its
     prepare failing was taken as a failure "while recording" (the action before it), so npuprof stopped the
-    profiler and torch's stop() started the unprepared trace: SIGSEGV. torch's own state decides now."""
-    script = tmp_path / "second_prepare_fails.py"
-    script.write_text(
-        "import torch, torch.profiler.profiler as pp\n"
-        "original, calls = pp._KinetoProfile.prepare_trace, [0]\n"
-        "def prepare(self):\n"
-        "    calls[0] += 1\n"
-        "    if calls[0] == 2:\n"
-        "        raise RuntimeError('the next cycle could not prepare')\n"
-        "    return original(self)\n"
-        "pp._KinetoProfile.prepare_trace = prepare\n"
-        "model = torch.nn.Linear(8, 1); opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
-        "for step in range(20):\n"
-        "    model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "print('enabled after:', torch.autograd._profiler_enabled())\n"
-    )
-    flags = [
-        "--no-analyse",
-        "--skip-first",
-        "1",
-        "--wait",
-        "0",
-        "--warmup",
-        "1",
-        "--active",
-        "2",
-        "--repeat",
-        "3",
-    ]
-    result = npuprof("run", "-o", str(out), *flags, "--", sys.executable, str(script), timeout=120)
+    profiler and torch's stop() started the unprepared trace: SIGSEGV. torch's own state decides now.
+    (armed_at_the_optimizer_run's 'second-prepare-fails' child: the job fails naming it if it did not exit
+    0.)"""
+    run = armed_at_the_optimizer_run
+    result = run["result"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "enabled after: False" in result.stdout, result.stdout
     assert "the next cycle could not prepare" in result.stderr
-    (first,) = rank_dirs(out)  # the first capture, saved before the next cycle failed
-    assert capture_record(first)["steps"] == [2, 3]
+    # the first capture (warm-up step 0, steps 1-3 recorded), saved before the next cycle failed
+    (first,) = _dirs_of(run["out"], run["pids"]["second-prepare-fails"])
+    assert capture_record(first)["steps"] == [1, 2, 3]
 
 
 def test_a_file_size_limit_is_named_when_torch_writes_no_trace(late_failures_run: dict) -> None:
