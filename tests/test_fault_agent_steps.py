@@ -386,34 +386,54 @@ with torch.autograd.profiler.profile() as prof:
 }
 
 
-def test_the_scripts_own_profiler_started_while_npuprof_waits(out: Path, tmp_path: Path) -> None:
-    """Each way of running a profiler of its own (USER_PROFILER) in a forked child of one job: npuprof says
-    so once for each (its warning names the scenario's line), steps aside, and records the next window."""
+# Windows begin at steps 3, 9 and 15 (warm-up), each recording two steps (4-5, 10-11, 16-17)
+OWN_PROFILER_SCHEDULE = (
+    "--skip-first", "0", "--wait", "3", "--warmup", "1", "--active", "2", "--repeat", "3",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def own_profiler_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run OWN_PROFILER_SCHEDULE` of a job that imports torch once and forks its children one
+    after the other (_forked_scenarios), each a training process of its own to npuprof: each way of running
+    a profiler of its own (USER_PROFILER, its trace written to ``root/own_trace_<mode>.json``), then
+    'enospc' (FAILING_MKDIR: the first capture's directory cannot be made; the test of an OSError at a
+    capture's start, its window begun at the boundary after its warm-up). Its result, output directory,
+    root and each child's pid."""
+    root = tmp_path_factory.mktemp("own_profiler")
+    out = root / "result"
     bodies = {
         mode: (
             "model, opt = make()\n"
             "for _ in range(2):\n"
             "    iteration(model, opt)\n"
             + USER_PROFILER[mode]
-            + f"prof.export_chrome_trace({str(tmp_path / f'own_trace_{mode}.json')!r})\n"
+            + f"prof.export_chrome_trace({str(root / f'own_trace_{mode}.json')!r})\n"
             + "for _ in range(10):\n"
             + "    iteration(model, opt)\n"
         )
         for mode in USER_PROFILER
     }
-    # Windows begin at steps 3, 9 and 15 (warm-up), each recording two steps; the script's profiler runs
-    # over steps 2-11: the first two windows are skipped, the third is recorded.
-    flags = ["--skip-first", "0", "--wait", "3", "--warmup", "1", "--active", "2", "--repeat", "3"]
-    cmd, pids = _forked_scenarios(tmp_path, "own_profiler", bodies)
-    result = _run(out, flags, cmd)
+    cmd, pids = _forked_scenarios(root, "own_profiler", {**bodies, "enospc": FAILING_MKDIR})
+    result = _run(out, [*OWN_PROFILER_SCHEDULE], cmd)
     _assert_healthy(result, out)
     pid_of = _last_pids(pids)
-    assert sorted(pid_of) == sorted(USER_PROFILER)
-    # said once for each scenario (its warning names where the scenario started its profiler), no more
+    assert sorted(pid_of) == sorted([*USER_PROFILER, "enospc"])
+    return {"result": result, "out": out, "root": root, "pids": pid_of}
+
+
+def test_the_scripts_own_profiler_started_while_npuprof_waits(own_profiler_run: dict) -> None:
+    """Each way of running a profiler of its own (USER_PROFILER) in a forked child of one job
+    (own_profiler_run): npuprof says so once for each (its warning names the scenario's line), steps aside,
+    and records the next window."""
+    result, out, pid_of = own_profiler_run["result"], own_profiler_run["out"], own_profiler_run["pids"]
+    # the script's profiler runs over steps 2-11: the first two windows are skipped, the third is recorded.
+    # Said once for each scenario (its warning names where the scenario started its profiler), no more
     assert result.stderr.count("its own profiler") == len(USER_PROFILER), result.stderr
-    for mode, pid in sorted(pid_of.items()):
+    for mode in USER_PROFILER:
+        pid = pid_of[mode]
         assert f"TRAINING DONE {mode}" in result.stdout, (mode, result.stdout)
-        own = tmp_path / f"own_trace_{mode}.json"
+        own = own_profiler_run["root"] / f"own_trace_{mode}.json"
         assert json.loads(own.read_text())["traceEvents"], f"the script's own trace ({mode})"
         said = [line for line in result.stderr.splitlines() if "its own profiler" in line]
         assert len([line for line in said if f"{mode}.py:" in line]) == 1, (mode, result.stderr)
@@ -446,17 +466,31 @@ print('TRAINING DONE')
 
 
 @pytest.mark.parametrize("warmup", [0, 1])
-def test_an_oserror_when_a_capture_begins_skips_that_window(out: Path, tmp_path: Path, warmup: int) -> None:
-    # a cycle of 5 steps after the first: recording steps 4-5 (fails to begin), then 9-10
-    flags = ["--skip-first", "1", "--wait", str(3 - warmup), "--warmup", str(warmup), "--active", "2"]
-    result = _run(out, [*flags, "--repeat", "2"], _script(tmp_path, "enospc", FAILING_MKDIR + FREEZE_AT_EXIT))
-    _assert_healthy(result, out)
-    warnings = [line for line in result.stderr.splitlines() if "skipped" in line]
+def test_an_oserror_when_a_capture_begins_skips_that_window(
+    out: Path, tmp_path: Path, warmup: int, request: pytest.FixtureRequest
+) -> None:
+    """Without a warm-up the capture begins in the profiler's start (_open); after one, at the boundary
+    after it (_step_profiler). (The second is own_profiler_run's 'enospc' child: OWN_PROFILER_SCHEDULE
+    records steps 4-5, which fails to begin, then 10-11 within its 12 steps.)"""
+    if warmup == 1:
+        run = request.getfixturevalue("own_profiler_run")
+        result, out, pid = run["result"], run["out"], run["pids"]["enospc"]
+        recorded = [10, 11]
+    else:
+        # a cycle of 5 steps after the first: recording steps 4-5 (fails to begin), then 9-10
+        flags = ["--skip-first", "1", "--wait", "3", "--warmup", "0", "--active", "2", "--repeat", "2"]
+        result = _run(out, flags, _script(tmp_path, "enospc", FAILING_MKDIR + FREEZE_AT_EXIT))
+        _assert_healthy(result, out)
+        pid, recorded = None, [9, 10]
+    # (own_profiler_run's other children say that windows are skipped for their own profilers)
+    ours = "skipped" if pid is None else "No space left on device"
+    warnings = [line for line in result.stderr.splitlines() if "skipped" in line and ours in line]
     assert len(warnings) == 1, result.stderr
     assert "capture at step 4 skipped" in warnings[0] and "No space left on device" in warnings[0]
-    (d,) = rank_dirs(out)  # the next window was recorded
+    dirs = rank_dirs(out) if pid is None else _dirs_of(out, pid)
+    (d,) = dirs  # the next window was recorded
     assert capture_record(d)["status"] == "complete"
-    assert profiler_steps(d) == [9, 10]
+    assert profiler_steps(d) == recorded
 
 
 THREAD_PER_STEP = """
