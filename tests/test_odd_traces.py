@@ -146,6 +146,23 @@ def test_nan_or_infinity_in_args_is_read_as_unknown(tmp_path: Path, compact: boo
     assert loaded.damaged.total == 0
 
 
+def test_nan_as_text_inside_a_string_is_left_as_written_beside_a_nan_arg(tmp_path: Path) -> None:
+    """A string holding ",NaN," (a label, a path) beside an arg of NaN: the repair overwrote the text inside
+    the string too (a list's element, to the read back), the JSON broke and the whole trace was refused. Only
+    the arg is read as unknown; the string, and one after a path ending in a backslash, keep their text."""
+    from npuprof.analysis.trace_loader import load_trace
+
+    trace = cpu_trace()
+    trace["traceEvents"][2]["args"].update({"dir": "C:\\out\\", "label": "a,NaN,b", "lr": float("nan")})
+    trace["traceEvents"][3]["args"].update({"label": "[NaN, -Infinity]", "beta": float("inf")})
+    rank_dir = write_rank_dir(tmp_path, trace)
+    loaded = load_trace(next(rank_dir.glob("*.pt.trace.json")))
+    args = [e.args_dict() for e in loaded.events]
+    assert (args[2]["label"], args[2]["lr"], args[2]["dir"]) == ("a,NaN,b", "?", "C:\\out\\"), args[2]
+    assert (args[3]["label"], args[3]["beta"]) == ("[NaN, -Infinity]", "?"), args[3]
+    assert loaded.damaged.total == 0
+
+
 def test_nan_in_args_of_every_event_of_a_bare_array_read_in_small_blocks(tmp_path: Path) -> None:
     """torch_npu's form with an arg of NaN in every event, read in blocks smaller than the file: the event
     boundaries are still found (a value no JSON in every event hid them) and every event read."""
@@ -742,8 +759,8 @@ def test_bytes_after_a_closed_trace_are_shown_in_the_refusal(tmp_path: Path) -> 
 def test_a_gz_trace_with_megabytes_of_braces_after_its_events_is_read_in_one_pass(tmp_path: Path) -> None:
     """A .gz trace whose value after the events is megabytes of "],}]," (past the block the stream is read
     in): every "}" was looked at from Python, again for each block read (helper-86: 158 s for 20 MB). The
-    regex engine finds the events' boundaries now. The guard is the reader's CPU time, far above the ~2 CPU-s
-    it takes (~40 s before), not its wall time (a loaded machine's: the 20 s timeout it had was once missed)."""
+    regex engine finds the events' boundaries now. The guard is the reader's CPU time, far above the ~2
+    CPU-s it takes (~40 s before), not its wall time (a loaded machine missed the 20 s timeout it had)."""
     import resource
     import subprocess
     import sys

@@ -58,6 +58,8 @@ _NOT_A_NUMBER_TOKENS = (b"NaN", b"Infinity")
 _VALUE_ENDS = re.compile(rb"[ \t\r\n]*[,}\]]")
 _KEY_LIMIT = 1 << 10  # bytes of a key read back from its value
 _TIME_KEYS = frozenset((b"ts", b"dur"))
+# a quote after 1 or 3 backslashes is escaped, after 2 not: counted as +1 -1 +1 (each run ends at its quote)
+_ESCAPED_QUOTE_RUNS = ((1, b'\\"'), (-1, b'\\\\"'), (1, b'\\\\\\"'))
 _EVENT_KEYS = frozenset((b"name", b"ph", b"cat", b"pid", b"tid", b"id", b"args", b"s", b"bp"))
 # an event's "cat" of null (some exporters write it so): no category, as an event without one; read as "" and
 # two spaces, silently (docs/formats.md, "Traces npuprof reads")
@@ -140,7 +142,8 @@ def _not_numbers_overwritten(
     """``text`` (a copy of ``framed`` made at the first one, or ``framed`` with other repairs) with each time
     and each arg of NaN or Infinity overwritten by ``"?"`` padded with spaces; and how many of each kind."""
     source = text if text is not None else framed
-    found = [one for token in _NOT_A_NUMBER_TOKENS for one in _not_numbers(source, token)]
+    found = sorted(one for token in _NOT_A_NUMBER_TOKENS for one in _not_numbers(source, token))
+    found = list(_outside_strings(source, found))
     if found and text is None:
         text = bytearray(framed)
     counts: dict[str, int] = {}
@@ -148,6 +151,22 @@ def _not_numbers_overwritten(
         text[start:end] = b'"?"'.ljust(end - start)  # type: ignore[index]
         counts[kind] = counts.get(kind, 0) + 1
     return text, counts
+
+
+def _outside_strings(
+    text: bytes | bytearray, found: list[tuple[int, int, str]]
+) -> Iterator[tuple[int, int, str]]:
+    """The ones of ``found`` (in order) that stand outside a string: a list's element (after "[" or ",") may
+    be text inside one ("a,NaN,b"), which the key read back does not rule out. The quotes before each are
+    counted from the last one's place (C-speed bytes.count), less the escaped ones (after an odd run of
+    backslashes, up to three: '\\"', '\\\\\\"'; a longer run, in a string, is rarer than rare)."""
+    quotes, counted = 0, 0
+    for start, end, kind in found:
+        escaped = sum(sign * text.count(run, counted, start) for sign, run in _ESCAPED_QUOTE_RUNS)
+        quotes += text.count(b'"', counted, start) - escaped
+        counted = start
+        if quotes % 2 == 0:
+            yield start, end, kind
 
 
 def _not_numbers(text: bytes | bytearray, token: bytes) -> Iterator[tuple[int, int, str]]:
