@@ -182,3 +182,10 @@ def _as_text(data: bytes) -> str:
     import io
 
     return io.TextIOWrapper(io.BytesIO(data)).read()
+
+
+def npuprof_from_repo(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """stacks_support.cli's `npuprof ARGS` (run from the repository's root), forked from the server, in
+    clean_env(): stacks_support's environment puts this tree on PYTHONPATH, which Python reads at its start
+    (a command given it runs as a real subprocess); the server imports npuprof as the tests do."""
+    return npuprof(*args, cwd=Path(__file__).resolve().parent.parent, env=clean_env(), timeout=timeout)

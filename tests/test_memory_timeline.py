@@ -16,7 +16,17 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stacks_support import capture, cli, exports_record, full_capture, load_trace_json, trace_of
+from _forked_cli import npuprof_from_repo as cli  # stacks_support.cli's commands, forked
+from stacks_support import (
+    FULL_CAPTURE_ARGS,
+    capture,
+    captures,
+    exports_record,
+    full_capture,
+    load_trace_json,
+    trace_of,
+)
+from stacks_support import cli as cli_subprocess
 
 from npuprof.agent.capture_exports import memory_timeline_missing_flags
 from npuprof.reports import memory_timeline as mt
@@ -55,10 +65,21 @@ def _allocated_by_us(trace: Path) -> dict[int, int]:
     return out
 
 
+NO_MEMORY_ARGS = ("--no-stack", "--no-memory")
+
+
+@pytest.fixture(scope="module")
+def made() -> None:
+    """The two real captures of this module ("full" as full_capture() asks it, "nostack"), made by one
+    process that imports torch once (stacks_support.captures: a forked child each); the tests then get each
+    from the cache by full_capture() / capture(NAME, ...) as before."""
+    captures({"full": FULL_CAPTURE_ARGS, "nostack": NO_MEMORY_ARGS})
+
+
 # ------------------------------------------------------------------ in the run
 
 
-def test_in_run_writes_every_format_and_keeps_the_raw_data():
+def test_in_run_writes_every_format_and_keeps_the_raw_data(made):
     rank_dir = full_capture()
     record = exports_record(rank_dir)
     for name in ("raw.json.gz", "meta.json", "html", "json", "json.gz"):
@@ -86,7 +107,7 @@ def test_in_run_writes_every_format_and_keeps_the_raw_data():
     assert meta["device"] == "cpu" and meta["max_allocated_bytes"] == max(sum(row) for row in sizes)
 
 
-def test_analyse_gives_no_reserved_peak_on_the_cpu(tmp_path):
+def test_analyse_gives_no_reserved_peak_on_the_cpu(made, tmp_path):
     """helper-130: on a CPU capture `npuprof analyse --format json` said memory_peak_reserved_mb 0.0 beside
     an allocated peak of MiBs (reserved below allocated: impossible), while memory-timeline says "reserved:
     n/a" there: the CPU allocator keeps no cache and torch reports its reserved total as 0. Unknown: null."""
@@ -112,7 +133,7 @@ def test_missing_flags_are_named():
 # ------------------------------------------------------------------ offline
 
 
-def test_offline_from_kept_raw_data_matches_the_run(tmp_path):
+def test_offline_from_kept_raw_data_matches_the_run(made, tmp_path):
     rank_dir = full_capture()
     for suffix in ("json", "json.gz", "raw.json.gz", "html"):
         out = tmp_path / f"memory.{suffix}"
@@ -124,7 +145,7 @@ def test_offline_from_kept_raw_data_matches_the_run(tmp_path):
             assert out.read_bytes() == (rank_dir / f"memory_timeline.{suffix}").read_bytes(), suffix
 
 
-def test_offline_from_memory_events_matches_the_trace_totals(tmp_path):
+def test_offline_from_memory_events_matches_the_trace_totals(made, tmp_path):
     rank_dir = full_capture()
     trace = trace_of(rank_dir)
     out_json, out_raw, out_html = tmp_path / "m.json", tmp_path / "m.raw.json.gz", tmp_path / "m.html"
@@ -152,7 +173,7 @@ def test_offline_from_memory_events_matches_the_trace_totals(tmp_path):
     assert "Max memory reserved: " in html and "Categories UNKNOWN" in html
 
 
-def test_a_trace_given_whose_rank_dir_holds_the_categories_names_them(tmp_path):
+def test_a_trace_given_whose_rank_dir_holds_the_categories_names_them(made, tmp_path):
     """helper-223: the trace of a capture made with --memory-timeline, given itself, was rendered without
     categories (as asked) with a note to capture again with --memory-timeline raw.json.gz, the flags the
     run had; the note now names its rank dir, which holds the categorised timeline."""
@@ -167,7 +188,7 @@ def test_a_trace_given_whose_rank_dir_holds_the_categories_names_them(tmp_path):
     )
 
 
-def test_bad_input_names_what_is_missing(tmp_path):
+def test_bad_input_names_what_is_missing(made, tmp_path):
     rank_dir = full_capture()
     wrong = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json"), "--device", "cuda:0")
     assert wrong.returncode == 1 and "cuda:0" in wrong.stderr and "holds: cpu" in wrong.stderr
@@ -179,7 +200,7 @@ def test_bad_input_names_what_is_missing(tmp_path):
         assert bad.returncode == 2 and "give cpu, cuda:N or npu:N" in bad.stderr, (device, bad.stderr)
     suffix = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.txt"))
     assert suffix.returncode == 2 and ".html, .json, .json.gz or .raw.json.gz" in suffix.stderr
-    no_memory = capture("nostack", "--no-stack", "--no-memory")
+    no_memory = capture("nostack", *NO_MEMORY_ARGS)
     proc = cli("memory-timeline", str(no_memory), "-o", str(tmp_path / "m.json"))
     assert proc.returncode == 1
     assert "--profile-memory --record-shapes --with-stack" in proc.stderr
@@ -187,16 +208,20 @@ def test_bad_input_names_what_is_missing(tmp_path):
     assert not (tmp_path / "m.json").exists()
 
 
-def test_without_matplotlib_html_says_how_to_install_and_json_still_works(tmp_path):
+def test_without_matplotlib_html_says_how_to_install_and_json_still_works(made, tmp_path):
     blocker = tmp_path / "block"
     (blocker / "matplotlib").mkdir(parents=True)
     (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked by the test')\n")
     rank_dir = full_capture()
-    html = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.html"), extra_path=str(blocker))
+    html = cli_subprocess(
+        "memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.html"), extra_path=str(blocker)
+    )
     assert html.returncode == 1
     assert "pip install 'npuprof[plot]'" in html.stderr
     assert not (tmp_path / "m.html").exists()
-    ok = cli("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json.gz"), extra_path=str(blocker))
+    ok = cli_subprocess(
+        "memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json.gz"), extra_path=str(blocker)
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(gzip.decompress((tmp_path / "m.json.gz").read_bytes()))[0]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _forked_cli import npuprof_from_repo as cli  # stacks_support.cli's commands, forked
 from stacks_support import (
     FLAMEGRAPH_LINE,
     FULL_CAPTURE_ARGS,
     capture,
     captures,
-    cli,
     exports_record,
     full_capture,
     load_trace_json,
