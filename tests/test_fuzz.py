@@ -27,6 +27,7 @@ from unittest import mock
 
 import pytest
 import typer
+from _forked_cli import npuprof as forked_npuprof
 from conftest import clean_env, npuprof
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -566,9 +567,8 @@ def test_memory_timeline_raw_data_gives_a_timeline_or_its_error(
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "npuprof", *args], env=clean_env(), capture_output=True, text=True, timeout=120
-    )
+    """`npuprof ARGS` forked from tests/_forked_cli.py's server (a report command: see its doc)."""
+    return forked_npuprof(*args, env=clean_env(), timeout=120)
 
 
 def test_cli_readers_on_bad_traces_answer_in_their_own_words(tmp_path: Path) -> None:
