@@ -189,3 +189,49 @@ def npuprof_from_repo(*args: str, timeout: float = 300) -> subprocess.CompletedP
     clean_env(): stacks_support's environment puts this tree on PYTHONPATH, which Python reads at its start
     (a command given it runs as a real subprocess); the server imports npuprof as the tests do."""
     return npuprof(*args, cwd=Path(__file__).resolve().parent.parent, env=clean_env(), timeout=timeout)
+
+
+class _ServerWith(_Server):
+    """A server started in an environment of the caller's that has imported ``modules`` besides PRELOADED."""
+
+    def __init__(self, env: dict[str, str], modules: tuple[str, ...]) -> None:
+        self.asks, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", SERVER, ",".join((*PRELOADED, *modules)), str(theirs.fileno())],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=[theirs.fileno()],
+                start_new_session=True,
+            )
+        atexit.register(self.stop)
+
+
+_servers_with: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], _ServerWith] = {}
+
+
+def npuprof_with(
+    *args: str,
+    modules: tuple[str, ...],
+    env: dict[str, str] | None = None,
+    read_later: tuple[str, ...] = (),
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """npuprof()'s command forked from a server that has imported ``modules`` too (``("torch",)``: ~1.7
+    CPU-s saved by each command that imports torch, `npuprof info`), one server for each environment. The
+    server is started in the command's environment less ``read_later``, the variables only the command's
+    own code reads (after the fork: a stand-in torch_npu's, read at its import), and PYTEST_CURRENT_TEST
+    (pytest changes it at each test), which the command gets."""
+    env = env if env is not None else clean_env()
+    if not args or args[0] not in FORKED_COMMANDS:
+        return npuprof_subprocess(*args, env=env, timeout=timeout)
+    start_env = {k: v for k, v in env.items() if k not in (*read_later, "PYTEST_CURRENT_TEST")}
+    key = (modules, tuple(sorted(start_env.items())))
+    server = _servers_with.get(key)
+    if server is None or server.proc.poll() is not None:
+        server = _servers_with[key] = _ServerWith(start_env, modules)
+    code, out, err = server.run(list(args), os.getcwd(), env, timeout)
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", "npuprof", *args], code, _as_text(out), _as_text(err)
+    )

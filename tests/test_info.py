@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _forked_cli import npuprof_with
 from conftest import clean_env, npuprof
 
 import npuprof as package
@@ -17,10 +18,17 @@ import npuprof as package
 ROOT = Path(__file__).resolve().parent.parent
 STANDIN = Path(__file__).resolve().parent / "fake_torch_npu"
 CONSOLE = Path(sys.executable).with_name("npuprof")
+# the stand-in torch_npu's variables: read at its import, which `npuprof info` does (after the fork)
+STANDIN_READS = ("FAKE_TORCH_NPU_AVAILABLE", "FAKE_TORCH_NPU_IMPORT_ERROR")
+
+
+def _info(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`npuprof info ARGS`, forked from a server of its environment that has imported torch (as info does)."""
+    return npuprof_with("info", *args, modules=("torch",), env=env, read_later=STANDIN_READS)
 
 
 def _info_json(env: dict[str, str] | None = None) -> dict:
-    result = npuprof("info", "--format", "json", env=env)
+    result = _info("--format", "json", env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -33,7 +41,7 @@ def test_info_on_this_cpu_machine() -> None:
     assert facts["python"].split()[1] == ".".join(map(str, sys.version_info[:3]))
     expected = sorted(a.name for a in torch.profiler.supported_activities())
     assert facts["supported"]["supported_activities"] == expected
-    table = npuprof("info")
+    table = _info()
     assert table.returncode == 0 and table.stdout.startswith("backend     torch-cpu: ")
     assert f"torch       {torch.__version__}" in table.stdout
 
