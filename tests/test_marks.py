@@ -353,19 +353,40 @@ import runpy
 sys.argv = [sys.argv[2], "--steps", "2", "--gc-step", "1"]
 runpy.run_path(sys.argv[0], run_name="__main__")  # the trainer as it runs without npuprof
 """
+BENCH = ROOT / "bench" / "marks.py"
+BENCH_BEGINS = "--- bench/marks.py --quick\n"
+# then, in the same process (one torch import for both), bench/marks.py --quick as it runs by itself: its
+# own __main__, argv and exit
+PLAIN_THEN_BENCH = (
+    PLAIN
+    + f"print({BENCH_BEGINS!r}, end='', flush=True)\n"
+    + f"sys.argv = [{str(BENCH)!r}, '--quick']\n"
+    + "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
 
 
-def test_marks_work_under_plain_python_and_in_the_scripts_own_profiler(tmp_path: Path) -> None:
-    env = clean_env(PYTHONPATH=str(ROOT))  # no npuprof run: no NPUPROF_* settings, no hook
-    trace = tmp_path / "own.json"
+@pytest.fixture(scope="module")
+def plain_then_bench(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One plain Python process, no npuprof run (no NPUPROF_* settings, no hook): PLAIN, then the bench.
+    Its trace, and the process (the tests check its exit and output)."""
+    trace = tmp_path_factory.mktemp("plain") / "own.json"
     proc = subprocess.run(
-        [sys.executable, "-c", PLAIN, str(trace), str(SCRIPT)],
-        env=env,
+        [sys.executable, "-c", PLAIN_THEN_BENCH, str(trace), str(SCRIPT)],
+        cwd=ROOT,
+        env=clean_env(PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"trace": trace, "proc": proc}
+
+
+def test_marks_work_under_plain_python_and_in_the_scripts_own_profiler(
+    plain_then_bench: dict[str, Any],
+) -> None:
+    trace, proc = plain_then_bench["trace"], plain_then_bench["proc"]
+    # PLAIN ran to its end (the bench then began), and the process ended well
+    assert BENCH_BEGINS in proc.stdout and proc.returncode == 0, proc.stderr[-3000:]
     assert "plain ok" in proc.stdout and "marks trainer done" in proc.stdout, proc.stdout
     names = {
         e["name"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "user_annotation"
@@ -633,15 +654,16 @@ def test_metadata_json_flag_refuses_what_is_not_json(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
-def test_bench_marks_quick_prints_verdicts_that_follow_from_its_figures() -> None:
+def test_bench_marks_quick_prints_verdicts_that_follow_from_its_figures(
+    plain_then_bench: dict[str, Any],
+) -> None:
+    """(bench/marks.py --quick runs in plain_then_bench's process, after PLAIN.)"""
     from test_bench_smoke import verdict_follows_from_figures
 
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "marks.py"), "--quick"],
-        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line for line in proc.stdout.splitlines() if line.rstrip().endswith(("met", "MISSED"))]
+    proc = plain_then_bench["proc"]
+    assert proc.returncode == 0 and BENCH_BEGINS in proc.stdout, proc.stderr[-3000:]
+    bench_said = proc.stdout.split(BENCH_BEGINS, 1)[1]
+    rows = [line for line in bench_said.splitlines() if line.rstrip().endswith(("met", "MISSED"))]
     assert len(rows) == 4, proc.stdout
     assert all(verdict_follows_from_figures(line) for line in rows), proc.stdout
 
