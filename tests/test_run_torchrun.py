@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -55,31 +56,23 @@ def _job_with_a_rank_that_never_steps(never: int, late: int | None = None) -> st
     )
 
 
-@pytest.fixture(scope="module")
-def rank_1_only(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """`npuprof run --ranks 1` of a 2-rank job whose rank 0 never steps: rank 1's capture, and a rank
-    --ranks leaves out that recorded nothing (one job serves the tests of both)."""
-    root = tmp_path_factory.mktemp("rank_1_only")
-    script, out = root / "rank_0_never_steps.py", root / "out"
-    script.write_text(_job_with_a_rank_that_never_steps(0))
-    flags = ["--ranks", "1", *sched(2, 1, 2), "--no-analyse"]
-    args = ["run", "-o", str(out), *flags, "--", *TORCHRUN, str(script)]
-    return _once_more_on_torch_abort(lambda: npuprof(*args, timeout=180), out), out
-
-
-def test_around_torchrun_ranks_1_only(rank_1_only: tuple[subprocess.CompletedProcess[str], Path]) -> None:
-    result, out = rank_1_only
+def test_around_torchrun_ranks_picks_the_ranks_that_record(
+    four_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    """--ranks 0-2,SRUN_NODE of the 4-rank job: rank 3, which steps as rank 1 does, records nothing."""
+    result, out = four_ranks_under_srun
     assert result.returncode == 0, result.stderr
-    (d,) = rank_dirs(out)
+    dirs = {capture_record(d)["rank"]: d for d in rank_dirs(out)}
+    assert sorted(dirs) == [0, 1]  # rank 2 never steps; rank 3 is left out
+    d = dirs[1]
     assert (d / "profiler_info_1.json").exists()
     assert not (d / "profiler_info_0.json").exists()
-    assert capture_record(d)["rank"] == 1
     assert profiler_steps(d) == [3, 4]
     meta = json.loads((d / "profiler_metadata.json").read_text())
-    assert meta["distributed_args"]["world_size"] == 2
+    assert meta["distributed_args"]["world_size"] == 4
     assert meta["distributed_args"]["rank"] == 1
     group = meta["parallel_group_info"]["0"]
-    assert group["global_ranks"] == [0, 1] and group["group_rank"] == 1
+    assert group["global_ranks"] == [0, 1, 2, 3] and group["group_rank"] == 1
     info = json.loads((d / "profiler_info_1.json").read_text())
     assert info["rank_id"] == 1
 
@@ -175,29 +168,36 @@ def test_a_rank_waiting_for_a_late_peer_shows_exposed_communication(
     assert straggler["rank"] == 0 and straggler["too_few_steps"] == 3, straggler
 
 
+# torchrun's own process's SLURM_PROCID (its node's number), which --ranks picks too: a torchrun taken for a
+# rank (helper-131) would be one --ranks selects, and so be named in the summary
+SRUN_NODE = 4
+
+
 @pytest.fixture(scope="module")
-def three_ranks_under_srun(
+def four_ranks_under_srun(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """`npuprof run --op-attr` (skip 2, warm up 1, record 2) of a 3-rank job on a later srun node
-    (SLURM_PROCID 3), torchrun showing rank 0's output alone: rank 0 steps late, rank 1 steps, rank 2 never
-    steps. One job serves the tests of the three (a third rank costs less than a second job)."""
-    root = tmp_path_factory.mktemp("three_ranks")
-    script, out = root / "three_ranks.py", root / "out"
+    """`npuprof run --op-attr --ranks 0-2,SRUN_NODE` (skip 2, warm up 1, record 2) of a 4-rank job on a
+    later srun node (SLURM_PROCID SRUN_NODE), torchrun showing rank 0's output alone: rank 0 steps late,
+    rank 1 steps, rank 2 never steps, rank 3 steps and is left out by --ranks. One job serves the tests of
+    the four (a rank costs less than a second job)."""
+    root = tmp_path_factory.mktemp("four_ranks")
+    script, out = root / "four_ranks.py", root / "out"
     script.write_text(_job_with_a_rank_that_never_steps(2, late=0))  # rank 1 meets npuprof's warning first
-    torchrun = [*TORCHRUN[:-1], "3", "--local-ranks-filter", "0", str(script)]
-    args = ["run", "-o", str(out), *sched(2, 1, 2), "--op-attr", "--no-analyse", "--", *torchrun]
-    env = clean_env(SLURM_PROCID="3")
+    torchrun = [*TORCHRUN[:-1], "4", "--local-ranks-filter", "0", str(script)]
+    flags = [*sched(2, 1, 2), "--ranks", f"0-2,{SRUN_NODE}", "--op-attr", "--no-analyse"]
+    args = ["run", "-o", str(out), *flags, "--", *torchrun]
+    env = clean_env(SLURM_PROCID=str(SRUN_NODE))
     return _once_more_on_torch_abort(lambda: npuprof(*args, env=env, timeout=180), out), out
 
 
 def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(
-    three_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
+    four_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
     """helper-129: with 2 ranks, rank 1 never stepping, the summary listed rank 0's capture alone (as if the
     job had one rank) and said nothing of rank 1. It names the rank (rank 2 here), the steps it counted and
     the step the schedule records from (a rank --ranks leaves out is not named: the test after this one)."""
-    result, out = three_ranks_under_srun
+    result, out = four_ranks_under_srun
     assert result.returncode == 0, result.stderr
     assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
     said = " ".join(result.stderr.split())
@@ -208,35 +208,39 @@ def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(
 
 
 def test_a_rank_that_never_reaches_a_step_is_not_said_when_ranks_leaves_it_out(
-    rank_1_only: tuple[subprocess.CompletedProcess[str], Path],
+    four_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
-    """helper-129's line names no rank that --ranks leaves out (rank 0 here, which never steps)."""
-    result, _out = rank_1_only
+    """helper-129's line names no rank that --ranks leaves out (rank 3 here, which steps and records
+    nothing)."""
+    result, _out = four_ranks_under_srun
     assert result.returncode == 0, result.stderr
-    assert "recorded nothing" not in result.stderr, result.stderr
+    said = " ".join(result.stderr.split())
+    # who each such line names: rank 2 alone (rank 3 in a line of its own or beside it: "ranks 2-3")
+    named = re.findall(r"(ranks? [\d, -]+(?: \(\d+ of them\))?) recorded nothing", said)
+    assert named == ["rank 2"], said
 
 
 def test_a_warning_shown_once_is_shown_by_a_rank_whose_output_torchrun_shows(
-    three_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
+    four_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
     """torchrun --local-ranks-filter 0 hides rank 1's output. A warning is shown once per run: rank 1 met
     it first and showed it, where nobody sees it, and rank 0 then kept it to itself: the user never saw it.
     Rank 1 leaves the showing to rank 0 now."""
-    result, out = three_ranks_under_srun
+    result, out = four_ranks_under_srun
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("npuprof: ignored on the torch-cpu backend: --op-attr") == 1, result.stderr
     assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
 
 
 def test_torchrun_of_a_later_srun_node_is_no_rank_that_recorded_nothing(
-    three_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
+    four_ranks_under_srun: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
-    """helper-131: under srun, torchrun's own process has SLURM_PROCID (its node's number, 3 here) and no
+    """helper-131: under srun, torchrun's own process has SLURM_PROCID (its node's number, 3 then) and no
     RANK, so its agent said 'rank 3'; it never steps, and the summary said 'rank 3 recorded nothing' of a
     job whose two ranks (0 and 1) both recorded. torchrun's process says at exit that it started the
     workers, and is no rank of the job: the one rank said to have recorded nothing is rank 2, which never
-    stepped."""
-    result, out = three_ranks_under_srun
+    stepped (torchrun's SLURM_PROCID is SRUN_NODE here, which --ranks picks: it would be named too)."""
+    result, out = four_ranks_under_srun
     assert result.returncode == 0, result.stderr
     assert sorted(capture_record(d)["rank"] for d in rank_dirs(out)) == [0, 1]
     said = " ".join(result.stderr.split())
