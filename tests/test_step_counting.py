@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _standin_jobs import STEP_ON
 from conftest import SCRIPTS, capture_record, clean_env, forked_job, load_trace, rank_dirs
 
 ITERATION = "iteration_forward_"  # the scripts' own marks: iteration_forward_<i>
@@ -165,22 +166,26 @@ import gc; gc.freeze()  # skip the exit-time collection over torch's objects (at
 # TWO_STAGES with a first stage two iterations longer: the second optimizer's first two (uncounted) steps
 # are iterations 9-10, where the schedule of takeovers (skip 10, warm up 1) begins its window
 TWO_STAGES_LATER = TWO_STAGES.replace("(opt1, 7)", "(opt1, 9)")
-assert TWO_STAGES_LATER != TWO_STAGES
+# and five iterations longer: they are iterations 12-13, inside the window's recorded steps 11-12
+TWO_STAGES_IN_FLIGHT = TWO_STAGES.replace("(opt1, 7)", "(opt1, 12)")
+assert TWO_STAGES not in (TWO_STAGES_LATER, TWO_STAGES_IN_FLIGHT)
 
 
 @pytest.fixture(scope="module")
 def takeovers(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int], str]:
-    """TWO_STAGES ("before": the takeover at iteration 9, before the window) and TWO_STAGES_LATER
-    ("inside": at iteration 11, the window's warm-up at 10 among the uncounted steps) as two forked children
-    of one job (forked_job), skip 10, warm up 1, record 2: the output directory, each scenario's pid and
-    the run's stderr."""
+    """TWO_STAGES ("before": the takeover at iteration 9, before the window), TWO_STAGES_LATER ("inside":
+    at iteration 11, the window's warm-up at 10 among the uncounted steps) and TWO_STAGES_IN_FLIGHT
+    ("held": at iteration 14, its uncounted steps inside the capture) as three forked children of one job
+    (forked_job), skip 10, warm up 1, record 2: the output directory, each scenario's pid and the run's
+    stderr."""
     tmp_path = tmp_path_factory.mktemp("takeovers")
     out = tmp_path / "out"
-    (_, job), pids = forked_job(tmp_path, {"before": TWO_STAGES, "inside": TWO_STAGES_LATER})
+    scenarios = {"before": TWO_STAGES, "inside": TWO_STAGES_LATER, "held": TWO_STAGES_IN_FLIGHT}
+    (_, job), pids = forked_job(tmp_path, scenarios)
     result = _npuprof_run(out, Path(job), "--skip-first", "10", "--warmup", "1", "--active", "2")
     assert result.returncode == 0, result.stderr
     pid_of = json.loads(pids.read_text())
-    assert sorted(pid_of) == ["before", "inside"]
+    assert sorted(pid_of) == ["before", "held", "inside"]
     return out, pid_of, result.stderr
 
 
@@ -202,15 +207,15 @@ def test_an_optimizer_that_takes_over_keeps_the_step_numbers_the_jobs_iterations
 
 
 def test_a_takeover_inside_a_window_is_said_in_the_capture_record(
-    tmp_path: Path, takeovers: tuple[Path, dict[str, int], str]
+    takeovers: tuple[Path, dict[str, int], str],
 ) -> None:
     """An optimizer taking over while the first is still referenced: its first two steps are counted late,
     so a window that began among them lost its warm-up and first step (asked 2, got 1, said nothing), and
     a capture in flight got one step holding three iterations, also said nowhere but npuprof.log. Both are
     in the capture's record now, shown by the run's summary and by analyse. (The lost window is the child
     "inside" of the job of takeovers: TWO_STAGES two iterations later under a window two steps later, as
-    it was with --skip-first 8.)"""
-    script = _script(tmp_path, TWO_STAGES)
+    it was with --skip-first 8; the capture in flight is the child "held": TWO_STAGES five iterations
+    later, as it was with --skip-first 5 and its window's steps 6-9.)"""
     out, pid_of, lost_stderr = takeovers
     [rank_dir] = _rank_dirs_of(out, pid_of["inside"])
     assert _iterations_per_step(rank_dir) == {12: [12]}  # iterations 9-11 were one step to npuprof
@@ -220,11 +225,9 @@ def test_a_takeover_inside_a_window_is_said_in_the_capture_record(
     )
     assert capture_record(rank_dir)["detail"] == said
     assert said in " ".join(lost_stderr.split())
-    held = _npuprof_run(tmp_path / "held", script, "--skip-first", "5", "--warmup", "1", "--active", "4")
-    assert held.returncode == 0, held.stderr
-    [rank_dir] = rank_dirs(tmp_path / "held")
-    assert _iterations_per_step(rank_dir) == {6: [6], 7: [7, 8, 9], 8: [10], 9: [11]}
-    said = "step 7 holds 3 steps of the optimizer SGD, which took over counting steps then"
+    [rank_dir] = _rank_dirs_of(out, pid_of["held"])
+    assert _iterations_per_step(rank_dir) == {11: [11], 12: [12, 13, 14]}
+    said = "step 12 holds 3 steps of the optimizer SGD, which took over counting steps then"
     assert (
         capture_record(rank_dir)["detail"] == said and capture_record(rank_dir)["last_step_partial"] is False
     )
@@ -431,25 +434,23 @@ def test_a_script_with_its_own_sigterm_handler_stops_its_own_way(tmp_path: Path,
     load_trace(rank_dir)  # the steps recorded until the stop are there
 
 
+# A plain-Python job (tests/_standin_jobs.py): its steps are the returns of train_step (--step-on), and the
+# schedule never leaves its wait, where no torch is needed (the launcher's and the job's Ctrl-C are tested)
 CTRL_C = """
 import sys, time
-import torch
-from torch import nn
 
-model = nn.Linear(8, 2)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train_step(i):
+    return i * 2
+
 try:
     for i in range(100000):
-        opt.zero_grad()
-        model(torch.randn(4, 8)).sum().backward()
-        opt.step()
+        train_step(i)
         if i == 3:
             print("waiting", flush=True)
         time.sleep(0.02)
 except KeyboardInterrupt:
     with open(sys.argv[1], "w") as f:
         f.write(f"interrupted at {i}\\n")
-    import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
     raise
 """
 
@@ -458,7 +459,7 @@ def test_ctrl_c_while_the_schedule_waits(tmp_path: Path) -> None:
     """Ctrl-C in the wait phase: the script's KeyboardInterrupt runs, the launcher dies of SIGINT as the job
     did (so a shell loop stops), and nothing that looks like a capture is left."""
     out, marker = tmp_path / "out", tmp_path / "marker"
-    proc = _start(out, _script(tmp_path, CTRL_C), marker, "--skip-first", "1", "--wait", "100000")
+    proc = _start(out, _script(tmp_path, CTRL_C), marker, *STEP_ON, "--skip-first", "1", "--wait", "100000")
     try:
         _wait_for_line(proc, "waiting")
         os.kill(proc.pid, signal.SIGINT)
