@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
-from conftest import SCRIPTS, capture_record, clean_env, profiler_steps, rank_dirs, trainer
+from _standin_jobs import STEP_ON, stepping_job
+from conftest import SCRIPTS, capture_record, clean_env, profiler_steps, rank_dirs
 
 from npuprof.agent.dynamic_log import FILE_NAME
 from npuprof.config import template_json
@@ -368,14 +369,33 @@ def test_a_job_stopped_by_sigterm_during_a_capture_is_ended_in_status(tmp_path: 
     _ended_in_status_with_its_capture_complete(cfg, out)
 
 
+# dynamic_trainer.py's loop in plain Python (tests/_standin_jobs.py): its steps are the returns of train_step
+# (--step-on), and a job that is never asked for a capture needs no torch
+STEPS_UNTIL_STOPPED = """
+import sys, time
+from pathlib import Path
+
+def train_step(step):
+    return step + 1
+
+step, stop = 0, Path(sys.argv[1])
+while not stop.exists():
+    step = train_step(step)
+    print(f"rank 0 step {step}", flush=True)
+    time.sleep(0.03)
+"""
+
+
 def test_a_job_stopped_by_sigterm_between_captures_is_said_stopped_by_it(tmp_path: Path) -> None:
     """helper-256: outside a capture npuprof had no SIGTERM handler: the process died with no end line,
     and status said "gone (no end line: killed?)". The SIGTERM a scheduler sends (here to npuprof, which
     passes it on) is logged as such, and the job still dies of it."""
     cfg, stop, out = tmp_path / "cfg", tmp_path / "stop", tmp_path / "out"
+    script = tmp_path / "steps.py"
+    script.write_text(STEPS_UNTIL_STOPPED)
     job = LiveJob(
-        ["run", "-o", str(out), "--dynamic", str(cfg), "--poll-interval", str(POLL_S), "--",
-         sys.executable, SCRIPT, "--stop", str(stop), "--sleep", "0.03"],
+        ["run", "-o", str(out), "--dynamic", str(cfg), "--poll-interval", str(POLL_S), *STEP_ON, "--",
+         sys.executable, str(script), str(stop)],
         tmp_path,
     )  # fmt: skip
     job.wait_for("the watcher", lambda: "is not a request" in logs(cfg))
@@ -468,9 +488,10 @@ def test_trigger_validates_like_run_and_both_commands_show_examples(tmp_path: Pa
 def test_the_seeds_template_as_config_captures_nothing(tmp_path: Path) -> None:
     config = tmp_path / CONFIG
     config.write_text(json.dumps({**template_json(), "warmup": 0, "async_mode": False}))
-    result = npuprof(
-        "run", "--config", str(config), "-o", str(tmp_path / "out"), "--", *trainer("--steps", "12")
-    )
+    # a plain-Python job of 12 steps (tests/_standin_jobs.py): a capture, were one asked, would import
+    # torch's profiler there and be written as any other
+    job = stepping_job(tmp_path, 12)
+    result = npuprof("run", "--config", str(config), "-o", str(tmp_path / "out"), *job)
     assert result.returncode == 0, result.stderr
     assert rank_dirs(tmp_path / "out") == []  # before: steps 6-8 were captured
     said = " ".join(result.stderr.split())  # (the summary is wrapped to the terminal's width)
