@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from _standin_jobs import standin_torch
 from conftest import SCRIPTS, capture_record, clean_env, load_trace, rank_dirs, sched
 
 JOB = str(SCRIPTS / "timed_job.py")
@@ -505,12 +506,14 @@ def test_step_0_of_a_step_function_is_its_first_call_and_whole(tmp_path: Path) -
     assert first["step"] == 0 and not first.get("partial") and first["duration_us"] < 1_500_000
 
 
-def _window_run(tmp_path: Path, script: Path, delay: str, duration: str) -> tuple[Path, str]:
+def _window_run(
+    tmp_path: Path, script: Path, delay: str, duration: str, env: dict[str, str] | None = None
+) -> tuple[Path, str]:
     """``npuprof run --delay --duration`` of the script, which must exit 0: the output directory and the
     run's stderr, its words one space apart."""
     out = tmp_path / "out"
     result = npuprof("run", "-o", str(out), "--delay", delay, "--duration", duration, "--", sys.executable,
-                     str(script), timeout=120)  # fmt: skip
+                     str(script), env=env, timeout=120)  # fmt: skip
     assert result.returncode == 0, result.stderr
     return out, " ".join(result.stderr.split())
 
@@ -538,17 +541,28 @@ def test_a_window_the_timer_cannot_open_in_a_job_without_steps_is_said(
     tmp_path: Path, prelude: str, why: str
 ) -> None:
     """helper-105: a job without steps that blocks every signal, or handles the timer's own, never had its
-    window opened, and the last line said the job ended before the window began (it ran 30 s past it)."""
+    window opened, and the last line said the job ended before the window began (it ran 30 s past it).
+    The window never opens, so no torch is needed: `import torch` finds tests/_standin_jobs.py's stand-in,
+    whose import of torch.optim.optimizer wakes npuprof's agent as torch's own import does (a window that
+    opened would start torch's profiler, which the stand-in lacks: npuprof would say its profiling
+    stopped after an internal error)."""
+    standin = standin_torch(tmp_path)
+    (standin / "torch" / "__init__.py").write_text("import torch.optim.optimizer\n")
+    # what npuprof's step hooks take from it (npuprof/agent/steps.py), for a job that never steps
+    (standin / "torch" / "optim" / "optimizer.py").write_text(
+        "class Optimizer:\n    def __init__(self, *args, **kwargs):\n        pass\n"
+        "def register_optimizer_step_post_hook(hook):\n    pass\n"
+    )
     script = tmp_path / "nosteps.py"
     script.write_text(
         "import signal, time\n" + prelude + "import torch\n"
-        "m = torch.nn.Linear(64, 64)\n"
+        f"assert torch.__file__.startswith({str(standin)!r})\n"
         "end = time.time() + 3\n"
         "while time.time() < end:\n"
-        "    with torch.no_grad(): m(torch.randn(8, 64)).sum().item()\n"
-        "    time.sleep(0.02)\n" + FREEZE
+        "    sum(i * i for i in range(2000))\n"
+        "    time.sleep(0.02)\n"
     )  # fmt: skip
-    _, text = _window_run(tmp_path, script, "0.5", "1")
+    _, text = _window_run(tmp_path, script, "0.5", "1", env=clean_env(PYTHONPATH=str(standin)))
     assert f"no capture was written (exit code 0): the window could not open at its time: {why}" in text, text
     assert "ended before the --delay window began" not in text
 
