@@ -49,6 +49,21 @@ def _run(root: Path, *flags: str, steps: bool = False) -> dict:
     return {"out": out, "times": json.loads(times.read_text()), "root": root}
 
 
+def _standin_torch_that_wakes_npuprof(directory: Path) -> Path:
+    """tests/_standin_jobs.py's stand-in torch under ``directory`` (the folder to put on sys.path), its
+    import of torch.optim.optimizer waking npuprof's agent as torch's own import does, with what npuprof's
+    step hooks take from that module (npuprof/agent/steps.py), for a process that never steps. A window
+    that opened in it would find no profiler: npuprof would say its profiling stopped after an internal
+    error."""
+    standin = standin_torch(directory)
+    (standin / "torch" / "__init__.py").write_text("import torch.optim.optimizer\n")
+    (standin / "torch" / "optim" / "optimizer.py").write_text(
+        "class Optimizer:\n    def __init__(self, *args, **kwargs):\n        pass\n"
+        "def register_optimizer_step_post_hook(hook):\n    pass\n"
+    )
+    return standin
+
+
 def _spans(trace: dict) -> tuple[list[dict], float, float]:
     """The complete events, and the profiler's own span as (start in epoch seconds, length in seconds)."""
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
@@ -313,17 +328,30 @@ IN_PROCESS_TORCHRUN = "import sys, torch.distributed.run as r; r.run(r.parse_arg
 
 
 # DeepSpeed's per-node launcher as it starts the workers of a node of one worker: it imports torch and
-# torchrun's elastic agent (deepspeed.elasticity), and its worker has RANK, not TORCHELASTIC_RUN_ID
+# torchrun's elastic agent (deepspeed.elasticity), and its worker has RANK, not TORCHELASTIC_RUN_ID. Its torch
+# is _standin_torch_that_wakes_npuprof's, put first on its own sys.path (its worker imports torch's own): it
+# is known by its name, which the test's log check shows, and never records
 DEEPSPEED_LAUNCH = """
 import os, subprocess, sys
+sys.path.insert(0, {standin!r})
 import torch.distributed.elastic.agent.server
+assert torch.__file__.startswith({standin!r})
 env = dict(os.environ, WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
 command = [sys.executable, "-u", *sys.argv[1:]]
 ranks = [subprocess.Popen(command, env=dict(env, RANK=r, LOCAL_RANK=r)) for r in "0"]
-codes = [rank.wait() for rank in ranks]
-import gc; gc.freeze()  # see FREEZE
-sys.exit(max(codes))
+sys.exit(max(rank.wait() for rank in ranks))
 """
+
+
+def _deepspeed_launch(directory: Path) -> str:
+    """DEEPSPEED_LAUNCH with its stand-in torch made under ``directory``."""
+    standin = _standin_torch_that_wakes_npuprof(directory)
+    package = standin / "torch"
+    for name in ("distributed", "distributed/elastic", "distributed/elastic/agent"):
+        (package / name).mkdir()
+        (package / name / "__init__.py").write_text("")
+    (package / "distributed/elastic/agent/server.py").write_text("")
+    return DEEPSPEED_LAUNCH.format(standin=str(standin))
 
 
 @pytest.mark.torchrun
@@ -343,11 +371,11 @@ def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Pat
         package.mkdir(parents=True)
         for init in (package.parent / "__init__.py", package / "__init__.py"):
             init.write_text("")
-        (package / "launch.py").write_text(DEEPSPEED_LAUNCH)
+        (package / "launch.py").write_text(_deepspeed_launch(tmp_path))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "ds"), env.get("PYTHONPATH")]))
         torchrun = [sys.executable, "-m", "deepspeed.launcher.launch"]
     elif launcher == "accelerate-launch":  # accelerate's console script (one process: it starts it apart)
-        (tmp_path / launcher).write_text(DEEPSPEED_LAUNCH)
+        (tmp_path / launcher).write_text(_deepspeed_launch(tmp_path))
         torchrun = [sys.executable, str(tmp_path / launcher)]
     else:
         starts = "torch.distributed.run" if launcher == "-m" else IN_PROCESS_TORCHRUN
@@ -373,9 +401,12 @@ def test_under_torchrun_each_process_writes_its_named_chrome_trace(tmp_path: Pat
     assert written == expected
     for name in written:
         assert json.loads((tmp_path / name).read_text())["traceEvents"]
-    if launcher == "-m":  # known by name when its agent woke: no timer, no signal, no profiler imports in it
+    # known by name when its agent woke: no timer, no signal, no profiler imports in it
+    names = {"-m": "torch.distributed.run", "deepspeed": "deepspeed.launcher.launch"}
+    if launcher != "-c":
         log = (tmp_path / "out" / "npuprof.log").read_text()
-        assert "no window in the process that starts the workers (torch.distributed.run)" in log, log
+        name = names.get(launcher, launcher)
+        assert f"no window in the process that starts the workers ({name})" in log, log
 
 
 def test_delay_alone_in_a_job_without_steps_records_to_the_end_and_calls_nothing_partial(
@@ -542,17 +573,9 @@ def test_a_window_the_timer_cannot_open_in_a_job_without_steps_is_said(
 ) -> None:
     """helper-105: a job without steps that blocks every signal, or handles the timer's own, never had its
     window opened, and the last line said the job ended before the window began (it ran 30 s past it).
-    The window never opens, so no torch is needed: `import torch` finds tests/_standin_jobs.py's stand-in,
-    whose import of torch.optim.optimizer wakes npuprof's agent as torch's own import does (a window that
-    opened would start torch's profiler, which the stand-in lacks: npuprof would say its profiling
-    stopped after an internal error)."""
-    standin = standin_torch(tmp_path)
-    (standin / "torch" / "__init__.py").write_text("import torch.optim.optimizer\n")
-    # what npuprof's step hooks take from it (npuprof/agent/steps.py), for a job that never steps
-    (standin / "torch" / "optim" / "optimizer.py").write_text(
-        "class Optimizer:\n    def __init__(self, *args, **kwargs):\n        pass\n"
-        "def register_optimizer_step_post_hook(hook):\n    pass\n"
-    )
+    The window never opens, so no torch is needed: `import torch` finds _standin_torch_that_wakes_npuprof's
+    stand-in."""
+    standin = _standin_torch_that_wakes_npuprof(tmp_path)
     script = tmp_path / "nosteps.py"
     script.write_text(
         "import signal, time\n" + prelude + "import torch\n"
