@@ -296,6 +296,7 @@ def _wait_for_post_processing(
     try:
         held.begin_waiting()
         # one bound for the whole wait, its quiet start included: STOPPED_JOB_WAIT_S from the job's end
+        wait_began = time.monotonic()
         stop_end = _stop_wait_end(stopped_by, stopped_at)
         deadline = min(time.monotonic() + _QUIET_WAIT_S, stop_end)
 
@@ -313,7 +314,9 @@ def _wait_for_post_processing(
             _note(_not_waited_after_stop(busy, stopped_by, stopped_at, log_path))
             return
         if busy:
-            at_most = f", {stop_wait_s:.0f} s at most after {_signal_name(stopped_by)}" if stopped_by else ""
+            at_most = (
+                f", at most {stop_wait_s:.0f} s more after {_signal_name(stopped_by)}" if stopped_by else ""
+            )
             _note(
                 f"waiting for {busy} background post-processing job(s) (gzip / analyse) to finish{at_most} "
                 "(Ctrl-C stops waiting; they go on)..."
@@ -336,7 +339,7 @@ def _wait_for_post_processing(
         _note(f"stopped waiting: post-processing goes on in the background (see {log_path})")
     except TimeoutError:
         _note(
-            f"stopped waiting after {stop_wait_s:.0f} s (the job was stopped by "
+            f"stopped waiting after {time.monotonic() - wait_began:.0f} s (the job was stopped by "
             f"{_signal_name(stopped_by)}): post-processing goes on in the background; npuprof analyse "
             f"finishes what it could not (see {log_path})"
         )
