@@ -177,3 +177,21 @@ def test_a_step_of_a_loader_job_without_a_fetch_is_zero(tmp_path: Path) -> None:
     write_rank_dir(tmp_path, trace)
     steps = json.loads(_analyse(tmp_path, "json", tmp_path))["ranks"][0]["steps"]
     assert [(s["step"], s["data_us"], s["data_pct"]) for s in steps] == [(1, 0.0, 0.0), (2, 250.0, 25.0)]
+
+
+def test_fetches_only_on_a_prefetching_thread_leave_the_data_time_unknown(tmp_path: Path) -> None:
+    """A script whose own thread runs the DataLoader and hands batches over a queue: the training thread's
+    wait for them is no fetch, so its data time is not known; a 0 would say the input cost nothing."""
+    trace = _kineto_trace()
+    trace["traceEvents"] = [
+        e for e in trace["traceEvents"] if not (FETCH in e["name"] and e["tid"] == STEP_THREAD)
+    ]
+    write_rank_dir(tmp_path, trace)
+    assert _fetches_on(trace, STEP_THREAD) == [] and _fetches_on(trace, LOADER_THREAD)
+    steps = json.loads(_analyse(tmp_path, "json", tmp_path))["ranks"][0]["steps"]
+    assert [s["step"] for s in steps] == [1, 2]
+    assert all("data_us" not in s and "data_pct" not in s for s in steps), steps
+    rows = _csv(_analyse(tmp_path, "csv", tmp_path))
+    assert rows and all(r["data_us"] == "" and r["data_pct"] == "" for r in rows)
+    text = _analyse(tmp_path, "table", tmp_path)
+    assert "data" not in _table_cells(text, "step") and "data loading:" not in text, text

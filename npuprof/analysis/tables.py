@@ -376,8 +376,9 @@ def host_work(x: Extract, ops: OpView) -> Work:
 def data_fetches(x: Extract, ops: OpView) -> intervals.Spans | None:
     """The training thread's DataLoader batch fetches (vocabulary.is_data_fetch), operators or annotations,
     as disjoint spans (a fetch inside another counts once): on the steps' threads, or every thread when the
-    trace has no steps. None when the trace holds no fetch at all: the job's data time is then not known
-    (a job that loads its batches by hand), which a 0 would misstate (docs/formats.md, "Step breakdown")."""
+    trace has no steps. None when the trace holds no fetch on those threads: the job's data time is then not
+    known (a job that loads its batches by hand, or whose own thread fetches them for the training thread to
+    wait on), which a 0 would misstate (docs/formats.md, "Step breakdown")."""
     is_fetch = _name_flags(x.strings, vocab.is_data_fetch)[ops.name] if len(ops.name) else np.zeros(0, bool)
     noted = np.array(x.data_fetches, dtype=np.float64).reshape(-1, 3)
     if not is_fetch.any() and not len(noted):
@@ -387,6 +388,8 @@ def data_fetches(x: Extract, ops: OpView) -> intervals.Spans | None:
     threads = np.concatenate([ops.thread[is_fetch], noted[:, 2].astype(np.int32)])
     step_threads = list({t for _n, _ts, _d, t in x.steps})
     keep = np.isin(threads, step_threads) if step_threads else np.ones(len(threads), bool)
+    if not keep.any():
+        return None
     return intervals.union(starts[keep], ends[keep])
 
 
