@@ -195,3 +195,36 @@ def test_fetches_only_on_a_prefetching_thread_leave_the_data_time_unknown(tmp_pa
     assert rows and all(r["data_us"] == "" and r["data_pct"] == "" for r in rows)
     text = _analyse(tmp_path, "table", tmp_path)
     assert "data" not in _table_cells(text, "step") and "data loading:" not in text, text
+
+
+def _one_cpu_step(fetch_category: str) -> dict:
+    """One CPU-only step [0, 1000): a fetch [100, 600) holding the batch's collate (aten::stack [500, 550)),
+    then the model's aten::mm [700, 900); the fetch recorded as ``fetch_category``."""
+    return {
+        "schemaVersion": 1,
+        "traceEvents": [
+            x("ProfilerStep#1", "user_annotation", 0, 1000, tid=STEP_THREAD),
+            x(SINGLE, fetch_category, 100, 500, tid=STEP_THREAD),
+            x("aten::stack", "cpu_op", 500, 50, tid=STEP_THREAD),
+            x("aten::mm", "cpu_op", 700, 200, tid=STEP_THREAD),
+        ],
+    }
+
+
+@pytest.mark.parametrize("fetch_category", ["cpu_op", "user_annotation"])
+def test_a_fetch_is_no_computing_whichever_way_the_release_records_it(
+    tmp_path: Path, fetch_category: str
+) -> None:
+    """A CPU-only trace's computing is its operators' time; a fetch is the training thread's wait for a
+    batch (its own data column): recorded as an operator (older releases) it read as computing, so the
+    same script showed comp 75% on one torch release and 25% on another."""
+    trace = _one_cpu_step(fetch_category)
+    write_rank_dir(tmp_path, trace)
+    ops = [e for e in trace["traceEvents"] if e["cat"] == "cpu_op" and not e["name"].startswith(FETCH)]
+    computing = _inside([(e["ts"] - T0, e["ts"] - T0 + e["dur"]) for e in ops], 0, 1000)
+    first_op = min(e["ts"] - T0 for e in ops)
+    assert (computing, first_op) == (250.0, 500.0)
+    (step,) = json.loads(_analyse(tmp_path, "json", tmp_path))["ranks"][0]["steps"]
+    assert (step["computing_us"], step["free_us"]) == (computing, 1000 - computing)
+    assert step["preparing_us"] == first_op
+    assert step["data_us"] == 500.0

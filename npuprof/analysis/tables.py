@@ -334,14 +334,17 @@ def comm_process_spans(x: Extract) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def host_work(x: Extract, ops: OpView) -> Work:
     """CPU only, the device is the host: computing is the union of the step thread's operators other than
-    communication calls; communication the union of the collectives' spans. An operator that issued a
-    collective (an ancestor of a ``c10d::`` call: DDP's AccumulateGrad, an autograd Function's backward
-    that calls ``dist.all_reduce``) waits in it, or for it, while communication runs: there it counts only
-    through its other operators (docs/formats.md, step_trace_time.csv's Computing)."""
+    communication calls and DataLoader fetches; communication the union of the collectives' spans. An
+    operator that issued a collective (an ancestor of a ``c10d::`` call: DDP's AccumulateGrad, an autograd
+    Function's backward that calls ``dist.all_reduce``) waits in it, or for it, while communication runs:
+    there it counts only through its other operators (docs/formats.md, step_trace_time.csv's Computing)."""
     step_threads = {t for _n, _ts, _d, t in x.steps}
     on_step_thread = np.isin(ops.thread, list(step_threads)) if step_threads else _busiest_thread(ops)
     op_comm = _name_flags(x.strings, vocab.is_comm_operator)[ops.name] if len(ops.name) else np.zeros(0, bool)
-    keep = on_step_thread & ~op_comm
+    # a DataLoader fetch is a wait for a batch, recorded as an operator by some releases and as an annotation
+    # by others: it counts only through the operators inside it, as the annotation does (its own data column)
+    fetch = _name_flags(x.strings, vocab.is_data_fetch)[ops.name] if len(ops.name) else np.zeros(0, bool)
+    keep = on_step_thread & ~op_comm & ~fetch
     calls = on_step_thread & op_comm
     comm_s = np.array([c[1] for c in x.comm_spans])
     comm_e = np.array([c[1] + c[2] for c in x.comm_spans])
