@@ -316,6 +316,26 @@ def test_a_bare_traces_tables_have_the_profiler_info_msprof_analyze_looks_for(tm
     assert (tables / "profiler_info.json").is_file()
 
 
+def test_tables_left_by_a_gunzipped_trace_are_no_capture_hiding_the_new_one(tmp_path: Path) -> None:
+    """`npuprof analyse x.json.gz` wrote x.json.gz.npuprof/; the trace gunzipped (or renamed) since, its
+    folder's profiler_info.json made it a capture of its own: the directory's report was the old tables',
+    the trace now beside them (another run's, say) left out without a word."""
+    from npuprof.analysis.report import build_report
+
+    old = tmp_path / "x.pt.trace.json.gz"
+    old.write_bytes(gzip.compress(json.dumps(cpu_trace()).encode()))
+    assert [s.step for s in build_report(old, jobs=1).ranks[0].steps] == [7]
+    old.unlink()
+    new_trace = cpu_trace()
+    for event in new_trace["traceEvents"]:
+        if event["name"] == "ProfilerStep#7":
+            event["name"] = "ProfilerStep#9"
+    new = tmp_path / "x.pt.trace.json"
+    new.write_text(json.dumps(new_trace))
+    report = build_report(tmp_path, jobs=1)
+    assert [(r.rank_dir, [s.step for s in r.steps]) for r in report.ranks] == [(str(new), [9])], report.ranks
+
+
 def test_module_entry(tmp_path: Path) -> None:
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     cmd = [sys.executable, "-m", "npuprof.analysis.parse", str(rank_dir)]

@@ -285,9 +285,17 @@ def is_rank_dir(path: Path) -> bool:
 
 
 def is_bare_trace_tables(path: Path) -> bool:
-    """Whether ``path`` is the folder `npuprof analyse TRACE` wrote a bare trace's tables to, beside it."""
+    """Whether ``path`` is the folder `npuprof analyse TRACE` wrote a bare trace's tables to: beside the
+    trace, or left behind by it (the trace gunzipped, renamed or moved since: its finished tables and no
+    rank dir's own entries), which would otherwise be read as a capture by its profiler_info.json and
+    report the old trace in place of a new one beside it."""
     trace = path.name.removesuffix(BARE_TABLES_SUFFIX)
-    return bool(trace) and trace != path.name and (path.parent / trace).is_file()
+    if not trace or trace == path.name:
+        return False
+    if (path.parent / trace).is_file():
+        return True
+    rank_dirs_own = (PARSED_DIR, "FRAMEWORK", CAPTURE_RECORD)
+    return (path / ANALYSE_DONE).is_file() and not any((path / name).exists() for name in rank_dirs_own)
 
 
 def holds_a_capture(path: Path) -> bool:
