@@ -577,7 +577,7 @@ def _say_rank(
 
         verdict = (
             f"not judged: with 2 ranks it takes {SMALL_GROUP_STEPS} whole steps both have, and they have "
-            f"{too_few_steps} (capture more steps)"
+            f"{too_few_steps} (capture more: npuprof run --active {SMALL_GROUP_STEPS} or more)"
         )
     elif outlier:
         verdict = "[bold red]an outlier[/bold red]"
