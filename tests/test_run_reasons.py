@@ -384,6 +384,28 @@ def test_a_step_on_module_whose_file_the_job_runs_is_named_as_main(step_on: str,
     assert "__main__" not in other, other
 
 
+@pytest.mark.parametrize(
+    ("step_on", "command"),
+    [
+        ("ev.py:eval_batch", "python ev.py 12"),
+        ("ev.py:eval_batch", "python /job/ev.py"),
+        ("src/ev.py:eval_batch", "python src/ev.py"),
+    ],
+)
+def test_a_step_on_naming_the_script_file_is_told_main(step_on: str, command: str) -> None:
+    """helper-313: `--step-on ev.py:eval_batch -- python ev.py` (the file named, not a module) was told only
+    that no process imported ev.py, and why the environment may not reach a process: the file run is
+    __main__, and the reason says so, naming --step-on __main__:eval_batch."""
+    started = f"2026-12-07 06:20:00 [INFO] [launcher pid=6] run abc starts: {command}"
+    why = " ".join(why_no_capture(ProfileConfig(step_on=step_on), 0, [started]).split())
+    script = command.split()[1]
+    said = f"--step-on names a file, the one the job runs as its script ({script}), where it is __main__: "
+    assert said + "--step-on __main__:eval_batch" in why, why
+    # another file of that name is no such case
+    other = why_no_capture(ProfileConfig(step_on=step_on), 0, [started.replace("ev.py", "xev.py")])
+    assert "__main__" not in other, other
+
+
 def test_a_job_ended_by_a_signal_is_named_so_and_gets_no_advice_on_counting_steps() -> None:
     """SIGTERM 1.5 s into start-up got "no optimizer's step() ran ... use --step-on"; SIGKILL (the kernel's
     out-of-memory killer, say) read as "the job failed (exit code 137)"."""

@@ -1423,7 +1423,8 @@ def _unreached_hint(cfg: ProfileConfig) -> str:
 
 def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
     """A module the job runs as its script (``python -m pkg.train``, or ``python pkg/train.py``, whose file
-    it is) is ``__main__``, never imported: the --step-on that names it, as a clause."""
+    it is, or named by that file: ``--step-on train.py:step``) is ``__main__``, never imported: the
+    --step-on that names it, as a clause."""
     module, _, qualname = (cfg.step_on or "").partition(":")
     commands = [started["command"] for line in lines if (started := _RUN_STARTS.search(line))]
     if not qualname:
@@ -1435,6 +1436,8 @@ def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
     for word in (word for command in commands for word in _shell_words(command)):
         if word == path or word.endswith(f"/{path}"):
             return f"; the job runs {word}, the file of {module}, as its script, {main}"
+        if module.endswith(".py") and (word == module or word.endswith(f"/{module}")):
+            return f"; --step-on names a file, the one the job runs as its script ({word}), {main}"
     return ""
 
 
