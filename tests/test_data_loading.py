@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
-from analyse_support.handmade import T0, cpu_trace, write_rank_dir, x
+from analyse_support.handmade import (
+    PID,
+    T0,
+    cpu_trace,
+    kernel_on,
+    launch_in,
+    process_names,
+    write_rank_dir,
+    x,
+)
 from conftest import clean_env
 
 from npuprof.analysis.report_schema import read_report
@@ -146,7 +155,23 @@ def test_fetches_are_split_at_step_boundaries_and_counted_once(tmp_path: Path) -
     said = " ".join(_analyse(tmp_path, "table", tmp_path).split())
     share = 100 * sum(want.values()) / 2000
     assert f"data loading: {share:.1f}% of the step time" in said, said
-    assert "num_workers" in said and "pin_memory" in said
+    assert "more DataLoader workers (num_workers=) or a cheaper Dataset.__getitem__" in said, said
+    assert "pin_memory" not in said  # a CPU-only trace: no copy to a device for pinned memory to speed
+
+
+def test_the_data_hint_names_pin_memory_only_where_the_trace_has_a_device(tmp_path: Path) -> None:
+    """helper-313: a CPU-only job (DataLoader workers sleeping in __getitem__, 91% of its steps in fetches)
+    was told pin_memory=True would feed it faster; torch pins nothing without an accelerator. The same
+    trace with a CUDA kernel (a device to copy batches to) is told it."""
+    trace = _kineto_trace()
+    trace["traceEvents"] += [
+        *process_names((PID, "python"), (0, "GPU 0")),
+        launch_in(PID, 110, 1, 1),
+        kernel_on("kernel_a", 120, 50, 0, 1, 1),
+    ]
+    write_rank_dir(tmp_path, trace)
+    said = " ".join(_analyse(tmp_path, "table", tmp_path).split())
+    assert "more DataLoader workers (num_workers=), pin_memory=True or a cheaper" in said, said
 
 
 def test_a_fifth_of_the_step_or_less_gives_no_hint(tmp_path: Path) -> None:

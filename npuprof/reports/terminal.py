@@ -304,7 +304,7 @@ def render_table(report: Report, console: Console) -> None:
             console.print(f"[dim]{escape(_cpu_only_note(r.rank_dir))}[/dim]")
         _render_ranges(r, console)
         _render_gc(r, console)
-        if (line := _data_line(r.steps)) is not None:
+        if (line := _data_line(r.steps, on_device=r.device != "CPU")) is not None:
             console.print(line, highlight=False)
         console.print()
     _render_cross_rank(report, console)
@@ -357,9 +357,11 @@ def _render_ranges(r: RankReport, console: Console) -> None:
     print_whole(console, table)
 
 
-def _data_line(steps: list[ReportStep]) -> str | None:
+def _data_line(steps: list[ReportStep], on_device: bool) -> str | None:
     """The hint when the training thread spent more than DATA_HINT_SHARE of the whole steps' time inside
-    the DataLoader's fetches (docs/formats.md, "Step breakdown"); None otherwise or when not known."""
+    the DataLoader's fetches (docs/formats.md, "Step breakdown"); None otherwise or when not known.
+    pin_memory=True is named only ``on_device``: it speeds the copy to a device, and a CPU-only job has
+    none (torch then leaves the memory unpinned)."""
     whole = _whole(steps)
     total = _total(whole)
     data, duration = total["data_us"], total["duration_us"]
@@ -369,8 +371,8 @@ def _data_line(steps: list[ReportStep]) -> str | None:
     return (
         f"[yellow]data loading: {_pct(data, duration)} of the step time[/yellow] (mean {mean} of {step} ms "
         "a step) went to the training thread's batch fetches (enumerate(DataLoader)): it waits on the input "
-        "pipeline; more DataLoader workers (num_workers=), pin_memory=True or a cheaper "
-        "Dataset.__getitem__ feed it faster"
+        f"pipeline; more DataLoader workers (num_workers=){', pin_memory=True' if on_device else ''} or a "
+        "cheaper Dataset.__getitem__ feed it faster"
     )
 
 
