@@ -639,3 +639,20 @@ def test_a_capture_whose_snapshot_was_never_written_says_its_categories_are_lost
     assert "For categories: npuprof run" in said([])  # a capture made without them
     (rank_dir / "memory_timeline.json").write_text("{}")  # made from the snapshot, which was then removed
     assert "For categories: npuprof run" in said(["memory_timeline.snapshot.msgpack"])
+
+
+def test_the_count_of_memory_events_written_is_the_traces(tmp_path):
+    """helper-313: a CPU capture whose DataLoader freed batch buffers allocated before it had 97 [memory]
+    events; memory-timeline said "98 memory events, from the trace", counting the entry it adds for the
+    memory held before them. The count is the trace's own."""
+    events = [
+        _memory_event(ts, {"Device Type": 1, "Device Id": 0, "Bytes": nbytes, "Total Allocated": total})
+        for ts, nbytes, total in [(10, -500, 1000), (20, 200, 1200), (30, -1200, 0)]
+    ]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "m.json"
+    proc = cli("memory-timeline", str(trace), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert f"(cuda:0, {len(events)} memory events, from the trace" in said, said

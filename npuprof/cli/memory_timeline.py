@@ -166,8 +166,9 @@ def memory_timeline(
         _say(f"npuprof memory-timeline: note: {_categories_pending(rank_dir) or note}")
     for note in data.notes:
         _say(f"npuprof memory-timeline: warning: {note}")
+    events = len(data.raw) if data.events_read is None else data.events_read
     _say(
-        f"wrote {'stdout' if to_stdout else target} ({data.device}, {len(data.raw)} memory events, from "
+        f"wrote {'stdout' if to_stdout else target} ({data.device}, {events} memory events, from "
         f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})"
     )
 

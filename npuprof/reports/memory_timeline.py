@@ -92,6 +92,9 @@ class MemoryData:
     origin: str = "the trace"  # trace source only: where the allocator's totals were read
     notes: list[str] = field(default_factory=list)  # what the reader replaced or passed over
     snapshot_lost: bool = False  # trace source: its capture record lists a memory snapshot never written
+    # trace source: the device's [memory] events read, which ``raw`` is not (it adds the memory held before
+    # them as one entry, and leaves out the events that changed nothing)
+    events_read: int | None = None
 
     def coalesce(self) -> tuple[list[int], list[list[int]]]:
         return coalesce(self.raw)
@@ -500,6 +503,7 @@ def _from_records(
         reserved=(reserved_times, reserved_values) if any(reserved_values) else None,
         devices=devices,
         origin=origin,
+        events_read=len(records),
     )
 
 
