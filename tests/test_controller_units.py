@@ -1446,9 +1446,10 @@ def test_a_sigterm_after_a_hold_gives_up_on_a_decisions_export_before_the_sigkil
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The handler, 12 s after the signal (a hold), finds the recording thread inside a decision that ends
-    8 s later and then exports the trace for long: the finish was waited for up to 18 s from the handler's
+    4 s later and then exports the trace for long: the finish was waited for up to 18 s from the handler's
     start, 30 s after the signal, past the SIGKILL. It is given up 26 s after the signal, its export
-    named."""
+    named. (The decision ends 6 s before its own 10 s wait would give it up: with 2 s, 0.3 s of the test's
+    scaled time, a loaded machine once woke the recording thread too late and the wait gave up first.)"""
     rig = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1))
     trainer, _, decision_over = _decision_blocked_on_a_thread(rig)
     export_over = threading.Event()
@@ -1460,7 +1461,7 @@ def test_a_sigterm_after_a_hold_gives_up_on_a_decisions_export_before_the_sigkil
 
     rig.c.prof.stop = long_export
     sig = SigtermRig(monkeypatch, rig)
-    ends_the_decision = threading.Timer(_scaled(12.0 + 8.0), decision_over.set)
+    ends_the_decision = threading.Timer(_scaled(12.0 + 4.0), decision_over.set)
     try:
         ends_the_decision.start()  # counted from about the signal's arrival
         sig.sigterm_during_a_hold(12.0)
