@@ -214,3 +214,43 @@ def test_the_plans_last_words_run_and_a_failing_one_still_exits(monkeypatch: pyt
     Agent._finalise_at_os_exit(agent)  # type: ignore[arg-type]
     os._exit(9)
     assert said == ["capture", "plan"] and exits == [9]
+
+
+class _FinalisesIntoAFile:
+    """An agent whose finalise writes the finalising process's pid into ``marker`` (what the real one
+    writes is its capture; here only whether and where it ran counts)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self._mp_after_fork = False
+
+    def _at_exit(self) -> None:
+        with open(self.marker, "w") as out:
+            out.write(str(os.getpid()))
+
+
+def _returns() -> None:
+    pass
+
+
+def test_a_fork_started_multiprocessing_worker_that_returns_finalises_its_capture(tmp_path: Any) -> None:
+    """multiprocessing ends a forked worker that returns from its target with os._exit (no atexit): its
+    capture is finalised by multiprocessing's own exit hook, registered again after the worker's bootstrap
+    cleared the ones it inherited. Without it only the os._exit guard finalised it: a worker that returned
+    had its capture written as "the process ended by os._exit before the capture's last step", and its
+    steps went uncounted in npuprof.log."""
+    import multiprocessing
+    from multiprocessing import util
+
+    marker = tmp_path / "finalised"
+    agent = _FinalisesIntoAFile(str(marker))
+    own = set(util._finalizer_registry)
+    Agent._finalise_at_multiprocessing_exit(agent)  # type: ignore[arg-type]
+    for key in set(util._finalizer_registry) - own:  # this process's own finaliser is not run here
+        del util._finalizer_registry[key]
+    worker = multiprocessing.get_context("fork").Process(target=_returns)
+    worker.start()
+    worker.join(60)
+    assert worker.exitcode == 0
+    assert marker.exists(), "the worker ended without finalising its capture"
+    assert marker.read_text() == str(worker.pid)
