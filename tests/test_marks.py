@@ -1445,6 +1445,35 @@ def test_a_range_decorator_with_no_name_ranges_the_function_under_its_name() -> 
         marks._use(saved)
 
 
+def test_a_child_forked_during_a_capture_does_not_record_the_parents_gc_pauses(heap_frozen: None) -> None:
+    """A DataLoader worker forked while a capture watches GC inherited the watch's gc.callbacks entry: every
+    collection of the worker was timed and kept in a list no capture of its own writes (up to 50,000
+    pauses a worker). The child forgets the watch at the fork."""
+    import gc
+
+    from npuprof.agent.gc_watch import GcWatch
+
+    watch = GcWatch(0)  # every pause kept while it watches
+    watch.start()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                before = len(watch._events)
+                gc.collect()
+                recorded = len(watch._events) - before
+                code = 0 if recorded == 0 and watch._callback not in gc.callbacks else 3
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        gc.collect()  # the parent's watch still records its own
+    finally:
+        record = watch.stop()
+    assert os.waitstatus_to_exitcode(status) == 0, "the forked child kept recording the parent's GC pauses"
+    assert record["events"], record
+
+
 def test_the_gc_watch_leaves_a_scripts_append_and_pop_and_one_shot_callbacks_as_they_were(
     heap_frozen: None,
 ) -> None:
