@@ -254,3 +254,56 @@ def test_a_fork_started_multiprocessing_worker_that_returns_finalises_its_captur
     assert worker.exitcode == 0
     assert marker.exists(), "the worker ended without finalising its capture"
     assert marker.read_text() == str(worker.pid)
+
+
+class _ForkedAgent(_FinalisesIntoAFile):
+    """An agent of a job's main process, idle (no capture running) when multiprocessing forks a worker; its
+    at-fork hook is the agent's own."""
+
+    _in_forked_child = Agent._in_forked_child
+    _finalise_at_multiprocessing_exit = Agent._finalise_at_multiprocessing_exit
+    _drop_in_child = Agent._drop_in_child
+
+    def __init__(self, marker: str, output: str) -> None:
+        super().__init__(marker)
+        forgets = SimpleNamespace(forget=lambda: None, forget_after_fork=lambda: None)
+        self.controller = SimpleNamespace(prof=None, reset_after_fork=lambda: None)
+        self._native_exit = self.optimizer_steps = None
+        self.post, self.disk, self.sigterm = forgets, forgets, forgets
+        self.cfg = SimpleNamespace(output=output)
+        self.run: dict[str, str] = {}
+        self.log = SimpleNamespace(error=self._said, info=self._said)
+
+    def _said(self, message: str) -> None:
+        with open(self.marker + ".log", "a") as out:
+            out.write(message + "\n")
+
+
+def test_a_worker_forked_by_the_main_process_finalises_its_capture(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The main process registers nothing with multiprocessing: the agent's at-fork hook does, in the
+    worker, before the bootstrap that clears the finalisers the worker inherited. os.fork here runs that
+    hook in the child, as os.register_at_fork would (registered for good, it would run in every later
+    fork of the test process)."""
+    import multiprocessing
+
+    marker = tmp_path / "finalised"
+    agent = _ForkedAgent(str(marker), str(tmp_path))
+    fork = os.fork
+
+    def fork_running_the_hook() -> int:
+        pid = fork()
+        if pid == 0:
+            agent._in_forked_child()
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork_running_the_hook)
+    worker = multiprocessing.get_context("fork").Process(target=_returns)
+    worker.start()
+    monkeypatch.undo()
+    worker.join(60)
+    assert worker.exitcode == 0
+    said = tmp_path / "finalised.log"
+    assert marker.exists(), said.read_text() if said.exists() else "the worker ended without finalising"
+    assert marker.read_text() == str(worker.pid)
