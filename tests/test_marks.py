@@ -496,6 +496,24 @@ def test_in_a_capture_a_comm_range_is_kept_in_memory_not_as_a_span(tmp_path: Pat
         marks._use(saved_impl)
 
 
+def test_a_child_forked_during_a_capture_keeps_no_comm_ranges_of_the_parents() -> None:
+    """A child forked while a --msprof-tx capture collects (a DataLoader worker) inherits the parent's
+    profiler, enabled, and records nothing of its own (agent/entry.py): the collector it inherited would
+    keep its collectives' ranges in a capture no one writes. The child forgets the collector at the fork."""
+    from npuprof.agent import comm_marks
+
+    comm_marks.start_collecting()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if comm_marks._collector is None else 3)
+        _, status = os.waitpid(pid, 0)
+        assert comm_marks._collector is not None  # the parent's capture still collects
+    finally:
+        comm_marks.stop_collecting()
+    assert os.waitstatus_to_exitcode(status) == 0, "the forked child kept the parent's collector"
+
+
 def test_torch_2_13_gather_and_scatter_names_get_comm_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     """helper-153: torch 2.13 renamed all_gather_into_tensor / reduce_scatter_tensor (deprecated, they call
     the new ones) to all_gather_single / reduce_scatter_single, which FSDP (fully_shard and the old one)
