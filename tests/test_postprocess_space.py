@@ -27,15 +27,15 @@ from npuprof.results import handover, layout, postprocess
 MIB = 1 << 20
 
 
-def _job(rank_dir: Path) -> handover.CaptureJob:
+def _job(rank_dir: Path, gzip: bool = True, min_free_space: str = "10MiB") -> handover.CaptureJob:
     (trace,) = rank_dir.glob("*.pt.trace.json")
     return handover.CaptureJob(
         rank_dir=str(rank_dir),
         trace=str(trace),
         record=handover.CaptureRecord(status="complete", trace=trace.name),
         analyse=True,
-        gzip=True,
-        min_free_space="10MiB",
+        gzip=gzip,
+        min_free_space=min_free_space,
     )
 
 
@@ -90,6 +90,8 @@ def _tables_fail(
 def test_parse_and_gzip_keep_the_free_space_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: float, parsed: bool, gzipped: bool
 ) -> None:
+    # the factors alone: the fixed-size outputs' allowance, far above this tiny trace, is tested below
+    monkeypatch.setattr(postprocess, "PARSE_SPACE_ALLOWANCE", 0)
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     job = _job(rank_dir)
     size = os.path.getsize(job.trace or "")
@@ -109,6 +111,36 @@ def test_parse_and_gzip_keep_the_free_space_asked(
         assert "run npuprof analyse on it later" in log
     if not gzipped:
         assert "not gzipped (it needs about" in log and "the plain trace is kept" in log, log
+
+
+def _written_by_a_parse(tmp_path: Path) -> int:
+    """What a real parse of the tiny trace writes, as tmpfs counts it: each file at least a 4 KiB page."""
+    rank_dir = write_rank_dir(tmp_path / "measured", cpu_trace())
+    job = _job(rank_dir, gzip=False, min_free_space="0")
+    assert postprocess.run_job(job) == 0
+    files = [p for p in (rank_dir / layout.PARSED_DIR).rglob("*") if p.is_file()]
+    return sum(max(-(-p.stat().st_size // 4096), 1) * 4096 for p in files) + 4096  # + the directory
+
+
+@pytest.mark.parametrize("room_of_what_it_writes", [0.9, 2.0])
+def test_a_tiny_traces_parse_is_refused_where_its_fixed_size_outputs_do_not_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room_of_what_it_writes: float
+) -> None:
+    """A 2.8 KiB capture on a 300 KiB tmpfs passed the check (1.5x the trace), then its tables, each a
+    4 KiB page at least, failed with ENOSPC."""
+    written = _written_by_a_parse(tmp_path)
+    rank_dir = write_rank_dir(tmp_path / "run", cpu_trace())
+    job = _job(rank_dir, gzip=False)
+    size = os.path.getsize(job.trace or "")
+    assert written > 4 * size  # the fixed-size outputs, not the trace's size, are what must fit
+    _free(monkeypatch, rank_dir, 10 * MIB + int(written * room_of_what_it_writes))
+    status = postprocess.run_job(job)
+    log = (tmp_path / "run" / layout.RUN_LOG).read_text()
+    if room_of_what_it_writes < 1:
+        assert status == 1 and not (rank_dir / layout.PARSED_DIR).exists(), log
+        assert "not analysed (it needs about" in log and "less than --min-free-space (10.0 MiB)" in log, log
+    else:
+        assert status == 0 and (rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE).exists(), log
 
 
 def test_what_the_post_processor_says_of_a_capture_outside_the_run_output_is_in_the_runs_log(

@@ -1300,14 +1300,14 @@ def run_job(job: CaptureJob) -> int:
         status |= _copy_chrome_trace(rank_dir, *job.chrome_trace, job.min_free_space)
     trace_bytes = _size_of(job.trace)
     parse_short = (
-        _short_of_space(rank_dir, job.min_free_space, PARSE_SPACE_FACTOR * trace_bytes) if job.analyse else ""
+        _short_of_space(rank_dir, job.min_free_space, _parse_space(trace_bytes)) if job.analyse else ""
     )
     if parse_short and _gzip_makes_room(rank_dir, job, trace_bytes):
         # The parse reads the gzipped trace as well: the room the plain trace leaves is the parse's.
         record, status = _gzip_trace(rank_dir, job, record, trace_bytes, status)
         with contextlib.suppress(OSError):  # the record names the trace kept, before the parse
             write_json(rank_dir / layout.CAPTURE_RECORD, record)
-        parse_short = _short_of_space(rank_dir, job.min_free_space, PARSE_SPACE_FACTOR * trace_bytes)
+        parse_short = _short_of_space(rank_dir, job.min_free_space, _parse_space(trace_bytes))
     if parse_short:
         _log(rank_dir, f"not analysed ({parse_short}); run npuprof analyse on it later", "WARNING")
         status = 1
@@ -1356,7 +1356,7 @@ def _gzip_makes_room(rank_dir: Path, job: CaptureJob, trace_bytes: int) -> bool:
     """Whether gzipping first leaves the parse the room it lacks (a gzipped trace is ~0.1-0.2x)."""
     if _plain_trace_to_gzip(job) is None:
         return False
-    after = (PARSE_SPACE_FACTOR - 1 + GZIP_SPACE_FACTOR) * trace_bytes
+    after = _parse_space(trace_bytes) - trace_bytes + GZIP_SPACE_FACTOR * trace_bytes
     return not _short_of_space(rank_dir, job.min_free_space, max(after, GZIP_SPACE_FACTOR * trace_bytes))
 
 
@@ -1391,6 +1391,18 @@ def _done_already(job: CaptureJob) -> bool:
 # (bench/README.md); a gzipped copy ~0.1-0.2x, before the plain trace is removed.
 PARSE_SPACE_FACTOR = 1.5
 GZIP_SPACE_FACTOR = 0.25
+# ...plus what a parse writes whatever the trace's size: ~9 files and their directory (the tables with
+# their headers, npuprof_summary.json, analyse.done) and a temp before its rename, each at least a 4 KiB
+# page on tmpfs, and npuprof_summary.json's pages beyond its first (up to ~13 KiB). A 2.8 KiB capture on a
+# 300 KiB tmpfs passed the check on its size alone, then hit ENOSPC.
+PARSE_FIXED_FILES = 11
+PARSE_FIXED_BYTES = 12 * 1024
+PARSE_SPACE_ALLOWANCE = PARSE_FIXED_FILES * 4096 + PARSE_FIXED_BYTES
+
+
+def _parse_space(trace_bytes: int) -> float:
+    """The room a parse of a trace of ``trace_bytes`` takes, fixed-size outputs included."""
+    return PARSE_SPACE_FACTOR * trace_bytes + PARSE_SPACE_ALLOWANCE
 
 
 def _size_of(path: str | None) -> int:
