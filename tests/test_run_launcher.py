@@ -183,6 +183,30 @@ def test_symlinked_output_is_refused_only_where_it_can_be_abused(tmp_path: Path)
         assert (real / f"out_{link_owner}").exists() is safe
 
 
+# above the kernel's largest pid_max (2**22): no process can have it, the writer is gone
+_NO_PROCESS_PID = 2**22 + 1
+
+
+@pytest.mark.parametrize(
+    ("sizes", "said"), [((0, 0), "its empty half-written file(s) removed"), ((0, 2048), "2.0 KiB")]
+)
+def test_half_written_files_removed_are_said_empty_when_they_were(
+    tmp_path: Path, sizes: tuple[int, ...], said: str
+) -> None:
+    """A kill before the first byte left empty temps: "the half-written file(s) removed: 0 B" read as if
+    nothing had been removed."""
+    from npuprof.results import layout
+    from npuprof.results.run_record import _remove_half_written
+
+    temps = [tmp_path / f".w.{n}.json.{_NO_PROCESS_PID}-0123456789ab.tmp" for n in range(len(sizes))]
+    for temp, size in zip(temps, sizes, strict=True):
+        temp.write_bytes(b" " * size)
+    detail = _remove_half_written(tmp_path, layout.STATUS_INCOMPLETE)
+    assert detail.startswith("a process died while writing into it; ") and detail.endswith(said)
+    assert "0 B" not in detail
+    assert not any(temp.exists() for temp in temps)
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

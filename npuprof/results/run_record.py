@@ -163,8 +163,10 @@ def _remove_half_written(rank_dir: Path, status: str) -> str:
         removed |= remove_dead_writers_temps(parsed, idle_s=0.0)
     if not removed:
         return ""
-    size = human_bytes(sum(removed.values()))
-    return f"a process died while writing into it; the half-written file(s) removed: {size}"
+    size = sum(removed.values())
+    if not size:  # "removed: 0 B" read as if nothing had been removed
+        return "a process died while writing into it; its empty half-written file(s) removed"
+    return f"a process died while writing into it; the half-written file(s) removed: {human_bytes(size)}"
 
 
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
