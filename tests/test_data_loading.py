@@ -253,3 +253,60 @@ def test_a_fetch_is_no_computing_whichever_way_the_release_records_it(
     assert (step["computing_us"], step["free_us"]) == (computing, 1000 - computing)
     assert step["preparing_us"] == first_op
     assert step["data_us"] == 500.0
+
+
+def _three_loader_steps(damaged: dict) -> dict:
+    """Three steps of a loader job: step 1's fetch [100, 400) with ``damaged``'s fields written over its
+    own (a NaN the trace's writer put there), step 2's fetch [1100, 1400) whole, step 3 without a fetch."""
+    fetch = {**x(MULTI, "user_annotation", 100, 300, tid=STEP_THREAD), **damaged}
+    return {
+        "schemaVersion": 1,
+        "traceEvents": [
+            *(
+                x(f"ProfilerStep#{n}", "user_annotation", 1000 * (n - 1), 1000, tid=STEP_THREAD)
+                for n in (1, 2, 3)
+            ),
+            fetch,
+            x(MULTI, "user_annotation", 1100, 300, tid=STEP_THREAD),
+            x("aten::mm", "cpu_op", 500, 200, tid=STEP_THREAD),
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [{"dur": float("nan")}, {"cat": "cpu_op", "args": {"External id": 1 << 64}}],  # the reader's, the tables'
+)
+def test_a_step_whose_fetch_is_damaged_has_its_data_time_unknown_not_zero(
+    tmp_path: Path, damage: dict
+) -> None:
+    """A fetch whose ``dur`` is NaN is left out as damaged (said): its step's data time is not known, where
+    it read as a measured 0.0 %; the other steps keep theirs (a step without a fetch a known 0)."""
+    trace = _three_loader_steps(damage)
+    write_rank_dir(tmp_path, trace)
+    whole = _fetches_on(trace, STEP_THREAD)[1:]  # the damaged one left out
+    want = {2: _inside(whole, 1000, 2000), 3: _inside(whole, 2000, 3000)}
+    assert want == {2: 300.0, 3: 0.0}
+    steps = json.loads(_analyse(tmp_path, "json", tmp_path))["ranks"][0]["steps"]
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    assert "data_us" not in steps[0] and "data_pct" not in steps[0], steps[0]
+    assert {s["step"]: s["data_us"] for s in steps[1:]} == want
+    rows = _csv(_analyse(tmp_path, "csv", tmp_path))
+    assert [(r["step"], r["data_us"], r["data_pct"]) for r in rows] == [
+        ("1", "", ""),
+        *((str(n), str(us), str(round(100 * us / 1000, 1))) for n, us in want.items()),
+    ]
+    text = _analyse(tmp_path, "table", tmp_path)
+    header = _table_cells(text, "step")
+    assert _table_cells(text, "1")[header.index("data")] == "-", text
+    assert _table_cells(text, "2")[header.index("data")] == f"{100 * want[2] / 1000:.1f}%", text
+
+
+def test_a_damaged_fetch_whose_start_is_unreadable_leaves_every_steps_data_time_unknown(
+    tmp_path: Path,
+) -> None:
+    """Its step cannot be told: none of the steps' data times is known (any of them may have held it)."""
+    write_rank_dir(tmp_path, _three_loader_steps({"ts": float("nan"), "dur": float("nan")}))
+    steps = json.loads(_analyse(tmp_path, "json", tmp_path))["ranks"][0]["steps"]
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    assert all("data_us" not in s and "data_pct" not in s for s in steps), steps

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 # a reader that reads from the first event refuses the trace as soon as the events it left out outnumber
 # those it read by this many (a file that is no trace is not read through one event at a time)
@@ -23,6 +24,9 @@ class Damaged:
 
     counts: Counter[str] = field(default_factory=Counter)
     first: str = ""
+    # the DataLoader fetches among them (vocabulary.is_data_fetch): (ts, None where it was not readable,
+    # pid, tid); their steps' data time is then not known, which a 0 would misstate (docs/formats.md)
+    fetches: list[tuple[float | None, Any, Any]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -37,6 +41,7 @@ class Damaged:
     def merge(self, later: Damaged) -> None:
         """Add what the reader of a later part of the same trace left out."""
         self.counts.update(later.counts)
+        self.fetches.extend(later.fetches)
         if not self.first:
             self.first = later.first
 

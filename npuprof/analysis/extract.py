@@ -992,12 +992,21 @@ class Extract:
                 except (msgspec.DecodeError, OverflowError) as exc:
                     problem = _args_problem(exc)
                     self.damaged.add(problem, f"cannot read the event {described_event(event)}: {problem}")
+                    self._note_damaged_fetch(event)
                     continue
                 kept.append(event)
             try:
                 self._add_chunk(kept, None)
             except (msgspec.DecodeError, OverflowError) as exc:
                 raise EventError(_first_bad_event(kept, exc)) from None
+
+    def _note_damaged_fetch(self, event: Any) -> None:
+        """A DataLoader fetch left out as damaged: its step's data time is not known (Damaged.fetches)."""
+        name = getattr(event, "name", None)
+        if isinstance(name, str) and vocab.is_data_fetch(name):
+            ts = getattr(event, "ts", None)
+            start = float(ts) if isinstance(ts, float | int) and math.isfinite(ts) else None
+            self.damaged.fetches.append((start, getattr(event, "pid", None), getattr(event, "tid", None)))
 
     def _mark(self) -> tuple[list[Any], list[int], list[Counter[str]], list[int]]:
         """What :meth:`_rollback` needs to undo a chunk's partial addition (a few lengths: no copy)."""
@@ -1235,6 +1244,7 @@ class Extract:
         for i in far.tolist():
             said = f"cannot read the event {described_event(events[i])}: {END_PROBLEM}"
             self.damaged.add(END_PROBLEM, said)
+            self._note_damaged_fetch(events[i])
         is_x = is_x.copy()
         is_x[far] = False
         return is_x

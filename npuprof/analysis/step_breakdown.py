@@ -7,6 +7,7 @@ Overlap Analysis lanes of ``trace_view.json``. The definitions are in docs/forma
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,7 +123,12 @@ class StepBreakdown:
         keys = (*SUMMARY_ORDER, *known)
         columns = {key: rounded(getattr(self, _BY_SUMMARY[key].attr), 3) for key in keys}
         numbers = self.windows.numbers
-        return [{"step": num, **{key: columns[key][k] for key in keys}} for k, num in enumerate(numbers)]
+        # a time not known for one step alone (NaN: the data time of a step whose fetch was damaged) is left
+        # out of that step
+        return [
+            {"step": num, **{key: columns[key][k] for key in keys if not math.isnan(columns[key][k])}}
+            for k, num in enumerate(numbers)
+        ]
 
 
 # pieces of work the steps may cut the work's spans (and themselves) into, per span, before their times come

@@ -188,7 +188,7 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     device = _device_kind(x) if len(x.dev_ts) else "NPU" if on_device else "CPU"
     device_id = device_id_of(x)
     work = device_work(x, ops) if on_device else host_work(x, ops)
-    steps = breakdown(windows, replace(work, data=data_fetches(x, ops)))
+    steps = _without_damaged_fetch_steps(x, breakdown(windows, replace(work, data=data_fetches(x, ops))))
     step_numbers = windows.numbers if x.steps else None
     launch = _launch_rows(x, ops)
     if on_device:
@@ -394,6 +394,31 @@ def data_fetches(x: Extract, ops: OpView) -> intervals.Spans | None:
     if not keep.any():
         return None
     return intervals.union(starts[keep], ends[keep])
+
+
+def _without_damaged_fetch_steps(x: Extract, steps: StepBreakdown) -> StepBreakdown:
+    """``steps`` with the data time of each step that held a DataLoader fetch left out as damaged (a ``dur``
+    of NaN) not known (NaN: left out of the summary), where a 0 would read as measured: the step whose window
+    holds the fetch's start, on the steps' threads; every step when its start could not be read
+    (docs/formats.md, "Step breakdown")."""
+    step_threads = {t for _n, _ts, _d, t in x.steps}
+    starts = [
+        ts
+        for ts, pid, tid in x.damaged.fetches
+        if not step_threads or x.threads.get((pid, tid)) in step_threads
+    ]
+    if not starts or not len(steps.windows):
+        return steps
+    lo, hi = steps.windows.start, steps.windows.end
+    unknown = np.zeros(len(lo), bool)
+    for ts in starts:
+        if ts is None:
+            unknown[:] = True
+        else:
+            unknown |= (lo <= ts) & (ts < hi)
+    data = np.zeros(len(lo)) if steps.data is None else steps.data.astype(np.float64, copy=True)
+    data[unknown] = np.nan
+    return replace(steps, data=data)
 
 
 def _ancestors_of(parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:

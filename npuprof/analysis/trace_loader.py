@@ -57,6 +57,7 @@ from typing import Annotated, Any, BinaryIO
 import msgspec
 
 from npuprof.analysis import torch_files
+from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.cells import json_string_text
 from npuprof.analysis.damaged import LEAD, Damaged
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
@@ -704,6 +705,7 @@ class TraceReader:
                     # (counted when that reader leaves it out: here only which comes first)
                     self.damaged.first = self.first_check(decoder.decode(b"[" + b",".join(good) + b"]")) or ""
                 self.damaged.add(_problem(exc), _bad_event(one, exc))
+                self._note_damaged_fetch(one)
                 read = self.event_count + len(good)
                 if self._from_first and self.damaged.total > read + LEAD:
                     raise TraceError(
@@ -713,6 +715,31 @@ class TraceReader:
             good.append(one)
         framed = bytearray(b"[" + b",".join(good) + b"]")
         return decoder.decode(framed), framed
+
+    def _note_damaged_fetch(self, raw: bytes) -> None:
+        """A damaged event that is a DataLoader fetch (a ``dur`` of NaN, say) is kept in ``damaged.fetches``
+        with its start where it can be read: its step's data time is not known."""
+        if not raw.lstrip().startswith(b"{") or vocab.DATA_FETCH_PREFIX.encode() not in raw:
+            return  # the usual damage: decoded no further
+        try:
+            event = _ANY.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return
+        name = event.get("name") if isinstance(event, dict) else None
+        if not isinstance(name, str) or not vocab.is_data_fetch(name):
+            return
+        self.damaged.fetches.append((self._start_of(event.get("ts")), event.get("pid"), event.get("tid")))
+
+    def _start_of(self, ts: Any) -> float | None:
+        """A damaged event's ``ts`` as the events read have theirs (relative to ``ts_base``); None when it
+        is no time."""
+        if isinstance(ts, str):
+            value = _decimal(ts.encode("utf-8", "replace"))
+            return None if value is None else float(value - (self.ts_base or 0))
+        if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+            return None
+        base = self.ts_base or 0
+        return float(ts - base) if base and ts >= base else float(ts)
 
     def refuse_if_damaged(self) -> None:
         """Raise TraceError when more than half of the events read were left out as damaged."""
