@@ -549,7 +549,8 @@ class Agent:
         """multiprocessing ends a forked worker with os._exit, which skips atexit: its own exit hook
         (util.Finalize) still runs. Its bootstrap clears the finalizers registered before it (this fork
         hook's too), then runs its after-fork hooks: the finalizer is registered again from one of those.
-        Without it the worker ended with its last capture still in the hand-over queue."""
+        Without it the os._exit guard still finalises the capture, but as one "ended by os._exit" of a worker
+        whose target returned, and the worker's exit lines (its step count) are not written (helper-315)."""
         mp_util = sys.modules.get("multiprocessing.util")
         if mp_util is None:
             return
