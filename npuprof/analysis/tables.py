@@ -187,8 +187,11 @@ def build_tables(x: Extract, ops: OpView | None = None, base_ns: int = 0) -> Ran
     windows = step_windows(x)
     device = _device_kind(x) if len(x.dev_ts) else "NPU" if on_device else "CPU"
     device_id = device_id_of(x)
-    work = device_work(x, ops) if on_device else host_work(x, ops)
-    steps = _without_damaged_fetch_steps(x, breakdown(windows, replace(work, data=data_fetches(x, ops))))
+    fetch = _fetch_ops(x, ops)
+    work = device_work(x, ops) if on_device else host_work(x, ops, fetch)
+    steps = _without_damaged_fetch_steps(
+        x, breakdown(windows, replace(work, data=data_fetches(x, ops, fetch)))
+    )
     step_numbers = windows.numbers if x.steps else None
     launch = _launch_rows(x, ops)
     if on_device:
@@ -332,7 +335,12 @@ def comm_process_spans(x: Extract) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return c_ts, c_end, recv
 
 
-def host_work(x: Extract, ops: OpView) -> Work:
+def _fetch_ops(x: Extract, ops: OpView) -> np.ndarray:
+    """Which operators are DataLoader batch fetches (vocabulary.is_data_fetch): some releases record so."""
+    return _name_flags(x.strings, vocab.is_data_fetch)[ops.name] if len(ops.name) else np.zeros(0, bool)
+
+
+def host_work(x: Extract, ops: OpView, fetch: np.ndarray) -> Work:
     """CPU only, the device is the host: computing is the union of the step thread's operators other than
     communication calls and DataLoader fetches; communication the union of the collectives' spans. An
     operator that issued a collective (an ancestor of a ``c10d::`` call: DDP's AccumulateGrad, an autograd
@@ -343,7 +351,6 @@ def host_work(x: Extract, ops: OpView) -> Work:
     op_comm = _name_flags(x.strings, vocab.is_comm_operator)[ops.name] if len(ops.name) else np.zeros(0, bool)
     # a DataLoader fetch is a wait for a batch, recorded as an operator by some releases and as an annotation
     # by others: it counts only through the operators inside it, as the annotation does (its own data column)
-    fetch = _name_flags(x.strings, vocab.is_data_fetch)[ops.name] if len(ops.name) else np.zeros(0, bool)
     keep = on_step_thread & ~op_comm & ~fetch
     calls = on_step_thread & op_comm
     comm_s = np.array([c[1] for c in x.comm_spans])
@@ -376,13 +383,12 @@ def host_work(x: Extract, ops: OpView) -> Work:
     )
 
 
-def data_fetches(x: Extract, ops: OpView) -> intervals.Spans | None:
+def data_fetches(x: Extract, ops: OpView, is_fetch: np.ndarray) -> intervals.Spans | None:
     """The training thread's DataLoader batch fetches (vocabulary.is_data_fetch), operators or annotations,
     as disjoint spans (a fetch inside another counts once): on the steps' threads, or every thread when the
     trace has no steps. None when the trace holds no fetch on those threads: the job's data time is then not
     known (a job that loads its batches by hand, or whose own thread fetches them for the training thread to
     wait on), which a 0 would misstate (docs/formats.md, "Step breakdown")."""
-    is_fetch = _name_flags(x.strings, vocab.is_data_fetch)[ops.name] if len(ops.name) else np.zeros(0, bool)
     noted = np.array(x.data_fetches, dtype=np.float64).reshape(-1, 3)
     if not is_fetch.any() and not len(noted):
         return None
