@@ -68,3 +68,27 @@ def test_a_join_of_another_thread_beside_a_poll_loop_is_not_a_poll() -> None:
     logger = threading.Thread(target=time.sleep, args=(0.1,))
     logger.start()
     assert not _polled_by_this_thread(lambda thread: _wait(thread, logger))
+
+
+def _asking_between_sleeps(thread: threading.Thread) -> Any:
+    while thread.is_alive() and (yield):  # the frame stops here, as a look finds a poller inside is_alive()
+        time.sleep(0.001)
+
+
+def _asking_between_steps(thread: threading.Thread) -> Any:
+    while thread.is_alive() and (yield):
+        sum(range(10))  # a training step
+
+
+def test_a_poller_caught_asking_between_its_sleeps_polls() -> None:
+    """The driver polls ``while t.is_alive(): time.sleep(...)``; a look that lands while it runs
+    ``is_alive()`` (now and then on a loaded machine: the CI host's 2 cores missed a take-over so) found it
+    at the loop's asking line, not at a sleep, and judged it no poll. A loop that asks and sleeps polls
+    wherever it is caught; one that trains between its asks does not."""
+    me = threading.current_thread()
+    for poller, polls in ((_asking_between_sleeps, True), (_asking_between_steps, False)):
+        frames = poller(me)
+        next(frames)
+        frames.send(True)  # once round the loop: stopped at the asking line inside it
+        assert polling.polls_this_thread(frames.gi_frame) is polls, poller.__name__
+        frames.close()

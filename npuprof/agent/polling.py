@@ -4,12 +4,12 @@ a script that keeps its main thread able to take Ctrl-C or print progress, inste
 
 Read from the polling thread's frames (by another thread, at a step boundary that thread takes): the
 first frame outside ``threading`` must be, on its current line, calling a sleep or a wait (``time.sleep``,
-``Event.wait``, ``join`` with a timeout), inside a loop (the bytecode a backward jump spans) that asks
-``is_alive()`` (``active_count()``: every thread), and the thread it asks about (a variable on that loop's
-line that asks) must be the caller: that variable (a local, a global), an element of it (a list of
-threads), or an attribute of it when it is ``self``. A loop that trains and asks ``is_alive()`` of a
-thread beside it is at a training call, not a sleep; a ``join()`` of another thread after a poll loop
-(in another branch of the script) is outside that loop.
+``Event.wait``, ``join`` with a timeout), or asking, inside a loop (the bytecode a backward jump spans) that
+asks ``is_alive()`` (``active_count()``: every thread) and sleeps, and the thread it asks about (a variable
+on that loop's line that asks) must be the caller: that variable (a local, a global), an element of it (a
+list of threads), or an attribute of it when it is ``self``. A loop that trains and asks ``is_alive()`` of
+a thread beside it is at a training call, or asking in a loop with no sleep, not a poll; a ``join()`` of
+another thread after a poll loop (in another branch of the script) is outside that loop.
 """
 
 from __future__ import annotations
@@ -50,13 +50,17 @@ def polls_this_thread(frame: Any, through: Callable[[threading.Thread], bool] | 
     if frame is None or names_of(frame.f_code).isdisjoint(ASKS_ALIVE | ASKS_ALL):
         return False  # (the cheap look first: a driver in any code of the job's)
     lines, loops = _read(frame.f_code)
-    if lines.get(frame.f_lineno, frozenset()).isdisjoint(WAIT_CALLS):
+    on_line = lines.get(frame.f_lineno, frozenset())
+    sleeping = not on_line.isdisjoint(WAIT_CALLS)
+    if not sleeping and on_line.isdisjoint(ASKS_ALIVE | ASKS_ALL):
         return False
     me, at = threading.current_thread(), frame.f_lasti
     variables, globals_ = frame.f_locals, frame.f_globals
     polled: list[threading.Thread] = []
-    for start, end, asked in loops:
-        if not start <= at <= end:
+    for start, end, asked, sleeps in loops:
+        # Caught asking (inside is_alive(), between two sleeps: a look on a loaded machine lands there
+        # now and then), the loop must sleep elsewhere; one that trains between its asks is no poll.
+        if not start <= at <= end or not (sleeping or sleeps):
             continue
         if not asked.isdisjoint(ASKS_ALL) and not me.daemon:
             return True  # active_count() > 1 counts this thread until it ends
@@ -122,11 +126,12 @@ def names_of(code: Any) -> frozenset[str]:
 
 
 @by_identity
-def _read(code: Any) -> tuple[dict[int, frozenset[str]], list[tuple[int, int, frozenset[str]]]]:
+def _read(code: Any) -> tuple[dict[int, frozenset[str]], list[tuple[int, int, frozenset[str], bool]]]:
     """The names each line of ``code`` and of the expressions nested in it (``_inline_code``) loads
     (variables, attributes, methods), and its loops that ask ``is_alive()`` or ``active_count()``: the
     bytecode a backward jump spans, with the names of its lines that ask (the thread asked about among
-    them). Nothing for code of more than ``READ_BYTES`` bytes."""
+    them) and whether a line of it calls a wait (``WAIT_CALLS``). Nothing for code of more than
+    ``READ_BYTES`` bytes."""
     if len(code.co_code) > READ_BYTES:
         return {}, []
     line_at: dict[int, int] = {}
@@ -158,7 +163,8 @@ def _read(code: Any) -> tuple[dict[int, frozenset[str]], list[tuple[int, int, fr
                 spanned.setdefault(line, set()).update(names)
         asked = [names for names in spanned.values() if not names.isdisjoint(ASKS_ALIVE | ASKS_ALL)]
         if asked:
-            loops.append((start, end, frozenset().union(*asked)))
+            sleeps = any(not names.isdisjoint(WAIT_CALLS) for names in spanned.values())
+            loops.append((start, end, frozenset().union(*asked), sleeps))
     return {line: frozenset(names) for line, names in lines.items()}, loops
 
 
