@@ -32,6 +32,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from npuprof import marks
+from npuprof.agent import epoch_clock
 
 PREFIX = "comm:"
 DEFAULT_GROUP = "default_pg"
@@ -82,14 +83,11 @@ class CommRanges:
     threads may call it together); ``busy`` holds the threads inside a recorded call."""
 
     def __init__(self, limit: int = RANGES_LIMIT) -> None:
-        from npuprof.agent.gc_watch import _epoch_offset_ns
-
-        self._epoch_offset = _epoch_offset_ns
         self._limit = limit
         self._ranges: list[tuple[Any, int, int, int]] = []
         self.busy: set[int] = set()
         self.dropped = 0
-        self._offset_ns = _epoch_offset_ns()  # epoch ns - perf_counter ns
+        self._offset = epoch_clock.read()
 
     def add(self, call: Any, tid: int, start: int, end: int) -> None:
         if len(self._ranges) < self._limit:
@@ -99,8 +97,7 @@ class CommRanges:
 
     def record(self) -> dict[str, Any]:
         """The capture's ranges as ``npuprof_comm_ranges.json`` holds them."""
-        # perf_counter and the wall clock drift apart by microseconds over a capture: the mean offset
-        offset = (self._offset_ns + self._epoch_offset()) // 2
+        offset = epoch_clock.over_a_capture(self._offset, epoch_clock.read())
         ranges, self._ranges = self._ranges, []
         c10d = sys.modules.get("torch.distributed.distributed_c10d")
         names: dict[Any, str] = {}  # by the group's id: a group object need not hash (all are alive here)

@@ -15,6 +15,8 @@ import os
 import time
 from typing import Any
 
+from npuprof.agent import epoch_clock
+
 FILE_NAME = "npuprof_gc.json"
 VERSION = 1
 # at most this many pauses a capture (a threshold of 0 on a job that allocates many small objects sees
@@ -32,7 +34,7 @@ class GcWatch:
         self._events: list[tuple[int, int, int, int, int]] = []
         self._started_ns = 0  # the collection in progress, 0 when none
         self.dropped = 0
-        self._offset_ns = 0  # epoch ns - perf_counter ns
+        self._offset: epoch_clock.EpochOffset | None = None
         # the list the callback went into: the one Python calls, which a script may have put another in
         # gc.callbacks' place for (``gc.callbacks = []``) before the capture or during it
         self._callbacks: list[Any] | None = None
@@ -40,7 +42,7 @@ class GcWatch:
     def start(self) -> None:
         for other in list(_watches):
             other.stop()
-        self._offset_ns = _epoch_offset_ns()
+        self._offset = epoch_clock.read()
         self._callbacks = _called_callbacks()
         # first, not last (helper-215): a script's ``gc.callbacks.append(cb)`` ... ``gc.callbacks.pop()``
         # around a step popped the watch's entry when a capture began between the two, leaving the
@@ -63,9 +65,7 @@ class GcWatch:
                 removed = True
         if self in _watches:
             _watches.remove(self)
-        end_offset = _epoch_offset_ns()
-        # perf_counter and the wall clock drift apart by microseconds over a capture: use the mean offset
-        offset = (self._offset_ns + end_offset) // 2 if self._offset_ns else end_offset
+        offset = epoch_clock.over_a_capture(self._offset, epoch_clock.read())
         events = [
             {
                 "start_ns": start + offset,
@@ -102,19 +102,6 @@ class GcWatch:
                 )
             else:
                 self.dropped += 1
-
-
-def _epoch_offset_ns() -> int:
-    """time.time_ns() - time.perf_counter_ns(), from the closest of a few paired readings."""
-    best: tuple[int, int] | None = None
-    for _ in range(3):
-        before = time.perf_counter_ns()
-        wall = time.time_ns()
-        after = time.perf_counter_ns()
-        if best is None or after - before < best[0]:
-            best = (after - before, wall - (before + after) // 2)
-    assert best is not None
-    return best[1]
 
 
 def _called_callbacks() -> list[Any]:
