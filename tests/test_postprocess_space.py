@@ -91,7 +91,7 @@ def test_parse_and_gzip_keep_the_free_space_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: float, parsed: bool, gzipped: bool
 ) -> None:
     # the factors alone: the fixed-size outputs' allowance, far above this tiny trace, is tested below
-    monkeypatch.setattr(postprocess, "PARSE_SPACE_ALLOWANCE", 0)
+    monkeypatch.setattr(layout, "PARSE_SPACE_ALLOWANCE", 0)
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     job = _job(rank_dir)
     size = os.path.getsize(job.trace or "")
@@ -304,6 +304,42 @@ def test_analyse_on_a_full_disk_reports_from_tables_made_elsewhere(
     made = report.build_report(rank_dir, jobs=1)
     (problem,) = made.problems
     assert problem.status == "failed" and problem.reason.startswith("the disk is full"), problem
+
+
+@pytest.mark.parametrize("room_of_what_it_writes", [0.9, 2.0])
+def test_analyses_scratch_tables_ask_for_the_room_of_their_fixed_size_outputs_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room_of_what_it_writes: float
+) -> None:
+    """The post-processor's parse asks for its fixed-size outputs' room beside its share of the trace;
+    analyse's scratch tables asked for twice the trace alone: a tiny trace's tables, each a 4 KiB page at
+    least, began on a scratch disk that could not take them."""
+    import errno
+
+    from npuprof.analysis import report
+
+    written = _written_by_a_parse(tmp_path)
+    rank_dir = write_rank_dir(tmp_path / "full", cpu_trace())
+    (trace,) = rank_dir.glob("*.pt.trace.json")
+    size = trace.stat().st_size
+    assert written > 4 * size  # the fixed-size outputs, not the trace's size, are what must fit
+    scratch = _tables_fail(
+        monkeypatch, tmp_path, lambda out_dir, _: errno.ENOSPC if out_dir.is_relative_to(rank_dir) else None
+    )
+    real_usage = shutil.disk_usage
+
+    def disk_usage(path: object) -> Any:
+        if Path(str(path)) != scratch:
+            return real_usage(path)  # type: ignore[arg-type]
+        return SimpleNamespace(total=1 << 30, used=0, free=2 * size + int(written * room_of_what_it_writes))
+
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)
+    made = report.build_report(rank_dir, jobs=1)
+    if room_of_what_it_writes < 1:  # no report, as with no scratch room at all
+        (problem,) = made.problems
+        assert problem.status == "failed" and problem.reason.startswith("the disk is full"), problem
+    else:
+        assert not made.problems and [s.step for s in made.ranks[0].steps] == [7], made.problems
+    assert list(scratch.iterdir()) == []
 
 
 def _loose_copy(rank_dir: Path, folder: Path) -> Path:

@@ -928,7 +928,6 @@ def _tables_elsewhere(
     then reads as parsed. None when none has room or the parse fails there too; ``why_not`` gets why, a
     root each (before, every failure was said as "no room": a run under load saw a parse fail in both).
     ``trace``: a bare trace's file (a rank dir's is found in it)."""
-    import shutil
     import tempfile
 
     raw = trace or layout.find_raw_trace(outcome.rank_dir)
@@ -944,7 +943,7 @@ def _tables_elsewhere(
         try:  # gettempdir() raises when no temporary directory can take a file (all full)
             base = root or tempfile.gettempdir()
             where = root or f"TMPDIR ({base})"
-            if shutil.disk_usage(base).free < SCRATCH_SHARE * size:
+            if not scratch_has_room(base, size):
                 why.append(f"{where} (no room)")
                 continue
             made = scratch.make(base)
@@ -962,6 +961,15 @@ def _tables_elsewhere(
         outcome.status = "parsed"
         return out_dir
     return None
+
+
+def scratch_has_room(base: str, size: int) -> bool:
+    """Whether ``base``'s filesystem has room for the tables of a trace of ``size`` plain bytes: its share
+    of the size, and the fixed-size outputs' allowance the post-processor's parse asks for too (a tiny
+    trace's tables, each a 4 KiB page at least, filled a nearly full tmpfs partway). Raises OSError."""
+    import shutil
+
+    return shutil.disk_usage(base).free >= SCRATCH_SHARE * size + layout.PARSE_SPACE_ALLOWANCE
 
 
 def _scratch_failure(exc: Exception) -> str:

@@ -36,6 +36,14 @@ PARSED_TRACE = "trace_view.json"  # torch_npu's parsed trace, in PARSED_DIR
 BARE_TABLES_SUFFIX = ".npuprof"  # `npuprof analyse TRACE` writes a bare trace's tables to <trace>.npuprof/
 CLUSTER_OUTPUT = "cluster_analysis_output"  # msprof-analyze's tables across ranks, in the result dir it read
 ANALYSE_DONE = "analyse.done"
+# What a parse writes whatever the trace's size: ~9 files and their directory (the tables with their
+# headers, npuprof_summary.json, analyse.done) and a temp before its rename, each at least a 4 KiB page on
+# tmpfs, and npuprof_summary.json's pages beyond its first (up to ~13 KiB). A 2.8 KiB capture on a 300 KiB
+# tmpfs passed the check on its size alone, then hit ENOSPC. Asked for by the post-processor's parse and by
+# analyse's scratch tables, beside their share of the trace's size.
+PARSE_FIXED_FILES = 11
+PARSE_FIXED_BYTES = 12 * 1024
+PARSE_SPACE_ALLOWANCE = PARSE_FIXED_FILES * 4096 + PARSE_FIXED_BYTES
 CAPTURE_RECORD = "npuprof_capture.json"  # {"status": "capturing"|"complete"|"incomplete", ...}
 METADATA_FILE = "profiler_metadata.json"
 KINETO_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")

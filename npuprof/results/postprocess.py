@@ -1388,21 +1388,15 @@ def _done_already(job: CaptureJob) -> bool:
 
 
 # What a parse and a gzip write, against the plain trace's size: trace_view.json ~1.2x and the tables
-# (bench/README.md); a gzipped copy ~0.1-0.2x, before the plain trace is removed.
+# (bench/README.md); a gzipped copy ~0.1-0.2x, before the plain trace is removed. A parse's fixed-size
+# outputs come on top: layout.PARSE_SPACE_ALLOWANCE.
 PARSE_SPACE_FACTOR = 1.5
 GZIP_SPACE_FACTOR = 0.25
-# ...plus what a parse writes whatever the trace's size: ~9 files and their directory (the tables with
-# their headers, npuprof_summary.json, analyse.done) and a temp before its rename, each at least a 4 KiB
-# page on tmpfs, and npuprof_summary.json's pages beyond its first (up to ~13 KiB). A 2.8 KiB capture on a
-# 300 KiB tmpfs passed the check on its size alone, then hit ENOSPC.
-PARSE_FIXED_FILES = 11
-PARSE_FIXED_BYTES = 12 * 1024
-PARSE_SPACE_ALLOWANCE = PARSE_FIXED_FILES * 4096 + PARSE_FIXED_BYTES
 
 
 def _parse_space(trace_bytes: int) -> float:
     """The room a parse of a trace of ``trace_bytes`` takes, fixed-size outputs included."""
-    return PARSE_SPACE_FACTOR * trace_bytes + PARSE_SPACE_ALLOWANCE
+    return PARSE_SPACE_FACTOR * trace_bytes + layout.PARSE_SPACE_ALLOWANCE
 
 
 def _size_of(path: str | None) -> int:
