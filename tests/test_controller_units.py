@@ -216,11 +216,13 @@ class Rig:
         space: Any = None,
         arm: bool = True,
         on_profiling: Any = None,
+        backend_costs_an_import: bool = False,
     ) -> None:
         self.plan = plan
         self.cfg = cfg or ProfileConfig()
         self.rank = rank
         self.backend, self.sink, self.log = Backend(), Sink(), Log()
+        self.skip_sink = Sink()  # the one made without a backend (backend_costs_an_import)
         self.made: list[str] = []
         self.profiling: list[bool] = []
         self.armed = 0
@@ -229,7 +231,10 @@ class Rig:
             self.made.append("backend")
             return self.backend
 
-        def sink_factory(backend: Backend) -> Sink:
+        def sink_factory(backend: Backend | None) -> Sink:
+            if backend is None:
+                self.made.append("sink without a backend")
+                return self.skip_sink
             assert backend is self.backend
             self.made.append("sink")
             return self.sink
@@ -247,6 +252,7 @@ class Rig:
             on_arm=on_arm,
             space=space,
             on_profiling=on_profiling or self.profiling.append,
+            backend_costs_an_import=lambda: backend_costs_an_import,
         )
         if arm:
             self.c.arm()
@@ -620,6 +626,39 @@ def test_low_disk_skips_windows_and_ends_one_in_flight() -> None:
     assert plan.heard[0] == ("skipped", 2, "only 1 MiB free")  # the reason, for --dynamic status (helper-86)
     assert plan.heard[2] == ended(5, 6, "incomplete", "stopped at step 7: only 1 MiB free")
     assert plan.refreshed == [0, 2, 5, 6, 7, 8, 9, 10]
+
+
+def test_a_window_skipped_before_torch_loads_makes_no_backend() -> None:
+    """A --step-on job that has not loaded torch: the skip's record made the backend, importing torch in
+    the step for a capture known not to run. Its sink is made without one (a forked child's its own), and
+    the backend only once a capture begins."""
+
+    class Space:
+        ok = False
+
+        def ok_for(self, path: str) -> bool:
+            return self.ok
+
+        def describe(self, path: str) -> str:
+            return "full"
+
+        def fix(self, path: str) -> str:
+            return "--min-free-space 0 turns the check off"
+
+    space = Space()
+    plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)  # windows at 2, 4, 6, ...
+    rig = Rig(plan, space=space, backend_costs_an_import=True)
+    rig.run(3)
+    assert rig.made == ["sink without a backend"]
+    rig.c.reset_after_fork()
+    rig.c.arm()
+    rig.run(3)  # the child's window 2
+    space.ok = True
+    rig.run(1)
+    assert rig.made == ["sink without a backend", "sink without a backend", "backend", "sink"]
+    skipped = ("skipped", 2, "capture at step 2 skipped: full")
+    assert rig.skip_sink.events == [skipped, skipped]
+    assert rig.sink.events == [("begin", 4)]
 
 
 def test_the_only_window_that_cannot_begin_is_not_said_to_be_tried_again() -> None:

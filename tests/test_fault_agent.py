@@ -799,6 +799,33 @@ def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
     assert "interrupted" not in analysed.stderr
 
 
+def test_a_window_skipped_below_min_free_space_imports_no_torch(tmp_path: Path) -> None:
+    """A --step-on job that has not loaded torch, its window skipped by the disk check: the skip's record
+    made torch's backend first, importing torch in the job's step (seconds, and a CUDA context) for a
+    capture known not to run. The record is written without it, naming no backend."""
+    out = tmp_path / "result"
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import sys\n"
+        "def train_step(i):\n"
+        "    return i\n"
+        "for i in range(6):\n"
+        "    train_step(i)\n"
+        "print('torch loaded:', 'torch' in sys.modules)\n"
+    )
+    result = npuprof(
+        "run", "-o", str(out), "--min-free-space", "100%", *sched(1, 1, 2), *STEP_ON,
+        "--", sys.executable, str(script), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "torch loaded: False", result.stdout
+    (d,) = rank_dirs(out)
+    record = capture_record(d)
+    assert record["status"] == "incomplete" and record["steps"] == [1], record
+    assert "skipped" in record["detail"] and "--min-free-space" in record["detail"], record
+    assert record["backend"] is None and record["device"] is None, record
+
+
 def _full_disk(tmpfs) -> Path:
     """An output directory on a 2 MB tmpfs with no byte left."""
     return _fill(tmpfs("2m"))

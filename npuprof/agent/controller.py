@@ -129,6 +129,7 @@ class CaptureController:
         on_new_cycle: Any = None,
         on_recorded_step: Any = None,
         on_idle_decision: Any = None,
+        backend_costs_an_import: Any = None,
     ) -> None:
         self.base_cfg = cfg
         self.cfg = cfg  # the configuration of the capture in flight (or the next one)
@@ -144,6 +145,10 @@ class CaptureController:
         self._on_recorded_step = on_recorded_step  # told at each step boundary while a profiler of ours runs
         # told at a decision taken while no profiler of ours runs (replan asks for one)
         self._on_idle_decision = on_idle_decision
+        # whether making the backend now would import torch (a --step-on job that has not loaded it), and a
+        # skipped window's record can be written without it (_sink_for_a_skip)
+        self._backend_costs_an_import = backend_costs_an_import or (lambda: False)
+        self._skip_sink: CaptureSink | None = None  # the sink of such records, made without a backend
         self.step = 0
         self.windows_skipped = 0  # capture windows that could not record (no room, no directory)
         self.next_check = 0
@@ -874,11 +879,22 @@ class CaptureController:
             self.windows_skipped += 1
             fix = self.space.fix(self.cfg.output)
             self.log.warn_once("disk-space", f"{message}; training goes on ({fix})")
-            if self.sink is not None or self._ensure_sink():
-                assert self.sink is not None
-                self.sink.skipped(step, message, self.cfg.output)
+            self._sink_for_a_skip().skipped(step, message, self.cfg.output)
             return False, self.space.describe(self.cfg.output)
         return None
+
+    def _sink_for_a_skip(self) -> CaptureSink:
+        """The sink that records a skipped window: the captures' own; but, before it is made, one made
+        without a backend where making that would import torch (seconds on the step path, and a CUDA
+        context, for a window known not to run: a --step-on job that has not loaded torch), which keeps
+        recording the skips of this process."""
+        if self._skip_sink is None and self.sink is None and self._backend_costs_an_import():
+            self._skip_sink = self._sink_factory(None)
+        if self._skip_sink is not None:
+            return self._skip_sink
+        self._ensure_sink()
+        assert self.sink is not None
+        return self.sink
 
     def _ensure_sink(self) -> bool:
         if self.sink is None:
@@ -1318,6 +1334,7 @@ class CaptureController:
         self.prof = None
         self.backend = None
         self.sink = None
+        self._skip_sink = None
         self.action = Action.NONE
         self.step = 0
         self._missed_while_recording = (0, "")

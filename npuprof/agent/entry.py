@@ -178,6 +178,7 @@ class Agent:
             on_new_cycle=self._on_new_cycle,
             on_recorded_step=self.sigterm.check_pipe,
             on_idle_decision=self.sigterm.put_down_if_copied,
+            backend_costs_an_import=_backend_costs_an_import,
         )
         from npuprof.results.postprocess import Postprocessor
 
@@ -340,9 +341,13 @@ class Agent:
                 _finalise_before(name, self._at_exit, self.controller)
 
     def _make_sink(self, backend: Any) -> Any:
+        """The captures' sink; with ``backend`` None, the one that records skipped windows before torch is
+        loaded (the controller's ``_sink_for_a_skip``)."""
+        from npuprof.agent.backends.base import NotChosen
         from npuprof.agent.capture import CaptureWriter
         from npuprof.agent.ranks import current_rank
 
+        backend = backend if backend is not None else NotChosen()
         return CaptureWriter(self.cfg, self.run, backend, self.log, current_rank, self.worker, self.post)
 
     @never_raise("starting the background post-processor")
@@ -629,6 +634,12 @@ def _held(method: Any, guard: Any, when: Any, holding: Callable[[], str]) -> Any
 
     setattr(held, HELD_MARK, True)  # what release_profiler takes out of a profiler let go of
     return held
+
+
+def _backend_costs_an_import() -> bool:
+    from npuprof.agent.backends import chosen_only_by_importing_torch
+
+    return chosen_only_by_importing_torch()
 
 
 def _in_a_multiprocessing_child() -> bool:

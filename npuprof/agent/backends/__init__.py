@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 from npuprof.agent.backends.base import Backend
 from npuprof.agent.log import AgentLog
@@ -32,6 +33,13 @@ def backend_choice() -> tuple[str, list[str]]:
     built = getattr(torch.version, "cuda", None)
     passed_over.append(f"CUDA: {why}" + (f" (torch built with CUDA {built})" if built else " (a CPU build)"))
     return "torch-cpu", passed_over
+
+
+def chosen_only_by_importing_torch() -> bool:
+    """Whether this process's backend is one of torch.profiler's, which write npuprof's layout, and choosing
+    it would import torch, not loaded yet (a --step-on job's). With torch_npu installed the choice is no
+    longer known without torch: its backend writes its own layout."""
+    return "torch" not in sys.modules and importlib.util.find_spec("torch_npu") is None
 
 
 def select_backend(log: AgentLog) -> Backend:

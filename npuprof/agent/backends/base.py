@@ -55,6 +55,19 @@ class Backend(Protocol):
         ...
 
 
+class NotChosen:
+    """The backend of a process that has not loaded torch, whose skipped windows are recorded without one
+    (npuprof.agent.controller, ``_sink_for_a_skip``): torch.profiler's, writing npuprof's layout, its
+    name and device not known; it records nothing."""
+
+    name: str | None = None
+    device: str | None = None
+    writes_own_layout = False
+
+    def version_info(self) -> dict[str, str]:
+        return {}
+
+
 def align_torch_style(prof: Any, step: int) -> None:
     """torch.profiler.profile and torch_npu's profile both keep ``step_num`` and ``current_action``."""
     prof.step_num = step
