@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import math
 import os
 import subprocess
 from collections import Counter
@@ -144,6 +145,46 @@ def test_nan_or_infinity_in_args_is_read_as_unknown(tmp_path: Path, compact: boo
     args = [e.args_dict() for e in loaded.events]
     assert args[2]["Sequence number"] == "?" and args[3]["lr"] == [0.5, "?", "?"], args[2:4]
     assert loaded.damaged.total == 0
+
+
+def test_a_nan_arg_keeps_an_event_where_it_is_only_shown_and_leaves_one_out_where_a_figure_needs_it(
+    tmp_path: Path,
+) -> None:
+    """A kernel's stream of NaN (and an Infinity in its grid) left the kernel out as damaged, its device
+    time lost from its step; it is kept, its stream read as its thread's. A [memory] event's Bytes and an
+    operator's External id of NaN (a sum, a link) still leave their event out, but said as NaN or Infinity:
+    the count named "Expected `float`, got `str`", a string the trace does not hold."""
+    trace = cuda_trace()
+    events = trace["traceEvents"]
+    kernel = next(e for e in events if e["name"] == "kernel_a")
+    kernel["args"].update({"stream": float("nan"), "grid": [float("inf"), 1, 1]})
+    alloc = next(e for e in events if e["name"] == "[memory]" and e["args"]["Bytes"] > 0)
+    alloc["args"]["Bytes"] = float("nan")
+    mul = next(e for e in events if e["name"] == "aten::mul")
+    mul["args"]["External id"] = float("nan")
+    summary = _summary(write_rank_dir(tmp_path, trace))
+
+    step_1 = next(e for e in events if e["name"] == "ProfilerStep#1")
+    spans = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "kernel"
+        and not e["name"].startswith("nccl")
+        and e["ts"] < step_1["ts"] + step_1["dur"]
+    )
+    computing, end = 0.0, -math.inf
+    for start, stop in spans:  # their union
+        computing += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    assert summary["steps"][0]["computing_us"] == computing == 300.0, summary["steps"][0]
+    assert "aten::mul" not in {op["name"] for op in summary["top_operators"]}, summary["top_operators"]
+    (damaged,) = [w for w in summary["warnings"] if "damaged event(s) left out" in w]
+    assert damaged.startswith("2 damaged event(s) left out ("), damaged
+    for key in ("Bytes", "External id"):
+        assert f"args.{key} is NaN or Infinity x1" in damaged, damaged
+    assert "got `str`" not in damaged, damaged
+    (note,) = [w for w in summary["warnings"] if "arg value(s) are NaN or Infinity" in w]
+    assert note.startswith("4 arg value(s)") and "counted with the damaged ones" in note, note
 
 
 def test_nan_as_text_inside_a_string_is_left_as_written_beside_a_nan_arg(tmp_path: Path) -> None:

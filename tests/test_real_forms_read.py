@@ -585,16 +585,25 @@ def test_input_shapes_in_torch_npus_string_form_are_read(tmp_path: Path) -> None
     assert {cell for _name, cell in operators} >= {"[[8],[4,8],[8,8],[]]", "[[16,2],[2]]", "[[3,224,224]]"}
 
 
-def test_dma_tasks_of_later_releases_are_told_by_their_task_type(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stream_id_nan", [False, True])
+def test_dma_tasks_of_later_releases_are_told_by_their_task_type(tmp_path: Path, stream_id_nan: bool) -> None:
     """Later torch_npu releases give a DMA task its own task type (msprof-analyze's SDMA_SQE, PCIE_DMA_SQE)
-    whatever its name: the real file's two copies, renamed and typed so, are still no computing."""
+    whatever its name: the real file's two copies, renamed and typed so, are still no computing. So with a
+    Stream Id of NaN (a script's json.dump): the task's args were all read as absent, its Task Type with
+    them, and the copies counted as Computing."""
     raw = _raw()
     hardware = _pid_of(raw, "Ascend Hardware")
     copies = [e for e in raw if e["pid"] == hardware and e["name"] == "MEMCPY_ASYNC"]
     assert len(copies) == 2
-    for copy, task_type in zip(copies, ("SDMA_SQE", "PCIE_DMA_SQE"), strict=True):
+    task_types = ("SDMA_SQE", "PCIE_DMA_SQE")
+    for copy, task_type in zip(copies, task_types, strict=True):
         copy["name"], copy["args"]["Task Type"] = "aclrtMemcpyAsync", task_type
+        if stream_id_nan:
+            copy["args"]["Stream Id"] = float("nan")
     (rank,) = _analyse_json(_write(tmp_path / "trace_view.json", raw))["ranks"]
+    rows = _csv_rows(tmp_path / "trace_view.json.npuprof" / "kernel_details.csv")
+    cores = [r["Accelerator Core"] for r in rows if r["Name"] == "aclrtMemcpyAsync"]
+    assert cores == list(task_types), cores
     (step_op,) = [e for e in raw if e["name"].startswith("ProfilerStep#")]
     lo, hi = _span(step_op)
     computes = [_span(e) for e in raw if e["pid"] == hardware and e["ph"] == "X" and e not in copies]

@@ -29,6 +29,7 @@ import functools
 import itertools
 import math
 import operator
+import re
 from collections import Counter
 from itertools import repeat
 from operator import attrgetter
@@ -290,19 +291,52 @@ def _external_ids(kargs: list[Any]) -> np.ndarray:
     return ext
 
 
+# What the reader reads an arg of NaN or Infinity as (trace_repairs: no JSON, read as unknown). Where the
+# value is only shown, or stands in for one the tables find elsewhere (a kernel's stream: its thread; its
+# device: its process), it reads as absent and the event is kept; where a figure or a link needs it (a
+# [memory] event's Bytes and totals, an External id, a correlation) the event is left out as damaged, said
+# as NaN or Infinity (docs/formats.md, "Values torch wrote that are no JSON").
+NOT_A_NUMBER = "?"
+_NOT_A_NUMBER_TEXT = b'"?"'
+_SHOWN_ONLY = {_KERNEL_ARGS: frozenset(("stream", "device", "grid", "bytes"))}
+
+
 def _args_of(decoder: msgspec.json.Decoder, raws: list[Any]) -> list[Any]:
     """The raw ``args`` decoded together; args that are no object (``null``, ``[1, 2]``: a trace edited by
-    hand) read as ``{}`` instead of making the whole trace unreadable. Other faults raise as before."""
+    hand) read as ``{}`` instead of making the whole trace unreadable, and an arg of NaN or Infinity that is
+    only shown (_SHOWN_ONLY) as absent. Other faults raise as before."""
     try:
         return decoder.decode(_joined(raws))
     except msgspec.ValidationError:
         objects = [r if r and bytes(r).lstrip()[:1] == b"{" else _NO_ARGS for r in raws]
+        shown = _SHOWN_ONLY.get(decoder)
+        if shown:
+            objects = [_without_not_a_number(r, shown) for r in objects]
         return decoder.decode(_joined(objects))
+
+
+def _without_not_a_number(raw: Any, keys: frozenset[str] | None) -> Any:
+    """``raw`` (an event's ``args`` object) without the keys of ``keys`` (None: any key) whose value is an
+    arg of NaN or Infinity, or a list holding one; ``raw`` itself when it has none."""
+    if not raw or _NOT_A_NUMBER_TEXT not in bytes(raw):
+        return raw
+    args = _object_of(raw)
+    unknown = [k for k, v in args.items() if (keys is None or k in keys) and _not_a_number(v)]
+    if not unknown:
+        return raw
+    for key in unknown:
+        del args[key]
+    return msgspec.json.encode(args)
+
+
+def _not_a_number(value: Any) -> bool:
+    return value == NOT_A_NUMBER or (isinstance(value, list) and NOT_A_NUMBER in value)
 
 
 def _task_args(raws: list[Any]) -> list[TaskArgs]:
     """The args of events of no known category, as TaskArgs; args of other shapes (these events belong to
-    no table until their process says so) give the defaults instead of an error."""
+    no table until their process says so) give the defaults instead of an error: the one of NaN or Infinity
+    alone where it is one (a torch_npu task's Stream Id: its Task Type is kept)."""
     try:
         return _TASK_ARGS.decode(_joined(raws))
     except (msgspec.DecodeError, OverflowError):
@@ -310,7 +344,7 @@ def _task_args(raws: list[Any]) -> list[TaskArgs]:
     out = []
     for raw in raws:
         try:
-            out.append(_TASK_ARGS.decode(_joined([raw]))[0])
+            out.append(_TASK_ARGS.decode(_joined([_without_not_a_number(raw, None)]))[0])
         except (msgspec.DecodeError, OverflowError):
             out.append(TaskArgs())
     return out
@@ -365,7 +399,7 @@ def _first_bad_event(events: list[Any], error: Exception) -> str:
         try:
             Extract()._add_chunk([event], None)
         except (msgspec.DecodeError, OverflowError) as exc:
-            return f"cannot read the event {described_event(event)}: {_args_problem(exc)}"
+            return f"cannot read the event {described_event(event)}: {_args_problem(exc, event)}"
     return f"cannot read the events: {_args_problem(error)}"
 
 
@@ -383,14 +417,33 @@ def first_unreadable(events: list[Any]) -> str | None:
         try:
             Extract()._add_chunk([event], None)
         except (msgspec.DecodeError, OverflowError) as exc:
-            return f"cannot read the event {described_event(event)}: {_args_problem(exc)}"
+            return f"cannot read the event {described_event(event)}: {_args_problem(exc, event)}"
     return None
 
 
-def _args_problem(exc: Exception) -> str:
+_FAILED_KEY = re.compile(r" - at `\$\[0\]\.([^`\[]+)")  # msgspec's path: "... - at `$[0].Bytes`"
+
+
+def _args_problem(exc: Exception, event: Any = None) -> str:
     if isinstance(exc, OverflowError):
         return "a number in its args is out of range"
+    failed = _FAILED_KEY.search(str(exc))
+    if failed and _not_a_number(_object_of(getattr(event, "args", None)).get(failed[1])):
+        # read as "?" (trace_repairs), which the type's message would name as a string the trace lacks
+        return f"args.{failed[1]} is NaN or Infinity"
     return str(exc).replace("`$[0]", "`args")
+
+
+def _object_of(raw: Any) -> dict[str, Any]:
+    """Raw JSON ``args`` (an event's as the scan's decoder reads them) decoded; {} when they are no
+    object."""
+    if not isinstance(raw, msgspec.Raw | bytes | bytearray) or not raw:
+        return {}
+    try:
+        args = _ANY.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    return args if isinstance(args, dict) else {}
 
 
 class _DimsText(dict):
@@ -990,7 +1043,7 @@ class Extract:
                 try:
                     Extract()._add_chunk([event], None)
                 except (msgspec.DecodeError, OverflowError) as exc:
-                    problem = _args_problem(exc)
+                    problem = _args_problem(exc, event)
                     self.damaged.add(problem, f"cannot read the event {described_event(event)}: {problem}")
                     self._note_damaged_fetch(event)
                     continue

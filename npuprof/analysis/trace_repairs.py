@@ -318,8 +318,9 @@ ARG_NOT_A_NUMBER = "arg not a number"
 _UNWRITTEN = {
     ARG_NOT_A_NUMBER: (
         "{n} arg value(s) are NaN or Infinity, which is no JSON (Python's json.dump of a float nan or inf: a "
-        "record_function's or a tool's arg?): read as unknown (the string \"?\"), the rest of the trace read "
-        "as written"
+        "record_function's or a tool's arg?): read as unknown (the string \"?\"); an event whose figures or "
+        "links need that value (a [memory] event's Bytes, an External id) is left out, counted with the "
+        "damaged ones"
     ),
     TIME_NOT_A_NUMBER: (
         "{n} event(s) have a ts or dur of NaN or Infinity, which is no JSON (Python's json.dump of a float "
