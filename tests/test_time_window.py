@@ -455,8 +455,10 @@ def test_a_window_open_when_the_optimizer_is_made_marks_step_0_partial(tmp_path:
     first, *rest = rank["steps"]
     # step 0 holds the set-up from where recording began (under load Kineto's start can take most of it,
     # and in CI, 3 test workers on 2 cores, the start came after it: the first step was step 1); the step
-    # recording began in is partial, and no whole step holds the set-up
-    assert first["step"] in (0, 1) and first.get("partial") is True, rank["steps"]
+    # recording began in is partial, and no whole step holds the set-up. On a machine loaded far beyond
+    # CI's the kick found the main thread where a start is unsafe and the step-1 boundary opened the
+    # window: step 1 then is the first, whole
+    assert first["step"] in (0, 1) and (first.get("partial") is True or first["step"] == 1), rank["steps"]
     whole = [s["duration_us"] for s in rest if not s.get("partial")]
     # no whole step holds the 1 s of set-up (a step here is 0.05 s, but over 0.6 s once in a full run on
     # a machine busy with more than the suite)
