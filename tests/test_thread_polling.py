@@ -1,5 +1,6 @@
 """agent/polling.py: what a driving thread's frames must show to be taken for a poll of the stepping one
-(docs/architecture.md, "Step boundaries"); its cost, paid on a training step of another thread."""
+(docs/architecture.md, "Step boundaries"), and of a flag it sets (agent/released_waits.py); its cost, paid
+on a training step of another thread."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from npuprof.agent import polling
+from npuprof.agent import polling, released_waits
 
 
 def test_a_code_object_too_big_to_read_on_a_step_is_not_read() -> None:
@@ -92,3 +93,39 @@ def test_a_poller_caught_asking_between_its_sleeps_polls() -> None:
         frames.send(True)  # once round the loop: stopped at the asking line inside it
         assert polling.polls_this_thread(frames.gi_frame) is polls, poller.__name__
         frames.close()
+
+
+_STATE = {"done": False}  # a flag a module's global holds, stored by the training thread after its loop
+
+
+def _reading_the_flag_between_sleeps() -> Any:
+    while not _STATE["done"] and (yield):  # the frame stops here, as a look finds a poller asking
+        time.sleep(0.001)
+
+
+def _reading_the_flag_between_steps() -> Any:
+    while not _STATE["done"] and (yield):
+        sum(range(10))  # a training step
+
+
+def test_a_flag_poller_caught_reading_the_flag_between_its_sleeps_polls() -> None:
+    """``while not state["done"]: time.sleep(1)``, the training thread storing the flag after its loop: a
+    look that lands while the driver reads the flag (its loop's condition, not its sleep) judged it no
+    poll, as polling.py did a poller caught inside ``is_alive()``. The same rule now: a loop that reads the
+    flag and sleeps polls it wherever it is caught; one that trains between its reads does not."""
+    answers: dict[str, bool] = {}
+
+    def train() -> None:
+        for poller in (_reading_the_flag_between_sleeps, _reading_the_flag_between_steps):
+            frames = poller()
+            next(frames)
+            frames.send(True)  # once round the loop: stopped at its condition, inside it
+            answers[poller.__name__] = released_waits.polls_a_flag_this_thread_sets(frames.gi_frame)
+            frames.close()
+        _STATE["done"] = True  # after the training loop: what the poll waits for
+
+    _STATE["done"] = False
+    thread = threading.Thread(target=train, name="train")
+    thread.start()
+    thread.join(10)
+    assert answers == {"_reading_the_flag_between_sleeps": True, "_reading_the_flag_between_steps": False}

@@ -72,6 +72,7 @@ _HELPER_DEPTH = 3  # calls followed from a function the thread's code calls into
 _HELPERS = 32  # functions looked into for one wait
 _REACHED = 2048  # values looked at for the waited object, from those of the outermost frame on
 _CALLABLE_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"})  # a function called by its name
+_CALLED_LOADS = _CALLABLE_LOADS | {"LOAD_ATTR", "LOAD_METHOD", "LOAD_FAST"}  # ... or as a method, a local
 # instructions after which a function does not run on to the next one: it returns or raises, or jumps
 _ENDS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
 _GOES_TO = frozenset(
@@ -155,20 +156,28 @@ def unread_flag(frame: Any) -> str:
 
 def _flags_polled(frame: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
     """The flags a loop of the first frame outside threading's and queue's code (an ``Event.wait``'s)
-    reads, when that frame's line calls a sleep or a wait inside that loop: each as its variable's scope
-    ("global" or "local"), name and key (``["done"]``, ``.done``, "" for the variable itself), with the
-    frame's globals."""
+    reads, when that frame's line calls a sleep or a wait inside that loop, or reads them inside a loop
+    that sleeps (caught asking between two sleeps, as ``polling`` takes a poll: then only the flags its
+    line reads): each as its variable's scope ("global" or "local"), name and key (``["done"]``,
+    ``.done``, "" for the variable itself), with the frame's globals."""
     frame = outside_the_waits(frame)
     if frame is None or polling.names_of(frame.f_code).isdisjoint(polling.WAIT_CALLS):
         return []  # (the cheap look first: a driver in any code of the job's)
-    if polling.names_on_line(frame).isdisjoint(polling.WAIT_CALLS):
-        return []
+    on_line = polling.names_on_line(frame)
+    sleeping = not on_line.isdisjoint(polling.WAIT_CALLS)
     code, at = frame.f_code, frame.f_lasti
     loops, _calls = _loops_and_calls(code)
-    around = [(start, end) for start, end in loops if start <= at <= end]
+    waits = _waits_at(code)
+    around = [
+        (start, end)
+        for start, end in loops
+        if start <= at <= end and (sleeping or any(start <= offset <= end for offset in waits))
+    ]
     read = [
         flag for offset, *flag in _flags_read(code) if any(start <= offset <= end for start, end in around)
     ]
+    if not sleeping:  # a loop that trains between its reads of the flag is no poll: it sleeps nowhere
+        read = [flag for flag in read if flag[1] in on_line]
     unique = list(dict.fromkeys(tuple(flag) for flag in read))[:_FLAGS]
     return [(scope, root, key, frame.f_globals) for scope, root, key in unique]
 
@@ -681,6 +690,19 @@ def _flags_read(code: Any) -> list[tuple[int, str, str, str]]:
             key = f"[{following[0][1]!r}]"
         found.append((instruction.offset, scope, instruction.argval, key))
     return found
+
+
+@polling.by_identity
+def _waits_at(code: Any) -> list[int]:
+    """Where ``code`` loads a sleep or a wait (``polling.WAIT_CALLS``: ``time.sleep``, ``sleep``,
+    ``event.wait``). Nothing for code of more than ``polling.READ_BYTES`` bytes."""
+    if len(code.co_code) > polling.READ_BYTES:
+        return []
+    return [
+        instruction.offset
+        for instruction in dis.get_instructions(code)
+        if instruction.opname in _CALLED_LOADS and instruction.argval in polling.WAIT_CALLS
+    ]
 
 
 @polling.by_identity
