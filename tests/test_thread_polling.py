@@ -129,3 +129,40 @@ def test_a_flag_poller_caught_reading_the_flag_between_its_sleeps_polls() -> Non
     thread.start()
     thread.join(10)
     assert answers == {"_reading_the_flag_between_sleeps": True, "_reading_the_flag_between_steps": False}
+
+
+class _AskedInAGeneratorExpression(threading.Thread):
+    """A thread that polls itself as ``while any(t.is_alive() for t in threads): time.sleep(...)`` does,
+    and looks at that poll from inside the generator expression, where ``is_alive()`` runs: there a look
+    of another thread lands while the poller asks."""
+
+    def __init__(self, sleeps: bool) -> None:
+        super().__init__(name="poller")
+        self.sleeps, self.answers, self.asked = sleeps, list[bool](), 0
+
+    def is_alive(self) -> bool:
+        self.asked += 1
+        if self.asked == 1:
+            return True  # once round the loop: asked again at its end, inside it
+        self.answers.append(polling.polls_this_thread(sys._getframe(1)))  # the generator expression's
+        return False
+
+    def run(self) -> None:
+        threads = [self]
+        if self.sleeps:
+            while any(thread.is_alive() for thread in threads):
+                time.sleep(0.001)
+        else:
+            while any(thread.is_alive() for thread in threads):
+                sum(range(10))  # a training step
+
+
+def test_a_poller_caught_inside_its_generator_expression_polls() -> None:
+    """``while any(t.is_alive() for t in threads): time.sleep(1)``: a look landing inside the generator
+    expression (its own frame, whose code neither sleeps nor holds the threads) judged it no poll. The
+    line that runs the expression is the loop's: a poll, where the loop sleeps."""
+    for sleeps in (True, False):
+        poller = _AskedInAGeneratorExpression(sleeps)
+        poller.start()
+        poller.join(10)
+        assert poller.answers == [sleeps], sleeps

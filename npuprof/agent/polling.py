@@ -3,8 +3,9 @@ a script that keeps its main thread able to take Ctrl-C or print progress, inste
 (docs/architecture.md, "Step boundaries": a thread the driving one waits for takes over counting).
 
 Read from the polling thread's frames (by another thread, at a step boundary that thread takes): the
-first frame outside ``threading`` must be, on its current line, calling a sleep or a wait (``time.sleep``,
-``Event.wait``, ``join`` with a timeout), or asking, inside a loop (the bytecode a backward jump spans) that
+first frame outside ``threading`` (its caller, for a generator expression asking ``is_alive()``) must be,
+on its current line, calling a sleep or a wait (``time.sleep``, ``Event.wait``, ``join`` with a timeout),
+or asking, inside a loop (the bytecode a backward jump spans) that
 asks ``is_alive()`` (``active_count()``: every thread) and sleeps, and the thread it asks about (a variable
 on that loop's line that asks) must be the caller: that variable (a local, a global), an element of it (a
 list of threads), or an attribute of it when it is ``self``. A loop that trains and asks ``is_alive()`` of
@@ -47,6 +48,7 @@ def polls_this_thread(frame: Any, through: Callable[[threading.Thread], bool] | 
         frame = frame.f_back
     else:
         return False
+    frame = _outside_its_expression(frame)
     if frame is None or names_of(frame.f_code).isdisjoint(ASKS_ALIVE | ASKS_ALL):
         return False  # (the cheap look first: a driver in any code of the job's)
     lines, loops = _read(frame.f_code)
@@ -70,6 +72,16 @@ def polls_this_thread(frame: Any, through: Callable[[threading.Thread], bool] | 
                 return True
             polled += [item for item in _held(name, value) if isinstance(item, threading.Thread)]
     return through is not None and any(through(thread) for thread in polled[:_THROUGH])
+
+
+def _outside_its_expression(frame: Any) -> Any:
+    """The caller of ``frame`` when ``frame`` runs an expression written on the caller's line (``while
+    any(t.is_alive() for t in threads)``, caught inside the generator expression, asking), else ``frame``:
+    that line is the loop's, and the expression's own code neither sleeps nor holds the threads."""
+    caller = getattr(frame, "f_back", None)
+    if caller is None or not frame.f_code.co_name.startswith("<"):
+        return frame
+    return caller if any(code is frame.f_code for code in _inline_code(caller.f_code)) else frame
 
 
 def names_on_line(frame: Any) -> frozenset[str]:
