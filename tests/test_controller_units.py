@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import linecache
 import signal
 import sys
 import threading
@@ -1254,11 +1255,14 @@ def test_the_finalise_of_an_os_exit_on_the_main_thread_waits_the_exits_time_for_
     monkeypatch.setattr(controller_module, "EXIT_WAIT_S", 5.0)
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=2, repeat=0)  # windows 1-2, 3-4, ...
     rig = Rig(plan)
-    in_step = threading.Event()
+    in_step, main = threading.Event(), threading.get_ident()
 
     def train() -> None:
         rig.run(1)  # step 1 recorded, in flight
         in_step.set()
+        deadline = time.monotonic() + 10
+        while not _waiting_in(main, "finish_at_exit") and time.monotonic() < deadline:
+            time.sleep(0.001)  # (the finalise, begun: a loaded machine began it past this step's end)
         time.sleep(0.4)  # the rest of step 1, past OTHER_THREAD_WAIT_S
         rig.run(4)
 
@@ -1283,7 +1287,7 @@ def test_a_sigterm_waits_for_the_recording_threads_step_in_flight_and_its_export
     monkeypatch.setattr(controller_module, "FINISH_WAIT_S", 10.0)
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
     rig = Rig(plan)
-    in_step = threading.Event()
+    in_step, main = threading.Event(), threading.get_ident()
 
     def train() -> None:
         rig.run(2)  # steps 1-2 recorded: step 2 in flight
@@ -1295,6 +1299,9 @@ def test_a_sigterm_waits_for_the_recording_threads_step_in_flight_and_its_export
 
         rig.c.prof.stop = slow_export
         in_step.set()
+        deadline = time.monotonic() + 10
+        while not _waiting_in(main, "finish_on_sigterm") and time.monotonic() < deadline:
+            time.sleep(0.001)  # (the signal's handler, begun: a loaded machine began it late)
         time.sleep(0.2)  # the rest of step 2, longer than OTHER_THREAD_WAIT_S
         rig.run(1)
 
@@ -1960,10 +1967,11 @@ def test_a_thread_takes_over_from_a_driver_that_begins_its_wait_after_an_empty_l
 
     thread = threading.Thread(target=train, name="train")
     thread.start()
-    time.sleep(0.2)  # more set-up, the thread stepping and looking at this wait, no wait for it
-    looked_before_the_join = steps["taken"]
+    deadline = time.monotonic() + 10
+    while steps["taken"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.005)  # more set-up, the thread stepping and looking at this wait, no wait for it
+    assert steps["taken"] >= 3 and rig.c.driver == main  # it had looked, and found nothing
     thread.join(30)
-    assert looked_before_the_join >= 3  # it had looked, and found nothing
     assert rig.c.driver != main, rig.log.lines
     assert rig.c.step == 1 + steps["taken"]
 
@@ -2116,6 +2124,8 @@ def _until_called_here(driver: int | None, wait: str) -> None:
 
 def _called_here(ident: int | None, name: str) -> bool:
     frame = sys._current_frames().get(ident) if ident is not None else None
+    if frame is None or not frame.f_code.co_filename.endswith(("/threading.py", "/queue.py")):
+        return False  # not in the wait's own code yet: a wait_for's predicate (this file's) runs first
     while frame is not None:
         if frame.f_code.co_name == name and frame.f_back and frame.f_back.f_code.co_filename == __file__:
             return True
@@ -2612,10 +2622,11 @@ def _paused_until_signalled(rig: Rig, sends: bool) -> None:
 
     rig.run(1)
     pausing, woken, stepped = threading.Event(), threading.Event(), threading.Event()
+    main = threading.get_ident()
 
     def steps() -> None:
         assert pausing.wait(10)
-        time.sleep(0.05)  # inside signal.pause() by now
+        _until_at_a_call(main, "_paused_until_signalled", "signal.pause(")
         rig.run(7)
 
     def train() -> None:
@@ -2827,15 +2838,16 @@ def test_an_event_loop_ticking_beside_the_thread_it_awaits_is_named_with_its_fix
     ], rig.log.lines
 
 
-def _polled_training(rig: Rig, poll: Any) -> int:
-    """One step on this thread (it drives), then 7 on thread "train" while this thread runs ``poll(t)``
-    (``t``: the training thread, ``started``: set just before the poll begins); the thread's ident."""
+def _polled_training(rig: Rig, poll: Any, sleep: str = "time.sleep(") -> int:
+    """One step on this thread (it drives), then 7 on thread "train" once this thread, running ``poll(t)``
+    (``t``: the training thread, ``started``: set just before the poll begins), is at its loop's
+    ``sleep``; the thread's ident."""
     rig.run(1)
-    started = threading.Event()
+    started, main = threading.Event(), threading.get_ident()
 
     def train() -> None:
         assert started.wait(10)
-        time.sleep(0.05)  # inside the poll's loop by now
+        _until_at_a_call(main, poll.__name__, sleep)
         rig.run(7)
 
     thread = threading.Thread(target=train, name="train")
@@ -2871,7 +2883,7 @@ def test_a_thread_the_driver_polls_until_it_ends_takes_over() -> None:
         while any(thread.is_alive() for thread in threads) and time.monotonic() < deadline:
             idle.wait(0.005)
 
-    ident = _polled_training(rig, poll_all)
+    ident = _polled_training(rig, poll_all, "idle.wait(")
     assert rig.c.step == 8 and rig.sink.events[0] == ("begin", 5)
 
 
@@ -2917,11 +2929,11 @@ def _flag_polled_training(rig: Rig, poll: Any, flag: Any) -> None:
     global _DONE
     _STATE["done"], _RUN.done, _DONE = False, False, False
     rig.run(1)
-    started = threading.Event()
+    started, main = threading.Event(), threading.get_ident()
 
     def train() -> None:
         assert started.wait(10)
-        time.sleep(0.05)  # inside the poll's loop by now
+        _until_at_a_call(main, poll.__name__, "time.sleep(")
         for _ in range(7):
             rig.run(1)
         flag()
@@ -2959,10 +2971,11 @@ def test_a_flag_a_variable_of_the_drivers_function_holds_is_named_with_its_fix(n
     rig = Rig(plan)
     rig.run(1)
     state, done, started = {"done": False}, False, threading.Event()
+    driver, function = threading.get_ident(), sys._getframe().f_code.co_name
 
     def steps() -> None:
         assert started.wait(10)
-        time.sleep(0.05)  # inside the poll's loop by now
+        _until_at_a_call(driver, function, "time.sleep(")
         for _ in range(7):
             rig.run(1)
 
@@ -2989,7 +3002,6 @@ def test_a_flag_a_variable_of_the_drivers_function_holds_is_named_with_its_fix(n
     assert rig.c.driver == threading.get_ident() and rig.c.step == 1
     said = [line[-1] for line in rig.log.lines if "does not read" in line[-1]]
     main, flag = threading.current_thread().name, "done" if nonlocal_flag else "state['done']"
-    function = sys._getframe().f_code.co_name
     where = f"{function}() (test_controller_units.py:{polled_at[0]})"  # the user's loop, found by its line
     assert said == [
         f"thread train's steps are not counted: thread {main} waits for it polling {flag}, a variable of "
@@ -3010,12 +3022,12 @@ def test_no_thread_takes_over_from_a_driver_polling_a_flag_the_thread_does_not_s
     plan = TorchPlan(skip_first=50, wait=0, warmup=0, active=2, repeat=1)
     rig = Rig(plan)
     rig.run(1)
-    started, stepped = threading.Event(), threading.Event()
+    started, stepped, main = threading.Event(), threading.Event(), threading.get_ident()
     _STATE["done"] = False
 
     def train() -> None:
         assert started.wait(10)
-        time.sleep(0.05)
+        _until_at_a_call(main, "_poll_item", "time.sleep(")
         for step in range(7):
             rig.run(1)
             _STATE["done"] = step == 6
@@ -3034,6 +3046,7 @@ def test_no_thread_takes_over_from_a_driver_polling_a_flag_the_thread_does_not_s
     _STATE["done"] = False
 
     def beside() -> None:
+        _until_at_a_call(main, "_poll_item", "time.sleep(")
         rig.run(7)
         stepped.set()
 
@@ -3069,9 +3082,9 @@ def test_no_thread_takes_over_from_a_driver_that_polls_another_thread_or_works_w
         while t.is_alive() and time.monotonic() < deadline:
             sum(range(500))
 
-    for poll in (poll_logger, busy):
+    for poll, works in ((poll_logger, "time.sleep("), (busy, "sum(range(")):
         rig = Rig(plan)
-        _polled_training(rig, poll)
+        _polled_training(rig, poll, works)
         assert rig.c.step == 1 and rig.c.driver == threading.get_ident(), poll.__name__
 
 
@@ -3184,6 +3197,24 @@ def _waiting_in(ident: int | None, name: str) -> bool:
     while frame is not None:
         if frame.f_code.co_name == name:
             return True
+        frame = frame.f_back
+    return False
+
+
+def _until_at_a_call(ident: int | None, function: str, call: str) -> None:
+    """Until thread ``ident`` runs ``function`` at a line of it that calls ``call`` (a poll's sleep: inside
+    its loop from then on; ``signal.pause()``), 10 s at most: the steps a look must find it waiting at. A
+    fixed sleep before them let a loaded machine look while it was still on its way there."""
+    deadline = time.monotonic() + 10
+    while not _at_a_call(ident, function, call) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def _at_a_call(ident: int | None, function: str, call: str) -> bool:
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return call in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return False
 

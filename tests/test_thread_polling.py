@@ -4,6 +4,7 @@ on a training step of another thread."""
 
 from __future__ import annotations
 
+import linecache
 import sys
 import threading
 import time
@@ -36,13 +37,19 @@ def test_only_the_expressions_of_a_code_objects_lines_are_its_names() -> None:
     assert polling._read(code) is read  # kept, found again by identity
 
 
-def _polled_by_this_thread(wait: Any) -> bool:
-    """Whether a thread started here finds this one polling it while this one runs ``wait(thread)``."""
+def _polled_by_this_thread(wait: Any, looked: threading.Event | None = None) -> bool:
+    """Whether a thread started here finds this one polling it while this one runs ``wait(thread)``,
+    looked at once this one is at the sleep or the join of ``_wait`` (a fixed sleep before the look found
+    it still in the thread's ``start()`` now and then on a loaded machine); ``looked`` set after."""
     me, seen = threading.get_ident(), []
 
     def look() -> None:
-        time.sleep(0.02)
+        deadline = time.monotonic() + 10
+        while not _at_the_wait(me) and time.monotonic() < deadline:
+            time.sleep(0.001)
         seen.append(polling.polls_this_thread(sys._current_frames()[me]))
+        if looked is not None:
+            looked.set()
 
     thread = threading.Thread(target=look)
     thread.start()
@@ -59,6 +66,17 @@ def _wait(thread: threading.Thread, other: threading.Thread | None = None) -> No
         other.join(10)  # the same code polls the thread, in the branch not taken
 
 
+def _at_the_wait(ident: int) -> bool:
+    """Whether thread ``ident`` runs ``_wait`` at its sleep or its join."""
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        if frame.f_code is _wait.__code__:
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+            return "sleep(" in line or "join(" in line
+        frame = frame.f_back
+    return False
+
+
 def test_a_join_of_another_thread_beside_a_poll_loop_is_not_a_poll() -> None:
     """A script that polls its trainer in one branch and joins a logger in another (both at its top level,
     one code object): the join, a wait on a line of code that asks the trainer's is_alive(), was taken for
@@ -66,9 +84,10 @@ def test_a_join_of_another_thread_beside_a_poll_loop_is_not_a_poll() -> None:
     trainer takes over counting the steps", where a join of another thread hands nothing over). Only a
     wait inside the loop that asks is a poll."""
     assert _polled_by_this_thread(_wait)
-    logger = threading.Thread(target=time.sleep, args=(0.1,))
+    looked = threading.Event()
+    logger = threading.Thread(target=looked.wait, args=(10,))  # joined until the look is done
     logger.start()
-    assert not _polled_by_this_thread(lambda thread: _wait(thread, logger))
+    assert not _polled_by_this_thread(lambda thread: _wait(thread, logger), looked)
 
 
 def _asking_between_sleeps(thread: threading.Thread) -> Any:
