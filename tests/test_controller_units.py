@@ -1403,7 +1403,9 @@ class SigtermRig:
         self.guard._grace = _scaled(signals.PEER_GRACE_S)
         with signals.export_hold(signals.PROFILER_START):
             self.guard._export_deadline = time.monotonic() + _scaled(20.0)  # the hold's limit, scaled
-            self.arrived = time.monotonic()
+            # the signal comes: noted now, as its watcher notes it when woken (a loaded machine started the
+            # thread late, and every wait counted from then on)
+            self.arrived = self.guard._note_arrival()
             self.watcher.start()  # the watcher, as the signal comes
             time.sleep(_scaled(hold_s))
 

@@ -57,7 +57,7 @@ def _watched_through_a_hold(guard: SigtermGuard, holding: str) -> tuple[threadin
     watcher = threading.Thread(target=guard._give_handler_time)
     with signals.export_hold(holding):
         guard._export_deadline = time.monotonic() + HOLD_LIMIT_S  # the hold's limit, scaled
-        arrived = time.monotonic()
+        arrived = guard._note_arrival()  # as the watcher notes it when woken (its thread may start late)
         watcher.start()
         time.sleep(18.0 * SCALE)  # what is held goes on
     return watcher, arrived
