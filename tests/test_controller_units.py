@@ -1858,15 +1858,32 @@ def test_a_capture_open_on_a_driver_that_waits_for_the_stepping_thread_is_said_o
 
 
 class _GilHandedOver:
-    """``time`` for the controller, its ``sleep(0)`` (a yield of the GIL) long enough that the thread
-    yielded to surely runs (the interpreter's switch interval is huge in the test below)."""
+    """``time`` for the controller, its ``sleep(0)`` (a yield of the GIL) lasting until the thread
+    yielded to has left ``Thread.start()`` (the interpreter's switch interval is huge in the tests below:
+    it runs only while this one sleeps; a fixed 50 ms was too short for a loaded machine now and then)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)
 
     @staticmethod
     def sleep(seconds: float) -> None:
-        time.sleep(seconds or 0.05)
+        if seconds:
+            time.sleep(seconds)
+            return
+        deadline = time.monotonic() + 10
+        while _a_thread_in_start() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+
+def _a_thread_in_start() -> bool:
+    """Whether another thread is inside ``threading.Thread.start()``."""
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        while frame is not None and ident != me:
+            if frame.f_code.co_name == "start" and frame.f_code.co_filename == threading.__file__:
+                return True
+            frame = frame.f_back
+    return False
 
 
 def test_a_thread_that_steps_while_the_driver_is_still_in_its_start_takes_over_at_its_third_step(
