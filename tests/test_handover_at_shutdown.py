@@ -97,6 +97,7 @@ def test_a_drain_inside_the_exits_drain_keeps_the_exits_bound(monkeypatch: pytes
     a memory snapshot is copied) drains again from its handler: that wait must end at the exit's own
     bound, not 5 s after it (the exit then took up to twice what docs/architecture.md says)."""
     import time
+    import types
 
     read_end, write_end = os.pipe()
     handover = postprocess._Handover(OwnedFd(write_end))
@@ -105,21 +106,24 @@ def test_a_drain_inside_the_exits_drain_keeps_the_exits_bound(monkeypatch: pytes
     handover.submitted = 1
     handover.task = Copy()  # a copy under way: the wait is not cut short as a stalled pipe's
     inner: list[float] = []
-    sleep = time.sleep
+    # the hand-over's clock, moved by its own pauses only: the waits are read, not a loaded machine's stalls
+    clock = types.SimpleNamespace(now=time.monotonic())
+    clock.monotonic = lambda: clock.now
 
     def signal_lands(seconds: float) -> None:  # the first pause of the exit's wait runs the handler
         if not inner:
-            began = time.monotonic()
+            began = clock.now
             inner.append(0.0)
             handover.drain(timeout_s=5)
-            inner[0] = time.monotonic() - began
-        sleep(seconds)
+            inner[0] = clock.now - began
+        clock.now += seconds
 
-    monkeypatch.setattr(postprocess.time, "sleep", signal_lands)
+    clock.sleep = signal_lands
+    monkeypatch.setattr(postprocess, "time", clock)
     try:
-        began = time.monotonic()
+        began = clock.now
         handover.drain(timeout_s=0.5)
-        outer = time.monotonic() - began
+        outer = clock.now - began
     finally:
         monkeypatch.undo()
         os.close(read_end)
