@@ -1322,9 +1322,13 @@ def test_a_sigterm_waits_for_the_recording_threads_step_in_flight_and_its_export
 # torchrun's and Slurm's SIGKILL 30 s after their SIGTERM, npuprof's 28 s (of which 2 s for the hand-over),
 # the hold's 20 s, the controller's 10 s and 18 s, the watcher's 5 s grace in a rank of several
 # (docs/architecture.md, "Signals"): all scaled by SIGTERM_SCALE, in seconds of the signal's time.
-SIGTERM_SCALE = 0.15
-SIGTERM_DEATH_S = 28.0  # the most from the signal to the process's death
+# (0.15 once: a machine loaded 3x beyond CI's woke the hand-over's thread 0.05-0.5 s of scaled time late)
+SIGTERM_SCALE = 0.2
+SIGTERM_DEATH_S = 28.0  # the most from the signal to the process's death, as npuprof plans it
 SIGTERM_FINISH_S = 26.0  # ... less the hand-over's 2 s: when the finish is given up
+# what the user sees: the death before the launcher's SIGKILL (a wait counted from the handler's start, the
+# bugs these tests guard, ended 33-34.5 s after the signal); 28 s itself is only as exact as the scheduler
+SIGKILL_S = 30.0
 
 
 def _scaled(seconds: float) -> float:
@@ -1459,7 +1463,7 @@ def test_a_sigterm_handled_after_a_hold_gives_up_on_the_step_in_flight_before_th
         trainer.join(10)
         sig.put_down()
     assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished() < _scaled(SIGTERM_DEATH_S), sig.finished()
-    assert sig.handed_over() < _scaled(SIGTERM_DEATH_S), sig.handed_over()
+    assert sig.handed_over() < _scaled(SIGKILL_S), sig.handed_over()
     assert not sig.died or sig.died[0] > sig.pipe.drained[0][1], "the watcher killed the handler mid-wait"
     (said,) = sig.given_up()
     assert "(its next step boundary)" in said and "26 s after the signal" in said, said
@@ -1485,7 +1489,7 @@ def test_a_sigterm_finished_by_the_watcher_after_a_hold_dies_before_the_sigkill(
     assert sig.died, "the watcher never let the process die"
     assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished(), sig.finished()
     died = sig.died[0] - sig.arrived
-    assert sig.handed_over() <= died < _scaled(SIGTERM_DEATH_S), died
+    assert sig.handed_over() <= died < _scaled(SIGKILL_S), died
     (said,) = sig.given_up()
     assert "(its next step boundary)" in said, said
 
@@ -1525,7 +1529,7 @@ def test_a_sigterm_after_a_hold_gives_up_on_a_decisions_export_before_the_sigkil
         ("finish", 2, "stopped by SIGTERM", "complete", 3),
     ]
     assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished() < _scaled(SIGTERM_DEATH_S), sig.finished()
-    assert sig.handed_over() < _scaled(SIGTERM_DEATH_S), sig.handed_over()
+    assert sig.handed_over() < _scaled(SIGKILL_S), sig.handed_over()
     (said,) = sig.given_up()
     assert "(its trace export)" in said, said
 
