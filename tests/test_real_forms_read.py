@@ -793,6 +793,31 @@ def test_a_collective_torch_records_three_ways_counts_once(tmp_path: Path) -> No
     assert rank["communication"] == {"operators": 1, "time_us": kernel["dur"], "size_mb": 1000 * 4 / 1e6}
 
 
+def test_a_collectives_nelems_of_nan_is_unknown_not_zero(tmp_path: Path) -> None:
+    """A record_param_comms whose ``In msg nelems`` is NaN (a tool's json.dump; read as "?") beside a known
+    ``Out msg nelems`` was sized 0 bytes, the "?" taken over the other count; it is sized by the count that
+    is a number, and one with no count that is a number has its size said unknown, not 0."""
+    kernel = _x("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 320, 300, 0, 9, "kernel", stream=9, correlation=11,
+                **{"External id": 3})  # fmt: skip
+
+    def trace(name: str, nelems_in: float, nelems_out: float) -> Path:
+        comms = {"Collective name": "allreduce", "In msg nelems": nelems_in, "Out msg nelems": nelems_out,
+                 "dtype": "Float", "External id": 3}  # fmt: skip
+        events = [
+            _meta(1, "python"),
+            _meta(0, "GPU 0"),
+            _x("ProfilerStep#1", 0, 1000, 1, 1, "user_annotation"),
+            _x("record_param_comms", 300, 15, 1, 1, "cpu_op", **comms),
+            kernel,
+        ]
+        return _write(tmp_path / name, {"traceEvents": events})
+
+    (rank,) = _analyse_json(trace("in_nan.json", float("nan"), 1000))["ranks"]
+    assert rank["communication"] == {"operators": 1, "time_us": kernel["dur"], "size_mb": 1000 * 4 / 1e6}
+    (rank,) = _analyse_json(trace("both_nan.json", float("inf"), float("nan")))["ranks"]
+    assert rank["communication"] == {"operators": 1, "time_us": kernel["dur"], "size_unknown_operators": 1}
+
+
 def test_nccls_sendrecv_kernel_is_a_receive_only_when_its_record_says_so(tmp_path: Path) -> None:
     """NCCL runs both directions of point-to-point as ncclDevKernel_SendRecv: a send was read as a receive
     (the pipeline's bubble, 200 µs of it in a step that waited for nothing)."""

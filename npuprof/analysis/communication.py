@@ -84,6 +84,7 @@ TRANSPORT = "SDMA"
 # the trace's args and distributedInfo are whatever the file says: a value of another type or out of range
 # counts as absent
 _BAD_NUMBER = (TypeError, ValueError, OverflowError)
+_NELEMS_KEYS = ("In msg nelems", "Out msg nelems")
 
 
 @dataclass
@@ -150,6 +151,27 @@ def _as_float(value: Any) -> float:
     except _BAD_NUMBER:
         return 0.0
     return number if math.isfinite(number) else 0.0
+
+
+def _message_elements(args: dict[str, Any]) -> float | None:
+    """The elements a ``record_param_comms`` moves: its ``In msg nelems``, else its ``Out msg nelems``
+    (0 when neither is given); None when those given are no number, as an arg of NaN or Infinity reads
+    (docs/formats.md, "Values torch wrote that are no JSON"): its size is then unknown, not 0."""
+    given = [args[key] for key in _NELEMS_KEYS if args.get(key) is not None]
+    numbers = [number for number in map(_finite_or_none, given) if number is not None]
+    if not numbers:
+        return None if given else 0.0
+    return next((number for number in numbers if number), 0.0)
+
+
+def _finite_or_none(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except _BAD_NUMBER:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _ranks_of(value: Any) -> list[int]:
@@ -280,9 +302,10 @@ def collect(x: Extract, meta: dict[str, Any], calls: Sequence[Call] = ()) -> lis
             coll = str(args.get("Collective name", "unknown"))
             if coll in ("barrier", "wait"):
                 continue
-            count = _as_float(args.get("In msg nelems") or args.get("Out msg nelems") or 0)
+            count = _message_elements(args)
             dtype = str(args.get("dtype", "float"))
-            element = _dtype_size(dtype)
+            element = _dtype_size(dtype) if count is not None else None
+            count = count or 0.0
             group = str(args.get("Process Group Name", default_group))
             ranks = _ranks_of(args.get("Process Group Ranks")) or default_ranks
             dev = dev_by_ext.get((keys[thread][0] if by_process else None, vocab.external_id(args)))
