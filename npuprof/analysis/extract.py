@@ -52,6 +52,7 @@ from npuprof.analysis.trace_loader import (
     described_event,
     no_time,
 )
+from npuprof.analysis.trace_repairs import NOT_A_NUMBER
 
 
 class EventError(ValueError):
@@ -296,8 +297,7 @@ def _external_ids(kargs: list[Any]) -> np.ndarray:
 # device: its process), it reads as absent and the event is kept; where a figure or a link needs it (a
 # [memory] event's Bytes and totals, an External id, a correlation) the event is left out as damaged, said
 # as NaN or Infinity (docs/formats.md, "Values torch wrote that are no JSON").
-NOT_A_NUMBER = "?"
-_NOT_A_NUMBER_TEXT = b'"?"'
+_NOT_A_NUMBER_TEXT = f'"{NOT_A_NUMBER}"'.encode()
 _SHOWN_ONLY = {_KERNEL_ARGS: frozenset(("stream", "device", "grid", "bytes"))}
 
 

@@ -61,7 +61,13 @@ from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.cells import json_string_text
 from npuprof.analysis.damaged import LEAD, Damaged
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
-from npuprof.analysis.trace_repairs import SURROGATE_ESCAPE, repaired_names, repaired_strings, repaired_values
+from npuprof.analysis.trace_repairs import (
+    NOT_A_NUMBER,
+    SURROGATE_ESCAPE,
+    repaired_names,
+    repaired_strings,
+    repaired_values,
+)
 
 __all__ = [
     "FORM_ARRAY",
@@ -704,7 +710,7 @@ class TraceReader:
                 if not self.damaged.first and self.first_check is not None and good:
                     # (counted when that reader leaves it out: here only which comes first)
                     self.damaged.first = self.first_check(decoder.decode(b"[" + b",".join(good) + b"]")) or ""
-                self.damaged.add(_problem(exc), _bad_event(one, exc))
+                self.damaged.add(_problem(exc, one), _bad_event(one, exc))
                 self._note_damaged_fetch(one)
                 read = self.event_count + len(good)
                 if self._from_first and self.damaged.total > read + LEAD:
@@ -1253,15 +1259,30 @@ def raw_ts_is_no_time(raw: Any) -> bool:
     return _decimal(text[1:-1]) is None
 
 
-def _problem(exc: msgspec.DecodeError) -> str:
-    """msgspec's words for what is wrong with one event, its path made relative to the event."""
+_FAILED_TIME = re.compile(r" - at `(?:\$\[0\]|event)\.(ts|dur)`$")  # msgspec's path, or _NO_TIME's
+
+
+def _problem(exc: msgspec.DecodeError, raw: bytes = b"") -> str:
+    """msgspec's words for what is wrong with one event (``raw``), its path made relative to the event;
+    a ts or dur of NaN or Infinity (read as "?": trace_repairs) said so, not as a string the trace lacks."""
+    failed = _FAILED_TIME.search(str(exc))
+    if failed and raw and _time_is_not_a_number(raw, failed[1]):
+        return f"event.{failed[1]} is NaN or Infinity"
     return str(exc).replace("`$[0]", "`event")
+
+
+def _time_is_not_a_number(raw: bytes, key: str) -> bool:
+    try:
+        event = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(event, dict) and event.get(key) == NOT_A_NUMBER
 
 
 def _bad_event(raw: bytes, exc: msgspec.DecodeError) -> str:
     """One line: what is wrong with the event ``raw`` (msgspec's words, its path made relative to the
     event), and its start."""
-    problem = _problem(exc)
+    problem = _problem(exc, raw)
     text = " ".join(raw[:_SNIPPET].decode("utf-8", "replace").split())  # one line, however it was indented
     return f"an event of the wrong shape ({problem}): {text}{'...' if len(raw) > _SNIPPET else ''}"
 

@@ -55,6 +55,7 @@ _BANDWIDTH_NO_NUMBER = re.compile(
 # Each NaN or Infinity is found with bytes.find and its key read backwards from it (a regex tried a match at
 # every '"' of the chunk: 0.4 s for 18 MB); a key whose quotes are escaped is text inside a string, no key.
 _NOT_A_NUMBER_TOKENS = (b"NaN", b"Infinity")
+NOT_A_NUMBER = "?"  # what each is read as
 _VALUE_ENDS = re.compile(rb"[ \t\r\n]*[,}\]]")
 _KEY_LIMIT = 1 << 10  # bytes of a key read back from its value
 _TIME_KEYS = frozenset((b"ts", b"dur"))
@@ -148,7 +149,7 @@ def _not_numbers_overwritten(
         text = bytearray(framed)
     counts: dict[str, int] = {}
     for start, end, kind in found:
-        text[start:end] = b'"?"'.ljust(end - start)  # type: ignore[index]
+        text[start:end] = f'"{NOT_A_NUMBER}"'.encode().ljust(end - start)  # type: ignore[index]
         counts[kind] = counts.get(kind, 0) + 1
     return text, counts
 
