@@ -101,3 +101,14 @@ def test_steps_filter_the_communication_totals(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         (rank,) = _json.loads(result.stdout)["ranks"]
         assert rank["communication"] == figures, steps
+
+
+def test_a_dim_of_nan_gives_an_unknown_size_not_zero(tmp_path: Path) -> None:
+    """A gloo span's Input Dims holding NaN (a tool's json.dump, read as "?": docs/formats.md) was sized
+    0 MB, its bandwidth 0; its size is unknown."""
+    trace = cpu_trace()
+    (span,) = [e for e in trace["traceEvents"] if e["name"] == "gloo:all_reduce"]
+    span["args"]["Input Dims"][0][0] = float("nan")
+    summary, record = _parse(tmp_path, trace)
+    assert summary == {"operators": 1, "time_us": 300.0, "size_unknown_operators": 1}
+    assert record["Communication Bandwidth Info"]["SDMA"]["Transit Size(MB)"] == 0.0

@@ -131,18 +131,21 @@ def _dtype_size(dtype: Any) -> int | None:
     return _DTYPE_BYTES.get(text)
 
 
-def _nelems(dims: Any) -> int:
-    """Elements in the first tensor(-list) input of Input Dims (0 when they are not lists of numbers)."""
+def _nelems(dims: Any) -> int | None:
+    """Elements in the first tensor(-list) input of Input Dims (0 when they are not lists); None when a
+    dim of it is no number (one of NaN or Infinity, read as "?": docs/formats.md): not known."""
     if not isinstance(dims, list) or not dims:
         return 0
     first = dims[0]
     if isinstance(first, list) and first and isinstance(first[0], list):  # TensorList
-        return sum(_prod(d) for d in first if isinstance(d, list))
+        counts = [_prod(d) for d in first if isinstance(d, list)]
+        known = [count for count in counts if count is not None]
+        return sum(known) if len(known) == len(counts) else None
     return _prod(first) if isinstance(first, list) else 0
 
 
-def _prod(shape: list[Any]) -> int:
-    return math.prod(shape) if all(isinstance(n, int | float) for n in shape) else 0
+def _prod(shape: list[Any]) -> int | None:
+    return math.prod(shape) if all(isinstance(n, int | float) for n in shape) else None
 
 
 def _as_float(value: Any) -> float:
@@ -320,8 +323,9 @@ def collect(x: Extract, meta: dict[str, Any], calls: Sequence[Call] = ()) -> lis
             dims = args.get("Input Dims")  # recorded only with --record-shapes
             if isinstance(dims, str):  # torch_npu's form (extract.npu_dims)
                 dims = npu_dims(dims)
-            count = _as_float(_nelems(dims))
-            element = _dtype_size(dtype) if dims is not None else None
+            nelems = _nelems(dims)
+            count = _as_float(nelems or 0)
+            element = _dtype_size(dtype) if dims is not None and nelems is not None else None
             group, ranks = default_group, default_ranks
             dev = dev_by_ext.get(
                 (keys[thread][0] if by_process else None, vocab.external_id(args))
