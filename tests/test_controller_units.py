@@ -217,7 +217,7 @@ class Rig:
         space: Any = None,
         arm: bool = True,
         on_profiling: Any = None,
-        backend_costs_an_import: bool = False,
+        backend_costs_an_import: bool | Any = False,  # or a function asked at each skip
     ) -> None:
         self.plan = plan
         self.cfg = cfg or ProfileConfig()
@@ -253,7 +253,7 @@ class Rig:
             on_arm=on_arm,
             space=space,
             on_profiling=on_profiling or self.profiling.append,
-            backend_costs_an_import=lambda: backend_costs_an_import,
+            backend_costs_an_import=costs if callable(costs := backend_costs_an_import) else lambda: costs,
         )
         if arm:
             self.c.arm()
@@ -660,6 +660,42 @@ def test_a_window_skipped_before_torch_loads_makes_no_backend() -> None:
     skipped = ("skipped", 2, "capture at step 2 skipped: full")
     assert rig.skip_sink.events == [skipped, skipped]
     assert rig.sink.events == [("begin", 4)]
+
+
+def test_a_skip_after_torch_loads_names_the_backend_and_no_directory_twice() -> None:
+    """A --step-on job's window skipped before it loaded torch is recorded without a backend; the job then
+    imports torch, and a later window of another directory (--dynamic's prof_dir) was recorded by that
+    sink still, its record naming no backend though torch was loaded. It is the captures' sink's now; a
+    directory the first recorded a skip in stays the first's (one record a directory)."""
+
+    class Space:
+        def ok_for(self, path: str) -> bool:
+            return False
+
+        def describe(self, path: str) -> str:
+            return "full"
+
+        def fix(self, path: str) -> str:
+            return "--min-free-space 0 turns the check off"
+
+    class OutputSink(Sink):
+        def skipped(self, step: int, detail: str, output: str) -> None:
+            self.events.append(("skipped", step, output))
+
+    class Plan(TorchPlan):  # windows at 2, 4 and 6: the last into another directory
+        def config_at(self, step: int) -> ProfileConfig | None:
+            return ProfileConfig(output="B" if step >= 6 else "A")
+
+    loaded: list[bool] = []
+    rig = Rig(Plan(skip_first=1, wait=1, warmup=0, active=1, repeat=0), space=Space(),
+              backend_costs_an_import=lambda: not loaded)  # fmt: skip
+    rig.sink, rig.skip_sink = OutputSink(), OutputSink()
+    rig.run(3)  # window 2, before torch is loaded
+    loaded.append(True)  # the job imports torch
+    rig.run(4)  # windows 4 (A again) and 6 (B)
+    assert rig.made == ["sink without a backend", "backend", "sink"]
+    assert rig.skip_sink.events == [("skipped", 2, "A"), ("skipped", 4, "A")]
+    assert rig.sink.events == [("skipped", 6, "B")]
 
 
 def test_the_only_window_that_cannot_begin_is_not_said_to_be_tried_again() -> None:

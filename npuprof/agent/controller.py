@@ -149,6 +149,7 @@ class CaptureController:
         # skipped window's record can be written without it (_sink_for_a_skip)
         self._backend_costs_an_import = backend_costs_an_import or (lambda: False)
         self._skip_sink: CaptureSink | None = None  # the sink of such records, made without a backend
+        self._skipped_without_backend: set[str] = set()  # the outputs it recorded a skip in
         self.step = 0
         self.windows_skipped = 0  # capture windows that could not record (no room, no directory)
         self.next_check = 0
@@ -879,18 +880,22 @@ class CaptureController:
             self.windows_skipped += 1
             fix = self.space.fix(self.cfg.output)
             self.log.warn_once("disk-space", f"{message}; training goes on ({fix})")
-            self._sink_for_a_skip().skipped(step, message, self.cfg.output)
+            self._sink_for_a_skip(self.cfg.output).skipped(step, message, self.cfg.output)
             return False, self.space.describe(self.cfg.output)
         return None
 
-    def _sink_for_a_skip(self) -> CaptureSink:
-        """The sink that records a skipped window: the captures' own; but, before it is made, one made
-        without a backend where making that would import torch (seconds on the step path, and a CUDA
-        context, for a window known not to run: a --step-on job that has not loaded torch), which keeps
-        recording the skips of this process."""
-        if self._skip_sink is None and self.sink is None and self._backend_costs_an_import():
-            self._skip_sink = self._sink_factory(None)
-        if self._skip_sink is not None:
+    def _sink_for_a_skip(self, output: str) -> CaptureSink:
+        """The sink that records a skipped window into ``output``: the captures' own; but, before it is
+        made, one made without a backend while making that would import torch (seconds on the step path,
+        and a CUDA context, for a window known not to run: a --step-on job that has not loaded torch). That
+        one keeps the directories it recorded a skip in (a sink records one a directory); once torch is
+        loaded, another directory's skip names the backend (docs/formats.md, the capture record)."""
+        if self.sink is None and self._backend_costs_an_import():
+            if self._skip_sink is None:
+                self._skip_sink = self._sink_factory(None)
+            self._skipped_without_backend.add(output)
+            return self._skip_sink
+        if self._skip_sink is not None and output in self._skipped_without_backend:
             return self._skip_sink
         self._ensure_sink()
         assert self.sink is not None
@@ -1335,6 +1340,7 @@ class CaptureController:
         self.backend = None
         self.sink = None
         self._skip_sink = None
+        self._skipped_without_backend = set()
         self.action = Action.NONE
         self.step = 0
         self._missed_while_recording = (0, "")
