@@ -327,8 +327,12 @@ def test_a_broken_stderr_pipe_keeps_the_jobs_exit_code(out: Path, tmp_path: Path
 
 
 def test_a_broken_stderr_pipe_never_stops_npuprof_reaping_a_killed_job(out: Path, tmp_path: Path) -> None:
-    # SIGINT ignored before the job says it started: the first Ctrl-C cannot come in between
-    job = _exit_3_job(tmp_path, "time.sleep(60)\n", before="signal.signal(signal.SIGINT, signal.SIG_IGN)\n")
+    from npuprof import launch
+
+    # SIGINT noted, not obeyed, before the job says it started: the first Ctrl-C cannot come in between
+    heard = tmp_path / "heard"
+    notes = f"signal.signal(signal.SIGINT, lambda *_: open({str(heard)!r}, 'a').write('SIGINT\\n'))\n"
+    job = _exit_3_job(tmp_path, "time.sleep(60)\n", before=notes)
     read_end, write_end = os.pipe()
     os.close(read_end)
     proc = subprocess.Popen(
@@ -339,7 +343,10 @@ def test_a_broken_stderr_pipe_never_stops_npuprof_reaping_a_killed_job(out: Path
     try:
         _wait_for((tmp_path / "started").exists, "the job to start")
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        _wait_for(heard.exists, "the job to get the first SIGINT")
+        # npuprof noted the first before passing it on: a second one SAME_CTRL_C_S after it is a Ctrl-C of
+        # its own (a fixed 0.5 s from the send was none for a launcher off the CPU meanwhile)
+        time.sleep(launch.SAME_CTRL_C_S + 0.05)
         proc.send_signal(signal.SIGINT)  # the second one kills the job and says so on the broken stderr
         proc.wait(timeout=60)
     finally:

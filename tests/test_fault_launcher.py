@@ -235,10 +235,13 @@ def test_sighup_to_npuprof_ends_the_job_and_npuprof_dies_of_it(out: Path, tmp_pa
 def test_a_second_sigint_kills_the_jobs_process_group(out: Path, tmp_path: Path) -> None:
     """... and the run's processes outside it: torchrun starts each worker in a session of its own, and
     killing torchrun left them running (hung in a collective, npuprof waiting for them)."""
+    from npuprof import launch
+
+    heard = tmp_path / "heard"
     script = _job_script(
         tmp_path,
         "import subprocess\n"
-        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        f"signal.signal(signal.SIGINT, lambda *_: open({str(heard)!r}, 'a').write('SIGINT\\n'))\n"
         "sleeper = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
         "child = subprocess.Popen(sleeper, start_new_session=True)\n"
         # written whole, then named: the test reads it as soon as the name is there
@@ -256,7 +259,10 @@ def test_a_second_sigint_kills_the_jobs_process_group(out: Path, tmp_path: Path)
         job = int((tmp_path / "started").read_text())
         grandchild = int((tmp_path / "grandchild").read_text())
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        _wait_for(heard.exists, "the job to get the first SIGINT")
+        # npuprof noted the first before passing it on: a second one SAME_CTRL_C_S after it is a Ctrl-C of
+        # its own (a fixed 0.5 s from the send was none for a launcher off the CPU meanwhile)
+        time.sleep(launch.SAME_CTRL_C_S + 0.05)
         assert proc.poll() is None and _state(job) != "Z", "one SIGINT must only be forwarded"
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=20)
