@@ -1027,14 +1027,16 @@ def _signal_a_stopped_job(out: Path, tmp_path: Path, signum: int, trains: bool =
         "for s in range(6):\n"
         "    step()\n"
         "    if s == 2:\n"
-        f"        open({str(stopped)!r}, 'w').close()\n"
+        f"        open({str(stopped)!r}, 'w').write(str(os.getpid()))\n"
         "        os.kill(os.getpid(), signal.SIGSTOP)\n",
     )
     with _launched(
         "run", "-o", str(out), "--no-analyse", *sched(1, 0, 50), "--", sys.executable, str(script)
     ) as job:
-        _wait_for(stopped.exists, "the job to stop itself")
-        time.sleep(0.5)
+        # stopped, not about to stop (a job off the CPU between its note and its SIGSTOP took the signal
+        # running: dead of SIGALRM without a stop, or stopped after npuprof's SIGTERM, never continued)
+        _wait_for(lambda: stopped.exists() and stopped.read_text(), "the job to say it stops")
+        _wait_for(lambda: _state(int(stopped.read_text())) == "T", "the job to stop itself")
         job.send_signal(signum)
         try:
             _, err = job.communicate(timeout=30)
@@ -1203,7 +1205,10 @@ def test_the_other_signals_sent_to_the_launcher_reach_the_job_or_nothing(
             number = str(int(signum))  # (str() of an IntEnum is its name on 3.10)
             _wait_for(lambda: heard.exists() and number in heard.read_text(), "the job to hear it", 20)
         if fate != "dies":
-            time.sleep(0.2)
+            # once it has settled (R until it has taken the signal: the send woke it), where a fixed 0.2 s
+            # found a launcher still on its way back to its wait, R
+            settled = lambda: _state(job.pid) not in ("R", "D")  # noqa: E731
+            _wait_for(settled, f"npuprof to take {_name(signum)}", 10)
             assert _state(job.pid) == "S", f"npuprof is {_state(job.pid)} after {_name(signum)}"
             job.send_signal(signal.SIGUSR1)
         _, err = job.communicate(timeout=30)
