@@ -1679,26 +1679,45 @@ def test_a_sigcont_to_the_launcher_continues_a_stopped_job(monkeypatch: pytest.M
     assert (end.returncode, end.forwarded) == (-signal.SIGINT, [signal.SIGINT])
 
 
-def test_the_time_the_job_was_stopped_is_said_apart_from_the_time_it_ran() -> None:
+def test_the_time_the_job_was_stopped_is_said_apart_from_the_time_it_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """npuprof_run.json's wall_seconds counts the time the job was stopped (Ctrl-Z and `fg` an hour later,
     kill -STOP, a scheduler's suspend) and nothing said so; the launcher's wait now sees the job's stops
     and continuations, and the record gives their time as stopped_seconds. In-process: a job stopped for
-    about a second, then running 1.5 s more; counted until its end, the stop would take that too."""
+    about a second, then running 1.5 s more; counted until its end, the stop would take that too. Each
+    step waits until the wait has reported the one before (a wait off the CPU for the 1.5 s saw no
+    continuation before the job's death, and counted the stop to its end)."""
     import threading
 
     from npuprof import launch
 
-    stopped_for: list[float] = []
+    reported = {"stopped": threading.Event(), "continued": threading.Event()}
+
+    class Reported(launch._JobStops):
+        def stopped(self) -> None:
+            super().stopped()
+            reported["stopped"].set()
+
+        def continued(self) -> None:
+            super().continued()
+            reported["continued"].set()
+
+    monkeypatch.setattr(launch, "_JobStops", Reported)
+    at: dict[str, float] = {}
     job: list[int] = []
 
     def stop_continue_end() -> None:
         _wait_for(lambda: bool(job), "the job to start")
+        at["stop"] = time.monotonic()
         os.kill(job[0], signal.SIGSTOP)
-        _wait_for(lambda: _state(job[0]) == "T", "the job to stop")
-        seen = time.monotonic()
+        reported["stopped"].wait(30)
+        at["stop reported"] = time.monotonic()
         time.sleep(1.0)
-        stopped_for.append(time.monotonic() - seen)
+        at["continue"] = time.monotonic()
         os.kill(job[0], signal.SIGCONT)
+        reported["continued"].wait(30)
+        at["continue reported"] = time.monotonic()
         time.sleep(1.5)
         os.kill(job[0], signal.SIGTERM)
 
@@ -1711,9 +1730,11 @@ def test_the_time_the_job_was_stopped_is_said_apart_from_the_time_it_ran() -> No
         _kill_quietly(job[0] if job else None)
     driver.join(5)
     assert end.returncode == -signal.SIGTERM
-    # from the stop the wait reported to the continuation it reported: at least most of the second the
-    # test saw the job stopped, and nothing of the 1.5 s it ran after
-    assert 0.5 <= end.stopped_s < stopped_for[0] + 1.0, (end.stopped_s, stopped_for)
+    # from the stop the wait reported to the continuation it reported: at least from the report of the stop
+    # to the SIGCONT (the second the test held it stopped), at most from the SIGSTOP to the report of the
+    # continuation, nothing of the 1.5 s it ran after
+    least, most = at["continue"] - at["stop reported"], at["continue reported"] - at["stop"]
+    assert 1.0 <= least <= end.stopped_s <= most, (end.stopped_s, at)
 
 
 @pytest.mark.parametrize(("given", "shown"), [("-1", []), ("1,-1", [1]), ("0,1048576", [0])])
