@@ -151,7 +151,13 @@ def test_a_job_killed_by_sigint_kills_npuprof_by_sigint_after_its_record(out: Pa
 
 
 def test_ctrl_c_stops_a_shell_loop_around_npuprof(out: Path, tmp_path: Path) -> None:
-    script = _job_script(tmp_path, "time.sleep(3)\n")
+    # the first run waits for the Ctrl-C (a run of 3 s ended by itself under a test starved that long: the
+    # loop went on, as if past the Ctrl-C); a second run, the loop gone on, ends at once
+    flag = tmp_path / "ran-once"
+    script = _job_script(
+        tmp_path,
+        f"if os.path.exists({str(flag)!r}):\n    sys.exit(0)\nopen({str(flag)!r}, 'w')\ntime.sleep(60)\n",
+    )
     run = shlex.join([*NPUPROF, "run", "-o", str(out), "--", sys.executable, str(script)])
     loop = f'for i in 1 2; do {run}; echo "after-$i"; done'
     shell = subprocess.Popen(
