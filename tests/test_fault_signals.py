@@ -1309,38 +1309,43 @@ def test_signals_flooding_the_launcher_at_the_jobs_end_never_lose_its_record(
     back at their default: a SIGTERM then killed the launcher before its run record (end, exit code) was
     written, 3 runs in 6 under a flood. The signals are held (pending) across that hand-over now."""
     # The job waits for the test's first SIGTERM to have reached the launcher (a busy CI host once left the
-    # test's process off the CPU until the job and npuprof had ended: no signal sent). No torch: the
-    # launcher's hand-over of its signals after the job's end is at stake, whatever the job did before.
-    script = _script(tmp_path, "ignores.py", (
-        "import os, signal, sys, time\n"
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "print('done', flush=True)\n"
-        "deadline = time.monotonic() + 30\n"
-        "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
-        "    time.sleep(0.005)\n"
-    ))  # fmt: skip
-    ends: list[int] = []
+    # test's process off the CPU until the job and npuprof had ended: no signal sent), and leaves a lock of
+    # its run held (conftest.hold_a_run_lock): npuprof then waits after the job, on until a SIGTERM of the
+    # flood comes after the job's end, where a launcher that was gone in ~0.1 s let a starved test's flood
+    # miss that end in each try. No torch: the launcher's hand-over of its signals after the job's end is at
+    # stake, whatever the job did before.
     for attempt in range(3):
         target, sent = out / str(attempt), tmp_path / f"sent{attempt}"
+        held, pids = tmp_path / f"held{attempt}", tmp_path / f"pids{attempt}"
+        script = _script(tmp_path, f"ignores{attempt}.py", hold_a_run_lock(target, held, pids) + (
+            "import os, signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('done', flush=True)\n"
+            "deadline = time.monotonic() + 30\n"
+            "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:\n"
+            "    time.sleep(0.005)\n"
+        ))  # fmt: skip
         command = ["run", "-o", str(target), *sched(1, 0, 2), "--", sys.executable, str(script), str(sent)]
-        with _launched(*command) as proc:
-            assert proc.stdout is not None
-            assert proc.stdout.readline() == "done\n"
-            os.kill(proc.pid, signal.SIGTERM)  # the job is alive: so is the launcher, which passes it on
-            sent.write_text("")
-            deadline = time.monotonic() + 30
-            while proc.poll() is None and time.monotonic() < deadline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGTERM)
-                time.sleep(0.0001)
-            proc.communicate(timeout=30)
-        # 0 when no SIGTERM of the flood came after the job's end (the test off the CPU meanwhile): the job
-        # ignored those before and exited 0, which the launcher passes on
-        ends.append(proc.returncode)
-        assert proc.returncode in (0, -signal.SIGTERM), proc.returncode
+        try:
+            with _launched(*command) as proc:
+                assert proc.stdout is not None
+                assert proc.stdout.readline() == "done\n"
+                os.kill(proc.pid, signal.SIGTERM)  # the job is alive: so is the launcher, which passes it on
+                sent.write_text("")
+                deadline = time.monotonic() + 30
+                while proc.poll() is None and time.monotonic() < deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(proc.pid, signal.SIGTERM)
+                    time.sleep(0.0001)
+                proc.communicate(timeout=30)
+        finally:
+            if pids.exists():
+                _kill(int(pids.read_text().split()[0]))  # the lock's holder
+        # the flood hit the launcher after the job's end (it waited for that): it dies of it, its record
+        # written; the job ignored those before, and exited 0
+        assert proc.returncode == -signal.SIGTERM, proc.returncode
         record = json.loads((target / "npuprof_run.json").read_text())
         assert record["end"] is not None and record["exit_code"] == 0, record
-    assert -signal.SIGTERM in ends, ends  # the flood hit the launcher after the job's end at least once
 
 
 def test_one_ctrl_c_passed_on_again_by_timeout_is_one_ctrl_c(out: Path, tmp_path: Path) -> None:
