@@ -383,6 +383,30 @@ def wait_for_state(pid: int, wanted: set[str], timeout: float = 10.0) -> str:
     return state
 
 
+def wait_until_blocked_in_a_futex(pid: int, timeout: float = 20.0) -> None:
+    """Until the main thread of ``pid`` has waited in a futex for 0.2 s (a mutex held for good: the GIL's
+    waits are shorter); 0.5 s where the kernel does not say. A fixed sleep after the process said it was
+    about to block let a signal come, on a loaded host, while it still ran Python code."""
+    import time
+
+    wchan = Path(f"/proc/{pid}/wchan")
+    deadline, since = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            where = wchan.read_text()
+        except OSError:
+            where = ""
+        if where in ("", "0"):  # hidden (kptr_restrict) or no such file
+            time.sleep(0.5)
+            return
+        now = time.monotonic()
+        since = (since or now) if where.startswith("futex") else None
+        if since is not None and now - since >= 0.2:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} never blocked in a mutex")
+
+
 def post_processor_served(tmp_path: Path, run_id: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, int]:
     """A post-processor started as `npuprof run`'s spawner starts it (a service of this process here, which
     ``hold()`` needs), and its pid."""

@@ -1484,7 +1484,7 @@ def test_a_sigterm_between_captures_while_the_main_thread_is_blocked_is_said_and
     import signal as signal_module
     import subprocess
 
-    from conftest import clean_env
+    from conftest import clean_env, wait_until_blocked_in_a_futex
 
     said = tmp_path / "said"
     script = tmp_path / "blocked.py"
@@ -1498,7 +1498,7 @@ def test_a_sigterm_between_captures_while_the_main_thread_is_blocked_is_said_and
         deadline = time.monotonic() + 60
         while not ready and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.01)
-        time.sleep(0.2)  # inside pthread_join
+        wait_until_blocked_in_a_futex(proc.pid)  # in the second pthread_mutex_lock
         sent = time.monotonic()
         proc.send_signal(signal_module.SIGTERM)
         _, err = proc.communicate(timeout=60)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import clean_env
+from conftest import clean_env, wait_until_blocked_in_a_futex
 
 _A_COPY_UNDER_WAY = """\
 import ctypes, os, sys, threading, time
@@ -90,28 +90,6 @@ agent._on_profiling(False)  # the capture's end, its snapshot still to copy
 {_BLOCKED}"""
 
 
-def _wait_until_blocked(pid: int) -> None:
-    """Until the main thread has waited in a futex for 0.2 s (the mutex: no other wait of its lasts that
-    long here); 0.5 s where the kernel does not say."""
-    wchan = Path(f"/proc/{pid}/wchan")
-    deadline, since = time.monotonic() + 20, None
-    while time.monotonic() < deadline:
-        try:
-            where = wchan.read_text()
-        except OSError:
-            where = ""
-        if where in ("", "0"):  # hidden (kptr_restrict) or no such file
-            time.sleep(0.5)
-            return
-        waits = where.startswith("futex")
-        now = time.monotonic()
-        since = (since or now) if waits else None
-        if since is not None and now - since >= 0.2:
-            return
-        time.sleep(0.02)
-    raise AssertionError("the job never blocked in its mutex")
-
-
 def test_a_sigterm_while_blocked_during_the_copy_finishes_the_copy_then_dies_of_it(tmp_path: Path) -> None:
     copied, err = _terminated_while_blocked(_BLOCKED_DURING_THE_COPY, tmp_path)
     assert copied.exists(), err  # a minute paced: only the hurried copy is done this soon
@@ -155,7 +133,7 @@ def _terminated_while_blocked(script: str, tmp_path: Path, within_s: float = 5 +
     )
     try:
         assert job.stdout is not None and job.stdout.readline() == "blocking\n", job.communicate(timeout=30)
-        _wait_until_blocked(job.pid)
+        wait_until_blocked_in_a_futex(job.pid)
         sent = time.monotonic()
         job.send_signal(signal.SIGTERM)
         _, err = job.communicate(timeout=30)
