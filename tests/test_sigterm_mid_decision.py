@@ -26,7 +26,14 @@ from npuprof.config import ProfileConfig
 out, block_s, on = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 mid_step = on == "thread-mid-step"  # the thread's step 2 (between two boundaries) lasts block_s instead
 controller_module.OTHER_THREAD_WAIT_S = 0.1  # the 2 s the handler waits for another thread, made short
-blocked, released = threading.Event(), threading.Event()
+blocked, signalled, released = threading.Event(), threading.Event(), threading.Event()
+
+def block():  # block_s from the handler's start, not from a killer's sleep that a loaded host stretches
+    blocked.set()
+    while not signalled.wait(0.01):  # short waits: a signal come just before one is run after it
+        pass
+    time.sleep(block_s)
+    released.set()
 
 # (CONTROLLER_LOG)
 class Schedule:  # steps 1-5 recorded
@@ -40,9 +47,7 @@ class Profiler:
     def step(self):  # the decision at the boundary of step 3 holds the lock this long
         self.steps += 1
         if self.steps == 2 and not mid_step:
-            blocked.set()
-            time.sleep(block_s)
-            released.set()
+            block()
     def stop(self):
         self.on_trace_ready(self)
 
@@ -55,6 +60,7 @@ controller = CaptureController(
 )
 
 def on_term():
+    signalled.set()
     controller.finish_on_sigterm()
     print("handed over" if released.is_set() else "handed over inside the decision", file=sys.stderr)
 
@@ -66,14 +72,12 @@ def train():  # the training thread drives (as a job whose main thread only wait
     for boundary in range(6):
         controller.on_boundary()
         if mid_step and boundary == 1:  # step 2 begins, recorded since step 1
-            blocked.set()
-            time.sleep(block_s)
-            released.set()
+            block()
 
-def kill():  # once the decision sleeps: a signal just before a sleep begins waits for its end (Python's race)
+def kill():  # once the decision blocks
     blocked.wait(30)
-    time.sleep(0.2)
     os.kill(os.getpid(), signal.SIGTERM)
+    signalled.set()  # (were the handler not run)
 
 if on == "main":
     threading.Thread(target=kill, daemon=True).start()
