@@ -16,14 +16,15 @@ from conftest import post_processor_pid, post_processor_served, wait_for_end, wa
 from npuprof.results import layout, postprocess, spawner
 
 # a lock held as a post-processor holds it: its pid written inside; "npuprof.results.postprocess" in its
-# command line (an argument here), as in a post-processor's
+# command line (an argument here), as in a post-processor's. Held until its stdin closes, or for the seconds
+# its second argument says.
 HOLD_LOCK = (
-    "import fcntl, os, sys, time\n"
+    "import fcntl, os, select, sys\n"
     "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640)\n"
     "fcntl.flock(fd, fcntl.LOCK_EX)\n"
     "os.write(fd, f'{os.getpid()}\\n'.encode())\n"
     "print('locked', flush=True)\n"
-    "time.sleep(0.5)\n"
+    "select.select([sys.stdin], [], [], float(sys.argv[2]))\n"
 )
 
 
@@ -35,8 +36,8 @@ def _holding_the_lock(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
     pending = tmp_path / layout.PENDING_DIR
     pending.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK.replace("0.5", str(seconds)), str(pending / "lock"),
-         "npuprof.results.postprocess"],
+        [sys.executable, "-c", HOLD_LOCK, str(pending / "lock"), str(seconds), "npuprof.results.postprocess"],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )  # fmt: skip
@@ -47,13 +48,16 @@ def _holding_the_lock(tmp_path: Path, seconds: float) -> subprocess.Popen[str]:
 
 def test_a_stopped_post_processor_is_named_once_and_the_wait_ends_when_it_goes_on(tmp_path: Path) -> None:
     told: list[int] = []
-    holder = _holding_the_lock(tmp_path, 0.5)
+    # it ends once told to, not after a time: a test descheduled that long stopped a process already gone
+    holder = _holding_the_lock(tmp_path, 30.0)
     try:
         os.kill(holder.pid, signal.SIGSTOP)
 
         def on_stopped(pid: int) -> None:
             told.append(pid)
             os.kill(pid, signal.SIGCONT)  # what the note says to do
+            assert holder.stdin is not None
+            holder.stdin.close()  # its work done
 
         assert postprocess.wait_for_pending(tmp_path, RUN_ID, poll_s=0.05, on_stopped=on_stopped) == 1
     finally:
