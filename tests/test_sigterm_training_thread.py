@@ -87,7 +87,11 @@ def train():  # the main thread only joins this one, as a server's or a GUI's wo
         if step == term_at:
             print("handler at the signal:", signal.getsignal(signal.SIGTERM), file=sys.stderr, flush=True)
             os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.6)  # the rest of this step (past the watcher's grace)
+            # the rest of this step: until the handler (or the watcher, past its grace) asks for the finish,
+            # not a fixed time that a loaded host's late handler outlasts
+            asked_within = time.monotonic() + 30
+            while controller._finish_requested is None and time.monotonic() < asked_within:
+                time.sleep(0.01)
         controller.on_boundary()
         began.set()
     print("trained on", file=sys.stderr, flush=True)
