@@ -225,6 +225,9 @@ def run_postprocessors(root: Path, traces: list[Path], jobs: int) -> Sample:
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 env=bench_env(),
+                # each in a session of its own, as npuprof starts them: a post-processor lowers its session's
+                # autogroup to nice 19 (docs/architecture.md, "Process model"), which was the bench's
+                start_new_session=True,
             )
             for err in errors
         ]
