@@ -1,4 +1,4 @@
-"""The post-processors' CPU priority once the job has ended (docs/architecture.md, "Post-processing").
+"""The post-processors' CPU priority once the job has ended (docs/architecture.md, "Process model").
 
 While the job trains, a post-processor runs at SCHED_IDLE and nice 19 in an autogroup of nice 19
 (postprocess.yield_to_training): it only takes CPU time the job leaves. Once the job has ended, `npuprof
