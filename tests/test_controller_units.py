@@ -182,6 +182,22 @@ class Sink:
         self.events.append(("steps", step))
 
 
+class FakeSpace:
+    """The disk check's stand-in: room for a capture while ``ok``."""
+
+    def __init__(self, ok: bool, free: str = "full") -> None:
+        self.ok, self._free = ok, free
+
+    def ok_for(self, path: str) -> bool:
+        return self.ok
+
+    def describe(self, path: str) -> str:
+        return self._free
+
+    def fix(self, path: str) -> str:
+        return "--min-free-space 0 turns the check off"
+
+
 class Log:
     """Records what is logged; ``writable`` False: as npuprof.log with no room or descriptor left."""
 
@@ -587,19 +603,7 @@ def test_a_profiler_torch_says_is_enabled_blocks_a_window(monkeypatch: pytest.Mo
 
 
 def test_low_disk_skips_windows_and_ends_one_in_flight() -> None:
-    class Space:
-        ok = False
-
-        def ok_for(self, path: str) -> bool:
-            return self.ok
-
-        def describe(self, path: str) -> str:
-            return "only 1 MiB free"
-
-        def fix(self, path: str) -> str:
-            return "--min-free-space 0 turns the check off"
-
-    space = Space()
+    space = FakeSpace(ok=False, free="only 1 MiB free")
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=2, repeat=0)  # windows 2-3, 5-6, 8-9
     rig = Rig(plan, space=space)
     rig.run(3)
@@ -634,19 +638,7 @@ def test_a_window_skipped_before_torch_loads_makes_no_backend() -> None:
     the step for a capture known not to run. Its sink is made without one (a forked child's its own), and
     the backend only once a capture begins."""
 
-    class Space:
-        ok = False
-
-        def ok_for(self, path: str) -> bool:
-            return self.ok
-
-        def describe(self, path: str) -> str:
-            return "full"
-
-        def fix(self, path: str) -> str:
-            return "--min-free-space 0 turns the check off"
-
-    space = Space()
+    space = FakeSpace(ok=False)
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)  # windows at 2, 4, 6, ...
     rig = Rig(plan, space=space, backend_costs_an_import=True)
     rig.run(3)
@@ -668,16 +660,6 @@ def test_a_skip_after_torch_loads_names_the_backend_and_no_directory_twice() -> 
     sink still, its record naming no backend though torch was loaded. It is the captures' sink's now; a
     directory the first recorded a skip in stays the first's (one record a directory)."""
 
-    class Space:
-        def ok_for(self, path: str) -> bool:
-            return False
-
-        def describe(self, path: str) -> str:
-            return "full"
-
-        def fix(self, path: str) -> str:
-            return "--min-free-space 0 turns the check off"
-
     class OutputSink(Sink):
         def skipped(self, step: int, detail: str, output: str) -> None:
             self.events.append(("skipped", step, output))
@@ -687,7 +669,7 @@ def test_a_skip_after_torch_loads_names_the_backend_and_no_directory_twice() -> 
             return ProfileConfig(output="B" if step >= 6 else "A")
 
     loaded: list[bool] = []
-    rig = Rig(Plan(skip_first=1, wait=1, warmup=0, active=1, repeat=0), space=Space(),
+    rig = Rig(Plan(skip_first=1, wait=1, warmup=0, active=1, repeat=0), space=FakeSpace(ok=False),
               backend_costs_an_import=lambda: not loaded)  # fmt: skip
     rig.sink, rig.skip_sink = OutputSink(), OutputSink()
     rig.run(3)  # window 2, before torch is loaded
@@ -3621,19 +3603,7 @@ def test_tick_is_for_the_driving_thread_only_and_never_inside_a_decision() -> No
 
 # ---- after a fork ------------------------------------------------------------------------------------------
 def test_after_a_fork_nothing_of_the_parents_threads_or_files_is_kept() -> None:
-    class Space:
-        ok = True
-
-        def ok_for(self, path: str) -> bool:
-            return self.ok
-
-        def describe(self, path: str) -> str:
-            return "full"
-
-        def fix(self, path: str) -> str:
-            return "--min-free-space 0 turns the check off"
-
-    space = Space()
+    space = FakeSpace(ok=True)
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=1, repeat=0)  # windows at 2, 4, 6, ...
     rig = Rig(plan, space=space)
     rig.run(2)
