@@ -24,6 +24,7 @@ import types
 from _thread import get_ident, start_new_thread
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -1086,6 +1087,25 @@ def _names_module(name: str = "jobmod", file: str | None = "/somewhere/jobmod.py
     module.imported = os.path.join  # defined elsewhere: not a candidate
     module.__private__ = evaluate  # type: ignore[attr-defined]
     return module
+
+
+def test_missing_target_in_the_script_itself_lists_its_functions_not_a_runner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # examples/train.py defines only main and build_model: a misspelt --step-on there was told that "a
+    # script run by a runner defines its functions outside __main__", though it was run by python itself
+    script = tmp_path / "train.py"
+    script.write_text("def main():\n    pass\n\ndef build_model():\n    pass\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    exec(compile(script.read_text(), str(script), "exec"), vars(main))
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    assert missing_target_message(main, "train_stpe", "__main__:train_stpe") == (
+        "--step-on __main__:train_stpe: train_stpe not found in __main__ (train.py); no steps counted; "
+        "the script's functions there: build_model, main"
+    )
+    monkeypatch.setattr(sys, "argv", [str(tmp_path / "other.py")])  # a runner's __main__: its own file
+    assert "run by a runner" in missing_target_message(main, "train_stpe", "__main__:train_stpe")
 
 
 def test_defined_functions_are_the_modules_own_functions_and_methods() -> None:

@@ -894,6 +894,8 @@ def missing_target_message(module: Any, qualname: str, step_on: str) -> str:
         )
     elif similar := similar_names(module, qualname):
         hint = f"; similar names there: {', '.join(similar)}"
+    elif name == "__main__" and (own := functions_of_the_script(module)):
+        hint = f"; the script's functions there: {', '.join(own)}"
     elif name == "__main__":  # helper-125: runpy.run_path, pdb, cProfile, exec(...) of the script
         hint = (
             "; a script run by a runner (runpy, a debugger, pdb, cProfile, exec, multiprocessing's spawn) "
@@ -902,6 +904,24 @@ def missing_target_message(module: Any, qualname: str, step_on: str) -> str:
     else:
         hint = ""
     return f"--step-on {step_on}: {qualname} not found in {where}; no steps counted{hint}"
+
+
+def functions_of_the_script(module: Any, limit: int = 5) -> list[str]:
+    """The functions ``__main__`` defines from the file Python was asked to run (``sys.argv[0]``), sorted:
+    none when a runner (cProfile, runpy, pdb) is ``__main__`` and the script's functions live elsewhere."""
+    script = sys.argv[0] if sys.argv else ""
+    if not script:
+        return []
+    script = os.path.realpath(script)
+    own: list[str] = []
+    for qualname in defined_functions(module):
+        target: Any = module
+        for part in qualname.split("."):
+            target = getattr(target, part, None)
+        code = getattr(getattr(target, "__func__", target), "__code__", None)
+        if code is not None and os.path.realpath(code.co_filename) == script:
+            own.append(qualname)
+    return sorted(own)[:limit]
 
 
 def nested_definitions(module: Any, name: str, limit: int = 3) -> list[str]:
