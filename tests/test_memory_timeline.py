@@ -208,6 +208,18 @@ def test_bad_input_names_what_is_missing(made, tmp_path):
     assert not (tmp_path / "m.json").exists()
 
 
+def test_a_trace_without_memory_events_asks_for_any_memory_timeline_format(tmp_path):
+    # the hint named raw.json.gz as the format that keeps the categories; the run keeps them
+    # (memory_timeline.raw.json.gz) beside whichever --memory-timeline formats were asked
+    trace = tmp_path / "t.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2}]}))
+    with pytest.raises(mt.MemoryTimelineError) as error:
+        mt.from_trace(trace)
+    said = str(error.value)
+    assert "--profile-memory --record-shapes --with-stack" in said
+    assert "raw.json.gz for categories" not in said and "--memory-timeline with any of its formats" in said
+
+
 def test_without_matplotlib_html_says_how_to_install_and_json_still_works(made, tmp_path):
     blocker = tmp_path / "block"
     (blocker / "matplotlib").mkdir(parents=True)

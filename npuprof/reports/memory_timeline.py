@@ -243,7 +243,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     if not per_device:
         raise MemoryTimelineError(
             f"{trace.name} has no [memory] events: capture with {CAPTURE_FLAGS} "
-            "(and --memory-timeline raw.json.gz for categories); with torch.profiler yourself: "
+            "(and --memory-timeline with any of its formats for the categories, which the run then keeps "
+            "for this command); with torch.profiler yourself: "
             "profile_memory=True"
         )
     origin = (
