@@ -50,6 +50,16 @@ def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() 
     assert "the schedule needs 9 steps" in why_no_capture(ProfileConfig(), 0, [READY, COUNTED, FOUR_STEPS])
 
 
+def test_a_job_ended_by_a_signal_before_torch_is_not_sent_to_its_error_output() -> None:
+    # `kill -TERM <npuprof>` during a job's set-up: the job died of the SIGTERM npuprof passed on and
+    # printed nothing, yet the line sent the user to "its own error output"
+    ended = why_no_capture(ProfileConfig(), 128 + signal.SIGTERM, [], died_of=signal.SIGTERM)
+    assert ended.startswith(f"the job was ended by SIGTERM (exit code {128 + signal.SIGTERM}) before"), ended
+    assert "error output" not in ended, ended
+    failed = why_no_capture(ProfileConfig(), 3, [])  # an exit code of its own: its traceback says why
+    assert failed.endswith("; its own error output says why"), failed
+
+
 def _recorded_by_torchs_schedule(skip_first: int, wait: int, warmup: int, active: int) -> list[int]:
     """The steps torch.profiler.schedule records in its first cycle, from its documented semantics: skip
     ``skip_first`` steps, then wait, warm up, record."""

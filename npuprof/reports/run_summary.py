@@ -887,7 +887,9 @@ def why_no_capture(
             return f"{failed}npuprof's hook did not reach the job's Python (see the warning above)"
         woke = _what_wakes_the_agent(cfg)
         if exit_code:
-            return f"{ended} before any of its processes {woke}; its own error output says why"
+            # a signal's death prints nothing of the job's own: the signal is the reason, said in `ended`
+            why = "" if died_of else "; its own error output says why"
+            return f"{ended} before any of its processes {woke}{why}"
         return (
             f"no process of the job {woke}, so no step was counted{_run_as_its_script(cfg, lines)}"
             f"{_unreached_hint(cfg)}"
