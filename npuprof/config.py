@@ -336,7 +336,8 @@ class ProfileConfig:
 
     # ---- views used by writers ----------------------------------------------------------------
     def common_config(self) -> dict[str, Any]:
-        """profiler_info's ``config.common_config`` (docs/formats.md, "profiler_info")."""
+        """profiler_info's ``config.common_config`` (docs/architecture.md, "Options", its profiler_info
+        row)."""
         from npuprof.options import RUN_OPTIONS
 
         view: dict[str, Any] = {

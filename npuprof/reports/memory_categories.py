@@ -1,5 +1,5 @@
 """torch's memory categories, computed away from the training step from the snapshot the step wrote
-(npuprof.agent.memory_snapshot; docs/formats.md, "Memory timeline files").
+(npuprof.agent.memory_snapshot; docs/formats.md, "Stacks and memory timeline files").
 
 The snapshot is turned back into an event tree of plain objects with the attributes torch's memory profiler
 reads, and torch's own ``torch.profiler._memory_profiler`` runs on it: a private copy of that module whose

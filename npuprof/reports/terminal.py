@@ -318,8 +318,8 @@ NO_OPERATOR_RAN = f"{vocab.NO_OPERATOR_RAN}; npuprof export-stacks has no operat
 
 def _cpu_only_note(rank_dir: str) -> str:
     """What comp, free and prep ms are on a CPU-only trace, and the command that shows what the free time
-    was: prep ends at the step's first operator (docs/formats.md, "Preparing"), so a DataLoader's wait after
-    any operator of the step (a logged loss.item()) is free time, seen in no table."""
+    was: prep ends at the step's first operator (docs/formats.md, "Step breakdown", its Preparing row), so a
+    DataLoader's wait after any operator of the step (a logged loss.item()) is free time, seen in no table."""
     from npuprof.reports.run_summary import shell_quote
 
     return printable(
