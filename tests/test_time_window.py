@@ -268,7 +268,7 @@ import threading, time, torch
 def train():
     model = torch.nn.Linear(64, 64)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)  # imports torch._dynamo, in this thread
-    for i in range(60):
+    for i in range(90):
         opt.zero_grad(); model(torch.randn(8, 64)).sum().backward(); opt.step()
         time.sleep(0.05)
 
@@ -285,8 +285,10 @@ def test_a_window_beside_a_worker_thread_that_trains_records_its_steps(tmp_path:
     script = tmp_path / "worker.py"
     script.write_text(WORKER_TRAINS)
     out = tmp_path / "out"
+    # a window of 2 s: the profiler's start took most of 1 s in a full run beside a busy loop, and no
+    # step boundary was left in the window (the job's steps run 4.5 s and more from its import)
     result = npuprof(
-        "run", "-o", str(out), "--delay", "1", "--duration", "1", "--", sys.executable, str(script),
+        "run", "-o", str(out), "--delay", "1", "--duration", "2", "--", sys.executable, str(script),
         timeout=180,
     )  # fmt: skip
     assert result.returncode == 0 and "joined" in result.stdout, result.stderr
