@@ -133,6 +133,13 @@ def verdict(value: float, budget: float) -> str:
     return "met" if value <= budget else "MISSED"
 
 
+def verdict_as_printed(value: float, budget: float, digits: int = 1) -> str:
+    """The verdict on the two figures as the table prints them (``digits`` decimals): a launcher 222.7 ms
+    slower against a budget of 222.66 printed "+222.7 ms", "<= +223 ms" and "MISSED", a row that its own
+    figures contradict."""
+    return verdict(round(value, digits), round(budget, digits))
+
+
 def print_table(
     title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], notes: Sequence[str] = ()
 ) -> None:

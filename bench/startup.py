@@ -40,7 +40,7 @@ from _common import (
     print_table,
     run,
     run_with_cpu,
-    verdict,
+    verdict_as_printed,
 )
 
 REFERENCE_BARE_MS = 25.0  # `python -c pass` on the machine the budgets were set on (bench/README.md)
@@ -109,15 +109,15 @@ def main() -> int:
             "launcher: npuprof run -- python -c pass",
             f"python -c pass {median(ms['bare']):.1f} ms",
             f"{median(ms['npuprof']):.1f} ms (+{added:.1f} ms)",
-            f"<= +{launcher_budget:.0f} ms (+{LAUNCHER_BUDGET_MS:.0f} x {scale:.2f})",
-            verdict(added, launcher_budget),
+            f"<= +{launcher_budget:.1f} ms (+{LAUNCHER_BUDGET_MS:.0f} x {scale:.2f})",
+            verdict_as_printed(added, launcher_budget),
         ],
         [
             "  same, npuprof byte-compiled (pip install)",
             f"python -c pass {median(ms['bare']):.1f} ms",
             f"{median(ms['npuprof_pyc']):.1f} ms (+{added_pyc:.1f} ms)",
-            f"<= +{launcher_budget:.0f} ms",
-            verdict(added_pyc, launcher_budget),
+            f"<= +{launcher_budget:.1f} ms",
+            verdict_as_printed(added_pyc, launcher_budget),
         ],
         [
             "  same through typer (no --), for scale",
@@ -132,7 +132,7 @@ def main() -> int:
             f"{median(ms['child_boot']):.1f} ms (+{boot:.1f} ms; CPU +{boot_cpu:.1f} ms; "
             f"sitecustomize import {boot_import_ms:.2f} ms)",
             f"<= +{boot_budget:.1f} ms (+{BOOT_BUDGET_MS:.0f} x speed)",
-            verdict(boot, boot_budget),
+            verdict_as_printed(boot, boot_budget),
         ],
         [
             "  same, bootstrap from source (no byte-code), for scale",
