@@ -80,7 +80,15 @@ class _Terminal:
         self.read_to = found + len(needle)
 
     def foreground(self) -> int:
+        self.drain()  # (what the shell and npuprof print is read as it comes: a full pty would block them)
         return os.tcgetpgrp(self.master)
+
+    def drain(self) -> None:
+        while select.select([self.master], [], [], 0)[0]:
+            try:
+                self.seen.extend(os.read(self.master, 65536))
+            except OSError:  # EIO: the shell is gone
+                return
 
     def close(self) -> None:
         _kill_quietly(self.pid)
@@ -129,7 +137,14 @@ def _in_the_background_then_fg(terminal: _Terminal, command: str, started: Path)
     launcher = _parent(job)
     try:
         terminal.type(b"fg\n")
-        _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+        try:
+            _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
+        except AssertionError as missed:  # (seen once in a fresh-clone run; what it was is not known yet)
+            states = {p: _state(p) if Path(f"/proc/{p}").exists() else "gone" for p in (job, launcher)}
+            raise AssertionError(
+                f"{missed}: the terminal's group {terminal.foreground()}, npuprof {launcher} and the job"
+                f" {job} in states {states}; the terminal shows {bytes(terminal.seen[-1500:])!r}"
+            ) from None
     except BaseException:
         _kill_quietly(job, group=True)
         _kill_quietly(launcher)
