@@ -915,13 +915,18 @@ def functions_of_the_script(module: Any, limit: int = 5) -> list[str]:
     script = os.path.realpath(script)
     own: list[str] = []
     for qualname in defined_functions(module):
-        target: Any = module
-        for part in qualname.split("."):
-            target = getattr(target, part, None)
-        code = getattr(getattr(target, "__func__", target), "__code__", None)
+        code = _code_of(module, qualname)
         if code is not None and os.path.realpath(code.co_filename) == script:
             own.append(qualname)
     return sorted(own)[:limit]
+
+
+def _code_of(module: Any, qualname: str) -> Any:
+    """The code object of ``module``'s function (or method) ``qualname``, or None."""
+    target: Any = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return getattr(getattr(target, "__func__", target), "__code__", None)
 
 
 def nested_definitions(module: Any, name: str, limit: int = 3) -> list[str]:
@@ -929,10 +934,7 @@ def nested_definitions(module: Any, name: str, limit: int = 3) -> list[str]:
     (``def main(): def step(): ...`` for ``step``), by their code objects, as ``main()``."""
     found: list[str] = []
     for qualname in defined_functions(module):
-        target: Any = module
-        for part in qualname.split("."):
-            target = getattr(target, part, None)
-        code = getattr(getattr(target, "__func__", target), "__code__", None)
+        code = _code_of(module, qualname)
         pending = [code] if code is not None else []
         while pending and len(found) < limit:
             inner = [c for c in pending.pop().co_consts if hasattr(c, "co_consts") and hasattr(c, "co_name")]
