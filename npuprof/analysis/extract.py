@@ -40,6 +40,7 @@ import numpy as np
 
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.damaged import Damaged, negative_durations_note
+from npuprof.analysis.trace_cut import Cut
 from npuprof.analysis.trace_loader import (
     EMPTY_RAW,
     END_PROBLEM,
@@ -744,6 +745,8 @@ class Extract:
         # how reading the trace serially from its first event cuts it into chunks, as far as the scan's
         # first range tells (TraceReader.cuts): (where a chunk starts, bytes read when it was cut)
         self.cuts: list[tuple[int, int]] = []
+        self.cut: Cut | None = None  # the trace is cut short (set by the scan: analysis/trace_cut.py)
+        self.open_steps: list[int] = []  # the numbers of the steps the cut left open, left out
         self._parts: dict[str, list[np.ndarray]] = {name: [] for name in _DTYPES}
         self._dims = _DimsText()
         for name, dtype in _DTYPES.items():
@@ -773,6 +776,45 @@ class Extract:
         self._zero_negative_durations()
         self._drop_nested_steps()
         return self
+
+    def take_cut(self, cut: Cut | None) -> None:
+        """The trace is cut short (``cut``): the steps the cut may have left open are left out of
+        ``steps`` (docs/formats.md, "Traces cut short"). Neither torch nor torch_npu writes its events in
+        time order (each thread's operators, then the Python functions, the device's work...), but each
+        part in it: a step that ends after the start of the last event read (in the file's order) may miss
+        events the cut took; one that ends before it is read whole, as far as the parts written before the
+        cut go. A cut after the events (in the keys after them) leaves every step whole."""
+        self.cut = cut
+        if cut is None or cut.in_keys or not self.steps:
+            return
+        last = cut.last_ts
+        if last is None:  # no event read has a time: the latest step is the one the cut is likeliest in
+            last = max(ts for _n, ts, _d, _t in self.steps)
+        kept = [s for s in self.steps if s[1] + s[2] <= last and s[1] < last]
+        self.open_steps = sorted({s[0] for s in self.steps} - {s[0] for s in kept})
+        self.steps = kept
+
+    def cut_summary(self) -> dict[str, Any]:
+        """The summary's ``cut_short`` (summary_schema.CutShort); the trace is cut (``cut``)."""
+        cut = self.cut
+        assert cut is not None
+        return {
+            "text_bytes": cut.size - cut.nuls,
+            "events_end": cut.events_end,
+            "events_read": self.event_count,
+            "after_events": cut.in_keys,
+            "steps_left_out": self.open_steps,
+        }
+
+    def _open_steps_note(self) -> str:
+        if not self.open_steps:
+            return ""
+        shown = ", ".join(map(str, self.open_steps[:10])) + (", ..." if len(self.open_steps) > 10 else "")
+        rest = "" if self.steps else " (no step is whole: the figures are those of all the events read)"
+        return (
+            f"; step(s) {shown} left out of the steps: each ends after the start of the last event read, so "
+            f"the cut may have taken some of its events{rest}"
+        )
 
     def _drop_nested_steps(self) -> None:
         """torch's profiler steps follow one another on their thread (each ``prof.step()`` closes one and
@@ -876,6 +918,8 @@ class Extract:
             from npuprof.analysis.trace_repairs import unwritten_notes
 
             notes.extend(unwritten_notes(self.repaired_values))
+        if self.cut is not None:
+            notes.append(self.cut.note(self.event_count) + self._open_steps_note())
         if self.damaged.total:
             notes.append(self.damaged.note())
         if self.timeless:

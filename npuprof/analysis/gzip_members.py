@@ -8,7 +8,9 @@ member (zero padding, garbage) or at a member after the first that is cut short 
 in ``ignored`` and :meth:`GzipMembers.ignored_note` says so in one line. A later member's data is held back
 until the member ends (up to ``HOLD_LIMIT``), so none of a member that is not whole reaches the reader; the
 first member, and a later one past the limit, are read as they come, and when cut short raise EOFError as
-``gzip`` does (truncated: never read as complete). Whether the data read is a whole trace is still the
+``gzip`` does (truncated: never read as complete). For a trace reader (``cut_ok``) such a member cut short
+ends the data where it stops: the JSON reader then reads the complete events of a trace cut short and says
+where it was cut. Whether the data read is a whole trace is still the
 JSON reader's to say: a trace whose text goes on in a dropped member is reported as truncated there.
 """
 
@@ -34,8 +36,14 @@ class GzipMembers(io.RawIOBase):
     """The decompressed data of the gzip file at ``path`` (see the module's doc). Raises EOFError for a
     member cut short that cannot be left out, zlib.error for damaged data of one, OSError."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, cut_ok: bool = False) -> None:
+        """``cut_ok``: a member read as it comes (the first) cut short ends the data where it stops
+        (counted in ``cut_short``, said by :meth:`ignored_note`) instead of raising EOFError: a trace
+        reader reads the complete events of a trace cut short (docs/formats.md, "Traces cut short"). A
+        later member cut short is left out, as without it."""
         super().__init__()
+        self.cut_ok = cut_ok
+        self.cut_short = 0  # compressed bytes of the member cut short, when cut_ok took it
         self.path = Path(path)
         self._raw = open(path, "rb")  # noqa: SIM115 - closed by close()
         self._inflate = zlib.decompressobj(31)  # 31: a gzip member, header and trailer checked
@@ -90,6 +98,11 @@ class GzipMembers(io.RawIOBase):
 
     def ignored_note(self) -> str | None:
         """One line for the user when bytes were left out; None when none were."""
+        if self.cut_short:
+            return (
+                f"the gzip data ends early, in a member cut short ({self.cut_short} compressed bytes, no "
+                "end-of-stream marker): what it holds was decompressed and read"
+            )
         if not self.ignored:
             return None
         return (
@@ -109,6 +122,10 @@ class GzipMembers(io.RawIOBase):
         data = inflate.unconsumed_tail or self._feed or self._read()
         self._feed = b""
         if not data:
+            if not self._holding and self.cut_ok:  # the trace reader reads the complete events of its data
+                self.cut_short = max(1, self._consumed - self._member_at)
+                self._done = True
+                return
             if not self._holding:
                 raise EOFError("Compressed file ended before the end-of-stream marker was reached")
             self._ignore("a gzip member cut short")

@@ -1217,6 +1217,7 @@ def _write_outputs_of(
                     else {}
                 ),
                 **({"time_base_ns": base_ns} if base_ns else {}),
+                **({"cut_short": extract.cut_summary()} if extract.cut is not None else {}),
             },
             summary_schema.Summary,
         )

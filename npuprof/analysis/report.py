@@ -729,6 +729,7 @@ def rank_report(
         # what the parser could not fully understand (device work of unknown categories: Extract.warnings())
         warnings=[str(w) for w in summary.warnings] if summary.warnings else msgspec.UNSET,
         time_base_ns=summary.time_base_ns,
+        cut_short=summary.cut_short,
     )
     _preparing_unknown_where_nothing_ran(summary, chosen)
     if empty := empty_steps(summary, chosen):
@@ -2228,6 +2229,11 @@ def csv_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
         steps = [s for r in report.ranks for s in r.steps]
         for row, s in zip(rows, steps, strict=True):
             row += [None, None] if s.gc_us is msgspec.UNSET else [s.gc_us, s.gc_pauses]
+    if any(r.cut_short is not msgspec.UNSET for r in report.ranks):  # docs/formats.md, "Traces cut short"
+        header.append("trace_cut_short")
+        cut = [r.cut_short is not msgspec.UNSET for r in report.ranks for _s in r.steps]
+        for row, was_cut in zip(rows, cut, strict=True):
+            row.append(1 if was_cut else 0)
     return header, rows
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from npuprof.analysis.summary_schema import Finite, SummaryStep
+from npuprof.analysis.summary_schema import CutShort, Finite, SummaryStep
 from npuprof.analysis.versioned import Words, decode_versioned
 
 REPORT_VERSION = 1
@@ -109,6 +109,8 @@ class RankReport(msgspec.Struct, kw_only=True):
     step_on: str | UnsetType | None = UNSET
     # the epoch time (ns) the steps' start_us count from; absent when they are epoch µs themselves
     time_base_ns: int | UnsetType = UNSET
+    # the trace was cut short: the summary's (absent when it is whole)
+    cut_short: CutShort | UnsetType = UNSET
     # in Report.pooled only: the rank dirs pooled, in order (rank_dir is then the directory holding them)
     captures: list[str] | UnsetType = UNSET
     # torchrun's attempt the capture was made in (its record's restart_count, TORCHELASTIC_RESTART_COUNT:

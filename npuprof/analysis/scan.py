@@ -144,6 +144,7 @@ def _scan_ranges(
         merged = extract.finish()
         for worker in workers_:
             merged.merge(worker.result())
+        merged.take_cut(reader.cut)  # a trace cut short: read up to its last complete event
         refused = merged.damaged.refused(merged.event_count)  # most of the trace damaged: no trace
         if refused is not None:
             raise TraceError("corrupt", f"{path}: {refused}")

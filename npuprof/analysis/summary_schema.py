@@ -52,6 +52,16 @@ class TopKernel(msgspec.Struct, kw_only=True):
     total_us: Finite
 
 
+class CutShort(msgspec.Struct, kw_only=True):
+    """A trace cut short, read up to its last complete event (docs/formats.md, "Traces cut short")."""
+
+    text_bytes: int  # where its text ends (decompressed; NUL bytes at its end not counted)
+    events_end: int  # the byte just past its last complete event
+    events_read: int
+    after_events: bool  # cut in the keys after the events' array (every event read)
+    steps_left_out: list[int]  # the steps the cut may have taken events of
+
+
 class Summary(msgspec.Struct, kw_only=True):
     """Field order is the file's key order."""
 
@@ -79,6 +89,8 @@ class Summary(msgspec.Struct, kw_only=True):
     kernel_totals: list[TopKernel] | msgspec.UnsetType = msgspec.UNSET
     # ``communication`` of each step, by step number (what --steps sums); absent in older summaries
     communication_by_step: dict[str, dict[str, int | Finite]] | msgspec.UnsetType = msgspec.UNSET
+    # the trace was cut short: where, what was read (absent when it is whole)
+    cut_short: CutShort | msgspec.UnsetType = msgspec.UNSET
 
 
 class SummaryError(ValueError):

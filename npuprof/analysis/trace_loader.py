@@ -34,6 +34,9 @@ Public API (stable):
   size in bounded memory.
 * :class:`Event` -- fields ``name, ph, cat, ts, dur, pid, tid, id, args``; ``Event.args_dict()`` decodes args.
 * :class:`TraceError` -- raised for a missing, truncated or corrupt trace (the message says which and where).
+  A trace cut short (its JSON never closes: a job killed while it wrote it) is read up to its last complete
+  event instead, ``TraceReader.cut`` / ``Trace.cut`` saying where (analysis/trace_cut.py); one cut before
+  its first event closes is "truncated: nothing to read".
 
 ``ts`` and ``dur`` are microseconds (floats): as in the file, or relative to ``ts_base`` (above).
 """
@@ -61,6 +64,7 @@ from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.cells import json_string_text
 from npuprof.analysis.damaged import LEAD, Damaged
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
+from npuprof.analysis.trace_cut import Cut, cut_in, is_cut_short
 from npuprof.analysis.trace_repairs import (
     NOT_A_NUMBER,
     SURROGATE_ESCAPE,
@@ -269,6 +273,13 @@ class Trace:
     repaired_values: dict[str, int] = field(default_factory=dict)  # no JSON, by kind (unwritten_notes)
     gzip_note: str | None = None  # bytes after the gzip data that were left out (GzipMembers.ignored_note)
     damaged: Damaged = field(default_factory=Damaged)  # events of the wrong shape left out (Damaged.note)
+    cut: Cut | None = None  # the trace is cut short: its complete events were read (trace_cut.Cut)
+    events_read: int = 0  # every event read, ``keep`` or not
+
+    @property
+    def cut_note(self) -> str | None:
+        """One line for the user when the trace is cut short; None when it is whole."""
+        return self.cut.note(self.events_read) if self.cut is not None else None
 
     @property
     def rank(self) -> int | None:
@@ -292,7 +303,7 @@ def _open(path: Path) -> BinaryIO:
     with open(path, "rb") as probe:
         magic = probe.read(2)
     if magic == MAGIC:
-        return GzipMembers(path)  # type: ignore[return-value]
+        return GzipMembers(path, cut_ok=True)  # type: ignore[return-value]
     return open(path, "rb", buffering=0)
 
 
@@ -391,6 +402,8 @@ class TraceReader:
         self.first_check: Callable[[list[Any]], str | None] | None = None
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
+        self.cut: Cut | None = None  # the trace is cut short: where (its events are read up to there)
+        self._last_ts: float | None = None  # a stream's last ts read, up to its last chunk yielded
 
     def _read(self, handle: BinaryIO, size: int) -> bytes:
         try:
@@ -806,6 +819,8 @@ class TraceReader:
                 decoded = self._decode(memoryview(buf)[: last + 1])
                 if decoded is None:
                     decoded, last = self._events_read_forward(buf)
+                if decoded is None and cut_in(bytes(buf).rstrip(b"\0"), self.form == FORM_KINETO):
+                    return self._cut_short(buf)  # that "]" was a list's in the args of the event cut
                 if decoded is None:
                     raise TraceError(
                         "corrupt",
@@ -817,7 +832,34 @@ class TraceReader:
         decoded, last = self._events_read_forward(buf)  # keys after the events too long to look back over
         if decoded is not None:
             return last + 1, *decoded
-        raise TraceError("truncated", _unclosed(self.path, self.bytes_read, buf))
+        return self._cut_short(buf)
+
+    def _cut_short(self, buf: bytearray) -> tuple[int, list[Event], memoryview]:
+        """At the end of a stream whose JSON does not close: the complete events of ``buf`` (which starts
+        at an event) when the trace is cut short (``cut``); else TraceError, as it is not."""
+        text = bytes(buf).rstrip(b"\0")
+        found = cut_in(text, self.form == FORM_KINETO)
+        if found is None:
+            raise TraceError("truncated", _unclosed(self.path, self.bytes_read, buf))
+        end, in_keys = found
+        if not end and not self.event_count:
+            raise TraceError("truncated", _nothing_read(self.path, self.bytes_read))
+        decoded = self._decode(memoryview(buf)[:end]) if end else ([], memoryview(b""))
+        if decoded is None:
+            raise TraceError(
+                "corrupt",
+                f"{self.path}: undecodable events before byte {self.bytes_read}"
+                f"{self._malformed_where(len(buf))} (corrupt trace)",
+            )
+        last_ts = _last_ts_of(decoded[0])
+        self.cut = Cut(
+            self.bytes_read,
+            self.bytes_read - len(buf) + end,
+            in_keys,
+            self._last_ts if last_ts is None else last_ts,
+            len(buf) - len(text),
+        )
+        return end, *decoded
 
     def _may_close_events(self, buf: bytes | bytearray, bracket: int) -> bool:
         """Whether the "]" at ``bracket`` may close the events' array, by the byte after it: a bare array
@@ -888,14 +930,70 @@ class TraceReader:
             if comma is not None:  # "samples": [] after the events: their array ends before it
                 end = comma
                 continue
-            if value is not None:
+            if value is not None and self._closes_events(buf, bracket, size - span):
                 self.meta.update(value)
                 return size - span + _prev_nonspace(buf, bracket) + 1
             end = bracket
         found = self._end_read_forward(handle, size)  # keys after the events longer than the look back
         if found is not None:
             return found
+        found = self._cut_end(handle, size)
+        if found is not None:
+            return found
         raise TraceError("truncated", _unclosed(self.path, size, buf))
+
+    def _closes_events(self, buf: bytearray, bracket: int, low: int) -> bool:
+        """Whether the "]" at ``bracket`` of ``buf`` (a plain file's last bytes, from ``low``) may close the
+        events' array: not when the events from one that starts in ``buf`` are still open there (a trace
+        cut short right after a list in an event's args, ``"Input Dims": [[32, 64]]``, whose "]" looks like
+        the array's end from after it). True when no event starts in ``buf`` (one longer than it)."""
+        start = self._events_at if self._events_at is not None else self.events_start()
+        at = start - low if start >= low else next(_event_starts(bytes(buf[:bracket])), None)
+        return at is None or not is_cut_short(b"[" + bytes(buf[at : bracket + 1]))
+
+    def _cut_end(self, handle: BinaryIO, size: int) -> int | None:
+        """Plain files whose JSON does not close: the end of the last complete event when the trace is cut
+        short (``cut``; docs/formats.md, "Traces cut short"), found from the file's end back, a window at
+        a time; None when it is not cut short. TraceError when no event is complete."""
+        start = self._events_at if self._events_at is not None else self.events_start()
+        span = CUT_WINDOW
+        while True:
+            low = max(start, size - span)
+            handle.seek(low)
+            window = handle.read(size - low)
+            text = window.rstrip(b"\0")
+            for at in [0] if low == start else _event_starts(text):
+                found = cut_in(text[at:], self.form == FORM_KINETO)
+                if found is None:
+                    continue
+                end, in_keys = found
+                if not end and low > start:
+                    break  # the event the cut went through is longer than the window
+                if not end:
+                    raise TraceError("truncated", _nothing_read(self.path, size))
+                last_ts = self._last_time(text[at : at + end])
+                self.cut = Cut(size, low + at + end, in_keys, last_ts, len(window) - len(text))
+                return low + at + end
+            if low == start or span >= CUT_LIMIT:
+                return None
+            span *= 4
+
+    def _last_time(self, events: bytes) -> float | None:
+        """The ``ts`` of the last of ``events`` (complete events, "," between them) that has one, as the
+        reader gives times (relative to ``ts_base``)."""
+        try:
+            raws = _RAW_EVENTS.decode(b"[" + events + b"]")
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        for raw in reversed(raws[-4096:]):
+            try:
+                event = _ANY.decode(raw)
+            except (msgspec.DecodeError, RecursionError):
+                continue
+            ts = self._start_of(event.get("ts")) if isinstance(event, dict) else None
+            if ts is not None:
+                return ts
+        return None
 
     def _end_read_forward(self, handle: BinaryIO, size: int) -> int | None:
         """Plain files: the end of the last event, found by reading the events forward
@@ -1125,6 +1223,7 @@ class TraceReader:
                     cut, events, text = found
             if events:
                 self.event_count += len(events)
+                self._last_ts = _last_ts_of(events, self._last_ts)
                 yield TraceChunk(events, text)
             if eof:
                 return
@@ -1303,6 +1402,37 @@ def _unclosed(path: Any, size: int, tail: bytes | bytearray) -> str:
 
 
 TAIL_SHOWN = 32  # bytes of an unclosed trace's end shown: garbage after a closed JSON is seen there
+CUT_WINDOW = 4 << 20  # bytes from a plain trace's end looked at first for the last complete event
+CUT_LIMIT = 256 << 20  # ... four times more each time, up to this
+
+
+def _nothing_read(path: Any, size: int) -> str:
+    """Why a trace cut short before its first event is complete is not read."""
+    return (
+        f"{path}: nothing to read: the trace ends after {size} bytes, before its first event is complete "
+        "(cut short: a job killed while it wrote the trace, a copy cut short, a full disk?)"
+    )
+
+
+def _last_ts_of(events: list[Any], before: float | None = None) -> float | None:
+    """The ``ts`` of the last of ``events`` that has one as a number (``before`` when none has)."""
+    for event in reversed(events):
+        ts = getattr(event, "ts", NO_TIME)
+        if isinstance(ts, float) and not no_time(ts):
+            return ts
+    return before
+
+
+def _event_starts(window: bytes) -> Iterator[int]:
+    """Where events start in ``window`` (a part of a trace's events), first ones first, at most 8."""
+    found = 0
+    for match in _BOUNDARY.finditer(window):
+        brace = match.end() - 1
+        if _starts_events(window, brace):
+            yield brace
+            found += 1
+            if found == 8:
+                return
 
 
 def sniff_trace(path: str | Path, named: bool = False) -> str | None:
@@ -1399,6 +1529,7 @@ def load_trace(
     trace.repaired_values = reader.repaired_values
     trace.gzip_note = reader.gzip_note
     trace.damaged = reader.damaged
+    trace.cut, trace.events_read = reader.cut, reader.event_count
     return trace
 
 

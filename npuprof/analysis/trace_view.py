@@ -64,7 +64,7 @@ def decompress(raw: Path, out: IO[bytes]) -> str | None:
     TraceError for a damaged file."""
     written = 0
     try:
-        with GzipMembers(raw) as src:
+        with GzipMembers(raw, cut_ok=True) as src:
             while data := src.read(8 << 20):
                 out.write(data)
                 out.flush()

@@ -275,6 +275,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         data.notes.append(loaded.damaged.note())
     if loaded.gzip_note:
         data.notes.append(loaded.gzip_note)
+    if loaded.cut_note:  # docs/formats.md, "Traces cut short"
+        data.notes.append(loaded.cut_note)
     return data
 
 

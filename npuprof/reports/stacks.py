@@ -1002,6 +1002,8 @@ def folded_from_trace(trace: Path, metric: str = HOST_METRIC, keep_idle: bool = 
         folded.notes.append(loaded.damaged.note())
     if loaded.gzip_note:
         folded.notes.append(loaded.gzip_note)
+    if loaded.cut_note:  # docs/formats.md, "Traces cut short"
+        folded.notes.append(loaded.cut_note)
     return folded
 
 

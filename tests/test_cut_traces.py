@@ -1,0 +1,208 @@
+"""Traces cut short (a job killed while it wrote them, a copy cut short, a full disk): every reader reads the
+complete events before the cut and says where it was cut (docs/formats.md, "Traces cut short")."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import zlib
+from pathlib import Path
+
+import pytest
+from _forked_cli import npuprof
+from conftest import clean_env
+
+from npuprof.analysis import scan as scan_mod
+from npuprof.analysis.trace_loader import TraceError, load_trace
+
+REAL = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
+
+
+def complete_events(prefix: bytes) -> list[dict]:
+    """The complete events of a trace's beginning, read with Python's json one at a time (not npuprof's
+    reader): from the events' "[" on, each value that closes before the end."""
+    text = prefix.decode("utf-8", "ignore")
+    key = text.find('"traceEvents"')
+    at = text.find("[", key if key >= 0 else 0) + 1
+    decoder, events = json.JSONDecoder(), []
+    while True:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        try:
+            event, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return events
+        events.append(event)
+
+
+def _cuts(data: bytes) -> list[int]:
+    """Offsets to cut at: spread over the file, and at each byte around the places a cut is hardest (inside
+    a string, a number, an escape, a nested args, right after an event and its comma)."""
+    cuts = set(range(1, len(data), len(data) // 97))
+    for mark in (b'"name": "', b'"dur": ', b"\\u00e9", b'\\"', b'"args": {"', b"}, {", b'"Fwd thread id": '):
+        at = data.find(mark, len(data) // 20) if mark in data[len(data) // 20 :] else data.find(mark)
+        assert at > 0, mark
+        cuts.update(range(at - 2, at + len(mark) + 4))
+    cuts.update({len(data) - 2, len(data) - 1, 2, 40})
+    return sorted(cuts)
+
+
+def _real_with_escapes() -> bytes:
+    """The real trace with one name holding an escape of each kind (none has one as written)."""
+    data = REAL.read_bytes()
+    at = data.index(b'"name": "aten::item"')
+    return (
+        data[:at] + b'"name": "aten::item \\u00e9 \\"x\\" \\\\"' + data[at + len(b'"name": "aten::item"') :]
+    )
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_the_real_trace_cut_anywhere_reads_exactly_its_complete_events(tmp_path: Path, gz: bool) -> None:
+    """torch_npu's bare array cut at ~150 offsets, plain (read from its end back) and gzipped whole (read
+    as a stream): every cut reads the events that closed before it, or says there is nothing to read. It
+    was refused whole: "truncated: ... before its JSON closes"."""
+    data = _real_with_escapes()
+    assert len(json.loads(data)) == 3670
+    path = tmp_path / ("cut.json.gz" if gz else "cut.json")
+    for cut in _cuts(data):
+        prefix = data[:cut]
+        path.write_bytes(gzip.compress(prefix, 1) if gz else prefix)
+        want = complete_events(prefix)
+        if not want:
+            with pytest.raises(TraceError) as info:
+                load_trace(path)
+            assert info.value.kind == "truncated" and "nothing to read" in str(info.value), cut
+            continue
+        trace = load_trace(path)
+        assert [(e.name, e.ph) for e in trace.events] == [(e["name"], e["ph"]) for e in want], cut
+        assert trace.cut is not None and f"read the {len(want)} complete event(s)" in trace.cut_note, cut
+
+
+def test_a_cut_trace_is_split_between_workers_as_a_whole_one_is(tmp_path: Path, monkeypatch) -> None:
+    """The scan's byte ranges (-j N) end at the last complete event: the same events as a serial read."""
+    data = REAL.read_bytes()
+    path = tmp_path / "trace_view.json"
+    path.write_bytes(data[:423622])
+    serial, _meta, end = scan_mod.scan(path, workers=1)
+    monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 14)
+    parallel, _meta2, end2 = scan_mod.scan(path, workers=3)
+    assert end == end2 and serial.event_count == parallel.event_count == len(complete_events(data[:423622]))
+    assert list(parallel.op_ts) == list(serial.op_ts)
+
+
+def test_analyse_reads_a_cut_trace_view_and_says_so(tmp_path: Path) -> None:
+    """The brief's case: torch_npu's trace_view.json cut at byte 423622 was "not analysed" (rc 1). Its
+    complete events are analysed; the report (text and json) says where it was cut; its one step, which
+    spans the whole capture, is left out (the cut left it open); the trace_view.json written is a closed
+    JSON array."""
+    data = REAL.read_bytes()
+    path = tmp_path / "trace_view.json"
+    path.write_bytes(data[:423622])
+    want = complete_events(data[:423622])
+    done = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    (note,) = [w for w in rank["warnings"] if "cut short" in w]
+    assert f"read the {len(want)} complete event(s) before the cut" in note, note
+    assert "it ends after 423622 bytes" in note and "step(s) 1 left out" in note, note
+    assert [s["step"] for s in rank["steps"]] == [None], rank["steps"]  # the whole capture, no step
+    end = len(data[:423622].rstrip().rsplit(b"}, {", 1)[0]) + 1  # just past the last "}" of an event
+    assert rank["cut_short"] == {
+        "text_bytes": 423622,
+        "events_end": end,
+        "events_read": len(want),
+        "after_events": False,
+        "steps_left_out": [1],
+    }
+    assert "cut short" in done.stderr
+    csv = npuprof("analyse", str(path), "--format", "csv", env=clean_env())
+    header, row = csv.stdout.splitlines()
+    assert header.endswith(",trace_cut_short") and row.endswith(",1"), csv.stdout
+    assert "the trace is cut short" in csv.stderr
+    written = json.loads((tmp_path / "trace_view.json.npuprof" / "trace_view.json").read_text())
+    host = {(e["name"], e["ts"]) for e in want if e["ph"] == "X" and e["pid"] == 437675}
+    assert host <= {(e["name"], e.get("ts")) for e in written}  # the events read, in a closed array
+
+
+def _cut_rank(src: Path, dst: Path, fraction: float) -> tuple[Path, bytes]:
+    """A copy of the rank dir ``src`` whose trace is cut at ``fraction`` of its (compressed) bytes; the
+    trace's text that is left (decompressed as far as it goes)."""
+    shutil.copytree(src, dst)
+    (trace,) = dst.glob("*.pt.trace.json*")
+    raw = trace.read_bytes()
+    trace.write_bytes(raw[: int(len(raw) * fraction)])
+    if trace.name.endswith(".gz"):
+        return trace, zlib.decompressobj(31).decompress(raw[: int(len(raw) * fraction)])
+    return trace, raw[: int(len(raw) * fraction)]
+
+
+def test_real_kineto_traces_cut_inside_their_events(torchrun_capture: Path, tmp_path: Path) -> None:
+    """A real CPU capture's Kineto traces (rank 0 plain, rank 1 gzipped) cut inside traceEvents: analysed
+    from their complete events, with the warning; the steps kept are those that end before the start of
+    the last event read (worked out here with json), the others left out."""
+    ranks = sorted(torchrun_capture.glob("*_ascend_pt"))
+    out = tmp_path / "out"
+    expected = {}
+    for src, fraction in zip(ranks, (0.3, 0.5), strict=True):
+        (info,) = src.glob("profiler_info_*.json")
+        k = int(info.stem.rsplit("_", 1)[1])
+        _trace, text = _cut_rank(src, out / src.name, fraction)
+        events = complete_events(text)
+        last = next(e["ts"] for e in reversed(events) if isinstance(e.get("ts"), int | float))
+        steps = [e for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
+        kept = [int(e["name"].split("#")[1]) for e in steps if e["ts"] + e["dur"] <= last and e["ts"] < last]
+        expected[k] = (len(events), kept)
+    done = npuprof("analyse", str(out), "--format", "json", env=clean_env())
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert len(report["ranks"]) == 2, done.stderr
+    for rank in report["ranks"]:
+        count, kept = expected[rank["rank"]]
+        (note,) = [w for w in rank["warnings"] if "the trace is cut short" in w]
+        assert f"read the {count} complete event(s)" in note, note
+        assert [s["step"] for s in rank["steps"] if s["step"] is not None] == kept, (rank["steps"], note)
+        gzipped = next(Path(rank["rank_dir"]).glob("*.pt.trace.json*")).name.endswith(".gz")
+        assert gzipped == any("gzip data ends early" in w for w in rank["warnings"]), rank["warnings"]
+        tv = Path(rank["rank_dir"]) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+        assert isinstance(json.loads(tv.read_text()), list)
+
+
+def test_export_stacks_and_memory_timeline_read_a_cut_trace_as_its_complete_events(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """export-stacks and memory-timeline of a trace cut short give what they give for a closed trace that
+    holds only its complete events (written here with json), and say it was cut."""
+    src = sorted(torchrun_capture.glob("*_ascend_pt"))[0]
+    trace, text = _cut_rank(src, tmp_path / "cut" / src.name, 0.8)
+    events = complete_events(text)
+    head = json.loads(text[: text.index(b'"traceEvents"')].decode().rstrip().rstrip(",") + "}")
+    whole = tmp_path / "whole.pt.trace.json"
+    whole.write_text(json.dumps({**head, "traceEvents": events}))
+    for command, out in (("export-stacks", "stacks.folded"), ("memory-timeline", "memory.json")):
+        cut = npuprof(command, str(trace), "-o", str(tmp_path / f"cut-{out}"), env=clean_env())
+        ref = npuprof(command, str(whole), "-o", str(tmp_path / f"whole-{out}"), env=clean_env())
+        assert cut.returncode == ref.returncode == 0, (cut.stderr, ref.stderr)
+        assert f"read the {len(events)} complete event(s)" in " ".join(cut.stderr.split()), cut.stderr
+        assert (tmp_path / f"cut-{out}").read_bytes() == (tmp_path / f"whole-{out}").read_bytes(), command
+
+
+@pytest.mark.parametrize("form", ["kineto", "array"])
+def test_a_cut_right_after_a_list_in_an_events_args_is_no_end_of_the_events(
+    torchrun_capture: Path, tmp_path: Path, form: str
+) -> None:
+    """Cut right after a "]" of an event's args (``"Input Dims": [[32, 64]]``), a trace looked closed from
+    its end back (a bare array ends in "]"; a "]" then ", ...}" reads as the keys after traceEvents), and was
+    refused as "corrupt: undecodable events". It is read up to its last complete event."""
+    src = sorted(torchrun_capture.glob("*_ascend_pt"))[0]
+    (raw,) = src.glob("*.pt.trace.json")
+    trace = json.loads(raw.read_bytes())
+    data = json.dumps(trace if form == "kineto" else trace["traceEvents"]).encode()
+    ends = [m.end() for m in re.finditer(rb"\]\]", data)]
+    assert len(ends) > 20
+    path = tmp_path / "cut.json"
+    for end in ends[:: max(1, len(ends) // 20)]:
+        for cut in (end, end + 1, data.index(b"}", end) + 1):  # after "]]", its comma, its args' "}"
+            path.write_bytes(data[:cut])
+            assert len(load_trace(path).events) == len(complete_events(data[:cut])), cut
