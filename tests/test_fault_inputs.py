@@ -956,6 +956,27 @@ def test_a_run_record_without_the_reason_points_to_the_runs_log(tmp_path: Path) 
     )
 
 
+def test_of_runs_started_within_one_second_the_last_claimed_is_the_one_told(tmp_path: Path) -> None:
+    """helper-326: a loop of short runs into one -o (runs that captured nothing, 80 ms apart): analyse named
+    an earlier run's command and reason, as the records' starts are to the second. The record a run claims
+    later has the later stamp in its name (npuprof_run.<YYYYmmddHHMMSSmmm>.<pid>.json)."""
+    from npuprof.reports.inputs import InputError, single_rank_dir
+
+    start, end = "2026-12-06T20:00:00+0000", "2026-12-06T20:00:00+0000"
+    runs = {  # in the order they ran: the first run's record has the plain name
+        "npuprof_run.json": ("python -c pass", "first"),
+        "npuprof_run.20261206200000100.11.json": ("python -c pass", "second"),
+        "npuprof_run.20261206200000900.12.json": ("python train.py", "third"),
+    }
+    for name, (command, said) in runs.items():
+        record = {"run_id": said, "command": command.split(), "start": start, "end": end, "no_capture": said}
+        (tmp_path / name).write_text(json.dumps(record))
+    with pytest.raises(InputError) as refused:
+        single_rank_dir(tmp_path)
+    expected = f"{tmp_path} is the output of npuprof run -- python train.py, whose end said: third"
+    assert str(refused.value) == expected
+
+
 # ---- 7. the partial last step ----------------------------------------------------------------------------
 # (a capture the job's end ended inside its step: tests/test_capture_end_cost.py, its partial step flagged
 # and left out of the mean)

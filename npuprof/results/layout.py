@@ -876,15 +876,25 @@ def run_of_capture_going(rank_dir: Path) -> str | None:
     return live_launcher(rank_dir.parent, run_id) or launcher_elsewhere(rank_dir.parent, run_id)
 
 
+def _claimed_at(record_path: Path) -> str:
+    """The stamp of a run record's name (``npuprof_run.<YYYYmmddHHMMSSmmm>.<pid>.json``), which orders the
+    records claimed within one second; ``""`` for ``npuprof_run.json``, the first run's."""
+    return record_path.name.removeprefix("npuprof_run").removesuffix(".json")
+
+
 def run_without_captures(output: Path) -> str | None:
     """What to say of ``output`` when a report command finds no capture in it but run records: the latest
     run's command and why it wrote none, as its end said (the record's ``no_capture``). None when
     ``output`` holds no run record, or when that run still goes (its captures may yet come: each command
     says so its own way)."""
-    records = [record for _path, record in read_run_records(output)]
+    records = list(read_run_records(output))
     if not records:
         return None
-    latest = max(records, key=lambda record: iso_seconds(record.get("start")) or 0.0)
+    # a record's start is to the second: two runs started within one (a script's loop of short runs) are
+    # told apart by the time of day its name took when claimed (results/run_record.claim_record_path)
+    _path, latest = max(
+        records, key=lambda found: (iso_seconds(found[1].get("start")) or 0.0, _claimed_at(found[0]))
+    )
     if record_launcher_alive(latest) or record_elsewhere(latest):
         return None
     command = latest.get("command")
