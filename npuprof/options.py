@@ -207,7 +207,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     _bool(
         "msprof_tx",
         "off",
-        "Custom marks (npuprof.mark/range) and a comm: range around every torch.distributed call.",
+        "A comm: range around every torch.distributed call; on an NPU also the npuprof.mark/range "
+        "marks (recorded without it on CPU and CUDA).",
         WHAT,
         "torch_npu `_ExperimentalConfig(msprof_tx=...)` (`mstx` in newer releases); on every backend a "
         "`comm:{op},{group},{dtype},{count}` range around each torch.distributed collective and "

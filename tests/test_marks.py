@@ -1547,3 +1547,15 @@ def test_the_gc_watch_leaves_a_scripts_append_and_pop_and_one_shot_callbacks_as_
             assert len(record["events"]) == 2, (one_shot.__name__, record)
     finally:
         gc.callbacks[:] = kept
+
+
+def test_msprof_tx_help_does_not_say_the_marks_need_it_on_torch_profiler(single: dict[str, Any]) -> None:
+    """helper-326: `npuprof run --help` (and trigger's) said --msprof-tx gave "Custom marks
+    (npuprof.mark/range) and a comm: range ...", where the run above, without it, records every mark (as
+    README's Marks table says: only torch_npu needs the flag for them)."""
+    from npuprof.options import BY_KEY
+
+    names = Counter(s["name"] for s in _spans(single["trace"]))
+    assert all(names[name] == RECORDED for name in USER_RANGES)  # no --msprof-tx in that run
+    text = " ".join(BY_KEY["msprof_tx"].help.split())
+    assert "on an NPU also the npuprof.mark/range marks (recorded without it on CPU and CUDA)" in text, text
