@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+import shlex
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import load_trace, rank_dirs, run_trainer
+from conftest import clean_env, load_trace, rank_dirs, run_trainer
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +74,23 @@ def test_the_table_shows_the_pooled_section_once(repeated: Path) -> None:
     titles = [line for line in analysed.stdout.splitlines() if line.startswith("rank ")]
     assert len(titles) == 1 and f"{len(dirs)} captures pooled" in titles[0], analysed.stdout
     assert analysed.stdout.count("top operators by self time") == 1
+
+
+def test_the_pooled_sections_export_stacks_command_runs_as_given(repeated: Path, tmp_path: Path) -> None:
+    """helper-326: the CPU-only note under a pooled section said "npuprof export-stacks RESULT --svg
+    flame.svg", the folder of its captures, which export-stacks refuses (exit 1: "holds 7 rank
+    directories: give one of them"). It names the section's latest capture, and that command works."""
+    analysed = npuprof("analyse", str(repeated), env={**clean_env(), "COLUMNS": "1000"}, timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    (said,) = re.findall(
+        r"what the free time was: (npuprof export-stacks .*? --svg flame\.svg)", analysed.stdout
+    )
+    command = shlex.split(said)
+    assert command[2] == str(rank_dirs(repeated)[-1]), said  # the latest, by its name's start stamp
+    svg = tmp_path / "flame.svg"
+    made = npuprof(*command[1:-1], str(svg), timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert svg.read_text().startswith("<?xml")
 
 
 def _captures(root: Path, count: int, rank: int | None, stamps_from: int = 0) -> list[Path]:

@@ -301,7 +301,12 @@ def render_table(report: Report, console: Console) -> None:
         elif r.device == "CPU" and not r.top_operators:
             console.print(f"[dim]{escape(NO_OPERATOR_RAN)}[/dim]")
         elif r.device == "CPU":
-            console.print(f"[dim]{escape(_cpu_only_note(r.rank_dir))}[/dim]")
+            # a pooled section's rank_dir is the folder of its captures, which export-stacks refuses (one
+            # capture at a time): the note names the latest of them
+            latest = r.captures[-1] if r.captures is not msgspec.UNSET and r.captures else None
+            console.print(
+                f"[dim]{escape(_cpu_only_note(latest or r.rank_dir, pooled=latest is not None))}[/dim]"
+            )
         _render_ranges(r, console)
         _render_gc(r, console)
         if (line := _data_line(r.steps, on_device=r.device != "CPU")) is not None:
@@ -316,10 +321,11 @@ def render_table(report: Report, console: Console) -> None:
 NO_OPERATOR_RAN = f"{vocab.NO_OPERATOR_RAN}; npuprof export-stacks has no operator to show of it"
 
 
-def _cpu_only_note(rank_dir: str) -> str:
+def _cpu_only_note(rank_dir: str, pooled: bool = False) -> str:
     """What comp, free and prep ms are on a CPU-only trace, and the command that shows what the free time
     was: prep ends at the step's first operator (docs/formats.md, "Step breakdown", its Preparing row), so a
-    DataLoader's wait after any operator of the step (a logged loss.item()) is free time, seen in no table."""
+    DataLoader's wait after any operator of the step (a logged loss.item()) is free time, seen in no table.
+    ``pooled``: ``rank_dir`` is the latest capture of a pooled section, and the note says so."""
     from npuprof.reports.run_summary import shell_quote
 
     return printable(
@@ -327,7 +333,7 @@ def _cpu_only_note(rank_dir: str) -> str:
         "rest of the step, the Python between operators and waits included; prep ms runs to the step's first "
         "operator, a loss.item() before the DataLoader's wait, say); what the free time was: npuprof "
         "export-stacks "
-        f"{shell_quote(rank_dir)} --svg flame.svg"
+        f"{shell_quote(rank_dir)} --svg flame.svg" + (" (its latest capture)" if pooled else "")
     )
 
 
