@@ -284,6 +284,19 @@ def test_an_absolute_start_step_and_one_already_passed(tmp_path: Path) -> None:
     assert job.captures() == [(30, 31)]
 
 
+def test_a_start_step_the_job_is_in_is_said_begun_not_passed(tmp_path: Path) -> None:
+    """helper-326: `npuprof trigger --start-step 400` read while the job ran step 400 was logged (and shown
+    by status) as "start_step 400 has passed (the job is at step 400)", a step the reader takes for not
+    passed yet. Its window would open at the boundary before step 400, which the job has crossed."""
+    job = Job(tmp_path)
+    job.steps(20)  # boundaries 0..19 crossed: the job runs step 20
+    job.write(start_step=20, active=1)
+    assert "start_step 20 has already begun (the job is in step 20): not effective" in job.log()
+    assert "has passed" not in job.log()
+    job.steps(5)
+    assert job.captures() == []
+
+
 def test_a_process_without_a_rank_not_selected_says_it_counts_as_rank_0(tmp_path: Path) -> None:
     """helper-298: a process without a rank (a plain script) sent a request for rank 1 logged "rank None is
     not selected"; it says that it counts as rank 0, as --ranks takes it (README)."""

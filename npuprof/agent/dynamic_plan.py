@@ -330,7 +330,7 @@ class DynamicPlan:
             if not request.queued:
                 self._event(
                     "WARNING",
-                    f"start_step {first} has passed (the job is at step {step}){NOT_EFFECTIVE}",
+                    f"{_passed(first, step)}{NOT_EFFECTIVE}",
                     step,
                 )
                 return
@@ -561,10 +561,10 @@ class DynamicPlan:
             return
         self.logs.monitor("INFO", f"{MONITOR_LOADED}: {request.describe()}")
         self._say("INFO", f"loaded: {request.describe()}", step)
-        if passed:
+        if passed and step is not None:  # (passed is of a step counted)
             self._say(
                 "WARNING",
-                f"start_step {request.start_step} has passed (the job is at step {step}){NOT_EFFECTIVE}",
+                f"{_passed(request.start_step, step)}{NOT_EFFECTIVE}",
                 step,
             )
 
@@ -649,3 +649,12 @@ class DynamicPlan:
             self.logs.monitor("INFO", MONITOR_DONE)
         except Exception:
             pass
+
+
+def _passed(start_step: int, step: int) -> str:
+    """Why a request's start_step is not effective at ``step``, the step the job runs: before it, passed; the
+    step itself has begun (a window opens at the boundary before its first step), which "start_step 400 has
+    passed (the job is at step 400)" left a reader to work out."""
+    if start_step < step:
+        return f"start_step {start_step} has passed (the job is at step {step})"
+    return f"start_step {start_step} has already begun (the job is in step {step})"
