@@ -139,10 +139,16 @@ def print_run_summary(
         console.print(f"[bold yellow]npuprof:[/] {escape(restarted)}", soft_wrap=True)
     if replaced:  # the captures listed are those made since (helper-114: one lost with it, unsaid)
         console.print(f"[bold yellow]npuprof:[/] {escape(replaced_words(output))}", soft_wrap=True)
-    for c in listed:
-        if c.detail:
-            detail = _why_not_finalised(c, agents) if c.detail == layout.NOT_FINALISED else c.detail
-            console.print(f"* {escape(_shown_dir(c.rank_dir, output))}: {escape(detail)}", overflow="fold")
+    from npuprof.reports.footnotes import grouped
+
+    details = (
+        (c, _why_not_finalised(c, agents) if c.detail == layout.NOT_FINALISED else c.detail) for c in listed
+    )
+    for alike, detail in grouped(details):
+        named = _shown_dir(alike[0].rank_dir, output)
+        if len(alike) > 1:  # --repeat 0: most captures have the same note (reports/footnotes.py)
+            named += f" .. {_shown_dir(alike[-1].rank_dir, output)} ({len(alike)} captures)"
+        console.print(f"* {escape(named)}: {escape(detail)}", overflow="fold")
     left = _left_unparsed(captures, cfg)
     if being := _being_parsed(left):
         console.print(

@@ -1,0 +1,50 @@
+"""The notes under the run summary's table: like notes of consecutive captures are one footnote
+(npuprof/reports/footnotes.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+BESIDE = (
+    "the post-processor ran during this capture ({} earlier captures waited for it): its work may have "
+    "slowed these steps"
+)
+
+
+def test_a_row_of_like_notes_is_one_footnote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """helper-326: `npuprof run --repeat 0 --wait 1 --active 1` on a 70-step job printed 32 footnotes under
+    its 35 captures, each "the post-processor ran during this capture (N earlier captures waited for
+    it)": the note that differed (the last capture's partial step) was lost among them."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    out = tmp_path / "res"
+    out.mkdir()
+    names = [f"vm_42_2026120711000000{k}_ascend_pt" for k in range(6)]
+    details = ["", BESIDE.format(3), BESIDE.format(7), BESIDE.format(4), "", "step 11 is partial"]
+    captures = [
+        CaptureSummary(out / name, "complete", None, 42, [2 * k + 1], 1000, detail, True)
+        for k, (name, detail) in enumerate(zip(names, details, strict=True))
+    ]
+    print_run_summary(out, captures, 0, ProfileConfig(), out / "npuprof.log", run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())  # (a line may be folded at the console's width)
+    grouped = f"* {names[1]} .. {names[3]} (3 captures): " + BESIDE.format("3 to 7")
+    assert said.count("* vm_") == 2 and grouped in said and f"* {names[5]}: step 11 is partial" in said, said
+
+
+def test_notes_apart_or_of_other_words_stay_apart() -> None:
+    from npuprof.reports.footnotes import grouped
+
+    notes = [("a", BESIDE.format(3)), ("b", None), ("c", BESIDE.format(3)), ("d", "stopped by SIGTERM")]
+    assert grouped(notes) == [
+        (["a"], BESIDE.format(3)),
+        (["c"], BESIDE.format(3)),
+        (["d"], "stopped by SIGTERM"),
+    ]
+    same = [("a", "step 7 is partial"), ("b", "step 7 is partial"), ("c", "step 7.5 is partial")]
+    assert grouped(same) == [(["a", "b", "c"], "step 7 to 7.5 is partial")]
+    two = [("a", BESIDE.format(3)), ("b", BESIDE.format(5))]  # two lines: each keeps its own
+    assert grouped(two) == [(["a"], BESIDE.format(3)), (["b"], BESIDE.format(5))]
