@@ -254,3 +254,33 @@ def test_a_copy_of_a_capture_is_counted_once_and_named(tmp_path: Path) -> None:
     assert f"{dirs[1]} and {copy}: the same capture (a copy?); counted once, from {dirs[1]}" in " ".join(
         kept.warnings or []
     )
+
+
+BESIDE = (
+    "the post-processor ran during this capture ({} earlier captures waited for it): its work may have "
+    "slowed these steps"
+)
+
+
+def test_the_same_note_of_many_captures_is_one_warning(tmp_path: Path) -> None:
+    """helper-326: `npuprof analyse` of a --repeat 0 run (35 captures) printed 32 warnings, one a capture,
+    each "its capture record says: the post-processor ran during this capture (N earlier captures waited
+    for it)". Three or more captures in a row with the same note, numbers aside, are one warning."""
+    dirs = _captures(tmp_path, 5, rank=None)
+    waited = [None, 3, 7, 4, None]
+    for k, (d, n) in enumerate(zip(dirs, waited, strict=True)):
+        record = {"status": "complete", "steps": [7 + k], "last_step_partial": False}
+        if n is not None:
+            record["detail"] = BESIDE.format(n)
+        (d / "npuprof_capture.json").write_text(json.dumps(record))
+    analysed = npuprof("analyse", str(tmp_path), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    warned = [line for line in analysed.stderr.splitlines() if "its capture record says" in line]
+    assert warned == [
+        f"npuprof analyse: warning: {dirs[1]} .. {dirs[3]} (3 captures): its capture record says: "
+        + BESIDE.format("3 to 7")
+    ], analysed.stderr
+    ranks = json.loads(analysed.stdout)["ranks"]  # the JSON keeps each capture's own
+    assert [r.get("warnings") for r in ranks][1:4] == [
+        [f"its capture record says: {BESIDE.format(n)}"] for n in (3, 7, 4)
+    ]

@@ -95,6 +95,9 @@ class NothingToAnalyse(Exception):
     pass
 
 
+RECORD_SAYS = "its capture record says: "  # a rank's warning that repeats its capture record's note
+
+
 def is_bare_trace(path: Path) -> bool:
     """A trace file to analyse on its own: named as Kineto names its traces (whatever it holds: a damaged
     one is reported as such), or any file whose content is a Chrome trace of either form
@@ -1715,7 +1718,7 @@ def _build_report(
         if outcome.status == "cached" and outcome.reason:  # --force with nothing to parse again
             rank.warnings = [*(rank.warnings or []), outcome.reason]
         if not partials and (said := recorded_detail(outcome.rank_dir)):
-            rank.warnings = [*(rank.warnings or []), f"its capture record says: {said}"]
+            rank.warnings = [*(rank.warnings or []), f"{RECORD_SAYS}{said}"]
         if trouble:
             rank.warnings = [*(rank.warnings or []), trouble]
         if (left := _memory_snapshot_left(outcome.rank_dir)) is not None:

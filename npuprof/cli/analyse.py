@@ -205,17 +205,27 @@ def analyse(
         terminal.render_table(report, Console())
     sys.stdout.flush()
     from npuprof.analysis.ascend_output import PARSED_BY_TORCH_NPU
+    from npuprof.analysis.report import RECORD_SAYS
+    from npuprof.reports.footnotes import grouped
 
     without: list[str] = []
     by_torch_npu = 0
+    # the captures' own notes, said after the others: a --repeat 0 job gives most captures the same one
+    recorded: list[tuple[str, str]] = []
     for r in report.ranks:
         for note in r.warnings or []:
             if note == PARSED_BY_TORCH_NPU:
                 by_torch_npu += 1
                 continue
+            if note.startswith(RECORD_SAYS):
+                recorded.append((r.rank_dir, note))
+                continue
             _say_one_line(f"npuprof analyse: warning: {r.rank_dir}: {note}")
         if step_range is not None and not r.steps:
             without.append(r.rank_dir)
+    for dirs, note in grouped(recorded):
+        named = dirs[0] if len(dirs) == 1 else f"{dirs[0]} .. {dirs[-1]} ({len(dirs)} captures)"
+        _say_one_line(f"npuprof analyse: warning: {named}: {note}")
     if by_torch_npu:
         _note(
             f"{by_torch_npu} rank dir(s) parsed by torch_npu: read from their tables in "

@@ -1,4 +1,4 @@
-"""The notes under the run summary's table of captures, one footnote for a row of like ones.
+"""Notes on captures (under the run summary's table, analyse's warnings), one for a row of like ones.
 
 A job captured again and again (``--repeat 0``) gets the same note under most of its captures ("the
 post-processor ran during this capture (3 earlier captures waited for it): ..."): one line each was a wall
