@@ -48,3 +48,5 @@ def test_notes_apart_or_of_other_words_stay_apart() -> None:
     assert grouped(same) == [(["a", "b", "c"], "step 7 to 7.5 is partial")]
     two = [("a", BESIDE.format(3)), ("b", BESIDE.format(5))]  # two lines: each keeps its own
     assert grouped(two) == [(["a"], BESIDE.format(3)), (["b"], BESIDE.format(5))]
+    paths = [(k, f"copied to /tmp/run{k}/trace_pid{k}.json") for k in range(3)]  # numbers inside names
+    assert grouped(paths) == [([k], text) for k, text in paths]

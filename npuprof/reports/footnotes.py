@@ -15,7 +15,9 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# a number standing alone: not one inside a name or path (a pid in vm_4242_..._ascend_pt, /tmp/run3/x.json),
+# which would tell notes of other captures apart, never merge into a range
+_NUMBER = re.compile(r"(?<![\w./])\d+(?:\.\d+)?(?![\w/])")
 GROUPED_FROM = 3  # like notes of this many captures in a row are one footnote
 
 
