@@ -1076,6 +1076,34 @@ def test_a_fifo_given_as_an_output_file_is_refused_and_left_alone(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["node.json"]
 
 
+@pytest.mark.parametrize("points_to", ["/proc/self/fd/1", "/dev/stderr", "fifo", "dir"])
+def test_a_link_to_a_descriptor_or_a_node_given_as_the_chrome_trace_is_refused_and_left_alone(
+    tmp_path: Path, points_to: str
+) -> None:
+    """helper-325: the check above looked at the path itself, and a symbolic link passed: as root,
+    `--export-chrome-trace /dev/stdout` (a link to /proc/self/fd/1) put the trace in /dev in the place of
+    the system's /dev/stdout, every later program's stdout in the container a plain file, whatever stdout
+    was open on (a terminal, a pipe, a file the output was redirected to). A link to a descriptor, a
+    FIFO or a directory: one line, exit 2, the link as it was, nothing run or written."""
+    if points_to == "fifo":
+        os.mkfifo(tmp_path / "node")
+    elif points_to == "dir":
+        (tmp_path / "node").mkdir()
+    link = tmp_path / "trace.json"
+    link.symlink_to(points_to if points_to.startswith("/") else "node")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    args = ["run", "--export-chrome-trace", str(link), "--", sys.executable, "-c", "print(1)"]
+    result = npuprof(*args, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line, line
+    assert line.startswith(f"npuprof run: error: --export-chrome-trace: {link} "), line
+    assert "would replace the link" in line, line
+    assert result.stdout == ""  # the job never ran
+    assert os.readlink(link) == (points_to if points_to.startswith("/") else "node")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_a_dash_as_the_chrome_trace_path_is_refused_not_written_as_a_file(tmp_path: Path) -> None:
     """helper-130: `--export-chrome-trace -` (stdout, as export-stacks' `-o -`) wrote a file named "-" in the
     working directory; one line, exit 2. `./-` still names that file."""

@@ -90,7 +90,8 @@ def descriptor_stream(path: str | os.PathLike[str]) -> bool:
 def output_file_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot take an output file that npuprof writes whole (to a temporary name, then
     renamed over it): its directory is missing or not one, it is a directory, a device, a FIFO or a
-    socket (which the rename would replace), or it cannot be looked up. None when it can."""
+    socket, or a symbolic link to one of them (which the rename would replace), or it cannot be looked up.
+    None when it can."""
     target = Path(os.path.abspath(path))
     try:
         parent = os.stat(target.parent)
@@ -111,10 +112,47 @@ def output_file_problem(path: str | os.PathLike[str]) -> str | None:
     kind = not_a_plain_file(info)
     if kind is not None:
         return f"{target} is {kind} (writing the file would replace it)"
+    if stat.S_ISLNK(info.st_mode):
+        # the rename replaces the link itself: as root, --export-chrome-trace /dev/stdout (a link to the
+        # terminal, a pipe or the file stdout was redirected to) left the trace in /dev in the place of the
+        # system's /dev/stdout
+        if names_a_descriptor(target):
+            link = os.readlink(target)
+            return (
+                f"{target} names a file descriptor (-> {link!r}), not a file (writing the file would "
+                "replace the link, not write to the descriptor)"
+            )
+        try:
+            followed = os.stat(target)
+        except OSError:
+            return None  # a link to nowhere (or a loop): replaced by the file, as one to a file is
+        kind = "a directory" if stat.S_ISDIR(followed.st_mode) else not_a_plain_file(followed)
+        if kind is not None:
+            link = os.readlink(target)
+            return (
+                f"{target} is a symbolic link to {kind} (-> {link!r}; writing the file would replace the "
+                "link)"
+            )
     return None
 
 
 _MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
+_ANY_DESCRIPTOR_PATH = re.compile(r"/(?:dev|proc/(?:self|thread-self|\d+)(?:/task/\d+)?)/fd/\d+")
+
+
+def names_a_descriptor(path: str | os.PathLike[str]) -> bool:
+    """``path``, or a symbolic link on the way from it, is ``/dev/fd/N`` or ``/proc/PID/fd/N``: a descriptor
+    of whatever process opens it (``/dev/stdout``, ``/dev/stderr``), whatever it is open on."""
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        if _ANY_DESCRIPTOR_PATH.fullmatch(current):
+            return True
+        try:
+            link = os.readlink(current)
+        except OSError:
+            return False
+        current = os.path.normpath(os.path.join(os.path.dirname(current), link))
+    return False
 
 
 def character_torch_cannot_write(path: str) -> str | None:
