@@ -228,6 +228,48 @@ def test_a_name_first_bound_to_none_is_named_so(tmp_path: Path) -> None:
     assert "no `train_step = None` before its def" in text and "not found" not in text
 
 
+HELD = """
+import gc
+
+gc.disable()  # the cycle below is freed at a full collection, which a short job may never reach
+
+
+class Compiled:  # what torch.jit.script leaves of a function it compiles: a copy of the script's globals
+    pass
+
+
+jit = Compiled()
+jit.cycle, jit.resolution_globals = jit, dict(globals())
+del jit
+
+
+def train_step():
+    pass
+
+
+for _ in range(12):
+    train_step()
+"""
+
+
+def test_a_definition_while_the_placeholder_is_held_elsewhere_is_named_so(tmp_path: Path) -> None:
+    """helper-325: a `@torch.jit.script` function defined before train_step copies the script's globals,
+    npuprof's placeholder with them, into a reference cycle: the def freed nothing, the agent never woke,
+    and the run's end said "no process of the job defined train_step in its __main__" of a script that
+    did. The end now says what held it and how to avoid it."""
+    script = tmp_path / "train.py"  # no torch needed: no step is ever counted
+    script.write_text(HELD)
+    proc = _run(tmp_path / "out", "train_step", (5, 1, 3), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert (
+        "--step-on __main__:train_step: train_step was defined in __main__ (train.py) while something else "
+        "held npuprof's placeholder for it" in text
+    ), text
+    assert "define train_step before the script's first @torch.jit.script function" in text, text
+    assert "no process of the job defined" not in text and "agent failed" not in text, text
+
+
 def test_too_few_steps_are_counted_in_the_reason(tmp_path: Path) -> None:
     script = tmp_path / "train.py"  # no torch needed: the schedule's window is never reached
     script.write_text("def train_step():\n    pass\n\n\nfor _ in range(3):\n    train_step()\n")

@@ -3,6 +3,7 @@ boundaries"). Kept out of sitecustomize.py, which every Python process of the jo
 this file is loaded, by its path, only by processes given a ``__main__`` target."""
 
 import sys
+from _weakref import ref  # the builtin module: nothing more imported
 
 _wake = _report = _entry = None  # set by watch(): sitecustomize's functions
 
@@ -13,7 +14,7 @@ class _Unbound:
     the agent there, before the script's next statement can save a reference. Until then, calling it fails
     as the undefined name would."""
 
-    __slots__ = ("module", "name")
+    __slots__ = ("__weakref__", "module", "name")
 
     def __init__(self, module, name):
         self.module = module
@@ -43,11 +44,13 @@ def watch(target, wake, report, entry):
     name = target.partition(":")[2].partition(".")[0]
     if module is None or not name or name in module.__dict__:
         return
-    module.__dict__[name] = _Unbound(module, name)
-    atexit.register(_main_at_exit, module, name, target)
+    placeholder = _Unbound(module, name)
+    module.__dict__[name] = placeholder
+    atexit.register(_main_at_exit, module, name, target, ref(placeholder))
+    del placeholder
 
 
-def _main_at_exit(module, name, target):
+def _main_at_exit(module, name, target, placeholder):
     try:
         if isinstance(module.__dict__.get(name), _Unbound):
             del module.__dict__[name]
@@ -56,5 +59,14 @@ def _main_at_exit(module, name, target):
                 _entry().on_main_target_missing(module, target)
             elif current is not None and name in vars(current):  # multiprocessing's spawn: __mp_main__
                 _entry().on_main_target_spawned(target)
+        elif (held := placeholder()) is not None and sys.modules.get("__main__") is module:
+            # The script bound the name, yet the placeholder lives: something else held it then (a copy of
+            # the script's globals in a reference cycle: torch.jit.script makes one for each function it
+            # compiles, freed at a full collection that may never come), so the binding freed nothing and
+            # the agent never woke: said, not taken for a name never defined. Its __del__, when the import
+            # below collects that cycle, must not start an agent now.
+            held.name = ""
+            del held
+            _entry().on_main_target_held(module, target)
     except Exception as exc:
         _report(f"--step-on {target}: {exc!r}")

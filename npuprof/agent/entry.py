@@ -57,6 +57,29 @@ def on_main_target_missing(module: Any, step_on: str) -> None:
         _report_failure(f"--step-on {step_on} not reported: {exc!r}")
 
 
+def on_main_target_held(module: Any, step_on: str) -> None:
+    """Called by the bootstrap at exit when the script bound ``--step-on __main__:QUALNAME``'s first name
+    while something else still referenced the placeholder (docs/architecture.md, "Step boundaries"): the
+    binding did not free it, so the agent never woke and no step was counted (helper-325: a
+    ``@torch.jit.script`` function defined before ``train_step`` copies the script's globals, the
+    placeholder with them; the run's end said that no process defined train_step)."""
+    try:
+        log = get_log() if _state.get("agent") else _report_log()
+        if log is None:
+            return
+        first = step_on.partition(":")[2].split(".")[0]
+        path = getattr(module, "__file__", None) or (sys.argv[0] if sys.argv else "")
+        where = f"__main__ ({os.path.basename(path)})" if path else "__main__"
+        log.warning(
+            f"--step-on {step_on}: {first} was defined in {where} while something else held npuprof's "
+            "placeholder for it (a copy of the script's globals: torch.jit.script keeps one for each "
+            f"function it compiles), so npuprof did not see the definition; no steps counted; define {first} "
+            "before the script's first @torch.jit.script function, or name a function of a module it imports"
+        )
+    except Exception as exc:
+        _report_failure(f"--step-on {step_on} not reported: {exc!r}")
+
+
 def on_main_target_spawned(step_on: str) -> None:
     """Called by the bootstrap at exit in a child that multiprocessing's spawn (or forkserver) started: its
     script ran as ``__mp_main__`` and defined the target there, where npuprof does not watch (helper-125:
