@@ -247,6 +247,7 @@ def train_step():
     pass
 
 
+CALLS_BEFORE_A_COLLECTION
 for _ in range(12):
     train_step()
 """
@@ -258,7 +259,7 @@ def test_a_definition_while_the_placeholder_is_held_elsewhere_is_named_so(tmp_pa
     and the run's end said "no process of the job defined train_step in its __main__" of a script that
     did. The end now says what held it and how to avoid it."""
     script = tmp_path / "train.py"  # no torch needed: no step is ever counted
-    script.write_text(HELD)
+    script.write_text(HELD.replace("CALLS_BEFORE_A_COLLECTION", ""))
     proc = _run(tmp_path / "out", "train_step", (5, 1, 3), [sys.executable, str(script)])
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stderr.split())
@@ -268,6 +269,27 @@ def test_a_definition_while_the_placeholder_is_held_elsewhere_is_named_so(tmp_pa
     ), text
     assert "define train_step before the script's first @torch.jit.script function" in text, text
     assert "no process of the job defined" not in text and "agent failed" not in text, text
+
+
+def test_a_definition_seen_at_a_later_collection_says_earlier_calls_went_uncounted(tmp_path: Path) -> None:
+    """helper-325: the placeholder held elsewhere is freed at a full collection: the agent woke there,
+    mid-run, and counted step 0 at the next call, silently (a capture said steps 6-8 of the script's calls
+    16-18).
+    Each collection now looks for the name bound: the agent wakes at the first one after the def and says
+    that earlier calls went uncounted. One call before the collection, 12 after: 12 counted."""
+    script = tmp_path / "train.py"
+    script.write_text(HELD.replace("CALLS_BEFORE_A_COLLECTION", "train_step()\ngc.collect()"))
+    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert (
+        "--step-on __main__:train_step: npuprof saw the definition of train_step in __main__ (train.py) "
+        "only at a garbage collection after it" in text
+    ), text
+    assert "calls made before were not counted" in text, text
+    log = (tmp_path / "out" / "npuprof.log").read_text()
+    assert "steps counted in this process: 12" in log, log
+    assert len(rank_dirs(tmp_path / "out")) == 1, text
 
 
 def test_too_few_steps_are_counted_in_the_reason(tmp_path: Path) -> None:
@@ -390,6 +412,10 @@ def on_trigger(name, module):
     print("woken", name, file=sys.stderr)
 def on_main_target_missing(module, step_on):
     print("missing", step_on, file=sys.stderr)
+def on_main_target_held(module, step_on):
+    print("held", step_on, file=sys.stderr)
+def on_main_target_seen_late(module, step_on):
+    print("late", step_on, file=sys.stderr)
 """
 JOB = """
 COUNT = []
@@ -426,6 +452,12 @@ def test_the_bootstrap_wakes_the_agent_at_the_def_on_each_python(tmp_path: Path,
     assert job.stderr.splitlines() == ["woken __main__"]
     idle = subprocess.run([python, "-c", "x = 1"], **run)
     assert (idle.returncode, idle.stderr.splitlines()) == (0, ["missing __main__:train_step"])
+    # the placeholder held by a copy of the globals (as torch.jit.script's): woken at the next collection
+    # and said late, or said held at exit when none came (helper-325)
+    for collect, said in (("gc.collect()\n", ["woken __main__", "late __main__:train_step"]), ("", [])):
+        (tmp_path / "held.py").write_text(HELD.replace("CALLS_BEFORE_A_COLLECTION", f"COUNT = []\n{collect}"))
+        held = subprocess.run([python, "held.py"], **run)
+        assert (held.returncode, held.stderr.splitlines()) == (0, said or ["held __main__:train_step"])
 
 
 def _python(version: str) -> str:

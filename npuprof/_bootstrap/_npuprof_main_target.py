@@ -2,10 +2,14 @@
 boundaries"). Kept out of sitecustomize.py, which every Python process of the job compiles and runs at start:
 this file is loaded, by its path, only by processes given a ``__main__`` target."""
 
+import gc
 import sys
 from _weakref import ref  # the builtin module: nothing more imported
 
 _wake = _report = _entry = None  # set by watch(): sitecustomize's functions
+_target = ["__main__:?"]  # --step-on's value
+_watched = []  # (module, name, weak reference to the placeholder) while a collection may see it bound
+_collecting = []  # not empty while a garbage collection runs
 
 
 class _Unbound:
@@ -28,8 +32,11 @@ class _Unbound:
 
     def __del__(self):
         try:
-            if self.name in self.module.__dict__ and not sys.is_finalizing():
+            if self.name and self.name in self.module.__dict__ and not sys.is_finalizing():
+                _stop_watching()
                 _wake("__main__", self.module)
+                if _collecting:  # freed by a collection, not by the script's binding: see _at_collection
+                    _seen_late(self.module)
         except Exception as exc:
             _report(f"--step-on __main__: {exc!r}")
 
@@ -46,8 +53,53 @@ def watch(target, wake, report, entry):
         return
     placeholder = _Unbound(module, name)
     module.__dict__[name] = placeholder
+    _target[0] = target
+    _watched.append((module, name, ref(placeholder)))
+    gc.callbacks.append(_at_collection)
     atexit.register(_main_at_exit, module, name, target, ref(placeholder))
     del placeholder
+
+
+def _at_collection(phase, info):
+    """While the placeholder lives, each garbage collection looks whether the script has bound the name
+    all the same: something else held the placeholder then, so the binding did not free it (torch.jit.script
+    keeps a copy of the script's globals, in a reference cycle, for each function it compiles; helper-325).
+    The agent wakes at the first collection after the binding (not at a full one that may never come),
+    and says that calls before it were not counted."""
+    if phase != "start":
+        _collecting.clear()
+        return
+    _collecting.append(True)
+    try:
+        if not _watched or sys.is_finalizing():
+            return
+        module, name, placeholder = _watched[0]
+        held = placeholder()
+        if held is None or not held.name:
+            _stop_watching()
+            return
+        if module.__dict__.get(name, held) is held:
+            return  # not bound yet (or deleted again)
+        held.name = ""  # its __del__, whenever it comes, wakes nothing
+        del held
+        _stop_watching()
+        _wake("__main__", module)
+        _seen_late(module)
+    except Exception as exc:
+        _stop_watching()
+        _report(f"--step-on __main__: {exc!r}")
+
+
+def _stop_watching():
+    _watched.clear()
+    try:
+        gc.callbacks.remove(_at_collection)
+    except ValueError:
+        pass
+
+
+def _seen_late(module):
+    _entry().on_main_target_seen_late(module, _target[0])
 
 
 def _main_at_exit(module, name, target, placeholder):
@@ -59,14 +111,14 @@ def _main_at_exit(module, name, target, placeholder):
                 _entry().on_main_target_missing(module, target)
             elif current is not None and name in vars(current):  # multiprocessing's spawn: __mp_main__
                 _entry().on_main_target_spawned(target)
-        elif (held := placeholder()) is not None and sys.modules.get("__main__") is module:
-            # The script bound the name, yet the placeholder lives: something else held it then (a copy of
-            # the script's globals in a reference cycle: torch.jit.script makes one for each function it
-            # compiles, freed at a full collection that may never come), so the binding freed nothing and
-            # the agent never woke: said, not taken for a name never defined. Its __del__, when the import
-            # below collects that cycle, must not start an agent now.
+        elif (held := placeholder()) is not None and held.name and sys.modules.get("__main__") is module:
+            # The script bound the name, yet the placeholder lives and no collection ran since to see it:
+            # something else held it then (see _at_collection), so the binding freed nothing and the agent
+            # never woke: said, not taken for a name never defined. Its __del__, when the import below
+            # collects that cycle, must not start an agent now.
             held.name = ""
             del held
+            _stop_watching()
             _entry().on_main_target_held(module, target)
     except Exception as exc:
         _report(f"--step-on {target}: {exc!r}")

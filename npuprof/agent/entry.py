@@ -80,6 +80,31 @@ def on_main_target_held(module: Any, step_on: str) -> None:
         _report_failure(f"--step-on {step_on} not reported: {exc!r}")
 
 
+def on_main_target_seen_late(module: Any, step_on: str) -> None:
+    """Called by the bootstrap once it has woken the agent at a garbage collection that found
+    ``--step-on __main__:QUALNAME``'s first name bound while something else held the placeholder
+    (docs/architecture.md, "Step boundaries"): the script may have called the function before, uncounted,
+    so that its step numbers start later than its first call (helper-325: ProfilerStep#6-8 held the
+    script's calls 16-18)."""
+    try:
+        log = get_log() if _state.get("agent") else _report_log()
+        if log is None:
+            return
+        first = step_on.partition(":")[2].split(".")[0]
+        path = getattr(module, "__file__", None) or (sys.argv[0] if sys.argv else "")
+        where = f"__main__ ({os.path.basename(path)})" if path else "__main__"
+        log.warn_once(
+            "step-on-seen-late",
+            f"--step-on {step_on}: npuprof saw the definition of {first} in {where} only at a garbage "
+            "collection after it, something else holding its placeholder (a copy of the script's globals: "
+            "torch.jit.script keeps one for each function it compiles): calls made before were not counted, "
+            f"and step 0 may be a later call than the script's first; define {first} before the script's "
+            "first @torch.jit.script function",
+        )
+    except Exception as exc:
+        _report_failure(f"--step-on {step_on} not reported: {exc!r}")
+
+
 def on_main_target_spawned(step_on: str) -> None:
     """Called by the bootstrap at exit in a child that multiprocessing's spawn (or forkserver) started: its
     script ran as ``__mp_main__`` and defined the target there, where npuprof does not watch (helper-125:
