@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,28 @@ def test_every_typer_the_package_allows_carries_its_own_click() -> None:
     installed = _version(metadata.version("typer"))
     assert _version(low) <= installed < _version(high)
     assert not [r for r in metadata.requires("typer") or [] if re.match(r"click\b", r)]
+
+
+def test_export_stacks_refuses_one_file_for_both_the_stacks_and_the_svg(tmp_path: Path) -> None:
+    """helper-325: `-o x.folded --svg ./x.folded` (or a hard link of it) wrote the stacks, then the flame
+    graph over them, and said "wrote x.folded (1 stacks ...)" twice of a file that was an SVG: one line,
+    exit 2, nothing written. /dev/null, written into, may take both."""
+    rank_dir = tmp_path / "host_1_20260101000000000_ascend_pt"
+    rank_dir.mkdir()
+    frame = {"ph": "X", "cat": "python_function", "name": "train.py(1): <module>", "pid": 1, "tid": 1}
+    operator = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 50}
+    trace = {"traceEvents": [{**frame, "ts": 0, "dur": 100, "args": {"Python id": 1}}, operator]}
+    (rank_dir / "host.1.pt.trace.json").write_text(json.dumps(trace))
+    (tmp_path / "kept.folded").write_text("main 1\n")
+    (tmp_path / "link.folded").hardlink_to(tmp_path / "kept.folded")
+    for out, svg in (("x.folded", "./x.folded"), ("kept.folded", "link.folded")):
+        result = npuprof("export-stacks", str(rank_dir), "-o", out, "--svg", svg, cwd=tmp_path)
+        assert result.returncode == 2, result
+        assert result.stderr.splitlines() == [
+            f"npuprof export-stacks: -o {out} and --svg {svg} name the same file: the flame graph would "
+            "replace the stacks; give each its own name (e.g. -o cpu.folded --svg flame.svg)"
+        ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [rank_dir.name, "kept.folded", "link.folded"]
+    assert (tmp_path / "kept.folded").read_text() == "main 1\n"
+    both = npuprof("export-stacks", str(rank_dir), "-o", "/dev/null", "--svg", "/dev/null", cwd=tmp_path)
+    assert "same file" not in both.stderr, both.stderr

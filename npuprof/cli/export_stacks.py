@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +71,21 @@ def _check_output(path: Path, flag: str) -> Path:
         hint = f": {fix}" + (" (-o - writes the stacks to stdout)" if flag == "-o" else "")
         raise _fail(f"{flag} {path}: {problem}{hint}", 2)
     return target
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    """Whether two output paths name one file (a stream such as /dev/null is written into, never replaced:
+    both may name it)."""
+    from npuprof.results.paths import is_stream
+
+    if is_stream(first) or is_stream(second):
+        return False
+    if os.path.abspath(first) == os.path.abspath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one does not exist yet: distinct names in existing directories
+        return False
 
 
 def _write(path: Path, text: str, written: Path | None = None) -> None:
@@ -178,6 +194,13 @@ def export_stacks(
     to_stdout = (output is None and svg is None) or (output is not None and str(output) in STDOUT_NAMES)
     out_path = None if to_stdout or output is None else _check_output(Path(output), "-o")
     svg_path = None if svg is None else _check_output(Path(svg), "--svg")
+    if out_path is not None and svg_path is not None and _same_file(out_path, svg_path):
+        # the SVG, written second, replaced the stacks, and both "wrote" lines named that file
+        raise _fail(
+            f"-o {output} and --svg {svg} name the same file: the flame graph would replace the stacks; give "
+            "each its own name (e.g. -o cpu.folded --svg flame.svg)",
+            2,
+        )
     from npuprof.cli.main import warn_flags_given_twice
 
     warn_flags_given_twice("export-stacks")
