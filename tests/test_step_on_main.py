@@ -292,6 +292,51 @@ def test_a_definition_seen_at_a_later_collection_says_earlier_calls_went_uncount
     assert len(rank_dirs(tmp_path / "out")) == 1, text
 
 
+SCRIPTED = """
+import gc
+
+gc.disable()
+
+
+class ScriptFunction:  # what @torch.jit.script makes: an object, its compilation copying the globals
+    def __init__(self, fn):
+        self.fn, self.cycle, self.resolution_globals = fn, self, dict(fn.__globals__)
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+@ScriptFunction
+def train_step():
+    pass
+
+
+COLLECT
+for _ in range(12):
+    train_step()
+"""
+
+
+@pytest.mark.parametrize("collect", ["", "gc.collect()"])
+def test_a_scripted_step_function_is_refused_as_such_not_told_to_come_first(
+    tmp_path: Path, collect: str
+) -> None:
+    """helper-325: --step-on __main__:jstep naming a @torch.jit.script function: its own compilation holds
+    the placeholder, and the run's end said "define jstep before the script's first @torch.jit.script
+    function" (itself); the agent's refusal of a ScriptFunction object is said instead, and a collection
+    that wakes the agent adds no word of calls uncounted."""
+    script = tmp_path / "train.py"  # no torch needed: no step is ever counted
+    script.write_text(SCRIPTED.replace("COLLECT", collect))
+    proc = _run(tmp_path / "out", "train_step", (5, 1, 3), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert (
+        "--step-on __main__:train_step: names a ScriptFunction object, not a function: name the function or "
+        "method that makes one step; no steps counted" in text
+    ), text
+    assert "placeholder" not in text and "before the script's first" not in text, text
+
+
 def test_too_few_steps_are_counted_in_the_reason(tmp_path: Path) -> None:
     script = tmp_path / "train.py"  # no torch needed: the schedule's window is never reached
     script.write_text("def train_step():\n    pass\n\n\nfor _ in range(3):\n    train_step()\n")

@@ -68,6 +68,9 @@ def on_main_target_held(module: Any, step_on: str) -> None:
         if log is None:
             return
         first = step_on.partition(":")[2].split(".")[0]
+        if refused := _refused_target(module, step_on):  # a @torch.jit.script target holds it itself
+            log.warning(f"--step-on {step_on}: {refused}; no steps counted")
+            return
         path = getattr(module, "__file__", None) or (sys.argv[0] if sys.argv else "")
         where = f"__main__ ({os.path.basename(path)})" if path else "__main__"
         log.warning(
@@ -88,7 +91,7 @@ def on_main_target_seen_late(module: Any, step_on: str) -> None:
     script's calls 16-18)."""
     try:
         log = get_log() if _state.get("agent") else _report_log()
-        if log is None:
+        if log is None or _refused_target(module, step_on):  # the agent has said why it counts nothing
             return
         first = step_on.partition(":")[2].split(".")[0]
         path = getattr(module, "__file__", None) or (sys.argv[0] if sys.argv else "")
@@ -103,6 +106,18 @@ def on_main_target_seen_late(module: Any, step_on: str) -> None:
         )
     except Exception as exc:
         _report_failure(f"--step-on {step_on} not reported: {exc!r}")
+
+
+def _refused_target(module: Any, step_on: str) -> str:
+    """Why the function --step-on __main__:NAME names cannot be wrapped, as the agent refuses it ("" when
+    it can, or when NAME is a class whose method is named): a ``@torch.jit.script`` function
+    (``ScriptFunction``) holds the placeholder in the globals it copies as it is compiled."""
+    from npuprof.agent.steps import _not_a_step_function
+
+    qualname = step_on.partition(":")[2]
+    if "." in qualname:
+        return ""
+    return _not_a_step_function(vars(module).get(qualname))
 
 
 def on_main_target_spawned(step_on: str) -> None:
