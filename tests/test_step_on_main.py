@@ -337,6 +337,55 @@ def test_a_scripted_step_function_is_refused_as_such_not_told_to_come_first(
     assert "placeholder" not in text and "before the script's first" not in text, text
 
 
+REDEFINED_WHILE_HELD = """
+import gc
+
+gc.disable()  # the cycle below is freed at a full collection, which a short job may never reach
+
+
+def train_step():
+    pass
+
+
+train_step()
+
+
+class Compiled:  # what torch.jit.script leaves of a function it compiles: a copy of the script's globals
+    pass
+
+
+jit = Compiled()
+jit.cycle, jit.resolution_globals = jit, dict(globals())
+del jit
+
+
+def train_step():
+    pass
+
+
+for _ in range(12):
+    train_step()
+"""
+
+
+def test_a_step_function_defined_again_while_its_wrapper_is_held_is_said_not_followed(tmp_path: Path) -> None:
+    """helper-325: npuprof's wrapper of train_step held by a copy of the script's globals (a @torch.jit.script
+    function defined after it): a second def of train_step freed nothing, its 12 calls went uncounted, and
+    the run's end spoke of a job that "counted 1 step" only. The process says at exit that the new
+    function was not followed, and why."""
+    script = tmp_path / "train.py"
+    script.write_text(REDEFINED_WHILE_HELD)
+    proc = _run(tmp_path / "out", "train_step", (5, 1, 3), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert (
+        "--step-on __main__:train_step was bound again while something else still held npuprof's wrapper of "
+        "the function before" in text
+    ), text
+    assert "the new function was not followed and its calls were not counted" in text, text
+    assert "steps counted in this process: 1\n" in (tmp_path / "out" / "npuprof.log").read_text()
+
+
 def test_too_few_steps_are_counted_in_the_reason(tmp_path: Path) -> None:
     script = tmp_path / "train.py"  # no torch needed: the schedule's window is never reached
     script.write_text("def train_step():\n    pass\n\n\nfor _ in range(3):\n    train_step()\n")

@@ -482,6 +482,11 @@ class Agent:
             if counting and ended_by == "training ended" and self._counts_logged_in != os.getpid():
                 self._counts_logged_in = os.getpid()
                 self.log.info(f"{STEPS_AT_EXIT}{controller.step}")
+                if controller.step_function_wrapped:
+                    from npuprof.agent.steps import rebindings_not_followed
+
+                    for line in rebindings_not_followed():
+                        self.log.warn_once("step-on-not-followed", line)
                 if controller.windows_skipped:
                     self.log.info(f"{WINDOWS_SKIPPED_AT_EXIT}{controller.windows_skipped}")
             elif not counting and self._counts_logged_in != os.getpid():

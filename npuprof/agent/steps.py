@@ -587,9 +587,39 @@ def wrap_step_function(module: Any, qualname: str, controller: CaptureController
     # freed with the wrapper when the script binds the name to another function: that one is wrapped then
     stepped.__npuprof_rebound__ = _Rebound(module, qualname, controller, log)  # type: ignore[attr-defined]
     setattr(owner, attr, kind(stepped) if kind is not None else stepped)
+    _WRAPPED[:] = [entry for entry in _WRAPPED if entry[3]() is not None]  # a name bound again each epoch
+    _WRAPPED.append((owner, attr, f"{module.__name__}:{qualname}", weakref.ref(stepped)))
     controller.step_function_wrapped = True  # its count is logged at exit, 0 included (never called)
     log.info(f"steps counted at each return of {module.__name__}:{qualname}")
     return True
+
+
+_WRAPPED: list[tuple[Any, str, str, Any]] = []  # (owner, attribute, --step-on, weak ref to the wrapper)
+
+
+def rebindings_not_followed() -> list[str]:
+    """At exit: each --step-on name bound again to another function while its wrapper lived on, so that
+    the wrapper's ``_Rebound`` was not freed and the new function not wrapped (helper-325: torch.jit.script
+    keeps a copy of the script's globals, the wrapper in it, for each function it compiles after the step
+    function; a second ``def train_step`` then counted nothing and the run's end said "the most steps a
+    process counted: 3" of a job that called it 17 times). A reference the script saved still counts."""
+    lines = []
+    for owner, attr, step_on, wrapper in _WRAPPED:
+        alive = wrapper()
+        if alive is None:
+            continue
+        bound = getattr(owner, "__dict__", {}).get(attr, None)
+        bound = getattr(bound, "__func__", bound)  # a staticmethod or classmethod
+        if bound is alive or bound is None or not callable(bound) or getattr(bound, "__npuprof_stepped__", 0):
+            continue
+        lines.append(
+            f"--step-on {step_on} was bound again while something else still held npuprof's wrapper of the "
+            "function before (a reference the script saved, or a copy of the script's globals: "
+            "torch.jit.script keeps one for each function it compiles), so the new function was not followed "
+            "and its calls were not counted; define the step function once, or after the script's "
+            "@torch.jit.script functions"
+        )
+    return lines
 
 
 def _items_as_steps(gen: Any, controller: Any, is_finalizing: Callable[[], bool] = sys.is_finalizing) -> Any:
