@@ -9,6 +9,18 @@ import pytest
 from conftest import clean_env, npuprof
 
 
+@pytest.mark.parametrize("command", ["status", "trigger"])
+def test_status_and_trigger_without_dir_say_one_line(command: str) -> None:
+    """With no DIR, status and trigger printed their whole help (typer's no_args_is_help) where analyse,
+    export-stacks, memory-timeline and run give one line naming what is missing, exit 2."""
+    result = npuprof(command, timeout=60)
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    assert result.stderr == (
+        f"npuprof {command}: error: Missing argument 'DIR': give the directory of npuprof run --dynamic DIR; "
+        f"see npuprof {command} --help\n"
+    )
+
+
 @pytest.mark.parametrize(
     "args, line",
     [

@@ -317,7 +317,7 @@ def _main() -> None:
         from npuprof.cli.trigger import print_help
 
         print_help()  # laid out for 80 columns, never cutting a flag
-        _leave(0 if sys.argv[2:] else 2)  # (no arguments: the help, and exit 2, as typer answers)
+        _leave(0)
     if sys.argv[1:] == ["--version"]:
         from npuprof import __version__
 
@@ -369,7 +369,7 @@ def short_option_values(argv: list[str]) -> list[str]:
 def _asks_for_help(argv: list[str]) -> bool:
     """-h/--help before ``--``, or a command line that typer answers with the help (no arguments)."""
     before = argv[: argv.index("--")] if "--" in argv else argv
-    return any(a in ("-h", "--help") for a in before) or argv in ([], ["trigger"], ["status"])
+    return any(a in ("-h", "--help") for a in before) or argv == []
 
 
 def _help_in_any_locale() -> None:
@@ -414,7 +414,8 @@ def _run_typer() -> int:
                 f"npuprof run [flags] -- torchrun {launcher} ... train.py\n"
             )
         elif message:  # (no_args_is_help shows the help, then raises with no message)
-            sys.stderr.write(f"{where}: error: {message}; see {where} --help\n")
+            give = _GIVE_FOR_MISSING.get(where, "") if message.startswith("Missing argument") else ""
+            sys.stderr.write(f"{where}: error: {message}{give}; see {where} --help\n")
         return 2
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("npuprof: aborted\n")
@@ -463,6 +464,13 @@ def _no_such_option(message: str) -> str | None:
     if message.startswith("No such option: ") and len(words) > 3:
         return words[3].split("=")[0]
     return None
+
+
+# what to give where a command's argument is missing (status and trigger once printed their whole help)
+_GIVE_FOR_MISSING = {
+    "npuprof status": ": give the directory of npuprof run --dynamic DIR",
+    "npuprof trigger": ": give the directory of npuprof run --dynamic DIR",
+}
 
 
 # what a flag of run's that trigger has not (a capture's own flags are both's) means for a request

@@ -574,4 +574,4 @@ def _window_line(config: dict[str, Any]) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("status", help=HELP, epilog=EPILOG, no_args_is_help=True)(status_command)
+    app.command("status", help=HELP, epilog=EPILOG)(status_command)

@@ -633,4 +633,4 @@ trigger_command.__annotations__ = {
 
 
 def register(app: typer.Typer) -> None:
-    app.command("trigger", help=HELP, epilog=EPILOG, no_args_is_help=True)(trigger_command)
+    app.command("trigger", help=HELP, epilog=EPILOG)(trigger_command)
