@@ -536,9 +536,17 @@ def _depth(value: Any, limit: int = METADATA_JSON_DEPTH + 1) -> int:
     return level
 
 
-def parse_step_on(text: str, source: str = "--step-on") -> tuple[str, str]:
+def parse_step_on(text: str, source: str = "--step-on", command: list[str] | None = None) -> tuple[str, str]:
+    """``MODULE:QUALNAME`` as (module, qualname), or ConfigError. ``command``: the job's, when the launcher
+    knows it (a file name is then answered with the one fix that fits)."""
     module, sep, qualname = text.partition(":")
     parts = qualname.split(".") if qualname else []
+    if sep and qualname and _is_file_name(module):  # cnn.py:train_step was reported only after the job
+        raise ConfigError(
+            source,
+            f"{module!r} is a file name, not a module name",
+            _step_on_for_file(module, qualname, command),
+        )
     if sep and module and "<locals>" in parts:
         outer = ".".join(parts[: parts.index("<locals>")]) or "a function"
         raise ConfigError(
@@ -558,6 +566,36 @@ def parse_step_on(text: str, source: str = "--step-on") -> tuple[str, str]:
     if not all(p.isidentifier() for p in module.split(".")):
         raise ConfigError(source, f"{module!r} is not a module name", "e.g. --step-on mypkg.infer:generate")
     return module, qualname
+
+
+def _is_file_name(module: str) -> bool:
+    """``cnn.py``, ``models/cnn.py``: a path where MODULE belongs (a module ``py`` of a package ``cnn`` is
+    taken for the file: such a name is far more often the script's file than that module)."""
+    return module.endswith(".py") or "/" in module or os.sep in module
+
+
+def _step_on_for_file(path: str, qualname: str, command: list[str] | None) -> str:
+    """What --step-on names the function of file ``path`` as: ``__main__`` where it is the script that
+    ``command`` runs, else its module name (both, where the command is not known)."""
+    own = f"--step-on __main__:{qualname}"
+    stem = os.path.normpath(path[:-3] if path.endswith(".py") else path)
+    dotted = stem.replace(os.sep, ".").replace("/", ".")
+    as_module = f"--step-on {dotted}:{qualname}" if all(p.isidentifier() for p in dotted.split(".")) else ""
+    imported = as_module or f"--step-on MODULE:{qualname}, MODULE as the job imports it"
+    if command is None:
+        return f"{own} where {os.path.basename(path)} is the script being run, else {imported}"
+    script = next((word for word in command if word.endswith(".py")), None)  # python X.py, torchrun X.py
+    if script is not None and _same_file(script, path):
+        return f"{own} ({os.path.basename(path)} is the script being run)"
+    return imported
+
+
+def _same_file(script: str, path: str) -> bool:
+    """Whether the command's ``script`` is the file ``path`` names (by its name alone where ``path`` has no
+    directory: the job may run it from elsewhere)."""
+    if os.path.dirname(path):
+        return os.path.normpath(os.path.abspath(script)) == os.path.normpath(os.path.abspath(path))
+    return os.path.basename(script) == path
 
 
 def parse_min_free_space(value: Any, source: str = "--min-free-space") -> str:

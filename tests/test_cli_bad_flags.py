@@ -9,6 +9,36 @@ import pytest
 from conftest import clean_env, npuprof
 
 
+@pytest.mark.parametrize(
+    "step_on, job, fix",
+    [
+        ("cnn.py:train_step", ["cnn.py"], "--step-on __main__:train_step (cnn.py is the script being run)"),
+        (
+            "./cnn.py:train_step",
+            ["-u", "cnn.py"],
+            "--step-on __main__:train_step (cnn.py is the script being run)",
+        ),
+        ("cnn.py:train_step", ["train.py"], "--step-on cnn:train_step"),
+        ("models/cnn.py:Net.step", ["train.py"], "--step-on models.cnn:Net.step"),
+    ],
+)
+def test_step_on_a_file_name_is_refused_before_the_job(
+    tmp_path: Path, step_on: str, job: list[str], fix: str
+) -> None:
+    """``--step-on cnn.py:train_step`` (a file where a module belongs) was taken as module ``cnn.py`` and
+    reported only after the whole job had run; the job here would leave a file if it ran."""
+    script = tmp_path / job[-1]
+    script.write_text("open('ran', 'w').close()\n")
+    result = npuprof("run", "-o", "out", "--step-on", step_on, "--", "python", *job, cwd=tmp_path, timeout=60)
+    module = step_on.partition(":")[0]
+    assert (result.returncode, result.stdout) == (2, "")
+    assert (
+        result.stderr
+        == f"npuprof run: error: --step-on: {module!r} is a file name, not a module name; {fix}\n"
+    )
+    assert not (tmp_path / "ran").exists()
+
+
 @pytest.mark.parametrize("command", ["status", "trigger"])
 def test_status_and_trigger_without_dir_say_one_line(command: str) -> None:
     """With no DIR, status and trigger printed their whole help (typer's no_args_is_help) where analyse,

@@ -44,7 +44,7 @@ def _via_fast(argv: list[str], capsys: pytest.CaptureFixture[str]):
     assert parsed is not None, f"the fast path declined {argv}"
     flags, config, command = parsed
     try:
-        cfg = run_flags.build_config(config, flags)
+        cfg = run_flags.build_config(config, flags, command=command)
     except ConfigError as exc:
         return None, 2, f"npuprof run: error: {exc.one_line()}\n"
     return {"config": cfg.to_payload(), "command": command}, 0, ""
@@ -64,6 +64,8 @@ def _cases(tmp: Path) -> list[list[str]]:
         ["--with-stack", "--export-stacks", "self_cpu_time_total", "--record-shapes", "--", "x"],
         ["--profile-memory", "--record-shapes", "--with-stack", "--memory-timeline", ".json", "--", "x"],
         ["--step-on", "mypkg.infer:Engine.generate", "--worker-name", "node3", "--", "x"],
+        ["--step-on", "cnn.py:train_step", "--", "python", "cnn.py"],
+        ["--step-on", "models/cnn.py:Net.step", "--", "python", "train.py"],
         ["--config", str(config_file), "--active", "4", "--", "x"],
         ["--level", "7", "--", "x"],
         ["--ranks", "a", "--", "x"],

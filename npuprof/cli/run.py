@@ -37,7 +37,7 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
     _refuse_words_taken_for_the_command(list(command))
     notes, order = given_twice(sys.argv[2:] if sys.argv[1:2] == ["run"] else [])
     try:
-        cfg = build_config(config, flags, metadata_order=order)
+        cfg = build_config(config, flags, metadata_order=order, command=list(command))
     except ConfigError as exc:
         _fail_line(exc.one_line())
     for line in notes:

@@ -106,7 +106,7 @@ def fast_run(argv: list[str]) -> int | None:
 
     notes, order = given_twice(argv)
     try:
-        cfg = build_config(config, flags, metadata_order=order)
+        cfg = build_config(config, flags, metadata_order=order, command=command)
     except ConfigError as exc:
         sys.stderr.write(f"npuprof run: error: {exc.one_line()}\n")
         return 2
@@ -128,12 +128,17 @@ def build_config(
     flags: dict[str, object],
     environ: dict[str, str] | None = None,
     metadata_order: list[str] | None = None,
+    command: list[str] | None = None,
 ):
     """The base (defaults or --config FILE), then every flag the user gave, then validation. ``environ``'s
     PROF_CONFIG_PATH (default: the process's) stands for --dynamic when that flag is not given.
     ``metadata_order``: the keys ``metadata`` and ``metadata_json`` in the order their flags were given
-    (given_twice), so that a KEY given by both is the last one's."""
+    (given_twice), so that a KEY given by both is the last one's. ``command``: the job's (a --step-on that
+    names a file is answered with the name that fits it)."""
     from npuprof import config as c
+
+    if isinstance(step_on := flags.get("step_on"), str):
+        c.parse_step_on(step_on, command=command)
 
     source = _dynamic_source(flags, os.environ if environ is None else environ)
     if source is not None:
