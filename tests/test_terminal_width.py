@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
+from analyse_support.handmade import cpu_trace, write_rank_dir
 from conftest import clean_env, rank_dirs, sched, trainer
 
 from npuprof.options import RUN_OPTIONS
@@ -716,3 +717,25 @@ def test_run_summary_names_the_export_files_made_and_the_flame_graph_command(
     assert "in each capture's directory: memory_timeline.html\n" in said and "flame graph" not in said, said
     print_run_summary(tmp_path / "my run", [capture], 0, ProfileConfig(), log)  # nothing asked: nothing said
     assert "in each capture's directory" not in capsys.readouterr().err
+
+
+def test_a_report_saved_to_a_file_keeps_notes_and_names_whole(tmp_path: Path) -> None:
+    """`npuprof analyse DIR > report.txt` wrapped at rich's 80 columns: notes split mid sentence with
+    trailing spaces, names in the tables cut (``enumerate(DataLoa…aderIter.__next__``). Not a terminal and
+    no COLUMNS: each line whole, as the run summary's; COLUMNS is still honoured."""
+    name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" + "_and_then_some" * 3
+    trace = cpu_trace()
+    for event in trace["traceEvents"]:
+        if event["name"] == "aten::mm":
+            event["name"] = name
+    rank_dir = write_rank_dir(tmp_path / ("a_directory_of_a_long_name" * 3), trace)
+    env = {k: v for k, v in clean_env().items() if k != "COLUMNS"}
+    saved = npuprof("analyse", str(rank_dir), env=env)
+    assert saved.returncode == 0, saved.stderr
+    lines = saved.stdout.splitlines()
+    assert any(name in line for line in lines), saved.stdout
+    (note,) = [line for line in lines if line.startswith("no device kernels")]  # the CPU-only note
+    assert note.endswith(f"{rank_dir} --svg flame.svg") and len(note) > 200, saved.stdout
+    narrow = npuprof("analyse", str(rank_dir), env={**env, "COLUMNS": "80"})
+    assert narrow.returncode == 0, narrow.stderr
+    assert max(map(len, narrow.stdout.splitlines())) <= 80 and name not in narrow.stdout, narrow.stdout

@@ -14,6 +14,8 @@ from npuprof.cli.completions import offering
 from npuprof.config import EXPORT_TYPES
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from npuprof.analysis.report_schema import Report
     from npuprof.analysis.step_selection import StepSelection
 
@@ -202,7 +204,7 @@ def analyse(
                 "(and as frames in npuprof export-stacks)"
             )
     else:
-        terminal.render_table(report, Console())
+        terminal.render_table(report, _report_console())
     sys.stdout.flush()
     from npuprof.analysis.ascend_output import PARSED_BY_TORCH_NPU
     from npuprof.analysis.report import RECORD_SAYS
@@ -278,6 +280,20 @@ def _say(text: str) -> None:
     from npuprof.reports.text import printable
 
     print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr)
+
+
+def _report_console() -> Console:
+    """stdout's console for the table report: a file or a pipe (`> report.txt`) gets each note on one
+    line and each name whole, as the run summary's lines are (npuprof/reports/line_width.py); a
+    terminal, or COLUMNS, sets the width as before."""
+    from rich.console import Console
+
+    from npuprof.reports.line_width import NO_WRAP_WIDTH, unwrapped
+
+    console = Console()
+    if unwrapped(console.is_terminal):
+        console.width = NO_WRAP_WIDTH
+    return console
 
 
 def _say_one_line(text: str) -> None:

@@ -16,6 +16,7 @@ from npuprof.agent.dynamic_log import RANKLESS
 from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig, Schedule
 from npuprof.job_processes import outliving_the_job
+from npuprof.reports.line_width import NO_WRAP_WIDTH, unwrapped
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
 from npuprof.results.logfile import (
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 MIN_DIRECTORY_WIDTH = 24
-NO_WRAP_WIDTH = 1 << 14  # the summary's width where it is not wrapped (_unwrapped): wide enough for any line
 
 
 def _steps(steps: list[int]) -> str:
@@ -85,7 +85,7 @@ def print_run_summary(
     from rich.table import Table
 
     console = Console(stderr=True, highlight=False)
-    if _unwrapped(console.is_terminal):  # a log or a pipe: a line whole, a command in it to be copied
+    if unwrapped(console.is_terminal):  # a log or a pipe: a line whole, a command in it to be copied
         console.width = NO_WRAP_WIDTH
     # No box and the pid left out (it is in the directory's name), so that a row fits 80 columns; a
     # directory name is never split over lines, only shortened in its middle when the terminal is narrow.
@@ -1529,7 +1529,7 @@ def _note(text: str) -> None:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    width = NO_WRAP_WIDTH if _unwrapped(tty) else 80
+    width = NO_WRAP_WIDTH if unwrapped(tty) else 80
     columns = os.environ.get("COLUMNS", "")
     if columns.isascii() and columns.isdigit() and int(columns) > 0:
         width = int(columns)
@@ -1543,12 +1543,6 @@ def _note(text: str) -> None:
         lines[0] = "\x1b[1;33mnpuprof:\x1b[0m" + lines[0][len("npuprof:") :]
     stream.write("\n".join(lines) + "\n")
     stream.flush()
-
-
-def _unwrapped(tty: bool) -> bool:
-    """Whether the summary's lines are left whole: on stderr that is no terminal (a log, a pipe, a
-    scheduler's capture) and no COLUMNS set; a command split over two lines could not be copied."""
-    return not tty and not os.environ.get("COLUMNS", "").strip()
 
 
 def _wrap(text: str, width: int) -> list[str]:
